@@ -1,0 +1,43 @@
+# rewardpipe: every target sets itself up, so a fresh clone needs only `make demo` or `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN     = $(VENV)/bin
+# Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy").
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
+
+.PHONY: demo test install install-dev bench synth clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+# The runtime install is small (no CDK); the dev install adds CDK, moto and the test tools.
+$(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $@ $(VENV)/.installed-runtime
+
+install: $(VENV)/.installed-runtime
+install-dev: $(VENV)/.installed-dev
+
+demo: $(VENV)/.installed-runtime
+	rm -rf runs/demo
+	$(BIN)/rewardpipe run --tasks rewardpipe/data/tasks.jsonl --policy scripted \
+		--group-size 8 --steps 3 --out runs/demo --run-id demo
+
+test: $(VENV)/.installed-dev
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+
+bench: $(VENV)/.installed-dev
+	$(BIN)/python benchmarks/monitor.py
+	$(BIN)/python benchmarks/execution.py
+	$(BIN)/python benchmarks/cold_start.py
+
+synth: $(VENV)/.installed-dev
+	CDK_OUTDIR=cdk.out $(BIN)/python app.py
+
+clean:
+	rm -rf $(VENV) cdk.out runs .pytest_cache

@@ -1,0 +1,13 @@
+"""Command-line interface. Each command group lives in its own module and registers on ``app``."""
+
+from rewardpipe.cli.app import app
+
+# Imported for their side effect of registering commands on ``app``.
+from rewardpipe.cli import (  # noqa: E402,F401
+    exec_cmd,
+    monitor_cmd,
+    run_cmd,
+    tasks_cmd,
+)
+
+__all__ = ["app"]

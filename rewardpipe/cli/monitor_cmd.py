@@ -1,0 +1,1 @@
+"""Placeholder: commands registered by their owning module."""

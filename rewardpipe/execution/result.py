@@ -1,0 +1,55 @@
+"""Typed job and result of one code execution."""
+
+from __future__ import annotations
+
+from enum import Enum
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ExecutionStatus(str, Enum):
+    PASSED = "passed"
+    FAILED = "failed"
+    TIMEOUT = "timeout"
+    ERROR = "error"
+
+
+class ExecutionJob(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = ""
+    code: str
+    tests: str
+    entry_point: str = Field(min_length=1)
+    tests_format: Literal["unittest", "check"] = "unittest"
+    timeout_s: float = Field(default=10.0, gt=0, le=3600)
+
+
+class ExecutionResult(BaseModel):
+    id: str = ""
+    status: ExecutionStatus
+    passed: int = 0
+    total: int = 0
+    reason: str = ""
+    # Which trust mode ran: "split" (model code in its own process, tests in a trusted one) or
+    # "inprocess" (documented fallback for tests that need non-plain objects).
+    mode: str = ""
+    # Isolation layers detected and applied for this run, e.g. {"uid": "65534", "netns": "on"}.
+    isolation: dict[str, str] = Field(default_factory=dict)
+    duration_ms: float = 0.0
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def is_infrastructure_error(self) -> bool:
+        return self.status is ExecutionStatus.ERROR
+
+    @property
+    def fraction_passed(self) -> float:
+        """Correctness in [0, 1]: model failures (timeout, crash) are 0.0; callers handle ``error``."""
+        if self.status is ExecutionStatus.ERROR:
+            raise ValueError("an infrastructure error has no correctness value")
+        if self.total <= 0:
+            return 0.0
+        return max(0.0, min(1.0, self.passed / self.total))
