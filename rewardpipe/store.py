@@ -1,0 +1,408 @@
+"""Where scored records live: a local directory (the default) or an S3 bucket, with one key layout.
+
+Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
+
+    runs/<run_id>/step=<n>/group=<group_id>/<rollout_id>.json    one Record per object
+    runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.alarms
+    runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitor)
+
+Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
+overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe
+characters beyond ``A-Z a-z 0-9 _ . - ~``; an id made only of dots has its dots encoded too), so an id
+containing ``/``, ``..``, ``=`` or ``%`` can never leave its own path segment, and ``decode_id`` gives
+the original back.
+
+A corrupt or misplaced object never stops :meth:`Store.iter_records`: it is skipped, appended to
+``store.bad_objects`` (a list of :class:`BadObject`, reset at the start of each iteration) and handed
+to the optional ``on_bad`` callback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from urllib.parse import quote, unquote
+
+from pydantic import ValidationError
+
+from rewardpipe.models import Record
+
+RUNS_PREFIX = "runs/"
+_STEP_RE = re.compile(r"^step=(\d+)$")
+_GROUP_RE = re.compile(r"^group=(.+)$")
+
+_MISSING: Any = object()
+
+
+class StoreError(Exception):
+    """The store itself cannot be used (bad location, missing bucket, access denied, unsafe key)."""
+
+
+@dataclass(frozen=True)
+class BadObject:
+    """An object under a run that could not be read as a Record; ``reason`` says why."""
+
+    key: str
+    reason: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "reason": self.reason}
+
+
+# --------------------------------------------------------------------------------------------------
+# Key layout
+
+
+def encode_id(value: str) -> str:
+    """Encode an id as one safe path segment; reversible with :func:`decode_id`."""
+    if not isinstance(value, str) or value == "":
+        raise ValueError(f"ids must be non-empty strings, got {value!r}")
+    encoded = quote(value, safe="")
+    if set(encoded) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
+        encoded = encoded.replace(".", "%2E")
+    return encoded
+
+
+def decode_id(segment: str) -> str:
+    return unquote(segment)
+
+
+def run_prefix(run_id: str) -> str:
+    return f"{RUNS_PREFIX}{encode_id(run_id)}/"
+
+
+def step_prefix(run_id: str, step: int) -> str:
+    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
+        raise ValueError(f"step must be a non-negative integer, got {step!r}")
+    return f"{run_prefix(run_id)}step={step}/"
+
+
+def record_key(record: Record) -> str:
+    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded."""
+    return (
+        f"{step_prefix(record.run_id, record.step)}"
+        f"group={encode_id(record.group_id)}/{encode_id(record.rollout_id)}.json"
+    )
+
+
+def parse_record_key(key: str) -> tuple[str, int, str, str] | None:
+    """The (run_id, step, group_id, rollout_id) a record key stands for, or None if it is not one."""
+    parts = key.split("/")
+    if len(parts) != 5 or parts[0] != RUNS_PREFIX.rstrip("/") or not parts[4].endswith(".json"):
+        return None
+    step_match = _STEP_RE.match(parts[2])
+    group_match = _GROUP_RE.match(parts[3])
+    rollout = parts[4][: -len(".json")]
+    if not step_match or not group_match or not parts[1] or not rollout:
+        return None
+    return decode_id(parts[1]), int(step_match.group(1)), decode_id(group_match.group(1)), decode_id(rollout)
+
+
+def check_key(key: str) -> str:
+    """Reject keys that could escape the store root or alias another key."""
+    if not isinstance(key, str) or not key:
+        raise StoreError(f"store key must be a non-empty string, got {key!r}")
+    if key.startswith("/") or "\\" in key or "\x00" in key:
+        raise StoreError(f"unsafe store key {key!r}: must be relative, with '/' separators and no NUL")
+    if any(part in ("", ".", "..") for part in key.split("/")):
+        raise StoreError(f"unsafe store key {key!r}: empty, '.' or '..' path segment")
+    return key
+
+
+# --------------------------------------------------------------------------------------------------
+# The common interface
+
+
+class Store:
+    """Operations shared by every backend; subclasses supply the five primitives at the bottom."""
+
+    location: str
+
+    def __init__(self) -> None:
+        self.bad_objects: list[BadObject] = []
+
+    # -- records ---------------------------------------------------------------------------------
+
+    def put_record(self, record: Record) -> str:
+        key = record_key(record)
+        self._write(key, record.to_json().encode("utf-8"))
+        return key
+
+    def iter_records(
+        self,
+        run_id: str,
+        step: int | None = None,
+        *,
+        on_bad: Callable[[BadObject], None] | None = None,
+    ) -> Iterator[Record]:
+        """Yield every record of a run (or of one step), in step order then key order.
+
+        Objects that are not valid records, or whose contents disagree with their key (a file
+        copied to the wrong place), are skipped and reported through ``bad_objects``/``on_bad``.
+        """
+        self.bad_objects = []
+        steps = [step] if step is not None else self.list_steps(run_id)
+        for n in steps:
+            for key in self._list(step_prefix(run_id, n)):  # both backends list in key order
+                parsed = parse_record_key(key)
+                if parsed is None:
+                    self._report_bad(key, "not a record key (expected group=<g>/<rollout_id>.json)", on_bad)
+                    continue
+                try:
+                    raw = self._read(key)
+                except KeyError:  # deleted between list and read
+                    continue
+                try:
+                    record = Record.model_validate_json(raw)
+                except ValidationError as exc:
+                    self._report_bad(key, _short_validation_error(exc), on_bad)
+                    continue
+                if record_key(record) != key:
+                    self._report_bad(
+                        key,
+                        f"record says run_id={record.run_id!r} step={record.step} group_id={record.group_id!r} "
+                        f"rollout_id={record.rollout_id!r}, which belongs at {record_key(record)}",
+                        on_bad,
+                    )
+                    continue
+                yield record
+
+    def _report_bad(self, key: str, reason: str, on_bad: Callable[[BadObject], None] | None) -> None:
+        bad = BadObject(key, reason)
+        self.bad_objects.append(bad)
+        if on_bad is not None:
+            on_bad(bad)
+
+    def list_runs(self) -> list[str]:
+        return sorted(decode_id(name) for name in self._list_dirs(RUNS_PREFIX))
+
+    def list_steps(self, run_id: str) -> list[int]:
+        steps = []
+        for name in self._list_dirs(run_prefix(run_id)):
+            match = _STEP_RE.match(name)
+            if match:
+                steps.append(int(match.group(1)))
+        return sorted(steps)
+
+    # -- arbitrary JSON (alarms, monitor state, manifests) ------------------------------------------
+
+    def put_json(self, key: str, obj: Any) -> str:
+        data = json.dumps(obj, sort_keys=True, allow_nan=False).encode("utf-8")
+        self._write(check_key(key), data)
+        return key
+
+    def get_json(self, key: str, default: Any = _MISSING) -> Any:
+        """The parsed object at ``key``; ``default`` (or KeyError) when absent, StoreError if not JSON."""
+        try:
+            raw = self._read(check_key(key))
+        except KeyError:
+            if default is _MISSING:
+                raise KeyError(f"no object at {self.location}/{key}") from None
+            return default
+        try:
+            return json.loads(raw)
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise StoreError(f"{self.location}/{key} is not valid JSON: {exc}") from None
+
+    def list_keys(self, prefix: str = "") -> list[str]:
+        """Every key below ``prefix`` (recursively), sorted."""
+        if prefix:
+            check_key(prefix.rstrip("/"))
+        return sorted(self._list(prefix))
+
+    # -- primitives -------------------------------------------------------------------------------
+
+    def _write(self, key: str, data: bytes) -> None:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def _read(self, key: str) -> bytes:  # pragma: no cover - abstract
+        """The object's bytes; KeyError when it does not exist."""
+        raise NotImplementedError
+
+    def _list(self, prefix: str) -> Iterator[str]:  # pragma: no cover - abstract
+        """Every key below ``prefix`` (which ends in '/' or is empty), recursively."""
+        raise NotImplementedError
+
+    def _list_dirs(self, prefix: str) -> list[str]:  # pragma: no cover - abstract
+        """The immediate child "directory" names below ``prefix`` (ending in '/')."""
+        raise NotImplementedError
+
+
+def _short_validation_error(exc: ValidationError) -> str:
+    first = exc.errors()[0]
+    if first["type"] == "json_invalid":
+        return f"not valid JSON ({first['msg']})"
+    loc = ".".join(str(p) for p in first["loc"]) or "<object>"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"not a valid record: field '{loc}': {first['msg']}{more}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Local directory
+
+
+class LocalStore(Store):
+    """A directory on disk. Writes go to a temporary file in the target directory, then ``os.replace``,
+    so a reader never sees a half-written object and a crash leaves at worst a stray ``.tmp`` file
+    (ignored by listings)."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        super().__init__()
+        self.root = Path(root)
+        self.location = str(self.root)
+        if self.root.exists() and not self.root.is_dir():
+            raise StoreError(f"store location {self.root} exists and is not a directory")
+
+    def __repr__(self) -> str:
+        return f"LocalStore({self.location!r})"
+
+    def _path(self, key: str) -> Path:
+        return self.root.joinpath(*key.split("/"))
+
+    def _write(self, key: str, data: bytes) -> None:
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except FileNotFoundError:
+                pass
+            raise
+
+    def _read(self, key: str) -> bytes:
+        try:
+            return self._path(key).read_bytes()
+        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            raise KeyError(key) from None
+
+    def _list(self, prefix: str) -> Iterator[str]:
+        base = self._path(prefix.rstrip("/")) if prefix else self.root
+        if not base.is_dir():
+            return
+        for dirpath, dirnames, filenames in os.walk(base):
+            dirnames.sort()
+            rel = Path(dirpath).relative_to(self.root).as_posix()
+            for name in sorted(filenames):
+                if name.startswith(".") and name.endswith(".tmp"):
+                    continue
+                yield name if rel == "." else f"{rel}/{name}"
+
+    def _list_dirs(self, prefix: str) -> list[str]:
+        base = self._path(prefix.rstrip("/"))
+        if not base.is_dir():
+            return []
+        return sorted(entry.name for entry in base.iterdir() if entry.is_dir())
+
+
+# --------------------------------------------------------------------------------------------------
+# S3
+
+
+class S3Store(Store):
+    """An S3 bucket (optionally under a prefix). ``client`` defaults to ``boto3.client("s3")``."""
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+        super().__init__()
+        if not bucket or "/" in bucket:
+            raise StoreError(f"invalid S3 bucket name {bucket!r}")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        if self.prefix:
+            check_key(self.prefix)
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        self.client = client
+        self.location = f"s3://{bucket}/{self.prefix}".rstrip("/")
+
+    def __repr__(self) -> str:
+        return f"S3Store({self.location!r})"
+
+    def _full(self, key: str) -> str:
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _strip(self, full_key: str) -> str:
+        return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
+
+    def _client_error(self, exc: Exception, action: str) -> StoreError:
+        code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+        if code == "NoSuchBucket":
+            return StoreError(f"S3 bucket {self.bucket!r} does not exist ({self.location})")
+        if code in ("AccessDenied", "403"):
+            return StoreError(f"access denied to {self.location} while trying to {action}")
+        return StoreError(f"S3 error {code} on {self.location} while trying to {action}: {exc}")
+
+    def _write(self, key: str, data: bytes) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.put_object(
+                Bucket=self.bucket, Key=self._full(key), Body=data, ContentType="application/json"
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._client_error(exc, f"write {key}") from exc
+
+    def _read(self, key: str) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._full(key))
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
+                raise KeyError(key) from None
+            raise self._client_error(exc, f"read {key}") from exc
+        except BotoCoreError as exc:
+            raise self._client_error(exc, f"read {key}") from exc
+        return response["Body"].read()
+
+    def _paginate(self, prefix: str, delimiter: str | None) -> Iterator[dict[str, Any]]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        full_prefix = self._full(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
+        if delimiter:
+            kwargs["Delimiter"] = delimiter
+        try:
+            yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
+        except (ClientError, BotoCoreError) as exc:
+            raise self._client_error(exc, f"list {prefix or '/'}") from exc
+
+    def _list(self, prefix: str) -> Iterator[str]:
+        for page in self._paginate(prefix, None):
+            for item in page.get("Contents", []):
+                yield self._strip(item["Key"])
+
+    def _list_dirs(self, prefix: str) -> list[str]:
+        names = []
+        for page in self._paginate(prefix, "/"):
+            for item in page.get("CommonPrefixes", []):
+                names.append(self._strip(item["Prefix"])[len(prefix) :].rstrip("/"))
+        return sorted(n for n in names if n)
+
+
+# --------------------------------------------------------------------------------------------------
+
+
+def open_store(location: str | os.PathLike[str], client: Any = None) -> Store:
+    """``s3://bucket[/prefix]`` gives an :class:`S3Store`; anything else is a local directory."""
+    text = os.fspath(location)
+    if text.startswith("s3://"):
+        rest = text[len("s3://") :]
+        bucket, _, prefix = rest.partition("/")
+        if not bucket:
+            raise StoreError(f"S3 location {text!r} has no bucket name (expected s3://bucket[/prefix])")
+        return S3Store(bucket, prefix, client=client)
+    if "://" in text:
+        raise StoreError(f"unsupported store location {text!r}: use a directory or s3://bucket/prefix")
+    return LocalStore(text)
