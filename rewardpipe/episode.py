@@ -1,0 +1,249 @@
+"""The one definition of a rollout, as explicit steps.
+
+The local runner calls :func:`run_episode`, which is just these steps in a loop; the Step Functions state
+machine calls the same steps one Lambda at a time, carrying :class:`EpisodeState` as JSON between them and
+branching on ``next_action``:
+
+    start_episode ──► policy turn ──► apply_policy_turn ──┬─ "simulator" ─► apply_simulator_turn ─► policy turn
+                                                          ├─ "execute"   ─► execution_job ─► (sandbox) ─► finish
+                                                          └─ "score"     ─► finish_episode (nothing to run)
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+from pydantic import BaseModel, Field
+
+from rewardpipe.execution.result import ExecutionJob, ExecutionResult
+from rewardpipe.models import ErrorInfo, Message, Record, Rollout, Task
+from rewardpipe.parsing import TurnKind, parse_turn
+from rewardpipe.rewards.base import Reward
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.policies import Policy
+    from rewardpipe.simulator import Simulator
+
+DEFAULT_MAX_TURNS = 6
+DEFAULT_EXEC_TIMEOUT_S = 10.0
+
+NextAction = Literal["policy", "simulator", "execute", "score"]
+
+
+class EpisodeState(BaseModel):
+    run_id: str
+    step: int = 0
+    group_id: str
+    rollout_id: str
+    task_id: str
+    messages: list[Message]
+    turn_kinds: list[TurnKind] = Field(default_factory=list)
+    revealed: list[int] = Field(default_factory=list)
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=100)
+    next_action: NextAction = "policy"
+    end_reason: str | None = None
+    final_code: str | None = None
+
+    @property
+    def assistant_turns(self) -> int:
+        return len(self.turn_kinds)
+
+    def to_rollout(self) -> Rollout:
+        return Rollout(
+            rollout_id=self.rollout_id,
+            group_id=self.group_id,
+            task_id=self.task_id,
+            step=self.step,
+            messages=self.messages,
+        )
+
+
+class EpisodeError(RuntimeError):
+    """A step was called in the wrong phase (a bug in the orchestration, not in the model)."""
+
+
+def start_episode(
+    task: Task, *, run_id: str, step: int, group_id: str, rollout_id: str, max_turns: int = DEFAULT_MAX_TURNS
+) -> EpisodeState:
+    return EpisodeState(
+        run_id=run_id,
+        step=step,
+        group_id=group_id,
+        rollout_id=rollout_id,
+        task_id=task.task_id,
+        messages=[Message(role="user", content=task.prompt)],
+        max_turns=max_turns,
+    )
+
+
+def _expect(state: EpisodeState, action: NextAction) -> None:
+    if state.next_action != action:
+        raise EpisodeError(f"rollout {state.rollout_id}: expected next_action '{action}', state is '{state.next_action}'")
+
+
+def apply_policy_turn(state: EpisodeState, text: str) -> EpisodeState:
+    """Append the assistant turn, classify it, and decide what happens next."""
+    _expect(state, "policy")
+    parsed = parse_turn(text)
+    new = state.model_copy(deep=True)
+    new.messages.append(Message(role="assistant", content=text))
+    new.turn_kinds.append(parsed.kind)
+    if parsed.kind is TurnKind.COMMIT:
+        new.final_code = parsed.code
+        new.next_action = "execute"
+        new.end_reason = "committed"
+    elif new.assistant_turns >= new.max_turns:
+        new.next_action = "score"
+        new.end_reason = "turn_limit"
+    else:
+        new.next_action = "simulator"
+    return new
+
+
+def apply_simulator_turn(state: EpisodeState, task: Task, simulator: "Simulator") -> EpisodeState:
+    _expect(state, "simulator")
+    reply = simulator.respond(state, task)
+    new = state.model_copy(deep=True)
+    new.messages.append(Message(role="user", content=reply.text))
+    if reply.revealed is not None and reply.revealed not in new.revealed:
+        new.revealed.append(reply.revealed)
+    new.next_action = "policy"
+    return new
+
+
+def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
+    """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands."""
+    new = state.model_copy(deep=True)
+    new.next_action = "score"
+    new.end_reason = reason
+    return new
+
+
+def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
+    if state.final_code is None:
+        return None
+    return ExecutionJob(
+        id=state.rollout_id,
+        code=state.final_code,
+        tests=task.tests,
+        entry_point=task.entry_point,
+        tests_format=task.tests_format,
+        timeout_s=task.timeout_s or DEFAULT_EXEC_TIMEOUT_S,
+    )
+
+
+def build_record(
+    *,
+    run_id: str,
+    step: int,
+    group_id: str,
+    rollout_id: str,
+    task_id: str,
+    messages: list[Message],
+    execution: ExecutionResult | None,
+    reward: Reward,
+    extra_metrics: dict | None = None,
+) -> Record:
+    score = reward.score(messages, execution)
+    metrics = {**score.metrics, **(extra_metrics or {})}
+    return Record(
+        run_id=run_id,
+        step=step,
+        group_id=group_id,
+        rollout_id=rollout_id,
+        task_id=task_id,
+        status="error" if score.error else "scored",
+        error=score.error,
+        components=score.components,
+        weights=score.weights,
+        aggregate=score.aggregate,
+        metrics=metrics,
+    )
+
+
+def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult | None, reward: Reward) -> Record:
+    if state.next_action not in ("execute", "score"):
+        raise EpisodeError(f"rollout {state.rollout_id}: cannot score an episode in phase '{state.next_action}'")
+    return build_record(
+        run_id=state.run_id,
+        step=state.step,
+        group_id=state.group_id,
+        rollout_id=state.rollout_id,
+        task_id=state.task_id,
+        messages=state.messages,
+        execution=execution,
+        reward=reward,
+        extra_metrics={
+            "end_reason": state.end_reason,
+            "spec_revealed": len(state.revealed),
+            "spec_items": len(task.spec),
+        },
+    )
+
+
+def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
+    """The record for an infrastructure failure: every component unknown, never a score of 0."""
+    return Record(
+        run_id=state.run_id,
+        step=state.step,
+        group_id=state.group_id,
+        rollout_id=state.rollout_id,
+        task_id=state.task_id,
+        status="error",
+        error=ErrorInfo(kind=kind, message=message[:2000]),
+        components={name: None for name in reward.component_names},
+        weights=reward.weights,
+        aggregate=None,
+        metrics={"assistant_turns": state.assistant_turns, "end_reason": state.end_reason},
+    )
+
+
+class PolicyExhausted(Exception):
+    """A policy has no further turn to give (e.g. a replayed transcript ended)."""
+
+
+def converse(state: EpisodeState, task: Task, policy: "Policy", simulator: "Simulator") -> EpisodeState:
+    """Run policy and simulator turns until the episode commits or hits the turn limit.
+
+    Exceptions from the policy or simulator propagate: the caller decides how to record them.
+    """
+    while state.next_action in ("policy", "simulator"):
+        if state.next_action == "policy":
+            try:
+                text = policy.next_turn(state, task)
+            except PolicyExhausted as exc:
+                return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
+            state = apply_policy_turn(state, text)
+        else:
+            state = apply_simulator_turn(state, task, simulator)
+    return state
+
+
+def run_episode(
+    task: Task,
+    policy: "Policy",
+    simulator: "Simulator",
+    executor,
+    reward: Reward,
+    *,
+    run_id: str,
+    step: int,
+    group_id: str,
+    rollout_id: str,
+    max_turns: int = DEFAULT_MAX_TURNS,
+) -> Record:
+    """One rollout end to end. Every failure of the machinery becomes an error record."""
+    state = start_episode(task, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns)
+    try:
+        state = converse(state, task, policy, simulator)
+    except Exception as exc:  # noqa: BLE001 - any policy/simulator failure is infrastructure, not a score
+        kind = "policy_error" if state.next_action == "policy" else "simulator_error"
+        return error_record(state, kind, f"{type(exc).__name__}: {exc}", reward)
+    job = execution_job(state, task)
+    execution = None
+    if job is not None:
+        try:
+            execution = executor.run(job)
+        except Exception as exc:  # noqa: BLE001
+            return error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
+    return finish_episode(state, task, execution, reward)

@@ -1,0 +1,77 @@
+"""Minimal client for OpenAI-compatible ``/chat/completions`` endpoints (vLLM, SGLang, OpenAI, Bedrock gateways).
+
+Failures after retries raise :class:`EndpointError`; callers turn that into an *error record*, never a score.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any, Sequence
+
+import httpx
+
+RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+
+
+class EndpointError(RuntimeError):
+    """The model endpoint could not produce a completion (network, HTTP status, or malformed body)."""
+
+
+class ChatClient:
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        backoff_s: float = 0.5,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        if not base_url:
+            raise ValueError("base_url is required for an OpenAI-compatible endpoint")
+        if not model:
+            raise ValueError("model is required for an OpenAI-compatible endpoint")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
+        self.max_retries = max_retries
+        self.backoff_s = backoff_s
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        self._http = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
+
+    def complete(self, messages: Sequence[dict[str, str]], **params: Any) -> str:
+        body = {"model": self.model, "messages": list(messages), **params}
+        url = f"{self.base_url}/chat/completions"
+        last_problem = "no attempt made"
+        for attempt in range(self.max_retries + 1):
+            if attempt:
+                time.sleep(self.backoff_s * (2 ** (attempt - 1)))
+            try:
+                response = self._http.post(url, json=body)
+            except httpx.HTTPError as exc:
+                last_problem = f"{type(exc).__name__}: {exc}"
+                continue
+            if response.status_code in RETRYABLE_STATUS:
+                last_problem = f"HTTP {response.status_code} from {url}"
+                continue
+            if response.status_code >= 400:
+                raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
+            return _content_of(response, url)
+        raise EndpointError(f"{url} failed after {self.max_retries + 1} attempts: {last_problem}")
+
+    def close(self) -> None:
+        self._http.close()
+
+
+def _content_of(response: httpx.Response, url: str) -> str:
+    try:
+        content = response.json()["choices"][0]["message"]["content"]
+    except (ValueError, KeyError, IndexError, TypeError):
+        raise EndpointError(f"{url} returned a body without choices[0].message.content: {response.text[:300]}")
+    if isinstance(content, list):
+        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if not isinstance(content, str):
+        raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
+    return content

@@ -1,0 +1,105 @@
+"""Classify an assistant turn as a question, a code commit, or neither, and pull out its code.
+
+The rules (documented in the README, each covered by tests):
+
+1. Code is the content of *fenced* blocks (three or more backticks or tildes). A block whose info string
+   names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
+   untagged block counts as Python. An unterminated fence at the end of a turn still counts (outputs are often
+   cut at max_length). Blank blocks are ignored. Unfenced code is not code: committing means fencing it.
+2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
+   removed from the prose too, so ``x?`` inside backticks is not a question mark.
+3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` appears in the prose
+   *after the last code block* (or anywhere, when there is no code). Code followed by "Does that match what
+   you want?" is asking for confirmation, so it is a question, not a commit. A question mark that appears
+   only before the code ("You want it sorted? Here it is:") does not make the turn a question.
+4. A turn **commits** when it has code (rule 1) and is not a question (rule 3).
+5. Anything else is **other** (statements, plans, refusals, empty turns).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
+
+_FENCE_OPEN = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+_QUESTION_END = re.compile(r"\?[\"')\]]*\s*$")
+
+
+class TurnKind(str, Enum):
+    QUESTION = "question"
+    COMMIT = "commit"
+    OTHER = "other"
+
+
+@dataclass(frozen=True)
+class ParsedTurn:
+    kind: TurnKind
+    code: str | None  # concatenated Python blocks, or None
+    prose: str
+
+
+def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """Return ([(info, body), ...], [prose segments]) with prose segments in order around the blocks."""
+    blocks: list[tuple[str, str]] = []
+    prose: list[str] = []
+    current: list[str] = []
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        match = _FENCE_OPEN.match(lines[i])
+        if not match:
+            current.append(lines[i])
+            i += 1
+            continue
+        fence = match.group("fence")
+        info = match.group("info").strip().split()[0].lower() if match.group("info").strip() else ""
+        body: list[str] = []
+        i += 1
+        while i < len(lines):
+            closing = lines[i].strip()
+            if closing.startswith(fence[0] * len(fence)) and set(closing) <= {fence[0]}:
+                break
+            body.append(lines[i])
+            i += 1
+        i += 1  # skip the closing fence (or run past the end for an unterminated block)
+        prose.append("\n".join(current))
+        current = []
+        blocks.append((info, "\n".join(body)))
+    prose.append("\n".join(current))
+    return blocks, prose
+
+
+def _asks(prose: str) -> bool:
+    cleaned = _INLINE_CODE.sub("", prose)
+    for line in cleaned.splitlines():
+        for sentence in re.split(r"(?<=[.!?])\s+", line.strip()):
+            if _QUESTION_END.search(sentence):
+                return True
+    return False
+
+
+def parse_turn(text: str) -> ParsedTurn:
+    blocks, prose_segments = _split_fences(text or "")
+    code_parts = [body for info, body in blocks if info in PYTHON_TAGS and body.strip()]
+    code = "\n\n".join(part.rstrip() for part in code_parts) + "\n" if code_parts else None
+    all_prose = "\n".join(prose_segments)
+    if code is None:
+        kind = TurnKind.QUESTION if _asks(all_prose) else TurnKind.OTHER
+        return ParsedTurn(kind, None, all_prose)
+    # Only prose after the last Python block decides whether code is offered for confirmation.
+    last_python = max(idx for idx, (info, body) in enumerate(blocks) if info in PYTHON_TAGS and body.strip())
+    trailing = "\n".join(prose_segments[last_python + 1 :])
+    kind = TurnKind.QUESTION if _asks(trailing) else TurnKind.COMMIT
+    return ParsedTurn(kind, code, all_prose)
+
+
+def classify_turn(text: str) -> TurnKind:
+    return parse_turn(text).kind
+
+
+def extract_code(text: str) -> str | None:
+    return parse_turn(text).code

@@ -1,0 +1,103 @@
+"""The multi-turn "ask before coding" reward: outcome + behaviour + penalties.
+
+| component             | weight | value                                                                  |
+|-----------------------|--------|------------------------------------------------------------------------|
+| correctness           | 1.0    | fraction of hidden tests passing on the final committed code; 0 if none |
+| asked_before_coding   | 0.6    | 1.0 first turn asked and later committed; 0.6 asked later then committed |
+| guessed_immediately   | 0.4    | -1.0 if the first assistant turn commits without asking                 |
+| loop_penalty          | 0.2    | -0.5 if the last two assistant turns are more than 80% similar          |
+
+``asked_before_coding`` is deliberately not gated on correctness: gating a behaviour bonus behind a rarely
+reached outcome is exactly how a component goes silently dead.
+"""
+
+from __future__ import annotations
+
+from difflib import SequenceMatcher
+
+from rewardpipe.execution.result import ExecutionStatus
+from rewardpipe.models import ErrorInfo, MetricValue
+from rewardpipe.parsing import TurnKind
+from rewardpipe.rewards.base import Component, Reward, ScoringInput
+
+LOOP_SIMILARITY_THRESHOLD = 0.8
+
+
+def correctness(data: ScoringInput) -> float | None:
+    if data.transcript.final_code is None:
+        return 0.0
+    execution = data.execution
+    if execution is None or execution.status is ExecutionStatus.ERROR:
+        return None  # the tests did not run: an infrastructure failure, not a model failure
+    return execution.fraction_passed
+
+
+def asked_before_coding(data: ScoringInput) -> float:
+    kinds = data.transcript.kinds
+    if TurnKind.QUESTION not in kinds:
+        return 0.0
+    first_question = kinds.index(TurnKind.QUESTION)
+    committed_after = TurnKind.COMMIT in kinds[first_question + 1 :]
+    if not committed_after:
+        return 0.0
+    return 1.0 if first_question == 0 else 0.6
+
+
+def guessed_immediately(data: ScoringInput) -> float:
+    kinds = data.transcript.kinds
+    return -1.0 if kinds and kinds[0] is TurnKind.COMMIT else 0.0
+
+
+def turn_similarity(a: str, b: str) -> float:
+    return SequenceMatcher(None, a.strip(), b.strip(), autojunk=False).ratio()
+
+
+def loop_penalty(data: ScoringInput) -> float:
+    texts = data.transcript.assistant_texts
+    if len(texts) < 2:
+        return 0.0
+    return -0.5 if turn_similarity(texts[-2], texts[-1]) > LOOP_SIMILARITY_THRESHOLD else 0.0
+
+
+def diagnostics(data: ScoringInput) -> dict[str, MetricValue]:
+    kinds = data.transcript.kinds
+    metrics: dict[str, MetricValue] = {
+        "turns": len(data.transcript.messages),
+        "assistant_turns": len(kinds),
+        "questions": kinds.count(TurnKind.QUESTION),
+        "committed": data.transcript.final_code is not None,
+    }
+    execution = data.execution
+    if execution is not None:
+        metrics.update(
+            tests_passed=execution.passed,
+            tests_total=execution.total,
+            exec_status=execution.status.value,
+            exec_reason=execution.reason,
+            exec_mode=execution.mode,
+            exec_ms=round(execution.duration_ms, 3),
+        )
+    return metrics
+
+
+def explain_error(data: ScoringInput) -> ErrorInfo | None:
+    execution = data.execution
+    if execution is None:
+        return ErrorInfo(kind="not_executed", message="code was committed but no execution result was supplied")
+    if execution.status is ExecutionStatus.ERROR:
+        return ErrorInfo(kind="execution_error", message=execution.reason or "the test harness failed")
+    return None
+
+
+ASK_BEFORE_CODING = Reward(
+    name="ask_before_coding",
+    components=(
+        Component("correctness", 1.0, correctness, "fraction of hidden tests passing", (0.0, 1.0)),
+        Component("asked_before_coding", 0.6, asked_before_coding, "asked, then committed", (0.0, 1.0)),
+        Component("guessed_immediately", 0.4, guessed_immediately, "committed on turn one", (-1.0, 0.0)),
+        Component("loop_penalty", 0.2, loop_penalty, "last two turns near-identical", (-0.5, 0.0)),
+    ),
+    diagnostics=diagnostics,
+    explain_error=explain_error,
+    needs_execution=True,
+)

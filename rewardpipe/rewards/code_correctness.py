@@ -1,0 +1,69 @@
+"""Single-turn code reward: run the response's code against tests carried by the sample.
+
+The sample's reference answer (or metadata) carries ``tests``, ``entry_point`` and optionally
+``tests_format`` / ``timeout_s``. Components: ``correctness`` (fraction of tests passing; None when the
+harness failed) and ``has_code`` (1.0 when the response contains a fenced Python block, a weak format signal).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardpipe.execution.result import ExecutionJob
+from rewardpipe.models import ErrorInfo
+from rewardpipe.rewards import ask_before_coding as abc
+from rewardpipe.rewards.base import Component, Reward, ScoringInput, Transcript
+
+
+def _last_turn_code(transcript: Transcript) -> str | None:
+    turns = transcript.assistant_turns
+    return turns[-1].code if turns else None
+
+
+def correctness(data: ScoringInput) -> float | None:
+    if _last_turn_code(data.transcript) is None:
+        return 0.0
+    return abc.correctness(data)
+
+
+def has_code(data: ScoringInput) -> float:
+    return 1.0 if _last_turn_code(data.transcript) is not None else 0.0
+
+
+def job_for(transcript: Transcript, reference: Any, sample_id: str = "") -> ExecutionJob | None:
+    """The execution job for a single-turn sample, or None when there is no code to run.
+
+    Raises ValueError naming the missing field when the reference lacks what the tests need.
+    """
+    code = _last_turn_code(transcript)
+    if code is None:
+        return None
+    if not isinstance(reference, dict):
+        raise ValueError("reference_answer must be an object with 'tests' and 'entry_point'")
+    missing = [key for key in ("tests", "entry_point") if not reference.get(key)]
+    if missing:
+        raise ValueError(f"reference_answer is missing {', '.join(missing)}")
+    return ExecutionJob(
+        id=sample_id,
+        code=code,
+        tests=reference["tests"],
+        entry_point=reference["entry_point"],
+        tests_format=reference.get("tests_format", "unittest"),
+        timeout_s=float(reference.get("timeout_s", 10.0)),
+    )
+
+
+def explain_error(data: ScoringInput) -> ErrorInfo | None:
+    return abc.explain_error(data)
+
+
+CODE_CORRECTNESS = Reward(
+    name="code_correctness",
+    components=(
+        Component("correctness", 1.0, correctness, "fraction of tests passing", (0.0, 1.0)),
+        Component("has_code", 0.0, has_code, "response contains a fenced Python block", (0.0, 1.0)),
+    ),
+    diagnostics=abc.diagnostics,
+    explain_error=explain_error,
+    needs_execution=True,
+)

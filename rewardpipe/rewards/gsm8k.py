@@ -1,0 +1,108 @@
+"""Single-turn GSM8K-style math reward: a format component (up to 0.5) and answer correctness (1.0).
+
+Format: the model is asked to end with a line ``#### <number>``.
+  * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
+  * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``\\boxed{42}``, or the
+    ``####`` line is not last);
+  * 0.0: no marked answer.
+Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
+numerically, else 0.0. An unreadable reference answer is an error (None), never a 0 for every sample, which
+would make the component constant and silently dead.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from rewardpipe.models import ErrorInfo, MetricValue
+from rewardpipe.rewards.base import Component, Reward, ScoringInput
+
+_NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?"
+_STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
+_HASH_ANSWER = re.compile(rf"####\s*({_NUMBER})")
+_BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
+_ANY_NUMBER = re.compile(_NUMBER)
+
+
+def to_decimal(text: str) -> Decimal | None:
+    cleaned = text.replace(",", "").replace("$", "").strip().rstrip(".")
+    try:
+        return Decimal(cleaned)
+    except (InvalidOperation, ValueError):
+        return None
+
+
+def reference_value(reference: Any) -> Decimal | None:
+    """Accept ``42``, ``"42"``, a full GSM8K solution ending ``#### 42``, or ``{"answer"|"text": ...}``."""
+    if isinstance(reference, dict):
+        for key in ("answer", "text", "value", "reference_answer"):
+            if key in reference:
+                return reference_value(reference[key])
+        return None
+    if isinstance(reference, bool) or reference is None:
+        return None
+    if isinstance(reference, (int, float)):
+        return to_decimal(str(reference))
+    if isinstance(reference, str):
+        marked = _HASH_ANSWER.search(reference)
+        if marked:
+            return to_decimal(marked.group(1))
+        return to_decimal(reference)
+    return None
+
+
+def _response(data: ScoringInput) -> str:
+    texts = data.transcript.assistant_texts
+    return texts[-1] if texts else ""
+
+
+def extracted_answer(text: str) -> Decimal | None:
+    for pattern in (_HASH_ANSWER, _BOXED):
+        matches = pattern.findall(text)
+        if matches:
+            return to_decimal(matches[-1])
+    numbers = _ANY_NUMBER.findall(text)
+    return to_decimal(numbers[-1]) if numbers else None
+
+
+def answer_format(data: ScoringInput) -> float:
+    text = _response(data)
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    if lines and _STRICT_LAST_LINE.match(lines[-1]):
+        return 1.0
+    if "####" in text or _BOXED.search(text):
+        return 0.5
+    return 0.0
+
+
+def answer_correct(data: ScoringInput) -> float | None:
+    expected = reference_value(data.reference)
+    if expected is None:
+        return None
+    got = extracted_answer(_response(data))
+    return 1.0 if got is not None and got == expected else 0.0
+
+
+def explain_error(data: ScoringInput) -> ErrorInfo | None:
+    if reference_value(data.reference) is None:
+        return ErrorInfo(kind="bad_reference", message=f"reference answer is not a number: {data.reference!r:.200}")
+    return None
+
+
+def diagnostics(data: ScoringInput) -> dict[str, MetricValue]:
+    got = extracted_answer(_response(data))
+    return {"response_chars": len(_response(data)), "answer_found": got is not None}
+
+
+GSM8K = Reward(
+    name="gsm8k",
+    components=(
+        # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
+        Component("format", 0.5, answer_format, "final answer marked as '#### N'", (0.0, 1.0)),
+        Component("answer_correct", 1.0, answer_correct, "final answer equals the reference", (0.0, 1.0)),
+    ),
+    diagnostics=diagnostics,
+    explain_error=explain_error,
+)
