@@ -122,6 +122,7 @@ class Store:
     """Operations shared by every backend; subclasses supply the five primitives at the bottom."""
 
     location: str
+    page_size = 1000  # objects per list call (S3's maximum); tests lower it to exercise pagination
 
     def __init__(self) -> None:
         self.bad_objects: list[BadObject] = []
@@ -373,6 +374,7 @@ class S3Store(Store):
         kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
         if delimiter:
             kwargs["Delimiter"] = delimiter
+        kwargs["PaginationConfig"] = {"PageSize": self.page_size}
         try:
             yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
         except (ClientError, BotoCoreError) as exc:

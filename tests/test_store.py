@@ -283,10 +283,14 @@ def test_s3_paginates(aws_env):
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="bkt")
         store = S3Store("bkt", client=client)
-        for i in range(1005):  # > one list_objects_v2 page of 1000
-            client.put_object(Bucket="bkt", Key=f"runs/r/step=0/group=g{i % 3}/x{i:04d}.json",
-                              Body=make_record(run="r", group=f"g{i % 3}", rollout=f"x{i:04d}").to_json())
-        assert sum(1 for _ in store.iter_records("r")) == 1005
+        store.page_size = 2
+        for i in range(7):
+            store.put_record(make_record(run="r", step=i % 3, group=f"g{i % 2}", rollout=f"x{i}"))
+        for s in range(5):
+            store.put_record(make_record(run=f"run{s}"))
+        assert sum(1 for _ in store.iter_records("r")) == 7
+        assert store.list_steps("r") == [0, 1, 2]
+        assert len(store.list_runs()) == 6
 
 
 def test_open_store(tmp_path, aws_env):
