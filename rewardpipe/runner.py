@@ -1,0 +1,189 @@
+"""The local runner: the main job. Groups of K rollouts per step, scored, stored, and monitored.
+
+Each step runs in three phases so the expensive part batches well: (1) every rollout's conversation
+(policy and simulator turns), (2) all committed code through the executor's worker pool at once, (3) scoring.
+The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the state machine runs.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from rewardpipe.episode import (
+    EpisodeState,
+    build_record,
+    converse,
+    error_record,
+    execution_job,
+    finish_episode,
+    start_episode,
+)
+from rewardpipe.execution.result import ExecutionJob, ExecutionResult
+from rewardpipe.models import ErrorInfo, Record, Rollout, Task
+from rewardpipe.rewards import Reward
+
+ProgressFn = Callable[[str, int, int], None]
+
+
+@dataclass
+class Slot:
+    """One rollout to produce: its ids and its task."""
+
+    task: Task
+    step: int
+    group_id: str
+    rollout_id: str
+
+
+def plan_step(tasks: Sequence[Task], step: int, groups_per_step: int, group_size: int) -> list[Slot]:
+    """Round-robin over the task set: step n takes the next ``groups_per_step`` tasks, K rollouts each."""
+    if not tasks:
+        raise ValueError("the task set is empty")
+    if group_size < 1 or groups_per_step < 1:
+        raise ValueError("group size and groups per step must be at least 1")
+    slots = []
+    for g in range(groups_per_step):
+        task = tasks[(step * groups_per_step + g) % len(tasks)]
+        group_id = f"s{step}-g{g:03d}-{task.task_id}"
+        for k in range(group_size):
+            slots.append(Slot(task, step, group_id, f"{group_id}-k{k}"))
+    return slots
+
+
+def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> tuple[list[Slot], list[Rollout]]:
+    """Slots for replaying recorded rollouts; rollouts naming an unknown task are returned separately."""
+    slots, unknown = [], []
+    for rollout in rollouts:
+        task = tasks.get(rollout.task_id)
+        if task is None:
+            unknown.append(rollout)
+        else:
+            slots.append(Slot(task, rollout.step, rollout.group_id, rollout.rollout_id))
+    return slots, unknown
+
+
+def unknown_task_record(rollout: Rollout, run_id: str, reward: Reward) -> Record:
+    return Record(
+        run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
+        task_id=rollout.task_id, status="error",
+        error=ErrorInfo(kind="unknown_task", message=f"task '{rollout.task_id}' is not in the task file"),
+        components={n: None for n in reward.component_names}, weights=reward.weights, aggregate=None,
+    )
+
+
+def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -> list[ExecutionResult | Exception]:
+    if not jobs:
+        return []
+    try:
+        return list(executor.run_batch(jobs, workers=workers))
+    except Exception as batch_exc:  # noqa: BLE001 - fall back to one by one so one crash costs one record
+        results: list[ExecutionResult | Exception] = []
+        for job in jobs:
+            try:
+                results.append(executor.run(job))
+            except Exception as exc:  # noqa: BLE001
+                results.append(exc)
+        return results if results else [batch_exc] * len(jobs)
+
+
+def run_slots(
+    slots: Sequence[Slot],
+    *,
+    policy: Any,
+    simulator: Any,
+    executor: Any,
+    reward: Reward,
+    run_id: str,
+    max_turns: int,
+    workers: int | None = None,
+    conversation_threads: int = 1,
+    progress: ProgressFn | None = None,
+) -> list[Record]:
+    """Produce one record per slot, in slot order. Never raises for a single rollout's failure."""
+    finished: dict[int, Record] = {}
+    states: dict[int, EpisodeState] = {}
+
+    def talk(index: int) -> None:
+        slot = slots[index]
+        state = start_episode(slot.task, run_id=run_id, step=slot.step, group_id=slot.group_id,
+                              rollout_id=slot.rollout_id, max_turns=max_turns)
+        try:
+            states[index] = converse(state, slot.task, policy, simulator)
+        except Exception as exc:  # noqa: BLE001 - endpoint or simulator failure: an error record
+            kind = "policy_error" if state.next_action == "policy" else "simulator_error"
+            finished[index] = error_record(state, kind, f"{type(exc).__name__}: {exc}", reward)
+        if progress:
+            progress("conversations", len(states) + len(finished), len(slots))
+
+    if conversation_threads > 1:
+        with ThreadPoolExecutor(conversation_threads) as pool:
+            list(pool.map(talk, range(len(slots))))
+    else:
+        for index in range(len(slots)):
+            talk(index)
+
+    pending = [(i, execution_job(s, slots[i].task)) for i, s in sorted(states.items())]
+    to_run = [(i, job) for i, job in pending if job is not None]
+    results = _execute_all(executor, [job for _, job in to_run], workers)
+    executions: dict[int, ExecutionResult | Exception] = {i: r for (i, _), r in zip(to_run, results)}
+    if progress:
+        progress("executions", len(to_run), len(to_run))
+
+    for index, state in states.items():
+        outcome = executions.get(index)
+        if isinstance(outcome, Exception):
+            finished[index] = error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
+        else:
+            finished[index] = finish_episode(state, slots[index].task, outcome, reward)
+    return [finished[i] for i in range(len(slots))]
+
+
+def score_rollouts(
+    rollouts: Sequence[Rollout], tasks: dict[str, Task], *, executor: Any, reward: Reward, run_id: str,
+    workers: int | None = None,
+) -> list[Record]:
+    """Score recorded transcripts as they are (no new turns): the final committed code is executed."""
+    from rewardpipe.rewards.base import Transcript
+
+    jobs: list[tuple[int, ExecutionJob]] = []
+    for index, rollout in enumerate(rollouts):
+        task = tasks.get(rollout.task_id)
+        code = Transcript.from_messages(rollout.messages).final_code if task else None
+        if task is not None and code is not None:
+            jobs.append((index, ExecutionJob(id=rollout.rollout_id, code=code, tests=task.tests,
+                                             entry_point=task.entry_point, tests_format=task.tests_format,
+                                             timeout_s=task.timeout_s or 10.0)))
+    results = _execute_all(executor, [job for _, job in jobs], workers)
+    executions = {i: r for (i, _), r in zip(jobs, results)}
+    records = []
+    for index, rollout in enumerate(rollouts):
+        if rollout.task_id not in tasks:
+            records.append(unknown_task_record(rollout, run_id, reward))
+            continue
+        outcome = executions.get(index)
+        if isinstance(outcome, Exception):
+            records.append(Record(
+                run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
+                task_id=rollout.task_id, status="error",
+                error=ErrorInfo(kind="executor_crash", message=f"{type(outcome).__name__}: {outcome}"),
+                components={n: None for n in reward.component_names}, weights=reward.weights, aggregate=None))
+            continue
+        records.append(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
+                                    rollout_id=rollout.rollout_id, task_id=rollout.task_id,
+                                    messages=list(rollout.messages), execution=outcome, reward=reward))
+    return records
+
+
+@dataclass
+class StepOutcome:
+    step: int
+    records: list[Record]
+    report: Any = None  # the monitor's per-step result
+    alarms: list[Any] = field(default_factory=list)
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
