@@ -1,1 +1,291 @@
-"""Placeholder: commands registered by their owning module."""
+"""`rewardpipe run`, `rewardpipe score`, `rewardpipe doctor`: the main job and its companions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from datetime import datetime, timezone
+from enum import Enum
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from rewardpipe.cli.app import app
+from rewardpipe.models import InputFileError, Rollout, Task, load_rollouts, load_tasks, parse_jsonl
+
+console = Console(stderr=True)
+out = Console()
+
+
+class PolicyName(str, Enum):
+    scripted = "scripted"
+    replay = "replay"
+    openai = "openai"
+
+
+class SimulatorName(str, Enum):
+    rule = "rule"
+    openai = "openai"
+
+
+def _fail(message: str, code: int = 1) -> None:
+    console.print(f"[bold red]error:[/] {message}")
+    raise typer.Exit(code)
+
+
+def _load_tasks_or_exit(path: Path) -> list[Task]:
+    try:
+        return load_tasks(path)
+    except FileNotFoundError:
+        _fail(f"task file not found: {path}")
+    except InputFileError as exc:
+        _fail(str(exc))
+    raise AssertionError("unreachable")
+
+
+def _parse_weights(pairs: list[str]) -> dict[str, float]:
+    weights = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            if not sep:
+                raise ValueError
+            weights[name.strip()] = float(value)
+        except ValueError:
+            _fail(f"--weight must look like NAME=NUMBER, got '{pair}'")
+    return weights
+
+
+def _reward(name: str, weight: list[str]):
+    from rewardpipe.rewards import get_reward
+
+    try:
+        return get_reward(name, _parse_weights(weight))
+    except ValueError as exc:
+        _fail(str(exc))
+
+
+def _progress() -> Progress:
+    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=True, disable=not console.is_terminal)
+
+
+def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float):
+    from rewardpipe.monitor import MonitorThresholds
+
+    try:
+        return MonitorThresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
+                                 consecutive_steps=consecutive, max_error_rate=error_rate)
+    except (ValueError, TypeError) as exc:
+        _fail(f"bad monitor thresholds: {exc}")
+
+
+@app.command()
+def run(
+    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
+    policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
+    group_size: int = typer.Option(8, "--group-size", "-k", min=1, help="Rollouts per group (GRPO's K)."),
+    steps: int = typer.Option(3, min=1, help="Training steps to simulate."),
+    out_dir: str = typer.Option("runs", "--out", help="Store: a directory, or s3://bucket/prefix."),
+    run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp)."),
+    groups_per_step: int = typer.Option(12, min=1, help="Groups (prompts) per step, round-robin over tasks."),
+    max_turns: int = typer.Option(6, min=1, help="Assistant turn limit per rollout."),
+    reward_name: str = typer.Option("ask_before_coding", "--reward", help="Reward to score with."),
+    weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
+    seed: int = typer.Option(0, help="Seed of the scripted policy."),
+    collapse_from_step: Optional[int] = typer.Option(
+        None, help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
+    rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
+    base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
+    model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
+    simulator: SimulatorName = typer.Option(SimulatorName.rule, help="User simulator."),
+    sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL"),
+    sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
+    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores)."),
+    dead_fraction: float = typer.Option(0.9, help="A component is dead when this fraction of groups has zero variance."),
+    recover_fraction: float = typer.Option(0.5, help="...and alive again below this fraction (hysteresis)."),
+    consecutive: int = typer.Option(1, min=1, help="Dead steps in a row before alarming."),
+    max_error_rate: float = typer.Option(0.1, help="Alarm when more than this fraction of rollouts are errors."),
+    as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
+) -> None:
+    """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
+    from rewardpipe.execution import get_executor
+    from rewardpipe.policies import OpenAIPolicy, ReplayPolicy, ScriptedPolicy
+    from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
+    from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
+    from rewardpipe.store import open_store
+
+    task_list = _load_tasks_or_exit(tasks)
+    reward = _reward(reward_name, weight)
+    thresholds = _thresholds(dead_fraction, recover_fraction, consecutive, max_error_rate)
+    run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    store = open_store(out_dir)
+
+    replay_slots = None
+    if policy is PolicyName.scripted:
+        chosen: Any = ScriptedPolicy(seed=seed, collapse_from_step=collapse_from_step)
+    elif policy is PolicyName.replay:
+        if rollouts is None:
+            _fail("--policy replay needs --rollouts FILE")
+        try:
+            recorded = load_rollouts(rollouts)
+        except (FileNotFoundError, InputFileError) as exc:
+            _fail(str(exc))
+        chosen = ReplayPolicy(recorded)
+        replay_slots, unknown = slots_from_rollouts(recorded, {t.task_id: t for t in task_list})
+        for rollout in unknown:
+            store.put_record(unknown_task_record(rollout, run_id, reward))
+    else:
+        if not base_url or not model:
+            _fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
+        chosen = OpenAIPolicy(base_url, model)
+    if simulator is SimulatorName.openai:
+        if not sim_base_url or not sim_model:
+            _fail("--simulator openai needs --sim-base-url and --sim-model")
+        sim: Any = OpenAISimulator(sim_base_url, sim_model)
+    else:
+        sim = RuleBasedSimulator()
+
+    from rewardpipe.alarms import JsonAlarmSink, TerminalAlarmSink
+    from rewardpipe.monitor import AlarmTracker, summarize_step
+
+    tracker = AlarmTracker(thresholds)
+    sinks = [JsonAlarmSink(store, run_id)] + ([] if as_json else [TerminalAlarmSink(console)])
+    executor = get_executor()
+    step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
+    reports, all_alarms = [], []
+    with _progress() as bar:
+        for step in step_numbers:
+            slots = ([s for s in replay_slots if s.step == step] if replay_slots is not None
+                     else plan_step(task_list, step, groups_per_step, group_size))
+            handle = bar.add_task(f"step {step}", total=len(slots))
+
+            def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
+                bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
+
+            records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
+                                run_id=run_id, max_turns=max_turns, workers=workers,
+                                conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
+            for record in records:
+                store.put_record(record)
+            report = summarize_step(records, thresholds, step=step)
+            alarms = tracker.update(report)
+            for alarm in alarms:
+                for sink in sinks:
+                    sink.send(alarm)
+            reports.append(report)
+            all_alarms.extend(alarms)
+            bar.remove_task(handle)
+
+    if as_json:
+        out.print_json(json.dumps({"run_id": run_id, "store": str(out_dir),
+                                   "steps": [r.to_dict() for r in reports],
+                                   "alarms": [a.to_dict() for a in all_alarms]}))
+    else:
+        _print_run_summary(run_id, out_dir, reports, all_alarms)
+
+
+def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
+    for report in reports:
+        table = Table(title=f"run {run_id} · step {report.step} · {report.n_scored} scored, "
+                            f"{report.n_errors} errors ({report.error_rate:.0%})")
+        for column in ("component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
+            table.add_column(column, justify="left" if column in ("component", "verdict") else "right")
+        for stats in report.components.values():
+            verdict = stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})"
+            style = "red" if stats.verdict == "dead" else ("yellow" if stats.verdict != "ok" else "green")
+            table.add_row(stats.component, _fmt(stats.mean), _fmt(stats.batch_std), _fmt(stats.within_group_std),
+                          _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]")
+        out.print(table)
+    if alarms:
+        out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
+        for alarm in alarms:
+            out.print(f"  step {alarm.step} · {alarm.component} · {alarm.kind}: {alarm.message}")
+    else:
+        out.print("[green]no alarms[/]")
+    out.print(f"records and alarms written under {location}/runs/{run_id}/" if "://" not in location
+              else f"records and alarms written under {location}")
+
+
+def _fmt(value: Any, pct: bool = False) -> str:
+    if value is None:
+        return "–"
+    return f"{value:.0%}" if pct else f"{value:.3f}"
+
+
+@app.command()
+def score(
+    rollouts_file: Path = typer.Argument(..., metavar="ROLLOUTS.jsonl", help="Recorded rollouts."),
+    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
+    out_dir: str = typer.Option("runs", "--out", help="Store: a directory, or s3://bucket/prefix."),
+    run_id: str = typer.Option("scored", help="Run id the records are filed under."),
+    reward_name: str = typer.Option("ask_before_coding", "--reward"),
+    weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
+    workers: Optional[int] = typer.Option(None, min=1),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
+) -> None:
+    """Score recorded rollouts as they are. A bad line is reported and skipped; the rest are scored (exit 1)."""
+    from rewardpipe.execution import get_executor
+    from rewardpipe.runner import score_rollouts
+    from rewardpipe.store import open_store
+
+    task_list = _load_tasks_or_exit(tasks)
+    reward = _reward(reward_name, weight)
+    good: list[Rollout] = []
+    bad_lines = 0
+    try:
+        lines = rollouts_file.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        _fail(f"rollouts file not found: {rollouts_file}")
+    for lineno, line in enumerate(lines, start=1):
+        try:
+            # parse_jsonl names the line; feed it one line at a time so one bad line costs one rollout.
+            good.extend(parse_jsonl([line], Rollout, f"{rollouts_file}:{lineno}"))
+        except InputFileError as exc:
+            bad_lines += 1
+            console.print(f"[red]skipped[/] {str(exc).replace(':1:', '', 1)}")
+    store = open_store(out_dir)
+    records = score_rollouts(good, {t.task_id: t for t in task_list}, executor=get_executor(), reward=reward,
+                             run_id=run_id, workers=workers)
+    for record in records:
+        store.put_record(record)
+        if as_json:
+            out.print(record.to_json(), soft_wrap=True, highlight=False)
+    if not as_json:
+        scored = sum(r.status == "scored" for r in records)
+        out.print(f"scored {scored}, errors {len(records) - scored}, skipped lines {bad_lines} → {out_dir}")
+    if bad_lines:
+        raise typer.Exit(1)
+
+
+@app.command()
+def doctor(
+    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
+    reward_name: str = typer.Option("ask_before_coding", "--reward"),
+    workers: Optional[int] = typer.Option(None, min=1),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Before training: prove each task can be scored and each component can move. Exit 1 naming broken tasks."""
+    from rewardpipe.doctor import diagnose
+    from rewardpipe.execution import get_executor
+
+    task_list = _load_tasks_or_exit(tasks)
+    reward = _reward(reward_name, [])
+    diagnoses = diagnose(task_list, reward, get_executor(), workers=workers)
+    broken = [d for d in diagnoses if not d.ok]
+    if as_json:
+        out.print_json(json.dumps({"tasks": len(diagnoses), "broken": [d.task_id for d in broken],
+                                   "diagnoses": [d.to_dict() for d in diagnoses]}))
+    else:
+        for diagnosis in broken:
+            out.print(f"[red]✗ {diagnosis.task_id}[/]")
+            for problem in diagnosis.problems:
+                out.print(f"    {problem}")
+        out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
+                  (f"; broken: {', '.join(d.task_id for d in broken)}" if broken else ""))
+    if broken:
+        raise typer.Exit(1)
