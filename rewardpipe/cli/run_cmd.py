@@ -18,7 +18,8 @@ from rewardpipe.cli.app import app
 from rewardpipe.models import InputFileError, Rollout, Task, load_rollouts, load_tasks, parse_jsonl
 
 console = Console(stderr=True)
-out = Console()
+# Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
+out = Console(width=None if Console().is_terminal else 130)
 
 
 class PolicyName(str, Enum):
@@ -75,13 +76,16 @@ def _progress() -> Progress:
 
 
 def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float):
-    from rewardpipe.monitor import MonitorThresholds
+    from pydantic import ValidationError
+
+    from rewardpipe.monitor import Thresholds
 
     try:
-        return MonitorThresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
-                                 consecutive_steps=consecutive, max_error_rate=error_rate)
-    except (ValueError, TypeError) as exc:
-        _fail(f"bad monitor thresholds: {exc}")
+        return Thresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
+                          raise_after=consecutive, error_rate=error_rate)
+    except ValidationError as exc:
+        _fail(f"bad monitor thresholds: {exc.errors()[0]['loc'][0] if exc.errors()[0]['loc'] else ''} "
+              f"{exc.errors()[0]['msg']}")
 
 
 @app.command()
@@ -150,11 +154,11 @@ def run(
     else:
         sim = RuleBasedSimulator()
 
-    from rewardpipe.alarms import JsonAlarmSink, TerminalAlarmSink
-    from rewardpipe.monitor import AlarmTracker, summarize_step
+    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink
+    from rewardpipe.monitor import monitor_step
 
-    tracker = AlarmTracker(thresholds)
-    sinks = [JsonAlarmSink(store, run_id)] + ([] if as_json else [TerminalAlarmSink(console)])
+    # Alarms go to the terminal and, as JSON, beside the records (the local stand-ins for SNS and S3).
+    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([] if as_json else [ConsoleAlarmSink(console)])
     executor = get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
@@ -172,13 +176,9 @@ def run(
                                 conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
             for record in records:
                 store.put_record(record)
-            report = summarize_step(records, thresholds, step=step)
-            alarms = tracker.update(report)
-            for alarm in alarms:
-                for sink in sinks:
-                    sink.send(alarm)
-            reports.append(report)
-            all_alarms.extend(alarms)
+            result = monitor_step(store, run_id, step, thresholds, sinks)
+            reports.extend(result.steps)
+            all_alarms.extend(result.alarms)
             bar.remove_task(handle)
 
     if as_json:
@@ -190,25 +190,31 @@ def run(
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
+    table = Table(title=f"run {run_id}: per-component within-group variance", show_lines=False)
+    for column in ("step", "component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
+        table.add_column(column, justify="left" if column in ("component", "verdict") else "right",
+                         no_wrap=column in ("component", "verdict"))
     for report in reports:
-        table = Table(title=f"run {run_id} · step {report.step} · {report.n_scored} scored, "
-                            f"{report.n_errors} errors ({report.error_rate:.0%})")
-        for column in ("component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
-            table.add_column(column, justify="left" if column in ("component", "verdict") else "right")
-        for stats in report.components.values():
+        rows = [*report.components.values(), report.aggregate]
+        for index, stats in enumerate(rows):
             verdict = stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})"
             style = "red" if stats.verdict == "dead" else ("yellow" if stats.verdict != "ok" else "green")
-            table.add_row(stats.component, _fmt(stats.mean), _fmt(stats.batch_std), _fmt(stats.within_group_std),
-                          _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]")
-        out.print(table)
+            step_label = str(report.step) if index == 0 else ""
+            table.add_row(step_label, stats.name, _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
+                          _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]",
+                          end_section=index == len(rows) - 1)
+    out.print(table)
+    errors = sum(r.errors for r in reports)
+    total = sum(r.records for r in reports)
+    out.print(f"{total} rollouts, {errors} infrastructure errors (excluded from the statistics)")
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
-            out.print(f"  step {alarm.step} · {alarm.component} · {alarm.kind}: {alarm.message}")
+            out.print(f"  [red]step {alarm.step} · {alarm.component} · {alarm.kind}[/]: {alarm.message}")
     else:
         out.print("[green]no alarms[/]")
-    out.print(f"records and alarms written under {location}/runs/{run_id}/" if "://" not in location
-              else f"records and alarms written under {location}")
+    where = location if "://" in location else f"{location}/runs/{run_id}/"
+    out.print(f"records and alarms written under {where}")
 
 
 def _fmt(value: Any, pct: bool = False) -> str:

@@ -1,0 +1,75 @@
+import json
+
+from rewardpipe.store import LocalStore
+from tests.cli.conftest import BUNDLED_TASKS, make_task, write_jsonl
+
+
+def test_run_scores_every_rollout_and_stores_it_under_the_hive_layout(cli, tmp_path):
+    out = tmp_path / "store"
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 4, "--groups-per-step", 3,
+                 "--out", out, "--run-id", "r1", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    assert [s["step"] for s in summary["steps"]] == [0, 1]
+    store = LocalStore(out)
+    assert store.list_steps("r1") == [0, 1]
+    records = list(store.iter_records("r1"))
+    assert len(records) == 2 * 3 * 4
+    assert {len({r.rollout_id for r in records if r.group_id == g}) for g in {r.group_id for r in records}} == {4}
+    for record in records:
+        assert record.status == "scored"
+        expected = sum(record.weights[n] * v for n, v in record.components.items())
+        assert abs(record.aggregate - expected) < 1e-9
+    # the same job twice overwrites the same keys
+    cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 4, "--groups-per-step", 3,
+        "--out", out, "--run-id", "r1", "--json")
+    assert len(list(store.iter_records("r1"))) == 2 * 3 * 4
+
+
+def test_a_collapsed_policy_raises_dead_component_alarms_with_causes(cli, tmp_path):
+    out = tmp_path / "store"
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 6,
+                 "--collapse-from-step", 1, "--out", out, "--run-id", "c", "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.output)
+    healthy, collapsed = summary["steps"]
+    assert healthy["components"]["asked_before_coding"]["verdict"] == "ok"
+    assert collapsed["components"]["asked_before_coding"]["verdict"] == "dead"
+    assert collapsed["components"]["guessed_immediately"]["cause"] == "constant_at_minimum"
+    alarmed = {(a["component"], a["kind"], a["step"]) for a in summary["alarms"]}
+    assert ("asked_before_coding", "dead_component", 1) in alarmed
+    assert not any(step == 0 for _, _, step in alarmed)
+    # alarms are also written as JSON beside the records
+    alarm_keys = [k for k in LocalStore(out).list_keys("runs/c/") if "alarm" in k]
+    assert any("asked_before_coding" in k for k in alarm_keys)
+
+
+def test_replay_policy_reuses_recorded_turns_and_ids(cli, tmp_path):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    code = "```python\ndef add(a, b):\n    return a + b\n```"
+    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [
+        {"rollout_id": "ask", "group_id": "g", "task_id": "add", "step": 5,
+         "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Can negatives appear?"},
+                      {"role": "user", "content": "(ignored: the simulator answers live)"},
+                      {"role": "assistant", "content": code}]},
+        {"rollout_id": "guess", "group_id": "g", "task_id": "add", "step": 5,
+         "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": code}]},
+    ])
+    out = tmp_path / "store"
+    result = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", out,
+                 "--run-id", "rp", "--json")
+    assert result.exit_code == 0, result.output
+    records = {r.rollout_id: r for r in LocalStore(out).iter_records("rp")}
+    assert records["ask"].step == 5
+    assert records["ask"].components["asked_before_coding"] == 1.0
+    assert records["ask"].components["correctness"] == 1.0
+    assert records["guess"].components["guessed_immediately"] == -1.0
+
+
+def test_run_rejects_bad_configuration_clearly(cli, tmp_path):
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--policy", "openai", "--out", tmp_path)
+    assert result.exit_code == 1 and "--base-url" in result.output
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--weight", "nonsense=1", "--out", tmp_path)
+    assert result.exit_code == 1 and "no component(s) ['nonsense']" in result.output
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--weight", "correctness", "--out", tmp_path)
+    assert result.exit_code == 1 and "NAME=NUMBER" in result.output
