@@ -1,0 +1,167 @@
+"""Deployment settings, read from the CDK context key ``rewardpipe`` (see cdk.json and docs/aws.md).
+
+Every value has a default, so ``python app.py`` works with no context at all; anything set in cdk.json
+or with ``cdk synth -c rewardpipe='{...}'`` is merged over the defaults and validated here, so a typo
+fails the synth with a message naming the setting instead of producing a broken stack.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+CONTEXT_KEY = "rewardpipe"
+
+# Lambda can run for at most 15 minutes. A code-runner Lambda needs some headroom beyond the job's own
+# time budget (cold start, S3 transfer, harness start-up), so routing keeps this margin below the
+# runner's timeout.
+LAMBDA_MAX_TIMEOUT_S = 900
+ROUTING_MARGIN_S = 60
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class AlarmSettings(_Strict):
+    # A component is "dead" in a step when this fraction (or more) of its groups have zero
+    # within-group variance. The CloudWatch alarm fires when that happens in M of the last N steps.
+    zero_variance_fraction: float = Field(default=0.5, gt=0, le=1)
+    error_rate: float = Field(default=0.05, gt=0, le=1)
+    datapoints_to_alarm: int = Field(default=3, ge=1)
+    evaluation_periods: int = Field(default=5, ge=1)
+    period_minutes: int = Field(default=15, ge=1, le=1440)
+    email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
+
+    @model_validator(mode="after")
+    def _m_of_n(self) -> "AlarmSettings":
+        if self.datapoints_to_alarm > self.evaluation_periods:
+            raise ValueError("alarms.datapoints_to_alarm (M) must not exceed alarms.evaluation_periods (N)")
+        return self
+
+
+class LambdaSettings(_Strict):
+    memory_mb: int = Field(default=512, ge=128, le=10240)
+    timeout_s: int = Field(default=60, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    # 1769 MB is one full vCPU; model code is CPU-bound, so the runner gets at least that.
+    code_runner_memory_mb: int = Field(default=1769, ge=128, le=10240)
+    code_runner_timeout_s: int = Field(default=LAMBDA_MAX_TIMEOUT_S, ge=30, le=LAMBDA_MAX_TIMEOUT_S)
+    single_turn_memory_mb: int = Field(default=1769, ge=128, le=10240)
+    single_turn_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    policy_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+
+
+class FargateSettings(_Strict):
+    cpu: int = Field(default=1024)
+    memory_mib: int = Field(default=2048)
+    # The task's whole lifetime; the job's own budget is enforced inside by the sandbox.
+    task_timeout_s: int = Field(default=3600, ge=60, le=86400)
+
+    @model_validator(mode="after")
+    def _valid_size(self) -> "FargateSettings":
+        if self.cpu not in (256, 512, 1024, 2048, 4096, 8192, 16384):
+            raise ValueError(f"fargate.cpu must be a Fargate CPU size (256..16384), got {self.cpu}")
+        return self
+
+
+class StorageSettings(_Strict):
+    # Records of old runs move to Infrequent Access, then expire; old object versions expire sooner.
+    transition_to_ia_days: int = Field(default=30, ge=30)
+    expire_runs_days: int = Field(default=365, ge=1)
+    noncurrent_version_days: int = Field(default=30, ge=1)
+    job_objects_days: int = Field(default=7, ge=1)
+
+    @model_validator(mode="after")
+    def _order(self) -> "StorageSettings":
+        if self.expire_runs_days <= self.transition_to_ia_days:
+            raise ValueError("storage.expire_runs_days must be greater than storage.transition_to_ia_days")
+        return self
+
+
+class PolicySettings(_Strict):
+    """Defaults for the OpenAI-compatible policy Lambda; an execution's input can override both."""
+
+    base_url: str = ""
+    model: str = ""
+    # Name of a Secrets Manager secret holding the API key (optional; read access is granted to it only).
+    api_key_secret_name: str = ""
+
+
+class DeploymentSettings(_Strict):
+    stack_name: str = "RewardPipe"
+    reward_name: str = "ask_before_coding"
+    reward_weights: dict[str, float] = Field(default_factory=dict)
+    single_turn_reward: str = "gsm8k"
+    single_turn_weights: dict[str, float] = Field(default_factory=dict)
+    group_size: int = Field(default=8, ge=2, le=1024)
+    max_turns: int = Field(default=6, ge=1, le=50)
+    # Jobs whose time budget is above this many seconds run on Fargate instead of the runner Lambda.
+    execution_routing_threshold_s: int = Field(default=600, ge=1)
+    monitor_schedule_minutes: int = Field(default=15, ge=1, le=1440)
+    simulator: str = Field(default="rule_based", pattern="^(rule_based|openai)$")
+    alarms: AlarmSettings = Field(default_factory=AlarmSettings)
+    functions: LambdaSettings = Field(default_factory=LambdaSettings, alias="lambda")
+    fargate: FargateSettings = Field(default_factory=FargateSettings)
+    storage: StorageSettings = Field(default_factory=StorageSettings)
+    policy: PolicySettings = Field(default_factory=PolicySettings)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @model_validator(mode="after")
+    def _cross_checks(self) -> "DeploymentSettings":
+        limit = self.functions.code_runner_timeout_s - ROUTING_MARGIN_S
+        if self.execution_routing_threshold_s > limit:
+            raise ValueError(
+                f"execution_routing_threshold_s={self.execution_routing_threshold_s} leaves no headroom in the "
+                f"code-runner Lambda (timeout {self.functions.code_runner_timeout_s}s); use at most {limit}"
+            )
+        if self.execution_routing_threshold_s >= self.fargate.task_timeout_s:
+            raise ValueError("fargate.task_timeout_s must exceed execution_routing_threshold_s")
+        return self
+
+    # -- derived -----------------------------------------------------------------------------------
+
+    def reward_components(self) -> list[str]:
+        """Component names of the configured rollout reward (validates name and weights too)."""
+        from rewardpipe.rewards import get_reward
+
+        return list(get_reward(self.reward_name, self.reward_weights or None).component_names)
+
+    def single_turn_components(self) -> list[str]:
+        from rewardpipe.rewards import get_reward
+
+        return list(get_reward(self.single_turn_reward, self.single_turn_weights or None).component_names)
+
+
+class SettingsError(ValueError):
+    """The ``rewardpipe`` context is invalid; the message names every offending setting."""
+
+
+def load_settings(raw: Any) -> DeploymentSettings:
+    """Validate the context value (a dict, or a JSON string when passed with ``-c``)."""
+    if raw is None:
+        raw = {}
+    if isinstance(raw, str):
+        try:
+            raw = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise SettingsError(f"context '{CONTEXT_KEY}' is not valid JSON: {exc.msg}") from None
+    if not isinstance(raw, dict):
+        raise SettingsError(f"context '{CONTEXT_KEY}' must be an object, got {type(raw).__name__}")
+    try:
+        settings = DeploymentSettings.model_validate(raw)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            where = ".".join(str(p) for p in err["loc"]) or CONTEXT_KEY
+            problems.append(f"{CONTEXT_KEY}.{where}: {err['msg']}")
+        raise SettingsError("invalid deployment settings:\n  " + "\n  ".join(problems)) from None
+    try:
+        settings.reward_components()
+        settings.single_turn_components()
+    except ValueError as exc:
+        raise SettingsError(f"invalid deployment settings: {exc}") from None
+    return settings

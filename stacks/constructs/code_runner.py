@@ -1,0 +1,95 @@
+"""Code runner: where committed model code meets the hidden tests.
+
+Two back ends share one job format and one result format (rewardpipe.aws.jobs), both moved through
+S3 under ``jobs/``:
+
+* a Lambda for short jobs (time budget up to the routing threshold), in the isolated VPC;
+* an ECS Fargate task for long jobs, from containers/code_runner/, in the same isolated subnets.
+
+Both roles may read and write ``jobs/*`` only. Inside either, the untrusted child process gets a clean
+environment (no credentials) from the rewardpipe execution layer, and the parent makes itself
+non-dumpable so the child cannot read the parent's environment through /proc.
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_lambda as _lambda
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.config import DeploymentSettings
+from stacks.constructs.common import METRICS_NAMESPACE, SERVICE_NAME, grant_prefix, python_function
+from stacks.constructs.network import Network
+from stacks.constructs.storage import JOBS_PREFIX, Storage
+from stacks.packaging import stage_container
+
+CONTAINER_NAME = "runner"
+
+
+class CodeRunner(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: DeploymentSettings,
+        storage: Storage,
+        network: Network,
+        layer: _lambda.ILayerVersion,
+    ) -> None:
+        super().__init__(scope, construct_id)
+        bucket = storage.bucket
+
+        self.function = python_function(
+            self,
+            "Function",
+            name="code_runner",
+            layer=layer,
+            description="rewardpipe: run a committed program against its hidden tests (short jobs)",
+            environment={"BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda"},
+            memory_mb=settings.functions.code_runner_memory_mb,
+            timeout_s=settings.functions.code_runner_timeout_s,
+            vpc=network.vpc,
+            security_groups=[network.sandbox_sg],
+            tracing=False,
+        )
+        grant_prefix(self.function, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True)
+
+        self.cluster = ecs.Cluster(
+            self, "Cluster", vpc=network.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
+        )
+        self.task_definition = ecs.FargateTaskDefinition(
+            self,
+            "Task",
+            cpu=settings.fargate.cpu,
+            memory_limit_mib=settings.fargate.memory_mib,
+            runtime_platform=ecs.RuntimePlatform(
+                cpu_architecture=ecs.CpuArchitecture.X86_64,
+                operating_system_family=ecs.OperatingSystemFamily.LINUX,
+            ),
+        )
+        self.task_definition.add_volume(name="scratch")
+        log_group = logs.LogGroup(
+            self, "TaskLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.container = self.task_definition.add_container(
+            CONTAINER_NAME,
+            image=ecs.ContainerImage.from_asset(stage_container()),
+            # Container-level memory is set explicitly (the task size alone would do on AWS; moto needs it).
+            memory_limit_mib=settings.fargate.memory_mib,
+            readonly_root_filesystem=True,
+            logging=ecs.LogDriver.aws_logs(stream_prefix="runner", log_group=log_group),
+            environment={
+                "BUCKET": bucket.bucket_name,
+                "EXECUTION_ROUTE": "fargate",
+                "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+                "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+                "TMPDIR": "/scratch",
+            },
+        )
+        self.container.add_mount_points(ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False))
+        grant_prefix(self.task_definition.task_role, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True)
+        self.security_group = network.sandbox_sg
+        self.subnets = network.subnets

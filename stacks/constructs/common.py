@@ -1,0 +1,107 @@
+"""Small helpers shared by the constructs: the Lambda defaults every function gets."""
+
+from __future__ import annotations
+
+from typing import Mapping
+
+from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as _lambda
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+from stacks.packaging import function_dir
+
+RUNTIME = _lambda.Runtime.PYTHON_3_11
+ARCHITECTURE = _lambda.Architecture.X86_64
+SERVICE_NAME = "rewardpipe"
+METRICS_NAMESPACE = "RewardPipe"
+LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+def python_function(
+    scope: Construct,
+    construct_id: str,
+    *,
+    name: str,
+    layer: _lambda.ILayerVersion,
+    environment: Mapping[str, str],
+    memory_mb: int,
+    timeout_s: int,
+    description: str,
+    function_name: str | None = None,
+    vpc: ec2.IVpc | None = None,
+    security_groups: list[ec2.ISecurityGroup] | None = None,
+    tracing: bool = True,
+) -> _lambda.Function:
+    """A Python 3.11 function from ``functions/<name>/handler.py`` with Powertools settings and its own log group.
+
+    Functions in the isolated VPC run without X-Ray (there is no route to the X-Ray API and an
+    endpoint for it would cost more than the traces are worth for a CPU-bound sandbox).
+    """
+    log_group = logs.LogGroup(
+        scope,
+        f"{construct_id}Logs",
+        retention=LOG_RETENTION,
+        removal_policy=RemovalPolicy.DESTROY,
+    )
+    env = {
+        "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
+        "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
+        "POWERTOOLS_LOG_LEVEL": "INFO",
+        "POWERTOOLS_TRACE_DISABLED": "false" if tracing else "true",
+        **environment,
+    }
+    fn = _lambda.Function(
+        scope,
+        construct_id,
+        function_name=function_name,
+        description=description,
+        runtime=RUNTIME,
+        architecture=ARCHITECTURE,
+        handler="handler.lambda_handler",
+        code=_lambda.Code.from_asset(function_dir(name), exclude=["__pycache__", "*.pyc"]),
+        layers=[layer],
+        memory_size=memory_mb,
+        timeout=Duration.seconds(timeout_s),
+        environment=env,
+        tracing=_lambda.Tracing.ACTIVE if tracing else _lambda.Tracing.DISABLED,
+        log_group=log_group,
+        vpc=vpc,
+        vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) if vpc else None,
+        security_groups=security_groups,
+        allow_public_subnet=False,
+    )
+    return fn
+
+
+def s3_prefix_arn(bucket_arn: str, prefix: str) -> str:
+    return f"{bucket_arn}/{prefix}*"
+
+
+def grant_prefix(role: iam.IGrantable, bucket_arn: str, prefix: str, *, read: bool, write: bool) -> None:
+    """Object-level access to one key prefix only (no bucket-wide wildcards)."""
+    actions: list[str] = []
+    if read:
+        actions.append("s3:GetObject")
+    if write:
+        actions.append("s3:PutObject")
+    role.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)])
+    )
+
+
+def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str) -> None:
+    """ListBucket restricted to keys under ``prefix`` by the s3:prefix condition."""
+    role.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(
+            actions=["s3:ListBucket"],
+            resources=[bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+        )
+    )
+
+
+def stack_name(scope: Construct) -> str:
+    return Stack.of(scope).stack_name

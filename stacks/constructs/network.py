@@ -1,0 +1,64 @@
+"""Network: an isolated VPC for everything that runs model code. No internet route at all.
+
+Subnets are PRIVATE_ISOLATED (no NAT, no internet gateway). The only ways out are VPC endpoints:
+an S3 gateway endpoint (job hand-off objects and ECR image layers) and interface endpoints for ECR
+(API and registry, to pull the runner image) and CloudWatch Logs (the container's awslogs driver).
+"""
+
+from __future__ import annotations
+
+from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_logs as logs
+from constructs import Construct
+
+
+class Network(Construct):
+    def __init__(self, scope: Construct, construct_id: str) -> None:
+        super().__init__(scope, construct_id)
+        flow_logs = logs.LogGroup(
+            self, "FlowLogs", retention=logs.RetentionDays.ONE_MONTH, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.vpc = ec2.Vpc(
+            self,
+            "Vpc",
+            max_azs=2,
+            nat_gateways=0,
+            subnet_configuration=[
+                ec2.SubnetConfiguration(name="sandbox", subnet_type=ec2.SubnetType.PRIVATE_ISOLATED, cidr_mask=24)
+            ],
+            flow_logs={
+                "all": ec2.FlowLogOptions(
+                    destination=ec2.FlowLogDestination.to_cloud_watch_logs(flow_logs),
+                    traffic_type=ec2.FlowLogTrafficType.REJECT,
+                )
+            },
+            restrict_default_security_group=True,
+        )
+        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
+
+        # The security group of every sandbox workload (runner Lambda, Fargate task, single-turn Lambda):
+        # nothing inbound; outbound HTTPS only. With no internet route in these subnets, HTTPS can only
+        # reach the endpoints below, so this is "S3 + ECR + Logs" in practice.
+        self.sandbox_sg = ec2.SecurityGroup(
+            self, "SandboxSg", vpc=self.vpc, allow_all_outbound=False,
+            description="rewardpipe sandbox: no inbound, HTTPS out to VPC endpoints only",
+        )
+        self.sandbox_sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints (no internet route)")
+
+        endpoint_sg = ec2.SecurityGroup(
+            self, "EndpointSg", vpc=self.vpc, allow_all_outbound=False,
+            description="rewardpipe interface endpoints: HTTPS from the sandbox only",
+        )
+        endpoint_sg.add_ingress_rule(self.sandbox_sg, ec2.Port.tcp(443), "HTTPS from sandbox workloads")
+
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets])
+        for name, service in (
+            ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
+            ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+            ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
+        ):
+            self.vpc.add_interface_endpoint(
+                name, service=service, subnets=self.subnets, security_groups=[endpoint_sg], private_dns_enabled=True,
+                open=False,
+            )

@@ -1,0 +1,74 @@
+"""The rewardpipe stack: environment-agnostic (no account/region, no context lookups), so it synthesizes
+offline and deploys to whatever account and region the CLI's credentials point at."""
+
+from __future__ import annotations
+
+from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_lambda as _lambda
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from stacks.config import DeploymentSettings
+from stacks.constructs.code_runner import CodeRunner
+from stacks.constructs.common import ARCHITECTURE, RUNTIME
+from stacks.constructs.monitoring import Monitoring
+from stacks.constructs.network import Network
+from stacks.constructs.rollout_workflow import RolloutWorkflow
+from stacks.constructs.single_turn import SingleTurnReward
+from stacks.constructs.storage import Storage
+from stacks.packaging import stage_layer
+
+
+class RewardPipeStack(Stack):
+    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings, **kwargs) -> None:
+        super().__init__(scope, construct_id, description="rewardpipe: GRPO reward scoring with per-component variance alarms", **kwargs)
+        self.settings = settings
+
+        layer = _lambda.LayerVersion(
+            self, "RewardPipeLayer",
+            code=_lambda.Code.from_asset(stage_layer()),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURE],
+            description="rewardpipe package + Powertools, pydantic and httpx (staged from the pinned venv)",
+        )
+        self.storage = Storage(self, "Storage", settings=settings.storage)
+        self.network = Network(self, "Network")
+        self.runner = CodeRunner(self, "CodeRunner", settings=settings, storage=self.storage,
+                                 network=self.network, layer=layer)
+        self.single_turn = SingleTurnReward(self, "SingleTurnReward", settings=settings,
+                                            network=self.network, layer=layer)
+        self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
+                                        runner=self.runner, layer=layer)
+        self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
+                                     workflow=self.workflow, runner=self.runner, layer=layer)
+
+        CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, key="BucketName")
+        CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn, key="StateMachineArn")
+        CfnOutput(self, "TurnRequestQueueUrl", value=self.workflow.turn_requests.queue_url, key="TurnRequestQueueUrl")
+        CfnOutput(self, "VarianceCheckFunctionName", value=self.monitoring.function.function_name,
+                  key="VarianceCheckFunctionName")
+        CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn, key="AlarmTopicArn")
+        self._acknowledge_nag_findings()
+
+    def _acknowledge_nag_findings(self) -> None:
+        """Every cdk-nag AwsSolutions finding we accept, each with the reason it is acceptable."""
+        NagSuppressions.add_stack_suppressions(self, [
+            {"id": "AwsSolutions-S1", "reason": "Only the access-log bucket itself has no access logging (logging it into itself would loop)."},
+            {"id": "AwsSolutions-IAM4", "reason": "AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the minimal AWS-managed policies for logs and VPC ENIs.",
+             "appliesTo": [{"regex": "/^Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambda(Basic|VPCAccess)ExecutionRole$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "Object access is scoped to one key prefix (tasks/, jobs/ or runs/); object keys inside it are per-rollout and not known at deploy time.",
+             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(tasks|jobs|runs)/\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "X-Ray PutTraceSegments/PutTelemetryRecords and ECS DescribeTasks/StopTask do not support resource-level permissions.",
+             "appliesTo": ["Resource::*"]},
+            {"id": "AwsSolutions-IAM5", "reason": "CDK grants lambda:InvokeFunction on the function ARN and its versions (:*) so retries of a qualified invoke work; the functions are our own.",
+             "appliesTo": [{"regex": "/^Resource::<RolloutWorkflow.+\\.Arn>:\\*$/g"}, {"regex": "/^Resource::<CodeRunner.+\\.Arn>:\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "EcsRunTask(.sync) needs the task-definition family ARN with :* (any revision) and the Step Functions managed EventBridge rule.",
+             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:(ecs|events):.*$/g"}, {"regex": "/^Resource::<CodeRunnerTask.*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "Secrets Manager ARNs end in a random suffix, so a secret referenced by name needs the -?????? wildcard.",
+             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:secretsmanager:.*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "Publishing to the KMS-encrypted alarm topic needs kms:GenerateDataKey* (the key is this stack's topic key only).",
+             "appliesTo": ["Action::kms:GenerateDataKey*"]},
+            {"id": "AwsSolutions-L1", "reason": "Python 3.11 is pinned deliberately: the layer's compiled pydantic-core and the tests target it; moving runtime means re-staging and re-testing."},
+            {"id": "AwsSolutions-ECS2", "reason": "The container's environment holds only the bucket name, Powertools settings and TMPDIR; no secrets."},
+            {"id": "AwsSolutions-SF1", "reason": "Logging level is ALL; include_execution_data is off so hidden tests and transcripts stay out of logs."},
+        ])
