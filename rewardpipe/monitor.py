@@ -347,6 +347,11 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, canc
     share = f"{_pct(frac)} of groups ({s['zero_variance_groups']}/{s['eligible_groups']})"
     value = _fmt(s["constant_value"])
     hint = _HINTS.get((name, cause))
+    if cause in ("constant_at_minimum", "constant_at_maximum"):
+        at = s["at_value_groups"]
+        share = f"{_pct(at / s['eligible_groups'])} of groups ({at}/{s['eligible_groups']})"
+        if at < s["zero_variance_groups"]:
+            share += f"; {_pct(frac)} of groups are constant"
     if cause == "constant_at_minimum":
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
         text = f"{label} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "
@@ -464,9 +469,9 @@ def _component_stats(
         at_min = sum(1 for v in zero_values if abs(v - lo) <= tol)
         at_max = sum(1 for v in zero_values if abs(v - hi) <= tol)
         if at_min / eligible >= th.dead_fraction:
-            cause, stats["constant_value"] = "constant_at_minimum", lo
+            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_minimum", lo, at_min
         elif at_max / eligible >= th.dead_fraction:
-            cause, stats["constant_value"] = "constant_at_maximum", hi
+            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
     stats["cause"] = cause
@@ -478,8 +483,8 @@ def _finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[s
         if cancelling:
             stats["cause"] = "components_cancel"
         stats["message"] = _dead_message(name, stats["cause"], stats, th, cancelling or [])
-    stats.pop("range_known", None)
-    stats.pop("range", None)
+    for internal in ("range_known", "range", "at_value_groups"):
+        stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
 
 
