@@ -24,9 +24,9 @@ install: $(VENV)/.installed-runtime
 install-dev: $(VENV)/.installed-dev
 
 demo: $(VENV)/.installed-runtime
-	rm -rf runs/demo
+	rm -rf demo-store
 	$(BIN)/rewardpipe run --tasks rewardpipe/data/tasks.jsonl --policy scripted \
-		--group-size 8 --steps 4 --collapse-from-step 3 --out runs/demo --run-id demo
+		--group-size 8 --steps 4 --collapse-from-step 3 --out demo-store --run-id demo
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
@@ -40,4 +40,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) cdk.out runs .pytest_cache
+	rm -rf $(VENV) cdk.out demo-store .pytest_cache
