@@ -2,13 +2,15 @@
 
 The rules (documented in the README, each covered by tests):
 
-1. Code is the content of *fenced* blocks (three or more backticks or tildes). A block whose info string
+1. Code is the content of *fenced* blocks (three or more backticks or tildes, closed by a fence of the same
+   character at least as long). A fence may be indented (models nest blocks in list items); the block's
+   lines lose that indentation so the code still parses. A block whose info string
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
    untagged block counts as Python. An unterminated fence at the end of a turn still counts (outputs are often
    cut at max_length). Blank blocks are ignored. Unfenced code is not code: committing means fencing it.
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
-3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` appears in the prose
+3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width ``？``) appears in the prose
    *after the last code block* (or anywhere, when there is no code). Code followed by "Does that match what
    you want?" is asking for confirmation, so it is a question, not a commit. A question mark that appears
    only before the code ("You want it sorted? Here it is:") does not make the turn a question.
@@ -24,9 +26,9 @@ from enum import Enum
 
 PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
-_FENCE_OPEN = re.compile(r"^[ \t]{0,3}(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
+_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-_QUESTION_END = re.compile(r"\?[\"')\]]*\s*$")
+_QUESTION_END = re.compile(r"[?？][\"')\]]*\s*$")
 
 
 class TurnKind(str, Enum):
@@ -57,13 +59,14 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             continue
         fence = match.group("fence")
         info = match.group("info").strip().split()[0].lower() if match.group("info").strip() else ""
+        indent = len(match.group("indent"))
         body: list[str] = []
         i += 1
         while i < len(lines):
             closing = lines[i].strip()
             if closing.startswith(fence[0] * len(fence)) and set(closing) <= {fence[0]}:
                 break
-            body.append(lines[i])
+            body.append(_dedent(lines[i], indent))
             i += 1
         i += 1  # skip the closing fence (or run past the end for an unterminated block)
         prose.append("\n".join(current))
@@ -73,10 +76,16 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     return blocks, prose
 
 
+def _dedent(line: str, indent: int) -> str:
+    """Drop up to ``indent`` leading whitespace characters: the fence's own indentation, not the code's."""
+    stripped = len(line) - len(line.lstrip(" \t"))
+    return line[min(indent, stripped):]
+
+
 def _asks(prose: str) -> bool:
     cleaned = _INLINE_CODE.sub("", prose)
     for line in cleaned.splitlines():
-        for sentence in re.split(r"(?<=[.!?])\s+", line.strip()):
+        for sentence in re.split(r"(?<=[.!?])\s+|(?<=？)", line.strip()):
             if _QUESTION_END.search(sentence):
                 return True
     return False
