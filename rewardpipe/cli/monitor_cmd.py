@@ -1,1 +1,214 @@
-"""Placeholder: commands registered by their owning module."""
+"""`rewardpipe monitor PATH`: per-component within-group variance of a run, with verdicts and alarms."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rewardpipe.cli.app import app
+
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(message)}")
+    raise typer.Exit(1)
+
+
+def _parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    ranges = {}
+    for item in items:
+        name, sep, span = item.partition("=")
+        lo, colon, hi = span.partition(":")
+        try:
+            if not sep or not colon or not name.strip():
+                raise ValueError
+            ranges[name.strip()] = (float(lo), float(hi))
+        except ValueError:
+            _fail(f"--range must look like NAME=MIN:MAX (e.g. correctness=0:1), got '{item}'")
+    return ranges
+
+
+class _Source:
+    """What PATH turned out to be: a store (with the run to read) or a JSONL file."""
+
+    def __init__(self, path: str, run_id: Optional[str]) -> None:
+        from rewardpipe.store import LocalStore, StoreError, decode_id, open_store
+
+        self.store: Any = None
+        self.jsonl: Path | None = None
+        self.run_id = run_id
+        if path.startswith("s3://"):
+            try:
+                self.store = open_store(path)
+                runs = self.store.list_runs()
+            except StoreError as exc:
+                _fail(str(exc))
+            except Exception as exc:  # noqa: BLE001 - credentials, endpoint, network: say what failed
+                _fail(f"cannot read {path}: {type(exc).__name__}: {exc}")
+            self._choose_run(path, runs)
+            return
+        local = Path(path)
+        if local.is_file():
+            self.jsonl = local
+            return
+        if not local.exists():
+            _fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
+        if not (local / "runs").is_dir() and local.parent.name == "runs":
+            # PATH is runs/<run_id> inside a store: use the store above it and that run.
+            if run_id is not None and run_id != decode_id(local.name):
+                _fail(f"{path} is run '{decode_id(local.name)}' but --run-id says '{run_id}'")
+            self.run_id = decode_id(local.name)
+            local = local.parent.parent
+        if not (local / "runs").is_dir():
+            _fail(f"{path} is a directory but not a rewardpipe store (no runs/ folder inside)")
+        try:
+            self.store = LocalStore(local)
+        except StoreError as exc:
+            _fail(str(exc))
+        self._choose_run(path, self.store.list_runs())
+
+    def _choose_run(self, path: str, runs: list[str]) -> None:
+        if not runs:
+            _fail(f"{path} holds no runs")
+        if self.run_id is None:
+            if len(runs) > 1:
+                _fail(f"{path} holds several runs ({', '.join(runs)}): choose one with --run-id")
+            self.run_id = runs[0]
+        elif self.run_id not in runs:
+            _fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
+
+    def records(self, step: Optional[int], bad: list) -> Iterable[Any]:
+        from rewardpipe.monitor import iter_jsonl_records
+
+        if self.store is not None:
+            return self.store.iter_records(self.run_id, step, on_bad=bad.append)
+        records = iter_jsonl_records(self.jsonl, on_bad=bad.append)
+        if self.run_id is not None:
+            records = (r for r in records if r.run_id == self.run_id)
+        if step is not None:
+            records = (r for r in records if r.step == step)
+        return records
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}" if value else "0"
+    return str(value)
+
+
+_VERDICT_STYLE = {"ok": "green", "dead": "bold red", "insufficient_data": "yellow"}
+
+
+def _print_table(console: Console, result: Any, title: str) -> None:
+    table = Table(title=title)
+    for column in ("step", "component", "verdict", "cause", "zero-var groups", "eligible", "mean", "batch std",
+                   "within-group std", "missing", "errors"):
+        table.add_column(column, justify="left" if column in ("component", "verdict", "cause") else "right")
+    for report in result.steps:
+        rows = [*report.components.values(), report.aggregate]
+        for index, stats in enumerate(rows):
+            style = _VERDICT_STYLE.get(stats.verdict, "")
+            frac = stats.zero_variance_group_fraction
+            table.add_row(
+                str(report.step) if index == 0 else "",
+                "[i]aggregate (total)[/i]" if stats is report.aggregate else escape(stats.name),
+                f"[{style}]{stats.verdict}[/{style}]" + (" [red]*[/red]" if stats.alarm_active else ""),
+                stats.cause or "",
+                "-" if frac is None else f"{100 * frac:.0f}%",
+                str(stats.eligible_groups),
+                _fmt(stats.mean),
+                _fmt(stats.std),
+                _fmt(stats.within_group_std_mean),
+                str(stats.missing + stats.non_finite),
+                f"{report.errors} ({100 * report.error_rate:.0f}%)" if index == 0 else "",
+                end_section=index == len(rows) - 1,
+            )
+    console.print(table)
+    console.print("[dim]* alarm active. zero-var groups: share of groups (>= 2 scored rollouts) whose std "
+                  f"<= {result.thresholds.epsilon:g}.[/dim]")
+
+
+@app.command()
+def monitor(
+    path: str = typer.Argument(..., help="A store directory, an s3://bucket/prefix URI, or a JSONL file of records."),
+    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
+    step: Optional[int] = typer.Option(None, "--step", min=0, help="Only this step."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
+    fail_on_alarm: bool = typer.Option(False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."),
+    epsilon: float = typer.Option(1e-6, help="A group whose std is at most this has zero variance."),
+    dead_fraction: float = typer.Option(0.9, help="Dead when at least this share of eligible groups has zero variance."),
+    recover_fraction: float = typer.Option(0.5, help="An active alarm clears when the share drops below this."),
+    min_groups: int = typer.Option(4, help="Fewer eligible groups than this gives insufficient_data."),
+    consecutive: int = typer.Option(1, "--consecutive", help="Dead steps in a row before alarming."),
+    max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="Alarm when at least this share of records are errors."),
+    error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
+    ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable)."),
+    value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
+    write_alarms: bool = typer.Option(True, "--write-alarms/--no-write-alarms",
+                                      help="Store alarms as JSON beside the records (store PATH only)."),
+) -> None:
+    """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
+    from pydantic import ValidationError
+
+    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink, dispatch
+    from rewardpipe.monitor import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
+    from rewardpipe.store import StoreError
+
+    try:
+        thresholds = Thresholds(
+            epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
+            raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
+            ranges={**DEFAULT_RANGES, **_parse_ranges(value_range)}, ignore=tuple(ignore),
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        _fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
+
+    source = _Source(path, run_id)
+    bad: list = []
+    try:
+        result = monitor_records(source.records(step, bad), thresholds)
+    except MonitorInputError as exc:
+        _fail(f"{path}: {exc}")
+    except (StoreError, OSError, UnicodeDecodeError) as exc:
+        _fail(f"cannot read {path}: {exc}")
+    result.unreadable = [b.to_dict() for b in bad]
+    if not result.steps:
+        which = f" for run '{source.run_id}'" if source.run_id else ""
+        _fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
+              + (f" ({len(bad)} unreadable)" if bad else ""))
+
+    out = Console(width=None if Console().is_terminal else 160)
+    sinks: list[Any] = []
+    if source.store is not None and write_alarms:
+        sinks.append(StoreAlarmSink(source.store, source.run_id))
+    failures = dispatch(result.alarms, sinks)
+
+    if as_json:
+        data = result.to_dict()
+        data["source"] = path
+        data["delivery_failures"] = [{"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind,
+                                      "error": f.error} for f in failures]
+        typer.echo(json.dumps(data, indent=2, allow_nan=False))
+    else:
+        _print_table(out, result, f"run {source.run_id or result.run_id}: within-group variance per component")
+        dispatch(result.alarms, [ConsoleAlarmSink(out)])
+        if not result.alarms:
+            out.print("[green]no alarms[/green]")
+        for item in result.unreadable:
+            err.print(f"[yellow]skipped unreadable record[/yellow] {escape(item['key'])}: {escape(item['reason'])}")
+        for failure in failures:
+            err.print(f"[yellow]could not deliver alarm via {failure.sink}:[/yellow] {escape(failure.error)}")
+
+    if fail_on_alarm and any(a.kind != "recovered" for a in result.alarms):
+        raise typer.Exit(2)
