@@ -26,7 +26,7 @@ install-dev: $(VENV)/.installed-dev
 demo: $(VENV)/.installed-runtime
 	rm -rf demo-store
 	$(BIN)/rewardpipe run --tasks rewardpipe/data/tasks.jsonl --policy scripted \
-		--group-size 8 --steps 4 --collapse-from-step 3 --out demo-store --run-id demo
+		--group-size 8 --steps 4 --collapse-from-step 3 --out demo-store --run-id demo --plot demo-store/demo.png
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup

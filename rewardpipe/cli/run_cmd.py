@@ -114,6 +114,7 @@ def run(
     recover_fraction: float = typer.Option(0.5, help="...and alive again below this fraction (hysteresis)."),
     consecutive: int = typer.Option(1, min=1, help="Dead steps in a row before alarming."),
     max_error_rate: float = typer.Option(0.1, help="Alarm when more than this fraction of rollouts are errors."),
+    plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
@@ -181,6 +182,12 @@ def run(
             all_alarms.extend(result.alarms)
             bar.remove_task(handle)
 
+    if plot is not None:
+        from rewardpipe.monitor import monitor_records
+        from rewardpipe.plotting import plot_run
+
+        plot_run(monitor_records(store.iter_records(run_id), thresholds), plot)
+        console.print(f"chart written to {plot}")
     if as_json:
         out.print_json(json.dumps({"run_id": run_id, "store": str(out_dir),
                                    "steps": [r.to_dict() for r in reports],

@@ -73,3 +73,22 @@ def test_run_rejects_bad_configuration_clearly(cli, tmp_path):
     assert result.exit_code == 1 and "no component(s) ['nonsense']" in result.output
     result = cli("run", "--tasks", BUNDLED_TASKS, "--weight", "correctness", "--out", tmp_path)
     assert result.exit_code == 1 and "NAME=NUMBER" in result.output
+
+
+def test_run_draws_the_variance_chart_when_asked(cli, tmp_path):
+    chart = tmp_path / "charts" / "run.png"
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 2, "--groups-per-step", 4,
+                 "--out", tmp_path / "store", "--run-id", "p", "--plot", chart, "--json")
+    assert result.exit_code == 0, result.output
+    assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert chart.stat().st_size > 10_000  # a real figure, not an empty canvas
+
+
+def test_plotting_an_empty_run_is_a_clear_error(tmp_path):
+    import pytest
+
+    from rewardpipe.monitor import monitor_records
+    from rewardpipe.plotting import plot_run
+
+    with pytest.raises(ValueError, match="no steps"):
+        plot_run(monitor_records([]), tmp_path / "x.png")
