@@ -74,6 +74,12 @@ def test_prompts_are_one_or_two_sentences():
         assert task.prompt.strip()[-1] in ".?!", f"{task.task_id}: prompt does not end a sentence"
 
 
+def test_prompts_name_the_function_the_hidden_tests_call():
+    # The model only sees the prompt, so it must learn the entry point's name there, not by guessing.
+    for task in TASKS:
+        assert f"`{task.entry_point}(" in task.prompt, f"{task.task_id}: prompt does not name {task.entry_point}"
+
+
 def test_every_spec_item_is_a_full_sentence():
     for task in TASKS:
         assert 2 <= len(task.spec) <= 5, f"{task.task_id}: {len(task.spec)} spec items, expected 2 to 5"
