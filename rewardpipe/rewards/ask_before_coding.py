@@ -3,7 +3,9 @@
 | component             | weight | value                                                                  |
 |-----------------------|--------|------------------------------------------------------------------------|
 | correctness           | 1.0    | fraction of hidden tests passing on the final committed code; 0 if none |
+|                       |        | committed or on timeout; None (an error) if the tests could not run     |
 | asked_before_coding   | 0.6    | 1.0 first turn asked and later committed; 0.6 asked later then committed |
+|                       |        | (only questions before the first commit count)                          |
 | guessed_immediately   | 0.4    | -1.0 if the first assistant turn commits without asking                 |
 | loop_penalty          | 0.2    | -0.5 if the last two assistant turns are more than 80% similar          |
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from difflib import SequenceMatcher
 
-from rewardpipe.execution.result import ExecutionStatus
+from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.parsing import TurnKind
 from rewardpipe.rewards.base import Component, Reward, ScoringInput
@@ -23,24 +25,36 @@ from rewardpipe.rewards.base import Component, Reward, ScoringInput
 LOOP_SIMILARITY_THRESHOLD = 0.8
 
 
-def correctness(data: ScoringInput) -> float | None:
-    if data.transcript.final_code is None:
-        return 0.0
-    execution = data.execution
+def execution_correctness(execution: ExecutionResult | None) -> float | None:
+    """Fraction of tests passing; ``None`` when the tests could not run (no result, or a harness error).
+
+    A timeout is the model's failure and scores 0.0 even if the result reports tests that passed before the
+    clock ran out: partial credit for code that hangs would reward infinite loops after the easy cases.
+    """
     if execution is None or execution.status is ExecutionStatus.ERROR:
         return None  # the tests did not run: an infrastructure failure, not a model failure
+    if execution.status is ExecutionStatus.TIMEOUT:
+        return 0.0
     return execution.fraction_passed
 
 
+def correctness(data: ScoringInput) -> float | None:
+    if data.transcript.final_code is None:
+        return 0.0
+    return execution_correctness(data.execution)
+
+
 def asked_before_coding(data: ScoringInput) -> float:
+    """Only questions asked before the *first* commit count: guessing, then asking, then committing again
+    did not ask before coding (and must not win back most of the guess penalty)."""
     kinds = data.transcript.kinds
-    if TurnKind.QUESTION not in kinds:
+    if TurnKind.COMMIT not in kinds:
         return 0.0
-    first_question = kinds.index(TurnKind.QUESTION)
-    committed_after = TurnKind.COMMIT in kinds[first_question + 1 :]
-    if not committed_after:
+    first_commit = kinds.index(TurnKind.COMMIT)
+    before = kinds[:first_commit]
+    if TurnKind.QUESTION not in before:
         return 0.0
-    return 1.0 if first_question == 0 else 0.6
+    return 1.0 if before[0] is TurnKind.QUESTION else 0.6
 
 
 def guessed_immediately(data: ScoringInput) -> float:

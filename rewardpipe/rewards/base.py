@@ -106,7 +106,7 @@ class Reward:
                 f"reward '{self.name}' has no component(s) {sorted(unknown)}; known: {self.component_names}"
             )
         for name, value in weights.items():
-            if not isinstance(value, (int, float)) or not math.isfinite(value):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"weight for '{name}' must be a finite number, got {value!r}")
         comps = tuple(
             Component(c.name, float(weights.get(c.name, c.weight)), c.fn, c.description, c.value_range)

@@ -1,7 +1,8 @@
 """Single-turn code reward: run the response's code against tests carried by the sample.
 
 The sample's reference answer (or metadata) carries ``tests``, ``entry_point`` and optionally
-``tests_format`` / ``timeout_s``. Components: ``correctness`` (fraction of tests passing; None when the
+``tests_format`` / ``timeout_s``. Components: ``correctness`` (fraction of tests passing on the last
+assistant turn's code, even when that turn ends with a confirmation question; 0.0 on timeout; None when the
 harness failed) and ``has_code`` (1.0 when the response contains a fenced Python block, a weak format signal).
 """
 
@@ -21,9 +22,11 @@ def _last_turn_code(transcript: Transcript) -> str | None:
 
 
 def correctness(data: ScoringInput) -> float | None:
+    # Single-turn: the last turn's code is what was run, even if it ends by asking "does this work?" — there
+    # is no next turn in which to answer, so the code is the response.
     if _last_turn_code(data.transcript) is None:
         return 0.0
-    return abc.correctness(data)
+    return abc.execution_correctness(data.execution)
 
 
 def has_code(data: ScoringInput) -> float:

@@ -4,7 +4,7 @@ Format: the model is asked to end with a line ``#### <number>``.
   * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
   * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``\\boxed{42}``, or the
     ``####`` line is not last);
-  * 0.0: no marked answer.
+  * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` marks nothing).
 Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
 numerically, else 0.0. An unreadable reference answer is an error (None), never a 0 for every sample, which
 would make the component constant and silently dead.
@@ -19,7 +19,7 @@ from typing import Any
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.rewards.base import Component, Reward, ScoringInput
 
-_NUMBER = r"-?\$?\d[\d,]*(?:\.\d+)?"
+_NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 _HASH_ANSWER = re.compile(rf"####\s*({_NUMBER})")
 _BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
@@ -29,9 +29,12 @@ _ANY_NUMBER = re.compile(_NUMBER)
 def to_decimal(text: str) -> Decimal | None:
     cleaned = text.replace(",", "").replace("$", "").strip().rstrip(".")
     try:
-        return Decimal(cleaned)
+        value = Decimal(cleaned)
     except (InvalidOperation, ValueError):
         return None
+    # "NaN"/"Infinity" parse as Decimals but are no answer: a NaN reference would score every sample 0.0
+    # (and a signalling NaN raises on comparison) instead of being reported as unreadable.
+    return value if value.is_finite() else None
 
 
 def reference_value(reference: Any) -> Decimal | None:
@@ -72,7 +75,8 @@ def answer_format(data: ScoringInput) -> float:
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if lines and _STRICT_LAST_LINE.match(lines[-1]):
         return 1.0
-    if "####" in text or _BOXED.search(text):
+    # A bare "####" is not enough: models use "#### Step 1" as a Markdown heading.
+    if _HASH_ANSWER.search(text) or _BOXED.search(text):
         return 0.5
     return 0.0
 
