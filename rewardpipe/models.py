@@ -7,6 +7,7 @@ written by any of them reads the same way everywhere.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Literal, TypeVar
 
@@ -134,23 +135,27 @@ def nova_output(
     """Build one Nova ``RewardFunctionOutput``.
 
     Nova requires a finite number for every entry, so an uncomputable component is left out of
-    ``metrics_list`` (a reward of 0 would be a lie) and an error is flagged by the ``reward_error``
-    metric; the aggregate of an error is reported as 0.0 *and* flagged, because the contract has no
-    null. Trainers that read ``reward_error`` can drop the sample from the group baseline.
+    ``metrics_list`` (a reward of 0 would be a lie), as is any non-finite value, and an error is flagged by
+    the ``reward_error`` metric; the aggregate of an error (or a non-finite aggregate) is reported as 0.0
+    *and* flagged, because the contract has no null. Trainers that read ``reward_error`` can drop the
+    sample from the group baseline.
     """
     metrics_list: list[dict[str, Any]] = []
     for name, value in components.items():
-        if value is not None:
+        if value is not None and math.isfinite(value):
             metrics_list.append({"name": name, "value": float(value), "type": "Reward"})
     for name, value in metrics.items():
         if isinstance(value, bool):
             value = int(value)
-        if isinstance(value, (int, float)):
+        if isinstance(value, (int, float)) and math.isfinite(value):
             metrics_list.append({"name": name, "value": value, "type": "Metric"})
-    metrics_list.append({"name": "reward_error", "value": 1 if error else 0, "type": "Metric"})
+    # A non-finite aggregate cannot be sent either: it is reported as 0.0 and flagged like any error.
+    finite = aggregate is not None and math.isfinite(aggregate)
+    flagged = bool(error) or (aggregate is not None and not finite)
+    metrics_list.append({"name": "reward_error", "value": 1 if flagged else 0, "type": "Metric"})
     return {
         "id": sample_id,
-        "aggregate_reward_score": float(aggregate) if aggregate is not None else 0.0,
+        "aggregate_reward_score": float(aggregate) if finite else 0.0,
         "metrics_list": metrics_list,
     }
 
