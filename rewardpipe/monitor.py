@@ -283,9 +283,7 @@ def _accumulate(records: Iterable[Record | Mapping[str, Any]]) -> tuple[str | No
             kind = rec.error.kind if rec.error is not None else "unknown"
             acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
             continue
-        items = list(rec.components.items())
-        items.append((_AGG, rec.aggregate))
-        for name, value in items:
+        for name, value in (*rec.components.items(), (_AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
                 continue
