@@ -10,6 +10,7 @@ from its group baseline and the monitor counts it as an error rather than a genu
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping
 
@@ -31,15 +32,53 @@ class Sample(BaseModel):
 
 
 def find_reference(sample: Sample) -> Any:
-    """``reference_answer`` lives in metadata, at the top level, or wrapped as ``{"text": ...}``."""
+    """``reference_answer`` lives in metadata, at the top level, or wrapped as ``{"text": ...}``.
+
+    A ``null`` in metadata does not hide a top-level value: platforms fill the field they know and leave
+    the other empty.
+    """
     reference = None
-    if sample.metadata and "reference_answer" in sample.metadata:
+    if sample.metadata and sample.metadata.get("reference_answer") is not None:
         reference = sample.metadata["reference_answer"]
     elif sample.reference_answer is not None:
         reference = sample.reference_answer
     if isinstance(reference, dict) and set(reference) == {"text"}:
         reference = reference["text"]
     return reference
+
+
+def code_reference(sample: Sample) -> Any:
+    """What a code sample's tests come from: the reference answer, or else the metadata itself.
+
+    The reference may arrive as a JSON *string* (``reference_answer.text`` is a string field on some
+    platforms); a string holding a JSON object is read as that object.
+    """
+    reference = find_reference(sample)
+    if isinstance(reference, str):
+        try:
+            decoded = json.loads(reference)
+        except ValueError:
+            decoded = None
+        if isinstance(decoded, dict):
+            reference = decoded
+    if not isinstance(reference, dict) and sample.metadata and "tests" in sample.metadata:
+        reference = sample.metadata
+    return reference
+
+
+def _describe(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "sample"
+        return f"malformed sample: {where}: {first['msg']}"
+    return f"malformed sample: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+
+
+def _reference_problem(exc: Exception) -> str:
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        return f"reference_answer field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
@@ -74,7 +113,7 @@ def score_samples(
         try:
             parsed.append((sample_id, Sample.model_validate(raw), None))
         except (ValidationError, ValueError, TypeError) as exc:
-            parsed.append((sample_id, None, f"malformed sample: {str(exc).splitlines()[0]}"))
+            parsed.append((sample_id, None, _describe(exc)))
 
     executions = _run_executions(parsed, reward, executor, workers)
     results = []
@@ -111,9 +150,9 @@ def _run_executions(
         if sample is None:
             continue
         try:
-            job = code_correctness.job_for(Transcript.from_messages(sample.messages), find_reference(sample), str(index))
-        except (ValueError, ValidationError) as exc:
-            out[index] = ErrorInfo(kind="bad_reference", message=str(exc).splitlines()[0])
+            job = code_correctness.job_for(Transcript.from_messages(sample.messages), code_reference(sample), str(index))
+        except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
+            out[index] = ErrorInfo(kind="bad_reference", message=_reference_problem(exc))
             continue
         if job is not None:
             jobs[index] = job

@@ -52,7 +52,8 @@ def job_for(transcript: Transcript, reference: Any, sample_id: str = "") -> Exec
         tests=reference["tests"],
         entry_point=reference["entry_point"],
         tests_format=reference.get("tests_format", "unittest"),
-        timeout_s=float(reference.get("timeout_s", 10.0)),
+        # None means "not given"; anything else is validated by ExecutionJob, whose error names the field.
+        timeout_s=10.0 if reference.get("timeout_s") is None else reference["timeout_s"],
     )
 
 

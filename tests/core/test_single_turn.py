@@ -1,0 +1,298 @@
+"""single_turn.score_samples in the Nova Forge reward-Lambda contract."""
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rewardpipe.execution import get_executor
+from rewardpipe.single_turn import score_samples
+from tests.core.conftest import ADD_SOLUTION, ADD_TESTS, FakeExecutor, fence, result
+
+
+def sample(answer: str = "#### 42", sample_id="s1", role="assistant", **extra):
+    return {
+        "id": sample_id,
+        "messages": [{"role": "user", "content": "What is 6 * 7?"}, {"role": role, "content": answer}],
+        **extra,
+    }
+
+
+def metrics(out: dict) -> dict:
+    return {m["name"]: m["value"] for m in out["metrics_list"]}
+
+
+def assert_contract(outputs: list) -> None:
+    for out in outputs:
+        assert set(out) == {"id", "aggregate_reward_score", "metrics_list"}
+        assert isinstance(out["aggregate_reward_score"], (int, float))
+        assert math.isfinite(out["aggregate_reward_score"])
+        for metric in out["metrics_list"]:
+            assert set(metric) == {"name", "value", "type"}
+            assert isinstance(metric["name"], str)
+            assert metric["type"] in ("Reward", "Metric")
+            assert isinstance(metric["value"], (int, float)) and not isinstance(metric["value"], bool)
+            assert math.isfinite(metric["value"])
+        json.dumps({**out, "id": None}, allow_nan=False)  # serialisable (the id is echoed as given)
+
+
+def test_order_and_ids_preserved_including_non_string_ids():
+    ids = ["a", 17, None, 3.5, "a"]
+    answers = ["#### 42", "#### 41", "#### 42", "nothing", "\\boxed{42}"]
+    batch = [sample(ans, sid, metadata={"reference_answer": 42}) for sid, ans in zip(ids, answers)]
+    outputs = score_samples(batch, "gsm8k")
+    assert [o["id"] for o in outputs] == ids
+    assert [o["aggregate_reward_score"] for o in outputs] == [1.5, 0.5, 1.5, 0.0, 1.25]
+    assert_contract(outputs)
+
+
+def test_a_single_object_is_tolerated():
+    outputs = score_samples(sample(metadata={"reference_answer": "42"}), "gsm8k")
+    assert len(outputs) == 1
+    assert outputs[0]["id"] == "s1"
+    assert outputs[0]["aggregate_reward_score"] == 1.5
+
+
+@pytest.mark.parametrize("event", ["not a list", 42, None])
+def test_non_list_event_gets_one_flagged_error(event):
+    outputs = score_samples(event, "gsm8k")
+    assert len(outputs) == 1
+    assert metrics(outputs[0])["reward_error"] == 1
+    assert metrics(outputs[0])["error_malformed_event"] == 1
+    assert_contract(outputs)
+
+
+def test_empty_batch_gives_empty_result():
+    assert score_samples([], "gsm8k") == []
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"id": "m1"},  # missing messages
+        {"id": "m1", "messages": "hello"},  # messages not a list
+        {"id": "m1", "messages": [{"role": "assistant", "content": 42}]},  # content a number
+        {"id": "m1", "messages": [{"content": "no role"}]},
+        {"id": "m1", "messages": [], "metadata": "not an object"},
+        "m1",
+        None,
+    ],
+)
+def test_malformed_sample_is_flagged_and_does_not_fail_the_batch(bad):
+    good = sample(metadata={"reference_answer": 42}, sample_id="ok")
+    outputs = score_samples([good, bad, good], "gsm8k")
+    assert len(outputs) == 3
+    assert outputs[0]["aggregate_reward_score"] == outputs[2]["aggregate_reward_score"] == 1.5
+    assert metrics(outputs[0])["reward_error"] == 0
+    flagged = metrics(outputs[1])
+    assert flagged["reward_error"] == 1
+    assert flagged["error_malformed_sample"] == 1
+    assert outputs[1]["aggregate_reward_score"] == 0.0
+    assert outputs[1]["id"] == (bad.get("id") if isinstance(bad, dict) else None)
+    assert_contract(outputs)
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        {"metadata": {"reference_answer": 42}},
+        {"reference_answer": 42},
+        {"reference_answer": {"text": "42"}},
+        {"metadata": {"reference_answer": {"text": "#### 42"}}},
+        {"metadata": {"reference_answer": None, "task_id": "t"}, "reference_answer": "42"},
+    ],
+)
+def test_reference_answer_in_every_place(where):
+    out = score_samples([sample("#### 42", **where)], "gsm8k")[0]
+    assert metrics(out)["answer_correct"] == 1.0
+    assert metrics(out)["reward_error"] == 0
+
+
+def test_metadata_reference_wins_over_top_level():
+    out = score_samples([sample("#### 42", metadata={"reference_answer": 42}, reference_answer=7)], "gsm8k")[0]
+    assert metrics(out)["answer_correct"] == 1.0
+
+
+def test_missing_reference_is_an_error_not_a_zero():
+    out = score_samples([sample("#### 42")], "gsm8k")[0]
+    assert metrics(out)["reward_error"] == 1
+    assert metrics(out)["error_bad_reference"] == 1
+    assert "answer_correct" not in metrics(out)
+
+
+def test_nova_assistant_role_and_list_of_parts_content():
+    raw = {
+        "id": "n",
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "What is 6 * 7?"}]},
+            {"role": "nova_assistant", "content": [{"type": "text", "text": "It is\n"}, {"type": "text", "text": "#### 42"}]},
+        ],
+        "metadata": {"reference_answer": 42},
+    }
+    out = score_samples([raw], "gsm8k")[0]
+    assert metrics(out)["format"] == 1.0
+    assert metrics(out)["answer_correct"] == 1.0
+    assert out["aggregate_reward_score"] == 1.5
+
+
+def test_components_are_rewards_and_diagnostics_are_metrics():
+    out = score_samples([sample(metadata={"reference_answer": 42})], "gsm8k")[0]
+    types = {m["name"]: m["type"] for m in out["metrics_list"]}
+    assert types["format"] == types["answer_correct"] == "Reward"
+    assert types["response_chars"] == types["reward_error"] == "Metric"
+
+
+def test_weights_override_is_applied():
+    out = score_samples([sample(metadata={"reference_answer": 42})], "gsm8k", weights={"format": 0.0})[0]
+    assert out["aggregate_reward_score"] == 1.0
+
+
+def test_bad_reward_configuration_raises():
+    with pytest.raises(ValueError):
+        score_samples([sample()], "gsm8k", weights={"nope": 1.0})
+    with pytest.raises(ValueError):
+        score_samples([sample()], "no_such_reward")
+
+
+# --- code_correctness --------------------------------------------------------------------------------------
+
+REFERENCE = {"tests": ADD_TESTS, "entry_point": "add"}
+WRONG = "def add(a, b):\n    return a - b\n"
+
+
+def code_sample(code: str | None, sample_id, **extra):
+    answer = "Here:\n" + fence(code) if code is not None else "I cannot do that."
+    return sample(answer, sample_id, **extra)
+
+
+def test_code_correctness_pass_and_fail_in_one_batch_with_the_real_executor():
+    batch = [
+        code_sample(ADD_SOLUTION, "pass", metadata={"reference_answer": REFERENCE}),
+        code_sample(WRONG, "fail", reference_answer=REFERENCE),
+        code_sample(ADD_SOLUTION, "no-tests", metadata={"reference_answer": {"entry_point": "add"}}),
+        code_sample(None, "no-code", metadata={"reference_answer": REFERENCE}),
+    ]
+    outputs = score_samples(batch, "code_correctness", executor=get_executor(), workers=2)
+    assert [o["id"] for o in outputs] == ["pass", "fail", "no-tests", "no-code"]
+    by_id = {o["id"]: metrics(o) for o in outputs}
+    assert by_id["pass"]["correctness"] == 1.0 and by_id["pass"]["reward_error"] == 0
+    assert outputs[0]["aggregate_reward_score"] == 1.0
+    assert by_id["fail"]["correctness"] < 1.0 and by_id["fail"]["reward_error"] == 0
+    assert by_id["no-tests"]["reward_error"] == 1 and by_id["no-tests"]["error_bad_reference"] == 1
+    assert by_id["no-code"]["correctness"] == 0.0 and by_id["no-code"]["has_code"] == 0.0
+    assert_contract(outputs)
+
+
+def test_code_correctness_runs_every_job_in_one_batch_with_the_sample_timeout():
+    executor = FakeExecutor(result("passed", 2, 2))
+    batch = [
+        code_sample(ADD_SOLUTION, "a", reference_answer={**REFERENCE, "timeout_s": 3}),
+        code_sample(ADD_SOLUTION, "b", reference_answer={**REFERENCE, "tests_format": "unittest"}),
+    ]
+    outputs = score_samples(batch, "code_correctness", executor=executor)
+    assert [job.timeout_s for job in executor.jobs] == [3.0, 10.0]
+    assert all(job.code == ADD_SOLUTION for job in executor.jobs)
+    assert [metrics(o)["correctness"] for o in outputs] == [1.0, 1.0]
+
+
+@pytest.mark.parametrize(
+    "reference, kind",
+    [
+        ({"tests": ADD_TESTS}, "bad_reference"),  # missing entry_point
+        ("just a string", "bad_reference"),
+        ({**REFERENCE, "timeout_s": "soon"}, "bad_reference"),
+        ({**REFERENCE, "timeout_s": {"s": 1}}, "bad_reference"),
+        ({**REFERENCE, "tests_format": "pytest"}, "bad_reference"),
+    ],
+)
+def test_bad_code_reference_fails_only_that_sample(reference, kind):
+    executor = FakeExecutor(result("passed", 2, 2))
+    batch = [code_sample(ADD_SOLUTION, "bad", reference_answer=reference),
+             code_sample(ADD_SOLUTION, "good", reference_answer=REFERENCE)]
+    outputs = score_samples(batch, "code_correctness", executor=executor)
+    assert metrics(outputs[0])[f"error_{kind}"] == 1
+    assert metrics(outputs[1])["correctness"] == 1.0
+    assert len(executor.jobs) == 1
+
+
+def test_code_reference_as_a_json_string_in_text():
+    executor = FakeExecutor(result("passed", 2, 2))
+    wrapped = {"text": json.dumps(REFERENCE)}
+    out = score_samples([code_sample(ADD_SOLUTION, "j", reference_answer=wrapped)], "code_correctness", executor=executor)[0]
+    assert metrics(out)["correctness"] == 1.0
+    assert executor.jobs[0].entry_point == "add"
+
+
+def test_code_tests_carried_in_metadata():
+    executor = FakeExecutor(result("failed", 1, 2))
+    out = score_samples([code_sample(ADD_SOLUTION, "m", metadata=dict(REFERENCE))], "code_correctness",
+                        executor=executor)[0]
+    assert metrics(out)["correctness"] == 0.5
+
+
+def test_harness_error_is_flagged_not_zero():
+    executor = FakeExecutor(result("error", reason="harness broke"))
+    out = score_samples([code_sample(ADD_SOLUTION, "e", reference_answer=REFERENCE)], "code_correctness",
+                        executor=executor)[0]
+    assert metrics(out)["reward_error"] == 1
+    assert metrics(out)["error_execution_error"] == 1
+    assert "correctness" not in metrics(out)
+
+
+def test_executor_crash_flags_every_code_sample_but_not_the_codeless_one():
+    executor = FakeExecutor(RuntimeError("pool died"))
+    batch = [code_sample(ADD_SOLUTION, "a", reference_answer=REFERENCE), code_sample(None, "b", reference_answer=REFERENCE)]
+    outputs = score_samples(batch, "code_correctness", executor=executor)
+    assert metrics(outputs[0])["error_executor_crash"] == 1
+    assert metrics(outputs[1])["reward_error"] == 0
+    assert metrics(outputs[1])["correctness"] == 0.0
+
+
+def test_code_followed_by_a_confirmation_question_is_still_scored_single_turn():
+    executor = FakeExecutor(result("passed", 2, 2))
+    answer = fence(ADD_SOLUTION) + "\nDoes this look right?"
+    out = score_samples([sample(answer, "q", reference_answer=REFERENCE)], "code_correctness", executor=executor)[0]
+    assert metrics(out)["correctness"] == 1.0
+
+
+def test_timeout_scores_zero():
+    executor = FakeExecutor(result("timeout", 1, 2))
+    out = score_samples([code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)], "code_correctness",
+                        executor=executor)[0]
+    assert metrics(out)["correctness"] == 0.0
+    assert metrics(out)["reward_error"] == 0
+
+
+# --- property: never raises, always one result per input -----------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=30),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=12,
+)
+message_like = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "nova_assistant", "system", ""]) | json_values},
+    optional={"content": st.text(max_size=60) | st.sampled_from(["#### 42", fence("x = 1"), "\\boxed{3}"]) | json_values},
+)
+sample_like = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": json_values,
+        "messages": st.lists(message_like, max_size=4) | json_values,
+        "metadata": st.dictionaries(st.sampled_from(["reference_answer", "tests", "entry_point"]), json_values) | json_values,
+        "reference_answer": json_values,
+    },
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(batch=st.lists(sample_like | json_values, max_size=6), reward=st.sampled_from(["gsm8k", "code_correctness"]))
+def test_any_json_list_gives_one_result_per_input_and_never_raises(batch, reward):
+    outputs = score_samples(batch, reward, executor=FakeExecutor(result("passed", 1, 1)))
+    assert len(outputs) == len(batch)
+    assert_contract(outputs)
+    for raw, out in zip(batch, outputs):
+        if isinstance(raw, dict):
+            assert out["id"] is raw.get("id") or out["id"] == raw.get("id")
