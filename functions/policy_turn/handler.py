@@ -1,2 +1,23 @@
-def lambda_handler(event, context):
-    raise NotImplementedError
+"""PolicyTurn: one assistant turn (replayed, from an OpenAI-compatible endpoint, or the trainer's callback reply)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import event_parser
+
+from rewardpipe.aws import rollout
+from rewardpipe.aws.settings import Settings
+
+logger = Logger()
+tracer = Tracer()
+SETTINGS = Settings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@event_parser(model=rollout.RolloutContext)
+def lambda_handler(event: rollout.RolloutContext, context: Any) -> dict[str, Any]:
+    logger.append_keys(run=event.run, rollout=event.rollout, mode=event.policy.mode, turn=event.state.assistant_turns)
+    return rollout.policy_turn(event, SETTINGS)

@@ -1,2 +1,23 @@
-def lambda_handler(event, context):
-    raise NotImplementedError
+"""StartEpisode: validate the execution input, store an inline task, open the episode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import event_parser
+
+from rewardpipe.aws import rollout
+from rewardpipe.aws.settings import Settings
+
+logger = Logger()
+tracer = Tracer()
+SETTINGS = Settings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@event_parser(model=rollout.RolloutInput)
+def lambda_handler(event: rollout.RolloutInput, context: Any) -> dict[str, Any]:
+    logger.append_keys(run=event.run, step=event.step, group=event.group, rollout=event.rollout)
+    return rollout.start(event, SETTINGS)

@@ -1,2 +1,25 @@
-def lambda_handler(event, context):
-    raise NotImplementedError
+"""Score: finish the episode with the configured reward, write the record, return the Nova reward shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import event_parser
+
+from rewardpipe.aws import rollout
+from rewardpipe.aws.settings import Settings
+
+logger = Logger()
+tracer = Tracer()
+SETTINGS = Settings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@event_parser(model=rollout.RolloutContext)
+def lambda_handler(event: rollout.RolloutContext, context: Any) -> dict[str, Any]:
+    logger.append_keys(run=event.run, rollout=event.rollout)
+    record, key = rollout.score(event, SETTINGS)
+    logger.info("record written", extra={"key": key, "status": record.status, "aggregate": record.aggregate})
+    return rollout.rollout_output(record, key)

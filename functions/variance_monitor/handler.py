@@ -1,2 +1,28 @@
-def lambda_handler(event, context):
-    raise NotImplementedError
+"""Variance check: per-component within-group statistics of a step, as metrics, verdict JSON and alarms.
+
+Invoke with ``{"run_id": "...", "step": 3}`` after a step, or let the schedule check the newest
+complete step of every run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Tracer
+from aws_lambda_powertools.utilities.parser import event_parser
+
+from rewardpipe.aws.monitoring import CheckRequest, run_check
+from rewardpipe.aws.settings import Settings
+
+logger = Logger()
+tracer = Tracer()
+SETTINGS = Settings.from_env()
+
+
+@logger.inject_lambda_context
+@tracer.capture_lambda_handler
+@event_parser(model=CheckRequest)
+def lambda_handler(event: CheckRequest, context: Any) -> dict[str, Any]:
+    out = run_check(event, SETTINGS)
+    logger.info("variance check done", extra={"checked": out["checked"]})
+    return out

@@ -152,6 +152,7 @@ class RolloutWorkflow(Construct):
         score = guarded(self._invoke("ScoreStep", self.score_fn))
         run_lambda = guarded(tasks.LambdaInvoke(
             self, "RunCodeLambda", lambda_function=runner.function, retry_on_service_exceptions=False,
+            payload_response_only=True,
             payload=sfn.TaskInput.from_object({
                 "job_key": sfn.JsonPath.string_at("$.execution.job_key"),
                 "result_key": sfn.JsonPath.string_at("$.execution.result_key"),

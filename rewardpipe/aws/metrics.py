@@ -1,0 +1,72 @@
+"""CloudWatch metrics for the variance check and the code runners, as Powertools EMF log lines.
+
+Names and dimensions must match the alarms and dashboard in stacks/constructs/monitoring.py:
+namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). The run id is not a
+dimension: alarms watch the pipeline as a whole, and the verdict JSON in S3 names the run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+NAMESPACE = "RewardPipe"
+ZERO_VARIANCE = "ZeroVarianceGroupFraction"
+WITHIN_GROUP_STD = "WithinGroupStd"
+COMPONENT_MEAN = "ComponentMean"
+ERROR_RATE = "ErrorRate"
+EXECUTION_MS = "ExecutionDurationMs"
+
+
+def service_name() -> str:
+    return os.environ.get("POWERTOOLS_SERVICE_NAME") or "rewardpipe"
+
+
+@dataclass(frozen=True)
+class MetricPoint:
+    name: str
+    value: float
+    unit: str
+    dimensions: dict[str, str] = field(default_factory=dict)
+
+
+def step_points(report: Any) -> list[MetricPoint]:
+    """Metric points of one monitored step (a rewardpipe.monitor.StepReport).
+
+    Statistics that could not be computed (no eligible groups) are left out rather than sent as 0,
+    which would look like a healthy or a dead component depending on the metric.
+    """
+    points = [MetricPoint(ERROR_RATE, float(report.error_rate), "None")]
+    for name, stats in report.components.items():
+        dims = {"component": name}
+        for metric, value in (
+            (ZERO_VARIANCE, stats.zero_variance_group_fraction),
+            (WITHIN_GROUP_STD, stats.within_group_std_mean),
+            (COMPONENT_MEAN, stats.mean),
+        ):
+            if value is not None and math.isfinite(value):
+                points.append(MetricPoint(metric, float(value), "None", dims))
+    return points
+
+
+def emit(points: Iterable[MetricPoint]) -> int:
+    """Print each point as one EMF document (CloudWatch turns Lambda log lines into metrics)."""
+    from aws_lambda_powertools import single_metric
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    count = 0
+    for point in points:
+        with single_metric(
+            name=point.name, unit=MetricUnit(point.unit), value=point.value, namespace=NAMESPACE,
+            default_dimensions={"service": service_name()},
+        ) as metric:
+            for key, value in point.dimensions.items():
+                metric.add_dimension(name=key, value=value)
+        count += 1
+    return count
+
+
+def execution_point(route: str, duration_ms: float) -> MetricPoint:
+    return MetricPoint(EXECUTION_MS, float(duration_ms), "Milliseconds", {"route": route})

@@ -1,0 +1,118 @@
+"""Run-time settings of a deployed function, read from its environment (the stack sets them)."""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, Mapping
+
+
+class ConfigurationError(RuntimeError):
+    """A function's environment is incomplete or invalid; the message names the variable."""
+
+
+def _int(env: Mapping[str, str], name: str, default: int) -> int:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise ConfigurationError(f"environment variable {name} must be an integer, got {raw!r}") from None
+
+
+def _float(env: Mapping[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise ConfigurationError(f"environment variable {name} must be a number, got {raw!r}") from None
+
+
+def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+    raw = env.get(name) or "{}"
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        raise ConfigurationError(f"environment variable {name} must be a JSON object of weights, got {raw!r}") from None
+    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) for v in value.values()):
+        raise ConfigurationError(f"environment variable {name} must map component names to numbers, got {raw!r}")
+    return {str(k): float(v) for k, v in value.items()}
+
+
+@dataclass(frozen=True)
+class Settings:
+    bucket: str = ""
+    reward_name: str = "ask_before_coding"
+    reward_weights: dict[str, float] = field(default_factory=dict)
+    max_turns: int = 6
+    routing_threshold_s: float = 600.0
+    simulator: str = "rule_based"
+    policy_base_url: str = ""
+    policy_model: str = ""
+    policy_api_key_secret: str = ""
+    group_size: int = 8
+    zero_variance_fraction: float = 0.9
+    error_rate: float = 0.1
+    alarm_topic_arn: str = ""
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+        env = os.environ if env is None else env
+        return cls(
+            bucket=env.get("BUCKET", ""),
+            reward_name=env.get("REWARD_NAME") or "ask_before_coding",
+            reward_weights=_weights(env, "REWARD_WEIGHTS"),
+            max_turns=_int(env, "MAX_TURNS", 6),
+            routing_threshold_s=_float(env, "ROUTING_THRESHOLD_S", 600.0),
+            simulator=env.get("SIMULATOR") or "rule_based",
+            policy_base_url=env.get("POLICY_BASE_URL", ""),
+            policy_model=env.get("POLICY_MODEL", ""),
+            policy_api_key_secret=env.get("POLICY_API_KEY_SECRET", ""),
+            group_size=_int(env, "GROUP_SIZE", 8),
+            zero_variance_fraction=_float(env, "ZERO_VARIANCE_FRACTION", 0.9),
+            error_rate=_float(env, "ERROR_RATE_THRESHOLD", 0.1),
+            alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
+        )
+
+    def require_bucket(self) -> str:
+        if not self.bucket:
+            raise ConfigurationError("environment variable BUCKET (the records bucket) is not set")
+        return self.bucket
+
+    @cached_property
+    def reward(self) -> Any:
+        from rewardpipe.rewards import get_reward
+
+        try:
+            return get_reward(self.reward_name, self.reward_weights or None)
+        except ValueError as exc:
+            raise ConfigurationError(f"REWARD_NAME/REWARD_WEIGHTS: {exc}") from None
+
+
+_CLIENTS: dict[str, Any] = {}
+
+
+def aws_client(service: str) -> Any:
+    """One boto3 client per service per process (warm invocations reuse it)."""
+    client = _CLIENTS.get(service)
+    if client is None:
+        import boto3
+
+        client = _CLIENTS[service] = boto3.client(service)
+    return client
+
+
+def reset_clients() -> None:
+    """Forget cached clients (tests start a fresh moto backend per test)."""
+    _CLIENTS.clear()
+
+
+def open_bucket_store(settings: Settings) -> Any:
+    from rewardpipe.store import S3Store
+
+    return S3Store(settings.require_bucket(), client=aws_client("s3"))

@@ -1,0 +1,53 @@
+"""moto harness for the AWS tests (see harness.py for what is patched and why)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.aws import harness
+
+harness.apply_test_env()
+
+
+@pytest.fixture(scope="session")
+def synth() -> harness.Synth:
+    return harness.synthesized()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    """A fresh moto account with Step Functions execution and in-process Lambdas."""
+    from moto import mock_aws
+
+    from rewardpipe.aws.settings import reset_clients
+
+    for key, value in harness.TEST_ENV.items():
+        monkeypatch.setenv(key, value)
+    harness.install_patches()
+    harness.start_server()
+    harness.LAMBDA_FAULTS.clear()
+    harness.CONTAINER_RUNS.clear()
+    reset_clients()
+    with mock_aws(config=harness.MOTO_CONFIG):
+        yield
+    harness.LAMBDA_FAULTS.clear()
+    reset_clients()
+
+
+@pytest.fixture
+def deployment(aws, synth) -> harness.Deployment:
+    return harness.Deployment(synth).deploy()
+
+
+@pytest.fixture
+def sfn(aws):
+    import boto3
+
+    return boto3.client("stepfunctions", region_name=harness.REGION)
+
+
+@pytest.fixture
+def s3(aws):
+    import boto3
+
+    return boto3.client("s3", region_name=harness.REGION)

@@ -1,0 +1,443 @@
+"""A mini-deployer and in-process AWS for the tests: the synthesized template, made real in moto.
+
+* :func:`synthesized` — ONE synth of the real app per test process (cached), shared by tests/infra
+  and tests/aws.
+* :func:`install_patches` — moto monkeypatches, idempotent:
+  - Lambda: ``LambdaSimpleBackend.invoke`` runs the function's real handler in-process (the zipped
+    asset moto holds is unpacked and imported), with the function's environment applied under a
+    lock; an exception becomes ``FunctionError: Unhandled`` with errorType/errorMessage as on AWS.
+  - Step Functions: moto 5.2.5 leaves the request/response normalisation of service integrations
+    empty, so ``ecs:runTask.sync`` (and the SQS message body) reach boto3 in the wrong shape; fill it
+    in from the botocore service model.
+  - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
+    as a **subprocess** with the container's environment and overrides, talking to a moto server
+    thread over HTTP (it shares the in-process backends), and records its exit code.
+* :class:`Deployment` — creates the template's bucket, functions, cluster, task definition, network,
+  queue and state machine in moto, resolving the intrinsic functions the definition uses.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import io
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+REGION = "us-east-1"
+ACCOUNT = "123456789012"
+MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
+
+TEST_ENV = {
+    "AWS_ACCESS_KEY_ID": "testing",
+    "AWS_SECRET_ACCESS_KEY": "testing",
+    "AWS_SESSION_TOKEN": "testing",
+    "AWS_DEFAULT_REGION": REGION,
+    "AWS_REGION": REGION,
+    "POWERTOOLS_TRACE_DISABLED": "1",
+    "POWERTOOLS_DEV": "0",
+    "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
+}
+
+
+def apply_test_env() -> None:
+    for key, value in TEST_ENV.items():
+        os.environ.setdefault(key, value)
+    os.environ.pop("AWS_PROFILE", None)
+
+
+# --------------------------------------------------------------------------------------------------
+# One synth per process
+
+
+@dataclass
+class Synth:
+    app: Any
+    stack: Any
+    template: dict
+    outdir: Path
+    assertions: Any  # aws_cdk.assertions.Template
+
+
+@functools.lru_cache(maxsize=None)
+def synthesized() -> Synth:
+    apply_test_env()
+    sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
+    from aws_cdk.assertions import Template
+
+    from app import build_app
+
+    outdir = Path(tempfile.mkdtemp(prefix="rewardpipe-cdk-"))
+    app, stack = build_app(outdir=str(outdir))
+    assembly = app.synth()
+    template = assembly.get_stack_artifact(stack.artifact_id).template
+    return Synth(app=app, stack=stack, template=template, outdir=outdir, assertions=Template.from_stack(stack))
+
+
+def asset_dir(synth: Synth, logical_id: str) -> Path:
+    """The staged asset directory of a Lambda function or layer (its S3 key is ``<hash>.zip``)."""
+    props = synth.template["Resources"][logical_id]["Properties"]
+    code = props.get("Code") or props.get("Content")
+    asset_hash = str(code["S3Key"]).split(".", 1)[0]
+    return synth.outdir / f"asset.{asset_hash}"
+
+
+# --------------------------------------------------------------------------------------------------
+# Patches
+
+
+_ENV_LOCK = threading.RLock()
+_MODULES: dict[str, Any] = {}
+_PATCHED = False
+SERVER: dict[str, Any] = {}
+# Faults the tests inject: function name substring -> exception to raise instead of running the handler.
+LAMBDA_FAULTS: dict[str, BaseException] = {}
+# Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
+CONTAINER_RUNS: list[dict[str, Any]] = []
+
+
+class _Context:
+    def __init__(self, fn: Any) -> None:
+        self.function_name = fn.function_name
+        self.function_version = "$LATEST"
+        self.invoked_function_arn = fn.function_arn
+        self.memory_limit_in_mb = int(fn.memory_size or 128)
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{fn.function_name}"
+        self.log_stream_name = "test"
+        self._deadline = time.time() + float(fn.timeout or 3)
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+def _handler_for(fn: Any) -> Any:
+    digest = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
+    key = f"{fn.function_name}:{digest}"
+    module = _MODULES.get(key)
+    if module is None:
+        target = Path(tempfile.gettempdir()) / "rewardpipe-lambda-code" / digest
+        if not target.exists():
+            target.mkdir(parents=True)
+            with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as zf:
+                zf.extractall(target)
+        module_file, _, attr = fn.handler.rpartition(".")
+        spec = importlib.util.spec_from_file_location(f"lambda_{digest}_{module_file}", target / f"{module_file}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)  # type: ignore[union-attr]
+        _MODULES[key] = module
+    return getattr(module, fn.handler.rpartition(".")[2])
+
+
+def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -> bytes:
+    from rewardpipe.aws.settings import reset_clients
+
+    with _ENV_LOCK:
+        saved = dict(os.environ)
+        os.environ.update({k: str(v) for k, v in (fn.environment_vars or {}).items()})
+        reset_clients()
+        try:
+            for pattern, fault in LAMBDA_FAULTS.items():
+                if pattern in fn.function_name:
+                    raise fault
+            handler = _handler_for(fn)
+            result = handler(payload, _Context(fn))
+            body = json.dumps(result)
+        except Exception as exc:  # noqa: BLE001 - reported the way Lambda reports it
+            response_headers["x-amz-function-error"] = "Unhandled"
+            body = json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []})
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+            reset_clients()
+    return body.encode("utf-8")
+
+
+def _patch_lambda() -> None:
+    from moto.awslambda_simple.models import LambdaSimpleBackend
+
+    def invoke(self, function_name, qualifier, body, headers, response_headers):  # noqa: ANN001
+        fn = self.get_function(function_name, qualifier)  # raises ResourceNotFound like AWS
+        payload = json.loads(body) if body else {}
+        return invoke_in_process(fn, payload, response_headers)
+
+    LambdaSimpleBackend.invoke = invoke
+
+
+def _patch_sfn_normalisation() -> None:
+    import botocore.session
+    from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
+        StateTaskService,
+    )
+    from moto.stepfunctions.parser.utils import camel_to_snake_case
+
+    session = botocore.session.get_session()
+
+    @functools.lru_cache(maxsize=None)
+    def operation(service: str, action: str) -> Any:
+        model = session.get_service_model(service)
+        for name in model.operation_names:
+            if camel_to_snake_case(name) == action:
+                return model.operation_model(name)
+        return None
+
+    def normalise_parameters(self, parameters, boto_service_name=None, service_action_name=None):  # noqa: ANN001
+        op = operation(self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name))
+        if op is not None and op.input_shape is not None:
+            self._to_boto_request(parameters, op.input_shape)
+
+    def normalise_response(self, response, boto_service_name=None, service_action_name=None):  # noqa: ANN001
+        op = operation(self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name))
+        if op is not None and op.output_shape is not None:
+            self._from_boto_response(response, op.output_shape)
+
+    StateTaskService._normalise_parameters = normalise_parameters
+    StateTaskService._normalise_response = normalise_response
+
+
+def _patch_ecs() -> None:
+    from moto.ecs.models import EC2ContainerServiceBackend
+
+    original = EC2ContainerServiceBackend.run_task
+
+    def run_task(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs):  # noqa: ANN001
+        tasks = original(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs)
+        task_def = self.describe_task_definition(task_definition_str)
+        overrides_by_name = {o.get("name"): o for o in (overrides or {}).get("containerOverrides", [])}
+        for task in tasks:
+            for container in task_def.container_definitions:
+                env = {e["name"]: e["value"] for e in container.get("environment", [])}
+                env.update({e["name"]: e["value"] for e in overrides_by_name.get(container["name"], {}).get("environment", [])})
+                CONTAINER_RUNS.append(run_container(env))
+                for c in getattr(task, "containers", []) or []:
+                    if isinstance(c, dict):
+                        c["exitCode"] = CONTAINER_RUNS[-1]["returncode"]
+        return tasks
+
+    EC2ContainerServiceBackend.run_task = run_task
+
+
+def run_container(env: dict[str, str]) -> dict[str, Any]:
+    """Run the code-runner container's entry point as its own process, like Fargate would."""
+    child_env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(ROOT),
+        "AWS_ENDPOINT_URL": SERVER["url"],
+        "AWS_DEFAULT_REGION": REGION,
+        # What Fargate gives a task: a credentials endpoint. Here: static test keys plus a fake
+        # relative URI, so the test can check the entry point scrubs both before running model code.
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/fake-task-role",
+        **env,
+    }
+    argv = [sys.executable, str(ROOT / "containers" / "code_runner" / "entry.py")]
+    proc = subprocess.run(argv, env=child_env, capture_output=True, text=True, timeout=300)
+    return {"argv": argv, "env": env, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
+
+
+def start_server() -> str:
+    if "url" not in SERVER:
+        from moto.server import ThreadedMotoServer
+
+        server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+        server.start()
+        host, port = server.get_host_and_port()
+        SERVER.update(server=server, url=f"http://{host}:{port}")
+    return SERVER["url"]
+
+
+def install_patches() -> None:
+    global _PATCHED
+    if _PATCHED:
+        return
+    _patch_lambda()
+    _patch_sfn_normalisation()
+    _patch_ecs()
+    _PATCHED = True
+
+
+# --------------------------------------------------------------------------------------------------
+# Mini-deployer
+
+
+@dataclass
+class Deployment:
+    synth: Synth
+    bucket: str = "rewardpipe-test-records"
+    refs: dict[str, dict[str, str]] = field(default_factory=dict)
+    functions: dict[str, str] = field(default_factory=dict)  # logical id -> function name
+    state_machine_arn: str = ""
+    topic_arn: str = ""
+    queue_url: str = ""
+
+    # -- intrinsic functions ---------------------------------------------------------------------
+
+    def resolve(self, value: Any) -> Any:
+        if isinstance(value, dict) and len(value) == 1:
+            (key, arg), = value.items()
+            if key == "Ref":
+                return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
+                        "AWS::URLSuffix": "amazonaws.com"}.get(arg) or self.refs[arg]["Ref"]
+            if key == "Fn::GetAtt":
+                logical, attr = arg if isinstance(arg, list) else arg.split(".", 1)
+                return self.refs[logical][attr]
+            if key == "Fn::Join":
+                sep, parts = arg
+                return sep.join(str(self.resolve(p)) for p in parts)
+        if isinstance(value, dict):
+            return {k: self.resolve(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.resolve(v) for v in value]
+        return value
+
+    def of_type(self, cfn_type: str) -> dict[str, dict]:
+        return {k: v for k, v in self.synth.template["Resources"].items() if v["Type"] == cfn_type}
+
+    # -- deploy ----------------------------------------------------------------------------------
+
+    def deploy(self) -> "Deployment":
+        import boto3
+
+        s3 = boto3.client("s3", region_name=REGION)
+        s3.create_bucket(Bucket=self.bucket)
+        for logical in self.of_type("AWS::S3::Bucket"):
+            self.refs[logical] = {"Ref": self.bucket, "Arn": f"arn:aws:s3:::{self.bucket}"}
+
+        sns = boto3.client("sns", region_name=REGION)
+        for logical in self.of_type("AWS::SNS::Topic"):
+            self.topic_arn = sns.create_topic(Name=f"rewardpipe-alarms-{logical[-8:]}")["TopicArn"]
+            self.refs[logical] = {"Ref": self.topic_arn, "TopicArn": self.topic_arn}
+
+        sqs = boto3.client("sqs", region_name=REGION)
+        for logical in self.of_type("AWS::SQS::Queue"):
+            url = sqs.create_queue(QueueName=logical)["QueueUrl"]
+            arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+            self.refs[logical] = {"Ref": url, "Arn": arn, "QueueName": logical}
+            if "TurnRequests" in logical and "Dlq" not in logical:
+                self.queue_url = url
+
+        self._deploy_network()
+        self._deploy_ecs()
+        self._deploy_functions()
+        self._deploy_state_machine()
+        return self
+
+    def _deploy_network(self) -> None:
+        import boto3
+
+        ec2 = boto3.client("ec2", region_name=REGION)
+        vpc_id = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        ec2.modify_vpc_attribute(VpcId=vpc_id, EnableDnsHostnames={"Value": True})  # moto needs it for awsvpc tasks
+        for logical in self.of_type("AWS::EC2::VPC"):
+            self.refs[logical] = {"Ref": vpc_id, "CidrBlock": "10.0.0.0/16"}
+        for i, logical in enumerate(self.of_type("AWS::EC2::Subnet")):
+            subnet = ec2.create_subnet(VpcId=vpc_id, CidrBlock=f"10.0.{i}.0/24")["Subnet"]["SubnetId"]
+            self.refs[logical] = {"Ref": subnet, "SubnetId": subnet}
+        for logical in self.of_type("AWS::EC2::SecurityGroup"):
+            group = ec2.create_security_group(GroupName=logical, Description="test", VpcId=vpc_id)["GroupId"]
+            self.refs[logical] = {"Ref": group, "GroupId": group}
+
+    def _deploy_ecs(self) -> None:
+        import boto3
+
+        ecs = boto3.client("ecs", region_name=REGION)
+        for logical in self.of_type("AWS::ECS::Cluster"):
+            arn = ecs.create_cluster(clusterName=logical)["cluster"]["clusterArn"]
+            self.refs[logical] = {"Ref": logical, "Arn": arn}
+        for logical, resource in self.of_type("AWS::ECS::TaskDefinition").items():
+            props = resource["Properties"]
+            containers = []
+            for c in props["ContainerDefinitions"]:
+                containers.append({
+                    "name": c["Name"], "image": "rewardpipe-runner:test", "memory": int(c["Memory"]),
+                    "environment": [{"name": e["Name"], "value": str(self.resolve(e["Value"]))} for e in c.get("Environment", [])],
+                })
+            td = ecs.register_task_definition(
+                family=props["Family"], containerDefinitions=containers, requiresCompatibilities=["FARGATE"],
+                networkMode="awsvpc", cpu=str(props["Cpu"]), memory=str(props["Memory"]),
+            )["taskDefinition"]
+            self.refs[logical] = {"Ref": td["taskDefinitionArn"]}
+
+    def _role(self) -> str:
+        import boto3
+
+        iam = boto3.client("iam", region_name=REGION)
+        try:
+            return iam.get_role(RoleName="rewardpipe-test")["Role"]["Arn"]
+        except iam.exceptions.NoSuchEntityException:
+            doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                           "Action": "sts:AssumeRole"}]}
+            return iam.create_role(RoleName="rewardpipe-test", AssumeRolePolicyDocument=json.dumps(doc))["Role"]["Arn"]
+
+    def _deploy_functions(self) -> None:
+        import boto3
+
+        client = boto3.client("lambda", region_name=REGION)
+        role = self._role()
+        for logical, resource in self.of_type("AWS::Lambda::Function").items():
+            props = resource["Properties"]
+            if not str(props.get("Runtime", "")).startswith("python"):
+                continue  # CDK's own custom-resource providers
+            buf = io.BytesIO()
+            with zipfile.ZipFile(buf, "w") as zf:
+                source = asset_dir(self.synth, logical)
+                for path in sorted(source.rglob("*")):
+                    if path.is_file():
+                        zf.write(path, path.relative_to(source).as_posix())
+            env = {k: str(self.resolve(v)) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+            name = str(props.get("FunctionName") or logical)[:64]
+            fn = client.create_function(
+                FunctionName=name, Runtime=props["Runtime"], Role=role, Handler=props["Handler"],
+                Code={"ZipFile": buf.getvalue()}, Timeout=int(props.get("Timeout", 3)),
+                MemorySize=int(props.get("MemorySize", 128)), Environment={"Variables": env},
+            )
+            self.functions[logical] = name
+            self.refs[logical] = {"Ref": name, "Arn": fn["FunctionArn"]}
+
+    def _deploy_state_machine(self) -> None:
+        import boto3
+
+        sfn = boto3.client("stepfunctions", region_name=REGION)
+        (logical, resource), = self.of_type("AWS::StepFunctions::StateMachine").items()
+        definition = self.resolve(resource["Properties"]["DefinitionString"])
+        self.definition = json.loads(definition)
+        self.state_machine_arn = sfn.create_state_machine(
+            name="rewardpipe-rollout", definition=definition, roleArn=self._role(),
+        )["stateMachineArn"]
+
+    def function_name(self, logical_prefix: str) -> str:
+        matches = [name for logical, name in self.functions.items() if logical.startswith(logical_prefix)]
+        if len(matches) != 1:
+            raise KeyError(f"{logical_prefix}: {matches}")
+        return matches[0]
+
+
+def run_execution(sfn: Any, arn: str, payload: dict, timeout_s: float = 120.0) -> dict:
+    """Start a named execution (moto needs names) and wait for it to finish."""
+    execution = sfn.start_execution(stateMachineArn=arn, name=f"x-{uuid.uuid4().hex}", input=json.dumps(payload))
+    return wait_execution(sfn, execution["executionArn"], timeout_s)
+
+
+def wait_execution(sfn: Any, execution_arn: str, timeout_s: float = 120.0) -> dict:
+    deadline = time.time() + timeout_s
+    while True:
+        desc = sfn.describe_execution(executionArn=execution_arn)
+        if desc["status"] != "RUNNING":
+            return desc
+        if time.time() > deadline:
+            sfn.stop_execution(executionArn=execution_arn)
+            raise TimeoutError(f"execution {execution_arn} still running after {timeout_s}s")
+        time.sleep(0.05)
