@@ -1,1 +1,159 @@
-"""Placeholder: commands registered by their owning module."""
+"""`rewardpipe exec`: run model code against hidden tests in the sandbox, one job or a JSONL batch."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from pydantic import ValidationError
+from rich.console import Console
+
+from rewardpipe.cli.app import app
+from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+
+console = Console(stderr=True, soft_wrap=True)
+
+
+def _fail(message: str, code: int = 2) -> None:
+    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    raise typer.Exit(code)
+
+
+def _read_text(path: Path, what: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        _fail(f"{what} file not found: {path}")
+    except UnicodeDecodeError as exc:
+        _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+    except OSError as exc:
+        _fail(f"cannot read {what} file {path}: {exc.strerror}")
+    raise AssertionError("unreachable")
+
+
+def _result_json(result: ExecutionResult) -> str:
+    return json.dumps(result.model_dump(mode="json"), ensure_ascii=False)
+
+
+def _describe_validation(exc: ValidationError) -> str:
+    parts = []
+    for error in exc.errors():
+        where = ".".join(str(item) for item in error["loc"]) or "job"
+        parts.append(f"{where}: {error['msg']}")
+    return "; ".join(parts)
+
+
+def parse_job_line(line: str, number: int) -> tuple[ExecutionJob | None, str | None, object]:
+    """(job, None, id) for a valid line, (None, problem, id-if-known) for a malformed one."""
+    try:
+        raw = json.loads(line)
+    except ValueError as exc:
+        return None, f"line {number}: not valid JSON ({exc})", None
+    if not isinstance(raw, dict):
+        return None, f"line {number}: a job must be a JSON object, got {type(raw).__name__}", None
+    job_id = raw.get("id")
+    if not isinstance(job_id, str) or not job_id:
+        return None, f"line {number}: missing or empty 'id' (a non-empty string is required)", job_id
+    try:
+        return ExecutionJob.model_validate(raw), None, job_id
+    except ValidationError as exc:
+        return None, f"line {number}: {_describe_validation(exc)}", job_id
+
+
+def _make_executor(disable: str, workers: Optional[int]):
+    from rewardpipe.execution.sandbox import SandboxConfigError, make_executor
+
+    layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
+    try:
+        overrides = {"workers": workers} if workers else {}
+        if layers:
+            overrides["disable"] = layers
+        return make_executor(**overrides)
+    except SandboxConfigError as exc:
+        _fail(str(exc))
+
+
+def _print_human(result: ExecutionResult) -> None:
+    colour = {"passed": "green", "failed": "red", "timeout": "yellow", "error": "magenta"}[result.status.value]
+    label = f"{result.id}: " if result.id else ""
+    console.print(
+        f"{label}[bold {colour}]{result.status.value}[/] {result.passed}/{result.total} "
+        f"({result.duration_ms:.1f} ms, mode {result.mode}) {result.reason}",
+        markup=True, highlight=False,
+    )
+
+
+@app.command("exec")
+def exec_command(
+    code: Optional[Path] = typer.Option(None, "--code", help="File with the model's code."),
+    tests: Optional[Path] = typer.Option(None, "--tests", help="File with the hidden tests."),
+    entry_point: Optional[str] = typer.Option(None, "--entry-point", help="Name the tests call."),
+    tests_format: str = typer.Option("unittest", "--tests-format", help="unittest | check (HumanEval)."),
+    timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock seconds per execution."),
+    trust_mode: str = typer.Option("split", "--trust-mode", help="split (default) | inprocess (screened fallback)."),
+    batch: Optional[Path] = typer.Option(None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
+    disable: str = typer.Option("", "--disable", help="Comma-separated isolation layers to turn off (testing only)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (one object, or one line per batch job)."),
+) -> None:
+    """Run model code against hidden tests in the sandbox and print the verdict."""
+    if batch is not None:
+        if code or tests or entry_point:
+            _fail("--batch cannot be combined with --code/--tests/--entry-point")
+        _run_batch(batch, workers, disable, as_json)
+        return
+    missing = [flag for flag, value in (("--code", code), ("--tests", tests), ("--entry-point", entry_point)) if not value]
+    if missing:
+        _fail(f"missing {', '.join(missing)} (or use --batch JOBS.jsonl)")
+    try:
+        job = ExecutionJob(code=_read_text(code, "code"), tests=_read_text(tests, "tests"), entry_point=entry_point,
+                           tests_format=tests_format, timeout_s=timeout, trust_mode=trust_mode)
+    except ValidationError as exc:
+        _fail(_describe_validation(exc))
+    executor = _make_executor(disable, workers)
+    try:
+        result = executor.run(job)
+    finally:
+        executor.close()
+    if as_json:
+        sys.stdout.write(_result_json(result) + "\n")
+    else:
+        _print_human(result)
+    raise typer.Exit(0 if result.status is ExecutionStatus.PASSED else 1)
+
+
+def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+    text = _read_text(batch, "batch")
+    entries: list[tuple[str, object]] = []  # ("job", index into jobs) or ("error", error line)
+    jobs: list[ExecutionJob] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        job, problem, job_id = parse_job_line(line, number)
+        if job is None:
+            error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
+                                    reason=problem)
+            entries.append(("error", error))
+        else:
+            entries.append(("job", len(jobs)))
+            jobs.append(job)
+    executor = _make_executor(disable, workers)
+    counts: dict[str, int] = {}
+    try:
+        results = executor.run_batch(jobs, workers=workers)
+        for kind, value in entries:
+            result = next(results) if kind == "job" else value
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+            if as_json:
+                sys.stdout.write(_result_json(result) + "\n")
+                sys.stdout.flush()
+            else:
+                _print_human(result)
+    finally:
+        executor.close()
+    if not as_json:
+        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        console.print(f"{len(entries)} jobs: {summary}", highlight=False)

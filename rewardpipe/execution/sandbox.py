@@ -1,88 +1,467 @@
-"""PLACEHOLDER executor: one fresh interpreter per run. Replaced by the fork-server sandbox (issue 3)."""
+"""The fork-server sandbox behind ``rewardpipe.execution``.
+
+The scorer (this process) keeps a pool of fork servers, one per worker, each started once with the
+test runner and common modules already imported (``runtime/zygote.py``). Per execution the scorer
+puts the model's code, the hidden tests and two result buffers into memfds and hands them over a
+socket; the fork server forks an untrusted child for the code and a trusted child for the tests, and
+answers with exit states. The verdict is read from the memfd only the trusted child wrote.
+
+The scorer never forks (no ``preexec_fn``), so its own size and threads do not matter, and the
+executor can live for hours in a runner, a Lambda warm container or a Fargate task: workers start
+lazily, a dead one is replaced, and ``close()`` stops them all.
+"""
 
 from __future__ import annotations
 
-import ast
+import atexit
 import json
 import os
-import secrets
+import socket
+import stat
 import subprocess
 import sys
+import sysconfig
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+from rewardpipe.execution.runtime import harness
+from rewardpipe.execution.runtime.layers import LAYER_NAMES
+from rewardpipe.execution.screening import screen
+
+BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
+ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
+ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
+ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
 
 
-def count_expected_tests(tests: str, tests_format: str) -> int:
-    if tests_format == "check":
-        return 1
-    tree = ast.parse(tests)
-    count = 0
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef):
-            count += sum(
-                1 for item in node.body if isinstance(item, ast.FunctionDef) and item.name.startswith("test")
+class SandboxConfigError(ValueError):
+    """A sandbox setting is invalid; the message names the setting."""
+
+
+@dataclass(frozen=True)
+class SandboxConfig:
+    workers: int | None = None  # pool size; None = one per core
+    memory_mb: int = 2048  # per untrusted tree (cgroup) and per process (RLIMIT_AS)
+    pids_max: int = 64  # processes per untrusted tree (cgroup) and per sandbox uid (RLIMIT_NPROC)
+    file_size_bytes: int = 8 << 20  # RLIMIT_FSIZE: caps stdout/stderr and any file the code writes
+    output_bytes: int = 64 << 10  # how much of stdout/stderr is returned to the caller
+    disable: frozenset[str] = field(default_factory=frozenset)  # layer names from LAYER_NAMES
+    interpreter: str | None = None  # fork-server interpreter; None = choose automatically
+    uid_base: int = 61000  # worker i runs model code as uid_base + i
+    grace_s: float = 5.0  # extra wall-clock time before the scorer declares a fork server hung
+    start_timeout_s: float = 60.0
+
+    def __post_init__(self):
+        unknown = set(self.disable) - set(LAYER_NAMES)
+        if unknown:
+            raise SandboxConfigError(
+                f"unknown isolation layer(s) to disable: {', '.join(sorted(unknown))}; known: {', '.join(LAYER_NAMES)}"
             )
-    return count
+        if self.workers is not None and self.workers < 1:
+            raise SandboxConfigError(f"workers must be at least 1, got {self.workers}")
+        for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes"):
+            if getattr(self, name) <= 0:
+                raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
-
-_RUNNER = """
-import sys, unittest, json
-def _main(nonce, expected):
-    r = unittest.TextTestRunner(stream=sys.stderr, verbosity=0).run(
-        unittest.TestLoader().loadTestsFromModule(sys.modules[__name__]))
-    sys.stderr.write(nonce + json.dumps({"total": r.testsRun,
-        "passed": r.testsRun - len(r.failures) - len(r.errors) - len(r.skipped)}) + nonce)
-"""
-
-
-class SubprocessExecutor:
-    def run(self, job: ExecutionJob) -> ExecutionResult:
-        start = time.perf_counter()
+    @classmethod
+    def from_env(cls, environ=None) -> "SandboxConfig":
+        environ = os.environ if environ is None else environ
+        disable = frozenset(part.strip() for part in environ.get(ENV_DISABLE, "").split(",") if part.strip())
+        workers = environ.get(ENV_WORKERS)
         try:
-            expected = count_expected_tests(job.tests, job.tests_format)
-        except SyntaxError as exc:
-            return ExecutionResult(id=job.id, status=ExecutionStatus.ERROR, reason=f"test source does not parse: {exc}")
-        tests = job.tests
-        if job.tests_format == "check":
-            tests += f"\nclass _Check(unittest.TestCase):\n    def test_check(self):\n        check({job.entry_point})\n"
-        nonce = "__" + secrets.token_hex(8) + "__"
-        program = f"{_RUNNER}\n{job.code}\n\n{tests}\n\n_main({nonce!r}, {expected})\n"
-        with tempfile.TemporaryDirectory() as cwd:
+            worker_count = int(workers) if workers else None
+        except ValueError:
+            raise SandboxConfigError(f"{ENV_WORKERS} must be an integer, got {workers!r}") from None
+        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count)
+
+
+def _world_readable_tree(path: str) -> bool:
+    """True if an unprivileged uid can traverse every ancestor of ``path`` and read ``path``."""
+    path = os.path.realpath(path)
+    try:
+        if not os.stat(path).st_mode & stat.S_IROTH:
+            return False
+        while True:
+            if not os.stat(path).st_mode & stat.S_IXOTH:
+                return False
+            parent = os.path.dirname(path)
+            if parent == path:
+                return True
+            path = parent
+    except OSError:
+        return False
+
+
+def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:
+    """The fork server's interpreter and why.
+
+    A child that has dropped to an unprivileged uid can only import modules whose files that uid can
+    read. The venv's base interpreter here lives under /root (mode 0700), so when we will drop
+    privileges we prefer a same-version interpreter with a world-readable stdlib (Debian's
+    /usr/bin/python3.X); common modules are pre-imported in the fork server either way.
+    """
+    if config.interpreter:
+        return config.interpreter, "configured"
+    stdlib = sysconfig.get_paths()["stdlib"]
+    dropping = os.geteuid() == 0 and "uid" not in config.disable
+    if not dropping or _world_readable_tree(stdlib):
+        return sys.executable, "scorer's interpreter"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for prefix in ("/usr/bin", "/usr/local/bin"):
+        candidate = os.path.join(prefix, f"python{version}")
+        lib = os.path.join(os.path.dirname(prefix), "lib", f"python{version}")
+        if os.access(candidate, os.X_OK) and _world_readable_tree(lib) and _world_readable_tree(candidate):
+            return candidate, "world-readable stdlib for the unprivileged uid"
+    return sys.executable, "scorer's interpreter; stdlib unreadable by the sandbox uid, pre-imported modules only"
+
+
+class WorkerFailure(Exception):
+    """The fork server broke (died, hung or answered nonsense): an infrastructure error."""
+
+
+class _Worker:
+    def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
+        self.index = index
+        self.config = config
+        self.busy_since = 0.0
+        self._log = tempfile.TemporaryFile()
+        self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        self.channel = ours
+        zygote_config = {
+            "worker_index": index,
+            "uid": uid,
+            "disable": sorted(config.disable),
+            "memory_bytes": config.memory_mb << 20,
+            "pids_max": config.pids_max,
+            "file_size_bytes": config.file_size_bytes,
+            "worker_dir": os.path.join(self._dir, "w"),
+        }
+        try:
+            self.process = subprocess.Popen(
+                [interpreter, "-I", "-B", BOOT_SCRIPT, json.dumps(zygote_config), str(theirs.fileno())],
+                pass_fds=[theirs.fileno()],
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.DEVNULL,
+                stderr=self._log,
+                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},  # no credentials reach the sandbox
+                start_new_session=True,
+            )
+        except OSError as exc:
+            ours.close()
+            raise WorkerFailure(f"cannot start the fork server with {interpreter}: {exc}") from None
+        finally:
+            theirs.close()
+        hello = self._receive(config.start_timeout_s, "start")
+        if "fatal" in hello:
+            self.kill()
+            raise WorkerFailure(str(hello["fatal"]))
+        self.isolation: dict[str, str] = {str(k): str(v) for k, v in hello.get("isolation", {}).items()}
+        self.cgroups: list[str] = list(hello.get("cgroups", []))
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def _receive(self, timeout: float, what: str) -> dict:
+        self.channel.settimeout(timeout)
+        try:
+            message = self.channel.recv(1 << 20)
+        except socket.timeout:
+            self.kill()
+            raise WorkerFailure(f"fork server did not answer ({what}) within {timeout:.1f} s") from None
+        except OSError as exc:
+            self.kill()
+            raise WorkerFailure(f"fork server channel failed ({what}): {exc}") from None
+        if not message:
+            self.kill()
+            raise WorkerFailure(f"fork server exited ({what}){self._log_tail()}")
+        try:
+            reply = json.loads(message)
+        except ValueError:
+            self.kill()
+            raise WorkerFailure("fork server sent a malformed reply") from None
+        if type(reply) is not dict:
+            self.kill()
+            raise WorkerFailure("fork server sent a malformed reply")
+        return reply
+
+    def _log_tail(self) -> str:
+        try:
+            self._log.seek(0)
+            text = self._log.read()[-1500:].decode("utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+        return f": {text}" if text else ""
+
+    def execute(self, header: dict, code: str, tests: str) -> tuple[dict, bytes, bytes, int, bytes, int]:
+        names = ("code", "tests", "verdict", "stdout", "stderr")
+        fds = [os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC) for name in names]
+        try:
+            os.write(fds[0], code.encode("utf-8", errors="surrogatepass"))
+            os.write(fds[1], tests.encode("utf-8", errors="surrogatepass"))
             try:
-                proc = subprocess.run(
-                    [sys.executable, "-I", "-c", program], cwd=cwd, env={"PATH": "/usr/bin:/bin"},
-                    capture_output=True, timeout=job.timeout_s,
-                )
-            except subprocess.TimeoutExpired:
-                return ExecutionResult(id=job.id, status=ExecutionStatus.TIMEOUT, total=expected, reason="wall-clock timeout",
-                                       mode="placeholder", duration_ms=(time.perf_counter() - start) * 1000)
-        stderr = proc.stderr.decode("utf-8", errors="replace")
-        parts = stderr.split(nonce)
-        elapsed = (time.perf_counter() - start) * 1000
-        if len(parts) != 3:
-            return ExecutionResult(id=job.id, status=ExecutionStatus.FAILED, total=expected, reason="model_crash: no summary",
-                                   mode="placeholder", duration_ms=elapsed, stderr=stderr[-2000:])
-        summary = json.loads(parts[1])
-        passed = min(summary["passed"], expected)
-        status = ExecutionStatus.PASSED if summary["total"] == expected and passed == expected and expected > 0 else ExecutionStatus.FAILED
-        return ExecutionResult(id=job.id, status=status, passed=passed if summary["total"] == expected else 0, total=expected,
-                               reason="" if status is ExecutionStatus.PASSED else "tests failed", mode="placeholder",
-                               duration_ms=elapsed, stderr=stderr[-2000:])
+                socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
+            except OSError as exc:
+                self.kill()
+                raise WorkerFailure(f"cannot send the job to the fork server: {exc}") from None
+            reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
+            verdict = os.pread(fds[2], 1 << 20, 0)
+            cap = self.config.output_bytes
+            out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size
+            return reply, verdict, os.pread(fds[3], cap, 0), out_size, os.pread(fds[4], cap, 0), err_size
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def kill(self) -> None:
+        """Stop the fork server, its trusted children and every process left in its cgroups."""
+        try:
+            os.killpg(self.process.pid, 9)
+        except (OSError, AttributeError):
+            pass
+        try:
+            self.process.wait(timeout=5)
+        except (subprocess.TimeoutExpired, AttributeError):
+            pass
+        self._cleanup()
+
+    def close(self) -> None:
+        try:
+            self.channel.close()  # EOF makes the fork server clean up and exit
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            pass
+        self.kill()
+
+    def _cleanup(self) -> None:
+        for path in getattr(self, "cgroups", []):
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as handle:
+                    for line in handle:
+                        try:
+                            os.kill(int(line), 9)
+                        except (OSError, ValueError):
+                            pass
+                time.sleep(0.01)
+                os.rmdir(path)
+            except OSError:
+                pass
+        import shutil
+
+        shutil.rmtree(self._dir, ignore_errors=True)
+        try:
+            self.channel.close()
+            self._log.close()
+        except OSError:
+            pass
+
+
+def _decode_output(data: bytes, size: int) -> str:
+    text = data.decode("utf-8", errors="replace")
+    if size > len(data):
+        text += f"\n[... {size - len(data)} more bytes not returned]"
+    return text
+
+
+class ForkServerExecutor:
+    """Runs jobs on a lazily started pool of fork servers. Thread-safe; ``close()`` when done."""
+
+    def __init__(self, config: SandboxConfig | None = None):
+        self.config = config or SandboxConfig.from_env()
+        self._condition = threading.Condition()
+        self._idle: list[_Worker] = []
+        self._workers: list[_Worker] = []
+        self._limit = self.config.workers or os.cpu_count() or 2
+        self._interpreter: tuple[str, str] | None = None
+        self._owner_pid = os.getpid()
+        self._closed = False
+        self._isolation: dict[str, str] = {}
+
+    # -- pool -----------------------------------------------------------------------------------------
+
+    def _reset_after_fork(self) -> None:
+        """A forked copy of the scorer must not share fork servers with its parent."""
+        if os.getpid() != self._owner_pid:
+            self._owner_pid = os.getpid()
+            self._idle, self._workers = [], []
+            self._condition = threading.Condition()
+
+    def _acquire(self) -> _Worker:
+        with self._condition:
+            while True:
+                if self._closed:
+                    raise WorkerFailure("the executor is closed")
+                while self._idle:
+                    worker = self._idle.pop()
+                    if worker.alive():
+                        return worker
+                    self._workers.remove(worker)
+                    worker.kill()
+                if len(self._workers) < self._limit:
+                    used = {w.index for w in self._workers}
+                    index = next(i for i in range(len(self._workers) + 1) if i not in used)
+                    placeholder = _Placeholder(index)
+                    self._workers.append(placeholder)
+                    break
+                self._condition.wait()
+        try:
+            if self._interpreter is None:
+                self._interpreter = choose_interpreter(self.config)
+            worker = _Worker(index, self.config, self._interpreter[0], self.config.uid_base + index)
+        except BaseException:
+            with self._condition:
+                self._workers.remove(placeholder)
+                self._condition.notify()
+            raise
+        with self._condition:
+            self._workers[self._workers.index(placeholder)] = worker
+            self._isolation = {**worker.isolation, "interpreter_choice": self._interpreter[1]}
+        return worker
+
+    def _release(self, worker: _Worker, healthy: bool) -> None:
+        with self._condition:
+            if healthy and worker.alive() and not self._closed:
+                self._idle.append(worker)
+            else:
+                if worker in self._workers:
+                    self._workers.remove(worker)
+                worker.kill()
+            self._condition.notify()
+
+    def isolation(self) -> dict[str, str]:
+        """The isolation layers detected by the fork servers (starts one if none is running)."""
+        self._reset_after_fork()
+        if not self._isolation:
+            worker = self._acquire()
+            self._release(worker, True)
+        return dict(self._isolation)
+
+    def close(self) -> None:
+        with self._condition:
+            self._closed = True
+            workers, self._workers, self._idle = list(self._workers), [], []
+            self._condition.notify_all()
+        for worker in workers:
+            if isinstance(worker, _Worker):
+                worker.close()
+
+    # -- jobs -----------------------------------------------------------------------------------------
+
+    def run(self, job: ExecutionJob) -> ExecutionResult:
+        self._reset_after_fork()
+        started = time.perf_counter()
+        try:
+            expected = harness.count_expected_tests(job.tests, job.tests_format)
+        except harness.HarnessError as exc:
+            return self._result(job, started, ExecutionStatus.ERROR, reason=str(exc))
+        if job.trust_mode == "inprocess":
+            findings = screen(job.code)
+            if findings:
+                return self._result(job, started, ExecutionStatus.FAILED, total=expected,
+                                    reason="static screening rejected the code for in-process testing: " + "; ".join(findings))
+        header = {"id": job.id, "entry_point": job.entry_point, "tests_format": job.tests_format,
+                  "timeout_s": job.timeout_s, "mode": job.trust_mode}
+        for attempt in (1, 2):
+            try:
+                worker = self._acquire()
+            except WorkerFailure as exc:
+                return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
+            try:
+                reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
+            except WorkerFailure as exc:
+                self._release(worker, False)
+                if attempt == 1 and "cannot send" in str(exc):
+                    continue  # the worker died between jobs; the job never started
+                return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
+                                    isolation=worker.isolation)
+            self._release(worker, "fatal" not in reply)
+            return self._judge(job, started, expected, reply, verdict,
+                               _decode_output(out, out_size), _decode_output(err, err_size), worker.isolation)
+        raise AssertionError("unreachable")
+
+    def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
+        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation or {},
+                               duration_ms=(time.perf_counter() - started) * 1000, **fields)
+
+    def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
+        common = {"total": expected, "stdout": stdout, "stderr": stderr, "isolation": isolation}
+        if "fatal" in reply:
+            return self._result(job, started, ExecutionStatus.ERROR, reason=str(reply["fatal"]), **common)
+        if reply.get("timed_out"):
+            return self._result(job, started, ExecutionStatus.TIMEOUT,
+                                reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded", **common)
+        try:
+            verdict = json.loads(verdict_bytes.rstrip(b"\0").decode()) if verdict_bytes else None
+        except ValueError:
+            verdict = None
+        if type(verdict) is not dict:
+            return self._result(job, started, ExecutionStatus.ERROR,
+                                reason=f"the trusted harness wrote no verdict ({reply.get('harness_exit')})", **common)
+        if verdict.get("harness_error"):
+            return self._result(job, started, ExecutionStatus.ERROR, reason=str(verdict["harness_error"]), **common)
+        tests_run = int(verdict.get("tests_run", 0))
+        successes = int(verdict.get("successes", 0))
+        if tests_run == expected and successes == expected and expected > 0:
+            return self._result(job, started, ExecutionStatus.PASSED, passed=expected, reason="", **common)
+        reasons = []
+        if tests_run != expected:
+            reasons.append(f"{tests_run} of {expected} expected tests ran")
+        else:
+            reasons.append(f"{successes} of {expected} tests passed")
+        if reply.get("model_exit"):
+            reasons.append(f"the model's process ended early ({reply['model_exit']})")
+        if verdict.get("first_failure"):
+            reasons.append(str(verdict["first_failure"]))
+        passed = min(successes, expected) if tests_run == expected else 0
+        return self._result(job, started, ExecutionStatus.FAILED, passed=passed, reason="; ".join(reasons)[:1000], **common)
 
     def run_batch(self, jobs: Iterable[ExecutionJob], workers: int | None = None) -> Iterator[ExecutionResult]:
-        with ThreadPoolExecutor(max_workers=workers or os.cpu_count() or 2) as pool:
-            yield from pool.map(self.run, list(jobs))
+        jobs = list(jobs)
+        if not jobs:
+            return iter(())
+        threads = workers or self.config.workers or os.cpu_count() or 2
+        if threads < 1:
+            raise SandboxConfigError(f"workers must be at least 1, got {threads}")
+        with self._condition:
+            self._limit = max(self._limit, threads)
+        return self._batch(jobs, threads)
+
+    def _batch(self, jobs, threads) -> Iterator[ExecutionResult]:
+        with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewardpipe-exec") as pool:
+            yield from pool.map(self.run, jobs)
 
 
-_DEFAULT: SubprocessExecutor | None = None
+class _Placeholder:
+    """Reserves a worker slot (and its index, hence its uid) while the fork server starts."""
+
+    def __init__(self, index: int):
+        self.index = index
+
+    def alive(self) -> bool:
+        return True
+
+    def kill(self) -> None:
+        pass
 
 
-def default_executor() -> SubprocessExecutor:
+_DEFAULT: ForkServerExecutor | None = None
+_DEFAULT_LOCK = threading.Lock()
+
+
+def default_executor() -> ForkServerExecutor:
     global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = SubprocessExecutor()
-    return _DEFAULT
+    with _DEFAULT_LOCK:
+        if _DEFAULT is None or _DEFAULT._closed:
+            _DEFAULT = ForkServerExecutor()
+            atexit.register(_DEFAULT.close)
+        return _DEFAULT
+
+
+def make_executor(**overrides) -> ForkServerExecutor:
+    """An executor with settings overridden on top of the environment's (tests, CLI, benchmarks)."""
+    return ForkServerExecutor(replace(SandboxConfig.from_env(), **overrides))

@@ -1,0 +1,120 @@
+"""Test discovery and counting shared by the trusted harness and the in-process fallback."""
+
+from __future__ import annotations
+
+import ast
+import unittest
+
+
+class HarnessError(Exception):
+    """The hidden tests themselves are unusable (an infrastructure/dataset fault, never the model's)."""
+
+
+def count_expected_tests(tests: str, tests_format: str) -> int:
+    """How many tests must run, decided from the test source alone (never from anything the model
+    can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
+    try:
+        tree = ast.parse(tests)
+    except SyntaxError as exc:
+        raise HarnessError(f"hidden tests do not parse: {exc.msg} (line {exc.lineno})") from None
+    if tests_format == "check":
+        if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body):
+            raise HarnessError("check-format tests define no top-level check(candidate) function")
+        return 1
+    count = 0
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            count += sum(
+                1
+                for item in node.body
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+            )
+    if count == 0:
+        raise HarnessError("hidden tests define no test* methods in any class")
+    return count
+
+
+def names_used(tests: str) -> set[str]:
+    """Every name the test source reads; the only names the trusted side takes from the model."""
+    return {node.id for node in ast.walk(ast.parse(tests)) if isinstance(node, ast.Name)}
+
+
+class CheckCase(unittest.TestCase):
+    """HumanEval format: one test that calls ``check(candidate)``."""
+
+    def __init__(self, check, candidate):
+        super().__init__("test_check")
+        self._check = check
+        self._candidate = candidate
+
+    def test_check(self):
+        self._check(self._candidate)
+
+
+def build_suite(namespace: dict, module, tests_format: str, entry_point: str) -> unittest.TestSuite:
+    if tests_format == "check":
+        check = namespace.get("check")
+        if not callable(check):
+            raise HarnessError("check-format tests define no check(candidate) function")
+        if entry_point not in namespace:
+            return unittest.TestSuite([_MissingEntryPoint(entry_point)])
+        return unittest.TestSuite([CheckCase(check, namespace[entry_point])])
+    return unittest.defaultTestLoader.loadTestsFromModule(module)
+
+
+class _MissingEntryPoint(unittest.TestCase):
+    def __init__(self, entry_point):
+        super().__init__("test_check")
+        self._entry_point = entry_point
+
+    def test_check(self):
+        raise AssertionError(f"the model's code defines no {self._entry_point!r}")
+
+
+class CountingResult(unittest.TestResult):
+    """Counts successes directly, so a test is 'passed' only if it ran to addSuccess."""
+
+    def __init__(self):
+        super().__init__()
+        self.successes = 0
+        self.first_failure = ""
+
+    def addSuccess(self, test):
+        super().addSuccess(test)
+        self.successes += 1
+
+    def _note(self, test, err):
+        if not self.first_failure:
+            kind, value, _ = err
+            try:
+                text = str(value)
+            except Exception:  # noqa: BLE001 - a hostile __str__ must not break the harness
+                text = "<unprintable>"
+            self.first_failure = f"{_test_name(test)}: {kind.__name__}: {text}"[:600]
+
+    def addFailure(self, test, err):
+        self._note(test, err)
+        super().addFailure(test, err)
+
+    def addError(self, test, err):
+        self._note(test, err)
+        super().addError(test, err)
+
+    def addSkip(self, test, reason):
+        if not self.first_failure:
+            self.first_failure = f"{_test_name(test)}: skipped ({reason})"[:600]
+        super().addSkip(test, reason)
+
+    def addUnexpectedSuccess(self, test):
+        if not self.first_failure:
+            self.first_failure = f"{_test_name(test)}: unexpected success"
+        super().addUnexpectedSuccess(test)
+
+
+def _test_name(test) -> str:
+    name = getattr(test, "_testMethodName", None) or str(test)
+    return f"{type(test).__name__}.{name}"
+
+
+def summarize(result: CountingResult) -> dict:
+    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure}

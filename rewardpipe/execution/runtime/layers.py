@@ -1,0 +1,452 @@
+"""Isolation layers for the untrusted child: detection at fork-server start-up, application per child.
+
+Each layer is probed once, in the fork server, and reported as a short human-readable string
+(``"on ..."``, ``"off: <why>"``). Anything expensive (the Landlock ruleset, cgroup directories, the
+network namespace) is built once per fork server; the per-child work is a handful of syscalls.
+
+Only the standard library and ctypes are used, so the same code runs on AWS Lambda (no root, no
+namespaces, possibly no Landlock) and simply reports which layers it could not apply.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import platform
+import resource
+import signal
+import struct
+import sysconfig
+import time
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.prctl.restype = ctypes.c_int
+_libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+PR_SET_CHILD_SUBREAPER = 36
+PR_SET_NO_NEW_PRIVS = 38
+CLONE_NEWNET = 0x40000000
+
+LAYER_NAMES = ("uid", "netns", "seccomp", "landlock", "cgroup", "rlimits")
+
+
+def _errno_text() -> str:
+    code = ctypes.get_errno()
+    return f"{errno.errorcode.get(code, code)}"
+
+
+def prctl(option: int, arg2: int = 0) -> None:
+    if _libc.prctl(option, arg2, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed: {_errno_text()}")
+
+
+# --- network namespace ------------------------------------------------------------------------------
+
+def enter_network_namespace() -> None:
+    """A fresh netns has only a down loopback: no route anywhere, not even to 127.0.0.1 of the host."""
+    if _libc.unshare(CLONE_NEWNET) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNET) failed: {_errno_text()}")
+
+
+# --- Landlock -----------------------------------------------------------------------------------------
+
+_SYS_LANDLOCK_CREATE_RULESET = 444  # same number on x86_64 and aarch64 (generic table)
+_SYS_LANDLOCK_ADD_RULE = 445
+_SYS_LANDLOCK_RESTRICT_SELF = 446
+
+_FS_EXECUTE = 1 << 0
+_FS_WRITE_FILE = 1 << 1
+_FS_READ_FILE = 1 << 2
+_FS_READ_DIR = 1 << 3
+_FS_TRUNCATE = 1 << 14
+_FS_IOCTL_DEV = 1 << 15
+_FILE_ONLY_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_NET_BIND_TCP = 1 << 0
+_NET_CONNECT_TCP = 1 << 1
+_SCOPE_ABSTRACT_UNIX = 1 << 0
+_SCOPE_SIGNAL = 1 << 1
+
+
+def landlock_abi() -> int:
+    abi = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return int(abi) if abi > 0 else 0
+
+
+def _all_fs_rights(abi: int) -> int:
+    rights = (1 << 13) - 1  # ABI 1: execute .. make_sym
+    if abi >= 2:
+        rights |= 1 << 13  # refer
+    if abi >= 3:
+        rights |= _FS_TRUNCATE
+    if abi >= 5:
+        rights |= _FS_IOCTL_DEV
+    return rights
+
+
+class LandlockRuleset:
+    """Read-only access to the interpreter and shared libraries, read-write to the worker directory,
+    no TCP (ABI >= 4), and no signals or abstract sockets outside the child's own domain (ABI >= 6).
+    The repository, the datasets, /proc, /root and the rest of the host file system are invisible."""
+
+    def __init__(self, abi: int, read_only: list[str], read_write: list[str]):
+        self.abi = abi
+        fs_rights = _all_fs_rights(abi)
+        fields = [fs_rights]
+        if abi >= 4:
+            fields.append(_NET_BIND_TCP | _NET_CONNECT_TCP)
+        if abi >= 6:
+            fields.append(_SCOPE_ABSTRACT_UNIX | _SCOPE_SIGNAL)
+        attr = struct.pack(f"={len(fields)}Q", *fields)
+        buf = ctypes.create_string_buffer(attr, len(attr))
+        fd = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+        if fd < 0:
+            raise OSError(ctypes.get_errno(), f"landlock_create_ruleset failed: {_errno_text()}")
+        self.fd = int(fd)
+        read_rights = _FS_EXECUTE | _FS_READ_FILE | _FS_READ_DIR
+        self.covered: list[str] = []
+        for path in read_only:
+            self._allow(path, read_rights)
+        for path in read_write:
+            self._allow(path, fs_rights)
+        os.set_inheritable(self.fd, False)
+
+    def _allow(self, path: str, rights: int) -> None:
+        try:
+            path_fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return  # a path missing on this machine simply stays inaccessible
+        try:
+            if not os.path.isdir(path):
+                rights &= _FILE_ONLY_RIGHTS
+            rule = struct.pack("=Qi", rights, path_fd)  # struct landlock_path_beneath_attr is packed
+            buf = ctypes.create_string_buffer(rule, len(rule))
+            if _libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(self.fd), ctypes.c_int(1), buf, ctypes.c_uint32(0)) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule({path}) failed: {_errno_text()}")
+            self.covered.append(path)
+        finally:
+            os.close(path_fd)
+
+    def restrict_self(self) -> None:
+        if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
+            raise OSError(ctypes.get_errno(), f"landlock_restrict_self failed: {_errno_text()}")
+
+
+def interpreter_read_paths() -> list[str]:
+    """Directories the child may read: the interpreter's stdlib and shared libraries, nothing else."""
+    paths = []
+    for key in ("stdlib", "platstdlib", "purelib", "platlib"):
+        value = sysconfig.get_paths().get(key)
+        if value:
+            paths.append(os.path.realpath(value))
+    paths += ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom", "/dev/zero"]
+    return sorted(set(paths))
+
+
+# --- seccomp ------------------------------------------------------------------------------------------
+
+_AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
+# Syscalls the model's code never needs: starting programs, new processes (threads stay allowed),
+# debugging or reading other processes, namespaces, mounts, kernel modules, BPF, io_uring (which would
+# bypass this filter for its own operations), and changing the system clock.
+_DENIED = {
+    "x86_64": {
+        "execve": 59, "execveat": 322, "fork": 57, "vfork": 58, "ptrace": 101, "process_vm_readv": 310,
+        "process_vm_writev": 311, "mount": 165, "umount2": 166, "pivot_root": 155, "chroot": 161,
+        "unshare": 272, "setns": 308, "bpf": 321, "perf_event_open": 298, "keyctl": 250, "add_key": 248,
+        "request_key": 249, "userfaultfd": 323, "kexec_load": 246, "init_module": 175, "finit_module": 313,
+        "delete_module": 176, "reboot": 169, "swapon": 167, "swapoff": 168, "acct": 163,
+        "settimeofday": 164, "clock_settime": 227, "personality": 135, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 304,
+        "name_to_handle_at": 303, "pidfd_getfd": 438, "process_madvise": 440, "quotactl": 179,
+        "vhangup": 153, "iopl": 172, "ioperm": 173,
+    },
+    "aarch64": {
+        "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
+        "mount": 40, "umount2": 39, "pivot_root": 41, "chroot": 51, "unshare": 97, "setns": 268,
+        "bpf": 280, "perf_event_open": 241, "keyctl": 219, "add_key": 217, "request_key": 218,
+        "userfaultfd": 282, "kexec_load": 104, "init_module": 105, "finit_module": 273,
+        "delete_module": 106, "reboot": 142, "swapon": 224, "swapoff": 225, "acct": 89,
+        "settimeofday": 170, "clock_settime": 112, "personality": 92, "io_uring_setup": 425,
+        "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 265,
+        "name_to_handle_at": 264, "pidfd_getfd": 438, "process_madvise": 440, "quotactl": 60,
+        "vhangup": 58,
+    },
+}
+_SPECIAL = {
+    "x86_64": {"clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "kill": 62, "tkill": 200, "tgkill": 234},
+    "aarch64": {"clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "kill": 129, "tkill": 130, "tgkill": 131},
+}
+_RET_ALLOW = 0x7FFF0000
+_RET_KILL_PROCESS = 0x80000000
+_RET_ERRNO = 0x00050000
+_CLONE_THREAD = 0x00010000
+_AF_UNIX = 1
+_LD_ABS_W = 0x20
+_JEQ = 0x15
+_JGE = 0x35
+_JSET = 0x45
+_RET = 0x06
+
+
+class _sock_fprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+
+def seccomp_arch() -> str | None:
+    machine = platform.machine()
+    return machine if machine in _AUDIT_ARCH else None
+
+
+def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
+    """Classic BPF: allow by default, deny the list above with EPERM, allow clone only for threads,
+    sockets only AF_UNIX, and signals only to the child itself. clone3 answers ENOSYS so libc falls
+    back to clone, whose flags the filter can inspect."""
+    denied = sorted(_DENIED[arch].values())
+    special = _SPECIAL[arch]
+    prog: list[tuple] = []  # (code, jt_label_or_offset, jf_label_or_offset, k)
+
+    def emit(code, k, jt=0, jf=0):
+        prog.append([code, jt, jf, k])
+
+    emit(_LD_ABS_W, 4)  # seccomp_data.arch
+    emit(_JEQ, _AUDIT_ARCH[arch], 1, 0)
+    emit(_RET, _RET_KILL_PROCESS)
+    emit(_LD_ABS_W, 0)  # seccomp_data.nr
+    if arch == "x86_64":
+        emit(_JGE, 0x40000000, "deny", 0)  # x32 ABI: never legitimate here
+    for number in denied:
+        emit(_JEQ, number, "deny", 0)
+    emit(_JEQ, special["clone"], "clone", 0)
+    emit(_JEQ, special["clone3"], "enosys", 0)
+    emit(_JEQ, special["socket"], "socket", 0)
+    emit(_JEQ, special["socketpair"], "socket", 0)
+    for name in ("kill", "tkill", "tgkill"):
+        emit(_JEQ, special[name], "own_pid", 0)
+    labels = {}
+    emit(_RET, _RET_ALLOW)
+    labels["deny"] = len(prog)
+    emit(_RET, _RET_ERRNO | errno.EPERM)
+    labels["enosys"] = len(prog)
+    emit(_RET, _RET_ERRNO | errno.ENOSYS)
+    labels["clone"] = len(prog)
+    emit(_LD_ABS_W, 16)  # low 32 bits of args[0] (flags)
+    emit(_JSET, _CLONE_THREAD, 0, 1)
+    emit(_RET, _RET_ALLOW)
+    emit(_RET, _RET_ERRNO | errno.EPERM)
+    labels["socket"] = len(prog)
+    emit(_LD_ABS_W, 16)  # domain
+    emit(_JEQ, _AF_UNIX, 0, 1)
+    emit(_RET, _RET_ALLOW)
+    emit(_RET, _RET_ERRNO | errno.EACCES)
+    labels["own_pid"] = len(prog)
+    emit(_LD_ABS_W, 16)  # target pid (tgid for tgkill)
+    emit(_JEQ, own_pid & 0xFFFFFFFF, 0, 1)
+    emit(_RET, _RET_ALLOW)
+    emit(_RET, _RET_ERRNO | errno.EPERM)
+    out = bytearray()
+    for index, (code, jt, jf, k) in enumerate(prog):
+        jt = labels[jt] - index - 1 if isinstance(jt, str) else jt
+        jf = labels[jf] - index - 1 if isinstance(jf, str) else jf
+        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+            raise ValueError("seccomp jump out of range")
+        out += struct.pack("=HBBI", code, jt, jf, k)
+    return bytes(out)
+
+
+def load_seccomp(program: bytes) -> None:
+    buf = ctypes.create_string_buffer(program, len(program))
+    fprog = _sock_fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
+    _libc.prctl.argtypes = None  # this call passes a pointer as arg3
+    try:
+        if _libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
+    finally:
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
+# --- cgroups ------------------------------------------------------------------------------------------
+
+class CgroupSet:
+    """One cgroup per worker, per controller, holding only the untrusted child and its descendants.
+
+    pids.max bounds fork bombs for the whole tree, memory.limit bounds the tree's total memory, and
+    killing every pid listed in the group kills a tree even when a member called setsid()."""
+
+    def __init__(self, name: str, pids_max: int, memory_bytes: int):
+        self.dirs: list[str] = []
+        self.notes: list[str] = []
+        own = _own_cgroup_paths()
+        v2_root = "/sys/fs/cgroup"
+        if os.path.exists(os.path.join(v2_root, "cgroup.controllers")):
+            base = os.path.join(v2_root, own.get("", "/").lstrip("/"))
+            path = os.path.join(base, name)
+            self._make(path)
+            self._write(path, "pids.max", str(pids_max))
+            self._write(path, "memory.max", str(memory_bytes))
+            self._write(path, "memory.swap.max", "0", required=False)
+            self.version = 2
+        else:
+            self.version = 1
+            for controller, limits in (
+                ("pids", {"pids.max": str(pids_max)}),
+                ("memory", {"memory.limit_in_bytes": str(memory_bytes)}),
+            ):
+                mount = os.path.join("/sys/fs/cgroup", controller)
+                if not os.path.isdir(mount):
+                    self.notes.append(f"{controller} controller not mounted")
+                    continue
+                nested = os.path.join(mount, own.get(controller, "/").lstrip("/"))
+                base = nested if os.path.isdir(nested) else mount
+                path = os.path.join(base, name)
+                self._make(path)
+                for key, value in limits.items():
+                    self._write(path, key, value)
+        if not self.dirs:
+            raise OSError(errno.ENOTSUP, "no usable cgroup controller")
+
+    def _make(self, path: str) -> None:
+        try:
+            os.mkdir(path, 0o755)
+        except FileExistsError:
+            pass
+        self.dirs.append(path)
+
+    def _write(self, path: str, key: str, value: str, required: bool = True) -> None:
+        try:
+            with open(os.path.join(path, key), "w") as handle:
+                handle.write(value)
+        except OSError:
+            if required:
+                raise
+
+    def join(self, pid: int = 0) -> None:
+        for path in self.dirs:
+            with open(os.path.join(path, "cgroup.procs"), "w") as handle:
+                handle.write(str(pid))
+
+    def members(self) -> set[int]:
+        pids: set[int] = set()
+        for path in self.dirs:
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as handle:
+                    pids.update(int(line) for line in handle if line.strip())
+            except OSError:
+                pass
+        return pids
+
+    def kill_all(self, reap=None, attempts: int = 200) -> bool:
+        """SIGKILL every member until the group is empty; True when it emptied."""
+        if self.version == 2:
+            try:
+                with open(os.path.join(self.dirs[0], "cgroup.kill"), "w") as handle:
+                    handle.write("1")
+            except OSError:
+                pass
+        for _ in range(attempts):
+            members = self.members()
+            if not members:
+                return True
+            for pid in members:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            if reap is not None:
+                reap()
+            time.sleep(0.0005)
+        return not self.members()
+
+    def remove(self) -> None:
+        self.kill_all(attempts=20)
+        for path in self.dirs:
+            try:
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def _own_cgroup_paths() -> dict[str, str]:
+    paths: dict[str, str] = {}
+    try:
+        with open("/proc/self/cgroup") as handle:
+            for line in handle:
+                _, controllers, path = line.rstrip("\n").split(":", 2)
+                for controller in controllers.split(","):
+                    paths[controller] = path
+    except OSError:
+        pass
+    return paths
+
+
+def remove_stale_cgroups(prefix: str) -> None:
+    """Remove worker cgroups left by fork servers that died without cleaning up."""
+    own = _own_cgroup_paths()
+    candidates = [("/sys/fs/cgroup", own.get("", "/"))]
+    for controller in ("pids", "memory"):
+        candidates.append((os.path.join("/sys/fs/cgroup", controller), own.get(controller, "/")))
+    for mount, rel in candidates:
+        base = os.path.join(mount, rel.lstrip("/"))
+        if not os.path.isdir(base):
+            continue
+        try:
+            names = os.listdir(base)
+        except OSError:
+            continue
+        for name in names:
+            if not name.startswith(prefix):
+                continue
+            try:
+                owner = int(name[len(prefix):].split("-", 1)[0])
+            except ValueError:
+                continue
+            if _alive(owner):
+                continue
+            path = os.path.join(base, name)
+            try:
+                with open(os.path.join(path, "cgroup.procs")) as handle:
+                    for line in handle:
+                        try:
+                            os.kill(int(line), signal.SIGKILL)
+                        except (OSError, ValueError):
+                            pass
+                time.sleep(0.01)
+                os.rmdir(path)
+            except OSError:
+                pass
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+# --- rlimits ------------------------------------------------------------------------------------------
+
+def apply_rlimits(cpu_seconds: int, address_space: int, nproc: int, file_size: int) -> None:
+    """Hard == soft, so the child cannot raise them again."""
+    for limit, value in (
+        (resource.RLIMIT_CPU, cpu_seconds),
+        (resource.RLIMIT_AS, address_space),
+        (resource.RLIMIT_NPROC, nproc),
+        (resource.RLIMIT_FSIZE, file_size),
+        (resource.RLIMIT_CORE, 0),
+        (resource.RLIMIT_NOFILE, 256),
+    ):
+        resource.setrlimit(limit, (value, value))
+
+
+def drop_privileges(uid: int, gid: int) -> None:
+    os.setgroups([])
+    os.setresgid(gid, gid, gid)
+    os.setresuid(uid, uid, uid)
+    if os.getuid() != uid or os.geteuid() != uid:
+        raise OSError(errno.EPERM, "uid drop did not take effect")

@@ -1,0 +1,369 @@
+"""The trusted side: holds the hidden tests, runs them, and writes the verdict.
+
+The model's code lives in another process (different uid, seccomp, Landlock) and is reached only
+through :class:`Remote` stubs. Every value that comes back is rebuilt here as a genuine built-in
+value by :func:`wire.decode`, so the tests compare real ints, strings and lists, never an object the
+model wrote. Objects that have no plain form (instances of the model's classes, generators) stay in
+the model's process and are driven through handles; comparing such a handle with plain expected data
+is always unequal, so an object whose ``__eq__`` always says True gains nothing.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import os
+import sys
+import types
+
+from . import harness, wire
+
+MAX_REPLY_BYTES = 64 * 1024 * 1024
+
+
+class ModelProcessDied(Exception):
+    """The model's process exited or was killed mid-test (its own doing, or a limit)."""
+
+
+class RemoteError(Exception):
+    """The model's code raised something that has no trusted counterpart (re-raised as this)."""
+
+
+class Connection:
+    def __init__(self, wfd: int, rfd: int):
+        self.wfd = wfd
+        self.rfd = rfd
+        self.dead: str | None = None
+        self.exception_classes: dict[str, type] = {}
+        self.calls = 0
+
+    def request(self, message: dict) -> dict:
+        if self.dead:
+            raise ModelProcessDied(self.dead)
+        try:
+            wire.send_json(self.wfd, message)
+            reply = wire.recv_json(self.rfd, MAX_REPLY_BYTES)
+        except (OSError, wire.WireError) as exc:
+            self.dead = f"the model's process stopped answering ({exc})"
+            raise ModelProcessDied(self.dead) from None
+        self.calls += 1
+        if type(reply) is not dict:
+            raise RemoteError("the model's process sent a malformed reply")
+        return reply
+
+    def value(self, message: dict, arguments=None):
+        reply = self.request(message)
+        if "exc" in reply:
+            raise self.exception(reply["exc"])
+        if reply.get("stop") is True:
+            raise StopIteration
+        if "ok" not in reply:
+            raise RemoteError("the model's process sent a reply without a value")
+        try:
+            result = wire.decode(reply["ok"], self.proxy)
+            if arguments is not None and "wb" in reply:
+                self.write_back(arguments, reply["wb"])
+        except (wire.WireError, RecursionError, ValueError) as exc:
+            raise RemoteError(f"the model's process returned undecodable data: {exc}") from None
+        return result
+
+    def proxy(self, handle: int) -> "Remote":
+        return Remote(self, handle, "")
+
+    def write_back(self, arguments: tuple, updates) -> None:
+        """Mirror in-place mutation of list/dict/set/bytearray arguments (e.g. an in-place sort)."""
+        positional, keyword = arguments
+        if type(updates) is not list:
+            raise wire.WireError("bad write-back list")
+        for item in updates:
+            key, tree = item
+            target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
+            new = wire.decode(tree, self.proxy)
+            if type(target) is list and type(new) is list:
+                target[:] = new
+            elif type(target) is bytearray and type(new) is bytearray:
+                target[:] = new
+            elif type(target) in (dict, set) and type(new) is type(target):
+                target.clear()
+                target.update(new)
+
+    def exception(self, info) -> BaseException:
+        if type(info) is not dict:
+            return RemoteError("malformed exception from the model's process")
+        name = str(info.get("type", "Exception"))
+        message = str(info.get("msg", ""))
+        local = self.exception_classes.get(name)
+        if local is not None and info.get("module") == "solution":
+            return local(message)
+        for candidate in (name if info.get("module") == "builtins" else None, info.get("base")):
+            cls = getattr(builtins, str(candidate), None) if candidate else None
+            # Only ordinary built-in exceptions are re-raised as themselves; BaseException-only
+            # classes (SystemExit, KeyboardInterrupt) would stop the trusted runner itself.
+            if isinstance(cls, type) and issubclass(cls, Exception):
+                try:
+                    return cls(message)
+                except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
+                    break
+        return RemoteError(f"{name}: {message}")
+
+
+def _encode_argument(value):
+    def handle_of(obj):
+        if isinstance(obj, Remote):
+            return object.__getattribute__(obj, "_rp_handle")
+        raise wire.Unencodable(f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary")
+
+    return wire.encode(value, handle_of)
+
+
+class Remote:
+    """A stub for a function, class or object that lives in the model's process."""
+
+    __slots__ = ("_rp_conn", "_rp_handle", "_rp_name")
+
+    def __init__(self, conn: Connection, handle: int, name: str):
+        object.__setattr__(self, "_rp_conn", conn)
+        object.__setattr__(self, "_rp_handle", handle)
+        object.__setattr__(self, "_rp_name", name)
+
+    def _rp(self, op: str, arguments=None, **fields):
+        conn = object.__getattribute__(self, "_rp_conn")
+        message = {"op": op, "h": object.__getattribute__(self, "_rp_handle"), **fields}
+        return conn.value(message, arguments)
+
+    def __call__(self, *args, **kwargs):
+        encoded_args = [_encode_argument(item) for item in args]
+        encoded_kwargs = [[key, _encode_argument(value)] for key, value in kwargs.items()]
+        return self._rp("call", (args, kwargs), args=encoded_args, kwargs=encoded_kwargs)
+
+    def __getattr__(self, name):
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        return self._rp("getattr", name=name)
+
+    def __setattr__(self, name, value):
+        self._rp("setattr", name=name, value=_encode_argument(value))
+
+    def __getitem__(self, key):
+        return self._rp("getitem", key=_encode_argument(key))
+
+    def __setitem__(self, key, value):
+        self._rp("setitem", key=_encode_argument(key), value=_encode_argument(value))
+
+    def __delitem__(self, key):
+        self._rp("delitem", key=_encode_argument(key))
+
+    def __len__(self):
+        result = self._rp("len")
+        if type(result) is not int:
+            raise TypeError("len() of a model object did not return an int")
+        return result
+
+    def __iter__(self):
+        iterator = self._rp("iter")
+        while True:
+            try:
+                yield iterator._rp("next")
+            except StopIteration:
+                return
+
+    def __contains__(self, item):
+        # Never hand the expected item to the model's code: iterate and compare here instead.
+        return any(element == item for element in self)
+
+    def __bool__(self):
+        return bool(self._rp("bool"))
+
+    def __str__(self):
+        return str(self._rp("str"))
+
+    def __repr__(self):
+        return str(self._rp("repr"))
+
+    def __hash__(self):
+        result = self._rp("hash")
+        return result if type(result) is int else 0
+
+    def __instancecheck__(self, instance):
+        if not isinstance(instance, Remote):
+            return False
+        return bool(instance._rp("isinstance", cls=object.__getattribute__(self, "_rp_handle")))
+
+    def _binary(self, other, name, reflected=False):
+        # Only model object against model object: a plain operand may be the expected answer.
+        if not isinstance(other, Remote):
+            return NotImplemented
+        return self._rp("binop", name=name, other=object.__getattribute__(other, "_rp_handle"), reflected=reflected)
+
+    def __eq__(self, other):
+        return self._binary(other, "eq")
+
+    def __ne__(self, other):
+        return self._binary(other, "ne")
+
+    def __lt__(self, other):
+        return self._binary(other, "lt")
+
+    def __le__(self, other):
+        return self._binary(other, "le")
+
+    def __gt__(self, other):
+        return self._binary(other, "gt")
+
+    def __ge__(self, other):
+        return self._binary(other, "ge")
+
+    def __add__(self, other):
+        return self._binary(other, "add")
+
+    def __sub__(self, other):
+        return self._binary(other, "sub")
+
+    def __mul__(self, other):
+        return self._binary(other, "mul")
+
+    def __truediv__(self, other):
+        return self._binary(other, "truediv")
+
+    def __floordiv__(self, other):
+        return self._binary(other, "floordiv")
+
+    def __mod__(self, other):
+        return self._binary(other, "mod")
+
+    def __matmul__(self, other):
+        return self._binary(other, "matmul")
+
+    def __neg__(self):
+        return self._rp("unary", name="neg")
+
+    def __abs__(self):
+        return self._rp("unary", name="abs")
+
+    def __int__(self):
+        result = self._rp("unary", name="int")
+        if type(result) is not int:
+            raise TypeError("int() of a model object did not return an int")
+        return result
+
+    def __float__(self):
+        result = self._rp("unary", name="float")
+        if type(result) is not float:
+            raise TypeError("float() of a model object did not return a float")
+        return result
+
+    def __index__(self):
+        result = self._rp("unary", name="index")
+        if type(result) is not int:
+            raise TypeError("index of a model object is not an int")
+        return result
+
+
+def build_namespace(conn: Connection, exports: dict, tests: str, entry_point: str):
+    """The module the hidden tests run in: only the names the tests read are taken from the model,
+    and never a name that shadows a built-in (unless it is the entry point itself)."""
+    module = types.ModuleType("hidden_tests")
+    namespace = module.__dict__
+    wanted = harness.names_used(tests) | {entry_point}
+    for name in sorted(wanted):
+        info = exports.get(name)
+        if type(info) is not dict:
+            continue
+        if name != entry_point and (hasattr(builtins, name) or name.startswith("__")):
+            continue
+        kind = info.get("kind")
+        if kind == "module":
+            module_name = str(info.get("name", ""))
+            if module_name in sys.modules:  # only modules the trusted side already trusts
+                namespace[name] = sys.modules[module_name]
+        elif kind == "value":
+            try:
+                namespace[name] = wire.decode(info.get("v"))
+            except (wire.WireError, RecursionError, ValueError):
+                continue
+        elif kind == "exception":
+            base = getattr(builtins, str(info.get("base", "Exception")), Exception)
+            if not (isinstance(base, type) and issubclass(base, Exception)):
+                base = Exception
+            local = type(name, (base,), {"__module__": "solution"})
+            conn.exception_classes[name] = local
+            namespace[name] = local
+        elif kind in ("callable", "object") and type(info.get("h")) is int:
+            namespace[name] = Remote(conn, info["h"], name)
+    return module
+
+
+def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
+    verdict = {"mode": job.get("mode", "split")}
+    try:
+        verdict.update(_run(wfd, rfd, tests_fd, job))
+    except harness.HarnessError as exc:
+        verdict["harness_error"] = str(exc)
+    except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
+        verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
+    os.lseek(verdict_fd, 0, os.SEEK_SET)
+    wire.write_all(verdict_fd, json.dumps(verdict).encode())
+
+
+def _read_fd(fd: int) -> str:
+    os.lseek(fd, 0, os.SEEK_SET)
+    chunks = []
+    while True:
+        chunk = os.read(fd, 1 << 20)
+        if not chunk:
+            return b"".join(chunks).decode("utf-8")
+        chunks.append(chunk)
+
+
+def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
+    tests = _read_fd(tests_fd)
+    tests_format = job["tests_format"]
+    entry_point = job["entry_point"]
+    expected = harness.count_expected_tests(tests, tests_format)
+    conn = Connection(wfd, rfd)
+    try:
+        hello = wire.recv_json(rfd)
+    except wire.WireError:
+        # Nothing of the model's has run yet: the sandbox failed to start the child.
+        raise harness.HarnessError("the sandboxed child died before it was hardened") from None
+    if hello != {"hardened": True}:
+        raise harness.HarnessError("the sandboxed child sent an unexpected greeting")
+    try:
+        ready = wire.recv_json(rfd, MAX_REPLY_BYTES)
+    except wire.WireError:
+        return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": True,
+                "first_failure": "the model's process exited while its code was loading"}
+    if type(ready) is not dict or type(ready.get("exports")) is not dict:
+        return {"expected": expected, "tests_run": 0, "successes": 0,
+                "first_failure": "the model's process sent a malformed export list"}
+    load_error = ready.get("load_error")
+    if load_error:
+        text = f"{load_error.get('type')}: {load_error.get('msg')}" if type(load_error) is dict else str(load_error)
+        return {"expected": expected, "tests_run": 0, "successes": 0,
+                "first_failure": f"the model's code raised while loading: {text}"[:600]}
+
+    if job.get("mode") == "inprocess":
+        summary = conn.value({"op": "inprocess", "tests": tests, "format": tests_format, "entry_point": entry_point})
+        if type(summary) is not dict:
+            raise RemoteError("malformed in-process summary")
+        return {"expected": expected, "tests_run": int(summary.get("tests_run", 0)),
+                "successes": int(summary.get("successes", 0)),
+                "first_failure": str(summary.get("first_failure", ""))[:600]}
+
+    module = build_namespace(conn, ready["exports"], tests, entry_point)
+    try:
+        exec(compile(tests, "<hidden tests>", "exec"), module.__dict__)
+    except Exception as exc:  # noqa: BLE001
+        # Module-level test code that calls into the model can fail because of the model.
+        if conn.calls or isinstance(exc, (ModelProcessDied, RemoteError)):
+            return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
+                    "first_failure": f"hidden tests failed while loading: {type(exc).__name__}: {exc}"[:600]}
+        raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
+    suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
+    loaded = suite.countTestCases()
+    if loaded != expected:
+        raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
+    result = harness.CountingResult()
+    suite.run(result)
+    return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),
+            "remote_calls": conn.calls}
