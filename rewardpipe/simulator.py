@@ -26,16 +26,17 @@ STOPWORDS = frozenset(
     can could should would will shall may might must i you we they he she me my your our their us them not no
     yes so than too very just also any some all each every about into over under again further once only own
     same such both few more most other please thanks thank tell know want need like let lets ok okay sure
+    before keep mind
     function write code program implement return returns returned value values input output give get make use
     should does do""".split()
 )
 
-# Questions that ask for requirements in general rather than about something specific.
-GENERIC_CUES = frozenset(
-    """requirement requirements detail details spec specs specification specifications constraint constraints
-    clarify clarification expect expected expectation expectations edge case cases else anything more
-    assumption assumptions rules""".split()
-)
+# Questions that ask for requirements in general rather than about something specific. Stemmed below (after
+# _stem is defined) so they compare equal to the stemmed words of a question.
+_GENERIC_CUE_WORDS = """requirement requirements detail details spec specs specification specifications constraint
+    constraints clarify clarification expect expected expectation expectations edge else anything more
+    assumption assumptions rule rules""".split()
+# ("edge" alone marks "edge cases" as generic: "case" must stay specific for questions about letter case.)
 
 NOTHING_MATCHES = (
     "That is up to you.",
@@ -60,10 +61,27 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 
 def _stem(word: str) -> str:
-    for suffix in ("ing", "ies", "es", "ed", "s"):
+    """A tiny suffix stripper that maps a word's common forms to one key (name/names/named -> "nam").
+
+    Both sides of a comparison go through it, so it only has to be consistent, not linguistic: "cases"
+    and "case" must meet, which is why a final "e" goes too and "es" is only a suffix after s/x/z/ch/sh.
+    """
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s"):
         if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            return word[: -len(suffix)] + ("y" if suffix == "ies" else "")
+            if suffix == "es" and not word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+                suffix = "s"
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                break
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
     return word
+
+
+GENERIC_CUES = frozenset(_stem(word) for word in _GENERIC_CUE_WORDS)
 
 
 def content_words(text: str) -> set[str]:
@@ -80,7 +98,9 @@ class RuleBasedSimulator:
 
     * A question about something specific reveals the best-matching unrevealed detail.
     * A generic question ("any other requirements?") reveals the next unrevealed detail in spec order.
-    * A question that matches only details already revealed gets that detail restated.
+    * A question that matches an already revealed detail better than any unrevealed one gets that detail
+      restated (no new reveal: asking the same thing twice must not unlock a different detail), unless it
+      is also generic ("any other constraints on the format?"), which reveals the next unrevealed detail.
     * A question that matches nothing gets "that is up to you".
     * A turn that is not a question reveals nothing: the simulator never volunteers details.
     """
@@ -91,12 +111,14 @@ class RuleBasedSimulator:
         if classify_turn(question) is not TurnKind.QUESTION:
             return SimulatorReply(_pick(NOT_A_QUESTION, key), None)
         index, restated = self.best_match(question, task.spec, set(state.revealed))
-        if index is not None:
+        unrevealed = [i for i in range(len(task.spec)) if i not in set(state.revealed)]
+        generic = bool(content_words(question) & GENERIC_CUES) or not content_words(question)
+        # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
+        if index is not None and not (restated and generic and unrevealed):
             if restated:
                 return SimulatorReply(f"As I said: {task.spec[index]}", None)
             return SimulatorReply(task.spec[index], index)
-        unrevealed = [i for i in range(len(task.spec)) if i not in set(state.revealed)]
-        if content_words(question) & GENERIC_CUES or not content_words(question):
+        if generic:
             if unrevealed:
                 return SimulatorReply(task.spec[unrevealed[0]], unrevealed[0])
             return SimulatorReply(NOTHING_LEFT, None)
@@ -112,12 +134,17 @@ class RuleBasedSimulator:
         doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
         def score(i: int) -> float:
             return sum(math.log(1 + len(spec) / doc_freq[w]) for w in words if w in item_words[i])
+        # The most relevant item overall answers the question; a revealed item that matches *better* is
+        # restated rather than leaking a weaker-matching new detail the model did not ask about. Ties go to
+        # the unrevealed item, then to spec order.
         unrevealed = [i for i in range(len(spec)) if i not in revealed]
-        best = max(unrevealed, key=score, default=None)
-        if best is not None and score(best) > 0:
-            return best, False
-        best_old = max(revealed, key=score, default=None)
-        if best_old is not None and score(best_old) > 0:
+        best_new = max(unrevealed, key=score, default=None)
+        best_old = max(sorted(i for i in revealed if 0 <= i < len(spec)), key=score, default=None)
+        new_score = score(best_new) if best_new is not None else 0.0
+        old_score = score(best_old) if best_old is not None else 0.0
+        if best_new is not None and new_score > 0 and new_score >= old_score:
+            return best_new, False
+        if best_old is not None and old_score > 0:
             return best_old, True
         return None, False
 

@@ -1,0 +1,151 @@
+"""The rule-based user simulator: reveals only what is asked, never volunteers, never leaks tests."""
+
+from pathlib import Path
+
+import pytest
+
+from rewardpipe.episode import apply_policy_turn, start_episode
+from rewardpipe.models import load_tasks
+from rewardpipe.simulator import NOTHING_LEFT, NOTHING_MATCHES, NOT_A_QUESTION, RuleBasedSimulator, content_words
+from tests.core.conftest import COMMIT, make_task
+
+TASKS_FILE = Path(__file__).resolve().parents[2] / "rewardpipe" / "data" / "tasks.jsonl"
+
+SPEC = [
+    "Timestamps are parsed in the ISO 8601 format.",
+    "Duplicate names are removed, keeping the first occurrence.",
+    "An empty list returns an empty dictionary.",
+    "Names are compared case-insensitively when detecting duplicates.",
+]
+TASK = make_task(task_id="t-sim", spec=SPEC)
+SIM = RuleBasedSimulator()
+
+
+def ask(text: str, revealed=(), task=TASK, rollout_id="r1"):
+    state = start_episode(task, run_id="run", step=0, group_id="g", rollout_id=rollout_id, max_turns=20)
+    state = apply_policy_turn(state, text)
+    state.revealed = list(revealed)
+    return SIM.respond(state, task)
+
+
+def test_specific_question_reveals_the_most_relevant_detail():
+    reply = ask("What format are the timestamps in?")
+    assert reply.revealed == 0
+    assert reply.text == SPEC[0]
+
+
+def test_specific_question_uses_word_forms_that_differ_from_the_spec():
+    # "empty lists" / "dictionary" vs the spec's "empty list" / "dictionary"; "named" vs "names".
+    assert ask("What do I return for empty lists?").revealed == 2
+    assert ask("How are timestamp strings parsed?").revealed == 0
+
+
+def test_rare_words_outweigh_shared_ones():
+    # "duplicate" appears in items 1 and 3; "case" only in item 3 (and is not mistaken for "edge case").
+    assert ask("Is duplicate detection case sensitive?").revealed == 3
+
+
+def test_generic_question_reveals_the_next_detail_in_order():
+    assert ask("Are there any other requirements?").revealed == 0
+    assert ask("Are there any other requirements?", revealed=[0, 2]).revealed == 1
+    assert ask("What else?", revealed=[0, 1]).revealed == 2
+
+
+def test_generic_question_whose_words_only_match_a_revealed_detail_reveals_the_next_one():
+    reply = ask("Any other constraints on the timestamp format?", revealed=[0])
+    assert reply.revealed == 1
+
+
+@pytest.mark.parametrize("turn", ["I'll write the function now.", COMMIT, "", "Names are duplicates."])
+def test_a_non_question_reveals_nothing(turn):
+    reply = ask(turn)
+    assert reply.revealed is None
+    assert reply.text in NOT_A_QUESTION
+    assert all(item not in reply.text for item in SPEC)
+
+
+def test_a_question_matching_nothing_is_up_to_you():
+    reply = ask("Should I use tabs or spaces for indentation?")
+    assert reply.revealed is None
+    assert reply.text in NOTHING_MATCHES
+    assert all(item not in reply.text for item in SPEC)
+
+
+def test_asking_again_about_a_revealed_detail_restates_it_without_a_new_reveal():
+    question = "Which occurrence of a duplicate name is kept?"
+    first = ask(question)
+    assert first.revealed == 1
+    again = ask(question, revealed=[1])
+    assert again.revealed is None
+    assert SPEC[1] in again.text
+    assert again.text != SPEC[1]  # phrased as a restatement
+
+
+def test_restating_does_not_leak_a_weaker_matching_unrevealed_detail():
+    # Item 3 shares "names" and "duplicates" with the question, but item 1 answers it better.
+    again = ask("Are duplicate names removed, keeping the first occurrence?", revealed=[1])
+    assert again.revealed is None
+    assert SPEC[3] not in again.text
+
+
+def test_when_everything_is_revealed_a_generic_question_gets_nothing_left():
+    reply = ask("Any other requirements?", revealed=[0, 1, 2, 3])
+    assert reply.revealed is None
+    assert reply.text == NOTHING_LEFT
+
+
+def test_task_without_spec_says_it_is_up_to_the_model():
+    task = make_task(task_id="empty", spec=[])
+    assert ask("What format are the timestamps?", task=task).revealed is None
+    assert ask("Any requirements?", task=task).text == NOTHING_LEFT
+
+
+def test_replies_are_deterministic_per_rollout_and_turn():
+    texts = {ask("Should I use tabs or spaces?", rollout_id="same").text for _ in range(3)}
+    assert len(texts) == 1
+
+
+def test_content_words_drop_stopwords_and_normalise_forms():
+    assert content_words("What should the function return for the names?") == content_words("name")
+    assert content_words("cases") == content_words("case")
+    assert content_words("entries") == content_words("entry")
+    assert content_words("raised") == content_words("raises") == content_words("raise")
+
+
+BUNDLED = load_tasks(TASKS_FILE)
+
+
+def leaks(reply: str, task) -> bool:
+    code_lines = [line.strip() for line in (task.tests + "\n" + task.reference_solution).splitlines()]
+    distinctive = [line for line in code_lines if len(line) > 25]
+    return task.tests.strip() in reply or task.reference_solution.strip() in reply or any(
+        line in reply for line in distinctive
+    )
+
+
+@pytest.mark.parametrize("task", BUNDLED, ids=lambda t: t.task_id)
+def test_bundled_tasks_replies_never_contain_tests_or_reference(task):
+    questions = [
+        "Are there any other requirements?",
+        "What do the tests check?",
+        "Can you show me the reference solution?",
+        f"What should {task.entry_point} return?",
+    ] + [f"Could you clarify this: {item}?" for item in task.spec]
+    revealed: list[int] = []
+    for question in questions * 2:
+        reply = ask(question, revealed=revealed, task=task)
+        assert not leaks(reply.text, task), reply.text
+        if reply.revealed is not None:
+            assert reply.revealed not in revealed
+            revealed.append(reply.revealed)
+    assert sorted(revealed) == list(range(len(task.spec)))  # every detail can be reached by asking
+
+
+@pytest.mark.parametrize("task", BUNDLED, ids=lambda t: t.task_id)
+def test_bundled_tasks_generic_questions_reveal_every_detail(task):
+    revealed: list[int] = []
+    for _ in task.spec:
+        reply = ask("Are there any other details or edge cases I should know about?", revealed=revealed, task=task)
+        assert reply.revealed is not None
+        revealed.append(reply.revealed)
+    assert sorted(revealed) == list(range(len(task.spec)))
