@@ -19,6 +19,7 @@ from rewardpipe.alarms import (
     dispatch,
 )
 from rewardpipe.store import LocalStore
+from tests.test_store import aws_env  # noqa: F401  (fixture: fake credentials for moto)
 
 
 def dead_alarm(**kw) -> Alarm:
@@ -84,17 +85,6 @@ def test_dispatch_survives_a_broken_sink(tmp_path):
     assert len(store_sink.written) == 2
     assert [(f.sink, f.alarm.step) for f in failures] == [("Broken", 4), ("Broken", 5)]
     assert "network down" in failures[0].error
-
-
-@pytest.fixture
-def aws_env(monkeypatch):
-    for name, value in {
-        "AWS_ACCESS_KEY_ID": "testing",
-        "AWS_SECRET_ACCESS_KEY": "testing",
-        "AWS_SESSION_TOKEN": "testing",
-        "AWS_DEFAULT_REGION": "us-east-1",
-    }.items():
-        monkeypatch.setenv(name, value)
 
 
 def test_sns_sink_publishes(aws_env):

@@ -12,6 +12,7 @@ from typer.testing import CliRunner
 from rewardpipe.cli import app
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.store import LocalStore, S3Store
+from tests.test_store import aws_env  # noqa: F401  (fixture: fake credentials for moto)
 
 
 def make_records(run="demo", steps=(0, 1), dead_from=1, groups=6, k=4):
@@ -178,10 +179,7 @@ def test_file_of_garbage_is_a_clear_error(run_cli, tmp_path):
     assert result.exit_code == 1 and "no readable records" in result.stderr and "1 unreadable" in result.stderr
 
 
-def test_monitor_s3(run_cli, monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_DEFAULT_REGION": "us-east-1"}.items():
-        monkeypatch.setenv(name, value)
+def test_monitor_s3(run_cli, aws_env):
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="scores")
