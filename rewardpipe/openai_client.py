@@ -71,7 +71,7 @@ def _content_of(response: httpx.Response, url: str) -> str:
     except (ValueError, KeyError, IndexError, TypeError):
         raise EndpointError(f"{url} returned a body without choices[0].message.content: {response.text[:300]}")
     if isinstance(content, list):
-        content = "".join(p.get("text", "") for p in content if isinstance(p, dict))
+        content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     if not isinstance(content, str):
         raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
     return content
