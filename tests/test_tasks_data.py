@@ -97,6 +97,38 @@ def test_spec_items_are_not_already_in_the_prompt():
             assert item not in task.prompt, f"{task.task_id}: a hidden detail is given away by the prompt"
 
 
+# A natural clarifying question per task and a phrase of the hidden detail it should reveal.
+NATURAL_QUESTIONS = [
+    ("abc-001-format-duration", "What output format do you want for the duration?", "clock-style format"),
+    ("abc-002-slugify-title", "Is there a maximum length for the slug?", "maximum length of 30"),
+    ("abc-003-split-bill", "What happens when the bill doesn't divide evenly?", "leftover cents"),
+    ("abc-005-top-words", "How should ties be broken?", "broken alphabetically"),
+    ("abc-006-add-business-days", "Are there holidays to skip?", "Christmas Day"),
+    ("abc-010-lower-median", "For an even number of values, should I average the two middle ones?", "lower of the two"),
+    ("abc-013-password-strength", "What is the minimum length?", "12 characters"),
+    ("abc-015-parse-csv-line", "What delimiter does the file use?", "semicolon"),
+    ("abc-016-human-file-size", "Should I use 1000 or 1024 for units?", "1024 bytes"),
+    ("abc-021-insert-position-descending", "Is the list sorted ascending or descending?", "descending order"),
+    ("abc-023-rotate-grid", "Clockwise or counterclockwise?", "counterclockwise"),
+    ("abc-029-compare-versions", "How should pre-release suffixes like beta be handled?", "1.2.0-beta"),
+    ("abc-033-count-vowels", "Does y count as a vowel?", "letter y"),
+    ("abc-039-most-frequent-value", "What if there is a tie?", "smallest of them"),
+    ("abc-041-headline-title-case", "What about acronyms?", "NASA"),
+    ("abc-044-age-on-date", "What about people born on February 29?", "February 28"),
+]
+
+
+def test_natural_questions_reveal_the_detail_they_ask_about():
+    from rewardpipe.simulator import RuleBasedSimulator
+
+    by_id = {task.task_id: task for task in TASKS}
+    for task_id, question, phrase in NATURAL_QUESTIONS:
+        spec = by_id[task_id].spec
+        index, restated = RuleBasedSimulator.best_match(question, spec, set())
+        assert index is not None and not restated, f"{task_id}: {question!r} reveals nothing"
+        assert phrase in spec[index], f"{task_id}: {question!r} revealed {spec[index]!r}"
+
+
 def _calls(tree: ast.AST) -> set[str]:
     return {node.func.id for node in ast.walk(tree) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
 
