@@ -33,6 +33,7 @@ from pydantic import ValidationError
 from rewardpipe.models import Record
 
 RUNS_PREFIX = "runs/"
+MAX_SEGMENT = 240  # encoded id length; leaves room for ".json" / "group=" within a 255-byte file name
 _STEP_RE = re.compile(r"^step=(\d+)$")
 _GROUP_RE = re.compile(r"^group=(.+)$")
 
@@ -65,6 +66,11 @@ def encode_id(value: str) -> str:
     encoded = quote(value, safe="")
     if set(encoded) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
         encoded = encoded.replace(".", "%2E")
+    if len(encoded) > MAX_SEGMENT:
+        raise ValueError(
+            f"id {value[:40]!r}... is too long for a store key: {len(encoded)} characters once encoded, "
+            f"at most {MAX_SEGMENT} (file names are limited to 255 bytes)"
+        )
     return encoded
 
 

@@ -7,6 +7,8 @@ import os
 
 import boto3
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from moto import mock_aws
 
 from rewardpipe.models import ErrorInfo, Record
@@ -84,6 +86,30 @@ def test_unsafe_ids_are_encoded_reversibly(value):
     assert segment not in (".", "..")
     assert "=" not in segment
     assert decode_id(segment) == value
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(min_size=1, max_size=20))
+def test_any_id_round_trips_as_one_segment(value):
+    segment = encode_id(value)
+    assert decode_id(segment) == value
+    assert "/" not in segment and segment not in (".", "..") and "\x00" not in segment
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=12))
+def test_any_ids_round_trip_through_a_local_store(tmp_path_factory, run, rollout):
+    store = LocalStore(tmp_path_factory.mktemp("s"))
+    key = store.put_record(make_record(run=run, group=rollout, rollout=rollout))
+    assert parse_record_key(key) == (run, 0, rollout, rollout)
+    assert store.list_runs() == [run]
+    assert [r.rollout_id for r in store.iter_records(run)] == [rollout]
+
+
+def test_too_long_id_is_a_clear_error():
+    with pytest.raises(ValueError, match="too long for a store key"):
+        record_key(make_record(rollout="\u4e2d" * 100))
+    assert record_key(make_record(rollout="x" * 240))
 
 
 def test_distinct_ids_give_distinct_keys():

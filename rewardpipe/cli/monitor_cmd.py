@@ -17,7 +17,7 @@ err = Console(stderr=True)
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}")
+    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # never break a path in two
     raise typer.Exit(1)
 
 
@@ -206,9 +206,11 @@ def monitor(
         if not result.alarms:
             out.print("[green]no alarms[/green]")
         for item in result.unreadable:
-            err.print(f"[yellow]skipped unreadable record[/yellow] {escape(item['key'])}: {escape(item['reason'])}")
+            err.print(f"[yellow]skipped unreadable record[/yellow] {escape(item['key'])}: {escape(item['reason'])}",
+                      soft_wrap=True)
         for failure in failures:
-            err.print(f"[yellow]could not deliver alarm via {failure.sink}:[/yellow] {escape(failure.error)}")
+            err.print(f"[yellow]could not deliver alarm via {failure.sink}:[/yellow] {escape(failure.error)}",
+                      soft_wrap=True)
 
     if fail_on_alarm and any(a.kind != "recovered" for a in result.alarms):
         raise typer.Exit(2)
