@@ -200,6 +200,8 @@ class RolloutWorkflow(Construct):
             result_path="$.policy_reply",
             task_timeout=sfn.Timeout.duration(Duration.hours(1)),
         ))
+        ask_trainer.add_retry(errors=["SQS.SdkClientException", "SQS.AmazonSQSException"],
+                              interval=Duration.seconds(2), max_attempts=3, backoff_rate=2)
         ask_trainer.next(policy)
 
         next_action = sfn.Choice(self, "NextAction")

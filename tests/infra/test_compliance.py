@@ -1,0 +1,136 @@
+"""cdk-nag AwsSolutions and cfn-lint on the shared synth; the staged layer and container context."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from aws_cdk.assertions import Annotations, Match
+
+from stacks import packaging
+
+pytestmark = pytest.mark.xdist_group("cdk")
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_cdk_nag_aws_solutions_has_no_unacknowledged_findings(synth):
+    annotations = Annotations.from_stack(synth.stack)
+    errors = annotations.find_error("*", Match.string_like_regexp("AwsSolutions-.*"))
+    warnings = annotations.find_warning("*", Match.string_like_regexp("AwsSolutions-.*"))
+    assert errors == [] and warnings == [], [e.entry.data for e in errors + warnings][:5]
+
+
+def test_every_nag_suppression_states_a_reason(synth):
+    reports = list(synth.outdir.glob("AwsSolutions-*NagReport.csv"))
+    assert reports, "cdk-nag wrote no report: the checks did not run"
+    rows = reports[0].read_text().splitlines()[1:]
+    suppressed = [r for r in rows if '"Suppressed"' in r]
+    compliant = [r for r in rows if '"Compliant"' in r]
+    assert suppressed and compliant, "expected both compliant and suppressed rules"
+    for row in suppressed:
+        reason = row.split('","')[3]
+        assert len(reason) >= 20 and reason != "N/A", row
+    assert not [r for r in rows if '"Non-Compliant"' in r]
+
+
+def test_cfn_lint_reports_no_errors(synth):
+    template = synth.outdir / f"{synth.stack.stack_name}.template.json"
+    proc = subprocess.run([sys.executable, "-m", "cfnlint", str(template)], capture_output=True, text=True, timeout=300)
+    # Exit code is a bitmask: 2 = error, 4 = warning, 8 = informational.
+    assert proc.returncode & 2 == 0, proc.stdout[-3000:]
+    assert "W3010" not in proc.stdout  # no hard-coded availability zones (environment-agnostic stack)
+
+
+def test_assets_are_staged_without_docker(synth):
+    import json
+
+    manifest = json.loads((synth.outdir / f"{synth.stack.stack_name}.assets.json").read_text())
+    images = manifest["dockerImages"]
+    assert len(images) == 1
+    (image,) = images.values()
+    context = synth.outdir / image["source"]["directory"]
+    assert (context / "Dockerfile").is_file() and (context / "entry.py").is_file()
+    assert (context / "rewardpipe" / "aws" / "jobs.py").is_file()
+    assert not list(context.rglob("__pycache__"))
+
+
+def _tree_digest(root: Path) -> str:
+    digest = hashlib.sha256()
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        digest.update(path.relative_to(root).as_posix().encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+def test_layer_staging_is_deterministic_and_excludes_the_cli():
+    first = Path(packaging.stage_layer.__wrapped__())
+    second = Path(packaging.stage_layer.__wrapped__())
+    assert _tree_digest(first) == _tree_digest(second)
+    assert not (first / "python" / "rewardpipe" / "cli").exists()
+    assert list((first / "python" / "pydantic_core").glob("_pydantic_core.cpython-311-x86_64-linux-gnu.so"))
+
+
+SIMULATED_RUNTIME = ("boto3", "botocore", "s3transfer", "dateutil", "urllib3", "six.py", "jmespath")
+
+
+def test_every_handler_imports_from_the_layer_alone(synth, tmp_path):
+    """Import each handler with only the staged layer, its own asset and the Lambda runtime's boto3
+    on sys.path (no site-packages): the layer holds everything else the handlers need."""
+    import botocore
+
+    site = Path(botocore.__file__).resolve().parents[1]
+    runtime = tmp_path / "runtime"
+    runtime.mkdir()
+    for name in SIMULATED_RUNTIME:
+        (runtime / name).symlink_to(site / name)
+    layer = next(synth.outdir / f"asset.{r['Properties']['Content']['S3Key'].split('.')[0]}"
+                 for r in synth.template["Resources"].values() if r["Type"] == "AWS::Lambda::LayerVersion")
+    functions = [synth.outdir / f"asset.{r['Properties']['Code']['S3Key'].split('.')[0]}"
+                 for r in synth.template["Resources"].values()
+                 if r["Type"] == "AWS::Lambda::Function" and str(r["Properties"].get("Runtime", "")).startswith("python")]
+    assert len(functions) == 9
+    script = (
+        "import sys, importlib.util\n"
+        "for i, d in enumerate(sys.argv[3:]):\n"
+        "    sys.path[:0] = [d, sys.argv[1], sys.argv[2]]\n"
+        "    spec = importlib.util.spec_from_file_location(f'h{i}', d + '/handler.py')\n"
+        "    m = importlib.util.module_from_spec(spec); spec.loader.exec_module(m)\n"
+        "    assert callable(m.lambda_handler)\n"
+        "    del sys.path[:3]\n"
+        "bad = [n for n, m in sys.modules.items() if m is not None and 'site-packages' in (getattr(m, '__file__', '') or '')\n"
+        "       and not any(n == r or n.startswith(r + '.') for r in ('boto3', 'botocore', 's3transfer', 'dateutil', 'urllib3', 'six', 'jmespath'))]\n"
+        "print('OUTSIDE', bad)\n"
+        "assert not bad, bad\n"
+    )
+    env = {"PATH": os.environ["PATH"], "BUCKET": "b", "POWERTOOLS_TRACE_DISABLED": "1", "AWS_DEFAULT_REGION": "us-east-1"}
+    proc = subprocess.run([sys.executable, "-S", "-c", script, str(layer / "python"), str(runtime), *map(str, functions)],
+                          capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_container_requirements_pin_the_same_versions_as_pyproject():
+    pins = {}
+    for line in tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]:
+        name, _, version = line.partition("==")
+        pins[name.strip().lower()] = version.strip()
+    for line in (ROOT / "containers" / "code_runner" / "requirements.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            name, _, version = line.partition("==")
+            assert pins.get(name.lower()) == version, f"{name}=={version} differs from pyproject ({pins.get(name.lower())})"
+
+
+def test_python_app_py_synthesizes_offline(tmp_path):
+    """The real entry point, as `cdk synth` runs it: no credentials, no Docker, exit 0."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    env.update(CDK_OUTDIR=str(tmp_path / "out"), JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "out" / "RewardPipe.template.json").is_file()
+    assert re.search(r"manifest\.json", " ".join(p.name for p in (tmp_path / "out").iterdir()))

@@ -1,0 +1,323 @@
+"""Template assertions on the one shared synth: resources, properties, IAM scoping, alarms, dashboard."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from aws_cdk.assertions import Match
+
+from stacks.config import load_settings
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+COMPONENTS = ["correctness", "asked_before_coding", "guessed_immediately", "loop_penalty"]
+
+
+def _of_type(resources: dict, cfn_type: str) -> dict:
+    return {k: v for k, v in resources.items() if v["Type"] == cfn_type}
+
+
+def _statements(resources: dict, role_prefix: str) -> list[dict]:
+    """Every policy statement attached to roles whose logical id starts with ``role_prefix``."""
+    out = []
+    for policy in _of_type(resources, "AWS::IAM::Policy").values():
+        roles = [r.get("Ref", "") for r in policy["Properties"].get("Roles", [])]
+        if any(r.startswith(role_prefix) for r in roles):
+            out.extend(policy["Properties"]["PolicyDocument"]["Statement"])
+    return out
+
+
+def _resource_text(statement: dict) -> list[str]:
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return [json.dumps(r, sort_keys=True) for r in resources]
+
+
+def _actions(statement: dict) -> list[str]:
+    return statement["Action"] if isinstance(statement["Action"], list) else [statement["Action"]]
+
+
+# -- storage -------------------------------------------------------------------------------------
+
+
+def test_records_bucket_is_encrypted_private_versioned_with_lifecycle(template):
+    template.has_resource_properties("AWS::S3::Bucket", {
+        "BucketEncryption": {"ServerSideEncryptionConfiguration": [
+            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
+        "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
+                                           "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
+        "VersioningConfiguration": {"Status": "Enabled"},
+        "LoggingConfiguration": Match.object_like({"LogFilePrefix": "records/"}),
+        "LifecycleConfiguration": {"Rules": Match.array_with([
+            Match.object_like({"Id": "old-runs", "Prefix": "runs/", "ExpirationInDays": 365, "Status": "Enabled",
+                               "Transitions": [{"StorageClass": "STANDARD_IA", "TransitionInDays": 30}]}),
+            Match.object_like({"Id": "job-handoffs", "Prefix": "jobs/", "ExpirationInDays": 7}),
+            Match.object_like({"Id": "old-versions", "NoncurrentVersionExpiration": {"NoncurrentDays": 30}}),
+        ])},
+    })
+
+
+def test_every_bucket_denies_plain_http(resources):
+    buckets = _of_type(resources, "AWS::S3::Bucket")
+    policies = _of_type(resources, "AWS::S3::BucketPolicy").values()
+    protected = set()
+    for policy in policies:
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            if st["Effect"] == "Deny" and st.get("Condition", {}).get("Bool", {}).get("aws:SecureTransport") == "false":
+                protected.add(policy["Properties"]["Bucket"]["Ref"])
+    assert protected == set(buckets), f"buckets without a TLS-only policy: {set(buckets) - protected}"
+
+
+# -- single-turn reward ----------------------------------------------------------------------------
+
+
+def test_single_turn_function_is_named_for_sagemaker_and_exported(synth, resources):
+    functions = {k: v for k, v in _of_type(resources, "AWS::Lambda::Function").items() if k.startswith("SingleTurnReward")}
+    assert len(functions) == 1
+    (logical, fn), = functions.items()
+    assert "SageMaker" in fn["Properties"]["FunctionName"]
+    assert fn["Properties"]["Environment"]["Variables"]["REWARD_NAME"] == "gsm8k"
+    assert fn["Properties"]["Handler"] == "handler.lambda_handler"
+    outputs = synth.template["Outputs"]
+    assert outputs["RewardLambdaName"]["Value"] == {"Ref": logical}
+    assert outputs["RewardLambdaArn"]["Value"] == {"Fn::GetAtt": [logical, "Arn"]}
+
+
+def test_single_turn_role_has_no_data_access(resources):
+    for st in _statements(resources, "SingleTurnReward"):
+        assert not any(a.startswith(("s3:", "sns:", "states:", "sqs:")) for a in _actions(st)), st
+
+
+# -- code runner and network -----------------------------------------------------------------------
+
+
+def test_sandbox_network_has_no_route_to_the_internet(template, resources):
+    template.resource_count_is("AWS::EC2::NatGateway", 0)
+    template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    for route in _of_type(resources, "AWS::EC2::Route").values():
+        assert "GatewayId" not in route["Properties"] and "NatGatewayId" not in route["Properties"]
+    services = []
+    for endpoint in _of_type(resources, "AWS::EC2::VPCEndpoint").values():
+        name = endpoint["Properties"]["ServiceName"]
+        services.append(json.dumps(name))
+    joined = " ".join(services)
+    assert len(services) == 4
+    for needed in (".s3", "ecr.api", "ecr.dkr", ".logs"):
+        assert needed in joined, f"missing VPC endpoint for {needed}"
+    template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC"})
+
+
+def test_sandbox_security_group_allows_nothing_in_and_only_https_out(resources):
+    groups = {k: v for k, v in _of_type(resources, "AWS::EC2::SecurityGroup").items() if "SandboxSg" in k}
+    (logical, sg), = groups.items()
+    assert "SecurityGroupIngress" not in sg["Properties"]
+    assert sg["Properties"]["SecurityGroupEgress"] == [
+        {"CidrIp": "0.0.0.0/0", "Description": Match.any_value(), "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
+    ] or [(e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in sg["Properties"]["SecurityGroupEgress"]] == [(443, 443, "tcp")]
+    for ingress in _of_type(resources, "AWS::EC2::SecurityGroupIngress").values():
+        assert ingress["Properties"]["SourceSecurityGroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}
+
+
+def test_model_code_runs_only_inside_the_isolated_vpc(resources):
+    for logical, fn in _of_type(resources, "AWS::Lambda::Function").items():
+        in_vpc = "VpcConfig" in fn["Properties"]
+        assert in_vpc == logical.startswith(("CodeRunner", "SingleTurnReward")), logical
+
+
+def test_fargate_task_is_hardened_and_its_role_limited_to_job_objects(template, resources):
+    template.has_resource_properties("AWS::ECS::TaskDefinition", {
+        "RequiresCompatibilities": ["FARGATE"],
+        "NetworkMode": "awsvpc",
+        "ContainerDefinitions": [Match.object_like({
+            "Name": "runner", "ReadonlyRootFilesystem": True, "Memory": 2048,
+            "MountPoints": [{"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"}],
+        })],
+    })
+    task_role_statements = _statements(resources, "CodeRunnerTaskTaskRole")
+    assert task_role_statements, "the task role has no policy"
+    for st in task_role_statements:
+        assert set(_actions(st)) <= {"s3:GetObject", "s3:PutObject"}, st
+        assert all("/jobs/*" in text for text in _resource_text(st)), st
+
+
+def test_no_role_gets_bucket_wide_or_wildcard_s3(resources):
+    for logical, policy in _of_type(resources, "AWS::IAM::Policy").items():
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = _actions(st)
+            assert not any(a in ("s3:*", "*") or a.startswith("s3:Delete") for a in actions), (logical, st)
+            if any(a in ("s3:GetObject", "s3:PutObject") for a in actions):
+                for text in _resource_text(st):
+                    assert re.search(r'/(tasks|jobs|runs)/\*"', text), (logical, text)
+
+
+@pytest.mark.parametrize("prefix, allowed", [
+    ("RolloutWorkflowStartEpisode", {("s3:GetObject", "tasks"), ("s3:PutObject", "tasks")}),
+    ("RolloutWorkflowPolicyTurn", {("s3:GetObject", "tasks")}),
+    ("RolloutWorkflowSimulatorTurn", {("s3:GetObject", "tasks")}),
+    ("RolloutWorkflowPrepareExecution", {("s3:GetObject", "tasks"), ("s3:PutObject", "jobs")}),
+    ("RolloutWorkflowScore", {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:PutObject", "runs")}),
+    ("RolloutWorkflowRecordError", {("s3:PutObject", "runs")}),
+    ("CodeRunnerFunction", {("s3:GetObject", "jobs"), ("s3:PutObject", "jobs")}),
+])
+def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed):
+    granted = set()
+    for st in _statements(resources, prefix):
+        for action in _actions(st):
+            if action.startswith("s3:"):
+                for text in _resource_text(st):
+                    granted.add((action, re.search(r"/(\w+)/\*", text).group(1)))
+    assert granted == allowed
+
+
+# -- rollout workflow --------------------------------------------------------------------------------
+
+
+def test_state_machine_is_standard_with_logging_and_tracing(template):
+    template.has_resource_properties("AWS::StepFunctions::StateMachine", {
+        "StateMachineType": "STANDARD",
+        "TracingConfiguration": {"Enabled": True},
+        "LoggingConfiguration": Match.object_like({"Level": "ALL", "IncludeExecutionData": False}),
+    })
+
+
+def _definition(resources) -> dict:
+    (sm,) = _of_type(resources, "AWS::StepFunctions::StateMachine").values()
+    parts = sm["Properties"]["DefinitionString"]["Fn::Join"][1]
+    text = "".join(p if isinstance(p, str) else "ARN" for p in parts)
+    return json.loads(text)
+
+
+def test_every_task_state_catches_into_the_error_record(resources):
+    states = _definition(resources)["States"]
+    tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
+    assert {"StartEpisodeStep", "PolicyTurnStep", "SimulatorTurnStep", "PrepareExecutionStep", "RunCodeLambda",
+            "RunCodeFargate", "AskTrainer", "ScoreStep", "RecordErrorStep"} <= set(tasks)
+    for name, state in tasks.items():
+        catchers = state.get("Catch", [])
+        assert catchers and catchers[0]["ErrorEquals"] == ["States.ALL"], name
+        target = "RecordWriteFailed" if name == "RecordErrorStep" else "RecordErrorStep"
+        assert catchers[0]["Next"] == target, name
+        transient = {"Lambda.ServiceException", "ECS.AmazonECSException", "SQS.SdkClientException"}
+        assert any(transient & set(r["ErrorEquals"]) for r in state.get("Retry", [])), f"{name} has no transient retry"
+
+
+def test_long_jobs_go_to_fargate_with_the_job_passed_through_s3(resources):
+    states = _definition(resources)["States"]
+    fargate = states["RunCodeFargate"]
+    assert fargate["Resource"].endswith(":states:::ecs:runTask.sync")
+    env = fargate["Parameters"]["Overrides"]["ContainerOverrides"][0]["Environment"]
+    assert {e["Name"]: e["Value.$"] for e in env} == {"JOB_KEY": "$.execution.job_key", "RESULT_KEY": "$.execution.result_key"}
+    network = fargate["Parameters"]["NetworkConfiguration"]["AwsvpcConfiguration"]
+    assert network.get("AssignPublicIp", "DISABLED") == "DISABLED"  # absent means DISABLED
+    assert len(network["Subnets"]) == 2 and len(network["SecurityGroups"]) == 1
+    choices = {c["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
+    assert choices == {"lambda": "RunCodeLambda", "fargate": "RunCodeFargate"}
+    assert states["Route"]["Default"] == "ScoreStep"
+
+
+def test_callback_turns_wait_for_a_task_token(resources):
+    ask = _definition(resources)["States"]["AskTrainer"]
+    assert ask["Resource"].endswith(":states:::sqs:sendMessage.waitForTaskToken")
+    assert ask["Parameters"]["MessageBody"]["task_token.$"] == "$$.Task.Token"
+
+
+def test_routing_threshold_and_turn_limit_come_from_context(resources):
+    env = next(fn["Properties"]["Environment"]["Variables"] for k, fn in _of_type(resources, "AWS::Lambda::Function").items()
+               if k.startswith("RolloutWorkflowPrepareExecution"))
+    assert env["ROUTING_THRESHOLD_S"] == "600"
+    assert env["MAX_TURNS"] == "6"
+    assert json.loads(env["REWARD_WEIGHTS"]) == {"correctness": 1.0, "asked_before_coding": 0.6,
+                                                  "guessed_immediately": 0.4, "loop_penalty": 0.2}
+
+
+# -- monitoring ------------------------------------------------------------------------------------
+
+
+def test_one_dead_component_alarm_per_component_m_of_n(resources, synth):
+    alarms = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+              if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"]
+    by_component = {next(d["Value"] for d in a["Dimensions"] if d["Name"] == "component"): a for a in alarms}
+    assert sorted(by_component) == sorted(COMPONENTS)
+    for alarm in by_component.values():
+        assert alarm["Namespace"] == "RewardPipe"
+        assert alarm["Threshold"] == 0.5
+        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+        assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (3, 5)
+        assert alarm["TreatMissingData"] == "notBreaching"
+        assert len(alarm["AlarmActions"]) == 1 and alarm["AlarmActions"][0]["Ref"].startswith("MonitoringAlarms")
+
+
+def test_error_rate_and_failed_execution_alarms_notify_the_topic(template):
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "ErrorRate", "Namespace": "RewardPipe", "Threshold": 0.05,
+        "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
+    })
+    template.has_resource_properties("AWS::CloudWatch::Alarm", {
+        "MetricName": "ExecutionsFailed", "Namespace": "AWS/States",
+        "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
+    })
+
+
+def test_alarm_topic_is_encrypted_with_a_key_cloudwatch_may_use(template, resources):
+    template.has_resource_properties("AWS::SNS::Topic", {"KmsMasterKeyId": Match.any_value()})
+    (key,) = _of_type(resources, "AWS::KMS::Key").values()
+    assert key["Properties"]["EnableKeyRotation"] is True
+    principals = [st.get("Principal", {}).get("Service") for st in key["Properties"]["KeyPolicy"]["Statement"]]
+    assert "cloudwatch.amazonaws.com" in principals
+
+
+def test_no_email_subscription_unless_configured(template):
+    template.resource_count_is("AWS::SNS::Subscription", 0)
+
+
+def test_dashboard_shows_variance_zero_fraction_errors_and_latency(resources):
+    (dashboard,) = _of_type(resources, "AWS::CloudWatch::Dashboard").values()
+    body = dashboard["Properties"]["DashboardBody"]
+    text = body if isinstance(body, str) else json.dumps(body)
+    for title in ("Within-group std by component", "Zero-variance group fraction by component",
+                  "Error rate", "Execution latency"):
+        assert title in text
+    for component in COMPONENTS:
+        assert text.count(f'\\"component\\",\\"{component}\\"') >= 3 or text.count(f'"component","{component}"') >= 3
+
+
+def test_variance_check_runs_on_a_schedule_and_can_publish(template, resources):
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"})
+    actions = [a for st in _statements(resources, "MonitoringVarianceCheck") for a in _actions(st)]
+    assert "sns:Publish" in actions and "s3:ListBucket" in actions
+    listing = next(st for st in _statements(resources, "MonitoringVarianceCheck") if "s3:ListBucket" in _actions(st))
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["runs/*"]}}
+
+
+def test_stack_is_environment_agnostic(synth):
+    assert synth.stack.environment == "aws://unknown-account/unknown-region"
+    text = json.dumps(synth.template)
+    assert "dummy1a" not in text and "123456789012" not in text
+
+
+# -- settings validation ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("raw, fragment", [
+    ({"execution_routing_threshold_s": 880}, "execution_routing_threshold_s=880"),
+    ({"reward_weights": {"corectness": 1}}, "corectness"),
+    ({"reward_name": "nope"}, "unknown reward 'nope'"),
+    ({"alarms": {"datapoints_to_alarm": 6, "evaluation_periods": 5}}, "datapoints_to_alarm"),
+    ({"alarms": {"email": "not-an-address"}}, "rewardpipe.alarms.email"),
+    ({"lambda": {"code_runner_timeout_s": 901}}, "rewardpipe.lambda.code_runner_timeout_s"),
+    ({"fargate": {"cpu": 300}}, "fargate.cpu"),
+    ({"group_sise": 8}, "rewardpipe.group_sise"),
+    ("{not json", "not valid JSON"),
+])
+def test_bad_settings_fail_with_a_message_naming_the_setting(raw, fragment):
+    from stacks.config import SettingsError
+
+    with pytest.raises(SettingsError) as info:
+        load_settings(raw)
+    assert fragment in str(info.value)
+
+
+def test_settings_from_a_cli_json_string():
+    settings = load_settings('{"group_size": 16, "alarms": {"email": "ops@example.com"}}')
+    assert settings.group_size == 16 and settings.alarms.email == "ops@example.com"
