@@ -168,13 +168,13 @@ def test_helpers_defined_in_the_prompt_travel_with_the_check_code(imported):
     assert "METADATA" in imported["HumanEval-0"].tests
 
 
-def test_imported_reference_solutions_pass_and_a_wrong_one_fails(imported):
-    sample = ["HumanEval-0", "HumanEval-10", "HumanEval-32", "HumanEval-38", "HumanEval-50", "HumanEval-87",
-              "HumanEval-115", "HumanEval-129", "HumanEval-150", "HumanEval-163"]
+def test_every_imported_reference_solution_passes_and_a_wrong_one_fails(imported):
+    # All 164 take about a second on the sandbox; the helper-dependent ones (10, 32, 38, 50) and the one
+    # whose docstring follows an import (115) are the interesting cases.
     jobs = [
-        ExecutionJob(id=task_id, code=imported[task_id].reference_solution, tests=imported[task_id].tests,
-                     entry_point=imported[task_id].entry_point, tests_format="check", timeout_s=20)
-        for task_id in sample
+        ExecutionJob(id=task_id, code=task.reference_solution, tests=task.tests, entry_point=task.entry_point,
+                     tests_format="check", timeout_s=20)
+        for task_id, task in imported.items()
     ]
     wrong = imported["HumanEval-0"]
     jobs.append(ExecutionJob(id="wrong", code="def has_close_elements(numbers, threshold):\n    return False\n",

@@ -168,6 +168,8 @@ def test_every_task_has_a_naive_guess_and_no_stray_guesses():
     }
 
 
+# Both verdict tests share one batch run; the group keeps them on one xdist worker (`--dist loadgroup`).
+@pytest.mark.xdist_group("bundled_task_verdicts")
 def test_every_reference_solution_passes_all_its_tests(verdicts):
     failures = {
         task_id: f"{result.status.value} {result.passed}/{result.total} {result.reason} {result.stderr[-300:]}"
@@ -177,6 +179,7 @@ def test_every_reference_solution_passes_all_its_tests(verdicts):
     assert not failures, failures
 
 
+@pytest.mark.xdist_group("bundled_task_verdicts")
 def test_every_naive_guess_fails_at_least_one_test(verdicts):
     infrastructure_errors = {
         task_id: by_label["naive"].reason
