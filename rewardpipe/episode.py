@@ -202,10 +202,26 @@ class PolicyExhausted(Exception):
     """A policy has no further turn to give (e.g. a replayed transcript ended)."""
 
 
+class ConversationError(RuntimeError):
+    """The policy or the simulator failed mid-conversation.
+
+    ``kind`` says which (``policy_error`` or ``simulator_error``) and ``state`` is the state the failing
+    step was given, so the caller can record the failure against the right party with the turns so far.
+    The message is ``"<ExceptionType>: <message>"`` of the original exception (also kept as ``cause``).
+    """
+
+    def __init__(self, kind: str, state: EpisodeState, cause: Exception):
+        super().__init__(f"{type(cause).__name__}: {cause}")
+        self.kind = kind
+        self.state = state
+        self.cause = cause
+
+
 def converse(state: EpisodeState, task: Task, policy: "Policy", simulator: "Simulator") -> EpisodeState:
     """Run policy and simulator turns until the episode commits or hits the turn limit.
 
-    Exceptions from the policy or simulator propagate: the caller decides how to record them.
+    A failure of the policy (including a turn that is not text) or of the simulator raises
+    :class:`ConversationError` naming which one failed; the caller decides how to record it.
     """
     while state.next_action in ("policy", "simulator"):
         if state.next_action == "policy":
@@ -213,9 +229,17 @@ def converse(state: EpisodeState, task: Task, policy: "Policy", simulator: "Simu
                 text = policy.next_turn(state, task)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
+            except Exception as exc:  # noqa: BLE001 - any policy failure, classified for the caller
+                raise ConversationError("policy_error", state, exc) from exc
+            if not isinstance(text, str):
+                problem = TypeError(f"policy returned {type(text).__name__}, not text")
+                raise ConversationError("policy_error", state, problem)
             state = apply_policy_turn(state, text)
         else:
-            state = apply_simulator_turn(state, task, simulator)
+            try:
+                state = apply_simulator_turn(state, task, simulator)
+            except Exception as exc:  # noqa: BLE001 - any simulator failure, classified for the caller
+                raise ConversationError("simulator_error", state, exc) from exc
     return state
 
 
@@ -236,9 +260,8 @@ def run_episode(
     state = start_episode(task, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns)
     try:
         state = converse(state, task, policy, simulator)
-    except Exception as exc:  # noqa: BLE001 - any policy/simulator failure is infrastructure, not a score
-        kind = "policy_error" if state.next_action == "policy" else "simulator_error"
-        return error_record(state, kind, f"{type(exc).__name__}: {exc}", reward)
+    except ConversationError as exc:  # a policy/simulator failure is infrastructure, not a score
+        return error_record(exc.state, exc.kind, str(exc), reward)
     job = execution_job(state, task)
     execution = None
     if job is not None:

@@ -10,9 +10,9 @@ The rules (documented in the README, each covered by tests):
    cut at max_length). Blank blocks are ignored. Unfenced code is not code: committing means fencing it.
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
-3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width ``？``) appears in the prose
-   *after the last code block* (or anywhere, when there is no code). Code followed by "Does that match what
-   you want?" is asking for confirmation, so it is a question, not a commit. A question mark that appears
+3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
+   ``？``) appears in the prose *after the last code block* (or anywhere, when there is no code). Code
+   followed by "Does that match what you want?" is asking for confirmation, so it is a question, not a commit. A question mark that appears
    only before the code ("You want it sorted? Here it is:") does not make the turn a question.
 4. A turn **commits** when it has code (rule 1) and is not a question (rule 3).
 5. Anything else is **other** (statements, plans, refusals, empty turns).
