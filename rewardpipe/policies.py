@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from typing import Iterable, Protocol
 
@@ -59,6 +60,13 @@ class ScriptedPolicy:
         unknown = set(self.weights) - set(STRATEGY_WEIGHTS)
         if unknown:
             raise ValueError(f"unknown strategies {sorted(unknown)}; known: {sorted(STRATEGY_WEIGHTS)}")
+        # Checked here, not at the first draw, where it would turn every rollout into a policy error.
+        for name, weight in self.weights.items():
+            numeric = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+            if not (numeric and math.isfinite(weight) and weight >= 0):
+                raise ValueError(f"strategy weight for '{name}' must be a finite number >= 0, got {weight!r}")
+        if not sum(self.weights.values()) > 0:
+            raise ValueError("at least one strategy weight must be positive")
         self.collapse_from_step = collapse_from_step
 
     def _rng(self, state: EpisodeState) -> random.Random:
