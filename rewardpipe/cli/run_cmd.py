@@ -11,6 +11,7 @@ from typing import Any, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -34,8 +35,22 @@ class SimulatorName(str, Enum):
 
 
 def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[bold red]error:[/] {message}")
+    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
     raise typer.Exit(code)
+
+
+def _store_all(store: Any, records: list) -> int:
+    """Write every record; a record the store refuses (an id too long for a key) is reported, not fatal."""
+    from rewardpipe.store import StoreError
+
+    refused = 0
+    for record in records:
+        try:
+            store.put_record(record)
+        except (ValueError, StoreError) as exc:
+            refused += 1
+            console.print(f"[red]not stored[/] {escape(record.rollout_id[:80])}: {escape(str(exc))}", soft_wrap=True)
+    return refused
 
 
 def _load_tasks_or_exit(path: Path) -> list[Task]:
@@ -131,6 +146,7 @@ def run(
     store = open_store(out_dir)
 
     replay_slots = None
+    refused_early = 0
     if policy is PolicyName.scripted:
         chosen: Any = ScriptedPolicy(seed=seed, collapse_from_step=collapse_from_step)
     elif policy is PolicyName.replay:
@@ -143,7 +159,7 @@ def run(
         chosen = ReplayPolicy(recorded)
         replay_slots, unknown = slots_from_rollouts(recorded, {t.task_id: t for t in task_list})
         for rollout in unknown:
-            store.put_record(unknown_task_record(rollout, run_id, reward))
+            refused_early = _store_all(store, [unknown_task_record(rollout, run_id, reward)])
     else:
         if not base_url or not model:
             _fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
@@ -163,6 +179,7 @@ def run(
     executor = get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
+    refused = refused_early
     with _progress() as bar:
         for step in step_numbers:
             slots = ([s for s in replay_slots if s.step == step] if replay_slots is not None
@@ -175,8 +192,7 @@ def run(
             records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
                                 run_id=run_id, max_turns=max_turns, workers=workers,
                                 conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
-            for record in records:
-                store.put_record(record)
+            refused += _store_all(store, records)
             result = monitor_step(store, run_id, step, thresholds, sinks)
             reports.extend(result.steps)
             all_alarms.extend(result.alarms)
@@ -194,6 +210,8 @@ def run(
                                    "alarms": [a.to_dict() for a in all_alarms]}))
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
+    if refused:
+        _fail(f"{refused} record(s) could not be stored (see above)")
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
@@ -260,18 +278,18 @@ def score(
             good.extend(parse_jsonl([line], Rollout, f"{rollouts_file}:{lineno}"))
         except InputFileError as exc:
             bad_lines += 1
-            console.print(f"[red]skipped[/] {str(exc).replace(':1:', '', 1)}")
+            console.print(f"[red]skipped[/] {escape(str(exc).replace(':1:', '', 1))}", soft_wrap=True)
     store = open_store(out_dir)
     records = score_rollouts(good, {t.task_id: t for t in task_list}, executor=get_executor(), reward=reward,
                              run_id=run_id, workers=workers)
+    refused = _store_all(store, records)
     for record in records:
-        store.put_record(record)
         if as_json:
             out.print(record.to_json(), soft_wrap=True, highlight=False)
     if not as_json:
         scored = sum(r.status == "scored" for r in records)
         out.print(f"scored {scored}, errors {len(records) - scored}, skipped lines {bad_lines} → {out_dir}")
-    if bad_lines:
+    if bad_lines or refused:
         raise typer.Exit(1)
 
 
