@@ -18,10 +18,11 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from rewardpipe.single_turn import score_samples
 
-logger = Logger()
-metrics = Metrics()
 REWARD_NAME = os.environ.get("REWARD_NAME") or "gsm8k"
 REWARD_WEIGHTS = json.loads(os.environ.get("REWARD_WEIGHTS") or "{}") or None
+logger = Logger()
+metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "RewardPipe")
+metrics.set_default_dimensions(reward=REWARD_NAME)
 
 
 def _errors(results: list[dict[str, Any]]) -> int:
@@ -36,7 +37,6 @@ def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
     make_non_dumpable()  # code_correctness runs model code in child processes
     results = score_samples(event, REWARD_NAME, REWARD_WEIGHTS)
     errors = _errors(results)
-    metrics.add_dimension(name="reward", value=REWARD_NAME)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))
     metrics.add_metric(name="SampleErrors", unit=MetricUnit.Count, value=errors)
     logger.info("scored batch", extra={"samples": len(results), "errors": errors, "reward": REWARD_NAME})

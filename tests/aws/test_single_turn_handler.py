@@ -1,0 +1,140 @@
+"""The Nova Forge single-turn reward Lambda: contract, tolerance, and a fuzz test."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.aws import harness
+from tests.aws.handlers import Context, load
+
+
+def _sample(sample_id, answer, *, where="metadata", reference="42"):
+    sample = {"id": sample_id, "messages": [
+        {"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
+        {"role": "nova_assistant", "content": [{"type": "text", "text": f"6 * 7 = {answer}\n#### {answer}"}]},
+    ]}
+    if where == "metadata":
+        sample["metadata"] = {"reference_answer": reference, "task_id": "t1"}
+    elif where == "top":
+        sample["reference_answer"] = reference
+    elif where == "text":
+        sample["metadata"] = {"reference_answer": {"text": reference}}
+    return sample
+
+
+@pytest.fixture
+def gsm8k(monkeypatch):
+    monkeypatch.setenv("REWARD_NAME", "gsm8k")
+    monkeypatch.delenv("REWARD_WEIGHTS", raising=False)
+    return load("single_turn_reward")
+
+
+def _metrics(result) -> dict:
+    return {m["name"]: (m["value"], m["type"]) for m in result["metrics_list"]}
+
+
+def test_batch_in_order_with_ids_echoed_and_typed_metrics(gsm8k):
+    ids = ["b", 7, {"nested": "id"}, "a"]
+    samples = [_sample(ids[0], 42), _sample(ids[1], 41), _sample(ids[2], 42, where="top"), _sample(ids[3], 42, where="text")]
+    results = gsm8k.lambda_handler(samples, Context())
+    assert [r["id"] for r in results] == ids
+    scores = [r["aggregate_reward_score"] for r in results]
+    assert scores[0] == pytest.approx(1.5) and scores[2] == pytest.approx(1.5) and scores[3] == pytest.approx(1.5)
+    assert scores[1] == pytest.approx(0.5)  # formatted, wrong answer
+    first = _metrics(results[0])
+    assert first["answer_correct"] == (1.0, "Reward") and first["format"][1] == "Reward"
+    assert first["reward_error"] == (0, "Metric")
+    assert all(m["type"] in ("Reward", "Metric") for r in results for m in r["metrics_list"])
+    json.dumps(results)  # the response must serialise
+
+
+def test_a_single_object_is_answered_as_a_batch_of_one(gsm8k):
+    results = gsm8k.lambda_handler(_sample("solo", 42), Context())
+    assert len(results) == 1 and results[0]["id"] == "solo" and results[0]["aggregate_reward_score"] == pytest.approx(1.5)
+
+
+def test_malformed_samples_get_error_results_and_the_batch_survives(gsm8k):
+    samples = [_sample("ok", 42), {"id": "no-messages"}, "not an object", _sample("no-ref", 42, where="none"),
+               {"id": "bad-role", "messages": [{"role": "", "content": "x"}]}]
+    results = gsm8k.lambda_handler(samples, Context())
+    assert len(results) == len(samples)
+    assert results[0]["aggregate_reward_score"] == pytest.approx(1.5) and _metrics(results[0])["reward_error"][0] == 0
+    for result in results[1:]:
+        # Documented score for an unscorable sample: 0.0, flagged so trainers can drop it.
+        assert result["aggregate_reward_score"] == 0.0
+        assert _metrics(result)["reward_error"] == (1, "Metric")
+    assert [r["id"] for r in results] == ["ok", "no-messages", None, "no-ref", "bad-role"]
+
+
+def test_reward_is_chosen_by_configuration(monkeypatch):
+    monkeypatch.setenv("REWARD_NAME", "code_correctness")
+    handler = load("single_turn_reward")
+    reference = {"entry_point": "add", "tests": (
+        "import unittest\nclass T(unittest.TestCase):\n"
+        "    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+        "    def test_b(self):\n        self.assertEqual(add(-1, 1), 0)\n")}
+    good = {"id": "g", "messages": [{"role": "user", "content": "add"},
+                                    {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}],
+            "metadata": {"reference_answer": reference}}
+    bad = {"id": "b", "messages": [{"role": "user", "content": "add"},
+                                   {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a - b\n```"}],
+           "reference_answer": reference}
+    results = handler.lambda_handler([good, bad], Context())
+    assert _metrics(results[0])["reward_error"][0] == 0 and _metrics(results[1])["reward_error"][0] == 0
+    assert results[0]["aggregate_reward_score"] > results[1]["aggregate_reward_score"]
+
+
+def test_the_deployed_function_answers_through_lambda_invoke(deployment):
+    """The synthesized function (name contains SageMaker, env from the template) through moto's Invoke API."""
+    import boto3
+
+    name = deployment.function_name("SingleTurnReward")
+    assert "SageMaker" in name
+    client = boto3.client("lambda", region_name=harness.REGION)
+    response = client.invoke(FunctionName=name, Payload=json.dumps([_sample("x", 42), {"id": "y"}]))
+    assert "FunctionError" not in response
+    results = json.loads(response["Payload"].read())
+    assert [r["id"] for r in results] == ["x", "y"]
+    assert results[0]["aggregate_reward_score"] == pytest.approx(1.5)
+
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
+    max_leaves=20,
+)
+message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "nova_assistant", "", 3]),
+                                 "content": json_values | st.text(max_size=60)})
+sample = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"id": json_values, "messages": st.lists(message, max_size=3) | json_values},
+        optional={"metadata": st.fixed_dictionaries({}, optional={"reference_answer": json_values}) | json_values,
+                  "reference_answer": json_values | st.fixed_dictionaries({"text": json_values})},
+    ),
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(event=st.lists(sample, max_size=6) | sample)
+def test_fuzz_every_sample_is_answered_and_nothing_raises(gsm8k, event):
+    results = gsm8k.lambda_handler(event, Context())
+    assert isinstance(results, list)
+    if isinstance(event, list):
+        assert len(results) == len(event)  # one answer per sample, in order (none for an empty batch)
+        for raw, result in zip(event, results):
+            expected_id = raw.get("id") if isinstance(raw, dict) else None
+            assert result["id"] == expected_id
+    else:
+        assert len(results) == 1  # a single object (or junk) is answered as a batch of one
+    for result in results:
+        assert math.isfinite(result["aggregate_reward_score"])
+        names = [m["name"] for m in result["metrics_list"]]
+        assert "reward_error" in names
+        assert all(m["type"] in ("Reward", "Metric") and math.isfinite(m["value"]) for m in result["metrics_list"])
+    json.dumps(results, allow_nan=False)
