@@ -304,6 +304,27 @@ def _context_without_entry(prompt: str, function: ast.FunctionDef | ast.AsyncFun
     return "\n".join(kept).strip()
 
 
+def example_from_check(test_source: str, entry_point: str) -> str | None:
+    """One worked example taken from the first ``assert candidate(...) == value`` of ``check``.
+
+    Used only when the docstring gives nothing beyond its first sentence: a user would answer a
+    clarifying question with an example, and a task with an empty spec cannot reward asking at all.
+    """
+    tree = ast.parse(test_source)
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.FunctionDef) and node.name == "check" and node.args.args):
+            continue
+        candidate = node.args.args[0].arg
+        for statement in ast.walk(node):
+            test = statement.test if isinstance(statement, ast.Assert) else None
+            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
+                    and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name)
+                    and test.left.func.id == candidate):
+                call = ast.Call(func=ast.Name(entry_point), args=test.left.args, keywords=test.left.keywords)
+                return f"For example, {ast.unparse(call)} returns {ast.unparse(test.comparators[0])}."
+    return None
+
+
 def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>", lineno: int = 0) -> Task:
     """Convert one HumanEval record; problems raise :class:`InputFileError` naming ``source:lineno``."""
     where = f"{source}:{lineno} ({record.get('task_id', '?')})"
@@ -333,11 +354,15 @@ def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>"
     tests = record["test"].strip("\n") + "\n"
     if context:
         tests = f"{context}\n\n\n{tests}"
+    spec = parts.sentences[1:] + parts.examples
+    if not spec:
+        example = example_from_check(record["test"], entry_point)
+        spec = [example] if example else []
     try:
         return Task(
             task_id=safe_task_id(record["task_id"]),
             prompt=prompt,
-            spec=parts.sentences[1:] + parts.examples,
+            spec=spec,
             entry_point=entry_point,
             tests=tests,
             tests_format="check",

@@ -58,3 +58,21 @@ def test_doctor_reports_a_bad_task_file_with_its_line(cli, tmp_path):
     result = cli("doctor", "--tasks", tasks)
     assert result.exit_code == 1
     assert ":2" in result.output and "difficulty" in result.output
+
+
+def test_doctor_passes_on_all_of_imported_humaneval(cli, tmp_path):
+    tasks = tmp_path / "humaneval.jsonl"
+    assert cli("tasks", "import-humaneval", "--out", tasks).exit_code == 0
+    result = cli("doctor", "--tasks", tasks, "--json")
+    report = json.loads(result.output)
+    assert report["tasks"] == 164
+    assert report["broken"] == [], [d for d in report["diagnoses"] if not d["ok"]][:3]
+    assert result.exit_code == 0
+
+
+def test_a_docstring_with_no_details_gets_an_example_from_the_tests():
+    from rewardpipe.humaneval import example_from_check
+
+    tests = "def check(candidate):\n    assert True\n    assert candidate(2, k=3) == [1, 2]\n    assert candidate(0) == []\n"
+    assert example_from_check(tests, "solve") == "For example, solve(2, k=3) returns [1, 2]."
+    assert example_from_check("def check(c):\n    assert c(1) > 0\n", "solve") is None
