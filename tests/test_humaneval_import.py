@@ -74,8 +74,10 @@ def test_imported_fields_are_filled_and_use_the_check_format(imported, problems)
         assert task.reference_solution.endswith(record["canonical_solution"])
         assert task.prompt.strip() and task.tests.strip()
         assert all(item.strip() for item in task.spec), task_id
-    # Only a docstring of a single sentence without examples leaves nothing to hold back.
-    assert [task_id for task_id, task in imported.items() if not task.spec] == ["HumanEval-83"]
+    # Every task has something to ask about; a one-sentence docstring with no examples (HumanEval/83)
+    # gets a worked example taken from its check() instead of an empty spec.
+    assert [task_id for task_id, task in imported.items() if not task.spec] == []
+    assert imported["HumanEval-83"].spec == ["For example, starts_one_ends(1) returns 1."]
 
 
 def test_prompt_is_one_sentence_that_names_the_signature(imported):
