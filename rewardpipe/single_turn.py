@@ -87,10 +87,6 @@ def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
     return out
 
 
-def _finite(out: dict[str, Any]) -> dict[str, Any]:
-    if not math.isfinite(out["aggregate_reward_score"]):
-        return _error_output(out["id"], "non_finite_score", "reward produced a non-finite aggregate")
-    return out
 
 
 def score_samples(
@@ -134,7 +130,10 @@ def score_samples(
         if score.error:
             results.append(_error_output(sample_id, score.error.kind, score.error.message))
             continue
-        results.append(_finite(nova_output(sample_id, score.aggregate, score.components, score.metrics)))
+        if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
+            results.append(_error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate"))
+            continue
+        results.append(nova_output(sample_id, score.aggregate, score.components, score.metrics))
     return results
 
 

@@ -9,6 +9,10 @@
 | guessed_immediately   | 0.4    | -1.0 if the first assistant turn commits without asking                 |
 | loop_penalty          | 0.2    | -0.5 if the last two assistant turns are more than 80% similar          |
 
+Similarity is difflib's ratio, exact for turns up to 3,000 characters; longer turns are compared by their
+opening and closing windows and their lengths, because the exact ratio is quadratic (tens of seconds for
+two max-length turns).
+
 ``asked_before_coding`` is deliberately not gated on correctness: gating a behaviour bonus behind a rarely
 reached outcome is exactly how a component goes silently dead.
 """
@@ -62,8 +66,34 @@ def guessed_immediately(data: ScoringInput) -> float:
     return -1.0 if kinds and kinds[0] is TurnKind.COMMIT else 0.0
 
 
+# Character-level matching is quadratic: two max-length turns (~15k characters) take tens of seconds each.
+# Longer turns are judged on their opening and closing windows plus their lengths (see turn_similarity).
+EXACT_SIMILARITY_MAX_CHARS = 3000
+SIMILARITY_WINDOW_CHARS = 1500
+
+
+def _ratio(a: str, b: str) -> float:
+    return 1.0 if a == b else SequenceMatcher(None, a, b, autojunk=False).ratio()
+
+
 def turn_similarity(a: str, b: str) -> float:
-    return SequenceMatcher(None, a.strip(), b.strip(), autojunk=False).ratio()
+    """SequenceMatcher ratio in [0, 1] of two turns, ignoring surrounding whitespace.
+
+    Exact up to EXACT_SIMILARITY_MAX_CHARS. Beyond that it is the smallest of: the similarity of the first
+    SIMILARITY_WINDOW_CHARS characters, of the last ones, and the length bound 2*min/(len a + len b) — so a
+    turn repeated to max_length still scores near 1, two different long turns score low, and the cost stays
+    bounded.
+    """
+    a, b = a.strip(), b.strip()
+    if a == b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    if max(len(a), len(b)) <= EXACT_SIMILARITY_MAX_CHARS:
+        return _ratio(a, b)
+    window = SIMILARITY_WINDOW_CHARS
+    length_bound = 2.0 * min(len(a), len(b)) / (len(a) + len(b))
+    return min(length_bound, _ratio(a[:window], b[:window]), _ratio(a[-window:], b[-window:]))
 
 
 def loop_penalty(data: ScoringInput) -> float:

@@ -5,7 +5,11 @@ from difflib import SequenceMatcher
 import pytest
 
 from rewardpipe.rewards import REWARDS, Reward, get_reward
-from rewardpipe.rewards.ask_before_coding import LOOP_SIMILARITY_THRESHOLD
+from rewardpipe.rewards.ask_before_coding import (
+    EXACT_SIMILARITY_MAX_CHARS,
+    LOOP_SIMILARITY_THRESHOLD,
+    turn_similarity,
+)
 from tests.core.conftest import COMMIT, QUESTION, STATEMENT, fence, result, transcript
 
 ABC = get_reward("ask_before_coding")
@@ -160,6 +164,35 @@ def test_loop_penalty_needs_two_assistant_turns():
 
 def test_loop_penalty_ignores_surrounding_whitespace():
     assert components(BASE, "\n  " + BASE + "  \n")["loop_penalty"] == -0.5
+
+
+def test_long_repeated_turns_are_a_loop():
+    # max-length degenerate output: compared by windows and length, not quadratically
+    first = "I need to check the requirements again. " * 400
+    second = "I need to check the requirements again. " * 390 + "Hmm."
+    assert len(first) > EXACT_SIMILARITY_MAX_CHARS
+    assert turn_similarity(first, second) > 0.9
+    assert components(STATEMENT, first, second)["loop_penalty"] == -0.5
+
+
+def test_long_different_turns_are_not_a_loop():
+    first = "".join(f"Line {i}: the value of item {i * 7} is {i ** 2}.\n" for i in range(200))
+    second = "".join(f"Row {i}: widget {i * 3} costs ${i + 11}.\n" for i in range(200))
+    assert len(first) > EXACT_SIMILARITY_MAX_CHARS
+    assert turn_similarity(first, second) <= LOOP_SIMILARITY_THRESHOLD
+    assert components(STATEMENT, first, second)["loop_penalty"] == 0.0
+
+
+def test_long_turns_with_the_same_opening_but_different_lengths_are_not_a_loop():
+    opening = "Here is my analysis of the problem so far. " * 80
+    assert turn_similarity(opening, opening + "More detail. " * 600) <= LOOP_SIMILARITY_THRESHOLD
+
+
+def test_turn_similarity_is_exact_for_short_turns():
+    a, b = BASE, BASE.replace("empty", "blank")
+    assert turn_similarity(a, b) == pytest.approx(similarity(a, b))
+    assert turn_similarity("  same ", "same") == 1.0
+    assert turn_similarity("", "something") == 0.0
 
 
 # --- aggregate, weights, registry --------------------------------------------------------------------------

@@ -149,6 +149,14 @@ def test_weights_override_is_applied():
     assert out["aggregate_reward_score"] == 1.0
 
 
+def test_overflowing_aggregate_is_flagged_as_non_finite():
+    weights = {"format": 1e308, "answer_correct": 1e308}
+    out = score_samples([sample(metadata={"reference_answer": 42})], "gsm8k", weights=weights)[0]
+    assert metrics(out)["error_non_finite_score"] == 1
+    assert metrics(out)["reward_error"] == 1
+    assert out["aggregate_reward_score"] == 0.0
+
+
 def test_bad_reward_configuration_raises():
     with pytest.raises(ValueError):
         score_samples([sample()], "gsm8k", weights={"nope": 1.0})
