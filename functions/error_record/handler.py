@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import event_parser
 
 from rewardpipe.aws import rollout
 from rewardpipe.aws.settings import Settings
@@ -17,8 +16,9 @@ SETTINGS = Settings.from_env()
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@event_parser(model=rollout.FailedRollout)
-def lambda_handler(event: rollout.FailedRollout, context: Any) -> dict[str, Any]:
-    record, key = rollout.record_failure(event, SETTINGS)
+def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
+    # Parsed with pydantic directly rather than Powertools' event_parser: this handler must accept
+    # anything (FailedRollout keeps what is usable), because it is the last stop of every failure.
+    record, key = rollout.record_failure(rollout.FailedRollout.model_validate(event), SETTINGS)
     logger.warning("error record written", extra={"key": key, "error": record.error.model_dump() if record.error else None})
     return rollout.rollout_output(record, key)

@@ -89,6 +89,7 @@ def test_reward_is_chosen_by_configuration(monkeypatch):
     assert results[0]["aggregate_reward_score"] > results[1]["aggregate_reward_score"]
 
 
+@pytest.mark.xdist_group("cdk")
 def test_the_deployed_function_answers_through_lambda_invoke(deployment):
     """The synthesized function (name contains SageMaker, env from the template) through moto's Invoke API."""
     import boto3
@@ -120,7 +121,7 @@ sample = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(event=st.lists(sample, max_size=6) | sample)
 def test_fuzz_every_sample_is_answered_and_nothing_raises(gsm8k, event):
     results = gsm8k.lambda_handler(event, Context())
