@@ -1,7 +1,9 @@
 """Score single-turn samples in the Nova Forge reward-Lambda contract.
 
 Input: a list of samples ``{"id", "messages", "metadata": {...}}`` (a single object is tolerated).
-Output: one ``{"id", "aggregate_reward_score", "metrics_list"}`` per sample, in order, ids echoed unchanged.
+Output: one ``{"id", "aggregate_reward_score", "metrics_list"}`` per sample, in order, ids echoed unchanged
+(except an id strict JSON cannot carry, such as a NaN or Infinity number, which is echoed as its string form
+so the response can still be sent).
 
 A sample that cannot be scored still gets a result: ``aggregate_reward_score`` 0.0 (the contract demands a
 finite number) flagged by the metric ``reward_error`` = 1 and ``error_<kind>`` = 1, so a trainer can drop it
@@ -74,6 +76,14 @@ def _describe(exc: Exception) -> str:
     return f"malformed sample: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
 
 
+def _sendable_id(sample_id: Any) -> Any:
+    try:
+        json.dumps(sample_id, allow_nan=False)
+    except (ValueError, TypeError, RecursionError):
+        return str(sample_id)
+    return sample_id
+
+
 def _reference_problem(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
         first = exc.errors()[0]
@@ -105,7 +115,7 @@ def score_samples(
 
     parsed: list[tuple[Any, Sample | None, str | None]] = []
     for raw in samples:
-        sample_id = raw.get("id") if isinstance(raw, dict) else None
+        sample_id = _sendable_id(raw.get("id")) if isinstance(raw, dict) else None
         try:
             parsed.append((sample_id, Sample.model_validate(raw), None))
         except (ValidationError, ValueError, TypeError) as exc:

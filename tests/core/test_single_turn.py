@@ -35,7 +35,7 @@ def assert_contract(outputs: list) -> None:
             assert metric["type"] in ("Reward", "Metric")
             assert isinstance(metric["value"], (int, float)) and not isinstance(metric["value"], bool)
             assert math.isfinite(metric["value"])
-        json.dumps({**out, "id": None}, allow_nan=False)  # serialisable (the id is echoed as given)
+        json.dumps(out, allow_nan=False)  # the Lambda response must be strict JSON, id included
 
 
 def test_order_and_ids_preserved_including_non_string_ids():
@@ -45,6 +45,14 @@ def test_order_and_ids_preserved_including_non_string_ids():
     outputs = score_samples(batch, "gsm8k")
     assert [o["id"] for o in outputs] == ids
     assert [o["aggregate_reward_score"] for o in outputs] == [1.5, 0.5, 1.5, 0.0, 1.25]
+    assert_contract(outputs)
+
+
+def test_ids_strict_json_cannot_carry_are_echoed_as_strings():
+    outputs = score_samples([sample(sample_id=float("inf"), metadata={"reference_answer": 42}),
+                             sample(sample_id={"k": float("nan")}, metadata={"reference_answer": 42})], "gsm8k")
+    assert [o["id"] for o in outputs] == ["inf", "{'k': nan}"]
+    assert outputs[0]["aggregate_reward_score"] == 1.5
     assert_contract(outputs)
 
 
@@ -303,4 +311,9 @@ def test_any_json_list_gives_one_result_per_input_and_never_raises(batch, reward
     assert_contract(outputs)
     for raw, out in zip(batch, outputs):
         if isinstance(raw, dict):
-            assert out["id"] is raw.get("id") or out["id"] == raw.get("id")
+            sent = raw.get("id")
+            try:
+                json.dumps(sent, allow_nan=False)
+            except ValueError:
+                sent = str(sent)
+            assert out["id"] == sent
