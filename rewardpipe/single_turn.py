@@ -159,7 +159,9 @@ def _run_executions(
         if sample is None:
             continue
         try:
-            job = code_correctness.job_for(Transcript.from_messages(sample.messages), code_reference(sample), str(index))
+            transcript = Transcript.from_messages(sample.messages)
+            code = reward.code_to_execute(transcript)
+            job = code_correctness.job_for_code(code, code_reference(sample), str(index))
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             out[index] = ErrorInfo(kind="bad_reference", message=_reference_problem(exc))
             continue

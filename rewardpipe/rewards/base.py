@@ -7,6 +7,7 @@ an error so the monitor and the trainer can leave the sample out instead of lear
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -87,6 +88,11 @@ class Reward:
     # Explains *why* a component came back None (e.g. the executor's reason); defaults to a generic message.
     explain_error: ErrorFn | None = None
     needs_execution: bool = False
+    # Which code of a transcript gets executed; default: the last committing turn's (multi-turn semantics).
+    executed_code: Callable[[Transcript], "str | None"] | None = None
+
+    def code_to_execute(self, transcript: Transcript) -> str | None:
+        return self.executed_code(transcript) if self.executed_code else transcript.final_code
 
     @property
     def weights(self) -> dict[str, float]:
@@ -112,7 +118,7 @@ class Reward:
             Component(c.name, float(weights.get(c.name, c.weight)), c.fn, c.description, c.value_range)
             for c in self.components
         )
-        return Reward(self.name, comps, self.diagnostics, self.explain_error, self.needs_execution)
+        return dataclasses.replace(self, components=comps)
 
     def score_input(self, data: ScoringInput) -> Score:
         values: dict[str, float | None] = {}

@@ -34,11 +34,15 @@ def has_code(data: ScoringInput) -> float:
 
 
 def job_for(transcript: Transcript, reference: Any, sample_id: str = "") -> ExecutionJob | None:
-    """The execution job for a single-turn sample, or None when there is no code to run.
+    """The execution job for a single-turn sample (its last turn's code), or None when there is no code.
 
     Raises ValueError naming the missing field when the reference lacks what the tests need.
     """
-    code = _last_turn_code(transcript)
+    return job_for_code(_last_turn_code(transcript), reference, sample_id)
+
+
+def job_for_code(code: str | None, reference: Any, sample_id: str = "") -> ExecutionJob | None:
+    """The job running ``code`` against the tests the reference carries; None when there is no code."""
     if code is None:
         return None
     if not isinstance(reference, dict):
@@ -70,4 +74,5 @@ CODE_CORRECTNESS = Reward(
     diagnostics=abc.diagnostics,
     explain_error=explain_error,
     needs_execution=True,
+    executed_code=_last_turn_code,
 )

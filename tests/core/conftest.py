@@ -63,6 +63,11 @@ def make_task(**overrides: Any) -> Task:
     return Task(**fields)
 
 
+def passes_only_reference(job: ExecutionJob) -> ExecutionResult:
+    """A fake executor's verdict: the reference solution passes both ADD_TESTS, anything else fails them."""
+    return result("passed", 2, 2) if job.code.strip() == ADD_SOLUTION.strip() else result("failed", 0, 2)
+
+
 class FakeExecutor:
     """Records the jobs it is given and answers each with a fixed (or computed) result."""
 

@@ -8,7 +8,7 @@ from rewardpipe.parsing import TurnKind, classify_turn
 from rewardpipe.policies import STRATEGY_WEIGHTS, ReplayPolicy, ScriptedPolicy
 from rewardpipe.rewards import get_reward
 from rewardpipe.simulator import RuleBasedSimulator
-from tests.core.conftest import ADD_SOLUTION, FakeExecutor, make_task, result
+from tests.core.conftest import FakeExecutor, make_task, passes_only_reference
 
 TASK = make_task()
 REWARD = get_reward("ask_before_coding")
@@ -19,12 +19,8 @@ def state_for(rollout_id: str, step: int = 0, max_turns: int = 6):
     return start_episode(TASK, run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns)
 
 
-def passes_only_the_reference(job):
-    return result("passed", 2, 2) if job.code.strip() == ADD_SOLUTION.strip() else result("failed", 0, 2)
-
-
 def play(policy, rollout_id: str, step: int = 0, max_turns: int = 6):
-    return run_episode(TASK, policy, RuleBasedSimulator(), FakeExecutor(passes_only_the_reference), REWARD,
+    return run_episode(TASK, policy, RuleBasedSimulator(), FakeExecutor(passes_only_reference), REWARD,
                        run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns)
 
 

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from rewardpipe.execution import get_executor
 from rewardpipe.single_turn import score_samples
-from tests.core.conftest import ADD_SOLUTION, ADD_TESTS, FakeExecutor, fence, result
+from tests.core.conftest import ADD_SOLUTION, ADD_TESTS, FakeExecutor, fence, passes_only_reference, result
 
 
 def sample(answer: str = "#### 42", sample_id="s1", role="assistant", **extra):
@@ -271,6 +271,39 @@ def test_code_followed_by_a_confirmation_question_is_still_scored_single_turn():
     answer = fence(ADD_SOLUTION) + "\nDoes this look right?"
     out = score_samples([sample(answer, "q", reference_answer=REFERENCE)], "code_correctness", executor=executor)[0]
     assert metrics(out)["correctness"] == 1.0
+
+
+def multi_turn(*assistant_turns, sample_id="mt"):
+    messages = [{"role": "user", "content": "Write add."}]
+    for turn in assistant_turns:
+        messages += [{"role": "assistant", "content": turn}, {"role": "user", "content": "Sure."}]
+    return {"id": sample_id, "messages": messages[:-1], "reference_answer": REFERENCE}
+
+
+def test_ask_before_coding_through_the_nova_contract_executes_the_committed_turn():
+    executor = FakeExecutor(passes_only_reference)
+    batch = [
+        multi_turn("Are negatives allowed?", "Here:\n" + fence(ADD_SOLUTION), sample_id="asked"),
+        multi_turn("Here:\n" + fence(ADD_SOLUTION), "Should I add docs?", sample_id="commit-then-ask"),
+        multi_turn("Are negatives allowed?", sample_id="never-committed"),
+    ]
+    outputs = score_samples(batch, "ask_before_coding", executor=executor)
+    asked, commit_then_ask, never = (metrics(o) for o in outputs)
+    assert asked["correctness"] == 1.0 and asked["asked_before_coding"] == 1.0
+    assert outputs[0]["aggregate_reward_score"] == pytest.approx(1.6)
+    assert commit_then_ask["reward_error"] == 0  # the committed code ran although a question came last
+    assert commit_then_ask["correctness"] == 1.0 and commit_then_ask["guessed_immediately"] == -1.0
+    assert never["correctness"] == 0.0 and never["reward_error"] == 0
+    assert len(executor.jobs) == 2
+
+
+def test_weight_override_keeps_the_rule_for_which_code_runs():
+    executor = FakeExecutor(passes_only_reference)
+    answer = fence(ADD_SOLUTION) + "\nDoes this look right?"
+    out = score_samples([sample(answer, "q", reference_answer=REFERENCE)], "code_correctness",
+                        weights={"has_code": 0.5}, executor=executor)[0]
+    assert metrics(out)["correctness"] == 1.0
+    assert out["aggregate_reward_score"] == pytest.approx(1.5)
 
 
 def test_timeout_scores_zero():
