@@ -182,6 +182,11 @@ def _describe_validation_error(exc: ValidationError) -> str:
 
 def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M]:
     """Parse JSONL into ``model`` instances; any bad line raises :class:`InputFileError` naming it."""
+    for _, item in _parse_numbered(lines, model, source):
+        yield item
+
+
+def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterator[tuple[int, M]]:
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -192,7 +197,7 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         if not isinstance(raw, dict):
             raise InputFileError(f"{source}:{lineno}: expected a JSON object, got {type(raw).__name__}")
         try:
-            yield model.model_validate(raw)
+            yield lineno, model.model_validate(raw)
         except ValidationError as exc:
             ident = raw.get("task_id") or raw.get("rollout_id") or ""
             label = f" ({ident})" if ident else ""
@@ -203,13 +208,15 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Load a task JSONL file; duplicate ``task_id`` values are an error too."""
     path = Path(path)
     with path.open(encoding="utf-8") as fh:
-        tasks = list(parse_jsonl(fh, Task, str(path)))
-    seen: set[str] = set()
-    for task in tasks:
-        if task.task_id in seen:
-            raise InputFileError(f"{path}: duplicate task_id '{task.task_id}'")
-        seen.add(task.task_id)
-    return tasks
+        numbered = list(_parse_numbered(fh, Task, str(path)))
+    first_line: dict[str, int] = {}
+    for lineno, task in numbered:
+        if task.task_id in first_line:
+            raise InputFileError(
+                f"{path}:{lineno}: duplicate task_id '{task.task_id}' (first on line {first_line[task.task_id]})"
+            )
+        first_line[task.task_id] = lineno
+    return [task for _, task in numbered]
 
 
 def load_rollouts(path: str | Path) -> list[Rollout]:

@@ -2,8 +2,8 @@
 
 Format: the model is asked to end with a line ``#### <number>``.
   * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
-  * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``\\boxed{42}``, or the
-    ``####`` line is not last);
+  * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``#### **42**``,
+    ``\\boxed{42}``, or the ``####`` line is not last);
   * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` marks nothing).
 Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
 numerically, else 0.0. An unreadable reference answer is an error (None), never a 0 for every sample, which
@@ -21,7 +21,8 @@ from rewardpipe.rewards.base import Component, Reward, ScoringInput
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
-_HASH_ANSWER = re.compile(rf"####\s*({_NUMBER})")
+# Loosely marked: Markdown emphasis around the number ("#### **42**") still marks it.
+_HASH_ANSWER = re.compile(rf"####\s*[*_]*\s*({_NUMBER})")
 _BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
 _ANY_NUMBER = re.compile(_NUMBER)
 

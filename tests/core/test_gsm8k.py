@@ -23,6 +23,7 @@ def score(response: str, reference=42):
         ("6 times 7 is 42.\n####42\n\n", 1.0),
         ("Work.\n#### $1,234.50", 1.0),
         ("#### 42 dollars", 0.5),
+        ("#### **42**", 0.5),
         ("The answer is \\boxed{42}.", 0.5),
         ("#### 42\nHope that helps.", 0.5),
         ("The answer is 42.", 0.0),
@@ -43,6 +44,7 @@ def test_format_weight_gives_at_most_half_a_point():
     "text, expected",
     [
         ("#### 1,234", "1234"),
+        ("**Answer**\n#### **-8**", "-8"),
         ("#### $56", "56"),
         ("It costs $7.25 in total.", "7.25"),
         ("#### -15", "-15"),

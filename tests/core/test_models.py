@@ -65,7 +65,7 @@ def test_non_object_line_is_rejected():
 def test_load_tasks_rejects_duplicate_task_ids(tmp_path):
     path = tmp_path / "tasks.jsonl"
     path.write_text("\n".join([task_line(task_id="a"), task_line(task_id="b"), task_line(task_id="a")]) + "\n")
-    with pytest.raises(InputFileError, match=r"duplicate task_id 'a'"):
+    with pytest.raises(InputFileError, match=r"tasks\.jsonl:3: duplicate task_id 'a' \(first on line 1\)"):
         load_tasks(path)
 
 
