@@ -11,7 +11,6 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, Field
 
-from aws_lambda_powertools.utilities.parser import event_parser
 
 from rewardpipe.aws import jobs
 from rewardpipe.aws.hardening import make_non_dumpable
@@ -27,8 +26,8 @@ class RunRequest(BaseModel):
 
 
 @logger.inject_lambda_context
-@event_parser(model=RunRequest)
-def lambda_handler(event: RunRequest, context: Any) -> dict[str, Any]:
+def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
+    event = RunRequest.model_validate(raw_event)
     make_non_dumpable()
     result = jobs.run_job(open_bucket_store(SETTINGS), event.job_key, event.result_key)
     out = jobs.summary(result)

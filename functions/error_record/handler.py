@@ -17,7 +17,7 @@ SETTINGS = Settings.from_env()
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
 def lambda_handler(event: Any, context: Any) -> dict[str, Any]:
-    # Parsed with pydantic directly rather than Powertools' event_parser: this handler must accept
+    # Like every handler here, the event is validated with the pydantic model directly; this one must accept
     # anything (FailedRollout keeps what is usable), because it is the last stop of every failure.
     record, key = rollout.record_failure(rollout.FailedRollout.model_validate(event), SETTINGS)
     logger.warning("error record written", extra={"key": key, "error": record.error.model_dump() if record.error else None})

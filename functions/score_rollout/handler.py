@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import event_parser
 
 from rewardpipe.aws import rollout
 from rewardpipe.aws.settings import Settings
@@ -17,8 +16,8 @@ SETTINGS = Settings.from_env()
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@event_parser(model=rollout.RolloutContext)
-def lambda_handler(event: rollout.RolloutContext, context: Any) -> dict[str, Any]:
+def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
+    event = rollout.RolloutContext.model_validate(raw_event)
     logger.append_keys(run=event.run, rollout=event.rollout)
     record, key = rollout.score(event, SETTINGS)
     logger.info("record written", extra={"key": key, "status": record.status, "aggregate": record.aggregate})

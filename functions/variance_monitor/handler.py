@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger, Tracer
-from aws_lambda_powertools.utilities.parser import event_parser
 
 from rewardpipe.aws.monitoring import CheckRequest, run_check
 from rewardpipe.aws.settings import Settings
@@ -21,8 +20,8 @@ SETTINGS = Settings.from_env()
 
 @logger.inject_lambda_context
 @tracer.capture_lambda_handler
-@event_parser(model=CheckRequest)
-def lambda_handler(event: CheckRequest, context: Any) -> dict[str, Any]:
+def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
+    event = CheckRequest.model_validate(raw_event)
     out = run_check(event, SETTINGS)
     logger.info("variance check done", extra={"checked": out["checked"]})
     return out

@@ -1,0 +1,86 @@
+"""Cold-start import cost of every Lambda handler, each measured in a fresh interpreter.
+
+For each handler (functions/<name>/handler.py) the script starts a new Python process, imports the
+handler module the way the Lambda runtime does, and reports the time the import took inside that
+process (interpreter start-up excluded, since Lambda pays it for every runtime alike). Each figure
+is the median of --runs runs. Baselines, measured the same way: ``pass`` (nothing) and
+``import boto3`` (what any Python Lambda touching AWS pays), so the ratio column reads "this
+handler costs N times a bare boto3 import". Goal: every handler under 300 ms.
+
+    .venv/bin/python benchmarks/cold_start.py [--runs 7]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+GOAL_MS = 300.0
+ENV = {
+    "BUCKET": "bench-bucket",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "POWERTOOLS_SERVICE_NAME": "rewardpipe",
+    "POWERTOOLS_METRICS_NAMESPACE": "RewardPipe",
+    # The in-VPC functions run with tracing off; the others import the X-Ray SDK lazily at first use.
+    "POWERTOOLS_TRACE_DISABLED": "true",
+    "REWARD_NAME": "ask_before_coding",
+}
+
+PROBE = """
+import sys, time, importlib.util
+target = sys.argv[1]
+t0 = time.perf_counter()
+if target == "<pass>":
+    pass
+elif target == "<boto3>":
+    import boto3
+else:
+    spec = importlib.util.spec_from_file_location("handler", target)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+print((time.perf_counter() - t0) * 1000)
+"""
+
+
+def measure(target: str, runs: int) -> float:
+    samples = []
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0"}
+    for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
+        out = subprocess.run([sys.executable, "-c", PROBE, target], env=env, capture_output=True, text=True, check=True)
+        samples.append(float(out.stdout.strip().splitlines()[-1]))
+    return statistics.median(samples[1:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
+    args = parser.parse_args()
+
+    baseline_pass = measure("<pass>", args.runs)
+    baseline_boto3 = measure("<boto3>", args.runs)
+    rows = []
+    for handler in sorted((ROOT / "functions").glob("*/handler.py")):
+        rows.append((handler.parent.name, measure(str(handler), args.runs)))
+
+    print(f"Handler import time, median of {args.runs} fresh interpreters (Python {sys.version.split()[0]})")
+    print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms\n")
+    print(f"{'handler':<22}{'import ms':>11}{'x boto3':>9}   goal <= {GOAL_MS:.0f} ms")
+    worst = 0.0
+    for name, ms in rows:
+        worst = max(worst, ms)
+        verdict = "ok" if ms <= GOAL_MS else "OVER"
+        print(f"{name:<22}{ms:>11.1f}{ms / baseline_boto3:>9.2f}   {verdict}")
+    if args.json:
+        print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3, "handlers": dict(rows)}, indent=2))
+    return 0 if worst <= GOAL_MS else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
