@@ -6,7 +6,8 @@ The rules (documented in the README, each covered by tests):
    character at least as long). A fence may be indented (models nest blocks in list items); the block's
    lines lose that indentation so the code still parses. A block whose info string
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
-   untagged block counts as Python. An unterminated fence at the end of a turn still counts (outputs are often
+   untagged block counts as Python, and so does ``python:main.py`` or ``python3.11`` (the language is the
+   leading word of the info string). An unterminated fence at the end of a turn still counts (outputs are often
    cut at max_length). Blank blocks are ignored. Unfenced code is not code: committing means fencing it.
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
@@ -28,7 +29,9 @@ PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-_QUESTION_END = re.compile(r"[?？][\"')\]]*\s*$")
+_QUESTION_END = re.compile(r"[?？][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
+# The language of an info string: "python", "python:main.py", "python3.11", "{.python}", "py title=x".
+_INFO_LANGUAGE = re.compile(r"[{.\s]*([A-Za-z0-9_+#-]*)")
 
 
 class TurnKind(str, Enum):
@@ -58,7 +61,7 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             i += 1
             continue
         fence = match.group("fence")
-        info = match.group("info").strip().split()[0].lower() if match.group("info").strip() else ""
+        info = _INFO_LANGUAGE.match(match.group("info").strip()).group(1).lower()
         indent = len(match.group("indent"))
         body: list[str] = []
         i += 1

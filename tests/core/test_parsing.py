@@ -77,7 +77,10 @@ def test_non_python_block_with_question_in_prose_is_question():
     assert classify_turn("Like this?\n" + fence("[1, 2]", "json")) is TurnKind.QUESTION
 
 
-@pytest.mark.parametrize("tag", ["", "python", "Python", "py", "python3", "python title=solution.py"])
+@pytest.mark.parametrize(
+    "tag", ["", "python", "Python", "py", "python3", "python title=solution.py", "python:main.py", "python3.11",
+            "{.python}"]
+)
 def test_untagged_and_python_tagged_blocks_are_code(tag):
     assert extract_code(fence("x = 1", tag)) == "x = 1\n"
 
@@ -162,6 +165,17 @@ def test_question_mark_in_a_url_is_not_a_question():
 def test_question_with_trailing_quote_or_paren_is_a_question():
     assert classify_turn('Do you mean "sorted?"') is TurnKind.QUESTION
     assert classify_turn("Which order (ascending?)") is TurnKind.QUESTION
+
+
+def test_question_in_markdown_emphasis_is_a_question():
+    text = fence("def f(x):\n    return x") + "\n**Does this match what you need?**"
+    assert classify_turn(text) is TurnKind.QUESTION
+    assert classify_turn("_Should it be sorted?_") is TurnKind.QUESTION
+
+
+@pytest.mark.parametrize("tag", ["javascript", "c++", "python-repl-output", "pythonx"])
+def test_other_languages_resembling_python_are_not_code(tag):
+    assert extract_code(fence("x = 1", tag)) is None
 
 
 def test_question_followed_by_a_statement_on_the_same_line_is_a_question():
