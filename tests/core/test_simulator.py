@@ -2,7 +2,11 @@
 
 from pathlib import Path
 
+import re
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardpipe.episode import apply_policy_turn, start_episode
 from rewardpipe.models import load_tasks
@@ -149,3 +153,31 @@ def test_bundled_tasks_generic_questions_reveal_every_detail(task):
         assert reply.revealed is not None
         revealed.append(reply.revealed)
     assert sorted(revealed) == list(range(len(task.spec)))
+
+
+def _hidden_words(task) -> list[str]:
+    return sorted(set(re.findall(r"[A-Za-z_]{3,}", task.tests + " " + task.reference_solution)))
+
+
+@st.composite
+def probing_conversation(draw):
+    """A bundled task and a run of questions made of words from its hidden tests and reference solution."""
+    task = draw(st.sampled_from(BUNDLED))
+    words = _hidden_words(task) + ["tests", "solution", "assert", "requirements", "what", "else"]
+    questions = draw(st.lists(st.lists(st.sampled_from(words), min_size=1, max_size=8), min_size=1, max_size=6))
+    return task, [" ".join(q) + "?" for q in questions]
+
+
+@settings(max_examples=150, deadline=None)
+@given(probing_conversation())
+def test_probing_questions_never_get_tests_or_reference_back(conversation):
+    task, questions = conversation
+    revealed: list[int] = []
+    for question in questions:
+        reply = ask(question, revealed=revealed, task=task)
+        assert not leaks(reply.text, task)
+        assert reply.text in task.spec or reply.text.removeprefix("As I said: ") in task.spec or reply.text in (
+            *NOTHING_MATCHES, NOTHING_LEFT)
+        if reply.revealed is not None:
+            assert reply.revealed not in revealed and reply.text == task.spec[reply.revealed]
+            revealed.append(reply.revealed)
