@@ -1,6 +1,8 @@
 """Turn classification: every rule of rewardpipe.parsing's docstring, plus the tricky formats models produce."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rewardpipe.parsing import TurnKind, classify_turn, extract_code, parse_turn
 from tests.core.conftest import fence
@@ -188,3 +190,36 @@ def test_full_width_question_mark_is_a_question():
 
 def test_none_is_treated_as_an_empty_turn():
     assert classify_turn(None) is TurnKind.OTHER  # type: ignore[arg-type]
+
+
+# --- properties --------------------------------------------------------------------------------------------
+
+turn_text = st.lists(
+    st.sampled_from(["```", "```python", "~~~", "````", "```bash", "?", "x = 1", "Why?", "`a?`", "", "  ", "ok."])
+    | st.text(max_size=20),
+    max_size=10,
+).map("\n".join)
+
+
+@settings(max_examples=200, deadline=None)
+@given(turn_text)
+def test_parse_turn_never_raises_and_kind_agrees_with_code(text):
+    parsed = parse_turn(text)
+    if parsed.kind is TurnKind.COMMIT:
+        assert parsed.code is not None and parsed.code.strip()
+    if parsed.code is None:
+        assert parsed.kind is not TurnKind.COMMIT
+    else:
+        assert parsed.code.endswith("\n")
+
+
+plain_code = st.text(alphabet=st.characters(blacklist_characters="`~\r", blacklist_categories=("Cs", "Zl", "Zp")),
+                     min_size=1, max_size=60).filter(lambda s: s.strip())
+
+
+@settings(max_examples=150, deadline=None)
+@given(plain_code)
+def test_fenced_code_commits_and_a_trailing_confirmation_makes_it_a_question(code):
+    text = "Here:\n" + fence(code)
+    assert classify_turn(text) is TurnKind.COMMIT
+    assert classify_turn(text + "\nIs that what you want?") is TurnKind.QUESTION
