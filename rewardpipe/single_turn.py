@@ -68,12 +68,12 @@ def code_reference(sample: Sample) -> Any:
     return reference
 
 
-def _describe(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
+def _first_problem(exc: Exception) -> str:
+    """One line naming the field at fault (pydantic's own first line only says how many errors there were)."""
+    if isinstance(exc, ValidationError) and exc.errors():
         first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "sample"
-        return f"malformed sample: {where}: {first['msg']}"
-    return f"malformed sample: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}"
+        return f"field '{'.'.join(str(p) for p in first['loc']) or '<root>'}': {first['msg']}"
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 
 def _sendable_id(sample_id: Any) -> Any:
@@ -84,19 +84,10 @@ def _sendable_id(sample_id: Any) -> Any:
     return sample_id
 
 
-def _reference_problem(exc: Exception) -> str:
-    if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        return f"reference_answer field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
     out = nova_output(sample_id, None, {}, {}, ErrorInfo(kind=kind, message=message))
     out["metrics_list"].append({"name": f"error_{kind}", "value": 1, "type": "Metric"})
     return out
-
-
 
 
 def score_samples(
@@ -119,7 +110,7 @@ def score_samples(
         try:
             parsed.append((sample_id, Sample.model_validate(raw), None))
         except (ValidationError, ValueError, TypeError) as exc:
-            parsed.append((sample_id, None, _describe(exc)))
+            parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
 
     executions = _run_executions(parsed, reward, executor, workers)
     results = []
@@ -163,7 +154,7 @@ def _run_executions(
             code = reward.code_to_execute(transcript)
             job = code_correctness.job_for_code(code, code_reference(sample), str(index))
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
-            out[index] = ErrorInfo(kind="bad_reference", message=_reference_problem(exc))
+            out[index] = ErrorInfo(kind="bad_reference", message=f"reference_answer: {_first_problem(exc)}")
             continue
         if job is not None:
             jobs[index] = job
