@@ -102,17 +102,35 @@ class ScriptedPolicy:
 
 
 class ReplayPolicy:
-    """Replays the assistant turns of recorded rollouts, matched by ``rollout_id``."""
+    """Replays the assistant turns of recorded rollouts, matched by ``(step, rollout_id)``.
+
+    Rollout ids often repeat across training steps ("...-k0" at every step), so the step is part of the
+    key; a rollout id recorded at a single step also matches a state at another step. The same
+    ``(step, rollout_id)`` recorded twice is ambiguous and rejected.
+    """
 
     def __init__(self, rollouts: Iterable[Rollout]):
-        self.turns: dict[str, list[str]] = {}
+        self.turns: dict[tuple[int, str], list[str]] = {}
         for rollout in rollouts:
-            self.turns[rollout.rollout_id] = [m.content for m in rollout.messages if m.role == "assistant"]
+            key = (rollout.step, rollout.rollout_id)
+            if key in self.turns:
+                raise ValueError(f"rollout '{rollout.rollout_id}' is recorded twice for step {rollout.step}")
+            self.turns[key] = [m.content for m in rollout.messages if m.role == "assistant"]
+        self._steps_by_id: dict[str, list[int]] = {}
+        for step, rollout_id in self.turns:
+            self._steps_by_id.setdefault(rollout_id, []).append(step)
+
+    def _recorded(self, state: EpisodeState) -> list[str] | None:
+        exact = self.turns.get((state.step, state.rollout_id))
+        if exact is not None:
+            return exact
+        steps = self._steps_by_id.get(state.rollout_id, [])
+        return self.turns[(steps[0], state.rollout_id)] if len(steps) == 1 else None
 
     def next_turn(self, state: EpisodeState, task: Task) -> str:
-        recorded = self.turns.get(state.rollout_id)
+        recorded = self._recorded(state)
         if recorded is None:
-            raise KeyError(f"no recorded rollout '{state.rollout_id}' to replay")
+            raise KeyError(f"no recorded rollout '{state.rollout_id}' (step {state.step}) to replay")
         if state.assistant_turns >= len(recorded):
             raise PolicyExhausted(f"recording has {len(recorded)} assistant turn(s)")
         return recorded[state.assistant_turns]

@@ -131,11 +131,28 @@ def test_default_weights_cover_every_strategy():
 # --- ReplayPolicy ------------------------------------------------------------------------------------------
 
 
-def recorded(rollout_id: str, *assistant_turns: str) -> Rollout:
+def recorded(rollout_id: str, *assistant_turns: str, step: int = 0) -> Rollout:
     messages = [Message(role="user", content="prompt")]
     for turn in assistant_turns:
         messages += [Message(role="nova_assistant", content=turn), Message(role="user", content="reply")]
-    return Rollout(rollout_id=rollout_id, group_id="g", task_id=TASK.task_id, messages=messages)
+    return Rollout(rollout_id=rollout_id, group_id="g", task_id=TASK.task_id, step=step, messages=messages)
+
+
+def test_replay_tells_the_same_rollout_id_apart_across_steps():
+    policy = ReplayPolicy([recorded("k0", "step zero?", step=0), recorded("k0", "step one?", step=1)])
+    assert policy.next_turn(state_for("k0", step=0), TASK) == "step zero?"
+    assert policy.next_turn(state_for("k0", step=1), TASK) == "step one?"
+    with pytest.raises(KeyError, match="step 2"):
+        policy.next_turn(state_for("k0", step=2), TASK)  # ambiguous: which recording?
+
+
+def test_replay_of_a_rollout_recorded_at_one_step_matches_any_step():
+    assert ReplayPolicy([recorded("only", "hi?", step=4)]).next_turn(state_for("only", step=0), TASK) == "hi?"
+
+
+def test_replay_rejects_the_same_rollout_recorded_twice_for_a_step():
+    with pytest.raises(ValueError, match="'k0'.*step 0"):
+        ReplayPolicy([recorded("k0", "a?"), recorded("k0", "b?")])
 
 
 def test_replay_returns_recorded_turns_in_order_then_is_exhausted():
