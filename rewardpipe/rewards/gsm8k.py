@@ -22,7 +22,8 @@ from rewardpipe.rewards.base import Component, Reward, ScoringInput
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 # Loosely marked: Markdown emphasis around the number ("#### **42**") still marks it.
-_HASH_ANSWER = re.compile(rf"####\s*[*_]*\s*({_NUMBER})")
+# (Written so no two parts can both take the same whitespace: that ambiguity backtracks quadratically.)
+_HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?({_NUMBER})")
 _BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
 _ANY_NUMBER = re.compile(_NUMBER)
 

@@ -137,3 +137,10 @@ def test_diagnostics():
     result = score("#### 42")
     assert result.metrics["answer_found"] is True
     assert result.metrics["response_chars"] == len("#### 42")
+
+
+def test_degenerate_long_output_is_scored_without_pathological_backtracking():
+    # 200k characters of whitespace after a marker: a quadratic regex would take minutes here.
+    response = "#### " + " " * 200_000 + "\n#### **42**"
+    result = score(response)
+    assert result.components == {"format": 0.5, "answer_correct": 1.0}
