@@ -34,6 +34,7 @@ def python_function(
     vpc: ec2.IVpc | None = None,
     security_groups: list[ec2.ISecurityGroup] | None = None,
     tracing: bool = True,
+    reserved_concurrency: int | None = None,
 ) -> _lambda.Function:
     """A Python 3.11 function from ``functions/<name>/handler.py`` with Powertools settings and its own log group.
 
@@ -72,6 +73,7 @@ def python_function(
         vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) if vpc else None,
         security_groups=security_groups,
         allow_public_subnet=False,
+        reserved_concurrent_executions=reserved_concurrency,
     )
     return fn
 

@@ -84,6 +84,8 @@ class Monitoring(Construct):
             },
             memory_mb=settings.functions.memory_mb,
             timeout_s=settings.functions.monitor_timeout_s,
+            # One check at a time: each check reads and rewrites the run's hysteresis state in S3.
+            reserved_concurrency=1,
         )
         grant_list(self.function, storage.bucket.bucket_arn, RUNS_PREFIX)
         grant_prefix(self.function, storage.bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
@@ -132,8 +134,16 @@ class Monitoring(Construct):
 
         self.failed_executions_alarm = cw.Alarm(
             self, "FailedExecutionsAlarm", alarm_name=f"{stack_name(self)}-rollouts-without-record",
-            alarm_description="A rollout execution failed without writing even an error record.",
-            metric=workflow.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
+            alarm_description="A rollout execution failed or timed out without writing even an error record.",
+            metric=cw.MathExpression(
+                expression="failed + timedOut",
+                using_metrics={
+                    "failed": workflow.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
+                    "timedOut": workflow.state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),
+                },
+                label="rollouts that ended without a record",
+                period=Duration.minutes(5),
+            ),
             threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
             evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
         )

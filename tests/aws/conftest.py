@@ -27,6 +27,7 @@ def aws(monkeypatch):
     harness.start_server()
     harness.LAMBDA_FAULTS.clear()
     harness.CONTAINER_RUNS.clear()
+    harness.CONTAINER_FAULT_ENV.clear()
     reset_clients()
     with mock_aws(config=harness.MOTO_CONFIG):
         yield

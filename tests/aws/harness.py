@@ -107,6 +107,8 @@ SERVER: dict[str, Any] = {}
 LAMBDA_FAULTS: dict[str, BaseException] = {}
 # Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
 CONTAINER_RUNS: list[dict[str, Any]] = []
+# Environment overrides the tests inject into the next container runs (e.g. to make one crash).
+CONTAINER_FAULT_ENV: dict[str, str] = {}
 
 
 class _Context:
@@ -243,6 +245,7 @@ def run_container(env: dict[str, str]) -> dict[str, Any]:
         "AWS_SECRET_ACCESS_KEY": "testing",
         "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI": "/v2/credentials/fake-task-role",
         **env,
+        **CONTAINER_FAULT_ENV,
     }
     argv = [sys.executable, str(ROOT / "containers" / "code_runner" / "entry.py")]
     proc = subprocess.run(argv, env=child_env, capture_output=True, text=True, timeout=300)

@@ -160,6 +160,20 @@ def test_a_long_job_runs_on_fargate_through_the_container_entry_point(deployment
     assert record.components["correctness"] == 1.0
 
 
+def test_a_crashed_fargate_container_ends_in_an_error_record(deployment, sfn):
+    """The container exits non-zero without writing a result (here: its job object is gone); the ECS
+    task still "succeeds" from Step Functions' point of view, so Score must notice the missing result."""
+    harness.CONTAINER_FAULT_ENV["JOB_KEY"] = "jobs/vanished/job.json"
+    slow = TASK.model_copy(update={"timeout_s": 900})
+    result = harness.run_execution(sfn, deployment.state_machine_arn,
+                                   _input("run-x", "r0", [fenced(TASK.reference_solution)], task=slow))
+    assert result["status"] == "SUCCEEDED"
+    assert [r["returncode"] for r in harness.CONTAINER_RUNS] == [1]
+    record = _records(deployment, "run-x")["r0"]
+    assert record.status == "error" and record.aggregate is None
+    assert record.error.kind == "executor_crash" and "left no result" in record.error.message
+
+
 def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
     import boto3
 

@@ -254,7 +254,13 @@ def test_error_rate_and_failed_execution_alarms_notify_the_topic(template):
         "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
     })
     template.has_resource_properties("AWS::CloudWatch::Alarm", {
-        "MetricName": "ExecutionsFailed", "Namespace": "AWS/States",
+        "Metrics": Match.array_with([
+            Match.object_like({"Expression": "failed + timedOut"}),
+            Match.object_like({"Id": "failed", "MetricStat": Match.object_like({"Metric": Match.object_like(
+                {"MetricName": "ExecutionsFailed", "Namespace": "AWS/States"})})}),
+            Match.object_like({"Id": "timedOut", "MetricStat": Match.object_like({"Metric": Match.object_like(
+                {"MetricName": "ExecutionsTimedOut", "Namespace": "AWS/States"})})}),
+        ]),
         "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
     })
 
@@ -283,6 +289,10 @@ def test_dashboard_shows_variance_zero_fraction_errors_and_latency(resources):
 
 
 def test_variance_check_runs_on_a_schedule_and_can_publish(template, resources):
+    template.has_resource_properties("AWS::Lambda::Function", {
+        "Handler": "handler.lambda_handler", "ReservedConcurrentExecutions": 1,
+        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.5", "ALARM_TOPIC_ARN": Match.any_value()})},
+    })
     template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"})
     actions = [a for st in _statements(resources, "MonitoringVarianceCheck") for a in _actions(st)]
     assert "sns:Publish" in actions and "s3:ListBucket" in actions

@@ -1,0 +1,66 @@
+"""Shared fixtures for the attack suite: one sandbox executor per test module, and the blog's
+harness as a control that shows each reward hack is real (it wins there)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob
+from rewardpipe.execution.sandbox import make_executor
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "benchmarks"))
+
+HIDDEN_TESTS = """
+import unittest
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_equal(self):
+        self.assertEqual(add(2, 2), 4)
+"""
+EXPECTED_TESTS = 2
+WRONG_ADD = "def add(a, b):\n    return a - b\n"
+RIGHT_ADD = "def add(a, b):\n    return a + b\n"
+
+
+def job(code: str, tests: str = HIDDEN_TESTS, timeout_s: float = 5.0, **fields) -> ExecutionJob:
+    return ExecutionJob(code=code, tests=tests, entry_point="add", timeout_s=timeout_s, **fields)
+
+
+# A uid range of its own, so processes of other sandboxes on the machine are never mistaken for ours.
+ATTACK_UID_BASE = 62000
+
+
+@pytest.fixture(scope="module")
+def executor():
+    executor = make_executor(workers=2, uid_base=ATTACK_UID_BASE)
+    yield executor
+    executor.close()
+
+
+def layer_on(executor, layer: str) -> bool:
+    return executor.isolation().get(layer, "").startswith("on")
+
+
+def require_layer(executor, layer: str) -> None:
+    if not layer_on(executor, layer):
+        pytest.skip(f"isolation layer {layer!r} unavailable here: {executor.isolation().get(layer)}")
+
+
+def process_alive_as_sandbox_uid(pid: int, executor) -> bool:
+    """True if ``pid`` is a live (non-zombie) process running as one of the executor's sandbox uids."""
+    base = executor.config.uid_base
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            status = handle.read()
+    except OSError:
+        return False
+    fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
+    uid = int(fields["Uid"].split()[0])
+    return base <= uid < base + 1000 and not fields["State"].strip().startswith("Z")
