@@ -39,7 +39,7 @@ def test_specific_question_reveals_the_most_relevant_detail():
 
 
 def test_specific_question_uses_word_forms_that_differ_from_the_spec():
-    # "empty lists" / "dictionary" vs the spec's "empty list" / "dictionary"; "named" vs "names".
+    # "lists" vs the spec's "list", "timestamp strings parsed" vs "Timestamps are parsed".
     assert ask("What do I return for empty lists?").revealed == 2
     assert ask("How are timestamp strings parsed?").revealed == 0
 
@@ -107,6 +107,12 @@ def test_task_without_spec_says_it_is_up_to_the_model():
 def test_replies_are_deterministic_per_rollout_and_turn():
     texts = {ask("Should I use tabs or spaces?", rollout_id="same").text for _ in range(3)}
     assert len(texts) == 1
+
+
+def test_plural_in_the_question_matches_singular_in_the_spec():
+    task = make_task(task_id="plural", spec=["Each name is trimmed.", "A price is always positive."])
+    assert ask("What about names?", task=task).revealed == 0
+    assert ask("Can prices go below zero?", task=task).revealed == 1
 
 
 def test_content_words_drop_stopwords_and_normalise_forms():
