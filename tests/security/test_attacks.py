@@ -125,7 +125,7 @@ SWAP_LOADER = WRONG_ADD + textwrap.dedent('''
 READ_TESTS_FROM_DISK = textwrap.dedent('''
     import glob, os, re
     table = {}
-    for path in glob.glob(os.path.join(os.getcwd(), "*.py")) + glob.glob("/proc/self/fd/*"):
+    for path in glob.glob(os.path.join(os.getcwd(), "*.py")) + glob.glob("/tmp/*/*.py"):
         try:
             text = open(path).read()
         except Exception:
@@ -267,7 +267,10 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
     needle = marker.encode()
     code = WRONG_ADD + textwrap.dedent(f'''
         found = 0
+        control_hits = 0
         needle = bytes.fromhex("{needle.hex()}")
+        control = "CTRLMARK_{marker[8:]}"  # lives in this process: the scan must find it
+        control_bytes = control.encode()
         with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", buffering=0) as mem:
             for line in maps:
                 span, perms = line.split()[:2]
@@ -282,18 +285,22 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
                 except OSError:
                     continue
                 found += data.count(needle)
+                control_hits += data.count(control_bytes)
         print("RAW", found - 1)  # minus the needle this code holds itself
+        print("CONTROL", control_hits)
     ''')
     from rewardpipe.execution.sandbox import make_executor
 
-    # Landlock (rightly) hides /proc from the child; lift it so the child can search its own memory.
-    lenient = make_executor(workers=1, disable=frozenset({"landlock"}), uid_base=62500)
+    # Landlock (rightly) hides /proc from the child, and the non-dumpable unprivileged child cannot
+    # read its own /proc/self/mem; lift both so the child can search its own memory.
+    lenient = make_executor(workers=1, disable=frozenset({"landlock", "uid"}), uid_base=62500)
     try:
         result = lenient.run(job(code, tests=tests))
     finally:
         lenient.close()
     assert_failed(result)
     assert "RAW 0" in result.stdout, result.stdout + result.stderr
+    assert int(result.stdout.split("CONTROL")[1].split()[0]) >= 1, "the scan must find what is really there"
 
 
 # --- system-level attacks -------------------------------------------------------------------------------

@@ -185,14 +185,17 @@ class Zygote:
         timed_out = not _wait_until(t_pid, deadline)
         if timed_out:
             os.kill(t_pid, signal.SIGKILL)
-        t_status = _status_text(os.waitpid(t_pid, 0)[1])
-        u_status = _poll_status(u_pid)  # did the model's process die on its own before the verdict?
-        self._kill_untrusted_tree(u_pid)
+        _, t_raw_status, t_usage = os.wait4(t_pid, 0)
+        t_status = _status_text(t_raw_status)
+        done, raw_status, self._last_usage = os.wait4(u_pid, os.WNOHANG)
+        # Did the model's process die on its own before the verdict?
+        u_status = _status_text(raw_status) if done else None
         if u_status is None:
-            try:
-                os.waitpid(u_pid, 0)
-            except ChildProcessError:  # already reaped while the tree was being killed
-                pass
+            os.kill(u_pid, signal.SIGKILL)
+            u_usage = os.wait4(u_pid, 0)[2]
+        else:
+            u_usage = self._last_usage
+        self._kill_untrusted_tree(u_pid)
         _reap_orphans()
         shutil.rmtree(job_dir, ignore_errors=True)
         return {
@@ -200,14 +203,15 @@ class Zygote:
             "model_exit": u_status,
             "harness_exit": t_status,
             "elapsed_ms": (time.monotonic() - started) * 1000,
+            "cpu_ms": {"trusted": _cpu_ms(t_usage), "untrusted": _cpu_ms(u_usage)},
         }
 
     def _kill_untrusted_tree(self, u_pid: int) -> None:
-        for kill in (lambda: os.kill(u_pid, signal.SIGKILL), lambda: os.killpg(u_pid, signal.SIGKILL)):
-            try:
-                kill()
-            except OSError:
-                pass
+        """Kill whatever the model's process left behind (the process itself is already reaped)."""
+        try:
+            os.killpg(u_pid, signal.SIGKILL)
+        except OSError:
+            pass
         if self.cgroups is not None:
             self.cgroups.kill_all(reap=_reap_orphans)
         elif self.uid is not None and self.seccomp_arch is None:
@@ -337,9 +341,8 @@ def _wait_until(pid: int, deadline: float) -> bool:
         os.close(pidfd)
 
 
-def _poll_status(pid: int) -> str | None:
-    done, status = os.waitpid(pid, os.WNOHANG)
-    return _status_text(status) if done else None
+def _cpu_ms(usage) -> float | None:
+    return None if usage is None else round((usage.ru_utime + usage.ru_stime) * 1000, 3)
 
 
 def _status_text(status: int) -> str:
