@@ -18,7 +18,7 @@ from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ErrorInfo, Message, nova_output
 from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
 from rewardpipe.rewards import code_correctness
