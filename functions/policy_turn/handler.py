@@ -1,22 +1,9 @@
-"""PolicyTurn: one assistant turn (replayed, from an OpenAI-compatible endpoint, or the trainer's callback reply)."""
+"""PolicyTurn: one assistant turn (replayed, from an OpenAI-compatible endpoint, or the trainer's callback reply).
 
-from __future__ import annotations
-
-from typing import Any
-
-from aws_lambda_powertools import Logger, Tracer
+Logger, Tracer and event validation come from rewardpipe.aws.lambda_support.step_handler.
+"""
 
 from rewardpipe.aws import rollout
-from rewardpipe.aws.settings import Settings
+from rewardpipe.aws.lambda_support import step_handler
 
-logger = Logger()
-tracer = Tracer()
-SETTINGS = Settings.from_env()
-
-
-@logger.inject_lambda_context
-@tracer.capture_lambda_handler
-def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
-    event = rollout.RolloutContext.model_validate(raw_event)
-    logger.append_keys(run=event.run, rollout=event.rollout, mode=event.policy.mode, turn=event.state.assistant_turns)
-    return rollout.policy_turn(event, SETTINGS)
+lambda_handler = step_handler(rollout.RolloutContext, rollout.policy_turn)

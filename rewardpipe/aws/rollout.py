@@ -255,6 +255,11 @@ def rollout_output(record: Record, key: str) -> dict[str, Any]:
     return {**record.to_nova(), "status": record.status, "record_key": key}
 
 
+def score_step(ctx: RolloutContext, settings: Settings) -> dict[str, Any]:
+    """The Score state: :func:`score`, returned as the execution's output."""
+    return rollout_output(*score(ctx, settings))
+
+
 # --------------------------------------------------------------------------------------------------
 # Failures
 
@@ -325,6 +330,11 @@ class FailedRollout(BaseModel):
         if not isinstance(clean.get("task_key"), str):
             clean.pop("task_key", None)
         return clean
+
+
+def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
+    """The RecordError state: :func:`record_failure`, returned as the execution's output."""
+    return rollout_output(*record_failure(event, settings))
 
 
 def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
