@@ -194,3 +194,63 @@ def test_credentials_are_scrubbed_and_the_process_made_non_dumpable():
     assert removed == ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_SECRET_ACCESS_KEY"] and left == []
     if sys.platform.startswith("linux"):
         assert ok is True and dumpable is False
+
+
+# -- the OpenAI-compatible policy ------------------------------------------------------------------
+
+
+@pytest.fixture
+def chat_endpoint():
+    """A local OpenAI-compatible /chat/completions endpoint that records what it was sent."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Which format do you want?"},
+                                             "finish_reason": "stop"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(reply)))
+            self.end_headers()
+            self.wfile.write(reply)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    server.shutdown()
+
+
+def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager(bucket, chat_endpoint, monkeypatch):
+    import boto3
+
+    url, seen = chat_endpoint
+    boto3.client("secretsmanager", region_name=harness.REGION).create_secret(Name="policy-key", SecretString="sk-test")
+    monkeypatch.setenv("POLICY_API_KEY_SECRET", "policy-key")
+    monkeypatch.setenv("POLICY_MODEL", "default-model")
+    ctx = _started(bucket, mode="openai", base_url=url)
+    out = load("policy_turn").lambda_handler(ctx, Context())
+    assert out["state"]["messages"][-1] == {"role": "assistant", "content": "Which format do you want?"}
+    assert out["state"]["next_action"] == "simulator" and out["state"]["turn_kinds"] == ["question"]
+    (call,) = seen
+    assert call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer sk-test"
+    assert call["body"]["model"] == "default-model"
+    # The policy sees the conversation, never the hidden spec or tests.
+    assert any(m == {"role": "user", "content": TASK.prompt} for m in call["body"]["messages"])
+    sent = " ".join(m["content"] for m in call["body"]["messages"])
+    assert TASK.tests not in sent and all(item not in sent for item in TASK.spec)
+
+
+def test_an_unreachable_endpoint_fails_the_step_loudly(bucket):
+    ctx = _started(bucket, mode="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    from rewardpipe.openai_client import EndpointError
+
+    with pytest.raises(EndpointError):  # the state machine's Catch records it as a policy_error
+        load("policy_turn").lambda_handler(ctx, Context())
