@@ -181,19 +181,45 @@ def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult |
     )
 
 
-def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
+def failure_record(
+    *,
+    run_id: str,
+    step: int,
+    group_id: str,
+    rollout_id: str,
+    task_id: str,
+    kind: str,
+    message: str,
+    reward: Reward,
+    metrics: dict | None = None,
+) -> Record:
     """The record for an infrastructure failure: every component unknown, never a score of 0."""
     return Record(
-        run_id=state.run_id,
-        step=state.step,
-        group_id=state.group_id,
-        rollout_id=state.rollout_id,
-        task_id=state.task_id,
+        run_id=run_id,
+        step=step,
+        group_id=group_id,
+        rollout_id=rollout_id,
+        task_id=task_id,
         status="error",
         error=ErrorInfo(kind=kind, message=message[:2000]),
         components={name: None for name in reward.component_names},
         weights=reward.weights,
         aggregate=None,
+        metrics=metrics or {},
+    )
+
+
+def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
+    """:func:`failure_record` for an episode, keeping how far the conversation got."""
+    return failure_record(
+        run_id=state.run_id,
+        step=state.step,
+        group_id=state.group_id,
+        rollout_id=state.rollout_id,
+        task_id=state.task_id,
+        kind=kind,
+        message=message,
+        reward=reward,
         metrics={"assistant_turns": state.assistant_turns, "end_reason": state.end_reason},
     )
 

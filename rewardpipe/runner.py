@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from rewardpipe.episode import (
+    ConversationError,
     EpisodeState,
     build_record,
     converse,
     error_record,
     execution_job,
+    failure_record,
     finish_episode,
     start_episode,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Record, Rollout, Task
+from rewardpipe.models import Record, Rollout, Task
 from rewardpipe.rewards import Reward
 
 ProgressFn = Callable[[str, int, int], None]
@@ -65,13 +67,13 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> 
     return slots, unknown
 
 
+def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:
+    return failure_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
+                          task_id=rollout.task_id, kind=kind, message=message, reward=reward)
+
+
 def unknown_task_record(rollout: Rollout, run_id: str, reward: Reward) -> Record:
-    return Record(
-        run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
-        task_id=rollout.task_id, status="error",
-        error=ErrorInfo(kind="unknown_task", message=f"task '{rollout.task_id}' is not in the task file"),
-        components={n: None for n in reward.component_names}, weights=reward.weights, aggregate=None,
-    )
+    return _rollout_failure(rollout, run_id, "unknown_task", f"task '{rollout.task_id}' is not in the task file", reward)
 
 
 def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -> list[ExecutionResult | Exception]:
@@ -112,9 +114,8 @@ def run_slots(
                               rollout_id=slot.rollout_id, max_turns=max_turns)
         try:
             states[index] = converse(state, slot.task, policy, simulator)
-        except Exception as exc:  # noqa: BLE001 - endpoint or simulator failure: an error record
-            kind = "policy_error" if state.next_action == "policy" else "simulator_error"
-            finished[index] = error_record(state, kind, f"{type(exc).__name__}: {exc}", reward)
+        except ConversationError as exc:  # endpoint or simulator failure: an error record, never a score
+            finished[index] = error_record(exc.state, exc.kind, str(exc), reward)
         if progress:
             progress("conversations", len(states) + len(finished), len(slots))
 
@@ -151,7 +152,7 @@ def score_rollouts(
     jobs: list[tuple[int, ExecutionJob]] = []
     for index, rollout in enumerate(rollouts):
         task = tasks.get(rollout.task_id)
-        code = Transcript.from_messages(rollout.messages).final_code if task else None
+        code = reward.code_to_execute(Transcript.from_messages(rollout.messages)) if task else None
         if task is not None and code is not None:
             jobs.append((index, ExecutionJob(id=rollout.rollout_id, code=code, tests=task.tests,
                                              entry_point=task.entry_point, tests_format=task.tests_format,
@@ -165,11 +166,8 @@ def score_rollouts(
             continue
         outcome = executions.get(index)
         if isinstance(outcome, Exception):
-            records.append(Record(
-                run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
-                task_id=rollout.task_id, status="error",
-                error=ErrorInfo(kind="executor_crash", message=f"{type(outcome).__name__}: {outcome}"),
-                components={n: None for n in reward.component_names}, weights=reward.weights, aggregate=None))
+            records.append(_rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
+                                            reward))
             continue
         records.append(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
                                     rollout_id=rollout.rollout_id, task_id=rollout.task_id,

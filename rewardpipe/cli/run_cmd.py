@@ -154,9 +154,9 @@ def run(
             _fail("--policy replay needs --rollouts FILE")
         try:
             recorded = load_rollouts(rollouts)
-        except (FileNotFoundError, InputFileError) as exc:
+            chosen = ReplayPolicy(recorded)
+        except (FileNotFoundError, InputFileError, ValueError) as exc:
             _fail(str(exc))
-        chosen = ReplayPolicy(recorded)
         replay_slots, unknown = slots_from_rollouts(recorded, {t.task_id: t for t in task_list})
         for rollout in unknown:
             refused_early = _store_all(store, [unknown_task_record(rollout, run_id, reward)])

@@ -1,0 +1,93 @@
+"""The local runner: one record per slot, whatever fails, with the failure attributed to the right party."""
+
+from rewardpipe.execution import get_executor
+from rewardpipe.models import Message, Rollout, Task
+from rewardpipe.policies import ScriptedPolicy
+from rewardpipe.rewards import get_reward
+from rewardpipe.runner import plan_step, run_slots, score_rollouts
+from rewardpipe.simulator import RuleBasedSimulator
+
+TASK = Task(
+    task_id="add",
+    prompt="Write `add(a, b)`.",
+    spec=["Both arguments are integers.", "Return their sum."],
+    entry_point="add",
+    tests="import unittest\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    reference_solution="def add(a, b):\n    return a + b\n",
+)
+REWARD = get_reward("ask_before_coding")
+
+
+class AskThenFail:
+    """Asks once, then the endpoint 'goes down'."""
+
+    def next_turn(self, state, task):
+        if state.assistant_turns == 0:
+            return "What types are the arguments?"
+        raise ConnectionError("endpoint unreachable")
+
+
+class BrokenSimulator:
+    def respond(self, state, task):
+        raise RuntimeError("simulator model crashed")
+
+
+class CrashingExecutor:
+    def run(self, job):
+        raise OSError("fork failed")
+
+    def run_batch(self, jobs, workers=None):
+        raise OSError("pool died")
+
+
+def test_plan_step_is_round_robin_with_unique_ids():
+    tasks = [TASK, TASK.model_copy(update={"task_id": "other"})]
+    slots = plan_step(tasks, step=1, groups_per_step=3, group_size=2)
+    assert [s.task.task_id for s in slots] == ["other", "other", "add", "add", "other", "other"]
+    assert len({s.rollout_id for s in slots}) == 6
+    assert len({s.group_id for s in slots}) == 3
+
+
+def test_a_policy_failure_mid_conversation_is_an_error_record_with_the_turns_so_far():
+    slots = plan_step([TASK], 0, 1, 2)
+    records = run_slots(slots, policy=AskThenFail(), simulator=RuleBasedSimulator(), executor=get_executor(),
+                        reward=REWARD, run_id="r", max_turns=4)
+    assert [r.status for r in records] == ["error", "error"]
+    assert records[0].error.kind == "policy_error"
+    assert "ConnectionError: endpoint unreachable" in records[0].error.message
+    assert records[0].metrics["assistant_turns"] == 1
+    assert records[0].aggregate is None and set(records[0].components.values()) == {None}
+
+
+def test_a_simulator_failure_is_attributed_to_the_simulator():
+    [record] = run_slots(plan_step([TASK], 0, 1, 1), policy=AskThenFail(), simulator=BrokenSimulator(),
+                         executor=get_executor(), reward=REWARD, run_id="r", max_turns=4)
+    assert record.error.kind == "simulator_error"
+
+
+def test_an_executor_crash_costs_records_not_the_batch():
+    policy = ScriptedPolicy(seed=3, weights={"guess": 1.0, "loop": 1.0})
+    slots = plan_step([TASK], 0, 1, 8)
+    records = run_slots(slots, policy=policy, simulator=RuleBasedSimulator(), executor=CrashingExecutor(),
+                        reward=REWARD, run_id="r", max_turns=2)
+    assert len(records) == 8
+    kinds = {r.metrics.get("end_reason"): r for r in records}
+    # guesses needed the executor: error records; loops committed nothing: scored with correctness 0.0
+    guessed = [r for r in records if r.status == "error"]
+    looped = [r for r in records if r.status == "scored"]
+    assert guessed and looped, kinds
+    assert all(r.error.kind == "executor_crash" and "fork failed" in r.error.message for r in guessed)
+    assert all(r.components["correctness"] == 0.0 for r in looped)
+
+
+def test_score_rollouts_executes_the_final_commit_and_flags_unknown_tasks():
+    code = "```python\ndef add(a, b):\n    return a + b\n```"
+    rollouts = [
+        Rollout(rollout_id="a", group_id="g", task_id="add", messages=[
+            Message(role="user", content="x"), Message(role="assistant", content="```python\ndef add(a, b):\n    return 0\n```"),
+            Message(role="user", content="wrong"), Message(role="assistant", content=code)]),
+        Rollout(rollout_id="b", group_id="g", task_id="nope", messages=[Message(role="assistant", content=code)]),
+    ]
+    first, second = score_rollouts(rollouts, {"add": TASK}, executor=get_executor(), reward=REWARD, run_id="r")
+    assert first.components["correctness"] == 1.0  # the last commit is what counts
+    assert second.status == "error" and second.error.kind == "unknown_task"
