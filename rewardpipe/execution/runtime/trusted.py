@@ -184,6 +184,12 @@ class Remote:
         result = self._rp("hash")
         return result if type(result) is int else 0
 
+    def __mro_entries__(self, bases):
+        raise TypeError(
+            f"the hidden tests subclass the model's {object.__getattribute__(self, '_rp_name') or 'class'}, which "
+            "cannot cross the sandbox boundary; run this task with trust_mode='inprocess'"
+        )
+
     def __instancecheck__(self, instance):
         if not isinstance(instance, Remote):
             return False

@@ -1,0 +1,142 @@
+"""Verdict semantics: passed only when every expected test ran and passed; model failures are
+failed/timeout; harness faults are error."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus, execute
+from tests.execution.conftest import ADD_TESTS, job
+
+
+def test_correct_code_passes_every_test(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n"))
+    assert (result.status, result.passed, result.total) == (ExecutionStatus.PASSED, 3, 3)
+    assert result.mode == "split"
+    assert result.fraction_passed == 1.0
+
+
+def test_partly_correct_code_fails_with_partial_count(executor):
+    code = "def add(a, b):\n    return a + b if a >= 0 else 0\n"
+    result = executor.run(job(code))
+    assert (result.status, result.passed, result.total) == (ExecutionStatus.FAILED, 2, 3)
+    assert "2 of 3 tests passed" in result.reason
+    assert "test_negative" in result.reason
+
+
+def test_code_that_raises_at_import_fails_with_zero_tests_run(executor):
+    result = executor.run(job("raise RuntimeError('broken model code')\n"))
+    assert (result.status, result.passed, result.total) == (ExecutionStatus.FAILED, 0, 3)
+    assert "0 of 3 expected tests ran" in result.reason
+    assert "broken model code" in result.reason
+
+
+def test_syntax_error_in_model_code_fails(executor):
+    result = executor.run(job("def add(a, b) return a + b\n"))
+    assert result.status is ExecutionStatus.FAILED
+    assert "SyntaxError" in result.reason
+
+
+def test_missing_entry_point_fails(executor):
+    result = executor.run(job("def plus(a, b):\n    return a + b\n"))
+    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
+    assert "NameError" in result.reason
+
+
+def test_skipped_hidden_test_is_not_a_pass(executor):
+    tests = ADD_TESTS + "\n    @unittest.skip('flaky')\n    def test_skipped(self):\n        self.assertEqual(add(1, 1), 2)\n"
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests=tests))
+    assert (result.status, result.passed, result.total) == (ExecutionStatus.FAILED, 3, 4)
+    assert "skipped" in result.reason
+
+
+def test_check_format_humaneval_style(executor):
+    tests = "def check(candidate):\n    assert candidate(2, 3) == 5\n    assert candidate(0, 0) == 0\n"
+    good = executor.run(job("def add(a, b):\n    return a + b\n", tests=tests, tests_format="check"))
+    bad = executor.run(job("def add(a, b):\n    return a * b + 1\n", tests=tests, tests_format="check"))
+    assert (good.status, good.passed, good.total) == (ExecutionStatus.PASSED, 1, 1)
+    assert (bad.status, bad.passed, bad.total) == (ExecutionStatus.FAILED, 0, 1)
+
+
+def test_unparseable_tests_are_a_harness_error(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests="class Broken(:\n"))
+    assert result.status is ExecutionStatus.ERROR
+    assert "do not parse" in result.reason
+    with pytest.raises(ValueError):
+        result.fraction_passed
+
+
+def test_tests_without_test_methods_are_a_harness_error(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests="import unittest\nx = 1\n"))
+    assert result.status is ExecutionStatus.ERROR
+    assert "no test" in result.reason
+
+
+def test_check_format_without_check_function_is_a_harness_error(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests="assert True\n", tests_format="check"))
+    assert result.status is ExecutionStatus.ERROR
+    assert "check(candidate)" in result.reason
+
+
+def test_tests_that_crash_at_import_without_the_model_are_a_harness_error(executor):
+    tests = "import unittest\nimport module_that_does_not_exist\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n"
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests=tests))
+    assert result.status is ExecutionStatus.ERROR
+    assert "module_that_does_not_exist" in result.reason
+
+
+def test_infinite_loop_is_a_timeout_not_an_error(executor):
+    result = executor.run(job("def add(a, b):\n    while True:\n        pass\n", timeout_s=0.5))
+    assert (result.status, result.passed, result.total) == (ExecutionStatus.TIMEOUT, 0, 3)
+    assert result.fraction_passed == 0.0
+
+
+def test_slow_import_counts_against_the_deadline(executor):
+    code = "import time\ntime.sleep(3)\ndef add(a, b):\n    return a + b\n"
+    result = executor.run(job(code, timeout_s=0.5))
+    assert result.status is ExecutionStatus.TIMEOUT
+    assert result.duration_ms < 3000
+
+
+def test_stdout_and_stderr_are_returned(executor):
+    code = "import sys\nprint('hello out')\nprint('hello err', file=sys.stderr)\ndef add(a, b):\n    print('called', a, b)\n    return a + b\n"
+    result = executor.run(job(code))
+    assert result.status is ExecutionStatus.PASSED
+    assert "hello out" in result.stdout and "called 1 2" in result.stdout
+    assert "hello err" in result.stderr
+
+
+def test_uncaught_exception_traceback_goes_to_reason_not_a_crash(executor):
+    code = "def add(a, b):\n    return {}[a]\n"
+    result = executor.run(job(code))
+    assert result.status is ExecutionStatus.FAILED
+    assert "KeyError" in result.reason
+
+
+def test_memory_limit_kills_only_the_model(executor):
+    code = "def add(a, b):\n    hog = [bytearray(1 << 20) for _ in range(4096)]\n    return a + b\n"
+    result = executor.run(job(code))
+    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
+    assert "MemoryError" in result.reason or "SIGKILL" in result.reason
+    assert executor.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
+
+
+def test_model_code_may_use_threads_and_common_modules(executor):
+    code = textwrap.dedent('''
+        import threading, math, collections, itertools, functools, heapq, re, json, decimal, fractions
+        def add(a, b):
+            box = []
+            worker = threading.Thread(target=lambda: box.append(a + b))
+            worker.start()
+            worker.join()
+            return box[0]
+    ''')
+    result = executor.run(job(code))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_module_level_execute_uses_the_default_executor():
+    result = execute("def add(a, b):\n    return a + b\n", ADD_TESTS, "add", timeout_s=5)
+    assert result.status is ExecutionStatus.PASSED
