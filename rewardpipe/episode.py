@@ -48,6 +48,11 @@ class EpisodeState(BaseModel):
     def assistant_turns(self) -> int:
         return len(self.turn_kinds)
 
+    def record_ids(self) -> dict:
+        """The identifying fields every record of this rollout carries."""
+        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id,
+                "rollout_id": self.rollout_id, "task_id": self.task_id}
+
     def to_rollout(self) -> Rollout:
         return Rollout(
             rollout_id=self.rollout_id,
@@ -165,11 +170,7 @@ def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult |
     if state.next_action not in ("execute", "score"):
         raise EpisodeError(f"rollout {state.rollout_id}: cannot score an episode in phase '{state.next_action}'")
     return build_record(
-        run_id=state.run_id,
-        step=state.step,
-        group_id=state.group_id,
-        rollout_id=state.rollout_id,
-        task_id=state.task_id,
+        **state.record_ids(),
         messages=state.messages,
         execution=execution,
         reward=reward,
@@ -212,11 +213,7 @@ def failure_record(
 def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
     """:func:`failure_record` for an episode, keeping how far the conversation got."""
     return failure_record(
-        run_id=state.run_id,
-        step=state.step,
-        group_id=state.group_id,
-        rollout_id=state.rollout_id,
-        task_id=state.task_id,
+        **state.record_ids(),
         kind=kind,
         message=message,
         reward=reward,
