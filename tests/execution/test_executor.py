@@ -1,0 +1,100 @@
+"""Executor lifecycle for long-lived hosts (runner, Lambda warm container, Fargate): lazy start,
+restart of a dead worker, close(), batch order and one bad job never failing a batch."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.execution.conftest import job
+
+RIGHT = "def add(a, b):\n    return a + b\n"
+WRONG = "def add(a, b):\n    return a - b\n"
+
+
+def test_workers_start_lazily_and_close_stops_them():
+    executor = make_executor(workers=2, uid_base=63100)
+    assert executor._workers == []  # nothing started by construction
+    assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+    pids = [worker.process.pid for worker in executor._workers]
+    assert len(pids) == 1
+    executor.close()
+    time.sleep(0.1)
+    for pid in pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
+    after = executor.run(job(RIGHT))
+    assert after.status is ExecutionStatus.ERROR and "closed" in after.reason
+
+
+def test_dead_worker_is_replaced_transparently():
+    executor = make_executor(workers=1, uid_base=63200)
+    try:
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+        old = executor._workers[0].process
+        os.kill(old.pid, signal.SIGKILL)
+        old.wait(5)
+        result = executor.run(job(RIGHT))
+        assert result.status is ExecutionStatus.PASSED, result.reason
+        assert executor._workers[0].process.pid != old.pid
+    finally:
+        executor.close()
+
+
+def test_hung_trusted_side_is_bounded_by_the_deadline():
+    # A hidden test that loops forever never reaches the model; the deadline still ends it.
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        while True:\n            pass\n"
+    executor = make_executor(workers=1, uid_base=63300)
+    try:
+        started = time.perf_counter()
+        result = executor.run(job(RIGHT, tests=tests, timeout_s=0.5))
+        assert result.status is ExecutionStatus.TIMEOUT
+        assert time.perf_counter() - started < 3
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+    finally:
+        executor.close()
+
+
+def test_batch_keeps_input_order_and_isolates_bad_jobs(executor):
+    jobs = [
+        job(RIGHT).model_copy(update={"id": "right"}),
+        job(WRONG).model_copy(update={"id": "wrong"}),
+        job(RIGHT, tests="def broken(:\n").model_copy(update={"id": "broken-tests"}),
+        job("import os\nos.kill(os.getppid(), 9)\n" + WRONG).model_copy(update={"id": "hostile"}),
+        job("def add(a, b):\n    while True:\n        pass\n", timeout_s=0.5).model_copy(update={"id": "slow"}),
+        job(RIGHT).model_copy(update={"id": "right-again"}),
+    ]
+    results = list(executor.run_batch(jobs, workers=2))
+    assert [r.id for r in results] == [j.id for j in jobs]
+    assert [r.status for r in results] == [
+        ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR,
+        ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.PASSED,
+    ]
+
+
+def test_batch_runs_in_parallel_on_the_requested_workers(executor):
+    sleepy = "import time\ndef add(a, b):\n    time.sleep(0.4)\n    return a + b\n"
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    jobs = [ExecutionJob(id=str(i), code=sleepy, tests=tests, entry_point="add") for i in range(4)]
+    list(executor.run_batch(jobs[:2], workers=2))  # start both workers
+    started = time.perf_counter()
+    results = list(executor.run_batch(jobs, workers=2))
+    elapsed = time.perf_counter() - started
+    assert all(r.status is ExecutionStatus.PASSED for r in results)
+    assert elapsed < 4 * 0.4  # two at a time, not one after another
+
+
+def test_isolation_report_is_attached_to_results(executor):
+    result = executor.run(job(RIGHT))
+    report = executor.isolation()
+    # Each worker has its own sandbox uid; everything else is the same machine-wide report.
+    assert {k: v for k, v in result.isolation.items() if k != "uid"} == {
+        k: v for k, v in report.items() if k in result.isolation and k != "uid"
+    }
+    for layer in ("uid", "netns", "seccomp", "landlock", "cgroup", "rlimits", "tree_kill", "tests"):
+        assert layer in result.isolation

@@ -1,0 +1,62 @@
+"""Isolation layer building blocks and configuration, checked without running model code."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from rewardpipe.execution.runtime import layers
+from rewardpipe.execution.sandbox import SandboxConfig, SandboxConfigError, choose_interpreter
+
+
+def decode_bpf(program: bytes):
+    return [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_seccomp_program_checks_arch_first_and_jumps_stay_in_range(arch):
+    program = decode_bpf(layers.build_seccomp_filter(arch, own_pid=4242))
+    assert program[0] == (0x20, 0, 0, 4)  # load seccomp_data.arch
+    assert program[1][0] == 0x15 and program[1][3] == layers._AUDIT_ARCH[arch]
+    assert program[2] == (0x06, 0, 0, layers._RET_KILL_PROCESS)  # wrong arch: kill
+    for index, (code, jt, jf, _) in enumerate(program):
+        if code & 0x07 == 0x05:  # jumps must land inside the program
+            assert index + 1 + max(jt, jf) < len(program)
+    assert program[-1][0] == 0x06  # every path ends in a return
+    assert any(k == 4242 for _, _, _, k in program)  # signals allowed only to the child itself
+
+
+def test_seccomp_denies_execve_with_eperm():
+    program = decode_bpf(layers.build_seccomp_filter("x86_64", own_pid=1))
+    execve = [i for i, (code, _, _, k) in enumerate(program) if code == 0x15 and k == 59]
+    assert execve, "execve must be matched"
+    index = execve[0]
+    target = program[index + 1 + program[index][1]]
+    assert target == (0x06, 0, 0, layers._RET_ERRNO | 1)
+
+
+def test_unknown_layer_name_is_rejected_by_name():
+    with pytest.raises(SandboxConfigError, match="seccom"):
+        SandboxConfig(disable=frozenset({"seccom"}))
+
+
+def test_env_configuration_is_parsed_and_validated():
+    config = SandboxConfig.from_env({"REWARDPIPE_SANDBOX_DISABLE": "netns, landlock", "REWARDPIPE_SANDBOX_WORKERS": "3"})
+    assert config.disable == frozenset({"netns", "landlock"}) and config.workers == 3
+    with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_WORKERS"):
+        SandboxConfig.from_env({"REWARDPIPE_SANDBOX_WORKERS": "many"})
+    with pytest.raises(SandboxConfigError, match="workers"):
+        SandboxConfig(workers=0)
+    with pytest.raises(SandboxConfigError, match="memory_mb"):
+        SandboxConfig(memory_mb=0)
+
+
+def test_interpreter_choice_respects_configuration_and_uid_layer():
+    assert choose_interpreter(SandboxConfig(interpreter="/opt/python")) == ("/opt/python", "configured")
+    path, why = choose_interpreter(SandboxConfig(disable=frozenset({"uid"})))
+    assert why == "scorer's interpreter"
+
+
+def test_landlock_abi_probe_is_an_integer():
+    assert layers.landlock_abi() >= 0
