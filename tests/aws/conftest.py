@@ -52,3 +52,15 @@ def s3(aws):
     import boto3
 
     return boto3.client("s3", region_name=harness.REGION)
+
+
+@pytest.fixture(autouse=True)
+def _restore_dumpable():
+    """Handlers make their process non-dumpable (rewardpipe.aws.hardening); in-process tests run them in
+    the pytest worker, so give the worker its normal state back for whatever test runs next."""
+    yield
+    from rewardpipe.aws import hardening
+
+    libc = hardening._libc()
+    if libc is not None:
+        libc.prctl(hardening.PR_SET_DUMPABLE, 1, 0, 0, 0)
