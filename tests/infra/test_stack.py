@@ -331,3 +331,26 @@ def test_bad_settings_fail_with_a_message_naming_the_setting(raw, fragment):
 def test_settings_from_a_cli_json_string():
     settings = load_settings('{"group_size": 16, "alarms": {"email": "ops@example.com"}}')
     assert settings.group_size == 16 and settings.alarms.email == "ops@example.com"
+
+
+def test_context_changes_the_alarms_the_subscription_and_the_routing(synth, tmp_path):
+    """A second synth with other settings (the jsii runtime is warm by now, so it is cheap)."""
+    from aws_cdk.assertions import Template
+
+    from app import build_app
+    from rewardpipe.rewards import get_reward
+
+    settings = {"stack_name": "RewardPipeAlt", "reward_name": "code_correctness", "execution_routing_threshold_s": 120,
+                "alarms": {"email": "ops@example.com", "zero_variance_fraction": 0.8}}
+    _, stack = build_app(context={"rewardpipe": settings}, outdir=str(tmp_path))
+    alt = Template.from_stack(stack)
+    alt.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
+    alarms = alt.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "ZeroVarianceGroupFraction"}})
+    components = sorted(next(d["Value"] for d in a["Properties"]["Dimensions"] if d["Name"] == "component")
+                        for a in alarms.values())
+    assert components == sorted(get_reward("code_correctness").component_names)
+    assert {a["Properties"]["Threshold"] for a in alarms.values()} == {0.8}
+    alt.has_resource_properties("AWS::Lambda::Function", {
+        "FunctionName": "RewardPipeAlt-SageMaker-reward"})
+    alt.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"ROUTING_THRESHOLD_S": "120", "REWARD_NAME": "code_correctness"})}})
