@@ -134,3 +134,33 @@ def test_python_app_py_synthesizes_offline(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "out" / "RewardPipe.template.json").is_file()
     assert re.search(r"manifest\.json", " ".join(p.name for p in (tmp_path / "out").iterdir()))
+
+
+CONTAINER_DISTRIBUTIONS = ("pydantic", "pydantic_core", "annotated_types", "typing_extensions.py", "typing_inspection",
+                           "boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py", "urllib3")
+
+
+def test_container_context_needs_only_its_requirements(synth, tmp_path):
+    """The staged image context, with only what requirements.txt installs (pydantic, boto3 and their
+    dependencies) and no site-packages: the entry point and the execution layer import."""
+    import json
+
+    import botocore
+
+    site = Path(botocore.__file__).resolve().parents[1]
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for name in CONTAINER_DISTRIBUTIONS:
+        (deps / name).symlink_to(site / name)
+    manifest = json.loads((synth.outdir / f"{synth.stack.stack_name}.assets.json").read_text())
+    (image,) = manifest["dockerImages"].values()
+    context = synth.outdir / image["source"]["directory"]
+    script = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+              "import entry\n"
+              "from rewardpipe.execution import get_executor\n"
+              "get_executor()\n"
+              "import rewardpipe.aws.jobs, rewardpipe.aws.hardening\n"
+              "print('ok')\n")
+    proc = subprocess.run([sys.executable, "-S", "-c", script, str(context), str(deps)], cwd=tmp_path,
+                          capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
