@@ -14,6 +14,7 @@ lazily, a dead one is replaced, and ``close()`` stops them all.
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import socket
@@ -37,6 +38,7 @@ BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime"
 ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
 ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
+MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
 
 
 class SandboxConfigError(ValueError):
@@ -52,7 +54,13 @@ class SandboxConfig:
     output_bytes: int = 64 << 10  # how much of stdout/stderr is returned to the caller
     disable: frozenset[str] = field(default_factory=frozenset)  # layer names from LAYER_NAMES
     interpreter: str | None = None  # fork-server interpreter; None = choose automatically
-    uid_base: int = 61000  # worker i runs model code as uid_base + i
+    # Worker i runs model code as uid_base + i. None derives a base from the scorer's pid, so two
+    # scorers on one machine never share a sandbox uid (a shared uid would let one scorer's tree kill
+    # reach the other's children where cgroups are missing).
+    uid_base: int | None = None
+    # Run the fork servers themselves as this uid instead of root: no root anywhere, at the price of
+    # the uid, netns and cgroup layers. Also how the unprivileged (AWS Lambda) path is tested here.
+    server_uid: int | None = None
     grace_s: float = 5.0  # extra wall-clock time before the scorer declares a fork server hung
     start_timeout_s: float = 60.0
 
@@ -62,8 +70,10 @@ class SandboxConfig:
             raise SandboxConfigError(
                 f"unknown isolation layer(s) to disable: {', '.join(sorted(unknown))}; known: {', '.join(LAYER_NAMES)}"
             )
-        if self.workers is not None and self.workers < 1:
-            raise SandboxConfigError(f"workers must be at least 1, got {self.workers}")
+        if self.uid_base is not None and not 1 <= self.uid_base < 2**31 - MAX_WORKERS:
+            raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
+        if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
+            raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
         for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes"):
             if getattr(self, name) <= 0:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
@@ -108,7 +118,7 @@ def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:
     if config.interpreter:
         return config.interpreter, "configured"
     stdlib = sysconfig.get_paths()["stdlib"]
-    dropping = os.geteuid() == 0 and "uid" not in config.disable
+    dropping = os.geteuid() == 0 and ("uid" not in config.disable or config.server_uid is not None)
     if not dropping or _world_readable_tree(stdlib):
         return sys.executable, "scorer's interpreter"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
@@ -118,6 +128,15 @@ def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:
         if os.access(candidate, os.X_OK) and _world_readable_tree(lib) and _world_readable_tree(candidate):
             return candidate, "world-readable stdlib for the unprivileged uid"
     return sys.executable, "scorer's interpreter; stdlib unreadable by the sandbox uid, pre-imported modules only"
+
+
+_executor_serial = itertools.count()
+
+
+def _derived_uid_base() -> int:
+    """A uid block of MAX_WORKERS uids unique to this executor among live processes on the machine."""
+    slot = (os.getpid() % 60_000) * 16 + next(_executor_serial) % 16
+    return 1_000_000 + slot * MAX_WORKERS
 
 
 class WorkerFailure(Exception):
@@ -131,11 +150,14 @@ class _Worker:
         self.busy_since = 0.0
         self._log = tempfile.TemporaryFile()
         self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
+        if config.server_uid is not None and os.geteuid() == 0:
+            os.chown(self._dir, config.server_uid, config.server_uid)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         self.channel = ours
         zygote_config = {
             "worker_index": index,
             "uid": uid,
+            "server_uid": config.server_uid,
             "disable": sorted(config.disable),
             "memory_bytes": config.memory_mb << 20,
             "pids_max": config.pids_max,
@@ -276,7 +298,8 @@ class ForkServerExecutor:
         self._condition = threading.Condition()
         self._idle: list[_Worker] = []
         self._workers: list[_Worker] = []
-        self._limit = self.config.workers or os.cpu_count() or 2
+        self._limit = min(self.config.workers or os.cpu_count() or 2, MAX_WORKERS)
+        self.uid_base = self.config.uid_base or _derived_uid_base()
         self._interpreter: tuple[str, str] | None = None
         self._owner_pid = os.getpid()
         self._closed = False
@@ -312,7 +335,7 @@ class ForkServerExecutor:
         try:
             if self._interpreter is None:
                 self._interpreter = choose_interpreter(self.config)
-            worker = _Worker(index, self.config, self._interpreter[0], self.config.uid_base + index)
+            worker = _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
         except BaseException:
             with self._condition:
                 self._workers.remove(placeholder)
@@ -413,7 +436,7 @@ class ForkServerExecutor:
             reasons.append(f"{tests_run} of {expected} expected tests ran")
         else:
             reasons.append(f"{successes} of {expected} tests passed")
-        if reply.get("model_exit"):
+        if verdict.get("model_died") and reply.get("model_exit"):
             reasons.append(f"the model's process ended early ({reply['model_exit']})")
         if verdict.get("first_failure"):
             reasons.append(str(verdict["first_failure"]))
@@ -427,6 +450,8 @@ class ForkServerExecutor:
         threads = workers or self.config.workers or os.cpu_count() or 2
         if threads < 1:
             raise SandboxConfigError(f"workers must be at least 1, got {threads}")
+        if threads > MAX_WORKERS:
+            raise SandboxConfigError(f"workers must be at most {MAX_WORKERS}, got {threads}")
         with self._condition:
             self._limit = max(self._limit, threads)
         return self._batch(jobs, threads)

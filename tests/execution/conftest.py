@@ -27,6 +27,6 @@ def job(code: str, tests: str = ADD_TESTS, entry_point: str = "add", **fields) -
 
 @pytest.fixture(scope="module")
 def executor():
-    executor = make_executor(workers=2, uid_base=63000)
+    executor = make_executor(workers=2)
     yield executor
     executor.close()

@@ -59,7 +59,7 @@ def test_model_code_runs_as_the_servers_uid_when_uid_layer_is_off(bare):
 def test_each_layer_can_be_disabled_alone_and_the_rest_stay_on():
     if os.geteuid() != 0:
         pytest.skip("the full set of layers needs root")
-    executor = make_executor(workers=1, disable=frozenset({"seccomp"}), uid_base=63400)
+    executor = make_executor(workers=1, disable=frozenset({"seccomp"}))
     try:
         isolation = executor.isolation()
         assert isolation["seccomp"] == "off: disabled by configuration"
@@ -82,3 +82,52 @@ def test_each_layer_can_be_disabled_alone_and_the_rest_stay_on():
         assert "FORK OK" in result.stdout  # seccomp really is off: forking works
     finally:
         executor.close()
+
+
+@pytest.fixture(scope="module")
+def unprivileged():
+    """Fork servers running as nobody: no uid drop, no namespaces, no cgroups, as on AWS Lambda."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start the fork server as another uid")
+    executor = make_executor(workers=1, server_uid=65534)
+    yield executor
+    executor.close()
+
+
+def test_unprivileged_fork_server_reports_what_it_cannot_do(unprivileged):
+    isolation = unprivileged.isolation()
+    assert isolation["uid"].startswith("off: fork server is not root")
+    assert isolation["netns"].startswith("off")
+    assert isolation["cgroup"].startswith("off")
+    assert isolation["seccomp"].startswith("on")  # needs no privilege: this is what protects Lambda
+    assert isolation["tree_kill"] == "process group (seccomp forbids new processes)"
+
+
+def test_unprivileged_fork_server_gives_right_verdicts_and_blocks_the_basics(unprivileged):
+    assert unprivileged.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
+    hostile = textwrap.dedent('''
+        import os, signal, socket
+        for target in (os.getppid(), -1):
+            try:
+                os.kill(target, signal.SIGKILL)
+                print("KILLED", target)
+            except OSError:
+                print("DENIED", target)
+        try:
+            socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            print("SOCKET")
+        except OSError:
+            print("NO SOCKET")
+        try:
+            os.fork()
+            print("FORKED")
+        except OSError:
+            print("NO FORK")
+        def add(a, b):
+            return a - b
+    ''')
+    result = unprivileged.run(job(hostile))
+    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
+    assert "KILLED" not in result.stdout and "SOCKET\n" not in result.stdout and "FORKED" not in result.stdout
+    assert "NO SOCKET" in result.stdout and "NO FORK" in result.stdout
+    assert unprivileged.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED

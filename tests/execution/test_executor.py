@@ -18,7 +18,7 @@ WRONG = "def add(a, b):\n    return a - b\n"
 
 
 def test_workers_start_lazily_and_close_stops_them():
-    executor = make_executor(workers=2, uid_base=63100)
+    executor = make_executor(workers=2)
     assert executor._workers == []  # nothing started by construction
     assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
     pids = [worker.process.pid for worker in executor._workers]
@@ -33,7 +33,7 @@ def test_workers_start_lazily_and_close_stops_them():
 
 
 def test_dead_worker_is_replaced_transparently():
-    executor = make_executor(workers=1, uid_base=63200)
+    executor = make_executor(workers=1)
     try:
         assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
         old = executor._workers[0].process
@@ -49,7 +49,7 @@ def test_dead_worker_is_replaced_transparently():
 def test_hung_trusted_side_is_bounded_by_the_deadline():
     # A hidden test that loops forever never reaches the model; the deadline still ends it.
     tests = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        while True:\n            pass\n"
-    executor = make_executor(workers=1, uid_base=63300)
+    executor = make_executor(workers=1)
     try:
         started = time.perf_counter()
         result = executor.run(job(RIGHT, tests=tests, timeout_s=0.5))

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from rewardpipe.execution import ExecutionJob
-from rewardpipe.execution.sandbox import make_executor
+from rewardpipe.execution.sandbox import MAX_WORKERS, make_executor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "benchmarks"))
@@ -33,13 +33,9 @@ def job(code: str, tests: str = HIDDEN_TESTS, timeout_s: float = 5.0, **fields) 
     return ExecutionJob(code=code, tests=tests, entry_point="add", timeout_s=timeout_s, **fields)
 
 
-# A uid range of its own, so processes of other sandboxes on the machine are never mistaken for ours.
-ATTACK_UID_BASE = 62000
-
-
 @pytest.fixture(scope="module")
 def executor():
-    executor = make_executor(workers=2, uid_base=ATTACK_UID_BASE)
+    executor = make_executor(workers=2)
     yield executor
     executor.close()
 
@@ -55,7 +51,7 @@ def require_layer(executor, layer: str) -> None:
 
 def process_alive_as_sandbox_uid(pid: int, executor) -> bool:
     """True if ``pid`` is a live (non-zombie) process running as one of the executor's sandbox uids."""
-    base = executor.config.uid_base
+    base = executor.uid_base
     try:
         with open(f"/proc/{pid}/status") as handle:
             status = handle.read()
@@ -63,4 +59,4 @@ def process_alive_as_sandbox_uid(pid: int, executor) -> bool:
         return False
     fields = dict(line.split(":", 1) for line in status.splitlines() if ":" in line)
     uid = int(fields["Uid"].split()[0])
-    return base <= uid < base + 1000 and not fields["State"].strip().startswith("Z")
+    return base <= uid < base + MAX_WORKERS and not fields["State"].strip().startswith("Z")

@@ -293,7 +293,7 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
 
     # Landlock (rightly) hides /proc from the child, and the non-dumpable unprivileged child cannot
     # read its own /proc/self/mem; lift both so the child can search its own memory.
-    lenient = make_executor(workers=1, disable=frozenset({"landlock", "uid"}), uid_base=62500)
+    lenient = make_executor(workers=1, disable=frozenset({"landlock", "uid"}))
     try:
         result = lenient.run(job(code, tests=tests))
     finally:
@@ -420,7 +420,7 @@ def test_fork_bomb_is_contained(executor):
 def test_fork_bomb_without_seccomp_is_capped_by_pids_limit(tmp_path):
     from rewardpipe.execution.sandbox import make_executor
 
-    lenient = make_executor(workers=1, disable=frozenset({"seccomp"}), uid_base=62600, pids_max=16)
+    lenient = make_executor(workers=1, disable=frozenset({"seccomp"}), pids_max=16)
     try:
         require_layer(lenient, "cgroup")
         code = WRONG_ADD + textwrap.dedent('''
@@ -521,7 +521,7 @@ def test_setsid_orphan_cannot_be_created(executor):
 def test_setsid_orphan_dies_with_the_tree_when_forking_is_allowed():
     from rewardpipe.execution.sandbox import make_executor
 
-    lenient = make_executor(workers=1, disable=frozenset({"seccomp"}), uid_base=62700)
+    lenient = make_executor(workers=1, disable=frozenset({"seccomp"}))
     try:
         require_layer(lenient, "cgroup")
         result = lenient.run(job(ORPHAN))

@@ -370,6 +370,9 @@ def main(argv: list[str]) -> int:
     config = json.loads(argv[1])
     channel = socket.socket(fileno=int(argv[2]))
     try:
+        server_uid = config.get("server_uid")
+        if server_uid is not None and os.geteuid() == 0:
+            layers.drop_privileges(int(server_uid), int(server_uid))
         zygote = Zygote(config)
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
