@@ -108,6 +108,23 @@ class RolloutContext(BaseModel):
         return self.model_dump(mode="json", exclude_none=True, exclude={"policy_reply"})
 
 
+def transcript_key(state: EpisodeState) -> str:
+    """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records but outside the
+    ``step=<n>/`` folders the record readers list, and under the same lifecycle rule."""
+    from rewardpipe.store import encode_id, run_prefix
+
+    return (f"{run_prefix(state.run_id)}transcripts/step={int(state.step)}/group={encode_id(state.group_id)}/"
+            f"{encode_id(state.rollout_id)}.json")
+
+
+def put_transcript(store: Any, state: EpisodeState) -> str:
+    """Store the conversation as a core Rollout (replayable with ReplayPolicy / re-scorable locally)."""
+    data = state.to_rollout().model_dump(mode="json")
+    data["turn_kinds"] = [str(getattr(k, "value", k)) for k in state.turn_kinds]
+    data["end_reason"] = state.end_reason
+    return store.put_json(transcript_key(state), data)
+
+
 def inline_task_key(run: str, task_id: str) -> str:
     from rewardpipe.store import encode_id
 
@@ -247,6 +264,7 @@ def score(ctx: RolloutContext, settings: Settings, store: Any = None) -> tuple[R
 
         emit([execution_point(ctx.execution.route, execution.duration_ms)])
     record = finish_episode(ctx.state, task, execution, settings.reward)
+    put_transcript(store, ctx.state)
     return record, store.put_record(record)
 
 
@@ -352,6 +370,7 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
     info = describe_failure(event.error, state)
     if state is not None:
         record = error_record(state, info.kind, info.message, reward)
+        put_transcript(store, state)
     else:
         task_id = "unknown"
         if event.task and isinstance(event.task.get("task_id"), str) and event.task["task_id"]:

@@ -38,6 +38,14 @@ def _input(run: str, rollout: str, turns: list[str], task=TASK, group: str = "g0
             "policy": {"mode": "replay", "turns": turns}, **extra}
 
 
+def harness_store(deployment):
+    import boto3
+
+    from rewardpipe.store import S3Store
+
+    return S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
+
+
 def _records(deployment, run: str, step: int = 0) -> dict:
     import boto3
 
@@ -88,6 +96,17 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
         assert out["aggregate_reward_score"] == pytest.approx(local.aggregate)
         rewards = {m["name"]: m["value"] for m in out["metrics_list"] if m["type"] == "Reward"}
         assert rewards == pytest.approx({k: v for k, v in local.components.items() if v is not None})
+    # The transcript of every rollout is kept beside the records, in the core's Rollout format.
+    import boto3
+
+    from rewardpipe.store import S3Store
+
+    store = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
+    for rollout_id, turns in GROUP_TURNS.items():
+        saved = store.get_json(f"runs/run-a/transcripts/step=0/group=g0/{rollout_id}.json")
+        transcript = Rollout.model_validate({k: v for k, v in saved.items() if k not in ("turn_kinds", "end_reason")})
+        assert [m.content for m in transcript.messages if m.role == "assistant"] == turns
+        assert saved["end_reason"] == stored[rollout_id].metrics["end_reason"]
     # The group really varies: a dead-component check on it would see signal in every component.
     for name in ("correctness", "asked_before_coding", "guessed_immediately"):
         assert len({stored[r].components[name] for r in stored}) > 1, name
@@ -106,6 +125,8 @@ def test_an_executor_failure_ends_in_an_error_record_not_a_zero(deployment, sfn)
     assert set(record.components.values()) == {None}
     assert record.error.kind == "executor_crash"
     assert "sandbox pool exploded" in record.error.message
+    transcript = harness_store(deployment).get_json("runs/run-f/transcripts/step=0/group=g0/r0.json")
+    assert len(transcript["messages"]) == 4 and transcript["turn_kinds"] == ["question", "commit"]
 
 
 def test_a_policy_endpoint_failure_is_recorded_as_a_policy_error(deployment, sfn):
