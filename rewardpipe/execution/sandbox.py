@@ -130,6 +130,18 @@ def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:
     return sys.executable, "scorer's interpreter; stdlib unreadable by the sandbox uid, pre-imported modules only"
 
 
+def _protect_scorer_memory() -> None:
+    """Without root the model's code runs as our own uid; a non-dumpable scorer keeps its memory
+    (the hidden tests), environment (credentials) and descriptors out of reach of same-uid processes
+    through /proc and ptrace, even where Landlock is missing (AWS Lambda)."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
+    except (OSError, AttributeError):
+        pass
+
+
 _executor_serial = itertools.count()
 
 
@@ -300,6 +312,8 @@ class ForkServerExecutor:
         self._workers: list[_Worker] = []
         self._limit = min(self.config.workers or os.cpu_count() or 2, MAX_WORKERS)
         self.uid_base = self.config.uid_base or _derived_uid_base()
+        if os.geteuid() != 0:
+            _protect_scorer_memory()
         self._interpreter: tuple[str, str] | None = None
         self._owner_pid = os.getpid()
         self._closed = False
