@@ -132,3 +132,36 @@ def test_unprivileged_fork_server_gives_right_verdicts_and_blocks_the_basics(unp
     assert lines[2:] == ["NO SOCKET", "NO FORK"]
     assert all(line.startswith("DENIED") for line in lines[:2]), lines
     assert unprivileged.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
+
+
+def test_chroot_confines_the_file_system_where_landlock_is_missing(tmp_path):
+    if os.geteuid() != 0:
+        pytest.skip("chroot needs root")
+    secret_file = tmp_path / "secret.txt"
+    secret_file.write_text("TOP-SECRET-TESTS")
+    os.chmod(tmp_path, 0o755)
+    os.chmod(secret_file, 0o644)  # world-readable: only the chroot keeps it out of reach
+    executor = make_executor(workers=1, disable=frozenset({"landlock"}))
+    try:
+        assert executor.isolation()["chroot"].startswith("on")
+        code = textwrap.dedent(f'''
+            import os
+            for path in ({str(secret_file)!r}, "/etc/passwd", "/proc/self/environ", "../../../etc/passwd"):
+                try:
+                    print("READ", open(path).read()[:40])
+                except OSError:
+                    print("UNREACHABLE")
+            import xml.dom.minidom  # not pre-imported: the stdlib stays importable inside the chroot
+            try:
+                open("/pwned.txt", "w")
+                print("WROTE")
+            except OSError:
+                print("READ-ONLY")
+            def add(a, b):
+                return a + b
+        ''')
+        result = executor.run(job(code))
+        assert result.status is ExecutionStatus.PASSED, result.reason + result.stderr
+        assert result.stdout.splitlines() == ["UNREACHABLE"] * 4 + ["READ-ONLY"]
+    finally:
+        executor.close()

@@ -31,7 +31,7 @@ PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWNET = 0x40000000
 
-LAYER_NAMES = ("uid", "netns", "seccomp", "landlock", "cgroup", "rlimits")
+LAYER_NAMES = ("uid", "netns", "seccomp", "landlock", "chroot", "cgroup", "rlimits")
 
 
 def _errno_text() -> str:

@@ -116,6 +116,20 @@ class Zygote:
                 iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
             except OSError as exc:
                 self._off("landlock", exc.strerror or str(exc))
+        # chroot: the file-system fallback where the kernel has no Landlock (e.g. Fargate's 5.10)
+        self.chroot_dir = None
+        prefix = os.path.realpath(sys.base_prefix)
+        if "chroot" in self.disabled:
+            self._off("chroot", "disabled by configuration")
+        elif self.ruleset is not None:
+            self._off("chroot", "not needed, Landlock confines the file system")
+        elif not root:
+            self._off("chroot", "needs root (CAP_SYS_CHROOT)")
+        elif prefix == "/":
+            self._off("chroot", "interpreter prefix is /")
+        else:
+            self.chroot_dir = prefix
+            iso["chroot"] = f"on: {prefix} (the child sees only the interpreter's tree, read-only, no /proc)"
         # seccomp
         arch = layers.seccomp_arch()
         if "seccomp" in self.disabled:
@@ -233,9 +247,15 @@ class Zygote:
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
             _arrange_fds(keep)
-            os.chdir(job_dir)
             os.environ.clear()
-            os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
+            if self.chroot_dir is not None:
+                os.chroot(self.chroot_dir)
+                os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
+                sys.path[:] = [_inside(self.chroot_dir, entry) for entry in sys.path if _inside(self.chroot_dir, entry)]
+                os.environ.update({"PATH": "/bin", "HOME": "/", "LANG": "C.UTF-8"})
+            else:
+                os.chdir(job_dir)
+                os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(
                     cpu_seconds=int(timeout) + 1,
@@ -294,6 +314,16 @@ class Zygote:
         if self.cgroups is not None:
             self.cgroups.remove()
         shutil.rmtree(self.worker_dir, ignore_errors=True)
+
+
+def _inside(root: str, path: str) -> str | None:
+    """``path`` as seen from inside a chroot at ``root``, or None if it lies outside."""
+    real = os.path.realpath(path)
+    if real == root:
+        return "/"
+    if real.startswith(root + os.sep):
+        return real[len(root):]
+    return None
 
 
 def _read_all(fd: int) -> bytes:
