@@ -54,9 +54,9 @@ TEST_ENV = {
 
 
 def apply_test_env() -> None:
-    for key, value in TEST_ENV.items():
-        os.environ.setdefault(key, value)
-    os.environ.pop("AWS_PROFILE", None)
+    """Only what synthesis needs, process-wide (the Makefile exports it too). The fake AWS account is
+    set per test by the ``aws`` fixture, so other tests in the same worker never see it."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
 # --------------------------------------------------------------------------------------------------
