@@ -438,7 +438,7 @@ class ForkServerExecutor:
             verdict = None
         if type(verdict) is not dict:
             return self._result(job, started, ExecutionStatus.ERROR,
-                                reason=f"the trusted harness wrote no verdict ({reply.get('harness_exit')})", **common)
+                                reason=f"the trusted harness wrote no verdict ({reply.get('harness')})", **common)
         if verdict.get("harness_error"):
             return self._result(job, started, ExecutionStatus.ERROR, reason=str(verdict["harness_error"]), **common)
         tests_run = int(verdict.get("tests_run", 0))

@@ -432,16 +432,16 @@ def _alive(pid: int) -> bool:
 
 # --- rlimits ------------------------------------------------------------------------------------------
 
-def apply_rlimits(cpu_seconds: int, address_space: int, nproc: int, file_size: int) -> None:
+def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_size: int) -> None:
     """Hard == soft, so the child cannot raise them again."""
-    for limit, value in (
-        (resource.RLIMIT_CPU, cpu_seconds),
+    limits = [] if cpu_seconds is None else [(resource.RLIMIT_CPU, cpu_seconds)]
+    for limit, value in limits + [
         (resource.RLIMIT_AS, address_space),
         (resource.RLIMIT_NPROC, nproc),
         (resource.RLIMIT_FSIZE, file_size),
         (resource.RLIMIT_CORE, 0),
         (resource.RLIMIT_NOFILE, 256),
-    ):
+    ]:
         resource.setrlimit(limit, (value, value))
 
 

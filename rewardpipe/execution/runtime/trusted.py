@@ -311,6 +311,32 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
+def serve_jobs(sock_fd: int) -> None:
+    """The long-lived trusted runner: one job at a time, handed over by the fork server with the
+    descriptors it needs (channel to the model's process, tests memfd, verdict memfd)."""
+    import socket
+
+    channel = socket.socket(fileno=sock_fd)
+    while True:
+        message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
+        if not message:
+            return
+        before = os.times()
+        try:
+            header = json.loads(message)
+            t_write, t_read, tests_fd, verdict_fd = fds
+            run(t_write, t_read, tests_fd, verdict_fd, header)
+        finally:
+            for fd in fds:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        after = os.times()
+        cpu_ms = (after.user - before.user + after.system - before.system) * 1000
+        channel.send(json.dumps({"state": "done", "cpu_ms": round(cpu_ms, 3)}).encode())
+
+
 def _read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []

@@ -17,6 +17,7 @@ import importlib
 import json
 import os
 import random
+import resource
 import select
 import shutil
 import signal
@@ -37,13 +38,41 @@ PREIMPORTS = (
     "unittest.mock", "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
 )
 
-UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5}
+UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
+UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself once the tests are done
+TRUSTED_GRACE_S = 2.0  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
+
+
+class Spare:
+    """A forked, hardened untrusted child and the zygote's ends of its channels."""
+
+    def __init__(self, pid: int, control: socket.socket, t_write: int, t_read: int, job_dir: str):
+        self.pid = pid
+        self.control = control
+        self.t_write = t_write
+        self.t_read = t_read
+        self.job_dir = job_dir
+
+    def discard(self) -> None:
+        for close in (self.control.close, lambda: os.close(self.t_write), lambda: os.close(self.t_read)):
+            try:
+                close()
+            except OSError:
+                pass
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+        shutil.rmtree(self.job_dir, ignore_errors=True)
 
 
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
+        self.spare: Spare | None = None
+        self.current: Spare | None = None
         self.disabled = set(config.get("disable", []))
         self.isolation: dict[str, str] = {}
         self.uid = None
@@ -172,53 +201,164 @@ class Zygote:
     # -- per job --------------------------------------------------------------------------------------
 
     def run_job(self, header: dict, fds: list[int]) -> dict:
+        """Run one job and return the reply; the caller sends it, then calls :meth:`after_reply`."""
         started = time.monotonic()
         code_fd, tests_fd, verdict_fd, out_fd, err_fd = fds
-        self.jobs += 1
+        timeout = float(header["timeout_s"])
+        deadline = started + timeout
         try:
-            os.lseek(code_fd, 0, os.SEEK_SET)
-            code = _read_all(code_fd).decode("utf-8", errors="replace")
+            spare = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
         finally:
-            os.close(code_fd)
+            for fd in (code_fd, out_fd, err_fd):
+                os.close(fd)
+        self.current = spare
+        try:
+            self._hand_to_trusted_runner(header, [spare.t_write, spare.t_read, tests_fd, verdict_fd])
+        finally:
+            for fd in (spare.t_write, spare.t_read, tests_fd, verdict_fd):
+                os.close(fd)
+        runner_reply = self._await_trusted_runner(deadline)
+        timed_out = runner_reply is None
+        # With the runner done, the child sees EOF and exits by itself within a moment; how it ended
+        # (e.g. SIGSEGV, or the OOM killer) explains a "model died" verdict.
+        if not timed_out:
+            _wait_until(spare.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
+        done, raw_status, u_usage = os.wait4(spare.pid, os.WNOHANG)
+        u_status = _status_text(raw_status) if done and not timed_out else None
+        if not done:
+            os.kill(spare.pid, signal.SIGKILL)
+            u_usage = os.wait4(spare.pid, 0)[2]
+        # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
+        self._kill_untrusted_tree(spare.pid)
+        if timed_out:
+            # The runner is now talking to a dead process and finishes at once, unless the hidden
+            # tests themselves hang; then it is replaced.
+            if self._await_trusted_runner(time.monotonic() + TRUSTED_GRACE_S) is None:
+                self._stop_trusted_runner()
+            runner_reply = {"state": "abandoned at the deadline"}
+        return {
+            "timed_out": timed_out,
+            "model_exit": u_status,
+            "harness": runner_reply.get("state", "done"),
+            "elapsed_ms": (time.monotonic() - started) * 1000,
+            "cpu_ms": {"trusted": runner_reply.get("cpu_ms"), "untrusted": _cpu_ms(u_usage)},
+        }
+
+    def after_reply(self) -> None:
+        """Off the critical path: kill what the last job left behind, then pre-fork the next child."""
+        if self.current is not None:
+            _reap_orphans()
+            shutil.rmtree(self.current.job_dir, ignore_errors=True)
+            self.current = None
+        if self.spare is None:
+            self.spare = self._fork_untrusted()
+
+    # -- the untrusted child ---------------------------------------------------------------------------
+
+    def _fork_untrusted(self) -> "Spare":
+        """Fork and harden an untrusted child that then waits for its job's code."""
+        self.jobs += 1
         job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
         os.mkdir(job_dir, 0o700)
         if self.uid is not None:
             os.chown(job_dir, self.uid, self.uid)
-        timeout = float(header["timeout_s"])
-        deadline = started + timeout
         u_read, t_write = os.pipe()
         t_read, u_write = os.pipe()
-        u_pid = os.fork()
-        if u_pid == 0:
-            self._untrusted_child(code, u_read, u_write, out_fd, err_fd, job_dir, timeout)
-        t_pid = os.fork()
-        if t_pid == 0:
-            self._trusted_child(t_write, t_read, tests_fd, verdict_fd, header, [u_read, u_write, out_fd, err_fd])
-        for fd in (u_read, u_write, t_read, t_write, tests_fd, verdict_fd, out_fd, err_fd):
-            os.close(fd)
-        timed_out = not _wait_until(t_pid, deadline)
-        if timed_out:
-            os.kill(t_pid, signal.SIGKILL)
-        _, t_raw_status, t_usage = os.wait4(t_pid, 0)
-        t_status = _status_text(t_raw_status)
-        done, raw_status, self._last_usage = os.wait4(u_pid, os.WNOHANG)
-        # Did the model's process die on its own before the verdict?
-        u_status = _status_text(raw_status) if done else None
-        if u_status is None:
-            os.kill(u_pid, signal.SIGKILL)
-            u_usage = os.wait4(u_pid, 0)[2]
-        else:
-            u_usage = self._last_usage
-        self._kill_untrusted_tree(u_pid)
-        _reap_orphans()
-        shutil.rmtree(job_dir, ignore_errors=True)
-        return {
-            "timed_out": timed_out,
-            "model_exit": u_status,
-            "harness_exit": t_status,
-            "elapsed_ms": (time.monotonic() - started) * 1000,
-            "cpu_ms": {"trusted": _cpu_ms(t_usage), "untrusted": _cpu_ms(u_usage)},
-        }
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir)
+        os.close(u_read)
+        os.close(u_write)
+        theirs.close()
+        return Spare(pid, ours, t_write, t_read, job_dir)
+
+    def _start_untrusted(self, timeout: float, fds: list[int]) -> "Spare":
+        """Give the job's code and output files to the waiting child (forking one if none is ready)."""
+        message = [json.dumps({"timeout_s": timeout}).encode()]
+        for attempt in (1, 2):
+            spare, self.spare = self.spare, None
+            if spare is None:
+                spare = self._fork_untrusted()
+            try:
+                socket.send_fds(spare.control, message, fds)
+                spare.control.close()
+                return spare
+            except OSError:
+                if attempt == 2:
+                    raise
+                spare.discard()  # died while waiting (e.g. killed from outside): use a fresh one
+        raise AssertionError("unreachable")
+
+    # -- the trusted runner ----------------------------------------------------------------------------
+
+    def start_trusted_runner(self) -> None:
+        """Fork the long-lived trusted runner. It is forked from this (tests-blind) process, so it starts
+        clean; it then receives each job's tests directly from the scorer's memfd."""
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        pid = os.fork()
+        if pid == 0:
+            status = 0
+            try:
+                ours.close()
+                keep = {theirs.fileno(), 2}
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, 0)
+                os.dup2(null, 1)  # anything the hidden tests print goes nowhere
+                for fd in _open_fds():
+                    if fd not in keep and fd > 2:
+                        try:
+                            os.close(fd)
+                        except OSError:
+                            pass
+                trusted.serve_jobs(theirs.fileno())
+            except BaseException:  # noqa: BLE001
+                status = 1
+            finally:
+                os._exit(status)
+        theirs.close()
+        self.runner_pid = pid
+        self.runner_socket = ours
+        self.runner_pidfd = os.pidfd_open(pid)
+
+    def _stop_trusted_runner(self) -> None:
+        try:
+            os.kill(self.runner_pid, signal.SIGKILL)
+        except OSError:
+            pass
+        try:
+            os.waitpid(self.runner_pid, 0)
+        except ChildProcessError:
+            pass
+        self.runner_socket.close()
+        os.close(self.runner_pidfd)
+        self.start_trusted_runner()
+
+    def _hand_to_trusted_runner(self, header: dict, fds: list[int]) -> None:
+        payload = [json.dumps(header).encode()]
+        try:
+            socket.send_fds(self.runner_socket, payload, fds)
+        except OSError:  # the runner died since the last job: replace it once
+            self._stop_trusted_runner()
+            socket.send_fds(self.runner_socket, payload, fds)
+
+    def _await_trusted_runner(self, deadline: float) -> dict | None:
+        """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline."""
+        poller = select.poll()
+        poller.register(self.runner_socket.fileno(), select.POLLIN)
+        poller.register(self.runner_pidfd, select.POLLIN)
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            events = dict(poller.poll(remaining * 1000))
+            if self.runner_socket.fileno() in events:
+                message = self.runner_socket.recv(1 << 16)
+                if message:
+                    return json.loads(message)
+            if events:
+                self._stop_trusted_runner()
+                return {"state": "the trusted runner died"}
 
     def _kill_untrusted_tree(self, u_pid: int) -> None:
         """Kill whatever the model's process left behind (the process itself is already reaped)."""
@@ -238,12 +378,14 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_child(self, code, u_read, u_write, out_fd, err_fd, job_dir, timeout) -> None:
+    def _untrusted_child(self, u_read: int, u_write: int, control_fd: int, job_dir: str) -> None:
+        """Runs in the forked child: harden first, then wait for the job, then run the model's code."""
         try:
             os.setsid()
             if self.cgroups is not None:
                 self.cgroups.join(0)
-            keep = {UNTRUSTED_FDS["read"]: u_read, UNTRUSTED_FDS["write"]: u_write, 1: out_fd, 2: err_fd}
+            keep = {UNTRUSTED_FDS["read"]: u_read, UNTRUSTED_FDS["write"]: u_write,
+                    UNTRUSTED_FDS["control"]: control_fd, 2: 2}
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
             _arrange_fds(keep)
@@ -258,7 +400,7 @@ class Zygote:
                 os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(
-                    cpu_seconds=int(timeout) + 1,
+                    cpu_seconds=None,  # set per job below, once the timeout is known
                     address_space=int(self.config["memory_bytes"]),
                     nproc=int(self.config["pids_max"]),
                     file_size=int(self.config["file_size_bytes"]),
@@ -272,13 +414,36 @@ class Zygote:
                 os.close(UNTRUSTED_FDS["ruleset"])
             if self.seccomp_arch is not None:
                 layers.load_seccomp(layers.build_seccomp_filter(self.seccomp_arch, os.getpid()))
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
+            finally:
+                os._exit(HARDENING_FAILED_EXIT)
+        # Hardened. Now (and only now) wait for the job.
+        try:
+            control = socket.socket(fileno=UNTRUSTED_FDS["control"])
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
+            if not message or len(fds) != 3:
+                os._exit(0)  # the fork server is shutting down
+            job = json.loads(message)
+            code_fd, out_fd, err_fd = fds
+            os.dup2(out_fd, 1)
+            os.dup2(err_fd, 2)
+            if "rlimits" not in self.disabled:
+                cpu = int(float(job["timeout_s"])) + 1
+                resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
+            os.lseek(code_fd, 0, os.SEEK_SET)
+            code = _read_all(code_fd).decode("utf-8", errors="replace")
+            for fd in (code_fd, out_fd, err_fd):
+                os.close(fd)
+            control.close()
             random.seed()
             sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
             sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
             sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
         except BaseException as exc:  # noqa: BLE001
             try:
-                os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
+                os.write(2, f"sandbox child could not receive its job: {exc!r}\n".encode())
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
         status = 0
@@ -298,22 +463,26 @@ class Zygote:
                 pass
             os._exit(status)
 
-    def _trusted_child(self, t_write, t_read, tests_fd, verdict_fd, header, foreign_fds) -> None:
-        status = 0
-        try:
-            for fd in foreign_fds:
-                os.close(fd)
-            signal.signal(signal.SIGPIPE, signal.SIG_IGN)
-            trusted.run(t_write, t_read, tests_fd, verdict_fd, header)
-        except BaseException:  # noqa: BLE001
-            status = 1
-        finally:
-            os._exit(status)
-
     def close(self) -> None:
+        for child in (self.spare, self.current):
+            if child is not None:
+                child.discard()
+        if getattr(self, "runner_pid", None):
+            try:
+                os.kill(self.runner_pid, signal.SIGKILL)
+                os.waitpid(self.runner_pid, 0)
+            except OSError:
+                pass
         if self.cgroups is not None:
             self.cgroups.remove()
         shutil.rmtree(self.worker_dir, ignore_errors=True)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(name) for name in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
 
 
 def _inside(root: str, path: str) -> str | None:
@@ -348,11 +517,12 @@ def _arrange_fds(wanted: dict[int, int]) -> None:
                 os.close(fd)
             except OSError:
                 pass
-    if 0 not in wanted:
-        null = os.open(os.devnull, os.O_RDWR)
-        if null != 0:
-            os.dup2(null, 0)
-            os.close(null)
+    for fd in (0, 1):  # stdin and (until the job's output file arrives) stdout read/write /dev/null
+        if fd not in wanted:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
 
 
 def _wait_until(pid: int, deadline: float) -> bool:
@@ -404,6 +574,8 @@ def main(argv: list[str]) -> int:
         if server_uid is not None and os.geteuid() == 0:
             layers.drop_privileges(int(server_uid), int(server_uid))
         zygote = Zygote(config)
+        zygote.start_trusted_runner()
+        zygote.after_reply()  # the first untrusted child, ready before the first job
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
         return 1
@@ -427,5 +599,6 @@ def main(argv: list[str]) -> int:
                         pass
                 reply = {"fatal": f"fork server could not run the job: {type(exc).__name__}: {exc}"}
             channel.send(json.dumps(reply).encode())
+            zygote.after_reply()
     finally:
         zygote.close()
