@@ -24,7 +24,7 @@ def aws(monkeypatch):
     for key, value in harness.TEST_ENV.items():
         monkeypatch.setenv(key, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
-    harness.install_patches()
+    harness.install_patches(monkeypatch)
     harness.start_server()
     harness.LAMBDA_FAULTS.clear()
     harness.CONTAINER_RUNS.clear()

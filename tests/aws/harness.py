@@ -2,7 +2,7 @@
 
 * :func:`synthesized` — ONE synth of the real app per test process (cached), shared by tests/infra
   and tests/aws.
-* :func:`install_patches` — moto monkeypatches, idempotent:
+* :func:`install_patches` — moto monkeypatches, applied per test through pytest's monkeypatch:
   - Lambda: ``LambdaSimpleBackend.invoke`` runs the function's real handler in-process (the zipped
     asset moto holds is unpacked and imported), with the function's environment applied under a
     lock; an exception becomes ``FunctionError: Unhandled`` with errorType/errorMessage as on AWS.
@@ -101,7 +101,6 @@ def asset_dir(synth: Synth, logical_id: str) -> Path:
 
 _ENV_LOCK = threading.RLock()
 _MODULES: dict[str, Any] = {}
-_PATCHED = False
 SERVER: dict[str, Any] = {}
 # Faults the tests inject: function name substring -> exception to raise instead of running the handler.
 LAMBDA_FAULTS: dict[str, BaseException] = {}
@@ -168,7 +167,7 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
     return body.encode("utf-8")
 
 
-def _patch_lambda() -> None:
+def _patch_lambda() -> list[tuple[Any, str, Any]]:
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
     def invoke(self, function_name, qualifier, body, headers, response_headers):  # noqa: ANN001
@@ -176,10 +175,10 @@ def _patch_lambda() -> None:
         payload = json.loads(body) if body else {}
         return invoke_in_process(fn, payload, response_headers)
 
-    LambdaSimpleBackend.invoke = invoke
+    return [(LambdaSimpleBackend, "invoke", invoke)]
 
 
-def _patch_sfn_normalisation() -> None:
+def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
     import botocore.session
     from moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service import (
         StateTaskService,
@@ -206,11 +205,11 @@ def _patch_sfn_normalisation() -> None:
         if op is not None and op.output_shape is not None:
             self._from_boto_response(response, op.output_shape)
 
-    StateTaskService._normalise_parameters = normalise_parameters
-    StateTaskService._normalise_response = normalise_response
+    return [(StateTaskService, "_normalise_parameters", normalise_parameters),
+            (StateTaskService, "_normalise_response", normalise_response)]
 
 
-def _patch_ecs() -> None:
+def _patch_ecs() -> list[tuple[Any, str, Any]]:
     from moto.ecs.models import EC2ContainerServiceBackend
 
     original = EC2ContainerServiceBackend.run_task
@@ -229,7 +228,7 @@ def _patch_ecs() -> None:
                         c["exitCode"] = CONTAINER_RUNS[-1]["returncode"]
         return tasks
 
-    EC2ContainerServiceBackend.run_task = run_task
+    return [(EC2ContainerServiceBackend, "run_task", run_task)]
 
 
 def run_container(env: dict[str, str]) -> dict[str, Any]:
@@ -263,14 +262,11 @@ def start_server() -> str:
     return SERVER["url"]
 
 
-def install_patches() -> None:
-    global _PATCHED
-    if _PATCHED:
-        return
-    _patch_lambda()
-    _patch_sfn_normalisation()
-    _patch_ecs()
-    _PATCHED = True
+def install_patches(monkeypatch: Any) -> None:
+    """Apply the three moto patches for one test (``monkeypatch`` undoes them afterwards, so other
+    tests in the same worker see stock moto)."""
+    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_ecs()):
+        monkeypatch.setattr(target, name, value)
 
 
 # --------------------------------------------------------------------------------------------------
