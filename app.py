@@ -39,16 +39,22 @@ def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[c
     return app, stack
 
 
+def synth_errors(app: cdk.App, stack: RewardPipeStack) -> list[str]:
+    """Synthesize and return every error annotation (unacknowledged cdk-nag findings among them)."""
+    assembly = app.synth()
+    messages = assembly.get_stack_artifact(stack.artifact_id).messages
+    return [f"{m.id}: {m.entry.data}" for m in messages if str(m.level.value).lower() == "error"]
+
+
 def main() -> int:
     try:
         app, stack = build_app()
     except SettingsError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    assembly = app.synth()
-    errors = [m for m in assembly.get_stack_artifact(stack.artifact_id).messages if str(m.level.value).lower() == "error"]
-    for message in errors:
-        print(f"error: {message.id}: {message.entry.data}", file=sys.stderr)
+    errors = synth_errors(app, stack)
+    for error in errors:
+        print(f"error: {error}", file=sys.stderr)
     return 1 if errors else 0
 
 

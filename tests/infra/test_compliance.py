@@ -164,3 +164,16 @@ def test_container_context_needs_only_its_requirements(synth, tmp_path):
     proc = subprocess.run([sys.executable, "-S", "-c", script, str(context), str(deps)], cwd=tmp_path,
                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
+
+
+def test_an_unacknowledged_finding_fails_the_synth(tmp_path):
+    """The CI gate works: a resource that breaks an AwsSolutions rule makes app.py report an error."""
+    from aws_cdk import aws_sqs as sqs
+
+    from app import build_app, synth_errors
+
+    app, stack = build_app(context={"rewardpipe": {"stack_name": "RewardPipeGate"}}, outdir=str(tmp_path))
+    sqs.Queue(stack, "Unencrypted", encryption=sqs.QueueEncryption.UNENCRYPTED)  # no SSE, no DLQ, no TLS policy
+    errors = synth_errors(app, stack)
+    assert errors and all("/RewardPipeGate/Unencrypted" in e for e in errors)
+    assert any("AwsSolutions-SQS" in e for e in errors)
