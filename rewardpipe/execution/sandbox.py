@@ -17,6 +17,7 @@ import atexit
 import itertools
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -31,7 +32,7 @@ from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
-from rewardpipe.execution.runtime.layers import LAYER_NAMES
+from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup
 from rewardpipe.execution.screening import screen
 
 BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
@@ -274,19 +275,7 @@ class _Worker:
 
     def _cleanup(self) -> None:
         for path in getattr(self, "cgroups", []):
-            try:
-                with open(os.path.join(path, "cgroup.procs")) as handle:
-                    for line in handle:
-                        try:
-                            os.kill(int(line), 9)
-                        except (OSError, ValueError):
-                            pass
-                time.sleep(0.01)
-                os.rmdir(path)
-            except OSError:
-                pass
-        import shutil
-
+            empty_and_remove_cgroup(path)  # children of a killed fork server may linger there
         shutil.rmtree(self._dir, ignore_errors=True)
         try:
             self.channel.close()

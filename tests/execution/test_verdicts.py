@@ -115,12 +115,18 @@ def test_uncaught_exception_traceback_goes_to_reason_not_a_crash(executor):
     assert "KeyError" in result.reason
 
 
-def test_memory_limit_kills_only_the_model(executor):
-    code = "def add(a, b):\n    hog = [bytearray(1 << 20) for _ in range(4096)]\n    return a + b\n"
-    result = executor.run(job(code))
-    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
-    assert "MemoryError" in result.reason or "SIGKILL" in result.reason
-    assert executor.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
+def test_memory_limit_kills_only_the_model():
+    from rewardpipe.execution.sandbox import make_executor
+
+    small = make_executor(workers=1, memory_mb=256)  # a low limit keeps the bomb quick
+    try:
+        code = "def add(a, b):\n    hog = [bytearray(1 << 20) for _ in range(4096)]\n    return a + b\n"
+        result = small.run(job(code))
+        assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0), result.reason
+        assert "MemoryError" in result.reason or "SIGKILL" in result.reason, result.reason
+        assert small.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
+    finally:
+        small.close()
 
 
 def test_model_code_may_use_threads_and_common_modules(executor):

@@ -395,22 +395,24 @@ def test_no_network_even_to_localhost(executor):
     assert received == []
 
 
+FORK_BOMB = WRONG_ADD + textwrap.dedent('''
+    import os, time
+    forked = 0
+    for _ in range(200):
+        try:
+            pid = os.fork()
+        except OSError:
+            break
+        if pid == 0:
+            time.sleep(30)
+            os._exit(0)
+        forked += 1
+    print("FORKED", forked, flush=True)
+''')
+
+
 def test_fork_bomb_is_contained(executor):
-    code = WRONG_ADD + textwrap.dedent('''
-        import os, time
-        forked = 0
-        for _ in range(200):
-            try:
-                pid = os.fork()
-            except OSError:
-                break
-            if pid == 0:
-                time.sleep(30)
-                os._exit(0)
-            forked += 1
-        print("FORKED", forked)
-    ''')
-    result = executor.run(job(code))
+    result = executor.run(job(FORK_BOMB))
     assert_failed(result)
     forked = int(result.stdout.split("FORKED")[1].split()[0])
     assert forked < executor.config.pids_max
@@ -423,21 +425,7 @@ def test_fork_bomb_without_seccomp_is_capped_by_pids_limit(tmp_path):
     lenient = make_executor(workers=1, disable=frozenset({"seccomp"}), pids_max=16)
     try:
         require_layer(lenient, "cgroup")
-        code = WRONG_ADD + textwrap.dedent('''
-            import os, time
-            forked = 0
-            for _ in range(200):
-                try:
-                    pid = os.fork()
-                except OSError:
-                    break
-                if pid == 0:
-                    time.sleep(30)
-                    os._exit(0)
-                forked += 1
-            print("FORKED", forked, flush=True)
-        ''')
-        result = lenient.run(job(code))
+        result = lenient.run(job(FORK_BOMB))
         assert_failed(result)
         assert 0 < int(result.stdout.split("FORKED")[1].split()[0]) < 16
         assert lenient.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED

@@ -406,18 +406,29 @@ def remove_stale_cgroups(prefix: str) -> None:
                 continue
             if _alive(owner):
                 continue
-            path = os.path.join(base, name)
+            empty_and_remove_cgroup(os.path.join(base, name))
+
+
+def empty_and_remove_cgroup(path: str) -> None:
+    """Kill every process in the cgroup at ``path``, then remove it (best effort)."""
+    for _ in range(50):
+        try:
+            with open(os.path.join(path, "cgroup.procs")) as handle:
+                members = [int(line) for line in handle if line.strip()]
+        except OSError:
+            return
+        if not members:
+            break
+        for pid in members:
             try:
-                with open(os.path.join(path, "cgroup.procs")) as handle:
-                    for line in handle:
-                        try:
-                            os.kill(int(line), signal.SIGKILL)
-                        except (OSError, ValueError):
-                            pass
-                time.sleep(0.01)
-                os.rmdir(path)
+                os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+        time.sleep(0.005)
+    try:
+        os.rmdir(path)
+    except OSError:
+        pass
 
 
 def _alive(pid: int) -> bool:
