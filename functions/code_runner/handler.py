@@ -11,9 +11,9 @@ from typing import Any
 from aws_lambda_powertools import Logger
 from pydantic import BaseModel, Field
 
-
 from rewardpipe.aws import jobs
 from rewardpipe.aws.hardening import make_non_dumpable
+from rewardpipe.aws.lambda_support import retry_transient
 from rewardpipe.aws.settings import Settings, open_bucket_store
 
 logger = Logger()
@@ -26,6 +26,7 @@ class RunRequest(BaseModel):
 
 
 @logger.inject_lambda_context
+@retry_transient
 def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
     event = RunRequest.model_validate(raw_event)
     make_non_dumpable()

@@ -32,10 +32,6 @@ TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
 
 
-class TransientError(RuntimeError):
-    """Worth retrying (the state machine retries this error name with backoff)."""
-
-
 class ExecutionResultMissing(RuntimeError):
     """The code runner finished but left no result object (crashed container, lost write)."""
 

@@ -250,7 +250,48 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
 
 def test_an_unreachable_endpoint_fails_the_step_loudly(bucket):
     ctx = _started(bucket, mode="openai", base_url="http://127.0.0.1:9/v1", model="m")
+    from rewardpipe.aws.lambda_support import TransientError
     from rewardpipe.openai_client import EndpointError
 
-    with pytest.raises(EndpointError):  # the state machine's Catch records it as a policy_error
+    # Raised under the name the state machine retries; after the retries its Catch records a policy_error.
+    with pytest.raises(TransientError) as info:
         load("policy_turn").lambda_handler(ctx, Context())
+    assert isinstance(info.value.__cause__, EndpointError)
+
+
+def _client_error(code: str):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": "m"}}, "PutObject")
+
+
+@pytest.mark.parametrize("code, transient", [("SlowDown", True), ("ThrottlingException", True), ("503", True),
+                                              ("InternalError", True), ("AccessDenied", False), ("NoSuchBucket", False)])
+def test_transient_faults_are_recognised_through_the_cause_chain(code, transient):
+    from rewardpipe.aws.lambda_support import is_transient
+    from rewardpipe.store import StoreError
+
+    try:
+        try:
+            raise _client_error(code)
+        except Exception as inner:
+            raise StoreError(f"S3 error {code}") from inner
+    except StoreError as outer:
+        assert is_transient(outer) is transient
+
+
+def test_s3_throttling_in_a_step_surfaces_as_transient_error(bucket, monkeypatch):
+    from rewardpipe.aws import settings as settings_module
+    from rewardpipe.aws.lambda_support import TransientError
+
+    ctx = _started(bucket)
+
+    class Throttled:
+        def __getattr__(self, name):
+            def call(*args, **kwargs):
+                raise _client_error("SlowDown")
+            return call
+
+    monkeypatch.setitem(settings_module._CLIENTS, "s3", Throttled())
+    with pytest.raises(TransientError, match="SlowDown"):
+        load("simulator_turn").lambda_handler({**ctx, "state": {**ctx["state"], "next_action": "simulator"}}, Context())
