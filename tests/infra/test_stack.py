@@ -354,3 +354,19 @@ def test_context_changes_the_alarms_the_subscription_and_the_routing(synth, tmp_
         "FunctionName": "RewardPipeAlt-SageMaker-reward"})
     alt.has_resource_properties("AWS::Lambda::Function", {
         "Environment": {"Variables": Match.object_like({"ROUTING_THRESHOLD_S": "120", "REWARD_NAME": "code_correctness"})}})
+
+
+def test_state_machine_role_invokes_only_the_workflow_functions(resources):
+    ours = {k for k in _of_type(resources, "AWS::Lambda::Function") if k.startswith(("RolloutWorkflow", "CodeRunner"))}
+    invoked = set()
+    for st in _statements(resources, "RolloutWorkflowStateMachineRole"):
+        if "lambda:InvokeFunction" in _actions(st):
+            for resource in st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]:
+                text = json.dumps(resource)
+                match = re.search(r'"Fn::GetAtt": \["(\w+)", "Arn"\]', text)
+                assert match, f"invoke permission on something other than a function of this stack: {text}"
+                invoked.add(match.group(1))
+    assert invoked == ours
+    actions = {a for st in _statements(resources, "RolloutWorkflowStateMachineRole") for a in _actions(st)}
+    assert not any(a.startswith("s3:") for a in actions)  # data moves only through the functions
+    assert {"ecs:RunTask", "sqs:SendMessage", "iam:PassRole"} <= actions
