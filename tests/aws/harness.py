@@ -147,8 +147,9 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
     from rewardpipe.aws.settings import reset_clients
 
     with _ENV_LOCK:
-        saved = dict(os.environ)
-        os.environ.update({k: str(v) for k, v in (fn.environment_vars or {}).items()})
+        overlay = {k: str(v) for k, v in (fn.environment_vars or {}).items()}
+        saved = {k: os.environ.get(k) for k in overlay}
+        os.environ.update(overlay)  # only the function's own variables change; nothing is ever cleared
         reset_clients()
         try:
             for pattern, fault in LAMBDA_FAULTS.items():
@@ -161,8 +162,11 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
             response_headers["x-amz-function-error"] = "Unhandled"
             body = json.dumps({"errorMessage": str(exc), "errorType": type(exc).__name__, "stackTrace": []})
         finally:
-            os.environ.clear()
-            os.environ.update(saved)
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
             reset_clients()
     return body.encode("utf-8")
 
