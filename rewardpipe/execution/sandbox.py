@@ -381,6 +381,9 @@ class ForkServerExecutor:
     def run(self, job: ExecutionJob) -> ExecutionResult:
         self._reset_after_fork()
         started = time.perf_counter()
+        if not job.entry_point.isidentifier():
+            return self._result(job, started, ExecutionStatus.ERROR,
+                                reason=f"entry_point {job.entry_point!r} is not a Python identifier")
         try:
             expected = harness.count_expected_tests(job.tests, job.tests_format)
         except harness.HarnessError as exc:

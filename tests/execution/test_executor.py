@@ -98,3 +98,48 @@ def test_isolation_report_is_attached_to_results(executor):
     }
     for layer in ("uid", "netns", "seccomp", "landlock", "cgroup", "rlimits", "tree_kill", "tests"):
         assert layer in result.isolation
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+def test_dead_trusted_runner_is_replaced_by_its_fork_server():
+    executor = make_executor(workers=1)
+    try:
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+        zygote_pid = executor._workers[0].process.pid
+        for child in _children(zygote_pid):  # the trusted runner and the waiting untrusted child
+            os.kill(child, signal.SIGKILL)
+        time.sleep(0.05)
+        result = executor.run(job(RIGHT))
+        assert result.status is ExecutionStatus.PASSED, result.reason
+        assert executor._workers[0].process.pid == zygote_pid  # repaired in place, not restarted
+        assert executor.run(job(WRONG)).status is ExecutionStatus.FAILED
+    finally:
+        executor.close()
+
+
+def test_child_wait_works_without_pidfd(monkeypatch):
+    from rewardpipe.execution.runtime import zygote
+
+    def no_pidfd(pid):
+        raise OSError("pidfd_open unavailable")
+
+    monkeypatch.setattr(os, "pidfd_open", no_pidfd)
+    quick = os.fork()
+    if quick == 0:
+        time.sleep(0.05)
+        os._exit(0)
+    assert zygote._wait_until(quick, time.monotonic() + 5) is True
+    os.waitpid(quick, 0)
+    slow = os.fork()
+    if slow == 0:
+        time.sleep(5)
+        os._exit(0)
+    try:
+        assert zygote._wait_until(slow, time.monotonic() + 0.1) is False
+    finally:
+        os.kill(slow, signal.SIGKILL)
+        os.waitpid(slow, 0)

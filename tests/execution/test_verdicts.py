@@ -146,3 +146,9 @@ def test_model_code_may_use_threads_and_common_modules(executor):
 def test_module_level_execute_uses_the_default_executor():
     result = execute("def add(a, b):\n    return a + b\n", ADD_TESTS, "add", timeout_s=5)
     assert result.status is ExecutionStatus.PASSED
+
+
+def test_entry_point_that_is_not_an_identifier_is_a_job_error(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n", entry_point="add(1)"))
+    assert result.status is ExecutionStatus.ERROR
+    assert "not a Python identifier" in result.reason

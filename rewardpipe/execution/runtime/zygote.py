@@ -319,7 +319,10 @@ class Zygote:
         theirs.close()
         self.runner_pid = pid
         self.runner_socket = ours
-        self.runner_pidfd = os.pidfd_open(pid)
+        try:
+            self.runner_pidfd = os.pidfd_open(pid)
+        except (OSError, AttributeError):  # before Linux 5.3 the socket's EOF alone reports its death
+            self.runner_pidfd = None
 
     def _stop_trusted_runner(self) -> None:
         try:
@@ -331,7 +334,8 @@ class Zygote:
         except ChildProcessError:
             pass
         self.runner_socket.close()
-        os.close(self.runner_pidfd)
+        if self.runner_pidfd is not None:
+            os.close(self.runner_pidfd)
         self.start_trusted_runner()
 
     def _hand_to_trusted_runner(self, header: dict, fds: list[int]) -> None:
@@ -346,7 +350,8 @@ class Zygote:
         """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline."""
         poller = select.poll()
         poller.register(self.runner_socket.fileno(), select.POLLIN)
-        poller.register(self.runner_pidfd, select.POLLIN)
+        if self.runner_pidfd is not None:
+            poller.register(self.runner_pidfd, select.POLLIN)
         while True:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
@@ -526,8 +531,20 @@ def _arrange_fds(wanted: dict[int, int]) -> None:
 
 
 def _wait_until(pid: int, deadline: float) -> bool:
-    """Wait for ``pid`` to exit, at most until ``deadline``; True if it exited."""
-    pidfd = os.pidfd_open(pid)
+    """Wait for ``pid`` (a child) to exit, at most until ``deadline``; True if it exited."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):  # kernels before 5.3: poll the child's state instead
+        while time.monotonic() < deadline:
+            try:
+                os.kill(pid, 0)
+                with open(f"/proc/{pid}/stat") as handle:
+                    if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                        return True
+            except OSError:
+                return True
+            time.sleep(0.001)
+        return False
     try:
         poller = select.poll()
         poller.register(pidfd, select.POLLIN)
