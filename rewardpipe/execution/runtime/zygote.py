@@ -1,12 +1,16 @@
-"""The fork server ("zygote"): started once per worker, forks two children per execution.
+"""The fork server ("zygote"): started once per worker, with the test runner and common modules
+already imported. It has two kinds of children:
 
-* U, the untrusted child, is hardened (own session and cgroup, rlimits, unprivileged uid, Landlock,
-  seccomp, clean environment) and then runs the model's code.
-* T, the trusted child, reads the hidden tests from a memfd the scorer sent, runs them against U
-  through stubs, and writes the verdict to another memfd the scorer reads.
+* the trusted runner, forked once (and again only if it dies or hangs): it reads each job's hidden
+  tests from a memfd the scorer sent, runs them against the model's code through stubs, and writes the
+  verdict to another memfd that only the scorer reads;
+* one untrusted child per execution, forked and fully hardened (own session and cgroup, rlimits,
+  unprivileged uid, Landlock or chroot, seccomp, clean environment) *before* its job arrives, which then
+  runs the model's code and answers the runner's calls.
 
-The zygote itself never reads the tests or the verdict, so a later U (a copy of the zygote's memory)
-cannot find them. It enforces the wall-clock deadline and kills U's whole process tree afterwards.
+The zygote itself never reads the tests or the verdict, so no untrusted child (a copy of the zygote's
+memory) can find them. It enforces the wall-clock deadline and kills the child's whole process tree
+before it answers the scorer.
 """
 
 from __future__ import annotations
@@ -44,22 +48,25 @@ TRUSTED_GRACE_S = 2.0  # after the deadline, how long the runner may take to win
 HARDENING_FAILED_EXIT = 121
 
 
-class Spare:
+class UntrustedChild:
     """A forked, hardened untrusted child and the zygote's ends of its channels."""
 
-    def __init__(self, pid: int, control: socket.socket, t_write: int, t_read: int, job_dir: str):
+    def __init__(self, pid: int, control: socket.socket, runner_write: int, runner_read: int, job_dir: str):
         self.pid = pid
         self.control = control
-        self.t_write = t_write
-        self.t_read = t_read
+        self.runner_write = runner_write  # the runner's ends of the child's pipes, until handed over
+        self.runner_read = runner_read
         self.job_dir = job_dir
 
+    def release_runner_ends(self) -> None:
+        for fd in (self.runner_write, self.runner_read):
+            if fd >= 0:
+                os.close(fd)
+        self.runner_write = self.runner_read = -1
+
     def discard(self) -> None:
-        for close in (self.control.close, lambda: os.close(self.t_write), lambda: os.close(self.t_read)):
-            try:
-                close()
-            except OSError:
-                pass
+        self.control.close()
+        self.release_runner_ends()
         try:
             os.kill(self.pid, signal.SIGKILL)
             os.waitpid(self.pid, 0)
@@ -71,8 +78,8 @@ class Spare:
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
-        self.spare: Spare | None = None
-        self.current: Spare | None = None
+        self.spare: UntrustedChild | None = None
+        self.current: UntrustedChild | None = None
         self.disabled = set(config.get("disable", []))
         self.isolation: dict[str, str] = {}
         self.uid = None
@@ -207,29 +214,30 @@ class Zygote:
         timeout = float(header["timeout_s"])
         deadline = started + timeout
         try:
-            spare = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
+            child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
         finally:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
-        self.current = spare
+        self.current = child
         try:
-            self._hand_to_trusted_runner(header, [spare.t_write, spare.t_read, tests_fd, verdict_fd])
+            self._hand_to_trusted_runner(header, [child.runner_write, child.runner_read, tests_fd, verdict_fd])
         finally:
-            for fd in (spare.t_write, spare.t_read, tests_fd, verdict_fd):
-                os.close(fd)
+            child.release_runner_ends()
+            os.close(tests_fd)
+            os.close(verdict_fd)
         runner_reply = self._await_trusted_runner(deadline)
         timed_out = runner_reply is None
         # With the runner done, the child sees EOF and exits by itself within a moment; how it ended
         # (e.g. SIGSEGV, or the OOM killer) explains a "model died" verdict.
         if not timed_out:
-            _wait_until(spare.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
-        done, raw_status, u_usage = os.wait4(spare.pid, os.WNOHANG)
+            _wait_until(child.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
+        done, raw_status, u_usage = os.wait4(child.pid, os.WNOHANG)
         u_status = _status_text(raw_status) if done and not timed_out else None
         if not done:
-            os.kill(spare.pid, signal.SIGKILL)
-            u_usage = os.wait4(spare.pid, 0)[2]
+            os.kill(child.pid, signal.SIGKILL)
+            u_usage = os.wait4(child.pid, 0)[2]
         # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
-        self._kill_untrusted_tree(spare.pid)
+        self._kill_untrusted_tree(child.pid)
         if timed_out:
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
@@ -245,7 +253,7 @@ class Zygote:
         }
 
     def after_reply(self) -> None:
-        """Off the critical path: kill what the last job left behind, then pre-fork the next child."""
+        """Off the critical path: reap the last job's processes, remove its directory, pre-fork the next child."""
         if self.current is not None:
             _reap_orphans()
             shutil.rmtree(self.current.job_dir, ignore_errors=True)
@@ -255,7 +263,7 @@ class Zygote:
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
-    def _fork_untrusted(self) -> "Spare":
+    def _fork_untrusted(self) -> "UntrustedChild":
         """Fork and harden an untrusted child that then waits for its job's code."""
         self.jobs += 1
         job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
@@ -271,23 +279,23 @@ class Zygote:
         os.close(u_read)
         os.close(u_write)
         theirs.close()
-        return Spare(pid, ours, t_write, t_read, job_dir)
+        return UntrustedChild(pid, ours, t_write, t_read, job_dir)
 
-    def _start_untrusted(self, timeout: float, fds: list[int]) -> "Spare":
+    def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
         for attempt in (1, 2):
-            spare, self.spare = self.spare, None
-            if spare is None:
-                spare = self._fork_untrusted()
+            child, self.spare = self.spare, None
+            if child is None:
+                child = self._fork_untrusted()
             try:
-                socket.send_fds(spare.control, message, fds)
-                spare.control.close()
-                return spare
+                socket.send_fds(child.control, message, fds)
+                child.control.close()
+                return child
             except OSError:
                 if attempt == 2:
                     raise
-                spare.discard()  # died while waiting (e.g. killed from outside): use a fresh one
+                child.discard()  # died while waiting (e.g. killed from outside): use a fresh one
         raise AssertionError("unreachable")
 
     # -- the trusted runner ----------------------------------------------------------------------------
