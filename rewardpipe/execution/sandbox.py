@@ -160,9 +160,11 @@ class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
         self.index = index
         self.config = config
-        self.busy_since = 0.0
         self._log = tempfile.TemporaryFile()
         self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
+        # Traversable but not listable: the sandbox uid must reach its own job directory by absolute
+        # path (tempfile does), and nothing else in here.
+        os.chmod(self._dir, 0o711)
         if config.server_uid is not None and os.geteuid() == 0:
             os.chown(self._dir, config.server_uid, config.server_uid)
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -237,8 +239,8 @@ class _Worker:
         names = ("code", "tests", "verdict", "stdout", "stderr")
         fds = [os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC) for name in names]
         try:
-            os.write(fds[0], code.encode("utf-8", errors="surrogatepass"))
-            os.write(fds[1], tests.encode("utf-8", errors="surrogatepass"))
+            _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
+            _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
             try:
                 socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
             except OSError as exc:
@@ -282,6 +284,12 @@ class _Worker:
             self._log.close()
         except OSError:
             pass
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
 
 
 def _decode_output(data: bytes, size: int) -> str:

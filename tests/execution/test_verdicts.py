@@ -152,3 +152,17 @@ def test_entry_point_that_is_not_an_identifier_is_a_job_error(executor):
     result = executor.run(job("def add(a, b):\n    return a + b\n", entry_point="add(1)"))
     assert result.status is ExecutionStatus.ERROR
     assert "not a Python identifier" in result.reason
+
+
+def test_model_code_can_use_tempfile_in_its_own_directory(executor):
+    code = textwrap.dedent('''
+        import os, tempfile
+        with tempfile.NamedTemporaryFile("w", delete=False) as handle:
+            handle.write("scratch")
+        print("TMP", open(handle.name).read(), os.path.dirname(handle.name) == os.getcwd())
+        def add(a, b):
+            return a + b
+    ''')
+    result = executor.run(job(code))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    assert "TMP scratch True" in result.stdout
