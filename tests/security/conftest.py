@@ -49,6 +49,13 @@ def require_layer(executor, layer: str) -> None:
         pytest.skip(f"isolation layer {layer!r} unavailable here: {executor.isolation().get(layer)}")
 
 
+def require_any_layer(executor, *layers: str) -> None:
+    """Skip (with the reason) unless at least one of the layers that block this attack is on."""
+    if not any(layer_on(executor, layer) for layer in layers):
+        report = ", ".join(f"{layer}: {executor.isolation().get(layer)}" for layer in layers)
+        pytest.skip(f"none of the layers that block this attack is available here ({report})")
+
+
 def process_alive_as_sandbox_uid(pid: int, executor) -> bool:
     """True if ``pid`` is a live (non-zombie) process running as one of the executor's sandbox uids."""
     base = executor.uid_base

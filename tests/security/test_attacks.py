@@ -24,6 +24,7 @@ from tests.security.conftest import (
     WRONG_ADD,
     job,
     process_alive_as_sandbox_uid,
+    require_any_layer,
     require_layer,
 )
 
@@ -187,6 +188,10 @@ HACKS_THAT_BEAT_THE_BLOG_HARNESS = {
 
 @pytest.mark.parametrize("name", sorted(HACKS_THAT_BEAT_THE_BLOG_HARNESS))
 def test_reward_hack_fails_in_sandbox_but_wins_against_blog_harness(executor, name):
+    if name == "read_hidden_tests_from_disk":
+        # The sandbox never writes tests to disk, but this very suite does (the blog-harness controls,
+        # possibly in a parallel worker); only the file-system layers keep the child away from those.
+        require_any_layer(executor, "uid", "landlock", "chroot")
     code = HACKS_THAT_BEAT_THE_BLOG_HARNESS[name]
     assert blog_score(code) == (EXPECTED_TESTS, EXPECTED_TESTS), "control: the payload should beat the blog harness"
     assert_failed(executor.run(job(code)))
@@ -306,6 +311,7 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
 # --- system-level attacks -------------------------------------------------------------------------------
 
 def test_secrets_in_scorer_environment_and_home_do_not_leak(executor, tmp_path, monkeypatch):
+    require_any_layer(executor, 'landlock', 'chroot')
     secret = "SBX_FAKE_SECRET_" + secrets.token_hex(8)
     monkeypatch.setenv("SBX_FAKE_AWS_SECRET_ACCESS_KEY", secret)
     credentials = tmp_path / ".aws" / "credentials"
@@ -345,6 +351,7 @@ def blog_harness_output(code: str) -> str:
 
 
 def test_no_network_even_to_localhost(executor):
+    require_any_layer(executor, 'netns', 'seccomp')
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
@@ -412,6 +419,7 @@ FORK_BOMB = WRONG_ADD + textwrap.dedent('''
 
 
 def test_fork_bomb_is_contained(executor):
+    require_any_layer(executor, 'seccomp', 'cgroup')
     result = executor.run(job(FORK_BOMB))
     assert_failed(result)
     forked = int(result.stdout.split("FORKED")[1].split()[0])
@@ -434,6 +442,7 @@ def test_fork_bomb_without_seccomp_is_capped_by_pids_limit(tmp_path):
 
 
 def test_memory_bomb_in_one_process_fails(executor):
+    require_any_layer(executor, 'rlimits')
     code = "def add(a, b):\n    blob = bytearray(3 << 30)\n    return len(blob)\n"
     result = executor.run(job(code))
     assert_failed(result)
@@ -441,6 +450,7 @@ def test_memory_bomb_in_one_process_fails(executor):
 
 
 def test_raising_hard_rlimits_is_refused(executor):
+    require_any_layer(executor, 'rlimits')
     code = WRONG_ADD + textwrap.dedent('''
         import resource
         try:
@@ -457,6 +467,7 @@ def test_raising_hard_rlimits_is_refused(executor):
 
 
 def test_aggregate_memory_across_children_is_refused(executor):
+    require_any_layer(executor, 'seccomp')
     code = WRONG_ADD + textwrap.dedent('''
         import os
         children = 0
@@ -501,6 +512,7 @@ ORPHAN = WRONG_ADD + textwrap.dedent('''
 
 
 def test_setsid_orphan_cannot_be_created(executor):
+    require_any_layer(executor, 'seccomp')
     result = executor.run(job(ORPHAN))
     assert_failed(result)
     assert "ORPHAN" not in result.stdout and "NOFORK" in result.stdout
@@ -521,6 +533,7 @@ def test_setsid_orphan_dies_with_the_tree_when_forking_is_allowed():
 
 
 def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
+    require_any_layer(executor, 'landlock', 'chroot')
     victim = tmp_path / "victim"
     victim.mkdir()
     os.chmod(tmp_path, 0o777)
@@ -547,6 +560,7 @@ def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
 
 
 def test_killing_the_parent_does_not_hurt_the_scorer(executor):
+    require_any_layer(executor, 'uid', 'seccomp')
     code = WRONG_ADD + textwrap.dedent('''
         import os, signal
         for target in (os.getppid(), os.getpgrp() and 1):
@@ -563,6 +577,7 @@ def test_killing_the_parent_does_not_hurt_the_scorer(executor):
 
 
 def test_killing_every_process_in_reach_fails_and_scorer_survives(executor):
+    require_any_layer(executor, 'seccomp')
     code = WRONG_ADD + textwrap.dedent('''
         import os, signal
         killed = 0
@@ -588,6 +603,7 @@ def test_killing_every_process_in_reach_fails_and_scorer_survives(executor):
 
 
 def test_gigabyte_of_output_is_capped(executor):
+    require_any_layer(executor, 'rlimits')
     code = WRONG_ADD + textwrap.dedent('''
         import sys
         chunk = "x" * (1 << 20)
@@ -609,6 +625,7 @@ def test_invalid_utf8_output_is_decoded_with_replacement(executor):
 
 
 def test_writing_into_the_fork_servers_descriptors_is_blocked(executor):
+    require_any_layer(executor, 'uid', 'landlock', 'chroot')
     code = WRONG_ADD + textwrap.dedent('''
         import glob, json, os, struct
         forged = json.dumps({"timed_out": False}).encode()
