@@ -63,6 +63,7 @@ class SandboxConfig:
     # the uid, netns and cgroup layers. Also how the unprivileged (AWS Lambda) path is tested here.
     server_uid: int | None = None
     grace_s: float = 5.0  # extra wall-clock time before the scorer declares a fork server hung
+    runner_recycle_jobs: int = 500  # jobs a trusted runner serves before a fresh one replaces it
     start_timeout_s: float = 60.0
 
     def __post_init__(self):
@@ -75,7 +76,7 @@ class SandboxConfig:
             raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
             raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
-        for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes"):
+        for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes", "runner_recycle_jobs"):
             if getattr(self, name) <= 0:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -177,6 +178,7 @@ class _Worker:
             "memory_bytes": config.memory_mb << 20,
             "pids_max": config.pids_max,
             "file_size_bytes": config.file_size_bytes,
+            "runner_recycle_jobs": config.runner_recycle_jobs,
             "worker_dir": os.path.join(self._dir, "w"),
         }
         try:

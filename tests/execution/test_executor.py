@@ -143,3 +143,20 @@ def test_child_wait_works_without_pidfd(monkeypatch):
     finally:
         os.kill(slow, signal.SIGKILL)
         os.waitpid(slow, 0)
+
+
+@pytest.mark.parametrize("quota, runner_changes", [(500, False), (2, True)])
+def test_trusted_runner_persists_until_its_job_quota(quota, runner_changes):
+    executor = make_executor(workers=1, runner_recycle_jobs=quota)
+    try:
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+        zygote_pid = executor._workers[0].process.pid
+        before = set(_children(zygote_pid))  # the runner and the waiting untrusted child
+        for _ in range(3):
+            assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+        assert zygote_pid == executor._workers[0].process.pid
+        # The untrusted child is new every job; the runner survives unless its quota ran out.
+        survivors = before & set(_children(zygote_pid))
+        assert len(survivors) == (0 if runner_changes else 1)
+    finally:
+        executor.close()

@@ -90,8 +90,8 @@ class Connection:
     def exception(self, info) -> BaseException:
         if type(info) is not dict:
             return RemoteError("malformed exception from the model's process")
-        name = str(info.get("type", "Exception"))
-        message = str(info.get("msg", ""))
+        name = str(info.get("type", "Exception"))[:200]
+        message = str(info.get("msg", ""))[:2000]
         local = self.exception_classes.get(name)
         if local is not None and info.get("module") == "solution":
             return local(message)
