@@ -22,6 +22,8 @@ REWARD_NAME = os.environ.get("REWARD_NAME") or "gsm8k"
 REWARD_WEIGHTS = json.loads(os.environ.get("REWARD_WEIGHTS") or "{}") or None
 logger = Logger()
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "RewardPipe")
+metrics.clear_default_dimensions()  # Powertools metric state is per process; start from a clean set
+metrics.clear_metrics()
 metrics.set_default_dimensions(reward=REWARD_NAME)
 
 
