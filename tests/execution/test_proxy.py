@@ -210,3 +210,32 @@ def test_inprocess_mode_screens_out_runner_patching(executor):
     result = executor.run(job(code, trust_mode="inprocess"))
     assert result.status is ExecutionStatus.FAILED
     assert "static screening" in result.reason and "unittest" in result.reason
+
+
+def test_large_module_globals_the_tests_do_not_use_cost_nothing(executor):
+    code = "TABLE = list(range(3_000_000))\nSMALL = {'k': [1, 2]}\ndef lookup(i):\n    return TABLE[i]\n"
+    body = '''
+    def test_lookup(self):
+        self.assertEqual(lookup(7), 7)
+        self.assertEqual(SMALL, {"k": [1, 2]})
+    '''
+    result = run_unittest(executor, code, body, "lookup")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_unfetchable_module_global_is_a_model_failure(executor):
+    # An int too long for JSON (Python refuses to print more than 4300 digits) cannot be sent.
+    code = "CONFIG = 10 ** 5000\ndef solve():\n    return 1\n"
+    body = '''
+    def test_uses_config(self):
+        self.assertGreater(CONFIG, 0)
+    '''
+    result = run_unittest(executor, code, body, "solve")
+    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0), result.reason
+    assert "could not be fetched" in result.reason
+
+
+def test_inprocess_mode_reports_model_errors_as_failures(executor):
+    result = executor.run(job("def add(a, b):\n    return add(a, b)\n", trust_mode="inprocess"))
+    assert (result.status, result.passed, result.mode) == (ExecutionStatus.FAILED, 0, "inprocess")
+    assert "RecursionError" in result.reason

@@ -282,11 +282,9 @@ def build_namespace(conn: Connection, exports: dict, tests: str, entry_point: st
             module_name = str(info.get("name", ""))
             if module_name in sys.modules:  # only modules the trusted side already trusts
                 namespace[name] = sys.modules[module_name]
-        elif kind == "value":
-            try:
-                namespace[name] = wire.decode(info.get("v"))
-            except (wire.WireError, RecursionError, ValueError):
-                continue
+        elif kind == "value" and type(info.get("h")) is int:
+            # Plain data arrives as a genuine built-in value; anything else becomes a stub.
+            namespace[name] = conn.value({"op": "get", "h": info["h"]})
         elif kind == "exception":
             base = getattr(builtins, str(info.get("base", "Exception")), Exception)
             if not (isinstance(base, type) and issubclass(base, Exception)):
@@ -294,7 +292,7 @@ def build_namespace(conn: Connection, exports: dict, tests: str, entry_point: st
             local = type(name, (base,), {"__module__": "solution"})
             conn.exception_classes[name] = local
             namespace[name] = local
-        elif kind in ("callable", "object") and type(info.get("h")) is int:
+        elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = Remote(conn, info["h"], name)
     return module
 
@@ -375,14 +373,21 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
                 "first_failure": f"the model's code raised while loading: {text}"[:600]}
 
     if job.get("mode") == "inprocess":
-        summary = conn.value({"op": "inprocess", "tests": tests, "format": tests_format, "entry_point": entry_point})
+        try:
+            summary = conn.value({"op": "inprocess", "tests": tests, "format": tests_format, "entry_point": entry_point})
+        except Exception as exc:  # noqa: BLE001 - the tests ran in the model's process: its failure
+            summary = {"first_failure": f"in-process test run failed: {type(exc).__name__}: {exc}"[:600]}
         if type(summary) is not dict:
-            raise RemoteError("malformed in-process summary")
+            summary = {"first_failure": "the model's process sent a malformed in-process summary"}
         return {"expected": expected, "tests_run": int(summary.get("tests_run", 0)),
                 "successes": int(summary.get("successes", 0)),
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
-    module = build_namespace(conn, ready["exports"], tests, entry_point)
+    try:
+        module = build_namespace(conn, ready["exports"], tests, entry_point)
+    except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
+        return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
+                "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
     try:
         exec(compile(tests, "<hidden tests>", "exec"), module.__dict__)
     except Exception as exc:  # noqa: BLE001
