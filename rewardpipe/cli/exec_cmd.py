@@ -98,8 +98,12 @@ def exec_command(
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
     disable: str = typer.Option("", "--disable", help="Comma-separated isolation layers to turn off (testing only)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (one object, or one line per batch job)."),
+    isolation: bool = typer.Option(False, "--isolation", help="Only report which isolation layers this machine allows."),
 ) -> None:
     """Run model code against hidden tests in the sandbox and print the verdict."""
+    if isolation:
+        _report_isolation(disable, as_json)
+        return
     if batch is not None:
         if code or tests or entry_point:
             _fail("--batch cannot be combined with --code/--tests/--entry-point")
@@ -123,6 +127,22 @@ def exec_command(
     else:
         _print_human(result)
     raise typer.Exit(0 if result.status is ExecutionStatus.PASSED else 1)
+
+
+def _report_isolation(disable: str, as_json: bool) -> None:
+    executor = _make_executor(disable, 1)
+    try:
+        report = executor.isolation()
+    except Exception as exc:  # noqa: BLE001 - a sandbox that cannot start is exactly what to report
+        _fail(f"the sandbox could not start: {exc}", code=1)
+    finally:
+        executor.close()
+    if as_json:
+        sys.stdout.write(json.dumps(report) + "\n")
+        return
+    for layer, state in report.items():
+        colour = "green" if state.startswith("on") else "yellow" if state.startswith("off") else "white"
+        console.print(f"{layer:20s} [{colour}]{state}[/]", markup=True, highlight=False)
 
 
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:

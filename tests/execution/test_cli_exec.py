@@ -133,3 +133,12 @@ def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail_through_the_cli(
     assert not_passed == {}
     not_failed = {k: (v["status"], v["reason"][:200]) for k, v in wrong.items() if v["status"] != "failed"}
     assert not_failed == {}
+
+
+def test_isolation_report_lists_every_layer():
+    result = runner.invoke(app, ["exec", "--isolation", "--json", "--disable", "netns"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    for layer in ("uid", "netns", "seccomp", "landlock", "chroot", "cgroup", "rlimits", "tree_kill", "trust"):
+        assert layer in report
+    assert report["netns"] == "off: disabled by configuration"
