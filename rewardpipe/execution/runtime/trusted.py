@@ -335,6 +335,11 @@ def serve_jobs(sock_fd: int) -> None:
         channel.send(json.dumps({"state": "done", "cpu_ms": round(cpu_ms, 3)}).encode())
 
 
+def _count(value) -> int:
+    """A test count reported by the model's process (in-process mode): anything odd counts as 0."""
+    return value if type(value) is int and value >= 0 else 0
+
+
 def _read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []
@@ -379,8 +384,8 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
             summary = {"first_failure": f"in-process test run failed: {type(exc).__name__}: {exc}"[:600]}
         if type(summary) is not dict:
             summary = {"first_failure": "the model's process sent a malformed in-process summary"}
-        return {"expected": expected, "tests_run": int(summary.get("tests_run", 0)),
-                "successes": int(summary.get("successes", 0)),
+        return {"expected": expected, "tests_run": _count(summary.get("tests_run")),
+                "successes": _count(summary.get("successes")),
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
     try:
@@ -388,11 +393,12 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
         return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                 "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
+    calls_before_tests = conn.calls
     try:
         exec(compile(tests, "<hidden tests>", "exec"), module.__dict__)
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model can fail because of the model.
-        if conn.calls or isinstance(exc, (ModelProcessDied, RemoteError)):
+        if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
             return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                     "first_failure": f"hidden tests failed while loading: {type(exc).__name__}: {exc}"[:600]}
         raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
