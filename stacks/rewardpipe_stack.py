@@ -33,6 +33,8 @@ class RewardPipeStack(Stack):
         )
         self.storage = Storage(self, "Storage", settings=settings.storage)
         self.network = Network(self, "Network")
+        # Inside the isolated VPC, S3 is only the job hand-off prefix (runner Lambda and Fargate).
+        self.network.allow_bucket_prefix(self.storage.bucket.bucket_arn, "jobs/")
         self.runner = CodeRunner(self, "CodeRunner", settings=settings, storage=self.storage,
                                  network=self.network, layer=layer)
         self.single_turn = SingleTurnReward(self, "SingleTurnReward", settings=settings,

@@ -3,13 +3,24 @@
 Subnets are PRIVATE_ISOLATED (no NAT, no internet gateway). The only ways out are VPC endpoints:
 an S3 gateway endpoint (job hand-off objects and ECR image layers) and interface endpoints for ECR
 (API and registry, to pull the runner image) and CloudWatch Logs (the container's awslogs driver).
+
+Model code in Fargate or Lambda cannot be put in its own network namespace, so the network it can
+reach is made useless to it instead:
+
+* endpoint policies: the S3 endpoint serves only this stack's ``jobs/`` objects and the ECR layer
+  bucket; the interface endpoints serve only principals of this account (so credentials an attacker
+  embeds in model code cannot write to the attacker's own bucket or log group);
+* Route 53 Resolver DNS Firewall: names outside ``amazonaws.com`` get NXDOMAIN, which closes DNS
+  tunnelling through the VPC resolver (security groups do not filter DNS).
 """
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Aws, RemovalPolicy
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_route53resolver as resolver
 from constructs import Construct
 
 
@@ -52,13 +63,49 @@ class Network(Construct):
         )
         endpoint_sg.add_ingress_rule(self.sandbox_sg, ec2.Port.tcp(443), "HTTPS from sandbox workloads")
 
-        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets])
+        self.s3_endpoint = self.vpc.add_gateway_endpoint(
+            "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets]
+        )
+        # Fargate pulls image layers from ECR's S3 bucket through this endpoint.
+        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["s3:GetObject"],
+            resources=[f"arn:{Aws.PARTITION}:s3:::prod-{Aws.REGION}-starport-layer-bucket/*"],
+        ))
+        self.interface_endpoints: list[ec2.InterfaceVpcEndpoint] = []
         for name, service in (
             ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
             ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
             ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
         ):
-            self.vpc.add_interface_endpoint(
+            endpoint = self.vpc.add_interface_endpoint(
                 name, service=service, subnets=self.subnets, security_groups=[endpoint_sg], private_dns_enabled=True,
                 open=False,
             )
+            endpoint.add_to_policy(iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()], actions=["*"], resources=["*"],
+                conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
+            ))
+            self.interface_endpoints.append(endpoint)
+        self._dns_firewall()
+
+    def allow_bucket_prefix(self, bucket_arn: str, prefix: str) -> None:
+        """Let the S3 endpoint serve one prefix of one bucket (read and write)."""
+        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject"],
+            resources=[f"{bucket_arn}/{prefix}*"],
+        ))
+
+    def _dns_firewall(self) -> None:
+        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name="rewardpipe-aws-domains",
+                                                  domains=["amazonaws.com", "*.amazonaws.com"])
+        everything = resolver.CfnFirewallDomainList(self, "AllDomains", name="rewardpipe-all-domains", domains=["*"])
+        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name="rewardpipe-sandbox-dns", firewall_rules=[
+            resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
+                firewall_domain_list_id=allowed.attr_id, priority=100, action="ALLOW"),
+            resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
+                firewall_domain_list_id=everything.attr_id, priority=200, action="BLOCK", block_response="NXDOMAIN"),
+        ])
+        resolver.CfnFirewallRuleGroupAssociation(
+            self, "DnsFirewallAssociation", firewall_rule_group_id=group.attr_id, vpc_id=self.vpc.vpc_id,
+            priority=101, name="rewardpipe-sandbox-dns",
+        )

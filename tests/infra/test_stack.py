@@ -370,3 +370,28 @@ def test_state_machine_role_invokes_only_the_workflow_functions(resources):
     actions = {a for st in _statements(resources, "RolloutWorkflowStateMachineRole") for a in _actions(st)}
     assert not any(a.startswith("s3:") for a in actions)  # data moves only through the functions
     assert {"ecs:RunTask", "sqs:SendMessage", "iam:PassRole"} <= actions
+
+
+def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
+    endpoints = _of_type(resources, "AWS::EC2::VPCEndpoint")
+    gateway = [e["Properties"] for e in endpoints.values() if e["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"]
+    (s3,) = gateway
+    statements = s3["PolicyDocument"]["Statement"]
+    resources_allowed = sorted(json.dumps(r) for st in statements for r in
+                               (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]))
+    assert len(resources_allowed) == 2
+    assert any("starport-layer-bucket/*" in r for r in resources_allowed)
+    assert any("/jobs/*" in r and "StorageRecords" in r for r in resources_allowed)
+    for endpoint in endpoints.values():
+        props = endpoint["Properties"]
+        if props.get("VpcEndpointType") == "Interface":
+            (st,) = props["PolicyDocument"]["Statement"]
+            assert st["Condition"] == {"StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}
+    (group,) = _of_type(resources, "AWS::Route53Resolver::FirewallRuleGroup").values()
+    rules = sorted(group["Properties"]["FirewallRules"], key=lambda r: r["Priority"])
+    assert [(r["Action"], r.get("BlockResponse")) for r in rules] == [("ALLOW", None), ("BLOCK", "NXDOMAIN")]
+    lists = {k: v["Properties"]["Domains"] for k, v in _of_type(resources, "AWS::Route53Resolver::FirewallDomainList").items()}
+    assert rules[0]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["amazonaws.com", "*.amazonaws.com"]}
+    assert rules[1]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["*"]}
+    (association,) = _of_type(resources, "AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
+    assert association["Properties"]["VpcId"]["Ref"].startswith("NetworkVpc")
