@@ -47,6 +47,7 @@ UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself o
 TRUSTED_GRACE_S = 2.0
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
+SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
 
 
 class UntrustedChild:
@@ -79,7 +80,7 @@ class UntrustedChild:
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
-        self.spare: UntrustedChild | None = None
+        self.spares: list[UntrustedChild] = []  # hardened children waiting for a job, oldest first
         self.current: UntrustedChild | None = None
         self.disabled = set(config.get("disable", []))
         self.isolation: dict[str, str] = {}
@@ -264,8 +265,8 @@ class Zygote:
             _reap_orphans()
             shutil.rmtree(self.current.job_dir, ignore_errors=True)
             self.current = None
-        if self.spare is None:
-            self.spare = self._fork_untrusted()
+        while len(self.spares) < SPARE_CHILDREN:
+            self.spares.append(self._fork_untrusted())
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
@@ -291,10 +292,12 @@ class Zygote:
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
         for attempt in (1, 2):
-            child, self.spare = self.spare, None
-            if child is None:
-                child = self._fork_untrusted()
+            child = self.spares.pop(0) if self.spares else self._fork_untrusted()
             try:
+                if self.cgroups is not None:
+                    # Waiting children stay outside the worker's cgroup, so killing a finished job's
+                    # tree never hits them; this one joins before it can run any of the model's code.
+                    self.cgroups.join(child.pid)
                 socket.send_fds(child.control, message, fds)
                 child.control.close()
                 return child
@@ -403,8 +406,6 @@ class Zygote:
         """Runs in the forked child: harden first, then wait for the job, then run the model's code."""
         try:
             os.setsid()
-            if self.cgroups is not None:
-                self.cgroups.join(0)
             keep = {UNTRUSTED_FDS["read"]: u_read, UNTRUSTED_FDS["write"]: u_write,
                     UNTRUSTED_FDS["control"]: control_fd, 2: 2}
             if self.ruleset is not None:
@@ -485,7 +486,7 @@ class Zygote:
             os._exit(status)
 
     def close(self) -> None:
-        for child in (self.spare, self.current):
+        for child in [*self.spares, self.current]:
             if child is not None:
                 child.discard()
         if getattr(self, "runner_pid", None):
