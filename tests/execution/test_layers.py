@@ -60,3 +60,11 @@ def test_interpreter_choice_respects_configuration_and_uid_layer():
 
 def test_landlock_abi_probe_is_an_integer():
     assert layers.landlock_abi() >= 0
+
+
+def test_uid_mapping_check_reads_the_namespace_map(tmp_path):
+    rootless = tmp_path / "uid_map"
+    rootless.write_text("         0       1000          1\n         1     100000      65536\n")
+    assert layers.uid_is_mapped(0, str(rootless))
+    assert layers.uid_is_mapped(65536, str(rootless))
+    assert not layers.uid_is_mapped(1_000_000, str(rootless))

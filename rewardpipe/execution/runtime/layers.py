@@ -456,6 +456,16 @@ def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_
         resource.setrlimit(limit, (value, value))
 
 
+def uid_is_mapped(uid: int, uid_map: str = "/proc/self/uid_map") -> bool:
+    """Inside a user namespace (rootless containers) only mapped uids can be switched to."""
+    try:
+        with open(uid_map) as handle:
+            ranges = [tuple(int(field) for field in line.split()) for line in handle if line.strip()]
+    except (OSError, ValueError):
+        return True  # no user-namespace information: assume the initial namespace
+    return any(inside <= uid < inside + count for inside, _outside, count in ranges)
+
+
 def drop_privileges(uid: int, gid: int) -> None:
     os.setgroups([])
     os.setresgid(gid, gid, gid)

@@ -114,6 +114,8 @@ class Zygote:
             self._off("uid", "disabled by configuration")
         elif not root:
             self._off("uid", "fork server is not root, children keep its uid")
+        elif not layers.uid_is_mapped(int(self.config["uid"])):
+            self._off("uid", f"uid {self.config['uid']} is not mapped in this user namespace")
         else:
             self.uid = int(self.config["uid"])
             iso["uid"] = f"on: {self.uid}"
