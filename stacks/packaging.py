@@ -16,6 +16,7 @@ CDK hashes the staged contents, so the asset hash only changes when the code doe
 
 from __future__ import annotations
 
+import atexit
 import functools
 import importlib.metadata as md
 import shutil
@@ -106,10 +107,17 @@ def _check_platform(python_dir: Path) -> None:
         )
 
 
+def _scratch(prefix: str) -> Path:
+    """A fresh staging directory, removed when the process exits (CDK has copied it by then)."""
+    root = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(shutil.rmtree, root, True)
+    return root
+
+
 @functools.lru_cache(maxsize=None)
 def stage_layer() -> str:
     """Directory laid out as a Lambda layer (``python/...``); built once per process."""
-    root = Path(tempfile.mkdtemp(prefix="rewardpipe-layer-"))
+    root = _scratch("rewardpipe-layer-")
     python_dir = root / "python"
     python_dir.mkdir()
     copy_package(python_dir)
@@ -122,7 +130,7 @@ def stage_layer() -> str:
 @functools.lru_cache(maxsize=None)
 def stage_container() -> str:
     """Docker build context for the Fargate code runner; built once per process."""
-    root = Path(tempfile.mkdtemp(prefix="rewardpipe-runner-"))
+    root = _scratch("rewardpipe-runner-")
     shutil.copytree(CONTAINER_DIR, root, dirs_exist_ok=True, ignore=_ignore)
     copy_package(root)
     return str(root)

@@ -81,6 +81,10 @@ def synthesized() -> Synth:
     from app import build_app
 
     outdir = Path(tempfile.mkdtemp(prefix="rewardpipe-cdk-"))
+    import atexit
+    import shutil
+
+    atexit.register(shutil.rmtree, outdir, True)
     app, stack = build_app(outdir=str(outdir))
     assembly = app.synth()
     template = assembly.get_stack_artifact(stack.artifact_id).template
