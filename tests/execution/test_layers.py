@@ -68,3 +68,22 @@ def test_uid_mapping_check_reads_the_namespace_map(tmp_path):
     assert layers.uid_is_mapped(0, str(rootless))
     assert layers.uid_is_mapped(65536, str(rootless))
     assert not layers.uid_is_mapped(1_000_000, str(rootless))
+
+
+def test_probe_reports_success_exceptions_and_deaths():
+    import os
+
+    from rewardpipe.execution.runtime import zygote
+
+    assert zygote._probe(lambda: None) is None
+    assert "ZeroDivisionError" in zygote._probe(lambda: 1 / 0)
+    assert zygote._probe(lambda: os.kill(os.getpid(), 9)) == "killed by SIGKILL"
+
+
+def test_seccomp_self_test_passes_on_this_machine():
+    from rewardpipe.execution.runtime import zygote
+
+    arch = layers.seccomp_arch()
+    if arch is None:
+        pytest.skip("no seccomp syscall table for this architecture")
+    assert zygote._probe(lambda: zygote._seccomp_self_test(arch)) is None

@@ -117,8 +117,13 @@ class Zygote:
         elif not layers.uid_is_mapped(int(self.config["uid"])):
             self._off("uid", f"uid {self.config['uid']} is not mapped in this user namespace")
         else:
-            self.uid = int(self.config["uid"])
-            iso["uid"] = f"on: {self.uid}"
+            uid = int(self.config["uid"])
+            error = _probe(lambda: layers.drop_privileges(uid, uid))
+            if error:
+                self._off("uid", f"start-up probe failed: {error}")
+            else:
+                self.uid = uid
+                iso["uid"] = f"on: {self.uid}"
         # network
         if "netns" in self.disabled:
             self._off("netns", "disabled by configuration")
@@ -151,11 +156,18 @@ class Zygote:
             self._off("landlock", "kernel has no Landlock")
         else:
             try:
-                self.ruleset = layers.LandlockRuleset(abi, layers.interpreter_read_paths(), [self.worker_dir])
-                extras = ["fs"] + (["tcp"] if abi >= 4 else []) + (["signal+abstract-unix scope"] if abi >= 6 else [])
-                iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
+                ruleset = layers.LandlockRuleset(abi, layers.interpreter_read_paths(), [self.worker_dir])
             except OSError as exc:
                 self._off("landlock", exc.strerror or str(exc))
+            else:
+                error = _probe(lambda: (layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1), ruleset.restrict_self()))
+                if error:
+                    os.close(ruleset.fd)
+                    self._off("landlock", f"start-up probe failed: {error}")
+                else:
+                    self.ruleset = ruleset
+                    extras = ["fs"] + (["tcp"] if abi >= 4 else []) + (["signal+abstract-unix scope"] if abi >= 6 else [])
+                    iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
         # chroot: the file-system fallback where the kernel has no Landlock (e.g. Fargate's 5.10)
         self.chroot_dir = None
         prefix = os.path.realpath(sys.base_prefix)
@@ -168,8 +180,12 @@ class Zygote:
         elif prefix == "/":
             self._off("chroot", "interpreter prefix is /")
         else:
-            self.chroot_dir = prefix
-            iso["chroot"] = f"on: {prefix} (the child sees only the interpreter's tree, read-only, no /proc)"
+            error = _probe(lambda: (os.chroot(prefix), os.chdir("/"), os.listdir("/")))
+            if error:
+                self._off("chroot", f"start-up probe failed: {error}")
+            else:
+                self.chroot_dir = prefix
+                iso["chroot"] = f"on: {prefix} (the child sees only the interpreter's tree, read-only, no /proc)"
         # seccomp
         arch = layers.seccomp_arch()
         if "seccomp" in self.disabled:
@@ -177,8 +193,12 @@ class Zygote:
         elif arch is None:
             self._off("seccomp", "no syscall table for this architecture")
         else:
-            self.seccomp_arch = arch
-            iso["seccomp"] = "on: no exec, no new processes, AF_UNIX sockets only, no ptrace"
+            error = _probe(lambda: _seccomp_self_test(arch))
+            if error:
+                self._off("seccomp", f"start-up probe failed: {error}")
+            else:
+                self.seccomp_arch = arch
+                iso["seccomp"] = "on: no exec, no new processes, AF_UNIX sockets only, no ptrace"
         # rlimits are always available
         if "rlimits" in self.disabled:
             self._off("rlimits", "disabled by configuration")
@@ -500,6 +520,42 @@ class Zygote:
         if self.cgroups is not None:
             self.cgroups.remove()
         shutil.rmtree(self.worker_dir, ignore_errors=True)
+
+
+def _probe(action) -> str | None:
+    """Try ``action`` in a throw-away child: None if it worked, else why not. A layer that cannot
+    really be applied here is reported off at start-up instead of failing every job later."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            action()
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001
+            try:
+                os.write(write_end, repr(exc).encode()[:500])
+            finally:
+                os._exit(1)
+    os.close(write_end)
+    try:
+        message = os.read(read_end, 600).decode("utf-8", errors="replace")
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return None
+    return message or _status_text(status)
+
+
+def _seccomp_self_test(arch: str) -> None:
+    layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+    layers.load_seccomp(layers.build_seccomp_filter(arch, os.getpid()))
+    try:
+        socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
+    except PermissionError:
+        return
+    raise RuntimeError("filter loaded but an AF_INET socket was still allowed")
 
 
 def _open_fds() -> list[int]:
