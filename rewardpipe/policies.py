@@ -164,3 +164,13 @@ class OpenAIPolicy:
         messages = [{"role": "system", "content": self.system_prompt}]
         messages += [{"role": m.role, "content": m.content} for m in state.messages]
         return self.client.complete(messages, **self.params)
+
+    def close(self) -> None:
+        """Release the HTTP connection pool (long-lived runners create one client per run)."""
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

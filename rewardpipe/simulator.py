@@ -186,3 +186,13 @@ class OpenAISimulator:
             if overlap > best_overlap:
                 best, best_overlap = i, overlap
         return best if best_overlap >= 0.5 else None
+
+    def close(self) -> None:
+        """Release the HTTP connection pool (long-lived runners create one client per run)."""
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

@@ -198,6 +198,9 @@ def run(
             all_alarms.extend(result.alarms)
             bar.remove_task(handle)
 
+    for endpoint_user in (chosen, sim):
+        if hasattr(endpoint_user, "close"):
+            endpoint_user.close()
     if plot is not None:
         from rewardpipe.monitor import monitor_records
         from rewardpipe.plotting import plot_run
