@@ -28,7 +28,7 @@ class _Strict(BaseModel):
 class AlarmSettings(_Strict):
     # A component is "dead" in a step when this fraction (or more) of its groups have zero
     # within-group variance. The CloudWatch alarm fires when that happens in M of the last N steps.
-    zero_variance_fraction: float = Field(default=0.5, gt=0, le=1)
+    zero_variance_fraction: float = Field(default=0.9, gt=0, le=1)
     error_rate: float = Field(default=0.05, gt=0, le=1)
     datapoints_to_alarm: int = Field(default=3, ge=1)
     evaluation_periods: int = Field(default=5, ge=1)

@@ -241,7 +241,7 @@ def test_one_dead_component_alarm_per_component_m_of_n(resources, synth):
     assert sorted(by_component) == sorted(COMPONENTS)
     for alarm in by_component.values():
         assert alarm["Namespace"] == "RewardPipe"
-        assert alarm["Threshold"] == 0.5
+        assert alarm["Threshold"] == 0.9
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
         assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (3, 5)
         assert alarm["TreatMissingData"] == "notBreaching"
@@ -291,7 +291,7 @@ def test_dashboard_shows_variance_zero_fraction_errors_and_latency(resources):
 def test_variance_check_runs_on_a_schedule_and_can_publish(template, resources):
     template.has_resource_properties("AWS::Lambda::Function", {
         "Handler": "handler.lambda_handler", "ReservedConcurrentExecutions": 1,
-        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.5", "ALARM_TOPIC_ARN": Match.any_value()})},
+        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.9", "ALARM_TOPIC_ARN": Match.any_value()})},
     })
     template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"})
     actions = [a for st in _statements(resources, "MonitoringVarianceCheck") for a in _actions(st)]
