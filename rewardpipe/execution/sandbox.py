@@ -157,6 +157,10 @@ class WorkerFailure(Exception):
     """The fork server broke (died, hung or answered nonsense): an infrastructure error."""
 
 
+class JobNotDelivered(WorkerFailure):
+    """The fork server was gone before it received the job, so the job can safely be retried."""
+
+
 class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
         self.index = index
@@ -238,16 +242,17 @@ class _Worker:
         return f": {text}" if text else ""
 
     def execute(self, header: dict, code: str, tests: str) -> tuple[dict, bytes, bytes, int, bytes, int]:
-        names = ("code", "tests", "verdict", "stdout", "stderr")
-        fds = [os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC) for name in names]
+        fds: list[int] = []
         try:
+            for name in ("code", "tests", "verdict", "stdout", "stderr"):
+                fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
             _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
             try:
                 socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
             except OSError as exc:
                 self.kill()
-                raise WorkerFailure(f"cannot send the job to the fork server: {exc}") from None
+                raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
             reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
             verdict = os.pread(fds[2], 1 << 20, 0)
             cap = self.config.output_bytes
@@ -389,8 +394,16 @@ class ForkServerExecutor:
     # -- jobs -----------------------------------------------------------------------------------------
 
     def run(self, job: ExecutionJob) -> ExecutionResult:
-        self._reset_after_fork()
+        """Never raises for a job: anything that goes wrong in the sandbox is an ``error`` result."""
         started = time.perf_counter()
+        try:
+            return self._run(job, started)
+        except Exception as exc:  # noqa: BLE001 - e.g. out of descriptors; one job must not sink a batch
+            return self._result(job, started, ExecutionStatus.ERROR,
+                                reason=f"sandbox failure: {type(exc).__name__}: {exc}"[:1000])
+
+    def _run(self, job: ExecutionJob, started: float) -> ExecutionResult:
+        self._reset_after_fork()
         if not job.entry_point.isidentifier():
             return self._result(job, started, ExecutionStatus.ERROR,
                                 reason=f"entry_point {job.entry_point!r} is not a Python identifier")
@@ -412,9 +425,14 @@ class ForkServerExecutor:
                 return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
             try:
                 reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
-            except WorkerFailure as exc:
+            except BaseException as exc:
+                if not isinstance(exc, WorkerFailure):
+                    # Failed on our side (e.g. no descriptors left) before the worker was involved,
+                    # so it stays usable.
+                    self._release(worker, worker.alive())
+                    raise
                 self._release(worker, False)
-                if attempt == 1 and "cannot send" in str(exc):
+                if attempt == 1 and isinstance(exc, JobNotDelivered):
                     continue  # the worker died between jobs; the job never started
                 return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
                                     isolation=worker.isolation)

@@ -161,3 +161,19 @@ def test_trusted_runner_persists_until_its_job_quota(quota, runner_changes):
         assert len(survivors) == (0 if runner_changes else 1)
     finally:
         executor.close()
+
+
+def test_unexpected_sandbox_failure_is_an_error_result_not_an_exception(monkeypatch):
+    executor = make_executor(workers=1)
+    try:
+        def out_of_descriptors(*args, **kwargs):
+            raise OSError(24, "Too many open files")
+
+        monkeypatch.setattr(os, "memfd_create", out_of_descriptors)
+        results = list(executor.run_batch([job(RIGHT), job(WRONG)], workers=1))
+        assert [r.status for r in results] == [ExecutionStatus.ERROR, ExecutionStatus.ERROR]
+        assert "Too many open files" in results[0].reason
+        monkeypatch.undo()
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+    finally:
+        executor.close()
