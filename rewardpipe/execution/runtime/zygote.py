@@ -691,6 +691,9 @@ def main(argv: list[str]) -> int:
                         pass
                 reply = {"fatal": f"fork server could not run the job: {type(exc).__name__}: {exc}"}
             channel.send(json.dumps(reply).encode())
-            zygote.after_reply()
+            try:
+                zygote.after_reply()
+            except Exception as exc:  # noqa: BLE001 - e.g. fork() hit a limit; the next job forks on demand
+                print(f"fork server: clean-up after a job failed: {exc!r}", file=sys.stderr, flush=True)
     finally:
         zygote.close()
