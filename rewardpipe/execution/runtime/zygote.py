@@ -89,6 +89,7 @@ class Zygote:
         self.ruleset = None
         self.seccomp_arch = None
         self.jobs = 0
+        self.free_job_dirs: list[str] = []
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -285,7 +286,7 @@ class Zygote:
             self._replace_trusted_runner()
         if self.current is not None:
             _reap_orphans()
-            shutil.rmtree(self.current.job_dir, ignore_errors=True)
+            self._recycle_job_dir(self.current.job_dir)
             self.current = None
         while len(self.spares) < SPARE_CHILDREN:
             self.spares.append(self._fork_untrusted())
@@ -294,11 +295,7 @@ class Zygote:
 
     def _fork_untrusted(self) -> "UntrustedChild":
         """Fork and harden an untrusted child that then waits for its job's code."""
-        self.jobs += 1
-        job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
-        os.mkdir(job_dir, 0o700)
-        if self.uid is not None:
-            os.chown(job_dir, self.uid, self.uid)
+        job_dir = self._clean_job_dir()
         u_read, t_write = os.pipe()
         t_read, u_write = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -309,6 +306,30 @@ class Zygote:
         os.close(u_write)
         theirs.close()
         return UntrustedChild(pid, ours, t_write, t_read, job_dir)
+
+    def _clean_job_dir(self) -> str:
+        """An empty working directory owned by the sandbox uid: a recycled one if available."""
+        if self.free_job_dirs:
+            return self.free_job_dirs.pop()
+        self.jobs += 1
+        job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
+        os.mkdir(job_dir, 0o700)
+        if self.uid is not None:
+            os.chown(job_dir, self.uid, self.uid)
+        return job_dir
+
+    def _recycle_job_dir(self, job_dir: str) -> None:
+        """Reuse a directory the job left empty (the common case); delete anything else. The sandbox
+        uid cannot replace the directory itself: its parent belongs to root."""
+        try:
+            empty = not os.listdir(job_dir)
+        except OSError:
+            empty = False
+        if empty:
+            os.chmod(job_dir, 0o700)  # undo any chmod by the last job before the next one gets it
+            self.free_job_dirs.append(job_dir)
+        else:
+            shutil.rmtree(job_dir, ignore_errors=True)
 
     def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
