@@ -10,13 +10,19 @@ class HarnessError(Exception):
     """The hidden tests themselves are unusable (an infrastructure/dataset fault, never the model's)."""
 
 
-def count_expected_tests(tests: str, tests_format: str) -> int:
-    """How many tests must run, decided from the test source alone (never from anything the model
-    can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
+def parse_tests(tests: str) -> ast.Module:
     try:
-        tree = ast.parse(tests)
+        return ast.parse(tests)
     except SyntaxError as exc:
         raise HarnessError(f"hidden tests do not parse: {exc.msg} (line {exc.lineno})") from None
+    except ValueError as exc:  # e.g. NUL bytes
+        raise HarnessError(f"hidden tests cannot be compiled: {exc}") from None
+
+
+def count_expected_tests(tests: "str | ast.Module", tests_format: str) -> int:
+    """How many tests must run, decided from the test source alone (never from anything the model
+    can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
+    tree = parse_tests(tests) if isinstance(tests, str) else tests
     if tests_format == "check":
         if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body):
             raise HarnessError("check-format tests define no top-level check(candidate) function")
@@ -34,9 +40,9 @@ def count_expected_tests(tests: str, tests_format: str) -> int:
     return count
 
 
-def names_used(tests: str) -> set[str]:
+def names_used(tree: ast.Module) -> set[str]:
     """Every name the test source reads; the only names the trusted side takes from the model."""
-    return {node.id for node in ast.walk(ast.parse(tests)) if isinstance(node, ast.Name)}
+    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
 
 
 class CheckCase(unittest.TestCase):

@@ -265,12 +265,12 @@ class Remote:
         return result
 
 
-def build_namespace(conn: Connection, exports: dict, tests: str, entry_point: str):
+def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: str):
     """The module the hidden tests run in: only the names the tests read are taken from the model,
     and never a name that shadows a built-in (unless it is the entry point itself)."""
     module = types.ModuleType("hidden_tests")
     namespace = module.__dict__
-    wanted = harness.names_used(tests) | {entry_point}
+    wanted = harness.names_used(tests_tree) | {entry_point}
     for name in sorted(wanted):
         info = exports.get(name)
         if type(info) is not dict:
@@ -354,7 +354,8 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
-    expected = harness.count_expected_tests(tests, tests_format)
+    tree = harness.parse_tests(tests)  # parsed once: counted, searched for names, compiled
+    expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     try:
         hello = wire.recv_json(rfd)
@@ -389,13 +390,13 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
     try:
-        module = build_namespace(conn, ready["exports"], tests, entry_point)
+        module = build_namespace(conn, ready["exports"], tree, entry_point)
     except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
         return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                 "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
     calls_before_tests = conn.calls
     try:
-        exec(compile(tests, "<hidden tests>", "exec"), module.__dict__)
+        exec(compile(tree, "<hidden tests>", "exec"), module.__dict__)
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model can fail because of the model.
         if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
