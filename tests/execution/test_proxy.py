@@ -177,15 +177,18 @@ def test_helper_names_and_constants_the_tests_use_are_available(executor):
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
-def test_passing_a_test_side_function_to_the_model_is_a_test_error(executor):
+def test_tests_that_pass_a_function_to_the_model_are_a_harness_error_not_a_zero(executor):
     code = "def apply(fn, x):\n    return fn(x)\n"
     body = '''
     def test_callback(self):
         self.assertEqual(apply(lambda v: v + 1, 1), 2)
     '''
     result = run_unittest(executor, code, body, "apply")
-    assert result.status is ExecutionStatus.FAILED
-    assert "cannot be passed" in result.reason
+    assert result.status is ExecutionStatus.ERROR
+    assert "cannot be passed" in result.reason and "trust_mode='inprocess'" in result.reason
+    fallback = executor.run(job(textwrap.dedent(code), entry_point="apply", trust_mode="inprocess",
+                                tests="import unittest\nclass T(unittest.TestCase):\n" + textwrap.indent(textwrap.dedent(body), "    ")))
+    assert fallback.status is ExecutionStatus.PASSED, fallback.reason
 
 
 def test_inprocess_mode_runs_tests_that_subclass_model_classes(executor):

@@ -36,6 +36,7 @@ class Connection:
         self.dead: str | None = None
         self.exception_classes: dict[str, type] = {}
         self.calls = 0
+        self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -107,13 +108,18 @@ class Connection:
         return RemoteError(f"{name}: {message}")
 
 
-def _encode_argument(value):
+def _encode_argument(conn: "Connection", value):
     def handle_of(obj):
         if isinstance(obj, Remote):
             return object.__getattribute__(obj, "_rp_handle")
         raise wire.Unencodable(f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary")
 
-    return wire.encode(value, handle_of)
+    try:
+        return wire.encode(value, handle_of)
+    except wire.Unencodable as exc:
+        # Not the model's fault: the task's tests need the in-process fallback.
+        conn.boundary_error = str(exc)
+        raise
 
 
 class Remote:
@@ -126,14 +132,17 @@ class Remote:
         object.__setattr__(self, "_rp_handle", handle)
         object.__setattr__(self, "_rp_name", name)
 
+    def _rp_connection(self) -> "Connection":
+        return object.__getattribute__(self, "_rp_conn")
+
     def _rp(self, op: str, arguments=None, **fields):
         conn = object.__getattribute__(self, "_rp_conn")
         message = {"op": op, "h": object.__getattribute__(self, "_rp_handle"), **fields}
         return conn.value(message, arguments)
 
     def __call__(self, *args, **kwargs):
-        encoded_args = [_encode_argument(item) for item in args]
-        encoded_kwargs = [[key, _encode_argument(value)] for key, value in kwargs.items()]
+        encoded_args = [_encode_argument(self._rp_connection(), item) for item in args]
+        encoded_kwargs = [[key, _encode_argument(self._rp_connection(), value)] for key, value in kwargs.items()]
         return self._rp("call", (args, kwargs), args=encoded_args, kwargs=encoded_kwargs)
 
     def __getattr__(self, name):
@@ -142,16 +151,16 @@ class Remote:
         return self._rp("getattr", name=name)
 
     def __setattr__(self, name, value):
-        self._rp("setattr", name=name, value=_encode_argument(value))
+        self._rp("setattr", name=name, value=_encode_argument(self._rp_connection(), value))
 
     def __getitem__(self, key):
-        return self._rp("getitem", key=_encode_argument(key))
+        return self._rp("getitem", key=_encode_argument(self._rp_connection(), key))
 
     def __setitem__(self, key, value):
-        self._rp("setitem", key=_encode_argument(key), value=_encode_argument(value))
+        self._rp("setitem", key=_encode_argument(self._rp_connection(), key), value=_encode_argument(self._rp_connection(), value))
 
     def __delitem__(self, key):
-        self._rp("delitem", key=_encode_argument(key))
+        self._rp("delitem", key=_encode_argument(self._rp_connection(), key))
 
     def __len__(self):
         result = self._rp("len")
@@ -409,5 +418,10 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.CountingResult()
     suite.run(result)
+    if conn.boundary_error:
+        raise harness.HarnessError(
+            f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
+            "trust_mode='inprocess'"
+        )
     return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),
             "remote_calls": conn.calls}

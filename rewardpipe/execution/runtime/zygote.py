@@ -334,7 +334,8 @@ class Zygote:
     def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
-        for attempt in (1, 2):
+        while True:
+            fresh = not self.spares
             child = self.spares.pop(0) if self.spares else self._fork_untrusted()
             try:
                 if self.cgroups is not None:
@@ -345,10 +346,9 @@ class Zygote:
                 child.control.close()
                 return child
             except OSError:
-                if attempt == 2:
+                child.discard()  # died while waiting (e.g. killed from outside): try the next one
+                if fresh:
                     raise
-                child.discard()  # died while waiting (e.g. killed from outside): use a fresh one
-        raise AssertionError("unreachable")
 
     # -- the trusted runner ----------------------------------------------------------------------------
 
