@@ -47,8 +47,10 @@ LAYER_DISTRIBUTIONS = (
     "idna",
     "certifi",
 )
-# Parts of rewardpipe a Lambda never imports (the CLI pulls in typer and rich).
-PACKAGE_EXCLUDES = ("cli",)
+# Parts of rewardpipe never shipped to AWS: the CLI (it pulls in typer and rich) and the bundled task set,
+# whose hidden tests must not sit on a file system the sandboxed model code can read (on Lambda and in the
+# runner container the child runs without the uid and Landlock layers; tasks arrive through S3 instead).
+PACKAGE_EXCLUDES = ("cli", "data")
 EXPECTED_PLATFORM_TAG = "cpython-311-x86_64-linux-gnu"
 
 

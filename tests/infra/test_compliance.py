@@ -68,11 +68,15 @@ def _tree_digest(root: Path) -> str:
     return digest.hexdigest()
 
 
-def test_layer_staging_is_deterministic_and_excludes_the_cli():
+def test_layer_staging_is_deterministic_and_excludes_the_cli_and_hidden_tests():
     first = Path(packaging.stage_layer.__wrapped__())
     second = Path(packaging.stage_layer.__wrapped__())
     assert _tree_digest(first) == _tree_digest(second)
     assert not (first / "python" / "rewardpipe" / "cli").exists()
+    # the bundled tasks carry hidden tests: the model's code in Lambda or Fargate must find none on disk
+    assert not (first / "python" / "rewardpipe" / "data").exists()
+    container = Path(packaging.stage_container.__wrapped__())
+    assert not list(container.rglob("tasks.jsonl"))
     assert list((first / "python" / "pydantic_core").glob("_pydantic_core.cpython-311-x86_64-linux-gnu.so"))
 
 
