@@ -106,7 +106,7 @@ def diagnose(tasks: Sequence[Task], reward: Reward, executor: Any, workers: int 
         for label, code in (("reference", task.reference_solution), ("stub", stub_guess(task))):
             jobs.append(ExecutionJob(id=f"{task.task_id}:{label}", code=code, tests=task.tests,
                                      entry_point=task.entry_point, tests_format=task.tests_format,
-                                     timeout_s=task.timeout_s or 10.0))
+                                     timeout_s=task.timeout_s or 10.0, trust_mode=task.trust_mode))
     results = {r.id: r for r in executor.run_batch(jobs, workers=workers)}
     simulator = RuleBasedSimulator()
     for task, diagnosis in zip(tasks, diagnoses):

@@ -134,6 +134,7 @@ def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
         entry_point=task.entry_point,
         tests_format=task.tests_format,
         timeout_s=task.timeout_s or DEFAULT_EXEC_TIMEOUT_S,
+        trust_mode=task.trust_mode,
     )
 
 

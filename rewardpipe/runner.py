@@ -156,7 +156,7 @@ def score_rollouts(
         if task is not None and code is not None:
             jobs.append((index, ExecutionJob(id=rollout.rollout_id, code=code, tests=task.tests,
                                              entry_point=task.entry_point, tests_format=task.tests_format,
-                                             timeout_s=task.timeout_s or 10.0)))
+                                             timeout_s=task.timeout_s or 10.0, trust_mode=task.trust_mode)))
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions = {i: r for (i, _), r in zip(jobs, results)}
     records = []

@@ -91,3 +91,22 @@ def test_score_rollouts_executes_the_final_commit_and_flags_unknown_tasks():
     first, second = score_rollouts(rollouts, {"add": TASK}, executor=get_executor(), reward=REWARD, run_id="r")
     assert first.components["correctness"] == 1.0  # the last commit is what counts
     assert second.status == "error" and second.error.kind == "unknown_task"
+
+
+def test_a_task_whose_tests_pass_callbacks_runs_in_the_declared_fallback_mode():
+    # The tests hand the model a function: that cannot cross the split boundary, so the task author
+    # declares the screened in-process fallback, and the record says which mode ran.
+    callback_tests = ("import unittest\nclass T(unittest.TestCase):\n"
+                      "    def test_applies(self):\n        self.assertEqual(apply_twice(lambda x: x + 1, 1), 3)\n")
+    base = dict(task_id="cb", prompt="Write `apply_twice(f, x)`.", spec=["Apply f two times."],
+                entry_point="apply_twice", tests=callback_tests,
+                reference_solution="def apply_twice(f, x):\n    return f(f(x))\n")
+    commit = "```python\ndef apply_twice(f, x):\n    return f(f(x))\n```"
+    rollout = Rollout(rollout_id="r", group_id="g", task_id="cb",
+                      messages=[Message(role="user", content="x"), Message(role="assistant", content=commit)])
+    [split] = score_rollouts([rollout], {"cb": Task(**base)}, executor=get_executor(), reward=REWARD, run_id="r")
+    assert split.status == "error"  # a harness limitation, never a zero for the model
+    [fallback] = score_rollouts([rollout], {"cb": Task(**base, trust_mode="inprocess")}, executor=get_executor(),
+                                reward=REWARD, run_id="r")
+    assert fallback.status == "scored" and fallback.components["correctness"] == 1.0
+    assert fallback.metrics["exec_mode"] == "inprocess"
