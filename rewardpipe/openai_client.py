@@ -75,3 +75,19 @@ def _content_of(response: httpx.Response, url: str) -> str:
     if not isinstance(content, str):
         raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
     return content
+
+
+class OwnsChatClient:
+    """Mixin for policies and simulators that hold a :class:`ChatClient` as ``self.client``."""
+
+    client: ChatClient
+
+    def close(self) -> None:
+        """Release the HTTP connection pool (long-lived runners create one client per run)."""
+        self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()

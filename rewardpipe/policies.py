@@ -9,7 +9,7 @@ from typing import Iterable, Protocol
 
 from rewardpipe.episode import EpisodeState, PolicyExhausted
 from rewardpipe.models import Rollout, Task
-from rewardpipe.openai_client import ChatClient
+from rewardpipe.openai_client import ChatClient, OwnsChatClient
 
 
 class Policy(Protocol):
@@ -143,7 +143,7 @@ POLICY_SYSTEM_PROMPT = (
 )
 
 
-class OpenAIPolicy:
+class OpenAIPolicy(OwnsChatClient):
     """Any OpenAI-compatible chat endpoint (a local vLLM server, a hosted API) plays the model."""
 
     def __init__(
@@ -164,13 +164,3 @@ class OpenAIPolicy:
         messages = [{"role": "system", "content": self.system_prompt}]
         messages += [{"role": m.role, "content": m.content} for m in state.messages]
         return self.client.complete(messages, **self.params)
-
-    def close(self) -> None:
-        """Release the HTTP connection pool (long-lived runners create one client per run)."""
-        self.client.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()

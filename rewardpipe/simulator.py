@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol, Sequence
 
-from rewardpipe.openai_client import ChatClient
+from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -158,7 +158,7 @@ detail plainly. If it matches none, say it is up to them. Never volunteer other 
 never mention tests. Answer in one or two sentences."""
 
 
-class OpenAISimulator:
+class OpenAISimulator(OwnsChatClient):
     """An LLM plays the user. The revealed detail is inferred from word overlap with the reply."""
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, client: ChatClient | None = None):
@@ -186,13 +186,3 @@ class OpenAISimulator:
             if overlap > best_overlap:
                 best, best_overlap = i, overlap
         return best if best_overlap >= 0.5 else None
-
-    def close(self) -> None:
-        """Release the HTTP connection pool (long-lived runners create one client per run)."""
-        self.client.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info) -> None:
-        self.close()
