@@ -315,6 +315,8 @@ def _accumulate(records: Iterable[Record | Mapping[str, Any]]) -> tuple[str | No
 def _fmt(value: float | None) -> str:
     if value is None:
         return "n/a"
+    if abs(value) < 1e-12:
+        value = 0.0  # float noise (a std of 5.6e-17) reads as a real spread in a message
     return f"{value:.4g}" if value != int(value) or abs(value) >= 1e6 else f"{value:.1f}"
 
 
@@ -323,7 +325,7 @@ def _pct(fraction: float) -> str:
 
 
 def _label(name: str) -> str:
-    return "the aggregate reward" if name == AGGREGATE_TARGET else name
+    return "the aggregate reward" if name in (AGGREGATE_TARGET, _AGG) else name
 
 
 #: Extra advice for known (component, cause) pairs; the generic text covers everything else.

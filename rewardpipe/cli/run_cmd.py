@@ -77,8 +77,11 @@ def _parse_weights(pairs: list[str]) -> dict[str, float]:
 
 
 def _reward(name: str, weight: list[str]):
-    from rewardpipe.rewards import get_reward
+    from rewardpipe.rewards import EPISODE_REWARDS, get_reward
 
+    if name not in EPISODE_REWARDS:
+        _fail(f"--reward {name} scores single-turn samples (use it through the Nova reward Lambda or "
+              f"rewardpipe.single_turn); episodes against a task's hidden tests use: {', '.join(sorted(EPISODE_REWARDS))}")
     try:
         return get_reward(name, _parse_weights(weight))
     except ValueError as exc:
@@ -90,14 +93,14 @@ def _progress() -> Progress:
                     console=console, transient=True, disable=not console.is_terminal)
 
 
-def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float):
+def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float, min_groups: int):
     from pydantic import ValidationError
 
     from rewardpipe.monitor import Thresholds
 
     try:
         return Thresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
-                          raise_after=consecutive, error_rate=error_rate)
+                          raise_after=consecutive, error_rate=error_rate, min_groups=min_groups)
     except ValidationError as exc:
         _fail(f"bad monitor thresholds: {exc.errors()[0]['loc'][0] if exc.errors()[0]['loc'] else ''} "
               f"{exc.errors()[0]['msg']}")
@@ -109,7 +112,7 @@ def run(
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
     group_size: int = typer.Option(8, "--group-size", "-k", min=1, help="Rollouts per group (GRPO's K)."),
     steps: int = typer.Option(3, min=1, help="Training steps to simulate."),
-    out_dir: str = typer.Option("runs", "--out", help="Store: a directory, or s3://bucket/prefix."),
+    out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
     run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp)."),
     groups_per_step: int = typer.Option(12, min=1, help="Groups (prompts) per step, round-robin over tasks."),
     max_turns: int = typer.Option(6, min=1, help="Assistant turn limit per rollout."),
@@ -128,7 +131,8 @@ def run(
     dead_fraction: float = typer.Option(0.9, help="A component is dead when this fraction of groups has zero variance."),
     recover_fraction: float = typer.Option(0.5, help="...and alive again below this fraction (hysteresis)."),
     consecutive: int = typer.Option(1, min=1, help="Dead steps in a row before alarming."),
-    max_error_rate: float = typer.Option(0.1, help="Alarm when more than this fraction of rollouts are errors."),
+    min_groups: int = typer.Option(4, min=1, help="Groups with >= 2 scored rollouts needed for a verdict."),
+    max_error_rate: float = typer.Option(0.1, help="Alarm when at least this fraction of a step's rollouts are errors."),
     plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
@@ -141,7 +145,7 @@ def run(
 
     task_list = _load_tasks_or_exit(tasks)
     reward = _reward(reward_name, weight)
-    thresholds = _thresholds(dead_fraction, recover_fraction, consecutive, max_error_rate)
+    thresholds = _thresholds(dead_fraction, recover_fraction, consecutive, max_error_rate, min_groups)
     run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     store = open_store(out_dir)
 
@@ -172,10 +176,17 @@ def run(
         sim = RuleBasedSimulator()
 
     from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitor import monitor_step
+    from rewardpipe.monitor import MonitorState, monitor_step, state_key
 
-    # Alarms go to the terminal and, as JSON, beside the records (the local stand-ins for SNS and S3).
-    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([] if as_json else [ConsoleAlarmSink(console)])
+    # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
+    # an interactive terminal also sees each one the moment its step ends.
+    live = not as_json and console.is_terminal
+    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
+    # Running a run id again re-scores it from scratch: start the monitor's hysteresis afresh, or every step
+    # would count as a replay of the saved state and no alarm would be raised a second time.
+    if store.get_json(state_key(run_id), default=None) is not None:
+        console.print(f"run id '{run_id}' exists in {out_dir}: its records and monitor state are replaced")
+    store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     executor = get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
@@ -241,7 +252,7 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
             out.print(f"  [red]step {alarm.step} · {alarm.component} · {alarm.kind}[/]: {alarm.message}")
     else:
         out.print("[green]no alarms[/]")
-    where = location if "://" in location else f"{location}/runs/{run_id}/"
+    where = f"{location.rstrip('/')}/runs/{run_id}/"
     out.print(f"records and alarms written under {where}")
 
 
@@ -255,7 +266,7 @@ def _fmt(value: Any, pct: bool = False) -> str:
 def score(
     rollouts_file: Path = typer.Argument(..., metavar="ROLLOUTS.jsonl", help="Recorded rollouts."),
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
-    out_dir: str = typer.Option("runs", "--out", help="Store: a directory, or s3://bucket/prefix."),
+    out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
     run_id: str = typer.Option("scored", help="Run id the records are filed under."),
     reward_name: str = typer.Option("ask_before_coding", "--reward"),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),

@@ -10,6 +10,9 @@ from rewardpipe.rewards.code_correctness import CODE_CORRECTNESS
 from rewardpipe.rewards.gsm8k import GSM8K
 
 REWARDS: dict[str, Reward] = {r.name: r for r in (ASK_BEFORE_CODING, GSM8K, CODE_CORRECTNESS)}
+# Rewards that score a multi-turn coding episode against its task's hidden tests (what `run` produces).
+# gsm8k and code_correctness score single-turn samples that carry their own reference answer.
+EPISODE_REWARDS = frozenset({ASK_BEFORE_CODING.name})
 
 
 def get_reward(name: str, weights: Mapping[str, float] | None = None) -> Reward:
@@ -20,4 +23,4 @@ def get_reward(name: str, weights: Mapping[str, float] | None = None) -> Reward:
     return reward.with_weights(weights)
 
 
-__all__ = ["Component", "Reward", "Score", "ScoringInput", "Transcript", "get_reward", "REWARDS"]
+__all__ = ["Component", "EPISODE_REWARDS", "Reward", "Score", "ScoringInput", "Transcript", "get_reward", "REWARDS"]

@@ -92,3 +92,20 @@ def test_plotting_an_empty_run_is_a_clear_error(tmp_path):
 
     with pytest.raises(ValueError, match="no steps"):
         plot_run(monitor_records([]), tmp_path / "x.png")
+
+
+def test_running_a_run_id_again_raises_its_alarms_again(cli, tmp_path):
+    args = ("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
+            "--collapse-from-step", 1, "--out", tmp_path, "--run-id", "again", "--json")
+    first = json.loads(cli(*args).output)
+    second_result = cli(*args)
+    second = json.loads(second_result.stdout)
+    assert first["alarms"] and second["alarms"] == first["alarms"]
+    assert not any(step["replayed"] for step in second["steps"])
+    assert "\\u0000" not in second_result.output  # internal keys never leak into messages
+
+
+def test_run_refuses_a_single_turn_reward(cli, tmp_path):
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--reward", "gsm8k", "--out", tmp_path)
+    assert result.exit_code == 1
+    assert "single-turn" in result.output and "ask_before_coding" in result.output
