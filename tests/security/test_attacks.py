@@ -1,4 +1,4 @@
-"""The attack suite: every attack class measured in sandbox-findings.md plus the ones named in the
+"""The attack suite: every attack class of the design-time sandbox measurements (28 classes) plus the ones named in the
 sandbox issue. Each payload carries a WRONG ``add`` (a - b), so any verdict other than failed (or
 timeout, for the loops) means the sandbox was beaten. Where it is safe to do so, the same payload is
 also run through the blog's harness as a control, proving the payload really is a working hack.
