@@ -1,0 +1,1 @@
+"""Adapters that let other trainers use rewardpipe's rewards and monitor."""
