@@ -12,8 +12,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
-from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+from rewardpipe.episode import converse, execution_job, finish_episode, start_episode, task_job
+from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.models import Task
 from rewardpipe.policies import fenced, stub_guess
 from rewardpipe.rewards import Reward
@@ -104,9 +104,7 @@ def diagnose(tasks: Sequence[Task], reward: Reward, executor: Any, workers: int 
     jobs = []
     for task in tasks:
         for label, code in (("reference", task.reference_solution), ("stub", stub_guess(task))):
-            jobs.append(ExecutionJob(id=f"{task.task_id}:{label}", code=code, tests=task.tests,
-                                     entry_point=task.entry_point, tests_format=task.tests_format,
-                                     timeout_s=task.timeout_s or 10.0, trust_mode=task.trust_mode))
+            jobs.append(task_job(task, code, f"{task.task_id}:{label}"))
     results = {r.id: r for r in executor.run_batch(jobs, workers=workers)}
     simulator = RuleBasedSimulator()
     for task, diagnosis in zip(tasks, diagnoses):

@@ -124,18 +124,23 @@ def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
     return new
 
 
-def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
-    if state.final_code is None:
-        return None
+def task_job(task: Task, code: str, job_id: str) -> ExecutionJob:
+    """Run ``code`` against ``task``'s hidden tests, with the task's budget and trust mode."""
     return ExecutionJob(
-        id=state.rollout_id,
-        code=state.final_code,
+        id=job_id,
+        code=code,
         tests=task.tests,
         entry_point=task.entry_point,
         tests_format=task.tests_format,
         timeout_s=task.timeout_s or DEFAULT_EXEC_TIMEOUT_S,
         trust_mode=task.trust_mode,
     )
+
+
+def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
+    if state.final_code is None:
+        return None
+    return task_job(task, state.final_code, state.rollout_id)
 
 
 def build_record(

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from rewardpipe.models import InputFileError, Task
+from rewardpipe.models import InputFileError, Task, iter_json_objects
 
 __all__ = [
     "HUMANEVAL_FIELDS",
@@ -85,15 +85,7 @@ def read_humaneval_records(path: str | Path) -> Iterator[tuple[int, dict[str, An
     """
     path = Path(path)
     try:
-        for lineno, line in enumerate(_open_text_lines(path), start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise InputFileError(f"{path}:{lineno}: not valid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise InputFileError(f"{path}:{lineno}: expected a JSON object, got {type(record).__name__}")
+        for lineno, record in iter_json_objects(_open_text_lines(path), str(path)):
             label = f" ({record['task_id']})" if isinstance(record.get("task_id"), str) else ""
             for name in HUMANEVAL_FIELDS:
                 if name not in record:

@@ -190,7 +190,9 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         yield item
 
 
-def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterator[tuple[int, M]]:
+def iter_json_objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each non-blank JSONL line; a line that is not an object raises
+    :class:`InputFileError` naming ``source`` and the line."""
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -200,6 +202,11 @@ def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterat
             raise InputFileError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
         if not isinstance(raw, dict):
             raise InputFileError(f"{source}:{lineno}: expected a JSON object, got {type(raw).__name__}")
+        yield lineno, raw
+
+
+def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterator[tuple[int, M]]:
+    for lineno, raw in iter_json_objects(lines, source):
         try:
             yield lineno, model.model_validate(raw)
         except ValidationError as exc:

@@ -22,6 +22,7 @@ from rewardpipe.episode import (
     failure_record,
     finish_episode,
     start_episode,
+    task_job,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import Record, Rollout, Task
@@ -81,14 +82,14 @@ def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -
         return []
     try:
         return list(executor.run_batch(jobs, workers=workers))
-    except Exception as batch_exc:  # noqa: BLE001 - fall back to one by one so one crash costs one record
+    except Exception:  # noqa: BLE001 - fall back to one by one so one crash costs one record
         results: list[ExecutionResult | Exception] = []
         for job in jobs:
             try:
                 results.append(executor.run(job))
             except Exception as exc:  # noqa: BLE001
                 results.append(exc)
-        return results if results else [batch_exc] * len(jobs)
+        return results
 
 
 def run_slots(
@@ -154,9 +155,7 @@ def score_rollouts(
         task = tasks.get(rollout.task_id)
         code = reward.code_to_execute(Transcript.from_messages(rollout.messages)) if task else None
         if task is not None and code is not None:
-            jobs.append((index, ExecutionJob(id=rollout.rollout_id, code=code, tests=task.tests,
-                                             entry_point=task.entry_point, tests_format=task.tests_format,
-                                             timeout_s=task.timeout_s or 10.0, trust_mode=task.trust_mode)))
+            jobs.append((index, task_job(task, code, rollout.rollout_id)))
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions = {i: r for (i, _), r in zip(jobs, results)}
     records = []

@@ -191,6 +191,7 @@ def run(
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
     refused = refused_early
+    monitor_state = MonitorState(run_id=run_id)
     with _progress() as bar:
         for step in step_numbers:
             slots = ([s for s in replay_slots if s.step == step] if replay_slots is not None
@@ -207,16 +208,23 @@ def run(
             result = monitor_step(store, run_id, step, thresholds, sinks)
             reports.extend(result.steps)
             all_alarms.extend(result.alarms)
+            monitor_state = result.state
             bar.remove_task(handle)
 
     for endpoint_user in (chosen, sim):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     if plot is not None:
-        from rewardpipe.monitor import monitor_records
+        from rewardpipe.monitor import MonitorResult
         from rewardpipe.plotting import plot_run
 
-        plot_run(monitor_records(store.iter_records(run_id), thresholds), plot)
+        # The chart shows what the steps already reported; no need to read and monitor the records again.
+        whole_run = MonitorResult(run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms,
+                                  state=monitor_state)
+        try:
+            plot_run(whole_run, plot)
+        except ValueError as exc:
+            _fail(f"--plot: {exc}")
         console.print(f"chart written to {plot}")
     if as_json:
         out.print_json(json.dumps({"run_id": run_id, "store": str(out_dir),
