@@ -7,9 +7,8 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 from rewardpipe.episode import (
@@ -172,15 +171,3 @@ def score_rollouts(
                                     rollout_id=rollout.rollout_id, task_id=rollout.task_id,
                                     messages=list(rollout.messages), execution=outcome, reward=reward))
     return records
-
-
-@dataclass
-class StepOutcome:
-    step: int
-    records: list[Record]
-    report: Any = None  # the monitor's per-step result
-    alarms: list[Any] = field(default_factory=list)
-
-
-def default_workers() -> int:
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))

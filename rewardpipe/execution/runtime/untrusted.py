@@ -7,7 +7,6 @@ relied on for the verdict. It only has to be useful to honest code: it executes 
 
 from __future__ import annotations
 
-import builtins
 import operator
 import sys
 import types
