@@ -3,8 +3,8 @@
 Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
 
     runs/<run_id>/step=<n>/group=<group_id>/<rollout_id>.json    one Record per object
-    runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.alarms
-    runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitor)
+    runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.monitoring.sinks
+    runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitoring.state)
 
 Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
 overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe

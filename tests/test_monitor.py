@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rewardpipe.alarms import StoreAlarmSink
+from rewardpipe.monitoring import StoreAlarmSink
 from rewardpipe.models import ErrorInfo, Record
-from rewardpipe.monitor import (
+from rewardpipe.monitoring import (
     MonitorInputError,
     MonitorState,
     Thresholds,

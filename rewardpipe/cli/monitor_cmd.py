@@ -85,7 +85,7 @@ class _Source:
             _fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
     def records(self, step: Optional[int], bad: list) -> Iterable[Any]:
-        from rewardpipe.monitor import iter_jsonl_records
+        from rewardpipe.monitoring import iter_jsonl_records
 
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
@@ -159,8 +159,8 @@ def monitor(
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from pydantic import ValidationError
 
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink, dispatch
-    from rewardpipe.monitor import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
+    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink, dispatch
+    from rewardpipe.monitoring import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
     from rewardpipe.store import StoreError
 
     try:

@@ -95,7 +95,7 @@ def _progress() -> Progress:
 def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float, min_groups: int):
     from pydantic import ValidationError
 
-    from rewardpipe.monitor import Thresholds
+    from rewardpipe.monitoring import Thresholds
 
     try:
         return Thresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
@@ -174,8 +174,8 @@ def run(
     else:
         sim = RuleBasedSimulator()
 
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitor import MonitorState, monitor_step, state_key
+    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorState, monitor_step, state_key
 
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
@@ -214,8 +214,8 @@ def run(
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     if plot is not None:
-        from rewardpipe.monitor import MonitorResult
-        from rewardpipe.plotting import plot_run
+        from rewardpipe.monitoring import MonitorResult
+        from rewardpipe.monitoring.plots import plot_run
 
         # The chart shows what the steps already reported; no need to read and monitor the records again.
         whole_run = MonitorResult(run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms,
