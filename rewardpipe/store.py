@@ -216,6 +216,14 @@ class Store:
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StoreError(f"{self.location}/{key} is not valid JSON: {exc}") from None
 
+    def get_bytes(self, key: str) -> bytes:
+        """The raw bytes at ``key`` (KeyError when absent), e.g. to keep a corrupt object aside."""
+        return self._read(check_key(key))
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        self._write(check_key(key), data)
+        return key
+
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every key below ``prefix`` (recursively), sorted."""
         if prefix:

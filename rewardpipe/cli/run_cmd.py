@@ -175,7 +175,7 @@ def run(
         sim = RuleBasedSimulator()
 
     from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitoring import MonitorState, monitor_step, state_key
+    from rewardpipe.monitoring import MonitorState, load_state, monitor_step, state_key
 
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
@@ -183,6 +183,9 @@ def run(
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
     # Running a run id again re-scores it from scratch: start the monitor's hysteresis afresh, or every step
     # would count as a replay of the saved state and no alarm would be raised a second time.
+    _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
+    if state_problem is not None:
+        console.print(f"{state_problem.key}: {state_problem.reason}", markup=False, soft_wrap=True)
     if store.get_json(state_key(run_id), default=None) is not None:
         console.print(f"run id '{run_id}' exists in {out_dir}: its records and monitor state are replaced")
     store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())

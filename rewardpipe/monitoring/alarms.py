@@ -13,7 +13,7 @@ from typing import Any, Iterable, Literal, Protocol
 
 from rewardpipe.store import encode_id, run_prefix
 
-AlarmKind = Literal["dead_component", "error_rate", "recovered"]
+AlarmKind = Literal["dead_component", "dying_component", "error_rate", "recovered"]
 
 #: ``component`` of an error-rate alarm (errors belong to records, not to one component).
 ERRORS_TARGET = "errors"
@@ -26,7 +26,8 @@ class Alarm:
     """One alarm.
 
     ``kind``: ``dead_component`` (a component, or the aggregate, has stopped varying inside groups),
-    ``error_rate`` (too many records could not be scored) or ``recovered`` (the condition named by
+    ``dying_component`` (an early warning: its zero-variance share is rising steadily towards the dead
+    threshold; ``figures.projected_dead_step`` says when it gets there), ``error_rate`` (too many records could not be scored) or ``recovered`` (the condition named by
     ``recovered_from`` has cleared). ``cause`` is a stable machine-readable reason (``constant_at_minimum``,
     ``constant_at_maximum``, ``constant_everywhere``, ``constant_within_groups``, ``components_cancel``,
     ``error_rate``, ``recovered``); ``message`` is the sentence for a human; ``figures`` holds the numbers.

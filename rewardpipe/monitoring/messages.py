@@ -44,7 +44,7 @@ def dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, cance
     share = f"{pct(frac)} of groups ({s['zero_variance_groups']}/{s['eligible_groups']})"
     value = fmt(s["constant_value"])
     hint = HINTS.get((name, cause))
-    if cause in ("constant_at_minimum", "constant_at_maximum"):
+    if cause in ("constant_at_minimum", "constant_at_maximum", "penalty_never_fires"):
         at = s["at_value_groups"]
         share = f"{pct(at / s['eligible_groups'])} of groups ({at}/{s['eligible_groups']})"
         if at < s["zero_variance_groups"]:
@@ -53,14 +53,18 @@ def dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, cance
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
         text = f"{who} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "
         return text + (hint or "is it ever triggered? A scorer that never runs, or a gate nothing reaches, looks like this")
+    if cause == "penalty_never_fires":
+        return (f"{who} is at its maximum {value} in every rollout of {share}: the penalty never fires, so it "
+                f"adds nothing to learning now; that is expected for a rarely triggered penalty, so this is "
+                f"info, not an alarm (alarm_idle_penalties / --alarm-idle-penalties to alarm on it)")
     if cause == "constant_at_maximum":
         where = "its maximum" if s["range_known"] else "the highest value seen at this step"
         text = f"{who} constant at {where} {value} in every rollout of {share}: "
         if hint:
             return text + "saturated; " + hint
         if s["range_known"] and s["range"][1] == 0.0 and s["range"][0] < 0.0:
-            return text + ("the penalty never fires, so it contributes nothing to learning; fine for a rarely "
-                           "triggered penalty (ignore it to silence this)")
+            return text + ("the penalty never fires, so it contributes nothing to learning (alarming because "
+                           "idle penalties were asked to alarm)")
         return text + "saturated: it no longer separates rollouts; consider lowering its weight or raising the bar"
     if cause == "constant_everywhere":
         return (f"{who} is {value} in every scored rollout ({s['values']} values, std {fmt(s['std'])}): it varies "

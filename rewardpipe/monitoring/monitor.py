@@ -15,7 +15,7 @@ from typing import Any, Iterable, Mapping
 from rewardpipe.models import Record
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm, AlarmSink, dispatch
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
-from rewardpipe.monitoring.state import MonitorState, state_key
+from rewardpipe.monitoring.state import MonitorState, load_state, state_key
 from rewardpipe.monitoring.statistics import accumulate
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
@@ -62,8 +62,12 @@ def monitor_records(
     """Compute every step's statistics and verdicts in one pass, then advance the alarm state.
 
     ``records`` may span several steps (of one run) in any order. ``previous_state`` is the ``state`` of
-    an earlier result (object or its ``to_dict()``); the returned ``state`` continues it. Steps at or
-    before ``previous_state.last_step`` are reported but marked ``replayed`` and raise no alarms.
+    an earlier result (object or its ``to_dict()``); the returned ``state`` continues it. Steps the state
+    has already checked are reported but marked ``replayed``: they raise no alarms and leave the state as
+    it was. Every other step is checked, in step order, even if a later step was checked before it.
+
+    A plain dict that is not a valid record is skipped and listed in ``result.unreadable`` (as
+    ``record #<index>``); one bad record never stops the others from being checked.
     """
     th = thresholds or Thresholds()
     if previous_state is None:
@@ -72,7 +76,8 @@ def monitor_records(
         state = previous_state.model_copy(deep=True)
     else:
         state = MonitorState.from_dict(previous_state)
-    run_id, accs = accumulate(records)
+    bad: list[BadObject] = []
+    run_id, accs = accumulate(records, on_bad=bad.append)
     if run_id is not None and state.run_id is not None and run_id != state.run_id:
         raise MonitorInputError(f"records are from run '{run_id}' but the monitor state is for run '{state.run_id}'")
     state.run_id = state.run_id or run_id
@@ -83,7 +88,7 @@ def monitor_records(
     for step in sorted(accs):
         report = step_report(step, accs.pop(step), th)
         reports.append(report)
-        if state.last_step is not None and step <= state.last_step:
+        if state.is_checked(step):
             report.replayed = True
             continue
         for name, stats in report.components.items():
@@ -99,8 +104,9 @@ def monitor_records(
         alarm = track_errors(report, run_id, state, th)
         if alarm:
             alarms.append(alarm)
-        state.last_step = step
-    return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state)
+        state.mark_checked(step)
+    return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
+                         unreadable=[b.to_dict() for b in bad])
 
 
 def monitor_step(
@@ -116,13 +122,13 @@ def monitor_step(
 
     The local runner calls this after each step, and so can the variance-check Lambda: it reads the
     state from :func:`state_key`, reads the step's records (unreadable objects are listed in
-    ``result.unreadable``), sends the alarms to ``sinks`` and saves the new state.
+    ``result.unreadable``), sends the alarms to ``sinks`` and saves the new state. A corrupt saved state
+    is moved aside and replaced by a fresh one (:func:`load_state`), and listed in ``result.unreadable``.
     """
-    key = state_key(run_id)
-    previous = store.get_json(key, default=None)
-    bad: list[BadObject] = []
+    previous, state_problem = load_state(store, run_id)
+    bad: list[BadObject] = [state_problem] if state_problem is not None else []
     result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), thresholds, previous)
-    result.unreadable = [b.to_dict() for b in bad]
+    result.unreadable = [b.to_dict() for b in bad] + result.unreadable
     failures = dispatch(result.alarms, sinks)
     if failures:
         result.unreadable.extend(
@@ -132,7 +138,7 @@ def monitor_step(
     if persist_state:
         if result.state.run_id is None:
             result.state.run_id = run_id
-        store.put_json(key, result.state.to_dict())
+        store.put_json(state_key(run_id), result.state.to_dict())
     return result
 
 

@@ -15,8 +15,9 @@ from rewardpipe.monitoring.alarms import Alarm, alarm_key
 from rewardpipe.store import Store
 
 
-_STYLE = {"dead_component": "bold red", "error_rate": "bold yellow", "recovered": "bold green"}
-_LABEL = {"dead_component": "DEAD", "error_rate": "ERRORS", "recovered": "RECOVERED"}
+_STYLE = {"dead_component": "bold red", "dying_component": "bold magenta", "error_rate": "bold yellow",
+          "recovered": "bold green"}
+_LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "ERRORS", "recovered": "RECOVERED"}
 
 
 class ConsoleAlarmSink:

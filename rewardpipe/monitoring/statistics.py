@@ -12,10 +12,13 @@ is excluded for that component only (``missing`` / ``non_finite``).
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
+
+from pydantic import ValidationError
 
 from rewardpipe.models import Record
 from rewardpipe.monitoring.thresholds import MonitorInputError
+from rewardpipe.store import BadObject
 
 # Internal key of the aggregate inside per-group accumulators; a NUL cannot clash with a component name
 # that came through JSON in practice, and it never leaves the monitoring package.
@@ -47,15 +50,29 @@ class StepAcc:
         return sorted(names)
 
 
-def accumulate(records: Iterable[Record | Mapping[str, Any]]) -> tuple[str | None, dict[int, StepAcc]]:
-    """Read ``records`` once (any step order) into one :class:`StepAcc` per step; refuse mixed runs."""
+def accumulate(
+    records: Iterable[Record | Mapping[str, Any]], on_bad: Callable[[BadObject], None] | None = None
+) -> tuple[str | None, dict[int, StepAcc]]:
+    """Read ``records`` once (any step order) into one :class:`StepAcc` per step; refuse mixed runs.
+
+    A plain dict that is not a valid record goes to ``on_bad`` as ``record #<index>`` (it raises the
+    ``ValidationError`` when there is no ``on_bad``).
+    """
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
     isfinite = math.isfinite
-    for rec in records:
+    for index, rec in enumerate(records):
         if not isinstance(rec, Record):
-            rec = Record.model_validate(rec)
+            try:
+                rec = Record.model_validate(rec)
+            except ValidationError as exc:
+                if on_bad is None:
+                    raise
+                first = exc.errors()[0]
+                where = ".".join(str(p) for p in first["loc"]) or "record"
+                on_bad(BadObject(f"record #{index}", f"field '{where}': {first['msg']}"))
+                continue
         if rec.run_id != run_id:
             if run_id is None:
                 run_id = rec.run_id

@@ -38,6 +38,13 @@ class Thresholds(BaseModel):
     * ``ranges``: known (min, max) per component, to name the at-minimum / at-maximum causes.
     * ``ignore``: components that get statistics and verdicts but never alarms (e.g. a penalty that
       is meant to be 0 almost always).
+    * ``alarm_idle_penalties``: a penalty (known range with maximum 0 and a negative minimum) that sits at
+      0 in every group never fired; that is normal for a rarely triggered penalty, so it gets verdict
+      ``info`` and no alarm unless this is True (then it is ``dead``, cause ``constant_at_maximum``).
+    * ``dying_window`` / ``dying_min_slope`` / ``dying_horizon``: verdict ``dying`` when, over the last
+      ``dying_window`` checked steps, the zero-variance share rises steadily (least-squares slope of at
+      least ``dying_min_slope`` per step, r^2 >= 0.8) and the fit reaches ``dead_fraction`` within
+      ``dying_horizon`` steps.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -51,6 +58,10 @@ class Thresholds(BaseModel):
     error_recover_rate: float = Field(default=0.05, ge=0, le=1)
     ranges: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_RANGES))
     ignore: tuple[str, ...] = ()
+    alarm_idle_penalties: bool = False
+    dying_window: int = Field(default=5, ge=3)
+    dying_min_slope: float = Field(default=0.02, gt=0, le=1)
+    dying_horizon: int = Field(default=20, ge=1)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Thresholds":

@@ -4,7 +4,12 @@
 * ``dead``: it reached ``dead_fraction``; the ``cause`` says how: ``constant_at_minimum``,
   ``constant_at_maximum``, ``constant_everywhere``, ``constant_within_groups`` (varies across the batch,
   constant inside groups) or, for the aggregate only, ``components_cancel``;
+* ``info``: a penalty that never fired (at its maximum 0 in every group): dead in the numbers, but
+  normal for a rarely triggered penalty, so it does not alarm (unless ``alarm_idle_penalties``);
 * ``insufficient_data``: fewer than ``min_groups`` eligible groups (>= 2 scored values).
+
+``dying`` (the zero-variance share rising steadily towards the dead threshold) needs the previous steps,
+so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module judges one step alone.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from rewardpipe.monitoring.messages import dead_message, label
 from rewardpipe.monitoring.statistics import AGG, StepAcc, component_figures
 from rewardpipe.monitoring.thresholds import Thresholds
 
-Verdict = Literal["ok", "dead", "insufficient_data"]
+Verdict = Literal["ok", "dying", "dead", "info", "insufficient_data"]
 
 
 @dataclass
@@ -40,6 +45,13 @@ class ComponentStats:
     within_group_std_mean: float | None
     constant_value: float | None = None  # for dead verdicts with one dominant value
     alarm_active: bool = False
+    #: Consecutive checked steps with verdict ``dead`` up to this one (None: not tracked, e.g. ignored
+    #: components, or a replayed step).
+    dead_streak: int | None = None
+    #: For ``dying``: the fitted rise of the zero-variance share per step, and the step at which the fit
+    #: reaches ``dead_fraction``.
+    zero_fraction_slope: float | None = None
+    projected_dead_step: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -118,13 +130,21 @@ def component_stats(
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
+    if cause == "constant_at_maximum" and is_penalty(value_range if range_known else None) \
+            and not th.alarm_idle_penalties:
+        stats["verdict"], cause = "info", "penalty_never_fires"
     stats["cause"] = cause
     return stats
 
 
+def is_penalty(value_range: tuple[float, float] | None) -> bool:
+    """A component whose best (neutral) value is 0 and whose other values are negative."""
+    return value_range is not None and value_range[1] == 0.0 and value_range[0] < 0.0
+
+
 def finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[str] | None = None) -> ComponentStats:
     """Turn a :func:`component_stats` dict into :class:`ComponentStats`, writing the dead message."""
-    if stats["verdict"] == "dead":
+    if stats["verdict"] in ("dead", "info"):
         if cancelling:
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, th, cancelling or [])
