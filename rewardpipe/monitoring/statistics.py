@@ -17,6 +17,7 @@ from typing import Any, Callable, Iterable, Mapping
 from pydantic import ValidationError
 
 from rewardpipe.models import Record
+from rewardpipe.monitoring.advantage import advantage_shares
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject
 
@@ -28,7 +29,7 @@ AGG = "\x00aggregate"
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite")
+    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights")
 
     def __init__(self) -> None:
         self.records = 0
@@ -38,6 +39,9 @@ class StepAcc:
         self.groups: dict[str, dict[str, list]] = {}
         self.missing: dict[str, int] = {}
         self.non_finite: dict[str, int] = {}
+        # component -> weight, as the records of the step declare it (read once per group: a run's
+        # weights are fixed, so this costs nothing per record)
+        self.weights: dict[str, float] = {}
 
     def component_names(self) -> list[str]:
         """Components seen at this step (with a value, a None or a non-finite value), sorted."""
@@ -85,6 +89,7 @@ def accumulate(
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}
+            acc.weights.update(rec.weights)
         if rec.status != "scored":
             acc.errors += 1
             kind = rec.error.kind if rec.error is not None else "unknown"
@@ -178,3 +183,29 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
         stats["zero_variance_group_fraction"] = zero / eligible
         stats["within_group_std_mean"] = std_sum / eligible
     return stats, zero_values
+
+
+def advantage_share_means(acc: StepAcc) -> dict[str, float]:
+    """Per component, its mean share of the GRPO advantage over the groups that have an advantage.
+
+    See :mod:`rewardpipe.monitoring.advantage`; a component absent from a group counts as share 0 there.
+    """
+    totals: dict[str, float] = {}
+    groups_with_signal = 0
+    for group in acc.groups.values():
+        stds = {}
+        for name, st in group.items():
+            if name == AGG or st[0] < 2:
+                continue
+            n, _, s1, s2 = st[0], st[1], st[2], st[3]
+            mean_d = s1 / n
+            stds[name] = math.sqrt(max(s2 / n - mean_d * mean_d, 0.0))
+        shares = advantage_shares(stds, acc.weights)
+        if shares is None:
+            continue
+        groups_with_signal += 1
+        for name, share in shares.items():
+            totals[name] = totals.get(name, 0.0) + share
+    if not groups_with_signal:
+        return {}
+    return {name: total / groups_with_signal for name, total in totals.items()}

@@ -19,7 +19,7 @@ from typing import Any, Literal
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
-from rewardpipe.monitoring.statistics import AGG, StepAcc, component_figures
+from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures
 from rewardpipe.monitoring.thresholds import Thresholds
 
 Verdict = Literal["ok", "dying", "dead", "info", "insufficient_data"]
@@ -52,6 +52,9 @@ class ComponentStats:
     #: reaches ``dead_fraction``.
     zero_fraction_slope: float | None = None
     projected_dead_step: int | None = None
+    #: Mean share of the GRPO advantage this component carries, over the groups where anything varies
+    #: (:mod:`rewardpipe.monitoring.advantage`); None for the aggregate and when no group has a signal.
+    advantage_share: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -158,6 +161,10 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     components = {
         name: finish(name, component_stats(name, acc, th, th.ranges.get(name)), th) for name in acc.component_names()
     }
+    shares = advantage_share_means(acc)
+    if shares:
+        for name, stats in components.items():
+            stats.advantage_share = shares.get(name, 0.0)
     agg_stats = component_stats(AGG, acc, th, None)
     cancelling = [n for n, c in components.items() if c.verdict == "ok"] if agg_stats["verdict"] == "dead" else []
     aggregate = finish(AGGREGATE_TARGET, agg_stats, th, cancelling)
