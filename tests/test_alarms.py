@@ -31,6 +31,11 @@ def dead_alarm(**kw) -> Alarm:
         message="correctness is 0.0 (its minimum) in every rollout of 96% of groups (24/25): are the tests running?",
         run_id="exp/1",
         figures={"zero_variance_group_fraction": 0.96, "eligible_groups": 25},
+        causes=[{"cause": "shaping_starves_outcome", "components": ["asked_before_coding", "correctness"],
+                 "message": "asked_before_coding carries 91% of the GRPO advantage ...", "figures": {"share": 0.91}}],
+        examples=[{"rollout_id": "r7", "group_id": "g2", "step": 4,
+                   "transcript_key": "runs/exp%2F1/transcripts/step=4/group=g2/r7.json",
+                   "reason": "code ran and failed: 0/5 tests passed: [red]AssertionError[/red]"}],
     )
     base.update(kw)
     return Alarm(**base)
@@ -73,6 +78,17 @@ def test_console_sink_prints_readable_line():
     out = buf.getvalue()
     assert "ALARM DEAD" in out and "step 4" in out and "correctness" in out
     assert "[brackets]" in out
+    assert "cause shaping_starves_outcome: asked_before_coding carries 91%" in out
+    assert ("example r7 (group g2): code ran and failed: 0/5 tests passed: [red]AssertionError[/red] "
+            "runs/exp%2F1/transcripts/step=4/group=g2/r7.json") in out
+
+
+def test_old_stored_alarms_without_examples_still_load():
+    data = dead_alarm().to_dict()
+    del data["examples"], data["causes"]
+    data["a_field_from_a_newer_version"] = 1
+    alarm = Alarm.from_dict(data)
+    assert alarm.examples == [] and alarm.causes == []
 
 
 def test_dispatch_survives_a_broken_sink(tmp_path):
@@ -106,7 +122,23 @@ def test_sns_sink_publishes(aws_env):
         body = json.loads(envelope["Message"])
         assert body["kind"] == "dead_component" and body["component"] == "correctness" and body["step"] == 4
         assert body["figures"]["zero_variance_group_fraction"] == 0.96
+        assert body["examples"] == dead_alarm().examples and body["causes"] == dead_alarm().causes
         assert envelope["MessageAttributes"]["kind"]["Value"] == "dead_component"
+
+
+def test_sns_message_stays_under_the_sns_size_limit(aws_env):
+    class Recorder:
+        def publish(self, **kwargs):
+            self.kwargs = kwargs
+            return {"MessageId": "m"}
+
+    huge = [{"rollout_id": "r" * 100_000, "group_id": "g", "step": 4, "transcript_key": "k", "reason": "x" * 300}] * 8
+    client = Recorder()
+    SnsAlarmSink("arn:aws:sns:us-east-1:123456789012:t", client=client).emit(dead_alarm(examples=huge))
+    message = client.kwargs["Message"]
+    assert len(message.encode("utf-8")) <= SnsAlarmSink.MESSAGE_LIMIT
+    body = json.loads(message)
+    assert body["examples_dropped"] == 6 and len(body["examples"]) == 2 and body["kind"] == "dead_component"
 
 
 def test_sns_subject_is_ascii_and_short():

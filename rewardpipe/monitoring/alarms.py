@@ -41,13 +41,20 @@ class Alarm:
     run_id: str | None = None
     recovered_from: str | None = None
     figures: dict[str, Any] = field(default_factory=dict)
+    #: Named causes across components (``saturation``, ``shaping_starves_outcome``, ``unreachable_gate``,
+    #: ``redundant_components``), each ``{"cause", "components", "message", "figures"}``.
+    causes: list[dict[str, Any]] = field(default_factory=list)
+    #: Rollouts that show why: ``{"rollout_id", "group_id", "step", "transcript_key", "reason"}``,
+    #: ``transcript_key`` relative to the store root (see ``rewardpipe.monitoring.examples``).
+    examples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Alarm":
-        return cls(**data)
+        known = {name for name in cls.__dataclass_fields__}
+        return cls(**{key: value for key, value in data.items() if key in known})
 
     @property
     def is_recovery(self) -> bool:

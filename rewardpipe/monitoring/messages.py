@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
@@ -12,6 +13,8 @@ from rewardpipe.monitoring.thresholds import Thresholds
 def fmt(value: float | None) -> str:
     if value is None:
         return "n/a"
+    if not math.isfinite(value):
+        return str(value)
     if abs(value) < 1e-12:
         value = 0.0  # float noise (a std of 5.6e-17) reads as a real spread in a message
     return f"{value:.4g}" if value != int(value) or abs(value) >= 1e6 else f"{value:.1f}"

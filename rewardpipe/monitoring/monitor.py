@@ -14,9 +14,11 @@ from typing import Any, Iterable, Mapping
 
 from rewardpipe.models import Record
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm, AlarmSink, dispatch
+from rewardpipe.monitoring.causes import diagnose
+from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
 from rewardpipe.monitoring.state import MonitorState, load_state, state_key
-from rewardpipe.monitoring.statistics import accumulate
+from rewardpipe.monitoring.statistics import StepAcc, accumulate
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
@@ -86,27 +88,43 @@ def monitor_records(
     reports: list[StepReport] = []
     alarms: list[Alarm] = []
     for step in sorted(accs):
-        report = step_report(step, accs.pop(step), th)
+        acc = accs.pop(step)
+        report = step_report(step, acc, th)
         reports.append(report)
         if state.is_checked(step):
             report.replayed = True
+            report.diagnoses = diagnose(report.components, acc, th)
             continue
+        step_alarms: list[Alarm] = []
         for name, stats in report.components.items():
             if name in ignored:
                 continue
             alarm = track_component(f"component:{name}", stats, step, run_id, state, th)
             if alarm:
-                alarms.append(alarm)
+                step_alarms.append(alarm)
         if AGGREGATE_TARGET not in ignored:
             alarm = track_component(AGGREGATE_TARGET, report.aggregate, step, run_id, state, th)
             if alarm:
-                alarms.append(alarm)
+                step_alarms.append(alarm)
         alarm = track_errors(report, run_id, state, th)
         if alarm:
-            alarms.append(alarm)
+            step_alarms.append(alarm)
+        report.diagnoses = diagnose(report.components, acc, th)  # after tracking: it reads ``dying``
+        for alarm in step_alarms:
+            explain(alarm, report, acc, th)
+        alarms.extend(step_alarms)
         state.mark_checked(step)
     return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
                          unreadable=[b.to_dict() for b in bad])
+
+
+def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> None:
+    """Attach the step's diagnoses that name the alarm's component, and example rollouts."""
+    if alarm.kind == "recovered":
+        return
+    related = [d for d in report.diagnoses if alarm.component in d.components]
+    alarm.causes = [d.to_dict() for d in related]
+    alarm.examples = [e.to_dict() for e in choose_examples(alarm, acc, th, [d.cause for d in related])]
 
 
 def monitor_step(

@@ -42,6 +42,14 @@ class ConsoleAlarmSink:
             highlight=False,
             soft_wrap=True,
         )
+        for cause in alarm.causes:
+            self.console.print(f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: "
+                               f"{escape(str(cause.get('message')))}", highlight=False, soft_wrap=True)
+        for example in alarm.examples:
+            self.console.print(
+                f"  example {escape(str(example.get('rollout_id')))} (group {escape(str(example.get('group_id')))}): "
+                f"{escape(str(example.get('reason')))} [dim]{escape(str(example.get('transcript_key')))}[/dim]",
+                highlight=False, soft_wrap=True)
 
 
 class StoreAlarmSink:
@@ -66,6 +74,7 @@ class SnsAlarmSink:
     ``kind``/``component``/``run_id`` as message attributes so subscriptions can filter on them."""
 
     SUBJECT_LIMIT = 100  # SNS rejects longer subjects
+    MESSAGE_LIMIT = 256 * 1024 - 4096  # SNS's 256 KiB covers the message and its attributes; keep a margin
 
     def __init__(self, topic_arn: str, client: Any = None) -> None:
         if not topic_arn or not topic_arn.startswith("arn:"):
@@ -86,6 +95,20 @@ class SnsAlarmSink:
         text = "".join(ch if 32 <= ord(ch) < 127 else "?" for ch in text)
         return text if len(text) <= cls.SUBJECT_LIMIT else text[: cls.SUBJECT_LIMIT - 3] + "..."
 
+    @classmethod
+    def message(cls, alarm: Alarm) -> str:
+        """The alarm as JSON; if it would exceed SNS's size limit, examples are dropped from the end (the
+        count is kept in ``examples_dropped``), so an alarm is never lost to its evidence."""
+        data = alarm.to_dict()
+        text = json.dumps(data, indent=2, sort_keys=True)
+        dropped = 0
+        while len(text.encode("utf-8")) > cls.MESSAGE_LIMIT and data["examples"]:
+            data["examples"] = data["examples"][:-1]
+            dropped += 1
+            data["examples_dropped"] = dropped
+            text = json.dumps(data, indent=2, sort_keys=True)
+        return text
+
     def emit(self, alarm: Alarm) -> None:
         attributes = {
             "kind": {"DataType": "String", "StringValue": alarm.kind},
@@ -96,7 +119,7 @@ class SnsAlarmSink:
         response = self.client.publish(
             TopicArn=self.topic_arn,
             Subject=self.subject(alarm),
-            Message=json.dumps(alarm.to_dict(), indent=2, sort_keys=True),
+            Message=self.message(alarm),
             MessageAttributes=attributes,
         )
         self.message_ids.append(response["MessageId"])

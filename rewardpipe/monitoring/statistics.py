@@ -4,6 +4,11 @@ Per (step, group, component) the accumulator keeps count, shift, shifted sum and
 max, so memory grows with the number of groups, not records. The shift (the group's first value) keeps the
 variance exact for constant groups and accurate for tiny noise, which a plain sum-of-squares would lose.
 
+Besides the six numbers, each step keeps the first :data:`SAMPLE_GROUPS` groups' rollouts in full
+(ids, component values, diagnostics): the evidence for within-group causes (redundant components) and
+the candidates for alarm examples. That sample is bounded per step, so memory still does not grow with
+the records of a step.
+
 Records with ``status == "error"`` are infrastructure failures: they are excluded from every statistic and
 counted per step (``errors``, ``error_kinds``). A ``None`` (or NaN/inf) component value in a scored record
 is excluded for that component only (``missing`` / ``non_finite``).
@@ -26,10 +31,30 @@ from rewardpipe.store import BadObject
 AGG = "\x00aggregate"
 
 
+#: Groups per step whose rollouts are kept in full (for causes and alarm examples).
+SAMPLE_GROUPS = 16
+
+
+class SampledRollout:
+    """One rollout of a sampled group, as much as causes and alarm examples need."""
+
+    __slots__ = ("rollout_id", "group_id", "task_id", "status", "components", "aggregate", "metrics", "error")
+
+    def __init__(self, rec: Record) -> None:
+        self.rollout_id = rec.rollout_id
+        self.group_id = rec.group_id
+        self.task_id = rec.task_id
+        self.status = rec.status
+        self.components = rec.components
+        self.aggregate = rec.aggregate
+        self.metrics = rec.metrics
+        self.error = rec.error
+
+
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights")
+    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights", "sample")
 
     def __init__(self) -> None:
         self.records = 0
@@ -42,6 +67,7 @@ class StepAcc:
         # component -> weight, as the records of the step declare it (read once per group: a run's
         # weights are fixed, so this costs nothing per record)
         self.weights: dict[str, float] = {}
+        self.sample: dict[str, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
 
     def component_names(self) -> list[str]:
         """Components seen at this step (with a value, a None or a non-finite value), sorted."""
@@ -90,6 +116,11 @@ def accumulate(
         if group is None:
             group = acc.groups[rec.group_id] = {}
             acc.weights.update(rec.weights)
+            if len(acc.sample) < SAMPLE_GROUPS:
+                acc.sample[rec.group_id] = []
+        sampled = acc.sample.get(rec.group_id)
+        if sampled is not None:
+            sampled.append(SampledRollout(rec))
         if rec.status != "scored":
             acc.errors += 1
             kind = rec.error.kind if rec.error is not None else "unknown"

@@ -45,6 +45,8 @@ class Thresholds(BaseModel):
       ``dying_window`` checked steps, the zero-variance share rises steadily (least-squares slope of at
       least ``dying_min_slope`` per step, r^2 >= 0.8) and the fit reaches ``dead_fraction`` within
       ``dying_horizon`` steps.
+    * ``outcome_components``: the components that measure the outcome (the rest is shaping), for the
+      ``shaping_starves_outcome`` cause; default the built-in reward's ``correctness``.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -62,6 +64,7 @@ class Thresholds(BaseModel):
     dying_window: int = Field(default=5, ge=3)
     dying_min_slope: float = Field(default=0.02, gt=0, le=1)
     dying_horizon: int = Field(default=20, ge=1)
+    outcome_components: tuple[str, ...] = ("correctness",)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Thresholds":

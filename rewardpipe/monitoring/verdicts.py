@@ -14,7 +14,7 @@ so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module j
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
@@ -73,6 +73,8 @@ class StepReport:
     aggregate: ComponentStats
     error_alarm_active: bool = False
     replayed: bool = False
+    #: Named causes seen at this step (``rewardpipe.monitoring.causes.Diagnosis``).
+    diagnoses: list[Any] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -87,6 +89,7 @@ class StepReport:
             "replayed": self.replayed,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},
             "aggregate": self.aggregate.to_dict(),
+            "diagnoses": [diagnosis.to_dict() for diagnosis in self.diagnoses],
         }
 
 

@@ -1,0 +1,159 @@
+"""Evidence for an alarm: a few rollouts chosen to show *why* the verdict was reached.
+
+Every dead, dying and error-rate alarm carries ``examples``: up to :data:`EXAMPLES_PER_ALARM` rollouts
+from the step's sample of full groups (:data:`rewardpipe.monitoring.statistics.SAMPLE_GROUPS`), each with
+``rollout_id``, ``group_id``, ``step``, ``transcript_key`` (relative to the store root, where the runner
+stores the rollout's transcript) and ``reason``. What is chosen depends on the cause:
+
+* correctness (any component with execution diagnostics) dead at its minimum: rollouts whose code ran and
+  failed, with the failing test's reason, before timeouts and rollouts that committed no code;
+* a bonus never earned (``unreachable_gate``): the closest misses (for asked_before_coding: rollouts that
+  asked but did not commit, or committed without asking; otherwise the best total reward);
+* saturation, constant within groups, dying: rollouts from different zero-variance groups;
+* the aggregate cancelling: rollouts of one constant group whose components differ;
+* error rate: error records with their error kind and message.
+
+Reasons can quote what the model wrote (exception text): they are cut to :data:`REASON_CHARS` characters
+with control characters replaced, so they are safe in a terminal, JSON and an SNS message.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
+from rewardpipe.monitoring.messages import fmt
+from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
+from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.store import encode_id, run_prefix
+
+EXAMPLES_PER_ALARM = 3
+REASON_CHARS = 300
+
+
+def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
+    """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: where a rollout's transcript is stored
+    (ids encoded like record keys). The runner writes there; alarm examples and reports point there."""
+    return f"{run_prefix(run_id)}transcripts/step={int(step)}/group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
+
+
+@dataclass
+class Example:
+    rollout_id: str
+    group_id: str
+    step: int
+    transcript_key: str
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def clean(text: Any, limit: int = REASON_CHARS) -> str:
+    """One printable line of at most ``limit`` characters (control characters, ANSI escapes included,
+    become '?')."""
+    text = str(text)
+    out = "".join(ch if ch.isprintable() else "?" for ch in text[: limit + 1])
+    return out if len(out) <= limit else out[: limit - 3] + "..."
+
+
+def _value(r: SampledRollout, component: str) -> float | None:
+    return r.aggregate if component == AGGREGATE_TARGET else r.components.get(component)
+
+
+def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[list[SampledRollout]]:
+    groups = []
+    for rollouts in acc.sample.values():
+        values = [v for r in rollouts if r.status == "scored" and (v := _value(r, component)) is not None]
+        if len(values) >= 2 and max(values) - min(values) <= eps:
+            groups.append([r for r in rollouts if r.status == "scored"])
+    return groups
+
+
+def _execution_reason(r: SampledRollout) -> tuple[int, str]:
+    """(rank, reason) of a rollout for "why did the tests give nothing": ran-and-failed ranks first."""
+    m = r.metrics
+    status = m.get("exec_status")
+    detail = f": {m['exec_reason']}" if m.get("exec_reason") else ""
+    if status == "failed":
+        return 0, f"code ran and failed: {m.get('tests_passed', '?')}/{m.get('tests_total', '?')} tests passed{detail}"
+    if status == "timeout":
+        return 1, f"code timed out{detail}"
+    if m.get("committed") is False:
+        return 2, f"no code committed ({m.get('assistant_turns', '?')} assistant turns, {m.get('questions', '?')} questions)"
+    if status is not None:
+        return 3, f"execution {status}{detail}"
+    return 4, ""
+
+
+def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, str]]:
+    if component == "asked_before_coding":
+        def progress(r: SampledRollout) -> tuple[float, str]:
+            asked, committed = (r.metrics.get("questions") or 0) > 0, bool(r.metrics.get("committed"))
+            if asked and not committed:
+                return 2.0, f"closest miss: asked {r.metrics.get('questions')} question(s) but never committed code"
+            if committed and not asked:
+                return 1.0, "closest miss: committed code without asking first"
+            return 0.0, "neither asked nor committed code"
+        return progress
+
+    def best_total(r: SampledRollout) -> tuple[float, str]:
+        return (r.aggregate or 0.0) / 1e6, f"closest miss: total reward {fmt(r.aggregate)} without earning {component}"
+    return best_total
+
+
+def _spread(ranked: list[tuple[Any, SampledRollout, str]]) -> list[tuple[SampledRollout, str]]:
+    """Best first, but one rollout per group before a second from the same group."""
+    ranked.sort(key=lambda item: item[0])
+    chosen, groups = [], set()
+    for _, r, reason in ranked:
+        if r.group_id not in groups:
+            chosen.append((r, reason))
+            groups.add(r.group_id)
+    for _, r, reason in ranked:
+        if (r, reason) not in chosen:
+            chosen.append((r, reason))
+    return chosen[:EXAMPLES_PER_ALARM]
+
+
+def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str] = ()) -> list[Example]:
+    """The rollouts that best explain ``alarm`` (a dead, dying or error-rate alarm) at its step.
+
+    ``causes``: the names of the diagnoses attached to the alarm (``unreachable_gate`` picks closest misses).
+    """
+    if alarm.kind == "recovered" or alarm.run_id is None:
+        return []
+    component, eps = alarm.component, th.epsilon
+    ranked: list[tuple[Any, SampledRollout, str]] = []
+    if component == ERRORS_TARGET:
+        for rollouts in acc.sample.values():
+            for r in rollouts:
+                if r.status != "scored":
+                    kind = r.error.kind if r.error else "unknown"
+                    ranked.append((0, r, clean(f"error {kind}: {r.error.message if r.error else ''}")))
+    elif "unreachable_gate" in causes:
+        progress = _gate_progress(component)
+        for rollouts in acc.sample.values():
+            for r in rollouts:
+                if r.status == "scored":
+                    score, reason = progress(r)
+                    ranked.append((-score, r, clean(reason)))
+    elif alarm.cause == "components_cancel":
+        for group in _constant_groups(acc, component, eps):
+            differing = [r for r in group if r.components != group[0].components]
+            for r in ([group[0]] + differing[:1]) if differing else []:
+                parts = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(r.components.items()))
+                ranked.append((0, r, clean(f"aggregate {fmt(r.aggregate)}, like its whole group, from {parts}")))
+            if ranked:
+                break
+    else:
+        for group in _constant_groups(acc, component, eps):
+            for r in group:
+                value = _value(r, component)
+                rank, reason = _execution_reason(r) if alarm.cause == "constant_at_minimum" else (0, "")
+                base = f"{component} = {fmt(value)}, like every rollout of its group"
+                ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
+    return [Example(r.rollout_id, r.group_id, alarm.step, transcript_key(alarm.run_id, alarm.step, r.group_id,
+                                                                         r.rollout_id), reason)
+            for r, reason in _spread(ranked)]
