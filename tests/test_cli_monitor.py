@@ -200,3 +200,30 @@ def test_monitor_s3(run_cli, aws_env):
         assert store.get_json("runs/demo/alarms/step=1/correctness-dead_component.json")["step"] == 1
         result = run_cli("s3://no-such-bucket/x")
         assert result.exit_code == 1 and "does not exist" in result.stderr
+
+
+def test_table_output_names_the_causes_and_shows_examples(run_cli, store_dir):
+    # step 1: correctness is 0 everywhere while asked_before_coding carries the whole advantage
+    result = run_cli(store_dir)
+    assert result.exit_code == 0, result.output
+    assert "cause shaping_starves_outcome (step 1): asked_before_coding carries 100% of the GRPO advantage" in " ".join(
+        result.stdout.split())
+    assert "example g" in result.stdout and "runs/demo/transcripts/step=1/group=g" in result.stdout
+
+
+def test_a_dying_warning_alone_does_not_fail_the_gate(run_cli, tmp_path):
+    records = []
+    for step, constant_groups in enumerate([1, 2, 3, 4, 5]):  # 10% .. 50% of 10 groups: dying, not dead
+        for g in range(10):
+            for i in range(4):
+                value = 0.5 if g < constant_groups else float(i % 2)
+                records.append(Record(run_id="d", step=step, group_id=f"g{g}", rollout_id=f"g{g}-{i}", task_id="t",
+                                      status="scored", components={"c": value, "x": float(i % 2)},
+                                      weights={"c": 1.0, "x": 1.0}, aggregate=value + i % 2))
+    path = tmp_path / "dying.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in records))
+    result = run_cli(path, "--json", "--fail-on-alarm")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert [(a["component"], a["kind"]) for a in data["alarms"]] == [("c", "dying_component")]
+    assert data["steps"][-1]["components"]["c"]["projected_dead_step"] == 8

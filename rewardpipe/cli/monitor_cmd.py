@@ -133,8 +133,22 @@ def _print_table(console: Console, result: Any, title: str) -> None:
                 end_section=index == len(rows) - 1,
             )
     console.print(table)
+    _print_diagnoses(console, result)
     console.print("[dim]* alarm active. zero-var groups: share of groups (>= 2 scored rollouts) whose std "
                   f"<= {result.thresholds.epsilon:g}.[/dim]")
+
+
+def _print_diagnoses(console: Console, result: Any) -> None:
+    """Each named cause once, with the steps it was seen at and its latest message."""
+    seen: dict[tuple[str, tuple[str, ...]], tuple[list[int], str]] = {}
+    for report in result.steps:
+        for diagnosis in report.diagnoses:
+            steps, _ = seen.get((diagnosis.cause, tuple(diagnosis.components)), ([], ""))
+            seen[(diagnosis.cause, tuple(diagnosis.components))] = (steps + [report.step], diagnosis.message)
+    for (cause, _), (steps, message) in seen.items():
+        where = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps, {steps[0]}-{steps[-1]}"
+        console.print(f"[bold]cause {escape(cause)}[/bold] ({where}): {escape(message)}", highlight=False,
+                      soft_wrap=True)
 
 
 @app.command()

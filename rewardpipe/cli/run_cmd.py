@@ -247,7 +247,7 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
         rows = [*report.components.values(), report.aggregate]
         for index, stats in enumerate(rows):
             verdict = stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})"
-            style = "red" if stats.verdict == "dead" else ("yellow" if stats.verdict != "ok" else "green")
+            style = {"dead": "red", "ok": "green", "dying": "magenta", "info": "blue"}.get(stats.verdict, "yellow")
             step_label = str(report.step) if index == 0 else ""
             table.add_row(step_label, stats.name, _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
                           _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]",
@@ -259,7 +259,9 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
-            out.print(f"  [red]step {alarm.step} · {alarm.component} · {alarm.kind}[/]: {alarm.message}")
+            out.print(f"  [red]step {alarm.step} · {escape(alarm.component)} · {alarm.kind}[/]: {escape(alarm.message)}")
+            for example in alarm.examples[:1]:
+                out.print(f"    e.g. {escape(example['rollout_id'])}: {escape(example['reason'])}", highlight=False)
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"

@@ -17,6 +17,7 @@ is excluded for that component only (``missing`` / ``non_finite``).
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any, Callable, Iterable, Mapping
 
 from pydantic import ValidationError
@@ -151,12 +152,17 @@ def accumulate(
     return run_id, steps
 
 
-def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str, Any], list[float]]:
+def component_figures(
+    name: str, acc: StepAcc, epsilon: float, group_sizes: list[float] | None = None
+) -> tuple[dict[str, Any], list[float]]:
     """The step's figures for one component, and the mean of every zero-variance group (for the cause).
 
     Batch mean/std are combined exactly from the per-group (n, mean, var); groups with fewer than two
-    values are left out of the within-group figures ("eligible" groups have at least two).
+    values are left out of the within-group figures ("eligible" groups have at least two). If
+    ``group_sizes`` is given, it receives ``|weight| * std`` for every group of the step, in ``acc.groups``
+    order (0.0 where the component has fewer than two values), for :func:`advantage_share_means`.
     """
+    abs_weight = abs(acc.weights.get(name, 1.0))
     n_total = 0
     sum_total = 0.0
     lo_seen = math.inf
@@ -169,6 +175,8 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     for group in acc.groups.values():
         st = group.get(name)
         if st is None:
+            if group_sizes is not None:
+                group_sizes.append(0.0)
             continue
         n, shift, s1, s2, mn, mx = st
         groups += 1
@@ -191,6 +199,10 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
             if std <= epsilon:
                 zero += 1
                 zero_values.append(mean)
+            if group_sizes is not None:
+                group_sizes.append(abs_weight * std)
+        elif group_sizes is not None:
+            group_sizes.append(0.0)
     stats: dict[str, Any] = {
         "values": n_total,
         "missing": acc.missing.get(name, 0),
@@ -216,27 +228,18 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     return stats, zero_values
 
 
-def advantage_share_means(acc: StepAcc) -> dict[str, float]:
+def advantage_share_means(group_sizes: dict[str, list[float]]) -> dict[str, float]:
     """Per component, its mean share of the GRPO advantage over the groups that have an advantage.
 
-    See :mod:`rewardpipe.monitoring.advantage`; a component absent from a group counts as share 0 there.
+    ``group_sizes``: per component, ``|weight| * std`` in every group of the step (same group order for
+    all, as :func:`component_figures` fills it). A group's shares are its sizes over their sum, as in
+    :func:`rewardpipe.monitoring.advantage.advantage_shares`, computed column-wise here because a step can
+    hold tens of thousands of groups.
     """
-    totals: dict[str, float] = {}
-    groups_with_signal = 0
-    for group in acc.groups.values():
-        stds = {}
-        for name, st in group.items():
-            if name == AGG or st[0] < 2:
-                continue
-            n, _, s1, s2 = st[0], st[1], st[2], st[3]
-            mean_d = s1 / n
-            stds[name] = math.sqrt(max(s2 / n - mean_d * mean_d, 0.0))
-        shares = advantage_shares(stds, acc.weights)
-        if shares is None:
-            continue
-        groups_with_signal += 1
-        for name, share in shares.items():
-            totals[name] = totals.get(name, 0.0) + share
-    if not groups_with_signal:
+    if not group_sizes:
         return {}
-    return {name: total / groups_with_signal for name, total in totals.items()}
+    inverse = [1.0 / total if total > 0.0 else 0.0 for total in map(sum, zip(*group_sizes.values()))]
+    signal = sum(1 for value in inverse if value)
+    if not signal:
+        return {}
+    return {name: sum(map(operator.mul, column, inverse)) / signal for name, column in group_sizes.items()}

@@ -99,11 +99,12 @@ def component_stats(
     acc: StepAcc,
     th: Thresholds,
     value_range: tuple[float, float] | None,
+    group_sizes: list[float] | None = None,
 ) -> dict[str, Any]:
     """Figures, verdict and (for ``dead``) cause of one component at one step, as a dict."""
     eps = th.epsilon
     tol = max(eps, 1e-12)
-    stats, zero_values = component_figures(name, acc, eps)
+    stats, zero_values = component_figures(name, acc, eps, group_sizes)
     eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
 
     if eligible == 0 or eligible < th.min_groups:
@@ -161,10 +162,12 @@ def finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[st
 
 def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
+    group_sizes: dict[str, list[float]] = {name: [] for name in acc.component_names()}
     components = {
-        name: finish(name, component_stats(name, acc, th, th.ranges.get(name)), th) for name in acc.component_names()
+        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes[name]), th)
+        for name in group_sizes
     }
-    shares = advantage_share_means(acc)
+    shares = advantage_share_means(group_sizes)
     if shares:
         for name, stats in components.items():
             stats.advantage_share = shares.get(name, 0.0)
