@@ -35,7 +35,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import grant_prefix, python_function
+from stacks.constructs.common import grant_list, grant_prefix, python_function
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 TRANSIENT_ERRORS = ["TransientError"]
@@ -100,6 +100,12 @@ class RolloutWorkflow(Construct):
         grant_prefix(self.score_fn, bucket.bucket_arn, JOBS_PREFIX, read=True, write=False)
         grant_prefix(self.score_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         grant_prefix(self.error_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
+        # Without s3:ListBucket, S3 answers a GET of a missing key with 403, not 404: the runner's missing
+        # result (executor_crash), an absent earlier record or a missing task would read as AccessDenied.
+        for fn, prefixes in ((self.start_fn, (TASKS_PREFIX, RUNS_PREFIX)), (self.converse_fn, (TASKS_PREFIX, RUNS_PREFIX)),
+                             (self.score_fn, (TASKS_PREFIX, JOBS_PREFIX, RUNS_PREFIX)), (self.error_fn, (RUNS_PREFIX,))):
+            for prefix in prefixes:
+                grant_list(fn, bucket.bucket_arn, prefix)
         if settings.policy.api_key_secret_name:
             secret = secretsmanager.Secret.from_secret_name_v2(self, "PolicyApiKey", settings.policy.api_key_secret_name)
             for fn in (self.start_fn, self.converse_fn):

@@ -334,3 +334,19 @@ def test_the_fargate_step_outlasts_the_largest_job_and_llm_steps_get_the_policy_
     for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
         (props,) = [p for k, p in functions.items() if k.startswith(prefix) and "Logs" not in k]
         assert props["Timeout"] == policy_timeout, prefix
+
+
+@pytest.mark.parametrize("role, prefixes", [
+    ("RolloutWorkflowScore", {"tasks/*", "jobs/*", "runs/*"}),    # a missing result must read as 404 (executor_crash)
+    ("RolloutWorkflowRecordError", {"runs/*"}),                  # an absent earlier record must read as 404
+    ("RolloutWorkflowConverse", {"tasks/*", "runs/*"}),
+    ("RolloutWorkflowStartEpisode", {"tasks/*", "runs/*"}),
+])
+def test_functions_that_read_maybe_missing_keys_may_list_those_prefixes(synth, role, prefixes):
+    listed = set()
+    for logical, resource in synth.template["Resources"].items():
+        if resource["Type"] == "AWS::IAM::Policy" and logical.startswith(role):
+            for st in resource["Properties"]["PolicyDocument"]["Statement"]:
+                if st["Action"] == "s3:ListBucket":
+                    listed.update(st["Condition"]["StringLike"]["s3:prefix"])
+    assert listed == prefixes
