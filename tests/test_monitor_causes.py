@@ -177,9 +177,18 @@ def test_correctness_dead_at_zero_shows_rollouts_whose_code_ran_and_failed():
     for example in alarm.examples:
         g = example["group_id"][1:]
         assert example["rollout_id"] == f"g{g}-0" or example["rollout_id"] == f"g{g}-4"
-        assert example["reason"].startswith(f"code ran and failed: 0/5 tests passed: AssertionError: add(1, 2) != 3 [{g}]")
+        assert example["reason"].startswith(f"code ran and failed: AssertionError: add(1, 2) != 3 [{g}]")
         assert example["step"] == 0
         assert example["transcript_key"] == f"runs/run/transcripts/step=0/group=g{g}/{example['rollout_id']}.json"
+
+
+def test_a_behaviour_component_at_its_minimum_shows_behaviour_not_test_failures():
+    records = build(lambda g, i: {"correctness": float(i % 2), "guessed_immediately": -1.0},
+                    metrics=lambda g, i: {**exec_metrics(g, 0), "assistant_turns": 1, "questions": 0})
+    alarm = alarm_for(monitor_records(records), "guessed_immediately")
+    for example in alarm.examples:
+        assert example["reason"].startswith("1 assistant turn(s), 0 question(s), committed code; guessed_immediately = -1.0")
+        assert "tests" not in example["reason"]
 
 
 def test_examples_fall_back_to_timeouts_then_missing_commits():
@@ -190,6 +199,10 @@ def test_examples_fall_back_to_timeouts_then_missing_commits():
     no_code = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)}, metrics=lambda g, i: exec_metrics(g, 2))
     reasons = [e["reason"] for e in alarm_for(monitor_records(no_code), "correctness").examples]
     assert reasons and all(r.startswith("no code committed (1 assistant turns, 1 questions)") for r in reasons)
+    counts_only = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
+                        metrics=lambda g, i: {"exec_status": "failed", "tests_passed": 1, "tests_total": 4})
+    reasons = [e["reason"] for e in alarm_for(monitor_records(counts_only), "correctness").examples]
+    assert reasons and all(r.startswith("code ran and failed: 1/4 tests passed") for r in reasons)
 
 
 def test_error_rate_alarm_shows_error_records():

@@ -5,11 +5,12 @@ from the step's sample of full groups (:data:`rewardpipe.monitoring.statistics.S
 ``rollout_id``, ``group_id``, ``step``, ``transcript_key`` (relative to the store root, where the runner
 stores the rollout's transcript) and ``reason``. What is chosen depends on the cause:
 
-* correctness (any component with execution diagnostics) dead at its minimum: rollouts whose code ran and
-  failed, with the failing test's reason, before timeouts and rollouts that committed no code;
+* an outcome component (correctness) dead at its minimum: rollouts whose code ran and failed, with the
+  failing test's reason, before timeouts and rollouts that committed no code;
 * a bonus never earned (``unreachable_gate``): the closest misses (for asked_before_coding: rollouts that
   asked but did not commit, or committed without asking; otherwise the best total reward);
-* saturation, constant within groups, dying: rollouts from different zero-variance groups;
+* any other dead or dying component: rollouts from different zero-variance groups, with what they did
+  (turns, questions, committed code) when the reward recorded it;
 * the aggregate cancelling: rollouts of one constant group whose components differ;
 * error rate: error records with their error kind and message.
 
@@ -77,7 +78,9 @@ def _execution_reason(r: SampledRollout) -> tuple[int, str]:
     status = m.get("exec_status")
     detail = f": {m['exec_reason']}" if m.get("exec_reason") else ""
     if status == "failed":
-        return 0, f"code ran and failed: {m.get('tests_passed', '?')}/{m.get('tests_total', '?')} tests passed{detail}"
+        if m.get("exec_reason"):
+            return 0, f"code ran and failed: {m['exec_reason']}"
+        return 0, f"code ran and failed: {m.get('tests_passed', '?')}/{m.get('tests_total', '?')} tests passed"
     if status == "timeout":
         return 1, f"code timed out{detail}"
     if m.get("committed") is False:
@@ -85,6 +88,15 @@ def _execution_reason(r: SampledRollout) -> tuple[int, str]:
     if status is not None:
         return 3, f"execution {status}{detail}"
     return 4, ""
+
+
+def _behaviour(r: SampledRollout) -> str:
+    """What the rollout did, from the reward's diagnostics (empty when it recorded none)."""
+    m = r.metrics
+    if "assistant_turns" not in m and "committed" not in m:
+        return ""
+    code = "committed code" if m.get("committed") else "committed no code"
+    return f"{m.get('assistant_turns', '?')} assistant turn(s), {m.get('questions', '?')} question(s), {code}"
 
 
 def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, str]]:
@@ -151,7 +163,10 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
         for group in _constant_groups(acc, component, eps):
             for r in group:
                 value = _value(r, component)
-                rank, reason = _execution_reason(r) if alarm.cause == "constant_at_minimum" else (0, "")
+                if alarm.cause == "constant_at_minimum" and component in th.outcome_components:
+                    rank, reason = _execution_reason(r)
+                else:
+                    rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
     return [Example(r.rollout_id, r.group_id, alarm.step, transcript_key(alarm.run_id, alarm.step, r.group_id,
