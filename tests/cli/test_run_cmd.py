@@ -100,7 +100,12 @@ def test_running_a_run_id_again_raises_its_alarms_again(cli, tmp_path):
     first = json.loads(cli(*args).output)
     second_result = cli(*args)
     second = json.loads(second_result.stdout)
-    assert first["alarms"] and second["alarms"] == first["alarms"]
+    # the examples quote execution results, which can differ between runs on a loaded machine (a timeout)
+    def without_examples(alarms):
+        return [{k: v for k, v in alarm.items() if k != "examples"} for alarm in alarms]
+
+    assert first["alarms"] and without_examples(second["alarms"]) == without_examples(first["alarms"])
+    assert all(alarm["examples"] for alarm in second["alarms"])
     assert not any(step["replayed"] for step in second["steps"])
     assert "\\u0000" not in second_result.output  # internal keys never leak into messages
 
