@@ -17,7 +17,6 @@ import atexit
 import itertools
 import json
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -32,7 +31,7 @@ from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
-from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup
+from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup, remove_tree
 from rewardpipe.execution.screening import screen
 
 BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
@@ -40,6 +39,8 @@ ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
 ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
+INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
+                   "bypassed; not for untrusted code, not a reward source")
 
 
 class SandboxConfigError(ValueError):
@@ -49,7 +50,11 @@ class SandboxConfigError(ValueError):
 @dataclass(frozen=True)
 class SandboxConfig:
     workers: int | None = None  # pool size; None = one per core
+    # Memory: the one place the sandbox's memory caps are configured.
     memory_mb: int = 2048  # per untrusted tree (cgroup) and per process (RLIMIT_AS)
+    runner_memory_mb: int = 1024  # RLIMIT_AS of the trusted runner, which decodes the model's replies
+    disk_mb: int = 64  # bytes a job may store in its working directory (its own tmpfs)
+    disk_inodes: int = 4096  # files and directories a job may create there
     pids_max: int = 64  # processes per untrusted tree (cgroup) and per sandbox uid (RLIMIT_NPROC)
     file_size_bytes: int = 8 << 20  # RLIMIT_FSIZE: caps stdout/stderr and any file the code writes
     output_bytes: int = 64 << 10  # how much of stdout/stderr is returned to the caller
@@ -76,7 +81,8 @@ class SandboxConfig:
             raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
             raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
-        for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes", "runner_recycle_jobs"):
+        for name in ("memory_mb", "runner_memory_mb", "disk_mb", "disk_inodes", "pids_max", "file_size_bytes",
+                     "output_bytes", "runner_recycle_jobs"):
             if getattr(self, name) <= 0:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -180,6 +186,9 @@ class _Worker:
             "server_uid": config.server_uid,
             "disable": sorted(config.disable),
             "memory_bytes": config.memory_mb << 20,
+            "runner_memory_bytes": config.runner_memory_mb << 20,
+            "disk_bytes": config.disk_mb << 20,
+            "disk_inodes": config.disk_inodes,
             "pids_max": config.pids_max,
             "file_size_bytes": config.file_size_bytes,
             "runner_recycle_jobs": config.runner_recycle_jobs,
@@ -285,7 +294,7 @@ class _Worker:
     def _cleanup(self) -> None:
         for path in getattr(self, "cgroups", []):
             empty_and_remove_cgroup(path)  # children of a killed fork server may linger there
-        shutil.rmtree(self._dir, ignore_errors=True)
+        remove_tree(self._dir)  # the model may have left a tree too deep for shutil.rmtree
         try:
             self.channel.close()
             self._log.close()
@@ -442,7 +451,10 @@ class ForkServerExecutor:
         raise AssertionError("unreachable")
 
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
-        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation or {},
+        isolation = dict(isolation or {})
+        if job.trust_mode == "inprocess":
+            isolation["trust"] = INPROCESS_TRUST
+        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation,
                                duration_ms=(time.perf_counter() - started) * 1000, **fields)
 
     def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
@@ -452,6 +464,10 @@ class ForkServerExecutor:
         if reply.get("timed_out"):
             return self._result(job, started, ExecutionStatus.TIMEOUT,
                                 reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded", **common)
+        if reply.get("disk_quota_exceeded"):
+            # Whatever the tests said: a job that filled its disk quota broke a limit of the sandbox.
+            return self._result(job, started, ExecutionStatus.FAILED, passed=0,
+                                reason=f"disk quota exceeded: {reply['disk_quota_exceeded']}", **common)
         try:
             verdict = json.loads(verdict_bytes.rstrip(b"\0").decode()) if verdict_bytes else None
         except ValueError:
