@@ -195,6 +195,8 @@ class StepReport:
     aggregate: ComponentStats
     error_alarm_active: bool = False
     replayed: bool = False
+    # Records whose execution ran in the "inprocess" trust mode: a screened fallback, not a reward source.
+    inprocess_records: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -207,6 +209,7 @@ class StepReport:
             "groups": self.groups,
             "error_alarm_active": self.error_alarm_active,
             "replayed": self.replayed,
+            "inprocess_records": self.inprocess_records,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},
             "aggregate": self.aggregate.to_dict(),
         }
@@ -246,10 +249,11 @@ class MonitorResult:
 
 
 class _StepAcc:
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite")
+    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "inprocess")
 
     def __init__(self) -> None:
         self.records = 0
+        self.inprocess = 0
         self.errors = 0
         self.error_kinds: dict[str, int] = {}
         # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]}
@@ -275,6 +279,8 @@ def _accumulate(records: Iterable[Record | Mapping[str, Any]]) -> tuple[str | No
         if acc is None:
             acc = steps[rec.step] = _StepAcc()
         acc.records += 1
+        if rec.metrics.get("exec_mode") == "inprocess":
+            acc.inprocess += 1
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}
@@ -517,6 +523,7 @@ def _step_report(step: int, acc: _StepAcc, th: Thresholds) -> StepReport:
         groups=len(acc.groups),
         components=components,
         aggregate=aggregate,
+        inprocess_records=acc.inprocess,
     )
 
 

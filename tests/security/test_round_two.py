@@ -230,7 +230,7 @@ def test_trusted_runner_has_its_own_address_space_limit(executor):
 
 
 @pytest.mark.parametrize("payload, calls, passed", [
-    ("return [[] for _ in range(3_000_000)]", 1, 1),  # ~27 MB on the wire: over the per-reply size
+    ("return 'y' * (27 << 20)", 1, 1),  # 27 MiB on the wire: over the per-reply size
     ("return [0] * 2_000_000", 1, 1),  # 4 MB but two million values: over the per-reply value count
     # Under the per-reply size; six calls exceed the per-job budget, which then refuses every reply.
     ("return 'x' * (15 << 20)", 6, 0),
