@@ -183,8 +183,29 @@ def _report_isolation(disable: str, as_json: bool) -> None:
 
 
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+    executor = _make_executor(disable, workers)
+    executor.warm_up(workers)  # fork servers start while the batch is read and validated
+    counts: dict[str, int] = {}
+    try:
+        entries, jobs = _read_batch(batch)
+        if any(job.trust_mode == "inprocess" for job in jobs):
+            console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
+        results = executor.run_batch(jobs, workers=workers)
+        for kind, value in entries:
+            result = next(results) if kind == "job" else value
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+            _emit(result, as_json)
+    finally:
+        executor.close()
+    if not as_json:
+        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        console.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
+
+
+def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJob]]:
+    """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs."""
     text = _read_text(batch, "batch")
-    entries: list[tuple[str, object]] = []  # ("job", index into jobs) or ("error", error line)
+    entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
     # JSONL lines end at "\n" only: U+2028 and friends are legal inside a JSON string.
     for number, line in enumerate(text.split("\n"), start=1):
@@ -198,18 +219,4 @@ def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool)
         else:
             entries.append(("job", len(jobs)))
             jobs.append(job)
-    if any(job.trust_mode == "inprocess" for job in jobs):
-        console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
-    executor = _make_executor(disable, workers)
-    counts: dict[str, int] = {}
-    try:
-        results = executor.run_batch(jobs, workers=workers)
-        for kind, value in entries:
-            result = next(results) if kind == "job" else value
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
-            _emit(result, as_json)
-    finally:
-        executor.close()
-    if not as_json:
-        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        console.print(f"{len(entries)} jobs: {summary}", highlight=False)
+    return entries, jobs

@@ -302,6 +302,24 @@ class _Worker:
             pass
 
 
+_runtime_compiled = False
+
+
+def _compile_runtime() -> None:
+    """Write bytecode for the fork server's modules once: it runs with -B (so a sandbox uid never
+    writes into the tree) and would otherwise compile them at every start."""
+    global _runtime_compiled
+    if _runtime_compiled:
+        return
+    _runtime_compiled = True
+    try:
+        import compileall
+
+        compileall.compile_dir(os.path.dirname(BOOT_SCRIPT), quiet=2, workers=1)
+    except Exception:  # noqa: BLE001 - a read-only tree simply starts a little slower
+        pass
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -331,6 +349,7 @@ class ForkServerExecutor:
         self._owner_pid = os.getpid()
         self._closed = False
         self._isolation: dict[str, str] = {}
+        self._starters: list[threading.Thread] = []  # warm_up() threads
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -362,6 +381,7 @@ class ForkServerExecutor:
         try:
             if self._interpreter is None:
                 self._interpreter = choose_interpreter(self.config)
+                _compile_runtime()
             worker = _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
         except BaseException:
             with self._condition:
@@ -369,8 +389,15 @@ class ForkServerExecutor:
                 self._condition.notify()
             raise
         with self._condition:
-            self._workers[self._workers.index(placeholder)] = worker
-            self._isolation = {**worker.isolation, "interpreter_choice": self._interpreter[1]}
+            if self._closed or placeholder not in self._workers:  # closed while this one was starting
+                abandoned = True
+            else:
+                abandoned = False
+                self._workers[self._workers.index(placeholder)] = worker
+                self._isolation = {**worker.isolation, "interpreter_choice": self._interpreter[1]}
+        if abandoned:
+            worker.close()
+            raise WorkerFailure("the executor is closed")
         return worker
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
@@ -391,14 +418,40 @@ class ForkServerExecutor:
             self._release(worker, True)
         return dict(self._isolation)
 
+    def warm_up(self, workers: int | None = None) -> None:
+        """Start fork servers in the background, so their start-up overlaps whatever the caller does
+        next (reading and validating a batch, say). Failures surface on the first job instead."""
+        self._reset_after_fork()
+        count = min(workers or self._limit, MAX_WORKERS)
+        with self._condition:
+            self._limit = max(self._limit, count)
+            missing = count - len(self._workers)
+
+        def start_one():
+            try:
+                self._release(self._acquire(), True)
+            except Exception:  # noqa: BLE001 - reported by the job that needs the worker
+                pass
+
+        for _ in range(max(missing, 0)):
+            starter = threading.Thread(target=start_one, name="rewardpipe-warm-up", daemon=True)
+            self._starters.append(starter)
+            starter.start()
+
     def close(self) -> None:
         with self._condition:
             self._closed = True
             workers, self._workers, self._idle = list(self._workers), [], []
             self._condition.notify_all()
-        for worker in workers:
-            if isinstance(worker, _Worker):
-                worker.close()
+        # In parallel: each fork server tears down its children, cgroups and directories on its own.
+        closers = [threading.Thread(target=worker.close) for worker in workers if isinstance(worker, _Worker)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join()
+        for starter in self._starters:  # a fork server still starting closes itself when it is up
+            starter.join()
+        self._starters = []
 
     # -- jobs -----------------------------------------------------------------------------------------
 

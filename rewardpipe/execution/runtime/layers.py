@@ -343,6 +343,22 @@ def seccomp_arch() -> str | None:
 
 
 def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
+    return SeccompTemplate(arch).for_pid(own_pid)
+
+
+class SeccompTemplate:
+    """The filter compiled once per fork server; each child only patches in its own pid (4 bytes)."""
+
+    def __init__(self, arch: str):
+        self.program, self._pid_index = _compile_seccomp(arch)
+
+    def for_pid(self, pid: int) -> bytes:
+        program = bytearray(self.program)
+        struct.pack_into("=I", program, self._pid_index * 8 + 4, pid & 0xFFFFFFFF)
+        return bytes(program)
+
+
+def _compile_seccomp(arch: str) -> tuple[bytes, int]:
     """Classic BPF: allow by default, deny the list above with EPERM (no sockets at all), allow clone
     only for threads, and signals only to the child itself. clone3 answers ENOSYS so libc falls back to
     clone, whose flags the filter can inspect."""
@@ -379,7 +395,8 @@ def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
     labels["own_pid"] = len(prog)
     # The kernel reads a pid_t (the low 32 bits), so that is what is compared.
     emit(_LD_ABS_W, 16)  # target pid (tgid for tgkill and rt_tgsigqueueinfo)
-    emit(_JEQ, own_pid & 0xFFFFFFFF, 0, 1)
+    pid_index = len(prog)
+    emit(_JEQ, 0, 0, 1)  # k: the child's own pid, patched in by SeccompTemplate.for_pid
     emit(_RET, _RET_ALLOW)
     emit(_RET, _RET_ERRNO | errno.EPERM)
     out = bytearray()
@@ -389,7 +406,7 @@ def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
         if not (0 <= jt <= 255 and 0 <= jf <= 255):
             raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
-    return bytes(out)
+    return bytes(out), pid_index
 
 
 def load_seccomp(program: bytes) -> None:

@@ -38,8 +38,10 @@ PREIMPORTS = (
     "enum", "fractions", "functools", "hashlib", "heapq", "inspect", "io", "itertools", "json",
     "keyword", "math", "numbers", "operator", "pprint", "queue", "random", "re", "secrets", "statistics",
     "string", "struct", "textwrap", "time", "traceback", "types", "typing", "unicodedata", "unittest",
-    "unittest.mock", "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
+    "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
 )
+# Not unittest.mock: it pulls in asyncio and ssl (a sixth of a fork server's start-up) for tests that
+# rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
 
 UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
 UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself once the tests are done
@@ -202,6 +204,7 @@ class Zygote:
                 self._off("seccomp", f"start-up probe failed: {error}")
             else:
                 self.seccomp_arch = arch
+                self.seccomp_template = layers.SeccompTemplate(arch)
                 iso["seccomp"] = "on: no exec, no new processes, no sockets, no ptrace, signals only to itself, no FIFOs or xattrs"
         # rlimits are always available
         if "rlimits" in self.disabled:
@@ -542,7 +545,7 @@ class Zygote:
                 if self.chroot_dir is None:
                     layers.confine_writes_to(job_dir, self.ruleset.abi)
             if self.seccomp_arch is not None:
-                layers.load_seccomp(layers.build_seccomp_filter(self.seccomp_arch, os.getpid()))
+                layers.load_seccomp(self.seccomp_template.for_pid(os.getpid()))
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
