@@ -660,3 +660,32 @@ def test_inprocess_results_say_so_in_json_and_human_output(tmp_path):
     assert record["mode"] == "inprocess" and record["status"] == "passed"
     human = cli.invoke(app, ["exec", "--batch", path])
     assert "inprocess" in human.output and "not for untrusted code" in human.output, human.output
+
+
+def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
+    from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
+    from rewardpipe.models import Task
+    from rewardpipe.monitoring import monitor_records
+    from rewardpipe.policies import fenced
+    from rewardpipe.rewards import ASK_BEFORE_CODING
+    from rewardpipe.simulator import RuleBasedSimulator
+
+    class Commit:
+        def next_turn(self, state, task):
+            return fenced(RIGHT_ADD)
+
+    records = []
+    for trust_mode in ("inprocess", "split", "inprocess"):
+        task = Task(task_id=f"t-{trust_mode}", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
+                    tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD, trust_mode=trust_mode)
+        state = start_episode(task, run_id="r", step=0, group_id="g", rollout_id=f"{trust_mode}-{len(records)}",
+                              max_turns=3)
+        state = converse(state, task, Commit(), RuleBasedSimulator())
+        job = execution_job(state, task)
+        assert job is not None and job.trust_mode == trust_mode
+        record = finish_episode(state, task, executor.run(job), ASK_BEFORE_CODING)
+        assert record.metrics["exec_mode"] == trust_mode
+        records.append(record)
+    report = monitor_records(records).steps[0]
+    assert report.inprocess_records == 2
+    assert report.to_dict()["inprocess_records"] == 2
