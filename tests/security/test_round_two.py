@@ -689,3 +689,25 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
     report = monitor_records(records).steps[0]
     assert report.inprocess_records == 2
     assert report.to_dict()["inprocess_records"] == 2
+
+
+def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
+    """`score` lost the record: the reason reaches Record.metrics, which must serialise as UTF-8 JSON."""
+    from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
+    from rewardpipe.models import Task
+    from rewardpipe.policies import fenced
+    from rewardpipe.rewards import ASK_BEFORE_CODING
+    from rewardpipe.simulator import RuleBasedSimulator
+
+    class Commit:
+        def next_turn(self, state, task):
+            return fenced(LONE_SURROGATE)
+
+    task = Task(task_id="surrogate", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
+                tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD)
+    state = converse(start_episode(task, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
+                     task, Commit(), RuleBasedSimulator())
+    record = finish_episode(state, task, executor.run(execution_job(state, task)), ASK_BEFORE_CODING)
+    text = record.to_json()
+    text.encode("utf-8")
+    assert json.loads(text)["metrics"]["exec_status"] == "failed"
