@@ -89,10 +89,15 @@ class Network(Construct):
         self._dns_firewall()
 
     def allow_bucket_prefix(self, bucket_arn: str, prefix: str) -> None:
-        """Let the S3 endpoint serve one prefix of one bucket (read and write)."""
+        """Let the S3 endpoint serve one prefix of one bucket (read, write, and listing that prefix so a
+        missing key reads as 404)."""
         self.s3_endpoint.add_to_policy(iam.PolicyStatement(
             principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject"],
             resources=[f"{bucket_arn}/{prefix}*"],
+        ))
+        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["s3:ListBucket"], resources=[bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
         ))
 
     def _dns_firewall(self) -> None:

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
@@ -117,8 +117,11 @@ class RolloutWorkflow(Construct):
             timeout=Duration.hours(24),
             tracing_enabled=True,
             logs=sfn.LogOptions(
+                # Step Functions writes logs through CloudWatch vended logs; a group under
+                # /aws/vendedlogs/ avoids the account-wide log resource policy size limit.
                 destination=logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-                                          removal_policy=RemovalPolicy.DESTROY),
+                                          removal_policy=RemovalPolicy.DESTROY,
+                                          log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-rollouts"),
                 level=sfn.LogLevel.ALL,
                 include_execution_data=False,
             ),
