@@ -23,7 +23,6 @@ import sys
 from typing import Any, Mapping
 
 REQUIRED = ("BUCKET", "JOB_KEY", "RESULT_KEY")
-DEFAULT_SCRATCH = "/scratch"
 
 
 def _error(message: str, **fields: Any) -> None:
@@ -52,7 +51,12 @@ def use_scratch(env: Mapping[str, str]) -> str | None:
     """Point tempfile at the scratch dir for this process and its children; returns the problem, if any."""
     import tempfile
 
-    path = env.get("TMPDIR") or DEFAULT_SCRATCH
+    path = env.get("TMPDIR")  # the image and the task both set it to the scratch volume
+    if not path:
+        try:
+            path = tempfile.gettempdir()
+        except FileNotFoundError as exc:
+            return f"no writable temp dir and TMPDIR is not set: {exc}"
     problem = scratch_problem(path)
     if problem is None:
         os.environ["TMPDIR"] = path

@@ -108,13 +108,23 @@ def test_sandbox_network_has_no_route_to_the_internet(template, resources):
     template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC"})
 
 
-def test_sandbox_security_group_allows_nothing_in_and_only_https_out(resources):
+def test_sandbox_security_group_allows_nothing_in_and_only_https_to_the_endpoints(resources):
     groups = {k: v for k, v in _of_type(resources, "AWS::EC2::SecurityGroup").items() if "SandboxSg" in k}
     (logical, sg), = groups.items()
     assert "SecurityGroupIngress" not in sg["Properties"]
-    assert sg["Properties"]["SecurityGroupEgress"] == [
-        {"CidrIp": "0.0.0.0/0", "Description": Match.any_value(), "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
-    ] or [(e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in sg["Properties"]["SecurityGroupEgress"]] == [(443, 443, "tcp")]
+    # Inline: only the match-nothing placeholder, so EC2 does not add its default allow-all egress.
+    assert sg["Properties"]["SecurityGroupEgress"] == [{"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic",
+                                                         "IpProtocol": "icmp", "FromPort": 252, "ToPort": 86}]
+    egress = [e["Properties"] for e in _of_type(resources, "AWS::EC2::SecurityGroupEgress").values()
+              if e["Properties"]["GroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}]
+    assert sorted((e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in egress) == [(443, 443, "tcp")] * 2
+    assert not any("CidrIp" in e or "CidrIpv6" in e for e in egress)  # no 0.0.0.0/0, not even on 443
+    (to_group,) = [e for e in egress if "DestinationSecurityGroupId" in e]
+    assert to_group["DestinationSecurityGroupId"]["Fn::GetAtt"][0].startswith("NetworkEndpointSg")
+    (to_s3,) = [e for e in egress if "DestinationPrefixListId" in e]
+    lookup = resources[to_s3["DestinationPrefixListId"]["Fn::GetAtt"][0]]
+    assert lookup["Type"] == "Custom::AWS" and "describeManagedPrefixLists" in json.dumps(lookup["Properties"])
+    assert "com.amazonaws." in json.dumps(lookup["Properties"]) and ".s3" in json.dumps(lookup["Properties"])
     for ingress in _of_type(resources, "AWS::EC2::SecurityGroupIngress").values():
         assert ingress["Properties"]["SourceSecurityGroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}
 
@@ -394,9 +404,13 @@ def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
     statements = s3["PolicyDocument"]["Statement"]
     resources_allowed = sorted(json.dumps(r) for st in statements for r in
                                (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]))
-    assert len(resources_allowed) == 2
+    assert len(resources_allowed) == 3
     assert any("starport-layer-bucket/*" in r for r in resources_allowed)
     assert any("/jobs/*" in r and "StorageRecords" in r for r in resources_allowed)
+    # The bucket itself only for listing jobs/ (so a missing job object reads as 404, not 403).
+    (listing,) = [st for st in statements if "/" not in json.dumps(st["Resource"]).split("Arn")[-1]
+                  and "starport" not in json.dumps(st["Resource"])]
+    assert listing["Action"] == "s3:ListBucket" and listing["Condition"] == {"StringLike": {"s3:prefix": ["jobs/*"]}}
     for endpoint in endpoints.values():
         props = endpoint["Properties"]
         if props.get("VpcEndpointType") == "Interface":
