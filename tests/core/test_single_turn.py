@@ -494,3 +494,11 @@ def test_a_memory_hungry_sample_fails_alone_under_the_configured_sandbox_cap(mon
         executor.close()
     assert metrics(outputs[0])["correctness"] < 1.0
     assert metrics(outputs[1])["correctness"] == 1.0 and metrics(outputs[1])["reward_error"] == 0
+
+
+def test_a_bad_sandbox_memory_setting_names_the_variable():
+    from rewardpipe.execution.sandbox import SandboxConfig, SandboxConfigError
+
+    assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "692"}).memory_mb == 692
+    with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_MEMORY_MB"):
+        SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "lots"})
