@@ -14,8 +14,10 @@ retries and dead-letter queue see it) with every failed run named.
 
 from __future__ import annotations
 
+import importlib
 import json
 from dataclasses import dataclass
+from types import SimpleNamespace
 from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -54,6 +56,22 @@ class CheckState(BaseModel):
     dead_streak: dict[str, int] = Field(default_factory=dict)
 
 
+def core() -> Any:
+    """The core monitor's API (Thresholds, MonitorState, monitor_records, dispatch and the alarm sinks).
+
+    The core is moving from the ``rewardpipe.monitor`` and ``rewardpipe.alarms`` modules to the
+    ``rewardpipe.monitoring`` package with the same names; this check runs against either.
+    """
+    try:
+        return importlib.import_module("rewardpipe.monitoring")
+    except ModuleNotFoundError:
+        alarms = importlib.import_module("rewardpipe.alarms")
+        monitor = importlib.import_module("rewardpipe.monitor")
+        return SimpleNamespace(Thresholds=monitor.Thresholds, MonitorState=monitor.MonitorState,
+                               monitor_records=monitor.monitor_records, dispatch=alarms.dispatch,
+                               SnsAlarmSink=alarms.SnsAlarmSink, StoreAlarmSink=alarms.StoreAlarmSink)
+
+
 def verdict_key(run_id: str, step: int) -> str:
     from rewardpipe.store import run_prefix
 
@@ -67,9 +85,7 @@ def check_state_key(run_id: str) -> str:
 
 
 def thresholds(settings: Settings) -> Any:
-    from rewardpipe.monitor import Thresholds
-
-    return Thresholds(
+    return core().Thresholds(
         dead_fraction=settings.zero_variance_fraction,
         recover_fraction=min(0.5, settings.zero_variance_fraction),
         error_rate=settings.error_rate,
@@ -156,12 +172,16 @@ class StepCheck:
 
 
 def advance_dead_streaks(streaks: dict[str, int], report: Any) -> dict[str, int]:
-    """Consecutive dead checked steps per component; a step with too little data neither extends nor ends it."""
+    """Consecutive dead checked steps per component; a step with too little data neither extends nor ends it.
+
+    A core monitor that tracks the streak itself (``ComponentStats.dead_streak``) is taken at its word.
+    """
     out = dict(streaks)
     for name, stats in report.components.items():
-        if stats.verdict == "insufficient_data":
-            continue
-        out[name] = out.get(name, 0) + 1 if stats.verdict == "dead" else 0
+        if getattr(stats, "dead_streak", None) is not None:
+            out[name] = int(stats.dead_streak)
+        elif stats.verdict != "insufficient_data":
+            out[name] = out.get(name, 0) + 1 if stats.verdict == "dead" else 0
     return out
 
 
@@ -189,8 +209,8 @@ def check_run(
     publish: Callable[[str, list[StepCheck]], None],
 ) -> list[StepCheck]:
     """Check one run's steps and commit its state; ``publish`` runs only for the check that committed."""
-    from rewardpipe.monitor import MonitorState, monitor_records
-
+    monitor = core()
+    MonitorState, monitor_records = monitor.MonitorState, monitor.monitor_records
     th = thresholds(settings)
     state_object = VersionedObject(store, check_state_key(run_id))
     available = store.list_steps(run_id)
@@ -232,8 +252,9 @@ def check_run(
 
 
 def publisher(store: Any, sinks: list[Any], summaries: list[dict[str, Any]]) -> Callable[[str, list[StepCheck]], None]:
-    from rewardpipe.alarms import dispatch
     from rewardpipe.aws.metrics import emit, step_points
+
+    dispatch = core().dispatch
 
     def publish(run_id: str, checks: list[StepCheck]) -> None:
         for check in checks:
@@ -262,13 +283,13 @@ def publisher(store: Any, sinks: list[Any], summaries: list[dict[str, Any]]) -> 
 
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
     """Check every unchecked step of one run (or of every run) in order; one failing run stops no other."""
-    from rewardpipe.alarms import SnsAlarmSink, StoreAlarmSink
     from rewardpipe.aws.metrics import emit, heartbeat_point
 
+    monitor = core()
     store = store or open_bucket_store(settings)
-    sinks: list[Any] = [StoreAlarmSink(store)]
+    sinks: list[Any] = [monitor.StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
-        sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
+        sinks.append(monitor.SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
     summaries: list[dict[str, Any]] = []
     publish = publisher(store, sinks, summaries)
     failures: dict[str, str] = {}

@@ -265,6 +265,13 @@ class Monitoring(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Dead streak (consecutive dead checked steps) by component", width=24,
+                left=[_metric(DEAD_STREAK, period, component=c) for c in components],
+                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
+            ),
+        )
+        self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms", width=24,
                 alarms=self.alarms,

@@ -17,8 +17,9 @@ BUCKET = "monitor-test-records"
 def _record(run: str, step: int, group: int, i: int) -> Record:
     components = {
         "correctness": [0.0, 0.5, 1.0, 1.0][i],   # varies inside every group
-        "asked_before_coding": [0.0, 0.6, 1.0, 0.0][i],
-        "guessed_immediately": 0.0,              # constant everywhere: dead
+        # constant mid-range everywhere: dead (a penalty idle at 0 would be normal, not dead)
+        "asked_before_coding": 0.6,
+        "guessed_immediately": [0.0, -1.0, 0.0, 0.0][i],
         "loop_penalty": [0.0, -0.5, 0.0, 0.0][i],
     }
     aggregate = sum(WEIGHTS[k] * v for k, v in components.items())
@@ -70,26 +71,26 @@ def _emf(stdout: str) -> list[dict]:
 def test_a_dead_component_is_measured_recorded_and_alarmed(world, capsys):
     out = world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
     (check,) = out["results"]
-    assert check["verdicts"]["guessed_immediately"] == "dead"
+    assert check["verdicts"]["asked_before_coding"] == "dead"
     assert check["verdicts"]["correctness"] != "dead"
     assert check["records"] == 21 and check["error_rate"] == pytest.approx(1 / 21)
 
     verdict = world["store"].get_json("runs/mon/monitor/step=0.json")
-    assert verdict["steps"][0]["components"]["guessed_immediately"]["zero_variance_group_fraction"] == 1.0
+    assert verdict["steps"][0]["components"]["asked_before_coding"]["zero_variance_group_fraction"] == 1.0
 
     docs = _emf(capsys.readouterr().out)
     zero = {d["component"]: d["ZeroVarianceGroupFraction"] for d in docs if "ZeroVarianceGroupFraction" in d}
-    assert zero["guessed_immediately"] == [1.0] and zero["correctness"] == [0.0]
+    assert zero["asked_before_coding"] == [1.0] and zero["correctness"] == [0.0]
     assert set(zero) == set(WEIGHTS)
     error_rate = [d["ErrorRate"] for d in docs if "ErrorRate" in d]
     assert error_rate == [[pytest.approx(1 / 21)]]
     std = {d["component"]: d["WithinGroupStd"][0] for d in docs if "WithinGroupStd" in d}
-    assert std["guessed_immediately"] == 0.0 and std["correctness"] > 0
+    assert std["asked_before_coding"] == 0.0 and std["correctness"] > 0
 
     messages = world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]
     alarms = [json.loads(m["Body"]) for m in messages]
     dead = [a for a in alarms if a["kind"] == "dead_component"]
-    assert [a["component"] for a in dead] == ["guessed_immediately"]
+    assert [a["component"] for a in dead] == ["asked_before_coding"]
     assert world["store"].list_keys("runs/mon/alarms/step=0/")  # StoreAlarmSink wrote it beside the records
 
 
@@ -160,12 +161,12 @@ def test_every_unchecked_step_is_checked_in_order_and_the_dead_streak_counts_ste
     out = handler.lambda_handler({"run_id": "mon", "step": 3}, Context())
     assert [r["step"] for r in out["results"]] == [0, 1, 2, 3]  # all unchecked steps up to 3, in order
     stdout = capsys.readouterr().out
-    assert _metric_values(stdout, "DeadStreak", "guessed_immediately") == [1.0, 2.0, 3.0, 4.0]
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0, 2.0, 3.0, 4.0]
     assert _metric_values(stdout, "DeadStreak", "correctness") == [0.0, 0.0, 0.0, 0.0]
     alarms = [json.loads(m["Body"]) for m in
               world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
     # raise_after = DEAD_STEPS: the core monitor alarms on the third dead step, like the CloudWatch alarm.
-    assert [(a["component"], a["step"]) for a in alarms if a["kind"] == "dead_component"] == [("guessed_immediately", 2)]
+    assert [(a["component"], a["step"]) for a in alarms if a["kind"] == "dead_component"] == [("asked_before_coding", 2)]
 
 
 def test_a_replayed_step_emits_no_metrics_again(world, capsys):
@@ -186,7 +187,7 @@ def test_the_schedule_catches_up_on_steps_a_late_check_skipped(world, capsys):
     out = world["handler"].lambda_handler(scheduled, Context())
     assert [r["step"] for r in out["results"]] == [1, 2]  # 3 is the newest step and may still be written
     state = world["store"].get_json("runs/mon/monitor/check-state.json")
-    assert state["checked"] == [0, 1, 2] and state["dead_streak"]["guessed_immediately"] == 3
+    assert state["checked"] == [0, 1, 2] and state["dead_streak"]["asked_before_coding"] == 3
 
 
 def test_one_corrupt_run_state_does_not_stop_the_other_runs(world, capsys):
@@ -238,10 +239,10 @@ def test_concurrent_checks_of_a_run_commit_once_and_alarm_once(world, capsys):
                     sns_client=boto3.client("sns", region_name=harness.REGION))
     assert racer.conditional_puts == 1 and out["checked"] == 0  # lost the race, found the step checked
     stdout = capsys.readouterr().out
-    assert _metric_values(stdout, "DeadStreak", "guessed_immediately") == [1.0]  # emitted by the winner only
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0]  # emitted by the winner only
     alarms = [json.loads(m["Body"]) for m in world["sqs"].receive_message(
         QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
-    assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == ["guessed_immediately"]
+    assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == ["asked_before_coding"]
     assert plain.get_json("runs/mon/monitor/check-state.json")["checked"] == [0]
 
 
