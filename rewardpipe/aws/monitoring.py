@@ -14,10 +14,8 @@ retries and dead-letter queue see it) with every failed run named.
 
 from __future__ import annotations
 
-import importlib
 import json
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any, Callable, Iterable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -51,25 +49,9 @@ class CheckState(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_: str = Field(default=CHECK_STATE_SCHEMA, alias="schema", pattern=f"^{CHECK_STATE_SCHEMA}$")
-    monitor: dict[str, Any] | None = None  # rewardpipe.monitor.MonitorState.to_dict()
+    monitor: dict[str, Any] | None = None  # rewardpipe.monitoring.MonitorState.to_dict()
     checked: list[int] = Field(default_factory=list)
     dead_streak: dict[str, int] = Field(default_factory=dict)
-
-
-def core() -> Any:
-    """The core monitor's API (Thresholds, MonitorState, monitor_records, dispatch and the alarm sinks).
-
-    The core is moving from the ``rewardpipe.monitor`` and ``rewardpipe.alarms`` modules to the
-    ``rewardpipe.monitoring`` package with the same names; this check runs against either.
-    """
-    try:
-        return importlib.import_module("rewardpipe.monitoring")
-    except ModuleNotFoundError:
-        alarms = importlib.import_module("rewardpipe.alarms")
-        monitor = importlib.import_module("rewardpipe.monitor")
-        return SimpleNamespace(Thresholds=monitor.Thresholds, MonitorState=monitor.MonitorState,
-                               monitor_records=monitor.monitor_records, dispatch=alarms.dispatch,
-                               SnsAlarmSink=alarms.SnsAlarmSink, StoreAlarmSink=alarms.StoreAlarmSink)
 
 
 def verdict_key(run_id: str, step: int) -> str:
@@ -85,7 +67,9 @@ def check_state_key(run_id: str) -> str:
 
 
 def thresholds(settings: Settings) -> Any:
-    return core().Thresholds(
+    from rewardpipe.monitoring import Thresholds
+
+    return Thresholds(
         dead_fraction=settings.zero_variance_fraction,
         recover_fraction=min(0.5, settings.zero_variance_fraction),
         error_rate=settings.error_rate,
@@ -162,7 +146,7 @@ class StepCheck:
     """One step's result and what it means for the metrics (nothing for a replayed step)."""
 
     step: int
-    result: Any  # rewardpipe.monitor.MonitorResult
+    result: Any  # rewardpipe.monitoring.MonitorResult
     replayed: bool
     dead_streak: dict[str, int]
 
@@ -174,7 +158,8 @@ class StepCheck:
 def advance_dead_streaks(streaks: dict[str, int], report: Any) -> dict[str, int]:
     """Consecutive dead checked steps per component; a step with too little data neither extends nor ends it.
 
-    A core monitor that tracks the streak itself (``ComponentStats.dead_streak``) is taken at its word.
+    The core monitor tracks it in its state (``ComponentStats.dead_streak``) and is taken at its word;
+    the count here is the same rule, for a report that carries none.
     """
     out = dict(streaks)
     for name, stats in report.components.items():
@@ -209,8 +194,8 @@ def check_run(
     publish: Callable[[str, list[StepCheck]], None],
 ) -> list[StepCheck]:
     """Check one run's steps and commit its state; ``publish`` runs only for the check that committed."""
-    monitor = core()
-    MonitorState, monitor_records = monitor.MonitorState, monitor.monitor_records
+    from rewardpipe.monitoring import MonitorState, monitor_records
+
     th = thresholds(settings)
     state_object = VersionedObject(store, check_state_key(run_id))
     available = store.list_steps(run_id)
@@ -253,8 +238,7 @@ def check_run(
 
 def publisher(store: Any, sinks: list[Any], summaries: list[dict[str, Any]]) -> Callable[[str, list[StepCheck]], None]:
     from rewardpipe.aws.metrics import emit, step_points
-
-    dispatch = core().dispatch
+    from rewardpipe.monitoring import dispatch
 
     def publish(run_id: str, checks: list[StepCheck]) -> None:
         for check in checks:
@@ -284,12 +268,12 @@ def publisher(store: Any, sinks: list[Any], summaries: list[dict[str, Any]]) -> 
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
     """Check every unchecked step of one run (or of every run) in order; one failing run stops no other."""
     from rewardpipe.aws.metrics import emit, heartbeat_point
+    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink
 
-    monitor = core()
     store = store or open_bucket_store(settings)
-    sinks: list[Any] = [monitor.StoreAlarmSink(store)]
+    sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
-        sinks.append(monitor.SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
+        sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
     summaries: list[dict[str, Any]] = []
     publish = publisher(store, sinks, summaries)
     failures: dict[str, str] = {}

@@ -1,6 +1,6 @@
 """Monitoring: the variance-check Lambda, its schedule, alarms per reward component, SNS and a dashboard.
 
-The Lambda reads a step's records, runs rewardpipe.monitor, writes the verdicts to S3 and emits the
+The Lambda reads a step's records, runs rewardpipe.monitoring, writes the verdicts to S3 and emits the
 per-component statistics as CloudWatch metrics (Powertools EMF), once per newly checked step. The
 dead-component alarms watch ``DeadStreak`` (consecutive dead checked steps), so they count steps, not
 minutes. The check's own failures (errors, throttles, undeliverable invocations, a missing heartbeat)
