@@ -38,6 +38,7 @@ BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime"
 ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
 ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
+ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deployment to what the host has
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
 INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
                    "bypassed; not for untrusted code, not a reward source")
@@ -95,7 +96,13 @@ class SandboxConfig:
             worker_count = int(workers) if workers else None
         except ValueError:
             raise SandboxConfigError(f"{ENV_WORKERS} must be an integer, got {workers!r}") from None
-        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count)
+        memory = environ.get(ENV_MEMORY)
+        try:
+            memory_mb = int(memory) if memory else cls.memory_mb
+        except ValueError:
+            raise SandboxConfigError(f"{ENV_MEMORY} must be an integer (MB), got {memory!r}") from None
+        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count,
+                   memory_mb=memory_mb)
 
 
 def _world_readable_tree(path: str) -> bool:
