@@ -25,6 +25,7 @@ from rewardpipe.episode import (
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import Record, Rollout, Task
+from rewardpipe.questions import answered_turns_in
 from rewardpipe.rewards import Reward
 
 ProgressFn = Callable[[str, int, int], None]
@@ -167,7 +168,10 @@ def score_rollouts(
             records.append(_rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
                                             reward))
             continue
+        # Which questions were answered with a hidden detail is read off the recorded replies.
+        answered = answered_turns_in(rollout.messages, tasks[rollout.task_id].spec)
         records.append(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
                                     rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                    messages=list(rollout.messages), execution=outcome, reward=reward))
+                                    messages=list(rollout.messages), execution=outcome, reward=reward,
+                                    answered_turns=answered))
     return records
