@@ -7,6 +7,7 @@ from rewardpipe.cli import (  # noqa: E402,F401
     exec_cmd,
     monitor_cmd,
     run_cmd,
+    show_cmd,
     tasks_cmd,
 )
 
