@@ -238,6 +238,11 @@ class Store:
         self._write(check_key(key), data)
         return key
 
+    def put_bytes(self, key: str, data: bytes) -> str:
+        """Write raw bytes (e.g. a JSONL export) at ``key``."""
+        self._write(check_key(key), data)
+        return key
+
     def get_json(self, key: str, default: Any = _MISSING) -> Any:
         """The parsed object at ``key``; ``default`` (or KeyError) when absent, StoreError if not JSON."""
         try:
