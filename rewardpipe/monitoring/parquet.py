@@ -74,7 +74,8 @@ def _row(record: Any) -> dict[str, Any]:
 
 
 class ParquetSink:
-    """Push records in with :meth:`add` (e.g. through :func:`rewardpipe.monitoring.columns.tee`), then
+    """Push records in with :meth:`add` or :meth:`add_many` (e.g. through
+    :func:`rewardpipe.monitoring.columns.tee`), then
     :meth:`close`: writes ``<directory>/<run_id>.parquet`` in row groups of ``ROW_GROUP``."""
 
     def __init__(self, directory: str | Path, run_id: str) -> None:
@@ -88,7 +89,10 @@ class ParquetSink:
         self._writer = pq.ParquetWriter(self.path, self.schema)
 
     def add(self, record: Any) -> None:
-        self._batch.append(_row(record))
+        self.add_many([record])
+
+    def add_many(self, records: list[Any]) -> None:
+        self._batch.extend(_row(record) for record in records)
         if len(self._batch) >= ROW_GROUP:
             self._flush()
 

@@ -12,7 +12,7 @@ import math
 from typing import Any, Iterable, Mapping, Sequence
 
 from rewardpipe.monitor import Thresholds, monitor_records
-from rewardpipe.monitoring.columns import RunColumns, group_rows, tee
+from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
 from rewardpipe.monitoring.signal import advantage_shares, within_group_correlation
 from rewardpipe.monitoring.triage import task_triage
 from rewardpipe.store import transcript_key
@@ -109,7 +109,8 @@ def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *
     ``also``: further consumers (objects with ``add(record)``, e.g. a Parquet sink) fed by the same read.
     """
     columns = RunColumns()
-    result = monitor_records(tee(records, columns, *also), thresholds)
+    with paused_gc():
+        result = monitor_records(tee(records, columns, *also), thresholds)
     grouped = group_rows(columns)
     run = run_id or result.run_id or columns.run_id
     steps, series = _series(result)
