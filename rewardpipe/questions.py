@@ -14,6 +14,7 @@ question that merely restates the request (its subject is mostly the request's o
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Sequence
@@ -124,6 +125,35 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
     return QuestionSubject(frozenset(subject), generic)
 
 
+def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str],
+                    revealed: "set[int] | Sequence[int]" = ()) -> tuple[int | None, bool]:
+    """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
+
+    The most relevant item overall answers the question; a revealed item that matches *better* is restated
+    rather than leaking a weaker-matching new detail the question did not ask about. Ties go to the
+    unrevealed item, then to spec order.
+    """
+    words = set(words)
+    if not words or not spec:
+        return None, False
+    item_words = [content_words(item) for item in spec]
+    doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
+
+    def score(i: int) -> float:
+        return sum(math.log(1 + len(spec) / doc_freq[w]) for w in words if w in item_words[i])
+
+    unrevealed = [i for i in range(len(spec)) if i not in revealed]
+    best_new = max(unrevealed, key=score, default=None)
+    best_old = max(sorted(i for i in revealed if 0 <= i < len(spec)), key=score, default=None)
+    new_score = score(best_new) if best_new is not None else 0.0
+    old_score = score(best_old) if best_old is not None else 0.0
+    if best_new is not None and new_score > 0 and new_score >= old_score:
+        return best_new, False
+    if best_old is not None and old_score > 0:
+        return best_old, True
+    return None, False
+
+
 def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
     """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
     reply_words = content_words(reply)
@@ -139,14 +169,21 @@ def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Se
 
 
 def answered_turns_in(messages: "Sequence[Message]", spec: Sequence[str]) -> frozenset[int]:
-    """The assistant turns (0-based, among assistant turns) of a recorded conversation that were questions
-    answered with a newly revealed spec item, judged from the user reply that follows each one.
+    """The assistant turns of :func:`reveals_in`."""
+    return frozenset(turn for turn, _ in reveals_in(messages, spec))
 
-    For transcripts scored without the simulator's own bookkeeping (``rewardpipe score``): a rule-based reply
-    is the item itself, an LLM reply is matched like the LLM-backed simulator matches it live. A question
-    that asks nothing specific never counts, whatever the recorded reply says.
+
+def reveals_in(messages: "Sequence[Message]", spec: Sequence[str]) -> list[tuple[int, int]]:
+    """``(assistant turn, spec index)`` for each assistant turn (0-based, among assistant turns) of a recorded
+    conversation that was a real clarifying question: a question answered with a not-yet-revealed spec item.
+
+    For transcripts scored without the simulator's own bookkeeping (``rewardpipe score``). A question counts
+    when the user reply that follows states an unrevealed spec item (a rule-based reply is the item itself,
+    an LLM reply is matched as the LLM-backed simulator matches it live), or — since a terse recorded reply
+    ("Yes.") names nothing — when the rule-based simulator would have answered the question with an
+    unrevealed item. A question that asks nothing specific never counts, whatever the recorded reply says.
     """
-    answered: set[int] = set()
+    answered: list[tuple[int, int]] = []
     revealed: set[int] = set()
     prompt = messages[0].content if messages and messages[0].role == "user" else ""
     turn = -1
@@ -157,10 +194,23 @@ def answered_turns_in(messages: "Sequence[Message]", spec: Sequence[str]) -> fro
         following = messages[position + 1] if position + 1 < len(messages) else None
         if following is None or following.role != "user" or parse_turn(message.content).kind is not TurnKind.QUESTION:
             continue
-        if question_subject(message.content, prompt).asks_nothing:
+        subject = question_subject(message.content, prompt)
+        if subject.asks_nothing:
             continue  # whatever the reply said, a content-free question asked for nothing
         index = revealed_spec_item(following.content, spec, revealed)
+        if index is None:
+            index = _would_reveal(subject, spec, revealed)
         if index is not None:
             revealed.add(index)
-            answered.add(turn)
-    return frozenset(answered)
+            answered.append((turn, index))
+    return answered
+
+
+def _would_reveal(subject: QuestionSubject, spec: Sequence[str], revealed: set[int]) -> int | None:
+    """The item the rule-based simulator would newly reveal for this question, or None."""
+    index, restated = best_spec_match(subject.words, spec, revealed)
+    if index is not None and not restated:
+        return index
+    if subject.generic:
+        return next((i for i in range(len(spec)) if i not in revealed), None)
+    return None

@@ -8,13 +8,12 @@ Neither ever sees the hidden tests or the reference solution: they are not passe
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
-from rewardpipe.questions import content_words, question_subject, revealed_spec_item
+from rewardpipe.questions import best_spec_match, content_words, question_subject, revealed_spec_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.episode import EpisodeState
@@ -91,26 +90,8 @@ class RuleBasedSimulator:
 
         ``question`` is a question's text or the subject words :func:`question_subject` found in it.
         """
-        words = set(question_subject(question).words if isinstance(question, str) else question)
-        if not words or not spec:
-            return None, False
-        item_words = [content_words(item) for item in spec]
-        doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
-        def score(i: int) -> float:
-            return sum(math.log(1 + len(spec) / doc_freq[w]) for w in words if w in item_words[i])
-        # The most relevant item overall answers the question; a revealed item that matches *better* is
-        # restated rather than leaking a weaker-matching new detail the model did not ask about. Ties go to
-        # the unrevealed item, then to spec order.
-        unrevealed = [i for i in range(len(spec)) if i not in revealed]
-        best_new = max(unrevealed, key=score, default=None)
-        best_old = max(sorted(i for i in revealed if 0 <= i < len(spec)), key=score, default=None)
-        new_score = score(best_new) if best_new is not None else 0.0
-        old_score = score(best_old) if best_old is not None else 0.0
-        if best_new is not None and new_score > 0 and new_score >= old_score:
-            return best_new, False
-        if best_old is not None and old_score > 0:
-            return best_old, True
-        return None, False
+        words = question_subject(question).words if isinstance(question, str) else question
+        return best_spec_match(words, spec, revealed)
 
 
 SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer for help with this request:

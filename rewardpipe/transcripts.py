@@ -110,23 +110,10 @@ def transcript_of_messages(*, run_id: str, step: int, group_id: str, rollout_id:
                            messages: Sequence[Message], spec: Sequence[str], executed_code: str | None,
                            execution: "ExecutionResult | None", record: Record | None = None) -> RolloutTranscript:
     """The transcript of a recorded conversation (``rewardpipe score``): reveals read off the user replies."""
-    from rewardpipe.questions import revealed_spec_item
+    from rewardpipe.questions import reveals_in
 
-    kinds = []
-    revealed: list[RevealedItem] = []
-    seen: set[int] = set()
-    turn = -1
-    for position, message in enumerate(messages):
-        if message.role != "assistant":
-            continue
-        turn += 1
-        kinds.append(parse_turn(message.content).kind.value)
-        following = messages[position + 1] if position + 1 < len(messages) else None
-        if following is not None and following.role == "user":
-            index = revealed_spec_item(following.content, spec, seen)
-            if index is not None:
-                seen.add(index)
-                revealed.append(RevealedItem(index=index, text=spec[index], turn=turn))
+    kinds = [parse_turn(m.content).kind.value for m in messages if m.role == "assistant"]
+    revealed = [RevealedItem(index=index, text=spec[index], turn=turn) for turn, index in reveals_in(messages, spec)]
     return RolloutTranscript(
         run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, task_id=task_id,
         messages=list(messages), turn_kinds=kinds, revealed=revealed, executed_code=executed_code,

@@ -18,7 +18,8 @@ from rewardpipe.safe_text import printable
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
            "#bcbd22")
-VERDICT_COLOURS = {"ok": "#8fd19e", "dead": "#e4606d", "dying": "#f5b041", "insufficient_data": "#d6d8db"}
+VERDICT_COLOURS = {"ok": "#8fd19e", "dying": "#f5b041", "dead": "#e4606d", "info": "#aecbfa",
+                   "insufficient_data": "#d6d8db"}
 TRIAGE_ROWS = 300  # the page lists this many triage entries; the JSON and triage.jsonl have them all
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
@@ -222,21 +223,20 @@ def _correlation(report: dict[str, Any]) -> str:
 
 
 def _advantage(report: dict[str, Any]) -> str:
-    shares = report["advantage_share"]
-    names = [n for n in report["components"]]
+    shares = report["advantage_share"]["run"]
+    names = list(report["components"])
     steps = report["steps"]
-    by_step = shares["by_step"]
-    lines = []
-    for i, name in enumerate(names):
-        lines.append((name, [by_step.get(str(s), {}).get(name) for s in steps], PALETTE[i % len(PALETTE)], False))
-    chart = line_chart("share of the GRPO advantage, per step", steps, lines)
+    lines = [(name, report["series"][name]["advantage_share"], PALETTE[i % len(PALETTE)], False)
+             for i, name in enumerate(names)]
+    chart = line_chart("share of the GRPO advantage, per step", steps, lines, y_range=(0.0, 1.0))
     rows = "".join(f'<tr><td class="l">{_t(n)}</td><td>{_num(report["weights"].get(n))}</td>'
-                   f'<td>{_num(shares["run"].get(n))}</td></tr>' for n in names)
+                   f'<td>{_num(shares.get(n))}</td></tr>' for n in names)
     return (f'<div class="grid"><div class="card">{chart}</div><div class="card"><table><tr><th class="l">component'
-            f'</th><th>weight</th><th>mean share</th></tr>{rows}</table><p class="note">Per group, each component\'s '
-            f'part of the normalised advantage: cov(w·x, R)/var(R); a group\'s shares add up to 1 (negative: pulls '
-            f'against the total). Averaged over the {shares["groups_with_advantage"]} groups whose total reward '
-            f'varies.</p></div></div>')
+            f'</th><th>weight</th><th>mean share</th></tr>{rows}</table><p class="note">Per group, each weighted '
+            f'component\'s part of the normalised advantage, |w|·std(x) / Σ |w\'|·std(x\'): a group\'s shares add '
+            f'up to 1, a component constant in the group has none. Mean over the groups where anything varies, '
+            f'per step; the table averages the steps. A gap in the chart: no group had an advantage.</p>'
+            f'</div></div>')
 
 
 def _triage(report: dict[str, Any]) -> str:

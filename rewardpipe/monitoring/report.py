@@ -11,9 +11,10 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
-from rewardpipe.monitor import Thresholds, monitor_records
+from rewardpipe.monitoring.monitor import monitor_records
+from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
-from rewardpipe.monitoring.signal import advantage_shares, within_group_correlation
+from rewardpipe.monitoring.signal import within_group_correlation
 from rewardpipe.monitoring.triage import task_triage
 from rewardpipe.store import transcript_key
 
@@ -29,6 +30,10 @@ def _round(value: Any) -> Any:
     return value
 
 
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
+
+
 def _series(result: Any) -> tuple[list[int], dict[str, dict[str, list]]]:
     steps = [report.step for report in result.steps]
     names: list[str] = []
@@ -37,7 +42,7 @@ def _series(result: Any) -> tuple[list[int], dict[str, dict[str, list]]]:
     series: dict[str, dict[str, list]] = {}
     for name in [*names, AGGREGATE]:
         columns: dict[str, list] = {"mean": [], "std": [], "within_group_std": [], "zero_variance_share": [],
-                                    "verdict": [], "cause": []}
+                                    "advantage_share": [], "verdict": [], "cause": []}
         for report in result.steps:
             stats = report.aggregate if name == AGGREGATE else report.components.get(name)
             if stats is None:
@@ -48,6 +53,7 @@ def _series(result: Any) -> tuple[list[int], dict[str, dict[str, list]]]:
             columns["std"].append(_round(stats.std))
             columns["within_group_std"].append(_round(stats.within_group_std_mean))
             columns["zero_variance_share"].append(_round(stats.zero_variance_group_fraction))
+            columns["advantage_share"].append(_round(getattr(stats, "advantage_share", None)))
             columns["verdict"].append(stats.verdict)
             columns["cause"].append(stats.cause)
         series[name] = columns
@@ -115,7 +121,8 @@ def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *
     run = run_id or result.run_id or columns.run_id
     steps, series = _series(result)
     known_ranges = {**result.thresholds.ranges, **dict(ranges or {})}
-    run_shares, step_shares, live_groups = advantage_shares(grouped, columns.weights, columns.group_steps())
+    run_shares = {name: _mean([v for v in series[name]["advantage_share"] if v is not None])
+                  for name in series if name != AGGREGATE}
     alarms = []
     for alarm in result.alarms:
         data = alarm.to_dict()
@@ -138,8 +145,7 @@ def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *
         "series": series,
         "alarms": alarms,
         "correlation": {"components": grouped.names, "matrix": within_group_correlation(grouped)},
-        "advantage_share": {"run": run_shares, "by_step": {str(k): v for k, v in step_shares.items()},
-                            "groups_with_advantage": live_groups},
+        "advantage_share": {"run": run_shares},  # per step: series[<component>]["advantage_share"]
         "task_triage": task_triage(columns, grouped, known_ranges),
         "thresholds": result.thresholds.model_dump(mode="json"),
     }
