@@ -187,7 +187,7 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
     first = runs[0]
     names = list(dict.fromkeys(n for run in runs for n in run["series"]))
     steps = sorted({s for run in runs for s in run["steps"]})
-    onsets = [(a["step"], "#b02a37") for a in first["alarms"] if a.get("kind") not in ("recovered",)]
+    onsets = [(step, "#b02a37") for step in sorted({a["step"] for a in first["alarms"] if a.get("kind") != "recovered"})]
     charts = []
     for key, title, y_range in (("mean", "mean", None), ("std", "batch std", None),
                                 ("within_group_std", "within-group std (mean over groups)", None),

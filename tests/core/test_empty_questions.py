@@ -240,3 +240,11 @@ def test_a_question_sharing_a_few_words_with_the_request_is_not_an_echo():
     assert not subject.asks_nothing
     echo = question_subject("formats a duration given in seconds as a human-readable string?", task.prompt)
     assert echo.asks_nothing
+
+
+def test_a_terse_recorded_reply_to_a_specific_question_still_counts():
+    task = TASKS[0]
+    messages = _recorded(task, ("Should negative durations raise an error?", "Yes."), code=task.reference_solution)
+    assert answered_turns_in(messages, task.spec) == {0}
+    empty = _recorded(task, ("Can you explain again?", "Yes."), code=task.reference_solution)
+    assert answered_turns_in(empty, task.spec) == frozenset()
