@@ -102,3 +102,33 @@ def test_show_by_transcript_key(cli, tmp_path):
     _hostile_store(tmp_path)
     key = transcript_key("r", 0, "g[red]", "x")
     assert cli("show", tmp_path / "store", "--run-id", "r", "--key", key).exit_code == 0
+
+
+def test_a_failed_rollout_still_leaves_its_transcript():
+    from rewardpipe.models import load_tasks
+    from rewardpipe.rewards import get_reward
+    from rewardpipe.runner import plan_step, run_slots
+    from rewardpipe.simulator import RuleBasedSimulator
+
+    class FailsOnSecondTurn:
+        def next_turn(self, state, task):
+            if state.assistant_turns:
+                raise ConnectionError("policy endpoint down")
+            return "Are there any other requirements?"
+
+    class NoExecutor:
+        def run_batch(self, jobs, workers=None):
+            raise AssertionError("nothing was committed")
+
+    task = load_tasks(BUNDLED_TASKS)[0]
+    kept = []
+    records = run_slots(plan_step([task], 0, 1, 2), policy=FailsOnSecondTurn(), simulator=RuleBasedSimulator(),
+                        executor=NoExecutor(), reward=get_reward("ask_before_coding"), run_id="r", max_turns=4,
+                        on_transcript=kept.append)
+    assert [r.status for r in records] == ["error", "error"]
+    assert len(kept) == 2
+    for transcript in kept:
+        assert transcript.status == "error" and transcript.error.kind == "policy_error"
+        assert transcript.verdict.status == "error" and "policy endpoint down" in transcript.verdict.reason
+        assert [item.turn for item in transcript.revealed] == [0]  # the turns so far are kept
+        assert transcript.components == {name: None for name in transcript.components}
