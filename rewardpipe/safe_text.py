@@ -21,8 +21,8 @@ def _escape(char: str) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with control (Cc), format (Cf: bidi overrides, zero-width), surrogate and unassigned-private
-    characters shown as escapes; line separators become escapes too so one line stays one line."""
+    """``text`` with control (Cc), format (Cf: bidi overrides, zero-width) and surrogate characters shown as
+    escapes; Unicode line and paragraph separators become escapes too, so one line stays one line."""
     out = []
     for char in text:
         if char in _KEEP:

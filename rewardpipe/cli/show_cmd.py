@@ -8,6 +8,7 @@ simulator-written and is printed through :func:`rewardpipe.safe_text.printable` 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Optional
 
 import typer
@@ -69,7 +70,8 @@ def show(
         _fail(str(exc))
     out = Console(highlight=False)
     if as_json:
-        out.print_json(json.dumps(transcript.to_json_dict()))  # JSON escapes every control character
+        # ensure_ascii: control, bidi and every other non-ASCII character a model wrote becomes a \u escape
+        sys.stdout.write(json.dumps(transcript.to_json_dict(), indent=2) + "\n")
         return
     t = transcript
     out.print(f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "

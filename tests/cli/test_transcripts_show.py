@@ -85,7 +85,7 @@ def test_show_prints_a_transcript_with_hostile_text_inert(cli, tmp_path):
 def test_show_json_is_valid_and_escapes_control_characters(cli, tmp_path):
     _hostile_store(tmp_path)
     result = cli("show", tmp_path / "store", "--run-id", "r", "--rollout", "x", "--json")
-    assert "\x1b" not in result.output
+    assert "\x1b" not in result.output and "\u202e" not in result.output
     assert json.loads(result.output)["messages"][1]["content"] == HOSTILE
 
 
