@@ -27,16 +27,10 @@ from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
 from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.store import encode_id, run_prefix
+from rewardpipe.store import transcript_key  # the one key function the runner writes transcripts with
 
 EXAMPLES_PER_ALARM = 3
 REASON_CHARS = 300
-
-
-def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
-    """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: where a rollout's transcript is stored
-    (ids encoded like record keys). The runner writes there; alarm examples and reports point there."""
-    return f"{run_prefix(run_id)}transcripts/step={int(step)}/group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
 
 
 @dataclass
