@@ -48,7 +48,7 @@ class CodeRunner(Construct):
             name="code_runner",
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
-            environment={"BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda"},
+            environment={"BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__"},
             memory_mb=settings.functions.code_runner_memory_mb,
             timeout_s=settings.functions.code_runner_timeout_s,
             vpc=network.vpc,

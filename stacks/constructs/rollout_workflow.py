@@ -71,6 +71,9 @@ class RolloutWorkflow(Construct):
             "MAX_TURNS": str(settings.max_turns),
             "ROUTING_THRESHOLD_S": str(settings.execution_routing_threshold_s),
             "SIMULATOR": settings.simulator,
+            # pydantic scans every installed distribution's entry points for plugins at the first model
+            # it builds; none are used, and the scan is a large share of a cold start.
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
 
         def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None) -> _lambda.Function:
