@@ -27,7 +27,6 @@ import json
 import os
 import re
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -77,27 +76,14 @@ def _answer(n_assistant: int, code: str) -> str:
     return [QUESTION_1, QUESTION_2][n_assistant] if n_assistant < 2 else f"```python\n{code}\n```"
 
 
-def _chat_server(code: str):
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+def _own_harness():
+    """This checkout's test harness (its chat endpoint), also when ``--root`` measures another checkout."""
+    import importlib.util
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            n = sum(1 for m in body["messages"] if m["role"] == "assistant")
-            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": _answer(n, code)},
-                                             "finish_reason": "stop"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1"
+    spec = importlib.util.spec_from_file_location("rewardpipe_cost_harness", ROOT / "tests" / "aws" / "harness.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 class CallCounter:
@@ -162,7 +148,8 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     harness.install_patches(patcher)
     harness.start_server()
     counter = CallCounter()
-    server, url = _chat_server(task.reference_solution)
+    server, url, _ = _own_harness().chat_server(
+        lambda body: _answer(sum(1 for m in body["messages"] if m["role"] == "assistant"), task.reference_solution))
     results: dict[str, dict] = {}
     with mock_aws(config=harness.MOTO_CONFIG):
         deployment = harness.Deployment(synth).deploy()

@@ -361,30 +361,9 @@ class PolicyTimeout(Context):
 
 @pytest.fixture
 def chat_endpoint():
-    """A local OpenAI-compatible /chat/completions endpoint that records what it was sent."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Which format do you want?"},
-                                             "finish_reason": "stop"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    """A local OpenAI-compatible endpoint that always asks a question and records what it was sent."""
+    server, url, seen = harness.chat_server(lambda body: "Which format do you want?")
+    yield url, seen
     server.shutdown()
 
 
