@@ -16,7 +16,7 @@ assumptions, and prints the table with the arithmetic of each line. ``--write do
 the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
 (e.g. an older commit unpacked with ``git archive``) to compare transition counts.
 
-    .venv/bin/python benchmarks/cost.py [--rollouts 2] [--write docs/aws.md] [--root DIR]
+    .venv/bin/python benchmarks/cost.py [--rollouts 1] [--write docs/aws.md] [--root DIR]
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def _own_harness():
 
     spec = importlib.util.spec_from_file_location("rewardpipe_cost_harness", ROOT / "tests" / "aws" / "harness.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
 
@@ -307,7 +308,7 @@ def render(results: dict, facts: dict) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rollouts", type=int, default=2, help="rollouts per path (the counts are per rollout)")
+    parser.add_argument("--rollouts", type=int, default=1, help="rollouts per path (the counts are per rollout)")
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout to measure (default: this one)")
     parser.add_argument("--write", type=Path, help="replace the cost-table block in this markdown file")
     parser.add_argument("--json", action="store_true", help="print the raw counts as JSON too")

@@ -165,7 +165,7 @@ def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed)
     granted = set()
     for st in _statements(resources, prefix):
         for action in _actions(st):
-            if action.startswith("s3:"):
+            if action.startswith("s3:") and action != "s3:ListBucket":  # listing: prefix-conditioned, tested in tests/aws
                 for text in _resource_text(st):
                     granted.add((action, re.search(r"/(\w+)/\*", text).group(1)))
     assert granted == allowed
