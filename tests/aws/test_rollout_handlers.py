@@ -234,6 +234,8 @@ def _failed(context, state: str, error: str, cause: str = "boom", attempt: str =
     (_failed({"run": "r", "group": "g", "rollout": "z"}, "StartEpisodeStep", "ValidationError", "bad"), "bad_input"),
     ({"context": {"run": 5, "step": "two", "group": None, "rollout": "z2", "failed": "junk"}, "attempt": "a"},
      "start_error"),
+    ({"context": ["a", "list"], "attempt": None}, "start_error"),
+    ({"context": {"run": "r", "group": "g", "rollout": "z3"}, "attempt": 7}, "start_error"),
 ])
 def test_error_record_handler_always_writes_a_record(bucket, event, kind):
     out = load("error_record").lambda_handler(event, Context())
