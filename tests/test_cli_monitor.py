@@ -126,7 +126,7 @@ def test_thresholds_from_options(run_cli, jsonl):
 )
 def test_bad_thresholds_are_clear(run_cli, jsonl, args, fragment):
     result = run_cli(jsonl, *args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage
     assert fragment in result.stderr
 
 

@@ -106,10 +106,27 @@ def test_any_ids_round_trip_through_a_local_store(tmp_path_factory, run, rollout
     assert [r.rollout_id for r in store.iter_records(run)] == [rollout]
 
 
-def test_too_long_id_is_a_clear_error():
+def test_a_long_id_gets_a_hashed_key_and_keeps_its_record(tmp_path):
+    store = LocalStore(tmp_path)
+    long_a, long_b = "\u4e2d" * 100, "\u4e2d" * 99 + "x"  # same 240-character encoded prefix
+    keys = [store.put_record(make_record(rollout=rid, group=rid)) for rid in (long_a, long_b, "x" * 240)]
+    assert len(set(keys)) == 3
+    assert all(len(part.encode()) <= 250 for key in keys for part in key.split("/"))
+    assert "%~" in keys[0] and "%~" not in keys[2]
+    assert {r.rollout_id for r in store.iter_records("run1")} == {long_a, long_b, "x" * 240}
+    assert store.bad_objects == []
+
+
+def test_a_hashed_key_cannot_collide_with_a_short_id():
+    long_id = "y" * 300
+    hashed = record_key(make_record(rollout=long_id)).rsplit("/", 1)[1][: -len(".json")]
+    # an attacker who sends the hashed segment as a literal id gets it percent-encoded, never the same key
+    assert record_key(make_record(rollout=hashed)) != record_key(make_record(rollout=long_id))
+
+
+def test_a_run_id_is_never_hashed():
     with pytest.raises(ValueError, match="too long for a store key"):
-        record_key(make_record(rollout="\u4e2d" * 100))
-    assert record_key(make_record(rollout="x" * 240))
+        record_key(make_record(run="r" * 300))
 
 
 def test_distinct_ids_give_distinct_keys():
