@@ -243,7 +243,7 @@ def validate_object(raw: dict[str, Any], model: type[M], where: str) -> M:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        ident = raw.get("task_id") or raw.get("rollout_id") or ""
+        ident = raw.get("rollout_id") or raw.get("task_id") or ""
         label = f" ({str(ident)[:80]})" if isinstance(ident, str) and ident else ""
         raise InputFileError(f"{where}{label}: {_describe_validation_error(exc)}") from None
 

@@ -7,6 +7,7 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 
 from __future__ import annotations
 
+import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
@@ -24,7 +25,7 @@ from rewardpipe.episode import (
     task_job,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import Record, Rollout, Task
+from rewardpipe.models import ErrorInfo, Record, Rollout, Task
 from rewardpipe.rewards import Reward
 
 ProgressFn = Callable[[str, int, int], None]
@@ -65,6 +66,20 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> 
         else:
             slots.append(Slot(task, rollout.step, rollout.group_id, rollout.rollout_id))
     return slots, unknown
+
+
+def finite_or_error(record: Record) -> Record:
+    """A scored record whose aggregate is not a finite number (huge weights overflow to inf) becomes an
+    error record saying so: a null or infinite reward must never be handed to a trainer as a score."""
+    if record.status != "scored" or (record.aggregate is not None and math.isfinite(record.aggregate)):
+        return record
+    weights = ", ".join(f"{name}={value:g}" for name, value in record.weights.items())
+    return record.model_copy(update={
+        "status": "error", "aggregate": None,
+        "error": ErrorInfo(kind="non_finite_aggregate",
+                           message=f"the weighted sum of the components is {record.aggregate} (weights {weights}): "
+                                   f"use smaller weights"),
+    })
 
 
 def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:
@@ -138,7 +153,7 @@ def run_slots(
         if isinstance(outcome, Exception):
             finished[index] = error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
         else:
-            finished[index] = finish_episode(state, slots[index].task, outcome, reward)
+            finished[index] = finite_or_error(finish_episode(state, slots[index].task, outcome, reward))
     return [finished[i] for i in range(len(slots))]
 
 
@@ -167,7 +182,8 @@ def score_rollouts(
             records.append(_rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
                                             reward))
             continue
-        records.append(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
-                                    rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                    messages=list(rollout.messages), execution=outcome, reward=reward))
+        records.append(finite_or_error(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
+                                                    rollout_id=rollout.rollout_id, task_id=rollout.task_id,
+                                                    messages=list(rollout.messages), execution=outcome,
+                                                    reward=reward)))
     return records

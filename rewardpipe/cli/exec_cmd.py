@@ -5,33 +5,35 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.markup import escape
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.app import USAGE_ERROR, app, fail, printable
+from rewardpipe.cli.common import cap_workers
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 
 console = Console(stderr=True, soft_wrap=True)
+out = Console(soft_wrap=True)
 
 
-def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
-    raise typer.Exit(code)
+def _fail(message: str, code: int = USAGE_ERROR) -> NoReturn:
+    fail(message, code)
 
 
 def _read_text(path: Path, what: str) -> str:
+    """A whole input file (bad data, exit 1, if it cannot be read as UTF-8 text)."""
     try:
         return path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        _fail(f"{what} file not found: {path}")
+        fail(f"{what} file not found: {path}")
     except UnicodeDecodeError as exc:
-        _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
     except OSError as exc:
-        _fail(f"cannot read {what} file {path}: {exc.strerror}")
-    raise AssertionError("unreachable")
+        fail(f"cannot read {what} file {path}: {exc.strerror}")
 
 
 def _result_json(result: ExecutionResult) -> str:
@@ -77,11 +79,12 @@ def _make_executor(disable: str, workers: Optional[int]):
 
 
 def _print_human(result: ExecutionResult) -> None:
+    """A result is data: it goes to stdout (the model's text in ``reason`` is shown escaped, never as markup)."""
     colour = {"passed": "green", "failed": "red", "timeout": "yellow", "error": "magenta"}[result.status.value]
-    label = f"{result.id}: " if result.id else ""
-    console.print(
+    label = f"{escape(printable(result.id))}: " if result.id else ""
+    out.print(
         f"{label}[bold {colour}]{result.status.value}[/] {result.passed}/{result.total} "
-        f"({result.duration_ms:.1f} ms, mode {result.mode}) {result.reason}",
+        f"({result.duration_ms:.1f} ms, mode {result.mode}) {escape(printable(result.reason or ''))}",
         markup=True, highlight=False,
     )
 
@@ -101,6 +104,7 @@ def exec_command(
     isolation: bool = typer.Option(False, "--isolation", help="Only report which isolation layers this machine allows."),
 ) -> None:
     """Run model code against hidden tests in the sandbox and print the verdict."""
+    workers = cap_workers(workers)
     if isolation:
         _report_isolation(disable, as_json)
         return
@@ -145,14 +149,32 @@ def _report_isolation(disable: str, as_json: bool) -> None:
         console.print(f"{layer:20s} [{colour}]{state}[/]", markup=True, highlight=False)
 
 
+def _batch_lines(batch: Path) -> list[tuple[int, str | None]]:
+    """(line number, text) of each line, decoded on its own: a line that is not UTF-8 has text None (an
+    error result naming it), never a failure of the whole batch."""
+    try:
+        raw_lines = batch.read_bytes().split(b"\n")
+    except FileNotFoundError:
+        fail(f"batch file not found: {batch}")
+    except OSError as exc:
+        fail(f"cannot read batch file {batch}: {exc.strerror}")
+    lines: list[tuple[int, str | None]] = []
+    for number, raw in enumerate(raw_lines, start=1):
+        try:
+            lines.append((number, raw.decode("utf-8")))
+        except UnicodeDecodeError:
+            lines.append((number, None))
+    return lines
+
+
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
-    text = _read_text(batch, "batch")
     entries: list[tuple[str, object]] = []  # ("job", index into jobs) or ("error", error line)
     jobs: list[ExecutionJob] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
+    for number, line in _batch_lines(batch):
+        if line is not None and not line.strip():
             continue
-        job, problem, job_id = parse_job_line(line, number)
+        job, problem, job_id = (parse_job_line(line, number) if line is not None
+                                else (None, f"line {number}: not UTF-8 text", None))
         if job is None:
             error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
                                     reason=problem)
