@@ -20,6 +20,8 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 #: key (a long id is stored under a hash-suffixed key, see ``rewardpipe.store.encode_id``); the limit only
 #: stops a runaway value (a whole transcript pasted into an id) at the door with a clear error.
 MAX_ID_LENGTH = 1024
+#: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
+MAX_STEP = 2**31 - 1
 
 ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
 
@@ -95,7 +97,7 @@ class Rollout(BaseModel):
     rollout_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     group_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    step: int = Field(default=0, ge=0)
+    step: int = Field(default=0, ge=0, le=MAX_STEP)
     # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
     messages: list[Message] = Field(min_length=1)
 

@@ -18,7 +18,6 @@ import sys
 import unicodedata
 from typing import Any, NoReturn
 
-import click
 import typer
 from typer.core import TyperGroup
 
@@ -85,13 +84,13 @@ def write_json_line(obj: Any) -> None:
 class GuardedGroup(TyperGroup):
     """The command group; any exception a subcommand did not handle becomes one error line, exit 1."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         from rewardpipe.models import InputFileError
         from rewardpipe.store import StoreError
 
         try:
             return super().invoke(ctx)
-        except (click.exceptions.Exit, click.ClickException, click.Abort, typer.Exit):
+        except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors and exits: typer reports them
             raise
         except (InputFileError, StoreError) as exc:
             fail(str(exc))

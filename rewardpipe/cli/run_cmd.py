@@ -115,7 +115,7 @@ def run(
     # Every input is checked before anything is written.
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
-    run_id = check_run_id(run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ"))
+    run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     task_list = load_tasks_or_fail(tasks)
     reward = episode_reward(reward_name, weight)
     thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
@@ -285,6 +285,12 @@ def _fmt(value: Any, pct: bool = False) -> str:
     return f"{value:.0%}" if pct else f"{value:.3f}"
 
 
+def _has_a_line(path: Path) -> bool:
+    """True once a non-blank line is seen (reads no further)."""
+    with path.open("rb") as fh:
+        return any(line.strip() for line in fh)
+
+
 @app.command()
 def score(
     rollouts_file: Path = typer.Argument(..., metavar="ROLLOUTS.jsonl", help="Recorded rollouts."),
@@ -321,6 +327,8 @@ def score(
              else f"expected a rollouts file, got a directory: {rollouts_file}")
     try:
         rollouts_sha256 = file_sha256(rollouts_file)
+        if not _has_a_line(rollouts_file):
+            fail(f"{rollouts_file}: contains no rollouts")
     except OSError as exc:
         fail(f"cannot read rollouts file {rollouts_file}: {exc.strerror or exc}")
     manifest = new_manifest(run_id=run_id, command="score", reward=reward, tasks_file=tasks,
