@@ -8,7 +8,9 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 from __future__ import annotations
 
 import math
-from concurrent.futures import ThreadPoolExecutor
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -119,41 +121,67 @@ def run_slots(
     conversation_threads: int = 1,
     progress: ProgressFn | None = None,
 ) -> list[Record]:
-    """Produce one record per slot, in slot order. Never raises for a single rollout's failure."""
+    """Produce one record per slot, in slot order. Never raises for a single rollout's failure.
+
+    The three kinds of work overlap: a rollout's committed code is handed to the sandbox (``workers``
+    executions at a time, default one per core) the moment its conversation ends, and each finished
+    execution is scored while later conversations are still being played, so the turn loop and scoring
+    run in this process while the sandbox's processes execute code.
+    """
     finished: dict[int, Record] = {}
-    states: dict[int, EpisodeState] = {}
+    running: dict[int, tuple[EpisodeState, Future]] = {}
+    lock = threading.Lock()
+    talked = [0]
+
+    def settle(index: int, state: EpisodeState, execution: Future | None) -> None:
+        outcome: ExecutionResult | None = None
+        if execution is not None:
+            try:
+                outcome = execution.result()
+            except Exception as exc:  # noqa: BLE001 - one crashed execution costs one record, as an error
+                finished[index] = error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
+                return
+        finished[index] = finite_or_error(finish_episode(state, slots[index].task, outcome, reward))
+
+    def settle_done() -> None:
+        with lock:
+            done = [i for i, (_, execution) in running.items() if execution.done()]
+            ready = [(i, *running.pop(i)) for i in done]
+        for index, state, execution in ready:
+            settle(index, state, execution)
 
     def talk(index: int) -> None:
         slot = slots[index]
         state = start_episode(slot.task, run_id=run_id, step=slot.step, group_id=slot.group_id,
                               rollout_id=slot.rollout_id, max_turns=max_turns)
         try:
-            states[index] = converse(state, slot.task, policy, simulator)
+            state = converse(state, slot.task, policy, simulator)
         except ConversationError as exc:  # endpoint or simulator failure: an error record, never a score
             finished[index] = error_record(exc.state, exc.kind, str(exc), reward)
-        if progress:
-            progress("conversations", len(states) + len(finished), len(slots))
-
-    if conversation_threads > 1:
-        with ThreadPoolExecutor(conversation_threads) as pool:
-            list(pool.map(talk, range(len(slots))))
-    else:
-        for index in range(len(slots)):
-            talk(index)
-
-    pending = [(i, execution_job(s, slots[i].task)) for i, s in sorted(states.items())]
-    to_run = [(i, job) for i, job in pending if job is not None]
-    results = _execute_all(executor, [job for _, job in to_run], workers)
-    executions: dict[int, ExecutionResult | Exception] = {i: r for (i, _), r in zip(to_run, results)}
-    if progress:
-        progress("executions", len(to_run), len(to_run))
-
-    for index, state in states.items():
-        outcome = executions.get(index)
-        if isinstance(outcome, Exception):
-            finished[index] = error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
         else:
-            finished[index] = finite_or_error(finish_episode(state, slots[index].task, outcome, reward))
+            job = execution_job(state, slot.task)
+            if job is None:
+                settle(index, state, None)
+            else:
+                with lock:
+                    running[index] = (state, pool.submit(executor.run, job))
+        settle_done()
+        with lock:
+            talked[0] += 1
+        if progress:
+            progress("conversations", talked[0], len(slots))
+
+    with ThreadPoolExecutor(workers or os.cpu_count() or 2, thread_name_prefix="rewardpipe-run") as pool:
+        if conversation_threads > 1:
+            with ThreadPoolExecutor(conversation_threads) as talkers:
+                list(talkers.map(talk, range(len(slots))))
+        else:
+            for index in range(len(slots)):
+                talk(index)
+        if progress:
+            progress("executions", len(finished), len(slots))
+        for index, (state, execution) in sorted(running.items()):
+            settle(index, state, execution)
     return [finished[i] for i in range(len(slots))]
 
 

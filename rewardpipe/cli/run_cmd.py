@@ -107,6 +107,7 @@ def run(
 ) -> None:
     """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
     from rewardpipe.execution import get_executor
+    from rewardpipe.execution.sandbox import make_executor
     from rewardpipe.policies import OpenAIPolicy, ReplayPolicy, ScriptedPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
     from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
@@ -182,45 +183,49 @@ def run(
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
-    executor = get_executor()
+    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
+    executor = make_executor(workers=workers) if workers else get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
     skipped = 0
     monitor_state = MonitorState(run_id=run_id)
-    with _progress() as bar:
-        for step in step_numbers:
-            planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
-                       else plan_step(task_list, step, groups_per_step, group_size))
-            slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
-            skipped += len(planned) - len(slots)
-            handle = bar.add_task(f"step {step}", total=len(slots))
+    try:
+        with _progress() as bar:
+            for step in step_numbers:
+                planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
+                           else plan_step(task_list, step, groups_per_step, group_size))
+                slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
+                skipped += len(planned) - len(slots)
+                handle = bar.add_task(f"step {step}", total=len(slots))
 
-            def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
-                bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
+                def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
+                    bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
-            records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
-                                run_id=run_id, max_turns=max_turns, workers=workers,
-                                conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
-            writer.write(records)
-            try:
-                result = monitor_step(store, run_id, step, thresholds, sinks)
-            except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
-                error_line(f"step {step}: the monitor could not check this step: {exc}")
-                alarm_failures += 1
-                bar.remove_task(handle)
-                continue
-            for item in result.unreadable:
-                if item["key"].startswith("alarm-delivery:"):
+                records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
+                                    run_id=run_id, max_turns=max_turns, workers=workers,
+                                    conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
+                writer.write(records)
+                try:
+                    result = monitor_step(store, run_id, step, thresholds, sinks)
+                except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
+                    error_line(f"step {step}: the monitor could not check this step: {exc}")
                     alarm_failures += 1
-                    error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
-                else:
-                    error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
-            reports.extend(result.steps)
-            all_alarms.extend(result.alarms)
-            monitor_state = result.state
-            bar.remove_task(handle)
-
-    writer.close()
+                    bar.remove_task(handle)
+                    continue
+                for item in result.unreadable:
+                    if item["key"].startswith("alarm-delivery:"):
+                        alarm_failures += 1
+                        error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
+                    else:
+                        error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
+                reports.extend(result.steps)
+                all_alarms.extend(result.alarms)
+                monitor_state = result.state
+                bar.remove_task(handle)
+    finally:
+        writer.close()
+        if workers:
+            executor.close()
     for endpoint_user in (chosen, sim):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
