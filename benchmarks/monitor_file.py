@@ -36,7 +36,7 @@ from typer.testing import CliRunner  # noqa: E402
 from rewardpipe.cli import app  # noqa: E402
 from rewardpipe.cli.monitor_cmd import _record_identity  # noqa: E402
 from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitor import monitor_records  # noqa: E402
+from rewardpipe.monitoring import monitor_records  # noqa: E402
 
 
 def write_file(path: Path, records: int) -> None:

@@ -75,17 +75,18 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 
 def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: float, min_groups: int,
                      consecutive: int, max_error_rate: float, error_recover_rate: float, ignore: list[str],
-                     value_range: list[str]) -> Any:
+                     value_range: list[str], alarm_idle_penalties: bool) -> Any:
     """The monitor's thresholds from the options `run` and `monitor` both take; a bad value exits 2."""
     from pydantic import ValidationError
 
-    from rewardpipe.monitor import DEFAULT_RANGES, Thresholds
+    from rewardpipe.monitoring import DEFAULT_RANGES, Thresholds
 
     try:
         return Thresholds(
             epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
             raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
             ranges={**DEFAULT_RANGES, **parse_ranges(value_range)}, ignore=tuple(ignore),
+            alarm_idle_penalties=alarm_idle_penalties,
         )
     except ValidationError as exc:
         first = exc.errors()[0]

@@ -137,7 +137,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-_VERDICT_STYLE = {"ok": "green", "dead": "bold red", "insufficient_data": "yellow"}
+_VERDICT_STYLE = {"ok": "green", "dying": "magenta", "dead": "bold red", "info": "blue", "insufficient_data": "yellow"}
 
 
 def _print_table(console: Console, result: Any, title: str) -> None:
@@ -185,17 +185,21 @@ def monitor(
     error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
     ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable)."),
     value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
+    alarm_idle_penalties: bool = typer.Option(
+        False, "--alarm-idle-penalties",
+        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
     write_alarms: bool = typer.Option(True, "--write-alarms/--no-write-alarms",
                                       help="Store alarms as JSON beside the records (store PATH only)."),
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink, dispatch
-    from rewardpipe.monitor import MonitorInputError, monitor_records
+    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.store import StoreError
 
     thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
                                   min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
-                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range)
+                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
+                                  alarm_idle_penalties=alarm_idle_penalties)
+
     source = _Source(path, run_id)
     bad: list = []
     duplicates: list[int] = []
@@ -238,7 +242,7 @@ def monitor(
         error_line(f"could not deliver alarm {failure.alarm.component}/{failure.alarm.kind} via {failure.sink}: "
                    f"{failure.error}")
 
-    if fail_on_alarm and any(a.kind != "recovered" for a in result.alarms):
+    if fail_on_alarm and any(a.kind in ("dead_component", "error_rate") for a in result.alarms):
         raise typer.Exit(2)
     if failures:
         raise typer.Exit(1)

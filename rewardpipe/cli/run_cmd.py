@@ -101,6 +101,9 @@ def run(
     error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
     ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty."),
     value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
+    alarm_idle_penalties: bool = typer.Option(
+        False, "--alarm-idle-penalties",
+        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
     spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
     plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
@@ -121,7 +124,8 @@ def run(
     reward = episode_reward(reward_name, weight)
     thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
                                   min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
-                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range)
+                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
+                                  alarm_idle_penalties=alarm_idle_penalties)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -166,13 +170,17 @@ def run(
         sim = RuleBasedSimulator()
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
                             reward=reward, steps=steps)
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitor import MonitorInputError, MonitorState, monitor_step, state_key
+    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import load_state, monitor_step, state_key
 
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     alarm_failures = 0
     try:
-        if not already:  # a fresh run (or one just overwritten) starts a fresh hysteresis
+        if already:  # a resumed run carries on its hysteresis; a corrupt state is kept aside and replaced
+            _, state_problem = load_state(store, run_id)
+            if state_problem is not None:
+                error_line(f"{state_problem.key}: {state_problem.reason}")
+        else:  # a fresh run (or one just overwritten) starts a fresh hysteresis
             store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     except StoreError as exc:
         error_line(f"could not write the monitor state: {exc}")
@@ -234,8 +242,8 @@ def run(
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     if plot is not None:
-        from rewardpipe.monitor import MonitorResult
-        from rewardpipe.plotting import plot_run
+        from rewardpipe.monitoring import MonitorResult
+        from rewardpipe.monitoring.plots import plot_run
 
         # The chart shows what the steps already reported; no need to read and monitor the records again.
         whole_run = MonitorResult(run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms,

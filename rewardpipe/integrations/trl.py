@@ -96,7 +96,7 @@ def monitor_batch(
     a completion whose values are all ``None`` counts as an error record. Returns a ``MonitorResult``;
     pass its ``state`` back as ``previous_state`` on the next step to keep the alarm hysteresis.
     """
-    from rewardpipe.monitor import monitor_records
+    from rewardpipe.monitoring import monitor_records
 
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
