@@ -217,9 +217,9 @@ class Store:
         if on_bad is not None:
             on_bad(bad)
 
-    def run_has_objects(self, run_id: str) -> bool:
-        """True when anything (records, alarms, state, manifest) is stored under the run's prefix."""
-        return next(iter(self._list(run_prefix(run_id))), None) is not None
+    def run_has_records(self, run_id: str) -> bool:
+        """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
+        return any(next(iter(self._list(step_prefix(run_id, n))), None) is not None for n in self.list_steps(run_id))
 
     def delete_run(self, run_id: str) -> None:
         """Delete everything under ``runs/<run_id>/`` (``run --overwrite``)."""

@@ -141,8 +141,8 @@ def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], ta
 def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:
     """Make ``manifest.run_id`` this experiment's, in ``store``. Returns the keys already stored (to skip).
 
-    * a fresh run id: nothing to do;
-    * a run id holding anything, without a flag: refused (exit 1), naming both ways out;
+    * a run id without records: nothing to do (a stale state or manifest is replaced);
+    * a run id holding records, without a flag: refused (exit 1), naming both ways out;
     * ``overwrite``: the run's whole prefix is deleted first;
     * ``resume``: the stored manifest must have the same identity, or it is refused naming what differs.
     """
@@ -153,7 +153,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         usage_fail("--overwrite and --resume cannot be combined")
     where = f"{store.location}/{run_prefix(run_id)}"
     try:
-        if not store.run_has_objects(run_id):
+        if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
             return set()
@@ -161,7 +161,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
             store.delete_run(run_id)
             return set()
         if not resume:
-            fail(f"run id '{run_id}' already holds data under {where}: use another --run-id, --resume to continue "
+            fail(f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
                  f"the same configuration, or --overwrite to delete it first")
         try:
             stored = RunManifest.model_validate(store.get_json(manifest_key(run_id), default=None) or {})

@@ -176,11 +176,10 @@ def run(
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     alarm_failures = 0
     try:
-        if already:  # a resumed run carries on its hysteresis; a corrupt state is kept aside and replaced
-            _, state_problem = load_state(store, run_id)
-            if state_problem is not None:
-                error_line(f"{state_problem.key}: {state_problem.reason}")
-        else:  # a fresh run (or one just overwritten) starts a fresh hysteresis
+        _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
+        if state_problem is not None:
+            error_line(f"{state_problem.key}: {state_problem.reason}")
+        if not already:  # a fresh run (or one just overwritten) starts a fresh hysteresis; a resumed one carries on
             store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     except StoreError as exc:
         error_line(f"could not write the monitor state: {exc}")

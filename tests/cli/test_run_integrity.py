@@ -25,7 +25,7 @@ def test_reusing_a_run_id_is_refused_and_mixes_nothing(cli, tmp_path):
     before = sorted(LocalStore(tmp_path).list_keys("runs/exp/"))
     again = run(cli, tmp_path, "exp", "--seed", "7")
     assert again.exit_code == 1
-    assert "already holds data" in again.stderr and "--resume" in again.stderr and "--overwrite" in again.stderr
+    assert "already holds records" in again.stderr and "--resume" in again.stderr and "--overwrite" in again.stderr
     assert again.stdout == ""
     assert sorted(LocalStore(tmp_path).list_keys("runs/exp/")) == before  # not one object touched
     assert len(list(LocalStore(tmp_path).iter_records("exp"))) == 2 * 3 * 4
