@@ -6,7 +6,9 @@ from rewardpipe.cli.app import app
 from rewardpipe.cli import (  # noqa: E402,F401
     exec_cmd,
     monitor_cmd,
+    report_cmd,
     run_cmd,
+    show_cmd,
     tasks_cmd,
 )
 

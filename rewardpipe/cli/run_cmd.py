@@ -47,6 +47,19 @@ class SimulatorName(str, Enum):
     openai = "openai"
 
 
+def _transcript_writer(store: Any):
+    """``on_transcript`` for the runner: store each transcript; a refused one is reported, never fatal."""
+    from rewardpipe.store import StoreError
+
+    def write(transcript) -> None:
+        try:
+            store.put_transcript(transcript)
+        except (ValueError, StoreError) as exc:
+            error_line(f"transcript not stored {transcript.rollout_id[:80]}: {exc}")
+
+    return write
+
+
 def _progress() -> Progress:
     return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                     console=console, transient=True, disable=not console.is_terminal)
@@ -210,7 +223,8 @@ def run(
 
                 records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
                                     run_id=run_id, max_turns=max_turns, workers=workers,
-                                    conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
+                                    conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
+                                    on_transcript=_transcript_writer(store))
                 writer.write(records)
                 try:
                     result = monitor_step(store, run_id, step, thresholds, sinks)
@@ -347,12 +361,14 @@ def score(
                             configuration={"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256})
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     by_id = {t.task_id: t for t in task_list}
+    transcripts = _transcript_writer(store)
     executor = get_executor()
     scored = errors = bad_lines = skipped = 0
 
     def flush(batch: list[Rollout]) -> None:
         nonlocal scored, errors
-        records = score_rollouts(batch, by_id, executor=executor, reward=reward, run_id=run_id, workers=workers)
+        records = score_rollouts(batch, by_id, executor=executor, reward=reward, run_id=run_id, workers=workers,
+                                 on_transcript=transcripts)
         writer.write(records)
         for record in records:
             if record.status == "scored":
@@ -413,6 +429,10 @@ def doctor(
             out.print(f"[red]✗ {escape(printable(diagnosis.task_id))}[/]")
             for problem in diagnosis.problems:
                 out.print(f"    {escape(printable(problem))}", highlight=False)
+        for diagnosis in diagnoses:  # weak test shapes: scorable, but gameable (docs/tasks.md)
+            for warning in diagnosis.warnings:
+                out.print(f"[yellow]! {escape(printable(diagnosis.task_id))}[/]: {escape(printable(warning))}",
+                          highlight=False)
         out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
                   (f"; broken: {escape(printable(', '.join(d.task_id for d in broken)))}" if broken else ""),
                   highlight=False)
