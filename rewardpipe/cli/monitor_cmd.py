@@ -118,10 +118,11 @@ class _Source:
         elif self.run_id not in runs:
             fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
-    def records(self, step: Optional[int], bad: list, duplicates: list[int]) -> Iterable[Any]:
+    def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
+        """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
-        records = read_jsonl_records(self.jsonl, bad.append, duplicates)
+        records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
         if self.run_id is not None:
             records = (r for r in records if r.run_id == self.run_id)
         if step is not None:
