@@ -65,7 +65,7 @@ class SimulatorError(RuntimeError):
 def _check_id(value: str) -> str:
     from rewardpipe.store import encode_id
 
-    encode_id(value)  # raises ValueError naming the limit when the id cannot be a store key
+    encode_id(value, allow_hash=False)  # raises ValueError naming the limit when the id is too long for a key
     return value
 
 
@@ -585,7 +585,7 @@ def storable_id(value: str) -> str:
     from rewardpipe.store import encode_id
 
     try:
-        encode_id(value)
+        encode_id(value, allow_hash=False)  # the store would hash it too; this form keeps the key short
         return value
     except ValueError:
         digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]

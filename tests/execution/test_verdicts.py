@@ -39,10 +39,11 @@ def test_syntax_error_in_model_code_fails(executor):
     assert "SyntaxError" in result.reason
 
 
-def test_missing_entry_point_fails(executor):
+def test_missing_entry_point_is_an_error(executor):
+    # issue 9: code that does not define the entry point is an error naming it, never a pass or a test failure
     result = executor.run(job("def plus(a, b):\n    return a + b\n"))
-    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
-    assert "NameError" in result.reason
+    assert (result.status, result.passed) == (ExecutionStatus.ERROR, 0)
+    assert "does not define the entry point 'add'" in result.reason
 
 
 def test_skipped_hidden_test_is_not_a_pass(executor):

@@ -432,6 +432,10 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         text = f"{load_error.get('type')}: {load_error.get('msg')}" if type(load_error) is dict else str(load_error)
         return {"expected": expected, "tests_run": 0, "successes": 0,
                 "first_failure": f"the model's code raised while loading: {text}"[:600]}
+    if entry_point not in ready["exports"]:
+        # Whatever the tests format, and whether or not the tests happen to call it: tests that never
+        # reach the function under test prove nothing, so this is an error, never a pass.
+        raise harness.HarnessError(f"the code does not define the entry point {entry_point!r}")
 
     if job.get("mode") == "inprocess":
         try:
