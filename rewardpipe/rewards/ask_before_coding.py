@@ -42,7 +42,7 @@ def execution_correctness(execution: ExecutionResult | None) -> float | None:
     A timeout is the model's failure and scores 0.0 even if the result reports tests that passed before the
     clock ran out: partial credit for code that hangs would reward infinite loops after the easy cases.
     """
-    if execution is None or execution.status is ExecutionStatus.ERROR:
+    if execution is None or execution.is_infrastructure_error:
         return None  # the tests did not run: an infrastructure failure, not a model failure
     if execution.status is ExecutionStatus.TIMEOUT:
         return 0.0
@@ -165,7 +165,7 @@ def explain_error(data: ScoringInput) -> ErrorInfo | None:
     execution = data.execution
     if execution is None:
         return ErrorInfo(kind="not_executed", message="code was committed but no execution result was supplied")
-    if execution.status is ExecutionStatus.ERROR:
+    if execution.is_infrastructure_error:
         return ErrorInfo(kind="execution_error", message=execution.reason or "the test harness failed")
     return None
 
