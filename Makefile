@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test install install-dev bench synth clean
+.PHONY: demo test test-trl install install-dev install-trl bench synth clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed-runtime
 
+# The [trl] extra (torch CPU wheel, trl, transformers, accelerate, datasets) on top of the dev install.
+$(VENV)/.installed-trl: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,trl]'
+	touch $@
+
 install: $(VENV)/.installed-runtime
 install-dev: $(VENV)/.installed-dev
+install-trl: $(VENV)/.installed-trl
 
 demo: $(VENV)/.installed-runtime
 	rm -rf demo-store
@@ -29,7 +35,11 @@ demo: $(VENV)/.installed-runtime
 		--group-size 8 --steps 4 --collapse-from-step 3 --out demo-store --run-id demo --plot demo-store/demo.png
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl"
+
+# A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
+test-trl: $(VENV)/.installed-trl
+	$(BIN)/python -m pytest -q -m trl tests/integrations
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/monitor.py

@@ -92,13 +92,14 @@ def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
 
 def score_samples(
     samples: Any,
-    reward_name: str = "gsm8k",
+    reward_name: str | Reward = "gsm8k",
     weights: Mapping[str, float] | None = None,
     executor: Any = None,
     workers: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Score a batch. Never raises for bad samples; raises ValueError only for a bad reward configuration."""
-    reward = get_reward(reward_name, weights)
+    """Score a batch. Never raises for bad samples; raises ValueError only for a bad reward configuration.
+    ``reward_name`` may also be a Reward object (a trainer adapter's own composition)."""
+    reward = reward_name.with_weights(weights) if isinstance(reward_name, Reward) else get_reward(reward_name, weights)
     if isinstance(samples, dict):
         samples = [samples]
     if not isinstance(samples, list):
