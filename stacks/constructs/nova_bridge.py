@@ -185,6 +185,8 @@ class NovaBridge(Construct):
             "NovaGenerateRequestSqsUrl": self.generate_requests.queue_url,
             "NovaGenerateResponseSqsUrl": self.generate_responses.queue_url,
             "NovaTrainingJobRoleArn": self.training_role.role_arn,
+            # Not a recipe key: the URL `rewardpipe nova simulate --rollout-request-url` takes.
+            "NovaRolloutRequestSqsUrl": self.rollout_requests.queue_url,
         }
         for key, value in outputs.items():
             CfnOutput(Stack.of(self), key, value=value, key=key)

@@ -87,3 +87,74 @@ class SimulatedTrainer:
             else:
                 self.responses[response["sample_id"]] = response
         return len(batch)
+
+
+def fenced(code: str) -> str:
+    return f"Here you go:\n```python\n{code}\n```"
+
+
+def scripted_turns(index: int, task: Any) -> list[str]:
+    """What the simulated model writes for the ``index``-th sample of a group: four strategies (ask then
+    correct code; correct code at once; a wrong guess at once; two questions then correct code), so every
+    component of the blog's reward varies inside a group of four."""
+    strategies = [
+        ["Should negative inputs be handled?", fenced(task.reference_solution)],
+        [fenced(task.reference_solution)],
+        [fenced(f"def {task.entry_point}(*args, **kwargs):\n    return None")],
+        ["Any constraints on the input?", "And what about the output format?", fenced(task.reference_solution)],
+    ]
+    return strategies[index % len(strategies)]
+
+
+@dataclass
+class SimulationReport:
+    sent: list[str]
+    responses: dict[str, dict[str, Any]]
+    duplicates: list[dict[str, Any]]
+    missing: list[str]
+    out_of_range: list[str]
+    seconds: float
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.duplicates or self.out_of_range)
+
+
+def simulate(sqs: Any, queues: NovaQueues, tasks: list[Any], *, groups: int = 2, group_size: int = 4,
+             value_range: tuple[float, float] = (0.0, 1.0), timeout_s: float = 600.0,
+             tick: Callable[[], None] | None = None, poll_s: float = 1.0, prefix: str = "simulate",
+             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> SimulationReport:
+    """Send ``groups`` × ``group_size`` rollout requests (one task per group), answer every generate request
+    with :func:`scripted_turns`, and wait until every sample has its rollout response or ``timeout_s``
+    passes. ``tick`` runs once per poll (the tests pump the bridge there)."""
+    if not tasks:
+        raise ValueError("simulate needs at least one task")
+    run = uuid.uuid4().hex[:8]
+    scripts: dict[str, list[str]] = {}
+
+    def policy(sample_id: str, turn: int, messages: list[dict[str, Any]]) -> str | None:
+        script = scripts.get(sample_id)
+        return script[min(turn, len(script) - 1)] if script else None
+
+    trainer = SimulatedTrainer(sqs, queues, policy)
+    sent = []
+    for group in range(groups):
+        task = tasks[group % len(tasks)]
+        for index in range(group_size):
+            sample_id = f"{prefix}-{run}-{group:03d}_{index}"
+            scripts[sample_id] = scripted_turns(index, task)
+            trainer.request_rollout(sample_id, {"task_id": task.task_id}, value_range=value_range)
+            sent.append(sample_id)
+    start = clock()
+    while len(trainer.responses) < len(sent) and clock() - start < timeout_s:
+        if tick is not None:
+            tick()
+        trainer.answer_generate_requests()
+        trainer.collect_responses()
+        if len(trainer.responses) < len(sent):
+            sleep(poll_s)
+    lo, hi = value_range
+    out_of_range = [sid for sid, r in trainer.responses.items()
+                    if not lo <= r.get("rewards", {}).get("aggregate_score", lo - 1) <= hi]
+    return SimulationReport(sent, trainer.responses, trainer.duplicate_responses,
+                            [s for s in sent if s not in trainer.responses], out_of_range, clock() - start)

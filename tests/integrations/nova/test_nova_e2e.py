@@ -15,7 +15,7 @@ import pytest
 
 from rewardpipe.integrations.nova.bridge import Bridge, Queues
 from rewardpipe.integrations.nova.protocol import BridgeConfig, execution_name, RolloutRequest
-from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer
+from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer, scripted_turns, simulate
 from rewardpipe.models import load_tasks
 from rewardpipe.rewards import get_reward
 from tests.aws import harness
@@ -26,18 +26,8 @@ TASKS = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")
 REWARD = get_reward("ask_before_coding")
 
 
-def fenced(code: str) -> str:
-    return f"Here you go:\n```python\n{code}\n```"
-
-
 def behaviour(index: int, task) -> list[str]:
-    """What the 'model' writes for the index-th sample of a group (4 strategies, so components vary)."""
-    return [
-        ["Should negative inputs be handled?", fenced(task.reference_solution)],  # asks first, then correct code
-        [fenced(task.reference_solution)],  # correct code at once
-        [fenced(f"def {task.entry_point}(*args, **kwargs):\n    return None")],  # wrong guess at once
-        ["Any constraints on the input?", "And what about the output format?", fenced(task.reference_solution)],
-    ][index]
+    return scripted_turns(index, task)
 
 
 class Clock:
@@ -58,7 +48,7 @@ def make_queues(sqs) -> NovaQueues:
 
 
 def pump(bridge: Bridge, trainer: SimulatedTrainer, sqs, sfn, queues: NovaQueues, turn_queue: str, until,
-         *, reverse=False, timeout_s=120.0, clock: Clock | None = None, advance_s: float = 0.0):
+         *, reverse=False, timeout_s=120.0, clock: Clock | None = None, advance_s: float = 0.0, trainer_side=True):
     """Play the event sources until ``until()`` holds: SQS → intake / forward_turn / route_response, execution
     end → respond, plus the sweeper. Raises if it takes longer than ``timeout_s`` (the test never hangs)."""
     answered: set[str] = set()
@@ -70,7 +60,8 @@ def pump(bridge: Bridge, trainer: SimulatedTrainer, sqs, sfn, queues: NovaQueues
             for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
                 role(message["Body"])
                 sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        trainer.answer_generate_requests(reverse=reverse)
+        if trainer_side:
+            trainer.answer_generate_requests(reverse=reverse)
         for execution in sfn.list_executions(stateMachineArn=bridge.state_machine_arn)["executions"]:
             if execution["status"] != "RUNNING" and execution["name"] not in answered:
                 desc = sfn.describe_execution(executionArn=execution["executionArn"])
@@ -79,12 +70,13 @@ def pump(bridge: Bridge, trainer: SimulatedTrainer, sqs, sfn, queues: NovaQueues
         if clock is not None:
             clock.now += advance_s
         bridge.sweep()
-        trainer.collect_responses()
+        if trainer_side:
+            trainer.collect_responses()
         time.sleep(0.02)
 
 
 @pytest.fixture
-def setup(deployment, sfn):
+def setup(deployment, sfn, tmp_path):
     import boto3
 
     from rewardpipe.store import S3Store
@@ -94,6 +86,8 @@ def setup(deployment, sfn):
     store = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
     for task in TASKS[:2]:
         store.put_json(f"tasks/nova/{task.task_id}.json", task.model_dump(mode="json"))
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in TASKS[:1]))
     clock = Clock()
 
     def build(**config) -> tuple[Bridge, SimulatedTrainer]:
@@ -110,7 +104,7 @@ def setup(deployment, sfn):
         return None if script is None else script[turn]
 
     return {"sqs": sqs, "queues": queues, "store": store, "build": build, "scripts": scripts, "clock": clock,
-            "turn_queue": deployment.queue_url}
+            "turn_queue": deployment.queue_url, "tasks_file": tasks_file}
 
 
 def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_components(setup, sfn):
@@ -185,3 +179,41 @@ def test_bad_requests_are_answered_at_once_and_fail_batch_answers_nothing(setup,
     assert bridge.intake("not json")["status"] == "rejected"
     failing, _ = setup["build"](error_reward="fail_batch")
     assert failing.intake(json.dumps({"sample_id": "bad-001_0", "data": {}}))["status"] == "rejected_unanswered"
+
+
+def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(setup, sfn):
+    import threading
+
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    bridge, trainer = setup["build"]()
+    queues = setup["queues"]
+    stop = threading.Event()
+    failures: list[BaseException] = []
+
+    def bridge_side():  # the deployed bridge: event sources and the status-change rule
+        try:
+            pump(bridge, trainer, setup["sqs"], sfn, NovaQueues(queues.rollout_request, "", "", queues.generate_response),
+                 setup["turn_queue"], until=stop.is_set, timeout_s=300, trainer_side=False)
+        except BaseException as exc:  # noqa: BLE001
+            failures.append(exc)
+
+    thread = threading.Thread(target=bridge_side, daemon=True)
+    thread.start()
+    tasks_file = setup["tasks_file"]
+    try:
+        out = CliRunner().invoke(app, [
+            "nova", "simulate", "--rollout-request-url", queues.rollout_request,
+            "--rollout-response-url", queues.rollout_response, "--generate-request-url", queues.generate_request,
+            "--generate-response-url", queues.generate_response, "--tasks", str(tasks_file), "--groups", "1",
+            "--group-size", "4", "--timeout", "240", "--json", "--region", harness.REGION])
+    finally:
+        stop.set()
+        thread.join(timeout=30)
+    assert not failures, failures
+    assert out.exit_code == 0, out.output
+    # the in-process Lambdas of the bridge thread log to the same captured stdout: read the command's object
+    report, _ = json.JSONDecoder().raw_decode(out.output[out.output.index('{\n  "ok"'):])
+    assert report["ok"] and len(report["responses"]) == 4 and not report["missing"]
