@@ -5,7 +5,7 @@
 
 What it prints:
 
-1. Time of ``rewardpipe.monitor.monitor_records`` (the entry point the CLI and the Lambda call) over a
+1. Time of ``rewardpipe.monitoring.monitor_records`` (the entry point the CLI and the Lambda call) over a
    list of Record objects, and of a pandas baseline computing the same statistics from the same list
    (mean, population std, per-group std, share of groups with >= 2 values whose std <= 1e-6, for the
    four components and the aggregate): once including building the DataFrame from the records, once the
@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import pandas as pd  # noqa: E402
 
 from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitor import Thresholds, monitor_records  # noqa: E402
+from rewardpipe.monitoring import Thresholds, monitor_records  # noqa: E402
 
 COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}

@@ -11,7 +11,7 @@ branching on ``next_action``:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from pydantic import BaseModel, Field
 
@@ -246,13 +246,26 @@ class ConversationError(RuntimeError):
         self.cause = cause
 
 
-def converse(state: EpisodeState, task: Task, policy: "Policy", simulator: "Simulator") -> EpisodeState:
+def converse(
+    state: EpisodeState,
+    task: Task,
+    policy: "Policy",
+    simulator: "Simulator",
+    pause: Callable[[EpisodeState], bool] | None = None,
+) -> EpisodeState:
     """Run policy and simulator turns until the episode commits or hits the turn limit.
 
     A failure of the policy (including a turn that is not text) or of the simulator raises
     :class:`ConversationError` naming which one failed; the caller decides how to record it.
+
+    ``pause(state)`` is asked before every turn; when it says True the conversation stops there and the
+    state is returned as it stands (``next_action`` still ``policy`` or ``simulator``), for the caller to
+    resume later with the same function. The state machine pauses when the next turn is the trainer's
+    (callback mode) or when its Lambda is running out of time; the local runner never pauses.
     """
     while state.next_action in ("policy", "simulator"):
+        if pause is not None and pause(state):
+            return state
         if state.next_action == "policy":
             try:
                 text = policy.next_turn(state, task)

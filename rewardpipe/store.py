@@ -3,8 +3,8 @@
 Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
 
     runs/<run_id>/step=<n>/group=<group_id>/<rollout_id>.json    one Record per object
-    runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.alarms
-    runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitor)
+    runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.monitoring.sinks
+    runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitoring.state)
 
 Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
 overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe
@@ -215,6 +215,14 @@ class Store:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise StoreError(f"{self.location}/{key} is not valid JSON: {exc}") from None
+
+    def get_bytes(self, key: str) -> bytes:
+        """The raw bytes at ``key`` (KeyError when absent), e.g. to keep a corrupt object aside."""
+        return self._read(check_key(key))
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        self._write(check_key(key), data)
+        return key
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every key below ``prefix`` (recursively), sorted."""

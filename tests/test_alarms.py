@@ -10,7 +10,7 @@ import pytest
 from moto import mock_aws
 from rich.console import Console
 
-from rewardpipe.alarms import (
+from rewardpipe.monitoring import (
     Alarm,
     ConsoleAlarmSink,
     SnsAlarmSink,

@@ -112,8 +112,16 @@ def test_thresholds_from_options(run_cli, jsonl):
     data = json.loads(run_cli(jsonl, "--json", "--min-groups", 7).stdout)
     assert data["steps"][1]["components"]["correctness"]["verdict"] == "insufficient_data"
     assert data["alarms"] == [] and data["thresholds"]["min_groups"] == 7
+    # declared as a penalty (maximum 0), a component stuck at 0 never fired: info, no alarm ...
     data = json.loads(run_cli(jsonl, "--json", "--range", "correctness=-1:0").stdout)
-    assert data["steps"][1]["components"]["correctness"]["cause"] == "constant_at_maximum"
+    stats = data["steps"][1]["components"]["correctness"]
+    assert (stats["verdict"], stats["cause"]) == ("info", "penalty_never_fires")
+    assert not any(a["component"] == "correctness" for a in data["alarms"])
+    # ... unless idle penalties are asked to alarm
+    data = json.loads(run_cli(jsonl, "--json", "--range", "correctness=-1:0", "--alarm-idle-penalties").stdout)
+    stats = data["steps"][1]["components"]["correctness"]
+    assert (stats["verdict"], stats["cause"]) == ("dead", "constant_at_maximum")
+    assert any(a["component"] == "correctness" and a["kind"] == "dead_component" for a in data["alarms"])
 
 
 @pytest.mark.parametrize(

@@ -11,9 +11,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rewardpipe.alarms import StoreAlarmSink
+from rewardpipe.monitoring import StoreAlarmSink
 from rewardpipe.models import ErrorInfo, Record
-from rewardpipe.monitor import (
+from rewardpipe.monitoring import (
     MonitorInputError,
     MonitorState,
     Thresholds,
@@ -98,9 +98,31 @@ def test_dead_at_maximum_is_saturated():
     assert "asked_before_coding constant at its maximum 1.0" in s.message and "saturated" in s.message
 
 
-def test_penalty_that_never_fires_is_explained():
-    s = stats_of(batch(lambda g, i: {"loop_penalty": 0.0}), "loop_penalty")
-    assert s.cause == "constant_at_maximum" and "never fires" in s.message
+def test_penalty_that_never_fires_is_info_not_an_alarm():
+    records = batch(lambda g, i: {"loop_penalty": 0.0, "correctness": float(i % 2)})
+    result = monitor_records(records)
+    s = result.step(0).components["loop_penalty"]
+    assert (s.verdict, s.cause, s.constant_value) == ("info", "penalty_never_fires", 0.0)
+    assert "never fires" in s.message and "info, not an alarm" in s.message
+    assert result.alarms == [] and s.dead_streak == 0
+
+
+def test_penalty_that_never_fires_alarms_when_asked():
+    records = batch(lambda g, i: {"loop_penalty": 0.0, "correctness": float(i % 2)})
+    result = monitor_records(records, Thresholds(alarm_idle_penalties=True))
+    s = result.step(0).components["loop_penalty"]
+    assert (s.verdict, s.cause) == ("dead", "constant_at_maximum") and s.dead_streak == 1
+    assert [(a.component, a.kind) for a in result.alarms] == [("loop_penalty", "dead_component")]
+
+
+@pytest.mark.parametrize("name, value, cause", [
+    ("loop_penalty", -0.5, "constant_at_minimum"),       # a penalty that ALWAYS fires is dead
+    ("asked_before_coding", 1.0, "constant_at_maximum"),  # a bonus at its maximum is saturation, not info
+    ("unknown_penalty", 0.0, "constant_everywhere"),      # no known range: not assumed to be a penalty
+])
+def test_only_an_idle_penalty_is_info(name, value, cause):
+    s = stats_of(batch(lambda g, i: {name: value, "x": float(i % 2)}), name)
+    assert (s.verdict, s.cause) == ("dead", cause)
 
 
 def test_varies_across_batch_but_constant_within_groups_is_dead():
@@ -323,7 +345,8 @@ def test_to_dict_is_json():
     comp = data["steps"][0]["components"]["correctness"]
     assert comp["verdict"] == "dead" and comp["zero_variance_group_fraction"] == 1.0
     assert data["alarms"][0]["component"] == "correctness"
-    assert data["state"]["schema"] == "rewardpipe.monitor-state/v1"
+    assert data["state"]["schema"] == "rewardpipe.monitor-state/v2"
+    assert data["state"]["checked"] == [[0, 0]] and data["state"]["last_step"] == 0
 
 
 # -- thresholds -----------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""StartEpisode: validate the execution input, store an inline task, open the episode.
+"""StartEpisode: validate the execution input, store the task and replay turns, open the episode and
+converse as far as it can go without the trainer (a replay or OpenAI rollout usually to its commit).
 
 Logger, Tracer and event validation come from rewardpipe.aws.lambda_support.step_handler.
 """
@@ -6,4 +7,4 @@ Logger, Tracer and event validation come from rewardpipe.aws.lambda_support.step
 from rewardpipe.aws import rollout
 from rewardpipe.aws.lambda_support import step_handler
 
-lambda_handler = step_handler(rollout.RolloutInput, rollout.start)
+lambda_handler = step_handler(rollout.StartRequest, rollout.start)

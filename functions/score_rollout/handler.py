@@ -6,4 +6,4 @@ Logger, Tracer and event validation come from rewardpipe.aws.lambda_support.step
 from rewardpipe.aws import rollout
 from rewardpipe.aws.lambda_support import step_handler
 
-lambda_handler = step_handler(rollout.RolloutContext, rollout.score_step)
+lambda_handler = step_handler(rollout.StateRef, rollout.score_step)

@@ -1,13 +1,19 @@
 """Trainer-side helper: start rollout executions, answer callback turns, collect the rewards.
 
-    client = RolloutClient(state_machine_arn, queue_url=turn_request_queue_url)
+    client = RolloutClient(state_machine_arn, queue_url=turn_request_queue_url, bucket=records_bucket)
     arns = client.start_group("run1", step=0, group="g3", task_key="tasks/catalog/t.json",
                               policies=[{"mode": "callback"}] * 8)
     client.serve_turns(lambda request: my_model.generate(request["messages"]), until=client.all_done(arns))
     rewards = client.wait(arns)          # [{"id", "aggregate_reward_score", "metrics_list", "status", ...}]
 
-Execution names are derived from (run, step, rollout), so starting the same rollout twice (a trainer
-retry) returns the existing execution instead of scoring it again.
+Execution names are derived from (run, step, rollout). Starting the same rollout again returns the
+existing execution only while it is RUNNING with the same input, or when it SUCCEEDED with the same
+input; a failed, stopped or differently configured earlier execution gets a new attempt
+(``<name>-a2``, ``-a3``, ...), so a re-run never silently hands back an old result.
+
+Nothing bulky goes through Step Functions: an input over :data:`PAYLOAD_BUDGET` has its task and
+replay turns stored in the records bucket first, the trainer reads each conversation from S3, and a
+reply over the budget is stored in S3 too (this needs ``bucket``).
 """
 
 from __future__ import annotations
@@ -16,47 +22,110 @@ import hashlib
 import json
 import re
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Iterable
+
+from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
 
 _UNSAFE = re.compile(r"[^0-9A-Za-z_-]+")
 NAME_LIMIT = 80
+ATTEMPT_SUFFIX_ROOM = 4  # "-a99"
+MAX_ATTEMPTS = 99
+# SendTaskSuccess/SendTaskFailure errors that mean "this turn is no longer wanted": the execution
+# timed out, failed, or already got this answer (a redelivered message). Never fatal to serve_turns.
+STALE_TOKEN_ERRORS = frozenset({"TaskTimedOut", "InvalidToken", "TaskDoesNotExist"})
 
 
-def execution_name(run: str, step: int, rollout: str) -> str:
+def execution_name(run: str, step: int, rollout: str, attempt: int = 1) -> str:
     """A valid, deterministic Step Functions execution name (≤ 80 chars of [0-9A-Za-z_-])."""
     digest = hashlib.sha256(json.dumps([run, step, rollout]).encode()).hexdigest()[:10]
     readable = _UNSAFE.sub("-", f"{run}-s{step}-{rollout}").strip("-")
-    return f"{readable[: NAME_LIMIT - len(digest) - 1]}-{digest}"
+    base = f"{readable[: NAME_LIMIT - len(digest) - 1 - ATTEMPT_SUFFIX_ROOM]}-{digest}"
+    return base if attempt == 1 else f"{base}-a{attempt}"
+
+
+def _error_code(exc: BaseException) -> str:
+    return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
 
 
 class RolloutClient:
-    def __init__(self, state_machine_arn: str, *, queue_url: str = "", sfn: Any = None, sqs: Any = None) -> None:
+    def __init__(self, state_machine_arn: str, *, queue_url: str = "", bucket: str = "", sfn: Any = None,
+                 sqs: Any = None, s3: Any = None, workers: int = 8) -> None:
         import boto3
 
         self.state_machine_arn = state_machine_arn
         self.queue_url = queue_url
+        self.bucket = bucket
         self.sfn = sfn or boto3.client("stepfunctions")
         self.sqs = sqs or (boto3.client("sqs") if queue_url else None)
+        self._s3 = s3
+        self.workers = workers
+
+    # -- S3 -----------------------------------------------------------------------------------------
+
+    def _store(self, bucket: str = "") -> Any:
+        from rewardpipe.store import S3Store
+
+        bucket = bucket or self.bucket
+        if not bucket:
+            raise ValueError("this needs the records bucket: pass bucket=<RecordsBucketName output> to RolloutClient")
+        if self._s3 is None:
+            import boto3
+
+            self._s3 = boto3.client("s3")
+        return S3Store(bucket, client=self._s3)
+
+    # -- starting -----------------------------------------------------------------------------------
 
     def execution_arn(self, name: str) -> str:
         return self.state_machine_arn.replace(":stateMachine:", ":execution:", 1) + f":{name}"
 
+    def _offload(self, payload: dict[str, Any], name: str) -> dict[str, Any]:
+        """Move the task, then the replay turns, to S3 until the input fits the budget."""
+        from rewardpipe.aws.rollout import inline_task_key
+
+        if payload_size(payload) > PAYLOAD_BUDGET and isinstance(payload.get("task"), dict):
+            task = payload.pop("task")
+            key = inline_task_key(payload["run"], str(task.get("task_id") or "task"))
+            payload["task_key"] = self._store().put_json(key, task)
+        turns = payload.get("policy", {}).get("turns")
+        if payload_size(payload) > PAYLOAD_BUDGET and isinstance(turns, list):
+            key = f"{inputs_prefix(payload['run'], name)}turns.json"
+            policy = {k: v for k, v in payload["policy"].items() if k != "turns"}
+            payload["policy"] = {**policy, "turns_key": self._store().put_json(key, turns)}
+        if payload_size(payload) > PAYLOAD_BUDGET:
+            raise ValueError(f"the execution input is {payload_size(payload)} bytes even with the task and turns "
+                             f"in S3 (budget {PAYLOAD_BUDGET}); shorten the ids or policy settings")
+        return payload
+
     def start(self, run: str, step: int, group: str, rollout: str, *, task: Any = None, task_key: str | None = None,
               policy: dict | None = None, max_turns: int | None = None) -> str:
+        """Start (or find) the execution of one rollout and return its ARN.
+
+        An execution of this rollout that is RUNNING or SUCCEEDED with the same input is returned as it
+        is; one that FAILED, TIMED_OUT or was ABORTED, or was started with a different input, is left
+        alone and a new attempt is started under the next free name.
+        """
         payload: dict[str, Any] = {"run": run, "step": step, "group": group, "rollout": rollout,
-                                   "policy": policy or {"mode": "callback"}}
+                                   "policy": dict(policy or {"mode": "callback"})}
         if task is not None:
             payload["task"] = task.model_dump(mode="json") if hasattr(task, "model_dump") else task
         if task_key is not None:
             payload["task_key"] = task_key
         if max_turns is not None:
             payload["max_turns"] = max_turns
-        name = execution_name(run, step, rollout)
-        try:
-            return self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name,
-                                            input=json.dumps(payload))["executionArn"]
-        except self.sfn.exceptions.ExecutionAlreadyExists:
-            return self.execution_arn(name)
+        for attempt in range(1, MAX_ATTEMPTS + 1):
+            name = execution_name(run, step, rollout, attempt)
+            body = json.dumps(self._offload(json.loads(json.dumps(payload)), name))
+            try:
+                return self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name,
+                                                input=body)["executionArn"]
+            except self.sfn.exceptions.ExecutionAlreadyExists:
+                arn = self.execution_arn(name)
+                old = self.sfn.describe_execution(executionArn=arn)
+                if old["status"] in ("RUNNING", "SUCCEEDED") and _same_input(old.get("input"), body):
+                    return arn
+        raise RuntimeError(f"rollout {rollout!r} of run {run!r} step {step} already has {MAX_ATTEMPTS} attempts")
 
     def start_group(self, run: str, step: int, group: str, *, policies: Iterable[dict], task: Any = None,
                     task_key: str | None = None, max_turns: int | None = None) -> list[str]:
@@ -64,57 +133,129 @@ class RolloutClient:
         return [self.start(run, step, group, f"{group}-{i}", task=task, task_key=task_key, policy=policy,
                            max_turns=max_turns) for i, policy in enumerate(policies)]
 
-    def all_done(self, arns: list[str]) -> Callable[[], bool]:
-        return lambda: all(self.sfn.describe_execution(executionArn=a)["status"] != "RUNNING" for a in arns)
+    # -- waiting ------------------------------------------------------------------------------------
+
+    def _poll(self, arns: list[str], done: dict[str, dict]) -> None:
+        """Describe only the executions not known to be finished; record the ones that finished."""
+        for arn in arns:
+            if arn not in done:
+                desc = self.sfn.describe_execution(executionArn=arn)
+                if desc["status"] != "RUNNING":
+                    done[arn] = desc
+
+    def all_done(self, arns: list[str], *, min_interval_s: float = 0.0) -> Callable[[], bool]:
+        """A predicate for ``serve_turns(until=...)``: True once every execution has finished. Each call
+        describes only the executions still running, and at most once per ``min_interval_s``."""
+        done: dict[str, dict] = {}
+        last = [float("-inf")]
+
+        def check() -> bool:
+            if len(done) < len(set(arns)) and time.monotonic() - last[0] >= min_interval_s:
+                last[0] = time.monotonic()
+                self._poll(arns, done)
+            return len(done) >= len(set(arns))
+
+        return check
+
+    def wait(self, arns: list[str], *, timeout_s: float = 3600.0, poll_s: float = 1.0,
+             max_poll_s: float = 30.0) -> list[dict]:
+        """Each execution's output (the Nova reward shape), in order; a failed execution gives
+        ``{"status": "failed", "error": ...}`` (its rollout has no record: the alarm fires).
+
+        Polls only the executions still running, backing off from ``poll_s`` to ``max_poll_s``."""
+        deadline = time.monotonic() + timeout_s
+        done: dict[str, dict] = {}
+        delay = poll_s
+        while True:
+            self._poll(arns, done)
+            if len(done) >= len(set(arns)):
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(set(arns)) - len(done)} execution(s) still running after {timeout_s}s")
+            time.sleep(delay)
+            delay = min(max_poll_s, delay * 2)
+        results = []
+        for arn in arns:
+            desc = done[arn]
+            if desc["status"] == "SUCCEEDED":
+                results.append(json.loads(desc["output"]))
+            else:
+                results.append({"status": "failed", "execution_status": desc["status"],
+                                "error": desc.get("error"), "cause": desc.get("cause")})
+        return results
+
+    # -- callback turns -----------------------------------------------------------------------------
+
+    def _request(self, body: dict[str, Any]) -> dict[str, Any]:
+        """What ``respond`` gets: the ids and the conversation so far, read from the state snapshot."""
+        snapshot = self._store(str(body.get("bucket") or "")).get_json(str(body["state_key"]))
+        return {"run": body.get("run"), "step": body.get("step"), "group": body.get("group"),
+                "rollout": body.get("rollout"), "messages": snapshot["state"]["messages"]}
+
+    def _answer(self, body: dict[str, Any], respond: Callable[[dict], str]) -> bool:
+        """Answer one turn request; True if a turn was delivered. Stale tokens are not errors."""
+        token = body["task_token"]
+        try:
+            try:
+                text = respond(self._request(body))
+                if not isinstance(text, str):
+                    raise TypeError(f"respond returned {type(text).__name__}, not text")
+            except Exception as exc:  # noqa: BLE001 - reported to the execution, which records it
+                self.sfn.send_task_failure(taskToken=token, error="PolicyError",
+                                           cause=f"{type(exc).__name__}: {exc}"[:32000])
+                return False
+            output = {"text": text}
+            if payload_size(output) > PAYLOAD_BUDGET:
+                key = self._store(str(body.get("bucket") or "")).put_json(str(body["reply_key"]), output)
+                output = {"text_key": key}
+            self.sfn.send_task_success(taskToken=token, output=json.dumps(output))
+            return True
+        except Exception as exc:  # noqa: BLE001
+            if _error_code(exc) in STALE_TOKEN_ERRORS:
+                return False  # the execution no longer waits for this turn (timed out, failed or answered)
+            raise
 
     def serve_turns(self, respond: Callable[[dict], str], until: Callable[[], bool], *, poll_s: float = 1.0,
                     timeout_s: float = 3600.0) -> int:
-        """Answer turn requests from the queue until ``until()``; returns how many were answered.
+        """Answer turn requests from the queue until ``until()``; returns how many turns were delivered.
 
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
-        assistant turn. If it raises, the execution is told (SendTaskFailure) and ends in an error record.
+        assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
+        execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
+        longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message) and a
+        malformed message are deleted and skipped.
         """
         if self.sqs is None:
             raise ValueError("serve_turns needs the TurnRequestQueueUrl output as queue_url")
         answered = 0
         deadline = time.monotonic() + timeout_s
-        while not until():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"turn requests still pending after {timeout_s}s")
-            messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                                WaitTimeSeconds=min(20, int(poll_s))).get("Messages", [])
-            if not messages and poll_s < 1:
-                time.sleep(poll_s)  # no long poll below one second: do not spin
-            for message in messages:
-                request = json.loads(message["Body"])
-                token = request.pop("task_token")
-                try:
-                    text = respond(request)
-                except Exception as exc:  # noqa: BLE001 - reported to the execution, which records it
-                    self.sfn.send_task_failure(taskToken=token, error="PolicyError", cause=f"{type(exc).__name__}: {exc}"[:32000])
-                else:
-                    self.sfn.send_task_success(taskToken=token, output=json.dumps({"text": text}))
-                    answered += 1
-                self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        with ThreadPoolExecutor(max_workers=self.workers) as pool:
+            while not until():
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"turn requests still pending after {timeout_s}s")
+                messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                                                    WaitTimeSeconds=min(20, int(poll_s))).get("Messages", [])
+                if not messages and poll_s < 1:
+                    time.sleep(poll_s)  # no long poll below one second: do not spin
+                futures = []
+                for message in messages:
+                    try:
+                        body = json.loads(message["Body"])
+                        if not isinstance(body, dict) or "task_token" not in body or "state_key" not in body:
+                            raise ValueError("not a turn request")
+                    except ValueError:
+                        futures.append((message, None))
+                        continue
+                    futures.append((message, pool.submit(self._answer, body, respond)))
+                for message, future in futures:
+                    if future is not None:
+                        answered += bool(future.result())
+                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         return answered
 
-    def wait(self, arns: list[str], *, timeout_s: float = 3600.0, poll_s: float = 1.0) -> list[dict]:
-        """Each execution's output (the Nova reward shape), in order; a failed execution gives
-        ``{"status": "failed", "error": ...}`` (its rollout has no record: the alarm fires)."""
-        deadline = time.monotonic() + timeout_s
-        results: list[dict | None] = [None] * len(arns)
-        while any(r is None for r in results):
-            for i, arn in enumerate(arns):
-                if results[i] is not None:
-                    continue
-                desc = self.sfn.describe_execution(executionArn=arn)
-                if desc["status"] == "SUCCEEDED":
-                    results[i] = json.loads(desc["output"])
-                elif desc["status"] != "RUNNING":
-                    results[i] = {"status": "failed", "execution_status": desc["status"],
-                                  "error": desc.get("error"), "cause": desc.get("cause")}
-            if any(r is None for r in results):
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{sum(r is None for r in results)} execution(s) still running after {timeout_s}s")
-                time.sleep(poll_s)
-        return results  # type: ignore[return-value]
+
+def _same_input(old: Any, new: str) -> bool:
+    try:
+        return json.loads(old) == json.loads(new)
+    except (TypeError, json.JSONDecodeError):
+        return False

@@ -8,14 +8,17 @@ rewardpipe.aws with the function's settings, whose JSON-ready result is returned
 
 from __future__ import annotations
 
+import contextvars
 import functools
+import os
 from typing import Any, Callable
 
 from pydantic import BaseModel
 
 from rewardpipe.aws.settings import Settings
 
-_ID_FIELDS = ("run", "step", "group", "rollout", "run_id")
+_ID_FIELDS = ("run", "step", "group", "rollout", "run_id", "attempt")
+_LOGGED = ("status", "record_key", "next", "version", "execution")
 # AWS error codes that mean "try again" (throttling, service-side faults, timeouts).
 TRANSIENT_CODES = frozenset({
     "SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded",
@@ -62,24 +65,67 @@ def retry_transient(handler: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+_DEADLINE: contextvars.ContextVar[Any] = contextvars.ContextVar("rewardpipe_lambda_context", default=None)
+
+
+def remaining_s() -> float:
+    """Seconds left in the current Lambda invocation (infinite outside one)."""
+    context = _DEADLINE.get()
+    getter = getattr(context, "get_remaining_time_in_millis", None)
+    return getter() / 1000.0 if callable(getter) else float("inf")
+
+
+class _LazyTracer:
+    """Powertools Tracer, created at the first invocation instead of at import.
+
+    Creating a Tracer imports the X-Ray SDK (about 100 ms), which would otherwise be paid by every
+    cold start before the runtime even hands over the first event; with tracing disabled it is
+    never imported at all.
+    """
+
+    def __init__(self) -> None:
+        self._tracer: Any = None
+
+    def capture_lambda_handler(self, handler: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(handler)
+        def wrapper(event: Any, context: Any) -> Any:
+            if os.environ.get("POWERTOOLS_TRACE_DISABLED", "").lower() in ("1", "true"):
+                return handler(event, context)
+            if self._tracer is None:
+                from aws_lambda_powertools import Tracer
+
+                self._tracer = Tracer().capture_lambda_handler(handler)
+            return self._tracer(event, context)
+
+        return wrapper
+
+
 def step_handler(model: type[BaseModel] | None, step: Callable[[Any, Settings], dict[str, Any]]) -> Callable[..., Any]:
-    """Build ``lambda_handler`` for ``step(event, settings)``; ``model=None`` passes the raw event."""
-    from aws_lambda_powertools import Logger, Tracer
+    """Build ``lambda_handler`` for ``step(event, settings)``; ``model=None`` passes the raw event.
+
+    The step can read the time left in the invocation with :func:`remaining_s`.
+    """
+    from aws_lambda_powertools import Logger
 
     logger = Logger()
-    tracer = Tracer()
+    tracer = _LazyTracer()
     settings = Settings.from_env()
 
     @logger.inject_lambda_context
     @tracer.capture_lambda_handler
     @retry_transient
     def lambda_handler(raw_event: Any, context: Any) -> dict[str, Any]:
-        event = model.model_validate(raw_event) if model is not None else raw_event
-        ids = {name: getattr(event, name) for name in _ID_FIELDS if getattr(event, name, None) is not None}
-        if ids:
-            logger.append_keys(**ids)
-        out = step(event, settings)
-        logger.info("step done", extra={"result": {k: out[k] for k in ("status", "record_key", "execution") if k in out}})
+        token = _DEADLINE.set(context)
+        try:
+            logger.remove_keys(list(_ID_FIELDS))  # a warm container must not log the previous rollout's ids
+            event = model.model_validate(raw_event) if model is not None else raw_event
+            ids = {name: getattr(event, name) for name in _ID_FIELDS if getattr(event, name, None) is not None}
+            if ids:
+                logger.append_keys(**ids)
+            out = step(event, settings)
+        finally:
+            _DEADLINE.reset(token)
+        logger.info("step done", extra={"result": {k: out[k] for k in _LOGGED if k in out}})
         return out
 
     lambda_handler.logger = logger  # type: ignore[attr-defined]

@@ -33,7 +33,7 @@ class MetricPoint:
 
 
 def step_points(report: Any) -> list[MetricPoint]:
-    """Metric points of one monitored step (a rewardpipe.monitor.StepReport).
+    """Metric points of one monitored step (a rewardpipe.monitoring.StepReport).
 
     Statistics that could not be computed (no eligible groups) are left out rather than sent as 0,
     which would look like a healthy or a dead component depending on the metric.

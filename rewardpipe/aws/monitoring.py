@@ -25,7 +25,7 @@ def verdict_key(run_id: str, step: int) -> str:
 
 
 def thresholds(settings: Settings) -> Any:
-    from rewardpipe.monitor import Thresholds
+    from rewardpipe.monitoring import Thresholds
 
     return Thresholds(
         dead_fraction=settings.zero_variance_fraction,
@@ -37,7 +37,7 @@ def thresholds(settings: Settings) -> Any:
 
 def check_step(store: Any, run_id: str, step: int, settings: Settings, sinks: list[Any]) -> dict[str, Any]:
     from rewardpipe.aws.metrics import emit, step_points
-    from rewardpipe.monitor import monitor_step
+    from rewardpipe.monitoring import monitor_step
 
     result = monitor_step(store, run_id, step, thresholds(settings), sinks)
     report = result.step(step) if any(r.step == step for r in result.steps) else None
@@ -57,7 +57,7 @@ def check_step(store: Any, run_id: str, step: int, settings: Settings, sinks: li
 
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
     """Check one step, or the newest complete unchecked step of one run (or of every run)."""
-    from rewardpipe.alarms import SnsAlarmSink, StoreAlarmSink
+    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink
 
     store = store or open_bucket_store(settings)
     sinks: list[Any] = [StoreAlarmSink(store)]

@@ -85,7 +85,7 @@ class _Source:
             _fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
     def records(self, step: Optional[int], bad: list) -> Iterable[Any]:
-        from rewardpipe.monitor import iter_jsonl_records
+        from rewardpipe.monitoring import iter_jsonl_records
 
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
@@ -105,7 +105,7 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-_VERDICT_STYLE = {"ok": "green", "dead": "bold red", "insufficient_data": "yellow"}
+_VERDICT_STYLE = {"ok": "green", "dying": "magenta", "dead": "bold red", "info": "blue", "insufficient_data": "yellow"}
 
 
 def _print_table(console: Console, result: Any, title: str) -> None:
@@ -153,14 +153,17 @@ def monitor(
     error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
     ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable)."),
     value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
+    alarm_idle_penalties: bool = typer.Option(
+        False, "--alarm-idle-penalties",
+        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
     write_alarms: bool = typer.Option(True, "--write-alarms/--no-write-alarms",
                                       help="Store alarms as JSON beside the records (store PATH only)."),
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from pydantic import ValidationError
 
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink, dispatch
-    from rewardpipe.monitor import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
+    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink, dispatch
+    from rewardpipe.monitoring import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
     from rewardpipe.store import StoreError
 
     try:
@@ -168,6 +171,7 @@ def monitor(
             epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
             raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
             ranges={**DEFAULT_RANGES, **_parse_ranges(value_range)}, ignore=tuple(ignore),
+            alarm_idle_penalties=alarm_idle_penalties,
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -212,5 +216,5 @@ def monitor(
             err.print(f"[yellow]could not deliver alarm via {failure.sink}:[/yellow] {escape(failure.error)}",
                       soft_wrap=True)
 
-    if fail_on_alarm and any(a.kind != "recovered" for a in result.alarms):
+    if fail_on_alarm and any(a.kind in ("dead_component", "error_rate") for a in result.alarms):
         raise typer.Exit(2)

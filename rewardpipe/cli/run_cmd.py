@@ -95,7 +95,7 @@ def _progress() -> Progress:
 def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float, min_groups: int):
     from pydantic import ValidationError
 
-    from rewardpipe.monitor import Thresholds
+    from rewardpipe.monitoring import Thresholds
 
     try:
         return Thresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
@@ -174,8 +174,8 @@ def run(
     else:
         sim = RuleBasedSimulator()
 
-    from rewardpipe.alarms import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitor import MonitorState, monitor_step, state_key
+    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorState, load_state, monitor_step, state_key
 
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
@@ -183,6 +183,9 @@ def run(
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
     # Running a run id again re-scores it from scratch: start the monitor's hysteresis afresh, or every step
     # would count as a replay of the saved state and no alarm would be raised a second time.
+    _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
+    if state_problem is not None:
+        console.print(f"{state_problem.key}: {state_problem.reason}", markup=False, soft_wrap=True)
     if store.get_json(state_key(run_id), default=None) is not None:
         console.print(f"run id '{run_id}' exists in {out_dir}: its records and monitor state are replaced")
     store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
@@ -214,8 +217,8 @@ def run(
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     if plot is not None:
-        from rewardpipe.monitor import MonitorResult
-        from rewardpipe.plotting import plot_run
+        from rewardpipe.monitoring import MonitorResult
+        from rewardpipe.monitoring.plots import plot_run
 
         # The chart shows what the steps already reported; no need to read and monitor the records again.
         whole_run = MonitorResult(run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms,

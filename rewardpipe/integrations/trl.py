@@ -228,7 +228,7 @@ def monitor_batch(
     reward nobody trains on. Returns a ``MonitorResult``; pass its ``state`` back as ``previous_state`` on the
     next step to keep the alarm hysteresis.
     """
-    from rewardpipe.monitor import monitor_records
+    from rewardpipe.monitoring import monitor_records
 
     records = batch_records(component_values, group_size, weights=weights, step=step)
     return monitor_records(records, thresholds, previous_state)
@@ -285,7 +285,7 @@ class RewardPipeMonitor:
         executor: Any = None,
         gather: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
-        from rewardpipe.monitor import Thresholds
+        from rewardpipe.monitoring import Thresholds
 
         self.reward = _resolve_reward(reward, weights)
         base = thresholds or Thresholds()
@@ -348,7 +348,7 @@ class RewardPipeMonitor:
         return weights, group_size, training, main
 
     def _on_batch(self, batch: ScoredBatch, kwargs: Mapping[str, Any]) -> None:
-        from rewardpipe.monitor import monitor_records
+        from rewardpipe.monitoring import monitor_records
 
         log_metric = kwargs.get("log_metric")
         trainer = getattr(log_metric, "__self__", None)
@@ -393,9 +393,9 @@ class RewardPipeMonitor:
         return out
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
-        from rewardpipe.alarms import StoreAlarmSink, dispatch
+        from rewardpipe.monitoring import StoreAlarmSink, dispatch
         from rewardpipe.models import Record
-        from rewardpipe.monitor import state_key
+        from rewardpipe.monitoring import state_key
 
         for raw in records:
             self.store.put_record(Record.model_validate(raw))

@@ -1,6 +1,6 @@
 """Monitoring: the variance-check Lambda, its schedule, alarms per reward component, SNS and a dashboard.
 
-The Lambda reads a step's records, runs rewardpipe.monitor, writes the verdicts to S3 and emits the
+The Lambda reads a step's records, runs rewardpipe.monitoring, writes the verdicts to S3 and emits the
 per-component statistics as CloudWatch metrics (Powertools EMF). The alarms sit on those metrics, so
 the alarm logic (M of N steps over a threshold) is CloudWatch's and needs no state in the Lambda.
 """

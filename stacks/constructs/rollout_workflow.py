@@ -2,21 +2,21 @@
 
 ::
 
-    StartEpisode ─► NextAction? ──policy──► PolicyMode? ──callback──► AskTrainer (SQS, waitForTaskToken) ─┐
-        ▲               │                        └──lambda/replay──► PolicyTurn ◄──────────────────────────┘
-        │               ├──simulator──► SimulatorTurn
-        └───────────────┘  (both loop back to NextAction? until the episode says execute or score)
-                        ├──execute──► PrepareExecution ─► Route? ──lambda──► RunCodeLambda ──┐
-                        │                                    ├──fargate─► RunCodeFargate ──┤
-                        │                                    └──none─────────────────────────┤
-                        └──score──────────────────────────────────────────────────────────► Score ─► Scored
+    StartEpisode ─► Route? ──ask_trainer──► AskTrainer (SQS, waitForTaskToken) ─► Converse ─► Route?
+                       │ ───converse─────────────────────────────────────────────► Converse ─► Route?
+                       ├──run_lambda──► RunCodeLambda ──┐
+                       ├──run_fargate─► RunCodeFargate ─┤
+                       └──score─────────────────────────┴──► Score (end)
 
-Every Task state retries transient errors and catches everything else into RecordError, which writes
+StartEpisode and Converse run rewardpipe.episode.converse (policy and simulator turns, the episode's
+own classification of each turn) inside one invocation, and write the execution job when the episode
+commits, so the state machine only branches on the ``next`` field they return. Only small references
+travel between states; the episode and its transcript live in S3 (rewardpipe.aws.state).
+
+Every Task state retries transient errors (with full jitter) and catches everything else into
+RecordError, under ``$.failed.<state name>`` so the record says which state failed. RecordError writes
 an error record to S3 (never a missing record, never a 0 score). Only if RecordError itself keeps
 failing does the execution end in Fail, which the ExecutionsFailed alarm watches.
-
-Each Lambda takes the whole rollout context and returns the whole new context, so the definition
-carries no data-shaping logic (the same rewardpipe.episode functions do every step).
 """
 
 from __future__ import annotations
@@ -35,10 +35,13 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import grant_prefix, python_function
+from stacks.constructs.common import grant_list, grant_prefix, python_function
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 TRANSIENT_ERRORS = ["TransientError"]
+MAX_RETRY_DELAY_S = 60
+FARGATE_START_MARGIN_S = 600
+ECS_RETRY_ERRORS = ["ECS.AmazonECSException", "ECS.SdkClientException", "AmazonECS.Unknown"]
 LAMBDA_SERVICE_ERRORS = [
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
@@ -59,7 +62,7 @@ class RolloutWorkflow(Construct):
         layer: _lambda.ILayerVersion,
     ) -> None:
         super().__init__(scope, construct_id)
-        bucket = storage.bucket
+        bucket = self.bucket = storage.bucket
         fns = settings.functions
         common_env = {
             "BUCKET": bucket.bucket_name,
@@ -78,26 +81,36 @@ class RolloutWorkflow(Construct):
             )
 
         policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model}
-        self.start_fn = function("StartEpisode", "rollout_start", "load the task and open an episode")
-        self.policy_fn = function("PolicyTurn", "policy_turn", "one assistant turn (replay, OpenAI-compatible or trainer callback)",
-                                  timeout_s=fns.policy_timeout_s, env=policy_env)
-        self.simulator_fn = function("SimulatorTurn", "simulator_turn", "one user-simulator turn")
-        self.prepare_fn = function("PrepareExecution", "prepare_execution", "hand the committed code to a code runner")
+        # Both conversation functions may call an LLM (policy or simulator): they get the policy timeout.
+        self.start_fn = function("StartEpisode", "rollout_start", "open an episode and converse up to the first pause",
+                                 timeout_s=fns.policy_timeout_s, env=policy_env)
+        self.converse_fn = function("Converse", "converse", "apply a trainer turn, then converse up to the next pause",
+                                    timeout_s=fns.policy_timeout_s, env=policy_env)
         self.score_fn = function("Score", "score_rollout", "score the episode and write its record")
         self.error_fn = function("RecordError", "error_record", "write an error record for a failed rollout")
 
-        # Least privilege: each function touches only the prefixes it needs.
+        # Least privilege: each function touches only the prefixes it needs. Episode state lives under
+        # runs/<run>/state/, so the conversation functions read and write runs/ (never jobs results).
         grant_prefix(self.start_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=True)
-        for fn in (self.policy_fn, self.simulator_fn, self.prepare_fn, self.score_fn):
-            grant_prefix(fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=False)
-        grant_prefix(self.prepare_fn, bucket.bucket_arn, JOBS_PREFIX, read=False, write=True)
+        grant_prefix(self.converse_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=False)
+        for fn in (self.start_fn, self.converse_fn):
+            grant_prefix(fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
+            grant_prefix(fn, bucket.bucket_arn, JOBS_PREFIX, read=False, write=True)
+        grant_prefix(self.score_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=False)
         grant_prefix(self.score_fn, bucket.bucket_arn, JOBS_PREFIX, read=True, write=False)
-        grant_prefix(self.score_fn, bucket.bucket_arn, RUNS_PREFIX, read=False, write=True)
-        grant_prefix(self.error_fn, bucket.bucket_arn, RUNS_PREFIX, read=False, write=True)
+        grant_prefix(self.score_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
+        grant_prefix(self.error_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
+        # Without s3:ListBucket, S3 answers a GET of a missing key with 403, not 404: the runner's missing
+        # result (executor_crash), an absent earlier record or a missing task would read as AccessDenied.
+        for fn, prefixes in ((self.start_fn, (TASKS_PREFIX, RUNS_PREFIX)), (self.converse_fn, (TASKS_PREFIX, RUNS_PREFIX)),
+                             (self.score_fn, (TASKS_PREFIX, JOBS_PREFIX, RUNS_PREFIX)), (self.error_fn, (RUNS_PREFIX,))):
+            for prefix in prefixes:
+                grant_list(fn, bucket.bucket_arn, prefix)
         if settings.policy.api_key_secret_name:
             secret = secretsmanager.Secret.from_secret_name_v2(self, "PolicyApiKey", settings.policy.api_key_secret_name)
-            secret.grant_read(self.policy_fn)
-            self.policy_fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
+            for fn in (self.start_fn, self.converse_fn):
+                secret.grant_read(fn)
+                fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
 
         # Trainer callback: each request carries a task token; the trainer answers with
         # SendTaskSuccess(output={"text": "<assistant turn>"}).
@@ -126,31 +139,40 @@ class RolloutWorkflow(Construct):
 
     # ------------------------------------------------------------------------------------------------
 
-    def _invoke(self, cid: str, fn: _lambda.IFunction, *, transient_retries: int = 3) -> tasks.LambdaInvoke:
+    def _retry(self, state: sfn.TaskStateBase, errors: list[str], *, interval_s: int, attempts: int) -> None:
+        # Full jitter spreads the retries of many rollouts that failed together (a throttled burst);
+        # the cap keeps a late retry from waiting longer than the fault usually lasts.
+        state.add_retry(errors=errors, interval=Duration.seconds(interval_s), max_attempts=attempts, backoff_rate=2,
+                        jitter_strategy=sfn.JitterType.FULL, max_delay=Duration.seconds(MAX_RETRY_DELAY_S))
+
+    def _invoke(self, cid: str, fn: _lambda.IFunction, *, payload: sfn.TaskInput | None = None,
+                transient_retries: int = 3) -> tasks.LambdaInvoke:
         task = tasks.LambdaInvoke(
             self, cid, lambda_function=fn, payload_response_only=True, retry_on_service_exceptions=False,
+            payload=payload,
         )
-        task.add_retry(errors=LAMBDA_SERVICE_ERRORS, interval=Duration.seconds(2), max_attempts=6, backoff_rate=2)
-        task.add_retry(errors=TRANSIENT_ERRORS, interval=Duration.seconds(2), max_attempts=transient_retries,
-                       backoff_rate=2)
+        self._retry(task, LAMBDA_SERVICE_ERRORS, interval_s=2, attempts=6)
+        self._retry(task, TRANSIENT_ERRORS, interval_s=2, attempts=transient_retries)
         return task
 
     def _definition(self, settings: DeploymentSettings, runner: CodeRunner) -> sfn.IChainable:
-        record_error = self._invoke("RecordErrorStep", self.error_fn, transient_retries=5)
-        record_error.next(sfn.Succeed(self, "ErrorRecorded", comment="the record in S3 has status=error"))
+        record_error = self._invoke("RecordErrorStep", self.error_fn, transient_retries=5, payload=sfn.TaskInput.from_object({
+            "context": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
+        }))
         record_error.add_catch(sfn.Fail(self, "RecordWriteFailed", error="RecordWriteFailed",
                                         cause="the error record could not be written"), errors=["States.ALL"])
 
-        def guarded(state):
-            state.add_catch(record_error, errors=["States.ALL"], result_path="$.error")
+        def guarded(state, name: str):
+            # The Catch payload lands under $.failed.<state>, so RecordError knows which state failed.
+            state.add_catch(record_error, errors=["States.ALL"], result_path=f"$.failed.{name}")
             return state
 
-        start = guarded(self._invoke("StartEpisodeStep", self.start_fn))
-        policy = guarded(self._invoke("PolicyTurnStep", self.policy_fn))
-        simulator = guarded(self._invoke("SimulatorTurnStep", self.simulator_fn))
-        prepare = guarded(self._invoke("PrepareExecutionStep", self.prepare_fn))
-        score = guarded(self._invoke("ScoreStep", self.score_fn))
-        run_lambda = guarded(tasks.LambdaInvoke(
+        start = guarded(self._invoke("StartEpisodeStep", self.start_fn, payload=sfn.TaskInput.from_object({
+            "input": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
+        })), "StartEpisodeStep")
+        converse = guarded(self._invoke("ConverseStep", self.converse_fn), "ConverseStep")
+        score = guarded(self._invoke("ScoreStep", self.score_fn), "ScoreStep")
+        run_lambda = tasks.LambdaInvoke(
             self, "RunCodeLambda", lambda_function=runner.function, retry_on_service_exceptions=False,
             payload_response_only=True,
             payload=sfn.TaskInput.from_object({
@@ -158,9 +180,10 @@ class RolloutWorkflow(Construct):
                 "result_key": sfn.JsonPath.string_at("$.execution.result_key"),
             }),
             result_path=sfn.JsonPath.DISCARD,
-        ))
-        run_lambda.add_retry(errors=LAMBDA_SERVICE_ERRORS, interval=Duration.seconds(2), max_attempts=6, backoff_rate=2)
-        run_lambda.add_retry(errors=TRANSIENT_ERRORS, interval=Duration.seconds(2), max_attempts=3, backoff_rate=2)
+        )
+        self._retry(run_lambda, LAMBDA_SERVICE_ERRORS, interval_s=2, attempts=6)
+        self._retry(run_lambda, TRANSIENT_ERRORS, interval_s=2, attempts=3)
+        guarded(run_lambda, "RunCodeLambda")
 
         run_fargate = tasks.EcsRunTask(
             self, "RunCodeFargate",
@@ -178,62 +201,57 @@ class RolloutWorkflow(Construct):
                     tasks.TaskEnvironmentVariable(name="RESULT_KEY", value=sfn.JsonPath.string_at("$.execution.result_key")),
                 ],
             )],
-            task_timeout=sfn.Timeout.duration(Duration.seconds(settings.fargate.task_timeout_s)),
+            task_timeout=sfn.Timeout.duration(Duration.seconds(fargate_step_timeout_s(settings))),
             result_path=sfn.JsonPath.DISCARD,
         )
-        run_fargate.add_retry(errors=["ECS.AmazonECSException", "ECS.SdkClientException"],
-                              interval=Duration.seconds(10), max_attempts=3, backoff_rate=2)
-        guarded(run_fargate)
+        # Placement failures (no Fargate capacity, ENI limits) surface as AmazonECS.Unknown.
+        self._retry(run_fargate, ECS_RETRY_ERRORS, interval_s=10, attempts=4)
+        guarded(run_fargate, "RunCodeFargate")
 
         ask_trainer = guarded(tasks.SqsSendMessage(
             self, "AskTrainer",
             queue=self.turn_requests,
             integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+            # Keys, not the transcript: RolloutClient reads the conversation from state_key and writes a
+            # reply too large for SendTaskSuccess to reply_key.
             message_body=sfn.TaskInput.from_object({
                 "task_token": sfn.JsonPath.task_token,
                 "run": sfn.JsonPath.string_at("$.run"),
                 "step": sfn.JsonPath.number_at("$.step"),
                 "group": sfn.JsonPath.string_at("$.group"),
                 "rollout": sfn.JsonPath.string_at("$.rollout"),
-                "messages": sfn.JsonPath.list_at("$.state.messages"),
+                "bucket": self.bucket.bucket_name,
+                "state_key": sfn.JsonPath.string_at("$.state_key"),
+                "reply_key": sfn.JsonPath.string_at("$.reply_key"),
             }),
-            result_path="$.policy_reply",
+            result_path="$.reply",
             task_timeout=sfn.Timeout.duration(Duration.hours(1)),
-        ))
-        ask_trainer.add_retry(errors=["SQS.SdkClientException", "SQS.AmazonSQSException"],
-                              interval=Duration.seconds(2), max_attempts=3, backoff_rate=2)
-        ask_trainer.next(policy)
+        ), "AskTrainer")
+        self._retry(ask_trainer, ["SQS.SdkClientException", "SQS.AmazonSQSException"], interval_s=2, attempts=3)
+        ask_trainer.next(converse)
 
-        next_action = sfn.Choice(self, "NextAction")
-        policy_mode = sfn.Choice(self, "PolicyMode")
         route = sfn.Choice(self, "Route")
         unknown = sfn.Pass(self, "UnknownAction", parameters={
-            "Error": "UnknownAction", "Cause": "the episode state has no recognised next_action",
-        }, result_path="$.error")
+            "Error": "UnknownAction", "Cause": "the rollout reference has no recognised 'next'",
+        }, result_path="$.failed.Route")
         unknown.next(record_error)
 
-        start.next(next_action)
-        policy.next(next_action)
-        simulator.next(next_action)
-        next_action.when(sfn.Condition.and_(sfn.Condition.is_present("$.state.next_action"),
-                                            sfn.Condition.string_equals("$.state.next_action", "policy")), policy_mode)
-        next_action.when(sfn.Condition.and_(sfn.Condition.is_present("$.state.next_action"),
-                                            sfn.Condition.string_equals("$.state.next_action", "simulator")), simulator)
-        next_action.when(sfn.Condition.and_(sfn.Condition.is_present("$.state.next_action"),
-                                            sfn.Condition.string_equals("$.state.next_action", "execute")), prepare)
-        next_action.when(sfn.Condition.and_(sfn.Condition.is_present("$.state.next_action"),
-                                            sfn.Condition.string_equals("$.state.next_action", "score")), score)
-        next_action.otherwise(unknown)
-
-        policy_mode.when(sfn.Condition.and_(sfn.Condition.is_present("$.policy.mode"),
-                                            sfn.Condition.string_equals("$.policy.mode", "callback")), ask_trainer)
-        policy_mode.otherwise(policy)
-
-        prepare.next(route)
-        route.when(sfn.Condition.string_equals("$.execution.route", "lambda"), run_lambda)
-        route.when(sfn.Condition.string_equals("$.execution.route", "fargate"), run_fargate)
-        route.otherwise(score)
+        start.next(route)
+        converse.next(route)
+        for value, target in (("ask_trainer", ask_trainer), ("converse", converse), ("run_lambda", run_lambda),
+                              ("run_fargate", run_fargate), ("score", score)):
+            route.when(sfn.Condition.and_(sfn.Condition.is_present("$.next"),
+                                          sfn.Condition.string_equals("$.next", value)), target)
+        route.otherwise(unknown)
         run_lambda.next(score)
         run_fargate.next(score)
-        score.next(sfn.Succeed(self, "Scored"))
         return start
+
+
+def fargate_step_timeout_s(settings: DeploymentSettings) -> int:
+    """The Fargate step may take the largest job budget a task can declare, plus time to start the task
+    and move the job and result through S3, and never less than the configured task timeout."""
+    from rewardpipe.models import Task
+
+    largest_job_s = next(m.le for m in Task.model_fields["timeout_s"].metadata if hasattr(m, "le"))
+    return int(max(settings.fargate.task_timeout_s, largest_job_s + FARGATE_START_MARGIN_S))

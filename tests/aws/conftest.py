@@ -29,9 +29,15 @@ def aws(monkeypatch):
     harness.LAMBDA_FAULTS.clear()
     harness.CONTAINER_RUNS.clear()
     harness.CONTAINER_FAULT_ENV.clear()
+    harness.LIMIT_VIOLATIONS.clear()
+    harness.CHECKED.clear()
     reset_clients()
     with mock_aws(config=harness.MOTO_CONFIG):
         yield
+        violations = harness.check_limits()
+    harness.LIMIT_VIOLATIONS.clear()
+    if violations:
+        pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     harness.LAMBDA_FAULTS.clear()
     reset_clients()
 

@@ -12,6 +12,11 @@
   - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
     as a **subprocess** with the container's environment and overrides, talking to a moto server
     thread over HTTP (it shares the in-process backends), and records its exit code.
+* AWS limits moto does not enforce, checked on every call and every execution (:data:`LIMITS`); a
+  breach is appended to :data:`LIMIT_VIOLATIONS` and fails the test at teardown
+  (:func:`check_limits`): Step Functions state input/output, execution input and task results over
+  256 KiB, executions over 25,000 history events, synchronous Lambda payloads over 6 MB,
+  asynchronous ones over 1 MB, SQS messages over the queue's maximum.
 * :class:`Deployment` — creates the template's bucket, functions, cluster, task definition, network,
   queue and state machine in moto, resolving the intrinsic functions the definition uses.
 """
@@ -108,6 +113,27 @@ _MODULES: dict[str, Any] = {}
 SERVER: dict[str, Any] = {}
 # Faults the tests inject: function name substring -> exception to raise instead of running the handler.
 LAMBDA_FAULTS: dict[str, BaseException] = {}
+# AWS service limits the harness enforces (moto enforces none of them).
+LIMITS = {
+    # Step Functions quotas: "Maximum input or output size for a task, state, or execution: 256 KiB of
+    # data as a UTF-8 encoded string" and "Maximum execution history size: 25,000 events".
+    # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
+    "sfn_payload_bytes": 262_144,
+    "sfn_history_events": 25_000,
+    # Lambda Invoke API: "For synchronous invocations, the maximum payload size is 6 MB. For
+    # asynchronous invocations, the maximum payload size is 1 MB."
+    # https://docs.aws.amazon.com/lambda/latest/dg/API_Invoke.html
+    "lambda_sync_bytes": 6 * 1024 * 1024,
+    "lambda_async_bytes": 1024 * 1024,
+    # SQS SendMessage MessageBody: "The maximum size is 1 MiB or 1,048,576 bytes" (raised from 256 KiB
+    # in 2025); a queue's MaximumMessageSize attribute can lower it, and is then what applies.
+    # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+    "sqs_message_bytes": 1_048_576,
+}
+# Every breach seen during the current test, as "what: size > limit" strings.
+LIMIT_VIOLATIONS: list[str] = []
+# Executions a test breached a limit with on purpose (to prove the check sees it); not checked again.
+CHECKED: set[str] = set()
 # Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
 CONTAINER_RUNS: list[dict[str, Any]] = []
 # Environment overrides the tests inject into the next container runs (e.g. to make one crash).
@@ -180,10 +206,91 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
 
     def invoke(self, function_name, qualifier, body, headers, response_headers):  # noqa: ANN001
         fn = self.get_function(function_name, qualifier)  # raises ResourceNotFound like AWS
+        asynchronous = (headers or {}).get("X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")) == "Event"
+        limit = LIMITS["lambda_async_bytes" if asynchronous else "lambda_sync_bytes"]
+        kind = "asynchronous" if asynchronous else "synchronous"
+        _check_size(f"{kind} Lambda request to {fn.function_name}", _size(body), limit)
         payload = json.loads(body) if body else {}
-        return invoke_in_process(fn, payload, response_headers)
+        response = invoke_in_process(fn, payload, response_headers)
+        _check_size(f"Lambda response of {fn.function_name}", len(response), LIMITS["lambda_sync_bytes"])
+        return response
 
     return [(LambdaSimpleBackend, "invoke", invoke)]
+
+
+def _size(body: Any) -> int:
+    if body is None:
+        return 0
+    return len(body if isinstance(body, (bytes, bytearray)) else str(body).encode("utf-8"))
+
+
+def _check_size(what: str, size: int, limit: int) -> None:
+    if size > limit:
+        LIMIT_VIOLATIONS.append(f"{what}: {size} bytes > {limit}")
+
+
+def _patch_sqs() -> list[tuple[Any, str, Any]]:
+    from moto.sqs.models import SQSBackend
+
+    original = SQSBackend.send_message
+
+    def send_message(self, queue_name, message_body, message_attributes=None, *args, **kwargs):  # noqa: ANN001
+        queue = self.get_queue(queue_name)
+        limit = min(LIMITS["sqs_message_bytes"], int(getattr(queue, "maximum_message_size", None) or LIMITS["sqs_message_bytes"]))
+        attributes = sum(_size(k) + _size(json.dumps(v)) for k, v in (message_attributes or {}).items())
+        _check_size(f"SQS message to {queue_name}", _size(message_body) + attributes, limit)
+        return original(self, queue_name, message_body, message_attributes, *args, **kwargs)
+
+    return [(SQSBackend, "send_message", send_message)]
+
+
+_PAYLOAD_FIELDS = ("input", "output", "parameters", "result")
+
+
+def history_violations(sfn: Any, execution_arn: str) -> list[str]:
+    """Step Functions limits breached by one execution, read from its history."""
+    found = []
+    events: list[dict] = []
+    token = None
+    while True:
+        page = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000, **({"nextToken": token} if token else {}))
+        events += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            break
+    name = execution_arn.rsplit(":", 1)[-1]
+    if len(events) > LIMITS["sfn_history_events"]:
+        found.append(f"execution {name}: {len(events)} history events > {LIMITS['sfn_history_events']}")
+    for event in events:
+        for key, details in event.items():
+            if not (isinstance(details, dict) and key.endswith("EventDetails")):
+                continue
+            for field_name in _PAYLOAD_FIELDS:
+                value = details.get(field_name)
+                if isinstance(value, str) and _size(value) > LIMITS["sfn_payload_bytes"]:
+                    where = details.get("name") or event.get("type")
+                    found.append(f"execution {name}: {event['type']} {where} {field_name} is {_size(value)} bytes "
+                                 f"> {LIMITS['sfn_payload_bytes']}")
+    return found
+
+
+def check_limits() -> list[str]:
+    """Every limit breach of the test: the calls seen, plus the histories of every execution in the account."""
+    import boto3
+
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    found = list(LIMIT_VIOLATIONS)
+    for machine in sfn.list_state_machines()["stateMachines"]:
+        for execution in sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+            if execution["executionArn"] in CHECKED:
+                continue
+            desc = sfn.describe_execution(executionArn=execution["executionArn"])
+            _check = [(f"execution {execution['name']} input", desc.get("input")),
+                      (f"execution {execution['name']} output", desc.get("output"))]
+            found += [f"{what}: {_size(v)} bytes > {LIMITS['sfn_payload_bytes']}" for what, v in _check
+                      if isinstance(v, str) and _size(v) > LIMITS["sfn_payload_bytes"]]
+            found += history_violations(sfn, execution["executionArn"])
+    return found
 
 
 def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
@@ -271,9 +378,9 @@ def start_server() -> str:
 
 
 def install_patches(monkeypatch: Any) -> None:
-    """Apply the three moto patches for one test (``monkeypatch`` undoes them afterwards, so other
+    """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
-    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_ecs()):
+    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_ecs(), *_patch_sqs()):
         monkeypatch.setattr(target, name, value)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -44,3 +45,131 @@ def test_a_group_through_callbacks_with_failures_reported(deployment, sfn):
     assert [r["status"] for r in results] == ["scored", "scored", "error"]
     assert {m["name"]: m["value"] for m in results[0]["metrics_list"]}["correctness"] == 1.0
     assert {m["name"]: m["value"] for m in results[2]["metrics_list"]}["reward_error"] == 1
+
+
+def test_a_rerun_never_returns_a_failed_or_differently_configured_execution(deployment, sfn):
+    client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
+    first = client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]})
+    harness.wait_execution(sfn, first)
+    # Same input, finished successfully: the same execution.
+    assert client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]}) == first
+    # A different configuration is a new attempt, not the old result.
+    second = client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["other?"]})
+    assert second != first and second.endswith(execution_name("run-re", 0, "g0-0", 2))
+    harness.wait_execution(sfn, second)
+    # A FAILED execution (here: its error record could not be written) is left alone; a new attempt starts.
+    harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowStartEpisode")] = RuntimeError("down")
+    harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowRecordError")] = RuntimeError("down")
+    failed = client.start("run-re", 1, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]})
+    assert harness.wait_execution(sfn, failed)["status"] == "FAILED"
+    harness.LAMBDA_FAULTS.clear()
+    retried = client.start("run-re", 1, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]})
+    assert retried != failed and retried.endswith(execution_name("run-re", 1, "g0-0", 2))
+    assert harness.wait_execution(sfn, retried)["status"] == "SUCCEEDED"
+
+
+class _FakeSfn:
+    """Records task results; raises a chosen error code for chosen tokens."""
+
+    class exceptions:  # noqa: N801 - mirrors the boto3 client attribute
+        class ExecutionAlreadyExists(Exception):
+            pass
+
+    def __init__(self, stale: dict[str, str] | None = None, finish_after: dict[str, int] | None = None):
+        self.stale = stale or {}
+        self.finish_after = dict(finish_after or {})
+        self.success, self.failure, self.describes = {}, {}, {}
+
+    def _maybe_stale(self, token):
+        from botocore.exceptions import ClientError
+
+        if token in self.stale:
+            raise ClientError({"Error": {"Code": self.stale[token], "Message": "gone"}}, "SendTaskSuccess")
+
+    def send_task_success(self, taskToken, output):
+        self._maybe_stale(taskToken)
+        self.success[taskToken] = json.loads(output)
+
+    def send_task_failure(self, taskToken, error, cause):
+        self._maybe_stale(taskToken)
+        self.failure[taskToken] = (error, cause)
+
+    def describe_execution(self, executionArn):
+        self.describes[executionArn] = self.describes.get(executionArn, 0) + 1
+        left = self.finish_after.get(executionArn, 0)
+        if self.describes[executionArn] > left:
+            return {"status": "SUCCEEDED", "output": json.dumps({"id": executionArn})}
+        return {"status": "RUNNING"}
+
+
+class _FakeSqs:
+    def __init__(self, bodies):
+        self.batches = [[{"Body": b if isinstance(b, str) else json.dumps(b), "ReceiptHandle": f"h{i}"}
+                         for i, b in enumerate(bodies)]]
+        self.deleted = []
+
+    def receive_message(self, **kwargs):
+        return {"Messages": self.batches.pop(0) if self.batches else []}
+
+    def delete_message(self, QueueUrl, ReceiptHandle):
+        self.deleted.append(ReceiptHandle)
+
+
+@pytest.fixture
+def turn_bucket(aws):
+    import boto3
+
+    from rewardpipe.store import S3Store
+
+    s3 = boto3.client("s3", region_name=harness.REGION)
+    s3.create_bucket(Bucket="turns")
+    store = S3Store("turns", client=s3)
+    store.put_json("runs/r/state/a/episode-0.json", {"state": {"messages": [{"role": "user", "content": "Hi"}]}})
+    return s3, store
+
+
+def _turn(token: str) -> dict:
+    return {"task_token": token, "run": "r", "step": 0, "group": "g", "rollout": token, "bucket": "turns",
+            "state_key": "runs/r/state/a/episode-0.json", "reply_key": f"runs/r/state/a/reply-{token}.json"}
+
+
+def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_parallel(turn_bucket):
+    import threading
+
+    s3, _ = turn_bucket
+    sfn = _FakeSfn(stale={"t-timed-out": "TaskTimedOut", "t-answered": "InvalidToken", "t-gone": "TaskDoesNotExist"})
+    sqs = _FakeSqs([_turn("t-ok"), _turn("t-timed-out"), _turn("t-answered"), _turn("t-gone"), "not json", {"x": 1}])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3, workers=4)
+    barrier = threading.Barrier(4, timeout=10)  # four answers at once, or the barrier breaks
+
+    def respond(request):
+        assert request["messages"] == [{"role": "user", "content": "Hi"}]
+        barrier.wait()
+        return f"answer for {request['rollout']}"
+
+    calls = iter([False, True])
+    answered = client.serve_turns(respond, until=lambda: next(calls), poll_s=0.01)
+    assert answered == 1 and sfn.success == {"t-ok": {"text": "answer for t-ok"}}
+    assert sorted(sqs.deleted) == [f"h{i}" for i in range(6)]  # every message deleted, none left to redeliver
+
+
+def test_a_reply_over_the_budget_goes_through_its_reply_key(turn_bucket):
+    s3, store = turn_bucket
+    sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-big")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    calls = iter([False, True])
+    client.serve_turns(lambda request: "w" * 250_000, until=lambda: next(calls), poll_s=0.01)
+    assert sfn.success == {"t-big": {"text_key": "runs/r/state/a/reply-t-big.json"}}
+    assert store.get_json("runs/r/state/a/reply-t-big.json") == {"text": "w" * 250_000}
+
+
+def test_wait_and_all_done_describe_only_pending_executions():
+    sfn = _FakeSfn(finish_after={"slow": 3})
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn)
+    assert [r["id"] for r in client.wait(["fast", "slow"], poll_s=0.001)] == ["fast", "slow"]
+    assert sfn.describes == {"fast": 1, "slow": 4}
+    sfn = _FakeSfn(finish_after={"slow": 2})
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn)
+    done = client.all_done(["fast", "slow"])
+    assert [done(), done(), done(), done()] == [False, False, True, True]
+    assert sfn.describes == {"fast": 1, "slow": 3}

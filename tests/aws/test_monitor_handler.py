@@ -18,7 +18,7 @@ def _record(run: str, step: int, group: int, i: int) -> Record:
     components = {
         "correctness": [0.0, 0.5, 1.0, 1.0][i],   # varies inside every group
         "asked_before_coding": [0.0, 0.6, 1.0, 0.0][i],
-        "guessed_immediately": 0.0,              # constant everywhere: dead
+        "guessed_immediately": -1.0,             # every rollout guesses: dead at its minimum
         "loop_penalty": [0.0, -0.5, 0.0, 0.0][i],
     }
     aggregate = sum(WEIGHTS[k] * v for k, v in components.items())

@@ -34,27 +34,55 @@ def bucket(aws, monkeypatch):
     return S3Store(BUCKET, client=s3)
 
 
-def _started(bucket, **policy) -> dict:
-    handler = load("rollout_start")
-    event = {"run": "r", "step": 2, "group": "g", "rollout": "x", "task": TASK.model_dump(mode="json"),
-             "policy": policy or {"mode": "replay", "turns": [f"```python\n{TASK.reference_solution}\n```"]}}
-    return handler.lambda_handler(event, Context())
+COMMIT = f"```python\n{TASK.reference_solution}\n```"
 
 
-def test_start_stores_an_inline_task_and_opens_the_episode(bucket):
-    ctx = _started(bucket)
-    assert ctx["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
-    assert bucket.get_json(ctx["task_key"])["tests"] == TASK.tests
-    assert ctx["state"]["next_action"] == "policy" and ctx["state"]["step"] == 2
-    assert ctx["state"]["messages"] == [{"role": "user", "content": TASK.prompt}]
+def _event(**policy) -> dict:
+    return {"run": "r", "step": 2, "group": "g", "rollout": "x", "task": TASK.model_dump(mode="json"),
+            "policy": policy or {"mode": "replay", "turns": [COMMIT]}}
+
+
+def _started(bucket, attempt: str = "att-1", **policy) -> dict:
+    return load("rollout_start").lambda_handler({"input": _event(**policy), "attempt": attempt}, Context())
+
+
+def _snapshot(bucket, ref: dict) -> dict:
+    return bucket.get_json(ref["state_key"])
+
+
+def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
+    ref = _started(bucket, mode="replay", turns=["What about negative input?", COMMIT])
+    snapshot = _snapshot(bucket, ref)
+    assert snapshot["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
+    assert bucket.get_json(snapshot["task_key"])["tests"] == TASK.tests
+    # The replay turns are stored once, beside the snapshots; the snapshot only points at them.
+    assert ref["state_key"] == "runs/r/state/att-1/episode-0.json"
+    assert snapshot["policy"]["turns_key"] == "runs/r/state/att-1/replay.json"
+    assert bucket.get_json("runs/r/state/att-1/replay.json") == ["What about negative input?", COMMIT]
+    assert "turns" not in snapshot["policy"]
+    # StartEpisode conversed all the way to the commit and wrote the job: next is the code runner.
+    assert snapshot["state"]["turn_kinds"] == ["question", "commit"] and len(snapshot["state"]["messages"]) == 4
+    assert ref["next"] == "run_lambda" and ref["execution"]["job_key"].startswith("jobs/r/x/")
+    assert "messages" not in json.dumps(ref) and TASK.prompt not in json.dumps(ref)
+
+
+def test_the_reference_stays_small_however_long_the_transcript(bucket):
+    from rewardpipe.aws.state import payload_size
+
+    long_turn = "Could you clarify this? " + "x" * 32_000  # ~8k tokens
+    ref = _started(bucket, mode="replay", turns=[long_turn] * 5 + [COMMIT])
+    assert payload_size(ref) < 2_000
+    assert sum(len(m["content"]) for m in _snapshot(bucket, ref)["state"]["messages"]) > 5 * 32_000
 
 
 def test_start_reads_a_task_by_key(bucket):
     bucket.put_json("tasks/shared/t1.json", TASK.model_dump(mode="json"))
-    ctx = load("rollout_start").lambda_handler(
-        {"run": "r", "group": "g", "rollout": "y", "task_key": "tasks/shared/t1.json",
-         "policy": {"mode": "callback"}}, Context())
-    assert ctx["state"]["task_id"] == TASK.task_id and ctx["policy"]["mode"] == "callback"
+    ref = load("rollout_start").lambda_handler(
+        {"input": {"run": "r", "group": "g", "rollout": "y", "task_key": "tasks/shared/t1.json",
+                   "policy": {"mode": "callback"}}, "attempt": "a1"}, Context())
+    assert ref["next"] == "ask_trainer" and ref["policy_mode"] == "callback"
+    assert ref["reply_key"] == "runs/r/state/a1/reply-0.json"
+    assert _snapshot(bucket, ref)["state"]["task_id"] == TASK.task_id
 
 
 @pytest.mark.parametrize("event, field", [
@@ -65,53 +93,116 @@ def test_start_reads_a_task_by_key(bucket):
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "replay"}}, "turns"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "psychic"}}, "mode"),
     ({"run": "r", "group": "g", "rollout": "x", "task": {"task_id": "t"}}, "prompt"),
+    ({"run": "r", "group": "g", "rollout": "x" * 300, "task_key": "tasks/a.json"}, "rollout"),
+    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "max_turns": 21}, "max_turns"),
+    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json",
+      "policy": {"mode": "openai", "max_tokens": 16_385}}, "max_tokens"),
 ])
 def test_start_rejects_malformed_input_naming_the_field(bucket, event, field):
     with pytest.raises(ValidationError) as info:
-        load("rollout_start").lambda_handler(event, Context())
+        load("rollout_start").lambda_handler({"input": event, "attempt": "a1"}, Context())
     assert field in str(info.value)
+
+
+def test_start_only_reads_replay_turns_the_client_stored_for_this_attempt(bucket):
+    bucket.put_json("runs/r/state/inputs/other/turns.json", ["stolen"])
+    event = {**_event(), "policy": {"mode": "replay", "turns_key": "runs/r/state/inputs/other/turns.json"}}
+    with pytest.raises(ValueError, match="turns_key must be under runs/r/state/inputs/a1/"):
+        load("rollout_start").lambda_handler({"input": event, "attempt": "a1"}, Context())
+    bucket.put_json("runs/r/state/inputs/a1/turns.json", [COMMIT])
+    event["policy"]["turns_key"] = "runs/r/state/inputs/a1/turns.json"
+    ref = load("rollout_start").lambda_handler({"input": event, "attempt": "a1"}, Context())
+    assert _snapshot(bucket, ref)["state"]["turn_kinds"] == ["commit"]
 
 
 def test_a_missing_task_object_is_a_clear_error(bucket):
     with pytest.raises(FileNotFoundError, match="tasks/none.json"):
         load("rollout_start").lambda_handler(
-            {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, Context())
+            {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"}, Context())
 
 
-@pytest.mark.parametrize("handler", ["policy_turn", "simulator_turn", "prepare_execution", "score_rollout"])
-def test_step_handlers_reject_a_context_without_state(bucket, handler):
+@pytest.mark.parametrize("handler", ["converse", "score_rollout"])
+def test_step_handlers_reject_a_reference_without_a_state_key(bucket, handler):
     with pytest.raises(ValidationError) as info:
-        load(handler).lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "task_key": "tasks/a.json",
-                                      "policy": {"mode": "callback"}}, Context())
-    assert "state" in str(info.value)
+        load(handler).lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
+                                      "version": 0, "next": "converse", "next_action": "policy",
+                                      "policy_mode": "callback"}, Context())
+    assert "state_key" in str(info.value)
+
+
+def test_a_step_refuses_state_keys_of_another_attempt(bucket):
+    ref = _started(bucket, mode="callback")
+    other = _started(bucket, attempt="att-2", mode="callback")
+    with pytest.raises(ValueError, match="does not belong"):
+        load("converse").lambda_handler({**ref, "state_key": other["state_key"].replace("att-2", "att-2/../att-9")},
+                                        Context())
+    with pytest.raises(ValueError, match="does not belong"):
+        load("converse").lambda_handler({**ref, "state_key": "tasks/inline/r/x.json"}, Context())
 
 
 def test_callback_reply_must_carry_text(bucket):
-    ctx = _started(bucket, mode="callback")
-    ctx["policy_reply"] = {"answer": "no text field"}
-    with pytest.raises(ValueError, match="text"):
-        load("policy_turn").lambda_handler(ctx, Context())
+    from rewardpipe.aws.rollout import PolicyError
+
+    ref = _started(bucket, mode="callback")
+    with pytest.raises(PolicyError, match="text"):
+        load("converse").lambda_handler({**ref, "reply": {"answer": "no text field"}}, Context())
+
+
+def test_a_trainer_turn_is_applied_then_the_simulator_answers_in_the_same_invocation(bucket):
+    ref = _started(bucket, mode="callback")
+    out = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
+    assert out["version"] == 1 and out["state_key"] == "runs/r/state/att-1/episode-1.json"
+    assert out["next"] == "ask_trainer" and out["reply_key"] == "runs/r/state/att-1/reply-1.json"
+    messages = _snapshot(bucket, out)["state"]["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    # Snapshots are immutable: the one the step read is unchanged, so a retried step does the same again.
+    assert len(_snapshot(bucket, ref)["state"]["messages"]) == 1
+    again = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
+    assert again == out and len(_snapshot(bucket, again)["state"]["messages"]) == 3
+
+
+def test_a_large_trainer_reply_is_read_from_its_reply_key_only(bucket):
+    from rewardpipe.aws.rollout import PolicyError
+
+    ref = _started(bucket, mode="callback")
+    bucket.put_json(ref["reply_key"], {"text": COMMIT + "\n# " + "y" * 300_000})
+    out = load("converse").lambda_handler({**ref, "reply": {"text_key": ref["reply_key"]}}, Context())
+    assert out["next"] == "run_lambda"
+    assert len(_snapshot(bucket, out)["state"]["messages"][-1]["content"]) > 300_000
+    bucket.put_json("runs/r/state/att-1/elsewhere.json", {"text": "x"})
+    with pytest.raises(PolicyError, match="reply_key"):
+        load("converse").lambda_handler({**ref, "reply": {"text_key": "runs/r/state/att-1/elsewhere.json"}}, Context())
+
+
+def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
+    class Short(Context):
+        def get_remaining_time_in_millis(self) -> int:
+            return 3_000  # under the reserve of even a quick turn
+
+    event = {"input": _event(mode="replay", turns=["Negative input?", COMMIT]), "attempt": "short"}
+    ref = load("rollout_start").lambda_handler(event, Short())
+    assert ref["next"] == "converse" and ref["next_action"] == "policy"
+    out = load("converse").lambda_handler(ref, Context())  # a fresh invocation resumes where it stopped
+    assert out["next"] == "run_lambda" and _snapshot(bucket, out)["state"]["turn_kinds"] == ["question", "commit"]
 
 
 def test_prepare_routes_by_time_budget_and_writes_the_job(bucket, monkeypatch):
-    ctx = load("policy_turn").lambda_handler(_started(bucket), Context())
-    assert ctx["state"]["next_action"] == "execute"
-    prepared = load("prepare_execution").lambda_handler(ctx, Context())
-    execution = prepared["execution"]
+    execution = _started(bucket)["execution"]
     assert execution["route"] == "lambda" and execution["timeout_s"] == (TASK.timeout_s or 10.0)
     job = bucket.get_json(execution["job_key"])
     assert job["code"].strip() == TASK.reference_solution.strip() and job["tests"] == TASK.tests
     monkeypatch.setenv("ROUTING_THRESHOLD_S", "1")  # same job, lower threshold: Fargate
-    assert load("prepare_execution").lambda_handler(ctx, Context())["execution"]["route"] == "fargate"
+    ref = _started(bucket, attempt="att-2")
+    assert ref["execution"]["route"] == "fargate" and ref["next"] == "run_fargate"
 
 
 def test_code_runner_lambda_writes_a_result_and_score_reads_it(bucket):
-    ctx = load("prepare_execution").lambda_handler(load("policy_turn").lambda_handler(_started(bucket), Context()), Context())
+    ref = _started(bucket)
     summary = load("code_runner").lambda_handler(
-        {"job_key": ctx["execution"]["job_key"], "result_key": ctx["execution"]["result_key"]}, Context())
+        {"job_key": ref["execution"]["job_key"], "result_key": ref["execution"]["result_key"]}, Context())
     assert summary["status"] == "passed" and summary["passed"] == summary["total"] > 0
     assert "stdout" not in summary  # the model's output stays out of logs and the execution history
-    out = load("score_rollout").lambda_handler(ctx, Context())
+    out = load("score_rollout").lambda_handler(ref, Context())
     assert out["status"] == "scored" and out["record_key"] == "runs/r/step=2/group=g/x.json"
     assert {m["name"]: m["value"] for m in out["metrics_list"]}["correctness"] == 1.0
 
@@ -119,9 +210,8 @@ def test_code_runner_lambda_writes_a_result_and_score_reads_it(bucket):
 def test_score_without_a_runner_result_raises_execution_result_missing(bucket):
     from rewardpipe.aws.rollout import ExecutionResultMissing
 
-    ctx = load("prepare_execution").lambda_handler(load("policy_turn").lambda_handler(_started(bucket), Context()), Context())
     with pytest.raises(ExecutionResultMissing, match="left no result"):
-        load("score_rollout").lambda_handler(ctx, Context())
+        load("score_rollout").lambda_handler(_started(bucket), Context())
 
 
 @pytest.mark.parametrize("event", [{}, {"job_key": "jobs/a/job.json"}, {"job_key": "", "result_key": "jobs/r.json"}])
@@ -135,10 +225,15 @@ def test_code_runner_refuses_keys_outside_the_jobs_prefix(bucket):
         load("code_runner").lambda_handler({"job_key": "runs/x.json", "result_key": "jobs/r.json"}, Context())
 
 
+def _failed(context, state: str, error: str, cause: str = "boom", attempt: str = "att-1") -> dict:
+    return {"context": {**context, "failed": {state: {"Error": error, "Cause": cause}}}, "attempt": attempt}
+
+
 @pytest.mark.parametrize("event, kind", [
     ("not even an object", "start_error"),
-    ({"run": "r", "group": "g", "rollout": "z", "error": {"Error": "ValidationError", "Cause": "bad"}}, "bad_input"),
-    ({"run": 5, "step": "two", "group": None, "rollout": "z2", "error": "junk"}, "start_error"),
+    (_failed({"run": "r", "group": "g", "rollout": "z"}, "StartEpisodeStep", "ValidationError", "bad"), "bad_input"),
+    ({"context": {"run": 5, "step": "two", "group": None, "rollout": "z2", "failed": "junk"}, "attempt": "a"},
+     "start_error"),
 ])
 def test_error_record_handler_always_writes_a_record(bucket, event, kind):
     out = load("error_record").lambda_handler(event, Context())
@@ -148,13 +243,71 @@ def test_error_record_handler_always_writes_a_record(bucket, event, kind):
     assert set(record["components"]) == {"correctness", "asked_before_coding", "guessed_immediately", "loop_penalty"}
 
 
-def test_error_record_uses_the_episode_phase_and_lambda_error_message(bucket):
-    ctx = _started(bucket)
-    ctx["error"] = {"Error": "EndpointError", "Cause": json.dumps({"errorType": "EndpointError", "errorMessage": "HTTP 503"})}
-    out = load("error_record").lambda_handler(ctx, Context())
+def test_error_record_names_the_failed_state_and_the_lambda_error(bucket):
+    ref = _started(bucket, mode="callback")
+    cause = json.dumps({"errorType": "EndpointError", "errorMessage": "HTTP 503"})
+    out = load("error_record").lambda_handler(_failed(ref, "ConverseStep", "EndpointError", cause), Context())
     record = bucket.get_json(out["record_key"])
-    assert record["error"] == {"kind": "policy_error", "message": "EndpointError: EndpointError: HTTP 503"}
+    assert record["error"] == {"kind": "policy_error", "message": "[ConverseStep] EndpointError: HTTP 503"}
     assert record["task_id"] == TASK.task_id and record["step"] == 2
+
+
+@pytest.mark.parametrize("state, error, kind", [
+    ("ScoreStep", "ZeroDivisionError", "scoring_error"),          # a reward crash is not the executor's fault
+    ("ScoreStep", "ExecutionResultMissing", "executor_crash"),
+    ("RunCodeLambda", "Lambda.Unknown", "executor_crash"),
+    ("RunCodeFargate", "States.TaskFailed", "executor_crash"),
+    ("AskTrainer", "PolicyError", "policy_error"),
+    ("AskTrainer", "States.Timeout", "timeout"),
+    ("ConverseStep", "SimulatorError", "simulator_error"),
+    ("ConverseStep", "TransientError", "policy_error"),            # phase of the snapshot: a policy turn
+    ("ConverseStep", "PayloadTooLarge", "orchestration_error"),
+])
+def test_the_failed_state_decides_the_error_kind(bucket, state, error, kind):
+    ref = _started(bucket, mode="callback")
+    out = load("error_record").lambda_handler(_failed(ref, state, error), Context())
+    record = bucket.get_json(out["record_key"])
+    assert record["error"]["kind"] == kind and record["error"]["message"].startswith(f"[{state}]")
+
+
+def test_an_error_record_never_replaces_a_scored_record(bucket):
+    ref = _started(bucket)
+    load("code_runner").lambda_handler({"job_key": ref["execution"]["job_key"],
+                                        "result_key": ref["execution"]["result_key"]}, Context())
+    scored = load("score_rollout").lambda_handler(ref, Context())
+    late = load("error_record").lambda_handler(_failed(ref, "ScoreStep", "States.Timeout"), Context())
+    assert late["record_key"] == scored["record_key"]
+    assert bucket.get_json(scored["record_key"])["status"] == "scored"
+    # ...while a scored record does replace an earlier attempt's error record.
+    bucket.put_json(scored["record_key"], {**bucket.get_json(scored["record_key"]), "status": "error"})
+    load("score_rollout").lambda_handler(ref, Context())
+    assert bucket.get_json(scored["record_key"])["status"] == "scored"
+
+
+def test_failed_executions_without_ids_get_distinct_records(bucket):
+    keys = {load("error_record").lambda_handler({"context": {"failed": {"StartEpisodeStep": {"Error": "ValidationError"}}},
+                                                 "attempt": name}, Context())["record_key"]
+            for name in ("exec-one", "exec-two")}
+    assert keys == {"runs/unknown/step=0/group=unknown/exec-one.json", "runs/unknown/step=0/group=unknown/exec-two.json"}
+
+
+def test_over_long_ids_get_a_hash_suffixed_record_key(bucket):
+    long_a, long_b = "a" * 300, "a" * 299 + "b"
+    out_a = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_a},
+                                                        "StartEpisodeStep", "ValidationError"), Context())
+    out_b = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_b},
+                                                        "StartEpisodeStep", "ValidationError"), Context())
+    assert out_a["record_key"] != out_b["record_key"]
+    assert bucket.get_json(out_a["record_key"])["error"]["kind"] == "bad_input"
+    assert len(out_a["record_key"].rsplit("/", 1)[-1]) < 100
+
+
+def test_the_payload_guard_raises_a_catchable_error_naming_the_size():
+    from rewardpipe.aws.state import PayloadTooLarge, guard_payload
+
+    assert guard_payload({"a": "b"}, "x") == {"a": "b"}
+    with pytest.raises(PayloadTooLarge, match="the output is 2000[0-9]{2} bytes"):
+        guard_payload({"a": "é" * 100_010}, "the output")
 
 
 # -- the Fargate container's entry point ------------------------------------------------------------
@@ -199,6 +352,13 @@ def test_credentials_are_scrubbed_and_the_process_made_non_dumpable():
 # -- the OpenAI-compatible policy ------------------------------------------------------------------
 
 
+class PolicyTimeout(Context):
+    """The conversation functions run with the policy timeout (300 s), enough for LLM turns."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 300_000
+
+
 @pytest.fixture
 def chat_endpoint():
     """A local OpenAI-compatible /chat/completions endpoint that records what it was sent."""
@@ -235,12 +395,16 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
     boto3.client("secretsmanager", region_name=harness.REGION).create_secret(Name="policy-key", SecretString="sk-test")
     monkeypatch.setenv("POLICY_API_KEY_SECRET", "policy-key")
     monkeypatch.setenv("POLICY_MODEL", "default-model")
-    ctx = _started(bucket, mode="openai", base_url=url)
-    out = load("policy_turn").lambda_handler(ctx, Context())
-    assert out["state"]["messages"][-1] == {"role": "assistant", "content": "Which format do you want?"}
-    assert out["state"]["next_action"] == "simulator" and out["state"]["turn_kinds"] == ["question"]
-    (call,) = seen
-    assert call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer sk-test"
+    monkeypatch.setenv("MAX_TURNS", "2")
+
+    ref = load("rollout_start").lambda_handler({"input": _event(mode="openai", base_url=url), "attempt": "o"},
+                                               PolicyTimeout())
+    state = _snapshot(bucket, ref)["state"]
+    assert state["messages"][1] == {"role": "assistant", "content": "Which format do you want?"}
+    assert state["turn_kinds"] == ["question", "question"] and state["end_reason"] == "turn_limit"
+    assert ref["next"] == "score"
+    call = seen[0]
+    assert len(seen) == 2 and call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer sk-test"
     assert call["body"]["model"] == "default-model"
     # The policy sees the conversation, never the hidden spec or tests.
     assert any(m == {"role": "user", "content": TASK.prompt} for m in call["body"]["messages"])
@@ -249,14 +413,14 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
 
 
 def test_an_unreachable_endpoint_fails_the_step_loudly(bucket):
-    ctx = _started(bucket, mode="openai", base_url="http://127.0.0.1:9/v1", model="m")
     from rewardpipe.aws.lambda_support import TransientError
-    from rewardpipe.openai_client import EndpointError
+    from rewardpipe.aws.rollout import PolicyError
 
     # Raised under the name the state machine retries; after the retries its Catch records a policy_error.
-    with pytest.raises(TransientError) as info:
-        load("policy_turn").lambda_handler(ctx, Context())
-    assert isinstance(info.value.__cause__, EndpointError)
+    event = {"input": _event(mode="openai", base_url="http://127.0.0.1:9/v1", model="m"), "attempt": "u"}
+    with pytest.raises(TransientError, match="^PolicyError") as info:
+        load("rollout_start").lambda_handler(event, PolicyTimeout())
+    assert isinstance(info.value.__cause__, PolicyError)
 
 
 def _client_error(code: str):
@@ -284,7 +448,7 @@ def test_s3_throttling_in_a_step_surfaces_as_transient_error(bucket, monkeypatch
     from rewardpipe.aws import settings as settings_module
     from rewardpipe.aws.lambda_support import TransientError
 
-    ctx = _started(bucket)
+    ref = _started(bucket, mode="callback")
 
     class Throttled:
         def __getattr__(self, name):
@@ -294,4 +458,4 @@ def test_s3_throttling_in_a_step_surfaces_as_transient_error(bucket, monkeypatch
 
     monkeypatch.setitem(settings_module._CLIENTS, "s3", Throttled())
     with pytest.raises(TransientError, match="SlowDown"):
-        load("simulator_turn").lambda_handler({**ctx, "state": {**ctx["state"], "next_action": "simulator"}}, Context())
+        load("converse").lambda_handler({**ref, "reply": {"text": "Negative input?"}}, Context())

@@ -130,12 +130,17 @@ def test_an_executor_failure_ends_in_an_error_record_not_a_zero(deployment, sfn)
 
 
 def test_a_policy_endpoint_failure_is_recorded_as_a_policy_error(deployment, sfn):
-    harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowPolicyTurn")] = ConnectionError("endpoint down")
-    result = harness.run_execution(sfn, deployment.state_machine_arn, _input("run-p", "r0", ["hi?"]))
+    """The endpoint stays down through the transient retries: Converse's Catch records a policy error,
+    naming the state that failed and keeping the conversation so far."""
+    payload = _input("run-p", "r0", [])
+    payload["policy"] = {"mode": "openai", "base_url": "http://127.0.0.1:9/v1", "model": "m"}
+    result = harness.run_execution(sfn, deployment.state_machine_arn, payload)
     assert result["status"] == "SUCCEEDED"
     record = _records(deployment, "run-p")["r0"]
     assert record.status == "error" and record.error.kind == "policy_error"
-    assert "endpoint down" in record.error.message
+    assert record.error.message.startswith("[StartEpisodeStep] TransientError: PolicyError")
+    transcript = harness_store(deployment).get_json("runs/run-p/transcripts/step=0/group=g0/r0.json")
+    assert [m["role"] for m in transcript["messages"]] == ["user"]
 
 
 def test_malformed_input_still_leaves_an_error_record(deployment, sfn):
@@ -195,31 +200,153 @@ def test_a_crashed_fargate_container_ends_in_an_error_record(deployment, sfn):
     assert record.error.kind == "executor_crash" and "left no result" in record.error.message
 
 
-def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
+def _serve_raw(deployment, sfn, execution: str, answers) -> list[dict]:
+    """Answer turn requests straight from the queue (no RolloutClient); returns the message bodies."""
     import boto3
 
     sqs = boto3.client("sqs", region_name=harness.REGION)
-    payload = _input("run-c", "r0", [])
-    payload["policy"] = {"mode": "callback"}
-    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="callback-run",
-                                    input=json.dumps(payload))["executionArn"]
-    answers = iter(["Should negative durations raise an error?", fenced(TASK.reference_solution)])
-    seen_messages = []
-    deadline = time.time() + 60
+    bodies = []
+    deadline = time.time() + 120
     while sfn.describe_execution(executionArn=execution)["status"] == "RUNNING":
         assert time.time() < deadline, "callback execution did not finish"
         received = sqs.receive_message(QueueUrl=deployment.queue_url, WaitTimeSeconds=0).get("Messages", [])
         for message in received:
             body = json.loads(message["Body"])
-            seen_messages.append(body["messages"])
+            bodies.append(body)
             sfn.send_task_success(taskToken=body["task_token"], output=json.dumps({"text": next(answers)}))
             sqs.delete_message(QueueUrl=deployment.queue_url, ReceiptHandle=message["ReceiptHandle"])
         time.sleep(0.05)
+    return bodies
+
+
+def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
+    payload = _input("run-c", "r0", [])
+    payload["policy"] = {"mode": "callback"}
+    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="callback-run",
+                                    input=json.dumps(payload))["executionArn"]
+    answers = iter(["Should negative durations raise an error?", fenced(TASK.reference_solution)])
+    bodies = _serve_raw(deployment, sfn, execution, answers)
     assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
-    # The trainer saw the conversation so far, never the hidden spec or tests.
+    # Each request carries keys, not the conversation: the trainer reads it from the state snapshot.
+    assert all("messages" not in b and b["bucket"] == deployment.bucket for b in bodies)
+    seen_messages = [harness_store(deployment).get_json(b["state_key"])["state"]["messages"] for b in bodies]
     assert [len(m) for m in seen_messages] == [1, 3]
     assert seen_messages[0][0]["content"] == TASK.prompt
+    # The trainer saw the conversation so far, never the hidden spec or tests.
     assert TASK.tests not in json.dumps(seen_messages)
     record = _records(deployment, "run-c")["r0"]
     assert record.status == "scored" and record.components["correctness"] == 1.0
     assert record.components["asked_before_coding"] == 1.0
+
+
+# -- AWS limits (enforced by the harness: any state payload over 256 KiB fails the test) ------------------
+
+LONG_QUESTION = "Before I code this, one question about the input format? " + "Detail. " * 4_000  # ~32 KB, ~8k tokens
+
+
+def test_six_long_turns_in_replay_mode_end_in_a_scored_record(deployment, sfn):
+    from rewardpipe.aws.client import RolloutClient
+
+    turns = [LONG_QUESTION] * 5 + [fenced(TASK.reference_solution)]
+    client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn,
+                           s3=__import__("boto3").client("s3", region_name=harness.REGION))
+    arn = client.start("run-big", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": turns})
+    (out,) = client.wait([arn], poll_s=0.05)
+    assert out["status"] == "scored", out
+    record = _records(deployment, "run-big")["r0"]
+    assert record.components["correctness"] == 1.0 and record.metrics["assistant_turns"] == 6
+    # Once started, the turns are stored once and every state passes only keys (the harness checks each).
+    assert harness_store(deployment).get_json(f"runs/run-big/state/{arn.rsplit(':', 1)[-1]}/replay.json") == turns
+
+
+def test_six_long_turns_in_callback_mode_end_in_a_scored_record(deployment, sfn):
+    payload = _input("run-bigc", "r0", [])
+    payload["policy"] = {"mode": "callback"}
+    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="callback-big",
+                                    input=json.dumps(payload))["executionArn"]
+    answers = iter([LONG_QUESTION] * 5 + [fenced(TASK.reference_solution)])
+    _serve_raw(deployment, sfn, execution, answers)
+    assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
+    record = _records(deployment, "run-bigc")["r0"]
+    assert record.status == "scored" and record.metrics["assistant_turns"] == 6
+    assert record.components["correctness"] == 1.0
+
+
+@pytest.mark.parametrize("mode", ["replay", "callback"])
+def test_a_single_300_kb_turn_ends_in_a_record(deployment, sfn, mode):
+    import boto3
+
+    from rewardpipe.aws.client import RolloutClient
+
+    huge = fenced(TASK.reference_solution) + "\n# " + "z" * 300_000
+    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
+                           sfn=sfn, sqs=boto3.client("sqs", region_name=harness.REGION),
+                           s3=boto3.client("s3", region_name=harness.REGION))
+    policy = {"mode": "replay", "turns": [huge]} if mode == "replay" else {"mode": "callback"}
+    arn = client.start(f"run-huge-{mode}", 0, "g0", "r0", task=TASK, policy=policy)
+    if mode == "callback":
+        assert client.serve_turns(lambda request: huge, until=client.all_done([arn]), poll_s=0.05) == 1
+    else:  # the client stored the turns in S3 first: the input alone would be over the limit
+        execution_input = json.loads(sfn.describe_execution(executionArn=arn)["input"])
+        assert execution_input["policy"]["turns_key"].startswith(f"runs/run-huge-{mode}/state/inputs/")
+    (out,) = client.wait([arn], poll_s=0.05)
+    assert out["status"] in ("scored", "error")
+    record = _records(deployment, f"run-huge-{mode}")["r0"]
+    assert record.status == out["status"]
+
+
+def test_the_harness_fails_a_test_whose_state_payload_exceeds_256_kib(deployment, sfn):
+    """moto accepts a 300 KB execution input; AWS refuses it, and so does the harness's check."""
+    payload = _input("run-over", "r0", [fenced(TASK.reference_solution) + "#" + "q" * 300_000])
+    harness.run_execution(sfn, deployment.state_machine_arn, payload)
+    violations = harness.check_limits()
+    assert any("input" in v and "> 262144" in v for v in violations), violations
+    harness.LIMIT_VIOLATIONS.clear()
+    for execution in sfn.list_executions(stateMachineArn=deployment.state_machine_arn)["executions"]:
+        harness.CHECKED.add(execution["executionArn"])  # this test's own breach is the point, not a failure
+
+
+# -- the synthesized definition: retries, timeouts -----------------------------------------------------
+
+
+def _states(synth) -> dict:
+    (sm,) = [r for r in synth.template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    parts = sm["Properties"]["DefinitionString"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))["States"]
+
+
+def test_throttling_and_placement_failures_retry_with_full_jitter_and_a_cap(synth):
+    states = _states(synth)
+    for name, state in states.items():
+        for retry in state.get("Retry", []):
+            assert retry.get("JitterStrategy") == "FULL" and 0 < retry.get("MaxDelaySeconds", 0) <= 60, (name, retry)
+    assert any("Lambda.TooManyRequestsException" in r["ErrorEquals"] for r in states["ConverseStep"]["Retry"])
+    assert any("AmazonECS.Unknown" in r["ErrorEquals"] for r in states["RunCodeFargate"]["Retry"])
+
+
+def test_the_fargate_step_outlasts_the_largest_job_and_llm_steps_get_the_policy_timeout(synth):
+    from rewardpipe.models import Task
+
+    largest = next(m.le for m in Task.model_fields["timeout_s"].metadata if hasattr(m, "le"))
+    assert _states(synth)["RunCodeFargate"]["TimeoutSeconds"] >= largest + 300
+    functions = {k: r["Properties"] for k, r in synth.template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    policy_timeout = 300  # stacks/config.py default
+    for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
+        (props,) = [p for k, p in functions.items() if k.startswith(prefix) and "Logs" not in k]
+        assert props["Timeout"] == policy_timeout, prefix
+
+
+@pytest.mark.parametrize("role, prefixes", [
+    ("RolloutWorkflowScore", {"tasks/*", "jobs/*", "runs/*"}),    # a missing result must read as 404 (executor_crash)
+    ("RolloutWorkflowRecordError", {"runs/*"}),                  # an absent earlier record must read as 404
+    ("RolloutWorkflowConverse", {"tasks/*", "runs/*"}),
+    ("RolloutWorkflowStartEpisode", {"tasks/*", "runs/*"}),
+])
+def test_functions_that_read_maybe_missing_keys_may_list_those_prefixes(synth, role, prefixes):
+    listed = set()
+    for logical, resource in synth.template["Resources"].items():
+        if resource["Type"] == "AWS::IAM::Policy" and logical.startswith(role):
+            for st in resource["Properties"]["PolicyDocument"]["Statement"]:
+                if st["Action"] == "s3:ListBucket":
+                    listed.update(st["Condition"]["StringLike"]["s3:prefix"])
+    assert listed == prefixes

@@ -87,8 +87,8 @@ def test_run_draws_the_variance_chart_when_asked(cli, tmp_path):
 def test_plotting_an_empty_run_is_a_clear_error(tmp_path):
     import pytest
 
-    from rewardpipe.monitor import monitor_records
-    from rewardpipe.plotting import plot_run
+    from rewardpipe.monitoring import monitor_records
+    from rewardpipe.monitoring.plots import plot_run
 
     with pytest.raises(ValueError, match="no steps"):
         plot_run(monitor_records([]), tmp_path / "x.png")

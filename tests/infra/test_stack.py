@@ -152,12 +152,13 @@ def test_no_role_gets_bucket_wide_or_wildcard_s3(resources):
 
 
 @pytest.mark.parametrize("prefix, allowed", [
-    ("RolloutWorkflowStartEpisode", {("s3:GetObject", "tasks"), ("s3:PutObject", "tasks")}),
-    ("RolloutWorkflowPolicyTurn", {("s3:GetObject", "tasks")}),
-    ("RolloutWorkflowSimulatorTurn", {("s3:GetObject", "tasks")}),
-    ("RolloutWorkflowPrepareExecution", {("s3:GetObject", "tasks"), ("s3:PutObject", "jobs")}),
-    ("RolloutWorkflowScore", {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:PutObject", "runs")}),
-    ("RolloutWorkflowRecordError", {("s3:PutObject", "runs")}),
+    ("RolloutWorkflowStartEpisode", {("s3:GetObject", "tasks"), ("s3:PutObject", "tasks"), ("s3:GetObject", "runs"),
+                                     ("s3:PutObject", "runs"), ("s3:PutObject", "jobs")}),
+    ("RolloutWorkflowConverse", {("s3:GetObject", "tasks"), ("s3:GetObject", "runs"), ("s3:PutObject", "runs"),
+                                 ("s3:PutObject", "jobs")}),
+    ("RolloutWorkflowScore", {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:GetObject", "runs"),
+                              ("s3:PutObject", "runs")}),
+    ("RolloutWorkflowRecordError", {("s3:GetObject", "runs"), ("s3:PutObject", "runs")}),
     ("CodeRunnerFunction", {("s3:GetObject", "jobs"), ("s3:PutObject", "jobs")}),
 ])
 def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed):
@@ -191,8 +192,8 @@ def _definition(resources) -> dict:
 def test_every_task_state_catches_into_the_error_record(resources):
     states = _definition(resources)["States"]
     tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
-    assert {"StartEpisodeStep", "PolicyTurnStep", "SimulatorTurnStep", "PrepareExecutionStep", "RunCodeLambda",
-            "RunCodeFargate", "AskTrainer", "ScoreStep", "RecordErrorStep"} <= set(tasks)
+    assert {"StartEpisodeStep", "ConverseStep", "RunCodeLambda", "RunCodeFargate", "AskTrainer", "ScoreStep",
+            "RecordErrorStep"} <= set(tasks)
     for name, state in tasks.items():
         catchers = state.get("Catch", [])
         assert catchers and catchers[0]["ErrorEquals"] == ["States.ALL"], name
@@ -211,9 +212,9 @@ def test_long_jobs_go_to_fargate_with_the_job_passed_through_s3(resources):
     network = fargate["Parameters"]["NetworkConfiguration"]["AwsvpcConfiguration"]
     assert network.get("AssignPublicIp", "DISABLED") == "DISABLED"  # absent means DISABLED
     assert len(network["Subnets"]) == 2 and len(network["SecurityGroups"]) == 1
-    choices = {c["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
-    assert choices == {"lambda": "RunCodeLambda", "fargate": "RunCodeFargate"}
-    assert states["Route"]["Default"] == "ScoreStep"
+    choices = {c["And"][1]["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
+    assert choices["run_lambda"] == "RunCodeLambda" and choices["run_fargate"] == "RunCodeFargate"
+    assert choices["score"] == "ScoreStep"
 
 
 def test_callback_turns_wait_for_a_task_token(resources):
@@ -224,7 +225,7 @@ def test_callback_turns_wait_for_a_task_token(resources):
 
 def test_routing_threshold_and_turn_limit_come_from_context(resources):
     env = next(fn["Properties"]["Environment"]["Variables"] for k, fn in _of_type(resources, "AWS::Lambda::Function").items()
-               if k.startswith("RolloutWorkflowPrepareExecution"))
+               if k.startswith("RolloutWorkflowConverse"))
     assert env["ROUTING_THRESHOLD_S"] == "600"
     assert env["MAX_TURNS"] == "6"
     assert json.loads(env["REWARD_WEIGHTS"]) == {"correctness": 1.0, "asked_before_coding": 0.6,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from rewardpipe.monitor import MonitorResult
+from rewardpipe.monitoring.monitor import MonitorResult
 
 
 def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) -> Path:

@@ -1,99 +1,23 @@
-"""Alarms raised by the monitor and the sinks that deliver them.
-
-An :class:`Alarm` is a plain value (JSON-serialisable through :meth:`Alarm.to_dict`). The monitor decides
-*when* to raise one (once per onset, with hysteresis); sinks only decide *where* it goes:
+"""Where alarms go: the terminal, the store beside the records, or an SNS topic.
 
 * :class:`ConsoleAlarmSink` prints it with rich (the local default);
 * :class:`StoreAlarmSink` writes it beside the records, at
   ``runs/<run_id>/alarms/step=<n>/<component>-<kind>.json`` (deterministic, so a replay overwrites);
 * :class:`SnsAlarmSink` publishes it to an SNS topic (the AWS variant).
-
-:func:`dispatch` sends alarms to several sinks; a failing sink is reported, never allowed to stop the
-others or the caller.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Protocol
+from typing import Any
 
-from rewardpipe.store import Store, encode_id, run_prefix
-
-AlarmKind = Literal["dead_component", "error_rate", "recovered"]
-
-#: ``component`` of an error-rate alarm (errors belong to records, not to one component).
-ERRORS_TARGET = "errors"
-#: ``component`` of alarms about the weighted total reward.
-AGGREGATE_TARGET = "aggregate"
+from rewardpipe.monitoring.alarms import Alarm, alarm_key
+from rewardpipe.store import Store
 
 
-@dataclass
-class Alarm:
-    """One alarm.
-
-    ``kind``: ``dead_component`` (a component, or the aggregate, has stopped varying inside groups),
-    ``error_rate`` (too many records could not be scored) or ``recovered`` (the condition named by
-    ``recovered_from`` has cleared). ``cause`` is a stable machine-readable reason (``constant_at_minimum``,
-    ``constant_at_maximum``, ``constant_everywhere``, ``constant_within_groups``, ``components_cancel``,
-    ``error_rate``, ``recovered``); ``message`` is the sentence for a human; ``figures`` holds the numbers.
-    """
-
-    kind: AlarmKind
-    component: str
-    step: int
-    cause: str
-    message: str
-    run_id: str | None = None
-    recovered_from: str | None = None
-    figures: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Alarm":
-        return cls(**data)
-
-    @property
-    def is_recovery(self) -> bool:
-        return self.kind == "recovered"
-
-
-def alarm_key(run_id: str, step: int, component: str, kind: str) -> str:
-    """Where an alarm is stored: ``runs/<run_id>/alarms/step=<n>/<component>-<kind>.json``."""
-    return f"{run_prefix(run_id)}alarms/step={int(step)}/{encode_id(component)}-{encode_id(kind)}.json"
-
-
-class AlarmSink(Protocol):
-    def emit(self, alarm: Alarm) -> None: ...
-
-
-@dataclass
-class DeliveryFailure:
-    sink: str
-    alarm: Alarm
-    error: str
-
-
-def dispatch(alarms: Iterable[Alarm], sinks: Iterable[AlarmSink]) -> list[DeliveryFailure]:
-    """Send every alarm to every sink; return the deliveries that failed instead of raising."""
-    sinks = list(sinks)
-    failures: list[DeliveryFailure] = []
-    for alarm in alarms:
-        for sink in sinks:
-            try:
-                sink.emit(alarm)
-            except Exception as exc:  # noqa: BLE001 - one broken sink must not hide the alarm elsewhere
-                failures.append(DeliveryFailure(type(sink).__name__, alarm, f"{type(exc).__name__}: {exc}"))
-    return failures
-
-
-# --------------------------------------------------------------------------------------------------
-
-
-_STYLE = {"dead_component": "bold red", "error_rate": "bold yellow", "recovered": "bold green"}
-_LABEL = {"dead_component": "DEAD", "error_rate": "ERRORS", "recovered": "RECOVERED"}
+_STYLE = {"dead_component": "bold red", "dying_component": "bold magenta", "error_rate": "bold yellow",
+          "recovered": "bold green"}
+_LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "ERRORS", "recovered": "RECOVERED"}
 
 
 class ConsoleAlarmSink:

@@ -1,0 +1,121 @@
+"""Rollout state kept in S3, so no Step Functions payload ever carries a transcript.
+
+Step Functions refuses any state input or output over 256 KiB (262,144 bytes) with
+``States.DataLimitExceeded``, which a ``States.ALL`` Catch does not catch: the execution just fails
+with no record. A transcript of a few long turns passes that size easily, so the states pass only
+small references and the bulky things live here, one folder per execution attempt::
+
+    runs/<run>/state/<attempt>/episode-<n>.json   snapshot n of the episode (immutable once written)
+    runs/<run>/state/<attempt>/replay.json        the replay turns, stored once at the start
+    runs/<run>/state/<attempt>/reply-<n>.json     a trainer reply too large for SendTaskSuccess
+    runs/<run>/state/inputs/<attempt>/...         large execution inputs the client stored first
+
+``<attempt>`` is the execution name (unique per state machine, [0-9A-Za-z_-], at most 80 characters),
+so a re-run of the same rollout never reads an older attempt's state. Snapshots are versioned: a
+step reads snapshot n and writes snapshot n+1 under a key that depends only on n, so a step that
+Step Functions retries writes the same key again instead of applying its turn twice.
+
+The folder sits under ``runs/<run>/`` but outside every ``step=<n>/`` folder, so the record readers
+never list it; it shares the runs lifecycle rule.
+
+API (used by the rollout workflow and meant for any other multi-turn driver):
+
+* :class:`StateStore` — ``save(version, obj)`` / ``load(key)`` for snapshots, ``put(name, obj)`` /
+  ``get(key)`` for other objects of the attempt; every key it reads must be its own attempt's.
+* :func:`guard_payload` — raise :class:`PayloadTooLarge` (a normal, catchable Lambda error) before a
+  handler returns something Step Functions would refuse.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+# Step Functions' hard limit on a state's input/output, an execution's input and a task result.
+STATE_PAYLOAD_LIMIT = 262_144
+# What we allow ourselves: comfortably under the limit, so that the state machine's own additions
+# (a Catch's error object, the callback reply) never push a payload over.
+PAYLOAD_BUDGET = 200_000
+
+STATE_FOLDER = "state"
+_ATTEMPT = re.compile(r"^[0-9A-Za-z_-]{1,80}$")
+
+
+class PayloadTooLarge(RuntimeError):
+    """A handler was about to return more than :data:`PAYLOAD_BUDGET` bytes to Step Functions."""
+
+
+def payload_size(obj: Any) -> int:
+    """Bytes of ``obj`` as Step Functions counts them (UTF-8 JSON)."""
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+
+
+def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:
+    """Return ``obj`` unchanged, or raise PayloadTooLarge naming ``what`` and its size."""
+    size = payload_size(obj)
+    if size > budget:
+        raise PayloadTooLarge(f"{what} is {size} bytes, over the {budget}-byte budget for a Step Functions "
+                              f"payload (hard limit {STATE_PAYLOAD_LIMIT}); bulky data must go through S3")
+    return obj
+
+
+def check_attempt(attempt: str) -> str:
+    if not isinstance(attempt, str) or not _ATTEMPT.match(attempt):
+        raise ValueError(f"attempt must be an execution name ([0-9A-Za-z_-], 1-80 characters), got {attempt!r}")
+    return attempt
+
+
+def attempt_prefix(run: str, attempt: str) -> str:
+    """``runs/<run>/state/<attempt>/``"""
+    from rewardpipe.store import run_prefix
+
+    return f"{run_prefix(run)}{STATE_FOLDER}/{check_attempt(attempt)}/"
+
+
+def inputs_prefix(run: str, attempt: str) -> str:
+    """``runs/<run>/state/inputs/<attempt>/``: where a client stores execution inputs too large to send."""
+    from rewardpipe.store import run_prefix
+
+    return f"{run_prefix(run)}{STATE_FOLDER}/inputs/{check_attempt(attempt)}/"
+
+
+class StateStore:
+    """The state objects of one execution attempt, on any :class:`rewardpipe.store.Store`."""
+
+    def __init__(self, store: Any, run: str, attempt: str) -> None:
+        self.store = store
+        self.run = run
+        self.attempt = attempt
+        self.prefix = attempt_prefix(run, attempt)
+
+    def snapshot_key(self, version: int) -> str:
+        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
+            raise ValueError(f"snapshot version must be a non-negative integer, got {version!r}")
+        return f"{self.prefix}episode-{version}.json"
+
+    def key(self, name: str) -> str:
+        if not re.fullmatch(r"[0-9A-Za-z_.-]{1,100}", name) or set(name) == {"."}:
+            raise ValueError(f"state object name must be a plain file name, got {name!r}")
+        return self.prefix + name
+
+    def owns(self, key: Any) -> bool:
+        return isinstance(key, str) and key.startswith(self.prefix) and ".." not in key.split("/")
+
+    def save(self, version: int, obj: Any) -> str:
+        """Write snapshot ``version`` (same version, same key: a retried step overwrites, never appends)."""
+        return self.store.put_json(self.snapshot_key(version), obj)
+
+    def put(self, name: str, obj: Any) -> str:
+        return self.store.put_json(self.key(name), obj)
+
+    def get(self, key: str) -> Any:
+        """An object of this attempt; a key outside it is refused (keys arrive in events)."""
+        if not self.owns(key):
+            raise ValueError(f"state key {key!r} does not belong to {self.prefix}")
+        try:
+            return self.store.get_json(key)
+        except KeyError:
+            raise FileNotFoundError(f"state object {key} does not exist") from None
+
+    load = get

@@ -1,0 +1,45 @@
+"""Is every reward component still teaching? Per-component within-group variance, verdicts and alarms.
+
+Where each part lives (one module per concern):
+
+============================  =====================================================================
+``thresholds``                :class:`Thresholds` (when dead, when recovered), known value ranges
+``statistics``                the streaming pass: six numbers per (step, group, component)
+``verdicts``                  ``ok`` / ``dead`` / ``insufficient_data`` and the cause, per step
+``messages``                  the sentences of verdicts and alarms
+``state``                     :class:`MonitorState`, what is remembered between steps (the set of
+                              checked steps, streaks, trend), :func:`load_state` (corrupt-tolerant)
+``hysteresis``                raise once per onset, clear on recovery
+``trend``                     the ``dying`` early warning: a steady rise of the zero-variance share
+``alarms``                    :class:`Alarm`, where alarms are stored, :func:`dispatch`
+``sinks``                     console, store and SNS delivery
+``sources``                   reading records from a JSONL file
+``monitor``                   the entry points :func:`monitor_records` and :func:`monitor_step`
+``pending``                   :func:`check_pending`: every unchecked step of every run, isolated
+``plots``                     a one-page chart of a run
+============================  =====================================================================
+"""
+
+from rewardpipe.monitoring.alarms import (
+    AGGREGATE_TARGET,
+    ERRORS_TARGET,
+    Alarm,
+    AlarmSink,
+    DeliveryFailure,
+    alarm_key,
+    dispatch,
+)
+from rewardpipe.monitoring.monitor import MonitorResult, monitor_records, monitor_step
+from rewardpipe.monitoring.pending import RunCheck, check_pending
+from rewardpipe.monitoring.sinks import ConsoleAlarmSink, SnsAlarmSink, StoreAlarmSink
+from rewardpipe.monitoring.sources import iter_jsonl_records
+from rewardpipe.monitoring.state import MonitorState, TargetState, load_state, state_key
+from rewardpipe.monitoring.thresholds import DEFAULT_RANGES, MonitorInputError, Thresholds
+from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
+
+__all__ = [
+    "AGGREGATE_TARGET", "ERRORS_TARGET", "Alarm", "AlarmSink", "DeliveryFailure", "alarm_key", "dispatch",
+    "MonitorResult", "monitor_records", "monitor_step", "ConsoleAlarmSink", "SnsAlarmSink", "StoreAlarmSink",
+    "iter_jsonl_records", "MonitorState", "TargetState", "load_state", "state_key", "RunCheck", "check_pending", "DEFAULT_RANGES", "MonitorInputError",
+    "Thresholds", "ComponentStats", "StepReport",
+]

@@ -1,0 +1,195 @@
+"""Hysteresis: raise an alarm once per onset, clear it only on a real recovery.
+
+* A dead-component alarm is raised after ``raise_after`` consecutive ``dead`` steps; while it is open,
+  dead steps do not raise it again; it clears (a ``recovered`` alarm) only when the zero-variance share
+  drops below ``recover_fraction``; a share between the two thresholds keeps the current state, and
+  ``insufficient_data`` neither raises nor clears.
+* A ``dying`` warning (:mod:`rewardpipe.monitoring.trend`) is raised once per decline: it is not raised
+  again until the rise stops (the fitted slope is no longer positive) or the dead alarm takes over.
+* The error-rate alarm follows the same logic on the share of records with status ``error``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
+from rewardpipe.monitoring.messages import label, pct
+from rewardpipe.monitoring.state import MonitorState, TargetState
+from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.trend import detect_decline, trend_reversed
+from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
+
+
+def alarm_figures(stats: ComponentStats, th: Thresholds) -> dict[str, Any]:
+    return {
+        "zero_variance_group_fraction": stats.zero_variance_group_fraction,
+        "eligible_groups": stats.eligible_groups,
+        "zero_variance_groups": stats.zero_variance_groups,
+        "mean": stats.mean,
+        "std": stats.std,
+        "within_group_std_mean": stats.within_group_std_mean,
+        "constant_value": stats.constant_value,
+        "dead_fraction": th.dead_fraction,
+        "recover_fraction": th.recover_fraction,
+    }
+
+
+def _record_trend(target: TargetState, step: int, fraction: float, window: int) -> None:
+    points = dict(target.trend)
+    points[step] = fraction
+    target.trend = sorted(points.items())[-window:]
+
+
+def track_component(
+    key: str, stats: ComponentStats, step: int, run_id: str | None, state: MonitorState, th: Thresholds
+) -> Alarm | None:
+    """Advance one target's memory with this step's verdict; return the alarm it raises, if any.
+
+    Also sets what only the history can tell: ``dying`` (with slope and projected step of death), the
+    ``dead_streak`` and ``alarm_active``.
+    """
+    target = state.target(key)
+    if stats.verdict == "insufficient_data":
+        stats.alarm_active = target.active
+        stats.dead_streak = target.dead_streak
+        return None
+    frac = stats.zero_variance_group_fraction or 0.0
+    _record_trend(target, step, frac, th.dying_window)
+    target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
+    stats.dead_streak = target.dead_streak
+    alarm = None
+    if target.active:
+        if frac < th.recover_fraction:
+            since = target.since
+            target.active, target.streak, target.since = False, 0, None
+            alarm = Alarm(
+                kind="recovered",
+                component=stats.name,
+                step=step,
+                cause="recovered",
+                recovered_from="dead_component",
+                run_id=run_id,
+                message=(
+                    f"{label(stats.name)} recovered at step {step}: zero-variance groups down to {pct(frac)} "
+                    f"(below {pct(th.recover_fraction)}) after being dead since step {since}"
+                ),
+                figures=alarm_figures(stats, th),
+            )
+    elif stats.verdict == "dead":
+        target.streak += 1
+        if target.streak >= th.raise_after:
+            target.active, target.since = True, step
+            message = stats.message or ""
+            if th.raise_after > 1:
+                message += f" (dead for {target.streak} consecutive steps)"
+            figures = {**alarm_figures(stats, th), "consecutive_dead_steps": target.streak}
+            if target.dying_since is not None:
+                message += f" (warned as dying since step {target.dying_since})"
+                figures["dying_since"] = target.dying_since
+            alarm = Alarm(
+                kind="dead_component",
+                component=stats.name,
+                step=step,
+                cause=stats.cause or "dead",
+                run_id=run_id,
+                message=message,
+                figures=figures,
+            )
+    else:
+        target.streak = 0
+    if target.active or stats.verdict == "dead":
+        target.dying_active, target.dying_since = False, None  # the dead alarm has taken over
+    elif stats.verdict == "ok" and alarm is None:
+        alarm = _track_decline(target, stats, step, run_id, th)
+    stats.alarm_active = target.active
+    return alarm
+
+
+def _track_decline(
+    target: TargetState, stats: ComponentStats, step: int, run_id: str | None, th: Thresholds
+) -> Alarm | None:
+    """Mark a steady rise of the zero-variance share as ``dying``; warn once per decline."""
+    decline = detect_decline(target.trend, th.dying_window, th.dead_fraction, th.dying_min_slope, th.dying_horizon)
+    if decline is None:
+        if target.dying_active and trend_reversed(target.trend, th.dying_window):
+            target.dying_active, target.dying_since = False, None
+        return None
+    frac = stats.zero_variance_group_fraction or 0.0
+    stats.verdict, stats.cause = "dying", "zero_variance_rising"
+    stats.zero_fraction_slope = decline.slope
+    stats.projected_dead_step = decline.projected_dead_step
+    stats.message = (
+        f"{label(stats.name)} is dying: zero-variance groups rose from {pct(decline.first_fraction)} at step "
+        f"{decline.first_step} to {pct(frac)} at step {step} (+{100 * decline.slope:.1f} points per step, "
+        f"r^2 {decline.r2:.2f}); at this rate it reaches the dead threshold {pct(th.dead_fraction)} around step "
+        f"{decline.projected_dead_step}. Within-group std is decaying: check what the policy converges to"
+    )
+    if target.dying_active:
+        return None
+    target.dying_active, target.dying_since = True, step
+    return Alarm(
+        kind="dying_component",
+        component=stats.name,
+        step=step,
+        cause="zero_variance_rising",
+        run_id=run_id,
+        message=stats.message,
+        figures={**alarm_figures(stats, th), "zero_fraction_slope": decline.slope, "fit_r2": decline.r2,
+                 "projected_dead_step": decline.projected_dead_step, "window": th.dying_window},
+    )
+
+
+def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th: Thresholds) -> Alarm | None:
+    target = state.target(ERRORS_TARGET)
+    rate = report.error_rate
+    figures = {
+        "error_rate": rate,
+        "errors": report.errors,
+        "records": report.records,
+        "error_kinds": dict(report.error_kinds),
+        "threshold": th.error_rate,
+        "recover_rate": th.error_recover_rate,
+    }
+    alarm = None
+    if target.active:
+        if rate < th.error_recover_rate:
+            since = target.since
+            target.active, target.streak, target.since = False, 0, None
+            alarm = Alarm(
+                kind="recovered",
+                component=ERRORS_TARGET,
+                step=report.step,
+                cause="recovered",
+                recovered_from="error_rate",
+                run_id=run_id,
+                message=(
+                    f"error rate recovered at step {report.step}: {pct(rate)} of records "
+                    f"(below {pct(th.error_recover_rate)}) after being high since step {since}"
+                ),
+                figures=figures,
+            )
+    elif rate >= th.error_rate:
+        target.streak += 1
+        if target.streak >= th.raise_after:
+            target.active, target.since = True, report.step
+            kinds = ", ".join(f"{k} {v}" for k, v in report.error_kinds.items())
+            alarm = Alarm(
+                kind="error_rate",
+                component=ERRORS_TARGET,
+                step=report.step,
+                cause="error_rate",
+                run_id=run_id,
+                message=(
+                    f"{pct(rate)} of records at step {report.step} could not be scored ({report.errors}/"
+                    f"{report.records}: {kinds}); they are excluded from the statistics, not counted as 0, "
+                    f"but groups that lose rollouts lose signal; check the executor/sandbox"
+                ),
+                figures=figures,
+            )
+    else:
+        target.streak = 0
+    report.error_alarm_active = target.active
+    return alarm
+
+

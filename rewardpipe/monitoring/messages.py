@@ -1,0 +1,82 @@
+"""The sentences the monitor writes: verdict and alarm messages, with advice for known causes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
+from rewardpipe.monitoring.statistics import AGG
+from rewardpipe.monitoring.thresholds import Thresholds
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if abs(value) < 1e-12:
+        value = 0.0  # float noise (a std of 5.6e-17) reads as a real spread in a message
+    return f"{value:.4g}" if value != int(value) or abs(value) >= 1e6 else f"{value:.1f}"
+
+
+def pct(fraction: float) -> str:
+    return f"{100 * fraction:.0f}%"
+
+
+def label(name: str) -> str:
+    return "the aggregate reward" if name in (AGGREGATE_TARGET, AGG) else name
+
+
+#: Extra advice for known (component, cause) pairs; the generic text covers everything else.
+HINTS: dict[tuple[str, str], str] = {
+    ("correctness", "constant_at_minimum"): "are the tests running the model's code? (entry-point name mismatch, "
+    "an import that fails, or a harness set-up error makes every test fail before its assertion)",
+    ("asked_before_coding", "constant_at_minimum"): "no rollout asks and then commits code: is the bonus "
+    "gated on something the policy cannot reach?",
+    ("asked_before_coding", "constant_at_maximum"): "every rollout already asks first and commits; consider "
+    "lowering its weight so the sparse correctness signal can move the policy",
+    ("guessed_immediately", "constant_at_minimum"): "every rollout commits code on its first turn without "
+    "asking: the policy has collapsed to guessing",
+}
+
+
+def dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, cancelling: list[str]) -> str:
+    who = label(name)
+    frac = s["zero_variance_group_fraction"]
+    share = f"{pct(frac)} of groups ({s['zero_variance_groups']}/{s['eligible_groups']})"
+    value = fmt(s["constant_value"])
+    hint = HINTS.get((name, cause))
+    if cause in ("constant_at_minimum", "constant_at_maximum", "penalty_never_fires"):
+        at = s["at_value_groups"]
+        share = f"{pct(at / s['eligible_groups'])} of groups ({at}/{s['eligible_groups']})"
+        if at < s["zero_variance_groups"]:
+            share += f"; {pct(frac)} of groups are constant"
+    if cause == "constant_at_minimum":
+        where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
+        text = f"{who} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "
+        return text + (hint or "is it ever triggered? A scorer that never runs, or a gate nothing reaches, looks like this")
+    if cause == "penalty_never_fires":
+        return (f"{who} is at its maximum {value} in every rollout of {share}: the penalty never fires, so it "
+                f"adds nothing to learning now; that is expected for a rarely triggered penalty, so this is "
+                f"info, not an alarm (alarm_idle_penalties / --alarm-idle-penalties to alarm on it)")
+    if cause == "constant_at_maximum":
+        where = "its maximum" if s["range_known"] else "the highest value seen at this step"
+        text = f"{who} constant at {where} {value} in every rollout of {share}: "
+        if hint:
+            return text + "saturated; " + hint
+        if s["range_known"] and s["range"][1] == 0.0 and s["range"][0] < 0.0:
+            return text + ("the penalty never fires, so it contributes nothing to learning (alarming because "
+                           "idle penalties were asked to alarm)")
+        return text + "saturated: it no longer separates rollouts; consider lowering its weight or raising the bar"
+    if cause == "constant_everywhere":
+        return (f"{who} is {value} in every scored rollout ({s['values']} values, std {fmt(s['std'])}): it varies "
+                f"neither inside nor across groups and only shifts every reward by a constant; is it computed "
+                f"from the rollout at all?")
+    if cause == "components_cancel":
+        return (f"{who} is constant inside {share} although {', '.join(cancelling)} still vary inside groups: "
+                f"their weighted changes cancel (opposite signs with equal weights) or their weights are 0, so "
+                f"the whole reward gives no gradient")
+    # constant_within_groups
+    return (f"{who} is constant inside {share} although it varies across the batch (batch std "
+            f"{fmt(s['std'])}, mean within-group std {fmt(s['within_group_std_mean'])}): it depends on the "
+            f"prompt, not on the response, so GRPO learns nothing from it; batch std hides this, group std shows it")
+
+

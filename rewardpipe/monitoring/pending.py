@@ -1,0 +1,78 @@
+"""Check every step not checked yet, run by run, so nothing is skipped and one failure stops nothing.
+
+A scheduled check (the variance-check Lambda) or a catch-up after an outage calls :func:`check_pending`:
+for each run it lists the stored steps, and checks each step the run's state has not checked, in step
+order, with :func:`~rewardpipe.monitoring.monitor.monitor_step`. A step that cannot be read (a store
+failure) is reported and left unchecked, so the next call tries it again; the following steps and the
+other runs are still checked. A corrupt state is moved aside by ``monitor_step`` and reported.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Iterable
+
+from rewardpipe.monitoring.alarms import AlarmSink
+from rewardpipe.monitoring.monitor import MonitorResult, monitor_step
+from rewardpipe.monitoring.state import load_state
+from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.store import Store
+
+
+@dataclass
+class RunCheck:
+    """What :func:`check_pending` did for one run."""
+
+    run_id: str
+    results: list[MonitorResult] = field(default_factory=list)  # one per step checked, in step order
+    #: {"run_id", "step", "error"}: a run or step that could not be checked (tried again next time), or
+    #: a corrupt state that was replaced.
+    problems: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def checked_steps(self) -> list[int]:
+        return [step.step for result in self.results for step in result.steps]
+
+
+def check_pending(
+    store: Store,
+    run_ids: Iterable[str] | None = None,
+    thresholds: Thresholds | None = None,
+    sinks: Iterable[AlarmSink] = (),
+    *,
+    skip_newest: bool = False,
+) -> list[RunCheck]:
+    """Check every unchecked step of ``run_ids`` (default: every run in the store), oldest first.
+
+    ``skip_newest`` leaves each run's highest step alone: a scheduled check cannot know whether the
+    trainer is still writing it (a later step proves it complete).
+    """
+    sinks = list(sinks)
+    checks: list[RunCheck] = []
+    try:
+        runs = list(run_ids) if run_ids is not None else store.list_runs()
+    except Exception as exc:  # noqa: BLE001 - report the listing failure instead of raising
+        return [RunCheck(run_id="*", problems=[{"run_id": None, "step": None, "error": _describe(exc)}])]
+    for run_id in runs:
+        check = RunCheck(run_id)
+        checks.append(check)
+        try:
+            steps = store.list_steps(run_id)
+            state, state_problem = load_state(store, run_id)
+        except Exception as exc:  # noqa: BLE001 - one broken run must not stop the others
+            check.problems.append({"run_id": run_id, "step": None, "error": _describe(exc)})
+            continue
+        if state_problem is not None:
+            check.problems.append({"run_id": run_id, "step": None, "error": state_problem.reason})
+        if skip_newest and steps:
+            steps = steps[:-1]
+        for step in state.unchecked(steps):
+            try:
+                check.results.append(monitor_step(store, run_id, step, thresholds, sinks))
+            except Exception as exc:  # noqa: BLE001 - one broken step must not stop the later ones
+                check.problems.append({"run_id": run_id, "step": step, "error": _describe(exc)})
+    return checks
+
+
+def _describe(exc: Exception) -> str:
+    return f"{type(exc).__name__}: {exc}"

@@ -1,0 +1,140 @@
+"""What the monitor remembers between steps (:class:`MonitorState`) and where a store keeps it."""
+
+from __future__ import annotations
+
+import bisect
+import json
+from datetime import datetime, timezone
+from typing import Any, Iterable, Literal, Mapping
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from rewardpipe.monitoring.thresholds import MonitorInputError
+from rewardpipe.store import BadObject, Store, run_prefix
+
+STATE_SCHEMA = "rewardpipe.monitor-state/v2"
+#: Earlier states (``last_step`` only) are read and upgraded: every step up to ``last_step`` counts as checked.
+_V1_SCHEMA = "rewardpipe.monitor-state/v1"
+
+
+class TargetState(BaseModel):
+    """The memory of one target (a component, the aggregate or the error rate)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    active: bool = False  # an alarm has been raised and not yet cleared
+    streak: int = Field(default=0, ge=0)  # consecutive dead (or high-error) steps seen while inactive
+    since: int | None = None  # step at which the active alarm was raised
+    #: Consecutive checked steps whose verdict was ``dead`` (the DeadStreak metric); an
+    #: ``insufficient_data`` step neither extends nor breaks it.
+    dead_streak: int = Field(default=0, ge=0)
+    #: The last few (step, zero-variance share) points, for the ``dying`` trend fit.
+    trend: list[tuple[int, float]] = Field(default_factory=list)
+    dying_active: bool = False  # a dying warning has been raised for the current decline
+    dying_since: int | None = None
+
+
+class MonitorState(BaseModel):
+    """What the monitor must remember between steps.
+
+    Keys of ``targets``: ``component:<name>``, ``aggregate`` and ``errors``. ``checked`` is the set of
+    steps already checked, as sorted, disjoint ``[first, last]`` ranges (a run of 10,000 steps checked in
+    order is one pair). A checked step seen again (a retried Lambda, a re-read file) is a replay: its
+    statistics are computed again but it does not advance the hysteresis or raise alarms. A step not yet
+    checked is checked whenever it arrives, even after a later step. ``last_step`` is the highest
+    checked step, kept for readers.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: Literal["rewardpipe.monitor-state/v2"] = Field(default=STATE_SCHEMA, alias="schema")
+    run_id: str | None = None
+    last_step: int | None = None
+    checked: list[tuple[int, int]] = Field(default_factory=list)
+    targets: dict[str, TargetState] = Field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "MonitorState":
+        if not isinstance(data, Mapping):
+            raise MonitorInputError(f"invalid monitor state: expected a JSON object, got {type(data).__name__}")
+        if data.get("schema") == _V1_SCHEMA:
+            last = data.get("last_step")
+            data = {**data, "schema": STATE_SCHEMA,
+                    "checked": [[0, last]] if isinstance(last, int) and last >= 0 else []}
+        try:
+            state = cls.model_validate(data)
+        except ValidationError as exc:
+            raise MonitorInputError(f"invalid monitor state: {exc.errors()[0]['msg']} at "
+                                    f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from None
+        for first, last in state.checked:
+            if first < 0 or last < first:
+                raise MonitorInputError(f"invalid monitor state: checked range [{first}, {last}]")
+        return state
+
+    def target(self, key: str) -> TargetState:
+        return self.targets.setdefault(key, TargetState())
+
+    def is_checked(self, step: int) -> bool:
+        index = bisect.bisect_right(self.checked, (step, _BIG)) - 1
+        return index >= 0 and self.checked[index][0] <= step <= self.checked[index][1]
+
+    def mark_checked(self, step: int) -> None:
+        """Add ``step`` to the checked set, merging it with the ranges it touches."""
+        if self.is_checked(step):
+            return
+        ranges = [tuple(r) for r in self.checked] + [(step, step)]
+        ranges.sort()
+        merged: list[tuple[int, int]] = []
+        for first, last in ranges:
+            if merged and first <= merged[-1][1] + 1:
+                merged[-1] = (merged[-1][0], max(merged[-1][1], last))
+            else:
+                merged.append((first, last))
+        self.checked = merged
+        self.last_step = merged[-1][1]
+
+    def unchecked(self, steps: Iterable[int]) -> list[int]:
+        """The steps of ``steps`` not yet checked, in ascending order."""
+        return sorted(step for step in set(steps) if not self.is_checked(step))
+
+
+_BIG = 1 << 62
+
+
+def state_key(run_id: str) -> str:
+    """Where the hysteresis state of a run is kept in a store."""
+    return f"{run_prefix(run_id)}monitor/state.json"
+
+
+def load_state(store: Store, run_id: str) -> tuple[MonitorState, BadObject | None]:
+    """The run's saved state, or a fresh one when there is none.
+
+    A state that cannot be used (not JSON, not a valid state, or a state of another run) must not stop
+    the monitor: it is moved aside to ``monitor/state.corrupt-<UTC time>.json`` (kept for a post-mortem),
+    a fresh state is saved in its place, and the problem is returned as a :class:`BadObject` for the
+    caller to report. With a fresh state every stored step counts as unchecked again.
+    """
+    key = state_key(run_id)
+    try:
+        raw = store.get_bytes(key)
+    except KeyError:
+        return MonitorState(run_id=run_id), None
+    try:
+        data = json.loads(raw)
+        state = MonitorState.from_dict(data)
+        if state.run_id is not None and state.run_id != run_id:
+            raise MonitorInputError(f"the state is for run {state.run_id!r}")
+    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError and MonitorInputError are ValueErrors
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        aside = f"{run_prefix(run_id)}monitor/state.corrupt-{stamp}.json"
+        store.put_bytes(aside, raw)
+        fresh = MonitorState(run_id=run_id)
+        store.put_json(key, fresh.to_dict())  # so the next reader does not trip over it again
+        reason = exc.args[0] if isinstance(exc, MonitorInputError) else f"not valid JSON ({exc})"
+        return fresh, BadObject(
+            key, f"unusable monitor state ({reason}); kept at {aside}, started a fresh state")
+    state.run_id = run_id
+    return state, None

@@ -1,0 +1,81 @@
+"""When a component counts as dead or recovered, and when to alarm: :class:`Thresholds`.
+
+Also holds the value ranges of the built-in reward (used to tell "stuck at its minimum" from "stuck at its
+maximum") and the error raised when records cannot be monitored as one run.
+"""
+
+from __future__ import annotations
+
+import math
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+#: Value ranges of the components of the blog's reward (contracts.md), used to tell "constant at its
+#: minimum" from "constant at its maximum". Components not listed fall back to the values seen.
+DEFAULT_RANGES: dict[str, tuple[float, float]] = {
+    "correctness": (0.0, 1.0),
+    "asked_before_coding": (0.0, 1.0),
+    "guessed_immediately": (-1.0, 0.0),
+    "loop_penalty": (-0.5, 0.0),
+}
+
+
+class MonitorInputError(ValueError):
+    """The records handed to the monitor cannot be monitored as one run (message says why)."""
+
+
+class Thresholds(BaseModel):
+    """When a component is dead, when it has recovered, and when to alarm.
+
+    * ``epsilon``: a group whose std is at most this is "zero variance" (default 1e-6).
+    * ``dead_fraction``: verdict ``dead`` when at least this share of eligible groups has zero variance.
+    * ``recover_fraction``: an active dead alarm clears only when the share drops *below* this
+      (hysteresis band between the two, so a component hovering at the threshold does not flap).
+    * ``min_groups``: fewer eligible groups (>= 2 scored values) than this gives ``insufficient_data``,
+      which neither raises nor clears an alarm.
+    * ``raise_after``: consecutive dead steps needed before the alarm is raised (1 = at once).
+    * ``error_rate`` / ``error_recover_rate``: the same for the share of records with status "error".
+    * ``ranges``: known (min, max) per component, to name the at-minimum / at-maximum causes.
+    * ``ignore``: components that get statistics and verdicts but never alarms (e.g. a penalty that
+      is meant to be 0 almost always).
+    * ``alarm_idle_penalties``: a penalty (known range with maximum 0 and a negative minimum) that sits at
+      0 in every group never fired; that is normal for a rarely triggered penalty, so it gets verdict
+      ``info`` and no alarm unless this is True (then it is ``dead``, cause ``constant_at_maximum``).
+    * ``dying_window`` / ``dying_min_slope`` / ``dying_horizon``: verdict ``dying`` when, over the last
+      ``dying_window`` checked steps, the zero-variance share rises steadily (least-squares slope of at
+      least ``dying_min_slope`` per step, r^2 >= 0.8) and the fit reaches ``dead_fraction`` within
+      ``dying_horizon`` steps.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epsilon: float = Field(default=1e-6, ge=0)
+    dead_fraction: float = Field(default=0.9, gt=0, le=1)
+    recover_fraction: float = Field(default=0.5, ge=0, le=1)
+    min_groups: int = Field(default=4, ge=1)
+    raise_after: int = Field(default=1, ge=1)
+    error_rate: float = Field(default=0.1, gt=0, le=1)
+    error_recover_rate: float = Field(default=0.05, ge=0, le=1)
+    ranges: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_RANGES))
+    ignore: tuple[str, ...] = ()
+    alarm_idle_penalties: bool = False
+    dying_window: int = Field(default=5, ge=3)
+    dying_min_slope: float = Field(default=0.02, gt=0, le=1)
+    dying_horizon: int = Field(default=20, ge=1)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Thresholds":
+        if self.recover_fraction > self.dead_fraction:
+            raise ValueError(
+                f"recover_fraction ({self.recover_fraction}) must not exceed dead_fraction ({self.dead_fraction})"
+            )
+        if self.error_recover_rate > self.error_rate:
+            raise ValueError(
+                f"error_recover_rate ({self.error_recover_rate}) must not exceed error_rate ({self.error_rate})"
+            )
+        for name, (lo, hi) in self.ranges.items():
+            if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+                raise ValueError(f"range of '{name}' must be finite with min <= max, got ({lo}, {hi})")
+        return self
+
+

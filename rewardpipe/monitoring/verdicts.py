@@ -1,0 +1,182 @@
+"""Verdicts and causes: is each component (and the aggregate) still giving GRPO a signal at this step?
+
+* ``ok``: the share of eligible groups with zero variance is below ``dead_fraction``;
+* ``dead``: it reached ``dead_fraction``; the ``cause`` says how: ``constant_at_minimum``,
+  ``constant_at_maximum``, ``constant_everywhere``, ``constant_within_groups`` (varies across the batch,
+  constant inside groups) or, for the aggregate only, ``components_cancel``;
+* ``info``: a penalty that never fired (at its maximum 0 in every group): dead in the numbers, but
+  normal for a rarely triggered penalty, so it does not alarm (unless ``alarm_idle_penalties``);
+* ``insufficient_data``: fewer than ``min_groups`` eligible groups (>= 2 scored values).
+
+``dying`` (the zero-variance share rising steadily towards the dead threshold) needs the previous steps,
+so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module judges one step alone.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, Literal
+
+from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
+from rewardpipe.monitoring.messages import dead_message, label
+from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures
+from rewardpipe.monitoring.thresholds import Thresholds
+
+Verdict = Literal["ok", "dying", "dead", "info", "insufficient_data"]
+
+
+@dataclass
+class ComponentStats:
+    name: str
+    verdict: Verdict
+    cause: str | None
+    message: str | None
+    values: int  # scored values used
+    missing: int  # None in a scored record
+    non_finite: int  # NaN / inf in a scored record
+    mean: float | None
+    std: float | None  # batch (population) std
+    min: float | None
+    max: float | None
+    groups: int  # groups with at least one value
+    eligible_groups: int  # groups with >= 2 values
+    zero_variance_groups: int
+    zero_variance_group_fraction: float | None
+    within_group_std_mean: float | None
+    constant_value: float | None = None  # for dead verdicts with one dominant value
+    alarm_active: bool = False
+    #: Consecutive checked steps with verdict ``dead`` up to this one (None: not tracked, e.g. ignored
+    #: components, or a replayed step).
+    dead_streak: int | None = None
+    #: For ``dying``: the fitted rise of the zero-variance share per step, and the step at which the fit
+    #: reaches ``dead_fraction``.
+    zero_fraction_slope: float | None = None
+    projected_dead_step: int | None = None
+    #: Mean share of the GRPO advantage this component carries, over the groups where anything varies
+    #: (:mod:`rewardpipe.monitoring.advantage`); None for the aggregate and when no group has a signal.
+    advantage_share: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class StepReport:
+    step: int
+    records: int
+    scored: int
+    errors: int
+    error_rate: float
+    error_kinds: dict[str, int]
+    groups: int
+    components: dict[str, ComponentStats]
+    aggregate: ComponentStats
+    error_alarm_active: bool = False
+    replayed: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "step": self.step,
+            "records": self.records,
+            "scored": self.scored,
+            "errors": self.errors,
+            "error_rate": self.error_rate,
+            "error_kinds": dict(self.error_kinds),
+            "groups": self.groups,
+            "error_alarm_active": self.error_alarm_active,
+            "replayed": self.replayed,
+            "components": {name: stats.to_dict() for name, stats in self.components.items()},
+            "aggregate": self.aggregate.to_dict(),
+        }
+
+
+
+def component_stats(
+    name: str,
+    acc: StepAcc,
+    th: Thresholds,
+    value_range: tuple[float, float] | None,
+) -> dict[str, Any]:
+    """Figures, verdict and (for ``dead``) cause of one component at one step, as a dict."""
+    eps = th.epsilon
+    tol = max(eps, 1e-12)
+    stats, zero_values = component_figures(name, acc, eps)
+    eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
+
+    if eligible == 0 or eligible < th.min_groups:
+        stats["verdict"] = "insufficient_data"
+        stats["cause"] = "no_eligible_groups" if eligible == 0 else "too_few_groups"
+        stats["message"] = (
+            f"{label(name)}: {eligible} group(s) with at least 2 scored values; need {th.min_groups} for a verdict"
+        )
+        return stats
+    if zero / eligible < th.dead_fraction:
+        stats.update(verdict="ok", cause=None, message=None)
+        return stats
+
+    stats["verdict"] = "dead"
+    lo_seen, hi_seen = stats["min"], stats["max"]
+    batch_constant = (hi_seen - lo_seen) <= tol or stats["std"] <= eps
+    range_known = value_range is not None
+    if value_range is None and not batch_constant:
+        value_range = (lo_seen, hi_seen)
+    stats["range_known"] = range_known
+    stats["range"] = value_range
+    cause = "constant_everywhere" if batch_constant else "constant_within_groups"
+    if value_range is not None:
+        lo, hi = value_range
+        at_min = sum(1 for v in zero_values if abs(v - lo) <= tol)
+        at_max = sum(1 for v in zero_values if abs(v - hi) <= tol)
+        if at_min / eligible >= th.dead_fraction:
+            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_minimum", lo, at_min
+        elif at_max / eligible >= th.dead_fraction:
+            cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
+    if cause == "constant_everywhere":
+        stats["constant_value"] = stats["mean"]
+    if cause == "constant_at_maximum" and is_penalty(value_range if range_known else None) \
+            and not th.alarm_idle_penalties:
+        stats["verdict"], cause = "info", "penalty_never_fires"
+    stats["cause"] = cause
+    return stats
+
+
+def is_penalty(value_range: tuple[float, float] | None) -> bool:
+    """A component whose best (neutral) value is 0 and whose other values are negative."""
+    return value_range is not None and value_range[1] == 0.0 and value_range[0] < 0.0
+
+
+def finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[str] | None = None) -> ComponentStats:
+    """Turn a :func:`component_stats` dict into :class:`ComponentStats`, writing the dead message."""
+    if stats["verdict"] in ("dead", "info"):
+        if cancelling:
+            stats["cause"] = "components_cancel"
+        stats["message"] = dead_message(name, stats["cause"], stats, th, cancelling or [])
+    for internal in ("range_known", "range", "at_value_groups"):
+        stats.pop(internal, None)
+    return ComponentStats(name=name, **stats)
+
+
+def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
+    """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
+    components = {
+        name: finish(name, component_stats(name, acc, th, th.ranges.get(name)), th) for name in acc.component_names()
+    }
+    shares = advantage_share_means(acc)
+    if shares:
+        for name, stats in components.items():
+            stats.advantage_share = shares.get(name, 0.0)
+    agg_stats = component_stats(AGG, acc, th, None)
+    cancelling = [n for n, c in components.items() if c.verdict == "ok"] if agg_stats["verdict"] == "dead" else []
+    aggregate = finish(AGGREGATE_TARGET, agg_stats, th, cancelling)
+    scored = acc.records - acc.errors
+    return StepReport(
+        step=step,
+        records=acc.records,
+        scored=scored,
+        errors=acc.errors,
+        error_rate=acc.errors / acc.records if acc.records else 0.0,
+        error_kinds=dict(sorted(acc.error_kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
+        groups=len(acc.groups),
+        components=components,
+        aggregate=aggregate,
+    )
