@@ -53,7 +53,7 @@ class NovaBridgeSettings(BaseModel):
     inline_task_field: str = "task"
     group_pattern: str = r"^(?P<group>.+)_(?P<index>\d+)$"
     range_mapping: Literal["linear", "clip"] = "linear"
-    run_id: str = "nova"
+    run_id: str = Field(default="nova", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
     bookkeeping_days: int = Field(default=3, ge=1, le=365)
 
     @model_validator(mode="after")
@@ -136,7 +136,7 @@ class NovaBridge(Construct):
         self.sweeper.add_to_role_policy(iam.PolicyStatement(
             actions=["states:StopExecution"],
             resources=[Stack.of(self).format_arn(service="states", resource="execution",
-                                                 resource_name=f"{workflow.state_machine.state_machine_name}:nova-*",
+                                                 resource_name=f"{workflow.state_machine.state_machine_name}:{_name_prefix(nova.run_id)}-*",
                                                  arn_format=_colon())],
         ))
         for fn in (self.responder, self.sweeper):
@@ -193,11 +193,18 @@ class NovaBridge(Construct):
         NagSuppressions.add_resource_suppressions(self, [
             {"id": "AwsSolutions-IAM5", "reason": "Bridge bookkeeping is scoped to the nova/ prefix; keys are per rollout.",
              "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "StopExecution is limited to this state machine's nova-* executions.",
-             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*nova-\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "StopExecution is limited to this state machine's executions of the Nova run (names start with the run id).",
+             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*-\\*$/g"}]},
             {"id": "AwsSolutions-IAM5", "reason": "Timeout records go under runs/ like every other record.",
              "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/runs/\\*$/g"}]},
         ], apply_to_children=True)
+
+
+def _name_prefix(run_id: str) -> str:
+    """Execution names of a run start with its sanitized id (rewardpipe.aws.client.execution_name)."""
+    import re
+
+    return re.sub(r"[^0-9A-Za-z_-]+", "-", run_id).strip("-")
 
 
 def _colon() -> Any:

@@ -10,8 +10,11 @@
     every minute: sweep ──► rollouts past their budget: StopExecution + error answer (never a hang)
 
 Bookkeeping lives in the records bucket under ``nova/`` (small JSON objects; a lifecycle rule expires
-them): ``nova/requests/<key>.json`` per rollout request (sample, range, deadline, execution, answered),
-``nova/steps/<step key>.json`` per waiting turn (the task token). Only keys travel between roles.
+them): ``nova/requests/<execution>.json`` per rollout request (sample, range, deadline, answered),
+``nova/steps/<step key>.json`` per waiting turn (task token, reply key), ``nova/rounds/...`` (which
+training round a request belongs to) and ``nova/reports/<execution>.json`` (the report envelope).
+The conversation itself is read from the workflow's state snapshot; a turn larger than the Step
+Functions budget is handed back through the turn's ``reply_key`` object.
 """
 
 from __future__ import annotations
@@ -23,12 +26,13 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rewardpipe.aws.client import execution_name as client_execution_name
+from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size
 from rewardpipe.integrations.nova.protocol import (
     BridgeConfig,
     GenerateResponse,
     NovaProtocolError,
     RolloutRequest,
-    execution_name,
     generate_request,
     group_of,
     parse,
@@ -98,11 +102,11 @@ class Bridge:
                 return {"status": "rejected", "reason": str(exc)}
             request = RolloutRequest(sample_id=sample_id)
             return self._answer_error(request, ErrorInfo(kind="bad_request", message=str(exc)), record=False)
-        key = request_key(request)
-        name = execution_name(request)
+        step = self._round(request, request_key(request))
+        name = client_execution_name(self.config.run_id, step, request.sample_id)
         path = self._request_path(name)
         known = self.store.get_json(path, default=None)
-        if known is not None:
+        if known is not None:  # a redelivered request: its rollout is running or answered already
             return {"status": "duplicate", "execution": known.get("execution")}
         try:
             task, task_key = task_source(request, self.config)
@@ -111,26 +115,27 @@ class Bridge:
         group = group_of(request.sample_id, self.config)
         entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
                  "deadline": self.clock() + self.config.rollout_budget_s, "execution": name, "answered": False,
-                 "step": self._round(request, key, group)}
+                 "step": step}
         self.store.put_json(path, entry)
         self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
-        payload: dict[str, Any] = {"run": self.config.run_id, "step": entry["step"], "group": group,
-                                   "rollout": request.sample_id, "policy": {"mode": "callback"}}
-        payload["task"] = task.model_dump(mode="json") if task is not None else None
-        if task is None:
-            payload.pop("task")
-            payload["task_key"] = task_key
-        if self.config.max_turns:
-            payload["max_turns"] = self.config.max_turns
-        try:
-            self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name, input=json.dumps(payload))
-        except Exception as exc:  # noqa: BLE001
-            if type(exc).__name__ == "ExecutionAlreadyExists" or "ExecutionAlreadyExists" in str(exc):
-                return {"status": "duplicate", "execution": name}
-            raise
-        return {"status": "started", "execution": name}
+        # The workflow's own client: deterministic names (a second start finds the running execution) and
+        # a large inline task offloaded to S3 instead of an oversized execution input.
+        arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
+                                   policy={"mode": "callback"}, max_turns=self.config.max_turns)
+        started = arn.rsplit(":", 1)[-1]
+        if started != name:  # an earlier attempt of this name failed: follow the new attempt
+            self.store.put_json(path, {**entry, "execution": started})
+            self.store.put_json(self._request_path(started), {**entry, "execution": started})
+            self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
+        return {"status": "started", "execution": started}
 
-    def _round(self, request: RolloutRequest, key: str, group: str) -> int:
+    def _client(self) -> Any:
+        from rewardpipe.aws.client import RolloutClient
+
+        return RolloutClient(self.state_machine_arn, bucket=getattr(self.store, "bucket", ""), sfn=self.sfn,
+                             s3=getattr(self.store, "client", None))
+
+    def _round(self, request: RolloutRequest, key: str) -> int:
         """Round = how many times this ``sample_id`` was requested before (with another timestamp)."""
         marker = f"{PREFIX}rounds/{hashlib.sha256(request.sample_id.encode('utf-8')).hexdigest()[:40]}/"
         existing = self.store.list_keys(marker)
@@ -147,9 +152,12 @@ class Bridge:
         generate request; the token is kept under the turn's ``step_id`` for the router."""
         message = json.loads(body) if isinstance(body, (str, bytes)) else body
         token, sample_id = message.get("task_token"), message.get("rollout")
-        if not isinstance(token, str) or not isinstance(sample_id, str):
-            raise NovaProtocolError("turn request needs 'task_token' and 'rollout' (the sample_id)")
-        request = generate_request(sample_id, list(message.get("messages") or []))
+        state_key = message.get("state_key")
+        if not isinstance(token, str) or not isinstance(sample_id, str) or not isinstance(state_key, str):
+            raise NovaProtocolError("turn request needs 'task_token', 'rollout' (the sample_id) and 'state_key'")
+        # Only keys travel through the workflow: the conversation so far is in the episode's state snapshot.
+        snapshot = self.store.get_json(state_key)
+        request = generate_request(sample_id, list(snapshot["state"]["messages"]))
         entry = self._pending_for_sample(sample_id)
         if entry is not None and self.clock() > entry["deadline"]:
             self.sfn.send_task_failure(taskToken=token, error="RolloutBudgetExceeded",
@@ -160,8 +168,9 @@ class Bridge:
             self.sfn.send_task_failure(taskToken=token, error="MessageTooLarge",
                                        cause=f"generate request {request.step_id} exceeds SQS's 256 KiB")
             return {"status": "too_large", "step_id": request.step_id}
-        self.store.put_json(self._step_path(request.step_id), {"task_token": token, "sample_id": sample_id,
-                                                               "step_id": request.step_id, "used": False})
+        self.store.put_json(self._step_path(request.step_id), {
+            "task_token": token, "sample_id": sample_id, "step_id": request.step_id, "used": False,
+            "reply_key": message.get("reply_key")})
         self._send(self.queues.generate_request, payload, sample_id, request.step_id)
         return {"status": "sent", "step_id": request.step_id}
 
@@ -178,9 +187,12 @@ class Bridge:
         if entry is None or entry.get("used"):
             return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
         self.store.put_json(path, {**entry, "used": True})
+        output: dict[str, Any] = {"text": response.text, "finish_reason": response.stop}
+        if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
+            # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
+            output = {"text_key": self.store.put_json(entry["reply_key"], {"text": response.text})}
         try:
-            self.sfn.send_task_success(taskToken=entry["task_token"],
-                                       output=json.dumps({"text": response.text, "finish_reason": response.stop}))
+            self.sfn.send_task_success(taskToken=entry["task_token"], output=json.dumps(output))
         except Exception as exc:  # noqa: BLE001 - the rollout timed out or was stopped meanwhile
             if type(exc).__name__ in ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist"):
                 return {"status": "expired", "step_id": response.step_id}
@@ -254,7 +266,7 @@ class Bridge:
         for entry in self._requests():
             if entry.get("answered") or now <= entry["deadline"]:
                 continue
-            arn = f"{self.state_machine_arn.replace(':stateMachine:', ':execution:')}:{entry['execution']}"
+            arn = self._client().execution_arn(entry["execution"])
             try:
                 self.sfn.stop_execution(executionArn=arn, error="RolloutBudgetExceeded",
                                         cause=f"no result within {self.config.rollout_budget_s:g}s")
@@ -285,4 +297,4 @@ def _sample_id_of(body: Any) -> str | None:
 def _is_execution_name(name: Any) -> bool:
     import re
 
-    return isinstance(name, str) and re.fullmatch(r"nova-[A-Za-z0-9_-]{1,75}", name) is not None
+    return isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name) is not None

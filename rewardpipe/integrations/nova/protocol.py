@@ -211,13 +211,6 @@ def request_key(request: RolloutRequest) -> str:
     return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
 
 
-def execution_name(request: RolloutRequest) -> str:
-    """A Step Functions execution name (≤ 80 of ``[A-Za-z0-9_-]``) derived from the request's identity, so a
-    redelivered request cannot start a second execution."""
-    safe = re.sub(r"[^A-Za-z0-9_-]", "-", request.sample_id)[:40]
-    return f"nova-{safe}-{request_key(request)}"
-
-
 def step_id(sample_id: str, turn: int) -> str:
     return f"{sample_id}_{turn}"
 

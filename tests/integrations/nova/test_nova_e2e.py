@@ -14,7 +14,7 @@ import time
 import pytest
 
 from rewardpipe.integrations.nova.bridge import Bridge, Queues
-from rewardpipe.integrations.nova.protocol import BridgeConfig, execution_name, RolloutRequest
+from rewardpipe.integrations.nova.protocol import BridgeConfig
 from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer, scripted_turns, simulate
 from rewardpipe.models import load_tasks
 from rewardpipe.rewards import get_reward
@@ -130,6 +130,7 @@ def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_
     assert TASKS[0].tests not in json.dumps(trainer.generate_requests)  # the hidden tests never reach Nova
 
     records = {r.rollout_id: r for r in setup["store"].iter_records("nova-e2e", 0)}
+    reports = {r["id"]: r for r in (setup["store"].get_json(k) for k in setup["store"].list_keys("nova/reports/"))}
     assert {r.group_id for r in records.values()} == {"sample-000", "sample-001"}
     for sample_id, response in trainer.responses.items():
         record = records[sample_id]
@@ -137,7 +138,7 @@ def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_
         assert set(response) == {"version", "sample_id", "stop_reason", "rewards"}
         # aggregate in [-0.5, 1.6] mapped linearly onto the advertised range [0, 1]
         assert response["rewards"]["aggregate_score"] == pytest.approx((record.aggregate + 0.5) / 2.1)
-        report = setup["store"].get_json(f"nova/reports/{execution_name(RolloutRequest(**samples[sample_id]))}.json")
+        report = reports[sample_id]
         rewards = {m["name"]: m["value"] for m in report["metrics_list"] if m["type"] == "Reward"}
         assert rewards == record.components
     # the four strategies give the blog's component values

@@ -13,7 +13,7 @@ from rewardpipe.integrations.nova.protocol import (
     GenerateResponse,
     NovaProtocolError,
     RolloutRequest,
-    execution_name,
+    request_key,
     generate_request,
     group_of,
     map_into_range,
@@ -40,16 +40,11 @@ def test_group_is_the_sample_id_without_its_last_index_and_the_rule_is_configura
 
 
 @given(st.text(min_size=1, max_size=300), st.one_of(st.none(), st.floats(allow_nan=False), st.text(max_size=20)))
-def test_execution_names_are_valid_step_functions_names_for_any_sample_id(sample_id, timestamp):
-    name = execution_name(RolloutRequest(sample_id=sample_id, timestamp=timestamp))
-    assert re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name)
-    assert name == execution_name(RolloutRequest(sample_id=sample_id, timestamp=timestamp))  # redelivery: same name
-
-
-def test_the_same_sample_at_a_later_step_is_a_new_execution():
-    assert execution_name(RolloutRequest(sample_id="s_0", timestamp=1)) != execution_name(
-        RolloutRequest(sample_id="s_0", timestamp=2))
-    assert execution_name(RolloutRequest(sample_id="a/b_0")) != execution_name(RolloutRequest(sample_id="a-b_0"))
+def test_request_identity_is_stable_for_a_redelivery_and_new_for_a_later_step(sample_id, timestamp):
+    key = request_key(RolloutRequest(sample_id=sample_id, timestamp=timestamp))
+    assert re.fullmatch(r"[0-9a-f]{32}", key)
+    assert key == request_key(RolloutRequest(sample_id=sample_id, timestamp=timestamp))
+    assert key != request_key(RolloutRequest(sample_id=sample_id, timestamp=[timestamp]))
 
 
 def test_aggregate_maps_linearly_from_the_rewards_own_range_into_the_advertised_one():
