@@ -32,6 +32,7 @@ from rewardpipe.integrations.nova.protocol import (
     BridgeConfig,
     GenerateResponse,
     NovaProtocolError,
+    RewardRange,
     RolloutRequest,
     generate_request,
     group_of,
@@ -100,8 +101,9 @@ class Bridge:
             if sample_id is None:
                 logger.error("unanswerable rollout request (no sample_id): %s", exc)
                 return {"status": "rejected", "reason": str(exc)}
-            request = RolloutRequest(sample_id=sample_id)
-            return self._answer_error(request, ErrorInfo(kind="bad_request", message=str(exc)), record=False)
+            # Answer under the id Nova sent, whatever else is wrong with the request (no re-validation).
+            request = RolloutRequest.model_construct(sample_id=sample_id, rewards=RewardRange(), data={})
+            return self._answer_error(request, ErrorInfo(kind="bad_request", message=str(exc)))
         step = self._round(request, request_key(request))
         name = client_execution_name(self.config.run_id, step, request.sample_id)
         path = self._request_path(name)
@@ -111,7 +113,7 @@ class Bridge:
         try:
             task, task_key = task_source(request, self.config)
         except NovaProtocolError as exc:
-            return self._answer_error(request, ErrorInfo(kind="bad_input", message=str(exc)), record=False)
+            return self._answer_error(request, ErrorInfo(kind="bad_input", message=str(exc)))
         group = group_of(request.sample_id, self.config)
         entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
                  "deadline": self.clock() + self.config.rollout_budget_s, "execution": name, "answered": False,
@@ -252,7 +254,7 @@ class Bridge:
                    entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
         return {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
 
-    def _answer_error(self, request: RolloutRequest, error: ErrorInfo, *, record: bool) -> dict[str, Any]:
+    def _answer_error(self, request: RolloutRequest, error: ErrorInfo) -> dict[str, Any]:
         entry = {"sample_id": request.sample_id, "group": group_of(request.sample_id, self.config),
                  "range": list(request.rewards.range)}
         out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)

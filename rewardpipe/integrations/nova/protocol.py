@@ -255,7 +255,6 @@ def report_envelope(sample_id: str, score: float, components: dict[str, float | 
     an error adds ``reward_error`` = 1 and ``error_<kind>`` = 1."""
     envelope = nova_output(sample_id, score, components, metrics, error)
     if error is not None:
-        envelope["aggregate_reward_score"] = float(score)
         envelope["metrics_list"].append({"name": f"error_{error.kind}", "value": 1, "type": "Metric"})
     return envelope
 

@@ -116,3 +116,31 @@ def test_generate_response_text_is_read_from_the_first_choice():
     assert response.text == "hi" and response.stop == "length"
     with pytest.raises(NovaProtocolError, match="choices"):
         parse(GenerateResponse, {"sample_id": "s", "step_id": "s_0", "data": {"choices": []}})
+
+
+def test_a_malformed_request_is_answered_under_the_id_nova_sent_even_an_over_long_one():
+    from rewardpipe.integrations.nova.bridge import Bridge, Queues
+
+    sent = []
+
+    class FakeSqs:
+        def send_message(self, **kwargs):
+            sent.append(json.loads(kwargs["MessageBody"]))
+
+    class MemoryStore:
+        def __init__(self):
+            self.objects = {}
+
+        def put_json(self, key, obj):
+            self.objects[key] = obj
+            return key
+
+        def get_json(self, key, default=None):
+            return self.objects.get(key, default)
+
+    bridge = Bridge(BridgeConfig(), REWARD, MemoryStore(), FakeSqs(), None, Queues("resp.fifo", "gen.fifo"))
+    long_id = "s" * 600 + "_0"
+    out = bridge.intake(json.dumps({"sample_id": long_id, "rewards": {"range": [2, 1]}}))
+    assert out["status"] == "rejected_answered"
+    assert sent == [{"version": "v0", "sample_id": long_id, "stop_reason": "error",
+                     "rewards": {"aggregate_score": 0.5}}]
