@@ -180,3 +180,16 @@ def test_ignore_must_name_a_component():
 
     with pytest.raises(ValueError, match="unknown component"):
         RewardPipeMonitor(reward="gsm8k", ignore=["fromat"])
+
+
+def test_a_monitor_failure_is_reported_and_never_stops_training(caplog):
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    callback = RewardPipeMonitor(reward="gsm8k")
+    prompts, completions, columns = _gsm8k_batch(groups=1, size=4)
+    trainer = _FakeTrainer(callback.reward_funcs, [0.5, 1.0], 3)  # 4 completions do not split into groups of 3
+    fmt, correct = callback.reward_funcs
+    fmt(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns)
+    assert correct(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns) == [0.0, 1.0] * 2
+    assert callback.failures and "groups of 3" in callback.failures[0]
+    assert "within-group monitor failed" in caplog.text

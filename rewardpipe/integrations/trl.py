@@ -307,6 +307,7 @@ class RewardPipeMonitor:
         self.reports: list[Any] = []  # one StepReport per monitored batch
         self.state: Any = None  # the monitor's hysteresis state
         self.batches = 0
+        self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
 
     @staticmethod
@@ -348,8 +349,6 @@ class RewardPipeMonitor:
         return weights, group_size, training, main
 
     def _on_batch(self, batch: ScoredBatch, kwargs: Mapping[str, Any]) -> None:
-        from rewardpipe.monitoring import monitor_records
-
         log_metric = kwargs.get("log_metric")
         trainer = getattr(log_metric, "__self__", None)
         weights, group_size, training, main = self._trainer_view(trainer)
@@ -358,6 +357,18 @@ class RewardPipeMonitor:
         if not group_size:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
         rows = self.gather([(values, error) for values, error in zip(batch.values, batch.errors)])
+        try:
+            self._monitor(rows, weights, group_size, main, kwargs)
+        except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+            logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
+        self.batches += 1
+
+    def _monitor(self, rows: list, weights: dict[str, float], group_size: int, main: bool,
+                 kwargs: Mapping[str, Any]) -> None:
+        from rewardpipe.monitoring import monitor_records
+
+        log_metric = kwargs.get("log_metric")
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
         records = batch_records(
@@ -377,7 +388,6 @@ class RewardPipeMonitor:
                 log_metric(name, value)
         if main and self.store is not None:
             self._persist(records, result)
-        self.batches += 1
 
     @staticmethod
     def metrics(report: Any) -> dict[str, float]:
