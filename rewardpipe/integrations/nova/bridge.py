@@ -12,7 +12,8 @@
 Bookkeeping lives in the records bucket under ``nova/`` (small JSON objects; a lifecycle rule expires
 them): ``nova/requests/<execution>.json`` per rollout request (sample, range, deadline, answered),
 ``nova/steps/<step key>.json`` per waiting turn (task token, reply key), ``nova/rounds/...`` (which
-training round a request belongs to) and ``nova/reports/<execution>.json`` (the report envelope).
+training round a request belongs to), ``nova/due/<minute>/`` (what the sweeper checks when) and
+``nova/reports/<execution>.json`` (the report envelope).
 The conversation itself is read from the workflow's state snapshot; a turn larger than the Step
 Functions budget is handed back through the turn's ``reply_key`` object.
 """
@@ -120,6 +121,8 @@ class Bridge:
                  "step": step}
         self.store.put_json(path, entry)
         self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
+        # Filed under the first whole minute after the deadline: the sweeper's per-minute listing.
+        self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{name}.json", {})
         # The workflow's own client: deterministic names (a second start finds the running execution) and
         # a large inline task offloaded to S3 instead of an oversized execution input.
         arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
@@ -129,6 +132,7 @@ class Bridge:
             self.store.put_json(path, {**entry, "execution": started})
             self.store.put_json(self._request_path(started), {**entry, "execution": started})
             self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
+            self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{started}.json", {})
         return {"status": "started", "execution": started}
 
     def _client(self) -> Any:
@@ -212,9 +216,6 @@ class Bridge:
         entry = self.store.get_json(path, default=None)
         return {**entry, "_key": path} if entry is not None else None
 
-    def _requests(self) -> list[dict[str, Any]]:
-        return [{**self.store.get_json(k), "_key": k} for k in self.store.list_keys(f"{PREFIX}requests/")]
-
     def respond(self, execution_name_: str, status: str, output: Any) -> dict[str, Any]:
         """An execution ended (SUCCEEDED with the rollout's output, or FAILED / TIMED_OUT / ABORTED):
         send its rollout response once."""
@@ -260,13 +261,30 @@ class Bridge:
         out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
         return {**out, "status": "rejected_" + out["status"]}
 
+    @staticmethod
+    def _due_prefix(minute: int) -> str:
+        return f"{PREFIX}due/{minute:010d}/"
+
     def sweep(self) -> list[dict[str, Any]]:
         """Stop every unanswered rollout past its budget and answer it with the error reward, so a generate
-        response that never comes costs one budget, never Nova's ``rollout.timeout``."""
-        out = []
+        response that never comes costs one budget, never Nova's ``rollout.timeout``.
+
+        Each request is filed under the minute its budget runs out (``nova/due/<minute>/``); a sweep lists
+        only the minutes since the previous sweep (``nova/sweeper.json``), so its cost does not grow with
+        the number of rollouts already answered."""
         now = self.clock()
-        for entry in self._requests():
-            if entry.get("answered") or now <= entry["deadline"]:
+        now_minute = int(now // 60)
+        cursor = self.store.get_json(f"{PREFIX}sweeper.json", default=None)
+        if cursor is None:
+            keys = [k for k in self.store.list_keys(f"{PREFIX}due/")
+                    if int(k[len(f"{PREFIX}due/"):].split("/", 1)[0]) <= now_minute]
+        else:
+            keys = [k for minute in range(int(cursor["next_minute"]), now_minute + 1)
+                    for k in self.store.list_keys(self._due_prefix(minute))]
+        out = []
+        for key in keys:
+            entry = self._request(key.rsplit("/", 1)[-1].removesuffix(".json"))
+            if entry is None or entry.get("answered") or now <= entry["deadline"]:
                 continue
             arn = self._client().execution_arn(entry["execution"])
             try:
@@ -276,6 +294,7 @@ class Bridge:
                 logger.info("stop_execution(%s): %s", arn, exc)
             self._write_timeout_record(entry)
             out.append(self.respond(entry["execution"], "TIMED_OUT", None))
+        self.store.put_json(f"{PREFIX}sweeper.json", {"next_minute": now_minute + 1})
         return out
 
     def _write_timeout_record(self, entry: dict[str, Any]) -> None:
