@@ -40,10 +40,32 @@ def build_app(context: dict | None = None, outdir: str | None = None) -> tuple[c
 
 
 def synth_errors(app: cdk.App, stack: RewardPipeStack) -> list[str]:
-    """Synthesize and return every error annotation (unacknowledged cdk-nag findings among them)."""
-    assembly = app.synth()
+    """Synthesize and return every error annotation (unacknowledged cdk-nag findings among them).
+
+    With ``@aws-cdk/core:annotationsInValidationReport`` (a flag ``cdk init`` sets) error annotations fail
+    the synth itself with a validation report; each of its findings is returned as ``/<path>: <finding>``.
+    """
+    try:
+        assembly = app.synth()
+    except RuntimeError as exc:
+        if "ValidationFailed" not in str(exc):
+            raise
+        return _report_findings(str(exc))
     messages = assembly.get_stack_artifact(stack.artifact_id).messages
     return [f"{m.id}: {m.entry.data}" for m in messages if str(m.level.value).lower() == "error"]
+
+
+def _report_findings(report: str) -> list[str]:
+    """``ERROR <rule>: <text>`` lines, each followed by the construct path it applies to."""
+    findings: list[str] = []
+    lines = [line.strip() for line in report.splitlines()]
+    for i, line in enumerate(lines):
+        start = line.find("ERROR ")
+        if start < 0:
+            continue
+        path = lines[i + 1].split(" ")[0] if i + 1 < len(lines) else ""
+        findings.append(f"/{path}: {line[start + len('ERROR '):]}")
+    return findings
 
 
 def main() -> int:

@@ -2,18 +2,23 @@
 
 Both designs run interleaved (round by round) on the 164 HumanEval canonical solutions with a pool of
 2, plus sequential runs of an EMPTY execution (no code, one empty test) to isolate per-execution
-overhead. Medians over rounds are reported; absolute numbers drift with the (shared) machine, the
-ratios measured side by side do not.
+overhead. Each round also runs the whole thing the way a user does, start-up included: the
+``rewardpipe exec --batch`` CLI on the 164 solutions twice (328 jobs, ``--workers 2``) as a fresh
+process, against the blog's harness on the same 328 jobs with 2 threads. Medians over rounds are
+reported; absolute numbers drift with the (shared) machine, the ratios measured side by side do not.
 
-    .venv/bin/python benchmarks/execution.py [--rounds 3] [--empty 40] [--workers 2]
+    .venv/bin/python benchmarks/execution.py [--rounds 3] [--empty 40] [--workers 2] [--no-cli]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
@@ -50,6 +55,23 @@ def sandbox_batch(executor, jobs, workers):
     return sum(1 for result in executor.run_batch(jobs, workers=workers) if result.status.value == "passed")
 
 
+def cli_batch(path: str, workers: int) -> int:
+    """`rewardpipe exec --batch` as a fresh process, as a user runs it; returns the jobs that passed."""
+    cli = os.path.join(os.path.dirname(sys.executable), "rewardpipe")
+    completed = subprocess.run([cli, "exec", "--batch", path, "--workers", str(workers), "--json"],
+                               capture_output=True, text=True, check=False)
+    return sum(1 for line in completed.stdout.split("\n") if line and json.loads(line)["status"] == "passed")
+
+
+def write_jobs(jobs, copies: int) -> str:
+    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
+    with handle:
+        for copy in range(copies):
+            for job in jobs:
+                handle.write(json.dumps({**job.model_dump(), "id": f"{job.id}#{copy}"}) + "\n")
+    return handle.name
+
+
 def timed(fn):
     start = time.perf_counter()
     value = fn()
@@ -62,6 +84,7 @@ def main() -> None:
     parser.add_argument("--empty", type=int, default=40, help="sequential empty executions per design per round")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--interpreter", default=None, help="fork-server interpreter (default: automatic)")
+    parser.add_argument("--no-cli", action="store_true", help="skip the CLI (start-up included) comparison")
     args = parser.parse_args()
 
     jobs = humaneval_jobs()
@@ -75,6 +98,9 @@ def main() -> None:
 
     blog_rates, sandbox_rates, blog_empty, sandbox_empty = [], [], [], []
     blog_passed = sandbox_passed = 0
+    cli_jobs = jobs * 2
+    cli_path = write_jobs(jobs, 2)
+    cli_blog_seconds, cli_seconds, cli_passed, cli_blog_passed = [], [], 0, 0
     for round_index in range(args.rounds):
         seconds, blog_passed = timed(lambda: blog_batch(jobs, args.workers))
         blog_rates.append(len(jobs) / seconds)
@@ -89,9 +115,17 @@ def main() -> None:
             seconds, result = timed(lambda: executor.run(empty_job))
             assert result.status.value == "passed", result
             sandbox_empty.append(seconds * 1000)
-        print(f"round {round_index + 1}: blog {blog_rates[-1]:.1f} exec/s, rewardpipe {sandbox_rates[-1]:.1f} exec/s",
-              flush=True)
+        line = f"round {round_index + 1}: blog {blog_rates[-1]:.1f} exec/s, rewardpipe {sandbox_rates[-1]:.1f} exec/s"
+        if not args.no_cli:
+            seconds, cli_blog_passed = timed(lambda: blog_batch(cli_jobs, args.workers))
+            cli_blog_seconds.append(seconds)
+            seconds, cli_passed = timed(lambda: cli_batch(cli_path, args.workers))
+            cli_seconds.append(seconds)
+            line += (f"; {len(cli_jobs)} jobs start-up included: blog {cli_blog_seconds[-1]:.2f} s, "
+                     f"rewardpipe CLI {cli_seconds[-1]:.2f} s ({cli_blog_seconds[-1] / cli_seconds[-1]:.2f}x)")
+        print(line + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
     executor.close()
+    os.unlink(cli_path)
 
     blog_rate, sandbox_rate = statistics.median(blog_rates), statistics.median(sandbox_rates)
     blog_p50, sandbox_p50 = statistics.median(blog_empty), statistics.median(sandbox_empty)
@@ -104,6 +138,16 @@ def main() -> None:
     print(f"  blog harness : {blog_p50:6.1f} ms")
     print(f"  rewardpipe   : {sandbox_p50:6.1f} ms (p90 {statistics.quantiles(sandbox_empty, n=10)[-1]:.1f} ms)")
     print(f"  overhead ratio blog / rewardpipe: {blog_p50 / sandbox_p50:.1f}x")
+    if cli_seconds:
+        ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds)]
+        print(f"Through the CLI, start-up included: {len(cli_jobs)} jobs (HumanEval x2), {args.workers} workers")
+        print(f"  blog harness, {args.workers} threads : {statistics.median(cli_blog_seconds):6.2f} s (median), "
+              f"{cli_blog_passed}/{len(cli_jobs)} passed")
+        print(f"  rewardpipe exec --batch      : {statistics.median(cli_seconds):6.2f} s (median), "
+              f"{cli_passed}/{len(cli_jobs)} passed")
+        print(f"  speed-up (per round, median) : {statistics.median(ratios):.2f}x "
+              f"(rounds: {', '.join(f'{r:.2f}x' for r in ratios)})")
+    print(f"Load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print("rewardpipe isolation layers:")
     for layer, state in isolation.items():
         print(f"  {layer:20s} {state}")

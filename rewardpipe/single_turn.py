@@ -5,23 +5,38 @@ Output: one ``{"id", "aggregate_reward_score", "metrics_list"}`` per sample, in 
 (except an id strict JSON cannot carry, such as a NaN or Infinity number, which is echoed as its string form
 so the response can still be sent).
 
-A sample that cannot be scored still gets a result: ``aggregate_reward_score`` 0.0 (the contract demands a
-finite number) flagged by the metric ``reward_error`` = 1 and ``error_<kind>`` = 1, so a trainer can drop it
-from its group baseline and the monitor counts it as an error rather than a genuine zero.
+A sample that cannot be scored still gets a result, always flagged by the metric ``reward_error`` = 1 and
+``error_<kind>`` = 1. Its ``aggregate_reward_score`` must be a finite number (the contract has no null and
+Nova cannot drop a sample), so :func:`apply_error_reward` decides which: ``neutral`` (the mean of the same
+prompt's scored samples in the batch, so its GRPO advantage is about 0), ``zero``, or ``fail_batch``.
+
+With a ``deadline``, code runs in waves no longer than the time left, and a sample whose code could not
+finish before it is answered flagged (``error_deadline_exceeded``) instead of the caller timing out.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Mapping
+import os
+import time
+from typing import Any, Mapping, Sequence
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, nova_output
+from rewardpipe.models import ASSISTANT_ROLE_ALIASES, ErrorInfo, Message, nova_output
 from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
 from rewardpipe.rewards import code_correctness
+
+
+ERROR_REWARDS = ("neutral", "zero", "fail_batch")
+# A code wave is not started with less time than this left: a job needs interpreter start-up at least.
+MIN_JOB_S = 1.0
+
+
+class BatchFailed(RuntimeError):
+    """``error_reward=fail_batch`` and a sample could not be scored: the whole batch is refused."""
 
 
 class Sample(BaseModel):
@@ -96,9 +111,18 @@ def score_samples(
     weights: Mapping[str, float] | None = None,
     executor: Any = None,
     workers: int | None = None,
+    *,
+    deadline: float | None = None,
+    error_reward: str = "zero",
 ) -> list[dict[str, Any]]:
-    """Score a batch. Never raises for bad samples; raises ValueError only for a bad reward configuration.
-    ``reward_name`` may also be a Reward object (a trainer adapter's own composition)."""
+    """Score a batch. Never raises for bad samples; raises ValueError only for a bad configuration, and
+    :class:`BatchFailed` when ``error_reward="fail_batch"`` and a sample could not be scored.
+
+    ``deadline`` is a ``time.monotonic()`` value by which every sample's code must have finished.
+    ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
+    """
+    if error_reward not in ERROR_REWARDS:
+        raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {error_reward!r}")
     reward = reward_name.with_weights(weights) if isinstance(reward_name, Reward) else get_reward(reward_name, weights)
     if isinstance(samples, dict):
         samples = [samples]
@@ -113,7 +137,7 @@ def score_samples(
         except (ValidationError, ValueError, TypeError) as exc:
             parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
 
-    executions = _run_executions(parsed, reward, executor, workers)
+    executions = _run_executions(parsed, reward, executor, workers, deadline)
     results = []
     for index, (sample_id, sample, problem) in enumerate(parsed):
         if sample is None:
@@ -136,11 +160,73 @@ def score_samples(
             results.append(_error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate"))
             continue
         results.append(nova_output(sample_id, score.aggregate, score.components, score.metrics))
-    return results
+    return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
+
+
+def prompt_key(raw: Any) -> str | None:
+    """The prompt a sample answers: its messages up to (not including) the last assistant turn, as
+    canonical JSON. Samples of one GRPO group share it. None when the sample has no readable messages."""
+    messages = raw.get("messages") if isinstance(raw, dict) else None
+    if not isinstance(messages, list):
+        return None
+    assistant = {"assistant", *ASSISTANT_ROLE_ALIASES}
+    last = max((i for i, m in enumerate(messages) if isinstance(m, dict) and isinstance(m.get("role"), str)
+                and m["role"] in assistant),
+               default=len(messages))
+    try:
+        return json.dumps(messages[:last], sort_keys=True, allow_nan=False, default=str)
+    except (ValueError, TypeError, RecursionError):
+        return None
+
+
+def is_flagged(output: Mapping[str, Any]) -> bool:
+    return any(m.get("name") == "reward_error" and m.get("value") for m in output.get("metrics_list", []))
+
+
+def apply_error_reward(
+    outputs: list[dict[str, Any]], group_keys: Sequence[Any], policy: str = "neutral"
+) -> list[dict[str, Any]]:
+    """Give every flagged output (``reward_error`` = 1) the reward ``policy`` says, in place.
+
+    * ``neutral``: the mean reward of the unflagged outputs with the same group key (same prompt), so the
+      sample's GRPO advantage is about 0 and it pushes the policy nowhere; the batch's unflagged mean when
+      its group has none; 0.0 when nothing in the batch was scored.
+    * ``zero``: 0.0, which GRPO reads as a genuinely bad answer (a penalty for an infrastructure fault).
+    * ``fail_batch``: raise :class:`BatchFailed`, so the caller sees the invocation fail.
+
+    The flag stays either way, so whoever reads the metrics can still tell errors from scores.
+    """
+    if policy not in ERROR_REWARDS:
+        raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {policy!r}")
+    flagged = [i for i, out in enumerate(outputs) if is_flagged(out)]
+    if not flagged or policy == "zero":
+        for i in flagged:
+            outputs[i]["aggregate_reward_score"] = 0.0
+        return outputs
+    if policy == "fail_batch":
+        raise BatchFailed(f"{len(flagged)} of {len(outputs)} samples could not be scored (error_reward=fail_batch)")
+    keys = list(group_keys) + [None] * (len(outputs) - len(group_keys))
+    scored: dict[Any, list[float]] = {}
+    every: list[float] = []
+    for i, out in enumerate(outputs):
+        if i not in flagged:
+            every.append(out["aggregate_reward_score"])
+            if keys[i] is not None:
+                scored.setdefault(keys[i], []).append(out["aggregate_reward_score"])
+    batch_mean = math.fsum(every) / len(every) if every else 0.0
+    for i in flagged:
+        group = scored.get(keys[i]) if keys[i] is not None else None
+        value = math.fsum(group) / len(group) if group else batch_mean
+        outputs[i]["aggregate_reward_score"] = value if math.isfinite(value) else 0.0
+    return outputs
 
 
 def _run_executions(
-    parsed: list[tuple[Any, Sample | None, str | None]], reward: Reward, executor: Any, workers: int | None
+    parsed: list[tuple[Any, Sample | None, str | None]],
+    reward: Reward,
+    executor: Any,
+    workers: int | None,
+    deadline: float | None = None,
 ) -> dict[int, ExecutionResult | ErrorInfo]:
     """Run every sample's code in one batch (the pool is what makes a 64-sample call fast)."""
     if not reward.needs_execution:
@@ -166,11 +252,40 @@ def _run_executions(
 
         executor = get_executor()
     try:
-        results = list(executor.run_batch(list(jobs.values()), workers=workers))
+        if deadline is None:
+            out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers)))
+        else:
+            out.update(_run_before_deadline(executor, jobs, workers, deadline))
     except Exception as exc:  # noqa: BLE001 - the executor failing is an infrastructure error for each job
         for index in jobs:
             out[index] = ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}")
-        return out
-    for index, result in zip(jobs, results):
-        out[index] = result
+    return out
+
+
+def _run_before_deadline(
+    executor: Any, jobs: dict[int, ExecutionJob], workers: int | None, deadline: float
+) -> dict[int, ExecutionResult | ErrorInfo]:
+    """Run the jobs in waves of ``workers``, each job's budget capped at the time left.
+
+    A job cut short by the cap (it timed out under a budget smaller than its own) and every job there was
+    no time to start are infrastructure outcomes, not the model's: they come back as ``deadline_exceeded``
+    errors, never as a timeout score.
+    """
+    threads = workers or getattr(getattr(executor, "config", None), "workers", None) or os.cpu_count() or 2
+    pending = list(jobs.items())
+    out: dict[int, ExecutionResult | ErrorInfo] = {}
+    while pending:
+        left = deadline - time.monotonic()
+        if left < MIN_JOB_S:
+            for index, _ in pending:
+                out[index] = ErrorInfo(kind="deadline_exceeded",
+                                       message="not run: the invocation's time ran out before this sample's turn")
+            break
+        wave, pending = pending[:threads], pending[threads:]
+        capped = [job.model_copy(update={"timeout_s": min(job.timeout_s, left)}) for _, job in wave]
+        for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
+            cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
+            out[index] = (ErrorInfo(kind="deadline_exceeded",
+                                    message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
+                          if cut_short else result)
     return out

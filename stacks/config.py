@@ -27,9 +27,12 @@ class _Strict(BaseModel):
 
 class AlarmSettings(_Strict):
     # A component is "dead" in a step when this fraction (or more) of its groups have zero
-    # within-group variance. The CloudWatch alarm fires when that happens in M of the last N steps.
+    # within-group variance. Its alarm fires when that happens in ``dead_steps`` consecutive checked
+    # steps (counted in steps, so the time between steps does not matter).
     zero_variance_fraction: float = Field(default=0.9, gt=0, le=1)
+    dead_steps: int = Field(default=3, ge=1, le=1000)
     error_rate: float = Field(default=0.05, gt=0, le=1)
+    # The error-rate alarm is M of N periods of ``period_minutes``.
     datapoints_to_alarm: int = Field(default=3, ge=1)
     evaluation_periods: int = Field(default=5, ge=1)
     period_minutes: int = Field(default=15, ge=1, le=1440)
@@ -49,7 +52,9 @@ class LambdaSettings(_Strict):
     code_runner_memory_mb: int = Field(default=1769, ge=128, le=10240)
     code_runner_timeout_s: int = Field(default=LAMBDA_MAX_TIMEOUT_S, ge=30, le=LAMBDA_MAX_TIMEOUT_S)
     single_turn_memory_mb: int = Field(default=1769, ge=128, le=10240)
-    single_turn_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    # Nova Forge waits up to 15 minutes for a reward batch; the handler stops starting samples in time
+    # to answer every one of them before this runs out.
+    single_turn_timeout_s: int = Field(default=LAMBDA_MAX_TIMEOUT_S, ge=30, le=LAMBDA_MAX_TIMEOUT_S)
     policy_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
@@ -96,6 +101,10 @@ class DeploymentSettings(_Strict):
     reward_weights: dict[str, float] = Field(default_factory=dict)
     single_turn_reward: str = "gsm8k"
     single_turn_weights: dict[str, float] = Field(default_factory=dict)
+    # What a Nova sample that could not be scored gets as its reward (Nova cannot drop a sample):
+    # "neutral" = mean of the same prompt's other samples in the batch (GRPO advantage ~0), "zero",
+    # or "fail_batch" (the invocation fails). See rewardpipe.single_turn.apply_error_reward.
+    error_reward: str = Field(default="neutral", pattern="^(neutral|zero|fail_batch)$")
     group_size: int = Field(default=8, ge=2, le=1024)
     max_turns: int = Field(default=6, ge=1, le=50)
     # Jobs whose time budget is above this many seconds run on Fargate instead of the runner Lambda.

@@ -3,7 +3,8 @@ offline and deploys to whatever account and region the CLI's credentials point a
 
 from __future__ import annotations
 
-from aws_cdk import CfnOutput, Stack
+from aws_cdk import Aws, CfnOutput, Stack, Tags
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from cdk_nag import NagSuppressions
 from constructs import Construct
@@ -55,7 +56,33 @@ class RewardPipeStack(Stack):
         CfnOutput(self, "VarianceCheckFunctionName", value=self.monitoring.function.function_name,
                   key="VarianceCheckFunctionName")
         CfnOutput(self, "AlarmTopicArn", value=self.monitoring.topic.topic_arn, key="AlarmTopicArn")
+        self.trainer_policy = self._trainer_policy()
+        CfnOutput(self, "TrainerPolicyArn", value=self.trainer_policy.managed_policy_arn, key="TrainerPolicyArn",
+                  description="Attach to the trainer's role: start/describe rollouts, answer turns, invoke the check")
+        # Every taggable resource carries the project and stack, for cost allocation and clean-up.
+        Tags.of(self).add("project", "rewardpipe")
+        Tags.of(self).add("rewardpipe:stack", settings.stack_name)
         self._acknowledge_nag_findings()
+
+    def _trainer_policy(self) -> iam.ManagedPolicy:
+        """Exactly what a trainer needs against this stack, and nothing else."""
+        machine = self.workflow.state_machine
+        executions = (f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:"
+                      f"{machine.state_machine_name}:*")
+        return iam.ManagedPolicy(self, "TrainerPolicy", description="rewardpipe trainer: drive rollouts and checks", statements=[
+            iam.PolicyStatement(sid="StartRollouts", actions=["states:StartExecution"],
+                                resources=[machine.state_machine_arn]),
+            iam.PolicyStatement(sid="ReadRollouts", actions=["states:DescribeExecution"], resources=[executions]),
+            iam.PolicyStatement(sid="AnswerTurns",
+                                actions=["states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"],
+                                resources=[machine.state_machine_arn]),
+            iam.PolicyStatement(sid="ReadTurnQueue",
+                                actions=["sqs:ReceiveMessage", "sqs:DeleteMessage", "sqs:ChangeMessageVisibility",
+                                         "sqs:GetQueueAttributes", "sqs:GetQueueUrl"],
+                                resources=[self.workflow.turn_requests.queue_arn]),
+            iam.PolicyStatement(sid="InvokeVarianceCheck", actions=["lambda:InvokeFunction"],
+                                resources=[self.monitoring.function.function_arn]),
+        ])
 
     def _acknowledge_nag_findings(self) -> None:
         """Every cdk-nag AwsSolutions finding we accept, each with the reason it is acceptable."""
@@ -75,6 +102,8 @@ class RewardPipeStack(Stack):
              "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:secretsmanager:.*$/g"}]},
             {"id": "AwsSolutions-IAM5", "reason": "Publishing to the KMS-encrypted alarm topic needs kms:GenerateDataKey* (the key is this stack's topic key only).",
              "appliesTo": ["Action::kms:GenerateDataKey*"]},
+            {"id": "AwsSolutions-IAM5", "reason": "The trainer describes the executions it started: execution ARNs are only known per execution, so the state machine's execution:<name>:* pattern.",
+             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"}]},
             {"id": "AwsSolutions-L1", "reason": "Python 3.11 is pinned deliberately: the layer's compiled pydantic-core and the tests target it; moving runtime means re-staging and re-testing."},
             {"id": "AwsSolutions-ECS2", "reason": "The container's environment holds only the bucket name, Powertools settings and TMPDIR; no secrets."},
             {"id": "AwsSolutions-SF1", "reason": "Logging level is ALL; include_execution_data is off so hidden tests and transcripts stay out of logs."},

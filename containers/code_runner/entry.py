@@ -6,6 +6,11 @@ role's credentials into memory), then every credential variable is removed from 
 the process is made non-dumpable, and only then does the model's code run. The result is written
 with the credentials boto3 already holds.
 
+The root filesystem is read-only, so the only writable place is the scratch volume named by TMPDIR
+(``/scratch``). It is checked before anything else, and made the only temp dir this process uses, so a
+scratch volume the runtime user cannot write fails at once with a message that says so, instead of
+every job ending in an opaque sandbox error.
+
 Exit status: 0 = a verdict was written (whatever it is); 1 = the job could not be run (no result
 written, so the state machine records ``executor_crash``); 2 = bad configuration.
 """
@@ -20,11 +25,54 @@ from typing import Any, Mapping
 REQUIRED = ("BUCKET", "JOB_KEY", "RESULT_KEY")
 
 
+def _error(message: str, **fields: Any) -> None:
+    print(json.dumps({"level": "ERROR", "message": message, **fields}), file=sys.stderr)
+
+
+def scratch_problem(path: str) -> str | None:
+    """Why ``path`` cannot serve as this process's temp dir, or None when it can (probed by writing)."""
+    import tempfile
+
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        return f"scratch dir {path} is missing ({exc.strerror})"
+    try:
+        with tempfile.TemporaryFile(dir=path):
+            pass
+    except OSError as exc:
+        return (f"scratch dir {path} is not writable by uid {os.geteuid()} (owner uid {info.st_uid}, mode "
+                f"{info.st_mode & 0o7777:04o}: {exc.strerror}); the image must create it, chown it to the "
+                f"runtime user and declare it a VOLUME")
+    return None
+
+
+def use_scratch(env: Mapping[str, str]) -> str | None:
+    """Point tempfile at the scratch dir for this process and its children; returns the problem, if any."""
+    import tempfile
+
+    path = env.get("TMPDIR")  # the image and the task both set it to the scratch volume
+    if not path:
+        try:
+            path = tempfile.gettempdir()
+        except FileNotFoundError as exc:
+            return f"no writable temp dir and TMPDIR is not set: {exc}"
+    problem = scratch_problem(path)
+    if problem is None:
+        os.environ["TMPDIR"] = path
+        tempfile.tempdir = path
+    return problem
+
+
 def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: Any = None) -> int:
     env = dict(os.environ if env is None else env)
     missing = [name for name in REQUIRED if not env.get(name)]
     if missing:
-        print(json.dumps({"level": "ERROR", "message": f"missing environment variable(s): {', '.join(missing)}"}), file=sys.stderr)
+        _error(f"missing environment variable(s): {', '.join(missing)}")
+        return 2
+    problem = use_scratch(env)
+    if problem:
+        _error(problem, job_key=env.get("JOB_KEY"))
         return 2
 
     from rewardpipe.aws import jobs
@@ -47,8 +95,7 @@ def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: 
         result = executor.run(job)
         jobs.put_result(store, env["RESULT_KEY"], result)
     except Exception as exc:  # noqa: BLE001 - report and exit non-zero; the state machine records it
-        print(json.dumps({"level": "ERROR", "message": "job failed", "error": f"{type(exc).__name__}: {exc}",
-                          "job_key": env.get("JOB_KEY")}), file=sys.stderr)
+        _error("job failed", error=f"{type(exc).__name__}: {exc}", job_key=env.get("JOB_KEY"))
         return 1
     print(json.dumps({"level": "INFO", "message": "job finished", "job_key": env["JOB_KEY"],
                       "credentials_scrubbed": scrubbed, "non_dumpable": dumpable_off, **jobs.summary(result)}))

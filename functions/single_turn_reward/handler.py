@@ -4,13 +4,19 @@ In: a JSON array of samples (a single object is tolerated). Out: one RewardFunct
 sample, in order, ids echoed. The event is deliberately NOT parsed into a model here: validation is
 per sample inside rewardpipe.single_turn, so one malformed sample gets an error result
 (``aggregate_reward_score`` 0.0 flagged by ``reward_error`` = 1) and never fails the batch.
-The reward comes from REWARD_NAME / REWARD_WEIGHTS (gsm8k, code_correctness, ...).
+The reward comes from REWARD_NAME / REWARD_WEIGHTS (gsm8k, code_correctness, ...); what an unscorable
+sample is worth to Nova from ERROR_REWARD (neutral | zero | fail_batch).
+
+The invocation never times out with the batch in hand: code runs only while the context says time is
+left, minus a margin for the sandbox's own grace period, scoring and the response, and a sample whose code
+could not finish in time is answered flagged.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -20,6 +26,11 @@ from rewardpipe.single_turn import score_samples
 
 REWARD_NAME = os.environ.get("REWARD_NAME") or "gsm8k"
 REWARD_WEIGHTS = json.loads(os.environ.get("REWARD_WEIGHTS") or "{}") or None
+ERROR_REWARD = os.environ.get("ERROR_REWARD") or "neutral"
+# Kept free at the end of the invocation: the sandbox's grace period past a job's budget (5 s), scoring and
+# serialising the answer. Grows with long invocations so a 64-sample batch has room to be scored.
+MIN_MARGIN_S = 15.0
+MARGIN_FRACTION = 0.05
 logger = Logger()
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "RewardPipe")
 metrics.clear_default_dimensions()  # Powertools metric state is per process; start from a clean set
@@ -31,13 +42,20 @@ def _errors(results: list[dict[str, Any]]) -> int:
     return sum(1 for r in results for m in r["metrics_list"] if m["name"] == "reward_error" and m["value"])
 
 
+def deadline(context: Any) -> float:
+    """The time.monotonic() by which all code must have finished, from what Lambda says is left."""
+    left_s = context.get_remaining_time_in_millis() / 1000.0
+    return time.monotonic() + left_s - max(MIN_MARGIN_S, MARGIN_FRACTION * left_s)
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
     from rewardpipe.aws.hardening import make_non_dumpable
 
     make_non_dumpable()  # code_correctness runs model code in child processes
-    results = score_samples(event, REWARD_NAME, REWARD_WEIGHTS)
+    results = score_samples(event, REWARD_NAME, REWARD_WEIGHTS, deadline=deadline(context),
+                            error_reward=ERROR_REWARD)
     errors = _errors(results)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))
     metrics.add_metric(name="SampleErrors", unit=MetricUnit.Count, value=errors)

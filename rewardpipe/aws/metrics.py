@@ -18,6 +18,8 @@ WITHIN_GROUP_STD = "WithinGroupStd"
 COMPONENT_MEAN = "ComponentMean"
 ERROR_RATE = "ErrorRate"
 EXECUTION_MS = "ExecutionDurationMs"
+DEAD_STREAK = "DeadStreak"
+CHECKS_RUN = "ChecksRun"
 
 
 def service_name() -> str:
@@ -32,15 +34,18 @@ class MetricPoint:
     dimensions: dict[str, str] = field(default_factory=dict)
 
 
-def step_points(report: Any) -> list[MetricPoint]:
-    """Metric points of one monitored step (a rewardpipe.monitoring.StepReport).
+def step_points(report: Any, dead_streak: dict[str, int] | None = None) -> list[MetricPoint]:
+    """Metric points of one newly checked step (a rewardpipe.monitoring.StepReport).
 
     Statistics that could not be computed (no eligible groups) are left out rather than sent as 0,
-    which would look like a healthy or a dead component depending on the metric.
+    which would look like a healthy or a dead component depending on the metric; so is the dead
+    streak of a component whose verdict was ``insufficient_data`` (its alarm keeps its state).
     """
     points = [MetricPoint(ERROR_RATE, float(report.error_rate), "None")]
     for name, stats in report.components.items():
         dims = {"component": name}
+        if dead_streak is not None and name in dead_streak and stats.verdict != "insufficient_data":
+            points.append(MetricPoint(DEAD_STREAK, float(dead_streak[name]), "Count", dims))
         for metric, value in (
             (ZERO_VARIANCE, stats.zero_variance_group_fraction),
             (WITHIN_GROUP_STD, stats.within_group_std_mean),
@@ -49,6 +54,11 @@ def step_points(report: Any) -> list[MetricPoint]:
             if value is not None and math.isfinite(value):
                 points.append(MetricPoint(metric, float(value), "None", dims))
     return points
+
+
+def heartbeat_point(runs_checked: int) -> MetricPoint:
+    """One per completed variance check; its absence while rollouts run is alarmed."""
+    return MetricPoint(CHECKS_RUN, float(runs_checked), "Count")
 
 
 def emit(points: Iterable[MetricPoint]) -> int:

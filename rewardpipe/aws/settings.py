@@ -59,6 +59,7 @@ class Settings:
     zero_variance_fraction: float = 0.9
     error_rate: float = 0.1
     alarm_topic_arn: str = ""
+    dead_steps: int = 1
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -77,6 +78,7 @@ class Settings:
             zero_variance_fraction=_float(env, "ZERO_VARIANCE_FRACTION", 0.9),
             error_rate=_float(env, "ERROR_RATE_THRESHOLD", 0.1),
             alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
+            dead_steps=_int(env, "DEAD_STEPS", 1),
         )
 
     def require_bucket(self) -> str:

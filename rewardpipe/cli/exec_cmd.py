@@ -10,15 +10,28 @@ from typing import Optional
 import typer
 from pydantic import ValidationError
 from rich.console import Console
+from rich.text import Text
 
 from rewardpipe.cli.app import app
-from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 
 console = Console(stderr=True, soft_wrap=True)
+INPROCESS_WARNING = ("trust mode 'inprocess' runs the tests beside the model's code behind a deny-list screen "
+                     "that can be bypassed: not for untrusted code, never a reward source")
+# Characters that end a line for some reader (str.splitlines(), terminals): in human output, model
+# text must never start a line of its own (a forged "<other id>: passed 3/3").
+_LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+def one_line(text: str) -> str:
+    """Model- or user-controlled ``text`` as one printable line: line breaks and other control
+    characters escaped, lone surrogates replaced."""
+    text = clean_text(text).translate(_LINE_BREAKS)
+    return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
 def _fail(message: str, code: int = 2) -> None:
-    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    console.print(Text.assemble(("error:", "bold red"), " ", one_line(message)), highlight=False)
     raise typer.Exit(code)
 
 
@@ -35,7 +48,28 @@ def _read_text(path: Path, what: str) -> str:
 
 
 def _result_json(result: ExecutionResult) -> str:
-    return json.dumps(result.model_dump(mode="json"), ensure_ascii=False)
+    """One JSON line, pure ASCII: U+2028/2029/0085 cannot split it for a reader using splitlines()."""
+    return json.dumps(result.model_dump(mode="json"), ensure_ascii=True)
+
+
+def _emit(result: ExecutionResult, as_json: bool) -> None:
+    """Write one result on its own: if it cannot be written, an error line for its id takes its place,
+    and the results after it are still written."""
+    try:
+        line = _result_json(result) if as_json else None
+        if as_json:
+            sys.stdout.write(line + "\n")
+            sys.stdout.flush()
+        else:
+            _print_human(result)
+    except (ValueError, TypeError, UnicodeError) as exc:
+        fallback = ExecutionResult(id=clean_text(result.id), status=ExecutionStatus.ERROR,
+                                   reason=f"the result could not be written: {type(exc).__name__}")
+        if as_json:
+            sys.stdout.write(_result_json(fallback) + "\n")
+            sys.stdout.flush()
+        else:
+            _print_human(fallback)
 
 
 def _describe_validation(exc: ValidationError) -> str:
@@ -77,13 +111,17 @@ def _make_executor(disable: str, workers: Optional[int]):
 
 
 def _print_human(result: ExecutionResult) -> None:
+    """Never through markup: ids, reasons and paths are model- or user-controlled text."""
     colour = {"passed": "green", "failed": "red", "timeout": "yellow", "error": "magenta"}[result.status.value]
-    label = f"{result.id}: " if result.id else ""
-    console.print(
-        f"{label}[bold {colour}]{result.status.value}[/] {result.passed}/{result.total} "
-        f"({result.duration_ms:.1f} ms, mode {result.mode}) {result.reason}",
-        markup=True, highlight=False,
+    line = Text.assemble(
+        f"{one_line(result.id)}: " if result.id else "",
+        (result.status.value, f"bold {colour}"),
+        f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms, mode {one_line(result.mode)}) ",
+        one_line(result.reason),
     )
+    if result.mode == "inprocess":
+        line.append(f" [{INPROCESS_WARNING}]", style="bold yellow")
+    console.print(line, highlight=False)
 
 
 @app.command("exec")
@@ -117,15 +155,14 @@ def exec_command(
                            tests_format=tests_format, timeout_s=timeout, trust_mode=trust_mode)
     except ValidationError as exc:
         _fail(_describe_validation(exc))
+    if job.trust_mode == "inprocess":
+        console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
     executor = _make_executor(disable, workers)
     try:
         result = executor.run(job)
     finally:
         executor.close()
-    if as_json:
-        sys.stdout.write(_result_json(result) + "\n")
-    else:
-        _print_human(result)
+    _emit(result, as_json)
     raise typer.Exit(0 if result.status is ExecutionStatus.PASSED else 1)
 
 
@@ -138,18 +175,40 @@ def _report_isolation(disable: str, as_json: bool) -> None:
     finally:
         executor.close()
     if as_json:
-        sys.stdout.write(json.dumps(report) + "\n")
+        sys.stdout.write(json.dumps(report, ensure_ascii=True) + "\n")
         return
     for layer, state in report.items():
         colour = "green" if state.startswith("on") else "yellow" if state.startswith("off") else "white"
-        console.print(f"{layer:20s} [{colour}]{state}[/]", markup=True, highlight=False)
+        console.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
 
 
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+    executor = _make_executor(disable, workers)
+    executor.warm_up(workers)  # fork servers start while the batch is read and validated
+    counts: dict[str, int] = {}
+    try:
+        entries, jobs = _read_batch(batch)
+        if any(job.trust_mode == "inprocess" for job in jobs):
+            console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
+        results = executor.run_batch(jobs, workers=workers)
+        for kind, value in entries:
+            result = next(results) if kind == "job" else value
+            counts[result.status.value] = counts.get(result.status.value, 0) + 1
+            _emit(result, as_json)
+    finally:
+        executor.close()
+    if not as_json:
+        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
+        console.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
+
+
+def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJob]]:
+    """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs."""
     text = _read_text(batch, "batch")
-    entries: list[tuple[str, object]] = []  # ("job", index into jobs) or ("error", error line)
+    entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # JSONL lines end at "\n" only: U+2028 and friends are legal inside a JSON string.
+    for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
         job, problem, job_id = parse_job_line(line, number)
@@ -160,20 +219,4 @@ def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool)
         else:
             entries.append(("job", len(jobs)))
             jobs.append(job)
-    executor = _make_executor(disable, workers)
-    counts: dict[str, int] = {}
-    try:
-        results = executor.run_batch(jobs, workers=workers)
-        for kind, value in entries:
-            result = next(results) if kind == "job" else value
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
-            if as_json:
-                sys.stdout.write(_result_json(result) + "\n")
-                sys.stdout.flush()
-            else:
-                _print_human(result)
-    finally:
-        executor.close()
-    if not as_json:
-        summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        console.print(f"{len(entries)} jobs: {summary}", highlight=False)
+    return entries, jobs

@@ -340,6 +340,9 @@ def doctor(
             out.print(f"[red]✗ {diagnosis.task_id}[/]")
             for problem in diagnosis.problems:
                 out.print(f"    {problem}")
+        for diagnosis in diagnoses:  # weak test shapes: scorable, but gameable (docs/tasks.md)
+            for warning in diagnosis.warnings:
+                out.print(f"[yellow]! {escape(diagnosis.task_id)}[/]: {escape(warning)}", highlight=False)
         out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
                   (f"; broken: {', '.join(d.task_id for d in broken)}" if broken else ""))
     if broken:

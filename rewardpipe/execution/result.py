@@ -5,7 +5,22 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+def clean_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so it can always be encoded as UTF-8.
+
+    Model-controlled text (exception messages, output, ids echoed from a job file) reaches every
+    writer through an ExecutionResult; one unencodable character must not lose a record or a batch.
+    """
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
 
 
 class ExecutionStatus(str, Enum):
@@ -45,6 +60,11 @@ class ExecutionResult(BaseModel):
     duration_ms: float = 0.0
     stdout: str = ""
     stderr: str = ""
+
+    @field_validator("id", "reason", "stdout", "stderr", "mode")
+    @classmethod
+    def _encodable(cls, value: str) -> str:
+        return clean_text(value)
 
     @property
     def is_infrastructure_error(self) -> bool:

@@ -17,7 +17,6 @@ import atexit
 import itertools
 import json
 import os
-import shutil
 import socket
 import stat
 import subprocess
@@ -32,14 +31,17 @@ from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
-from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup
+from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup, remove_tree
 from rewardpipe.execution.screening import screen
 
 BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
 ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
 ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
+ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deployment to what the host has
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
+INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
+                   "bypassed; not for untrusted code, not a reward source")
 
 
 class SandboxConfigError(ValueError):
@@ -49,7 +51,11 @@ class SandboxConfigError(ValueError):
 @dataclass(frozen=True)
 class SandboxConfig:
     workers: int | None = None  # pool size; None = one per core
+    # Memory: the one place the sandbox's memory caps are configured.
     memory_mb: int = 2048  # per untrusted tree (cgroup) and per process (RLIMIT_AS)
+    runner_memory_mb: int = 1024  # RLIMIT_AS of the trusted runner, which decodes the model's replies
+    disk_mb: int = 64  # bytes a job may store in its working directory (its own tmpfs)
+    disk_inodes: int = 4096  # files and directories a job may create there
     pids_max: int = 64  # processes per untrusted tree (cgroup) and per sandbox uid (RLIMIT_NPROC)
     file_size_bytes: int = 8 << 20  # RLIMIT_FSIZE: caps stdout/stderr and any file the code writes
     output_bytes: int = 64 << 10  # how much of stdout/stderr is returned to the caller
@@ -76,7 +82,8 @@ class SandboxConfig:
             raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
             raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
-        for name in ("memory_mb", "pids_max", "file_size_bytes", "output_bytes", "runner_recycle_jobs"):
+        for name in ("memory_mb", "runner_memory_mb", "disk_mb", "disk_inodes", "pids_max", "file_size_bytes",
+                     "output_bytes", "runner_recycle_jobs"):
             if getattr(self, name) <= 0:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
@@ -89,7 +96,13 @@ class SandboxConfig:
             worker_count = int(workers) if workers else None
         except ValueError:
             raise SandboxConfigError(f"{ENV_WORKERS} must be an integer, got {workers!r}") from None
-        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count)
+        memory = environ.get(ENV_MEMORY)
+        try:
+            memory_mb = int(memory) if memory else cls.memory_mb
+        except ValueError:
+            raise SandboxConfigError(f"{ENV_MEMORY} must be an integer (MB), got {memory!r}") from None
+        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count,
+                   memory_mb=memory_mb)
 
 
 def _world_readable_tree(path: str) -> bool:
@@ -180,6 +193,9 @@ class _Worker:
             "server_uid": config.server_uid,
             "disable": sorted(config.disable),
             "memory_bytes": config.memory_mb << 20,
+            "runner_memory_bytes": config.runner_memory_mb << 20,
+            "disk_bytes": config.disk_mb << 20,
+            "disk_inodes": config.disk_inodes,
             "pids_max": config.pids_max,
             "file_size_bytes": config.file_size_bytes,
             "runner_recycle_jobs": config.runner_recycle_jobs,
@@ -285,12 +301,30 @@ class _Worker:
     def _cleanup(self) -> None:
         for path in getattr(self, "cgroups", []):
             empty_and_remove_cgroup(path)  # children of a killed fork server may linger there
-        shutil.rmtree(self._dir, ignore_errors=True)
+        remove_tree(self._dir)  # the model may have left a tree too deep for shutil.rmtree
         try:
             self.channel.close()
             self._log.close()
         except OSError:
             pass
+
+
+_runtime_compiled = False
+
+
+def _compile_runtime() -> None:
+    """Write bytecode for the fork server's modules once: it runs with -B (so a sandbox uid never
+    writes into the tree) and would otherwise compile them at every start."""
+    global _runtime_compiled
+    if _runtime_compiled:
+        return
+    _runtime_compiled = True
+    try:
+        import compileall
+
+        compileall.compile_dir(os.path.dirname(BOOT_SCRIPT), quiet=2, workers=1)
+    except Exception:  # noqa: BLE001 - a read-only tree simply starts a little slower
+        pass
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -322,6 +356,7 @@ class ForkServerExecutor:
         self._owner_pid = os.getpid()
         self._closed = False
         self._isolation: dict[str, str] = {}
+        self._starters: list[threading.Thread] = []  # warm_up() threads
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -353,6 +388,7 @@ class ForkServerExecutor:
         try:
             if self._interpreter is None:
                 self._interpreter = choose_interpreter(self.config)
+                _compile_runtime()
             worker = _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
         except BaseException:
             with self._condition:
@@ -360,8 +396,15 @@ class ForkServerExecutor:
                 self._condition.notify()
             raise
         with self._condition:
-            self._workers[self._workers.index(placeholder)] = worker
-            self._isolation = {**worker.isolation, "interpreter_choice": self._interpreter[1]}
+            if self._closed or placeholder not in self._workers:  # closed while this one was starting
+                abandoned = True
+            else:
+                abandoned = False
+                self._workers[self._workers.index(placeholder)] = worker
+                self._isolation = {**worker.isolation, "interpreter_choice": self._interpreter[1]}
+        if abandoned:
+            worker.close()
+            raise WorkerFailure("the executor is closed")
         return worker
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
@@ -382,14 +425,40 @@ class ForkServerExecutor:
             self._release(worker, True)
         return dict(self._isolation)
 
+    def warm_up(self, workers: int | None = None) -> None:
+        """Start fork servers in the background, so their start-up overlaps whatever the caller does
+        next (reading and validating a batch, say). Failures surface on the first job instead."""
+        self._reset_after_fork()
+        count = min(workers or self._limit, MAX_WORKERS)
+        with self._condition:
+            self._limit = max(self._limit, count)
+            missing = count - len(self._workers)
+
+        def start_one():
+            try:
+                self._release(self._acquire(), True)
+            except Exception:  # noqa: BLE001 - reported by the job that needs the worker
+                pass
+
+        for _ in range(max(missing, 0)):
+            starter = threading.Thread(target=start_one, name="rewardpipe-warm-up", daemon=True)
+            self._starters.append(starter)
+            starter.start()
+
     def close(self) -> None:
         with self._condition:
             self._closed = True
             workers, self._workers, self._idle = list(self._workers), [], []
             self._condition.notify_all()
-        for worker in workers:
-            if isinstance(worker, _Worker):
-                worker.close()
+        # In parallel: each fork server tears down its children, cgroups and directories on its own.
+        closers = [threading.Thread(target=worker.close) for worker in workers if isinstance(worker, _Worker)]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join()
+        for starter in self._starters:  # a fork server still starting closes itself when it is up
+            starter.join()
+        self._starters = []
 
     # -- jobs -----------------------------------------------------------------------------------------
 
@@ -442,7 +511,10 @@ class ForkServerExecutor:
         raise AssertionError("unreachable")
 
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
-        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation or {},
+        isolation = dict(isolation or {})
+        if job.trust_mode == "inprocess":
+            isolation["trust"] = INPROCESS_TRUST
+        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation,
                                duration_ms=(time.perf_counter() - started) * 1000, **fields)
 
     def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
@@ -452,6 +524,10 @@ class ForkServerExecutor:
         if reply.get("timed_out"):
             return self._result(job, started, ExecutionStatus.TIMEOUT,
                                 reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded", **common)
+        if reply.get("disk_quota_exceeded"):
+            # Whatever the tests said: a job that filled its disk quota broke a limit of the sandbox.
+            return self._result(job, started, ExecutionStatus.FAILED, passed=0,
+                                reason=f"disk quota exceeded: {reply['disk_quota_exceeded']}", **common)
         try:
             verdict = json.loads(verdict_bytes.rstrip(b"\0").decode()) if verdict_bytes else None
         except ValueError:

@@ -29,10 +29,11 @@ AGG = "\x00aggregate"
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights")
+    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights", "inprocess")
 
     def __init__(self) -> None:
         self.records = 0
+        self.inprocess = 0  # records scored from the "inprocess" trust mode (not a reward source)
         self.errors = 0
         self.error_kinds: dict[str, int] = {}
         # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]}
@@ -86,6 +87,8 @@ def accumulate(
         if acc is None:
             acc = steps[rec.step] = StepAcc()
         acc.records += 1
+        if rec.metrics.get("exec_mode") == "inprocess":
+            acc.inprocess += 1
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}

@@ -73,6 +73,8 @@ class StepReport:
     aggregate: ComponentStats
     error_alarm_active: bool = False
     replayed: bool = False
+    # Records whose execution ran in the "inprocess" trust mode: a screened fallback, not a reward source.
+    inprocess_records: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -85,6 +87,7 @@ class StepReport:
             "groups": self.groups,
             "error_alarm_active": self.error_alarm_active,
             "replayed": self.replayed,
+            "inprocess_records": self.inprocess_records,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},
             "aggregate": self.aggregate.to_dict(),
         }
@@ -179,4 +182,5 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
         groups=len(acc.groups),
         components=components,
         aggregate=aggregate,
+        inprocess_records=acc.inprocess,
     )

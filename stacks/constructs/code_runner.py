@@ -14,13 +14,20 @@ non-dumpable so the child cannot read the parent's environment through /proc.
 from __future__ import annotations
 
 from aws_cdk import RemovalPolicy
+from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import METRICS_NAMESPACE, SERVICE_NAME, grant_prefix, python_function
+from stacks.constructs.common import (
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+    grant_prefix,
+    python_function,
+    sandbox_memory_mb,
+)
 from stacks.constructs.network import Network
 from stacks.constructs.storage import JOBS_PREFIX, Storage
 from stacks.packaging import stage_container
@@ -48,14 +55,20 @@ class CodeRunner(Construct):
             name="code_runner",
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
-            environment={"BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda"},
+            environment={
+                "BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda",
+                # One job per invocation: the sandboxed tree may use what the handler leaves free.
+                "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.functions.code_runner_memory_mb, 1)),
+            },
             memory_mb=settings.functions.code_runner_memory_mb,
             timeout_s=settings.functions.code_runner_timeout_s,
             vpc=network.vpc,
             security_groups=[network.sandbox_sg],
             tracing=False,
         )
-        grant_prefix(self.function, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True)
+        # Only through this VPC's S3 endpoint: credentials leaked to model code are useless elsewhere.
+        grant_prefix(self.function, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True,
+                     source_vpce=network.s3_endpoint.vpc_endpoint_id)
 
         self.cluster = ecs.Cluster(
             self, "Cluster", vpc=network.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED
@@ -76,10 +89,14 @@ class CodeRunner(Construct):
         )
         self.container = self.task_definition.add_container(
             CONTAINER_NAME,
-            image=ecs.ContainerImage.from_asset(stage_container()),
+            # Fargate runs x86_64 (runtime_platform above); pin the build so an arm64 laptop builds the same.
+            image=ecs.ContainerImage.from_asset(stage_container(), platform=ecr_assets.Platform.LINUX_AMD64),
             # Container-level memory is set explicitly (the task size alone would do on AWS; moto needs it).
             memory_limit_mib=settings.fargate.memory_mib,
             readonly_root_filesystem=True,
+            # No Linux capabilities at all, and an init process that reaps the sandbox's orphans and
+            # forwards SIGTERM when the task is stopped.
+            linux_parameters=self._linux_parameters(),
             logging=ecs.LogDriver.aws_logs(stream_prefix="runner", log_group=log_group),
             environment={
                 "BUCKET": bucket.bucket_name,
@@ -87,9 +104,16 @@ class CodeRunner(Construct):
                 "POWERTOOLS_SERVICE_NAME": SERVICE_NAME,
                 "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
                 "TMPDIR": "/scratch",
+                "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.fargate.memory_mib, 1)),
             },
         )
         self.container.add_mount_points(ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False))
-        grant_prefix(self.task_definition.task_role, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True)
+        grant_prefix(self.task_definition.task_role, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True,
+                     source_vpce=network.s3_endpoint.vpc_endpoint_id)
         self.security_group = network.sandbox_sg
         self.subnets = network.subnets
+
+    def _linux_parameters(self) -> ecs.LinuxParameters:
+        params = ecs.LinuxParameters(self, "RunnerLinux", init_process_enabled=True)
+        params.drop_capabilities(ecs.Capability.ALL)
+        return params

@@ -82,26 +82,52 @@ def s3_prefix_arn(bucket_arn: str, prefix: str) -> str:
     return f"{bucket_arn}/{prefix}*"
 
 
-def grant_prefix(role: iam.IGrantable, bucket_arn: str, prefix: str, *, read: bool, write: bool) -> None:
-    """Object-level access to one key prefix only (no bucket-wide wildcards)."""
+# Lambda memory for the handler itself (interpreter, layer, scorer and fork servers) beside the sandbox.
+HANDLER_HEADROOM_MB = 384
+MIN_SANDBOX_MB = 128
+
+
+def sandbox_memory_mb(host_memory_mb: int, workers: int) -> int:
+    """The per-job memory cap (REWARDPIPE_SANDBOX_MEMORY_MB) that keeps ``workers`` jobs inside the host.
+
+    Without it the sandbox's default cap can exceed what a Lambda or task has, and a memory-hungry
+    sample gets the whole host OOM-killed (every sample of the batch lost) instead of failing alone.
+    """
+    return max(MIN_SANDBOX_MB, (host_memory_mb - HANDLER_HEADROOM_MB) // max(1, workers))
+
+
+def _source_conditions(source_vpce: str | None) -> dict | None:
+    return {"StringEquals": {"aws:SourceVpce": source_vpce}} if source_vpce else None
+
+
+def grant_prefix(
+    role: iam.IGrantable, bucket_arn: str, prefix: str, *, read: bool, write: bool, source_vpce: str | None = None
+) -> None:
+    """Object-level access to one key prefix only (no bucket-wide wildcards).
+
+    A reader also gets ListBucket on that prefix: without it S3 answers a missing key with 403
+    AccessDenied instead of 404 NoSuchKey, and "not there yet" becomes indistinguishable from "not
+    allowed". ``source_vpce`` limits the grant to requests through that VPC endpoint.
+    """
     actions: list[str] = []
     if read:
         actions.append("s3:GetObject")
     if write:
         actions.append("s3:PutObject")
     role.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)])
+        iam.PolicyStatement(actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)],
+                            conditions=_source_conditions(source_vpce))
     )
+    if read:
+        grant_list(role, bucket_arn, prefix, source_vpce=source_vpce)
 
 
-def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str) -> None:
+def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str, *, source_vpce: str | None = None) -> None:
     """ListBucket restricted to keys under ``prefix`` by the s3:prefix condition."""
+    conditions: dict = {"StringLike": {"s3:prefix": [f"{prefix}*"]}}
+    conditions.update(_source_conditions(source_vpce) or {})
     role.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(
-            actions=["s3:ListBucket"],
-            resources=[bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        )
+        iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn], conditions=conditions)
     )
 
 

@@ -1,15 +1,18 @@
 """Monitoring: the variance-check Lambda, its schedule, alarms per reward component, SNS and a dashboard.
 
 The Lambda reads a step's records, runs rewardpipe.monitoring, writes the verdicts to S3 and emits the
-per-component statistics as CloudWatch metrics (Powertools EMF). The alarms sit on those metrics, so
-the alarm logic (M of N steps over a threshold) is CloudWatch's and needs no state in the Lambda.
+per-component statistics as CloudWatch metrics (Powertools EMF), once per newly checked step. The
+dead-component alarms watch ``DeadStreak`` (consecutive dead checked steps), so they count steps, not
+minutes. The check's own failures (errors, throttles, undeliverable invocations, a missing heartbeat)
+are alarmed as well, and every alarm notifies one KMS-encrypted SNS topic that only this stack's alarms
+may publish to.
 """
 
 from __future__ import annotations
 
 import json
 
-from aws_cdk import Duration
+from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cw
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 from aws_cdk import aws_events as events
@@ -17,13 +20,16 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as _lambda
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
+from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import METRICS_NAMESPACE, SERVICE_NAME, grant_list, grant_prefix, python_function, stack_name
+from stacks.constructs.common import METRICS_NAMESPACE, SERVICE_NAME, grant_prefix, python_function, stack_name
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
 
@@ -33,6 +39,20 @@ WITHIN_GROUP_STD = "WithinGroupStd"
 COMPONENT_MEAN = "ComponentMean"
 ERROR_RATE = "ErrorRate"
 EXECUTION_MS = "ExecutionDurationMs"
+DEAD_STREAK = "DeadStreak"
+CHECKS_RUN = "ChecksRun"
+
+
+def alarm_name_prefix(scope: Construct) -> str:
+    """Every alarm of this stack is named ``<stack>-...``; the topic's grants are scoped by that prefix."""
+    return f"{stack_name(scope)}-"
+
+
+def alarm_source_conditions(scope: Construct) -> dict:
+    return {
+        "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
+        "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name_prefix(scope)}*"},
+    }
 
 
 def _metric(name: str, period: Duration, statistic: str = "Maximum", **dims: str) -> cw.Metric:
@@ -58,15 +78,28 @@ class Monitoring(Construct):
         alarms_cfg = settings.alarms
         components = settings.reward_components()
         period = Duration.minutes(alarms_cfg.period_minutes)
+        self.alarms: list[cw.Alarm] = []
 
         # Alarm topic, encrypted with a key CloudWatch is allowed to use (the AWS-managed SNS key is not).
+        # enforce_ssl writes an explicit topic policy, which replaces SNS's default one, so CloudWatch's
+        # right to publish must be granted there too; both grants are limited to this stack's alarms
+        # (aws:SourceArn) in this account (aws:SourceAccount) against the confused-deputy problem.
         key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="rewardpipe alarm topic")
         key.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsUseTheKey",
             principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
             actions=["kms:Decrypt", "kms:GenerateDataKey*"],
             resources=["*"],
+            conditions=alarm_source_conditions(self),
         ))
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True, display_name="rewardpipe alarms")
+        self.topic.add_to_resource_policy(iam.PolicyStatement(
+            sid="CloudWatchAlarmsPublish",
+            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+            actions=["sns:Publish"],
+            resources=[self.topic.topic_arn],
+            conditions=alarm_source_conditions(self),
+        ))
         if alarms_cfg.email:
             self.topic.add_subscription(subs.EmailSubscription(alarms_cfg.email))
 
@@ -80,61 +113,71 @@ class Monitoring(Construct):
                 "GROUP_SIZE": str(settings.group_size),
                 "ZERO_VARIANCE_FRACTION": str(alarms_cfg.zero_variance_fraction),
                 "ERROR_RATE_THRESHOLD": str(alarms_cfg.error_rate),
+                "DEAD_STEPS": str(alarms_cfg.dead_steps),
                 "ALARM_TOPIC_ARN": self.topic.topic_arn,
             },
             memory_mb=settings.functions.memory_mb,
             timeout_s=settings.functions.monitor_timeout_s,
-            # One check at a time: each check reads and rewrites the run's hysteresis state in S3.
-            reserved_concurrency=1,
+            # No reserved concurrency: it fails stack creation in accounts whose unreserved concurrency
+            # would drop below 100. Concurrent checks of one run are serialised by a conditional write
+            # of the run's check state instead (rewardpipe.aws.monitoring).
         )
-        grant_list(self.function, storage.bucket.bucket_arn, RUNS_PREFIX)
         grant_prefix(self.function, storage.bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         self.topic.grant_publish(self.function)
 
+        # Failed deliveries of the check (schedule target after its retries, asynchronous invokes by the
+        # trainer after Lambda's retries) land here instead of vanishing; the queue depth is alarmed.
+        self.dead_letters = sqs.Queue(
+            self, "CheckDeadLetters", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(self.dead_letters, [{
+            "id": "AwsSolutions-SQS3",
+            "reason": "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes.",
+        }])
         self.schedule = events.Rule(
             self, "Schedule", schedule=events.Schedule.rate(Duration.minutes(settings.monitor_schedule_minutes)),
-            description="rewardpipe: check the latest step of every run",
+            description="rewardpipe: check every unchecked complete step of every run",
         )
-        self.schedule.add_target(targets.LambdaFunction(self.function, retry_attempts=2))
+        self.schedule.add_target(targets.LambdaFunction(
+            self.function, retry_attempts=2, max_event_age=Duration.hours(1), dead_letter_queue=self.dead_letters,
+        ))
+        self.function.configure_async_invoke(
+            on_failure=destinations.SqsDestination(self.dead_letters), retry_attempts=2,
+            max_event_age=Duration.hours(6),
+        )
 
         action = cw_actions.SnsAction(self.topic)
+        self._action = action
         self.component_alarms: dict[str, cw.Alarm] = {}
         for component in components:
-            alarm = cw.Alarm(
-                self, f"DeadComponent-{component}",
-                alarm_name=f"{stack_name(self)}-dead-component-{component}",
-                alarm_description=(
-                    f"Reward component '{component}' has zero within-group variance in at least "
-                    f"{alarms_cfg.zero_variance_fraction:.0%} of groups in {alarms_cfg.datapoints_to_alarm} of the "
-                    f"last {alarms_cfg.evaluation_periods} checks: it gives GRPO no signal."
+            # Counted in checked steps, not minutes: the check emits DeadStreak (consecutive dead checked
+            # steps) once per newly checked step, so one datapoint is enough and a pause in training
+            # (no datapoints) leaves the alarm where it is instead of "recovering" it.
+            self.component_alarms[component] = self._alarm(
+                f"DeadComponent-{component}", f"dead-component-{component}",
+                description=(
+                    f"Reward component '{component}' had zero within-group variance in at least "
+                    f"{alarms_cfg.zero_variance_fraction:.0%} of groups for {alarms_cfg.dead_steps} consecutive "
+                    f"checked steps: it gives GRPO no signal."
                 ),
-                metric=_metric(ZERO_VARIANCE, period, component=component),
-                threshold=alarms_cfg.zero_variance_fraction,
-                comparison_operator=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
-                evaluation_periods=alarms_cfg.evaluation_periods,
-                datapoints_to_alarm=alarms_cfg.datapoints_to_alarm,
-                treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+                metric=_metric(DEAD_STREAK, Duration.minutes(1), component=component),
+                threshold=alarms_cfg.dead_steps,
+                comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+                missing=cw.TreatMissingData.IGNORE,
             )
-            alarm.add_alarm_action(action)
-            alarm.add_ok_action(action)
-            self.component_alarms[component] = alarm
 
-        self.error_alarm = cw.Alarm(
-            self, "ErrorRateAlarm", alarm_name=f"{stack_name(self)}-error-rate",
-            alarm_description=f"More than {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record.",
-            metric=_metric(ERROR_RATE, period),
-            threshold=alarms_cfg.error_rate,
-            comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=alarms_cfg.evaluation_periods,
-            datapoints_to_alarm=alarms_cfg.datapoints_to_alarm,
-            treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+        self.error_alarm = self._alarm(
+            "ErrorRateAlarm", "error-rate",
+            description=f"More than {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record.",
+            metric=_metric(ERROR_RATE, period), threshold=alarms_cfg.error_rate,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            evaluation_periods=alarms_cfg.evaluation_periods, datapoints_to_alarm=alarms_cfg.datapoints_to_alarm,
         )
-        self.error_alarm.add_alarm_action(action)
-        self.error_alarm.add_ok_action(action)
 
-        self.failed_executions_alarm = cw.Alarm(
-            self, "FailedExecutionsAlarm", alarm_name=f"{stack_name(self)}-rollouts-without-record",
-            alarm_description="A rollout execution failed or timed out without writing even an error record.",
+        self.failed_executions_alarm = self._alarm(
+            "FailedExecutionsAlarm", "rollouts-without-record",
+            description="A rollout execution failed or timed out without writing even an error record.",
             metric=cw.MathExpression(
                 expression="failed + timedOut",
                 using_metrics={
@@ -144,10 +187,48 @@ class Monitoring(Construct):
                 label="rollouts that ended without a record",
                 period=Duration.minutes(5),
             ),
-            threshold=0, comparison_operator=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=1, treat_missing_data=cw.TreatMissingData.NOT_BREACHING,
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, ok_action=False,
         )
-        self.failed_executions_alarm.add_alarm_action(action)
+
+        # The check itself must not fail silently: its errors, its throttles, undeliverable invocations,
+        # and a missing heartbeat while rollouts are running.
+        self.check_errors_alarm = self._alarm(
+            "CheckErrorsAlarm", "variance-check-errors",
+            description="The variance check failed (a run's state or records could not be checked).",
+            metric=self.function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        self.check_throttles_alarm = self._alarm(
+            "CheckThrottlesAlarm", "variance-check-throttles",
+            description="The variance check was throttled (account concurrency exhausted).",
+            metric=self.function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        self.dead_letter_alarm = self._alarm(
+            "CheckDeadLettersAlarm", "variance-check-undelivered",
+            description="A variance check invocation was given up after its retries (see the dead-letter queue).",
+            metric=self.dead_letters.metric_approximate_number_of_messages_visible(
+                period=Duration.minutes(5), statistic="Maximum"),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
+        heartbeat = Duration.minutes(max(60, 3 * settings.monitor_schedule_minutes))
+        self.heartbeat_alarm = self._alarm(
+            "CheckHeartbeatAlarm", "variance-check-silent",
+            description=(
+                f"Rollouts ran in the last {heartbeat.to_minutes()} minutes but the variance check did not "
+                f"complete once (schedule disabled, function broken or never invoked)."
+            ),
+            metric=cw.MathExpression(
+                expression="IF(FILL(started, 0) > 0 AND FILL(checks, 0) == 0, 1, 0)",
+                using_metrics={
+                    "started": workflow.state_machine.metric_started(period=heartbeat, statistic="Sum"),
+                    "checks": _metric(CHECKS_RUN, heartbeat, "Sum"),
+                },
+                label="rollouts running while no check completed",
+                period=heartbeat,
+            ),
+            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
 
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-rewards")
         self.dashboard.add_widgets(
@@ -184,8 +265,41 @@ class Monitoring(Construct):
             ),
         )
         self.dashboard.add_widgets(
+            cw.GraphWidget(
+                title="Dead streak (consecutive dead checked steps) by component", width=24,
+                left=[_metric(DEAD_STREAK, period, component=c) for c in components],
+                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
+            ),
+        )
+        self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
                 title="Alarms", width=24,
-                alarms=[*self.component_alarms.values(), self.error_alarm, self.failed_executions_alarm],
+                alarms=self.alarms,
             )
         )
+
+    def _alarm(
+        self,
+        construct_id: str,
+        name: str,
+        *,
+        description: str,
+        metric: cw.IMetric,
+        threshold: float,
+        comparison: cw.ComparisonOperator,
+        evaluation_periods: int = 1,
+        datapoints_to_alarm: int | None = None,
+        missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+        ok_action: bool = True,
+    ) -> cw.Alarm:
+        """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying the topic."""
+        alarm = cw.Alarm(
+            self, construct_id, alarm_name=f"{alarm_name_prefix(self)}{name}", alarm_description=description,
+            metric=metric, threshold=threshold, comparison_operator=comparison,
+            evaluation_periods=evaluation_periods, datapoints_to_alarm=datapoints_to_alarm, treat_missing_data=missing,
+        )
+        alarm.add_alarm_action(self._action)
+        if ok_action:
+            alarm.add_ok_action(self._action)
+        self.alarms.append(alarm)
+        return alarm

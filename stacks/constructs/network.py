@@ -21,7 +21,13 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_route53resolver as resolver
+from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+
+# CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
+NO_TRAFFIC_RULE = {"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic", "IpProtocol": "icmp",
+                   "FromPort": 252, "ToPort": 86}
 
 
 class Network(Construct):
@@ -49,23 +55,28 @@ class Network(Construct):
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
 
         # The security group of every sandbox workload (runner Lambda, Fargate task, single-turn Lambda):
-        # nothing inbound; outbound HTTPS only. With no internet route in these subnets, HTTPS can only
-        # reach the endpoints below, so this is "S3 + ECR + Logs" in practice.
+        # nothing inbound; outbound HTTPS to the interface endpoints' group and to S3's managed prefix list
+        # (the gateway endpoint's destinations), and nowhere else, not even 0.0.0.0/0 with no route.
         self.sandbox_sg = ec2.SecurityGroup(
             self, "SandboxSg", vpc=self.vpc, allow_all_outbound=False,
             description="rewardpipe sandbox: no inbound, HTTPS out to VPC endpoints only",
         )
-        self.sandbox_sg.add_egress_rule(ec2.Peer.any_ipv4(), ec2.Port.tcp(443), "HTTPS to VPC endpoints (no internet route)")
-
         endpoint_sg = ec2.SecurityGroup(
             self, "EndpointSg", vpc=self.vpc, allow_all_outbound=False,
             description="rewardpipe interface endpoints: HTTPS from the sandbox only",
         )
         endpoint_sg.add_ingress_rule(self.sandbox_sg, ec2.Port.tcp(443), "HTTPS from sandbox workloads")
+        self.sandbox_sg.add_egress_rule(endpoint_sg, ec2.Port.tcp(443), "HTTPS to the interface endpoints")
 
         self.s3_endpoint = self.vpc.add_gateway_endpoint(
             "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets]
         )
+        self.sandbox_sg.add_egress_rule(ec2.Peer.prefix_list(self._s3_prefix_list_id()), ec2.Port.tcp(443),
+                                        "HTTPS to S3 through the gateway endpoint")
+        # Both rules are separate SecurityGroupEgress resources. A group declared without any inline egress
+        # rule gets EC2's default allow-all egress, which separate rules do not remove, so keep CDK's
+        # match-nothing placeholder inline: the group then allows exactly the two rules above.
+        self.sandbox_sg.node.default_child.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_RULE])
         # Fargate pulls image layers from ECR's S3 bucket through this endpoint.
         self.s3_endpoint.add_to_policy(iam.PolicyStatement(
             principals=[iam.AnyPrincipal()], actions=["s3:GetObject"],
@@ -88,11 +99,34 @@ class Network(Construct):
             self.interface_endpoints.append(endpoint)
         self._dns_firewall()
 
+    def _s3_prefix_list_id(self) -> str:
+        """The id of the region's AWS-managed S3 prefix list (com.amazonaws.<region>.s3).
+
+        CloudFormation has no way to name it and a context lookup would tie the stack to one account and
+        region, so a deploy-time SDK call reads it (DescribeManagedPrefixLists, read-only)."""
+        lookup = cr.AwsCustomResource(
+            self, "S3PrefixList",
+            on_update=cr.AwsSdkCall(
+                service="EC2", action="describeManagedPrefixLists",
+                parameters={"Filters": [{"Name": "prefix-list-name", "Values": [f"com.amazonaws.{Aws.REGION}.s3"]}]},
+                physical_resource_id=cr.PhysicalResourceId.of(f"s3-prefix-list-{Aws.REGION}"),
+                output_paths=["PrefixLists.0.PrefixListId"],
+            ),
+            policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE),
+            install_latest_aws_sdk=False,
+        )
+        return lookup.get_response_field("PrefixLists.0.PrefixListId")
+
     def allow_bucket_prefix(self, bucket_arn: str, prefix: str) -> None:
-        """Let the S3 endpoint serve one prefix of one bucket (read and write)."""
+        """Let the S3 endpoint serve one prefix of one bucket (read, write, and listing that prefix so a
+        missing key reads as 404)."""
         self.s3_endpoint.add_to_policy(iam.PolicyStatement(
             principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject"],
             resources=[f"{bucket_arn}/{prefix}*"],
+        ))
+        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["s3:ListBucket"], resources=[bucket_arn],
+            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
         ))
 
     def _dns_firewall(self) -> None:

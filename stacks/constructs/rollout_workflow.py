@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Duration, RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
@@ -35,7 +35,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import grant_list, grant_prefix, python_function
+from stacks.constructs.common import grant_prefix, python_function
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 TRANSIENT_ERRORS = ["TransientError"]
@@ -100,12 +100,9 @@ class RolloutWorkflow(Construct):
         grant_prefix(self.score_fn, bucket.bucket_arn, JOBS_PREFIX, read=True, write=False)
         grant_prefix(self.score_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         grant_prefix(self.error_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
-        # Without s3:ListBucket, S3 answers a GET of a missing key with 403, not 404: the runner's missing
-        # result (executor_crash), an absent earlier record or a missing task would read as AccessDenied.
-        for fn, prefixes in ((self.start_fn, (TASKS_PREFIX, RUNS_PREFIX)), (self.converse_fn, (TASKS_PREFIX, RUNS_PREFIX)),
-                             (self.score_fn, (TASKS_PREFIX, JOBS_PREFIX, RUNS_PREFIX)), (self.error_fn, (RUNS_PREFIX,))):
-            for prefix in prefixes:
-                grant_list(fn, bucket.bucket_arn, prefix)
+        # Every read grant above comes with s3:ListBucket on its prefix (common.grant_prefix): without it S3
+        # answers a GET of a missing key with 403, not 404, so the runner's missing result (executor_crash),
+        # an absent earlier record or a missing task would read as AccessDenied.
         if settings.policy.api_key_secret_name:
             secret = secretsmanager.Secret.from_secret_name_v2(self, "PolicyApiKey", settings.policy.api_key_secret_name)
             for fn in (self.start_fn, self.converse_fn):
@@ -130,8 +127,11 @@ class RolloutWorkflow(Construct):
             timeout=Duration.hours(24),
             tracing_enabled=True,
             logs=sfn.LogOptions(
+                # Step Functions writes logs through CloudWatch vended logs; a group under
+                # /aws/vendedlogs/ avoids the account-wide log resource policy size limit.
                 destination=logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-                                          removal_policy=RemovalPolicy.DESTROY),
+                                          removal_policy=RemovalPolicy.DESTROY,
+                                          log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-rollouts"),
                 level=sfn.LogLevel.ALL,
                 include_execution_data=False,
             ),

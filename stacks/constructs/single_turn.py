@@ -13,7 +13,11 @@ from aws_cdk import aws_lambda as _lambda
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import python_function, stack_name
+from stacks.constructs.common import python_function, sandbox_memory_mb, stack_name
+
+# Lambda gives one vCPU per 1769 MB; model code is CPU-bound, so the pool follows the vCPUs (at least 2,
+# so one slow sample does not hold up the whole batch).
+MB_PER_VCPU = 1769
 from stacks.constructs.network import Network
 
 
@@ -28,6 +32,8 @@ class SingleTurnReward(Construct):
         layer: _lambda.ILayerVersion,
     ) -> None:
         super().__init__(scope, construct_id)
+        memory_mb = settings.functions.single_turn_memory_mb
+        workers = max(2, memory_mb // MB_PER_VCPU)
         self.function = python_function(
             self,
             "Function",
@@ -38,8 +44,11 @@ class SingleTurnReward(Construct):
             environment={
                 "REWARD_NAME": settings.single_turn_reward,
                 "REWARD_WEIGHTS": json.dumps(settings.single_turn_weights, sort_keys=True),
+                "ERROR_REWARD": settings.error_reward,
+                "REWARDPIPE_SANDBOX_WORKERS": str(workers),
+                "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(memory_mb, workers)),
             },
-            memory_mb=settings.functions.single_turn_memory_mb,
+            memory_mb=memory_mb,
             timeout_s=settings.functions.single_turn_timeout_s,
             vpc=network.vpc,
             security_groups=[network.sandbox_sg],

@@ -362,7 +362,10 @@ def run_container(env: dict[str, str]) -> dict[str, Any]:
         **CONTAINER_FAULT_ENV,
     }
     argv = [sys.executable, str(ROOT / "containers" / "code_runner" / "entry.py")]
-    proc = subprocess.run(argv, env=child_env, capture_output=True, text=True, timeout=300)
+    with tempfile.TemporaryDirectory(prefix="rewardpipe-scratch-") as scratch:
+        if child_env.get("TMPDIR") == "/scratch":  # the task's scratch volume, fresh per task as on Fargate
+            child_env["TMPDIR"] = scratch
+        proc = subprocess.run(argv, env=child_env, capture_output=True, text=True, timeout=300)
     return {"argv": argv, "env": env, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
 
 

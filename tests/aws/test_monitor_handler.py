@@ -17,8 +17,9 @@ BUCKET = "monitor-test-records"
 def _record(run: str, step: int, group: int, i: int) -> Record:
     components = {
         "correctness": [0.0, 0.5, 1.0, 1.0][i],   # varies inside every group
-        "asked_before_coding": [0.0, 0.6, 1.0, 0.0][i],
-        "guessed_immediately": -1.0,             # every rollout guesses: dead at its minimum
+        # constant mid-range everywhere: dead (a penalty idle at 0 would be normal, not dead)
+        "asked_before_coding": 0.6,
+        "guessed_immediately": [0.0, -1.0, 0.0, 0.0][i],
         "loop_penalty": [0.0, -0.5, 0.0, 0.0][i],
     }
     aggregate = sum(WEIGHTS[k] * v for k, v in components.items())
@@ -70,26 +71,26 @@ def _emf(stdout: str) -> list[dict]:
 def test_a_dead_component_is_measured_recorded_and_alarmed(world, capsys):
     out = world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
     (check,) = out["results"]
-    assert check["verdicts"]["guessed_immediately"] == "dead"
+    assert check["verdicts"]["asked_before_coding"] == "dead"
     assert check["verdicts"]["correctness"] != "dead"
     assert check["records"] == 21 and check["error_rate"] == pytest.approx(1 / 21)
 
     verdict = world["store"].get_json("runs/mon/monitor/step=0.json")
-    assert verdict["steps"][0]["components"]["guessed_immediately"]["zero_variance_group_fraction"] == 1.0
+    assert verdict["steps"][0]["components"]["asked_before_coding"]["zero_variance_group_fraction"] == 1.0
 
     docs = _emf(capsys.readouterr().out)
     zero = {d["component"]: d["ZeroVarianceGroupFraction"] for d in docs if "ZeroVarianceGroupFraction" in d}
-    assert zero["guessed_immediately"] == [1.0] and zero["correctness"] == [0.0]
+    assert zero["asked_before_coding"] == [1.0] and zero["correctness"] == [0.0]
     assert set(zero) == set(WEIGHTS)
     error_rate = [d["ErrorRate"] for d in docs if "ErrorRate" in d]
     assert error_rate == [[pytest.approx(1 / 21)]]
     std = {d["component"]: d["WithinGroupStd"][0] for d in docs if "WithinGroupStd" in d}
-    assert std["guessed_immediately"] == 0.0 and std["correctness"] > 0
+    assert std["asked_before_coding"] == 0.0 and std["correctness"] > 0
 
     messages = world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]
     alarms = [json.loads(m["Body"]) for m in messages]
     dead = [a for a in alarms if a["kind"] == "dead_component"]
-    assert [a["component"] for a in dead] == ["guessed_immediately"]
+    assert [a["component"] for a in dead] == ["asked_before_coding"]
     assert world["store"].list_keys("runs/mon/alarms/step=0/")  # StoreAlarmSink wrote it beside the records
 
 
@@ -136,3 +137,126 @@ def test_emitted_metrics_match_the_alarm_dimensions_in_the_template(synth, world
                     and sorted(directive["Dimensions"][0]) == sorted(wanted)
                     and all(d.get(k) == v for k, v in wanted.items())]
         assert matching, f"no EMF document feeds alarm {alarm['AlarmName']}"
+
+
+# -- steps, not minutes; every unchecked step in order; no re-emission ---------------------------------
+
+
+def _metric_values(stdout: str, name: str, component: str | None = None) -> list[float]:
+    return [v for d in _emf(stdout) if name in d and (component is None or d.get("component") == component)
+            for v in d[name]]
+
+
+def _add_steps(store, run: str, steps) -> None:
+    for step in steps:
+        for group in range(5):
+            for i in range(4):
+                store.put_record(_record(run, step, group, i))
+
+
+def test_every_unchecked_step_is_checked_in_order_and_the_dead_streak_counts_steps(world, capsys, monkeypatch):
+    monkeypatch.setenv("DEAD_STEPS", "3")
+    _add_steps(world["store"], "mon", (2, 3))
+    handler = load("variance_monitor")
+    out = handler.lambda_handler({"run_id": "mon", "step": 3}, Context())
+    assert [r["step"] for r in out["results"]] == [0, 1, 2, 3]  # all unchecked steps up to 3, in order
+    stdout = capsys.readouterr().out
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0, 2.0, 3.0, 4.0]
+    assert _metric_values(stdout, "DeadStreak", "correctness") == [0.0, 0.0, 0.0, 0.0]
+    alarms = [json.loads(m["Body"]) for m in
+              world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    # raise_after = DEAD_STEPS: the core monitor alarms on the third dead step, like the CloudWatch alarm.
+    assert [(a["component"], a["step"]) for a in alarms if a["kind"] == "dead_component"] == [("asked_before_coding", 2)]
+
+
+def test_a_replayed_step_emits_no_metrics_again(world, capsys):
+    world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
+    capsys.readouterr()
+    again = world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
+    stdout = capsys.readouterr().out
+    assert again["checked"] == 0 and again["results"][0]["replayed"] is True
+    for name in ("DeadStreak", "ZeroVarianceGroupFraction", "ErrorRate", "WithinGroupStd"):
+        assert _metric_values(stdout, name) == [], name
+    assert _metric_values(stdout, "ChecksRun") == [1.0]  # the heartbeat still beats
+
+
+def test_the_schedule_catches_up_on_steps_a_late_check_skipped(world, capsys):
+    _add_steps(world["store"], "mon", (2, 3))
+    world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
+    scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    out = world["handler"].lambda_handler(scheduled, Context())
+    assert [r["step"] for r in out["results"]] == [1, 2]  # 3 is the newest step and may still be written
+    state = world["store"].get_json("runs/mon/monitor/check-state.json")
+    assert state["checked"] == [0, 1, 2] and state["dead_streak"]["asked_before_coding"] == 3
+
+
+def test_one_corrupt_run_state_does_not_stop_the_other_runs(world, capsys):
+    _add_steps(world["store"], "other", (0, 1))
+    world["store"].put_json("runs/mon/monitor/check-state.json", {"schema": "something-else", "checked": "x"})
+    scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    from rewardpipe.aws.monitoring import CheckFailed
+
+    with pytest.raises(CheckFailed) as info:
+        world["handler"].lambda_handler(scheduled, Context())
+    assert "run 'mon'" in str(info.value) and "runs/mon/monitor/check-state.json" in str(info.value)
+    assert "run 'other'" not in str(info.value)
+    assert world["store"].get_json("runs/other/monitor/step=0.json")["steps"][0]["step"] == 0
+    assert world["store"].get_json("runs/other/monitor/check-state.json")["checked"] == [0]
+    assert _metric_values(capsys.readouterr().out, "ChecksRun") == [1.0]  # one of two runs checked
+
+
+class RacingS3:
+    """Wraps the S3 client: just before this check commits the run's state, a concurrent check of the same
+    run commits first (optionally answering with a 409 ConditionalRequestConflict once, as S3 can)."""
+
+    def __init__(self, client, on_first_commit):
+        self._client, self._on_first_commit, self.conditional_puts = client, on_first_commit, 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def put_object(self, **kwargs):
+        if "IfMatch" in kwargs or "IfNoneMatch" in kwargs:
+            self.conditional_puts += 1
+            if self.conditional_puts == 1:
+                self._on_first_commit()
+        return self._client.put_object(**kwargs)
+
+
+def test_concurrent_checks_of_a_run_commit_once_and_alarm_once(world, capsys):
+    """The S3 conditional write (If-None-Match / If-Match) serialises checks; moto enforces both headers
+    like S3 (412 on a failed precondition, 404 for If-Match on a missing object)."""
+    import boto3
+
+    from rewardpipe.aws.monitoring import CheckRequest, run_check
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.store import S3Store
+
+    settings = Settings.from_env()
+    plain = world["store"]
+    racer = RacingS3(plain.client, lambda: run_check(CheckRequest(run_id="mon", step=0), settings, store=plain))
+    out = run_check(CheckRequest(run_id="mon", step=0), settings, store=S3Store(BUCKET, client=racer),
+                    sns_client=boto3.client("sns", region_name=harness.REGION))
+    assert racer.conditional_puts == 1 and out["checked"] == 0  # lost the race, found the step checked
+    stdout = capsys.readouterr().out
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0]  # emitted by the winner only
+    alarms = [json.loads(m["Body"]) for m in world["sqs"].receive_message(
+        QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == ["asked_before_coding"]
+    assert plain.get_json("runs/mon/monitor/check-state.json")["checked"] == [0]
+
+
+def test_a_409_conditional_request_conflict_is_retried(world):
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.monitoring import CheckRequest, run_check
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.store import S3Store
+
+    def conflict():
+        raise ClientError({"Error": {"Code": "ConditionalRequestConflict", "Message": "conflict"},
+                           "ResponseMetadata": {"HTTPStatusCode": 409}}, "PutObject")
+
+    racer = RacingS3(world["store"].client, conflict)  # S3's answer to a concurrent conditional write
+    out = run_check(CheckRequest(run_id="mon", step=0), Settings.from_env(), store=S3Store(BUCKET, client=racer))
+    assert racer.conditional_puts == 2 and out["checked"] == 1

@@ -65,8 +65,9 @@ def test_malformed_samples_get_error_results_and_the_batch_survives(gsm8k):
     assert len(results) == len(samples)
     assert results[0]["aggregate_reward_score"] == pytest.approx(1.5) and _metrics(results[0])["reward_error"][0] == 0
     for result in results[1:]:
-        # Documented score for an unscorable sample: 0.0, flagged so trainers can drop it.
-        assert result["aggregate_reward_score"] == 0.0
+        # Default error_reward=neutral: the only scored sample's reward (its prompt's, or the batch's, mean),
+        # so an unscorable sample moves GRPO nowhere; always flagged.
+        assert result["aggregate_reward_score"] == pytest.approx(1.5)
         assert _metrics(result)["reward_error"] == (1, "Metric")
     assert [r["id"] for r in results] == ["ok", "no-messages", None, "no-ref", "bad-role"]
 
@@ -140,3 +141,46 @@ def test_fuzz_every_sample_is_answered_and_nothing_raises(gsm8k, event):
         assert "reward_error" in names
         assert all(m["type"] in ("Reward", "Metric") and math.isfinite(m["value"]) for m in result["metrics_list"])
     json.dumps(results, allow_nan=False)
+
+
+class NearlyOutOfTime(Context):
+    """Lambda's context with less time left than the handler keeps in reserve."""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 12_000
+
+
+def _code_sample(sample_id, prompt="add"):
+    reference = {"entry_point": "add", "tests": (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n")}
+    return {"id": sample_id, "messages": [{"role": "user", "content": prompt},
+                                          {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}],
+            "metadata": {"reference_answer": reference}}
+
+
+def test_a_batch_with_no_time_left_is_answered_flagged_instead_of_timing_out(monkeypatch):
+    monkeypatch.setenv("REWARD_NAME", "code_correctness")
+    monkeypatch.delenv("ERROR_REWARD", raising=False)
+    handler = load("single_turn_reward")
+    results = handler.lambda_handler([_code_sample("a"), _code_sample("b")], NearlyOutOfTime())
+    assert [r["id"] for r in results] == ["a", "b"]
+    for result in results:
+        assert _metrics(result)["reward_error"][0] == 1
+        assert _metrics(result)["error_deadline_exceeded"][0] == 1
+        assert math.isfinite(result["aggregate_reward_score"])
+
+
+def test_error_reward_setting_decides_what_nova_sees(monkeypatch, gsm8k):
+    samples = [_sample("ok", 42), _sample("broken", 42, reference=None)]
+    neutral = gsm8k.lambda_handler(samples, Context())
+    assert neutral[1]["aggregate_reward_score"] == pytest.approx(neutral[0]["aggregate_reward_score"])
+    assert _metrics(neutral[1])["reward_error"][0] == 1
+
+    monkeypatch.setenv("ERROR_REWARD", "zero")
+    assert load("single_turn_reward").lambda_handler(samples, Context())[1]["aggregate_reward_score"] == 0.0
+
+    monkeypatch.setenv("ERROR_REWARD", "fail_batch")
+    from rewardpipe.single_turn import BatchFailed
+
+    with pytest.raises(BatchFailed):
+        load("single_turn_reward").lambda_handler(samples, Context())

@@ -350,3 +350,155 @@ def test_any_json_list_gives_one_result_per_input_and_never_raises(batch, reward
             except ValueError:
                 sent = str(sent)
             assert out["id"] == sent
+
+
+# --- what Nova sees for a sample that could not be scored (error_reward) ------------------------------------
+
+def _prompt_sample(prompt: str, answer: str, sample_id, reference="42"):
+    return {"id": sample_id, "messages": [{"role": "user", "content": prompt},
+                                          {"role": "nova_assistant", "content": answer}],
+            "metadata": {"reference_answer": reference}}
+
+
+def _mixed_batch():
+    return [
+        _prompt_sample("p1", "#### 42", "p1-right"),            # 1.5 with the default gsm8k weights
+        _prompt_sample("p1", "#### 7", "p1-wrong"),             # scored, low
+        _prompt_sample("p1", "#### 42", "p1-broken", reference=None),  # no reference: flagged
+        _prompt_sample("p2", "#### 42", "p2-broken", reference=None),  # flagged, no scored sibling
+        {"id": "garbage"},                                      # malformed: flagged, no prompt
+    ]
+
+
+def test_neutral_error_reward_is_the_mean_of_the_same_prompts_scored_samples():
+    outputs = score_samples(_mixed_batch(), "gsm8k", error_reward="neutral")
+    by_id = {o["id"]: o for o in outputs}
+    right, wrong = by_id["p1-right"]["aggregate_reward_score"], by_id["p1-wrong"]["aggregate_reward_score"]
+    assert right != wrong
+    assert by_id["p1-broken"]["aggregate_reward_score"] == pytest.approx((right + wrong) / 2)
+    # No scored sample of its own prompt: the batch's scored mean (here the same two samples).
+    assert by_id["p2-broken"]["aggregate_reward_score"] == pytest.approx((right + wrong) / 2)
+    assert by_id["garbage"]["aggregate_reward_score"] == pytest.approx((right + wrong) / 2)
+    for sample_id in ("p1-broken", "p2-broken", "garbage"):
+        assert metrics(by_id[sample_id])["reward_error"] == 1  # the flag is always there
+    assert metrics(by_id["p1-right"])["reward_error"] == 0
+    assert_contract(outputs)
+
+
+def test_neutral_gives_a_flagged_sample_zero_grpo_advantage():
+    outputs = score_samples(_mixed_batch()[:3], "gsm8k", error_reward="neutral")
+    group = [o["aggregate_reward_score"] for o in outputs]
+    mean = sum(group) / len(group)
+    assert outputs[2]["aggregate_reward_score"] - mean == pytest.approx(0.0)
+
+
+def test_zero_error_reward_and_a_batch_with_nothing_scored():
+    outputs = score_samples(_mixed_batch(), "gsm8k", error_reward="zero")
+    assert [o["aggregate_reward_score"] for o in outputs if metrics(o)["reward_error"]] == [0.0, 0.0, 0.0]
+    nothing_scored = score_samples([{"id": 1}, {"id": 2}], "gsm8k", error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in nothing_scored] == [0.0, 0.0]
+
+
+def test_fail_batch_refuses_a_batch_with_an_unscorable_sample_only():
+    from rewardpipe.single_turn import BatchFailed
+
+    with pytest.raises(BatchFailed, match="1 of 2 samples"):
+        score_samples(_mixed_batch()[1:3], "gsm8k", error_reward="fail_batch")
+    fine = score_samples(_mixed_batch()[:2], "gsm8k", error_reward="fail_batch")
+    assert [metrics(o)["reward_error"] for o in fine] == [0, 0]
+
+
+def test_an_unknown_error_reward_is_a_configuration_error():
+    with pytest.raises(ValueError, match="error_reward"):
+        score_samples([], "gsm8k", error_reward="mean")
+
+
+# --- deadline: every sample answered before the invocation's time runs out ------------------------------------
+
+class FakeClock:
+    """Stands in for the time module: executions advance it, so waves and deadlines are deterministic."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class SlowExecutor(FakeExecutor):
+    """Each job takes ``seconds`` of fake time, or times out if its budget is shorter."""
+
+    def __init__(self, clock: FakeClock, seconds: float):
+        super().__init__(result("passed", 2, 2))
+        self.clock, self.seconds = clock, seconds
+
+    def run_batch(self, jobs, workers=None):
+        jobs = list(jobs)
+        self.jobs.extend(jobs)
+        self.clock.now += max(min(self.seconds, job.timeout_s) for job in jobs)
+        return [result("timeout", 0, 2) if job.timeout_s < self.seconds else result("passed", 2, 2) for job in jobs]
+
+
+def test_samples_past_the_deadline_are_flagged_not_lost(monkeypatch):
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+    executor = SlowExecutor(clock, seconds=4.0)
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(5)]
+    outputs = score_samples(batch, "code_correctness", executor=executor, workers=2, deadline=clock.now + 9.5)
+    kinds = [next((m["name"] for m in o["metrics_list"] if m["name"].startswith("error_")), "scored") for o in outputs]
+    # waves of 2: [s0 s1] finish at +4, [s2 s3] at +8, then 1.5 s left: s4 runs capped at 1.5 s and is cut short
+    assert kinds == ["scored", "scored", "scored", "scored", "error_deadline_exceeded"]
+    assert [round(job.timeout_s, 2) for job in executor.jobs] == [9.5, 9.5, 5.5, 5.5, 1.5]
+    assert metrics(outputs[4])["reward_error"] == 1 and metrics(outputs[0])["correctness"] == 1.0
+    assert_contract(outputs)
+
+
+def test_no_time_left_answers_every_sample_flagged_without_running_code(monkeypatch):
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+    executor = SlowExecutor(clock, seconds=1.0)
+    batch = [code_sample(ADD_SOLUTION, i, reference_answer=REFERENCE) for i in range(3)]
+    outputs = score_samples(batch, "code_correctness", executor=executor, deadline=clock.now + 0.5)
+    assert executor.jobs == []
+    assert all(metrics(o)["error_deadline_exceeded"] == 1 and metrics(o)["reward_error"] == 1 for o in outputs)
+
+
+def test_a_job_that_times_out_within_its_own_budget_is_still_the_models_timeout(monkeypatch):
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+    executor = FakeExecutor(result("timeout", 0, 2))
+    out = score_samples([code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)], "code_correctness",
+                        executor=executor, deadline=clock.now + 600)[0]
+    assert metrics(out)["reward_error"] == 0 and metrics(out)["correctness"] == 0.0
+
+
+def test_a_memory_hungry_sample_fails_alone_under_the_configured_sandbox_cap(monkeypatch):
+    """REWARDPIPE_SANDBOX_MEMORY_MB reaches the real sandbox: the hog fails as a sample, its neighbour passes."""
+    from rewardpipe.execution.sandbox import make_executor
+
+    monkeypatch.setenv("REWARDPIPE_SANDBOX_MEMORY_MB", "256")
+    executor = make_executor()
+    assert executor.config.memory_mb == 256
+    hog = ("def add(a, b):\n    block = bytearray(600 * 1024 * 1024)\n    return a + b + len(block) * 0\n")
+    try:
+        outputs = score_samples([code_sample(hog, "hog", reference_answer=REFERENCE),
+                                 code_sample(ADD_SOLUTION, "ok", reference_answer=REFERENCE)],
+                                "code_correctness", executor=executor, workers=2)
+    finally:
+        executor.close()
+    assert metrics(outputs[0])["correctness"] < 1.0
+    assert metrics(outputs[1])["correctness"] == 1.0 and metrics(outputs[1])["reward_error"] == 0
+
+
+def test_a_bad_sandbox_memory_setting_names_the_variable():
+    from rewardpipe.execution.sandbox import SandboxConfig, SandboxConfigError
+
+    assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "692"}).memory_mb == 692
+    with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_MEMORY_MB"):
+        SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "lots"})

@@ -108,13 +108,23 @@ def test_sandbox_network_has_no_route_to_the_internet(template, resources):
     template.has_resource_properties("AWS::EC2::FlowLog", {"ResourceType": "VPC"})
 
 
-def test_sandbox_security_group_allows_nothing_in_and_only_https_out(resources):
+def test_sandbox_security_group_allows_nothing_in_and_only_https_to_the_endpoints(resources):
     groups = {k: v for k, v in _of_type(resources, "AWS::EC2::SecurityGroup").items() if "SandboxSg" in k}
     (logical, sg), = groups.items()
     assert "SecurityGroupIngress" not in sg["Properties"]
-    assert sg["Properties"]["SecurityGroupEgress"] == [
-        {"CidrIp": "0.0.0.0/0", "Description": Match.any_value(), "FromPort": 443, "IpProtocol": "tcp", "ToPort": 443}
-    ] or [(e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in sg["Properties"]["SecurityGroupEgress"]] == [(443, 443, "tcp")]
+    # Inline: only the match-nothing placeholder, so EC2 does not add its default allow-all egress.
+    assert sg["Properties"]["SecurityGroupEgress"] == [{"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic",
+                                                         "IpProtocol": "icmp", "FromPort": 252, "ToPort": 86}]
+    egress = [e["Properties"] for e in _of_type(resources, "AWS::EC2::SecurityGroupEgress").values()
+              if e["Properties"]["GroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}]
+    assert sorted((e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in egress) == [(443, 443, "tcp")] * 2
+    assert not any("CidrIp" in e or "CidrIpv6" in e for e in egress)  # no 0.0.0.0/0, not even on 443
+    (to_group,) = [e for e in egress if "DestinationSecurityGroupId" in e]
+    assert to_group["DestinationSecurityGroupId"]["Fn::GetAtt"][0].startswith("NetworkEndpointSg")
+    (to_s3,) = [e for e in egress if "DestinationPrefixListId" in e]
+    lookup = resources[to_s3["DestinationPrefixListId"]["Fn::GetAtt"][0]]
+    assert lookup["Type"] == "Custom::AWS" and "describeManagedPrefixLists" in json.dumps(lookup["Properties"])
+    assert "com.amazonaws." in json.dumps(lookup["Properties"]) and ".s3" in json.dumps(lookup["Properties"])
     for ingress in _of_type(resources, "AWS::EC2::SecurityGroupIngress").values():
         assert ingress["Properties"]["SourceSecurityGroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}
 
@@ -137,8 +147,11 @@ def test_fargate_task_is_hardened_and_its_role_limited_to_job_objects(template, 
     task_role_statements = _statements(resources, "CodeRunnerTaskTaskRole")
     assert task_role_statements, "the task role has no policy"
     for st in task_role_statements:
-        assert set(_actions(st)) <= {"s3:GetObject", "s3:PutObject"}, st
-        assert all("/jobs/*" in text for text in _resource_text(st)), st
+        assert set(_actions(st)) <= {"s3:GetObject", "s3:PutObject", "s3:ListBucket"}, st
+        if "s3:ListBucket" in _actions(st):
+            assert st["Condition"]["StringLike"] == {"s3:prefix": ["jobs/*"]}, st
+        else:
+            assert all("/jobs/*" in text for text in _resource_text(st)), st
 
 
 def test_no_role_gets_bucket_wide_or_wildcard_s3(resources):
@@ -165,10 +178,15 @@ def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed)
     granted = set()
     for st in _statements(resources, prefix):
         for action in _actions(st):
-            if action.startswith("s3:"):
+            if action == "s3:ListBucket":
+                (listed,) = st["Condition"]["StringLike"]["s3:prefix"]
+                granted.add((action, listed.rstrip("/*")))
+            elif action.startswith("s3:"):
                 for text in _resource_text(st):
                     granted.add((action, re.search(r"/(\w+)/\*", text).group(1)))
-    assert granted == allowed
+    # Every reader may list exactly the prefixes it reads, so a missing key reads as 404, not 403.
+    readable = {p for a, p in allowed if a == "s3:GetObject"}
+    assert granted == allowed | {("s3:ListBucket", p) for p in readable}
 
 
 # -- rollout workflow --------------------------------------------------------------------------------
@@ -235,18 +253,22 @@ def test_routing_threshold_and_turn_limit_come_from_context(resources):
 # -- monitoring ------------------------------------------------------------------------------------
 
 
-def test_one_dead_component_alarm_per_component_m_of_n(resources, synth):
+def test_one_dead_component_alarm_per_component_counting_checked_steps(resources, synth):
     alarms = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"]
+              if a["Properties"].get("MetricName") == "DeadStreak"]
     by_component = {next(d["Value"] for d in a["Dimensions"] if d["Name"] == "component"): a for a in alarms}
     assert sorted(by_component) == sorted(COMPONENTS)
     for alarm in by_component.values():
         assert alarm["Namespace"] == "RewardPipe"
-        assert alarm["Threshold"] == 0.9
+        assert alarm["Threshold"] == 3  # alarms.dead_steps consecutive dead checked steps
         assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-        assert (alarm["DatapointsToAlarm"], alarm["EvaluationPeriods"]) == (3, 5)
-        assert alarm["TreatMissingData"] == "notBreaching"
+        # One datapoint per checked step decides; no datapoints (training paused) change nothing.
+        assert alarm["EvaluationPeriods"] == 1 and alarm.get("DatapointsToAlarm", 1) == 1
+        assert alarm["TreatMissingData"] == "ignore"
         assert len(alarm["AlarmActions"]) == 1 and alarm["AlarmActions"][0]["Ref"].startswith("MonitoringAlarms")
+        assert alarm["OKActions"] == alarm["AlarmActions"]
+    assert not [a for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"]
 
 
 def test_error_rate_and_failed_execution_alarms_notify_the_topic(template):
@@ -291,8 +313,9 @@ def test_dashboard_shows_variance_zero_fraction_errors_and_latency(resources):
 
 def test_variance_check_runs_on_a_schedule_and_can_publish(template, resources):
     template.has_resource_properties("AWS::Lambda::Function", {
-        "Handler": "handler.lambda_handler", "ReservedConcurrentExecutions": 1,
-        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.9", "ALARM_TOPIC_ARN": Match.any_value()})},
+        "Handler": "handler.lambda_handler",
+        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.9", "DEAD_STEPS": "3",
+                                                        "ALARM_TOPIC_ARN": Match.any_value()})},
     })
     template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"})
     actions = [a for st in _statements(resources, "MonitoringVarianceCheck") for a in _actions(st)]
@@ -342,15 +365,17 @@ def test_context_changes_the_alarms_the_subscription_and_the_routing(synth, tmp_
     from rewardpipe.rewards import get_reward
 
     settings = {"stack_name": "RewardPipeAlt", "reward_name": "code_correctness", "execution_routing_threshold_s": 120,
-                "alarms": {"email": "ops@example.com", "zero_variance_fraction": 0.8}}
+                "alarms": {"email": "ops@example.com", "zero_variance_fraction": 0.8, "dead_steps": 5}}
     _, stack = build_app(context={"rewardpipe": settings}, outdir=str(tmp_path))
     alt = Template.from_stack(stack)
     alt.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
-    alarms = alt.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "ZeroVarianceGroupFraction"}})
+    alarms = alt.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "DeadStreak"}})
     components = sorted(next(d["Value"] for d in a["Properties"]["Dimensions"] if d["Name"] == "component")
                         for a in alarms.values())
     assert components == sorted(get_reward("code_correctness").component_names)
-    assert {a["Properties"]["Threshold"] for a in alarms.values()} == {0.8}
+    assert {a["Properties"]["Threshold"] for a in alarms.values()} == {5}
+    alt.has_resource_properties("AWS::Lambda::Function", {
+        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.8", "DEAD_STEPS": "5"})}})
     alt.has_resource_properties("AWS::Lambda::Function", {
         "FunctionName": "RewardPipeAlt-SageMaker-reward"})
     alt.has_resource_properties("AWS::Lambda::Function", {
@@ -380,9 +405,13 @@ def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
     statements = s3["PolicyDocument"]["Statement"]
     resources_allowed = sorted(json.dumps(r) for st in statements for r in
                                (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]))
-    assert len(resources_allowed) == 2
+    assert len(resources_allowed) == 3
     assert any("starport-layer-bucket/*" in r for r in resources_allowed)
     assert any("/jobs/*" in r and "StorageRecords" in r for r in resources_allowed)
+    # The bucket itself only for listing jobs/ (so a missing job object reads as 404, not 403).
+    (listing,) = [st for st in statements if "/" not in json.dumps(st["Resource"]).split("Arn")[-1]
+                  and "starport" not in json.dumps(st["Resource"])]
+    assert listing["Action"] == "s3:ListBucket" and listing["Condition"] == {"StringLike": {"s3:prefix": ["jobs/*"]}}
     for endpoint in endpoints.values():
         props = endpoint["Properties"]
         if props.get("VpcEndpointType") == "Interface":

@@ -25,13 +25,18 @@ _libc.syscall.restype = ctypes.c_long
 _libc.prctl.restype = ctypes.c_int
 _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
 
+PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 PR_SET_SECCOMP = 22
 PR_SET_CHILD_SUBREAPER = 36
 PR_SET_NO_NEW_PRIVS = 38
 CLONE_NEWNET = 0x40000000
+CLONE_NEWNS = 0x00020000
+MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 0x2, 0x4, 0x8, 0x1
+MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MNT_DETACH = 2
 
-LAYER_NAMES = ("uid", "netns", "seccomp", "landlock", "chroot", "cgroup", "rlimits")
+LAYER_NAMES = ("uid", "netns", "mountns", "seccomp", "landlock", "chroot", "cgroup", "rlimits")
 
 
 def _errno_text() -> str:
@@ -52,6 +57,94 @@ def enter_network_namespace() -> None:
         raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNET) failed: {_errno_text()}")
 
 
+# --- mount namespace and per-job tmpfs -----------------------------------------------------------------
+
+def enter_private_mount_namespace() -> None:
+    """A mount namespace of our own whose mounts never propagate back to the host's."""
+    if _libc.unshare(CLONE_NEWNS) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNS) failed: {_errno_text()}")
+    mount(None, "/", None, MS_REC | MS_PRIVATE)
+
+
+def mount(source: str | None, target: str, fstype: str | None, flags: int, options: str | None = None) -> None:
+    encode = lambda text: None if text is None else text.encode()  # noqa: E731
+    if _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(options)) != 0:
+        raise OSError(ctypes.get_errno(), f"mount({target}) failed: {_errno_text()}")
+
+
+def mount_tmpfs(target: str, size_bytes: int, inodes: int, mode: int, uid: int = 0, read_only: bool = False) -> None:
+    flags = MS_NOSUID | MS_NODEV | MS_NOEXEC | (MS_RDONLY if read_only else 0)
+    mount("rewardpipe", target, "tmpfs", flags, f"size={size_bytes},nr_inodes={inodes},mode={mode:o},uid={uid},gid={uid}")
+
+
+def detach_mount(target: str) -> None:
+    """Lazy unmount: the kernel frees the tmpfs, however deep its tree, once nothing uses it."""
+    if _libc.umount2(target.encode(), MNT_DETACH) != 0:
+        raise OSError(ctypes.get_errno(), f"umount2({target}) failed: {_errno_text()}")
+
+
+def remove_tree(path: str) -> bool:
+    """Delete ``path`` and everything below it without recursion and with two descriptors at most, so
+    a tree the model made (thousands of nested directories, names near NAME_MAX, chmod 000 directories,
+    symlinks) can neither exhaust the stack nor the descriptor table. True when it is gone."""
+    try:
+        if not os.path.isdir(path) or os.path.islink(path):
+            os.unlink(path)
+            return True
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    names: list[str] = []  # the path from ``path`` down to the directory ``fd`` is open on
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return False
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        for _ in range(10_000_000):  # a bound, in case something keeps refilling the tree
+            subdir = None
+            with os.scandir(fd) as entries:
+                for entry in entries:
+                    try:
+                        if entry.is_dir(follow_symlinks=False):
+                            subdir = entry.name
+                            break
+                        os.unlink(entry.name, dir_fd=fd)
+                    except FileNotFoundError:
+                        pass
+            if subdir is not None:
+                try:
+                    os.rmdir(subdir, dir_fd=fd)  # empty: no need to go in
+                    continue
+                except OSError:
+                    pass
+                try:
+                    child = os.open(subdir, flags, dir_fd=fd)
+                except PermissionError:  # a chmod 000 directory left by the job: make it ours again
+                    os.chmod(subdir, 0o700, dir_fd=fd, follow_symlinks=False)
+                    child = os.open(subdir, flags, dir_fd=fd)
+                os.close(fd)
+                fd = child
+                names.append(subdir)
+                continue
+            if not names:
+                break
+            parent = os.open("..", flags, dir_fd=fd)
+            os.close(fd)
+            fd = parent
+            os.rmdir(names.pop(), dir_fd=fd)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    try:
+        os.rmdir(path)
+    except OSError:
+        return False
+    return True
+
+
 # --- Landlock -----------------------------------------------------------------------------------------
 
 _SYS_LANDLOCK_CREATE_RULESET = 444  # same number on x86_64 and aarch64 (generic table)
@@ -65,6 +158,8 @@ _FS_READ_DIR = 1 << 3
 _FS_TRUNCATE = 1 << 14
 _FS_IOCTL_DEV = 1 << 15
 _FILE_ONLY_RIGHTS = _FS_EXECUTE | _FS_WRITE_FILE | _FS_READ_FILE | _FS_TRUNCATE | _FS_IOCTL_DEV
+_FS_MUTATION = (1 << 1) | (1 << 4) | (1 << 5) | (1 << 6) | (1 << 7) | (1 << 8) | (1 << 9) | (1 << 10) | (1 << 11) | (1 << 12)
+_FS_REFER = 1 << 13
 _NET_BIND_TCP = 1 << 0
 _NET_CONNECT_TCP = 1 << 1
 _SCOPE_ABSTRACT_UNIX = 1 << 0
@@ -131,8 +226,37 @@ class LandlockRuleset:
             os.close(path_fd)
 
     def restrict_self(self) -> None:
-        if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(self.fd), ctypes.c_uint32(0)) != 0:
-            raise OSError(ctypes.get_errno(), f"landlock_restrict_self failed: {_errno_text()}")
+        _restrict_self(self.fd)
+
+
+def confine_writes_to(directory: str, abi: int) -> None:
+    """Stack a second Landlock layer on the calling process: every change to the file system (write,
+    create, remove, rename, link, make a FIFO or socket) is allowed under ``directory`` only. The first
+    layer (built once per fork server) already limits reads; this one, built per child, keeps a job out
+    of the directories of the jobs before and after it, although they belong to the same uid."""
+    handled = _FS_MUTATION | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
+    attr = struct.pack("=Q", handled)
+    buf = ctypes.create_string_buffer(attr, len(attr))
+    fd = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), f"landlock_create_ruleset failed: {_errno_text()}")
+    try:
+        path_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)
+        try:
+            rule = struct.pack("=Qi", handled, path_fd)
+            rule_buf = ctypes.create_string_buffer(rule, len(rule))
+            if _libc.syscall(_SYS_LANDLOCK_ADD_RULE, ctypes.c_int(fd), ctypes.c_int(1), rule_buf, ctypes.c_uint32(0)) != 0:
+                raise OSError(ctypes.get_errno(), f"landlock_add_rule({directory}) failed: {_errno_text()}")
+        finally:
+            os.close(path_fd)
+        _restrict_self(int(fd))
+    finally:
+        os.close(int(fd))
+
+
+def _restrict_self(fd: int) -> None:
+    if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
+        raise OSError(ctypes.get_errno(), f"landlock_restrict_self failed: {_errno_text()}")
 
 
 def interpreter_read_paths() -> list[str]:
@@ -163,6 +287,15 @@ _DENIED = {
         "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 304,
         "name_to_handle_at": 303, "pidfd_getfd": 438, "process_madvise": 440, "quotactl": 179,
         "vhangup": 153, "iopl": 172, "ioperm": 173,
+        # Host UNIX sockets are reachable by path (Landlock up to ABI 7 does not govern connect()), and
+        # the child needs no socket beyond the channels it inherited.
+        "socket": 41, "socketpair": 53,
+        # Signals through a pidfd get around the own-pid rule below.
+        "pidfd_open": 434, "pidfd_send_signal": 424,
+        # FIFOs and device nodes (a FIFO planted where another job will open a file hangs that job),
+        # and extended attributes (a channel that outlives file contents).
+        "mknod": 133, "mknodat": 259, "setxattr": 188, "lsetxattr": 189, "fsetxattr": 190,
+        "removexattr": 197, "lremovexattr": 198, "fremovexattr": 199,
     },
     "aarch64": {
         "execve": 221, "execveat": 281, "ptrace": 117, "process_vm_readv": 270, "process_vm_writev": 271,
@@ -174,17 +307,25 @@ _DENIED = {
         "io_uring_enter": 426, "io_uring_register": 427, "open_by_handle_at": 265,
         "name_to_handle_at": 264, "pidfd_getfd": 438, "process_madvise": 440, "quotactl": 60,
         "vhangup": 58,
+        "socket": 198, "socketpair": 199, "pidfd_open": 434, "pidfd_send_signal": 424,
+        "mknodat": 33, "setxattr": 5, "lsetxattr": 6, "fsetxattr": 7, "removexattr": 14,
+        "lremovexattr": 15, "fremovexattr": 16,
     },
 }
 _SPECIAL = {
-    "x86_64": {"clone": 56, "clone3": 435, "socket": 41, "socketpair": 53, "kill": 62, "tkill": 200, "tgkill": 234},
-    "aarch64": {"clone": 220, "clone3": 435, "socket": 198, "socketpair": 199, "kill": 129, "tkill": 130, "tgkill": 131},
+    "x86_64": {"clone": 56, "clone3": 435},
+    "aarch64": {"clone": 220, "clone3": 435},
+}
+# Every syscall that sends a signal, with the target pid (or tgid) in its first argument: allowed only
+# when that is the child itself. kill(0, …) and kill(-pgid, …) name a group, never the own pid.
+_SIGNAL_SENDERS = {
+    "x86_64": {"kill": 62, "tkill": 200, "tgkill": 234, "rt_sigqueueinfo": 129, "rt_tgsigqueueinfo": 297},
+    "aarch64": {"kill": 129, "tkill": 130, "tgkill": 131, "rt_sigqueueinfo": 138, "rt_tgsigqueueinfo": 240},
 }
 _RET_ALLOW = 0x7FFF0000
 _RET_KILL_PROCESS = 0x80000000
 _RET_ERRNO = 0x00050000
 _CLONE_THREAD = 0x00010000
-_AF_UNIX = 1
 _LD_ABS_W = 0x20
 _JEQ = 0x15
 _JGE = 0x35
@@ -202,9 +343,25 @@ def seccomp_arch() -> str | None:
 
 
 def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
-    """Classic BPF: allow by default, deny the list above with EPERM, allow clone only for threads,
-    sockets only AF_UNIX, and signals only to the child itself. clone3 answers ENOSYS so libc falls
-    back to clone, whose flags the filter can inspect."""
+    return SeccompTemplate(arch).for_pid(own_pid)
+
+
+class SeccompTemplate:
+    """The filter compiled once per fork server; each child only patches in its own pid (4 bytes)."""
+
+    def __init__(self, arch: str):
+        self.program, self._pid_index = _compile_seccomp(arch)
+
+    def for_pid(self, pid: int) -> bytes:
+        program = bytearray(self.program)
+        struct.pack_into("=I", program, self._pid_index * 8 + 4, pid & 0xFFFFFFFF)
+        return bytes(program)
+
+
+def _compile_seccomp(arch: str) -> tuple[bytes, int]:
+    """Classic BPF: allow by default, deny the list above with EPERM (no sockets at all), allow clone
+    only for threads, and signals only to the child itself. clone3 answers ENOSYS so libc falls back to
+    clone, whose flags the filter can inspect."""
     denied = sorted(_DENIED[arch].values())
     special = _SPECIAL[arch]
     prog: list[tuple] = []  # (code, jt_label_or_offset, jf_label_or_offset, k)
@@ -222,10 +379,8 @@ def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
         emit(_JEQ, number, "deny", 0)
     emit(_JEQ, special["clone"], "clone", 0)
     emit(_JEQ, special["clone3"], "enosys", 0)
-    emit(_JEQ, special["socket"], "socket", 0)
-    emit(_JEQ, special["socketpair"], "socket", 0)
-    for name in ("kill", "tkill", "tgkill"):
-        emit(_JEQ, special[name], "own_pid", 0)
+    for number in sorted(_SIGNAL_SENDERS[arch].values()):
+        emit(_JEQ, number, "own_pid", 0)
     labels = {}
     emit(_RET, _RET_ALLOW)
     labels["deny"] = len(prog)
@@ -237,14 +392,11 @@ def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
     emit(_JSET, _CLONE_THREAD, 0, 1)
     emit(_RET, _RET_ALLOW)
     emit(_RET, _RET_ERRNO | errno.EPERM)
-    labels["socket"] = len(prog)
-    emit(_LD_ABS_W, 16)  # domain
-    emit(_JEQ, _AF_UNIX, 0, 1)
-    emit(_RET, _RET_ALLOW)
-    emit(_RET, _RET_ERRNO | errno.EACCES)
     labels["own_pid"] = len(prog)
-    emit(_LD_ABS_W, 16)  # target pid (tgid for tgkill)
-    emit(_JEQ, own_pid & 0xFFFFFFFF, 0, 1)
+    # The kernel reads a pid_t (the low 32 bits), so that is what is compared.
+    emit(_LD_ABS_W, 16)  # target pid (tgid for tgkill and rt_tgsigqueueinfo)
+    pid_index = len(prog)
+    emit(_JEQ, 0, 0, 1)  # k: the child's own pid, patched in by SeccompTemplate.for_pid
     emit(_RET, _RET_ALLOW)
     emit(_RET, _RET_ERRNO | errno.EPERM)
     out = bytearray()
@@ -254,7 +406,7 @@ def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
         if not (0 <= jt <= 255 and 0 <= jf <= 255):
             raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
-    return bytes(out)
+    return bytes(out), pid_index
 
 
 def load_seccomp(program: bytes) -> None:

@@ -18,7 +18,18 @@ import types
 
 from . import harness, wire
 
-MAX_REPLY_BYTES = 64 * 1024 * 1024
+# What the trusted runner agrees to decode from the model's process: the replies are the model's
+# output, so exceeding a budget refuses that value (the test using it fails), it never costs the runner
+# its memory. The runner also has its own RLIMIT_AS (zygote.py), so anything these miss ends as a
+# MemoryError inside one test, not as a dead scorer process.
+MAX_REPLY_BYTES = 16 * 1024 * 1024  # one reply
+MAX_JOB_REPLY_BYTES = 64 * 1024 * 1024  # all replies of one job together
+MAX_REPLY_VALUES = 1_000_000  # values (JSON nodes) in one reply
+MAX_JOB_REPLY_VALUES = 4_000_000  # values in all replies of one job together
+# Raised by the model's code, these would end the tests' own loops early (``all(map(candidate, xs))``
+# is True once the model raises StopIteration), so they arrive as RuntimeError, as PEP 479 does for
+# generators.
+_LOOP_CONTROL_EXCEPTIONS = {"StopIteration", "StopAsyncIteration"}
 
 
 class ModelProcessDied(Exception):
@@ -36,6 +47,8 @@ class Connection:
         self.dead: str | None = None
         self.exception_classes: dict[str, type] = {}
         self.calls = 0
+        self.reply_bytes = 0
+        self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
 
     def request(self, message: dict) -> dict:
@@ -43,21 +56,46 @@ class Connection:
             raise ModelProcessDied(self.dead)
         try:
             wire.send_json(self.wfd, message)
-            reply = wire.recv_json(self.rfd, MAX_REPLY_BYTES)
+            raw = wire.recv_frame(self.rfd, MAX_REPLY_BYTES, skip_oversize=True)
+        except wire.ValueBudgetExceeded as exc:
+            self.calls += 1
+            raise RemoteError(str(exc)) from None
         except (OSError, wire.WireError) as exc:
             self.dead = f"the model's process stopped answering ({exc})"
             raise ModelProcessDied(self.dead) from None
         self.calls += 1
+        reply = self._parse_reply(raw)
         if type(reply) is not dict:
             raise RemoteError("the model's process sent a malformed reply")
         return reply
+
+    def _parse_reply(self, raw: bytes):
+        """Decode one reply within the per-reply and per-job budgets (the frame is already consumed,
+        so refusing it leaves the channel in step)."""
+        values = wire.value_count_bound(raw)
+        self.reply_bytes += len(raw)
+        self.reply_values += values
+        if values > MAX_REPLY_VALUES:
+            raise RemoteError(f"the model's reply holds up to {values} values, over the limit of {MAX_REPLY_VALUES} per reply")
+        if self.reply_bytes > MAX_JOB_REPLY_BYTES:
+            raise RemoteError(f"the model's replies exceed {MAX_JOB_REPLY_BYTES >> 20} MiB for this job")
+        if self.reply_values > MAX_JOB_REPLY_VALUES:
+            raise RemoteError(f"the model's replies exceed {MAX_JOB_REPLY_VALUES} values for this job")
+        try:
+            return json.loads(raw)
+        except (ValueError, RecursionError) as exc:
+            raise RemoteError(f"the model's process sent a malformed reply: {exc}"[:300]) from None
+        except MemoryError:
+            raise RemoteError(f"the model's reply of {len(raw)} bytes is too large to decode") from None
 
     def value(self, message: dict, arguments=None):
         reply = self.request(message)
         if "exc" in reply:
             raise self.exception(reply["exc"])
         if reply.get("stop") is True:
-            raise StopIteration
+            if message.get("op") == "next":  # the end of an iteration the tests drive (Remote.__iter__)
+                raise StopIteration
+            raise RuntimeError("the model's process answered a call with StopIteration")
         if "ok" not in reply:
             raise RemoteError("the model's process sent a reply without a value")
         try:
@@ -65,7 +103,9 @@ class Connection:
             if arguments is not None and "wb" in reply:
                 self.write_back(arguments, reply["wb"])
         except (wire.WireError, RecursionError, ValueError) as exc:
-            raise RemoteError(f"the model's process returned undecodable data: {exc}") from None
+            raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
+        except MemoryError:
+            raise RemoteError("the model's process returned a value too large to decode") from None
         return result
 
     def proxy(self, handle: int) -> "Remote":
@@ -93,6 +133,8 @@ class Connection:
             return RemoteError("malformed exception from the model's process")
         name = str(info.get("type", "Exception"))[:200]
         message = str(info.get("msg", ""))[:2000]
+        if name in _LOOP_CONTROL_EXCEPTIONS or info.get("base") in _LOOP_CONTROL_EXCEPTIONS:
+            return RuntimeError(f"the model's code raised {name}: {message}")
         local = self.exception_classes.get(name)
         if local is not None and info.get("module") == "solution":
             return local(message)
@@ -298,6 +340,8 @@ def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: st
             base = getattr(builtins, str(info.get("base", "Exception")), Exception)
             if not (isinstance(base, type) and issubclass(base, Exception)):
                 base = Exception
+            if base.__name__ in _LOOP_CONTROL_EXCEPTIONS:
+                base = RuntimeError
             local = type(name, (base,), {"__module__": "solution"})
             conn.exception_classes[name] = local
             namespace[name] = local
@@ -374,7 +418,9 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     if hello != {"hardened": True}:
         raise harness.HarnessError("the sandboxed child sent an unexpected greeting")
     try:
-        ready = wire.recv_json(rfd, MAX_REPLY_BYTES)
+        ready = wire.recv_json(rfd, MAX_REPLY_BYTES, MAX_REPLY_VALUES)
+    except wire.ValueBudgetExceeded as exc:
+        return {"expected": expected, "tests_run": 0, "successes": 0, "first_failure": str(exc)[:600]}
     except wire.WireError:
         return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": True,
                 "first_failure": "the model's process exited while its code was loading"}

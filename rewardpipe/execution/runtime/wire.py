@@ -9,12 +9,19 @@ Nothing is unpickled or evaluated, so the model cannot hand the tests an object 
 from __future__ import annotations
 
 import base64
+import datetime
+import decimal
+import fractions
 import json
 import os
+import re
 import struct
 
 FRAME_HEADER = struct.Struct("!I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
+# Ints wider than this travel as hex text: JSON numbers go through decimal conversion, which CPython
+# refuses beyond 4,300 digits (and which is quadratic), while hex conversion is linear and unlimited.
+MAX_PLAIN_INT_BITS = 4096
 
 
 class WireError(Exception):
@@ -23,6 +30,11 @@ class WireError(Exception):
 
 class PeerClosed(WireError):
     """The other end closed the channel (usually: the process died)."""
+
+
+class ValueBudgetExceeded(WireError):
+    """A reply (or a job's replies together) is larger than the trusted side agreed to decode. The frame
+    was consumed, so the channel stays usable; the value the model produced is simply refused."""
 
 
 def read_exact(fd: int, count: int) -> bytes:
@@ -48,10 +60,18 @@ def send_frame(fd: int, payload: bytes) -> None:
     write_all(fd, FRAME_HEADER.pack(len(payload)) + payload)
 
 
-def recv_frame(fd: int, limit: int = MAX_FRAME_BYTES) -> bytes:
+def recv_frame(fd: int, limit: int = MAX_FRAME_BYTES, skip_oversize: bool = False) -> bytes:
+    """One frame of at most ``limit`` bytes. A larger one is a protocol error, or with
+    ``skip_oversize`` (up to MAX_FRAME_BYTES) read in small pieces, dropped, and reported as
+    :class:`ValueBudgetExceeded`, which leaves the channel in step and memory untouched."""
     (length,) = FRAME_HEADER.unpack(read_exact(fd, FRAME_HEADER.size))
     if length > limit:
-        raise WireError(f"frame of {length} bytes exceeds the {limit}-byte limit")
+        if not skip_oversize or length > MAX_FRAME_BYTES:
+            raise WireError(f"frame of {length} bytes exceeds the {limit}-byte limit")
+        remaining = length
+        while remaining:
+            remaining -= len(read_exact(fd, min(remaining, 1 << 20)))
+        raise ValueBudgetExceeded(f"a reply of {length} bytes exceeds the limit of {limit} bytes per reply")
     return read_exact(fd, length)
 
 
@@ -59,8 +79,19 @@ def send_json(fd: int, obj) -> None:
     send_frame(fd, json.dumps(obj, separators=(",", ":")).encode())
 
 
-def recv_json(fd: int, limit: int = MAX_FRAME_BYTES):
+def value_count_bound(raw: bytes) -> int:
+    """An upper bound on how many JSON values ``raw`` holds, computed without parsing it: every value
+    after the first follows a ``,``, ``:`` or an opening bracket."""
+    return raw.count(b",") + raw.count(b":") + raw.count(b"[") + raw.count(b"{") + 1
+
+
+def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = None):
     raw = recv_frame(fd, limit)
+    if max_values is not None:
+        bound = value_count_bound(raw)
+        if bound > max_values:
+            raise ValueBudgetExceeded(f"a reply of {len(raw)} bytes with up to {bound} values exceeds the "
+                                      f"limit of {max_values} values per reply")
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -70,7 +101,9 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES):
 # --- plain-data codec ------------------------------------------------------------------------------
 # Encoded form: JSON scalars stand for themselves (bool/int/float/str/None); every container and
 # every other type is a one-key object: {"l": [...]}, {"t": [...]}, {"d": [[k, v], ...]}, {"s": [...]},
-# {"fs": [...]}, {"b": base64}, {"ba": base64}, {"c": [re, im]}, {"h": handle id}.
+# {"fs": [...]}, {"b": base64}, {"ba": base64}, {"c": [re, im]}, {"h": handle id}, and for the other
+# standard value types: {"i": hex} (wide ints), {"dt"/"da"/"tm": isoformat}, {"td": [d, s, us]},
+# {"dec": str}, {"fr": [numerator, denominator]}.
 
 _SCALARS = (type(None), bool, int, float, str)
 
@@ -89,12 +122,15 @@ def encode(value, make_handle=None, _depth: int = 0):
         raise Unencodable("value is nested more than 200 levels deep")
     kind = type(value)
     if kind in _SCALARS:
+        if kind is int and value.bit_length() > MAX_PLAIN_INT_BITS:
+            return {"i": format(value, "x")}
         return value
     depth = _depth + 1
     if isinstance(value, bool):
         return bool(value)
     if isinstance(value, int):
-        return int(value)
+        value = int(value)
+        return {"i": format(value, "x")} if value.bit_length() > MAX_PLAIN_INT_BITS else value
     if isinstance(value, float):
         return float(value)
     if isinstance(value, str):
@@ -115,13 +151,26 @@ def encode(value, make_handle=None, _depth: int = 0):
         return {"ba": base64.b64encode(bytes(value)).decode()}
     if isinstance(value, complex):
         return {"c": [complex(value).real, complex(value).imag]}
+    if isinstance(value, datetime.datetime):  # before date: a datetime is a date
+        return {"dt": datetime.datetime.isoformat(value)}
+    if isinstance(value, datetime.date):
+        return {"da": datetime.date.isoformat(value)}
+    if isinstance(value, datetime.time):
+        return {"tm": datetime.time.isoformat(value)}
+    if isinstance(value, datetime.timedelta):
+        return {"td": [value.days, value.seconds, value.microseconds]}
+    if isinstance(value, decimal.Decimal):
+        return {"dec": decimal.Decimal.__str__(value)}
+    if isinstance(value, fractions.Fraction):
+        return {"fr": [encode(int(value.numerator)), encode(int(value.denominator))]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     return {"h": make_handle(value)}
 
 
 def decode(tree, resolve_handle=None, _depth: int = 0):
-    """Inverse of :func:`encode`; builds only built-in types. ``resolve_handle(id)`` maps handles."""
+    """Inverse of :func:`encode`; builds only standard value types (built-ins, datetime, Decimal,
+    Fraction). ``resolve_handle(id)`` maps handles."""
     if _depth > 200:
         raise WireError("value is nested more than 200 levels deep")
     kind = type(tree)
@@ -132,6 +181,24 @@ def decode(tree, resolve_handle=None, _depth: int = 0):
     (tag, body), = tree.items()
     depth = _depth + 1
     try:
+        if tag == "i":
+            if not _HEX_INT.fullmatch(_as_str(body)):
+                raise WireError("malformed wide int")
+            return int(body, 16)
+        if tag == "dt":
+            return datetime.datetime.fromisoformat(_as_str(body))
+        if tag == "da":
+            return datetime.date.fromisoformat(_as_str(body))
+        if tag == "tm":
+            return datetime.time.fromisoformat(_as_str(body))
+        if tag == "td":
+            days, seconds, micros = (_as_int(part) for part in _as_list(body))
+            return datetime.timedelta(days=days, seconds=seconds, microseconds=micros)
+        if tag == "dec":
+            return decimal.Decimal(_as_str(body))
+        if tag == "fr":
+            numerator, denominator = (_as_int(decode(part, None, depth)) for part in _as_list(body))
+            return fractions.Fraction(numerator, denominator)
         if tag == "l":
             return [decode(item, resolve_handle, depth) for item in _as_list(body)]
         if tag == "t":
@@ -159,7 +226,7 @@ def decode(tree, resolve_handle=None, _depth: int = 0):
             return resolve_handle(body)
     except WireError:
         raise
-    except (TypeError, ValueError) as exc:  # unhashable key, bad base64, wrong arity
+    except (TypeError, ValueError, ArithmeticError) as exc:  # unhashable key, bad base64, wrong arity
         raise WireError(f"malformed {tag!r} value: {exc}") from None
     raise WireError(f"unknown value tag {tag!r}")
 
@@ -167,6 +234,15 @@ def decode(tree, resolve_handle=None, _depth: int = 0):
 def _as_list(body):
     if type(body) is not list:
         raise WireError("expected a list")
+    return body
+
+
+_HEX_INT = re.compile(r"-?[0-9a-f]+")
+
+
+def _as_int(body):
+    if type(body) is not int:
+        raise WireError("expected an int")
     return body
 
 

@@ -23,7 +23,6 @@ import os
 import random
 import resource
 import select
-import shutil
 import signal
 import socket
 import sys
@@ -39,8 +38,10 @@ PREIMPORTS = (
     "enum", "fractions", "functools", "hashlib", "heapq", "inspect", "io", "itertools", "json",
     "keyword", "math", "numbers", "operator", "pprint", "queue", "random", "re", "secrets", "statistics",
     "string", "struct", "textwrap", "time", "traceback", "types", "typing", "unicodedata", "unittest",
-    "unittest.mock", "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
+    "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
 )
+# Not unittest.mock: it pulls in asyncio and ssl (a sixth of a fork server's start-up) for tests that
+# rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
 
 UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
 UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself once the tests are done
@@ -67,6 +68,7 @@ class UntrustedChild:
         self.runner_write = self.runner_read = -1
 
     def discard(self) -> None:
+        """Kill a child that never got (or could not take) its job; the caller disposes of its directory."""
         self.control.close()
         self.release_runner_ends()
         try:
@@ -74,12 +76,12 @@ class UntrustedChild:
             os.waitpid(self.pid, 0)
         except (OSError, ChildProcessError):
             pass
-        shutil.rmtree(self.job_dir, ignore_errors=True)
 
 
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
+        self.pid = os.getpid()
         self.spares: list[UntrustedChild] = []  # hardened children waiting for a job, oldest first
         self.current: UntrustedChild | None = None
         self.disabled = set(config.get("disable", []))
@@ -89,7 +91,7 @@ class Zygote:
         self.ruleset = None
         self.seccomp_arch = None
         self.jobs = 0
-        self.free_job_dirs: list[str] = []
+        self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -134,6 +136,9 @@ class Zygote:
                 iso["netns"] = "on: empty network namespace"
             except OSError as exc:
                 self._off("netns", exc.strerror or str(exc))
+        # mount namespace: hides the host's /tmp, /run, /var/tmp and /dev/shm (where UNIX sockets of
+        # other services live) and gives every job its own size- and inode-limited tmpfs
+        self._setup_mount_namespace(root)
         # cgroups
         if "cgroup" in self.disabled:
             self._off("cgroup", "disabled by configuration")
@@ -199,7 +204,8 @@ class Zygote:
                 self._off("seccomp", f"start-up probe failed: {error}")
             else:
                 self.seccomp_arch = arch
-                iso["seccomp"] = "on: no exec, no new processes, AF_UNIX sockets only, no ptrace"
+                self.seccomp_template = layers.SeccompTemplate(arch)
+                iso["seccomp"] = "on: no exec, no new processes, no sockets, no ptrace, signals only to itself, no FIFOs or xattrs"
         # rlimits are always available
         if "rlimits" in self.disabled:
             self._off("rlimits", "disabled by configuration")
@@ -229,6 +235,39 @@ class Zygote:
             pass
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
+
+    def _setup_mount_namespace(self, root: bool) -> None:
+        disk = f"{int(self.config['disk_bytes']) >> 20} MiB and {self.config['disk_inodes']} inodes per job"
+        if "mountns" in self.disabled:
+            self._off("mountns", "disabled by configuration")
+        elif not root:
+            self._off("mountns", "needs root (CAP_SYS_ADMIN)")
+        else:
+            try:
+                layers.enter_private_mount_namespace()
+                hidden = []
+                keep = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__)))}
+                for path in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
+                    real = os.path.realpath(path)
+                    if not os.path.isdir(real) or any(k == real or k.startswith(real + os.sep) for k in keep):
+                        continue
+                    writable = path == "/tmp"  # holds the job mounts; root-owned and not writable by the jobs
+                    layers.mount_tmpfs(real, (1 << 20) if writable else 4096, 4096 if writable else 2, 0o711,
+                                       read_only=not writable)
+                    hidden.append(path)
+                self.job_root = os.path.join("/tmp", "rewardpipe-jobs") if "/tmp" in hidden else None
+                if self.job_root is None:
+                    raise OSError(0, "/tmp cannot be replaced (it holds the interpreter or the sandbox)")
+                os.mkdir(self.job_root, 0o711)
+                self.worker_dir = self.job_root
+                self.isolation["mountns"] = f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job"
+            except OSError as exc:
+                self.job_root = None
+                self._off("mountns", exc.strerror or str(exc))
+        if self.job_root is not None:
+            self.isolation["disk_quota"] = f"on: {disk} (tmpfs)"
+        else:
+            self.isolation["disk_quota"] = "off: needs the private mount namespace for a per-job tmpfs"
 
     # -- per job --------------------------------------------------------------------------------------
 
@@ -263,6 +302,7 @@ class Zygote:
             u_usage = os.wait4(child.pid, 0)[2]
         # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
         self._kill_untrusted_tree(child.pid)
+        disk_full = self._disk_quota_exhausted(child.job_dir)
         if timed_out:
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
@@ -271,6 +311,7 @@ class Zygote:
             runner_reply = {"state": "abandoned at the deadline"}
         return {
             "timed_out": timed_out,
+            "disk_quota_exceeded": disk_full,
             "model_exit": u_status,
             "harness": runner_reply.get("state", "done"),
             "elapsed_ms": (time.monotonic() - started) * 1000,
@@ -286,7 +327,7 @@ class Zygote:
             self._replace_trusted_runner()
         if self.current is not None:
             _reap_orphans()
-            self._recycle_job_dir(self.current.job_dir)
+            self._dispose_job_dir(self.current.job_dir)
             self.current = None
         while len(self.spares) < SPARE_CHILDREN:
             self.spares.append(self._fork_untrusted())
@@ -308,28 +349,44 @@ class Zygote:
         return UntrustedChild(pid, ours, t_write, t_read, job_dir)
 
     def _clean_job_dir(self) -> str:
-        """An empty working directory owned by the sandbox uid: a recycled one if available."""
-        if self.free_job_dirs:
-            return self.free_job_dirs.pop()
+        """A fresh, empty working directory owned by the sandbox uid, never used by another job: its
+        own tmpfs (bounded in bytes and inodes) where we have a private mount namespace."""
         self.jobs += 1
         job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
         os.mkdir(job_dir, 0o700)
-        if self.uid is not None:
+        owner = self.uid if self.uid is not None else os.geteuid()
+        if self.job_root is not None:
+            layers.mount_tmpfs(job_dir, int(self.config["disk_bytes"]), int(self.config["disk_inodes"]), 0o700, owner)
+        elif self.uid is not None:
             os.chown(job_dir, self.uid, self.uid)
         return job_dir
 
-    def _recycle_job_dir(self, job_dir: str) -> None:
-        """Reuse a directory the job left empty (the common case); delete anything else. The sandbox
-        uid cannot replace the directory itself: its parent belongs to root."""
+    def _dispose_job_dir(self, job_dir: str) -> None:
+        """Off the critical path: a lazy unmount frees a tmpfs however deep its tree; without one, a
+        deletion that needs neither recursion nor a descriptor per level."""
+        if self.job_root is not None:
+            try:
+                layers.detach_mount(job_dir)
+                os.rmdir(job_dir)
+                return
+            except OSError:
+                pass
+        if not layers.remove_tree(job_dir):
+            print(f"fork server: could not remove {job_dir}", file=sys.stderr, flush=True)
+
+    def _disk_quota_exhausted(self, job_dir: str) -> str | None:
+        """Which limit of the job's tmpfs ran out ("bytes" or "inodes"), if any."""
+        if self.job_root is None:
+            return None
         try:
-            empty = not os.listdir(job_dir)
+            usage = os.statvfs(job_dir)
         except OSError:
-            empty = False
-        if empty:
-            os.chmod(job_dir, 0o700)  # undo any chmod by the last job before the next one gets it
-            self.free_job_dirs.append(job_dir)
-        else:
-            shutil.rmtree(job_dir, ignore_errors=True)
+            return None
+        if usage.f_bfree == 0:
+            return f"bytes ({int(self.config['disk_bytes']) >> 20} MiB)"
+        if usage.f_ffree == 0:
+            return f"inodes ({self.config['disk_inodes']})"
+        return None
 
     def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
@@ -347,6 +404,7 @@ class Zygote:
                 return child
             except OSError:
                 child.discard()  # died while waiting (e.g. killed from outside): try the next one
+                self._dispose_job_dir(child.job_dir)
                 if fresh:
                     raise
 
@@ -361,6 +419,12 @@ class Zygote:
             status = 0
             try:
                 ours.close()
+                _die_with_parent(self.pid)
+                if "rlimits" not in self.disabled:
+                    # The runner decodes the model's replies: bounded here (and by the wire budgets in
+                    # trusted.py), it meets a MemoryError inside one test instead of taking the host down.
+                    limit = int(self.config["runner_memory_bytes"])
+                    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
                 keep = {theirs.fileno(), 2}
                 null = os.open(os.devnull, os.O_RDWR)
                 os.dup2(null, 0)
@@ -473,12 +537,15 @@ class Zygote:
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+            _die_with_parent(self.pid)  # after the uid change, which clears the setting
             if self.ruleset is not None:
                 self.ruleset.fd = UNTRUSTED_FDS["ruleset"]
                 self.ruleset.restrict_self()
                 os.close(UNTRUSTED_FDS["ruleset"])
+                if self.chroot_dir is None:
+                    layers.confine_writes_to(job_dir, self.ruleset.abi)
             if self.seccomp_arch is not None:
-                layers.load_seccomp(layers.build_seccomp_filter(self.seccomp_arch, os.getpid()))
+                layers.load_seccomp(self.seccomp_template.for_pid(os.getpid()))
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
@@ -532,6 +599,7 @@ class Zygote:
         for child in [*self.spares, self.current]:
             if child is not None:
                 child.discard()
+                self._dispose_job_dir(child.job_dir)
         if getattr(self, "runner_pid", None):
             try:
                 os.kill(self.runner_pid, signal.SIGKILL)
@@ -540,7 +608,15 @@ class Zygote:
                 pass
         if self.cgroups is not None:
             self.cgroups.remove()
-        shutil.rmtree(self.worker_dir, ignore_errors=True)
+        layers.remove_tree(self.worker_dir)
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """SIGKILL this process when the fork server dies (killed by a model, say), and close the race
+    in which it died before the setting took effect."""
+    layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:
+        os._exit(HARDENING_FAILED_EXIT)
 
 
 def _probe(action) -> str | None:
@@ -572,11 +648,12 @@ def _probe(action) -> str | None:
 def _seccomp_self_test(arch: str) -> None:
     layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
     layers.load_seccomp(layers.build_seccomp_filter(arch, os.getpid()))
-    try:
-        socket.socket(socket.AF_INET, socket.SOCK_STREAM).close()
-    except PermissionError:
-        return
-    raise RuntimeError("filter loaded but an AF_INET socket was still allowed")
+    for family in (socket.AF_INET, socket.AF_UNIX):
+        try:
+            socket.socket(family, socket.SOCK_STREAM).close()
+        except PermissionError:
+            continue
+        raise RuntimeError(f"filter loaded but a {family.name} socket was still allowed")
 
 
 def _open_fds() -> list[int]:
