@@ -72,3 +72,11 @@ def test_settings_refuse_an_alarm_after_the_budget():
         load_nova_settings({"enabled": True, "alarm_fraction": 0.9, "budget_fraction": 0.8})
     with pytest.raises(ValueError):
         load_nova_settings({"enabled": True, "error_reward": "random"})
+
+
+def test_every_nova_handler_is_a_function_of_the_bridge(template):
+    from pathlib import Path
+
+    handlers = sorted(p.parent.name for p in (Path(__file__).resolve().parents[3] / "functions").glob("nova_*/handler.py"))
+    bridge = [k for k, f in _of_type(template, "AWS::Lambda::Function").items() if k.startswith("NovaBridge")]
+    assert len(handlers) == 5 and len(bridge) == len(handlers)
