@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-trl install install-dev install-trl bench synth clean
+.PHONY: demo test test-trl test-browser install install-dev install-trl bench synth clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -33,6 +33,7 @@ demo: $(VENV)/.installed-runtime
 	rm -rf demo-store
 	$(BIN)/rewardpipe run --tasks rewardpipe/data/tasks.jsonl --policy scripted \
 		--group-size 8 --steps 4 --collapse-from-step 3 --out demo-store --run-id demo --plot demo-store/demo.png
+	$(BIN)/rewardpipe report demo-store --run-id demo --out demo-store/report.html
 
 test: $(VENV)/.installed-dev
 	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl"
@@ -41,10 +42,19 @@ test: $(VENV)/.installed-dev
 test-trl: $(VENV)/.installed-trl
 	$(BIN)/python -m pytest -q -m trl tests/integrations
 
+# The report in a real headless browser. Installs Debian's chromium when missing (needs root and the network);
+# when it cannot, the tests skip and say why instead of failing.
+test-browser: $(VENV)/.installed-dev
+	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
+		(apt-get update && apt-get install -y chromium) || \
+		echo "test-browser: chromium could not be installed; the browser tests will be skipped"
+	$(BIN)/python -m pytest -q -m browser -rs tests/report
+
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/monitor.py
 	$(BIN)/python benchmarks/execution.py
 	$(BIN)/python benchmarks/cold_start.py
+	$(BIN)/python benchmarks/report.py
 
 synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py

@@ -39,6 +39,8 @@ class EpisodeState(BaseModel):
     messages: list[Message]
     turn_kinds: list[TurnKind] = Field(default_factory=list)
     revealed: list[int] = Field(default_factory=list)
+    # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
+    answered_turns: list[int] = Field(default_factory=list)
     max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=100)
     next_action: NextAction = "policy"
     end_reason: str | None = None
@@ -112,6 +114,7 @@ def apply_simulator_turn(state: EpisodeState, task: Task, simulator: "Simulator"
     new.messages.append(Message(role="user", content=reply.text))
     if reply.revealed is not None and reply.revealed not in new.revealed:
         new.revealed.append(reply.revealed)
+        new.answered_turns.append(new.assistant_turns - 1)
     new.next_action = "policy"
     return new
 
@@ -154,8 +157,9 @@ def build_record(
     execution: ExecutionResult | None,
     reward: Reward,
     extra_metrics: dict | None = None,
+    answered_turns: frozenset[int] | None = None,
 ) -> Record:
-    score = reward.score(messages, execution)
+    score = reward.score(messages, execution, answered_turns=answered_turns)
     metrics = {**score.metrics, **(extra_metrics or {})}
     return Record(
         run_id=run_id,
@@ -180,6 +184,7 @@ def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult |
         messages=state.messages,
         execution=execution,
         reward=reward,
+        answered_turns=frozenset(state.answered_turns),
         extra_metrics={
             "end_reason": state.end_reason,
             "spec_revealed": len(state.revealed),

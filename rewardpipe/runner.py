@@ -25,9 +25,14 @@ from rewardpipe.episode import (
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import Record, Rollout, Task
+from rewardpipe.questions import answered_turns_in
 from rewardpipe.rewards import Reward
+from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode, transcript_of_messages
 
 ProgressFn = Callable[[str, int, int], None]
+# Receives each rollout's transcript as it is scored (e.g. ``store.put_transcript``); its failures are the
+# caller's to handle, a transcript is evidence, never a reason to lose a record.
+TranscriptFn = Callable[[RolloutTranscript], Any]
 
 
 @dataclass
@@ -103,10 +108,15 @@ def run_slots(
     workers: int | None = None,
     conversation_threads: int = 1,
     progress: ProgressFn | None = None,
+    on_transcript: TranscriptFn | None = None,
 ) -> list[Record]:
-    """Produce one record per slot, in slot order. Never raises for a single rollout's failure."""
+    """Produce one record per slot, in slot order. Never raises for a single rollout's failure.
+
+    ``on_transcript`` gets every rollout's transcript, failed ones included (with the turns so far).
+    """
     finished: dict[int, Record] = {}
     states: dict[int, EpisodeState] = {}
+    ended: dict[int, tuple[EpisodeState, ExecutionResult | None]] = {}
 
     def talk(index: int) -> None:
         slot = slots[index]
@@ -116,6 +126,7 @@ def run_slots(
             states[index] = converse(state, slot.task, policy, simulator)
         except ConversationError as exc:  # endpoint or simulator failure: an error record, never a score
             finished[index] = error_record(exc.state, exc.kind, str(exc), reward)
+            ended[index] = (exc.state, None)
         if progress:
             progress("conversations", len(states) + len(finished), len(slots))
 
@@ -137,22 +148,33 @@ def run_slots(
         outcome = executions.get(index)
         if isinstance(outcome, Exception):
             finished[index] = error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
+            ended[index] = (state, None)
         else:
             finished[index] = finish_episode(state, slots[index].task, outcome, reward)
+            ended[index] = (state, outcome)
+    if on_transcript is not None:
+        for index in sorted(ended):
+            state, outcome = ended[index]
+            on_transcript(transcript_of_episode(state, slots[index].task, outcome, finished[index]))
     return [finished[i] for i in range(len(slots))]
 
 
 def score_rollouts(
     rollouts: Sequence[Rollout], tasks: dict[str, Task], *, executor: Any, reward: Reward, run_id: str,
-    workers: int | None = None,
+    workers: int | None = None, on_transcript: TranscriptFn | None = None,
 ) -> list[Record]:
-    """Score recorded transcripts as they are (no new turns): the final committed code is executed."""
+    """Score recorded transcripts as they are (no new turns): the final committed code is executed.
+
+    ``on_transcript`` gets the transcript of every rollout whose task is known.
+    """
     from rewardpipe.rewards.base import Transcript
 
+    codes: dict[int, str | None] = {}
     jobs: list[tuple[int, ExecutionJob]] = []
     for index, rollout in enumerate(rollouts):
         task = tasks.get(rollout.task_id)
         code = reward.code_to_execute(Transcript.from_messages(rollout.messages)) if task else None
+        codes[index] = code
         if task is not None and code is not None:
             jobs.append((index, task_job(task, code, rollout.rollout_id)))
     results = _execute_all(executor, [job for _, job in jobs], workers)
@@ -163,11 +185,21 @@ def score_rollouts(
             records.append(unknown_task_record(rollout, run_id, reward))
             continue
         outcome = executions.get(index)
+        spec = tasks[rollout.task_id].spec
         if isinstance(outcome, Exception):
-            records.append(_rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
-                                            reward))
-            continue
-        records.append(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
-                                    rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                    messages=list(rollout.messages), execution=outcome, reward=reward))
+            record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
+                                      reward)
+            outcome = None
+        else:
+            # Which questions were answered with a hidden detail is read off the recorded replies.
+            record = build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
+                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
+                                  messages=list(rollout.messages), execution=outcome, reward=reward,
+                                  answered_turns=answered_turns_in(rollout.messages, spec))
+        records.append(record)
+        if on_transcript is not None:
+            on_transcript(transcript_of_messages(
+                run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
+                task_id=rollout.task_id, messages=rollout.messages, spec=spec, executed_code=codes.get(index),
+                execution=outcome, record=record))
     return records

@@ -8,35 +8,16 @@ Neither ever sees the hidden tests or the reference solution: they are not passe
 from __future__ import annotations
 
 import hashlib
-import math
-import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
+from rewardpipe.questions import best_spec_match, content_words, question_subject, revealed_spec_item
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.episode import EpisodeState
     from rewardpipe.models import Task
-
-STOPWORDS = frozenset(
-    """a an the and or but if then else of to in on at by for with from as is are was were be been being do does
-    did doing have has had it its this that these those there here what which who whom whose when where why how
-    can could should would will shall may might must i you we they he she me my your our their us them not no
-    yes so than too very just also any some all each every about into over under again further once only own
-    same such both few more most other please thanks thank tell know want need like let lets ok okay sure
-    before keep mind
-    function write code program implement return returns returned value values input output give get make use
-    should does do""".split()
-)
-
-# Questions that ask for requirements in general rather than about something specific. Stemmed below (after
-# _stem is defined) so they compare equal to the stemmed words of a question.
-_GENERIC_CUE_WORDS = """requirement requirements detail details spec specs specification specifications constraint
-    constraints clarify clarification expect expected expectation expectations edge else anything more
-    assumption assumptions rule rules""".split()
-# ("edge" alone marks "edge cases" as generic: "case" must stay specific for questions about letter case.)
 
 NOTHING_MATCHES = (
     "That is up to you.",
@@ -45,6 +26,11 @@ NOTHING_MATCHES = (
 )
 NOTHING_LEFT = "I think I've told you everything that matters; the rest is up to you."
 NOT_A_QUESTION = ("Okay.", "Sounds good.", "Go ahead.")
+ASK_SOMETHING_SPECIFIC = (
+    "What would you like to know? Ask me about something specific.",
+    "Could you be more specific about what you want to know?",
+    "I'm not sure what you are asking; which part is unclear?",
+)
 
 
 @dataclass(frozen=True)
@@ -57,37 +43,6 @@ class Simulator(Protocol):
     def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply: ...
 
 
-_WORD = re.compile(r"[a-z0-9]+")
-
-
-def _stem(word: str) -> str:
-    """A tiny suffix stripper that maps a word's common forms to one key (name/names/named -> "nam").
-
-    Both sides of a comparison go through it, so it only has to be consistent, not linguistic: "cases"
-    and "case" must meet, which is why a final "e" goes too and "es" is only a suffix after s/x/z/ch/sh.
-    """
-    if len(word) > 4 and word.endswith("ies"):
-        return word[:-3] + "y"
-    for suffix in ("ing", "ed", "es", "s"):
-        if len(word) > len(suffix) + 2 and word.endswith(suffix):
-            if suffix == "es" and not word[:-2].endswith(("s", "x", "z", "ch", "sh")):
-                suffix = "s"
-            if suffix == "s" and word.endswith(("ss", "us", "is")):
-                break
-            word = word[: -len(suffix)]
-            break
-    if len(word) > 3 and word.endswith("e"):
-        word = word[:-1]
-    return word
-
-
-GENERIC_CUES = frozenset(_stem(word) for word in _GENERIC_CUE_WORDS)
-
-
-def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
-
-
 def _pick(options: Sequence[str], key: str) -> str:
     digest = hashlib.sha256(key.encode()).digest()
     return options[digest[0] % len(options)]
@@ -96,6 +51,9 @@ def _pick(options: Sequence[str], key: str) -> str:
 class RuleBasedSimulator:
     """Reveals the unrevealed spec item that shares the most (IDF-weighted) words with the question.
 
+    * A question that asks nothing specific ("?", "ok?", "can you explain again?", the request or the
+      function's name echoed back; see :func:`question_subject`) reveals nothing: it is asked what it wants
+      to know. This is what keeps a bare "?" from earning asked_before_coding.
     * A question about something specific reveals the best-matching unrevealed detail.
     * A generic question ("any other requirements?") reveals the next unrevealed detail in spec order.
     * A question that matches an already revealed detail better than any unrevealed one gets that detail
@@ -110,43 +68,30 @@ class RuleBasedSimulator:
         key = f"{state.rollout_id}:{len(state.messages)}"
         if classify_turn(question) is not TurnKind.QUESTION:
             return SimulatorReply(_pick(NOT_A_QUESTION, key), None)
-        index, restated = self.best_match(question, task.spec, set(state.revealed))
+        subject = question_subject(question, task.prompt, task.entry_point)
+        if subject.asks_nothing:
+            return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
+        index, restated = self.best_match(subject.words, task.spec, set(state.revealed))
         unrevealed = [i for i in range(len(task.spec)) if i not in set(state.revealed)]
-        generic = bool(content_words(question) & GENERIC_CUES) or not content_words(question)
         # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
-        if index is not None and not (restated and generic and unrevealed):
+        if index is not None and not (restated and subject.generic and unrevealed):
             if restated:
                 return SimulatorReply(f"As I said: {task.spec[index]}", None)
             return SimulatorReply(task.spec[index], index)
-        if generic:
+        if subject.generic:
             if unrevealed:
                 return SimulatorReply(task.spec[unrevealed[0]], unrevealed[0])
             return SimulatorReply(NOTHING_LEFT, None)
         return SimulatorReply(_pick(NOTHING_MATCHES, key), None)
 
     @staticmethod
-    def best_match(question: str, spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
-        """Return (index, already_revealed) of the best-matching spec item, or (None, False)."""
-        words = content_words(question) - GENERIC_CUES
-        if not words or not spec:
-            return None, False
-        item_words = [content_words(item) for item in spec]
-        doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
-        def score(i: int) -> float:
-            return sum(math.log(1 + len(spec) / doc_freq[w]) for w in words if w in item_words[i])
-        # The most relevant item overall answers the question; a revealed item that matches *better* is
-        # restated rather than leaking a weaker-matching new detail the model did not ask about. Ties go to
-        # the unrevealed item, then to spec order.
-        unrevealed = [i for i in range(len(spec)) if i not in revealed]
-        best_new = max(unrevealed, key=score, default=None)
-        best_old = max(sorted(i for i in revealed if 0 <= i < len(spec)), key=score, default=None)
-        new_score = score(best_new) if best_new is not None else 0.0
-        old_score = score(best_old) if best_old is not None else 0.0
-        if best_new is not None and new_score > 0 and new_score >= old_score:
-            return best_new, False
-        if best_old is not None and old_score > 0:
-            return best_old, True
-        return None, False
+    def best_match(question: "str | Iterable[str]", spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
+        """Return (index, already_revealed) of the best-matching spec item, or (None, False).
+
+        ``question`` is a question's text or the subject words :func:`question_subject` found in it.
+        """
+        words = question_subject(question).words if isinstance(question, str) else question
+        return best_spec_match(words, spec, revealed)
 
 
 SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer for help with this request:
@@ -154,17 +99,30 @@ SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer 
 You privately know these details of what you want (numbered):
 {details}
 Rules: answer only the question the programmer just asked. If it is about one of the details, state that one
-detail plainly. If it matches none, say it is up to them. Never volunteer other details, never write code,
-never mention tests. Answer in one or two sentences."""
+detail plainly. If it asks for the requirements in general, state the first detail you have not stated yet.
+If it asks nothing specific (for example "?", "ok?", "can you explain again?", or the request repeated back),
+reveal no detail: ask what they want to know. If it matches none, say it is up to them. Never volunteer other
+details, never write code, never mention tests. Answer in one or two sentences."""
 
 
 class OpenAISimulator(OwnsChatClient):
-    """An LLM plays the user. The revealed detail is inferred from word overlap with the reply."""
+    """An LLM plays the user. The revealed detail is inferred from word overlap with the reply.
+
+    The endpoint is asked only about real questions: a turn that is not a question, or a question that asks
+    nothing specific (the same :func:`question_subject` rule as the rule-based simulator), gets a fixed
+    reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
+    """
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, client: ChatClient | None = None):
         self.client = client or ChatClient(base_url, model, api_key=api_key)
 
     def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+        question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
+        key = f"{state.rollout_id}:{len(state.messages)}"
+        if classify_turn(question) is not TurnKind.QUESTION:
+            return SimulatorReply(_pick(NOT_A_QUESTION, key), None)
+        if question_subject(question, task.prompt, task.entry_point).asks_nothing:
+            return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
         details = "\n".join(f"{i + 1}. {item}" for i, item in enumerate(task.spec))
         messages = [{"role": "system", "content": SIMULATOR_SYSTEM_PROMPT.format(prompt=task.prompt, details=details)}]
         # From the simulator's point of view the roles are swapped: the programmer is the "user".
@@ -172,17 +130,4 @@ class OpenAISimulator(OwnsChatClient):
             role = "user" if message.role == "assistant" else "assistant"
             messages.append({"role": role, "content": message.content})
         text = self.client.complete(messages, temperature=0.0).strip()
-        return SimulatorReply(text, self._revealed_index(text, task.spec, set(state.revealed)))
-
-    @staticmethod
-    def _revealed_index(reply: str, spec: Sequence[str], revealed: set[int]) -> int | None:
-        reply_words = content_words(reply)
-        best, best_overlap = None, 0.0
-        for i, item in enumerate(spec):
-            if i in revealed:
-                continue
-            words = content_words(item)
-            overlap = len(words & reply_words) / max(1, len(words))
-            if overlap > best_overlap:
-                best, best_overlap = i, overlap
-        return best if best_overlap >= 0.5 else None
+        return SimulatorReply(text, revealed_spec_item(text, task.spec, set(state.revealed)))

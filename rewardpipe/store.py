@@ -5,6 +5,7 @@ Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
     runs/<run_id>/step=<n>/group=<group_id>/<rollout_id>.json    one Record per object
     runs/<run_id>/alarms/step=<n>/<component>-<kind>.json         written by rewardpipe.monitoring.sinks
     runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitoring.state)
+    runs/<run_id>/transcripts/step=<n>/group=<g>/<rollout_id>.json one RolloutTranscript per rollout
 
 Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
 overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe
@@ -25,12 +26,15 @@ import re
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
 
 from rewardpipe.models import Record
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.transcripts import RolloutTranscript
 
 RUNS_PREFIX = "runs/"
 MAX_SEGMENT = 240  # encoded id length; leaves room for ".json" / "group=" within a 255-byte file name
@@ -94,6 +98,13 @@ def record_key(record: Record) -> str:
         f"{step_prefix(record.run_id, record.step)}"
         f"group={encode_id(record.group_id)}/{encode_id(record.rollout_id)}.json"
     )
+
+
+def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
+    """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records, outside the
+    ``step=<n>/`` folders that :meth:`Store.iter_records` lists."""
+    step_part = step_prefix(run_id, step)[len(run_prefix(run_id)):]
+    return f"{run_prefix(run_id)}transcripts/{step_part}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
 
 
 def parse_record_key(key: str) -> tuple[str, int, str, str] | None:
@@ -196,10 +207,39 @@ class Store:
                 steps.append(int(match.group(1)))
         return sorted(steps)
 
+    # -- transcripts (the evidence behind each record) ------------------------------------------------
+
+    def put_transcript(self, transcript: "RolloutTranscript") -> str:
+        key = transcript_key(transcript.run_id, transcript.step, transcript.group_id, transcript.rollout_id)
+        return self.put_json(key, transcript.to_json_dict())
+
+    def get_transcript(self, key: str) -> "RolloutTranscript":
+        """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
+        from rewardpipe.transcripts import RolloutTranscript
+
+        raw = self.get_json(key)
+        try:
+            return RolloutTranscript.model_validate(raw)
+        except ValidationError as exc:
+            raise StoreError(f"{self.location}/{key}: {_short_validation_error(exc, 'transcript')}") from None
+
+    def find_transcripts(self, run_id: str, rollout_id: str, step: int | None = None) -> list[str]:
+        """Keys of the transcripts of ``rollout_id`` in a run (one per step it was used in), sorted."""
+        prefix = f"{run_prefix(run_id)}transcripts/"
+        if step is not None:
+            prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
+        name = f"/{encode_id(rollout_id)}.json"
+        return [key for key in self.list_keys(prefix) if key.endswith(name)]
+
     # -- arbitrary JSON (alarms, monitor state, manifests) ------------------------------------------
 
     def put_json(self, key: str, obj: Any) -> str:
         data = json.dumps(obj, sort_keys=True, allow_nan=False).encode("utf-8")
+        self._write(check_key(key), data)
+        return key
+
+    def put_bytes(self, key: str, data: bytes) -> str:
+        """Write raw bytes (e.g. a JSONL export) at ``key``."""
         self._write(check_key(key), data)
         return key
 
@@ -248,13 +288,13 @@ class Store:
         raise NotImplementedError
 
 
-def _short_validation_error(exc: ValidationError) -> str:
+def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
     first = exc.errors()[0]
     if first["type"] == "json_invalid":
         return f"not valid JSON ({first['msg']})"
     loc = ".".join(str(p) for p in first["loc"]) or "<object>"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"not a valid record: field '{loc}': {first['msg']}{more}"
+    return f"not a valid {what}: field '{loc}': {first['msg']}{more}"
 
 
 # --------------------------------------------------------------------------------------------------

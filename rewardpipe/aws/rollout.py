@@ -169,18 +169,18 @@ class StateRef(BaseModel):
 def transcript_key(state: EpisodeState) -> str:
     """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records but outside the
     ``step=<n>/`` folders the record readers list, and under the same lifecycle rule."""
-    from rewardpipe.store import encode_id, run_prefix
+    from rewardpipe.store import transcript_key as key_of
 
-    return (f"{run_prefix(state.run_id)}transcripts/step={int(state.step)}/group={encode_id(state.group_id)}/"
-            f"{encode_id(state.rollout_id)}.json")
+    return key_of(state.run_id, int(state.step), state.group_id, state.rollout_id)
 
 
-def put_transcript(store: Any, state: EpisodeState) -> str:
-    """Store the conversation as a core Rollout (replayable with ReplayPolicy / re-scorable locally)."""
-    data = state.to_rollout().model_dump(mode="json")
-    data["turn_kinds"] = [str(getattr(k, "value", k)) for k in state.turn_kinds]
-    data["end_reason"] = state.end_reason
-    return store.put_json(transcript_key(state), data)
+def put_transcript(store: Any, state: EpisodeState, task: Task | None = None, execution: Any = None,
+                   record: Record | None = None) -> str:
+    """Store the rollout's transcript (rewardpipe.transcripts: messages, revealed spec items, executed code,
+    verdict and scores), the same document the local runner writes; replayable via ``to_rollout()``."""
+    from rewardpipe.transcripts import transcript_of_episode
+
+    return store.put_transcript(transcript_of_episode(state, task, execution, record))
 
 
 def inline_task_key(run: str, task_id: str) -> str:
@@ -423,7 +423,7 @@ def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record,
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
     record = finish_episode(snapshot.state, task, execution, settings.reward)
-    put_transcript(store, snapshot.state)
+    put_transcript(store, snapshot.state, task, execution, record)
     return record, put_record_once(store, record)
 
 
@@ -638,7 +638,7 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
     info = describe_failure(event.error, event.failed_state, state)
     if state is not None:
         record = error_record(state, info.kind, info.message, reward)
-        put_transcript(store, state)
+        put_transcript(store, state, record=record)
     else:
         task_id = "unknown"
         if event.task and isinstance(event.task.get("task_id"), str) and event.task["task_id"]:

@@ -7,7 +7,9 @@ from rewardpipe.cli import (  # noqa: E402,F401
     exec_cmd,
     monitor_cmd,
     nova_cmd,
+    report_cmd,
     run_cmd,
+    show_cmd,
     tasks_cmd,
 )
 

@@ -52,6 +52,20 @@ def _store_all(store: Any, records: list) -> int:
     return refused
 
 
+def _transcript_writer(store: Any):
+    """``on_transcript`` for the runner: store each transcript; a refused one is reported, never fatal."""
+    from rewardpipe.store import StoreError
+
+    def write(transcript) -> None:
+        try:
+            store.put_transcript(transcript)
+        except (ValueError, StoreError) as exc:
+            console.print(f"[yellow]transcript not stored[/] {escape(transcript.rollout_id[:80])}: {escape(str(exc))}",
+                          soft_wrap=True)
+
+    return write
+
+
 def _load_tasks_or_exit(path: Path) -> list[Task]:
     try:
         return load_tasks(path)
@@ -205,7 +219,8 @@ def run(
 
             records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
                                 run_id=run_id, max_turns=max_turns, workers=workers,
-                                conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress)
+                                conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
+                                on_transcript=_transcript_writer(store))
             refused += _store_all(store, records)
             result = monitor_step(store, run_id, step, thresholds, sinks)
             reports.extend(result.steps)
@@ -305,7 +320,7 @@ def score(
             console.print(f"[red]skipped[/] {escape(str(exc).replace(':1:', '', 1))}", soft_wrap=True)
     store = open_store(out_dir)
     records = score_rollouts(good, {t.task_id: t for t in task_list}, executor=get_executor(), reward=reward,
-                             run_id=run_id, workers=workers)
+                             run_id=run_id, workers=workers, on_transcript=_transcript_writer(store))
     refused = _store_all(store, records)
     for record in records:
         if as_json:

@@ -4,14 +4,20 @@
 |-----------------------|--------|------------------------------------------------------------------------|
 | correctness           | 1.0    | fraction of hidden tests passing on the final committed code; 0 if none |
 |                       |        | committed or on timeout; None (an error) if the tests could not run     |
-| asked_before_coding   | 0.6    | 1.0 first turn asked and later committed; 0.6 asked later then committed |
-|                       |        | (only questions before the first commit count)                          |
-| guessed_immediately   | 0.4    | -1.0 if the first assistant turn commits without asking                 |
+| asked_before_coding   | 0.6    | 1.0 first turn was a real question and later committed; 0.6 a real      |
+|                       |        | question later, then committed (only questions before the first commit) |
+| guessed_immediately   | 0.4    | -1.0 if the episode commits before any real question                    |
 | loop_penalty          | 0.2    | -0.5 if the last two assistant turns are more than 80% similar          |
 
 Similarity is difflib's ratio, exact for turns up to 3,000 characters; longer turns are compared by their
 opening and closing windows and their lengths, because the exact ratio is quadratic (tens of seconds for
 two max-length turns).
+
+A *real* question is a question turn the user answered with a newly revealed spec item (the simulator's
+bookkeeping, ``ScoringInput.answered_turns``). A bare "?", "ok?" or "can you explain again?" reveals nothing,
+so it earns nothing and does not delay a guess: "?" then code scores exactly like the code alone. Without the
+bookkeeping (a transcript scored on its own), a question counts when it asks something specific
+(:func:`rewardpipe.questions.question_subject`), the same rule the simulators apply before answering.
 
 ``asked_before_coding`` is deliberately not gated on correctness: gating a behaviour bonus behind a rarely
 reached outcome is exactly how a component goes silently dead.
@@ -24,6 +30,7 @@ from difflib import SequenceMatcher
 from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.parsing import TurnKind
+from rewardpipe.questions import question_subject
 from rewardpipe.rewards.base import Component, Reward, ScoringInput
 
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -48,22 +55,39 @@ def correctness(data: ScoringInput) -> float | None:
     return execution_correctness(data.execution)
 
 
-def asked_before_coding(data: ScoringInput) -> float:
-    """Only questions asked before the *first* commit count: guessing, then asking, then committing again
-    did not ask before coding (and must not win back most of the guess penalty)."""
+def real_questions(data: ScoringInput) -> list[bool]:
+    """Per assistant turn: was it a real clarifying question (see the module docstring)?"""
+    transcript = data.transcript
+    if data.answered_turns is not None:
+        return [kind is TurnKind.QUESTION and index in data.answered_turns for index, kind in enumerate(transcript.kinds)]
+    first = transcript.messages[0] if transcript.messages else None
+    prompt = first.content if first is not None and first.role == "user" else ""
+    return [kind is TurnKind.QUESTION and not question_subject(text, prompt).asks_nothing
+            for kind, text in zip(transcript.kinds, transcript.assistant_texts)]
+
+
+def _real_questions_before_first_commit(data: ScoringInput) -> list[bool] | None:
+    """``real_questions`` up to the first commit; None when the episode never committed."""
     kinds = data.transcript.kinds
     if TurnKind.COMMIT not in kinds:
+        return None
+    return real_questions(data)[: kinds.index(TurnKind.COMMIT)]
+
+
+def asked_before_coding(data: ScoringInput) -> float:
+    """Only real questions asked before the *first* commit count: guessing, then asking, then committing
+    again did not ask before coding (and must not win back most of the guess penalty)."""
+    before = _real_questions_before_first_commit(data)
+    if not before or not any(before):
         return 0.0
-    first_commit = kinds.index(TurnKind.COMMIT)
-    before = kinds[:first_commit]
-    if TurnKind.QUESTION not in before:
-        return 0.0
-    return 1.0 if before[0] is TurnKind.QUESTION else 0.6
+    return 1.0 if before[0] else 0.6
 
 
 def guessed_immediately(data: ScoringInput) -> float:
-    kinds = data.transcript.kinds
-    return -1.0 if kinds and kinds[0] is TurnKind.COMMIT else 0.0
+    """-1.0 when code was committed before any real question: turns that ask nothing (a bare "?", a
+    statement) in front of the code do not turn a guess into asking."""
+    before = _real_questions_before_first_commit(data)
+    return -1.0 if before is not None and not any(before) else 0.0
 
 
 # Character-level matching is quadratic: two max-length turns (~15k characters) take tens of seconds each.
@@ -109,6 +133,7 @@ def diagnostics(data: ScoringInput) -> dict[str, MetricValue]:
         "turns": len(data.transcript.messages),
         "assistant_turns": len(kinds),
         "questions": kinds.count(TurnKind.QUESTION),
+        "real_questions": sum(real_questions(data)),
         "committed": data.transcript.final_code is not None,
     }
     execution = data.execution
@@ -137,8 +162,10 @@ ASK_BEFORE_CODING = Reward(
     name="ask_before_coding",
     components=(
         Component("correctness", 1.0, correctness, "fraction of hidden tests passing", (0.0, 1.0)),
-        Component("asked_before_coding", 0.6, asked_before_coding, "asked, then committed", (0.0, 1.0)),
-        Component("guessed_immediately", 0.4, guessed_immediately, "committed on turn one", (-1.0, 0.0)),
+        Component("asked_before_coding", 0.6, asked_before_coding, "asked a real question, then committed",
+                  (0.0, 1.0)),
+        Component("guessed_immediately", 0.4, guessed_immediately, "committed before any real question",
+                  (-1.0, 0.0)),
         Component("loop_penalty", 0.2, loop_penalty, "last two turns near-identical", (-0.5, 0.0)),
     ),
     diagnostics=diagnostics,

@@ -52,6 +52,10 @@ class ScoringInput:
     transcript: Transcript
     execution: ExecutionResult | None = None
     reference: Any = None
+    # Assistant turns (0-based, among assistant turns) the user answered with a newly revealed spec item: the
+    # simulator's bookkeeping. None when the scorer never saw the simulator; components that need it then
+    # fall back to judging the question's own words (rewardpipe.questions).
+    answered_turns: frozenset[int] | None = None
 
 
 ComponentFn = Callable[[ScoringInput], "float | None"]
@@ -136,6 +140,10 @@ class Reward:
         return Score(values, self.weights, aggregate, metrics, None)
 
     def score(
-        self, messages: Sequence[Message], execution: ExecutionResult | None = None, reference: Any = None
+        self,
+        messages: Sequence[Message],
+        execution: ExecutionResult | None = None,
+        reference: Any = None,
+        answered_turns: "frozenset[int] | None" = None,
     ) -> Score:
-        return self.score_input(ScoringInput(Transcript.from_messages(messages), execution, reference))
+        return self.score_input(ScoringInput(Transcript.from_messages(messages), execution, reference, answered_turns))

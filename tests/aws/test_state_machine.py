@@ -11,6 +11,7 @@ import time
 import pytest
 
 from rewardpipe.models import Message, Rollout, load_tasks
+from rewardpipe.transcripts import RolloutTranscript
 from tests.aws import harness
 
 pytestmark = pytest.mark.xdist_group("cdk")
@@ -96,7 +97,8 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
         assert out["aggregate_reward_score"] == pytest.approx(local.aggregate)
         rewards = {m["name"]: m["value"] for m in out["metrics_list"] if m["type"] == "Reward"}
         assert rewards == pytest.approx({k: v for k, v in local.components.items() if v is not None})
-    # The transcript of every rollout is kept beside the records, in the core's Rollout format.
+    # The transcript of every rollout is kept beside the records: the core's transcript document, which
+    # carries the Rollout (replayable) plus reveals, executed code, verdict and scores.
     import boto3
 
     from rewardpipe.store import S3Store
@@ -104,9 +106,12 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
     store = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
     for rollout_id, turns in GROUP_TURNS.items():
         saved = store.get_json(f"runs/run-a/transcripts/step=0/group=g0/{rollout_id}.json")
-        transcript = Rollout.model_validate({k: v for k, v in saved.items() if k not in ("turn_kinds", "end_reason")})
+        full = RolloutTranscript.model_validate(saved)
+        transcript = full.to_rollout()
         assert [m.content for m in transcript.messages if m.role == "assistant"] == turns
         assert saved["end_reason"] == stored[rollout_id].metrics["end_reason"]
+        assert full.components == stored[rollout_id].components
+        assert full.verdict.status in ("passed", "failed", "not_executed")
     # The group really varies: a dead-component check on it would see signal in every component.
     for name in ("correctness", "asked_before_coding", "guessed_immediately"):
         assert len({stored[r].components[name] for r in stored}) > 1, name
@@ -127,6 +132,7 @@ def test_an_executor_failure_ends_in_an_error_record_not_a_zero(deployment, sfn)
     assert "sandbox pool exploded" in record.error.message
     transcript = harness_store(deployment).get_json("runs/run-f/transcripts/step=0/group=g0/r0.json")
     assert len(transcript["messages"]) == 4 and transcript["turn_kinds"] == ["question", "commit"]
+    assert transcript["status"] == "error" and "sandbox pool exploded" in transcript["verdict"]["reason"]
 
 
 def test_a_policy_endpoint_failure_is_recorded_as_a_policy_error(deployment, sfn):

@@ -178,7 +178,7 @@ def test_simulator_endpoint_failure_raises(chat_server):
     chat_server.replies.extend([(500, {})] * 3)
     simulator = OpenAISimulator("unused", "unused", client=client(chat_server, max_retries=2))
     with pytest.raises(EndpointError):
-        simulator.respond(asked_state("?"), TASK)
+        simulator.respond(asked_state("Are negative numbers allowed?"), TASK)
 
 
 # --- OpenAIPolicy ------------------------------------------------------------------------------------------

@@ -107,7 +107,9 @@ def test_confirmation_question_with_code_counts_as_asking_not_committing():
 
 @pytest.mark.parametrize(
     "turns, expected",
-    [((COMMIT,), -1.0), ((QUESTION, COMMIT), 0.0), ((STATEMENT, COMMIT), 0.0), ((COMMIT, QUESTION, COMMIT), -1.0)],
+    [((COMMIT,), -1.0), ((QUESTION, COMMIT), 0.0), ((COMMIT, QUESTION, COMMIT), -1.0),
+     # A statement (or an empty "?") in front of the code asked nothing: still a guess.
+     ((STATEMENT, COMMIT), -1.0), (("?", COMMIT), -1.0), ((STATEMENT, QUESTION, COMMIT), 0.0)],
 )
 def test_guessed_immediately(turns, expected):
     assert components(*turns, execution=result("passed", 1, 1))["guessed_immediately"] == expected

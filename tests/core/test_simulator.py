@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from rewardpipe.episode import apply_policy_turn, start_episode
 from rewardpipe.models import load_tasks
-from rewardpipe.simulator import NOTHING_LEFT, NOTHING_MATCHES, NOT_A_QUESTION, RuleBasedSimulator, content_words
+from rewardpipe.simulator import (
+    ASK_SOMETHING_SPECIFIC,
+    NOT_A_QUESTION,
+    NOTHING_LEFT,
+    NOTHING_MATCHES,
+    RuleBasedSimulator,
+    content_words,
+)
 from tests.core.conftest import COMMIT, make_task
 
 TASKS_FILE = Path(__file__).resolve().parents[2] / "rewardpipe" / "data" / "tasks.jsonl"
@@ -52,7 +59,14 @@ def test_rare_words_outweigh_shared_ones():
 def test_generic_question_reveals_the_next_detail_in_order():
     assert ask("Are there any other requirements?").revealed == 0
     assert ask("Are there any other requirements?", revealed=[0, 2]).revealed == 1
-    assert ask("What else?", revealed=[0, 1]).revealed == 2
+    assert ask("What other details are there?", revealed=[0, 1]).revealed == 2
+
+
+@pytest.mark.parametrize("question", ["What else?", "?", "ok?", "Can you explain again?", "Anything else?"])
+def test_a_question_that_asks_nothing_specific_reveals_nothing(question):
+    reply = ask(question)
+    assert reply.revealed is None
+    assert reply.text in ASK_SOMETHING_SPECIFIC
 
 
 def test_generic_question_whose_words_only_match_a_revealed_detail_reveals_the_next_one():
@@ -183,7 +197,7 @@ def test_probing_questions_never_get_tests_or_reference_back(conversation):
         reply = ask(question, revealed=revealed, task=task)
         assert not leaks(reply.text, task)
         assert reply.text in task.spec or reply.text.removeprefix("As I said: ") in task.spec or reply.text in (
-            *NOTHING_MATCHES, NOTHING_LEFT)
+            *NOTHING_MATCHES, NOTHING_LEFT, *ASK_SOMETHING_SPECIFIC)
         if reply.revealed is not None:
             assert reply.revealed not in revealed and reply.text == task.spec[reply.revealed]
             revealed.append(reply.revealed)

@@ -1,0 +1,152 @@
+"""Benchmark: `rewardpipe report` and task triage over 1,000,000 records, against pandas in the same process.
+
+    .venv/bin/python benchmarks/report.py                     # 1,000,000 records: 250 steps x 500 groups x 8
+    .venv/bin/python benchmarks/report.py --records 200000    # quicker
+
+Goals (issue 11): the report over 1M records in <= 10 s with HTML <= 5 MB (aggregated, never dumped);
+triage over 1M records in <= 3 s.
+
+What it prints, each the best of ``--repeat`` runs over the same in-memory list of Record objects:
+
+1. **report**: ``build_report`` (one pass feeding the monitor and the column store, then correlation,
+   advantage shares, triage) plus ``render_report``, and the HTML size.
+2. **triage**: reading the records into columns, grouping, and ``task_triage``.
+3. **baseline**: pandas building a DataFrame from the same records and computing the same triage with a
+   groupby (checked to agree with ours before any figure is printed), and the DataFrame build alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import pandas as pd  # noqa: E402
+
+from rewardpipe.models import Record  # noqa: E402
+from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc  # noqa: E402
+from rewardpipe.monitoring.html import render_report  # noqa: E402
+from rewardpipe.monitoring.report import build_report  # noqa: E402
+from rewardpipe.monitoring.triage import task_triage  # noqa: E402
+
+COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
+WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
+RANGES = {"correctness": (0.0, 1.0), "asked_before_coding": (0.0, 1.0), "guessed_immediately": (-1.0, 0.0),
+          "loop_penalty": (-0.5, 0.0)}
+TASKS = 2000
+
+
+def synthetic(records: int, groups_per_step: int, group_size: int, seed: int = 0) -> list[Record]:
+    """A run that collapses half-way: before, groups vary (some tasks never pass, some always ask);
+    after, every rollout guesses. ~1% infrastructure errors."""
+    rnd = random.Random(seed)
+    out = []
+    per_step = groups_per_step * group_size
+    steps = max(1, records // per_step)
+    for i in range(records):
+        step, g = i // per_step, (i % per_step) // group_size
+        task = (step * groups_per_step + g) % TASKS
+        group_id, rollout_id = f"s{step}-g{g}", f"s{step}-g{g}-k{i % group_size}"
+        if rnd.random() < 0.01:
+            out.append(Record.model_construct(
+                run_id="bench", step=step, group_id=group_id, rollout_id=rollout_id, task_id=f"task-{task}",
+                status="error", error=None, components={k: None for k in COMPONENTS}, weights=WEIGHTS,
+                aggregate=None, metrics={}))
+            continue
+        collapsed = step >= steps // 2
+        hard = task % 3 == 0
+        comps = {
+            "correctness": 0.0 if hard or collapsed else rnd.choice((0.0, 0.25, 0.5, 1.0)),
+            "asked_before_coding": 0.0 if collapsed else (1.0 if task % 5 == 0 else rnd.choice((0.0, 0.6, 1.0))),
+            "guessed_immediately": -1.0 if collapsed else rnd.choice((0.0, -1.0)),
+            "loop_penalty": -0.5 if rnd.random() < 0.05 else 0.0,
+        }
+        out.append(Record.model_construct(
+            run_id="bench", step=step, group_id=group_id, rollout_id=rollout_id, task_id=f"task-{task}",
+            status="scored", error=None, components=comps, weights=WEIGHTS,
+            aggregate=sum(WEIGHTS[k] * v for k, v in comps.items()), metrics={}))
+    return out
+
+
+def our_triage(records: list[Record]) -> list[dict]:
+    columns = RunColumns()
+    with paused_gc():
+        columns.add_many(records)
+    return task_triage(columns, group_rows(columns), RANGES)
+
+
+def pandas_frame(records: list[Record]) -> pd.DataFrame:
+    return pd.DataFrame([{"step": r.step, "group_id": r.group_id, "task_id": r.task_id, **r.components}
+                         for r in records if r.status == "scored"])
+
+
+def pandas_triage(records: list[Record]) -> set[tuple[str, str, str]]:
+    frame = pandas_frame(records)
+    out = set()
+    grouped = frame.groupby(["task_id", "step", "group_id"])
+    for name in COMPONENTS:
+        stats = grouped[name].agg(["min", "max", "count"])
+        eligible = stats[stats["count"] >= 2]
+        eligible = eligible.assign(span=eligible["max"] - eligible["min"])
+        per_task = eligible.groupby(level=0).agg(span=("span", "max"), lo=("min", "min"), hi=("max", "max"))
+        lo_all, hi_all = RANGES[name]
+        for task, row in per_task[per_task.span <= 1e-6].iterrows():
+            verdict = ("never" if row.lo == lo_all and row.hi == lo_all else
+                       "always" if row.lo == hi_all and row.hi == hi_all else "constant")
+            out.add((task, name, verdict))
+    return out
+
+
+def best_of(repeat: int, fn: Callable[[], object]) -> tuple[float, object]:
+    best, result = float("inf"), None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        result = fn()
+        best = min(best, time.perf_counter() - start)
+    return best, result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--groups-per-step", type=int, default=500)
+    parser.add_argument("--group-size", type=int, default=8)
+    parser.add_argument("--repeat", type=int, default=2)
+    args = parser.parse_args()
+    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}")
+    records = synthetic(args.records, args.groups_per_step, args.group_size)
+    steps = records[-1].step + 1
+    print(f"input: {len(records):,} records, {steps} steps x {args.groups_per_step} groups x {args.group_size}, "
+          f"{TASKS} tasks, 4 components")
+
+    mine = {(e["task_id"], e["component"], e["verdict"]) for e in our_triage(records)}
+    theirs = pandas_triage(records)
+    assert mine == theirs, f"triage disagrees with pandas: {len(mine ^ theirs)} entries differ"
+    print(f"check: triage agrees with pandas ({len(mine):,} (task, component) entries)")
+
+    report_s, page = best_of(args.repeat, lambda: render_report(build_report(records)))
+    size_mb = len(page.encode("utf-8")) / 1e6
+    triage_s, _ = best_of(args.repeat, lambda: our_triage(records))
+    pandas_s, _ = best_of(args.repeat, lambda: pandas_triage(records))
+    frame_s, _ = best_of(args.repeat, lambda: pandas_frame(records))
+
+    print(f"{'':34s}{'seconds':>10s}{'vs pandas':>12s}{'goal':>10s}")
+    print(f"{'report (build + render HTML)':34s}{report_s:10.2f}{report_s / pandas_s:11.2f}x{'<= 10 s':>10s}")
+    print(f"{'triage':34s}{triage_s:10.2f}{triage_s / pandas_s:11.2f}x{'<= 3 s':>10s}")
+    print(f"{'pandas triage (frame + groupby)':34s}{pandas_s:10.2f}{1:11.2f}x")
+    print(f"{'pandas DataFrame build alone':34s}{frame_s:10.2f}{frame_s / pandas_s:11.2f}x")
+    print(f"HTML size: {size_mb:.2f} MB (goal <= 5 MB)")
+    failed = [name for name, ok in (("report time", report_s <= 10), ("html size", size_mb <= 5),
+                                    ("triage time", triage_s <= 3)) if not ok]
+    print("goals: " + ("all met" if not failed else "MISSED " + ", ".join(failed)))
+
+
+if __name__ == "__main__":
+    main()

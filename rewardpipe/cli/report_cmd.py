@@ -1,0 +1,113 @@
+"""`rewardpipe report PATH [PATH_B] --out report.html`: one self-contained HTML page (or JSON) explaining a run.
+
+PATH is what `rewardpipe monitor` reads: a store directory, an s3:// URI or a JSONL file of records. With
+two PATHs the runs are compared side by side. ``--run-id`` picks the run (give it twice for two runs in the
+same store). The triage list is also written into the store as ``runs/<run>/triage.jsonl``;
+``--parquet DIR`` exports the records (same single read) as ``DIR/<run>.parquet``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from rewardpipe.cli.app import app
+from rewardpipe.safe_text import printable
+
+err = Console(stderr=True)
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=True)
+    raise typer.Exit(1)
+
+
+def _note(message: str) -> None:
+    err.print(escape(printable(message)), soft_wrap=True, highlight=False)
+
+
+def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
+    from rewardpipe.cli.monitor_cmd import _Source
+    from rewardpipe.monitoring.report import attach_transcripts, build_report
+    from rewardpipe.monitoring.triage import write_triage
+    from rewardpipe.store import StoreError
+
+    source = _Source(path, run_id)
+    bad: list = []
+    sinks = []
+    if parquet is not None:
+        from rewardpipe.monitoring.parquet import ParquetSink, ParquetUnavailable
+
+        try:
+            sinks.append(ParquetSink(parquet, source.run_id or Path(path).stem))
+        except ParquetUnavailable as exc:
+            _fail(str(exc))
+    try:
+        report = build_report(source.records(None, bad), run_id=source.run_id, also=sinks)
+    except (StoreError, ValueError) as exc:
+        _fail(f"cannot read {path}: {exc}")
+    for sink in sinks:
+        _note(f"parquet: {sink.close()} ({sink.rows} records)")
+    report["unreadable"] = [b.to_dict() for b in bad]
+    if not report["steps"]:
+        _fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
+    if source.store is not None:
+        attach_transcripts(report, source.store)
+        if write_triage_file and report["run_id"]:
+            try:
+                key = write_triage(source.store, report["run_id"], report["task_triage"])
+                report["triage_key"] = key
+            except (StoreError, OSError, ValueError) as exc:
+                _note(f"triage.jsonl not written: {exc}")
+    return report
+
+
+@app.command()
+def report(
+    paths: List[str] = typer.Argument(..., metavar="PATH [PATH_B]",
+                                      help="store directory, s3://bucket/prefix or JSONL of records; two to compare"),
+    run_id: List[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
+    out: Optional[Path] = typer.Option(None, "--out", help="write the HTML report here"),
+    as_json: bool = typer.Option(False, "--json", help="print the report's content as JSON"),
+    parquet: Optional[Path] = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
+    no_triage_file: bool = typer.Option(False, "--no-triage-file", help="do not write runs/<run>/triage.jsonl"),
+) -> None:
+    """Explain a run: per-component curves, verdict timeline, correlations, advantage shares, task triage
+    and the example transcripts behind every alarm. Two PATHs compare two runs."""
+    from rewardpipe.monitoring.html import render_comparison, render_report
+    from rewardpipe.monitoring.report import compare_reports
+
+    if len(paths) > 2:
+        _fail(f"give one PATH, or two to compare, not {len(paths)}")
+    if len(run_id) > len(paths) and not (len(paths) == 1 and len(run_id) == 2):
+        _fail("give --run-id at most once per PATH")
+    if out is None and not as_json:
+        _fail("say where the report goes: --out report.html, or --json")
+    if len(paths) == 1 and len(run_id) == 2:
+        paths = [paths[0], paths[0]]  # two runs of one store
+    ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
+    if len(paths) == 2 and len(run_id) == 1:
+        ids = [run_id[0], run_id[0]]
+    reports = [_one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file)
+               for i, (p, r) in enumerate(zip(paths, ids))]
+    if len(reports) == 2:
+        data = compare_reports(*reports)
+        page = render_comparison(data)
+    else:
+        data = reports[0]
+        page = render_report(data)
+    if out is not None:
+        try:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_text(page, encoding="utf-8")
+        except OSError as exc:
+            _fail(f"cannot write {out}: {exc}")
+        _note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
+    if as_json:  # ensure_ascii: every control or non-ASCII character a model wrote is a \u escape
+        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")

@@ -1,0 +1,105 @@
+"""`rewardpipe show STORE --run-id R --rollout ID`: one rollout's transcript, readably.
+
+Prints the turns (each with its kind, and the spec detail a reply revealed), the executed code, the
+execution verdict with its reason, and the scores. Every string from the transcript is model- or
+simulator-written and is printed through :func:`rewardpipe.safe_text.printable` and ``rich.markup.escape``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.panel import Panel
+from rich.syntax import Syntax
+from rich.table import Table
+
+from rewardpipe.cli.app import app
+from rewardpipe.safe_text import printable
+
+err = Console(stderr=True)
+
+
+def _fail(message: str, code: int = 1) -> None:
+    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=True)
+    raise typer.Exit(code)
+
+
+def _safe(text: object) -> str:
+    return escape(printable(str(text)))
+
+
+def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional[str]) -> str:
+    if key:
+        return key
+    keys = store.find_transcripts(run_id, rollout, step)
+    if not keys:
+        where = f" at step {step}" if step is not None else ""
+        _fail(f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
+              f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)")
+    if len(keys) > 1:
+        _fail(f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
+              f"choose one with --step: " + ", ".join(keys[:10]))
+    return keys[0]
+
+
+@app.command()
+def show(
+    store_path: str = typer.Argument(..., metavar="STORE", help="store directory or s3://bucket/prefix"),
+    run_id: str = typer.Option(..., "--run-id", help="the run the rollout belongs to"),
+    rollout: Optional[str] = typer.Option(None, "--rollout", help="the rollout id"),
+    step: Optional[int] = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
+    key: Optional[str] = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
+    as_json: bool = typer.Option(False, "--json", help="print the transcript document as JSON"),
+) -> None:
+    """Print one rollout's transcript: turns, revealed spec details, executed code, verdict, components."""
+    from rewardpipe.store import StoreError, open_store
+
+    if not rollout and not key:
+        _fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
+    try:
+        store = open_store(store_path)
+        transcript = store.get_transcript(_locate(store, run_id, rollout or "", step, key))
+    except KeyError as exc:
+        _fail(str(exc.args[0]) if exc.args else "no such transcript")
+    except (StoreError, ValueError) as exc:
+        _fail(str(exc))
+    out = Console(highlight=False)
+    if as_json:
+        # ensure_ascii: control, bidi and every other non-ASCII character a model wrote becomes a \u escape
+        sys.stdout.write(json.dumps(transcript.to_json_dict(), indent=2) + "\n")
+        return
+    t = transcript
+    out.print(f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "
+              f"· task {_safe(t.task_id)}", soft_wrap=True)
+    revealed_at = {item.turn: item for item in t.revealed if item.turn is not None}
+    turn = -1
+    for message in t.messages:
+        label = message.role
+        if message.role == "assistant":
+            turn += 1
+            kind = t.turn_kinds[turn] if turn < len(t.turn_kinds) else "?"
+            label = f"assistant · turn {turn} · {kind}"
+        out.print(Panel(_safe(message.content) or "[dim](empty)[/]", title=_safe(label), title_align="left",
+                        border_style="cyan" if message.role == "assistant" else "white"))
+        if message.role == "user" and turn in revealed_at and turn >= 0:
+            out.print(f"  [green]↳ revealed spec item {revealed_at[turn].index}[/]")
+    if t.executed_code is not None:
+        out.print(Panel(Syntax(printable(t.executed_code), "python", line_numbers=True, word_wrap=True),
+                        title="executed code", title_align="left"))
+    verdict = t.verdict
+    tests = f" ({verdict.passed}/{verdict.total} tests)" if verdict.total else ""
+    out.print(f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
+              soft_wrap=True)
+    out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')} · revealed {len(t.revealed)} spec item(s)")
+    table = Table("component", "value", title=f"status {t.status}" + (f" · {_safe(t.error.kind)}" if t.error else ""))
+    for name, value in t.components.items():
+        table.add_row(_safe(name), "—" if value is None else f"{value:g}")
+    table.add_row("[bold]aggregate[/]", "—" if t.aggregate is None else f"{t.aggregate:g}")
+    out.print(table)
+    if t.error:
+        out.print(f"[red]error:[/] {_safe(t.error.message)}", soft_wrap=True)

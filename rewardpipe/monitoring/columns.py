@@ -1,0 +1,236 @@
+"""Records as columns: one streaming pass keeps what the report and triage need, compactly.
+
+Per scored record: its step, its group (a code per ``(step, group_id)``), its task (a code) and one float per
+component (NaN when missing or non-finite). Error records are counted, never folded in: an infrastructure
+failure is not a value. A few rollout ids per step are kept as candidate examples. Memory is
+~8 bytes × (3 + components) per record, so 1M records take tens of MB, not the records themselves.
+
+:func:`tee` feeds the same pass to the monitor, so a store or a file is read once.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from contextlib import contextmanager
+from array import array
+from itertools import chain
+from operator import itemgetter
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+
+EXAMPLES_PER_STEP = 6  # candidate example rollouts kept per step (from distinct groups)
+
+
+@dataclass
+class RunColumns:
+    run_id: str | None = None
+    steps: array = field(default_factory=lambda: array("q"))
+    groups: array = field(default_factory=lambda: array("q"))
+    tasks: array = field(default_factory=lambda: array("q"))
+    values: dict[str, list[np.ndarray]] = field(default_factory=dict)  # per component, chunks of float64
+    weights: dict[str, float] = field(default_factory=dict)
+    group_ids: dict[tuple[int, str], int] = field(default_factory=dict)
+    task_ids: dict[str, int] = field(default_factory=dict)
+    errors: int = 0
+    # step -> [(group_id, rollout_id, {component: value})], first rollout of the first groups of the step
+    examples: dict[int, list[tuple[str, str, dict[str, float | None]]]] = field(default_factory=dict)
+    _last_weights: Any = field(default=None, repr=False)
+    _rows: int = 0
+
+    @property
+    def rows(self) -> int:
+        return self._rows
+
+    def add(self, record: Any) -> None:
+        self.add_many([record])
+
+    def add_many(self, records: list[Any]) -> None:
+        """Append a batch. Field extraction is one C-level ``itemgetter`` pass and value conversion one numpy
+        call per component: this is the hot loop of a 1M-record report."""
+        # A Record's fields live in its __dict__ under their names: one access path for both shapes.
+        datas = [r if isinstance(r, dict) else r.__dict__ for r in records]
+        if not datas:
+            return
+        if self.run_id is None:
+            self.run_id = datas[0].get("run_id")
+        try:
+            fields = list(map(_FIELDS, datas))
+        except KeyError:  # a mapping without every field: the slow, forgiving path
+            fields = [(d.get("status"), d.get("step", 0), d.get("group_id"), d.get("task_id"),
+                       d.get("components") or {}, d.get("rollout_id")) for d in datas]
+        scored = [f for f in fields if f[0] == "scored"]
+        self.errors += len(fields) - len(scored)
+        if not scored:
+            return
+        _, steps, group_names, task_names, comps, _ = zip(*scored)
+        row = self.rows
+        group_ids, task_ids = self.group_ids, self.task_ids
+        known = len(group_ids)
+        groups = _codes(group_ids, list(zip(steps, group_names)))
+        if len(group_ids) > known:
+            self._keep_examples(scored, groups, known)
+        self.steps.extend(steps)
+        self.groups.extend(groups)
+        self.tasks.extend(_codes(task_ids, task_names))
+        names = list(self.values) or list(comps[0])
+        try:  # the common case: every record has exactly the components seen so far (one C-level pass)
+            if set(map(len, comps)) != {len(names)}:
+                raise KeyError
+            per_name = list(zip(*map(itemgetter(*names), comps))) if len(names) > 1 else \
+                [[c[names[0]] for c in comps]]
+        except KeyError:
+            names += [n for n in dict.fromkeys(chain.from_iterable(comps)) if n not in names]
+            per_name = [[c.get(name) for c in comps] for name in names]
+        for name, values in zip(names, per_name):
+            chunks = self.values.get(name)
+            if chunks is None:
+                chunks = self.values[name] = [np.full(row, np.nan)] if row else []
+            chunks.append(_floats(values))
+        self._rows += len(scored)
+        for d in (datas[0], datas[-1]):
+            weights = d.get("weights")
+            if weights and weights is not self._last_weights:
+                self.weights.update(weights)
+                self._last_weights = weights
+
+    def _keep_examples(self, scored: list[tuple], groups: list[int], known: int) -> None:
+        """The first rollout of each new group, up to EXAMPLES_PER_STEP per step, as example candidates."""
+        codes = np.asarray(groups)
+        new = np.flatnonzero(codes >= known)
+        _, first = np.unique(codes[new], return_index=True)
+        for position in sorted(new[first].tolist()):
+            _, step, group_id, _, components, rollout_id = scored[position]
+            picks = self.examples.setdefault(step, [])
+            if len(picks) < EXAMPLES_PER_STEP:
+                picks.append((group_id, rollout_id, dict(components)))
+
+    def matrix(self) -> tuple[list[str], np.ndarray]:
+        """(component names, N × C float matrix with NaN for missing values)."""
+        names = list(self.values)
+        if not names:
+            return names, np.empty((self.rows, 0))
+        columns = []
+        for name in names:
+            column = np.concatenate(self.values[name]) if self.values[name] else np.empty(0)
+            if len(column) < self.rows:  # a component first seen after the others stopped: pad
+                column = np.concatenate([column, np.full(self.rows - len(column), np.nan)])
+            columns.append(column)
+        return names, np.column_stack(columns)
+
+    def task_names(self) -> list[str]:
+        names = [""] * len(self.task_ids)
+        for task_id, code in self.task_ids.items():
+            names[code] = task_id
+        return names
+
+    def group_steps(self) -> np.ndarray:
+        """The step of each group code."""
+        out = np.zeros(len(self.group_ids), dtype=np.int64)
+        for (step, _), code in self.group_ids.items():
+            out[code] = step
+        return out
+
+
+def _codes(codebook: dict, keys: Any) -> list[int]:
+    """Dense integer codes for ``keys``, extending ``codebook`` in first-seen order (C-level maps: only the
+    distinct new keys are visited in Python)."""
+    for key in dict.fromkeys(keys):
+        if key not in codebook:
+            codebook[key] = len(codebook)
+    return list(map(codebook.__getitem__, keys))
+
+
+_FIELDS = itemgetter("status", "step", "group_id", "task_id", "components", "rollout_id")
+
+
+def _floats(values: list[Any]) -> np.ndarray:
+    """Component values as float64: None, NaN, ±inf (and anything that is not a number) become NaN.
+    (A boolean counts as 0/1, as a Record's float field would have made it.)"""
+    try:
+        out = np.array(values, dtype=np.float64)  # None -> NaN
+    except (TypeError, ValueError):
+        out = np.array([_number(v) for v in values], dtype=np.float64)
+    out[~np.isfinite(out)] = np.nan
+    return out
+
+
+def _number(value: Any) -> float:
+    """A component value as a finite float, or NaN (None, bool, text, NaN and ±inf are not values)."""
+    if value is None or value.__class__ is bool:
+        return math.nan
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return math.nan
+    return number if number - number == 0.0 else math.nan
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """Pause the cyclic garbage collector for a bulk pass. Reading a million records allocates millions of
+    small tuples and dicts, and each automatic collection re-walks every live record: with it on, the pass
+    is several times slower (benchmarks/report.py). Nothing here creates reference cycles, and the
+    collector is restored (and any cycles collected later as usual) when the pass ends."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def tee(records: Iterable[Any], *consumers: Any, batch: int = 4096) -> Iterator[Any]:
+    """Yield every record, and hand them in batches to every consumer's ``add_many``: one read of the
+    source serves all. The last batch is handed over when the source is exhausted."""
+    buffer: list[Any] = []
+    for record in records:
+        buffer.append(record)
+        if len(buffer) >= batch:
+            for consumer in consumers:
+                consumer.add_many(buffer)
+            buffer = []
+        yield record
+    if buffer:
+        for consumer in consumers:
+            consumer.add_many(buffer)
+
+
+@dataclass
+class Grouped:
+    """Rows sorted by group, with the per-group sums every statistic below is built from."""
+
+    names: list[str]
+    x: np.ndarray  # rows sorted by group, N × C
+    group_of_row: np.ndarray  # index into the per-group arrays, per sorted row
+    group_codes: np.ndarray  # group code of each per-group entry
+    count: np.ndarray  # G × C non-NaN values
+    mean: np.ndarray  # G × C (NaN where count == 0)
+    minimum: np.ndarray  # G × C
+    maximum: np.ndarray  # G × C
+    rows_per_group: np.ndarray  # G
+
+
+def group_rows(columns: RunColumns) -> Grouped:
+    names, x = columns.matrix()
+    codes = np.frombuffer(columns.groups, dtype=np.int64)
+    order = np.argsort(codes, kind="stable")
+    xs, gs = x[order], codes[order]
+    if len(gs) == 0:
+        empty = np.empty((0, len(names)))
+        return Grouped(names, xs, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), empty, empty, empty,
+                       empty, np.empty(0, dtype=np.int64))
+    starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
+    present = ~np.isnan(xs)
+    count = np.add.reduceat(present, starts, axis=0).astype(np.float64)
+    total = np.add.reduceat(np.where(present, xs, 0.0), starts, axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = total / count
+    minimum = np.fmin.reduceat(xs, starts, axis=0)
+    maximum = np.fmax.reduceat(xs, starts, axis=0)
+    rows_per_group = np.diff(np.r_[starts, len(gs)])
+    group_of_row = np.repeat(np.arange(len(starts)), rows_per_group)
+    return Grouped(names, xs, group_of_row, gs[starts], count, mean, minimum, maximum, rows_per_group)

@@ -1,0 +1,177 @@
+"""The content of ``rewardpipe report``: one run (or two, compared) as data.
+
+One read of the records feeds both the monitor (statistics, verdicts, alarms) and the column store the
+report's own figures come from (correlation, advantage shares, triage), so the cost is one pass plus a few
+vectorised reductions; the output is aggregated per step and component, never per record, so its size does
+not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders it.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+from rewardpipe.monitoring.monitor import monitor_records
+from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
+from rewardpipe.monitoring.signal import within_group_correlation
+from rewardpipe.monitoring.triage import task_triage
+from rewardpipe.store import transcript_key
+
+REPORT_SCHEMA = "rewardpipe.report/v1"
+EXAMPLES_PER_ALARM = 3
+MESSAGE_CHARS = 4000  # a transcript message longer than this is cut in the report (the store keeps it whole)
+AGGREGATE = "aggregate"
+
+
+def _round(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if not math.isfinite(value) else round(value, 6)
+    return value
+
+
+def _mean(values: list[float]) -> float | None:
+    return round(sum(values) / len(values), 6) if values else None
+
+
+def _series(result: Any) -> tuple[list[int], dict[str, dict[str, list]]]:
+    steps = [report.step for report in result.steps]
+    names: list[str] = []
+    for report in result.steps:
+        names += [n for n in report.components if n not in names]
+    series: dict[str, dict[str, list]] = {}
+    for name in [*names, AGGREGATE]:
+        columns: dict[str, list] = {"mean": [], "std": [], "within_group_std": [], "zero_variance_share": [],
+                                    "advantage_share": [], "verdict": [], "cause": []}
+        for report in result.steps:
+            stats = report.aggregate if name == AGGREGATE else report.components.get(name)
+            if stats is None:
+                for key in columns:
+                    columns[key].append(None)
+                continue
+            columns["mean"].append(_round(stats.mean))
+            columns["std"].append(_round(stats.std))
+            columns["within_group_std"].append(_round(stats.within_group_std_mean))
+            columns["zero_variance_share"].append(_round(stats.zero_variance_group_fraction))
+            columns["advantage_share"].append(_round(getattr(stats, "advantage_share", None)))
+            columns["verdict"].append(stats.verdict)
+            columns["cause"].append(stats.cause)
+        series[name] = columns
+    return steps, series
+
+
+def _alarm_examples(alarm: Mapping[str, Any], columns: RunColumns, run_id: str | None) -> list[dict[str, Any]]:
+    """The alarm's own examples when the monitor chose them; otherwise rollouts of the alarm's step."""
+    given = alarm.get("examples")
+    if given:
+        return [dict(example) for example in given][:EXAMPLES_PER_ALARM]
+    picks = columns.examples.get(alarm["step"], [])[:EXAMPLES_PER_ALARM]
+    examples = []
+    for group_id, rollout_id, _ in picks:
+        example = {"rollout_id": rollout_id, "group_id": group_id, "step": alarm["step"]}
+        if run_id is not None:
+            try:
+                example["transcript_key"] = transcript_key(run_id, alarm["step"], group_id, rollout_id)
+            except ValueError:
+                pass
+        examples.append(example)
+    return examples
+
+
+def _compact_transcript(transcript: Any) -> dict[str, Any]:
+    def cut(text: str) -> str:
+        return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
+
+    return {
+        "messages": [{"role": m.role, "content": cut(m.content)} for m in transcript.messages],
+        "turn_kinds": list(transcript.turn_kinds),
+        "revealed": [item.model_dump() for item in transcript.revealed],
+        "executed_code": None if transcript.executed_code is None else cut(transcript.executed_code),
+        "verdict": transcript.verdict.model_dump(),
+        "components": dict(transcript.components),
+        "aggregate": transcript.aggregate,
+    }
+
+
+def attach_transcripts(report: dict[str, Any], store: Any) -> None:
+    """Load each alarm example's transcript from ``store`` (missing ones say so; the report still renders)."""
+    for alarm in report["alarms"]:
+        for example in alarm["examples"]:
+            key = example.get("transcript_key")
+            if not key:
+                continue
+            try:
+                example["transcript"] = _compact_transcript(store.get_transcript(key))
+            except KeyError:
+                example["transcript_missing"] = "no transcript stored for this rollout"
+            except Exception as exc:  # noqa: BLE001 - an unreadable transcript must not sink the report
+                example["transcript_missing"] = f"unreadable: {exc}"
+
+
+def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *, run_id: str | None = None,
+                 ranges: Mapping[str, tuple[float, float]] | None = None, also: Sequence[Any] = ()) -> dict[str, Any]:
+    """Everything the report shows, as JSON-ready data (no transcripts yet: see :func:`attach_transcripts`).
+
+    ``also``: further consumers (objects with ``add(record)``, e.g. a Parquet sink) fed by the same read.
+    """
+    columns = RunColumns()
+    with paused_gc():
+        result = monitor_records(tee(records, columns, *also), thresholds)
+    grouped = group_rows(columns)
+    run = run_id or result.run_id or columns.run_id
+    steps, series = _series(result)
+    known_ranges = {**result.thresholds.ranges, **dict(ranges or {})}
+    run_shares = {name: _mean([v for v in series[name]["advantage_share"] if v is not None])
+                  for name in series if name != AGGREGATE}
+    alarms = []
+    for alarm in result.alarms:
+        data = alarm.to_dict()
+        if data.get("kind") != "recovered":
+            data["examples"] = _alarm_examples(data, columns, run)
+        else:
+            data["examples"] = []
+        alarms.append(data)
+    return {
+        "schema": REPORT_SCHEMA,
+        "run_id": run,
+        "records": sum(report.records for report in result.steps),
+        "scored": columns.rows,
+        "errors": columns.errors,
+        "groups": len(columns.group_ids),
+        "tasks": len(columns.task_ids),
+        "steps": steps,
+        "components": [name for name in series if name != AGGREGATE],
+        "weights": dict(columns.weights),
+        "series": series,
+        "alarms": alarms,
+        "correlation": {"components": grouped.names, "matrix": within_group_correlation(grouped)},
+        "advantage_share": {"run": run_shares},  # per step: series[<component>]["advantage_share"]
+        "task_triage": task_triage(columns, grouped, known_ranges),
+        "thresholds": result.thresholds.model_dump(mode="json"),
+    }
+
+
+def compare_reports(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
+    """Two runs side by side: both reports plus, per component, the figures that differ most in practice."""
+    def last(report: dict[str, Any], name: str, key: str) -> Any:
+        values = [v for v in report["series"].get(name, {}).get(key, []) if v is not None]
+        return values[-1] if values else None
+
+    def dead_steps(report: dict[str, Any], name: str) -> int:
+        return sum(v == "dead" for v in report["series"].get(name, {}).get("verdict", []))
+
+    names = list(dict.fromkeys([*first["components"], *second["components"], AGGREGATE]))
+    rows = []
+    for name in names:
+        row: dict[str, Any] = {"component": name}
+        for label, report in (("a", first), ("b", second)):
+            row[label] = {
+                "last_mean": last(report, name, "mean"),
+                "last_within_group_std": last(report, name, "within_group_std"),
+                "last_zero_variance_share": last(report, name, "zero_variance_share"),
+                "dead_steps": dead_steps(report, name),
+                "advantage_share": report["advantage_share"]["run"].get(name),
+                "triaged_tasks": sum(e["component"] == name for e in report["task_triage"]),
+            }
+        rows.append(row)
+    return {"schema": REPORT_SCHEMA + "+compare", "runs": [first, second], "comparison": rows}

@@ -1,0 +1,97 @@
+"""Task triage: which prompts give a component no signal at all.
+
+A (task, component) pair is listed when, in every group of that task with at least two values of the
+component, the component did not vary (max - min <= epsilon): those prompts teach GRPO nothing through it.
+``verdict`` says how: ``never`` (always at the component's minimum — e.g. the tests never pass),
+``always`` (always at its maximum — saturated), ``constant`` (some other value, or constant inside groups but
+different across them). ``groups`` and ``steps`` count what was seen. Feed the list back to the data loader to
+drop or re-weight prompts (DAPO's "dynamic sampling"). Written as ``runs/<run>/triage.jsonl``, one entry per
+line, sorted by task then component.
+
+A component's minimum and maximum are its declared range (the monitor's known ranges, ``--range``) or, when
+unknown, the smallest and largest value it took anywhere in the run.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from rewardpipe.monitoring.columns import Grouped, RunColumns
+from rewardpipe.store import run_prefix
+
+EPSILON = 1e-6
+
+
+def triage_key(run_id: str) -> str:
+    return f"{run_prefix(run_id)}triage.jsonl"
+
+
+def task_triage(columns: RunColumns, grouped: Grouped, ranges: Mapping[str, tuple[float, float]] | None = None
+                ) -> list[dict[str, Any]]:
+    names = grouped.names
+    if not names or len(grouped.group_codes) == 0:
+        return []
+    ranges = dict(ranges or {})
+    task_of_group = _task_of_groups(columns, grouped)
+    step_of_group = columns.group_steps()[grouped.group_codes]
+    task_names = columns.task_names()
+    tasks = len(task_names)
+    entries: list[dict[str, Any]] = []
+    for c, name in enumerate(names):
+        count, low, high = grouped.count[:, c], grouped.minimum[:, c], grouped.maximum[:, c]
+        seen = count >= 1
+        eligible = count >= 2
+        varies = eligible & ((high - low) > EPSILON)
+        per_task_varies = np.bincount(task_of_group, weights=varies, minlength=tasks) > 0
+        per_task_eligible = np.bincount(task_of_group, weights=eligible, minlength=tasks)
+        per_task_groups = np.bincount(task_of_group, weights=seen, minlength=tasks)
+        quiet = (~per_task_varies) & (per_task_eligible > 0)
+        if not quiet.any():
+            continue
+        lo_all, hi_all = ranges.get(name, (float(np.nanmin(low)), float(np.nanmax(high))))
+        task_low = np.full(tasks, np.inf)
+        task_high = np.full(tasks, -np.inf)
+        np.minimum.at(task_low, task_of_group[seen], low[seen])
+        np.maximum.at(task_high, task_of_group[seen], high[seen])
+        steps_seen = _distinct_steps_per_task(task_of_group[seen], step_of_group[seen], tasks)
+        for task in np.flatnonzero(quiet):
+            lo, hi = float(task_low[task]), float(task_high[task])
+            if abs(hi - lo) <= EPSILON and abs(lo - lo_all) <= EPSILON:
+                verdict = "never"
+            elif abs(hi - lo) <= EPSILON and abs(hi - hi_all) <= EPSILON:
+                verdict = "always"
+            else:
+                verdict = "constant"
+            entries.append({
+                "task_id": task_names[task], "component": name, "verdict": verdict,
+                "value": round(lo, 6) if abs(hi - lo) <= EPSILON else None,
+                "groups": int(per_task_groups[task]), "steps": int(steps_seen[task]),
+            })
+    entries.sort(key=lambda e: (e["task_id"], e["component"]))
+    return entries
+
+
+def _task_of_groups(columns: RunColumns, grouped: Grouped) -> np.ndarray:
+    """The task code of each per-group entry (a group has one task; its first row says which)."""
+    tasks = np.frombuffer(columns.tasks, dtype=np.int64)
+    codes = np.frombuffer(columns.groups, dtype=np.int64)
+    first_task = np.zeros(len(columns.group_ids), dtype=np.int64)
+    first_task[codes[::-1]] = tasks[::-1]  # the last write wins, i.e. each group's first row
+    return first_task[grouped.group_codes]
+
+
+def _distinct_steps_per_task(task_of: np.ndarray, step_of: np.ndarray, tasks: int) -> np.ndarray:
+    pairs = np.unique(np.stack([task_of, step_of], axis=1), axis=0) if len(task_of) else np.empty((0, 2), int)
+    return np.bincount(pairs[:, 0], minlength=tasks) if len(pairs) else np.zeros(tasks, dtype=np.int64)
+
+
+def triage_jsonl(entries: Iterable[Mapping[str, Any]]) -> str:
+    return "".join(json.dumps(entry, sort_keys=True, allow_nan=False) + "\n" for entry in entries)
+
+
+def write_triage(store: Any, run_id: str, entries: list[dict[str, Any]]) -> str:
+    """Write ``runs/<run>/triage.jsonl`` into the store (local directory or S3); returns the key."""
+    return store.put_bytes(triage_key(run_id), triage_jsonl(entries).encode("utf-8"))

@@ -1,0 +1,34 @@
+"""Make model-written text safe to print on a terminal.
+
+Everything a model writes is hostile: an ANSI escape can recolour or clear the terminal, a carriage return
+can overwrite what came before, bidirectional overrides can make code read differently from what runs
+("Trojan Source"), and Rich markup (``[red]``, ``[link=...]``) would be interpreted by our own console.
+:func:`printable` replaces every control and format character except newline and tab with a visible escape
+(``\\x1b``, ``\\u202e``); callers still pass the result through ``rich.markup.escape`` or print it with
+markup off.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+
+_KEEP = {"\n", "\t"}
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with control (Cc), format (Cf: bidi overrides, zero-width) and surrogate characters shown as
+    escapes; Unicode line and paragraph separators become escapes too, so one line stays one line."""
+    out = []
+    for char in text:
+        if char in _KEEP:
+            out.append(char)
+        elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
+            out.append(_escape(char))
+        else:
+            out.append(char)
+    return "".join(out)
