@@ -14,6 +14,7 @@ from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import ARCHITECTURE, RUNTIME
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, load_nova_settings
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
@@ -44,6 +45,10 @@ class RewardPipeStack(Stack):
                                         runner=self.runner, layer=layer)
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
                                      workflow=self.workflow, runner=self.runner, layer=layer)
+
+        nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
+        self.nova = NovaBridge(self, "NovaBridge", settings=settings, nova=nova, storage=self.storage,
+                               workflow=self.workflow, layer=layer, alarm_topic=self.monitoring.topic) if nova.enabled else None
 
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, key="BucketName")
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn, key="StateMachineArn")
