@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-browser install install-dev bench synth clean
+.PHONY: demo test test-trl test-browser install install-dev install-trl bench synth clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -20,8 +20,14 @@ $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
 	touch $@ $(VENV)/.installed-runtime
 
+# The [trl] extra (torch CPU wheel, trl, transformers, accelerate, datasets) on top of the dev install.
+$(VENV)/.installed-trl: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,trl]'
+	touch $@
+
 install: $(VENV)/.installed-runtime
 install-dev: $(VENV)/.installed-dev
+install-trl: $(VENV)/.installed-trl
 
 demo: $(VENV)/.installed-runtime
 	rm -rf demo-store
@@ -30,7 +36,11 @@ demo: $(VENV)/.installed-runtime
 	$(BIN)/rewardpipe report demo-store --run-id demo --out demo-store/report.html
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl"
+
+# A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
+test-trl: $(VENV)/.installed-trl
+	$(BIN)/python -m pytest -q -m trl tests/integrations
 
 # The report in a real headless browser. Installs Debian's chromium when missing (needs root and the network);
 # when it cannot, the tests skip and say why instead of failing.

@@ -83,6 +83,14 @@ def start_episode(
     )
 
 
+def _successor(state: EpisodeState) -> EpisodeState:
+    """A copy of ``state`` that can be changed without touching it: fresh lists, while the Message objects
+    are shared (they are never mutated), so a turn costs a list copy instead of a deep copy of the whole
+    conversation."""
+    return state.model_copy(update={"messages": list(state.messages), "turn_kinds": list(state.turn_kinds),
+                                    "revealed": list(state.revealed)})
+
+
 def _expect(state: EpisodeState, action: NextAction) -> None:
     if state.next_action != action:
         raise EpisodeError(f"rollout {state.rollout_id}: expected next_action '{action}', state is '{state.next_action}'")
@@ -92,7 +100,7 @@ def apply_policy_turn(state: EpisodeState, text: str) -> EpisodeState:
     """Append the assistant turn, classify it, and decide what happens next."""
     _expect(state, "policy")
     parsed = parse_turn(text)
-    new = state.model_copy(deep=True)
+    new = _successor(state)
     new.messages.append(Message(role="assistant", content=text))
     new.turn_kinds.append(parsed.kind)
     if parsed.kind is TurnKind.COMMIT:
@@ -110,7 +118,7 @@ def apply_policy_turn(state: EpisodeState, text: str) -> EpisodeState:
 def apply_simulator_turn(state: EpisodeState, task: Task, simulator: "Simulator") -> EpisodeState:
     _expect(state, "simulator")
     reply = simulator.respond(state, task)
-    new = state.model_copy(deep=True)
+    new = _successor(state)
     new.messages.append(Message(role="user", content=reply.text))
     if reply.revealed is not None and reply.revealed not in new.revealed:
         new.revealed.append(reply.revealed)
@@ -121,7 +129,7 @@ def apply_simulator_turn(state: EpisodeState, task: Task, simulator: "Simulator"
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
     """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands."""
-    new = state.model_copy(deep=True)
+    new = _successor(state)
     new.next_action = "score"
     new.end_reason = reason
     return new

@@ -26,7 +26,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from rewardpipe.models import InputFileError, Task, iter_json_objects
+from rewardpipe.models import InputFileError, Task, decode_lines, iter_json_objects
 
 __all__ = [
     "HUMANEVAL_FIELDS",
@@ -70,11 +70,12 @@ def safe_task_id(task_id: str) -> str:
 
 
 def _open_text_lines(path: Path) -> Iterator[str]:
+    """Lines decoded one at a time (a bad byte is reported with its line number), gzipped or not."""
     with path.open("rb") as probe:
         compressed = probe.read(2) == GZIP_MAGIC
     opener = gzip.open if compressed else open
-    with opener(path, "rt", encoding="utf-8") as fh:  # type: ignore[operator]
-        yield from fh
+    with opener(path, "rb") as fh:  # type: ignore[operator]
+        yield from decode_lines(fh, str(path))
 
 
 def read_humaneval_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

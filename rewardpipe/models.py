@@ -9,11 +9,19 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, Any, Iterable, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RECORD_SCHEMA = "rewardpipe.record/v1"
+MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
+
+#: Longest task, group or rollout id accepted at the input (characters). Ids this long still get a store
+#: key (a long id is stored under a hash-suffixed key, see ``rewardpipe.store.encode_id``); the limit only
+#: stops a runaway value (a whole transcript pasted into an id) at the door with a clear error.
+MAX_ID_LENGTH = 1024
+#: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
+MAX_STEP = 2**31 - 1
 
 ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
 
@@ -67,7 +75,7 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     prompt: str = Field(min_length=1)
     spec: list[str]
     entry_point: str = Field(min_length=1)
@@ -86,11 +94,12 @@ class Rollout(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rollout_id: str = Field(min_length=1)
-    group_id: str = Field(min_length=1)
-    task_id: str = Field(min_length=1)
-    step: int = Field(default=0, ge=0)
-    messages: list[Message]
+    rollout_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    group_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    step: int = Field(default=0, ge=0, le=MAX_STEP)
+    # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
+    messages: list[Message] = Field(min_length=1)
 
 
 class ErrorInfo(BaseModel):
@@ -190,36 +199,66 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         yield item
 
 
+def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
+    """Text of each ``\n``-terminated line of a byte stream, decoded one line at a time.
+
+    A line that is not UTF-8 raises :class:`InputFileError` naming ``source:line`` and the byte, so one
+    bad byte in a large file points at its line instead of failing the file as a whole. Lines are split
+    on ``\n`` only (JSON strings may legally hold U+2028 or a bare ``\r``, which ``str.splitlines``
+    would split on).
+    """
+    for lineno, raw in enumerate(raw_lines, start=1):
+        yield _decode_one(raw, f"{source}:{lineno}")
+
+
+def read_lines(path: str | Path) -> Iterator[str]:
+    """The lines of a text file as :func:`decode_lines` gives them; opening errors propagate (OSError)."""
+    path = Path(path)
+    with path.open("rb") as fh:
+        yield from decode_lines(fh, str(path))
+
+
 def iter_json_objects(lines: Iterable[str], source: str) -> Iterator[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each non-blank JSONL line; a line that is not an object raises
     :class:`InputFileError` naming ``source`` and the line."""
     for lineno, line in enumerate(lines, start=1):
         if not line.strip():
             continue
-        try:
-            raw = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise InputFileError(f"{source}:{lineno}: not valid JSON ({exc.msg})") from None
-        if not isinstance(raw, dict):
-            raise InputFileError(f"{source}:{lineno}: expected a JSON object, got {type(raw).__name__}")
-        yield lineno, raw
+        yield lineno, json_object(line, f"{source}:{lineno}")
+
+
+def json_object(line: str, where: str) -> dict[str, Any]:
+    """One JSONL line as a dict; :class:`InputFileError` prefixed with ``where`` (``file:line``) if it is not."""
+    try:
+        raw = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise InputFileError(f"{where}: not valid JSON ({exc.msg})") from None
+    except RecursionError:
+        raise InputFileError(f"{where}: not valid JSON (nested too deeply)") from None
+    if not isinstance(raw, dict):
+        raise InputFileError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+    return raw
+
+
+def validate_object(raw: dict[str, Any], model: type[M], where: str) -> M:
+    """``model`` built from one parsed line; :class:`InputFileError` naming ``where``, the id and the field."""
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        ident = raw.get("rollout_id") or raw.get("task_id") or ""
+        label = f" ({str(ident)[:80]})" if isinstance(ident, str) and ident else ""
+        raise InputFileError(f"{where}{label}: {_describe_validation_error(exc)}") from None
 
 
 def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterator[tuple[int, M]]:
     for lineno, raw in iter_json_objects(lines, source):
-        try:
-            yield lineno, model.model_validate(raw)
-        except ValidationError as exc:
-            ident = raw.get("task_id") or raw.get("rollout_id") or ""
-            label = f" ({ident})" if ident else ""
-            raise InputFileError(f"{source}:{lineno}{label}: {_describe_validation_error(exc)}") from None
+        yield lineno, validate_object(raw, model, f"{source}:{lineno}")
 
 
 def load_tasks(path: str | Path) -> list[Task]:
     """Load a task JSONL file; duplicate ``task_id`` values are an error too."""
     path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        numbered = list(_parse_numbered(fh, Task, str(path)))
+    numbered = list(_parse_numbered(read_lines(path), Task, str(path)))
     first_line: dict[str, int] = {}
     for lineno, task in numbered:
         if task.task_id in first_line:
@@ -230,7 +269,111 @@ def load_tasks(path: str | Path) -> list[Task]:
     return [task for _, task in numbered]
 
 
+class RolloutReader:
+    """Rollouts of a JSONL file, one line at a time, each line judged on its own.
+
+    Iterating yields ``(line number, Rollout | None, problem | None)``: a bad line (not UTF-8, not JSON,
+    not a valid rollout, or a ``rollout_id`` already seen on an earlier line) comes back with a problem
+    naming ``file:line`` and nothing is held in memory but the ids seen so far.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._first_line: dict[str, int] = {}
+
+    def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
+        with self.path.open("rb") as fh:
+            yield from self.read(fh)
+
+    def read(self, fh: IO[bytes]) -> Iterator[tuple[int, Rollout | None, str | None]]:
+        for lineno, raw in enumerate(fh, start=1):
+            where = f"{self.path}:{lineno}"
+            try:
+                line = _decode_one(raw, where)
+                if not line.strip():
+                    continue
+                rollout = validate_object(json_object(line, where), Rollout, where)
+            except InputFileError as exc:
+                yield lineno, None, str(exc)
+                continue
+            first = self._first_line.setdefault(rollout.rollout_id, lineno)
+            if first != lineno:
+                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
+                                     f"(first on line {first})")
+                continue
+            yield lineno, rollout, None
+
+
+def _decode_one(raw: bytes, where: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)") from None
+
+
 def load_rollouts(path: str | Path) -> list[Rollout]:
-    path = Path(path)
-    with path.open(encoding="utf-8") as fh:
-        return list(parse_jsonl(fh, Rollout, str(path)))
+    """Every rollout of a JSONL file; the first bad line (including a repeated rollout_id) raises."""
+    rollouts = []
+    for _, rollout, problem in RolloutReader(path):
+        if problem is not None:
+            raise InputFileError(problem)
+        rollouts.append(rollout)
+    return rollouts
+
+
+# --------------------------------------------------------------------------------------------------
+# Run manifest
+
+
+class RunManifest(BaseModel):
+    """``runs/<run_id>/manifest.json``: what one run id stands for.
+
+    Written when a run starts (``finished_at`` null) and again when it ends. ``identity()`` is the part
+    that decides which records the run produces; ``run --resume`` refuses to continue a run whose
+    identity differs, so one run id always means one experiment.
+
+    * ``command``: the subcommand that wrote the run (``run`` or ``score``).
+    * ``configuration``: the options that shape the records (policy, seed, group size, groups per step,
+      max turns, endpoints and models, the rollouts file hash for replay/score...).
+    * ``tasks_file`` / ``tasks_sha256``: the task file used, and the SHA-256 of its bytes.
+    * ``reward`` / ``weights``: the reward name and the effective component weights.
+    * ``versions``: rewardpipe and Python versions that wrote it.
+    * ``started_at`` / ``finished_at``: UTC ISO-8601 timestamps; ``finished_at`` stays null for a run
+      that was interrupted (resume it with ``--resume``).
+    * ``steps``: step count requested (not part of the identity: a resumed run may ask for more steps).
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    schema_: Literal["rewardpipe.run-manifest/v1"] = Field(default=MANIFEST_SCHEMA, alias="schema")
+    run_id: str
+    command: str
+    configuration: dict[str, Any]
+    tasks_file: str
+    tasks_sha256: str
+    reward: str
+    weights: dict[str, float]
+    versions: dict[str, str]
+    started_at: str
+    finished_at: str | None = None
+    steps: int | None = None
+
+    def identity(self) -> dict[str, Any]:
+        return {"command": self.command, "configuration": self.configuration, "tasks_sha256": self.tasks_sha256,
+                "reward": self.reward, "weights": self.weights}
+
+    def differences(self, other: "RunManifest") -> list[str]:
+        """Human-readable ``field: mine -> theirs`` lines for every identity field that differs."""
+        mine, theirs = self.identity(), other.identity()
+        diffs = []
+        for name in mine:
+            if name == "configuration":
+                keys = sorted(set(mine[name]) | set(theirs[name]))
+                diffs += [f"{k}: {mine[name].get(k)!r} -> {theirs[name].get(k)!r}" for k in keys
+                          if mine[name].get(k) != theirs[name].get(k)]
+            elif mine[name] != theirs[name]:
+                diffs.append(f"{name}: {mine[name]!r} -> {theirs[name]!r}")
+        return diffs
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.model_dump(by_alias=True, mode="json")

@@ -7,7 +7,10 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
+import math
+import os
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
@@ -24,7 +27,7 @@ from rewardpipe.episode import (
     task_job,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import Record, Rollout, Task
+from rewardpipe.models import ErrorInfo, Record, Rollout, Task
 from rewardpipe.questions import answered_turns_in
 from rewardpipe.rewards import Reward
 from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode, transcript_of_messages
@@ -72,6 +75,20 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> 
     return slots, unknown
 
 
+def finite_or_error(record: Record) -> Record:
+    """A scored record whose aggregate is not a finite number (huge weights overflow to inf) becomes an
+    error record saying so: a null or infinite reward must never be handed to a trainer as a score."""
+    if record.status != "scored" or (record.aggregate is not None and math.isfinite(record.aggregate)):
+        return record
+    weights = ", ".join(f"{name}={value:g}" for name, value in record.weights.items())
+    return record.model_copy(update={
+        "status": "error", "aggregate": None,
+        "error": ErrorInfo(kind="non_finite_aggregate",
+                           message=f"the weighted sum of the components is {record.aggregate} (weights {weights}): "
+                                   f"use smaller weights"),
+    })
+
+
 def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:
     return failure_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
                           task_id=rollout.task_id, kind=kind, message=message, reward=reward)
@@ -112,46 +129,71 @@ def run_slots(
 ) -> list[Record]:
     """Produce one record per slot, in slot order. Never raises for a single rollout's failure.
 
+    The three kinds of work overlap: a rollout's committed code is handed to the sandbox (``workers``
+    executions at a time, default one per core) the moment its conversation ends, and each finished
+    execution is scored while later conversations are still being played, so the turn loop and scoring
+    run in this process while the sandbox's processes execute code.
+
     ``on_transcript`` gets every rollout's transcript, failed ones included (with the turns so far).
     """
     finished: dict[int, Record] = {}
-    states: dict[int, EpisodeState] = {}
     ended: dict[int, tuple[EpisodeState, ExecutionResult | None]] = {}
+    running: dict[int, tuple[EpisodeState, Future]] = {}
+    lock = threading.Lock()
+    talked = [0]
+
+    def settle(index: int, state: EpisodeState, execution: Future | None) -> None:
+        outcome: ExecutionResult | None = None
+        if execution is not None:
+            try:
+                outcome = execution.result()
+            except Exception as exc:  # noqa: BLE001 - one crashed execution costs one record, as an error
+                finished[index] = error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
+                ended[index] = (state, None)
+                return
+        finished[index] = finite_or_error(finish_episode(state, slots[index].task, outcome, reward))
+        ended[index] = (state, outcome)
+
+    def settle_done() -> None:
+        with lock:
+            done = [i for i, (_, execution) in running.items() if execution.done()]
+            ready = [(i, *running.pop(i)) for i in done]
+        for index, state, execution in ready:
+            settle(index, state, execution)
 
     def talk(index: int) -> None:
         slot = slots[index]
         state = start_episode(slot.task, run_id=run_id, step=slot.step, group_id=slot.group_id,
                               rollout_id=slot.rollout_id, max_turns=max_turns)
         try:
-            states[index] = converse(state, slot.task, policy, simulator)
+            state = converse(state, slot.task, policy, simulator)
         except ConversationError as exc:  # endpoint or simulator failure: an error record, never a score
             finished[index] = error_record(exc.state, exc.kind, str(exc), reward)
             ended[index] = (exc.state, None)
-        if progress:
-            progress("conversations", len(states) + len(finished), len(slots))
-
-    if conversation_threads > 1:
-        with ThreadPoolExecutor(conversation_threads) as pool:
-            list(pool.map(talk, range(len(slots))))
-    else:
-        for index in range(len(slots)):
-            talk(index)
-
-    pending = [(i, execution_job(s, slots[i].task)) for i, s in sorted(states.items())]
-    to_run = [(i, job) for i, job in pending if job is not None]
-    results = _execute_all(executor, [job for _, job in to_run], workers)
-    executions: dict[int, ExecutionResult | Exception] = {i: r for (i, _), r in zip(to_run, results)}
-    if progress:
-        progress("executions", len(to_run), len(to_run))
-
-    for index, state in states.items():
-        outcome = executions.get(index)
-        if isinstance(outcome, Exception):
-            finished[index] = error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
-            ended[index] = (state, None)
         else:
-            finished[index] = finish_episode(state, slots[index].task, outcome, reward)
-            ended[index] = (state, outcome)
+            job = execution_job(state, slot.task)
+            if job is None:
+                settle(index, state, None)
+            else:
+                with lock:
+                    running[index] = (state, pool.submit(executor.run, job))
+        settle_done()
+        with lock:
+            talked[0] += 1
+        if progress:
+            progress("conversations", talked[0], len(slots))
+
+    with ThreadPoolExecutor(workers or os.cpu_count() or 2, thread_name_prefix="rewardpipe-run") as pool:
+        if conversation_threads > 1:
+            with ThreadPoolExecutor(conversation_threads) as talkers:
+                list(talkers.map(talk, range(len(slots))))
+        else:
+            for index in range(len(slots)):
+                talk(index)
+        if progress:
+            progress("executions", len(finished), len(slots))
+        for index, (state, execution) in sorted(running.items()):
+            settle(index, state, execution)
     if on_transcript is not None:
         for index in sorted(ended):
             state, outcome = ended[index]
@@ -192,10 +234,10 @@ def score_rollouts(
             outcome = None
         else:
             # Which questions were answered with a hidden detail is read off the recorded replies.
-            record = build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
-                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                  messages=list(rollout.messages), execution=outcome, reward=reward,
-                                  answered_turns=answered_turns_in(rollout.messages, spec))
+            record = finite_or_error(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
+                                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
+                                                  messages=list(rollout.messages), execution=outcome, reward=reward,
+                                                  answered_turns=answered_turns_in(rollout.messages, spec)))
         records.append(record)
         if on_transcript is not None:
             on_transcript(transcript_of_messages(

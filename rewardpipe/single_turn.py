@@ -107,7 +107,7 @@ def _error_output(sample_id: Any, kind: str, message: str) -> dict[str, Any]:
 
 def score_samples(
     samples: Any,
-    reward_name: str = "gsm8k",
+    reward_name: str | Reward = "gsm8k",
     weights: Mapping[str, float] | None = None,
     executor: Any = None,
     workers: int | None = None,
@@ -119,10 +119,11 @@ def score_samples(
     :class:`BatchFailed` when ``error_reward="fail_batch"`` and a sample could not be scored.
 
     ``deadline`` is a ``time.monotonic()`` value by which every sample's code must have finished.
+    ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
     """
     if error_reward not in ERROR_REWARDS:
         raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {error_reward!r}")
-    reward = get_reward(reward_name, weights)
+    reward = reward_name.with_weights(weights) if isinstance(reward_name, Reward) else get_reward(reward_name, weights)
     if isinstance(samples, dict):
         samples = [samples]
     if not isinstance(samples, list):

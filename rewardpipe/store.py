@@ -7,11 +7,19 @@ Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
     runs/<run_id>/monitor/state.json                              hysteresis state (rewardpipe.monitoring.state)
     runs/<run_id>/transcripts/step=<n>/group=<g>/<rollout_id>.json one RolloutTranscript per rollout
 
+    runs/<run_id>/manifest.json                                   what the run id stands for (RunManifest)
+
 Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
 overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe
 characters beyond ``A-Z a-z 0-9 _ . - ~``; an id made only of dots has its dots encoded too), so an id
 containing ``/``, ``..``, ``=`` or ``%`` can never leave its own path segment, and ``decode_id`` gives
-the original back.
+the original back. A group or rollout id whose encoding is longer than :data:`MAX_SEGMENT` is stored
+under its encoded prefix plus ``%~`` and a SHA-256 digest of the whole id: ``quote`` never writes ``%~``,
+so such a key cannot collide with the key of a shorter id, and the record itself keeps the full id.
+Run ids are never hashed (runs are listed by their directory name), so a run id must fit.
+
+The S3 store retries throttling, server and connection errors with exponential backoff before giving
+up with a :class:`StoreError`; a listing is retried page by page, so a retry never repeats a key.
 
 A corrupt or misplaced object never stops :meth:`Store.iter_records`: it is skipped, appended to
 ``store.bad_objects`` (a list of :class:`BadObject`, reset at the start of each iteration) and handed
@@ -20,10 +28,14 @@ to the optional ``on_bad`` callback.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import random
 import re
+import shutil
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -38,6 +50,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 RUNS_PREFIX = "runs/"
 MAX_SEGMENT = 240  # encoded id length; leaves room for ".json" / "group=" within a 255-byte file name
+HASH_MARK = "%~"  # never produced by quote(): there '%' always starts a two-hex-digit escape
+_DIGEST_CHARS = 32  # 128 bits of SHA-256
+MANIFEST_NAME = "manifest.json"
 _STEP_RE = re.compile(r"^step=(\d+)$")
 _GROUP_RE = re.compile(r"^group=(.+)$")
 
@@ -63,27 +78,43 @@ class BadObject:
 # Key layout
 
 
-def encode_id(value: str) -> str:
-    """Encode an id as one safe path segment; reversible with :func:`decode_id`."""
+def encode_id(value: str, *, allow_hash: bool = True) -> str:
+    """Encode an id as one safe path segment; reversible with :func:`decode_id` unless it was too long,
+    in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError."""
     if not isinstance(value, str) or value == "":
         raise ValueError(f"ids must be non-empty strings, got {value!r}")
-    encoded = quote(value, safe="")
+    encoded = quote(value, safe="", errors="surrogatepass")
     if set(encoded) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
         encoded = encoded.replace(".", "%2E")
-    if len(encoded) > MAX_SEGMENT:
+    if len(encoded) <= MAX_SEGMENT:
+        return encoded
+    if not allow_hash:
         raise ValueError(
             f"id {value[:40]!r}... is too long for a store key: {len(encoded)} characters once encoded, "
             f"at most {MAX_SEGMENT} (file names are limited to 255 bytes)"
         )
-    return encoded
+    digest = hashlib.sha256(value.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+    head = encoded[: MAX_SEGMENT - len(HASH_MARK) - len(digest)]
+    partial_escape = head.rfind("%", len(head) - 2)  # never cut a %XX escape in two
+    if partial_escape != -1:
+        head = head[:partial_escape]
+    return f"{head}{HASH_MARK}{digest}"
 
 
 def decode_id(segment: str) -> str:
-    return unquote(segment)
+    """The id a segment encodes (for a hash-suffixed segment: its prefix and digest, not the whole id)."""
+    try:
+        return unquote(segment, errors="surrogatepass")
+    except UnicodeDecodeError:  # a hashed segment may end inside a multi-byte character
+        return unquote(segment, errors="replace")
 
 
 def run_prefix(run_id: str) -> str:
-    return f"{RUNS_PREFIX}{encode_id(run_id)}/"
+    return f"{RUNS_PREFIX}{encode_id(run_id, allow_hash=False)}/"
+
+
+def manifest_key(run_id: str) -> str:
+    return f"{run_prefix(run_id)}{MANIFEST_NAME}"
 
 
 def step_prefix(run_id: str, step: int) -> str:
@@ -92,12 +123,13 @@ def step_prefix(run_id: str, step: int) -> str:
     return f"{run_prefix(run_id)}step={step}/"
 
 
-def record_key(record: Record) -> str:
+def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
     """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded."""
-    return (
-        f"{step_prefix(record.run_id, record.step)}"
-        f"group={encode_id(record.group_id)}/{encode_id(record.rollout_id)}.json"
-    )
+    return f"{step_prefix(run_id, step)}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
+
+
+def record_key(record: Record) -> str:
+    return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id)
 
 
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
@@ -196,6 +228,14 @@ class Store:
         if on_bad is not None:
             on_bad(bad)
 
+    def run_has_records(self, run_id: str) -> bool:
+        """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
+        return any(next(iter(self._list(step_prefix(run_id, n))), None) is not None for n in self.list_steps(run_id))
+
+    def delete_run(self, run_id: str) -> None:
+        """Delete everything under ``runs/<run_id>/`` (``run --overwrite``)."""
+        self._delete_prefix(run_prefix(run_id))
+
     def list_runs(self) -> list[str]:
         return sorted(decode_id(name) for name in self._list_dirs(RUNS_PREFIX))
 
@@ -287,6 +327,10 @@ class Store:
         """The immediate child "directory" names below ``prefix`` (ending in '/')."""
         raise NotImplementedError
 
+    def _delete_prefix(self, prefix: str) -> None:  # pragma: no cover - abstract
+        """Delete every key below ``prefix`` (which ends in '/')."""
+        raise NotImplementedError
+
 
 def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
     first = exc.errors()[0]
@@ -358,15 +402,33 @@ class LocalStore(Store):
             return []
         return sorted(entry.name for entry in base.iterdir() if entry.is_dir())
 
+    def _delete_prefix(self, prefix: str) -> None:
+        base = self._path(check_key(prefix.rstrip("/")))
+        if base.is_dir():
+            shutil.rmtree(base)
+
 
 # --------------------------------------------------------------------------------------------------
 # S3
 
 
 class S3Store(Store):
-    """An S3 bucket (optionally under a prefix). ``client`` defaults to ``boto3.client("s3")``."""
+    """An S3 bucket (optionally under a prefix). ``client`` defaults to ``boto3.client("s3")``.
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None) -> None:
+    Every call is retried (``attempts`` in all, exponential backoff from ``backoff_s`` with full jitter)
+    when S3 answers with a throttling or server error or the connection fails; a missing bucket or
+    denied access fails at once, since waiting cannot fix it.
+    """
+
+    attempts = 5
+    backoff_s = 0.2
+    # S3's retryable answers: throttling (503 SlowDown), server errors and timeouts.
+    RETRYABLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                                 "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
+                                 "500", "502", "503", "504"})
+
+    def __init__(self, bucket: str, prefix: str = "", client: Any = None,
+                 sleep: Callable[[float], None] = time.sleep) -> None:
         super().__init__()
         if not bucket or "/" in bucket:
             raise StoreError(f"invalid S3 bucket name {bucket!r}")
@@ -379,6 +441,7 @@ class S3Store(Store):
 
             client = boto3.client("s3")
         self.client = client
+        self.sleep = sleep
         self.location = f"s3://{bucket}/{self.prefix}".rstrip("/")
 
     def __repr__(self) -> str:
@@ -390,61 +453,87 @@ class S3Store(Store):
     def _strip(self, full_key: str) -> str:
         return full_key[len(self.prefix) + 1 :] if self.prefix else full_key
 
+    @staticmethod
+    def _code(exc: Exception) -> str:
+        return str(getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__))
+
     def _client_error(self, exc: Exception, action: str) -> StoreError:
-        code = getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__)
+        code = self._code(exc)
         if code == "NoSuchBucket":
             return StoreError(f"S3 bucket {self.bucket!r} does not exist ({self.location})")
         if code in ("AccessDenied", "403"):
             return StoreError(f"access denied to {self.location} while trying to {action}")
         return StoreError(f"S3 error {code} on {self.location} while trying to {action}: {exc}")
 
-    def _write(self, key: str, data: bytes) -> None:
+    def _call(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
+        """``fn(**kwargs)`` with retries; NoSuchKey is passed through as KeyError, the rest as StoreError."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        try:
-            self.client.put_object(
-                Bucket=self.bucket, Key=self._full(key), Body=data, ContentType="application/json"
-            )
-        except (ClientError, BotoCoreError) as exc:
-            raise self._client_error(exc, f"write {key}") from exc
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return fn(**kwargs)
+            except ClientError as exc:
+                code = self._code(exc)
+                if code in ("NoSuchKey", "404"):
+                    raise KeyError(action) from None
+                if code not in self.RETRYABLE_CODES or attempt == self.attempts:
+                    raise self._client_error(exc, action) from exc
+            except BotoCoreError as exc:  # connection refused/reset, read timeout, DNS: all transient
+                if attempt == self.attempts:
+                    raise self._client_error(exc, action) from exc
+            self.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
+        raise AssertionError("unreachable")
+
+    def _write(self, key: str, data: bytes) -> None:
+        self._call(f"write {key}", self.client.put_object, Bucket=self.bucket, Key=self._full(key), Body=data,
+                   ContentType="application/json")
 
     def _read(self, key: str) -> bytes:
-        from botocore.exceptions import BotoCoreError, ClientError
+        def get() -> bytes:
+            # The body is read inside the retried call: a connection dropped mid-body is retried too.
+            return self.client.get_object(Bucket=self.bucket, Key=self._full(key))["Body"].read()
 
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._full(key))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                raise KeyError(key) from None
-            raise self._client_error(exc, f"read {key}") from exc
-        except BotoCoreError as exc:
-            raise self._client_error(exc, f"read {key}") from exc
-        return response["Body"].read()
+            return self._call(f"read {key}", get)
+        except KeyError:
+            raise KeyError(key) from None
 
-    def _paginate(self, prefix: str, delimiter: str | None) -> Iterator[dict[str, Any]]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
+    def _pages(self, prefix: str, delimiter: str | None) -> Iterator[dict[str, Any]]:
+        """list_objects_v2 pages, each page retried on its own (a retry never yields a key twice)."""
         full_prefix = self._full(prefix) if prefix else (f"{self.prefix}/" if self.prefix else "")
-        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix}
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": full_prefix, "MaxKeys": self.page_size}
         if delimiter:
             kwargs["Delimiter"] = delimiter
-        kwargs["PaginationConfig"] = {"PageSize": self.page_size}
-        try:
-            yield from self.client.get_paginator("list_objects_v2").paginate(**kwargs)
-        except (ClientError, BotoCoreError) as exc:
-            raise self._client_error(exc, f"list {prefix or '/'}") from exc
+        while True:
+            page = self._call(f"list {prefix or '/'}", self.client.list_objects_v2, **kwargs)
+            yield page
+            if not page.get("IsTruncated"):
+                return
+            kwargs["ContinuationToken"] = page["NextContinuationToken"]
 
     def _list(self, prefix: str) -> Iterator[str]:
-        for page in self._paginate(prefix, None):
+        for page in self._pages(prefix, None):
             for item in page.get("Contents", []):
                 yield self._strip(item["Key"])
 
     def _list_dirs(self, prefix: str) -> list[str]:
         names = []
-        for page in self._paginate(prefix, "/"):
+        for page in self._pages(prefix, "/"):
             for item in page.get("CommonPrefixes", []):
                 names.append(self._strip(item["Prefix"])[len(prefix) :].rstrip("/"))
         return sorted(n for n in names if n)
+
+    def _delete_prefix(self, prefix: str) -> None:
+        keys = [self._full(key) for key in self._list(check_key(prefix.rstrip("/")) + "/")]
+        for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
+            batch = [{"Key": key} for key in keys[start : start + 1000]]
+            response = self._call(f"delete {prefix}", self.client.delete_objects, Bucket=self.bucket,
+                                  Delete={"Objects": batch, "Quiet": True})
+            failed = response.get("Errors") or []
+            if failed:  # DeleteObjects reports per-key failures in a 200 response
+                first = failed[0]
+                raise StoreError(f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
+                                 f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
 
 
 # --------------------------------------------------------------------------------------------------

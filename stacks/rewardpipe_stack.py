@@ -14,6 +14,7 @@ from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import ARCHITECTURE, RUNTIME
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, load_nova_settings
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
@@ -45,6 +46,10 @@ class RewardPipeStack(Stack):
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
                                      workflow=self.workflow, runner=self.runner, layer=layer)
 
+        nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
+        self.nova = NovaBridge(self, "NovaBridge", settings=settings, nova=nova, storage=self.storage,
+                               workflow=self.workflow, layer=layer, alarm_topic=self.monitoring.topic) if nova.enabled else None
+
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, key="BucketName")
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn, key="StateMachineArn")
         CfnOutput(self, "TurnRequestQueueUrl", value=self.workflow.turn_requests.queue_url, key="TurnRequestQueueUrl")
@@ -62,6 +67,7 @@ class RewardPipeStack(Stack):
     def _trainer_policy(self) -> iam.ManagedPolicy:
         """Exactly what a trainer needs against this stack, and nothing else."""
         machine = self.workflow.state_machine
+        bucket = self.storage.bucket.bucket_arn
         executions = (f"arn:{Aws.PARTITION}:states:{Aws.REGION}:{Aws.ACCOUNT_ID}:execution:"
                       f"{machine.state_machine_name}:*")
         return iam.ManagedPolicy(self, "TrainerPolicy", description="rewardpipe trainer: drive rollouts and checks", statements=[
@@ -77,6 +83,10 @@ class RewardPipeStack(Stack):
                                 resources=[self.workflow.turn_requests.queue_arn]),
             iam.PolicyStatement(sid="InvokeVarianceCheck", actions=["lambda:InvokeFunction"],
                                 resources=[self.monitoring.function.function_arn]),
+            # The trainer reads each conversation from its state snapshot and writes replies and inputs too
+            # large for Step Functions' 256 KiB payloads (rewardpipe.aws.state); nothing else in the bucket.
+            iam.PolicyStatement(sid="ExchangeLargeState", actions=["s3:GetObject", "s3:PutObject"],
+                                resources=[f"{bucket}/runs/*/state/*", f"{bucket}/tasks/inline/*"]),
         ])
 
     def _acknowledge_nag_findings(self) -> None:
@@ -99,6 +109,8 @@ class RewardPipeStack(Stack):
              "appliesTo": ["Action::kms:GenerateDataKey*"]},
             {"id": "AwsSolutions-IAM5", "reason": "The trainer describes the executions it started: execution ARNs are only known per execution, so the state machine's execution:<name>:* pattern.",
              "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "The trainer exchanges per-execution state objects (runs/<run>/state/<attempt>/...) and inline tasks whose keys are only known per rollout; nothing else in the bucket.",
+             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs/\\*/state|tasks/inline)/\\*$/g"}]},
             {"id": "AwsSolutions-L1", "reason": "Python 3.11 is pinned deliberately: the layer's compiled pydantic-core and the tests target it; moving runtime means re-staging and re-testing."},
             {"id": "AwsSolutions-ECS2", "reason": "The container's environment holds only the bucket name, Powertools settings and TMPDIR; no secrets."},
             {"id": "AwsSolutions-SF1", "reason": "Logging level is ALL; include_execution_data is off so hidden tests and transcripts stay out of logs."},

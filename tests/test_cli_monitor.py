@@ -134,7 +134,7 @@ def test_thresholds_from_options(run_cli, jsonl):
 )
 def test_bad_thresholds_are_clear(run_cli, jsonl, args, fragment):
     result = run_cli(jsonl, *args)
-    assert result.exit_code == 1
+    assert result.exit_code == 2  # usage
     assert fragment in result.stderr
 
 
@@ -227,3 +227,58 @@ def test_a_dying_warning_alone_does_not_fail_the_gate(run_cli, tmp_path):
     data = json.loads(result.stdout)
     assert [(a["component"], a["kind"]) for a in data["alarms"]] == [("c", "dying_component")]
     assert data["steps"][-1]["components"]["c"]["projected_dead_step"] == 8
+
+
+# -- issue 9: a record delivered twice in a JSONL counts once ---------------------------------------------
+
+
+def test_repeated_jsonl_records_count_once_keeping_the_last(run_cli, tmp_path):
+    records = make_records(steps=(0,), k=4)
+    first_copies = [r.model_copy(update={"components": {**r.components, "correctness": 0.5}, "aggregate": 0.0})
+                    for r in records if r.rollout_id.endswith("-0")]
+    path = tmp_path / "twice.jsonl"
+    # a retried delivery: the first rollout of every group appears early with stale values, then again
+    path.write_text("".join(r.to_json() + "\n" for r in [*first_copies, *records]))
+    result = run_cli(path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["duplicates_dropped"] == len(first_copies) == 6
+    step = data["steps"][0]
+    assert step["records"] == len(records)
+    # the last copy won: correctness is the 0/1 pattern of make_records, mean 0.5, never the stale 0.5s
+    assert step["components"]["correctness"]["within_group_std_mean"] == pytest.approx(0.5)
+    assert "6 repeated record(s) dropped" in result.stderr and "line 1" in result.stderr
+
+
+def test_a_group_of_one_repeated_record_is_not_a_dead_component(run_cli, tmp_path):
+    records = make_records(steps=(0,), k=1)
+    path = tmp_path / "repeated.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in records * 2))
+    data = json.loads(run_cli(path, "--json").stdout)
+    assert data["alarms"] == []  # one rollout per group: no group is eligible, so nothing can be dead
+    assert data["steps"][0]["components"]["correctness"]["verdict"] == "insufficient_data"
+
+
+def test_an_invalid_utf8_line_is_reported_with_its_line_and_the_rest_is_read(run_cli, tmp_path):
+    records = make_records(steps=(0,))
+    path = tmp_path / "bytes.jsonl"
+    lines = [r.to_json().encode() for r in records]
+    lines.insert(3, b'{"run_id": "demo\xff"}')
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = run_cli(path, "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["steps"][0]["records"] == len(records)
+    assert [u["key"] for u in data["unreadable"]] == [f"{path}:4"]
+    assert "UTF-8" in data["unreadable"][0]["reason"]
+
+
+def test_monitor_json_is_one_ascii_line_without_non_finite_numbers(run_cli, tmp_path):
+    records = make_records(steps=(0,))
+    records[0] = records[0].model_copy(update={"group_id": "gr\u00fcppe \u2028 \u001b[31m"})
+    path = tmp_path / "odd.jsonl"
+    path.write_text("".join(r.to_json() + "\n" for r in records))
+    result = run_cli(path, "--json")
+    assert result.stdout.isascii() and result.stdout.count("\n") == 1 and result.stdout.endswith("\n")
+    assert "NaN" not in result.stdout and "Infinity" not in result.stdout
+    json.loads(result.stdout)

@@ -110,3 +110,67 @@ def test_a_task_whose_tests_pass_callbacks_runs_in_the_declared_fallback_mode():
                                 reward=REWARD, run_id="r")
     assert fallback.status == "scored" and fallback.components["correctness"] == 1.0
     assert fallback.metrics["exec_mode"] == "inprocess"
+
+
+# -- issue 9: run throughput (overlap) and exact shortcuts -------------------------------------------
+
+
+class SlowRecordingExecutor:
+    """Answers after a short wait, noting when each job started relative to the policy's turns."""
+
+    def __init__(self, events):
+        self.events = events
+
+    def run(self, job):
+        import time
+
+        from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
+
+        self.events.append(("exec", job.id))
+        time.sleep(0.02)
+        return ExecutionResult(id=job.id, status=ExecutionStatus.PASSED, passed=1, total=1)
+
+
+class CommitAtOnce:
+    def __init__(self, events):
+        self.events = events
+
+    def next_turn(self, state, task):
+        self.events.append(("talk", state.rollout_id))
+        return "```python\ndef add(a, b):\n    return a + b\n```"
+
+
+def test_executions_start_while_later_conversations_are_still_played():
+    events: list = []
+    slots = plan_step([TASK], 0, 2, 4)
+    records = run_slots(slots, policy=CommitAtOnce(events), simulator=RuleBasedSimulator(),
+                        executor=SlowRecordingExecutor(events), reward=REWARD, run_id="r", max_turns=2, workers=2)
+    assert [r.rollout_id for r in records] == [s.rollout_id for s in slots]  # slot order kept
+    assert all(r.status == "scored" and r.components["correctness"] == 1.0 for r in records)
+    first_exec = next(i for i, (kind, _) in enumerate(events) if kind == "exec")
+    last_talk = max(i for i, (kind, _) in enumerate(events) if kind == "talk")
+    assert first_exec < last_talk  # the sandbox did not wait for the whole step's conversations
+
+
+def test_the_loop_shortcut_gives_the_same_verdict_as_the_exact_ratio():
+    import random
+
+    from rewardpipe.rewards.ask_before_coding import LOOP_SIMILARITY_THRESHOLD, turn_similarity
+
+    rnd = random.Random(0)
+    words = ["def", "add", "return", "a", "b", "+", "(", ")", ":", "x", "what", "type", "?", "\n", "    "]
+    threshold = LOOP_SIMILARITY_THRESHOLD
+    near = 0
+    for _ in range(400):
+        a = " ".join(rnd.choice(words) for _ in range(rnd.randint(1, 60)))
+        b = list(a) if rnd.random() < 0.5 else list(" ".join(rnd.choice(words) for _ in range(rnd.randint(1, 60))))
+        for _ in range(rnd.randint(0, 8)):  # a few edits: some pairs land near the threshold
+            if b:
+                b[rnd.randrange(len(b))] = rnd.choice("xyz ")
+        b = "".join(b)
+        exact, shortcut = turn_similarity(a, b), turn_similarity(a, b, above=threshold)
+        assert (exact > threshold) == (shortcut > threshold), (a, b)
+        if exact > threshold:
+            assert shortcut == exact
+        near += abs(exact - threshold) < 0.1
+    assert near > 10  # the sample really probed the threshold

@@ -106,10 +106,27 @@ def test_any_ids_round_trip_through_a_local_store(tmp_path_factory, run, rollout
     assert [r.rollout_id for r in store.iter_records(run)] == [rollout]
 
 
-def test_too_long_id_is_a_clear_error():
+def test_a_long_id_gets_a_hashed_key_and_keeps_its_record(tmp_path):
+    store = LocalStore(tmp_path)
+    long_a, long_b = "\u4e2d" * 100, "\u4e2d" * 99 + "x"  # same 240-character encoded prefix
+    keys = [store.put_record(make_record(rollout=rid, group=rid)) for rid in (long_a, long_b, "x" * 240)]
+    assert len(set(keys)) == 3
+    assert all(len(part.encode()) <= 250 for key in keys for part in key.split("/"))
+    assert "%~" in keys[0] and "%~" not in keys[2]
+    assert {r.rollout_id for r in store.iter_records("run1")} == {long_a, long_b, "x" * 240}
+    assert store.bad_objects == []
+
+
+def test_a_hashed_key_cannot_collide_with_a_short_id():
+    long_id = "y" * 300
+    hashed = record_key(make_record(rollout=long_id)).rsplit("/", 1)[1][: -len(".json")]
+    # an attacker who sends the hashed segment as a literal id gets it percent-encoded, never the same key
+    assert record_key(make_record(rollout=hashed)) != record_key(make_record(rollout=long_id))
+
+
+def test_a_run_id_is_never_hashed():
     with pytest.raises(ValueError, match="too long for a store key"):
-        record_key(make_record(rollout="\u4e2d" * 100))
-    assert record_key(make_record(rollout="x" * 240))
+        record_key(make_record(run="r" * 300))
 
 
 def test_distinct_ids_give_distinct_keys():
@@ -330,3 +347,122 @@ def test_open_store(tmp_path, aws_env):
         open_store("s3:///x")
     with pytest.raises(StoreError, match="unsupported"):
         open_store("gs://bucket/x")
+
+
+# -- one run id, one experiment: deleting a run (run --overwrite) ---------------------------------------
+
+
+def test_delete_run_removes_only_that_run(store):
+    for run in ("old", "other"):
+        for i in range(3):
+            store.put_record(make_record(run=run, step=i, rollout=f"x{i}"))
+        store.put_json(f"runs/{run}/monitor/state.json", {"x": 1})
+    assert store.run_has_records("old")
+    store.delete_run("old")
+    assert not store.run_has_records("old") and list(store.iter_records("old")) == []
+    assert sum(1 for _ in store.iter_records("other")) == 3 and store.run_has_records("other")
+
+
+def test_s3_delete_run_spans_more_than_one_delete_call(aws_env):
+    with mock_aws():
+        client = boto3.client("s3", region_name="us-east-1")
+        client.create_bucket(Bucket="bkt")
+        store = S3Store("bkt", client=client)
+        for i in range(1003):  # DeleteObjects takes 1000 keys at most
+            client.put_object(Bucket="bkt", Key=f"runs/big/step=0/group=g/r{i}.json", Body=b"{}")
+        store.delete_run("big")
+        assert client.list_objects_v2(Bucket="bkt").get("KeyCount") == 0
+
+
+# -- S3 faults: retried with backoff, never a lost page ---------------------------------------------
+
+
+class FlakyClient:
+    """A real (moto) S3 client whose chosen calls fail ``failures`` times first, as S3 does when it
+    throttles (503 SlowDown) or a connection drops (botocore's EndpointConnectionError)."""
+
+    def __init__(self, client, method: str, failures: int, error: str = "SlowDown"):
+        self._client, self._method, self.failures, self.error, self.calls = client, method, failures, error, 0
+
+    def __getattr__(self, name):
+        real = getattr(self._client, name)
+        if name != self._method:
+            return real
+
+        def flaky(**kwargs):
+            self.calls += 1
+            if self.failures > 0:
+                self.failures -= 1
+                if self.error == "connection":
+                    from botocore.exceptions import EndpointConnectionError
+
+                    raise EndpointConnectionError(endpoint_url="https://s3.amazonaws.com")
+                from botocore.exceptions import ClientError
+
+                raise ClientError({"Error": {"Code": self.error, "Message": "injected"},
+                                   "ResponseMetadata": {"HTTPStatusCode": 503}}, name)
+            return real(**kwargs)
+
+        return flaky
+
+
+@pytest.mark.parametrize("method, error", [("put_object", "SlowDown"), ("put_object", "connection"),
+                                           ("get_object", "InternalError"), ("list_objects_v2", "503")])
+def test_s3_transient_faults_are_retried(aws_env, method, error):
+    with mock_aws():
+        real = boto3.client("s3", region_name="us-east-1")
+        real.create_bucket(Bucket="bkt")
+        flaky = FlakyClient(real, method, failures=3, error=error)
+        waits: list[float] = []
+        store = S3Store("bkt", client=flaky, sleep=waits.append)
+        store.put_record(make_record(rollout="a"))
+        assert [r.rollout_id for r in store.iter_records("run1")] == ["a"]
+        assert flaky.failures == 0 and len(waits) == 3
+        assert all(0 <= w <= store.backoff_s * 4 for w in waits)
+
+
+def test_s3_gives_up_after_its_attempts_with_a_store_error(aws_env):
+    with mock_aws():
+        real = boto3.client("s3", region_name="us-east-1")
+        real.create_bucket(Bucket="bkt")
+        flaky = FlakyClient(real, "put_object", failures=99)
+        store = S3Store("bkt", client=flaky, sleep=lambda _: None)
+        with pytest.raises(StoreError, match="SlowDown"):
+            store.put_record(make_record())
+        assert flaky.calls == store.attempts
+
+
+def test_s3_access_denied_is_not_retried(aws_env):
+    with mock_aws():
+        real = boto3.client("s3", region_name="us-east-1")
+        real.create_bucket(Bucket="bkt")
+        flaky = FlakyClient(real, "put_object", failures=99, error="AccessDenied")
+        store = S3Store("bkt", client=flaky, sleep=lambda _: pytest.fail("must not wait"))
+        with pytest.raises(StoreError, match="access denied"):
+            store.put_record(make_record())
+        assert flaky.calls == 1
+
+
+def test_a_listing_retried_mid_way_yields_every_key_once(aws_env):
+    with mock_aws():
+        real = boto3.client("s3", region_name="us-east-1")
+        real.create_bucket(Bucket="bkt")
+        store = S3Store("bkt", client=real, sleep=lambda _: None)
+        store.page_size = 2
+        for i in range(7):
+            store.put_record(make_record(rollout=f"x{i}"))
+        flaky = FlakyClient(real, "list_objects_v2", failures=0)
+        store.client = flaky
+
+        original = flaky.__getattr__("list_objects_v2")
+        pages = {"n": 0}
+
+        def fail_third_page(**kwargs):
+            pages["n"] += 1
+            if pages["n"] == 3:
+                flaky.failures = 1  # the third page fails once, then succeeds on retry
+            return original(**kwargs)
+
+        flaky.list_objects_v2 = fail_third_page
+        assert sorted(r.rollout_id for r in store.iter_records("run1")) == [f"x{i}" for i in range(7)]
+        assert flaky.failures == 0  # the injected failure happened, and the listing went on after it

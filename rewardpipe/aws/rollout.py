@@ -65,7 +65,7 @@ class SimulatorError(RuntimeError):
 def _check_id(value: str) -> str:
     from rewardpipe.store import encode_id
 
-    encode_id(value)  # raises ValueError naming the limit when the id cannot be a store key
+    encode_id(value, allow_hash=False)  # raises ValueError naming the limit when the id is too long for a key
     return value
 
 
@@ -554,10 +554,10 @@ class FailedRollout(BaseModel):
         if not isinstance(data, dict):
             return {"error": {"Error": "MalformedInput", "Cause": f"RecordError payload was {type(data).__name__}"}}
         context = data.get("context", data)
-        attempt = data.get("attempt")
+        attempt = data.get("attempt") if isinstance(data.get("attempt"), str) and data.get("attempt") else None
         if not isinstance(context, dict):
-            return {"attempt": attempt, "error": {"Error": "MalformedInput",
-                                                   "Cause": f"execution input was {type(context).__name__}"}}
+            malformed = {"error": {"Error": "MalformedInput", "Cause": f"execution input was {type(context).__name__}"}}
+            return {**malformed, "attempt": attempt} if attempt else malformed
         # StartEpisode's input is the raw execution input; later states carry a StateRef.
         clean = dict(context.get("input", context)) if isinstance(context.get("input"), dict) else dict(context)
         failed = context.get("failed")
@@ -565,11 +565,9 @@ class FailedRollout(BaseModel):
             clean["failed_state"], clean["error"] = next(iter(failed.items()))
         elif "error" in context:
             clean["error"] = context["error"]
-        if isinstance(attempt, str) and attempt:
+        if attempt:
             clean["attempt"] = attempt
-        else:
-            clean.pop("attempt", None) if not isinstance(clean.get("attempt"), str) else None
-        for name in ("run", "group", "rollout", "task_key", "state_key", "failed_state"):
+        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
         for name in ("step", "version"):
@@ -587,7 +585,7 @@ def storable_id(value: str) -> str:
     from rewardpipe.store import encode_id
 
     try:
-        encode_id(value)
+        encode_id(value, allow_hash=False)  # the store would hash it too; this form keeps the key short
         return value
     except ValueError:
         digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]

@@ -1,10 +1,113 @@
-"""The typer application object; command modules register themselves on it."""
+"""The typer application object, and the rules every subcommand shares.
+
+* **Exit codes**: 0 success, 1 bad data (an input file, a store, an endpoint, a broken task), 2 usage (an
+  option that is missing, malformed or contradicts another). ``monitor --fail-on-alarm`` also exits 2 when
+  an alarm is raised (documented there).
+* **Streams**: data (tables, results, JSON) goes to stdout, messages for people (progress, warnings,
+  errors) to stderr. ``--json`` output is written with :func:`write_json_line`: one ASCII-only object per
+  ``\\n``-terminated line, never through Rich, never with a non-finite number.
+* **No tracebacks**: :class:`GuardedGroup` turns any exception a command lets through into one
+  ``error:`` line (exit 1), so a bad input can never end in a Python traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+import unicodedata
+from typing import Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
+
+USAGE_ERROR = 2
+DATA_ERROR = 1
+
+
+def _visible(ch: str) -> str:
+    return ch if ch == "\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs") else repr(ch)[1:-1]
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters shown as escapes, so hostile bytes (ANSI sequences in an id or an
+    exception message) cannot rewrite the user's terminal."""
+    return "".join(map(_visible, text))
+
+
+def note(message: str) -> None:
+    """One line for people on stderr, as plain text (no Rich markup is interpreted in ``message``)."""
+    sys.stderr.write(f"{printable(message)}\n")
+    sys.stderr.flush()
+
+
+def error_line(message: str) -> None:
+    note(f"error: {message}")
+
+
+def fail(message: str, code: int = DATA_ERROR) -> NoReturn:
+    """One ``error:`` line on stderr, then exit ``code`` (1 bad data, 2 usage)."""
+    error_line(message)
+    raise typer.Exit(code)
+
+
+def usage_fail(message: str) -> NoReturn:
+    fail(message, USAGE_ERROR)
+
+
+def _finite_copy(value: Any, path: str, why: dict[str, str]) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        why[path or "<value>"] = "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+        return None
+    if isinstance(value, dict):
+        return {k: _finite_copy(v, f"{path}.{k}" if path else str(k), why) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite_copy(v, f"{path}[{i}]", why) for i, v in enumerate(value)]
+    return value
+
+
+def json_line(obj: Any) -> str:
+    """``obj`` as one line of ASCII JSON. Non-finite numbers become null and are listed, by path, in a
+    ``non_finite`` field of a top-level object (``{"steps[0].mean": "nan"}``), so nothing is lost."""
+    why: dict[str, str] = {}
+    clean = _finite_copy(obj, "", why)
+    if why and isinstance(clean, dict):
+        clean["non_finite"] = why
+    return json.dumps(clean, ensure_ascii=True, allow_nan=False, separators=(",", ":")) + "\n"
+
+
+def write_json_line(obj: Any) -> None:
+    sys.stdout.write(json_line(obj))
+    sys.stdout.flush()
+
+
+class GuardedGroup(TyperGroup):
+    """The command group; any exception a subcommand did not handle becomes one error line, exit 1."""
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        from rewardpipe.models import InputFileError
+        from rewardpipe.store import StoreError
+
+        try:
+            return super().invoke(ctx)
+        except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors and exits: typer reports them
+            raise
+        except (InputFileError, StoreError) as exc:
+            fail(str(exc))
+        except UnicodeDecodeError as exc:
+            fail(f"input is not UTF-8 text ({exc.reason} at byte {exc.start})")
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            fail(f"{where}{exc.strerror or exc}")
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+            fail(f"unexpected {type(exc).__name__}: {exc} (this is a rewardpipe bug; please report it)")
+
 
 app = typer.Typer(
     name="rewardpipe",
     help="Score GRPO rollouts component by component, run model code safely, and alarm on dead components.",
     no_args_is_help=True,
     add_completion=False,
+    cls=GuardedGroup,
+    pretty_exceptions_enable=False,
 )

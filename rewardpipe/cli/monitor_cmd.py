@@ -2,37 +2,71 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Iterator, Optional
 
+import orjson  # the duplicate pass parses every line only for its ids: a few times faster than json
 import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rewardpipe.cli.app import app
-
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)  # never break a path in two
-    raise typer.Exit(1)
+from rewardpipe.cli.app import app, error_line, fail, note, write_json_line
+from rewardpipe.cli.common import build_thresholds
 
 
-def _parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
-    ranges = {}
-    for item in items:
-        name, sep, span = item.partition("=")
-        lo, colon, hi = span.partition(":")
-        try:
-            if not sep or not colon or not name.strip():
-                raise ValueError
-            ranges[name.strip()] = (float(lo), float(hi))
-        except ValueError:
-            _fail(f"--range must look like NAME=MIN:MAX (e.g. correctness=0:1), got '{item}'")
-    return ranges
+def _record_identity(line: bytes) -> int | None:
+    """Hash of (run, step, group, rollout) of a JSONL record line (SipHash with a per-process key, so not
+    steerable by whoever wrote the file), or None if the line cannot say (it is reported when validated)."""
+    try:
+        raw = orjson.loads(line)
+        return hash((raw["run_id"], raw.get("step", 0), raw["group_id"], raw["rollout_id"]))
+    except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # orjson.JSONDecodeError is a ValueError
+        return None
+
+
+def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: list[int]) -> Iterator[Any]:
+    """Records of a JSONL file, each decoded and validated on its own line; a bad line is reported as
+    ``file:line`` through ``on_bad`` and skipped.
+
+    A record delivered more than once (same run, step, group and rollout; a retried delivery or a file
+    concatenated twice) is counted once: the last copy wins, as it would in the store where the key is
+    the same, and the dropped copies' line numbers are appended to ``duplicates``. This takes two passes
+    over the file (the first reads only the ids), so memory holds one line number per distinct record.
+    """
+    from pydantic import ValidationError
+
+    from rewardpipe.models import Record
+    from rewardpipe.store import BadObject
+
+    last_line: dict[Any, int] = {}
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            identity = _record_identity(line) if line.strip() else None
+            if identity is not None:
+                if identity in last_line:
+                    duplicates.append(last_line[identity])
+                last_line[identity] = lineno
+    with path.open("rb") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                text = line.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                on_bad(BadObject(where, f"not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)"))
+                continue
+            identity = _record_identity(line)
+            if identity is not None and last_line.get(identity) != lineno:
+                continue  # an earlier copy of a record delivered again later
+            try:
+                yield Record.model_validate_json(text)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                loc = ".".join(str(p) for p in first["loc"])
+                reason = "not valid JSON" if first["type"] == "json_invalid" else f"field '{loc}': {first['msg']}"
+                on_bad(BadObject(where, reason))
 
 
 class _Source:
@@ -49,9 +83,9 @@ class _Source:
                 self.store = open_store(path)
                 runs = self.store.list_runs()
             except StoreError as exc:
-                _fail(str(exc))
+                fail(str(exc))
             except Exception as exc:  # noqa: BLE001 - credentials, endpoint, network: say what failed
-                _fail(f"cannot read {path}: {type(exc).__name__}: {exc}")
+                fail(f"cannot read {path}: {type(exc).__name__}: {exc}")
             self._choose_run(path, runs)
             return
         local = Path(path)
@@ -59,37 +93,36 @@ class _Source:
             self.jsonl = local
             return
         if not local.exists():
-            _fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
+            fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
         if not (local / "runs").is_dir() and local.parent.name == "runs":
             # PATH is runs/<run_id> inside a store: use the store above it and that run.
             if run_id is not None and run_id != decode_id(local.name):
-                _fail(f"{path} is run '{decode_id(local.name)}' but --run-id says '{run_id}'")
+                fail(f"{path} is run '{decode_id(local.name)}' but --run-id says '{run_id}'")
             self.run_id = decode_id(local.name)
             local = local.parent.parent
         if not (local / "runs").is_dir():
-            _fail(f"{path} is a directory but not a rewardpipe store (no runs/ folder inside)")
+            fail(f"{path} is a directory but not a rewardpipe store (no runs/ folder inside)")
         try:
             self.store = LocalStore(local)
         except StoreError as exc:
-            _fail(str(exc))
+            fail(str(exc))
         self._choose_run(path, self.store.list_runs())
 
     def _choose_run(self, path: str, runs: list[str]) -> None:
         if not runs:
-            _fail(f"{path} holds no runs")
+            fail(f"{path} holds no runs")
         if self.run_id is None:
             if len(runs) > 1:
-                _fail(f"{path} holds several runs ({', '.join(runs)}): choose one with --run-id")
+                fail(f"{path} holds several runs ({', '.join(runs)}): choose one with --run-id")
             self.run_id = runs[0]
         elif self.run_id not in runs:
-            _fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
+            fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
-    def records(self, step: Optional[int], bad: list) -> Iterable[Any]:
-        from rewardpipe.monitoring import iter_jsonl_records
-
+    def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
+        """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
-        records = iter_jsonl_records(self.jsonl, on_bad=bad.append)
+        records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
         if self.run_id is not None:
             records = (r for r in records if r.run_id == self.run_id)
         if step is not None:
@@ -174,36 +207,30 @@ def monitor(
                                       help="Store alarms as JSON beside the records (store PATH only)."),
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
-    from pydantic import ValidationError
-
-    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink, dispatch
-    from rewardpipe.monitoring import DEFAULT_RANGES, MonitorInputError, Thresholds, monitor_records
+    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.store import StoreError
 
-    try:
-        thresholds = Thresholds(
-            epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
-            raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
-            ranges={**DEFAULT_RANGES, **_parse_ranges(value_range)}, ignore=tuple(ignore),
-            alarm_idle_penalties=alarm_idle_penalties,
-        )
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        _fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
+    thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
+                                  min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
+                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
+                                  alarm_idle_penalties=alarm_idle_penalties)
 
     source = _Source(path, run_id)
     bad: list = []
+    duplicates: list[int] = []
     try:
-        result = monitor_records(source.records(step, bad), thresholds)
+        result = monitor_records(source.records(step, bad, duplicates), thresholds)
     except MonitorInputError as exc:
-        _fail(f"{path}: {exc}")
+        fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:
-        _fail(f"cannot read {path}: {exc}")
+        fail(f"cannot read {path}: {exc}")
     result.unreadable = [b.to_dict() for b in bad]
+    if duplicates:
+        note(f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
+             f"the last copy counts), e.g. line {min(duplicates)}")
     if not result.steps:
         which = f" for run '{source.run_id}'" if source.run_id else ""
-        _fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
+        fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
               + (f" ({len(bad)} unreadable)" if bad else ""))
 
     out = Console(width=None if Console().is_terminal else 160)
@@ -215,20 +242,22 @@ def monitor(
     if as_json:
         data = result.to_dict()
         data["source"] = path
+        data["duplicates_dropped"] = len(duplicates)
         data["delivery_failures"] = [{"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind,
                                       "error": f.error} for f in failures]
-        typer.echo(json.dumps(data, indent=2, allow_nan=False))
+        write_json_line(data)
     else:
         _print_table(out, result, f"run {source.run_id or result.run_id}: within-group variance per component")
         dispatch(result.alarms, [ConsoleAlarmSink(out)])
         if not result.alarms:
             out.print("[green]no alarms[/green]")
-        for item in result.unreadable:
-            err.print(f"[yellow]skipped unreadable record[/yellow] {escape(item['key'])}: {escape(item['reason'])}",
-                      soft_wrap=True)
-        for failure in failures:
-            err.print(f"[yellow]could not deliver alarm via {failure.sink}:[/yellow] {escape(failure.error)}",
-                      soft_wrap=True)
+    for item in result.unreadable:
+        note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    for failure in failures:
+        error_line(f"could not deliver alarm {failure.alarm.component}/{failure.alarm.kind} via {failure.sink}: "
+                   f"{failure.error}")
 
     if fail_on_alarm and any(a.kind in ("dead_component", "error_rate") for a in result.alarms):
         raise typer.Exit(2)
+    if failures:
+        raise typer.Exit(1)

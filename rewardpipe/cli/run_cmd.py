@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import json
+import math
+import sys
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -14,8 +15,21 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rewardpipe.cli.app import app
-from rewardpipe.models import InputFileError, Rollout, Task, load_rollouts, load_tasks, parse_jsonl
+from rewardpipe.cli.app import app, error_line, fail, note, printable, usage_fail, write_json_line
+from rewardpipe.cli.common import (
+    build_thresholds,
+    cap_workers,
+    check_run_id,
+    episode_reward,
+    exit_for_losses,
+    file_sha256,
+    load_tasks_or_fail,
+    new_manifest,
+    open_run,
+    save_manifest,
+    utc_now,
+)
+from rewardpipe.models import InputFileError, Rollout, load_rollouts
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -33,25 +47,6 @@ class SimulatorName(str, Enum):
     openai = "openai"
 
 
-def _fail(message: str, code: int = 1) -> None:
-    console.print(f"[bold red]error:[/] {escape(message)}", soft_wrap=True)
-    raise typer.Exit(code)
-
-
-def _store_all(store: Any, records: list) -> int:
-    """Write every record; a record the store refuses (an id too long for a key) is reported, not fatal."""
-    from rewardpipe.store import StoreError
-
-    refused = 0
-    for record in records:
-        try:
-            store.put_record(record)
-        except (ValueError, StoreError) as exc:
-            refused += 1
-            console.print(f"[red]not stored[/] {escape(record.rollout_id[:80])}: {escape(str(exc))}", soft_wrap=True)
-    return refused
-
-
 def _transcript_writer(store: Any):
     """``on_transcript`` for the runner: store each transcript; a refused one is reported, never fatal."""
     from rewardpipe.store import StoreError
@@ -60,45 +55,9 @@ def _transcript_writer(store: Any):
         try:
             store.put_transcript(transcript)
         except (ValueError, StoreError) as exc:
-            console.print(f"[yellow]transcript not stored[/] {escape(transcript.rollout_id[:80])}: {escape(str(exc))}",
-                          soft_wrap=True)
+            error_line(f"transcript not stored {transcript.rollout_id[:80]}: {exc}")
 
     return write
-
-
-def _load_tasks_or_exit(path: Path) -> list[Task]:
-    try:
-        return load_tasks(path)
-    except FileNotFoundError:
-        _fail(f"task file not found: {path}")
-    except InputFileError as exc:
-        _fail(str(exc))
-    raise AssertionError("unreachable")
-
-
-def _parse_weights(pairs: list[str]) -> dict[str, float]:
-    weights = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        try:
-            if not sep:
-                raise ValueError
-            weights[name.strip()] = float(value)
-        except ValueError:
-            _fail(f"--weight must look like NAME=NUMBER, got '{pair}'")
-    return weights
-
-
-def _reward(name: str, weight: list[str]):
-    from rewardpipe.rewards import EPISODE_REWARDS, get_reward
-
-    if name not in EPISODE_REWARDS:
-        _fail(f"--reward {name} scores single-turn samples (use it through the Nova reward Lambda or "
-              f"rewardpipe.single_turn); episodes against a task's hidden tests use: {', '.join(sorted(EPISODE_REWARDS))}")
-    try:
-        return get_reward(name, _parse_weights(weight))
-    except ValueError as exc:
-        _fail(str(exc))
 
 
 def _progress() -> Progress:
@@ -106,17 +65,18 @@ def _progress() -> Progress:
                     console=console, transient=True, disable=not console.is_terminal)
 
 
-def _thresholds(dead_fraction: float, recover_fraction: float, consecutive: int, error_rate: float, min_groups: int):
-    from pydantic import ValidationError
+def _positive(name: str, value: float) -> None:
+    if not (value > 0 and math.isfinite(value)):
+        usage_fail(f"{name} must be a positive number, got {value}")
 
-    from rewardpipe.monitoring import Thresholds
+
+def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any:
+    from rewardpipe.openai_client import ChatClient
 
     try:
-        return Thresholds(dead_fraction=dead_fraction, recover_fraction=recover_fraction,
-                          raise_after=consecutive, error_rate=error_rate, min_groups=min_groups)
-    except ValidationError as exc:
-        _fail(f"bad monitor thresholds: {exc.errors()[0]['loc'][0] if exc.errors()[0]['loc'] else ''} "
-              f"{exc.errors()[0]['msg']}")
+        return ChatClient(base_url, model, timeout_s=timeout, max_retries=retries)
+    except ValueError as exc:
+        usage_fail(str(exc))
 
 
 @app.command()
@@ -126,7 +86,9 @@ def run(
     group_size: int = typer.Option(8, "--group-size", "-k", min=1, help="Rollouts per group (GRPO's K)."),
     steps: int = typer.Option(3, min=1, help="Training steps to simulate."),
     out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
-    run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp)."),
+    run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."),
     groups_per_step: int = typer.Option(12, min=1, help="Groups (prompts) per step, round-robin over tasks."),
     max_turns: int = typer.Option(6, min=1, help="Assistant turn limit per rollout."),
     reward_name: str = typer.Option("ask_before_coding", "--reward", help="Reward to score with."),
@@ -140,97 +102,158 @@ def run(
     simulator: SimulatorName = typer.Option(SimulatorName.rule, help="User simulator."),
     sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL"),
     sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
-    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores)."),
+    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", help="Seconds per policy/simulator request."),
+    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, help="Retries of a failed endpoint request."),
+    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    epsilon: float = typer.Option(1e-6, help="A group whose std is at most this has zero variance."),
     dead_fraction: float = typer.Option(0.9, help="A component is dead when this fraction of groups has zero variance."),
     recover_fraction: float = typer.Option(0.5, help="...and alive again below this fraction (hysteresis)."),
     consecutive: int = typer.Option(1, min=1, help="Dead steps in a row before alarming."),
     min_groups: int = typer.Option(4, min=1, help="Groups with >= 2 scored rollouts needed for a verdict."),
     max_error_rate: float = typer.Option(0.1, help="Alarm when at least this fraction of a step's rollouts are errors."),
+    error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
+    ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty."),
+    value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
+    alarm_idle_penalties: bool = typer.Option(
+        False, "--alarm-idle-penalties",
+        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
+    spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
     plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
     from rewardpipe.execution import get_executor
+    from rewardpipe.execution.sandbox import make_executor
     from rewardpipe.policies import OpenAIPolicy, ReplayPolicy, ScriptedPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
     from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
-    from rewardpipe.store import open_store
+    from rewardpipe.store import StoreError, rollout_key
 
-    task_list = _load_tasks_or_exit(tasks)
-    reward = _reward(reward_name, weight)
-    thresholds = _thresholds(dead_fraction, recover_fraction, consecutive, max_error_rate, min_groups)
-    run_id = run_id or datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    store = open_store(out_dir)
-
+    # Every input is checked before anything is written.
+    if overwrite and resume:
+        usage_fail("--overwrite and --resume cannot be combined")
+    run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
+    task_list = load_tasks_or_fail(tasks)
+    reward = episode_reward(reward_name, weight)
+    thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
+                                  min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
+                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
+                                  alarm_idle_penalties=alarm_idle_penalties)
+    _positive("--endpoint-timeout", endpoint_timeout)
+    workers = cap_workers(workers)
+    if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
+        usage_fail(f"--plot must end in .png, .svg or .pdf, got '{plot}'")
+    configuration: dict[str, Any] = {"policy": policy.value, "group_size": group_size,
+                                     "groups_per_step": groups_per_step, "max_turns": max_turns,
+                                     "simulator": simulator.value}
     replay_slots = None
-    refused_early = 0
+    unknown: list[Rollout] = []
     if policy is PolicyName.scripted:
-        chosen: Any = ScriptedPolicy(seed=seed, collapse_from_step=collapse_from_step)
+        try:
+            chosen: Any = ScriptedPolicy(seed=seed, collapse_from_step=collapse_from_step)
+        except ValueError as exc:
+            usage_fail(str(exc))
+        configuration.update(seed=seed, collapse_from_step=collapse_from_step)
     elif policy is PolicyName.replay:
         if rollouts is None:
-            _fail("--policy replay needs --rollouts FILE")
+            usage_fail("--policy replay needs --rollouts FILE")
         try:
             recorded = load_rollouts(rollouts)
             chosen = ReplayPolicy(recorded)
-        except (FileNotFoundError, InputFileError, ValueError) as exc:
-            _fail(str(exc))
+        except FileNotFoundError:
+            fail(f"rollouts file not found: {rollouts}")
+        except (InputFileError, ValueError) as exc:
+            fail(str(exc))
+        if not recorded:
+            fail(f"{rollouts}: contains no rollouts")
         replay_slots, unknown = slots_from_rollouts(recorded, {t.task_id: t for t in task_list})
-        for rollout in unknown:
-            refused_early = _store_all(store, [unknown_task_record(rollout, run_id, reward)])
+        configuration["rollouts_sha256"] = file_sha256(rollouts)
     else:
         if not base_url or not model:
-            _fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
-        chosen = OpenAIPolicy(base_url, model)
+            usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
+        chosen = OpenAIPolicy(base_url, model, client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
+        configuration.update(base_url=base_url, model=model)
     if simulator is SimulatorName.openai:
         if not sim_base_url or not sim_model:
-            _fail("--simulator openai needs --sim-base-url and --sim-model")
-        sim: Any = OpenAISimulator(sim_base_url, sim_model)
+            usage_fail("--simulator openai needs --sim-base-url and --sim-model")
+        sim: Any = OpenAISimulator(sim_base_url, sim_model,
+                                   client=_chat_client(sim_base_url, sim_model, endpoint_timeout, endpoint_retries))
+        configuration.update(sim_base_url=sim_base_url, sim_model=sim_model)
     else:
         sim = RuleBasedSimulator()
+    manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
+                            reward=reward, steps=steps)
+    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import load_state, monitor_step, state_key
 
-    from rewardpipe.monitoring import ConsoleAlarmSink, StoreAlarmSink
-    from rewardpipe.monitoring import MonitorState, load_state, monitor_step, state_key
+    store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+    alarm_failures = 0
+    try:
+        _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
+        if state_problem is not None:
+            error_line(f"{state_problem.key}: {state_problem.reason}")
+        if not already:  # a fresh run (or one just overwritten) starts a fresh hysteresis; a resumed one carries on
+            store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
+    except StoreError as exc:
+        error_line(f"could not write the monitor state: {exc}")
+    writer.write(r for r in (unknown_task_record(u, run_id, reward) for u in unknown)
+                 if rollout_key(run_id, r.step, r.group_id, r.rollout_id) not in already)
 
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
-    # Running a run id again re-scores it from scratch: start the monitor's hysteresis afresh, or every step
-    # would count as a replay of the saved state and no alarm would be raised a second time.
-    _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
-    if state_problem is not None:
-        console.print(f"{state_problem.key}: {state_problem.reason}", markup=False, soft_wrap=True)
-    if store.get_json(state_key(run_id), default=None) is not None:
-        console.print(f"run id '{run_id}' exists in {out_dir}: its records and monitor state are replaced")
-    store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
-    executor = get_executor()
+    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
+    executor = make_executor(workers=workers) if workers else get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
-    refused = refused_early
+    skipped = 0
     monitor_state = MonitorState(run_id=run_id)
-    with _progress() as bar:
-        for step in step_numbers:
-            slots = ([s for s in replay_slots if s.step == step] if replay_slots is not None
-                     else plan_step(task_list, step, groups_per_step, group_size))
-            handle = bar.add_task(f"step {step}", total=len(slots))
+    try:
+        with _progress() as bar:
+            for step in step_numbers:
+                planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
+                           else plan_step(task_list, step, groups_per_step, group_size))
+                slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
+                skipped += len(planned) - len(slots)
+                handle = bar.add_task(f"step {step}", total=len(slots))
 
-            def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
-                bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
+                def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
+                    bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
-            records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
-                                run_id=run_id, max_turns=max_turns, workers=workers,
-                                conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
-                                on_transcript=_transcript_writer(store))
-            refused += _store_all(store, records)
-            result = monitor_step(store, run_id, step, thresholds, sinks)
-            reports.extend(result.steps)
-            all_alarms.extend(result.alarms)
-            monitor_state = result.state
-            bar.remove_task(handle)
-
+                records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
+                                    run_id=run_id, max_turns=max_turns, workers=workers,
+                                    conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
+                                    on_transcript=_transcript_writer(store))
+                writer.write(records)
+                try:
+                    result = monitor_step(store, run_id, step, thresholds, sinks)
+                except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
+                    error_line(f"step {step}: the monitor could not check this step: {exc}")
+                    alarm_failures += 1
+                    bar.remove_task(handle)
+                    continue
+                for item in result.unreadable:
+                    if item["key"].startswith("alarm-delivery:"):
+                        alarm_failures += 1
+                        error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
+                    else:
+                        error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
+                reports.extend(result.steps)
+                all_alarms.extend(result.alarms)
+                monitor_state = result.state
+                bar.remove_task(handle)
+    finally:
+        writer.close()
+        if workers:
+            executor.close()
     for endpoint_user in (chosen, sim):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
+    manifest.finished_at = utc_now()
+    save_manifest(store, manifest)
+    if skipped:
+        note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     if plot is not None:
         from rewardpipe.monitoring import MonitorResult
         from rewardpipe.monitoring.plots import plot_run
@@ -240,17 +263,18 @@ def run(
                                   state=monitor_state)
         try:
             plot_run(whole_run, plot)
-        except ValueError as exc:
-            _fail(f"--plot: {exc}")
-        console.print(f"chart written to {plot}")
+            note(f"chart written to {plot}")
+        except (ValueError, OSError) as exc:
+            error_line(f"--plot: {exc}")
     if as_json:
-        out.print_json(json.dumps({"run_id": run_id, "store": str(out_dir),
-                                   "steps": [r.to_dict() for r in reports],
-                                   "alarms": [a.to_dict() for a in all_alarms]}))
+        write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
+                         "skipped_already_stored": skipped, "unstored": writer.spilled,
+                         "spill_file": str(writer.spill_path) if writer.spilled else None,
+                         "alarm_failures": alarm_failures,
+                         "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
-    if refused:
-        _fail(f"{refused} record(s) could not be stored (see above)")
+    exit_for_losses(writer, alarm_failures)
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
@@ -289,48 +313,98 @@ def _fmt(value: Any, pct: bool = False) -> str:
     return f"{value:.0%}" if pct else f"{value:.3f}"
 
 
+def _has_a_line(path: Path) -> bool:
+    """True once a non-blank line is seen (reads no further)."""
+    with path.open("rb") as fh:
+        return any(line.strip() for line in fh)
+
+
 @app.command()
 def score(
     rollouts_file: Path = typer.Argument(..., metavar="ROLLOUTS.jsonl", help="Recorded rollouts."),
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
     out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
-    run_id: str = typer.Option("scored", help="Run id the records are filed under."),
+    run_id: str = typer.Option("scored", help="Run id the records are filed under. One run id is one experiment."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run id (same files); rollouts already stored are skipped."),
     reward_name: str = typer.Option("ask_before_coding", "--reward"),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
-    workers: Optional[int] = typer.Option(None, min=1),
+    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."),
+    spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
 ) -> None:
-    """Score recorded rollouts as they are. A bad line is reported and skipped; the rest are scored (exit 1)."""
-    from rewardpipe.execution import get_executor
-    from rewardpipe.runner import score_rollouts
-    from rewardpipe.store import open_store
+    """Score recorded rollouts as they are. A bad line is reported and skipped; the rest are scored (exit 1).
 
-    task_list = _load_tasks_or_exit(tasks)
-    reward = _reward(reward_name, weight)
-    good: list[Rollout] = []
-    bad_lines = 0
+    The file is streamed: ``--batch-size`` rollouts at a time are read, executed, scored, written and
+    printed, so memory does not grow with the file (only the set of rollout ids seen, to refuse repeats).
+    """
+    from rewardpipe.execution import get_executor
+    from rewardpipe.models import RolloutReader
+    from rewardpipe.runner import score_rollouts
+    from rewardpipe.store import rollout_key
+
+    if overwrite and resume:
+        usage_fail("--overwrite and --resume cannot be combined")
+    run_id = check_run_id(run_id)
+    task_list = load_tasks_or_fail(tasks)
+    reward = episode_reward(reward_name, weight)
+    workers = cap_workers(workers)
+    if not rollouts_file.is_file():
+        fail(f"rollouts file not found: {rollouts_file}" if not rollouts_file.exists()
+             else f"expected a rollouts file, got a directory: {rollouts_file}")
     try:
-        lines = rollouts_file.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        _fail(f"rollouts file not found: {rollouts_file}")
-    for lineno, line in enumerate(lines, start=1):
-        try:
-            # parse_jsonl names the line; feed it one line at a time so one bad line costs one rollout.
-            good.extend(parse_jsonl([line], Rollout, f"{rollouts_file}:{lineno}"))
-        except InputFileError as exc:
-            bad_lines += 1
-            console.print(f"[red]skipped[/] {escape(str(exc).replace(':1:', '', 1))}", soft_wrap=True)
-    store = open_store(out_dir)
-    records = score_rollouts(good, {t.task_id: t for t in task_list}, executor=get_executor(), reward=reward,
-                             run_id=run_id, workers=workers, on_transcript=_transcript_writer(store))
-    refused = _store_all(store, records)
-    for record in records:
-        if as_json:
-            out.print(record.to_json(), soft_wrap=True, highlight=False)
+        rollouts_sha256 = file_sha256(rollouts_file)
+        if not _has_a_line(rollouts_file):
+            fail(f"{rollouts_file}: contains no rollouts")
+    except OSError as exc:
+        fail(f"cannot read rollouts file {rollouts_file}: {exc.strerror or exc}")
+    manifest = new_manifest(run_id=run_id, command="score", reward=reward, tasks_file=tasks,
+                            configuration={"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256})
+    store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+    by_id = {t.task_id: t for t in task_list}
+    transcripts = _transcript_writer(store)
+    executor = get_executor()
+    scored = errors = bad_lines = skipped = 0
+
+    def flush(batch: list[Rollout]) -> None:
+        nonlocal scored, errors
+        records = score_rollouts(batch, by_id, executor=executor, reward=reward, run_id=run_id, workers=workers,
+                                 on_transcript=transcripts)
+        writer.write(records)
+        for record in records:
+            if record.status == "scored":
+                scored += 1
+            else:
+                errors += 1
+            if as_json:
+                write_json_line(record.model_dump(mode="json", by_alias=True))
+
+    batch: list[Rollout] = []
+    try:
+        for _, rollout, problem in RolloutReader(rollouts_file):
+            if problem is not None:
+                bad_lines += 1
+                note(f"skipped {problem}")
+                continue
+            if rollout_key(run_id, rollout.step, rollout.group_id, rollout.rollout_id) in already:
+                skipped += 1
+                continue
+            batch.append(rollout)
+            if len(batch) >= batch_size:
+                flush(batch)
+                batch = []
+        if batch:
+            flush(batch)
+    finally:
+        writer.close()
+    manifest.finished_at = utc_now()
+    save_manifest(store, manifest)
     if not as_json:
-        scored = sum(r.status == "scored" for r in records)
-        out.print(f"scored {scored}, errors {len(records) - scored}, skipped lines {bad_lines} → {out_dir}")
-    if bad_lines or refused:
+        resumed = f", already stored {skipped}" if skipped else ""
+        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {out_dir}\n")
+    exit_for_losses(writer, 0)
+    if bad_lines:
         raise typer.Exit(1)
 
 
@@ -345,22 +419,24 @@ def doctor(
     from rewardpipe.doctor import diagnose
     from rewardpipe.execution import get_executor
 
-    task_list = _load_tasks_or_exit(tasks)
-    reward = _reward(reward_name, [])
-    diagnoses = diagnose(task_list, reward, get_executor(), workers=workers)
+    task_list = load_tasks_or_fail(tasks)
+    reward = episode_reward(reward_name, [])
+    diagnoses = diagnose(task_list, reward, get_executor(), workers=cap_workers(workers))
     broken = [d for d in diagnoses if not d.ok]
     if as_json:
-        out.print_json(json.dumps({"tasks": len(diagnoses), "broken": [d.task_id for d in broken],
-                                   "diagnoses": [d.to_dict() for d in diagnoses]}))
+        write_json_line({"tasks": len(diagnoses), "broken": [d.task_id for d in broken],
+                         "diagnoses": [d.to_dict() for d in diagnoses]})
     else:
         for diagnosis in broken:
-            out.print(f"[red]✗ {diagnosis.task_id}[/]")
+            out.print(f"[red]✗ {escape(printable(diagnosis.task_id))}[/]")
             for problem in diagnosis.problems:
-                out.print(f"    {problem}")
+                out.print(f"    {escape(printable(problem))}", highlight=False)
         for diagnosis in diagnoses:  # weak test shapes: scorable, but gameable (docs/tasks.md)
             for warning in diagnosis.warnings:
-                out.print(f"[yellow]! {escape(diagnosis.task_id)}[/]: {escape(warning)}", highlight=False)
+                out.print(f"[yellow]! {escape(printable(diagnosis.task_id))}[/]: {escape(printable(warning))}",
+                          highlight=False)
         out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
-                  (f"; broken: {', '.join(d.task_id for d in broken)}" if broken else ""))
+                  (f"; broken: {escape(printable(', '.join(d.task_id for d in broken)))}" if broken else ""),
+                  highlight=False)
     if broken:
         raise typer.Exit(1)

@@ -9,8 +9,9 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from rewardpipe.cli.app import app
-from rewardpipe.models import InputFileError, Task, load_tasks
+from rewardpipe.cli.app import app, error_line, fail
+from rewardpipe.cli.common import load_tasks_or_fail
+from rewardpipe.models import InputFileError, Task
 
 tasks_app = typer.Typer(
     name="tasks",
@@ -19,13 +20,7 @@ tasks_app = typer.Typer(
 )
 app.add_typer(tasks_app, name="tasks")
 
-console = Console(stderr=True, soft_wrap=True)
 out = Console(soft_wrap=True)
-
-
-def _fail(message: str) -> None:
-    console.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
-    raise typer.Exit(1)
 
 
 def task_problems(task: Task) -> list[str]:
@@ -65,22 +60,11 @@ def task_problems(task: Task) -> list[str]:
 @tasks_app.command("validate")
 def validate(file: Path = typer.Argument(..., help="Task JSONL file to check.")) -> None:
     """Load a task file and check each task's code parses; prints 'N tasks OK' or what is wrong."""
-    try:
-        tasks = load_tasks(file)
-    except FileNotFoundError:
-        _fail(f"task file not found: {file}")
-    except IsADirectoryError:
-        _fail(f"expected a task file, got a directory: {file}")
-    except UnicodeDecodeError as exc:
-        _fail(f"{file}: not UTF-8 text ({exc.reason})")
-    except InputFileError as exc:
-        _fail(str(exc))
-    if not tasks:
-        _fail(f"{file}: contains no tasks")
+    tasks = load_tasks_or_fail(file)
     found = [(task.task_id, problem) for task in tasks for problem in task_problems(task)]
     if found:
         for task_id, problem in found:
-            console.print(f"[bold red]error:[/] {file}: task '{task_id}': {problem}", highlight=False)
+            error_line(f"{file}: task '{task_id}': {problem}")
         raise typer.Exit(1)
     out.print(f"{len(tasks)} tasks OK", highlight=False)
 
@@ -99,15 +83,15 @@ def import_humaneval_command(
         source = path if path is not None else bundled_humaneval_path()
         tasks = import_humaneval(source)
     except FileNotFoundError as exc:
-        _fail(f"HumanEval file not found: {exc.filename or exc}")
+        fail(f"HumanEval file not found: {exc.filename or exc}")
     except InputFileError as exc:
-        _fail(str(exc))
+        fail(str(exc))
     if not tasks:
-        _fail(f"{source}: contains no HumanEval problems")
+        fail(f"{source}: contains no HumanEval problems")
     try:
         written = write_tasks(tasks, out_file)
     except OSError as exc:
-        _fail(f"cannot write {out_file}: {exc.strerror or exc}")
+        fail(f"cannot write {out_file}: {exc.strerror or exc}")
     with_examples = sum(any(item.startswith(("For example", "Example")) for item in task.spec) for task in tasks)
     hidden_details = sum(len(task.spec) for task in tasks)
     out.print(

@@ -57,6 +57,9 @@ class ExecutionResult(BaseModel):
     mode: str = ""
     # Isolation layers detected and applied for this run, e.g. {"uid": "65534", "netns": "on"}.
     isolation: dict[str, str] = Field(default_factory=dict)
+    # An ``error`` caused by the model's code itself (it does not define the entry point): the tests
+    # could not run, yet the rollout is the model's failure and scores 0, never an excluded error.
+    model_fault: bool = False
     duration_ms: float = 0.0
     stdout: str = ""
     stderr: str = ""
@@ -68,11 +71,14 @@ class ExecutionResult(BaseModel):
 
     @property
     def is_infrastructure_error(self) -> bool:
-        return self.status is ExecutionStatus.ERROR
+        return self.status is ExecutionStatus.ERROR and not self.model_fault
 
     @property
     def fraction_passed(self) -> float:
-        """Correctness in [0, 1]: model failures (timeout, crash) are 0.0; callers handle ``error``."""
+        """Correctness in [0, 1]: model failures (timeout, crash, no entry point) are 0.0; callers
+        handle infrastructure errors."""
+        if self.model_fault:
+            return 0.0
         if self.status is ExecutionStatus.ERROR:
             raise ValueError("an infrastructure error has no correctness value")
         if self.total <= 0:

@@ -536,7 +536,8 @@ class ForkServerExecutor:
             return self._result(job, started, ExecutionStatus.ERROR,
                                 reason=f"the trusted harness wrote no verdict ({reply.get('harness')})", **common)
         if verdict.get("harness_error"):
-            return self._result(job, started, ExecutionStatus.ERROR, reason=str(verdict["harness_error"]), **common)
+            return self._result(job, started, ExecutionStatus.ERROR, reason=str(verdict["harness_error"]),
+                                model_fault=verdict.get("model_fault") is True, **common)
         tests_run = int(verdict.get("tests_run", 0))
         successes = int(verdict.get("successes", 0))
         if tests_run == expected and successes == expected and expected > 0:

@@ -1,32 +1,50 @@
 """TRL ``GRPOTrainer`` adapter: one reward function per component, and the within-group monitor per batch.
 
+Supported: TRL 1.13 (the ``.[trl]`` extra pins trl, transformers, accelerate, datasets and a CPU torch;
+``make test-trl`` trains a real GRPOTrainer with them). The reward functions use only TRL's documented
+reward-function call (``prompts``, ``completions``, dataset columns as keyword lists, plus
+``trainer_state`` / ``log_metric``), which TRL has had since 0.2x.
+
 TRL logs every reward function on its own (``rewards/<name>/mean`` and ``/std``) and sums them with
 ``reward_weights``. Handing it one function per component gives per-component curves for free, and the
 weights stay rewardpipe's::
 
-    from rewardpipe.integrations.trl import reward_functions
-    funcs, weights = reward_functions("gsm8k")
-    trainer = GRPOTrainer(model=..., reward_funcs=funcs, args=GRPOConfig(reward_weights=weights, ...), ...)
+    from rewardpipe.integrations.trl import RewardPipeCallback
+    monitor = RewardPipeCallback(reward="gsm8k", store="runs")       # store optional
+    trainer = GRPOTrainer(model=..., reward_funcs=monitor.reward_funcs,
+                          args=GRPOConfig(reward_weights=monitor.reward_weights, ...), callbacks=[monitor])
 
 A sample that cannot be scored (unreadable reference, harness failure) gets ``None`` from every function:
 TRL treats ``None`` as "no reward" and leaves it out, where a 0.0 would enter the group's baseline.
 
-TRL's batch statistics are batch-wide; the within-group view is :func:`monitor_batch`, which takes the
-values TRL passes around (one list per component, completions of one prompt adjacent) and returns the same
-report the local runner and the variance-check Lambda produce. It does not import TRL.
+TRL's per-function statistics are batch-wide (``rewards/<name>/std`` can be large while the component is
+constant inside every group). :class:`RewardPipeCallback` runs the within-group monitor on every training
+batch with the weights TRL actually uses, logs ``rewardpipe/<component>/zero_variance_group_fraction`` and
+``rewardpipe/<component>/within_group_std`` through TRL's ``log_metric`` hook (so they land in
+``trainer.state.log_history`` and every ``report_to`` backend), keeps the alarms in ``callback.alarms`` and,
+given a store, writes the records so ``rewardpipe monitor`` and ``rewardpipe report`` read a TRL run.
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Sequence
+import json
+import logging
+import math
+import os
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rewardpipe.rewards import get_reward
+from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
 RewardFn = Callable[..., list]
+logger = logging.getLogger("rewardpipe.trl")
 
 # Dataset columns read as the reference answer, in order of preference (GSM8K calls it "answer").
 REFERENCE_COLUMNS = ("reference_answer", "answer", "solution")
+# Keyword arguments TRL adds to every reward call that are not dataset columns.
+_TRL_HOOKS = ("trainer_state", "log_extra", "log_metric", "environments", "completion_ids")
 
 
 def _as_messages(value: Any, role: str) -> list[dict[str, Any]]:
@@ -40,7 +58,7 @@ def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mappin
     samples = []
     for index, completion in enumerate(completions):
         metadata = {name: values[index] for name, values in columns.items()
-                    if isinstance(values, (list, tuple)) and len(values) == len(completions)}
+                    if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == len(completions)}
         reference = next((metadata[c] for c in REFERENCE_COLUMNS if metadata.get(c) is not None), None)
         if reference is not None:
             metadata["reference_answer"] = reference
@@ -50,54 +68,125 @@ def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mappin
     return samples
 
 
+def _resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
+    if isinstance(reward, Reward):
+        return reward.with_weights(weights)
+    return get_reward(reward, weights)
+
+
+@dataclass
+class ScoredBatch:
+    """One batch as the reward functions saw it: per completion, each component's value (``None`` when it
+    could not be computed) and the error kind of an unscorable completion."""
+
+    fingerprint: str
+    values: list[dict[str, float | None]]
+    errors: list[str | None]
+    served: set[str] = field(default_factory=set)
+
+
+class BatchScorer:
+    """Scores a batch once and serves it to each component's reward function.
+
+    TRL calls the reward functions one after the other with the same inputs. The batch is recognised by
+    its *content* (a canonical JSON of the samples), never by object identity: ``id()`` of a freed list is
+    reused by the next one, so an id-keyed cache can hand one batch's scores to the next. A component asked
+    twice for the same content means a new batch (two consecutive batches can be identical), so it is scored
+    again. When every component has been served, ``on_complete`` receives the batch and the call's keyword
+    arguments (TRL's hooks).
+    """
+
+    def __init__(self, reward: Reward, executor: Any = None,
+                 on_complete: Callable[[ScoredBatch, Mapping[str, Any]], None] | None = None) -> None:
+        self.reward = reward
+        self.executor = executor
+        self.on_complete = on_complete
+        self.current: ScoredBatch | None = None
+        self.batches_scored = 0
+        self.incomplete_batches = 0
+
+    def _score(self, samples: list[dict], fingerprint: str) -> ScoredBatch:
+        results = score_samples(samples, self.reward, executor=self.executor)
+        values, errors = [], []
+        for result in results:
+            metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
+            failed = bool(metrics.get("reward_error"))
+            values.append({c: None if failed else metrics.get(c) for c in self.reward.component_names})
+            kind = next((name[len("error_"):] for name in metrics if name.startswith("error_")), "unscored")
+            errors.append(kind if failed else None)
+        self.batches_scored += 1
+        return ScoredBatch(fingerprint, values, errors)
+
+    def values(self, component: str, prompts: Sequence[Any], completions: Sequence[Any],
+               kwargs: Mapping[str, Any]) -> list[float | None]:
+        samples = _samples(prompts, completions, kwargs)
+        fingerprint = json.dumps(samples, sort_keys=True, default=repr)
+        batch = self.current
+        if batch is None or batch.fingerprint != fingerprint or component in batch.served:
+            if batch is not None and batch.served != set(self.reward.component_names):
+                self.incomplete_batches += 1
+                logger.warning(
+                    "rewardpipe: only %s of the components %s were asked for a batch; pass every function of "
+                    "reward_funcs to GRPOTrainer or the within-group monitor cannot run",
+                    sorted(batch.served), self.reward.component_names,
+                )
+            batch = self.current = self._score(samples, fingerprint)
+        batch.served.add(component)
+        out = [row[component] for row in batch.values]
+        if batch.served == set(self.reward.component_names) and self.on_complete is not None:
+            self.on_complete(batch, kwargs)
+        return out
+
+    def functions(self) -> list[RewardFn]:
+        def component_fn(name: str) -> RewardFn:
+            def fn(prompts, completions, **kwargs) -> list:
+                return self.values(name, prompts, completions, kwargs)
+
+            fn.__name__ = f"{self.reward.name}_{name}"  # TRL names its logged columns after the function
+            fn.rewardpipe_component = name  # type: ignore[attr-defined]
+            return fn
+
+        return [component_fn(name) for name in self.reward.component_names]
+
+
 def reward_functions(
-    reward_name: str = "gsm8k", weights: Mapping[str, float] | None = None, executor: Any = None
+    reward_name: str | Reward = "gsm8k", weights: Mapping[str, float] | None = None, executor: Any = None
 ) -> tuple[list[RewardFn], list[float]]:
     """``(reward_funcs, reward_weights)`` for ``GRPOTrainer``: one function per component of the reward.
 
     The batch is scored once (the first function called for a batch scores it, the others read the
     result), so code is executed once per completion however many components there are.
     """
-    reward = get_reward(reward_name, weights)
-    cache: dict[str, Any] = {"key": None, "results": None}
-
-    def scored(prompts, completions, columns) -> list[dict]:
-        key = (id(completions), len(completions), id(prompts))
-        if cache["key"] != key:
-            cache["results"] = score_samples(_samples(prompts, completions, columns), reward.name,
-                                             reward.weights, executor=executor)
-            cache["key"] = key
-        return cache["results"]
-
-    def component_fn(name: str) -> RewardFn:
-        def fn(prompts, completions, **columns) -> list:
-            values = []
-            for result in scored(prompts, completions, columns):
-                metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
-                values.append(None if metrics.get("reward_error") else metrics.get(name))
-            return values
-
-        fn.__name__ = f"{reward.name}_{name}"  # TRL names its logged columns after the function
-        return fn
-
-    return [component_fn(c.name) for c in reward.components], [c.weight for c in reward.components]
+    reward = _resolve_reward(reward_name, weights)
+    return BatchScorer(reward, executor).functions(), [c.weight for c in reward.components]
 
 
-def monitor_batch(
+# --------------------------------------------------------------------------------------------------
+# Within-group monitoring
+
+
+def weighted_aggregate(components: Mapping[str, float | None], weights: Mapping[str, float]) -> float | None:
+    """The reward TRL trains on (``sum_then_normalize``): Σ weight × value over the components that have a
+    value (TRL's ``nansum``), ``None`` when none has (TRL drops such a completion as unscorable)."""
+    present = [(name, value) for name, value in components.items() if value is not None]
+    if not present:
+        return None
+    return sum(weights.get(name, 1.0) * value for name, value in present)
+
+
+def batch_records(
     component_values: Mapping[str, Sequence[float | None]],
     group_size: int,
+    *,
+    weights: Mapping[str, float] | None = None,
     step: int = 0,
-    thresholds: Any = None,
-    previous_state: Any = None,
-):
-    """Within-group verdicts for one TRL batch (``num_generations`` adjacent completions per prompt).
-
-    ``component_values`` maps a component to one value per completion, ``None`` for an unscorable one;
-    a completion whose values are all ``None`` counts as an error record. Returns a ``MonitorResult``;
-    pass its ``state`` back as ``previous_state`` on the next step to keep the alarm hysteresis.
-    """
-    from rewardpipe.monitoring import monitor_records
-
+    run_id: str = "trl",
+    errors: Sequence[str | None] | None = None,
+    metrics: Mapping[str, Any] | None = None,
+) -> list[dict[str, Any]]:
+    """Records (``rewardpipe.models.Record`` shape) for one batch of ``group_size`` adjacent completions per
+    prompt, in the order TRL gathers them. ``weights`` default to 1.0 each, which is what TRL uses when
+    ``reward_weights`` is not set."""
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     lengths = {len(values) for values in component_values.values()}
@@ -106,16 +195,242 @@ def monitor_batch(
     count = lengths.pop() if lengths else 0
     if count % group_size:
         raise ValueError(f"{count} completions do not split into groups of {group_size}")
+    weights = {name: float((weights or {}).get(name, 1.0)) for name in component_values}
     records = []
     for index in range(count):
         components = {name: values[index] for name, values in component_values.items()}
-        failed = all(value is None for value in components.values())
+        kind = errors[index] if errors is not None else None
+        failed = kind is not None or all(value is None for value in components.values())
         records.append({
-            "run_id": "trl", "step": step, "group_id": f"g{index // group_size}", "rollout_id": f"c{index}",
+            "run_id": run_id, "step": step, "group_id": f"g{index // group_size}", "rollout_id": f"c{index}",
             "task_id": f"p{index // group_size}", "status": "error" if failed else "scored",
-            "error": {"kind": "unscored", "message": "no component could be computed"} if failed else None,
-            "components": components, "weights": {name: 1.0 for name in components},
-            "aggregate": None if failed or any(v is None for v in components.values())
-            else sum(components.values()),
+            "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
+            "components": components, "weights": weights,
+            "aggregate": None if failed else weighted_aggregate(components, weights),
+            "metrics": dict(metrics or {}),
         })
+    return records
+
+
+def monitor_batch(
+    component_values: Mapping[str, Sequence[float | None]],
+    group_size: int,
+    step: int = 0,
+    thresholds: Any = None,
+    previous_state: Any = None,
+    weights: Mapping[str, float] | None = None,
+):
+    """Within-group verdicts for one TRL batch (``num_generations`` adjacent completions per prompt).
+
+    ``component_values`` maps a component to one value per completion, ``None`` for an unscorable one;
+    a completion whose values are all ``None`` counts as an error record. ``weights`` must be the weights TRL
+    trains with (``GRPOConfig.reward_weights``; 1.0 each when unset), or the aggregate's verdict describes a
+    reward nobody trains on. Returns a ``MonitorResult``; pass its ``state`` back as ``previous_state`` on the
+    next step to keep the alarm hysteresis.
+    """
+    from rewardpipe.monitoring import monitor_records
+
+    records = batch_records(component_values, group_size, weights=weights, step=step)
     return monitor_records(records, thresholds, previous_state)
+
+
+def gather_across_processes(rows: list[Any]) -> list[Any]:
+    """Every process's rows, in process order (how TRL gathers rewards), so a group split across processes
+    is judged whole. A single process returns its rows unchanged."""
+    try:
+        from accelerate import PartialState
+        from accelerate.utils import gather_object
+    except ImportError:
+        return rows
+    if PartialState().num_processes <= 1:
+        return rows
+    return list(gather_object(rows))
+
+
+class RewardPipeMonitor:
+    """Per-component within-group monitoring for a TRL ``GRPOTrainer`` run.
+
+    ``reward``: a registered reward name or a :class:`rewardpipe.rewards.Reward`; ``weights`` override its
+    component weights. Hand ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and
+    ``callback`` to its ``callbacks``. On every training batch (reward functions are not monitored during
+    evaluation), once every component has been computed:
+
+    * the batch of every process is gathered (``accelerate.utils.gather_object``, in process order, the
+      order TRL gathers rewards in), so a group split across processes is judged whole; every process runs
+      the same monitor on the same rows, so every process logs the same metric names, which TRL's metric
+      averaging requires;
+    * the monitor runs with the weights the trainer really uses (``trainer.reward_weights``, read from the
+      trainer the ``log_metric`` hook belongs to; the callback's own weights only if that is unavailable);
+    * ``rewardpipe/<component>/zero_variance_group_fraction``, ``.../within_group_std`` and ``.../dead``
+      (also for ``aggregate``) and ``rewardpipe/error_rate`` go to TRL's ``log_metric``;
+    * alarms are appended to ``callback.alarms`` and logged as warnings; with ``store`` (a directory,
+      ``s3://bucket/prefix`` or a Store) the main process writes the records, alarms and monitor state
+      under ``runs/<run_id>/``, with ``step`` = the generation batch index (the trainer's ``global_step`` is
+      each record's ``metrics.global_step``).
+
+    ``ignore`` lists components that get statistics but never alarms (e.g. a rarely-fired penalty).
+    The monitor's aggregate is the ``sum_then_normalize`` reward; with ``normalize_then_sum`` read the
+    per-component verdicts (each component is normalized inside its group there).
+    """
+
+    def __init__(
+        self,
+        reward: str | Reward = "gsm8k",
+        weights: Mapping[str, float] | None = None,
+        store: Any = None,
+        ignore: Iterable[str] = (),
+        *,
+        thresholds: Any = None,
+        run_id: str | None = None,
+        executor: Any = None,
+        gather: Callable[[list[Any]], list[Any]] | None = None,
+    ) -> None:
+        from rewardpipe.monitoring import Thresholds
+
+        self.reward = _resolve_reward(reward, weights)
+        base = thresholds or Thresholds()
+        ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
+        unknown = set(ignored) - set(self.reward.component_names) - {"aggregate", "errors"}
+        if unknown:
+            raise ValueError(f"ignore names unknown component(s) {sorted(unknown)}; "
+                             f"known: {self.reward.component_names}")
+        # A component's declared range names "constant at its minimum/maximum"; explicit ranges win.
+        ranges = {**{c.name: c.value_range for c in self.reward.components}, **base.ranges}
+        self.thresholds = base.model_copy(update={"ignore": ignored, "ranges": ranges})
+        self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self.store = self._open_store(store)
+        self.gather = gather or gather_across_processes
+        self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
+        self.reward_funcs = self.scorer.functions()
+        self.reward_weights = [c.weight for c in self.reward.components]
+        self.alarms: list[Any] = []
+        self.reports: list[Any] = []  # one StepReport per monitored batch
+        self.state: Any = None  # the monitor's hysteresis state
+        self.batches = 0
+        self.failures: list[str] = []  # monitor failures (logged; training goes on)
+        self.group_size: int | None = None
+
+    @staticmethod
+    def _open_store(store: Any) -> Any:
+        if store is None:
+            return None
+        if isinstance(store, (str, os.PathLike)):
+            from rewardpipe.store import open_store
+
+            return open_store(store)
+        return store
+
+    # -- transformers.TrainerCallback events ---------------------------------------------------------
+
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D401 - TrainerCallback signature
+        self.group_size = getattr(args, "num_generations", None)
+        return control
+
+    # -- the monitor -----------------------------------------------------------------------------------
+
+    def _trainer_view(self, trainer: Any) -> tuple[dict[str, float], int | None, bool, bool]:
+        """(weights, group size, is training, is main process) as the trainer itself has them."""
+        weights = dict(self.reward.weights)
+        group_size, training, main = self.group_size, True, True
+        if trainer is None:
+            return weights, group_size, training, main
+        funcs = list(getattr(trainer, "reward_funcs", []) or [])
+        trl_weights = getattr(trainer, "reward_weights", None)
+        if trl_weights is not None and len(funcs) == len(trl_weights):
+            mine = {id(fn): fn.rewardpipe_component for fn in self.reward_funcs}
+            for fn, weight in zip(funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights):
+                if id(fn) in mine:
+                    weights[mine[id(fn)]] = float(weight)
+        model = getattr(trainer, "model", None)
+        training = bool(getattr(model, "training", True))
+        group_size = getattr(trainer, "num_generations", None) or group_size
+        accelerator = getattr(trainer, "accelerator", None)
+        main = bool(getattr(accelerator, "is_main_process", True))
+        return weights, group_size, training, main
+
+    def _on_batch(self, batch: ScoredBatch, kwargs: Mapping[str, Any]) -> None:
+        log_metric = kwargs.get("log_metric")
+        trainer = getattr(log_metric, "__self__", None)
+        weights, group_size, training, main = self._trainer_view(trainer)
+        if not training:
+            return
+        if not group_size:
+            raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
+        rows = self.gather([(values, error) for values, error in zip(batch.values, batch.errors)])
+        try:
+            self._monitor(rows, weights, group_size, main, kwargs)
+        except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
+            self.failures.append(f"{type(exc).__name__}: {exc}")
+            logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
+        self.batches += 1
+
+    def _monitor(self, rows: list, weights: dict[str, float], group_size: int, main: bool,
+                 kwargs: Mapping[str, Any]) -> None:
+        from rewardpipe.monitoring import monitor_records
+
+        log_metric = kwargs.get("log_metric")
+        trainer_state = kwargs.get("trainer_state")
+        names = self.reward.component_names
+        records = batch_records(
+            {name: [values[name] for values, _ in rows] for name in names}, group_size,
+            weights=weights, step=self.batches, run_id=self.run_id, errors=[error for _, error in rows],
+            metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
+        )
+        result = monitor_records(records, self.thresholds, self.state)
+        self.state = result.state
+        report = result.step(self.batches)
+        self.reports.append(report)
+        self.alarms.extend(result.alarms)
+        for alarm in result.alarms:
+            logger.warning("rewardpipe alarm at batch %s: %s", alarm.step, alarm.message)
+        if callable(log_metric):
+            for name, value in self.metrics(report).items():
+                log_metric(name, value)
+        if main and self.store is not None:
+            self._persist(records, result)
+
+    @staticmethod
+    def metrics(report: Any) -> dict[str, float]:
+        """The scalars logged for one batch; statistics that need more groups than the batch has are left
+        out rather than logged as NaN."""
+        out: dict[str, float] = {"rewardpipe/error_rate": float(report.error_rate)}
+        for name, stats in [*report.components.items(), ("aggregate", report.aggregate)]:
+            if stats.zero_variance_group_fraction is not None:
+                out[f"rewardpipe/{name}/zero_variance_group_fraction"] = float(stats.zero_variance_group_fraction)
+            if stats.within_group_std_mean is not None and math.isfinite(stats.within_group_std_mean):
+                out[f"rewardpipe/{name}/within_group_std"] = float(stats.within_group_std_mean)
+            out[f"rewardpipe/{name}/dead"] = 1.0 if stats.verdict == "dead" else 0.0
+        return out
+
+    def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
+        from rewardpipe.monitoring import StoreAlarmSink, dispatch
+        from rewardpipe.models import Record
+        from rewardpipe.monitoring import state_key
+
+        for raw in records:
+            self.store.put_record(Record.model_validate(raw))
+        for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)]):
+            logger.warning("rewardpipe: alarm not stored: %s", failure.error)
+        self.store.put_json(state_key(self.run_id), result.state.to_dict())
+
+
+def _callback_class() -> type:
+    """``RewardPipeMonitor`` as a real ``transformers.TrainerCallback`` (the Trainer calls every event method
+    on its callbacks). Built on first use: importing transformers takes seconds, and the reward functions
+    above do not need it."""
+    try:
+        from transformers import TrainerCallback
+    except ImportError:  # without the [trl] extra there is no Trainer to hand it to
+        return RewardPipeMonitor
+
+    class RewardPipeCallback(RewardPipeMonitor, TrainerCallback):
+        __doc__ = RewardPipeMonitor.__doc__
+
+    return RewardPipeCallback
+
+
+def __getattr__(name: str) -> Any:
+    if name == "RewardPipeCallback":
+        cls = globals()[name] = _callback_class()
+        return cls
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

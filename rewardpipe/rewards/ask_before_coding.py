@@ -42,7 +42,7 @@ def execution_correctness(execution: ExecutionResult | None) -> float | None:
     A timeout is the model's failure and scores 0.0 even if the result reports tests that passed before the
     clock ran out: partial credit for code that hangs would reward infinite loops after the easy cases.
     """
-    if execution is None or execution.status is ExecutionStatus.ERROR:
+    if execution is None or execution.is_infrastructure_error:
         return None  # the tests did not run: an infrastructure failure, not a model failure
     if execution.status is ExecutionStatus.TIMEOUT:
         return 0.0
@@ -96,17 +96,28 @@ EXACT_SIMILARITY_MAX_CHARS = 3000
 SIMILARITY_WINDOW_CHARS = 1500
 
 
-def _ratio(a: str, b: str) -> float:
-    return 1.0 if a == b else SequenceMatcher(None, a, b, autojunk=False).ratio()
+def _ratio(a: str, b: str, above: float | None = None) -> float:
+    """SequenceMatcher's ratio. With ``above``, a pair that cannot exceed it gets an upper bound (<= above)
+    instead, from the cheap length and character-count bounds: the answer to "ratio > above" is the same."""
+    if a == b:
+        return 1.0
+    matcher = SequenceMatcher(None, a, b, autojunk=False)
+    if above is not None:
+        for bound in (matcher.real_quick_ratio, matcher.quick_ratio):
+            value = bound()
+            if value <= above:
+                return value
+    return matcher.ratio()
 
 
-def turn_similarity(a: str, b: str) -> float:
+def turn_similarity(a: str, b: str, above: float | None = None) -> float:
     """SequenceMatcher ratio in [0, 1] of two turns, ignoring surrounding whitespace.
 
     Exact up to EXACT_SIMILARITY_MAX_CHARS. Beyond that it is the smallest of: the similarity of the first
     SIMILARITY_WINDOW_CHARS characters, of the last ones, and the length bound 2*min/(len a + len b) — so a
     turn repeated to max_length still scores near 1, two different long turns score low, and the cost stays
-    bounded.
+    bounded. With ``above``, a value that is at most ``above`` may be an upper bound rather than the ratio
+    (see ``_ratio``); a value above it is exact.
     """
     a, b = a.strip(), b.strip()
     if a == b:
@@ -114,17 +125,18 @@ def turn_similarity(a: str, b: str) -> float:
     if not a or not b:
         return 0.0
     if max(len(a), len(b)) <= EXACT_SIMILARITY_MAX_CHARS:
-        return _ratio(a, b)
+        return _ratio(a, b, above)
     window = SIMILARITY_WINDOW_CHARS
     length_bound = 2.0 * min(len(a), len(b)) / (len(a) + len(b))
-    return min(length_bound, _ratio(a[:window], b[:window]), _ratio(a[-window:], b[-window:]))
+    return min(length_bound, _ratio(a[:window], b[:window], above), _ratio(a[-window:], b[-window:], above))
 
 
 def loop_penalty(data: ScoringInput) -> float:
     texts = data.transcript.assistant_texts
     if len(texts) < 2:
         return 0.0
-    return -0.5 if turn_similarity(texts[-2], texts[-1]) > LOOP_SIMILARITY_THRESHOLD else 0.0
+    similarity = turn_similarity(texts[-2], texts[-1], above=LOOP_SIMILARITY_THRESHOLD)
+    return -0.5 if similarity > LOOP_SIMILARITY_THRESHOLD else 0.0
 
 
 def diagnostics(data: ScoringInput) -> dict[str, MetricValue]:
@@ -153,7 +165,7 @@ def explain_error(data: ScoringInput) -> ErrorInfo | None:
     execution = data.execution
     if execution is None:
         return ErrorInfo(kind="not_executed", message="code was committed but no execution result was supplied")
-    if execution.status is ExecutionStatus.ERROR:
+    if execution.is_infrastructure_error:
         return ErrorInfo(kind="execution_error", message=execution.reason or "the test harness failed")
     return None
 

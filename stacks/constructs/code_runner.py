@@ -56,7 +56,7 @@ class CodeRunner(Construct):
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
             environment={
-                "BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda",
+                "BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__",
                 # One job per invocation: the sandboxed tree may use what the handler leaves free.
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.functions.code_runner_memory_mb, 1)),
             },

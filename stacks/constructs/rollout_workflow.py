@@ -68,9 +68,12 @@ class RolloutWorkflow(Construct):
             "BUCKET": bucket.bucket_name,
             "REWARD_NAME": settings.reward_name,
             "REWARD_WEIGHTS": json.dumps(settings.reward_weights, sort_keys=True),
-            "MAX_TURNS": str(settings.max_turns),
+            "MAX_TURNS": str(checked_max_turns(settings.max_turns)),
             "ROUTING_THRESHOLD_S": str(settings.execution_routing_threshold_s),
             "SIMULATOR": settings.simulator,
+            # pydantic scans every installed distribution's entry points for plugins at the first model
+            # it builds; none are used, and the scan is a large share of a cold start.
+            "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
 
         def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None) -> _lambda.Function:
@@ -246,6 +249,16 @@ class RolloutWorkflow(Construct):
         run_lambda.next(score)
         run_fargate.next(score)
         return start
+
+
+def checked_max_turns(max_turns: int) -> int:
+    """The stack's turn limit, refused at synth when above the documented per-rollout limit."""
+    from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
+
+    if max_turns > MAX_TURNS_LIMIT:
+        raise ValueError(f"rewardpipe.max_turns: at most {MAX_TURNS_LIMIT} for the rollout workflow "
+                         f"(docs/aws.md, Limits), got {max_turns}")
+    return max_turns
 
 
 def fargate_step_timeout_s(settings: DeploymentSettings) -> int:

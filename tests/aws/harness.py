@@ -543,6 +543,33 @@ class Deployment:
         return matches[0]
 
 
+def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
+    """A local OpenAI-compatible ``/chat/completions`` endpoint: ``reply(request_body)`` gives the
+    assistant text. Returns (server, base URL, what it was sent); call ``server.shutdown()`` after."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    seen: list[dict] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
+            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply(body)},
+                                            "finish_reason": "stop"}]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args):
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+
+
 def run_execution(sfn: Any, arn: str, payload: dict, timeout_s: float = 120.0) -> dict:
     """Start a named execution (moto needs names) and wait for it to finish."""
     execution = sfn.start_execution(stateMachineArn=arn, name=f"x-{uuid.uuid4().hex}", input=json.dumps(payload))

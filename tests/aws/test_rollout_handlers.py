@@ -234,6 +234,8 @@ def _failed(context, state: str, error: str, cause: str = "boom", attempt: str =
     (_failed({"run": "r", "group": "g", "rollout": "z"}, "StartEpisodeStep", "ValidationError", "bad"), "bad_input"),
     ({"context": {"run": 5, "step": "two", "group": None, "rollout": "z2", "failed": "junk"}, "attempt": "a"},
      "start_error"),
+    ({"context": ["a", "list"], "attempt": None}, "start_error"),
+    ({"context": {"run": "r", "group": "g", "rollout": "z3"}, "attempt": 7}, "start_error"),
 ])
 def test_error_record_handler_always_writes_a_record(bucket, event, kind):
     out = load("error_record").lambda_handler(event, Context())
@@ -361,30 +363,9 @@ class PolicyTimeout(Context):
 
 @pytest.fixture
 def chat_endpoint():
-    """A local OpenAI-compatible /chat/completions endpoint that records what it was sent."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    seen: list[dict] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            reply = json.dumps({"choices": [{"message": {"role": "assistant", "content": "Which format do you want?"},
-                                             "finish_reason": "stop"}]}).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(reply)))
-            self.end_headers()
-            self.wfile.write(reply)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+    """A local OpenAI-compatible endpoint that always asks a question and records what it was sent."""
+    server, url, seen = harness.chat_server(lambda body: "Which format do you want?")
+    yield url, seen
     server.shutdown()
 
 
@@ -459,3 +440,26 @@ def test_s3_throttling_in_a_step_surfaces_as_transient_error(bucket, monkeypatch
     monkeypatch.setitem(settings_module._CLIENTS, "s3", Throttled())
     with pytest.raises(TransientError, match="SlowDown"):
         load("converse").lambda_handler({**ref, "reply": {"text": "Negative input?"}}, Context())
+
+
+# -- cold start ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["rollout_start", "converse", "score_rollout", "error_record", "code_runner"])
+def test_importing_a_handler_does_not_import_the_xray_sdk(name):
+    """The X-Ray SDK (~100 ms) is imported at the first traced invocation, not at every cold start."""
+    code = ("import importlib.util, sys\n"
+            f"spec = importlib.util.spec_from_file_location('h', {str(harness.ROOT / 'functions' / name / 'handler.py')!r})\n"
+            "spec.loader.exec_module(importlib.util.module_from_spec(spec))\n"
+            "print(sorted(m for m in sys.modules if m.startswith('aws_xray_sdk')))\n")
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT), "BUCKET": "b", "AWS_DEFAULT_REGION": "us-east-1",
+           "POWERTOOLS_TRACE_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": "rewardpipe"}
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip() == "[]"
+
+
+def test_rollout_functions_skip_the_pydantic_plugin_scan(synth):
+    for logical, resource in synth.template["Resources"].items():
+        if resource["Type"] == "AWS::Lambda::Function" and logical.startswith(("RolloutWorkflow", "CodeRunner")):
+            assert resource["Properties"]["Environment"]["Variables"]["PYDANTIC_DISABLE_PLUGINS"] == "__all__", logical

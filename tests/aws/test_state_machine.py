@@ -356,3 +356,12 @@ def test_functions_that_read_maybe_missing_keys_may_list_those_prefixes(synth, r
                 if st["Action"] == "s3:ListBucket":
                     listed.update(st["Condition"]["StringLike"]["s3:prefix"])
     assert listed == prefixes
+
+
+def test_the_stack_turn_limit_cannot_exceed_the_documented_rollout_limit():
+    from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
+    from stacks.constructs.rollout_workflow import checked_max_turns
+
+    assert checked_max_turns(MAX_TURNS_LIMIT) == MAX_TURNS_LIMIT
+    with pytest.raises(ValueError, match="rewardpipe.max_turns: at most 20"):
+        checked_max_turns(MAX_TURNS_LIMIT + 1)

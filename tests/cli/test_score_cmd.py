@@ -37,13 +37,18 @@ def test_score_writes_one_record_per_good_line_and_reports_bad_lines(cli, tmp_pa
     assert records["orphan"].aggregate is None
 
 
-def test_scoring_twice_overwrites_instead_of_duplicating(cli, tmp_path):
+def test_scoring_into_a_used_run_id_needs_overwrite_or_resume(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
     rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [
         rollout("only", [{"role": "user", "content": "x"}, {"role": "assistant", "content": GOOD_CODE}])])
     out = tmp_path / "store"
-    for _ in range(2):
-        assert cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r").exit_code == 0
+    assert cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r").exit_code == 0
+    refused = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r")
+    assert refused.exit_code == 1 and "--overwrite" in refused.stderr and "--resume" in refused.stderr
+    again = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r", "--overwrite")
+    assert again.exit_code == 0, again.output
+    resumed = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r", "--resume")
+    assert resumed.exit_code == 0 and "scored 0" in resumed.stdout and "already stored 1" in resumed.stdout
     assert len(list(LocalStore(out).iter_records("r"))) == 1
 
 

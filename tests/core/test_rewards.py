@@ -50,6 +50,15 @@ def test_harness_error_makes_the_whole_score_an_error_not_zero():
     assert score.components["asked_before_coding"] == 1.0
 
 
+def test_code_without_the_entry_point_scores_zero_not_an_excluded_error():
+    # Renaming a wrong function must not turn a failure into an error that GRPO ignores.
+    missing = result("error", reason="the code does not define the entry point 'f'").model_copy(update={"model_fault": True})
+    score = ABC.score(transcript(QUESTION, COMMIT), missing)
+    assert score.error is None
+    assert score.components["correctness"] == 0.0
+    assert score.aggregate is not None
+
+
 def test_committed_code_without_an_execution_result_is_an_error():
     score = ABC.score(transcript(COMMIT), None)
     assert score.components["correctness"] is None

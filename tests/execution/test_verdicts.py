@@ -39,10 +39,19 @@ def test_syntax_error_in_model_code_fails(executor):
     assert "SyntaxError" in result.reason
 
 
-def test_missing_entry_point_fails(executor):
+def test_missing_entry_point_is_an_error(executor):
+    # issue 9: code that does not define the entry point is an error naming it, never a pass or a test failure
     result = executor.run(job("def plus(a, b):\n    return a + b\n"))
-    assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
-    assert "NameError" in result.reason
+    assert (result.status, result.passed) == (ExecutionStatus.ERROR, 0)
+    assert "does not define the entry point 'add'" in result.reason
+    # ...but the fault is the model's: it scores 0, it is never an infrastructure error dropped from GRPO
+    assert result.model_fault and not result.is_infrastructure_error and result.fraction_passed == 0.0
+
+
+def test_unusable_hidden_tests_are_an_infrastructure_error_not_a_model_fault(executor):
+    result = executor.run(job("def add(a, b):\n    return a + b\n", tests="import unittest\n"))
+    assert result.status is ExecutionStatus.ERROR
+    assert not result.model_fault and result.is_infrastructure_error
 
 
 def test_skipped_hidden_test_is_not_a_pass(executor):

@@ -244,6 +244,40 @@ def test_trainer_policy_is_output_with_exactly_what_a_trainer_does(synth, resour
     actions = {a for st in policy["Properties"]["PolicyDocument"]["Statement"] for a in _as_list(st["Action"])}
     assert actions == {"states:StartExecution", "states:DescribeExecution", "states:SendTaskSuccess",
                        "states:SendTaskFailure", "states:SendTaskHeartbeat", "sqs:ReceiveMessage", "sqs:DeleteMessage",
-                       "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "lambda:InvokeFunction"}
+                       "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "lambda:InvokeFunction",
+                       "s3:GetObject", "s3:PutObject"}
     for st in policy["Properties"]["PolicyDocument"]["Statement"]:
         assert "*" not in _as_list(st["Resource"]), st
+
+
+def _object_patterns(policy: dict, action: str) -> list[str]:
+    """The key patterns (after the bucket ARN) that a policy allows ``action`` on."""
+    patterns = []
+    for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+        if action in _as_list(st["Action"]):
+            for resource in _as_list(st["Resource"]):
+                parts = resource["Fn::Join"][1]
+                patterns.append("".join(p for p in parts if isinstance(p, str)).lstrip("/"))
+    return patterns
+
+
+def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_other(resources):
+    """The client reads state snapshots and writes large replies and inputs (rewardpipe.aws.state): without
+    these grants a real trainer fails on the first long conversation, which moto (no IAM) never shows."""
+    from fnmatch import fnmatchcase
+
+    from rewardpipe.aws.rollout import inline_task_key
+    from rewardpipe.aws.state import attempt_prefix, inputs_prefix
+
+    _, policy = _one(resources, "AWS::IAM::ManagedPolicy", "TrainerPolicy")
+    reads, writes = _object_patterns(policy, "s3:GetObject"), _object_patterns(policy, "s3:PutObject")
+    run, attempt = "exp/1 long", "group-3_rollout-7-a2"
+    snapshot = f"{attempt_prefix(run, attempt)}episode-4.json"
+    written = [f"{attempt_prefix(run, attempt)}reply-4.json", f"{inputs_prefix(run, attempt)}turns.json",
+               inline_task_key(run, "task/with odd id")]
+    assert any(fnmatchcase(snapshot, p) for p in reads), (snapshot, reads)
+    for key in written:
+        assert any(fnmatchcase(key, p) for p in writes), (key, writes)
+    # Records, hidden tasks and jobs stay out of the trainer's reach.
+    for key in ("runs/r/records/step=0/group=g/x.json", "tasks/bundled.jsonl", "jobs/abc/job.json"):
+        assert not any(fnmatchcase(key, p) for p in reads + writes), key

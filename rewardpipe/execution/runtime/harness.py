@@ -10,6 +10,15 @@ class HarnessError(Exception):
     """The hidden tests themselves are unusable (an infrastructure/dataset fault, never the model's)."""
 
 
+class MissingEntryPoint(HarnessError):
+    """The tests cannot run because the model's code does not define the function under test.
+
+    The result is ``error`` (the tests never ran, so nothing was verified), but the fault is the
+    model's: scoring treats it as a failure worth 0, never as an infrastructure error that drops the
+    rollout from GRPO (which a model could otherwise exploit by renaming a wrong function).
+    """
+
+
 def parse_tests(tests: str) -> ast.Module:
     try:
         return ast.parse(tests)

@@ -356,6 +356,7 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
         verdict.update(_run(wfd, rfd, tests_fd, job))
     except harness.HarnessError as exc:
         verdict["harness_error"] = str(exc)
+        verdict["model_fault"] = isinstance(exc, harness.MissingEntryPoint)
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
     os.lseek(verdict_fd, 0, os.SEEK_SET)
@@ -432,6 +433,10 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         text = f"{load_error.get('type')}: {load_error.get('msg')}" if type(load_error) is dict else str(load_error)
         return {"expected": expected, "tests_run": 0, "successes": 0,
                 "first_failure": f"the model's code raised while loading: {text}"[:600]}
+    if entry_point not in ready["exports"]:
+        # Whatever the tests format, and whether or not the tests happen to call it: tests that never
+        # reach the function under test prove nothing, so this is an error, never a pass.
+        raise harness.MissingEntryPoint(f"the code does not define the entry point {entry_point!r}")
 
     if job.get("mode") == "inprocess":
         try:

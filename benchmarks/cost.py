@@ -1,0 +1,332 @@
+"""Cost per million two-question rollouts, counted from the synthesized state machine run with the real handlers.
+
+For each policy path (replay, OpenAI-compatible endpoint, trainer callback) the script runs two-question
+rollouts (question, question, commit: 3 policy turns, 2 simulator turns, one short job) through the
+CDK-synthesized state machine in moto's Step Functions engine, with every Lambda running its real
+handler in-process (tests/aws/harness.py). From the execution histories and the AWS calls it counts,
+per rollout:
+
+* state transitions (every state entered; what Standard workflows bill),
+* Lambda invocations per function (and so GB-seconds at each function's configured memory),
+* S3 requests by class (PUT/LIST vs GET) and bytes stored, SQS requests,
+* history events (each is one CloudWatch Logs event at the state machine's log level ALL).
+
+It then prices them with the list prices below (us-east-1, x86, checked 2026-11) and the stated
+assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
+the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
+(e.g. an older commit unpacked with ``git archive``) to compare transition counts.
+
+    .venv/bin/python benchmarks/cost.py [--rollouts 1] [--write docs/aws.md] [--root DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import os
+import re
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# -- list prices (us-east-1) -----------------------------------------------------------------------
+PRICE = {
+    "transition": 0.025 / 1000,          # Step Functions Standard, per state transition
+    "lambda_request": 0.20 / 1e6,
+    "lambda_gb_s": 0.0000166667,
+    "fargate_vcpu_h": 0.04048,
+    "fargate_gb_h": 0.004445,
+    "s3_put": 0.005 / 1000,              # PUT, COPY, POST, LIST
+    "s3_get": 0.0004 / 1000,             # GET and all other requests
+    "s3_gb_month": 0.023,
+    "sqs_request": 0.40 / 1e6,           # standard queue, per 64 KB chunk
+    "logs_gb": 0.50,                     # CloudWatch Logs ingestion (vended logs: first 10 TB tier)
+    "xray_trace": 5.00 / 1e6,
+    "metric_month": 0.30,
+}
+# -- assumptions (the same rollout shape and job mix as before, so figures compare) ------------------
+CONTROL_STEP_S = 0.2          # billed duration of a control Lambda (start, converse, score, error)
+OPENAI_TURN_S = 5.0           # a Lambda waiting on an OpenAI-compatible endpoint, per policy turn
+RUNNER_JOB_S, RUNNER_GB = 2.0, 1769 / 1024
+FARGATE_SHARE, FARGATE_MIN, FARGATE_VCPU, FARGATE_GB = 0.01, 16.0, 1.0, 2.0
+RETRY_RATE = 0.01             # share of Task states retried once (throttling, 5xx); each retry is a transition + invocation
+LAMBDA_LOG_BYTES = 1000       # START/END/REPORT lines plus one Powertools line per invocation
+HISTORY_EVENT_LOG_BYTES = 350  # one state-machine log event (include_execution_data off)
+INSIGHTS_BYTES_PER_TASK_MIN = 1000  # Container Insights performance log event per Fargate task per minute
+TRACES_PER_ROLLOUT = 1.0      # upper bound: every execution traced (default sampling records fewer)
+
+QUESTION_1 = "Should negative durations raise an error?"
+QUESTION_2 = "Which format do you want for durations over an hour?"
+
+
+def _setup(root: Path):
+    sys.path.insert(0, str(root))
+    os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
+    from tests.aws import harness
+
+    for key, value in harness.TEST_ENV.items():
+        os.environ[key] = value
+    return harness
+
+
+def _answer(n_assistant: int, code: str) -> str:
+    return [QUESTION_1, QUESTION_2][n_assistant] if n_assistant < 2 else f"```python\n{code}\n```"
+
+
+def _own_harness():
+    """This checkout's test harness (its chat endpoint), also when ``--root`` measures another checkout."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rewardpipe_cost_harness", ROOT / "tests" / "aws" / "harness.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+class CallCounter:
+    """Counts AWS API calls by (service, operation) while ``active``."""
+
+    def __init__(self) -> None:
+        from botocore.client import BaseClient
+
+        self.calls: collections.Counter = collections.Counter()
+        self.active = False
+        original = BaseClient._make_api_call
+        counter = self
+
+        def counted(client, operation_name, api_params):  # noqa: ANN001
+            if counter.active:
+                counter.calls[(client.meta.service_model.service_name, operation_name)] += 1
+            return original(client, operation_name, api_params)
+
+        BaseClient._make_api_call = counted
+
+
+def _history(sfn, arn: str) -> list[dict]:
+    events, token = [], None
+    while True:
+        page = sfn.get_execution_history(executionArn=arn, maxResults=1000, **({"nextToken": token} if token else {}))
+        events += page["events"]
+        token = page.get("nextToken")
+        if not token:
+            return events
+
+
+def _serve_callback(harness, deployment, sfn, s3_store, arn: str, code: str) -> None:
+    import boto3
+
+    sqs = boto3.client("sqs", region_name=harness.REGION)
+    deadline = time.time() + 120
+    while sfn.describe_execution(executionArn=arn)["status"] == "RUNNING":
+        if time.time() > deadline:
+            raise TimeoutError("callback rollout did not finish")
+        for message in sqs.receive_message(QueueUrl=deployment.queue_url, WaitTimeSeconds=0).get("Messages", []):
+            body = json.loads(message["Body"])
+            messages = body["messages"] if "messages" in body else s3_store.get_json(body["state_key"])["state"]["messages"]
+            n = sum(1 for m in messages if m["role"] == "assistant")
+            sfn.send_task_success(taskToken=body["task_token"], output=json.dumps({"text": _answer(n, code)}))
+            sqs.delete_message(QueueUrl=deployment.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        time.sleep(0.02)
+
+
+def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
+    """Per-path counts per rollout, and the deployment facts the prices need."""
+    import boto3
+    import pytest
+    from moto import mock_aws
+
+    harness = _setup(root)
+    from rewardpipe.models import load_tasks
+    from rewardpipe.store import S3Store
+
+    task = next(t for t in load_tasks(root / "rewardpipe" / "data" / "tasks.jsonl") if not t.timeout_s or t.timeout_s <= 60)
+    synth = harness.synthesized()
+    patcher = pytest.MonkeyPatch()
+    harness.install_patches(patcher)
+    harness.start_server()
+    counter = CallCounter()
+    server, url, _ = _own_harness().chat_server(
+        lambda body: _answer(sum(1 for m in body["messages"] if m["role"] == "assistant"), task.reference_solution))
+    results: dict[str, dict] = {}
+    with mock_aws(config=harness.MOTO_CONFIG):
+        deployment = harness.Deployment(synth).deploy()
+        sfn = boto3.client("stepfunctions", region_name=harness.REGION)
+        s3 = boto3.client("s3", region_name=harness.REGION)
+        store = S3Store(deployment.bucket, client=s3)
+        memory = {name: None for name in deployment.functions.values()}
+        lam = boto3.client("lambda", region_name=harness.REGION)
+        for name in memory:
+            memory[name] = lam.get_function_configuration(FunctionName=name)["MemorySize"]
+        policies = {
+            "replay": {"mode": "replay", "turns": [QUESTION_1, QUESTION_2, _answer(2, task.reference_solution)]},
+            "openai": {"mode": "openai", "base_url": url, "model": "m"},
+            "callback": {"mode": "callback"},
+        }
+        for path, policy in policies.items():
+            counter.calls.clear()
+            totals: collections.Counter = collections.Counter()
+            invocations: collections.Counter = collections.Counter()
+            before = {o["Key"] for o in s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])}
+            for i in range(rollouts):
+                payload = {"run": f"cost-{path}", "step": 0, "group": "g0", "rollout": f"r{i}",
+                           "task": task.model_dump(mode="json"), "policy": policy}
+                counter.active = True
+                arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"cost-{path}-{i}",
+                                          input=json.dumps(payload))["executionArn"]
+                if path == "callback":
+                    _serve_callback(harness, deployment, sfn, store, arn, task.reference_solution)
+                desc = harness.wait_execution(sfn, arn)
+                counter.active = False
+                output = json.loads(desc.get("output") or "{}")
+                if desc["status"] != "SUCCEEDED" or output.get("status") != "scored":
+                    raise RuntimeError(f"{path} rollout did not score: {desc['status']} {output}")
+                events = _history(sfn, arn)
+                totals["transitions"] += sum(1 for e in events if e["type"].endswith("StateEntered"))
+                totals["history_events"] += len(events)
+                totals.update(f"event:{e['type']}" for e in events)
+                for e in events:
+                    details = e.get("taskScheduledEventDetails") or {}
+                    if e.get("lambdaFunctionScheduledEventDetails"):
+                        invocations[e["lambdaFunctionScheduledEventDetails"]["resource"].rsplit(":", 1)[-1]] += 1
+                    elif details.get("resourceType") == "lambda":
+                        function = json.loads(details.get("parameters") or "{}").get("FunctionName", "")
+                        invocations[function.rsplit(":", 1)[-1]] += 1
+                    elif details.get("resourceType") == "sqs":
+                        totals["sqs_send"] += 1
+                    elif details.get("resourceType") == "ecs":
+                        totals["ecs_tasks"] += 1
+            after = s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])
+            totals["s3_bytes"] = sum(o["Size"] for o in after if o["Key"] not in before)
+            for (service, op), n in counter.calls.items():
+                if service == "s3":
+                    totals["s3_put" if op in ("PutObject", "CopyObject", "ListObjectsV2", "ListObjects") else "s3_get"] += n
+                elif service == "sqs" and op == "DeleteMessage":
+                    # the trainer receives and deletes each request: counted as one ReceiveMessage per message
+                    # (no batching, an upper bound; the polling loop here spins and would overstate receives)
+                    totals["sqs_trainer"] += 2 * n
+            results[path] = {
+                **{k: v / rollouts for k, v in totals.items()},
+                "invocations": {fn: n / rollouts for fn, n in invocations.items()},
+            }
+    server.shutdown()
+    patcher.undo()
+    return results, {"memory_mb": memory}
+
+
+def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
+    """Lines of (item, arithmetic, $ per 1M rollouts)."""
+    M = 1e6
+    lines = []
+    t = counts["transitions"]
+    retried = RETRY_RATE * sum(counts["invocations"].values())
+    lines.append(("Step Functions transitions",
+                  f"({t:.0f} + {retried:.2f} retries) × 1M × $0.025/1000", (t + retried) * M * PRICE["transition"]))
+    inv = counts["invocations"]
+    n_inv = sum(inv.values()) * (1 + RETRY_RATE)
+    lines.append(("Lambda requests", f"{n_inv:.2f} × 1M × $0.20/M", n_inv * M * PRICE["lambda_request"]))
+    control_gb_s, runner_n, parts = 0.0, 0.0, []
+    for fn, n in sorted(inv.items()):
+        mb = facts["memory_mb"].get(fn, 512)
+        if "CodeRunner" in fn:
+            runner_n += n
+            continue
+        control_gb_s += n * CONTROL_STEP_S * mb / 1024
+        parts.append(f"{n:.0f}×{CONTROL_STEP_S}s×{mb / 1024:.2f}GB")
+    lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s",
+                  control_gb_s * M * PRICE["lambda_gb_s"]))
+    if path == "openai":
+        gb = max((facts["memory_mb"].get(fn, 512) for fn in inv if "Start" in fn or "Converse" in fn or "Policy" in fn),
+                 default=512) / 1024
+        llm = 3 * OPENAI_TURN_S * gb
+        lines.append(("Lambda waiting on the endpoint", f"3 turns × {OPENAI_TURN_S}s × {gb:.2f}GB = {llm} GB-s",
+                      llm * M * PRICE["lambda_gb_s"]))
+    share_lambda = 1 - FARGATE_SHARE
+    runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
+    lines.append(("Lambda code runner", f"{share_lambda} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s",
+                  runner * M * PRICE["lambda_gb_s"]))
+    fargate_h = FARGATE_MIN / 60
+    per_task = fargate_h * (FARGATE_VCPU * PRICE["fargate_vcpu_h"] + FARGATE_GB * PRICE["fargate_gb_h"])
+    lines.append(("Fargate (long jobs)", f"{FARGATE_SHARE:.0%} × {FARGATE_MIN:.0f}/60 h × "
+                  f"({FARGATE_VCPU:.0f} × $0.04048 + {FARGATE_GB:.0f} × $0.004445) = ${per_task:.5f} per task",
+                  FARGATE_SHARE * M * per_task))
+    lines.append(("Container Insights (long jobs)", f"{FARGATE_SHARE:.0%} × {FARGATE_MIN:.0f} min × "
+                  f"{INSIGHTS_BYTES_PER_TASK_MIN} B × $0.50/GB", FARGATE_SHARE * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN
+                  / 1e9 * PRICE["logs_gb"]))
+    puts, gets = counts.get("s3_put", 0), counts.get("s3_get", 0)
+    lines.append(("S3 requests", f"{puts:.0f} PUT/LIST × $0.005/1000 + {gets:.0f} GET × $0.0004/1000, × 1M",
+                  M * (puts * PRICE["s3_put"] + gets * PRICE["s3_get"])))
+    sqs = counts.get("sqs_send", 0) + counts.get("sqs_trainer", 0)
+    if sqs:
+        lines.append(("SQS requests", f"{counts.get('sqs_send', 0):.0f} send + {counts.get('sqs_trainer', 0):.0f} "
+                      f"receive/delete = {sqs:.0f} × $0.40/M", sqs * M * PRICE["sqs_request"]))
+    events = counts["history_events"]
+    log_gb = (events * HISTORY_EVENT_LOG_BYTES + n_inv * LAMBDA_LOG_BYTES) / 1e9
+    lines.append(("CloudWatch Logs", f"({events:.0f} state-machine events × {HISTORY_EVENT_LOG_BYTES} B + "
+                  f"{n_inv:.1f} invocations × {LAMBDA_LOG_BYTES} B) × 1M × $0.50/GB", log_gb * M * PRICE["logs_gb"]))
+    lines.append(("X-Ray", f"{TRACES_PER_ROLLOUT:.0f} trace × $5/M (upper bound)", TRACES_PER_ROLLOUT * M * PRICE["xray_trace"]))
+    return lines
+
+
+def render(results: dict, facts: dict) -> str:
+    out = []
+    out.append("| item | " + " | ".join(results) + " |")
+    out.append("|---|" + "---|" * len(results))
+    priced = {path: price(path, counts, facts) for path, counts in results.items()}
+    items = []
+    for lines in priced.values():
+        for item, _, _ in lines:
+            if item not in items:
+                items.append(item)
+    for item in items:
+        cells = []
+        for path in results:
+            found = [c for i, _, c in priced[path] if i == item]
+            cells.append(f"${found[0]:,.2f}" if found else "–")
+        out.append(f"| {item} | " + " | ".join(cells) + " |")
+    out.append("| **total per 1M rollouts** | " + " | ".join(f"**${sum(c for _, _, c in priced[p]):,.0f}**"
+                                                           for p in results) + " |")
+    out.append("")
+    out.append("Counted per rollout (`benchmarks/cost.py`, moto, real handlers): " + "; ".join(
+        f"{p}: {c['transitions']:.0f} transitions, {sum(c['invocations'].values()):.0f} Lambda invocations, "
+        f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
+        f"{c['s3_bytes'] / 1000:.1f} KB stored" for p, c in results.items()) + ".")
+    out.append("")
+    out.append("Arithmetic, per path:")
+    out.append("")
+    for path, lines in priced.items():
+        out.append(f"* **{path}**: " + "; ".join(f"{item}: {how} = ${cost:,.2f}" for item, how, cost in lines) + ".")
+    storage = {p: c["s3_bytes"] / 1e9 * 1e6 * PRICE["s3_gb_month"] for p, c in results.items()}
+    out.append("")
+    out.append("S3 storage accrues on top, per month kept: " + ", ".join(f"{p} ${v:,.2f}" for p, v in storage.items())
+               + " per 1M rollouts (the runs lifecycle expires them).")
+    return "\n".join(out)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rollouts", type=int, default=1, help="rollouts per path (the counts are per rollout)")
+    parser.add_argument("--root", type=Path, default=ROOT, help="checkout to measure (default: this one)")
+    parser.add_argument("--write", type=Path, help="replace the cost-table block in this markdown file")
+    parser.add_argument("--json", action="store_true", help="print the raw counts as JSON too")
+    args = parser.parse_args()
+    results, facts = measure(args.root.resolve(), args.rollouts)
+    table = render(results, facts)
+    print(table)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    if args.write:
+        text = args.write.read_text()
+        begin, end = "<!-- cost-table:begin (benchmarks/cost.py --write) -->", "<!-- cost-table:end -->"
+        if begin not in text or end not in text:
+            raise SystemExit(f"{args.write} has no {begin} ... {end} block")
+        pattern = re.compile(re.escape(begin) + ".*?" + re.escape(end), re.S)
+        args.write.write_text(pattern.sub(lambda _: f"{begin}\n{table}\n{end}", text))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+"""Pieces `run`, `score`, `doctor` and `monitor` share: input loading, thresholds, claiming a run id
+(manifest, --overwrite, --resume) and writing records so that none is lost."""
+
+from __future__ import annotations
+
+import hashlib
+import platform
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable, NoReturn
+
+from rewardpipe.cli.app import error_line, fail, note, usage_fail
+from rewardpipe.models import InputFileError, Record, RunManifest, Task, load_tasks
+
+MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
+
+
+def load_tasks_or_fail(path: Path, *, allow_empty: bool = False) -> list[Task]:
+    try:
+        tasks = load_tasks(path)
+    except FileNotFoundError:
+        fail(f"task file not found: {path}")
+    except IsADirectoryError:
+        fail(f"expected a task file, got a directory: {path}")
+    except InputFileError as exc:
+        fail(str(exc))
+    except OSError as exc:
+        fail(f"cannot read task file {path}: {exc.strerror or exc}")
+    if not tasks and not allow_empty:
+        fail(f"{path}: contains no tasks")
+    return tasks
+
+
+def parse_weights(pairs: list[str]) -> dict[str, float]:
+    weights = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        try:
+            if not sep or not name.strip():
+                raise ValueError
+            weights[name.strip()] = float(value)
+        except ValueError:
+            usage_fail(f"--weight must look like NAME=NUMBER, got '{pair}'")
+        if weights[name.strip()] != weights[name.strip()] or abs(weights[name.strip()]) == float("inf"):
+            usage_fail(f"--weight {name.strip()} must be a finite number, got '{value}'")
+    return weights
+
+
+def episode_reward(name: str, weight: list[str]) -> Any:
+    from rewardpipe.rewards import EPISODE_REWARDS, get_reward
+
+    if name not in EPISODE_REWARDS:
+        usage_fail(f"--reward {name} scores single-turn samples (use it through the Nova reward Lambda or "
+                   f"rewardpipe.single_turn); episodes against a task's hidden tests use: "
+                   f"{', '.join(sorted(EPISODE_REWARDS))}")
+    try:
+        return get_reward(name, parse_weights(weight))
+    except ValueError as exc:
+        usage_fail(str(exc))
+
+
+def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
+    ranges = {}
+    for item in items:
+        name, sep, span = item.partition("=")
+        lo, colon, hi = span.partition(":")
+        try:
+            if not sep or not colon or not name.strip():
+                raise ValueError
+            ranges[name.strip()] = (float(lo), float(hi))
+        except ValueError:
+            usage_fail(f"--range must look like NAME=MIN:MAX (e.g. correctness=0:1), got '{item}'")
+    return ranges
+
+
+def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: float, min_groups: int,
+                     consecutive: int, max_error_rate: float, error_recover_rate: float, ignore: list[str],
+                     value_range: list[str], alarm_idle_penalties: bool) -> Any:
+    """The monitor's thresholds from the options `run` and `monitor` both take; a bad value exits 2."""
+    from pydantic import ValidationError
+
+    from rewardpipe.monitoring import DEFAULT_RANGES, Thresholds
+
+    try:
+        return Thresholds(
+            epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
+            raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
+            ranges={**DEFAULT_RANGES, **parse_ranges(value_range)}, ignore=tuple(ignore),
+            alarm_idle_penalties=alarm_idle_penalties,
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        usage_fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
+
+
+def check_run_id(run_id: str) -> str:
+    from rewardpipe.store import encode_id
+
+    if not run_id or len(run_id) > MAX_RUN_ID:
+        usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
+    try:
+        encode_id(run_id, allow_hash=False)
+    except ValueError as exc:
+        usage_fail(f"--run-id: {exc}")
+    return run_id
+
+
+def cap_workers(workers: int | None) -> int | None:
+    """``--workers`` above the sandbox's limit is capped, and the user is told (never a silent fallback)."""
+    from rewardpipe.execution.sandbox import MAX_WORKERS
+
+    if workers is not None and workers > MAX_WORKERS:
+        note(f"warning: --workers {workers} is above the sandbox limit; using {MAX_WORKERS}")
+        return MAX_WORKERS
+    return workers
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], tasks_file: Path, reward: Any,
+                 steps: int | None = None) -> RunManifest:
+    from rewardpipe import __version__
+
+    return RunManifest(run_id=run_id, command=command, configuration=configuration, tasks_file=str(tasks_file),
+                       tasks_sha256=file_sha256(tasks_file), reward=reward.name, weights=reward.weights,
+                       versions={"rewardpipe": __version__, "python": platform.python_version()},
+                       started_at=utc_now(), steps=steps)
+
+
+def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:
+    """Make ``manifest.run_id`` this experiment's, in ``store``. Returns the keys already stored (to skip).
+
+    * a run id without records: nothing to do (a stale state or manifest is replaced);
+    * a run id holding records, without a flag: refused (exit 1), naming both ways out;
+    * ``overwrite``: the run's whole prefix is deleted first;
+    * ``resume``: the stored manifest must have the same identity, or it is refused naming what differs.
+    """
+    from rewardpipe.store import StoreError, manifest_key, run_prefix
+
+    run_id = manifest.run_id
+    if overwrite and resume:
+        usage_fail("--overwrite and --resume cannot be combined")
+    where = f"{store.location}/{run_prefix(run_id)}"
+    try:
+        if not store.run_has_records(run_id):
+            if resume:
+                note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
+            return set()
+        if overwrite:
+            store.delete_run(run_id)
+            return set()
+        if not resume:
+            fail(f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
+                 f"the same configuration, or --overwrite to delete it first")
+        try:
+            stored = RunManifest.model_validate(store.get_json(manifest_key(run_id), default=None) or {})
+        except ValueError:
+            fail(f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
+                 f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)")
+        differences = stored.differences(manifest)
+        if differences:
+            fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
+        manifest.started_at = stored.started_at
+        return set(store.list_keys(run_prefix(run_id)))
+    except StoreError as exc:
+        fail(str(exc))
+
+
+def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: bool,
+             spill: Path | None) -> tuple[Any, set[str], "RecordWriter"]:
+    """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
+
+    Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
+    """
+    from rewardpipe.store import StoreError, open_store
+
+    try:
+        store = open_store(location)
+    except StoreError as exc:
+        fail(str(exc))
+    already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
+    save_manifest(store, manifest)
+    return store, already, RecordWriter(store, spill or default_spill_path(manifest.run_id))
+
+
+def save_manifest(store: Any, manifest: RunManifest) -> bool:
+    from rewardpipe.store import StoreError, manifest_key
+
+    try:
+        store.put_json(manifest_key(manifest.run_id), manifest.to_dict())
+        return True
+    except StoreError as exc:
+        error_line(f"could not write the run manifest: {exc}")
+        return False
+
+
+class RecordWriter:
+    """Writes records to the store; a record the store still refuses after its retries is appended to a
+    local spill file (one JSON record per line) instead of being lost. ``close`` names the file."""
+
+    def __init__(self, store: Any, spill_path: Path) -> None:
+        self.store = store
+        self.spill_path = spill_path
+        self.stored = 0
+        self.spilled = 0
+        self._spill: Any = None
+
+    def write(self, records: Iterable[Record]) -> None:
+        from rewardpipe.store import StoreError
+
+        for record in records:
+            try:
+                self.store.put_record(record)
+                self.stored += 1
+            except (StoreError, ValueError) as exc:
+                self._spill_one(record, exc)
+
+    def _spill_one(self, record: Record, exc: Exception) -> None:
+        if self._spill is None:
+            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
+            self._spill = self.spill_path.open("a", encoding="utf-8")
+        self._spill.write(record.to_json() + "\n")
+        self._spill.flush()
+        self.spilled += 1
+        error_line(f"not stored {record.rollout_id[:80]}: {exc} (kept in {self.spill_path})")
+
+    def close(self) -> None:
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+
+
+def default_spill_path(run_id: str) -> Path:
+    from rewardpipe.store import encode_id
+
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return Path(f"rewardpipe-unstored-{encode_id(run_id, allow_hash=False)}-{stamp}.jsonl")
+
+
+def exit_for_losses(writer: RecordWriter, alarm_failures: int) -> NoReturn | None:
+    """Exit 1 naming the spill file and the failed alarm writes, if there were any."""
+    problems = []
+    if writer.spilled:
+        problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
+                        f"{writer.spill_path}")
+    if alarm_failures:
+        problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
+    if problems:
+        fail("; ".join(problems))
+    return None

@@ -1,0 +1,70 @@
+"""`rewardpipe nova simulate`: play Nova Forge's side of delegated rollouts against a deployed bridge."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from rewardpipe.cli.app import app
+
+nova_app = typer.Typer(name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).",
+                       no_args_is_help=True)
+app.add_typer(nova_app, name="nova")
+err = Console(stderr=True, soft_wrap=True)
+
+DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "data" / "tasks.jsonl"
+
+
+@nova_app.command("simulate")
+def simulate_cmd(
+    rollout_request_url: str = typer.Option(..., "--rollout-request-url", help="Stack output NovaRolloutRequestSqsUrl."),
+    rollout_response_url: str = typer.Option(..., "--rollout-response-url", help="Stack output NovaRolloutResponseSqsUrl."),
+    generate_request_url: str = typer.Option(..., "--generate-request-url", help="Stack output NovaGenerateRequestSqsUrl."),
+    generate_response_url: str = typer.Option(..., "--generate-response-url", help="Stack output NovaGenerateResponseSqsUrl."),
+    tasks: Path = typer.Option(DEFAULT_TASKS, "--tasks", help="Task JSONL; each task must also be at tasks/nova/<task_id>.json in the stack's bucket."),
+    groups: int = typer.Option(2, min=1, max=50, help="Prompts (GRPO groups) to send."),
+    group_size: int = typer.Option(4, min=1, max=64, help="Samples per group (Nova's number_generation)."),
+    timeout: float = typer.Option(600.0, min=1, help="Seconds to wait for every rollout response."),
+    region: Optional[str] = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+) -> None:
+    """Send rollout requests like a Nova training job, answer its generate requests with scripted turns, and
+    check one in-range rollout response per sample arrives. Exit 1 if any is missing, duplicated or out of range."""
+    import boto3
+
+    from rewardpipe.integrations.nova.trainer_sim import NovaQueues, simulate
+    from rewardpipe.models import InputFileError, load_tasks
+
+    try:
+        task_list = load_tasks(tasks)
+    except (InputFileError, OSError) as exc:
+        err.print(f"[bold red]error:[/] {escape(str(exc))}")
+        raise typer.Exit(1)
+    queues = NovaQueues(rollout_request_url, rollout_response_url, generate_request_url, generate_response_url)
+    sqs = boto3.client("sqs", region_name=region) if region else boto3.client("sqs")
+    report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout)
+    if as_json:
+        typer.echo(json.dumps({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
+                               "responses": report.responses, "missing": report.missing,
+                               "duplicates": report.duplicates, "out_of_range": report.out_of_range}, indent=2))
+    else:
+        table = Table(title=f"{len(report.responses)}/{len(report.sent)} rollout responses in {report.seconds:.0f}s")
+        for column in ("sample_id", "stop_reason", "aggregate_score"):
+            table.add_column(column)
+        for sample_id in report.sent:
+            response = report.responses.get(sample_id)
+            table.add_row(escape(sample_id), escape(str(response.get("stop_reason"))) if response else "[red]missing[/red]",
+                          escape(str(response.get("rewards", {}).get("aggregate_score"))) if response else "")
+        Console(soft_wrap=True).print(table)
+        for problem, items in (("missing", report.missing), ("out of range", report.out_of_range),
+                               ("duplicate responses", [d.get("sample_id") for d in report.duplicates])):
+            if items:
+                err.print(f"[bold red]{problem}:[/] {escape(', '.join(map(str, items)))}")
+    if not report.ok:
+        raise typer.Exit(1)

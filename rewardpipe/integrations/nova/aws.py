@@ -1,0 +1,57 @@
+"""The bridge's Lambda entry points: a Bridge built from the function's environment, and one function per
+event source (SQS batches with partial-failure reporting, the EventBridge status change, the schedule)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from typing import Any, Callable, Mapping
+
+from rewardpipe.integrations.nova.bridge import Bridge, Queues
+from rewardpipe.integrations.nova.protocol import BridgeConfig
+
+logger = logging.getLogger("rewardpipe.nova")
+
+
+def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
+    from rewardpipe.aws.settings import Settings, aws_client, open_bucket_store
+
+    env = os.environ if env is None else env
+    settings = Settings.from_env(env)
+    config = BridgeConfig.model_validate(json.loads(env.get("NOVA_CONFIG") or "{}"))
+    return Bridge(config, settings.reward, open_bucket_store(settings), aws_client("sqs"), aws_client("stepfunctions"),
+                  Queues(rollout_response=env.get("ROLLOUT_RESPONSE_QUEUE_URL", ""),
+                         generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", "")),
+                  state_machine_arn=env.get("STATE_MACHINE_ARN", ""))
+
+
+def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[str, Any]]:
+    """An SQS event-source handler: each record's body goes to ``role``; a record that raises is reported in
+    ``batchItemFailures`` (and, on a FIFO queue, so is every later one, keeping the group's order)."""
+
+    def handler(event: Any, context: Any) -> dict[str, Any]:
+        bridge = bridge_from_env()
+        failures: list[dict[str, str]] = []
+        for record in (event or {}).get("Records", []):
+            if failures:  # FIFO: nothing after a failed message may be processed ahead of it
+                failures.append({"itemIdentifier": record["messageId"]})
+                continue
+            try:
+                role(bridge, record["body"])
+            except Exception:  # noqa: BLE001 - retried by SQS, then dead-lettered
+                logger.exception("nova bridge: message %s failed", record.get("messageId"))
+                failures.append({"itemIdentifier": record["messageId"]})
+        return {"batchItemFailures": failures}
+
+    return handler
+
+
+def status_change(event: Any, context: Any) -> dict[str, Any]:
+    """EventBridge "Step Functions Execution Status Change" → the rollout response of that execution."""
+    detail = (event or {}).get("detail") or {}
+    return bridge_from_env().respond(str(detail.get("name", "")), str(detail.get("status", "")), detail.get("output"))
+
+
+def sweep(event: Any, context: Any) -> dict[str, Any]:
+    return {"answered": len(bridge_from_env().sweep())}

@@ -1,0 +1,321 @@
+"""The deployed bridge's roles, against injected clients (boto3 SQS and Step Functions) and a Store.
+
+::
+
+    Nova ──rollout request──► [RolloutRequest FIFO] ──► intake ──StartExecution(name from the request)──► rollout
+                                                                                                        state machine
+    rollout (policy.mode "callback") ──{task_token, messages}──► [turn requests] ──► forward_turn ──► [GenerateRequest FIFO] ──► Nova
+    Nova ──generate response──► [GenerateResponse FIFO] ──► route_response ──SendTaskSuccess({"text"})──► rollout
+    rollout ends (EventBridge status change) ──► respond ──rollout response──► [RolloutResponse FIFO] ──► Nova
+    every minute: sweep ──► rollouts past their budget: StopExecution + error answer (never a hang)
+
+Bookkeeping lives in the records bucket under ``nova/`` (small JSON objects; a lifecycle rule expires
+them): ``nova/requests/<execution>.json`` per rollout request (sample, range, deadline, answered),
+``nova/steps/<step key>.json`` per waiting turn (task token, reply key), ``nova/rounds/...`` (which
+training round a request belongs to), ``nova/due/<minute>/`` (what the sweeper checks when) and
+``nova/reports/<execution>.json`` (the report envelope).
+The conversation itself is read from the workflow's state snapshot; a turn larger than the Step
+Functions budget is handed back through the turn's ``reply_key`` object.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rewardpipe.aws.client import execution_name as client_execution_name
+from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size
+from rewardpipe.integrations.nova.protocol import (
+    BridgeConfig,
+    GenerateResponse,
+    NovaProtocolError,
+    RewardRange,
+    RolloutRequest,
+    generate_request,
+    group_of,
+    parse,
+    request_key,
+    rollout_result,
+    task_source,
+)
+from rewardpipe.models import ErrorInfo, Record
+from rewardpipe.rewards import Reward
+
+logger = logging.getLogger("rewardpipe.nova")
+PREFIX = "nova/"
+# SQS's documented maximum message size; a generate request above it cannot be sent to Nova.
+MAX_SQS_MESSAGE_BYTES = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Queues:
+    rollout_response: str
+    generate_request: str
+    turn_requests: str = ""
+
+
+@dataclass
+class Bridge:
+    config: BridgeConfig
+    reward: Reward
+    store: Any
+    sqs: Any
+    sfn: Any
+    queues: Queues
+    state_machine_arn: str = ""
+    clock: Callable[[], float] = time.time
+
+    # -- bookkeeping -------------------------------------------------------------------------------
+
+    @staticmethod
+    def _request_path(execution: str) -> str:
+        return f"{PREFIX}requests/{execution}.json"
+
+    @staticmethod
+    def _sample_path(sample_id: str) -> str:
+        return f"{PREFIX}samples/{hashlib.sha256(sample_id.encode('utf-8')).hexdigest()[:40]}.json"
+
+    @staticmethod
+    def _step_path(step_id: str) -> str:
+        return f"{PREFIX}steps/{hashlib.sha256(step_id.encode('utf-8')).hexdigest()[:40]}.json"
+
+    def _send(self, queue_url: str, body: dict[str, Any], group: str, dedup: str) -> None:
+        payload = json.dumps(body, allow_nan=False)
+        kwargs: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": payload}
+        if queue_url.endswith(".fifo"):
+            kwargs["MessageGroupId"] = hashlib.sha256(group.encode("utf-8")).hexdigest()[:64]
+            kwargs["MessageDeduplicationId"] = hashlib.sha256(dedup.encode("utf-8")).hexdigest()[:64]
+        self.sqs.send_message(**kwargs)
+
+    # -- intake ------------------------------------------------------------------------------------
+
+    def intake(self, body: Any) -> dict[str, Any]:
+        """One rollout request → one execution (or an immediate error answer when it cannot start)."""
+        try:
+            request = parse(RolloutRequest, body)
+        except NovaProtocolError as exc:
+            sample_id = _sample_id_of(body)
+            if sample_id is None:
+                logger.error("unanswerable rollout request (no sample_id): %s", exc)
+                return {"status": "rejected", "reason": str(exc)}
+            # Answer under the id Nova sent, whatever else is wrong with the request (no re-validation).
+            request = RolloutRequest.model_construct(sample_id=sample_id, rewards=RewardRange(), data={})
+            return self._answer_error(request, ErrorInfo(kind="bad_request", message=str(exc)))
+        step = self._round(request, request_key(request))
+        name = client_execution_name(self.config.run_id, step, request.sample_id)
+        path = self._request_path(name)
+        known = self.store.get_json(path, default=None)
+        if known is not None:  # a redelivered request: its rollout is running or answered already
+            return {"status": "duplicate", "execution": known.get("execution")}
+        try:
+            task, task_key = task_source(request, self.config)
+        except NovaProtocolError as exc:
+            return self._answer_error(request, ErrorInfo(kind="bad_input", message=str(exc)))
+        group = group_of(request.sample_id, self.config)
+        entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
+                 "deadline": self.clock() + self.config.rollout_budget_s, "execution": name, "answered": False,
+                 "step": step}
+        self.store.put_json(path, entry)
+        self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
+        # Filed under the first whole minute after the deadline: the sweeper's per-minute listing.
+        self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{name}.json", {})
+        # The workflow's own client: deterministic names (a second start finds the running execution) and
+        # a large inline task offloaded to S3 instead of an oversized execution input.
+        arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
+                                   policy={"mode": "callback"}, max_turns=self.config.max_turns)
+        started = arn.rsplit(":", 1)[-1]
+        if started != name:  # an earlier attempt of this name failed: follow the new attempt
+            self.store.put_json(path, {**entry, "execution": started})
+            self.store.put_json(self._request_path(started), {**entry, "execution": started})
+            self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
+            self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{started}.json", {})
+        return {"status": "started", "execution": started}
+
+    def _client(self) -> Any:
+        from rewardpipe.aws.client import RolloutClient
+
+        return RolloutClient(self.state_machine_arn, bucket=getattr(self.store, "bucket", ""), sfn=self.sfn,
+                             s3=getattr(self.store, "client", None))
+
+    def _round(self, request: RolloutRequest, key: str) -> int:
+        """Round = how many times this ``sample_id`` was requested before (with another timestamp)."""
+        marker = f"{PREFIX}rounds/{hashlib.sha256(request.sample_id.encode('utf-8')).hexdigest()[:40]}/"
+        existing = self.store.list_keys(marker)
+        mine = f"{marker}{key}.json"
+        if mine not in existing:
+            self.store.put_json(mine, {"sample_id": request.sample_id})
+            existing = sorted([*existing, mine])
+        return len(existing) - 1
+
+    # -- policy turns ------------------------------------------------------------------------------
+
+    def forward_turn(self, body: Any) -> dict[str, Any]:
+        """A waiting policy turn (``{task_token, rollout, messages, ...}`` from the state machine) → one
+        generate request; the token is kept under the turn's ``step_id`` for the router."""
+        message = json.loads(body) if isinstance(body, (str, bytes)) else body
+        token, sample_id = message.get("task_token"), message.get("rollout")
+        state_key = message.get("state_key")
+        if not isinstance(token, str) or not isinstance(sample_id, str) or not isinstance(state_key, str):
+            raise NovaProtocolError("turn request needs 'task_token', 'rollout' (the sample_id) and 'state_key'")
+        # Only keys travel through the workflow: the conversation so far is in the episode's state snapshot.
+        snapshot = self.store.get_json(state_key)
+        request = generate_request(sample_id, list(snapshot["state"]["messages"]))
+        entry = self._pending_for_sample(sample_id)
+        if entry is not None and self.clock() > entry["deadline"]:
+            self.sfn.send_task_failure(taskToken=token, error="RolloutBudgetExceeded",
+                                       cause=f"rollout {sample_id} passed its {self.config.rollout_budget_s:g}s budget")
+            return {"status": "budget_exceeded", "step_id": request.step_id}
+        payload = request.model_dump(mode="json")
+        if len(json.dumps(payload).encode("utf-8")) > MAX_SQS_MESSAGE_BYTES:
+            self.sfn.send_task_failure(taskToken=token, error="MessageTooLarge",
+                                       cause=f"generate request {request.step_id} exceeds SQS's 256 KiB")
+            return {"status": "too_large", "step_id": request.step_id}
+        self.store.put_json(self._step_path(request.step_id), {
+            "task_token": token, "sample_id": sample_id, "step_id": request.step_id, "used": False,
+            "reply_key": message.get("reply_key")})
+        self._send(self.queues.generate_request, payload, sample_id, request.step_id)
+        return {"status": "sent", "step_id": request.step_id}
+
+    def route_response(self, body: Any) -> dict[str, Any]:
+        """A generate response → resume the execution waiting for that ``step_id``. Unknown, late or repeated
+        responses are dropped (logged), never delivered to the wrong rollout."""
+        try:
+            response = parse(GenerateResponse, body)
+        except NovaProtocolError as exc:
+            logger.error("dropping malformed generate response: %s", exc)
+            return {"status": "malformed", "reason": str(exc)}
+        path = self._step_path(response.step_id)
+        entry = self.store.get_json(path, default=None)
+        if entry is None or entry.get("used"):
+            return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
+        self.store.put_json(path, {**entry, "used": True})
+        output: dict[str, Any] = {"text": response.text, "finish_reason": response.stop}
+        if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
+            # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
+            output = {"text_key": self.store.put_json(entry["reply_key"], {"text": response.text})}
+        try:
+            self.sfn.send_task_success(taskToken=entry["task_token"], output=json.dumps(output))
+        except Exception as exc:  # noqa: BLE001 - the rollout timed out or was stopped meanwhile
+            if type(exc).__name__ in ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist"):
+                return {"status": "expired", "step_id": response.step_id}
+            raise
+        return {"status": "delivered", "step_id": response.step_id}
+
+    # -- results -----------------------------------------------------------------------------------
+
+    def _pending_for_sample(self, sample_id: str) -> dict[str, Any] | None:
+        latest = self.store.get_json(self._sample_path(sample_id), default=None)
+        return self._request(latest["execution"]) if latest else None
+
+    def _request(self, execution: str) -> dict[str, Any] | None:
+        path = self._request_path(execution)
+        entry = self.store.get_json(path, default=None)
+        return {**entry, "_key": path} if entry is not None else None
+
+    def respond(self, execution_name_: str, status: str, output: Any) -> dict[str, Any]:
+        """An execution ended (SUCCEEDED with the rollout's output, or FAILED / TIMED_OUT / ABORTED):
+        send its rollout response once."""
+        entry = self._request(execution_name_) if _is_execution_name(execution_name_) else None
+        if entry is None:
+            return {"status": "not_a_nova_rollout"}
+        if entry.get("answered"):
+            return {"status": "already_answered"}
+        request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
+        data = json.loads(output) if isinstance(output, str) else (output or {})
+        if status == "SUCCEEDED" and data.get("status") == "scored":
+            values = {m["name"]: m["value"] for m in data.get("metrics_list", [])}
+            components = {c: values.get(c) for c in self.reward.component_names}
+            metrics = {m["name"]: m["value"] for m in data.get("metrics_list", []) if m.get("type") == "Metric"}
+            metrics.pop("reward_error", None)
+            return self._answer(entry, request, aggregate=data.get("aggregate_reward_score"),
+                                components=components, metrics=metrics, error=None)
+        if status == "SUCCEEDED":
+            kind = next((m["name"][len("error_"):] for m in data.get("metrics_list", [])
+                         if str(m.get("name", "")).startswith("error_")), "rollout_error")
+            error = ErrorInfo(kind=kind, message=f"rollout ended with an error record ({data.get('record_key')})")
+        else:
+            error = ErrorInfo(kind="timeout" if status in ("TIMED_OUT", "ABORTED") else "orchestration_error",
+                              message=f"execution {execution_name_} ended {status}")
+        return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
+
+    def _answer(self, entry: dict[str, Any], request: RolloutRequest, *, aggregate, components, metrics, error):
+        response, envelope = rollout_result(request.sample_id, tuple(request.rewards.range), self.reward, self.config,
+                                            aggregate=aggregate, components=components, metrics=metrics, error=error)
+        if "_key" in entry:
+            self.store.put_json(entry["_key"], {k: v for k, v in {**entry, "answered": True}.items() if k != "_key"})
+            self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
+        if response is None:
+            logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
+            return {"status": "unanswered", "envelope": envelope}
+        self._send(self.queues.rollout_response, response.model_dump(mode="json"),
+                   entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
+        return {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
+
+    def _answer_error(self, request: RolloutRequest, error: ErrorInfo) -> dict[str, Any]:
+        entry = {"sample_id": request.sample_id, "group": group_of(request.sample_id, self.config),
+                 "range": list(request.rewards.range)}
+        out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
+        return {**out, "status": "rejected_" + out["status"]}
+
+    @staticmethod
+    def _due_prefix(minute: int) -> str:
+        return f"{PREFIX}due/{minute:010d}/"
+
+    def sweep(self) -> list[dict[str, Any]]:
+        """Stop every unanswered rollout past its budget and answer it with the error reward, so a generate
+        response that never comes costs one budget, never Nova's ``rollout.timeout``.
+
+        Each request is filed under the minute its budget runs out (``nova/due/<minute>/``); a sweep lists
+        only the minutes since the previous sweep (``nova/sweeper.json``), so its cost does not grow with
+        the number of rollouts already answered."""
+        now = self.clock()
+        now_minute = int(now // 60)
+        cursor = self.store.get_json(f"{PREFIX}sweeper.json", default=None)
+        if cursor is None:
+            keys = [k for k in self.store.list_keys(f"{PREFIX}due/")
+                    if int(k[len(f"{PREFIX}due/"):].split("/", 1)[0]) <= now_minute]
+        else:
+            keys = [k for minute in range(int(cursor["next_minute"]), now_minute + 1)
+                    for k in self.store.list_keys(self._due_prefix(minute))]
+        out = []
+        for key in keys:
+            entry = self._request(key.rsplit("/", 1)[-1].removesuffix(".json"))
+            if entry is None or entry.get("answered") or now <= entry["deadline"]:
+                continue
+            arn = self._client().execution_arn(entry["execution"])
+            try:
+                self.sfn.stop_execution(executionArn=arn, error="RolloutBudgetExceeded",
+                                        cause=f"no result within {self.config.rollout_budget_s:g}s")
+            except Exception as exc:  # noqa: BLE001 - already finished; its responder answers or answered
+                logger.info("stop_execution(%s): %s", arn, exc)
+            self._write_timeout_record(entry)
+            out.append(self.respond(entry["execution"], "TIMED_OUT", None))
+        self.store.put_json(f"{PREFIX}sweeper.json", {"next_minute": now_minute + 1})
+        return out
+
+    def _write_timeout_record(self, entry: dict[str, Any]) -> None:
+        record = Record(run_id=self.config.run_id, step=int(entry.get("step", 0)), group_id=entry["group"],
+                        rollout_id=entry["sample_id"], task_id="unknown", status="error",
+                        error=ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"),
+                        components={c: None for c in self.reward.component_names}, weights=self.reward.weights,
+                        aggregate=None)
+        self.store.put_record(record)
+
+
+def _sample_id_of(body: Any) -> str | None:
+    try:
+        data = json.loads(body) if isinstance(body, (str, bytes)) else body
+    except ValueError:
+        return None
+    value = data.get("sample_id") if isinstance(data, dict) else None
+    return value if isinstance(value, str) and value else None
+
+
+def _is_execution_name(name: Any) -> bool:
+    import re
+
+    return isinstance(name, str) and re.fullmatch(r"[A-Za-z0-9_-]{1,80}", name) is not None

@@ -1,0 +1,291 @@
+"""Nova Forge delegated-rollout protocol (v0): message shapes and pure mappings.
+
+Shapes (Nova Forge docs and the public sample; see docs/aws.md "Nova Forge multi-turn")::
+
+    rollout request   {"version":"v0","timestamp":...,"sample_id","max_length","rewards":{"range":[lo,hi]},"data":{...}}
+    generate request  {"version":"v0","sample_id","step_id":"<sample_id>_<turn>","messages":[...]}
+    generate response {"version":"v0","sample_id","step_id","data":{"choices":[{"message":{"content"},"finish_reason"}]},...}
+    rollout response  {"version":"v0","sample_id","stop_reason","rewards":{"aggregate_score":...}}
+    report envelope   {"id","aggregate_reward_score","metrics_list":[{"name","value","type"}]}
+
+Inferred, not documented, hence configurable (:class:`BridgeConfig`): the GRPO group is the ``sample_id``
+without its last ``_N``; how a score outside ``rewards.range`` is treated (we map it, see
+:func:`map_into_range`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rewardpipe.models import ErrorInfo, Task, nova_output
+from rewardpipe.rewards import Reward
+
+VERSION = "v0"
+ErrorReward = Literal["neutral", "zero", "fail_batch"]
+
+
+class NovaProtocolError(ValueError):
+    """A message does not follow the v0 protocol; the text names the field."""
+
+
+def _first_error(exc: Exception) -> str:
+    errors = getattr(exc, "errors", None)
+    if callable(errors) and exc.errors():  # type: ignore[attr-defined]
+        first = exc.errors()[0]  # type: ignore[attr-defined]
+        return f"field '{'.'.join(str(p) for p in first['loc']) or '<root>'}': {first['msg']}"
+    return str(exc)
+
+
+class RewardRange(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    range: tuple[float, float] = (0.0, 1.0)
+
+    @field_validator("range")
+    @classmethod
+    def _ordered(cls, value: tuple[float, float]) -> tuple[float, float]:
+        lo, hi = value
+        if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
+            raise ValueError(f"rewards.range must be two finite numbers [lo, hi] with lo <= hi, got {list(value)}")
+        return value
+
+
+class RolloutRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    version: str = VERSION
+    timestamp: Any = None
+    sample_id: str = Field(min_length=1, max_length=512)
+    max_length: int | None = Field(default=None, ge=1)
+    rewards: RewardRange = Field(default_factory=RewardRange)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class GenerateRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    version: str = VERSION
+    sample_id: str
+    step_id: str
+    messages: list[dict[str, Any]]
+
+
+class _ChoiceMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    content: Any = ""
+
+
+class _Choice(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    message: _ChoiceMessage
+    finish_reason: str | None = None
+
+
+class _GenerateData(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    choices: list[_Choice] = Field(min_length=1)
+
+
+class GenerateResponse(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    version: str = VERSION
+    sample_id: str
+    step_id: str = Field(min_length=1)
+    data: _GenerateData
+    finish_reason: str | None = None
+
+    @property
+    def text(self) -> str:
+        from rewardpipe.models import content_to_text
+
+        return content_to_text(self.data.choices[0].message.content)
+
+    @property
+    def stop(self) -> str | None:
+        return self.data.choices[0].finish_reason or self.finish_reason
+
+
+class RolloutResponse(BaseModel):
+    version: str = VERSION
+    sample_id: str
+    stop_reason: str
+    rewards: dict[str, float]
+
+
+def parse(model: type[BaseModel], body: Any) -> Any:
+    """Validate one message body (a JSON string or an object) as ``model``; NovaProtocolError names the field."""
+    import json
+
+    try:
+        data = json.loads(body) if isinstance(body, (str, bytes)) else body
+        return model.model_validate(data)
+    except Exception as exc:  # noqa: BLE001 - any malformed body is one protocol error
+        raise NovaProtocolError(f"{model.__name__}: {_first_error(exc)}") from None
+
+
+# --------------------------------------------------------------------------------------------------
+# Configuration and mappings
+
+
+class BridgeConfig(BaseModel):
+    """How rollout requests map onto rewardpipe rollouts and how results map back.
+
+    * ``task_field``: dotted path in ``data`` holding a task id; the task is read from
+      ``task_key_template`` in the records bucket (put it there with ``rewardpipe tasks``/S3).
+    * ``inline_task_field``: dotted path in ``data`` holding a whole task object (wins over ``task_field``).
+    * ``group_pattern``: regex with a named group ``group`` applied to ``sample_id``; the default drops the
+      last ``_N`` (inferred from Nova's ids, not documented). An id it does not match is a group of its own.
+    * ``range_mapping``: ``linear`` maps the reward's own [min, max] onto ``rewards.range``; ``clip`` keeps
+      the raw aggregate and clips it into the range.
+    * ``error_reward``: what an unscorable rollout answers: ``neutral`` (mid-range), ``zero`` (the mapped
+      value of an aggregate of 0, clipped), or ``fail_batch`` (answer nothing: Nova's ``rollout.timeout``
+      fails the training job, for users who prefer a failed job to a substituted reward). Every error
+      answer carries ``reward_error`` = 1 and ``error_<kind>`` = 1 in its metrics.
+    * ``rollout_budget_s``: wall-clock budget of one rollout, kept below Nova's ``rollout.timeout``.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = Field(default="nova", min_length=1)
+    task_field: str = "task_id"
+    inline_task_field: str = "task"
+    task_key_template: str = "tasks/nova/{task_id}.json"
+    group_pattern: str = r"^(?P<group>.+)_(?P<index>\d+)$"
+    range_mapping: Literal["linear", "clip"] = "linear"
+    error_reward: ErrorReward = "neutral"
+    rollout_budget_s: float = Field(default=480.0, gt=0)
+    max_turns: int | None = Field(default=None, ge=1, le=100)
+
+    @field_validator("group_pattern")
+    @classmethod
+    def _has_group(cls, value: str) -> str:
+        if "group" not in re.compile(value).groupindex:
+            raise ValueError("group_pattern needs a named group (?P<group>...)")
+        return value
+
+
+def group_of(sample_id: str, config: BridgeConfig) -> str:
+    match = re.match(config.group_pattern, sample_id)
+    return match.group("group") if match and match.group("group") else sample_id
+
+
+def _dig(data: Any, path: str) -> Any:
+    for part in path.split("."):
+        if not isinstance(data, dict) or part not in data:
+            return None
+        data = data[part]
+    return data
+
+
+def task_source(request: RolloutRequest, config: BridgeConfig) -> tuple[Task | None, str | None]:
+    """``(inline task, None)`` or ``(None, task key)``; NovaProtocolError naming the field otherwise."""
+    from rewardpipe.store import encode_id
+
+    inline = _dig(request.data, config.inline_task_field)
+    if inline is not None:
+        try:
+            return Task.model_validate(inline), None
+        except Exception as exc:  # noqa: BLE001
+            raise NovaProtocolError(f"data.{config.inline_task_field}: {_first_error(exc)}") from None
+    task_id = _dig(request.data, config.task_field)
+    if not isinstance(task_id, str) or not task_id:
+        raise NovaProtocolError(
+            f"data.{config.task_field}: missing (the rollout request's data must carry a task id there, "
+            f"or a whole task under data.{config.inline_task_field})")
+    return None, config.task_key_template.format(task_id=encode_id(task_id))
+
+
+def request_key(request: RolloutRequest) -> str:
+    """Identity of one rollout request: a redelivered message has the same key; the same ``sample_id`` sent
+    again at a later training step (another ``timestamp``) does not."""
+    raw = f"{request.sample_id}\x00{request.timestamp!r}"
+    return hashlib.sha256(raw.encode("utf-8")).hexdigest()[:32]
+
+
+def step_id(sample_id: str, turn: int) -> str:
+    return f"{sample_id}_{turn}"
+
+
+def generate_request(sample_id: str, messages: list[dict[str, Any]]) -> GenerateRequest:
+    """The generate request of the next policy turn; the turn index is the number of assistant turns so far."""
+    turn = sum(1 for m in messages if m.get("role") in ("assistant", "nova_assistant"))
+    clean = [{"role": m.get("role"), "content": m.get("content", "")} for m in messages]
+    return GenerateRequest(sample_id=sample_id, step_id=step_id(sample_id, turn), messages=clean)
+
+
+def reward_bounds(reward: Reward) -> tuple[float, float]:
+    """The aggregate's own [min, max]: Σ over components of weight × the component's value range."""
+    lo = sum(min(c.weight * c.value_range[0], c.weight * c.value_range[1]) for c in reward.components)
+    hi = sum(max(c.weight * c.value_range[0], c.weight * c.value_range[1]) for c in reward.components)
+    return lo, hi
+
+
+def map_into_range(aggregate: float, bounds: tuple[float, float], target: tuple[float, float], mode: str) -> float:
+    """``linear``: the reward's [min, max] onto ``target`` (for the blog's reward, [-0.5, 1.6] → e.g. [0, 1]);
+    ``clip``: the raw aggregate clipped into ``target``. Either way the answer lies inside ``target``."""
+    lo, hi = target
+    if mode == "linear" and bounds[1] > bounds[0]:
+        value = lo + (aggregate - bounds[0]) / (bounds[1] - bounds[0]) * (hi - lo)
+    else:
+        value = aggregate
+    return min(hi, max(lo, value))
+
+
+def error_score(config: BridgeConfig, target: tuple[float, float], bounds: tuple[float, float]) -> float | None:
+    """The score an unscorable rollout answers with; ``None`` for ``fail_batch`` (answer nothing)."""
+    if config.error_reward == "fail_batch":
+        return None
+    if config.error_reward == "zero":
+        return map_into_range(0.0, bounds, target, config.range_mapping)
+    return (target[0] + target[1]) / 2.0
+
+
+def report_envelope(sample_id: str, score: float, components: dict[str, float | None], metrics: dict[str, Any],
+                    error: ErrorInfo | None) -> dict[str, Any]:
+    """``{id, aggregate_reward_score, metrics_list}`` with components as "Reward" and diagnostics as "Metric";
+    an error adds ``reward_error`` = 1 and ``error_<kind>`` = 1."""
+    envelope = nova_output(sample_id, score, components, metrics, error)
+    if error is not None:
+        envelope["metrics_list"].append({"name": f"error_{error.kind}", "value": 1, "type": "Metric"})
+    return envelope
+
+
+def rollout_result(
+    sample_id: str,
+    target: tuple[float, float],
+    reward: Reward,
+    config: BridgeConfig,
+    *,
+    aggregate: float | None,
+    components: dict[str, float | None],
+    metrics: dict[str, Any] | None = None,
+    error: ErrorInfo | None = None,
+    stop_reason: str = "end_of_conversation",
+) -> tuple[RolloutResponse | None, dict[str, Any]]:
+    """(rollout response to send, or None under ``fail_batch``; the report envelope)."""
+    bounds = reward_bounds(reward)
+    if error is None and (aggregate is None or not math.isfinite(aggregate)):
+        error = ErrorInfo(kind="non_finite_score", message="the rollout has no finite aggregate")
+    if error is None:
+        score = map_into_range(float(aggregate), bounds, target, config.range_mapping)  # type: ignore[arg-type]
+    else:
+        fallback = error_score(config, target, bounds)
+        envelope = report_envelope(sample_id, fallback if fallback is not None else 0.0, components,
+                                   dict(metrics or {}), error)
+        if fallback is None:
+            return None, envelope
+        return RolloutResponse(sample_id=sample_id, stop_reason="error",
+                               rewards={"aggregate_score": fallback}), envelope
+    envelope = report_envelope(sample_id, score, components, {**(metrics or {}), "raw_aggregate": aggregate}, None)
+    return RolloutResponse(sample_id=sample_id, stop_reason=stop_reason, rewards={"aggregate_score": score}), envelope
+
+

@@ -1,0 +1,181 @@
+"""Issue 9 item 7: every subcommand against a matrix of bad inputs.
+
+Each case must end with one clear ``error:`` line (or, for per-line problems, a report naming the line),
+exit 1 for bad data or 2 for usage, never a Python traceback and never the last-resort "rewardpipe bug"
+message; and nothing may be written anywhere but the store directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from rewardpipe.cli import app
+from tests.cli.conftest import BUNDLED_TASKS, make_task
+
+GOOD_ROLLOUT = {"rollout_id": "r", "group_id": "g", "task_id": "add", "step": 0,
+                "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}
+
+# name -> bytes of a bad JSONL input (None: the path does not exist; "dir": the path is a directory)
+BAD_FILES: dict[str, bytes | str | None] = {
+    "missing": None,
+    "directory": "dir",
+    "empty": b"",
+    "blank_lines": b"\n\n  \n",
+    "invalid_utf8": b'{"task_id": "\xff\xfe"}\n',
+    "utf16_bom": "\ufeff{}".encode("utf-16"),
+    "not_json": b"{this is not json\n",
+    "json_array_line": b"[1, 2, 3]\n",
+    "json_scalar_line": b"42\n",
+    "deeply_nested": b"[" * 100_000 + b"]" * 100_000 + b"\n",
+    "wrong_types": json.dumps({"task_id": 5, "rollout_id": ["x"], "group_id": {}, "step": "two",
+                               "messages": "hi", "prompt": None}).encode() + b"\n",
+    "huge_step": json.dumps({**GOOD_ROLLOUT, "step": 10**30}).encode() + b"\n",
+    "negative_step": json.dumps({**GOOD_ROLLOUT, "step": -1}).encode() + b"\n",
+    "empty_messages": json.dumps({**GOOD_ROLLOUT, "messages": []}).encode() + b"\n",
+    "nul_bytes": b"\x00\x00\x00\n",
+    "ansi_in_values": json.dumps({"task_id": "\x1b[2J\x1b[31mowned", "rollout_id": "\x1b]0;title\x07"}).encode()
+    + b"\n",
+}
+
+
+def _materialise(tmp_path: Path, name: str) -> Path:
+    path = tmp_path / "inputs" / f"{name}.jsonl"
+    path.parent.mkdir(exist_ok=True)
+    content = BAD_FILES[name]
+    if content == "dir":
+        path.mkdir()
+    elif content is not None:
+        path.write_bytes(content)  # type: ignore[arg-type]
+    return path
+
+
+def _good(tmp_path: Path) -> dict[str, Path]:
+    base = tmp_path / "inputs"
+    base.mkdir(exist_ok=True)
+    tasks = base / "good_tasks.jsonl"
+    tasks.write_text(json.dumps(make_task()) + "\n")
+    rollouts = base / "good_rollouts.jsonl"
+    rollouts.write_text(json.dumps(GOOD_ROLLOUT) + "\n")
+    code = base / "code.py"
+    code.write_text("def add(a, b):\n    return a + b\n")
+    tests = base / "tests.py"
+    tests.write_text("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+                     "        self.assertEqual(add(1, 2), 3)\n")
+    return {"tasks": tasks, "rollouts": rollouts, "code": code, "tests": tests}
+
+
+# Each command template takes {bad} (the bad file), {store} and the good files; "data" cases must exit 1.
+FILE_COMMANDS = {
+    "run_tasks": ["run", "--tasks", "{bad}", "--out", "{store}", "--steps", "1", "--group-size", "2",
+                  "--groups-per-step", "1"],
+    "run_replay": ["run", "--tasks", "{tasks}", "--policy", "replay", "--rollouts", "{bad}", "--out", "{store}"],
+    "score_rollouts": ["score", "{bad}", "--tasks", "{tasks}", "--out", "{store}"],
+    "score_tasks": ["score", "{rollouts}", "--tasks", "{bad}", "--out", "{store}"],
+    "monitor": ["monitor", "{bad}"],
+    "doctor": ["doctor", "--tasks", "{bad}"],
+    "exec_code": ["exec", "--code", "{bad}", "--tests", "{tests}", "--entry-point", "add"],
+    "exec_tests": ["exec", "--code", "{code}", "--tests", "{bad}", "--entry-point", "add"],
+    "tasks_validate": ["tasks", "validate", "{bad}"],
+    "import_humaneval": ["tasks", "import-humaneval", "{bad}", "--out", "{store}/imported.jsonl"],
+}
+
+# Files that are valid enough to be processed line by line: the command reports the line and may exit 1,
+# or (exec on source files, where any bytes are "code") run them and report a verdict.
+USAGE_CASES = {
+    "run_workers_zero": ["run", "--tasks", "{tasks}", "--workers", "0", "--out", "{store}"],
+    "run_bad_weight": ["run", "--tasks", "{tasks}", "--weight", "correctness", "--out", "{store}"],
+    "run_nan_weight": ["run", "--tasks", "{tasks}", "--weight", "correctness=nan", "--out", "{store}"],
+    "run_unknown_store": ["run", "--tasks", "{tasks}", "--out", "gs://bucket/x"],
+    "run_empty_run_id": ["run", "--tasks", "{tasks}", "--run-id", "", "--out", "{store}"],
+    "run_long_run_id": ["run", "--tasks", "{tasks}", "--run-id", "r" * 300, "--out", "{store}"],
+    "run_plot_suffix": ["run", "--tasks", "{tasks}", "--plot", "{store}/chart.txt", "--out", "{store}"],
+    "run_both_flags": ["run", "--tasks", "{tasks}", "--overwrite", "--resume", "--out", "{store}"],
+    "run_bad_threshold": ["run", "--tasks", "{tasks}", "--dead-fraction", "2", "--out", "{store}"],
+    "run_bad_range": ["run", "--tasks", "{tasks}", "--range", "x=1", "--out", "{store}"],
+    "run_openai_no_url": ["run", "--tasks", "{tasks}", "--policy", "openai", "--out", "{store}"],
+    "run_replay_no_file": ["run", "--tasks", "{tasks}", "--policy", "replay", "--out", "{store}"],
+    "run_single_turn_reward": ["run", "--tasks", "{tasks}", "--reward", "gsm8k", "--out", "{store}"],
+    "score_store_is_file": ["score", "{rollouts}", "--tasks", "{tasks}", "--out", "{tasks}"],
+    "monitor_bad_step": ["monitor", "{store}", "--step", "-1"],
+    "monitor_bad_range": ["monitor", "{rollouts}", "--range", "nonsense"],
+    "exec_missing_flags": ["exec", "--code", "{code}"],
+    "exec_bad_format": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add",
+                        "--tests-format", "pytest"],
+    "exec_bad_layer": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--disable", "x"],
+    "unknown_command": ["frobnicate"],
+}
+
+
+def _snapshot(root: Path, store: Path) -> dict[str, int]:
+    """Every file under ``root`` except the store, with its size: what a command must not change."""
+    found = {}
+    for dirpath, _, filenames in os.walk(root):
+        if Path(dirpath) == store or store in Path(dirpath).parents:
+            continue
+        for name in filenames:
+            path = Path(dirpath) / name
+            found[str(path.relative_to(root))] = path.stat().st_size
+    return found
+
+
+@pytest.fixture
+def sandbox_dir(tmp_path, monkeypatch):
+    """Run every command from an empty working directory, so a stray write (a spill file, a chart) shows."""
+    work = tmp_path / "cwd"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    return tmp_path
+
+
+def _invoke(args: list[str]):
+    return CliRunner().invoke(app, args, catch_exceptions=False)
+
+
+def _check(result, tmp_path, store, before, allowed_codes):
+    output = result.output
+    assert "Traceback" not in output, output
+    assert "rewardpipe bug" not in output, output
+    assert result.exit_code in allowed_codes, (result.exit_code, output)
+    assert _snapshot(tmp_path, store) == before, "a command wrote outside the store"
+    if result.exit_code != 0 and not result.stdout.startswith(("failed", "error")):  # exec: a verdict
+        # one clear line for people, on stderr
+        assert result.stderr.strip(), output
+        assert "\x1b" not in result.stderr, "hostile control characters reached the terminal"
+
+
+@pytest.mark.parametrize("bad", sorted(BAD_FILES))
+@pytest.mark.parametrize("command", sorted(FILE_COMMANDS))
+def test_bad_input_files(sandbox_dir, command, bad):
+    tmp_path = sandbox_dir
+    good = _good(tmp_path)
+    bad_path = _materialise(tmp_path, bad)
+    store = tmp_path / "store"
+    args = [a.format(bad=bad_path, store=store, **good) for a in FILE_COMMANDS[command]]
+    before = _snapshot(tmp_path, store)
+    result = _invoke(args)
+    # exec runs any readable text as code (a verdict, exit 0 or 1); every other command refuses bad data (1)
+    allowed = (0, 1, 2) if command.startswith("exec") else (1,)  # exec: its own exit-code rules
+    _check(result, tmp_path, store, before, allowed)
+
+
+@pytest.mark.parametrize("case", sorted(USAGE_CASES))
+def test_bad_options(sandbox_dir, case):
+    tmp_path = sandbox_dir
+    good = _good(tmp_path)
+    store = tmp_path / "store"
+    args = [a.format(store=store, **good) for a in USAGE_CASES[case]]
+    before = _snapshot(tmp_path, store)
+    result = _invoke(args)
+    _check(result, tmp_path, store, before, (1, 2))
+    assert not store.exists() or not any(store.rglob("*.json")), "a rejected command wrote records"
+
+
+def test_the_bundled_tasks_are_still_fine(sandbox_dir):
+    # guard for the matrix: the "good" side of each command really is good
+    result = _invoke(["tasks", "validate", str(BUNDLED_TASKS)])
+    assert result.exit_code == 0, result.output

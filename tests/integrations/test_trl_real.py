@@ -1,0 +1,130 @@
+"""A real ``trl.GRPOTrainer`` trains a few steps on CPU with rewardpipe's reward functions and callback.
+
+Needs the ``[trl]`` extra (``make test-trl`` installs it); skipped in the default run when it is absent.
+Nothing is downloaded: the model is a tiny random-weight Llama and the tokenizer a character vocabulary
+built here.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest.importorskip("trl")
+pytestmark = pytest.mark.trl
+
+import torch  # noqa: E402
+from datasets import Dataset  # noqa: E402
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
+from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
+from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+
+from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
+from rewardpipe.rewards import Component, Reward  # noqa: E402
+from rewardpipe.rewards.gsm8k import GSM8K  # noqa: E402
+
+GROUP = 4
+PROMPTS = ["what is 1+1?", "what is 10+2?", "what is 7+5?", "what is 99+1?"]  # lengths 12, 13, 12, 13
+
+
+def char_tokenizer() -> PreTrainedTokenizerFast:
+    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
+    chars = sorted(set("abcdefghijklmnopqrstuvwxyz0123456789 +=?#.\n"))
+    vocab = {token: index for index, token in enumerate(specials + chars)}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
+                                   bos_token="<bos>", unk_token="<unk>", padding_side="left")
+
+
+def tiny_model(tokenizer) -> LlamaForCausalLM:
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                         bos_token_id=tokenizer.bos_token_id)
+    return LlamaForCausalLM(config)
+
+
+def _completion(data) -> str:
+    texts = data.transcript.assistant_texts
+    return texts[-1] if texts else ""
+
+
+def _prompt(data) -> str:
+    return next((m.content for m in data.transcript.messages if m.role == "user"), "")
+
+
+# rewardpipe's GSM8K format component (dead: a random model never writes '#### N'), a component that varies
+# inside every group (the mean character code of a random completion) and one that is constant inside each
+# group yet varies across the batch (the prompt's length parity): TRL's batch std shows it alive.
+REWARD = Reward(name="toy", components=(
+    GSM8K.components[0],
+    Component("char_mean", 1.0, lambda d: sum(map(ord, _completion(d))) / (128.0 * max(1, len(_completion(d)))),
+              "mean character code / 128"),
+    Component("prompt_parity", 1.0, lambda d: float(len(_prompt(d)) % 2), "length parity of the prompt"),
+))
+
+
+def train(tmp_path, **callback_kwargs):
+    tokenizer = char_tokenizer()
+    callback = RewardPipeCallback(reward=REWARD, run_id="trl-test", **callback_kwargs)
+    weights = list(callback.reward_weights)
+    weights[1] = 2.0  # the trainer's weights differ from the reward's defaults: the monitor must use these
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(PROMPTS) * GROUP, num_generations=GROUP,
+        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
+        report_to="none", use_cpu=True, save_strategy="no", reward_weights=weights, disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+    dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
+    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
+                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer.train()
+    return trainer, callback
+
+
+def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_constant_in_every_group(tmp_path):
+    store_dir = tmp_path / "store"
+    trainer, callback = train(tmp_path, store=str(store_dir))
+
+    steps = [entry for entry in trainer.state.log_history if "rewardpipe/prompt_parity/zero_variance_group_fraction" in entry]
+    assert len(steps) == 2, trainer.state.log_history
+    for entry in steps:
+        # TRL's own per-function std is batch-wide and shows the parity component alive...
+        assert entry["rewards/toy_prompt_parity/std"] > 0.4
+        # ...the within-group view shows it is constant in every group, and the varying one is not.
+        assert entry["rewardpipe/prompt_parity/zero_variance_group_fraction"] == 1.0
+        assert entry["rewardpipe/prompt_parity/within_group_std"] == 0.0
+        assert entry["rewardpipe/char_mean/zero_variance_group_fraction"] == 0.0
+        assert entry["rewardpipe/char_mean/within_group_std"] > 0.0
+        assert entry["rewardpipe/format/dead"] == 1.0
+
+    kinds = {(alarm.component, alarm.kind, alarm.cause) for alarm in callback.alarms}
+    assert ("prompt_parity", "dead_component", "constant_within_groups") in kinds
+    assert ("format", "dead_component", "constant_at_minimum") in kinds
+    assert not any(alarm.component in ("char_mean", "aggregate") for alarm in callback.alarms)
+    assert len([a for a in callback.alarms if a.component == "prompt_parity"]) == 1  # once per onset
+
+    # The store holds the records with the weights the trainer used, and `rewardpipe monitor` reads it.
+    record = json.loads(next((store_dir / "runs" / "trl-test").rglob("c0.json")).read_text())
+    assert record["weights"] == {"format": 0.5, "char_mean": 2.0, "prompt_parity": 1.0}
+    assert record["aggregate"] == pytest.approx(
+        sum(record["weights"][k] * v for k, v in record["components"].items()))
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    out = CliRunner().invoke(app, ["monitor", str(store_dir), "--run-id", "trl-test", "--json", "--no-write-alarms"])
+    assert out.exit_code == 0, out.output
+    report = json.loads(out.output)
+    assert [s["step"] for s in report["steps"]] == [0, 1]
+    assert report["steps"][0]["components"]["prompt_parity"]["verdict"] == "dead"
+
+
+def test_ignored_component_gets_figures_but_no_alarm(tmp_path):
+    trainer, callback = train(tmp_path, ignore=["prompt_parity", "format"])
+    assert not any(alarm.component in ("prompt_parity", "format") for alarm in callback.alarms)
+    assert any("rewardpipe/prompt_parity/zero_variance_group_fraction" in e for e in trainer.state.log_history)
