@@ -364,6 +364,9 @@ def run_container(env: dict[str, str]) -> dict[str, Any]:
     argv = [sys.executable, str(ROOT / "containers" / "code_runner" / "entry.py")]
     with tempfile.TemporaryDirectory(prefix="rewardpipe-scratch-") as scratch:
         if child_env.get("TMPDIR") == "/scratch":  # the task's scratch volume, fresh per task as on Fargate
+            # The image's /scratch is 0755 (mkdir + chown in the Dockerfile); mkdtemp's 0700 would keep the
+            # sandbox's dropped uid out whenever this test process runs as root without a mount namespace.
+            os.chmod(scratch, 0o755)
             child_env["TMPDIR"] = scratch
         proc = subprocess.run(argv, env=child_env, capture_output=True, text=True, timeout=300)
     return {"argv": argv, "env": env, "returncode": proc.returncode, "stdout": proc.stdout, "stderr": proc.stderr}
