@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from rewardpipe.execution import ExecutionJob
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.sandbox import MAX_WORKERS, make_executor
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -31,6 +31,19 @@ RIGHT_ADD = "def add(a, b):\n    return a + b\n"
 
 def job(code: str, tests: str = HIDDEN_TESTS, timeout_s: float = 5.0, **fields) -> ExecutionJob:
     return ExecutionJob(code=code, tests=tests, entry_point="add", timeout_s=timeout_s, **fields)
+
+
+def assert_failed(result, status=ExecutionStatus.FAILED):
+    """A wrong ``add`` got the verdict it deserves: no test passed, every expected test was counted."""
+    assert result.status is status, (result.status, result.reason, result.stderr[-500:])
+    assert result.passed == 0
+    assert result.total == EXPECTED_TESTS
+
+
+def assert_scorer_survives(executor):
+    """After an attack, an honest solution still passes: the scorer and the next job are unharmed."""
+    honest = executor.run(job(RIGHT_ADD))
+    assert honest.status is ExecutionStatus.PASSED, honest.reason
 
 
 @pytest.fixture(scope="module")

@@ -19,6 +19,8 @@ import blog_harness
 from rewardpipe.execution import ExecutionStatus
 from tests.security.conftest import (
     EXPECTED_TESTS,
+    assert_failed,
+    assert_scorer_survives,
     HIDDEN_TESTS,
     RIGHT_ADD,
     WRONG_ADD,
@@ -27,17 +29,6 @@ from tests.security.conftest import (
     require_any_layer,
     require_layer,
 )
-
-
-def assert_failed(result, status=ExecutionStatus.FAILED):
-    assert result.status is status, (result.status, result.reason, result.stderr[-500:])
-    assert result.passed == 0
-    assert result.total == EXPECTED_TESTS
-
-
-def assert_scorer_survives(executor):
-    honest = executor.run(job(RIGHT_ADD))
-    assert honest.status is ExecutionStatus.PASSED, honest.reason
 
 
 def blog_score(code: str, tests: str = HIDDEN_TESTS) -> tuple[int, int]:

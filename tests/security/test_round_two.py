@@ -22,20 +22,18 @@ from rewardpipe.cli import app
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers, wire
 from rewardpipe.execution.sandbox import make_executor
-from tests.security.conftest import EXPECTED_TESTS, HIDDEN_TESTS, RIGHT_ADD, WRONG_ADD, job, require_layer
+from tests.security.conftest import (
+    EXPECTED_TESTS,
+    HIDDEN_TESTS,
+    RIGHT_ADD,
+    WRONG_ADD,
+    assert_failed,
+    assert_scorer_survives,
+    job,
+    require_layer,
+)
 
 cli = CliRunner()
-
-
-def assert_failed(result, status=ExecutionStatus.FAILED):
-    assert result.status is status, (result.status, result.reason, result.stderr[-500:])
-    assert result.passed == 0
-    assert result.total == EXPECTED_TESTS
-
-
-def assert_scorer_survives(executor):
-    honest = executor.run(job(RIGHT_ADD))
-    assert honest.status is ExecutionStatus.PASSED, honest.reason
 
 
 def write_batch(tmp_path, jobs: list[dict]) -> str:
