@@ -17,13 +17,13 @@ is excluded for that component only (``missing`` / ``non_finite``).
 from __future__ import annotations
 
 import math
-import operator
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping
 
+import numpy as np
 from pydantic import ValidationError
 
 from rewardpipe.models import Record
-from rewardpipe.monitoring.advantage import advantage_shares
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject
 
@@ -52,35 +52,73 @@ class SampledRollout:
         self.error = rec.error
 
 
+@dataclass
+class GroupTable:
+    """One component's six numbers for every group of a step, in the step's group order (first seen first).
+
+    ``n`` is 0 for a group where the component has no value. ``s1``/``s2`` are the sums of ``x - shift`` and
+    its square, added in record order, where ``shift`` is the group's first value; ``minimum``/``maximum``
+    hold +0.0 for either zero (a -0.0 and a 0.0 are the same reward).
+    """
+
+    n: np.ndarray  # int64
+    shift: np.ndarray
+    s1: np.ndarray
+    s2: np.ndarray
+    minimum: np.ndarray
+    maximum: np.ndarray
+
+
+_NO_VALUES = (0, 0.0, 0.0, 0.0, math.nan, math.nan)
+
+
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
     __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights", "sample",
-                 "inprocess")
+                 "inprocess", "table")
 
     def __init__(self) -> None:
         self.records = 0
         self.inprocess = 0  # records scored from the "inprocess" trust mode (not a reward source)
         self.errors = 0
         self.error_kinds: dict[str, int] = {}
-        # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]}
-        self.groups: dict[str, dict[str, list]] = {}
+        # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]} while reading;
+        # after :meth:`freeze` only its keys (the step's groups, first seen first) are read.
+        self.groups: dict[str, Any] = {}
         self.missing: dict[str, int] = {}
         self.non_finite: dict[str, int] = {}
         # component -> weight, as the records of the step declare it (read once per group: a run's
         # weights are fixed, so this costs nothing per record)
         self.weights: dict[str, float] = {}
         self.sample: dict[str, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
+        self.table: dict[str, GroupTable] = {}  # component (and AGG) -> per-group numbers, set by freeze()
+
+    @property
+    def group_count(self) -> int:
+        return len(self.groups)
 
     def component_names(self) -> list[str]:
         """Components seen at this step (with a value, a None or a non-finite value), sorted."""
-        names: set[str] = set()
+        names: set[str] = set(self.table)
         for group in self.groups.values():
-            names.update(group)
+            if group:
+                names.update(group)
         names.update(self.missing)
         names.update(self.non_finite)
         names.discard(AGG)
         return sorted(names)
+
+    def freeze(self) -> None:
+        """Turn the streaming per-group accumulators into one :class:`GroupTable` per component."""
+        names: dict[str, None] = {}
+        for group in self.groups.values():
+            names.update(dict.fromkeys(group))
+        for name in names:
+            rows = np.array([group.get(name, _NO_VALUES) for group in self.groups.values()], dtype=np.float64)
+            self.table[name] = GroupTable(n=rows[:, 0].astype(np.int64), shift=rows[:, 1], s1=rows[:, 2],
+                                          s2=rows[:, 3], minimum=rows[:, 4] + 0.0, maximum=rows[:, 5] + 0.0)
+        self.groups = dict.fromkeys(self.groups)
 
 
 def accumulate(
@@ -153,97 +191,70 @@ def accumulate(
     if other_runs:
         names = ", ".join(sorted(other_runs | {run_id or ""}))
         raise MonitorInputError(f"records come from several runs ({names}): monitor one run at a time (--run-id)")
+    for acc in steps.values():
+        acc.freeze()
     return run_id, steps
 
 
-def component_figures(
-    name: str, acc: StepAcc, epsilon: float, group_sizes: list[float] | None = None
-) -> tuple[dict[str, Any], list[float]]:
-    """The step's figures for one component, and the mean of every zero-variance group (for the cause).
+def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str, Any], np.ndarray, np.ndarray]:
+    """The step's figures for one component, the mean of every zero-variance group (for the cause), and
+    ``|weight| * std`` of every group of the step in group order (0.0 where the component has fewer than
+    two values), for :func:`advantage_share_means`.
 
     Batch mean/std are combined exactly from the per-group (n, mean, var); groups with fewer than two
-    values are left out of the within-group figures ("eligible" groups have at least two). If
-    ``group_sizes`` is given, it receives ``|weight| * std`` for every group of the step, in ``acc.groups``
-    order (0.0 where the component has fewer than two values), for :func:`advantage_share_means`.
+    values are left out of the within-group figures ("eligible" groups have at least two). Everything is
+    computed from the step's :class:`GroupTable`, whichever reader filled it, so the figures do not depend
+    on how the records arrived.
     """
-    abs_weight = abs(acc.weights.get(name, 1.0))
-    n_total = 0
-    sum_total = 0.0
-    lo_seen = math.inf
-    hi_seen = -math.inf
-    groups = 0
-    per_group: list[tuple[int, float, float]] = []  # (n, mean, var) for the batch combine
-    eligible = zero = 0
-    std_sum = 0.0
-    zero_values: list[float] = []
-    for group in acc.groups.values():
-        st = group.get(name)
-        if st is None:
-            if group_sizes is not None:
-                group_sizes.append(0.0)
-            continue
-        n, shift, s1, s2, mn, mx = st
-        groups += 1
-        mean_d = s1 / n
-        var = s2 / n - mean_d * mean_d
-        if var < 0.0:
-            var = 0.0
-        mean = shift + mean_d
-        per_group.append((n, mean, var))
-        n_total += n
-        sum_total += n * mean
-        if mn < lo_seen:
-            lo_seen = mn
-        if mx > hi_seen:
-            hi_seen = mx
-        if n >= 2:
-            eligible += 1
-            std = math.sqrt(var)
-            std_sum += std
-            if std <= epsilon:
-                zero += 1
-                zero_values.append(mean)
-            if group_sizes is not None:
-                group_sizes.append(abs_weight * std)
-        elif group_sizes is not None:
-            group_sizes.append(0.0)
+    table = acc.table.get(name)
+    groups_total = acc.group_count
     stats: dict[str, Any] = {
-        "values": n_total,
-        "missing": acc.missing.get(name, 0),
-        "non_finite": acc.non_finite.get(name, 0),
-        "groups": groups,
-        "eligible_groups": eligible,
-        "zero_variance_groups": zero,
-        "mean": None,
-        "std": None,
-        "min": None,
-        "max": None,
-        "zero_variance_group_fraction": None,
-        "within_group_std_mean": None,
-        "constant_value": None,
+        "values": 0, "missing": acc.missing.get(name, 0), "non_finite": acc.non_finite.get(name, 0),
+        "groups": 0, "eligible_groups": 0, "zero_variance_groups": 0, "mean": None, "std": None, "min": None,
+        "max": None, "zero_variance_group_fraction": None, "within_group_std_mean": None, "constant_value": None,
     }
+    if table is None:
+        return stats, np.empty(0), np.zeros(groups_total)
+    n = table.n
+    present = n > 0
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean_d = table.s1 / n
+        var = np.maximum(table.s2 / n - mean_d * mean_d, 0.0)
+    group_mean = table.shift + mean_d
+    eligible = n >= 2
+    std = np.where(eligible, np.sqrt(np.where(eligible, var, 0.0)), 0.0)
+    zero = eligible & (std <= epsilon)
+    sizes = abs(acc.weights.get(name, 1.0)) * std
+    n_total = int(n[present].sum())
+    stats.update(values=n_total, groups=int(present.sum()), eligible_groups=int(eligible.sum()),
+                 zero_variance_groups=int(zero.sum()))
     if n_total:
-        mean = sum_total / n_total
-        m2 = sum(n * (var + (gm - mean) ** 2) for n, gm, var in per_group)
-        stats.update(mean=mean, std=math.sqrt(max(m2 / n_total, 0.0)), min=lo_seen, max=hi_seen)
-    if eligible:
-        stats["zero_variance_group_fraction"] = zero / eligible
-        stats["within_group_std_mean"] = std_sum / eligible
-    return stats, zero_values
+        counts, means = n[present], group_mean[present]
+        mean = float((counts * means).sum()) / n_total
+        m2 = float((counts * (var[present] + (means - mean) ** 2)).sum())
+        stats.update(mean=mean, std=math.sqrt(max(m2 / n_total, 0.0)),
+                     min=float(table.minimum[present].min()), max=float(table.maximum[present].max()))
+    if stats["eligible_groups"]:
+        stats["zero_variance_group_fraction"] = stats["zero_variance_groups"] / stats["eligible_groups"]
+        stats["within_group_std_mean"] = float(std[eligible].sum()) / stats["eligible_groups"]
+    return stats, group_mean[zero], sizes
 
 
-def advantage_share_means(group_sizes: dict[str, list[float]]) -> dict[str, float]:
+def advantage_share_means(group_sizes: dict[str, np.ndarray]) -> dict[str, float]:
     """Per component, its mean share of the GRPO advantage over the groups that have an advantage.
 
     ``group_sizes``: per component, ``|weight| * std`` in every group of the step (same group order for
-    all, as :func:`component_figures` fills it). A group's shares are its sizes over their sum, as in
+    all, as :func:`component_figures` returns it). A group's shares are its sizes over their sum, as in
     :func:`rewardpipe.monitoring.advantage.advantage_shares`, computed column-wise here because a step can
     hold tens of thousands of groups.
     """
     if not group_sizes:
         return {}
-    inverse = [1.0 / total if total > 0.0 else 0.0 for total in map(sum, zip(*group_sizes.values()))]
-    signal = sum(1 for value in inverse if value)
-    if not signal:
+    sizes = np.vstack(list(group_sizes.values()))
+    totals = sizes.sum(axis=0)
+    signal = totals > 0.0
+    count = int(signal.sum())
+    if not count:
         return {}
-    return {name: sum(map(operator.mul, column, inverse)) / signal for name, column in group_sizes.items()}
+    shares = sizes[:, signal] / totals[signal]
+    return {name: float(shares[i].sum()) / count for i, name in enumerate(group_sizes)}

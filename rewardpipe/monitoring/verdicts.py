@@ -102,12 +102,15 @@ def component_stats(
     acc: StepAcc,
     th: Thresholds,
     value_range: tuple[float, float] | None,
-    group_sizes: list[float] | None = None,
+    group_sizes: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Figures, verdict and (for ``dead``) cause of one component at one step, as a dict."""
+    """Figures, verdict and (for ``dead``) cause of one component at one step, as a dict. ``group_sizes``,
+    if given, receives the component's per-group advantage sizes under its name."""
     eps = th.epsilon
     tol = max(eps, 1e-12)
-    stats, zero_values = component_figures(name, acc, eps, group_sizes)
+    stats, zero_values, sizes = component_figures(name, acc, eps)
+    if group_sizes is not None:
+        group_sizes[name] = sizes
     eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
 
     if eligible == 0 or eligible < th.min_groups:
@@ -132,8 +135,8 @@ def component_stats(
     cause = "constant_everywhere" if batch_constant else "constant_within_groups"
     if value_range is not None:
         lo, hi = value_range
-        at_min = sum(1 for v in zero_values if abs(v - lo) <= tol)
-        at_max = sum(1 for v in zero_values if abs(v - hi) <= tol)
+        at_min = int((abs(zero_values - lo) <= tol).sum())
+        at_max = int((abs(zero_values - hi) <= tol).sum())
         if at_min / eligible >= th.dead_fraction:
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_minimum", lo, at_min
         elif at_max / eligible >= th.dead_fraction:
@@ -165,10 +168,10 @@ def finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[st
 
 def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
-    group_sizes: dict[str, list[float]] = {name: [] for name in acc.component_names()}
+    group_sizes: dict[str, Any] = {}
     components = {
-        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes[name]), th)
-        for name in group_sizes
+        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes), th)
+        for name in acc.component_names()
     }
     shares = advantage_share_means(group_sizes)
     if shares:
@@ -185,7 +188,7 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
         errors=acc.errors,
         error_rate=acc.errors / acc.records if acc.records else 0.0,
         error_kinds=dict(sorted(acc.error_kinds.items(), key=lambda kv: (-kv[1], kv[0]))),
-        groups=len(acc.groups),
+        groups=acc.group_count,
         components=components,
         aggregate=aggregate,
         inprocess_records=acc.inprocess,
