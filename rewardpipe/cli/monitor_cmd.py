@@ -118,6 +118,16 @@ class _Source:
         elif self.run_id not in runs:
             fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
+    def batch(self, step: Optional[int]) -> Any:
+        """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
+        PATH is a file the fast reader can vouch for entirely; None sends the caller to :meth:`records`."""
+        from rewardpipe.monitoring.fastread import read_jsonl_batch
+
+        if self.jsonl is None:
+            return None
+        batch = read_jsonl_batch(self.jsonl)
+        return None if batch is None else batch.dedupe().only(self.run_id, step)
+
     def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
@@ -208,6 +218,7 @@ def monitor(
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, StoreAlarmSink, dispatch, monitor_records
+    from rewardpipe.monitoring.monitor import monitor_batch
     from rewardpipe.store import StoreError
 
     thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
@@ -219,7 +230,12 @@ def monitor(
     bad: list = []
     duplicates: list[int] = []
     try:
-        result = monitor_records(source.records(step, bad, duplicates), thresholds)
+        batch = source.batch(step)
+        if batch is not None:  # every record vouched for: columns, no model object per record
+            duplicates = batch.duplicates
+            result = monitor_batch(batch, thresholds)
+        else:
+            result = monitor_records(source.records(step, bad, duplicates), thresholds)
     except MonitorInputError as exc:
         fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:

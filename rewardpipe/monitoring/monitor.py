@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from rewardpipe.models import Record
+from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm, AlarmSink, dispatch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
@@ -71,6 +72,30 @@ def monitor_records(
     A plain dict that is not a valid record is skipped and listed in ``result.unreadable`` (as
     ``record #<index>``); one bad record never stops the others from being checked.
     """
+    bad: list[BadObject] = []
+    run_id, accs = accumulate(records, on_bad=bad.append)
+    return judge(run_id, accs, thresholds, previous_state, bad)
+
+
+def monitor_batch(
+    batch: RecordBatch,
+    thresholds: Thresholds | None = None,
+    previous_state: MonitorState | Mapping[str, Any] | None = None,
+) -> MonitorResult:
+    """:func:`monitor_records` over records already read into columns (the fast readers of
+    :mod:`rewardpipe.monitoring.fastread`): the same result, without a model object per record."""
+    run_id, accs = accumulate_batch(batch)
+    return judge(run_id, accs, thresholds, previous_state, [])
+
+
+def judge(
+    run_id: str | None,
+    accs: dict[int, StepAcc],
+    thresholds: Thresholds | None,
+    previous_state: MonitorState | Mapping[str, Any] | None,
+    bad: list[BadObject],
+) -> MonitorResult:
+    """Verdicts, hysteresis and alarms for every step of ``accs``, in step order."""
     th = thresholds or Thresholds()
     if previous_state is None:
         state = MonitorState()
@@ -78,8 +103,6 @@ def monitor_records(
         state = previous_state.model_copy(deep=True)
     else:
         state = MonitorState.from_dict(previous_state)
-    bad: list[BadObject] = []
-    run_id, accs = accumulate(records, on_bad=bad.append)
     if run_id is not None and state.run_id is not None and run_id != state.run_id:
         raise MonitorInputError(f"records are from run '{run_id}' but the monitor state is for run '{state.run_id}'")
     state.run_id = state.run_id or run_id
@@ -116,6 +139,8 @@ def monitor_records(
         state.mark_checked(step)
     return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
                          unreadable=[b.to_dict() for b in bad])
+
+
 
 
 def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> None:

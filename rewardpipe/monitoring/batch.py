@@ -1,0 +1,248 @@
+"""Records as columns: the monitor's fast path, with no model object per record.
+
+A :class:`RecordBatch` holds what the monitor and the report need of every record as columns (ids, step,
+status, one float array per component, ...). :func:`accumulate_batch` turns it into the same per-step
+:class:`~rewardpipe.monitoring.statistics.StepAcc` the record-by-record pass builds, with the per-group
+sums added in record order, so every figure, verdict and alarm is identical whichever path read the records.
+
+Readers (:mod:`rewardpipe.monitoring.fastread`) only build a batch when they can vouch for every record: a
+line they cannot vouch for sends the caller back to the careful per-record path, which names the file,
+line and field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc
+from rewardpipe.monitoring.thresholds import MonitorInputError
+
+
+class Labels:
+    """A text column as dense codes (per row) and the text of each code. ``names`` may be given as a
+    callable that produces them, called only if a name is ever read (a million rollout ids are only
+    ever compared by code)."""
+
+    def __init__(self, codes: np.ndarray, names: list[str] | Callable[[], list[str]]) -> None:
+        self.codes = codes
+        self._names = names
+
+    @property
+    def names(self) -> list[str]:
+        if callable(self._names):
+            self._names = self._names()
+        return self._names
+
+    @classmethod
+    def of(cls, values: Any) -> "Labels":
+        codebook: dict[Any, int] = {}
+        for value in dict.fromkeys(values):
+            codebook[value] = len(codebook)
+        return cls(np.fromiter(map(codebook.__getitem__, values), dtype=np.int64, count=len(values)),
+                   list(codebook))
+
+    def take(self, rows: np.ndarray) -> "Labels":
+        return Labels(self.codes[rows], self._names)
+
+    def __getitem__(self, row: int) -> str:
+        return self.names[int(self.codes[row])]
+
+
+@dataclass
+class RecordBatch:
+    """Rows in source order. ``values[name]`` is NaN where the record has no number for the component
+    (absent, None, or an error record); ``nulls[name]`` is True where the record gave it as None.
+    The aggregate is ``values[AGG]`` / ``nulls[AGG]``. ``weights[name]`` is NaN where a record does not
+    declare that weight."""
+
+    run_ids: Labels
+    steps: np.ndarray  # int64
+    group_ids: Labels
+    rollout_ids: Labels
+    task_ids: Labels
+    scored: np.ndarray  # bool
+    error_kinds: Labels  # the error's kind ("unknown" without one); read for error rows only
+    inprocess: np.ndarray  # bool: metrics.exec_mode == "inprocess"
+    weights: dict[str, np.ndarray]
+    values: dict[str, np.ndarray]
+    nulls: dict[str, np.ndarray]
+    positions: np.ndarray  # where each row came from (a 1-based line or row number), for messages
+    load: Callable[[int], Any]  # position -> the full Record (only for the few sampled rollouts)
+    duplicates: list[int] = field(default_factory=list)  # positions of dropped repeated deliveries
+
+    def __len__(self) -> int:
+        return len(self.steps)
+
+    def take(self, rows: np.ndarray) -> "RecordBatch":
+        """The rows at ``rows`` (indices, ascending), same everything else."""
+        return RecordBatch(
+            run_ids=self.run_ids.take(rows), steps=self.steps[rows], group_ids=self.group_ids.take(rows),
+            rollout_ids=self.rollout_ids.take(rows), task_ids=self.task_ids.take(rows), scored=self.scored[rows],
+            error_kinds=self.error_kinds.take(rows), inprocess=self.inprocess[rows],
+            weights={k: v[rows] for k, v in self.weights.items()},
+            values={k: v[rows] for k, v in self.values.items()}, nulls={k: v[rows] for k, v in self.nulls.items()},
+            positions=self.positions[rows], load=self.load, duplicates=self.duplicates)
+
+    def dedupe(self) -> "RecordBatch":
+        """Keep the last copy of each (run, step, group, rollout); the dropped copies' positions go to
+        ``duplicates`` (as the store would: the key is the same, the last write wins)."""
+        key = _combined(self.run_ids.codes, self.steps, self.group_ids.codes, self.rollout_ids.codes)
+        unique, last_reversed = np.unique(key[::-1], return_index=True)
+        if len(unique) == len(self):
+            return self
+        keep = np.zeros(len(self), dtype=bool)
+        keep[len(self) - 1 - last_reversed] = True
+        out = self.take(np.flatnonzero(keep))
+        out.duplicates = self.duplicates + self.positions[~keep].tolist()
+        return out
+
+    def only(self, run_id: str | None = None, step: int | None = None) -> "RecordBatch":
+        """The rows of one run and/or one step."""
+        mask = np.ones(len(self), dtype=bool)
+        if run_id is not None:
+            codes = [code for code, name in enumerate(self.run_ids.names) if name == run_id]
+            mask &= np.isin(self.run_ids.codes, codes)
+        if step is not None:
+            mask &= self.steps == step
+        return self if mask.all() else self.take(np.flatnonzero(mask))
+
+    def group_codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(a dense code per row for its (step, group_id), first seen first; each code's step; each code's
+        group_id code)."""
+        key = _combined(self.steps, self.group_ids.codes)
+        unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")  # unique keys by first appearance
+        rank = np.empty(len(unique), dtype=np.int64)
+        rank[order] = np.arange(len(unique))
+        rows = first[order]
+        return rank[inverse.reshape(-1)], self.steps[rows], self.group_ids.codes[rows]
+
+
+def _combined(*columns: np.ndarray) -> np.ndarray:
+    """One int64 key per row that is equal exactly when every column is equal (dense re-coding keeps the
+    product of the cardinalities small; a structured view would work too, but sorts far slower)."""
+    key = np.zeros(len(columns[0]), dtype=np.int64)
+    span = 1
+    for column in columns:
+        values, codes = np.unique(column, return_inverse=True)
+        if span * max(len(values), 1) >= 2**62:  # re-densify the key so far before it could overflow
+            _, key = np.unique(key, return_inverse=True)
+            span = int(key.max()) + 1 if len(key) else 1
+        key = key * len(values) + codes.reshape(-1)
+        span *= max(len(values), 1)
+    return key
+
+
+def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]]:
+    """Per step, the :class:`StepAcc` that :func:`~rewardpipe.monitoring.statistics.accumulate` builds from
+    the same records in the same order; refuse mixed runs."""
+    rows = len(batch)
+    if rows == 0:
+        return None, {}
+    run_id = batch.run_ids[0]
+    runs = {batch.run_ids.names[code] for code in np.unique(batch.run_ids.codes).tolist()}
+    if len(runs) > 1:
+        raise MonitorInputError(f"records come from several runs ({', '.join(sorted(runs))}): "
+                                "monitor one run at a time (--run-id)")
+    codes, group_step, group_name = batch.group_codes()
+    groups = len(group_step)
+    first_row = np.full(groups, rows, dtype=np.int64)
+    np.minimum.at(first_row, codes, np.arange(rows))
+    step_values, step_of_row = np.unique(batch.steps, return_inverse=True)
+    step_of_row = step_of_row.reshape(-1)
+    order = np.argsort(group_step, kind="stable")  # each step's groups, first seen first
+    bounds = np.searchsorted(group_step[order], step_values, side="left").tolist() + [groups]
+
+    per_step = {name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
+                for name, mask in (("records", np.ones(rows)), ("errors", ~batch.scored),
+                                   ("inprocess", batch.inprocess))}
+    tables = {name: _group_table(batch.values[name], batch.scored, codes, groups) for name in batch.values}
+    missing = {name: np.bincount(step_of_row, weights=batch.scored & mask, minlength=len(step_values))
+               for name, mask in batch.nulls.items()}
+    weights_of_group = _group_weights(batch.weights, first_row)
+
+    accs: dict[int, StepAcc] = {}
+    names = batch.group_ids.names
+    for s, step in enumerate(step_values.tolist()):
+        acc = accs[step] = StepAcc()
+        acc.records = int(per_step["records"][s])
+        acc.errors = int(per_step["errors"][s])
+        acc.inprocess = int(per_step["inprocess"][s])
+        mine = order[bounds[s]:bounds[s + 1]]
+        acc.groups = dict.fromkeys(map(names.__getitem__, group_name[mine].tolist()))
+        acc.weights = weights_of_group(mine)
+        for name, table in tables.items():
+            if table is not None and table.n[mine].any():
+                acc.table[name] = GroupTable(*(column[mine] for column in (
+                    table.n, table.shift, table.s1, table.s2, table.minimum, table.maximum)))
+        for name, counts in missing.items():
+            if counts[s]:
+                acc.missing[name] = int(counts[s])
+        for g in mine[:SAMPLE_GROUPS].tolist():
+            acc.sample[names[group_name[g]]] = []
+    error_rows = np.flatnonzero(~batch.scored)
+    for step, kind in zip(batch.steps[error_rows].tolist(), batch.error_kinds.codes[error_rows].tolist()):
+        kinds = accs[step].error_kinds
+        label = batch.error_kinds.names[kind]
+        kinds[label] = kinds.get(label, 0) + 1
+    _fill_samples(batch, accs, codes, order, bounds, len(step_values))
+    return run_id, accs
+
+
+def _group_weights(weights: dict[str, np.ndarray], first_row: np.ndarray) -> Callable[[np.ndarray], dict]:
+    """For a step's groups (codes, first seen first): the weights the record-by-record pass would keep,
+    i.e. each group's first record's weights applied in turn (a run's weights are usually one constant)."""
+    constant = {}
+    for name, column in weights.items():
+        if len(column) and not np.isnan(column[0]) and (column == column[0]).all():
+            constant[name] = float(column[0])
+    if len(constant) == len(weights):
+        return lambda mine: dict(constant)
+
+    def per_step(mine: np.ndarray) -> dict[str, float]:
+        out: dict[str, float] = {}
+        rows = first_row[mine]
+        columns = {name: column[rows].tolist() for name, column in weights.items()}
+        for i in range(len(rows)):
+            for name, column in columns.items():
+                if column[i] == column[i]:  # not NaN: the record declares this weight
+                    out[name] = column[i]
+        return out
+    return per_step
+
+
+def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, groups: int) -> GroupTable | None:
+    """Per group: count, first value, sums of (x - first) and its square in row order, min and max."""
+    rows = np.flatnonzero(scored & ~np.isnan(values))
+    if len(rows) == 0:
+        return None
+    g, x = codes[rows], values[rows]
+    first = np.full(groups, len(values), dtype=np.int64)
+    np.minimum.at(first, g, rows)
+    has = first < len(values)
+    shift = np.zeros(groups)
+    shift[has] = values[first[has]]
+    d = x - shift[g]
+    s1, s2 = np.zeros(groups), np.zeros(groups)
+    np.add.at(s1, g, d)  # unbuffered, in row order: the same additions, in the same order, as one by one
+    np.add.at(s2, g, d * d)
+    minimum, maximum = np.full(groups, np.nan), np.full(groups, np.nan)
+    minimum[has], maximum[has] = np.inf, -np.inf
+    np.minimum.at(minimum, g, x)
+    np.maximum.at(maximum, g, x)
+    return GroupTable(n=np.bincount(g, minlength=groups).astype(np.int64), shift=shift, s1=s1, s2=s2,
+                      minimum=minimum + 0.0, maximum=maximum + 0.0)
+
+
+def _fill_samples(batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarray, order: np.ndarray,
+                  bounds: list[int], steps: int) -> None:
+    """The full records of each step's first SAMPLE_GROUPS groups (for causes and alarm examples)."""
+    sampled = np.zeros(len(order), dtype=bool)
+    for s in range(steps):
+        sampled[order[bounds[s]:min(bounds[s] + SAMPLE_GROUPS, bounds[s + 1])]] = True
+    for row in np.flatnonzero(sampled[codes]).tolist():
+        record = batch.load(int(batch.positions[row]))
+        accs[record.step].sample[record.group_id].append(SampledRollout(record))

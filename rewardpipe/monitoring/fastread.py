@@ -1,0 +1,459 @@
+"""Reading records straight into columns (:class:`~rewardpipe.monitoring.batch.RecordBatch`), vouched for.
+
+:func:`read_jsonl_batch` reads a JSONL file of records as columns, far faster than validating a model per
+line, and checks every record's shape column by column: the fields a Record requires, their types, the
+status and schema literals, finite numbers, one JSON object per line, UTF-8. Two readers, the first that
+can vouch for the whole file wins:
+
+1. pyarrow's JSON reader (C++, multi-threaded) with an explicit schema built from a sample of the lines,
+   refusing any field the schema does not name; where pyarrow cannot tell an absent field from a null one
+   (a component given as None counts as missing, an absent one does not), those few lines are re-read;
+2. orjson, line by line into Python objects, then the same checks (when pyarrow is not installed, or a
+   line has a field the sample did not show).
+
+Either returns None as soon as anything is not plainly a valid record (a line that is not JSON or not
+UTF-8, a missing field, a wrong type, a non-finite number, an alias, an unknown field): the caller then
+takes the careful per-line path, whose messages name the file, line and field. So a file is either read
+here in full, with the meaning the careful path gives it, or not at all.
+"""
+
+from __future__ import annotations
+
+import io
+from itertools import chain
+from operator import itemgetter
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import orjson
+
+from rewardpipe.models import RECORD_SCHEMA
+from rewardpipe.monitoring.batch import Labels, RecordBatch
+from rewardpipe.monitoring.columns import paused_gc
+from rewardpipe.monitoring.statistics import AGG
+
+SAMPLE_LINES = 2000  # lines (from the start and the end) the pyarrow schema is built from
+SAMPLE_BYTES = 1 << 22
+RECHECK_SHARE = 0.2  # above this share of rows with ambiguous nulls, orjson reads the file instead
+_STRINGS = ("run_id", "group_id", "rollout_id", "task_id", "status")
+_REQUIRED = itemgetter(*_STRINGS, "components", "weights", "aggregate")
+_NUMBER = {float, int}
+_OPTIONAL_NUMBER = {float, int, type(None)}
+_METRIC = {float, int, str, bool, type(None)}
+_EMPTY: dict[str, Any] = {}
+
+
+class _Absent:
+    """A component the record does not name (neither a value nor None)."""
+
+
+_ABSENT = _Absent()
+
+
+class _Lines:
+    """Line access into the file's bytes by 1-based line number. Line starts are found on demand, scanning
+    only as far as the furthest line asked for (the sampled rollouts are the first groups of each step)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self._starts = [0]
+
+    def __getitem__(self, number: int) -> bytes:
+        starts, find, data = self._starts, self.data.find, self.data
+        while len(starts) <= number and starts[-1] <= len(data):
+            end = find(b"\n", starts[-1])
+            starts.append(len(data) + 1 if end < 0 else end + 1)
+        return data[starts[number - 1]:starts[number] - 1]
+
+
+def _loader(lines: Callable[[int], bytes]) -> Callable[[int], Any]:
+    def load(position: int) -> Any:
+        from rewardpipe.models import Record
+
+        return Record.model_validate_json(lines(position))
+    return load
+
+
+def read_jsonl_batch(path: Path) -> RecordBatch | None:
+    """Every record of a JSONL file as columns (repeated deliveries not yet dropped), or None when the
+    file needs the careful path."""
+    data = path.read_bytes()
+    if not data.isascii():
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    with paused_gc():
+        batch = _arrow_batch(data)
+        if batch is None:
+            batch = _orjson_batch(data)
+    return batch
+
+
+# -- 1. pyarrow ---------------------------------------------------------------------------------------
+
+
+def _line_numbers(data: bytes) -> np.ndarray | None:
+    """The 1-based numbers of the non-blank lines, when every one of them is a single ``{...}`` (so that
+    pyarrow's rows are exactly the lines); None otherwise. (No copy of the data: files are large.)"""
+    if not data.startswith(b"{"):
+        return None
+    newlines = data.count(b"\n")
+    ends_with_newline = data.endswith(b"\n")
+    between = data.count(b"}\n{") + (data.count(b"}\r\n{") if b"\r" in data else 0)
+    if between == newlines - ends_with_newline and data.endswith((b"}", b"}\n", b"}\r\n")):
+        return np.arange(1, newlines - ends_with_newline + 2, dtype=np.int64)
+    raw = np.frombuffer(data, dtype=np.uint8)
+    if ends_with_newline:
+        raw = raw[:-1]
+    ends = np.concatenate([np.flatnonzero(raw == 10), [len(raw)]])
+    starts = np.concatenate([[0], ends[:-1] + 1])
+    last = ends - 1  # the last byte of each line, before a "\r"
+    crlf = (last >= starts) & (raw[np.clip(last, 0, None)] == 13)
+    last = last - crlf
+    inner = last >= starts  # not blank
+    if not ((raw[starts[inner]] == ord("{")) & (raw[last[inner]] == ord("}"))).all():
+        return None
+    return np.flatnonzero(inner) + 1
+
+
+def _sample(data: bytes) -> list[Any] | None:
+    """Up to SAMPLE_LINES lines from the start and as many from the end, parsed."""
+    head = data[:SAMPLE_BYTES].split(b"\n")
+    if len(data) > SAMPLE_BYTES:
+        head.pop()  # cut mid-line
+        tail = data[-SAMPLE_BYTES:].split(b"\n")[1:][-SAMPLE_LINES:]
+    else:
+        tail = []
+    try:
+        return [orjson.loads(line) for line in chain(head[:SAMPLE_LINES], tail) if line.strip()]
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _arrow_schema(sample: list[Any]) -> Any:
+    """The pyarrow schema of records shaped like ``sample``, or None if the sample is not plainly records."""
+    import pyarrow as pa
+
+    components: dict[str, None] = {}
+    weights: dict[str, None] = {}
+    metrics: dict[str, set[type]] = {}
+    for record in sample:
+        if type(record) is not dict:
+            return None
+        for name, into in (("components", components), ("weights", weights)):
+            part = record.get(name)
+            if type(part) is not dict:
+                return None
+            into.update(dict.fromkeys(part))
+        for key, value in (record.get("metrics") or {}).items():
+            metrics.setdefault(key, set()).add(type(value))
+    metric_fields = []
+    for key, kinds in metrics.items():
+        kinds.discard(type(None))
+        if not kinds or kinds == {str}:
+            metric_fields.append((key, pa.string()))
+        elif kinds == {bool}:
+            metric_fields.append((key, pa.bool_()))
+        elif kinds <= _NUMBER:
+            metric_fields.append((key, pa.float64()))
+        else:
+            return None
+    numbers = lambda names: pa.struct([(name, pa.float64()) for name in names])  # noqa: E731
+    return pa.schema([
+        ("schema", pa.string()), *[(name, pa.string()) for name in _STRINGS], ("step", pa.int64()),
+        ("error", pa.struct([("kind", pa.string()), ("message", pa.string())])),
+        ("components", numbers(components)), ("weights", numbers(weights)), ("aggregate", pa.float64()),
+        ("metrics", pa.struct(metric_fields)),
+    ])
+
+
+def _arrow_batch(data: bytes) -> RecordBatch | None:
+    try:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+        import pyarrow.json as pj
+    except ImportError:  # pragma: no cover - pyarrow is the optional "parquet" extra
+        return None
+    positions = _line_numbers(data)
+    sample = _sample(data)
+    if positions is None or not sample:
+        return None
+    schema = _arrow_schema(sample)
+    if schema is None:
+        return None
+    try:
+        table = pj.read_json(io.BytesIO(data), parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="error"))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+    if table.num_rows != len(positions):
+        return None
+    table = table.combine_chunks()
+    column = {name: table.column(name).chunk(0) if table.column(name).num_chunks else
+              pa.array([], type=schema.field(name).type) for name in schema.names}
+    if any(column[name].null_count for name in (*_STRINGS, "schema", "step", "components", "weights")):
+        return None  # a required field absent or null (or a step not given: rare, left to the careful path)
+    if not pc.all(pc.equal(column["schema"], RECORD_SCHEMA)).as_py():
+        return None
+    status = column["status"]
+    scored = pc.equal(status, "scored").to_numpy(zero_copy_only=False)
+    if not (scored | pc.equal(status, "error").to_numpy(zero_copy_only=False)).all():
+        return None
+    lines = _Lines(data)
+    recheck = _Recheck(lines, positions)
+
+    values: dict[str, np.ndarray] = {}
+    nulls: dict[str, np.ndarray] = {}
+    components = column["components"]
+    for name in [components.type.field(i).name for i in range(components.type.num_fields)]:
+        got = _numbers(components.field(name))
+        if got is None:
+            return None
+        values[name], null = got
+        # None counts as missing in a scored record, an absent component does not: ask the line
+        nulls[name] = null & scored
+    aggregate = _numbers(column["aggregate"])
+    if aggregate is None:
+        return None
+    values[AGG], agg_null = aggregate
+    nulls[AGG] = agg_null & scored
+    # Every row names "aggregate" exactly when the key occurs once per row: it cannot occur inside a JSON
+    # string (a quote there is escaped), a row cannot hold it twice (pyarrow refuses repeated keys), and no
+    # nested field may contain the word (pyarrow refuses fields the schema does not name).
+    nested = [f.name for name in ("components", "weights", "metrics", "error") for f in schema.field(name).type]
+    agg_given = data.count(b'"aggregate":') == len(positions) and not any("aggregate" in n for n in nested)
+    if not recheck.nulls(nulls, agg_null, agg_given):
+        return None
+
+    weights: dict[str, np.ndarray] = {}
+    weight_struct = column["weights"]
+    for i in range(weight_struct.type.num_fields):
+        name = weight_struct.type.field(i).name
+        got = _numbers(weight_struct.field(name))
+        if got is None:
+            return None
+        weights[name], null = got
+        if null.any() and not recheck.absent(np.flatnonzero(null), "weights", name):
+            return None  # an explicit null weight is not a number
+
+    error = column["error"]
+    present = ~error.is_null().to_numpy(zero_copy_only=False)
+    kind, message = error.field("kind"), error.field("message")
+    if (present & (kind.is_null().to_numpy(zero_copy_only=False)
+                   | message.is_null().to_numpy(zero_copy_only=False))).any():
+        return None
+    kinds = pc.if_else(error.is_null(), "unknown", kind)
+
+    metrics = column["metrics"]
+    if metrics.null_count and not recheck.absent(np.flatnonzero(metrics.is_null().to_numpy(zero_copy_only=False)),
+                                                 "metrics", None):
+        return None  # "metrics": null is not a mapping
+    for i in range(metrics.type.num_fields):
+        field = metrics.field(i)
+        if pa.types.is_floating(field.type) and not _finite_or_null(field):
+            return None
+    if "exec_mode" in [metrics.type.field(i).name for i in range(metrics.type.num_fields)]:
+        inprocess = pc.fill_null(pc.equal(metrics.field("exec_mode"), "inprocess"), False).to_numpy(
+            zero_copy_only=False)
+    else:
+        inprocess = np.zeros(len(positions), dtype=bool)
+
+    return RecordBatch(
+        run_ids=_labels(column["run_id"]), steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=_labels(column["group_id"]), rollout_ids=_labels(column["rollout_id"]),
+        task_ids=_labels(column["task_id"]), scored=scored, error_kinds=_labels(kinds), inprocess=inprocess,
+        weights=weights, values=values, nulls=nulls, positions=positions, load=_loader(lines.__getitem__))
+
+
+def _labels(array: Any) -> Labels:
+    encoded = array.dictionary_encode()
+    return Labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist)
+
+
+def _finite_or_null(array: Any) -> bool:
+    values = array.to_numpy(zero_copy_only=False)  # nulls become NaN
+    return bool(np.isfinite(values[~array.is_null().to_numpy(zero_copy_only=False)]).all())
+
+
+def _numbers(array: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """(float64 with NaN for null, null mask), or None if a non-null value is not finite (pyarrow reads
+    the non-JSON NaN literal; a Record would not count it as a value)."""
+    null = array.is_null().to_numpy(zero_copy_only=False)
+    values = array.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
+    if not np.isfinite(values[~null]).all():
+        return None
+    return values, null
+
+
+class _Recheck:
+    """Re-read the few lines where pyarrow's null could be an absent field or an explicit null."""
+
+    def __init__(self, lines: _Lines, positions: np.ndarray) -> None:
+        self.lines, self.positions = lines, positions
+
+    def _parsed(self, rows: np.ndarray) -> list[Any] | None:
+        if len(rows) > RECHECK_SHARE * len(self.positions) + 100:
+            return None
+        return [orjson.loads(self.lines[int(self.positions[row])]) for row in rows.tolist()]
+
+    def nulls(self, nulls: dict[str, np.ndarray], agg_null: np.ndarray, agg_given: bool) -> bool:
+        """Keep ``nulls`` only where the line says None (not absent); the aggregate must be given (known
+        already when ``agg_given``)."""
+        names = [name for name in nulls if name != AGG]
+        rows = np.flatnonzero(np.logical_or.reduce(
+            [nulls[name] for name in names] + [np.zeros(len(agg_null), dtype=bool) if agg_given else agg_null]))
+        parsed = self._parsed(rows)
+        if parsed is None:
+            return False
+        for row, record in zip(rows.tolist(), parsed):
+            if "aggregate" not in record:
+                return False  # required: the careful path names it
+            for name in names:
+                if nulls[name][row] and name not in record["components"]:
+                    nulls[name][row] = False
+        return True
+
+    def absent(self, rows: np.ndarray, part: str, name: str | None) -> bool:
+        """True when every one of ``rows`` leaves the field out rather than giving null."""
+        parsed = self._parsed(rows)
+        if parsed is None:
+            return False
+        if name is None:
+            return all(part not in record for record in parsed)
+        return all(name not in record[part] for record in parsed)
+
+
+# -- 2. orjson ----------------------------------------------------------------------------------------
+
+
+def _orjson_batch(data: bytes) -> RecordBatch | None:
+    lines = data.split(b"\n")
+    if lines and not lines[-1].strip():
+        lines.pop()
+    got = _parse(lines)
+    if got is None:
+        return None
+    parsed, positions = got
+    if not parsed or _types(parsed) != {dict}:
+        return None
+    try:
+        fields = list(map(_REQUIRED, parsed))
+    except KeyError:
+        return None
+    run_ids, group_ids, rollout_ids, task_ids, statuses, comps, weights, aggregates = map(list, zip(*fields))
+    steps = [d.get("step", 0) for d in parsed]
+    errors = [d.get("error") for d in parsed]
+    metrics = [d.get("metrics", _EMPTY) for d in parsed]
+    schemas = {d.get("schema", RECORD_SCHEMA) for d in parsed}
+    if (
+        schemas != {RECORD_SCHEMA}
+        or any("schema_" in d for d in parsed)  # the field's own name is accepted too: leave it to the model
+        or not all(_types(column) <= {str} for column in (run_ids, group_ids, rollout_ids, task_ids))
+        or not set(statuses) <= {"scored", "error"}
+        or not _types(steps) <= {int}
+        or not (_types(comps) | _types(weights) | _types(metrics)) <= {dict}
+        or not _types(chain.from_iterable(map(dict.values, metrics))) <= _METRIC
+        or not _types(errors) <= {dict, type(None)}
+    ):
+        return None
+    error_kinds = _error_kinds(statuses, errors)
+    weight_columns = _named_columns(weights, _NUMBER | {_Absent})
+    values = _named_columns(comps, _OPTIONAL_NUMBER | {_Absent})
+    aggregate = _floats(aggregates, _OPTIONAL_NUMBER)
+    if error_kinds is None or weight_columns is None or values is None or aggregate is None:
+        return None
+    values[AGG] = aggregate
+    try:
+        step_column = np.array(steps, dtype=np.int64)
+    except OverflowError:
+        return None
+    scored = np.fromiter((s == "scored" for s in statuses), dtype=bool, count=len(statuses))
+    inprocess = np.fromiter((m.get("exec_mode") == "inprocess" for m in metrics), dtype=bool, count=len(metrics))
+    return RecordBatch(
+        run_ids=Labels.of(run_ids), steps=step_column, group_ids=Labels.of(group_ids),
+        rollout_ids=Labels.of(rollout_ids), task_ids=Labels.of(task_ids), scored=scored,
+        error_kinds=Labels.of(error_kinds), inprocess=inprocess,
+        weights={k: v for k, (v, _) in weight_columns.items()},
+        values={k: v for k, (v, _) in values.items()}, nulls={k: n & scored for k, (_, n) in values.items()},
+        positions=positions, load=_loader(lambda number: lines[number - 1]))
+
+
+def _parse(lines: list[bytes]) -> tuple[list[Any], np.ndarray] | None:
+    """(parsed objects, their 1-based line numbers), skipping blank lines; None if a line is not JSON."""
+    loads = orjson.loads
+    try:
+        return list(map(loads, lines)), np.arange(1, len(lines) + 1)
+    except orjson.JSONDecodeError:
+        pass
+    parsed, numbers = [], []
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            parsed.append(loads(line))
+        except orjson.JSONDecodeError:
+            return None
+        numbers.append(number)
+    return parsed, np.asarray(numbers, dtype=np.int64)
+
+
+def _types(values: Any) -> set[type]:
+    return set(map(type, values))
+
+
+def _error_kinds(statuses: list[str], errors: list[Any]) -> list[str] | None:
+    """Per row, the error's kind ("unknown" without an error object; "" for scored rows); None if an
+    error object is not ``{"kind": str, "message": str, ...}``."""
+    kinds = [""] * len(statuses)
+    for row, error in enumerate(errors):
+        if error is None:
+            if statuses[row] == "error":
+                kinds[row] = "unknown"
+            continue
+        kind, message = error.get("kind"), error.get("message")
+        if type(kind) is not str or type(message) is not str:
+            return None
+        if statuses[row] == "error":
+            kinds[row] = kind
+    return kinds
+
+
+def _floats(column: list[Any], allowed: set[type]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(values with NaN for None/absent, None mask); None if a value is not allowed or not finite."""
+    kinds = _types(column)
+    if not kinds <= allowed:
+        return None
+    if kinds <= _NUMBER:
+        values, nulls = np.array(column, dtype=np.float64), np.zeros(len(column), dtype=bool)
+    else:
+        nulls = np.fromiter((v is None for v in column), dtype=bool, count=len(column))
+        if _Absent in kinds:
+            column = [None if v is _ABSENT else v for v in column]
+        values = np.array(column, dtype=np.float64)  # None -> NaN
+    if np.isinf(values).any():  # NaN cannot come out of orjson, but 1e999 is inf
+        return None
+    return values, nulls
+
+
+def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.ndarray, np.ndarray]] | None:
+    """Per key (first seen first), its column; None if a value is not of an ``allowed`` type or not finite."""
+    names = list(dicts[0]) if dicts else []
+    columns: list[list[Any]]
+    try:  # the common case: every record names the same keys
+        if set(map(len, dicts)) != {len(names)}:
+            raise KeyError
+        columns = list(map(list, zip(*map(itemgetter(*names), dicts)))) if len(names) > 1 else \
+            [[d[names[0]] for d in dicts]] if names else []
+    except KeyError:
+        names = list(dict.fromkeys(chain.from_iterable(dicts)))
+        columns = [[d.get(name, _ABSENT) for d in dicts] for name in names]
+    out = {}
+    for name, column in zip(names, columns):
+        floats = _floats(column, allowed)
+        if floats is None:
+            return None
+        out[name] = floats
+    return out
+
