@@ -35,7 +35,6 @@ from rewardpipe.monitoring.statistics import AGG
 
 SAMPLE_LINES = 2000  # lines (from the start and the end) the pyarrow schema is built from
 SAMPLE_BYTES = 1 << 22
-RECHECK_SHARE = 0.2  # above this share of rows with ambiguous nulls, orjson reads the file instead
 _STRINGS = ("run_id", "group_id", "rollout_id", "task_id", "status")
 _REQUIRED = itemgetter(*_STRINGS, "components", "weights", "aggregate")
 _NUMBER = {float, int}
@@ -293,9 +292,7 @@ class _Recheck:
     def __init__(self, lines: _Lines, positions: np.ndarray) -> None:
         self.lines, self.positions = lines, positions
 
-    def _parsed(self, rows: np.ndarray) -> list[Any] | None:
-        if len(rows) > RECHECK_SHARE * len(self.positions) + 100:
-            return None
+    def _parsed(self, rows: np.ndarray) -> list[Any]:
         return [orjson.loads(self.lines[int(self.positions[row])]) for row in rows.tolist()]
 
     def nulls(self, nulls: dict[str, np.ndarray], agg_null: np.ndarray, agg_given: bool) -> bool:
@@ -305,8 +302,6 @@ class _Recheck:
         rows = np.flatnonzero(np.logical_or.reduce(
             [nulls[name] for name in names] + [np.zeros(len(agg_null), dtype=bool) if agg_given else agg_null]))
         parsed = self._parsed(rows)
-        if parsed is None:
-            return False
         for row, record in zip(rows.tolist(), parsed):
             if "aggregate" not in record:
                 return False  # required: the careful path names it
@@ -318,8 +313,6 @@ class _Recheck:
     def absent(self, rows: np.ndarray, part: str, name: str | None) -> bool:
         """True when every one of ``rows`` leaves the field out rather than giving null."""
         parsed = self._parsed(rows)
-        if parsed is None:
-            return False
         if name is None:
             return all(part not in record for record in parsed)
         return all(name not in record[part] for record in parsed)
