@@ -34,7 +34,7 @@ def _note(message: str) -> None:
 
 def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
     from rewardpipe.cli.monitor_cmd import _Source
-    from rewardpipe.monitoring.report import attach_transcripts, build_report
+    from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
     from rewardpipe.monitoring.triage import write_triage
     from rewardpipe.store import StoreError
 
@@ -49,7 +49,11 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
         except ParquetUnavailable as exc:
             _fail(str(exc))
     try:
-        report = build_report(source.records(None, bad), run_id=source.run_id, also=sinks)
+        batch = None if sinks else source.batch(None)  # the Parquet export writes records: the careful read
+        if batch is not None:
+            report = build_report_from_batch(batch, run_id=source.run_id)
+        else:
+            report = build_report(source.records(None, bad), run_id=source.run_id, also=sinks)
     except (StoreError, ValueError) as exc:
         _fail(f"cannot read {path}: {exc}")
     for sink in sinks:

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from rewardpipe.monitoring.columns import EXAMPLES_PER_STEP, RunColumns
 from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc
 from rewardpipe.monitoring.thresholds import MonitorInputError
 
@@ -112,13 +113,10 @@ class RecordBatch:
     def group_codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(a dense code per row for its (step, group_id), first seen first; each code's step; each code's
         group_id code)."""
-        key = _combined(self.steps, self.group_ids.codes)
-        unique, first, inverse = np.unique(key, return_index=True, return_inverse=True)
-        order = np.argsort(first, kind="stable")  # unique keys by first appearance
-        rank = np.empty(len(unique), dtype=np.int64)
-        rank[order] = np.arange(len(unique))
-        rows = first[order]
-        return rank[inverse.reshape(-1)], self.steps[rows], self.group_ids.codes[rows]
+        codes, _ = _first_seen_codes(_combined(self.steps, self.group_ids.codes))
+        rows = np.full(int(codes.max()) + 1 if len(codes) else 0, len(codes), dtype=np.int64)
+        np.minimum.at(rows, codes, np.arange(len(codes)))  # each code's first row
+        return codes, self.steps[rows], self.group_ids.codes[rows]
 
 
 def _combined(*columns: np.ndarray) -> np.ndarray:
@@ -246,3 +244,56 @@ def _fill_samples(batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarra
     for row in np.flatnonzero(sampled[codes]).tolist():
         record = batch.load(int(batch.positions[row]))
         accs[record.step].sample[record.group_id].append(SampledRollout(record))
+
+
+def run_columns(batch: RecordBatch) -> RunColumns:
+    """The report's :class:`~rewardpipe.monitoring.columns.RunColumns` of a batch, built column-wise: what
+    ``RunColumns.add_many`` builds from the same records one by one (the scored rows, a code per
+    (step, group) and per task in first-seen order, one float column per component, the example
+    candidates), without touching a record."""
+    columns = RunColumns()
+    if len(batch) == 0:
+        return columns
+    columns.run_id = batch.run_ids[0]
+    columns.errors = int((~batch.scored).sum())
+    scored = batch.take(np.flatnonzero(batch.scored))
+    rows = len(scored)
+    if rows == 0:
+        return columns
+    codes, group_step, group_name = scored.group_codes()
+    names = scored.group_ids.names
+    columns.group_ids = dict(zip(zip(group_step.tolist(), map(names.__getitem__, group_name.tolist())),
+                                 range(len(group_step))))
+    task_codes, task_first = _first_seen_codes(scored.task_ids.codes)
+    columns.task_ids = dict(zip(map(scored.task_ids.names.__getitem__, task_first.tolist()),
+                                range(len(task_first))))
+    columns.steps.frombytes(scored.steps.astype(np.int64).tobytes())
+    columns.groups.frombytes(codes.astype(np.int64).tobytes())
+    columns.tasks.frombytes(task_codes.astype(np.int64).tobytes())
+    first_named = {name: np.flatnonzero(~np.isnan(values) | scored.nulls[name])[:1]
+                   for name, values in scored.values.items() if name != AGG}
+    named = sorted((name for name, first in first_named.items() if len(first)), key=lambda n: first_named[n][0])
+    columns.values = {name: [scored.values[name]] for name in named}  # a stable sort: record order for ties
+    columns._rows = rows
+    for row in (0, rows - 1):
+        columns.weights.update({name: float(column[row]) for name, column in scored.weights.items()
+                                if not np.isnan(column[row])})
+    first_row = np.full(len(group_step), rows, dtype=np.int64)
+    np.minimum.at(first_row, codes, np.arange(rows))
+    for g, row in enumerate(first_row.tolist()):  # groups in first-seen order
+        picks = columns.examples.setdefault(int(group_step[g]), [])
+        if len(picks) < EXAMPLES_PER_STEP:
+            components = {name: None if scored.nulls[name][row] else float(column[row])
+                          for name, column in ((n, scored.values[n]) for n in columns.values)
+                          if scored.nulls[name][row] or not np.isnan(column[row])}
+            picks.append((names[group_name[g]], scored.rollout_ids[row], components))
+    return columns
+
+
+def _first_seen_codes(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Codes renumbered by first appearance, and the original code of each new one."""
+    unique, first, inverse = np.unique(codes, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")
+    rank = np.empty(len(unique), dtype=np.int64)
+    rank[order] = np.arange(len(unique))
+    return rank[inverse.reshape(-1)], unique[order]

@@ -14,8 +14,8 @@ import gc
 import math
 from contextlib import contextmanager
 from array import array
-from itertools import chain
-from operator import itemgetter
+from itertools import chain, compress
+from operator import attrgetter, itemgetter, ne
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -48,33 +48,39 @@ class RunColumns:
         self.add_many([record])
 
     def add_many(self, records: list[Any]) -> None:
-        """Append a batch. Field extraction is one C-level ``itemgetter`` pass and value conversion one numpy
-        call per component: this is the hot loop of a 1M-record report."""
+        """Append a batch. Each field is extracted by one C-level ``itemgetter`` pass over the batch and
+        each component converted by one numpy call: this is the hot loop of a 1M-record report."""
         # A Record's fields live in its __dict__ under their names: one access path for both shapes.
-        datas = [r if isinstance(r, dict) else r.__dict__ for r in records]
-        if not datas:
+        if not records:
             return
+        kinds = set(map(type, records))
+        datas = records if kinds == {dict} else list(map(_DICT_OF, records)) if dict not in kinds else \
+            [r if isinstance(r, dict) else r.__dict__ for r in records]
         if self.run_id is None:
             self.run_id = datas[0].get("run_id")
         try:
-            fields = list(map(_FIELDS, datas))
+            statuses = list(map(_STATUS, datas))
+            scored_datas = datas if statuses.count("scored") == len(datas) else \
+                list(compress(datas, map("scored".__eq__, statuses)))
+            scored = [list(map(getter, scored_datas)) for getter in _COLUMNS]
         except KeyError:  # a mapping without every field: the slow, forgiving path
-            fields = [(d.get("status"), d.get("step", 0), d.get("group_id"), d.get("task_id"),
-                       d.get("components") or {}, d.get("rollout_id")) for d in datas]
-        scored = [f for f in fields if f[0] == "scored"]
-        self.errors += len(fields) - len(scored)
-        if not scored:
+            scored_datas = [d for d in datas if d.get("status") == "scored"]
+            scored = [[d.get("step", 0) for d in scored_datas], [d.get("group_id") for d in scored_datas],
+                      [d.get("task_id") for d in scored_datas], [d.get("components") or {} for d in scored_datas],
+                      [d.get("rollout_id") for d in scored_datas]]
+        self.errors += len(datas) - len(scored_datas)
+        if not scored_datas:
             return
-        _, steps, group_names, task_names, comps, _ = zip(*scored)
+        steps, group_names, task_names, comps, rollout_ids = scored
         row = self.rows
         group_ids, task_ids = self.group_ids, self.task_ids
         known = len(group_ids)
-        groups = _codes(group_ids, list(zip(steps, group_names)))
+        groups = _run_codes(group_ids, steps, group_names)
         if len(group_ids) > known:
             self._keep_examples(scored, groups, known)
         self.steps.extend(steps)
-        self.groups.extend(groups)
-        self.tasks.extend(_codes(task_ids, task_names))
+        self.groups.frombytes(groups.tobytes())
+        self.tasks.frombytes(_run_codes(task_ids, task_names).tobytes())
         names = list(self.values) or list(comps[0])
         try:  # the common case: every record has exactly the components seen so far (one C-level pass)
             if set(map(len, comps)) != {len(names)}:
@@ -89,20 +95,23 @@ class RunColumns:
             if chunks is None:
                 chunks = self.values[name] = [np.full(row, np.nan)] if row else []
             chunks.append(_floats(values))
-        self._rows += len(scored)
+        self._rows += len(scored_datas)
         for d in (datas[0], datas[-1]):
             weights = d.get("weights")
             if weights and weights is not self._last_weights:
                 self.weights.update(weights)
                 self._last_weights = weights
 
-    def _keep_examples(self, scored: list[tuple], groups: list[int], known: int) -> None:
-        """The first rollout of each new group, up to EXAMPLES_PER_STEP per step, as example candidates."""
-        codes = np.asarray(groups)
+    def _keep_examples(self, scored: list[list], groups: np.ndarray, known: int) -> None:
+        """The first rollout of each new group, up to EXAMPLES_PER_STEP per step, as example candidates.
+        (``scored``: the batch's columns step, group_id, task_id, components, rollout_id.)"""
+        codes = groups
         new = np.flatnonzero(codes >= known)
         _, first = np.unique(codes[new], return_index=True)
+        steps, group_ids, _, comps, rollout_ids = scored
         for position in sorted(new[first].tolist()):
-            _, step, group_id, _, components, rollout_id = scored[position]
+            step, group_id, components, rollout_id = (steps[position], group_ids[position], comps[position],
+                                                      rollout_ids[position])
             picks = self.examples.setdefault(step, [])
             if len(picks) < EXAMPLES_PER_STEP:
                 picks.append((group_id, rollout_id, dict(components)))
@@ -134,6 +143,24 @@ class RunColumns:
         return out
 
 
+def _run_codes(codebook: dict, *columns: list[Any]) -> np.ndarray:
+    """:func:`_codes` of the rows' keys (one column: the value; several: the tuple), int64. Records of a
+    group (and so of a task) usually arrive together, so only the first row of each run of equal keys is
+    looked up: the rest is C-level comparisons and a repeat."""
+    rows = len(columns[0])
+    if rows == 0:
+        return np.empty(0, dtype=np.int64)
+    changed = np.zeros(rows, dtype=bool)
+    changed[0] = True
+    for column in columns:
+        changed[1:] |= np.fromiter(map(ne, column[1:], column[:-1]), dtype=bool, count=rows - 1)
+    starts = np.flatnonzero(changed)
+    picks = [list(map(column.__getitem__, starts.tolist())) for column in columns]
+    keys = picks[0] if len(columns) == 1 else list(zip(*picks))
+    codes = np.asarray(_codes(codebook, keys), dtype=np.int64)
+    return np.repeat(codes, np.diff(np.append(starts, rows)))
+
+
 def _codes(codebook: dict, keys: Any) -> list[int]:
     """Dense integer codes for ``keys``, extending ``codebook`` in first-seen order (C-level maps: only the
     distinct new keys are visited in Python)."""
@@ -143,7 +170,9 @@ def _codes(codebook: dict, keys: Any) -> list[int]:
     return list(map(codebook.__getitem__, keys))
 
 
-_FIELDS = itemgetter("status", "step", "group_id", "task_id", "components", "rollout_id")
+_STATUS = itemgetter("status")
+_COLUMNS = tuple(map(itemgetter, ("step", "group_id", "task_id", "components", "rollout_id")))
+_DICT_OF = attrgetter("__dict__")
 
 
 def _floats(values: list[Any]) -> np.ndarray:
@@ -217,8 +246,11 @@ class Grouped:
 def group_rows(columns: RunColumns) -> Grouped:
     names, x = columns.matrix()
     codes = np.frombuffer(columns.groups, dtype=np.int64)
-    order = np.argsort(codes, kind="stable")
-    xs, gs = x[order], codes[order]
+    if len(codes) < 2 or (codes[1:] >= codes[:-1]).all():  # records already arrive group by group
+        xs, gs = x, codes
+    else:
+        order = np.argsort(codes, kind="stable")
+        xs, gs = x[order], codes[order]
     if len(gs) == 0:
         empty = np.empty((0, len(names)))
         return Grouped(names, xs, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), empty, empty, empty,

@@ -117,6 +117,22 @@ def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *
     columns = RunColumns()
     with paused_gc():
         result = monitor_records(tee(records, columns, *also), thresholds)
+    return report_content(result, columns, run_id, ranges)
+
+
+def build_report_from_batch(batch: Any, thresholds: Thresholds | None = None, *, run_id: str | None = None,
+                            ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+    """:func:`build_report` over records already read into columns
+    (:class:`~rewardpipe.monitoring.batch.RecordBatch`): the same content, no model object per record."""
+    from rewardpipe.monitoring.batch import run_columns
+    from rewardpipe.monitoring.monitor import monitor_batch
+
+    return report_content(monitor_batch(batch, thresholds), run_columns(batch), run_id, ranges)
+
+
+def report_content(result: Any, columns: RunColumns, run_id: str | None,
+                   ranges: Mapping[str, tuple[float, float]] | None) -> dict[str, Any]:
+    """The report's data from a monitor result and the run's columns."""
     grouped = group_rows(columns)
     run = run_id or result.run_id or columns.run_id
     steps, series = _series(result)

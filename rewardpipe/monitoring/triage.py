@@ -84,8 +84,12 @@ def _task_of_groups(columns: RunColumns, grouped: Grouped) -> np.ndarray:
 
 
 def _distinct_steps_per_task(task_of: np.ndarray, step_of: np.ndarray, tasks: int) -> np.ndarray:
-    pairs = np.unique(np.stack([task_of, step_of], axis=1), axis=0) if len(task_of) else np.empty((0, 2), int)
-    return np.bincount(pairs[:, 0], minlength=tasks) if len(pairs) else np.zeros(tasks, dtype=np.int64)
+    if not len(task_of):
+        return np.zeros(tasks, dtype=np.int64)
+    step_codes = np.unique(step_of, return_inverse=True)[1].reshape(-1)
+    span = int(step_codes.max()) + 1
+    pairs = np.unique(task_of.astype(np.int64) * span + step_codes)  # one int per (task, step): a 1-D sort
+    return np.bincount(pairs // span, minlength=tasks)
 
 
 def triage_jsonl(entries: Iterable[Mapping[str, Any]]) -> str:

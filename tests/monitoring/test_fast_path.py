@@ -190,3 +190,21 @@ def test_a_field_a_record_ignores_is_ignored_by_the_orjson_reader(tmp_path, monk
     assert fastread._arrow_batch(path.read_bytes()) is None
     (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--json")
     assert used == [True, True] and shipped == orjson_only == careful
+
+
+def test_report_is_the_same_from_columns_as_from_records(tmp_path, monkeypatch):
+    """`rewardpipe report FILE --json` (monitor, correlation, advantage shares, triage, examples) reads the
+    file into columns when it can; the content must be exactly what the record-by-record build gives."""
+    path = write(tmp_path / "records.jsonl", varied_run(5, steps=8))
+    runner = CliRunner()
+    used = []
+    original = fastread.read_jsonl_batch
+    monkeypatch.setattr(fastread, "read_jsonl_batch", lambda p: used.append(1) or original(p))
+    fast = runner.invoke(app, ["report", str(path), "--json"])
+    monkeypatch.setattr(fastread, "read_jsonl_batch", lambda p: None)
+    careful = runner.invoke(app, ["report", str(path), "--json"])
+    assert used and fast.exit_code == careful.exit_code == 0
+    assert fast.stdout == careful.stdout
+    data = json.loads(fast.stdout)
+    assert data["task_triage"] and data["alarms"] and data["correlation"]["matrix"]
+    assert set(data["components"]) == {*COMPONENTS, "judge"}
