@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
@@ -33,6 +34,37 @@ def alarm_figures(stats: ComponentStats, th: Thresholds) -> dict[str, Any]:
         "dead_fraction": th.dead_fraction,
         "recover_fraction": th.recover_fraction,
     }
+
+
+@dataclass(frozen=True)
+class Transition:
+    """What one step did to a target's alarm: ``raised`` it, or ``recovered`` it (open since ``since``)."""
+
+    kind: str  # "raised" | "recovered"
+    since: int | None = None
+
+
+def advance(target: TargetState, step: int, *, bad: bool, recovered: bool, raise_after: int) -> Transition | None:
+    """The one raise/recover state machine every alarm follows.
+
+    Closed: a ``bad`` step extends the streak and opens the alarm once the streak reaches ``raise_after``;
+    any other step resets the streak. Open: only a ``recovered`` step closes it (in between, nothing
+    changes: hysteresis, so an alarm does not flap at the threshold).
+    """
+    if target.active:
+        if not recovered:
+            return None
+        since = target.since
+        target.active, target.streak, target.since = False, 0, None
+        return Transition("recovered", since)
+    if not bad:
+        target.streak = 0
+        return None
+    target.streak += 1
+    if target.streak < raise_after:
+        return None
+    target.active, target.since = True, step
+    return Transition("raised")
 
 
 def _record_trend(target: TargetState, step: int, fraction: float, window: int) -> None:
@@ -59,45 +91,39 @@ def track_component(
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
     alarm = None
-    if target.active:
-        if frac < th.recover_fraction:
-            since = target.since
-            target.active, target.streak, target.since = False, 0, None
-            alarm = Alarm(
-                kind="recovered",
-                component=stats.name,
-                step=step,
-                cause="recovered",
-                recovered_from="dead_component",
-                run_id=run_id,
-                message=(
-                    f"{label(stats.name)} recovered at step {step}: zero-variance groups down to {pct(frac)} "
-                    f"(below {pct(th.recover_fraction)}) after being dead since step {since}"
-                ),
-                figures=alarm_figures(stats, th),
-            )
-    elif stats.verdict == "dead":
-        target.streak += 1
-        if target.streak >= th.raise_after:
-            target.active, target.since = True, step
-            message = stats.message or ""
-            if th.raise_after > 1:
-                message += f" (dead for {target.streak} consecutive steps)"
-            figures = {**alarm_figures(stats, th), "consecutive_dead_steps": target.streak}
-            if target.dying_since is not None:
-                message += f" (warned as dying since step {target.dying_since})"
-                figures["dying_since"] = target.dying_since
-            alarm = Alarm(
-                kind="dead_component",
-                component=stats.name,
-                step=step,
-                cause=stats.cause or "dead",
-                run_id=run_id,
-                message=message,
-                figures=figures,
-            )
-    else:
-        target.streak = 0
+    change = advance(target, step, bad=stats.verdict == "dead", recovered=frac < th.recover_fraction,
+                     raise_after=th.raise_after)
+    if change is not None and change.kind == "recovered":
+        alarm = Alarm(
+            kind="recovered",
+            component=stats.name,
+            step=step,
+            cause="recovered",
+            recovered_from="dead_component",
+            run_id=run_id,
+            message=(
+                f"{label(stats.name)} recovered at step {step}: zero-variance groups down to {pct(frac)} "
+                f"(below {pct(th.recover_fraction)}) after being dead since step {change.since}"
+            ),
+            figures=alarm_figures(stats, th),
+        )
+    elif change is not None:
+        message = stats.message or ""
+        if th.raise_after > 1:
+            message += f" (dead for {target.streak} consecutive steps)"
+        figures = {**alarm_figures(stats, th), "consecutive_dead_steps": target.streak}
+        if target.dying_since is not None:
+            message += f" (warned as dying since step {target.dying_since})"
+            figures["dying_since"] = target.dying_since
+        alarm = Alarm(
+            kind="dead_component",
+            component=stats.name,
+            step=step,
+            cause=stats.cause or "dead",
+            run_id=run_id,
+            message=message,
+            figures=figures,
+        )
     if target.active or stats.verdict == "dead":
         target.dying_active, target.dying_since = False, None  # the dead alarm has taken over
     elif stats.verdict == "ok" and alarm is None:
@@ -152,43 +178,37 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
         "recover_rate": th.error_recover_rate,
     }
     alarm = None
-    if target.active:
-        if rate < th.error_recover_rate:
-            since = target.since
-            target.active, target.streak, target.since = False, 0, None
-            alarm = Alarm(
-                kind="recovered",
-                component=ERRORS_TARGET,
-                step=report.step,
-                cause="recovered",
-                recovered_from="error_rate",
-                run_id=run_id,
-                message=(
-                    f"error rate recovered at step {report.step}: {pct(rate)} of records "
-                    f"(below {pct(th.error_recover_rate)}) after being high since step {since}"
-                ),
-                figures=figures,
-            )
-    elif rate >= th.error_rate:
-        target.streak += 1
-        if target.streak >= th.raise_after:
-            target.active, target.since = True, report.step
-            kinds = ", ".join(f"{k} {v}" for k, v in report.error_kinds.items())
-            alarm = Alarm(
-                kind="error_rate",
-                component=ERRORS_TARGET,
-                step=report.step,
-                cause="error_rate",
-                run_id=run_id,
-                message=(
-                    f"{pct(rate)} of records at step {report.step} could not be scored ({report.errors}/"
-                    f"{report.records}: {kinds}); they are excluded from the statistics, not counted as 0, "
-                    f"but groups that lose rollouts lose signal; check the executor/sandbox"
-                ),
-                figures=figures,
-            )
-    else:
-        target.streak = 0
+    change = advance(target, report.step, bad=rate >= th.error_rate, recovered=rate < th.error_recover_rate,
+                     raise_after=th.raise_after)
+    if change is not None and change.kind == "recovered":
+        alarm = Alarm(
+            kind="recovered",
+            component=ERRORS_TARGET,
+            step=report.step,
+            cause="recovered",
+            recovered_from="error_rate",
+            run_id=run_id,
+            message=(
+                f"error rate recovered at step {report.step}: {pct(rate)} of records "
+                f"(below {pct(th.error_recover_rate)}) after being high since step {change.since}"
+            ),
+            figures=figures,
+        )
+    elif change is not None:
+        kinds = ", ".join(f"{k} {v}" for k, v in report.error_kinds.items())
+        alarm = Alarm(
+            kind="error_rate",
+            component=ERRORS_TARGET,
+            step=report.step,
+            cause="error_rate",
+            run_id=run_id,
+            message=(
+                f"{pct(rate)} of records at step {report.step} could not be scored ({report.errors}/"
+                f"{report.records}: {kinds}); they are excluded from the statistics, not counted as 0, "
+                f"but groups that lose rollouts lose signal; check the executor/sandbox"
+            ),
+            figures=figures,
+        )
     report.error_alarm_active = target.active
     return alarm
 
