@@ -9,7 +9,7 @@ sinks; a failing sink is reported, never allowed to stop the others or the calle
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Protocol
+from typing import Any, Iterable, Literal, Mapping, Protocol
 
 from rewardpipe.store import encode_id, run_prefix
 
@@ -88,3 +88,30 @@ def dispatch(alarms: Iterable[Alarm], sinks: Iterable[AlarmSink]) -> list[Delive
             except Exception as exc:  # noqa: BLE001 - one broken sink must not hide the alarm elsewhere
                 failures.append(DeliveryFailure(type(sink).__name__, alarm, f"{type(exc).__name__}: {exc}"))
     return failures
+
+
+@dataclass(frozen=True)
+class OnsetMarker:
+    """An alarm onset to mark on a component's timeline: ``dead`` (the alarm step) or ``dying`` (the warning
+    step, with the step at which the fitted rise reaches the dead threshold)."""
+
+    component: str
+    kind: str  # "dead" | "dying"
+    step: int
+    projected_dead_step: int | None = None
+
+
+def onset_markers(alarms: Iterable[Any]) -> list[OnsetMarker]:
+    """The dead and dying onsets among ``alarms`` (Alarm objects or their dicts), in alarm order; recovered
+    and error-rate alarms are not component onsets."""
+    out = []
+    for alarm in alarms:
+        data: Mapping[str, Any] = alarm if isinstance(alarm, Mapping) else alarm.to_dict()
+        kind = {"dead_component": "dead", "dying_component": "dying"}.get(data.get("kind"))
+        if kind is None:
+            continue
+        component = str(data.get("component"))
+        component = component[len("component:"):] if component.startswith("component:") else component
+        projected = (data.get("figures") or {}).get("projected_dead_step") if kind == "dying" else None
+        out.append(OnsetMarker(component, kind, int(data["step"]), projected))
+    return out

@@ -14,6 +14,7 @@ import html
 import math
 from typing import Any, Sequence
 
+from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
 from rewardpipe.safe_text import printable
 
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
@@ -21,6 +22,7 @@ PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e
 VERDICT_COLOURS = {"ok": "#8fd19e", "dying": "#f5b041", "dead": "#e4606d", "info": "#aecbfa",
                    "insufficient_data": "#d6d8db"}
 TRIAGE_ROWS = 300  # the page lists this many triage entries; the JSON and triage.jsonl have them all
+DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 STYLE = """
@@ -125,8 +127,12 @@ def _segments(steps: Sequence[int], series: Sequence[Any]) -> list[list[tuple[in
 
 def timeline(steps: Sequence[int], series: dict[str, dict[str, list]], alarms: Sequence[dict], width: int = 1100
              ) -> str:
-    """Verdict per component per step as coloured bands (runs of equal verdicts merged), ▼ at alarm onsets."""
+    """Verdict per component per step as coloured bands (runs of equal verdicts merged), ▼ at dead onsets,
+    △ at dying onsets with a dashed line to the projected step of death (→ at the edge when beyond)."""
     names = list(series)
+    markers: dict[str, list[OnsetMarker]] = {}
+    for marker in onset_markers(alarms):
+        markers.setdefault(marker.component, []).append(marker)
     label_w, row_h = 170, 20
     height = 24 + row_h * len(names)
     plot_w = width - label_w - 10
@@ -147,20 +153,39 @@ def timeline(steps: Sequence[int], series: dict[str, dict[str, list]], alarms: S
                              f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[start]}–'
                              f'{steps[i - 1]}: {_t(verdicts[start])}</title></rect>')
                 start = i
-        for alarm in alarms:
-            target = alarm.get("component")
-            if alarm.get("kind") == "recovered" or alarm.get("step") not in index:
-                continue
-            if target == name or (target == f"component:{name}"):
-                cx = label_w + (index[alarm["step"]] + 0.5) * cell
-                parts.append(f'<text x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle">▼'
-                             f'<title>{_t(alarm.get("kind"))} at step {alarm["step"]}</title></text>')
+        for marker in markers.get(name, ()):
+            parts.append(_onset(marker, label_w, cell, index, y, steps))
     for tick_step in _ticks(steps[0], steps[-1]) if steps else []:
         if tick_step in index:
             parts.append(f'<text x="{label_w + (index[tick_step] + 0.5) * cell:.1f}" y="12" font-size="10" '
                          f'text-anchor="middle">{tick_step}</text>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _onset(marker: OnsetMarker, label_w: int, cell: float, index: dict[int, int], y: int,
+           steps: Sequence[int]) -> str:
+    """One onset marker of the timeline (nothing when its step is not on the timeline)."""
+    if marker.step not in index:
+        return ""
+    cx = label_w + (index[marker.step] + 0.5) * cell
+    if marker.kind == "dead":
+        return (f'<text class="onset-dead" x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle">▼'
+                f'<title>dead at step {marker.step}</title></text>')
+    projected = marker.projected_dead_step
+    where = "" if projected is None else f", projected dead around step {projected}"
+    out = [f'<g class="onset-dying" data-step="{marker.step}" data-projected-dead-step="{_t(projected)}">'
+           f'<title>dying from step {marker.step}{where}</title>'
+           f'<text x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle" fill="{DYING_MARK}">△</text>']
+    if projected is not None and projected > marker.step:
+        beyond = projected > steps[-1]
+        end = len(steps) if beyond else index.get(projected, sum(1 for s in steps if s < projected)) + 0.5
+        px = label_w + end * cell
+        out.append(f'<line x1="{cx + 5:.1f}" y1="{y + 8}" x2="{px:.1f}" y2="{y + 8}" stroke="{DYING_MARK}" '
+                   f'stroke-dasharray="3,2"/>')
+        out.append(f'<text x="{px:.1f}" y="{y + 12}" font-size="10" text-anchor="{"end" if beyond else "middle"}" '
+                   f'fill="{DYING_MARK}">{"→" if beyond else "✕"}</text>')
+    return "".join(out) + "</g>"
 
 
 def _heat(value: float | None) -> str:
@@ -312,7 +337,8 @@ def _page(title: str, body: str) -> str:
 
 def _verdict_legend() -> str:
     return "".join(f'<span><i class="sw" style="background:{c}"></i>{_t(v)}</span>'
-                   for v, c in VERDICT_COLOURS.items()) + "<span>▼ alarm onset</span>"
+                   for v, c in VERDICT_COLOURS.items()) + (
+        f'<span>▼ dead onset</span><span style="color:{DYING_MARK}">△ dying onset ┄ ✕ projected death</span>')
 
 
 def render_report(report: dict[str, Any]) -> str:

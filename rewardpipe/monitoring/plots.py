@@ -8,14 +8,25 @@ constant inside every group.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
 from rewardpipe.monitoring.monitor import MonitorResult
 
 
-def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) -> Path:
-    """Render ``result`` to an image file (format from the suffix: .png, .svg, .pdf)."""
+@dataclass
+class Plot:
+    """What :func:`plot_run` wrote and the onset markers it drew on it."""
+
+    path: Path
+    markers: list[OnsetMarker] = field(default_factory=list)
+
+
+def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) -> Plot:
+    """Render ``result`` to an image file (format from the suffix: .png, .svg, .pdf). Dead onsets are
+    shaded bands; dying onsets a dashed orange line with a ▲ at the projected step of death."""
     import matplotlib
 
     matplotlib.use("Agg")  # headless: CI, Lambda and SSH sessions have no display
@@ -37,17 +48,25 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
 
     fig, axes = plt.subplots(2, len(names), figsize=(3.2 * len(names), 5.2), sharex=True, squeeze=False)
     thresholds = result.thresholds
-    alarm_steps: dict[str, list[int]] = {}
-    for alarm in result.alarms:
-        if alarm.kind == "dead_component":
-            alarm_steps.setdefault(alarm.component, []).append(alarm.step)
+    markers = onset_markers(result.alarms)
+    drawn: list[OnsetMarker] = []
     for column, name in enumerate(names):
         top, bottom = axes[0][column], axes[1][column]
         top.plot(steps, series(name, "zero_variance_group_fraction"), marker="o", color="tab:red")
         top.axhline(thresholds.dead_fraction, color="tab:red", linestyle="--", linewidth=0.8, label="dead")
         top.axhline(thresholds.recover_fraction, color="tab:green", linestyle=":", linewidth=0.8, label="recover")
-        for step in alarm_steps.get(name, []):
-            top.axvline(step, color="black", alpha=0.25, linewidth=6)
+        for marker in (m for m in markers if m.component == name):
+            if marker.kind == "dead":
+                top.axvline(marker.step, color="black", alpha=0.25, linewidth=6)
+            else:
+                top.axvline(marker.step, color="tab:orange", linestyle="--", linewidth=1.2)
+                if marker.projected_dead_step is not None:
+                    top.plot([marker.projected_dead_step], [thresholds.dead_fraction], marker="^", markersize=9,
+                             color="tab:orange", linestyle="none")
+                    top.annotate(f"dead ~{marker.projected_dead_step}", (marker.projected_dead_step,
+                                 thresholds.dead_fraction), textcoords="offset points", xytext=(0, -14),
+                                 ha="center", fontsize=7, color="tab:orange")
+            drawn.append(marker)
         top.set_ylim(-0.05, 1.05)
         top.set_title(name, fontsize=10)
         bottom.plot(steps, series(name, "within_group_std_mean"), marker="o", label="within-group std")
@@ -59,10 +78,11 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
             bottom.set_ylabel("std")
             top.legend(fontsize=7, loc="center left")
             bottom.legend(fontsize=7)
-    fig.suptitle(title or f"run {result.run_id}: within-group variance per component (shaded: alarm raised)")
+    fig.suptitle(title or f"run {result.run_id}: within-group variance per component "
+                          "(grey: dead; orange dashes: dying, ▲ projected death)")
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return path
+    return Plot(path, drawn)
