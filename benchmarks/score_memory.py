@@ -85,10 +85,12 @@ def write_inputs(directory: Path, rollouts: int) -> tuple[Path, Path]:
     path = directory / f"rollouts-{rollouts}.jsonl"
     with path.open("w") as fh:
         for i in range(rollouts):
+            # Each rollout's own wording (as a model's would be), so no cache can serve one rollout's turns to
+            # the next: the time is what scoring distinct rollouts costs.
             messages = [{"role": "user", "content": TASK["prompt"]},
-                        {"role": "assistant", "content": "Should negative numbers be allowed?"},
+                        {"role": "assistant", "content": f"Should negative numbers such as -{i} be allowed?"},
                         {"role": "user", "content": "Yes, negatives are allowed."},
-                        {"role": "assistant", "content": CODE}]
+                        {"role": "assistant", "content": CODE.replace("Here it is", f"Here it is (draft {i})")}]
             fh.write(json.dumps({"rollout_id": f"step0-group{i // 8:06d}-k{i % 8}", "group_id": f"group{i // 8:06d}",
                                  "task_id": "add", "step": 0, "messages": messages}) + "\n")
     return tasks, path

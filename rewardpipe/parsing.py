@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
+from functools import lru_cache
 
 PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
@@ -94,6 +95,10 @@ def _asks(prose: str) -> bool:
     return False
 
 
+# Scoring one recorded rollout parses each of its turns several times (the reward's components, the
+# question rule, the transcript): a few recent results are kept (the result is immutable). Bounded, so
+# memory stays flat however many rollouts are scored.
+@lru_cache(maxsize=256)
 def parse_turn(text: str) -> ParsedTurn:
     blocks, prose_segments = _split_fences(text or "")
     code_parts = [body for info, body in blocks if info in PYTHON_TAGS and body.strip()]

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Sequence
 
 from rewardpipe.parsing import TurnKind, parse_turn
@@ -59,6 +60,7 @@ _WORD = re.compile(r"[a-z0-9]+")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
+@lru_cache(maxsize=1 << 14)  # a pure function of one word; a run's vocabulary is small and repeats a lot
 def _stem(word: str) -> str:
     """A tiny suffix stripper that maps a word's common forms to one key (name/names/named -> "nam").
 
