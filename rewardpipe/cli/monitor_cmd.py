@@ -77,6 +77,7 @@ class _Source:
 
         self.store: Any = None
         self.jsonl: Path | None = None
+        self.parquet: list[Path] = []  # rewardpipe's Parquet export: a .parquet file, or a directory of them
         self.run_id = run_id
         if path.startswith("s3://"):
             try:
@@ -89,6 +90,12 @@ class _Source:
             self._choose_run(path, runs)
             return
         local = Path(path)
+        if local.is_file() and local.suffix == ".parquet" or (
+                local.is_dir() and not (local / "runs").is_dir() and any(local.glob("*.parquet"))):
+            from rewardpipe.monitoring.fastread import parquet_files
+
+            self.parquet = parquet_files(local)
+            return
         if local.is_file():
             self.jsonl = local
             return
@@ -121,18 +128,30 @@ class _Source:
     def batch(self, step: Optional[int]) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
         PATH is a file the fast reader can vouch for entirely; None sends the caller to :meth:`records`."""
-        from rewardpipe.monitoring.fastread import read_jsonl_batch
+        from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch
 
-        if self.jsonl is None:
+        if self.parquet:
+            try:
+                batch = read_parquet_batch(self.parquet)
+            except (ValueError, OSError) as exc:  # not rewardpipe's export, or not Parquet at all
+                fail(f"cannot read {self.parquet[0] if len(self.parquet) == 1 else self.parquet[0].parent}: {exc}")
+        elif self.jsonl is not None:
+            batch = read_jsonl_batch(self.jsonl)
+        else:
             return None
-        batch = read_jsonl_batch(self.jsonl)
         return None if batch is None else batch.dedupe().only(self.run_id, step)
 
     def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
-        records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
+        if self.parquet:
+            from rewardpipe.monitoring.fastread import parquet_rows
+
+            records: Iterable[Any] = parquet_rows(self.parquet, bad.append,
+                                                  [] if duplicates is None else duplicates)
+        else:
+            records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
         if self.run_id is not None:
             records = (r for r in records if r.run_id == self.run_id)
         if step is not None:
@@ -196,7 +215,8 @@ def _print_diagnoses(console: Console, result: Any) -> None:
 
 @app.command()
 def monitor(
-    path: str = typer.Argument(..., help="A store directory, an s3://bucket/prefix URI, or a JSONL file of records."),
+    path: str = typer.Argument(..., help="A store directory, an s3://bucket/prefix URI, a JSONL file of records, "
+                                         "or a Parquet file (or directory of them) from `report --parquet`."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
     step: Optional[int] = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
@@ -242,8 +262,9 @@ def monitor(
         fail(f"cannot read {path}: {exc}")
     result.unreadable = [b.to_dict() for b in bad]
     if duplicates:
+        where = "row" if source.parquet else "line"
         note(f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
-             f"the last copy counts), e.g. line {min(duplicates)}")
+             f"the last copy counts), e.g. {where} {min(duplicates)}")
     if not result.steps:
         which = f" for run '{source.run_id}'" if source.run_id else ""
         fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"

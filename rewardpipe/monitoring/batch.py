@@ -73,6 +73,7 @@ class RecordBatch:
     positions: np.ndarray  # where each row came from (a 1-based line or row number), for messages
     load: Callable[[int], Any]  # position -> the full Record (only for the few sampled rollouts)
     duplicates: list[int] = field(default_factory=list)  # positions of dropped repeated deliveries
+    position_label: str = "line"  # what a position counts: "line" (JSONL) or "row" (Parquet)
 
     def __len__(self) -> int:
         return len(self.steps)
@@ -85,7 +86,8 @@ class RecordBatch:
             error_kinds=self.error_kinds.take(rows), inprocess=self.inprocess[rows],
             weights={k: v[rows] for k, v in self.weights.items()},
             values={k: v[rows] for k, v in self.values.items()}, nulls={k: v[rows] for k, v in self.nulls.items()},
-            positions=self.positions[rows], load=self.load, duplicates=self.duplicates)
+            positions=self.positions[rows], load=self.load, duplicates=self.duplicates,
+            position_label=self.position_label)
 
     def dedupe(self) -> "RecordBatch":
         """Keep the last copy of each (run, step, group, rollout); the dropped copies' positions go to

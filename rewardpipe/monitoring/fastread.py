@@ -450,3 +450,132 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
         out[name] = floats
     return out
 
+
+
+# -- Parquet (the files `rewardpipe report --parquet DIR` writes) ------------------------------------------
+
+
+def parquet_files(path: Path) -> list[Path]:
+    """The Parquet files PATH stands for: itself, or the ``*.parquet`` files of a directory (sorted)."""
+    return [path] if path.is_file() else sorted(p for p in path.glob("*.parquet") if p.is_file())
+
+
+def _parquet_table(files: list[Path]) -> Any:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rewardpipe.monitoring.parquet import record_schema
+
+    schema = record_schema()
+    tables = [pq.read_table(f) for f in files]
+    for f, table in zip(files, tables):
+        if [(f.name, f.type) for f in table.schema] != [(f.name, f.type) for f in schema]:
+            raise ValueError(f"{f}: not a rewardpipe records file (columns {', '.join(table.schema.names)}; "
+                             f"expected {', '.join(schema.names)})")
+    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+
+
+def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: list[int]) -> Any:
+    """The careful path for Parquet: one Record per row, validated; a bad row is reported as
+    ``<file>:row <n>`` with the field, and skipped. A record given more than once (same run, step, group
+    and rollout) counts once, the last copy, as for JSONL; the dropped rows' numbers go to ``duplicates``."""
+    from pydantic import ValidationError
+
+    from rewardpipe.models import Record
+    from rewardpipe.store import BadObject
+
+    kept: dict[tuple, tuple[int, Any]] = {}
+    number = 0
+    for f in files:
+        for row in _parquet_table([f]).to_pylist():
+            number += 1
+            try:
+                record = Record.model_validate(_record_dict(row))
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                on_bad(BadObject(f"{f}:row {number}", f"field '{'.'.join(str(p) for p in first['loc'])}': "
+                                                      f"{first['msg']}"))
+                continue
+            except ValueError as exc:  # metrics_json is not JSON
+                on_bad(BadObject(f"{f}:row {number}", f"field 'metrics_json': {exc}"))
+                continue
+            key = (record.run_id, record.step, record.group_id, record.rollout_id)
+            if key in kept:
+                duplicates.append(kept.pop(key)[0])
+            kept[key] = (number, record)
+    for _, record in sorted(kept.values(), key=lambda item: item[0]):
+        yield record
+
+
+def _record_dict(row: dict[str, Any]) -> dict[str, Any]:
+    import json
+
+    kind, message = row.pop("error_kind"), row.pop("error_message")
+    metrics = row.pop("metrics_json")
+    row["error"] = None if kind is None else {"kind": kind, "message": message or ""}
+    row["metrics"] = json.loads(metrics) if metrics else {}
+    row["components"] = dict(row["components"] or [])
+    row["weights"] = dict(row["weights"] or [])
+    return row
+
+
+def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
+    """Every record of rewardpipe's Parquet export as columns, or None when a row needs the careful path
+    (a required value missing, an unknown status). Raises ValueError for a file that is not such an export."""
+    import pyarrow.compute as pc
+
+    table = _parquet_table(files).combine_chunks()
+    rows = table.num_rows
+    if rows == 0:
+        return None
+    column = {name: table.column(name).chunk(0) for name in table.schema.names}
+    if any(column[name].null_count for name in (*_STRINGS, "schema", "step", "components", "weights")):
+        return None
+    status = column["status"]
+    scored = pc.equal(status, "scored").to_numpy(zero_copy_only=False)
+    if not (scored | pc.equal(status, "error").to_numpy(zero_copy_only=False)).all():
+        return None
+    if not pc.all(pc.equal(column["schema"], RECORD_SCHEMA)).as_py():
+        return None
+    values, nulls = _map_columns(column["components"], rows)
+    weights, _ = _map_columns(column["weights"], rows)
+    aggregate = column["aggregate"]
+    values[AGG] = aggregate.to_numpy(zero_copy_only=False).astype(np.float64)
+    nulls[AGG] = aggregate.is_null().to_numpy(zero_copy_only=False) & scored
+    for name in nulls:
+        nulls[name] &= scored
+    # json.dumps(sort_keys=True) writes the key and its value like this; a quote inside a metric's text is
+    # escaped, so the pattern cannot come from a value
+    inprocess = pc.fill_null(pc.match_substring(column["metrics_json"], '"exec_mode": "inprocess"'), False)
+    kinds = pc.if_else(column["error_kind"].is_null(), "unknown", column["error_kind"])
+
+    def load(position: int) -> Any:
+        from rewardpipe.models import Record
+
+        return Record.model_validate(_record_dict(table.slice(position - 1, 1).to_pylist()[0]))
+
+    return RecordBatch(
+        run_ids=_labels(column["run_id"]), steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=_labels(column["group_id"]), rollout_ids=_labels(column["rollout_id"]),
+        task_ids=_labels(column["task_id"]), scored=scored, error_kinds=_labels(kinds),
+        inprocess=inprocess.to_numpy(zero_copy_only=False), weights=weights, values=values, nulls=nulls,
+        positions=np.arange(1, rows + 1, dtype=np.int64), load=load, position_label="row")
+
+
+def _map_columns(array: Any, rows: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """A ``map<string, double>`` column as one float column per key (NaN where absent or null) and a null
+    mask per key (True where the map gives the key with a null value)."""
+    offsets = array.offsets.to_numpy(zero_copy_only=False)
+    parents = np.repeat(np.arange(rows), np.diff(offsets))
+    keys = _labels(array.keys)
+    items = array.items
+    item_values = items.to_numpy(zero_copy_only=False).astype(np.float64)
+    item_nulls = items.is_null().to_numpy(zero_copy_only=False)
+    values, nulls = {}, {}
+    for code, name in enumerate(keys.names):
+        mine = keys.codes == code
+        values[name] = np.full(rows, np.nan)
+        values[name][parents[mine]] = item_values[mine]
+        nulls[name] = np.zeros(rows, dtype=bool)
+        nulls[name][parents[mine]] = item_nulls[mine]
+    return values, nulls
