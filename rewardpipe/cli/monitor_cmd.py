@@ -127,9 +127,12 @@ class _Source:
 
     def batch(self, step: Optional[int]) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
-        PATH is a file the fast reader can vouch for entirely; None sends the caller to :meth:`records`."""
-        from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch
+        PATH is a file or a local store the fast readers can vouch for entirely; None sends the caller to
+        :meth:`records`."""
+        from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch, read_store_batch
 
+        if self.store is not None:
+            return read_store_batch(self.store, self.run_id, step)
         if self.parquet:
             try:
                 batch = read_parquet_batch(self.parquet)

@@ -20,6 +20,7 @@ here in full, with the meaning the careful path gives it, or not at all.
 from __future__ import annotations
 
 import io
+import re
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -77,17 +78,18 @@ def _loader(lines: Callable[[int], bytes]) -> Callable[[int], Any]:
 def read_jsonl_batch(path: Path) -> RecordBatch | None:
     """Every record of a JSONL file as columns (repeated deliveries not yet dropped), or None when the
     file needs the careful path."""
-    data = path.read_bytes()
+    return _vouched(path.read_bytes())
+
+
+def _vouched(data: bytes) -> RecordBatch | None:
+    """JSONL bytes as a batch: pyarrow's reader, else orjson's, else None (not UTF-8, or neither vouches)."""
     if not data.isascii():
         try:
             data.decode("utf-8")
         except UnicodeDecodeError:
             return None
     with paused_gc():
-        batch = _arrow_batch(data)
-        if batch is None:
-            batch = _orjson_batch(data)
-    return batch
+        return _arrow_batch(data) or _orjson_batch(data)
 
 
 # -- 1. pyarrow ---------------------------------------------------------------------------------------
@@ -579,3 +581,60 @@ def _map_columns(array: Any, rows: int) -> tuple[dict[str, np.ndarray], dict[str
         nulls[name] = np.zeros(rows, dtype=bool)
         nulls[name][parents[mine]] = item_nulls[mine]
     return values, nulls
+
+
+# -- a local store's record files ------------------------------------------------------------------------
+
+
+def read_store_batch(store: Any, run_id: str, step: int | None = None) -> RecordBatch | None:
+    """A local store's records of one run (or step) as columns, in the order ``Store.iter_records`` yields
+    them (step order, then the store's listing order), or None when anything needs the careful path: an
+    object that is not where its record belongs (which covers every key that is not a record key), or a
+    file the JSONL readers cannot vouch for (the careful path reports each of those by key)."""
+    import os
+
+    from rewardpipe.store import LocalStore, step_prefix
+
+    if not isinstance(store, LocalStore):
+        return None  # one request per object on S3: the careful path is no slower there
+    # The listing iter_records itself uses (same order), and plain paths under the root: pathlib per file
+    # costs more than reading it.
+    keys = [key for n in ([step] if step is not None else store.list_steps(run_id))
+            for key in store._list(step_prefix(run_id, n))]
+    if not keys:
+        return None
+    root = os.fspath(store.root)
+    blobs = []
+    try:
+        for key in keys:
+            with open(f"{root}/{key}", "rb") as fh:
+                blobs.append(fh.read().rstrip(b"\r\n"))
+    except OSError:  # changed while we read: the careful path copes
+        return None
+    if any(b"\n" in blob or not blob for blob in blobs):
+        return None
+    batch = _vouched(b"\n".join(blobs) + b"\n")
+    if batch is None or len(batch) != len(keys) or not _stored_where_they_belong(batch, keys):
+        return None
+    return batch
+
+
+_PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]{1,240}")  # ids that encode_id leaves as they are (unless all dots)
+
+
+def _stored_where_they_belong(batch: RecordBatch, keys: list[str]) -> bool:
+    """Every row's key is the one its own run, step, group and rollout give (``record_key``)."""
+    from rewardpipe.store import encode_id, step_prefix
+
+    def encoded(names: list[str]) -> list[str]:
+        return [name if _PLAIN_ID.fullmatch(name) and name.strip(".") else encode_id(name) for name in names]
+
+    runs = encoded(batch.run_ids.names)
+    if len(runs) != 1:
+        return False  # a store's run folder holds one run: the careful path reports the strays
+    groups, rollouts = encoded(batch.group_ids.names), encoded(batch.rollout_ids.names)
+    prefixes = {step: step_prefix(batch.run_ids.names[0], step) for step in np.unique(batch.steps).tolist()}
+    expected = map("{}group={}/{}.json".format, map(prefixes.__getitem__, batch.steps.tolist()),
+                   map(groups.__getitem__, batch.group_ids.codes.tolist()),
+                   map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()))
+    return all(map(str.__eq__, expected, keys))
