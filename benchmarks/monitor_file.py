@@ -6,20 +6,25 @@
 Both sides start from the same JSONL file of records (written once, groups of 8, about 1% errors, the
 generator of benchmarks/monitor.py) and end with the same statistics:
 
-* **rewardpipe**: the `monitor` command itself, in this process (typer's test runner, ``--json``): the
-  duplicate pass over every line's ids, per-line decoding and validation, the monitor, the JSON output;
+* **rewardpipe**: the `monitor` command itself, in this process (typer's test runner, ``--json``): the file
+  read straight into columns (pyarrow's JSON reader with an explicit schema, every record's shape checked
+  column-wise; no model object per record), repeated deliveries dropped, the monitor, the JSON output;
 * **pandas**: ``pandas.read_json(lines=True)`` of the same file, the components flattened into columns,
   and the groupby of benchmarks/monitor.py (mean, std, per-group std, zero-variance share).
 
 It prints both times (best of ``--repeat``) and rewardpipe/pandas; issue 9's goal is at most 3 s for
-1,000,000 records. The parts of the rewardpipe side are timed too (the id pass alone, validation alone,
-the monitor over already-validated records) to show where the time goes.
+1,000,000 records. The parts of the rewardpipe side are timed too (reading into columns, dropping
+repeats, the monitor over the columns) to show where the time goes, and so is `monitor` over the Parquet
+export of the same records (``report --parquet``). ``--careful N`` also times the careful per-line path
+(a Record validated per line: what runs when the fast reader cannot vouch for a file) over the first N
+records, scaled to the file's size.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -33,10 +38,9 @@ import pandas as pd  # noqa: E402
 from monitor import COMPONENTS, best_time, pandas_stats, synthetic  # noqa: E402
 from typer.testing import CliRunner  # noqa: E402
 
+import rewardpipe.monitoring.fastread as fastread  # noqa: E402
 from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.cli.monitor_cmd import _record_identity  # noqa: E402
-from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitoring import monitor_records  # noqa: E402
+from rewardpipe.monitoring.monitor import monitor_batch  # noqa: E402
 
 
 def write_file(path: Path, records: int) -> None:
@@ -60,31 +64,63 @@ def pandas_monitor(path: Path) -> dict:
     return pandas_stats(frame)
 
 
+def careful_seconds(path: Path, records: int) -> float:
+    """The careful per-line path over the first ``records`` lines (the fast readers switched off)."""
+    head = path.with_name("head.jsonl")
+    with path.open("rb") as src, head.open("wb") as dst:
+        for _, line in zip(range(records), src):
+            dst.write(line)
+    original = fastread.read_jsonl_batch
+    fastread.read_jsonl_batch = lambda p: None
+    try:
+        return best_time(lambda: rewardpipe_monitor(head), 1)
+    finally:
+        fastread.read_jsonl_batch = original
+        head.unlink()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--careful", type=int, default=0, metavar="N",
+                        help="also time the careful per-line path over the first N records")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl"
         write_file(path, args.records)
-        lines = path.read_bytes().splitlines()
-        print(f"Python {platform.python_version()}: {args.records:,} records, {path.stat().st_size / 2**20:.0f} MiB")
+        print(f"Python {platform.python_version()}, {os.cpu_count()} cores, load average "
+              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: {args.records:,} records, "
+              f"{path.stat().st_size / 2**20:.0f} MiB")
         ours = rewardpipe_monitor(path)
         theirs = pandas_monitor(path)
         agg = ours["steps"][0]["aggregate"]
         assert abs(agg["mean"] - theirs[(0, "aggregate")]["mean"]) < 1e-9, "the two sides disagree"
+        parquet_dir = Path(tmp) / "parquet"
+        export = CliRunner().invoke(app, ["report", str(path), "--json", "--parquet", str(parquet_dir)])
+        assert export.exit_code == 0, export.output[-2000:]
+        from_parquet = rewardpipe_monitor(parquet_dir)
+        assert from_parquet["steps"] == ours["steps"], "monitor over the Parquet export disagrees"
         t_ours = best_time(lambda: rewardpipe_monitor(path), args.repeat)
         t_pandas = best_time(lambda: pandas_monitor(path), args.repeat)
-        t_ids = best_time(lambda: [_record_identity(line) for line in lines], args.repeat)
+        t_parquet = best_time(lambda: rewardpipe_monitor(parquet_dir), args.repeat)
         started = time.perf_counter()
-        validated = [Record.model_validate_json(line) for line in lines]
-        t_validate = time.perf_counter() - started
-        t_monitor = best_time(lambda: monitor_records(validated), args.repeat)
+        batch = fastread.read_jsonl_batch(path)
+        t_read = time.perf_counter() - started
+        started = time.perf_counter()
+        batch = batch.dedupe()
+        t_dedupe = time.perf_counter() - started
+        t_monitor = best_time(lambda: monitor_batch(batch), args.repeat)
         print(f"rewardpipe monitor FILE --json: {t_ours:6.2f} s   (goal <= 3 s at 1,000,000 records)")
         print(f"pandas read_json + groupby:     {t_pandas:6.2f} s")
         print(f"rewardpipe / pandas:            {t_ours / t_pandas:6.2f}x")
-        print(f"  parts: id pass {t_ids:.2f} s, validation {t_validate:.2f} s, monitor over records {t_monitor:.2f} s")
+        print(f"rewardpipe monitor PARQUET_DIR: {t_parquet:6.2f} s   (the report --parquet export of the same records)")
+        print(f"  parts: read into columns {t_read:.2f} s, drop repeats {t_dedupe:.2f} s, "
+              f"monitor over columns {t_monitor:.2f} s")
+        if args.careful:
+            t_careful = careful_seconds(path, args.careful) * args.records / args.careful
+            print(f"careful per-line path (fast readers off), scaled from {args.careful:,} records: "
+                  f"{t_careful:6.2f} s ({t_careful / t_ours:.1f}x the fast path)")
 
 
 if __name__ == "__main__":
