@@ -14,6 +14,8 @@ Where each part lives (one module per concern):
 ``alarms``                    :class:`Alarm`, where alarms are stored, :func:`dispatch`
 ``sinks``                     console, store and SNS delivery
 ``sources``                   reading records from a JSONL file
+``batch``                     records as columns (``RecordBatch``) and the per-step numbers built from them
+``fastread``                  JSONL, Parquet and local stores read straight into columns, vouched for
 ``monitor``                   the entry points :func:`monitor_records` and :func:`monitor_step`
 ``pending``                   :func:`check_pending`: every unchecked step of every run, isolated
 ``plots``                     a one-page chart of a run
