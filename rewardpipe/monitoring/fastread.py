@@ -36,6 +36,10 @@ from rewardpipe.monitoring.statistics import AGG
 
 SAMPLE_LINES = 2000  # lines (from the start and the end) the pyarrow schema is built from
 SAMPLE_BYTES = 1 << 22
+# More distinct component, weight or metric names than this and a file is not a reward's records as
+# columns would hold them (one column per name and row): the careful path, whose memory follows the
+# values actually present, takes it.
+MAX_NAMES = 256
 _STRINGS = ("run_id", "group_id", "rollout_id", "task_id", "status")
 _REQUIRED = itemgetter(*_STRINGS, "components", "weights", "aggregate")
 _NUMBER = {float, int}
@@ -150,6 +154,8 @@ def _arrow_schema(sample: list[Any]) -> Any:
             into.update(dict.fromkeys(part))
         for key, value in (record.get("metrics") or {}).items():
             metrics.setdefault(key, set()).add(type(value))
+    if max(len(components), len(weights), len(metrics)) > MAX_NAMES:
+        return None
     metric_fields = []
     for key, kinds in metrics.items():
         kinds.discard(type(None))
@@ -443,6 +449,8 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
             [[d[names[0]] for d in dicts]] if names else []
     except KeyError:
         names = list(dict.fromkeys(chain.from_iterable(dicts)))
+        if len(names) > MAX_NAMES:
+            return None
         columns = [[d.get(name, _ABSENT) for d in dicts] for name in names]
     out = {}
     for name, column in zip(names, columns):

@@ -208,3 +208,13 @@ def test_report_is_the_same_from_columns_as_from_records(tmp_path, monkeypatch):
     data = json.loads(fast.stdout)
     assert data["task_triage"] and data["alarms"] and data["correlation"]["matrix"]
     assert set(data["components"]) == {*COMPONENTS, "judge"}
+
+
+def test_a_file_with_a_new_component_name_on_every_line_goes_the_careful_way(tmp_path, monkeypatch):
+    """Columns would cost one float per name and row; the careful path's memory follows what is there."""
+    names = fastread.MAX_NAMES + 50
+    records = [record(group=f"g{i // 4}", rollout=f"r{i}", components={f"c{i}": 1.0}) for i in range(names)]
+    path = write(tmp_path / "records.jsonl", records)
+    assert fastread.read_jsonl_batch(path) is None
+    (shipped, _, careful), used = run_three_ways(monkeypatch, path, "--json")
+    assert used == [False, False] and shipped == careful and shipped[0] == 0
