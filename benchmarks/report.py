@@ -137,7 +137,8 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}")
+    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}, "
+          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     records = synthetic(args.records, args.groups_per_step, args.group_size)
     steps = records[-1].step + 1
     print(f"input: {len(records):,} records, {steps} steps x {args.groups_per_step} groups x {args.group_size}, "

@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gc
 import json
+import os
 import platform
 import sys
 import tempfile
@@ -130,7 +131,8 @@ def main() -> None:
     args = parser.parse_args()
     execution.get_executor = InstantExecutor  # the CLI imports it from here at call time
     store_module.open_store = lambda location, client=None: DiscardingStore()
-    print(f"Python {platform.python_version()} on {platform.machine()}, rollouts per size: {args.sizes}")
+    print(f"Python {platform.python_version()} on {platform.machine()}, load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, rollouts per size: {args.sizes}")
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
