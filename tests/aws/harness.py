@@ -9,6 +9,8 @@
   - Step Functions: moto 5.2.5 leaves the request/response normalisation of service integrations
     empty, so ``ecs:runTask.sync`` (and the SQS message body) reach boto3 in the wrong shape; fill it
     in from the botocore service model.
+  - Step Functions: moto 5.2.5 drops SendTaskFailure's ``cause`` (AWS passes it to the Catch as
+    ``Cause``, up to 32,768 characters; the conversation states leave their loop with it): pass it on.
   - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
     as a **subprocess** with the container's environment and overrides, talking to a moto server
     thread over HTTP (it shares the in-process backends), and records its exit code.
@@ -109,6 +111,8 @@ def asset_dir(synth: Synth, logical_id: str) -> Path:
 
 
 _ENV_LOCK = threading.RLock()
+# Function variables the process did not have before an invocation; removed when the test ends.
+ADDED_ENV: set[str] = set()
 _MODULES: dict[str, Any] = {}
 SERVER: dict[str, Any] = {}
 # Faults the tests inject: function name substring -> exception to raise instead of running the handler.
@@ -134,6 +138,10 @@ LIMITS = {
 LIMIT_VIOLATIONS: list[str] = []
 # Executions a test breached a limit with on purpose (to prove the check sees it); not checked again.
 CHECKED: set[str] = set()
+# Every in-process Lambda invocation: (function name, CPU seconds of its own thread, nested invocations
+# excluded). An upper bound of what the handler needs: moto's in-process S3 work is in the same thread.
+INVOCATION_CPU: list[tuple[str, float]] = []
+_NESTED = threading.local()
 # Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
 CONTAINER_RUNS: list[dict[str, Any]] = []
 # Environment overrides the tests inject into the next container runs (e.g. to make one crash).
@@ -186,7 +194,17 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                 if pattern in fn.function_name:
                     raise fault
             handler = _handler_for(fn)
-            result = handler(payload, _Context(fn))
+            stack = _NESTED.__dict__.setdefault("stack", [])
+            stack.append(0.0)
+            started = time.thread_time()
+            try:
+                result = handler(payload, _Context(fn))
+            finally:
+                spent = time.thread_time() - started
+                nested = stack.pop()
+                if stack:
+                    stack[-1] += spent
+                INVOCATION_CPU.append((fn.function_name, spent - nested))
             body = json.dumps(result)
         except Exception as exc:  # noqa: BLE001 - reported the way Lambda reports it
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -194,7 +212,9 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
         finally:
             for key, value in saved.items():
                 if value is None:
-                    os.environ.pop(key, None)
+                    # Deleting a variable while another thread (a trainer in the test) iterates os.environ
+                    # raises KeyError there, so a variable the test did not have stays until the test ends.
+                    ADDED_ENV.add(key)
                 else:
                     os.environ[key] = value
             reset_clients()
@@ -324,6 +344,18 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
             (StateTaskService, "_normalise_response", normalise_response)]
 
 
+def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
+    from moto.core.responses import ActionResult, EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    def send_task_failure(self) -> ActionResult:  # noqa: ANN001
+        self.stepfunction_backend.send_task_failure(
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause"))
+        return EmptyResult()
+
+    return [(StepFunctionResponse, "send_task_failure", send_task_failure)]
+
+
 def _patch_ecs() -> list[tuple[Any, str, Any]]:
     from moto.ecs.models import EC2ContainerServiceBackend
 
@@ -386,7 +418,8 @@ def start_server() -> str:
 def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
-    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_ecs(), *_patch_sqs()):
+    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(), *_patch_ecs(),
+                                 *_patch_sqs()):
         monkeypatch.setattr(target, name, value)
 
 

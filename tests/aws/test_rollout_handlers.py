@@ -56,7 +56,7 @@ def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
     assert snapshot["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
     assert bucket.get_json(snapshot["task_key"])["tests"] == TASK.tests
     # The replay turns are stored once, beside the snapshots; the snapshot only points at them.
-    assert ref["state_key"] == "runs/r/state/att-1/episode-0.json"
+    assert ref["state_key"] == "runs/r/state/att-1/episode.json" and ref["version"] == 0
     assert snapshot["policy"]["turns_key"] == "runs/r/state/att-1/replay.json"
     assert bucket.get_json("runs/r/state/att-1/replay.json") == ["What about negative input?", COMMIT]
     assert "turns" not in snapshot["policy"]
@@ -121,23 +121,26 @@ def test_a_missing_task_object_is_a_clear_error(bucket):
             {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"}, Context())
 
 
-@pytest.mark.parametrize("handler", ["converse", "score_rollout"])
-def test_step_handlers_reject_a_reference_without_a_state_key(bucket, handler):
+def test_score_rejects_a_reference_without_a_state_key(bucket):
     with pytest.raises(ValidationError) as info:
-        load(handler).lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
-                                      "version": 0, "next": "converse", "next_action": "policy",
-                                      "policy_mode": "callback"}, Context())
+        load("score_rollout").lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
+                                              "version": 0, "next": "score", "next_action": "done",
+                                              "policy_mode": "callback"}, Context())
     assert "state_key" in str(info.value)
 
 
-def test_a_step_refuses_state_keys_of_another_attempt(bucket):
-    ref = _started(bucket, mode="callback")
-    other = _started(bucket, attempt="att-2", mode="callback")
-    with pytest.raises(ValueError, match="does not belong"):
-        load("converse").lambda_handler({**ref, "state_key": other["state_key"].replace("att-2", "att-2/../att-9")},
-                                        Context())
-    with pytest.raises(ValueError, match="does not belong"):
-        load("converse").lambda_handler({**ref, "state_key": "tasks/inline/r/x.json"}, Context())
+def test_converse_reads_only_its_own_attempts_episode(bucket):
+    _started(bucket, attempt="att-2", mode="callback")
+    with pytest.raises(ValidationError, match="attempt"):
+        load("converse").lambda_handler({"run": "r", "attempt": "att-2/../att-9", "reply": {"text": "Hi?"}}, Context())
+    with pytest.raises(FileNotFoundError, match="att-3"):
+        load("converse").lambda_handler({"run": "r", "attempt": "att-3", "reply": {"text": "Hi?"}}, Context())
+
+
+def _reply(ref: dict, reply: dict, entered: str = "2026-12-01T00:00:00.000Z", retry_count: int = 0) -> dict:
+    """Converse's payload as the state machine builds it: ids from the execution, the reply as its input."""
+    return {"run": ref["run"], "attempt": ref["attempt"], "entered": entered, "retry_count": retry_count,
+            "reply": reply}
 
 
 def test_callback_reply_must_carry_text(bucket):
@@ -145,33 +148,51 @@ def test_callback_reply_must_carry_text(bucket):
 
     ref = _started(bucket, mode="callback")
     with pytest.raises(PolicyError, match="text"):
-        load("converse").lambda_handler({**ref, "reply": {"answer": "no text field"}}, Context())
+        load("converse").lambda_handler(_reply(ref, {"answer": "no text field"}), Context())
 
 
 def test_a_trainer_turn_is_applied_then_the_simulator_answers_in_the_same_invocation(bucket):
     ref = _started(bucket, mode="callback")
-    out = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
-    assert out["version"] == 1 and out["state_key"] == "runs/r/state/att-1/episode-1.json"
+    assert ref["next"] == "ask_trainer" and ref["reply_key"] == "runs/r/state/att-1/reply-0.json"
+    out = load("converse").lambda_handler(_reply(ref, {"text": "Should negative input raise?"}), Context())
+    assert out["version"] == 1 and out["state_key"] == "runs/r/state/att-1/episode.json"
     assert out["next"] == "ask_trainer" and out["reply_key"] == "runs/r/state/att-1/reply-1.json"
     messages = _snapshot(bucket, out)["state"]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    # Snapshots are immutable: the one the step read is unchanged, so a retried step does the same again.
-    assert len(_snapshot(bucket, ref)["state"]["messages"]) == 1
-    again = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
-    assert again == out and len(_snapshot(bucket, again)["state"]["messages"]) == 3
+
+
+def test_a_resume_cannot_stand_in_for_the_trainers_turn(bucket):
+    from rewardpipe.aws.rollout import PolicyError
+
+    ref = _started(bucket, mode="callback")
+    with pytest.raises(PolicyError, match="not a resume"):
+        load("converse").lambda_handler(_reply(ref, {"resume": True}), Context())
+
+
+def test_a_retried_entry_does_not_apply_the_trainer_turn_twice(bucket):
+    ref = _started(bucket, mode="callback")
+    reply = {"text": "Should negative input raise?"}
+    load("converse").lambda_handler(_reply(ref, reply, entered="T1"), Context())
+    # Step Functions retries the same entry (same EnteredTime, RetryCount 1) after the first attempt saved:
+    again = load("converse").lambda_handler(_reply(ref, reply, entered="T1", retry_count=1), Context())
+    assert again["next"] == "ask_trainer" and len(_snapshot(bucket, again)["state"]["messages"]) == 3
+    # The next entry (new EnteredTime) with the same text is a new turn: a model may repeat itself.
+    third = load("converse").lambda_handler(_reply(ref, reply, entered="T2", retry_count=1), Context())
+    assert [m["role"] for m in _snapshot(bucket, third)["state"]["messages"]] == ["user", "assistant", "user"] * 1 + [
+        "assistant", "user"]
 
 
 def test_a_large_trainer_reply_is_read_from_its_reply_key_only(bucket):
     from rewardpipe.aws.rollout import PolicyError
 
     ref = _started(bucket, mode="callback")
-    bucket.put_json(ref["reply_key"], {"text": COMMIT + "\n# " + "y" * 300_000})
-    out = load("converse").lambda_handler({**ref, "reply": {"text_key": ref["reply_key"]}}, Context())
-    assert out["next"] == "run_lambda"
-    assert len(_snapshot(bucket, out)["state"]["messages"][-1]["content"]) > 300_000
     bucket.put_json("runs/r/state/att-1/elsewhere.json", {"text": "x"})
     with pytest.raises(PolicyError, match="reply_key"):
-        load("converse").lambda_handler({**ref, "reply": {"text_key": "runs/r/state/att-1/elsewhere.json"}}, Context())
+        load("converse").lambda_handler(_reply(ref, {"text_key": "runs/r/state/att-1/elsewhere.json"}), Context())
+    bucket.put_json(ref["reply_key"], {"text": COMMIT + "\n# " + "y" * 300_000})
+    out = load("converse").lambda_handler(_reply(ref, {"text_key": ref["reply_key"]}), Context())
+    assert out["next"] == "run_lambda"
+    assert len(_snapshot(bucket, out)["state"]["messages"][-1]["content"]) > 300_000
 
 
 def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
@@ -182,7 +203,8 @@ def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
     event = {"input": _event(mode="replay", turns=["Negative input?", COMMIT]), "attempt": "short"}
     ref = load("rollout_start").lambda_handler(event, Short())
     assert ref["next"] == "converse" and ref["next_action"] == "policy"
-    out = load("converse").lambda_handler(ref, Context())  # a fresh invocation resumes where it stopped
+    # the state machine re-enters Converse with {"resume": true}: a fresh invocation resumes where it stopped
+    out = load("converse").lambda_handler(_reply(ref, {"resume": True}), Context())
     assert out["next"] == "run_lambda" and _snapshot(bucket, out)["state"]["turn_kinds"] == ["question", "commit"]
 
 
@@ -383,7 +405,8 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
     state = _snapshot(bucket, ref)["state"]
     assert state["messages"][1] == {"role": "assistant", "content": "Which format do you want?"}
     assert state["turn_kinds"] == ["question", "question"] and state["end_reason"] == "turn_limit"
-    assert ref["next"] == "score"
+    # Nothing to run: scored in the same invocation.
+    assert ref["next"] == "finished" and bucket.get_json(ref["record_key"])["status"] == "scored"
     call = seen[0]
     assert len(seen) == 2 and call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer sk-test"
     assert call["body"]["model"] == "default-model"
