@@ -329,8 +329,8 @@ def render(results: dict, facts: dict) -> str:
         f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
         f"{c['s3_bytes'] / 1000:.1f} KB stored" for p, c in results.items()) + ".")
     out.append("")
-    out.append("Measured CPU per warm invocation (median, the handler's own thread; an upper bound, since moto's "
-               "in-process S3 work is counted too), and the time it needs at the function's memory: " + "; ".join(
+    out.append("Measured CPU per warm invocation (median of the handler's own thread, without moto's serving of its "
+               "AWS calls), and the time it needs at the function's share of a vCPU: " + "; ".join(
                    f"{_short(fn)} {cpu * 1000:.0f} ms → {cpu * FULL_VCPU_MB / facts['memory_mb'].get(fn, 512) * 1000:.0f} ms "
                    f"at {facts['memory_mb'].get(fn, 512)} MB" for fn, cpu in sorted(facts["cpu"].items())
                    if "CodeRunner" not in fn) + ".")

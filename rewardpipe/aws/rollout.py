@@ -32,7 +32,6 @@ one with three trainer turns five.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from typing import Any, Literal
@@ -42,12 +41,12 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.episode import EpisodeState
-from rewardpipe.models import ErrorInfo, Record, Task
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, Task
 
 TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
 # Documented limits of an execution (docs/aws.md "Limits"). The state stays in S3 whatever the size,
-# but these bound an execution's history (about 14 events per trainer turn, 25,000 allowed), a
+# but these bound an execution's history (about 7 events per trainer turn, 25,000 allowed), a
 # snapshot's size and the time a rollout can take.
 MAX_TURNS_LIMIT = 20
 MAX_TOKENS_LIMIT = 16_384
@@ -78,10 +77,25 @@ class SimulatorError(RuntimeError):
     """The user simulator failed."""
 
 
-def _check_id(value: str) -> str:
+def storable_run_id(value: Any) -> bool:
+    """A run id must be a store key segment as it is (``runs/<run>/`` is listed and decoded back into run
+    ids, so it is never hashed); group and rollout ids of up to MAX_ID_LENGTH characters are always
+    storable: the store gives a long one a hash-suffixed key and keeps the full id in the record
+    (rewardpipe.store.encode_id, the one scheme for long ids, locally and on AWS)."""
     from rewardpipe.store import encode_id
 
-    encode_id(value, allow_hash=False)  # raises ValueError naming the limit when the id is too long for a key
+    try:
+        encode_id(value, allow_hash=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_run(value: str) -> str:
+    if not storable_run_id(value):
+        from rewardpipe.store import MAX_SEGMENT
+
+        raise ValueError(f"a run id must fit a store key: at most {MAX_SEGMENT} characters once percent-encoded")
     return value
 
 
@@ -121,14 +135,14 @@ class RolloutInput(BaseModel):
 
     run: str = Field(min_length=1)
     step: int = Field(default=0, ge=0)
-    group: str = Field(min_length=1)
-    rollout: str = Field(min_length=1)
+    group: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    rollout: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     task: Task | None = None
     task_key: str | None = None
     policy: PolicySpec = Field(default_factory=lambda: PolicySpec(mode="callback"))
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS_LIMIT)
 
-    _ids = field_validator("run", "group", "rollout")(_check_id)
+    _run = field_validator("run")(_check_run)
 
     @model_validator(mode="after")
     def _one_task(self) -> "RolloutInput":
@@ -719,6 +733,14 @@ class FailedRollout(BaseModel):
         for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
+        # Ids the store cannot hold are unusable like missing ones: the record goes under run "unknown"
+        # (named by the execution when the run is unusable), never under an id of our own making.
+        if "run" in clean and not storable_run_id(clean["run"]):
+            clean.pop("run")
+            clean.pop("rollout", None)
+        for name in ("group", "rollout"):
+            if len(clean.get(name) or "") > MAX_ID_LENGTH:
+                clean.pop(name)
         for name in ("step", "version"):
             if isinstance(clean.get(name), bool) or not isinstance(clean.get(name), int) or clean.get(name, 0) < 0:
                 clean.pop(name, None)
@@ -726,19 +748,6 @@ class FailedRollout(BaseModel):
             if not isinstance(clean.get(name), dict):
                 clean.pop(name, None)
         return clean
-
-
-def storable_id(value: str) -> str:
-    """``value`` if it can be a store key segment, else a shortened, hash-suffixed form of it (so an
-    over-long id still gets its error record, at a key no other id shares)."""
-    from rewardpipe.store import encode_id
-
-    try:
-        encode_id(value, allow_hash=False)  # the store would hash it too; this form keeps the key short
-        return value
-    except ValueError:
-        digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
-        return f"{value[:60]}~{digest}"
 
 
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
@@ -777,8 +786,9 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
 def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
-    Failed executions without ids are told apart by the execution name; over-long ids are shortened
-    with a hash suffix; an existing scored record is never replaced.
+    Failed executions without usable ids are told apart by the execution name; a long group or rollout
+    id keeps its full value in the record under the store's hash-suffixed key; an existing scored
+    record is never replaced.
     """
     from rewardpipe.episode import error_record, failure_record
 
@@ -797,8 +807,8 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
         elif event.task_key:
             task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json") or "unknown"
         record = failure_record(
-            run_id=storable_id(event.run), step=event.step, group_id=storable_id(event.group),
-            rollout_id=storable_id(event.rollout or event.attempt), task_id=task_id,
+            run_id=event.run, step=event.step, group_id=event.group,
+            rollout_id=event.rollout or event.attempt, task_id=task_id,
             kind=info.kind, message=info.message, reward=reward, metrics={"assistant_turns": 0},
         )
     return record, put_record_once(store, record)

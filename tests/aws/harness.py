@@ -138,8 +138,9 @@ LIMITS = {
 LIMIT_VIOLATIONS: list[str] = []
 # Executions a test breached a limit with on purpose (to prove the check sees it); not checked again.
 CHECKED: set[str] = set()
-# Every in-process Lambda invocation: (function name, CPU seconds of its own thread, nested invocations
-# excluded). An upper bound of what the handler needs: moto's in-process S3 work is in the same thread.
+# Every in-process Lambda invocation: (function name, CPU seconds of its own thread), excluding nested
+# invocations and the time moto spends serving its AWS calls in that thread (on AWS that is the
+# service's work, not the function's); botocore's client-side work stays in.
 INVOCATION_CPU: list[tuple[str, float]] = []
 _NESTED = threading.local()
 # Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
@@ -195,16 +196,14 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                     raise fault
             handler = _handler_for(fn)
             stack = _NESTED.__dict__.setdefault("stack", [])
-            stack.append(0.0)
+            stack.append(0.0)  # CPU to subtract: nested invocations and moto's serving of the handler's calls
             started = time.thread_time()
             try:
                 result = handler(payload, _Context(fn))
             finally:
                 spent = time.thread_time() - started
-                nested = stack.pop()
-                if stack:
-                    stack[-1] += spent
-                INVOCATION_CPU.append((fn.function_name, spent - nested))
+                served = stack.pop()  # a nested invocation is inside a served call (_patch_moto_serving)
+                INVOCATION_CPU.append((fn.function_name, spent - served))
             body = json.dumps(result)
         except Exception as exc:  # noqa: BLE001 - reported the way Lambda reports it
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -219,6 +218,25 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                     os.environ[key] = value
             reset_clients()
     return body.encode("utf-8")
+
+
+def _patch_moto_serving() -> list[tuple[Any, str, Any]]:
+    """Charge the thread CPU moto spends answering an AWS call to moto, not to the calling handler."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.process_request
+
+    def process_request(self, request):  # noqa: ANN001
+        stack = _NESTED.__dict__.get("stack")
+        if not stack:
+            return original(self, request)
+        started = time.thread_time()
+        try:
+            return original(self, request)
+        finally:
+            stack[-1] += time.thread_time() - started
+
+    return [(BotocoreStubber, "process_request", process_request)]
 
 
 def _patch_lambda() -> list[tuple[Any, str, Any]]:
@@ -419,7 +437,7 @@ def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
     for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(), *_patch_ecs(),
-                                 *_patch_sqs()):
+                                 *_patch_sqs(), *_patch_moto_serving()):
         monkeypatch.setattr(target, name, value)
 
 

@@ -93,7 +93,8 @@ def test_start_reads_a_task_by_key(bucket):
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "replay"}}, "turns"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "psychic"}}, "mode"),
     ({"run": "r", "group": "g", "rollout": "x", "task": {"task_id": "t"}}, "prompt"),
-    ({"run": "r", "group": "g", "rollout": "x" * 300, "task_key": "tasks/a.json"}, "rollout"),
+    ({"run": "x" * 300, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
+    ({"run": "r", "group": "g", "rollout": "x" * 1025, "task_key": "tasks/a.json"}, "rollout"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "max_turns": 21}, "max_turns"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json",
       "policy": {"mode": "openai", "max_tokens": 16_385}}, "max_tokens"),
@@ -229,6 +230,22 @@ def test_code_runner_lambda_writes_a_result_and_score_reads_it(bucket):
     assert {m["name"]: m["value"] for m in out["metrics_list"]}["correctness"] == 1.0
 
 
+def test_a_non_finite_aggregate_is_an_error_record_on_the_lambda_path(bucket, monkeypatch):
+    # A guess that passes: correctness 1 and guessed_immediately -1, so 1e308 + 1e308 overflows to inf.
+    monkeypatch.setenv("REWARD_WEIGHTS", json.dumps({"correctness": 1e308, "guessed_immediately": -1e308}))
+    ref = _started(bucket)
+    load("code_runner").lambda_handler(
+        {"job_key": ref["execution"]["job_key"], "result_key": ref["execution"]["result_key"]}, Context())
+    out = load("score_rollout").lambda_handler(ref, Context())
+    record = bucket.get_json(out["record_key"])
+    assert record["status"] == "error" and record["error"]["kind"] == "non_finite_aggregate"
+    assert record["aggregate"] is None and "smaller weights" in record["error"]["message"]
+    # Nova sees it flagged, with a finite number, never inf or NaN.
+    flags = {m["name"]: m["value"] for m in out["metrics_list"]}
+    assert flags["reward_error"] == 1 and out["status"] == "error"
+    assert json.loads(json.dumps(out, allow_nan=False))["aggregate_reward_score"] is not None
+
+
 def test_score_without_a_runner_result_raises_execution_result_missing(bucket):
     from rewardpipe.aws.rollout import ExecutionResultMissing
 
@@ -315,15 +332,32 @@ def test_failed_executions_without_ids_get_distinct_records(bucket):
     assert keys == {"runs/unknown/step=0/group=unknown/exec-one.json", "runs/unknown/step=0/group=unknown/exec-two.json"}
 
 
-def test_over_long_ids_get_a_hash_suffixed_record_key(bucket):
+def test_a_long_rollout_id_keeps_its_full_value_under_the_stores_hashed_key(bucket):
+    from rewardpipe.models import Record
+    from rewardpipe.store import encode_id, record_key
+
     long_a, long_b = "a" * 300, "a" * 299 + "b"
-    out_a = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_a},
-                                                        "StartEpisodeStep", "ValidationError"), Context())
-    out_b = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_b},
-                                                        "StartEpisodeStep", "ValidationError"), Context())
-    assert out_a["record_key"] != out_b["record_key"]
-    assert bucket.get_json(out_a["record_key"])["error"]["kind"] == "bad_input"
-    assert len(out_a["record_key"].rsplit("/", 1)[-1]) < 100
+    ref_a = load("rollout_start").lambda_handler(
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_a}, "attempt": "la"}, Context())
+    ref_b = load("rollout_start").lambda_handler(
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_b}, "attempt": "lb"}, Context())
+    # One scheme for long ids, the store's: the key is hash-suffixed, the record keeps the whole id.
+    assert ref_a["record_key"] != ref_b["record_key"]
+    assert ref_a["record_key"].rsplit("/", 1)[-1] == encode_id(long_a) + ".json" != long_a + ".json"
+    record = bucket.get_json(ref_a["record_key"])
+    assert record["rollout_id"] == long_a and ref_a["record_key"] == record_key(Record.model_validate(record))
+    # A failure of such a rollout finds the same key (and leaves the scored record there).
+    out = load("error_record").lambda_handler(_failed({"run": "r", "step": 2, "group": "g", "rollout": long_b},
+                                                      "ScoreStep", "RuntimeError"), Context())
+    assert out["record_key"] == ref_b["record_key"] and bucket.get_json(out["record_key"])["status"] == "scored"
+
+
+def test_an_over_long_run_id_is_recorded_under_unknown_named_by_the_execution(bucket):
+    out = load("error_record").lambda_handler({**_failed({"run": "r" * 300, "group": "g", "rollout": "x"},
+                                                         "StartEpisodeStep", "ValidationError"), "attempt": "exec-long"},
+                                              Context())
+    assert out["record_key"] == "runs/unknown/step=0/group=g/exec-long.json"
+    assert bucket.get_json(out["record_key"])["error"]["kind"] == "bad_input"
 
 
 def test_the_payload_guard_raises_a_catchable_error_naming_the_size():
