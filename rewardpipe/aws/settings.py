@@ -61,6 +61,8 @@ class Settings:
     alarm_topic_arn: str = ""
     dead_steps: int = 1
     # rollout workflow: the trainer's turn queue, and the code-runner Lambda a conversation state may invoke
+    # variance check: a run whose monitor state was written within this many minutes counts as active
+    active_run_minutes: int = 60
     turn_queue_url: str = ""
     runner_function: str = ""
 
@@ -82,6 +84,7 @@ class Settings:
             error_rate=_float(env, "ERROR_RATE_THRESHOLD", 0.1),
             alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
             dead_steps=_int(env, "DEAD_STEPS", 1),
+            active_run_minutes=_int(env, "ACTIVE_RUN_MINUTES", 60),
             turn_queue_url=env.get("TURN_QUEUE_URL", ""),
             runner_function=env.get("RUNNER_FUNCTION", ""),
         )
