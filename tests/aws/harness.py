@@ -124,6 +124,8 @@ LIMITS = {
     # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
     "sfn_payload_bytes": 262_144,
     "sfn_history_events": 25_000,
+    "sfn_error_chars": 256,
+    "sfn_cause_chars": 32_768,
     # Lambda Invoke API: "For synchronous invocations, the maximum payload size is 6 MB. For
     # asynchronous invocations, the maximum payload size is 1 MB."
     # https://docs.aws.amazon.com/lambda/latest/dg/API_Invoke.html
@@ -367,6 +369,10 @@ def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
     from moto.stepfunctions.responses import StepFunctionResponse
 
     def send_task_failure(self) -> ActionResult:  # noqa: ANN001
+        # SendTaskFailure: "error" at most 256 characters, "cause" at most 32,768
+        # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html)
+        _check_size("SendTaskFailure error", len(self._get_param("error") or ""), LIMITS["sfn_error_chars"])
+        _check_size("SendTaskFailure cause", len(self._get_param("cause") or ""), LIMITS["sfn_cause_chars"])
         self.stepfunction_backend.send_task_failure(
             self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause"))
         return EmptyResult()

@@ -162,6 +162,26 @@ def test_a_trainer_turn_is_applied_then_the_simulator_answers_in_the_same_invoca
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
 
 
+def test_an_outcome_too_large_for_send_task_failure_is_refused_before_it_is_sent():
+    from rewardpipe.aws.rollout import CAUSE_LIMIT, FINISHED, TokenDelivery
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.aws.state import PayloadTooLarge
+
+    sent = []
+
+    class Recording(TokenDelivery):
+        def _client(self, service):
+            return type("C", (), {"send_task_failure": lambda _, **kw: sent.append(kw)})()
+
+    delivery = Recording("token", Settings(), "bucket")
+    delivery.leave(FINISHED, {"status": "scored"})
+    assert sent == [{"taskToken": "token", "error": FINISHED, "cause": '{"status":"scored"}'}]
+    with pytest.raises(PayloadTooLarge, match="32768"):
+        delivery.leave(FINISHED, {"metrics": "m" * CAUSE_LIMIT})
+    assert len(sent) == 1
+    assert len(FINISHED) <= 256
+
+
 def test_a_resume_cannot_stand_in_for_the_trainers_turn(bucket):
     from rewardpipe.aws.rollout import PolicyError
 
