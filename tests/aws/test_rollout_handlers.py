@@ -182,6 +182,17 @@ def test_an_outcome_too_large_for_send_task_failure_is_refused_before_it_is_sent
     assert len(FINISHED) <= 256
 
 
+def test_a_job_the_invocation_has_no_time_to_wait_for_goes_to_the_code_runner_states(bucket, monkeypatch):
+    class ThirtySeconds(Context):
+        def get_remaining_time_in_millis(self) -> int:
+            return 30_000  # under the default job budget (10 s) + the inline margin (60 s)
+
+    monkeypatch.setenv("RUNNER_FUNCTION", "no-such-function")  # invoking it would fail the test
+    out = load("rollout_start").lambda_handler({"input": _event(), "attempt": "short-job"}, ThirtySeconds())
+    assert out["next"] == "run_lambda" and out["execution"]["route"] == "lambda"
+    assert bucket.get_json(out["execution"]["job_key"])["entry_point"] == TASK.entry_point
+
+
 def test_a_resume_cannot_stand_in_for_the_trainers_turn(bucket):
     from rewardpipe.aws.rollout import PolicyError
 
