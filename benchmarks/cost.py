@@ -51,6 +51,7 @@ PRICE = {
 CONTROL_STEP_S = 0.2          # billed duration of a control Lambda (start, converse, score, error)
 OPENAI_TURN_S = 5.0           # a Lambda waiting on an OpenAI-compatible endpoint, per policy turn
 RUNNER_JOB_S, RUNNER_GB = 2.0, 1769 / 1024
+FULL_VCPU_MB = 1769           # Lambda gives a function one full vCPU at 1,769 MB, proportionally less below
 FARGATE_SHARE, FARGATE_MIN, FARGATE_VCPU, FARGATE_GB = 0.01, 16.0, 1.0, 2.0
 RETRY_RATE = 0.01             # share of Task states retried once (throttling, 5xx); each retry is a transition + invocation
 LAMBDA_LOG_BYTES = 1000       # START/END/REPORT lines plus one Powertools line per invocation
@@ -94,6 +95,7 @@ class CallCounter:
         from botocore.client import BaseClient
 
         self.calls: collections.Counter = collections.Counter()
+        self.invoked: collections.Counter = collections.Counter()  # Lambda Invoke calls by function name
         self.active = False
         original = BaseClient._make_api_call
         counter = self
@@ -101,6 +103,8 @@ class CallCounter:
         def counted(client, operation_name, api_params):  # noqa: ANN001
             if counter.active:
                 counter.calls[(client.meta.service_model.service_name, operation_name)] += 1
+                if operation_name == "Invoke":
+                    counter.invoked[str(api_params.get("FunctionName", "")).rsplit(":", 1)[-1]] += 1
             return original(client, operation_name, api_params)
 
         BaseClient._make_api_call = counted
@@ -168,6 +172,7 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
         }
         for path, policy in policies.items():
             counter.calls.clear()
+            counter.invoked.clear()
             totals: collections.Counter = collections.Counter()
             invocations: collections.Counter = collections.Counter()
             before = {o["Key"] for o in s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])}
@@ -185,25 +190,30 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
                 if desc["status"] != "SUCCEEDED" or output.get("status") != "scored":
                     raise RuntimeError(f"{path} rollout did not score: {desc['status']} {output}")
                 events = _history(sfn, arn)
-                totals["transitions"] += sum(1 for e in events if e["type"].endswith("StateEntered"))
+                entered = [e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered")]
+                totals["transitions"] += len(entered)
                 totals["history_events"] += len(events)
                 totals.update(f"event:{e['type']}" for e in events)
+                # A rollout is scored by a control function: the Score state's, or the conversation state's
+                # that ran the job itself (then it also waited for the code-runner Lambda).
+                if "ScoreStep" not in entered:
+                    totals["inline_scores"] += 1
+                    if "RunCodeLambda" not in entered and "RunCodeFargate" not in entered:
+                        totals["inline_runs"] += 1
                 for e in events:
                     details = e.get("taskScheduledEventDetails") or {}
-                    if e.get("lambdaFunctionScheduledEventDetails"):
-                        invocations[e["lambdaFunctionScheduledEventDetails"]["resource"].rsplit(":", 1)[-1]] += 1
-                    elif details.get("resourceType") == "lambda":
-                        function = json.loads(details.get("parameters") or "{}").get("FunctionName", "")
-                        invocations[function.rsplit(":", 1)[-1]] += 1
-                    elif details.get("resourceType") == "sqs":
+                    if details.get("resourceType") == "sqs":
                         totals["sqs_send"] += 1
                     elif details.get("resourceType") == "ecs":
                         totals["ecs_tasks"] += 1
+            invocations.update(counter.invoked)
             after = s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])
             totals["s3_bytes"] = sum(o["Size"] for o in after if o["Key"] not in before)
             for (service, op), n in counter.calls.items():
                 if service == "s3":
                     totals["s3_put" if op in ("PutObject", "CopyObject", "ListObjectsV2", "ListObjects") else "s3_get"] += n
+                elif service == "sqs" and op == "SendMessage":
+                    totals["sqs_send"] += n  # the conversation state's turn request
                 elif service == "sqs" and op == "DeleteMessage":
                     # the trainer receives and deletes each request: counted as one ReceiveMessage per message
                     # (no batching, an upper bound; the polling loop here spins and would overstate receives)
@@ -214,7 +224,17 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
             }
     server.shutdown()
     patcher.undo()
-    return results, {"memory_mb": memory}
+    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU)}
+
+
+def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
+    """Median CPU seconds per invocation of each function, its first (cold) invocation left out."""
+    import statistics
+
+    by_fn: dict[str, list[float]] = collections.defaultdict(list)
+    for fn, cpu in samples:
+        by_fn[fn].append(cpu)
+    return {fn: statistics.median(v[1:] or v) for fn, v in by_fn.items()}
 
 
 def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
@@ -228,21 +248,30 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
     inv = counts["invocations"]
     n_inv = sum(inv.values()) * (1 + RETRY_RATE)
     lines.append(("Lambda requests", f"{n_inv:.2f} × 1M × $0.20/M", n_inv * M * PRICE["lambda_request"]))
-    control_gb_s, runner_n, parts = 0.0, 0.0, []
+    control_gb_s, parts = 0.0, []
+    conversation_gb = max((facts["memory_mb"].get(fn, 512) for fn in inv if "Start" in fn or "Converse" in fn),
+                          default=512) / 1024
     for fn, n in sorted(inv.items()):
         mb = facts["memory_mb"].get(fn, 512)
         if "CodeRunner" in fn:
-            runner_n += n
             continue
-        control_gb_s += n * CONTROL_STEP_S * mb / 1024
-        parts.append(f"{n:.0f}×{CONTROL_STEP_S}s×{mb / 1024:.2f}GB")
+        # 0.2 s, or longer if the measured CPU work needs it at this memory's share of a vCPU
+        seconds = max(CONTROL_STEP_S, facts["cpu"].get(fn, 0.0) * FULL_VCPU_MB / mb)
+        control_gb_s += n * seconds * mb / 1024
+        parts.append(f"{n:.0f}×{seconds:.2f}s×{mb / 1024:.2f}GB")
+    inline = counts.get("inline_scores", 0)
+    if inline:
+        control_gb_s += inline * CONTROL_STEP_S * conversation_gb
+        parts.append(f"{inline:.0f} scoring in the conversation state ×{CONTROL_STEP_S}s×{conversation_gb:.2f}GB")
     lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s",
                   control_gb_s * M * PRICE["lambda_gb_s"]))
+    if counts.get("inline_runs", 0):
+        waiting = counts["inline_runs"] * (1 - FARGATE_SHARE) * RUNNER_JOB_S * conversation_gb
+        lines.append(("Lambda waiting on the code runner", f"{1 - FARGATE_SHARE} × {RUNNER_JOB_S}s × "
+                      f"{conversation_gb:.2f}GB = {waiting:.3f} GB-s", waiting * M * PRICE["lambda_gb_s"]))
     if path == "openai":
-        gb = max((facts["memory_mb"].get(fn, 512) for fn in inv if "Start" in fn or "Converse" in fn or "Policy" in fn),
-                 default=512) / 1024
-        llm = 3 * OPENAI_TURN_S * gb
-        lines.append(("Lambda waiting on the endpoint", f"3 turns × {OPENAI_TURN_S}s × {gb:.2f}GB = {llm} GB-s",
+        llm = 3 * OPENAI_TURN_S * conversation_gb
+        lines.append(("Lambda waiting on the endpoint", f"3 turns × {OPENAI_TURN_S}s × {conversation_gb:.2f}GB = {llm} GB-s",
                       llm * M * PRICE["lambda_gb_s"]))
     share_lambda = 1 - FARGATE_SHARE
     runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
@@ -271,6 +300,11 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
     return lines
 
 
+def _short(function_name: str) -> str:
+    """``RolloutWorkflowConverse1A2B3C`` -> ``Converse``"""
+    return re.sub(r"^RolloutWorkflow|[0-9A-F]{8}$", "", function_name)
+
+
 def render(results: dict, facts: dict) -> str:
     out = []
     out.append("| item | " + " | ".join(results) + " |")
@@ -294,6 +328,12 @@ def render(results: dict, facts: dict) -> str:
         f"{p}: {c['transitions']:.0f} transitions, {sum(c['invocations'].values()):.0f} Lambda invocations, "
         f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
         f"{c['s3_bytes'] / 1000:.1f} KB stored" for p, c in results.items()) + ".")
+    out.append("")
+    out.append("Measured CPU per warm invocation (median of the handler's own thread, without moto's serving of its "
+               "AWS calls), and the time it needs at the function's share of a vCPU: " + "; ".join(
+                   f"{_short(fn)} {cpu * 1000:.0f} ms → {cpu * FULL_VCPU_MB / facts['memory_mb'].get(fn, 512) * 1000:.0f} ms "
+                   f"at {facts['memory_mb'].get(fn, 512)} MB" for fn, cpu in sorted(facts["cpu"].items())
+                   if "CodeRunner" not in fn) + ".")
     out.append("")
     out.append("Arithmetic, per path:")
     out.append("")

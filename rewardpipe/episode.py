@@ -11,6 +11,7 @@ branching on ``next_action``:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Callable, Literal
 
 from pydantic import BaseModel, Field
@@ -154,6 +155,21 @@ def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
     return task_job(task, state.final_code, state.rollout_id)
 
 
+def finite_or_error(record: Record) -> Record:
+    """A scored record whose aggregate is not a finite number (huge weights overflow to inf) becomes an
+    error record saying so: a null or infinite reward must never be handed to a trainer as a score.
+    Every record built from a score goes through it (:func:`build_record`), locally and on AWS."""
+    if record.status != "scored" or (record.aggregate is not None and math.isfinite(record.aggregate)):
+        return record
+    weights = ", ".join(f"{name}={value:g}" for name, value in record.weights.items())
+    return record.model_copy(update={
+        "status": "error", "aggregate": None,
+        "error": ErrorInfo(kind="non_finite_aggregate",
+                           message=f"the weighted sum of the components is {record.aggregate} (weights {weights}): "
+                                   f"use smaller weights"),
+    })
+
+
 def build_record(
     *,
     run_id: str,
@@ -169,7 +185,7 @@ def build_record(
 ) -> Record:
     score = reward.score(messages, execution, answered_turns=answered_turns)
     metrics = {**score.metrics, **(extra_metrics or {})}
-    return Record(
+    return finite_or_error(Record(
         run_id=run_id,
         step=step,
         group_id=group_id,
@@ -181,7 +197,7 @@ def build_record(
         weights=score.weights,
         aggregate=score.aggregate,
         metrics=metrics,
-    )
+    ))
 
 
 def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult | None, reward: Reward) -> Record:

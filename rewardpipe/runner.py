@@ -7,7 +7,6 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -23,11 +22,12 @@ from rewardpipe.episode import (
     execution_job,
     failure_record,
     finish_episode,
+    finite_or_error,
     start_episode,
     task_job,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Record, Rollout, Task
+from rewardpipe.models import Record, Rollout, Task
 from rewardpipe.questions import answered_turns_in
 from rewardpipe.rewards import Reward
 from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode, transcript_of_messages
@@ -73,20 +73,6 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> 
         else:
             slots.append(Slot(task, rollout.step, rollout.group_id, rollout.rollout_id))
     return slots, unknown
-
-
-def finite_or_error(record: Record) -> Record:
-    """A scored record whose aggregate is not a finite number (huge weights overflow to inf) becomes an
-    error record saying so: a null or infinite reward must never be handed to a trainer as a score."""
-    if record.status != "scored" or (record.aggregate is not None and math.isfinite(record.aggregate)):
-        return record
-    weights = ", ".join(f"{name}={value:g}" for name, value in record.weights.items())
-    return record.model_copy(update={
-        "status": "error", "aggregate": None,
-        "error": ErrorInfo(kind="non_finite_aggregate",
-                           message=f"the weighted sum of the components is {record.aggregate} (weights {weights}): "
-                                   f"use smaller weights"),
-    })
 
 
 def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:

@@ -56,6 +56,9 @@ class LambdaSettings(_Strict):
     # to answer every one of them before this runs out.
     single_turn_timeout_s: int = Field(default=LAMBDA_MAX_TIMEOUT_S, ge=30, le=LAMBDA_MAX_TIMEOUT_S)
     policy_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    # StartEpisode and Converse mostly wait (on the policy endpoint, the trainer's queue, the code runner):
+    # billed GB-seconds of waiting, so they get what their work needs, not a vCPU (docs/aws.md "Cost").
+    conversation_memory_mb: int = Field(default=256, ge=128, le=10240)
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
 

@@ -1,8 +1,9 @@
 """CloudWatch metrics for the variance check and the code runners, as Powertools EMF log lines.
 
 Names and dimensions must match the alarms and dashboard in stacks/constructs/monitoring.py:
-namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). The run id is not a
-dimension: alarms watch the pipeline as a whole, and the verdict JSON in S3 names the run.
+namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). ``DeadStreak`` is emitted
+twice: per run (+ ``run``), and without the run as the longest current streak among the active runs,
+which is what the dead-component alarms watch (they need no run ids, and runs never mix).
 """
 
 from __future__ import annotations
@@ -34,18 +35,20 @@ class MetricPoint:
     dimensions: dict[str, str] = field(default_factory=dict)
 
 
-def step_points(report: Any, dead_streak: dict[str, int] | None = None) -> list[MetricPoint]:
+def step_points(report: Any, run_id: str | None = None) -> list[MetricPoint]:
     """Metric points of one newly checked step (a rewardpipe.monitoring.StepReport).
 
     Statistics that could not be computed (no eligible groups) are left out rather than sent as 0,
     which would look like a healthy or a dead component depending on the metric; so is the dead
-    streak of a component whose verdict was ``insufficient_data`` (its alarm keeps its state).
+    streak of a component whose verdict was ``insufficient_data``. The run's dead streak (the core
+    monitor's ``ComponentStats.dead_streak``) carries the ``run`` dimension.
     """
     points = [MetricPoint(ERROR_RATE, float(report.error_rate), "None")]
     for name, stats in report.components.items():
         dims = {"component": name}
-        if dead_streak is not None and name in dead_streak and stats.verdict != "insufficient_data":
-            points.append(MetricPoint(DEAD_STREAK, float(dead_streak[name]), "Count", dims))
+        streak = getattr(stats, "dead_streak", None)
+        if run_id is not None and streak is not None and stats.verdict != "insufficient_data":
+            points.append(MetricPoint(DEAD_STREAK, float(streak), "Count", {**dims, "run": run_id}))
         for metric, value in (
             (ZERO_VARIANCE, stats.zero_variance_group_fraction),
             (WITHIN_GROUP_STD, stats.within_group_std_mean),
@@ -54,6 +57,11 @@ def step_points(report: Any, dead_streak: dict[str, int] | None = None) -> list[
             if value is not None and math.isfinite(value):
                 points.append(MetricPoint(metric, float(value), "None", dims))
     return points
+
+
+def aggregate_dead_streak_points(longest: dict[str, int]) -> list[MetricPoint]:
+    """DeadStreak per component without a run dimension (what the alarms watch)."""
+    return [MetricPoint(DEAD_STREAK, float(streak), "Count", {"component": name}) for name, streak in sorted(longest.items())]
 
 
 def heartbeat_point(runs_checked: int) -> MetricPoint:

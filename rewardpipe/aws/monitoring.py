@@ -1,29 +1,33 @@
 """The variance check the monitor Lambda runs: every unchecked step of one run, or of every run, in order.
 
-Per run, the Lambda keeps one object, ``runs/<run>/monitor/check-state.json``: the core monitor's
-hysteresis state, the set of steps already checked and each component's dead streak (consecutive dead
-checked steps). A check reads it with its ETag, checks the steps in ascending order, and commits the new
-state with an S3 conditional write (``If-Match`` on the ETag, ``If-None-Match: *`` for a new run). Only the
-check that commits sends alarms and emits metrics; a check that loses the race starts over from the state
-the winner wrote. That serialises concurrent checks of a run without reserved concurrency.
+It is the core monitor's own check (:func:`rewardpipe.monitoring.check_pending` over the run's core state
+``runs/<run>/monitor/state.json``, schema v2: hysteresis, the set of checked steps, each component's dead
+streak) with one difference: the state is written with an S3 conditional write (``If-Match`` on the ETag
+it was read with, ``If-None-Match: *`` for a new run), so two concurrent checks of a run cannot both commit
+a step. Alarms, metrics and the verdict JSON are published only for steps this check committed; a check
+that loses the race leaves the step to the winner and checks the run's remaining steps again from the
+winner's state. That serialises concurrent checks without reserved concurrency.
 
-Runs are isolated: a run whose state or records cannot be read is reported and skipped, the other runs are
-still checked, and the invocation then fails (so the function's Errors alarm fires and the asynchronous
-retries and dead-letter queue see it) with every failed run named.
+Runs are isolated: a run whose state or records cannot be read is reported and skipped (a corrupt state
+is moved aside by the core and the run checked from a fresh state), the other runs are still checked,
+and the invocation then fails (so the function's Errors alarm fires and the asynchronous retries and
+dead-letter queue see it) with every problem named.
+
+The Lambda's earlier state file ``runs/<run>/monitor/check-state.json`` is migrated once into the core
+state when the run has none, and otherwise ignored.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from rewardpipe.aws.settings import Settings, aws_client, open_bucket_store
 
-CHECK_STATE_SCHEMA = "rewardpipe.check-state/v1"
 COMMIT_ATTEMPTS = 5
+LEGACY_STATE = "check-state.json"
 
 
 class CheckRequest(BaseModel):
@@ -39,31 +43,14 @@ class CheckFailed(RuntimeError):
     """At least one run could not be checked (the others were); the message names each run and why."""
 
 
-class CheckConflict(RuntimeError):
-    """Another check kept committing this run's state first; the next invocation picks the steps up."""
-
-
-class CheckState(BaseModel):
-    """What the Lambda remembers about one run between checks."""
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    schema_: str = Field(default=CHECK_STATE_SCHEMA, alias="schema", pattern=f"^{CHECK_STATE_SCHEMA}$")
-    monitor: dict[str, Any] | None = None  # rewardpipe.monitoring.MonitorState.to_dict()
-    checked: list[int] = Field(default_factory=list)
-    dead_streak: dict[str, int] = Field(default_factory=dict)
+class StateConflict(RuntimeError):
+    """Another check committed the run's state first; this check's step is left to it."""
 
 
 def verdict_key(run_id: str, step: int) -> str:
     from rewardpipe.store import run_prefix
 
     return f"{run_prefix(run_id)}monitor/step={int(step)}.json"
-
-
-def check_state_key(run_id: str) -> str:
-    from rewardpipe.store import run_prefix
-
-    return f"{run_prefix(run_id)}monitor/check-state.json"
 
 
 def thresholds(settings: Settings) -> Any:
@@ -82,208 +69,209 @@ def thresholds(settings: Settings) -> Any:
 # The run's state object, read with its ETag and written only if nobody else wrote it in between
 
 
-class VersionedObject:
-    """One S3 object updated by compare-and-swap (S3 conditional writes).
+class ConditionalStateStore:
+    """An S3Store whose monitor states are compare-and-swap objects; every other key passes through.
 
-    AWS answers a failed precondition with 412 PreconditionFailed, a concurrent conflicting write with
-    409 ConditionalRequestConflict, and ``If-Match`` on a deleted object with 404 NoSuchKey; all three
-    mean "someone else changed it": re-read and try again.
+    The core monitor reads a run's state with ``get_bytes`` and writes it with ``put_json``: here the
+    read remembers the object's ETag and the write is conditional on it. AWS answers a failed
+    precondition with 412 PreconditionFailed, a concurrent conflicting write with 409
+    ConditionalRequestConflict, and ``If-Match`` on a deleted object with 404 NoSuchKey; all three mean
+    "someone else changed it" and raise :class:`StateConflict`.
     """
 
     CONFLICT_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
 
-    def __init__(self, store: Any, key: str) -> None:
+    def __init__(self, store: Any, upto: int | None = None) -> None:
         if not all(hasattr(store, name) for name in ("client", "bucket", "_full")):
             raise TypeError("the variance check keeps its state in S3 and needs an S3Store")
-        self.client, self.bucket, self.key, self._full_key = store.client, store.bucket, key, store._full(key)
+        self._store, self.upto = store, upto
+        self._etags: dict[str, str | None] = {}
 
-    def read(self) -> tuple[bytes | None, str | None]:
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._store, name)
+
+    def list_steps(self, run_id: str) -> list[int]:
+        """The run's stored steps; for a check of step n, those up to n (a later one may still be written)."""
+        steps = self._store.list_steps(run_id)
+        return steps if self.upto is None else [s for s in steps if s <= self.upto]
+
+    @staticmethod
+    def _is_state(key: str) -> bool:
+        return key.startswith("runs/") and key.endswith("/monitor/state.json")
+
+    def get_bytes(self, key: str) -> bytes:
+        if not self._is_state(key):
+            return self._store.get_bytes(key)
         from botocore.exceptions import ClientError
 
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=self._full_key)
+            response = self._store.client.get_object(Bucket=self._store.bucket, Key=self._store._full(key))
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                return None, None
+                self._etags[key] = None
+                raise KeyError(key) from None
             raise
-        return response["Body"].read(), response["ETag"]
+        self._etags[key] = response["ETag"]
+        return response["Body"].read()
 
-    def write(self, data: bytes, etag: str | None) -> bool:
-        """Write if the object is still at ``etag`` (absent when None); False if someone else won."""
+    def put_json(self, key: str, obj: Any) -> str:
+        if not self._is_state(key):
+            return self._store.put_json(key, obj)
         from botocore.exceptions import ClientError
 
+        etag = self._etags.get(key)
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         try:
-            self.client.put_object(Bucket=self.bucket, Key=self._full_key, Body=data,
-                                   ContentType="application/json", **condition)
+            response = self._store.client.put_object(
+                Bucket=self._store.bucket, Key=self._store._full(key), ContentType="application/json",
+                Body=json.dumps(obj, sort_keys=True).encode("utf-8"), **condition)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in self.CONFLICT_CODES:
-                return False
+                self._etags.pop(key, None)
+                raise StateConflict(f"{key} was changed by a concurrent check") from None
             raise
-        return True
+        self._etags[key] = response.get("ETag")
+        return key
 
 
-def parse_check_state(data: bytes | None, key: str) -> CheckState:
-    if data is None:
-        return CheckState()
+def migrate_legacy_state(store: Any, run_id: str) -> str | None:
+    """Carry ``monitor/check-state.json`` (the Lambda's own state before it used the core's) into the core
+    state when the run has none: its hysteresis and checked steps, so no step is alarmed twice. Returns a
+    problem to report if the old file is unusable (it is then ignored)."""
+    from rewardpipe.monitoring import MonitorState, state_key
+    from rewardpipe.store import run_prefix
+
+    legacy = f"{run_prefix(run_id)}monitor/{LEGACY_STATE}"
+    if store.get_json(state_key(run_id), default=None) is not None:
+        return None
+    old = store.get_json(legacy, default=None)
+    if old is None:
+        return None
     try:
-        return CheckState.model_validate(json.loads(data))
-    except (ValueError, ValidationError) as exc:  # JSONDecodeError is a ValueError
-        if isinstance(exc, ValidationError) and exc.errors():
-            first = exc.errors()[0]
-            reason = f"field '{'.'.join(str(p) for p in first['loc'])}': {first['msg']}"
-        else:
-            reason = "not valid JSON"
-        raise ValueError(f"{key}: corrupt check state ({reason})") from None
-
-
-# --------------------------------------------------------------------------------------------------
-# Checking
-
-
-@dataclass
-class StepCheck:
-    """One step's result and what it means for the metrics (nothing for a replayed step)."""
-
-    step: int
-    result: Any  # rewardpipe.monitoring.MonitorResult
-    replayed: bool
-    dead_streak: dict[str, int]
-
-    @property
-    def report(self) -> Any:
-        return self.result.step(self.step) if any(r.step == self.step for r in self.result.steps) else None
-
-
-def advance_dead_streaks(streaks: dict[str, int], report: Any) -> dict[str, int]:
-    """Consecutive dead checked steps per component; a step with too little data neither extends nor ends it.
-
-    The core monitor tracks it in its state (``ComponentStats.dead_streak``) and is taken at its word;
-    the count here is the same rule, for a report that carries none.
-    """
-    out = dict(streaks)
-    for name, stats in report.components.items():
-        if getattr(stats, "dead_streak", None) is not None:
-            out[name] = int(stats.dead_streak)
-        elif stats.verdict != "insufficient_data":
-            out[name] = out.get(name, 0) + 1 if stats.verdict == "dead" else 0
-    return out
-
-
-def plan_steps(available: list[int], checked: Iterable[int], request: CheckRequest) -> tuple[list[int], list[int]]:
-    """(steps to check now, in order; already-checked steps to report again).
-
-    A scheduled check takes every complete step not yet checked; the newest step is complete only once a
-    later one exists. A request for step n checks every unchecked step up to n first, so a step that was
-    skipped (or checked late) still goes through the hysteresis in order and can alarm.
-    """
-    done = set(checked)
-    if request.step is None:
-        complete = available[:-1]
-        return [s for s in complete if s not in done], []
-    upto = sorted({s for s in available if s <= request.step} | {request.step})
-    todo = [s for s in upto if s not in done]
-    return todo, ([request.step] if request.step in done else [])
-
-
-def check_run(
-    store: Any,
-    run_id: str,
-    request: CheckRequest,
-    settings: Settings,
-    publish: Callable[[str, list[StepCheck]], None],
-) -> list[StepCheck]:
-    """Check one run's steps and commit its state; ``publish`` runs only for the check that committed."""
-    from rewardpipe.monitoring import MonitorState, monitor_records
-
-    th = thresholds(settings)
-    state_object = VersionedObject(store, check_state_key(run_id))
-    available = store.list_steps(run_id)
-    for _ in range(COMMIT_ATTEMPTS):
-        data, etag = state_object.read()
-        state = parse_check_state(data, state_object.key)
-        todo, again = plan_steps(available, state.checked, request)
-        monitor_state = MonitorState.from_dict(state.monitor) if state.monitor else None
-        checks: list[StepCheck] = []
-        streaks = dict(state.dead_streak)
-        checked = set(state.checked)
-        for step in todo:
-            bad: list[Any] = []
-            result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), th, monitor_state)
-            result.unreadable = [b.to_dict() for b in bad]
-            check = StepCheck(step, result, replayed=False, dead_streak={})
-            if check.report is None:
-                continue  # no records yet: not checked, so the next check looks again
-            monitor_state = result.state
-            streaks = advance_dead_streaks(streaks, check.report)
-            check.dead_streak = streaks
-            checked.add(step)
-            checks.append(check)
-        if checks:
-            new_state = CheckState(monitor=monitor_state.to_dict(), checked=sorted(checked), dead_streak=streaks)
-            body = json.dumps(new_state.model_dump(by_alias=True, mode="json"), sort_keys=True).encode()
-            if not state_object.write(body, etag):
-                continue  # another check committed first: start again from its state
-        for step in again:
-            result = monitor_records(store.iter_records(run_id, step), th, monitor_state)
-            checks.append(StepCheck(step, result, replayed=True, dead_streak={}))
-        publish(run_id, checks)
-        return checks
-    raise CheckConflict(f"run '{run_id}': the check state kept changing under {COMMIT_ATTEMPTS} attempts")
+        state = MonitorState.from_dict(old["monitor"]) if old.get("monitor") else MonitorState()
+        for step in old.get("checked") or []:
+            state.mark_checked(int(step))
+    except (ValueError, TypeError, KeyError, AttributeError) as exc:
+        return f"{legacy}: not migrated, ignored ({exc})"
+    state.run_id = run_id
+    try:
+        store.get_bytes(state_key(run_id))
+    except KeyError:
+        pass
+    store.put_json(state_key(run_id), state.to_dict())
+    return None
 
 
 # --------------------------------------------------------------------------------------------------
 # Publishing: alarms, metrics and the verdict JSON of the steps a check committed
 
 
-def publisher(store: Any, sinks: list[Any], summaries: list[dict[str, Any]]) -> Callable[[str, list[StepCheck]], None]:
+def publish(store: Any, run_id: str, result: Any, sinks: list[Any]) -> dict[str, Any]:
+    """Deliver one committed step's alarms, emit its metrics, store its verdict; its summary."""
     from rewardpipe.aws.metrics import emit, step_points
     from rewardpipe.monitoring import dispatch
 
-    def publish(run_id: str, checks: list[StepCheck]) -> None:
-        for check in checks:
-            report = check.report
-            summary: dict[str, Any] = {"run_id": run_id, "step": check.step, "records": 0, "replayed": check.replayed,
-                                       "alarms": [] if check.replayed else [a.to_dict() for a in check.result.alarms]}
-            if not check.replayed:
-                failures = dispatch(check.result.alarms, sinks)
-                check.result.unreadable.extend(
-                    {"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
-                    for f in failures
-                )
-                if report is not None:
-                    emit(step_points(report, check.dead_streak))
-                store.put_json(verdict_key(run_id, check.step), check.result.to_dict())
-            if report is not None:
-                summary.update(records=report.records, error_rate=report.error_rate,
-                               verdicts={name: stats.verdict for name, stats in report.components.items()})
-            summary["verdict_key"] = verdict_key(run_id, check.step)
-            if check.result.unreadable:
-                summary["unreadable"] = check.result.unreadable
-            summaries.append(summary)
+    report = result.steps[0]
+    summary: dict[str, Any] = {"run_id": run_id, "step": report.step, "replayed": report.replayed,
+                               "records": report.records, "error_rate": report.error_rate,
+                               "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+                               "alarms": [] if report.replayed else [a.to_dict() for a in result.alarms],
+                               "verdict_key": verdict_key(run_id, report.step)}
+    if not report.replayed:
+        failures = dispatch(result.alarms, sinks)
+        result.unreadable.extend(
+            {"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
+            for f in failures
+        )
+        emit(step_points(report, run_id=run_id))
+        store.put_json(verdict_key(run_id, report.step), result.to_dict())
+    if result.unreadable:
+        summary["unreadable"] = result.unreadable
+    return summary
 
-    return publish
+
+def dead_streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
+    """DeadStreak without a run dimension, for the alarms: per component, the longest current dead streak
+    among the **active** runs (whose core state a check wrote within the activity window). Runs do not
+    mix: each keeps its own streak (the per-run DeadStreak carries a ``run`` dimension), and a healthy
+    run checked after a dead one cannot "recover" the alarm while the dead one is still running; a run
+    that has stopped drops out after the window. Emitted only by a check that committed a step, so a
+    pause in training sends nothing and the alarm keeps its state."""
+    from datetime import datetime, timedelta, timezone
+
+    from rewardpipe.aws.metrics import aggregate_dead_streak_points
+    from rewardpipe.monitoring import MonitorState, state_key
+
+    now = now or datetime.now(timezone.utc)
+    window = timedelta(minutes=settings.active_run_minutes)
+    longest: dict[str, int] = {}
+    for run_id in store.list_runs():
+        try:
+            response = store.client.get_object(Bucket=store.bucket, Key=store._full(state_key(run_id)))
+            if now - response["LastModified"] > window:
+                continue
+            state = MonitorState.from_dict(json.loads(response["Body"].read()))
+        except Exception:  # noqa: BLE001 - a missing or unusable state is reported by its own run's check
+            continue
+        for key, target in state.targets.items():
+            if key.startswith("component:"):
+                name = key.split(":", 1)[1]
+                longest[name] = max(longest.get(name, 0), target.dead_streak)
+    return aggregate_dead_streak_points(longest)
+
+
+def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str, Any] | None:
+    """A requested step that was already checked: reported again, never alarmed or measured again."""
+    from rewardpipe.monitoring import monitor_step
+
+    result = monitor_step(store, run_id, step, thresholds(settings), (), persist_state=False)
+    if not result.steps:
+        return None
+    return {"run_id": run_id, "step": step, "replayed": True, "records": result.steps[0].records,
+            "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()}, "alarms": [],
+            "verdict_key": verdict_key(run_id, step)}
 
 
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
     """Check every unchecked step of one run (or of every run) in order; one failing run stops no other."""
     from rewardpipe.aws.metrics import emit, heartbeat_point
-    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink
+    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink, check_pending, load_state
 
-    store = store or open_bucket_store(settings)
+    store = ConditionalStateStore(store or open_bucket_store(settings), upto=request.step)
     sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
         sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
-    summaries: list[dict[str, Any]] = []
-    publish = publisher(store, sinks, summaries)
-    failures: dict[str, str] = {}
     runs = [request.run_id] if request.run_id else store.list_runs()
+    summaries: list[dict[str, Any]] = []
+    problems: dict[str, list[str]] = {}
     for run_id in runs:
         try:
-            check_run(store, run_id, request, settings, publish)
+            legacy = migrate_legacy_state(store, run_id)
+            state, corrupt = load_state(store, run_id)  # a corrupt state is moved aside here, and reported
+            already = request.step is not None and state.is_checked(request.step)
         except Exception as exc:  # noqa: BLE001 - isolate runs: report this one, check the others
-            failures[run_id] = f"{type(exc).__name__}: {exc}"
-    emit([heartbeat_point(len(runs) - len(failures))])
-    if failures:
-        raise CheckFailed("; ".join(f"run '{run}': {why}" for run, why in failures.items())[:4000])
+            problems.setdefault(run_id, []).append(f"{type(exc).__name__}: {exc}")
+            continue
+        for problem in (legacy, corrupt.reason if corrupt is not None else None):
+            if problem:
+                problems.setdefault(run_id, []).append(problem)
+        for _ in range(COMMIT_ATTEMPTS):
+            (check,) = check_pending(store, [run_id], thresholds(settings), (), skip_newest=request.step is None)
+            summaries.extend(publish(store, run_id, result, sinks) for result in check.results)
+            lost = [p for p in check.problems if str(p.get("error", "")).startswith(StateConflict.__name__)]
+            problems.setdefault(run_id, []).extend(
+                f"step {p['step']}: {p['error']}" if p.get("step") is not None else str(p["error"])
+                for p in check.problems if p not in lost)
+            if not lost:
+                break  # a lost race leaves steps to the winner; check what is still unchecked from its state
+        if already:
+            replay = _replay(store, run_id, request.step, settings)  # type: ignore[arg-type]
+            if replay is not None:
+                summaries.append(replay)
+    if any(not summary["replayed"] for summary in summaries):
+        emit(dead_streak_points(store, settings))
+    failed = {run: why for run, why in problems.items() if why}
+    emit([heartbeat_point(len(runs) - len(failed))])
+    if failed:
+        raise CheckFailed("; ".join(f"run '{run}': {', '.join(why)}" for run, why in failed.items())[:4000])
     return {"checked": sum(1 for s in summaries if not s["replayed"]), "results": summaries}

@@ -1,29 +1,37 @@
 """One function per state of the rollout workflow; the episode itself is rewardpipe.episode's.
 
 Nothing bulky travels between states (see rewardpipe.aws.state): the episode, its transcript and the
-replay turns live in S3 under ``runs/<run>/state/<attempt>/``, and each state passes on a small
-:class:`StateRef` -- ids, the key of the current snapshot, and ``next`` (where the state machine goes
-next). The Choice state only reads ``next``.
+replay turns live in S3 under ``runs/<run>/state/<attempt>/``.
 
-States::
+States (all conversation work happens in two ``lambda:invoke.waitForTaskToken`` states)::
 
     StartEpisode  validate the input, store the task and replay turns, open the episode, then converse
-    Converse      apply the trainer's reply (callback mode), then converse
-    AskTrainer    (SQS .waitForTaskToken, no Lambda) hand the trainer the snapshot key, wait for its turn
-    RunCode*      a code runner (Lambda or Fargate) runs the job PrepareJob wrote
-    Score         score, write the record and the transcript, return the Nova reward shape
+    Converse      apply the trainer's reply (callback mode), then converse; its Next is itself
+    Finished      (Pass) the execution's output
+    RunCode*      a code runner (Lambda or Fargate) runs the job the conversation wrote, then Score
     RecordError   every failure ends here and writes an error record
 
 "Converse" is :func:`rewardpipe.episode.converse` -- the same loop the local runner uses -- run until
-the episode commits or ends, pausing when the next turn is the trainer's or the Lambda's time runs
-short. When the episode commits, the same invocation writes the execution job and picks its code
-runner, so a two-question replay or OpenAI rollout takes four state transitions in all (Start,
-Route, RunCode, Score) and each trainer turn three (AskTrainer, Converse, Route).
+the episode commits or ends, the next turn is the trainer's, or the Lambda's time runs short. Each
+conversation state completes its own task token with the outcome (:class:`TokenDelivery`):
+
+* the trainer's turn: the turn request goes to the queue with this state's token, and the trainer's
+  SendTaskSuccess re-enters Converse (one state transition per trainer turn);
+* out of time: SendTaskSuccess ``{"resume": true}`` re-enters Converse;
+* committed, with a short job and the time to wait for it: the code-runner Lambda is invoked from here,
+  the episode scored and its record written, then SendTaskFailure ``Rollout.Finished`` carrying the
+  output leaves the loop for Finished;
+* a job for Fargate (or too long to wait for here): SendTaskFailure ``Rollout.RunCode`` carrying the
+  reference leaves the loop for the code-runner states and Score.
+
+A Task state has one Next, so leaving the loop without a Choice state after every turn (one more
+transition per turn) takes a named error that the loop's Catch routes; neither name is ever a failure.
+A two-question replay or OpenAI rollout is two state transitions (StartEpisode, Finished), a callback
+one with three trainer turns five.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import uuid
 from typing import Any, Literal
@@ -31,14 +39,14 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
-from rewardpipe.aws.state import PAYLOAD_BUDGET, StateStore, guard_payload, inputs_prefix
+from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.episode import EpisodeState
-from rewardpipe.models import ErrorInfo, Record, Task
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, Task
 
 TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
 # Documented limits of an execution (docs/aws.md "Limits"). The state stays in S3 whatever the size,
-# but these bound an execution's history (about 14 events per trainer turn, 25,000 allowed), a
+# but these bound an execution's history (about 7 events per trainer turn, 25,000 allowed), a
 # snapshot's size and the time a rollout can take.
 MAX_TURNS_LIMIT = 20
 MAX_TOKENS_LIMIT = 16_384
@@ -48,6 +56,13 @@ LLM_TURN_RESERVE_S = 90.0
 QUICK_TURN_RESERVE_S = 5.0
 
 Next = Literal["ask_trainer", "converse", "run_lambda", "run_fargate", "score"]
+# Errors a conversation state completes its own task token with to leave the Converse loop (never failures).
+FINISHED = "Rollout.Finished"
+RUN_CODE = "Rollout.RunCode"
+# SendTaskFailure's cause is at most 32,768 characters.
+CAUSE_LIMIT = 32_768
+# Time an inline job needs beyond its own budget: sandbox grace, S3 hand-off, scoring, the record.
+INLINE_RUN_MARGIN_S = 60.0
 
 
 class ExecutionResultMissing(RuntimeError):
@@ -62,10 +77,25 @@ class SimulatorError(RuntimeError):
     """The user simulator failed."""
 
 
-def _check_id(value: str) -> str:
+def storable_run_id(value: Any) -> bool:
+    """A run id must be a store key segment as it is (``runs/<run>/`` is listed and decoded back into run
+    ids, so it is never hashed); group and rollout ids of up to MAX_ID_LENGTH characters are always
+    storable: the store gives a long one a hash-suffixed key and keeps the full id in the record
+    (rewardpipe.store.encode_id, the one scheme for long ids, locally and on AWS)."""
     from rewardpipe.store import encode_id
 
-    encode_id(value, allow_hash=False)  # raises ValueError naming the limit when the id is too long for a key
+    try:
+        encode_id(value, allow_hash=False)
+    except ValueError:
+        return False
+    return True
+
+
+def _check_run(value: str) -> str:
+    if not storable_run_id(value):
+        from rewardpipe.store import MAX_SEGMENT
+
+        raise ValueError(f"a run id must fit a store key: at most {MAX_SEGMENT} characters once percent-encoded")
     return value
 
 
@@ -105,14 +135,14 @@ class RolloutInput(BaseModel):
 
     run: str = Field(min_length=1)
     step: int = Field(default=0, ge=0)
-    group: str = Field(min_length=1)
-    rollout: str = Field(min_length=1)
+    group: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    rollout: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     task: Task | None = None
     task_key: str | None = None
     policy: PolicySpec = Field(default_factory=lambda: PolicySpec(mode="callback"))
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS_LIMIT)
 
-    _ids = field_validator("run", "group", "rollout")(_check_id)
+    _run = field_validator("run")(_check_run)
 
     @model_validator(mode="after")
     def _one_task(self) -> "RolloutInput":
@@ -124,12 +154,30 @@ class RolloutInput(BaseModel):
 
 
 class StartRequest(BaseModel):
-    """StartEpisode's payload: the execution input and the execution's name (the attempt id)."""
+    """StartEpisode's payload: the execution input, the execution's name (the attempt id) and the state's
+    task token (absent when the handler is called directly, e.g. in tests: it then only returns its outcome)."""
 
     model_config = ConfigDict(extra="forbid")
 
     input: RolloutInput
     attempt: str = Field(min_length=1, max_length=80, pattern=r"^[0-9A-Za-z_-]+$")
+    task_token: str | None = None
+
+
+class ConverseRequest(BaseModel):
+    """Converse's payload. The state passes on nothing but the trainer's reply (or ``{"resume": true}``),
+    so the ids come from the execution (``$$.Execution.Input.run``, ``$$.Execution.Name``) and the
+    episode from its one key per attempt. ``entered`` is ``$$.State.EnteredTime``, the same for every
+    retry of one entry: a retry that finds the reply already applied in this entry does not apply it twice."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    run: str = Field(min_length=1)
+    attempt: str = Field(min_length=1, max_length=80, pattern=r"^[0-9A-Za-z_-]+$")
+    task_token: str | None = None
+    entered: str | None = None
+    retry_count: int = Field(default=0, ge=0)
+    reply: dict[str, Any] = Field(default_factory=dict)
 
 
 class EpisodeSnapshot(BaseModel):
@@ -139,10 +187,13 @@ class EpisodeSnapshot(BaseModel):
     policy: PolicySpec
     state: EpisodeState
     execution: ExecutionRef | None = None
+    version: int = Field(default=0, ge=0)       # how many times a conversation step has written it
+    applied_reply_at: str | None = None         # the state entry (EnteredTime) that applied the last trainer reply
 
 
 class StateRef(BaseModel):
-    """What travels between states: small and of bounded size whatever the transcript holds."""
+    """A conversation step's outcome, and what the code-runner states and Score get: small and of bounded
+    size whatever the transcript holds."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -157,13 +208,11 @@ class StateRef(BaseModel):
     next_action: str
     policy_mode: str
     execution: ExecutionRef | None = None
-    # callback mode: where the trainer may put a reply too large to send (the client does it for you),
-    # and, on the way into Converse, the trainer's reply ({"text"} or {"text_key"}).
+    # callback mode: where the trainer may put a reply too large to send (the client does it for you).
     reply_key: str | None = None
-    reply: dict[str, Any] | None = None
 
     def dump(self) -> dict[str, Any]:
-        return guard_payload(self.model_dump(mode="json", exclude_none=True, exclude={"reply"}), "the rollout reference")
+        return guard_payload(self.model_dump(mode="json", exclude_none=True), "the rollout reference")
 
 
 def transcript_key(state: EpisodeState) -> str:
@@ -200,6 +249,10 @@ def load_task(store: Any, key: str) -> Task:
 def load_snapshot(store: Any, ref: StateRef) -> tuple[StateStore, EpisodeSnapshot]:
     states = StateStore(store, ref.run, ref.attempt)
     return states, EpisodeSnapshot.model_validate(states.load(ref.state_key))
+
+
+def load_head(states: StateStore) -> EpisodeSnapshot:
+    return EpisodeSnapshot.model_validate(states.load(states.head_key))
 
 
 def replay_turns(store: Any, snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
@@ -316,20 +369,112 @@ def _next(snapshot: EpisodeSnapshot) -> str:
     if action == "policy" and snapshot.policy.mode == "callback":
         return "ask_trainer"
     if action in ("policy", "simulator"):
-        return "converse"  # paused for time: the state machine invokes Converse again
+        return "converse"  # paused for time: Converse is entered again
     if action == "execute" and snapshot.execution is not None and snapshot.execution.route != "none":
         return f"run_{snapshot.execution.route}"
     return "score"
 
 
-def _save(states: StateStore, version: int, snapshot: EpisodeSnapshot, ids: dict[str, Any]) -> dict[str, Any]:
-    key = states.save(version, snapshot.model_dump(mode="json", exclude_none=True))
+def _save(states: StateStore, snapshot: EpisodeSnapshot, ids: dict[str, Any]) -> StateRef:
+    key = states.save_head(snapshot.model_dump(mode="json", exclude_none=True))
     nxt = _next(snapshot)
-    ref = StateRef(
-        **ids, attempt=states.attempt, version=version, state_key=key, next=nxt,
+    return StateRef(
+        **ids, attempt=states.attempt, version=snapshot.version, state_key=key, next=nxt,
         next_action=snapshot.state.next_action, policy_mode=snapshot.policy.mode, execution=snapshot.execution,
-        reply_key=states.key(f"reply-{version}.json") if nxt == "ask_trainer" else None,
+        reply_key=states.key(f"reply-{snapshot.version}.json") if nxt == "ask_trainer" else None,
     )
+
+
+class TokenDelivery:
+    """Completes a conversation state's task token with its outcome (see the module docstring).
+
+    Without a token (the handler called directly) nothing is sent: the outcome is only returned.
+    """
+
+    def __init__(self, token: str | None, settings: Settings, bucket: str) -> None:
+        self.token, self.settings, self.bucket = token, settings, bucket
+
+    def _client(self, service: str) -> Any:
+        from rewardpipe.aws.settings import aws_client
+
+        return aws_client(service)
+
+    def ask_trainer(self, ref: StateRef) -> None:
+        if self.token is None:
+            return
+        from rewardpipe.aws.settings import ConfigurationError
+
+        if not self.settings.turn_queue_url:
+            raise ConfigurationError("environment variable TURN_QUEUE_URL (the trainer's turn queue) is not set")
+        # Keys, not the transcript: the trainer reads the conversation at state_key and writes a reply too
+        # large for SendTaskSuccess to reply_key.
+        body = {"task_token": self.token, "run": ref.run, "step": ref.step, "group": ref.group,
+                "rollout": ref.rollout, "bucket": self.bucket, "state_key": ref.state_key, "reply_key": ref.reply_key}
+        self._client("sqs").send_message(QueueUrl=self.settings.turn_queue_url, MessageBody=json.dumps(body))
+
+    def resume(self) -> None:
+        if self.token is not None:
+            self._client("stepfunctions").send_task_success(taskToken=self.token, output=json.dumps({"resume": True}))
+
+    def leave(self, error: str, payload: dict[str, Any]) -> None:
+        if self.token is None:
+            return
+        cause = json.dumps(payload, separators=(",", ":"))
+        if len(cause) > CAUSE_LIMIT:
+            raise PayloadTooLarge(f"the {error} outcome is {len(cause)} characters, over SendTaskFailure's "
+                                  f"{CAUSE_LIMIT}-character cause")
+        self._client("stepfunctions").send_task_failure(taskToken=self.token, error=error, cause=cause)
+
+
+class ExecutorCrash(RuntimeError):
+    """The code-runner Lambda, invoked from a conversation state, failed."""
+
+
+def run_inline(execution: ExecutionRef, settings: Settings) -> None:
+    """Invoke the code-runner Lambda and wait for it. A Step Functions transition costs as much as about
+    ten seconds of a 256 MB Lambda waiting, so a short job is cheaper run from here than as two more
+    states (RunCodeLambda, Score)."""
+    from rewardpipe.aws.lambda_support import TransientError
+    from rewardpipe.aws.settings import aws_client
+
+    client = aws_client("lambda", read_timeout=int((execution.timeout_s or 0) + INLINE_RUN_MARGIN_S), max_attempts=1)
+    response = client.invoke(FunctionName=settings.runner_function,
+                             Payload=json.dumps({"job_key": execution.job_key, "result_key": execution.result_key}))
+    if response.get("FunctionError"):
+        try:
+            error = json.loads(response["Payload"].read() or b"{}")
+        except (ValueError, AttributeError):
+            error = {}
+        name, message = str(error.get("errorType") or "Unknown"), str(error.get("errorMessage") or "")
+        if name == "TransientError":
+            raise TransientError(f"the code runner: {message}")
+        raise ExecutorCrash(f"the code runner failed: {name}: {message}"[:2000])
+
+
+def _can_run_inline(ref: StateRef, settings: Settings) -> bool:
+    from rewardpipe.aws.lambda_support import remaining_s
+
+    execution = ref.execution
+    return (ref.next == "run_lambda" and bool(settings.runner_function) and execution is not None
+            and remaining_s() > (execution.timeout_s or 0) + INLINE_RUN_MARGIN_S)
+
+
+def _conclude(ref: StateRef, snapshot: EpisodeSnapshot, task: Task, settings: Settings, store: Any,
+              delivery: TokenDelivery) -> dict[str, Any]:
+    """Deliver a conversation step's outcome; returns it (the handler logs it, tests read it)."""
+    if ref.next == "ask_trainer":
+        delivery.ask_trainer(ref)
+    elif ref.next == "converse":
+        delivery.resume()
+    elif ref.next == "score" or _can_run_inline(ref, settings):
+        if ref.next == "run_lambda":
+            run_inline(ref.execution, settings)  # type: ignore[arg-type]
+        output = rollout_output(*score_snapshot(store, snapshot, task, settings))
+        delivery.leave(FINISHED, output)
+        done = {**ref.dump(), "next": "finished", "status": output["status"], "record_key": output["record_key"]}
+        return done if delivery.token is not None else {**done, "output": output}
+    else:
+        delivery.leave(RUN_CODE, ref.dump())
     return ref.dump()
 
 
@@ -350,7 +495,7 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         task_key = request.task_key  # type: ignore[assignment]
         task = load_task(store, task_key)
     policy = request.policy
-    if policy.turns is not None:  # stored once; later snapshots only point at them
+    if policy.turns is not None:  # stored once; the snapshot only points at them
         policy = policy.model_copy(update={"turns": None, "turns_key": states.put("replay.json", policy.turns)})
     elif policy.turns_key is not None and not policy.turns_key.startswith(inputs_prefix(request.run, event.attempt)):
         raise ValueError(f"policy.turns_key must be under {inputs_prefix(request.run, event.attempt)} "
@@ -366,18 +511,18 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     )
     snapshot = _converse(EpisodeSnapshot(task_key=task_key, policy=policy, state=state), task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
-    return _save(states, 0, snapshot, ids)
+    ref = _save(states, snapshot, ids)
+    return _conclude(ref, snapshot, task, settings, store, TokenDelivery(event.task_token, settings, settings.bucket))
 
 
-def trainer_text(ref: StateRef, states: StateStore) -> str:
+def trainer_text(reply: dict[str, Any], reply_key: str, states: StateStore) -> str:
     """The trainer's turn from a callback reply: ``{"text": ...}``, or ``{"text_key": ...}`` naming the
     object the client stored at this turn's ``reply_key`` because the text was too large to send."""
-    reply = ref.reply or {}
     if "text_key" in reply:
-        if reply["text_key"] != ref.reply_key:
-            raise PolicyError(f"the trainer's text_key must be this turn's reply_key {ref.reply_key!r}, "
+        if reply["text_key"] != reply_key:
+            raise PolicyError(f"the trainer's text_key must be this turn's reply_key {reply_key!r}, "
                               f"got {reply['text_key']!r}")
-        stored = states.get(ref.reply_key)
+        stored = states.get(reply_key)
         text = stored.get("text") if isinstance(stored, dict) else None
     else:
         text = reply.get("text")
@@ -387,32 +532,42 @@ def trainer_text(ref: StateRef, states: StateStore) -> str:
     return text
 
 
-def converse_step(ref: StateRef, settings: Settings, store: Any = None, policy: Any = None) -> dict[str, Any]:
+def converse_step(event: ConverseRequest, settings: Settings, store: Any = None, policy: Any = None) -> dict[str, Any]:
     """The Converse state: apply the trainer's reply (callback mode), then converse from there."""
     from rewardpipe.episode import apply_policy_turn
 
     store = store or open_bucket_store(settings)
-    states, snapshot = load_snapshot(store, ref)
-    if ref.reply is not None:
-        if snapshot.state.next_action != "policy":
-            raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
-        snapshot.state = apply_policy_turn(snapshot.state, trainer_text(ref, states))
+    states = StateStore(store, event.run, event.attempt)
+    snapshot = load_head(states)
+    awaits_trainer = snapshot.policy.mode == "callback" and snapshot.state.next_action == "policy"
+    if event.reply == {"resume": True} and awaits_trainer:  # only the trainer's own turn moves it on
+        raise PolicyError("the trainer's callback output must be {\"text\": \"<assistant turn>\"}, not a resume")
+    if event.reply != {"resume": True}:
+        # A retry of this very entry (same EnteredTime) after the reply was applied must not apply it again.
+        applied_here = event.retry_count > 0 and event.entered is not None and snapshot.applied_reply_at == event.entered
+        if not applied_here:
+            if not awaits_trainer:
+                raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
+            text = trainer_text(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
+            snapshot.state = apply_policy_turn(snapshot.state, text)
+            snapshot.applied_reply_at = event.entered
     task = load_task(store, snapshot.task_key)
-    snapshot = _converse(snapshot, task, settings, states, ref.version + 1, policy=policy)
-    return _save(states, ref.version + 1, snapshot, ref.model_dump(include={"run", "step", "group", "rollout"}))
+    snapshot = _converse(snapshot, task, settings, states, snapshot.version + 1, policy=policy)
+    snapshot.version += 1
+    state = snapshot.state
+    ids = {"run": event.run, "step": int(state.step), "group": state.group_id, "rollout": state.rollout_id}
+    ref = _save(states, snapshot, ids)
+    return _conclude(ref, snapshot, task, settings, store, TokenDelivery(event.task_token, settings, settings.bucket))
 
 
-def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record, str]:
-    """Score the episode with the configured reward and write its record. Returns (record, key).
+def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: Settings) -> tuple[Record, str]:
+    """Score the episode with the configured reward and write its record and transcript. Returns (record, key).
 
     Also emits the execution latency metric (route = lambda | fargate) for the dashboard.
     """
     from rewardpipe.aws.jobs import get_result
     from rewardpipe.episode import finish_episode
 
-    store = store or open_bucket_store(settings)
-    _, snapshot = load_snapshot(store, ref)
-    task = load_task(store, snapshot.task_key)
     execution = None
     ref_exec = snapshot.execution
     if ref_exec is not None and ref_exec.route != "none":
@@ -425,6 +580,13 @@ def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record,
     record = finish_episode(snapshot.state, task, execution, settings.reward)
     put_transcript(store, snapshot.state, task, execution, record)
     return record, put_record_once(store, record)
+
+
+def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record, str]:
+    """The Score state's work, after a code-runner state: :func:`score_snapshot` of the referenced episode."""
+    store = store or open_bucket_store(settings)
+    _, snapshot = load_snapshot(store, ref)
+    return score_snapshot(store, snapshot, load_task(store, snapshot.task_key), settings)
 
 
 def rollout_output(record: Record, key: str) -> dict[str, Any]:
@@ -471,6 +633,7 @@ def put_record_once(store: Any, record: Record) -> str:
 # Which state failed decides the error kind, except for errors that name their own kind.
 _KIND_BY_ERROR = {
     "ExecutionResultMissing": "executor_crash",
+    "ExecutorCrash": "executor_crash",
     "PolicyError": "policy_error",
     "SimulatorError": "simulator_error",
     "EpisodeError": "orchestration_error",
@@ -570,6 +733,14 @@ class FailedRollout(BaseModel):
         for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
+        # Ids the store cannot hold are unusable like missing ones: the record goes under run "unknown"
+        # (named by the execution when the run is unusable), never under an id of our own making.
+        if "run" in clean and not storable_run_id(clean["run"]):
+            clean.pop("run")
+            clean.pop("rollout", None)
+        for name in ("group", "rollout"):
+            if len(clean.get(name) or "") > MAX_ID_LENGTH:
+                clean.pop(name)
         for name in ("step", "version"):
             if isinstance(clean.get(name), bool) or not isinstance(clean.get(name), int) or clean.get(name, 0) < 0:
                 clean.pop(name, None)
@@ -579,19 +750,6 @@ class FailedRollout(BaseModel):
         return clean
 
 
-def storable_id(value: str) -> str:
-    """``value`` if it can be a store key segment, else a shortened, hash-suffixed form of it (so an
-    over-long id still gets its error record, at a key no other id shares)."""
-    from rewardpipe.store import encode_id
-
-    try:
-        encode_id(value, allow_hash=False)  # the store would hash it too; this form keeps the key short
-        return value
-    except ValueError:
-        digest = hashlib.sha256(value.encode("utf-8")).hexdigest()[:16]
-        return f"{value[:60]}~{digest}"
-
-
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
     return rollout_output(*record_failure(event, settings))
@@ -599,33 +757,38 @@ def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, A
 
 def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None:
     """The furthest state of the episode: what a conversation step left when it failed mid-way, else
-    the snapshot the failing state was given, else nothing (the record then has no transcript)."""
+    the episode as the last step saved it (or the snapshot a Score state was given), else nothing (the
+    record then has no transcript)."""
     from rewardpipe.store import StoreError
 
-    keys = []
     try:
         states = StateStore(store, event.run, event.attempt)
     except ValueError:
         return None
+    head = None
+    try:
+        head = EpisodeSnapshot.model_validate(states.load(event.state_key or states.head_key))
+    except (ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
+        pass
+    failed = None
     if event.failed_state == "StartEpisodeStep":
-        keys.append(states.key(failed_snapshot_name(0)))
-    elif event.failed_state == "ConverseStep" and isinstance(event.version, int):
-        keys.append(states.key(failed_snapshot_name(event.version + 1)))
-    if event.state_key is not None:
-        keys.append(event.state_key)
-    for key in keys:
+        failed = failed_snapshot_name(0)
+    elif event.failed_state == "ConverseStep" and head is not None:
+        failed = failed_snapshot_name(head.version + 1)
+    if failed is not None:
         try:
-            return EpisodeSnapshot.model_validate(states.load(key))
-        except (ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable: try the next
-            continue
-    return None
+            return EpisodeSnapshot.model_validate(states.load(states.key(failed)))
+        except (ValueError, FileNotFoundError, StoreError):
+            pass
+    return head
 
 
 def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
-    Failed executions without ids are told apart by the execution name; over-long ids are shortened
-    with a hash suffix; an existing scored record is never replaced.
+    Failed executions without usable ids are told apart by the execution name; a long group or rollout
+    id keeps its full value in the record under the store's hash-suffixed key; an existing scored
+    record is never replaced.
     """
     from rewardpipe.episode import error_record, failure_record
 
@@ -644,8 +807,8 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
         elif event.task_key:
             task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json") or "unknown"
         record = failure_record(
-            run_id=storable_id(event.run), step=event.step, group_id=storable_id(event.group),
-            rollout_id=storable_id(event.rollout or event.attempt), task_id=task_id,
+            run_id=event.run, step=event.step, group_id=event.group,
+            rollout_id=event.rollout or event.attempt, task_id=task_id,
             kind=info.kind, message=info.message, reward=reward, metrics={"assistant_turns": 0},
         )
     return record, put_record_once(store, record)

@@ -60,6 +60,11 @@ class Settings:
     error_rate: float = 0.1
     alarm_topic_arn: str = ""
     dead_steps: int = 1
+    # rollout workflow: the trainer's turn queue, and the code-runner Lambda a conversation state may invoke
+    # variance check: a run whose monitor state was written within this many minutes counts as active
+    active_run_minutes: int = 60
+    turn_queue_url: str = ""
+    runner_function: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -79,6 +84,9 @@ class Settings:
             error_rate=_float(env, "ERROR_RATE_THRESHOLD", 0.1),
             alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
             dead_steps=_int(env, "DEAD_STEPS", 1),
+            active_run_minutes=_int(env, "ACTIVE_RUN_MINUTES", 60),
+            turn_queue_url=env.get("TURN_QUEUE_URL", ""),
+            runner_function=env.get("RUNNER_FUNCTION", ""),
         )
 
     def require_bucket(self) -> str:
@@ -99,13 +107,20 @@ class Settings:
 _CLIENTS: dict[str, Any] = {}
 
 
-def aws_client(service: str) -> Any:
-    """One boto3 client per service per process (warm invocations reuse it)."""
-    client = _CLIENTS.get(service)
+def aws_client(service: str, *, read_timeout: int | None = None, max_attempts: int | None = None) -> Any:
+    """One boto3 client per service (and client configuration) per process; warm invocations reuse it."""
+    key = f"{service}:{read_timeout}:{max_attempts}" if read_timeout or max_attempts else service
+    client = _CLIENTS.get(key)
     if client is None:
         import boto3
 
-        client = _CLIENTS[service] = boto3.client(service)
+        config = None
+        if read_timeout or max_attempts:
+            from botocore.config import Config
+
+            config = Config(read_timeout=read_timeout or 60,
+                            retries={"mode": "standard", "total_max_attempts": max_attempts or 3})
+        client = _CLIENTS[key] = boto3.client(service, config=config)
     return client
 
 

@@ -5,22 +5,23 @@ Step Functions refuses any state input or output over 256 KiB (262,144 bytes) wi
 with no record. A transcript of a few long turns passes that size easily, so the states pass only
 small references and the bulky things live here, one folder per execution attempt::
 
-    runs/<run>/state/<attempt>/episode-<n>.json   snapshot n of the episode (immutable once written)
+    runs/<run>/state/<attempt>/episode.json       the episode as far as it got (its ``version`` counts the writes)
+    runs/<run>/state/<attempt>/failed-<n>.json    the turns a step that failed mid-way had got to
     runs/<run>/state/<attempt>/replay.json        the replay turns, stored once at the start
     runs/<run>/state/<attempt>/reply-<n>.json     a trainer reply too large for SendTaskSuccess
     runs/<run>/state/inputs/<attempt>/...         large execution inputs the client stored first
 
 ``<attempt>`` is the execution name (unique per state machine, [0-9A-Za-z_-], at most 80 characters),
-so a re-run of the same rollout never reads an older attempt's state. Snapshots are versioned: a
-step reads snapshot n and writes snapshot n+1 under a key that depends only on n, so a step that
-Step Functions retries writes the same key again instead of applying its turn twice.
+so a re-run of the same rollout never reads an older attempt's state. The conversation states pass
+each other nothing but the trainer's reply (rewardpipe.aws.rollout), so they find the episode at one
+key per attempt; a retried step recognises a reply it already applied by the entry it applied it in.
 
 The folder sits under ``runs/<run>/`` but outside every ``step=<n>/`` folder, so the record readers
 never list it; it shares the runs lifecycle rule.
 
 API (used by the rollout workflow and meant for any other multi-turn driver):
 
-* :class:`StateStore` — ``save(version, obj)`` / ``load(key)`` for snapshots, ``put(name, obj)`` /
+* :class:`StateStore` — ``save_head(obj)`` / ``load(key)`` for the episode, ``put(name, obj)`` /
   ``get(key)`` for other objects of the attempt; every key it reads must be its own attempt's.
 * :func:`guard_payload` — raise :class:`PayloadTooLarge` (a normal, catchable Lambda error) before a
   handler returns something Step Functions would refuse.
@@ -89,10 +90,10 @@ class StateStore:
         self.attempt = attempt
         self.prefix = attempt_prefix(run, attempt)
 
-    def snapshot_key(self, version: int) -> str:
-        if isinstance(version, bool) or not isinstance(version, int) or version < 0:
-            raise ValueError(f"snapshot version must be a non-negative integer, got {version!r}")
-        return f"{self.prefix}episode-{version}.json"
+    @property
+    def head_key(self) -> str:
+        """The episode as far as it got: every conversation step reads and rewrites this one object."""
+        return f"{self.prefix}episode.json"
 
     def key(self, name: str) -> str:
         if not re.fullmatch(r"[0-9A-Za-z_.-]{1,100}", name) or set(name) == {"."}:
@@ -102,9 +103,8 @@ class StateStore:
     def owns(self, key: Any) -> bool:
         return isinstance(key, str) and key.startswith(self.prefix) and ".." not in key.split("/")
 
-    def save(self, version: int, obj: Any) -> str:
-        """Write snapshot ``version`` (same version, same key: a retried step overwrites, never appends)."""
-        return self.store.put_json(self.snapshot_key(version), obj)
+    def save_head(self, obj: Any) -> str:
+        return self.store.put_json(self.head_key, obj)
 
     def put(self, name: str, obj: Any) -> str:
         return self.store.put_json(self.key(name), obj)

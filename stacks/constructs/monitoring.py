@@ -43,6 +43,11 @@ DEAD_STREAK = "DeadStreak"
 CHECKS_RUN = "ChecksRun"
 
 
+def heartbeat_minutes(settings: DeploymentSettings) -> int:
+    """How long rollouts may run without a completed variance check before that is alarmed."""
+    return max(60, 3 * settings.monitor_schedule_minutes)
+
+
 def alarm_name_prefix(scope: Construct) -> str:
     """Every alarm of this stack is named ``<stack>-...``; the topic's grants are scoped by that prefix."""
     return f"{stack_name(scope)}-"
@@ -115,12 +120,15 @@ class Monitoring(Construct):
                 "ERROR_RATE_THRESHOLD": str(alarms_cfg.error_rate),
                 "DEAD_STEPS": str(alarms_cfg.dead_steps),
                 "ALARM_TOPIC_ARN": self.topic.topic_arn,
+                # A run whose monitor state was written this recently counts in the dead-streak alarms
+                # (the heartbeat alarm's window: a running training job is checked at least that often).
+                "ACTIVE_RUN_MINUTES": str(heartbeat_minutes(settings)),
             },
             memory_mb=settings.functions.memory_mb,
             timeout_s=settings.functions.monitor_timeout_s,
             # No reserved concurrency: it fails stack creation in accounts whose unreserved concurrency
             # would drop below 100. Concurrent checks of one run are serialised by a conditional write
-            # of the run's check state instead (rewardpipe.aws.monitoring).
+            # of the run's core monitor state instead (rewardpipe.aws.monitoring).
         )
         grant_prefix(self.function, storage.bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         self.topic.grant_publish(self.function)
@@ -159,7 +167,8 @@ class Monitoring(Construct):
                 description=(
                     f"Reward component '{component}' had zero within-group variance in at least "
                     f"{alarms_cfg.zero_variance_fraction:.0%} of groups for {alarms_cfg.dead_steps} consecutive "
-                    f"checked steps: it gives GRPO no signal."
+                    f"checked steps of one active run: it gives GRPO no signal. DeadStreak with the run "
+                    f"dimension names the run."
                 ),
                 metric=_metric(DEAD_STREAK, Duration.minutes(1), component=component),
                 threshold=alarms_cfg.dead_steps,
@@ -211,7 +220,7 @@ class Monitoring(Construct):
                 period=Duration.minutes(5), statistic="Maximum"),
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
-        heartbeat = Duration.minutes(max(60, 3 * settings.monitor_schedule_minutes))
+        heartbeat = Duration.minutes(heartbeat_minutes(settings))
         self.heartbeat_alarm = self._alarm(
             "CheckHeartbeatAlarm", "variance-check-silent",
             description=(

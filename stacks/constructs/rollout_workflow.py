@@ -2,16 +2,19 @@
 
 ::
 
-    StartEpisode ─► Route? ──ask_trainer──► AskTrainer (SQS, waitForTaskToken) ─► Converse ─► Route?
-                       │ ───converse─────────────────────────────────────────────► Converse ─► Route?
-                       ├──run_lambda──► RunCodeLambda ──┐
-                       ├──run_fargate─► RunCodeFargate ─┤
-                       └──score─────────────────────────┴──► Score (end)
+    StartEpisode ──(trainer replied / resume)──► Converse ◄─┐ (trainer replied / resume: Next is itself)
+         │                                          │  └─────┘
+         ├── Rollout.Finished ──────────────────────┼──────────► Finished (end)
+         └── Rollout.RunCode ─► ResumeWithJob ─► RouteJob ─► RunCodeLambda | RunCodeFargate ─► Score (end)
 
-StartEpisode and Converse run rewardpipe.episode.converse (policy and simulator turns, the episode's
-own classification of each turn) inside one invocation, and write the execution job when the episode
-commits, so the state machine only branches on the ``next`` field they return. Only small references
-travel between states; the episode and its transcript live in S3 (rewardpipe.aws.state).
+StartEpisode and Converse are ``lambda:invoke.waitForTaskToken`` states running
+rewardpipe.episode.converse (policy and simulator turns, the episode's own classification of each turn).
+Each completes its own task token with the outcome (rewardpipe.aws.rollout): it sends the trainer's turn
+request with the token (the trainer's SendTaskSuccess re-enters Converse), resumes after a time pause, or
+leaves the loop with a named SendTaskFailure that the Catch routes -- ``Rollout.Finished`` after running a
+short job on the code-runner Lambda and scoring in the same invocation, ``Rollout.RunCode`` for a job
+for Fargate. Without a Choice state after every turn a trainer turn is one state transition.
+Only small references travel between states; the episode and its transcript live in S3.
 
 Every Task state retries transient errors (with full jitter) and catches everything else into
 RecordError, under ``$.failed.<state name>`` so the record says which state failed. RecordError writes
@@ -23,8 +26,9 @@ from __future__ import annotations
 
 import json
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecs as ecs
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
@@ -37,6 +41,12 @@ from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import grant_prefix, python_function
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
+
+# The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
+FINISHED = "Rollout.Finished"
+RUN_CODE = "Rollout.RunCode"
+# How long a conversation state waits for the trainer's turn.
+TRAINER_TURN_TIMEOUT = Duration.hours(1)
 
 TRANSIENT_ERRORS = ["TransientError"]
 MAX_RETRY_DELAY_S = 60
@@ -76,19 +86,34 @@ class RolloutWorkflow(Construct):
             "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
 
-        def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None) -> _lambda.Function:
+        def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None,
+                     memory_mb: int | None = None) -> _lambda.Function:
             return python_function(
                 self, cid, name=name, layer=layer, description=f"rewardpipe: {description}",
-                environment={**common_env, **(env or {})}, memory_mb=fns.memory_mb,
+                environment={**common_env, **(env or {})}, memory_mb=memory_mb or fns.memory_mb,
                 timeout_s=timeout_s or fns.timeout_s,
             )
 
-        policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model}
-        # Both conversation functions may call an LLM (policy or simulator): they get the policy timeout.
+        # Trainer callback: each request carries a task token; the trainer answers with
+        # SendTaskSuccess(output={"text": "<assistant turn>"}).
+        dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+                        retention_period=Duration.days(14))
+        self.turn_requests = sqs.Queue(
+            self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            visibility_timeout=Duration.minutes(5),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
+        )
+
+        policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model,
+                      "TURN_QUEUE_URL": self.turn_requests.queue_url,
+                      "RUNNER_FUNCTION": runner.function.function_name}
+        # Both conversation functions may call an LLM (policy or simulator) and wait for a short job on the
+        # code-runner Lambda: they get the policy timeout, and the conversation memory (they mostly wait
+        # on I/O; docs/aws.md "Cost" has the measurement).
         self.start_fn = function("StartEpisode", "rollout_start", "open an episode and converse up to the first pause",
-                                 timeout_s=fns.policy_timeout_s, env=policy_env)
+                                 timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
         self.converse_fn = function("Converse", "converse", "apply a trainer turn, then converse up to the next pause",
-                                    timeout_s=fns.policy_timeout_s, env=policy_env)
+                                    timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
         self.score_fn = function("Score", "score_rollout", "score the episode and write its record")
         self.error_fn = function("RecordError", "error_record", "write an error record for a failed rollout")
 
@@ -112,19 +137,22 @@ class RolloutWorkflow(Construct):
                 secret.grant_read(fn)
                 fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
 
-        # Trainer callback: each request carries a task token; the trainer answers with
-        # SendTaskSuccess(output={"text": "<assistant turn>"}).
-        dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                        retention_period=Duration.days(14))
-        self.turn_requests = sqs.Queue(
-            self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-            visibility_timeout=Duration.minutes(5),
-            dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
-        )
+        # The conversation functions ask the trainer, run short jobs and complete their own task tokens.
+        # The state machine's ARN is built from its name: a reference to the resource would make the
+        # functions' policies depend on the state machine, which depends on the functions.
+        machine_name = f"{Stack.of(self).stack_name}-rollouts"
+        machine_arn = Stack.of(self).format_arn(service="states", resource="stateMachine", resource_name=machine_name,
+                                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
+        for fn in (self.start_fn, self.converse_fn):
+            self.turn_requests.grant_send_messages(fn)
+            runner.function.grant_invoke(fn)
+            fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
+                                                      resources=[machine_arn]))
 
         self.state_machine = sfn.StateMachine(
             self,
             "StateMachine",
+            state_machine_name=machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(self._definition(settings, runner)),
             timeout=Duration.hours(24),
@@ -149,10 +177,12 @@ class RolloutWorkflow(Construct):
                         jitter_strategy=sfn.JitterType.FULL, max_delay=Duration.seconds(MAX_RETRY_DELAY_S))
 
     def _invoke(self, cid: str, fn: _lambda.IFunction, *, payload: sfn.TaskInput | None = None,
-                transient_retries: int = 3) -> tasks.LambdaInvoke:
+                transient_retries: int = 3, wait_for_token: bool = False) -> tasks.LambdaInvoke:
         task = tasks.LambdaInvoke(
-            self, cid, lambda_function=fn, payload_response_only=True, retry_on_service_exceptions=False,
-            payload=payload,
+            self, cid, lambda_function=fn, retry_on_service_exceptions=False, payload=payload,
+            **({"integration_pattern": sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                "task_timeout": sfn.Timeout.duration(TRAINER_TURN_TIMEOUT)} if wait_for_token
+               else {"payload_response_only": True}),
         )
         self._retry(task, LAMBDA_SERVICE_ERRORS, interval_s=2, attempts=6)
         self._retry(task, TRANSIENT_ERRORS, interval_s=2, attempts=transient_retries)
@@ -165,15 +195,40 @@ class RolloutWorkflow(Construct):
         record_error.add_catch(sfn.Fail(self, "RecordWriteFailed", error="RecordWriteFailed",
                                         cause="the error record could not be written"), errors=["States.ALL"])
 
-        def guarded(state, name: str):
+        def guarded(state, name: str, handler: sfn.IChainable = record_error):
             # The Catch payload lands under $.failed.<state>, so RecordError knows which state failed.
-            state.add_catch(record_error, errors=["States.ALL"], result_path=f"$.failed.{name}")
+            state.add_catch(handler, errors=["States.ALL"], result_path=f"$.failed.{name}")
             return state
 
-        start = guarded(self._invoke("StartEpisodeStep", self.start_fn, payload=sfn.TaskInput.from_object({
+        # The execution's output: the rollout output a conversation state scored and left the loop with.
+        finished = sfn.Pass(self, "Finished", parameters={"output.$": "States.StringToJson($.Cause)"},
+                            output_path="$.output")
+        # The reference a conversation state left with, for the code runners and Score.
+        resume_with_job = sfn.Pass(self, "ResumeWithJob", parameters={"ref.$": "States.StringToJson($.Cause)"},
+                                   output_path="$.ref")
+
+        start = self._invoke("StartEpisodeStep", self.start_fn, wait_for_token=True, payload=sfn.TaskInput.from_object({
             "input": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
-        })), "StartEpisodeStep")
-        converse = guarded(self._invoke("ConverseStep", self.converse_fn), "ConverseStep")
+            "task_token": sfn.JsonPath.task_token,
+        }))
+        # Converse's input is only the trainer's reply (or {"resume": true}): the ids come from the execution.
+        converse = self._invoke("ConverseStep", self.converse_fn, wait_for_token=True, payload=sfn.TaskInput.from_object({
+            "run": sfn.JsonPath.string_at("$$.Execution.Input.run"), "attempt": sfn.JsonPath.execution_name,
+            "task_token": sfn.JsonPath.task_token, "entered": sfn.JsonPath.string_at("$$.State.EnteredTime"),
+            "retry_count": sfn.JsonPath.number_at("$$.State.RetryCount"), "reply": sfn.JsonPath.entire_payload,
+        }))
+        # RecordError reads the rollout's ids from the execution input: Converse's own input has none.
+        converse_failed = sfn.Pass(self, "ConverseFailed", parameters={
+            "input.$": "$$.Execution.Input", "failed.$": "$.failed"})
+        converse_failed.next(record_error)
+        for state in (start, converse):
+            state.add_catch(finished, errors=[FINISHED])
+            state.add_catch(resume_with_job, errors=[RUN_CODE])
+        guarded(start, "StartEpisodeStep")
+        guarded(converse, "ConverseStep", converse_failed)
+        start.next(converse)
+        converse.next(converse)
+
         score = guarded(self._invoke("ScoreStep", self.score_fn), "ScoreStep")
         run_lambda = tasks.LambdaInvoke(
             self, "RunCodeLambda", lambda_function=runner.function, retry_on_service_exceptions=False,
@@ -211,41 +266,16 @@ class RolloutWorkflow(Construct):
         self._retry(run_fargate, ECS_RETRY_ERRORS, interval_s=10, attempts=4)
         guarded(run_fargate, "RunCodeFargate")
 
-        ask_trainer = guarded(tasks.SqsSendMessage(
-            self, "AskTrainer",
-            queue=self.turn_requests,
-            integration_pattern=sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-            # Keys, not the transcript: RolloutClient reads the conversation from state_key and writes a
-            # reply too large for SendTaskSuccess to reply_key.
-            message_body=sfn.TaskInput.from_object({
-                "task_token": sfn.JsonPath.task_token,
-                "run": sfn.JsonPath.string_at("$.run"),
-                "step": sfn.JsonPath.number_at("$.step"),
-                "group": sfn.JsonPath.string_at("$.group"),
-                "rollout": sfn.JsonPath.string_at("$.rollout"),
-                "bucket": self.bucket.bucket_name,
-                "state_key": sfn.JsonPath.string_at("$.state_key"),
-                "reply_key": sfn.JsonPath.string_at("$.reply_key"),
-            }),
-            result_path="$.reply",
-            task_timeout=sfn.Timeout.duration(Duration.hours(1)),
-        ), "AskTrainer")
-        self._retry(ask_trainer, ["SQS.SdkClientException", "SQS.AmazonSQSException"], interval_s=2, attempts=3)
-        ask_trainer.next(converse)
-
-        route = sfn.Choice(self, "Route")
+        route_job = sfn.Choice(self, "RouteJob")
         unknown = sfn.Pass(self, "UnknownAction", parameters={
             "Error": "UnknownAction", "Cause": "the rollout reference has no recognised 'next'",
-        }, result_path="$.failed.Route")
+        }, result_path="$.failed.RouteJob")
         unknown.next(record_error)
-
-        start.next(route)
-        converse.next(route)
-        for value, target in (("ask_trainer", ask_trainer), ("converse", converse), ("run_lambda", run_lambda),
-                              ("run_fargate", run_fargate), ("score", score)):
-            route.when(sfn.Condition.and_(sfn.Condition.is_present("$.next"),
-                                          sfn.Condition.string_equals("$.next", value)), target)
-        route.otherwise(unknown)
+        resume_with_job.next(route_job)
+        for value, target in (("run_lambda", run_lambda), ("run_fargate", run_fargate), ("score", score)):
+            route_job.when(sfn.Condition.and_(sfn.Condition.is_present("$.next"),
+                                              sfn.Condition.string_equals("$.next", value)), target)
+        route_job.otherwise(unknown)
         run_lambda.next(score)
         run_fargate.next(score)
         return start

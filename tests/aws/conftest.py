@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from tests.aws import harness
@@ -39,6 +41,9 @@ def aws(monkeypatch):
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     harness.LAMBDA_FAULTS.clear()
+    for key in harness.ADDED_ENV:
+        os.environ.pop(key, None)
+    harness.ADDED_ENV.clear()
     reset_clients()
 
 

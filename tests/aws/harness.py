@@ -9,6 +9,8 @@
   - Step Functions: moto 5.2.5 leaves the request/response normalisation of service integrations
     empty, so ``ecs:runTask.sync`` (and the SQS message body) reach boto3 in the wrong shape; fill it
     in from the botocore service model.
+  - Step Functions: moto 5.2.5 drops SendTaskFailure's ``cause`` (AWS passes it to the Catch as
+    ``Cause``, up to 32,768 characters; the conversation states leave their loop with it): pass it on.
   - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
     as a **subprocess** with the container's environment and overrides, talking to a moto server
     thread over HTTP (it shares the in-process backends), and records its exit code.
@@ -109,6 +111,8 @@ def asset_dir(synth: Synth, logical_id: str) -> Path:
 
 
 _ENV_LOCK = threading.RLock()
+# Function variables the process did not have before an invocation; removed when the test ends.
+ADDED_ENV: set[str] = set()
 _MODULES: dict[str, Any] = {}
 SERVER: dict[str, Any] = {}
 # Faults the tests inject: function name substring -> exception to raise instead of running the handler.
@@ -120,6 +124,8 @@ LIMITS = {
     # https://docs.aws.amazon.com/step-functions/latest/dg/service-quotas.html
     "sfn_payload_bytes": 262_144,
     "sfn_history_events": 25_000,
+    "sfn_error_chars": 256,
+    "sfn_cause_chars": 32_768,
     # Lambda Invoke API: "For synchronous invocations, the maximum payload size is 6 MB. For
     # asynchronous invocations, the maximum payload size is 1 MB."
     # https://docs.aws.amazon.com/lambda/latest/dg/API_Invoke.html
@@ -134,6 +140,11 @@ LIMITS = {
 LIMIT_VIOLATIONS: list[str] = []
 # Executions a test breached a limit with on purpose (to prove the check sees it); not checked again.
 CHECKED: set[str] = set()
+# Every in-process Lambda invocation: (function name, CPU seconds of its own thread), excluding nested
+# invocations and the time moto spends serving its AWS calls in that thread (on AWS that is the
+# service's work, not the function's); botocore's client-side work stays in.
+INVOCATION_CPU: list[tuple[str, float]] = []
+_NESTED = threading.local()
 # Every ECS container run: {"argv", "env", "returncode", "stdout", "stderr"}.
 CONTAINER_RUNS: list[dict[str, Any]] = []
 # Environment overrides the tests inject into the next container runs (e.g. to make one crash).
@@ -186,7 +197,15 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                 if pattern in fn.function_name:
                     raise fault
             handler = _handler_for(fn)
-            result = handler(payload, _Context(fn))
+            stack = _NESTED.__dict__.setdefault("stack", [])
+            stack.append(0.0)  # CPU to subtract: nested invocations and moto's serving of the handler's calls
+            started = time.thread_time()
+            try:
+                result = handler(payload, _Context(fn))
+            finally:
+                spent = time.thread_time() - started
+                served = stack.pop()  # a nested invocation is inside a served call (_patch_moto_serving)
+                INVOCATION_CPU.append((fn.function_name, spent - served))
             body = json.dumps(result)
         except Exception as exc:  # noqa: BLE001 - reported the way Lambda reports it
             response_headers["x-amz-function-error"] = "Unhandled"
@@ -194,11 +213,32 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
         finally:
             for key, value in saved.items():
                 if value is None:
-                    os.environ.pop(key, None)
+                    # Deleting a variable while another thread (a trainer in the test) iterates os.environ
+                    # raises KeyError there, so a variable the test did not have stays until the test ends.
+                    ADDED_ENV.add(key)
                 else:
                     os.environ[key] = value
             reset_clients()
     return body.encode("utf-8")
+
+
+def _patch_moto_serving() -> list[tuple[Any, str, Any]]:
+    """Charge the thread CPU moto spends answering an AWS call to moto, not to the calling handler."""
+    from moto.core.botocore_stubber import BotocoreStubber
+
+    original = BotocoreStubber.process_request
+
+    def process_request(self, request):  # noqa: ANN001
+        stack = _NESTED.__dict__.get("stack")
+        if not stack:
+            return original(self, request)
+        started = time.thread_time()
+        try:
+            return original(self, request)
+        finally:
+            stack[-1] += time.thread_time() - started
+
+    return [(BotocoreStubber, "process_request", process_request)]
 
 
 def _patch_lambda() -> list[tuple[Any, str, Any]]:
@@ -324,6 +364,22 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
             (StateTaskService, "_normalise_response", normalise_response)]
 
 
+def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
+    from moto.core.responses import ActionResult, EmptyResult
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    def send_task_failure(self) -> ActionResult:  # noqa: ANN001
+        # SendTaskFailure: "error" at most 256 characters, "cause" at most 32,768
+        # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html)
+        _check_size("SendTaskFailure error", len(self._get_param("error") or ""), LIMITS["sfn_error_chars"])
+        _check_size("SendTaskFailure cause", len(self._get_param("cause") or ""), LIMITS["sfn_cause_chars"])
+        self.stepfunction_backend.send_task_failure(
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause"))
+        return EmptyResult()
+
+    return [(StepFunctionResponse, "send_task_failure", send_task_failure)]
+
+
 def _patch_ecs() -> list[tuple[Any, str, Any]]:
     from moto.ecs.models import EC2ContainerServiceBackend
 
@@ -386,7 +442,8 @@ def start_server() -> str:
 def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
-    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_ecs(), *_patch_sqs()):
+    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(), *_patch_ecs(),
+                                 *_patch_sqs(), *_patch_moto_serving()):
         monkeypatch.setattr(target, name, value)
 
 

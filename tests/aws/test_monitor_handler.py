@@ -142,9 +142,10 @@ def test_emitted_metrics_match_the_alarm_dimensions_in_the_template(synth, world
 # -- steps, not minutes; every unchecked step in order; no re-emission ---------------------------------
 
 
-def _metric_values(stdout: str, name: str, component: str | None = None) -> list[float]:
+def _metric_values(stdout: str, name: str, component: str | None = None, run: str | None = "*") -> list[float]:
+    """Values of metric ``name``; ``run``: "*" any, None only documents without a run dimension, else that run."""
     return [v for d in _emf(stdout) if name in d and (component is None or d.get("component") == component)
-            for v in d[name]]
+            and (run == "*" or d.get("run") == run) for v in d[name]]
 
 
 def _add_steps(store, run: str, steps) -> None:
@@ -161,8 +162,10 @@ def test_every_unchecked_step_is_checked_in_order_and_the_dead_streak_counts_ste
     out = handler.lambda_handler({"run_id": "mon", "step": 3}, Context())
     assert [r["step"] for r in out["results"]] == [0, 1, 2, 3]  # all unchecked steps up to 3, in order
     stdout = capsys.readouterr().out
-    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0, 2.0, 3.0, 4.0]
-    assert _metric_values(stdout, "DeadStreak", "correctness") == [0.0, 0.0, 0.0, 0.0]
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run="mon") == [1.0, 2.0, 3.0, 4.0]
+    assert _metric_values(stdout, "DeadStreak", "correctness", run="mon") == [0.0, 0.0, 0.0, 0.0]
+    # what the alarm watches: once per check, the longest streak of the active runs
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run=None) == [4.0]
     alarms = [json.loads(m["Body"]) for m in
               world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
     # raise_after = DEAD_STEPS: the core monitor alarms on the third dead step, like the CloudWatch alarm.
@@ -186,23 +189,62 @@ def test_the_schedule_catches_up_on_steps_a_late_check_skipped(world, capsys):
     scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
     out = world["handler"].lambda_handler(scheduled, Context())
     assert [r["step"] for r in out["results"]] == [1, 2]  # 3 is the newest step and may still be written
-    state = world["store"].get_json("runs/mon/monitor/check-state.json")
-    assert state["checked"] == [0, 1, 2] and state["dead_streak"]["asked_before_coding"] == 3
+    state = world["store"].get_json("runs/mon/monitor/state.json")  # the core monitor's state, schema v2
+    assert state["checked"] == [[0, 2]] and state["targets"]["component:asked_before_coding"]["dead_streak"] == 3
 
 
 def test_one_corrupt_run_state_does_not_stop_the_other_runs(world, capsys):
     _add_steps(world["store"], "other", (0, 1))
-    world["store"].put_json("runs/mon/monitor/check-state.json", {"schema": "something-else", "checked": "x"})
+    world["store"].put_json("runs/mon/monitor/state.json", {"schema": "something-else", "checked": "x"})
     scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
     from rewardpipe.aws.monitoring import CheckFailed
 
     with pytest.raises(CheckFailed) as info:
         world["handler"].lambda_handler(scheduled, Context())
-    assert "run 'mon'" in str(info.value) and "runs/mon/monitor/check-state.json" in str(info.value)
+    assert "run 'mon'" in str(info.value) and "runs/mon/monitor/state.corrupt-" in str(info.value)
     assert "run 'other'" not in str(info.value)
     assert world["store"].get_json("runs/other/monitor/step=0.json")["steps"][0]["step"] == 0
-    assert world["store"].get_json("runs/other/monitor/check-state.json")["checked"] == [0]
-    assert _metric_values(capsys.readouterr().out, "ChecksRun") == [1.0]  # one of two runs checked
+    assert world["store"].get_json("runs/other/monitor/state.json")["checked"] == [[0, 0]]
+    # The corrupt state is kept aside (by the core monitor) and the run checked again from a fresh state.
+    assert world["store"].get_json("runs/mon/monitor/state.json")["checked"] == [[0, 0]]
+    assert [k for k in world["store"].list_keys("runs/mon/monitor/") if "state.corrupt-" in k]
+    assert _metric_values(capsys.readouterr().out, "ChecksRun") == [1.0]  # one of two runs checked cleanly
+
+
+def test_the_lambdas_old_check_state_is_migrated_into_the_core_state(world, capsys):
+    from rewardpipe.monitoring import MonitorState
+
+    # What the Lambda kept before it used the core state: step 0 checked, asked_before_coding 1 step dead.
+    old = MonitorState(run_id="mon")
+    old.target("component:asked_before_coding").dead_streak = 1
+    world["store"].put_json("runs/mon/monitor/check-state.json", {
+        "schema": "rewardpipe.check-state/v1", "monitor": old.to_dict(), "checked": [0],
+        "dead_streak": {"asked_before_coding": 1}})
+    out = world["handler"].lambda_handler({"run_id": "mon", "step": 1}, Context())
+    assert [(r["step"], r["replayed"]) for r in out["results"]] == [(1, False)]  # step 0 is not checked again
+    assert _metric_values(capsys.readouterr().out, "DeadStreak", "asked_before_coding", run="mon") == [2.0]
+    assert world["store"].get_json("runs/mon/monitor/state.json")["checked"] == [[0, 1]]
+
+
+def test_two_concurrent_runs_keep_their_own_dead_streaks(world, capsys):
+    """A healthy run checked after a dead one must not "recover" the dead-component alarm."""
+    for step in (0, 1, 2):
+        for group in range(5):
+            for i in range(4):
+                record = _record("fine", step, group, i)
+                # asked_before_coding varies inside every group of this run: alive
+                components = {**record.components, "asked_before_coding": [0.0, 0.6, 0.6, 0.0][i]}
+                world["store"].put_record(record.model_copy(update={
+                    "components": components, "aggregate": sum(WEIGHTS[k] * v for k, v in components.items())}))
+    _add_steps(world["store"], "mon", (2,))
+    for step in (0, 1, 2):
+        world["handler"].lambda_handler({"run_id": "mon", "step": step}, Context())
+        world["handler"].lambda_handler({"run_id": "fine", "step": step}, Context())
+    stdout = capsys.readouterr().out
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run="mon") == [1.0, 2.0, 3.0]
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run="fine") == [0.0, 0.0, 0.0]
+    # the alarm's series: the longest streak among the active runs after every check, never reset by "fine"
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run=None) == [1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
 
 
 class RacingS3:
@@ -239,11 +281,11 @@ def test_concurrent_checks_of_a_run_commit_once_and_alarm_once(world, capsys):
                     sns_client=boto3.client("sns", region_name=harness.REGION))
     assert racer.conditional_puts == 1 and out["checked"] == 0  # lost the race, found the step checked
     stdout = capsys.readouterr().out
-    assert _metric_values(stdout, "DeadStreak", "asked_before_coding") == [1.0]  # emitted by the winner only
+    assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run="mon") == [1.0]  # by the winner only
     alarms = [json.loads(m["Body"]) for m in world["sqs"].receive_message(
         QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
     assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == ["asked_before_coding"]
-    assert plain.get_json("runs/mon/monitor/check-state.json")["checked"] == [0]
+    assert plain.get_json("runs/mon/monitor/state.json")["checked"] == [[0, 0]]
 
 
 def test_a_409_conditional_request_conflict_is_retried(world):

@@ -56,7 +56,7 @@ def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
     assert snapshot["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
     assert bucket.get_json(snapshot["task_key"])["tests"] == TASK.tests
     # The replay turns are stored once, beside the snapshots; the snapshot only points at them.
-    assert ref["state_key"] == "runs/r/state/att-1/episode-0.json"
+    assert ref["state_key"] == "runs/r/state/att-1/episode.json" and ref["version"] == 0
     assert snapshot["policy"]["turns_key"] == "runs/r/state/att-1/replay.json"
     assert bucket.get_json("runs/r/state/att-1/replay.json") == ["What about negative input?", COMMIT]
     assert "turns" not in snapshot["policy"]
@@ -93,7 +93,8 @@ def test_start_reads_a_task_by_key(bucket):
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "replay"}}, "turns"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "psychic"}}, "mode"),
     ({"run": "r", "group": "g", "rollout": "x", "task": {"task_id": "t"}}, "prompt"),
-    ({"run": "r", "group": "g", "rollout": "x" * 300, "task_key": "tasks/a.json"}, "rollout"),
+    ({"run": "x" * 300, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
+    ({"run": "r", "group": "g", "rollout": "x" * 1025, "task_key": "tasks/a.json"}, "rollout"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "max_turns": 21}, "max_turns"),
     ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json",
       "policy": {"mode": "openai", "max_tokens": 16_385}}, "max_tokens"),
@@ -121,23 +122,26 @@ def test_a_missing_task_object_is_a_clear_error(bucket):
             {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"}, Context())
 
 
-@pytest.mark.parametrize("handler", ["converse", "score_rollout"])
-def test_step_handlers_reject_a_reference_without_a_state_key(bucket, handler):
+def test_score_rejects_a_reference_without_a_state_key(bucket):
     with pytest.raises(ValidationError) as info:
-        load(handler).lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
-                                      "version": 0, "next": "converse", "next_action": "policy",
-                                      "policy_mode": "callback"}, Context())
+        load("score_rollout").lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
+                                              "version": 0, "next": "score", "next_action": "done",
+                                              "policy_mode": "callback"}, Context())
     assert "state_key" in str(info.value)
 
 
-def test_a_step_refuses_state_keys_of_another_attempt(bucket):
-    ref = _started(bucket, mode="callback")
-    other = _started(bucket, attempt="att-2", mode="callback")
-    with pytest.raises(ValueError, match="does not belong"):
-        load("converse").lambda_handler({**ref, "state_key": other["state_key"].replace("att-2", "att-2/../att-9")},
-                                        Context())
-    with pytest.raises(ValueError, match="does not belong"):
-        load("converse").lambda_handler({**ref, "state_key": "tasks/inline/r/x.json"}, Context())
+def test_converse_reads_only_its_own_attempts_episode(bucket):
+    _started(bucket, attempt="att-2", mode="callback")
+    with pytest.raises(ValidationError, match="attempt"):
+        load("converse").lambda_handler({"run": "r", "attempt": "att-2/../att-9", "reply": {"text": "Hi?"}}, Context())
+    with pytest.raises(FileNotFoundError, match="att-3"):
+        load("converse").lambda_handler({"run": "r", "attempt": "att-3", "reply": {"text": "Hi?"}}, Context())
+
+
+def _reply(ref: dict, reply: dict, entered: str = "2026-12-01T00:00:00.000Z", retry_count: int = 0) -> dict:
+    """Converse's payload as the state machine builds it: ids from the execution, the reply as its input."""
+    return {"run": ref["run"], "attempt": ref["attempt"], "entered": entered, "retry_count": retry_count,
+            "reply": reply}
 
 
 def test_callback_reply_must_carry_text(bucket):
@@ -145,33 +149,82 @@ def test_callback_reply_must_carry_text(bucket):
 
     ref = _started(bucket, mode="callback")
     with pytest.raises(PolicyError, match="text"):
-        load("converse").lambda_handler({**ref, "reply": {"answer": "no text field"}}, Context())
+        load("converse").lambda_handler(_reply(ref, {"answer": "no text field"}), Context())
 
 
 def test_a_trainer_turn_is_applied_then_the_simulator_answers_in_the_same_invocation(bucket):
     ref = _started(bucket, mode="callback")
-    out = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
-    assert out["version"] == 1 and out["state_key"] == "runs/r/state/att-1/episode-1.json"
+    assert ref["next"] == "ask_trainer" and ref["reply_key"] == "runs/r/state/att-1/reply-0.json"
+    out = load("converse").lambda_handler(_reply(ref, {"text": "Should negative input raise?"}), Context())
+    assert out["version"] == 1 and out["state_key"] == "runs/r/state/att-1/episode.json"
     assert out["next"] == "ask_trainer" and out["reply_key"] == "runs/r/state/att-1/reply-1.json"
     messages = _snapshot(bucket, out)["state"]["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant", "user"]
-    # Snapshots are immutable: the one the step read is unchanged, so a retried step does the same again.
-    assert len(_snapshot(bucket, ref)["state"]["messages"]) == 1
-    again = load("converse").lambda_handler({**ref, "reply": {"text": "Should negative input raise?"}}, Context())
-    assert again == out and len(_snapshot(bucket, again)["state"]["messages"]) == 3
+
+
+def test_an_outcome_too_large_for_send_task_failure_is_refused_before_it_is_sent():
+    from rewardpipe.aws.rollout import CAUSE_LIMIT, FINISHED, TokenDelivery
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.aws.state import PayloadTooLarge
+
+    sent = []
+
+    class Recording(TokenDelivery):
+        def _client(self, service):
+            return type("C", (), {"send_task_failure": lambda _, **kw: sent.append(kw)})()
+
+    delivery = Recording("token", Settings(), "bucket")
+    delivery.leave(FINISHED, {"status": "scored"})
+    assert sent == [{"taskToken": "token", "error": FINISHED, "cause": '{"status":"scored"}'}]
+    with pytest.raises(PayloadTooLarge, match="32768"):
+        delivery.leave(FINISHED, {"metrics": "m" * CAUSE_LIMIT})
+    assert len(sent) == 1
+    assert len(FINISHED) <= 256
+
+
+def test_a_job_the_invocation_has_no_time_to_wait_for_goes_to_the_code_runner_states(bucket, monkeypatch):
+    class ThirtySeconds(Context):
+        def get_remaining_time_in_millis(self) -> int:
+            return 30_000  # under the default job budget (10 s) + the inline margin (60 s)
+
+    monkeypatch.setenv("RUNNER_FUNCTION", "no-such-function")  # invoking it would fail the test
+    out = load("rollout_start").lambda_handler({"input": _event(), "attempt": "short-job"}, ThirtySeconds())
+    assert out["next"] == "run_lambda" and out["execution"]["route"] == "lambda"
+    assert bucket.get_json(out["execution"]["job_key"])["entry_point"] == TASK.entry_point
+
+
+def test_a_resume_cannot_stand_in_for_the_trainers_turn(bucket):
+    from rewardpipe.aws.rollout import PolicyError
+
+    ref = _started(bucket, mode="callback")
+    with pytest.raises(PolicyError, match="not a resume"):
+        load("converse").lambda_handler(_reply(ref, {"resume": True}), Context())
+
+
+def test_a_retried_entry_does_not_apply_the_trainer_turn_twice(bucket):
+    ref = _started(bucket, mode="callback")
+    reply = {"text": "Should negative input raise?"}
+    load("converse").lambda_handler(_reply(ref, reply, entered="T1"), Context())
+    # Step Functions retries the same entry (same EnteredTime, RetryCount 1) after the first attempt saved:
+    again = load("converse").lambda_handler(_reply(ref, reply, entered="T1", retry_count=1), Context())
+    assert again["next"] == "ask_trainer" and len(_snapshot(bucket, again)["state"]["messages"]) == 3
+    # The next entry (new EnteredTime) with the same text is a new turn: a model may repeat itself.
+    third = load("converse").lambda_handler(_reply(ref, reply, entered="T2", retry_count=1), Context())
+    assert [m["role"] for m in _snapshot(bucket, third)["state"]["messages"]] == ["user", "assistant", "user"] * 1 + [
+        "assistant", "user"]
 
 
 def test_a_large_trainer_reply_is_read_from_its_reply_key_only(bucket):
     from rewardpipe.aws.rollout import PolicyError
 
     ref = _started(bucket, mode="callback")
-    bucket.put_json(ref["reply_key"], {"text": COMMIT + "\n# " + "y" * 300_000})
-    out = load("converse").lambda_handler({**ref, "reply": {"text_key": ref["reply_key"]}}, Context())
-    assert out["next"] == "run_lambda"
-    assert len(_snapshot(bucket, out)["state"]["messages"][-1]["content"]) > 300_000
     bucket.put_json("runs/r/state/att-1/elsewhere.json", {"text": "x"})
     with pytest.raises(PolicyError, match="reply_key"):
-        load("converse").lambda_handler({**ref, "reply": {"text_key": "runs/r/state/att-1/elsewhere.json"}}, Context())
+        load("converse").lambda_handler(_reply(ref, {"text_key": "runs/r/state/att-1/elsewhere.json"}), Context())
+    bucket.put_json(ref["reply_key"], {"text": COMMIT + "\n# " + "y" * 300_000})
+    out = load("converse").lambda_handler(_reply(ref, {"text_key": ref["reply_key"]}), Context())
+    assert out["next"] == "run_lambda"
+    assert len(_snapshot(bucket, out)["state"]["messages"][-1]["content"]) > 300_000
 
 
 def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
@@ -182,7 +235,8 @@ def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
     event = {"input": _event(mode="replay", turns=["Negative input?", COMMIT]), "attempt": "short"}
     ref = load("rollout_start").lambda_handler(event, Short())
     assert ref["next"] == "converse" and ref["next_action"] == "policy"
-    out = load("converse").lambda_handler(ref, Context())  # a fresh invocation resumes where it stopped
+    # the state machine re-enters Converse with {"resume": true}: a fresh invocation resumes where it stopped
+    out = load("converse").lambda_handler(_reply(ref, {"resume": True}), Context())
     assert out["next"] == "run_lambda" and _snapshot(bucket, out)["state"]["turn_kinds"] == ["question", "commit"]
 
 
@@ -205,6 +259,22 @@ def test_code_runner_lambda_writes_a_result_and_score_reads_it(bucket):
     out = load("score_rollout").lambda_handler(ref, Context())
     assert out["status"] == "scored" and out["record_key"] == "runs/r/step=2/group=g/x.json"
     assert {m["name"]: m["value"] for m in out["metrics_list"]}["correctness"] == 1.0
+
+
+def test_a_non_finite_aggregate_is_an_error_record_on_the_lambda_path(bucket, monkeypatch):
+    # A guess that passes: correctness 1 and guessed_immediately -1, so 1e308 + 1e308 overflows to inf.
+    monkeypatch.setenv("REWARD_WEIGHTS", json.dumps({"correctness": 1e308, "guessed_immediately": -1e308}))
+    ref = _started(bucket)
+    load("code_runner").lambda_handler(
+        {"job_key": ref["execution"]["job_key"], "result_key": ref["execution"]["result_key"]}, Context())
+    out = load("score_rollout").lambda_handler(ref, Context())
+    record = bucket.get_json(out["record_key"])
+    assert record["status"] == "error" and record["error"]["kind"] == "non_finite_aggregate"
+    assert record["aggregate"] is None and "smaller weights" in record["error"]["message"]
+    # Nova sees it flagged, with a finite number, never inf or NaN.
+    flags = {m["name"]: m["value"] for m in out["metrics_list"]}
+    assert flags["reward_error"] == 1 and out["status"] == "error"
+    assert json.loads(json.dumps(out, allow_nan=False))["aggregate_reward_score"] is not None
 
 
 def test_score_without_a_runner_result_raises_execution_result_missing(bucket):
@@ -293,15 +363,32 @@ def test_failed_executions_without_ids_get_distinct_records(bucket):
     assert keys == {"runs/unknown/step=0/group=unknown/exec-one.json", "runs/unknown/step=0/group=unknown/exec-two.json"}
 
 
-def test_over_long_ids_get_a_hash_suffixed_record_key(bucket):
+def test_a_long_rollout_id_keeps_its_full_value_under_the_stores_hashed_key(bucket):
+    from rewardpipe.models import Record
+    from rewardpipe.store import encode_id, record_key
+
     long_a, long_b = "a" * 300, "a" * 299 + "b"
-    out_a = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_a},
-                                                        "StartEpisodeStep", "ValidationError"), Context())
-    out_b = load("error_record").lambda_handler(_failed({"run": "r", "group": "g", "rollout": long_b},
-                                                        "StartEpisodeStep", "ValidationError"), Context())
-    assert out_a["record_key"] != out_b["record_key"]
-    assert bucket.get_json(out_a["record_key"])["error"]["kind"] == "bad_input"
-    assert len(out_a["record_key"].rsplit("/", 1)[-1]) < 100
+    ref_a = load("rollout_start").lambda_handler(
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_a}, "attempt": "la"}, Context())
+    ref_b = load("rollout_start").lambda_handler(
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_b}, "attempt": "lb"}, Context())
+    # One scheme for long ids, the store's: the key is hash-suffixed, the record keeps the whole id.
+    assert ref_a["record_key"] != ref_b["record_key"]
+    assert ref_a["record_key"].rsplit("/", 1)[-1] == encode_id(long_a) + ".json" != long_a + ".json"
+    record = bucket.get_json(ref_a["record_key"])
+    assert record["rollout_id"] == long_a and ref_a["record_key"] == record_key(Record.model_validate(record))
+    # A failure of such a rollout finds the same key (and leaves the scored record there).
+    out = load("error_record").lambda_handler(_failed({"run": "r", "step": 2, "group": "g", "rollout": long_b},
+                                                      "ScoreStep", "RuntimeError"), Context())
+    assert out["record_key"] == ref_b["record_key"] and bucket.get_json(out["record_key"])["status"] == "scored"
+
+
+def test_an_over_long_run_id_is_recorded_under_unknown_named_by_the_execution(bucket):
+    out = load("error_record").lambda_handler({**_failed({"run": "r" * 300, "group": "g", "rollout": "x"},
+                                                         "StartEpisodeStep", "ValidationError"), "attempt": "exec-long"},
+                                              Context())
+    assert out["record_key"] == "runs/unknown/step=0/group=g/exec-long.json"
+    assert bucket.get_json(out["record_key"])["error"]["kind"] == "bad_input"
 
 
 def test_the_payload_guard_raises_a_catchable_error_naming_the_size():
@@ -383,7 +470,8 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
     state = _snapshot(bucket, ref)["state"]
     assert state["messages"][1] == {"role": "assistant", "content": "Which format do you want?"}
     assert state["turn_kinds"] == ["question", "question"] and state["end_reason"] == "turn_limit"
-    assert ref["next"] == "score"
+    # Nothing to run: scored in the same invocation.
+    assert ref["next"] == "finished" and bucket.get_json(ref["record_key"])["status"] == "scored"
     call = seen[0]
     assert len(seen) == 2 and call["path"] == "/v1/chat/completions" and call["auth"] == "Bearer sk-test"
     assert call["body"]["model"] == "default-model"

@@ -207,7 +207,8 @@ def test_a_crashed_fargate_container_ends_in_an_error_record(deployment, sfn):
 
 
 def _serve_raw(deployment, sfn, execution: str, answers) -> list[dict]:
-    """Answer turn requests straight from the queue (no RolloutClient); returns the message bodies."""
+    """Answer turn requests straight from the queue (no RolloutClient); returns the message bodies, each
+    with the conversation the trainer read at its state_key when it answered (``seen``)."""
     import boto3
 
     sqs = boto3.client("sqs", region_name=harness.REGION)
@@ -218,7 +219,8 @@ def _serve_raw(deployment, sfn, execution: str, answers) -> list[dict]:
         received = sqs.receive_message(QueueUrl=deployment.queue_url, WaitTimeSeconds=0).get("Messages", [])
         for message in received:
             body = json.loads(message["Body"])
-            bodies.append(body)
+            seen = harness_store(deployment).get_json(body["state_key"])["state"]["messages"]
+            bodies.append({**body, "seen": seen})
             sfn.send_task_success(taskToken=body["task_token"], output=json.dumps({"text": next(answers)}))
             sqs.delete_message(QueueUrl=deployment.queue_url, ReceiptHandle=message["ReceiptHandle"])
         time.sleep(0.05)
@@ -235,7 +237,7 @@ def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
     assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
     # Each request carries keys, not the conversation: the trainer reads it from the state snapshot.
     assert all("messages" not in b and b["bucket"] == deployment.bucket for b in bodies)
-    seen_messages = [harness_store(deployment).get_json(b["state_key"])["state"]["messages"] for b in bodies]
+    seen_messages = [b["seen"] for b in bodies]
     assert [len(m) for m in seen_messages] == [1, 3]
     assert seen_messages[0][0]["content"] == TASK.prompt
     # The trainer saw the conversation so far, never the hidden spec or tests.
@@ -243,6 +245,11 @@ def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
     record = _records(deployment, "run-c")["r0"]
     assert record.status == "scored" and record.components["correctness"] == 1.0
     assert record.components["asked_before_coding"] == 1.0
+    # One state per trainer turn and no Choice between them: StartEpisode asked the first, Converse the second
+    # and then ran the job and scored; Finished is the output.
+    entered = [e["stateEnteredEventDetails"]["name"] for e in sfn.get_execution_history(executionArn=execution)["events"]
+               if e["type"].endswith("StateEntered")]
+    assert entered == ["StartEpisodeStep", "ConverseStep", "ConverseStep", "Finished"]
 
 
 # -- AWS limits (enforced by the harness: any state payload over 256 KiB fails the test) ------------------

@@ -281,3 +281,64 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
     # Records, hidden tasks and jobs stay out of the trainer's reach.
     for key in ("runs/r/records/step=0/group=g/x.json", "tasks/bundled.jsonl", "jobs/abc/job.json"):
         assert not any(fnmatchcase(key, p) for p in reads + writes), key
+
+
+# CloudWatch metric math, as documented in "Metric math syntax and functions"
+# (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html#metric-math-syntax):
+# arithmetic + - * / ^, comparison == != <= >= < >, logical AND/&& OR/|| NOT/!, IF(condition, true, false),
+# FILL(metric, value), ... An expression id must start with a lowercase letter. SEARCH is not allowed in alarms.
+_MATH_FUNCTIONS = {"ABS", "AVG", "CEIL", "DATAPOINT_COUNT", "DIFF", "DIFF_TIME", "FILL", "FIRST", "FLOOR", "IF",
+                   "LAST", "LOG", "LOG10", "MAX", "METRICS", "MIN", "PERIOD", "RATE", "REMOVE_EMPTY", "RUNNING_SUM",
+                   "SLICE", "SORT", "STDDEV", "SUM", "TIME_SERIES"}
+_MATH_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/^<>!(),]))")
+
+
+def _check_metric_math(expression: str, ids: set[str]) -> None:
+    """Fail unless ``expression`` uses only documented functions/operators, known ids and balanced
+    parentheses, and IF has exactly three arguments."""
+    pos, depth, stack = 0, 0, []
+    previous = None
+    while pos < len(expression):
+        match = _MATH_TOKEN.match(expression, pos)
+        assert match and match.end() > pos, f"unparsable metric math at {expression[pos:]!r}"
+        pos = match.end()
+        name, op = match.group("name"), match.group("op")
+        if name:
+            if name in ("AND", "OR", "NOT"):
+                pass
+            elif name.upper() == name and name not in ids:
+                assert name in _MATH_FUNCTIONS, f"{name} is not a metric math function"
+                stack.append([name, 1])
+            else:
+                assert name in ids and name[0].islower(), f"{name} is not a metric id of this alarm"
+        if op == "(":
+            depth += 1
+            if not (previous and previous.group("name") and previous.group("name") in _MATH_FUNCTIONS):
+                stack.append(["(", 1])
+        elif op == ")":
+            depth -= 1
+            function, args = stack.pop()
+            if function == "IF":
+                assert args == 3, f"IF takes (condition, value if true, value if false), got {args} arguments"
+        elif op == ",":
+            stack[-1][1] += 1
+        assert depth >= 0, "unbalanced parentheses"
+        previous = match
+    assert depth == 0 and not stack, "unbalanced parentheses"
+
+
+def test_every_math_alarm_uses_documented_metric_math(resources):
+    expressions = 0
+    for alarm in (a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()):
+        metrics = alarm.get("Metrics") or []
+        ids = {m["Id"] for m in metrics}
+        for metric in metrics:
+            if "Expression" in metric:
+                expressions += 1
+                _check_metric_math(metric["Expression"], ids - {metric["Id"]})
+                assert "SEARCH" not in metric["Expression"]  # not allowed in alarms
+    assert expressions >= 2  # the heartbeat and rollouts-without-record alarms
+    for bad in ("IF(FILL(started, 0) > 0 AND FILL(checks, 0) == 0, 1)", "IFF(started, 1, 0)", "started + nope",
+                "IF(started > 0, 1, 0"):
+        with pytest.raises(AssertionError):
+            _check_metric_math(bad, {"started", "checks"})

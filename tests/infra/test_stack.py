@@ -210,13 +210,20 @@ def _definition(resources) -> dict:
 def test_every_task_state_catches_into_the_error_record(resources):
     states = _definition(resources)["States"]
     tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
-    assert {"StartEpisodeStep", "ConverseStep", "RunCodeLambda", "RunCodeFargate", "AskTrainer", "ScoreStep",
+    assert {"StartEpisodeStep", "ConverseStep", "RunCodeLambda", "RunCodeFargate", "ScoreStep",
             "RecordErrorStep"} <= set(tasks)
     for name, state in tasks.items():
         catchers = state.get("Catch", [])
-        assert catchers and catchers[0]["ErrorEquals"] == ["States.ALL"], name
-        target = "RecordWriteFailed" if name == "RecordErrorStep" else "RecordErrorStep"
-        assert catchers[0]["Next"] == target, name
+        # The conversation states' loop exits come first (they are not failures); then everything else.
+        exits = [c for c in catchers if c["ErrorEquals"] != ["States.ALL"]]
+        assert catchers[len(exits)]["ErrorEquals"] == ["States.ALL"] and len(catchers) == len(exits) + 1, name
+        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed"}.get(name, "RecordErrorStep")
+        assert catchers[len(exits)]["Next"] == target, name
+        if name in ("StartEpisodeStep", "ConverseStep"):
+            assert {c["ErrorEquals"][0]: c["Next"] for c in exits} == {"Rollout.Finished": "Finished",
+                                                                      "Rollout.RunCode": "ResumeWithJob"}, name
+        else:
+            assert not exits, name
         transient = {"Lambda.ServiceException", "ECS.AmazonECSException", "SQS.SdkClientException"}
         assert any(transient & set(r["ErrorEquals"]) for r in state.get("Retry", [])), f"{name} has no transient retry"
 
@@ -230,15 +237,53 @@ def test_long_jobs_go_to_fargate_with_the_job_passed_through_s3(resources):
     network = fargate["Parameters"]["NetworkConfiguration"]["AwsvpcConfiguration"]
     assert network.get("AssignPublicIp", "DISABLED") == "DISABLED"  # absent means DISABLED
     assert len(network["Subnets"]) == 2 and len(network["SecurityGroups"]) == 1
-    choices = {c["And"][1]["StringEquals"]: c["Next"] for c in states["Route"]["Choices"]}
+    choices = {c["And"][1]["StringEquals"]: c["Next"] for c in states["RouteJob"]["Choices"]}
     assert choices["run_lambda"] == "RunCodeLambda" and choices["run_fargate"] == "RunCodeFargate"
     assert choices["score"] == "ScoreStep"
 
 
-def test_callback_turns_wait_for_a_task_token(resources):
-    ask = _definition(resources)["States"]["AskTrainer"]
-    assert ask["Resource"].endswith(":states:::sqs:sendMessage.waitForTaskToken")
-    assert ask["Parameters"]["MessageBody"]["task_token.$"] == "$$.Task.Token"
+def test_conversation_states_wait_for_their_task_token_and_loop_without_a_choice(resources):
+    from rewardpipe.aws.rollout import FINISHED, RUN_CODE
+
+    states = _definition(resources)["States"]
+    start, converse = states["StartEpisodeStep"], states["ConverseStep"]
+    for state in (start, converse):
+        assert state["Resource"].endswith(":states:::lambda:invoke.waitForTaskToken")
+        assert state["Parameters"]["Payload"]["task_token.$"] == "$$.Task.Token"
+        assert state["TimeoutSeconds"] == 3600  # the trainer's turn
+    # A trainer reply (or a resume) re-enters Converse directly: one transition per trainer turn.
+    assert start["Next"] == "ConverseStep" and converse["Next"] == "ConverseStep"
+    assert not any(s["Type"] == "Choice" and "ConverseStep" in json.dumps(s) for s in states.values())
+    # Converse's input is only the reply: the ids come from the execution, retries are recognised by entry.
+    payload = converse["Parameters"]["Payload"]
+    assert payload["run.$"] == "$$.Execution.Input.run" and payload["attempt.$"] == "$$.Execution.Name"
+    assert payload["entered.$"] == "$$.State.EnteredTime" and payload["retry_count.$"] == "$$.State.RetryCount"
+    assert payload["reply.$"] == "$"
+    # The handlers use the same error names the Catches route.
+    assert {FINISHED, RUN_CODE} == {c["ErrorEquals"][0] for c in converse["Catch"][:2]}
+    assert states["Finished"]["Parameters"] == {"output.$": "States.StringToJson($.Cause)"}
+    assert states["Finished"].get("End") is True and states["Finished"]["OutputPath"] == "$.output"
+    assert states["ResumeWithJob"]["Next"] == "RouteJob"
+    assert states["ConverseFailed"]["Parameters"]["input.$"] == "$$.Execution.Input"
+
+
+def test_conversation_functions_may_complete_only_this_state_machines_tokens(resources):
+    (sm,) = _of_type(resources, "AWS::StepFunctions::StateMachine").values()
+    name = sm["Properties"]["StateMachineName"]
+    for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
+        statements = _statements(resources, prefix)
+        token = [st for st in statements if "states:SendTaskFailure" in _actions(st)]
+        assert len(token) == 1 and set(_actions(token[0])) == {"states:SendTaskSuccess", "states:SendTaskFailure"}
+        assert name in json.dumps(token[0]["Resource"]) and "*" not in json.dumps(token[0]["Resource"])
+        assert any("sqs:SendMessage" in _actions(st) for st in statements)
+        invoke = [st for st in statements if "lambda:InvokeFunction" in _actions(st)]
+        assert invoke and all("CodeRunnerFunction" in json.dumps(st["Resource"]) for st in invoke)
+
+
+def test_conversation_functions_get_the_conversation_memory(resources):
+    memory = {k: fn["Properties"].get("MemorySize") for k, fn in _of_type(resources, "AWS::Lambda::Function").items()}
+    assert [v for k, v in memory.items() if k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))] \
+        == [256, 256]
 
 
 def test_routing_threshold_and_turn_limit_come_from_context(resources):
@@ -395,7 +440,7 @@ def test_state_machine_role_invokes_only_the_workflow_functions(resources):
     assert invoked == ours
     actions = {a for st in _statements(resources, "RolloutWorkflowStateMachineRole") for a in _actions(st)}
     assert not any(a.startswith("s3:") for a in actions)  # data moves only through the functions
-    assert {"ecs:RunTask", "sqs:SendMessage", "iam:PassRole"} <= actions
+    assert {"ecs:RunTask", "iam:PassRole"} <= actions  # turn requests are sent by the conversation functions
 
 
 def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
