@@ -105,7 +105,13 @@ class BatchScorer:
         self.batches_scored = 0
         self.incomplete_batches = 0
 
-    def _score(self, samples: list[dict], fingerprint: str) -> ScoredBatch:
+    def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
+                   kwargs: Mapping[str, Any]) -> tuple[Any, str]:
+        """``(what to score, the batch's content fingerprint)`` from one reward-function call."""
+        samples = _samples(prompts, completions, kwargs)
+        return samples, json.dumps(samples, sort_keys=True, default=repr)
+
+    def _score(self, samples: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
         for result in results:
@@ -119,8 +125,7 @@ class BatchScorer:
 
     def values(self, component: str, prompts: Sequence[Any], completions: Sequence[Any],
                kwargs: Mapping[str, Any]) -> list[float | None]:
-        samples = _samples(prompts, completions, kwargs)
-        fingerprint = json.dumps(samples, sort_keys=True, default=repr)
+        payload, fingerprint = self.read_batch(prompts, completions, kwargs)
         batch = self.current
         if batch is None or batch.fingerprint != fingerprint or component in batch.served:
             if batch is not None and batch.served != set(self.reward.component_names):
@@ -130,7 +135,7 @@ class BatchScorer:
                     "reward_funcs to GRPOTrainer or the within-group monitor cannot run",
                     sorted(batch.served), self.reward.component_names,
                 )
-            batch = self.current = self._score(samples, fingerprint)
+            batch = self.current = self._score(payload, fingerprint, kwargs)
         batch.served.add(component)
         out = [row[component] for row in batch.values]
         if batch.served == set(self.reward.component_names) and self.on_complete is not None:
@@ -250,8 +255,10 @@ def gather_across_processes(rows: list[Any]) -> list[Any]:
 class RewardPipeMonitor:
     """Per-component within-group monitoring for a TRL ``GRPOTrainer`` run.
 
-    ``reward``: a registered reward name or a :class:`rewardpipe.rewards.Reward`; ``weights`` override its
-    component weights. Hand ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and
+    ``reward``: a registered reward name or a :class:`rewardpipe.rewards.Reward` (default ``gsm8k``, or the
+    episodes' reward); ``weights`` override its component weights. ``episodes``: an
+    :class:`~rewardpipe.integrations.trl_episodes.EpisodeRollout` handed to GRPOTrainer as ``rollout_func``;
+    the reward functions then read the components of the multi-turn episodes it scored. Hand ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and
     ``callback`` to its ``callbacks``. On every training batch (reward functions are not monitored during
     evaluation), once every component has been computed:
 
@@ -275,11 +282,12 @@ class RewardPipeMonitor:
 
     def __init__(
         self,
-        reward: str | Reward = "gsm8k",
+        reward: str | Reward | None = None,
         weights: Mapping[str, float] | None = None,
         store: Any = None,
         ignore: Iterable[str] = (),
         *,
+        episodes: Any = None,
         thresholds: Any = None,
         run_id: str | None = None,
         executor: Any = None,
@@ -287,6 +295,8 @@ class RewardPipeMonitor:
     ) -> None:
         from rewardpipe.monitoring import Thresholds
 
+        if reward is None:
+            reward = episodes.reward if episodes is not None else "gsm8k"
         self.reward = _resolve_reward(reward, weights)
         base = thresholds or Thresholds()
         ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
@@ -300,7 +310,12 @@ class RewardPipeMonitor:
         self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
-        self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
+        if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
+            from rewardpipe.integrations.trl_episodes import EpisodeScorer
+
+            self.scorer: BatchScorer = EpisodeScorer(self.reward, on_complete=self._on_batch)
+        else:
+            self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
         self.reward_funcs = self.scorer.functions()
         self.reward_weights = [c.weight for c in self.reward.components]
         self.alarms: list[Any] = []
@@ -433,4 +448,8 @@ def __getattr__(name: str) -> Any:
     if name == "RewardPipeCallback":
         cls = globals()[name] = _callback_class()
         return cls
+    if name == "EpisodeRollout":  # the multi-turn rollout_func (rewardpipe.integrations.trl_episodes)
+        from rewardpipe.integrations.trl_episodes import EpisodeRollout
+
+        return EpisodeRollout
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
