@@ -617,8 +617,12 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply(body)},
-                                            "finish_reason": "stop"}]}).encode()
+            # The fields the OpenAI SDK's ChatCompletion model requires, so SDK-based clients accept it too.
+            data = json.dumps({"id": f"chatcmpl-{len(seen)}", "object": "chat.completion", "created": 0,
+                               "model": str(body.get("model", "")),
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(body)},
+                                            "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import json
 import math
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
@@ -21,37 +19,16 @@ vf = pytest.importorskip("verifiers")
 pytestmark = pytest.mark.verifiers
 
 from rewardpipe.integrations.verifiers import rubric, rubric_functions, simulator_env_response  # noqa: E402
-
-TASK = json.loads(Path("rewardpipe/data/tasks.jsonl").read_text().splitlines()[0])
-QUESTION = "Are there any other requirements or edge cases I should know about?"
+from tests.aws.harness import chat_server as _chat_server  # noqa: E402
 
 
 def chat_server(turns):
-    """A local /chat/completions endpoint answering ``turns(request messages)``; returns (server, url, seen)."""
-    seen: list[dict] = []
+    """The harness's local /chat/completions endpoint, answering ``turns(request messages)``; returns
+    (server, url, what it was sent: ``{"path", "auth", "body"}`` per request)."""
+    return _chat_server(lambda body: turns(body["messages"]))
 
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append(body)
-            data = json.dumps({
-                "id": f"c{len(seen)}", "object": "chat.completion", "created": 0, "model": body.get("model", "m"),
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": turns(body["messages"])},
-                             "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+TASK = json.loads(Path("rewardpipe/data/tasks.jsonl").read_text().splitlines()[0])
+QUESTION = "Are there any other requirements or edge cases I should know about?"
 
 
 class AskBeforeCoding(vf.MultiTurnEnv):
@@ -81,7 +58,7 @@ def test_a_real_multi_turn_env_gets_the_simulators_answers_from_the_hidden_spec(
     finally:
         server.shutdown()
     assert state.get("error") is None, state.get("error")
-    replies = [m["content"] for m in seen[-1]["messages"] if m["role"] == "user"][1:]
+    replies = [m["content"] for m in seen[-1]["body"]["messages"] if m["role"] == "user"][1:]
     assert replies == TASK["spec"]  # one hidden detail per question, in spec order, nothing else
     assert len(seen) == len(TASK["spec"]) + 1  # the model's last turn commits
     assert TASK["tests"] not in json.dumps(seen) and TASK["reference_solution"] not in "".join(replies)
