@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterable, NoReturn
+from typing import Annotated, Any, Callable, Iterable, NoReturn
+
+import typer
 
 from rewardpipe.cli.app import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest, Task, load_tasks
@@ -71,6 +75,48 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
         except ValueError:
             usage_fail(f"--range must look like NAME=MIN:MAX (e.g. correctness=0:1), got '{item}'")
     return ranges
+
+
+# The monitor's knobs, declared once: `run` (which monitors as it goes) and `monitor` both take them.
+_THRESHOLD_OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (annotation, default)
+    "epsilon": (Annotated[float, typer.Option(help="A group whose std is at most this has zero variance.")], 1e-6),
+    "dead_fraction": (Annotated[float, typer.Option(
+        help="A component is dead when at least this share of eligible groups has zero variance.")], 0.9),
+    "recover_fraction": (Annotated[float, typer.Option(
+        help="An active alarm clears when the share drops below this.")], 0.5),
+    "min_groups": (Annotated[int, typer.Option(
+        min=1, help="Groups with >= 2 scored rollouts needed for a verdict (fewer gives insufficient_data).")], 4),
+    "consecutive": (Annotated[int, typer.Option(min=1, help="Dead steps in a row before alarming.")], 1),
+    "max_error_rate": (Annotated[float, typer.Option(
+        help="Alarm when at least this share of a step's rollouts are errors.")], 0.1),
+    "error_recover_rate": (Annotated[float, typer.Option(help="The error alarm clears below this share.")], 0.05),
+    "ignore": (Annotated[list[str], typer.Option(
+        "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty.")], []),
+    "value_range": (Annotated[list[str], typer.Option(
+        "--range", help="Known range NAME=MIN:MAX of a component (repeatable).")], []),
+    "alarm_idle_penalties": (Annotated[bool, typer.Option(
+        "--alarm-idle-penalties",
+        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info.")], False),
+}
+
+
+def with_threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Give a typer command the monitor's threshold options and call it with ``thresholds=`` built from them.
+
+    The command's own signature keeps a ``thresholds`` parameter; the wrapper's signature (which typer reads)
+    swaps it for the options above, so the two commands cannot drift apart."""
+    own = [p for p in inspect.signature(command).parameters.values() if p.name != "thresholds"]
+    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+             for name, (annotation, default) in _THRESHOLD_OPTIONS.items()]
+
+    @functools.wraps(command)
+    def wrapper(**kwargs: Any) -> Any:
+        knobs = {name: kwargs.pop(name) for name in _THRESHOLD_OPTIONS}
+        return command(**kwargs, thresholds=build_thresholds(**knobs))
+
+    wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
+        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
+    return wrapper
 
 
 def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: float, min_groups: int,

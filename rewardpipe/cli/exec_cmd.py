@@ -15,7 +15,8 @@ from rich.text import Text
 from rewardpipe.cli.app import app
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 
-console = Console(stderr=True, soft_wrap=True)
+console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
+verdicts = Console(soft_wrap=True)  # verdicts and the isolation report: data, so a pipe captures them
 INPROCESS_WARNING = ("trust mode 'inprocess' runs the tests beside the model's code behind a deny-list screen "
                      "that can be bypassed: not for untrusted code, never a reward source")
 # Characters that end a line for some reader (str.splitlines(), terminals): in human output, model
@@ -35,15 +36,23 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
+def _read_bytes(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        _fail(f"{what} file not found: {path}", code=1)
+    except IsADirectoryError:
+        _fail(f"expected a {what} file, got a directory: {path}", code=1)
+    except OSError as exc:
+        _fail(f"cannot read {what} file {path}: {exc.strerror}", code=1)
+    raise AssertionError("unreachable")
+
+
 def _read_text(path: Path, what: str) -> str:
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        _fail(f"{what} file not found: {path}")
+        return _read_bytes(path, what).decode("utf-8")
     except UnicodeDecodeError as exc:
-        _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})")
-    except OSError as exc:
-        _fail(f"cannot read {what} file {path}: {exc.strerror}")
+        _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", code=1)
     raise AssertionError("unreachable")
 
 
@@ -116,12 +125,12 @@ def _print_human(result: ExecutionResult) -> None:
     line = Text.assemble(
         f"{one_line(result.id)}: " if result.id else "",
         (result.status.value, f"bold {colour}"),
-        f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms, mode {one_line(result.mode)}) ",
+        f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms{', mode ' + one_line(result.mode) if result.mode else ''}) ",
         one_line(result.reason),
     )
     if result.mode == "inprocess":
         line.append(f" [{INPROCESS_WARNING}]", style="bold yellow")
-    console.print(line, highlight=False)
+    verdicts.print(line, highlight=False)
 
 
 @app.command("exec")
@@ -179,7 +188,7 @@ def _report_isolation(disable: str, as_json: bool) -> None:
         return
     for layer, state in report.items():
         colour = "green" if state.startswith("on") else "yellow" if state.startswith("off") else "white"
-        console.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
+        verdicts.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
 
 
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
@@ -199,19 +208,25 @@ def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool)
         executor.close()
     if not as_json:
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        console.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
+        verdicts.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
 
 
 def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJob]]:
-    """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs."""
-    text = _read_text(batch, "batch")
+    """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs.
+
+    Lines end at ``\n`` only (U+2028 and friends are legal inside a JSON string) and are decoded one at a
+    time, so an invalid byte costs its own line (an ``error`` result naming it), not the batch."""
     entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
-    # JSONL lines end at "\n" only: U+2028 and friends are legal inside a JSON string.
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        job, problem, job_id = parse_job_line(line, number)
+    for number, raw in enumerate(_read_bytes(batch, "batch").split(b"\n"), start=1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            job, problem, job_id = None, f"line {number}: not UTF-8 text ({exc.reason} at byte {exc.start + 1})", None
+        else:
+            if not line.strip():
+                continue
+            job, problem, job_id = parse_job_line(line, number)
         if job is None:
             error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
                                     reason=problem)

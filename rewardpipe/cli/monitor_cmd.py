@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from rewardpipe.cli.app import app, error_line, fail, note, write_json_line
-from rewardpipe.cli.common import build_thresholds
+from rewardpipe.cli.common import with_threshold_options
 
 
 def _record_identity(line: bytes) -> int | None:
@@ -185,24 +185,14 @@ def _print_diagnoses(console: Console, result: Any) -> None:
 
 
 @app.command()
+@with_threshold_options
 def monitor(
     path: str = typer.Argument(..., help="A store directory, an s3://bucket/prefix URI, or a JSONL file of records."),
     run_id: Optional[str] = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
     step: Optional[int] = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     fail_on_alarm: bool = typer.Option(False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."),
-    epsilon: float = typer.Option(1e-6, help="A group whose std is at most this has zero variance."),
-    dead_fraction: float = typer.Option(0.9, help="Dead when at least this share of eligible groups has zero variance."),
-    recover_fraction: float = typer.Option(0.5, help="An active alarm clears when the share drops below this."),
-    min_groups: int = typer.Option(4, help="Fewer eligible groups than this gives insufficient_data."),
-    consecutive: int = typer.Option(1, "--consecutive", help="Dead steps in a row before alarming."),
-    max_error_rate: float = typer.Option(0.1, "--max-error-rate", help="Alarm when at least this share of records are errors."),
-    error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
-    ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable)."),
-    value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
-    alarm_idle_penalties: bool = typer.Option(
-        False, "--alarm-idle-penalties",
-        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
+    thresholds: Any = None,
     write_alarms: bool = typer.Option(True, "--write-alarms/--no-write-alarms",
                                       help="Store alarms as JSON beside the records (store PATH only)."),
 ) -> None:
@@ -210,10 +200,6 @@ def monitor(
     from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.store import StoreError
 
-    thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
-                                  min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
-                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
-                                  alarm_idle_penalties=alarm_idle_penalties)
 
     source = _Source(path, run_id)
     bad: list = []

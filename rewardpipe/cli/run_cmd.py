@@ -17,7 +17,7 @@ from rich.table import Table
 
 from rewardpipe.cli.app import app, error_line, fail, note, printable, usage_fail, write_json_line
 from rewardpipe.cli.common import (
-    build_thresholds,
+    with_threshold_options,
     cap_workers,
     check_run_id,
     episode_reward,
@@ -80,6 +80,7 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
 
 
 @app.command()
+@with_threshold_options
 def run(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
@@ -105,18 +106,7 @@ def run(
     endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", help="Seconds per policy/simulator request."),
     endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, help="Retries of a failed endpoint request."),
     workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
-    epsilon: float = typer.Option(1e-6, help="A group whose std is at most this has zero variance."),
-    dead_fraction: float = typer.Option(0.9, help="A component is dead when this fraction of groups has zero variance."),
-    recover_fraction: float = typer.Option(0.5, help="...and alive again below this fraction (hysteresis)."),
-    consecutive: int = typer.Option(1, min=1, help="Dead steps in a row before alarming."),
-    min_groups: int = typer.Option(4, min=1, help="Groups with >= 2 scored rollouts needed for a verdict."),
-    max_error_rate: float = typer.Option(0.1, help="Alarm when at least this fraction of a step's rollouts are errors."),
-    error_recover_rate: float = typer.Option(0.05, help="The error alarm clears below this share."),
-    ignore: list[str] = typer.Option([], "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty."),
-    value_range: list[str] = typer.Option([], "--range", help="Known range NAME=MIN:MAX of a component (repeatable)."),
-    alarm_idle_penalties: bool = typer.Option(
-        False, "--alarm-idle-penalties",
-        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info."),
+    thresholds: Any = None,
     spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
     plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
@@ -135,10 +125,6 @@ def run(
     run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     task_list = load_tasks_or_fail(tasks)
     reward = episode_reward(reward_name, weight)
-    thresholds = build_thresholds(epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction,
-                                  min_groups=min_groups, consecutive=consecutive, max_error_rate=max_error_rate,
-                                  error_recover_rate=error_recover_rate, ignore=ignore, value_range=value_range,
-                                  alarm_idle_penalties=alarm_idle_penalties)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):

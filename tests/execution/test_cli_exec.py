@@ -46,7 +46,6 @@ def test_single_failing_job_exits_nonzero_with_reason(tmp_path):
 @pytest.mark.parametrize(
     "args, message",
     [
-        (["--code", "/nonexistent/code.py", "--tests", "{tests}", "--entry-point", "add"], "code file not found"),
         (["--tests", "{tests}", "--entry-point", "add"], "missing --code"),
         (["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--tests-format", "pytest"], "tests_format"),
         (["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--timeout", "-1"], "timeout_s"),
@@ -58,6 +57,40 @@ def test_bad_arguments_name_the_problem(tmp_path, args, message):
     result = runner.invoke(app, ["exec", *[a.format(tests=tests) for a in args], "--json"])
     assert result.exit_code == 2
     assert message in result.stderr
+
+
+@pytest.mark.parametrize("flag", ["--code", "--tests", "--batch"])
+@pytest.mark.parametrize("problem, message", [("missing", "file not found"), ("directory", "got a directory")])
+def test_an_unreadable_input_file_is_bad_data_not_usage(tmp_path, flag, problem, message):
+    tests = write(tmp_path, "tests.py", ADD_TESTS)
+    bad = tmp_path / "nothing-here.py" if problem == "missing" else tmp_path
+    args = {"--code": ["--code", bad, "--tests", tests, "--entry-point", "add"],
+            "--tests": ["--code", tests, "--tests", bad, "--entry-point", "add"],
+            "--batch": ["--batch", bad]}[flag]
+    result = runner.invoke(app, ["exec", *map(str, args)])
+    assert result.exit_code == 1
+    assert message in result.stderr and result.stdout == ""
+
+
+def test_a_batch_line_that_is_not_utf8_costs_only_that_line(tmp_path):
+    good = {"id": "good", "code": "def add(a, b):\n    return a + b\n", "tests": ADD_TESTS, "entry_point": "add"}
+    batch = tmp_path / "jobs.jsonl"
+    batch.write_bytes(b"\xff\xfe{}\n" + json.dumps(good).encode() + b"\n")
+    result = runner.invoke(app, ["exec", "--batch", str(batch), "--json"])
+    assert result.exit_code == 0
+    first, second = (json.loads(line) for line in result.stdout.splitlines())
+    assert first["status"] == "error" and first["reason"].startswith("line 1: not UTF-8 text")
+    assert (second["id"], second["status"]) == ("good", "passed")
+
+
+def test_human_verdicts_go_to_stdout_and_warnings_to_stderr(tmp_path):
+    code = write(tmp_path, "code.py", "def add(a, b):\n    return a + b\n")
+    tests = write(tmp_path, "tests.py", ADD_TESTS)
+    result = runner.invoke(app, ["exec", "--code", code, "--tests", tests, "--entry-point", "add",
+                                 "--trust-mode", "inprocess"])
+    assert result.exit_code == 0
+    assert result.stdout.startswith("passed")
+    assert "warning:" in result.stderr and "warning:" not in result.stdout.split("[")[0]
 
 
 def test_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
