@@ -208,3 +208,8 @@ def test_cut_at_eos_keeps_the_eos_and_drops_the_padding():
     assert cut_at_eos([5, 6, 0, 0, 7], 0) == [5, 6, 0]
     assert cut_at_eos([5, 6], 0) == [5, 6]
     assert cut_at_eos([5, 6], None) == [5, 6]
+
+
+def test_a_single_turn_reward_is_refused_for_episodes():
+    with pytest.raises(ValueError, match="single-turn"):
+        EpisodeRollout(TASKS, reward="gsm8k")

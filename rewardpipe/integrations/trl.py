@@ -68,7 +68,8 @@ def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mappin
     return samples
 
 
-def _resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
+def resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
+    """A registered reward by name, or a Reward object, with ``weights`` overriding its component weights."""
     if isinstance(reward, Reward):
         return reward.with_weights(weights)
     return get_reward(reward, weights)
@@ -162,7 +163,7 @@ def reward_functions(
     The batch is scored once (the first function called for a batch scores it, the others read the
     result), so code is executed once per completion however many components there are.
     """
-    reward = _resolve_reward(reward_name, weights)
+    reward = resolve_reward(reward_name, weights)
     return BatchScorer(reward, executor).functions(), [c.weight for c in reward.components]
 
 
@@ -297,7 +298,7 @@ class RewardPipeMonitor:
 
         if reward is None:
             reward = episodes.reward if episodes is not None else "gsm8k"
-        self.reward = _resolve_reward(reward, weights)
+        self.reward = resolve_reward(reward, weights)
         base = thresholds or Thresholds()
         ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
         unknown = set(ignored) - set(self.reward.component_names) - {"aggregate", "errors"}

@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import copy
 import json
-import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
@@ -62,11 +61,10 @@ from rewardpipe.episode import (
     start_episode,
 )
 from rewardpipe.execution.result import ExecutionResult
-from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, _resolve_reward
+from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Record, Task, load_tasks
-from rewardpipe.rewards import Reward
+from rewardpipe.rewards import EPISODE_REWARDS, Reward
 
-logger = logging.getLogger("rewardpipe.trl")
 
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"
@@ -225,9 +223,10 @@ class EpisodeRollout:
             raise ValueError("max_turns must be at least 1")
         if max_turn_tokens is not None and max_turn_tokens < 1:
             raise ValueError("max_turn_tokens must be at least 1")
-        self.reward = _resolve_reward(reward, weights)
-        if not self.reward.needs_execution and "correctness" not in self.reward.component_names:
-            logger.warning("rewardpipe: reward '%s' does not look like a multi-turn episode reward", self.reward.name)
+        if isinstance(reward, str) and reward not in EPISODE_REWARDS:
+            raise ValueError(f"reward '{reward}' scores single-turn samples against their own reference answer; "
+                             f"an episode is scored by one of {sorted(EPISODE_REWARDS)} (or a Reward object)")
+        self.reward = resolve_reward(reward, weights)
         self.simulator = simulator or RuleBasedSimulator()
         self._executor = executor
         self.max_turns = max_turns
@@ -286,7 +285,8 @@ class EpisodeRollout:
     def play(self, prompts: Sequence[Any], codec: TokenCodec, generate: Generate, *, max_completion_tokens: int,
              group_size: int = 1) -> list[Episode]:
         """One episode per prompt (TRL's prompts already hold each prompt ``num_generations`` times), every
-        live episode's next turn generated in one ``generate`` call per round."""
+        live episode's next turn generated in one ``generate`` call per round. A failure of ``generate`` is
+        the trainer's own (the model could not run) and propagates; everything after it is per episode."""
         if max_completion_tokens < 1:
             raise ValueError("max_completion_tokens must be at least 1")
         step = self.batches
