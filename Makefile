@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-trl test-verifiers test-browser install install-dev install-trl bench synth clean
+.PHONY: demo test test-trl test-verifiers test-verl test-browser install install-dev install-trl bench synth clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +36,7 @@ demo: $(VENV)/.installed-runtime
 	$(BIN)/rewardpipe report demo-store --run-id demo --out demo-store/report.html
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl and not verifiers"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl and not verifiers and not verl"
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
@@ -53,6 +53,18 @@ $(VF_VENV)/.installed: pyproject.toml
 
 test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
+
+# The verl adapter through verl's NaiveRewardManager, in a venv of its own (verl pins an older transformers
+# than the trl extra and brings ray): the core install, verl with torch's CPU wheel, and pytest.
+VERL_VENV ?= .venv-verl
+$(VERL_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VERL_VENV)
+	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VERL_VENV)/bin/python -m pip install -q -e '.[verl]' pytest==9.2.0
+	touch $@
+
+test-verl: $(VERL_VENV)/.installed
+	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py
 
 # The report in a real headless browser. Installs Debian's chromium when missing (needs root and the network);
 # when it cannot, the tests skip and say why instead of failing.
@@ -72,4 +84,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) $(VF_VENV) cdk.out demo-store .pytest_cache
+	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache

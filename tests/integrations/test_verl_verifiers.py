@@ -21,8 +21,10 @@ def test_verl_compute_score_has_verls_signature_and_returns_score_plus_component
     assert wrong["score"] == 0.0 and wrong["answer_correct"] == 0.0 and wrong["reward_error"] == 0.0
     # An unreadable reference is an error record, flagged, with no component pretending to be a zero.
     broken = compute_score("gsm8k", "#### 7", "not a number")
-    assert broken["reward_error"] == 1.0 and "answer_correct" not in broken
+    assert broken["reward_error"] == 1.0 and math.isnan(broken["answer_correct"]) and math.isnan(broken["format"])
     assert all(isinstance(v, float) for v in right.values())
+    # verl appends each key to a per-key list: every sample must carry the same keys, error or not.
+    assert set(right) == set(wrong) == set(broken) == {"score", "format", "answer_correct", "reward_error"}
 
 
 def test_verl_reward_chosen_by_extra_info_and_unknown_names_are_refused():
