@@ -42,26 +42,27 @@ test: $(VENV)/.installed-dev
 test-trl: $(VENV)/.installed-trl
 	$(BIN)/python -m pytest -q -m trl tests/integrations
 
-# The verifiers adapter against the real package, in a venv of its own (verifiers brings ~100 packages,
-# some of which the dev and trl pins would fight with): the core install, verifiers and pytest only.
+# An extra tested in a venv of its own: the core install, the extra and pytest only. $(1) the venv, $(2) the extra.
+define extra_venv
+$(1)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
+	$(1)/bin/python -m pip install -q -e '.[$(2)]' pytest==9.2.0
+	touch $$@
+endef
+
+# The verifiers adapter against the real package (verifiers brings ~100 packages, some of which the dev
+# and trl pins would fight with).
 VF_VENV ?= .venv-verifiers
-$(VF_VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VF_VENV)
-	$(VF_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VF_VENV)/bin/python -m pip install -q -e '.[verifiers]' pytest==9.2.0
-	touch $@
+$(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
 
-# The verl adapter through verl's NaiveRewardManager, in a venv of its own (verl pins an older transformers
-# than the trl extra and brings ray): the core install, verl with torch's CPU wheel, and pytest.
+# The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
+# and brings ray); the extra includes torch's CPU wheel.
 VERL_VENV ?= .venv-verl
-$(VERL_VENV)/.installed: pyproject.toml
-	$(PYTHON) -m venv $(VERL_VENV)
-	$(VERL_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VERL_VENV)/bin/python -m pip install -q -e '.[verl]' pytest==9.2.0
-	touch $@
+$(eval $(call extra_venv,$(VERL_VENV),verl))
 
 test-verl: $(VERL_VENV)/.installed
 	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py
