@@ -40,7 +40,7 @@ test: $(VENV)/.installed-dev
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
-	$(BIN)/python -m pytest -q -m trl tests/integrations
+	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py
 
 # An extra tested in a venv of its own: the core install, the extra and pytest only. $(1) the venv, $(2) the extra.
 define extra_venv
