@@ -213,3 +213,26 @@ def test_cut_at_eos_keeps_the_eos_and_drops_the_padding():
 def test_a_single_turn_reward_is_refused_for_episodes():
     with pytest.raises(ValueError, match="single-turn"):
         EpisodeRollout(TASKS, reward="gsm8k")
+
+
+def test_the_callbacks_store_gets_each_episodes_task_and_how_it_went(tmp_path):
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+    from rewardpipe.store import LocalStore
+
+    r, _, episodes = play([ASKER.prompt, ASKER.prompt, GUESSER.prompt, GUESSER.prompt])
+    monitor = RewardPipeMonitor(episodes=r, run_id="mt", store=str(tmp_path))
+
+    class Trainer:
+        reward_funcs, reward_weights, num_generations = monitor.reward_funcs, [1.0, 0.6, 0.4, 0.2], 2
+        model = type("M", (), {"training": True})()
+
+        def _log_metric(self, name, value):
+            pass
+
+    rows = rollout_output(episodes)[EPISODE_FIELD]
+    for fn in monitor.reward_funcs:
+        fn(prompts=[""] * 4, completions=[""] * 4, log_metric=Trainer()._log_metric, **{EPISODE_FIELD: rows})
+    records = sorted(LocalStore(tmp_path).iter_records("mt"), key=lambda rec: rec.rollout_id)
+    assert [rec.task_id for rec in records] == [ASKER.task_id] * 2 + [GUESSER.task_id] * 2
+    assert records[0].metrics["simulator_replies"] == len(ASKER.spec) and records[0].metrics["end_reason"] == "committed"
+    assert records[2].metrics["simulator_replies"] == 0 and records[2].components["guessed_immediately"] == -1.0

@@ -84,6 +84,9 @@ class ScoredBatch:
     values: list[dict[str, float | None]]
     errors: list[str | None]
     served: set[str] = field(default_factory=set)
+    # Per completion, what its stored record should say beyond the components (``task_id``, ``metrics``):
+    # the multi-turn episodes know their task and how the conversation went; single-turn samples do not.
+    details: list[dict[str, Any]] = field(default_factory=list)
 
 
 class BatchScorer:
@@ -189,10 +192,12 @@ def batch_records(
     run_id: str = "trl",
     errors: Sequence[str | None] | None = None,
     metrics: Mapping[str, Any] | None = None,
+    details: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Records (``rewardpipe.models.Record`` shape) for one batch of ``group_size`` adjacent completions per
     prompt, in the order TRL gathers them. ``weights`` default to 1.0 each, which is what TRL uses when
-    ``reward_weights`` is not set."""
+    ``reward_weights`` is not set. ``details`` (one mapping per completion) may name the ``task_id`` and add
+    ``metrics`` of each record."""
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     lengths = {len(values) for values in component_values.values()}
@@ -207,13 +212,14 @@ def batch_records(
         components = {name: values[index] for name, values in component_values.items()}
         kind = errors[index] if errors is not None else None
         failed = kind is not None or all(value is None for value in components.values())
+        detail = details[index] if details is not None and index < len(details) else {}
         records.append({
             "run_id": run_id, "step": step, "group_id": f"g{index // group_size}", "rollout_id": f"c{index}",
-            "task_id": f"p{index // group_size}", "status": "error" if failed else "scored",
+            "task_id": str(detail.get("task_id") or f"p{index // group_size}"), "status": "error" if failed else "scored",
             "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
             "components": components, "weights": weights,
             "aggregate": None if failed else weighted_aggregate(components, weights),
-            "metrics": dict(metrics or {}),
+            "metrics": {**dict(metrics or {}), **dict(detail.get("metrics") or {})},
         })
     return records
 
@@ -372,7 +378,8 @@ class RewardPipeMonitor:
             return
         if not group_size:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
-        rows = self.gather([(values, error) for values, error in zip(batch.values, batch.errors)])
+        details = batch.details or [{} for _ in batch.values]
+        rows = self.gather(list(zip(batch.values, batch.errors, details)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
@@ -388,9 +395,10 @@ class RewardPipeMonitor:
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
         records = batch_records(
-            {name: [values[name] for values, _ in rows] for name in names}, group_size,
-            weights=weights, step=self.batches, run_id=self.run_id, errors=[error for _, error in rows],
+            {name: [row[0][name] for row in rows] for name in names}, group_size,
+            weights=weights, step=self.batches, run_id=self.run_id, errors=[row[1] for row in rows],
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
+            details=[row[2] for row in rows],
         )
         result = monitor_records(records, self.thresholds, self.state)
         self.state = result.state

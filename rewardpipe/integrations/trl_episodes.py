@@ -68,6 +68,9 @@ from rewardpipe.rewards import EPISODE_REWARDS, Reward
 
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"
+#: What the callback's stored records say about each episode, besides its components.
+EPISODE_RECORD_METRICS = ("assistant_turns", "simulator_replies", "spec_revealed", "committed", "end_reason",
+                          "completion_tokens", "simulator_tokens")
 #: A simulator reply after a model turn, for prompts given as plain strings (no chat template involved).
 PLAIN_FEEDBACK = "\n\nUser: {reply}\n\nAssistant: "
 DEFAULT_MAX_TURNS = 4
@@ -424,7 +427,10 @@ class EpisodeScorer(BatchScorer):
         if callable(log_metric) and rows:
             for name, value in episode_metrics(rows).items():
                 log_metric(name, value)
-        return ScoredBatch(fingerprint, values, errors)
+        details = [{"task_id": row.get("task_id"),
+                    "metrics": {k: row.get(k) for k in EPISODE_RECORD_METRICS if row.get(k) is not None}}
+                   for row in rows]
+        return ScoredBatch(fingerprint, values, errors, details=details)
 
 
 def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
