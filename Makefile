@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-trl test-browser install install-dev install-trl bench synth clean
+.PHONY: demo test test-trl test-verifiers test-verl test-browser install install-dev install-trl bench synth clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -36,11 +36,36 @@ demo: $(VENV)/.installed-runtime
 	$(BIN)/rewardpipe report demo-store --run-id demo --out demo-store/report.html
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl and not verifiers and not verl"
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
-	$(BIN)/python -m pytest -q -m trl tests/integrations
+	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py
+
+# An extra tested in a venv of its own: the core install, the extra and pytest only. $(1) the venv, $(2) the extra.
+define extra_venv
+$(1)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(1)
+	$(1)/bin/python -m pip install -q --upgrade pip
+	$(1)/bin/python -m pip install -q -e '.[$(2)]' pytest==9.2.0
+	touch $$@
+endef
+
+# The verifiers adapter against the real package (verifiers brings ~100 packages, some of which the dev
+# and trl pins would fight with).
+VF_VENV ?= .venv-verifiers
+$(eval $(call extra_venv,$(VF_VENV),verifiers))
+
+test-verifiers: $(VF_VENV)/.installed
+	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
+
+# The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
+# and brings ray); the extra includes torch's CPU wheel.
+VERL_VENV ?= .venv-verl
+$(eval $(call extra_venv,$(VERL_VENV),verl))
+
+test-verl: $(VERL_VENV)/.installed
+	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py
 
 # The report in a real headless browser. Installs Debian's chromium when missing (needs root and the network);
 # when it cannot, the tests skip and say why instead of failing.
@@ -60,4 +85,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) cdk.out demo-store .pytest_cache
+	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache

@@ -99,6 +99,26 @@ def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -
         return results
 
 
+def score_episodes(
+    episodes: Sequence[tuple[EpisodeState, Task]], *, executor: Any, reward: Reward, workers: int | None = None,
+) -> list[tuple[Record, ExecutionResult | None]]:
+    """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every committed
+    code runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
+    episode an error record; the others are scored. Returns ``(record, execution)`` per episode."""
+    jobs = [(index, job) for index, (state, task) in enumerate(episodes)
+            if (job := execution_job(state, task)) is not None]
+    results = _execute_all(executor, [job for _, job in jobs], workers)
+    executions = {index: result for (index, _), result in zip(jobs, results)}
+    scored: list[tuple[Record, ExecutionResult | None]] = []
+    for index, (state, task) in enumerate(episodes):
+        outcome = executions.get(index)
+        if isinstance(outcome, Exception):
+            scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
+        else:
+            scored.append((finite_or_error(finish_episode(state, task, outcome, reward)), outcome))
+    return scored
+
+
 def run_slots(
     slots: Sequence[Slot],
     *,

@@ -68,7 +68,8 @@ def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mappin
     return samples
 
 
-def _resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
+def resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
+    """A registered reward by name, or a Reward object, with ``weights`` overriding its component weights."""
     if isinstance(reward, Reward):
         return reward.with_weights(weights)
     return get_reward(reward, weights)
@@ -83,6 +84,9 @@ class ScoredBatch:
     values: list[dict[str, float | None]]
     errors: list[str | None]
     served: set[str] = field(default_factory=set)
+    # Per completion, what its stored record should say beyond the components (``task_id``, ``metrics``):
+    # the multi-turn episodes know their task and how the conversation went; single-turn samples do not.
+    details: list[dict[str, Any]] = field(default_factory=list)
 
 
 class BatchScorer:
@@ -105,7 +109,13 @@ class BatchScorer:
         self.batches_scored = 0
         self.incomplete_batches = 0
 
-    def _score(self, samples: list[dict], fingerprint: str) -> ScoredBatch:
+    def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
+                   kwargs: Mapping[str, Any]) -> tuple[Any, str]:
+        """``(what to score, the batch's content fingerprint)`` from one reward-function call."""
+        samples = _samples(prompts, completions, kwargs)
+        return samples, json.dumps(samples, sort_keys=True, default=repr)
+
+    def _score(self, samples: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
         for result in results:
@@ -119,8 +129,7 @@ class BatchScorer:
 
     def values(self, component: str, prompts: Sequence[Any], completions: Sequence[Any],
                kwargs: Mapping[str, Any]) -> list[float | None]:
-        samples = _samples(prompts, completions, kwargs)
-        fingerprint = json.dumps(samples, sort_keys=True, default=repr)
+        payload, fingerprint = self.read_batch(prompts, completions, kwargs)
         batch = self.current
         if batch is None or batch.fingerprint != fingerprint or component in batch.served:
             if batch is not None and batch.served != set(self.reward.component_names):
@@ -130,7 +139,7 @@ class BatchScorer:
                     "reward_funcs to GRPOTrainer or the within-group monitor cannot run",
                     sorted(batch.served), self.reward.component_names,
                 )
-            batch = self.current = self._score(samples, fingerprint)
+            batch = self.current = self._score(payload, fingerprint, kwargs)
         batch.served.add(component)
         out = [row[component] for row in batch.values]
         if batch.served == set(self.reward.component_names) and self.on_complete is not None:
@@ -157,7 +166,7 @@ def reward_functions(
     The batch is scored once (the first function called for a batch scores it, the others read the
     result), so code is executed once per completion however many components there are.
     """
-    reward = _resolve_reward(reward_name, weights)
+    reward = resolve_reward(reward_name, weights)
     return BatchScorer(reward, executor).functions(), [c.weight for c in reward.components]
 
 
@@ -183,10 +192,12 @@ def batch_records(
     run_id: str = "trl",
     errors: Sequence[str | None] | None = None,
     metrics: Mapping[str, Any] | None = None,
+    details: Sequence[Mapping[str, Any]] | None = None,
 ) -> list[dict[str, Any]]:
     """Records (``rewardpipe.models.Record`` shape) for one batch of ``group_size`` adjacent completions per
     prompt, in the order TRL gathers them. ``weights`` default to 1.0 each, which is what TRL uses when
-    ``reward_weights`` is not set."""
+    ``reward_weights`` is not set. ``details`` (one mapping per completion) may name the ``task_id`` and add
+    ``metrics`` of each record."""
     if group_size < 1:
         raise ValueError("group_size must be at least 1")
     lengths = {len(values) for values in component_values.values()}
@@ -201,13 +212,14 @@ def batch_records(
         components = {name: values[index] for name, values in component_values.items()}
         kind = errors[index] if errors is not None else None
         failed = kind is not None or all(value is None for value in components.values())
+        detail = details[index] if details is not None and index < len(details) else {}
         records.append({
             "run_id": run_id, "step": step, "group_id": f"g{index // group_size}", "rollout_id": f"c{index}",
-            "task_id": f"p{index // group_size}", "status": "error" if failed else "scored",
+            "task_id": str(detail.get("task_id") or f"p{index // group_size}"), "status": "error" if failed else "scored",
             "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
             "components": components, "weights": weights,
             "aggregate": None if failed else weighted_aggregate(components, weights),
-            "metrics": dict(metrics or {}),
+            "metrics": {**dict(metrics or {}), **dict(detail.get("metrics") or {})},
         })
     return records
 
@@ -250,8 +262,10 @@ def gather_across_processes(rows: list[Any]) -> list[Any]:
 class RewardPipeMonitor:
     """Per-component within-group monitoring for a TRL ``GRPOTrainer`` run.
 
-    ``reward``: a registered reward name or a :class:`rewardpipe.rewards.Reward`; ``weights`` override its
-    component weights. Hand ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and
+    ``reward``: a registered reward name or a :class:`rewardpipe.rewards.Reward` (default ``gsm8k``, or the
+    episodes' reward); ``weights`` override its component weights. ``episodes``: an
+    :class:`~rewardpipe.integrations.trl_episodes.EpisodeRollout` handed to GRPOTrainer as ``rollout_func``;
+    the reward functions then read the components of the multi-turn episodes it scored. Hand ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and
     ``callback`` to its ``callbacks``. On every training batch (reward functions are not monitored during
     evaluation), once every component has been computed:
 
@@ -275,11 +289,12 @@ class RewardPipeMonitor:
 
     def __init__(
         self,
-        reward: str | Reward = "gsm8k",
+        reward: str | Reward | None = None,
         weights: Mapping[str, float] | None = None,
         store: Any = None,
         ignore: Iterable[str] = (),
         *,
+        episodes: Any = None,
         thresholds: Any = None,
         run_id: str | None = None,
         executor: Any = None,
@@ -287,7 +302,9 @@ class RewardPipeMonitor:
     ) -> None:
         from rewardpipe.monitoring import Thresholds
 
-        self.reward = _resolve_reward(reward, weights)
+        if reward is None:
+            reward = episodes.reward if episodes is not None else "gsm8k"
+        self.reward = resolve_reward(reward, weights)
         base = thresholds or Thresholds()
         ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
         unknown = set(ignored) - set(self.reward.component_names) - {"aggregate", "errors"}
@@ -300,7 +317,12 @@ class RewardPipeMonitor:
         self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
-        self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
+        if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
+            from rewardpipe.integrations.trl_episodes import EpisodeScorer
+
+            self.scorer: BatchScorer = EpisodeScorer(self.reward, on_complete=self._on_batch)
+        else:
+            self.scorer = BatchScorer(self.reward, executor, on_complete=self._on_batch)
         self.reward_funcs = self.scorer.functions()
         self.reward_weights = [c.weight for c in self.reward.components]
         self.alarms: list[Any] = []
@@ -356,7 +378,8 @@ class RewardPipeMonitor:
             return
         if not group_size:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
-        rows = self.gather([(values, error) for values, error in zip(batch.values, batch.errors)])
+        details = batch.details or [{} for _ in batch.values]
+        rows = self.gather(list(zip(batch.values, batch.errors, details)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
@@ -372,9 +395,10 @@ class RewardPipeMonitor:
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
         records = batch_records(
-            {name: [values[name] for values, _ in rows] for name in names}, group_size,
-            weights=weights, step=self.batches, run_id=self.run_id, errors=[error for _, error in rows],
+            {name: [row[0][name] for row in rows] for name in names}, group_size,
+            weights=weights, step=self.batches, run_id=self.run_id, errors=[row[1] for row in rows],
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
+            details=[row[2] for row in rows],
         )
         result = monitor_records(records, self.thresholds, self.state)
         self.state = result.state
@@ -433,4 +457,8 @@ def __getattr__(name: str) -> Any:
     if name == "RewardPipeCallback":
         cls = globals()[name] = _callback_class()
         return cls
+    if name == "EpisodeRollout":  # the multi-turn rollout_func (rewardpipe.integrations.trl_episodes)
+        from rewardpipe.integrations.trl_episodes import EpisodeRollout
+
+        return EpisodeRollout
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

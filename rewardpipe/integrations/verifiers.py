@@ -1,15 +1,18 @@
 """verifiers adapter: the reward components as a ``vf.Rubric`` and the user simulator as an environment turn.
 
-The ``verifiers`` package is not installed here (its dependency set is not on this machine's package
-mirror), so this adapter is tested against verifiers' documented reward-function convention: functions ask
-for what they need by argument name (``completion``, ``answer``, ``prompt``, ``info``, ``**kwargs``) and
-return a float; ``vf.Rubric(funcs=[...], weights=[...])`` sums them with the weights.
+Supported: verifiers 0.2.1 (the ``[verifiers]`` extra; ``make test-verifiers`` runs a real ``vf.MultiTurnEnv``
+rollout and a real ``vf.Rubric`` against it). 0.3 moved this API under ``verifiers.legacy`` and 0.4 replaced
+it with ``verifiers.v1``, which has neither ``Rubric`` nor ``MultiTurnEnv``. Reward functions ask for what
+they need by argument name (``completion``, ``answer``, ``prompt``, ``info``, ``**kwargs``) and return a
+float; ``vf.Rubric(funcs=[...], weights=[...])`` sums them with the weights. Messages arrive as dicts or as
+verifiers' pydantic message objects; both are read.
 
 * :func:`rubric_functions` gives ``(funcs, weights)``, one function per component (named after it, so
-  verifiers logs each one); :func:`rubric` wraps them in ``vf.Rubric`` when verifiers is importable.
+  verifiers logs each one); :func:`rubric` wraps them in ``vf.Rubric``.
 * :func:`simulator_env_response` is the body of a ``vf.MultiTurnEnv.env_response``: given the conversation
-  so far and the task (from ``state["info"]`` / ``state["task"]``), it returns the simulator's user turn.
-  Recent verifiers versions return only the new messages, older ones ``(messages, state)``; wrap accordingly.
+  so far and the task, it returns the simulator's user turn. Keep the task under an ``info`` key of your own
+  (``info["rewardpipe_task"]``): verifiers 0.2 reads ``info["task"]`` as its own task payload. What the
+  simulator already revealed is read off the conversation (verifiers keeps no simulator state).
 
 verifiers turns a reward-function exception into 0.0; a component rewardpipe cannot compute returns
 ``float("nan")`` here instead, so an infrastructure failure is visible in the rollout metrics, not a zero.
@@ -25,9 +28,21 @@ from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
 
+def _message(value: Any) -> dict[str, Any] | None:
+    """One chat message as a dict: verifiers passes dicts (older releases) or its pydantic message objects
+    (``UserMessage``, ``AssistantMessage``... in 0.2); anything without a role is dropped."""
+    if isinstance(value, Mapping):
+        message = dict(value)
+    elif hasattr(value, "model_dump"):
+        message = value.model_dump()
+    else:
+        message = {"role": getattr(value, "role", None), "content": getattr(value, "content", None)}
+    return message if isinstance(message.get("role"), str) else None
+
+
 def _messages(value: Any, role: str) -> list[dict[str, Any]]:
     if isinstance(value, list):
-        return [m for m in value if isinstance(m, dict)]
+        return [m for m in map(_message, value) if m is not None]
     return [{"role": role, "content": value if isinstance(value, str) else ""}]
 
 
@@ -67,12 +82,17 @@ def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | M
     """
     from rewardpipe.episode import EpisodeState
     from rewardpipe.parsing import parse_turn
+    from rewardpipe.questions import reveals_in
     from rewardpipe.simulator import RuleBasedSimulator
 
     task = task if isinstance(task, Task) else Task.model_validate(task)
-    parsed = [Message.model_validate(m) for m in messages]
+    parsed = [Message.model_validate(m) for m in _messages(list(messages), "user")]
     assistant = [m.content for m in parsed if m.role == "assistant"]
+    # verifiers keeps no simulator bookkeeping: what was revealed is read off the conversation so far, the
+    # way recorded transcripts are scored, so a detail is never revealed twice and the next one comes out.
+    reveals = reveals_in(parsed, task.spec)
     state = EpisodeState(run_id="verifiers", group_id="g", rollout_id="r", task_id=task.task_id, messages=parsed,
-                         turn_kinds=[parse_turn(text).kind for text in assistant], next_action="simulator")
+                         turn_kinds=[parse_turn(text).kind for text in assistant], next_action="simulator",
+                         revealed=[index for _, index in reveals], answered_turns=[turn for turn, _ in reveals])
     reply = (simulator or RuleBasedSimulator()).respond(state, task)
     return [{"role": "user", "content": reply.text}]

@@ -1,5 +1,8 @@
 """verl adapter: ``compute_score(data_source, solution_str, ground_truth, extra_info=None)``.
 
+Supported: verl 0.9.1 (the ``[verl]`` extra; ``make test-verl`` scores a real ``DataProto`` with verl's
+``NaiveRewardManager`` and this function loaded by verl's ``get_custom_reward_fn``).
+
 verl's reward managers call one function per sample and, when it returns a dict, use ``score`` as the
 reward and keep every other key as ``reward_extra_info`` (written to ``rollout_data_dir`` and usable by
 DAPO's ``filter_groups.metric``). The dict here carries each component's value, ``reward_error``
@@ -12,15 +15,21 @@ DAPO's ``filter_groups.metric``). The dict here carries each component's value, 
 
 Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given, else the ``data_source``
 (``openai/gsm8k`` and ``gsm8k`` → ``gsm8k``; a registered reward name is used as is), else ``gsm8k``.
-verl has no "no reward" value, so an unscorable sample scores 0.0 with ``reward_error`` = 1 and its
-components left out (set ``filter_groups.metric: reward_error`` or drop such rows from your statistics).
+verl has no "no reward" value, so an unscorable sample scores 0.0 with ``reward_error`` = 1 and NaN in
+every component (set ``filter_groups.metric: reward_error`` or drop such rows from your statistics).
+
+Every sample of a reward returns the same keys (``score``, each component, ``reward_error``): verl's reward
+managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample
+would shift every later value of that list onto the wrong sample. For the same reason a batch should be
+scored by one reward (samples choosing different rewards return different component keys).
 """
 
 from __future__ import annotations
 
+import math
 from typing import Any, Mapping
 
-from rewardpipe.rewards import REWARDS
+from rewardpipe.rewards import REWARDS, get_reward
 from rewardpipe.single_turn import score_samples
 
 DATA_SOURCE_REWARDS = {"openai/gsm8k": "gsm8k", "gsm8k": "gsm8k"}
@@ -41,7 +50,7 @@ def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
 
 def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
                   **_: Any) -> dict[str, float]:
-    """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1, <diagnostics>}``."""
+    """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
     prompt = info.get("question") or info.get("prompt") or ""
     sample = {
@@ -50,8 +59,13 @@ def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_
                      {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""}],
         "metadata": {"reference_answer": ground_truth},
     }
-    result = score_samples([sample], reward_for(data_source, info))[0]
+    reward = get_reward(reward_for(data_source, info))
+    result = score_samples([sample], reward)[0]
+    values = {metric["name"]: metric["value"] for metric in result["metrics_list"]}
+    failed = bool(values.get("reward_error"))
     out: dict[str, float] = {"score": float(result["aggregate_reward_score"])}
-    for metric in result["metrics_list"]:
-        out[metric["name"]] = float(metric["value"])
+    for name in reward.component_names:
+        value = values.get(name)
+        out[name] = math.nan if failed or not isinstance(value, (int, float)) else float(value)
+    out["reward_error"] = 1.0 if failed else 0.0
     return out

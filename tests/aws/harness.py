@@ -45,6 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
+STATE_MACHINE_NAME = "rewardpipe-rollout"
 MOTO_CONFIG = {"stepfunctions": {"execute_state_machine": True}, "lambda": {"use_docker": False}}
 
 TEST_ENV = {
@@ -80,7 +81,9 @@ class Synth:
 
 
 @functools.lru_cache(maxsize=None)
-def synthesized() -> Synth:
+def synthesized(context_json: str = "") -> Synth:
+    """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling
+    the Nova bridge) gives a second, separately cached synth."""
     apply_test_env()
     sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
     from aws_cdk.assertions import Template
@@ -92,7 +95,7 @@ def synthesized() -> Synth:
     import shutil
 
     atexit.register(shutil.rmtree, outdir, True)
-    app, stack = build_app(outdir=str(outdir))
+    app, stack = build_app(json.loads(context_json) if context_json else None, outdir=str(outdir))
     assembly = app.synth()
     template = assembly.get_stack_artifact(stack.artifact_id).template
     return Synth(app=app, stack=stack, template=template, outdir=outdir, assertions=Template.from_stack(stack))
@@ -439,6 +442,36 @@ def start_server() -> str:
     return SERVER["url"]
 
 
+def install_stop_execution_patch(monkeypatch: Any) -> None:
+    """StopExecution as on AWS: the execution is aborted at once, even while a task waits for its token.
+
+    moto 5.2.5 marks the program stopped but leaves a ``waitForTaskToken`` task blocked on its callback until
+    the task's own timeout, so the execution stays RUNNING (and sends no status change) for up to that
+    long; waking the callback instead makes the task time out and run its Catch path, which AWS never does
+    after a stop. So the execution is marked ABORTED (with its stop date) at once, and the blocked worker
+    thread (a daemon) may never change that status when it ends. Opt-in (tests that stop waiting
+    executions call it), so the other tests keep stock behaviour.
+    """
+    from moto.stepfunctions.parser.api import ExecutionStatus
+    from moto.stepfunctions.parser.backend.execution import BaseExecutionWorkerCommunication, Execution
+
+    original_stop = Execution.stop
+    original_reflect = BaseExecutionWorkerCommunication._reflect_execution_status
+
+    def stop(self, stop_date, error, cause):  # noqa: ANN001
+        original_stop(self, stop_date=stop_date, error=error, cause=cause)
+        if self.exec_status == ExecutionStatus.RUNNING:
+            self.exec_status, self.stop_date = ExecutionStatus.ABORTED, stop_date
+            self.error, self.cause = error, cause
+
+    def reflect(self):  # noqa: ANN001
+        if self.execution.exec_status != ExecutionStatus.ABORTED:
+            original_reflect(self)
+
+    monkeypatch.setattr(Execution, "stop", stop)
+    monkeypatch.setattr(BaseExecutionWorkerCommunication, "_reflect_execution_status", reflect)
+
+
 def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
@@ -500,18 +533,44 @@ class Deployment:
             self.refs[logical] = {"Ref": self.topic_arn, "TopicArn": self.topic_arn}
 
         sqs = boto3.client("sqs", region_name=REGION)
-        for logical in self.of_type("AWS::SQS::Queue"):
-            url = sqs.create_queue(QueueName=logical)["QueueUrl"]
+        queues = self.of_type("AWS::SQS::Queue")
+        # Dead-letter queues first: a FIFO queue's redrive policy names its DLQ's ARN.
+        for logical in sorted(queues, key=lambda q: "RedrivePolicy" in queues[q]["Properties"]):
+            url = self._create_queue(sqs, logical, queues[logical]["Properties"])
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
-            self.refs[logical] = {"Ref": url, "Arn": arn, "QueueName": logical}
+            self.refs[logical] = {"Ref": url, "Arn": arn, "QueueName": url.rsplit("/", 1)[-1]}
             if "TurnRequests" in logical and "Dlq" not in logical:
                 self.queue_url = url
 
         self._deploy_network()
         self._deploy_ecs()
+        # Functions may name the state machine (its ARN in their environment) and the state machine names the
+        # functions: its ARN is known before it exists (moto's ARN is a function of its name).
+        for logical in self.of_type("AWS::StepFunctions::StateMachine"):
+            arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE_NAME}"
+            self.refs[logical] = {"Ref": arn, "Arn": arn, "Name": STATE_MACHINE_NAME}
         self._deploy_functions()
         self._deploy_state_machine()
         return self
+
+    def _create_queue(self, sqs: Any, logical: str, props: dict) -> str:
+        """A queue as the template declares it. FIFO queues (the Nova bridge's) keep their name (".fifo" is
+        how AWS and moto tell FIFO apart), deduplication mode, visibility timeout, size limit and redrive
+        policy; other queues are created by logical id with moto's defaults, as they always were."""
+        if not props.get("FifoQueue"):
+            return sqs.create_queue(QueueName=logical)["QueueUrl"]
+        attributes = {"FifoQueue": "true",
+                      "ContentBasedDeduplication": str(bool(props.get("ContentBasedDeduplication"))).lower()}
+        for key in ("VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod"):
+            if key in props:
+                attributes[key] = str(props[key])
+        if "RedrivePolicy" in props:
+            attributes["RedrivePolicy"] = json.dumps(self.resolve(props["RedrivePolicy"]))
+        return sqs.create_queue(QueueName=str(self.resolve(props["QueueName"])), Attributes=attributes)["QueueUrl"]
+
+    def output(self, key: str) -> Any:
+        """A stack output's value, resolved against the deployed resources."""
+        return self.resolve(self.synth.template["Outputs"][key]["Value"])
 
     def _deploy_network(self) -> None:
         import boto3
@@ -593,8 +652,9 @@ class Deployment:
         definition = self.resolve(resource["Properties"]["DefinitionString"])
         self.definition = json.loads(definition)
         self.state_machine_arn = sfn.create_state_machine(
-            name="rewardpipe-rollout", definition=definition, roleArn=self._role(),
+            name=STATE_MACHINE_NAME, definition=definition, roleArn=self._role(),
         )["stateMachineArn"]
+        assert self.state_machine_arn == self.refs[logical]["Arn"], "moto's state machine ARN changed form"
 
     def function_name(self, logical_prefix: str) -> str:
         matches = [name for logical, name in self.functions.items() if logical.startswith(logical_prefix)]
@@ -614,8 +674,12 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
         def do_POST(self):  # noqa: N802
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-            data = json.dumps({"choices": [{"message": {"role": "assistant", "content": reply(body)},
-                                            "finish_reason": "stop"}]}).encode()
+            # The fields the OpenAI SDK's ChatCompletion model requires, so SDK-based clients accept it too.
+            data = json.dumps({"id": f"chatcmpl-{len(seen)}", "object": "chat.completion", "created": 0,
+                               "model": str(body.get("model", "")),
+                               "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(body)},
+                                            "finish_reason": "stop"}],
+                               "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -646,3 +710,213 @@ def wait_execution(sfn: Any, execution_arn: str, timeout_s: float = 120.0) -> di
             sfn.stop_execution(executionArn=execution_arn)
             raise TimeoutError(f"execution {execution_arn} still running after {timeout_s}s")
         time.sleep(0.05)
+
+
+# --------------------------------------------------------------------------------------------------
+# Event sources: what AWS itself does between the deployed resources (additive; used by the Nova bridge
+# end-to-end test). Everything is read from the template: the SQS event-source mappings, the EventBridge
+# rules (event patterns and schedules), their targets and the Lambda permissions that let EventBridge in.
+
+# A Step Functions status-change event carries the execution's input and output only up to 248 KiB; above
+# that the field is left out and "<field>Details": {"included": false} says so (Step Functions developer
+# guide, "Automating Step Functions event delivery with EventBridge").
+STATUS_EVENT_PAYLOAD_BYTES = 248 * 1024
+_RATE_SECONDS = {"minute": 60, "minutes": 60, "hour": 3600, "hours": 3600, "day": 86400, "days": 86400}
+
+
+def _iso(epoch_s: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(epoch_s))
+
+
+def sqs_event_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
+    """One record of the event Lambda's SQS poller hands a function (the documented shape)."""
+    return {
+        "messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
+        "attributes": {k: str(v) for k, v in message.get("Attributes", {}).items()},
+        "messageAttributes": message.get("MessageAttributes", {}), "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": REGION,
+    }
+
+
+def event_matches(pattern: Any, event: Any) -> bool:
+    """EventBridge matching for the pattern forms the templates use: nested objects, and lists of exact
+    values (a field matches when its value, or one of its values, is in the list)."""
+    if isinstance(pattern, dict):
+        return isinstance(event, dict) and all(key in event and event_matches(sub, event[key])
+                                               for key, sub in pattern.items())
+    if isinstance(pattern, list):
+        values = event if isinstance(event, list) else [event]
+        return any(value in pattern for value in values)
+    return pattern == event
+
+
+@dataclass
+class EventSources:
+    """Plays, against a :class:`Deployment`, the event sources of the functions whose logical id starts with
+    one of ``prefixes``:
+
+    * SQS event-source mappings: a poll receives up to ``BatchSize`` messages, invokes the function
+      synchronously with the SQS event, and deletes what succeeded: everything when the function returns,
+      nothing when it raises, and with ``ReportBatchItemFailures`` all but the listed ``itemIdentifier`` s
+      (a malformed list fails the whole batch). Messages not deleted come back after the queue's
+      visibility timeout, as on AWS. Lambda refuses a mapping whose queue's visibility timeout is below
+      the function's timeout: such a mapping is a limit violation here.
+    * EventBridge rules with an event pattern on Step Functions status changes: each execution of a
+      matched state machine that ends is delivered once, as the documented event, to every target
+      (asynchronous invocation).
+    * EventBridge schedules (``rate(...)``): fired by :meth:`fire_schedules` each time ``now`` has passed
+      another period since the first call.
+
+    Targets need the template's ``AWS::Lambda::Permission`` for ``events.amazonaws.com`` from that rule, as
+    on AWS; a missing one is a violation. Invocation failures are kept in :attr:`failures`.
+    """
+
+    deployment: Deployment
+    prefixes: tuple[str, ...] = ("",)
+    failures: list[str] = field(default_factory=list)
+    delivered_statuses: set[str] = field(default_factory=set)
+    _next_fire: dict[str, float] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        import boto3
+
+        self.sqs = boto3.client("sqs", region_name=REGION)
+        self.sfn = boto3.client("stepfunctions", region_name=REGION)
+        self.lam = boto3.client("lambda", region_name=REGION)
+        d = self.deployment
+        functions = d.of_type("AWS::Lambda::Function")
+        queues = d.of_type("AWS::SQS::Queue")
+        queues_by_arn = {d.refs[q]["Arn"]: q for q in queues}
+        self.mappings: list[dict[str, Any]] = []
+        for props in (r["Properties"] for r in d.of_type("AWS::Lambda::EventSourceMapping").values()):
+            target = self._function_logical(props["FunctionName"])
+            if target is None or not target.startswith(self.prefixes):
+                continue
+            queue_arn = d.resolve(props["EventSourceArn"])
+            queue = queues_by_arn[queue_arn]
+            url = d.refs[queue]["Ref"]
+            # As the template declares it (SQS's default is 30 s): the harness gives non-FIFO queues moto's defaults.
+            visibility = int(queues[queue]["Properties"].get("VisibilityTimeout", 30))
+            timeout = int(functions[target]["Properties"].get("Timeout", 3))
+            if visibility < timeout:
+                LIMIT_VIOLATIONS.append(f"event source mapping {target}: queue visibility timeout {visibility}s is "
+                                        f"below the function timeout {timeout}s (Lambda refuses the mapping)")
+            self.mappings.append({"function": d.functions[target], "queue_url": url, "queue_arn": queue_arn,
+                                  "batch_size": int(props.get("BatchSize", 10)),
+                                  "report_failures": "ReportBatchItemFailures" in props.get("FunctionResponseTypes", [])})
+        self.rules: list[dict[str, Any]] = []
+        permissions = [r["Properties"] for r in d.of_type("AWS::Lambda::Permission").values()]
+        for logical, rule in d.of_type("AWS::Events::Rule").items():
+            props = rule["Properties"]
+            for target in props.get("Targets", []):
+                fn = self._function_logical(target["Arn"])
+                if fn is None or not fn.startswith(self.prefixes):
+                    continue
+                allowed = any(p.get("Principal") == "events.amazonaws.com" and self._function_logical(p["FunctionName"]) == fn
+                              and p.get("SourceArn") == {"Fn::GetAtt": [logical, "Arn"]} for p in permissions)
+                if not allowed:
+                    LIMIT_VIOLATIONS.append(f"rule {logical}: no Lambda permission lets EventBridge invoke {fn}")
+                self.rules.append({"rule": logical, "function": d.functions[fn],
+                                   "pattern": d.resolve(props.get("EventPattern")) if "EventPattern" in props else None,
+                                   "rate_s": self._rate(props.get("ScheduleExpression"))})
+
+    @staticmethod
+    def _function_logical(ref: Any) -> str | None:
+        if isinstance(ref, dict) and "Ref" in ref:
+            return ref["Ref"]
+        if isinstance(ref, dict) and "Fn::GetAtt" in ref:
+            return ref["Fn::GetAtt"][0]
+        return None
+
+    @staticmethod
+    def _rate(expression: Any) -> float | None:
+        if not isinstance(expression, str) or not expression.startswith("rate("):
+            return None
+        value, unit = expression[len("rate("):-1].split()
+        return float(value) * _RATE_SECONDS[unit]
+
+    def _invoke(self, function: str, event: dict[str, Any], asynchronous: bool) -> tuple[bool, Any]:
+        """(succeeded, the function's result)."""
+        response = self.lam.invoke(FunctionName=function, InvocationType="Event" if asynchronous else "RequestResponse",
+                                   Payload=json.dumps(event).encode("utf-8"))
+        body = response["Payload"].read()
+        if response.get("FunctionError"):
+            self.failures.append(f"{function}: {body[:500]!r}")
+            return False, None
+        return True, json.loads(body) if body else None
+
+    def poll_sqs(self) -> int:
+        """One poll of every mapping; returns how many messages were handed to functions."""
+        handed = 0
+        for m in self.mappings:
+            messages = self.sqs.receive_message(QueueUrl=m["queue_url"], MaxNumberOfMessages=m["batch_size"],
+                                                AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
+            if not messages:
+                continue
+            handed += len(messages)
+            ok, result = self._invoke(m["function"], {"Records": [sqs_event_record(x, m["queue_arn"]) for x in messages]},
+                                      asynchronous=False)
+            done = {x["MessageId"] for x in messages} if ok else set()  # a raise: the whole batch comes back
+            if ok and m["report_failures"] and isinstance(result, dict) and result.get("batchItemFailures"):
+                failed = [f.get("itemIdentifier") if isinstance(f, dict) else None for f in result["batchItemFailures"]]
+                done = set() if any(i not in done for i in failed) else done - set(failed)
+            for message in messages:
+                if message["MessageId"] in done:
+                    self.sqs.delete_message(QueueUrl=m["queue_url"], ReceiptHandle=message["ReceiptHandle"])
+        return handed
+
+    def deliver_status_changes(self) -> int:
+        """Deliver the status-change event of every execution that ended since the last call."""
+        delivered = 0
+        status_rules = [r for r in self.rules if r["pattern"] and "aws.states" in json.dumps(r["pattern"])]
+        if not status_rules:
+            return 0
+        for machine in self.sfn.list_state_machines()["stateMachines"]:
+            for execution in self.sfn.list_executions(stateMachineArn=machine["stateMachineArn"])["executions"]:
+                arn = execution["executionArn"]
+                if execution["status"] == "RUNNING" or arn in self.delivered_statuses:
+                    continue
+                self.delivered_statuses.add(arn)
+                event = self.status_change_event(self.sfn.describe_execution(executionArn=arn))
+                for rule in status_rules:
+                    if event_matches(rule["pattern"], event):
+                        self._invoke(rule["function"], event, asynchronous=True)
+                        delivered += 1
+        return delivered
+
+    @staticmethod
+    def status_change_event(desc: dict[str, Any]) -> dict[str, Any]:
+        detail: dict[str, Any] = {
+            "executionArn": desc["executionArn"], "stateMachineArn": desc["stateMachineArn"], "name": desc["name"],
+            "status": desc["status"], "startDate": int(desc["startDate"].timestamp() * 1000),
+            "stopDate": int(desc["stopDate"].timestamp() * 1000) if desc.get("stopDate") else None,
+        }
+        for key in ("input", "output"):
+            value = desc.get(key)
+            included = value is not None and _size(value) <= STATUS_EVENT_PAYLOAD_BYTES
+            detail[key] = value if included else None
+            detail[f"{key}Details"] = {"included": included}
+        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Step Functions Execution Status Change",
+                "source": "aws.states", "account": ACCOUNT, "time": _iso(time.time()), "region": REGION,
+                "resources": [desc["executionArn"]], "detail": detail}
+
+    def fire_schedules(self, now: float) -> int:
+        """Fire every schedule whose period has passed since the first call (or its last firing)."""
+        fired = 0
+        for rule in self.rules:
+            if not rule["rate_s"]:
+                continue
+            due = self._next_fire.setdefault(rule["rule"], now + rule["rate_s"])
+            if now < due:
+                continue
+            self._next_fire[rule["rule"]] = now + rule["rate_s"]
+            self._invoke(rule["function"], {
+                "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
+                "account": ACCOUNT, "time": _iso(now), "region": REGION,
+                "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule['rule']}"], "detail": {}}, asynchronous=True)
+            fired += 1
+        return fired
+
+    def pump(self, now: float | None = None) -> int:
+        """One round of everything: SQS polls, status changes, schedules. Returns how much was delivered."""
+        return self.poll_sqs() + self.deliver_status_changes() + self.fire_schedules(time.time() if now is None else now)

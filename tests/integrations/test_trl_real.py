@@ -28,9 +28,9 @@ GROUP = 4
 PROMPTS = ["what is 1+1?", "what is 10+2?", "what is 7+5?", "what is 99+1?"]  # lengths 12, 13, 12, 13
 
 
-def char_tokenizer() -> PreTrainedTokenizerFast:
+def char_tokenizer(alphabet: str = "abcdefghijklmnopqrstuvwxyz0123456789 +=?#.\n") -> PreTrainedTokenizerFast:
     specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
-    chars = sorted(set("abcdefghijklmnopqrstuvwxyz0123456789 +=?#.\n"))
+    chars = sorted(set(alphabet))
     vocab = {token: index for index, token in enumerate(specials + chars)}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
@@ -39,10 +39,10 @@ def char_tokenizer() -> PreTrainedTokenizerFast:
                                    bos_token="<bos>", unk_token="<unk>", padding_side="left")
 
 
-def tiny_model(tokenizer) -> LlamaForCausalLM:
+def tiny_model(tokenizer, positions: int = 64) -> LlamaForCausalLM:
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=positions,
                          pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                          bos_token_id=tokenizer.bos_token_id)
     return LlamaForCausalLM(config)
@@ -128,3 +128,60 @@ def test_ignored_component_gets_figures_but_no_alarm(tmp_path):
     trainer, callback = train(tmp_path, ignore=["prompt_parity", "format"])
     assert not any(alarm.component in ("prompt_parity", "format") for alarm in callback.alarms)
     assert any("rewardpipe/prompt_parity/zero_variance_group_fraction" in e for e in trainer.state.log_history)
+
+
+# --------------------------------------------------------------------------------------------------
+# Multi-turn: the ask-before-coding episode as GRPOTrainer's rollout_func
+
+
+def _tasks():
+    from rewardpipe.models import Task
+
+    tests = "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    common = {"entry_point": "add", "tests": tests, "reference_solution": "def add(a, b):\n    return a + b\n"}
+    return [Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
+            Task(task_id="add-floats", prompt="write add(x, y)", spec=["x and y are floats."], **common)]
+
+
+def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_logged(tmp_path):
+    import string
+
+    from rewardpipe.integrations.trl import EpisodeRollout
+    from rewardpipe.integrations.trl_episodes import PLAIN_FEEDBACK
+
+    tokenizer = char_tokenizer(string.printable)
+    rollout = EpisodeRollout(_tasks(), max_turns=3, max_turn_tokens=6)
+    callback = RewardPipeCallback(episodes=rollout, run_id="trl-multiturn")
+    args = GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * GROUP, num_generations=GROUP,
+        max_completion_length=96, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
+        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+    trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
+                          train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
+                          rollout_func=rollout)
+    trainer.train()
+
+    assert rollout.batches == 2 and len(callback.reports) == 2
+    steps = [e for e in trainer.state.log_history if "rewardpipe/episode/simulator_replies" in e]
+    assert len(steps) == 2, trainer.state.log_history
+    for entry in steps:
+        assert entry["rewardpipe/episode/simulator_replies"] > 0  # multi-turn: the simulator answered
+        assert entry["rewardpipe/episode/assistant_turns"] > 1
+        assert 0 < entry["rewardpipe/episode/simulator_token_fraction"] < 1
+        for name in rollout.reward.component_names:  # every component reached TRL and the within-group monitor
+            assert f"rewards/ask_before_coding_{name}/mean" in entry
+            assert f"rewardpipe/{name}/zero_variance_group_fraction" in entry
+
+    episodes = rollout.last_episodes
+    assert len(episodes) == 2 * GROUP and all(e.record.status == "scored" for e in episodes)
+    for episode in episodes:
+        tokens = episode.tokens
+        replies = [m.content for m in episode.state.messages[1:] if m.role == "user"]
+        masked = [t for t, m in zip(tokens.completion_ids, tokens.env_mask) if m == 0]
+        assert tokenizer.decode(masked) == "".join(PLAIN_FEEDBACK.format(reply=r) for r in replies)
+        assert len(tokens.completion_ids) <= 96
+    # TRL took the simulator's tokens out of the loss: its completion length counts the model's tokens only.
+    model_tokens = [sum(e.tokens.env_mask) for e in episodes]
+    assert steps[-1]["completions/mean_length"] == pytest.approx(sum(model_tokens) / len(model_tokens))

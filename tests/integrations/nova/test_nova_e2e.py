@@ -1,9 +1,21 @@
-"""Nova Forge delegated rollouts end to end under moto.
+"""Nova Forge delegated rollouts end to end under moto, through the construct's real Lambdas.
 
-A simulated Nova trainer (rewardpipe.integrations.nova.trainer_sim, written from the documented v0 shapes)
-talks to SageMaker-named FIFO queues; the bridge roles are pumped the way their SQS event sources and the
-EventBridge status-change rule would call them; the rollouts run in the real synthesized state machine
-(moto's Step Functions engine with the real Lambda handlers, tests/aws/harness.py).
+The stack is synthesized with the ``rewardpipe_nova`` context enabled and deployed into moto from its
+template (tests/aws/harness.py): the bridge's five Lambdas, its SageMaker-named FIFO queues (as declared:
+names, deduplication, visibility, redrive) and the rollout state machine, which moto executes with the real
+handlers in-process. Nothing calls the bridge's Python functions: ``harness.EventSources`` plays what AWS does
+between the resources, from the template — the SQS event-source mappings (SQS events, batch item
+failures), the EventBridge status-change rule and the one-minute sweep schedule, each with its Lambda
+permission. The payload limits (SQS message size, Step Functions' 256 KiB state) are enforced by the harness
+and fail a test at teardown.
+
+The simulated Nova trainer (rewardpipe.integrations.nova.trainer_sim) is written from the documented v0
+shapes only. It finds its queues in the stack's outputs (the recipe's ``rollout_request_arn`` is the request
+queue's ARN), sends rollout requests, answers every generate request like a vLLM server, and collects one
+rollout response per sample.
+
+Time: the deployed bridge reads the time through ``bridge.wall_clock``; the timeout test moves it (and the
+schedule) forward past the rollout budget instead of waiting minutes.
 """
 
 from __future__ import annotations
@@ -13,9 +25,8 @@ import time
 
 import pytest
 
-from rewardpipe.integrations.nova.bridge import Bridge, Queues
-from rewardpipe.integrations.nova.protocol import BridgeConfig
-from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer, scripted_turns, simulate
+from rewardpipe.integrations.nova import bridge as bridge_module
+from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer, scripted_turns
 from rewardpipe.models import load_tasks
 from rewardpipe.rewards import get_reward
 from tests.aws import harness
@@ -24,186 +35,207 @@ pytestmark = pytest.mark.xdist_group("cdk")
 
 TASKS = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")
 REWARD = get_reward("ask_before_coding")
+RUN_ID = "nova"  # the construct's default NovaBridgeSettings.run_id
+BUDGET_S = 600 * 0.8  # NOVA_CONTEXT's rollout_timeout_s × the default budget_fraction
 
 
-def behaviour(index: int, task) -> list[str]:
-    return scripted_turns(index, task)
+class SimulatedClock:
+    """Real time plus an offset the test moves forward (the deployed bridge's and the schedules' clock)."""
 
-
-class Clock:
     def __init__(self) -> None:
-        self.now = 1_000_000.0
+        self.offset = 0.0
 
     def __call__(self) -> float:
-        return self.now
+        return time.time() + self.offset
 
 
-def make_queues(sqs) -> NovaQueues:
-    def fifo(name: str) -> str:
-        return sqs.create_queue(QueueName=f"rewardpipe-SageMaker-{name}.fifo",
-                                Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"})["QueueUrl"]
+class Nova:
+    """A deployed stack with the bridge, its event sources, and Nova's side talking to its queues."""
 
-    return NovaQueues(fifo("RolloutRequestQueue"), fifo("RolloutResponseQueue"), fifo("GenerateRequestQueue"),
-                      fifo("GenerateResponseQueue"))
+    def __init__(self, deployment: harness.Deployment, clock: SimulatedClock) -> None:
+        import boto3
 
+        self.deployment, self.clock = deployment, clock
+        self.sqs = boto3.client("sqs", region_name=harness.REGION)
+        self.sfn = boto3.client("stepfunctions", region_name=harness.REGION)
+        self.s3 = boto3.client("s3", region_name=harness.REGION)
+        self.sources = harness.EventSources(deployment, prefixes=("NovaBridge",))
+        request_arn = deployment.output("NovaRolloutRequestArn")
+        self.queues = NovaQueues(
+            rollout_request=self.sqs.get_queue_url(QueueName=request_arn.rsplit(":", 1)[-1])["QueueUrl"],
+            rollout_response=deployment.output("NovaRolloutResponseSqsUrl"),
+            generate_request=deployment.output("NovaGenerateRequestSqsUrl"),
+            generate_response=deployment.output("NovaGenerateResponseSqsUrl"),
+        )
+        self.scripts: dict[str, list[str] | None] = {}
+        self.trainer = SimulatedTrainer(self.sqs, self.queues, self.policy)
+        from rewardpipe.store import S3Store
 
-def pump(bridge: Bridge, trainer: SimulatedTrainer, sqs, sfn, queues: NovaQueues, turn_queue: str, until,
-         *, reverse=False, timeout_s=120.0, clock: Clock | None = None, advance_s: float = 0.0, trainer_side=True):
-    """Play the event sources until ``until()`` holds: SQS → intake / forward_turn / route_response, execution
-    end → respond, plus the sweeper. Raises if it takes longer than ``timeout_s`` (the test never hangs)."""
-    answered: set[str] = set()
-    deadline = time.time() + timeout_s
-    while not until():
-        assert time.time() < deadline, "the bridge did not finish in time"
-        for url, role in ((queues.rollout_request, bridge.intake), (turn_queue, bridge.forward_turn),
-                          (queues.generate_response, bridge.route_response)):
-            for message in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10).get("Messages", []):
-                role(message["Body"])
-                sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
-        if trainer_side:
-            trainer.answer_generate_requests(reverse=reverse)
-        for execution in sfn.list_executions(stateMachineArn=bridge.state_machine_arn)["executions"]:
-            if execution["status"] != "RUNNING" and execution["name"] not in answered:
-                desc = sfn.describe_execution(executionArn=execution["executionArn"])
-                bridge.respond(execution["name"], desc["status"], desc.get("output"))
-                answered.add(execution["name"])
-        if clock is not None:
-            clock.now += advance_s
-        bridge.sweep()
-        if trainer_side:
-            trainer.collect_responses()
-        time.sleep(0.02)
+        self.store = S3Store(deployment.bucket, client=self.s3)
+
+    def policy(self, sample_id: str, turn: int, messages) -> str | None:
+        script = self.scripts[sample_id]
+        return None if script is None else script[turn]
+
+    def put_task(self, task) -> None:
+        self.store.put_json(f"tasks/nova/{task.task_id}.json", task.model_dump(mode="json"))
+
+    def drive(self, until, *, reverse: bool = False, timeout_s: float = 180.0, bridge_only: bool = False) -> None:
+        """AWS's side (event sources) and Nova's side in turns until ``until()``; never hangs. The bound is
+        generous (8 rollouts take ~15 s on an idle 2-core machine, several times that under a full parallel
+        suite): it only decides how long a broken bridge takes to fail."""
+        deadline = time.monotonic() + timeout_s
+        while not until():
+            assert time.monotonic() < deadline, "the rollouts did not finish in time"
+            moved = self.sources.pump(now=self.clock())
+            if not bridge_only:
+                moved += self.trainer.answer_generate_requests(reverse=reverse)
+                moved += self.trainer.collect_responses()
+            if not moved:
+                time.sleep(0.02)
+        assert not self.sources.failures, self.sources.failures
+
+    def executions(self) -> list[dict]:
+        return self.sfn.list_executions(stateMachineArn=self.deployment.state_machine_arn)["executions"]
+
+    def reports(self) -> dict[str, dict]:
+        return {r["id"]: r for r in (self.store.get_json(k) for k in self.store.list_keys("nova/reports/"))}
 
 
 @pytest.fixture
-def setup(deployment, sfn, tmp_path):
-    import boto3
-
-    from rewardpipe.store import S3Store
-
-    sqs = boto3.client("sqs", region_name=harness.REGION)
-    queues = make_queues(sqs)
-    store = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
+def nova(aws, nova_synth, monkeypatch) -> Nova:
+    clock = SimulatedClock()
+    monkeypatch.setattr(bridge_module, "wall_clock", clock)
+    harness.install_stop_execution_patch(monkeypatch)  # the sweeper stops rollouts waiting for a turn
+    deployment = harness.Deployment(nova_synth).deploy()
+    stack = Nova(deployment, clock)
     for task in TASKS[:2]:
-        store.put_json(f"tasks/nova/{task.task_id}.json", task.model_dump(mode="json"))
-    tasks_file = tmp_path / "tasks.jsonl"
-    tasks_file.write_text("".join(t.model_dump_json() + "\n" for t in TASKS[:1]))
-    clock = Clock()
-
-    def build(**config) -> tuple[Bridge, SimulatedTrainer]:
-        bridge = Bridge(BridgeConfig(run_id="nova-e2e", **config), REWARD, store, sqs, sfn,
-                        Queues(rollout_response=queues.rollout_response, generate_request=queues.generate_request,
-                               turn_requests=deployment.queue_url),
-                        state_machine_arn=deployment.state_machine_arn, clock=clock)
-        return bridge, SimulatedTrainer(sqs, queues, policy)
-
-    scripts: dict[str, list[str] | None] = {}
-
-    def policy(sample_id: str, turn: int, messages):
-        script = scripts[sample_id]
-        return None if script is None else script[turn]
-
-    return {"sqs": sqs, "queues": queues, "store": store, "build": build, "scripts": scripts, "clock": clock,
-            "turn_queue": deployment.queue_url, "tasks_file": tasks_file}
+        stack.put_task(task)
+    return stack
 
 
-def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_components(setup, sfn):
-    bridge, trainer = setup["build"]()
+def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_components(nova):
+    trainer = nova.trainer
     samples = {}
     for prompt, task in enumerate(TASKS[:2]):
         for index in range(4):
             sample_id = f"sample-{prompt:03d}_{index}"
-            setup["scripts"][sample_id] = behaviour(index, task)
-            # every request of group 0 is delivered twice (SQS is at-least-once)
+            nova.scripts[sample_id] = scripted_turns(index, task)
+            # every request of group 0 is delivered twice (SQS is at-least-once; Nova sends no dedup id we know)
             samples[sample_id] = trainer.request_rollout(sample_id, {"task_id": task.task_id}, redeliver=prompt == 0)
-    pump(bridge, trainer, setup["sqs"], sfn, setup["queues"], setup["turn_queue"],
-         until=lambda: len(trainer.responses) == 8, reverse=True)
-    time.sleep(0.2)
+    # Generate responses go back in reverse order of the requests: out of order across and within rollouts.
+    nova.drive(until=lambda: len(trainer.responses) == 8, reverse=True)
+    nova.drive(until=lambda: not any(e["status"] == "RUNNING" for e in nova.executions()), bridge_only=True)
     trainer.collect_responses()
     assert sorted(trainer.responses) == sorted(samples) and not trainer.duplicate_responses
-    assert len(sfn.list_executions(stateMachineArn=bridge.state_machine_arn)["executions"]) == 8  # no duplicates
+    assert len(nova.executions()) == 8  # the redelivered requests started nothing
 
-    # Generate requests follow the documented shape: step_id = <sample_id>_<turn>, messages so far.
+    # Generate requests follow the documented shape: step_id = <sample_id>_<turn>, the messages so far.
     first = next(r for r in trainer.generate_requests if r["step_id"] == "sample-000_0_1")
     assert set(first) == {"version", "sample_id", "step_id", "messages"} and first["version"] == "v0"
     assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]
     assert TASKS[0].tests not in json.dumps(trainer.generate_requests)  # the hidden tests never reach Nova
 
-    records = {r.rollout_id: r for r in setup["store"].iter_records("nova-e2e", 0)}
-    reports = {r["id"]: r for r in (setup["store"].get_json(k) for k in setup["store"].list_keys("nova/reports/"))}
+    records = {r.rollout_id: r for r in nova.store.iter_records(RUN_ID, 0)}
+    reports = nova.reports()
     assert {r.group_id for r in records.values()} == {"sample-000", "sample-001"}
     for sample_id, response in trainer.responses.items():
         record = records[sample_id]
         assert record.status == "scored"
         assert set(response) == {"version", "sample_id", "stop_reason", "rewards"}
+        assert response["stop_reason"] == "end_of_conversation"
         # aggregate in [-0.5, 1.6] mapped linearly onto the advertised range [0, 1]
         assert response["rewards"]["aggregate_score"] == pytest.approx((record.aggregate + 0.5) / 2.1)
-        report = reports[sample_id]
-        rewards = {m["name"]: m["value"] for m in report["metrics_list"] if m["type"] == "Reward"}
+        rewards = {m["name"]: m["value"] for m in reports[sample_id]["metrics_list"] if m["type"] == "Reward"}
         assert rewards == record.components
-    # the four strategies give the blog's component values
-    ask, direct, guess = records["sample-000_0"], records["sample-000_1"], records["sample-000_2"]
+    ask, direct, guess, slow = (records[f"sample-000_{i}"] for i in range(4))
     assert ask.components == {"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0,
                               "loop_penalty": 0.0}
     assert direct.components["guessed_immediately"] == -1.0 and direct.components["correctness"] == 1.0
     assert guess.components["correctness"] == 0.0
+    assert slow.components["asked_before_coding"] == 1.0 and slow.metrics["assistant_turns"] == 3
     assert trainer.responses["sample-000_0"]["rewards"]["aggregate_score"] == pytest.approx(1.0)
+    # Every message the bridge consumed was deleted (no batch item failed), and nothing was dead-lettered.
+    for url in (nova.queues.rollout_request, nova.queues.generate_response, nova.deployment.queue_url):
+        attrs = nova.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+        assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0", url
 
 
-def test_a_generate_response_that_never_comes_ends_in_the_error_reward_not_a_hang(setup, sfn):
-    bridge, trainer = setup["build"](rollout_budget_s=30, error_reward="neutral")
-    setup["scripts"]["lost-000_0"] = None  # the model server never answers
-    setup["scripts"]["fine-000_0"] = behaviour(1, TASKS[0])
+def test_a_generate_response_that_never_comes_ends_in_the_error_reward_not_a_hang(nova):
+    trainer = nova.trainer
+    nova.scripts["lost-000_0"] = None  # the model server never answers this rollout
+    nova.scripts["fine-000_0"] = scripted_turns(1, TASKS[0])
     trainer.request_rollout("lost-000_0", {"task_id": TASKS[0].task_id}, value_range=(-1.0, 3.0))
     trainer.request_rollout("fine-000_0", {"task_id": TASKS[0].task_id})
-    pump(bridge, trainer, setup["sqs"], sfn, setup["queues"], setup["turn_queue"],
-         until=lambda: len(trainer.responses) == 2, clock=setup["clock"], advance_s=1.0)
+    nova.drive(until=lambda: "fine-000_0" in trainer.responses and "lost-000_0_0" in trainer.unanswered)
+    assert "lost-000_0" not in trainer.responses
+    # Nova's rollout.timeout would fail the training job; the bridge's budget (80 % of it) runs out first.
+    # Move time past the budget and the next whole minute: the one-minute schedule fires the sweeper.
+    nova.clock.offset += BUDGET_S + 120
+    nova.drive(until=lambda: "lost-000_0" in trainer.responses)
     lost = trainer.responses["lost-000_0"]
     assert lost["rewards"]["aggregate_score"] == 1.0  # mid-range of [-1, 3]: neutral, and flagged below
     assert lost["stop_reason"] == "error"
-    record = next(r for r in setup["store"].iter_records("nova-e2e", 0) if r.rollout_id == "lost-000_0")
+    record = next(r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == "lost-000_0")
     assert record.status == "error" and record.error.kind == "timeout"
-    reports = [setup["store"].get_json(k) for k in setup["store"].list_keys("nova/reports/")]
-    flags = {r["id"]: {m["name"]: m["value"] for m in r["metrics_list"]} for r in reports}
+    flags = {k: {m["name"]: m["value"] for m in r["metrics_list"]} for k, r in nova.reports().items()}
     assert flags["lost-000_0"]["reward_error"] == 1 and flags["lost-000_0"]["error_timeout"] == 1
     assert flags["fine-000_0"]["reward_error"] == 0
-    assert trainer.responses["fine-000_0"]["stop_reason"] == "end_of_conversation"
+    # The stopped execution's own status change reaches the responder, which does not answer twice.
+    nova.drive(until=lambda: not any(e["status"] == "RUNNING" for e in nova.executions()), bridge_only=True)
+    assert sorted(e["status"] for e in nova.executions()) == ["ABORTED", "SUCCEEDED"]
+    nova.drive(until=lambda: len(nova.sources.delivered_statuses) == 2, bridge_only=True)
+    time.sleep(0.1)
+    trainer.collect_responses()
+    assert not trainer.duplicate_responses
+    # A generate response arriving after the cut-off is dropped, not delivered to a stopped rollout.
+    trainer._send(nova.queues.generate_response, {
+        "version": "v0", "sample_id": "lost-000_0", "step_id": "lost-000_0_0",
+        "data": {"choices": [{"message": {"content": "late"}, "finish_reason": "stop"}]}}, "lost-000_0")
+    nova.drive(until=lambda: nova.sqs.get_queue_attributes(
+        QueueUrl=nova.queues.generate_response, AttributeNames=["ApproximateNumberOfMessages"])
+        ["Attributes"]["ApproximateNumberOfMessages"] == "0", bridge_only=True)
+    assert not trainer.duplicate_responses
 
 
-def test_bad_requests_are_answered_at_once_and_fail_batch_answers_nothing(setup, sfn):
-    bridge, trainer = setup["build"](error_reward="zero")
-    out = bridge.intake(json.dumps({"version": "v0", "sample_id": "odd-000_0", "rewards": {"range": [0, 1]},
-                                    "data": {"task_id": "no-such-field-here"} | {"x": 1}}))
-    assert out["status"] == "started"  # an unknown task id is found out by the rollout, which errors
-    out = bridge.intake(json.dumps({"version": "v0", "sample_id": "bad-000_0", "data": {}}))
-    assert out["status"] == "rejected_answered" and out["response"]["rewards"]["aggregate_score"] == pytest.approx(0.5 / 2.1)
-    assert bridge.intake("not json")["status"] == "rejected"
-    failing, _ = setup["build"](error_reward="fail_batch")
-    assert failing.intake(json.dumps({"sample_id": "bad-001_0", "data": {}}))["status"] == "rejected_unanswered"
+def test_bad_requests_are_answered_through_the_queue_and_unreadable_ones_are_dropped(nova):
+    trainer = nova.trainer
+    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody="not json")
+    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=json.dumps(
+        {"version": "v0", "sample_id": "bad-000_0", "rewards": {"range": [0, 1]}, "data": {}}))
+    trainer.request_rollout("odd-000_0", {"task_id": "no-such-task"})
+    nova.drive(until=lambda: {"bad-000_0", "odd-000_0"} <= set(trainer.responses))
+    bad, odd = trainer.responses["bad-000_0"], trainer.responses["odd-000_0"]
+    assert bad["stop_reason"] == "error" and bad["rewards"]["aggregate_score"] == pytest.approx(0.5)  # neutral
+    assert odd["stop_reason"] == "error"  # the unknown task is found out by the rollout, which errors
+    odd_record = next(r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == "odd-000_0")
+    assert odd_record.status == "error"
+    # "not json" has no sample_id to answer under: logged and deleted (not retried into the dead-letter queue).
+    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.queues.rollout_request, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
-def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(setup, sfn):
+def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(nova, tmp_path):
     import threading
 
     from typer.testing import CliRunner
 
     from rewardpipe.cli import app
 
-    bridge, trainer = setup["build"]()
-    queues = setup["queues"]
     stop = threading.Event()
     failures: list[BaseException] = []
 
-    def bridge_side():  # the deployed bridge: event sources and the status-change rule
+    def aws_side():  # the deployed stack's event sources, while the command plays Nova
         try:
-            pump(bridge, trainer, setup["sqs"], sfn, NovaQueues(queues.rollout_request, "", "", queues.generate_response),
-                 setup["turn_queue"], until=stop.is_set, timeout_s=300, trainer_side=False)
+            nova.drive(until=stop.is_set, timeout_s=300, bridge_only=True)
         except BaseException as exc:  # noqa: BLE001
             failures.append(exc)
 
-    thread = threading.Thread(target=bridge_side, daemon=True)
+    thread = threading.Thread(target=aws_side, daemon=True)
     thread.start()
-    tasks_file = setup["tasks_file"]
+    tasks_file = tmp_path / "tasks.jsonl"
+    tasks_file.write_text(TASKS[0].model_dump_json() + "\n")
+    queues = nova.queues
     try:
         out = CliRunner().invoke(app, [
             "nova", "simulate", "--rollout-request-url", queues.rollout_request,
@@ -215,6 +247,25 @@ def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(setup, sf
         thread.join(timeout=30)
     assert not failures, failures
     assert out.exit_code == 0, out.output
-    # the in-process Lambdas of the bridge thread log to the same captured stdout: read the command's object
+    # the in-process Lambdas of the AWS thread log to the same captured stdout: read the command's object
     report, _ = json.JSONDecoder().raw_decode(out.output[out.output.index('{\n  "ok"'):])
     assert report["ok"] and len(report["responses"]) == 4 and not report["missing"]
+
+
+def test_a_message_the_bridge_cannot_handle_stays_on_its_queue_for_a_retry(nova):
+    """Batch item failures as the event-source mapping applies them: a turn request the forwarder cannot
+    read is reported failed, so it is not deleted (SQS redelivers it after the visibility timeout and, after
+    five receives, dead-letters it); a function that raises leaves its whole batch the same way."""
+    turn_queue = nova.deployment.queue_url
+    nova.sqs.send_message(QueueUrl=turn_queue, MessageBody=json.dumps({"task_token": 1}))
+    assert nova.sources.poll_sqs() == 1
+    attrs = nova.sqs.get_queue_attributes(QueueUrl=turn_queue, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1"  # in flight, not deleted
+    assert not nova.sources.failures  # reported as a batch item failure, not a crash
+
+    harness.LAMBDA_FAULTS["NovaBridgeIntake"] = RuntimeError("intake down")
+    nova.trainer.request_rollout("retry-000_0", {"task_id": TASKS[0].task_id})
+    assert nova.sources.poll_sqs() == 1
+    assert nova.sources.failures and "intake down" in nova.sources.failures[0]
+    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.queues.rollout_request, AttributeNames=["All"])["Attributes"]
+    assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1" and not nova.executions()

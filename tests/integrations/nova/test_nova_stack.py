@@ -10,14 +10,12 @@ pytestmark = pytest.mark.xdist_group("cdk")
 
 
 @pytest.fixture(scope="module")
-def template(tmp_path_factory):
-    from app import build_app, synth_errors
+def template(nova_synth):
+    from app import synth_errors
 
-    app, stack = build_app({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}},
-                           outdir=str(tmp_path_factory.mktemp("nova-cdk")))
-    errors = synth_errors(app, stack)
+    errors = synth_errors(nova_synth.app, nova_synth.stack)
     assert errors == []  # cdk-nag: every finding fixed or acknowledged with a reason
-    return app.synth().get_stack_by_name(stack.stack_name).template
+    return nova_synth.template
 
 
 def _of_type(template, cfn_type):
