@@ -25,11 +25,15 @@ from rewardpipe.monitoring.thresholds import MonitorInputError
 class Labels:
     """A text column as dense codes (per row) and the text of each code. ``names`` may be given as a
     callable that produces them, called only if a name is ever read (a million rollout ids are only
-    ever compared by code)."""
+    ever compared by code). ``distinct``, when known, is how many names there are, every one of them
+    used by some row (so codes are dense in ``range(distinct)``): set by the readers that build the
+    codes, dropped by :meth:`take`, since a subset of the rows may not use every name."""
 
-    def __init__(self, codes: np.ndarray, names: list[str] | Callable[[], list[str]]) -> None:
+    def __init__(self, codes: np.ndarray, names: list[str] | Callable[[], list[str]],
+                 distinct: int | None = None) -> None:
         self.codes = codes
         self._names = names
+        self.distinct = distinct
 
     @property
     def names(self) -> list[str]:
@@ -43,7 +47,7 @@ class Labels:
         for value in dict.fromkeys(values):
             codebook[value] = len(codebook)
         return cls(np.fromiter(map(codebook.__getitem__, values), dtype=np.int64, count=len(values)),
-                   list(codebook))
+                   list(codebook), len(codebook))
 
     def take(self, rows: np.ndarray) -> "Labels":
         return Labels(self.codes[rows], self._names)
@@ -92,7 +96,9 @@ class RecordBatch:
     def dedupe(self) -> "RecordBatch":
         """Keep the last copy of each (run, step, group, rollout); the dropped copies' positions go to
         ``duplicates`` (as the store would: the key is the same, the last write wins)."""
-        key = _combined(self.run_ids.codes, self.steps, self.group_ids.codes, self.rollout_ids.codes)
+        if self.rollout_ids.distinct == len(self):
+            return self  # every row has its own rollout id: nothing can be repeated
+        key = _combined(self.run_ids, self.steps, self.group_ids, self.rollout_ids)
         unique, last_reversed = np.unique(key[::-1], return_index=True)
         if len(unique) == len(self):
             return self
@@ -115,25 +121,44 @@ class RecordBatch:
     def group_codes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(a dense code per row for its (step, group_id), first seen first; each code's step; each code's
         group_id code)."""
-        codes, _ = _first_seen_codes(_combined(self.steps, self.group_ids.codes))
+        codes, _ = _first_seen_codes(_combined(self.steps, self.group_ids))
         rows = np.full(int(codes.max()) + 1 if len(codes) else 0, len(codes), dtype=np.int64)
         np.minimum.at(rows, codes, np.arange(len(codes)))  # each code's first row
         return codes, self.steps[rows], self.group_ids.codes[rows]
 
 
-def _combined(*columns: np.ndarray) -> np.ndarray:
+def _combined(*columns: np.ndarray | Labels) -> np.ndarray:
     """One int64 key per row that is equal exactly when every column is equal (dense re-coding keeps the
-    product of the cardinalities small; a structured view would work too, but sorts far slower)."""
-    key = np.zeros(len(columns[0]), dtype=np.int64)
+    product of the cardinalities small; a structured view would work too, but sorts far slower). Labels
+    whose codes are known to be dense, and integer columns spanning a range no wider than the rows, are
+    used as they are: only other columns need the sort that re-codes them."""
+    first = columns[0]
+    rows = len(first.codes if isinstance(first, Labels) else first)
+    key = np.zeros(rows, dtype=np.int64)
     span = 1
     for column in columns:
-        values, codes = np.unique(column, return_inverse=True)
-        if span * max(len(values), 1) >= 2**62:  # re-densify the key so far before it could overflow
+        codes, size = _dense(column, rows)
+        if span * max(size, 1) >= 2**62:  # re-densify the key so far before it could overflow
             _, key = np.unique(key, return_inverse=True)
+            key = key.reshape(-1)
             span = int(key.max()) + 1 if len(key) else 1
-        key = key * len(values) + codes.reshape(-1)
-        span *= max(len(values), 1)
+        key = key * size + codes
+        span *= max(size, 1)
     return key
+
+
+def _dense(column: np.ndarray | Labels, rows: int) -> tuple[np.ndarray, int]:
+    """(codes in ``range(size)`` that are equal exactly where the column's values are, size)."""
+    if isinstance(column, Labels):
+        if column.distinct is not None:
+            return column.codes, column.distinct
+        column = column.codes
+    if rows and column.dtype.kind in "iu":
+        low, high = int(column.min()), int(column.max())
+        if high - low < max(rows, 1):
+            return column - low, high - low + 1
+    values, codes = np.unique(column, return_inverse=True)
+    return codes.reshape(-1), len(values)
 
 
 def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]]:

@@ -19,8 +19,8 @@ here in full, with the meaning the careful path gives it, or not at all.
 
 from __future__ import annotations
 
-import io
 import re
+from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
@@ -87,13 +87,21 @@ def read_jsonl_batch(path: Path) -> RecordBatch | None:
 
 def _vouched(data: bytes) -> RecordBatch | None:
     """JSONL bytes as a batch: pyarrow's reader, else orjson's, else None (not UTF-8, or neither vouches)."""
-    if not data.isascii():
-        try:
-            data.decode("utf-8")
-        except UnicodeDecodeError:
-            return None
     with paused_gc():
-        return _arrow_batch(data) or _orjson_batch(data)
+        batch = _arrow_batch(data)
+        if batch is not None:
+            return batch
+        return _orjson_batch(data) if _utf8(data) else None
+
+
+def _utf8(data: bytes) -> bool:
+    if data.isascii():
+        return True
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 # -- 1. pyarrow ---------------------------------------------------------------------------------------
@@ -180,22 +188,22 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.json as pj
+        import pyarrow.json  # noqa: F401 - present in this build (it is optional in pyarrow's own)
     except ImportError:  # pragma: no cover - pyarrow is the optional "parquet" extra
         return None
-    positions = _line_numbers(data)
     sample = _sample(data)
-    if positions is None or not sample:
-        return None
-    schema = _arrow_schema(sample)
+    schema = _arrow_schema(sample) if sample else None
     if schema is None:
         return None
-    try:
-        table = pj.read_json(io.BytesIO(data), parse_options=pj.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="error"))
-    except (pa.ArrowInvalid, ValueError):
-        return None
-    if table.num_rows != len(positions):
+    # pyarrow parses without the GIL (on every core it can get); the checks of the bytes that must hold
+    # before its rows can be trusted as the file's lines hold the GIL, so they run beside it, on the time
+    # its threads leave idle, instead of before it.
+    with ThreadPoolExecutor(1) as pool:
+        parsing = pool.submit(_read_json, data, schema)
+        positions = _line_numbers(data) if _utf8(data) else None
+        aggregates_named = data.count(b'"aggregate":') if positions is not None else -1
+        table = parsing.result()
+    if positions is None or table is None or table.num_rows != len(positions):
         return None
     table = table.combine_chunks()
     column = {name: table.column(name).chunk(0) if table.column(name).num_chunks else
@@ -230,7 +238,7 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     # string (a quote there is escaped), a row cannot hold it twice (pyarrow refuses repeated keys), and no
     # nested field may contain the word (pyarrow refuses fields the schema does not name).
     nested = [f.name for name in ("components", "weights", "metrics", "error") for f in schema.field(name).type]
-    agg_given = data.count(b'"aggregate":') == len(positions) and not any("aggregate" in n for n in nested)
+    agg_given = aggregates_named == len(positions) and not any("aggregate" in n for n in nested)
     if not recheck.nulls(nulls, agg_null, agg_given):
         return None
 
@@ -267,16 +275,36 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     else:
         inprocess = np.zeros(len(positions), dtype=bool)
 
+    run_ids, group_ids, rollout_ids, task_ids, error_kinds = _labels_of(
+        column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds)
     return RecordBatch(
-        run_ids=_labels(column["run_id"]), steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
-        group_ids=_labels(column["group_id"]), rollout_ids=_labels(column["rollout_id"]),
-        task_ids=_labels(column["task_id"]), scored=scored, error_kinds=_labels(kinds), inprocess=inprocess,
-        weights=weights, values=values, nulls=nulls, positions=positions, load=_loader(lines.__getitem__))
+        run_ids=run_ids, steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=group_ids, rollout_ids=rollout_ids, task_ids=task_ids, scored=scored, error_kinds=error_kinds,
+        inprocess=inprocess, weights=weights, values=values, nulls=nulls, positions=positions, load=_loader(lines.__getitem__))
+
+
+def _read_json(data: bytes, schema: Any) -> Any:
+    """pyarrow's table of the JSONL bytes under ``schema`` (no field it does not name), or None."""
+    import pyarrow as pa
+    import pyarrow.json as pj
+
+    try:
+        return pj.read_json(pa.BufferReader(data), parse_options=pj.ParseOptions(
+            explicit_schema=schema, unexpected_field_behavior="error"))
+    except (pa.ArrowInvalid, ValueError):
+        return None
+
+
+def _labels_of(*arrays: Any) -> list[Labels]:
+    """:func:`_labels` of each text column, two at a time (pyarrow hashes them without the GIL)."""
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(_labels, arrays))
 
 
 def _labels(array: Any) -> Labels:
     encoded = array.dictionary_encode()
-    return Labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist)
+    return Labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist,
+                  len(encoded.dictionary))
 
 
 def _finite_or_null(array: Any) -> bool:
@@ -564,10 +592,11 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
 
         return Record.model_validate(_record_dict(table.slice(position - 1, 1).to_pylist()[0]))
 
+    run_ids, group_ids, rollout_ids, task_ids, error_kinds = _labels_of(
+        column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds)
     return RecordBatch(
-        run_ids=_labels(column["run_id"]), steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
-        group_ids=_labels(column["group_id"]), rollout_ids=_labels(column["rollout_id"]),
-        task_ids=_labels(column["task_id"]), scored=scored, error_kinds=_labels(kinds),
+        run_ids=run_ids, steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=group_ids, rollout_ids=rollout_ids, task_ids=task_ids, scored=scored, error_kinds=error_kinds,
         inprocess=inprocess.to_numpy(zero_copy_only=False), weights=weights, values=values, nulls=nulls,
         positions=np.arange(1, rows + 1, dtype=np.int64), load=load, position_label="row")
 
