@@ -18,6 +18,11 @@ repeats, the monitor over the columns) to show where the time goes, and so is `m
 export of the same records (``report --parquet``). ``--careful N`` also times the careful per-line path
 (a Record validated per line: what runs when the fast reader cannot vouch for a file) over the first N
 records, scaled to the file's size.
+
+``--store N`` also times `rewardpipe monitor STORE` over a local store holding N records, one file per
+record in the store's own layout (``runs/<run>/step=<n>/group=<g>/<rollout>.json``; 500 groups of 8 per
+step, the generator of benchmarks/report.py), read straight into columns, against the careful path
+(a Record validated per file) over the same store in the same run; issue 9 measured ~9 s for 200,000.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ from typer.testing import CliRunner  # noqa: E402
 import rewardpipe.monitoring.fastread as fastread  # noqa: E402
 from rewardpipe.cli import app  # noqa: E402
 from rewardpipe.monitoring.monitor import monitor_batch  # noqa: E402
+from rewardpipe.store import record_key  # noqa: E402
 
 
 def write_file(path: Path, records: int) -> None:
@@ -79,12 +85,42 @@ def careful_seconds(path: Path, records: int) -> float:
         head.unlink()
 
 
+def write_store(root: Path, records: int) -> None:
+    """A local store of ``records`` records, one file each, laid out as ``LocalStore.put_record`` lays them
+    (same keys, same bytes; written directly, since a temporary file and a rename per record is only
+    slower to set up)."""
+    from report import synthetic as run_records
+
+    made: set[Path] = set()
+    for record in run_records(records, 500, 8):
+        path = root / record_key(record)
+        if path.parent not in made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.add(path.parent)
+        path.write_text(record.to_json())
+
+
+def store_seconds(root: Path, repeat: int) -> tuple[float, float]:
+    """(monitor STORE as shipped, the same with the columnar store reader off), best of ``repeat``."""
+    fast = rewardpipe_monitor(root)
+    original = fastread.read_store_batch
+    fastread.read_store_batch = lambda *args: None
+    try:
+        assert rewardpipe_monitor(root)["steps"] == fast["steps"], "the two store paths disagree"
+        t_careful = best_time(lambda: rewardpipe_monitor(root), repeat)
+    finally:
+        fastread.read_store_batch = original
+    return best_time(lambda: rewardpipe_monitor(root), repeat), t_careful
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--careful", type=int, default=0, metavar="N",
                         help="also time the careful per-line path over the first N records")
+    parser.add_argument("--store", type=int, default=0, metavar="N",
+                        help="also time monitor over a local store of N records, one file each")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl"
@@ -121,6 +157,13 @@ def main() -> None:
             t_careful = careful_seconds(path, args.careful) * args.records / args.careful
             print(f"careful per-line path (fast readers off), scaled from {args.careful:,} records: "
                   f"{t_careful:6.2f} s ({t_careful / t_ours:.1f}x the fast path)")
+        if args.store:
+            root = Path(tmp) / "store"
+            write_store(root, args.store)
+            t_store, t_store_careful = store_seconds(root, args.repeat)
+            print(f"rewardpipe monitor STORE --json, {args.store:,} records in as many files: {t_store:6.2f} s; "
+                  f"careful path (a Record per file) {t_store_careful:6.2f} s ({t_store_careful / t_store:.1f}x); "
+                  f"load average {os.getloadavg()[0]:.2f}")
 
 
 if __name__ == "__main__":

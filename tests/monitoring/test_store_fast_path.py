@@ -66,3 +66,44 @@ def test_ids_that_need_encoding_are_matched_to_their_keys(tmp_path, monkeypatch)
     fast, careful, used = both_ways(monkeypatch, store.root)
     assert used == [True] and fast == careful and fast[0] == 0
     assert json.loads(fast[1])["steps"][0]["groups"] == len(odd)
+
+
+def test_the_columnar_listing_is_the_stores_own(tmp_path):
+    """The store reader lists files itself (os.scandir, no pathlib per file): the same keys, in the same
+    order, as LocalStore's listing, whatever else lies in the folders."""
+    store = store_of(tmp_path, varied_run(11, steps=2, groups=4, k=3))
+    step = store.root / "runs" / "r1" / "step=1"
+    (step / "group=g0" / ".half-written.tmp").write_text("{")
+    (step / "group=g0" / ".hidden.json").write_text("{}")
+    (step / "loose.json").write_text("{}")
+    (step / "group=g1" / "deeper" / "still").mkdir(parents=True)
+    (step / "group=g1" / "deeper" / "still" / "x.json").write_text("{}")
+    (step / "group=g1" / "zz-link.json").symlink_to(step / "loose.json")
+    (step / "group=g1" / "broken.json").symlink_to(tmp_path / "nowhere")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "o.json").write_text("{}")
+    (step / "group=linked").symlink_to(outside, target_is_directory=True)
+    (step / "group=é ü").mkdir()
+    (step / "group=é ü" / "ß.json").write_text("{}")
+    for prefix in ("runs/r1/step=0", "runs/r1/step=1", "runs/r1/step=9", "runs/r1"):
+        assert fastread._listing(str(store.root), prefix) == list(store._list(prefix + "/")), prefix
+
+
+def test_records_longer_than_one_read_and_many_files_are_read_whole(tmp_path, monkeypatch):
+    records = varied_run(12)  # several hundred files: read by several threads
+    records[5]["metrics"] = {"exec_reason": "x" * 200_000}  # one record longer than a single read
+    store = store_of(tmp_path, records)
+    assert len(list(store._list("runs/r1/"))) >= 256
+    fast, careful, used = both_ways(monkeypatch, store.root)
+    assert used == [True] and fast == careful and fast[0] == 0
+
+
+def test_an_empty_or_multi_line_record_file_goes_the_careful_way(tmp_path, monkeypatch):
+    for content in (b"", b"\n", b'{"run_id":\n"r1"}'):
+        store = store_of(tmp_path / f"s{len(content)}", varied_run(13, steps=2))
+        victim = next(iter(store._list("runs/r1/step=1/")))
+        (store.root / victim).write_bytes(content)
+        fast, careful, used = both_ways(monkeypatch, store.root)
+        assert used == [False] and fast == careful, content
+        monkeypatch.undo()
