@@ -251,9 +251,10 @@ def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, grou
     shift = np.zeros(groups)
     shift[has] = values[first[has]]
     d = x - shift[g]
-    s1, s2 = np.zeros(groups), np.zeros(groups)
-    np.add.at(s1, g, d)  # unbuffered, in row order: the same additions, in the same order, as one by one
-    np.add.at(s2, g, d * d)
+    # bincount adds each weight to its bin in row order, from 0.0: the same additions, in the same order,
+    # as one record at a time
+    s1 = np.bincount(g, weights=d, minlength=groups)
+    s2 = np.bincount(g, weights=d * d, minlength=groups)
     minimum, maximum = np.full(groups, np.nan), np.full(groups, np.nan)
     minimum[has], maximum[has] = np.inf, -np.inf
     np.minimum.at(minimum, g, x)
