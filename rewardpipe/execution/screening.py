@@ -9,6 +9,7 @@ therefore incomplete by nature: use ``inprocess`` only for tasks whose tests can
 from __future__ import annotations
 
 import ast
+from rewardpipe.execution.runtime.harness import parse_source
 
 SUSPICIOUS_NAMES = {
     "unittest", "sys", "gc", "ctypes", "inspect", "builtins", "importlib", "__import__", "exec", "eval",
@@ -28,8 +29,8 @@ SUSPICIOUS_ATTRIBUTES = {
 def screen(code: str) -> list[str]:
     """Reasons the code is unfit for in-process testing; empty when nothing suspicious was found."""
     try:
-        tree = ast.parse(code)
-    except SyntaxError:
+        tree = parse_source(code)
+    except (SyntaxError, ValueError):
         return []  # a syntax error fails on its own when the code is loaded
     findings: list[str] = []
     for node in ast.walk(tree):

@@ -3,7 +3,20 @@
 from __future__ import annotations
 
 import ast
+import threading
 import unittest
+
+# CPython 3.11 keeps the AST constructor's recursion counter in interpreter-wide state, so two threads
+# building AST objects at once (a garbage collection in one lets the other run) corrupt it and an
+# innocent parse fails with "SystemError: AST constructor recursion depth mismatch" (python/cpython
+# gh-106905). The scorer parses each job's tests on its pool threads: every parse holds this lock.
+_AST_LOCK = threading.Lock()
+
+
+def parse_source(source: str) -> ast.Module:
+    """``ast.parse(source)``, safe to call from several threads at once."""
+    with _AST_LOCK:
+        return ast.parse(source)
 
 
 class HarnessError(Exception):
@@ -21,7 +34,7 @@ class MissingEntryPoint(HarnessError):
 
 def parse_tests(tests: str) -> ast.Module:
     try:
-        return ast.parse(tests)
+        return parse_source(tests)
     except SyntaxError as exc:
         raise HarnessError(f"hidden tests do not parse: {exc.msg} (line {exc.lineno})") from None
     except ValueError as exc:  # e.g. NUL bytes
