@@ -163,8 +163,10 @@ def cap_workers(workers: int | None) -> int | None:
 
 
 def file_sha256(path: Path) -> str:
+    from rewardpipe.models import open_input
+
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open_input(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

@@ -8,8 +8,6 @@ same store). The triage list is also written into the store as ``runs/<run>/tria
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -17,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.app import app, write_json_line
 from rewardpipe.safe_text import printable
 
 err = Console(stderr=True)
@@ -113,5 +111,5 @@ def report(
         except OSError as exc:
             _fail(f"cannot write {out}: {exc}")
         _note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
-    if as_json:  # ensure_ascii: every control or non-ASCII character a model wrote is a \u escape
-        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if as_json:  # one ASCII line: every control or non-ASCII character a model wrote is a \u escape
+        write_json_line(data)

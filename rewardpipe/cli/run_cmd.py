@@ -301,8 +301,10 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 def _has_a_line(path: Path) -> bool:
     """True once a non-blank line is seen (reads no further)."""
-    with path.open("rb") as fh:
-        return any(line.strip() for line in fh)
+    from rewardpipe.models import open_input
+
+    with open_input(path) as fh:
+        return any(line.removeprefix(b"\xef\xbb\xbf").strip() for line in fh)
 
 
 @app.command()
