@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from rewardpipe.cli.app import app, write_json_line
+from rewardpipe.cli.common import check_output_file
 from rewardpipe.safe_text import printable
 
 err = Console(stderr=True)
@@ -91,6 +92,7 @@ def report(
         _fail("give --run-id at most once per PATH")
     if out is None and not as_json:
         _fail("say where the report goes: --out report.html, or --json")
+    check_output_file(out, "--out")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
     ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]

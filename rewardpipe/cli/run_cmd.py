@@ -19,6 +19,7 @@ from rewardpipe.cli.app import app, error_line, fail, note, printable, usage_fai
 from rewardpipe.cli.common import (
     with_threshold_options,
     cap_workers,
+    check_output_file,
     check_run_id,
     episode_reward,
     exit_for_losses,
@@ -29,7 +30,13 @@ from rewardpipe.cli.common import (
     save_manifest,
     utc_now,
 )
-from rewardpipe.models import InputFileError, Rollout, load_rollouts
+from rewardpipe.episode import MAX_TURNS
+from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
+
+# Bounds far beyond any GRPO setup (K is 4-64 in practice), so a slip of the keyboard is a usage error
+# instead of a run that cannot finish (or an overflow deep inside).
+MAX_GROUP_SIZE = 4096
+MAX_GROUPS_PER_STEP = 1_000_000
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -84,14 +91,15 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
 def run(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
-    group_size: int = typer.Option(8, "--group-size", "-k", min=1, help="Rollouts per group (GRPO's K)."),
-    steps: int = typer.Option(3, min=1, help="Training steps to simulate."),
+    group_size: int = typer.Option(8, "--group-size", "-k", min=1, max=MAX_GROUP_SIZE, help="Rollouts per group (GRPO's K)."),
+    steps: int = typer.Option(3, min=1, max=MAX_STEP + 1, help="Training steps to simulate."),
     out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
     run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."),
-    groups_per_step: int = typer.Option(12, min=1, help="Groups (prompts) per step, round-robin over tasks."),
-    max_turns: int = typer.Option(6, min=1, help="Assistant turn limit per rollout."),
+    groups_per_step: int = typer.Option(12, min=1, max=MAX_GROUPS_PER_STEP,
+                                        help="Groups (prompts) per step, round-robin over tasks."),
+    max_turns: int = typer.Option(6, min=1, max=MAX_TURNS, help="Assistant turn limit per rollout."),
     reward_name: str = typer.Option("ask_before_coding", "--reward", help="Reward to score with."),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy."),
@@ -129,6 +137,8 @@ def run(
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         usage_fail(f"--plot must end in .png, .svg or .pdf, got '{plot}'")
+    check_output_file(plot, "--plot")
+    check_output_file(spill, "--spill")
     configuration: dict[str, Any] = {"policy": policy.value, "group_size": group_size,
                                      "groups_per_step": groups_per_step, "max_turns": max_turns,
                                      "simulator": simulator.value}
@@ -338,6 +348,7 @@ def score(
     task_list = load_tasks_or_fail(tasks)
     reward = episode_reward(reward_name, weight)
     workers = cap_workers(workers)
+    check_output_file(spill, "--spill")
     if not rollouts_file.is_file():
         fail(f"rollouts file not found: {rollouts_file}" if not rollouts_file.exists()
              else f"expected a rollouts file, got a directory: {rollouts_file}")

@@ -129,6 +129,21 @@ USAGE_CASES = {
                         "--tests-format", "pytest"],
     "exec_bad_layer": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--disable", "x"],
     "unknown_command": ["frobnicate"],
+    # round two (independent check): huge numbers and output paths that cannot be written, refused up front
+    "run_huge_steps": ["run", "--tasks", "{tasks}", "--steps", "9" * 20, "--out", "{store}"],
+    "run_huge_group_size": ["run", "--tasks", "{tasks}", "--group-size", "9" * 20, "--out", "{store}"],
+    "run_huge_groups_per_step": ["run", "--tasks", "{tasks}", "--groups-per-step", "9" * 20, "--out", "{store}"],
+    "run_huge_max_turns": ["run", "--tasks", "{tasks}", "--max-turns", "101", "--out", "{store}"],
+    "run_plot_under_a_file": ["run", "--tasks", "{tasks}", "--plot", "{tasks}/chart.png", "--out", "{store}"],
+    "run_spill_is_a_dir": ["run", "--tasks", "{tasks}", "--spill", "{inputs}", "--out", "{store}"],
+    "score_spill_is_a_dir": ["score", "{rollouts}", "--tasks", "{tasks}", "--spill", "{inputs}", "--out", "{store}"],
+    "report_out_is_a_dir": ["report", "{rollouts}", "--out", "{inputs}"],
+    "report_out_under_a_file": ["report", "{rollouts}", "--out", "{tasks}/report.html"],
+    "import_out_is_a_dir": ["tasks", "import-humaneval", "--out", "{inputs}"],
+    "import_out_under_a_file": ["tasks", "import-humaneval", "--out", "{tasks}/x.jsonl"],
+    "exec_nan_timeout": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--timeout", "nan"],
+    "monitor_nan_epsilon": ["monitor", "{rollouts}", "--epsilon", "nan"],
+    "show_json_no_store": ["show", "{inputs}/nowhere", "--run-id", "x", "--rollout", "r", "--json"],
 }
 
 
@@ -203,7 +218,7 @@ def test_bad_options(sandbox_dir, case):
     tmp_path = sandbox_dir
     good = _good(tmp_path)
     store = tmp_path / "store"
-    args = [a.format(store=store, **good) for a in USAGE_CASES[case]]
+    args = [a.format(store=store, inputs=good["tasks"].parent, **good) for a in USAGE_CASES[case]]
     before = _snapshot(tmp_path, store)
     result = _invoke(args)
     _check(result, tmp_path, store, before, (1, 2), args)
