@@ -15,7 +15,17 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rewardpipe.cli.app import app, error_line, fail, note, printable, usage_fail, write_json_line
+from rewardpipe.cli.app import (
+    TerminalAlarmSink,
+    app,
+    error_line,
+    fail,
+    markup_safe,
+    note,
+    printable,
+    usage_fail,
+    write_json_line,
+)
 from rewardpipe.cli.common import (
     with_threshold_options,
     cap_workers,
@@ -179,7 +189,7 @@ def run(
         sim = RuleBasedSimulator()
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
                             reward=reward, steps=steps)
-    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
@@ -198,7 +208,7 @@ def run(
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
-    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
+    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
     # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
     executor = make_executor(workers=workers) if workers else get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
@@ -274,17 +284,17 @@ def run(
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
-    table = Table(title=f"run {run_id}: per-component within-group variance", show_lines=False)
+    table = Table(title=f"run {markup_safe(run_id)}: per-component within-group variance", show_lines=False)
     for column in ("step", "component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
         table.add_column(column, justify="left" if column in ("component", "verdict") else "right",
                          no_wrap=column in ("component", "verdict"))
     for report in reports:
         rows = [*report.components.values(), report.aggregate]
         for index, stats in enumerate(rows):
-            verdict = stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})"
+            verdict = markup_safe(stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})")
             style = {"dead": "red", "ok": "green", "dying": "magenta", "info": "blue"}.get(stats.verdict, "yellow")
             step_label = str(report.step) if index == 0 else ""
-            table.add_row(step_label, stats.name, _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
+            table.add_row(step_label, markup_safe(stats.name), _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
                           _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]",
                           end_section=index == len(rows) - 1)
     out.print(table)
@@ -294,13 +304,15 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
-            out.print(f"  [red]step {alarm.step} · {escape(alarm.component)} · {alarm.kind}[/]: {escape(alarm.message)}")
+            out.print(f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
+                      f"{markup_safe(alarm.message)}", highlight=False)
             for example in alarm.examples[:1]:
-                out.print(f"    e.g. {escape(example['rollout_id'])}: {escape(example['reason'])}", highlight=False)
+                out.print(f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
+                          highlight=False)
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"
-    out.print(f"records and alarms written under {where}")
+    out.print(f"records and alarms written under {markup_safe(where)}", highlight=False)
 
 
 def _fmt(value: Any, pct: bool = False) -> str:
@@ -401,7 +413,7 @@ def score(
     save_manifest(store, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
-        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {out_dir}\n")
+        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")
     exit_for_losses(writer, 0)
     if bad_lines:
         raise typer.Exit(1)
