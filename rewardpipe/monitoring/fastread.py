@@ -280,7 +280,8 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     return RecordBatch(
         run_ids=run_ids, steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
         group_ids=group_ids, rollout_ids=rollout_ids, task_ids=task_ids, scored=scored, error_kinds=error_kinds,
-        inprocess=inprocess, weights=weights, values=values, nulls=nulls, positions=positions, load=_loader(lines.__getitem__))
+        inprocess=inprocess, weights=weights, values=values, nulls=nulls, positions=positions,
+        load=_loader(lines.__getitem__))
 
 
 def _read_json(data: bytes, schema: Any) -> Any:
