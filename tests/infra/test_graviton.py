@@ -45,7 +45,7 @@ def test_the_nova_bridge_functions_run_on_arm64_too():
 
 
 def test_x86_64_is_one_setting_away():
-    x86 = harness.synthesized(json.dumps({"rewardpipe": {"lambda": {"architecture": "x86_64"}}}))
+    x86 = harness.synthesized(harness.architecture_context("x86_64"))
     functions = _functions_using_the_layer(x86.template)
     assert functions and {tuple(p["Architectures"]) for p in functions.values()} == {("x86_64",)}
     assert _layer(x86.template)["CompatibleArchitectures"] == ["x86_64"]
