@@ -649,6 +649,7 @@ class Deployment:
                 FunctionName=name, Runtime=props["Runtime"], Role=role, Handler=props["Handler"],
                 Code={"ZipFile": buf.getvalue()}, Timeout=int(props.get("Timeout", 3)),
                 MemorySize=int(props.get("MemorySize", 128)), Environment={"Variables": env},
+                Architectures=props.get("Architectures", ["x86_64"]),
             )
             self.functions[logical] = name
             self.refs[logical] = {"Ref": name, "Arn": fn["FunctionArn"]}
