@@ -15,6 +15,7 @@ from typing import Any, Sequence
 
 from rewardpipe.episode import converse, execution_job, finish_episode, start_episode, task_job
 from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
+from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import Task
 from rewardpipe.policies import fenced, stub_guess
 from rewardpipe.rewards import Reward
@@ -44,11 +45,11 @@ def static_problems(task: Task) -> list[str]:
     if not task.spec:
         problems.append("spec is empty: there is nothing to ask about, so asking cannot help")
     try:
-        tests_tree = ast.parse(task.tests)
+        tests_tree = parse_python(task.tests)
     except SyntaxError as exc:
         return problems + [f"tests do not parse: line {exc.lineno}: {exc.msg}"]
     try:
-        reference_tree = ast.parse(task.reference_solution)
+        reference_tree = parse_python(task.reference_solution)
     except SyntaxError as exc:
         return problems + [f"reference_solution does not parse: line {exc.lineno}: {exc.msg}"]
     defined = {n.name for n in ast.walk(reference_tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
@@ -200,8 +201,8 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
 def weak_test_shapes(task: Task) -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
     try:
-        tests = ast.parse(task.tests)
-        reference = ast.parse(task.reference_solution)
+        tests = parse_python(task.tests)
+        reference = parse_python(task.reference_solution)
     except SyntaxError:
         return []  # reported as a problem by static_problems
     return (_nan_tolerance_warnings(tests) + _mutation_warnings(tests, task.entry_point, task.tests_format)

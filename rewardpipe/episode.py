@@ -14,10 +14,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Callable, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record, Rollout, Task
+from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity, Task
 from rewardpipe.parsing import TurnKind, parse_turn
 from rewardpipe.rewards.base import Reward
 
@@ -31,13 +31,9 @@ DEFAULT_EXEC_TIMEOUT_S = 10.0
 NextAction = Literal["policy", "simulator", "execute", "score"]
 
 
-class EpisodeState(BaseModel):
-    run_id: str
-    step: int = 0
-    group_id: str
-    rollout_id: str
-    task_id: str
-    messages: list[Message]
+class EpisodeState(RolloutIdentity):
+    """A rollout in progress: the conversation so far and what the orchestration does next."""
+
     turn_kinds: list[TurnKind] = Field(default_factory=list)
     revealed: list[int] = Field(default_factory=list)
     # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
@@ -50,20 +46,6 @@ class EpisodeState(BaseModel):
     @property
     def assistant_turns(self) -> int:
         return len(self.turn_kinds)
-
-    def record_ids(self) -> dict:
-        """The identifying fields every record of this rollout carries."""
-        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id,
-                "rollout_id": self.rollout_id, "task_id": self.task_id}
-
-    def to_rollout(self) -> Rollout:
-        return Rollout(
-            rollout_id=self.rollout_id,
-            group_id=self.group_id,
-            task_id=self.task_id,
-            step=self.step,
-            messages=self.messages,
-        )
 
 
 class EpisodeError(RuntimeError):

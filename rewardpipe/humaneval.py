@@ -26,6 +26,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
+from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import InputFileError, Task, decode_lines, iter_json_objects
 
 __all__ = [
@@ -303,7 +304,7 @@ def example_from_check(test_source: str, entry_point: str) -> str | None:
     Used only when the docstring gives nothing beyond its first sentence: a user would answer a
     clarifying question with an example, and a task with an empty spec cannot reward asking at all.
     """
-    tree = ast.parse(test_source)
+    tree = parse_python(test_source)
     for node in ast.walk(tree):
         if not (isinstance(node, ast.FunctionDef) and node.name == "check" and node.args.args):
             continue
@@ -323,7 +324,7 @@ def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>"
     where = f"{source}:{lineno} ({record.get('task_id', '?')})"
     entry_point = record["entry_point"].strip()
     try:
-        tree = ast.parse(record["prompt"])
+        tree = parse_python(record["prompt"])
     except SyntaxError as exc:
         raise InputFileError(f"{where}: field 'prompt' is not valid Python ({exc.msg}, line {exc.lineno})") from None
     function = _find_entry_function(tree, entry_point)
@@ -331,11 +332,11 @@ def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>"
         raise InputFileError(f"{where}: field 'prompt' does not define the entry point '{entry_point}'")
     reference = record["prompt"] + record["canonical_solution"]
     try:
-        ast.parse(reference)
+        parse_python(reference)
     except SyntaxError as exc:
         raise InputFileError(f"{where}: prompt + canonical_solution is not valid Python ({exc.msg})") from None
     try:
-        ast.parse(record["test"])
+        parse_python(record["test"])
     except SyntaxError as exc:
         raise InputFileError(f"{where}: field 'test' is not valid Python ({exc.msg})") from None
 

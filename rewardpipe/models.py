@@ -102,6 +102,27 @@ class Rollout(BaseModel):
     messages: list[Message] = Field(min_length=1)
 
 
+class RolloutIdentity(BaseModel):
+    """What names one rollout and what was said in it: shared by the live episode state and the
+    stored transcript, so both identify a rollout, and turn back into a Rollout, the same way."""
+
+    run_id: str
+    step: int = 0
+    group_id: str
+    rollout_id: str
+    task_id: str
+    messages: list[Message]
+
+    def record_ids(self) -> dict:
+        """The identifying fields every record of this rollout carries."""
+        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id,
+                "rollout_id": self.rollout_id, "task_id": self.task_id}
+
+    def to_rollout(self) -> Rollout:
+        return Rollout(rollout_id=self.rollout_id, group_id=self.group_id, task_id=self.task_id, step=self.step,
+                       messages=self.messages)
+
+
 class ErrorInfo(BaseModel):
     """Why a record could not be scored. ``kind`` is a stable machine-readable class."""
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rewardpipe.models import ErrorInfo, Message, Record, Rollout
+from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity
 from rewardpipe.parsing import parse_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -42,16 +42,10 @@ class Verdict(BaseModel):
     total: int = 0
 
 
-class RolloutTranscript(BaseModel):
+class RolloutTranscript(RolloutIdentity):
     model_config = ConfigDict(populate_by_name=True, extra="ignore")
 
     schema_: Literal["rewardpipe.transcript/v1"] = Field(default=TRANSCRIPT_SCHEMA, alias="schema")
-    run_id: str
-    step: int = 0
-    group_id: str
-    rollout_id: str
-    task_id: str
-    messages: list[Message]
     turn_kinds: list[str] = Field(default_factory=list)
     revealed: list[RevealedItem] = Field(default_factory=list)
     executed_code: str | None = None
@@ -61,10 +55,6 @@ class RolloutTranscript(BaseModel):
     error: ErrorInfo | None = None
     components: dict[str, float | None] = Field(default_factory=dict)
     aggregate: float | None = None
-
-    def to_rollout(self) -> Rollout:
-        return Rollout(rollout_id=self.rollout_id, group_id=self.group_id, task_id=self.task_id, step=self.step,
-                       messages=self.messages)
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)

@@ -11,6 +11,7 @@ from rich.console import Console
 
 from rewardpipe.cli.app import app, error_line, fail
 from rewardpipe.cli.common import load_tasks_or_fail
+from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import InputFileError, Task
 
 tasks_app = typer.Typer(
@@ -27,7 +28,7 @@ def task_problems(task: Task) -> list[str]:
     """Static problems that would make every run of ``task`` an infrastructure error or a sure fail."""
     problems = []
     try:
-        reference = ast.parse(task.reference_solution)
+        reference = parse_python(task.reference_solution)
     except SyntaxError as exc:
         problems.append(f"reference_solution is not valid Python ({exc.msg}, line {exc.lineno})")
     else:
@@ -37,7 +38,7 @@ def task_problems(task: Task) -> list[str]:
         if task.entry_point not in defined:
             problems.append(f"reference_solution does not define the entry point '{task.entry_point}'")
     try:
-        tests = ast.parse(task.tests)
+        tests = parse_python(task.tests)
     except SyntaxError as exc:
         problems.append(f"tests are not valid Python ({exc.msg}, line {exc.lineno})")
     else:

@@ -14,6 +14,7 @@ lazily, a dead one is replaced, and ``close()`` stops them all.
 from __future__ import annotations
 
 import atexit
+import functools
 import itertools
 import json
 import os
@@ -327,6 +328,12 @@ def _compile_runtime() -> None:
         pass
 
 
+@functools.lru_cache(maxsize=256)
+def _expected_test_count(tests: str, tests_format: str) -> int:
+    """The K rollouts of a group share their hidden tests: parse them once, not once per rollout."""
+    return harness.count_expected_tests(tests, tests_format)
+
+
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
@@ -477,7 +484,7 @@ class ForkServerExecutor:
             return self._result(job, started, ExecutionStatus.ERROR,
                                 reason=f"entry_point {job.entry_point!r} is not a Python identifier")
         try:
-            expected = harness.count_expected_tests(job.tests, job.tests_format)
+            expected = _expected_test_count(job.tests, job.tests_format)
         except harness.HarnessError as exc:
             return self._result(job, started, ExecutionStatus.ERROR, reason=str(exc))
         if job.trust_mode == "inprocess":

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import ast
 
+from rewardpipe.execution.runtime.harness import parse_python
+
 SUSPICIOUS_NAMES = {
     "unittest", "sys", "gc", "ctypes", "inspect", "builtins", "importlib", "__import__", "exec", "eval",
     "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr", "open", "os", "subprocess",
@@ -28,9 +30,13 @@ SUSPICIOUS_ATTRIBUTES = {
 def screen(code: str) -> list[str]:
     """Reasons the code is unfit for in-process testing; empty when nothing suspicious was found."""
     try:
-        tree = ast.parse(code)
+        tree = parse_python(code)
     except SyntaxError:
         return []  # a syntax error fails on its own when the code is loaded
+    except (ValueError, RecursionError, MemoryError) as exc:
+        # Code built to break the parser (absurd nesting) is the model's doing: rejected, never a
+        # harness crash that would drop the rollout as an infrastructure error.
+        return [f"the code cannot be parsed for screening ({type(exc).__name__})"]
     findings: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Name) and node.id in SUSPICIOUS_NAMES:

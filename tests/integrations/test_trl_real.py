@@ -14,59 +14,11 @@ import pytest
 pytest.importorskip("trl")
 pytestmark = pytest.mark.trl
 
-import torch  # noqa: E402
 from datasets import Dataset  # noqa: E402
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers  # noqa: E402
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast  # noqa: E402
 from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
-from rewardpipe.rewards import Component, Reward  # noqa: E402
-from rewardpipe.rewards.gsm8k import GSM8K  # noqa: E402
-
-GROUP = 4
-PROMPTS = ["what is 1+1?", "what is 10+2?", "what is 7+5?", "what is 99+1?"]  # lengths 12, 13, 12, 13
-
-
-def char_tokenizer(alphabet: str = "abcdefghijklmnopqrstuvwxyz0123456789 +=?#.\n") -> PreTrainedTokenizerFast:
-    specials = ["<pad>", "<eos>", "<bos>", "<unk>"]
-    chars = sorted(set(alphabet))
-    vocab = {token: index for index, token in enumerate(specials + chars)}
-    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
-    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
-    backend.decoder = decoders.Fuse()
-    return PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
-                                   bos_token="<bos>", unk_token="<unk>", padding_side="left")
-
-
-def tiny_model(tokenizer, positions: int = 64) -> LlamaForCausalLM:
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=positions,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=tokenizer.bos_token_id)
-    return LlamaForCausalLM(config)
-
-
-def _completion(data) -> str:
-    texts = data.transcript.assistant_texts
-    return texts[-1] if texts else ""
-
-
-def _prompt(data) -> str:
-    return next((m.content for m in data.transcript.messages if m.role == "user"), "")
-
-
-# rewardpipe's GSM8K format component (dead: a random model never writes '#### N'), a component that varies
-# inside every group (the mean character code of a random completion) and one that is constant inside each
-# group yet varies across the batch (the prompt's length parity): TRL's batch std shows it alive.
-REWARD = Reward(name="toy", components=(
-    GSM8K.components[0],
-    Component("char_mean", 1.0, lambda d: sum(map(ord, _completion(d))) / (128.0 * max(1, len(_completion(d)))),
-              "mean character code / 128"),
-    Component("prompt_parity", 1.0, lambda d: float(len(_prompt(d)) % 2), "length parity of the prompt"),
-))
-
+from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
 
 def train(tmp_path, **callback_kwargs):
     tokenizer = char_tokenizer()
@@ -185,3 +137,32 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     # TRL took the simulator's tokens out of the loss: its completion length counts the model's tokens only.
     model_tokens = [sum(e.tokens.env_mask) for e in episodes]
     assert steps[-1]["completions/mean_length"] == pytest.approx(sum(model_tokens) / len(model_tokens))
+
+
+# --------------------------------------------------------------------------------------------------
+# Several processes: a group split across processes is judged whole
+
+
+def test_two_real_processes_judge_a_group_split_between_them_whole(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).with_name("trl_two_processes.py")
+    launched = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
+         str(tmp_path)], capture_output=True, text=True, timeout=600)
+    assert launched.returncode == 0, launched.stderr[-3000:]
+    ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for seen in ranks:
+        assert seen["processes"] == 2 and seen["failures"] == []
+        assert seen["local_rows"] == [10, 10]  # each process scored half a step: 2.5 groups
+        assert [r["groups"] for r in seen["reports"]] == [5, 5]  # ...and the monitor judged 5 whole groups
+        parity = seen["reports"][0]["components"]["prompt_parity"]
+        # Constant inside every group only if the split group was put back together in the right order.
+        assert parity["zero_variance_group_fraction"] == 1.0 and parity["verdict"] == "dead"
+        assert seen["reports"][0]["components"]["char_mean"]["zero_variance_group_fraction"] == 0.0
+        assert ["prompt_parity", "dead_component", "constant_within_groups"] in seen["alarms"]
+    assert ranks[0]["reports"] == ranks[1]["reports"] and ranks[0]["alarms"] == ranks[1]["alarms"]
+    logged = [e for e in ranks[0]["log_history"] if "rewardpipe/prompt_parity/zero_variance_group_fraction" in e]
+    assert len(logged) == 2 and all(e["rewardpipe/prompt_parity/dead"] == 1.0 for e in logged)

@@ -3,7 +3,19 @@
 from __future__ import annotations
 
 import ast
+import threading
 import unittest
+
+# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
+# building ASTs at once can fail with a spurious "SystemError: AST constructor recursion depth mismatch"
+# (python/cpython#106905): the scorer parses on many threads, so every parse in it goes through here.
+_PARSE_LOCK = threading.Lock()
+
+
+def parse_python(source: str, filename: str = "<unknown>") -> ast.Module:
+    """``ast.parse`` that is safe to call from several threads at once."""
+    with _PARSE_LOCK:
+        return ast.parse(source, filename)
 
 
 class HarnessError(Exception):
@@ -21,11 +33,11 @@ class MissingEntryPoint(HarnessError):
 
 def parse_tests(tests: str) -> ast.Module:
     try:
-        return ast.parse(tests)
+        return parse_python(tests, "<hidden tests>")
     except SyntaxError as exc:
         raise HarnessError(f"hidden tests do not parse: {exc.msg} (line {exc.lineno})") from None
-    except ValueError as exc:  # e.g. NUL bytes
-        raise HarnessError(f"hidden tests cannot be compiled: {exc}") from None
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. NUL bytes, absurd nesting
+        raise HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
 
 
 def count_expected_tests(tests: "str | ast.Module", tests_format: str) -> int:
