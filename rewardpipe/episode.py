@@ -26,6 +26,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.simulator import Simulator
 
 DEFAULT_MAX_TURNS = 6
+MAX_TURNS = 100  # assistant turns one episode may take; also the CLI's --max-turns bound
 DEFAULT_EXEC_TIMEOUT_S = 10.0
 
 NextAction = Literal["policy", "simulator", "execute", "score"]
@@ -38,7 +39,7 @@ class EpisodeState(RolloutIdentity):
     revealed: list[int] = Field(default_factory=list)
     # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
     answered_turns: list[int] = Field(default_factory=list)
-    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=100)
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
     next_action: NextAction = "policy"
     end_reason: str | None = None
     final_code: str | None = None

@@ -27,7 +27,7 @@ from typing import Any, Iterable, Iterator
 from pydantic import ValidationError
 
 from rewardpipe.execution.runtime.harness import parse_python
-from rewardpipe.models import InputFileError, Task, decode_lines, iter_json_objects
+from rewardpipe.models import InputFileError, Task, decode_lines, iter_json_objects, open_input
 
 __all__ = [
     "HUMANEVAL_FIELDS",
@@ -72,11 +72,10 @@ def safe_task_id(task_id: str) -> str:
 
 def _open_text_lines(path: Path) -> Iterator[str]:
     """Lines decoded one at a time (a bad byte is reported with its line number), gzipped or not."""
-    with path.open("rb") as probe:
-        compressed = probe.read(2) == GZIP_MAGIC
-    opener = gzip.open if compressed else open
-    with opener(path, "rb") as fh:  # type: ignore[operator]
-        yield from decode_lines(fh, str(path))
+    with open_input(path) as raw:  # one open: a pipe cannot be read twice
+        compressed = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
+        with (gzip.open(raw, "rb") if compressed else raw) as fh:
+            yield from decode_lines(fh, str(path))
 
 
 def read_humaneval_records(path: str | Path) -> Iterator[tuple[int, dict[str, Any]]]:

@@ -6,8 +6,12 @@ written by any of them reads the same way everywhere.
 
 from __future__ import annotations
 
+import errno
 import json
+import keyword
 import math
+import os
+import stat
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Literal, TypeVar
 
@@ -24,6 +28,8 @@ MAX_ID_LENGTH = 1024
 MAX_STEP = 2**31 - 1
 
 ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
+#: The roles of OpenAI-style chat messages (after the aliases above).
+CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
 def content_to_text(content: Any) -> str:
@@ -62,7 +68,10 @@ class Message(BaseModel):
     def _normalise_role(cls, value: Any) -> str:
         if not isinstance(value, str) or not value:
             raise ValueError("role must be a non-empty string")
-        return ASSISTANT_ROLE_ALIASES.get(value, value)
+        role = ASSISTANT_ROLE_ALIASES.get(value, value)
+        if role not in CHAT_ROLES:  # a typo ("asistant") would silently drop the turn from scoring
+            raise ValueError(f"unknown role {value[:40]!r} (expected one of {', '.join(sorted(CHAT_ROLES))})")
+        return role
 
     @field_validator("content", mode="before")
     @classmethod
@@ -88,6 +97,14 @@ class Task(BaseModel):
     # process boundary (callbacks, subclassing); it is the task author's choice, never the model's.
     trust_mode: Literal["split", "inprocess"] = "split"
 
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_is_a_name(cls, value: str) -> str:
+        # The tests call it by this name: anything else makes every execution of the task an error.
+        if not value.isidentifier() or keyword.iskeyword(value):
+            raise ValueError("must be a Python function name (an identifier, not a keyword)")
+        return value
+
 
 class Rollout(BaseModel):
     """A recorded episode: the transcript of one of the K samples of a GRPO group."""
@@ -97,7 +114,7 @@ class Rollout(BaseModel):
     rollout_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     group_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
     task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    step: int = Field(default=0, ge=0, le=MAX_STEP)
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # true, 1.0 or "1" is not a step number
     # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
     messages: list[Message] = Field(min_length=1)
 
@@ -229,13 +246,39 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     would split on).
     """
     for lineno, raw in enumerate(raw_lines, start=1):
-        yield _decode_one(raw, f"{source}:{lineno}")
+        line = _decode_one(raw, f"{source}:{lineno}")
+        yield line.removeprefix(UTF8_BOM) if lineno == 1 else line
+
+
+UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
+
+
+def open_input(path: str | Path) -> IO[bytes]:
+    """``path`` opened for binary reading, if it is something a command can read to its end.
+
+    A regular file, or a pipe (``<(...)``, ``/dev/stdin``, a named FIFO): a FIFO nobody writes to reads
+    as empty instead of blocking the command forever (it is opened non-blocking, then set back to
+    blocking for the reads). A directory raises :class:`IsADirectoryError`; a device or socket
+    (``/dev/zero`` never ends) raises :class:`InputFileError`. Other opening errors propagate (OSError).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise InputFileError(f"{path}: not a regular file or a pipe, so it cannot be read as input")
+        os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def read_lines(path: str | Path) -> Iterator[str]:
     """The lines of a text file as :func:`decode_lines` gives them; opening errors propagate (OSError)."""
     path = Path(path)
-    with path.open("rb") as fh:
+    with open_input(path) as fh:
         yield from decode_lines(fh, str(path))
 
 
@@ -254,6 +297,8 @@ def json_object(line: str, where: str) -> dict[str, Any]:
         raw = json.loads(line)
     except json.JSONDecodeError as exc:
         raise InputFileError(f"{where}: not valid JSON ({exc.msg})") from None
+    except ValueError as exc:  # e.g. an integer of more than 4,300 digits (CPython's conversion limit)
+        raise InputFileError(f"{where}: not valid JSON ({str(exc).split(':')[0]})") from None
     except RecursionError:
         raise InputFileError(f"{where}: not valid JSON (nested too deeply)") from None
     if not isinstance(raw, dict):
@@ -303,7 +348,7 @@ class RolloutReader:
         self._first_line: dict[str, int] = {}
 
     def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
-        with self.path.open("rb") as fh:
+        with open_input(self.path) as fh:
             yield from self.read(fh)
 
     def read(self, fh: IO[bytes]) -> Iterator[tuple[int, Rollout | None, str | None]]:
@@ -311,6 +356,7 @@ class RolloutReader:
             where = f"{self.path}:{lineno}"
             try:
                 line = _decode_one(raw, where)
+                line = line.removeprefix(UTF8_BOM) if lineno == 1 else line
                 if not line.strip():
                     continue
                 rollout = validate_object(json_object(line, where), Rollout, where)

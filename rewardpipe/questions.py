@@ -47,8 +47,32 @@ _GENERIC_CUE_WORDS = """requirement requirements detail details spec specs speci
 _FILLER_WORDS = """explain explanation again mean meant clarify clarification elaborate repeat rephrase understand
     understood confirm sure right correct fine good great else anything something everything question questions
     help idea think thought thoughts opinion suggestion suggestions feedback say said thing things stuff exactly
-    really hmm huh hello hi hey wait
+    really hmm hmmm huh hello hi hey wait well uh uhm um umm er erm eh ah oh
     okay alright""".split()
+
+# The simulators' fixed replies that reveal nothing (a question that asked nothing specific, matched no
+# detail, came after every detail was told, or a turn that was not a question). Kept here, beside the
+# rule, so the reward can recognise a recorded non-answer without importing the simulators.
+NOTHING_MATCHES = (
+    "That is up to you.",
+    "I don't have a preference there; use your judgement.",
+    "Whatever you think is sensible.",
+)
+NOTHING_LEFT = "I think I've told you everything that matters; the rest is up to you."
+NOT_A_QUESTION = ("Okay.", "Sounds good.", "Go ahead.")
+ASK_SOMETHING_SPECIFIC = (
+    "What would you like to know? Ask me about something specific.",
+    "Could you be more specific about what you want to know?",
+    "I'm not sure what you are asking; which part is unclear?",
+)
+NON_ANSWERS = frozenset(" ".join(reply.split()).lower()
+                       for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC))
+
+
+def is_non_answer(reply: str) -> bool:
+    """True for a reply that is one of the simulators' fixed replies revealing nothing."""
+    return " ".join(reply.split()).lower() in NON_ANSWERS
+
 
 # A question whose subject words are mostly the request's own words restates the request: it asks nothing new.
 RESTATEMENT_OVERLAP = 0.6

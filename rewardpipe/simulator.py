@@ -13,24 +13,21 @@ from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
-from rewardpipe.questions import best_spec_match, content_words, question_subject, revealed_spec_item
+from rewardpipe.questions import (  # noqa: F401 - the canned replies are part of this module's interface
+    ASK_SOMETHING_SPECIFIC,
+    NOT_A_QUESTION,
+    NOTHING_LEFT,
+    NOTHING_MATCHES,
+    best_spec_match,
+    content_words,
+    question_subject,
+    revealed_spec_item,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.episode import EpisodeState
     from rewardpipe.models import Task
 
-NOTHING_MATCHES = (
-    "That is up to you.",
-    "I don't have a preference there; use your judgement.",
-    "Whatever you think is sensible.",
-)
-NOTHING_LEFT = "I think I've told you everything that matters; the rest is up to you."
-NOT_A_QUESTION = ("Okay.", "Sounds good.", "Go ahead.")
-ASK_SOMETHING_SPECIFIC = (
-    "What would you like to know? Ask me about something specific.",
-    "Could you be more specific about what you want to know?",
-    "I'm not sure what you are asking; which part is unclear?",
-)
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,43 @@ def printable(text: str) -> str:
     return "".join(map(_visible, text))
 
 
+def markup_safe(text: object) -> str:
+    """``text`` ready to embed in a Rich markup string: control characters escaped (see :func:`printable`)
+    and ``[``-tags escaped, so an id like ``[bold]x[/]`` or ``\x1b[2J`` prints as itself."""
+    from rich.markup import escape
+
+    return escape(printable(str(text)))
+
+
+class TerminalAlarmSink:
+    """The monitor's console alarm sink for model- and user-written text: every string in the alarm (run id,
+    component, message, causes, example ids and reasons) reaches the terminal with its control characters
+    shown as escapes (Rich escapes the markup itself)."""
+
+    def __init__(self, console: Any) -> None:
+        from rewardpipe.monitoring import ConsoleAlarmSink
+
+        self.inner = ConsoleAlarmSink(console)
+
+    def emit(self, alarm: Any) -> None:
+        import dataclasses
+
+        self.inner.emit(dataclasses.replace(
+            alarm, run_id=None if alarm.run_id is None else printable(alarm.run_id),
+            component=printable(alarm.component), message=printable(alarm.message),
+            causes=_printable_tree(alarm.causes), examples=_printable_tree(alarm.examples)))
+
+
+def _printable_tree(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {printable(str(key)): _printable_tree(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_printable_tree(item) for item in value]
+    return value
+
+
 def note(message: str) -> None:
     """One line for people on stderr, as plain text (no Rich markup is interpreted in ``message``)."""
     sys.stderr.write(f"{printable(message)}\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import os
 import platform
 from datetime import datetime, timezone
 from pathlib import Path
@@ -152,6 +153,24 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
+def check_output_file(path: Path | None, option: str) -> Path | None:
+    """An output file named by ``option``, checked before the command does any work or writes anything:
+    not a directory, and the nearest existing folder above it is a writable directory (missing folders
+    are created when the file is written). A bad path is a usage error (exit 2)."""
+    if path is None:
+        return None
+    if path.is_dir():
+        usage_fail(f"{option} {path} is a directory; give a file name")
+    ancestor = path.parent
+    while not ancestor.exists() and ancestor != ancestor.parent:
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        usage_fail(f"{option} {path}: {ancestor} is not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        usage_fail(f"{option} {path}: cannot create files in {ancestor}")
+    return path
+
+
 def cap_workers(workers: int | None) -> int | None:
     """``--workers`` above the sandbox's limit is capped, and the user is told (never a silent fallback)."""
     from rewardpipe.execution.sandbox import MAX_WORKERS
@@ -163,8 +182,10 @@ def cap_workers(workers: int | None) -> int | None:
 
 
 def file_sha256(path: Path) -> str:
+    from rewardpipe.models import open_input
+
     digest = hashlib.sha256()
-    with path.open("rb") as fh:
+    with open_input(path) as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
             digest.update(block)
     return digest.hexdigest()

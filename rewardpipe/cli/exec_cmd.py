@@ -14,6 +14,7 @@ from rich.text import Text
 
 from rewardpipe.cli.app import app
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
+from rewardpipe.models import UTF8_BOM
 
 console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
 verdicts = Console(soft_wrap=True)  # verdicts and the isolation report: data, so a pipe captures them
@@ -37,8 +38,13 @@ def _fail(message: str, code: int = 2) -> None:
 
 
 def _read_bytes(path: Path, what: str) -> bytes:
+    from rewardpipe.models import InputFileError, open_input
+
     try:
-        return path.read_bytes()
+        with open_input(path) as fh:
+            return fh.read()
+    except InputFileError as exc:
+        _fail(str(exc), code=1)
     except FileNotFoundError:
         _fail(f"{what} file not found: {path}", code=1)
     except IsADirectoryError:
@@ -92,9 +98,11 @@ def _describe_validation(exc: ValidationError) -> str:
 def parse_job_line(line: str, number: int) -> tuple[ExecutionJob | None, str | None, object]:
     """(job, None, id) for a valid line, (None, problem, id-if-known) for a malformed one."""
     try:
-        raw = json.loads(line)
+        raw = json.loads(line.removeprefix(UTF8_BOM) if number == 1 else line)
     except ValueError as exc:
         return None, f"line {number}: not valid JSON ({exc})", None
+    except RecursionError:
+        return None, f"line {number}: not valid JSON (nested too deeply)", None
     if not isinstance(raw, dict):
         return None, f"line {number}: a job must be a JSON object, got {type(raw).__name__}", None
     job_id = raw.get("id")

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rewardpipe.cli.app import app, error_line, fail, note, write_json_line
+from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import with_threshold_options
 
 
@@ -101,6 +101,9 @@ class _Source:
             return
         if not local.exists():
             fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
+        if not local.is_dir():  # a pipe, a device, a socket: records are read twice, so only a file will do
+            fail(f"{path} is not a regular file or a directory (expected a store directory, an s3:// URI or a "
+                 f"JSONL file of records)")
         if not (local / "runs").is_dir() and local.parent.name == "runs":
             # PATH is runs/<run_id> inside a store: use the store above it and that run.
             if run_id is not None and run_id != decode_id(local.name):
@@ -185,9 +188,9 @@ def _print_table(console: Console, result: Any, title: str) -> None:
             frac = stats.zero_variance_group_fraction
             table.add_row(
                 str(report.step) if index == 0 else "",
-                "[i]aggregate (total)[/i]" if stats is report.aggregate else escape(stats.name),
+                "[i]aggregate (total)[/i]" if stats is report.aggregate else markup_safe(stats.name),
                 f"[{style}]{stats.verdict}[/{style}]" + (" [red]*[/red]" if stats.alarm_active else ""),
-                stats.cause or "",
+                markup_safe(stats.cause or ""),
                 "-" if frac is None else f"{100 * frac:.0f}%",
                 str(stats.eligible_groups),
                 _fmt(stats.mean),
@@ -212,7 +215,7 @@ def _print_diagnoses(console: Console, result: Any) -> None:
             seen[(diagnosis.cause, tuple(diagnosis.components))] = (steps + [report.step], diagnosis.message)
     for (cause, _), (steps, message) in seen.items():
         where = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps, {steps[0]}-{steps[-1]}"
-        console.print(f"[bold]cause {escape(cause)}[/bold] ({where}): {escape(message)}", highlight=False,
+        console.print(f"[bold]cause {markup_safe(cause)}[/bold] ({where}): {markup_safe(message)}", highlight=False,
                       soft_wrap=True)
 
 
@@ -230,7 +233,7 @@ def monitor(
                                       help="Store alarms as JSON beside the records (store PATH only)."),
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
-    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, StoreAlarmSink, dispatch, monitor_records
+    from rewardpipe.monitoring import MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.monitoring.monitor import monitor_batch
     from rewardpipe.store import StoreError
 
@@ -273,8 +276,9 @@ def monitor(
                                       "error": f.error} for f in failures]
         write_json_line(data)
     else:
-        _print_table(out, result, f"run {source.run_id or result.run_id}: within-group variance per component")
-        dispatch(result.alarms, [ConsoleAlarmSink(out)])
+        _print_table(out, result, f"run {markup_safe(source.run_id or result.run_id)}: within-group variance per "
+                                  "component")
+        dispatch(result.alarms, [TerminalAlarmSink(out)])
         if not result.alarms:
             out.print("[green]no alarms[/green]")
     for item in result.unreadable:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Optional
 
@@ -11,7 +10,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.app import app, write_json_line
 
 nova_app = typer.Typer(name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).",
                        no_args_is_help=True)
@@ -50,9 +49,9 @@ def simulate_cmd(
     sqs = boto3.client("sqs", region_name=region) if region else boto3.client("sqs")
     report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout)
     if as_json:
-        typer.echo(json.dumps({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
-                               "responses": report.responses, "missing": report.missing,
-                               "duplicates": report.duplicates, "out_of_range": report.out_of_range}, indent=2))
+        write_json_line({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
+                         "responses": report.responses, "missing": report.missing,
+                         "duplicates": report.duplicates, "out_of_range": report.out_of_range})
     else:
         table = Table(title=f"{len(report.responses)}/{len(report.sent)} rollout responses in {report.seconds:.0f}s")
         for column in ("sample_id", "stop_reason", "aggregate_score"):

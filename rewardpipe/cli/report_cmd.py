@@ -8,8 +8,6 @@ same store). The triage list is also written into the store as ``runs/<run>/tria
 
 from __future__ import annotations
 
-import json
-import sys
 from pathlib import Path
 from typing import Any, List, Optional
 
@@ -17,7 +15,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.app import app, write_json_line
+from rewardpipe.cli.common import check_output_file
 from rewardpipe.safe_text import printable
 
 err = Console(stderr=True)
@@ -93,6 +92,7 @@ def report(
         _fail("give --run-id at most once per PATH")
     if out is None and not as_json:
         _fail("say where the report goes: --out report.html, or --json")
+    check_output_file(out, "--out")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
     ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
@@ -113,5 +113,5 @@ def report(
         except OSError as exc:
             _fail(f"cannot write {out}: {exc}")
         _note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
-    if as_json:  # ensure_ascii: every control or non-ASCII character a model wrote is a \u escape
-        sys.stdout.write(json.dumps(data, indent=2, allow_nan=False) + "\n")
+    if as_json:  # one ASCII line: every control or non-ASCII character a model wrote is a \u escape
+        write_json_line(data)

@@ -15,10 +15,21 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rewardpipe.cli.app import app, error_line, fail, note, printable, usage_fail, write_json_line
+from rewardpipe.cli.app import (
+    TerminalAlarmSink,
+    app,
+    error_line,
+    fail,
+    markup_safe,
+    note,
+    printable,
+    usage_fail,
+    write_json_line,
+)
 from rewardpipe.cli.common import (
     with_threshold_options,
     cap_workers,
+    check_output_file,
     check_run_id,
     episode_reward,
     exit_for_losses,
@@ -29,7 +40,13 @@ from rewardpipe.cli.common import (
     save_manifest,
     utc_now,
 )
-from rewardpipe.models import InputFileError, Rollout, load_rollouts
+from rewardpipe.episode import MAX_TURNS
+from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
+
+# Bounds far beyond any GRPO setup (K is 4-64 in practice), so a slip of the keyboard is a usage error
+# instead of a run that cannot finish (or an overflow deep inside).
+MAX_GROUP_SIZE = 4096
+MAX_GROUPS_PER_STEP = 1_000_000
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -84,14 +101,15 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
 def run(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
-    group_size: int = typer.Option(8, "--group-size", "-k", min=1, help="Rollouts per group (GRPO's K)."),
-    steps: int = typer.Option(3, min=1, help="Training steps to simulate."),
+    group_size: int = typer.Option(8, "--group-size", "-k", min=1, max=MAX_GROUP_SIZE, help="Rollouts per group (GRPO's K)."),
+    steps: int = typer.Option(3, min=1, max=MAX_STEP + 1, help="Training steps to simulate."),
     out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
     run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."),
-    groups_per_step: int = typer.Option(12, min=1, help="Groups (prompts) per step, round-robin over tasks."),
-    max_turns: int = typer.Option(6, min=1, help="Assistant turn limit per rollout."),
+    groups_per_step: int = typer.Option(12, min=1, max=MAX_GROUPS_PER_STEP,
+                                        help="Groups (prompts) per step, round-robin over tasks."),
+    max_turns: int = typer.Option(6, min=1, max=MAX_TURNS, help="Assistant turn limit per rollout."),
     reward_name: str = typer.Option("ask_before_coding", "--reward", help="Reward to score with."),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy."),
@@ -129,6 +147,8 @@ def run(
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         usage_fail(f"--plot must end in .png, .svg or .pdf, got '{plot}'")
+    check_output_file(plot, "--plot")
+    check_output_file(spill, "--spill")
     configuration: dict[str, Any] = {"policy": policy.value, "group_size": group_size,
                                      "groups_per_step": groups_per_step, "max_turns": max_turns,
                                      "simulator": simulator.value}
@@ -169,7 +189,7 @@ def run(
         sim = RuleBasedSimulator()
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
                             reward=reward, steps=steps)
-    from rewardpipe.monitoring import ConsoleAlarmSink, MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
@@ -188,7 +208,7 @@ def run(
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
-    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([ConsoleAlarmSink(console)] if live else [])
+    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
     # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
     executor = make_executor(workers=workers) if workers else get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
@@ -264,17 +284,17 @@ def run(
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
-    table = Table(title=f"run {run_id}: per-component within-group variance", show_lines=False)
+    table = Table(title=f"run {markup_safe(run_id)}: per-component within-group variance", show_lines=False)
     for column in ("step", "component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
         table.add_column(column, justify="left" if column in ("component", "verdict") else "right",
                          no_wrap=column in ("component", "verdict"))
     for report in reports:
         rows = [*report.components.values(), report.aggregate]
         for index, stats in enumerate(rows):
-            verdict = stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})"
+            verdict = markup_safe(stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})")
             style = {"dead": "red", "ok": "green", "dying": "magenta", "info": "blue"}.get(stats.verdict, "yellow")
             step_label = str(report.step) if index == 0 else ""
-            table.add_row(step_label, stats.name, _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
+            table.add_row(step_label, markup_safe(stats.name), _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
                           _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]",
                           end_section=index == len(rows) - 1)
     out.print(table)
@@ -284,13 +304,15 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
-            out.print(f"  [red]step {alarm.step} · {escape(alarm.component)} · {alarm.kind}[/]: {escape(alarm.message)}")
+            out.print(f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
+                      f"{markup_safe(alarm.message)}", highlight=False)
             for example in alarm.examples[:1]:
-                out.print(f"    e.g. {escape(example['rollout_id'])}: {escape(example['reason'])}", highlight=False)
+                out.print(f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
+                          highlight=False)
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"
-    out.print(f"records and alarms written under {where}")
+    out.print(f"records and alarms written under {markup_safe(where)}", highlight=False)
 
 
 def _fmt(value: Any, pct: bool = False) -> str:
@@ -301,8 +323,10 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 def _has_a_line(path: Path) -> bool:
     """True once a non-blank line is seen (reads no further)."""
-    with path.open("rb") as fh:
-        return any(line.strip() for line in fh)
+    from rewardpipe.models import open_input
+
+    with open_input(path) as fh:
+        return any(line.removeprefix(b"\xef\xbb\xbf").strip() for line in fh)
 
 
 @app.command()
@@ -336,6 +360,7 @@ def score(
     task_list = load_tasks_or_fail(tasks)
     reward = episode_reward(reward_name, weight)
     workers = cap_workers(workers)
+    check_output_file(spill, "--spill")
     if not rollouts_file.is_file():
         fail(f"rollouts file not found: {rollouts_file}" if not rollouts_file.exists()
              else f"expected a rollouts file, got a directory: {rollouts_file}")
@@ -388,7 +413,7 @@ def score(
     save_manifest(store, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
-        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {out_dir}\n")
+        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")
     exit_for_losses(writer, 0)
     if bad_lines:
         raise typer.Exit(1)

@@ -7,8 +7,6 @@ simulator-written and is printed through :func:`rewardpipe.safe_text.printable` 
 
 from __future__ import annotations
 
-import json
-import sys
 from typing import Optional
 
 import typer
@@ -18,7 +16,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.app import app, write_json_line
 from rewardpipe.safe_text import printable
 
 err = Console(stderr=True)
@@ -71,7 +69,7 @@ def show(
     out = Console(highlight=False)
     if as_json:
         # ensure_ascii: control, bidi and every other non-ASCII character a model wrote becomes a \u escape
-        sys.stdout.write(json.dumps(transcript.to_json_dict(), indent=2) + "\n")
+        write_json_line(transcript.to_json_dict())
         return
     t = transcript
     out.print(f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "

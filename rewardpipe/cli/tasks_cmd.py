@@ -10,7 +10,7 @@ import typer
 from rich.console import Console
 
 from rewardpipe.cli.app import app, error_line, fail
-from rewardpipe.cli.common import load_tasks_or_fail
+from rewardpipe.cli.common import check_output_file, load_tasks_or_fail
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import InputFileError, Task
 
@@ -80,6 +80,7 @@ def import_humaneval_command(
     """Convert HumanEval problems into ask-before-coding tasks (first docstring sentence as the prompt)."""
     from rewardpipe.humaneval import bundled_humaneval_path, import_humaneval, write_tasks
 
+    check_output_file(out_file, "--out")
     try:
         source = path if path is not None else bundled_humaneval_path()
         tasks = import_humaneval(source)

@@ -16,8 +16,11 @@ two max-length turns).
 A *real* question is a question turn the user answered with a newly revealed spec item (the simulator's
 bookkeeping, ``ScoringInput.answered_turns``). A bare "?", "ok?" or "can you explain again?" reveals nothing,
 so it earns nothing and does not delay a guess: "?" then code scores exactly like the code alone. Without the
-bookkeeping (a transcript scored on its own), a question counts when it asks something specific
-(:func:`rewardpipe.questions.question_subject`), the same rule the simulators apply before answering.
+bookkeeping (a transcript scored on its own, with no task spec at hand), a question counts when it asks
+something specific (:func:`rewardpipe.questions.question_subject`, the same rule the simulators apply before
+answering) and the recorded user reply is not one of the simulators' replies that reveal nothing ("That is up
+to you."): a made-up word ("xyz?") has a subject no rule can tell from a real one, but the simulator did not
+answer it.
 
 ``asked_before_coding`` is deliberately not gated on correctness: gating a behaviour bonus behind a rarely
 reached outcome is exactly how a component goes silently dead.
@@ -30,7 +33,7 @@ from difflib import SequenceMatcher
 from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.parsing import TurnKind
-from rewardpipe.questions import question_subject
+from rewardpipe.questions import is_non_answer, question_subject
 from rewardpipe.rewards.base import Component, Reward, ScoringInput
 
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -63,7 +66,15 @@ def real_questions(data: ScoringInput) -> list[bool]:
     first = transcript.messages[0] if transcript.messages else None
     prompt = first.content if first is not None and first.role == "user" else ""
     return [kind is TurnKind.QUESTION and not question_subject(text, prompt).asks_nothing
-            for kind, text in zip(transcript.kinds, transcript.assistant_texts)]
+            and reply is not None and not is_non_answer(reply)
+            for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript))]
+
+
+def _replies(transcript) -> list[str | None]:
+    """Per assistant turn, the user message that follows it (None if none does)."""
+    messages = transcript.messages
+    return [messages[i + 1].content if i + 1 < len(messages) and messages[i + 1].role == "user" else None
+            for i, message in enumerate(messages) if message.role == "assistant"]
 
 
 def _real_questions_before_first_commit(data: ScoringInput) -> list[bool] | None:

@@ -39,7 +39,21 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "empty_messages": json.dumps({**GOOD_ROLLOUT, "messages": []}).encode() + b"\n",
     "nul_bytes": b"\x00\x00\x00\n",
     "ansi_in_values": json.dumps({"task_id": "\x1b[2J\x1b[31mowned", "rollout_id": "\x1b]0;title\x07"}).encode()
+    + b"\n",    # round two (independent check): what a JSON parser or pydantic lets through on its own
+    "int_beyond_digit_limit": b'{"rollout_id": "r", "step": ' + b"9" * 5000 + b"}\n",
+    "bool_step": json.dumps({**GOOD_ROLLOUT, "step": True}).encode() + b"\n",
+    "string_step": json.dumps({**GOOD_ROLLOUT, "step": "1"}).encode() + b"\n",
+    "unknown_role": json.dumps({**GOOD_ROLLOUT, "messages": [{"role": "wizard", "content": "x"}]}).encode() + b"\n",
+    "nested_wrong_types": json.dumps({**GOOD_ROLLOUT, "messages": [{"role": 5, "content": {"x": [1]}}]}).encode()
     + b"\n",
+    "entry_point_not_a_name": json.dumps(make_task(entry_point="add; import os")).encode() + b"\n",
+    "nan_literal": b'{"task_id": NaN, "rollout_id": Infinity}\n',
+    "only_a_bom": b"\xef\xbb\xbf\n",
+    "deep_object": b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"\n",
+    "markup_and_bidi": json.dumps({"task_id": "[bold]x[/]\u202e\u2028", "rollout_id": "[link=http://e]x"}).encode()
+    + b"\n",
+    "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
+    "device": "device",  # /dev/zero never ends: refused, not read
 }
 
 
@@ -49,6 +63,10 @@ def _materialise(tmp_path: Path, name: str) -> Path:
     content = BAD_FILES[name]
     if content == "dir":
         path.mkdir()
+    elif content == "fifo":
+        os.mkfifo(path)
+    elif content == "device":
+        return Path("/dev/zero")
     elif content is not None:
         path.write_bytes(content)  # type: ignore[arg-type]
     return path
@@ -82,6 +100,9 @@ FILE_COMMANDS = {
     "exec_tests": ["exec", "--code", "{code}", "--tests", "{bad}", "--entry-point", "add"],
     "tasks_validate": ["tasks", "validate", "{bad}"],
     "import_humaneval": ["tasks", "import-humaneval", "{bad}", "--out", "{store}/imported.jsonl"],
+    "exec_batch_json": ["exec", "--batch", "{bad}", "--json"],
+    "monitor_json": ["monitor", "{bad}", "--json"],
+    "report_json": ["report", "{bad}", "--json"],
 }
 
 # Files that are valid enough to be processed line by line: the command reports the line and may exit 1,
@@ -108,6 +129,21 @@ USAGE_CASES = {
                         "--tests-format", "pytest"],
     "exec_bad_layer": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--disable", "x"],
     "unknown_command": ["frobnicate"],
+    # round two (independent check): huge numbers and output paths that cannot be written, refused up front
+    "run_huge_steps": ["run", "--tasks", "{tasks}", "--steps", "9" * 20, "--out", "{store}"],
+    "run_huge_group_size": ["run", "--tasks", "{tasks}", "--group-size", "9" * 20, "--out", "{store}"],
+    "run_huge_groups_per_step": ["run", "--tasks", "{tasks}", "--groups-per-step", "9" * 20, "--out", "{store}"],
+    "run_huge_max_turns": ["run", "--tasks", "{tasks}", "--max-turns", "101", "--out", "{store}"],
+    "run_plot_under_a_file": ["run", "--tasks", "{tasks}", "--plot", "{tasks}/chart.png", "--out", "{store}"],
+    "run_spill_is_a_dir": ["run", "--tasks", "{tasks}", "--spill", "{inputs}", "--out", "{store}"],
+    "score_spill_is_a_dir": ["score", "{rollouts}", "--tasks", "{tasks}", "--spill", "{inputs}", "--out", "{store}"],
+    "report_out_is_a_dir": ["report", "{rollouts}", "--out", "{inputs}"],
+    "report_out_under_a_file": ["report", "{rollouts}", "--out", "{tasks}/report.html"],
+    "import_out_is_a_dir": ["tasks", "import-humaneval", "--out", "{inputs}"],
+    "import_out_under_a_file": ["tasks", "import-humaneval", "--out", "{tasks}/x.jsonl"],
+    "exec_nan_timeout": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--timeout", "nan"],
+    "monitor_nan_epsilon": ["monitor", "{rollouts}", "--epsilon", "nan"],
+    "show_json_no_store": ["show", "{inputs}/nowhere", "--run-id", "x", "--rollout", "r", "--json"],
 }
 
 
@@ -136,12 +172,26 @@ def _invoke(args: list[str]):
     return CliRunner().invoke(app, args, catch_exceptions=False)
 
 
-def _check(result, tmp_path, store, before, allowed_codes):
+def _refuse_constant(name):
+    raise AssertionError(f"non-finite number {name} in --json output")
+
+
+def _check_json_lines(stdout: str) -> None:
+    """--json output: ASCII only, and every line one complete JSON value with no NaN or Infinity."""
+    assert stdout.isascii(), "non-ASCII characters in --json output"
+    assert stdout.endswith("\n")
+    for line in stdout.splitlines():
+        json.loads(line, parse_constant=_refuse_constant)
+
+
+def _check(result, tmp_path, store, before, allowed_codes, args=()):
     output = result.output
     assert "Traceback" not in output, output
     assert "rewardpipe bug" not in output, output
     assert result.exit_code in allowed_codes, (result.exit_code, output)
     assert _snapshot(tmp_path, store) == before, "a command wrote outside the store"
+    if "--json" in args and result.stdout.strip():
+        _check_json_lines(result.stdout)
     if result.exit_code != 0 and not result.stdout.startswith(("failed", "error")):  # exec: a verdict
         # one clear line for people, on stderr
         assert result.stderr.strip(), output
@@ -160,7 +210,7 @@ def test_bad_input_files(sandbox_dir, command, bad):
     result = _invoke(args)
     # exec runs any readable text as code (a verdict, exit 0 or 1); every other command refuses bad data (1)
     allowed = (0, 1, 2) if command.startswith("exec") else (1,)  # exec: its own exit-code rules
-    _check(result, tmp_path, store, before, allowed)
+    _check(result, tmp_path, store, before, allowed, args)
 
 
 @pytest.mark.parametrize("case", sorted(USAGE_CASES))
@@ -168,10 +218,10 @@ def test_bad_options(sandbox_dir, case):
     tmp_path = sandbox_dir
     good = _good(tmp_path)
     store = tmp_path / "store"
-    args = [a.format(store=store, **good) for a in USAGE_CASES[case]]
+    args = [a.format(store=store, inputs=good["tasks"].parent, **good) for a in USAGE_CASES[case]]
     before = _snapshot(tmp_path, store)
     result = _invoke(args)
-    _check(result, tmp_path, store, before, (1, 2))
+    _check(result, tmp_path, store, before, (1, 2), args)
     assert not store.exists() or not any(store.rglob("*.json")), "a rejected command wrote records"
 
 

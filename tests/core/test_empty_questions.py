@@ -248,3 +248,47 @@ def test_a_terse_recorded_reply_to_a_specific_question_still_counts():
     assert answered_turns_in(messages, task.spec) == {0}
     empty = _recorded(task, ("Can you explain again?", "Yes."), code=task.reference_solution)
     assert answered_turns_in(empty, task.spec) == frozenset()
+
+
+# --- near-variants of an empty question (independent check, issue 11 item 4) ----------------------------------
+
+# Questions by the parser that ask nothing a simulator can answer: punctuation, zero-width characters,
+# interjections, made-up or non-English words the stemmer cannot read.
+NEAR_EMPTY = ["? ?", "\u200b?", "¿?", "…?", "hmmm?", "Well?", "uh, what??", "xyz?", "qwerty?", "aa?", "¿Qué?",
+              "Что?", "什么？"]
+# Questions that do ask: the three ways of scoring must agree on them too.
+ASKING = ["Any requirements?", "Should negative durations raise?", "What about empty input?",
+          "What about input output types errors order format empty negative rounding case duplicates?"]
+
+
+def _asked_three_ways(task, question):
+    """asked_before_coding of one question answered by the rule-based simulator, then correct code: with the
+    simulator's bookkeeping (`run`), from the recorded reply and the spec (`score`), and from the transcript
+    alone (bare Reward.score, no spec)."""
+    reply = _reply(task, question)
+    messages = _recorded(task, (question, reply.text), code=task.reference_solution)
+    live = frozenset({0}) if reply.revealed is not None else frozenset()
+    passed = result("passed", 3, 3)
+    return (REWARD.score(messages, passed, answered_turns=live).components["asked_before_coding"],
+            REWARD.score(messages, passed, answered_turns=answered_turns_in(messages, task.spec))
+            .components["asked_before_coding"],
+            REWARD.score(messages, passed).components["asked_before_coding"])
+
+
+@pytest.mark.parametrize("question", NEAR_EMPTY)
+def test_near_empty_questions_earn_nothing_on_any_path(question):
+    for task in TASKS:
+        assert _asked_three_ways(task, question) == (0.0, 0.0, 0.0), task.task_id
+
+
+@pytest.mark.parametrize("question", ASKING)
+def test_the_three_scoring_paths_agree_on_real_questions(question):
+    for task in TASKS:
+        live, recorded, bare = _asked_three_ways(task, question)
+        assert live == recorded == bare, task.task_id
+
+
+def test_the_prompt_echoed_back_in_any_wrapping_reveals_nothing():
+    for task in TASKS:
+        for wrapping in ("{p}?", "{p} Right?", "So: {p}?", "{p} {p}?", "Could you explain: {p}?"):
+            assert _reply(task, wrapping.format(p=task.prompt)).revealed is None, (task.task_id, wrapping)

@@ -277,8 +277,9 @@ def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(nova, tmp
         thread.join(timeout=30)
     assert not failures, failures
     assert out.exit_code == 0, out.output
-    # the in-process Lambdas of the AWS thread log to the same captured stdout: read the command's object
-    report, _ = json.JSONDecoder().raw_decode(out.output[out.output.index('{\n  "ok"'):])
+    # the in-process Lambdas of the AWS thread log to the same captured stdout: read the command's line
+    # (--json is one ASCII object per line)
+    report = json.loads(next(line for line in out.output.splitlines() if line.startswith('{"ok":')))
     assert report["ok"] and len(report["responses"]) == 4 and not report["missing"]
 
 
