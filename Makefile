@@ -18,6 +18,9 @@ $(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	# The Lambda layer's wheels for the architectures this machine cannot copy from .venv (arm64 here),
+	# cached under ~/.cache/rewardpipe/layer so every later synth and test runs offline.
+	$(BIN)/python -m stacks.packaging
 	touch $@ $(VENV)/.installed-runtime
 
 # The [trl] extra (torch CPU wheel, trl, transformers, accelerate, datasets) on top of the dev install.

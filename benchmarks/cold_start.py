@@ -2,13 +2,17 @@
 
 For each handler (functions/<name>/handler.py) the script starts a new Python process, imports the
 handler module the way the Lambda runtime does, and reports the time the import took inside that
-process (interpreter start-up excluded, since Lambda pays it for every runtime alike). Each figure
-is the median of --runs runs. Baselines, measured the same way: ``pass`` (nothing) and
-``import boto3`` (what any Python Lambda touching AWS pays), so the ratio column reads "this
-handler costs N times a bare boto3 import". Every handler's first invocation calls AWS, so its cold
-start also pays for boto3 if the import did not: the "+ first call" column adds what importing boto3
-still costs after the handler's import (the two shown together are what a cold invocation pays before
-it does any work). Goal: every handler under 150 ms on a quiet machine.
+process (interpreter start-up excluded, since Lambda pays it for every runtime alike): that is the
+Lambda INIT phase, the cold start proper. Each figure is the median of --runs runs. Baselines, measured
+the same way: ``pass`` (nothing) and ``import boto3`` (what any Python Lambda touching AWS pays), so the
+ratio column reads "this handler costs N times a bare boto3 import".
+
+A handler that calls AWS defers boto3 to its first invocation, so the cold invocation also pays what
+the import did not: the "+ first call" column is, in the same process right after the handler's
+import, importing boto3 and creating the clients that handler's first call creates
+(``FIRST_CALL_CLIENTS``; network and the call's own work excluded). "= cold" is the sum, what a cold
+invocation pays before it does any work. The goal (150 ms on a quiet machine) is judged on both
+columns and each verdict is printed: "import" for the INIT phase, "cold" for import + first call.
 
     .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json]
 """
@@ -38,9 +42,24 @@ ENV = {
     "PYDANTIC_DISABLE_PLUGINS": "__all__",
 }
 
+# The AWS clients each handler's first invocation creates (rewardpipe.aws.settings.aws_client and the
+# Nova bridge): what its cold invocation pays on top of the import. An empty tuple: no AWS call at all
+# (the Nova reward Lambda scores in process and reports metrics through its logs).
+FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
+    "code_runner": ("s3",),
+    "converse": ("s3", "stepfunctions"),
+    "error_record": ("s3",),
+    "rollout_start": ("s3", "stepfunctions"),
+    "score_rollout": ("s3",),
+    "variance_monitor": ("s3",),
+    "single_turn_reward": (),
+    **{name: ("s3", "sqs", "stepfunctions") for name in
+       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep")},
+}
+
 PROBE = """
 import sys, time, importlib.util
-target = sys.argv[1]
+target, clients = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
 t0 = time.perf_counter()
 if target == "<pass>":
     pass
@@ -51,18 +70,24 @@ else:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 t1 = time.perf_counter()
-import boto3  # what the first invocation still pays if the handler's import did not
+if clients:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
+    import boto3
+    for service in clients:
+        boto3.client(service)
 print((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000)
 """
 
 
-def measure(target: str, runs: int) -> tuple[float, float, float]:
-    """(median, min) import time in ms over ``runs`` fresh interpreters, and the median of the boto3 import
-    still left for the first call."""
+def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[float, float, float]:
+    """(median, min) import time in ms over ``runs`` fresh interpreters, and the median of what the first
+    call still pays (boto3 and ``clients``)."""
     samples, rest = [], []
-    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0"}
+    # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
+    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
+           "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
     for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
-        out = subprocess.run([sys.executable, "-c", PROBE, target], env=env, capture_output=True, text=True, check=True)
+        out = subprocess.run([sys.executable, "-c", PROBE, target, ",".join(clients)], env=env,
+                             capture_output=True, text=True, check=True)
         handler_ms, boto3_ms = out.stdout.strip().splitlines()[-1].split()
         samples.append(float(handler_ms))
         rest.append(float(boto3_ms))
@@ -73,30 +98,40 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's median is over {GOAL_MS:.0f} ms")
+    parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms")
     args = parser.parse_args()
 
     baseline_pass, _, _ = measure("<pass>", args.runs)
     baseline_boto3, _, _ = measure("<boto3>", args.runs)
     rows = []
     for handler in sorted((ROOT / "functions").glob("*/handler.py")):
-        rows.append((handler.parent.name, measure(str(handler), args.runs)))
+        name = handler.parent.name
+        if name not in FIRST_CALL_CLIENTS:
+            parser.error(f"functions/{name}: add the clients its first call creates to FIRST_CALL_CLIENTS")
+        rows.append((name, measure(str(handler), args.runs, FIRST_CALL_CLIENTS[name])))
 
     print(f"Handler import time, median of {args.runs} fresh interpreters (Python {sys.version.split()[0]})")
     print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms\n")
-    print(f"{'handler':<22}{'median ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"
-          f"   goal: cold <= {GOAL_MS:.0f} ms")
+    print(f"{'handler':<22}{'import ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"
+          f"   goal {GOAL_MS:.0f} ms: import / cold   first call creates")
     worst = 0.0
+
+    def verdict(ms: float) -> str:
+        return "ok" if ms <= GOAL_MS else "OVER"
+
     for name, (ms, fastest, first_call) in rows:
         worst = max(worst, ms + first_call)
-        verdict = "ok" if ms + first_call <= GOAL_MS else "OVER"
+        clients = ", ".join(FIRST_CALL_CLIENTS[name]) or "(no AWS client)"
         print(f"{name:<22}{ms:>11.1f}{fastest:>9.1f}{ms / baseline_boto3:>9.2f}{first_call:>14.1f}{ms + first_call:>9.1f}"
-              f"   {verdict}")
+              f"   {verdict(ms):>4} / {verdict(ms + first_call):<4}      {clients}")
+    print(f"\nunder {GOAL_MS:.0f} ms: import {sum(ms <= GOAL_MS for _, (ms, _, _) in rows)}/{len(rows)} handlers, "
+          f"cold (import + first call) {sum(ms + fc <= GOAL_MS for _, (ms, _, fc) in rows)}/{len(rows)}")
     print(f"\nload average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
           "(a busy machine inflates the medians; the min column is the least disturbed run)")
     if args.json:
         print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3,
-                          "handlers": {name: {"median_ms": m, "min_ms": lo, "first_call_boto3_ms": b}
+                          "handlers": {name: {"import_median_ms": m, "import_min_ms": lo, "first_call_ms": b,
+                                              "first_call_clients": list(FIRST_CALL_CLIENTS[name])}
                                        for name, (m, lo, b) in rows}}, indent=2))
     return 1 if args.check and worst > GOAL_MS else 0
 

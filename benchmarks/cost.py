@@ -11,8 +11,8 @@ per rollout:
 * S3 requests by class (PUT/LIST vs GET) and bytes stored, SQS requests,
 * history events (each is one CloudWatch Logs event at the state machine's log level ALL).
 
-It then prices them with the list prices below (us-east-1, x86, checked 2026-11) and the stated
-assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
+It then prices them with the list prices below (us-east-1, checked 2026-11; Lambda compute at the rate of
+the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
 the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
 (e.g. an older commit unpacked with ``git archive``) to compare transition counts.
 
@@ -36,7 +36,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PRICE = {
     "transition": 0.025 / 1000,          # Step Functions Standard, per state transition
     "lambda_request": 0.20 / 1e6,
-    "lambda_gb_s": 0.0000166667,
+    # Lambda compute per GB-second by architecture (first 6 billion GB-s a month): Graviton is 20 % cheaper.
+    "lambda_gb_s": {"x86_64": 0.0000166667, "arm64": 0.0000133334},
     "fargate_vcpu_h": 0.04048,
     "fargate_gb_h": 0.004445,
     "s3_put": 0.005 / 1000,              # PUT, COPY, POST, LIST
@@ -48,6 +49,7 @@ PRICE = {
     "metric_month": 0.30,
 }
 # -- assumptions (the same rollout shape and job mix as before, so figures compare) ------------------
+# Durations are the same on either architecture: the CPU measured here (x86-64) is taken as is for arm64.
 CONTROL_STEP_S = 0.2          # billed duration of a control Lambda (start, converse, score, error)
 OPENAI_TURN_S = 5.0           # a Lambda waiting on an OpenAI-compatible endpoint, per policy turn
 RUNNER_JOB_S, RUNNER_GB = 2.0, 1769 / 1024
@@ -162,9 +164,12 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
         s3 = boto3.client("s3", region_name=harness.REGION)
         store = S3Store(deployment.bucket, client=s3)
         memory = {name: None for name in deployment.functions.values()}
+        architectures = set()
         lam = boto3.client("lambda", region_name=harness.REGION)
         for name in memory:
-            memory[name] = lam.get_function_configuration(FunctionName=name)["MemorySize"]
+            configuration = lam.get_function_configuration(FunctionName=name)
+            memory[name] = configuration["MemorySize"]
+            architectures.update(configuration.get("Architectures") or ["x86_64"])
         policies = {
             "replay": {"mode": "replay", "turns": [QUESTION_1, QUESTION_2, _answer(2, task.reference_solution)]},
             "openai": {"mode": "openai", "base_url": url, "model": "m"},
@@ -224,7 +229,8 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
             }
     server.shutdown()
     patcher.undo()
-    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU)}
+    (architecture,) = architectures  # one layer, one architecture for every function
+    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU), "architecture": architecture}
 
 
 def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
@@ -241,6 +247,8 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
     """Lines of (item, arithmetic, $ per 1M rollouts)."""
     M = 1e6
     lines = []
+    gb_s = PRICE["lambda_gb_s"][facts["architecture"]]
+    rate = f" × 1M × ${gb_s:.10f}/GB-s ({facts['architecture']})"
     t = counts["transitions"]
     retried = RETRY_RATE * sum(counts["invocations"].values())
     lines.append(("Step Functions transitions",
@@ -263,20 +271,20 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
     if inline:
         control_gb_s += inline * CONTROL_STEP_S * conversation_gb
         parts.append(f"{inline:.0f} scoring in the conversation state ×{CONTROL_STEP_S}s×{conversation_gb:.2f}GB")
-    lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s",
-                  control_gb_s * M * PRICE["lambda_gb_s"]))
+    lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s" + rate,
+                  control_gb_s * M * gb_s))
     if counts.get("inline_runs", 0):
         waiting = counts["inline_runs"] * (1 - FARGATE_SHARE) * RUNNER_JOB_S * conversation_gb
         lines.append(("Lambda waiting on the code runner", f"{1 - FARGATE_SHARE} × {RUNNER_JOB_S}s × "
-                      f"{conversation_gb:.2f}GB = {waiting:.3f} GB-s", waiting * M * PRICE["lambda_gb_s"]))
+                      f"{conversation_gb:.2f}GB = {waiting:.3f} GB-s" + rate, waiting * M * gb_s))
     if path == "openai":
         llm = 3 * OPENAI_TURN_S * conversation_gb
-        lines.append(("Lambda waiting on the endpoint", f"3 turns × {OPENAI_TURN_S}s × {conversation_gb:.2f}GB = {llm} GB-s",
-                      llm * M * PRICE["lambda_gb_s"]))
+        lines.append(("Lambda waiting on the endpoint",
+                      f"3 turns × {OPENAI_TURN_S}s × {conversation_gb:.2f}GB = {llm} GB-s" + rate, llm * M * gb_s))
     share_lambda = 1 - FARGATE_SHARE
     runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
-    lines.append(("Lambda code runner", f"{share_lambda} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s",
-                  runner * M * PRICE["lambda_gb_s"]))
+    lines.append(("Lambda code runner", f"{share_lambda} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s" + rate,
+                  runner * M * gb_s))
     fargate_h = FARGATE_MIN / 60
     per_task = fargate_h * (FARGATE_VCPU * PRICE["fargate_vcpu_h"] + FARGATE_GB * PRICE["fargate_gb_h"])
     lines.append(("Fargate (long jobs)", f"{FARGATE_SHARE:.0%} × {FARGATE_MIN:.0f}/60 h × "

@@ -20,12 +20,14 @@ def _escape(char: str) -> str:
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"
 
 
-def printable(text: str) -> str:
+def printable(text: str, *, keep_newlines: bool = True) -> str:
     """``text`` with control (Cc), format (Cf: bidi overrides, zero-width) and surrogate characters shown as
-    escapes; Unicode line and paragraph separators become escapes too, so one line stays one line."""
+    escapes; Unicode line and paragraph separators become escapes too, so one line stays one line. Tabs are
+    kept, and newlines unless ``keep_newlines`` is False (a message that must stay on one line)."""
+    keep = _KEEP if keep_newlines else _KEEP - {"\n"}
     out = []
     for char in text:
-        if char in _KEEP:
+        if char in keep:
             out.append(char)
         elif unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             out.append(_escape(char))

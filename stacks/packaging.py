@@ -3,17 +3,20 @@
 * The Lambda **layer** holds the ``rewardpipe`` package plus the distributions the handlers import
   (Powertools, pydantic and pydantic-core, httpx and its deps), at exactly the versions of the pinned
   virtualenv; boto3/botocore come from the Lambda runtime. Why not the AWS-managed Powertools layer: it
-  would pin us to whatever pydantic and Powertools versions that layer ships. pydantic-core is compiled,
-  and Lambda needs its CPython 3.11 x86-64 Linux build whatever machine synthesizes:
+  would pin us to whatever pydantic and Powertools versions that layer ships. pydantic-core and wrapt are
+  compiled, and Lambda needs their CPython 3.11 Linux build for the functions' architecture (arm64,
+  Graviton, by default; x86_64 by setting ``lambda.architecture``) whatever machine synthesizes:
 
-  - on Linux x86-64 with CPython 3.11 the files are copied from the virtualenv (offline, using each
-    distribution's RECORD);
-  - anywhere else (macOS, arm64, another Python) they come from
-    ``pip install --platform manylinux2014_x86_64 --only-binary=:all: --python-version 3.11 --target ...``,
-    which downloads the Lambda-platform wheels without Docker, cached per version set under
-    ``~/.cache/rewardpipe/layer/``. ``REWARDPIPE_LAYER_BUILD=pip`` forces this path, ``=venv`` the copy.
+  - when this interpreter is CPython 3.11 on Linux of that architecture, the files are copied from the
+    virtualenv (offline, using each distribution's RECORD);
+  - anywhere else (macOS, the other architecture, another Python) they come from
+    ``pip install --platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.11 --target ...``
+    (``manylinux2014_x86_64`` for x86_64), which downloads the Lambda-platform wheels without Docker,
+    cached per version set under ``~/.cache/rewardpipe/layer/`` (``make install-dev`` fills the cache, so
+    a synth after it is offline). ``REWARDPIPE_LAYER_BUILD=pip`` forces this path, ``=venv`` the copy.
 
-  Either way :func:`stage_layer` checks that the staged pydantic-core is the Lambda build.
+  Either way :func:`stage_layer` checks that every compiled module staged is an ELF object for the
+  functions' architecture.
 * The **container** build context holds the Dockerfile and entry point from containers/code_runner/
   plus a copy of ``rewardpipe`` (the image installs the same code the Lambdas run).
 
@@ -63,10 +66,13 @@ LAYER_DISTRIBUTIONS = (
 # whose hidden tests must not sit on a file system the sandboxed model code can read (on Lambda and in the
 # runner container the child runs without the uid and Landlock layers; tasks arrive through S3 instead).
 PACKAGE_EXCLUDES = ("cli", "data")
-EXPECTED_PLATFORM_TAG = "cpython-311-x86_64-linux-gnu"
-# What pip must fetch for the Lambda python3.11 x86_64 runtime (Amazon Linux 2023, glibc 2.34).
-LAMBDA_PIP_PLATFORM = ("--platform", "manylinux2014_x86_64", "--only-binary=:all:",
-                       "--python-version", "3.11", "--implementation", "cp")
+# Lambda architecture -> (pip platform tag, this interpreter's extension suffix on it, ELF e_machine).
+# The python3.11 runtime is Amazon Linux 2023 (glibc 2.34) on both; manylinux2014 is glibc 2.17.
+LAMBDA_PLATFORMS = {
+    "arm64": ("manylinux2014_aarch64", "cpython-311-aarch64-linux-gnu", 0xB7),
+    "x86_64": ("manylinux2014_x86_64", "cpython-311-x86_64-linux-gnu", 0x3E),
+}
+DEFAULT_ARCHITECTURE = "arm64"
 LAYER_BUILD_ENV = "REWARDPIPE_LAYER_BUILD"
 LAYER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rewardpipe" / "layer"
 
@@ -114,16 +120,41 @@ def copy_distribution(name: str, dest: Path) -> int:
     return copied
 
 
-def _check_platform(python_dir: Path) -> None:
-    binaries = sorted(python_dir.glob("pydantic_core/_pydantic_core*.so"))
-    if not binaries:
+def _platform(architecture: str) -> tuple[str, str, int]:
+    try:
+        return LAMBDA_PLATFORMS[architecture]
+    except KeyError:
+        raise PackagingError(f"unknown Lambda architecture {architecture!r}; use one of {sorted(LAMBDA_PLATFORMS)}") from None
+
+
+def lambda_pip_platform(architecture: str = DEFAULT_ARCHITECTURE) -> tuple[str, ...]:
+    """What pip must fetch for the Lambda python3.11 runtime on ``architecture``."""
+    return ("--platform", _platform(architecture)[0], "--only-binary=:all:",
+            "--python-version", "3.11", "--implementation", "cp")
+
+
+def elf_machine(path: Path) -> int | None:
+    """The ELF e_machine of ``path`` (None if it is not a little-endian ELF file)."""
+    with open(path, "rb") as f:
+        header = f.read(20)
+    if len(header) < 20 or header[:4] != b"\x7fELF" or header[5] != 1:
+        return None
+    return int.from_bytes(header[18:20], "little")
+
+
+def _check_platform(python_dir: Path, architecture: str = DEFAULT_ARCHITECTURE) -> None:
+    """Every compiled module in the layer must load on the functions' architecture (one wrong wheel is an
+    ImportError at the first cold start on AWS, never seen at synth)."""
+    _pip_tag, suffix, machine = _platform(architecture)
+    if not list(python_dir.glob("pydantic_core/_pydantic_core*.so")):
         raise PackagingError("pydantic-core has no compiled module to stage")
-    if not any(EXPECTED_PLATFORM_TAG in b.name for b in binaries):
-        raise PackagingError(
-            f"the staged pydantic-core is {binaries[0].name}, but Lambda python3.11 x86_64 needs a "
-            f"{EXPECTED_PLATFORM_TAG} build; set {LAYER_BUILD_ENV}=pip to fetch it "
-            f"(this interpreter is {sysconfig.get_platform()})"
-        )
+    for binary in sorted(python_dir.rglob("*.so")):
+        if elf_machine(binary) != machine or ("cpython-" in binary.name and suffix not in binary.name):
+            raise PackagingError(
+                f"{binary.relative_to(python_dir)} is not a CPython 3.11 {architecture} Linux build, which the "
+                f"{architecture} Lambda functions need; set {LAYER_BUILD_ENV}=pip to fetch it "
+                f"(this interpreter is {sysconfig.get_platform()})"
+            )
 
 
 def _scratch(prefix: str) -> Path:
@@ -144,40 +175,42 @@ def layer_requirements() -> list[str]:
     return pins
 
 
-def pip_layer_command(target: Path, requirements: Sequence[str]) -> list[str]:
+def pip_layer_command(target: Path, requirements: Sequence[str], architecture: str = DEFAULT_ARCHITECTURE) -> list[str]:
     """pip fetching the Lambda platform's wheels (never building from source, never resolving other versions)."""
-    return [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile", *LAMBDA_PIP_PLATFORM,
-            "--target", str(target), *requirements]
+    return [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
+            *lambda_pip_platform(architecture), "--target", str(target), *requirements]
 
 
-def matches_lambda_platform() -> bool:
-    """True when this interpreter's compiled modules are the ones Lambda python3.11 x86_64 loads."""
-    return sysconfig.get_config_var("EXT_SUFFIX") == f".{EXPECTED_PLATFORM_TAG}.so"
+def matches_lambda_platform(architecture: str = DEFAULT_ARCHITECTURE) -> bool:
+    """True when this interpreter's compiled modules are the ones Lambda python3.11 on ``architecture`` loads."""
+    return sysconfig.get_config_var("EXT_SUFFIX") == f".{_platform(architecture)[1]}.so"
 
 
-def use_pip(env: dict[str, str] | None = None) -> bool:
+def use_pip(env: dict[str, str] | None = None, architecture: str = DEFAULT_ARCHITECTURE) -> bool:
     choice = (os.environ if env is None else env).get(LAYER_BUILD_ENV, "auto")
     if choice not in ("auto", "pip", "venv"):
         raise PackagingError(f"{LAYER_BUILD_ENV} must be auto, pip or venv, got {choice!r}")
-    return choice == "pip" or (choice == "auto" and not matches_lambda_platform())
+    return choice == "pip" or (choice == "auto" and not matches_lambda_platform(architecture))
 
 
 def pip_layer_dependencies(
-    requirements: Sequence[str], cache: Path | None = None, run: Callable[..., subprocess.CompletedProcess] | None = None
+    requirements: Sequence[str], cache: Path | None = None, run: Callable[..., subprocess.CompletedProcess] | None = None,
+    architecture: str = DEFAULT_ARCHITECTURE,
 ) -> Path:
     """The Lambda-platform wheels of ``requirements`` installed into a cache directory (one per version set)."""
     cache = LAYER_CACHE if cache is None else cache
     run = subprocess.run if run is None else run
-    key = hashlib.sha256("\n".join([*LAMBDA_PIP_PLATFORM, *sorted(requirements)]).encode()).hexdigest()[:16]
+    platform_args = lambda_pip_platform(architecture)
+    key = hashlib.sha256("\n".join([*platform_args, *sorted(requirements)]).encode()).hexdigest()[:16]
     done = cache / key
     if (done / ".complete").is_file():
         return done
     staging = Path(tempfile.mkdtemp(prefix=f"{key}-", dir=_ensure(cache)))
-    proc = run(pip_layer_command(staging, requirements), capture_output=True, text=True)
+    proc = run(pip_layer_command(staging, requirements, architecture), capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         raise PackagingError("pip could not fetch the Lambda-platform wheels for the layer "
-                             f"(manylinux2014_x86_64, CPython 3.11):\n{(proc.stderr or proc.stdout)[-2000:]}")
+                             f"({platform_args[1]}, CPython 3.11):\n{(proc.stderr or proc.stdout)[-2000:]}")
     (staging / ".complete").write_text("\n".join(requirements))
     try:
         staging.rename(done)
@@ -192,21 +225,28 @@ def _ensure(path: Path) -> Path:
 
 
 @functools.lru_cache(maxsize=None)
-def stage_layer() -> str:
-    """Directory laid out as a Lambda layer (``python/...``); built once per process."""
-    root = _scratch("rewardpipe-layer-")
+def stage_layer(architecture: str = DEFAULT_ARCHITECTURE) -> str:
+    """Directory laid out as a Lambda layer (``python/...``) for ``architecture``; built once per process."""
+    root = _scratch(f"rewardpipe-layer-{architecture}-")
     python_dir = root / "python"
     python_dir.mkdir()
     copy_package(python_dir)
-    if use_pip():
-        wheels = pip_layer_dependencies(layer_requirements())
+    if use_pip(architecture=architecture):
+        wheels = pip_layer_dependencies(layer_requirements(), architecture=architecture)
         shutil.copytree(wheels, python_dir, dirs_exist_ok=True, ignore=lambda _d, names: {
             n for n in names if n in (".complete", "bin") or n == "__pycache__"})
     else:
         for name in LAYER_DISTRIBUTIONS:
             copy_distribution(name, python_dir)
-    _check_platform(python_dir)
+    _check_platform(python_dir, architecture)
     return str(root)
+
+
+def prefetch_layer_wheels(architectures: Sequence[str] = tuple(LAMBDA_PLATFORMS)) -> list[Path]:
+    """Fill the wheel cache for every architecture this machine cannot copy from its own virtualenv, so
+    later synths (and the tests) run offline. ``python -m stacks.packaging`` runs this."""
+    return [pip_layer_dependencies(layer_requirements(), architecture=arch)
+            for arch in architectures if not matches_lambda_platform(arch)]
 
 
 @functools.lru_cache(maxsize=None)
@@ -223,3 +263,8 @@ def function_dir(name: str) -> str:
     if not (path / "handler.py").is_file():
         raise PackagingError(f"functions/{name}/handler.py does not exist")
     return str(path)
+
+
+if __name__ == "__main__":
+    for path in prefetch_layer_wheels():
+        print(f"layer wheels cached in {path}")

@@ -5,20 +5,18 @@ from __future__ import annotations
 
 from aws_cdk import Aws, CfnOutput, Stack, Tags
 from aws_cdk import aws_iam as iam
-from aws_cdk import aws_lambda as _lambda
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import ARCHITECTURE, RUNTIME
+from stacks.constructs.common import RewardPipeLayer
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
 from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, load_nova_settings
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
-from stacks.packaging import stage_layer
 
 
 class RewardPipeStack(Stack):
@@ -26,13 +24,7 @@ class RewardPipeStack(Stack):
         super().__init__(scope, construct_id, description="rewardpipe: GRPO reward scoring with per-component variance alarms", **kwargs)
         self.settings = settings
 
-        layer = _lambda.LayerVersion(
-            self, "RewardPipeLayer",
-            code=_lambda.Code.from_asset(stage_layer()),
-            compatible_runtimes=[RUNTIME],
-            compatible_architectures=[ARCHITECTURE],
-            description="rewardpipe package + Powertools, pydantic and httpx (staged from the pinned venv)",
-        )
+        layer = RewardPipeLayer(self, "RewardPipeLayer", architecture=settings.functions.architecture)
         self.storage = Storage(self, "Storage", settings=settings.storage)
         self.network = Network(self, "Network")
         # Inside the isolated VPC, S3 is only the job hand-off prefix (runner Lambda and Fargate).

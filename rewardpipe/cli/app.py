@@ -15,7 +15,6 @@ from __future__ import annotations
 import json
 import math
 import sys
-import unicodedata
 from typing import Any, NoReturn
 
 import typer
@@ -25,14 +24,12 @@ USAGE_ERROR = 2
 DATA_ERROR = 1
 
 
-def _visible(ch: str) -> str:
-    return ch if ch == "\t" or unicodedata.category(ch) not in ("Cc", "Cf", "Cs") else repr(ch)[1:-1]
-
-
 def printable(text: str) -> str:
-    """``text`` with control characters shown as escapes, so hostile bytes (ANSI sequences in an id or an
-    exception message) cannot rewrite the user's terminal."""
-    return "".join(map(_visible, text))
+    """``text`` on one line with control characters shown as escapes, so hostile bytes (ANSI sequences in an
+    id or an exception message) cannot rewrite the user's terminal (see :mod:`rewardpipe.safe_text`)."""
+    from rewardpipe.safe_text import printable as escaped
+
+    return escaped(text, keep_newlines=False)
 
 
 def markup_safe(text: object) -> str:

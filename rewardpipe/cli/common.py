@@ -20,7 +20,9 @@ from rewardpipe.models import InputFileError, Record, RunManifest, Task, load_ta
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
 
 
-def load_tasks_or_fail(path: Path, *, allow_empty: bool = False) -> list[Task]:
+def load_tasks_or_fail(path: Path, *, allow_empty: bool = False, runnable: bool = False) -> list[Task]:
+    """The tasks of ``path``, or exit 1 naming the problem; ``runnable`` also refuses tasks whose hidden
+    tests cannot run (see :func:`refuse_unrunnable_tests`)."""
     try:
         tasks = load_tasks(path)
     except FileNotFoundError:
@@ -33,7 +35,25 @@ def load_tasks_or_fail(path: Path, *, allow_empty: bool = False) -> list[Task]:
         fail(f"cannot read task file {path}: {exc.strerror or exc}")
     if not tasks and not allow_empty:
         fail(f"{path}: contains no tasks")
+    if runnable:
+        refuse_unrunnable_tests(path, tasks)
     return tasks
+
+
+def refuse_unrunnable_tests(path: Path, tasks: list[Task]) -> None:
+    """Exit 1 naming every task whose hidden tests cannot run at all (they do not parse, or hold no test),
+    before anything is written: every execution of such a task would be an infrastructure error."""
+    from rewardpipe.execution.runtime.harness import HarnessError, count_expected_tests
+
+    broken = []
+    for task in tasks:
+        try:
+            count_expected_tests(task.tests, task.tests_format)
+        except HarnessError as exc:
+            broken.append(f"task '{task.task_id[:80]}': tests: {exc}")
+    if broken:
+        more = f" (and {len(broken) - 5} more)" if len(broken) > 5 else ""
+        fail(f"{path}: {'; '.join(broken[:5])}{more} (`rewardpipe doctor --tasks {path}` checks a task file)")
 
 
 def parse_weights(pairs: list[str]) -> dict[str, float]:

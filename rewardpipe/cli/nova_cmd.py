@@ -7,10 +7,9 @@ from typing import Optional
 
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
-from rewardpipe.cli.app import app, write_json_line
+from rewardpipe.cli.app import app, fail, markup_safe, write_json_line
 
 nova_app = typer.Typer(name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).",
                        no_args_is_help=True)
@@ -36,18 +35,18 @@ def simulate_cmd(
     """Send rollout requests like a Nova training job, answer its generate requests with scripted turns, and
     check one in-range rollout response per sample arrives. Exit 1 if any is missing, duplicated or out of range."""
     import boto3
+    from botocore.exceptions import BotoCoreError, ClientError
 
+    from rewardpipe.cli.common import load_tasks_or_fail
     from rewardpipe.integrations.nova.trainer_sim import NovaQueues, simulate
-    from rewardpipe.models import InputFileError, load_tasks
 
-    try:
-        task_list = load_tasks(tasks)
-    except (InputFileError, OSError) as exc:
-        err.print(f"[bold red]error:[/] {escape(str(exc))}")
-        raise typer.Exit(1)
+    task_list = load_tasks_or_fail(tasks, runnable=True)  # before any AWS call: an empty or unreadable file exits 1
     queues = NovaQueues(rollout_request_url, rollout_response_url, generate_request_url, generate_response_url)
-    sqs = boto3.client("sqs", region_name=region) if region else boto3.client("sqs")
-    report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout)
+    try:
+        sqs = boto3.client("sqs", region_name=region) if region else boto3.client("sqs")
+        report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout)
+    except (BotoCoreError, ClientError) as exc:  # no region or credentials, a wrong queue URL, a denied call
+        fail(f"AWS SQS: {exc} (check --region, your AWS credentials and the four queue URLs)")
     if as_json:
         write_json_line({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
                          "responses": report.responses, "missing": report.missing,
@@ -58,12 +57,12 @@ def simulate_cmd(
             table.add_column(column)
         for sample_id in report.sent:
             response = report.responses.get(sample_id)
-            table.add_row(escape(sample_id), escape(str(response.get("stop_reason"))) if response else "[red]missing[/red]",
-                          escape(str(response.get("rewards", {}).get("aggregate_score"))) if response else "")
+            table.add_row(markup_safe(sample_id), markup_safe(str(response.get("stop_reason"))) if response else "[red]missing[/red]",
+                          markup_safe(str(response.get("rewards", {}).get("aggregate_score"))) if response else "")
         Console(soft_wrap=True).print(table)
         for problem, items in (("missing", report.missing), ("out of range", report.out_of_range),
                                ("duplicate responses", [d.get("sample_id") for d in report.duplicates])):
             if items:
-                err.print(f"[bold red]{problem}:[/] {escape(', '.join(map(str, items)))}")
+                err.print(f"[bold red]{problem}:[/] {markup_safe(', '.join(map(str, items)))}")
     if not report.ok:
         raise typer.Exit(1)

@@ -141,7 +141,7 @@ def run(
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
     run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
-    task_list = load_tasks_or_fail(tasks)
+    task_list = load_tasks_or_fail(tasks, runnable=True)
     reward = episode_reward(reward_name, weight)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
@@ -357,7 +357,7 @@ def score(
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
     run_id = check_run_id(run_id)
-    task_list = load_tasks_or_fail(tasks)
+    task_list = load_tasks_or_fail(tasks, runnable=True)
     reward = episode_reward(reward_name, weight)
     workers = cap_workers(workers)
     check_output_file(spill, "--spill")
@@ -449,5 +449,6 @@ def doctor(
         out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
                   (f"; broken: {escape(printable(', '.join(d.task_id for d in broken)))}" if broken else ""),
                   highlight=False)
-    if broken:
-        raise typer.Exit(1)
+    if broken:  # the report above is data (stdout); the verdict is for people (stderr), even when piped
+        fail(f"{tasks}: {len(broken)} of {len(diagnoses)} task(s) cannot be scored: "
+             f"{', '.join(d.task_id[:80] for d in broken[:10])}{' ...' if len(broken) > 10 else ''}")

@@ -24,6 +24,7 @@ from stacks.config import DeploymentSettings
 from stacks.constructs.common import (
     METRICS_NAMESPACE,
     SERVICE_NAME,
+    RewardPipeLayer,
     grant_prefix,
     python_function,
     sandbox_memory_mb,
@@ -44,7 +45,7 @@ class CodeRunner(Construct):
         settings: DeploymentSettings,
         storage: Storage,
         network: Network,
-        layer: _lambda.ILayerVersion,
+        layer: RewardPipeLayer,
     ) -> None:
         super().__init__(scope, construct_id)
         bucket = storage.bucket

@@ -11,13 +11,28 @@ from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
-from stacks.packaging import function_dir
+from stacks.packaging import function_dir, stage_layer
 
 RUNTIME = _lambda.Runtime.PYTHON_3_11
-ARCHITECTURE = _lambda.Architecture.X86_64
+ARCHITECTURES = {"arm64": _lambda.Architecture.ARM_64, "x86_64": _lambda.Architecture.X86_64}
 SERVICE_NAME = "rewardpipe"
 METRICS_NAMESPACE = "RewardPipe"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+
+
+class RewardPipeLayer(_lambda.LayerVersion):
+    """The layer every function uses (rewardpipe + its run-time dependencies), built for one architecture;
+    :func:`python_function` takes the architecture from it, so a function and its layer never disagree."""
+
+    def __init__(self, scope: Construct, construct_id: str, *, architecture: str) -> None:
+        super().__init__(
+            scope, construct_id,
+            code=_lambda.Code.from_asset(stage_layer(architecture)),
+            compatible_runtimes=[RUNTIME],
+            compatible_architectures=[ARCHITECTURES[architecture]],
+            description=f"rewardpipe package + Powertools, pydantic and httpx for {architecture} (pinned versions)",
+        )
+        self.architecture = ARCHITECTURES[architecture]
 
 
 def python_function(
@@ -25,7 +40,7 @@ def python_function(
     construct_id: str,
     *,
     name: str,
-    layer: _lambda.ILayerVersion,
+    layer: RewardPipeLayer,
     environment: Mapping[str, str],
     memory_mb: int,
     timeout_s: int,
@@ -60,7 +75,7 @@ def python_function(
         function_name=function_name,
         description=description,
         runtime=RUNTIME,
-        architecture=ARCHITECTURE,
+        architecture=layer.architecture,
         handler="handler.lambda_handler",
         code=_lambda.Code.from_asset(function_dir(name), exclude=["__pycache__", "*.pyc"]),
         layers=[layer],

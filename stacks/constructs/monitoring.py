@@ -19,7 +19,6 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
-from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
@@ -29,7 +28,9 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import METRICS_NAMESPACE, SERVICE_NAME, grant_prefix, python_function, stack_name
+from stacks.constructs.common import (
+    METRICS_NAMESPACE, RewardPipeLayer, SERVICE_NAME, grant_prefix, python_function, stack_name,
+)
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
 
@@ -77,7 +78,7 @@ class Monitoring(Construct):
         storage: Storage,
         workflow: RolloutWorkflow,
         runner: CodeRunner,
-        layer: _lambda.ILayerVersion,
+        layer: RewardPipeLayer,
     ) -> None:
         super().__init__(scope, construct_id)
         alarms_cfg = settings.alarms

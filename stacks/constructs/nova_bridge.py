@@ -30,7 +30,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import grant_list, grant_prefix, python_function
+from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
 
@@ -81,7 +81,7 @@ def load_nova_settings(raw: Any) -> NovaBridgeSettings:
 class NovaBridge(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings,
                  nova: NovaBridgeSettings, storage: Storage, workflow: RolloutWorkflow,
-                 layer: _lambda.ILayerVersion, alarm_topic: Any = None) -> None:
+                 layer: RewardPipeLayer, alarm_topic: Any = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
         bucket = storage.bucket

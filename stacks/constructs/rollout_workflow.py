@@ -39,7 +39,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import grant_prefix, python_function
+from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 # The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
@@ -69,7 +69,7 @@ class RolloutWorkflow(Construct):
         settings: DeploymentSettings,
         storage: Storage,
         runner: CodeRunner,
-        layer: _lambda.ILayerVersion,
+        layer: RewardPipeLayer,
     ) -> None:
         super().__init__(scope, construct_id)
         bucket = self.bucket = storage.bucket

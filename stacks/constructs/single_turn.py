@@ -9,11 +9,10 @@ from __future__ import annotations
 import json
 
 from aws_cdk import CfnOutput
-from aws_cdk import aws_lambda as _lambda
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import python_function, sandbox_memory_mb, stack_name
+from stacks.constructs.common import RewardPipeLayer, python_function, sandbox_memory_mb, stack_name
 
 # Lambda gives one vCPU per 1769 MB; model code is CPU-bound, so the pool follows the vCPUs (at least 2,
 # so one slow sample does not hold up the whole batch).
@@ -29,7 +28,7 @@ class SingleTurnReward(Construct):
         *,
         settings: DeploymentSettings,
         network: Network,
-        layer: _lambda.ILayerVersion,
+        layer: RewardPipeLayer,
     ) -> None:
         super().__init__(scope, construct_id)
         memory_mb = settings.functions.single_turn_memory_mb

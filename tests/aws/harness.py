@@ -80,6 +80,15 @@ class Synth:
     assertions: Any  # aws_cdk.assertions.Template
 
 
+# The Lambda architecture whose compiled modules this interpreter can load (None: neither).
+NATIVE_ARCHITECTURE = {"x86_64": "x86_64", "aarch64": "arm64"}.get(__import__("platform").machine())
+
+
+def architecture_context(architecture: str) -> str:
+    """CDK context (for :func:`synthesized`) deploying every function on ``architecture``."""
+    return json.dumps({"rewardpipe": {"lambda": {"architecture": architecture}}}, sort_keys=True)
+
+
 @functools.lru_cache(maxsize=None)
 def synthesized(context_json: str = "") -> Synth:
     """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling
@@ -640,6 +649,7 @@ class Deployment:
                 FunctionName=name, Runtime=props["Runtime"], Role=role, Handler=props["Handler"],
                 Code={"ZipFile": buf.getvalue()}, Timeout=int(props.get("Timeout", 3)),
                 MemorySize=int(props.get("MemorySize", 128)), Environment={"Variables": env},
+                Architectures=props.get("Architectures", ["x86_64"]),
             )
             self.functions[logical] = name
             self.refs[logical] = {"Ref": name, "Arn": fn["FunctionArn"]}

@@ -52,6 +52,9 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "deep_object": b'{"a":' * 100_000 + b"1" + b"}" * 100_000 + b"\n",
     "markup_and_bidi": json.dumps({"task_id": "[bold]x[/]\u202e\u2028", "rollout_id": "[link=http://e]x"}).encode()
     + b"\n",
+    "tests_do_not_parse": json.dumps(make_task(tests="def (")).encode() + b"\n",
+    "tests_hold_no_test": json.dumps(make_task(tests="import unittest\nx = 1\n")).encode() + b"\n",
+    "tests_with_nul": json.dumps(make_task(tests="import unittest\x00\n")).encode() + b"\n",
     "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
     "device": "device",  # /dev/zero never ends: refused, not read
 }
@@ -103,6 +106,9 @@ FILE_COMMANDS = {
     "exec_batch_json": ["exec", "--batch", "{bad}", "--json"],
     "monitor_json": ["monitor", "{bad}", "--json"],
     "report_json": ["report", "{bad}", "--json"],
+    "nova_simulate_tasks": ["nova", "simulate", "--rollout-request-url", "q1", "--rollout-response-url", "q2",
+                            "--generate-request-url", "q3", "--generate-response-url", "q4", "--tasks", "{bad}",
+                            "--timeout", "1", "--region", "us-east-1"],
 }
 
 # Files that are valid enough to be processed line by line: the command reports the line and may exit 1,
@@ -229,3 +235,18 @@ def test_the_bundled_tasks_are_still_fine(sandbox_dir):
     # guard for the matrix: the "good" side of each command really is good
     result = _invoke(["tasks", "validate", str(BUNDLED_TASKS)])
     assert result.exit_code == 0, result.output
+
+
+def test_nova_simulate_without_aws_setup_is_one_error_line(sandbox_dir, monkeypatch):
+    for name in [key for key in os.environ if key.startswith("AWS_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(sandbox_dir / "no-config"))
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(sandbox_dir / "no-credentials"))
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    urls = ["--rollout-request-url", "q1", "--rollout-response-url", "q2", "--generate-request-url", "q3",
+            "--generate-response-url", "q4", "--timeout", "1"]
+    for region in ([], ["--region", "us-east-1"]):  # no region at all; a region but no credentials
+        result = _invoke(["nova", "simulate", *urls, *region])
+        assert result.exit_code == 1, result.output
+        assert "rewardpipe bug" not in result.output and "Traceback" not in result.output
+        assert result.stderr.startswith("error: AWS SQS:"), result.stderr

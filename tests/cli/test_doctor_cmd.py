@@ -25,7 +25,7 @@ def test_doctor_names_every_broken_task_and_why(cli, tmp_path):
     ])
     result = cli("doctor", "--tasks", tasks, "--json")
     assert result.exit_code == 1
-    report = json.loads(result.output)
+    report = json.loads(result.stdout)  # data on stdout; the error line goes to stderr
     assert sorted(report["broken"]) == ["missing-entry", "never-calls-entry", "no-spec", "wrong-reference"]
     problems = {d["task_id"]: " | ".join(d["problems"]) for d in report["diagnoses"]}
     assert "does not pass its own tests" in problems["wrong-reference"]

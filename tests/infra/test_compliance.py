@@ -14,6 +14,7 @@ import pytest
 from aws_cdk.assertions import Annotations, Match
 
 from stacks import packaging
+from tests.aws import harness
 
 pytestmark = pytest.mark.xdist_group("cdk")
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,16 +78,23 @@ def test_layer_staging_is_deterministic_and_excludes_the_cli_and_hidden_tests():
     assert not (first / "python" / "rewardpipe" / "data").exists()
     container = Path(packaging.stage_container.__wrapped__())
     assert not list(container.rglob("tasks.jsonl"))
-    assert list((first / "python" / "pydantic_core").glob("_pydantic_core.cpython-311-x86_64-linux-gnu.so"))
+    # the default layer is the arm64 (Graviton) one
+    assert list((first / "python" / "pydantic_core").glob("_pydantic_core.cpython-311-aarch64-linux-gnu.so"))
 
 
 SIMULATED_RUNTIME = ("boto3", "botocore", "s3transfer", "dateutil", "urllib3", "six.py", "jmespath")
 
 
-def test_every_handler_imports_from_the_layer_alone(synth, tmp_path):
+def test_every_handler_imports_from_the_layer_alone(tmp_path):
     """Import each handler with only the staged layer, its own asset and the Lambda runtime's boto3
-    on sys.path (no site-packages): the layer holds everything else the handlers need."""
+    on sys.path (no site-packages): the layer holds everything else the handlers need. The stack is
+    synthesized for this machine's architecture, whose compiled modules this interpreter can load (the
+    same distributions, at the same versions, as the arm64 layer: tests/infra/test_layer_build.py)."""
     import botocore
+
+    if harness.NATIVE_ARCHITECTURE is None:
+        pytest.skip("this machine is neither x86-64 nor aarch64")
+    synth = harness.synthesized(harness.architecture_context(harness.NATIVE_ARCHITECTURE))
 
     site = Path(botocore.__file__).resolve().parents[1]
     runtime = tmp_path / "runtime"

@@ -285,12 +285,15 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
 
 # CloudWatch metric math, as documented in "Metric math syntax and functions"
 # (https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/using-metric-math.html#metric-math-syntax):
-# arithmetic + - * / ^, comparison == != <= >= < >, logical AND/&& OR/|| NOT/!, IF(condition, true, false),
-# FILL(metric, value), ... An expression id must start with a lowercase letter. SEARCH is not allowed in alarms.
+# arithmetic + - * / ^; "Comparison and logical operators": comparison == != <= >= < > and logical "AND or &&",
+# "OR or ||" only (no NOT), between time series or scalars, giving a 0/1 time series, e.g.
+# "(metric1 > 15 AND metric2 > 15)"; "Using IF expressions": IF(condition, trueValue, falseValue) where the
+# condition may be such a time series (the IF(TS, S, S) form); FILL(metric, value), ... An expression id must
+# start with a lowercase letter. SEARCH is not allowed in alarms.
 _MATH_FUNCTIONS = {"ABS", "AVG", "CEIL", "DATAPOINT_COUNT", "DIFF", "DIFF_TIME", "FILL", "FIRST", "FLOOR", "IF",
                    "LAST", "LOG", "LOG10", "MAX", "METRICS", "MIN", "PERIOD", "RATE", "REMOVE_EMPTY", "RUNNING_SUM",
                    "SLICE", "SORT", "STDDEV", "SUM", "TIME_SERIES"}
-_MATH_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/^<>!(),]))")
+_MATH_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/^<>(),]))")
 
 
 def _check_metric_math(expression: str, ids: set[str]) -> None:
@@ -304,7 +307,7 @@ def _check_metric_math(expression: str, ids: set[str]) -> None:
         pos = match.end()
         name, op = match.group("name"), match.group("op")
         if name:
-            if name in ("AND", "OR", "NOT"):
+            if name in ("AND", "OR"):
                 pass
             elif name.upper() == name and name not in ids:
                 assert name in _MATH_FUNCTIONS, f"{name} is not a metric math function"
@@ -339,6 +342,6 @@ def test_every_math_alarm_uses_documented_metric_math(resources):
                 assert "SEARCH" not in metric["Expression"]  # not allowed in alarms
     assert expressions >= 2  # the heartbeat and rollouts-without-record alarms
     for bad in ("IF(FILL(started, 0) > 0 AND FILL(checks, 0) == 0, 1)", "IFF(started, 1, 0)", "started + nope",
-                "IF(started > 0, 1, 0"):
+                "IF(started > 0, 1, 0", "IF(NOT started > 0, 1, 0)", "IF(!(checks == 0), 1, 0)"):
         with pytest.raises(AssertionError):
             _check_metric_math(bad, {"started", "checks"})

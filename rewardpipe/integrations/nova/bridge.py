@@ -13,7 +13,10 @@ Bookkeeping lives in the records bucket under ``nova/`` (small JSON objects; a l
 them): ``nova/requests/<execution>.json`` per rollout request (sample, range, deadline, answered),
 ``nova/steps/<step key>.json`` per waiting turn (task token, reply key), ``nova/rounds/...`` (which
 training round a request belongs to), ``nova/due/<minute>/`` (what the sweeper checks when) and
-``nova/reports/<execution>.json`` (the report envelope).
+``nova/reports/<execution>.json`` (the report envelope). A request rejected at intake has no execution;
+it is filed under the name its execution would have had (or, when it does not even parse, under
+``rejected-<digest of the message>``), with its envelope and an error record like any other answer, so
+a redelivered copy is recognised and not answered twice.
 The conversation itself is read from the workflow's state snapshot; a turn larger than the Step
 Functions budget is handed back through the turn's ``reply_key`` object.
 """
@@ -42,7 +45,7 @@ from rewardpipe.integrations.nova.protocol import (
     rollout_result,
     task_source,
 )
-from rewardpipe.models import ErrorInfo, Record
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record
 from rewardpipe.rewards import Reward
 
 logger = logging.getLogger("rewardpipe.nova")
@@ -115,7 +118,7 @@ class Bridge:
                 return {"status": "rejected", "reason": str(exc)}
             # Answer under the id Nova sent, whatever else is wrong with the request (no re-validation).
             request = RolloutRequest.model_construct(sample_id=sample_id, rewards=RewardRange(), data={})
-            return self._answer_error(request, ErrorInfo(kind="bad_request", message=str(exc)))
+            return self._reject(request, _rejected_name(body), 0, ErrorInfo(kind="bad_request", message=str(exc)))
         step = self._round(request, request_key(request))
         name = client_execution_name(self.config.run_id, step, request.sample_id)
         path = self._request_path(name)
@@ -125,7 +128,7 @@ class Bridge:
         try:
             task, task_key = task_source(request, self.config)
         except NovaProtocolError as exc:
-            return self._answer_error(request, ErrorInfo(kind="bad_input", message=str(exc)))
+            return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
         group = group_of(request.sample_id, self.config)
         entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
                  "deadline": self.clock() + self.config.rollout_budget_s, "execution": name, "answered": False,
@@ -266,11 +269,18 @@ class Bridge:
                    entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
         return {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
 
-    def _answer_error(self, request: RolloutRequest, error: ErrorInfo) -> dict[str, Any]:
+    def _reject(self, request: RolloutRequest, name: str, step: int, error: ErrorInfo) -> dict[str, Any]:
+        """Answer a request that starts no rollout, keeping what every answer keeps: the request entry
+        (answered), the report envelope and an error record."""
+        path = self._request_path(name)
+        if self.store.get_json(path, default=None) is not None:  # a redelivered copy: answered already
+            return {"status": "duplicate", "execution": name}
         entry = {"sample_id": request.sample_id, "group": group_of(request.sample_id, self.config),
-                 "range": list(request.rewards.range)}
+                 "range": list(request.rewards.range), "execution": name, "answered": False, "step": step,
+                 "rejected": error.kind, "_key": path}
         out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
-        return {**out, "status": "rejected_" + out["status"]}
+        self._write_error_record(entry, error)
+        return {**out, "status": "rejected_" + out["status"], "execution": name}
 
     @staticmethod
     def _due_prefix(minute: int) -> str:
@@ -303,15 +313,14 @@ class Bridge:
                                         cause=f"no result within {self.config.rollout_budget_s:g}s")
             except Exception as exc:  # noqa: BLE001 - already finished; its responder answers or answered
                 logger.info("stop_execution(%s): %s", arn, exc)
-            self._write_timeout_record(entry)
+            self._write_error_record(entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"))
             out.append(self.respond(entry["execution"], "TIMED_OUT", None))
         self.store.put_json(f"{PREFIX}sweeper.json", {"next_minute": now_minute + 1})
         return out
 
-    def _write_timeout_record(self, entry: dict[str, Any]) -> None:
-        record = Record(run_id=self.config.run_id, step=int(entry.get("step", 0)), group_id=entry["group"],
-                        rollout_id=entry["sample_id"], task_id="unknown", status="error",
-                        error=ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"),
+    def _write_error_record(self, entry: dict[str, Any], error: ErrorInfo) -> None:
+        record = Record(run_id=self.config.run_id, step=int(entry.get("step", 0)), group_id=_record_id(entry["group"]),
+                        rollout_id=_record_id(entry["sample_id"]), task_id="unknown", status="error", error=error,
                         components={c: None for c in self.reward.component_names}, weights=self.reward.weights,
                         aggregate=None)
         self.store.put_record(record)
@@ -324,6 +333,23 @@ def _sample_id_of(body: Any) -> str | None:
         return None
     value = data.get("sample_id") if isinstance(data, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def _record_id(value: str) -> str:
+    """``value`` as a record id: an id over the record's limit (only a request rejected for it can carry
+    one) keeps its head and a digest of the whole."""
+    if len(value) <= MAX_ID_LENGTH:
+        return value
+    return f"{value[:MAX_ID_LENGTH - 41]}#{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
+
+
+def _rejected_name(body: Any) -> str:
+    """Where an unparsable request is filed: the same message (a redelivery) gives the same name."""
+    if isinstance(body, (str, bytes)):
+        raw = body.encode("utf-8", "surrogatepass") if isinstance(body, str) else body
+    else:
+        raw = json.dumps(body, sort_keys=True, default=repr).encode("utf-8", "surrogatepass")
+    return "rejected-" + hashlib.sha256(raw).hexdigest()[:40]
 
 
 def _is_execution_name(name: Any) -> bool:

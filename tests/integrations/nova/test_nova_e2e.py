@@ -215,6 +215,36 @@ def test_bad_requests_are_answered_through_the_queue_and_unreadable_ones_are_dro
     assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
+def test_a_request_rejected_at_intake_leaves_its_report_envelope_and_record_like_any_answer(nova):
+    """Nothing starts for a rejected request, but what Nova was told is in S3 all the same: the envelope
+    under nova/reports/ (components unscored, the error flagged) and an error record for monitor/report;
+    a redelivered copy is recognised and not answered twice."""
+    trainer = nova.trainer
+    unparsable = json.dumps({"version": "v0", "sample_id": "bad-001_0", "rewards": {"range": [2, 1]}, "data": {}})
+    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=unparsable)
+    trainer.request_rollout("taskless-001_0", {"prompt": "no task_id and no inline task"})
+    nova.drive(until=lambda: {"bad-001_0", "taskless-001_0"} <= set(trainer.responses))
+    reports = nova.reports()
+    for sample_id, kind in (("bad-001_0", "bad_request"), ("taskless-001_0", "bad_input")):
+        assert trainer.responses[sample_id]["stop_reason"] == "error"
+        envelope = reports[sample_id]
+        metrics = {m["name"]: m for m in envelope["metrics_list"]}
+        assert metrics["reward_error"]["value"] == 1 and metrics["reward_error"]["type"] == "Metric"
+        assert envelope["aggregate_reward_score"] == trainer.responses[sample_id]["rewards"]["aggregate_score"]
+        (record,) = [r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == sample_id]
+        assert record.status == "error" and record.error.kind == kind
+    assert not [e for e in nova.executions() if "001" in e["name"]]  # nothing was started
+    # Nova redelivers the unparsable request (same body): it is known, not answered again.
+    answered = len(trainer.responses)
+    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=unparsable)
+    nova.drive(until=lambda: nova.sqs.get_queue_attributes(
+        QueueUrl=nova.queues.rollout_request, AttributeNames=["ApproximateNumberOfMessages"])
+        ["Attributes"]["ApproximateNumberOfMessages"] == "0", bridge_only=True)
+    trainer.collect_responses()
+    assert len(trainer.responses) == answered and not trainer.duplicate_responses
+    assert len([k for k in nova.store.list_keys("nova/reports/") if "rejected-" in k]) == 1
+
+
 def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(nova, tmp_path):
     import threading
 

@@ -138,9 +138,20 @@ def test_a_malformed_request_is_answered_under_the_id_nova_sent_even_an_over_lon
         def get_json(self, key, default=None):
             return self.objects.get(key, default)
 
-    bridge = Bridge(BridgeConfig(), REWARD, MemoryStore(), FakeSqs(), None, Queues("resp.fifo", "gen.fifo"))
+        def put_record(self, record):
+            self.objects[f"record:{record.rollout_id}"] = record
+
+    store = MemoryStore()
+    bridge = Bridge(BridgeConfig(), REWARD, store, FakeSqs(), None, Queues("resp.fifo", "gen.fifo"))
     long_id = "s" * 600 + "_0"
     out = bridge.intake(json.dumps({"sample_id": long_id, "rewards": {"range": [2, 1]}}))
     assert out["status"] == "rejected_answered"
     assert sent == [{"version": "v0", "sample_id": long_id, "stop_reason": "error",
                      "rewards": {"aggregate_score": 0.5}}]
+    assert store.objects[f"nova/reports/{out['execution']}.json"]["id"] == long_id
+    # An id longer than a record id may be (only a rejected request can carry one) still gets its record.
+    huge = "h" * 5000 + "_0"
+    out = bridge.intake(json.dumps({"sample_id": huge}))
+    assert out["status"] == "rejected_answered" and sent[-1]["sample_id"] == huge
+    (record,) = [v for k, v in store.objects.items() if k.startswith("record:h")]
+    assert len(record.rollout_id) <= 1024 and record.rollout_id.startswith("h" * 900) and record.error.kind == "bad_request"

@@ -1,0 +1,92 @@
+"""A handler's module import (the Lambda INIT phase, its cold start) loads only what its first call needs.
+
+Each handler is imported in a fresh interpreter, with the environment the stack sets (tracing on), and
+the modules it left in ``sys.modules`` are checked against the heavy ones that belong to a later moment:
+the AWS SDK to the first call that talks to AWS, the X-Ray SDK to the first traced invocation, the LLM
+clients to an LLM turn, the CLI, CDK and plotting never. benchmarks/cold_start.py measures the time;
+this keeps a regression from coming back without a timed test.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.aws import harness
+
+HANDLERS = sorted(p.parent.name for p in (harness.ROOT / "functions").glob("*/handler.py"))
+
+# module prefix -> when it is allowed to load instead
+DEFERRED = {
+    "aws_xray_sdk": "the first traced invocation (rewardpipe.aws.lambda_support creates the Tracer lazily)",
+    "boto3": "the first call that talks to AWS (rewardpipe.aws.settings.aws_client)",
+    "botocore.session": "the first call that talks to AWS",
+    "botocore.client": "the first call that talks to AWS",
+    "s3transfer": "the first call that talks to AWS",
+    "urllib3": "the first call that talks to AWS",
+    "httpx": "an LLM turn",
+    "openai": "an LLM turn",
+    "rewardpipe.openai_client": "an LLM turn",
+    "rewardpipe.policies": "the first policy turn",
+    "rewardpipe.simulator": "the first simulator turn",
+    "rewardpipe.monitoring": "the variance check's first call",
+    "rewardpipe.cli": "never (command line only)",
+    "rewardpipe.integrations.nova.trainer_sim": "never (the simulated trainer is a client-side tool)",
+    "aws_cdk": "never (synth time only)",
+    "constructs": "never (synth time only)",
+    "moto": "never (tests only)",
+    "numpy": "never",
+    "matplotlib": "never (reports only)",
+}
+
+PROBE = (
+    "import importlib.util, json, sys\n"
+    "spec = importlib.util.spec_from_file_location('handler', sys.argv[1])\n"
+    "module = importlib.util.module_from_spec(spec)\n"
+    "spec.loader.exec_module(module)\n"
+    "assert callable(module.lambda_handler)\n"
+    "print(json.dumps(sorted(sys.modules)))\n"
+)
+
+
+def _modules_after_import(handler: str) -> list[str]:
+    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT), "BUCKET": "b", "AWS_DEFAULT_REGION": "us-east-1",
+           "POWERTOOLS_TRACE_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": "rewardpipe",
+           "PYDANTIC_DISABLE_PLUGINS": "__all__", "REWARD_NAME": "ask_before_coding"}
+    proc = subprocess.run([sys.executable, "-c", PROBE, handler], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def _deferred_loaded(modules: list[str]) -> dict[str, str]:
+    return {m: DEFERRED[p] for m in modules for p in DEFERRED if m == p or m.startswith(p + ".")}
+
+
+@pytest.mark.parametrize("name", HANDLERS)
+def test_importing_a_handler_loads_nothing_its_first_call_defers(name):
+    loaded = _deferred_loaded(_modules_after_import(str(harness.ROOT / "functions" / name / "handler.py")))
+    assert not loaded, f"functions/{name}/handler.py imports at cold start: " + "; ".join(
+        f"{m} (belongs to {when})" for m, when in sorted(loaded.items()))
+
+
+def test_the_check_sees_a_heavy_import(tmp_path):
+    """The probe is not vacuous: a handler that creates a boto3 client at import time is caught."""
+    handler = tmp_path / "handler.py"
+    handler.write_text("import boto3\nfrom rewardpipe.aws.lambda_support import step_handler\n"
+                       "lambda_handler = step_handler(None, lambda event, settings: {})\n")
+    loaded = _deferred_loaded(_modules_after_import(str(handler)))
+    assert {"boto3", "botocore.session", "botocore.client"} <= set(loaded)
+    assert _deferred_loaded(["botocore", "botocore.exceptions", "rewardpipe.models"]) == {}
+
+
+def test_every_handler_is_in_the_cold_start_benchmark():
+    """benchmarks/cold_start.py charges each handler's first call for the AWS clients it creates."""
+    spec = importlib.util.spec_from_file_location("cold_start", harness.ROOT / "benchmarks" / "cold_start.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    assert sorted(bench.FIRST_CALL_CLIENTS) == HANDLERS
