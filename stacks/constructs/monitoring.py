@@ -26,6 +26,16 @@ from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+# The alarms watch the metric names the monitor Lambda emits: one definition, in the code that emits them.
+from rewardpipe.aws.metrics import (
+    CHECKS_RUN,
+    COMPONENT_MEAN,
+    DEAD_STREAK,
+    ERROR_RATE,
+    EXECUTION_MS,
+    WITHIN_GROUP_STD,
+    ZERO_VARIANCE,
+)
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (
@@ -33,15 +43,6 @@ from stacks.constructs.common import (
 )
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
-
-# Metric names the monitor Lambda emits (rewardpipe.aws.metrics uses the same names).
-ZERO_VARIANCE = "ZeroVarianceGroupFraction"
-WITHIN_GROUP_STD = "WithinGroupStd"
-COMPONENT_MEAN = "ComponentMean"
-ERROR_RATE = "ErrorRate"
-EXECUTION_MS = "ExecutionDurationMs"
-DEAD_STREAK = "DeadStreak"
-CHECKS_RUN = "ChecksRun"
 
 
 def heartbeat_minutes(settings: DeploymentSettings) -> int:
