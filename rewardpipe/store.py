@@ -345,6 +345,41 @@ def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
 # Local directory
 
 
+def _files_below(path: str, rel: str) -> Iterator[str]:
+    """The keys of the files below ``path`` (``rel`` names it in the store): a folder's files in name order,
+    less the temporary files of writes in progress, then each subfolder in name order, depth first. A
+    symlinked folder is not entered and a folder that cannot be read is skipped, as ``os.walk`` does; by
+    ``os.scandir`` itself, since a 200k-record run is listed on every monitor and a stat per folder and
+    pathlib arithmetic per file cost more than reading the files."""
+    try:
+        with os.scandir(path) as entries:
+            listed = list(entries)
+    except OSError:
+        return
+    files, folders = [], []
+    for entry in listed:
+        try:
+            is_dir = entry.is_dir()
+        except OSError:
+            is_dir = False
+        if not is_dir:
+            files.append(entry.name)
+        elif not _is_symlink(entry):
+            folders.append(entry.name)
+    for name in sorted(files):
+        if not (name.startswith(".") and name.endswith(".tmp")):
+            yield f"{rel}/{name}" if rel else name
+    for name in sorted(folders):
+        yield from _files_below(f"{path}/{name}", f"{rel}/{name}" if rel else name)
+
+
+def _is_symlink(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False
+
+
 class LocalStore(Store):
     """A directory on disk. Writes go to a temporary file in the target directory, then ``os.replace``,
     so a reader never sees a half-written object and a crash leaves at worst a stray ``.tmp`` file
@@ -385,16 +420,8 @@ class LocalStore(Store):
             raise KeyError(key) from None
 
     def _list(self, prefix: str) -> Iterator[str]:
-        base = self._path(prefix.rstrip("/")) if prefix else self.root
-        if not base.is_dir():
-            return
-        for dirpath, dirnames, filenames in os.walk(base):
-            dirnames.sort()
-            rel = Path(dirpath).relative_to(self.root).as_posix()
-            for name in sorted(filenames):
-                if name.startswith(".") and name.endswith(".tmp"):
-                    continue
-                yield name if rel == "." else f"{rel}/{name}"
+        rel = prefix.rstrip("/")
+        yield from _files_below(os.fspath(self._path(rel) if rel else self.root), rel)
 
     def _list_dirs(self, prefix: str) -> list[str]:
         base = self._path(prefix.rstrip("/"))

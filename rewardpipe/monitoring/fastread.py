@@ -635,11 +635,11 @@ def read_store_batch(store: Any, run_id: str, step: int | None = None) -> Record
 
     if not isinstance(store, LocalStore):
         return None  # one request per object on S3: the careful path is no slower there
-    # The keys iter_records would list (same set, same order), and plain paths under the root: pathlib
-    # per file costs more than reading it.
+    # The keys iter_records lists (same set, same order), and plain paths under the root: pathlib per file
+    # costs more than reading it.
     root = os.fspath(store.root)
     keys = [key for n in ([step] if step is not None else store.list_steps(run_id))
-            for key in _listing(root, step_prefix(run_id, n).rstrip("/"))]
+            for key in store._list(step_prefix(run_id, n))]
     if not keys:
         return None
     blobs = _read_files([f"{root}/{key}" for key in keys])
@@ -652,48 +652,6 @@ def read_store_batch(store: Any, run_id: str, step: int | None = None) -> Record
     if batch is None or len(batch) != len(keys) or not _stored_where_they_belong(batch, keys):
         return None
     return batch
-
-
-def _listing(root: str, rel: str) -> list[str]:
-    """``LocalStore._list(rel + "/")`` as a list, by ``os.scandir`` rather than ``os.walk`` and pathlib
-    (a stat per directory and path arithmetic per file): the files of a folder in name order (less the
-    temporary files of writes in progress), then each subfolder in name order, depth first; a symlinked
-    folder is not entered and a folder that cannot be read is skipped, as there."""
-    import os
-
-    out: list[str] = []
-
-    def walk(path: str, rel: str) -> None:
-        try:
-            with os.scandir(path) as entries:
-                listed = list(entries)
-        except OSError:
-            return
-        folders = []
-        files = []
-        for entry in listed:
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                is_dir = False
-            if not is_dir:
-                files.append(entry.name)
-            elif not _is_link(entry):
-                folders.append(entry.name)
-        out.extend(f"{rel}/{name}" for name in sorted(files) if not (name.startswith(".") and name.endswith(".tmp")))
-        for name in sorted(folders):
-            walk(f"{path}/{name}", f"{rel}/{name}")
-
-    walk(f"{root}/{rel}", rel)
-    return out
-
-
-def _is_link(entry: Any) -> bool:
-    """From the directory listing itself where the file system says (no stat per folder)."""
-    try:
-        return entry.is_symlink()
-    except OSError:
-        return False
 
 
 _READERS = 4  # threads reading record files: open and read wait in the kernel without the GIL
