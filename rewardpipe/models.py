@@ -27,6 +27,8 @@ MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
 
+UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
+
 ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
 #: The roles of OpenAI-style chat messages (after the aliases above).
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
@@ -246,11 +248,7 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     would split on).
     """
     for lineno, raw in enumerate(raw_lines, start=1):
-        line = _decode_one(raw, f"{source}:{lineno}")
-        yield line.removeprefix(UTF8_BOM) if lineno == 1 else line
-
-
-UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
+        yield _decode_line(raw, lineno, f"{source}:{lineno}")
 
 
 def open_input(path: str | Path) -> IO[bytes]:
@@ -355,8 +353,7 @@ class RolloutReader:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{self.path}:{lineno}"
             try:
-                line = _decode_one(raw, where)
-                line = line.removeprefix(UTF8_BOM) if lineno == 1 else line
+                line = _decode_line(raw, lineno, where)
                 if not line.strip():
                     continue
                 rollout = validate_object(json_object(line, where), Rollout, where)
@@ -371,11 +368,13 @@ class RolloutReader:
             yield lineno, rollout, None
 
 
-def _decode_one(raw: bytes, where: str) -> str:
+def _decode_line(raw: bytes, lineno: int, where: str) -> str:
+    """Line ``lineno`` of a file as text (a byte-order mark in front of line 1 dropped), or InputFileError."""
     try:
-        return raw.decode("utf-8")
+        line = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputFileError(f"{where}: not UTF-8 text ({exc.reason} at byte {exc.start + 1} of the line)") from None
+    return line.removeprefix(UTF8_BOM) if lineno == 1 else line
 
 
 def load_rollouts(path: str | Path) -> list[Rollout]:

@@ -22,7 +22,6 @@ from rewardpipe.episode import (
     execution_job,
     failure_record,
     finish_episode,
-    finite_or_error,
     start_episode,
     task_job,
 )
@@ -115,7 +114,7 @@ def score_episodes(
         if isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
         else:
-            scored.append((finite_or_error(finish_episode(state, task, outcome, reward)), outcome))
+            scored.append((finish_episode(state, task, outcome, reward), outcome))
     return scored
 
 
@@ -157,7 +156,7 @@ def run_slots(
                 finished[index] = error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
                 ended[index] = (state, None)
                 return
-        finished[index] = finite_or_error(finish_episode(state, slots[index].task, outcome, reward))
+        finished[index] = finish_episode(state, slots[index].task, outcome, reward)
         ended[index] = (state, outcome)
 
     def settle_done() -> None:
@@ -240,10 +239,10 @@ def score_rollouts(
             outcome = None
         else:
             # Which questions were answered with a hidden detail is read off the recorded replies.
-            record = finite_or_error(build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
-                                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                                  messages=list(rollout.messages), execution=outcome, reward=reward,
-                                                  answered_turns=answered_turns_in(rollout.messages, spec)))
+            record = build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
+                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
+                                  messages=list(rollout.messages), execution=outcome, reward=reward,
+                                  answered_turns=answered_turns_in(rollout.messages, spec))
         records.append(record)
         if on_transcript is not None:
             on_transcript(transcript_of_messages(

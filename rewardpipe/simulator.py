@@ -29,7 +29,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.models import Task
 
 
-
 @dataclass(frozen=True)
 class SimulatorReply:
     text: str

@@ -154,7 +154,7 @@ def migrate_legacy_state(store: Any, run_id: str) -> str | None:
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"{legacy}: not migrated, ignored ({exc})"
     state.run_id = run_id
-    try:
+    try:  # through the conditional store itself (get_json reads past it): the write below is "only if still absent"
         store.get_bytes(state_key(run_id))
     except KeyError:
         pass

@@ -323,10 +323,10 @@ def _fmt(value: Any, pct: bool = False) -> str:
 
 def _has_a_line(path: Path) -> bool:
     """True once a non-blank line is seen (reads no further)."""
-    from rewardpipe.models import open_input
+    from rewardpipe.models import UTF8_BOM, open_input
 
     with open_input(path) as fh:
-        return any(line.removeprefix(b"\xef\xbb\xbf").strip() for line in fh)
+        return any(line.removeprefix(UTF8_BOM.encode()).strip() for line in fh)
 
 
 @app.command()
