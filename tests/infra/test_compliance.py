@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -40,12 +41,33 @@ def test_every_nag_suppression_states_a_reason(synth):
     assert not [r for r in rows if '"Non-Compliant"' in r]
 
 
-def test_cfn_lint_reports_no_errors(synth):
-    template = synth.outdir / f"{synth.stack.stack_name}.template.json"
-    proc = subprocess.run([sys.executable, "-m", "cfnlint", str(template)], capture_output=True, text=True, timeout=300)
-    # Exit code is a bitmask: 2 = error, 4 = warning, 8 = informational.
-    assert proc.returncode & 2 == 0, proc.stdout[-3000:]
-    assert "W3010" not in proc.stdout  # no hard-coded availability zones (environment-agnostic stack)
+# cfn-lint's console script, run by this interpreter (``python -m cfnlint`` has no __main__ and exits 1).
+_CFN_LINT = "import sys\nfrom cfnlint.runner import main\nsys.argv[0] = 'cfn-lint'\nsys.exit(main())"
+NOVA_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True)
+
+
+def cfn_lint(template: Path) -> list[dict]:
+    """cfn-lint's findings on ``template``; fails if cfn-lint itself did not run."""
+    proc = subprocess.run([sys.executable, "-c", _CFN_LINT, "--format", "json", str(template)],
+                          capture_output=True, text=True, timeout=300)
+    # Exit code is a bitmask of what was found: 2 = error, 4 = warning, 8 = informational. Any other bit
+    # (1: cfn-lint crashed or could not start) means nothing was checked.
+    assert proc.returncode & ~(2 | 4 | 8) == 0, (proc.returncode, proc.stderr[-3000:])
+    return json.loads(proc.stdout or "[]")
+
+
+def test_the_cfn_lint_check_sees_an_error(tmp_path):
+    broken = {"Resources": {"Queue": {"Type": "AWS::SQS::Queue", "Properties": {"VisibilityTimeout": "forever"}}}}
+    (tmp_path / "broken.json").write_text(json.dumps(broken))
+    assert any(f["Level"] == "Error" for f in cfn_lint(tmp_path / "broken.json"))
+
+
+@pytest.mark.parametrize("context", ["", NOVA_CONTEXT], ids=["default", "nova-bridge"])
+def test_cfn_lint_reports_no_errors(context):
+    synth = harness.synthesized(context)
+    findings = cfn_lint(synth.outdir / f"{synth.stack.stack_name}.template.json")
+    assert not [f for f in findings if f["Level"] == "Error"], findings
+    assert not [f for f in findings if f["Rule"]["Id"] == "W3010"]  # no hard-coded AZs (environment-agnostic stack)
 
 
 def test_assets_are_staged_without_docker(synth):
