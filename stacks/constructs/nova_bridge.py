@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function
+from stacks.constructs.monitoring import alarm_name_prefix
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
 
@@ -166,6 +167,8 @@ class NovaBridge(Construct):
 
         self.alarm = cloudwatch.Alarm(
             self, "RolloutsNearTimeout",
+            # Named with the stack's alarm prefix: the alarm topic lets CloudWatch publish only for those.
+            alarm_name=f"{alarm_name_prefix(self)}nova-rollouts-near-timeout",
             alarm_description=(f"A rollout took more than {nova.alarm_fraction:.0%} of Nova's rollout.timeout "
                                f"({nova.rollout_timeout_s}s); at {nova.budget_fraction:.0%} the bridge cuts it off "
                                "with the error reward"),

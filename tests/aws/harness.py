@@ -89,6 +89,11 @@ def architecture_context(architecture: str) -> str:
     return json.dumps({"rewardpipe": {"lambda": {"architecture": architecture}}}, sort_keys=True)
 
 
+# CDK context enabling the Nova bridge (its queues, functions and alarm), for checks that must hold in
+# every configuration of the stack.
+NOVA_BRIDGE_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True)
+
+
 @functools.lru_cache(maxsize=None)
 def synthesized(context_json: str = "") -> Synth:
     """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling

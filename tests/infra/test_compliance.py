@@ -43,9 +43,6 @@ def test_every_nag_suppression_states_a_reason(synth):
 
 # cfn-lint's console script, run by this interpreter (``python -m cfnlint`` has no __main__ and exits 1).
 _CFN_LINT = "import sys\nfrom cfnlint.runner import main\nsys.argv[0] = 'cfn-lint'\nsys.exit(main())"
-NOVA_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True)
-
-
 def cfn_lint(template: Path) -> list[dict]:
     """cfn-lint's findings on ``template``; fails if cfn-lint itself did not run."""
     proc = subprocess.run([sys.executable, "-c", _CFN_LINT, "--format", "json", str(template)],
@@ -62,7 +59,7 @@ def test_the_cfn_lint_check_sees_an_error(tmp_path):
     assert any(f["Level"] == "Error" for f in cfn_lint(tmp_path / "broken.json"))
 
 
-@pytest.mark.parametrize("context", ["", NOVA_CONTEXT], ids=["default", "nova-bridge"])
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
 def test_cfn_lint_reports_no_errors(context):
     synth = harness.synthesized(context)
     findings = cfn_lint(synth.outdir / f"{synth.stack.stack_name}.template.json")

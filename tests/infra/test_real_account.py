@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.aws import harness
+
 pytestmark = pytest.mark.xdist_group("cdk")
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,10 +63,14 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_only_for_this_stacks_alarms(s
     assert pattern == f"arn:<AWS::Partition>:cloudwatch:<AWS::Region>:<AWS::AccountId>:alarm:{stack}-*"
 
 
-def test_every_alarm_matches_the_topic_grant_and_notifies_the_topic(synth, resources):
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_every_alarm_matches_the_topic_grant_and_notifies_the_topic(context):
+    """Every alarm of every configuration, not only the default one: an alarm CloudFormation names itself
+    falls outside the topic's aws:SourceArn grant and its notifications are refused."""
+    synth = harness.synthesized(context)
     stack = synth.stack.stack_name
-    alarms = _of_type(resources, "AWS::CloudWatch::Alarm")
-    assert len(alarms) >= 10
+    alarms = _of_type(synth.template["Resources"], "AWS::CloudWatch::Alarm")
+    assert len(alarms) >= (11 if context else 10)
     for logical, alarm in alarms.items():
         props = alarm["Properties"]
         assert props["AlarmName"].startswith(f"{stack}-"), logical  # else the topic refuses its notifications
