@@ -25,6 +25,24 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
+# CloudWatch refuses an alarm (PutMetricAlarm, so at deploy time) whose period × evaluation periods is over
+# seven days, or over one day when the period is shorter than an hour.
+ALARM_WINDOW_MAX_S = 7 * 86_400
+SHORT_PERIOD_WINDOW_MAX_S = 86_400
+SHORT_PERIOD_S = 3_600
+
+
+def alarm_window_problem(period_s: int, evaluation_periods: int) -> str | None:
+    """Why CloudWatch would refuse an alarm evaluating ``evaluation_periods`` periods of ``period_s``, or None."""
+    window = period_s * evaluation_periods
+    limit = SHORT_PERIOD_WINDOW_MAX_S if period_s < SHORT_PERIOD_S else ALARM_WINDOW_MAX_S
+    if window > limit:
+        return (f"{evaluation_periods} periods of {period_s // 60} min is {window // 60} min; CloudWatch allows at most "
+                f"{limit // 60} min for a period {'under' if period_s < SHORT_PERIOD_S else 'of'} one hour"
+                f"{'' if period_s < SHORT_PERIOD_S else ' or more'}")
+    return None
+
+
 class AlarmSettings(_Strict):
     # A component is "dead" in a step when this fraction (or more) of its groups have zero
     # within-group variance. Its alarm fires when that happens in ``dead_steps`` consecutive checked
@@ -42,6 +60,9 @@ class AlarmSettings(_Strict):
     def _m_of_n(self) -> "AlarmSettings":
         if self.datapoints_to_alarm > self.evaluation_periods:
             raise ValueError("alarms.datapoints_to_alarm (M) must not exceed alarms.evaluation_periods (N)")
+        problem = alarm_window_problem(self.period_minutes * 60, self.evaluation_periods)
+        if problem:
+            raise ValueError(f"alarms.evaluation_periods × alarms.period_minutes: {problem}")
         return self
 
 

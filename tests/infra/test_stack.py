@@ -9,6 +9,7 @@ import pytest
 from aws_cdk.assertions import Match
 
 from stacks.config import load_settings
+from tests.aws import harness
 
 pytestmark = pytest.mark.xdist_group("cdk")
 
@@ -384,6 +385,9 @@ def test_stack_is_environment_agnostic(synth):
     ({"reward_name": "nope"}, "unknown reward 'nope'"),
     ({"alarms": {"datapoints_to_alarm": 6, "evaluation_periods": 5}}, "datapoints_to_alarm"),
     ({"alarms": {"email": "not-an-address"}}, "rewardpipe.alarms.email"),
+    # CloudWatch's limit on an alarm's window: one day for periods under an hour, seven days otherwise.
+    ({"alarms": {"period_minutes": 15, "evaluation_periods": 97}}, "alarms.evaluation_periods × alarms.period_minutes"),
+    ({"alarms": {"period_minutes": 60, "evaluation_periods": 169}}, "at most 10080 min"),
     ({"lambda": {"code_runner_timeout_s": 901}}, "rewardpipe.lambda.code_runner_timeout_s"),
     ({"fargate": {"cpu": 300}}, "fargate.cpu"),
     ({"group_sise": 8}, "rewardpipe.group_sise"),
@@ -395,6 +399,40 @@ def test_bad_settings_fail_with_a_message_naming_the_setting(raw, fragment):
     with pytest.raises(SettingsError) as info:
         load_settings(raw)
     assert fragment in str(info.value)
+
+
+@pytest.mark.parametrize("alarms", [{"period_minutes": 15, "evaluation_periods": 96},
+                                    {"period_minutes": 60, "evaluation_periods": 168},
+                                    {"period_minutes": 1440, "evaluation_periods": 7}])
+def test_alarm_windows_up_to_cloudwatchs_limit_are_accepted(alarms):
+    assert load_settings({"alarms": {**alarms, "datapoints_to_alarm": 1}}).alarms.evaluation_periods == alarms["evaluation_periods"]
+
+
+def _alarm_windows(template: dict) -> list[tuple[str, int, int]]:
+    """(alarm, period in seconds, evaluation periods) of every alarm; a math alarm by each metric's period."""
+    out = []
+    for logical, alarm in template["Resources"].items():
+        if alarm["Type"] != "AWS::CloudWatch::Alarm":
+            continue
+        props = alarm["Properties"]
+        periods = [props["Period"]] if "Period" in props else [
+            m["MetricStat"]["Period"] for m in props["Metrics"] if "MetricStat" in m] + [
+            m["Period"] for m in props["Metrics"] if "Period" in m]
+        out.extend((logical, int(period), int(props["EvaluationPeriods"])) for period in periods)
+    return out
+
+
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT, json.dumps(
+    {"rewardpipe": {"monitor_schedule_minutes": 1440, "alarms": {"period_minutes": 1440, "evaluation_periods": 7}}})],
+    ids=["default", "nova-bridge", "longest-settings"])
+def test_every_alarm_window_is_one_cloudwatch_accepts(context):
+    """PutMetricAlarm (EvaluationPeriods): period × evaluation periods at most 604,800 s, and at most
+    86,400 s when the period is under 3,600 s; a period is 10, 20, 30 or a multiple of 60 seconds."""
+    windows = _alarm_windows(harness.synthesized(context).template)
+    assert len(windows) >= 10
+    for logical, period, evaluations in windows:
+        assert period in (10, 20, 30) or period % 60 == 0, (logical, period)
+        assert period * evaluations <= (86_400 if period < 3_600 else 604_800), (logical, period, evaluations)
 
 
 def test_settings_from_a_cli_json_string():
