@@ -7,9 +7,10 @@
     rewards = client.wait(arns)          # [{"id", "aggregate_reward_score", "metrics_list", "status", ...}]
 
 Execution names are derived from (run, step, rollout). Starting the same rollout again returns the
-existing execution only while it is RUNNING with the same input, or when it SUCCEEDED with the same
-input; a failed, stopped or differently configured earlier execution gets a new attempt
-(``<name>-a2``, ``-a3``, ...), so a re-run never silently hands back an old result.
+existing execution only while it is RUNNING with the same input (a retried start); a finished (even
+succeeded), failed, stopped or differently configured earlier execution gets a new attempt
+(``<name>-a2``, ``-a3``, ...), so a re-run never silently hands back an old result: a callback
+rollout's input does not contain the turns, so an old success would score another model's answers.
 
 Nothing bulky goes through Step Functions: an input over :data:`PAYLOAD_BUDGET` has its task and
 replay turns stored in the records bucket first, the trainer reads each conversation from S3, and a
@@ -102,9 +103,10 @@ class RolloutClient:
               policy: dict | None = None, max_turns: int | None = None) -> str:
         """Start (or find) the execution of one rollout and return its ARN.
 
-        An execution of this rollout that is RUNNING or SUCCEEDED with the same input is returned as it
-        is; one that FAILED, TIMED_OUT or was ABORTED, or was started with a different input, is left
-        alone and a new attempt is started under the next free name.
+        An execution of this rollout that is RUNNING with the same input is returned as it is (Step
+        Functions itself answers a repeated StartExecution of a running execution that way); one that has
+        finished in any way (SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or was started with a different input,
+        is left alone and a new attempt is started under the next free name.
         """
         payload: dict[str, Any] = {"run": run, "step": step, "group": group, "rollout": rollout,
                                    "policy": dict(policy or {"mode": "callback"})}
@@ -123,7 +125,7 @@ class RolloutClient:
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 arn = self.execution_arn(name)
                 old = self.sfn.describe_execution(executionArn=arn)
-                if old["status"] in ("RUNNING", "SUCCEEDED") and _same_input(old.get("input"), body):
+                if old["status"] == "RUNNING" and _same_input(old.get("input"), body):
                     return arn
         raise RuntimeError(f"rollout {rollout!r} of run {run!r} step {step} already has {MAX_ATTEMPTS} attempts")
 

@@ -50,12 +50,15 @@ def test_a_group_through_callbacks_with_failures_reported(deployment, sfn):
 def test_a_rerun_never_returns_a_failed_or_differently_configured_execution(deployment, sfn):
     client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
     first = client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]})
-    harness.wait_execution(sfn, first)
-    # Same input, finished successfully: the same execution.
-    assert client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]}) == first
+    assert harness.wait_execution(sfn, first)["status"] == "SUCCEEDED"
+    # Same input, finished successfully: still a new attempt (a callback rollout's input holds no turns,
+    # so the old success may have scored another model's answers).
+    again = client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["hi?"]})
+    assert again != first and again.endswith(execution_name("run-re", 0, "g0-0", 2))
+    harness.wait_execution(sfn, again)
     # A different configuration is a new attempt, not the old result.
     second = client.start("run-re", 0, "g0", "g0-0", task=TASK, policy={"mode": "replay", "turns": ["other?"]})
-    assert second != first and second.endswith(execution_name("run-re", 0, "g0-0", 2))
+    assert second not in (first, again) and second.endswith(execution_name("run-re", 0, "g0-0", 3))
     harness.wait_execution(sfn, second)
     # A FAILED execution (here: its error record could not be written) is left alone; a new attempt starts.
     harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowStartEpisode")] = RuntimeError("down")
