@@ -145,17 +145,26 @@ class RolloutClient:
                 if desc["status"] != "RUNNING":
                     done[arn] = desc
 
-    def all_done(self, arns: list[str], *, min_interval_s: float = 0.0) -> Callable[[], bool]:
-        """A predicate for ``serve_turns(until=...)``: True once every execution has finished. Each call
-        describes only the executions still running, and at most once per ``min_interval_s``."""
+    def all_done(self, arns: list[str], *, min_interval_s: float = 1.0,
+                 max_interval_s: float = 5.0) -> Callable[[], bool]:
+        """A predicate for ``serve_turns(until=...)``: True once every execution has finished.
+
+        Each poll describes only the executions still running. Polls back off: a poll that finds none newly
+        finished doubles the wait before the next one (from ``min_interval_s`` up to ``max_interval_s``), one
+        that does resets it; calls in between answer from what the last poll saw. So a serve loop calling it
+        every second stays under DescribeExecution's account-wide rate even with hundreds of rollouts."""
         done: dict[str, dict] = {}
-        last = [float("-inf")]
+        pending = len(set(arns))
+        timing = {"next": float("-inf"), "interval": min_interval_s}
 
         def check() -> bool:
-            if len(done) < len(set(arns)) and time.monotonic() - last[0] >= min_interval_s:
-                last[0] = time.monotonic()
+            if len(done) < pending and time.monotonic() >= timing["next"]:
+                before = len(done)
                 self._poll(arns, done)
-            return len(done) >= len(set(arns))
+                grown = min(max_interval_s, max(timing["interval"] * 2, min_interval_s))
+                timing["interval"] = min_interval_s if len(done) > before else grown
+                timing["next"] = time.monotonic() + timing["interval"]
+            return len(done) >= pending
 
         return check
 

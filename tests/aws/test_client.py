@@ -173,6 +173,30 @@ def test_wait_and_all_done_describe_only_pending_executions():
     assert sfn.describes == {"fast": 1, "slow": 4}
     sfn = _FakeSfn(finish_after={"slow": 2})
     client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn)
-    done = client.all_done(["fast", "slow"])
+    done = client.all_done(["fast", "slow"], min_interval_s=0)
     assert [done(), done(), done(), done()] == [False, False, True, True]
     assert sfn.describes == {"fast": 1, "slow": 3}
+
+
+def test_all_done_backs_off_while_nothing_finishes_and_resets_when_something_does(monkeypatch):
+    """A serve loop calls the predicate every half second here; describes must not follow that rate."""
+    import rewardpipe.aws.client as client_module
+
+    now = [0.0]
+    monkeypatch.setattr(client_module.time, "monotonic", lambda: now[0])
+    sfn = _FakeSfn(finish_after={"a": 3, "b": 6})  # "a" finishes at its 4th describe, "b" at its 7th
+    done = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn).all_done(
+        ["a", "b"], min_interval_s=1, max_interval_s=4)
+    polls, calls = [], 0
+    while True:
+        before = sum(sfn.describes.values())
+        finished, calls = done(), calls + 1
+        if sum(sfn.describes.values()) > before:
+            polls.append(now[0])
+        if finished:
+            break
+        now[0] += 0.5
+    # Waits of 2, 4, 4 s while nothing finishes; 1 s after "a" finished at t=10; then 2, 4 again for "b".
+    assert polls == [0.0, 2.0, 6.0, 10.0, 11.0, 13.0, 17.0]
+    assert sfn.describes == {"a": 4, "b": 7}  # "a" is not described again once finished
+    assert calls == 35 and done()
