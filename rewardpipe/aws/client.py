@@ -234,7 +234,10 @@ class RolloutClient:
         assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
         execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
         longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message) and a
-        malformed message are deleted and skipped.
+        malformed message are deleted and skipped. A message whose answer hit a transient fault
+        (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
+        it comes back after its visibility timeout and is answered then; any other failure is raised, once
+        the batch's answered messages are deleted.
         """
         if self.sqs is None:
             raise ValueError("serve_turns needs the TurnRequestQueueUrl output as queue_url")
@@ -258,10 +261,20 @@ class RolloutClient:
                         futures.append((message, None))
                         continue
                     futures.append((message, pool.submit(self._answer, body, respond)))
+                fatal: BaseException | None = None
                 for message, future in futures:
                     if future is not None:
-                        answered += bool(future.result())
+                        try:
+                            answered += bool(future.result())
+                        except Exception as exc:  # noqa: BLE001 - sorted below
+                            from rewardpipe.aws.lambda_support import is_transient
+
+                            if not is_transient(exc):
+                                fatal = fatal or exc
+                            continue  # not deleted: redelivered after the visibility timeout
                     self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                if fatal is not None:
+                    raise fatal
         return answered
 
 

@@ -156,6 +156,23 @@ def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_pa
     assert sorted(sqs.deleted) == [f"h{i}" for i in range(6)]  # every message deleted, none left to redeliver
 
 
+def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket):
+    s3, _ = turn_bucket
+    sfn = _FakeSfn(stale={"t-throttled": "ThrottlingException", "t-denied": "AccessDeniedException"})
+    sqs = _FakeSqs([_turn("t-ok"), _turn("t-throttled"), _turn("t-ok2")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: "fine", until=lambda: next(calls), poll_s=0.01) == 2
+    assert sorted(sqs.deleted) == ["h0", "h2"]  # the throttled turn stays queued and comes back
+
+    sqs = _FakeSqs([_turn("t-denied"), _turn("t-ok3")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    with pytest.raises(Exception, match="gone") as info:
+        client.serve_turns(lambda request: "fine", until=lambda: False, poll_s=0.01)
+    assert info.value.response["Error"]["Code"] == "AccessDeniedException"
+    assert sqs.deleted == ["h1"] and "t-ok3" in sfn.success  # the batch's answered turn was not left behind
+
+
 def test_a_reply_over_the_budget_goes_through_its_reply_key(turn_bucket):
     s3, store = turn_bucket
     sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-big")])
