@@ -217,3 +217,54 @@ def test_all_done_backs_off_while_nothing_finishes_and_resets_when_something_doe
     assert polls == [0.0, 2.0, 6.0, 10.0, 11.0, 13.0, 17.0]
     assert sfn.describes == {"a": 4, "b": 7}  # "a" is not described again once finished
     assert calls == 35 and done()
+
+
+# Operations whose IAM action is not "<service>:<operation>" (Service Authorization Reference).
+_IAM_ACTION = {("s3", "HeadObject"): "s3:GetObject", ("s3", "ListObjectsV2"): "s3:ListBucket"}
+
+
+def _trainer_policy(synth) -> list[dict]:
+    (policy,) = [r["Properties"]["PolicyDocument"]["Statement"] for k, r in synth.template["Resources"].items()
+                 if r["Type"] == "AWS::IAM::ManagedPolicy" and k.startswith("TrainerPolicy")]
+    return policy
+
+
+def _key_patterns(statement: dict) -> list[str]:
+    resources = statement["Resource"] if isinstance(statement["Resource"], list) else [statement["Resource"]]
+    return ["".join(p for p in r["Fn::Join"][1] if isinstance(p, str)).lstrip("/") for r in resources]
+
+
+def test_every_call_the_client_makes_is_allowed_by_the_trainer_policy(deployment, sfn, synth):
+    """moto enforces no IAM: record every AWS call a trainer's RolloutClient makes (replay and callback, a
+    large input and a large reply) and check the stack's TrainerPolicy allows each action, and each S3
+    key by its resource pattern, so a real trainer with only that policy attached does not fail."""
+    from fnmatch import fnmatchcase
+
+    import boto3
+
+    calls: list[tuple[str, str, str | None]] = []
+
+    def record(model, params, **kwargs):  # noqa: ANN001 - botocore's before-call signature
+        calls.append((model.service_model.signing_name, model.name, params.get("Key")))
+
+    clients = {name: boto3.client(name, region_name=harness.REGION) for name in ("stepfunctions", "sqs", "s3")}
+    for client in clients.values():
+        client.meta.events.register("before-call", record)
+    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
+                           sfn=clients["stepfunctions"], sqs=clients["sqs"], s3=clients["s3"])
+    big_turn = f"```python\n{TASK.reference_solution}\n```\n# " + "z" * 210_000
+    replay = client.start("run-iam", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": [big_turn]})
+    callback = client.start("run-iam", 0, "g0", "r1", task=TASK.model_copy(update={"prompt": TASK.prompt + " " * 210_000}))
+    client.serve_turns(lambda request: big_turn, until=client.all_done([replay, callback]), poll_s=0.05)
+    assert [r["status"] for r in client.wait([replay, callback], poll_s=0.05)] == ["scored", "scored"]
+
+    statements = _trainer_policy(synth)
+    allowed = {a for st in statements for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
+    actions = {(service, op): _IAM_ACTION.get((service, op), f"{service}:{op}") for service, op, _ in calls}
+    assert {"s3:PutObject", "s3:GetObject", "states:SendTaskSuccess", "sqs:ReceiveMessage"} <= set(actions.values())
+    assert not {call: action for call, action in actions.items() if action not in allowed}
+    for service, op, key in calls:
+        if service == "s3" and key is not None:
+            action = _IAM_ACTION.get((service, op), f"s3:{op}")
+            patterns = [p for st in statements if action in st["Action"] for p in _key_patterns(st)]
+            assert any(fnmatchcase(key, p) for p in patterns), (op, key, patterns)
