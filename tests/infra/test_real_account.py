@@ -146,7 +146,9 @@ def test_every_sandbox_host_caps_the_sandbox_below_its_own_memory(resources):
 # -- item 8: monitoring cannot fail silently ---------------------------------------------------------
 
 
-def test_no_function_reserves_concurrency(resources):
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_no_function_reserves_concurrency(context):
+    resources = harness.synthesized(context).template["Resources"]
     for logical, fn in _of_type(resources, "AWS::Lambda::Function").items():
         assert "ReservedConcurrentExecutions" not in fn["Properties"], logical
 
@@ -213,7 +215,9 @@ def test_cdk_json_sets_every_flag_cdk_init_sets_for_the_pinned_version():
     assert not missing, f"flags cdk init would set but cdk.json does not: {sorted(missing)}"
 
 
-def test_every_taggable_resource_is_tagged_with_the_project(resources):
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_every_taggable_resource_is_tagged_with_the_project(context):
+    resources = harness.synthesized(context).template["Resources"]
     tagged = [r for r in resources.values() if "Tags" in r.get("Properties", {})]
     assert len(tagged) >= 20
     for resource in tagged:
