@@ -118,6 +118,19 @@ def test_fast_and_careful_paths_print_the_same(tmp_path, monkeypatch, variant):
     assert "repeated record(s) dropped" in shipped[2]
 
 
+def test_a_file_whose_groups_come_one_after_another_prints_the_same_on_every_path(tmp_path, monkeypatch):
+    """The usual layout (each group's records together, no repeated deliveries) takes the columnar
+    reader's segment-wise group statistics, which must give the record-by-record figures exactly."""
+    records = varied_run(4)[:-15]  # without the repeated deliveries appended at the end
+    path = write(tmp_path / "records.jsonl", records)
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--json", "--no-write-alarms")
+    assert used == [True, True] and shipped == orjson_only == careful and shipped[0] == 0
+    data = json.loads(shipped[1])
+    assert data["duplicates_dropped"] == 0 and any(a["kind"] == "dead_component" for a in data["alarms"])
+    assert any(s["components"]["correctness"]["zero_variance_groups"] for s in data["steps"])
+    assert all(s["components"]["judge"]["min"] < s["components"]["judge"]["max"] for s in data["steps"])
+
+
 def test_several_runs_need_a_run_id_on_every_path(tmp_path, monkeypatch):
     path = write(tmp_path / "two.jsonl", varied_run(1, run="a") + varied_run(2, run="b"))
     mixed, _ = run_three_ways(monkeypatch, path, "--json")
