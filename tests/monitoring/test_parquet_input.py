@@ -99,3 +99,21 @@ def test_maps_whose_keys_come_in_another_order_on_some_rows_read_like_the_carefu
     monkeypatch.setattr(fastread, "read_parquet_batch", lambda files: None)
     careful, _ = monitor_json(out)
     assert fast == careful
+
+
+def test_a_directory_of_several_files_reads_like_the_careful_path(tmp_path, monkeypatch):
+    """Each file has its own dictionary of ids (in its own order): one run's ids must still be one code."""
+    _, out = export(tmp_path, uniform_run(11))
+    [file] = list(out.glob("*.parquet"))
+    table = pq.read_table(file)
+    half = table.num_rows // 2
+    file.unlink()
+    pq.write_table(table.slice(0, half), out / "a.parquet")
+    pq.write_table(table.slice(half), out / "b.parquet", row_group_size=7)
+    batch = fastread.read_parquet_batch(fastread.parquet_files(out))
+    assert batch is not None and batch.run_ids.names == ["r1"] and len(batch) == table.num_rows
+    assert len(batch.group_ids.names) == len(set(table.column("group_id").to_pylist()))
+    fast, _ = monitor_json(out)
+    monkeypatch.setattr(fastread, "read_parquet_batch", lambda files: None)
+    careful, _ = monitor_json(out)
+    assert fast == careful and fast["duplicates_dropped"] == 0
