@@ -136,9 +136,10 @@ class RunColumns:
 
     def group_steps(self) -> np.ndarray:
         """The step of each group code."""
-        out = np.zeros(len(self.group_ids), dtype=np.int64)
-        for (step, _), code in self.group_ids.items():
-            out[code] = step
+        count = len(self.group_ids)
+        out = np.zeros(count, dtype=np.int64)
+        out[np.fromiter(self.group_ids.values(), dtype=np.int64, count=count)] = np.fromiter(
+            map(itemgetter(0), self.group_ids), dtype=np.int64, count=count)
         return out
 
 

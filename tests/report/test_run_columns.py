@@ -102,6 +102,7 @@ def assert_columns_are(columns: RunColumns, rows: list[dict]) -> None:
     steps, groups, tasks, group_ids, task_ids, names, table, examples, errors = reference(rows)
     assert list(columns.steps) == steps and list(columns.groups) == groups and list(columns.tasks) == tasks
     assert columns.group_ids == group_ids and columns.task_ids == task_ids
+    assert columns.group_steps().tolist() == [step for step, _ in group_ids]  # codes are first-seen order
     got_names, got = columns.matrix()
     assert got_names == names and np.array_equal(got, table, equal_nan=True)
     assert columns.examples == examples and columns.errors == errors and columns.rows == len(steps)
