@@ -316,7 +316,14 @@ def run_columns(batch: RecordBatch) -> RunColumns:
                                 if not np.isnan(column[row])})
     first_row = np.full(len(group_step), rows, dtype=np.int64)
     np.minimum.at(first_row, codes, np.arange(rows))
-    for g, row in enumerate(first_row.tolist()):  # groups in first-seen order
+    # Only each step's first EXAMPLES_PER_STEP groups can give an example: rank the groups within their step
+    # (first seen first) and visit just those, in first-seen order, as a loop over every group would.
+    by_step = np.argsort(group_step, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, group_step[by_step][1:] != group_step[by_step][:-1]])
+    rank = np.empty(len(by_step), dtype=np.int64)
+    rank[by_step] = np.arange(len(by_step)) - np.repeat(bounds, np.diff(np.r_[bounds, len(by_step)]))
+    for g in np.flatnonzero(rank < EXAMPLES_PER_STEP).tolist():  # groups in first-seen order
+        row = int(first_row[g])
         picks = columns.examples.setdefault(int(group_step[g]), [])
         if len(picks) < EXAMPLES_PER_STEP:
             components = {name: None if scored.nulls[name][row] else float(column[row])

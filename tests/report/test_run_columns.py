@@ -152,5 +152,6 @@ def test_triage_from_the_file_reader_is_triage_from_records(tmp_path):
                                                            r["rollout_id"])] == position]
     from_records = columns_of(kept, 16)
     assert_columns_are(from_records, kept)
+    assert_columns_are(from_file, kept)  # the columnar builder keeps the same rows, codes, values and examples
     assert task_triage(from_file, group_rows(from_file)) == task_triage(from_records, group_rows(from_records))
     assert task_triage(from_records, group_rows(from_records))
