@@ -245,8 +245,20 @@ def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, grou
     if len(rows) == 0:
         return None
     g, x = codes[rows], values[rows]
+    minimum, maximum = np.full(groups, np.nan), np.full(groups, np.nan)
     first = np.full(groups, len(values), dtype=np.int64)
-    np.minimum.at(first, g, rows)
+    if (g[1:] >= g[:-1]).all():  # each group's rows together, groups in code order (the usual layout): segments
+        starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+        present = g[starts]
+        first[present] = rows[starts]
+        minimum[present] = np.minimum.reduceat(x, starts)
+        maximum[present] = np.maximum.reduceat(x, starts)
+    else:
+        np.minimum.at(first, g, rows)
+        has = first < len(values)
+        minimum[has], maximum[has] = np.inf, -np.inf
+        np.minimum.at(minimum, g, x)
+        np.maximum.at(maximum, g, x)
     has = first < len(values)
     shift = np.zeros(groups)
     shift[has] = values[first[has]]
@@ -255,10 +267,6 @@ def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, grou
     # as one record at a time
     s1 = np.bincount(g, weights=d, minlength=groups)
     s2 = np.bincount(g, weights=d * d, minlength=groups)
-    minimum, maximum = np.full(groups, np.nan), np.full(groups, np.nan)
-    minimum[has], maximum[has] = np.inf, -np.inf
-    np.minimum.at(minimum, g, x)
-    np.maximum.at(maximum, g, x)
     return GroupTable(n=np.bincount(g, minlength=groups).astype(np.int64), shift=shift, s1=s1, s2=s2,
                       minimum=minimum + 0.0, maximum=maximum + 0.0)
 
@@ -308,7 +316,14 @@ def run_columns(batch: RecordBatch) -> RunColumns:
                                 if not np.isnan(column[row])})
     first_row = np.full(len(group_step), rows, dtype=np.int64)
     np.minimum.at(first_row, codes, np.arange(rows))
-    for g, row in enumerate(first_row.tolist()):  # groups in first-seen order
+    # Only each step's first EXAMPLES_PER_STEP groups can give an example: rank the groups within their step
+    # (first seen first) and visit just those, in first-seen order, as a loop over every group would.
+    by_step = np.argsort(group_step, kind="stable")
+    bounds = np.flatnonzero(np.r_[True, group_step[by_step][1:] != group_step[by_step][:-1]])
+    rank = np.empty(len(by_step), dtype=np.int64)
+    rank[by_step] = np.arange(len(by_step)) - np.repeat(bounds, np.diff(np.r_[bounds, len(by_step)]))
+    for g in np.flatnonzero(rank < EXAMPLES_PER_STEP).tolist():  # groups in first-seen order
+        row = int(first_row[g])
         picks = columns.examples.setdefault(int(group_step[g]), [])
         if len(picks) < EXAMPLES_PER_STEP:
             components = {name: None if scored.nulls[name][row] else float(column[row])

@@ -49,7 +49,8 @@ class RunColumns:
 
     def add_many(self, records: list[Any]) -> None:
         """Append a batch. Each field is extracted by one C-level ``itemgetter`` pass over the batch and
-        each component converted by one numpy call: this is the hot loop of a 1M-record report."""
+        the components converted by one numpy call: this is the hot loop of a 1M-record report. (The rollout
+        id is read only for the few example candidates.)"""
         # A Record's fields live in its __dict__ under their names: one access path for both shapes.
         if not records:
             return
@@ -66,26 +67,27 @@ class RunColumns:
         except KeyError:  # a mapping without every field: the slow, forgiving path
             scored_datas = [d for d in datas if d.get("status") == "scored"]
             scored = [[d.get("step", 0) for d in scored_datas], [d.get("group_id") for d in scored_datas],
-                      [d.get("task_id") for d in scored_datas], [d.get("components") or {} for d in scored_datas],
-                      [d.get("rollout_id") for d in scored_datas]]
+                      [d.get("task_id") for d in scored_datas], [d.get("components") or {} for d in scored_datas]]
         self.errors += len(datas) - len(scored_datas)
         if not scored_datas:
             return
-        steps, group_names, task_names, comps, rollout_ids = scored
+        steps, group_names, task_names, comps = scored
         row = self.rows
-        group_ids, task_ids = self.group_ids, self.task_ids
-        known = len(group_ids)
-        groups = _run_codes(group_ids, steps, group_names)
-        if len(group_ids) > known:
-            self._keep_examples(scored, groups, known)
         self.steps.extend(steps)
+        step_column = np.frombuffer(self.steps, dtype=np.int64)[row:].copy()  # (a view would pin the array)
+        known = len(self.group_ids)
+        codes, starts = _run_codes(self.group_ids, group_names, steps, step_column)
+        groups = np.repeat(codes, np.diff(np.append(starts, len(steps))))
+        if len(self.group_ids) > known:
+            self._keep_examples(scored_datas, steps, group_names, comps, codes, starts, known)
         self.groups.frombytes(groups.tobytes())
-        self.tasks.frombytes(_run_codes(task_ids, task_names).tobytes())
+        codes, starts = _run_codes(self.task_ids, task_names)
+        self.tasks.frombytes(np.repeat(codes, np.diff(np.append(starts, len(steps)))).tobytes())
         names = list(self.values) or list(comps[0])
         try:  # the common case: every record has exactly the components seen so far (one C-level pass)
             if set(map(len, comps)) != {len(names)}:
                 raise KeyError
-            per_name = list(zip(*map(itemgetter(*names), comps))) if len(names) > 1 else \
+            per_name = _float_columns(list(map(itemgetter(*names), comps)), len(names)) if len(names) > 1 else \
                 [[c[names[0]] for c in comps]]
         except KeyError:
             names += [n for n in dict.fromkeys(chain.from_iterable(comps)) if n not in names]
@@ -94,7 +96,7 @@ class RunColumns:
             chunks = self.values.get(name)
             if chunks is None:
                 chunks = self.values[name] = [np.full(row, np.nan)] if row else []
-            chunks.append(_floats(values))
+            chunks.append(values if isinstance(values, np.ndarray) else _floats(values))
         self._rows += len(scored_datas)
         for d in (datas[0], datas[-1]):
             weights = d.get("weights")
@@ -102,19 +104,16 @@ class RunColumns:
                 self.weights.update(weights)
                 self._last_weights = weights
 
-    def _keep_examples(self, scored: list[list], groups: np.ndarray, known: int) -> None:
+    def _keep_examples(self, datas: list[Any], steps: list[Any], group_ids: list[Any], comps: list[Any],
+                       run_codes: np.ndarray, starts: np.ndarray, known: int) -> None:
         """The first rollout of each new group, up to EXAMPLES_PER_STEP per step, as example candidates.
-        (``scored``: the batch's columns step, group_id, task_id, components, rollout_id.)"""
-        codes = groups
-        new = np.flatnonzero(codes >= known)
-        _, first = np.unique(codes[new], return_index=True)
-        steps, group_ids, _, comps, rollout_ids = scored
-        for position in sorted(new[first].tolist()):
-            step, group_id, components, rollout_id = (steps[position], group_ids[position], comps[position],
-                                                      rollout_ids[position])
-            picks = self.examples.setdefault(step, [])
+        (``run_codes``/``starts``: the group code of each run of rows with the same group, and where it starts.)"""
+        new = np.flatnonzero(run_codes >= known)
+        _, first = np.unique(run_codes[new], return_index=True)  # new codes are numbered in first-seen order
+        for position in starts[new[first]].tolist():
+            picks = self.examples.setdefault(steps[position], [])
             if len(picks) < EXAMPLES_PER_STEP:
-                picks.append((group_id, rollout_id, dict(components)))
+                picks.append((group_ids[position], datas[position].get("rollout_id"), dict(comps[position])))
 
     def matrix(self) -> tuple[list[str], np.ndarray]:
         """(component names, N × C float matrix with NaN for missing values)."""
@@ -137,28 +136,31 @@ class RunColumns:
 
     def group_steps(self) -> np.ndarray:
         """The step of each group code."""
-        out = np.zeros(len(self.group_ids), dtype=np.int64)
-        for (step, _), code in self.group_ids.items():
-            out[code] = step
+        count = len(self.group_ids)
+        out = np.zeros(count, dtype=np.int64)
+        out[np.fromiter(self.group_ids.values(), dtype=np.int64, count=count)] = np.fromiter(
+            map(itemgetter(0), self.group_ids), dtype=np.int64, count=count)
         return out
 
 
-def _run_codes(codebook: dict, *columns: list[Any]) -> np.ndarray:
-    """:func:`_codes` of the rows' keys (one column: the value; several: the tuple), int64. Records of a
-    group (and so of a task) usually arrive together, so only the first row of each run of equal keys is
-    looked up: the rest is C-level comparisons and a repeat."""
-    rows = len(columns[0])
+def _run_codes(codebook: dict, names: list[Any], steps: list[Any] | None = None,
+               step_column: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """(a code per run of rows with the same key, the row each run starts at): :func:`_codes` of the rows'
+    keys (``names``, or ``(steps, names)`` pairs), looked up once per run. Records of a group (and so of a
+    task) usually arrive together, so the rest is C-level comparisons (the steps' as integers, since an
+    int64 column equals the steps it was filled from)."""
+    rows = len(names)
     if rows == 0:
-        return np.empty(0, dtype=np.int64)
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
     changed = np.zeros(rows, dtype=bool)
     changed[0] = True
-    for column in columns:
-        changed[1:] |= np.fromiter(map(ne, column[1:], column[:-1]), dtype=bool, count=rows - 1)
+    changed[1:] = np.fromiter(map(ne, names[1:], names[:-1]), dtype=bool, count=rows - 1)
+    if step_column is not None:
+        changed[1:] |= step_column[1:] != step_column[:-1]
     starts = np.flatnonzero(changed)
-    picks = [list(map(column.__getitem__, starts.tolist())) for column in columns]
-    keys = picks[0] if len(columns) == 1 else list(zip(*picks))
-    codes = np.asarray(_codes(codebook, keys), dtype=np.int64)
-    return np.repeat(codes, np.diff(np.append(starts, rows)))
+    picked = list(map(names.__getitem__, starts.tolist()))
+    keys = picked if steps is None else list(zip(map(steps.__getitem__, starts.tolist()), picked))
+    return np.asarray(_codes(codebook, keys), dtype=np.int64), starts
 
 
 def _codes(codebook: dict, keys: Any) -> list[int]:
@@ -171,8 +173,21 @@ def _codes(codebook: dict, keys: Any) -> list[int]:
 
 
 _STATUS = itemgetter("status")
-_COLUMNS = tuple(map(itemgetter, ("step", "group_id", "task_id", "components", "rollout_id")))
+_COLUMNS = tuple(map(itemgetter, ("step", "group_id", "task_id", "components")))
 _DICT_OF = attrgetter("__dict__")
+
+
+def _float_columns(rows: list[tuple], width: int) -> list[np.ndarray] | list[list[Any]]:
+    """Per component, :func:`_floats` of its values, from one tuple of ``width`` values per row: one numpy
+    conversion for the whole table when every value converts, else column by column as before."""
+    try:
+        table = np.array(rows, dtype=np.float64)  # None -> NaN, as _floats
+    except (TypeError, ValueError):
+        table = None
+    if table is None or table.shape != (len(rows), width):  # a value that is not a number, or a sequence
+        return [list(column) for column in zip(*rows)]
+    table[~np.isfinite(table)] = np.nan
+    return [np.ascontiguousarray(table[:, j]) for j in range(width)]
 
 
 def _floats(values: list[Any]) -> np.ndarray:

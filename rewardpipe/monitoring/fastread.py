@@ -290,10 +290,23 @@ def _read_json(data: bytes, schema: Any) -> Any:
     import pyarrow.json as pj
 
     try:
-        return pj.read_json(pa.BufferReader(data), parse_options=pj.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="error"))
+        return pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=_block_size(len(data))),
+                            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
     except (pa.ArrowInvalid, ValueError):
         return None
+
+
+MAX_BLOCK = 16 << 20
+
+
+def _block_size(size: int) -> int:
+    """pyarrow's JSON block: large blocks cost less CPU per byte (``read_json`` alone on the 391 MiB file of
+    benchmarks/monitor_file.py, idle: 5.7 CPU-s with its default 1 MiB blocks, 4.7 with 16 MiB), but each
+    block is one thread's work, so a file still gets a few blocks per core. A line longer than the block
+    makes pyarrow refuse the file (the careful path reads it), so never less than the 1 MiB default."""
+    import os
+
+    return max(1 << 20, min(MAX_BLOCK, size // (4 * (os.cpu_count() or 1))))
 
 
 def _labels_of(*arrays: Any) -> list[Labels]:
@@ -499,19 +512,23 @@ def parquet_files(path: Path) -> list[Path]:
     return [path] if path.is_file() else sorted(p for p in path.glob("*.parquet") if p.is_file())
 
 
-def _parquet_table(files: list[Path]) -> Any:
+def _parquet_table(files: list[Path], as_codes: tuple[str, ...] = ()) -> Any:
+    """The files' rows as one table; the ``as_codes`` text columns read as dictionary arrays (codes and the
+    distinct values, which Parquet already stores that way), with one dictionary across the files."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
     from rewardpipe.monitoring.parquet import record_schema
 
     schema = record_schema()
-    tables = [pq.read_table(f) for f in files]
+    tables = [pq.read_table(f, read_dictionary=list(as_codes)) for f in files]
     for f, table in zip(files, tables):
-        if [(f.name, f.type) for f in table.schema] != [(f.name, f.type) for f in schema]:
+        if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != \
+                [(f.name, f.type) for f in schema]:
             raise ValueError(f"{f}: not a rewardpipe records file (columns {', '.join(table.schema.names)}; "
                              f"expected {', '.join(schema.names)})")
-    return pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return table.unify_dictionaries() if as_codes else table
 
 
 def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: list[int]) -> Any:
@@ -563,19 +580,20 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     (a required value missing, an unknown status). Raises ValueError for a file that is not such an export."""
     import pyarrow.compute as pc
 
-    table = _parquet_table(files).combine_chunks()
-    rows = table.num_rows
+    chunked = _parquet_table(files, as_codes=_CODED)
+    rows = chunked.num_rows
     if rows == 0:
         return None
+    coded = {name: _coded_labels(chunked.column(name)) for name in _CODED}
+    table = chunked.drop_columns(list(_CODED)).combine_chunks()
     column = {name: table.column(name).chunk(0) for name in table.schema.names}
-    if any(column[name].null_count for name in (*_STRINGS, "schema", "step", "components", "weights")):
+    if any(labels is None for labels in coded.values()) or any(column[name].null_count for name in (
+            "rollout_id", "step", "components", "weights")):
         return None
-    status = column["status"]
-    scored = pc.equal(status, "scored").to_numpy(zero_copy_only=False)
-    if not (scored | pc.equal(status, "error").to_numpy(zero_copy_only=False)).all():
+    status, schema = coded["status"], coded["schema"]
+    if not set(schema.names) <= {RECORD_SCHEMA} or not set(status.names) <= {"scored", "error"}:
         return None
-    if not pc.all(pc.equal(column["schema"], RECORD_SCHEMA)).as_py():
-        return None
+    scored = status.codes == (status.names.index("scored") if "scored" in status.names else -1)
     values, nulls = _map_columns(column["components"], rows)
     weights, _ = _map_columns(column["weights"], rows)
     aggregate = column["aggregate"]
@@ -591,27 +609,53 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     def load(position: int) -> Any:
         from rewardpipe.models import Record
 
-        return Record.model_validate(_record_dict(table.slice(position - 1, 1).to_pylist()[0]))
+        return Record.model_validate(_record_dict(chunked.slice(position - 1, 1).to_pylist()[0]))
 
-    run_ids, group_ids, rollout_ids, task_ids, error_kinds = _labels_of(
-        column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds)
     return RecordBatch(
-        run_ids=run_ids, steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
-        group_ids=group_ids, rollout_ids=rollout_ids, task_ids=task_ids, scored=scored, error_kinds=error_kinds,
-        inprocess=inprocess.to_numpy(zero_copy_only=False), weights=weights, values=values, nulls=nulls,
-        positions=np.arange(1, rows + 1, dtype=np.int64), load=load, position_label="row")
+        run_ids=coded["run_id"], steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=coded["group_id"], rollout_ids=_labels(column["rollout_id"]), task_ids=coded["task_id"],
+        scored=scored, error_kinds=_labels(kinds), inprocess=inprocess.to_numpy(zero_copy_only=False), weights=weights,
+        values=values, nulls=nulls, positions=np.arange(1, rows + 1, dtype=np.int64), load=load,
+        position_label="row")
+
+
+# The required text columns with few distinct values, read as codes (see _parquet_table). Not the rollout
+# ids: all distinct, so one dictionary across the files costs more than encoding the column once.
+_CODED = ("schema", "run_id", "group_id", "task_id", "status")
+
+
+def _coded_labels(chunked: Any) -> Labels | None:
+    """Labels of a dictionary column whose chunks share one dictionary; None if a value is null."""
+    if chunked.null_count:
+        return None
+    chunks = chunked.chunks
+    dictionary = chunks[0].dictionary
+    codes = np.concatenate([chunk.indices.to_numpy(zero_copy_only=False) for chunk in chunks]).astype(np.int64)
+    used = np.bincount(codes, minlength=len(dictionary)).all()  # Labels.distinct promises every name is used
+    return Labels(codes, dictionary.to_pylist, len(dictionary) if used else None)
 
 
 def _map_columns(array: Any, rows: int) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """A ``map<string, double>`` column as one float column per key (NaN where absent or null) and a null
     mask per key (True where the map gives the key with a null value)."""
     offsets = array.offsets.to_numpy(zero_copy_only=False)
-    parents = np.repeat(np.arange(rows), np.diff(offsets))
-    keys = _labels(array.keys)
+    sizes = np.diff(offsets)
     items = array.items
     item_values = items.to_numpy(zero_copy_only=False).astype(np.float64)
     item_nulls = items.is_null().to_numpy(zero_copy_only=False)
     values, nulls = {}, {}
+    width = int(sizes[0]) if rows else 0
+    names = _same_keys_on_every_row(array.keys, int(offsets[0]), rows, width) if (sizes == width).all() else None
+    if names is not None:
+        # The common case: every row's map names the same distinct keys in the same order (one writer, one
+        # reward): each key's items are every width-th item, no scatter per key.
+        for j, name in enumerate(names):
+            column = slice(offsets[0] + j, offsets[0] + rows * width, width)
+            values[name] = np.ascontiguousarray(item_values[column])
+            nulls[name] = np.ascontiguousarray(item_nulls[column])
+        return values, nulls
+    keys = _labels(array.keys)
+    parents = np.repeat(np.arange(rows), sizes)
     for code, name in enumerate(keys.names):
         mine = keys.codes == code
         values[name] = np.full(rows, np.nan)
@@ -619,6 +663,30 @@ def _map_columns(array: Any, rows: int) -> tuple[dict[str, np.ndarray], dict[str
         nulls[name] = np.zeros(rows, dtype=bool)
         nulls[name][parents[mine]] = item_nulls[mine]
     return values, nulls
+
+
+def _same_keys_on_every_row(keys: Any, start: int, rows: int, width: int) -> list[str] | None:
+    """The keys of the first of ``rows`` maps of ``width`` keys each (their keys from ``start`` in ``keys``)
+    when every map names the same distinct keys in the same order, else None. Compared as bytes: the
+    lengths of each row's keys and the bytes they span repeat the first row's (no text decoded or hashed)."""
+    import pyarrow as pa
+
+    if not width or keys.type != pa.string():
+        return None
+    keys = keys.slice(start, rows * width)
+    if len(keys) != rows * width or keys.null_count:
+        return None
+    bounds = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + len(keys) + 1]
+    lengths = np.diff(bounds).reshape(rows, width)
+    if not (lengths == lengths[0]).all():
+        return None
+    span = int(lengths[0].sum())
+    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[bounds[0]:bounds[0] + rows * span]
+    # as fixed-width byte strings, one per row: equal lengths, so equal exactly when the bytes are
+    if len(data) != rows * span or (span and not (data.view(f"S{span}") == data[:span].view(f"S{span}")).all()):
+        return None
+    names = keys.slice(0, width).to_pylist()
+    return names if len(set(names)) == width else None
 
 
 # -- a local store's record files ------------------------------------------------------------------------

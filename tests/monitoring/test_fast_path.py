@@ -118,6 +118,39 @@ def test_fast_and_careful_paths_print_the_same(tmp_path, monkeypatch, variant):
     assert "repeated record(s) dropped" in shipped[2]
 
 
+def test_a_file_whose_groups_come_one_after_another_prints_the_same_on_every_path(tmp_path, monkeypatch):
+    """The usual layout (each group's records together, no repeated deliveries) takes the columnar
+    reader's segment-wise group statistics, which must give the record-by-record figures exactly."""
+    records = varied_run(4)[:-15]  # without the repeated deliveries appended at the end
+    path = write(tmp_path / "records.jsonl", records)
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--json", "--no-write-alarms")
+    assert used == [True, True] and shipped == orjson_only == careful and shipped[0] == 0
+    data = json.loads(shipped[1])
+    assert data["duplicates_dropped"] == 0 and any(a["kind"] == "dead_component" for a in data["alarms"])
+    assert any(s["components"]["correctness"]["zero_variance_groups"] for s in data["steps"])
+    assert all(s["components"]["judge"]["min"] < s["components"]["judge"]["max"] for s in data["steps"])
+
+
+def test_a_file_parsed_in_several_blocks_prints_the_same_on_every_path(tmp_path, monkeypatch):
+    """pyarrow parses a larger file in blocks on several threads: rows must still be the file's lines."""
+    import numpy as np
+
+    data = write(tmp_path / "records.jsonl", varied_run(6, steps=110, groups=12, k=4)).read_bytes()
+    assert len(data) > 2 * fastread._block_size(len(data))
+    blocks, lines = fastread._arrow_batch(data), fastread._orjson_batch(data)  # the orjson reader: line by line
+    assert blocks is not None and lines is not None
+    for name in ("run_ids", "group_ids", "rollout_ids", "task_ids"):
+        a, b = getattr(blocks, name), getattr(lines, name)
+        assert [a.names[c] for c in a.codes.tolist()] == [b.names[c] for c in b.codes.tolist()]
+    assert [blocks.error_kinds[r] for r in np.flatnonzero(~blocks.scored)] == \
+        [lines.error_kinds[r] for r in np.flatnonzero(~lines.scored)]
+    for name in ("steps", "scored", "inprocess", "positions"):
+        assert np.array_equal(getattr(blocks, name), getattr(lines, name))
+    for name in ("values", "nulls", "weights"):
+        a, b = getattr(blocks, name), getattr(lines, name)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k], equal_nan=True) for k in a)
+
+
 def test_several_runs_need_a_run_id_on_every_path(tmp_path, monkeypatch):
     path = write(tmp_path / "two.jsonl", varied_run(1, run="a") + varied_run(2, run="b"))
     mixed, _ = run_three_ways(monkeypatch, path, "--json")

@@ -10,7 +10,8 @@ from typer.testing import CliRunner
 
 import rewardpipe.monitoring.fastread as fastread
 from rewardpipe.cli import app
-from tests.monitoring.test_fast_path import varied_run, write
+from rewardpipe.monitoring.statistics import AGG
+from tests.monitoring.test_fast_path import COMPONENTS, varied_run, write
 
 
 def monitor_json(*args):
@@ -63,3 +64,56 @@ def test_a_parquet_file_of_something_else_is_one_clear_error(tmp_path):
     result = CliRunner().invoke(app, ["monitor", str(other), "--json"])
     assert result.exit_code == 1 and "Traceback" not in result.output
     assert "not a rewardpipe records file" in result.stderr
+
+
+def uniform_run(seed):
+    """varied_run without the component only some records name: every row's map has the same keys."""
+    return [dict(r, components={k: v for k, v in r["components"].items() if k != "judge"})
+            for r in varied_run(seed)]
+
+
+def test_maps_with_the_same_keys_in_every_row_read_like_the_careful_path(tmp_path, monkeypatch):
+    _, out = export(tmp_path, uniform_run(9))
+    [file] = list(out.glob("*.parquet"))
+    batch = fastread.read_parquet_batch([file])
+    assert batch is not None and set(batch.values) == {*COMPONENTS, AGG}
+    fast, _ = monitor_json(out)
+    monkeypatch.setattr(fastread, "read_parquet_batch", lambda files: None)
+    careful, _ = monitor_json(out)
+    assert fast == careful
+    assert any(c["missing"] for s in fast["steps"] for c in s["components"].values())  # None values survive
+
+
+def test_maps_whose_keys_come_in_another_order_on_some_rows_read_like_the_careful_path(tmp_path, monkeypatch):
+    _, out = export(tmp_path, uniform_run(10))
+    [file] = list(out.glob("*.parquet"))
+    table = pq.read_table(file)
+    components = table.column("components").to_pylist()
+    for row in range(0, len(components), 3):  # same keys, same count per row, another order
+        components[row] = components[row][::-1]
+    pq.write_table(table.set_column(table.schema.get_field_index("components"), "components",
+                                    pa.array(components, table.schema.field("components").type)), file)
+    reordered = fastread.read_parquet_batch([file])
+    assert reordered is not None
+    fast, _ = monitor_json(out)
+    monkeypatch.setattr(fastread, "read_parquet_batch", lambda files: None)
+    careful, _ = monitor_json(out)
+    assert fast == careful
+
+
+def test_a_directory_of_several_files_reads_like_the_careful_path(tmp_path, monkeypatch):
+    """Each file has its own dictionary of ids (in its own order): one run's ids must still be one code."""
+    _, out = export(tmp_path, uniform_run(11))
+    [file] = list(out.glob("*.parquet"))
+    table = pq.read_table(file)
+    half = table.num_rows // 2
+    file.unlink()
+    pq.write_table(table.slice(0, half), out / "a.parquet")
+    pq.write_table(table.slice(half), out / "b.parquet", row_group_size=7)
+    batch = fastread.read_parquet_batch(fastread.parquet_files(out))
+    assert batch is not None and batch.run_ids.names == ["r1"] and len(batch) == table.num_rows
+    assert len(batch.group_ids.names) == len(set(table.column("group_id").to_pylist()))
+    fast, _ = monitor_json(out)
+    monkeypatch.setattr(fastread, "read_parquet_batch", lambda files: None)
+    careful, _ = monitor_json(out)
+    assert fast == careful and fast["duplicates_dropped"] == 0
