@@ -30,6 +30,7 @@ DEFERRED = {
     "pydantic.plugin._loader": "the first validation (a model's validator is built at first use)",
     "importlib.metadata": "the first validation, or boto3 (urllib3 reads its own metadata)",
     "email": "importlib.metadata, at the first validation",
+    "ctypes.util": "never on Linux (rewardpipe.aws.hardening reads prctl from the interpreter's own libc)",
     "boto3": "the first call that talks to AWS (rewardpipe.aws.settings.aws_client)",
     "botocore.session": "the first call that talks to AWS",
     "botocore.client": "the first call that talks to AWS",
