@@ -21,7 +21,11 @@ AWS pays it in its cold invocation, so where it alone is over 150 ms no such han
 under it), and the floor of a handler that validates its event with pydantic and logs with Powertools
 (``from pydantic import BaseModel``, one model, ``Logger()``): the least such a handler's import can be.
 
-    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json]
+``--instructions`` adds what a loaded machine cannot disturb: the instructions each import executes
+(valgrind's callgrind, one run each, interpreter start-up subtracted), as a ratio to ``import boto3``'s.
+It takes about 40 s per handler.
+
+    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json] [--instructions]
 """
 
 from __future__ import annotations
@@ -30,6 +34,8 @@ import argparse
 import json
 import os
 import statistics
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -67,6 +73,7 @@ FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
 PROBE = """
 import sys, time, importlib.util
 target, clients = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
+import_only = sys.argv[3:] == ["import-only"]
 t0 = time.perf_counter()
 if target == "<pass>":
     pass
@@ -84,7 +91,7 @@ else:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 t1 = time.perf_counter()
-if target not in ("<pass>", "<boto3>", "<floor>"):
+if target not in ("<pass>", "<boto3>", "<floor>") and not import_only:
     # The validators the import deferred (rewardpipe.deferred.DeferredModel): every model the handler's modules
     # define is built here, an upper bound of what a first call builds, so deferring moves no cost out of sight.
     from pydantic import BaseModel
@@ -93,7 +100,7 @@ if target not in ("<pass>", "<boto3>", "<floor>"):
             if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == mod.__name__
                     and not value.__pydantic_complete__):
                 value.model_rebuild()
-if clients:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
+if clients and not import_only:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
     import boto3
     for service in clients:
         boto3.client(service)
@@ -101,13 +108,25 @@ print((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000)
 """
 
 
+def probe_env() -> dict[str, str]:
+    # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
+    return {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
+            "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def instructions(target: str) -> float:
+    """Millions of instructions a fresh interpreter executes to start and import ``target`` (callgrind).
+    The byte-code cache is warm: ``measure`` ran the same import first."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", PROBE,
+                          target, "", "import-only"], env=probe_env(), capture_output=True, text=True, check=True)
+    return int(re.search(r"Collected : (\d+)", out.stderr).group(1)) / 1e6
+
+
 def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[float, float, float]:
     """(median, min) import time in ms over ``runs`` fresh interpreters, and the median of what the first
     call still pays (boto3 and ``clients``)."""
     samples, rest = [], []
-    # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
-    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
-           "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+    env = probe_env()
     for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
         out = subprocess.run([sys.executable, "-c", PROBE, target, ",".join(clients)], env=env,
                              capture_output=True, text=True, check=True)
@@ -122,7 +141,11 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each import's instructions with valgrind (load-independent; ~40 s a handler)")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH")
 
     baseline_pass, _, _ = measure("<pass>", args.runs)
     baseline_boto3, _, _ = measure("<boto3>", args.runs)
@@ -151,6 +174,14 @@ def main() -> int:
               f"   {verdict(ms):>4} / {verdict(ms + first_call):<4}      {clients}")
     print(f"\nunder {GOAL_MS:.0f} ms: import {sum(ms <= GOAL_MS for _, (ms, _, _) in rows)}/{len(rows)} handlers, "
           f"cold (import + first call) {sum(ms + fc <= GOAL_MS for _, (ms, _, fc) in rows)}/{len(rows)}")
+    if args.instructions:
+        start = instructions("<pass>")
+        ir = {t: instructions(t) - start for t in ("<boto3>", "<floor>")}
+        ir.update({name: instructions(str(ROOT / "functions" / name / "handler.py")) - start for name, _ in rows})
+        print(f"\ninstructions executed by the import (millions, callgrind, interpreter start-up of {start:.0f} subtracted; "
+              "the same on a busy machine):")
+        for name, value in ir.items():
+            print(f"  {name:<22}{value:>9.1f}   {value / ir['<boto3>']:.2f}x import boto3")
     if baseline_boto3 > GOAL_MS:
         print(f"import boto3 alone takes {baseline_boto3:.0f} ms here: no handler whose first call talks to AWS can "
               f"have a cold invocation under {GOAL_MS:.0f} ms on this machine, whatever its import does.")
@@ -161,6 +192,7 @@ def main() -> int:
           "(a busy machine inflates the medians; the min column is the least disturbed run)")
     if args.json:
         print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3, "floor_ms": baseline_floor,
+                          **({"instructions_millions": ir} if args.instructions else {}),
                           "handlers": {name: {"import_median_ms": m, "import_min_ms": lo, "first_call_ms": b,
                                               "first_call_clients": list(FIRST_CALL_CLIENTS[name])}
                                        for name, (m, lo, b) in rows}}, indent=2))
