@@ -128,3 +128,27 @@ def test_every_handler_is_in_the_cold_start_benchmark():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     assert sorted(bench.FIRST_CALL_CLIENTS) == HANDLERS
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_hardening_falls_back_to_libc_by_name_when_the_interpreter_does_not_export_prctl(monkeypatch):
+    """rewardpipe.aws.hardening reads prctl from the interpreter's own symbols (no ctypes.util at import);
+    an interpreter linked without it still gets the C library, found by name."""
+    import ctypes
+
+    from rewardpipe.aws import hardening
+
+    real_cdll = ctypes.CDLL
+    opened = []
+
+    def cdll(name, *args, **kwargs):
+        opened.append(name)
+        return object() if name is None else real_cdll(name, *args, **kwargs)  # no prctl among "own" symbols
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    hardening._libc.cache_clear()
+    try:
+        assert hardening.is_dumpable() is True  # a pytest worker is dumpable; the call went through real prctl
+        assert opened[0] is None and isinstance(opened[1], str) and "c" in opened[1]
+    finally:
+        hardening._libc.cache_clear()
