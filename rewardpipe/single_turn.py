@@ -25,7 +25,6 @@ from typing import Any, Mapping, Sequence
 from pydantic import ConfigDict, ValidationError
 
 from rewardpipe.deferred import DeferredModel
-
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ASSISTANT_ROLE_ALIASES, ErrorInfo, Message, nova_output
 from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward

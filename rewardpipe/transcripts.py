@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any, Literal, Sequence
 from pydantic import ConfigDict, Field
 
 from rewardpipe.deferred import DeferredModel
-
 from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity
 from rewardpipe.parsing import parse_turn
 

@@ -24,9 +24,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from rewardpipe.deferred import DeferredModel
-
 from rewardpipe.aws.settings import Settings, aws_client, open_bucket_store
+from rewardpipe.deferred import DeferredModel
 
 COMMIT_ATTEMPTS = 5
 LEGACY_STATE = "check-state.json"

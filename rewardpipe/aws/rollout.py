@@ -38,10 +38,9 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
-from rewardpipe.deferred import DeferredModel
-
 from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
+from rewardpipe.deferred import DeferredModel
 from rewardpipe.episode import EpisodeState
 from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, Task
 

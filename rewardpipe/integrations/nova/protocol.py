@@ -23,7 +23,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from rewardpipe.deferred import DeferredModel
-
 from rewardpipe.models import ErrorInfo, Task, nova_output
 from rewardpipe.rewards import Reward
 
