@@ -7,14 +7,25 @@ Lambda INIT phase, the cold start proper. Each figure is the median of --runs ru
 the same way: ``pass`` (nothing) and ``import boto3`` (what any Python Lambda touching AWS pays), so the
 ratio column reads "this handler costs N times a bare boto3 import".
 
-A handler that calls AWS defers boto3 to its first invocation, so the cold invocation also pays what
-the import did not: the "+ first call" column is, in the same process right after the handler's
-import, importing boto3 and creating the clients that handler's first call creates
-(``FIRST_CALL_CLIENTS``; network and the call's own work excluded). "= cold" is the sum, what a cold
-invocation pays before it does any work. The goal (150 ms on a quiet machine) is judged on both
-columns and each verdict is printed: "import" for the INIT phase, "cold" for import + first call.
+A handler defers to its first invocation what it need not load at import, so the cold invocation also
+pays what the import did not: the "+ first call" column is, in the same process right after the
+handler's import, building the validators of every pydantic model the imported modules define (they
+are built at first use, see rewardpipe.deferred; all of them is an upper bound of what one call builds)
+then importing boto3 and creating the clients that handler's first call creates (``FIRST_CALL_CLIENTS``;
+network and the call's own work excluded). "= cold" is the sum, what a cold invocation pays before it
+does any work. The goal (150 ms on a quiet machine) is judged on both columns and each verdict is
+printed: "import" for the INIT phase, "cold" for import + first call.
 
-    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json]
+Two more baselines say what no import structure can remove: ``import boto3`` (any handler that calls
+AWS pays it in its cold invocation, so where it alone is over 150 ms no such handler's "cold" can be
+under it), and the floor of a handler that validates its event with pydantic and logs with Powertools
+(``from pydantic import BaseModel``, one model, ``Logger()``): the least such a handler's import can be.
+
+``--instructions`` adds what a loaded machine cannot disturb: the instructions each import executes
+(valgrind's callgrind, one run each, interpreter start-up subtracted), as a ratio to ``import boto3``'s.
+It takes about 40 s per handler.
+
+    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json] [--instructions]
 """
 
 from __future__ import annotations
@@ -23,6 +34,8 @@ import argparse
 import json
 import os
 import statistics
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,17 +73,34 @@ FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
 PROBE = """
 import sys, time, importlib.util
 target, clients = sys.argv[1], [c for c in sys.argv[2].split(",") if c]
+import_only = sys.argv[3:] == ["import-only"]
 t0 = time.perf_counter()
 if target == "<pass>":
     pass
 elif target == "<boto3>":
     import boto3
+elif target == "<floor>":
+    from pydantic import BaseModel, ConfigDict
+    class Event(BaseModel):
+        model_config = ConfigDict(defer_build=True)
+        run: str
+    from aws_lambda_powertools import Logger
+    Logger()
 else:
     spec = importlib.util.spec_from_file_location("handler", target)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
 t1 = time.perf_counter()
-if clients:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
+if target not in ("<pass>", "<boto3>", "<floor>") and not import_only:
+    # The validators the import deferred (rewardpipe.deferred.DeferredModel): every model the handler's modules
+    # define is built here, an upper bound of what a first call builds, so deferring moves no cost out of sight.
+    from pydantic import BaseModel
+    for mod in [module] + [m for name, m in list(sys.modules.items()) if name.startswith("rewardpipe.")]:
+        for value in list(vars(mod).values()):
+            if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == mod.__name__
+                    and not value.__pydantic_complete__):
+                value.model_rebuild()
+if clients and not import_only:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
     import boto3
     for service in clients:
         boto3.client(service)
@@ -78,13 +108,25 @@ print((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000)
 """
 
 
+def probe_env() -> dict[str, str]:
+    # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
+    return {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
+            "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+
+
+def instructions(target: str) -> float:
+    """Millions of instructions a fresh interpreter executes to start and import ``target`` (callgrind).
+    The byte-code cache is warm: ``measure`` ran the same import first."""
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", PROBE,
+                          target, "", "import-only"], env=probe_env(), capture_output=True, text=True, check=True)
+    return int(re.search(r"Collected : (\d+)", out.stderr).group(1)) / 1e6
+
+
 def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[float, float, float]:
     """(median, min) import time in ms over ``runs`` fresh interpreters, and the median of what the first
     call still pays (boto3 and ``clients``)."""
     samples, rest = [], []
-    # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
-    env = {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
-           "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+    env = probe_env()
     for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
         out = subprocess.run([sys.executable, "-c", PROBE, target, ",".join(clients)], env=env,
                              capture_output=True, text=True, check=True)
@@ -99,10 +141,15 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
     parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms")
+    parser.add_argument("--instructions", action="store_true",
+                        help="also count each import's instructions with valgrind (load-independent; ~40 s a handler)")
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind on PATH")
 
     baseline_pass, _, _ = measure("<pass>", args.runs)
     baseline_boto3, _, _ = measure("<boto3>", args.runs)
+    baseline_floor, _, _ = measure("<floor>", args.runs)
     rows = []
     for handler in sorted((ROOT / "functions").glob("*/handler.py")):
         name = handler.parent.name
@@ -111,7 +158,8 @@ def main() -> int:
         rows.append((name, measure(str(handler), args.runs, FIRST_CALL_CLIENTS[name])))
 
     print(f"Handler import time, median of {args.runs} fresh interpreters (Python {sys.version.split()[0]})")
-    print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms\n")
+    print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms, "
+          f"floor (pydantic BaseModel + one model + Powertools Logger) = {baseline_floor:.1f} ms\n")
     print(f"{'handler':<22}{'import ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"
           f"   goal {GOAL_MS:.0f} ms: import / cold   first call creates")
     worst = 0.0
@@ -126,10 +174,25 @@ def main() -> int:
               f"   {verdict(ms):>4} / {verdict(ms + first_call):<4}      {clients}")
     print(f"\nunder {GOAL_MS:.0f} ms: import {sum(ms <= GOAL_MS for _, (ms, _, _) in rows)}/{len(rows)} handlers, "
           f"cold (import + first call) {sum(ms + fc <= GOAL_MS for _, (ms, _, fc) in rows)}/{len(rows)}")
+    if args.instructions:
+        start = instructions("<pass>")
+        ir = {t: instructions(t) - start for t in ("<boto3>", "<floor>")}
+        ir.update({name: instructions(str(ROOT / "functions" / name / "handler.py")) - start for name, _ in rows})
+        print(f"\ninstructions executed by the import (millions, callgrind, interpreter start-up of {start:.0f} subtracted; "
+              "the same on a busy machine):")
+        for name, value in ir.items():
+            print(f"  {name:<22}{value:>9.1f}   {value / ir['<boto3>']:.2f}x import boto3")
+    if baseline_boto3 > GOAL_MS:
+        print(f"import boto3 alone takes {baseline_boto3:.0f} ms here: no handler whose first call talks to AWS can "
+              f"have a cold invocation under {GOAL_MS:.0f} ms on this machine, whatever its import does.")
+    if baseline_floor > GOAL_MS:
+        print(f"pydantic + the Powertools Logger alone take {baseline_floor:.0f} ms here: no handler that validates "
+              f"with pydantic and logs with Powertools can import in under {GOAL_MS:.0f} ms on this machine.")
     print(f"\nload average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
           "(a busy machine inflates the medians; the min column is the least disturbed run)")
     if args.json:
-        print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3,
+        print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3, "floor_ms": baseline_floor,
+                          **({"instructions_millions": ir} if args.instructions else {}),
                           "handlers": {name: {"import_median_ms": m, "import_min_ms": lo, "first_call_ms": b,
                                               "first_call_clients": list(FIRST_CALL_CLIENTS[name])}
                                        for name, (m, lo, b) in rows}}, indent=2))

@@ -17,6 +17,8 @@ from typing import IO, Any, Iterable, Iterator, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from rewardpipe.deferred import DeferredModel
+
 RECORD_SCHEMA = "rewardpipe.record/v1"
 MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 
@@ -57,7 +59,7 @@ def content_to_text(content: Any) -> str:
     raise ValueError(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
-class Message(BaseModel):
+class Message(DeferredModel):
     """One chat turn. ``content`` is always normalised to text; ``nova_assistant`` becomes ``assistant``."""
 
     model_config = ConfigDict(extra="ignore")
@@ -81,7 +83,7 @@ class Message(BaseModel):
         return content_to_text(value)
 
 
-class Task(BaseModel):
+class Task(DeferredModel):
     """A coding task: what the model sees (``prompt``) and what it must discover or pass (the rest)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -108,7 +110,7 @@ class Task(BaseModel):
         return value
 
 
-class Rollout(BaseModel):
+class Rollout(DeferredModel):
     """A recorded episode: the transcript of one of the K samples of a GRPO group."""
 
     model_config = ConfigDict(extra="forbid")
@@ -121,7 +123,7 @@ class Rollout(BaseModel):
     messages: list[Message] = Field(min_length=1)
 
 
-class RolloutIdentity(BaseModel):
+class RolloutIdentity(DeferredModel):
     """What names one rollout and what was said in it: shared by the live episode state and the
     stored transcript, so both identify a rollout, and turn back into a Rollout, the same way."""
 
@@ -142,7 +144,7 @@ class RolloutIdentity(BaseModel):
                        messages=self.messages)
 
 
-class ErrorInfo(BaseModel):
+class ErrorInfo(DeferredModel):
     """Why a record could not be scored. ``kind`` is a stable machine-readable class."""
 
     kind: str
@@ -152,7 +154,7 @@ class ErrorInfo(BaseModel):
 MetricValue = float | int | str | bool | None
 
 
-class Record(BaseModel):
+class Record(DeferredModel):
     """One scored (or unscorable) rollout. Components are ``None`` when they could not be computed."""
 
     model_config = ConfigDict(populate_by_name=True)
@@ -391,7 +393,7 @@ def load_rollouts(path: str | Path) -> list[Rollout]:
 # Run manifest
 
 
-class RunManifest(BaseModel):
+class RunManifest(DeferredModel):
     """``runs/<run_id>/manifest.json``: what one run id stands for.
 
     Written when a run starts (``finished_at`` null) and again when it ends. ``identity()`` is the part

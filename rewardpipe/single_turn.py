@@ -22,8 +22,9 @@ import os
 import time
 from typing import Any, Mapping, Sequence
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ConfigDict, ValidationError
 
+from rewardpipe.deferred import DeferredModel
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ASSISTANT_ROLE_ALIASES, ErrorInfo, Message, nova_output
 from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
@@ -39,7 +40,7 @@ class BatchFailed(RuntimeError):
     """``error_reward=fail_batch`` and a sample could not be scored: the whole batch is refused."""
 
 
-class Sample(BaseModel):
+class Sample(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     id: Any = None

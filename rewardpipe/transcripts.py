@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, Sequence
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
+from rewardpipe.deferred import DeferredModel
 from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity
 from rewardpipe.parsing import parse_turn
 
@@ -27,13 +28,13 @@ if TYPE_CHECKING:  # pragma: no cover
 TRANSCRIPT_SCHEMA = "rewardpipe.transcript/v1"
 
 
-class RevealedItem(BaseModel):
+class RevealedItem(DeferredModel):
     index: int
     text: str
     turn: int | None = None  # the assistant turn (0-based) whose question it answered
 
 
-class Verdict(BaseModel):
+class Verdict(DeferredModel):
     """What happened to the executed code: the executor's status and reason, or why nothing ran."""
 
     status: str  # passed | failed | timeout | error | not_executed

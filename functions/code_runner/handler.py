@@ -9,18 +9,19 @@ from __future__ import annotations
 from typing import Any
 
 from aws_lambda_powertools import Logger
-from pydantic import BaseModel, Field
+from pydantic import Field
 
 from rewardpipe.aws import jobs
 from rewardpipe.aws.hardening import make_non_dumpable
 from rewardpipe.aws.lambda_support import retry_transient
 from rewardpipe.aws.settings import Settings, open_bucket_store
+from rewardpipe.deferred import DeferredModel
 
 logger = Logger()
 SETTINGS = Settings.from_env()
 
 
-class RunRequest(BaseModel):
+class RunRequest(DeferredModel):
     job_key: str = Field(min_length=1)
     result_key: str = Field(min_length=1)
 

@@ -9,7 +9,7 @@ running as the same user can no longer read them.
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
+import functools
 import os
 import sys
 
@@ -28,11 +28,26 @@ CREDENTIAL_VARIABLES = (
 )
 
 
+@functools.lru_cache(maxsize=1)
 def _libc():
+    """The C library's symbols, looked up once per process.
+
+    ``CDLL(None)`` is the interpreter's own symbol table, which holds libc's (Python links it); it avoids
+    ``ctypes.util.find_library``, whose import pulls in subprocess, shutil and the compression modules and
+    which runs ``ldconfig -p`` in a child process each time it is called.
+    """
     if not sys.platform.startswith("linux"):
         return None
     try:
-        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl  # noqa: B018 - an interpreter linked statically against another libc may not export it
+        return libc
+    except (OSError, AttributeError):
+        pass
+    from ctypes.util import find_library
+
+    try:
+        return ctypes.CDLL(find_library("c") or "libc.so.6", use_errno=True)
     except OSError:
         return None
 

@@ -22,15 +22,16 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
 from rewardpipe.aws.settings import Settings, aws_client, open_bucket_store
+from rewardpipe.deferred import DeferredModel
 
 COMMIT_ATTEMPTS = 5
 LEGACY_STATE = "check-state.json"
 
 
-class CheckRequest(BaseModel):
+class CheckRequest(DeferredModel):
     """Invoke with ``{"run_id": ..., "step": n}``; an EventBridge scheduled event means "every run"."""
 
     model_config = ConfigDict(extra="ignore")

@@ -36,10 +36,11 @@ import json
 import uuid
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
+from rewardpipe.deferred import DeferredModel
 from rewardpipe.episode import EpisodeState
 from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, Task
 
@@ -99,7 +100,7 @@ def _check_run(value: str) -> str:
     return value
 
 
-class PolicySpec(BaseModel):
+class PolicySpec(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     mode: Literal["replay", "openai", "callback"] = "replay"
@@ -121,14 +122,14 @@ class PolicySpec(BaseModel):
         return self
 
 
-class ExecutionRef(BaseModel):
+class ExecutionRef(DeferredModel):
     route: Literal["lambda", "fargate", "none"]
     job_key: str | None = None
     result_key: str | None = None
     timeout_s: float | None = None
 
 
-class RolloutInput(BaseModel):
+class RolloutInput(DeferredModel):
     """What an execution is started with."""
 
     model_config = ConfigDict(extra="forbid")
@@ -153,7 +154,7 @@ class RolloutInput(BaseModel):
         return self
 
 
-class StartRequest(BaseModel):
+class StartRequest(DeferredModel):
     """StartEpisode's payload: the execution input, the execution's name (the attempt id) and the state's
     task token (absent when the handler is called directly, e.g. in tests: it then only returns its outcome)."""
 
@@ -164,7 +165,7 @@ class StartRequest(BaseModel):
     task_token: str | None = None
 
 
-class ConverseRequest(BaseModel):
+class ConverseRequest(DeferredModel):
     """Converse's payload. The state passes on nothing but the trainer's reply (or ``{"resume": true}``),
     so the ids come from the execution (``$$.Execution.Input.run``, ``$$.Execution.Name``) and the
     episode from its one key per attempt. ``entered`` is ``$$.State.EnteredTime``, the same for every
@@ -180,7 +181,7 @@ class ConverseRequest(BaseModel):
     reply: dict[str, Any] = Field(default_factory=dict)
 
 
-class EpisodeSnapshot(BaseModel):
+class EpisodeSnapshot(DeferredModel):
     """What is stored in S3 between states: everything a later state needs, however large."""
 
     task_key: str
@@ -191,7 +192,7 @@ class EpisodeSnapshot(BaseModel):
     applied_reply_at: str | None = None         # the state entry (EnteredTime) that applied the last trainer reply
 
 
-class StateRef(BaseModel):
+class StateRef(DeferredModel):
     """A conversation step's outcome, and what the code-runner states and Score get: small and of bounded
     size whatever the transcript holds."""
 
@@ -689,7 +690,7 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
     return ErrorInfo(kind=kind, message=message[:2000])
 
 
-class FailedRollout(BaseModel):
+class FailedRollout(DeferredModel):
     """RecordError's input: whatever the failing state had, plus ``failed: {<state name>: {Error, Cause}}``.
 
     The payload is ``{"context": <that>, "attempt": <execution name>}``. Everything is optional,

@@ -5,7 +5,9 @@ from __future__ import annotations
 from enum import Enum
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, field_validator
+
+from rewardpipe.deferred import DeferredModel
 
 
 def clean_text(text: str) -> str:
@@ -30,7 +32,7 @@ class ExecutionStatus(str, Enum):
     ERROR = "error"
 
 
-class ExecutionJob(BaseModel):
+class ExecutionJob(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = ""
@@ -46,7 +48,7 @@ class ExecutionJob(BaseModel):
     trust_mode: Literal["split", "inprocess"] = "split"
 
 
-class ExecutionResult(BaseModel):
+class ExecutionResult(DeferredModel):
     id: str = ""
     status: ExecutionStatus
     passed: int = 0

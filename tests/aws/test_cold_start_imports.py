@@ -9,6 +9,7 @@ this keeps a regression from coming back without a timed test.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import json
 import os
@@ -24,6 +25,12 @@ HANDLERS = sorted(p.parent.name for p in (harness.ROOT / "functions").glob("*/ha
 # module prefix -> when it is allowed to load instead
 DEFERRED = {
     "aws_xray_sdk": "the first traced invocation (rewardpipe.aws.lambda_support creates the Tracer lazily)",
+    # Imported by pydantic's plugin loader the first time any validator is built; rewardpipe's models
+    # (rewardpipe.deferred.DeferredModel) build theirs at first use, so the import builds none.
+    "pydantic.plugin._loader": "the first validation (a model's validator is built at first use)",
+    "importlib.metadata": "the first validation, or boto3 (urllib3 reads its own metadata)",
+    "email": "importlib.metadata, at the first validation",
+    "ctypes.util": "never on Linux (rewardpipe.aws.hardening reads prctl from the interpreter's own libc)",
     "boto3": "the first call that talks to AWS (rewardpipe.aws.settings.aws_client)",
     "botocore.session": "the first call that talks to AWS",
     "botocore.client": "the first call that talks to AWS",
@@ -84,9 +91,64 @@ def test_the_check_sees_a_heavy_import(tmp_path):
     assert _deferred_loaded(["botocore", "botocore.exceptions", "rewardpipe.models"]) == {}
 
 
+def test_the_check_sees_a_model_built_at_import(tmp_path):
+    """A pydantic model that builds its validator when defined (a plain BaseModel) loads pydantic's plugin
+    loader and importlib.metadata; the same model on DeferredModel loads neither until it validates."""
+    handler = tmp_path / "handler.py"
+    handler.write_text("from pydantic import BaseModel\nclass Event(BaseModel):\n    run: str\n"
+                       "from rewardpipe.aws.lambda_support import step_handler\n"
+                       "lambda_handler = step_handler(Event, lambda event, settings: {})\n")
+    assert {"pydantic.plugin._loader", "importlib.metadata"} <= set(_deferred_loaded(_modules_after_import(str(handler))))
+    handler.write_text(handler.read_text().replace("from pydantic import BaseModel",
+                                                   "from rewardpipe.deferred import DeferredModel as BaseModel"))
+    assert not _deferred_loaded(_modules_after_import(str(handler)))
+
+
+def test_every_rewardpipe_model_defers_its_build():
+    """Each pydantic model of the modules the handlers import is a DeferredModel (none is built at import)."""
+    from pydantic import BaseModel
+
+    from rewardpipe.deferred import DeferredModel
+
+    modules = [m for name in HANDLERS for m in _modules_after_import(str(harness.ROOT / "functions" / name / "handler.py"))
+               if m.startswith("rewardpipe.")]
+    eager = set()
+    for module_name in sorted(set(modules)):
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module_name
+                    and not issubclass(value, DeferredModel)):
+                eager.add(f"{module_name}.{value.__name__}")
+    assert not eager, f"models built at import (derive them from rewardpipe.deferred.DeferredModel): {sorted(eager)}"
+
+
 def test_every_handler_is_in_the_cold_start_benchmark():
     """benchmarks/cold_start.py charges each handler's first call for the AWS clients it creates."""
     spec = importlib.util.spec_from_file_location("cold_start", harness.ROOT / "benchmarks" / "cold_start.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     assert sorted(bench.FIRST_CALL_CLIENTS) == HANDLERS
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="prctl is Linux's")
+def test_hardening_falls_back_to_libc_by_name_when_the_interpreter_does_not_export_prctl(monkeypatch):
+    """rewardpipe.aws.hardening reads prctl from the interpreter's own symbols (no ctypes.util at import);
+    an interpreter linked without it still gets the C library, found by name."""
+    import ctypes
+
+    from rewardpipe.aws import hardening
+
+    real_cdll = ctypes.CDLL
+    opened = []
+
+    def cdll(name, *args, **kwargs):
+        opened.append(name)
+        return object() if name is None else real_cdll(name, *args, **kwargs)  # no prctl among "own" symbols
+
+    monkeypatch.setattr(ctypes, "CDLL", cdll)
+    hardening._libc.cache_clear()
+    try:
+        assert hardening.is_dumpable() is True  # a pytest worker is dumpable; the call went through real prctl
+        assert opened[0] is None and isinstance(opened[1], str) and "c" in opened[1]
+    finally:
+        hardening._libc.cache_clear()

@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rewardpipe.deferred import DeferredModel
 from rewardpipe.models import ErrorInfo, Task, nova_output
 from rewardpipe.rewards import Reward
 
@@ -41,7 +42,7 @@ def _first_error(exc: Exception) -> str:
     return str(exc)
 
 
-class RewardRange(BaseModel):
+class RewardRange(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     range: tuple[float, float] = (0.0, 1.0)
@@ -55,7 +56,7 @@ class RewardRange(BaseModel):
         return value
 
 
-class RolloutRequest(BaseModel):
+class RolloutRequest(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     version: str = VERSION
@@ -66,7 +67,7 @@ class RolloutRequest(BaseModel):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
-class GenerateRequest(BaseModel):
+class GenerateRequest(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     version: str = VERSION
@@ -75,26 +76,26 @@ class GenerateRequest(BaseModel):
     messages: list[dict[str, Any]]
 
 
-class _ChoiceMessage(BaseModel):
+class _ChoiceMessage(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     content: Any = ""
 
 
-class _Choice(BaseModel):
+class _Choice(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     message: _ChoiceMessage
     finish_reason: str | None = None
 
 
-class _GenerateData(BaseModel):
+class _GenerateData(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     choices: list[_Choice] = Field(min_length=1)
 
 
-class GenerateResponse(BaseModel):
+class GenerateResponse(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     version: str = VERSION
@@ -114,7 +115,7 @@ class GenerateResponse(BaseModel):
         return self.data.choices[0].finish_reason or self.finish_reason
 
 
-class RolloutResponse(BaseModel):
+class RolloutResponse(DeferredModel):
     version: str = VERSION
     sample_id: str
     stop_reason: str
@@ -136,7 +137,7 @@ def parse(model: type[BaseModel], body: Any) -> Any:
 # Configuration and mappings
 
 
-class BridgeConfig(BaseModel):
+class BridgeConfig(DeferredModel):
     """How rollout requests map onto rewardpipe rollouts and how results map back.
 
     * ``task_field``: dotted path in ``data`` holding a task id; the task is read from
