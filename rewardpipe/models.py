@@ -12,10 +12,11 @@ import keyword
 import math
 import os
 import stat
+import unicodedata
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 RECORD_SCHEMA = "rewardpipe.record/v1"
 MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
@@ -26,6 +27,43 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+
+#: Unicode categories an id may not contain: control (Cc: NUL, ESC, tab, newline), format (Cf: bidi overrides,
+#: zero-width characters), lone surrogates (Cs) and line/paragraph separators (Zl, Zp). They are the
+#: characters rewardpipe.safe_text escapes on print: an id made of them would be shown differently from what
+#: it is (and a terminal could act on it), two ids could look identical, and a key or a log line could split.
+ID_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id (the first forbidden character and its position), or None."""
+    if value.isprintable():  # the common case; every forbidden category is non-printable
+        return None
+    for position, char in enumerate(value, start=1):
+        if unicodedata.category(char) in ID_FORBIDDEN_CATEGORIES:
+            name = unicodedata.name(char, "") or "a control character"
+            return (f"must not contain control, format or line-separator characters "
+                    f"(U+{ord(char):04X} {name} at character {position})")
+    return None
+
+
+def require_printable_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: A task, group, rollout or job id as accepted at every input (files, Lambda events, Nova and TRL entry
+#: points): 1 to MAX_ID_LENGTH characters, none of them a control, format or separator character.
+InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(require_printable_id)]
+
+
+def _spec_item(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a spec item must state a detail, got a blank string")
+    return value
+
 
 UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
 
@@ -86,9 +124,12 @@ class Task(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    task_id: InputId
     prompt: str = Field(min_length=1)
-    spec: list[str]
+    # The details the user holds back and the simulator reveals when asked. At least one: with none there is
+    # nothing to ask about, so asked_before_coding could never be earned (a dead component) and every
+    # episode would be charged guessed_immediately whatever the model did.
+    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1)
     entry_point: str = Field(min_length=1)
     tests: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
@@ -113,9 +154,9 @@ class Rollout(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rollout_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    group_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    rollout_id: InputId
+    group_id: InputId
+    task_id: InputId
     step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # true, 1.0 or "1" is not a step number
     # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
     messages: list[Message] = Field(min_length=1)
@@ -229,7 +270,7 @@ def _describe_validation_error(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"missing required field '{field}'")
         else:
-            parts.append(f"field '{field}': {err['msg']}")
+            parts.append(f"field '{field}': {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 
@@ -239,7 +280,7 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         yield item
 
 
-def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
+def decode_lines(raw_lines: Iterable[bytes], source: str, *, first_line: int = 1) -> Iterator[str]:
     """Text of each ``\n``-terminated line of a byte stream, decoded one line at a time.
 
     A line that is not UTF-8 raises :class:`InputFileError` naming ``source:line`` and the byte, so one
@@ -247,7 +288,7 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     on ``\n`` only (JSON strings may legally hold U+2028 or a bare ``\r``, which ``str.splitlines``
     would split on).
     """
-    for lineno, raw in enumerate(raw_lines, start=1):
+    for lineno, raw in enumerate(raw_lines, start=first_line):
         yield _decode_line(raw, lineno, f"{source}:{lineno}")
 
 

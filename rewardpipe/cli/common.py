@@ -162,10 +162,14 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
 
 def check_run_id(run_id: str) -> str:
+    from rewardpipe.models import id_problem
     from rewardpipe.store import encode_id
 
     if not run_id or len(run_id) > MAX_RUN_ID:
         usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
+    problem = id_problem(run_id)
+    if problem is not None:
+        usage_fail(f"--run-id {problem}")
     try:
         encode_id(run_id, allow_hash=False)
     except ValueError as exc:

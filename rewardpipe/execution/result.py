@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from rewardpipe.models import MAX_ID_LENGTH, id_problem
+
 
 def clean_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD, so it can always be encoded as UTF-8.
@@ -33,7 +35,7 @@ class ExecutionStatus(str, Enum):
 class ExecutionJob(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    id: str = ""
+    id: str = Field(default="", max_length=MAX_ID_LENGTH)  # optional; when given, an id like any other
     code: str
     tests: str
     entry_point: str = Field(min_length=1)
@@ -44,6 +46,14 @@ class ExecutionJob(BaseModel):
     # their own process; the code is statically screened first and the verdict is weaker (see
     # docs/sandbox.md). Chosen by whoever owns the tests, never by the model.
     trust_mode: Literal["split", "inprocess"] = "split"
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, value: str) -> str:
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class ExecutionResult(BaseModel):
