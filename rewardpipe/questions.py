@@ -48,7 +48,13 @@ _FILLER_WORDS = """explain explanation again mean meant clarify clarification el
     understood confirm sure right correct fine good great else anything something everything question questions
     help idea think thought thoughts opinion suggestion suggestions feedback say said thing things stuff exactly
     really hmm hmmm huh hello hi hey wait well uh uhm um umm er erm eh ah oh
-    okay alright""".split()
+    okay alright
+    info information more context background catch special particular specific specifics preference prefer
+    matter important behavior behaviour happen scenario situation approach handle deal way""".split()
+# (The second group asks for "more" without saying about what: "More info?", "Any more context?", "What's the
+# catch?", "How should I approach this?". The rule-based simulator would say "that is up to you", but an LLM
+# playing the user reads them as "tell me the requirements" and reveals a detail: as filler they reach
+# neither simulator, so the two agree. Words a bundled spec item uses ("work", "look", "case") stay subjects.)
 
 # The simulators' fixed replies that reveal nothing (a question that asked nothing specific, matched no
 # detail, came after every detail was told, or a turn that was not a question). Kept here, beside the

@@ -96,7 +96,8 @@ You privately know these details of what you want (numbered):
 {details}
 Rules: answer only the question the programmer just asked. If it is about one of the details, state that one
 detail plainly. If it asks for the requirements in general, state the first detail you have not stated yet.
-If it asks nothing specific (for example "?", "ok?", "can you explain again?", or the request repeated back),
+If it asks nothing specific (for example "?", "ok?", "can you explain again?", "more info?", "what should I do?",
+or the request repeated back),
 reveal no detail: ask what they want to know. If it matches none, say it is up to them. Never volunteer other
 details, never write code, never mention tests. Answer in one or two sentences."""
 
