@@ -59,6 +59,16 @@ def require_printable_id(value: str) -> str:
 InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(require_printable_id)]
 
 
+def require_function_name(value: str) -> str:
+    """``value`` if it can name a Python function (an identifier, not a keyword), else ValueError.
+
+    The tests call the entry point by this name: anything else makes every execution an error, so a task
+    file and an execution job (``exec``, the Lambda) refuse it at the input."""
+    if not value.isidentifier() or keyword.iskeyword(value):
+        raise ValueError("must be a Python function name (an identifier, not a keyword)")
+    return value
+
+
 def _spec_item(value: str) -> str:
     if not value.strip():
         raise ValueError("a spec item must state a detail, got a blank string")
@@ -143,10 +153,7 @@ class Task(BaseModel):
     @field_validator("entry_point")
     @classmethod
     def _entry_point_is_a_name(cls, value: str) -> str:
-        # The tests call it by this name: anything else makes every execution of the task an error.
-        if not value.isidentifier() or keyword.iskeyword(value):
-            raise ValueError("must be a Python function name (an identifier, not a keyword)")
-        return value
+        return require_function_name(value)
 
 
 class Rollout(BaseModel):

@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from rewardpipe.models import MAX_ID_LENGTH, id_problem
+from rewardpipe.models import MAX_ID_LENGTH, id_problem, require_function_name
 
 
 def clean_text(text: str) -> str:
@@ -46,6 +46,11 @@ class ExecutionJob(BaseModel):
     # their own process; the code is statically screened first and the verdict is weaker (see
     # docs/sandbox.md). Chosen by whoever owns the tests, never by the model.
     trust_mode: Literal["split", "inprocess"] = "split"
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_is_a_name(cls, value: str) -> str:
+        return require_function_name(value)
 
     @field_validator("id")
     @classmethod

@@ -208,3 +208,20 @@ def test_exec_batch_accepts_a_bom_and_crlf(cli, here):
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["ok", "two"]
     assert os.path.getsize(batch) > 0
+
+
+@pytest.mark.parametrize("name", ["a b", "add; import os", "class", "1add", "add\x1b[2J", "__import__('os')"])
+def test_exec_refuses_an_entry_point_that_cannot_name_a_function(cli, here, name):
+    code = here / "code.py"
+    code.write_text(GOOD_JOB["code"])
+    tests = here / "tests.py"
+    tests.write_text(GOOD_JOB["tests"])
+    result = cli("exec", "--code", code, "--tests", tests, "--entry-point", name)
+    assert result.exit_code == 2, result.output  # a usage error, not a verdict
+    assert result.stdout == "" and "entry_point: must be a Python function name" in result.stderr
+    batch = write_jsonl(here / "jobs.jsonl", [GOOD_JOB, {**GOOD_JOB, "id": "bad", "entry_point": name}])
+    result = cli("exec", "--batch", batch, "--json")
+    assert result.exit_code == 1
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["id"], r["status"]) for r in rows] == [("ok", "passed"), ("bad", "error")]
+    assert f"{batch}:2: entry_point" in result.stderr
