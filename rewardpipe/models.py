@@ -144,7 +144,7 @@ class Task(BaseModel):
     tests: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
     reference_solution: str = Field(min_length=1)
-    timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     # "split" (default): the hidden tests run in a separate trusted process. "inprocess" is the documented,
     # statically screened fallback for tests that must hand the model's code objects that cannot cross a
     # process boundary (callbacks, subclassing); it is the task author's choice, never the model's.

@@ -239,6 +239,7 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
 
     entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
+    first_line: dict[str, int] = {}  # job id -> line: a repeated id would make two results indistinguishable
     raw_lines = _read_bytes(batch, "batch").split(b"\n")
     for number, raw in enumerate(raw_lines, start=1):
         where = f"{batch}:{number}"
@@ -250,6 +251,8 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
             if not line.strip():
                 continue
             job, problem, job_id = parse_job_line(line, where)
+        if job is not None and first_line.setdefault(job.id, number) != number:
+            job, problem = None, f"{where}: duplicate id (first on line {first_line[job.id]})"
         if job is None:
             error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
                                     reason=problem)

@@ -40,7 +40,7 @@ class ExecutionJob(BaseModel):
     tests: str
     entry_point: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
-    timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     # "split" (default): the tests run in a trusted process and reach the model's code only through
     # plain-data calls. "inprocess": the documented fallback for tests that need the model's objects in
     # their own process; the code is statically screened first and the verdict is weaker (see

@@ -225,3 +225,26 @@ def test_exec_refuses_an_entry_point_that_cannot_name_a_function(cli, here, name
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["id"], r["status"]) for r in rows] == [("ok", "passed"), ("bad", "error")]
     assert f"{batch}:2: entry_point" in result.stderr
+
+
+def test_exec_batch_refuses_a_repeated_job_id_naming_the_first_line(cli, here):
+    wrong = {**GOOD_JOB, "code": "def add(a, b):\n    return 0\n"}
+    batch = write_jsonl(here / "jobs.jsonl", [GOOD_JOB, {**GOOD_JOB, "id": "other"}, wrong])
+    result = cli("exec", "--batch", batch, "--json")
+    assert result.exit_code == 1
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert [(r["id"], r["status"]) for r in rows] == [("ok", "passed"), ("other", "passed"), ("ok", "error")]
+    assert rows[2]["reason"] == f"{batch}:3: duplicate id (first on line 1)"
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1" + "0" * 400])
+def test_a_non_finite_or_huge_timeout_is_refused_naming_the_field(cli, here, value):
+    task = json.dumps(make_task())[:-1] + f', "timeout_s": {value}}}'
+    tasks = write_jsonl(here / "tasks.jsonl", [task])
+    result = cli("tasks", "validate", tasks)
+    assert result.exit_code == 1 and f"{tasks}:1 (add): field 'timeout_s'" in result.stderr, result.stderr
+    job = json.dumps(GOOD_JOB)[:-1] + f', "timeout_s": {value}}}'
+    batch = write_jsonl(here / "jobs.jsonl", [job])
+    result = cli("exec", "--batch", batch, "--json")
+    assert result.exit_code == 1 and f"{batch}:1: timeout_s" in result.stderr
+    assert "NaN" not in result.stdout and "Infinity" not in result.stdout
