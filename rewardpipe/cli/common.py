@@ -185,6 +185,8 @@ def check_output_file(path: Path | None, option: str) -> Path | None:
         return None
     if path.is_dir():
         usage_fail(f"{option} {path} is a directory; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        usage_fail(f"{option} {path}: the file exists and cannot be written")
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent

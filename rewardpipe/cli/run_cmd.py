@@ -260,6 +260,7 @@ def run(
     save_manifest(store, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
+    plot_failed = False
     if plot is not None:
         from rewardpipe.monitoring import MonitorResult
         from rewardpipe.monitoring.plots import plot_run
@@ -272,6 +273,7 @@ def run(
             note(f"chart written to {plot}")
         except (ValueError, OSError) as exc:
             error_line(f"--plot: {exc}")
+            plot_failed = True  # the records are stored; the chart asked for is not, so the exit status says so
     if as_json:
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
@@ -281,6 +283,8 @@ def run(
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
     exit_for_losses(writer, alarm_failures)
+    if plot_failed:
+        raise typer.Exit(1)
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
