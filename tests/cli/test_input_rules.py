@@ -248,3 +248,28 @@ def test_a_non_finite_or_huge_timeout_is_refused_naming_the_field(cli, here, val
     result = cli("exec", "--batch", batch, "--json")
     assert result.exit_code == 1 and f"{batch}:1: timeout_s" in result.stderr
     assert "NaN" not in result.stdout and "Infinity" not in result.stdout
+
+
+@pytest.mark.parametrize("args", [
+    ["report", "{store}"],                                         # nowhere to put the report
+    ["report", "{store}", "{store}", "{store}", "--json"],          # three paths
+    ["report", "{store}", "--run-id", "a", "--run-id", "b", "--run-id", "c", "--json"],
+    ["show", "{store}", "--run-id", "a"],                          # no --rollout nor --key
+], ids=["report_no_output", "report_three_paths", "report_three_run_ids", "show_no_rollout"])
+def test_report_and_show_usage_mistakes_exit_2(cli, here, args):
+    store = here / "store"
+    store.mkdir()
+    result = cli(*[a.format(store=store) for a in args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("error: ") and result.stdout == ""
+
+
+def test_report_with_only_a_parquet_export_is_enough(cli, here):
+    pytest.importorskip("pyarrow")
+    tasks = write_jsonl(here / "tasks.jsonl", [make_task()])
+    rollouts = write_jsonl(here / "rollouts.jsonl", [ROLLOUT, {**ROLLOUT, "rollout_id": "r2"}])
+    store = here / "store"
+    assert cli("score", rollouts, "--tasks", tasks, "--out", store, "--run-id", "p").exit_code == 0
+    result = cli("report", store, "--run-id", "p", "--parquet", here / "pq")
+    assert result.exit_code == 0, result.output
+    assert list((here / "pq").glob("*.parquet"))
