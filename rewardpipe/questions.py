@@ -86,7 +86,11 @@ RESTATEMENT_OVERLAP = 0.6
 REVEAL_OVERLAP = 0.5
 
 
-_WORD = re.compile(r"[a-z0-9]+")
+# A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
+# ASCII words are read. A word with a letter from another script is dropped whole, never cut into ASCII
+# fragments: "Mоre infо?" spelt with Cyrillic "о" must not become the subject words "re" and "inf", which
+# would send a filler question past the rule to an LLM user who reads it as "tell me the requirements".
+_WORD = re.compile(r"[^\W_]+")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
@@ -117,7 +121,7 @@ FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
 
 
 def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
 
 
 @dataclass(frozen=True)

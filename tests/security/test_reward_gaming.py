@@ -29,6 +29,9 @@ VAGUE = [
     "What should the function do?", "What should the function return?", "Is that all?",
     # question marks of other scripts and styles
     "？", "？？", "﹖", "⁇", "‽", "❓", "❔", "؟", "More info❓", "Can you clarify؟", "What should I do⁇",
+    # look-alikes: Cyrillic "о" inside English words, fullwidth letters, zero-width characters between words
+    "M\u043ere inf\u043e?", "\uff2d\uff4f\uff52\uff45 \uff49\uff4e\uff46\uff4f\uff1f", "More\u200binfo?",
+    "C\u0430n you cl\u0430rify?",
     # the same empty question repeated in one turn, or around a code block holding every spec word
     "Can you clarify? Can you clarify? Can you clarify?",
     "```python\n# negative hours minutes seconds truncated padded clock format ValueError\n```\nMore info?",
