@@ -385,13 +385,16 @@ class RolloutReader:
     """Rollouts of a JSONL file, one line at a time, each line judged on its own.
 
     Iterating yields ``(line number, Rollout | None, problem | None)``: a bad line (not UTF-8, not JSON,
-    not a valid rollout, or a ``rollout_id`` already seen on an earlier line) comes back with a problem
-    naming ``file:line`` and nothing is held in memory but the ids seen so far.
+    not a valid rollout, a ``rollout_id`` already seen on an earlier line, or a rollout filed in a group of
+    its step that an earlier line gave another task: a GRPO group is K samples of one prompt, and a mixed
+    one would compare answers to different questions) comes back with a problem naming ``file:line`` and
+    nothing is held in memory but the ids seen so far.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._first_line: dict[str, int] = {}
+        self._group_task: dict[tuple[int, str], tuple[str, int]] = {}  # (step, group) -> (task, first line)
 
     def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
         with open_input(self.path) as fh:
@@ -412,6 +415,13 @@ class RolloutReader:
             if first != lineno:
                 yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
                                      f"(first on line {first})")
+                continue
+            task, task_line = self._group_task.setdefault((rollout.step, rollout.group_id), (rollout.task_id, lineno))
+            if task != rollout.task_id:
+                del self._first_line[rollout.rollout_id]  # refused: its id stays free for a corrected line
+                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): field 'task_id': group "
+                                     f"'{rollout.group_id[:80]}' of step {rollout.step} is task '{task[:80]}' "
+                                     f"(line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
                 continue
             yield lineno, rollout, None
 

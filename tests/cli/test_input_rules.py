@@ -273,3 +273,20 @@ def test_report_with_only_a_parquet_export_is_enough(cli, here):
     result = cli("report", store, "--run-id", "p", "--parquet", here / "pq")
     assert result.exit_code == 0, result.output
     assert list((here / "pq").glob("*.parquet"))
+
+
+def test_a_group_holds_one_task_per_step(cli, here):
+    tasks = write_jsonl(here / "tasks.jsonl", [make_task(), make_task("other")])
+    rows = [ROLLOUT, {**ROLLOUT, "rollout_id": "r2", "task_id": "other"},   # same group, another task: refused
+            {**ROLLOUT, "rollout_id": "r2"},                                # the corrected line is accepted
+            {**ROLLOUT, "rollout_id": "r3", "task_id": "other", "step": 1}]  # the group id at another step: fine
+    rollouts = write_jsonl(here / "rollouts.jsonl", rows)
+    store = here / "store"
+    result = cli("score", rollouts, "--tasks", tasks, "--out", store, "--json")
+    assert result.exit_code == 1
+    assert [json.loads(line)["rollout_id"] for line in result.stdout.splitlines()] == ["r1", "r2", "r3"]
+    assert (f"{rollouts}:2 (r2): field 'task_id': group 'g1' of step 0 is task 'add' (line 1), not 'other'"
+            in result.stderr)
+    replay = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", here / "replayed")
+    assert replay.exit_code == 1 and f"{rollouts}:2 (r2): field 'task_id'" in replay.stderr
+    assert not (here / "replayed").exists()
