@@ -308,11 +308,12 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
+            # soft_wrap: a long model-written reason is never wrapped into a line that looks like another example
             out.print(f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
-                      f"{markup_safe(alarm.message)}", highlight=False)
+                      f"{markup_safe(alarm.message)}", highlight=False, soft_wrap=True)
             for example in alarm.examples[:1]:
                 out.print(f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"
