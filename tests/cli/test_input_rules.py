@@ -290,3 +290,13 @@ def test_a_group_holds_one_task_per_step(cli, here):
     replay = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", here / "replayed")
     assert replay.exit_code == 1 and f"{rollouts}:2 (r2): field 'task_id'" in replay.stderr
     assert not (here / "replayed").exists()
+
+
+@pytest.mark.parametrize("name", ["he[/].jsonl", "he[red]x.jsonl", "he\x1b[2J.jsonl"])
+def test_import_humaneval_prints_any_output_path_as_itself(cli, here, name):
+    out = here / "out" / name
+    result = cli("tasks", "import-humaneval", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert out.is_file()
+    shown = name.replace("\x1b", "\\x1b")
+    assert f"into {here / 'out' / shown} (" in result.stdout and "\x1b" not in result.stdout
