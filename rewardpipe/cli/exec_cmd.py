@@ -54,8 +54,12 @@ def _read_bytes(path: Path, what: str) -> bytes:
 
 
 def _read_text(path: Path, what: str) -> str:
+    """The file as text; a UTF-8 byte-order mark in front (Windows editors write one) is dropped, as
+    Python drops it from a source file."""
+    from rewardpipe.models import UTF8_BOM
+
     try:
-        return _read_bytes(path, what).decode("utf-8")
+        return _read_bytes(path, what).decode("utf-8").removeprefix(UTF8_BOM)
     except UnicodeDecodeError as exc:
         _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", code=1)
     raise AssertionError("unreachable")

@@ -300,3 +300,14 @@ def test_import_humaneval_prints_any_output_path_as_itself(cli, here, name):
     assert out.is_file()
     shown = name.replace("\x1b", "\\x1b")
     assert f"into {here / 'out' / shown} (" in result.stdout and "\x1b" not in result.stdout
+
+
+@pytest.mark.parametrize("which", ["code", "tests", "both"])
+def test_exec_reads_source_files_saved_with_a_bom_and_crlf(cli, here, which):
+    code, tests = here / "code.py", here / "tests.py"
+    for path, text in ((code, GOOD_JOB["code"]), (tests, GOOD_JOB["tests"])):
+        bom = which in (path.stem, "both")
+        path.write_bytes((b"\xef\xbb\xbf" if bom else b"") + text.replace("\n", "\r\n").encode())
+    result = cli("exec", "--code", code, "--tests", tests, "--entry-point", "add")
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("passed 1/1")
