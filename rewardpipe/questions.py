@@ -190,18 +190,25 @@ def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Se
     return None, False
 
 
-def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
-    """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
+def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:
+    """The not-yet-revealed spec items a free-text reply states (at least REVEAL_OVERLAP of each item's
+    content words), the best stated first (ties in spec order)."""
     reply_words = content_words(reply)
-    best, best_overlap = None, 0.0
+    overlaps = []
     for i, item in enumerate(spec):
         if i in revealed:
             continue
         words = content_words(item)
         overlap = len(words & reply_words) / max(1, len(words))
-        if overlap > best_overlap:
-            best, best_overlap = i, overlap
-    return best if best_overlap >= REVEAL_OVERLAP else None
+        if overlap >= REVEAL_OVERLAP:
+            overlaps.append((-overlap, i))
+    return [i for _, i in sorted(overlaps)]
+
+
+def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
+    """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
+    stated = stated_spec_items(reply, spec, revealed)
+    return stated[0] if stated else None
 
 
 def answered_turns_in(messages: "Sequence[Message]", spec: Sequence[str]) -> frozenset[int]:
