@@ -362,7 +362,12 @@ def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>"
             reference_solution=reference,
         )
     except ValidationError as exc:
-        raise InputFileError(f"{where}: cannot build a task: {exc.errors()[0]['msg']}") from None
+        first = exc.errors()[0]
+        field = ".".join(str(part) for part in first["loc"])
+        hint = (" (the docstring states nothing beyond its first sentence and the tests give no example, so "
+                "there is no detail to ask about)") if field == "spec" else ""
+        raise InputFileError(f"{where}: cannot build a task: field '{field}': "
+                             f"{first['msg'].removeprefix('Value error, ')}{hint}") from None
 
 
 def import_humaneval(path: str | Path | None = None) -> list[Task]:

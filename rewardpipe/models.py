@@ -12,10 +12,11 @@ import keyword
 import math
 import os
 import stat
+import unicodedata
 from pathlib import Path
-from typing import IO, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
 
@@ -28,6 +29,53 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+
+#: Unicode categories an id may not contain: control (Cc: NUL, ESC, tab, newline), format (Cf: bidi overrides,
+#: zero-width characters), lone surrogates (Cs) and line/paragraph separators (Zl, Zp). They are the
+#: characters rewardpipe.safe_text escapes on print: an id made of them would be shown differently from what
+#: it is (and a terminal could act on it), two ids could look identical, and a key or a log line could split.
+ID_FORBIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Zl", "Zp"})
+
+
+def id_problem(value: str) -> str | None:
+    """Why ``value`` cannot be an id (the first forbidden character and its position), or None."""
+    if value.isprintable():  # the common case; every forbidden category is non-printable
+        return None
+    for position, char in enumerate(value, start=1):
+        if unicodedata.category(char) in ID_FORBIDDEN_CATEGORIES:
+            name = unicodedata.name(char, "") or "a control character"
+            return (f"must not contain control, format or line-separator characters "
+                    f"(U+{ord(char):04X} {name} at character {position})")
+    return None
+
+
+def require_printable_id(value: str) -> str:
+    problem = id_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
+    return value
+
+
+#: A task, group, rollout or job id as accepted at every input (files, Lambda events, Nova and TRL entry
+#: points): 1 to MAX_ID_LENGTH characters, none of them a control, format or separator character.
+InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(require_printable_id)]
+
+
+def require_function_name(value: str) -> str:
+    """``value`` if it can name a Python function (an identifier, not a keyword), else ValueError.
+
+    The tests call the entry point by this name: anything else makes every execution an error, so a task
+    file and an execution job (``exec``, the Lambda) refuse it at the input."""
+    if not value.isidentifier() or keyword.iskeyword(value):
+        raise ValueError("must be a Python function name (an identifier, not a keyword)")
+    return value
+
+
+def _spec_item(value: str) -> str:
+    if not value.strip():
+        raise ValueError("a spec item must state a detail, got a blank string")
+    return value
+
 
 UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
 
@@ -88,14 +136,17 @@ class Task(DeferredModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    task_id: InputId
     prompt: str = Field(min_length=1)
-    spec: list[str]
+    # The details the user holds back and the simulator reveals when asked. At least one: with none there is
+    # nothing to ask about, so asked_before_coding could never be earned (a dead component) and every
+    # episode would be charged guessed_immediately whatever the model did.
+    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1)
     entry_point: str = Field(min_length=1)
     tests: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
     reference_solution: str = Field(min_length=1)
-    timeout_s: float | None = Field(default=None, gt=0, le=3600)
+    timeout_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
     # "split" (default): the hidden tests run in a separate trusted process. "inprocess" is the documented,
     # statically screened fallback for tests that must hand the model's code objects that cannot cross a
     # process boundary (callbacks, subclassing); it is the task author's choice, never the model's.
@@ -104,10 +155,7 @@ class Task(DeferredModel):
     @field_validator("entry_point")
     @classmethod
     def _entry_point_is_a_name(cls, value: str) -> str:
-        # The tests call it by this name: anything else makes every execution of the task an error.
-        if not value.isidentifier() or keyword.iskeyword(value):
-            raise ValueError("must be a Python function name (an identifier, not a keyword)")
-        return value
+        return require_function_name(value)
 
 
 class Rollout(DeferredModel):
@@ -115,9 +163,9 @@ class Rollout(DeferredModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    rollout_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    group_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    task_id: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    rollout_id: InputId
+    group_id: InputId
+    task_id: InputId
     step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # true, 1.0 or "1" is not a step number
     # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
     messages: list[Message] = Field(min_length=1)
@@ -231,7 +279,7 @@ def _describe_validation_error(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"missing required field '{field}'")
         else:
-            parts.append(f"field '{field}': {err['msg']}")
+            parts.append(f"field '{field}': {err['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 
@@ -241,7 +289,7 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         yield item
 
 
-def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
+def decode_lines(raw_lines: Iterable[bytes], source: str, *, first_line: int = 1) -> Iterator[str]:
     """Text of each ``\n``-terminated line of a byte stream, decoded one line at a time.
 
     A line that is not UTF-8 raises :class:`InputFileError` naming ``source:line`` and the byte, so one
@@ -249,7 +297,7 @@ def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     on ``\n`` only (JSON strings may legally hold U+2028 or a bare ``\r``, which ``str.splitlines``
     would split on).
     """
-    for lineno, raw in enumerate(raw_lines, start=1):
+    for lineno, raw in enumerate(raw_lines, start=first_line):
         yield _decode_line(raw, lineno, f"{source}:{lineno}")
 
 
@@ -339,13 +387,16 @@ class RolloutReader:
     """Rollouts of a JSONL file, one line at a time, each line judged on its own.
 
     Iterating yields ``(line number, Rollout | None, problem | None)``: a bad line (not UTF-8, not JSON,
-    not a valid rollout, or a ``rollout_id`` already seen on an earlier line) comes back with a problem
-    naming ``file:line`` and nothing is held in memory but the ids seen so far.
+    not a valid rollout, a ``rollout_id`` already seen on an earlier line, or a rollout filed in a group of
+    its step that an earlier line gave another task: a GRPO group is K samples of one prompt, and a mixed
+    one would compare answers to different questions) comes back with a problem naming ``file:line`` and
+    nothing is held in memory but the ids seen so far.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         self._first_line: dict[str, int] = {}
+        self._group_task: dict[tuple[int, str], tuple[str, int]] = {}  # (step, group) -> (task, first line)
 
     def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
         with open_input(self.path) as fh:
@@ -366,6 +417,13 @@ class RolloutReader:
             if first != lineno:
                 yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
                                      f"(first on line {first})")
+                continue
+            task, task_line = self._group_task.setdefault((rollout.step, rollout.group_id), (rollout.task_id, lineno))
+            if task != rollout.task_id:
+                del self._first_line[rollout.rollout_id]  # refused: its id stays free for a corrected line
+                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): field 'task_id': group "
+                                     f"'{rollout.group_id[:80]}' of step {rollout.step} is task '{task[:80]}' "
+                                     f"(line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
                 continue
             yield lineno, rollout, None
 

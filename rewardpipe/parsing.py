@@ -30,7 +30,9 @@ PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
-_QUESTION_END = re.compile(r"[?？][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
+# Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
+QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
+_QUESTION_END = re.compile(rf"[{QUESTION_MARKS}][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
 # The language of an info string: "python", "python:main.py", "python3.11", "{.python}", "py title=x".
 _INFO_LANGUAGE = re.compile(r"[{.\s]*([A-Za-z0-9_+#-]*)")
 
@@ -89,7 +91,7 @@ def _dedent(line: str, indent: int) -> str:
 def _asks(prose: str) -> bool:
     cleaned = _INLINE_CODE.sub("", prose)
     for line in cleaned.splitlines():
-        for sentence in re.split(r"(?<=[.!?])\s+|(?<=？)", line.strip()):
+        for sentence in re.split(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])", line.strip()):
             if _QUESTION_END.search(sentence):
                 return True
     return False

@@ -48,7 +48,13 @@ _FILLER_WORDS = """explain explanation again mean meant clarify clarification el
     understood confirm sure right correct fine good great else anything something everything question questions
     help idea think thought thoughts opinion suggestion suggestions feedback say said thing things stuff exactly
     really hmm hmmm huh hello hi hey wait well uh uhm um umm er erm eh ah oh
-    okay alright""".split()
+    okay alright
+    info information more context background catch special particular specific specifics preference prefer
+    matter important behavior behaviour happen scenario situation approach handle deal way""".split()
+# (The second group asks for "more" without saying about what: "More info?", "Any more context?", "What's the
+# catch?", "How should I approach this?". The rule-based simulator would say "that is up to you", but an LLM
+# playing the user reads them as "tell me the requirements" and reveals a detail: as filler they reach
+# neither simulator, so the two agree. Words a bundled spec item uses ("work", "look", "case") stay subjects.)
 
 # The simulators' fixed replies that reveal nothing (a question that asked nothing specific, matched no
 # detail, came after every detail was told, or a turn that was not a question). Kept here, beside the
@@ -80,7 +86,11 @@ RESTATEMENT_OVERLAP = 0.6
 REVEAL_OVERLAP = 0.5
 
 
-_WORD = re.compile(r"[a-z0-9]+")
+# A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
+# ASCII words are read. A word with a letter from another script is dropped whole, never cut into ASCII
+# fragments: "Mоre infо?" spelt with Cyrillic "о" must not become the subject words "re" and "inf", which
+# would send a filler question past the rule to an LLM user who reads it as "tell me the requirements".
+_WORD = re.compile(r"[^\W_]+")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 
 
@@ -111,7 +121,7 @@ FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
 
 
 def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in STOPWORDS and len(w) > 1}
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
 
 
 @dataclass(frozen=True)
@@ -180,18 +190,25 @@ def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Se
     return None, False
 
 
-def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
-    """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
+def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:
+    """The not-yet-revealed spec items a free-text reply states (at least REVEAL_OVERLAP of each item's
+    content words), the best stated first (ties in spec order)."""
     reply_words = content_words(reply)
-    best, best_overlap = None, 0.0
+    overlaps = []
     for i, item in enumerate(spec):
         if i in revealed:
             continue
         words = content_words(item)
         overlap = len(words & reply_words) / max(1, len(words))
-        if overlap > best_overlap:
-            best, best_overlap = i, overlap
-    return best if best_overlap >= REVEAL_OVERLAP else None
+        if overlap >= REVEAL_OVERLAP:
+            overlaps.append((-overlap, i))
+    return [i for _, i in sorted(overlaps)]
+
+
+def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
+    """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
+    stated = stated_spec_items(reply, spec, revealed)
+    return stated[0] if stated else None
 
 
 def answered_turns_in(messages: "Sequence[Message]", spec: Sequence[str]) -> frozenset[int]:

@@ -22,6 +22,7 @@ from rewardpipe.questions import (  # noqa: F401 - the canned replies are part o
     content_words,
     question_subject,
     revealed_spec_item,
+    stated_spec_items,
 )
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -96,7 +97,8 @@ You privately know these details of what you want (numbered):
 {details}
 Rules: answer only the question the programmer just asked. If it is about one of the details, state that one
 detail plainly. If it asks for the requirements in general, state the first detail you have not stated yet.
-If it asks nothing specific (for example "?", "ok?", "can you explain again?", or the request repeated back),
+If it asks nothing specific (for example "?", "ok?", "can you explain again?", "more info?", "what should I do?",
+or the request repeated back),
 reveal no detail: ask what they want to know. If it matches none, say it is up to them. Never volunteer other
 details, never write code, never mention tests. Answer in one or two sentences."""
 
@@ -126,4 +128,9 @@ class OpenAISimulator(OwnsChatClient):
             role = "user" if message.role == "assistant" else "assistant"
             messages.append({"role": role, "content": message.content})
         text = self.client.complete(messages, temperature=0.0).strip()
-        return SimulatorReply(text, revealed_spec_item(text, task.spec, set(state.revealed)))
+        stated = stated_spec_items(text, task.spec, set(state.revealed))
+        if len(stated) > 1:
+            # One question, one detail: a reply stating several (a question that talked the LLM into listing
+            # the requirements) would hand over every detail for one question. Only the best match is said.
+            return SimulatorReply(task.spec[stated[0]], stated[0])
+        return SimulatorReply(text, stated[0] if stated else None)

@@ -42,7 +42,7 @@ from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.episode import EpisodeState
-from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, Task
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record, Task
 
 TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
@@ -83,20 +83,22 @@ def storable_run_id(value: Any) -> bool:
     ids, so it is never hashed); group and rollout ids of up to MAX_ID_LENGTH characters are always
     storable: the store gives a long one a hash-suffixed key and keeps the full id in the record
     (rewardpipe.store.encode_id, the one scheme for long ids, locally and on AWS)."""
+    from rewardpipe.models import id_problem
     from rewardpipe.store import encode_id
 
     try:
         encode_id(value, allow_hash=False)
     except ValueError:
         return False
-    return True
+    return id_problem(value) is None  # the one id rule of every input (rewardpipe.models.InputId)
 
 
 def _check_run(value: str) -> str:
     if not storable_run_id(value):
         from rewardpipe.store import MAX_SEGMENT
 
-        raise ValueError(f"a run id must fit a store key: at most {MAX_SEGMENT} characters once percent-encoded")
+        raise ValueError(f"a run id must fit a store key (at most {MAX_SEGMENT} characters once percent-encoded) "
+                         f"and hold no control, format or line-separator character")
     return value
 
 
@@ -136,8 +138,8 @@ class RolloutInput(DeferredModel):
 
     run: str = Field(min_length=1)
     step: int = Field(default=0, ge=0)
-    group: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
-    rollout: str = Field(min_length=1, max_length=MAX_ID_LENGTH)
+    group: InputId
+    rollout: InputId
     task: Task | None = None
     task_key: str | None = None
     policy: PolicySpec = Field(default_factory=lambda: PolicySpec(mode="callback"))

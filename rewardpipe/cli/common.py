@@ -162,10 +162,14 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
 
 def check_run_id(run_id: str) -> str:
+    from rewardpipe.models import id_problem
     from rewardpipe.store import encode_id
 
     if not run_id or len(run_id) > MAX_RUN_ID:
         usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
+    problem = id_problem(run_id)
+    if problem is not None:
+        usage_fail(f"--run-id {problem}")
     try:
         encode_id(run_id, allow_hash=False)
     except ValueError as exc:
@@ -181,6 +185,8 @@ def check_output_file(path: Path | None, option: str) -> Path | None:
         return None
     if path.is_dir():
         usage_fail(f"{option} {path} is a directory; give a file name")
+    if path.exists() and not os.access(path, os.W_OK):
+        usage_fail(f"{option} {path}: the file exists and cannot be written")
     ancestor = path.parent
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent

@@ -14,7 +14,6 @@ from rich.text import Text
 
 from rewardpipe.cli.app import app
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
-from rewardpipe.models import UTF8_BOM
 
 console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
 verdicts = Console(soft_wrap=True)  # verdicts and the isolation report: data, so a pipe captures them
@@ -55,8 +54,12 @@ def _read_bytes(path: Path, what: str) -> bytes:
 
 
 def _read_text(path: Path, what: str) -> str:
+    """The file as text; a UTF-8 byte-order mark in front (Windows editors write one) is dropped, as
+    Python drops it from a source file."""
+    from rewardpipe.models import UTF8_BOM
+
     try:
-        return _read_bytes(path, what).decode("utf-8")
+        return _read_bytes(path, what).decode("utf-8").removeprefix(UTF8_BOM)
     except UnicodeDecodeError as exc:
         _fail(f"{what} file {path} is not UTF-8 text ({exc.reason} at byte {exc.start})", code=1)
     raise AssertionError("unreachable")
@@ -91,27 +94,28 @@ def _describe_validation(exc: ValidationError) -> str:
     parts = []
     for error in exc.errors():
         where = ".".join(str(item) for item in error["loc"]) or "job"
-        parts.append(f"{where}: {error['msg']}")
+        parts.append(f"{where}: {error['msg'].removeprefix('Value error, ')}")
     return "; ".join(parts)
 
 
-def parse_job_line(line: str, number: int) -> tuple[ExecutionJob | None, str | None, object]:
-    """(job, None, id) for a valid line, (None, problem, id-if-known) for a malformed one."""
+def parse_job_line(line: str, where: str) -> tuple[ExecutionJob | None, str | None, object]:
+    """(job, None, id) for a valid line, (None, problem, id-if-known) for a malformed one; ``where`` is the
+    line's ``file:line`` and starts every problem."""
     try:
-        raw = json.loads(line.removeprefix(UTF8_BOM) if number == 1 else line)
+        raw = json.loads(line)
     except ValueError as exc:
-        return None, f"line {number}: not valid JSON ({exc})", None
+        return None, f"{where}: not valid JSON ({exc})", None
     except RecursionError:
-        return None, f"line {number}: not valid JSON (nested too deeply)", None
+        return None, f"{where}: not valid JSON (nested too deeply)", None
     if not isinstance(raw, dict):
-        return None, f"line {number}: a job must be a JSON object, got {type(raw).__name__}", None
+        return None, f"{where}: a job must be a JSON object, got {type(raw).__name__}", None
     job_id = raw.get("id")
     if not isinstance(job_id, str) or not job_id:
-        return None, f"line {number}: missing or empty 'id' (a non-empty string is required)", job_id
+        return None, f"{where}: missing or empty 'id' (a non-empty string is required)", job_id
     try:
         return ExecutionJob.model_validate(raw), None, job_id
     except ValidationError as exc:
-        return None, f"line {number}: {_describe_validation(exc)}", job_id
+        return None, f"{where}: {_describe_validation(exc)}", job_id
 
 
 def _make_executor(disable: str, workers: Optional[int]):
@@ -200,6 +204,9 @@ def _report_isolation(disable: str, as_json: bool) -> None:
 
 
 def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+    """Every line gets a result, in file order (a bad line an ``error`` result naming ``file:line``, also
+    said on stderr); the exit code is 1 when any line was bad, as for ``score``: the verdicts of the valid
+    jobs are data, a line that could not be run is bad input."""
     executor = _make_executor(disable, workers)
     executor.warm_up(workers)  # fork servers start while the batch is read and validated
     counts: dict[str, int] = {}
@@ -214,27 +221,42 @@ def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool)
             _emit(result, as_json)
     finally:
         executor.close()
+    if not entries:
+        _fail(f"{batch}: contains no jobs", code=1)
+    bad_lines = [value for kind, value in entries if kind == "error"]
     if not as_json:
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
         verdicts.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
+    if bad_lines:
+        for error in bad_lines:
+            console.print(Text.assemble(("skipped", "bold red"), " ", one_line(error.reason)), highlight=False)
+        _fail(f"{batch}: {len(bad_lines)} of {len(entries)} line(s) are not valid jobs (named above)", code=1)
 
 
 def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJob]]:
     """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs.
 
     Lines end at ``\n`` only (U+2028 and friends are legal inside a JSON string) and are decoded one at a
-    time, so an invalid byte costs its own line (an ``error`` result naming it), not the batch."""
+    time (a byte-order mark in front of line 1 dropped), so an invalid byte costs its own line (an
+    ``error`` result naming ``file:line``), not the batch."""
+    from rewardpipe.models import InputFileError, decode_lines
+
     entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
-    for number, raw in enumerate(_read_bytes(batch, "batch").split(b"\n"), start=1):
+    first_line: dict[str, int] = {}  # job id -> line: a repeated id would make two results indistinguishable
+    raw_lines = _read_bytes(batch, "batch").split(b"\n")
+    for number, raw in enumerate(raw_lines, start=1):
+        where = f"{batch}:{number}"
         try:
-            line = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            job, problem, job_id = None, f"line {number}: not UTF-8 text ({exc.reason} at byte {exc.start + 1})", None
+            line = next(decode_lines([raw], str(batch), first_line=number))
+        except InputFileError as exc:
+            job, problem, job_id = None, str(exc), None
         else:
             if not line.strip():
                 continue
-            job, problem, job_id = parse_job_line(line, number)
+            job, problem, job_id = parse_job_line(line, where)
+        if job is not None and first_line.setdefault(job.id, number) != number:
+            job, problem = None, f"{where}: duplicate id (first on line {first_line[job.id]})"
         if job is None:
             error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
                                     reason=problem)

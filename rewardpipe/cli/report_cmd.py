@@ -12,23 +12,10 @@ from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
-from rich.console import Console
-from rich.markup import escape
 
-from rewardpipe.cli.app import app, write_json_line
+from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_file
-from rewardpipe.safe_text import printable
 
-err = Console(stderr=True)
-
-
-def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=True)
-    raise typer.Exit(1)
-
-
-def _note(message: str) -> None:
-    err.print(escape(printable(message)), soft_wrap=True, highlight=False)
 
 
 def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
@@ -46,7 +33,7 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
         try:
             sinks.append(ParquetSink(parquet, source.run_id or Path(path).stem))
         except ParquetUnavailable as exc:
-            _fail(str(exc))
+            fail(str(exc))
     try:
         batch = None if sinks else source.batch(None)  # the Parquet export writes records: the careful read
         if batch is not None:
@@ -54,12 +41,12 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
         else:
             report = build_report(source.records(None, bad), run_id=source.run_id, also=sinks)
     except (StoreError, ValueError) as exc:
-        _fail(f"cannot read {path}: {exc}")
+        fail(f"cannot read {path}: {exc}")
     for sink in sinks:
-        _note(f"parquet: {sink.close()} ({sink.rows} records)")
+        note(f"parquet: {sink.close()} ({sink.rows} records)")
     report["unreadable"] = [b.to_dict() for b in bad]
     if not report["steps"]:
-        _fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
+        fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
     if source.store is not None:
         attach_transcripts(report, source.store)
         if write_triage_file and report["run_id"]:
@@ -67,7 +54,7 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
                 key = write_triage(source.store, report["run_id"], report["task_triage"])
                 report["triage_key"] = key
             except (StoreError, OSError, ValueError) as exc:
-                _note(f"triage.jsonl not written: {exc}")
+                note(f"triage.jsonl not written: {exc}")
     return report
 
 
@@ -87,11 +74,11 @@ def report(
     from rewardpipe.monitoring.report import compare_reports
 
     if len(paths) > 2:
-        _fail(f"give one PATH, or two to compare, not {len(paths)}")
+        usage_fail(f"give one PATH, or two to compare, not {len(paths)}")
     if len(run_id) > len(paths) and not (len(paths) == 1 and len(run_id) == 2):
-        _fail("give --run-id at most once per PATH")
-    if out is None and not as_json:
-        _fail("say where the report goes: --out report.html, or --json")
+        usage_fail("give --run-id at most once per PATH")
+    if out is None and not as_json and parquet is None:
+        usage_fail("say where the report goes: --out report.html, --json, or --parquet DIR")
     check_output_file(out, "--out")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
@@ -111,7 +98,7 @@ def report(
             out.parent.mkdir(parents=True, exist_ok=True)
             out.write_text(page, encoding="utf-8")
         except OSError as exc:
-            _fail(f"cannot write {out}: {exc}")
-        _note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
+            fail(f"cannot write {out}: {exc}")
+        note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
     if as_json:  # one ASCII line: every control or non-ASCII character a model wrote is a \u escape
         write_json_line(data)

@@ -260,6 +260,7 @@ def run(
     save_manifest(store, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
+    plot_failed = False
     if plot is not None:
         from rewardpipe.monitoring import MonitorResult
         from rewardpipe.monitoring.plots import plot_run
@@ -272,6 +273,7 @@ def run(
             note(f"chart written to {plot}")
         except (ValueError, OSError) as exc:
             error_line(f"--plot: {exc}")
+            plot_failed = True  # the records are stored; the chart asked for is not, so the exit status says so
     if as_json:
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
@@ -281,6 +283,8 @@ def run(
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
     exit_for_losses(writer, alarm_failures)
+    if plot_failed:
+        raise typer.Exit(1)
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
@@ -304,11 +308,12 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
+            # soft_wrap: a long model-written reason is never wrapped into a line that looks like another example
             out.print(f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
-                      f"{markup_safe(alarm.message)}", highlight=False)
+                      f"{markup_safe(alarm.message)}", highlight=False, soft_wrap=True)
             for example in alarm.examples[:1]:
                 out.print(f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
-                          highlight=False)
+                          highlight=False, soft_wrap=True)
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"

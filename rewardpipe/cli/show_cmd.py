@@ -16,15 +16,9 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from rewardpipe.cli.app import app, write_json_line
+from rewardpipe.cli.app import app, fail, usage_fail, write_json_line
 from rewardpipe.safe_text import printable
 
-err = Console(stderr=True)
-
-
-def _fail(message: str, code: int = 1) -> None:
-    err.print(f"[bold red]error:[/] {escape(printable(message))}", soft_wrap=True)
-    raise typer.Exit(code)
 
 
 def _safe(text: object) -> str:
@@ -37,10 +31,10 @@ def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional
     keys = store.find_transcripts(run_id, rollout, step)
     if not keys:
         where = f" at step {step}" if step is not None else ""
-        _fail(f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
+        fail(f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
               f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)")
     if len(keys) > 1:
-        _fail(f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
+        fail(f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
               f"choose one with --step: " + ", ".join(keys[:10]))
     return keys[0]
 
@@ -58,14 +52,14 @@ def show(
     from rewardpipe.store import StoreError, open_store
 
     if not rollout and not key:
-        _fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
+        usage_fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
     try:
         store = open_store(store_path)
         transcript = store.get_transcript(_locate(store, run_id, rollout or "", step, key))
     except KeyError as exc:
-        _fail(str(exc.args[0]) if exc.args else "no such transcript")
+        fail(str(exc.args[0]) if exc.args else "no such transcript")
     except (StoreError, ValueError) as exc:
-        _fail(str(exc))
+        fail(str(exc))
     out = Console(highlight=False)
     if as_json:
         # ensure_ascii: control, bidi and every other non-ASCII character a model wrote becomes a \u escape

@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 from rich.console import Console
 
-from rewardpipe.cli.app import app, error_line, fail
+from rewardpipe.cli.app import app, error_line, fail, markup_safe
 from rewardpipe.cli.common import check_output_file, load_tasks_or_fail
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import InputFileError, Task
@@ -97,7 +97,7 @@ def import_humaneval_command(
     with_examples = sum(any(item.startswith(("For example", "Example")) for item in task.spec) for task in tasks)
     hidden_details = sum(len(task.spec) for task in tasks)
     out.print(
-        f"Imported {written} tasks from {source} into {out_file} "
+        f"Imported {written} tasks from {markup_safe(source)} into {markup_safe(out_file)} "
         f"({hidden_details} hidden spec items; {with_examples} tasks with examples)",
         highlight=False,
     )

@@ -9,6 +9,8 @@ from pydantic import ConfigDict, Field, field_validator
 
 from rewardpipe.deferred import DeferredModel
 
+from rewardpipe.models import MAX_ID_LENGTH, id_problem, require_function_name
+
 
 def clean_text(text: str) -> str:
     """``text`` with every lone surrogate replaced by U+FFFD, so it can always be encoded as UTF-8.
@@ -35,17 +37,30 @@ class ExecutionStatus(str, Enum):
 class ExecutionJob(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
-    id: str = ""
+    id: str = Field(default="", max_length=MAX_ID_LENGTH)  # optional; when given, an id like any other
     code: str
     tests: str
     entry_point: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
-    timeout_s: float = Field(default=10.0, gt=0, le=3600)
+    timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     # "split" (default): the tests run in a trusted process and reach the model's code only through
     # plain-data calls. "inprocess": the documented fallback for tests that need the model's objects in
     # their own process; the code is statically screened first and the verdict is weaker (see
     # docs/sandbox.md). Chosen by whoever owns the tests, never by the model.
     trust_mode: Literal["split", "inprocess"] = "split"
+
+    @field_validator("entry_point")
+    @classmethod
+    def _entry_point_is_a_name(cls, value: str) -> str:
+        return require_function_name(value)
+
+    @field_validator("id")
+    @classmethod
+    def _printable_id(cls, value: str) -> str:
+        problem = id_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
 
 class ExecutionResult(DeferredModel):

@@ -55,6 +55,14 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "tests_do_not_parse": json.dumps(make_task(tests="def (")).encode() + b"\n",
     "tests_hold_no_test": json.dumps(make_task(tests="import unittest\nx = 1\n")).encode() + b"\n",
     "tests_with_nul": json.dumps(make_task(tests="import unittest\x00\n")).encode() + b"\n",
+    # round three: the id rule, the spec rule and the entry-point rule (tests/cli/test_input_rules.py)
+    "nul_in_ids": json.dumps({**GOOD_ROLLOUT, **make_task(), "rollout_id": "r\x00", "task_id": "t\x00"}).encode()
+    + b"\n",
+    "bidi_in_ids": json.dumps({**GOOD_ROLLOUT, **make_task(), "group_id": "g\u202e", "task_id": "t\u2028"}).encode()
+    + b"\n",
+    "empty_spec": json.dumps(make_task(spec=[])).encode() + b"\n",
+    "blank_spec_item": json.dumps(make_task(spec=["  "])).encode() + b"\n",
+    "keyword_entry_point": json.dumps(make_task(entry_point="class")).encode() + b"\n",
     "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
     "device": "device",  # /dev/zero never ends: refused, not read
 }
@@ -150,6 +158,9 @@ USAGE_CASES = {
     "exec_nan_timeout": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--timeout", "nan"],
     "monitor_nan_epsilon": ["monitor", "{rollouts}", "--epsilon", "nan"],
     "show_json_no_store": ["show", "{inputs}/nowhere", "--run-id", "x", "--rollout", "r", "--json"],
+    "run_nul_run_id": ["run", "--tasks", "{tasks}", "--run-id", "a\x00b", "--out", "{store}"],
+    "score_esc_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "a\x1b[2J", "--out", "{store}"],
+    "exec_keyword_entry_point": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "class"],
 }
 
 
@@ -215,7 +226,9 @@ def test_bad_input_files(sandbox_dir, command, bad):
     before = _snapshot(tmp_path, store)
     result = _invoke(args)
     # exec runs any readable text as code (a verdict, exit 0 or 1); every other command refuses bad data (1)
-    allowed = (0, 1, 2) if command.startswith("exec") else (1,)  # exec: its own exit-code rules
+    # exec on source files runs any readable text as code (a verdict, exit 0 or 1); every other command,
+    # exec --batch included, refuses bad data (1)
+    allowed = (0, 1, 2) if command in ("exec_code", "exec_tests") else (1,)
     _check(result, tmp_path, store, before, allowed, args)
 
 

@@ -20,18 +20,16 @@ def test_doctor_names_every_broken_task_and_why(cli, tmp_path):
         make_task("wrong-reference", reference_solution="def add(a, b):\n    return a - b\n"),
         make_task("never-calls-entry", tests="import unittest\nclass T(unittest.TestCase):\n"
                                              "    def test_x(self):\n        self.assertTrue(True)\n"),
-        make_task("no-spec", spec=[]),
         make_task("missing-entry", reference_solution="def plus(a, b):\n    return a + b\n"),
     ])
     result = cli("doctor", "--tasks", tasks, "--json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)  # data on stdout; the error line goes to stderr
-    assert sorted(report["broken"]) == ["missing-entry", "never-calls-entry", "no-spec", "wrong-reference"]
+    assert sorted(report["broken"]) == ["missing-entry", "never-calls-entry", "wrong-reference"]
     problems = {d["task_id"]: " | ".join(d["problems"]) for d in report["diagnoses"]}
     assert "does not pass its own tests" in problems["wrong-reference"]
     assert "never call the entry point" in problems["never-calls-entry"]
     assert "stub" in problems["never-calls-entry"]  # a test that always passes cannot tell right from wrong
-    assert "spec is empty" in problems["no-spec"]
     assert "does not define entry point 'add'" in problems["missing-entry"]
     assert problems["healthy"] == ""
 

@@ -56,9 +56,17 @@ def test_one_invalid_utf8_byte_costs_one_line(cli, tmp_path):
 
 
 def test_a_line_separator_inside_a_string_does_not_split_the_line(cli, tmp_path):
-    result, _ = score(cli, tmp_path, [rollout("a\u2028b"), rollout("c\x85d")])
+    # (ids may not hold them: the id rule, tests/cli/test_input_rules.py; message text may)
+    def with_text(rid, text):
+        return rollout(rid, messages=[{"role": "user", "content": text}, {"role": "assistant", "content": CODE}])
+
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text("".join(json.dumps(with_text(rid, text), ensure_ascii=False) + "\n"
+                                for rid, text in (("a", "x\u2028y\u2029z"), ("c", "c\x85d\rq"))), encoding="utf-8")
+    result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", "s")
     assert result.exit_code == 0, result.output
-    assert {r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")} == {"a\u2028b", "c\x85d"}
+    assert {r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")} == {"a", "c"}
 
 
 def test_ids_are_length_checked_at_the_input_and_long_ones_are_stored(cli, tmp_path):

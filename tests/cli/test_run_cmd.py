@@ -117,3 +117,32 @@ def test_run_refuses_a_single_turn_reward(cli, tmp_path):
     result = cli("run", "--tasks", BUNDLED_TASKS, "--reward", "gsm8k", "--out", tmp_path)
     assert result.exit_code == 2
     assert "single-turn" in result.output and "ask_before_coding" in result.output
+
+
+def test_a_chart_that_cannot_be_written_makes_the_exit_status_1(cli, tmp_path, monkeypatch):
+    from rewardpipe.monitoring import plots
+
+    def disk_full(result, path):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(plots, "plot_run", disk_full)
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store", "--steps", "1", "-k", "2",
+                 "--groups-per-step", "2", "--plot", tmp_path / "chart.png", "--run-id", "p")
+    assert result.exit_code == 1, result.output
+    assert "--plot: [Errno 28] No space left on device" in result.stderr
+    assert list((tmp_path / "store" / "runs" / "p").glob("step=0/group=*/*.json"))  # the records are kept
+
+
+def test_an_existing_output_file_that_cannot_be_written_is_a_usage_error(cli, tmp_path):
+    import os
+
+    import pytest
+
+    if os.geteuid() == 0:
+        pytest.skip("root can write any file, so a read-only file cannot be made here")
+    chart = tmp_path / "chart.png"
+    chart.write_bytes(b"")
+    chart.chmod(0o444)
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store", "--plot", chart)
+    assert result.exit_code == 2 and "cannot be written" in result.stderr
+    assert not (tmp_path / "store").exists()

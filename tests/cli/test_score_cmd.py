@@ -20,7 +20,7 @@ def test_score_writes_one_record_per_good_line_and_reports_bad_lines(cli, tmp_pa
                           {"role": "nova_assistant", "content": [{"type": "text", "text": GOOD_CODE}]}]),
         "{not json",
         rollout("guessed", [{"role": "user", "content": "combine"}, {"role": "assistant", "content": GOOD_CODE}]),
-        rollout("orphan", [{"role": "assistant", "content": GOOD_CODE}], task_id="no-such-task"),
+        rollout("orphan", [{"role": "assistant", "content": GOOD_CODE}], task_id="no-such-task", group="g-orphan"),
     ])
     out = tmp_path / "store"
     result = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r1", "--json")

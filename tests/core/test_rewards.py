@@ -105,7 +105,7 @@ def test_asked_before_coding_is_not_gated_on_correctness():
 
 
 def test_confirmation_question_with_code_counts_as_asking_not_committing():
-    ask_with_code = fence("def f(x):\n    return x") + "\nIs this the behaviour you want?"
+    ask_with_code = fence("def f(x):\n    return x") + "\nIs this the rounding you want?"
     values = components(ask_with_code, COMMIT, execution=result("passed", 1, 1))
     assert values["asked_before_coding"] == 1.0
     assert values["guessed_immediately"] == 0.0

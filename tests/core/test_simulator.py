@@ -112,10 +112,11 @@ def test_when_everything_is_revealed_a_generic_question_gets_nothing_left():
     assert reply.text == NOTHING_LEFT
 
 
-def test_task_without_spec_says_it_is_up_to_the_model():
-    task = make_task(task_id="empty", spec=[])
-    assert ask("What format are the timestamps?", task=task).revealed is None
-    assert ask("Any requirements?", task=task).text == NOTHING_LEFT
+def test_a_task_without_spec_cannot_be_built():
+    # With nothing to ask about, asked_before_coding could never be earned: refused at the input instead
+    # (tests/cli/test_input_rules.py checks every command that reads tasks).
+    with pytest.raises(ValueError, match="spec"):
+        make_task(task_id="empty", spec=[])
 
 
 def test_replies_are_deterministic_per_rollout_and_turn():

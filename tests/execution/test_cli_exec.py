@@ -77,9 +77,9 @@ def test_a_batch_line_that_is_not_utf8_costs_only_that_line(tmp_path):
     batch = tmp_path / "jobs.jsonl"
     batch.write_bytes(b"\xff\xfe{}\n" + json.dumps(good).encode() + b"\n")
     result = runner.invoke(app, ["exec", "--batch", str(batch), "--json"])
-    assert result.exit_code == 0
+    assert result.exit_code == 1  # a bad line is bad data; the good job still ran
     first, second = (json.loads(line) for line in result.stdout.splitlines())
-    assert first["status"] == "error" and first["reason"].startswith("line 1: not UTF-8 text")
+    assert first["status"] == "error" and first["reason"].startswith(f"{batch}:1: not UTF-8 text")
     assert (second["id"], second["status"]) == ("good", "passed")
 
 
@@ -107,18 +107,20 @@ def test_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
     ]
     batch = write(tmp_path, "jobs.jsonl", "\n".join(lines) + "\n")
     result = runner.invoke(app, ["exec", "--batch", batch, "--workers", "2", "--json"])
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # bad lines are bad data: named, skipped, the rest run
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(row["id"], row["status"]) for row in rows] == [
         ("good", "passed"), ("", "error"), ("no-entry", "error"), ("", "error"), ("", "error"),
         ("bad-timeout", "error"), ("wrong", "failed"),
     ]
     reasons = [row["reason"] for row in rows]
-    assert "line 2: not valid JSON" in reasons[1]
-    assert "line 3: entry_point: Field required" in reasons[2]
-    assert "line 4: missing or empty 'id'" in reasons[3]
-    assert "line 5: a job must be a JSON object" in reasons[4]
-    assert reasons[5].startswith("line 7: timeout_s")
+    assert f"{batch}:2: not valid JSON" in reasons[1]
+    assert f"{batch}:3: entry_point: Field required" in reasons[2]
+    assert f"{batch}:4: missing or empty 'id'" in reasons[3]
+    assert f"{batch}:5: a job must be a JSON object" in reasons[4]
+    for number in (2, 3, 4, 5, 7):  # each bad line named for people too
+        assert f"{batch}:{number}:" in result.stderr
+    assert reasons[5].startswith(f"{batch}:7: timeout_s")
 
 
 def _perturbing_wrapper(entry_point: str) -> str:

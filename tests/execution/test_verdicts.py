@@ -8,6 +8,7 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionStatus, execute
+from rewardpipe.execution.result import ExecutionJob
 from tests.execution.conftest import ADD_TESTS, job
 
 
@@ -160,7 +161,13 @@ def test_module_level_execute_uses_the_default_executor():
 
 
 def test_entry_point_that_is_not_an_identifier_is_a_job_error(executor):
-    result = executor.run(job("def add(a, b):\n    return a + b\n", entry_point="add(1)"))
+    # Refused when the job is built (exec, the Lambda and the single-turn reward all build one)...
+    for name in ("add(1)", "class", "a b", ""):
+        with pytest.raises(ValueError):
+            job("def add(a, b):\n    return a + b\n", entry_point=name)
+    # ...and still by the sandbox, for a job that skipped validation.
+    unchecked = ExecutionJob.model_construct(**{**job("x = 1\n").model_dump(), "entry_point": "add(1)"})
+    result = executor.run(unchecked)
     assert result.status is ExecutionStatus.ERROR
     assert "not a Python identifier" in result.reason
 

@@ -68,13 +68,14 @@ def test_batch_json_survives_surrogates_and_line_separators(tmp_path):
         batch_job("honest", RIGHT_ADD),
     ])
     outcome = cli.invoke(app, ["exec", "--batch", path, "--workers", "2", "--json"])
-    assert outcome.exit_code == 0, outcome.output
+    assert outcome.exit_code == 1, outcome.output  # the surrogate id is a bad line (the id rule), the rest run
     text = outcome.stdout
     assert text.isascii(), "JSON lines must be written with ensure_ascii"
     lines = text.split("\n")[:-1]
     assert len(lines) == 4 and len(text.splitlines()) == 4  # no U+2028/2029/0085 left to split on
     records = [json.loads(line) for line in lines]
-    assert [r["status"] for r in records] == ["failed", "failed", "passed", "passed"]
+    assert [r["status"] for r in records] == ["failed", "failed", "error", "passed"]
+    assert records[2]["reason"].startswith(f"{path}:3: id:")
     assert records[3]["id"] == "honest"
     assert "\u2028" in records[1]["reason"] or "x" in records[1]["reason"]
 

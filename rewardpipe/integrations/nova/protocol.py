@@ -18,12 +18,12 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
 
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.models import ErrorInfo, Task, nova_output
+from rewardpipe.models import ErrorInfo, Task, nova_output, require_printable_id
 from rewardpipe.rewards import Reward
 
 VERSION = "v0"
@@ -61,7 +61,9 @@ class RolloutRequest(DeferredModel):
 
     version: str = VERSION
     timestamp: Any = None
-    sample_id: str = Field(min_length=1, max_length=512)
+    # The id rule of every input (rewardpipe.models.InputId); a request that breaks it is answered as a
+    # bad request under the id Nova sent, like one whose id is too long.
+    sample_id: Annotated[str, Field(min_length=1, max_length=512), AfterValidator(require_printable_id)]
     max_length: int | None = Field(default=None, ge=1)
     rewards: RewardRange = Field(default_factory=RewardRange)
     data: dict[str, Any] = Field(default_factory=dict)

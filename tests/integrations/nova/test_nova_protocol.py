@@ -39,7 +39,11 @@ def test_group_is_the_sample_id_without_its_last_index_and_the_rule_is_configura
         BridgeConfig(group_pattern=r"^(.+)_\d+$")
 
 
-@given(st.text(min_size=1, max_size=300), st.one_of(st.none(), st.floats(allow_nan=False), st.text(max_size=20)))
+# Any printable id (the id rule of rewardpipe.models refuses control, format and separator characters).
+PRINTABLE_IDS = st.text(st.characters(blacklist_categories=("Cc", "Cf", "Cs", "Zl", "Zp")), min_size=1, max_size=300)
+
+
+@given(PRINTABLE_IDS, st.one_of(st.none(), st.floats(allow_nan=False), st.text(max_size=20)))
 def test_request_identity_is_stable_for_a_redelivery_and_new_for_a_later_step(sample_id, timestamp):
     key = request_key(RolloutRequest(sample_id=sample_id, timestamp=timestamp))
     assert re.fullmatch(r"[0-9a-f]{32}", key)
@@ -155,3 +159,9 @@ def test_a_malformed_request_is_answered_under_the_id_nova_sent_even_an_over_lon
     assert out["status"] == "rejected_answered" and sent[-1]["sample_id"] == huge
     (record,) = [v for k, v in store.objects.items() if k.startswith("record:h")]
     assert len(record.rollout_id) <= 1024 and record.rollout_id.startswith("h" * 900) and record.error.kind == "bad_request"
+    # An id breaking the id rule (a control character) is answered as a bad request under the id Nova sent.
+    for hostile in ("n\x00ul_0", "esc\x1b[2J_0", "rlo\u202e_0"):
+        out = bridge.intake(json.dumps({"sample_id": hostile}))
+        assert out["status"] == "rejected_answered" and sent[-1]["sample_id"] == hostile
+        assert store.objects[f"record:{hostile}"].error.kind == "bad_request"
+        assert "sample_id" in store.objects[f"record:{hostile}"].error.message
