@@ -101,6 +101,33 @@ def test_layer_staging_is_deterministic_and_excludes_the_cli_and_hidden_tests():
     assert list((first / "python" / "pydantic_core").glob("_pydantic_core.cpython-311-aarch64-linux-gnu.so"))
 
 
+def test_layer_ships_hash_checked_byte_code_named_as_on_lambda():
+    """/opt is read-only on Lambda: without byte code in the layer every cold start compiles pydantic,
+    Powertools and rewardpipe again. Each module gets hash-checked byte code (flags 0b11: a zip keeps no
+    source timestamps, and a changed source must never run stale code) naming its file under /opt/python."""
+    import importlib.util
+    import marshal
+
+    layer = Path(packaging.stage_layer()) / "python"
+    sources = sorted(layer.rglob("*.py"))
+    assert len(sources) > 300
+    for source in sources:
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        assert cached.is_file(), f"no byte code for {source.relative_to(layer)}"
+        data = cached.read_bytes()
+        assert data[:4] == importlib.util.MAGIC_NUMBER
+        assert int.from_bytes(data[4:8], "little") == 0b11, source
+        code = marshal.loads(data[16:])
+        assert code.co_filename == f"/opt/python/{source.relative_to(layer).as_posix()}"
+
+
+def test_an_interpreter_lambda_cannot_load_leaves_the_layer_as_sources(monkeypatch, tmp_path):
+    (tmp_path / "m.py").write_text("x = 1\n")
+    monkeypatch.setattr(packaging.sys.implementation, "cache_tag", "cpython-312")
+    assert packaging.compile_layer(tmp_path) is False
+    assert not list(tmp_path.rglob("*.pyc"))
+
+
 SIMULATED_RUNTIME = ("boto3", "botocore", "s3transfer", "dateutil", "urllib3", "six.py", "jmespath")
 
 
