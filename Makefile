@@ -82,6 +82,7 @@ bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/monitor.py
 	$(BIN)/python benchmarks/execution.py
 	$(BIN)/python benchmarks/cold_start.py
+	$(BIN)/python benchmarks/layer_bytecode.py
 	$(BIN)/python benchmarks/report.py
 
 synth: $(VENV)/.installed-dev
