@@ -23,7 +23,7 @@ import hashlib
 import json
 import re
 import time
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any, Callable, Iterable
 
 from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
@@ -47,6 +47,11 @@ def execution_name(run: str, step: int, rollout: str, attempt: int = 1) -> str:
 
 def _error_code(exc: BaseException) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
+# How long a turn's message stays hidden past each extension while it is answered (the turn queue's own
+# visibility timeout is 5 minutes; SQS allows up to 12 hours per extension).
+TURN_KEEP_HIDDEN_S = 300
 
 
 class RolloutClient:
@@ -227,7 +232,7 @@ class RolloutClient:
             raise
 
     def serve_turns(self, respond: Callable[[dict], str], until: Callable[[], bool], *, poll_s: float = 1.0,
-                    timeout_s: float = 3600.0) -> int:
+                    timeout_s: float = 3600.0, keep_hidden_s: float = TURN_KEEP_HIDDEN_S) -> int:
         """Answer turn requests from the queue until ``until()``; returns how many turns were delivered.
 
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
@@ -237,7 +242,10 @@ class RolloutClient:
         malformed message are deleted and skipped. A message whose answer hit a transient fault
         (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
         it comes back after its visibility timeout and is answered then; any other failure is raised, once
-        the batch's answered messages are deleted.
+        the batch's answered messages are deleted. While a turn is being generated its message is kept
+        hidden (its visibility extended every ``keep_hidden_s / 2`` seconds), so a turn that takes longer
+        than the queue's visibility timeout is not delivered and generated a second time; a crashed
+        trainer's turns still come back within ``keep_hidden_s``.
         """
         if self.sqs is None:
             raise ValueError("serve_turns needs the TurnRequestQueueUrl output as queue_url")
@@ -261,6 +269,7 @@ class RolloutClient:
                         futures.append((message, None))
                         continue
                     futures.append((message, pool.submit(self._answer, body, respond)))
+                self._keep_hidden([(m, f) for m, f in futures if f is not None], keep_hidden_s)
                 fatal: BaseException | None = None
                 for message, future in futures:
                     if future is not None:
@@ -276,6 +285,19 @@ class RolloutClient:
                 if fatal is not None:
                     raise fatal
         return answered
+
+
+    def _keep_hidden(self, pending: list, keep_hidden_s: float) -> None:
+        """Wait for the answers, extending the visibility of each message whose answer is still running."""
+        while pending:
+            wait([future for _, future in pending], timeout=keep_hidden_s / 2)
+            pending = [(message, future) for message, future in pending if not future.done()]
+            for message, _ in pending:
+                try:
+                    self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"],
+                                                       VisibilityTimeout=max(1, round(keep_hidden_s)))
+                except Exception:  # noqa: BLE001 - at worst the turn is delivered again and its late answer is stale
+                    pass
 
 
 def _same_input(old: Any, new: str) -> bool:

@@ -117,6 +117,9 @@ class _FakeSqs:
     def delete_message(self, QueueUrl, ReceiptHandle):
         self.deleted.append(ReceiptHandle)
 
+    def change_message_visibility(self, QueueUrl, ReceiptHandle, VisibilityTimeout):
+        self.extended = [*getattr(self, "extended", []), (ReceiptHandle, VisibilityTimeout)]
+
 
 @pytest.fixture
 def turn_bucket(aws):
@@ -171,6 +174,32 @@ def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops
         client.serve_turns(lambda request: "fine", until=lambda: False, poll_s=0.01)
     assert info.value.response["Error"]["Code"] == "AccessDeniedException"
     assert sqs.deleted == ["h1"] and "t-ok3" in sfn.success  # the batch's answered turn was not left behind
+
+
+def test_a_slow_turn_stays_hidden_while_it_is_generated_and_a_fast_one_is_not_touched(turn_bucket):
+    """The turn queue hides a message for 5 minutes; a turn generated for longer would be delivered again and
+    generated twice. The client extends the visibility of each message whose answer is still running."""
+    import threading
+
+    s3, _ = turn_bucket
+    release = threading.Event()
+    sqs = _FakeSqs([_turn("t-slow"), _turn("t-fast")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=_FakeSfn(), sqs=sqs,
+                           s3=s3, workers=2)
+
+    def respond(request):
+        if request["rollout"] == "t-slow":
+            assert release.wait(10)
+        return "done"
+
+    timer = threading.Timer(0.5, release.set)
+    timer.start()
+    calls = iter([False, True])
+    assert client.serve_turns(respond, until=lambda: next(calls), poll_s=0.01, keep_hidden_s=0.1) == 2
+    timer.join()
+    extended = getattr(sqs, "extended", [])
+    assert extended and {handle for handle, _ in extended} == {"h0"}  # only the slow turn, several times
+    assert all(seconds == 1 for _, seconds in extended) and sorted(sqs.deleted) == ["h0", "h1"]
 
 
 def test_a_reply_over_the_budget_goes_through_its_reply_key(turn_bucket):
