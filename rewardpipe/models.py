@@ -289,7 +289,7 @@ def parse_jsonl(lines: Iterable[str], model: type[M], source: str) -> Iterator[M
         yield item
 
 
-def decode_lines(raw_lines: Iterable[bytes], source: str, *, first_line: int = 1) -> Iterator[str]:
+def decode_lines(raw_lines: Iterable[bytes], source: str) -> Iterator[str]:
     """Text of each ``\n``-terminated line of a byte stream, decoded one line at a time.
 
     A line that is not UTF-8 raises :class:`InputFileError` naming ``source:line`` and the byte, so one
@@ -297,8 +297,8 @@ def decode_lines(raw_lines: Iterable[bytes], source: str, *, first_line: int = 1
     on ``\n`` only (JSON strings may legally hold U+2028 or a bare ``\r``, which ``str.splitlines``
     would split on).
     """
-    for lineno, raw in enumerate(raw_lines, start=first_line):
-        yield _decode_line(raw, lineno, f"{source}:{lineno}")
+    for lineno, raw in enumerate(raw_lines, start=1):
+        yield decode_line(raw, lineno, f"{source}:{lineno}")
 
 
 def open_input(path: str | Path) -> IO[bytes]:
@@ -406,7 +406,7 @@ class RolloutReader:
         for lineno, raw in enumerate(fh, start=1):
             where = f"{self.path}:{lineno}"
             try:
-                line = _decode_line(raw, lineno, where)
+                line = decode_line(raw, lineno, where)
                 if not line.strip():
                     continue
                 rollout = validate_object(json_object(line, where), Rollout, where)
@@ -428,7 +428,7 @@ class RolloutReader:
             yield lineno, rollout, None
 
 
-def _decode_line(raw: bytes, lineno: int, where: str) -> str:
+def decode_line(raw: bytes, lineno: int, where: str) -> str:
     """Line ``lineno`` of a file as text (a byte-order mark in front of line 1 dropped), or InputFileError."""
     try:
         line = raw.decode("utf-8")

@@ -239,7 +239,7 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
     Lines end at ``\n`` only (U+2028 and friends are legal inside a JSON string) and are decoded one at a
     time (a byte-order mark in front of line 1 dropped), so an invalid byte costs its own line (an
     ``error`` result naming ``file:line``), not the batch."""
-    from rewardpipe.models import InputFileError, decode_lines
+    from rewardpipe.models import InputFileError, decode_line
 
     entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
@@ -248,7 +248,7 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
     for number, raw in enumerate(raw_lines, start=1):
         where = f"{batch}:{number}"
         try:
-            line = next(decode_lines([raw], str(batch), first_line=number))
+            line = decode_line(raw, number, where)
         except InputFileError as exc:
             job, problem, job_id = None, str(exc), None
         else:

@@ -8,8 +8,7 @@ from typing import Literal
 from pydantic import ConfigDict, Field, field_validator
 
 from rewardpipe.deferred import DeferredModel
-
-from rewardpipe.models import MAX_ID_LENGTH, id_problem, require_function_name
+from rewardpipe.models import MAX_ID_LENGTH, require_function_name, require_printable_id
 
 
 def clean_text(text: str) -> str:
@@ -57,10 +56,7 @@ class ExecutionJob(DeferredModel):
     @field_validator("id")
     @classmethod
     def _printable_id(cls, value: str) -> str:
-        problem = id_problem(value)
-        if problem is not None:
-            raise ValueError(problem)
-        return value
+        return require_printable_id(value)  # "" (no id given) passes: it has no character to refuse
 
 
 class ExecutionResult(DeferredModel):
