@@ -77,12 +77,12 @@ class RunColumns:
         step_column = np.frombuffer(self.steps, dtype=np.int64)[row:].copy()  # (a view would pin the array)
         known = len(self.group_ids)
         codes, starts = _run_codes(self.group_ids, group_names, steps, step_column)
-        groups = np.repeat(codes, np.diff(np.append(starts, len(steps))))
+        groups = _per_row(codes, starts, len(steps))
         if len(self.group_ids) > known:
             self._keep_examples(scored_datas, steps, group_names, comps, codes, starts, known)
         self.groups.frombytes(groups.tobytes())
         codes, starts = _run_codes(self.task_ids, task_names)
-        self.tasks.frombytes(np.repeat(codes, np.diff(np.append(starts, len(steps)))).tobytes())
+        self.tasks.frombytes(_per_row(codes, starts, len(steps)).tobytes())
         names = list(self.values) or list(comps[0])
         try:  # the common case: every record has exactly the components seen so far (one C-level pass)
             if set(map(len, comps)) != {len(names)}:
@@ -141,6 +141,11 @@ class RunColumns:
         out[np.fromiter(self.group_ids.values(), dtype=np.int64, count=count)] = np.fromiter(
             map(itemgetter(0), self.group_ids), dtype=np.int64, count=count)
         return out
+
+
+def _per_row(run_codes: np.ndarray, starts: np.ndarray, rows: int) -> np.ndarray:
+    """Each run's code repeated over its rows (the inverse of :func:`_run_codes`' compression)."""
+    return np.repeat(run_codes, np.diff(np.append(starts, rows)))
 
 
 def _run_codes(codebook: dict, names: list[Any], steps: list[Any] | None = None,
