@@ -42,6 +42,7 @@ from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.episode import EpisodeState
+from rewardpipe.execution.result import clean_text
 from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record, Task
 
 TASKS_PREFIX = "tasks/"
@@ -91,6 +92,15 @@ def storable_run_id(value: Any) -> bool:
     except ValueError:
         return False
     return id_problem(value) is None  # the one id rule of every input (rewardpipe.models.InputId)
+
+
+def usable_id(value: Any) -> bool:
+    """A group, rollout or task id a record can carry: the input id rule (rewardpipe.models.InputId).
+    A failure record falls back to its own ids for anything else: a lone surrogate, say, cannot even be
+    written as UTF-8, and the record would be lost with it."""
+    from rewardpipe.models import id_problem
+
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and id_problem(value) is None
 
 
 def _check_run(value: str) -> str:
@@ -602,32 +612,62 @@ def score_step(ref: StateRef, settings: Settings) -> dict[str, Any]:
     return rollout_output(*score(ref, settings))
 
 
+# S3 answers a conditional write that lost: 412 when the precondition failed, 409 when another
+# conditional write to the key was in flight, 404 when If-Match named an object deleted meanwhile.
+_LOST_CONDITION = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
+RECORD_WRITE_ATTEMPTS = 10
+
+
 def put_record_once(store: Any, record: Record) -> str:
     """Write ``record`` unless a **scored** record is already there (an error record never replaces one).
 
-    On S3 the first write is conditional (``If-None-Match: *``, so two writers cannot both think they
-    were first); when an object exists it is read, kept if scored, and replaced otherwise (a scored
-    record replaces an earlier attempt's error record).
+    On S3 every write is conditional, so two attempts of one rollout writing at once (a re-run's scored
+    record, a late error record of the attempt before it) cannot both act on what they read: the first
+    write only creates (``If-None-Match: *``); a replacement names the object it read (``If-Match:
+    <ETag>``), and a write that lost reads again and decides again. Elsewhere: read, then write.
     """
     from rewardpipe.store import record_key
 
     key = record_key(record)
-    data = record.to_json().encode("utf-8")
     client = getattr(store, "client", None)
-    if client is not None and hasattr(store, "bucket"):
-        from botocore.exceptions import ClientError
+    if client is None or not hasattr(store, "bucket"):
+        existing = store.get_json(key, default=None)
+        if _keeps(existing, record):
+            return key
+        return store.put_record(record)
+    from botocore.exceptions import ClientError
 
-        full = store._full(key)
+    full, data = store._full(key), record.to_json().encode("utf-8")
+    condition: dict[str, str] = {"IfNoneMatch": "*"}
+    for _ in range(RECORD_WRITE_ATTEMPTS):
         try:
-            client.put_object(Bucket=store.bucket, Key=full, Body=data, ContentType="application/json", IfNoneMatch="*")
+            client.put_object(Bucket=store.bucket, Key=full, Body=data, ContentType="application/json", **condition)
             return key
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if str(exc.response.get("Error", {}).get("Code")) not in _LOST_CONDITION:
                 raise
-    existing = store.get_json(key, default=None)
-    if record.status == "error" and isinstance(existing, dict) and existing.get("status") == "scored":
-        return key
-    return store.put_record(record)
+        try:
+            current = client.get_object(Bucket=store.bucket, Key=full)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) not in ("NoSuchKey", "404"):
+                raise
+            condition = {"IfNoneMatch": "*"}  # deleted meanwhile: create it again
+            continue
+        try:
+            existing = json.loads(current["Body"].read())
+        except ValueError:
+            existing = None  # unreadable: replaced like an error record
+        if _keeps(existing, record):
+            return key
+        condition = {"IfMatch": current["ETag"]}
+    from rewardpipe.aws.lambda_support import TransientError
+
+    raise TransientError(f"the record at {key} kept changing during {RECORD_WRITE_ATTEMPTS} conditional writes")
+
+
+def _keeps(existing: Any, record: Record) -> bool:
+    """True when ``existing`` (a stored record, as JSON) must stay instead of ``record``."""
+    return record.status == "error" and isinstance(existing, dict) and existing.get("status") == "scored"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -689,7 +729,7 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
         kind = _KIND_BY_STATE.get(failed_state or "", "orchestration_error" if state is not None else "start_error")
     where = f"[{failed_state}] " if failed_state else ""
     message = f"{where}{name}: {detail}" if detail and not detail.startswith(name) else f"{where}{detail or name}"
-    return ErrorInfo(kind=kind, message=message[:2000])
+    return ErrorInfo(kind=kind, message=clean_text(message[:2000]))  # a cause may echo unencodable input
 
 
 class FailedRollout(DeferredModel):
@@ -742,7 +782,7 @@ class FailedRollout(DeferredModel):
             clean.pop("run")
             clean.pop("rollout", None)
         for name in ("group", "rollout"):
-            if len(clean.get(name) or "") > MAX_ID_LENGTH:
+            if name in clean and not usable_id(clean[name]):
                 clean.pop(name)
         for name in ("step", "version"):
             if isinstance(clean.get(name), bool) or not isinstance(clean.get(name), int) or clean.get(name, 0) < 0:
@@ -805,10 +845,10 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
         put_transcript(store, state, record=record)
     else:
         task_id = "unknown"
-        if event.task and isinstance(event.task.get("task_id"), str) and event.task["task_id"]:
+        if event.task and usable_id(event.task.get("task_id")):
             task_id = event.task["task_id"]
-        elif event.task_key:
-            task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json") or "unknown"
+        elif event.task_key and usable_id(event.task_key.rsplit("/", 1)[-1].removesuffix(".json")):
+            task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json")
         record = failure_record(
             run_id=event.run, step=event.step, group_id=event.group,
             rollout_id=event.rollout or event.attempt, task_id=task_id,
