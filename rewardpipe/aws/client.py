@@ -136,7 +136,7 @@ class RolloutClient:
 
         if payload_size(payload) > PAYLOAD_BUDGET and isinstance(payload.get("task"), dict):
             task = payload.pop("task")
-            key = inline_task_key(payload["run"], str(task.get("task_id") or "task"))
+            key = inline_task_key(payload["run"], task)
             payload["task_key"] = self._store().put_json(key, task)
         turns = payload.get("policy", {}).get("turns")
         if payload_size(payload) > PAYLOAD_BUDGET and isinstance(turns, list):

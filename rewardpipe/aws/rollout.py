@@ -245,10 +245,17 @@ def put_transcript(store: Any, state: EpisodeState, task: Task | None = None, ex
     return store.put_transcript(transcript_of_episode(state, task, execution, record))
 
 
-def inline_task_key(run: str, task_id: str) -> str:
+def inline_task_key(run: str, task: dict[str, Any]) -> str:
+    """Where an inline task is stored: under its id and a digest of its content. Every step of an execution
+    reads its task from there, so a re-run (or another group) with a different task under the same id must
+    not write the same object: a running execution would go on to score against the other task's tests."""
+    import hashlib
+
     from rewardpipe.store import encode_id
 
-    return f"{TASKS_PREFIX}inline/{encode_id(run)}/{encode_id(task_id)}.json"
+    content = json.dumps(task, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    return f"{TASKS_PREFIX}inline/{encode_id(run)}/{encode_id(str(task.get('task_id') or 'task'))}-{digest}.json"
 
 
 def load_task(store: Any, key: str) -> Task:
@@ -502,8 +509,9 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     states = StateStore(store, request.run, event.attempt)
     if request.task is not None:
         task = request.task
-        task_key = inline_task_key(request.run, task.task_id)
-        store.put_json(task_key, task.model_dump(mode="json"))
+        stored = task.model_dump(mode="json")
+        task_key = inline_task_key(request.run, stored)
+        store.put_json(task_key, stored)
     else:
         task_key = request.task_key  # type: ignore[assignment]
         task = load_task(store, task_key)

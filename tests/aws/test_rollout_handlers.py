@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -53,7 +54,7 @@ def _snapshot(bucket, ref: dict) -> dict:
 def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
     ref = _started(bucket, mode="replay", turns=["What about negative input?", COMMIT])
     snapshot = _snapshot(bucket, ref)
-    assert snapshot["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
+    assert re.fullmatch(rf"tasks/inline/r/{TASK.task_id}-[0-9a-f]{{16}}\.json", snapshot["task_key"])
     assert bucket.get_json(snapshot["task_key"])["tests"] == TASK.tests
     # The replay turns are stored once, beside the snapshots; the snapshot only points at them.
     assert ref["state_key"] == "runs/r/state/att-1/episode.json" and ref["version"] == 0
