@@ -140,7 +140,10 @@ class RolloutClient:
             payload["task_key"] = self._store().put_json(key, task)
         turns = payload.get("policy", {}).get("turns")
         if payload_size(payload) > PAYLOAD_BUDGET and isinstance(turns, list):
-            key = f"{inputs_prefix(payload['run'], name)}turns.json"
+            # Named by content too: trying a name whose execution exists (a re-run with other turns) must not
+            # change the turns that execution may not have read yet.
+            digest = hashlib.sha256(json.dumps(turns).encode("utf-8")).hexdigest()[:16]
+            key = f"{inputs_prefix(payload['run'], name)}turns-{digest}.json"
             policy = {k: v for k, v in payload["policy"].items() if k != "turns"}
             payload["policy"] = {**policy, "turns_key": self._store().put_json(key, turns)}
         if payload_size(payload) > PAYLOAD_BUDGET:

@@ -44,3 +44,41 @@ def _wait_for_turn_request(client, timeout_s: float = 60.0) -> None:
         if client.sqs.receive_message(QueueUrl=client.queue_url, WaitTimeSeconds=1, VisibilityTimeout=0).get("Messages"):
             return
     raise AssertionError("the execution never asked for a turn")
+
+
+def test_trying_a_taken_name_does_not_change_the_turns_its_execution_may_not_have_read(s3):
+    """Large replay turns go to S3 under the attempt's name before StartExecution; a re-run with other turns
+    first tries the name of the execution still running (just started: its StartEpisode has not read them
+    yet), finds it taken and moves on to -a2. Its turns must land beside, not on top of, that execution's."""
+    import json
+
+    from rewardpipe.aws.client import RolloutClient, execution_name
+    from rewardpipe.store import S3Store
+
+    class OneRunningExecution:
+        class exceptions:  # noqa: N801 - mirrors the boto3 client attribute
+            class ExecutionAlreadyExists(Exception):
+                pass
+
+        def __init__(self):
+            self.inputs = {}
+
+        def start_execution(self, stateMachineArn, name, input):
+            if name in self.inputs:
+                raise self.exceptions.ExecutionAlreadyExists(name)
+            self.inputs[name] = input
+            return {"executionArn": f"arn:aws:states:us-east-1:1:execution:m:{name}"}
+
+        def describe_execution(self, executionArn):
+            return {"status": "RUNNING", "input": self.inputs[executionArn.rsplit(":", 1)[-1]]}
+
+    s3.create_bucket(Bucket="records")
+    sfn = OneRunningExecution()
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", bucket="records", sfn=sfn, s3=s3)
+    big = ["q" * 150_000, "r" * 150_000]
+    first = client.start("run", 0, "g", "r0", task_key="tasks/t.json", policy={"mode": "replay", "turns": big})
+    first_key = json.loads(sfn.inputs[execution_name("run", 0, "r0")])["policy"]["turns_key"]
+    second = client.start("run", 0, "g", "r0", task_key="tasks/t.json",
+                          policy={"mode": "replay", "turns": ["other " * 40_000]})
+    assert second != first and second.endswith(execution_name("run", 0, "r0", 2))
+    assert S3Store("records", client=s3).get_json(first_key) == big
