@@ -66,6 +66,24 @@ class AlarmSettings(_Strict):
         return self
 
 
+# A host that runs model code holds the handler (interpreter, layer, scorer, fork servers) beside one
+# sandbox per worker, each capped at REWARDPIPE_SANDBOX_MEMORY_MB (constructs.common.sandbox_memory_mb).
+HANDLER_HEADROOM_MB = 384
+MIN_SANDBOX_MB = 128
+# The single-turn Lambda runs at least two samples at once (one slow sample must not hold up the batch).
+MIN_SINGLE_TURN_WORKERS = 2
+
+
+def too_small_for_sandbox(setting: str, memory_mb: int, workers: int) -> str | None:
+    """Why ``memory_mb`` cannot hold the handler and ``workers`` sandboxes of the smallest cap, or None."""
+    needed = HANDLER_HEADROOM_MB + workers * MIN_SANDBOX_MB
+    if memory_mb >= needed:
+        return None
+    return (f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
+            f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
+            f"would get the whole host OOM-killed instead of failing alone)")
+
+
 class LambdaSettings(_Strict):
     # Every function runs on this architecture. arm64 (Graviton) is 20 % cheaper per GB-second; every
     # dependency in the layer has a manylinux2014 aarch64 wheel and the sandbox's seccomp filter has its
@@ -86,6 +104,15 @@ class LambdaSettings(_Strict):
     conversation_memory_mb: int = Field(default=256, ge=128, le=10240)
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
+    @model_validator(mode="after")
+    def _room_for_the_sandbox(self) -> "LambdaSettings":
+        for problem in (too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
+                        too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb,
+                                              MIN_SINGLE_TURN_WORKERS)):
+            if problem:
+                raise ValueError(problem)
+        return self
+
 
 class FargateSettings(_Strict):
     cpu: int = Field(default=1024)
@@ -97,6 +124,9 @@ class FargateSettings(_Strict):
     def _valid_size(self) -> "FargateSettings":
         if self.cpu not in (256, 512, 1024, 2048, 4096, 8192, 16384):
             raise ValueError(f"fargate.cpu must be a Fargate CPU size (256..16384), got {self.cpu}")
+        problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

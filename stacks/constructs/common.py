@@ -11,6 +11,7 @@ from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 
 RUNTIME = _lambda.Runtime.PYTHON_3_11
@@ -97,18 +98,14 @@ def s3_prefix_arn(bucket_arn: str, prefix: str) -> str:
     return f"{bucket_arn}/{prefix}*"
 
 
-# Lambda memory for the handler itself (interpreter, layer, scorer and fork servers) beside the sandbox.
-HANDLER_HEADROOM_MB = 384
-MIN_SANDBOX_MB = 128
-
-
 def sandbox_memory_mb(host_memory_mb: int, workers: int) -> int:
     """The per-job memory cap (REWARDPIPE_SANDBOX_MEMORY_MB) that keeps ``workers`` jobs inside the host.
 
     Without it the sandbox's default cap can exceed what a Lambda or task has, and a memory-hungry
     sample gets the whole host OOM-killed (every sample of the batch lost) instead of failing alone.
+    The settings refuse a host too small for the smallest cap (stacks.config.too_small_for_sandbox).
     """
-    return max(MIN_SANDBOX_MB, (host_memory_mb - HANDLER_HEADROOM_MB) // max(1, workers))
+    return (host_memory_mb - HANDLER_HEADROOM_MB) // max(1, workers)
 
 
 def _source_conditions(source_vpce: str | None) -> dict | None:
