@@ -284,7 +284,7 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
     run, attempt = "exp/1 long", "group-3_rollout-7-a2"
     snapshot = f"{attempt_prefix(run, attempt)}episode-4.json"
     written = [f"{attempt_prefix(run, attempt)}reply-4.json", f"{inputs_prefix(run, attempt)}turns.json",
-               inline_task_key(run, "task/with odd id")]
+               inline_task_key(run, {"task_id": "task/with odd id", "prompt": "p"})]
     assert any(fnmatchcase(snapshot, p) for p in reads), (snapshot, reads)
     for key in written:
         assert any(fnmatchcase(key, p) for p in writes), (key, writes)
