@@ -303,8 +303,8 @@ class RolloutClient:
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
         assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
         execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
-        longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message) and a
-        malformed message are deleted and skipped. A message whose answer hit a transient fault
+        longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message), a second
+        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a transient fault
         (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
         it comes back after its visibility timeout and is answered then; any other failure is raised, once
         the batch's answered messages are deleted. Transient faults of the queue itself (receiving,
@@ -332,10 +332,15 @@ class RolloutClient:
                     time.sleep(max(poll_s, 1.0))
                 if not messages and poll_s < 1:
                     time.sleep(poll_s)  # no long poll below one second: do not spin
-                futures = []
+                futures, tokens = [], set()
                 for message in messages:
                     body = _turn_request(message)
-                    futures.append((message, None if body is None else pool.submit(self._answer, body, respond)))
+                    # SQS delivers at least once: a second copy of a turn in the same batch is not generated twice.
+                    if body is None or body["task_token"] in tokens:
+                        futures.append((message, None))
+                        continue
+                    tokens.add(body["task_token"])
+                    futures.append((message, pool.submit(self._answer, body, respond)))
                 self._keep_hidden([(m, f) for m, f in futures if f is not None], keep_hidden_s)
                 fatal: BaseException | None = None
                 for message, future in futures:

@@ -409,3 +409,15 @@ def test_a_throttled_read_of_the_conversation_leaves_the_turn_for_redelivery_not
     calls = iter([False, True])
     assert client.serve_turns(lambda request: "fine", until=lambda: next(calls), poll_s=0.01) == 0
     assert not sfn.failure and sqs.deleted == []  # left on the queue, answered when it comes back
+
+
+def test_two_copies_of_a_turn_in_one_batch_are_generated_once(turn_bucket):
+    """SQS standard queues deliver at least once; both copies may arrive in one receive."""
+    s3, _ = turn_bucket
+    sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-1"), _turn("t-1"), _turn("t-2")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    generated = []
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: generated.append(request["rollout"]) or "fine",
+                              until=lambda: next(calls), poll_s=0.01) == 2
+    assert sorted(generated) == ["t-1", "t-2"] and sorted(sqs.deleted) == ["h0", "h1", "h2"]
