@@ -265,8 +265,8 @@ class RolloutClient:
 
     def _fail(self, token: str, context: str, exc: Exception) -> bool:
         """Tell the execution its turn failed (it ends in a policy_error record); False: nothing delivered."""
-        self.sfn.send_task_failure(taskToken=token, error="PolicyError",
-                                   cause=f"{context}{type(exc).__name__}: {exc}"[:32000])
+        _with_retries(self.sfn.send_task_failure, taskToken=token, error="PolicyError",
+                      cause=f"{context}{type(exc).__name__}: {exc}"[:32000])
         return False
 
     def _answer(self, body: dict[str, Any], respond: Callable[[dict], str]) -> bool:
@@ -289,7 +289,8 @@ class RolloutClient:
             if payload_size(output) > PAYLOAD_BUDGET:
                 key = self._store(str(body.get("bucket") or "")).put_json(str(body["reply_key"]), output)
                 output = {"text_key": key}
-            self.sfn.send_task_success(taskToken=token, output=json.dumps(output))
+            # A throttled answer is sent again here: left to the queue, the turn would be generated again.
+            _with_retries(self.sfn.send_task_success, taskToken=token, output=json.dumps(output))
             return True
         except Exception as exc:  # noqa: BLE001
             if _error_code(exc) in STALE_TOKEN_ERRORS:

@@ -159,7 +159,10 @@ def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_pa
     assert sorted(sqs.deleted) == [f"h{i}" for i in range(6)]  # every message deleted, none left to redeliver
 
 
-def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket):
+def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket, monkeypatch):
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)  # the client's own retries first
     s3, _ = turn_bucket
     sfn = _FakeSfn(stale={"t-throttled": "ThrottlingException", "t-denied": "AccessDeniedException"})
     sqs = _FakeSqs([_turn("t-ok"), _turn("t-throttled"), _turn("t-ok2")])
@@ -421,3 +424,25 @@ def test_two_copies_of_a_turn_in_one_batch_are_generated_once(turn_bucket):
     assert client.serve_turns(lambda request: generated.append(request["rollout"]) or "fine",
                               until=lambda: next(calls), poll_s=0.01) == 2
     assert sorted(generated) == ["t-1", "t-2"] and sorted(sqs.deleted) == ["h0", "h1", "h2"]
+
+
+def test_a_throttled_answer_is_sent_again_not_generated_again(turn_bucket, monkeypatch):
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    s3, _ = turn_bucket
+    sfn = _ThrottledSfn()
+    original = _FakeSfn.send_task_success
+
+    def throttled_success(taskToken, output):
+        sfn._throttle("SendTaskSuccess")
+        original(sfn, taskToken, output)
+
+    sfn.calls = 2  # the first SendTaskSuccess is throttled even after botocore's retries
+    sfn.send_task_success = throttled_success
+    sqs = _FakeSqs([_turn("t-1")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    generated = []
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: generated.append(1) or "fine", until=lambda: next(calls), poll_s=0.01) == 1
+    assert generated == [1] and sfn.success == {"t-1": {"text": "fine"}} and sqs.deleted == ["h0"]
