@@ -339,9 +339,13 @@ def _run_before_deadline(
             break
         wave, pending = pending[:threads], pending[threads:]
         capped = [job.model_copy(update={"timeout_s": min(job.timeout_s, left)}) for _, job in wave]
-        for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
-            cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
-            out[index] = (ErrorInfo(kind="deadline_exceeded",
-                                    message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
-                          if cut_short else result)
+        try:
+            for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
+                cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
+                out[index] = (ErrorInfo(kind="deadline_exceeded",
+                                        message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
+                              if cut_short else result)
+        except Exception as exc:  # noqa: BLE001 - this wave's unanswered jobs only; earlier waves keep their results
+            for index, _ in wave:
+                out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
     return out

@@ -584,3 +584,24 @@ def test_a_component_computing_nan_or_infinity_flags_its_sample_and_the_rest_are
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 0]
     assert metrics(outputs[1])["error_non_finite_score"] == 1
     assert_contract(outputs)
+
+
+def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(monkeypatch):
+    """The batch runs in waves; an executor that breaks in the second wave (say, no thread can be started)
+    used to turn every sample of the batch into executor_crash, the finished ones included."""
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+
+    class BreaksOnSecondWave(SlowExecutor):
+        def run_batch(self, jobs, workers=None):
+            if self.jobs:
+                raise RuntimeError("can't start new thread")
+            return super().run_batch(jobs, workers)
+
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(4)]
+    outputs = score_samples(batch, "code_correctness", executor=BreaksOnSecondWave(clock, 1.0), workers=2,
+                            deadline=clock.now + 100)
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 1, 1]
+    assert metrics(outputs[0])["correctness"] == 1.0 and metrics(outputs[2])["error_executor_crash"] == 1
