@@ -312,9 +312,9 @@ def _run_executions(
             out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers)))
         else:
             out.update(_run_before_deadline(executor, jobs, workers, deadline))
-    except Exception as exc:  # noqa: BLE001 - the executor failing is an infrastructure error for each job
+    except Exception as exc:  # noqa: BLE001 - an infrastructure error for each job it left unanswered
         for index in jobs:
-            out[index] = ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}")
+            out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
     return out
 
 

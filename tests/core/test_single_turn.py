@@ -605,3 +605,15 @@ def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(
                             deadline=clock.now + 100)
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 1, 1]
     assert metrics(outputs[0])["correctness"] == 1.0 and metrics(outputs[2])["error_executor_crash"] == 1
+
+
+def test_an_executor_failing_midway_without_a_deadline_keeps_the_results_it_gave():
+    class FailsAfterOne(FakeExecutor):
+        def run_batch(self, jobs, workers=None):
+            jobs = list(jobs)
+            yield result("passed", 2, 2).model_copy(update={"id": jobs[0].id})
+            raise RuntimeError("the pool broke")
+
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(3)]
+    outputs = score_samples(batch, "code_correctness", executor=FailsAfterOne(result("passed", 2, 2)))
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 1]
