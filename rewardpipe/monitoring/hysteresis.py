@@ -178,8 +178,11 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
         "recover_rate": th.error_recover_rate,
     }
     alarm = None
-    change = advance(target, report.step, bad=rate >= th.error_rate, recovered=rate < th.error_recover_rate,
-                     raise_after=th.raise_after)
+    bad = rate >= th.error_rate
+    target.error_streak = target.error_streak + 1 if bad else 0
+    report.error_streak = target.error_streak
+    change = advance(target, report.step, bad=bad, recovered=rate < th.error_recover_rate,
+                     raise_after=th.errors_raise_after)
     if change is not None and change.kind == "recovered":
         alarm = Alarm(
             kind="recovered",
