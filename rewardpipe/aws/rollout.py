@@ -693,10 +693,15 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
 
 
 class FailedRollout(DeferredModel):
-    """RecordError's input: whatever the failing state had, plus ``failed: {<state name>: {Error, Cause}}``.
+    """RecordError's input: what the failing state passed on, plus ``failed: {<state name>: {Error, Cause}}``.
 
-    The payload is ``{"context": <that>, "attempt": <execution name>}``. Everything is optional,
-    because this is the last stop of every failure: a malformed event must still produce a record.
+    The payload is ``{"context": <that>, "attempt": <execution name>, "execution": <execution ARN>}``.
+    A state whose input is a small reference passes that on; StartEpisode, whose input is the raw
+    execution input (up to 256 KiB), passes on only its error, because adding the error to such an input
+    could take the state's output past Step Functions' 256 KiB limit (``States.DataLimitExceeded``, which
+    no Catch catches, so the execution would end without a record). Its ids are then read from the
+    execution itself (:func:`with_execution_input`). Everything is optional, because this is the last
+    stop of every failure: a malformed event must still produce a record.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -712,6 +717,7 @@ class FailedRollout(DeferredModel):
     version: int | None = None
     failed_state: str | None = None
     error: dict[str, Any] | None = None
+    execution: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -733,7 +739,9 @@ class FailedRollout(DeferredModel):
             clean["error"] = context["error"]
         if attempt:
             clean["attempt"] = attempt
-        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
+        if isinstance(data.get("execution"), str) and data["execution"]:
+            clean["execution"] = data["execution"]
+        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state", "execution"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
         # Ids the store cannot hold are unusable like missing ones: the record goes under run "unknown"
@@ -755,7 +763,34 @@ class FailedRollout(DeferredModel):
 
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
+    if event.failed_state == "StartEpisodeStep" and event.execution:
+        from rewardpipe.aws.settings import aws_client
+
+        event = with_execution_input(event, aws_client("stepfunctions"))
     return rollout_output(*record_failure(event, settings))
+
+
+def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
+    """``event`` with the ids of the execution's own input, read with DescribeExecution (the input of a
+    failed first state is not passed on: see :class:`FailedRollout`). A throttled or failing call raises
+    (TransientError, retried by the state); an input that cannot be read, or is not a JSON object, leaves
+    the event as it is (the record then goes under run ``unknown``, named by the execution)."""
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.lambda_support import is_transient
+
+    try:
+        raw = sfn.describe_execution(executionArn=event.execution)["input"]
+        execution_input = json.loads(raw)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        return event
+    except (KeyError, TypeError, ValueError):
+        return event
+    failed = {event.failed_state: event.error} if event.failed_state else {}
+    return FailedRollout.model_validate({"context": {"input": execution_input, "failed": failed},
+                                         "attempt": event.attempt, "execution": event.execution})
 
 
 def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None:

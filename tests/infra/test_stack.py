@@ -218,7 +218,8 @@ def test_every_task_state_catches_into_the_error_record(resources):
         # The conversation states' loop exits come first (they are not failures); then everything else.
         exits = [c for c in catchers if c["ErrorEquals"] != ["States.ALL"]]
         assert catchers[len(exits)]["ErrorEquals"] == ["States.ALL"] and len(catchers) == len(exits) + 1, name
-        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed"}.get(name, "RecordErrorStep")
+        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed",
+                  "StartEpisodeStep": "StartEpisodeFailed"}.get(name, "RecordErrorStep")
         assert catchers[len(exits)]["Next"] == target, name
         if name in ("StartEpisodeStep", "ConverseStep"):
             assert {c["ErrorEquals"][0]: c["Next"] for c in exits} == {"Rollout.Finished": "Finished",
@@ -265,7 +266,44 @@ def test_conversation_states_wait_for_their_task_token_and_loop_without_a_choice
     assert states["Finished"]["Parameters"] == {"output.$": "States.StringToJson($.Cause)"}
     assert states["Finished"].get("End") is True and states["Finished"]["OutputPath"] == "$.output"
     assert states["ResumeWithJob"]["Next"] == "RouteJob"
-    assert states["ConverseFailed"]["Parameters"]["input.$"] == "$$.Execution.Input"
+
+
+# The states whose input is a reference of bounded size (a StateRef, at most 200 KB: rewardpipe.aws.state).
+BOUNDED_INPUT_STATES = {"RunCodeLambda", "RunCodeFargate", "ScoreStep"}
+
+
+def test_no_catch_grows_an_input_that_may_be_near_256_kib(resources):
+    """Step Functions fails a state whose output, or whose input after Parameters, is over 256 KiB with
+    States.DataLimitExceeded, "a terminal error that can't be caught by the States.ALL error type"
+    ("Handling errors in Step Functions workflows"): the execution then ends without a record. A Catch
+    whose ResultPath adds the error (a cause of up to 32 KiB) to the state's input is therefore allowed
+    only where that input is a bounded reference; StartEpisode (the raw execution input) and Converse (a
+    trainer's reply), each up to 256 KiB, keep only the error, and nothing copies the execution input."""
+    states = _definition(resources)["States"]
+    for name, state in states.items():
+        for catcher in state.get("Catch", []):
+            if catcher.get("ResultPath", "$") != "$":
+                assert name in BOUNDED_INPUT_STATES, (name, catcher)
+    for name, failed in (("StartEpisodeStep", "StartEpisodeFailed"), ("ConverseStep", "ConverseFailed")):
+        (catch_all,) = [c for c in states[name]["Catch"] if c["ErrorEquals"] == ["States.ALL"]]
+        assert catch_all.get("ResultPath", "$") == "$" and catch_all["Next"] == failed
+        assert states[failed]["Type"] == "Pass" and states[failed]["Next"] == "RecordErrorStep"
+        assert states[failed]["Parameters"]["failed"] == {f"{name}.$": "$"}  # the error, under the state's name
+    assert states["ConverseFailed"]["Parameters"]["run.$"] == "$$.Execution.Input.run"  # a validated id
+    # RecordError finds a failed first state's rollout from the execution itself.
+    assert states["RecordErrorStep"]["Parameters"]["execution.$"] == "$$.Execution.Id"
+    assert '"$$.Execution.Input"' not in json.dumps(states)  # nothing copies the whole execution input
+
+
+def test_record_error_may_read_back_only_this_state_machines_executions(resources):
+    (sm,) = _of_type(resources, "AWS::StepFunctions::StateMachine").values()
+    name = sm["Properties"]["StateMachineName"]
+    (describe,) = [st for st in _statements(resources, "RolloutWorkflowRecordError")
+                   if "states:DescribeExecution" in _actions(st)]
+    assert _actions(describe) == ["states:DescribeExecution"]
+    assert _resource_text(describe) == [json.dumps({"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":states:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+        f":execution:{name}:*"]]}, sort_keys=True)]
 
 
 def test_conversation_functions_may_complete_only_this_state_machines_tokens(resources):
