@@ -47,7 +47,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function
+from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function, task_response_statement
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 # The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
@@ -145,17 +145,15 @@ class RolloutWorkflow(Construct):
                 secret.grant_read(fn)
                 fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
 
-        # The conversation functions ask the trainer, run short jobs and complete their own task tokens.
-        # The state machine's ARN is built from its name: a reference to the resource would make the
-        # functions' policies depend on the state machine, which depends on the functions.
+        # The conversation functions ask the trainer, run short jobs and complete their own task tokens
+        # (SendTask* authorize on "*": see common.task_response_statement). The machine's execution ARNs are
+        # built from its name: a reference to the resource would make the functions' policies depend on the
+        # state machine, which depends on the functions.
         machine_name = f"{Stack.of(self).stack_name}-rollouts"
-        machine_arn = Stack.of(self).format_arn(service="states", resource="stateMachine", resource_name=machine_name,
-                                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
         for fn in (self.start_fn, self.converse_fn):
             self.turn_requests.grant_send_messages(fn)
             runner.function.grant_invoke(fn)
-            fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
-                                                      resources=[machine_arn]))
+            fn.add_to_role_policy(task_response_statement(("states:SendTaskSuccess", "states:SendTaskFailure")))
         # RecordError reads back the input of an execution whose first state failed (that state passes on
         # only its error; see the module docstring): DescribeExecution authorizes on the execution's ARN.
         self.error_fn.add_to_role_policy(iam.PolicyStatement(
