@@ -763,11 +763,10 @@ class FailedRollout(DeferredModel):
 
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
-    if event.failed_state == "StartEpisodeStep" and event.execution:
-        from rewardpipe.aws.settings import aws_client
+    from rewardpipe.aws.settings import aws_client
 
-        event = with_execution_input(event, aws_client("stepfunctions"))
-    return rollout_output(*record_failure(event, settings))
+    return rollout_output(*record_failure(
+        event, settings, read_execution_input=lambda e: with_execution_input(e, aws_client("stepfunctions"))))
 
 
 def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
@@ -821,9 +820,13 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
     return head
 
 
-def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
+def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
+                   read_execution_input: Any = None) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
+    When the failing state passed on too little to name the rollout (StartEpisode passes only its error,
+    Converse its run) and its episode cannot be loaded either, ``read_execution_input`` (an event ->
+    event function, :func:`with_execution_input`) supplies the ids from the execution's own input.
     Failed executions without usable ids are told apart by the execution name; a long group or rollout
     id keeps its full value in the record under the store's hash-suffixed key; an existing scored
     record is never replaced.
@@ -833,6 +836,9 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
     store = store or open_bucket_store(settings)
     reward = settings.reward
     snapshot = _failed_snapshot(store, event)
+    if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
+        event = read_execution_input(event)
+        snapshot = _failed_snapshot(store, event)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
     if state is not None:

@@ -26,8 +26,8 @@ Parameters) is over 256 KiB with ``States.DataLimitExceeded``, which ``States.AL
 the execution would end without a record. The states whose input is a small reference (Score, the code
 runners) keep it and add the error (a cause is at most 32 KiB); StartEpisode (the raw execution input)
 and Converse (a trainer's reply) keep only the error, and RecordError finds the rollout from the context
-object: the run of Converse's execution input, or, for StartEpisode, the execution's input read back
-with DescribeExecution.
+object: the run of Converse's execution input (the episode's snapshot names the rest), or, when the
+episode cannot name it (StartEpisode), the execution's input read back with DescribeExecution.
 """
 
 from __future__ import annotations

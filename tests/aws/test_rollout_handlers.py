@@ -396,6 +396,26 @@ def test_a_failed_first_states_ids_are_read_back_from_the_execution(bucket):
     assert record.error.message == "[StartEpisodeStep] RuntimeError: boom"
 
 
+def test_a_converse_failure_whose_episode_cannot_be_read_is_recorded_under_the_executions_ids(bucket, monkeypatch):
+    """Converse's Catch passes on only its run; when the episode's snapshot is gone too, the record still
+    goes under the rollout's own group and id (read back from the execution), not under "unknown"."""
+    import rewardpipe.aws.settings as aws_settings
+
+    sfn = _Describe(json.dumps({**_event(), "rollout": "lost"}))
+    real = aws_settings.aws_client
+    monkeypatch.setattr(aws_settings, "aws_client", lambda service, **kw: sfn if service == "stepfunctions" else real(service, **kw))
+    event = {"context": {"run": "r", "failed": {"ConverseStep": {"Error": "RuntimeError", "Cause": "boom"}}},
+             "attempt": "att-lost", "execution": "arn:aws:states:us-east-1:123456789012:execution:m:att-lost"}
+    out = load("error_record").lambda_handler(event, Context())
+    assert out["record_key"] == "runs/r/step=2/group=g/lost.json"
+    assert bucket.get_json(out["record_key"])["error"]["message"] == "[ConverseStep] RuntimeError: boom"
+    # With the episode readable, no call is made: its snapshot names the rollout.
+    sfn.calls.clear()
+    _started(bucket, attempt="att-found", mode="callback")
+    out = load("error_record").lambda_handler({**event, "attempt": "att-found"}, Context())
+    assert sfn.calls == [] and out["record_key"] == "runs/r/step=2/group=g/x.json"
+
+
 @pytest.mark.parametrize("describe, raises", [
     (_Describe(error="ThrottlingException"), True),        # retried by the state (TransientError)
     (_Describe(error="AccessDeniedException"), False),     # recorded anyway, under run "unknown"
