@@ -6,7 +6,9 @@
   ``insufficient_data`` neither raises nor clears.
 * A ``dying`` warning (:mod:`rewardpipe.monitoring.trend`) is raised once per decline: it is not raised
   again until the rise stops (the fitted slope is no longer positive) or the dead alarm takes over.
-* The error-rate alarm follows the same logic on the share of records with status ``error``.
+* The error-rate alarm follows the same logic on the share of records with status ``error``, raised
+  after ``error_raise_after`` bad steps; the error streak (consecutive bad checked steps, whatever the
+  alarm's state) is kept beside it for the ErrorStreak metric.
 """
 
 from __future__ import annotations
