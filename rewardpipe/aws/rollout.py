@@ -741,10 +741,15 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
 
 
 class FailedRollout(DeferredModel):
-    """RecordError's input: whatever the failing state had, plus ``failed: {<state name>: {Error, Cause}}``.
+    """RecordError's input: what the failing state passed on, plus ``failed: {<state name>: {Error, Cause}}``.
 
-    The payload is ``{"context": <that>, "attempt": <execution name>}``. Everything is optional,
-    because this is the last stop of every failure: a malformed event must still produce a record.
+    The payload is ``{"context": <that>, "attempt": <execution name>, "execution": <execution ARN>}``.
+    A state whose input is a small reference passes that on; StartEpisode, whose input is the raw
+    execution input (up to 256 KiB), passes on only its error, because adding the error to such an input
+    could take the state's output past Step Functions' 256 KiB limit (``States.DataLimitExceeded``, which
+    no Catch catches, so the execution would end without a record). Its ids are then read from the
+    execution itself (:func:`with_execution_input`). Everything is optional, because this is the last
+    stop of every failure: a malformed event must still produce a record.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -760,6 +765,7 @@ class FailedRollout(DeferredModel):
     version: int | None = None
     failed_state: str | None = None
     error: dict[str, Any] | None = None
+    execution: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -781,7 +787,9 @@ class FailedRollout(DeferredModel):
             clean["error"] = context["error"]
         if attempt:
             clean["attempt"] = attempt
-        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
+        if isinstance(data.get("execution"), str) and data["execution"]:
+            clean["execution"] = data["execution"]
+        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state", "execution"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
         # Ids the store cannot hold are unusable like missing ones: the record goes under run "unknown"
@@ -803,7 +811,33 @@ class FailedRollout(DeferredModel):
 
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
-    return rollout_output(*record_failure(event, settings))
+    from rewardpipe.aws.settings import aws_client
+
+    return rollout_output(*record_failure(
+        event, settings, read_execution_input=lambda e: with_execution_input(e, aws_client("stepfunctions"))))
+
+
+def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
+    """``event`` with the ids of the execution's own input, read with DescribeExecution (the input of a
+    failed first state is not passed on: see :class:`FailedRollout`). A throttled or failing call raises
+    (TransientError, retried by the state); an input that cannot be read, or is not a JSON object, leaves
+    the event as it is (the record then goes under run ``unknown``, named by the execution)."""
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.lambda_support import is_transient
+
+    try:
+        raw = sfn.describe_execution(executionArn=event.execution)["input"]
+        execution_input = json.loads(raw)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        return event
+    except (KeyError, TypeError, ValueError):
+        return event
+    failed = {event.failed_state: event.error} if event.failed_state else {}
+    return FailedRollout.model_validate({"context": {"input": execution_input, "failed": failed},
+                                         "attempt": event.attempt, "execution": event.execution})
 
 
 def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None:
@@ -834,9 +868,13 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
     return head
 
 
-def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
+def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
+                   read_execution_input: Any = None) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
+    When the failing state passed on too little to name the rollout (StartEpisode passes only its error,
+    Converse its run) and its episode cannot be loaded either, ``read_execution_input`` (an event ->
+    event function, :func:`with_execution_input`) supplies the ids from the execution's own input.
     Failed executions without usable ids are told apart by the execution name; a long group or rollout
     id keeps its full value in the record under the store's hash-suffixed key; an existing scored
     record is never replaced.
@@ -846,6 +884,9 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
     store = store or open_bucket_store(settings)
     reward = settings.reward
     snapshot = _failed_snapshot(store, event)
+    if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
+        event = read_execution_input(event)
+        snapshot = _failed_snapshot(store, event)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
     if state is not None:

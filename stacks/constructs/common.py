@@ -143,5 +143,27 @@ def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str, *, source_vpc
     )
 
 
+# Completing a task token: what a trainer, the conversation functions and the Nova bridge call.
+TASK_RESPONSE_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
+
+
+def task_response_statement(actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens") -> iam.PolicyStatement:
+    """Permission to complete (or heartbeat) task tokens, on ``"*"``.
+
+    The Service Authorization Reference lists no resource type for states:SendTaskSuccess,
+    SendTaskFailure and SendTaskHeartbeat, and "if there is no value for this column, you must specify
+    all resources ("*")": the request names only a task token, no ARN. aws-cdk's grantTaskResponse
+    grants them on the state machine's ARN, which callers report works for callback tokens, but that is
+    undocumented, and if IAM evaluated such a call against "*" the scoped grant would deny every trainer
+    turn and every conversation state's own completion. A task token is itself the capability (opaque,
+    issued per task to whoever the state machine hands it), and the statement holds these actions only
+    (its Sid keeps CDK from merging other "*" actions into it).
+    """
+    unknown = set(actions) - set(TASK_RESPONSE_ACTIONS)
+    if unknown:
+        raise ValueError(f"not a task-token action: {sorted(unknown)}")
+    return iam.PolicyStatement(sid=sid, actions=list(actions), resources=["*"])
+
+
 def stack_name(scope: Construct) -> str:
     return Stack.of(scope).stack_name
