@@ -49,6 +49,21 @@ def id_problem(value: str) -> str | None:
     return None
 
 
+def same_text(value: str) -> str:
+    """What ids are compared by where they must be unique: their NFC form. Two ids that differ only in
+    Unicode normalisation (``café`` typed as one character or as ``e`` and a combining accent) print the
+    same, so a user could never tell their records apart; the second is refused like a repeated id."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
+def repeated_id(value: str, first_value: str, first_line: int) -> str:
+    """How a repeated id is described: the earlier line, and its spelling when it differs only in form."""
+    if value == first_value:
+        return f"first on line {first_line}"
+    return (f"line {first_line} has {ascii(first_value)[:80]}, here {ascii(value)[:80]}: the same text in another "
+            f"Unicode normalisation")
+
+
 def require_printable_id(value: str) -> str:
     problem = id_problem(value)
     if problem is not None:
@@ -373,13 +388,12 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Load a task JSONL file; duplicate ``task_id`` values are an error too."""
     path = Path(path)
     numbered = list(_parse_numbered(read_lines(path), Task, str(path)))
-    first_line: dict[str, int] = {}
+    first: dict[str, tuple[str, int]] = {}  # same_text(task_id) -> (task_id, line)
     for lineno, task in numbered:
-        if task.task_id in first_line:
-            raise InputFileError(
-                f"{path}:{lineno}: duplicate task_id '{task.task_id}' (first on line {first_line[task.task_id]})"
-            )
-        first_line[task.task_id] = lineno
+        first_id, first_line = first.setdefault(same_text(task.task_id), (task.task_id, lineno))
+        if first_line != lineno:
+            raise InputFileError(f"{path}:{lineno}: duplicate task_id '{task.task_id[:80]}' "
+                                 f"({repeated_id(task.task_id, first_id, first_line)})")
     return [task for _, task in numbered]
 
 
@@ -395,8 +409,9 @@ class RolloutReader:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._first_line: dict[str, int] = {}
-        self._group_task: dict[tuple[int, str], tuple[str, int]] = {}  # (step, group) -> (task, first line)
+        self._first_line: dict[str, tuple[str, int]] = {}  # same_text(rollout_id) -> (rollout_id, line)
+        # (step, same_text(group)) -> (group, task, first line)
+        self._group_task: dict[tuple[int, str], tuple[str, str, int]] = {}
 
     def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
         with open_input(self.path) as fh:
@@ -413,17 +428,25 @@ class RolloutReader:
             except InputFileError as exc:
                 yield lineno, None, str(exc)
                 continue
-            first = self._first_line.setdefault(rollout.rollout_id, lineno)
+            rollout_key = same_text(rollout.rollout_id)
+            first_id, first = self._first_line.setdefault(rollout_key, (rollout.rollout_id, lineno))
             if first != lineno:
                 yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
-                                     f"(first on line {first})")
+                                     f"({repeated_id(rollout.rollout_id, first_id, first)})")
                 continue
-            task, task_line = self._group_task.setdefault((rollout.step, rollout.group_id), (rollout.task_id, lineno))
-            if task != rollout.task_id:
-                del self._first_line[rollout.rollout_id]  # refused: its id stays free for a corrected line
-                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): field 'task_id': group "
-                                     f"'{rollout.group_id[:80]}' of step {rollout.step} is task '{task[:80]}' "
-                                     f"(line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
+            group, task, task_line = self._group_task.setdefault(
+                (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno))
+            problem = None
+            if group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two
+                problem = (f"field 'group_id': group {ascii(rollout.group_id)[:80]} of step {rollout.step} is "
+                           f"the same text as group {ascii(group)[:80]} of line {task_line} in another Unicode "
+                           f"normalisation")
+            elif task != rollout.task_id:
+                problem = (f"field 'task_id': group '{rollout.group_id[:80]}' of step {rollout.step} is task "
+                           f"'{task[:80]}' (line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
+            if problem is not None:
+                del self._first_line[rollout_key]  # refused: its id stays free for a corrected line
+                yield lineno, None, f"{where} ({rollout.rollout_id[:80]}): {problem}"
                 continue
             yield lineno, rollout, None
 

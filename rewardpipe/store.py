@@ -16,7 +16,20 @@ containing ``/``, ``..``, ``=`` or ``%`` can never leave its own path segment, a
 the original back. A group or rollout id whose encoding is longer than :data:`MAX_SEGMENT` is stored
 under its encoded prefix plus ``%~`` and a SHA-256 digest of the whole id: ``quote`` never writes ``%~``,
 so such a key cannot collide with the key of a shorter id, and the record itself keeps the full id.
-Run ids are never hashed (runs are listed by their directory name), so a run id must fit.
+
+Keys stay distinct on case-insensitive file systems (macOS's APFS, Windows' NTFS), where ``Roll-A.json``
+and ``roll-a.json`` are one file. An encoded id is ASCII, and every non-ASCII character is a ``%XX``
+escape with upper-case hex digits, so ids can only collide there through the case of their ASCII
+letters. An id with an upper-case ASCII letter therefore gets a case tail: ``%~u`` and the case of its
+letters as a bit mask in lower-case hex (``Task-1`` is stored as ``Task-1%~u8``, ``task-1`` as
+``task-1``). The tail fixes which letters are upper case, and ``quote`` never writes ``%~``, so two ids
+whose keys are equal up to letter case are the same id. Keys written before the tail existed (the same
+key without it) are still read: :meth:`Store.iter_records` accepts a record at either form, reading
+the tailed one when a rollout is stored under both, and a resume recognises either as stored.
+
+Run ids are never hashed and get no tail (runs are listed by their directory name, which stays as
+readable as the run id): a store refuses a new run id that differs from a stored one only in letter
+case or Unicode normalisation (:meth:`Store.run_id_clash`).
 
 The S3 store retries throttling, server and connection errors with exponential backoff before giving
 up with a :class:`StoreError`; a listing is retried page by page, so a retry never repeats a key.
@@ -34,8 +47,10 @@ import os
 import random
 import re
 import shutil
+import string
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -51,6 +66,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RUNS_PREFIX = "runs/"
 MAX_SEGMENT = 240  # encoded id length; leaves room for ".json" / "group=" within a 255-byte file name
 HASH_MARK = "%~"  # never produced by quote(): there '%' always starts a two-hex-digit escape
+CASE_MARK = "%~u"  # the case tail of an id with upper-case letters ('u' is not a hex digit: never a digest)
 _DIGEST_CHARS = 32  # 128 bits of SHA-256
 MANIFEST_NAME = "manifest.json"
 _STEP_RE = re.compile(r"^step=(\d+)$")
@@ -78,16 +94,22 @@ class BadObject:
 # Key layout
 
 
-def encode_id(value: str, *, allow_hash: bool = True) -> str:
+def encode_id(value: str, *, allow_hash: bool = True, case_tail: bool = True) -> str:
     """Encode an id as one safe path segment; reversible with :func:`decode_id` unless it was too long,
-    in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError."""
+    in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError.
+
+    ``case_tail`` (the default) appends the case of the id's upper-case ASCII letters, so that no two ids
+    share a key on a case-insensitive file system; ``case_tail=False`` gives the key used before the tail
+    existed (still read, see :func:`legacy_record_key`) and the run folder name."""
     if not isinstance(value, str) or value == "":
         raise ValueError(f"ids must be non-empty strings, got {value!r}")
-    encoded = quote(value, safe="", errors="surrogatepass")
-    if set(encoded) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
-        encoded = encoded.replace(".", "%2E")
+    quoted = quote(value, safe="", errors="surrogatepass")
+    if set(quoted) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
+        quoted = quoted.replace(".", "%2E")
+    encoded = quoted + (_case_tail(quoted) if case_tail else "")
     if len(encoded) <= MAX_SEGMENT:
         return encoded
+    encoded = quoted  # a hashed segment needs no tail: the digest of the exact id tells case variants apart
     if not allow_hash:
         raise ValueError(
             f"id {value[:40]!r}... is too long for a store key: {len(encoded)} characters once encoded, "
@@ -101,16 +123,53 @@ def encode_id(value: str, *, allow_hash: bool = True) -> str:
     return f"{head}{HASH_MARK}{digest}"
 
 
+_ESCAPE_RE = re.compile(r"%[0-9A-F]{2}")
+_CASE_TAIL_RE = re.compile(re.escape(CASE_MARK) + r"[0-9a-f]+")
+
+
+def _case_tail(quoted: str) -> str:
+    """``%~u`` and the mask of upper-case letters among the literal ASCII letters of ``quoted`` (first
+    letter in the highest bit, four letters per lower-case hex digit, trailing zero digits dropped), or ""
+    when no letter is upper case. Escapes are skipped: ``quote`` writes their hex digits in one case."""
+    literal = _ESCAPE_RE.sub("", quoted) if "%" in quoted else quoted  # ASCII only: quote escaped the rest
+    if literal.islower() or not any(c.isupper() for c in literal):
+        return ""
+    bits = "".join("1" if c.isupper() else "0" for c in literal if c.isalpha())
+    bits += "0" * (-len(bits) % 4)
+    mask = "".join(f"{int(bits[i:i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
+    return f"{CASE_MARK}{mask}"
+
+
+def without_case_tails(key: str) -> str:
+    """``key`` as it was written before ids had a case tail (keys of old stores are still read)."""
+    return _CASE_TAIL_RE.sub("", key) if CASE_MARK in key else key
+
+
 def decode_id(segment: str) -> str:
     """The id a segment encodes (for a hash-suffixed segment: its prefix and digest, not the whole id)."""
+    segment = without_case_tails(segment)
     try:
         return unquote(segment, errors="surrogatepass")
     except UnicodeDecodeError:  # a hashed segment may end inside a multi-byte character
         return unquote(segment, errors="replace")
 
 
+def run_folder(run_id: str) -> str:
+    """The folder name of a run: percent-encoded, never cut, no case tail (see the module docstring)."""
+    return encode_id(run_id, allow_hash=False, case_tail=False)
+
+
 def run_prefix(run_id: str) -> str:
-    return f"{RUNS_PREFIX}{encode_id(run_id, allow_hash=False)}/"
+    return f"{RUNS_PREFIX}{run_folder(run_id)}/"
+
+
+def fold_run_id(run_id: str) -> str:
+    """What two run ids are compared by: the same folder on a case-insensitive file system (the ASCII
+    letters of a folder name in either case) or the same text to a reader (NFC)."""
+    return unicodedata.normalize("NFC", run_id).translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def manifest_key(run_id: str) -> str:
@@ -123,13 +182,21 @@ def step_prefix(run_id: str, step: int) -> str:
     return f"{run_prefix(run_id)}step={step}/"
 
 
-def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
-    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded."""
-    return f"{step_prefix(run_id, step)}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
+def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, case_tail: bool = True) -> str:
+    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``case_tail=False``:
+    the key written before ids had a case tail)."""
+    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, case_tail=case_tail)}/"
+            f"{encode_id(rollout_id, case_tail=case_tail)}.json")
 
 
 def record_key(record: Record) -> str:
     return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id)
+
+
+def legacy_record_key(record: Record) -> str:
+    """Where a record was stored before ids had a case tail (the same as :func:`record_key` for an id
+    without upper-case letters)."""
+    return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id, case_tail=False)
 
 
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
@@ -198,6 +265,10 @@ class Store:
         self.bad_objects = []
         steps = [step] if step is not None else self.list_steps(run_id)
         for n in steps:
+            # A record at its key of before the case tail is read too, once the step's listing has shown
+            # that the same rollout is not also stored at its current key (it is never counted twice).
+            current: set[str] = set()
+            legacy: list[tuple[str, Record]] = []
             for key in self._list(step_prefix(run_id, n)):  # both backends list in key order
                 parsed = parse_record_key(key)
                 if parsed is None:
@@ -212,21 +283,50 @@ class Store:
                 except ValidationError as exc:
                     self._report_bad(key, _short_validation_error(exc), on_bad)
                     continue
-                if record_key(record) != key:
+                expected = record_key(record)
+                if expected == key:
+                    current.add(key)
+                    yield record
+                elif legacy_record_key(record) == key:
+                    legacy.append((key, record))
+                else:
                     self._report_bad(
                         key,
                         f"record says run_id={record.run_id!r} step={record.step} group_id={record.group_id!r} "
-                        f"rollout_id={record.rollout_id!r}, which belongs at {record_key(record)}",
+                        f"rollout_id={record.rollout_id!r}, which belongs at {expected}",
                         on_bad,
                     )
-                    continue
-                yield record
+            for key, record in legacy:
+                if record_key(record) in current:
+                    self._report_bad(key, f"the same rollout is also stored at {record_key(record)}, which is "
+                                          f"the one read (this is its key of an older rewardpipe)", on_bad)
+                else:
+                    yield record
 
     def _report_bad(self, key: str, reason: str, on_bad: Callable[[BadObject], None] | None) -> None:
         bad = BadObject(key, reason)
         self.bad_objects.append(bad)
         if on_bad is not None:
             on_bad(bad)
+
+    def stored_rollout_keys(self, run_id: str) -> set[str]:
+        """Every key stored under the run, plus the current :func:`rollout_key` of each record stored at
+        its key of before the case tail: ``rollout_key(...) in stored_rollout_keys(run)`` says whether a
+        rollout already has a record, whichever rewardpipe wrote it (``--resume`` skips it)."""
+        keys = set(self.list_keys(run_prefix(run_id)))
+        for key in list(keys):
+            parsed = parse_record_key(key)
+            if parsed is None or HASH_MARK in key:
+                continue  # a hashed segment is the same in both layouts
+            _, step, group_id, rollout_id = parsed
+            keys.add(rollout_key(run_id, step, group_id, rollout_id))
+        return keys
+
+    def run_id_clash(self, run_id: str) -> str | None:
+        """A stored run id that differs from ``run_id`` only in letter case or Unicode normalisation (on a
+        case-insensitive file system the two would share one folder; to a reader they look the same)."""
+        folded = fold_run_id(run_id)
+        return next((other for other in self.list_runs() if other != run_id and fold_run_id(other) == folded), None)
 
     def run_has_records(self, run_id: str) -> bool:
         """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
@@ -257,7 +357,12 @@ class Store:
         """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
         from rewardpipe.transcripts import RolloutTranscript
 
-        raw = self.get_json(key)
+        try:
+            raw = self.get_json(key)
+        except KeyError:
+            if without_case_tails(key) == key:
+                raise
+            raw = self.get_json(without_case_tails(key))  # a transcript stored before ids had a case tail
         try:
             return RolloutTranscript.model_validate(raw)
         except ValidationError as exc:
@@ -268,8 +373,18 @@ class Store:
         prefix = f"{run_prefix(run_id)}transcripts/"
         if step is not None:
             prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
-        name = f"/{encode_id(rollout_id)}.json"
-        return [key for key in self.list_keys(prefix) if key.endswith(name)]
+        from rewardpipe.models import same_text
+
+        listed = self.list_keys(prefix)
+        names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, case_tail=False)}.json")
+        found = [key for key in listed if key.endswith(names)]
+        if not found:  # the id as typed may be another Unicode normalisation of the stored one
+            wanted = same_text(rollout_id)
+            found = [key for key in listed
+                     if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][:-len(".json")])) == wanted]
+        # a transcript stored at its current key and at its key of before the case tail is one transcript
+        current = {without_case_tails(key) for key in found if without_case_tails(key) != key}
+        return [key for key in found if key not in current]
 
     # -- arbitrary JSON (alarms, monitor state, manifests) ------------------------------------------
 

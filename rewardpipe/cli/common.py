@@ -163,7 +163,7 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
 def check_run_id(run_id: str) -> str:
     from rewardpipe.models import id_problem
-    from rewardpipe.store import encode_id
+    from rewardpipe.store import run_folder
 
     if not run_id or len(run_id) > MAX_RUN_ID:
         usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
@@ -171,7 +171,7 @@ def check_run_id(run_id: str) -> str:
     if problem is not None:
         usage_fail(f"--run-id {problem}")
     try:
-        encode_id(run_id, allow_hash=False)
+        run_folder(run_id)
     except ValueError as exc:
         usage_fail(f"--run-id: {exc}")
     return run_id
@@ -246,6 +246,11 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         usage_fail("--overwrite and --resume cannot be combined")
     where = f"{store.location}/{run_prefix(run_id)}"
     try:
+        clash = store.run_id_clash(run_id)
+        if clash is not None:
+            fail(f"run id '{run_id}' differs from the stored run '{clash}' only in letter case or Unicode "
+                 f"normalisation: on macOS and Windows the two would share one folder, and they read the same; "
+                 f"use another --run-id (or '{clash}' itself)")
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -265,7 +270,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         if differences:
             fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
         manifest.started_at = stored.started_at
-        return set(store.list_keys(run_prefix(run_id)))
+        return store.stored_rollout_keys(run_id)
     except StoreError as exc:
         fail(str(exc))
 
@@ -335,10 +340,10 @@ class RecordWriter:
 
 
 def default_spill_path(run_id: str) -> Path:
-    from rewardpipe.store import encode_id
+    from rewardpipe.store import run_folder
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path(f"rewardpipe-unstored-{encode_id(run_id, allow_hash=False)}-{stamp}.jsonl")
+    return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
 def exit_for_losses(writer: RecordWriter, alarm_failures: int) -> NoReturn | None:

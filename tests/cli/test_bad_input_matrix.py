@@ -63,6 +63,20 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "empty_spec": json.dumps(make_task(spec=[])).encode() + b"\n",
     "blank_spec_item": json.dumps(make_task(spec=["  "])).encode() + b"\n",
     "keyword_entry_point": json.dumps(make_task(entry_point="class")).encode() + b"\n",
+    # round four: ids that differ only in Unicode normalisation print the same (tests/cli/test_id_collisions.py)
+    "lookalike_task_ids": (json.dumps(make_task("caf\u00e9")) + "\n" + json.dumps(make_task("cafe\u0301"))).encode()
+    + b"\n",
+    "lookalike_rollout_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "caf\u00e9"}) + "\n"
+                              + json.dumps({**GOOD_ROLLOUT, "rollout_id": "cafe\u0301"})).encode() + b"\n",
+    "lookalike_group_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "a", "group_id": "caf\u00e9"}) + "\n"
+                            + json.dumps({**GOOD_ROLLOUT, "rollout_id": "b", "group_id": "cafe\u0301"})).encode()
+    + b"\n",
+    "lookalike_job_ids": (json.dumps({"id": "caf\u00e9", "code": "def add(a, b):\n    return a + b\n",
+                                      "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                                      "tests_format": "check", "entry_point": "add"}) + "\n"
+                          + json.dumps({"id": "cafe\u0301", "code": "def add(a, b):\n    return a + b\n",
+                                        "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                                        "tests_format": "check", "entry_point": "add"})).encode() + b"\n",
     "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
     "device": "device",  # /dev/zero never ends: refused, not read
 }
