@@ -29,6 +29,26 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+#: Largest magnitude of a component value or an aggregate. No reward is anywhere near it, and the monitor
+#: squares and sums these numbers (variances, correlations, advantage shares): beyond about 1e150 a sum of
+#: squares overflows a float. Scoring turns a larger (or non-finite) number into an error record; the
+#: monitor excludes one it reads, like NaN, for that component only (``non_finite``).
+MAX_SCORE_MAGNITUDE = 1e100
+
+
+def is_score(value: Any) -> bool:
+    """True for a number the monitor can use as a component value or aggregate (finite, within bounds)."""
+    return isinstance(value, (int, float)) and -MAX_SCORE_MAGNITUDE <= value <= MAX_SCORE_MAGNITUDE
+
+
+def score_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a component value or an aggregate (None is "not computed"), or None."""
+    if value is None or (is_score(value) and not isinstance(value, bool)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    return f"{value:g} is beyond ±{MAX_SCORE_MAGNITUDE:g} (no reward is that large; its statistics would overflow)"
+
 
 #: Unicode categories an id may not contain: control (Cc: NUL, ESC, tab, newline), format (Cf: bidi overrides,
 #: zero-width characters), lone surrogates (Cs) and line/paragraph separators (Zl, Zp). They are the
@@ -285,6 +305,12 @@ class InputFileError(ValueError):
 M = TypeVar("M", bound=BaseModel)
 
 
+def field_error(error: Any, default: str = "<object>") -> str:
+    """One pydantic error as ``field 'a.b': message`` (pydantic's "Value error, " prefix dropped)."""
+    field = ".".join(str(p) for p in error["loc"]) or default
+    return f"field '{field}': {error['msg'].removeprefix('Value error, ')}"
+
+
 def _describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -294,7 +320,7 @@ def _describe_validation_error(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"missing required field '{field}'")
         else:
-            parts.append(f"field '{field}': {err['msg'].removeprefix('Value error, ')}")
+            parts.append(field_error(err, field))
     return "; ".join(parts)
 
 

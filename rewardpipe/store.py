@@ -58,7 +58,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
 
-from rewardpipe.models import Record
+from rewardpipe.models import Record, field_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.transcripts import RolloutTranscript
@@ -451,9 +451,8 @@ def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
     first = exc.errors()[0]
     if first["type"] == "json_invalid":
         return f"not valid JSON ({first['msg']})"
-    loc = ".".join(str(p) for p in first["loc"]) or "<object>"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"not a valid {what}: field '{loc}': {first['msg']}{more}"
+    return f"not a valid {what}: {field_error(first)}{more}"
 
 
 # --------------------------------------------------------------------------------------------------

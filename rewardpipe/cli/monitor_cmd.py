@@ -63,9 +63,10 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
             try:
                 yield Record.model_validate_json(text)
             except ValidationError as exc:
+                from rewardpipe.models import field_error
+
                 first = exc.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                reason = "not valid JSON" if first["type"] == "json_invalid" else f"field '{loc}': {first['msg']}"
+                reason = "not valid JSON" if first["type"] == "json_invalid" else field_error(first)
                 on_bad(BadObject(where, reason))
 
 

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
-from rewardpipe.models import RECORD_SCHEMA
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, RECORD_SCHEMA, field_error
 from rewardpipe.monitoring.batch import Labels, RecordBatch
 from rewardpipe.monitoring.columns import paused_gc
 from rewardpipe.monitoring.statistics import AGG
@@ -331,7 +331,7 @@ def _numbers(array: Any) -> tuple[np.ndarray, np.ndarray] | None:
     the non-JSON NaN literal; a Record would not count it as a value)."""
     null = array.is_null().to_numpy(zero_copy_only=False)
     values = array.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    if not np.isfinite(values[~null]).all():
+    if not (np.abs(values[~null]) <= MAX_SCORE_MAGNITUDE).all():  # NaN, inf or beyond a Record's bound
         return None
     return values, null
 
@@ -475,7 +475,7 @@ def _floats(column: list[Any], allowed: set[type]) -> tuple[np.ndarray, np.ndarr
         if _Absent in kinds:
             column = [None if v is _ABSENT else v for v in column]
         values = np.array(column, dtype=np.float64)  # None -> NaN
-    if np.isinf(values).any():  # NaN cannot come out of orjson, but 1e999 is inf
+    if (np.abs(values) > MAX_SCORE_MAGNITUDE).any():  # NaN cannot come out of orjson, but 1e999 is inf
         return None
     return values, nulls
 
@@ -548,9 +548,7 @@ def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: l
             try:
                 record = Record.model_validate(_record_dict(row))
             except ValidationError as exc:
-                first = exc.errors()[0]
-                on_bad(BadObject(f"{f}:row {number}", f"field '{'.'.join(str(p) for p in first['loc'])}': "
-                                                      f"{first['msg']}"))
+                on_bad(BadObject(f"{f}:row {number}", field_error(exc.errors()[0])))
                 continue
             except ValueError as exc:  # metrics_json is not JSON
                 on_bad(BadObject(f"{f}:row {number}", f"field 'metrics_json': {exc}"))

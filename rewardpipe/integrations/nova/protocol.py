@@ -37,8 +37,9 @@ class NovaProtocolError(ValueError):
 def _first_error(exc: Exception) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors) and exc.errors():  # type: ignore[attr-defined]
-        first = exc.errors()[0]  # type: ignore[attr-defined]
-        return f"field '{'.'.join(str(p) for p in first['loc']) or '<root>'}': {first['msg']}"
+        from rewardpipe.models import field_error
+
+        return field_error(exc.errors()[0], "<root>")  # type: ignore[attr-defined]
     return str(exc)
 
 
