@@ -248,9 +248,14 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
     try:
         clash = store.run_id_clash(run_id)
         if clash is not None:
-            fail(f"run id '{run_id}' differs from the stored run '{clash}' only in letter case or Unicode "
-                 f"normalisation: on macOS and Windows the two would share one folder, and they read the same; "
-                 f"use another --run-id (or '{clash}' itself)")
+            from rewardpipe.models import same_text
+
+            how = ("is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print "
+                   "the same" if same_text(clash) == same_text(run_id) else
+                   "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
+                   "share one folder")
+            fail(f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
+                 f"(or '{clash}' itself)")
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -288,19 +293,19 @@ def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: b
     except StoreError as exc:
         fail(str(exc))
     already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
-    save_manifest(store, manifest)
-    return store, already, RecordWriter(store, spill or default_spill_path(manifest.run_id))
+    writer = RecordWriter(store, spill or default_spill_path(manifest.run_id))
+    save_manifest(writer, manifest)
+    return store, already, writer
 
 
-def save_manifest(store: Any, manifest: RunManifest) -> bool:
+def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
+    """Write the manifest; a failure is reported and kept in ``writer.failed_writes`` (the exit status)."""
     from rewardpipe.store import StoreError, manifest_key
 
     try:
-        store.put_json(manifest_key(manifest.run_id), manifest.to_dict())
-        return True
+        writer.store.put_json(manifest_key(manifest.run_id), manifest.to_dict())
     except StoreError as exc:
-        error_line(f"could not write the run manifest: {exc}")
-        return False
+        writer.failed(f"the run manifest ({'end' if manifest.finished_at else 'start'})", exc)
 
 
 class RecordWriter:
@@ -313,6 +318,12 @@ class RecordWriter:
         self.stored = 0
         self.spilled = 0
         self._spill: Any = None
+        #: Other objects of the run that could not be written (manifest, monitor state): each makes exit 1.
+        self.failed_writes: list[str] = []
+
+    def failed(self, what: str, exc: Exception) -> None:
+        error_line(f"could not write {what}: {exc}")
+        self.failed_writes.append(what)
 
     def write(self, records: Iterable[Record]) -> None:
         from rewardpipe.store import StoreError
@@ -346,14 +357,22 @@ def default_spill_path(run_id: str) -> Path:
     return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
-def exit_for_losses(writer: RecordWriter, alarm_failures: int) -> NoReturn | None:
-    """Exit 1 naming the spill file and the failed alarm writes, if there were any."""
+def exit_for_losses(writer: RecordWriter, alarm_failures: int,
+                    unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
+    """Exit 1 naming the spill file, the failed alarm writes, the steps the monitor could not check and
+    the other objects that could not be written, if there were any."""
     problems = []
     if writer.spilled:
         problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
                         f"{writer.spill_path}")
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
+    unchecked = sorted(set(unchecked_steps))
+    if unchecked:
+        problems.append(f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
+                        f"`rewardpipe monitor` checks them once the store answers)")
+    if writer.failed_writes:
+        problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
     if problems:
         fail("; ".join(problems))
     return None

@@ -194,6 +194,7 @@ def run(
 
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     alarm_failures = 0
+    unchecked_steps: list[int] = []
     try:
         _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
         if state_problem is not None:
@@ -201,7 +202,7 @@ def run(
         if not already:  # a fresh run (or one just overwritten) starts a fresh hysteresis; a resumed one carries on
             store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     except StoreError as exc:
-        error_line(f"could not write the monitor state: {exc}")
+        writer.failed("the monitor state", exc)
     writer.write(r for r in (unknown_task_record(u, run_id, reward) for u in unknown)
                  if rollout_key(run_id, r.step, r.group_id, r.rollout_id) not in already)
 
@@ -236,7 +237,7 @@ def run(
                     result = monitor_step(store, run_id, step, thresholds, sinks)
                 except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
                     error_line(f"step {step}: the monitor could not check this step: {exc}")
-                    alarm_failures += 1
+                    unchecked_steps.append(step)
                     bar.remove_task(handle)
                     continue
                 for item in result.unreadable:
@@ -257,7 +258,7 @@ def run(
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     manifest.finished_at = utc_now()
-    save_manifest(store, manifest)
+    save_manifest(writer, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     plot_failed = False
@@ -278,11 +279,12 @@ def run(
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
                          "spill_file": str(writer.spill_path) if writer.spilled else None,
-                         "alarm_failures": alarm_failures,
+                         "alarm_failures": alarm_failures, "unchecked_steps": unchecked_steps,
+                         "failed_writes": writer.failed_writes,
                          "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
-    exit_for_losses(writer, alarm_failures)
+    exit_for_losses(writer, alarm_failures, unchecked_steps)
     if plot_failed:
         raise typer.Exit(1)
 
@@ -415,7 +417,7 @@ def score(
     finally:
         writer.close()
     manifest.finished_at = utc_now()
-    save_manifest(store, manifest)
+    save_manifest(writer, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
         sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")

@@ -84,6 +84,15 @@ def test_a_run_id_that_differs_from_a_stored_one_only_in_case_is_refused(cli, tm
     assert os.listdir(tmp_path / "store" / "runs") == ["demo"]  # nothing written for the twins
 
 
+def test_a_run_id_in_another_normalisation_than_a_stored_one_is_refused(cli, tmp_path):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    rollouts = write_jsonl(tmp_path / "r.jsonl", [rollout("k0")])
+    assert cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", NFC).exit_code == 0
+    result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", NFD)
+    assert result.exit_code == 1
+    assert "in another Unicode normalisation ('caf\\xe9' there, 'cafe\\u0301' here)" in result.stderr
+
+
 def test_a_run_written_before_the_case_tail_resumes_without_a_second_record(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task("Add-Numbers")])
     args = ("run", "--tasks", tasks, "--steps", 1, "--group-size", 3, "--groups-per-step", 2,

@@ -172,6 +172,43 @@ def test_a_failing_state_write_does_not_abort_the_run(cli, tmp_path, monkeypatch
     assert len(list(LocalStore(tmp_path).iter_records("exp"))) == 2 * 3 * 4  # every record still stored
 
 
+def test_a_step_the_monitor_cannot_check_is_named_as_such_not_as_an_alarm(cli, tmp_path, monkeypatch):
+    def unreachable(store, run_id, step, *args, **kwargs):
+        raise StoreError(f"S3 error InternalError reading step {step} (after retries)")
+
+    monkeypatch.setattr("rewardpipe.monitoring.monitor_step", unreachable)  # where `run` imports it from
+    result = run(cli, tmp_path, "exp")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["unchecked_steps"] == [0, 1]
+    assert "the monitor could not check step(s) 0, 1" in result.stderr
+    assert "alarm(s) could not be delivered" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "score"])
+def test_a_manifest_that_cannot_be_written_makes_exit_1(cli, tmp_path, monkeypatch, command):
+    real_put_json = LocalStore.put_json
+
+    def refuse_manifest(self, key, obj):
+        if key.endswith("/manifest.json"):
+            raise StoreError("S3 error InternalError (after retries)")
+        return real_put_json(self, key, obj)
+
+    monkeypatch.setattr(LocalStore, "put_json", refuse_manifest)
+    if command == "run":
+        result = run(cli, tmp_path, "exp")
+    else:
+        rollouts = tmp_path / "r.jsonl"
+        rollouts.write_text(json.dumps({"rollout_id": "r", "group_id": "g", "task_id": "abc-004-parse-bool",
+                                        "messages": [{"role": "user", "content": "x"},
+                                                     {"role": "assistant", "content": "y"}]}) + "\n")
+        result = cli("score", rollouts, "--tasks", BUNDLED_TASKS, "--out", tmp_path, "--run-id", "exp")
+    assert result.exit_code == 1, result.output
+    assert "could not write the run manifest (start)" in result.stderr
+    assert result.stderr.rstrip().endswith("could not write the run manifest (start), the run manifest (end) "
+                                           "(see above)")
+    assert list(LocalStore(tmp_path).iter_records("exp"))  # the records themselves are stored
+
+
 # -- 7/10. options: workers cap, endpoint knobs, the monitor's knobs ----------------------------------
 
 
