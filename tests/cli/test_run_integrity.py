@@ -138,15 +138,20 @@ def test_records_the_store_refuses_are_spilled_to_a_named_file(cli, aws, tmp_pat
     assert json.loads(result.stdout)["unstored"] == 6
 
 
-def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
+def refuse_json_writes(monkeypatch, refused) -> None:
+    """The local store's put_json fails (as S3 does after its retries) for every key ``refused(key)`` picks."""
     real_put_json = LocalStore.put_json
 
-    def refuse_alarms(self, key, obj):
-        if "/alarms/" in key:
-            raise StoreError(f"disk full writing {key}")
+    def put_json(self, key, obj):
+        if refused(key):
+            raise StoreError(f"S3 error InternalError writing {key} (after retries)")
         return real_put_json(self, key, obj)
 
-    monkeypatch.setattr(LocalStore, "put_json", refuse_alarms)
+    monkeypatch.setattr(LocalStore, "put_json", put_json)
+
+
+def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
+    refuse_json_writes(monkeypatch, lambda key: "/alarms/" in key)
     result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
                  "--collapse-from-step", 1, "--out", tmp_path, "--run-id", "c", "--json")
     assert result.exit_code == 1
@@ -158,14 +163,7 @@ def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
 
 
 def test_a_failing_state_write_does_not_abort_the_run(cli, tmp_path, monkeypatch):
-    real_put_json = LocalStore.put_json
-
-    def refuse_state(self, key, obj):
-        if key.endswith("monitor/state.json"):
-            raise StoreError("S3 error InternalError (after retries)")
-        return real_put_json(self, key, obj)
-
-    monkeypatch.setattr(LocalStore, "put_json", refuse_state)
+    refuse_json_writes(monkeypatch, lambda key: key.endswith("monitor/state.json"))
     result = run(cli, tmp_path, "exp")
     assert "Traceback" not in result.output
     assert result.exit_code == 1 and "monitor" in result.stderr
@@ -186,14 +184,7 @@ def test_a_step_the_monitor_cannot_check_is_named_as_such_not_as_an_alarm(cli, t
 
 @pytest.mark.parametrize("command", ["run", "score"])
 def test_a_manifest_that_cannot_be_written_makes_exit_1(cli, tmp_path, monkeypatch, command):
-    real_put_json = LocalStore.put_json
-
-    def refuse_manifest(self, key, obj):
-        if key.endswith("/manifest.json"):
-            raise StoreError("S3 error InternalError (after retries)")
-        return real_put_json(self, key, obj)
-
-    monkeypatch.setattr(LocalStore, "put_json", refuse_manifest)
+    refuse_json_writes(monkeypatch, lambda key: key.endswith("/manifest.json"))
     if command == "run":
         result = run(cli, tmp_path, "exp")
     else:
