@@ -84,6 +84,20 @@ def episode_reward(name: str, weight: list[str]) -> Any:
         usage_fail(str(exc))
 
 
+def check_threshold_names(thresholds: Any, reward: Any) -> None:
+    """``run`` knows its reward, so an ``--ignore`` or ``--range`` naming none of its components (a typo:
+    ``loop_penalt``) is a usage error rather than a knob that silently does nothing."""
+    from rewardpipe.monitoring import AGGREGATE_TARGET, DEFAULT_RANGES
+
+    known = [*reward.component_names, AGGREGATE_TARGET]
+    for option, names in (("--ignore", thresholds.ignore),
+                          ("--range", [name for name in thresholds.ranges if name not in DEFAULT_RANGES])):
+        for name in names:
+            if name not in known:
+                usage_fail(f"{option} {name!r}: reward '{reward.name}' has no such component; known: "
+                           f"{', '.join(known)}")
+
+
 def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
     ranges = {}
     for item in items:

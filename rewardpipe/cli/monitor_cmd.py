@@ -263,6 +263,13 @@ def monitor(
         fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
               + (f" ({len(bad)} unreadable)" if bad else ""))
 
+    from rewardpipe.monitoring import AGGREGATE_TARGET
+
+    seen = {name for report in result.steps for name in report.components} | {AGGREGATE_TARGET}
+    for name in dict.fromkeys(thresholds.ignore):  # the records decide which components exist: a warning
+        if name not in seen:
+            note(f"warning: --ignore {name!r} names no component of these records ({', '.join(sorted(seen))})")
+
     out = Console(width=None if Console().is_terminal else 160)
     sinks: list[Any] = []
     if source.store is not None and write_alarms:

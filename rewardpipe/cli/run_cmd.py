@@ -31,6 +31,7 @@ from rewardpipe.cli.common import (
     cap_workers,
     check_output_file,
     check_run_id,
+    check_threshold_names,
     episode_reward,
     exit_for_losses,
     file_sha256,
@@ -143,6 +144,7 @@ def run(
     run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     task_list = load_tasks_or_fail(tasks, runnable=True)
     reward = episode_reward(reward_name, weight)
+    check_threshold_names(thresholds, reward)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):

@@ -175,6 +175,9 @@ USAGE_CASES = {
     "run_nul_run_id": ["run", "--tasks", "{tasks}", "--run-id", "a\x00b", "--out", "{store}"],
     "score_esc_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "a\x1b[2J", "--out", "{store}"],
     "exec_keyword_entry_point": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "class"],
+    # round four: a knob naming no component of the reward (a typo) would silently do nothing
+    "run_ignore_typo": ["run", "--tasks", "{tasks}", "--ignore", "loop_penalt", "--out", "{store}"],
+    "run_range_typo": ["run", "--tasks", "{tasks}", "--range", "correctnes=0:1", "--out", "{store}"],
 }
 
 
