@@ -683,6 +683,8 @@ class S3Store(Store):
 def open_store(location: str | os.PathLike[str], client: Any = None) -> Store:
     """``s3://bucket[/prefix]`` gives an :class:`S3Store`; anything else is a local directory."""
     text = os.fspath(location)
+    if not text.strip():  # an unset variable (`--out "$STORE"`) must not mean "here"
+        raise StoreError(f"empty store location {text!r}: give a directory or s3://bucket/prefix")
     if text.startswith("s3://"):
         rest = text[len("s3://") :]
         bucket, _, prefix = rest.partition("/")

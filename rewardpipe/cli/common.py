@@ -201,14 +201,32 @@ def check_output_file(path: Path | None, option: str) -> Path | None:
         usage_fail(f"{option} {path} is a directory; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         usage_fail(f"{option} {path}: the file exists and cannot be written")
-    ancestor = path.parent
+    _check_creatable(path.parent, path, option)
+    return path
+
+
+def check_output_dir(path: Path | None, option: str) -> Path | None:
+    """An output folder named by ``option``, checked like :func:`check_output_file`: a directory (or not there
+    yet) below a writable directory. A bad path is a usage error (exit 2)."""
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        usage_fail(f"{option} {path} exists and is not a directory")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        usage_fail(f"{option} {path}: cannot create files in it")
+    if not path.is_dir():
+        _check_creatable(path.parent, path, option)
+    return path
+
+
+def _check_creatable(ancestor: Path, path: Path, option: str) -> None:
+    """The nearest existing folder at or above ``ancestor`` is a writable directory (``path`` can be made)."""
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         usage_fail(f"{option} {path}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         usage_fail(f"{option} {path}: cannot create files in {ancestor}")
-    return path
 
 
 def cap_workers(workers: int | None) -> int | None:

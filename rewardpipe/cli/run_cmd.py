@@ -48,6 +48,10 @@ from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
 # instead of a run that cannot finish (or an overflow deep inside).
 MAX_GROUP_SIZE = 4096
 MAX_GROUPS_PER_STEP = 1_000_000
+# An endpoint request waits at most an hour, and is retried at most ten times (backoff capped at a minute):
+# beyond that a dead endpoint would hold the run for days before it wrote its error records.
+MAX_ENDPOINT_TIMEOUT_S = 3600.0
+MAX_ENDPOINT_RETRIES = 10
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -115,15 +119,17 @@ def run(
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy."),
     collapse_from_step: Optional[int] = typer.Option(
-        None, help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
+        None, min=0, max=MAX_STEP, help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
     rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
     base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
     model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
     simulator: SimulatorName = typer.Option(SimulatorName.rule, help="User simulator."),
     sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL"),
     sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
-    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", help="Seconds per policy/simulator request."),
-    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, help="Retries of a failed endpoint request."),
+    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S,
+                                           help="Seconds per policy/simulator request."),
+    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES,
+                                         help="Retries of a failed endpoint request."),
     workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     thresholds: Any = None,
     spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),

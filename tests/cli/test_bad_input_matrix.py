@@ -178,6 +178,20 @@ USAGE_CASES = {
     # round four: a knob naming no component of the reward (a typo) would silently do nothing
     "run_ignore_typo": ["run", "--tasks", "{tasks}", "--ignore", "loop_penalt", "--out", "{store}"],
     "run_range_typo": ["run", "--tasks", "{tasks}", "--range", "correctnes=0:1", "--out", "{store}"],
+    # an empty --out (an unset `$STORE`) once wrote into the working directory, saying "/runs/<run>/"
+    "run_empty_out": ["run", "--tasks", "{tasks}", "--out", ""],
+    "score_empty_out": ["score", "{rollouts}", "--tasks", "{tasks}", "--out", ""],
+    "report_parquet_is_a_file": ["report", "{rollouts}", "--parquet", "{tasks}"],
+    "report_parquet_under_a_file": ["report", "{rollouts}", "--parquet", "{tasks}/pq"],
+    "run_negative_collapse_step": ["run", "--tasks", "{tasks}", "--collapse-from-step", "-5", "--out", "{store}"],
+    "run_huge_endpoint_retries": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
+                                  "--model", "m", "--endpoint-retries", "1000000000", "--out", "{store}"],
+    "run_huge_endpoint_timeout": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
+                                  "--model", "m", "--endpoint-timeout", "1e308", "--out", "{store}"],
+    "run_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "localhost:8000/v1",
+                               "--model", "m", "--out", "{store}"],
+    "run_sim_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--simulator", "openai", "--sim-base-url", "http://[::1",
+                                   "--sim-model", "m", "--out", "{store}"],
 }
 
 
