@@ -307,6 +307,8 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         if differences:
             fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
         manifest.started_at = stored.started_at
+        if stored.steps is not None and manifest.steps is not None and stored.steps > manifest.steps:
+            manifest.steps = stored.steps  # a shorter resume does not unmake the steps already stored
         return store.stored_rollout_keys(run_id)
     except StoreError as exc:
         fail(str(exc))

@@ -70,6 +70,15 @@ def test_resume_skips_what_is_stored_and_finishes_the_rest(cli, tmp_path):
     assert {k: (tmp_path / k).stat().st_mtime_ns for k in kept} == kept  # stored records were not redone
 
 
+def test_a_shorter_resume_keeps_the_manifest_true_to_the_steps_stored(cli, tmp_path):
+    assert run(cli, tmp_path, "exp").exit_code == 0  # two steps
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 4, "--groups-per-step", 3,
+                 "--out", tmp_path, "--run-id", "exp", "--json", "--resume")
+    assert result.exit_code == 0, result.output
+    assert LocalStore(tmp_path).get_json("runs/exp/manifest.json")["steps"] == 2
+    assert LocalStore(tmp_path).list_steps("exp") == [0, 1]
+
+
 def test_resume_with_a_different_configuration_is_refused(cli, tmp_path):
     assert run(cli, tmp_path, "exp").exit_code == 0
     for extra, named in ((("--seed", "1"), "seed"), (("--weight", "correctness=2"), "weights"),
