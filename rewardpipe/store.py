@@ -27,9 +27,14 @@ whose keys are equal up to letter case are the same id. Keys written before the 
 key without it) are still read: :meth:`Store.iter_records` accepts a record at either form, reading
 the tailed one when a rollout is stored under both, and a resume recognises either as stored.
 
-Run ids are never hashed and get no tail (runs are listed by their directory name, which stays as
+Windows also drops a final ``.`` from a name and opens a device for ``con``, ``nul.txt`` and the like:
+:func:`encode_id` escapes that dot and the first letter of such a name (``x.`` -> ``x%2E``, ``con`` ->
+``%63on``), letters ``quote`` never escapes, so the escaped forms collide with nothing.
+
+Run ids are never hashed and get none of these (runs are listed by their directory name, which stays as
 readable as the run id): a store refuses a new run id that differs from a stored one only in letter
-case or Unicode normalisation (:meth:`Store.run_id_clash`).
+case or Unicode normalisation (:meth:`Store.run_id_clash`), and the CLI one Windows cannot use as a
+folder name.
 
 The S3 store retries throttling, server and connection errors with exponential backoff before giving
 up with a :class:`StoreError`; a listing is retried page by page, so a retry never repeats a key.
@@ -94,19 +99,26 @@ class BadObject:
 # Key layout
 
 
-def encode_id(value: str, *, allow_hash: bool = True, case_tail: bool = True) -> str:
+def encode_id(value: str, *, allow_hash: bool = True, portable: bool = True) -> str:
     """Encode an id as one safe path segment; reversible with :func:`decode_id` unless it was too long,
     in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError.
 
-    ``case_tail`` (the default) appends the case of the id's upper-case ASCII letters, so that no two ids
-    share a key on a case-insensitive file system; ``case_tail=False`` gives the key used before the tail
-    existed (still read, see :func:`legacy_record_key`) and the run folder name."""
+    ``portable`` (the default) makes the segment a file name of its own on every file system: the case
+    tail (no two ids share a key on a case-insensitive one), and the Windows rules (a final ``.`` and the
+    first letter of a device name such as ``con`` or ``nul.txt`` are escaped: Windows drops the one and
+    opens a device for the other). ``portable=False`` gives the key written before those rules (still
+    read, see :func:`legacy_record_key`) and the run folder name."""
     if not isinstance(value, str) or value == "":
         raise ValueError(f"ids must be non-empty strings, got {value!r}")
     quoted = quote(value, safe="", errors="surrogatepass")
     if set(quoted) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
         quoted = quoted.replace(".", "%2E")
-    encoded = quoted + (_case_tail(quoted) if case_tail else "")
+    if portable:
+        if quoted.endswith("."):
+            quoted = quoted[:-1] + "%2E"
+        if windows_device_name(quoted):
+            quoted = f"%{ord(quoted[0]):02X}{quoted[1:]}"
+    encoded = quoted + (_case_tail(quoted) if portable else "")
     if len(encoded) <= MAX_SEGMENT:
         return encoded
     encoded = quoted  # a hashed segment needs no tail: the digest of the exact id tells case variants apart
@@ -140,9 +152,35 @@ def _case_tail(quoted: str) -> str:
     return f"{CASE_MARK}{mask}"
 
 
+#: Names Windows gives to devices, whatever their case and whatever follows a first dot (``nul.tar.gz``).
+WINDOWS_DEVICE_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"{p}{n}" for p in ("com", "lpt") for n in range(10))})
+
+
+def windows_device_name(name: str) -> bool:
+    """True when a file or folder called ``name`` would be a device on Windows, not a file."""
+    return len(name) >= 3 and name.split(".", 1)[0].lower() in WINDOWS_DEVICE_NAMES
+
+
 def without_case_tails(key: str) -> str:
-    """``key`` as it was written before ids had a case tail (keys of old stores are still read)."""
+    """``key`` with its case tails removed (what :func:`decode_id` reads an id from)."""
     return _CASE_TAIL_RE.sub("", key) if CASE_MARK in key else key
+
+
+_ROLLOUT_TAIL_RE = re.compile(r"^(?P<head>.*/)group=(?P<group>[^/]+)/(?P<rollout>[^/]+)\.json$")
+_DIGEST_RE = re.compile(re.escape(HASH_MARK) + r"[0-9a-f]{%d}$" % _DIGEST_CHARS)
+
+
+def legacy_key(key: str) -> str:
+    """A record's or a transcript's key as written before the portable rules of :func:`encode_id` (the
+    same key for most ids); keys of old stores are still read. A hashed segment is kept as it is."""
+    match = _ROLLOUT_TAIL_RE.match(key)
+    if match is None:
+        return key
+
+    def legacy(segment: str) -> str:
+        return segment if _DIGEST_RE.search(segment) else encode_id(decode_id(segment), portable=False)
+
+    return f"{match['head']}group={legacy(match['group'])}/{legacy(match['rollout'])}.json"
 
 
 def decode_id(segment: str) -> str:
@@ -156,7 +194,7 @@ def decode_id(segment: str) -> str:
 
 def run_folder(run_id: str) -> str:
     """The folder name of a run: percent-encoded, never cut, no case tail (see the module docstring)."""
-    return encode_id(run_id, allow_hash=False, case_tail=False)
+    return encode_id(run_id, allow_hash=False, portable=False)
 
 
 def run_prefix(run_id: str) -> str:
@@ -182,11 +220,11 @@ def step_prefix(run_id: str, step: int) -> str:
     return f"{run_prefix(run_id)}step={step}/"
 
 
-def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, case_tail: bool = True) -> str:
-    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``case_tail=False``:
-    the key written before ids had a case tail)."""
-    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, case_tail=case_tail)}/"
-            f"{encode_id(rollout_id, case_tail=case_tail)}.json")
+def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, portable: bool = True) -> str:
+    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``portable=False``:
+    the key written before the portable rules of :func:`encode_id`)."""
+    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
+            f"{encode_id(rollout_id, portable=portable)}.json")
 
 
 def record_key(record: Record) -> str:
@@ -196,7 +234,7 @@ def record_key(record: Record) -> str:
 def legacy_record_key(record: Record) -> str:
     """Where a record was stored before ids had a case tail (the same as :func:`record_key` for an id
     without upper-case letters)."""
-    return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id, case_tail=False)
+    return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id, portable=False)
 
 
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
@@ -265,8 +303,8 @@ class Store:
         self.bad_objects = []
         steps = [step] if step is not None else self.list_steps(run_id)
         for n in steps:
-            # A record at its key of before the case tail is read too, once the step's listing has shown
-            # that the same rollout is not also stored at its current key (it is never counted twice).
+            # A record at its key of before the portable rules is read too, once the step's listing has
+            # shown that the same rollout is not also stored at its current key (it is never counted twice).
             current: set[str] = set()
             legacy: list[tuple[str, Record]] = []
             for key in self._list(step_prefix(run_id, n)):  # both backends list in key order
@@ -311,13 +349,13 @@ class Store:
 
     def stored_rollout_keys(self, run_id: str) -> set[str]:
         """Every key stored under the run, plus the current :func:`rollout_key` of each record stored at
-        its key of before the case tail: ``rollout_key(...) in stored_rollout_keys(run)`` says whether a
-        rollout already has a record, whichever rewardpipe wrote it (``--resume`` skips it)."""
+        its key of before the portable rules: ``rollout_key(...) in stored_rollout_keys(run)`` says whether
+        a rollout already has a record, whichever rewardpipe wrote it (``--resume`` skips it)."""
         keys = set(self.list_keys(run_prefix(run_id)))
         for key in list(keys):
             parsed = parse_record_key(key)
-            if parsed is None or HASH_MARK in key:
-                continue  # a hashed segment is the same in both layouts
+            if parsed is None or any(_DIGEST_RE.search(part.removesuffix(".json")) for part in key.split("/")):
+                continue  # a hashed segment does not give its id back
             _, step, group_id, rollout_id = parsed
             keys.add(rollout_key(run_id, step, group_id, rollout_id))
         return keys
@@ -360,9 +398,9 @@ class Store:
         try:
             raw = self.get_json(key)
         except KeyError:
-            if without_case_tails(key) == key:
+            if legacy_key(key) == key:
                 raise
-            raw = self.get_json(without_case_tails(key))  # a transcript stored before ids had a case tail
+            raw = self.get_json(legacy_key(key))  # a transcript stored before the portable key rules
         try:
             return RolloutTranscript.model_validate(raw)
         except ValidationError as exc:
@@ -376,14 +414,14 @@ class Store:
         from rewardpipe.models import same_text
 
         listed = self.list_keys(prefix)
-        names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, case_tail=False)}.json")
+        names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, portable=False)}.json")
         found = [key for key in listed if key.endswith(names)]
         if not found:  # the id as typed may be another Unicode normalisation of the stored one
             wanted = same_text(rollout_id)
             found = [key for key in listed
                      if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][:-len(".json")])) == wanted]
         # a transcript stored at its current key and at its key of before the case tail is one transcript
-        current = {without_case_tails(key) for key in found if without_case_tails(key) != key}
+        current = {legacy_key(key) for key in found if legacy_key(key) != key}
         return [key for key in found if key not in current]
 
     # -- arbitrary JSON (alarms, monitor state, manifests) ------------------------------------------

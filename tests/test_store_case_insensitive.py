@@ -22,31 +22,43 @@ from rewardpipe.store import (
     MAX_SEGMENT,
     LocalStore,
     Store,
+    StoreError,
     decode_id,
     encode_id,
     legacy_record_key,
     record_key,
     rollout_key,
     transcript_key,
-    without_case_tails,
+    legacy_key,
+    windows_device_name,
 )
 from tests.test_store import make_record
 
 
+def _fold(key: str, windows: bool) -> str:
+    return "/".join(part.lower().rstrip(". ") if windows else part.lower() for part in key.split("/"))
+
+
 class CaseInsensitiveStore(Store):
     """An in-memory store with the semantics of a case-insensitive, case-preserving file system: a path
-    segment that equals an existing one up to ASCII case *is* that one (its first spelling is kept)."""
+    segment that equals an existing one up to ASCII case *is* that one (its first spelling is kept).
+    ``windows``: also as Windows names files: a final dot or space is dropped, and a device name (``con``,
+    ``nul.json``, whatever its case) is not a file (the write fails)."""
 
-    def __init__(self) -> None:
+    def __init__(self, windows: bool = False) -> None:
         super().__init__()
         self.location = "mem://case-insensitive"
+        self.windows = windows
         self.files: dict[str, tuple[str, bytes]] = {}  # folded key -> (key as spelt on disk, bytes)
+
+    def lower(self, key: str) -> str:
+        return _fold(key, self.windows)
 
     def _spelt(self, key: str) -> str:
         """``key`` with each folder spelt as it already exists on the "disk" (the file name too)."""
         parts = key.split("/")
         for depth in range(1, len(parts) + 1):
-            folded = "/".join(parts[:depth]).lower()
+            folded = self.lower("/".join(parts[:depth]))
             for stored_folded, (spelt, _) in self.files.items():
                 if stored_folded == folded or stored_folded.startswith(folded + "/"):
                     parts[:depth] = spelt.split("/")[:depth]
@@ -54,27 +66,29 @@ class CaseInsensitiveStore(Store):
         return "/".join(parts)
 
     def _write(self, key: str, data: bytes) -> None:
+        if self.windows and any(windows_device_name(part) for part in key.split("/")):
+            raise StoreError(f"{key}: a device name, not a file, on Windows")
         spelt = self._spelt(key)
-        self.files[spelt.lower()] = (spelt, data)
+        self.files[self.lower(spelt)] = (spelt, data)
 
     def _read(self, key: str) -> bytes:
         try:
-            return self.files[key.lower()][1]
+            return self.files[self.lower(key)][1]
         except KeyError:
             raise KeyError(key) from None
 
     def _list(self, prefix: str) -> Iterator[str]:
-        folded = prefix.lower()
+        folded = self.lower(prefix.rstrip("/")) + "/"
         yield from sorted(spelt for stored, (spelt, _) in self.files.items() if stored.startswith(folded))
 
     def _list_dirs(self, prefix: str) -> list[str]:
-        folded = prefix.lower()
+        folded = self.lower(prefix.rstrip("/")) + "/"
         names = {spelt[len(prefix):].split("/")[0] for stored, (spelt, _) in self.files.items()
                  if stored.startswith(folded) and "/" in spelt[len(prefix):]}
         return sorted(names)
 
     def _delete_prefix(self, prefix: str) -> None:
-        for stored in [s for s in self.files if s.startswith(prefix.lower())]:
+        for stored in [s for s in self.files if s.startswith(self.lower(prefix.rstrip("/")) + "/")]:
             del self.files[stored]
 
 
@@ -106,6 +120,35 @@ def test_groups_whose_ids_differ_only_in_case_stay_apart():
     disk.put_record(make_record(group="prompt-7", rollout="k1"))
     assert {(r.group_id, r.rollout_id) for r in disk.iter_records("run1")} == {("Prompt-7", "k0"), ("prompt-7", "k1")}
     assert disk.bad_objects == []
+
+
+def test_ids_windows_would_merge_or_refuse_each_keep_their_record():
+    # "x." and "x" are one folder on Windows (it drops a final dot); "con" and "nul.txt" are devices there
+    guard = CaseInsensitiveStore(windows=True)  # the emulation merges and refuses what Windows does
+    guard.put_json("runs/r/x/a.json", {"n": 1})
+    guard.put_json("runs/r/x./b.json", {"n": 2})
+    assert guard.list_keys("runs/") == ["runs/r/x/a.json", "runs/r/x/b.json"]
+    with pytest.raises(StoreError, match="device"):
+        guard.put_json("runs/r/x/NUL.json", {})
+    disk = CaseInsensitiveStore(windows=True)
+    pairs = [("x.", "k0"), ("x", "k1"), ("X.", "k2"), ("g", "con"), ("g", "CON"), ("g", "nul.txt"), ("g", "Com1."),
+             ("aux", "k3")]
+    for group, rollout in pairs:
+        disk.put_record(make_record(group=group, rollout=rollout))
+    assert sorted((r.group_id, r.rollout_id) for r in disk.iter_records("run1")) == sorted(pairs)
+    assert disk.bad_objects == []
+
+
+windows_heavy = st.lists(st.sampled_from(["con", "Nul", "com1", "LPT9", "aux", "prn", ".", "x", "X", " ", "%"]),
+                         min_size=1, max_size=6).map("".join)
+
+
+@settings(max_examples=300, deadline=None)
+@given(windows_heavy, windows_heavy)
+def test_no_two_ids_share_a_file_name_on_windows_and_none_is_a_device(a, b):
+    assert not windows_device_name(encode_id(a)) and not encode_id(a).endswith((".", " "))
+    if a != b:
+        assert _fold(encode_id(a), windows=True) != _fold(encode_id(b), windows=True)
 
 
 def test_transcripts_and_alarms_of_case_variants_stay_apart():
@@ -146,7 +189,7 @@ def test_readable_keys():
     assert encode_id("abc-004-parse-bool") == "abc-004-parse-bool"
     assert encode_id("Task-1") == "Task-1%~u8"
     assert encode_id("HumanEval/0") == "HumanEval%2F0%~u84"
-    assert encode_id("Task-1", case_tail=False) == "Task-1"
+    assert encode_id("Task-1", portable=False) == "Task-1"
     assert decode_id("Task-1%~u8") == "Task-1"
 
 
@@ -217,7 +260,7 @@ def test_a_transcript_at_its_old_key_is_found_and_read(tmp_path):
 
     store = LocalStore(tmp_path)
     current = transcript_key("run1", 0, "Grp", "Roll-0")
-    old = without_case_tails(current)
+    old = legacy_key(current)
     assert old == "runs/run1/transcripts/step=0/group=Grp/Roll-0.json" != current
     document = {"run_id": "run1", "step": 0, "group_id": "Grp", "rollout_id": "Roll-0", "task_id": "t1",
                 "messages": [{"role": "user", "content": "hi"}], "verdict": {"status": "not_executed"}}
@@ -273,7 +316,7 @@ def test_a_transcript_stored_at_both_keys_is_found_once(tmp_path):
         {"run_id": "run1", "step": 0, "group_id": "Grp", "rollout_id": "Roll-0", "task_id": "t1",
          "messages": [], "verdict": {"status": "not_executed"}}).to_json_dict()
     store.put_json(current, document)
-    store.put_json(without_case_tails(current), document)
+    store.put_json(legacy_key(current), document)
     assert store.find_transcripts("run1", "Roll-0") == [current]
 
 

@@ -177,7 +177,7 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
 def check_run_id(run_id: str) -> str:
     from rewardpipe.models import id_problem
-    from rewardpipe.store import run_folder
+    from rewardpipe.store import run_folder, windows_device_name
 
     if not run_id or len(run_id) > MAX_RUN_ID:
         usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
@@ -185,9 +185,12 @@ def check_run_id(run_id: str) -> str:
     if problem is not None:
         usage_fail(f"--run-id {problem}")
     try:
-        run_folder(run_id)
+        folder = run_folder(run_id)
     except ValueError as exc:
         usage_fail(f"--run-id: {exc}")
+    if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
+        usage_fail(f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
+                   f"{folder.split('.')[0]!r} is a device name): choose another")
     return run_id
 
 

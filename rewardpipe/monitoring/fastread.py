@@ -756,24 +756,24 @@ def _read_some(paths: list[str]) -> list[bytes] | None:
     return out
 
 
-_PLAIN_ID = re.compile(r"[a-z0-9_.~-]{1,240}")  # ids that encode_id leaves as they are (unless all dots)
+_PLAIN_ID = re.compile(r"[a-z0-9_.~-]{1,240}")  # ids encode_id leaves as they are (but a final dot, a device name)
 
 
 def _stored_where_they_belong(batch: RecordBatch, keys: list[str]) -> bool:
     """Every row's key is the one its own run, step, group and rollout give (``record_key``), or every
     row's key is the one of before the case tail (``legacy_record_key``: a store an older rewardpipe
     wrote). A mix of both goes the careful way, which reads a rollout stored under both keys once."""
-    from rewardpipe.store import encode_id, step_prefix
+    from rewardpipe.store import encode_id, step_prefix, windows_device_name
 
     if len(batch.run_ids.names) != 1:
         return False  # a store's run folder holds one run: the careful path reports the strays
     prefixes = {step: step_prefix(batch.run_ids.names[0], step) for step in np.unique(batch.steps).tolist()}
-    def encoded(names: list[str], case_tail: bool) -> list[str]:
-        return [name if _PLAIN_ID.fullmatch(name) and name.strip(".") else encode_id(name, case_tail=case_tail)
-                for name in names]
+    def encoded(names: list[str], portable: bool) -> list[str]:
+        return [name if _PLAIN_ID.fullmatch(name) and name[-1] != "." and not windows_device_name(name)
+                else encode_id(name, portable=portable) for name in names]
 
-    for case_tail in (True, False):
-        groups, rollouts = encoded(batch.group_ids.names, case_tail), encoded(batch.rollout_ids.names, case_tail)
+    for portable in (True, False):
+        groups, rollouts = encoded(batch.group_ids.names, portable), encoded(batch.rollout_ids.names, portable)
         expected = map("{}group={}/{}.json".format, map(prefixes.__getitem__, batch.steps.tolist()),
                        map(groups.__getitem__, batch.group_ids.codes.tolist()),
                        map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()))

@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 import os
 
-from rewardpipe.store import LocalStore, without_case_tails
+import pytest
+
+from rewardpipe.store import LocalStore, legacy_key
 from tests.cli.conftest import make_task, write_jsonl
 
 NFC, NFD = "caf\u00e9", "cafe\u0301"  # the same text, two spellings
@@ -102,8 +104,8 @@ def test_a_run_written_before_the_case_tail_resumes_without_a_second_record(cli,
     keys = store.list_keys("runs/exp/")
     assert any("%~u" in key for key in keys)
     for key in keys:  # what an older rewardpipe wrote: the same keys without the case tail
-        (tmp_path / without_case_tails(key)).parent.mkdir(parents=True, exist_ok=True)
-        os.replace(tmp_path / key, tmp_path / without_case_tails(key))
+        (tmp_path / legacy_key(key)).parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp_path / key, tmp_path / legacy_key(key))
     resumed = cli(*args, "--resume")
     assert resumed.exit_code == 0, resumed.output
     assert json.loads(resumed.stdout)["skipped_already_stored"] == 6
@@ -111,3 +113,23 @@ def test_a_run_written_before_the_case_tail_resumes_without_a_second_record(cli,
     assert len(list(store.iter_records("exp"))) == 6 and store.bad_objects == []
     show = cli("show", tmp_path, "--run-id", "exp", "--rollout", "s0-g000-Add-Numbers-k0", "--json")
     assert show.exit_code == 0, show.output
+
+
+@pytest.mark.parametrize("run_id", ["con", "NUL", "com1.old", "exp."])
+def test_a_run_id_windows_cannot_use_as_a_folder_is_a_usage_error(cli, tmp_path, run_id):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    rollouts = write_jsonl(tmp_path / "r.jsonl", [rollout("k0")])
+    result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", run_id)
+    assert result.exit_code == 2
+    assert f"--run-id {run_id!r} cannot name a folder on Windows" in result.stderr
+    assert not (tmp_path / "store").exists()
+
+
+def test_rollout_ids_windows_would_merge_or_refuse_are_stored_apart(cli, tmp_path):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    rows = [rollout("con", "x."), rollout("k1", "x"), rollout("nul.txt", "x"), rollout("k3.", "x")]
+    result = cli("score", write_jsonl(tmp_path / "r.jsonl", rows), "--tasks", tasks, "--out", tmp_path / "store")
+    assert result.exit_code == 0, result.output
+    keys = LocalStore(tmp_path / "store").list_keys("runs/scored/step=0/")
+    names = [part for key in keys for part in key.split("/")[-2:]]
+    assert not any(part.lower().split(".")[0] in ("con", "nul") or part.endswith(".") for part in names), names
