@@ -78,6 +78,9 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is kept")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--store-dir", type=Path, default=Path.cwd(),
+                        help="where the run's temporary store goes (default: the current directory, as run's own "
+                             "default --out; on some machines /tmp is far slower at creating files)")
     args = parser.parse_args()
 
     jobs, rollouts = planned_jobs(args.steps, args.groups, args.k, 6)
@@ -85,21 +88,24 @@ def main() -> None:
     list(executor.run_batch(jobs[: 2 * args.workers], workers=args.workers))  # start the fork servers
     print(f"Python {platform.python_version()}, {args.workers} workers: {rollouts} rollouts per run, "
           f"{len(jobs)} of them execute code")
-    best_sandbox = best_run = float("inf")
-    with tempfile.TemporaryDirectory() as tmp:
+    best_sandbox = best_run = run_cpu = float("inf")
+    with tempfile.TemporaryDirectory(dir=args.store_dir, prefix=".rewardpipe-bench-") as tmp:
         for round_ in range(args.rounds):  # interleaved, so machine load affects both alike
             started = time.perf_counter()
             results = list(executor.run_batch(jobs, workers=args.workers))
             best_sandbox = min(best_sandbox, time.perf_counter() - started)
             assert len(results) == len(jobs)
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             run_command(Path(tmp), args.steps, args.groups, args.k, args.workers, f"bench-{round_}")
             best_run = min(best_run, time.perf_counter() - started)
+            run_cpu = min(run_cpu, time.process_time() - cpu)
         sandbox_eps = len(jobs) / best_sandbox
         run_eps = len(jobs) / best_run
         print(f"sandbox alone: {sandbox_eps:7.1f} exec/s ({best_sandbox:.2f} s for {len(jobs)} jobs)")
         print(f"run:           {run_eps:7.1f} exec/s, {rollouts / best_run:7.1f} rollouts/s ({best_run:.2f} s)")
         print(f"run / sandbox: {run_eps / sandbox_eps:.2f}x (goal >= 0.8)")
+        print(f"run's own process (turn loop, simulator, scoring, store, monitor): {run_cpu:.2f} CPU-s, "
+              f"{1000 * run_cpu / rollouts:.2f} ms per rollout; store under {args.store_dir}")
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()

@@ -161,6 +161,12 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
     return QuestionSubject(frozenset(subject), generic)
 
 
+@lru_cache(maxsize=1024)
+def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
+    """Content words of each spec item (a task's spec is matched against every question asked about it)."""
+    return tuple(frozenset(content_words(item)) for item in spec)
+
+
 def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str],
                     revealed: "set[int] | Sequence[int]" = ()) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
@@ -172,7 +178,7 @@ def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Se
     words = set(words)
     if not words or not spec:
         return None, False
-    item_words = [content_words(item) for item in spec]
+    item_words = _item_words(tuple(spec))
     doc_freq = {w: sum(1 for iw in item_words if w in iw) for w in words}
 
     def score(i: int) -> float:

@@ -8,6 +8,7 @@ The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the
 from __future__ import annotations
 
 import os
+import queue
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
@@ -144,6 +145,7 @@ def run_slots(
     finished: dict[int, Record] = {}
     ended: dict[int, tuple[EpisodeState, ExecutionResult | None]] = {}
     running: dict[int, tuple[EpisodeState, Future]] = {}
+    finished_executions: queue.SimpleQueue[int] = queue.SimpleQueue()
     lock = threading.Lock()
     talked = [0]
 
@@ -160,9 +162,14 @@ def run_slots(
         ended[index] = (state, outcome)
 
     def settle_done() -> None:
+        ready = []
         with lock:
-            done = [i for i, (_, execution) in running.items() if execution.done()]
-            ready = [(i, *running.pop(i)) for i in done]
+            while True:
+                try:
+                    index = finished_executions.get_nowait()
+                except queue.Empty:
+                    break
+                ready.append((index, *running.pop(index)))
         for index, state, execution in ready:
             settle(index, state, execution)
 
@@ -181,7 +188,11 @@ def run_slots(
                 settle(index, state, None)
             else:
                 with lock:
-                    running[index] = (state, pool.submit(executor.run, job))
+                    execution = pool.submit(executor.run, job)
+                    running[index] = (state, execution)
+                    # Told, not polled: scanning every running execution after each conversation is
+                    # quadratic in the step's size.
+                    execution.add_done_callback(lambda _, index=index: finished_executions.put(index))
         settle_done()
         with lock:
             talked[0] += 1

@@ -11,7 +11,11 @@ Nova cannot drop a sample), so :func:`apply_error_reward` decides which: ``neutr
 prompt's scored samples in the batch, so its GRPO advantage is about 0), ``zero``, or ``fail_batch``.
 
 With a ``deadline``, code runs in waves no longer than the time left, and a sample whose code could not
-finish before it is answered flagged (``error_deadline_exceeded``) instead of the caller timing out.
+finish before it is answered flagged (``error_deadline_exceeded``) instead of the caller timing out. With
+``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too.
+
+:func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
+dropping diagnostics, never a sample.
 """
 
 from __future__ import annotations
@@ -32,12 +36,17 @@ from rewardpipe.rewards import code_correctness
 
 
 ERROR_REWARDS = ("neutral", "zero", "fail_batch")
+NOT_ANSWERED_IN_TIME = "not scored: the invocation's time ran out before this sample's turn"
 # A code wave is not started with less time than this left: a job needs interpreter start-up at least.
 MIN_JOB_S = 1.0
 
 
 class BatchFailed(RuntimeError):
     """``error_reward=fail_batch`` and a sample could not be scored: the whole batch is refused."""
+
+
+class ResponseTooLarge(RuntimeError):
+    """Even with every diagnostic dropped, one answer per sample does not fit the response limit."""
 
 
 class Sample(DeferredModel):
@@ -115,13 +124,16 @@ def score_samples(
     workers: int | None = None,
     *,
     deadline: float | None = None,
+    answer_by: float | None = None,
     error_reward: str = "zero",
 ) -> list[dict[str, Any]]:
     """Score a batch. Never raises for bad samples; raises ValueError only for a bad configuration, and
     :class:`BatchFailed` when ``error_reward="fail_batch"`` and a sample could not be scored.
 
-    ``deadline`` is a ``time.monotonic()`` value by which every sample's code must have finished.
-    ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
+    ``deadline`` is a ``time.monotonic()`` value by which every sample's code must have finished;
+    ``answer_by`` one by which every sample must be answered (read and scored, code or not): a sample
+    reached later is answered flagged ``deadline_exceeded`` at once, so no batch, however large, runs
+    past its caller's time. ``reward_name`` may also be a Reward object (a trainer adapter's own composition).
     """
     if error_reward not in ERROR_REWARDS:
         raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {error_reward!r}")
@@ -131,9 +143,15 @@ def score_samples(
     if not isinstance(samples, list):
         return [_error_output(None, "malformed_event", f"expected a list of samples, got {type(samples).__name__}")]
 
+    def out_of_time() -> bool:
+        return answer_by is not None and time.monotonic() >= answer_by
+
     parsed: list[tuple[Any, Sample | None, str | None]] = []
     for raw in samples:
         sample_id = _sendable_id(raw.get("id")) if isinstance(raw, dict) else None
+        if out_of_time():
+            parsed.append((sample_id, None, None))
+            continue
         try:
             parsed.append((sample_id, Sample.model_validate(raw), None))
         except (ValidationError, ValueError, TypeError) as exc:
@@ -142,8 +160,11 @@ def score_samples(
     executions = _run_executions(parsed, reward, executor, workers, deadline)
     results = []
     for index, (sample_id, sample, problem) in enumerate(parsed):
-        if sample is None:
-            results.append(_error_output(sample_id, "malformed_sample", problem or "malformed sample"))
+        if sample is None and problem is not None:
+            results.append(_error_output(sample_id, "malformed_sample", problem))
+            continue
+        if sample is None or out_of_time():
+            results.append(_error_output(sample_id, "deadline_exceeded", NOT_ANSWERED_IN_TIME))
             continue
         execution = executions.get(index)
         if isinstance(execution, ErrorInfo):
@@ -200,7 +221,7 @@ def apply_error_reward(
     """
     if policy not in ERROR_REWARDS:
         raise ValueError(f"error_reward must be one of {', '.join(ERROR_REWARDS)}, got {policy!r}")
-    flagged = [i for i, out in enumerate(outputs) if is_flagged(out)]
+    flagged = {i for i, out in enumerate(outputs) if is_flagged(out)}  # a set: a batch may be large
     if not flagged or policy == "zero":
         for i in flagged:
             outputs[i]["aggregate_reward_score"] = 0.0
@@ -215,12 +236,46 @@ def apply_error_reward(
             every.append(out["aggregate_reward_score"])
             if keys[i] is not None:
                 scored.setdefault(keys[i], []).append(out["aggregate_reward_score"])
-    batch_mean = math.fsum(every) / len(every) if every else 0.0
-    for i in flagged:
+    batch_mean = _mean(every) if every else 0.0
+    for i in sorted(flagged):
         group = scored.get(keys[i]) if keys[i] is not None else None
-        value = math.fsum(group) / len(group) if group else batch_mean
-        outputs[i]["aggregate_reward_score"] = value if math.isfinite(value) else 0.0
+        outputs[i]["aggregate_reward_score"] = _mean(group) if group else batch_mean
     return outputs
+
+
+def _mean(values: Sequence[float]) -> float:
+    """The mean of finite values, itself always finite: each is divided first, so two rewards near the
+    float maximum (a large configured weight) cannot overflow the sum and lose the batch."""
+    return math.fsum(value / len(values) for value in values)
+
+
+# Lambda serialises a Python 3.11 handler's answer with json.dumps' defaults (ASCII only: a non-ASCII
+# character takes 6 or 12 bytes), so that is how the answer is measured.
+_TRIM_STAGES = (
+    ("diagnostics", lambda m: m["type"] == "Reward" or m["name"] == "reward_error" or m["name"].startswith("error_")),
+    ("reward_error only", lambda m: m["name"] == "reward_error"),
+)
+
+
+def fit_response(outputs: list[dict[str, Any]], limit_bytes: int) -> tuple[list[dict[str, Any]], str | None]:
+    """``outputs`` made to fit ``limit_bytes`` as JSON, and what was dropped (None when nothing was).
+
+    Never drops a sample or changes a score. In order, until it fits: the diagnostic metrics (rewards and
+    error flags stay), everything but ``reward_error``, then ``metrics_list`` itself (optional in the
+    contract). Raises :class:`ResponseTooLarge` when even ids and scores alone do not fit.
+    """
+    if len(json.dumps(outputs)) <= limit_bytes:
+        return outputs, None
+    for stage, keep in _TRIM_STAGES:
+        outputs = [{**out, "metrics_list": [m for m in out.get("metrics_list", []) if keep(m)]} for out in outputs]
+        if len(json.dumps(outputs)) <= limit_bytes:
+            return outputs, f"dropped metrics to fit {limit_bytes} bytes: kept {stage}"
+    outputs = [{"id": out["id"], "aggregate_reward_score": out["aggregate_reward_score"]} for out in outputs]
+    size = len(json.dumps(outputs))
+    if size <= limit_bytes:
+        return outputs, f"dropped metrics_list to fit {limit_bytes} bytes"
+    raise ResponseTooLarge(f"{len(outputs)} samples need {size} bytes even as bare ids and scores, over the "
+                           f"{limit_bytes}-byte response limit: send smaller batches or shorter ids")
 
 
 def _run_executions(
@@ -258,9 +313,9 @@ def _run_executions(
             out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers)))
         else:
             out.update(_run_before_deadline(executor, jobs, workers, deadline))
-    except Exception as exc:  # noqa: BLE001 - the executor failing is an infrastructure error for each job
+    except Exception as exc:  # noqa: BLE001 - an infrastructure error for each job it left unanswered
         for index in jobs:
-            out[index] = ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}")
+            out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
     return out
 
 
@@ -285,9 +340,13 @@ def _run_before_deadline(
             break
         wave, pending = pending[:threads], pending[threads:]
         capped = [job.model_copy(update={"timeout_s": min(job.timeout_s, left)}) for _, job in wave]
-        for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
-            cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
-            out[index] = (ErrorInfo(kind="deadline_exceeded",
-                                    message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
-                          if cut_short else result)
+        try:
+            for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
+                cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
+                out[index] = (ErrorInfo(kind="deadline_exceeded",
+                                        message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
+                              if cut_short else result)
+        except Exception as exc:  # noqa: BLE001 - this wave's unanswered jobs only; earlier waves keep their results
+            for index, _ in wave:
+                out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
     return out

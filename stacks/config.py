@@ -12,6 +12,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from rewardpipe.monitoring.thresholds import AlarmPolicy
+
 CONTEXT_KEY = "rewardpipe"
 
 # Lambda can run for at most 15 minutes. A code-runner Lambda needs some headroom beyond the job's own
@@ -25,45 +27,46 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-# CloudWatch refuses an alarm (PutMetricAlarm, so at deploy time) whose period × evaluation periods is over
-# seven days, or over one day when the period is shorter than an hour.
-ALARM_WINDOW_MAX_S = 7 * 86_400
-SHORT_PERIOD_WINDOW_MAX_S = 86_400
-SHORT_PERIOD_S = 3_600
+# Settings the error-rate alarm had while it was M of N periods of minutes; it counts checked steps now.
+REMOVED_ALARM_SETTINGS = ("datapoints_to_alarm", "evaluation_periods")
 
 
-def alarm_window_problem(period_s: int, evaluation_periods: int) -> str | None:
-    """Why CloudWatch would refuse an alarm evaluating ``evaluation_periods`` periods of ``period_s``, or None."""
-    window = period_s * evaluation_periods
-    limit = SHORT_PERIOD_WINDOW_MAX_S if period_s < SHORT_PERIOD_S else ALARM_WINDOW_MAX_S
-    if window > limit:
-        return (f"{evaluation_periods} periods of {period_s // 60} min is {window // 60} min; CloudWatch allows at most "
-                f"{limit // 60} min for a period {'under' if period_s < SHORT_PERIOD_S else 'of'} one hour"
-                f"{'' if period_s < SHORT_PERIOD_S else ' or more'}")
-    return None
+class AlarmSettings(AlarmPolicy):
+    """The alarm policy (rewardpipe.monitoring.AlarmPolicy: ``zero_variance_fraction``, ``dead_steps``,
+    ``error_rate``, ``error_steps``, with their defaults and limits defined there once), which the stack
+    hands to both the variance check and the CloudWatch alarms, plus what only the stack uses."""
 
-
-class AlarmSettings(_Strict):
-    # A component is "dead" in a step when this fraction (or more) of its groups have zero
-    # within-group variance. Its alarm fires when that happens in ``dead_steps`` consecutive checked
-    # steps (counted in steps, so the time between steps does not matter).
-    zero_variance_fraction: float = Field(default=0.9, gt=0, le=1)
-    dead_steps: int = Field(default=3, ge=1, le=1000)
-    error_rate: float = Field(default=0.05, gt=0, le=1)
-    # The error-rate alarm is M of N periods of ``period_minutes``.
-    datapoints_to_alarm: int = Field(default=3, ge=1)
-    evaluation_periods: int = Field(default=5, ge=1)
+    # The period of the dashboard's graphs.
     period_minutes: int = Field(default=15, ge=1, le=1440)
     email: str | None = Field(default=None, pattern=r"^[^@\s]+@[^@\s]+\.[^@\s]+$")
 
-    @model_validator(mode="after")
-    def _m_of_n(self) -> "AlarmSettings":
-        if self.datapoints_to_alarm > self.evaluation_periods:
-            raise ValueError("alarms.datapoints_to_alarm (M) must not exceed alarms.evaluation_periods (N)")
-        problem = alarm_window_problem(self.period_minutes * 60, self.evaluation_periods)
-        if problem:
-            raise ValueError(f"alarms.evaluation_periods × alarms.period_minutes: {problem}")
-        return self
+    @model_validator(mode="before")
+    @classmethod
+    def _removed(cls, data: Any) -> Any:
+        removed = [name for name in REMOVED_ALARM_SETTINGS if isinstance(data, dict) and name in data]
+        if removed:
+            raise ValueError(f"alarms.{' and alarms.'.join(removed)} no longer exist: the error-rate alarm counts "
+                             f"checked steps, not periods of minutes; set alarms.error_steps (consecutive steps "
+                             f"with an error rate of at least alarms.error_rate) instead")
+        return data
+
+
+# A host that runs model code holds the handler (interpreter, layer, scorer, fork servers) beside one
+# sandbox per worker, each capped at REWARDPIPE_SANDBOX_MEMORY_MB (constructs.common.sandbox_memory_mb).
+HANDLER_HEADROOM_MB = 384
+MIN_SANDBOX_MB = 128
+# The single-turn Lambda runs at least two samples at once (one slow sample must not hold up the batch).
+MIN_SINGLE_TURN_WORKERS = 2
+
+
+def too_small_for_sandbox(setting: str, memory_mb: int, workers: int) -> str | None:
+    """Why ``memory_mb`` cannot hold the handler and ``workers`` sandboxes of the smallest cap, or None."""
+    needed = HANDLER_HEADROOM_MB + workers * MIN_SANDBOX_MB
+    if memory_mb >= needed:
+        return None
+    return (f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
+            f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
+            f"would get the whole host OOM-killed instead of failing alone)")
 
 
 class LambdaSettings(_Strict):
@@ -86,6 +89,15 @@ class LambdaSettings(_Strict):
     conversation_memory_mb: int = Field(default=256, ge=128, le=10240)
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
+    @model_validator(mode="after")
+    def _room_for_the_sandbox(self) -> "LambdaSettings":
+        for problem in (too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
+                        too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb,
+                                              MIN_SINGLE_TURN_WORKERS)):
+            if problem:
+                raise ValueError(problem)
+        return self
+
 
 class FargateSettings(_Strict):
     cpu: int = Field(default=1024)
@@ -97,6 +109,9 @@ class FargateSettings(_Strict):
     def _valid_size(self) -> "FargateSettings":
         if self.cpu not in (256, 512, 1024, 2048, 4096, 8192, 16384):
             raise ValueError(f"fargate.cpu must be a Fargate CPU size (256..16384), got {self.cpu}")
+        problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
+        if problem:
+            raise ValueError(problem)
         return self
 
 

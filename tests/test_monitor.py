@@ -462,6 +462,23 @@ def test_error_rate_alarm_hysteresis():
     assert result.alarms[0].figures["error_kinds"] == {"timeout": 20}
 
 
+def test_the_error_streak_counts_bad_steps_whatever_the_alarm_and_error_raise_after_is_its_own():
+    def step(n, errors):
+        return batch(varied, step=n) + [
+            rec(g, 50 + j, {"correctness": None}, step=n, status="error", error=ErrorInfo(kind="timeout", message=""))
+            for j, g in enumerate(range(errors))]
+
+    # bad (20%), bad, bad, below the threshold (2.4%), bad
+    records = [r for n, e in enumerate([20, 20, 20, 2, 20]) for r in step(n, e)]
+    result = monitor_records(records, Thresholds(raise_after=1, error_raise_after=3))
+    assert [s.error_streak for s in result.steps] == [1, 2, 3, 0, 1]  # the alarm opened at 3 and the streak went on
+    assert [(a.step, a.kind) for a in result.alarms if a.component == "errors"] == [(2, "error_rate"), (3, "recovered")]
+    assert result.state.targets["errors"].error_streak == 1
+    again = monitor_records(records, Thresholds(error_raise_after=3), previous_state=result.state)
+    assert [s.error_streak for s in again.steps] == [None] * 5  # replays do not advance it
+    assert Thresholds(raise_after=2).errors_raise_after == 2  # unset: the dead-component raise_after
+
+
 # -- store integration and JSONL ------------------------------------------------------------------
 
 

@@ -9,7 +9,9 @@ sample is worth to Nova from ERROR_REWARD (neutral | zero | fail_batch).
 
 The invocation never times out with the batch in hand: code runs only while the context says time is
 left, minus a margin for the sandbox's own grace period, scoring and the response, and a sample whose code
-could not finish in time is answered flagged.
+could not finish in time is answered flagged; so is a sample still unscored when only the reserve for
+sending the answer is left. The answer is kept under Lambda's 6 MB synchronous response limit by dropping
+diagnostic metrics, never a sample.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from rewardpipe.single_turn import score_samples
+from rewardpipe.single_turn import fit_response, score_samples
 
 REWARD_NAME = os.environ.get("REWARD_NAME") or "gsm8k"
 REWARD_WEIGHTS = json.loads(os.environ.get("REWARD_WEIGHTS") or "{}") or None
@@ -31,6 +33,11 @@ ERROR_REWARD = os.environ.get("ERROR_REWARD") or "neutral"
 # serialising the answer. Grows with long invocations so a 64-sample batch has room to be scored.
 MIN_MARGIN_S = 15.0
 MARGIN_FRACTION = 0.05
+# Kept free after the last sample is answered: measuring, trimming and sending up to 6 MB of JSON.
+ANSWER_RESERVE_S = 5.0
+# Lambda Invoke: "For synchronous invocations, the maximum payload size is 6 MB" (request and response);
+# a little is kept back for the runtime's own framing.
+RESPONSE_LIMIT_BYTES = 6 * 1024 * 1024 - 1024
 logger = Logger()
 metrics = Metrics(namespace=os.environ.get("POWERTOOLS_METRICS_NAMESPACE") or "RewardPipe")
 metrics.clear_default_dimensions()  # Powertools metric state is per process; start from a clean set
@@ -48,6 +55,11 @@ def deadline(context: Any) -> float:
     return time.monotonic() + left_s - max(MIN_MARGIN_S, MARGIN_FRACTION * left_s)
 
 
+def answer_by(context: Any) -> float:
+    """The time.monotonic() by which every sample must have been answered (scored or flagged)."""
+    return time.monotonic() + context.get_remaining_time_in_millis() / 1000.0 - ANSWER_RESERVE_S
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
 def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
@@ -55,9 +67,12 @@ def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
 
     make_non_dumpable()  # code_correctness runs model code in child processes
     results = score_samples(event, REWARD_NAME, REWARD_WEIGHTS, deadline=deadline(context),
-                            error_reward=ERROR_REWARD)
+                            answer_by=answer_by(context), error_reward=ERROR_REWARD)
     errors = _errors(results)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))
     metrics.add_metric(name="SampleErrors", unit=MetricUnit.Count, value=errors)
     logger.info("scored batch", extra={"samples": len(results), "errors": errors, "reward": REWARD_NAME})
+    results, trimmed = fit_response(results, RESPONSE_LIMIT_BYTES)
+    if trimmed:
+        logger.warning("answer trimmed to Lambda's response limit", extra={"samples": len(results), "trim": trimmed})
     return results

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import re
 import time
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -47,6 +48,49 @@ def execution_name(run: str, step: int, rollout: str, attempt: int = 1) -> str:
 
 def _error_code(exc: BaseException) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+
+
+def _transient(exc: BaseException) -> bool:
+    from rewardpipe.aws.lambda_support import is_transient
+
+    return is_transient(exc)
+
+
+# A throttled or failing call that botocore's own retries did not clear (Step Functions and SQS throttle
+# per account with a token bucket, shared with every other trainer in it) is tried again this many times,
+# with full-jitter backoff capped at API_MAX_DELAY_S, before the client gives up.
+API_ATTEMPTS = 8
+API_MAX_DELAY_S = 20.0
+
+
+def _with_retries(call: Callable[..., Any], **kwargs: Any) -> Any:
+    for attempt in range(1, API_ATTEMPTS + 1):
+        try:
+            return call(**kwargs)
+        except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+            if attempt == API_ATTEMPTS or not _transient(exc):
+                raise
+            time.sleep(random.uniform(0, min(API_MAX_DELAY_S, 0.5 * 2 ** attempt)))
+    raise AssertionError("unreachable")
+
+
+# DeleteMessage with the handle of a message whose visibility timeout ran out: SQS answers
+# InvalidParameterValue ("The receipt handle has expired") or ReceiptHandleIsInvalid. The message is
+# delivered again with a new handle, answered as a stale turn and deleted then.
+EXPIRED_RECEIPT_ERRORS = frozenset({"InvalidParameterValue", "ReceiptHandleIsInvalid"})
+
+
+def _turn_request(message: dict[str, Any]) -> dict[str, Any] | None:
+    """A queue message's turn request, or None when it is not one (deleted and skipped)."""
+    try:
+        body = json.loads(message["Body"])
+    except (ValueError, TypeError, KeyError, RecursionError):
+        return None
+    if not isinstance(body, dict):
+        return None
+    if not all(isinstance(body.get(name), str) and body[name] for name in ("task_token", "state_key", "reply_key")):
+        return None
+    return body
 
 
 # How long a turn's message stays hidden past each extension while it is answered (the turn queue's own
@@ -92,11 +136,14 @@ class RolloutClient:
 
         if payload_size(payload) > PAYLOAD_BUDGET and isinstance(payload.get("task"), dict):
             task = payload.pop("task")
-            key = inline_task_key(payload["run"], str(task.get("task_id") or "task"))
+            key = inline_task_key(payload["run"], task)
             payload["task_key"] = self._store().put_json(key, task)
         turns = payload.get("policy", {}).get("turns")
         if payload_size(payload) > PAYLOAD_BUDGET and isinstance(turns, list):
-            key = f"{inputs_prefix(payload['run'], name)}turns.json"
+            # Named by content too: trying a name whose execution exists (a re-run with other turns) must not
+            # change the turns that execution may not have read yet.
+            digest = hashlib.sha256(json.dumps(turns).encode("utf-8")).hexdigest()[:16]
+            key = f"{inputs_prefix(payload['run'], name)}turns-{digest}.json"
             policy = {k: v for k, v in payload["policy"].items() if k != "turns"}
             payload["policy"] = {**policy, "turns_key": self._store().put_json(key, turns)}
         if payload_size(payload) > PAYLOAD_BUDGET:
@@ -125,11 +172,11 @@ class RolloutClient:
             name = execution_name(run, step, rollout, attempt)
             body = json.dumps(self._offload(json.loads(json.dumps(payload)), name))
             try:
-                return self.sfn.start_execution(stateMachineArn=self.state_machine_arn, name=name,
-                                                input=body)["executionArn"]
+                return _with_retries(self.sfn.start_execution, stateMachineArn=self.state_machine_arn, name=name,
+                                     input=body)["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 arn = self.execution_arn(name)
-                old = self.sfn.describe_execution(executionArn=arn)
+                old = _with_retries(self.sfn.describe_execution, executionArn=arn)
                 if old["status"] == "RUNNING" and _same_input(old.get("input"), body):
                     return arn
         raise RuntimeError(f"rollout {rollout!r} of run {run!r} step {step} already has {MAX_ATTEMPTS} attempts")
@@ -143,10 +190,18 @@ class RolloutClient:
     # -- waiting ------------------------------------------------------------------------------------
 
     def _poll(self, arns: list[str], done: dict[str, dict]) -> None:
-        """Describe only the executions not known to be finished; record the ones that finished."""
+        """Describe only the executions not known to be finished; record the ones that finished.
+
+        A throttled (or otherwise transient) describe ends the poll early: the executions not yet
+        described stay pending for the next poll, which the caller backs off before."""
         for arn in arns:
             if arn not in done:
-                desc = self.sfn.describe_execution(executionArn=arn)
+                try:
+                    desc = self.sfn.describe_execution(executionArn=arn)
+                except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+                    if _transient(exc):
+                        return
+                    raise
                 if desc["status"] != "RUNNING":
                     done[arn] = desc
 
@@ -208,23 +263,34 @@ class RolloutClient:
         return {"run": body.get("run"), "step": body.get("step"), "group": body.get("group"),
                 "rollout": body.get("rollout"), "messages": snapshot["state"]["messages"]}
 
+    def _fail(self, token: str, context: str, exc: Exception) -> bool:
+        """Tell the execution its turn failed (it ends in a policy_error record); False: nothing delivered."""
+        _with_retries(self.sfn.send_task_failure, taskToken=token, error="PolicyError",
+                      cause=f"{context}{type(exc).__name__}: {exc}"[:32000])
+        return False
+
     def _answer(self, body: dict[str, Any], respond: Callable[[dict], str]) -> bool:
         """Answer one turn request; True if a turn was delivered. Stale tokens are not errors."""
         token = body["task_token"]
         try:
             try:
-                text = respond(self._request(body))
+                request = self._request(body)
+            except Exception as exc:  # noqa: BLE001 - a transient read is retried with the message
+                if _transient(exc):
+                    raise
+                return self._fail(token, "the turn request could not be read: ", exc)
+            try:
+                text = respond(request)
                 if not isinstance(text, str):
                     raise TypeError(f"respond returned {type(text).__name__}, not text")
             except Exception as exc:  # noqa: BLE001 - reported to the execution, which records it
-                self.sfn.send_task_failure(taskToken=token, error="PolicyError",
-                                           cause=f"{type(exc).__name__}: {exc}"[:32000])
-                return False
+                return self._fail(token, "", exc)
             output = {"text": text}
             if payload_size(output) > PAYLOAD_BUDGET:
                 key = self._store(str(body.get("bucket") or "")).put_json(str(body["reply_key"]), output)
                 output = {"text_key": key}
-            self.sfn.send_task_success(taskToken=token, output=json.dumps(output))
+            # A throttled answer is sent again here: left to the queue, the turn would be generated again.
+            _with_retries(self.sfn.send_task_success, taskToken=token, output=json.dumps(output))
             return True
         except Exception as exc:  # noqa: BLE001
             if _error_code(exc) in STALE_TOKEN_ERRORS:
@@ -238,11 +304,13 @@ class RolloutClient:
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
         assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
         execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
-        longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message) and a
-        malformed message are deleted and skipped. A message whose answer hit a transient fault
+        longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message), a second
+        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a transient fault
         (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
         it comes back after its visibility timeout and is answered then; any other failure is raised, once
-        the batch's answered messages are deleted. While a turn is being generated its message is kept
+        the batch's answered messages are deleted. Transient faults of the queue itself (receiving,
+        deleting) and a delete whose receipt handle expired never end the loop: at worst a turn comes
+        back and is answered as stale. While a turn is being generated its message is kept
         hidden (its visibility extended every ``keep_hidden_s / 2`` seconds), so a turn that takes longer
         than the queue's visibility timeout is not delivered and generated a second time; a crashed
         trainer's turns still come back within ``keep_hidden_s``.
@@ -255,19 +323,24 @@ class RolloutClient:
             while not until():
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"turn requests still pending after {timeout_s}s")
-                messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                                    WaitTimeSeconds=min(20, int(poll_s))).get("Messages", [])
+                try:
+                    messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
+                                                        WaitTimeSeconds=min(20, int(poll_s))).get("Messages", [])
+                except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+                    if not _transient(exc):
+                        raise
+                    messages = []
+                    time.sleep(max(poll_s, 1.0))
                 if not messages and poll_s < 1:
                     time.sleep(poll_s)  # no long poll below one second: do not spin
-                futures = []
+                futures, tokens = [], set()
                 for message in messages:
-                    try:
-                        body = json.loads(message["Body"])
-                        if not isinstance(body, dict) or "task_token" not in body or "state_key" not in body:
-                            raise ValueError("not a turn request")
-                    except ValueError:
+                    body = _turn_request(message)
+                    # SQS delivers at least once: a second copy of a turn in the same batch is not generated twice.
+                    if body is None or body["task_token"] in tokens:
                         futures.append((message, None))
                         continue
+                    tokens.add(body["task_token"])
                     futures.append((message, pool.submit(self._answer, body, respond)))
                 self._keep_hidden([(m, f) for m, f in futures if f is not None], keep_hidden_s)
                 fatal: BaseException | None = None
@@ -281,11 +354,17 @@ class RolloutClient:
                             if not is_transient(exc):
                                 fatal = fatal or exc
                             continue  # not deleted: redelivered after the visibility timeout
-                    self.sqs.delete_message(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+                    self._delete(message)
                 if fatal is not None:
                     raise fatal
         return answered
 
+    def _delete(self, message: dict[str, Any]) -> None:
+        try:
+            _with_retries(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
+        except Exception as exc:  # noqa: BLE001 - re-raised unless the message simply comes back
+            if not (_transient(exc) or _error_code(exc) in EXPIRED_RECEIPT_ERRORS):
+                raise
 
     def _keep_hidden(self, pending: list, keep_hidden_s: float) -> None:
         """Wait for the answers, extending the visibility of each message whose answer is still running."""

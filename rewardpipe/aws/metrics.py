@@ -1,9 +1,10 @@
 """CloudWatch metrics for the variance check and the code runners, as Powertools EMF log lines.
 
 Names and dimensions must match the alarms and dashboard in stacks/constructs/monitoring.py:
-namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). ``DeadStreak`` is emitted
-twice: per run (+ ``run``), and without the run as the longest current streak among the active runs,
-which is what the dead-component alarms watch (they need no run ids, and runs never mix).
+namespace ``RewardPipe``, dimensions ``service`` (+ ``component`` or ``route``). ``DeadStreak`` (per
+component) and ``ErrorStreak`` are emitted twice: per run (+ ``run``), and without the run as the longest
+current streak among the active runs, which is what the dead-component and error-rate alarms watch (they
+need no run ids, and runs never mix).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ COMPONENT_MEAN = "ComponentMean"
 ERROR_RATE = "ErrorRate"
 EXECUTION_MS = "ExecutionDurationMs"
 DEAD_STREAK = "DeadStreak"
+ERROR_STREAK = "ErrorStreak"
 CHECKS_RUN = "ChecksRun"
 
 
@@ -40,10 +42,14 @@ def step_points(report: Any, run_id: str | None = None) -> list[MetricPoint]:
 
     Statistics that could not be computed (no eligible groups) are left out rather than sent as 0,
     which would look like a healthy or a dead component depending on the metric; so is the dead
-    streak of a component whose verdict was ``insufficient_data``. The run's dead streak (the core
-    monitor's ``ComponentStats.dead_streak``) carries the ``run`` dimension.
+    streak of a component whose verdict was ``insufficient_data``. The run's dead streaks (the core
+    monitor's ``ComponentStats.dead_streak``) and error streak (``StepReport.error_streak``) carry the
+    ``run`` dimension.
     """
     points = [MetricPoint(ERROR_RATE, float(report.error_rate), "None")]
+    error_streak = getattr(report, "error_streak", None)
+    if run_id is not None and error_streak is not None:
+        points.append(MetricPoint(ERROR_STREAK, float(error_streak), "Count", {"run": run_id}))
     for name, stats in report.components.items():
         dims = {"component": name}
         streak = getattr(stats, "dead_streak", None)
@@ -59,9 +65,13 @@ def step_points(report: Any, run_id: str | None = None) -> list[MetricPoint]:
     return points
 
 
-def aggregate_dead_streak_points(longest: dict[str, int]) -> list[MetricPoint]:
-    """DeadStreak per component without a run dimension (what the alarms watch)."""
-    return [MetricPoint(DEAD_STREAK, float(streak), "Count", {"component": name}) for name, streak in sorted(longest.items())]
+def aggregate_streak_points(longest_dead: dict[str, int], longest_errors: int | None) -> list[MetricPoint]:
+    """DeadStreak per component and ErrorStreak, without a run dimension (what the alarms watch)."""
+    points = [MetricPoint(DEAD_STREAK, float(streak), "Count", {"component": name})
+              for name, streak in sorted(longest_dead.items())]
+    if longest_errors is not None:
+        points.append(MetricPoint(ERROR_STREAK, float(longest_errors), "Count"))
+    return points
 
 
 def heartbeat_point(runs_checked: int) -> MetricPoint:

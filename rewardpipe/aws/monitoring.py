@@ -55,15 +55,7 @@ def verdict_key(run_id: str, step: int) -> str:
 
 
 def thresholds(settings: Settings) -> Any:
-    from rewardpipe.monitoring import Thresholds
-
-    return Thresholds(
-        dead_fraction=settings.zero_variance_fraction,
-        recover_fraction=min(0.5, settings.zero_variance_fraction),
-        error_rate=settings.error_rate,
-        error_recover_rate=min(0.05, settings.error_rate),
-        raise_after=settings.dead_steps,
-    )
+    return settings.alarm_policy.thresholds()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -191,21 +183,22 @@ def publish(store: Any, run_id: str, result: Any, sinks: list[Any]) -> dict[str,
     return summary
 
 
-def dead_streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
-    """DeadStreak without a run dimension, for the alarms: per component, the longest current dead streak
-    among the **active** runs (whose core state a check wrote within the activity window). Runs do not
-    mix: each keeps its own streak (the per-run DeadStreak carries a ``run`` dimension), and a healthy
-    run checked after a dead one cannot "recover" the alarm while the dead one is still running; a run
-    that has stopped drops out after the window. Emitted only by a check that committed a step, so a
-    pause in training sends nothing and the alarm keeps its state."""
+def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
+    """DeadStreak per component and ErrorStreak, without a run dimension, for the alarms: the longest
+    current streak among the **active** runs (whose core state a check wrote within the activity
+    window). Runs do not mix: each keeps its own streaks (the per-run metrics carry a ``run``
+    dimension), and a healthy run checked after a failing one cannot "recover" an alarm while the
+    failing one is still running; a run that has stopped drops out after the window. Emitted only by a
+    check that committed a step, so a pause in training sends nothing and the alarms keep their state."""
     from datetime import datetime, timedelta, timezone
 
-    from rewardpipe.aws.metrics import aggregate_dead_streak_points
-    from rewardpipe.monitoring import MonitorState, state_key
+    from rewardpipe.aws.metrics import aggregate_streak_points
+    from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
 
     now = now or datetime.now(timezone.utc)
     window = timedelta(minutes=settings.active_run_minutes)
-    longest: dict[str, int] = {}
+    longest_dead: dict[str, int] = {}
+    longest_errors: int | None = None
     for run_id in store.list_runs():
         try:
             response = store.client.get_object(Bucket=store.bucket, Key=store._full(state_key(run_id)))
@@ -217,8 +210,10 @@ def dead_streak_points(store: Any, settings: Settings, now: Any = None) -> list[
         for key, target in state.targets.items():
             if key.startswith("component:"):
                 name = key.split(":", 1)[1]
-                longest[name] = max(longest.get(name, 0), target.dead_streak)
-    return aggregate_dead_streak_points(longest)
+                longest_dead[name] = max(longest_dead.get(name, 0), target.dead_streak)
+            elif key == ERRORS_TARGET:
+                longest_errors = max(longest_errors or 0, target.error_streak)
+    return aggregate_streak_points(longest_dead, longest_errors)
 
 
 def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str, Any] | None:
@@ -270,7 +265,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             if replay is not None:
                 summaries.append(replay)
     if any(not summary["replayed"] for summary in summaries):
-        emit(dead_streak_points(store, settings))
+        emit(streak_points(store, settings))
     failed = {run: why for run, why in problems.items() if why}
     emit([heartbeat_point(len(runs) - len(failed))])
     if failed:

@@ -42,6 +42,7 @@ from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.episode import EpisodeState
+from rewardpipe.execution.result import clean_text
 from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record, Task
 
 TASKS_PREFIX = "tasks/"
@@ -91,6 +92,15 @@ def storable_run_id(value: Any) -> bool:
     except ValueError:
         return False
     return id_problem(value) is None  # the one id rule of every input (rewardpipe.models.InputId)
+
+
+def usable_id(value: Any) -> bool:
+    """A group, rollout or task id a record can carry: the input id rule (rewardpipe.models.InputId).
+    A failure record falls back to its own ids for anything else: a lone surrogate, say, cannot even be
+    written as UTF-8, and the record would be lost with it."""
+    from rewardpipe.models import id_problem
+
+    return isinstance(value, str) and 0 < len(value) <= MAX_ID_LENGTH and id_problem(value) is None
 
 
 def _check_run(value: str) -> str:
@@ -235,10 +245,17 @@ def put_transcript(store: Any, state: EpisodeState, task: Task | None = None, ex
     return store.put_transcript(transcript_of_episode(state, task, execution, record))
 
 
-def inline_task_key(run: str, task_id: str) -> str:
+def inline_task_key(run: str, task: dict[str, Any]) -> str:
+    """Where an inline task is stored: under its id and a digest of its content. Every step of an execution
+    reads its task from there, so a re-run (or another group) with a different task under the same id must
+    not write the same object: a running execution would go on to score against the other task's tests."""
+    import hashlib
+
     from rewardpipe.store import encode_id
 
-    return f"{TASKS_PREFIX}inline/{encode_id(run)}/{encode_id(task_id)}.json"
+    content = json.dumps(task, sort_keys=True, separators=(",", ":")).encode("utf-8")
+    digest = hashlib.sha256(content).hexdigest()[:16]
+    return f"{TASKS_PREFIX}inline/{encode_id(run)}/{encode_id(str(task.get('task_id') or 'task'))}-{digest}.json"
 
 
 def load_task(store: Any, key: str) -> Task:
@@ -492,8 +509,9 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     states = StateStore(store, request.run, event.attempt)
     if request.task is not None:
         task = request.task
-        task_key = inline_task_key(request.run, task.task_id)
-        store.put_json(task_key, task.model_dump(mode="json"))
+        stored = task.model_dump(mode="json")
+        task_key = inline_task_key(request.run, stored)
+        store.put_json(task_key, stored)
     else:
         task_key = request.task_key  # type: ignore[assignment]
         task = load_task(store, task_key)
@@ -602,32 +620,62 @@ def score_step(ref: StateRef, settings: Settings) -> dict[str, Any]:
     return rollout_output(*score(ref, settings))
 
 
+# S3 answers a conditional write that lost: 412 when the precondition failed, 409 when another
+# conditional write to the key was in flight, 404 when If-Match named an object deleted meanwhile.
+_LOST_CONDITION = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
+RECORD_WRITE_ATTEMPTS = 10
+
+
 def put_record_once(store: Any, record: Record) -> str:
     """Write ``record`` unless a **scored** record is already there (an error record never replaces one).
 
-    On S3 the first write is conditional (``If-None-Match: *``, so two writers cannot both think they
-    were first); when an object exists it is read, kept if scored, and replaced otherwise (a scored
-    record replaces an earlier attempt's error record).
+    On S3 every write is conditional, so two attempts of one rollout writing at once (a re-run's scored
+    record, a late error record of the attempt before it) cannot both act on what they read: the first
+    write only creates (``If-None-Match: *``); a replacement names the object it read (``If-Match:
+    <ETag>``), and a write that lost reads again and decides again. Elsewhere: read, then write.
     """
     from rewardpipe.store import record_key
 
     key = record_key(record)
-    data = record.to_json().encode("utf-8")
     client = getattr(store, "client", None)
-    if client is not None and hasattr(store, "bucket"):
-        from botocore.exceptions import ClientError
+    if client is None or not hasattr(store, "bucket"):
+        existing = store.get_json(key, default=None)
+        if _keeps(existing, record):
+            return key
+        return store.put_record(record)
+    from botocore.exceptions import ClientError
 
-        full = store._full(key)
+    full, data = store._full(key), record.to_json().encode("utf-8")
+    condition: dict[str, str] = {"IfNoneMatch": "*"}
+    for _ in range(RECORD_WRITE_ATTEMPTS):
         try:
-            client.put_object(Bucket=store.bucket, Key=full, Body=data, ContentType="application/json", IfNoneMatch="*")
+            client.put_object(Bucket=store.bucket, Key=full, Body=data, ContentType="application/json", **condition)
             return key
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") not in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+            if str(exc.response.get("Error", {}).get("Code")) not in _LOST_CONDITION:
                 raise
-    existing = store.get_json(key, default=None)
-    if record.status == "error" and isinstance(existing, dict) and existing.get("status") == "scored":
-        return key
-    return store.put_record(record)
+        try:
+            current = client.get_object(Bucket=store.bucket, Key=full)
+        except ClientError as exc:
+            if str(exc.response.get("Error", {}).get("Code")) not in ("NoSuchKey", "404"):
+                raise
+            condition = {"IfNoneMatch": "*"}  # deleted meanwhile: create it again
+            continue
+        try:
+            existing = json.loads(current["Body"].read())
+        except ValueError:
+            existing = None  # unreadable: replaced like an error record
+        if _keeps(existing, record):
+            return key
+        condition = {"IfMatch": current["ETag"]}
+    from rewardpipe.aws.lambda_support import TransientError
+
+    raise TransientError(f"the record at {key} kept changing during {RECORD_WRITE_ATTEMPTS} conditional writes")
+
+
+def _keeps(existing: Any, record: Record) -> bool:
+    """True when ``existing`` (a stored record, as JSON) must stay instead of ``record``."""
+    return record.status == "error" and isinstance(existing, dict) and existing.get("status") == "scored"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -689,14 +737,19 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
         kind = _KIND_BY_STATE.get(failed_state or "", "orchestration_error" if state is not None else "start_error")
     where = f"[{failed_state}] " if failed_state else ""
     message = f"{where}{name}: {detail}" if detail and not detail.startswith(name) else f"{where}{detail or name}"
-    return ErrorInfo(kind=kind, message=message[:2000])
+    return ErrorInfo(kind=kind, message=clean_text(message[:2000]))  # a cause may echo unencodable input
 
 
 class FailedRollout(DeferredModel):
-    """RecordError's input: whatever the failing state had, plus ``failed: {<state name>: {Error, Cause}}``.
+    """RecordError's input: what the failing state passed on, plus ``failed: {<state name>: {Error, Cause}}``.
 
-    The payload is ``{"context": <that>, "attempt": <execution name>}``. Everything is optional,
-    because this is the last stop of every failure: a malformed event must still produce a record.
+    The payload is ``{"context": <that>, "attempt": <execution name>, "execution": <execution ARN>}``.
+    A state whose input is a small reference passes that on; StartEpisode, whose input is the raw
+    execution input (up to 256 KiB), passes on only its error, because adding the error to such an input
+    could take the state's output past Step Functions' 256 KiB limit (``States.DataLimitExceeded``, which
+    no Catch catches, so the execution would end without a record). Its ids are then read from the
+    execution itself (:func:`with_execution_input`). Everything is optional, because this is the last
+    stop of every failure: a malformed event must still produce a record.
     """
 
     model_config = ConfigDict(extra="ignore")
@@ -712,6 +765,7 @@ class FailedRollout(DeferredModel):
     version: int | None = None
     failed_state: str | None = None
     error: dict[str, Any] | None = None
+    execution: str | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -733,7 +787,9 @@ class FailedRollout(DeferredModel):
             clean["error"] = context["error"]
         if attempt:
             clean["attempt"] = attempt
-        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state"):
+        if isinstance(data.get("execution"), str) and data["execution"]:
+            clean["execution"] = data["execution"]
+        for name in ("attempt", "run", "group", "rollout", "task_key", "state_key", "failed_state", "execution"):
             if not isinstance(clean.get(name), str) or not clean.get(name):
                 clean.pop(name, None)
         # Ids the store cannot hold are unusable like missing ones: the record goes under run "unknown"
@@ -742,7 +798,7 @@ class FailedRollout(DeferredModel):
             clean.pop("run")
             clean.pop("rollout", None)
         for name in ("group", "rollout"):
-            if len(clean.get(name) or "") > MAX_ID_LENGTH:
+            if name in clean and not usable_id(clean[name]):
                 clean.pop(name)
         for name in ("step", "version"):
             if isinstance(clean.get(name), bool) or not isinstance(clean.get(name), int) or clean.get(name, 0) < 0:
@@ -755,7 +811,33 @@ class FailedRollout(DeferredModel):
 
 def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, Any]:
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
-    return rollout_output(*record_failure(event, settings))
+    from rewardpipe.aws.settings import aws_client
+
+    return rollout_output(*record_failure(
+        event, settings, read_execution_input=lambda e: with_execution_input(e, aws_client("stepfunctions"))))
+
+
+def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
+    """``event`` with the ids of the execution's own input, read with DescribeExecution (the input of a
+    failed first state is not passed on: see :class:`FailedRollout`). A throttled or failing call raises
+    (TransientError, retried by the state); an input that cannot be read, or is not a JSON object, leaves
+    the event as it is (the record then goes under run ``unknown``, named by the execution)."""
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.lambda_support import is_transient
+
+    try:
+        raw = sfn.describe_execution(executionArn=event.execution)["input"]
+        execution_input = json.loads(raw)
+    except ClientError as exc:
+        if is_transient(exc):
+            raise
+        return event
+    except (KeyError, TypeError, ValueError):
+        return event
+    failed = {event.failed_state: event.error} if event.failed_state else {}
+    return FailedRollout.model_validate({"context": {"input": execution_input, "failed": failed},
+                                         "attempt": event.attempt, "execution": event.execution})
 
 
 def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None:
@@ -786,9 +868,13 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
     return head
 
 
-def record_failure(event: FailedRollout, settings: Settings, store: Any = None) -> tuple[Record, str]:
+def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
+                   read_execution_input: Any = None) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
+    When the failing state passed on too little to name the rollout (StartEpisode passes only its error,
+    Converse its run) and its episode cannot be loaded either, ``read_execution_input`` (an event ->
+    event function, :func:`with_execution_input`) supplies the ids from the execution's own input.
     Failed executions without usable ids are told apart by the execution name; a long group or rollout
     id keeps its full value in the record under the store's hash-suffixed key; an existing scored
     record is never replaced.
@@ -798,6 +884,9 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
     store = store or open_bucket_store(settings)
     reward = settings.reward
     snapshot = _failed_snapshot(store, event)
+    if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
+        event = read_execution_input(event)
+        snapshot = _failed_snapshot(store, event)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
     if state is not None:
@@ -805,10 +894,10 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None) 
         put_transcript(store, state, record=record)
     else:
         task_id = "unknown"
-        if event.task and isinstance(event.task.get("task_id"), str) and event.task["task_id"]:
+        if event.task and usable_id(event.task.get("task_id")):
             task_id = event.task["task_id"]
-        elif event.task_key:
-            task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json") or "unknown"
+        elif event.task_key and usable_id(event.task_key.rsplit("/", 1)[-1].removesuffix(".json")):
+            task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json")
         record = failure_record(
             run_id=event.run, step=event.step, group_id=event.group,
             rollout_id=event.rollout or event.attempt, task_id=task_id,

@@ -56,10 +56,9 @@ class Settings:
     policy_model: str = ""
     policy_api_key_secret: str = ""
     group_size: int = 8
-    zero_variance_fraction: float = 0.9
-    error_rate: float = 0.1
+    # variance check: the alarm policy's variables as set (parsed on first use: see alarm_policy)
+    alarm_env: dict[str, str] = field(default_factory=dict)
     alarm_topic_arn: str = ""
-    dead_steps: int = 1
     # rollout workflow: the trainer's turn queue, and the code-runner Lambda a conversation state may invoke
     # variance check: a run whose monitor state was written within this many minutes counts as active
     active_run_minutes: int = 60
@@ -80,10 +79,8 @@ class Settings:
             policy_model=env.get("POLICY_MODEL", ""),
             policy_api_key_secret=env.get("POLICY_API_KEY_SECRET", ""),
             group_size=_int(env, "GROUP_SIZE", 8),
-            zero_variance_fraction=_float(env, "ZERO_VARIANCE_FRACTION", 0.9),
-            error_rate=_float(env, "ERROR_RATE_THRESHOLD", 0.1),
+            alarm_env={v: env[v] for v in ALARM_POLICY_ENV.values() if env.get(v)},
             alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
-            dead_steps=_int(env, "DEAD_STEPS", 1),
             active_run_minutes=_int(env, "ACTIVE_RUN_MINUTES", 60),
             turn_queue_url=env.get("TURN_QUEUE_URL", ""),
             runner_function=env.get("RUNNER_FUNCTION", ""),
@@ -95,6 +92,12 @@ class Settings:
         return self.bucket
 
     @cached_property
+    def alarm_policy(self) -> Any:
+        """The deployment's alarm policy (rewardpipe.monitoring.AlarmPolicy): the same fields set the
+        CloudWatch alarms, so the variance check and the alarms cannot disagree."""
+        return alarm_policy_from_env(self.alarm_env)
+
+    @cached_property
     def reward(self) -> Any:
         from rewardpipe.rewards import get_reward
 
@@ -102,6 +105,36 @@ class Settings:
             return get_reward(self.reward_name, self.reward_weights or None)
         except ValueError as exc:
             raise ConfigurationError(f"REWARD_NAME/REWARD_WEIGHTS: {exc}") from None
+
+
+# The variance check's environment variable for each field of the alarm policy
+# (rewardpipe.monitoring.AlarmPolicy); the stack sets them all with alarm_policy_env.
+ALARM_POLICY_ENV = {
+    "zero_variance_fraction": "ZERO_VARIANCE_FRACTION",
+    "dead_steps": "DEAD_STEPS",
+    "error_rate": "ERROR_RATE_THRESHOLD",
+    "error_steps": "ERROR_STEPS",
+}
+
+
+def alarm_policy_env(policy: Any) -> dict[str, str]:
+    """The environment that gives the variance check ``policy`` (an AlarmPolicy, or the stack's alarms)."""
+    return {variable: str(getattr(policy, field_name)) for field_name, variable in ALARM_POLICY_ENV.items()}
+
+
+def alarm_policy_from_env(env: Mapping[str, str]) -> Any:
+    """The alarm policy in ``env``; a variable left unset takes the policy's own default (the stack's)."""
+    from pydantic import ValidationError
+
+    from rewardpipe.monitoring.thresholds import AlarmPolicy
+
+    values = {field_name: env[variable] for field_name, variable in ALARM_POLICY_ENV.items() if env.get(variable)}
+    try:
+        return AlarmPolicy.model_validate(values)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        variable = ALARM_POLICY_ENV.get(str(first["loc"][0]), str(first["loc"][0])) if first["loc"] else "?"
+        raise ConfigurationError(f"environment variable {variable}: {first['msg']}") from None
 
 
 _CLIENTS: dict[str, Any] = {}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import datetime, timezone
 from enum import Enum
 from pathlib import Path
@@ -119,7 +120,8 @@ def run(
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy."),
     collapse_from_step: Optional[int] = typer.Option(
-        None, min=0, max=MAX_STEP, help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
+        None, min=0, max=MAX_STEP,
+        help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
     rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
     base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
     model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
@@ -197,10 +199,19 @@ def run(
         sim = RuleBasedSimulator()
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
                             reward=reward, steps=steps)
+    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
+    # Its fork servers start now, while the store is opened and the run claimed.
+    executor = make_executor(workers=workers) if workers else get_executor()
+    executor.warm_up(workers)
     from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
-    store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+    try:
+        store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+    except BaseException:
+        if workers:
+            executor.close()
+        raise
     alarm_failures = 0
     unchecked_steps: list[int] = []
     try:
@@ -218,12 +229,39 @@ def run(
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
-    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
-    executor = make_executor(workers=workers) if workers else get_executor()
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports, all_alarms = [], []
     skipped = 0
     monitor_state = MonitorState(run_id=run_id)
+
+    def finish_step(step: int, records: list, transcripts: list, handle: Any) -> None:
+        """Store a played step and check it. Runs on the finisher thread, one step at a time and in order,
+        while the next step is played: the sandbox never waits for the store or the monitor."""
+        nonlocal alarm_failures, monitor_state
+        write_transcript = _transcript_writer(store)
+        for transcript in transcripts:
+            write_transcript(transcript)
+        writer.write(records)
+        try:
+            result = monitor_step(store, run_id, step, thresholds, sinks)
+        except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
+            error_line(f"step {step}: the monitor could not check this step: {exc}")
+            unchecked_steps.append(step)
+            bar.remove_task(handle)
+            return
+        for item in result.unreadable:
+            if item["key"].startswith("alarm-delivery:"):
+                alarm_failures += 1
+                error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
+            else:
+                error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
+        reports.extend(result.steps)
+        all_alarms.extend(result.alarms)
+        monitor_state = result.state
+        bar.remove_task(handle)
+
+    finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")
+    finishing: Future | None = None
     try:
         with _progress() as bar:
             for step in step_numbers:
@@ -236,29 +274,18 @@ def run(
                 def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
                     bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
+                transcripts: list = []
                 records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
                                     run_id=run_id, max_turns=max_turns, workers=workers,
                                     conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
-                                    on_transcript=_transcript_writer(store))
-                writer.write(records)
-                try:
-                    result = monitor_step(store, run_id, step, thresholds, sinks)
-                except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
-                    error_line(f"step {step}: the monitor could not check this step: {exc}")
-                    unchecked_steps.append(step)
-                    bar.remove_task(handle)
-                    continue
-                for item in result.unreadable:
-                    if item["key"].startswith("alarm-delivery:"):
-                        alarm_failures += 1
-                        error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
-                    else:
-                        error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
-                reports.extend(result.steps)
-                all_alarms.extend(result.alarms)
-                monitor_state = result.state
-                bar.remove_task(handle)
+                                    on_transcript=transcripts.append)
+                if finishing is not None:
+                    finishing.result()  # at most one step waits to be stored: memory stays one step deep
+                finishing = finisher.submit(finish_step, step, records, transcripts, handle)
+            if finishing is not None:
+                finishing.result()
     finally:
+        finisher.shutdown(wait=True)  # every played step is stored before the writer closes
         writer.close()
         if workers:
             executor.close()

@@ -36,12 +36,12 @@ from rewardpipe.monitoring.pending import RunCheck, check_pending
 from rewardpipe.monitoring.sinks import ConsoleAlarmSink, SnsAlarmSink, StoreAlarmSink
 from rewardpipe.monitoring.sources import iter_jsonl_records
 from rewardpipe.monitoring.state import MonitorState, TargetState, load_state, state_key
-from rewardpipe.monitoring.thresholds import DEFAULT_RANGES, MonitorInputError, Thresholds
+from rewardpipe.monitoring.thresholds import DEFAULT_RANGES, AlarmPolicy, MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 __all__ = [
     "AGGREGATE_TARGET", "ERRORS_TARGET", "Alarm", "AlarmSink", "DeliveryFailure", "alarm_key", "dispatch",
     "MonitorResult", "monitor_records", "monitor_step", "ConsoleAlarmSink", "SnsAlarmSink", "StoreAlarmSink",
     "iter_jsonl_records", "MonitorState", "TargetState", "load_state", "state_key", "RunCheck", "check_pending", "DEFAULT_RANGES", "MonitorInputError",
-    "Thresholds", "ComponentStats", "StepReport",
+    "Thresholds", "AlarmPolicy", "ComponentStats", "StepReport",
 ]

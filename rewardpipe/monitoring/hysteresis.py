@@ -6,7 +6,9 @@
   ``insufficient_data`` neither raises nor clears.
 * A ``dying`` warning (:mod:`rewardpipe.monitoring.trend`) is raised once per decline: it is not raised
   again until the rise stops (the fitted slope is no longer positive) or the dead alarm takes over.
-* The error-rate alarm follows the same logic on the share of records with status ``error``.
+* The error-rate alarm follows the same logic on the share of records with status ``error``, raised
+  after ``error_raise_after`` bad steps; the error streak (consecutive bad checked steps, whatever the
+  alarm's state) is kept beside it for the ErrorStreak metric.
 """
 
 from __future__ import annotations
@@ -178,8 +180,11 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
         "recover_rate": th.error_recover_rate,
     }
     alarm = None
-    change = advance(target, report.step, bad=rate >= th.error_rate, recovered=rate < th.error_recover_rate,
-                     raise_after=th.raise_after)
+    bad = rate >= th.error_rate
+    target.error_streak = target.error_streak + 1 if bad else 0
+    report.error_streak = target.error_streak
+    change = advance(target, report.step, bad=bad, recovered=rate < th.error_recover_rate,
+                     raise_after=th.errors_raise_after)
     if change is not None and change.kind == "recovered":
         alarm = Alarm(
             kind="recovered",

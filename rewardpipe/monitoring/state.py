@@ -28,6 +28,9 @@ class TargetState(BaseModel):
     #: Consecutive checked steps whose verdict was ``dead`` (the DeadStreak metric); an
     #: ``insufficient_data`` step neither extends nor breaks it.
     dead_streak: int = Field(default=0, ge=0)
+    #: The error target only: consecutive checked steps whose error rate was at or over the threshold
+    #: (the ErrorStreak metric), whether or not its alarm is open.
+    error_streak: int = Field(default=0, ge=0)
     #: The last few (step, zero-variance share) points, for the ``dying`` trend fit.
     trend: list[tuple[int, float]] = Field(default_factory=list)
     dying_active: bool = False  # a dying warning has been raised for the current decline

@@ -34,7 +34,10 @@ class Thresholds(BaseModel):
     * ``min_groups``: fewer eligible groups (>= 2 scored values) than this gives ``insufficient_data``,
       which neither raises nor clears an alarm.
     * ``raise_after``: consecutive dead steps needed before the alarm is raised (1 = at once).
-    * ``error_rate`` / ``error_recover_rate``: the same for the share of records with status "error".
+    * ``error_rate`` / ``error_recover_rate``: the same for the share of records with status "error"
+      (a step is bad when its share is at least ``error_rate``).
+    * ``error_raise_after``: consecutive bad steps before the error-rate alarm is raised (None: the
+      same as ``raise_after``).
     * ``ranges``: known (min, max) per component, to name the at-minimum / at-maximum causes.
     * ``ignore``: components that get statistics and verdicts but never alarms (e.g. a penalty that
       is meant to be 0 almost always).
@@ -58,6 +61,7 @@ class Thresholds(BaseModel):
     raise_after: int = Field(default=1, ge=1)
     error_rate: float = Field(default=0.1, gt=0, le=1)
     error_recover_rate: float = Field(default=0.05, ge=0, le=1)
+    error_raise_after: int | None = Field(default=None, ge=1)
     ranges: dict[str, tuple[float, float]] = Field(default_factory=lambda: dict(DEFAULT_RANGES))
     ignore: tuple[str, ...] = ()
     alarm_idle_penalties: bool = False
@@ -80,5 +84,42 @@ class Thresholds(BaseModel):
             if not (math.isfinite(lo) and math.isfinite(hi) and lo <= hi):
                 raise ValueError(f"range of '{name}' must be finite with min <= max, got ({lo}, {hi})")
         return self
+
+    @property
+    def errors_raise_after(self) -> int:
+        return self.error_raise_after if self.error_raise_after is not None else self.raise_after
+
+
+class AlarmPolicy(BaseModel):
+    """The alarm settings of a deployment, one definition for both sides of it: the stack's ``alarms``
+    settings (stacks/config.py) extend this model and pass it to the variance check's environment
+    (rewardpipe.aws.settings), whose :meth:`thresholds` the check monitors with, and the CloudWatch
+    alarms take their thresholds from the same fields. So the check's streaks and the alarms that
+    watch them cannot use different numbers, and neither side has a default the other lacks.
+
+    * ``zero_variance_fraction``: a component is dead in a step when at least this share of its groups
+      has zero within-group variance;
+    * ``dead_steps``: the dead-component alarms fire after this many consecutive dead checked steps;
+    * ``error_rate``: a step is bad when at least this share of its records are error records;
+    * ``error_steps``: the error-rate alarm fires after this many consecutive bad checked steps.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    zero_variance_fraction: float = Field(default=0.9, gt=0, le=1)
+    dead_steps: int = Field(default=3, ge=1, le=1000)
+    error_rate: float = Field(default=0.05, gt=0, le=1)
+    error_steps: int = Field(default=3, ge=1, le=1000)
+
+    def thresholds(self) -> Thresholds:
+        """The core monitor's thresholds for this policy (recovery bands at most 0.5 and 0.05)."""
+        return Thresholds(
+            dead_fraction=self.zero_variance_fraction,
+            recover_fraction=min(0.5, self.zero_variance_fraction),
+            error_rate=self.error_rate,
+            error_recover_rate=min(0.05, self.error_rate),
+            raise_after=self.dead_steps,
+            error_raise_after=self.error_steps,
+        )
 
 

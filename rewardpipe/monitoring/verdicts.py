@@ -72,6 +72,9 @@ class StepReport:
     components: dict[str, ComponentStats]
     aggregate: ComponentStats
     error_alarm_active: bool = False
+    #: Consecutive checked steps up to this one whose error rate was at or over the threshold (None: a
+    #: replayed step, which does not advance it).
+    error_streak: int | None = None
     replayed: bool = False
     # Records whose execution ran in the "inprocess" trust mode: a screened fallback, not a reward source.
     inprocess_records: int = 0
@@ -88,6 +91,7 @@ class StepReport:
             "error_kinds": dict(self.error_kinds),
             "groups": self.groups,
             "error_alarm_active": self.error_alarm_active,
+            "error_streak": self.error_streak,
             "replayed": self.replayed,
             "inprocess_records": self.inprocess_records,
             "components": {name: stats.to_dict() for name, stats in self.components.items()},

@@ -11,6 +11,7 @@ from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from constructs import Construct
 
+from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 
 RUNTIME = _lambda.Runtime.PYTHON_3_11
@@ -97,18 +98,14 @@ def s3_prefix_arn(bucket_arn: str, prefix: str) -> str:
     return f"{bucket_arn}/{prefix}*"
 
 
-# Lambda memory for the handler itself (interpreter, layer, scorer and fork servers) beside the sandbox.
-HANDLER_HEADROOM_MB = 384
-MIN_SANDBOX_MB = 128
-
-
 def sandbox_memory_mb(host_memory_mb: int, workers: int) -> int:
     """The per-job memory cap (REWARDPIPE_SANDBOX_MEMORY_MB) that keeps ``workers`` jobs inside the host.
 
     Without it the sandbox's default cap can exceed what a Lambda or task has, and a memory-hungry
     sample gets the whole host OOM-killed (every sample of the batch lost) instead of failing alone.
+    The settings refuse a host too small for the smallest cap (stacks.config.too_small_for_sandbox).
     """
-    return max(MIN_SANDBOX_MB, (host_memory_mb - HANDLER_HEADROOM_MB) // max(1, workers))
+    return (host_memory_mb - HANDLER_HEADROOM_MB) // max(1, workers)
 
 
 def _source_conditions(source_vpce: str | None) -> dict | None:
@@ -144,6 +141,28 @@ def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str, *, source_vpc
     role.grant_principal.add_to_principal_policy(
         iam.PolicyStatement(actions=["s3:ListBucket"], resources=[bucket_arn], conditions=conditions)
     )
+
+
+# Completing a task token: what a trainer, the conversation functions and the Nova bridge call.
+TASK_RESPONSE_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
+
+
+def task_response_statement(actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens") -> iam.PolicyStatement:
+    """Permission to complete (or heartbeat) task tokens, on ``"*"``.
+
+    The Service Authorization Reference lists no resource type for states:SendTaskSuccess,
+    SendTaskFailure and SendTaskHeartbeat, and "if there is no value for this column, you must specify
+    all resources ("*")": the request names only a task token, no ARN. aws-cdk's grantTaskResponse
+    grants them on the state machine's ARN, which callers report works for callback tokens, but that is
+    undocumented, and if IAM evaluated such a call against "*" the scoped grant would deny every trainer
+    turn and every conversation state's own completion. A task token is itself the capability (opaque,
+    issued per task to whoever the state machine hands it), and the statement holds these actions only
+    (its Sid keeps CDK from merging other "*" actions into it).
+    """
+    unknown = set(actions) - set(TASK_RESPONSE_ACTIONS)
+    if unknown:
+        raise ValueError(f"not a task-token action: {sorted(unknown)}")
+    return iam.PolicyStatement(sid=sid, actions=list(actions), resources=["*"])
 
 
 def stack_name(scope: Construct) -> str:

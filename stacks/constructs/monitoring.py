@@ -2,8 +2,9 @@
 
 The Lambda reads a step's records, runs rewardpipe.monitoring, writes the verdicts to S3 and emits the
 per-component statistics as CloudWatch metrics (Powertools EMF), once per newly checked step. The
-dead-component alarms watch ``DeadStreak`` (consecutive dead checked steps), so they count steps, not
-minutes. The check's own failures (errors, throttles, undeliverable invocations, a missing heartbeat)
+dead-component alarms watch ``DeadStreak`` (consecutive dead checked steps) and the error-rate alarm
+``ErrorStreak`` (consecutive checked steps with too many error records), so they count steps, not
+minutes; their thresholds and the check's come from one alarm policy (``settings.alarms``). The check's own failures (errors, throttles, undeliverable invocations, a missing heartbeat)
 are alarmed as well, and every alarm notifies one KMS-encrypted SNS topic that only this stack's alarms
 may publish to.
 """
@@ -32,10 +33,12 @@ from rewardpipe.aws.metrics import (
     COMPONENT_MEAN,
     DEAD_STREAK,
     ERROR_RATE,
+    ERROR_STREAK,
     EXECUTION_MS,
     WITHIN_GROUP_STD,
     ZERO_VARIANCE,
 )
+from rewardpipe.aws.settings import alarm_policy_env
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (
@@ -118,9 +121,9 @@ class Monitoring(Construct):
                 "REWARD_NAME": settings.reward_name,
                 "REWARD_WEIGHTS": json.dumps(settings.reward_weights, sort_keys=True),
                 "GROUP_SIZE": str(settings.group_size),
-                "ZERO_VARIANCE_FRACTION": str(alarms_cfg.zero_variance_fraction),
-                "ERROR_RATE_THRESHOLD": str(alarms_cfg.error_rate),
-                "DEAD_STEPS": str(alarms_cfg.dead_steps),
+                # The same alarm policy as the alarms below: the check's streaks and the alarms'
+                # thresholds come from one setting each.
+                **alarm_policy_env(alarms_cfg),
                 "ALARM_TOPIC_ARN": self.topic.topic_arn,
                 # A run whose monitor state was written this recently counts in the dead-streak alarms
                 # (the heartbeat alarm's window: a running training job is checked at least that often).
@@ -178,12 +181,18 @@ class Monitoring(Construct):
                 missing=cw.TreatMissingData.IGNORE,
             )
 
+        # Counted in checked steps like the dead-component alarms: ErrorStreak is the number of consecutive
+        # checked steps whose error rate was at least alarms.error_rate, emitted once per newly checked step.
         self.error_alarm = self._alarm(
             "ErrorRateAlarm", "error-rate",
-            description=f"More than {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record.",
-            metric=_metric(ERROR_RATE, period), threshold=alarms_cfg.error_rate,
-            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            evaluation_periods=alarms_cfg.evaluation_periods, datapoints_to_alarm=alarms_cfg.datapoints_to_alarm,
+            description=(
+                f"At least {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record for "
+                f"{alarms_cfg.error_steps} consecutive checked steps of one active run. ErrorStreak with the run "
+                f"dimension names the run."
+            ),
+            metric=_metric(ERROR_STREAK, Duration.minutes(1)), threshold=alarms_cfg.error_steps,
+            comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            missing=cw.TreatMissingData.IGNORE,
         )
 
         self.failed_executions_alarm = self._alarm(
@@ -277,9 +286,14 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Dead streak (consecutive dead checked steps) by component", width=24,
+                title="Dead streak (consecutive dead checked steps) by component", width=16,
                 left=[_metric(DEAD_STREAK, period, component=c) for c in components],
                 left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
+            ),
+            cw.GraphWidget(
+                title="Error streak (consecutive checked steps with too many errors)", width=8,
+                left=[_metric(ERROR_STREAK, period)],
+                left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_steps, label="alarm")],
             ),
         )
         self.dashboard.add_widgets(
@@ -298,8 +312,6 @@ class Monitoring(Construct):
         metric: cw.IMetric,
         threshold: float,
         comparison: cw.ComparisonOperator,
-        evaluation_periods: int = 1,
-        datapoints_to_alarm: int | None = None,
         missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
         ok_action: bool = True,
     ) -> cw.Alarm:
@@ -307,7 +319,7 @@ class Monitoring(Construct):
         alarm = cw.Alarm(
             self, construct_id, alarm_name=f"{alarm_name_prefix(self)}{name}", alarm_description=description,
             metric=metric, threshold=threshold, comparison_operator=comparison,
-            evaluation_periods=evaluation_periods, datapoints_to_alarm=datapoints_to_alarm, treat_missing_data=missing,
+            evaluation_periods=1, treat_missing_data=missing,
         )
         alarm.add_alarm_action(self._action)
         if ok_action:

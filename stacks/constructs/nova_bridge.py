@@ -30,7 +30,7 @@ from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function
+from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function, task_response_statement
 from stacks.constructs.monitoring import alarm_name_prefix
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
@@ -132,8 +132,9 @@ class NovaBridge(Construct):
         self.sweeper = function("Sweeper", "nova_sweep", "stop and answer rollouts past their budget")
 
         workflow.state_machine.grant_start_execution(self.intake)
-        workflow.state_machine.grant_task_response(self.forwarder)
-        workflow.state_machine.grant_task_response(self.router)
+        # Not grant_task_response (the state machine's ARN): SendTask* authorize on "*" (common.task_response_statement).
+        self.forwarder.add_to_role_policy(task_response_statement())
+        self.router.add_to_role_policy(task_response_statement())
         self.sweeper.add_to_role_policy(iam.PolicyStatement(
             actions=["states:StopExecution"],
             resources=[Stack.of(self).format_arn(service="states", resource="execution",

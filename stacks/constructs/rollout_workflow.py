@@ -17,9 +17,17 @@ for Fargate. Without a Choice state after every turn a trainer turn is one state
 Only small references travel between states; the episode and its transcript live in S3.
 
 Every Task state retries transient errors (with full jitter) and catches everything else into
-RecordError, under ``$.failed.<state name>`` so the record says which state failed. RecordError writes
-an error record to S3 (never a missing record, never a 0 score). Only if RecordError itself keeps
-failing does the execution end in Fail, which the ExecutionsFailed alarm watches.
+RecordError, with the error under ``failed.<state name>`` so the record says which state failed.
+RecordError writes an error record to S3 (never a missing record, never a 0 score). Only if RecordError
+itself keeps failing does the execution end in Fail, which the ExecutionsFailed alarm watches.
+
+No Catch may grow a large input: Step Functions fails a state whose output (or whose input after
+Parameters) is over 256 KiB with ``States.DataLimitExceeded``, which ``States.ALL`` does not catch, so
+the execution would end without a record. The states whose input is a small reference (Score, the code
+runners) keep it and add the error (a cause is at most 32 KiB); StartEpisode (the raw execution input)
+and Converse (a trainer's reply) keep only the error, and RecordError finds the rollout from the context
+object: the run of Converse's execution input (the episode's snapshot names the rest), or, when the
+episode cannot name it (StartEpisode), the execution's input read back with DescribeExecution.
 """
 
 from __future__ import annotations
@@ -39,7 +47,7 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function
+from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function, task_response_statement
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 # The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
@@ -137,17 +145,22 @@ class RolloutWorkflow(Construct):
                 secret.grant_read(fn)
                 fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
 
-        # The conversation functions ask the trainer, run short jobs and complete their own task tokens.
-        # The state machine's ARN is built from its name: a reference to the resource would make the
-        # functions' policies depend on the state machine, which depends on the functions.
+        # The conversation functions ask the trainer, run short jobs and complete their own task tokens
+        # (SendTask* authorize on "*": see common.task_response_statement). The machine's execution ARNs are
+        # built from its name: a reference to the resource would make the functions' policies depend on the
+        # state machine, which depends on the functions.
         machine_name = f"{Stack.of(self).stack_name}-rollouts"
-        machine_arn = Stack.of(self).format_arn(service="states", resource="stateMachine", resource_name=machine_name,
-                                                arn_format=ArnFormat.COLON_RESOURCE_NAME)
         for fn in (self.start_fn, self.converse_fn):
             self.turn_requests.grant_send_messages(fn)
             runner.function.grant_invoke(fn)
-            fn.add_to_role_policy(iam.PolicyStatement(actions=["states:SendTaskSuccess", "states:SendTaskFailure"],
-                                                      resources=[machine_arn]))
+            fn.add_to_role_policy(task_response_statement(("states:SendTaskSuccess", "states:SendTaskFailure")))
+        # RecordError reads back the input of an execution whose first state failed (that state passes on
+        # only its error; see the module docstring): DescribeExecution authorizes on the execution's ARN.
+        self.error_fn.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:DescribeExecution"],
+            resources=[Stack.of(self).format_arn(service="states", resource="execution",
+                                                 resource_name=f"{machine_name}:*",
+                                                 arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
 
         self.state_machine = sfn.StateMachine(
             self,
@@ -191,13 +204,24 @@ class RolloutWorkflow(Construct):
     def _definition(self, settings: DeploymentSettings, runner: CodeRunner) -> sfn.IChainable:
         record_error = self._invoke("RecordErrorStep", self.error_fn, transient_retries=5, payload=sfn.TaskInput.from_object({
             "context": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
+            "execution": sfn.JsonPath.execution_id,
         }))
         record_error.add_catch(sfn.Fail(self, "RecordWriteFailed", error="RecordWriteFailed",
                                         cause="the error record could not be written"), errors=["States.ALL"])
 
-        def guarded(state, name: str, handler: sfn.IChainable = record_error):
-            # The Catch payload lands under $.failed.<state>, so RecordError knows which state failed.
-            state.add_catch(handler, errors=["States.ALL"], result_path=f"$.failed.{name}")
+        def guarded(state, name: str):
+            # A state whose input is a small reference: the Catch adds the error under $.failed.<state>, so
+            # RecordError knows which state failed and gets the reference.
+            state.add_catch(record_error, errors=["States.ALL"], result_path=f"$.failed.{name}")
+            return state
+
+        def guarded_keeping_only_the_error(state, name: str, **ids: str):
+            # A state whose input is not ours to bound: the Catch replaces the input with the error, and a
+            # Pass names the state (and adds ``ids`` from the context object) before RecordError.
+            failed = sfn.Pass(self, f"{name.removesuffix('Step')}Failed",
+                              parameters={**{f"{k}.$": v for k, v in ids.items()}, "failed": {f"{name}.$": "$"}})
+            failed.next(record_error)
+            state.add_catch(failed, errors=["States.ALL"], result_path="$")
             return state
 
         # The execution's output: the rollout output a conversation state scored and left the loop with.
@@ -217,15 +241,15 @@ class RolloutWorkflow(Construct):
             "task_token": sfn.JsonPath.task_token, "entered": sfn.JsonPath.string_at("$$.State.EnteredTime"),
             "retry_count": sfn.JsonPath.number_at("$$.State.RetryCount"), "reply": sfn.JsonPath.entire_payload,
         }))
-        # RecordError reads the rollout's ids from the execution input: Converse's own input has none.
-        converse_failed = sfn.Pass(self, "ConverseFailed", parameters={
-            "input.$": "$$.Execution.Input", "failed.$": "$.failed"})
-        converse_failed.next(record_error)
         for state in (start, converse):
             state.add_catch(finished, errors=[FINISHED])
             state.add_catch(resume_with_job, errors=[RUN_CODE])
-        guarded(start, "StartEpisodeStep")
-        guarded(converse, "ConverseStep", converse_failed)
+        # StartEpisode's input is the raw execution input and Converse's a trainer's reply, each up to
+        # 256 KiB: their Catches keep only the error. Converse's run is in the execution input (StartEpisode
+        # validated it; the episode snapshot has the other ids); StartEpisode's ids are read back by
+        # RecordError (the input may lack them, and a Pass cannot catch a missing path).
+        guarded_keeping_only_the_error(start, "StartEpisodeStep")
+        guarded_keeping_only_the_error(converse, "ConverseStep", run="$$.Execution.Input.run")
         start.next(converse)
         converse.next(converse)
 

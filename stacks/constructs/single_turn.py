@@ -11,11 +11,11 @@ import json
 from aws_cdk import CfnOutput
 from constructs import Construct
 
-from stacks.config import DeploymentSettings
+from stacks.config import MIN_SINGLE_TURN_WORKERS, DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, python_function, sandbox_memory_mb, stack_name
 
-# Lambda gives one vCPU per 1769 MB; model code is CPU-bound, so the pool follows the vCPUs (at least 2,
-# so one slow sample does not hold up the whole batch).
+# Lambda gives one vCPU per 1769 MB; model code is CPU-bound, so the pool follows the vCPUs (at least
+# MIN_SINGLE_TURN_WORKERS, so one slow sample does not hold up the whole batch).
 MB_PER_VCPU = 1769
 from stacks.constructs.network import Network
 
@@ -32,7 +32,7 @@ class SingleTurnReward(Construct):
     ) -> None:
         super().__init__(scope, construct_id)
         memory_mb = settings.functions.single_turn_memory_mb
-        workers = max(2, memory_mb // MB_PER_VCPU)
+        workers = max(MIN_SINGLE_TURN_WORKERS, memory_mb // MB_PER_VCPU)
         self.function = python_function(
             self,
             "Function",

@@ -11,6 +11,7 @@
     in from the botocore service model.
   - Step Functions: moto 5.2.5 drops SendTaskFailure's ``cause`` (AWS passes it to the Catch as
     ``Cause``, up to 32,768 characters; the conversation states leave their loop with it): pass it on.
+  - Step Functions: StartExecution refuses an input over 256 KiB with ValidationException, as AWS does.
   - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
     as a **subprocess** with the container's environment and overrides, talking to a moto server
     thread over HTTP (it shares the in-process backends), and records its exit code.
@@ -397,6 +398,27 @@ def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
     return [(StepFunctionResponse, "send_task_failure", send_task_failure)]
 
 
+def _patch_sfn_start_execution() -> list[tuple[Any, str, Any]]:
+    """StartExecution refuses an input over 256 KiB, as AWS does (moto starts it): the API reference gives
+    ``input`` a "Maximum length of 262144" in UTF-8 bytes, and Step Functions reports a violated length
+    constraint as ValidationException "1 validation error detected: ... failed to satisfy constraint"
+    (moto's own message for an over-long name). No execution exists afterwards, so the caller's error
+    is the only trace."""
+    from moto.stepfunctions.exceptions import ValidationException
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original = StepFunctionResponse.start_execution
+
+    def start_execution(self):  # noqa: ANN001
+        if _size(self._get_param("input")) > LIMITS["sfn_payload_bytes"]:
+            raise ValidationException(
+                "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have "
+                f"length less than or equal to {LIMITS['sfn_payload_bytes']}")
+        return original(self)
+
+    return [(StepFunctionResponse, "start_execution", start_execution)]
+
+
 def _patch_ecs() -> list[tuple[Any, str, Any]]:
     from moto.ecs.models import EC2ContainerServiceBackend
 
@@ -489,8 +511,8 @@ def install_stop_execution_patch(monkeypatch: Any) -> None:
 def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
-    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(), *_patch_ecs(),
-                                 *_patch_sqs(), *_patch_moto_serving()):
+    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(),
+                                 *_patch_sfn_start_execution(), *_patch_ecs(), *_patch_sqs(), *_patch_moto_serving()):
         monkeypatch.setattr(target, name, value)
 
 

@@ -159,7 +159,10 @@ def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_pa
     assert sorted(sqs.deleted) == [f"h{i}" for i in range(6)]  # every message deleted, none left to redeliver
 
 
-def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket):
+def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket, monkeypatch):
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)  # the client's own retries first
     s3, _ = turn_bucket
     sfn = _FakeSfn(stale={"t-throttled": "ThrottlingException", "t-denied": "AccessDeniedException"})
     sqs = _FakeSqs([_turn("t-ok"), _turn("t-throttled"), _turn("t-ok2")])
@@ -297,3 +300,149 @@ def test_every_call_the_client_makes_is_allowed_by_the_trainer_policy(deployment
             action = _IAM_ACTION.get((service, op), f"s3:{op}")
             patterns = [p for st in statements if action in st["Action"] for p in _key_patterns(st)]
             assert any(fnmatchcase(key, p) for p in patterns), (op, key, patterns)
+
+
+def _client_error(code: str, operation: str = "Call"):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": "rate exceeded" if "Throttl" in code else "no"}}, operation)
+
+
+class _ThrottledSfn(_FakeSfn):
+    """Step Functions throttles per account with a token bucket: every third call here is refused even
+    after botocore's own retries."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.calls = 0
+
+    def _throttle(self, operation):
+        self.calls += 1
+        if self.calls % 3 == 0:
+            raise _client_error("ThrottlingException", operation)
+
+    def describe_execution(self, executionArn):
+        self._throttle("DescribeExecution")
+        return super().describe_execution(executionArn)
+
+    def start_execution(self, stateMachineArn, name, input):
+        self._throttle("StartExecution")
+        return {"executionArn": f"{stateMachineArn}:{name}"}
+
+
+def test_a_throttled_api_slows_start_wait_and_all_done_down_but_never_ends_them(monkeypatch):
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    sfn = _ThrottledSfn(finish_after={"a": 2, "b": 4})
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn)
+    arns = [client.start("run", 0, "g", f"r{i}", task_key="tasks/t.json") for i in range(5)]
+    assert len(set(arns)) == 5 and sfn.calls > 5  # some starts were throttled and tried again
+    assert [r["id"] for r in client.wait(["a", "b", "c"], poll_s=0.001)] == ["a", "b", "c"]
+    sfn = _ThrottledSfn(finish_after={"a": 2, "b": 4})
+    done = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn).all_done(["a", "b"], min_interval_s=0,
+                                                                                          max_interval_s=0)
+    answers = [done() for _ in range(12)]
+    assert answers[0] is False and answers[-1] is True and sfn.calls >= 3  # throttled polls on the way
+
+
+class _FlakySqs(_FakeSqs):
+    """ReceiveMessage throttled once; DeleteMessage of chosen handles answered with chosen error codes."""
+
+    def __init__(self, bodies, delete_errors):
+        super().__init__(bodies)
+        self.delete_errors, self.receives = delete_errors, 0
+
+    def receive_message(self, **kwargs):
+        self.receives += 1
+        if self.receives == 1:
+            raise _client_error("ThrottlingException", "ReceiveMessage")
+        return super().receive_message(**kwargs)
+
+    def delete_message(self, QueueUrl, ReceiptHandle):
+        if ReceiptHandle in self.delete_errors:
+            raise _client_error(self.delete_errors[ReceiptHandle], "DeleteMessage")
+        super().delete_message(QueueUrl, ReceiptHandle)
+
+
+def test_serve_turns_outlives_queue_faults_expired_receipts_and_malformed_turn_requests(turn_bucket, monkeypatch):
+    """A throttled receive, a delete whose receipt handle expired (the turn took longer than its visibility)
+    and turn requests with a token that is not text: none may end the trainer's loop."""
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    s3, _ = turn_bucket
+    sfn = _FakeSfn()
+    bodies = [_turn("t-ok"), _turn("t-slow"), {**_turn("x"), "task_token": None}, {**_turn("y"), "task_token": 7},
+              {**_turn("z"), "state_key": ["not", "a", "key"]}, "[" * 100_000]
+    sqs = _FlakySqs(bodies, {"h1": "InvalidParameterValue", "h2": "ReceiptHandleIsInvalid"})
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    calls = iter([False, False, True])
+    assert client.serve_turns(lambda request: "fine", until=lambda: next(calls), poll_s=0.01) == 2
+    assert set(sfn.success) == {"t-ok", "t-slow"} and not sfn.failure
+    assert sorted(sqs.deleted) == ["h0", "h3", "h4", "h5"]  # h1 and h2 come back and are answered as stale
+
+    sqs = _FlakySqs([_turn("t-denied")], {"h0": "AccessDenied"})
+    sqs.receives = 1
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    with pytest.raises(Exception, match="no"):  # a misconfigured queue policy is not hidden
+        client.serve_turns(lambda request: "fine", until=lambda: False, poll_s=0.01)
+
+
+def test_a_throttled_read_of_the_conversation_leaves_the_turn_for_redelivery_not_a_policy_error(turn_bucket, monkeypatch):
+    from rewardpipe.store import S3Store
+
+    s3, _ = turn_bucket
+    monkeypatch.setattr(S3Store, "backoff_s", 0.0)
+
+    class ThrottledGets:
+        def __init__(self, client):
+            self.client, self.refused = client, 0
+
+        def __getattr__(self, name):
+            return getattr(self.client, name)
+
+        def get_object(self, **kwargs):  # refused through all of the store's own retries
+            self.refused += 1
+            raise _client_error("SlowDown", "GetObject")
+
+    sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-1")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs,
+                           s3=ThrottledGets(s3))
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: "fine", until=lambda: next(calls), poll_s=0.01) == 0
+    assert not sfn.failure and sqs.deleted == []  # left on the queue, answered when it comes back
+
+
+def test_two_copies_of_a_turn_in_one_batch_are_generated_once(turn_bucket):
+    """SQS standard queues deliver at least once; both copies may arrive in one receive."""
+    s3, _ = turn_bucket
+    sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-1"), _turn("t-1"), _turn("t-2")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    generated = []
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: generated.append(request["rollout"]) or "fine",
+                              until=lambda: next(calls), poll_s=0.01) == 2
+    assert sorted(generated) == ["t-1", "t-2"] and sorted(sqs.deleted) == ["h0", "h1", "h2"]
+
+
+def test_a_throttled_answer_is_sent_again_not_generated_again(turn_bucket, monkeypatch):
+    import rewardpipe.aws.client as client_module
+
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    s3, _ = turn_bucket
+    sfn = _ThrottledSfn()
+    original = _FakeSfn.send_task_success
+
+    def throttled_success(taskToken, output):
+        sfn._throttle("SendTaskSuccess")
+        original(sfn, taskToken, output)
+
+    sfn.calls = 2  # the first SendTaskSuccess is throttled even after botocore's retries
+    sfn.send_task_success = throttled_success
+    sqs = _FakeSqs([_turn("t-1")])
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
+    generated = []
+    calls = iter([False, True])
+    assert client.serve_turns(lambda request: generated.append(1) or "fine", until=lambda: next(calls), poll_s=0.01) == 1
+    assert generated == [1] and sfn.success == {"t-1": {"text": "fine"}} and sqs.deleted == ["h0"]

@@ -55,7 +55,7 @@ def world(aws, monkeypatch):
         store.put_record(_error("mon", step))
     for key, value in {"BUCKET": BUCKET, "ALARM_TOPIC_ARN": topic, "REWARD_NAME": "ask_before_coding",
                        "REWARD_WEIGHTS": json.dumps(WEIGHTS), "ZERO_VARIANCE_FRACTION": "0.5",
-                       "ERROR_RATE_THRESHOLD": "0.05"}.items():
+                       "ERROR_RATE_THRESHOLD": "0.05", "DEAD_STEPS": "1"}.items():
         monkeypatch.setenv(key, value)
     return {"store": store, "sqs": sqs, "queue": queue, "handler": load("variance_monitor")}
 
@@ -302,3 +302,33 @@ def test_a_409_conditional_request_conflict_is_retried(world):
     racer = RacingS3(world["store"].client, conflict)  # S3's answer to a concurrent conditional write
     out = run_check(CheckRequest(run_id="mon", step=0), Settings.from_env(), store=S3Store(BUCKET, client=racer))
     assert racer.conditional_puts == 2 and out["checked"] == 1
+
+
+def test_the_error_streak_counts_checked_steps_and_is_never_re_emitted(world, capsys, monkeypatch):
+    """ErrorStreak (what the error-rate alarm watches) is the number of consecutive checked steps with an
+    error rate of at least ERROR_RATE_THRESHOLD, emitted once per newly checked step; the check's own
+    error-rate alarm is raised at ERROR_STEPS, independently of DEAD_STEPS."""
+    monkeypatch.setenv("ERROR_RATE_THRESHOLD", "0.04")  # 1 error record in 21 (4.8 %) is too many
+    monkeypatch.setenv("ERROR_STEPS", "3")
+    store = world["store"]
+    _add_steps(store, "mon", (2, 3))
+    store.put_record(_error("mon", 2))  # steps 0, 1 and 2 have too many errors; step 3 has none
+    handler = load("variance_monitor")  # settings are read when the function is loaded
+    for step in (0, 1, 2):
+        handler.lambda_handler({"run_id": "mon", "step": step}, Context())
+    stdout = capsys.readouterr().out
+    assert _metric_values(stdout, "ErrorStreak", run="mon") == [1.0, 2.0, 3.0]
+    assert _metric_values(stdout, "ErrorStreak", run=None) == [1.0, 2.0, 3.0]  # the alarm's series
+    alarms = [json.loads(m["Body"]) for m in
+              world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    assert [a["step"] for a in alarms if a["kind"] == "error_rate"] == [2]  # ERROR_STEPS, not DEAD_STEPS (1)
+
+    again = handler.lambda_handler({"run_id": "mon", "step": 2}, Context())  # a replay
+    assert again["checked"] == 0
+    assert _metric_values(capsys.readouterr().out, "ErrorStreak") == []
+
+    handler.lambda_handler({"run_id": "mon", "step": 3}, Context())
+    stdout = capsys.readouterr().out
+    assert _metric_values(stdout, "ErrorStreak", run="mon") == [0.0]
+    assert _metric_values(stdout, "ErrorStreak", run=None) == [0.0]
+    assert store.get_json("runs/mon/monitor/state.json")["targets"]["errors"]["error_streak"] == 0

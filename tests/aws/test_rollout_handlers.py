@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -53,7 +54,7 @@ def _snapshot(bucket, ref: dict) -> dict:
 def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
     ref = _started(bucket, mode="replay", turns=["What about negative input?", COMMIT])
     snapshot = _snapshot(bucket, ref)
-    assert snapshot["task_key"] == f"tasks/inline/r/{TASK.task_id}.json"
+    assert re.fullmatch(rf"tasks/inline/r/{TASK.task_id}-[0-9a-f]{{16}}\.json", snapshot["task_key"])
     assert bucket.get_json(snapshot["task_key"])["tests"] == TASK.tests
     # The replay turns are stored once, beside the snapshots; the snapshot only points at them.
     assert ref["state_key"] == "runs/r/state/att-1/episode.json" and ref["version"] == 0
@@ -361,6 +362,79 @@ def test_failed_executions_without_ids_get_distinct_records(bucket):
                                                  "attempt": name}, Context())["record_key"]
             for name in ("exec-one", "exec-two")}
     assert keys == {"runs/unknown/step=0/group=unknown/exec-one.json", "runs/unknown/step=0/group=unknown/exec-two.json"}
+
+
+class _Describe:
+    """A Step Functions client whose DescribeExecution answers ``input`` or raises ``error`` (an AWS code)."""
+
+    def __init__(self, input_text: str | None = None, error: str | None = None) -> None:
+        self.input_text, self.error, self.calls = input_text, error, []
+
+    def describe_execution(self, executionArn):  # noqa: N803 - boto3's parameter name
+        from botocore.exceptions import ClientError
+
+        self.calls.append(executionArn)
+        if self.error:
+            raise ClientError({"Error": {"Code": self.error, "Message": self.error}}, "DescribeExecution")
+        return {"executionArn": executionArn, "input": self.input_text}
+
+
+FIRST_STATE_FAILED = {"context": {"failed": {"StartEpisodeStep": {"Error": "RuntimeError", "Cause": "boom"}}},
+                      "attempt": "exec-raw", "execution": "arn:aws:states:us-east-1:123456789012:execution:m:exec-raw"}
+
+
+def test_a_failed_first_states_ids_are_read_back_from_the_execution(bucket):
+    """StartEpisode's Catch passes on only its error (its input may be near 256 KiB): RecordError reads
+    the execution's input with DescribeExecution and records the rollout under its own ids."""
+    from rewardpipe.aws.rollout import FailedRollout, record_failure, with_execution_input
+    from rewardpipe.aws.settings import Settings
+
+    sfn = _Describe(json.dumps({**_event(), "rollout": "raw"}))
+    event = with_execution_input(FailedRollout.model_validate(FIRST_STATE_FAILED), sfn)
+    assert sfn.calls == [FIRST_STATE_FAILED["execution"]]
+    record, key = record_failure(event, Settings.from_env())
+    assert key == "runs/r/step=2/group=g/raw.json" and record.task_id == TASK.task_id
+    assert record.error.message == "[StartEpisodeStep] RuntimeError: boom"
+
+
+def test_a_converse_failure_whose_episode_cannot_be_read_is_recorded_under_the_executions_ids(bucket, monkeypatch):
+    """Converse's Catch passes on only its run; when the episode's snapshot is gone too, the record still
+    goes under the rollout's own group and id (read back from the execution), not under "unknown"."""
+    import rewardpipe.aws.settings as aws_settings
+
+    sfn = _Describe(json.dumps({**_event(), "rollout": "lost"}))
+    real = aws_settings.aws_client
+    monkeypatch.setattr(aws_settings, "aws_client", lambda service, **kw: sfn if service == "stepfunctions" else real(service, **kw))
+    event = {"context": {"run": "r", "failed": {"ConverseStep": {"Error": "RuntimeError", "Cause": "boom"}}},
+             "attempt": "att-lost", "execution": "arn:aws:states:us-east-1:123456789012:execution:m:att-lost"}
+    out = load("error_record").lambda_handler(event, Context())
+    assert out["record_key"] == "runs/r/step=2/group=g/lost.json"
+    assert bucket.get_json(out["record_key"])["error"]["message"] == "[ConverseStep] RuntimeError: boom"
+    # With the episode readable, no call is made: its snapshot names the rollout.
+    sfn.calls.clear()
+    _started(bucket, attempt="att-found", mode="callback")
+    out = load("error_record").lambda_handler({**event, "attempt": "att-found"}, Context())
+    assert sfn.calls == [] and out["record_key"] == "runs/r/step=2/group=g/x.json"
+
+
+@pytest.mark.parametrize("describe, raises", [
+    (_Describe(error="ThrottlingException"), True),        # retried by the state (TransientError)
+    (_Describe(error="AccessDeniedException"), False),     # recorded anyway, under run "unknown"
+    (_Describe(input_text="[1, 2]"), False),               # an input that is not an object
+])
+def test_an_unreadable_execution_input_still_ends_in_a_record_unless_it_is_worth_retrying(bucket, describe, raises):
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.rollout import FailedRollout, record_failure, with_execution_input
+    from rewardpipe.aws.settings import Settings
+
+    event = FailedRollout.model_validate(FIRST_STATE_FAILED)
+    if raises:
+        with pytest.raises(ClientError):
+            with_execution_input(event, describe)
+        return
+    _, key = record_failure(with_execution_input(event, describe), Settings.from_env())
+    assert key == "runs/unknown/step=0/group=unknown/exec-raw.json"
 
 
 def test_a_long_rollout_id_keeps_its_full_value_under_the_stores_hashed_key(bucket):

@@ -184,3 +184,32 @@ def test_error_reward_setting_decides_what_nova_sees(monkeypatch, gsm8k):
 
     with pytest.raises(BatchFailed):
         load("single_turn_reward").lambda_handler(samples, Context())
+
+
+@pytest.mark.xdist_group("cdk")
+def test_an_answer_over_lambdas_6_mb_response_limit_is_trimmed_not_lost(deployment):
+    """Many short samples (2.6 MB in) make a full answer of 6.9 MB, which Lambda would refuse as a whole
+    ("Response payload size exceeded"): the harness fails any response over 6 MB. Diagnostics are dropped
+    instead; every sample keeps its answer, in order, with its score."""
+    import boto3
+
+    samples = [{"id": f"s{i}", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 4"}],
+                "reference_answer": "4"} for i in range(20_000)]
+    client = boto3.client("lambda", region_name=harness.REGION)
+    response = client.invoke(FunctionName=deployment.function_name("SingleTurnReward"), Payload=json.dumps(samples))
+    assert "FunctionError" not in response
+    results = json.loads(response["Payload"].read())
+    assert [r["id"] for r in results] == [s["id"] for s in samples]
+    assert all(r["aggregate_reward_score"] == pytest.approx(1.5) for r in results)
+    assert {m["name"] for m in results[0]["metrics_list"]} <= {"format", "answer_correct", "reward_error"}
+
+
+class AlmostNoTimeLeft(Context):
+    def get_remaining_time_in_millis(self) -> int:
+        return 3_000  # less than the reserve for sending the answer
+
+
+def test_a_batch_with_only_the_answer_reserve_left_is_answered_flagged_even_without_code(gsm8k):
+    results = gsm8k.lambda_handler([_sample("a", 42), _sample("b", 41)], AlmostNoTimeLeft())
+    assert [r["id"] for r in results] == ["a", "b"]
+    assert all(_metrics(r)["error_deadline_exceeded"][0] == 1 and _metrics(r)["reward_error"][0] == 1 for r in results)

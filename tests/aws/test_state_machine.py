@@ -308,15 +308,91 @@ def test_a_single_300_kb_turn_ends_in_a_record(deployment, sfn, mode):
     assert record.status == out["status"]
 
 
-def test_the_harness_fails_a_test_whose_state_payload_exceeds_256_kib(deployment, sfn):
-    """moto accepts a 300 KB execution input; AWS refuses it, and so does the harness's check."""
-    payload = _input("run-over", "r0", [fenced(TASK.reference_solution) + "#" + "q" * 300_000])
-    harness.run_execution(sfn, deployment.state_machine_arn, payload)
-    violations = harness.check_limits()
-    assert any("input" in v and "> 262144" in v for v in violations), violations
-    harness.LIMIT_VIOLATIONS.clear()
-    for execution in sfn.list_executions(stateMachineArn=deployment.state_machine_arn)["executions"]:
-        harness.CHECKED.add(execution["executionArn"])  # this test's own breach is the point, not a failure
+def _raw_input(run: str, turns: list[str], size: int, **extra) -> dict:
+    """An execution input of exactly ``size`` bytes, as a caller starting the execution directly (not
+    through RolloutClient, which moves large inputs to S3) sends it: an inline task whose hidden tests
+    carry a long comment."""
+    payload = {**_input(run, "r0", turns), **extra}
+    task = payload["task"]
+    task["tests"] += "\n# "
+    task["tests"] += "p" * (size - len(json.dumps(payload).encode("utf-8")))
+    assert len(json.dumps(payload).encode("utf-8")) == size
+    return payload
+
+
+def _start_raw(sfn, deployment, payload: dict) -> dict:
+    import uuid
+
+    arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"raw-{uuid.uuid4().hex}",
+                              input=json.dumps(payload))["executionArn"]
+    return harness.wait_execution(sfn, arn)
+
+
+def test_a_raw_start_near_256_kib_failing_at_its_first_state_ends_in_an_error_record(deployment, sfn):
+    """The first state's Catch used to add its error to the 250 KiB input; with a long cause (a stack
+    trace) that output is over 256 KiB: States.DataLimitExceeded on AWS, which no Catch catches, so the
+    execution failed without a record (the harness fails the test on that payload)."""
+    cause = "the policy runtime crashed: " + "frame " * 4_000  # ~24 KB, like a deep stack trace
+    harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowStartEpisode")] = RuntimeError(cause)
+    result = _start_raw(sfn, deployment, _raw_input("run-raw-fail", [fenced(TASK.reference_solution)], 250 * 1024))
+    assert result["status"] == "SUCCEEDED"
+    record = _records(deployment, "run-raw-fail")["r0"]  # under the input's ids, read back from the execution
+    assert record.status == "error" and record.aggregate is None
+    assert record.error.message.startswith("[StartEpisodeStep] RuntimeError: the policy runtime crashed")
+    assert json.loads(result["output"])["status"] == "error"
+
+
+def test_a_raw_start_near_256_kib_failing_in_converse_ends_in_an_error_record(deployment, sfn):
+    """Converse's failure path used to copy the whole execution input next to the error: over 256 KiB."""
+    payload = _raw_input("run-raw-converse", [], 250 * 1024, policy={"mode": "callback"})
+    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="raw-converse",
+                                    input=json.dumps(payload))["executionArn"]
+    cause = "the simulator crashed: " + "frame " * 4_000
+    harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowConverse")] = RuntimeError(cause)
+    _serve_raw(deployment, sfn, execution, iter(["Should negative durations raise an error?"]))
+    assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
+    record = _records(deployment, "run-raw-converse")["r0"]
+    assert record.status == "error" and record.error.message.startswith("[ConverseStep] RuntimeError: the simulator")
+
+
+def test_a_valid_raw_start_near_256_kib_is_scored(deployment, sfn):
+    result = _start_raw(sfn, deployment, _raw_input("run-raw-ok", [fenced(TASK.reference_solution)], 250 * 1024))
+    assert result["status"] == "SUCCEEDED"
+    record = _records(deployment, "run-raw-ok")["r0"]
+    assert record.status == "scored" and record.components["correctness"] == 1.0
+
+
+# A raw execution input up to this size is documented to work (docs/aws.md, "Limits"): StartEpisode's
+# Parameters add the task token and the execution name to the input, and that must stay within 256 KiB
+# for the largest token and name AWS issues (SendTaskSuccess: taskToken "Maximum length of 2048";
+# execution names: at most 80 characters).
+RAW_INPUT_LIMIT = 253 * 1024
+MAX_TASK_TOKEN, MAX_EXECUTION_NAME = 2048, 80
+
+
+def test_a_raw_input_up_to_the_documented_limit_leaves_room_for_the_largest_task_token(deployment, sfn):
+    result = _start_raw(sfn, deployment, _raw_input("run-raw-limit", [fenced(TASK.reference_solution)], RAW_INPUT_LIMIT))
+    assert _records(deployment, "run-raw-limit")["r0"].status == "scored"
+    (scheduled,) = [e["taskScheduledEventDetails"]["parameters"]
+                    for e in sfn.get_execution_history(executionArn=result["executionArn"])["events"]
+                    if e["type"] == "TaskScheduled" and "StartEpisode" in e["taskScheduledEventDetails"]["parameters"]]
+    payload = json.loads(scheduled)["Payload"]
+    worst = (len(scheduled.encode("utf-8")) - len(payload["task_token"]) - len(payload["attempt"])
+             + MAX_TASK_TOKEN + MAX_EXECUTION_NAME)
+    assert worst <= harness.LIMITS["sfn_payload_bytes"], worst
+
+
+def test_start_execution_refuses_an_input_over_256_kib_and_the_caller_sees_why(deployment, sfn):
+    """Over 262,144 bytes there is no execution to record anything for: StartExecution itself refuses."""
+    from botocore.exceptions import ClientError
+
+    payload = _raw_input("run-over", [fenced(TASK.reference_solution)], 262_145)
+    with pytest.raises(ClientError) as info:
+        _start_raw(sfn, deployment, payload)
+    assert info.value.response["Error"]["Code"] == "ValidationException"
+    assert "'input'" in str(info.value) and "262144" in str(info.value)
+    assert sfn.list_executions(stateMachineArn=deployment.state_machine_arn)["executions"] == []
+    assert _records(deployment, "run-over") == {}
 
 
 # -- the synthesized definition: retries, timeouts -----------------------------------------------------

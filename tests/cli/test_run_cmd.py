@@ -146,3 +146,38 @@ def test_an_existing_output_file_that_cannot_be_written_is_a_usage_error(cli, tm
     result = cli("run", "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store", "--plot", chart)
     assert result.exit_code == 2 and "cannot be written" in result.stderr
     assert not (tmp_path / "store").exists()
+
+
+def test_a_step_is_stored_and_checked_while_the_next_step_is_played(cli, tmp_path, monkeypatch):
+    """The sandbox must not wait for the store: step 0's records may only be written once step 1 has
+    started playing. Without the overlap, step 1 never starts while step 0's write waits, and the write
+    gives up (the run then fails this test)."""
+    import threading
+
+    from rewardpipe.policies import ScriptedPolicy
+
+    step_one_playing = threading.Event()
+    waited = []
+    original_turn, original_put = ScriptedPolicy.next_turn, LocalStore.put_record
+
+    def next_turn(self, state, task):
+        if state.step == 1:
+            step_one_playing.set()
+        return original_turn(self, state, task)
+
+    def put_record(self, record):
+        if record.step == 0 and not waited:
+            waited.append(step_one_playing.wait(timeout=20))
+        return original_put(self, record)
+
+    monkeypatch.setattr(ScriptedPolicy, "next_turn", next_turn)
+    monkeypatch.setattr(LocalStore, "put_record", put_record)
+    out = tmp_path / "store"
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 4, "--groups-per-step", 2,
+                 "--out", out, "--run-id", "overlap", "--json")
+    assert result.exit_code == 0, result.output
+    assert waited == [True]
+    summary = json.loads(result.output)
+    assert [s["step"] for s in summary["steps"]] == [0, 1, 2]  # checked in order all the same
+    assert [s["records"] for s in summary["steps"]] == [8, 8, 8]
+    assert len(list(LocalStore(out).iter_records("overlap"))) == 24

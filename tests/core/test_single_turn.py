@@ -502,3 +502,118 @@ def test_a_bad_sandbox_memory_setting_names_the_variable():
     assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "692"}).memory_mb == 692
     with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_MEMORY_MB"):
         SandboxConfig.from_env({"REWARDPIPE_SANDBOX_MEMORY_MB": "lots"})
+
+
+def test_samples_not_answered_by_answer_by_are_flagged_whatever_the_reward(monkeypatch):
+    """The deadline covers reading and scoring too, not only code: a reward with no code at all (here each
+    score takes 10 s of fake time) must not run a batch past the invocation's end."""
+    import rewardpipe.single_turn as single_turn
+    from rewardpipe.rewards.base import Component, Reward
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+
+    def slow_component(data):
+        clock.now += 10.0
+        return 1.0
+
+    reward = Reward("slow", (Component("slow", 1.0, slow_component),))
+    batch = [sample(sample_id=f"s{i}") for i in range(5)]
+    outputs = score_samples(batch, reward, answer_by=clock.now + 25.0, error_reward="zero")
+    assert [o["id"] for o in outputs] == [f"s{i}" for i in range(5)]
+    # s0, s1, s2 start at +0, +10, +20; at +30 the time is up: s3 and s4 are answered at once, flagged
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 0, 1, 1]
+    assert metrics(outputs[3])["error_deadline_exceeded"] == 1 and clock.now == 1030.0
+    assert_contract(outputs)
+
+
+def test_a_batch_past_answer_by_before_reading_is_answered_flagged_in_order(monkeypatch):
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+    batch = [sample(sample_id="a", metadata={"reference_answer": 42}), {"id": "bad"}, "junk"]
+    outputs = score_samples(batch, "gsm8k", answer_by=clock.now - 1)
+    assert [o["id"] for o in outputs] == ["a", "bad", None]
+    assert all(metrics(o)["error_deadline_exceeded"] == 1 for o in outputs)
+
+
+def test_neutral_error_reward_stays_finite_when_scores_are_near_the_float_maximum():
+    """Finite weights are valid configuration; two rewards of 1e308 overflowed the mean's sum and the
+    OverflowError lost the whole batch."""
+    batch = [_prompt_sample("p", "#### 42", "a"), _prompt_sample("p", "#### 42", "b"),
+             _prompt_sample("p", "#### 42", "broken", reference=None)]
+    outputs = score_samples(batch, "gsm8k", {"answer_correct": 1e308}, error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in outputs[:2]] == [pytest.approx(1e308)] * 2
+    assert outputs[2]["aggregate_reward_score"] == pytest.approx(1e308) and metrics(outputs[2])["reward_error"] == 1
+    assert_contract(outputs)
+
+
+def test_fit_response_drops_diagnostics_then_flags_then_metrics_never_a_sample():
+    from rewardpipe.single_turn import ResponseTooLarge, fit_response
+
+    outputs = score_samples([sample(sample_id=i, metadata={"reference_answer": 42}) for i in range(50)]
+                            + [{"id": "bad"}], "gsm8k")
+    full = len(json.dumps(outputs))
+    assert fit_response(outputs, full) == (outputs, None)
+    sizes, names = [], []
+    for limit in (full - 1, full * 6 // 10, full * 4 // 10, full // 5):  # the stages take ~67 %, ~34 %, ~13 %
+        fitted, note = fit_response(outputs, limit)
+        assert note and len(json.dumps(fitted)) <= limit
+        assert [(o["id"], o["aggregate_reward_score"]) for o in fitted] == \
+               [(o["id"], o["aggregate_reward_score"]) for o in outputs]
+        sizes.append(len(json.dumps(fitted)))
+        names.append(sorted({m["name"] for o in fitted for m in o.get("metrics_list", [])}))
+    assert sizes == sorted(sizes, reverse=True)
+    assert names[0] == ["answer_correct", "error_malformed_sample", "format", "reward_error"]  # rewards and flags
+    assert names[1] == names[2] == ["reward_error"] and names[3] == []
+    assert set(fitted[0]) == {"id", "aggregate_reward_score"}  # metrics_list is optional in the contract
+    with pytest.raises(ResponseTooLarge, match="51 samples"):
+        fit_response(outputs, 100)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_a_component_computing_nan_or_infinity_flags_its_sample_and_the_rest_are_unchanged(bad):
+    from rewardpipe.rewards.base import Component, Reward
+
+    reward = Reward("r", (Component("main", 1.0, lambda data: 1.0),
+                          Component("shaky", 0.0, lambda data: bad if data.transcript.assistant_texts[-1] == "x" else 0.5)))
+    batch = [_prompt_sample("p", "ok", "a"), _prompt_sample("p", "x", "b"), _prompt_sample("p", "ok", "c")]
+    outputs = score_samples(batch, reward, error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in outputs] == [1.0, 1.0, 1.0]
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 0]
+    assert metrics(outputs[1])["error_non_finite_score"] == 1
+    assert_contract(outputs)
+
+
+def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(monkeypatch):
+    """The batch runs in waves; an executor that breaks in the second wave (say, no thread can be started)
+    used to turn every sample of the batch into executor_crash, the finished ones included."""
+    import rewardpipe.single_turn as single_turn
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+
+    class BreaksOnSecondWave(SlowExecutor):
+        def run_batch(self, jobs, workers=None):
+            if self.jobs:
+                raise RuntimeError("can't start new thread")
+            return super().run_batch(jobs, workers)
+
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(4)]
+    outputs = score_samples(batch, "code_correctness", executor=BreaksOnSecondWave(clock, 1.0), workers=2,
+                            deadline=clock.now + 100)
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 1, 1]
+    assert metrics(outputs[0])["correctness"] == 1.0 and metrics(outputs[2])["error_executor_crash"] == 1
+
+
+def test_an_executor_failing_midway_without_a_deadline_keeps_the_results_it_gave():
+    class FailsAfterOne(FakeExecutor):
+        def run_batch(self, jobs, workers=None):
+            jobs = list(jobs)
+            yield result("passed", 2, 2).model_copy(update={"id": jobs[0].id})
+            raise RuntimeError("the pool broke")
+
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(3)]
+    outputs = score_samples(batch, "code_correctness", executor=FailsAfterOne(result("passed", 2, 2)))
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 1]

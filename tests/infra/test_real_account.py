@@ -257,7 +257,39 @@ def test_trainer_policy_is_output_with_exactly_what_a_trainer_does(synth, resour
                        "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "lambda:InvokeFunction",
                        "s3:GetObject", "s3:PutObject"}
     for st in policy["Properties"]["PolicyDocument"]["Statement"]:
-        assert "*" not in _as_list(st["Resource"]), st
+        if st.get("Sid") != "AnswerTurns":  # task tokens: see the test below
+            assert "*" not in _as_list(st["Resource"]), st
+
+
+TASK_TOKEN_ACTIONS = {"states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat"}
+
+
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+def test_task_token_actions_are_granted_on_all_resources_and_alone(context):
+    """The Service Authorization Reference ("Actions, resources, and condition keys for AWS Step
+    Functions") lists no resource type for SendTaskSuccess, SendTaskFailure and SendTaskHeartbeat: "If
+    there is no value for this column, you must specify all resources ("*")". A grant on the state
+    machine's ARN (what aws-cdk's grantTaskResponse does) is not documented to authorize a call that
+    names only a task token, so every such statement is on "*", and holds these actions only so the
+    wildcard covers nothing else. Every role whose code calls them has them."""
+    resources = harness.synthesized(context).template["Resources"]
+    granted: dict[str, set[str]] = {}
+    for policy in [*_of_type(resources, "AWS::IAM::Policy").values(), *_of_type(resources, "AWS::IAM::ManagedPolicy").values()]:
+        owners = [r["Ref"] for r in policy["Properties"].get("Roles", [])] or ["TrainerPolicy"]
+        for st in policy["Properties"]["PolicyDocument"]["Statement"]:
+            actions = set(_as_list(st["Action"]))
+            if actions & TASK_TOKEN_ACTIONS:
+                assert actions <= TASK_TOKEN_ACTIONS and st["Resource"] == "*" and "Condition" not in st, st
+                for owner in owners:
+                    granted.setdefault(owner, set()).update(actions)
+    needed = {"TrainerPolicy": TASK_TOKEN_ACTIONS,  # RolloutClient answers, fails and heartbeats turns
+              "RolloutWorkflowStartEpisode": {"states:SendTaskSuccess", "states:SendTaskFailure"},
+              "RolloutWorkflowConverse": {"states:SendTaskSuccess", "states:SendTaskFailure"}}
+    if context:
+        needed.update({"NovaBridgeForwarder": TASK_TOKEN_ACTIONS, "NovaBridgeRouter": TASK_TOKEN_ACTIONS})
+    for prefix, actions in needed.items():
+        owners = [owner for owner in granted if owner.startswith(prefix)]
+        assert owners and all(actions <= granted[owner] for owner in owners), (prefix, granted)
 
 
 def _object_patterns(policy: dict, action: str) -> list[str]:
@@ -284,7 +316,7 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
     run, attempt = "exp/1 long", "group-3_rollout-7-a2"
     snapshot = f"{attempt_prefix(run, attempt)}episode-4.json"
     written = [f"{attempt_prefix(run, attempt)}reply-4.json", f"{inputs_prefix(run, attempt)}turns.json",
-               inline_task_key(run, "task/with odd id")]
+               inline_task_key(run, {"task_id": "task/with odd id", "prompt": "p"})]
     assert any(fnmatchcase(snapshot, p) for p in reads), (snapshot, reads)
     for key in written:
         assert any(fnmatchcase(key, p) for p in writes), (key, writes)

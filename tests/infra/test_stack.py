@@ -218,7 +218,8 @@ def test_every_task_state_catches_into_the_error_record(resources):
         # The conversation states' loop exits come first (they are not failures); then everything else.
         exits = [c for c in catchers if c["ErrorEquals"] != ["States.ALL"]]
         assert catchers[len(exits)]["ErrorEquals"] == ["States.ALL"] and len(catchers) == len(exits) + 1, name
-        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed"}.get(name, "RecordErrorStep")
+        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed",
+                  "StartEpisodeStep": "StartEpisodeFailed"}.get(name, "RecordErrorStep")
         assert catchers[len(exits)]["Next"] == target, name
         if name in ("StartEpisodeStep", "ConverseStep"):
             assert {c["ErrorEquals"][0]: c["Next"] for c in exits} == {"Rollout.Finished": "Finished",
@@ -265,17 +266,52 @@ def test_conversation_states_wait_for_their_task_token_and_loop_without_a_choice
     assert states["Finished"]["Parameters"] == {"output.$": "States.StringToJson($.Cause)"}
     assert states["Finished"].get("End") is True and states["Finished"]["OutputPath"] == "$.output"
     assert states["ResumeWithJob"]["Next"] == "RouteJob"
-    assert states["ConverseFailed"]["Parameters"]["input.$"] == "$$.Execution.Input"
 
 
-def test_conversation_functions_may_complete_only_this_state_machines_tokens(resources):
+# The states whose input is a reference of bounded size (a StateRef, at most 200 KB: rewardpipe.aws.state).
+BOUNDED_INPUT_STATES = {"RunCodeLambda", "RunCodeFargate", "ScoreStep"}
+
+
+def test_no_catch_grows_an_input_that_may_be_near_256_kib(resources):
+    """Step Functions fails a state whose output, or whose input after Parameters, is over 256 KiB with
+    States.DataLimitExceeded, "a terminal error that can't be caught by the States.ALL error type"
+    ("Handling errors in Step Functions workflows"): the execution then ends without a record. A Catch
+    whose ResultPath adds the error (a cause of up to 32 KiB) to the state's input is therefore allowed
+    only where that input is a bounded reference; StartEpisode (the raw execution input) and Converse (a
+    trainer's reply), each up to 256 KiB, keep only the error, and nothing copies the execution input."""
+    states = _definition(resources)["States"]
+    for name, state in states.items():
+        for catcher in state.get("Catch", []):
+            if catcher.get("ResultPath", "$") != "$":
+                assert name in BOUNDED_INPUT_STATES, (name, catcher)
+    for name, failed in (("StartEpisodeStep", "StartEpisodeFailed"), ("ConverseStep", "ConverseFailed")):
+        (catch_all,) = [c for c in states[name]["Catch"] if c["ErrorEquals"] == ["States.ALL"]]
+        assert catch_all.get("ResultPath", "$") == "$" and catch_all["Next"] == failed
+        assert states[failed]["Type"] == "Pass" and states[failed]["Next"] == "RecordErrorStep"
+        assert states[failed]["Parameters"]["failed"] == {f"{name}.$": "$"}  # the error, under the state's name
+    assert states["ConverseFailed"]["Parameters"]["run.$"] == "$$.Execution.Input.run"  # a validated id
+    # RecordError finds a failed first state's rollout from the execution itself.
+    assert states["RecordErrorStep"]["Parameters"]["execution.$"] == "$$.Execution.Id"
+    assert '"$$.Execution.Input"' not in json.dumps(states)  # nothing copies the whole execution input
+
+
+def test_record_error_may_read_back_only_this_state_machines_executions(resources):
     (sm,) = _of_type(resources, "AWS::StepFunctions::StateMachine").values()
     name = sm["Properties"]["StateMachineName"]
+    (describe,) = [st for st in _statements(resources, "RolloutWorkflowRecordError")
+                   if "states:DescribeExecution" in _actions(st)]
+    assert _actions(describe) == ["states:DescribeExecution"]
+    assert _resource_text(describe) == [json.dumps({"Fn::Join": ["", [
+        "arn:", {"Ref": "AWS::Partition"}, ":states:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
+        f":execution:{name}:*"]]}, sort_keys=True)]
+
+
+def test_conversation_functions_may_complete_their_task_tokens_and_nothing_more(resources):
     for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
         statements = _statements(resources, prefix)
         token = [st for st in statements if "states:SendTaskFailure" in _actions(st)]
         assert len(token) == 1 and set(_actions(token[0])) == {"states:SendTaskSuccess", "states:SendTaskFailure"}
-        assert name in json.dumps(token[0]["Resource"]) and "*" not in json.dumps(token[0]["Resource"])
+        assert token[0]["Resource"] == "*"  # see test_task_token_actions_are_granted_on_all_resources_and_alone
         assert any("sqs:SendMessage" in _actions(st) for st in statements)
         invoke = [st for st in statements if "lambda:InvokeFunction" in _actions(st)]
         assert invoke and all("CodeRunnerFunction" in json.dumps(st["Resource"]) for st in invoke)
@@ -299,29 +335,67 @@ def test_routing_threshold_and_turn_limit_come_from_context(resources):
 # -- monitoring ------------------------------------------------------------------------------------
 
 
+def _assert_counts_checked_steps(alarm: dict, *, threshold: int) -> None:
+    """A streak alarm: the check emits the streak once per newly checked step, so one datapoint decides
+    and no datapoints (training paused) change nothing; it notifies the topic of both transitions."""
+    assert alarm["Namespace"] == "RewardPipe"
+    assert alarm["Threshold"] == threshold and alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
+    assert alarm["EvaluationPeriods"] == 1 and alarm.get("DatapointsToAlarm", 1) == 1
+    assert alarm["TreatMissingData"] == "ignore"
+    assert len(alarm["AlarmActions"]) == 1 and alarm["AlarmActions"][0]["Ref"].startswith("MonitoringAlarms")
+    assert alarm["OKActions"] == alarm["AlarmActions"]
+
+
 def test_one_dead_component_alarm_per_component_counting_checked_steps(resources, synth):
     alarms = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
               if a["Properties"].get("MetricName") == "DeadStreak"]
     by_component = {next(d["Value"] for d in a["Dimensions"] if d["Name"] == "component"): a for a in alarms}
     assert sorted(by_component) == sorted(COMPONENTS)
     for alarm in by_component.values():
-        assert alarm["Namespace"] == "RewardPipe"
-        assert alarm["Threshold"] == 3  # alarms.dead_steps consecutive dead checked steps
-        assert alarm["ComparisonOperator"] == "GreaterThanOrEqualToThreshold"
-        # One datapoint per checked step decides; no datapoints (training paused) change nothing.
-        assert alarm["EvaluationPeriods"] == 1 and alarm.get("DatapointsToAlarm", 1) == 1
-        assert alarm["TreatMissingData"] == "ignore"
-        assert len(alarm["AlarmActions"]) == 1 and alarm["AlarmActions"][0]["Ref"].startswith("MonitoringAlarms")
-        assert alarm["OKActions"] == alarm["AlarmActions"]
+        _assert_counts_checked_steps(alarm, threshold=3)  # alarms.dead_steps consecutive dead checked steps
     assert not [a for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
                 if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"]
 
 
-def test_error_rate_and_failed_execution_alarms_notify_the_topic(template):
-    template.has_resource_properties("AWS::CloudWatch::Alarm", {
-        "MetricName": "ErrorRate", "Namespace": "RewardPipe", "Threshold": 0.05,
-        "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
-    })
+def test_error_rate_alarm_counts_checked_steps_not_minutes(resources):
+    """Like the dead-component alarms: ErrorStreak (consecutive checked steps with an error rate of at least
+    alarms.error_rate) is emitted once per newly checked step, so one datapoint decides, steps far apart
+    still alarm and a pause in training (no datapoints) sends no false "OK"."""
+    (alarm,) = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("AlarmName") == "RewardPipe-error-rate"]
+    assert alarm["MetricName"] == "ErrorStreak"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "rewardpipe"}]  # the longest streak of the active runs
+    _assert_counts_checked_steps(alarm, threshold=3)  # alarms.error_steps
+    assert not [a for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+                if a["Properties"].get("MetricName") == "ErrorRate"]
+
+
+def test_the_check_and_the_alarms_take_their_thresholds_from_one_setting(synth, tmp_path):
+    """alarms.* feeds both the variance check's environment and the alarm thresholds, and a variable the
+    check does not get falls back to the same default the stack has: they cannot disagree."""
+    from aws_cdk.assertions import Template
+
+    from app import build_app
+    from rewardpipe.aws.settings import Settings
+    from rewardpipe.monitoring import AlarmPolicy
+
+    policy = {"zero_variance_fraction": 0.8, "dead_steps": 5, "error_rate": 0.2, "error_steps": 4}
+    _, stack = build_app(context={"rewardpipe": {"stack_name": "RewardPipePolicy", "alarms": policy}},
+                         outdir=str(tmp_path))
+    resources = Template.from_stack(stack).to_json()["Resources"]
+    (check_env,) = [fn["Properties"]["Environment"]["Variables"] for fn in _of_type(resources, "AWS::Lambda::Function").values()
+                    if "ALARM_TOPIC_ARN" in fn["Properties"].get("Environment", {}).get("Variables", {})]
+    assert Settings.from_env(check_env).alarm_policy == AlarmPolicy(**policy)
+    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()}
+    assert alarms["RewardPipePolicy-error-rate"]["Threshold"] == policy["error_steps"]
+    assert {a["Threshold"] for name, a in alarms.items() if "dead-component" in name} == {policy["dead_steps"]}
+    # The defaults: the stack's, the check's without any variable, and the policy's are one.
+    stack_default = load_settings({}).alarms
+    assert Settings().alarm_policy == Settings.from_env({}).alarm_policy == AlarmPolicy(
+        **{name: getattr(stack_default, name) for name in AlarmPolicy.model_fields})
+
+
+def test_failed_execution_alarm_notifies_the_topic(template):
     template.has_resource_properties("AWS::CloudWatch::Alarm", {
         "Metrics": Match.array_with([
             Match.object_like({"Expression": "failed + timedOut"}),
@@ -383,11 +457,10 @@ def test_stack_is_environment_agnostic(synth):
     ({"execution_routing_threshold_s": 880}, "execution_routing_threshold_s=880"),
     ({"reward_weights": {"corectness": 1}}, "corectness"),
     ({"reward_name": "nope"}, "unknown reward 'nope'"),
-    ({"alarms": {"datapoints_to_alarm": 6, "evaluation_periods": 5}}, "datapoints_to_alarm"),
+    # The error-rate alarm's M of N periods are gone: an old cdk.json is told what replaced them.
+    ({"alarms": {"datapoints_to_alarm": 3, "evaluation_periods": 5}}, "set alarms.error_steps"),
+    ({"alarms": {"error_steps": 0}}, "rewardpipe.alarms.error_steps"),
     ({"alarms": {"email": "not-an-address"}}, "rewardpipe.alarms.email"),
-    # CloudWatch's limit on an alarm's window: one day for periods under an hour, seven days otherwise.
-    ({"alarms": {"period_minutes": 15, "evaluation_periods": 97}}, "alarms.evaluation_periods × alarms.period_minutes"),
-    ({"alarms": {"period_minutes": 60, "evaluation_periods": 169}}, "at most 10080 min"),
     ({"lambda": {"code_runner_timeout_s": 901}}, "rewardpipe.lambda.code_runner_timeout_s"),
     ({"fargate": {"cpu": 300}}, "fargate.cpu"),
     ({"group_sise": 8}, "rewardpipe.group_sise"),
@@ -399,13 +472,6 @@ def test_bad_settings_fail_with_a_message_naming_the_setting(raw, fragment):
     with pytest.raises(SettingsError) as info:
         load_settings(raw)
     assert fragment in str(info.value)
-
-
-@pytest.mark.parametrize("alarms", [{"period_minutes": 15, "evaluation_periods": 96},
-                                    {"period_minutes": 60, "evaluation_periods": 168},
-                                    {"period_minutes": 1440, "evaluation_periods": 7}])
-def test_alarm_windows_up_to_cloudwatchs_limit_are_accepted(alarms):
-    assert load_settings({"alarms": {**alarms, "datapoints_to_alarm": 1}}).alarms.evaluation_periods == alarms["evaluation_periods"]
 
 
 def _alarm_windows(template: dict) -> list[tuple[str, int, int]]:
@@ -423,7 +489,7 @@ def _alarm_windows(template: dict) -> list[tuple[str, int, int]]:
 
 
 @pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT, json.dumps(
-    {"rewardpipe": {"monitor_schedule_minutes": 1440, "alarms": {"period_minutes": 1440, "evaluation_periods": 7}}})],
+    {"rewardpipe": {"monitor_schedule_minutes": 1440, "alarms": {"period_minutes": 1440}}})],
     ids=["default", "nova-bridge", "longest-settings"])
 def test_every_alarm_window_is_one_cloudwatch_accepts(context):
     """PutMetricAlarm (EvaluationPeriods): period × evaluation periods at most 604,800 s, and at most
