@@ -104,7 +104,8 @@ class _Source:
             fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
         if not local.is_dir():  # a pipe, a device, a socket: records are read twice, so only a file will do
             fail(f"{path} is not a regular file or a directory (expected a store directory, an s3:// URI or a "
-                 f"JSONL file of records)")
+                 f"JSONL file of records; a pipe will not do, since the records are read twice: write them to a "
+                 f"file first)")
         if not (local / "runs").is_dir() and local.parent.name == "runs":
             # PATH is runs/<run_id> inside a store: use the store above it and that run.
             if run_id is not None and run_id != decode_id(local.name):
