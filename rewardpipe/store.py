@@ -366,6 +366,11 @@ class Store:
         folded = fold_run_id(run_id)
         return next((other for other in self.list_runs() if other != run_id and fold_run_id(other) == folded), None)
 
+    def lock_run(self, run_id: str) -> Any:
+        """Hold ``run_id`` for this process until the returned handle is closed; StoreError if another
+        process holds it. Only a local store can: S3 has no lock (one writer per run id is up to the user)."""
+        return None
+
     def run_has_records(self, run_id: str) -> bool:
         """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
         return any(next(iter(self._list(step_prefix(run_id, n))), None) is not None for n in self.list_steps(run_id))
@@ -546,6 +551,25 @@ class LocalStore(Store):
 
     def __repr__(self) -> str:
         return f"LocalStore({self.location!r})"
+
+    def lock_run(self, run_id: str) -> Any:
+        """An exclusive ``flock`` on ``runs/.<run>.lock``: two processes writing one run id would mix their
+        records. The kernel drops the lock when the process ends, however it ends (kill -9 included), so a
+        crashed run never blocks its ``--resume``."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return None
+        path = self.root / "runs" / f".{run_folder(run_id)}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+b")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise StoreError(f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
+                             f"{path}): wait for it to end, or use another --run-id") from None
+        return handle
 
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*key.split("/"))

@@ -329,8 +329,17 @@ def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: b
         store = open_store(location)
     except StoreError as exc:
         fail(str(exc))
-    already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
-    writer = RecordWriter(store, spill or default_spill_path(manifest.run_id))
+    try:
+        lock = store.lock_run(manifest.run_id)  # held until the writer closes: one process per run id
+    except StoreError as exc:
+        fail(str(exc))
+    try:
+        already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
+    except BaseException:
+        if lock is not None:
+            lock.close()
+        raise
+    writer = RecordWriter(store, spill or default_spill_path(manifest.run_id), lock)
     save_manifest(writer, manifest)
     return store, already, writer
 
@@ -349,9 +358,10 @@ class RecordWriter:
     """Writes records to the store; a record the store still refuses after its retries is appended to a
     local spill file (one JSON record per line) instead of being lost. ``close`` names the file."""
 
-    def __init__(self, store: Any, spill_path: Path) -> None:
+    def __init__(self, store: Any, spill_path: Path, lock: Any = None) -> None:
         self.store = store
         self.spill_path = spill_path
+        self._lock = lock  # the run id's lock (Store.lock_run), released by close()
         self.stored = 0
         self.spilled = 0
         self._spill: Any = None
@@ -385,6 +395,9 @@ class RecordWriter:
         if self._spill is not None:
             self._spill.close()
             self._spill = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 def default_spill_path(run_id: str) -> Path:

@@ -79,6 +79,22 @@ def test_a_shorter_resume_keeps_the_manifest_true_to_the_steps_stored(cli, tmp_p
     assert LocalStore(tmp_path).list_steps("exp") == [0, 1]
 
 
+@pytest.mark.parametrize("flag", [None, "--resume", "--overwrite"])
+def test_a_run_id_another_process_is_writing_is_refused(cli, tmp_path, flag):
+    # two launches of one run id at once (a scheduler's retry while the first still runs) both found no
+    # records, both ran, and the store held a mix of the two experiments under one manifest
+    held = LocalStore(tmp_path).lock_run("exp")  # what the other process holds while it runs
+    try:
+        result = run(cli, tmp_path, "exp", *([flag] if flag else []))
+        assert result.exit_code == 1
+        assert "run 'exp' is being written by another rewardpipe process right now" in result.stderr
+        assert not (tmp_path / "runs" / "exp").exists()
+    finally:
+        held.close()
+    assert run(cli, tmp_path, "exp").exit_code == 0  # the lock ends with its process (or handle)
+    assert run(cli, tmp_path, "exp2").exit_code == 0  # and it is per run id
+
+
 def test_resume_with_a_different_configuration_is_refused(cli, tmp_path):
     assert run(cli, tmp_path, "exp").exit_code == 0
     for extra, named in ((("--seed", "1"), "seed"), (("--weight", "correctness=2"), "weights"),
