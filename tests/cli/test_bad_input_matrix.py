@@ -192,8 +192,8 @@ USAGE_CASES = {
                                "--model", "m", "--out", "{store}"],
     "score_device_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "NUL", "--out", "{store}"],
     "run_trailing_dot_run_id": ["run", "--tasks", "{tasks}", "--run-id", "exp.", "--out", "{store}"],
-    "run_sim_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--simulator", "openai", "--sim-base-url", "http://[::1",
-                                   "--sim-model", "m", "--out", "{store}"],
+    "run_sim_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--simulator", "openai",
+                                   "--sim-base-url", "http://[::1", "--sim-model", "m", "--out", "{store}"],
 }
 
 

@@ -27,7 +27,8 @@ def rollout(rollout_id, group_id="g", task_id="add", answer="```python\ndef add(
 
 def test_rollout_ids_that_differ_only_in_case_are_both_scored_and_kept(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
-    rollouts = write_jsonl(tmp_path / "r.jsonl", [rollout("Roll-A", "G"), rollout("roll-a", "g"), rollout("ROLL-A", "G")])
+    rollouts = write_jsonl(tmp_path / "r.jsonl",
+                           [rollout("Roll-A", "G"), rollout("roll-a", "g"), rollout("ROLL-A", "G")])
     result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("scored 3,")
@@ -83,7 +84,8 @@ def test_a_run_id_that_differs_from_a_stored_one_only_in_case_is_refused(cli, tm
         result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", twin)
         assert result.exit_code == 1
         assert f"run id '{twin}' differs from the stored run 'demo' only in letter case" in result.stderr
-    assert [name for name in os.listdir(tmp_path / "store" / "runs") if not name.startswith(".")] == ["demo"]  # no run folder for the twins
+    folders = [name for name in os.listdir(tmp_path / "store" / "runs") if not name.startswith(".")]
+    assert folders == ["demo"]  # no run folder for the twins
 
 
 def test_a_run_id_in_another_normalisation_than_a_stored_one_is_refused(cli, tmp_path):
