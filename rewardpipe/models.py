@@ -427,7 +427,8 @@ class RolloutReader:
     """Rollouts of a JSONL file, one line at a time, each line judged on its own.
 
     Iterating yields ``(line number, Rollout | None, problem | None)``: a bad line (not UTF-8, not JSON,
-    not a valid rollout, a ``rollout_id`` already seen on an earlier line, or a rollout filed in a group of
+    not a valid rollout, a transcript without an assistant message, a ``rollout_id`` already seen on an
+    earlier line (or the same text in another Unicode normalisation), or a rollout filed in a group of
     its step that an earlier line gave another task: a GRPO group is K samples of one prompt, and a mixed
     one would compare answers to different questions) comes back with a problem naming ``file:line`` and
     nothing is held in memory but the ids seen so far.
@@ -463,7 +464,10 @@ class RolloutReader:
             group, task, task_line = self._group_task.setdefault(
                 (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno))
             problem = None
-            if group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two
+            if not any(message.role == "assistant" for message in rollout.messages):
+                # like `messages: []`: a transcript in which the model never spoke has nothing to score
+                problem = "field 'messages': no assistant message, so nothing the model said to score"
+            elif group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two
                 problem = (f"field 'group_id': group {ascii(rollout.group_id)[:80]} of step {rollout.step} is "
                            f"the same text as group {ascii(group)[:80]} of line {task_line} in another Unicode "
                            f"normalisation")

@@ -37,6 +37,8 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "huge_step": json.dumps({**GOOD_ROLLOUT, "step": 10**30}).encode() + b"\n",
     "negative_step": json.dumps({**GOOD_ROLLOUT, "step": -1}).encode() + b"\n",
     "empty_messages": json.dumps({**GOOD_ROLLOUT, "messages": []}).encode() + b"\n",
+    "no_assistant_message": json.dumps({**GOOD_ROLLOUT, "messages": [{"role": "user", "content": "x"}]}).encode()
+    + b"\n",
     "nul_bytes": b"\x00\x00\x00\n",
     "ansi_in_values": json.dumps({"task_id": "\x1b[2J\x1b[31mowned", "rollout_id": "\x1b]0;title\x07"}).encode()
     + b"\n",    # round two (independent check): what a JSON parser or pydantic lets through on its own

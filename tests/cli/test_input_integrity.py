@@ -46,6 +46,19 @@ def test_an_empty_transcript_is_a_bad_input_not_a_zero(cli, tmp_path):
     assert [r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")] == ["a"]
 
 
+def test_a_transcript_without_an_assistant_message_is_a_bad_input_not_a_zero(cli, tmp_path):
+    silent = [rollout("user-only", messages=[{"role": "user", "content": "add"}]),
+              rollout("system-only", messages=[{"role": "system", "content": "be brief"}]),
+              rollout("empty-answer", messages=[{"role": "user", "content": "add"},
+                                                {"role": "nova_assistant", "content": ""}])]
+    result, path = score(cli, tmp_path, silent)
+    assert result.exit_code == 1
+    assert f"{path}:1 (user-only): field 'messages': no assistant message" in result.stderr
+    assert f"{path}:2 (system-only): field 'messages': no assistant message" in result.stderr
+    # an empty answer is something the model said: it is scored
+    assert [r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")] == ["empty-answer"]
+
+
 def test_one_invalid_utf8_byte_costs_one_line(cli, tmp_path):
     good = json.dumps(rollout("a")).encode()
     bad = json.dumps(rollout("b")).encode().replace(b"add", b"ad\xe9", 1)
