@@ -135,3 +135,14 @@ def test_rollout_ids_windows_would_merge_or_refuse_are_stored_apart(cli, tmp_pat
     keys = LocalStore(tmp_path / "store").list_keys("runs/scored/step=0/")
     names = [part for key in keys for part in key.split("/")[-2:]]
     assert not any(part.lower().split(".")[0] in ("con", "nul") or part.endswith(".") for part in names), names
+
+
+def test_show_names_a_rollout_that_differs_only_in_case_when_the_id_is_not_found(cli, tmp_path):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
+    assert cli("score", write_jsonl(tmp_path / "r.jsonl", [rollout("Roll-A")]), "--tasks", tasks,
+               "--out", tmp_path).exit_code == 0
+    assert cli("show", tmp_path, "--run-id", "scored", "--rollout", "Roll-A", "--json").exit_code == 0
+    result = cli("show", tmp_path, "--run-id", "scored", "--rollout", "roll-a")
+    assert result.exit_code == 1
+    assert "no transcript of rollout 'roll-a'" in result.stderr
+    assert "ids are case-sensitive: did you mean 'Roll-A'?" in result.stderr
