@@ -138,19 +138,30 @@ def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
     return task_job(task, state.final_code, state.rollout_id)
 
 
-def finite_or_error(record: Record) -> Record:
-    """A scored record whose aggregate is not a finite number (huge weights overflow to inf) becomes an
-    error record saying so: a null or infinite reward must never be handed to a trainer as a score.
+def checked_score(components: dict[str, float | None], weights: dict[str, float], aggregate: float | None,
+                  error: ErrorInfo | None) -> tuple[dict[str, float | None], float | None, ErrorInfo | None]:
+    """``(components, aggregate, error)`` fit for a record: a component value or an aggregate that is not a
+    finite number within ±MAX_SCORE_MAGNITUDE (huge weights overflow to inf; a custom component can
+    return anything) is left out (None) and the record becomes an error saying so: a null, infinite or
+    absurd reward must never be handed to a trainer as a score, nor reach the monitor's statistics.
     Every record built from a score goes through it (:func:`build_record`), locally and on AWS."""
-    if record.status != "scored" or (record.aggregate is not None and math.isfinite(record.aggregate)):
-        return record
-    weights = ", ".join(f"{name}={value:g}" for name, value in record.weights.items())
-    return record.model_copy(update={
-        "status": "error", "aggregate": None,
-        "error": ErrorInfo(kind="non_finite_aggregate",
-                           message=f"the weighted sum of the components is {record.aggregate} (weights {weights}): "
-                                   f"use smaller weights"),
-    })
+    from rewardpipe.models import score_problem
+
+    bad_components = {name: problem for name, value in components.items()
+                      if (problem := score_problem(value)) is not None}
+    if bad_components:
+        name, problem = next(iter(bad_components.items()))
+        components = {name: None if name in bad_components else value for name, value in components.items()}
+        return components, None, error or ErrorInfo(kind="component_out_of_range",
+                                                     message=f"component '{name}': {problem}")
+    problem = score_problem(aggregate)
+    if problem is None:
+        return components, aggregate, error
+    shown = ", ".join(f"{name}={value:g}" for name, value in weights.items())
+    kind = "non_finite_aggregate" if not math.isfinite(aggregate) else "aggregate_out_of_range"  # type: ignore[arg-type]
+    return components, None, error or ErrorInfo(
+        kind=kind, message=f"the weighted sum of the components is {aggregate} (weights {shown}): {problem}; "
+                           f"use smaller weights")
 
 
 def build_record(
@@ -168,19 +179,20 @@ def build_record(
 ) -> Record:
     score = reward.score(messages, execution, answered_turns=answered_turns)
     metrics = {**score.metrics, **(extra_metrics or {})}
-    return finite_or_error(Record(
+    components, aggregate, error = checked_score(score.components, score.weights, score.aggregate, score.error)
+    return Record(
         run_id=run_id,
         step=step,
         group_id=group_id,
         rollout_id=rollout_id,
         task_id=task_id,
-        status="error" if score.error else "scored",
-        error=score.error,
-        components=score.components,
+        status="error" if error else "scored",
+        error=error,
+        components=components,
         weights=score.weights,
-        aggregate=score.aggregate,
+        aggregate=aggregate,
         metrics=metrics,
-    ))
+    )
 
 
 def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult | None, reward: Reward) -> Record:

@@ -29,6 +29,26 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+#: Largest magnitude of a component value or an aggregate. No reward is anywhere near it, and the monitor
+#: squares and sums these numbers (variances, correlations, advantage shares): beyond about 1e150 a sum of
+#: squares overflows a float. Scoring turns a larger (or non-finite) number into an error record; the
+#: monitor excludes one it reads, like NaN, for that component only (``non_finite``).
+MAX_SCORE_MAGNITUDE = 1e100
+
+
+def is_score(value: Any) -> bool:
+    """True for a number the monitor can use as a component value or aggregate (finite, within bounds)."""
+    return isinstance(value, (int, float)) and -MAX_SCORE_MAGNITUDE <= value <= MAX_SCORE_MAGNITUDE
+
+
+def score_problem(value: Any) -> str | None:
+    """Why ``value`` cannot be a component value or an aggregate (None is "not computed"), or None."""
+    if value is None or (is_score(value) and not isinstance(value, bool)):
+        return None
+    if isinstance(value, float) and not math.isfinite(value):
+        return f"{value} is not a finite number"
+    return f"{value:g} is beyond ±{MAX_SCORE_MAGNITUDE:g} (no reward is that large; its statistics would overflow)"
+
 
 #: Unicode categories an id may not contain: control (Cc: NUL, ESC, tab, newline), format (Cf: bidi overrides,
 #: zero-width characters), lone surrogates (Cs) and line/paragraph separators (Zl, Zp). They are the
@@ -47,6 +67,21 @@ def id_problem(value: str) -> str | None:
             return (f"must not contain control, format or line-separator characters "
                     f"(U+{ord(char):04X} {name} at character {position})")
     return None
+
+
+def same_text(value: str) -> str:
+    """What ids are compared by where they must be unique: their NFC form. Two ids that differ only in
+    Unicode normalisation (``café`` typed as one character or as ``e`` and a combining accent) print the
+    same, so a user could never tell their records apart; the second is refused like a repeated id."""
+    return value if value.isascii() else unicodedata.normalize("NFC", value)
+
+
+def repeated_id(value: str, first_value: str, first_line: int) -> str:
+    """How a repeated id is described: the earlier line, and its spelling when it differs only in form."""
+    if value == first_value:
+        return f"first on line {first_line}"
+    return (f"line {first_line} has {ascii(first_value)[:80]}, here {ascii(value)[:80]}: the same text in another "
+            f"Unicode normalisation")
 
 
 def require_printable_id(value: str) -> str:
@@ -270,6 +305,12 @@ class InputFileError(ValueError):
 M = TypeVar("M", bound=BaseModel)
 
 
+def field_error(error: Any, default: str = "<object>") -> str:
+    """One pydantic error as ``field 'a.b': message`` (pydantic's "Value error, " prefix dropped)."""
+    field = ".".join(str(p) for p in error["loc"]) or default
+    return f"field '{field}': {error['msg'].removeprefix('Value error, ')}"
+
+
 def _describe_validation_error(exc: ValidationError) -> str:
     parts = []
     for err in exc.errors():
@@ -279,7 +320,7 @@ def _describe_validation_error(exc: ValidationError) -> str:
         elif err["type"] == "missing":
             parts.append(f"missing required field '{field}'")
         else:
-            parts.append(f"field '{field}': {err['msg'].removeprefix('Value error, ')}")
+            parts.append(field_error(err, field))
     return "; ".join(parts)
 
 
@@ -373,13 +414,12 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Load a task JSONL file; duplicate ``task_id`` values are an error too."""
     path = Path(path)
     numbered = list(_parse_numbered(read_lines(path), Task, str(path)))
-    first_line: dict[str, int] = {}
+    first: dict[str, tuple[str, int]] = {}  # same_text(task_id) -> (task_id, line)
     for lineno, task in numbered:
-        if task.task_id in first_line:
-            raise InputFileError(
-                f"{path}:{lineno}: duplicate task_id '{task.task_id}' (first on line {first_line[task.task_id]})"
-            )
-        first_line[task.task_id] = lineno
+        first_id, first_line = first.setdefault(same_text(task.task_id), (task.task_id, lineno))
+        if first_line != lineno:
+            raise InputFileError(f"{path}:{lineno}: duplicate task_id '{task.task_id[:80]}' "
+                                 f"({repeated_id(task.task_id, first_id, first_line)})")
     return [task for _, task in numbered]
 
 
@@ -387,7 +427,8 @@ class RolloutReader:
     """Rollouts of a JSONL file, one line at a time, each line judged on its own.
 
     Iterating yields ``(line number, Rollout | None, problem | None)``: a bad line (not UTF-8, not JSON,
-    not a valid rollout, a ``rollout_id`` already seen on an earlier line, or a rollout filed in a group of
+    not a valid rollout, a transcript without an assistant message, a ``rollout_id`` already seen on an
+    earlier line (or the same text in another Unicode normalisation), or a rollout filed in a group of
     its step that an earlier line gave another task: a GRPO group is K samples of one prompt, and a mixed
     one would compare answers to different questions) comes back with a problem naming ``file:line`` and
     nothing is held in memory but the ids seen so far.
@@ -395,8 +436,9 @@ class RolloutReader:
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        self._first_line: dict[str, int] = {}
-        self._group_task: dict[tuple[int, str], tuple[str, int]] = {}  # (step, group) -> (task, first line)
+        self._first_line: dict[str, tuple[str, int]] = {}  # same_text(rollout_id) -> (rollout_id, line)
+        # (step, same_text(group)) -> (group, task, first line)
+        self._group_task: dict[tuple[int, str], tuple[str, str, int]] = {}
 
     def __iter__(self) -> Iterator[tuple[int, Rollout | None, str | None]]:
         with open_input(self.path) as fh:
@@ -413,17 +455,28 @@ class RolloutReader:
             except InputFileError as exc:
                 yield lineno, None, str(exc)
                 continue
-            first = self._first_line.setdefault(rollout.rollout_id, lineno)
+            rollout_key = same_text(rollout.rollout_id)
+            first_id, first = self._first_line.setdefault(rollout_key, (rollout.rollout_id, lineno))
             if first != lineno:
                 yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
-                                     f"(first on line {first})")
+                                     f"({repeated_id(rollout.rollout_id, first_id, first)})")
                 continue
-            task, task_line = self._group_task.setdefault((rollout.step, rollout.group_id), (rollout.task_id, lineno))
-            if task != rollout.task_id:
-                del self._first_line[rollout.rollout_id]  # refused: its id stays free for a corrected line
-                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): field 'task_id': group "
-                                     f"'{rollout.group_id[:80]}' of step {rollout.step} is task '{task[:80]}' "
-                                     f"(line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
+            group, task, task_line = self._group_task.setdefault(
+                (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno))
+            problem = None
+            if not any(message.role == "assistant" for message in rollout.messages):
+                # like `messages: []`: a transcript in which the model never spoke has nothing to score
+                problem = "field 'messages': no assistant message, so nothing the model said to score"
+            elif group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two
+                problem = (f"field 'group_id': group {ascii(rollout.group_id)[:80]} of step {rollout.step} is "
+                           f"the same text as group {ascii(group)[:80]} of line {task_line} in another Unicode "
+                           f"normalisation")
+            elif task != rollout.task_id:
+                problem = (f"field 'task_id': group '{rollout.group_id[:80]}' of step {rollout.step} is task "
+                           f"'{task[:80]}' (line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
+            if problem is not None:
+                del self._first_line[rollout_key]  # refused: its id stays free for a corrected line
+                yield lineno, None, f"{where} ({rollout.rollout_id[:80]}): {problem}"
                 continue
             yield lineno, rollout, None
 

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 import httpx
 
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
+MAX_BACKOFF_S = 60.0  # exponential backoff stops growing here (a long retry series must not sleep for days)
 
 
 class EndpointError(RuntimeError):
@@ -33,6 +34,13 @@ class ChatClient:
             raise ValueError("base_url is required for an OpenAI-compatible endpoint")
         if not model:
             raise ValueError("model is required for an OpenAI-compatible endpoint")
+        try:  # a base URL that can never be reached fails every request: say so before the first one
+            url = httpx.URL(base_url)
+        except (httpx.InvalidURL, TypeError, ValueError) as exc:
+            raise ValueError(f"base URL {base_url!r} is not a URL: {exc}") from None
+        if url.scheme not in ("http", "https") or not url.host:
+            raise ValueError(f"base URL {base_url!r} must be http:// or https:// with a host, e.g. "
+                             f"http://localhost:8000/v1")
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
@@ -47,7 +55,7 @@ class ChatClient:
         last_problem = "no attempt made"
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(self.backoff_s * (2 ** (attempt - 1)))
+                time.sleep(min(self.backoff_s * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S))
             try:
                 response = self._http.post(url, json=body)
             except httpx.HTTPError as exc:

@@ -96,8 +96,9 @@ def code_reference(sample: Sample) -> Any:
 def _first_problem(exc: Exception) -> str:
     """One line naming the field at fault (pydantic's own first line only says how many errors there were)."""
     if isinstance(exc, ValidationError) and exc.errors():
-        first = exc.errors()[0]
-        return f"field '{'.'.join(str(p) for p in first['loc']) or '<root>'}': {first['msg']}"
+        from rewardpipe.models import field_error
+
+        return field_error(exc.errors()[0], "<root>")
     return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
 
 

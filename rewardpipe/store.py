@@ -16,7 +16,25 @@ containing ``/``, ``..``, ``=`` or ``%`` can never leave its own path segment, a
 the original back. A group or rollout id whose encoding is longer than :data:`MAX_SEGMENT` is stored
 under its encoded prefix plus ``%~`` and a SHA-256 digest of the whole id: ``quote`` never writes ``%~``,
 so such a key cannot collide with the key of a shorter id, and the record itself keeps the full id.
-Run ids are never hashed (runs are listed by their directory name), so a run id must fit.
+
+Keys stay distinct on case-insensitive file systems (macOS's APFS, Windows' NTFS), where ``Roll-A.json``
+and ``roll-a.json`` are one file. An encoded id is ASCII, and every non-ASCII character is a ``%XX``
+escape with upper-case hex digits, so ids can only collide there through the case of their ASCII
+letters. An id with an upper-case ASCII letter therefore gets a case tail: ``%~u`` and the case of its
+letters as a bit mask in lower-case hex (``Task-1`` is stored as ``Task-1%~u8``, ``task-1`` as
+``task-1``). The tail fixes which letters are upper case, and ``quote`` never writes ``%~``, so two ids
+whose keys are equal up to letter case are the same id. Keys written before the tail existed (the same
+key without it) are still read: :meth:`Store.iter_records` accepts a record at either form, reading
+the tailed one when a rollout is stored under both, and a resume recognises either as stored.
+
+Windows also drops a final ``.`` from a name and opens a device for ``con``, ``nul.txt`` and the like:
+:func:`encode_id` escapes that dot and the first letter of such a name (``x.`` -> ``x%2E``, ``con`` ->
+``%63on``), letters ``quote`` never escapes, so the escaped forms collide with nothing.
+
+Run ids are never hashed and get none of these (runs are listed by their directory name, which stays as
+readable as the run id): a store refuses a new run id that differs from a stored one only in letter
+case or Unicode normalisation (:meth:`Store.run_id_clash`), and the CLI one Windows cannot use as a
+folder name.
 
 The S3 store retries throttling, server and connection errors with exponential backoff before giving
 up with a :class:`StoreError`; a listing is retried page by page, so a retry never repeats a key.
@@ -34,8 +52,10 @@ import os
 import random
 import re
 import shutil
+import string
 import tempfile
 import time
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -43,7 +63,7 @@ from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
 
-from rewardpipe.models import Record
+from rewardpipe.models import Record, field_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.transcripts import RolloutTranscript
@@ -51,6 +71,7 @@ if TYPE_CHECKING:  # pragma: no cover
 RUNS_PREFIX = "runs/"
 MAX_SEGMENT = 240  # encoded id length; leaves room for ".json" / "group=" within a 255-byte file name
 HASH_MARK = "%~"  # never produced by quote(): there '%' always starts a two-hex-digit escape
+CASE_MARK = "%~u"  # the case tail of an id with upper-case letters ('u' is not a hex digit: never a digest)
 _DIGEST_CHARS = 32  # 128 bits of SHA-256
 MANIFEST_NAME = "manifest.json"
 _STEP_RE = re.compile(r"^step=(\d+)$")
@@ -78,16 +99,29 @@ class BadObject:
 # Key layout
 
 
-def encode_id(value: str, *, allow_hash: bool = True) -> str:
+def encode_id(value: str, *, allow_hash: bool = True, portable: bool = True) -> str:
     """Encode an id as one safe path segment; reversible with :func:`decode_id` unless it was too long,
-    in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError."""
+    in which case (``allow_hash``) it is cut and given a digest suffix; otherwise ValueError.
+
+    ``portable`` (the default) makes the segment a file name of its own on every file system: the case
+    tail (no two ids share a key on a case-insensitive one), and the Windows rules (a final ``.`` and the
+    first letter of a device name such as ``con`` or ``nul.txt`` are escaped: Windows drops the one and
+    opens a device for the other). ``portable=False`` gives the key written before those rules (still
+    read, see :func:`legacy_record_key`) and the run folder name."""
     if not isinstance(value, str) or value == "":
         raise ValueError(f"ids must be non-empty strings, got {value!r}")
-    encoded = quote(value, safe="", errors="surrogatepass")
-    if set(encoded) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
-        encoded = encoded.replace(".", "%2E")
+    quoted = quote(value, safe="", errors="surrogatepass")
+    if set(quoted) == {"."}:  # "." and ".." would mean "here" / "parent" on a filesystem
+        quoted = quoted.replace(".", "%2E")
+    if portable:
+        if quoted.endswith("."):
+            quoted = quoted[:-1] + "%2E"
+        if windows_device_name(quoted):
+            quoted = f"%{ord(quoted[0]):02X}{quoted[1:]}"
+    encoded = quoted + (_case_tail(quoted) if portable else "")
     if len(encoded) <= MAX_SEGMENT:
         return encoded
+    encoded = quoted  # a hashed segment needs no tail: the digest of the exact id tells case variants apart
     if not allow_hash:
         raise ValueError(
             f"id {value[:40]!r}... is too long for a store key: {len(encoded)} characters once encoded, "
@@ -101,16 +135,79 @@ def encode_id(value: str, *, allow_hash: bool = True) -> str:
     return f"{head}{HASH_MARK}{digest}"
 
 
+_ESCAPE_RE = re.compile(r"%[0-9A-F]{2}")
+_CASE_TAIL_RE = re.compile(re.escape(CASE_MARK) + r"[0-9a-f]+")
+
+
+def _case_tail(quoted: str) -> str:
+    """``%~u`` and the mask of upper-case letters among the literal ASCII letters of ``quoted`` (first
+    letter in the highest bit, four letters per lower-case hex digit, trailing zero digits dropped), or ""
+    when no letter is upper case. Escapes are skipped: ``quote`` writes their hex digits in one case."""
+    literal = _ESCAPE_RE.sub("", quoted) if "%" in quoted else quoted  # ASCII only: quote escaped the rest
+    if literal.islower() or not any(c.isupper() for c in literal):
+        return ""
+    bits = "".join("1" if c.isupper() else "0" for c in literal if c.isalpha())
+    bits += "0" * (-len(bits) % 4)
+    mask = "".join(f"{int(bits[i:i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
+    return f"{CASE_MARK}{mask}"
+
+
+#: Names Windows gives to devices, whatever their case and whatever follows a first dot (``nul.tar.gz``).
+WINDOWS_DEVICE_NAMES = frozenset({"con", "prn", "aux", "nul", *(f"{p}{n}" for p in ("com", "lpt") for n in range(10))})
+
+
+def windows_device_name(name: str) -> bool:
+    """True when a file or folder called ``name`` would be a device on Windows, not a file."""
+    return len(name) >= 3 and name.split(".", 1)[0].lower() in WINDOWS_DEVICE_NAMES
+
+
+def without_case_tails(key: str) -> str:
+    """``key`` with its case tails removed (what :func:`decode_id` reads an id from)."""
+    return _CASE_TAIL_RE.sub("", key) if CASE_MARK in key else key
+
+
+_ROLLOUT_TAIL_RE = re.compile(r"^(?P<head>.*/)group=(?P<group>[^/]+)/(?P<rollout>[^/]+)\.json$")
+_DIGEST_RE = re.compile(re.escape(HASH_MARK) + r"[0-9a-f]{%d}$" % _DIGEST_CHARS)
+
+
+def legacy_key(key: str) -> str:
+    """A record's or a transcript's key as written before the portable rules of :func:`encode_id` (the
+    same key for most ids); keys of old stores are still read. A hashed segment is kept as it is."""
+    match = _ROLLOUT_TAIL_RE.match(key)
+    if match is None:
+        return key
+
+    def legacy(segment: str) -> str:
+        return segment if _DIGEST_RE.search(segment) else encode_id(decode_id(segment), portable=False)
+
+    return f"{match['head']}group={legacy(match['group'])}/{legacy(match['rollout'])}.json"
+
+
 def decode_id(segment: str) -> str:
     """The id a segment encodes (for a hash-suffixed segment: its prefix and digest, not the whole id)."""
+    segment = without_case_tails(segment)
     try:
         return unquote(segment, errors="surrogatepass")
     except UnicodeDecodeError:  # a hashed segment may end inside a multi-byte character
         return unquote(segment, errors="replace")
 
 
+def run_folder(run_id: str) -> str:
+    """The folder name of a run: percent-encoded, never cut, no case tail (see the module docstring)."""
+    return encode_id(run_id, allow_hash=False, portable=False)
+
+
 def run_prefix(run_id: str) -> str:
-    return f"{RUNS_PREFIX}{encode_id(run_id, allow_hash=False)}/"
+    return f"{RUNS_PREFIX}{run_folder(run_id)}/"
+
+
+def fold_run_id(run_id: str) -> str:
+    """What two run ids are compared by: the same folder on a case-insensitive file system (the ASCII
+    letters of a folder name in either case) or the same text to a reader (NFC)."""
+    return unicodedata.normalize("NFC", run_id).translate(_ASCII_LOWER)
+
+
+_ASCII_LOWER = str.maketrans(string.ascii_uppercase, string.ascii_lowercase)
 
 
 def manifest_key(run_id: str) -> str:
@@ -123,13 +220,21 @@ def step_prefix(run_id: str, step: int) -> str:
     return f"{run_prefix(run_id)}step={step}/"
 
 
-def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
-    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded."""
-    return f"{step_prefix(run_id, step)}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
+def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, portable: bool = True) -> str:
+    """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``portable=False``:
+    the key written before the portable rules of :func:`encode_id`)."""
+    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
+            f"{encode_id(rollout_id, portable=portable)}.json")
 
 
 def record_key(record: Record) -> str:
     return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id)
+
+
+def legacy_record_key(record: Record) -> str:
+    """Where a record was stored before ids had a case tail (the same as :func:`record_key` for an id
+    without upper-case letters)."""
+    return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id, portable=False)
 
 
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
@@ -198,6 +303,10 @@ class Store:
         self.bad_objects = []
         steps = [step] if step is not None else self.list_steps(run_id)
         for n in steps:
+            # A record at its key of before the portable rules is read too, once the step's listing has
+            # shown that the same rollout is not also stored at its current key (it is never counted twice).
+            current: set[str] = set()
+            legacy: list[tuple[str, Record]] = []
             for key in self._list(step_prefix(run_id, n)):  # both backends list in key order
                 parsed = parse_record_key(key)
                 if parsed is None:
@@ -212,21 +321,55 @@ class Store:
                 except ValidationError as exc:
                     self._report_bad(key, _short_validation_error(exc), on_bad)
                     continue
-                if record_key(record) != key:
+                expected = record_key(record)
+                if expected == key:
+                    current.add(key)
+                    yield record
+                elif legacy_record_key(record) == key:
+                    legacy.append((key, record))
+                else:
                     self._report_bad(
                         key,
                         f"record says run_id={record.run_id!r} step={record.step} group_id={record.group_id!r} "
-                        f"rollout_id={record.rollout_id!r}, which belongs at {record_key(record)}",
+                        f"rollout_id={record.rollout_id!r}, which belongs at {expected}",
                         on_bad,
                     )
-                    continue
-                yield record
+            for key, record in legacy:
+                if record_key(record) in current:
+                    self._report_bad(key, f"the same rollout is also stored at {record_key(record)}, which is "
+                                          f"the one read (this is its key of an older rewardpipe)", on_bad)
+                else:
+                    yield record
 
     def _report_bad(self, key: str, reason: str, on_bad: Callable[[BadObject], None] | None) -> None:
         bad = BadObject(key, reason)
         self.bad_objects.append(bad)
         if on_bad is not None:
             on_bad(bad)
+
+    def stored_rollout_keys(self, run_id: str) -> set[str]:
+        """Every key stored under the run, plus the current :func:`rollout_key` of each record stored at
+        its key of before the portable rules: ``rollout_key(...) in stored_rollout_keys(run)`` says whether
+        a rollout already has a record, whichever rewardpipe wrote it (``--resume`` skips it)."""
+        keys = set(self.list_keys(run_prefix(run_id)))
+        for key in list(keys):
+            parsed = parse_record_key(key)
+            if parsed is None or any(_DIGEST_RE.search(part.removesuffix(".json")) for part in key.split("/")):
+                continue  # a hashed segment does not give its id back
+            _, step, group_id, rollout_id = parsed
+            keys.add(rollout_key(run_id, step, group_id, rollout_id))
+        return keys
+
+    def run_id_clash(self, run_id: str) -> str | None:
+        """A stored run id that differs from ``run_id`` only in letter case or Unicode normalisation (on a
+        case-insensitive file system the two would share one folder; to a reader they look the same)."""
+        folded = fold_run_id(run_id)
+        return next((other for other in self.list_runs() if other != run_id and fold_run_id(other) == folded), None)
+
+    def lock_run(self, run_id: str) -> Any:
+        """Hold ``run_id`` for this process until the returned handle is closed; StoreError if another
+        process holds it. Only a local store can: S3 has no lock (one writer per run id is up to the user)."""
+        return None
 
     def run_has_records(self, run_id: str) -> bool:
         """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
@@ -257,7 +400,12 @@ class Store:
         """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
         from rewardpipe.transcripts import RolloutTranscript
 
-        raw = self.get_json(key)
+        try:
+            raw = self.get_json(key)
+        except KeyError:
+            if legacy_key(key) == key:
+                raise
+            raw = self.get_json(legacy_key(key))  # a transcript stored before the portable key rules
         try:
             return RolloutTranscript.model_validate(raw)
         except ValidationError as exc:
@@ -268,8 +416,18 @@ class Store:
         prefix = f"{run_prefix(run_id)}transcripts/"
         if step is not None:
             prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
-        name = f"/{encode_id(rollout_id)}.json"
-        return [key for key in self.list_keys(prefix) if key.endswith(name)]
+        from rewardpipe.models import same_text
+
+        listed = self.list_keys(prefix)
+        names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, portable=False)}.json")
+        found = [key for key in listed if key.endswith(names)]
+        if not found:  # the id as typed may be another Unicode normalisation of the stored one
+            wanted = same_text(rollout_id)
+            found = [key for key in listed
+                     if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][:-len(".json")])) == wanted]
+        # a transcript stored at its current key and at its key of before the case tail is one transcript
+        current = {legacy_key(key) for key in found if legacy_key(key) != key}
+        return [key for key in found if key not in current]
 
     # -- arbitrary JSON (alarms, monitor state, manifests) ------------------------------------------
 
@@ -336,9 +494,8 @@ def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
     first = exc.errors()[0]
     if first["type"] == "json_invalid":
         return f"not valid JSON ({first['msg']})"
-    loc = ".".join(str(p) for p in first["loc"]) or "<object>"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-    return f"not a valid {what}: field '{loc}': {first['msg']}{more}"
+    return f"not a valid {what}: {field_error(first)}{more}"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -394,6 +551,25 @@ class LocalStore(Store):
 
     def __repr__(self) -> str:
         return f"LocalStore({self.location!r})"
+
+    def lock_run(self, run_id: str) -> Any:
+        """An exclusive ``flock`` on ``runs/.<run>.lock``: two processes writing one run id would mix their
+        records. The kernel drops the lock when the process ends, however it ends (kill -9 included), so a
+        crashed run never blocks its ``--resume``."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return None
+        path = self.root / "runs" / f".{run_folder(run_id)}.lock"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a+b")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise StoreError(f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
+                             f"{path}): wait for it to end, or use another --run-id") from None
+        return handle
 
     def _path(self, key: str) -> Path:
         return self.root.joinpath(*key.split("/"))
@@ -569,6 +745,8 @@ class S3Store(Store):
 def open_store(location: str | os.PathLike[str], client: Any = None) -> Store:
     """``s3://bucket[/prefix]`` gives an :class:`S3Store`; anything else is a local directory."""
     text = os.fspath(location)
+    if not text.strip():  # an unset variable (`--out "$STORE"`) must not mean "here"
+        raise StoreError(f"empty store location {text!r}: give a directory or s3://bucket/prefix")
     if text.startswith("s3://"):
         rest = text[len("s3://") :]
         bucket, _, prefix = rest.partition("/")

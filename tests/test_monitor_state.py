@@ -102,6 +102,9 @@ def test_an_invalid_record_dict_is_reported_and_the_rest_are_checked():
     (b'["a list"]', "expected a JSON object"),
     (b'{"schema": "rewardpipe.monitor-state/v2", "run_id": "other"}', "state is for run 'other'"),
     (b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[5, 2]]}', "checked range [5, 2]"),
+    # beyond any step a run can have: every later step would count as checked and never alarm
+    (b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[0, 99999999999999999999]]}',
+     "checked range [0, 99999999999999999999]"),
 ])
 def test_a_corrupt_state_is_kept_aside_and_a_fresh_one_started(tmp_path, content, fragment):
     store = LocalStore(tmp_path)

@@ -84,6 +84,20 @@ def episode_reward(name: str, weight: list[str]) -> Any:
         usage_fail(str(exc))
 
 
+def check_threshold_names(thresholds: Any, reward: Any) -> None:
+    """``run`` knows its reward, so an ``--ignore`` or ``--range`` naming none of its components (a typo:
+    ``loop_penalt``) is a usage error rather than a knob that silently does nothing."""
+    from rewardpipe.monitoring import AGGREGATE_TARGET, DEFAULT_RANGES
+
+    known = [*reward.component_names, AGGREGATE_TARGET]
+    for option, names in (("--ignore", thresholds.ignore),
+                          ("--range", [name for name in thresholds.ranges if name not in DEFAULT_RANGES])):
+        for name in names:
+            if name not in known:
+                usage_fail(f"{option} {name!r}: reward '{reward.name}' has no such component; known: "
+                           f"{', '.join(known)}")
+
+
 def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
     ranges = {}
     for item in items:
@@ -163,7 +177,7 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
 def check_run_id(run_id: str) -> str:
     from rewardpipe.models import id_problem
-    from rewardpipe.store import encode_id
+    from rewardpipe.store import run_folder, windows_device_name
 
     if not run_id or len(run_id) > MAX_RUN_ID:
         usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
@@ -171,9 +185,12 @@ def check_run_id(run_id: str) -> str:
     if problem is not None:
         usage_fail(f"--run-id {problem}")
     try:
-        encode_id(run_id, allow_hash=False)
+        folder = run_folder(run_id)
     except ValueError as exc:
         usage_fail(f"--run-id: {exc}")
+    if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
+        usage_fail(f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
+                   f"{folder.split('.')[0]!r} is a device name): choose another")
     return run_id
 
 
@@ -187,14 +204,32 @@ def check_output_file(path: Path | None, option: str) -> Path | None:
         usage_fail(f"{option} {path} is a directory; give a file name")
     if path.exists() and not os.access(path, os.W_OK):
         usage_fail(f"{option} {path}: the file exists and cannot be written")
-    ancestor = path.parent
+    _check_creatable(path.parent, path, option)
+    return path
+
+
+def check_output_dir(path: Path | None, option: str) -> Path | None:
+    """An output folder named by ``option``, checked like :func:`check_output_file`: a directory (or not there
+    yet) below a writable directory. A bad path is a usage error (exit 2)."""
+    if path is None:
+        return None
+    if path.exists() and not path.is_dir():
+        usage_fail(f"{option} {path} exists and is not a directory")
+    if path.is_dir() and not os.access(path, os.W_OK | os.X_OK):
+        usage_fail(f"{option} {path}: cannot create files in it")
+    if not path.is_dir():
+        _check_creatable(path.parent, path, option)
+    return path
+
+
+def _check_creatable(ancestor: Path, path: Path, option: str) -> None:
+    """The nearest existing folder at or above ``ancestor`` is a writable directory (``path`` can be made)."""
     while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
     if not ancestor.is_dir():
         usage_fail(f"{option} {path}: {ancestor} is not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
         usage_fail(f"{option} {path}: cannot create files in {ancestor}")
-    return path
 
 
 def cap_workers(workers: int | None) -> int | None:
@@ -246,6 +281,16 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         usage_fail("--overwrite and --resume cannot be combined")
     where = f"{store.location}/{run_prefix(run_id)}"
     try:
+        clash = store.run_id_clash(run_id)
+        if clash is not None:
+            from rewardpipe.models import same_text
+
+            how = ("is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print "
+                   "the same" if same_text(clash) == same_text(run_id) else
+                   "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
+                   "share one folder")
+            fail(f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
+                 f"(or '{clash}' itself)")
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -265,7 +310,9 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         if differences:
             fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
         manifest.started_at = stored.started_at
-        return set(store.list_keys(run_prefix(run_id)))
+        if stored.steps is not None and manifest.steps is not None and stored.steps > manifest.steps:
+            manifest.steps = stored.steps  # a shorter resume does not unmake the steps already stored
+        return store.stored_rollout_keys(run_id)
     except StoreError as exc:
         fail(str(exc))
 
@@ -282,32 +329,48 @@ def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: b
         store = open_store(location)
     except StoreError as exc:
         fail(str(exc))
-    already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
-    save_manifest(store, manifest)
-    return store, already, RecordWriter(store, spill or default_spill_path(manifest.run_id))
+    try:
+        lock = store.lock_run(manifest.run_id)  # held until the writer closes: one process per run id
+    except StoreError as exc:
+        fail(str(exc))
+    try:
+        already = claim_run(store, manifest, overwrite=overwrite, resume=resume)
+    except BaseException:
+        if lock is not None:
+            lock.close()
+        raise
+    writer = RecordWriter(store, spill or default_spill_path(manifest.run_id), lock)
+    save_manifest(writer, manifest)
+    return store, already, writer
 
 
-def save_manifest(store: Any, manifest: RunManifest) -> bool:
+def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
+    """Write the manifest; a failure is reported and kept in ``writer.failed_writes`` (the exit status)."""
     from rewardpipe.store import StoreError, manifest_key
 
     try:
-        store.put_json(manifest_key(manifest.run_id), manifest.to_dict())
-        return True
+        writer.store.put_json(manifest_key(manifest.run_id), manifest.to_dict())
     except StoreError as exc:
-        error_line(f"could not write the run manifest: {exc}")
-        return False
+        writer.failed(f"the run manifest ({'end' if manifest.finished_at else 'start'})", exc)
 
 
 class RecordWriter:
     """Writes records to the store; a record the store still refuses after its retries is appended to a
     local spill file (one JSON record per line) instead of being lost. ``close`` names the file."""
 
-    def __init__(self, store: Any, spill_path: Path) -> None:
+    def __init__(self, store: Any, spill_path: Path, lock: Any = None) -> None:
         self.store = store
         self.spill_path = spill_path
+        self._lock = lock  # the run id's lock (Store.lock_run), released by close()
         self.stored = 0
         self.spilled = 0
         self._spill: Any = None
+        #: Other objects of the run that could not be written (manifest, monitor state): each makes exit 1.
+        self.failed_writes: list[str] = []
+
+    def failed(self, what: str, exc: Exception) -> None:
+        error_line(f"could not write {what}: {exc}")
+        self.failed_writes.append(what)
 
     def write(self, records: Iterable[Record]) -> None:
         from rewardpipe.store import StoreError
@@ -332,23 +395,34 @@ class RecordWriter:
         if self._spill is not None:
             self._spill.close()
             self._spill = None
+        if self._lock is not None:
+            self._lock.close()
+            self._lock = None
 
 
 def default_spill_path(run_id: str) -> Path:
-    from rewardpipe.store import encode_id
+    from rewardpipe.store import run_folder
 
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
-    return Path(f"rewardpipe-unstored-{encode_id(run_id, allow_hash=False)}-{stamp}.jsonl")
+    return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
-def exit_for_losses(writer: RecordWriter, alarm_failures: int) -> NoReturn | None:
-    """Exit 1 naming the spill file and the failed alarm writes, if there were any."""
+def exit_for_losses(writer: RecordWriter, alarm_failures: int,
+                    unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
+    """Exit 1 naming the spill file, the failed alarm writes, the steps the monitor could not check and
+    the other objects that could not be written, if there were any."""
     problems = []
     if writer.spilled:
         problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
                         f"{writer.spill_path}")
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
+    unchecked = sorted(set(unchecked_steps))
+    if unchecked:
+        problems.append(f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
+                        f"`rewardpipe monitor` checks them once the store answers)")
+    if writer.failed_writes:
+        problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
     if problems:
         fail("; ".join(problems))
     return None

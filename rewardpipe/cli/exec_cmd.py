@@ -239,11 +239,12 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
     Lines end at ``\n`` only (U+2028 and friends are legal inside a JSON string) and are decoded one at a
     time (a byte-order mark in front of line 1 dropped), so an invalid byte costs its own line (an
     ``error`` result naming ``file:line``), not the batch."""
-    from rewardpipe.models import InputFileError, decode_line
+    from rewardpipe.models import InputFileError, decode_line, repeated_id, same_text
 
     entries: list[tuple[str, object]] = []
     jobs: list[ExecutionJob] = []
-    first_line: dict[str, int] = {}  # job id -> line: a repeated id would make two results indistinguishable
+    # same_text(job id) -> (id, line): a repeated id would make two results indistinguishable
+    first_line: dict[str, tuple[str, int]] = {}
     raw_lines = _read_bytes(batch, "batch").split(b"\n")
     for number, raw in enumerate(raw_lines, start=1):
         where = f"{batch}:{number}"
@@ -255,8 +256,10 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
             if not line.strip():
                 continue
             job, problem, job_id = parse_job_line(line, where)
-        if job is not None and first_line.setdefault(job.id, number) != number:
-            job, problem = None, f"{where}: duplicate id (first on line {first_line[job.id]})"
+        if job is not None:
+            first_id, first = first_line.setdefault(same_text(job.id), (job.id, number))
+            if first != number:
+                job, problem = None, f"{where}: field 'id': duplicate id ({repeated_id(job.id, first_id, first)})"
         if job is None:
             error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
                                     reason=problem)

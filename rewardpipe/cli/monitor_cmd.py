@@ -63,9 +63,10 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
             try:
                 yield Record.model_validate_json(text)
             except ValidationError as exc:
+                from rewardpipe.models import field_error
+
                 first = exc.errors()[0]
-                loc = ".".join(str(p) for p in first["loc"])
-                reason = "not valid JSON" if first["type"] == "json_invalid" else f"field '{loc}': {first['msg']}"
+                reason = "not valid JSON" if first["type"] == "json_invalid" else field_error(first)
                 on_bad(BadObject(where, reason))
 
 
@@ -103,7 +104,8 @@ class _Source:
             fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
         if not local.is_dir():  # a pipe, a device, a socket: records are read twice, so only a file will do
             fail(f"{path} is not a regular file or a directory (expected a store directory, an s3:// URI or a "
-                 f"JSONL file of records)")
+                 f"JSONL file of records; a pipe will not do, since the records are read twice: write them to a "
+                 f"file first)")
         if not (local / "runs").is_dir() and local.parent.name == "runs":
             # PATH is runs/<run_id> inside a store: use the store above it and that run.
             if run_id is not None and run_id != decode_id(local.name):
@@ -261,6 +263,13 @@ def monitor(
         which = f" for run '{source.run_id}'" if source.run_id else ""
         fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
               + (f" ({len(bad)} unreadable)" if bad else ""))
+
+    from rewardpipe.monitoring import AGGREGATE_TARGET
+
+    seen = {name for report in result.steps for name in report.components} | {AGGREGATE_TARGET}
+    for name in dict.fromkeys(thresholds.ignore):  # the records decide which components exist: a warning
+        if name not in seen:
+            note(f"warning: --ignore {name!r} names no component of these records ({', '.join(sorted(seen))})")
 
     out = Console(width=None if Console().is_terminal else 160)
     sinks: list[Any] = []

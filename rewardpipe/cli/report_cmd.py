@@ -14,7 +14,7 @@ from typing import Any, List, Optional
 import typer
 
 from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
-from rewardpipe.cli.common import check_output_file
+from rewardpipe.cli.common import check_output_dir, check_output_file
 
 
 
@@ -80,6 +80,7 @@ def report(
     if out is None and not as_json and parquet is None:
         usage_fail("say where the report goes: --out report.html, --json, or --parquet DIR")
     check_output_file(out, "--out")
+    check_output_dir(parquet, "--parquet")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
     ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]

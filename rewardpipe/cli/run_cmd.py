@@ -32,6 +32,7 @@ from rewardpipe.cli.common import (
     cap_workers,
     check_output_file,
     check_run_id,
+    check_threshold_names,
     episode_reward,
     exit_for_losses,
     file_sha256,
@@ -48,6 +49,10 @@ from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
 # instead of a run that cannot finish (or an overflow deep inside).
 MAX_GROUP_SIZE = 4096
 MAX_GROUPS_PER_STEP = 1_000_000
+# An endpoint request waits at most an hour, and is retried at most ten times (backoff capped at a minute):
+# beyond that a dead endpoint would hold the run for days before it wrote its error records.
+MAX_ENDPOINT_TIMEOUT_S = 3600.0
+MAX_ENDPOINT_RETRIES = 10
 
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
@@ -115,15 +120,18 @@ def run(
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy."),
     collapse_from_step: Optional[int] = typer.Option(
-        None, help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
+        None, min=0, max=MAX_STEP,
+        help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
     rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
     base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
     model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
     simulator: SimulatorName = typer.Option(SimulatorName.rule, help="User simulator."),
     sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL"),
     sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
-    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", help="Seconds per policy/simulator request."),
-    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, help="Retries of a failed endpoint request."),
+    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S,
+                                           help="Seconds per policy/simulator request."),
+    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES,
+                                         help="Retries of a failed endpoint request."),
     workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     thresholds: Any = None,
     spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
@@ -144,6 +152,7 @@ def run(
     run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     task_list = load_tasks_or_fail(tasks, runnable=True)
     reward = episode_reward(reward_name, weight)
+    check_threshold_names(thresholds, reward)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
@@ -204,6 +213,7 @@ def run(
             executor.close()
         raise
     alarm_failures = 0
+    unchecked_steps: list[int] = []
     try:
         _, state_problem = load_state(store, run_id)  # a corrupt state is kept aside and replaced, never a crash
         if state_problem is not None:
@@ -211,7 +221,7 @@ def run(
         if not already:  # a fresh run (or one just overwritten) starts a fresh hysteresis; a resumed one carries on
             store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     except StoreError as exc:
-        error_line(f"could not write the monitor state: {exc}")
+        writer.failed("the monitor state", exc)
     writer.write(r for r in (unknown_task_record(u, run_id, reward) for u in unknown)
                  if rollout_key(run_id, r.step, r.group_id, r.rollout_id) not in already)
 
@@ -236,7 +246,7 @@ def run(
             result = monitor_step(store, run_id, step, thresholds, sinks)
         except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
             error_line(f"step {step}: the monitor could not check this step: {exc}")
-            alarm_failures += 1
+            unchecked_steps.append(step)
             bar.remove_task(handle)
             return
         for item in result.unreadable:
@@ -283,7 +293,7 @@ def run(
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     manifest.finished_at = utc_now()
-    save_manifest(store, manifest)
+    save_manifest(writer, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     plot_failed = False
@@ -304,11 +314,12 @@ def run(
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
                          "spill_file": str(writer.spill_path) if writer.spilled else None,
-                         "alarm_failures": alarm_failures,
+                         "alarm_failures": alarm_failures, "unchecked_steps": unchecked_steps,
+                         "failed_writes": writer.failed_writes,
                          "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
-    exit_for_losses(writer, alarm_failures)
+    exit_for_losses(writer, alarm_failures, unchecked_steps)
     if plot_failed:
         raise typer.Exit(1)
 
@@ -441,7 +452,7 @@ def score(
     finally:
         writer.close()
     manifest.finished_at = utc_now()
-    save_manifest(store, manifest)
+    save_manifest(writer, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
         sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")

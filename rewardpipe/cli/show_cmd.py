@@ -32,11 +32,23 @@ def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional
     if not keys:
         where = f" at step {step}" if step is not None else ""
         fail(f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
-              f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)")
+              f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)"
+             + _other_case(store, run_id, rollout))
     if len(keys) > 1:
         fail(f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
               f"choose one with --step: " + ", ".join(keys[:10]))
     return keys[0]
+
+
+def _other_case(store, run_id: str, rollout: str) -> str:
+    """Ids are case-sensitive: name the stored rollouts that differ from ``rollout`` only in letter case."""
+    from rewardpipe.store import decode_id, run_prefix
+
+    wanted = rollout.casefold()
+    found = sorted({decode_id(key.rsplit("/", 1)[1].removesuffix(".json"))
+                    for key in store.list_keys(f"{run_prefix(run_id)}transcripts/")} - {rollout})
+    close = [other for other in found if other.casefold() == wanted]
+    return f"; ids are case-sensitive: did you mean {', '.join(repr(c) for c in close[:3])}?" if close else ""
 
 
 @app.command()

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import combinations
 from typing import Any
 
+from rewardpipe.models import is_score
 from rewardpipe.monitoring.messages import fmt, pct
 from rewardpipe.monitoring.statistics import StepAcc
 from rewardpipe.monitoring.thresholds import Thresholds
@@ -136,7 +137,7 @@ def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, t
         disagree = 0
         for rollouts in acc.sample.values():
             pairs = [(r.components.get(a), r.components.get(b)) for r in rollouts if r.status == "scored"]
-            pairs = [(x, y) for x, y in pairs if x is not None and y is not None and math.isfinite(x) and math.isfinite(y)]
+            pairs = [(x, y) for x, y in pairs if is_score(x) and is_score(y)]
             if len(pairs) < 2:
                 continue
             xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]

@@ -21,6 +21,8 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from rewardpipe.models import MAX_SCORE_MAGNITUDE
+
 EXAMPLES_PER_STEP = 6  # candidate example rollouts kept per step (from distinct groups)
 
 
@@ -191,18 +193,18 @@ def _float_columns(rows: list[tuple], width: int) -> list[np.ndarray] | list[lis
         table = None
     if table is None or table.shape != (len(rows), width):  # a value that is not a number, or a sequence
         return [list(column) for column in zip(*rows)]
-    table[~np.isfinite(table)] = np.nan
+    table[~(np.abs(table) <= MAX_SCORE_MAGNITUDE)] = np.nan
     return [np.ascontiguousarray(table[:, j]) for j in range(width)]
 
 
 def _floats(values: list[Any]) -> np.ndarray:
-    """Component values as float64: None, NaN, ±inf (and anything that is not a number) become NaN.
-    (A boolean counts as 0/1, as a Record's float field would have made it.)"""
+    """Component values as float64: None, NaN, ±inf, values beyond ±MAX_SCORE_MAGNITUDE (and anything that
+    is not a number) become NaN. (A boolean counts as 0/1, as a Record's float field would have made it.)"""
     try:
         out = np.array(values, dtype=np.float64)  # None -> NaN
     except (TypeError, ValueError):
         out = np.array([_number(v) for v in values], dtype=np.float64)
-    out[~np.isfinite(out)] = np.nan
+    out[~(np.abs(out) <= MAX_SCORE_MAGNITUDE)] = np.nan
     return out
 
 
@@ -214,7 +216,7 @@ def _number(value: Any) -> float:
         number = float(value)
     except (TypeError, ValueError):
         return math.nan
-    return number if number - number == 0.0 else math.nan
+    return number if -MAX_SCORE_MAGNITUDE <= number <= MAX_SCORE_MAGNITUDE else math.nan
 
 
 @contextmanager

@@ -29,7 +29,7 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
-from rewardpipe.models import RECORD_SCHEMA
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, RECORD_SCHEMA, field_error
 from rewardpipe.monitoring.batch import Labels, RecordBatch
 from rewardpipe.monitoring.columns import paused_gc
 from rewardpipe.monitoring.statistics import AGG
@@ -331,7 +331,7 @@ def _numbers(array: Any) -> tuple[np.ndarray, np.ndarray] | None:
     the non-JSON NaN literal; a Record would not count it as a value)."""
     null = array.is_null().to_numpy(zero_copy_only=False)
     values = array.to_numpy(zero_copy_only=False).astype(np.float64, copy=False)
-    if not np.isfinite(values[~null]).all():
+    if not (np.abs(values[~null]) <= MAX_SCORE_MAGNITUDE).all():  # NaN, inf or beyond a Record's bound
         return None
     return values, null
 
@@ -475,7 +475,7 @@ def _floats(column: list[Any], allowed: set[type]) -> tuple[np.ndarray, np.ndarr
         if _Absent in kinds:
             column = [None if v is _ABSENT else v for v in column]
         values = np.array(column, dtype=np.float64)  # None -> NaN
-    if np.isinf(values).any():  # NaN cannot come out of orjson, but 1e999 is inf
+    if (np.abs(values) > MAX_SCORE_MAGNITUDE).any():  # NaN cannot come out of orjson, but 1e999 is inf
         return None
     return values, nulls
 
@@ -548,9 +548,7 @@ def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: l
             try:
                 record = Record.model_validate(_record_dict(row))
             except ValidationError as exc:
-                first = exc.errors()[0]
-                on_bad(BadObject(f"{f}:row {number}", f"field '{'.'.join(str(p) for p in first['loc'])}': "
-                                                      f"{first['msg']}"))
+                on_bad(BadObject(f"{f}:row {number}", field_error(exc.errors()[0])))
                 continue
             except ValueError as exc:  # metrics_json is not JSON
                 on_bad(BadObject(f"{f}:row {number}", f"field 'metrics_json': {exc}"))
@@ -758,22 +756,27 @@ def _read_some(paths: list[str]) -> list[bytes] | None:
     return out
 
 
-_PLAIN_ID = re.compile(r"[A-Za-z0-9_.~-]{1,240}")  # ids that encode_id leaves as they are (unless all dots)
+_PLAIN_ID = re.compile(r"[a-z0-9_.~-]{1,240}")  # ids encode_id leaves as they are (but a final dot, a device name)
 
 
 def _stored_where_they_belong(batch: RecordBatch, keys: list[str]) -> bool:
-    """Every row's key is the one its own run, step, group and rollout give (``record_key``)."""
-    from rewardpipe.store import encode_id, step_prefix
+    """Every row's key is the one its own run, step, group and rollout give (``record_key``), or every
+    row's key is the one of before the case tail (``legacy_record_key``: a store an older rewardpipe
+    wrote). A mix of both goes the careful way, which reads a rollout stored under both keys once."""
+    from rewardpipe.store import encode_id, step_prefix, windows_device_name
 
-    def encoded(names: list[str]) -> list[str]:
-        return [name if _PLAIN_ID.fullmatch(name) and name.strip(".") else encode_id(name) for name in names]
-
-    runs = encoded(batch.run_ids.names)
-    if len(runs) != 1:
+    if len(batch.run_ids.names) != 1:
         return False  # a store's run folder holds one run: the careful path reports the strays
-    groups, rollouts = encoded(batch.group_ids.names), encoded(batch.rollout_ids.names)
     prefixes = {step: step_prefix(batch.run_ids.names[0], step) for step in np.unique(batch.steps).tolist()}
-    expected = map("{}group={}/{}.json".format, map(prefixes.__getitem__, batch.steps.tolist()),
-                   map(groups.__getitem__, batch.group_ids.codes.tolist()),
-                   map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()))
-    return all(map(str.__eq__, expected, keys))
+    def encoded(names: list[str], portable: bool) -> list[str]:
+        return [name if _PLAIN_ID.fullmatch(name) and name[-1] != "." and not windows_device_name(name)
+                else encode_id(name, portable=portable) for name in names]
+
+    for portable in (True, False):
+        groups, rollouts = encoded(batch.group_ids.names, portable), encoded(batch.rollout_ids.names, portable)
+        expected = map("{}group={}/{}.json".format, map(prefixes.__getitem__, batch.steps.tolist()),
+                       map(groups.__getitem__, batch.group_ids.codes.tolist()),
+                       map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()))
+        if all(map(str.__eq__, expected, keys)):
+            return True
+    return False

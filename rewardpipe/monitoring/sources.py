@@ -7,7 +7,7 @@ from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
-from rewardpipe.models import Record
+from rewardpipe.models import Record, field_error
 from rewardpipe.store import BadObject
 
 
@@ -23,7 +23,6 @@ def iter_jsonl_records(path: str | Path, on_bad: Callable[[BadObject], None] | N
             except ValidationError as exc:
                 if on_bad is not None:
                     first = exc.errors()[0]
-                    loc = ".".join(str(p) for p in first["loc"])
-                    reason = "not valid JSON" if first["type"] == "json_invalid" else f"field '{loc}': {first['msg']}"
+                    reason = "not valid JSON" if first["type"] == "json_invalid" else field_error(first)
                     on_bad(BadObject(f"{path}:{lineno}", reason))
 

@@ -72,8 +72,10 @@ class MonitorState(BaseModel):
         except ValidationError as exc:
             raise MonitorInputError(f"invalid monitor state: {exc.errors()[0]['msg']} at "
                                     f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from None
+        from rewardpipe.models import MAX_STEP
+
         for first, last in state.checked:
-            if first < 0 or last < first:
+            if first < 0 or last < first or last > MAX_STEP:  # beyond any step: it would silence every later one
                 raise MonitorInputError(f"invalid monitor state: checked range [{first}, {last}]")
         return state
 

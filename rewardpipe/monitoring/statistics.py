@@ -11,7 +11,8 @@ the records of a step.
 
 Records with ``status == "error"`` are infrastructure failures: they are excluded from every statistic and
 counted per step (``errors``, ``error_kinds``). A ``None`` (or NaN/inf) component value in a scored record
-is excluded for that component only (``missing`` / ``non_finite``).
+is excluded for that component only (``missing`` / ``non_finite``), and so is a value beyond
+±MAX_SCORE_MAGNITUDE (its square would overflow the sums).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Callable, Iterable, Mapping
 import numpy as np
 from pydantic import ValidationError
 
-from rewardpipe.models import Record
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, Record, field_error
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject
 
@@ -132,7 +133,6 @@ def accumulate(
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
-    isfinite = math.isfinite
     for index, rec in enumerate(records):
         if not isinstance(rec, Record):
             try:
@@ -140,9 +140,7 @@ def accumulate(
             except ValidationError as exc:
                 if on_bad is None:
                     raise
-                first = exc.errors()[0]
-                where = ".".join(str(p) for p in first["loc"]) or "record"
-                on_bad(BadObject(f"record #{index}", f"field '{where}': {first['msg']}"))
+                on_bad(BadObject(f"record #{index}", field_error(exc.errors()[0], "record")))
                 continue
         if rec.run_id != run_id:
             if run_id is None:
@@ -173,7 +171,7 @@ def accumulate(
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1
                 continue
-            if not isfinite(value):
+            if not -MAX_SCORE_MAGNITUDE <= value <= MAX_SCORE_MAGNITUDE:  # NaN, ±inf, or squares that overflow
                 acc.non_finite[name] = acc.non_finite.get(name, 0) + 1
                 continue
             st = group.get(name)

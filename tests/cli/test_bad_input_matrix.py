@@ -37,6 +37,8 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "huge_step": json.dumps({**GOOD_ROLLOUT, "step": 10**30}).encode() + b"\n",
     "negative_step": json.dumps({**GOOD_ROLLOUT, "step": -1}).encode() + b"\n",
     "empty_messages": json.dumps({**GOOD_ROLLOUT, "messages": []}).encode() + b"\n",
+    "no_assistant_message": json.dumps({**GOOD_ROLLOUT, "messages": [{"role": "user", "content": "x"}]}).encode()
+    + b"\n",
     "nul_bytes": b"\x00\x00\x00\n",
     "ansi_in_values": json.dumps({"task_id": "\x1b[2J\x1b[31mowned", "rollout_id": "\x1b]0;title\x07"}).encode()
     + b"\n",    # round two (independent check): what a JSON parser or pydantic lets through on its own
@@ -63,6 +65,20 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "empty_spec": json.dumps(make_task(spec=[])).encode() + b"\n",
     "blank_spec_item": json.dumps(make_task(spec=["  "])).encode() + b"\n",
     "keyword_entry_point": json.dumps(make_task(entry_point="class")).encode() + b"\n",
+    # round four: ids that differ only in Unicode normalisation print the same (tests/cli/test_id_collisions.py)
+    "lookalike_task_ids": (json.dumps(make_task("caf\u00e9")) + "\n" + json.dumps(make_task("cafe\u0301"))).encode()
+    + b"\n",
+    "lookalike_rollout_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "caf\u00e9"}) + "\n"
+                              + json.dumps({**GOOD_ROLLOUT, "rollout_id": "cafe\u0301"})).encode() + b"\n",
+    "lookalike_group_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "a", "group_id": "caf\u00e9"}) + "\n"
+                            + json.dumps({**GOOD_ROLLOUT, "rollout_id": "b", "group_id": "cafe\u0301"})).encode()
+    + b"\n",
+    "lookalike_job_ids": (json.dumps({"id": "caf\u00e9", "code": "def add(a, b):\n    return a + b\n",
+                                      "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                                      "tests_format": "check", "entry_point": "add"}) + "\n"
+                          + json.dumps({"id": "cafe\u0301", "code": "def add(a, b):\n    return a + b\n",
+                                        "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                                        "tests_format": "check", "entry_point": "add"})).encode() + b"\n",
     "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
     "device": "device",  # /dev/zero never ends: refused, not read
 }
@@ -161,6 +177,25 @@ USAGE_CASES = {
     "run_nul_run_id": ["run", "--tasks", "{tasks}", "--run-id", "a\x00b", "--out", "{store}"],
     "score_esc_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "a\x1b[2J", "--out", "{store}"],
     "exec_keyword_entry_point": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "class"],
+    # round four: a knob naming no component of the reward (a typo) would silently do nothing
+    "run_ignore_typo": ["run", "--tasks", "{tasks}", "--ignore", "loop_penalt", "--out", "{store}"],
+    "run_range_typo": ["run", "--tasks", "{tasks}", "--range", "correctnes=0:1", "--out", "{store}"],
+    # an empty --out (an unset `$STORE`) once wrote into the working directory, saying "/runs/<run>/"
+    "run_empty_out": ["run", "--tasks", "{tasks}", "--out", ""],
+    "score_empty_out": ["score", "{rollouts}", "--tasks", "{tasks}", "--out", ""],
+    "report_parquet_is_a_file": ["report", "{rollouts}", "--parquet", "{tasks}"],
+    "report_parquet_under_a_file": ["report", "{rollouts}", "--parquet", "{tasks}/pq"],
+    "run_negative_collapse_step": ["run", "--tasks", "{tasks}", "--collapse-from-step", "-5", "--out", "{store}"],
+    "run_huge_endpoint_retries": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
+                                  "--model", "m", "--endpoint-retries", "1000000000", "--out", "{store}"],
+    "run_huge_endpoint_timeout": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
+                                  "--model", "m", "--endpoint-timeout", "1e308", "--out", "{store}"],
+    "run_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "localhost:8000/v1",
+                               "--model", "m", "--out", "{store}"],
+    "score_device_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "NUL", "--out", "{store}"],
+    "run_trailing_dot_run_id": ["run", "--tasks", "{tasks}", "--run-id", "exp.", "--out", "{store}"],
+    "run_sim_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--simulator", "openai",
+                                   "--sim-base-url", "http://[::1", "--sim-model", "m", "--out", "{store}"],
 }
 
 

@@ -46,6 +46,19 @@ def test_an_empty_transcript_is_a_bad_input_not_a_zero(cli, tmp_path):
     assert [r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")] == ["a"]
 
 
+def test_a_transcript_without_an_assistant_message_is_a_bad_input_not_a_zero(cli, tmp_path):
+    silent = [rollout("user-only", messages=[{"role": "user", "content": "add"}]),
+              rollout("system-only", messages=[{"role": "system", "content": "be brief"}]),
+              rollout("empty-answer", messages=[{"role": "user", "content": "add"},
+                                                {"role": "nova_assistant", "content": ""}])]
+    result, path = score(cli, tmp_path, silent)
+    assert result.exit_code == 1
+    assert f"{path}:1 (user-only): field 'messages': no assistant message" in result.stderr
+    assert f"{path}:2 (system-only): field 'messages': no assistant message" in result.stderr
+    # an empty answer is something the model said: it is scored
+    assert [r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")] == ["empty-answer"]
+
+
 def test_one_invalid_utf8_byte_costs_one_line(cli, tmp_path):
     good = json.dumps(rollout("a")).encode()
     bad = json.dumps(rollout("b")).encode().replace(b"add", b"ad\xe9", 1)
@@ -89,6 +102,47 @@ def test_huge_weights_give_a_clear_error_record_never_a_null_score(cli, tmp_path
     monitored = tmp_path / "records.jsonl"
     monitored.write_text(result.stdout)
     assert cli("monitor", monitored, "--json").exit_code in (0, 1)  # readable, no crash
+
+
+def test_weights_that_make_an_absurd_but_finite_sum_give_an_error_record(cli, tmp_path):
+    # 1e200 is finite, but the monitor squares and sums rewards: it would overflow there (a crash, once)
+    result, _ = score(cli, tmp_path, [rollout("a")], "--weight", "correctness=1e200", "--json")
+    record = json.loads(result.stdout)
+    assert record["status"] == "error" and record["error"]["kind"] == "aggregate_out_of_range"
+    assert "beyond ±1e+100" in record["error"]["message"] and record["aggregate"] is None
+
+
+def test_a_component_out_of_range_is_an_error_record_naming_it():
+    from rewardpipe.episode import checked_score
+
+    components, aggregate, error = checked_score({"a": 1e150, "b": 0.5}, {"a": 1.0, "b": 1.0}, 1e150, None)
+    assert components == {"a": None, "b": 0.5} and aggregate is None
+    assert error.kind == "component_out_of_range" and error.message.startswith("component 'a': 1e+150 is beyond")
+
+
+def test_records_with_absurd_scores_are_excluded_like_nan_not_a_crash(cli, tmp_path):
+    """A record file from elsewhere (a trainer, an older rewardpipe) with finite but huge numbers: the
+    monitor and the report (careful, columnar and store readers alike) exclude such a value for its
+    component only, as they do NaN, and check everything else."""
+    from rewardpipe.models import Record
+
+    good = [{"run_id": "x", "step": 0, "group_id": "g", "rollout_id": f"r{i}", "task_id": "t", "status": "scored",
+             "components": {"c": float(i % 2), "d": 0.5}, "weights": {"c": 1.0, "d": 1.0},
+             "aggregate": float(i % 2) + 0.5} for i in range(4)]
+    bad = {**good[0], "rollout_id": "huge", "components": {"c": 1e200, "d": 1e160}, "aggregate": 1e200}
+    records = write_jsonl(tmp_path / "records.jsonl", [*good, bad])
+    store = LocalStore(tmp_path / "store")
+    for row in (*good, bad):
+        store.put_record(Record.model_validate(row))
+    for source in (records, tmp_path / "store"):
+        result = cli("monitor", source, "--json")
+        assert result.exit_code == 0, result.output
+        step = json.loads(result.stdout)["steps"][0]
+        assert step["records"] == 5
+        assert step["components"]["c"]["non_finite"] == 1 and step["components"]["c"]["values"] == 4
+        assert step["aggregate"]["non_finite"] == 1
+        report = cli("report", source, "--json")
+        assert report.exit_code == 0 and "rewardpipe bug" not in report.output, report.output
 
 
 def test_a_non_finite_weight_is_a_usage_error(cli, tmp_path):

@@ -234,7 +234,7 @@ def test_exec_batch_refuses_a_repeated_job_id_naming_the_first_line(cli, here):
     assert result.exit_code == 1
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(r["id"], r["status"]) for r in rows] == [("ok", "passed"), ("other", "passed"), ("ok", "error")]
-    assert rows[2]["reason"] == f"{batch}:3: duplicate id (first on line 1)"
+    assert rows[2]["reason"] == f"{batch}:3: field 'id': duplicate id (first on line 1)"
 
 
 @pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1" + "0" * 400])

@@ -70,6 +70,31 @@ def test_resume_skips_what_is_stored_and_finishes_the_rest(cli, tmp_path):
     assert {k: (tmp_path / k).stat().st_mtime_ns for k in kept} == kept  # stored records were not redone
 
 
+def test_a_shorter_resume_keeps_the_manifest_true_to_the_steps_stored(cli, tmp_path):
+    assert run(cli, tmp_path, "exp").exit_code == 0  # two steps
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 4, "--groups-per-step", 3,
+                 "--out", tmp_path, "--run-id", "exp", "--json", "--resume")
+    assert result.exit_code == 0, result.output
+    assert LocalStore(tmp_path).get_json("runs/exp/manifest.json")["steps"] == 2
+    assert LocalStore(tmp_path).list_steps("exp") == [0, 1]
+
+
+@pytest.mark.parametrize("flag", [None, "--resume", "--overwrite"])
+def test_a_run_id_another_process_is_writing_is_refused(cli, tmp_path, flag):
+    # two launches of one run id at once (a scheduler's retry while the first still runs) both found no
+    # records, both ran, and the store held a mix of the two experiments under one manifest
+    held = LocalStore(tmp_path).lock_run("exp")  # what the other process holds while it runs
+    try:
+        result = run(cli, tmp_path, "exp", *([flag] if flag else []))
+        assert result.exit_code == 1
+        assert "run 'exp' is being written by another rewardpipe process right now" in result.stderr
+        assert not (tmp_path / "runs" / "exp").exists()
+    finally:
+        held.close()
+    assert run(cli, tmp_path, "exp").exit_code == 0  # the lock ends with its process (or handle)
+    assert run(cli, tmp_path, "exp2").exit_code == 0  # and it is per run id
+
+
 def test_resume_with_a_different_configuration_is_refused(cli, tmp_path):
     assert run(cli, tmp_path, "exp").exit_code == 0
     for extra, named in ((("--seed", "1"), "seed"), (("--weight", "correctness=2"), "weights"),
@@ -138,15 +163,20 @@ def test_records_the_store_refuses_are_spilled_to_a_named_file(cli, aws, tmp_pat
     assert json.loads(result.stdout)["unstored"] == 6
 
 
-def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
+def refuse_json_writes(monkeypatch, refused) -> None:
+    """The local store's put_json fails (as S3 does after its retries) for every key ``refused(key)`` picks."""
     real_put_json = LocalStore.put_json
 
-    def refuse_alarms(self, key, obj):
-        if "/alarms/" in key:
-            raise StoreError(f"disk full writing {key}")
+    def put_json(self, key, obj):
+        if refused(key):
+            raise StoreError(f"S3 error InternalError writing {key} (after retries)")
         return real_put_json(self, key, obj)
 
-    monkeypatch.setattr(LocalStore, "put_json", refuse_alarms)
+    monkeypatch.setattr(LocalStore, "put_json", put_json)
+
+
+def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
+    refuse_json_writes(monkeypatch, lambda key: "/alarms/" in key)
     result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
                  "--collapse-from-step", 1, "--out", tmp_path, "--run-id", "c", "--json")
     assert result.exit_code == 1
@@ -158,18 +188,41 @@ def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
 
 
 def test_a_failing_state_write_does_not_abort_the_run(cli, tmp_path, monkeypatch):
-    real_put_json = LocalStore.put_json
-
-    def refuse_state(self, key, obj):
-        if key.endswith("monitor/state.json"):
-            raise StoreError("S3 error InternalError (after retries)")
-        return real_put_json(self, key, obj)
-
-    monkeypatch.setattr(LocalStore, "put_json", refuse_state)
+    refuse_json_writes(monkeypatch, lambda key: key.endswith("monitor/state.json"))
     result = run(cli, tmp_path, "exp")
     assert "Traceback" not in result.output
     assert result.exit_code == 1 and "monitor" in result.stderr
     assert len(list(LocalStore(tmp_path).iter_records("exp"))) == 2 * 3 * 4  # every record still stored
+
+
+def test_a_step_the_monitor_cannot_check_is_named_as_such_not_as_an_alarm(cli, tmp_path, monkeypatch):
+    def unreachable(store, run_id, step, *args, **kwargs):
+        raise StoreError(f"S3 error InternalError reading step {step} (after retries)")
+
+    monkeypatch.setattr("rewardpipe.monitoring.monitor_step", unreachable)  # where `run` imports it from
+    result = run(cli, tmp_path, "exp")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout)["unchecked_steps"] == [0, 1]
+    assert "the monitor could not check step(s) 0, 1" in result.stderr
+    assert "alarm(s) could not be delivered" not in result.stderr
+
+
+@pytest.mark.parametrize("command", ["run", "score"])
+def test_a_manifest_that_cannot_be_written_makes_exit_1(cli, tmp_path, monkeypatch, command):
+    refuse_json_writes(monkeypatch, lambda key: key.endswith("/manifest.json"))
+    if command == "run":
+        result = run(cli, tmp_path, "exp")
+    else:
+        rollouts = tmp_path / "r.jsonl"
+        rollouts.write_text(json.dumps({"rollout_id": "r", "group_id": "g", "task_id": "abc-004-parse-bool",
+                                        "messages": [{"role": "user", "content": "x"},
+                                                     {"role": "assistant", "content": "y"}]}) + "\n")
+        result = cli("score", rollouts, "--tasks", BUNDLED_TASKS, "--out", tmp_path, "--run-id", "exp")
+    assert result.exit_code == 1, result.output
+    assert "could not write the run manifest (start)" in result.stderr
+    assert result.stderr.rstrip().endswith("could not write the run manifest (start), the run manifest (end) "
+                                           "(see above)")
+    assert list(LocalStore(tmp_path).iter_records("exp"))  # the records themselves are stored
 
 
 # -- 7/10. options: workers cap, endpoint knobs, the monitor's knobs ----------------------------------

@@ -48,3 +48,22 @@ def test_thresholds_reach_the_monitor_from_both_commands(cli, tmp_path):
     thresholds = json.loads(monitored.stdout)["thresholds"]
     assert thresholds["dead_fraction"] == 0.75
     assert thresholds["ignore"] == ["loop_penalty"]
+
+
+@pytest.mark.parametrize("option", [("--ignore", "loop_penalt"), ("--ignore", ""), ("--range", "loop_penalt=0:1")])
+def test_run_refuses_a_knob_naming_no_component_of_its_reward(cli, tmp_path, option):
+    # a typo would otherwise silence nothing (or bound nothing) without a word
+    result = cli("run", "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store", *option)
+    assert result.exit_code == 2
+    assert f"{option[0]} '{option[1].split('=')[0]}': reward 'ask_before_coding' has no such component" in result.stderr
+    assert "loop_penalty" in result.stderr  # the names it knows
+    assert not (tmp_path / "store").exists()
+
+
+def test_monitor_warns_about_an_ignore_naming_no_component_of_the_records(cli, tmp_path):
+    assert cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 2, "--groups-per-step", 4,
+               "--out", tmp_path, "--run-id", "r", "--json").exit_code == 0
+    result = cli("monitor", tmp_path, "--ignore", "loop_penalt", "--ignore", "loop_penalty", "--json")
+    assert result.exit_code == 0, result.output
+    assert "warning: --ignore 'loop_penalt' names no component of these records" in result.stderr
+    assert "'loop_penalty'" not in result.stderr

@@ -37,8 +37,9 @@ class NovaProtocolError(ValueError):
 def _first_error(exc: Exception) -> str:
     errors = getattr(exc, "errors", None)
     if callable(errors) and exc.errors():  # type: ignore[attr-defined]
-        first = exc.errors()[0]  # type: ignore[attr-defined]
-        return f"field '{'.'.join(str(p) for p in first['loc']) or '<root>'}': {first['msg']}"
+        from rewardpipe.models import field_error
+
+        return field_error(exc.errors()[0], "<root>")  # type: ignore[attr-defined]
     return str(exc)
 
 
@@ -204,7 +205,9 @@ def task_source(request: RolloutRequest, config: BridgeConfig) -> tuple[Task | N
         raise NovaProtocolError(
             f"data.{config.task_field}: missing (the rollout request's data must carry a task id there, "
             f"or a whole task under data.{config.inline_task_field})")
-    return None, config.task_key_template.format(task_id=encode_id(task_id))
+    # The documented place of a task (``tasks/nova/<task_id>.json``, percent-encoded as the user uploaded it):
+    # the plain encoding, without the case tail record keys get, so existing uploads stay where they are.
+    return None, config.task_key_template.format(task_id=encode_id(task_id, portable=False))
 
 
 def request_key(request: RolloutRequest) -> str:

@@ -88,6 +88,9 @@ def test_task_comes_from_the_configured_field_or_inline_and_a_missing_one_names_
         None, "tasks/nova/..%2F..%2Fetc.json")  # an id never leaves its key segment
     nested = BridgeConfig(task_field="meta.task")
     assert task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "t1"}}), nested)[1] == "tasks/nova/t1.json"
+    # an upper-case id keeps the documented key (no case tail): tasks already uploaded are still found
+    assert task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "HumanEval/0"}}), nested)[1] == \
+        "tasks/nova/HumanEval%2F0.json"
     with pytest.raises(NovaProtocolError, match="data.task_id"):
         task_source(RolloutRequest(sample_id="s_0", data={"taskid": "t1"}), BridgeConfig())
     with pytest.raises(NovaProtocolError, match="data.task"):
