@@ -258,3 +258,27 @@ def test_a_job_cannot_reach_another_jobs_directory_under_the_same_uid(lambda_hos
     assert "SERVERS 2 HITS 0 REFUSED True" in attack.stdout, attack.stdout
     assert_failed(attack)
     assert target.status is ExecutionStatus.PASSED, (target.status, target.reason)
+
+
+def test_on_a_host_already_short_of_disk_a_failing_job_is_an_error_and_a_passing_one_passes(lambda_host, host_tmp):
+    # Space taken before the job started (what an earlier invocation left in Lambda's /tmp, say) is not
+    # the job's doing, even though no other job runs beside it.
+    with open(os.path.join(host_tmp, "left-behind"), "wb") as handle:
+        handle.write(b"l" * ((HOST_MB - BUDGET_MB // 2) << 20))
+    wrong = lambda_host.run(job(WRONG_ADD))
+    assert wrong.status is ExecutionStatus.ERROR and wrong.is_infrastructure_error, (wrong.status, wrong.reason)
+    assert wrong.reason.startswith("host disk full") and "0 of 2 tests passed" in wrong.reason, wrong.reason
+    assert lambda_host.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+
+
+def test_a_job_that_moves_its_directory_out_of_sight_fails(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        import os
+        here = os.getcwd()
+        os.rename(here, here + "-hidden")
+        with open(os.path.join(here + "-hidden", "big"), "wb") as handle:
+            handle.write(b"h" * (1 << 20))
+    ''')
+    result = lambda_host.run(job(code))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.reason.startswith("disk quota exceeded: its directory could not be measured"), result.reason
