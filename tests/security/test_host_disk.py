@@ -282,3 +282,19 @@ def test_a_job_that_moves_its_directory_out_of_sight_fails(lambda_host):
     result = lambda_host.run(job(code))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert result.reason.startswith("disk quota exceeded: its directory could not be measured"), result.reason
+
+
+def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_uid(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        import os, shutil, stat
+        with open("source.txt", "w") as handle:
+            handle.write("data")
+        os.chmod("source.txt", 0o640)
+        shutil.copy("source.txt", "copy.txt")
+        with open("copy.txt") as handle:
+            print("COPIED", handle.read(), oct(stat.S_IMODE(os.stat("source.txt").st_mode)))
+    ''')
+    result = lambda_host.run(job(code))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+    assert "COPIED data" in result.stdout and "0o640" not in result.stdout, result.stdout
+    assert "chmod is a no-op" in lambda_host.isolation()["seccomp"]
