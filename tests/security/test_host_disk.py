@@ -54,6 +54,8 @@ def lambda_like(landlock: bool = False, workers: int = 2):
     isolation = executor.isolation()
     assert isolation["mountns"].startswith("off"), isolation["mountns"]
     assert isolation["disk_quota"].startswith("on") and "measured" in isolation["disk_quota"]
+    assert isolation["disk_quota"].endswith("confined to it by Landlock" if landlock else "not confined: Landlock is "
+                                            "missing, so a job can fill the host from outside its directory")
     return executor
 
 

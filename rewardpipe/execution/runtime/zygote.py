@@ -306,6 +306,11 @@ class Zygote:
             layers.prctl(layers.PR_SET_DUMPABLE, 0)
         except OSError:
             pass
+        if self.job_root is None:
+            outside = ("confined to it by Landlock" if self.ruleset is not None
+                       else "confined to the interpreter's tree by chroot" if self.chroot_dir is not None
+                       else "not confined: Landlock is missing, so a job can fill the host from outside its directory")
+            iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
 
@@ -348,7 +353,7 @@ class Zygote:
             self.isolation["disk_quota"] = (
                 f"on: {disk} (measured: the job directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the "
                 "end, and the host file system is watched; no tmpfs without the private mount namespace)"
-            )
+            )  # completed by _detect once Landlock is known
 
     # -- per job --------------------------------------------------------------------------------------
 
