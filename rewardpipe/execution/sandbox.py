@@ -364,6 +364,8 @@ class ForkServerExecutor:
         self._closed = False
         self._isolation: dict[str, str] = {}
         self._starters: list[threading.Thread] = []  # warm_up() threads
+        self._running: dict[int, bool] = {}  # job in a fork server -> another job overlapped it
+        self._job_tokens = itertools.count()
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -373,6 +375,7 @@ class ForkServerExecutor:
             self._owner_pid = os.getpid()
             self._idle, self._workers = [], []
             self._condition = threading.Condition()
+            self._running = {}
 
     def _acquire(self) -> _Worker:
         with self._condition:
@@ -499,6 +502,7 @@ class ForkServerExecutor:
                 worker = self._acquire()
             except WorkerFailure as exc:
                 return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
+            running = self._job_started()
             try:
                 reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
             except BaseException as exc:
@@ -512,10 +516,26 @@ class ForkServerExecutor:
                     continue  # the worker died between jobs; the job never started
                 return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
                                     isolation=worker.isolation)
+            finally:
+                overlapped = self._job_finished(running)
             self._release(worker, "fatal" not in reply)
-            return self._judge(job, started, expected, reply, verdict,
-                               _decode_output(out, out_size), _decode_output(err, err_size), worker.isolation)
+            return self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
+                               _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
         raise AssertionError("unreachable")
+
+    def _job_started(self) -> int:
+        """Register a running job; whether another job overlaps it is known when it finishes."""
+        with self._condition:
+            token = next(self._job_tokens)
+            for other in self._running:
+                self._running[other] = True
+            self._running[token] = bool(self._running)
+            return token
+
+    def _job_finished(self, token: int) -> bool:
+        """True if another job of this executor ran at any moment of this one's run."""
+        with self._condition:
+            return self._running.pop(token)
 
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
         isolation = dict(isolation or {})
@@ -524,7 +544,28 @@ class ForkServerExecutor:
         return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation,
                                duration_ms=(time.perf_counter() - started) * 1000, **fields)
 
-    def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
+    def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation,
+               ran_alone: bool = False) -> ExecutionResult:
+        result = self._verdict(job, started, expected, reply, verdict_bytes, stdout, stderr, isolation)
+        host_low = reply.get("host_disk_low")
+        if (not host_low or reply.get("disk_quota_exceeded") or result.status is ExecutionStatus.PASSED
+                or result.is_infrastructure_error):
+            return result  # a job over its own budget fails whatever else ran short
+        if ran_alone and not reply.get("host_disk_low_at_start"):
+            # Only this job ran (the host file system is the sandbox's own: Lambda's /tmp, Fargate's
+            # scratch volume), so the space it lacked is space it took: outside its directory where
+            # Landlock is missing, or in deleted files it kept open.
+            return result.model_copy(update={
+                "status": ExecutionStatus.FAILED, "passed": 0, "model_fault": False,
+                "reason": f"disk quota exceeded: it ran the host file system short ({host_low}) while no other job ran"})
+        # A sample that failed while the disk was short may have failed for want of space another job
+        # took: an infrastructure error, never a score of 0.
+        return result.model_copy(update={
+            "status": ExecutionStatus.ERROR, "passed": 0, "model_fault": False,
+            "reason": f"host disk full: {host_low} during the run, so this result cannot be trusted "
+                      f"(the sandbox reported: {result.reason})"[:1000]})
+
+    def _verdict(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
         common = {"total": expected, "stdout": stdout, "stderr": stderr, "isolation": isolation}
         if "fatal" in reply:
             return self._result(job, started, ExecutionStatus.ERROR, reason=str(reply["fatal"]), **common)

@@ -36,6 +36,19 @@ def test_seccomp_denies_execve_with_eperm():
     assert target == (0x06, 0, 0, layers._RET_ERRNO | 1)
 
 
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_mode_changes_succeed_without_effect_only_when_asked(arch):
+    def outcome(program, number):
+        matches = [i for i, (code, _, _, k) in enumerate(program) if code == 0x15 and k == number]
+        return program[matches[0] + 1 + program[matches[0]][1]] if matches else None
+
+    plain = decode_bpf(layers.build_seccomp_filter(arch, own_pid=1))
+    hidden = decode_bpf(layers.build_seccomp_filter(arch, own_pid=1, ignore_mode_changes=True))
+    for number in layers._MODE_CHANGES[arch].values():
+        assert outcome(plain, number) is None  # allowed by default
+        assert outcome(hidden, number) == (0x06, 0, 0, layers._RET_ERRNO | 0)  # returns 0, does nothing
+
+
 def test_unknown_layer_name_is_rejected_by_name():
     with pytest.raises(SandboxConfigError, match="seccom"):
         SandboxConfig(disable=frozenset({"seccom"}))

@@ -16,6 +16,7 @@ import os
 import platform
 import resource
 import signal
+import stat
 import struct
 import sysconfig
 import time
@@ -97,7 +98,11 @@ def remove_tree(path: str) -> bool:
         return False
     names: list[str] = []  # the path from ``path`` down to the directory ``fd`` is open on
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except PermissionError:  # made unlistable on purpose (zygote.py), or by a job: ours to undo
+            os.chmod(path, 0o700)
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError:
         return False
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -143,6 +148,49 @@ def remove_tree(path: str) -> bool:
     except OSError:
         return False
     return True
+
+
+def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
+    """(bytes allocated, entries) of the tree under ``path``, the directory itself excluded.
+
+    Stops reading past ``max_entries``, so a job that made 100,000 tiny files costs no more to measure
+    than one just over its budget. Iterative, never follows links, and holds two descriptors per level
+    of the branch being read (a level costs an entry, so the depth is bounded too). A directory the
+    job made unreadable (chmod 000) is made readable again, as its owner may; one that still cannot be
+    read raises OSError, which the caller treats as over budget."""
+    flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+    total_bytes = entries = 0
+    fds = [os.open(path, flags)]
+    listings = []
+    try:
+        listings.append(os.scandir(fds[-1]))
+        while listings and entries <= max_entries:
+            entry = next(listings[-1], None)
+            if entry is None:
+                listings.pop().close()
+                os.close(fds.pop())
+                continue
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except FileNotFoundError:  # removed by the job since it was listed
+                continue
+            entries += 1
+            total_bytes += info.st_blocks * 512
+            if not stat.S_ISDIR(info.st_mode):
+                continue
+            try:
+                child = os.open(entry.name, flags, dir_fd=fds[-1])
+            except PermissionError:
+                os.chmod(entry.name, 0o700, dir_fd=fds[-1], follow_symlinks=False)
+                child = os.open(entry.name, flags, dir_fd=fds[-1])
+            fds.append(child)
+            listings.append(os.scandir(child))
+    finally:
+        for listing in listings:
+            listing.close()
+        for fd in fds:
+            os.close(fd)
+    return total_bytes, entries
 
 
 # --- Landlock -----------------------------------------------------------------------------------------
@@ -312,6 +360,14 @@ _DENIED = {
         "lremovexattr": 15, "fremovexattr": 16,
     },
 }
+# Changing a file's mode, made a silent no-op (the call "succeeds") where the model's code runs under the
+# same uid as the other jobs' directories and Landlock is missing: their names are hidden only by
+# directories their owner may not list, and the owner could otherwise just grant itself the right. A
+# no-op rather than EPERM, so shutil.copy and friends keep working.
+_MODE_CHANGES = {
+    "x86_64": {"chmod": 90, "fchmodat": 268, "fchmodat2": 452},
+    "aarch64": {"fchmodat": 53, "fchmodat2": 452},
+}
 _SPECIAL = {
     "x86_64": {"clone": 56, "clone3": 435},
     "aarch64": {"clone": 220, "clone3": 435},
@@ -342,15 +398,15 @@ def seccomp_arch() -> str | None:
     return machine if machine in _AUDIT_ARCH else None
 
 
-def build_seccomp_filter(arch: str, own_pid: int) -> bytes:
-    return SeccompTemplate(arch).for_pid(own_pid)
+def build_seccomp_filter(arch: str, own_pid: int, ignore_mode_changes: bool = False) -> bytes:
+    return SeccompTemplate(arch, ignore_mode_changes).for_pid(own_pid)
 
 
 class SeccompTemplate:
     """The filter compiled once per fork server; each child only patches in its own pid (4 bytes)."""
 
-    def __init__(self, arch: str):
-        self.program, self._pid_index = _compile_seccomp(arch)
+    def __init__(self, arch: str, ignore_mode_changes: bool = False):
+        self.program, self._pid_index = _compile_seccomp(arch, ignore_mode_changes)
 
     def for_pid(self, pid: int) -> bytes:
         program = bytearray(self.program)
@@ -358,7 +414,7 @@ class SeccompTemplate:
         return bytes(program)
 
 
-def _compile_seccomp(arch: str) -> tuple[bytes, int]:
+def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, int]:
     """Classic BPF: allow by default, deny the list above with EPERM (no sockets at all), allow clone
     only for threads, and signals only to the child itself. clone3 answers ENOSYS so libc falls back to
     clone, whose flags the filter can inspect."""
@@ -377,6 +433,8 @@ def _compile_seccomp(arch: str) -> tuple[bytes, int]:
         emit(_JGE, 0x40000000, "deny", 0)  # x32 ABI: never legitimate here
     for number in denied:
         emit(_JEQ, number, "deny", 0)
+    for number in sorted(_MODE_CHANGES[arch].values()) if ignore_mode_changes else ():
+        emit(_JEQ, number, "pretend", 0)
     emit(_JEQ, special["clone"], "clone", 0)
     emit(_JEQ, special["clone3"], "enosys", 0)
     for number in sorted(_SIGNAL_SENDERS[arch].values()):
@@ -385,6 +443,8 @@ def _compile_seccomp(arch: str) -> tuple[bytes, int]:
     emit(_RET, _RET_ALLOW)
     labels["deny"] = len(prog)
     emit(_RET, _RET_ERRNO | errno.EPERM)
+    labels["pretend"] = len(prog)
+    emit(_RET, _RET_ERRNO | 0)  # the call returns 0 without running
     labels["enosys"] = len(prog)
     emit(_RET, _RET_ERRNO | errno.ENOSYS)
     labels["clone"] = len(prog)

@@ -22,6 +22,7 @@ import json
 import os
 import random
 import resource
+import secrets
 import select
 import signal
 import socket
@@ -48,6 +49,7 @@ UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself o
 TRUSTED_GRACE_S = 2.0
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
+DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
 SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
 
 
@@ -78,6 +80,70 @@ class UntrustedChild:
             pass
 
 
+class DiskWatch:
+    """The disk quota where there is no per-job tmpfs (no private mount namespace: AWS Lambda, Fargate).
+
+    The job's directory is walked while it runs and once more at the end, each walk stopping just past
+    the budget; a job over its budget is killed and its sample fails, as on a full tmpfs. The file
+    system holding the job directories (the host's /tmp, shared by every job and the scorer) is watched
+    too: a job that failed while it had less free space than one job's budget may have failed for
+    want of space that another job took, which is an infrastructure fault, not the sample's."""
+
+    def __init__(self, zygote: "Zygote", child: "UntrustedChild"):
+        self.child = child
+        self.budget_bytes = int(zygote.config["disk_bytes"])
+        self.budget_entries = int(zygote.config["disk_inodes"])
+        self.over_budget: str | None = None
+        self._host = zygote.worker_dir
+        self._lowest: tuple[int, int] | None = None  # the least free (bytes, inodes) seen while short
+        self.low_at_start = self._check_host()
+
+    @property
+    def host_low(self) -> str | None:
+        """How short the host file system ran during the job, if it ever had less than one job's budget."""
+        if self._lowest is None:
+            return None
+        free_bytes, free_inodes = self._lowest
+        return f"{free_bytes >> 20} MiB and {free_inodes} inodes free on the file system of the job directories"
+
+    def check(self, final: bool = False) -> None:
+        self._check_host()
+        if self.over_budget is None:
+            self.over_budget = self._measure()
+            if self.over_budget is not None and not final:
+                try:
+                    os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
+                except OSError:
+                    pass
+
+    def _measure(self) -> str | None:
+        try:
+            used, entries = layers.directory_usage(self.child.job_dir, self.budget_entries)
+        except OSError as exc:
+            return f"its directory could not be measured ({exc.strerror or exc})"
+        if used > self.budget_bytes:
+            return f"bytes ({self.budget_bytes >> 20} MiB)"
+        if entries > self.budget_entries:
+            return f"inodes ({self.budget_entries})"
+        return None
+
+    def _check_host(self) -> bool:
+        """True if the host file system has less free space than one job's budget now."""
+        try:
+            host = os.statvfs(self._host)
+        except OSError:
+            return False
+        free_bytes = host.f_bavail * host.f_frsize
+        short_of_inodes = host.f_files > 0 and host.f_favail < self.budget_entries  # 0: no inode limit
+        if free_bytes >= self.budget_bytes and not short_of_inodes:
+            return False
+        if self._lowest is None:
+            self._lowest = (free_bytes, host.f_favail)
+        else:
+            self._lowest = (min(self._lowest[0], free_bytes), min(self._lowest[1], host.f_favail))
+        return True
+
+
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
@@ -102,6 +168,11 @@ class Zygote:
         self.worker_dir = config["worker_dir"]
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self._detect()
+        if self._jobs_share_a_uid():
+            # The model's code is this directory's owner: it may enter its own job directory (by the
+            # path it is given) but neither list nor rename the others (chmod is a no-op for it).
+            os.chmod(self.worker_dir, 0o300)
+            os.chmod(os.path.dirname(self.worker_dir), 0o100)
         gc.collect()
         gc.freeze()
 
@@ -204,8 +275,10 @@ class Zygote:
                 self._off("seccomp", f"start-up probe failed: {error}")
             else:
                 self.seccomp_arch = arch
-                self.seccomp_template = layers.SeccompTemplate(arch)
+                self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
                 iso["seccomp"] = "on: no exec, no new processes, no sockets, no ptrace, signals only to itself, no FIFOs or xattrs"
+                if self._jobs_share_a_uid():
+                    iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
         # rlimits are always available
         if "rlimits" in self.disabled:
             self._off("rlimits", "disabled by configuration")
@@ -233,8 +306,18 @@ class Zygote:
             layers.prctl(layers.PR_SET_DUMPABLE, 0)
         except OSError:
             pass
+        if self.job_root is None:
+            outside = ("confined to it by Landlock" if self.ruleset is not None
+                       else "confined to the interpreter's tree by chroot" if self.chroot_dir is not None
+                       else "not confined: Landlock is missing, so a job can fill the host from outside its directory")
+            iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
+
+    def _jobs_share_a_uid(self) -> bool:
+        """True if the model's code runs as the uid that owns every job's directory, with nothing (no
+        per-job tmpfs, no Landlock) keeping it out of the others: only unlistable directories do."""
+        return self.uid is None and self.ruleset is None and self.job_root is None
 
     def _setup_mount_namespace(self, root: bool) -> None:
         disk = f"{int(self.config['disk_bytes']) >> 20} MiB and {self.config['disk_inodes']} inodes per job"
@@ -267,7 +350,10 @@ class Zygote:
         if self.job_root is not None:
             self.isolation["disk_quota"] = f"on: {disk} (tmpfs)"
         else:
-            self.isolation["disk_quota"] = "off: needs the private mount namespace for a per-job tmpfs"
+            self.isolation["disk_quota"] = (
+                f"on: {disk} (measured: the job directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the "
+                "end, and the host file system is watched; no tmpfs without the private mount namespace)"
+            )  # completed by _detect once Landlock is known
 
     # -- per job --------------------------------------------------------------------------------------
 
@@ -289,7 +375,8 @@ class Zygote:
             child.release_runner_ends()
             os.close(tests_fd)
             os.close(verdict_fd)
-        runner_reply = self._await_trusted_runner(deadline)
+        watch = DiskWatch(self, child) if self.job_root is None else None
+        runner_reply = self._await_trusted_runner(deadline, watch)
         timed_out = runner_reply is None
         # With the runner done, the child sees EOF and exits by itself within a moment; how it ended
         # (e.g. SIGSEGV, or the OOM killer) explains a "model died" verdict.
@@ -302,7 +389,11 @@ class Zygote:
             u_usage = os.wait4(child.pid, 0)[2]
         # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
         self._kill_untrusted_tree(child.pid)
-        disk_full = self._disk_quota_exhausted(child.job_dir)
+        if watch is None:
+            disk_full, host_low = self._disk_quota_exhausted(child.job_dir), None
+        else:
+            watch.check(final=True)
+            disk_full, host_low = watch.over_budget, watch.host_low
         if timed_out:
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
@@ -312,6 +403,8 @@ class Zygote:
         return {
             "timed_out": timed_out,
             "disk_quota_exceeded": disk_full,
+            "host_disk_low": host_low,
+            "host_disk_low_at_start": bool(watch and watch.low_at_start),
             "model_exit": u_status,
             "harness": runner_reply.get("state", "done"),
             "elapsed_ms": (time.monotonic() - started) * 1000,
@@ -352,7 +445,8 @@ class Zygote:
         """A fresh, empty working directory owned by the sandbox uid, never used by another job: its
         own tmpfs (bounded in bytes and inodes) where we have a private mount namespace."""
         self.jobs += 1
-        job_dir = os.path.join(self.worker_dir, f"job{self.jobs}")
+        # Unguessable: where jobs share a uid, a name is all that keeps a job out of another's directory.
+        job_dir = os.path.join(self.worker_dir, f"job{self.jobs}-{secrets.token_hex(16)}")
         os.mkdir(job_dir, 0o700)
         owner = self.uid if self.uid is not None else os.geteuid()
         if self.job_root is not None:
@@ -472,8 +566,9 @@ class Zygote:
             self._replace_trusted_runner()
             socket.send_fds(self.runner_socket, payload, fds)
 
-    def _await_trusted_runner(self, deadline: float) -> dict | None:
-        """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline."""
+    def _await_trusted_runner(self, deadline: float, watch: "DiskWatch | None" = None) -> dict | None:
+        """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline. With a
+        ``watch``, the job's disk use is measured while it runs."""
         poller = select.poll()
         poller.register(self.runner_socket.fileno(), select.POLLIN)
         if self.runner_pidfd is not None:
@@ -482,7 +577,12 @@ class Zygote:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 return None
+            if watch is not None:
+                remaining = min(remaining, DISK_WATCH_INTERVAL_S)
             events = dict(poller.poll(remaining * 1000))
+            if watch is not None and not events:
+                watch.check()
+                continue
             if self.runner_socket.fileno() in events:
                 message = self.runner_socket.recv(1 << 16)
                 if message:
@@ -608,6 +708,10 @@ class Zygote:
                 pass
         if self.cgroups is not None:
             self.cgroups.remove()
+        try:
+            os.chmod(os.path.dirname(self.worker_dir), 0o700)
+        except OSError:
+            pass
         layers.remove_tree(self.worker_dir)
 
 

@@ -1,0 +1,302 @@
+"""The disk without a mount namespace (AWS Lambda, Fargate): no per-job tmpfs, the job runs under the fork
+server's own uid, and every job directory lives on one host file system (Lambda's /tmp, 512 MB by default).
+
+One sample must fail as a sample: a job over its disk budget fails, and a job that failed while another
+job had filled the host's disk is an infrastructure error, never a score of 0. The host file system is a
+small tmpfs here, standing in for Lambda's ephemeral storage, so nothing fills this machine's /tmp.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import tempfile
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime.layers import directory_usage
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, assert_scorer_survives, job
+
+HOST_MB = 40
+BUDGET_MB = 8
+BUDGET_INODES = 300
+
+
+@pytest.fixture
+def host_tmp():
+    """A 40 MiB file system, mode 1777 like /tmp, holding the sandbox's directories."""
+    if os.geteuid() != 0:
+        pytest.skip("needs root to mount a small file system and to start the fork servers as another uid")
+    mount_point = tempfile.mkdtemp(prefix="rewardpipe-ephemeral-")
+    os.chmod(mount_point, 0o755)  # the fork servers' uid must reach it, as the function's uid reaches /tmp
+    libc = ctypes.CDLL(None, use_errno=True)
+    options = f"size={HOST_MB}m,nr_inodes=2000,mode=1777".encode()
+    if libc.mount(b"rewardpipe-test", mount_point.encode(), b"tmpfs", 0, options) != 0:
+        os.rmdir(mount_point)
+        pytest.skip(f"cannot mount a tmpfs here: errno {ctypes.get_errno()}")
+    saved, tempfile.tempdir = tempfile.tempdir, str(mount_point)
+    try:
+        yield str(mount_point)
+    finally:
+        tempfile.tempdir = saved
+        libc.umount2(mount_point.encode(), 2)
+        os.rmdir(mount_point)
+
+
+def lambda_like(landlock: bool = False, workers: int = 2):
+    """Fork servers as an unprivileged uid: no uid drop, no mount namespace (so no tmpfs), Landlock
+    forced off as on Lambda's kernels unless asked for."""
+    executor = make_executor(workers=workers, server_uid=65534, disk_mb=BUDGET_MB, disk_inodes=BUDGET_INODES,
+                             disable=frozenset() if landlock else frozenset({"landlock"}))
+    isolation = executor.isolation()
+    assert isolation["mountns"].startswith("off"), isolation["mountns"]
+    assert isolation["disk_quota"].startswith("on") and "measured" in isolation["disk_quota"]
+    assert isolation["disk_quota"].endswith("confined to it by Landlock" if landlock else "not confined: Landlock is "
+                                            "missing, so a job can fill the host from outside its directory")
+    return executor
+
+
+@pytest.fixture
+def lambda_host(host_tmp):
+    executor = lambda_like()
+    yield executor
+    executor.close()
+
+
+# Fills the host file system from outside its own directory (the root of the host file system is
+# world-writable, as Lambda's /tmp is), holds it full, then frees it.
+FILL_HOST_OUTSIDE = textwrap.dedent('''
+    import os, time
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+    made = []
+    for n in range(100):
+        path = os.path.join(root, f"fill{n}")
+        try:
+            with open(path, "wb") as handle:
+                made.append(path)
+                handle.write(b"x" * (4 << 20))
+        except OSError:
+            break
+    print("FILLED", len(made))
+    time.sleep(HOLD)
+    for path in made:
+        os.unlink(path)
+''')
+# Waits until the host file system is full, then needs 1 MiB in its own directory: its answer is right
+# only if it got it.
+NEEDS_A_MEGABYTE = textwrap.dedent('''
+    import os, time
+    for _ in range(200):
+        if os.statvfs(".").f_bavail * os.statvfs(".").f_frsize < (1 << 20):
+            break
+        time.sleep(0.05)
+    try:
+        with open("scratch.bin", "wb") as handle:
+            handle.write(b"y" * (1 << 20))
+        GOT_SPACE = True
+    except OSError:
+        GOT_SPACE = False
+    def add(a, b):
+        return a + b if GOT_SPACE else None
+''')
+
+
+def test_a_sample_failed_by_another_samples_disk_fill_is_an_error_not_a_zero(lambda_host):
+    attacker = job("HOLD = 3\n" + FILL_HOST_OUTSIDE + RIGHT_ADD, timeout_s=15)
+    victim = job(NEEDS_A_MEGABYTE, timeout_s=15)
+    attack, hurt = list(lambda_host.run_batch([attacker, victim], workers=2))
+    assert "FILLED" in attack.stdout and "FILLED 0" not in attack.stdout, attack.stdout
+    assert hurt.status is ExecutionStatus.ERROR, (hurt.status, hurt.reason)
+    assert hurt.is_infrastructure_error
+    assert "host disk full" in hurt.reason and "MiB" in hurt.reason, hurt.reason
+    assert attack.status is ExecutionStatus.PASSED  # a right answer stays right: the verdict is unforgeable
+    assert_scorer_survives(lambda_host)
+
+
+def test_a_job_that_fills_the_host_disk_alone_fails_as_a_sample(lambda_host):
+    # No other job ran, so the space it lacked is space it took: its failure is its own, and it cannot
+    # turn a wrong answer into an (excluded) infrastructure error by filling the disk.
+    result = lambda_host.run(job("HOLD = 0.5\n" + FILL_HOST_OUTSIDE + WRONG_ADD, timeout_s=15))
+    assert_failed(result)
+    assert "disk quota exceeded" in result.reason and "no other job ran" in result.reason, result.reason
+    assert_scorer_survives(lambda_host)
+
+
+def test_a_job_over_its_byte_budget_fails_like_on_a_full_tmpfs(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        for n in range(3):
+            with open(f"big{n}", "wb") as handle:
+                handle.write(b"z" * (4 << 20))
+    ''')
+    result = lambda_host.run(job(code, timeout_s=15))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
+    assert result.reason == f"disk quota exceeded: bytes ({BUDGET_MB} MiB)"
+    assert_scorer_survives(lambda_host)
+
+
+def test_a_job_making_files_without_end_is_stopped_while_it_runs(lambda_host):
+    # Without enforcement during the run it would make files until its deadline (or the host's inodes
+    # ran out); it is killed once past its budget instead, and fails as a sample.
+    code = RIGHT_ADD + textwrap.dedent('''
+        n = 0
+        while True:
+            try:
+                open(f"f{n}", "w").close()
+            except OSError:
+                pass
+            n += 1
+    ''')
+    result = lambda_host.run(job(code, timeout_s=20))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.reason == f"disk quota exceeded: inodes ({BUDGET_INODES})"
+    assert_scorer_survives(lambda_host)
+
+
+def test_an_honest_job_using_its_directory_within_budget_passes(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        import os, tempfile
+        for n in range(50):
+            with open(f"small{n}", "wb") as handle:
+                handle.write(b"a" * 4096)
+        with tempfile.NamedTemporaryFile() as handle:
+            handle.write(b"b" * (1 << 20))
+    ''')
+    result = lambda_host.run(job(code))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_landlock_keeps_writes_in_the_job_directory_on_the_unprivileged_path(host_tmp):
+    executor = lambda_like(landlock=True, workers=1)
+    try:
+        if not executor.isolation()["landlock"].startswith("on"):
+            pytest.skip(f"no Landlock here: {executor.isolation()['landlock']}")
+        code = WRONG_ADD + textwrap.dedent('''
+            import os
+            here = os.getcwd()
+            for target in (os.path.dirname(os.path.dirname(os.path.dirname(here))), os.path.dirname(here)):
+                try:
+                    open(os.path.join(target, "outside"), "w").close()
+                    print("WROTE", target)
+                except OSError:
+                    print("REFUSED")
+        ''')
+        result = executor.run(job(code))
+        assert result.stdout.split() == ["REFUSED", "REFUSED"], result.stdout
+        assert_failed(result)
+    finally:
+        executor.close()
+
+
+def test_directory_usage_stops_counting_past_its_limit(tmp_path):
+    for n in range(2000):
+        (tmp_path / f"f{n}").touch()
+    nested = tmp_path / "a" / "b"
+    nested.mkdir(parents=True)
+    (nested / "data").write_bytes(b"x" * 100_000)
+    assert directory_usage(str(nested), 10) == ((nested / "data").stat().st_blocks * 512, 1)
+    _, counted = directory_usage(str(tmp_path), 100)
+    assert counted == 101  # one past the limit: over budget, and the other 1,900 never read
+    used, counted = directory_usage(str(tmp_path), 10_000)
+    assert counted == 2003 and used >= 100_000
+
+
+# Looks for every other job directory (those of its own fork server and of the others, all under the
+# host's /tmp and all its uid's), tries to grant itself the right to list them, then empties each one it
+# finds and fills it past its budget.
+SABOTAGE_NEIGHBOURS = WRONG_ADD + textwrap.dedent('''
+    import os, time
+    own = os.getcwd()
+    root = os.path.dirname(os.path.dirname(os.path.dirname(own)))
+    hits, refused = [], 0
+    deadline = time.time() + 3
+    while time.time() < deadline:
+        servers = [os.path.join(root, n) for n in os.listdir(root) if n.startswith("rewardpipe-sbx")]
+        for server in servers:
+            for directory in (server, os.path.join(server, "w")):
+                os.chmod(directory, 0o700)
+            workers = os.path.join(server, "w")
+            try:
+                names = [os.path.join(workers, n) for n in os.listdir(workers)]
+            except OSError:
+                refused += 1
+                continue
+            for target in names:
+                if target == own:
+                    continue
+                try:
+                    for victim in os.listdir(target):
+                        os.unlink(os.path.join(target, victim))
+                    for part in range(2):  # two files: one is capped at 8 MiB (RLIMIT_FSIZE)
+                        with open(os.path.join(target, f"junk{part}"), "wb") as handle:
+                            handle.write(b"j" * (BUDGET // 2 + 1))
+                    hits.append(target)
+                except OSError:
+                    pass
+        time.sleep(0.05)
+    print("SERVERS", len(servers), "HITS", len(hits), "REFUSED", refused > 0)
+''')
+# Writes a file, waits while the saboteur runs, and is right only if its file is still its own.
+KEEPS_ITS_FILE = textwrap.dedent('''
+    import os, time
+    with open("mine.txt", "w") as handle:
+        handle.write("mine")
+    time.sleep(1.5)
+    with open("mine.txt") as handle:
+        INTACT = handle.read() == "mine"
+    def add(a, b):
+        return a + b if INTACT else None
+''')
+
+
+def test_a_job_cannot_reach_another_jobs_directory_under_the_same_uid(lambda_host):
+    saboteur = job(f"BUDGET = {BUDGET_MB << 20}\n" + SABOTAGE_NEIGHBOURS, timeout_s=15)
+    victim = job(KEEPS_ITS_FILE, timeout_s=15)
+    attack, target = list(lambda_host.run_batch([saboteur, victim], workers=2))
+    # Both fork servers' directories were found, and listing them was refused although chmod "worked".
+    assert "SERVERS 2 HITS 0 REFUSED True" in attack.stdout, attack.stdout
+    assert_failed(attack)
+    assert target.status is ExecutionStatus.PASSED, (target.status, target.reason)
+
+
+def test_on_a_host_already_short_of_disk_a_failing_job_is_an_error_and_a_passing_one_passes(lambda_host, host_tmp):
+    # Space taken before the job started (what an earlier invocation left in Lambda's /tmp, say) is not
+    # the job's doing, even though no other job runs beside it.
+    with open(os.path.join(host_tmp, "left-behind"), "wb") as handle:
+        handle.write(b"l" * ((HOST_MB - BUDGET_MB // 2) << 20))
+    wrong = lambda_host.run(job(WRONG_ADD))
+    assert wrong.status is ExecutionStatus.ERROR and wrong.is_infrastructure_error, (wrong.status, wrong.reason)
+    assert wrong.reason.startswith("host disk full") and "0 of 2 tests passed" in wrong.reason, wrong.reason
+    assert lambda_host.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+
+
+def test_a_job_that_moves_its_directory_out_of_sight_fails(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        import os
+        here = os.getcwd()
+        os.rename(here, here + "-hidden")
+        with open(os.path.join(here + "-hidden", "big"), "wb") as handle:
+            handle.write(b"h" * (1 << 20))
+    ''')
+    result = lambda_host.run(job(code))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.reason.startswith("disk quota exceeded: its directory could not be measured"), result.reason
+
+
+def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_uid(lambda_host):
+    code = RIGHT_ADD + textwrap.dedent('''
+        import os, shutil, stat
+        with open("source.txt", "w") as handle:
+            handle.write("data")
+        os.chmod("source.txt", 0o640)
+        shutil.copy("source.txt", "copy.txt")
+        with open("copy.txt") as handle:
+            print("COPIED", handle.read(), oct(stat.S_IMODE(os.stat("source.txt").st_mode)))
+    ''')
+    result = lambda_host.run(job(code))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+    assert "COPIED data" in result.stdout and "0o640" not in result.stdout, result.stdout
+    assert "chmod is a no-op" in lambda_host.isolation()["seccomp"]
