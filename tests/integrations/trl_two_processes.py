@@ -9,6 +9,7 @@ the two processes. Every process writes what its RewardPipeCallback saw to OUT/r
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -54,6 +55,12 @@ def main(out: Path) -> None:
         "log_history": trainer.state.log_history,
     }
     (out / f"rank{rank}.json").write_text(json.dumps(summary, default=str))
+    # Exit without the interpreter's teardown: gloo's threads still running then can abort the process
+    # ("terminate called without an active exception", SIGABRT), which failed a CI run after both summaries
+    # were written; destroying the process group first can hang when the other rank is already gone.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
