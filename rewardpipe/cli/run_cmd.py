@@ -238,7 +238,6 @@ def run(
         """Store a played step and check it. Runs on the finisher thread, one step at a time and in order,
         while the next step is played: the sandbox never waits for the store or the monitor."""
         nonlocal alarm_failures, monitor_state
-        write_transcript = _transcript_writer(store)
         for transcript in transcripts:
             write_transcript(transcript)
         writer.write(records)
@@ -260,6 +259,7 @@ def run(
         monitor_state = result.state
         bar.remove_task(handle)
 
+    write_transcript = _transcript_writer(store)
     finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")
     finishing: Future | None = None
     try:
