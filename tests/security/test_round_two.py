@@ -423,7 +423,9 @@ def test_disk_quota_is_enforced_and_reported(executor, code, what):
     result = executor.run(job(code, timeout_s=20))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert "disk quota" in result.reason and what in result.reason, result.reason
-    if what == "bytes":
+    if what == "bytes" and "(tmpfs)" in executor.isolation()["disk_quota"]:
+        # A full tmpfs refuses the write and the job carries on; where the quota is measured instead (no
+        # private mount namespace: e.g. the checkout under /tmp), the job is killed once over budget.
         assert int(result.stdout.split("MIB")[1].split()[0]) <= executor.config.disk_mb
     assert_scorer_survives(executor)
 
