@@ -41,6 +41,7 @@ ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
 ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deployment to what the host has
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
+TRUSTED_RUNNER_DIED = "the trusted runner died"  # the fork server's word for it (runtime/zygote.py)
 INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
                    "bypassed; not for untrusted code, not a reward source")
 
@@ -523,7 +524,7 @@ class ForkServerExecutor:
                                     isolation=worker.isolation)
             finally:
                 overlapped = self._job_finished(running)
-            self._release(worker, "fatal" not in reply)
+            self._release(worker, "fatal" not in reply and not reply.get("retire"))
             return self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
                                _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
         raise AssertionError("unreachable")
@@ -577,6 +578,13 @@ class ForkServerExecutor:
         if reply.get("timed_out"):
             return self._result(job, started, ExecutionStatus.TIMEOUT,
                                 reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded", **common)
+        if reply.get("trusted_tampered") or reply.get("harness") == TRUSTED_RUNNER_DIED:
+            # Only the model's code ran during the job; where the sandbox runs as one uid (Lambda, Fargate)
+            # it is what could reach the trusted side, so the failure is the model's, never an excluded error.
+            what = reply.get("trusted_tampered") or "the trusted runner died during the job"
+            return self._result(job, started, ExecutionStatus.FAILED, passed=0,
+                                reason=f"the sandbox's trusted side was disturbed during the job ({what}); "
+                                       "scored as the model's failure"[:1000], **common)
         if reply.get("disk_quota_exceeded"):
             # Whatever the tests said: a job that filled its disk quota broke a limit of the sandbox.
             return self._result(job, started, ExecutionStatus.FAILED, passed=0,

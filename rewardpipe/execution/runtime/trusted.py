@@ -16,7 +16,7 @@ import os
 import sys
 import types
 
-from . import harness, wire
+from . import harness, layers, wire
 
 # What the trusted runner agrees to decode from the model's process: the replies are the model's
 # output, so exceeding a budget refuses that value (the test using it fails), it never costs the runner
@@ -359,13 +359,23 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
         verdict["model_fault"] = isinstance(exc, harness.MissingEntryPoint)
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
+    _write_verdict(verdict_fd, verdict)
+
+
+def _write_verdict(verdict_fd: int, verdict: dict) -> None:
     os.lseek(verdict_fd, 0, os.SEEK_SET)
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
-def serve_jobs(sock_fd: int) -> None:
+def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     """The long-lived trusted runner: one job at a time, handed over by the fork server with the
-    descriptors it needs (channel to the model's process, tests memfd, verdict memfd)."""
+    descriptors it needs (channel to the model's process, tests memfd, verdict memfd).
+
+    After each job it compares its own limits and scheduling with ``expected_state`` (taken when it
+    started): a runner that something lowered (RLIMIT_AS, RLIMIT_CPU, nice, affinity...) would turn a
+    later verdict into an error or a timeout. The model's code is what ran since the last check (it is
+    handed its code just before the runner gets the job), so the change is reported as the model's doing,
+    and the runner exits: the fork server starts a fresh one for the next job."""
     import socket
 
     channel = socket.socket(fileno=sock_fd)
@@ -374,10 +384,12 @@ def serve_jobs(sock_fd: int) -> None:
         if not message:
             return
         before = os.times()
+        reply: dict = {"state": "done"}
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
             run(t_write, t_read, tests_fd, verdict_fd, header)
+            reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
                 try:
@@ -385,8 +397,20 @@ def serve_jobs(sock_fd: int) -> None:
                 except OSError:
                     pass
         after = os.times()
-        cpu_ms = (after.user - before.user + after.system - before.system) * 1000
-        channel.send(json.dumps({"state": "done", "cpu_ms": round(cpu_ms, 3)}).encode())
+        reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
+        channel.send(json.dumps(reply).encode())
+        if reply.get("tampered"):
+            return
+
+
+def _own_changes(expected_state: dict | None) -> str | None:
+    if expected_state is None:
+        return None
+    try:
+        changed = layers.state_changes(expected_state, layers.process_state(0))
+    except OSError as exc:
+        return f"its own state could not be read: {exc}"
+    return f"trusted runner: {changed}" if changed else None
 
 
 def _count(value) -> int:

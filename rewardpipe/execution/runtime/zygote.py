@@ -49,6 +49,7 @@ UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself o
 TRUSTED_GRACE_S = 2.0
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
+TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
 DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
 SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
 
@@ -62,6 +63,7 @@ class UntrustedChild:
         self.runner_write = runner_write  # the runner's ends of the child's pipes, until handed over
         self.runner_read = runner_read
         self.job_dir = job_dir
+        self.ready = False  # it said it is hardened (one byte on its control socket)
 
     def release_runner_ends(self) -> None:
         for fd in (self.runner_write, self.runner_read):
@@ -157,6 +159,7 @@ class Zygote:
         self.ruleset = None
         self.seccomp_arch = None
         self.jobs = 0
+        self.retiring = False
         self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.preimported = []
         for name in PREIMPORTS:
@@ -173,8 +176,20 @@ class Zygote:
             # path it is given) but neither list nor rename the others (chmod is a no-op for it).
             os.chmod(self.worker_dir, 0o300)
             os.chmod(os.path.dirname(self.worker_dir), 0o100)
+        # What pid-taking calls (prlimit, sched_*, setpriority, ioprio_set) could change about the sandbox's
+        # own processes, recorded now and compared around every job: seccomp lets the model's code make them
+        # on itself only, and this is what tells if anything ever got through anyway.
+        self.own_state = layers.process_state(0)
+        self.child_state = {**self.own_state, "rlimits": dict(self.own_state["rlimits"])}
+        if "rlimits" not in self.disabled:
+            for number, value in layers.child_rlimits(**self._child_limit_values()).items():
+                self.child_state["rlimits"][number] = (value, value)
         gc.collect()
         gc.freeze()
+
+    def _child_limit_values(self) -> dict:
+        return {"address_space": int(self.config["memory_bytes"]), "nproc": int(self.config["pids_max"]),
+                "file_size": int(self.config["file_size_bytes"])}
 
     def _off(self, layer: str, why: str) -> None:
         self.isolation[layer] = f"off: {why}"
@@ -207,6 +222,15 @@ class Zygote:
                 iso["netns"] = "on: empty network namespace"
             except OSError as exc:
                 self._off("netns", exc.strerror or str(exc))
+        # SysV IPC and POSIX message queues: seccomp denies them; a private namespace (emptied after each
+        # job) also keeps them from the host and other workers where seccomp is off.
+        self.ipc_private = False
+        if root:
+            try:
+                layers.enter_ipc_namespace()
+                self.ipc_private = True
+            except OSError:
+                pass
         # mount namespace: hides the host's /tmp, /run, /var/tmp and /dev/shm (where UNIX sockets of
         # other services live) and gives every job its own size- and inode-limited tmpfs
         self._setup_mount_namespace(root)
@@ -276,7 +300,10 @@ class Zygote:
             else:
                 self.seccomp_arch = arch
                 self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
-                iso["seccomp"] = "on: no exec, no new processes, no sockets, no ptrace, signals only to itself, no FIFOs or xattrs"
+                iso["seccomp"] = (
+                    "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
+                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no SIGIO owners, no SysV IPC or "
+                    "message queues, no inotify/fanotify, no FIFOs or xattrs, no preallocation or unnamed files")
                 if self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
         # rlimits are always available
@@ -295,6 +322,9 @@ class Zygote:
             iso["tree_kill"] = "process group + kill(-1) as the sandbox uid"
         else:
             iso["tree_kill"] = "process group only: a setsid() orphan can survive"
+        iso["ipc"] = (("on: " if self.seccomp_arch or self.ipc_private else "off: ")
+                      + ("SysV IPC and message queues denied by seccomp" if self.seccomp_arch else "not filtered")
+                      + ("; private IPC namespace, emptied after each job" if self.ipc_private else ""))
         iso["env"] = "clean: PATH, HOME and TMPDIR only"
         iso["tests"] = "never in the untrusted process or on disk"
         try:
@@ -400,7 +430,18 @@ class Zygote:
             if self._await_trusted_runner(time.monotonic() + TRUSTED_GRACE_S) is None:
                 self._replace_trusted_runner()
             runner_reply = {"state": "abandoned at the deadline"}
+        # Did anything reach the trusted side during the job? The runner checked itself after the job; the
+        # fork server checks itself now. Only the model's code ran meanwhile, so whatever changed is its doing.
+        tampered = runner_reply.get("tampered")
+        if tampered:
+            self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
+        own_changes = layers.state_changes(self.own_state, layers.process_state(0))
+        if own_changes:
+            tampered = "; ".join(filter(None, [tampered, f"fork server: {own_changes}"]))
+            self.retiring = True  # cannot restore its own hard limits: the scorer starts a fresh one
         return {
+            "trusted_tampered": f"{tampered}" if tampered else None,
+            "retire": self.retiring,
             "timed_out": timed_out,
             "disk_quota_exceeded": disk_full,
             "host_disk_low": host_low,
@@ -422,6 +463,15 @@ class Zygote:
             _reap_orphans()
             self._dispose_job_dir(self.current.job_dir)
             self.current = None
+        if self.ipc_private and self.seccomp_arch is None:
+            layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
+        # A spare waited while the last job ran: discard it if anything reached it (seccomp makes that
+        # impossible; this is the check that would notice otherwise).
+        for child in list(self.spares):
+            if not self._spare_is_sound(child):
+                self.spares.remove(child)
+                child.discard()
+                self._dispose_job_dir(child.job_dir)
         while len(self.spares) < SPARE_CHILDREN:
             self.spares.append(self._fork_untrusted())
 
@@ -440,6 +490,20 @@ class Zygote:
         os.close(u_write)
         theirs.close()
         return UntrustedChild(pid, ours, t_write, t_read, job_dir)
+
+    def _spare_is_sound(self, child: "UntrustedChild") -> bool:
+        """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
+        if not child.ready:
+            try:
+                if not select.select([child.control], [], [], 2.0)[0] or child.control.recv(1) != b"R":
+                    return False
+            except OSError:
+                return False
+            child.ready = True
+        try:
+            return layers.state_changes(self.child_state, layers.process_state(child.pid)) is None
+        except (OSError, ValueError):
+            return False
 
     def _clean_job_dir(self) -> str:
         """A fresh, empty working directory owned by the sandbox uid, never used by another job: its
@@ -489,6 +553,11 @@ class Zygote:
             fresh = not self.spares
             child = self.spares.pop(0) if self.spares else self._fork_untrusted()
             try:
+                # Its "hardened" byte must be read before our end closes (unread data would reset the
+                # connection under the job message); it also means no job goes to a child still hardening.
+                if not child.ready and child.control.recv(1) != b"R":
+                    raise OSError("the child did not finish hardening")
+                child.ready = True
                 if self.cgroups is not None:
                     # Waiting children stay outside the worker's cgroup, so killing a finished job's
                     # tree never hits them; this one joins before it can run any of the model's code.
@@ -529,7 +598,7 @@ class Zygote:
                             os.close(fd)
                         except OSError:
                             pass
-                trusted.serve_jobs(theirs.fileno())
+                trusted.serve_jobs(theirs.fileno(), layers.process_state(0))
             except BaseException:  # noqa: BLE001
                 status = 1
             finally:
@@ -589,7 +658,7 @@ class Zygote:
                     return json.loads(message)
             if events:
                 self._replace_trusted_runner()
-                return {"state": "the trusted runner died"}
+                return {"state": TRUSTED_RUNNER_DIED}
 
     def _kill_untrusted_tree(self, u_pid: int) -> None:
         """Kill whatever the model's process left behind (the process itself is already reaped)."""
@@ -628,12 +697,7 @@ class Zygote:
                 os.chdir(job_dir)
                 os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
             if "rlimits" not in self.disabled:
-                layers.apply_rlimits(
-                    cpu_seconds=None,  # set per job below, once the timeout is known
-                    address_space=int(self.config["memory_bytes"]),
-                    nproc=int(self.config["pids_max"]),
-                    file_size=int(self.config["file_size_bytes"]),
-                )
+                layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
@@ -654,6 +718,7 @@ class Zygote:
         # Hardened. Now (and only now) wait for the job.
         try:
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
+            control.send(b"R")
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
             if not message or len(fds) != 3:
                 os._exit(0)  # the fork server is shutting down
@@ -893,6 +958,8 @@ def main(argv: list[str]) -> int:
                         pass
                 reply = {"fatal": f"fork server could not run the job: {type(exc).__name__}: {exc}"}
             channel.send(json.dumps(reply).encode())
+            if zygote.retiring:
+                return 0
             try:
                 zygote.after_reply()
             except Exception as exc:  # noqa: BLE001 - e.g. fork() hit a limit; the next job forks on demand

@@ -1,0 +1,282 @@
+"""Fourth attack round (issue 19): nothing around one job can touch another, and no shape of test or
+text games the score.
+
+Every payload carries a wrong ``add``: its verdict must be ``failed`` (or ``timeout``), never ``passed``
+and never an infrastructure ``error`` (an error drops the rollout from GRPO, so a model able to cause one
+escapes the penalty for a wrong answer), and the next honest job must pass. Each class is attacked on
+full isolation and on the Lambda/Fargate configuration (fork servers unprivileged, one uid for every
+sandbox process, no namespaces, no Landlock), and with seccomp off to prove the second line of defence.
+"""
+
+from __future__ import annotations
+
+import os
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, assert_scorer_survives, job
+from tests.security.test_round_two import _children_of
+
+x86_64_only = pytest.mark.skipif(os.uname().machine != "x86_64", reason="payloads use x86_64 syscall numbers")
+
+
+def _degraded(**overrides):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start the fork servers as another uid")
+    return make_executor(workers=1, server_uid=65534, disable=frozenset({"landlock", *overrides.pop("disable", ())}),
+                         **overrides)
+
+
+@pytest.fixture(scope="module")
+def degraded():
+    executor = _degraded()
+    if not executor.isolation()["seccomp"].startswith("on"):
+        executor.close()
+        pytest.skip("seccomp is unavailable")
+    yield executor
+    executor.close()
+
+
+@pytest.fixture(scope="module")
+def degraded_without_seccomp():
+    """Lambda mode with the filter off: what the trusted side's own checks must still catch."""
+    executor = _degraded(disable={"seccomp"})
+    yield executor
+    executor.close()
+
+
+def _server(executor):
+    return next(w for w in executor._workers if hasattr(w, "process"))
+
+
+def _state(pid: int) -> tuple:
+    """What a pid-taking call could change about a process, read from outside it."""
+    with open(f"/proc/{pid}/limits") as handle:
+        limits = handle.read()
+    return (limits, os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid),
+            sorted(os.sched_getaffinity(pid)))
+
+
+# --- 1. acting on other processes by pid, without a signal -------------------------------------------
+
+# Every call that takes a pid (or a process group, or "every process of my uid") and changes something
+# about that process, aimed at every pid the payload can name: its parent (the fork server), the pids
+# around its own (the trusted runner, the spare child waiting for the next job), the scorer above. A hit
+# is a call that returned 0 on a pid that is not the payload's own.
+PID_ATTACKS = WRONG_ADD + textwrap.dedent('''
+    import ctypes, os, fcntl, signal, struct
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    me = os.getpid()
+    parent = os.getppid()
+    targets = sorted({parent, *range(max(2, me - 40), me + 40)} - {me})
+    try:
+        with open(f"/proc/{parent}/stat") as handle:
+            targets.append(int(handle.read().rsplit(")", 1)[1].split()[1]))  # the scorer
+    except OSError:
+        pass
+    one = struct.pack("=QQ", 1, 1)
+    cpu0 = (ctypes.c_ulong * 16)(1)
+    param = ctypes.c_int(0)
+    attr = struct.pack("=IIQiIQQQ", 48, 5, 0, 19, 0, 0, 0, 0)  # sched_attr: SCHED_IDLE, nice 19
+    robust = (ctypes.c_void_p(), ctypes.c_size_t())
+    node = ctypes.c_ulong(1)
+    calls = {
+        "prlimit_cpu": lambda p: libc.syscall(302, p, 0, one, None),
+        "prlimit_as": lambda p: libc.syscall(302, p, 9, struct.pack("=QQ", 1 << 20, 1 << 20), None),
+        "prlimit_nofile": lambda p: libc.syscall(302, p, 7, one, None),
+        "prlimit_fsize": lambda p: libc.syscall(302, p, 1, one, None),
+        "sched_setscheduler": lambda p: libc.syscall(144, p, 5, ctypes.byref(param)),  # SCHED_IDLE
+        "sched_setparam": lambda p: libc.syscall(142, p, ctypes.byref(param)),
+        "sched_setaffinity": lambda p: libc.syscall(203, p, ctypes.sizeof(cpu0), cpu0),
+        "sched_setattr": lambda p: libc.syscall(314, p, attr, 0),
+        "setpriority_process": lambda p: libc.syscall(141, 0, p, 19),
+        "ioprio_set_process": lambda p: libc.syscall(251, 1, p, (3 << 13)),  # IOPRIO_CLASS_IDLE
+        "get_robust_list": lambda p: libc.syscall(274, p, ctypes.byref(robust[0]), ctypes.byref(robust[1])),
+        "migrate_pages": lambda p: libc.syscall(256, p, 64, ctypes.byref(node), ctypes.byref(node)),
+        "move_pages": lambda p: libc.syscall(279, p, 0, None, None, None, 0),
+        "kcmp": lambda p: libc.syscall(312, me, p, 0, 0, 0),
+        "pidfd_open": lambda p: libc.syscall(434, p, 0),
+        "process_vm_readv": lambda p: libc.syscall(310, p, None, 0, None, 0, 0),
+        "ptrace_attach": lambda p: libc.syscall(101, 16, p, 0, 0),
+        "perf_event_open": lambda p: libc.syscall(298, bytes(128), p, -1, -1, 0),
+        "setpgid": lambda p: libc.syscall(109, p, me),
+    }
+    hits = []
+    for name, call in calls.items():
+        for pid in targets:
+            if call(pid) >= 0:
+                hits.append((name, pid))
+    # "Every process of my uid / my process group": on Lambda that includes the fork server and runner.
+    for name, call in {"setpriority_user": lambda: libc.syscall(141, 2, 0, 19),
+                       "setpriority_pgrp": lambda: libc.syscall(141, 1, 0, 19),
+                       "ioprio_set_user": lambda: libc.syscall(251, 3, 0, (3 << 13)),
+                       "ioprio_set_pgrp": lambda: libc.syscall(251, 2, 0, (3 << 13))}.items():
+        if call() >= 0:
+            hits.append((name, 0))
+    # SIGIO (or any signal F_SETSIG picks) sent by the kernel to a pid of our choosing whenever our own
+    # channel to the trusted runner has I/O.
+    for fd in range(3, 8):
+        for name, op in {"F_SETOWN": lambda: fcntl.fcntl(fd, 8, parent),
+                         "F_SETOWN_EX": lambda: fcntl.fcntl(fd, 15, struct.pack("=ii", 1, parent)),
+                         "F_SETSIG": lambda: fcntl.fcntl(fd, 10, int(signal.SIGKILL)),
+                         "FIOSETOWN": lambda: fcntl.ioctl(fd, 0x8901, struct.pack("=i", parent))}.items():
+            try:
+                op()
+                hits.append((name, fd))
+            except OSError:
+                pass
+    # Our own process still works on itself (0 and our pid): the rule is "only on itself", not "never".
+    own = [libc.syscall(302, 0, 7, None, ctypes.create_string_buffer(16)), libc.syscall(145, me),
+           libc.syscall(140, 0, 0), libc.syscall(252, 1, 0), libc.syscall(204, 0, ctypes.sizeof(cpu0), cpu0)]
+    print("HITS", hits, "OWN", ["ok" if value >= 0 else "denied" for value in own])
+''')
+
+
+def _trusted_side_states(executor) -> dict[int, tuple]:
+    server = _server(executor).process.pid
+    return {pid: _state(pid) for pid in [server, *_children_of(server)]}
+
+
+@x86_64_only
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_no_pid_taking_call_reaches_another_process(executor, degraded, mode):
+    target = executor if mode == "full" else degraded
+    target.run(job(RIGHT_ADD))  # the runner and the spares exist
+    before = _trusted_side_states(target)
+    attack = target.run(job(PID_ATTACKS, timeout_s=20))
+    assert_failed(attack)
+    assert "HITS []" in attack.stdout, attack.stdout
+    assert "OWN ['ok', 'ok', 'ok', 'ok', 'ok']" in attack.stdout, attack.stdout
+    after = _trusted_side_states(target)
+    for pid in set(before) & set(after):  # the fork server, the runner, the spares that were not used
+        assert before[pid] == after[pid], pid
+    nxt = target.run(job(RIGHT_ADD, timeout_s=3))  # the spare that waited runs this one
+    assert nxt.status is ExecutionStatus.PASSED, nxt.reason
+
+
+# With seccomp off (Lambda without the filter, or a kernel without it), the same calls do reach the
+# trusted runner and the spare: the runner's check after the job and the fork server's check of its
+# spares must turn that into the model's failure and a clean next job.
+LOWER_THE_RUNNERS_LIMITS = WRONG_ADD + textwrap.dedent('''
+    import os, resource
+    me, parent = os.getpid(), os.getppid()
+    for pid in range(max(2, me - 40), me + 40):
+        if pid in (me, parent):
+            continue
+        for which, value in ((resource.RLIMIT_NOFILE, 8), (resource.RLIMIT_AS, 64 << 20)):
+            try:
+                resource.prlimit(pid, which, (value, value))
+            except OSError:
+                pass
+        try:
+            os.setpriority(os.PRIO_PROCESS, pid, 19)
+        except OSError:
+            pass
+''')
+KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent('''
+    import os, signal
+    me, parent = os.getpid(), os.getppid()
+    for pid in range(max(2, me - 40), me + 40):
+        if pid not in (me, parent):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+''')
+
+
+@pytest.mark.parametrize("payload", [LOWER_THE_RUNNERS_LIMITS, KILL_THE_RUNNER], ids=["limits", "kill"])
+def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_seccomp, payload):
+    executor = degraded_without_seccomp
+    for _ in range(2):
+        honest = executor.run(job(RIGHT_ADD))
+        assert honest.status is ExecutionStatus.PASSED, honest.reason
+        attack = executor.run(job(payload))
+        assert_failed(attack)  # never `error`: the model caused it
+        for _ in range(2):  # the tampered runner and spare were replaced, not used
+            nxt = executor.run(job(RIGHT_ADD, timeout_s=5))
+            assert nxt.status is ExecutionStatus.PASSED, nxt.reason
+
+
+def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poisoned_runner(
+        degraded_without_seccomp):
+    """The attack comes with a *right* answer; the runner it lowered is gone before the next job."""
+    executor = degraded_without_seccomp
+    executor.run(job(LOWER_THE_RUNNERS_LIMITS.replace(WRONG_ADD, RIGHT_ADD)))
+    for _ in range(3):
+        assert executor.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+
+
+# --- 2. SysV IPC and POSIX message queues -------------------------------------------------------------
+
+IPC_ATTACKS = WRONG_ADD + textwrap.dedent('''
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    IPC_CREAT = 0o1000
+    made = []
+    for name, call in {
+        "shmget": lambda: libc.syscall(29, 0x5EED, 420 << 20, IPC_CREAT | 0o666),
+        "shmget_private": lambda: libc.syscall(29, 0, 4096, IPC_CREAT | 0o600),
+        "msgget": lambda: libc.syscall(68, 0x5EED, IPC_CREAT | 0o666),
+        "semget": lambda: libc.syscall(64, 0x5EED, 1, IPC_CREAT | 0o666),
+        "mq_open": lambda: libc.syscall(240, b"rewardpipe-token", os.O_CREAT | os.O_RDWR, 0o666, None),
+        "shmat_existing": lambda: libc.syscall(30, 0, None, 0),
+        "msgsnd_existing": lambda: libc.syscall(69, 0, b"\\x01\\x00\\x00\\x00\\x00\\x00\\x00\\x00x", 1, 0),
+        "semop_existing": lambda: libc.syscall(65, 0, None, 0),
+        "mq_timedsend": lambda: libc.syscall(242, 3, b"x", 1, 0, None),
+    }.items():
+        if call() >= 0:
+            made.append(name)
+    print("IPC", made)
+''')
+
+
+def _host_ipc_objects() -> int:
+    count = 0
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                count += len(handle.readlines()) - 1
+        except OSError:
+            pass
+    return count
+
+
+@x86_64_only
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_sysv_ipc_and_message_queues_are_denied(executor, degraded, mode):
+    target = executor if mode == "full" else degraded
+    before = _host_ipc_objects()
+    attack = target.run(job(IPC_ATTACKS))
+    assert_failed(attack)
+    assert "IPC []" in attack.stdout, attack.stdout
+    assert _host_ipc_objects() <= before
+    assert_scorer_survives(target)
+
+
+@x86_64_only
+def test_without_seccomp_a_private_ipc_namespace_is_emptied_after_each_job():
+    if os.geteuid() != 0:
+        pytest.skip("the IPC namespace needs root")
+    executor = make_executor(workers=1, disable=frozenset({"seccomp"}))
+    try:
+        assert "private IPC namespace" in executor.isolation()["ipc"], executor.isolation()["ipc"]
+        before = _host_ipc_objects()
+        writer = executor.run(job(IPC_ATTACKS))
+        assert "shmget" in writer.stdout, writer.stdout  # without the filter the call works...
+        assert _host_ipc_objects() <= before  # ...inside the worker's own namespace only
+        reader = executor.run(job(RIGHT_ADD + textwrap.dedent('''
+            import ctypes
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            print("FOUND", [libc.syscall(29, 0x5EED, 0, 0) >= 0, libc.syscall(68, 0x5EED, 0) >= 0])
+        ''')))
+        assert reader.status is ExecutionStatus.PASSED
+        assert "FOUND [False, False]" in reader.stdout, reader.stdout  # gone before the next job
+    finally:
+        executor.close()
