@@ -601,10 +601,16 @@ class ForkServerExecutor:
                                 model_fault=verdict.get("model_fault") is True, **common)
         tests_run = int(verdict.get("tests_run", 0))
         successes = int(verdict.get("successes", 0))
-        if tests_run == expected and successes == expected and expected > 0:
+        fixture_problems = int(verdict.get("fixture_problems", 0))
+        if tests_run == expected and successes == expected and expected > 0 and not fixture_problems:
             return self._result(job, started, ExecutionStatus.PASSED, passed=expected, reason="", **common)
         reasons = []
-        if tests_run != expected:
+        if fixture_problems:
+            # A class- or module-level fixture (or cleanup) failed: the run failed, as plain unittest says.
+            reasons.append(f"{fixture_problems} error(s) outside the test methods (setUpClass, tearDownClass, "
+                           "setUpModule, tearDownModule or a cleanup)")
+            successes = 0
+        elif tests_run != expected:
             reasons.append(f"{tests_run} of {expected} expected tests ran")
         else:
             reasons.append(f"{successes} of {expected} tests passed")

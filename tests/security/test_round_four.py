@@ -280,3 +280,49 @@ def test_without_seccomp_a_private_ipc_namespace_is_emptied_after_each_job():
         assert "FOUND [False, False]" in reader.stdout, reader.stdout  # gone before the next job
     finally:
         executor.close()
+
+
+# --- 3. every error unittest reports, at any fixture level, fails the run ------------------------------
+
+HARD_CODED_ADD = "def add(a, b):\n    return {(1, 2): 3, (2, 2): 4}.get((a, b), 0)\n"
+_TWO_TESTS = '''
+    def test_small(self):
+        self.assertEqual(add(1, 2), 3)
+    def test_equal(self):
+        self.assertEqual(add(2, 2), 4)
+'''
+FIXTURE_CHECKS = {
+    "tearDownClass": "class TestAdd(unittest.TestCase):\n    @classmethod\n    def tearDownClass(cls):\n"
+                     "        assert add(7, 8) == 15\n" + _TWO_TESTS,
+    "setUpClass": "class TestAdd(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
+                  "        assert add(7, 8) == 15\n" + _TWO_TESTS,
+    "tearDownModule": "def tearDownModule():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
+    "setUpModule": "def setUpModule():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
+    "addClassCleanup": "def check():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):\n"
+                       "    @classmethod\n    def setUpClass(cls):\n        cls.addClassCleanup(check)\n" + _TWO_TESTS,
+    "addModuleCleanup": "def check():\n    assert add(7, 8) == 15\n\ndef setUpModule():\n"
+                        "    unittest.addModuleCleanup(check)\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
+    "addCleanup": "class TestAdd(unittest.TestCase):\n    def setUp(self):\n"
+                  "        self.addCleanup(lambda: self.assertEqual(add(7, 8), 15))\n" + _TWO_TESTS,
+    "subTest": "class TestAdd(unittest.TestCase):\n    def test_small(self):\n"
+               "        for a, b, want in ((1, 2, 3), (7, 8, 15)):\n            with self.subTest(a=a, b=b):\n"
+               "                self.assertEqual(add(a, b), want)\n    def test_equal(self):\n"
+               "        self.assertEqual(add(2, 2), 4)\n",
+    "module state": "STATE = {}\n\ndef setUpModule():\n    STATE['seven'] = add(3, 4)\n\n"
+                         "class TestAdd(unittest.TestCase):\n    def test_small(self):\n"
+                         "        self.assertEqual(add(1, 2), 3)\n    def test_equal(self):\n"
+                         "        self.assertEqual(STATE['seven'], 7)\n",
+}
+
+
+@pytest.mark.parametrize("fixture", sorted(FIXTURE_CHECKS))
+def test_a_failure_at_any_fixture_level_fails_the_run(executor, fixture):
+    tests = "import unittest\n\n" + FIXTURE_CHECKS[fixture]
+    honest = executor.run(job(RIGHT_ADD, tests=tests))
+    assert honest.status is ExecutionStatus.PASSED, (fixture, honest.reason)  # the fixtures really ran
+    forged = executor.run(job(HARD_CODED_ADD, tests=tests))
+    assert forged.status is ExecutionStatus.FAILED, (fixture, forged.status, forged.reason)
+    # A class or module fixture failing fails the whole run; a subtest, a cleanup or shared state one test.
+    assert forged.passed == (1 if fixture in ("subTest", "module state") else 0), (fixture, forged.reason)
+    inprocess = executor.run(job(HARD_CODED_ADD, tests=tests, trust_mode="inprocess"))
+    assert inprocess.status is ExecutionStatus.FAILED, (fixture, inprocess.reason)

@@ -105,6 +105,10 @@ class CountingResult(unittest.TestResult):
         super().__init__()
         self.successes = 0
         self.first_failure = ""
+        # Errors unittest reports outside any one test: setUpClass/tearDownClass, setUpModule/
+        # tearDownModule, class and module cleanups. Plain unittest counts them as errors of the run; a
+        # count of passing test methods alone would miss them (a failed assertion in tearDownClass).
+        self.fixture_problems = 0
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -119,15 +123,27 @@ class CountingResult(unittest.TestResult):
                 text = "<unprintable>"
             self.first_failure = f"{_test_name(test)}: {kind.__name__}: {text}"[:600]
 
+    def _count_fixture(self, test) -> None:
+        if not isinstance(test, unittest.TestCase):  # unittest's _ErrorHolder for a fixture or a cleanup
+            self.fixture_problems += 1
+
     def addFailure(self, test, err):
+        self._count_fixture(test)
         self._note(test, err)
         super().addFailure(test, err)
 
     def addError(self, test, err):
+        self._count_fixture(test)
         self._note(test, err)
         super().addError(test, err)
 
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._note(subtest, err)
+        super().addSubTest(test, subtest, err)
+
     def addSkip(self, test, reason):
+        self._count_fixture(test)  # a fixture that raised SkipTest skipped tests the run needed
         if not self.first_failure:
             self.first_failure = f"{_test_name(test)}: skipped ({reason})"[:600]
         super().addSkip(test, reason)
@@ -144,4 +160,24 @@ def _test_name(test) -> str:
 
 
 def summarize(result: CountingResult) -> dict:
-    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure}
+    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure,
+            "fixture_problems": result.fixture_problems}
+
+
+def run_suite(suite: unittest.TestSuite, module) -> CountingResult:
+    """Run ``suite`` as unittest would run ``module``: its setUpModule/tearDownModule need the module to
+    be importable by name (unittest looks it up in sys.modules, and silently skips both otherwise)."""
+    import sys
+
+    name = module.__name__
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    result = CountingResult()
+    try:
+        suite.run(result)
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    return result

@@ -471,6 +471,7 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
             summary = {"first_failure": "the model's process sent a malformed in-process summary"}
         return {"expected": expected, "tests_run": _count(summary.get("tests_run")),
                 "successes": _count(summary.get("successes")),
+                "fixture_problems": _count(summary.get("fixture_problems")),
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
     try:
@@ -491,8 +492,7 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     loaded = suite.countTestCases()
     if loaded != expected:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
-    result = harness.CountingResult()
-    suite.run(result)
+    result = harness.run_suite(suite, module)
     if conn.boundary_error:
         raise harness.HarnessError(
             f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
