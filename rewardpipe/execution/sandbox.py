@@ -525,6 +525,8 @@ class ForkServerExecutor:
             finally:
                 overlapped = self._job_finished(running)
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
+            if attempt == 1 and reply.get("not_run"):
+                continue  # the fork server refused the job before it started (it was tampered with)
             return self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
                                _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
         raise AssertionError("unreachable")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import textwrap
+import time
 
 import pytest
 
@@ -23,10 +24,10 @@ from tests.security.test_round_two import _children_of
 x86_64_only = pytest.mark.skipif(os.uname().machine != "x86_64", reason="payloads use x86_64 syscall numbers")
 
 
-def _degraded(**overrides):
+def _degraded(server_uid: int = 65534, **overrides):
     if os.geteuid() != 0:
         pytest.skip("needs root to start the fork servers as another uid")
-    return make_executor(workers=1, server_uid=65534, disable=frozenset({"landlock", *overrides.pop("disable", ())}),
+    return make_executor(workers=1, server_uid=server_uid, disable=frozenset({"landlock", *overrides.pop("disable", ())}),
                          **overrides)
 
 
@@ -42,8 +43,9 @@ def degraded():
 
 @pytest.fixture(scope="module")
 def degraded_without_seccomp():
-    """Lambda mode with the filter off: what the trusted side's own checks must still catch."""
-    executor = _degraded(disable={"seccomp"})
+    """Lambda mode with the filter off: what the trusted side's own checks must still catch. A uid of its
+    own, so its payloads (which reach every process of their uid) touch no other test's sandbox."""
+    executor = _degraded(server_uid=65532, disable={"seccomp"})
     yield executor
     executor.close()
 
@@ -146,6 +148,7 @@ def _trusted_side_states(executor) -> dict[int, tuple]:
 def test_no_pid_taking_call_reaches_another_process(executor, degraded, mode):
     target = executor if mode == "full" else degraded
     target.run(job(RIGHT_ADD))  # the runner and the spares exist
+    time.sleep(0.3)  # and the spares have finished hardening (their limits are set by then)
     before = _trusted_side_states(target)
     attack = target.run(job(PID_ATTACKS, timeout_s=20))
     assert_failed(attack)
@@ -326,3 +329,119 @@ def test_a_failure_at_any_fixture_level_fails_the_run(executor, fixture):
     assert forged.passed == (1 if fixture in ("subTest", "module state") else 0), (fixture, forged.reason)
     inprocess = executor.run(job(HARD_CODED_ADD, tests=tests, trust_mode="inprocess"))
     assert inprocess.status is ExecutionStatus.FAILED, (fixture, inprocess.reason)
+
+
+# --- 5. correct code is never scored 0 for the shape of its tests ---------------------------------------
+
+def _unit(body: str) -> str:
+    return "import contextlib, io, logging, math, unittest, warnings\nfrom unittest import mock\n\n" \
+           "class T(unittest.TestCase):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+SHAPES = {
+    # name: (tests, entry point, right code, wrong code)
+    "assertWarns": (_unit('''
+        def test_warns(self):
+            with self.assertWarns(DeprecationWarning):
+                self.assertEqual(old(2), 4)
+            self.assertWarns(DeprecationWarning, old, 3)
+        def test_regex(self):
+            with self.assertWarnsRegex(UserWarning, "careful"):
+                old(-1)
+    '''), "old", "import warnings\ndef old(x):\n    if x < 0:\n        warnings.warn('be careful')\n"
+                 "    else:\n        warnings.warn('old is deprecated', DeprecationWarning)\n    return 2 * x\n",
+        "def old(x):\n    return 2 * x\n"),
+    "model warning class": (_unit('''
+        def test_warns(self):
+            with self.assertWarns(Loud):
+                shout()
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                shout()
+            self.assertEqual([type(w.message).__name__ for w in caught], ["Loud"])
+    '''), "shout", "import warnings\nclass Loud(RuntimeWarning):\n    pass\ndef shout():\n    warnings.warn('hey', Loud)\n",
+        "class Loud(RuntimeWarning):\n    pass\ndef shout():\n    return None\n"),
+    "assertLogs": (_unit('''
+        def test_logs(self):
+            with self.assertLogs("solution", level="INFO") as logs:
+                self.assertEqual(work(3), 3)
+            self.assertEqual(logs.output, ["INFO:solution:working on 3"])
+        def test_root(self):
+            with self.assertLogs(level="WARNING"):
+                work(-1)
+        def test_quiet(self):
+            with self.assertNoLogs("solution", level="WARNING"):
+                work(1)
+    '''), "work", "import logging\nlog = logging.getLogger(__name__)\ndef work(x):\n    if x < 0:\n"
+                  "        logging.warning('negative')\n    else:\n        log.info('working on %s', x)\n    return x\n",
+        "import logging\ndef work(x):\n    logging.getLogger(__name__).warning('working on %s', x)\n    return x\n"),
+    "redirect_stdout": (_unit('''
+        def test_prints(self):
+            buffer = io.StringIO()
+            with contextlib.redirect_stdout(buffer):
+                greet("Ada")
+            self.assertEqual(buffer.getvalue(), "Hello, Ada!\\n")
+        def test_patched(self):
+            with mock.patch("sys.stdout", new_callable=io.StringIO) as out:
+                greet("Bo")
+            self.assertIn("Bo", out.getvalue())
+        def test_stderr(self):
+            buffer = io.StringIO()
+            with contextlib.redirect_stderr(buffer):
+                greet("")
+            self.assertEqual(buffer.getvalue(), "no name\\n")
+    '''), "greet", "import sys\ndef greet(name):\n    if not name:\n        print('no name', file=sys.stderr)\n"
+                   "    else:\n        print(f'Hello, {name}!')\n",
+        "def greet(name):\n    return f'Hello, {name}!'\n"),
+    "assertIs argument": (_unit('''
+        def test_same_list(self):
+            data = [3, 1, 2]
+            self.assertIs(sort_in_place(data), data)
+            self.assertEqual(data, [1, 2, 3])
+        def test_same_string(self):
+            word = "".join(["lo", "ng"])
+            self.assertIs(sort_in_place(word), word)
+    '''), "sort_in_place", "def sort_in_place(xs):\n    if isinstance(xs, list):\n        xs.sort()\n    return xs\n",
+        "def sort_in_place(xs):\n    return sorted(xs) if isinstance(xs, list) else ''.join(xs)\n"),
+    "NaN in a list": (_unit('''
+        def test_nan_passed_through(self):
+            missing = float("nan")
+            self.assertEqual(keep([1.0, missing]), [1.0, missing])
+        def test_math_nan(self):
+            self.assertEqual(gaps(), [0.0, math.nan])
+    '''), "keep", "import math\ndef keep(xs):\n    return list(xs)\ndef gaps():\n    return [0.0, math.nan]\n",
+        "def keep(xs):\n    return [0.0 for x in xs]\ndef gaps():\n    return [0.0, 0.0]\n"),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SHAPES))
+def test_a_test_shape_works_across_the_boundary(executor, shape):
+    tests, entry_point, right, wrong = SHAPES[shape]
+    good = executor.run(ExecutionJob(code=right, tests=tests, entry_point=entry_point))
+    assert good.status is ExecutionStatus.PASSED, (shape, good.reason)
+    bad = executor.run(ExecutionJob(code=wrong, tests=tests, entry_point=entry_point))
+    assert bad.status is ExecutionStatus.FAILED, (shape, bad.status, bad.reason)
+    assert bad.passed < bad.total
+
+
+@pytest.mark.parametrize("tests", [
+    _unit('''
+        def test_patched(self):
+            with mock.patch("solution.helper", return_value=10):
+                self.assertEqual(twice(), 20)
+    '''),
+    "from solution import twice\nimport unittest\n\nclass T(unittest.TestCase):\n"
+    "    def test_it(self):\n        self.assertEqual(twice(), 2)\n",
+    _unit('''
+        def test_patched_object(self):
+            import solution
+            self.assertEqual(solution.twice(), 2)
+    '''),
+], ids=["mock.patch", "import at load", "import in a test"])
+def test_tests_that_reach_into_the_models_module_are_a_loud_error(executor, tests):
+    code = "def helper():\n    return 1\ndef twice():\n    return 2 * helper()\n"
+    result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="twice"))
+    assert result.status is ExecutionStatus.ERROR and not result.model_fault, (result.status, result.reason)
+    assert "solution" in result.reason and "inprocess" in result.reason, result.reason
+    inprocess = executor.run(ExecutionJob(code=code, tests=tests, entry_point="twice", trust_mode="inprocess"))
+    assert inprocess.status is not ExecutionStatus.ERROR or "solution" not in inprocess.reason

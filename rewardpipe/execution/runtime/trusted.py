@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import builtins
 import json
+import logging
 import os
 import sys
 import types
+import warnings
 
 from . import harness, layers, wire
 
@@ -26,6 +28,7 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024  # one reply
 MAX_JOB_REPLY_BYTES = 64 * 1024 * 1024  # all replies of one job together
 MAX_REPLY_VALUES = 1_000_000  # values (JSON nodes) in one reply
 MAX_JOB_REPLY_VALUES = 4_000_000  # values in all replies of one job together
+MAX_EFFECT_TEXT = 64 * 1024  # characters of the model's stdout (and of its stderr) replayed per request
 # Raised by the model's code, these would end the tests' own loops early (``all(map(candidate, xs))``
 # is True once the model raises StopIteration), so they arrive as RuntimeError, as PEP 479 does for
 # generators.
@@ -50,6 +53,7 @@ class Connection:
         self.reply_bytes = 0
         self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
+        self.warning_classes: dict[str, type] = {}
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -88,8 +92,10 @@ class Connection:
         except MemoryError:
             raise RemoteError(f"the model's reply of {len(raw)} bytes is too large to decode") from None
 
-    def value(self, message: dict, arguments=None):
+    def value(self, message: dict, arguments=None, argument_parts: list | None = None):
         reply = self.request(message)
+        if "fx" in reply:
+            self.replay(reply["fx"])
         if "exc" in reply:
             raise self.exception(reply["exc"])
         if reply.get("stop") is True:
@@ -99,9 +105,9 @@ class Connection:
         if "ok" not in reply:
             raise RemoteError("the model's process sent a reply without a value")
         try:
-            result = wire.decode(reply["ok"], self.proxy)
+            result = wire.decode(reply["ok"], self.proxy, originals=argument_parts)
             if arguments is not None and "wb" in reply:
-                self.write_back(arguments, reply["wb"])
+                self.write_back(arguments, reply["wb"], argument_parts)
         except (wire.WireError, RecursionError, ValueError) as exc:
             raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
         except MemoryError:
@@ -111,7 +117,45 @@ class Connection:
     def proxy(self, handle: int) -> "Remote":
         return Remote(self, handle, "")
 
-    def write_back(self, arguments: tuple, updates) -> None:
+    def replay(self, effects) -> None:
+        """Re-issue, here, what the model's code printed, warned and logged while serving the request, so
+        the tests' own capture (redirect_stdout, assertWarns, assertLogs) sees it. Only text and numbers
+        cross; categories resolve to built-in warnings, the model's exported classes, or classes of
+        modules this process already imported."""
+        if type(effects) is not dict:
+            return
+        for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
+            text = effects.get(key)
+            if type(text) is str and text:
+                stream.write(text[:MAX_EFFECT_TEXT])
+        for item in _items(effects.get("warn"), 5):
+            name, module, base, message, lineno = item
+            warnings.warn_explicit(str(message)[:4000], self.warning_class(str(name), str(module), str(base)),
+                                   "<model code>", lineno if type(lineno) is int else 0, module="solution")
+        for item in _items(effects.get("log"), 3):
+            name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
+            if type(level) is not int:
+                continue
+            logger = logging.getLogger(name)
+            if logger.isEnabledFor(level):
+                logger.handle(logging.makeLogRecord({"name": name, "levelno": level, "msg": message,
+                                                     "levelname": logging.getLevelName(level)}))
+
+    def warning_class(self, name: str, module: str, base: str) -> type:
+        candidates = [getattr(builtins, name, None) if module == "builtins" else None,
+                      self.exception_classes.get(name) if module == "solution" else None,
+                      getattr(sys.modules[module], name, None) if module in sys.modules else None]
+        for cls in candidates:
+            if isinstance(cls, type) and issubclass(cls, Warning):
+                return cls
+        key = f"{module}.{name}"
+        if key not in self.warning_classes:
+            root = getattr(builtins, base, UserWarning)
+            root = root if isinstance(root, type) and issubclass(root, Warning) else UserWarning
+            self.warning_classes[key] = type(name, (root,), {"__module__": module})
+        return self.warning_classes[key]
+
+    def write_back(self, arguments: tuple, updates, argument_parts: list | None = None) -> None:
         """Mirror in-place mutation of list/dict/set/bytearray arguments (e.g. an in-place sort)."""
         positional, keyword = arguments
         if type(updates) is not list:
@@ -119,7 +163,7 @@ class Connection:
         for item in updates:
             key, tree = item
             target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
-            new = wire.decode(tree, self.proxy)
+            new = wire.decode(tree, self.proxy, originals=argument_parts)
             if type(target) is list and type(new) is list:
                 target[:] = new
             elif type(target) is bytearray and type(new) is bytearray:
@@ -150,14 +194,21 @@ class Connection:
         return RemoteError(f"{name}: {message}")
 
 
-def _encode_argument(conn: "Connection", value):
+def _items(value, width: int) -> list:
+    """The well-formed entries of a list of fixed-width lists sent by the model's process (at most 100)."""
+    if type(value) is not list:
+        return []
+    return [item for item in value[:100] if type(item) is list and len(item) == width]
+
+
+def _encode_argument(conn: "Connection", value, nodes: list | None = None):
     def handle_of(obj):
         if isinstance(obj, Remote):
             return object.__getattribute__(obj, "_rp_handle")
         raise wire.Unencodable(f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary")
 
     try:
-        return wire.encode(value, handle_of)
+        return wire.encode(value, handle_of, nodes=nodes)
     except wire.Unencodable as exc:
         # Not the model's fault: the task's tests need the in-process fallback.
         conn.boundary_error = str(exc)
@@ -183,9 +234,13 @@ class Remote:
         return conn.value(message, arguments)
 
     def __call__(self, *args, **kwargs):
-        encoded_args = [_encode_argument(self._rp_connection(), item) for item in args]
-        encoded_kwargs = [[key, _encode_argument(self._rp_connection(), value)] for key, value in kwargs.items()]
-        return self._rp("call", (args, kwargs), args=encoded_args, kwargs=encoded_kwargs)
+        conn = self._rp_connection()
+        parts: list = []  # every part of the arguments, in encoding order: what the reply may refer back to
+        encoded_args = [_encode_argument(conn, item, parts) for item in args]
+        encoded_kwargs = [[key, _encode_argument(conn, value, parts)] for key, value in kwargs.items()]
+        message = {"op": "call", "h": object.__getattribute__(self, "_rp_handle"), "args": encoded_args,
+                   "kwargs": encoded_kwargs}
+        return conn.value(message, (args, kwargs), parts)
 
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__"):
@@ -367,6 +422,34 @@ def _write_verdict(verdict_fd: int, verdict: dict) -> None:
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
+_ACTIVE: list = [None]  # the Connection of the job being run: where the import guard reports
+
+
+class _ModelModuleGuard:
+    """The model's code is module ``solution`` in *its* process; here that name does not exist. Tests that
+    import it or ``mock.patch("solution.x")`` need the in-process fallback: said loudly (an ``error`` naming
+    the fallback), never a test failure that scores a correct answer 0."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "solution" and not name.startswith("solution."):
+            return None
+        message = ("the hidden tests import or patch the model's module 'solution', which is in another "
+                   "process under split trust")
+        conn = _ACTIVE[0]
+        if conn is not None and conn.boundary_error is None:
+            conn.boundary_error = message
+        raise ModuleNotFoundError(message, name=name)
+
+
+def _prepare_runner() -> None:
+    sys.meta_path.insert(0, _ModelModuleGuard())
+    # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
+    # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
+    logging.root.addHandler(logging.NullHandler())
+    warnings.showwarning = lambda *args, **kwargs: None
+    sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
+
+
 def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     """The long-lived trusted runner: one job at a time, handed over by the fork server with the
     descriptors it needs (channel to the model's process, tests memfd, verdict memfd).
@@ -378,6 +461,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     and the runner exits: the fork server starts a fresh one for the next job."""
     import socket
 
+    _prepare_runner()
     channel = socket.socket(fileno=sock_fd)
     while True:
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -413,6 +497,11 @@ def _own_changes(expected_state: dict | None) -> str | None:
     return f"trusted runner: {changed}" if changed else None
 
 
+def _needs_inprocess(conn: Connection) -> str:
+    return (f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
+            "trust_mode='inprocess'")
+
+
 def _count(value) -> int:
     """A test count reported by the model's process (in-process mode): anything odd counts as 0."""
     return value if type(value) is int and value >= 0 else 0
@@ -435,6 +524,14 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tree = harness.parse_tests(tests)  # parsed once: counted, searched for names, compiled
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
+    _ACTIVE[0] = conn
+    try:
+        return _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job)
+    finally:
+        _ACTIVE[0] = None
+
+
+def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
     except wire.WireError:
@@ -487,6 +584,8 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
             return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                     "first_failure": f"hidden tests failed while loading: {type(exc).__name__}: {exc}"[:600]}
+        if conn.boundary_error:
+            raise harness.HarnessError(_needs_inprocess(conn)) from None
         raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
     suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
     loaded = suite.countTestCases()
@@ -494,9 +593,6 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.run_suite(suite, module)
     if conn.boundary_error:
-        raise harness.HarnessError(
-            f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
-            "trust_mode='inprocess'"
-        )
+        raise harness.HarnessError(_needs_inprocess(conn))
     return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),
             "remote_calls": conn.calls}

@@ -945,6 +945,13 @@ def main(argv: list[str]) -> int:
             message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
             if not message:
                 return 0
+            changed = layers.state_changes(zygote.own_state, layers.process_state(0))
+            if changed:  # lowered between jobs, from outside: the job never ran; a fresh fork server will
+                for fd in fds:
+                    os.close(fd)
+                channel.send(json.dumps({"fatal": f"fork server was changed from outside: {changed}",
+                                         "retire": True, "not_run": True}).encode())
+                return 1
             try:
                 header = json.loads(message)
                 if len(fds) != 5:
