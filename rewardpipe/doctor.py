@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from rewardpipe.episode import converse, execution_job, finish_episode, start_episode, task_job
 from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime.harness import parse_python
+from rewardpipe.execution.shape_lint import shape_findings
 from rewardpipe.models import Task
 from rewardpipe.policies import fenced, stub_guess
 from rewardpipe.rewards import Reward
@@ -204,7 +205,8 @@ def weak_test_shapes(task: Task) -> list[str]:
     except SyntaxError:
         return []  # reported as a problem by static_problems
     return (_nan_tolerance_warnings(tests) + _mutation_warnings(tests, task.entry_point, task.tests_format)
-            + _helper_warnings(tests, reference, task.entry_point))
+            + _helper_warnings(tests, reference, task.entry_point)
+            + shape_findings(task.tests, getattr(task, "trust_mode", "split")))
 
 
 

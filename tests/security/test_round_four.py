@@ -445,3 +445,53 @@ def test_tests_that_reach_into_the_models_module_are_a_loud_error(executor, test
     assert "solution" in result.reason and "inprocess" in result.reason, result.reason
     inprocess = executor.run(ExecutionJob(code=code, tests=tests, entry_point="twice", trust_mode="inprocess"))
     assert inprocess.status is not ExecutionStatus.ERROR or "solution" not in inprocess.reason
+
+
+def test_doctor_flags_weak_assertions_and_shapes_split_trust_cannot_run():
+    from rewardpipe.doctor import weak_test_shapes
+    from rewardpipe.models import Task
+
+    def findings(tests: str, trust_mode: str = "split") -> list[str]:
+        return weak_test_shapes(Task(task_id="t", prompt="p", spec=["s"], entry_point="add", tests=tests,
+                                     reference_solution=RIGHT_ADD, trust_mode=trust_mode))
+
+    weak = _unit('''
+        def test_a(self):
+            self.assertTrue(add(1, 2), 3)
+            self.assertFalse(add(1, 1), 0)
+            self.assertIsNotNone(add(0, 0), [0])
+        def test_b(self):
+            assert add(2, 2), 4
+            assert (add(2, 2) == 4, "message")
+    ''')
+    found = findings(weak)
+    assert len(found) == 5 and all("tests line" in item for item in found), found
+    assert sum("assertEqual" in item for item in found) == 3 and sum("always true" in item for item in found) == 1
+    fine = _unit('''
+        def test_a(self):
+            self.assertTrue(add(1, 2) == 3, "add(1, 2) should be 3")
+            self.assertTrue(add(1, 2) == 3, f"got {add(1, 2)}")
+            assert add(2, 2) == 4, "two and two"
+            self.assertEqual(add(2, 2), 4)
+    ''')
+    assert findings(fine) == []
+    reaching = _unit('''
+        def test_a(self):
+            with mock.patch("solution.helper", return_value=1):
+                self.assertEqual(add(1, 2), 3)
+            import solution
+            from solution import add as plus
+    ''')
+    assert len(findings(reaching)) == 3 and all("trust_mode='inprocess'" in item for item in findings(reaching))
+    assert findings(reaching, trust_mode="inprocess") == []
+
+
+@pytest.mark.parametrize("separator", ["\u2028", "\u2029", "\x0c", "\x0b", "\x85", "\x1c", "\x1d", "\x1e"])
+def test_a_raw_line_separator_inside_a_string_literal_in_a_code_fence_is_kept(executor, separator):
+    from rewardpipe.parsing import extract_code
+
+    turn = ("Here it is:\n```python\ndef add(a, b):\n    marker = \"x" + separator + "y\"\n"
+            "    return a + b if len(marker) == 3 else 0\n```\n")
+    code = extract_code(turn)
+    assert separator in code
+    assert executor.run(job(code)).status is ExecutionStatus.PASSED
