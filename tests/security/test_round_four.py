@@ -495,3 +495,71 @@ def test_a_raw_line_separator_inside_a_string_literal_in_a_code_fence_is_kept(ex
     code = extract_code(turn)
     assert separator in code
     assert executor.run(job(code)).status is ExecutionStatus.PASSED
+
+
+# --- 4. what the model hands over is materialised before the trusted side compares it -------------------
+
+# The model yields candidates and records, in its own process, how far the tests iterated; the tests stop
+# at the hidden value. It then answers a later question about the same hidden value from that record.
+ITERATION_ORACLE = textwrap.dedent('''
+    seen = []
+    def candidates(n):
+        for value in range(100):
+            seen.append(value)
+            yield value
+    def add(a, b):
+        return seen[-1] if seen else -1
+''')
+ORACLE_TESTS = textwrap.dedent('''
+    import unittest
+    class T(unittest.TestCase):
+        def test_1_membership(self):
+            self.assertIn(37, candidates(0))
+        def test_2_value(self):
+            self.assertEqual(add(30, 7), 37)
+''')
+
+
+def test_where_the_tests_stop_iterating_tells_the_model_nothing(executor):
+    result = executor.run(ExecutionJob(code=ITERATION_ORACLE, tests=ORACLE_TESTS, entry_point="add"))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 1, result.reason  # membership only
+
+
+@pytest.mark.parametrize("code, tests", [
+    ("def gen(n):\n    yield from range(n)\n", "assert list(gen(5000)) == list(range(5000))"),
+    ("import itertools\ndef gen(n):\n    return itertools.count()\n",
+     "import itertools\nassert list(itertools.islice(gen(0), 3)) == [0, 1, 2]"),
+    ("def gen(n):\n    yield 1\n    raise ValueError('boom')\n",
+     "got = []\ntry:\n    for x in gen(0):\n        got.append(x)\nexcept ValueError:\n    got.append('raised')\n"
+     "assert got == [1, 'raised']"),
+    ("class Bag:\n    def __iter__(self):\n        return iter([3, 1, 2])\ndef gen(n):\n    return Bag()\n",
+     "assert sorted(gen(0)) == [1, 2, 3] and 2 in gen(0) and 9 not in gen(0)"),
+])
+def test_model_iterables_still_iterate_as_in_one_process(executor, code, tests):
+    check = "def check(candidate):\n" + textwrap.indent(tests, "    ") + "\n"
+    result = executor.run(ExecutionJob(code=code, tests=check, entry_point="gen", tests_format="check"))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+@x86_64_only
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_no_file_system_watch_can_be_set(executor, degraded, mode):
+    target = executor if mode == "full" else degraded
+    code = WRONG_ADD + textwrap.dedent('''
+        import ctypes, fcntl, os
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.syscall.restype = ctypes.c_long
+        made = [name for name, call in {
+            "inotify_init": lambda: libc.syscall(253), "inotify_init1": lambda: libc.syscall(294, 0),
+            "fanotify_init": lambda: libc.syscall(300, 0, 0)}.items() if call() >= 0]
+        try:
+            fd = os.open(".", os.O_RDONLY)
+            fcntl.fcntl(fd, 1026, 0x80000001)  # F_NOTIFY: DN_ACCESS | DN_MULTISHOT
+            made.append("dnotify")
+        except OSError:
+            pass
+        print("WATCHES", made)
+    ''')
+    result = target.run(job(code))
+    assert_failed(result)
+    assert "WATCHES []" in result.stdout, result.stdout

@@ -28,6 +28,8 @@ MAX_REPLY_BYTES = 16 * 1024 * 1024  # one reply
 MAX_JOB_REPLY_BYTES = 64 * 1024 * 1024  # all replies of one job together
 MAX_REPLY_VALUES = 1_000_000  # values (JSON nodes) in one reply
 MAX_JOB_REPLY_VALUES = 4_000_000  # values in all replies of one job together
+FIRST_TAKE = 1024  # items of a model iterable fetched (and compared) at once, doubling up to MAX_TAKE
+MAX_TAKE = 1 << 16
 MAX_EFFECT_TEXT = 64 * 1024  # characters of the model's stdout (and of its stderr) replayed per request
 # Raised by the model's code, these would end the tests' own loops early (``all(map(candidate, xs))``
 # is True once the model raises StopIteration), so they arrive as RuntimeError, as PEP 479 does for
@@ -266,12 +268,32 @@ class Remote:
         return result
 
     def __iter__(self):
+        # Items come over in chunks the trusted side sizes (the first holds FIRST_TAKE), never one per
+        # request: where the tests stop iterating (``hidden in model_iterable`` stops at the match) would
+        # otherwise tell the model which of its items equals the hidden value. A finite iterable of up to
+        # FIRST_TAKE items is materialised whole before anything is compared; beyond that the model learns
+        # at most which doubling chunk the tests stopped in.
         iterator = self._rp("iter")
+        conn = self._rp_connection()
+        size = FIRST_TAKE
         while True:
+            reply = conn.request({"op": "take", "h": object.__getattribute__(iterator, "_rp_handle"), "n": size})
+            if "fx" in reply:
+                conn.replay(reply["fx"])
+            if "exc" in reply:
+                raise conn.exception(reply["exc"])
             try:
-                yield iterator._rp("next")
-            except StopIteration:
+                items = wire.decode(reply.get("ok"), conn.proxy)
+            except (wire.WireError, RecursionError, ValueError) as exc:
+                raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
+            if type(items) is not list or len(items) > size:
+                raise RemoteError("the model's process sent a malformed chunk of items")
+            yield from items
+            if "exc_after" in reply:
+                raise conn.exception(reply["exc_after"])
+            if reply.get("end") is True or len(items) < size:
                 return
+            size = min(size * 2, MAX_TAKE)
 
     def __contains__(self, item):
         # Never hand the expected item to the model's code: iterate and compare here instead.

@@ -24,6 +24,7 @@ MAX_EFFECT_ITEMS = 100  # warnings and log records per request
 MAX_EFFECT_MESSAGE = 4000
 MAX_REFERABLE_PARTS = 10_000  # argument parts a result may refer back to (beyond it: the arguments only)
 _IMMUTABLE_PARTS = (str, int, float, complex, bytes)
+MAX_TAKE = 1 << 20
 
 BINARY_OPS = {
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and_", "or_", "xor", "lshift", "rshift",
@@ -285,6 +286,22 @@ class Server:
             return {"ok": len(target)}
         if op == "iter":
             return {"ok": {"h": self.handles.add(iter(target))}}
+        if op == "take":  # the next items of an iteration the tests drive, n at a time
+            count = request.get("n")
+            if type(count) is not int or not 0 < count <= MAX_TAKE:
+                raise ValueError("bad item count")
+            items, end, error = [], False, None
+            try:
+                for _ in range(count):
+                    items.append(next(target))
+            except StopIteration:
+                end = True
+            except BaseException as exc:  # noqa: BLE001 - raised after the items already produced
+                end, error = True, describe_exception(exc)
+            reply = {"ok": self._encode(items), "end": end}
+            if error is not None:
+                reply["exc_after"] = error
+            return reply
         if op == "next":
             try:
                 return {"ok": self._encode(next(target))}
