@@ -10,8 +10,9 @@ A sample that cannot be scored still gets a result, always flagged by the metric
 Nova cannot drop a sample), so :func:`apply_error_reward` decides which: ``neutral`` (the mean of the same
 prompt's scored samples in the batch, so its GRPO advantage is about 0), ``zero``, or ``fail_batch``.
 
-With a ``deadline``, code runs in waves no longer than the time left, and a sample whose code could not
-finish before it is answered flagged (``error_deadline_exceeded``) instead of the caller timing out. With
+With a ``deadline``, a sample's code starts only while its whole time limit fits in the time left (so a
+sample that times out is the model's ``timeout``); a sample there was no time to start is answered flagged
+(``error_deadline_exceeded``) instead of the caller timing out. With
 ``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too.
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
@@ -23,6 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from typing import Any, Mapping, Sequence
 
@@ -322,31 +324,42 @@ def _run_executions(
 def _run_before_deadline(
     executor: Any, jobs: dict[int, ExecutionJob], workers: int | None, deadline: float
 ) -> dict[int, ExecutionResult | ErrorInfo]:
-    """Run the jobs in waves of ``workers``, each job's budget capped at the time left.
+    """Run the jobs on ``workers`` lanes, each starting its next job as soon as it is free, and only when
+    the job's *own* time limit still fits before ``deadline``.
 
-    A job cut short by the cap (it timed out under a budget smaller than its own) and every job there was
-    no time to start are infrastructure outcomes, not the model's: they come back as ``deadline_exceeded``
-    errors, never as a timeout score.
+    So a job that runs out its time limit ran all of it: its ``timeout`` is the model's failure (a 0),
+    whatever else the batch held. Only a job there was no time left to start with its full budget is an
+    infrastructure outcome (``deadline_exceeded``); a hanging sample costs one lane its time limit and
+    never a neighbour's budget (nor its own answer: it is not cut short and then excused).
     """
     threads = workers or getattr(getattr(executor, "config", None), "workers", None) or os.cpu_count() or 2
     pending = list(jobs.items())
     out: dict[int, ExecutionResult | ErrorInfo] = {}
-    while pending:
-        left = deadline - time.monotonic()
-        if left < MIN_JOB_S:
-            for index, _ in pending:
-                out[index] = ErrorInfo(kind="deadline_exceeded",
-                                       message="not run: the invocation's time ran out before this sample's turn")
-            break
-        wave, pending = pending[:threads], pending[threads:]
-        capped = [job.model_copy(update={"timeout_s": min(job.timeout_s, left)}) for _, job in wave]
-        try:
-            for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
-                cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
-                out[index] = (ErrorInfo(kind="deadline_exceeded",
-                                        message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
-                              if cut_short else result)
-        except Exception as exc:  # noqa: BLE001 - this wave's unanswered jobs only; earlier waves keep their results
-            for index, _ in wave:
-                out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                index, job = pending.pop(0)
+                left = deadline - time.monotonic()
+                if left < max(job.timeout_s, MIN_JOB_S):
+                    out[index] = ErrorInfo(kind="deadline_exceeded", message=(
+                        f"not run: {left:.1f} s were left of the invocation, less than this sample's time "
+                        f"limit of {job.timeout_s:g} s"))
+                    continue
+            try:
+                result = next(iter(executor.run_batch([job], workers=1)))
+            except Exception as exc:  # noqa: BLE001 - this job's answer only; the other lanes go on
+                result = ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}")
+            with lock:
+                out[index] = result
+
+    count = max(1, min(threads, len(pending)))
+    lanes = [threading.Thread(target=lane, name="rewardpipe-lane") for _ in range(count)]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join()
     return out

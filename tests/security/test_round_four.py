@@ -563,3 +563,30 @@ def test_no_file_system_watch_can_be_set(executor, degraded, mode):
     result = target.run(job(code))
     assert_failed(result)
     assert "WATCHES []" in result.stdout, result.stdout
+
+
+# --- 6. Nova single-turn: a sample that hangs is the model's timeout, never the group mean ---------------
+
+def test_a_hanging_sample_scores_zero_under_the_neutral_error_reward(executor):
+    import time as clock
+
+    from rewardpipe.single_turn import score_samples
+
+    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(1, 2), 3)\n"
+
+    def sample(sample_id: str, code: str) -> dict:
+        return {"id": sample_id, "messages": [{"role": "user", "content": "Write add."},
+                                              {"role": "assistant", "content": f"```python\n{code}```\n"}],
+                "metadata": {"reference_answer": {"tests": tests, "entry_point": "add", "timeout_s": 1.2}}}
+
+    hang = "def add(a, b):\n    while True:\n        pass\n"
+    batch = [sample("hang-1", hang), sample("right", RIGHT_ADD), sample("wrong", WRONG_ADD), sample("hang-2", hang)]
+    # Two lanes and time for each hang's own 1.2 s limit: the second hang must run all of it (not be cut
+    # short where a first wave's hang used the time, and then excused as an infrastructure error).
+    outputs = score_samples(batch, "code_correctness", executor=executor, workers=2,
+                            deadline=clock.monotonic() + 2.6, error_reward="neutral")
+    scores = {out["id"]: out["aggregate_reward_score"] for out in outputs}
+    flags = {out["id"]: {m["name"]: m["value"] for m in out["metrics_list"]}.get("reward_error") for out in outputs}
+    for hung in ("hang-1", "hang-2"):
+        assert scores[hung] == 0.0 and flags[hung] == 0, outputs
+    assert scores["right"] > scores["wrong"]
