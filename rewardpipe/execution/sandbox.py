@@ -384,7 +384,9 @@ class ForkServerExecutor:
                 if self._closed:
                     raise WorkerFailure("the executor is closed")
                 while self._idle:
-                    worker = self._idle.pop()
+                    # The longest idle: it has most likely finished the clean-up and pre-fork that follow
+                    # each reply, which the one just released may still be doing.
+                    worker = self._idle.pop(0)
                     if worker.alive():
                         return worker
                     self._workers.remove(worker)

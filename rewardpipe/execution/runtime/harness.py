@@ -6,9 +6,11 @@ import ast
 import threading
 import unittest
 
-# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
-# building ASTs at once can fail with a spurious "SystemError: AST constructor recursion depth mismatch"
-# (python/cpython#106905): the scorer parses on many threads, so every parse in it goes through here.
+# Two threads building ASTs at once have failed here with a spurious "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905: the builder's depth bookkeeping was shared between
+# threads; seen on 3.11). The scorer parses on many threads and a spurious error would drop an innocent
+# rollout as an infrastructure error, so every parse in it goes through this lock on every version: a
+# parse is microseconds, and no version is assumed fixed without being tested here (only 3.11 is).
 _PARSE_LOCK = threading.Lock()
 
 

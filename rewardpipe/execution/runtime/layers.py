@@ -711,16 +711,17 @@ class CgroupSet:
                 pass
         return pids
 
-    def kill_all(self, reap=None, attempts: int = 200) -> bool:
-        """SIGKILL every member until the group is empty; True when it emptied."""
-        if self.version == 2:
+    def kill_all(self, reap=None, attempts: int = 200, keep: frozenset = frozenset()) -> bool:
+        """SIGKILL every member but ``keep`` (hardened children still waiting for a job) until only those
+        are left; True when that happened."""
+        if self.version == 2 and not keep:
             try:
                 with open(os.path.join(self.dirs[0], "cgroup.kill"), "w") as handle:
                     handle.write("1")
             except OSError:
                 pass
         for _ in range(attempts):
-            members = self.members()
+            members = self.members() - keep
             if not members:
                 return True
             for pid in members:
@@ -731,7 +732,7 @@ class CgroupSet:
             if reap is not None:
                 reap()
             time.sleep(0.0002)
-        return not self.members()
+        return not self.members() - keep
 
     def remove(self) -> None:
         self.kill_all(attempts=20)

@@ -473,7 +473,10 @@ class Zygote:
                 child.discard()
                 self._dispose_job_dir(child.job_dir)
         while len(self.spares) < SPARE_CHILDREN:
-            self.spares.append(self._fork_untrusted())
+            child = self._fork_untrusted()
+            self.spares.append(child)
+            if self.cgroups is not None:
+                self.cgroups.join(child.pid)  # before it can get a job, let alone run the model's code
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
@@ -555,13 +558,11 @@ class Zygote:
             try:
                 # Its "hardened" byte must be read before our end closes (unread data would reset the
                 # connection under the job message); it also means no job goes to a child still hardening.
+                if fresh and self.cgroups is not None:
+                    self.cgroups.join(child.pid)  # forked on demand: joins before it gets the job
                 if not child.ready and child.control.recv(1) != b"R":
                     raise OSError("the child did not finish hardening")
                 child.ready = True
-                if self.cgroups is not None:
-                    # Waiting children stay outside the worker's cgroup, so killing a finished job's
-                    # tree never hits them; this one joins before it can run any of the model's code.
-                    self.cgroups.join(child.pid)
                 socket.send_fds(child.control, message, fds)
                 child.control.close()
                 return child
@@ -667,7 +668,9 @@ class Zygote:
         except OSError:
             pass
         if self.cgroups is not None:
-            self.cgroups.kill_all(reap=_reap_orphans)
+            # Waiting children are members already (they joined when forked, off the critical path: a move
+            # into a cgroup waits for an RCU grace period, milliseconds), so they are spared by pid.
+            self.cgroups.kill_all(reap=_reap_orphans, keep=frozenset(child.pid for child in self.spares))
         elif self.uid is not None and self.seccomp_arch is None:
             sweeper = os.fork()
             if sweeper == 0:  # kill(-1) as the sandbox uid reaches every process that uid owns
