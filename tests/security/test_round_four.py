@@ -590,3 +590,41 @@ def test_a_hanging_sample_scores_zero_under_the_neutral_error_reward(executor):
     for hung in ("hang-1", "hang-2"):
         assert scores[hung] == 0.0 and flags[hung] == 0, outputs
     assert scores["right"] > scores["wrong"]
+
+
+# --- 9. disk space no walk of the job's directory sees ------------------------------------------------
+
+HIDDEN_SPACE = WRONG_ADD + textwrap.dedent('''
+    import ctypes, errno, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    held = []
+    fd = os.open("reserve", os.O_CREAT | os.O_RDWR)
+    if libc.fallocate(fd, 1, ctypes.c_long(0), ctypes.c_long(512 << 20)) == 0:  # FALLOC_FL_KEEP_SIZE
+        held.append("fallocate-keep-size")
+    if libc.fallocate(fd, 0, ctypes.c_long(0), ctypes.c_long(512 << 20)) == 0:
+        held.append("fallocate")
+    os.unlink("reserve")
+    try:
+        os.close(os.open(".", os.O_TMPFILE | os.O_WRONLY))
+        held.append("O_TMPFILE")
+    except OSError:
+        pass
+    try:
+        os.posix_fallocate(os.open("emulated", os.O_CREAT | os.O_RDWR), 0, 512 << 20)
+        held.append("posix_fallocate")
+    except OSError:
+        pass
+    import tempfile
+    with tempfile.TemporaryFile() as handle:  # still works: falls back to a named, unlinked file
+        handle.write(b"ok")
+    print("HELD", held, "SIZE", os.path.getsize("emulated"))
+''')
+
+
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_no_preallocated_or_unnamed_space(executor, degraded, mode):
+    target = executor if mode == "full" else degraded
+    result = target.run(job(HIDDEN_SPACE, timeout_s=20))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
+    assert "HELD []" in result.stdout, result.stdout  # posix_fallocate's fallback hit RLIMIT_FSIZE instead
+    assert_scorer_survives(target)
