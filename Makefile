@@ -108,6 +108,17 @@ docs: $(VENV)/.installed-docs
 docs-serve: $(VENV)/.installed-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
 
+# ruff (lint and format check) over the whole tree, mypy over rewardpipe/ and stacks/ (strict on the public API
+# modules), as configured in pyproject.toml. Read-only: it fixes nothing.
+$(VENV)/.installed-lint: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,lint]'
+	touch $@
+
+lint: $(VENV)/.installed-lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/monitor.py
 	$(BIN)/python benchmarks/execution.py

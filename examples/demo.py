@@ -27,8 +27,8 @@ def section(name: str, text: str) -> None:
 if __name__ == "__main__":
     with tempfile.TemporaryDirectory() as folder:
         section("run", rewardpipe("run", "--tasks", str(TASKS), "--policy", "scripted", "--group-size", "8",
-                                  "--steps", "4", "--collapse-from-step", "3", "--out", "demo-store", "--run-id", "demo",
-                                  cwd=folder))
+                                  "--steps", "4", "--collapse-from-step", "3", "--out", "demo-store",
+                                  "--run-id", "demo", cwd=folder))
         section("show", rewardpipe("show", "demo-store", "--run-id", "demo", "--rollout",
                                    "s1-g000-abc-013-password-strength-k1", cwd=folder))
         report = json.loads(rewardpipe("report", "demo-store", "--run-id", "demo", "--out", "report.html", "--json",

@@ -22,7 +22,7 @@ if __name__ == "__main__":
         values[name] = func(prompts=prompts, completions=completions, answer=answers)
         print(f"{func.__name__}: {values[name]}")
 
-    result = monitor_batch(values, group_size=2, weights=dict(zip(values, weights)))
+    result = monitor_batch(values, group_size=2, weights=dict(zip(values, weights, strict=True)))
     for name, stats in result.steps[0].components.items():
         print(f"{name}: within-group std {stats.within_group_std_mean:.3f}, verdict {stats.verdict}"
               + (f" ({stats.cause})" if stats.cause else ""))

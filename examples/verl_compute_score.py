@@ -16,7 +16,8 @@ import rewardpipe
 if __name__ == "__main__":
     config = yaml.safe_load(Path(__file__).with_name("verl_reward.yaml").read_text())["custom_reward_function"]
     site_packages = str(Path(rewardpipe.__file__).parents[1])
-    spec = importlib.util.spec_from_file_location("custom_module", config["path"].replace("<site-packages>", site_packages))
+    path = config["path"].replace("<site-packages>", site_packages)
+    spec = importlib.util.spec_from_file_location("custom_module", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)              # what verl's get_custom_reward_fn does with the config
     compute_score = getattr(module, config["name"])

@@ -18,18 +18,19 @@ naming each stale page, which is what ``tests/docs/test_generated_pages.py`` ass
 from __future__ import annotations
 
 import argparse
-import os
 import ast
 import importlib
 import inspect
 import json
+import os
 import re
 import sys
 import textwrap
 import types
 import typing
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 from pydantic.fields import FieldInfo
@@ -377,7 +378,7 @@ def render_schemas_page() -> str:
 
 def render_schema_versions() -> str:
     out = ["| document | schema version | model |\n|---|---|---|\n"]
-    for stem, title, reference, _ in SCHEMAS:
+    for _, title, reference, _ in SCHEMAS:
         version = _schema_version(schema_of(reference))
         if version:
             out.append(f"| {title} | `{version}` | `{reference}` |\n")
@@ -411,7 +412,8 @@ def orphans(root: Path = ROOT) -> list[str]:
     """Schema files left behind by a model that is no longer generated."""
     known = set(pages())
     folder = root / "docs/reference/schemas"
-    return sorted(str(p.relative_to(root)) for p in folder.glob("*.schema.json") if str(p.relative_to(root)) not in known)
+    found = (str(path.relative_to(root)) for path in folder.glob("*.schema.json"))
+    return sorted(path for path in found if path not in known)
 
 
 def write(root: Path = ROOT) -> list[str]:

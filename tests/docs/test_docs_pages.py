@@ -23,7 +23,7 @@ PENDING = {("run", "--env"), ("doctor", "--env"), ("envs", None), ("init", None)
 
 
 def pages() -> list[Path]:
-    return sorted(DOCS.rglob("*.md")) + [README]
+    return [*sorted(DOCS.rglob("*.md")), README]
 
 
 def fenced_blocks(text: str) -> list[tuple[str, str]]:
@@ -181,7 +181,8 @@ def test_every_page_is_in_the_nav_and_every_nav_entry_is_a_page():
     excluded = set(config.get("exclude_docs", "").split())
     pages_on_disk = {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")} - excluded
     assert not set(in_nav) - pages_on_disk, f"nav entries without a page: {sorted(set(in_nav) - pages_on_disk)}"
-    assert not pages_on_disk - set(in_nav), f"pages missing from the nav in mkdocs.yml: {sorted(pages_on_disk - set(in_nav))}"
+    missing = sorted(pages_on_disk - set(in_nav))
+    assert not missing, f"pages missing from the nav in mkdocs.yml: {missing}"
 
 
 def test_every_record_shown_in_the_docs_is_valid_under_the_record_schema():

@@ -34,7 +34,7 @@ class _Recording(http.server.SimpleHTTPRequestHandler):
 
     requests: list[tuple[str, int]]
 
-    def log_request(self, code="-", size="-"):  # noqa: ARG002 - http.server's signature
+    def log_request(self, code="-", size="-"):
         self.requests.append((self.path, int(code) if str(code).isdigit() else 0))
 
     def log_message(self, *args):  # quiet: the test reads what log_request keeps
