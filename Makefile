@@ -45,6 +45,8 @@ test: $(VENV)/.installed-dev
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
 	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py
+	# The docs' TRL examples, the GRPOTrainer one included (the default run skips it: no trl there).
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k trl
 
 # An extra tested in a venv of its own: the core install, the extra and pytest only. $(1) the venv, $(2) the extra.
 define extra_venv
