@@ -56,12 +56,18 @@ def render_cli() -> str:
 
     from rewardpipe.cli import app
 
+    import rewardpipe
+
     command = typer.main.get_command(app)
     ctx = typer.models.Context(command)
     body = typer.cli.get_docs_for_click(obj=command, ctx=ctx, name="rewardpipe", title="Command line reference")
+    # A default that is a path inside the package (the bundled tasks) names this checkout's folder: the page
+    # must be the same wherever it is generated.
+    body = body.replace(f"{Path(rewardpipe.__file__).resolve().parents[1]}/", "").replace(str(Path.home()), "~")
     intro = ("Every subcommand and option of `rewardpipe`, as `rewardpipe COMMAND --help` prints them. "
              "Exit codes and output streams are the same for every command: see "
-             "[Inputs, ids and exit codes](inputs.md).\n\n")
+             "[Inputs, ids and exit codes](inputs.md). A default path such as `rewardpipe/data/tasks.jsonl` is "
+             "inside the installed package.\n\n")
     title, _, rest = body.partition("\n")
     return HEADER.format(source="the typer app (rewardpipe.cli)") + title + "\n\n" + intro + rest.lstrip("\n")
 

@@ -38,6 +38,11 @@ def test_the_staleness_check_catches_an_edited_a_missing_and_a_left_over_page(tm
     assert gen_docs.stale(tmp_path) == [] and gen_docs.orphans(tmp_path) == []
 
 
+def test_the_generated_pages_do_not_depend_on_where_the_checkout_is():
+    for path, render in gen_docs.pages().items():
+        assert str(ROOT) not in render(), f"{path} names this checkout's folder ({ROOT}): it would be stale elsewhere"
+
+
 def test_the_cli_page_has_every_command_and_option_of_the_app():
     import typer.main
 
