@@ -54,9 +54,8 @@ def render_cli() -> str:
     import typer.cli
     import typer.main
 
-    from rewardpipe.cli import app
-
     import rewardpipe
+    from rewardpipe.cli import app
 
     command = typer.main.get_command(app)
     ctx = typer.models.Context(command)
