@@ -132,7 +132,8 @@ def episode_reward(reference: str | None, weight: list[str], env: Any = None) ->
         readers = [c.name for c in reward.components if "reference" in c.inputs]
         usage_fail(f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
                    f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
-                   f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn)")
+                   f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
+                   f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another")
     return reward
 
 

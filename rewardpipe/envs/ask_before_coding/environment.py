@@ -21,10 +21,9 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from pydantic import Field
-
-from rewardpipe.environment import EnvContext, Environment, EpisodeState
+from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING
+from rewardpipe.envs.ask_before_coding.state import AskBeforeCodingState
 from rewardpipe.envs.ask_before_coding.tasks import Task
 from rewardpipe.envs.ask_before_coding.turns import classify
 from rewardpipe.execution.result import ExecutionJob
@@ -38,16 +37,6 @@ POLICY_SYSTEM_PROMPT = (
     "Each turn, either ask the user one clarifying question (no code), or, when you know enough, reply with "
     "the complete solution as a single ```python fenced block defining the requested function."
 )
-
-
-class AskBeforeCodingState(EpisodeState):
-    """The episode as the simulator and the reward need it."""
-
-    turn_kinds: list[TurnKind] = Field(default_factory=list)
-    revealed: list[int] = Field(default_factory=list)
-    # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
-    answered_turns: list[int] = Field(default_factory=list)
-    final_code: str | None = None
 
 
 def task_job(task: Task, code: str, job_id: str) -> ExecutionJob:
