@@ -144,7 +144,7 @@ class Component:
     """
 
     __slots__ = ("name", "weight", "fn", "description", "value_range", "role", "inputs", "is_async", "_call",
-                 "_positional")
+                 "_positional", "single_input")
 
     def __init__(self, name: str, weight: float, fn: Callable[..., Any], description: str = "",
                  value_range: tuple[float, float] = (0.0, 1.0), role: str | None = None) -> None:
@@ -160,7 +160,9 @@ class Component:
         for slot, value in (("name", name), ("weight", check_weight(weight, name)), ("fn", fn),
                             ("description", description or ""), ("value_range", value_range), ("role", role),
                             ("inputs", inputs), ("is_async", is_async_callable(fn)),
-                            ("_call", make_caller(fn, inputs, positional)), ("_positional", positional)):
+                            ("_call", make_caller(fn, inputs, positional)), ("_positional", positional),
+                            # one input, passed positionally: the scorer calls fn with it directly
+                            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,))):
             object.__setattr__(self, slot, value)
 
     def __setattr__(self, name: str, value: Any) -> None:

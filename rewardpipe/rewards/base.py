@@ -14,9 +14,12 @@ loop, the single-turn Nova Lambda, the AWS score step and the trainer adapters.
 from __future__ import annotations
 
 import asyncio
+import gc
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from rewardpipe.components import (
     LEGACY_INPUT,
@@ -148,13 +151,24 @@ class ScoringInput:
         return self._completion
 
 
-@dataclass
+@dataclass(slots=True)
 class Score:
     components: dict[str, float | None]
     weights: dict[str, float]
     aggregate: float | None
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     error: ErrorInfo | None = None
+
+
+@dataclass(slots=True)
+class ColumnScores:
+    """A batch's scores by column (:meth:`Reward.score_columns`): ``values[i][j]`` is component ``names[i]`` of
+    sample ``j`` (None for an error sample), ``aggregates[j]`` and ``errors[j]`` that sample's."""
+
+    names: list[str]
+    values: list[list[float | None]]
+    aggregates: list[float | None]
+    errors: list[ErrorInfo | None]
 
 
 def first_line(exc: BaseException) -> str:
@@ -192,6 +206,19 @@ def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
 
     with ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-async-components") as pool:
         return pool.submit(asyncio.run, gather()).result()
+
+
+@contextmanager
+def paused_gc() -> Iterator[None]:
+    """The cyclic collector paused while a batch is scored: scoring allocates many small, short-lived objects
+    (inputs, values, scores), and each automatic collection would re-walk everything the batch holds."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 class _NotANumber(Exception):
@@ -261,11 +288,18 @@ class Reward:
         self.description = description
         self._diagnostics = _hook(diagnostics, f"reward '{name}' diagnostics")
         self._explain = _hook(explain_error, f"reward '{name}' explain_error")
-        self._weights = {c.name: c.weight for c in self.components}
-        self._any_async = any(c.is_async for c in self.components)
+        self._set_components(self.components)
         if weights:
-            replaced = self.with_weights(weights)
-            self.components, self._weights = replaced.components, replaced._weights
+            self._set_components(self.with_weights(weights).components)
+
+    def _set_components(self, components: tuple[Component, ...]) -> None:
+        self.components = components
+        self._weights = {c.name: c.weight for c in components}
+        self._any_async = any(c.is_async for c in components)
+        # What scoring walks for every sample, worked out once: a component of one positional input is called
+        # here with it (no wrapper call in between), any other through its caller.
+        self._plan = tuple((c.name, c.fn if c.single_input else c._call,
+                            attrgetter(c.inputs[0]) if c.single_input else None, c.is_async) for c in components)
 
     # -- what the reward is ----------------------------------------------------------------------------
 
@@ -312,9 +346,7 @@ class Reward:
     def _copy(self, components: tuple[Component, ...]) -> "Reward":
         new = object.__new__(Reward)
         new.__dict__.update(self.__dict__)
-        new.components = components
-        new._weights = {c.name: c.weight for c in components}
-        new._any_async = any(c.is_async for c in components)
+        new._set_components(components)
         return new
 
     def with_weights(self, weights: Mapping[str, float] | None) -> "Reward":
@@ -356,27 +388,31 @@ class Reward:
         """Every component's value (async ones as pending coroutines), and the first that raised."""
         values: dict[str, Any] = {}
         raised = None
-        pending = []
-        for comp in self.components:
+        pending: list = []
+        for name, call, get, is_async in self._plan:
             try:
-                value = comp._call(data)
-                if comp.is_async:
-                    pending.append((comp.name, value))
-                    values[comp.name] = None
-                    continue
-                values[comp.name] = _as_value(value)
+                value = call(get(data)) if get is not None else call(data)
+                if is_async:
+                    pending.append((name, value))
+                    values[name] = None
+                elif value.__class__ is float:  # the common case, checked first
+                    values[name] = value
+                else:
+                    values[name] = _as_value(value)
             except _NotANumber as exc:
-                values[comp.name] = None
+                values[name] = None
                 if raised is None:
-                    raised = (comp.name, TypeError(str(exc)))
+                    raised = (name, TypeError(str(exc)))
             except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
-                values[comp.name] = None
+                values[name] = None
                 if raised is None:
-                    raised = (comp.name, exc)
+                    raised = (name, exc)
         return values, raised, pending
 
     def _finish(self, data: ScoringInput, values: dict[str, float | None],
                 raised: tuple[str, BaseException] | None) -> Score:
+        # ``weights`` of every Score is the reward's own dict, shared: read it, never change it.
+        weights = self._weights
         metrics: dict[str, MetricValue] = {}
         if self._diagnostics is not None:
             try:
@@ -384,13 +420,13 @@ class Reward:
             except Exception as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
                 metrics = {"diagnostics_error": first_line(exc)}
         if raised is not None:
-            return Score(values, dict(self._weights), None, metrics, raised_error(*raised))
-        for value in values.values():
+            return Score(values, weights, None, metrics, raised_error(*raised))
+        aggregate: Any = 0
+        for name, value in values.items():
             if value is None:
-                return Score(values, dict(self._weights), None, metrics, self._none_error(data, values))
-        weights = self._weights
-        aggregate = sum(weights[name] * value for name, value in values.items())  # type: ignore[operator]
-        return Score(values, dict(weights), aggregate, metrics, None)
+                return Score(values, weights, None, metrics, self._none_error(data, values))
+            aggregate += weights[name] * value  # in component order, as a plain sum would
+        return Score(values, weights, aggregate, metrics, None)
 
     def _none_error(self, data: ScoringInput, values: dict[str, float | None]) -> ErrorInfo:
         error = None
@@ -405,17 +441,51 @@ class Reward:
                                   message="could not compute: " + ", ".join(n for n, v in values.items() if v is None))
 
     def score_input(self, data: ScoringInput) -> Score:
+        if not self._any_async:
+            return self._score_sync(data)
         values, raised, pending = self._evaluate(data)
         if pending:
             self._settle(values, pending, raised_box := [raised])
             raised = raised_box[0]
         return self._finish(data, values, raised)
 
+    def _score_sync(self, data: ScoringInput) -> Score:
+        """:meth:`score_input` of a reward without async components, in one pass: the hot path of every
+        batch (the same values, errors and aggregate as :meth:`_evaluate` then :meth:`_finish`)."""
+        values: dict[str, Any] = {}
+        raised = None
+        complete = True
+        aggregate: Any = 0
+        weights = self._weights
+        for name, call, get, _ in self._plan:
+            try:
+                value = call(get(data)) if get is not None else call(data)
+                if value.__class__ is not float:
+                    value = _as_value(value)
+            except _NotANumber as exc:
+                value = None
+                if raised is None:
+                    raised = (name, TypeError(str(exc)))
+            except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
+                value = None
+                if raised is None:
+                    raised = (name, exc)
+            values[name] = value
+            if value is None:
+                complete = False
+            elif complete:
+                aggregate += weights[name] * value  # in component order, as a plain sum would
+        if not complete or self._diagnostics is not None:
+            return self._finish(data, values, raised)
+        return Score(values, weights, aggregate, {}, None)
+
     def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """Score a batch: the async components of every sample are awaited together (one event loop), so
         a component that calls a service (a judge) works on the whole batch at once."""
         if not self._any_async:
-            return [self.score_input(data) for data in inputs]
+            score = self._score_sync
+            with paused_gc():
+                return [score(data) for data in inputs]
         evaluated = [self._evaluate(data) for data in inputs]
         coroutines = [coro for _, _, pending in evaluated for _, coro in pending]
         results = iter(run_coroutines(coroutines))
@@ -425,6 +495,53 @@ class Reward:
                 raised = self._take(values, name, next(results), raised)
             scores.append(self._finish(data, values, raised))
         return scores
+
+    def score_columns(self, inputs: Sequence[ScoringInput]) -> "ColumnScores":
+        """:meth:`score_many` by column, for trainers that want one list per component (TRL's reward
+        functions): the same values, aggregates and errors, without a Score object (nor diagnostics) per
+        sample. A sample that is an error has ``None`` in every column."""
+        names = self.component_names
+        if self._any_async:
+            scores = self.score_many(inputs)
+            errors = [score.error for score in scores]
+            return ColumnScores(names, [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)]
+                                        for n in names], [s.aggregate for s in scores], errors)
+        plan = self._plan
+        columns: list[list[Any]] = [[] for _ in plan]
+        appends = [column.append for column in columns]
+        steps = tuple(zip(plan, appends, (self._weights[name] for name in names)))
+        aggregates: list[Any] = []
+        errors: list[ErrorInfo | None] = []
+        with paused_gc():
+            for data in inputs:
+                aggregate: Any = 0
+                complete = True
+                for (name, call, get, _), append, weight in steps:
+                    try:
+                        value = call(get(data)) if get is not None else call(data)
+                        if value.__class__ is not float:
+                            value = _as_value(value)
+                    except Exception:  # noqa: BLE001 - the sample is scored again below to name the error
+                        complete = False
+                        break
+                    if value is None:
+                        complete = False
+                        break
+                    append(value)
+                    aggregate += weight * value
+                if complete:
+                    aggregates.append(aggregate)
+                    errors.append(None)
+                    continue
+                # The rare path: score the sample whole for its error (which component, why), then keep the
+                # columns aligned with None.
+                score = self.score_input(data)
+                for column, name in zip(columns, names):
+                    del column[len(errors):]
+                    column.append(None if score.error is not None else score.components[name])
+                aggregates.append(score.aggregate if score.error is None else None)
+                errors.append(score.error)
+        return ColumnScores(names, columns, aggregates, errors)
 
     def _settle(self, values: dict[str, Any], pending: list, raised_box: list) -> None:
         for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending])):

@@ -14,7 +14,7 @@ from rewardpipe.components import component
 from rewardpipe.execution.result import ExecutionJob
 from rewardpipe.models import ErrorInfo
 from rewardpipe.rewards.base import Reward, Transcript
-from rewardpipe.rewards.execution import execution_correctness, execution_metrics, explain_execution_error
+from rewardpipe.rewards.execution import execution_correctness, explain_execution_error
 
 
 def _last_turn_code(transcript: Transcript) -> str | None:
