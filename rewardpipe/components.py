@@ -67,13 +67,15 @@ def check_name(name: Any, what: str = "component") -> str:
 
 
 def check_range(value_range: Any, name: str) -> tuple[float, float]:
+    if isinstance(value_range, (str, bytes)):
+        raise ComponentDefinitionError(f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}")
     try:
         lo, hi = value_range
         lo, hi = float(lo), float(hi)
     except (TypeError, ValueError):
         raise ComponentDefinitionError(
             f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}") from None
-    if isinstance(value_range, str) or not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ComponentDefinitionError(
             f"component '{name}': range must be two finite numbers with lo < hi, got {value_range!r}")
     return lo, hi
@@ -218,8 +220,9 @@ def component(fn: Callable[..., Any] | None = None, *, range: Iterable[float] | 
 
     def decorate(function: Callable[..., Any]) -> Component:
         label = name if name is not None else getattr(function, "__name__", None)
-        if label is None:
-            raise ComponentDefinitionError(f"{function!r}: give the component a name= (it has no __name__)")
+        if label is None or label == "<lambda>":
+            raise ComponentDefinitionError(f"{function!r}{_where(function)}: give the component a name= (a lambda "
+                                           f"has none of its own)")
         if range is None or role is None:
             missing = " and ".join(n for n, v in (("range=(lo, hi)", range), ("role=", role)) if v is None)
             raise ComponentDefinitionError(
@@ -229,7 +232,7 @@ def component(fn: Callable[..., Any] | None = None, *, range: Iterable[float] | 
             raise ComponentDefinitionError(
                 f"component '{label}'{_where(function)}: role must be one of {', '.join(ROLES)}, got {role!r}")
         doc = description if description is not None else (inspect.getdoc(function) or "").strip().split("\n")[0]
-        return Component(label, weight, function, doc, tuple(range), role)  # type: ignore[arg-type]
+        return Component(label, weight, function, doc, range, role)  # type: ignore[arg-type]
 
     if fn is not None:
         if range is None and role is None and callable(fn):

@@ -253,32 +253,35 @@ def distribution_of(obj: Any) -> tuple[str, str] | None:
 
 def installed(group: str) -> list[dict[str, Any]]:
     """What ``rewardpipe envs`` lists for ``group``: each built-in and each registered short name, with its
-    reference, version and distribution, and the problem that keeps it from loading (a clash, a shadowed
-    built-in, an import error)."""
+    reference, version (an environment's own ``version``; a reward's is its distribution's), distribution
+    (``name version``) and the problem that keeps it from loading (a clash, a shadowed built-in, an import
+    error)."""
     from rewardpipe import __version__
 
     builtins = BUILTIN_REWARDS if group == REWARD_GROUP else BUILTIN_ENVIRONMENTS
     rows = []
     for name, reference in sorted(builtins.items()):
-        rows.append({"name": name, "reference": reference, "distribution": "rewardpipe", "version": __version__,
-                     "builtin": True, "problem": None})
+        rows.append({"name": name, "reference": reference, "version": None,
+                     "distribution": f"rewardpipe {__version__}", "builtin": True, "problem": None})
     for name, claims in sorted(registrations(group).items()):
         for claim in claims:
-            row = {"name": name, "reference": claim.reference, "distribution": claim.distribution,
-                   "version": claim.version, "builtin": False, "problem": None}
+            row = {"name": name, "reference": claim.reference, "version": None,
+                   "distribution": f"{claim.distribution} {claim.version}".strip(), "builtin": False, "problem": None}
             if name in builtins:
                 row["problem"] = f"ignored: '{name}' is a built-in name, which a package cannot shadow"
             elif len(claims) > 1:
                 row["problem"] = "ignored: claimed by " + " and ".join(c.distribution for c in claims)
             rows.append(row)
     for row in rows:
-        if row["problem"] is None:
-            try:
-                if group == REWARD_GROUP:
-                    resolve_reward(row["reference"])
-                else:
-                    env = resolve_environment(row["reference"])
-                    row["version"] = env.version if row["builtin"] else f"{env.version} ({row['version']})"
-            except ReferenceProblem as exc:
-                row["problem"] = str(exc)
+        if row["problem"] is not None:
+            continue
+        try:
+            if group == REWARD_GROUP:
+                reward = resolve_reward(row["reference"])
+                row["version"] = row["distribution"].rpartition(" ")[2]
+                row["components"] = reward.component_names
+            else:
+                row["version"] = resolve_environment(row["reference"]).version
+        except ReferenceProblem as exc:
+            row["problem"] = str(exc)
     return rows
