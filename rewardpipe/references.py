@@ -232,12 +232,22 @@ def reference_of(reference: Any, group: str) -> str | None:
     return registered_reference(reference, group, BUILTIN_REWARDS if group == REWARD_GROUP else BUILTIN_ENVIRONMENTS)
 
 
+def _defining_module(obj: Any) -> str:
+    """Where a reward or environment was written: an environment's class, a reward's components."""
+    from rewardpipe.rewards.base import Reward
+
+    if isinstance(obj, Reward):
+        modules = [getattr(c.fn, "__module__", None) or "" for c in obj.components]
+        return next((m for m in modules if not m.startswith("rewardpipe.")), modules[0] if modules else "")
+    return getattr(type(obj), "__module__", "") or ""
+
+
 def distribution_of(obj: Any) -> tuple[str, str] | None:
-    """``(distribution, version)`` that installed the module defining ``obj``, when it can be told."""
+    """``(distribution, version)`` that installed the module defining ``obj`` (a reward or an environment),
+    when it can be told."""
     from importlib.metadata import packages_distributions, version
 
-    module = getattr(obj, "__module__", None) or type(obj).__module__
-    top = module.split(".")[0]
+    top = _defining_module(obj).split(".")[0]
     if top == "rewardpipe":
         from rewardpipe import __version__
 
