@@ -159,7 +159,10 @@ def score_samples(
             parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
 
     executions = _run_executions(parsed, reward, executor, workers, deadline)
-    results = []
+    results: list[Any] = []
+    # A reward with async components (a judge calling an LLM) is scored for the whole batch at once, so its
+    # calls run concurrently; any other sample by sample (each answered before the next is started).
+    batched: list[tuple[int, Any, ScoringInput]] = []
     for index, (sample_id, sample, problem) in enumerate(parsed):
         if sample is None and problem is not None:
             results.append(_error_output(sample_id, "malformed_sample", problem))
@@ -171,20 +174,34 @@ def score_samples(
         if isinstance(execution, ErrorInfo):
             results.append(_error_output(sample_id, execution.kind, execution.message))
             continue
+        data = ScoringInput(execution=execution, reference=find_reference(sample), messages=sample.messages)
+        if reward.has_async:
+            batched.append((len(results), sample_id, data))
+            results.append(None)
+            continue
         try:
-            data = ScoringInput(execution=execution, reference=find_reference(sample), messages=sample.messages)
             score = reward.score_input(data)
         except Exception as exc:  # noqa: BLE001 - one bad sample must never fail the batch
             results.append(_error_output(sample_id, "scoring_failed", f"{type(exc).__name__}: {exc}"))
             continue
-        if score.error:
-            results.append(_error_output(sample_id, score.error.kind, score.error.message))
-            continue
-        if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
-            results.append(_error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate"))
-            continue
-        results.append(nova_output(sample_id, score.aggregate, score.components, score.metrics))
+        results.append(_score_output(sample_id, score))
+    if batched:
+        try:
+            scores = reward.score_many([data for _, _, data in batched])
+        except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
+            scores = [exc] * len(batched)
+        for (position, sample_id, _), score in zip(batched, scores):
+            results[position] = (_error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
+                                 if isinstance(score, Exception) else _score_output(sample_id, score))
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
+
+
+def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:
+    if score.error:
+        return _error_output(sample_id, score.error.kind, score.error.message)
+    if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
+        return _error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate")
+    return nova_output(sample_id, score.aggregate, score.components, score.metrics)
 
 
 def prompt_key(raw: Any) -> str | None:

@@ -585,11 +585,12 @@ def doctor(
     env = environment_or_fail(env_name)
     task_list = load_tasks_or_fail(tasks, model=env.task_model)
     reward = episode_reward(reward_name, [], env)
-    executor = _executor(env, None)[0] if not env.runs_code else None
-    if executor is None:
+    if env.runs_code:
         from rewardpipe.execution import get_executor
 
-        executor = get_executor()
+        executor: Any = get_executor()
+    else:
+        executor = _NoSandbox()
     diagnoses = diagnose(task_list, env, executor, reward=reward, workers=cap_workers(workers), max_turns=max_turns)
     broken = [d for d in diagnoses if not d.ok]
     if as_json:

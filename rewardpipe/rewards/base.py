@@ -320,6 +320,11 @@ class Reward:
                 names.update(input_names(fn, "hook")[0])
         return frozenset(names)
 
+    @property
+    def has_async(self) -> bool:
+        """Whether a component is async (it is awaited; a batch awaits them together)."""
+        return self._any_async
+
     def reads_input(self, name: str) -> bool:
         reads = self.reads
         return name in reads or LEGACY_INPUT in reads

@@ -206,3 +206,22 @@ def test_ranges_and_roles_travel_with_the_reward():
     assert reward.describe() == {"a": {"range": [0.0, 1.0], "role": "outcome", "weight": 1.0},
                                  "p": {"range": [-2.0, 0.0], "role": "penalty", "weight": 0.5}}
     assert reward.outcome_components == ("a",) and reward.roles == {"a": "outcome", "p": "penalty"}
+
+
+def test_the_single_turn_scorer_awaits_a_batchs_async_components_together():
+    from rewardpipe.single_turn import score_samples
+
+    running, peak = [0], [0]
+
+    @component(range=(0, 1), role="outcome")
+    async def judged(completion):
+        running[0] += 1
+        peak[0] = max(peak[0], running[0])
+        await asyncio.sleep(0.02)
+        running[0] -= 1
+        return 1.0 if completion == "yes" else 0.0
+
+    samples = [{"id": i, "messages": [{"role": "assistant", "content": "yes" if i % 2 else "no"}]} for i in range(8)]
+    results = score_samples(samples, Reward("judge", [judged]))
+    assert [r["aggregate_reward_score"] for r in results] == [0.0, 1.0] * 4
+    assert [r["id"] for r in results] == list(range(8)) and peak[0] == 8
