@@ -450,15 +450,9 @@ class RolloutReader:
             yield from self.read(fh)
 
     def read(self, fh: IO[bytes]) -> Iterator[tuple[int, Rollout | None, str | None]]:
-        for lineno, raw in enumerate(fh, start=1):
-            where = f"{self.path}:{lineno}"
-            try:
-                line = decode_line(raw, lineno, where)
-                if not line.strip():
-                    continue
-                rollout = validate_object(json_object(line, where), Rollout, where)
-            except InputFileError as exc:
-                yield lineno, None, str(exc)
+        for lineno, where, rollout, problem in validated_lines(fh, self.path, Rollout):
+            if rollout is None:
+                yield lineno, None, problem
                 continue
             rollout_key = same_text(rollout.rollout_id)
             first_id, first = self._first_line.setdefault(rollout_key, (rollout.rollout_id, lineno))
@@ -484,6 +478,23 @@ class RolloutReader:
                 yield lineno, None, f"{where} ({rollout.rollout_id[:80]}): {problem}"
                 continue
             yield lineno, rollout, None
+
+
+def validated_lines(fh: IO[bytes], path: str | Path, model: type[M]) -> Iterator[tuple[int, str, M | None,
+                                                                                        str | None]]:
+    """``(line number, "file:line", object, None)`` for each non-blank line of ``fh`` that is a valid ``model``;
+    ``(line number, "file:line", None, problem)`` for one that is not (not UTF-8, not JSON, a field wrong)."""
+    for lineno, raw in enumerate(fh, start=1):
+        where = f"{path}:{lineno}"
+        try:
+            line = decode_line(raw, lineno, where)
+            if not line.strip():
+                continue
+            item = validate_object(json_object(line, where), model, where)
+        except InputFileError as exc:
+            yield lineno, where, None, str(exc)
+            continue
+        yield lineno, where, item, None
 
 
 def decode_line(raw: bytes, lineno: int, where: str) -> str:

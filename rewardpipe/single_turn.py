@@ -416,18 +416,12 @@ class SampleReader:
         self._seen: dict[tuple[int, str], int] = {}
 
     def __iter__(self):
-        from rewardpipe.models import InputFileError, decode_line, json_object, open_input, same_text, validate_object
+        from rewardpipe.models import open_input, same_text, validated_lines
 
         with open_input(self.path) as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                where = f"{self.path}:{lineno}"
-                try:
-                    line = decode_line(raw, lineno, where)
-                    if not line.strip():
-                        continue
-                    sample = validate_object(json_object(line, where), ScoreSample, where)
-                except InputFileError as exc:
-                    yield lineno, None, str(exc)
+            for lineno, where, sample, problem in validated_lines(fh, self.path, ScoreSample):
+                if sample is None:
+                    yield lineno, None, problem
                     continue
                 if not any(m.role == "assistant" for m in sample.messages):
                     yield lineno, None, f"{where}: field 'messages': no assistant message, so no answer to score"

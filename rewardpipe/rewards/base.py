@@ -14,12 +14,10 @@ loop, the single-turn Nova Lambda, the AWS score step and the trainer adapters.
 from __future__ import annotations
 
 import asyncio
-import gc
 import math
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from rewardpipe.components import (
     LEGACY_INPUT,
@@ -30,6 +28,7 @@ from rewardpipe.components import (
     is_async_callable,
     make_caller,
 )
+from rewardpipe.gc_pause import paused_gc
 from rewardpipe.models import ErrorInfo, Message, MetricValue
 from rewardpipe.parsing import ParsedTurn, TurnKind, parse_turn
 
@@ -206,19 +205,6 @@ def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
 
     with ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-async-components") as pool:
         return pool.submit(asyncio.run, gather()).result()
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """The cyclic collector paused while a batch is scored: scoring allocates many small, short-lived objects
-    (inputs, values, scores), and each automatic collection would re-walk everything the batch holds."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class _NotANumber(Exception):

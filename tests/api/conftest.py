@@ -73,3 +73,19 @@ def cli():
         return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
     return invoke
+
+
+class CharCodec:
+    """A TRL token codec for tests: a token is a character; 0 is EOS; the environment's replies are written
+    ``User: <reply>`` then ``Assistant: ``."""
+
+    eos_id = 0
+
+    def prompt_ids(self, prompt):
+        return [ord(c) for c in (prompt if isinstance(prompt, str) else prompt[-1]["content"])]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids if i)
+
+    def feedback_ids(self, reply, conversational):
+        return [ord(c) for c in f"\nUser: {reply}\nAssistant: "]

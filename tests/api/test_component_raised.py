@@ -11,7 +11,7 @@ import pytest
 
 from rewardpipe import Message
 from rewardpipe.store import LocalStore
-from tests.api.conftest import GUESS_TASKS, JSON_SAMPLES
+from tests.api.conftest import GUESS_TASKS, JSON_SAMPLES, CharCodec
 
 HOSTILE = "BOOM \x1b[2J\u202e{\"answer\": 4}"  # an ANSI clear-screen and a bidi override, written by the model
 FLAKY = "acme_rl.json_answer:FLAKY"
@@ -143,25 +143,13 @@ def test_trl_reward_functions_and_callback_record_it_and_keep_the_batch(acme):
 def test_trl_rollout_func_records_it_and_scores_the_other_episodes(acme, flaky_guess_reward):
     from rewardpipe.integrations.trl_episodes import EpisodeRollout
 
-    class Codec:
-        eos_id = 0
-
-        def prompt_ids(self, prompt):
-            return [ord(c) for c in (prompt if isinstance(prompt, str) else prompt[-1]["content"])]
-
-        def decode(self, ids):
-            return "".join(chr(i) for i in ids if i)
-
-        def feedback_ids(self, reply, conversational):
-            return [ord(c) for c in f"\n{reply}\n"]
-
     def generate(contexts, budget):
         # says 42 every turn: solves g-42 at once, never the others
         return [[ord(c) for c in "42"] + [0] for _ in contexts]
 
     rollout = EpisodeRollout(GUESS_TASKS, env="guess", reward=flaky_guess_reward, max_turns=3)
     prompts = [rollout.prompt_for(t) for t in rollout.tasks]
-    episodes = rollout.play(prompts, Codec(), generate, max_completion_tokens=400)
+    episodes = rollout.play(prompts, CharCodec(), generate, max_completion_tokens=400)
     by_task = {e.task.task_id: e.record for e in episodes}
     assert by_task["g-42"].status == "error" and by_task["g-42"].error.kind == "component_raised"
     assert by_task["g-07"].status == "scored" and by_task["g-93"].status == "scored"

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.api.conftest import GUESS_TASKS
+from tests.api.conftest import GUESS_TASKS, CharCodec
 
 
 class Trainer:
@@ -61,19 +61,6 @@ def test_the_callback_judges_each_component_by_its_own_range_and_role(acme):
     assert trainer.logged["rewardpipe/valid_json/dead"] == 1.0
 
 
-class Codec:
-    eos_id = 0
-
-    def prompt_ids(self, prompt):
-        return [ord(c) for c in (prompt if isinstance(prompt, str) else prompt[-1]["content"])]
-
-    def decode(self, ids):
-        return "".join(chr(i) for i in ids if i)
-
-    def feedback_ids(self, reply, conversational):
-        return [ord(c) for c in f"\nUser: {reply}\nAssistant: "]
-
-
 def bisect(contexts, budget):
     """A 'model' that plays binary search on what the context says (each guess, then higher / lower)."""
     import re
@@ -81,7 +68,7 @@ def bisect(contexts, budget):
     out = []
     for context in contexts:
         lo, hi = 1, 100
-        for guess, reply in re.findall(r"(\d+)\nUser: (higher|lower)", Codec().decode(context)):
+        for guess, reply in re.findall(r"(\d+)\nUser: (higher|lower)", CharCodec().decode(context)):
             lo, hi = (int(guess) + 1, hi) if reply == "higher" else (lo, int(guess) - 1)
         out.append([ord(c) for c in str((lo + hi) // 2)] + [0, 0])
     return out
@@ -93,7 +80,7 @@ def test_trl_rollout_func_plays_a_user_environment_whose_tasks_share_a_prompt(ac
     rollout = EpisodeRollout(GUESS_TASKS, env="guess", max_turns=8)
     prompt = rollout.dataset_rows()[0]["prompt"]
     assert len({row["prompt"] for row in rollout.dataset_rows()}) == 1  # every game opens the same way
-    episodes = rollout.play([prompt] * 6, Codec(), bisect, max_completion_tokens=2000, group_size=2)
+    episodes = rollout.play([prompt] * 6, CharCodec(), bisect, max_completion_tokens=2000, group_size=2)
     assert [e.task.task_id for e in episodes] == ["g-07", "g-07", "g-42", "g-42", "g-93", "g-93"]
     assert all(e.record.status == "scored" for e in episodes)
     assert [e.record.components["solved"] for e in episodes] == [1.0] * 6
