@@ -285,7 +285,11 @@ class _Watch:
     def look(self, state: Any) -> None:
         if self.previous is not None:
             before, text = self.previous
-            if before is not state and before.model_dump_json() != text:
+            try:
+                changed = before is not state and before.model_dump_json() != text
+            except Exception:  # noqa: BLE001 - changed into something that cannot even be written
+                changed = True
+            if changed:
                 self._add("state_mutated", "a hook changed the state it was given (hooks must return a new state)")
         problem = _state_problem(self.env, state)
         if problem is not None:
@@ -445,7 +449,10 @@ def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs
                     diagnosis.add("reference_not_best", f"the reference scenario leaves outcome '{name}' at "
                                                         f"{value:g}, below its maximum {hi:g}")
     if reference is not None and again is not None and reference.state is not None and again.state is not None:
-        first, second = reference.state.model_dump_json(), again.state.model_dump_json()
+        try:
+            first, second = reference.state.model_dump_json(), again.state.model_dump_json()
+        except Exception:  # noqa: BLE001 - a state that cannot be written is reported as state_not_json
+            first = second = None
         jobs = [None if r.job is None else _job_key(r.job) for r in (reference, again)]
         if first != second or jobs[0] != jobs[1]:
             diagnosis.add("not_deterministic", "two plays of the reference scenario differ (use ctx.seed for "

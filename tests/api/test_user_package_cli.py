@@ -168,6 +168,10 @@ class WeakReference(GuessNumber):
         scenarios = super().scenarios(task)
         scenarios["reference"] = scenarios["always_one"]
         return scenarios
+
+class NotJson(GuessNumber):
+    def respond(self, state, task, ctx):
+        return super().respond(state, task, ctx).evolve(guesses=[object()])
 """
 
 
@@ -177,6 +181,7 @@ class WeakReference(GuessNumber):
     ("Overshoots", "out_of_range"),
     ("NoReference", "reference_not_best"),
     ("WeakReference", "reference_not_best"),
+    ("NotJson", "state_not_json"),
 ])
 def test_doctor_names_what_is_wrong_with_a_broken_environment(acme, cli, tmp_path, env_class, check):
     path = tmp_path / "broken_envs.py"
@@ -278,3 +283,62 @@ def test_show_prints_a_guess_runs_transcript(acme, cli, tmp_path):
     result = cli("show", tmp_path, "--run-id", "g", "--rollout", "s0-g000-g-07-k0")
     assert result.exit_code == 0, result.output
     assert "assistant · turn 0" in result.stdout and "I am thinking of a number" in result.stdout
+
+
+# --- live endpoints: an LLM policy, and an environment that calls an LLM ------------------------------------
+
+
+@pytest.fixture
+def chat_server():
+    from tests.core.conftest import StubChatServer
+
+    server = StubChatServer()
+    yield server
+    server.close()
+
+
+def test_run_any_environment_with_an_openai_policy(acme, cli, tmp_path, chat_server):
+    for _ in range(8):
+        chat_server.reply("I guess 42")
+    result = cli("run", "--env", "guess", "--tasks", GUESS_TASKS, "--policy", "openai", "--base-url",
+                 chat_server.url, "--model", "m", "--steps", 1, "-k", 2, "--groups-per-step", 2, "--out", tmp_path,
+                 "--run-id", "o", "--max-turns", 2)
+    assert result.exit_code == 0, result.output
+    records = _records(tmp_path, "o")
+    assert len(records) == 4 and all(r.status == "scored" for r in records)
+    first = chat_server.requests[0]["body"]["messages"]
+    assert first == [{"role": "user", "content": "I am thinking of a number from 1 to 100. Guess it; I will say "
+                                                 "higher or lower."}]  # the environment names no system prompt
+
+
+LLM_ENV = """
+from rewardpipe import Message, Reward, ScriptedPolicy, component
+from acme_rl.guess import GuessNumber
+
+class HintedGuess(GuessNumber):
+    name = "hinted_guess"
+    calls_llm = True
+
+    def respond(self, state, task, ctx):
+        hint = ctx.chat([{"role": "system", "content": f"The secret is {task.secret}: give a hint."},
+                         {"role": "user", "content": state.messages[-1].content}], temperature=0)
+        new = super().respond(state, task, ctx)
+        return new.evolve(messages=[*new.messages[:-1], Message(role="user", content=hint)])
+"""
+
+
+def test_an_environment_that_calls_an_llm_gets_the_runs_chat_client(acme, cli, tmp_path, chat_server):
+    path = tmp_path / "llm_env.py"
+    path.write_text(LLM_ENV)
+    refused = cli("run", "--env", f"{path}:HintedGuess", "--tasks", GUESS_TASKS, "--out", tmp_path / "a")
+    assert refused.exit_code == 2 and "calls an LLM" in refused.stderr and "--sim-base-url" in refused.stderr
+    for _ in range(40):
+        chat_server.reply("Warmer!")
+    result = cli("run", "--env", f"{path}:HintedGuess", "--tasks", GUESS_TASKS, "--sim-base-url", chat_server.url,
+                 "--sim-model", "sim", "--steps", 1, "-k", 2, "--groups-per-step", 1, "--out", tmp_path / "b",
+                 "--run-id", "h", "--json")
+    assert result.exit_code == 0, result.output
+    assert chat_server.requests and chat_server.requests[0]["body"]["model"] == "sim"
+    assert "The secret is 7" in chat_server.requests[0]["body"]["messages"][0]["content"]
+    transcript = json.loads(next((tmp_path / "b" / "runs" / "h" / "transcripts").rglob("*.json")).read_text())
+    assert "Warmer!" in [m["content"] for m in transcript["messages"] if m["role"] == "user"]
