@@ -469,8 +469,8 @@ def _warnings(reward: Any, diagnosis: TaskDiagnosis, per_run: dict[str, dict[str
               components: dict[str, Any]) -> None:
     scored = [values for values in per_run.values() if all(v is not None for v in values.values())]
     outcomes = reward.outcome_components
-    at_minimum = [values for values in scored
-                  if outcomes and all(abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)]
+    at_minimum = [values for values in scored if outcomes and all(
+        abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)]
     if len(at_minimum) >= 2:
         for name, comp in components.items():
             if name in outcomes:

@@ -4,9 +4,9 @@ The local runner calls :func:`run_episode`, which is just these steps in a loop;
 machine calls the same steps one Lambda at a time, carrying the environment's state as JSON between them
 and branching on ``next_action``::
 
-    start_episode ──► policy turn ──► apply_policy_turn ──┬─ "env"     ─► apply_env_turn ─► policy turn ...
-                                                          ├─ "execute" ─► execution_job ─► (sandbox) ─► finish
-                                                          └─ "score"   ─► finish_episode (nothing to run)
+    start_episode ─► policy turn ─► apply_policy_turn ─┬─ "env"     ─► apply_env_turn ─► policy turn
+                                                      ├─ "execute" ─► execution_job ─► (sandbox) ─► finish
+                                                      └─ "score"   ─► finish_episode (nothing to run)
 
 The environment decides what each turn does (:class:`rewardpipe.Environment`); the platform keeps the turn
 limit (``turn_limit``), the classification of failures (the policy's: ``policy_error``; the environment's own

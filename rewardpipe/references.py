@@ -88,8 +88,9 @@ def load_import_reference(reference: str) -> Any:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as exc:
         if exc.name and module_name.startswith(exc.name):
-            raise ReferenceProblem(f"cannot import '{module_name}' (no module named '{exc.name}'): is its package "
-                                   f"installed in this Python ({sys.executable})? e.g. pip install -e <project>") from None
+            raise ReferenceProblem(
+                f"cannot import '{module_name}' (no module named '{exc.name}'): is its package installed in this "
+                f"Python ({sys.executable})? e.g. pip install -e <project>") from None
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module failed to import (a bad component, say)
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc

@@ -82,7 +82,8 @@ def test_an_episode_asks_the_simulator_then_commits_and_is_scored_against_the_hi
     assert asker.record.status == "scored"
     assert asker.record.components == {"correctness": 1.0, "asked_before_coding": 1.0,
                                        "guessed_immediately": 0.0, "loop_penalty": 0.0}
-    assert asker.row(r.env)["simulator_replies"] == len(ASKER.spec) and asker.row(r.env)["spec_revealed"] == len(ASKER.spec)
+    row = asker.row(r.env)
+    assert row["simulator_replies"] == len(ASKER.spec) and row["spec_revealed"] == len(ASKER.spec)
     assert asker.execution is not None and asker.execution.passed == asker.execution.total > 0
     assert guesser.record.components["correctness"] == 0.0
     assert guesser.record.components["guessed_immediately"] == -1.0

@@ -210,7 +210,8 @@ class BatchScorer:
     TRL calls the reward functions one after the other with the same inputs. The batch is recognised by
     its *content* (:class:`BatchKey`), never by object identity: ``id()`` of a freed list is reused by the
     next one, so an id-keyed cache can hand one batch's scores to the next. A component that raises makes its
-    completion an error (``component_raised``): ``None`` in every component, never a 0 and never a lost batch. A component asked
+    completion an error (``component_raised``): ``None`` in every component, never a 0 and never a lost batch.
+    A component asked
     twice for the same content means a new batch (two consecutive batches can be identical), so it is scored
     again. When every component has been served, ``on_complete`` receives the batch and the call's keyword
     arguments (TRL's hooks).

@@ -34,7 +34,8 @@ def test_a_file_reference_loads_a_local_file(tmp_path):
     (tmp_path / "helpers.py").write_text("BONUS = 0.25\n")
     (tmp_path / "my_reward.py").write_text(
         "from rewardpipe import Reward, component\nfrom helpers import BONUS\n"
-        "@component(range=(0, 1), role='outcome')\ndef short(completion):\n    return 1.0 if len(completion) < 9 else BONUS\n"
+        "@component(range=(0, 1), role='outcome')\ndef short(completion):\n"
+        "    return 1.0 if len(completion) < 9 else BONUS\n"
         "SHORT = Reward('short', [short])\n")
     reward = get_reward(f"{tmp_path / 'my_reward.py'}:SHORT")
     assert reward.name == "short"

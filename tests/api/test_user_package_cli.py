@@ -63,7 +63,8 @@ def test_a_reward_that_reads_the_task_needs_tasks(acme, cli, tmp_path):
                       "@component(range=(0, 1), role='outcome')\ndef mentions(completion, task):\n"
                       "    return 1.0 if task.topic in completion else 0.0\nR = Reward('by_task', [mentions])\n")
     samples = tmp_path / "s.jsonl"
-    samples.write_text(json.dumps({"task_id": "t", "messages": [{"role": "assistant", "content": "about cats"}]}) + "\n")
+    line = {"task_id": "t", "messages": [{"role": "assistant", "content": "about cats"}]}
+    samples.write_text(json.dumps(line) + "\n")
     refused = cli("score", samples, "--reward", f"{reward}:R", "--out", tmp_path / "st")
     assert refused.exit_code == 2 and "reads the task: give --tasks" in refused.stderr
     tasks = tmp_path / "t.jsonl"
@@ -213,9 +214,9 @@ def _idle_samples(path):
     for group in range(8):
         for k in range(3):
             answer = group if k != 1 else group + 1
-            rows.append({"task_id": f"q{group}", "messages": [{"role": "user", "content": f"q{group}"},
-                                                               {"role": "assistant", "content": json.dumps({"answer": answer})}],
-                         "reference": group})
+            messages = [{"role": "user", "content": f"q{group}"},
+                        {"role": "assistant", "content": json.dumps({"answer": answer})}]
+            rows.append({"task_id": f"q{group}", "messages": messages, "reference": group})
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
     return path
 
@@ -261,7 +262,8 @@ def test_show_prints_any_environments_messages_and_tool_calls(acme, cli, tmp_pat
     from rewardpipe.transcripts import RolloutTranscript, Verdict
 
     store = LocalStore(tmp_path)
-    call = {"id": "call-1", "type": "function", "function": {"name": "lookup\x1b[2J", "arguments": "{\"q\": \"[red]x\"}"}}
+    call = {"id": "call-1", "type": "function",
+            "function": {"name": "lookup\x1b[2J", "arguments": "{\"q\": \"[red]x\"}"}}
     store.put_transcript(RolloutTranscript(
         run_id="t", step=0, group_id="g", rollout_id="r1", task_id="t1",
         messages=[Message(role="user", content="Find it."), Message(role="assistant", content="", tool_calls=[call]),

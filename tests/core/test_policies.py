@@ -107,7 +107,8 @@ def test_ask_later_opens_with_a_non_question():
     state = state_for("x")
     first = policy.next_turn(state, TASK)
     assert classify_turn(first) is TurnKind.OTHER
-    second = policy.next_turn(apply_policy_turn(state, first, ENV, TASK).model_copy(update={"next_action": "policy"}), TASK)
+    after_first = apply_policy_turn(state, first, ENV, TASK).model_copy(update={"next_action": "policy"})
+    second = policy.next_turn(after_first, TASK)
     assert classify_turn(second) is TurnKind.QUESTION
 
 

@@ -3,11 +3,14 @@
 :func:`produce` runs the CLI (in process) over the bundled tasks, the way ``make demo`` does and a few more
 ways (another seed with a short turn limit, so turn limits and loops occur; ``score`` of the recorded
 conversations; ``run --policy replay`` of them), and returns every stored object of those runs as
-``{store key: normalised bytes}``. ``python -m tests.envs.golden_runs`` writes the committed fixture.
+``{store key: normalised bytes}``. ``python -m tests.envs.golden_runs`` wrote the committed fixture, on the
+code before ask_before_coding became an environment (commit "Golden ask-before-coding runs recorded before
+the environment refactor"); rewrite it only for a change that means to change what is stored.
 
 Normalised (the only fields that are legitimately different from one run to the next): the manifest's
 ``started_at``/``finished_at`` timestamps, ``versions`` (the Python patch level) and the paths of the clone
-and of the temporary folder, and the execution's ``exec_ms`` wall-clock duration in each record's metrics. Everything else is compared byte for byte.
+and of the temporary folder, and the execution's ``exec_ms`` wall-clock duration in each record's metrics.
+Everything else is compared byte for byte (manifests, which moved to v2 on purpose, by what v1 said).
 """
 
 from __future__ import annotations

@@ -31,7 +31,8 @@ def test_the_same_objects_are_stored(runs):
 def test_every_record_and_transcript_is_byte_identical(runs):
     before, after = runs
     changed = [key for key in before if not key.endswith("/manifest.json") and after.get(key) != before[key]]
-    assert not changed, f"{len(changed)} object(s) differ, e.g. {changed[0]}:\n{before[changed[0]]}\n{after.get(changed[0])}"
+    assert not changed, (f"{len(changed)} object(s) differ, e.g. {changed[0]}:\n{before[changed[0]]}\n"
+                         f"{after.get(changed[0])}")
     assert sum(1 for key in before if "/transcripts/" in key) > 1000  # the comparison is not vacuous
 
 

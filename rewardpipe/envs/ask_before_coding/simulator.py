@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
-from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401 - the canned replies are part of this module's interface
+# The canned replies are part of this module's interface.
+from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     ASK_SOMETHING_SPECIFIC,
     NOT_A_QUESTION,
     NOTHING_LEFT,
