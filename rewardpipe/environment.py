@@ -144,15 +144,32 @@ class EpisodeState(RolloutIdentity):
 
     def evolve(self, **changes: Any) -> "EpisodeState":
         """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
-        (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values."""
-        return self.model_copy(update=changes)
+        (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
+        is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);
+        values are not validated (doctor checks that the state survives JSON)."""
+        cls = type(self)
+        fields = cls.__pydantic_fields__
+        for name in changes:
+            if name not in fields:
+                raise AttributeError(f"{cls.__name__} has no field '{name}' (fields: {', '.join(fields)})")
+        # model_copy(update=...), without its general cases (deep copies, extra fields, private attributes):
+        # the platform copies a state several times a turn.
+        new = cls.__new__(cls)
+        values = self.__dict__.copy()
+        values.update(changes)
+        _set(new, "__dict__", values)
+        _set(new, "__pydantic_extra__", None)
+        _set(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys())
+        _set(new, "__pydantic_private__", None)
+        return new
 
     def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> "EpisodeState":
         """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
         added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
-        return self.model_copy(update={**changes, "messages": [*self.messages, *added]})
+        return self.evolve(**changes, messages=[*self.messages, *added])
 
 
+_set = object.__setattr__
 ChatFn = Callable[..., str]
 
 

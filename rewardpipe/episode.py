@@ -77,8 +77,8 @@ def start_episode(task: Any, *, env: Environment, run_id: str, step: int, group_
     state = env.start(task)
     if not isinstance(state, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
-    return state.model_copy(update={"run_id": run_id, "step": step, "group_id": group_id, "rollout_id": rollout_id,
-                                    "task_id": task.task_id, "max_turns": max_turns or env.max_turns})
+    return state.evolve(run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, task_id=task.task_id,
+                        max_turns=max_turns or env.max_turns)
 
 
 def _expect(state: EpisodeState, action: NextAction) -> None:
@@ -94,21 +94,22 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> 
         raise EpisodeError(f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
                            f"one of {', '.join(sorted(allowed))}")
     if new.next_action in ("execute", "score") and new.end_reason is None:
-        new = new.model_copy(update={"end_reason": ENDED_BY_ENV})
+        new = new.evolve(end_reason=ENDED_BY_ENV)
     return new
 
 
 def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environment, task: Any) -> EpisodeState:
     """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
-    message = turn if isinstance(turn, Message) else Message(role="assistant", content=turn)
+    # A policy's text needs no validation to be an assistant message (a turn a policy builds itself does).
+    message = turn if isinstance(turn, Message) else Message.model_construct(role="assistant", content=turn)
     if message.role != "assistant":
         raise EpisodeError(f"rollout {state.rollout_id}: a policy turn must be an assistant message, "
                            f"got role '{message.role}'")
-    new = state.model_copy(update={"messages": [*state.messages, message]})
+    new = state.evolve(messages=[*state.messages, message])
     new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN)
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
-        new = new.model_copy(update={"next_action": "score", "end_reason": "turn_limit"})
+        new = new.evolve(next_action="score", end_reason="turn_limit")
     return new
 
 
@@ -122,7 +123,7 @@ def apply_env_turn(state: EpisodeState, task: Any, env: Environment,
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
     """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands."""
-    return state.model_copy(update={"next_action": "score", "end_reason": reason})
+    return state.evolve(next_action="score", end_reason=reason)
 
 
 def execution_job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | None:

@@ -113,35 +113,55 @@ class ScenarioMix:
         self.seed = seed
         self.collapse_from_step = collapse_from_step
         self.collapse_to = collapse_to
-        self._last: tuple[Any, Mapping[str, ScriptedPolicy]] | None = None  # the last task's scenarios
+        self._by_task: dict[int, tuple[Any, Mapping[str, ScriptedPolicy]]] = {}
+        self._drawn: dict[tuple, tuple[str, Any]] = {}
 
     def _scenarios(self, task: Any) -> Mapping[str, ScriptedPolicy]:
-        last = self._last
-        if last is not None and last[0] is task:
-            return last[1]
+        """A task's scenarios, asked of the environment once per task (a task's scenarios do not change)."""
+        known = self._by_task.get(id(task))
+        if known is not None and known[0] is task:
+            return known[1]
         scenarios = self.scenarios(task)
         if not scenarios:
             raise ValueError(f"the environment gives no scenarios for task '{task.task_id}' to play")
-        self._last = (task, scenarios)
+        if len(self._by_task) >= 4096:
+            self._by_task.clear()
+        self._by_task[id(task)] = (task, scenarios)  # the task is kept, so its id is never reused meanwhile
         return scenarios
 
     def strategy(self, state: "EpisodeState", task: Any = None) -> str:
+        return self._draw(state, task)[0]
+
+    def _draw(self, state: "EpisodeState", task: Any) -> tuple[str, Any]:
+        """``(scenario, generator state after the draw)`` of a rollout, drawn once and remembered for its
+        later turns (a fresh generator per turn would give the same draws, for a hash and a reseed each)."""
+        key = (state.run_id, state.step, state.rollout_id, id(task))
+        drawn = self._drawn.get(key)
+        if drawn is not None:
+            return drawn
         if self.collapse_from_step is not None and state.step >= self.collapse_from_step:
-            return self.collapse_to  # type: ignore[return-value]
-        scenarios = self._scenarios(task)
-        names = [name for name, scenario in scenarios.items() if scenario.weight > 0]
-        if not names:
-            raise ValueError(f"every scenario of task '{task.task_id}' has weight 0")
+            name: str = self.collapse_to  # type: ignore[assignment]
+        else:
+            scenarios = self._scenarios(task)
+            names = [name for name, scenario in scenarios.items() if scenario.weight > 0]
+            if not names:
+                raise ValueError(f"every scenario of task '{task.task_id}' has weight 0")
+            name = rollout_rng(self.seed, state).choices(names, weights=[scenarios[n].weight for n in names])[0]
         rng = rollout_rng(self.seed, state)
-        return rng.choices(names, weights=[scenarios[n].weight for n in names])[0]
+        rng.random()  # decorrelate from the strategy draw
+        drawn = (name, rng.getstate())
+        if len(self._drawn) >= 4096:  # bounded: the rollouts of one step at most are in play at once
+            self._drawn.clear()
+        self._drawn[key] = drawn
+        return drawn
 
     def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
         scenarios = self._scenarios(task)
-        name = self.strategy(state, task)
+        name, rng_state = self._draw(state, task)
         if name not in scenarios:
             raise ValueError(f"no scenario named '{name}' for task '{task.task_id}' (known: {', '.join(scenarios)})")
-        rng = rollout_rng(self.seed, state)
-        rng.random()  # decorrelate from the strategy draw
+        rng = random.Random.__new__(random.Random)  # no seeding from the OS: the state is set right after
+        rng.setstate(rng_state)
         return scenarios[name].turn(state, task, rng)
 
 

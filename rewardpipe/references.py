@@ -245,21 +245,29 @@ def _defining_module(obj: Any) -> str:
 
 def distribution_of(obj: Any) -> tuple[str, str] | None:
     """``(distribution, version)`` that installed the module defining ``obj`` (a reward or an environment),
-    when it can be told."""
-    from importlib.metadata import packages_distributions, version
+    when it can be told cheaply: a distribution registering entry points into that module, or one named
+    like its top-level package (no scan of every installed distribution's files)."""
+    from importlib.metadata import PackageNotFoundError, distribution
 
     top = _defining_module(obj).split(".")[0]
     if top == "rewardpipe":
         from rewardpipe import __version__
 
         return "rewardpipe", __version__
-    names = packages_distributions().get(top) or []
-    if not names:
+    if not top:
         return None
-    try:
-        return names[0], version(names[0])
-    except Exception:  # noqa: BLE001 - metadata without a version
-        return names[0], ""
+    for group in (ENVIRONMENT_GROUP, REWARD_GROUP):
+        for claims in registrations(group).values():
+            for claim in claims:
+                if claim.reference.split(":")[0].split(".")[0] == top:
+                    return claim.distribution, claim.version
+    for name in dict.fromkeys((top, top.replace("_", "-"))):
+        try:
+            found = distribution(name)
+        except PackageNotFoundError:
+            continue
+        return found.metadata["Name"], found.version
+    return None
 
 
 def installed(group: str) -> list[dict[str, Any]]:

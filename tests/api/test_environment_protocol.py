@@ -232,3 +232,10 @@ def test_scenarios_are_scripted_policies_playable_by_the_loop(acme):
     assert isinstance(reference, ScriptedPolicy)
     record = run_episode(task, reference, ENVIRONMENT, NeverRuns(), max_turns=reference.max_turns, **IDS)
     assert record.components["solved"] == 1.0 and record.metrics["end_reason"] == "solved"
+
+
+def test_evolve_refuses_a_name_that_is_not_a_field():
+    state = start_episode(TASK, env=EchoEnv(), **IDS)
+    with pytest.raises(AttributeError, match="EchoState has no field 'sen'"):
+        state.evolve(sen=["x"])
+    assert state.evolve(seen=["x"]).seen == ["x"] and state.seen == []
