@@ -239,3 +239,14 @@ def test_evolve_refuses_a_name_that_is_not_a_field():
     with pytest.raises(AttributeError, match="EchoState has no field 'sen'"):
         state.evolve(sen=["x"])
     assert state.evolve(seen=["x"]).seen == ["x"] and state.seen == []
+
+
+def test_an_environment_written_for_another_api_major_is_refused():
+    from rewardpipe.environment import check_environment
+
+    class Future(EchoEnv):
+        api = 2
+
+    with pytest.raises(ValueError, match="API 2.*speaks API 1"):
+        check_environment(Future())
+    assert check_environment(EchoEnv).name == "echo"  # a class is instantiated
