@@ -38,6 +38,20 @@ ProgressFn = Callable[[str, int, int], None]
 TranscriptFn = Callable[[RolloutTranscript], Any]
 
 
+class NoSandbox:
+    """The executor of an environment that runs no code (no sandbox is started for it): asked to run a job
+    anyway, it says so, and that rollout gets an error record, never a score."""
+
+    def run(self, job: Any) -> Any:
+        raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
+
+    def run_batch(self, jobs: list, workers: int | None = None) -> list:
+        return [self.run(job) for job in jobs]
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass
 class Slot:
     """One rollout to produce: its ids and its task."""

@@ -38,14 +38,6 @@ def _rows(env: Any, rows: Any) -> list[Any]:
     return [row if isinstance(row, env.task_model) else env.task_model.model_validate(row) for row in rows]
 
 
-class _NoSandbox:
-    def run(self, job: Any) -> Any:
-        raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
-
-    def run_batch(self, jobs: list, workers: int | None = None) -> list:
-        return [self.run(job) for job in jobs]
-
-
 def check_environment(env: Any, rows: Any, *, reward: Any = None, executor: Any = None,
                       max_turns: int | None = None) -> EnvironmentReport:
     """Play every task of ``rows`` (task rows, dicts, or a JSONL path) through the environment's scenarios
@@ -67,7 +59,9 @@ def check_environment(env: Any, rows: Any, *, reward: Any = None, executor: Any 
 
             executor = get_executor()
         else:
-            executor = _NoSandbox()
+            from rewardpipe.runner import NoSandbox
+
+            executor = NoSandbox()
     report = EnvironmentReport(diagnose(tasks, env, executor, reward=reward, max_turns=max_turns))
     problems = [f"{d.task_id}: [{f.check}] {f.message}" for d in report for f in d.findings if f.severity == "error"]
     if problems:

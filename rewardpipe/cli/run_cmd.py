@@ -346,23 +346,11 @@ def run(
         raise typer.Exit(1)
 
 
-class _NoSandbox:
-    """The executor of an environment that runs no code: asked to run anything, it says so (the rollout gets
-    an error record, never a score)."""
-
-    def run(self, job: Any) -> Any:
-        raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
-
-    def run_batch(self, jobs: list, workers: int | None = None) -> list:
-        return [self.run(job) for job in jobs]
-
-    def close(self) -> None:
-        pass
-
-
 def _executor(env: Any, workers: int | None) -> tuple[Any, bool]:
     if not env.runs_code:
-        return _NoSandbox(), False
+        from rewardpipe.runner import NoSandbox
+
+        return NoSandbox(), False
     from rewardpipe.execution.sandbox import executor_for
 
     executor, own = executor_for(workers)
@@ -590,7 +578,9 @@ def doctor(
 
         executor: Any = get_executor()
     else:
-        executor = _NoSandbox()
+        from rewardpipe.runner import NoSandbox
+
+        executor = NoSandbox()
     diagnoses = diagnose(task_list, env, executor, reward=reward, workers=cap_workers(workers), max_turns=max_turns)
     broken = [d for d in diagnoses if not d.ok]
     if as_json:
