@@ -41,7 +41,9 @@ from pydantic import ConfigDict, Field, field_validator, model_validator
 from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.episode import EpisodeState
+from rewardpipe.environment import stored_action
+# The built-in ask-before-coding environment is the one the workflow runs (issue 20 makes it configurable).
+from rewardpipe.envs.ask_before_coding.state import AskBeforeCodingState as EpisodeState
 from rewardpipe.execution.result import clean_text
 from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record, Task
 
@@ -242,7 +244,7 @@ def put_transcript(store: Any, state: EpisodeState, task: Task | None = None, ex
     verdict and scores), the same document the local runner writes; replayable via ``to_rollout()``."""
     from rewardpipe.transcripts import transcript_of_episode
 
-    return store.put_transcript(transcript_of_episode(state, task, execution, record))
+    return store.put_transcript(transcript_of_episode(state, task, execution, record, env=environment()))
 
 
 def inline_task_key(run: str, task: dict[str, Any]) -> str:
@@ -311,16 +313,26 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
         return OpenAIPolicy(
             spec.base_url or settings.policy_base_url, spec.model or settings.policy_model,
             api_key=_api_key(settings), temperature=spec.temperature, max_tokens=spec.max_tokens,
+            system_prompt=environment().system_prompt,
         )
     raise ValueError("policy.mode 'callback' takes its turn from the trainer, not from a policy object")
 
 
-def build_simulator(settings: Settings) -> Any:
-    from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
+def environment(simulator: Any = None) -> Any:
+    """The environment the workflow runs: ask-before-coding, with ``simulator`` playing the user."""
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
 
+    return ENVIRONMENT if simulator is None else AskBeforeCoding(simulator)
+
+
+def build_simulator(settings: Settings) -> Any:
+    """The environment with the configured user simulator (rule-based, or an LLM through the policy endpoint)."""
     if settings.simulator == "openai":
-        return OpenAISimulator(settings.policy_base_url, settings.policy_model, api_key=_api_key(settings))
-    return RuleBasedSimulator()
+        from rewardpipe.simulator import OpenAISimulator
+
+        return environment(OpenAISimulator(settings.policy_base_url, settings.policy_model,
+                                           api_key=_api_key(settings)))
+    return environment()
 
 
 class _NoPolicy:
@@ -375,7 +387,7 @@ def prepare_job(state: EpisodeState, task: Task, settings: Settings, store: Any)
     from rewardpipe.aws.jobs import job_keys, put_job
     from rewardpipe.episode import execution_job
 
-    job = execution_job(state, task)
+    job = execution_job(state, task, environment())
     if job is None:
         return ExecutionRef(route="none")
     job_key, result_key = job_keys(state.run_id, state.rollout_id, uuid.uuid4().hex)
@@ -388,7 +400,7 @@ def _next(snapshot: EpisodeSnapshot) -> str:
     action = snapshot.state.next_action
     if action == "policy" and snapshot.policy.mode == "callback":
         return "ask_trainer"
-    if action in ("policy", "simulator"):
+    if action in ("policy", "env"):
         return "converse"  # paused for time: Converse is entered again
     if action == "execute" and snapshot.execution is not None and snapshot.execution.route != "none":
         return f"run_{snapshot.execution.route}"
@@ -400,7 +412,8 @@ def _save(states: StateStore, snapshot: EpisodeSnapshot, ids: dict[str, Any]) ->
     nxt = _next(snapshot)
     return StateRef(
         **ids, attempt=states.attempt, version=snapshot.version, state_key=key, next=nxt,
-        next_action=snapshot.state.next_action, policy_mode=snapshot.policy.mode, execution=snapshot.execution,
+        next_action=stored_action(snapshot.state.next_action), policy_mode=snapshot.policy.mode,
+        execution=snapshot.execution,
         reply_key=states.key(f"reply-{snapshot.version}.json") if nxt == "ask_trainer" else None,
     )
 
@@ -527,8 +540,8 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
             raise FileNotFoundError(f"policy.turns_key {policy.turns_key} does not exist in the records bucket")
         policy = policy.model_copy(update={"turns_key": states.put("replay.json", raw)})
     state = start_episode(
-        task, run_id=request.run, step=request.step, group_id=request.group, rollout_id=request.rollout,
-        max_turns=request.max_turns or settings.max_turns,
+        task, env=environment(), run_id=request.run, step=request.step, group_id=request.group,
+        rollout_id=request.rollout, max_turns=request.max_turns or settings.max_turns,
     )
     snapshot = _converse(EpisodeSnapshot(task_key=task_key, policy=policy, state=state), task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
@@ -561,6 +574,7 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     states = StateStore(store, event.run, event.attempt)
     snapshot = load_head(states)
     awaits_trainer = snapshot.policy.mode == "callback" and snapshot.state.next_action == "policy"
+    task: Task | None = None
     if event.reply == {"resume": True} and awaits_trainer:  # only the trainer's own turn moves it on
         raise PolicyError("the trainer's callback output must be {\"text\": \"<assistant turn>\"}, not a resume")
     if event.reply != {"resume": True}:
@@ -570,9 +584,11 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
             if not awaits_trainer:
                 raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
             text = trainer_text(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
-            snapshot.state = apply_policy_turn(snapshot.state, text)
+            task = load_task(store, snapshot.task_key)
+            snapshot.state = apply_policy_turn(snapshot.state, text, environment(), task)
             snapshot.applied_reply_at = event.entered
-    task = load_task(store, snapshot.task_key)
+    if task is None:
+        task = load_task(store, snapshot.task_key)
     snapshot = _converse(snapshot, task, settings, states, snapshot.version + 1, policy=policy)
     snapshot.version += 1
     state = snapshot.state
@@ -598,7 +614,7 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: 
         from rewardpipe.aws.metrics import emit, execution_point
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
-    record = finish_episode(snapshot.state, task, execution, settings.reward)
+    record = finish_episode(snapshot.state, task, execution, settings.reward, environment())
     put_transcript(store, snapshot.state, task, execution, record)
     return record, put_record_once(store, record)
 
@@ -732,7 +748,7 @@ def describe_failure(error: Any, failed_state: str | None, state: EpisodeState |
     if kind is None and failed_state == "StartEpisodeStep" and original in _BAD_INPUT_ERRORS:
         kind = "bad_input"
     if kind is None and failed_state == "ConverseStep" and state is not None:
-        kind = {"policy": "policy_error", "simulator": "simulator_error"}.get(state.next_action)
+        kind = {"policy": "policy_error", "env": "simulator_error"}.get(state.next_action)
     if kind is None:
         kind = _KIND_BY_STATE.get(failed_state or "", "orchestration_error" if state is not None else "start_error")
     where = f"[{failed_state}] " if failed_state else ""

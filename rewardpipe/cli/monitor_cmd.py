@@ -240,7 +240,10 @@ def monitor(
     from rewardpipe.store import StoreError
 
 
+    from rewardpipe.monitoring.thresholds import run_thresholds
+
     source = _Source(path, run_id)
+    thresholds = run_thresholds(thresholds, source.store, source.run_id)  # the run's own ranges and roles
     bad: list = []
     duplicates: list[int] = []
     try:

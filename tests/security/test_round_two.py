@@ -686,7 +686,7 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
     from rewardpipe.monitoring import monitor_records
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -696,12 +696,12 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
     for trust_mode in ("inprocess", "split", "inprocess"):
         task = Task(task_id=f"t-{trust_mode}", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
                     tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD, trust_mode=trust_mode)
-        state = start_episode(task, run_id="r", step=0, group_id="g", rollout_id=f"{trust_mode}-{len(records)}",
-                              max_turns=3)
-        state = converse(state, task, Commit(), RuleBasedSimulator())
-        job = execution_job(state, task)
+        state = start_episode(task, env=ENV, run_id="r", step=0, group_id="g",
+                              rollout_id=f"{trust_mode}-{len(records)}", max_turns=3)
+        state = converse(state, task, Commit(), ENV)
+        job = execution_job(state, task, ENV)
         assert job is not None and job.trust_mode == trust_mode
-        record = finish_episode(state, task, executor.run(job), ASK_BEFORE_CODING)
+        record = finish_episode(state, task, executor.run(job), ASK_BEFORE_CODING, ENV)
         assert record.metrics["exec_mode"] == trust_mode
         records.append(record)
     report = monitor_records(records).steps[0]
@@ -715,7 +715,7 @@ def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
     from rewardpipe.models import Task
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -723,9 +723,9 @@ def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
 
     task = Task(task_id="surrogate", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
                 tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD)
-    state = converse(start_episode(task, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
-                     task, Commit(), RuleBasedSimulator())
-    record = finish_episode(state, task, executor.run(execution_job(state, task)), ASK_BEFORE_CODING)
+    state = converse(start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
+                     task, Commit(), ENV)
+    record = finish_episode(state, task, executor.run(execution_job(state, task, ENV)), ASK_BEFORE_CODING, ENV)
     text = record.to_json()
     text.encode("utf-8")
     assert json.loads(text)["metrics"]["exec_status"] == "failed"
