@@ -28,6 +28,7 @@ _EXPORTS = {
     "component": "rewardpipe.components",
     "Component": "rewardpipe.components",
     "ComponentDefinitionError": "rewardpipe.components",
+    "ComponentUnavailable": "rewardpipe.components",
     "INPUTS": "rewardpipe.components",
     "Reward": "rewardpipe.rewards.base",
     "Score": "rewardpipe.rewards.base",
@@ -47,6 +48,8 @@ _EXPORTS = {
     "ReferenceProblem": "rewardpipe.references",
 }
 _FUNCTIONS = {"load_reward": "resolve_reward", "load_environment": "resolve_environment"}
+# Built-in component factories: ``rewardpipe.llm_judge(...)``, alias ``rewardpipe.judge(...)`` (rewardpipe.judges).
+_FACTORIES = {"llm_judge": "rewardpipe.judges", "judge": "rewardpipe.judges"}
 
 
 def __getattr__(name: str) -> Any:
@@ -56,6 +59,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _FUNCTIONS:
         value = getattr(importlib.import_module("rewardpipe.references"), _FUNCTIONS[name])
+    elif name in _FACTORIES:
+        value = importlib.import_module(_FACTORIES[name]).llm_judge
     elif name == "testing":
         value = importlib.import_module("rewardpipe.testing")
     else:
@@ -65,7 +70,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS, *_FUNCTIONS, "testing"])
+    return sorted([*globals(), *_EXPORTS, *_FUNCTIONS, *_FACTORIES, "testing"])
 
 
-__all__ = sorted([*_EXPORTS, *_FUNCTIONS, "API_VERSION", "testing"])
+__all__ = sorted([*_EXPORTS, *_FUNCTIONS, *_FACTORIES, "API_VERSION", "testing"])
