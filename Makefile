@@ -63,7 +63,8 @@ VF_VENV ?= .venv-verifiers
 $(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
-	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
+	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
+		tests/integrations/test_verifiers_env_real.py
 	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
 	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
 

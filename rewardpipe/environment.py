@@ -283,7 +283,8 @@ class Environment:
 
     def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:
         """``doctor``'s environment-specific problems with one task, given each scenario's run
-        (:class:`rewardpipe.doctor.ScenarioRun`)."""
+        (:class:`rewardpipe.doctor.ScenarioRun`): texts (errors), or :class:`rewardpipe.doctor.Finding` objects
+        naming their check and severity (``"warning"`` for one that does not fail doctor)."""
         return []
 
     def configure(self, **options: str) -> "Environment":

@@ -11,6 +11,9 @@ verifiers' pydantic message objects; both are read.
   verifiers logs each one) of any reward (a built-in name, ``package.module:ATTR``, ``file.py:ATTR``, an
   installed short name); each sample is scored once (:class:`SampleScorer`), not once per component;
   :func:`rubric` wraps them in ``vf.Rubric``.
+* :func:`from_verifiers` (:mod:`rewardpipe.integrations.verifiers_env`) goes the other way: a classic verifiers
+  environment, its Rubric as components, runs inside rewardpipe's loop (``run``, ``doctor``, TRL's
+  ``rollout_func``) as a rewardpipe Environment.
 * :func:`simulator_env_response` is the body of a ``vf.MultiTurnEnv.env_response``: given the conversation
   so far and the task, it returns the simulator's user turn. Keep the task under an ``info`` key of your own
   (``info["rewardpipe_task"]``): verifiers 0.2 reads ``info["task"]`` as its own task payload. What the
@@ -27,9 +30,13 @@ import json
 import math
 from typing import Any, Callable, Mapping, Sequence
 
+from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
 from rewardpipe.models import Message, Task
 from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
+
+__all__ = ["SampleScorer", "VerifiersEnvironment", "VfState", "VfTask", "from_verifiers", "rubric", "rubric_functions",
+           "simulator_env_response"]
 
 
 def _message(value: Any) -> dict[str, Any] | None:
