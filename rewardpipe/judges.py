@@ -374,7 +374,8 @@ def _placeholders(rubric: str, name: str) -> tuple[str, ...]:
         if field is None:
             continue
         root = field.split(".")[0]
-        if root not in PLACEHOLDERS or not _FIELD_PATH.match(field) or (root not in ("task", "state") and field != root):
+        dotted_on_text = root not in ("task", "state") and field != root  # only task and state take .FIELD
+        if root not in PLACEHOLDERS or not _FIELD_PATH.match(field) or dotted_on_text:
             raise ComponentDefinitionError(
                 f"judge '{name}': the rubric's placeholder {{{field}}} is not one of "
                 f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)} (task and state take .FIELD)")

@@ -220,7 +220,8 @@ def _verifiers() -> tuple[Any, Any, Any]:
     try:
         import verifiers  # noqa: PLC0415 - optional dependency
     except ImportError:
-        raise VerifiersError("from_verifiers needs the verifiers package: pip install 'rewardpipe[verifiers]'") from None
+        raise VerifiersError("from_verifiers needs the verifiers package: "
+                             "pip install 'rewardpipe[verifiers]'") from None
     version = getattr(verifiers, "__version__", "0")
     try:
         parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2])

@@ -20,17 +20,22 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
 from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
 
+def config(tmp_path, *, batch: int, max_completion_length: int, reward_weights) -> GRPOConfig:
+    """Two training steps on CPU, one batch of ``batch`` completions (groups of GROUP) per step."""
+    return GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=batch, num_generations=GROUP,
+        max_completion_length=max_completion_length, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0,
+        seed=0, report_to="none", use_cpu=True, save_strategy="no", reward_weights=reward_weights,
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+
+
 def train(tmp_path, **callback_kwargs):
     tokenizer = char_tokenizer()
     callback = RewardPipeCallback(reward=REWARD, run_id="trl-test", **callback_kwargs)
     weights = list(callback.reward_weights)
     weights[1] = 2.0  # the trainer's weights differ from the reward's defaults: the monitor must use these
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(PROMPTS) * GROUP, num_generations=GROUP,
-        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=weights, disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8, reward_weights=weights)
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
     trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
                           train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
@@ -118,12 +123,8 @@ def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_ro
     assert callback.reward.component_names == ["valid_json", "answer_matches", "too_long", "length_share",
                                                "refuses_boom"]
     tokenizer = char_tokenizer()
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(PROMPTS) * GROUP, num_generations=GROUP,
-        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8,
+                  reward_weights=callback.reward_weights)
     # The second prompt's reference makes a component raise: its group must be error records, never zeros.
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "BOOM", "12", "100"] * 4})
     trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
@@ -175,12 +176,7 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     tokenizer = char_tokenizer(string.printable)
     rollout = EpisodeRollout(_tasks(), max_turns=3, max_turn_tokens=6)
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-multiturn")
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * GROUP, num_generations=GROUP,
-        max_completion_length=96, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=2 * GROUP, max_completion_length=96, reward_weights=callback.reward_weights)
     trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
                           train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
                           rollout_func=rollout)
@@ -244,12 +240,7 @@ def test_a_users_multi_turn_env_by_reference_with_groups_sharing_a_prompt(tmp_pa
                              reward="guess_flaky:REWARD", max_turns=3, max_turn_tokens=4)
     assert len({json.dumps(row["prompt"]) for row in rollout.dataset_rows()}) == 1
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-guess")
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=3 * GROUP, num_generations=GROUP,
-        max_completion_length=64, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=3 * GROUP, max_completion_length=64, reward_weights=callback.reward_weights)
     trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
                           train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
                           rollout_func=rollout)

@@ -139,7 +139,8 @@ def test_a_classic_multi_turn_env_plays_inside_rewardpipes_loop_and_its_rubric_s
     assert state.end_reason == "solved"  # the env's own @vf.stop condition ended it, not the turn limit
     assert state.vf_state["hints"] == ["higher", "lower", "correct"] and state.vf_state["attempts"] == 3  # 4, 6, 5
     assert [m.content for m in state.messages if m.role == "user"][1:] == ["higher", "lower", "correct"]
-    assert record.components == {"said_the_answer": 1.0, "efficiency": pytest.approx(1 - state.vf_state["attempts"] / 8)}
+    efficiency = pytest.approx(1 - state.vf_state["attempts"] / 8)
+    assert record.components == {"said_the_answer": 1.0, "efficiency": efficiency}
     json.loads(state.model_dump_json())  # the whole state, verifiers' part included, is JSON
 
     record, state = play(env, tasks[0], ScriptedPolicy(lambda s, t: "1"))
