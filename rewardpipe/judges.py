@@ -103,15 +103,20 @@ def _text_of(value: Any) -> str:
         return str(value)
 
 
+def _part(message: Any, name: str) -> Any:
+    """A message's field: rewardpipe Messages, or plain dicts as a caller may hand them."""
+    return message.get(name) if isinstance(message, Mapping) else getattr(message, name, None)
+
+
 def _first_user(messages: Any) -> str:
     for message in messages or ():
-        if getattr(message, "role", None) == "user":
-            return str(getattr(message, "content", "") or "")
+        if _part(message, "role") == "user":
+            return str(_part(message, "content") or "")
     return ""
 
 
 def _conversation(messages: Any) -> str:
-    return "\n".join(f"[{getattr(m, 'role', '?')}] {getattr(m, 'content', '') or ''}" for m in messages or ())
+    return "\n".join(f"[{_part(m, 'role') or '?'}] {_part(m, 'content') or ''}" for m in messages or ())
 
 
 class Judge:
