@@ -10,6 +10,8 @@ The public API (v1): everything a user's own rewards and environments need, impo
   environments (rewardpipe.environment); :class:`ScriptedPolicy`: scenarios for doctor and ``--policy
   scripted``;
 * :class:`Message`, :class:`ExecutionJob`, :class:`ExecutionResult`: the data that crosses every boundary;
+* :func:`llm_judge` (alias :func:`judge`): a component an LLM judge gives by a rubric (rewardpipe.judges);
+  :class:`ComponentUnavailable`: raised by a component that cannot compute, with the reason;
 * :func:`load_reward` / :func:`load_environment`: resolve a name or reference (a built-in name,
   ``package.module:ATTR``, ``path/file.py:ATTR``, an installed short name);
 * :mod:`rewardpipe.testing`: doctor's checks for pytest.

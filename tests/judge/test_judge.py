@@ -324,3 +324,13 @@ def test_a_judged_component_can_be_pickled_and_scores_in_the_copy(server):
     copy = pickle.loads(pickle.dumps(comp))
     assert copy.name == "quality" and copy.fn.judge is not comp.fn.judge
     assert Reward("r", [copy]).score_many(inputs("good"))[0].components["quality"] == pytest.approx(0.8)
+
+
+def test_messages_given_as_plain_dicts_are_read_too(server):
+    comp = judged(server, "Question: {prompt}\nWhole talk: {conversation}")
+    data = ScoringInput(completion="good", messages=[{"role": "user", "content": "2+2?"},
+                                                     {"role": "assistant", "content": "good"}])
+    assert Reward("r", [comp]).score_many([data])[0].components["quality"] == pytest.approx(0.8)
+    body = server.requests[0]["body"]
+    assert quoted(body, "PROMPT")[1] == "2+2?"
+    assert quoted(body, "CONVERSATION")[1] == "[user] 2+2?\n[assistant] good"
