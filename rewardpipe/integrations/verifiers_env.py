@@ -42,6 +42,7 @@ The pure parts (state round trip, task rows, refusals) need no verifiers; runnin
 
 from __future__ import annotations
 
+import functools
 import importlib
 import inspect
 import json
@@ -215,6 +216,7 @@ def _is_group_function(fn: Callable[..., Any]) -> bool:
 
 # -- the verifiers side ------------------------------------------------------------------------------------------
 
+@functools.cache
 def _verifiers() -> tuple[Any, Any, Any]:
     """(the module holding the classic API, MultiTurnEnv, EnvGroup) of the installed verifiers."""
     try:

@@ -148,6 +148,16 @@ def test_a_classic_multi_turn_env_plays_inside_rewardpipes_loop_and_its_rubric_s
     assert state.end_reason == "turn_limit" and state.vf_state["hints"] == ["higher"] * 5
 
 
+def test_a_single_turn_env_is_one_model_turn_then_scored():
+    env = from_verifiers(vf.SingleTurnEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer])),
+                         ranges={"said_the_answer": (0, 1)})
+    assert env.max_turns == 1
+    task = env.task_rows()[2]
+    record, state = play(env, task, ScriptedPolicy(lambda s, t: "It is 7."))
+    assert state.assistant_turns == 1 and state.end_reason == "turn_limit"
+    assert record.status == "scored" and record.components == {"said_the_answer": 1.0}
+
+
 def test_the_rubric_is_called_with_verifiers_keyword_names_and_scores_what_verifiers_scores():
     env = wrapped()
     task = env.task_rows()[1]
