@@ -47,6 +47,7 @@ class FakeJudge:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive: the client's connections are reused, as with a real server
+            disable_nagle_algorithm = True  # as a real server does: no 40 ms delayed-ACK stall per reply
 
             def do_POST(self):  # noqa: N802
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
