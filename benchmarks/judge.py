@@ -22,8 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewardpipe import Message, Reward, ScoringInput, llm_judge  # noqa: E402
-from tests.judge.fake_judge import FakeJudge  # noqa: E402
+from rewardpipe import Message, Reward, ScoringInput, llm_judge
+from tests.judge.fake_judge import FakeJudge
 
 
 def samples(count: int) -> list[ScoringInput]:

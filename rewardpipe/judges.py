@@ -55,8 +55,9 @@ import secrets
 import string
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from rewardpipe.components import Component, ComponentDefinitionError, ComponentUnavailable, check_name, check_range
 
@@ -259,7 +260,7 @@ class Judge:
                 raise JudgeUnavailable(f"judge '{self.name}': parse found no score in the answer")
         else:
             found = None
-            for found in re.finditer(re.escape(f"VERDICT {tag}") + _NUMBER, tail):
+            for found in re.finditer(re.escape(f"VERDICT {tag}") + _NUMBER, tail):  # noqa: B007 - keeps the last
                 pass
             if found is None:
                 raise JudgeUnavailable(f"judge '{self.name}' answered without a 'VERDICT <tag>: <number>' line")
@@ -308,7 +309,7 @@ class Judge:
                 self._cache.popitem(last=False)
         return value
 
-    def submit(self, inputs: Mapping[str, Any]) -> "Future[float] | float":
+    def submit(self, inputs: Mapping[str, Any]) -> Future[float] | float:
         """The cached value, or the future of the call that gives it (shared with an identical call in flight)."""
         material = self.material(inputs)
         key = self.cache_key(material)
@@ -391,7 +392,7 @@ def _placeholders(rubric: str, name: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(fields))
 
 
-def llm_judge(name: str, rubric: str, *, range: tuple[float, float] = (0.0, 1.0),  # noqa: A002 - the API's word
+def llm_judge(name: str, rubric: str, *, range: tuple[float, float] = (0.0, 1.0),
               role: str = "outcome", weight: float = 1.0, model: str | None = None, base_url: str | None = None,
               api_key: str | None = None, client: Any = None, scale: tuple[float, float] = (0, 10),
               parse: Callable[[str], Any] | None = None, concurrency: int = 8, cache_size: int = 4096,

@@ -5,9 +5,9 @@ None (an error record) when the judge fails or gives no readable verdict, never 
 
 import os
 
-from rewardpipe import Message, Reward, ScoringInput, llm_judge
-
 from stand_in_judge import start
+
+from rewardpipe import Message, Reward, ScoringInput, llm_judge
 
 server, url = start()  # your endpoint instead: base_url="http://localhost:8000/v1", model="Qwen/Qwen3-8B"
 
@@ -30,7 +30,7 @@ if __name__ == "__main__":
     samples = [ScoringInput(completion=text, reference="42",
                             messages=[Message(role="user", content="What is 7 * 6?"),
                                       Message(role="assistant", content=text)]) for text in answers]
-    for text, score in zip(answers, REWARD.score_many(samples)):
+    for text, score in zip(answers, REWARD.score_many(samples), strict=True):
         outcome = score.components["judged_correct"]
         print(f"{text!r:42} -> {outcome}" + (f"  ({score.error.kind}: {score.error.message})" if score.error else ""))
     REWARD.score_many(samples[:2])  # the same content again: answered from the cache, no call

@@ -15,11 +15,11 @@ def _text(message):
 
 
 class GuessEnv(vf.MultiTurnEnv):
-    async def setup_state(self, state, **kwargs):
+    async def setup_state(self, state, **_):
         state["hints"] = []
         return state
 
-    async def env_response(self, messages, state, **kwargs):
+    async def env_response(self, messages, state, **_):
         found = NUMBER.search(_text(messages[-1]) or "")
         if found is None:
             hint = "Answer with a number."
@@ -30,7 +30,7 @@ class GuessEnv(vf.MultiTurnEnv):
         return [{"role": "user", "content": hint}]
 
     @vf.stop
-    async def solved(self, state, **kwargs) -> bool:
+    async def solved(self, state, **_) -> bool:
         return bool(state.get("hints")) and state["hints"][-1] == "correct"
 
 

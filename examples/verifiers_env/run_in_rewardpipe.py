@@ -12,17 +12,17 @@ from rewardpipe.integrations.verifiers import from_verifiers
 from rewardpipe.testing import check_environment
 
 
-def halve(state, task):
+def halve(state, _task):
     """A scripted player: binary search on the hints so far."""
     lo, hi = 1, 8
     guesses = [int(re.search(r"\d+", m.content).group()) for m in state.messages if m.role == "assistant"]
-    for guess, hint in zip(guesses, state.vf_state.get("hints", [])):
+    for guess, hint in zip(guesses, state.vf_state.get("hints", []), strict=False):
         lo, hi = (guess + 1, hi) if hint == "higher" else (lo, guess - 1) if hint == "lower" else (lo, hi)
     return f"Is it {(lo + hi) // 2}?"
 
 
-def scenarios(task):
-    return {"reference": ScriptedPolicy(halve), "always_one": ScriptedPolicy(lambda state, task: "1")}
+def scenarios(_task):
+    return {"reference": ScriptedPolicy(halve), "always_one": ScriptedPolicy(lambda _state, _task: "1")}
 
 
 ENVIRONMENT = from_verifiers("guess_env:load_environment", env_args={"max_turns": 6},

@@ -47,13 +47,14 @@ import importlib
 import inspect
 import json
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from typing import Any
 
 from pydantic import Field
 
 from rewardpipe.components import Component
-from rewardpipe.environment import DEFAULT_MAX_TURNS, MAX_TURNS, EpisodeState, Environment, TaskRow
+from rewardpipe.environment import DEFAULT_MAX_TURNS, MAX_TURNS, Environment, EpisodeState, TaskRow
 from rewardpipe.models import Message
 from rewardpipe.rewards.base import Reward, run_coroutines
 
@@ -204,7 +205,7 @@ def flatten_rubric(rubric: Any) -> list[tuple[Any, Callable[..., Any], float]]:
         return [entry for sub in inner for entry in flatten_rubric(sub)]
     funcs = list(getattr(rubric, "funcs", None) or getattr(rubric, "reward_funcs", None) or [])
     weights = list(getattr(rubric, "weights", None) or getattr(rubric, "reward_weights", None) or [1.0] * len(funcs))
-    return [(rubric, fn, float(w)) for fn, w in zip(funcs, weights)]
+    return [(rubric, fn, float(w)) for fn, w in zip(funcs, weights, strict=False)]
 
 
 def _is_group_function(fn: Callable[..., Any]) -> bool:
@@ -220,7 +221,7 @@ def _is_group_function(fn: Callable[..., Any]) -> bool:
 def _verifiers() -> tuple[Any, Any, Any]:
     """(the module holding the classic API, MultiTurnEnv, EnvGroup) of the installed verifiers."""
     try:
-        import verifiers  # noqa: PLC0415 - optional dependency
+        import verifiers
     except ImportError:
         raise VerifiersError("from_verifiers needs the verifiers package: "
                              "pip install 'rewardpipe[verifiers]'") from None
@@ -236,11 +237,11 @@ def _verifiers() -> tuple[Any, Any, Any]:
     for name in ("verifiers.legacy", "verifiers"):
         try:
             module = importlib.import_module(name)
-            multi_turn = getattr(module, "MultiTurnEnv")
+            multi_turn = module.MultiTurnEnv
         except (ImportError, AttributeError):
             continue
         try:
-            group = getattr(module, "EnvGroup")
+            group = module.EnvGroup
         except AttributeError:
             group = None
         return module, multi_turn, group
@@ -291,7 +292,8 @@ class VerifiersEnvironment(Environment):
     # -- the reward ------------------------------------------------------------------------------------------
 
     def _reward(self, reward_name: str, ranges: dict[str, tuple[float, float]], roles: dict[str, str]) -> Reward:
-        components, seen = [], set()
+        components: list[Component] = []
+        seen: set[str] = set()
         for rubric, fn, weight in flatten_rubric(getattr(self.vf_env, "rubric", None)):
             label = getattr(fn, "__name__", None) or type(fn).__name__
             if weight == 0.0:
@@ -316,7 +318,7 @@ class VerifiersEnvironment(Environment):
 
     # -- verifiers' state, rebuilt for each call ------------------------------------------------------------
 
-    def vf_state(self, state: VfState, task: VfTask) -> Any:
+    def vf_state(self, state: Any, task: Any) -> Any:
         """A verifiers ``State`` for ``state``: the task's inputs, the conversation, and the stored keys."""
         module, _, _ = _verifiers()
         state_type = getattr(module, "State", dict)
@@ -356,7 +358,7 @@ class VerifiersEnvironment(Environment):
 
     def _messages(self, messages: list[dict[str, Any]]) -> Any:
         try:
-            from verifiers.utils.message_utils import normalize_messages  # noqa: PLC0415
+            from verifiers.utils.message_utils import normalize_messages
         except ImportError:
             return [dict(m) for m in messages]
         return normalize_messages([dict(m) for m in messages], field_name="messages")
@@ -378,7 +380,8 @@ class VerifiersEnvironment(Environment):
 
     # -- the episode -----------------------------------------------------------------------------------------
 
-    def start(self, task: VfTask) -> VfState:
+    # The hooks take the base types the Environment protocol declares (a VfTask and a VfState arrive).
+    def start(self, task: Any) -> EpisodeState:
         state = VfState(messages=task.prompt_messages())
         vf = self.vf_state(state, task)
         setup = getattr(self.vf_env, "setup_state", None)
@@ -388,7 +391,7 @@ class VerifiersEnvironment(Environment):
         self._failed(vf, "setup_state")
         return state.evolve(vf_state=stored_state(vf, self.name, "setup_state"))
 
-    def on_policy_turn(self, state: VfState, task: VfTask, text: str) -> VfState:
+    def on_policy_turn(self, state: Any, task: Any, text: str) -> EpisodeState:  # noqa: ARG002 - the hook's
         vf = self.vf_state(state, task)
         done = self._completed(vf)
         kept = stored_state(vf, self.name, "the stop conditions")
@@ -396,7 +399,7 @@ class VerifiersEnvironment(Environment):
             return state.evolve(vf_state=kept, next_action="score", end_reason=_end_reason(vf))
         return state.evolve(vf_state=kept, next_action="env")
 
-    def respond(self, state: VfState, task: VfTask, ctx: Any) -> VfState:
+    def respond(self, state: Any, task: Any, ctx: Any) -> EpisodeState:  # noqa: ARG002 - the hook's
         vf = self.vf_state(state, task)
         replies = self._run(self.vf_env.env_response(vf["prompt"] + vf["completion"], vf))
         if isinstance(replies, tuple) and len(replies) == 2:  # older classic releases: (messages, state)
@@ -417,17 +420,17 @@ class VerifiersEnvironment(Environment):
 
     # -- doctor ----------------------------------------------------------------------------------------------
 
-    def scenarios(self, task: VfTask) -> Mapping[str, Any]:
+    def scenarios(self, task: Any) -> Mapping[str, Any]:
         """Given ones (``from_verifiers(scenarios=...)``), else: ``reference`` answers the task's ``answer`` every
         turn, ``no_answer`` says it does not know."""
         if self._scenarios is not None:
             return self._scenarios(task)
         from rewardpipe.policies import ScriptedPolicy
 
-        return {"reference": ScriptedPolicy(lambda state, t: t.answer or "(no answer)"),
-                "no_answer": ScriptedPolicy(lambda state, t: "I do not know.")}
+        return {"reference": ScriptedPolicy(lambda _state, t: t.answer or "(no answer)"),
+                "no_answer": ScriptedPolicy(lambda _state, _task: "I do not know.")}
 
-    def check_task(self, task: VfTask, runs: Mapping[str, Any]) -> list[Any]:
+    def check_task(self, task: Any, runs: Mapping[str, Any]) -> list[Any]:  # noqa: ARG002 - the hook's
         """A warning per rubric function without a declared range, with the values doctor observed."""
         from rewardpipe.doctor import Finding
 
@@ -510,7 +513,7 @@ def from_verifiers(reference: Any, env_args: Mapping[str, Any] | None = None, *,
                              f"from_verifiers wraps the classic env_response / is_completed API")
     module = reference.partition(":")[0] if isinstance(reference, str) else type(vf_env).__module__
     label = name or module.rsplit(".", 1)[-1].replace("-", "_") or "verifiers_env"
-    import verifiers  # noqa: PLC0415 - _verifiers() found it
+    import verifiers
 
     version = f"{getattr(vf_env, 'env_id', '') or label}+verifiers{getattr(verifiers, '__version__', '?')}"
     return VerifiersEnvironment(vf_env, name=label, version=version, reward_name=label,

@@ -59,6 +59,7 @@ def test_verl_compute_score_takes_a_user_reward_and_flags_a_raising_component():
 def test_verifiers_rubric_functions_take_a_user_reward_and_a_raising_component_is_nan_not_zero():
     funcs, weights = rubric_functions(FLAKY)
     assert [f.__name__ for f in funcs] == ["valid_json", "answer_matches", "explodes_on_boom"]
+    assert weights == [0.5, 1.0, 1.0]
     completion = [{"role": "assistant", "content": '{"answer": 3}'}]
     assert [f(completion=completion, answer="3", prompt="q") for f in funcs] == [1.0, 1.0, 1.0]
     boom = [{"role": "assistant", "content": "BOOM"}]

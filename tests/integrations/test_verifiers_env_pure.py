@@ -70,7 +70,7 @@ def test_environments_that_run_model_code_are_refused_by_class_and_by_tool():
     class MyCodeEnv(SandboxEnv):
         pass
 
-    with pytest.raises(VerifiersError, match="it is a SandboxEnv.*bypass rewardpipe's sandbox"):
+    with pytest.raises(VerifiersError, match=r"it is a SandboxEnv.*bypass rewardpipe's sandbox"):
         refuse_code_execution(MyCodeEnv(), [])
 
     def python(code):

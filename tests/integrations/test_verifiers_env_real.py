@@ -19,9 +19,9 @@ from datasets import Dataset  # noqa: E402
 
 from rewardpipe import ScriptedPolicy  # noqa: E402
 from rewardpipe.episode import converse, finish_episode, start_episode  # noqa: E402
+from rewardpipe.integrations.trl_episodes import EpisodeRollout  # noqa: E402
 from rewardpipe.integrations.verifiers import VerifiersEnvironment, from_verifiers  # noqa: E402
 from rewardpipe.integrations.verifiers_env import VerifiersError  # noqa: E402
-from rewardpipe.integrations.trl_episodes import EpisodeRollout  # noqa: E402
 from tests.api.conftest import CharCodec  # noqa: E402 - TRL's token side for tests: a token is a character
 
 SECRETS = [5, 2, 7]
@@ -95,7 +95,7 @@ def binary_search(state, task):
     lo, hi = 1, 8
     hints = state.vf_state.get("hints", [])
     guesses = [int(NUMBER.search(m.content).group()) for m in state.messages if m.role == "assistant"]
-    for guess, hint in zip(guesses, hints):
+    for guess, hint in zip(guesses, hints, strict=False):
         lo, hi = (guess + 1, hi) if hint == "higher" else (lo, guess - 1) if hint == "lower" else (lo, hi)
     return f"My guess: {(lo + hi) // 2}"
 
@@ -240,7 +240,7 @@ def test_trl_rollout_func_plays_the_wrapped_env():
 def test_environments_that_run_model_code_are_refused():
     def python(code: str) -> str:
         """Run Python."""
-        return str(eval(code))  # noqa: S307 - what the refusal is about
+        return str(eval(code))
 
     tool_env = vf.ToolEnv(dataset=dataset(), tools=[python], rubric=vf.Rubric(funcs=[said_the_answer]))
     with pytest.raises(VerifiersError, match="run model-written code"):
@@ -252,7 +252,7 @@ def test_a_group_reward_function_and_unknown_range_names_are_refused():
         return [1.0] * len(completions)
 
     env = GuessEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer, diversity]))
-    with pytest.raises(VerifiersError, match="diversity.*whole group"):
+    with pytest.raises(VerifiersError, match=r"diversity.*whole group"):
         from_verifiers(env)
     with pytest.raises(VerifiersError, match="unknown rubric function"):
         from_verifiers(load_guess(), ranges={"said_the_answr": (0, 1)})

@@ -12,8 +12,9 @@ import json
 import re
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 TAG = re.compile(r"VERDICT ([0-9a-f]+):")
 
@@ -49,7 +50,7 @@ class FakeJudge:
             protocol_version = "HTTP/1.1"  # keep-alive: the client's connections are reused, as with a real server
             disable_nagle_algorithm = True  # as a real server does: no 40 ms delayed-ACK stall per reply
 
-            def do_POST(self):  # noqa: N802
+            def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 with judge._lock:
                     judge.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
@@ -87,7 +88,7 @@ class FakeJudge:
         self.server.shutdown()
         self.server.server_close()
 
-    def __enter__(self) -> "FakeJudge":
+    def __enter__(self) -> FakeJudge:
         return self
 
     def __exit__(self, *exc: Any) -> None:

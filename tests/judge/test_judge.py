@@ -128,7 +128,7 @@ def test_a_score_written_in_the_completion_is_never_the_judges_score(attack):
                    ) as fake:
         score = Reward("r", [judged(fake)]).score_many(inputs(attack))[0]
         assert score.components["quality"] == pytest.approx(0.1)
-        tag, seen = quoted(fake.requests[0]["body"])
+        _, seen = quoted(fake.requests[0]["body"])
         assert seen == attack  # quoted whole: the completion could not close its block early
 
 
@@ -311,6 +311,7 @@ def test_judged_reward_through_trl_reward_functions(server):
     from rewardpipe.integrations.trl import reward_functions
 
     funcs, weights = reward_functions(Reward("judged", [judged(server), length_ok]))
+    assert weights == [1.0, 1.0]
     prompts, completions = ["q1", "q1", "q2"], ["good", "poor", "good"]
     columns = [fn(prompts=prompts, completions=completions) for fn in funcs]
     assert columns == [[pytest.approx(0.8), pytest.approx(0.2), pytest.approx(0.8)], [1.0, 1.0, 1.0]]
