@@ -347,7 +347,7 @@ class VerifiersEnvironment(Environment):
         vf.update({"trajectory_id": state.rollout_id, "client": None, "model": "rewardpipe", "sampling_args": None,
                    "reward": None, "metrics": None, "error": None, "final_env_response": None, "tool_defs": [],
                    "is_completed": False, "is_truncated": False, "turn": len(steps)})
-        timing = getattr(importlib.import_module(module.__name__.split(".")[0] + ".types"), "RolloutTiming", None)
+        timing = getattr(importlib.import_module(f"{module.__name__}.types"), "RolloutTiming", None)
         if timing is not None:
             vf["timing"] = timing()
         # A copy (the stored state is JSON): verifiers changes its state in place, and the state a hook was
@@ -357,11 +357,13 @@ class VerifiersEnvironment(Environment):
         return vf
 
     def _messages(self, messages: list[dict[str, Any]]) -> Any:
+        """Messages as the classic API's own message objects (0.3.1: verifiers.legacy's), or plain dicts."""
+        module, _, _ = _verifiers()
         try:
-            from verifiers.utils.message_utils import normalize_messages
-        except ImportError:
+            normalize = importlib.import_module(f"{module.__name__}.utils.message_utils").normalize_messages
+        except (ImportError, AttributeError):
             return [dict(m) for m in messages]
-        return normalize_messages([dict(m) for m in messages], field_name="messages")
+        return normalize([dict(m) for m in messages], field_name="messages")
 
     def _run(self, coroutine: Any) -> Any:
         (result,) = run_coroutines([coroutine])

@@ -12,7 +12,11 @@ import threading
 
 import pytest
 
-vf = pytest.importorskip("verifiers")
+pytest.importorskip("verifiers")
+try:  # verifiers 0.3.1 keeps the classic API under verifiers.legacy; 0.2 has it at the top
+    import verifiers.legacy as vf
+except ImportError:
+    import verifiers as vf
 pytestmark = pytest.mark.verifiers
 
 from datasets import Dataset  # noqa: E402
