@@ -64,36 +64,50 @@ def test_a_real_multi_turn_env_gets_the_simulators_answers_from_the_hidden_spec(
     assert TASK["tests"] not in json.dumps(seen) and TASK["reference_solution"] not in "".join(replies)
 
 
+def scored_by(rub, completion, answer):
+    """(reward, metrics) of a real vf.SingleTurnEnv rollout whose model answers ``completion``, scored by ``rub``."""
+    server, url, _ = chat_server(lambda messages: completion)
+    try:
+        from openai import AsyncOpenAI
+        from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+
+        env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
+        client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
+
+        async def run():
+            state = await env.rollout({"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0,
+                                       "answer": answer}, client, "scripted")
+            await rub.score_rollout(state)
+            return state
+
+        state = asyncio.run(run())
+    finally:
+        server.shutdown()
+    return state["reward"], state["metrics"]
+
+
 def test_a_real_rubric_scores_each_component_and_weights_them_like_rewardpipe():
     rub = rubric("gsm8k")
     assert isinstance(rub, vf.Rubric) and rub.weights == [0.5, 1.0]
-
-    def scored(completion, answer):
-        server, url, _ = chat_server(lambda messages: completion)
-        try:
-            from openai import AsyncOpenAI
-            from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
-
-            env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
-            client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
-
-            async def run():
-                state = await env.rollout({"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0,
-                                           "answer": answer}, client, "scripted")
-                await rub.score_rollout(state)
-                return state
-
-            state = asyncio.run(run())
-        finally:
-            server.shutdown()
-        return state["reward"], state["metrics"]
-
-    reward, metrics = scored("5 + 7 = 12\n#### 12", "12")
+    reward, metrics = scored_by(rub, "5 + 7 = 12\n#### 12", "12")
     assert metrics == {"format": 1.0, "answer_correct": 1.0} and reward == pytest.approx(1.5)
-    reward, metrics = scored("It is 13", "12")
+    reward, metrics = scored_by(rub, "It is 13", "12")
     assert metrics == {"format": 0.0, "answer_correct": 0.0} and reward == 0.0
     # An unreadable reference: every component NaN (an error, visible), never verifiers' substituted 0.0.
-    reward, metrics = scored("#### 12", "twelve")
+    reward, metrics = scored_by(rub, "#### 12", "twelve")
+    assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
+
+
+def test_a_users_reward_by_reference_in_a_real_rubric_and_a_raising_component_is_nan_not_zero(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "fixtures" / "user_pkg"))
+    rub = rubric("acme_rl.json_answer:FLAKY")
+    assert rub.weights == [0.5, 1.0, 1.0]
+    reward, metrics = scored_by(rub, '{"answer": 12}', "12")
+    assert metrics == {"valid_json": 1.0, "answer_matches": 1.0, "explodes_on_boom": 1.0}
+    assert reward == pytest.approx(2.5)
+    # The component raises on BOOM: verifiers would log it and substitute 0.0; here every function is NaN.
+    reward, metrics = scored_by(rub, '{"answer": "BOOM"}', "12")
+    assert set(metrics) == {"valid_json", "answer_matches", "explodes_on_boom"}
     assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
 
 
