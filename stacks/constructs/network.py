@@ -146,14 +146,14 @@ class Network(Construct):
         ))
 
     def _dns_firewall(self) -> None:
-        # Named per stack and region, so two deployments in one account are told apart (stacks/names.py
-        # checks the 64-character limit).
+        # Named per stack and region, so two deployments in one account are told apart; the suffixes are short
+        # because the names must fit in 64 characters with the longest region name (stacks/names.py).
         prefix = f"{Stack.of(self).stack_name}-{Aws.REGION}"
         suffix = self.partition_dns.find_in_map(Aws.PARTITION, "DnsSuffix")
-        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name=f"{prefix}-aws-domains",
+        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name=f"{prefix}-aws",
                                                   domains=[suffix, Fn.join("", ["*.", suffix])])
-        everything = resolver.CfnFirewallDomainList(self, "AllDomains", name=f"{prefix}-all-domains", domains=["*"])
-        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name=f"{prefix}-sandbox-dns", firewall_rules=[
+        everything = resolver.CfnFirewallDomainList(self, "AllDomains", name=f"{prefix}-any", domains=["*"])
+        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name=f"{prefix}-dns", firewall_rules=[
             resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
                 firewall_domain_list_id=allowed.attr_id, priority=100, action="ALLOW"),
             resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
@@ -161,5 +161,5 @@ class Network(Construct):
         ])
         resolver.CfnFirewallRuleGroupAssociation(
             self, "DnsFirewallAssociation", firewall_rule_group_id=group.attr_id, vpc_id=self.vpc.vpc_id,
-            priority=101, name=f"{prefix}-sandbox-dns",
+            priority=101, name=f"{prefix}-dns",
         )
