@@ -266,9 +266,10 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     patcher.undo()
     (architecture,) = architectures  # one layer, one architecture for every function
     handlers = _handler_of(synth, harness)
+    invoked = {fn for counts in (*results.values(), fargate) for fn in counts["invocations"]}
     return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU), "architecture": architecture,
                      "fargate_delta": _delta(fargate, results["replay"]),
-                     "cold_s": _cold_seconds(root, {fn: handlers[fn] for fn in memory if fn in handlers})}
+                     "cold_s": _cold_seconds(root, {fn: handlers[fn] for fn in sorted(invoked) if fn in handlers})}
 
 
 def _delta(route: dict, base: dict) -> dict:
@@ -291,9 +292,10 @@ def _handler_of(synth, harness) -> dict[str, str]:
     return out
 
 
-def _cold_seconds(root: Path, handlers: dict[str, str], runs: int = 3) -> dict[str, float]:
-    """Each function's cold start measured on a full core: the handler's import and what its first call still
-    loads (benchmarks/cold_start.py), on CPython 3.13 from the staged layer where one is found."""
+def _cold_seconds(root: Path, handlers: dict[str, str], runs: int = 5) -> dict[str, float]:
+    """Each function's cold start measured on a full core: the handler's import (the fastest of ``runs`` fresh
+    interpreters, the least disturbed by other load on the machine) and what its first call still loads
+    (benchmarks/cold_start.py), on CPython 3.13 from the staged layer where one is found."""
     import cold_start
 
     try:
@@ -302,9 +304,9 @@ def _cold_seconds(root: Path, handlers: dict[str, str], runs: int = 3) -> dict[s
         print(f"cold starts measured with this interpreter: {exc}", file=sys.stderr)
     out = {}
     for fn, name in handlers.items():
-        median_ms, _fastest, first_call_ms = cold_start.measure(str(root / "functions" / name / "handler.py"), runs,
-                                                                cold_start.FIRST_CALL_CLIENTS.get(name, ()))
-        out[fn] = RUNTIME_INIT_S + (median_ms + first_call_ms) / 1000
+        _median_ms, fastest_ms, first_call_ms = cold_start.measure(str(root / "functions" / name / "handler.py"), runs,
+                                                                   cold_start.FIRST_CALL_CLIENTS.get(name, ()))
+        out[fn] = RUNTIME_INIT_S + (fastest_ms + first_call_ms) / 1000
     return out
 
 

@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
 from rewardpipe.aws.settings import POLICY_HTTP_RETRIES, POLICY_HTTP_TIMEOUT_S, llm_turn_reserve_s
 from rewardpipe.monitoring.thresholds import AlarmPolicy
 
@@ -199,7 +200,8 @@ class DeploymentSettings(_Strict):
     # or "fail_batch" (the invocation fails). See rewardpipe.single_turn.apply_error_reward.
     error_reward: Literal["neutral", "zero", "fail_batch"] = "neutral"
     group_size: int = Field(default=8, ge=2, le=1024)
-    max_turns: int = Field(default=6, ge=1, le=50)
+    # At most the rollout workflow's documented limit (rewardpipe.aws.rollout.MAX_TURNS_LIMIT, docs/aws.md "Limits").
+    max_turns: int = Field(default=6, ge=1, le=MAX_TURNS_LIMIT)
     # Jobs whose time budget is above this many seconds run on Fargate instead of the runner Lambda.
     execution_routing_threshold_s: int = Field(default=600, ge=1)
     monitor_schedule_minutes: int = Field(default=15, ge=1, le=1440)

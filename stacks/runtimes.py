@@ -38,14 +38,18 @@ def _d(text: str) -> dt.date:
     return dt.date.fromisoformat(text)
 
 
-# identifier: (deprecation, block function create, block function update). The Python rows are the guide's
-# Python page ("Building Lambda functions with Python"); nodejs18.x/20.x are its dates after the 2026 extension
-# (also quoted in cfn-lint issue 4531); nodejs22.x/24.x are as cfn-lint 1.58.0's copy states them.
+# identifier: (deprecation, block function create, block function update). The Python rows are the guide's Python
+# page ("Building Lambda functions with Python", https://docs.aws.amazon.com/lambda/latest/dg/lambda-python.html)
+# as it stands after AWS extended python3.10 and python3.11 in 2026 (the earlier table blocked python3.11 creates
+# on 2026-07-31); python3.9 has left that table and keeps its last published dates. nodejs18.x/20.x are the
+# runtimes table's dates after their 2026 extension (also quoted in cfn-lint issue 4531); nodejs22.x/24.x are as
+# cfn-lint 1.58.0's copy states them.
 SCHEDULE: dict[str, Lifecycle] = {
+    "python3.14": Lifecycle(_d("2029-06-30"), _d("2029-07-31"), _d("2029-08-31")),
     "python3.13": Lifecycle(_d("2029-06-30"), _d("2029-07-31"), _d("2029-08-31")),
     "python3.12": Lifecycle(_d("2028-10-31"), _d("2028-11-30"), _d("2029-01-10")),
-    "python3.11": Lifecycle(_d("2026-06-30"), _d("2026-07-31"), _d("2026-08-31")),
-    "python3.10": Lifecycle(_d("2026-06-30"), _d("2026-07-31"), _d("2026-08-31")),
+    "python3.11": Lifecycle(_d("2027-06-30"), _d("2027-07-31"), _d("2027-08-31")),
+    "python3.10": Lifecycle(_d("2026-10-31"), _d("2027-02-01"), _d("2027-03-03")),
     "python3.9": Lifecycle(_d("2025-12-15"), _d("2026-02-03"), _d("2026-03-09")),
     "nodejs24.x": Lifecycle(_d("2028-04-30"), _d("2028-06-01"), _d("2028-07-01")),
     "nodejs22.x": Lifecycle(_d("2027-04-30"), _d("2027-06-01"), _d("2027-07-01")),

@@ -67,9 +67,9 @@ def _template(*runtimes: str) -> dict:
 
 
 def test_the_check_fails_within_90_days_of_a_block_date_and_for_an_unknown_runtime():
-    # python3.11 (Amazon Linux 2): function create blocked 2026-07-31 -- what a fresh deploy hit.
-    assert "blocks function create on 2026-07-31" in " ".join(runtime_problems(_template("python3.11"), dt.date(2026, 5, 3)))
-    assert runtime_problems(_template("python3.11"), dt.date(2026, 5, 1)) == []  # 91 days before
+    # python3.10 (Amazon Linux 2): function create blocked 2027-02-01 -- 61 days after the day this was written.
+    assert "blocks function create on 2027-02-01" in " ".join(runtime_problems(_template("python3.10"), dt.date(2026, 12, 2)))
+    assert runtime_problems(_template("python3.10"), dt.date(2026, 11, 2)) == []  # 91 days before
     create = SCHEDULE["python3.13"].block_create
     assert runtime_problems(_template("python3.13"), create - dt.timedelta(days=MARGIN_DAYS + 1)) == []
     (problem,) = runtime_problems(_template("python3.13"), create - dt.timedelta(days=MARGIN_DAYS))

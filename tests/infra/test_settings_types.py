@@ -267,3 +267,46 @@ def test_python_app_py_exits_2_without_a_traceback():
     proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "nested too deeply" in proc.stderr
+
+
+def _extremes(which: str) -> dict:
+    """Every bounded number of the model at its ``which`` bound (generated from the schema)."""
+    raw: dict = {}
+    for path, node in _fields(DeploymentSettings.model_json_schema(by_alias=True)):
+        if node.get("type") not in ("integer", "number"):
+            continue
+        bound = node.get("maximum" if which == "max" else "minimum")
+        if bound is None:
+            exclusive = node.get("exclusiveMaximum" if which == "max" else "exclusiveMinimum")
+            if exclusive is None:
+                continue
+            bound = exclusive - 0.01 if which == "max" else exclusive + 0.01
+        target = raw
+        for name in path[:-1]:
+            target = target.setdefault(name, {})
+        target[path[-1]] = bound
+    return raw
+
+
+# What the checks across settings need on top of the single bounds (each named in its own error message).
+COMPATIBLE = {
+    "max": {"execution_routing_threshold_s": 840, "policy": {"http_timeout_s": 865, "http_retries": 0}},
+    "min": {"lambda": {"code_runner_memory_mb": 512, "single_turn_memory_mb": 640, "code_runner_timeout_s": 61,
+                       "policy_timeout_s": 36}, "storage": {"expire_runs_days": 31}},
+}
+
+
+@pytest.mark.xdist_group("cdk")
+@pytest.mark.parametrize("which", ["max", "min"])
+def test_every_setting_at_its_bound_synthesizes(tmp_path, which):
+    """A value the settings accept never fails later in a construct (max_turns 21-50 used to pass the settings and
+    raise a ValueError traceback inside the rollout workflow)."""
+    from app import build_app, synth_errors
+
+    raw = _extremes(which)
+    for key, value in COMPATIBLE[which].items():
+        raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
+    settings = load_settings(raw)
+    app, stack = build_app(context={"rewardpipe": {**raw, "stack_name": f"Bounds{which.title()}"}}, outdir=str(tmp_path))
+    assert synth_errors(app, stack) == []
+    assert stack.settings.max_turns == settings.max_turns
