@@ -316,3 +316,41 @@ def test_the_single_turn_reward_scores_a_batch_on_cpython_313_from_the_layer(syn
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert scores[0] > scores[1]  # the right answer scores above the wrong one
+
+
+_CODE = """
+import importlib.util, json, sys
+sys.path[:0] = [sys.argv[2], sys.argv[1]]
+spec = importlib.util.spec_from_file_location("handler", sys.argv[2] + "/handler.py")
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+class Context:
+    function_name = "reward"; memory_limit_in_mb = 1769; aws_request_id = "r"
+    invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:reward"
+    def get_remaining_time_in_millis(self): return 120_000
+tests = "import unittest\\nclass T(unittest.TestCase):\\n    def test_a(self):\\n        self.assertEqual(add(1, 2), 3)\\n"
+answers = ["def add(a, b):\\n    return a + b", "def add(a, b):\\n    return a - b", "import os\\nos.fork()"]
+samples = [{"id": i, "messages": [{"role": "user", "content": "Write add(a, b)."},
+            {"role": "nova_assistant", "content": [{"type": "text", "text": "```python\\n" + code + "\\n```"}]}],
+            "metadata": {"tests": tests, "entry_point": "add"}} for i, code in enumerate(answers)]
+print(json.dumps([(r["id"], r["aggregate_reward_score"], {m["name"]: m["value"] for m in r["metrics_list"]})
+                  for r in module.lambda_handler(samples, Context())]))
+"""
+
+
+@needs_313
+def test_the_single_turn_reward_runs_model_code_in_the_sandbox_on_cpython_313(synth):
+    """code_correctness on 3.13 from the layer: the sandbox runs each answer's tests (on this machine's kernel and
+    architecture; the sandbox's own checks for 3.13 are tests/security's)."""
+    if harness.NATIVE_ARCHITECTURE is None:
+        pytest.skip("this machine is neither x86-64 nor aarch64")
+    layer, functions = _layer_and_functions(harness.synthesized(harness.architecture_context(harness.NATIVE_ARCHITECTURE)))
+    (folder,) = [f for f in functions if (f / "handler.py").read_text().startswith('"""Nova Forge single-turn')]
+    env = {"PATH": os.environ["PATH"], **LAMBDA_ENV, "REWARD_NAME": "code_correctness", "POWERTOOLS_METRICS_NAMESPACE": "T",
+           "REWARDPIPE_SANDBOX_WORKERS": "2", "REWARDPIPE_SANDBOX_MEMORY_MB": "512"}
+    proc = subprocess.run([PYTHON_313, "-S", "-c", _CODE, str(layer), str(folder)], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = {i: metrics for i, _score, metrics in json.loads(proc.stdout.strip().splitlines()[-1])}
+    assert results[0]["tests_passed"] == 1 and results[0]["reward_error"] == 0
+    assert results[1]["tests_passed"] == 0 and results[1]["reward_error"] == 0
+    assert results[2]["tests_passed"] == 0  # no add(): the fork attempt scores nothing and breaks nothing
