@@ -127,7 +127,7 @@ def test_the_policy_client_applies_the_deployments_timeout_and_retries():
 def test_the_default_policy_mode_is_the_one_the_docs_state():
     from rewardpipe.aws.rollout import PolicySpec, RolloutInput
 
-    stated = re.search(r"`policy\.mode` \(default `(\w+)`\)", (ROOT / "docs" / "aws.md").read_text())
+    stated = re.search(r"`policy\.mode` \(default `(\w+)`[;)]", (ROOT / "docs" / "aws.md").read_text())
     assert stated, "docs/aws.md no longer states policy.mode's default"
     assert PolicySpec.model_fields["mode"].default == stated.group(1) == "callback"
     assert PolicySpec.model_validate({}).mode == "callback"
