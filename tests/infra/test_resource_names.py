@@ -5,6 +5,7 @@ in each supported one (issue 18 items 4 and 6)."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 from aws_cdk import App, Stack
@@ -89,29 +90,37 @@ def _synth_errors(tmp_path, stack_name: str, nova: bool) -> tuple[list[str], dic
     return errors, json.loads((tmp_path / stack_name / f"{stack_name}.template.json").read_text())
 
 
-def test_a_45_character_stack_name_fails_the_synth_naming_the_setting_and_the_longest_allowed(tmp_path):
+def test_a_45_character_stack_name_fails_the_synth_and_the_longest_allowed_one_fits_exactly(tmp_path):
     """The reported case: 45 characters made 85-character SQS names (limit 80, .fifo included) and cut
-    "SageMaker" out of the reward function's name. Now the synth fails, names rewardpipe.stack_name, its value,
-    the longest value every derived name allows, and each name too long, the reward function's included."""
+    "SageMaker" out of the reward function's name. Now the synth fails naming rewardpipe.stack_name, its value,
+    the longest value every derived name allows and each name too long; and that longest value synthesizes,
+    with one derived name exactly at its limit (one character more would be refused)."""
     name = "A" + "b" * 44
     errors, template = _synth_errors(tmp_path, name, nova=True)
     (message,) = [e for e in errors if "rewardpipe.stack_name" in e]
-    # "-SageMaker-GenerateResponseQueue-dlq.fifo" is 41 characters of the 80 an SQS name may have
-    assert f"'{name}' (45 characters)" in message and "use at most 39 characters" in message
-    assert "AWS::SQS::Queue QueueName" in message and "more than 80" in message
+    assert f"'{name}' (45 characters)" in message and "AWS::SQS::Queue QueueName" in message and "more than 80" in message
     (reward,) = [f for f in _of_type(template, "AWS::Lambda::Function").values() if "SageMaker" in str(f.get("FunctionName"))]
     assert reward["FunctionName"] == f"{name}-SageMaker-reward"  # never truncated
+    longest = int(re.search(r"use at most (\d+) characters", message).group(1))
+    # "-SageMaker-GenerateResponseQueue-dlq.fifo" takes 41 of an SQS name's 80 characters
+    assert longest <= 39
 
-
-def test_the_longest_allowed_stack_name_synthesizes_with_names_at_their_limits(tmp_path):
-    name = "A" + "b" * 38  # 39: what the previous test's message allows with the Nova bridge on
-    errors, template = _synth_errors(tmp_path, name, nova=True)
+    fits = "A" + "b" * (longest - 1)
+    errors, template = _synth_errors(tmp_path, fits, nova=True)
     assert not [e for e in errors if "stack_name" in e], errors
-    queues = [q["QueueName"] for q in _of_type(template, "AWS::SQS::Queue").values() if "QueueName" in q]
-    assert max(len(q) for q in queues) == 80  # one more character would be refused by SQS
+    tight = [len(render(props[prop], template, env)) - limit
+             for (cfn_type, prop), rule in rules().items() for props in _of_type(template, cfn_type).values()
+             if prop in props for env, limit in ((e, rule.max_length) for e in _envs(fits))]
+    assert max(tight) == 0
     (reward,) = [f["FunctionName"] for f in _of_type(template, "AWS::Lambda::Function").values()
                  if "SageMaker" in str(f.get("FunctionName"))]
-    assert reward == f"{name}-SageMaker-reward" and len(reward) <= 64
+    assert reward == f"{fits}-SageMaker-reward" and len(reward) <= 64
+
+
+def _envs(stack_name: str) -> list[dict[str, str]]:
+    from stacks.names import environments
+
+    return environments(stack_name)
 
 
 def test_the_message_computes_the_longest_stack_name_each_name_allows():
