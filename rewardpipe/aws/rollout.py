@@ -54,9 +54,9 @@ JOBS_PREFIX = "jobs/"
 # snapshot's size and the time a rollout can take.
 MAX_TURNS_LIMIT = 20
 MAX_TOKENS_LIMIT = 16_384
-# Time a turn that calls an LLM endpoint may need (the chat client's 60 s timeout plus margin) and one
-# that does not. A Lambda with less time left than the next turn needs pauses and is invoked again.
-LLM_TURN_RESERVE_S = 90.0
+# Time a turn that does not call an LLM endpoint may need; one that does needs the deployment's
+# ``Settings.llm_turn_reserve_s`` (derived from the endpoint's HTTP timeout and retries). A Lambda with less
+# time left than the next turn needs pauses and is invoked again.
 QUICK_TURN_RESERVE_S = 5.0
 
 Next = Literal["ask_trainer", "converse", "run_lambda", "run_fargate", "score"]
@@ -117,7 +117,8 @@ def _check_run(value: str) -> str:
 class PolicySpec(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["replay", "openai", "callback"] = "replay"
+    # docs/aws.md "Starting rollouts": the trainer supplies the turns unless the input says otherwise.
+    mode: Literal["replay", "openai", "callback"] = "callback"
     # replay: the assistant turns to play back, in order (or, for large ones, where the client stored them).
     turns: list[str] | None = None
     turns_key: str | None = None
@@ -133,6 +134,9 @@ class PolicySpec(DeferredModel):
             raise ValueError("policy.mode 'replay' needs policy.turns (the assistant turns to replay)")
         if self.turns is not None and self.turns_key is not None:
             raise ValueError("give policy.turns or policy.turns_key, not both")
+        if self.mode != "replay" and (self.turns is not None or self.turns_key is not None):
+            raise ValueError(f"policy.turns and policy.turns_key are for policy.mode 'replay', not '{self.mode}' "
+                             f"(without a mode the policy is 'callback')")
         return self
 
 
@@ -310,9 +314,10 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
         )
         return ReplayPolicy([recorded])
     if spec.mode == "openai":
+        base_url, model = spec.base_url or settings.policy_base_url, spec.model or settings.policy_model
         return OpenAIPolicy(
-            spec.base_url or settings.policy_base_url, spec.model or settings.policy_model,
-            api_key=_api_key(settings), temperature=spec.temperature, max_tokens=spec.max_tokens,
+            base_url, model, temperature=spec.temperature, max_tokens=spec.max_tokens,
+            client=settings.chat_client(base_url, model, _api_key(settings)),
             system_prompt=environment().system_prompt,
         )
     raise ValueError("policy.mode 'callback' takes its turn from the trainer, not from a policy object")
@@ -330,8 +335,8 @@ def build_simulator(settings: Settings) -> Any:
     if settings.simulator == "openai":
         from rewardpipe.simulator import OpenAISimulator
 
-        return environment(OpenAISimulator(settings.policy_base_url, settings.policy_model,
-                                           api_key=_api_key(settings)))
+        return environment(OpenAISimulator(settings.policy_base_url, settings.policy_model, client=settings.chat_client(
+            settings.policy_base_url, settings.policy_model, _api_key(settings))))
     return environment()
 
 
@@ -347,7 +352,7 @@ def _pause_rule(mode: str, settings: Settings, remaining_s: Any) -> Any:
         if state.next_action == "policy" and mode == "callback":
             return True
         calls_llm = (mode == "openai") if state.next_action == "policy" else (settings.simulator == "openai")
-        return remaining_s() < (LLM_TURN_RESERVE_S if calls_llm else QUICK_TURN_RESERVE_S)
+        return remaining_s() < (settings.llm_turn_reserve_s if calls_llm else QUICK_TURN_RESERVE_S)
 
     return pause
 

@@ -250,7 +250,8 @@ class Monitoring(Construct):
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-rewards")
+        # Dashboards are global to the account: the region keeps two regions' stacks of one name apart.
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-{Aws.REGION}-rewards")
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Within-group std by component", width=12,

@@ -13,6 +13,7 @@ waiting execution. No change to the state machine is needed.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from aws_cdk import CfnOutput, Duration, Stack
@@ -27,7 +28,7 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function, task_response_statement
@@ -43,7 +44,8 @@ class NovaBridgeSettings(BaseModel):
     """``rollout_timeout_s`` is the recipe's ``rollout.timeout``; each rollout gets ``budget_fraction`` of it
     before the bridge stops it and answers with ``error_reward``, and the alarm fires at ``alarm_fraction``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Strict like the stack's own settings (stacks.config): "true" or 1 is not a bool, "600" not an integer.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     enabled: bool = False
     rollout_timeout_s: int = Field(default=600, ge=60, le=86400)
@@ -56,6 +58,17 @@ class NovaBridgeSettings(BaseModel):
     range_mapping: Literal["linear", "clip"] = "linear"
     run_id: str = Field(default="nova", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
     bookkeeping_days: int = Field(default=3, ge=1, le=365)
+
+    @field_validator("group_pattern")
+    @classmethod
+    def _group_pattern(cls, value: str) -> str:
+        try:  # checked at synth: the bridge would otherwise fail every rollout at run time
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        if "group" not in compiled.groupindex:
+            raise ValueError("needs a named group (?P<group>...)")
+        return value
 
     @model_validator(mode="after")
     def _alarm_before_budget(self) -> "NovaBridgeSettings":
@@ -74,9 +87,10 @@ class NovaBridgeSettings(BaseModel):
 
 
 def load_nova_settings(raw: Any) -> NovaBridgeSettings:
-    if isinstance(raw, str):
-        raw = json.loads(raw)
-    return NovaBridgeSettings.model_validate(raw or {})
+    """The ``rewardpipe_nova`` context (an object or a JSON string); a bad value is a SettingsError naming it."""
+    from stacks.config import load_context
+
+    return load_context(CONTEXT_KEY, raw, NovaBridgeSettings)
 
 
 class NovaBridge(Construct):

@@ -113,6 +113,9 @@ class RolloutWorkflow(Construct):
         )
 
         policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model,
+                      # the endpoint client's timeout and retries, from which the turn reserve is derived
+                      "POLICY_HTTP_TIMEOUT_S": str(settings.policy.http_timeout_s),
+                      "POLICY_HTTP_RETRIES": str(settings.policy.http_retries),
                       "TURN_QUEUE_URL": self.turn_requests.queue_url,
                       "RUNNER_FUNCTION": runner.function.function_name}
         # Both conversation functions may call an LLM (policy or simulator) and wait for a short job on the
