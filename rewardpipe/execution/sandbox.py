@@ -266,12 +266,14 @@ class _Worker:
                 fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
             _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
+            self.t_send = time.monotonic()
             try:
                 socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
             except OSError as exc:
                 self.kill()
                 raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
             reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
+            self.t_recv = time.monotonic()
             verdict = os.pread(fds[2], 1 << 20, 0)
             cap = self.config.output_bytes
             out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size

@@ -102,8 +102,20 @@ def test_isolation_report_is_attached_to_results(executor):
 
 
 def _children(pid: int) -> list[int]:
+    """The fork server's trusted runner and waiting untrusted children (not its housekeeper helper)."""
+    from rewardpipe.execution.runtime.zygote import HOUSEKEEPER_NAME
+
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
+        children = [int(child) for child in handle.read().split()]
+
+    def name(child: int) -> str:
+        try:
+            with open(f"/proc/{child}/comm") as handle:
+                return handle.read().strip()
+        except OSError:
+            return ""
+
+    return [child for child in children if name(child) != HOUSEKEEPER_NAME]
 
 
 def test_dead_trusted_runner_is_replaced_by_its_fork_server():

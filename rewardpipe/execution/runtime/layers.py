@@ -45,6 +45,18 @@ def _errno_text() -> str:
     return f"{errno.errorcode.get(code, code)}"
 
 
+PR_SET_NAME = 15
+
+
+def set_process_name(name: str) -> None:
+    """The name ps and /proc/<pid>/comm show (at most 15 bytes)."""
+    _libc.prctl.argtypes = None  # this call passes a pointer as arg2
+    try:
+        _libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+    finally:
+        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+
+
 def prctl(option: int, arg2: int = 0) -> None:
     if _libc.prctl(option, arg2, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed: {_errno_text()}")

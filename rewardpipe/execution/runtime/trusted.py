@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import time
 import types
 import warnings
 
@@ -427,7 +428,9 @@ def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: st
     return module
 
 
-def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
+def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:
+    """Run one job and write its verdict; the verdict is also returned (the runner tells the fork server
+    only whether the model's process died, never anything about the tests)."""
     verdict = {"mode": job.get("mode", "split")}
     try:
         verdict.update(_run(wfd, rfd, tests_fd, job))
@@ -437,6 +440,7 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
     _write_verdict(verdict_fd, verdict)
+    return verdict
 
 
 def _write_verdict(verdict_fd: int, verdict: dict) -> None:
@@ -444,6 +448,7 @@ def _write_verdict(verdict_fd: int, verdict: dict) -> None:
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
+MARKS: dict = {}
 _ACTIVE: list = [None]  # the Connection of the job being run: where the import guard reports
 
 
@@ -490,11 +495,16 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
         if not message:
             return
         before = os.times()
-        reply: dict = {"state": "done"}
+        reply: dict = {"state": "done", "r_start": time.monotonic()}
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
-            run(t_write, t_read, tests_fd, verdict_fd, header)
+            verdict = run(t_write, t_read, tests_fd, verdict_fd, header)
+            # Whether to wait for the model's process to report how it ended (it died on its own), or to
+            # kill it at once (the tests are done with it).
+            reply["model_died"] = verdict.get("model_died") is True
+            reply["r_verdict"] = time.monotonic()
+            reply.update(MARKS)
             reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
@@ -504,6 +514,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
                     pass
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
+        reply["r_reply"] = time.monotonic()
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
@@ -543,10 +554,12 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
+    MARKS['r_read'] = time.monotonic()
     tree = harness.parse_tests(tests)  # parsed once: counted, searched for names, compiled
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
+    MARKS['r_parsed'] = time.monotonic()
     try:
         return _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job)
     finally:
@@ -556,6 +569,7 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
 def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
+        MARKS['r_hello'] = time.monotonic()
     except wire.WireError:
         # Nothing of the model's has run yet: the sandbox failed to start the child.
         raise harness.HarnessError("the sandboxed child died before it was hardened") from None
@@ -563,6 +577,7 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
         raise harness.HarnessError("the sandboxed child sent an unexpected greeting")
     try:
         ready = wire.recv_json(rfd, MAX_REPLY_BYTES, MAX_REPLY_VALUES)
+        MARKS['r_ready'] = time.monotonic()
     except wire.ValueBudgetExceeded as exc:
         return {"expected": expected, "tests_run": 0, "successes": 0, "first_failure": str(exc)[:600]}
     except wire.WireError:
@@ -613,7 +628,9 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
     loaded = suite.countTestCases()
     if loaded != expected:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
+    MARKS['r_suite'] = time.monotonic()
     result = harness.run_suite(suite, module)
+    MARKS['r_ran'] = time.monotonic()
     if conn.boundary_error:
         raise harness.HarnessError(_needs_inprocess(conn))
     return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),

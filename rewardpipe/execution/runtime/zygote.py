@@ -45,12 +45,13 @@ PREIMPORTS = (
 # rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
 
 UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
-UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself once the tests are done
+UNTRUSTED_EXIT_GRACE_S = 0.02  # how long a child that died during the tests may take to become reapable
 TRUSTED_GRACE_S = 2.0
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
 DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
+HOUSEKEEPER_NAME = "rp-housekeeper"
 SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
 
 
@@ -64,6 +65,7 @@ class UntrustedChild:
         self.runner_read = runner_read
         self.job_dir = job_dir
         self.ready = False  # it said it is hardened (one byte on its control socket)
+        self.joined = True  # in the worker's cgroup (where there is one)
 
     def release_runner_ends(self) -> None:
         for fd in (self.runner_write, self.runner_read):
@@ -146,6 +148,126 @@ class DiskWatch:
         return True
 
 
+class Housekeeper:
+    """A helper process for the two chores that wait on the kernel rather than compute: moving a pre-forked
+    child into the worker's cgroup (a cgroup.procs write waits for an RCU grace period, milliseconds) and
+    lazily unmounting a finished job's tmpfs (the same). Forked from the fork server before any untrusted
+    child exists, it is root like the fork server, shares its mount namespace, and stays outside the
+    job cgroup; it never sees a job. Requests are lines on a pipe (``J <pid>``: join the cgroup, acked on
+    another pipe; ``U <path>``: detach and remove), served joins first, so the fork server never waits on
+    either unless a child it is about to hand a job to has not joined yet."""
+
+    def __init__(self, zygote: "Zygote"):
+        request_read, self._requests = os.pipe()
+        self._acks, ack_write = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(self._requests)
+                os.close(self._acks)
+                _die_with_parent(zygote.pid)
+                layers.set_process_name(HOUSEKEEPER_NAME)  # tells it apart from the trusted runner in ps
+                _arrange_fds({3: request_read, 4: ack_write, 2: 2})
+                _housekeeper_loop(3, 4, zygote.cgroups)
+            finally:
+                os._exit(0)
+        os.close(request_read)
+        os.close(ack_write)
+        os.set_blocking(self._acks, False)
+        self.pid = pid
+        self.alive = True
+        self.joined: set[int] = set()
+        self.failed: set[int] = set()
+        self._partial = b""
+
+    def _send(self, line: str) -> bool:
+        if not self.alive:
+            return False
+        try:
+            os.write(self._requests, line.encode() + b"\n")  # well under PIPE_BUF: never torn
+            return True
+        except OSError:
+            self.alive = False
+            return False
+
+    def join(self, pid: int) -> bool:
+        """Ask for ``pid`` to join the cgroup; False if the helper is gone (join it yourself)."""
+        return self._send(f"J {pid}")
+
+    def unmount(self, path: str) -> bool:
+        return "\n" not in path and self._send(f"U {path}")
+
+    def wait_joined(self, pid: int, timeout: float = 5.0) -> bool:
+        """True once the helper has moved ``pid`` into the cgroup; False if it could not (or is gone)."""
+        deadline = time.monotonic() + timeout
+        while pid not in self.joined:
+            if pid in self.failed or not self.alive:
+                return False
+            remaining = deadline - time.monotonic()
+            if remaining <= 0 or not select.select([self._acks], [], [], remaining)[0]:
+                return False
+            self.read_acks()
+        self.joined.discard(pid)
+        return True
+
+    def read_acks(self) -> None:
+        try:
+            data = os.read(self._acks, 1 << 16)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if not data:
+            self.alive = False
+            return
+        *lines, self._partial = (self._partial + data).split(b"\n")
+        for line in lines:
+            verb, pid, ok = line.split()
+            (self.joined if ok == b"1" else self.failed).add(int(pid))
+
+    def close(self) -> None:
+        """Finish the queued chores (so nothing is still mounted in the worker directory) and stop."""
+        for fd in (self._requests, self._acks):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        try:
+            _wait_until(self.pid, time.monotonic() + 10)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+
+
+def _housekeeper_loop(request_fd: int, ack_fd: int, cgroups) -> None:
+    pending = b""
+    while True:
+        data = os.read(request_fd, 1 << 16)
+        if not data:
+            lines, pending = pending.split(b"\n"), b""
+        else:
+            *lines, pending = (pending + data).split(b"\n")
+        joins = [line[2:] for line in lines if line.startswith(b"J ")]
+        unmounts = [line[2:].decode() for line in lines if line.startswith(b"U ")]
+        for pid in joins:  # first: a child waiting for a job may need it
+            try:
+                cgroups.join(int(pid))
+                ok = b"1"
+            except (OSError, ValueError, AttributeError):
+                ok = b"0"
+            wire.write_all(ack_fd, b"J " + pid + b" " + ok + b"\n")
+        for path in unmounts:
+            try:
+                layers.detach_mount(path)
+                os.rmdir(path)
+            except OSError:
+                if not layers.remove_tree(path):
+                    print(f"fork server: could not remove {path}", file=sys.stderr, flush=True)
+        if not data:
+            return
+
+
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
@@ -161,6 +283,7 @@ class Zygote:
         self.jobs = 0
         self.retiring = False
         self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
+        self.housekeeper: Housekeeper | None = None
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -186,6 +309,11 @@ class Zygote:
                 self.child_state["rlimits"][number] = (value, value)
         gc.collect()
         gc.freeze()
+
+    def start_housekeeper(self) -> None:
+        """Before the first untrusted child: cgroup moves and unmounts then happen beside the jobs."""
+        if self.cgroups is not None or self.job_root is not None:
+            self.housekeeper = Housekeeper(self)
 
     def _child_limit_values(self) -> dict:
         return {"address_space": int(self.config["memory_bytes"]), "nproc": int(self.config["pids_max"]),
@@ -390,6 +518,7 @@ class Zygote:
     def run_job(self, header: dict, fds: list[int]) -> dict:
         """Run one job and return the reply; the caller sends it, then calls :meth:`after_reply`."""
         started = time.monotonic()
+        marks = self.marks = {"z_start": started, **getattr(self, "after_marks", {})}
         code_fd, tests_fd, verdict_fd, out_fd, err_fd = fds
         timeout = float(header["timeout_s"])
         deadline = started + timeout
@@ -399,6 +528,7 @@ class Zygote:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
         self.current = child
+        marks["z_child_given"] = time.monotonic()
         try:
             self._hand_to_trusted_runner(header, [child.runner_write, child.runner_read, tests_fd, verdict_fd])
         finally:
@@ -406,19 +536,36 @@ class Zygote:
             os.close(tests_fd)
             os.close(verdict_fd)
         watch = DiskWatch(self, child) if self.job_root is None else None
+        marks["z_runner_given"] = time.monotonic()
+        # The job now runs in the child and the runner; the replacement spare is forked meanwhile (the fork
+        # server would otherwise only wait), so back-to-back jobs find one ready.
+        try:
+            self._replenish_spares()
+        except Exception as exc:  # noqa: BLE001 - e.g. fork() hit a limit: retried after the reply
+            print(f"fork server: pre-forking during a job failed: {exc!r}", file=sys.stderr, flush=True)
+        marks["z_replenished"] = time.monotonic()
         runner_reply = self._await_trusted_runner(deadline, watch)
+        marks["z_runner_replied"] = time.monotonic()
         timed_out = runner_reply is None
-        # With the runner done, the child sees EOF and exits by itself within a moment; how it ended
-        # (e.g. SIGSEGV, or the OOM killer) explains a "model died" verdict.
-        if not timed_out:
+        # A child that died during the tests is reaped for how it ended (e.g. SIGSEGV, or the OOM killer),
+        # which explains a "model died" verdict; one still serving is killed at once: the tests are done.
+        if not timed_out and runner_reply.get("model_died"):
             _wait_until(child.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
         done, raw_status, u_usage = os.wait4(child.pid, os.WNOHANG)
         u_status = _status_text(raw_status) if done and not timed_out else None
+        # Where seccomp forbids new processes the child has no descendants, and once SIGKILL is sent it runs
+        # no more of its own code: the kernel's tear-down of its memory (milliseconds) need not delay the
+        # reply, and it is reaped afterwards. Otherwise (descendants possible, or a disk measured by walking
+        # the directory after the end) the whole tree is gone before anyone hears the verdict.
+        reap_later = not done and self.seccomp_arch is not None and watch is None
         if not done:
             os.kill(child.pid, signal.SIGKILL)
-            u_usage = os.wait4(child.pid, 0)[2]
-        # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
-        self._kill_untrusted_tree(child.pid)
+            if not reap_later:
+                u_usage = os.wait4(child.pid, 0)[2]
+        marks["z_child_reaped"] = time.monotonic()
+        if not reap_later:
+            self._kill_untrusted_tree(child.pid)
+        marks["z_tree_killed"] = time.monotonic()
         if watch is None:
             disk_full, host_low = self._disk_quota_exhausted(child.job_dir), None
         else:
@@ -439,7 +586,10 @@ class Zygote:
         if own_changes:
             tampered = "; ".join(filter(None, [tampered, f"fork server: {own_changes}"]))
             self.retiring = True  # cannot restore its own hard limits: the scorer starts a fresh one
+        marks["z_reply"] = time.monotonic()
+        marks.update({k: v for k, v in runner_reply.items() if k.startswith("r_")})
         return {
+            "t": marks,
             "trusted_tampered": f"{tampered}" if tampered else None,
             "retire": self.retiring,
             "timed_out": timed_out,
@@ -454,15 +604,16 @@ class Zygote:
 
     def after_reply(self) -> None:
         """Off the critical path: reap the last job's processes, remove its directory, pre-fork the next child."""
+        self.after_marks = {"a_start": time.monotonic()}
         self.runner_jobs += 1
         if self.runner_jobs >= int(self.config.get("runner_recycle_jobs", DEFAULT_RUNNER_RECYCLE_JOBS)):
             # Hidden tests are trusted but may still leave state behind (patched modules, threads,
             # memory); a fresh runner from this clean process bounds how long any of it can last.
             self._replace_trusted_runner()
         if self.current is not None:
-            _reap_orphans()
-            self._dispose_job_dir(self.current.job_dir)
+            self._dispose_job_dir(self.current.job_dir)  # lazily: a child still dying keeps its tmpfs alive
             self.current = None
+        _reap_orphans()  # children killed after their job (see run_job) and orphans left to this subreaper
         if self.ipc_private and self.seccomp_arch is None:
             layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
         # A spare waited while the last job ran: discard it if anything reached it (seccomp makes that
@@ -472,11 +623,23 @@ class Zygote:
                 self.spares.remove(child)
                 child.discard()
                 self._dispose_job_dir(child.job_dir)
+        self.after_marks["a_checked"] = time.monotonic()
+        self._replenish_spares()
+        self.after_marks["a_end"] = time.monotonic()
+
+    def _replenish_spares(self) -> None:
+        """Fork hardened children until SPARE_CHILDREN wait for a job (each joins the cgroup first)."""
+        if self.housekeeper is not None:
+            self.housekeeper.read_acks()
         while len(self.spares) < SPARE_CHILDREN:
             child = self._fork_untrusted()
             self.spares.append(child)
             if self.cgroups is not None:
-                self.cgroups.join(child.pid)  # before it can get a job, let alone run the model's code
+                # Before it can get a job, let alone run the model's code (checked in _start_untrusted).
+                child.joined = False
+                if self.housekeeper is None or not self.housekeeper.join(child.pid):
+                    self.cgroups.join(child.pid)
+                    child.joined = True
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
@@ -526,6 +689,8 @@ class Zygote:
         """Off the critical path: a lazy unmount frees a tmpfs however deep its tree; without one, a
         deletion that needs neither recursion nor a descriptor per level."""
         if self.job_root is not None:
+            if self.housekeeper is not None and self.housekeeper.unmount(job_dir):
+                return
             try:
                 layers.detach_mount(job_dir)
                 os.rmdir(job_dir)
@@ -558,8 +723,12 @@ class Zygote:
             try:
                 # Its "hardened" byte must be read before our end closes (unread data would reset the
                 # connection under the job message); it also means no job goes to a child still hardening.
-                if fresh and self.cgroups is not None:
-                    self.cgroups.join(child.pid)  # forked on demand: joins before it gets the job
+                if self.cgroups is not None and not child.joined:
+                    # Forked on demand, or its move is still queued with the housekeeper: in the cgroup
+                    # before it gets the job.
+                    if fresh or self.housekeeper is None or not self.housekeeper.wait_joined(child.pid):
+                        self.cgroups.join(child.pid)
+                    child.joined = True
                 if not child.ready and child.control.recv(1) != b"R":
                     raise OSError("the child did not finish hardening")
                 child.ready = True
@@ -764,6 +933,9 @@ class Zygote:
             os._exit(status)
 
     def close(self) -> None:
+        if self.housekeeper is not None:
+            self.housekeeper.close()
+            self.housekeeper = None
         for child in [*self.spares, self.current]:
             if child is not None:
                 child.discard()
@@ -937,6 +1109,7 @@ def main(argv: list[str]) -> int:
             layers.drop_privileges(int(server_uid), int(server_uid))
         zygote = Zygote(config)
         zygote.start_trusted_runner()
+        zygote.start_housekeeper()
         zygote.after_reply()  # the first untrusted child, ready before the first job
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
