@@ -344,10 +344,16 @@ class Server:
         return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
 
 
-def serve(code: str, rfd: int, wfd: int) -> None:
+def prepare(rfd: int, wfd: int) -> Server:
+    """Everything that does not depend on the job's code, done while the hardened child waits for it:
+    tell the trusted side it is hardened, and hook stdout, stderr, warnings and logging."""
     wire.send_json(wfd, {"hardened": True})
     effects = Effects()
     capture_effects(effects)
-    server = Server(rfd, wfd, effects)
+    return Server(rfd, wfd, effects)
+
+
+def serve(code: str, rfd: int, wfd: int) -> None:
+    server = prepare(rfd, wfd)
     server.load(code)
     server.serve_forever()

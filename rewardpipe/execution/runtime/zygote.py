@@ -649,7 +649,7 @@ class Zygote:
         u_read, t_write = os.pipe()
         t_read, u_write = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
+        pid = layers.fork_without_interpreter_hooks()
         if pid == 0:
             self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir)
         os.close(u_read)
@@ -887,10 +887,18 @@ class Zygote:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
-        # Hardened. Now (and only now) wait for the job.
+        # Hardened. What does not depend on the job is prepared now, while the child waits (off the job's
+        # critical path): its random seed, its standard streams (fds 1 and 2 become the job's output files
+        # by dup2 when it arrives) and the capture of what the model's code prints, warns and logs.
         try:
+            random.seed()
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
+            sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+            server = untrusted.prepare(UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"])
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
             control.send(b"R")
+            # Now (and only now) wait for the job.
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
             if not message or len(fds) != 3:
                 os._exit(0)  # the fork server is shutting down
@@ -906,10 +914,6 @@ class Zygote:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
             control.close()
-            random.seed()
-            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
-            sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox child could not receive its job: {exc!r}\n".encode())
@@ -917,7 +921,8 @@ class Zygote:
                 os._exit(HARDENING_FAILED_EXIT)
         status = 0
         try:
-            untrusted.serve(code, UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"])
+            server.load(code)
+            server.serve_forever()
         except BaseException as exc:  # noqa: BLE001
             status = 1
             try:
