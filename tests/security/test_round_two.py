@@ -515,13 +515,16 @@ def test_degraded_mode_signals_reach_nothing_but_the_child(degraded, sig):
 
 
 def _children_of(pid: int) -> list[int]:
+    """Live children of ``pid``: a finished job's child that the kernel is still tearing down (reaped after
+    the reply) is dead already and does not count."""
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat") as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(name))
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and fields[0] not in "ZX":
+                    found.append(int(name))
             except (OSError, ValueError):
                 pass
     return found

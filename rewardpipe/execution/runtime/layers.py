@@ -70,11 +70,8 @@ def fork_without_interpreter_hooks() -> int:
 
 def set_process_name(name: str) -> None:
     """The name ps and /proc/<pid>/comm show (at most 15 bytes)."""
-    _libc.prctl.argtypes = None  # this call passes a pointer as arg2
-    try:
-        _libc.prctl(PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
-    finally:
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    buffer = ctypes.create_string_buffer(name.encode()[:15], 16)
+    _libc.prctl(PR_SET_NAME, ctypes.addressof(buffer), 0, 0, 0)
 
 
 def prctl(option: int, arg2: int = 0) -> None:
@@ -547,12 +544,23 @@ class SeccompTemplate:
 
     def __init__(self, arch: str, ignore_mode_changes: bool = False):
         self.program, self._pid_indexes = _compile_seccomp(arch, ignore_mode_changes)
+        # Built here, in the fork server, so that a child only patches its pid into its own copy of the
+        # buffer and makes one call.
+        self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
+        self._fprog = _sock_fprog(len(self.program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
 
     def for_pid(self, pid: int) -> bytes:
         program = bytearray(self.program)
         for index in self._pid_indexes:
             struct.pack_into("=I", program, index * 8 + 4, pid & 0xFFFFFFFF)
         return bytes(program)
+
+    def load_for_pid(self, pid: int) -> None:
+        """In a forked child: install the filter with ``pid`` as the only pid it may act on."""
+        for index in self._pid_indexes:
+            struct.pack_into("=I", self._buffer, index * 8 + 4, pid & 0xFFFFFFFF)
+        if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(self._fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
 
 
 def _arg(index: int) -> int:
@@ -661,15 +669,16 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     return bytes(out), pid_indexes
 
 
+# prctl with a pointer as its third argument (PR_SET_SECCOMP), as its own prototype.
+_prctl_pointer = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                                  ctypes.c_ulong, use_errno=True)(("prctl", _libc))
+
+
 def load_seccomp(program: bytes) -> None:
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _sock_fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    _libc.prctl.argtypes = None  # this call passes a pointer as arg3
-    try:
-        if _libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
-    finally:
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
 
 
 # --- cgroups ------------------------------------------------------------------------------------------
@@ -883,6 +892,7 @@ def drop_privileges(uid: int, gid: int) -> None:
 # --- what another process of the sandbox could change about ours ---------------------------------------
 
 _SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+_LIMITS_TITLE_WIDTH = 26
 _RLIMIT_NAMES = {  # /proc/<pid>/limits row titles -> resource numbers
     "Max cpu time": resource.RLIMIT_CPU, "Max file size": resource.RLIMIT_FSIZE,
     "Max data size": resource.RLIMIT_DATA, "Max stack size": resource.RLIMIT_STACK,
@@ -907,15 +917,16 @@ def _rlimits_of(pid: int) -> dict[int, tuple[int, int]]:
     if pid == 0:
         return {number: resource.prlimit(0, number) for number in _RLIMIT_NAMES.values()}
     limits: dict[int, tuple[int, int]] = {}
-    with open(f"/proc/{pid}/limits") as handle:
-        next(handle)  # the header row
-        for line in handle:
-            for title, number in _RLIMIT_NAMES.items():
-                if line.startswith(title):
-                    soft, hard = line[len(title):].split()[:2]
-                    limits[number] = (resource.RLIM_INFINITY if soft == "unlimited" else int(soft),
-                                      resource.RLIM_INFINITY if hard == "unlimited" else int(hard))
-                    break
+    with open(f"/proc/{pid}/limits", "rb") as handle:
+        rows = handle.read().decode().split("\n")[1:]  # after the header row
+    for row in rows:
+        # The kernel prints each title padded to 25 characters and a space (fs/proc/base.c).
+        number = _RLIMIT_NAMES.get(row[:_LIMITS_TITLE_WIDTH].rstrip())
+        if number is None:
+            continue
+        soft, hard = row[_LIMITS_TITLE_WIDTH:].split()[:2]
+        limits[number] = (resource.RLIM_INFINITY if soft == "unlimited" else int(soft),
+                          resource.RLIM_INFINITY if hard == "unlimited" else int(hard))
     return limits
 
 

@@ -555,18 +555,41 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
     MARKS['r_read'] = time.monotonic()
-    tree = harness.parse_tests(tests)  # parsed once: counted, searched for names, compiled
+    tree, code = _prepared_tests(tests)
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
     MARKS['r_parsed'] = time.monotonic()
     try:
-        return _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job)
+        return _run_with(conn, rfd, tests, tree, code, expected, tests_format, entry_point, job)
     finally:
         _ACTIVE[0] = None
 
 
-def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) -> dict:
+_PREPARED: dict[str, tuple] = {}  # hidden tests source -> (AST, code object), most recent last
+PREPARED_TESTS_KEPT = 64
+PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
+
+
+def _prepared_tests(tests: str) -> tuple:
+    """The tests' AST (counted and searched for names) and code object. The K rollouts of a group share
+    their hidden tests, so the long-lived runner parses and compiles each source once; every job still
+    executes the code object into a module of its own."""
+    found = _PREPARED.pop(tests, None)
+    if found is None:
+        tree = harness.parse_tests(tests)
+        try:
+            found = (tree, compile(tree, "<hidden tests>", "exec"))
+        except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
+            raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
+    if len(tests) <= PREPARED_TESTS_MAX_CHARS:
+        _PREPARED[tests] = found
+        while len(_PREPARED) > PREPARED_TESTS_KEPT:
+            del _PREPARED[next(iter(_PREPARED))]
+    return found
+
+
+def _run_with(conn, rfd, tests, tree, code, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
         MARKS['r_hello'] = time.monotonic()
@@ -615,7 +638,7 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
                 "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
     calls_before_tests = conn.calls
     try:
-        exec(compile(tree, "<hidden tests>", "exec"), module.__dict__)
+        exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model can fail because of the model.
         if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):

@@ -52,6 +52,7 @@ HARDENING_FAILED_EXIT = 121
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
 DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
 HOUSEKEEPER_NAME = "rp-housekeeper"
+CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR: the job directory
 SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
 
 
@@ -292,6 +293,8 @@ class Zygote:
             except Exception:  # noqa: BLE001 - optional modules (numpy) may be absent
                 pass
         self.worker_dir = config["worker_dir"]
+        os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
+        os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self._detect()
         if self._jobs_share_a_uid():
@@ -553,18 +556,12 @@ class Zygote:
             _wait_until(child.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
         done, raw_status, u_usage = os.wait4(child.pid, os.WNOHANG)
         u_status = _status_text(raw_status) if done and not timed_out else None
-        # Where seccomp forbids new processes the child has no descendants, and once SIGKILL is sent it runs
-        # no more of its own code: the kernel's tear-down of its memory (milliseconds) need not delay the
-        # reply, and it is reaped afterwards. Otherwise (descendants possible, or a disk measured by walking
-        # the directory after the end) the whole tree is gone before anyone hears the verdict.
-        reap_later = not done and self.seccomp_arch is not None and watch is None
         if not done:
             os.kill(child.pid, signal.SIGKILL)
-            if not reap_later:
-                u_usage = os.wait4(child.pid, 0)[2]
+            u_usage = os.wait4(child.pid, 0)[2]
         marks["z_child_reaped"] = time.monotonic()
-        if not reap_later:
-            self._kill_untrusted_tree(child.pid)
+        # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
+        self._kill_untrusted_tree(child.pid)
         marks["z_tree_killed"] = time.monotonic()
         if watch is None:
             disk_full, host_low = self._disk_quota_exhausted(child.job_dir), None
@@ -613,7 +610,7 @@ class Zygote:
         if self.current is not None:
             self._dispose_job_dir(self.current.job_dir)  # lazily: a child still dying keeps its tmpfs alive
             self.current = None
-        _reap_orphans()  # children killed after their job (see run_job) and orphans left to this subreaper
+        _reap_orphans()  # orphans left to this subreaper
         if self.ipc_private and self.seccomp_arch is None:
             layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
         # A spare waited while the last job ran: discard it if anything reached it (seccomp makes that
@@ -859,15 +856,16 @@ class Zygote:
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
             _arrange_fds(keep)
-            os.environ.clear()
+            # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
+            # differs per child is added.
             if self.chroot_dir is not None:
                 os.chroot(self.chroot_dir)
                 os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
                 sys.path[:] = [_inside(self.chroot_dir, entry) for entry in sys.path if _inside(self.chroot_dir, entry)]
-                os.environ.update({"PATH": "/bin", "HOME": "/", "LANG": "C.UTF-8"})
+                os.environ.update({"PATH": "/bin", "HOME": "/"})
             else:
                 os.chdir(job_dir)
-                os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
+                os.environ.update({"HOME": job_dir, "TMPDIR": job_dir})
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
             if self.uid is not None:
@@ -881,7 +879,7 @@ class Zygote:
                 if self.chroot_dir is None:
                     layers.confine_writes_to(job_dir, self.ruleset.abi)
             if self.seccomp_arch is not None:
-                layers.load_seccomp(self.seccomp_template.for_pid(os.getpid()))
+                self.seccomp_template.load_for_pid(os.getpid())
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
