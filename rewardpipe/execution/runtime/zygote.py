@@ -50,7 +50,12 @@ TRUSTED_GRACE_S = 2.0
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
 HARDENING_FAILED_EXIT = 121
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
-DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
+DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's directory is walked
+HOST_WATCH_INTERVAL_S = 0.01  # ... and how often the host file system's use is read (one statvfs)
+# Growth of the host file system during a job that is not charged to it: directory blocks the walk does not
+# count, the empty directory of a spare forked meanwhile.
+HOST_SLACK_BYTES = 1 << 20
+HOST_SLACK_INODES = 16
 HOUSEKEEPER_NAME = "rp-housekeeper"
 CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR: the job directory
 SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
@@ -88,20 +93,36 @@ class UntrustedChild:
 class DiskWatch:
     """The disk quota where there is no per-job tmpfs (no private mount namespace: AWS Lambda, Fargate).
 
-    The job's directory is walked while it runs and once more at the end, each walk stopping just past
-    the budget; a job over its budget is killed and its sample fails, as on a full tmpfs. The file
-    system holding the job directories (the host's /tmp, shared by every job and the scorer) is watched
-    too: a job that failed while it had less free space than one job's budget may have failed for
-    want of space that another job took, which is an infrastructure fault, not the sample's."""
+    Every job directory lives on one host file system (the host's /tmp, shared by every job and the
+    scorer), and the model's code can hold space there that no walk of its directory sees: files it
+    deleted but keeps open or mapped, files it linked or wrote outside its directory (where Landlock is
+    missing). So a job is charged for the host file system's growth since it started (read every
+    HOST_WATCH_INTERVAL_S, bytes and inodes) and, once its processes are gone, for whatever it left
+    outside its directory; its directory is also walked (every DISK_WATCH_INTERVAL_S and at the end), which
+    names the exact cause when the directory alone is over. Over either budget the job is killed at once.
+    While other jobs run beside it the host's growth is theirs too: the scorer, which knows whether any
+    did, decides whose it was (sandbox.py). A job that did not pass while the host had less free space
+    than one job's budget may have failed for want of space another job took."""
 
-    def __init__(self, zygote: "Zygote", child: "UntrustedChild"):
-        self.child = child
+    def __init__(self, zygote: "Zygote"):
+        """Taken before the job's code reaches the child: the host file system as it was without it."""
+        self.child: UntrustedChild | None = None
         self.budget_bytes = int(zygote.config["disk_bytes"])
         self.budget_entries = int(zygote.config["disk_inodes"])
-        self.over_budget: str | None = None
+        self.over_budget: str | None = None  # its own directory over the budget (exact)
+        self.host_over: str | None = None  # the host's growth while it ran, or what it left behind
+        self.walked = (0, 0)  # bytes and entries of its directory at the last walk
         self._host = zygote.worker_dir
+        self._charge_host = bool(zygote.config.get("private_disk"))  # the host file system is the sandbox's
         self._lowest: tuple[int, int] | None = None  # the least free (bytes, inodes) seen while short
-        self.low_at_start = self._check_host()
+        self._next_walk = 0.0
+        host = self._read_host()
+        self._start = None if host is None else host[2:]
+        self.low_at_start = host is not None and self._note_low(host)
+
+    def attach(self, child: "UntrustedChild") -> None:
+        self.child = child
+        self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
 
     @property
     def host_low(self) -> str | None:
@@ -112,41 +133,75 @@ class DiskWatch:
         return f"{free_bytes >> 20} MiB and {free_inodes} inodes free on the file system of the job directories"
 
     def check(self, final: bool = False) -> None:
-        self._check_host()
-        if self.over_budget is None:
-            self.over_budget = self._measure()
-            if self.over_budget is not None and not final:
-                try:
-                    os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
-                except OSError:
-                    pass
+        """Read the host (and walk the directory when due, or at the end); kill the child once it is over.
+        ``final``: after its processes are gone (so space in deleted files is released), before its
+        directory is removed."""
+        if final or time.monotonic() >= self._next_walk:
+            self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
+            if self.over_budget is None:
+                self.over_budget = self._measure()
+        self._check_host(final)
+        if not final and (self.over_budget or self.host_over) and self.child is not None:
+            try:
+                os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
+            except OSError:
+                pass
 
     def _measure(self) -> str | None:
         try:
             used, entries = layers.directory_usage(self.child.job_dir, self.budget_entries)
         except OSError as exc:
             return f"its directory could not be measured ({exc.strerror or exc})"
+        self.walked = (used, entries)
         if used > self.budget_bytes:
             return f"bytes ({self.budget_bytes >> 20} MiB)"
         if entries > self.budget_entries:
             return f"inodes ({self.budget_entries})"
         return None
 
-    def _check_host(self) -> bool:
-        """True if the host file system has less free space than one job's budget now."""
+    def _check_host(self, final: bool) -> None:
+        host = self._read_host()
+        if host is None:
+            return
+        self._note_low(host)
+        if not self._charge_host or self._start is None or self.host_over is not None:
+            return
+        grown_bytes, grown_inodes = host[2] - self._start[0], host[3] - self._start[1]
+        if grown_bytes > self.budget_bytes + HOST_SLACK_BYTES or grown_inodes > self.budget_entries + HOST_SLACK_INODES:
+            self.host_over = (f"it held {_mib(grown_bytes)} MiB and {grown_inodes} inodes of the host file system "
+                              f"at once, over its budget of {self.budget_bytes >> 20} MiB and {self.budget_entries} "
+                              "inodes (files deleted while open or mapped, and files outside its directory, count)")
+            return
+        if final:
+            left_bytes, left_inodes = grown_bytes - self.walked[0], grown_inodes - self.walked[1]
+            if left_bytes > HOST_SLACK_BYTES or left_inodes > HOST_SLACK_INODES:
+                self.host_over = (f"it left {_mib(max(left_bytes, 0))} MiB and {max(left_inodes, 0)} inodes on the "
+                                  "host file system outside its directory")
+
+    def _read_host(self) -> tuple[int, int, int, int] | None:
+        """(free bytes, free inodes, used bytes, used inodes) of the host file system, or None."""
         try:
             host = os.statvfs(self._host)
         except OSError:
-            return False
-        free_bytes = host.f_bavail * host.f_frsize
-        short_of_inodes = host.f_files > 0 and host.f_favail < self.budget_entries  # 0: no inode limit
+            return None
+        return (host.f_bavail * host.f_frsize, host.f_favail, (host.f_blocks - host.f_bfree) * host.f_frsize,
+                host.f_files - host.f_ffree)
+
+    def _note_low(self, host: tuple[int, int, int, int]) -> bool:
+        """True (and remembered) if the host file system has less free space than one job's budget now."""
+        free_bytes, free_inodes = host[0], host[1]
+        short_of_inodes = free_inodes < self.budget_entries and host[3] + free_inodes > 0  # 0/0: no inode limit
         if free_bytes >= self.budget_bytes and not short_of_inodes:
             return False
         if self._lowest is None:
-            self._lowest = (free_bytes, host.f_favail)
+            self._lowest = (free_bytes, free_inodes)
         else:
-            self._lowest = (min(self._lowest[0], free_bytes), min(self._lowest[1], host.f_favail))
+            self._lowest = (min(self._lowest[0], free_bytes), min(self._lowest[1], free_inodes))
         return True
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1 << 20):.1f}"
 
 
 class Housekeeper:
@@ -510,10 +565,19 @@ class Zygote:
                 self._off("mountns", exc.strerror or str(exc))
         if self.job_root is not None:
             self.isolation["disk_quota"] = f"on: {disk} (tmpfs)"
+        elif self.config.get("private_disk"):
+            self.isolation["disk_quota"] = (
+                f"on: {disk} (measured: the host file system is the sandbox's own, so its growth while a job runs, "
+                f"read every {HOST_WATCH_INTERVAL_S:g} s, and what the job leaves behind are charged to it, "
+                "deleted-but-open and mapped files and files outside its directory included; its directory is walked "
+                f"every {DISK_WATCH_INTERVAL_S:g} s and at the end; no tmpfs without the private mount namespace)"
+            )  # completed by _detect once Landlock is known
         else:
             self.isolation["disk_quota"] = (
-                f"on: {disk} (measured: the job directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the "
-                "end, and the host file system is watched; no tmpfs without the private mount namespace)"
+                f"on: {disk} (measured: its directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the end, "
+                "and the host file system is watched for running short; other programs write to it too, so space a "
+                "job holds in deleted-but-open or mapped files is not charged to it; no tmpfs without the private "
+                "mount namespace)"
             )  # completed by _detect once Landlock is known
 
     # -- per job --------------------------------------------------------------------------------------
@@ -525,11 +589,15 @@ class Zygote:
         code_fd, tests_fd, verdict_fd, out_fd, err_fd = fds
         timeout = float(header["timeout_s"])
         deadline = started + timeout
+        # Without a per-job tmpfs the host file system is measured from before the code arrives.
+        watch = DiskWatch(self) if self.job_root is None else None
         try:
             child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
         finally:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
+        if watch is not None:
+            watch.attach(child)
         self.current = child
         marks["z_child_given"] = time.monotonic()
         try:
@@ -538,7 +606,6 @@ class Zygote:
             child.release_runner_ends()
             os.close(tests_fd)
             os.close(verdict_fd)
-        watch = DiskWatch(self, child) if self.job_root is None else None
         marks["z_runner_given"] = time.monotonic()
         # The job now runs in the child and the runner; the replacement spare is forked meanwhile (the fork
         # server would otherwise only wait), so back-to-back jobs find one ready.
@@ -564,10 +631,14 @@ class Zygote:
         self._kill_untrusted_tree(child.pid)
         marks["z_tree_killed"] = time.monotonic()
         if watch is None:
-            disk_full, host_low = self._disk_quota_exhausted(child.job_dir), None
+            disk_full, host_low, host_over = self._disk_quota_exhausted(child.job_dir), None, None
         else:
             watch.check(final=True)
-            disk_full, host_low = watch.over_budget, watch.host_low
+            disk_full, host_low, host_over = watch.over_budget, watch.host_low, watch.host_over
+            # Everything this job changes on the shared file system happens before its reply: its directory
+            # goes now (removed later, the space freed would hide another job's growth while it runs).
+            self._dispose_job_dir(child.job_dir)
+            child.job_dir = None
         if timed_out:
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
@@ -593,6 +664,7 @@ class Zygote:
             "disk_quota_exceeded": disk_full,
             "host_disk_low": host_low,
             "host_disk_low_at_start": bool(watch and watch.low_at_start),
+            "host_disk_over": host_over,
             "model_exit": u_status,
             "harness": runner_reply.get("state", "done"),
             "elapsed_ms": (time.monotonic() - started) * 1000,
@@ -608,7 +680,8 @@ class Zygote:
             # memory); a fresh runner from this clean process bounds how long any of it can last.
             self._replace_trusted_runner()
         if self.current is not None:
-            self._dispose_job_dir(self.current.job_dir)  # lazily: a child still dying keeps its tmpfs alive
+            if self.current.job_dir is not None:
+                self._dispose_job_dir(self.current.job_dir)
             self.current = None
         _reap_orphans()  # orphans left to this subreaper
         if self.ipc_private and self.seccomp_arch is None:
@@ -814,7 +887,7 @@ class Zygote:
             if remaining <= 0:
                 return None
             if watch is not None:
-                remaining = min(remaining, DISK_WATCH_INTERVAL_S)
+                remaining = min(remaining, HOST_WATCH_INTERVAL_S)
             events = dict(poller.poll(remaining * 1000))
             if watch is not None and not events:
                 watch.check()
