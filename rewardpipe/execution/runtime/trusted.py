@@ -394,12 +394,13 @@ class Remote:
         return result
 
 
-def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: str):
-    """The module the hidden tests run in: only the names the tests read are taken from the model,
-    and never a name that shadows a built-in (unless it is the entry point itself)."""
+def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_point: str):
+    """The module the hidden tests run in: only the names the tests read (``tests_names``, from
+    :func:`harness.names_used`) are taken from the model, and never a name that shadows a built-in
+    (unless it is the entry point itself)."""
     module = types.ModuleType("hidden_tests")
     namespace = module.__dict__
-    wanted = harness.names_used(tests_tree) | {entry_point}
+    wanted = set(tests_names) | {entry_point}
     for name in sorted(wanted):
         info = exports.get(name)
         if type(info) is not dict:
@@ -555,31 +556,31 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
     MARKS['r_read'] = time.monotonic()
-    tree, code = _prepared_tests(tests)
+    tree, code, names = _prepared_tests(tests)
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
     MARKS['r_parsed'] = time.monotonic()
     try:
-        return _run_with(conn, rfd, tests, tree, code, expected, tests_format, entry_point, job)
+        return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)
     finally:
         _ACTIVE[0] = None
 
 
-_PREPARED: dict[str, tuple] = {}  # hidden tests source -> (AST, code object), most recent last
+_PREPARED: dict[str, tuple] = {}  # hidden tests source -> (AST, code object, names read), most recent last
 PREPARED_TESTS_KEPT = 64
 PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
 
 
 def _prepared_tests(tests: str) -> tuple:
-    """The tests' AST (counted and searched for names) and code object. The K rollouts of a group share
-    their hidden tests, so the long-lived runner parses and compiles each source once; every job still
-    executes the code object into a module of its own."""
+    """The tests' AST (counted), code object and the names they read. The K rollouts of a group share
+    their hidden tests, so the long-lived runner parses, compiles and searches each source once; every
+    job still executes the code object into a module of its own."""
     found = _PREPARED.pop(tests, None)
     if found is None:
         tree = harness.parse_tests(tests)
         try:
-            found = (tree, compile(tree, "<hidden tests>", "exec"))
+            found = (tree, compile(tree, "<hidden tests>", "exec"), frozenset(harness.names_used(tree)))
         except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
             raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
     if len(tests) <= PREPARED_TESTS_MAX_CHARS:
@@ -589,7 +590,7 @@ def _prepared_tests(tests: str) -> tuple:
     return found
 
 
-def _run_with(conn, rfd, tests, tree, code, expected, tests_format, entry_point, job) -> dict:
+def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
         MARKS['r_hello'] = time.monotonic()
@@ -632,7 +633,7 @@ def _run_with(conn, rfd, tests, tree, code, expected, tests_format, entry_point,
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
     try:
-        module = build_namespace(conn, ready["exports"], tree, entry_point)
+        module = build_namespace(conn, ready["exports"], names, entry_point)
     except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
         return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                 "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
