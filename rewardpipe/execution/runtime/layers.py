@@ -741,6 +741,15 @@ class CgroupSet:
             with open(os.path.join(path, "cgroup.procs"), "w") as handle:
                 handle.write(str(pid))
 
+    def leave(self, pid: int = 0) -> None:
+        """Move ``pid`` back to the cgroup this set was made in (where its creator was)."""
+        for path in self.dirs:
+            try:
+                with open(os.path.join(os.path.dirname(path), "cgroup.procs"), "w") as handle:
+                    handle.write(str(pid))
+            except OSError:
+                pass
+
     def members(self) -> set[int]:
         # Every controller's group holds the same processes, so the first one is enough.
         pids: set[int] = set()
@@ -869,6 +878,16 @@ def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_
     limits.update(child_rlimits(address_space, nproc, file_size))
     for limit, value in limits.items():
         resource.setrlimit(limit, (value, value))
+
+
+def prefer_for_oom_kill() -> None:
+    """Make the calling process the out-of-memory killer's first choice (oom_score_adj 1000: raising it
+    needs no privilege). Best effort: without /proc nothing changes."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
 
 
 def uid_is_mapped(uid: int, uid_map: str = "/proc/self/uid_map") -> bool:

@@ -71,7 +71,6 @@ class UntrustedChild:
         self.runner_read = runner_read
         self.job_dir = job_dir
         self.ready = False  # it said it is hardened (one byte on its control socket)
-        self.joined = True  # in the worker's cgroup (where there is one)
 
     def release_runner_ends(self) -> None:
         for fd in (self.runner_write, self.runner_read):
@@ -205,89 +204,48 @@ def _mib(count: int) -> str:
 
 
 class Housekeeper:
-    """A helper process for the two chores that wait on the kernel rather than compute: moving a pre-forked
-    child into the worker's cgroup (a cgroup.procs write waits for an RCU grace period, milliseconds) and
-    lazily unmounting a finished job's tmpfs (the same). Forked from the fork server before any untrusted
-    child exists, it is root like the fork server, shares its mount namespace, and stays outside the
-    job cgroup; it never sees a job. Requests are lines on a pipe (``J <pid>``: join the cgroup, acked on
-    another pipe; ``U <path>``: detach and remove), served joins first, so the fork server never waits on
-    either unless a child it is about to hand a job to has not joined yet."""
+    """A helper process for the chore that waits on the kernel rather than computes: lazily unmounting a
+    finished job's tmpfs (each unmount waits for an RCU grace period, milliseconds, longer on a busy
+    host). Forked from the fork server before any untrusted child exists, it is root like the fork server,
+    shares its mount namespace, stays outside the job cgroup and never sees a job. Paths arrive as lines
+    on a pipe; a few threads unmount side by side, so their grace periods overlap and a backlog drains
+    however slow one is. The fork server never waits for it."""
+
+    THREADS = 3
 
     def __init__(self, zygote: "Zygote"):
         request_read, self._requests = os.pipe()
-        self._acks, ack_write = os.pipe()
         pid = os.fork()
         if pid == 0:
             try:
                 os.close(self._requests)
-                os.close(self._acks)
                 _die_with_parent(zygote.pid)
                 layers.set_process_name(HOUSEKEEPER_NAME)  # tells it apart from the trusted runner in ps
-                _arrange_fds({3: request_read, 4: ack_write, 2: 2})
-                _housekeeper_loop(3, 4, zygote.cgroups)
+                _arrange_fds({3: request_read, 2: 2})
+                _housekeeper_loop(3, self.THREADS)
             finally:
                 os._exit(0)
         os.close(request_read)
-        os.close(ack_write)
-        os.set_blocking(self._acks, False)
         self.pid = pid
         self.alive = True
-        self.joined: set[int] = set()
-        self.failed: set[int] = set()
-        self._partial = b""
 
-    def _send(self, line: str) -> bool:
-        if not self.alive:
+    def unmount(self, path: str) -> bool:
+        """Queue ``path`` (a job's tmpfs) to be detached and removed; False if it could not be queued."""
+        if not self.alive or "\n" in path:
             return False
         try:
-            os.write(self._requests, line.encode() + b"\n")  # well under PIPE_BUF: never torn
+            os.write(self._requests, path.encode() + b"\n")  # well under PIPE_BUF: never torn
             return True
         except OSError:
             self.alive = False
             return False
 
-    def join(self, pid: int) -> bool:
-        """Ask for ``pid`` to join the cgroup; False if the helper is gone (join it yourself)."""
-        return self._send(f"J {pid}")
-
-    def unmount(self, path: str) -> bool:
-        return "\n" not in path and self._send(f"U {path}")
-
-    def wait_joined(self, pid: int, timeout: float = 5.0) -> bool:
-        """True once the helper has moved ``pid`` into the cgroup; False if it could not (or is gone)."""
-        deadline = time.monotonic() + timeout
-        while pid not in self.joined:
-            if pid in self.failed or not self.alive:
-                return False
-            remaining = deadline - time.monotonic()
-            if remaining <= 0 or not select.select([self._acks], [], [], remaining)[0]:
-                return False
-            self.read_acks()
-        self.joined.discard(pid)
-        return True
-
-    def read_acks(self) -> None:
-        try:
-            data = os.read(self._acks, 1 << 16)
-        except BlockingIOError:
-            return
-        except OSError:
-            data = b""
-        if not data:
-            self.alive = False
-            return
-        *lines, self._partial = (self._partial + data).split(b"\n")
-        for line in lines:
-            verb, pid, ok = line.split()
-            (self.joined if ok == b"1" else self.failed).add(int(pid))
-
     def close(self) -> None:
-        """Finish the queued chores (so nothing is still mounted in the worker directory) and stop."""
-        for fd in (self._requests, self._acks):
-            try:
-                os.close(fd)
-            except OSError:
-                pass
+        """Finish the queued unmounts (so nothing is still mounted in the worker directory) and stop."""
+        try:
+            os.close(self._requests)
+        except OSError:
+            pass
         try:
             _wait_until(self.pid, time.monotonic() + 10)
             os.kill(self.pid, signal.SIGKILL)
@@ -296,32 +254,40 @@ class Housekeeper:
             pass
 
 
-def _housekeeper_loop(request_fd: int, ack_fd: int, cgroups) -> None:
-    pending = b""
-    while True:
-        data = os.read(request_fd, 1 << 16)
-        if not data:
-            lines, pending = pending.split(b"\n"), b""
-        else:
-            *lines, pending = (pending + data).split(b"\n")
-        joins = [line[2:] for line in lines if line.startswith(b"J ")]
-        unmounts = [line[2:].decode() for line in lines if line.startswith(b"U ")]
-        for pid in joins:  # first: a child waiting for a job may need it
-            try:
-                cgroups.join(int(pid))
-                ok = b"1"
-            except (OSError, ValueError, AttributeError):
-                ok = b"0"
-            wire.write_all(ack_fd, b"J " + pid + b" " + ok + b"\n")
-        for path in unmounts:
+def _housekeeper_loop(request_fd: int, threads: int) -> None:
+    import queue
+    import threading
+
+    paths: queue.Queue = queue.Queue()
+
+    def unmount_forever():
+        while True:
+            path = paths.get()
+            if path is None:
+                return
             try:
                 layers.detach_mount(path)
                 os.rmdir(path)
             except OSError:
                 if not layers.remove_tree(path):
                     print(f"fork server: could not remove {path}", file=sys.stderr, flush=True)
+
+    workers = [threading.Thread(target=unmount_forever, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    pending = b""
+    while True:
+        data = os.read(request_fd, 1 << 16)
+        *lines, pending = (pending + data).split(b"\n") if data else ([pending], b"")
+        for line in lines:
+            if line:
+                paths.put(line.decode())
         if not data:
-            return
+            break
+    for _ in workers:
+        paths.put(None)
+    for worker in workers:
+        worker.join()
 
 
 class Zygote:
@@ -340,6 +306,7 @@ class Zygote:
         self.retiring = False
         self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.housekeeper: Housekeeper | None = None
+        self.in_job_cgroup = False
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -369,9 +336,19 @@ class Zygote:
         gc.freeze()
 
     def start_housekeeper(self) -> None:
-        """Before the first untrusted child: cgroup moves and unmounts then happen beside the jobs."""
-        if self.cgroups is not None or self.job_root is not None:
+        """Before the first untrusted child: unmounts then happen beside the jobs."""
+        if self.job_root is not None:
             self.housekeeper = Housekeeper(self)
+
+    def enter_job_cgroup(self) -> None:
+        """Join the worker's cgroup, after the trusted runner and the housekeeper were forked (they stay
+        out), before the first untrusted child: every child is then born in it. Moving each child in
+        instead costs an RCU grace period per move (5 to 50 ms measured on a busy host, on the path of the
+        next job whenever jobs follow each other faster). The fork server is a member the tree kill
+        spares; children make themselves the OOM killer's first choice (see _untrusted_child)."""
+        if self.cgroups is not None:
+            self.cgroups.join(os.getpid())
+            self.in_job_cgroup = True
 
     def _child_limit_values(self) -> dict:
         return {"address_space": int(self.config["memory_bytes"]), "nproc": int(self.config["pids_max"]),
@@ -699,17 +676,8 @@ class Zygote:
 
     def _replenish_spares(self) -> None:
         """Fork hardened children until SPARE_CHILDREN wait for a job (each joins the cgroup first)."""
-        if self.housekeeper is not None:
-            self.housekeeper.read_acks()
         while len(self.spares) < SPARE_CHILDREN:
-            child = self._fork_untrusted()
-            self.spares.append(child)
-            if self.cgroups is not None:
-                # Before it can get a job, let alone run the model's code (checked in _start_untrusted).
-                child.joined = False
-                if self.housekeeper is None or not self.housekeeper.join(child.pid):
-                    self.cgroups.join(child.pid)
-                    child.joined = True
+            self.spares.append(self._fork_untrusted())  # born in the worker's cgroup (see enter_job_cgroup)
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
@@ -793,12 +761,6 @@ class Zygote:
             try:
                 # Its "hardened" byte must be read before our end closes (unread data would reset the
                 # connection under the job message); it also means no job goes to a child still hardening.
-                if self.cgroups is not None and not child.joined:
-                    # Forked on demand, or its move is still queued with the housekeeper: in the cgroup
-                    # before it gets the job.
-                    if fresh or self.housekeeper is None or not self.housekeeper.wait_joined(child.pid):
-                        self.cgroups.join(child.pid)
-                    child.joined = True
                 if not child.ready and child.control.recv(1) != b"R":
                     raise OSError("the child did not finish hardening")
                 child.ready = True
@@ -907,9 +869,10 @@ class Zygote:
         except OSError:
             pass
         if self.cgroups is not None:
-            # Waiting children are members already (they joined when forked, off the critical path: a move
-            # into a cgroup waits for an RCU grace period, milliseconds), so they are spared by pid.
-            self.cgroups.kill_all(reap=_reap_orphans, keep=frozenset(child.pid for child in self.spares))
+            # The fork server, waiting children (born in the cgroup) and a runner forked since the fork
+            # server joined are members too: spared by pid.
+            keep = frozenset([self.pid, self.runner_pid, *(child.pid for child in self.spares)])
+            self.cgroups.kill_all(reap=_reap_orphans, keep=keep)
         elif self.uid is not None and self.seccomp_arch is None:
             sweeper = os.fork()
             if sweeper == 0:  # kill(-1) as the sandbox uid reaches every process that uid owns
@@ -941,6 +904,10 @@ class Zygote:
                 os.environ.update({"HOME": job_dir, "TMPDIR": job_dir})
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
+            if self.in_job_cgroup:
+                # The fork server shares the cgroup: whatever the model's code makes it hold, the OOM killer
+                # takes a child, never the fork server.
+                layers.prefer_for_oom_kill()
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
@@ -1023,6 +990,8 @@ class Zygote:
             except OSError:
                 pass
         if self.cgroups is not None:
+            if self.in_job_cgroup:
+                self.cgroups.leave(os.getpid())
             self.cgroups.remove()
         try:
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
@@ -1186,6 +1155,7 @@ def main(argv: list[str]) -> int:
         zygote = Zygote(config)
         zygote.start_trusted_runner()
         zygote.start_housekeeper()
+        zygote.enter_job_cgroup()
         zygote.after_reply()  # the first untrusted child, ready before the first job
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
