@@ -286,14 +286,15 @@ class _Worker:
                 fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
             _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
-            self.t_send = time.monotonic()
+            sent = time.monotonic()
             try:
                 socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
             except OSError as exc:
                 self.kill()
                 raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
             reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
-            self.t_recv = time.monotonic()
+            if isinstance(reply.get("marks"), dict):
+                reply["marks"].update(s_send=sent, s_recv=time.monotonic())
             verdict = os.pread(fds[2], 1 << 20, 0)
             cap = self.config.output_bytes
             out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size
@@ -446,6 +447,9 @@ class ForkServerExecutor:
         self._closed = False
         self._isolation: dict[str, str] = {}
         self._starters: list[threading.Thread] = []  # warm_up() threads
+        # Set to a list to record, per job, when each step happened in the scorer, fork server and runner
+        # (time.monotonic(); benchmarks/execution.py prints the breakdown). None: nothing is recorded.
+        self.phase_log: list[dict] | None = None
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -585,6 +589,7 @@ class ForkServerExecutor:
         return os.geteuid() != 0 or self.config.server_uid is not None or "mountns" in self.config.disable
 
     def _run(self, job: ExecutionJob, started: float, alone: bool = False) -> ExecutionResult:
+        started_monotonic = time.monotonic()
         self._reset_after_fork()
         if not job.entry_point.isidentifier():
             return self._result(job, started, ExecutionStatus.ERROR,
@@ -600,6 +605,8 @@ class ForkServerExecutor:
                                     reason="static screening rejected the code for in-process testing: " + "; ".join(findings))
         header = {"id": job.id, "entry_point": job.entry_point, "tests_format": job.tests_format,
                   "timeout_s": job.timeout_s, "mode": job.trust_mode}
+        if self.phase_log is not None:
+            header["phases"] = True
         for attempt in (1, 2):
             # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
             shared = self._measures_shared_disk()
@@ -627,8 +634,11 @@ class ForkServerExecutor:
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
-            return self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
-                               _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
+            result = self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
+                                 _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
+            if self.phase_log is not None and isinstance(reply.get("marks"), dict):
+                self.phase_log.append({**reply["marks"], "s_start": started_monotonic, "s_end": time.monotonic()})
+            return result
         raise AssertionError("unreachable")
 
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:

@@ -449,6 +449,8 @@ def _write_verdict(verdict_fd: int, verdict: dict) -> None:
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
+# When the job asks for it ("phases"), the moments the runner reached each step (time.monotonic(), the same
+# clock in every process of the host), returned to the fork server with its reply; benchmarks read them.
 MARKS: dict = {}
 _ACTIVE: list = [None]  # the Connection of the job being run: where the import guard reports
 
@@ -496,7 +498,9 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
         if not message:
             return
         before = os.times()
-        reply: dict = {"state": "done", "r_start": time.monotonic()}
+        MARKS.clear()
+        MARKS["r_start"] = time.monotonic()
+        reply: dict = {"state": "done"}
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
@@ -504,8 +508,6 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             # Whether to wait for the model's process to report how it ended (it died on its own), or to
             # kill it at once (the tests are done with it).
             reply["model_died"] = verdict.get("model_died") is True
-            reply["r_verdict"] = time.monotonic()
-            reply.update(MARKS)
             reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
@@ -515,7 +517,9 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
                     pass
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
-        reply["r_reply"] = time.monotonic()
+        if header.get("phases"):
+            MARKS["r_reply"] = time.monotonic()
+            reply["marks"] = MARKS
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
@@ -555,12 +559,10 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
-    MARKS['r_read'] = time.monotonic()
     tree, code, names = _prepared_tests(tests)
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
-    MARKS['r_parsed'] = time.monotonic()
     try:
         return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)
     finally:
@@ -593,7 +595,6 @@ def _prepared_tests(tests: str) -> tuple:
 def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
-        MARKS['r_hello'] = time.monotonic()
     except wire.WireError:
         # Nothing of the model's has run yet: the sandbox failed to start the child.
         raise harness.HarnessError("the sandboxed child died before it was hardened") from None
@@ -601,7 +602,7 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         raise harness.HarnessError("the sandboxed child sent an unexpected greeting")
     try:
         ready = wire.recv_json(rfd, MAX_REPLY_BYTES, MAX_REPLY_VALUES)
-        MARKS['r_ready'] = time.monotonic()
+        MARKS["r_ready"] = time.monotonic()  # the model's code is loaded and its names listed
     except wire.ValueBudgetExceeded as exc:
         return {"expected": expected, "tests_run": 0, "successes": 0, "first_failure": str(exc)[:600]}
     except wire.WireError:
@@ -652,9 +653,8 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     loaded = suite.countTestCases()
     if loaded != expected:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
-    MARKS['r_suite'] = time.monotonic()
     result = harness.run_suite(suite, module)
-    MARKS['r_ran'] = time.monotonic()
+    MARKS["r_ran"] = time.monotonic()
     if conn.boundary_error:
         raise harness.HarnessError(_needs_inprocess(conn))
     return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),
