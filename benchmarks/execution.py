@@ -77,8 +77,7 @@ def write_jobs(jobs, copies: int) -> str:
     return handle.name
 
 
-# One empty job, step by step: (from, to, what happens in between). The fork server forks the next spare
-# child while the job runs (z_handed -> z_spare_forked), beside steps 3 to 7.
+# One empty job, step by step: (from, to, what happens in between).
 PHASES = (
     ("s_start", "s_send", "scorer: count the tests (cached), take a fork server, write the job's memfds"),
     ("s_send", "z_start", "scorer -> fork server (its check of its own limits included)"),
@@ -101,9 +100,6 @@ def print_phases(log: list[dict]) -> None:
         spans = [(entry[end] - entry[start]) * 1000 for entry in log if start in entry and end in entry]
         if spans:
             print(f"  {number:2d}. {statistics.median(spans):6.3f} ms  {what}")
-    forks = [(entry["z_spare_forked"] - entry["z_handed"]) * 1000 for entry in log if "z_spare_forked" in entry]
-    if forks:
-        print(f"      {statistics.median(forks):6.3f} ms  (meanwhile, steps 4-8: the fork server forks the next spare)")
 
 
 def sandbox_cpu_seconds(executor) -> float:
