@@ -115,7 +115,7 @@ class DiskWatch:
         self.over_budget: str | None = None  # its own directory over the budget (exact)
         self.host_over: str | None = None  # the host's growth while it ran, or what it left behind
         self.walked = (0, 0)  # bytes and entries of its directory at the last walk
-        self._host = zygote.worker_dir
+        self._host = zygote.host_fd
         self._charge_host = bool(zygote.config.get("private_disk"))  # the host file system is the sandbox's
         self._lowest: tuple[int, int] | None = None  # the least free (bytes, inodes) seen while short
         self._next_walk = 0.0
@@ -182,9 +182,11 @@ class DiskWatch:
                                   "host file system outside its directory")
 
     def _read_host(self) -> tuple[int, int, int, int] | None:
-        """(free bytes, free inodes, used bytes, used inodes) of the host file system, or None."""
+        """(free bytes, free inodes, used bytes, used inodes) of the host file system, or None. Read through
+        a descriptor: a job may rename the sandbox's directories (the sticky bit lets their owner), never
+        the file system under them."""
         try:
-            host = os.statvfs(self._host)
+            host = os.fstatvfs(self._host)
         except OSError:
             return None
         return (host.f_bavail * host.f_frsize, host.f_favail, (host.f_blocks - host.f_bfree) * host.f_frsize,
@@ -323,6 +325,8 @@ class Zygote:
         os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self._detect()
+        # The file system of the job directories, measured per job where there is no tmpfs per job.
+        self.host_fd = os.open(self.worker_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if self._jobs_share_a_uid():
             # The model's code is this directory's owner: it may enter its own job directory (by the
             # path it is given) but neither list nor rename the others (chmod is a no-op for it).
@@ -747,9 +751,15 @@ class Zygote:
     def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
+        checked = True  # the first spare in line was re-checked after the last job (after_reply)
         while True:
             fresh = not self.spares
             child = self.spares.pop(0) if self.spares else self._fork_untrusted()
+            if not fresh and not checked and not self._spare_is_sound(child):
+                child.discard()
+                self._dispose_job_dir(child.job_dir)
+                continue
+            checked = False  # one that died in line: the next is checked before it gets the job
             try:
                 # Its "hardened" byte must be read before our end closes (unread data would reset the
                 # connection under the job message); it also means no job goes to a child still hardening.
