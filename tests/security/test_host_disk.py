@@ -408,6 +408,15 @@ HONEST_DISK_USE = {
                 handle.seek(5 << 20)
                 handle.write(b"s" * (1 << 20))
     '''),
+    # one file of 5 MiB under three names is 5 MiB, not 15
+    "hard_links_inside": textwrap.dedent('''
+        import os, time
+        with open("one.bin", "wb") as handle:
+            handle.write(b"h" * (5 << 20))
+        os.link("one.bin", "two.bin")
+        os.link("one.bin", "three.bin")
+        time.sleep(0.3)
+    '''),
     # files that come and go: only what exists at once counts
     "rewritten_files": textwrap.dedent('''
         import os

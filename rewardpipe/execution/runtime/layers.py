@@ -216,7 +216,9 @@ def remove_tree(path: str) -> bool:
 
 
 def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
-    """(bytes allocated, entries) of the tree under ``path``, the directory itself excluded.
+    """(bytes allocated, entries) of the tree under ``path``, the directory itself excluded. A file with
+    several names in the tree is one file's blocks (and one entry per name, as tmpfs counts an inode per
+    link).
 
     Stops reading past ``max_entries``, so a job that made 100,000 tiny files costs no more to measure
     than one just over its budget. Iterative, never follows links, and holds two descriptors per level
@@ -225,6 +227,7 @@ def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
     read raises OSError, which the caller treats as over budget."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     total_bytes = entries = 0
+    linked: set[int] = set()  # inodes with several names: their blocks are counted once
     fds = [os.open(path, flags)]
     listings = []
     try:
@@ -240,6 +243,10 @@ def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
             except FileNotFoundError:  # removed by the job since it was listed
                 continue
             entries += 1
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                if info.st_ino in linked:
+                    continue
+                linked.add(info.st_ino)
             total_bytes += info.st_blocks * 512
             if not stat.S_ISDIR(info.st_mode):
                 continue
