@@ -583,10 +583,8 @@ class ForkServerExecutor:
 
     def _measures_shared_disk(self) -> bool:
         """True if this executor's jobs share the host file system, each measured (no tmpfs of its own)."""
-        if self._isolation:
-            return "measured" in self._isolation.get("disk_quota", "")
-        # Before any fork server reported: a mount namespace needs a fork server running as root.
-        return os.geteuid() != 0 or self.config.server_uid is not None or "mountns" in self.config.disable
+        # Before any fork server has reported (a mount namespace may be refused even to root): assume so.
+        return not self._isolation or "measured" in self._isolation.get("disk_quota", "")
 
     def _run(self, job: ExecutionJob, started: float, alone: bool = False) -> ExecutionResult:
         started_monotonic = time.monotonic()

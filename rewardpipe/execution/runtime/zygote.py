@@ -46,8 +46,8 @@ PREIMPORTS = (
 
 UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
 UNTRUSTED_EXIT_GRACE_S = 0.02  # how long a child that died during the tests may take to become reapable
-TRUSTED_GRACE_S = 2.0
-DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
+TRUSTED_GRACE_S = 2.0  # after the deadline, how long the runner may take to wind down before it is replaced
+DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced
 HARDENING_FAILED_EXIT = 121
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
 DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's directory is walked
@@ -984,7 +984,8 @@ class Zygote:
         for child in [*self.spares, self.current]:
             if child is not None:
                 child.discard()
-                self._dispose_job_dir(child.job_dir)
+                if child.job_dir is not None:  # None: already removed (no tmpfs per job, see run_job)
+                    self._dispose_job_dir(child.job_dir)
         if getattr(self, "runner_pid", None):
             try:
                 os.kill(self.runner_pid, signal.SIGKILL)
