@@ -1,0 +1,22 @@
+"""What the examples of this folder share: `rewardpipe` run as a user runs it, from this folder, with the folder on
+PYTHONPATH (so `animals_env:ENVIRONMENT` imports; once the package is installed, `--env animals` works too)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REWARDPIPE = Path(sys.executable).with_name("rewardpipe")  # the CLI installed beside this interpreter
+HERE = Path(__file__).resolve().parent
+
+
+def rewardpipe(*args, check=True):
+    """Print the command, run it, print what it wrote (stdout and stderr); returns the finished process."""
+    print("$ PYTHONPATH=. rewardpipe", *args)
+    path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "88"}
+    done = subprocess.run([REWARDPIPE, *args], cwd=HERE, env=env, capture_output=True, text=True)
+    print(done.stdout + done.stderr, end="")
+    if check and done.returncode != 0:
+        raise SystemExit(f"rewardpipe {args[0]} exited {done.returncode}")
+    return done
