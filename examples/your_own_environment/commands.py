@@ -10,13 +10,15 @@ REWARDPIPE = Path(sys.executable).with_name("rewardpipe")  # the CLI installed b
 HERE = Path(__file__).resolve().parent
 
 
-def rewardpipe(*args, check=True):
-    """Print the command, run it, print what it wrote (stdout and stderr); returns the finished process."""
+def rewardpipe(*args, check=True, echo=True):
+    """Print the command, run it, print what it wrote (stdout and stderr, unless ``echo`` is False); returns the
+    finished process."""
     print("$ PYTHONPATH=. rewardpipe", *args)
     path = os.pathsep.join(filter(None, [str(HERE), os.environ.get("PYTHONPATH")]))
     env = {**os.environ, "PYTHONPATH": path, "COLUMNS": "88"}
     done = subprocess.run([REWARDPIPE, *args], cwd=HERE, env=env, capture_output=True, text=True)
-    print(done.stdout + done.stderr, end="")
+    if echo:
+        print(done.stdout + done.stderr, end="")
     if check and done.returncode != 0:
         raise SystemExit(f"rewardpipe {args[0]} exited {done.returncode}")
     return done

@@ -13,7 +13,7 @@ def test_the_examples_are_found():
     names = {example.name for example in ALL}
     assert {"single_turn_lambda.py", "trl_reward_funcs.py", "verl_compute_score.py",
             "verifiers_rubric_functions.py", "verifiers_rubric.py", "your_own_reward/score.py",
-            "your_own_environment/doctor_it.py", "your_own_environment/run_it.py",
+            "your_own_environment/doctor_it.py", "your_own_environment/run_it.py", "your_own_environment/score_it.py",
             "your_own_environment/test_animals.py"} <= names
     assert "your_own_reward/my_reward.py" not in names  # a module the example imports, not an example
     assert "your_own_environment/animals_env.py" not in names
