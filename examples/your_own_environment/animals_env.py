@@ -4,11 +4,10 @@ found or the guesses run out."""
 
 import re
 
+from animals_reward import ANIMALS
 from pydantic import Field
 
 from rewardpipe import Environment, EpisodeState, ScriptedPolicy, TaskRow
-
-from animals_reward import ANIMALS
 
 
 class AnimalTask(TaskRow):
@@ -53,18 +52,28 @@ class AnimalGuess(Environment):
         if guess is not None:
             wrong = state.wrong_guesses + 1
             if wrong >= task.max_guesses:
-                return state.append({"role": "user", "content": f"No. The animal was: {task.animal}."},
-                                    wrong_guesses=wrong, next_action="score", end_reason="out_of_guesses")
-            return state.append({"role": "user", "content": f"No, it is not a {guess}."}, wrong_guesses=wrong,
-                                next_action="policy")
+                return state.append(
+                    {"role": "user", "content": f"No. The animal was: {task.animal}."},
+                    wrong_guesses=wrong,
+                    next_action="score",
+                    end_reason="out_of_guesses",
+                )
+            return state.append(
+                {"role": "user", "content": f"No, it is not a {guess}."}, wrong_guesses=wrong, next_action="policy"
+            )
         if not text.rstrip().endswith("?"):
-            return state.append({"role": "user", "content": "Ask a yes/no question, or write 'Guess: <animal>'."},
-                                next_action="policy")
+            return state.append(
+                {"role": "user", "content": "Ask a yes/no question, or write 'Guess: <animal>'."}, next_action="policy"
+            )
         words = set(re.findall(r"[a-z]+", text.lower()))
         known = [fact for fact in task.facts if fact in words]
         reply = ("Yes." if task.facts[known[0]] else "No.") if known else "I can't say."
-        return state.append({"role": "user", "content": reply}, questions=state.questions + 1,
-                            answered=state.answered + bool(known), next_action="policy")
+        return state.append(
+            {"role": "user", "content": reply},
+            questions=state.questions + 1,
+            answered=state.answered + bool(known),
+            next_action="policy",
+        )
 
     def scenarios(self, task):
         first_fact = next(iter(task.facts))

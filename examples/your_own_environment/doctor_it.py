@@ -4,8 +4,9 @@ never move (it fails, naming the component on every task)."""
 from commands import rewardpipe
 
 if __name__ == "__main__":
-    rewardpipe("doctor", "--env", "animals_env:ENVIRONMENT", "--tasks", "animals.jsonl")
+    rewardpipe("doctor --env animals_env:ENVIRONMENT --tasks animals.jsonl")
     print()
-    failed = rewardpipe("doctor", "--env", "animals_env:ENVIRONMENT", "--tasks", "animals.jsonl",
-                        "--reward", "animals_reward:WITH_PLEASE", check=False)
+    failed = rewardpipe(
+        "doctor --env animals_env:ENVIRONMENT --tasks animals.jsonl --reward animals_reward:WITH_PLEASE", check=False
+    )
     print(f"(exit code {failed.returncode})")

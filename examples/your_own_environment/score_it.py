@@ -10,8 +10,8 @@ from commands import rewardpipe
 
 if __name__ == "__main__":
     shutil.rmtree("store", ignore_errors=True)
-    done = rewardpipe("score", "rollouts.jsonl", "--env", "animals_env:ENVIRONMENT", "--tasks", "animals.jsonl",
-                      "--out", "store", "--json", echo=False)
+    command = "score rollouts.jsonl --env animals_env:ENVIRONMENT --tasks animals.jsonl --out store --json"
+    done = rewardpipe(command, echo=False)
     for line in done.stdout.splitlines():  # one record per line, cut here to its scores
         record = json.loads(line)
         print(record["rollout_id"], record["status"], record["error"] or record["components"], record["aggregate"])

@@ -20,8 +20,13 @@ if __name__ == "__main__":
     shutil.rmtree("store", ignore_errors=True)
     rewardpipe = Path(sys.executable).with_name("rewardpipe")  # the CLI installed beside this interpreter
     env = {**os.environ, "PYTHONPATH": "."}
-    out = subprocess.run([rewardpipe, "score", "samples.jsonl", "--reward", "my_reward:json_answer", "--out", "store",
-                          "--json"], env=env, capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [rewardpipe, "score", "samples.jsonl", "--reward", "my_reward:json_answer", "--out", "store", "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert Path("store/runs/scored/manifest.json").is_file()  # the run id score files records under by default
     for line in out.splitlines():
         record = json.loads(line)

@@ -26,7 +26,6 @@ import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
 
 import typer
 
@@ -52,7 +51,7 @@ DISTRIBUTION_NAME = re.compile(r"^([A-Z0-9]|[A-Z0-9][A-Z0-9._-]*[A-Z0-9])$", re.
 SHORT_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 
 
-class NameProblem(ValueError):
+class PackageNameError(ValueError):
     """A name given to (or derived by) ``init`` cannot be used; the message says why and what would."""
 
 
@@ -63,15 +62,21 @@ class Names:
     name: str  # the short name of the environment and the reward: acme_quiz
 
     def values(self) -> dict[str, str]:
-        return {"distribution": self.distribution, "package": self.package, "name": self.name,
-                "rewardpipe_requirement": rewardpipe_requirement()}
+        return {
+            "distribution": self.distribution,
+            "package": self.package,
+            "name": self.name,
+            "rewardpipe_requirement": rewardpipe_requirement(),
+        }
 
 
 def rewardpipe_requirement(version: str | None = None) -> str:
     """The version specifier a new package depends on: this rewardpipe up to its next minor release (before
     1.0) or its next major one (from 1.0), as semver's compatible range."""
     if version is None:
-        from rewardpipe import __version__ as version
+        from rewardpipe import __version__
+
+        version = __version__
     release = re.match(r"^(\d+)\.(\d+)(?:\.(\d+))?", version)
     if release is None:
         return f"=={version}"
@@ -87,8 +92,10 @@ def package_from(distribution: str) -> str:
 
 def check_distribution(name: str) -> str:
     if not DISTRIBUTION_NAME.match(name):
-        raise NameProblem(f"'{name}' is not a valid distribution name: use letters, digits, '-', '_' and '.', "
-                          f"starting and ending with a letter or digit (e.g. acme-quiz); give it with --name")
+        raise PackageNameError(
+            f"'{name}' is not a valid distribution name: use letters, digits, '-', '_' and '.', "
+            f"starting and ending with a letter or digit (e.g. acme-quiz); give it with --name"
+        )
     return name
 
 
@@ -96,12 +103,14 @@ def check_package(name: str, target: Path | None = None) -> str:
     """``name`` if a new package can take it: an identifier, not rewardpipe's or the standard library's, and
     not importable already (except from ``target`` itself: init run again over its own package)."""
     if not (name.isidentifier() and name.isascii()) or keyword.iskeyword(name):
-        raise NameProblem(f"'{name}' cannot be an import name: use ASCII letters, digits and '_', not starting "
-                          f"with a digit, and not a Python keyword (e.g. acme_quiz); give it with --package")
+        raise PackageNameError(
+            f"'{name}' cannot be an import name: use ASCII letters, digits and '_', not starting "
+            f"with a digit, and not a Python keyword (e.g. acme_quiz); give it with --package"
+        )
     if name == "rewardpipe" or name.startswith("rewardpipe_"):
-        raise NameProblem(f"package name '{name}' belongs to rewardpipe; choose another with --package")
+        raise PackageNameError(f"package name '{name}' belongs to rewardpipe; choose another with --package")
     if name in sys.stdlib_module_names:
-        raise NameProblem(f"package name '{name}' is a standard-library module's; choose another with --package")
+        raise PackageNameError(f"package name '{name}' is a standard-library module's; choose another with --package")
     from importlib.util import find_spec
 
     try:
@@ -111,11 +120,17 @@ def check_package(name: str, target: Path | None = None) -> str:
     if found is None:
         return name
     places = [found.origin] if found.origin else list(found.submodule_search_locations or [])
-    inside = target is not None and places and all(
-        Path(place).resolve().is_relative_to(target.resolve()) for place in places)
+    inside = (
+        target is not None
+        and places
+        and all(Path(place).resolve().is_relative_to(target.resolve()) for place in places)
+    )
     if not inside:
-        raise NameProblem(f"a module named '{name}' is already importable here ({', '.join(places) or 'built in'}): "
-                          f"your package would shadow it or be shadowed; choose another with --package")
+        where = ", ".join(places) or "built in"
+        raise PackageNameError(
+            f"a module named '{name}' is already importable here ({where}): your package would "
+            f"shadow it or be shadowed; choose another with --package"
+        )
     return name
 
 
@@ -123,11 +138,14 @@ def check_short_name(name: str) -> str:
     from rewardpipe.references import BUILTIN_ENVIRONMENTS, BUILTIN_REWARDS
 
     if not SHORT_NAME.match(name):
-        raise NameProblem(f"'{name}' cannot be a short name (--env {name}): use at most 64 letters, digits and "
-                          f"'_', starting with a letter or '_'; give it with --env-name")
+        raise PackageNameError(
+            f"'{name}' cannot be a short name (--env {name}): use at most 64 letters, digits and "
+            f"'_', starting with a letter or '_'; give it with --env-name"
+        )
     if name in BUILTIN_ENVIRONMENTS or name in BUILTIN_REWARDS:
-        raise NameProblem(f"'{name}' is a built-in name, which an installed package cannot shadow; choose another "
-                          f"with --env-name")
+        raise PackageNameError(
+            f"'{name}' is a built-in name, which an installed package cannot shadow; choose another with --env-name"
+        )
     return name
 
 
@@ -182,8 +200,9 @@ def scaffold(target: Path, names: Names, *, force: bool = False) -> tuple[list[s
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not force:
-        raise FileExistsError(f"{target} is not empty; give --force to write into it (a file that exists is "
-                              f"replaced, and named)")
+        raise FileExistsError(
+            f"{target} is not empty; give --force to write into it (a file that exists is replaced, and named)"
+        )
     files = planned_files(names)
     for relative in files:
         link = _symlink_on_the_way(target, relative)
@@ -208,21 +227,28 @@ def scaffold(target: Path, names: Names, *, force: bool = False) -> tuple[list[s
 
 @app.command()
 def init(
-    directory: Path = typer.Argument(..., metavar="DIR", help="Where to create the package (created if missing; "
-                                     "must be empty unless --force)."),
-    name: Optional[str] = typer.Option(None, "--name", help="Distribution name, as pip installs it (default: "
-                                       "DIR's name)."),
-    package: Optional[str] = typer.Option(None, "--package", help="Import name (default: the distribution name "
-                                          "with '-' and '.' as '_', in lower case)."),
-    env_name: Optional[str] = typer.Option(None, "--env-name", help="Short name the package registers for its "
-                                           "environment and reward (--env NAME, --reward NAME; default: the "
-                                           "import name)."),
+    directory: Path = typer.Argument(
+        ..., metavar="DIR", help="Where to create the package (created if missing; must be empty unless --force)."
+    ),
+    name: str | None = typer.Option(
+        None, "--name", help="Distribution name, as pip installs it (default: DIR's name)."
+    ),
+    package: str | None = typer.Option(
+        None, "--package", help="Import name (default: the distribution name with '-' and '.' as '_', in lower case)."
+    ),
+    env_name: str | None = typer.Option(
+        None,
+        "--env-name",
+        help="Short name the package registers for its "
+        "environment and reward (--env NAME, --reward NAME; default: the "
+        "import name).",
+    ),
     force: bool = typer.Option(False, "--force", help="Write into a non-empty DIR; every file replaced is named."),
 ) -> None:
     """Create a package of your own: an environment, a reward, tasks and a passing test, registered by entry points."""
     try:
         names = choose_names(directory, name, package, env_name)
-    except NameProblem as exc:
+    except PackageNameError as exc:
         usage_fail(str(exc))
     try:
         written, replaced, unchanged = scaffold(directory, names, force=force)
@@ -233,10 +259,13 @@ def init(
     for relative in unchanged:
         note(f"unchanged {directory / relative}")
     shown = printable(str(directory))
-    typer.echo(f"Created {names.distribution} in {shown}: {len(written)} file(s) written"
-               + (f", {len(replaced)} replaced" if replaced else "") + ".\n"
-               f"environment and reward: {names.name} ({names.package}.environment:ENVIRONMENT, "
-               f"{names.package}.rewards:REWARD)\n\nNext, in this Python environment:\n"
-               f"  cd {shown}\n  pip install -e .\n  pytest\n"
-               f"  rewardpipe doctor --env {names.name} --tasks tasks/train.jsonl\n"
-               f"  rewardpipe run --env {names.name} --tasks tasks/train.jsonl --policy scripted --out runs")
+    typer.echo(
+        f"Created {names.distribution} in {shown}: {len(written)} file(s) written"
+        + (f", {len(replaced)} replaced" if replaced else "")
+        + ".\n"
+        f"environment and reward: {names.name} ({names.package}.environment:ENVIRONMENT, "
+        f"{names.package}.rewards:REWARD)\n\nNext, in this Python environment:\n"
+        f"  cd {shown}\n  pip install -e .\n  pytest\n"
+        f"  rewardpipe doctor --env {names.name} --tasks tasks/train.jsonl\n"
+        f"  rewardpipe run --env {names.name} --tasks tasks/train.jsonl --policy scripted --out runs"
+    )

@@ -43,8 +43,13 @@ def installed(tmp_path, monkeypatch, cli):
     result = cli("init", target)
     assert result.exit_code == 0, result.output
     pyproject = tomllib.loads((target / "pyproject.toml").read_text())
-    site = install_distribution(tmp_path / "site", pyproject["project"]["name"], pyproject["project"]["version"],
-                                _entry_points_txt(pyproject), top_level="acme_quiz")
+    site = install_distribution(
+        tmp_path / "site",
+        pyproject["project"]["name"],
+        pyproject["project"]["version"],
+        _entry_points_txt(pyproject),
+        top_level="acme_quiz",
+    )
     monkeypatch.syspath_prepend(str(target / "src"))
     monkeypatch.syspath_prepend(str(site))
     _forget("acme_quiz")
@@ -53,19 +58,33 @@ def installed(tmp_path, monkeypatch, cli):
 
 
 def test_the_package_init_writes_runs_its_own_test_doctor_run_and_envs(installed, cli, tmp_path):
-    target, site = installed
+    target, _ = installed
     assert sorted(str(p.relative_to(target)) for p in target.rglob("*") if p.is_file()) == [
-        ".gitignore", "README.md", "pyproject.toml", "src/acme_quiz/__init__.py", "src/acme_quiz/environment.py",
-        "src/acme_quiz/rewards.py", "tasks/train.jsonl", "tests/test_acme_quiz.py"]
+        ".gitignore",
+        "README.md",
+        "pyproject.toml",
+        "src/acme_quiz/__init__.py",
+        "src/acme_quiz/environment.py",
+        "src/acme_quiz/rewards.py",
+        "tasks/train.jsonl",
+        "tests/test_acme_quiz.py",
+    ]
     pyproject = tomllib.loads((target / "pyproject.toml").read_text())
     assert pyproject["project"]["entry-points"] == {
         "rewardpipe.environments": {"acme_quiz": "acme_quiz.environment:ENVIRONMENT"},
-        "rewardpipe.rewards": {"acme_quiz": "acme_quiz.rewards:REWARD"}}
+        "rewardpipe.rewards": {"acme_quiz": "acme_quiz.rewards:REWARD"},
+    }
 
     # Its own test, as its user runs it: pytest in the package's folder (pyproject puts src/ on the path).
     env = {**os.environ, "PYTHONPATH": "", "PYTHONDONTWRITEBYTECODE": "1"}
-    tested = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=target, env=env,
-                            capture_output=True, text=True, timeout=300)
+    tested = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert tested.returncode == 0, tested.stdout[-3000:] + tested.stderr[-2000:]
     assert "3 passed" in tested.stdout
 
@@ -73,8 +92,16 @@ def test_the_package_init_writes_runs_its_own_test_doctor_run_and_envs(installed
     assert listed.exit_code == 0, listed.output
     found = json.loads(listed.stdout)
     mine = [row for row in found["environments"] if row["name"] == "acme_quiz"]
-    assert mine == [{"name": "acme_quiz", "reference": "acme_quiz.environment:ENVIRONMENT", "version": "0.1.0",
-                     "distribution": "acme-quiz 0.1.0", "builtin": False, "problem": None}]
+    assert mine == [
+        {
+            "name": "acme_quiz",
+            "reference": "acme_quiz.environment:ENVIRONMENT",
+            "version": "0.1.0",
+            "distribution": "acme-quiz 0.1.0",
+            "builtin": False,
+            "problem": None,
+        }
+    ]
     reward = next(row for row in found["rewards"] if row["name"] == "acme_quiz")
     assert reward["problem"] is None and reward["components"] == ["correct", "answer_format", "needed_a_hint"]
 
@@ -85,11 +112,32 @@ def test_the_package_init_writes_runs_its_own_test_doctor_run_and_envs(installed
     for diagnosis in report["diagnoses"]:
         assert diagnosis["warnings"] == []
         assert {name: len(values) for name, values in diagnosis["component_values"].items()} == {
-            "correct": 2, "answer_format": 2, "needed_a_hint": 2}
+            "correct": 2,
+            "answer_format": 2,
+            "needed_a_hint": 2,
+        }
 
     store = tmp_path / "store"
-    run = cli("run", "--env", "acme_quiz", "--tasks", target / "tasks/train.jsonl", "--policy", "scripted",
-              "--steps", "2", "-k", "4", "--groups-per-step", "4", "--out", store, "--run-id", "quiz", "--json")
+    run = cli(
+        "run",
+        "--env",
+        "acme_quiz",
+        "--tasks",
+        target / "tasks/train.jsonl",
+        "--policy",
+        "scripted",
+        "--steps",
+        "2",
+        "-k",
+        "4",
+        "--groups-per-step",
+        "4",
+        "--out",
+        store,
+        "--run-id",
+        "quiz",
+        "--json",
+    )
     assert run.exit_code == 0, run.output
     records = list(LocalStore(store).iter_records("quiz"))
     assert len(records) == 2 * 4 * 4 and all(r.status == "scored" for r in records)
@@ -113,25 +161,29 @@ def test_the_written_package_is_named_after_dir_or_as_asked(cli, tmp_path):
     pyproject = tomllib.loads((tmp_path / "x/pyproject.toml").read_text())
     assert pyproject["project"]["name"] == "acme-rl"
     assert pyproject["project"]["entry-points"]["rewardpipe.environments"] == {
-        "trivia": "acme_rl2.environment:ENVIRONMENT"}
+        "trivia": "acme_rl2.environment:ENVIRONMENT"
+    }
     assert pyproject["project"]["dependencies"] == [f"rewardpipe{init_cmd.rewardpipe_requirement()}"]
     assert "--env trivia" in result.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--name", "my quiz"], "'my quiz' is not a valid distribution name"),
-    (["--name", "-quiz"], "'-quiz' is not a valid distribution name"),
-    (["--package", "2fast"], "'2fast' cannot be an import name"),
-    (["--package", "class"], "'class' cannot be an import name"),
-    (["--package", "quiz-rl"], "'quiz-rl' cannot be an import name"),
-    (["--package", "café"], "'café' cannot be an import name"),
-    (["--package", "json"], "standard-library module"),
-    (["--package", "rewardpipe"], "belongs to rewardpipe"),
-    (["--package", "numpy"], "a module named 'numpy' is already importable"),
-    (["--env-name", "ask_before_coding"], "a built-in name"),
-    (["--env-name", "gsm8k"], "a built-in name"),
-    (["--env-name", "a:b"], "cannot be a short name"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--name", "my quiz"], "'my quiz' is not a valid distribution name"),
+        (["--name", "-quiz"], "'-quiz' is not a valid distribution name"),
+        (["--package", "2fast"], "'2fast' cannot be an import name"),
+        (["--package", "class"], "'class' cannot be an import name"),
+        (["--package", "quiz-rl"], "'quiz-rl' cannot be an import name"),
+        (["--package", "café"], "'café' cannot be an import name"),
+        (["--package", "json"], "standard-library module"),
+        (["--package", "rewardpipe"], "belongs to rewardpipe"),
+        (["--package", "numpy"], "a module named 'numpy' is already importable"),
+        (["--env-name", "ask_before_coding"], "a built-in name"),
+        (["--env-name", "gsm8k"], "a built-in name"),
+        (["--env-name", "a:b"], "cannot be a short name"),
+    ],
+)
 def test_a_bad_name_is_a_usage_error_naming_it_and_nothing_is_written(cli, tmp_path, args, message):
     target = tmp_path / "pkg"
     result = cli("init", target, *args)
@@ -218,16 +270,31 @@ def test_pip_installs_the_package_and_rewardpipe_finds_it(tmp_path, cli):
     """A real build and install (pip, isolated build, into a folder of its own; not the venv's site-packages)."""
     target, site = tmp_path / "acme-quiz", tmp_path / "site"
     assert cli("init", target).exit_code == 0
-    pip = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site),
-                          str(target)], capture_output=True, text=True, timeout=600)
+    pip = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target", str(site), str(target)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert pip.returncode == 0, pip.stderr[-3000:]
     env = {**os.environ, "PYTHONPATH": str(site)}
     rewardpipe = str(Path(sys.executable).with_name("rewardpipe"))
     listed = subprocess.run([rewardpipe, "envs", "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr
-    assert {"name": "acme_quiz", "reference": "acme_quiz.environment:ENVIRONMENT", "version": "0.1.0",
-            "distribution": "acme-quiz 0.1.0", "builtin": False, "problem": None} in json.loads(
-        listed.stdout)["environments"]
-    doctor = subprocess.run([rewardpipe, "doctor", "--env", "acme_quiz", "--tasks", "tasks/train.jsonl"], cwd=target,
-                            env=env, capture_output=True, text=True, timeout=300)
+    assert {
+        "name": "acme_quiz",
+        "reference": "acme_quiz.environment:ENVIRONMENT",
+        "version": "0.1.0",
+        "distribution": "acme-quiz 0.1.0",
+        "builtin": False,
+        "problem": None,
+    } in json.loads(listed.stdout)["environments"]
+    doctor = subprocess.run(
+        [rewardpipe, "doctor", "--env", "acme_quiz", "--tasks", "tasks/train.jsonl"],
+        cwd=target,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert doctor.returncode == 0 and "4/4 tasks OK" in doctor.stdout, doctor.stdout + doctor.stderr
