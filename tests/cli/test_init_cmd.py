@@ -20,6 +20,15 @@ from tests.api.conftest import install_distribution
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPLATES = ROOT / "rewardpipe" / "cli" / "init_template"
+#: How `rewardpipe envs --json` lists the environment of the package `rewardpipe init acme-quiz` writes, installed.
+LISTED = {
+    "name": "acme_quiz",
+    "reference": "acme_quiz.environment:ENVIRONMENT",
+    "version": "0.1.0",
+    "distribution": "acme-quiz 0.1.0",
+    "builtin": False,
+    "problem": None,
+}
 
 
 def _entry_points_txt(pyproject: dict) -> str:
@@ -92,16 +101,7 @@ def test_the_package_init_writes_runs_its_own_test_doctor_run_and_envs(installed
     assert listed.exit_code == 0, listed.output
     found = json.loads(listed.stdout)
     mine = [row for row in found["environments"] if row["name"] == "acme_quiz"]
-    assert mine == [
-        {
-            "name": "acme_quiz",
-            "reference": "acme_quiz.environment:ENVIRONMENT",
-            "version": "0.1.0",
-            "distribution": "acme-quiz 0.1.0",
-            "builtin": False,
-            "problem": None,
-        }
-    ]
+    assert mine == [LISTED]
     reward = next(row for row in found["rewards"] if row["name"] == "acme_quiz")
     assert reward["problem"] is None and reward["components"] == ["correct", "answer_format", "needed_a_hint"]
 
@@ -281,14 +281,7 @@ def test_pip_installs_the_package_and_rewardpipe_finds_it(tmp_path, cli):
     rewardpipe = str(Path(sys.executable).with_name("rewardpipe"))
     listed = subprocess.run([rewardpipe, "envs", "--json"], env=env, capture_output=True, text=True, timeout=300)
     assert listed.returncode == 0, listed.stderr
-    assert {
-        "name": "acme_quiz",
-        "reference": "acme_quiz.environment:ENVIRONMENT",
-        "version": "0.1.0",
-        "distribution": "acme-quiz 0.1.0",
-        "builtin": False,
-        "problem": None,
-    } in json.loads(listed.stdout)["environments"]
+    assert LISTED in json.loads(listed.stdout)["environments"]
     doctor = subprocess.run(
         [rewardpipe, "doctor", "--env", "acme_quiz", "--tasks", "tasks/train.jsonl"],
         cwd=target,
