@@ -182,21 +182,28 @@ def planned_files(names: Names) -> dict[str, str]:
     return {path.format(package=names.package): render(template(source), values) for path, source in LAYOUT.items()}
 
 
-def _symlink_on_the_way(target: Path, relative: str) -> Path | None:
-    """The first existing symlink between DIR and a file to write (writing through it could land outside DIR)."""
+def _obstacle(target: Path, relative: str) -> str | None:
+    """Why a file cannot be written at ``target / relative`` without harm: a symlink on the way (writing
+    through it could land outside DIR), a file where a folder must be, or a folder where the file goes."""
     path = target
-    for part in Path(relative).parts:
+    parts = Path(relative).parts
+    for index, part in enumerate(parts):
         path = path / part
         if path.is_symlink():
-            return path
+            return f"{path} is a symbolic link; init does not write through one"
+        last = index == len(parts) - 1
+        if not last and path.exists() and not path.is_dir():
+            return f"{path} is a file where init needs a folder"
+        if last and path.is_dir():
+            return f"{path} is a folder where init writes a file"
     return None
 
 
 def scaffold(target: Path, names: Names, *, force: bool = False) -> tuple[list[str], list[str], list[str]]:
     """Write the package into ``target``; ``(written, replaced, unchanged)`` paths relative to it.
 
-    Refuses (FileExistsError) a ``target`` that holds anything unless ``force``; with ``force``, refuses a
-    path to write that is a directory or a symlink, and returns every file whose content it replaced."""
+    Refuses (FileExistsError) a ``target`` that holds anything unless ``force``; with ``force``, refuses to
+    write through a symlink or over a folder, and returns every file whose content it replaced."""
     if target.exists() and not target.is_dir():
         raise FileExistsError(f"{target} exists and is not a directory")
     if target.is_dir() and any(target.iterdir()) and not force:
@@ -204,12 +211,10 @@ def scaffold(target: Path, names: Names, *, force: bool = False) -> tuple[list[s
             f"{target} is not empty; give --force to write into it (a file that exists is replaced, and named)"
         )
     files = planned_files(names)
-    for relative in files:
-        link = _symlink_on_the_way(target, relative)
-        if link is not None:
-            raise FileExistsError(f"{link} is a symbolic link; init does not write through one")
-        if (target / relative).is_dir():
-            raise FileExistsError(f"{target / relative} is a directory where init writes a file")
+    for relative in files:  # everything checked before the first file is written
+        problem = _obstacle(target, relative)
+        if problem is not None:
+            raise FileExistsError(problem)
     written, replaced, unchanged = [], [], []
     for relative, content in files.items():
         path = target / relative

@@ -220,7 +220,7 @@ def test_a_non_empty_dir_is_refused_unless_forced_and_no_file_is_replaced_silent
     assert again.exit_code == 0 and "replaced" not in again.stderr and "unchanged" in again.stderr
 
 
-def test_init_refuses_a_file_as_dir_and_a_symlink_inside_it(cli, tmp_path):
+def test_init_refuses_a_file_as_dir_a_symlink_inside_it_and_a_file_or_folder_in_the_way(cli, tmp_path):
     plain = tmp_path / "file"
     plain.write_text("x")
     result = cli("init", plain, "--name", "quiz")
@@ -233,6 +233,17 @@ def test_init_refuses_a_file_as_dir_and_a_symlink_inside_it(cli, tmp_path):
     result = cli("init", target, "--force")
     assert result.exit_code == 1 and "symbolic link" in result.stderr
     assert list(elsewhere.iterdir()) == [] and not (target / "pyproject.toml").exists()
+
+    (target / "tasks").unlink()
+    (target / "src").write_text("a file where the package's folder goes")
+    result = cli("init", target, "--force", "--name", "quiz")
+    assert result.exit_code == 1 and "is a file where init needs a folder" in result.stderr
+    assert not (target / "pyproject.toml").exists()  # nothing written before the check
+    (target / "src").unlink()
+    (target / "README.md").mkdir()
+    result = cli("init", target, "--force", "--name", "quiz")
+    assert result.exit_code == 1 and "is a folder where init writes a file" in result.stderr
+    assert not (target / "pyproject.toml").exists()
 
 
 def test_every_template_is_written_filled_in_and_shipped_as_package_data():
