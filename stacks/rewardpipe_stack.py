@@ -36,7 +36,8 @@ class RewardPipeStack(Stack):
         self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
                                         runner=self.runner, layer=layer)
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
-                                     workflow=self.workflow, runner=self.runner, layer=layer)
+                                     workflow=self.workflow, runner=self.runner, layer=layer,
+                                     single_turn=self.single_turn.function)
 
         nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
         self.nova = NovaBridge(self, "NovaBridge", settings=settings, nova=nova, storage=self.storage,
