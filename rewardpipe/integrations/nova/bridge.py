@@ -388,10 +388,13 @@ class Bridge:
         return f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{int(sent_at * 1000):013d}-{execution}.json"
 
     @staticmethod
-    def _parse_due(key: str) -> tuple[int, float, str] | None:
-        """(due minute, sent at, execution name) of a marker key."""
-        match = re.fullmatch(rf"{PREFIX}due/(\d{{10}})/(\d{{13}})-([A-Za-z0-9_-]{{1,80}})\.json", key)
-        return (int(match.group(1)), int(match.group(2)) / 1000.0, match.group(3)) if match else None
+    def _parse_due(key: str) -> tuple[int, float | None, str] | None:
+        """(due minute, sent at, execution name) of a marker key; sent at is None for a marker an earlier version
+        of the bridge wrote (``nova/due/<minute>/<execution>.json``), whose rollout is still swept."""
+        match = re.fullmatch(rf"{PREFIX}due/(\d{{10}})/(?:(\d{{13}})-)?([A-Za-z0-9_-]{{1,80}})\.json", key)
+        if not match:
+            return None
+        return int(match.group(1)), (int(match.group(2)) / 1000.0 if match.group(2) else None), match.group(3)
 
     def _delete(self, key: str) -> None:
         client, bucket = getattr(self.store, "client", None), getattr(self.store, "bucket", None)
@@ -418,7 +421,7 @@ class Bridge:
             if marker is None:
                 continue
             minute, sent_at, name = marker
-            if minute > now_minute:
+            if minute > now_minute and sent_at is not None:
                 ages.append(now - sent_at)
                 continue
             entry = self._request(name)
@@ -426,9 +429,11 @@ class Bridge:
                 self._delete(key)
                 continue
             if now <= entry["deadline"]:
-                ages.append(now - sent_at)
+                ages.append(now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s))
                 continue
             answered.append(self._expire(entry))
+            if sent_at is None:
+                self._delete(key)
         return {"answered": answered, "in_flight": len(ages), "oldest_unanswered_s": max(ages, default=0.0)}
 
     def _expire(self, entry: dict[str, Any]) -> dict[str, Any]:

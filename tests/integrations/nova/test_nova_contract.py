@@ -351,6 +351,19 @@ def test_the_sweeper_reports_the_oldest_unanswered_request_and_skips_answered_on
     assert bridge.sweep()["oldest_unanswered_s"] == pytest.approx(clock["now"] - second["sent_at"])
 
 
+def test_a_rollout_filed_by_an_earlier_bridge_version_is_still_swept():
+    bridge, clock = _bridge()
+    entry = _in_flight(bridge, clock)
+    new_key = bridge._due_key(entry, entry["execution"])
+    legacy = f"nova/due/{int(entry['deadline'] // 60) + 1:010d}/{entry['execution']}.json"
+    bridge.store.objects[legacy] = bridge.store.objects.pop(new_key)
+    clock["now"] += 100
+    assert bridge.sweep()["oldest_unanswered_s"] == pytest.approx(100)
+    clock["now"] += 500
+    (answer,) = bridge.sweep()["answered"]
+    assert answer["status"] == "answered" and not bridge.store.list_keys("nova/due/")
+
+
 def test_the_sweeper_metric_is_emitted_for_the_alarm(capsys, monkeypatch):
     from rewardpipe.integrations.nova import aws as nova_aws
 
