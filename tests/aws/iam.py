@@ -778,16 +778,31 @@ def authorize_client_call(client: Any, operation: str, params: dict) -> None:
 
 
 def patch_botocore() -> list[tuple[Any, str, Any]]:
-    """The hook: every client's ``_make_api_call`` authorizes first (for the harness's monkeypatch)."""
+    """The hook: every client's ``_make_api_call`` authorizes first (for the harness's monkeypatch). Work a
+    caller hands to a thread pool (a trainer's parallel turns) runs as that caller, with the same credentials."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from botocore.client import BaseClient
 
     original = BaseClient._make_api_call
+    original_submit = ThreadPoolExecutor.submit
 
     def _make_api_call(self, operation_name, api_params):  # noqa: ANN001
         authorize_client_call(self, operation_name, api_params)
         return original(self, operation_name, api_params)
 
-    return [(BaseClient, "_make_api_call", _make_api_call)]
+    def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001
+        caller = current_caller()
+        if caller is None:
+            return original_submit(self, fn, *args, **kwargs)
+
+        def as_caller(*a, **k):
+            with calling_as(caller):
+                return fn(*a, **k)
+
+        return original_submit(self, as_caller, *args, **kwargs)
+
+    return [(BaseClient, "_make_api_call", _make_api_call), (ThreadPoolExecutor, "submit", submit)]
 
 
 # --------------------------------------------------------------------------------------------------

@@ -205,32 +205,39 @@ class Bridge:
         name = client_execution_name(self.config.run_id, step, request.sample_id)
         path = self._request_path(name)
         known = self.store.get_json(path, default=None)
-        if known is not None:  # a redelivered request: its rollout is running or answered already
+        # A redelivered request: its rollout is running or answered already; unless the start itself failed
+        # (throttled, say) after the request was filed, in which case this delivery starts it.
+        if known is not None and (known.get("started", True) or known.get("answered")):
             return {"status": "duplicate", "execution": known.get("execution")}
         try:
             task, task_key = task_source(request, self.config)
         except NovaProtocolError as exc:
             return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
         group = group_of(request.sample_id, self.config)
-        sent_at = request_time(request.timestamp, self.clock())
-        entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
-                 "sent_at": sent_at, "deadline": sent_at + self.config.rollout_budget_s, "execution": name,
-                 "answered": False, "step": step}
-        self.store.put_json(path, entry)
-        self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
-        self.store.put_json(self._due_key(entry, name), {})
+        if known is None:
+            sent_at = request_time(request.timestamp, self.clock())
+            entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
+                     "sent_at": sent_at, "deadline": sent_at + self.config.rollout_budget_s, "execution": name,
+                     "answered": False, "step": step, "started": False}
+            self.store.put_json(path, entry)
+            self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
+            self.store.put_json(self._due_key(entry, name), {})
+        else:
+            entry = {k: v for k, v in known.items() if k != "_key"}
         # The workflow's own client: deterministic names (a second start finds the running execution) and
         # a large inline task offloaded to S3 instead of an oversized execution input. The turns go to the
         # bridge's own turn channel, never to a trainer's queue.
         arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
                                    policy={"mode": "callback", "channel": TURN_CHANNEL}, max_turns=self.config.max_turns)
         started = arn.rsplit(":", 1)[-1]
+        entry = {**entry, "started": True}
         if started != name:  # an earlier attempt of this name failed: follow the new attempt
-            self.store.put_json(path, {**entry, "execution": started})
             self.store.put_json(self._request_path(started), {**entry, "execution": started})
             self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
             self._delete(self._due_key(entry, name))
             self.store.put_json(self._due_key(entry, started), {})
+            entry = {**entry, "execution": started}
+        self.store.put_json(path, entry)
         return {"status": "started", "execution": started}
 
     def _client(self) -> Any:

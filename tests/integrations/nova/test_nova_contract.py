@@ -22,7 +22,7 @@ from rewardpipe.integrations.nova.bridge import Bridge, Queues, request_time
 from rewardpipe.integrations.nova.protocol import BridgeConfig
 from rewardpipe.models import Record, load_tasks
 from rewardpipe.rewards import get_reward
-from tests.aws import harness
+from tests.aws import harness, iam
 
 pytestmark = pytest.mark.xdist_group("cdk")
 
@@ -267,6 +267,26 @@ def test_a_rollouts_deadline_runs_from_the_requests_timestamp():
     assert json.loads(start["input"])["policy"] == {"mode": "callback", "channel": "nova"}  # the bridge's own queue
 
 
+def test_a_request_whose_start_failed_is_started_by_its_redelivery_not_taken_for_a_duplicate():
+    class Interrupted(FakeSfn):
+        """The first start never completes (the function timed out, or throttling outlasted every retry)."""
+
+        def start_execution(self, **kwargs):
+            if not self.started:
+                self.started.append(None)
+                raise RuntimeError("intake timed out before StartExecution returned")
+            return super().start_execution(**kwargs)
+
+    bridge, clock = _bridge(sfn=Interrupted())
+    request = {"version": "v0", "timestamp": clock["now"], "sample_id": "s-000_0", "data": {"task_id": "t"}}
+    with pytest.raises(RuntimeError, match="timed out"):
+        bridge.intake(request)  # the message stays on its queue
+    (path,) = bridge.store.list_keys("nova/requests/")
+    assert bridge.store.get_json(path)["started"] is False
+    assert bridge.intake(request)["status"] == "started" and bridge.store.get_json(path)["started"] is True
+    assert bridge.intake(request)["status"] == "duplicate" and len(bridge.sfn.started) == 2
+
+
 def test_the_router_marks_a_turn_used_only_after_step_functions_took_it():
     sfn = FakeSfn(fail_sends=[_client_error("ThrottlingException")])
     bridge, _ = _bridge(sfn=sfn)
@@ -398,7 +418,7 @@ def test_the_proxy_queues_each_request_once_per_identity_and_parks_a_large_one()
 
 
 # --------------------------------------------------------------------------------------------------
-# End to end: a trainer's callback rollout on a stack with the bridge
+# End to end, under the IAM harness
 
 
 def test_a_trainer_callback_rollout_is_never_forwarded_to_nova(aws, nova_synth):
@@ -430,3 +450,43 @@ def test_a_trainer_callback_rollout_is_never_forwarded_to_nova(aws, nova_synth):
     assert waiting(deployment.output("NovaGenerateRequestSqsUrl")) == 0  # nothing reached Nova
     assert waiting(deployment.queue_url) == 1  # the turn waits for the trainer on its own queue
     assert not sources.failures
+
+
+def test_intake_starts_a_new_attempt_when_the_interrupted_start_already_ended(aws, nova_synth):
+    """The start went through but intake never heard back, and that execution has ended since (here: it failed
+    into an error record at once). The redelivered request finds it (StartExecution: ExecutionAlreadyExists, then
+    DescribeExecution) and starts a new attempt instead of answering from an old one. Both calls are authorized
+    as the Intake function's role: DescribeExecution is one of the grants the harness found missing."""
+    import boto3
+
+    from rewardpipe.aws.client import RolloutClient
+    from rewardpipe.integrations.nova.bridge import TURN_CHANNEL
+    from rewardpipe.store import S3Store
+
+    deployment = harness.Deployment(nova_synth).deploy()
+    s3 = boto3.client("s3", region_name=harness.REGION)
+    store = S3Store(deployment.bucket, client=s3)
+    store.put_json(f"tasks/nova/{TASK.task_id}.json", TASK.model_dump(mode="json"))
+    request = {"version": "v0", "timestamp": 1_800_000_000.0, "sample_id": "late-000_0",
+               "data": {"task_id": TASK.task_id}}
+    # What the interrupted intake left: the request filed (not started), and an execution of that name, ended.
+    sfn = boto3.client("stepfunctions", region_name=harness.REGION)
+    arn = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn, s3=s3).start(
+        "nova", 0, "late-000", "late-000_0", task_key="tasks/nova/gone.json",
+        policy={"mode": "callback", "channel": TURN_CHANNEL})
+    assert harness.wait_execution(sfn, arn)["status"] == "SUCCEEDED"  # an error record (no such task)
+    name = arn.rsplit(":", 1)[-1]
+    store.put_json(f"nova/requests/{name}.json", {"sample_id": "late-000_0", "group": "late-000", "range": [0, 1],
+                                                  "sent_at": 1_800_000_000.0, "deadline": 1_800_000_480.0,
+                                                  "execution": name, "answered": False, "step": 0, "started": False})
+    sqs = boto3.client("sqs", region_name=harness.REGION)
+    sqs.send_message(QueueUrl=deployment.output("NovaRolloutRequestSqsUrl"), MessageBody=json.dumps(request),
+                     MessageGroupId="g", MessageDeduplicationId="redelivered")
+    sources = harness.EventSources(deployment, prefixes=("NovaBridgeIntake",))
+    assert sources.poll_sqs() == 1 and not sources.failures
+    executions = {e["name"] for e in sfn.list_executions(stateMachineArn=deployment.state_machine_arn)["executions"]}
+    assert executions == {name, f"{name}-a2"}
+    assert store.get_json(f"nova/requests/{name}.json")["execution"] == f"{name}-a2"
+    assert store.get_json(f"nova/requests/{name}-a2.json")["started"] is True
+    intake = next(k for k in deployment.functions if k.startswith("NovaBridgeIntake"))
+    assert (intake, "stepfunctions", "DescribeExecution") in iam.CHECKED_CALLS

@@ -223,6 +223,21 @@ def test_a_generate_response_that_never_comes_ends_in_the_error_reward_not_a_han
     assert not trainer.duplicate_responses
 
 
+def test_a_generate_response_too_large_for_step_functions_reaches_the_rollout_through_s3(nova):
+    """A turn over the 200 KB Step Functions budget: the router writes it to the turn's reply_key (under the run's
+    state, the only place its role may write) and the rollout reads it there, under the IAM harness."""
+    trainer = nova.trainer
+    big = f"```python\n{TASKS[0].reference_solution}\n```\n# " + "y" * 205_000  # < 256 KiB: one message
+    nova.scripts["big-000_0"] = [big]
+    trainer.request_rollout("big-000_0", {"task_id": TASKS[0].task_id})
+    nova.drive(until=lambda: "big-000_0" in trainer.responses)
+    record = next(r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == "big-000_0")
+    assert record.status == "scored" and record.components["correctness"] == 1.0
+    assert [k for k in nova.store.list_keys(f"runs/{RUN_ID}/state/") if "/reply-" in k]
+    router = next(k for k in nova.deployment.functions if k.startswith("NovaBridgeRouter"))
+    assert (router, "s3", "PutObject") in iam.CHECKED_CALLS
+
+
 def test_bad_requests_are_answered_through_the_queue_and_unreadable_ones_are_dropped(nova):
     trainer = nova.trainer
     trainer.invoke_rollout_proxy("not a rollout request")  # a JSON string: Lambda payloads are JSON
