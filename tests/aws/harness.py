@@ -342,20 +342,17 @@ def folder_caller(folder: str) -> iam.Caller:
     return iam.Caller(f"functions/{folder}", resolve)
 
 
+def _state_machine_caller() -> iam.Caller | None:
+    machines = [(d, logical) for d in DEPLOYMENTS for logical in d.of_type("AWS::StepFunctions::StateMachine")]
+    return machines[0][0].caller(machines[0][1]) if len(machines) == 1 else None
+
+
 def _patch_sfn_role() -> list[tuple[Any, str, Any]]:
-    """A state machine's own calls (invoking the functions, running the Fargate task) are made with its role."""
-    from moto.stepfunctions.parser.backend.execution_worker import ExecutionWorker
-
-    original = ExecutionWorker._execution_logic
-
-    def _execution_logic(self):  # noqa: ANN001
-        arn = str(self._evaluation_details.state_machine_details.arn)
-        caller = next((d.caller(logical) for d in DEPLOYMENTS for logical, r in d.of_type("AWS::StepFunctions::StateMachine").items()
-                       if d.refs.get(logical, {}).get("Arn") == arn), None)
-        with iam.calling_as(caller):
-            return original(self)
-
-    return [(ExecutionWorker, "_execution_logic", _execution_logic)]
+    """A state machine's own calls (invoking the functions, running the Fargate task) are made with its role.
+    moto's interpreter makes them in threads of its own, with clients keyed "ak"
+    (moto.stepfunctions.parser.asl.utils.boto_client): those are the deployed state machine's."""
+    iam.KEY_CALLERS["ak"] = _state_machine_caller
+    return []
 
 
 def _patch_moto_serving() -> list[tuple[Any, str, Any]]:

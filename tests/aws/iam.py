@@ -205,6 +205,20 @@ def _secret_arn(params: dict, region: str, account: str) -> str:
         return f"arn:aws:secretsmanager:{region}:{account}:secret:{secret}-??????"
 
 
+def _task_definition_arn(value: str, region: str, account: str) -> str:
+    """RunTask on a family (what the state machine's ASL names) runs, and is authorized on, its latest ACTIVE
+    revision: arn:aws:ecs:<region>:<account>:task-definition/<family>:<revision>."""
+    family = value.rsplit("/", 1)[-1]
+    if ":" in family:
+        return value if value.startswith("arn:") else f"arn:aws:ecs:{region}:{account}:task-definition/{family}"
+    try:
+        from moto.backends import get_backend
+
+        return get_backend("ecs")[account][region].describe_task_definition(family).arn
+    except Exception:  # noqa: BLE001 - not registered: no revision to authorize on
+        return f"arn:aws:ecs:{region}:{account}:task-definition/{family}"
+
+
 RESOURCES: dict[str, Callable[[dict, str, str], str]] = {
     "s3-object": lambda p, r, a: f"arn:aws:s3:::{p['Bucket']}/{p['Key']}",
     "s3-bucket": lambda p, r, a: f"arn:aws:s3:::{p['Bucket']}",
@@ -215,8 +229,7 @@ RESOURCES: dict[str, Callable[[dict, str, str], str]] = {
     "lambda-function": _function_arn,
     "sns-topic": lambda p, r, a: p["TopicArn"],
     "secret": _secret_arn,
-    "ecs-task-definition": lambda p, r, a: (p["taskDefinition"] if str(p["taskDefinition"]).startswith("arn:")
-                                            else f"arn:aws:ecs:{r}:{a}:task-definition/{p['taskDefinition']}"),
+    "ecs-task-definition": lambda p, r, a: _task_definition_arn(str(p["taskDefinition"]), r, a),
     "ecs-task": lambda p, r, a: (str(p["tasks"][0]) if "tasks" in p else str(p["task"])),
 }
 
@@ -700,9 +713,20 @@ DENIALS: list[str] = []
 CHECKED_CALLS: list[tuple[str, str, str]] = []
 
 
-def current_caller() -> Caller | None:
+# Callers known by the access key of the client they call with (a service's own clients, which run in threads
+# of their own: moto's Step Functions interpreter calls with the key "ak"), for calls made outside calling_as.
+KEY_CALLERS: dict[str, Callable[[], "Caller | None"]] = {}
+
+
+def current_caller(client: Any = None) -> Caller | None:
     stack = getattr(_LOCAL, "stack", None)
-    return stack[-1] if stack else None
+    if stack:
+        return stack[-1]
+    if client is not None and KEY_CALLERS:
+        credentials = getattr(getattr(client, "_request_signer", None), "_credentials", None)
+        resolve = KEY_CALLERS.get(getattr(credentials, "access_key", None) or "")
+        return resolve() if resolve is not None else None
+    return None
 
 
 @contextlib.contextmanager
@@ -762,7 +786,7 @@ def denied_error(client: Any, operation: str, message: str) -> Exception:
 
 def authorize_client_call(client: Any, operation: str, params: dict) -> None:
     """Raise what AWS would for a call ``current_caller()`` may not make (and record it)."""
-    caller = current_caller()
+    caller = current_caller(client)
     if caller is None:
         return
     service = client.meta.service_model.service_name
