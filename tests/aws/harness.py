@@ -43,7 +43,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tests.aws import iam
+try:
+    from tests.aws import iam
+except ImportError:  # this file loaded by path (benchmarks/cost.py --root <a checkout without it>)
+    import importlib.util as _importlib_util
+
+    _spec = _importlib_util.spec_from_file_location("rewardpipe_test_iam", Path(__file__).with_name("iam.py"))
+    iam = _importlib_util.module_from_spec(_spec)
+    sys.modules[_spec.name] = iam
+    _spec.loader.exec_module(iam)  # type: ignore[union-attr]
 
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
@@ -343,7 +351,10 @@ def folder_caller(folder: str) -> iam.Caller:
 
 
 def _state_machine_caller() -> iam.Caller | None:
-    machines = [(d, logical) for d in DEPLOYMENTS for logical in d.of_type("AWS::StepFunctions::StateMachine")]
+    # Only a deployment that is complete: an execution an earlier test left waiting can wake up while this
+    # test is still deploying (its calls then meet a moto account without its functions, and fail there).
+    machines = [(d, logical) for d in DEPLOYMENTS if d.state_machine_arn
+                for logical in d.of_type("AWS::StepFunctions::StateMachine")]
     return machines[0][0].caller(machines[0][1]) if len(machines) == 1 else None
 
 
