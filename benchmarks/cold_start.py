@@ -64,7 +64,7 @@ ENV = {
 # Nova bridge): what its cold invocation pays on top of the import. An empty tuple: no AWS call at all
 # (the Nova reward Lambda scores in process and reports metrics through its logs).
 FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
-    "code_runner": ("s3",),
+    "code_runner": (),  # the job and its result travel in the invoke payload (rewardpipe.aws.jobs)
     "converse": ("s3", "stepfunctions"),
     "error_record": ("s3",),
     "rollout_start": ("s3", "stepfunctions"),
@@ -72,7 +72,8 @@ FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
     "variance_monitor": ("s3",),
     "single_turn_reward": (),
     **{name: ("s3", "sqs", "stepfunctions") for name in
-       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep")},
+       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep",
+        "nova_rollout_proxy")},
 }
 
 PROBE = """

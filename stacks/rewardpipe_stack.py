@@ -37,7 +37,8 @@ class RewardPipeStack(Stack):
         self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
                                         runner=self.runner, layer=layer)
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
-                                     workflow=self.workflow, runner=self.runner, layer=layer)
+                                     workflow=self.workflow, runner=self.runner, layer=layer,
+                                     single_turn=self.single_turn.function)
 
         # app.build_app validates the Nova settings before the CDK sees them; read the context only without it.
         if nova is None:

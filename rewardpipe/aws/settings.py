@@ -33,15 +33,27 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigurationError(f"environment variable {name} must be a number, got {raw!r}") from None
 
 
-def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+def _json_map(env: Mapping[str, str], name: str, *, of: str, mapping: str, valid: Any) -> dict[str, Any]:
+    """The JSON object in variable ``name`` (``{}`` when unset) whose values all pass ``valid``."""
     raw = env.get(name) or "{}"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
-        raise ConfigurationError(f"environment variable {name} must be a JSON object of weights, got {raw!r}") from None
-    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) for v in value.values()):
-        raise ConfigurationError(f"environment variable {name} must map component names to numbers, got {raw!r}")
-    return {str(k): float(v) for k, v in value.items()}
+        raise ConfigurationError(f"environment variable {name} must be a JSON object of {of}, got {raw!r}") from None
+    if not isinstance(value, dict) or not all(valid(v) for v in value.values()):
+        raise ConfigurationError(f"environment variable {name} must map {mapping}, got {raw!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+    weights = _json_map(env, name, of="weights", mapping="component names to numbers",
+                        valid=lambda v: isinstance(v, (int, float)))
+    return {k: float(v) for k, v in weights.items()}
+
+
+def _channels(env: Mapping[str, str], name: str) -> dict[str, str]:
+    return _json_map(env, name, of="queue URLs", mapping="channel names to queue URLs",
+                     valid=lambda v: isinstance(v, str) and bool(v))
 
 
 # The policy endpoint's HTTP client (rewardpipe.openai_client.ChatClient) as a deployment configures it:
@@ -89,6 +101,9 @@ class Settings:
     active_run_minutes: int = 60
     turn_queue_url: str = ""
     runner_function: str = ""
+    # Named turn queues besides the trainers' (TURN_CHANNELS, a JSON object of name -> queue URL): a callback
+    # rollout started with policy.channel "nova" asks the Nova bridge's queue, never the trainers'.
+    turn_channels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -111,6 +126,7 @@ class Settings:
             active_run_minutes=_int(env, "ACTIVE_RUN_MINUTES", 60),
             turn_queue_url=env.get("TURN_QUEUE_URL", ""),
             runner_function=env.get("RUNNER_FUNCTION", ""),
+            turn_channels=_channels(env, "TURN_CHANNELS"),
         )
 
     @property
