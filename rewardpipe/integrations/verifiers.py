@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Sequence
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
@@ -58,19 +59,27 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
 
 
 class _Entry:
-    __slots__ = ("values", "served")
+    """The samples seen with one content: each one's scores (in arrival order) and how many each function has
+    been served. Identical rollouts of a group are as many samples, each scored once."""
 
-    def __init__(self, values: dict[str, float]) -> None:
-        self.values, self.served = values, set()
+    __slots__ = ("results", "served")
+
+    def __init__(self) -> None:
+        self.results: list[Future[dict[str, float]]] = []
+        self.served: dict[str, int] = {}
 
 
 class SampleScorer:
     """Scores each sample once and serves every component's rubric function from it.
 
-    verifiers calls the rubric's functions one by one for each rollout (each with the same completion,
-    answer and prompt): the first call scores the sample (its code runs once), the others read the result.
-    A sample is recognised by its content; once every component has been served it is forgotten, and at
-    most ``keep`` samples are held (the oldest go first), so memory stays bounded. Thread-safe."""
+    verifiers calls the rubric's functions one by one for each rollout (``score_rollout``), or each function
+    over the whole group before the next (``score_group``); either way each function is called once per
+    rollout with that rollout's completion, answer and prompt. A function's n-th call for a content reads the
+    n-th sample with that content, scoring it if no other function has yet (its code runs once). So a group
+    holding identical rollouts, as GRPO groups often do, is scored once per rollout, not once per function.
+    Samples every function has read are forgotten, and at most ``keep`` contents are held (the oldest go
+    first), so memory stays bounded. Thread-safe: a sample being scored on one thread is waited for, not
+    scored again."""
 
     def __init__(self, reward: Reward, executor: Any = None, keep: int = 4096) -> None:
         import threading
@@ -81,30 +90,41 @@ class SampleScorer:
         self._lock = threading.Lock()
         self.samples_scored = 0
 
+    def _score(self, sample: dict[str, Any]) -> dict[str, float]:
+        result = score_samples([sample], self.reward, executor=self.executor)[0]
+        metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
+        failed = bool(metrics.get("reward_error"))
+        return {c: math.nan if failed or c not in metrics else float(metrics[c]) for c in self.reward.component_names}
+
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
         sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
                   "metadata": {"reference_answer": answer}}
         key = json.dumps(sample, sort_keys=True, default=repr)
+        mine = False
         with self._lock:
             entry = self._cache.get(key)
-            if entry is not None and name in entry.served:  # asked again: a new rollout with the same content
-                entry = None
-        if entry is None:
-            result = score_samples([sample], self.reward, executor=self.executor)[0]
-            metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
-            failed = bool(metrics.get("reward_error"))
-            entry = _Entry({c: math.nan if failed or c not in metrics else float(metrics[c])
-                            for c in self.reward.component_names})
-            with self._lock:
-                self.samples_scored += 1
-                self._cache[key] = entry
+            if entry is None:
+                entry = self._cache[key] = _Entry()
                 while len(self._cache) > self.keep:
                     self._cache.popitem(last=False)
+            index = entry.served.get(name, 0)
+            entry.served[name] = index + 1
+            if index == len(entry.results):  # no function has read this sample yet: this call scores it
+                entry.results.append(Future())
+                mine = True
+                self.samples_scored += 1
+            future = entry.results[index]
+        if mine:
+            try:
+                future.set_result(self._score(sample))
+            except BaseException as exc:  # a scoring failure reaches every function waiting on this sample
+                future.set_exception(exc)
+        values = future.result()
         with self._lock:
-            entry.served.add(name)
-            if len(entry.served) == len(entry.values):
-                self._cache.pop(key, None)
-        return entry.values[name]
+            done = len(entry.results)
+            if all(entry.served.get(c, 0) >= done for c in values) and self._cache.get(key) is entry:
+                del self._cache[key]  # every function has read every sample of this content
+        return values[name]
 
 
 def rubric_functions(reward: Any = "gsm8k", weights: Mapping[str, float] | None = None,

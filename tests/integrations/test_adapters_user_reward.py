@@ -65,3 +65,21 @@ def test_verifiers_rubric_functions_take_a_user_reward_and_a_raising_component_i
     boom = [{"role": "assistant", "content": "BOOM"}]
     assert all(math.isnan(f(completion=boom, answer="3", prompt="q")) for f in funcs)
     assert funcs[0].rewardpipe_scorer.samples_scored == 2  # each sample scored once, not once per function
+
+
+def test_verifiers_group_scoring_function_by_function_scores_identical_rollouts_once_each():
+    # verifiers' score_group calls each function over the whole group before the next; a GRPO group often
+    # holds identical rollouts. Each rollout is one sample scored once, and every function reads its own.
+    funcs, _ = rubric_functions(FLAKY)
+    scorer = funcs[0].rewardpipe_scorer
+    group = [[{"role": "assistant", "content": text}] for text in ('{"answer": 3}', '{"answer": 3}', "BOOM",
+                                                                 '{"answer": 4}', '{"answer": 3}')]
+    columns = [[f(completion=c, answer="3", prompt="q") for c in group] for f in funcs]
+    assert scorer.samples_scored == len(group)
+    for column in columns:
+        assert column[:2] + column[3:] == [1.0, 1.0, column[3], 1.0] and math.isnan(column[2])
+    assert [column[3] for column in columns] == [1.0, 0.0, 1.0]
+    # every function has read every sample: nothing is held, and the same group again is scored again
+    assert not scorer._cache
+    [f(completion=group[0], answer="3", prompt="q") for f in funcs]
+    assert scorer.samples_scored == len(group) + 1

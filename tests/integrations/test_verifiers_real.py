@@ -125,3 +125,50 @@ def test_rubric_functions_declare_what_verifiers_passes():
         params = inspect.signature(fn).parameters
         assert {"completion", "answer", "prompt"} <= set(params)
         assert any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def test_a_real_group_with_identical_rollouts_runs_each_components_code_once_per_rollout():
+    """verifiers scores a group function by function (each function over every rollout, then the next): GRPO
+    groups often hold identical rollouts, and each must still be scored exactly once, not once per function."""
+    from rewardpipe import Reward, component
+
+    calls = []
+
+    @component(range=(0.0, 1.0), role="outcome")
+    def counted(completion: str) -> float:
+        calls.append(completion)
+        return 1.0 if "12" in completion else 0.0
+
+    @component(range=(0.0, 1.0), role="shaping", weight=0.5)
+    def short(completion: str) -> float:
+        return 1.0 if len(completion) < 40 else 0.0
+
+    @component(range=(0.0, 1.0), role="shaping")
+    def boom(completion: str) -> float:
+        if "BOOM" in completion:
+            raise ValueError("BOOM")
+        return 1.0
+
+    rub = rubric(Reward("counted", [counted, short, boom]))
+    answers = ['{"answer": 12}', '{"answer": 12}', '{"answer": 12}', '{"answer": 13}', "BOOM"]
+    served = iter(answers)  # the server answers each request in turn: the group's rollouts get these, in some order
+    server, url, _ = chat_server(lambda messages: next(served))
+    try:
+        from openai import AsyncOpenAI
+        from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+
+        env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
+        client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
+        group = [{"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0, "answer": "12"}] * len(answers)
+        outputs = asyncio.run(env.run_group(group, client, "scripted", {}))
+    finally:
+        server.shutdown()
+    assert sorted(calls) == sorted(answers)  # once per rollout, whatever the number of functions
+    by_text = {}
+    for out in outputs:
+        mine = {k: v for k, v in out["metrics"].items() if k != "num_turns"}  # verifiers' own metric
+        by_text.setdefault(out["completion"][-1]["content"], []).append((out["reward"], mine))
+    assert by_text['{"answer": 12}'] == [(2.5, {"counted": 1.0, "short": 1.0, "boom": 1.0})] * 3
+    assert by_text['{"answer": 13}'] == [(1.5, {"counted": 0.0, "short": 1.0, "boom": 1.0})]
+    ((reward, metrics),) = by_text["BOOM"]
+    assert math.isnan(reward) and all(math.isnan(v) for v in metrics.values())
