@@ -208,7 +208,8 @@ def run(
         if not base_url or not model:
             usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
         chosen = OpenAIPolicy(base_url, model, system_prompt=env.system_prompt,
-                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
+                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
+                              tools=getattr(env, "tool_schemas", None))  # an environment that offers tools
         configuration.update(base_url=base_url, model=model)
     chat_client = None
     if simulator is SimulatorName.openai or env.calls_llm:

@@ -38,9 +38,9 @@ from rewardpipe.envs.wordle.game import (
     parse_guess,
 )
 from rewardpipe.envs.wordle.reward import WORDLE
-from rewardpipe.envs.wordle.state import USES_A_GUESS, TurnResult, WordleState
+from rewardpipe.envs.wordle.state import TurnResult, WordleState
 from rewardpipe.envs.wordle.tasks import WordleTask
-from rewardpipe.models import Message
+from rewardpipe.models import Message, text_message
 
 POLICY_SYSTEM_PROMPT = (
     "You are playing Wordle: find the secret five-letter English word. Each turn, think briefly if you like, "
@@ -128,24 +128,24 @@ class Wordle(Environment):
     def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:
         result = state.turn_results[-1]
         left = task.max_guesses - len(state.guesses)
-        if result is TurnResult.MALFORMED:
+        if result == TurnResult.MALFORMED:
             problem = parse_guess(state.messages[-1].content).problem
             text = f"{FORMAT_REMINDER[problem or GuessProblem.NO_TAG]} That used no guess; {_left(left)}"
-        elif result is TurnResult.NOT_A_WORD:
+        elif result == TurnResult.NOT_A_WORD:
             word = parse_guess(state.messages[-1].content).word or ""
             text = f"{word.upper()} is not in the word list. That used no guess; {_left(left)}"
         else:
             word, pattern = state.guesses[-1], state.feedback[-1]
-            repeated = f"You already guessed {word.upper()}. " if result is TurnResult.REPEAT else ""
+            repeated = f"You already guessed {word.upper()}. " if result == TurnResult.REPEAT else ""
             text = (f"{repeated}Guess {len(state.guesses)} of {task.max_guesses}: {word.upper()}\n"
                     f"{describe(word, pattern)}")
             if left > 0:
                 text += f"\n{_left(left)}"
         if left <= 0:
             text += f"\nNo guesses left: the word was {task.answer.upper()}."
-            return state.append(Message.model_construct(role="user", content=text), next_action="score",
+            return state.append(text_message("user", text), next_action="score",
                                 end_reason="out_of_guesses")
-        return state.append(Message.model_construct(role="user", content=text), next_action="policy")
+        return state.append(text_message("user", text), next_action="policy")
 
     # -- scoring recorded conversations, doctor, the record -----------------------------------------------
 
@@ -179,7 +179,7 @@ class Wordle(Environment):
         return {"guesses": len(state.guesses), "max_guesses": task.max_guesses, "solved": state.solved}
 
     def transcript_fields(self, state: WordleState, task: WordleTask | None) -> dict[str, Any]:
-        return {"turn_kinds": [str(getattr(r, "value", r)) for r in state.turn_results]}
+        return {"turn_kinds": list(state.turn_results)}
 
 
 ENVIRONMENT = Wordle(load_words())

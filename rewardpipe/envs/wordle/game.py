@@ -102,6 +102,7 @@ def letter_credit(pattern: str) -> float:
     return (pattern.count(GREEN) + 0.5 * pattern.count(YELLOW)) / WORD_LENGTH
 
 
+@lru_cache(maxsize=65536)
 def describe(guess: str, pattern: str) -> str:
     """The feedback as the model reads it: ``C=green R=grey A=yellow N=grey E=grey``."""
     return " ".join(f"{letter.upper()}={COLOUR_NAMES[colour]}" for letter, colour in zip(guess, pattern))

@@ -78,7 +78,7 @@ def format_ok(state: Any) -> float | None:
     results = game.turn_results
     if not results:
         return 0.0
-    return sum(1 for r in results if r is not TurnResult.MALFORMED) / len(results)
+    return sum(1 for r in results if r != TurnResult.MALFORMED) / len(results)
 
 
 @component(range=(-1.0, 0.0), role="penalty", weight=0.3,
@@ -87,7 +87,7 @@ def wasted_guesses(state: Any) -> float | None:
     game = _game(state)
     if game is None:
         return None
-    wasted = sum(1 for r in game.turn_results if r is TurnResult.REPEAT or r is TurnResult.NOT_A_WORD)
+    wasted = sum(1 for r in game.turn_results if r == TurnResult.REPEAT or r == TurnResult.NOT_A_WORD)
     return -min(1.0, WASTED_GUESS_PENALTY * wasted) if wasted else 0.0
 
 

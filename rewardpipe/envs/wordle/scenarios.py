@@ -53,15 +53,24 @@ def guess(word: str) -> str:
 
 def consistent(word: str, state: "WordleState") -> bool:
     """Whether ``word`` could be the answer, given every guess's feedback so far."""
-    return all(feedback(g, word) == p for g, p in zip(state.guesses, state.feedback))
+    for previous, pattern in zip(state.guesses, state.feedback):
+        if feedback(previous, word) != pattern:
+            return False
+    return True
 
 
-def _pool(words: Sequence[str], answer: str, rng: random.Random) -> list[str]:
-    """A rollout's candidate words: a drawn slice of the list with the answer at a drawn place (the same
-    every turn: the generator a turn gets is the rollout's, reset)."""
-    count = len(words)
-    offset, stride = rng.randrange(count), rng.choice((7, 11, 13, 17, 19))
-    pool = [w for w in (words[(offset + i * stride) % count] for i in range(POOL_SIZE)) if w != answer]
+def word_ring(words: Sequence[str]) -> tuple[str, ...]:
+    """The word list in a fixed shuffled order, twice over: a rollout's pool is a slice of it."""
+    shuffled = list(words)
+    random.Random(0).shuffle(shuffled)
+    return tuple(shuffled) * 2
+
+
+def _pool(ring: tuple[str, ...], answer: str, rng: random.Random) -> list[str]:
+    """A rollout's candidate words: a drawn slice of the shuffled list with the answer at a drawn place (the
+    same every turn: the generator a turn gets is the rollout's, reset)."""
+    offset = rng.randrange(len(ring) // 2)
+    pool = [w for w in ring[offset:offset + POOL_SIZE] if w != answer]
     pool.insert(rng.randrange(len(pool) + 1), answer)
     return pool
 
@@ -74,16 +83,16 @@ def _next_consistent(pool: Sequence[str], state: "WordleState") -> str:
     return pool[0]
 
 
-def _training_turn(strategy: str, words: Sequence[str]) -> Callable[..., str]:
+def _training_turn(strategy: str, ring: tuple[str, ...]) -> Callable[..., str]:
     def turn(state: "WordleState", task: "WordleTask", rng: random.Random) -> str:
         if strategy == "stuck":
             return guess(STUCK_WORD)
-        pool = _pool(words, task.answer, rng)
-        noise = [rng.random() for _ in range(PLANNED_TURNS)]
-        roll = noise[min(state.assistant_turns, PLANNED_TURNS - 1)]
-        fumble = _MALFORMED_TURNS[int(roll * 1000) % len(_MALFORMED_TURNS)].format(word=pool[0])
+        pool = _pool(ring, task.answer, rng)
+        for _ in range(min(state.assistant_turns, PLANNED_TURNS) + 1):  # this turn's draw
+            roll = rng.random()
         if strategy == "solver":
             return f"My guess: {guess(_next_consistent(pool, state))}"
+        fumble = _MALFORMED_TURNS[int(roll * 1000) % len(_MALFORMED_TURNS)].format(word=pool[0])
         if strategy == "sloppy":
             if roll < 0.1:
                 return fumble
@@ -108,7 +117,8 @@ def training_scenarios(words: Sequence[str], weights: dict[str, float] | None = 
         raise ValueError(f"unknown strategies {sorted(unknown)}; known: {sorted(STRATEGY_WEIGHTS)}")
     chosen.setdefault("stuck", 0.0)  # the collapse must always be there to play
     # (ScriptedPolicy refuses a negative or non-finite weight, naming it)
-    mix = {name: ScriptedPolicy(_training_turn(name, words), weight=weight) for name, weight in chosen.items()}
+    ring = word_ring(words)
+    mix = {name: ScriptedPolicy(_training_turn(name, ring), weight=weight) for name, weight in chosen.items()}
     if not any(scenario.weight > 0 for scenario in mix.values()):
         raise ValueError("at least one strategy weight must be positive")
     return lambda task: mix

@@ -5,15 +5,16 @@ Its own module, so a Lambda that only carries a state between steps imports noth
 
 from __future__ import annotations
 
-from enum import Enum
+from typing import Literal
 
 from pydantic import Field
 
 from rewardpipe.environment import EpisodeState
 
 
-class TurnResult(str, Enum):
-    """What one assistant turn did to the game."""
+class TurnResult:
+    """What one assistant turn did to the game (the values of ``WordleState.turn_results``: plain text, so a
+    state is compared, copied and written without an enum's cost)."""
 
     GUESS = "guess"              # a new word: feedback given, one guess used
     SOLVED = "solved"            # the answer: the game is over
@@ -22,8 +23,7 @@ class TurnResult(str, Enum):
     MALFORMED = "malformed"      # no usable <guess> tag: a format reminder, no guess used
 
 
-#: Turns that used one of the game's guesses.
-USES_A_GUESS = frozenset({TurnResult.GUESS, TurnResult.SOLVED, TurnResult.REPEAT})
+TurnResultName = Literal["guess", "solved", "repeat", "not_a_word", "malformed"]
 
 
 class WordleState(EpisodeState):
@@ -33,6 +33,6 @@ class WordleState(EpisodeState):
 
     guesses: list[str] = Field(default_factory=list)
     feedback: list[str] = Field(default_factory=list)
-    turn_results: list[TurnResult] = Field(default_factory=list)
+    turn_results: list[TurnResultName] = Field(default_factory=list)
     solved: bool = False
     max_guesses: int = Field(default=6, ge=1)
