@@ -95,7 +95,7 @@ class Wordle(Environment):
         if not path.is_file():
             raise ValueError(f"dictionary must be bundled, off or a word-list file; {choice!r} is not a file")
         try:
-            return Wordle(load_words(str(path.resolve())), dictionary=str(path))
+            return Wordle(load_words(path), dictionary=str(path))
         except (OSError, UnicodeDecodeError) as exc:
             raise ValueError(f"cannot read the word list {choice}: {exc}") from None
 

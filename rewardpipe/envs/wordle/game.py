@@ -108,9 +108,20 @@ def describe(guess: str, pattern: str) -> str:
     return " ".join(f"{letter.upper()}={COLOUR_NAMES[colour]}" for letter, colour in zip(guess, pattern))
 
 
-@lru_cache(maxsize=8)
 def load_words(path: str | Path = WORDS_FILE) -> frozenset[str]:
-    """A word list: one word a line; blank lines and ``#`` comments ignored; every word five letters."""
+    """A word list: one word a line; blank lines and ``#`` comments ignored; every word five letters. The
+    bundled list is read once; a file of one's own every time it is asked for (it may have been edited)."""
+    if Path(path) == WORDS_FILE:
+        return _bundled_words()
+    return _read_words(path)
+
+
+@lru_cache(maxsize=1)
+def _bundled_words() -> frozenset[str]:
+    return _read_words(WORDS_FILE)
+
+
+def _read_words(path: str | Path) -> frozenset[str]:
     words = set()
     for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
         word = line.strip().lower()
