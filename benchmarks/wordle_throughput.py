@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/wordle_throughput.py --store-dir /dev/shm  # where the store is written
     .venv/bin/python benchmarks/wordle_throughput.py --profile            # where the run's time goes
 
-Each round runs the `run` command itself, in this process (typer's runner over the real CLI: task loading,
+After a short warm-up run (not counted), each round runs the `run` command itself, in this process (typer's runner over the real CLI: task loading,
 the scripted policy, the environment, scoring, the local store writing every record and every transcript,
 the monitor after each step), into a fresh run folder under ``--store-dir``. No sandbox is in the loop (the
 environment runs no code). Issue 17 asks for >= 1,000 rollouts/s on this 2-core machine.
@@ -128,6 +128,9 @@ def main() -> None:
     try:
         file_wall, file_cpu = file_creation(base)
         print(f"store file creation: {file_wall:.0f} us wall, {file_cpu:.0f} us cpu per file (2,000 files, {base})")
+        # A short run first, not counted: what a long-lived process has paid once (validators built on first
+        # use, modules imported by the first step, caches filled).
+        one_run(store, "warm-up", 1, 8, args.group_size, False)
         rows = []
         for index in range(args.rounds):
             row = one_run(store, f"bench-{index}", args.steps, args.groups, args.group_size,
