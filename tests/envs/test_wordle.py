@@ -224,6 +224,14 @@ def test_the_dictionary_option():
     assert ENVIRONMENT.configure().words == load_words()
 
 
+def test_the_class_named_by_reference_plays_with_the_bundled_list():
+    from rewardpipe.references import resolve_environment
+
+    env = resolve_environment("rewardpipe.envs.wordle.environment:Wordle")
+    assert env.words == load_words() and Wordle().dictionary == "bundled"
+    assert play([g("qzxvj")], env=env)[0].turn_results == ["not_a_word"]
+
+
 def test_a_word_list_of_ones_own(tmp_path):
     words = tmp_path / "words.txt"
     words.write_text("# mine\nslate\nCRANE\n\n")

@@ -2,8 +2,9 @@
 expected answer, or both), with the calls that reach it (``reference_calls``: doctor's reference scenario
 plays them, and checks they do reach the goal).
 
-The bundled set (``data/tasks.jsonl``, :data:`BUNDLED_TASKS`) runs over the shop toolset
-(:mod:`~rewardpipe.envs.tool_call.shop`).
+The bundled set (``rewardpipe/data/tool_call_tasks.jsonl``, :data:`BUNDLED_TASKS`) runs over the shop toolset
+(:mod:`~rewardpipe.envs.tool_call.shop`). Like every task file it sits outside the environment's package: task
+rows are never shipped with the code.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 
-BUNDLED_TASKS = Path(__file__).resolve().parent / "data" / "tasks.jsonl"
+BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "tool_call_tasks.jsonl"
 
 
 class PlannedCall(DeferredModel):

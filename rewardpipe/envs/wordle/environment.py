@@ -62,9 +62,24 @@ def _left(count: int) -> str:
     return f"{count} guess{'' if count == 1 else 'es'} left."
 
 
+def dictionary_words(dictionary: str) -> frozenset[str] | None:
+    """The words ``dictionary`` (``bundled``, ``off`` or a word-list file) accepts as guesses; None: any five
+    letters. A file that is missing or holds a line that is not a five-letter word is a ValueError."""
+    if dictionary == "bundled":
+        return load_words()
+    if dictionary == "off":
+        return None
+    path = Path(dictionary).expanduser()
+    if not path.is_file():
+        raise ValueError(f"dictionary must be bundled, off or a word-list file; {dictionary!r} is not a file")
+    try:
+        return load_words(path)
+    except OSError as exc:
+        raise ValueError(f"cannot read the word list {dictionary}: {exc}") from None
+
+
 class Wordle(Environment):
-    """See the module docstring. ``Wordle(words=None)``: ``words`` is the set of accepted guesses (None:
-    any five letters)."""
+    """See the module docstring. ``Wordle(dictionary="bundled")``: which words count as guesses."""
 
     name = "wordle"
     version = "1"
@@ -76,9 +91,9 @@ class Wordle(Environment):
     system_prompt = POLICY_SYSTEM_PROMPT
     collapse_scenario = "stuck"
 
-    def __init__(self, words: frozenset[str] | None = None, *, dictionary: str = "bundled") -> None:
-        self.words = words
+    def __init__(self, dictionary: str = "bundled") -> None:
         self.dictionary = dictionary
+        self.words = dictionary_words(dictionary)
 
     def configure(self, **options: str) -> "Wordle":
         """``dictionary=bundled|off|PATH`` (see the module docstring)."""
@@ -86,18 +101,7 @@ class Wordle(Environment):
         if unknown:
             raise ValueError(f"environment 'wordle' takes the option dictionary=bundled|off|PATH, not "
                              f"{', '.join(sorted(unknown))}")
-        choice = options.get("dictionary", "bundled")
-        if choice == "bundled":
-            return Wordle(load_words(), dictionary=choice)
-        if choice == "off":
-            return Wordle(None, dictionary=choice)
-        path = Path(choice).expanduser()
-        if not path.is_file():
-            raise ValueError(f"dictionary must be bundled, off or a word-list file; {choice!r} is not a file")
-        try:
-            return Wordle(load_words(path), dictionary=str(path))
-        except (OSError, UnicodeDecodeError) as exc:
-            raise ValueError(f"cannot read the word list {choice}: {exc}") from None
+        return Wordle(options.get("dictionary", "bundled"))
 
     def accepts(self, word: str, task: WordleTask) -> bool:
         """Whether ``word`` is a guess: the task's answer always is."""
@@ -182,4 +186,4 @@ class Wordle(Environment):
         return {"turn_kinds": list(state.turn_results)}
 
 
-ENVIRONMENT = Wordle(load_words())
+ENVIRONMENT = Wordle()

@@ -7,8 +7,9 @@ Two shapes of row are read, each validated field by field (an unknown field is a
 * the AWS sample's: ``{"id": "w-001", "metadata": {"prompt": "...", "answer": "crane"}}`` (``max_guesses``
   may sit in ``metadata`` too; a numeric ``id`` is read as text).
 
-The bundled set (``data/tasks.jsonl``, :data:`BUNDLED_TASKS`) holds words of the bundled word list, repeated
-letters among them.
+The bundled set (``rewardpipe/data/wordle_tasks.jsonl``, :data:`BUNDLED_TASKS`) holds words of the bundled word
+list, repeated letters among them. Like every task file it sits outside the environment's package: task rows
+are never shipped with the code (a deployment gets them through S3).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pydantic import Field, field_validator, model_validator
 from rewardpipe.environment import TaskRow
 from rewardpipe.envs.wordle.game import is_word_shape
 
-BUNDLED_TASKS = Path(__file__).resolve().parent / "data" / "tasks.jsonl"
+BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "wordle_tasks.jsonl"
 DEFAULT_MAX_GUESSES = 6
 MAX_GUESSES = 10
 
