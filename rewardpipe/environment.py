@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import hashlib
 import random
-from operator import attrgetter
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator

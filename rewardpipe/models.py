@@ -174,7 +174,6 @@ class Message(DeferredModel):
         return content_to_text(value)
 
 
-
 _MESSAGE_FIELDS_SET = frozenset({"role", "content"})
 
 

@@ -537,7 +537,8 @@ def _is_symlink(entry: os.DirEntry) -> bool:
         return False
 
 
-_TEMPORARY_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_CLOEXEC", 0)
+# A temporary file of this process and thread, left over or not; never through a link someone put in its place.
+_TEMPORARY_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 class LocalStore(Store):

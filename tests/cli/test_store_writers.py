@@ -64,3 +64,26 @@ def test_a_run_stores_every_transcript_of_a_step_written_at_once(tmp_path):
     assert len(list((tmp_path / "runs" / "w" / "transcripts").rglob("*.json"))) == 256
     assert len(list(LocalStore(tmp_path).iter_records("w"))) == 256
     assert not list(tmp_path.rglob("*.tmp"))  # no temporary file left behind
+
+
+def _temporary_name() -> str:
+    import os
+
+    return f".w{os.getpid()}-{threading.get_ident()}.tmp"
+
+
+def test_a_temporary_file_left_behind_is_overwritten_and_a_link_in_its_place_never_followed(tmp_path):
+    store = LocalStore(tmp_path / "store")
+    store.put_bytes("runs/x/a.json", b"{}")
+    folder = tmp_path / "store" / "runs" / "x"
+    (folder / _temporary_name()).write_bytes(b"half a record from a crashed write")
+    store.put_bytes("runs/x/b.json", b'{"b": 1}')
+    assert (folder / "b.json").read_bytes() == b'{"b": 1}' and not (folder / _temporary_name()).exists()
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    (folder / _temporary_name()).symlink_to(victim)
+    try:
+        store.put_bytes("runs/x/c.json", b"{}")
+    except OSError:
+        pass
+    assert victim.read_text() == "keep" and not (folder / "c.json").exists()
