@@ -644,7 +644,7 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: 
     execution = None
     ref_exec = snapshot.execution
     if ref_exec is not None and ref_exec.route == "lambda":
-        job = execution_job(snapshot.state, task)
+        job = execution_job(snapshot.state, task, environment())
         if job is None:
             raise ExecutionResultMissing("the episode has no committed code to run")
         execution = run_inline(job, settings)
