@@ -116,9 +116,11 @@ class SampleScorer:
             future = entry.results[index]
         if mine:
             try:
-                future.set_result(self._score(sample))
-            except BaseException as exc:  # a scoring failure reaches every function waiting on this sample
+                scored = self._score(sample)
+            except BaseException as exc:  # noqa: BLE001 - every function waiting on this sample gets it too
                 future.set_exception(exc)
+                raise
+            future.set_result(scored)
         values = future.result()
         with self._lock:
             done = len(entry.results)
