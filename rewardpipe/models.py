@@ -211,7 +211,7 @@ class RolloutIdentity(DeferredModel):
     stored transcript, so both identify a rollout, and turn back into a Rollout, the same way."""
 
     run_id: str
-    step: int = 0
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # one rule for every step a store files
     group_id: str
     rollout_id: str
     task_id: str
@@ -243,11 +243,12 @@ class Record(DeferredModel):
     model_config = ConfigDict(populate_by_name=True)
 
     schema_: Literal["rewardpipe.record/v1"] = Field(default=RECORD_SCHEMA, alias="schema")
-    run_id: str
-    step: int = 0
-    group_id: str
-    rollout_id: str
-    task_id: str
+    # ids: non-empty (an empty one has no store key) and steps as Rollout.step; refused where a record is read
+    run_id: str = Field(min_length=1)
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)
+    group_id: str = Field(min_length=1)
+    rollout_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
     status: Literal["scored", "error"]
     error: ErrorInfo | None = None
     components: dict[str, float | None]
