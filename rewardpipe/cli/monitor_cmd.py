@@ -121,6 +121,8 @@ class _Source:
         self._choose_run(path, self.store.list_runs())
 
     def _choose_run(self, path: str, runs: list[str]) -> None:
+        from rewardpipe.store import StoreError
+
         if not runs:
             fail(f"{path} holds no runs")
         if self.run_id is None:
@@ -129,6 +131,41 @@ class _Source:
             self.run_id = runs[0]
         elif self.run_id not in runs:
             fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
+        try:
+            self.progress = self.store.run_progress(self.run_id)
+        except StoreError as exc:
+            fail(f"cannot read {path}: {exc}")
+
+    #: A store's run: which steps are finished (rewardpipe.store.Store.run_progress); None for a file.
+    progress: Any = None
+
+    @property
+    def finished_steps(self) -> list[int] | None:
+        """The steps to judge: a store's finished steps, or None (every step) for a file."""
+        return None if self.progress is None else self.progress.finished
+
+    def only_finished(self, path: str, step: Optional[int]) -> None:
+        """Judge finished steps only (see "When is a step finished?" in rewardpipe.store): a run still being
+        written is said to be, its unfinished steps are named, and nothing is judged (or written) for them."""
+        progress = self.progress
+        if progress is None or not progress.in_progress:
+            return
+        unfinished = progress.unfinished
+        who = f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run " \
+              f"--resume` finishes it)"
+        if step is not None and step in unfinished:
+            fail(f"{who}: step {step} is not finished, so it is not judged")
+        if not progress.finished:
+            fail(f"{who}: no step is finished yet, so nothing is judged and nothing written")
+        if unfinished and step is None:
+            note(f"warning: {who}: judging its finished step(s) {_steps(progress.finished)} only; step(s) "
+                 f"{_steps(unfinished)} not finished: not judged, no alarm or triage written from them")
+
+    def status(self) -> dict[str, Any]:
+        """``in_progress`` and ``unfinished_steps``, for the JSON outputs."""
+        if self.progress is None:
+            return {"in_progress": False, "unfinished_steps": []}
+        return {"in_progress": self.progress.in_progress, "unfinished_steps": self.progress.unfinished}
 
     def batch(self, step: Optional[int]) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
@@ -137,7 +174,7 @@ class _Source:
         from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch, read_store_batch
 
         if self.store is not None:
-            return read_store_batch(self.store, self.run_id, step)
+            return read_store_batch(self.store, self.run_id, step, self.finished_steps)
         if self.parquet:
             try:
                 batch = read_parquet_batch(self.parquet)
@@ -152,7 +189,7 @@ class _Source:
     def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
-            return self.store.iter_records(self.run_id, step, on_bad=bad.append)
+            return self.store.iter_records(self.run_id, step, on_bad=bad.append, steps=self.finished_steps)
         if self.parquet:
             from rewardpipe.monitoring.fastread import parquet_rows
 
@@ -165,6 +202,17 @@ class _Source:
         if step is not None:
             records = (r for r in records if r.step == step)
         return records
+
+
+def _steps(steps: list[int]) -> str:
+    """``0-4, 7, 9-10``: a list of steps, runs of consecutive ones shortened."""
+    spans: list[list[int]] = []
+    for n in sorted(steps):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _fmt(value: Any) -> str:
@@ -241,6 +289,7 @@ def monitor(
 
 
     source = _Source(path, run_id)
+    source.only_finished(path, step)
     bad: list = []
     duplicates: list[int] = []
     try:
@@ -280,6 +329,7 @@ def monitor(
     if as_json:
         data = result.to_dict()
         data["source"] = path
+        data.update(source.status())
         data["duplicates_dropped"] = len(duplicates)
         data["delivery_failures"] = [{"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind,
                                       "error": f.error} for f in failures]

@@ -25,6 +25,7 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
     from rewardpipe.store import StoreError
 
     source = _Source(path, run_id)
+    source.only_finished(path, None)
     bad: list = []
     sinks = []
     if parquet is not None:
@@ -45,11 +46,14 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
     for sink in sinks:
         note(f"parquet: {sink.close()} ({sink.rows} records)")
     report["unreadable"] = [b.to_dict() for b in bad]
+    report.update(source.status())
     if not report["steps"]:
         fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
     if source.store is not None:
         attach_transcripts(report, source.store)
-        if write_triage_file and report["run_id"]:
+        if write_triage_file and report["in_progress"]:  # a triage says which prompts never teach: of the whole run
+            note(f"triage.jsonl not written: run '{source.run_id}' is still being written")
+        elif write_triage_file and report["run_id"]:
             try:
                 key = write_triage(source.store, report["run_id"], report["task_triage"])
                 report["triage_key"] = key

@@ -70,17 +70,11 @@ class SimulatorName(str, Enum):
     openai = "openai"
 
 
-def _transcript_writer(store: Any):
-    """``on_transcript`` for the runner: store each transcript; a refused one is reported, never fatal."""
-    from rewardpipe.store import StoreError
+def _resume_hint(command: str, run_id: str, out_dir: str) -> str:
+    """The command that finishes a run whose records could not all be stored (the same options besides)."""
+    from shlex import quote
 
-    def write(transcript) -> None:
-        try:
-            store.put_transcript(transcript)
-        except (ValueError, StoreError) as exc:
-            error_line(f"transcript not stored {transcript.rollout_id[:80]}: {exc}")
-
-    return write
+    return f"rewardpipe {command} ... --out {quote(str(out_dir))} --run-id {quote(run_id)} --resume"
 
 
 def _progress() -> Progress:
@@ -203,7 +197,7 @@ def run(
     # servers). They start now, while the store is opened and the run claimed.
     executor, own_executor = executor_for(workers)
     executor.warm_up(workers)
-    from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
     try:
@@ -235,36 +229,50 @@ def run(
     monitor_state = MonitorState(run_id=run_id)
 
     def finish_step(step: int, records: list, transcripts: list, handle: Any) -> None:
-        """Store a played step and check it. Runs on the finisher thread, one step at a time and in order,
-        while the next step is played: the sandbox never waits for the store or the monitor."""
+        """Store a played step, check it, and mark it finished. Runs on the finisher thread, one step at a
+        time and in order, while the next step is played: the sandbox never waits for the store or the
+        monitor. Nothing here may end the run: a record the store refuses is spilled, a check that fails
+        is named, and the completion marker is written last (after the check, so a `monitor` running
+        meanwhile never judges, or writes alarms for, a step the run has not checked yet)."""
         nonlocal alarm_failures, monitor_state
+        spilled_before = writer.spilled + writer.lost
         for transcript in transcripts:
-            write_transcript(transcript)
+            writer.write_transcript(transcript)
         writer.write(records)
         try:
             result = monitor_step(store, run_id, step, thresholds, sinks)
-        except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
+        except Exception as exc:  # noqa: BLE001 - the records are stored (or spilled); say the check failed
             error_line(f"step {step}: the monitor could not check this step: {exc}")
             unchecked_steps.append(step)
-            bar.remove_task(handle)
-            return
-        for item in result.unreadable:
-            if item["key"].startswith("alarm-delivery:"):
-                alarm_failures += 1
-                error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
-            else:
-                error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
-        reports.extend(result.steps)
-        all_alarms.extend(result.alarms)
-        monitor_state = result.state
+            result = None
+        if result is not None:
+            for item in result.unreadable:
+                if item["key"].startswith("alarm-delivery:"):
+                    alarm_failures += 1
+                    error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
+                else:
+                    error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
+            for alarm in result.already_delivered:
+                note(f"step {alarm.step}: alarm {alarm.component}/{alarm.kind} was raised before this run was "
+                     f"interrupted; not raised again")
+            reports.extend(result.steps)
+            all_alarms.extend(result.alarms)
+            monitor_state = result.state
+        try:
+            store.mark_step_finished(run_id, step, stored=len(records),
+                                     unstored=writer.spilled + writer.lost - spilled_before)
+        except Exception as exc:  # noqa: BLE001 - reported, exit 1; monitor then sees the step as unfinished
+            writer.failed(f"step {step}'s completion marker", exc)
         bar.remove_task(handle)
 
-    write_transcript = _transcript_writer(store)
     finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")
     finishing: Future | None = None
     try:
         with _progress() as bar:
             for step in step_numbers:
+                if writer.halted:  # nothing more can be kept: playing on would only lose more
+                    error_line(f"stopped before step {step}: {writer.halted}")
+                    break
                 planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
                            else plan_step(task_list, step, groups_per_step, group_size))
                 slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
@@ -292,8 +300,9 @@ def run(
     for endpoint_user in (chosen, sim):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
-    manifest.finished_at = utc_now()
-    save_manifest(writer, manifest)
+    if not (writer.spilled or writer.lost or writer.halted):  # a run missing records is not finished
+        manifest.finished_at = utc_now()
+        save_manifest(writer, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     plot_failed = False
@@ -314,12 +323,16 @@ def run(
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
                          "spill_file": str(writer.spill_path) if writer.spilled else None,
+                         "unstored_transcripts": writer.transcripts_spilled,
+                         "transcript_spill_file": str(writer.transcript_spill_path)
+                         if writer.transcripts_spilled else None,
+                         "lost": writer.lost, "stopped": writer.halted,
                          "alarm_failures": alarm_failures, "unchecked_steps": unchecked_steps,
                          "failed_writes": writer.failed_writes,
                          "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
-    exit_for_losses(writer, alarm_failures, unchecked_steps)
+    exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if plot_failed:
         raise typer.Exit(1)
 
@@ -416,7 +429,7 @@ def score(
                             configuration={"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256})
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     by_id = {t.task_id: t for t in task_list}
-    transcripts = _transcript_writer(store)
+    transcripts = writer.write_transcript
     executor = get_executor()
     scored = errors = bad_lines = skipped = 0
 
@@ -436,6 +449,9 @@ def score(
     batch: list[Rollout] = []
     try:
         for _, rollout, problem in RolloutReader(rollouts_file):
+            if writer.halted:  # nothing more can be kept: scoring on would only lose more
+                error_line(f"stopped reading {rollouts_file}: {writer.halted}")
+                break
             if problem is not None:
                 bad_lines += 1
                 note(f"skipped {problem}")
@@ -451,12 +467,13 @@ def score(
             flush(batch)
     finally:
         writer.close()
-    manifest.finished_at = utc_now()
-    save_manifest(writer, manifest)
+    if not (writer.spilled or writer.lost):
+        manifest.finished_at = utc_now()
+        save_manifest(writer, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
         sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")
-    exit_for_losses(writer, 0)
+    exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
     if bad_lines:
         raise typer.Exit(1)
 

@@ -322,10 +322,14 @@ def _alarms(report: dict[str, Any]) -> str:
 
 
 def _summary(report: dict[str, Any]) -> str:
+    unfinished = report.get("unfinished_steps") or []
+    progress = (f'<p class="sub"><b>run still being written</b> (or interrupted): finished steps only; '
+                f'{len(unfinished)} unfinished step(s) ({_t(", ".join(map(str, unfinished[:20])))}'
+                f'{" …" if len(unfinished) > 20 else ""}) not judged</p>') if report.get("in_progress") else ""
     return (f'<p class="sub">run <b>{_t(report["run_id"])}</b> · {report["records"]} records '
             f'({report["errors"]} infrastructure errors, excluded) · {report["groups"]} groups · {report["tasks"]} '
             f'tasks · steps {report["steps"][0] if report["steps"] else "–"}–'
-            f'{report["steps"][-1] if report["steps"] else "–"} · {len(report["alarms"])} alarm(s)</p>')
+            f'{report["steps"][-1] if report["steps"] else "–"} · {len(report["alarms"])} alarm(s)</p>{progress}')
 
 
 def _page(title: str, body: str) -> str:
