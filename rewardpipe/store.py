@@ -70,8 +70,8 @@ botocore connection/read error, and the urllib3/http.client ones a body read may
 permanent one (denied, no bucket, no credentials). The first three are retried within bounds
 (:class:`S3Limits`: connect/read timeouts, attempts and a deadline per call, set by ``REWARDPIPE_S3_*``
 variables), then end in a :class:`StoreError` naming what failed; after a call has used up its attempts
-on connection failures, the store fails fast for a cool-down (one probe per cool-down) instead of
-spending every later call's whole budget on an endpoint that does not answer.
+on connection failures, later calls make one attempt each (and, after timeouts, none for a cool-down)
+until S3 answers again, instead of spending every call's whole budget on an endpoint that does not answer.
 """
 
 from __future__ import annotations
@@ -1052,9 +1052,10 @@ class S3Limits:
     most ``connect_timeout_s`` for the connection and ``read_timeout_s`` for each read of the answer,
     a call makes at most ``attempts`` attempts and starts none after ``deadline_s`` seconds, so the worst
     case of one call is about ``deadline_s + connect_timeout_s + read_timeout_s`` (85 s by default).
-    After a call has spent its attempts on connection failures, the store fails at once for
-    ``cooldown_s`` seconds, then probes with a single attempt. Each is set by its ``REWARDPIPE_S3_*``
-    variable (:data:`S3_LIMIT_ENV`)."""
+    After a call has spent its attempts on connection failures, every later call makes one attempt until
+    S3 answers again; and if those failures were slow (timeouts: a hung endpoint), the store fails at once
+    for ``cooldown_s`` seconds first, so a run spills in seconds what a hung endpoint would have held for
+    hours. Each is set by its ``REWARDPIPE_S3_*`` variable (:data:`S3_LIMIT_ENV`)."""
 
     connect_timeout_s: float = 5.0
     read_timeout_s: float = 20.0
@@ -1180,6 +1181,7 @@ class S3Store(Store):
         # The cool-down after a call's attempts all failed to reach S3 (see S3Limits).
         self._down_until: float | None = None
         self._down_reason = ""
+        self._degraded = False
         self._down_lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -1207,12 +1209,12 @@ class S3Store(Store):
         """``fn(**kwargs)`` within the store's limits; NoSuchKey is passed through as KeyError, the rest as
         StoreError (StoreUnreachable when S3 could not be reached)."""
         with self._down_lock:
-            down_until, reason = self._down_until, self._down_reason
+            down_until, reason, degraded = self._down_until, self._down_reason, self._degraded
         started = self.clock()
         if down_until is not None and started < down_until:
             raise StoreUnreachable(f"S3 at {self.location} is not answering ({reason}); {action} not tried: the "
                                    f"store tries again in {down_until - started:.0f}s (REWARDPIPE_S3_COOLDOWN)")
-        attempts = 1 if down_until is not None else self.attempts  # after a cool-down, one probe decides
+        attempts = 1 if degraded else self.attempts  # until S3 answers again, one attempt decides
         last: Exception | None = None
         kind = S3_PERMANENT
         attempt = 0
@@ -1239,8 +1241,12 @@ class S3Store(Store):
         elapsed = self.clock() - started
         tried = f"{attempt} attempt(s) in {elapsed:.1f}s"
         if kind == S3_CONNECTION:
+            # Failures that cost time (timeouts: a hung endpoint) start a cool-down in which calls fail at
+            # once; quick ones (refused, reset) only cut later calls to one attempt each. Any answer ends both.
             with self._down_lock:
-                self._down_until = self.clock() + self.limits.cooldown_s
+                self._degraded = True
+                slow = elapsed >= min(self.limits.connect_timeout_s, self.limits.deadline_s)
+                self._down_until = self.clock() + self.limits.cooldown_s if slow and self.limits.cooldown_s else None
                 self._down_reason = f"{type(last).__name__} after {tried}"
             raise StoreUnreachable(f"S3 at {self.location} could not be reached while trying to {action}: "
                                    f"{type(last).__name__}: {last} ({tried}; the limits are set by "
@@ -1249,9 +1255,9 @@ class S3Store(Store):
         raise type(error)(f"{error} ({tried})") from last
 
     def _answered(self) -> None:
-        if self._down_until is not None:
+        if self._degraded:
             with self._down_lock:
-                self._down_until = None
+                self._down_until, self._degraded = None, False
 
     def _write(self, key: str, data: bytes) -> None:
         self._call(f"write {key}", self.client.put_object, Bucket=self.bucket, Key=self._full(key), Body=data,
