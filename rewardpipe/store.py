@@ -541,9 +541,14 @@ class Store:
             prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
         from rewardpipe.models import same_text
 
-        listed = self.list_keys(prefix)
+        check_key(prefix.rstrip("/"))
+        strays: list[BadObject] = []
+        listed = sorted(self._list_checked(prefix, strays.append))
         names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, portable=False)}.json")
         found = [key for key in listed if key.endswith(names)]
+        unreadable = [bad for bad in strays if bad.key.endswith(names)]
+        if not found and unreadable:  # its name is there, but not as a file: say what stands there
+            raise UnreadableObject(unreadable[0].key, unreadable[0].reason)
         if not found:  # the id as typed may be another Unicode normalisation of the stored one
             wanted = same_text(rollout_id)
             found = [key for key in listed

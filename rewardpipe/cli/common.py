@@ -377,6 +377,7 @@ class RecordWriter:
         self.lost = 0  # records neither stored nor spilled
         self.transcripts_lost = 0
         self.halted: str | None = None  # why nothing more can be kept, once that happens
+        self.unplayed: list[int] = []  # the steps a halted run did not play
         self._files: dict[Path, Any] = {}
         #: Other objects of the run that could not be written (manifest, monitor state): each makes exit 1.
         self.failed_writes: list[str] = []
@@ -478,6 +479,9 @@ def exit_for_losses(writer: RecordWriter, alarm_failures: int,
     if writer.lost or writer.transcripts_lost:
         problems.append(f"{writer.lost} record(s) and {writer.transcripts_lost} transcript(s) could be neither "
                         f"stored nor spilled and are LOST ({writer.halted})")
+    if writer.unplayed:
+        problems.append(f"the run stopped there: {len(writer.unplayed)} step(s) not played "
+                        f"({writer.unplayed[0]}-{writer.unplayed[-1]})")
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
     unchecked = sorted(set(unchecked_steps))
@@ -486,9 +490,11 @@ def exit_for_losses(writer: RecordWriter, alarm_failures: int,
                         f"`rewardpipe monitor` checks them once the store answers)")
     if writer.failed_writes:
         problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
-    if (writer.spilled or writer.lost) and resume:
-        problems.append(f"once the store answers (or has space again), `{resume}` plays the "
-                        f"{writer.spilled + writer.lost} missing rollout(s) again and keeps every stored one")
+    if (writer.spilled or writer.lost or writer.unplayed) and resume:
+        missing = f"{writer.spilled + writer.lost} missing rollout(s)" + (" and the steps not played" if
+                                                                          writer.unplayed else "")
+        problems.append(f"once the store answers (or has space again), `{resume}` plays the {missing} and "
+                        f"keeps every stored one")
     if problems:
         fail("; ".join(problems))
     return None

@@ -271,6 +271,7 @@ def run(
         with _progress() as bar:
             for step in step_numbers:
                 if writer.halted:  # nothing more can be kept: playing on would only lose more
+                    writer.unplayed = step_numbers[step_numbers.index(step):]
                     error_line(f"stopped before step {step}: {writer.halted}")
                     break
                 planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
