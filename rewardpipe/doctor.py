@@ -13,7 +13,7 @@ import builtins
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-from rewardpipe.episode import converse, execution_job, finish_episode, start_episode, task_job
+from rewardpipe.episode import MAX_TURNS, converse, execution_job, finish_episode, start_episode, task_job
 from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import Task
@@ -252,7 +252,7 @@ def diagnose(tasks: Sequence[Task], reward: Reward, executor: Any, workers: int 
             diagnosis.problems.append("a stub that returns None passes the tests: they cannot tell right from wrong")
         elif stub.status is ExecutionStatus.ERROR:
             diagnosis.problems.append(f"the harness fails on a stub solution ({stub.reason})")
-        turns = max_turns or len(task.spec) + 3
+        turns = max_turns or min(len(task.spec) + 3, MAX_TURNS)  # a spec holds at most MAX_TURNS - 1 items
         _check_components(task, reward, simulator, {"reference": reference, "stub": stub}, diagnosis, turns)
     return diagnoses
 

@@ -29,6 +29,9 @@ MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+#: Most spec items a task may hold: one question per item and then the code must fit in an episode's
+#: turn limit (rewardpipe.episode.MAX_TURNS, 100), or no episode (nor `doctor`) could ever reveal them all.
+MAX_SPEC_ITEMS = 99
 #: Largest magnitude of a component value or an aggregate. No reward is anywhere near it, and the monitor
 #: squares and sums these numbers (variances, correlations, advantage shares): beyond about 1e150 a sum of
 #: squares overflows a float. Scoring turns a larger (or non-finite) number into an error record; the
@@ -94,6 +97,10 @@ def require_printable_id(value: str) -> str:
 #: A task, group, rollout or job id as accepted at every input (files, Lambda events, Nova and TRL entry
 #: points): 1 to MAX_ID_LENGTH characters, none of them a control, format or separator character.
 InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(require_printable_id)]
+#: Longest task id: an id less the room of the ids made from it, which must be ids too (`run`'s group and
+#: rollout ids add "s<step>-g<group>-" and "-k<sample>", 26 characters at most; `doctor`'s "<task>:<scenario>").
+MAX_TASK_ID_LENGTH = MAX_ID_LENGTH - 32
+TaskId = Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID_LENGTH), AfterValidator(require_printable_id)]
 
 
 def require_function_name(value: str) -> str:
@@ -171,12 +178,12 @@ class Task(DeferredModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: InputId
+    task_id: TaskId
     prompt: str = Field(min_length=1)
     # The details the user holds back and the simulator reveals when asked. At least one: with none there is
     # nothing to ask about, so asked_before_coding could never be earned (a dead component) and every
     # episode would be charged guessed_immediately whatever the model did.
-    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1)
+    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1, max_length=MAX_SPEC_ITEMS)
     entry_point: str = Field(min_length=1)
     tests: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"

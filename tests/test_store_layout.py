@@ -5,6 +5,7 @@ skipped, never counts a step twice, never hangs, and no writer follows a link ou
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -116,7 +117,8 @@ def make_fifo(path: Path) -> None:
 
 def make_socket(path: Path) -> None:
     sock = socket.socket(socket.AF_UNIX)
-    sock.bind(str(path))
+    with contextlib.chdir(path.parent):  # a socket's path is at most 108 bytes: bind it by its name
+        sock.bind(path.name)
     sock.close()  # the socket file stays
 
 

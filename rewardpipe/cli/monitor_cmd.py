@@ -309,6 +309,8 @@ def monitor(
         note(f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
              f"the last copy counts), e.g. {where} {min(duplicates)}")
     if not result.steps:
+        for item in result.unreadable:  # what was refused, by file:line or key, before the verdict on the whole
+            note(f"skipped unreadable record {item['key']}: {item['reason']}")
         which = f" for run '{source.run_id}'" if source.run_id else ""
         fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
               + (f" ({len(bad)} unreadable)" if bad else ""))

@@ -46,6 +46,8 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
     for sink in sinks:
         note(f"parquet: {sink.close()} ({sink.rows} records)")
     report["unreadable"] = [b.to_dict() for b in bad]
+    for item in report["unreadable"]:  # as `monitor` says them: each skipped record by file:line or key
+        note(f"skipped unreadable record {item['key']}: {item['reason']}")
     report.update(source.status())
     if not report["steps"]:
         fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))

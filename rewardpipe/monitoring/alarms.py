@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Protocol
+from urllib.parse import quote
 
 from rewardpipe.store import encode_id, run_prefix
 
@@ -62,8 +63,8 @@ class Alarm:
         once (a step is checked once; a replay raises nothing), so it names one delivery: the ledger
         entry of every durable sink, the SNS ``dedupe_key`` attribute and, on a FIFO topic, the
         deduplication id. The ids are percent-encoded, so no two alarms share one."""
-        return "/".join((encode_id(self.run_id or "-"), str(int(self.step)), encode_id(self.component),
-                         encode_id(self.kind)))
+        return "/".join(quote(part, safe="", errors="surrogatepass")
+                        for part in (self.run_id or "", str(int(self.step)), self.component, self.kind))
 
     @property
     def is_recovery(self) -> bool:
@@ -72,7 +73,12 @@ class Alarm:
 
 def alarm_key(run_id: str, step: int, component: str, kind: str) -> str:
     """Where an alarm is stored: ``runs/<run_id>/alarms/step=<n>/<component>-<kind>.json``."""
-    return f"{run_prefix(run_id)}alarms/step={int(step)}/{encode_id(component)}-{encode_id(kind)}.json"
+    return f"{run_prefix(run_id)}alarms/step={int(step)}/{_segment(component)}-{_segment(kind)}.json"
+
+
+def _segment(name: str) -> str:
+    """A component or kind as a key segment; a component may be named "" (``%~e``: quote never writes it)."""
+    return encode_id(name) if name else "%~e"
 
 
 def delivery_key(run_id: str, alarm: "Alarm", sink: str) -> str:
@@ -80,7 +86,7 @@ def delivery_key(run_id: str, alarm: "Alarm", sink: str) -> str:
     ``runs/<run_id>/monitor/delivered/step=<n>/<component>-<kind>.<sink>.json`` (beside the monitor state,
     outside ``alarms/``, which holds alarms only)."""
     return (f"{run_prefix(run_id)}monitor/delivered/step={int(alarm.step)}/"
-            f"{encode_id(alarm.component)}-{encode_id(alarm.kind)}.{sink}.json")
+            f"{_segment(alarm.component)}-{_segment(alarm.kind)}.{sink}.json")
 
 
 class AlarmSink(Protocol):

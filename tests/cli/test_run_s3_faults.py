@@ -147,3 +147,23 @@ def test_score_spills_what_s3_drops_too(cli, s3, tmp_path):
     no_bug(result)
     assert result.exit_code == 1 and len((tmp_path / "spill.jsonl").read_text().splitlines()) == 4
     assert "rewardpipe score" in result.stderr and "--resume" in result.stderr
+
+
+def test_a_resume_whose_manifest_read_is_dropped_stops_before_playing_anything(cli, s3, tmp_path):
+    assert run(cli, tmp_path).exit_code == 0
+    s3.fail("GetObject", "ReadTimeoutError", when=is_manifest)
+    result = run(cli, tmp_path, "--resume")
+    no_bug(result)
+    assert result.exit_code == 1 and "could not be reached" in result.stderr and "ReadTimeoutError" in result.stderr
+    assert not (tmp_path / "spill.jsonl").exists()
+
+
+@pytest.mark.parametrize("fault", ["ResponseStreamingError", "IncompleteRead", "ConnectionClosedError"])
+def test_monitor_never_judges_a_step_it_could_read_only_in_part(cli, s3, tmp_path, fault):
+    """A record S3 would not hand over is a store failure, not a bad object to skip: judging the rest of
+    the step would report (and alarm on) a step that is not the one stored."""
+    assert run(cli, tmp_path).exit_code == 0
+    s3.fail("GetObject", fault, when=lambda r: is_record(r) and key_of(r).endswith("-k1.json"))
+    result = cli("monitor", f"s3://{BUCKET}/team", "--json")
+    no_bug(result)
+    assert result.exit_code == 1 and "could not be reached" in result.stderr and result.stdout == ""

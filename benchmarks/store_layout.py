@@ -1,0 +1,90 @@
+"""Benchmark: what a local store's layout rules cost when a run is listed and read (issue 22 item 1).
+
+    .venv/bin/python benchmarks/store_layout.py                 # 100,000 records
+    .venv/bin/python benchmarks/store_layout.py --records 20000
+
+A store of N records in its own layout (``runs/<run>/step=<n>/group=<g>/<rollout>.json``, groups of 8,
+the generator of benchmarks/monitor.py) is listed and every file read, two ways, in this process:
+
+* **rewardpipe**: what `monitor` does now (``LocalStore._list_checked`` then ``LocalStore.read_many``):
+  every folder opened one component at a time with ``O_NOFOLLOW``, each file with ``O_NOFOLLOW |
+  O_NONBLOCK`` and checked with ``fstat``, links and special files reported as strays;
+* **baseline**: what it did before: ``os.walk``-style listing by path (``os.scandir``) and a plain
+  ``open`` + ``read`` of each path, with none of those checks.
+
+It prints both times (best of ``--repeat``), their ratio and the load average: the checks must not make
+a 200,000-record `monitor` noticeably slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from monitor import best_time, synthetic  # noqa: E402
+
+from rewardpipe.store import LocalStore, step_prefix  # noqa: E402
+
+
+def write_store(root: Path, records: int) -> LocalStore:
+    store = LocalStore(root)
+    for i, record in enumerate(synthetic(records, 8)):
+        store.put_record(record.model_copy(update={"step": i // 20_000}))
+    return store
+
+
+def checked(store: LocalStore, run: str) -> int:
+    keys = [key for n in store.list_steps(run) for key in store._list_checked(step_prefix(run, n), lambda bad: None)]
+    return sum(map(len, store.read_many(keys)))
+
+
+def plain(root: str, run: str) -> int:
+    """The listing and reads of before: paths all the way, no type or link check."""
+    def files(path: str):
+        with os.scandir(path) as entries:
+            listed = sorted(entries, key=lambda e: e.name)
+        for entry in listed:
+            if entry.is_dir():
+                yield from files(entry.path)
+            else:
+                yield entry.path
+
+    total = 0
+    for step in sorted(os.listdir(f"{root}/runs/{run}")):
+        for path in files(f"{root}/runs/{run}/{step}"):
+            fd = os.open(path, os.O_RDONLY)
+            try:
+                total += len(os.read(fd, 1 << 20))
+            finally:
+                os.close(fd)
+    return total
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=100_000)
+    parser.add_argument("--repeat", type=int, default=3)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rewardpipe-store-layout-") as tmp:
+        store = write_store(Path(tmp), args.records)
+        assert checked(store, "bench") == plain(tmp, "bench")  # the same bytes, both ways
+        ours = best_time(lambda: checked(store, "bench"), args.repeat)
+        before = best_time(lambda: plain(tmp, "bench"), args.repeat)
+    load = os.getloadavg()
+    print(f"{args.records:,} records, Python {platform.python_version()}, {os.cpu_count()} cores, "
+          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {time.strftime('%d %b %H:%M %Z')}")
+    print(f"  listed and read with the layout rules: {ours:.2f} s")
+    print(f"  plain paths, no checks (before):       {before:.2f} s")
+    print(f"  ratio: {ours / before:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
