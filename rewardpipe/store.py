@@ -57,9 +57,9 @@ readers) goes through the same rules, here:
 * an object that is there but cannot be read as a file (a folder, a FIFO, a link, no permission) is an
   :class:`UnreadableObject`: reported and skipped by the record readers, never taken for an absent one.
 
-**When is a step finished?** ``run`` writes ``runs/<run>/finished/step=<n>.json`` once every record and
-transcript of step ``n`` is written (or spilled), and the manifest's ``finished_at`` when the whole run
-ends. :meth:`Store.run_progress` reads them: a run whose manifest has ``finished_at`` (or that has no
+**When is a step finished?** ``run`` writes ``runs/<run>/finished/step=<n>.json`` once every record of
+step ``n`` is in the store (a step some of whose records were spilled is not finished until ``--resume``
+stores them), and the manifest's ``finished_at`` when the whole run ends with nothing missing. :meth:`Store.run_progress` reads them: a run whose manifest has ``finished_at`` (or that has no
 manifest: records written by the AWS pipeline or by hand, which say nothing either way) is finished; a
 run whose manifest has no ``finished_at`` is still being written (or was interrupted), and only its
 steps with a completion marker are finished. ``monitor`` and ``report`` judge finished steps only.
@@ -491,9 +491,10 @@ class Store:
 
     # -- which steps are finished (see the module docstring) ------------------------------------------
 
-    def mark_step_finished(self, run_id: str, step: int, *, stored: int, unstored: int = 0) -> str:
-        """Record that every record of ``step`` has been written (``unstored`` of them to a spill file)."""
-        return self.put_json(finished_key(run_id, step), {"step": step, "stored": stored, "unstored": unstored})
+    def mark_step_finished(self, run_id: str, step: int, *, stored: int) -> str:
+        """Record that every record of ``step`` is in the store (``stored`` of them written by this writer; a
+        resume writes the ones an interrupted writer did not)."""
+        return self.put_json(finished_key(run_id, step), {"step": step, "stored": stored})
 
     def run_progress(self, run_id: str) -> "RunProgress":
         """Which of the run's stored steps are finished, from its manifest and completion markers."""
@@ -702,10 +703,6 @@ def _entry_kind(handle: Handle, name: str) -> str | None:
 _LINKS = "a store never follows a link, reading or writing"
 
 
-def _is_temporary(name: str) -> bool:
-    return name.startswith(".") and name.endswith(".tmp")
-
-
 class LocalStore(Store):
     """A directory on disk. Writes go to a temporary file in the target directory, then ``os.replace``,
     so a reader never sees a half-written object and a crash leaves at worst a stray ``.tmp`` file
@@ -886,13 +883,17 @@ class LocalStore(Store):
                 raise UnreadableObject(key, f"a {kind}, not a file: not read ({_LINKS})") from None
             raise UnreadableObject(key, f"cannot be opened: {exc.strerror or exc}") from None
         try:
-            mode = os.fstat(fd).st_mode
-            if not stat.S_ISREG(mode):  # checked on what was opened: a swap after the listing changes nothing
-                raise UnreadableObject(key, f"a {_kind(mode)}, not a file: not read")
-            chunks = []
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-            return b"".join(chunks)
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # checked on what was opened: a swap after the listing changes nothing
+                raise UnreadableObject(key, f"a {_kind(info.st_mode)}, not a file: not read")
+            # one read of one byte more than fstat's size: a short read is the end (a file still growing is
+            # read on until a read comes back short)
+            want = info.st_size + 1
+            chunks = [os.read(fd, want)]
+            while len(chunks[-1]) == want:
+                want = 1 << 20
+                chunks.append(os.read(fd, want))
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
         except OSError as exc:
             raise UnreadableObject(key, f"cannot be read: {exc.strerror or exc}") from None
         finally:
@@ -901,21 +902,52 @@ class LocalStore(Store):
     def read_many(self, keys: list[str]) -> list[bytes] | None:
         """Each key's bytes in order, by the rules of :meth:`_read` (each folder opened once), or None as soon
         as one is missing or unreadable (the fast readers then leave the store to the careful path)."""
-        handles: dict[str, Handle] = {}
+        if not _FD_WALK:  # pragma: no cover - platforms without dir_fd: the plain reader, file by file
+            try:
+                return [self._read(key) for key in keys]
+            except (KeyError, StoreError):
+                return None
+        handles: dict[str, Handle] = {}  # every folder opened so far, by its key (its parent opens its children)
         out = []
+        append, open_, fstat, read, close, regular = out.append, os.open, os.fstat, os.read, os.close, stat.S_ISREG
+        folder_of, handle = None, -1
         try:
+            # _read_in's rules, inlined: a 200k-record monitor reads every file here, and a call per file shows
             for key in keys:
                 folder, _, name = key.rpartition("/")
-                handle = handles.get(folder)
-                if handle is None:
-                    handle = handles[folder] = self._open_folder(folder.split("/") if folder else [])
-                out.append(self._read_in(handle, name, key))
+                if folder != folder_of:
+                    folder_of, handle = folder, handles.get(folder)
+                    if handle is None:
+                        handle = self._folder_below(handles, folder)
+                fd = open_(name, _FILE_FLAGS, dir_fd=handle)
+                try:
+                    info = fstat(fd)
+                    if not regular(info.st_mode):
+                        return None
+                    want = info.st_size + 1
+                    data = read(fd, want)
+                    if len(data) == want:  # grown since: the whole of it
+                        data = self._read_in(handle, name, key)
+                finally:
+                    close(fd)
+                append(data)
         except (KeyError, StoreError, OSError):
             return None
         finally:
-            for handle in handles.values():
-                _close(handle)
+            for opened in handles.values():
+                _close(opened)
         return out
+
+    def _folder_below(self, handles: dict[str, Handle], folder: str) -> Handle:
+        """``folder``'s handle, opened from its nearest open ancestor in ``handles`` (all kept there)."""
+        if folder in handles:
+            return handles[folder]
+        if not folder:
+            handle = handles[""] = self._open_root(create=False)
+            return handle
+        parent, _, name = folder.rpartition("/")
+        handle = handles[folder] = self._child_folder(self._folder_below(handles, parent), name, folder, False)
+        return handle
 
     def _list(self, prefix: str) -> Iterator[str]:
         return self._list_checked(prefix, None)
@@ -955,12 +987,13 @@ class LocalStore(Store):
         files, folders = [], []
         for entry in listed:
             try:
+                if entry.is_file(follow_symlinks=False):  # (the type the listing gave: no stat per file)
+                    name = entry.name
+                    if not (name[0] == "." and name.endswith(".tmp")):
+                        files.append(name)
+                    continue
                 if entry.is_dir(follow_symlinks=False):
                     folders.append(entry.name)
-                    continue
-                if entry.is_file(follow_symlinks=False):
-                    if not _is_temporary(entry.name):
-                        files.append(entry.name)
                     continue
                 kind = _kind(entry.stat(follow_symlinks=False).st_mode)
             except OSError:  # gone since the listing

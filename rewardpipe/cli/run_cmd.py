@@ -258,11 +258,11 @@ def run(
             reports.extend(result.steps)
             all_alarms.extend(result.alarms)
             monitor_state = result.state
-        try:
-            store.mark_step_finished(run_id, step, stored=len(records),
-                                     unstored=writer.spilled + writer.lost - spilled_before)
-        except Exception as exc:  # noqa: BLE001 - reported, exit 1; monitor then sees the step as unfinished
-            writer.failed(f"step {step}'s completion marker", exc)
+        if writer.spilled + writer.lost == spilled_before:  # a step missing records in the store is not finished
+            try:
+                store.mark_step_finished(run_id, step, stored=len(records))
+            except Exception as exc:  # noqa: BLE001 - reported, exit 1; monitor then sees the step as unfinished
+                writer.failed(f"step {step}'s completion marker", exc)
         bar.remove_task(handle)
 
     finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")

@@ -94,6 +94,13 @@ def test_a_record_put_dropped_now_and_then_loses_nothing(cli, s3, tmp_path):
     stored = {r.rollout_id for r in stored_records()}
     assert len(spilled) == STEPS * GROUPS and not spilled & stored and len(spilled | stored) == TOTAL
 
+    s3.clear()  # a step missing records in the store is not finished: monitor judges none of them yet
+    watched = cli("monitor", f"s3://{BUCKET}/team", "--json")
+    assert watched.exit_code == 1 and "no step is finished yet" in watched.stderr
+    assert run(cli, tmp_path, "--resume").exit_code == 0
+    done = json.loads(cli("monitor", f"s3://{BUCKET}/team", "--json").stdout)
+    assert done["in_progress"] is False and sum(s["records"] for s in done["steps"]) == TOTAL
+
 
 def test_a_dropped_monitor_state_put_costs_the_check_not_the_run(cli, s3, tmp_path):
     """Before: the same AttributeError on the state PUT ended the run after its first step."""
