@@ -214,8 +214,8 @@ def _tmpfs_shell() -> list[str] | None:
     unshare = shutil.which("unshare")
     if unshare is None:
         return None
-    probe = subprocess.run([unshare, "-rm", "sh", "-c", "d=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs $d"],
-                           capture_output=True)
+    probe = subprocess.run([unshare, "-rm", "sh", "-c", 'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" '
+                            '&& umount "$d"; ok=$?; rmdir "$d"; exit $ok'], capture_output=True)
     return [unshare, "-rm", "sh", "-c"] if probe.returncode == 0 else None
 
 
