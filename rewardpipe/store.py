@@ -907,7 +907,7 @@ class LocalStore(Store):
                 return [self._read(key) for key in keys]
             except (KeyError, StoreError):
                 return None
-        handles: dict[str, Handle] = {}  # every folder opened so far, by its key (its parent opens its children)
+        chain: list[tuple[str, Handle]] = []  # the open folders from the root down to the current one
         out = []
         append, open_, fstat, read, close, regular = out.append, os.open, os.fstat, os.read, os.close, stat.S_ISREG
         folder_of, handle = None, -1
@@ -916,9 +916,7 @@ class LocalStore(Store):
             for key in keys:
                 folder, _, name = key.rpartition("/")
                 if folder != folder_of:
-                    folder_of, handle = folder, handles.get(folder)
-                    if handle is None:
-                        handle = self._folder_below(handles, folder)
+                    folder_of, handle = folder, self._descend(chain, folder)
                 fd = open_(name, _FILE_FLAGS, dir_fd=handle)
                 try:
                     info = fstat(fd)
@@ -934,20 +932,24 @@ class LocalStore(Store):
         except (KeyError, StoreError, OSError):
             return None
         finally:
-            for opened in handles.values():
+            for _, opened in chain:
                 _close(opened)
         return out
 
-    def _folder_below(self, handles: dict[str, Handle], folder: str) -> Handle:
-        """``folder``'s handle, opened from its nearest open ancestor in ``handles`` (all kept there)."""
-        if folder in handles:
-            return handles[folder]
-        if not folder:
-            handle = handles[""] = self._open_root(create=False)
-            return handle
-        parent, _, name = folder.rpartition("/")
-        handle = handles[folder] = self._child_folder(self._folder_below(handles, parent), name, folder, False)
-        return handle
+    def _descend(self, chain: list[tuple[str, Handle]], folder: str) -> Handle:
+        """``folder``'s handle, reusing the open folders of ``chain`` that are its ancestors and closing the
+        others: keys come in listing order, so only one branch is ever open (a run may have 25,000 group
+        folders; a process, 1,024 descriptors)."""
+        while chain and chain[-1][0] and folder != chain[-1][0] and not folder.startswith(chain[-1][0] + "/"):
+            _close(chain.pop()[1])
+        if not chain:
+            chain.append(("", self._open_root(create=False)))
+        while chain[-1][0] != folder:
+            base = chain[-1][0]
+            name = folder[len(base) + 1 if base else 0:].split("/", 1)[0]
+            path = f"{base}/{name}" if base else name
+            chain.append((path, self._child_folder(chain[-1][1], name, path, False)))
+        return chain[-1][1]
 
     def _list(self, prefix: str) -> Iterator[str]:
         return self._list_checked(prefix, None)
