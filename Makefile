@@ -5,7 +5,8 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-trl test-verifiers test-verl test-browser install install-dev install-trl bench synth clean
+.PHONY: demo test test-trl test-verifiers test-verl test-browser install install-dev install-trl bench synth clean \
+	docs docs-gen docs-serve lint
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,11 +40,13 @@ demo: $(VENV)/.installed-runtime
 	$(BIN)/rewardpipe report demo-store --run-id demo --out demo-store/report.html
 
 test: $(VENV)/.installed-dev
-	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl and not verifiers and not verl"
+	$(BIN)/python -m pytest -q -n 2 --dist loadgroup -m "not trl and not verifiers and not verl and not docs"
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
 	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py
+	# The docs' TRL examples, the GRPOTrainer one included (the default run skips it: no trl there).
+	$(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k trl
 
 # An extra tested in a venv of its own: the core install, the extra and pytest only. $(1) the venv, $(2) the extra.
 define extra_venv
@@ -61,6 +64,8 @@ $(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
 	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
+	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
+	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
 
 # The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
 # and brings ray); the extra includes torch's CPU wheel.
@@ -70,13 +75,51 @@ $(eval $(call extra_venv,$(VERL_VENV),verl))
 test-verl: $(VERL_VENV)/.installed
 	$(VERL_VENV)/bin/python -m pytest -q -m verl -p no:cacheprovider tests/integrations/test_verl_real.py
 
-# The report in a real headless browser. Installs Debian's chromium when missing (needs root and the network);
-# when it cannot, the tests skip and say why instead of failing.
-test-browser: $(VENV)/.installed-dev
+# Debian's chromium for the browser tests, installed when missing (needs root and the network); when it
+# cannot be, the browser tests skip and say why instead of failing.
+define ensure_chromium
 	@command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 || \
 		(apt-get update && apt-get install -y chromium) || \
-		echo "test-browser: chromium could not be installed; the browser tests will be skipped"
+		echo "$@: chromium could not be installed; the browser tests will be skipped"
+endef
+
+# The report in a real headless browser.
+test-browser: $(VENV)/.installed-dev
+	$(ensure_chromium)
 	$(BIN)/python -m pytest -q -m browser -rs tests/report
+
+# The docs site: mkdocs-material (the [docs] extra) beside the dev install, which the generators import.
+$(VENV)/.installed-docs: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,docs]'
+	touch $@
+
+# Regenerate what the docs generate from the code: the CLI, cdk.json settings and schema pages
+# (scripts/gen_docs.py) and what each example prints (examples/**/*.out). Run it after changing any of them.
+docs-gen: $(VENV)/.installed-dev
+	$(BIN)/python scripts/gen_docs.py --examples
+
+# Build the site into site/ with --strict (a broken link or anchor, a missing page or a page left out of the
+# nav fails the build) from pages that must be current, then open it in a real headless chromium.
+docs: $(VENV)/.installed-docs
+	$(BIN)/python scripts/gen_docs.py --check
+	rm -rf site
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
+	$(ensure_chromium)
+	$(BIN)/python -m pytest -q -m docs -rs -p no:cacheprovider tests/docs/test_site_browser.py
+
+docs-serve: $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs serve --dev-addr 127.0.0.1:8000
+
+# ruff (lint and format check) over the whole tree, mypy over rewardpipe/ and stacks/ (strict on the public API
+# modules), as configured in pyproject.toml. Read-only: it fixes nothing.
+$(VENV)/.installed-lint: pyproject.toml $(VENV)/.installed-dev
+	$(BIN)/python -m pip install -q -e '.[dev,lint]'
+	touch $@
+
+lint: $(VENV)/.installed-lint
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 bench: $(VENV)/.installed-dev
 	$(BIN)/python benchmarks/monitor.py
@@ -89,4 +132,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache
+	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache site

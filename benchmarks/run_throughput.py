@@ -35,13 +35,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from typer.testing import CliRunner  # noqa: E402
 
 from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.episode import execution_job  # noqa: E402
+from rewardpipe.envs.ask_before_coding import ENVIRONMENT  # noqa: E402
+from rewardpipe.episode import converse, execution_job, start_episode  # noqa: E402
 from rewardpipe.execution import get_executor  # noqa: E402
 from rewardpipe.models import load_tasks  # noqa: E402
-from rewardpipe.policies import ScriptedPolicy  # noqa: E402
 from rewardpipe.runner import plan_step  # noqa: E402
-from rewardpipe.simulator import RuleBasedSimulator  # noqa: E402
-from rewardpipe.episode import converse, start_episode  # noqa: E402
 
 TASKS = Path(__file__).resolve().parents[1] / "rewardpipe" / "data" / "tasks.jsonl"
 
@@ -49,14 +47,14 @@ TASKS = Path(__file__).resolve().parents[1] / "rewardpipe" / "data" / "tasks.jso
 def planned_jobs(steps: int, groups: int, k: int, max_turns: int) -> tuple[list[Any], int]:
     """The jobs `run` will execute (same seed, same plan), and the number of rollouts."""
     tasks = load_tasks(TASKS)
-    policy, simulator = ScriptedPolicy(seed=0), RuleBasedSimulator()
+    policy = ENVIRONMENT.scripted_policy(seed=0)
     jobs, rollouts = [], 0
     for step in range(steps):
         for slot in plan_step(tasks, step, groups, k):
             rollouts += 1
-            state = start_episode(slot.task, run_id="bench", step=slot.step, group_id=slot.group_id,
+            state = start_episode(slot.task, env=ENVIRONMENT, run_id="bench", step=slot.step, group_id=slot.group_id,
                                   rollout_id=slot.rollout_id, max_turns=max_turns)
-            job = execution_job(converse(state, slot.task, policy, simulator), slot.task)
+            job = execution_job(converse(state, slot.task, policy, ENVIRONMENT), slot.task, ENVIRONMENT)
             if job is not None:
                 jobs.append(job)
     return jobs, rollouts

@@ -106,7 +106,9 @@ def streaming(tasks: Path, rollouts: Path) -> None:
 
 def baseline(tasks: Path, rollouts: Path) -> None:
     by_id = {t.task_id: t for t in load_tasks(tasks)}
-    records = score_rollouts(load_rollouts(rollouts), by_id, executor=InstantExecutor(),
+    from rewardpipe.envs.ask_before_coding import ENVIRONMENT
+
+    records = score_rollouts(load_rollouts(rollouts), by_id, executor=InstantExecutor(), env=ENVIRONMENT,
                              reward=get_reward("ask_before_coding"), run_id="bench")
     store = DiscardingStore()
     for record in records:

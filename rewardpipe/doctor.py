@@ -1,27 +1,58 @@
-"""Prove, before training, that every task can be scored and every component can move.
+"""Prove, before training, that every task can be scored and every component can move, for any environment.
 
-A task that fails here would feed the trainer a constant (dead) component or a silent infrastructure zero:
-the reference must pass, a stub must fail, the tests must call the declared entry point, the simulator must be
-able to reveal every hidden detail, and each reward component must take more than one value across
-representative strategies (ask then commit, guess, loop, stall then ask).
+``doctor`` plays each task through every scenario of ``env.scenarios(task)`` (one is named ``reference``) with
+the real loop and the real sandbox, scores each with the reward, and checks (errors, exit 1):
+
+* ``component_never_varies``: a component takes fewer than 2 distinct values across a task's scenarios
+  (it would be dead);
+* ``reference_not_best``: the reference scenario leaves an outcome component below its range's maximum, or
+  ends in an error record;
+* ``out_of_range``: a value outside the component's declared range;
+* ``component_raised`` / ``unexplained_none``: a component that raised, or came back None without an
+  explanation (the reward's explain_error);
+* ``not_deterministic``: two plays of the reference scenario differ;
+* ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
+  or a hook that changed the state it was given;
+* ``scenario_failed``: a scenario's policy, or the environment, failed;
+* ``bad_tests``: the reference scenario's execution job has tests that cannot run (they do not parse, never
+  call the entry point...);
+* whatever the environment's own ``check_task`` finds (the ask-before-coding environment: the reference
+  solution passes, a stub fails, the simulator reveals every hidden detail).
+
+Warnings (exit 0): ``weak_tests`` (test shapes a model can game, docs/tasks.md), ``gated`` (a component is
+constant whenever the outcome is at its minimum), ``cancels`` (two components whose weighted sum never
+moves). ``rewardpipe.testing.check_environment`` runs the same checks inside pytest.
 """
 
 from __future__ import annotations
 
 import ast
 import builtins
+import json
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from types import SimpleNamespace
+from typing import Any, Protocol, Sequence
 
-from rewardpipe.episode import MAX_TURNS, converse, execution_job, finish_episode, start_episode, task_job
-from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime.harness import parse_python
-from rewardpipe.models import Task
-from rewardpipe.policies import fenced, stub_guess
-from rewardpipe.rewards import Reward
-from rewardpipe.simulator import RuleBasedSimulator
+from rewardpipe.execution.shape_lint import shape_findings
 
-GENERIC_QUESTION = "Could you tell me more about the requirements?"
+VALUE_TOLERANCE = 1e-9
+
+
+class TestedCode(Protocol):
+    """What the test-shape lints read: a job's tests and the reference code they are meant to pass."""
+
+    tests: str
+    reference_solution: str
+    entry_point: str
+    tests_format: str
+
+
+@dataclass(frozen=True)
+class Finding:
+    check: str
+    message: str
+    severity: str = "error"  # or "warning"
 
 
 @dataclass
@@ -29,7 +60,12 @@ class TaskDiagnosis:
     task_id: str
     problems: list[str] = field(default_factory=list)
     component_values: dict[str, list[float]] = field(default_factory=dict)
-    warnings: list[str] = field(default_factory=list)  # weak test shapes: scorable, but a model can game them
+    warnings: list[str] = field(default_factory=list)  # scorable, but a model can game it / a component may starve
+    findings: list[Finding] = field(default_factory=list)
+
+    def add(self, check: str, message: str, severity: str = "error") -> None:
+        self.findings.append(Finding(check, message, severity))
+        (self.problems if severity == "error" else self.warnings).append(message)
 
     @property
     def ok(self) -> bool:
@@ -37,10 +73,12 @@ class TaskDiagnosis:
 
     def to_dict(self) -> dict[str, Any]:
         return {"task_id": self.task_id, "ok": self.ok, "problems": self.problems,
-                "warnings": self.warnings, "component_values": self.component_values}
+                "warnings": self.warnings, "component_values": self.component_values,
+                "findings": [{"check": f.check, "severity": f.severity, "message": f.message}
+                             for f in self.findings]}
 
 
-def static_problems(task: Task) -> list[str]:
+def static_problems(task: "TestedCode") -> list[str]:
     problems = []  # (an empty spec never gets here: the Task model refuses it at the input)
     try:
         tests_tree = parse_python(task.tests)
@@ -196,7 +234,7 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
             "can redefine it; define the helper in the tests" for name in helpers]
 
 
-def weak_test_shapes(task: Task) -> list[str]:
+def weak_test_shapes(task: "TestedCode") -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
     try:
         tests = parse_python(task.tests)
@@ -204,80 +242,248 @@ def weak_test_shapes(task: Task) -> list[str]:
     except SyntaxError:
         return []  # reported as a problem by static_problems
     return (_nan_tolerance_warnings(tests) + _mutation_warnings(tests, task.entry_point, task.tests_format)
-            + _helper_warnings(tests, reference, task.entry_point))
+            + _helper_warnings(tests, reference, task.entry_point)
+            + shape_findings(task.tests, getattr(task, "trust_mode", "split")))
 
 
+@dataclass
+class ScenarioRun:
+    """One scenario played on one task: its final state, its execution job and result, and its record
+    (``error`` names a failure of the scenario's policy or of the environment)."""
+
+    name: str
+    state: Any = None
+    job: Any = None
+    execution: Any = None
+    record: Any = None
+    error: str | None = None
+    problems: list[Finding] = field(default_factory=list)
 
 
-class _ScenarioPolicy:
-    """Plays one fixed strategy so the doctor sees every component's reachable values."""
-
-    def __init__(self, name: str, questions: int = 0):
-        self.name, self.questions = name, questions
-
-    def next_turn(self, state, task: Task) -> str:
-        turn = state.assistant_turns
-        if self.name == "guess":
-            return fenced(stub_guess(task))
-        if self.name == "loop":
-            return "Can you explain again what exactly you need?"
-        if self.name == "stall_then_ask" and turn == 0:
-            return "Let me think about this first."
-        asked = turn - (1 if self.name == "stall_then_ask" else 0)
-        if asked < self.questions:
-            return GENERIC_QUESTION
-        code = task.reference_solution if len(state.revealed) >= len(task.spec) else stub_guess(task)
-        return fenced(code)
+def _state_problem(env: Any, state: Any) -> str | None:
+    """Why ``state`` does not survive a JSON round trip (None when it does)."""
+    try:
+        text = state.model_dump_json()
+        again = type(state).model_validate_json(text)
+        if again.model_dump(mode="json") != json.loads(text):
+            return "it reads back different from what was written"
+        if not isinstance(state, env.state_model):
+            return f"it is a {type(state).__name__}, not the environment's state_model {env.state_model.__name__}"
+    except Exception as exc:  # noqa: BLE001 - whatever breaks the round trip is the finding
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+    return None
 
 
-def diagnose(tasks: Sequence[Task], reward: Reward, executor: Any, workers: int | None = None,
+class _Watch:
+    """``converse``'s pause hook, used to look at the state before every turn: it must survive JSON, and
+    the state handed to the previous step must not have been changed by it."""
+
+    def __init__(self, env: Any, run: ScenarioRun) -> None:
+        self.env, self.run = env, run
+        self.previous: tuple[Any, str] | None = None
+
+    def look(self, state: Any) -> None:
+        if self.previous is not None:
+            before, text = self.previous
+            try:
+                changed = before is not state and before.model_dump_json() != text
+            except Exception:  # noqa: BLE001 - changed into something that cannot even be written
+                changed = True
+            if changed:
+                self._add("state_mutated", "a hook changed the state it was given (hooks must return a new state)")
+        problem = _state_problem(self.env, state)
+        if problem is not None:
+            self._add("state_not_json", f"the state after turn {state.assistant_turns} does not survive JSON: "
+                                        f"{problem}")
+        self.previous = (state, state.model_dump_json()) if problem is None else None
+
+    def __call__(self, state: Any) -> bool:
+        self.look(state)
+        return False
+
+    def _add(self, check: str, message: str) -> None:
+        if not any(f.check == check for f in self.run.problems):
+            self.run.problems.append(Finding(check, f"scenario '{self.run.name}': {message}"))
+
+
+def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, run_id: str) -> ScenarioRun:
+    from rewardpipe.episode import ConversationError, converse, execution_job, start_episode
+
+    run = ScenarioRun(name)
+    turns = max_turns or getattr(policy, "max_turns", None) or env.max_turns
+    try:
+        state = start_episode(task, env=env, run_id=run_id, step=0, group_id=task.task_id,
+                              rollout_id=f"{task.task_id}:{name}", max_turns=turns)
+    except Exception as exc:  # noqa: BLE001
+        run.error = f"start() failed: {type(exc).__name__}: {exc}"
+        return run
+    watch = _Watch(env, run)
+    try:
+        state = converse(state, task, policy, env, pause=watch)
+    except ConversationError as exc:
+        run.state = exc.state
+        run.error = f"{exc.kind}: {exc}"
+        return run
+    watch.look(state)
+    run.state = state
+    try:
+        run.job = execution_job(state, task, env)
+    except Exception as exc:  # noqa: BLE001
+        run.error = f"execution_job() failed: {type(exc).__name__}: {exc}"
+    return run
+
+
+def _job_key(job: Any) -> str:
+    return job.model_dump_json(exclude={"id"})
+
+
+def diagnose(tasks: Sequence[Any], env: Any, executor: Any, *, reward: Any = None, workers: int | None = None,
              max_turns: int | None = None) -> list[TaskDiagnosis]:
-    diagnoses = [TaskDiagnosis(task.task_id, static_problems(task), warnings=weak_test_shapes(task))
-                 for task in tasks]
+    """One :class:`TaskDiagnosis` per task (see the module docstring); ``reward`` defaults to the
+    environment's, ``max_turns`` to each scenario's own limit, else the environment's."""
+    from rewardpipe.episode import finish_episode
 
-    # Reference and stub runs, batched for the whole task set.
-    jobs = []
+    reward = reward if reward is not None else env.reward
+    diagnoses, plays = [], []
     for task in tasks:
-        for label, code in (("reference", task.reference_solution), ("stub", stub_guess(task))):
-            jobs.append(task_job(task, code, f"{task.task_id}:{label}"))
-    results = {r.id: r for r in executor.run_batch(jobs, workers=workers)}
-    simulator = RuleBasedSimulator()
-    for task, diagnosis in zip(tasks, diagnoses):
-        reference = results.get(f"{task.task_id}:reference")
-        stub = results.get(f"{task.task_id}:stub")
-        if reference is None or reference.status is not ExecutionStatus.PASSED:
-            detail = f"{reference.status.value}: {reference.reason}" if reference else "no result"
-            diagnosis.problems.append(f"reference solution does not pass its own tests ({detail})")
-        if stub is None or stub.status is ExecutionStatus.PASSED:
-            diagnosis.problems.append("a stub that returns None passes the tests: they cannot tell right from wrong")
-        elif stub.status is ExecutionStatus.ERROR:
-            diagnosis.problems.append(f"the harness fails on a stub solution ({stub.reason})")
-        turns = max_turns or min(len(task.spec) + 3, MAX_TURNS)  # a spec holds at most MAX_TURNS - 1 items
-        _check_components(task, reward, simulator, {"reference": reference, "stub": stub}, diagnosis, turns)
+        diagnosis = TaskDiagnosis(task.task_id)
+        diagnoses.append(diagnosis)
+        try:
+            scenarios = dict(env.scenarios(task))
+        except Exception as exc:  # noqa: BLE001
+            diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
+            scenarios = {}
+        if "reference" not in scenarios:
+            diagnosis.add("reference_not_best", "the environment names no 'reference' scenario for this task "
+                                                "(scenarios(task) must return one)")
+        runs = {name: _play(env, task, name, policy, max_turns, "doctor") for name, policy in scenarios.items()}
+        again = _play(env, task, "reference", scenarios["reference"], max_turns, "doctor") \
+            if "reference" in scenarios else None
+        plays.append((task, diagnosis, runs, again))
+
+    # Every execution job of every task in one batch; a job met twice (two scenarios committing the same
+    # code) runs once.
+    unique: dict[str, Any] = {}
+    for _, _, runs, _ in plays:
+        for run in runs.values():
+            if run.job is not None:
+                unique.setdefault(_job_key(run.job), run.job)
+    results: dict[str, Any] = {}
+    if unique:
+        keys = list(unique)
+        try:
+            outcomes = list(executor.run_batch([unique[k] for k in keys], workers=workers))
+        except Exception as exc:  # noqa: BLE001 - the sandbox failed: every execution is missing, and said so
+            outcomes = [None] * len(keys)
+            for _, diagnosis, _, _ in plays:
+                diagnosis.add("scenario_failed", f"the sandbox failed: {type(exc).__name__}: {exc}")
+        results = dict(zip(keys, outcomes))
+
+    for task, diagnosis, runs, again in plays:
+        for run in runs.values():
+            if run.job is not None:
+                run.execution = results.get(_job_key(run.job))
+            if run.error is None and run.state is not None:
+                run.record = finish_episode(run.state, task, run.execution, reward, env)
+        _check_task(env, task, reward, diagnosis, runs, again)
     return diagnoses
 
 
-def _check_components(task: Task, reward: Reward, simulator: RuleBasedSimulator,
-                      runs: dict[str, ExecutionResult | None], diagnosis: TaskDiagnosis, max_turns: int) -> None:
-    scenarios = [_ScenarioPolicy("ask_then_commit", len(task.spec)), _ScenarioPolicy("guess"),
-                 _ScenarioPolicy("loop"), _ScenarioPolicy("stall_then_ask", 1)]
-    values: dict[str, set[float]] = {name: set() for name in reward.component_names}
-    for policy in scenarios:
-        state = start_episode(task, run_id="doctor", step=0, group_id=task.task_id,
-                              rollout_id=f"{task.task_id}:{policy.name}", max_turns=max_turns)
-        state = converse(state, task, policy, simulator)
-        if policy.name == "ask_then_commit" and len(state.revealed) < len(task.spec):
-            missing = sorted(set(range(len(task.spec))) - set(state.revealed))
-            diagnosis.problems.append(f"the simulator never revealed spec item(s) {missing} to generic questions")
-        job = execution_job(state, task)
-        execution = None
-        if job is not None:
-            execution = runs["reference"] if job.code.strip() == task.reference_solution.strip() else runs["stub"]
-        record = finish_episode(state, task, execution, reward)
+def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
+    """The reference job's tests: problems that make every execution an error, and weak shapes."""
+    job = run.job if run is not None else None
+    if job is None:
+        return
+    code = SimpleNamespace(tests=job.tests, reference_solution=job.code, entry_point=job.entry_point,
+                           tests_format=job.tests_format)
+    for problem in static_problems(code):
+        diagnosis.add("bad_tests", problem)
+    for warning in weak_test_shapes(code):
+        diagnosis.add("weak_tests", warning, "warning")
+
+
+def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun],
+                again: ScenarioRun | None) -> None:
+    reference = runs.get("reference")
+    _lint(diagnosis, reference)
+    try:
+        for problem in env.check_task(task, runs):
+            diagnosis.add("environment", problem)
+    except Exception as exc:  # noqa: BLE001
+        diagnosis.add("environment", f"check_task() failed: {type(exc).__name__}: {exc}")
+    for run in runs.values():
+        for finding in run.problems:
+            diagnosis.add(finding.check, finding.message)
+        if run.error is not None:
+            diagnosis.add("scenario_failed", f"scenario '{run.name}' failed: {run.error}")
+    components = {c.name: c for c in reward.components}
+    values: dict[str, set[float]] = {name: set() for name in components}
+    per_run: dict[str, dict[str, float | None]] = {}
+    for run in runs.values():
+        record = run.record
+        if record is None:
+            continue
+        per_run[run.name] = dict(record.components)
+        if record.error is not None and record.error.kind == "component_raised":
+            diagnosis.add("component_raised", f"scenario '{run.name}': {record.error.message}")
+        elif record.error is not None and record.error.kind == "component_unavailable":
+            diagnosis.add("unexplained_none", f"scenario '{run.name}': {record.error.message} (return None only for "
+                                              f"a reason that is not the model's, and say which: explain_error)")
         for name, value in record.components.items():
-            if value is not None:
-                values[name].add(value)
-    diagnosis.component_values = {name: sorted(v) for name, v in values.items()}
+            if value is None or name not in components:
+                continue
+            values[name].add(value)
+            lo, hi = components[name].value_range
+            if not lo - VALUE_TOLERANCE <= value <= hi + VALUE_TOLERANCE:
+                diagnosis.add("out_of_range", f"scenario '{run.name}': component '{name}' is {value:g}, outside its "
+                                              f"declared range [{lo:g}, {hi:g}]")
+    if reference is not None and reference.record is not None:
+        record = reference.record
+        if record.status == "error":
+            diagnosis.add("reference_not_best", f"the reference scenario ends in an error record "
+                                                f"({record.error.kind}: {record.error.message})")
+        else:
+            for name in reward.outcome_components:
+                value, hi = record.components.get(name), components[name].value_range[1]
+                if value is not None and value < hi - VALUE_TOLERANCE:
+                    diagnosis.add("reference_not_best", f"the reference scenario leaves outcome '{name}' at "
+                                                        f"{value:g}, below its maximum {hi:g}")
+    if reference is not None and again is not None and reference.state is not None and again.state is not None:
+        try:
+            first, second = reference.state.model_dump_json(), again.state.model_dump_json()
+        except Exception:  # noqa: BLE001 - a state that cannot be written is reported as state_not_json
+            first = second = None
+        jobs = [None if r.job is None else _job_key(r.job) for r in (reference, again)]
+        if first != second or jobs[0] != jobs[1]:
+            diagnosis.add("not_deterministic", "two plays of the reference scenario differ (use ctx.seed for "
+                                               "randomness: the same rollout and turn must give the same result)")
+    diagnosis.component_values = {name: sorted(seen) for name, seen in values.items()}
     for name, seen in values.items():
         if len(seen) < 2:
-            diagnosis.problems.append(f"component '{name}' takes only the value(s) {sorted(seen)}: it would be dead")
+            diagnosis.add("component_never_varies",
+                          f"component '{name}' takes only the value(s) {sorted(seen)}: it would be dead")
+    _warnings(reward, diagnosis, per_run, components)
+
+
+def _warnings(reward: Any, diagnosis: TaskDiagnosis, per_run: dict[str, dict[str, float | None]],
+              components: dict[str, Any]) -> None:
+    scored = [values for values in per_run.values() if all(v is not None for v in values.values())]
+    outcomes = reward.outcome_components
+    at_minimum = [values for values in scored if outcomes and all(
+        abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)]
+    if len(at_minimum) >= 2:
+        for name, comp in components.items():
+            if name in outcomes:
+                continue
+            if len({values[name] for values in at_minimum}) == 1 and len({values[name] for values in scored}) > 1:
+                diagnosis.add("gated", f"component '{name}' moves only when an outcome is above its minimum: "
+                                       f"gated behind the outcome, it goes dead whenever the outcome does", "warning")
+    names = list(components)
+    for i, a in enumerate(names):
+        for b in names[i + 1:]:
+            if len(scored) < 2 or len({v[a] for v in scored}) < 2 or len({v[b] for v in scored}) < 2:
+                continue
+            sums = {round(components[a].weight * v[a] + components[b].weight * v[b], 9) for v in scored}
+            if len(sums) == 1:
+                diagnosis.add("cancels", f"components '{a}' and '{b}' cancel: their weighted sum is the same in "
+                                         f"every scenario", "warning")

@@ -1,141 +1,136 @@
-"""The one definition of a rollout, as explicit steps.
+"""The one definition of a rollout, as explicit steps over any environment.
 
 The local runner calls :func:`run_episode`, which is just these steps in a loop; the Step Functions state
-machine calls the same steps one Lambda at a time, carrying :class:`EpisodeState` as JSON between them and
-branching on ``next_action``:
+machine calls the same steps one Lambda at a time, carrying the environment's state as JSON between them
+and branching on ``next_action``::
 
-    start_episode ──► policy turn ──► apply_policy_turn ──┬─ "simulator" ─► apply_simulator_turn ─► policy turn
-                                                          ├─ "execute"   ─► execution_job ─► (sandbox) ─► finish
-                                                          └─ "score"     ─► finish_episode (nothing to run)
+    start_episode ─► policy turn ─► apply_policy_turn ─┬─ "env"     ─► apply_env_turn ─► policy turn
+                                                      ├─ "execute" ─► execution_job ─► (sandbox) ─► finish
+                                                      └─ "score"   ─► finish_episode (nothing to run)
+
+The environment decides what each turn does (:class:`rewardpipe.Environment`); the platform keeps the turn
+limit (``turn_limit``), the classification of failures (the policy's: ``policy_error``; the environment's own
+turn or hooks: ``simulator_error``), the record and the transcript.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Callable, Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-from pydantic import Field
-
+from rewardpipe.environment import (
+    AFTER_ENV_TURN,
+    AFTER_POLICY_TURN,
+    DEFAULT_MAX_TURNS,
+    MAX_TURNS,
+    ChatFn,
+    EnvContext,
+    Environment,
+    EpisodeState,
+    NextAction,
+    PolicyExhausted,
+    stored_action,
+    turn_seed,
+)
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity, Task
-from rewardpipe.parsing import TurnKind, parse_turn
-from rewardpipe.rewards.base import Reward
+from rewardpipe.models import ErrorInfo, Message, Record
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.policies import Policy
-    from rewardpipe.simulator import Simulator
+    from rewardpipe.rewards.base import Reward
 
-DEFAULT_MAX_TURNS = 6
-MAX_TURNS = 100  # assistant turns one episode may take; also the CLI's --max-turns bound
-DEFAULT_EXEC_TIMEOUT_S = 10.0
+__all__ = [
+    "DEFAULT_MAX_TURNS", "MAX_TURNS", "ConversationError", "EnvServices", "EpisodeError", "EpisodeState",
+    "NextAction", "PolicyExhausted", "apply_env_turn", "apply_policy_turn", "build_record", "checked_score",
+    "converse", "end_without_commit", "error_record", "execution_job", "failure_record", "finish_episode",
+    "replay_through_hooks", "run_episode", "start_episode", "stored_action",
+]
 
-NextAction = Literal["policy", "simulator", "execute", "score"]
-
-
-class EpisodeState(RolloutIdentity):
-    """A rollout in progress: the conversation so far and what the orchestration does next."""
-
-    turn_kinds: list[TurnKind] = Field(default_factory=list)
-    revealed: list[int] = Field(default_factory=list)
-    # Assistant turns (0-based) whose simulator reply revealed a new spec item: the questions that were real.
-    answered_turns: list[int] = Field(default_factory=list)
-    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
-    next_action: NextAction = "policy"
-    end_reason: str | None = None
-    final_code: str | None = None
-
-    @property
-    def assistant_turns(self) -> int:
-        return len(self.turn_kinds)
+ENDED_BY_ENV = "ended_by_env"
 
 
 class EpisodeError(RuntimeError):
-    """A step was called in the wrong phase (a bug in the orchestration, not in the model)."""
+    """A step was called in the wrong phase, or an environment hook broke the step contract."""
 
 
-def start_episode(
-    task: Task, *, run_id: str, step: int, group_id: str, rollout_id: str, max_turns: int = DEFAULT_MAX_TURNS
-) -> EpisodeState:
-    return EpisodeState(
-        run_id=run_id,
-        step=step,
-        group_id=group_id,
-        rollout_id=rollout_id,
-        task_id=task.task_id,
-        messages=[Message(role="user", content=task.prompt)],
-        max_turns=max_turns,
-    )
+@dataclass(frozen=True)
+class EnvServices:
+    """What the platform gives the environment's turns: the run's seed and rewardpipe's chat client."""
+
+    seed: int = 0
+    chat: ChatFn | None = None
+
+    def context(self, state: EpisodeState) -> EnvContext:
+        ids = state.ids
+        turn = state.assistant_turns
+        return EnvContext(ids=ids, turn=turn, seed=turn_seed(self.seed, ids, turn), chat_fn=self.chat)
 
 
-def _successor(state: EpisodeState) -> EpisodeState:
-    """A copy of ``state`` that can be changed without touching it: fresh lists, while the Message objects
-    are shared (they are never mutated), so a turn costs a list copy instead of a deep copy of the whole
-    conversation."""
-    return state.model_copy(update={"messages": list(state.messages), "turn_kinds": list(state.turn_kinds),
-                                    "revealed": list(state.revealed)})
+NO_SERVICES = EnvServices()
+
+
+def start_episode(task: Any, *, env: Environment, run_id: str, step: int, group_id: str, rollout_id: str,
+                  max_turns: int | None = None) -> EpisodeState:
+    """The opening state: ``env.start(task)`` with the rollout's ids and turn limit (the environment's
+    ``max_turns`` unless ``max_turns`` is given)."""
+    state = env.start(task)
+    if not isinstance(state, EpisodeState):
+        raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
+    return state.evolve(run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, task_id=task.task_id,
+                        max_turns=max_turns or env.max_turns)
 
 
 def _expect(state: EpisodeState, action: NextAction) -> None:
     if state.next_action != action:
-        raise EpisodeError(f"rollout {state.rollout_id}: expected next_action '{action}', state is '{state.next_action}'")
+        raise EpisodeError(f"rollout {state.rollout_id}: expected next_action '{action}', state is "
+                           f"'{state.next_action}'")
 
 
-def apply_policy_turn(state: EpisodeState, text: str) -> EpisodeState:
-    """Append the assistant turn, classify it, and decide what happens next."""
+def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> EpisodeState:
+    if not isinstance(new, EpisodeState):
+        raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
+    if new.next_action not in allowed:
+        raise EpisodeError(f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
+                           f"one of {', '.join(sorted(allowed))}")
+    if new.next_action in ("execute", "score") and new.end_reason is None:
+        new = new.evolve(end_reason=ENDED_BY_ENV)
+    return new
+
+
+def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environment, task: Any) -> EpisodeState:
+    """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
-    parsed = parse_turn(text)
-    new = _successor(state)
-    new.messages.append(Message(role="assistant", content=text))
-    new.turn_kinds.append(parsed.kind)
-    if parsed.kind is TurnKind.COMMIT:
-        new.final_code = parsed.code
-        new.next_action = "execute"
-        new.end_reason = "committed"
-    elif new.assistant_turns >= new.max_turns:
-        new.next_action = "score"
-        new.end_reason = "turn_limit"
-    else:
-        new.next_action = "simulator"
+    # A policy's text needs no validation to be an assistant message (a turn a policy builds itself does).
+    message = turn if isinstance(turn, Message) else Message.model_construct(role="assistant", content=turn)
+    if message.role != "assistant":
+        raise EpisodeError(f"rollout {state.rollout_id}: a policy turn must be an assistant message, "
+                           f"got role '{message.role}'")
+    new = state.evolve(messages=[*state.messages, message])
+    new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN)
+    if new.next_action == "env" and new.assistant_turns >= new.max_turns:
+        new = new.evolve(next_action="score", end_reason="turn_limit")
     return new
 
 
-def apply_simulator_turn(state: EpisodeState, task: Task, simulator: "Simulator") -> EpisodeState:
-    _expect(state, "simulator")
-    reply = simulator.respond(state, task)
-    new = _successor(state)
-    new.messages.append(Message(role="user", content=reply.text))
-    if reply.revealed is not None and reply.revealed not in new.revealed:
-        new.revealed.append(reply.revealed)
-        new.answered_turns.append(new.assistant_turns - 1)
-    new.next_action = "policy"
-    return new
+def apply_env_turn(state: EpisodeState, task: Any, env: Environment,
+                   services: EnvServices | None = None) -> EpisodeState:
+    """The environment's turn (``env.respond``)."""
+    _expect(state, "env")
+    ctx = (services or NO_SERVICES).context(state)
+    return _checked(env.respond(state, task, ctx), env, "respond", AFTER_ENV_TURN)
 
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
     """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands."""
-    new = _successor(state)
-    new.next_action = "score"
-    new.end_reason = reason
-    return new
+    return state.evolve(next_action="score", end_reason=reason)
 
 
-def task_job(task: Task, code: str, job_id: str) -> ExecutionJob:
-    """Run ``code`` against ``task``'s hidden tests, with the task's budget and trust mode."""
-    return ExecutionJob(
-        id=job_id,
-        code=code,
-        tests=task.tests,
-        entry_point=task.entry_point,
-        tests_format=task.tests_format,
-        timeout_s=task.timeout_s or DEFAULT_EXEC_TIMEOUT_S,
-        trust_mode=task.trust_mode,
-    )
-
-
-def execution_job(state: EpisodeState, task: Task) -> ExecutionJob | None:
-    if state.final_code is None:
+def execution_job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | None:
+    """The sandbox job of an episode that ended with ``execute`` (None otherwise, or when there is none)."""
+    if state.next_action != "execute":
         return None
-    return task_job(task, state.final_code, state.rollout_id)
+    return env.execution_job(state, task)
 
 
 def checked_score(components: dict[str, float | None], weights: dict[str, float], aggregate: float | None,
@@ -164,20 +159,8 @@ def checked_score(components: dict[str, float | None], weights: dict[str, float]
                            f"use smaller weights")
 
 
-def build_record(
-    *,
-    run_id: str,
-    step: int,
-    group_id: str,
-    rollout_id: str,
-    task_id: str,
-    messages: list[Message],
-    execution: ExecutionResult | None,
-    reward: Reward,
-    extra_metrics: dict | None = None,
-    answered_turns: frozenset[int] | None = None,
-) -> Record:
-    score = reward.score(messages, execution, answered_turns=answered_turns)
+def record_from_score(score: Any, *, run_id: str, step: int, group_id: str, rollout_id: str, task_id: str,
+                      extra_metrics: dict | None = None) -> Record:
     metrics = {**score.metrics, **(extra_metrics or {})}
     components, aggregate, error = checked_score(score.components, score.weights, score.aggregate, score.error)
     return Record(
@@ -195,20 +178,54 @@ def build_record(
     )
 
 
-def finish_episode(state: EpisodeState, task: Task, execution: ExecutionResult | None, reward: Reward) -> Record:
+def build_record(
+    *,
+    run_id: str,
+    step: int,
+    group_id: str,
+    rollout_id: str,
+    task_id: str,
+    messages: Sequence[Message],
+    execution: ExecutionResult | None,
+    reward: "Reward",
+    extra_metrics: dict | None = None,
+    task: Any = None,
+    state: Any = None,
+    reference: Any = None,
+) -> Record:
+    """Score a conversation and make its record (a component that raised or could not compute makes an
+    error record, never a 0)."""
+    score = reward.score(messages, execution, reference, task=task, state=state)
+    return record_from_score(score, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id,
+                             task_id=task_id, extra_metrics=extra_metrics)
+
+
+def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
+    """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
+    metrics: dict[str, Any] = {"end_reason": state.end_reason}
+    try:
+        metrics.update(env.metrics(state, task))
+    except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score
+        from rewardpipe.rewards.base import first_line
+
+        metrics["env_metrics_error"] = first_line(exc)
+    return metrics
+
+
+def finish_episode(state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: "Reward | None",
+                   env: Environment) -> Record:
+    """Score a finished episode (``reward``, default the environment's) with everything it offers its
+    components: messages, transcript, task, final state and execution."""
     if state.next_action not in ("execute", "score"):
         raise EpisodeError(f"rollout {state.rollout_id}: cannot score an episode in phase '{state.next_action}'")
     return build_record(
         **state.record_ids(),
         messages=state.messages,
         execution=execution,
-        reward=reward,
-        answered_turns=frozenset(state.answered_turns),
-        extra_metrics={
-            "end_reason": state.end_reason,
-            "spec_revealed": len(state.revealed),
-            "spec_items": len(task.spec),
-        },
+        reward=reward if reward is not None else env.reward,
+        task=task,
+        state=state,
+        extra_metrics=episode_metrics(state, task, env),
     )
 
 
@@ -221,7 +238,7 @@ def failure_record(
     task_id: str,
     kind: str,
     message: str,
-    reward: Reward,
+    reward: "Reward",
     metrics: dict | None = None,
 ) -> Record:
     """The record for an infrastructure failure: every component unknown, never a score of 0."""
@@ -240,7 +257,7 @@ def failure_record(
     )
 
 
-def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
+def error_record(state: EpisodeState, kind: str, message: str, reward: "Reward") -> Record:
     """:func:`failure_record` for an episode, keeping how far the conversation got."""
     return failure_record(
         **state.record_ids(),
@@ -251,16 +268,13 @@ def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -
     )
 
 
-class PolicyExhausted(Exception):
-    """A policy has no further turn to give (e.g. a replayed transcript ended)."""
-
-
 class ConversationError(RuntimeError):
-    """The policy or the simulator failed mid-conversation.
+    """The policy or the environment failed mid-conversation.
 
-    ``kind`` says which (``policy_error`` or ``simulator_error``) and ``state`` is the state the failing
-    step was given, so the caller can record the failure against the right party with the turns so far.
-    The message is ``"<ExceptionType>: <message>"`` of the original exception (also kept as ``cause``).
+    ``kind`` says which (``policy_error``, or ``simulator_error`` for the environment's own turn or hooks)
+    and ``state`` is the state the failing step was given, so the caller can record the failure against the
+    right party with the turns so far. The message is ``"<ExceptionType>: <message>"`` of the original
+    exception (also kept as ``cause``).
     """
 
     def __init__(self, kind: str, state: EpisodeState, cause: Exception):
@@ -272,67 +286,125 @@ class ConversationError(RuntimeError):
 
 def converse(
     state: EpisodeState,
-    task: Task,
+    task: Any,
     policy: "Policy",
-    simulator: "Simulator",
+    env: Environment,
     pause: Callable[[EpisodeState], bool] | None = None,
+    services: EnvServices | None = None,
 ) -> EpisodeState:
-    """Run policy and simulator turns until the episode commits or hits the turn limit.
+    """Run policy and environment turns until the episode ends (``execute`` or ``score``).
 
-    A failure of the policy (including a turn that is not text) or of the simulator raises
-    :class:`ConversationError` naming which one failed; the caller decides how to record it.
+    A failure of the policy (including a turn that is neither text nor an assistant message) or of the
+    environment raises :class:`ConversationError` naming which one failed; the caller decides how to record
+    it.
 
     ``pause(state)`` is asked before every turn; when it says True the conversation stops there and the
-    state is returned as it stands (``next_action`` still ``policy`` or ``simulator``), for the caller to
-    resume later with the same function. The state machine pauses when the next turn is the trainer's
-    (callback mode) or when its Lambda is running out of time; the local runner never pauses.
+    state is returned as it stands (``next_action`` still ``policy`` or ``env``), for the caller to resume
+    later with the same function. The state machine pauses when the next turn is the trainer's (callback
+    mode) or when its Lambda is running out of time; the local runner never pauses.
     """
-    while state.next_action in ("policy", "simulator"):
+    while state.next_action in ("policy", "env"):
         if pause is not None and pause(state):
             return state
         if state.next_action == "policy":
             try:
-                text = policy.next_turn(state, task)
+                turn = policy.next_turn(state, task)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
             except Exception as exc:  # noqa: BLE001 - any policy failure, classified for the caller
                 raise ConversationError("policy_error", state, exc) from exc
-            if not isinstance(text, str):
-                problem = TypeError(f"policy returned {type(text).__name__}, not text")
-                raise ConversationError("policy_error", state, problem)
-            state = apply_policy_turn(state, text)
+            if not isinstance(turn, (str, Message)) or isinstance(turn, Message) and turn.role != "assistant":
+                what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
+                raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))
+            try:
+                state = apply_policy_turn(state, turn, env, task)
+            except Exception as exc:  # noqa: BLE001 - the environment's on_policy_turn failed
+                raise ConversationError("simulator_error", state, exc) from exc
         else:
             try:
-                state = apply_simulator_turn(state, task, simulator)
-            except Exception as exc:  # noqa: BLE001 - any simulator failure, classified for the caller
+                state = apply_env_turn(state, task, env, services)
+            except Exception as exc:  # noqa: BLE001 - any environment failure, classified for the caller
                 raise ConversationError("simulator_error", state, exc) from exc
     return state
 
 
 def run_episode(
-    task: Task,
+    task: Any,
     policy: "Policy",
-    simulator: "Simulator",
-    executor,
-    reward: Reward,
+    env: Environment,
+    executor: Any,
+    reward: "Reward | None" = None,
     *,
     run_id: str,
     step: int,
     group_id: str,
     rollout_id: str,
-    max_turns: int = DEFAULT_MAX_TURNS,
+    max_turns: int | None = None,
+    services: EnvServices | None = None,
 ) -> Record:
     """One rollout end to end. Every failure of the machinery becomes an error record."""
-    state = start_episode(task, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns)
+    reward = reward if reward is not None else env.reward
+    state = start_episode(task, env=env, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id,
+                          max_turns=max_turns)
     try:
-        state = converse(state, task, policy, simulator)
-    except ConversationError as exc:  # a policy/simulator failure is infrastructure, not a score
+        state = converse(state, task, policy, env, services=services)
+    except ConversationError as exc:  # a policy/environment failure is infrastructure, not a score
         return error_record(exc.state, exc.kind, str(exc), reward)
-    job = execution_job(state, task)
+    try:
+        job = execution_job(state, task, env)
+    except Exception as exc:  # noqa: BLE001 - the environment's execution_job failed
+        return error_record(state, "simulator_error", f"{type(exc).__name__}: {exc}", reward)
     execution = None
     if job is not None:
         try:
             execution = executor.run(job)
         except Exception as exc:  # noqa: BLE001
             return error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
-    return finish_episode(state, task, execution, reward)
+    return finish_episode(state, task, execution, reward, env)
+
+
+class ReplayMismatch(ValueError):
+    """A recorded conversation is not what the environment says to it now."""
+
+
+def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message]) -> EpisodeState:
+    """The final state of a recorded conversation, rebuilt by playing its assistant turns through the
+    environment's hooks; every message the environment adds must be the recorded one (else
+    :class:`ReplayMismatch` says where), so the state is the one the live run had."""
+    if env.calls_llm:
+        raise ReplayMismatch(f"environment '{env.name}' calls an LLM and defines no replay(task, messages), so a "
+                             f"recorded conversation cannot be scored as it stands: use run --policy replay")
+
+    def same(a: Message, b: Message) -> bool:
+        return a.model_dump() == b.model_dump()
+
+    recorded = list(messages)
+    state = start_episode(task, env=env, run_id="", step=0, group_id="", rollout_id="", max_turns=MAX_TURNS)
+    opening = len(state.messages)
+    if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages)):
+        raise ReplayMismatch("the recorded conversation does not open with the task's prompt")
+    position = opening
+    while state.next_action in ("policy", "env"):
+        if state.next_action == "policy":
+            if position >= len(recorded):
+                return end_without_commit(state, "policy_exhausted")
+            message = recorded[position]
+            if message.role != "assistant":
+                raise ReplayMismatch(f"message {position + 1} is a {message.role} message where the model speaks")
+            state = apply_policy_turn(state, message, env, task)
+            position += 1
+        else:
+            if position >= len(recorded):
+                return end_without_commit(state, "recording_ended")
+            before = len(state.messages)
+            state = apply_env_turn(state, task, env)
+            added = state.messages[before:]
+            expected = recorded[position:position + len(added)]
+            if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected)):
+                raise ReplayMismatch(f"the environment answers differently from the recording at message "
+                                     f"{position + 1}")
+            position += len(added)
+    if position < len(recorded):
+        raise ReplayMismatch(f"the episode ended ({state.end_reason}) at message {position}, but the recording "
+                             f"goes on to message {len(recorded)}")
+    return state

@@ -16,12 +16,13 @@ import unicodedata
 from pathlib import Path
 from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
 
 from rewardpipe.deferred import DeferredModel
 
 RECORD_SCHEMA = "rewardpipe.record/v1"
-MANIFEST_SCHEMA = "rewardpipe.run-manifest/v1"
+MANIFEST_SCHEMA = "rewardpipe.run-manifest/v2"
+MANIFEST_SCHEMA_V1 = "rewardpipe.run-manifest/v1"
 
 #: Longest task, group or rollout id accepted at the input (characters). Ids this long still get a store
 #: key (a long id is stored under a hash-suffixed key, see ``rewardpipe.store.encode_id``); the limit only
@@ -113,12 +114,6 @@ def require_function_name(value: str) -> str:
     return value
 
 
-def _spec_item(value: str) -> str:
-    if not value.strip():
-        raise ValueError("a spec item must state a detail, got a blank string")
-    return value
-
-
 UTF8_BOM = "\ufeff"  # what Windows editors put in front of a "UTF-8" file; JSON parsers refuse it
 
 ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
@@ -150,12 +145,19 @@ def content_to_text(content: Any) -> str:
 
 
 class Message(DeferredModel):
-    """One chat turn. ``content`` is always normalised to text; ``nova_assistant`` becomes ``assistant``."""
+    """One chat turn. ``content`` is always normalised to text; ``nova_assistant`` becomes ``assistant``.
+
+    The optional ``tool_calls`` (an assistant's OpenAI-style calls: ``{"id", "type": "function", "function":
+    {"name", "arguments"}}``), ``tool_call_id`` (a tool message's answer to one of them) and ``name`` are kept,
+    stored and passed to components; a message without them is written exactly as before they existed."""
 
     model_config = ConfigDict(extra="ignore")
 
     role: str
     content: str = ""
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
 
     @field_validator("role", mode="before")
     @classmethod
@@ -172,32 +174,16 @@ class Message(DeferredModel):
     def _normalise_content(cls, value: Any) -> str:
         return content_to_text(value)
 
+    @model_serializer(mode="wrap")
+    def _without_absent_tool_fields(self, handler: Any) -> dict[str, Any]:
+        data = handler(self)
+        for key in _OPTIONAL_MESSAGE_FIELDS:
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
 
-class Task(DeferredModel):
-    """A coding task: what the model sees (``prompt``) and what it must discover or pass (the rest)."""
 
-    model_config = ConfigDict(extra="forbid")
-
-    task_id: TaskId
-    prompt: str = Field(min_length=1)
-    # The details the user holds back and the simulator reveals when asked. At least one: with none there is
-    # nothing to ask about, so asked_before_coding could never be earned (a dead component) and every
-    # episode would be charged guessed_immediately whatever the model did.
-    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1, max_length=MAX_SPEC_ITEMS)
-    entry_point: str = Field(min_length=1)
-    tests: str = Field(min_length=1)
-    tests_format: Literal["unittest", "check"] = "unittest"
-    reference_solution: str = Field(min_length=1)
-    timeout_s: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
-    # "split" (default): the hidden tests run in a separate trusted process. "inprocess" is the documented,
-    # statically screened fallback for tests that must hand the model's code objects that cannot cross a
-    # process boundary (callbacks, subclassing); it is the task author's choice, never the model's.
-    trust_mode: Literal["split", "inprocess"] = "split"
-
-    @field_validator("entry_point")
-    @classmethod
-    def _entry_point_is_a_name(cls, value: str) -> str:
-        return require_function_name(value)
+_OPTIONAL_MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
 
 
 class Rollout(DeferredModel):
@@ -418,17 +404,36 @@ def _parse_numbered(lines: Iterable[str], model: type[M], source: str) -> Iterat
         yield lineno, validate_object(raw, model, f"{source}:{lineno}")
 
 
-def load_tasks(path: str | Path) -> list[Task]:
-    """Load a task JSONL file; duplicate ``task_id`` values are an error too."""
+def load_task_rows(path: str | Path, model: type[M]) -> list[M]:
+    """Load a task JSONL file as rows of ``model`` (an environment's ``task_model``); a bad line raises
+    :class:`InputFileError` naming the file, the line and the field, and so does a repeated ``task_id``."""
     path = Path(path)
-    numbered = list(_parse_numbered(read_lines(path), Task, str(path)))
+    numbered = list(_parse_numbered(read_lines(path), model, str(path)))
     first: dict[str, tuple[str, int]] = {}  # same_text(task_id) -> (task_id, line)
     for lineno, task in numbered:
-        first_id, first_line = first.setdefault(same_text(task.task_id), (task.task_id, lineno))
+        task_id = task.task_id  # type: ignore[attr-defined]
+        first_id, first_line = first.setdefault(same_text(task_id), (task_id, lineno))
         if first_line != lineno:
-            raise InputFileError(f"{path}:{lineno}: duplicate task_id '{task.task_id[:80]}' "
-                                 f"({repeated_id(task.task_id, first_id, first_line)})")
+            raise InputFileError(f"{path}:{lineno}: duplicate task_id '{task_id[:80]}' "
+                                 f"({repeated_id(task_id, first_id, first_line)})")
     return [task for _, task in numbered]
+
+
+def load_tasks(path: str | Path) -> list[Any]:
+    """The ask-before-coding tasks of a JSONL file (:func:`load_task_rows` with its ``Task``)."""
+    from rewardpipe.envs.ask_before_coding.tasks import Task
+
+    return load_task_rows(path, Task)
+
+
+def __getattr__(name: str) -> Any:
+    # ``Task`` is the ask-before-coding environment's task model (rewardpipe.envs.ask_before_coding.tasks);
+    # it is still importable from here, where it was first defined.
+    if name == "Task":
+        from rewardpipe.envs.ask_before_coding.tasks import Task
+
+        return Task
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RolloutReader:
@@ -453,15 +458,9 @@ class RolloutReader:
             yield from self.read(fh)
 
     def read(self, fh: IO[bytes]) -> Iterator[tuple[int, Rollout | None, str | None]]:
-        for lineno, raw in enumerate(fh, start=1):
-            where = f"{self.path}:{lineno}"
-            try:
-                line = decode_line(raw, lineno, where)
-                if not line.strip():
-                    continue
-                rollout = validate_object(json_object(line, where), Rollout, where)
-            except InputFileError as exc:
-                yield lineno, None, str(exc)
+        for lineno, where, rollout, problem in validated_lines(fh, self.path, Rollout):
+            if rollout is None:
+                yield lineno, None, problem
                 continue
             rollout_key = same_text(rollout.rollout_id)
             first_id, first = self._first_line.setdefault(rollout_key, (rollout.rollout_id, lineno))
@@ -489,6 +488,23 @@ class RolloutReader:
             yield lineno, rollout, None
 
 
+def validated_lines(fh: IO[bytes], path: str | Path, model: type[M]) -> Iterator[tuple[int, str, M | None,
+                                                                                        str | None]]:
+    """``(line number, "file:line", object, None)`` for each non-blank line of ``fh`` that is a valid ``model``;
+    ``(line number, "file:line", None, problem)`` for one that is not (not UTF-8, not JSON, a field wrong)."""
+    for lineno, raw in enumerate(fh, start=1):
+        where = f"{path}:{lineno}"
+        try:
+            line = decode_line(raw, lineno, where)
+            if not line.strip():
+                continue
+            item = validate_object(json_object(line, where), model, where)
+        except InputFileError as exc:
+            yield lineno, where, None, str(exc)
+            continue
+        yield lineno, where, item, None
+
+
 def decode_line(raw: bytes, lineno: int, where: str) -> str:
     """Line ``lineno`` of a file as text (a byte-order mark in front of line 1 dropped), or InputFileError."""
     try:
@@ -512,6 +528,17 @@ def load_rollouts(path: str | Path) -> list[Rollout]:
 # Run manifest
 
 
+class ComponentInfo(DeferredModel):
+    """What the monitor, the report and the alarms need to judge one component: its declared value range,
+    its role (``outcome``, ``shaping`` or ``penalty``) and its weight."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    range: tuple[float, float]
+    role: Literal["outcome", "shaping", "penalty"]
+    weight: float
+
+
 class RunManifest(DeferredModel):
     """``runs/<run_id>/manifest.json``: what one run id stands for.
 
@@ -522,32 +549,55 @@ class RunManifest(DeferredModel):
     * ``command``: the subcommand that wrote the run (``run`` or ``score``).
     * ``configuration``: the options that shape the records (policy, seed, group size, groups per step,
       max turns, endpoints and models, the rollouts file hash for replay/score...).
-    * ``tasks_file`` / ``tasks_sha256``: the task file used, and the SHA-256 of its bytes.
+    * ``tasks_file`` / ``tasks_sha256``: the task file used, and the SHA-256 of its bytes (null when a
+      single-turn ``score`` used none).
     * ``reward`` / ``weights``: the reward name and the effective component weights.
     * ``versions``: rewardpipe and Python versions that wrote it.
     * ``started_at`` / ``finished_at``: UTC ISO-8601 timestamps; ``finished_at`` stays null for a run
       that was interrupted (resume it with ``--resume``).
     * ``steps``: step count requested (not part of the identity: a resumed run may ask for more steps).
+
+    Added in v2 (a v1 manifest still reads, with these empty):
+
+    * ``environment`` / ``environment_version``: the environment reference the run was given (``ask_before_coding``,
+      ``pkg.module:ENV``, a short name) and its version; null for single-turn scoring;
+    * ``reward_reference``: the reference the reward was named by, when it is not simply its name;
+    * ``components``: each component's declared ``range``, ``role`` and ``weight``, so ``monitor``,
+      ``report`` and the alarms judge a user's component by its own range and role;
+    * ``packages``: the distributions (and versions) the environment and reward came from.
     """
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
-    schema_: Literal["rewardpipe.run-manifest/v1"] = Field(default=MANIFEST_SCHEMA, alias="schema")
+    schema_: Literal["rewardpipe.run-manifest/v1", "rewardpipe.run-manifest/v2"] = Field(
+        default=MANIFEST_SCHEMA, alias="schema")
     run_id: str
     command: str
     configuration: dict[str, Any]
-    tasks_file: str
-    tasks_sha256: str
+    tasks_file: str | None
+    tasks_sha256: str | None
     reward: str
     weights: dict[str, float]
     versions: dict[str, str]
     started_at: str
     finished_at: str | None = None
     steps: int | None = None
+    environment: str | None = None
+    environment_version: str | None = None
+    reward_reference: str | None = None
+    components: dict[str, ComponentInfo] = Field(default_factory=dict)
+    packages: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def environment_name(self) -> str | None:
+        """The environment of the run; a v1 manifest's runs were all of the built-in ask_before_coding."""
+        if self.schema_ == MANIFEST_SCHEMA_V1:
+            return "ask_before_coding"
+        return self.environment
 
     def identity(self) -> dict[str, Any]:
         return {"command": self.command, "configuration": self.configuration, "tasks_sha256": self.tasks_sha256,
-                "reward": self.reward, "weights": self.weights}
+                "reward": self.reward, "weights": self.weights, "environment": self.environment_name}
 
     def differences(self, other: "RunManifest") -> list[str]:
         """Human-readable ``field: mine -> theirs`` lines for every identity field that differs."""

@@ -30,6 +30,7 @@ PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 _FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
 QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
 _QUESTION_END = re.compile(rf"[{QUESTION_MARKS}][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
@@ -55,7 +56,9 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     blocks: list[tuple[str, str]] = []
     prose: list[str] = []
     current: list[str] = []
-    lines = text.splitlines()
+    # Markdown and Python break lines only at \n, \r\n and \r; str.splitlines() also breaks at form feed,
+    # NEL, U+2028 and other separators, which may sit raw inside a string literal of the code.
+    lines = _LINE_BREAK.split(text)
     i = 0
     while i < len(lines):
         match = _FENCE_OPEN.match(lines[i])

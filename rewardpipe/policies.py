@@ -1,104 +1,168 @@
-"""Policies produce assistant turns: a seeded scripted mix, a replay of recorded turns, or a live endpoint."""
+"""Policies produce assistant turns: scripted players, a replay of recorded turns, or a live endpoint.
+
+* :class:`ScriptedPolicy` plays one scripted strategy (fixed turns, or a function of the state); an
+  environment's ``scenarios(task)`` names a few, one of them ``reference``;
+* :class:`ScenarioMix` is ``run --policy scripted``: every rollout draws one scenario, seeded by the rollout's
+  ids, so groups have real, reproducible within-group variance;
+* :class:`ReplayPolicy` replays recorded rollouts; :class:`OpenAIPolicy` asks an OpenAI-compatible endpoint.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import random
-from typing import Iterable, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
 
-from rewardpipe.episode import EpisodeState, PolicyExhausted
-from rewardpipe.models import Rollout, Task
+from rewardpipe.environment import PolicyExhausted
+from rewardpipe.models import Message, Rollout
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.environment import EpisodeState, TaskRow
+
+__all__ = ["OpenAIPolicy", "Policy", "PolicyExhausted", "ReplayPolicy", "ScenarioMix", "ScriptedPolicy", "fenced"]
 
 
 class Policy(Protocol):
-    def next_turn(self, state: EpisodeState, task: Task) -> str: ...
-
-
-# Strategies of the scripted policy and how often a healthy policy picks each.
-STRATEGY_WEIGHTS = {"ask_first": 0.35, "ask_later": 0.2, "guess": 0.3, "loop": 0.15}
-
-_QUESTIONS = (
-    "Before I write this, could you tell me more about the requirements?",
-    "Are there any other details or edge cases I should know about?",
-    "What else should I keep in mind — any constraints on the input or the output format?",
-    "Is there anything more about the expected behaviour I should know?",
-)
-_STALL = "Let me think about how to approach this first."
-_LOOP_QUESTION = "Can you explain again what exactly you need?"
+    def next_turn(self, state: "EpisodeState", task: "TaskRow") -> "str | Message": ...
 
 
 def fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-def stub_guess(task: Task) -> str:
-    """What a model that never asked commits: a plausible signature with no knowledge of the hidden spec."""
-    return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
+def rollout_rng(seed: int, state: "EpisodeState") -> random.Random:
+    """A random generator of one rollout: the same seed and ids give the same draws, whatever the order
+    the rollouts are played in."""
+    digest = hashlib.sha256(f"{seed}:{state.run_id}:{state.step}:{state.rollout_id}".encode()).digest()
+    return random.Random(int.from_bytes(digest[:8], "big"))
+
+
+TurnFn = Callable[..., "str | Message"]
 
 
 class ScriptedPolicy:
-    """A deterministic stand-in for a model, so groups have real, reproducible within-group variance.
+    """One scripted strategy, for ``doctor`` and ``run --policy scripted``.
 
-    Each rollout picks a strategy from a seeded draw on (seed, rollout_id):
-
-    * ``ask_first``  asks on turn one, keeps asking for a random number of turns, then commits;
-    * ``ask_later``  opens with a non-question, then asks, then commits;
-    * ``guess``      commits on turn one;
-    * ``loop``       repeats the same question until the turn limit, never committing.
-
-    A committing strategy submits the reference solution only when it has learnt every hidden detail,
-    and a signature-only guess otherwise — the "asking is needed to pass" design of the task, simulated.
-    ``collapse_from_step`` makes every rollout from that step on guess immediately: the collapse the
-    monitor exists to catch.
+    ``ScriptedPolicy(turns, *, weight=1.0, max_turns=None, description="")``: ``turns`` is the list of
+    assistant turns to say in order (then the policy is exhausted and the episode is scored as it stands),
+    or a function ``(state, task)`` or ``(state, task, rng)`` returning the next turn (``rng``: a
+    ``random.Random`` of the rollout). ``weight`` is how often :class:`ScenarioMix` draws it (0: never, e.g.
+    a scenario for doctor only); ``max_turns`` the turn limit doctor plays it with (default: the
+    environment's).
     """
 
-    def __init__(self, seed: int = 0, weights: dict[str, float] | None = None, collapse_from_step: int | None = None):
+    def __init__(self, turns: Sequence["str | Message"] | TurnFn, *, weight: float = 1.0,
+                 max_turns: int | None = None, description: str = "") -> None:
+        numeric = isinstance(weight, (int, float)) and not isinstance(weight, bool)
+        if not (numeric and math.isfinite(weight) and weight >= 0):
+            raise ValueError(f"a scenario's weight must be a finite number >= 0, got {weight!r}")
+        if max_turns is not None and (isinstance(max_turns, bool) or not isinstance(max_turns, int) or max_turns < 1):
+            raise ValueError(f"max_turns must be a positive integer, got {max_turns!r}")
+        if callable(turns):
+            self.turns: tuple | None = None
+            self.fn: TurnFn | None = turns
+            try:
+                params = inspect.signature(turns).parameters.values()
+                self._takes_rng = sum(1 for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)) >= 3
+            except (TypeError, ValueError):
+                self._takes_rng = False
+        elif isinstance(turns, (list, tuple)) and all(isinstance(t, (str, Message)) for t in turns):
+            self.turns, self.fn, self._takes_rng = tuple(turns), None, False
+        else:
+            raise TypeError("ScriptedPolicy takes a list of turns (text or Message) or a function "
+                            "(state, task[, rng]) -> turn")
+        self.weight = float(weight)
+        self.max_turns = max_turns
+        self.description = description
+
+    def turn(self, state: "EpisodeState", task: "TaskRow", rng: random.Random) -> "str | Message":
+        if self.turns is not None:
+            index = state.assistant_turns
+            if index >= len(self.turns):
+                raise PolicyExhausted(f"the scenario has {len(self.turns)} turn(s)")
+            return self.turns[index]
+        assert self.fn is not None
+        return self.fn(state, task, rng) if self._takes_rng else self.fn(state, task)
+
+    def next_turn(self, state: "EpisodeState", task: "TaskRow") -> "str | Message":
+        rng = rollout_rng(0, state)
+        rng.random()
+        return self.turn(state, task, rng)
+
+    def __repr__(self) -> str:
+        return f"ScriptedPolicy({'turns' if self.turns is not None else 'fn'}, weight={self.weight:g})"
+
+
+ScenariosFn = Callable[[Any], Mapping[str, ScriptedPolicy]]
+
+
+class ScenarioMix:
+    """Every rollout plays one scenario of its task, drawn by the scenarios' weights from a generator seeded
+    by ``(seed, run, step, rollout)``; from ``collapse_from_step`` on, every rollout plays ``collapse_to``
+    (the collapse the monitor exists to catch). The same generator, advanced past the draw, is what a
+    scenario function receives as ``rng``."""
+
+    def __init__(self, scenarios: ScenariosFn, *, seed: int = 0, collapse_from_step: int | None = None,
+                 collapse_to: str | None = None) -> None:
+        if collapse_from_step is not None and collapse_to is None:
+            raise ValueError("this environment names no collapse_scenario, so --collapse-from-step cannot be used")
+        self.scenarios = scenarios
         self.seed = seed
-        self.weights = dict(weights or STRATEGY_WEIGHTS)
-        unknown = set(self.weights) - set(STRATEGY_WEIGHTS)
-        if unknown:
-            raise ValueError(f"unknown strategies {sorted(unknown)}; known: {sorted(STRATEGY_WEIGHTS)}")
-        # Checked here, not at the first draw, where it would turn every rollout into a policy error.
-        for name, weight in self.weights.items():
-            numeric = isinstance(weight, (int, float)) and not isinstance(weight, bool)
-            if not (numeric and math.isfinite(weight) and weight >= 0):
-                raise ValueError(f"strategy weight for '{name}' must be a finite number >= 0, got {weight!r}")
-        if not sum(self.weights.values()) > 0:
-            raise ValueError("at least one strategy weight must be positive")
         self.collapse_from_step = collapse_from_step
+        self.collapse_to = collapse_to
+        self._by_task: dict[int, tuple[Any, Mapping[str, ScriptedPolicy]]] = {}
+        self._drawn: dict[tuple, tuple[str, Any]] = {}
 
-    def _rng(self, state: EpisodeState) -> random.Random:
-        digest = hashlib.sha256(f"{self.seed}:{state.run_id}:{state.step}:{state.rollout_id}".encode()).digest()
-        return random.Random(int.from_bytes(digest[:8], "big"))
+    def _scenarios(self, task: Any) -> Mapping[str, ScriptedPolicy]:
+        """A task's scenarios, asked of the environment once per task (a task's scenarios do not change)."""
+        known = self._by_task.get(id(task))
+        if known is not None and known[0] is task:
+            return known[1]
+        scenarios = self.scenarios(task)
+        if not scenarios:
+            raise ValueError(f"the environment gives no scenarios for task '{task.task_id}' to play")
+        if len(self._by_task) >= 4096:
+            self._by_task.clear()
+        self._by_task[id(task)] = (task, scenarios)  # the task is kept, so its id is never reused meanwhile
+        return scenarios
 
-    def strategy(self, state: EpisodeState) -> str:
+    def strategy(self, state: "EpisodeState", task: Any = None) -> str:
+        return self._draw(state, task)[0]
+
+    def _draw(self, state: "EpisodeState", task: Any) -> tuple[str, Any]:
+        """``(scenario, generator state after the draw)`` of a rollout, drawn once and remembered for its
+        later turns (a fresh generator per turn would give the same draws, for a hash and a reseed each)."""
+        key = (state.run_id, state.step, state.rollout_id, id(task))
+        drawn = self._drawn.get(key)
+        if drawn is not None:
+            return drawn
         if self.collapse_from_step is not None and state.step >= self.collapse_from_step:
-            return "guess"
-        rng = self._rng(state)
-        names = list(self.weights)
-        return rng.choices(names, weights=[self.weights[n] for n in names])[0]
-
-    def next_turn(self, state: EpisodeState, task: Task) -> str:
-        strategy = self.strategy(state)
-        turn = state.assistant_turns
-        rng = self._rng(state)
+            name: str = self.collapse_to  # type: ignore[assignment]
+        else:
+            scenarios = self._scenarios(task)
+            names = [name for name, scenario in scenarios.items() if scenario.weight > 0]
+            if not names:
+                raise ValueError(f"every scenario of task '{task.task_id}' has weight 0")
+            name = rollout_rng(self.seed, state).choices(names, weights=[scenarios[n].weight for n in names])[0]
+        rng = rollout_rng(self.seed, state)
         rng.random()  # decorrelate from the strategy draw
-        planned_questions = rng.randint(1, max(1, len(task.spec)))
-        if strategy == "guess":
-            return "Here is my solution:\n" + fenced(stub_guess(task))
-        if strategy == "loop":
-            return _LOOP_QUESTION
-        if strategy == "ask_later" and turn == 0:
-            return _STALL
-        asked = turn - (1 if strategy == "ask_later" else 0)
-        last_turn = turn + 1 >= state.max_turns
-        if asked < planned_questions and not last_turn:
-            return _QUESTIONS[asked % len(_QUESTIONS)]
-        knows_everything = len(state.revealed) >= len(task.spec)
-        code = task.reference_solution if knows_everything else stub_guess(task)
-        return "Thanks, that makes it clear. Here is the implementation:\n" + fenced(code)
+        drawn = (name, rng.getstate())
+        if len(self._drawn) >= 4096:  # bounded: the rollouts of one step at most are in play at once
+            self._drawn.clear()
+        self._drawn[key] = drawn
+        return drawn
+
+    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
+        scenarios = self._scenarios(task)
+        name, rng_state = self._draw(state, task)
+        if name not in scenarios:
+            raise ValueError(f"no scenario named '{name}' for task '{task.task_id}' (known: {', '.join(scenarios)})")
+        rng = random.Random.__new__(random.Random)  # no seeding from the OS: the state is set right after
+        rng.setstate(rng_state)
+        return scenarios[name].turn(state, task, rng)
 
 
 class ReplayPolicy:
@@ -106,45 +170,47 @@ class ReplayPolicy:
 
     Rollout ids often repeat across training steps ("...-k0" at every step), so the step is part of the
     key; a rollout id recorded at a single step also matches a state at another step. The same
-    ``(step, rollout_id)`` recorded twice is ambiguous and rejected.
+    ``(step, rollout_id)`` recorded twice is ambiguous and rejected. Assistant messages are replayed whole
+    (their ``tool_calls`` too).
     """
 
     def __init__(self, rollouts: Iterable[Rollout]):
-        self.turns: dict[tuple[int, str], list[str]] = {}
+        self.turns: dict[tuple[int, str], list[Message]] = {}
         for rollout in rollouts:
             key = (rollout.step, rollout.rollout_id)
             if key in self.turns:
                 raise ValueError(f"rollout '{rollout.rollout_id}' is recorded twice for step {rollout.step}")
-            self.turns[key] = [m.content for m in rollout.messages if m.role == "assistant"]
+            self.turns[key] = [m for m in rollout.messages if m.role == "assistant"]
         self._steps_by_id: dict[str, list[int]] = {}
         for step, rollout_id in self.turns:
             self._steps_by_id.setdefault(rollout_id, []).append(step)
 
-    def _recorded(self, state: EpisodeState) -> list[str] | None:
+    def _recorded(self, state: "EpisodeState") -> list[Message] | None:
         exact = self.turns.get((state.step, state.rollout_id))
         if exact is not None:
             return exact
         steps = self._steps_by_id.get(state.rollout_id, [])
         return self.turns[(steps[0], state.rollout_id)] if len(steps) == 1 else None
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:
+    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
         recorded = self._recorded(state)
         if recorded is None:
             raise KeyError(f"no recorded rollout '{state.rollout_id}' (step {state.step}) to replay")
         if state.assistant_turns >= len(recorded):
             raise PolicyExhausted(f"recording has {len(recorded)} assistant turn(s)")
-        return recorded[state.assistant_turns]
+        message = recorded[state.assistant_turns]
+        return message if message.tool_calls or message.name else message.content
 
 
-POLICY_SYSTEM_PROMPT = (
-    "You are a careful programmer helping a user. The request may leave out details that matter. "
-    "Each turn, either ask the user one clarifying question (no code), or, when you know enough, reply with "
-    "the complete solution as a single ```python fenced block defining the requested function."
-)
+def chat_message(message: Message) -> dict[str, Any]:
+    """A message as an OpenAI-compatible endpoint takes it (tool fields only when present)."""
+    return message.model_dump(mode="json")
 
 
 class OpenAIPolicy(OwnsChatClient):
-    """Any OpenAI-compatible chat endpoint (a local vLLM server, a hosted API) plays the model."""
+    """Any OpenAI-compatible chat endpoint (a local vLLM server, a hosted API) plays the model.
+
+    ``system_prompt`` (the environment's ``system_prompt``, usually) goes in front of the conversation."""
 
     def __init__(
         self,
@@ -153,14 +219,14 @@ class OpenAIPolicy(OwnsChatClient):
         api_key: str | None = None,
         temperature: float = 1.0,
         max_tokens: int = 1024,
-        system_prompt: str = POLICY_SYSTEM_PROMPT,
+        system_prompt: str | None = None,
         client: ChatClient | None = None,
     ):
         self.client = client or ChatClient(base_url, model, api_key=api_key)
         self.params = {"temperature": temperature, "max_tokens": max_tokens}
         self.system_prompt = system_prompt
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:
-        messages = [{"role": "system", "content": self.system_prompt}]
-        messages += [{"role": m.role, "content": m.content} for m in state.messages]
+    def next_turn(self, state: "EpisodeState", task: Any) -> str:
+        messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
+        messages += [chat_message(m) for m in state.messages]
         return self.client.complete(messages, **self.params)

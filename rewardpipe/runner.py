@@ -1,8 +1,9 @@
 """The local runner: the main job. Groups of K rollouts per step, scored, stored, and monitored.
 
 Each step runs in three phases so the expensive part batches well: (1) every rollout's conversation
-(policy and simulator turns), (2) all committed code through the executor's worker pool at once, (3) scoring.
-The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the state machine runs.
+(policy and environment turns), (2) every execution job through the executor's worker pool, (3) scoring.
+The phases are exactly the steps of :mod:`rewardpipe.episode`, the same ones the state machine runs, over
+any environment.
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
+from rewardpipe.environment import Environment, EpisodeState
 from rewardpipe.episode import (
     ConversationError,
-    EpisodeState,
+    EnvServices,
     build_record,
     converse,
     error_record,
@@ -24,13 +26,11 @@ from rewardpipe.episode import (
     failure_record,
     finish_episode,
     start_episode,
-    task_job,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import Record, Rollout, Task
-from rewardpipe.questions import answered_turns_in
+from rewardpipe.models import Record, Rollout
 from rewardpipe.rewards import Reward
-from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode, transcript_of_messages
+from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode
 
 ProgressFn = Callable[[str, int, int], None]
 # Receives each rollout's transcript as it is scored (e.g. ``store.put_transcript``); its failures are the
@@ -38,17 +38,31 @@ ProgressFn = Callable[[str, int, int], None]
 TranscriptFn = Callable[[RolloutTranscript], Any]
 
 
+class NoSandbox:
+    """The executor of an environment that runs no code (no sandbox is started for it): asked to run a job
+    anyway, it says so, and that rollout gets an error record, never a score."""
+
+    def run(self, job: Any) -> Any:
+        raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
+
+    def run_batch(self, jobs: list, workers: int | None = None) -> list:
+        return [self.run(job) for job in jobs]
+
+    def close(self) -> None:
+        pass
+
+
 @dataclass
 class Slot:
     """One rollout to produce: its ids and its task."""
 
-    task: Task
+    task: Any
     step: int
     group_id: str
     rollout_id: str
 
 
-def plan_step(tasks: Sequence[Task], step: int, groups_per_step: int, group_size: int) -> list[Slot]:
+def plan_step(tasks: Sequence[Any], step: int, groups_per_step: int, group_size: int) -> list[Slot]:
     """Round-robin over the task set: step n takes the next ``groups_per_step`` tasks, K rollouts each."""
     if not tasks:
         raise ValueError("the task set is empty")
@@ -63,7 +77,7 @@ def plan_step(tasks: Sequence[Task], step: int, groups_per_step: int, group_size
     return slots
 
 
-def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Task]) -> tuple[list[Slot], list[Rollout]]:
+def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Any]) -> tuple[list[Slot], list[Rollout]]:
     """Slots for replaying recorded rollouts; rollouts naming an unknown task are returned separately."""
     slots, unknown = [], []
     for rollout in rollouts:
@@ -99,23 +113,36 @@ def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -
         return results
 
 
+def _job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | Exception | None:
+    try:
+        return execution_job(state, task, env)
+    except Exception as exc:  # noqa: BLE001 - the environment's execution_job failed: its episode's error
+        return exc
+
+
 def score_episodes(
-    episodes: Sequence[tuple[EpisodeState, Task]], *, executor: Any, reward: Reward, workers: int | None = None,
+    episodes: Sequence[tuple[EpisodeState, Any]], *, executor: Any, reward: Reward | None = None,
+    env: Environment, workers: int | None = None,
 ) -> list[tuple[Record, ExecutionResult | None]]:
-    """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every committed
-    code runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
+    """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every execution
+    job runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
     episode an error record; the others are scored. Returns ``(record, execution)`` per episode."""
-    jobs = [(index, job) for index, (state, task) in enumerate(episodes)
-            if (job := execution_job(state, task)) is not None]
+    reward = reward if reward is not None else env.reward
+    planned = [_job(state, task, env) for state, task in episodes]
+    jobs = [(index, job) for index, job in enumerate(planned) if isinstance(job, ExecutionJob)]
     results = _execute_all(executor, [job for _, job in jobs], workers)
-    executions = {index: result for (index, _), result in zip(jobs, results)}
+    executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results)}
     scored: list[tuple[Record, ExecutionResult | None]] = []
     for index, (state, task) in enumerate(episodes):
         outcome = executions.get(index)
-        if isinstance(outcome, Exception):
+        if isinstance(planned[index], Exception):
+            failure = planned[index]
+            scored.append((error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward),
+                           None))
+        elif isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
         else:
-            scored.append((finish_episode(state, task, outcome, reward), outcome))
+            scored.append((finish_episode(state, task, outcome, reward, env), outcome))
     return scored
 
 
@@ -123,25 +150,28 @@ def run_slots(
     slots: Sequence[Slot],
     *,
     policy: Any,
-    simulator: Any,
+    env: Environment,
     executor: Any,
-    reward: Reward,
+    reward: Reward | None = None,
     run_id: str,
-    max_turns: int,
+    max_turns: int | None = None,
     workers: int | None = None,
     conversation_threads: int = 1,
     progress: ProgressFn | None = None,
     on_transcript: TranscriptFn | None = None,
+    services: EnvServices | None = None,
 ) -> list[Record]:
     """Produce one record per slot, in slot order. Never raises for a single rollout's failure.
 
-    The three kinds of work overlap: a rollout's committed code is handed to the sandbox (``workers``
+    The three kinds of work overlap: a rollout's execution job is handed to the sandbox (``workers``
     executions at a time, default one per core) the moment its conversation ends, and each finished
     execution is scored while later conversations are still being played, so the turn loop and scoring
     run in this process while the sandbox's processes execute code.
 
-    ``on_transcript`` gets every rollout's transcript, failed ones included (with the turns so far).
+    ``reward`` defaults to the environment's; ``max_turns`` to its turn limit. ``on_transcript`` gets every
+    rollout's transcript, failed ones included (with the turns so far).
     """
+    reward = reward if reward is not None else env.reward
     finished: dict[int, Record] = {}
     ended: dict[int, tuple[EpisodeState, ExecutionResult | None]] = {}
     running: dict[int, tuple[EpisodeState, Future]] = {}
@@ -158,7 +188,7 @@ def run_slots(
                 finished[index] = error_record(state, "executor_crash", f"{type(exc).__name__}: {exc}", reward)
                 ended[index] = (state, None)
                 return
-        finished[index] = finish_episode(state, slots[index].task, outcome, reward)
+        finished[index] = finish_episode(state, slots[index].task, outcome, reward, env)
         ended[index] = (state, outcome)
 
     def settle_done() -> None:
@@ -175,16 +205,27 @@ def run_slots(
 
     def talk(index: int) -> None:
         slot = slots[index]
-        state = start_episode(slot.task, run_id=run_id, step=slot.step, group_id=slot.group_id,
-                              rollout_id=slot.rollout_id, max_turns=max_turns)
         try:
-            state = converse(state, slot.task, policy, simulator)
-        except ConversationError as exc:  # endpoint or simulator failure: an error record, never a score
+            state = start_episode(slot.task, env=env, run_id=run_id, step=slot.step, group_id=slot.group_id,
+                                  rollout_id=slot.rollout_id, max_turns=max_turns)
+        except Exception as exc:  # noqa: BLE001 - the environment's start failed: this rollout's error
+            finished[index] = failure_record(run_id=run_id, step=slot.step, group_id=slot.group_id,
+                                             rollout_id=slot.rollout_id, task_id=slot.task.task_id,
+                                             kind="simulator_error", message=f"{type(exc).__name__}: {exc}",
+                                             reward=reward)
+            _count(index)
+            return
+        try:
+            state = converse(state, slot.task, policy, env, services=services)
+        except ConversationError as exc:  # endpoint or environment failure: an error record, never a score
             finished[index] = error_record(exc.state, exc.kind, str(exc), reward)
             ended[index] = (exc.state, None)
         else:
-            job = execution_job(state, slot.task)
-            if job is None:
+            job = _job(state, slot.task, env)
+            if isinstance(job, Exception):
+                finished[index] = error_record(state, "simulator_error", f"{type(job).__name__}: {job}", reward)
+                ended[index] = (state, None)
+            elif job is None:
                 settle(index, state, None)
             else:
                 with lock:
@@ -194,6 +235,9 @@ def run_slots(
                     # quadratic in the step's size.
                     execution.add_done_callback(lambda _, index=index: finished_executions.put(index))
         settle_done()
+        _count(index)
+
+    def _count(index: int) -> None:
         with lock:
             talked[0] += 1
         if progress:
@@ -213,51 +257,61 @@ def run_slots(
     if on_transcript is not None:
         for index in sorted(ended):
             state, outcome = ended[index]
-            on_transcript(transcript_of_episode(state, slots[index].task, outcome, finished[index]))
+            on_transcript(transcript_of_episode(state, slots[index].task, outcome, finished[index], env=env))
     return [finished[i] for i in range(len(slots))]
 
 
 def score_rollouts(
-    rollouts: Sequence[Rollout], tasks: dict[str, Task], *, executor: Any, reward: Reward, run_id: str,
-    workers: int | None = None, on_transcript: TranscriptFn | None = None,
+    rollouts: Sequence[Rollout], tasks: dict[str, Any], *, executor: Any, env: Environment,
+    reward: Reward | None = None, run_id: str, workers: int | None = None, on_transcript: TranscriptFn | None = None,
 ) -> list[Record]:
-    """Score recorded transcripts as they are (no new turns): the final committed code is executed.
+    """Score recorded conversations as they are (no new turns): each is replayed into the environment's
+    state (:meth:`rewardpipe.Environment.replay`), its execution job runs, and the reward scores it.
 
-    ``on_transcript`` gets the transcript of every rollout whose task is known.
+    ``on_transcript`` gets the transcript of every rollout whose task is known and whose replay worked.
     """
-    from rewardpipe.rewards.base import Transcript
-
-    codes: dict[int, str | None] = {}
+    reward = reward if reward is not None else env.reward
+    states: dict[int, EpisodeState | Exception] = {}
     jobs: list[tuple[int, ExecutionJob]] = []
     for index, rollout in enumerate(rollouts):
         task = tasks.get(rollout.task_id)
-        code = reward.code_to_execute(Transcript.from_messages(rollout.messages)) if task else None
-        codes[index] = code
-        if task is not None and code is not None:
-            jobs.append((index, task_job(task, code, rollout.rollout_id)))
+        if task is None:
+            continue
+        try:
+            state = env.replay(task, list(rollout.messages))
+            if not isinstance(state, EpisodeState):
+                raise TypeError(f"replay() returned {type(state).__name__}, not a state")
+            state = state.model_copy(update={"run_id": run_id, "step": rollout.step, "group_id": rollout.group_id,
+                                             "rollout_id": rollout.rollout_id, "task_id": rollout.task_id})
+            job = execution_job(state, task, env)
+        except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
+            states[index] = exc
+            continue
+        states[index] = state
+        if job is not None:
+            jobs.append((index, job))
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions = {i: r for (i, _), r in zip(jobs, results)}
     records = []
     for index, rollout in enumerate(rollouts):
-        if rollout.task_id not in tasks:
+        task = tasks.get(rollout.task_id)
+        if task is None:
             records.append(unknown_task_record(rollout, run_id, reward))
             continue
+        state = states[index]
+        if isinstance(state, Exception):
+            records.append(_rollout_failure(rollout, run_id, "replay_failed",
+                                            f"{type(state).__name__}: {state}", reward))
+            continue
         outcome = executions.get(index)
-        spec = tasks[rollout.task_id].spec
         if isinstance(outcome, Exception):
             record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
                                       reward)
             outcome = None
         else:
-            # Which questions were answered with a hidden detail is read off the recorded replies.
-            record = build_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id,
-                                  rollout_id=rollout.rollout_id, task_id=rollout.task_id,
-                                  messages=list(rollout.messages), execution=outcome, reward=reward,
-                                  answered_turns=answered_turns_in(rollout.messages, spec))
+            record = build_record(**state.record_ids(), messages=list(rollout.messages), execution=outcome,
+                                  reward=reward, task=task, state=state)
         records.append(record)
         if on_transcript is not None:
-            on_transcript(transcript_of_messages(
-                run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
-                task_id=rollout.task_id, messages=rollout.messages, spec=spec, executed_code=codes.get(index),
-                execution=outcome, record=record))
+            on_transcript(transcript_of_episode(state, task, outcome, record, env=env))
     return records

@@ -10,8 +10,9 @@ A sample that cannot be scored still gets a result, always flagged by the metric
 Nova cannot drop a sample), so :func:`apply_error_reward` decides which: ``neutral`` (the mean of the same
 prompt's scored samples in the batch, so its GRPO advantage is about 0), ``zero``, or ``fail_batch``.
 
-With a ``deadline``, code runs in waves no longer than the time left, and a sample whose code could not
-finish before it is answered flagged (``error_deadline_exceeded``) instead of the caller timing out. With
+With a ``deadline``, a sample's code starts only while its whole time limit fits in the time left (so a
+sample that times out is the model's ``timeout``); a sample there was no time to start is answered flagged
+(``error_deadline_exceeded``) instead of the caller timing out. With
 ``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too.
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
@@ -23,14 +24,16 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from typing import Any, Mapping, Sequence
 
-from pydantic import ConfigDict, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
 from rewardpipe.deferred import DeferredModel
+from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ASSISTANT_ROLE_ALIASES, ErrorInfo, Message, nova_output
+from rewardpipe.models import ASSISTANT_ROLE_ALIASES, MAX_STEP, ErrorInfo, InputId, Message, nova_output
 from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
 from rewardpipe.rewards import code_correctness
 
@@ -158,7 +161,10 @@ def score_samples(
             parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
 
     executions = _run_executions(parsed, reward, executor, workers, deadline)
-    results = []
+    results: list[Any] = []
+    # A reward with async components (a judge calling an LLM) is scored for the whole batch at once, so its
+    # calls run concurrently; any other sample by sample (each answered before the next is started).
+    batched: list[tuple[int, Any, ScoringInput]] = []
     for index, (sample_id, sample, problem) in enumerate(parsed):
         if sample is None and problem is not None:
             results.append(_error_output(sample_id, "malformed_sample", problem))
@@ -170,20 +176,34 @@ def score_samples(
         if isinstance(execution, ErrorInfo):
             results.append(_error_output(sample_id, execution.kind, execution.message))
             continue
+        data = ScoringInput(execution=execution, reference=find_reference(sample), messages=sample.messages)
+        if reward.has_async:
+            batched.append((len(results), sample_id, data))
+            results.append(None)
+            continue
         try:
-            data = ScoringInput(Transcript.from_messages(sample.messages), execution, find_reference(sample))
             score = reward.score_input(data)
         except Exception as exc:  # noqa: BLE001 - one bad sample must never fail the batch
             results.append(_error_output(sample_id, "scoring_failed", f"{type(exc).__name__}: {exc}"))
             continue
-        if score.error:
-            results.append(_error_output(sample_id, score.error.kind, score.error.message))
-            continue
-        if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
-            results.append(_error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate"))
-            continue
-        results.append(nova_output(sample_id, score.aggregate, score.components, score.metrics))
+        results.append(_score_output(sample_id, score))
+    if batched:
+        try:
+            scores = reward.score_many([data for _, _, data in batched])
+        except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
+            scores = [exc] * len(batched)
+        for (position, sample_id, _), score in zip(batched, scores):
+            results[position] = (_error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
+                                 if isinstance(score, Exception) else _score_output(sample_id, score))
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
+
+
+def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:
+    if score.error:
+        return _error_output(sample_id, score.error.kind, score.error.message)
+    if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
+        return _error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate")
+    return nova_output(sample_id, score.aggregate, score.components, score.metrics)
 
 
 def prompt_key(raw: Any) -> str | None:
@@ -322,31 +342,151 @@ def _run_executions(
 def _run_before_deadline(
     executor: Any, jobs: dict[int, ExecutionJob], workers: int | None, deadline: float
 ) -> dict[int, ExecutionResult | ErrorInfo]:
-    """Run the jobs in waves of ``workers``, each job's budget capped at the time left.
+    """Run the jobs on ``workers`` lanes, each starting its next job as soon as it is free, and only when
+    the job's *own* time limit still fits before ``deadline``.
 
-    A job cut short by the cap (it timed out under a budget smaller than its own) and every job there was
-    no time to start are infrastructure outcomes, not the model's: they come back as ``deadline_exceeded``
-    errors, never as a timeout score.
+    So a job that runs out its time limit ran all of it: its ``timeout`` is the model's failure (a 0),
+    whatever else the batch held. Only a job there was no time left to start with its full budget is an
+    infrastructure outcome (``deadline_exceeded``); a hanging sample costs one lane its time limit and
+    never a neighbour's budget (nor its own answer: it is not cut short and then excused).
     """
     threads = workers or getattr(getattr(executor, "config", None), "workers", None) or os.cpu_count() or 2
     pending = list(jobs.items())
     out: dict[int, ExecutionResult | ErrorInfo] = {}
-    while pending:
-        left = deadline - time.monotonic()
-        if left < MIN_JOB_S:
-            for index, _ in pending:
-                out[index] = ErrorInfo(kind="deadline_exceeded",
-                                       message="not run: the invocation's time ran out before this sample's turn")
-            break
-        wave, pending = pending[:threads], pending[threads:]
-        capped = [job.model_copy(update={"timeout_s": min(job.timeout_s, left)}) for _, job in wave]
-        try:
-            for (index, job), run, result in zip(wave, capped, executor.run_batch(capped, workers=threads)):
-                cut_short = run.timeout_s < job.timeout_s and result.status == "timeout"
-                out[index] = (ErrorInfo(kind="deadline_exceeded",
-                                        message=f"stopped after {run.timeout_s:.1f} s: the invocation's time ran out")
-                              if cut_short else result)
-        except Exception as exc:  # noqa: BLE001 - this wave's unanswered jobs only; earlier waves keep their results
-            for index, _ in wave:
-                out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
+    lock = threading.Lock()
+
+    def lane() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                index, job = pending.pop(0)
+                left = deadline - time.monotonic()
+                if left < max(job.timeout_s, MIN_JOB_S):
+                    out[index] = ErrorInfo(kind="deadline_exceeded", message=(
+                        f"not run: {left:.1f} s were left of the invocation, less than this sample's time "
+                        f"limit of {job.timeout_s:g} s"))
+                    continue
+            try:
+                result = next(iter(executor.run_batch([job], workers=1)))
+            except Exception as exc:  # noqa: BLE001 - this job's answer only; the other lanes go on
+                result = ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}")
+            with lock:
+                out[index] = result
+
+    count = max(1, min(threads, len(pending)))
+    lanes = [threading.Thread(target=lane, name="rewardpipe-lane") for _ in range(count)]
+    for thread in lanes:
+        thread.start()
+    for thread in lanes:
+        thread.join()
     return out
+
+
+# --------------------------------------------------------------------------------------------------
+# `rewardpipe score FILE --reward REF`: single-turn samples from a file, scored into records
+
+
+class ScoreSample(DeferredModel):
+    """One line of a single-turn samples file: the conversation (the last assistant message is the answer)
+    and its ``reference``. The ids are optional: ``rollout_id`` defaults to the line, ``group_id`` to the
+    ``task_id`` or else to the prompt (the samples of one prompt form a GRPO group), ``task_id`` to the group."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    rollout_id: InputId | None = None
+    group_id: InputId | None = None
+    task_id: InputId | None = None
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)
+    messages: list[Message] = Field(min_length=1)
+    reference: Any = None
+
+
+class OpenTaskRow(TaskRow):
+    """A task row of any shape (``task_id``, ``prompt`` and whatever else), for a single-turn reward that reads
+    ``task`` without an environment to define the row."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+def _prompt_group(messages: Sequence[Message]) -> str:
+    import hashlib
+
+    last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=len(messages))
+    prompt = json.dumps([m.model_dump(mode="json") for m in messages[:last]], sort_keys=True, ensure_ascii=False)
+    return "p-" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+
+
+class SampleReader:
+    """The samples of a JSONL file, one line at a time: ``(line number, ScoreSample | None, problem | None)``.
+    A bad line (not UTF-8, not JSON, a field wrong, no assistant message, a ``rollout_id`` already seen at its
+    step) comes back with a problem naming ``file:line`` and the field."""
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        from pathlib import Path
+
+        self.path = Path(path)
+        self._seen: dict[tuple[int, str], int] = {}
+
+    def __iter__(self):
+        from rewardpipe.models import open_input, same_text, validated_lines
+
+        with open_input(self.path) as fh:
+            for lineno, where, sample, problem in validated_lines(fh, self.path, ScoreSample):
+                if sample is None:
+                    yield lineno, None, problem
+                    continue
+                if not any(m.role == "assistant" for m in sample.messages):
+                    yield lineno, None, f"{where}: field 'messages': no assistant message, so no answer to score"
+                    continue
+                group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
+                sample = sample.model_copy(update={"rollout_id": sample.rollout_id or f"line-{lineno}",
+                                                   "group_id": group, "task_id": sample.task_id or group})
+                key = (sample.step, same_text(sample.rollout_id))
+                first = self._seen.setdefault(key, lineno)
+                if first != lineno:
+                    yield lineno, None, (f"{where} ({sample.rollout_id[:80]}): duplicate rollout_id "
+                                         f"(first on line {first})")
+                    continue
+                yield lineno, sample, None
+
+
+def score_sample_records(samples: Sequence[ScoreSample], reward: Reward, *, run_id: str, executor: Any = None,
+                         tasks: Mapping[str, Any] | None = None, workers: int | None = None,
+                         on_transcript: Any = None) -> list[Any]:
+    """One record per sample (and its transcript to ``on_transcript``): code runs in one batch when the reward
+    executes code, then each sample is scored; a sample naming an unknown task, a bad reference or a
+    component that raised is an error record, never a 0."""
+    from rewardpipe.episode import build_record, failure_record
+    from rewardpipe.transcripts import RolloutTranscript, verdict_of
+
+    parsed = [(sample.rollout_id, Sample(id=sample.rollout_id, messages=sample.messages,
+                                         reference_answer=sample.reference), None) for sample in samples]
+    executions = _run_executions(parsed, reward, executor, workers)
+    records = []
+    for index, sample in enumerate(samples):
+        ids = {"run_id": run_id, "step": sample.step, "group_id": sample.group_id, "rollout_id": sample.rollout_id,
+               "task_id": sample.task_id}
+        task = tasks.get(sample.task_id) if tasks is not None else None
+        outcome = executions.get(index)
+        code = None
+        if tasks is not None and task is None:
+            record = failure_record(**ids, kind="unknown_task", message=f"task '{sample.task_id}' is not in the "
+                                                                        f"task file", reward=reward)
+        elif isinstance(outcome, ErrorInfo):
+            record = failure_record(**ids, kind=outcome.kind, message=outcome.message, reward=reward)
+            outcome = None
+        else:
+            record = build_record(**ids, messages=sample.messages, execution=outcome, reward=reward, task=task,
+                                  reference=sample.reference)
+            if reward.needs_execution:
+                code = reward.code_to_execute(Transcript.from_messages(sample.messages))
+        records.append(record)
+        if on_transcript is not None:
+            on_transcript(RolloutTranscript(
+                **ids, messages=list(sample.messages), executed_code=code,
+                verdict=verdict_of(outcome, code, record if record.status == "error" else None,
+                                   reward.needs_execution),
+                status=record.status, error=record.error, components=dict(record.components),
+                aggregate=record.aggregate))
+    return records

@@ -1,8 +1,9 @@
 """The evidence beside every record: one rollout's transcript.
 
-``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json`` holds the messages, the hidden spec items the
-simulator revealed (and which assistant turn each answered), the code that was executed, the execution
-verdict with its reason, and the scores. It sits beside the records but outside the ``step=<n>/`` folders
+``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json`` holds the messages (tool calls included), the
+code that was executed, the execution verdict with its reason, the scores, and what the environment adds
+(the ask-before-coding environment: each assistant turn's kind, and the hidden spec items the simulator
+revealed with the assistant turn each answered). It sits beside the records but outside the ``step=<n>/`` folders
 the record readers list. The local runner, ``rewardpipe score`` and the AWS Score step write the same
 document through :meth:`rewardpipe.store.Store.put_transcript`; ``rewardpipe show`` and the report read it.
 
@@ -12,18 +13,16 @@ A transcript is also a valid :class:`~rewardpipe.models.Rollout` once its extra 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal, Sequence
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
 
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.models import ErrorInfo, Message, Record, RolloutIdentity
-from rewardpipe.parsing import parse_turn
+from rewardpipe.models import ErrorInfo, Record, RolloutIdentity
 
 if TYPE_CHECKING:  # pragma: no cover
-    from rewardpipe.episode import EpisodeState
+    from rewardpipe.environment import Environment, EpisodeState
     from rewardpipe.execution.result import ExecutionResult
-    from rewardpipe.models import Task
 
 TRANSCRIPT_SCHEMA = "rewardpipe.transcript/v1"
 
@@ -61,12 +60,15 @@ class RolloutTranscript(RolloutIdentity):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def verdict_of(execution: "ExecutionResult | None", code: str | None, record: Record | None = None) -> Verdict:
+def verdict_of(execution: "ExecutionResult | None", code: str | None, record: Record | None = None,
+               runs_code: bool = True) -> Verdict:
     if execution is not None:
         return Verdict(status=execution.status.value, reason=execution.reason or "", passed=execution.passed,
                        total=execution.total)
     if record is not None and record.error is not None:
         return Verdict(status="error", reason=f"{record.error.kind}: {record.error.message}")
+    if not runs_code:
+        return Verdict(status="not_executed", reason="the environment runs no code")
     return Verdict(status="not_executed", reason="no code was committed" if code is None else "the code was not run")
 
 
@@ -77,36 +79,33 @@ def _scores(record: Record | None) -> dict[str, Any]:
             "aggregate": record.aggregate}
 
 
-def transcript_of_episode(state: "EpisodeState", task: "Task | None", execution: "ExecutionResult | None" = None,
-                          record: Record | None = None) -> RolloutTranscript:
-    """The transcript of an episode run here (runner, AWS state machine): exact reveal bookkeeping.
-    Without the task (a failure before it could be loaded) the revealed items keep their index only."""
-    spec = task.spec if task is not None else []
-    turns = dict(zip(state.revealed, state.answered_turns))
-    revealed = [RevealedItem(index=i, text=spec[i] if 0 <= i < len(spec) else "", turn=turns.get(i))
-                for i in state.revealed]
+def _executed_code(state: "EpisodeState", task: Any, env: "Environment") -> str | None:
+    """The code of the episode's execution job (None when it has none, or the task is not known)."""
+    if task is None or state.next_action != "execute":
+        return None
+    try:
+        job = env.execution_job(state, task)
+    except Exception:  # noqa: BLE001 - a transcript is evidence: a failing hook leaves the field empty
+        return None
+    return job.code if job is not None else None
+
+
+def transcript_of_episode(state: "EpisodeState", task: Any, execution: "ExecutionResult | None" = None,
+                          record: Record | None = None, *, env: "Environment") -> RolloutTranscript:
+    """The transcript of an episode (run here, on AWS, or replayed by ``score``): its messages, the code of
+    its execution job, the verdict, the scores, and what the environment adds
+    (:meth:`rewardpipe.Environment.transcript_fields`: turn kinds, revealed details...). ``task`` may be
+    None (a failure before it could be loaded)."""
+    fields: dict[str, Any] = {"executed_code": _executed_code(state, task, env)}
+    try:
+        fields.update(env.transcript_fields(state, task))
+    except Exception:  # noqa: BLE001 - evidence only: the environment's extras are left out
+        pass
     return RolloutTranscript(
         **state.record_ids(),
         messages=list(state.messages),
-        turn_kinds=[str(getattr(k, "value", k)) for k in state.turn_kinds],
-        revealed=revealed,
-        executed_code=state.final_code,
-        verdict=verdict_of(execution, state.final_code, record),
+        verdict=verdict_of(execution, fields.get("executed_code"), record, env.runs_code),
         end_reason=state.end_reason,
+        **fields,
         **_scores(record),
-    )
-
-
-def transcript_of_messages(*, run_id: str, step: int, group_id: str, rollout_id: str, task_id: str,
-                           messages: Sequence[Message], spec: Sequence[str], executed_code: str | None,
-                           execution: "ExecutionResult | None", record: Record | None = None) -> RolloutTranscript:
-    """The transcript of a recorded conversation (``rewardpipe score``): reveals read off the user replies."""
-    from rewardpipe.questions import reveals_in
-
-    kinds = [parse_turn(m.content).kind.value for m in messages if m.role == "assistant"]
-    revealed = [RevealedItem(index=index, text=spec[index], turn=turn) for turn, index in reveals_in(messages, spec)]
-    return RolloutTranscript(
-        run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, task_id=task_id,
-        messages=list(messages), turn_kinds=kinds, revealed=revealed, executed_code=executed_code,
-        verdict=verdict_of(execution, executed_code, record), **_scores(record),
     )

@@ -218,6 +218,19 @@ def test_any_task_is_valid_everywhere_or_refused_by_every_command(tmp_path_facto
             assert result.exit_code == 1 and where in result.stderr, (command, result.output[-2000:])
 
 
+def test_a_task_of_as_many_spec_items_as_allowed_passes_doctor(tmp_path):
+    """Before: 98 items passed `tasks validate` and crashed `doctor` (its scenarios asked for more turns than an
+    episode may take); a doctor that caught that would still report the task broken. The most items a task may
+    hold leave room for one question each and the commit: every scenario plays, the task is healthy."""
+    for count in (98, MAX_SPEC_ITEMS):
+        tasks_file = tmp_path / f"tasks-{count}.jsonl"
+        tasks_file.write_text(json.dumps(spec_task(count)) + "\n")
+        result = invoke("doctor", "--tasks", tasks_file, "--json")
+        (diagnosis,) = json.loads(result.stdout)["diagnoses"]
+        assert result.exit_code == 0 and diagnosis["ok"], (count, diagnosis)
+        assert diagnosis["component_values"]["asked_before_coding"][-1] == 1.0  # every item asked about
+
+
 @st.composite
 def rollout_lines(draw):
     """Recorded rollouts of a bundled task, their ids and steps at their extremes (a few just past them)."""

@@ -15,7 +15,9 @@ from rewardpipe.integrations.trl_episodes import (
     rollout_output,
 )
 from rewardpipe.models import load_tasks
-from rewardpipe.policies import fenced, stub_guess
+from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
+from rewardpipe.policies import fenced
 
 EOS = 0
 TASKS = load_tasks("rewardpipe/data/tasks.jsonl")[:2]
@@ -80,7 +82,8 @@ def test_an_episode_asks_the_simulator_then_commits_and_is_scored_against_the_hi
     assert asker.record.status == "scored"
     assert asker.record.components == {"correctness": 1.0, "asked_before_coding": 1.0,
                                        "guessed_immediately": 0.0, "loop_penalty": 0.0}
-    assert asker.row()["simulator_replies"] == len(ASKER.spec) and asker.row()["spec_revealed"] == len(ASKER.spec)
+    row = asker.row(r.env)
+    assert row["simulator_replies"] == len(ASKER.spec) and row["spec_revealed"] == len(ASKER.spec)
     assert asker.execution is not None and asker.execution.passed == asker.execution.total > 0
     assert guesser.record.components["correctness"] == 0.0
     assert guesser.record.components["guessed_immediately"] == -1.0
@@ -136,7 +139,7 @@ def test_a_simulator_failure_costs_its_own_episode_an_error_record():
         def respond(self, state, task):
             raise RuntimeError("simulator down")
 
-    _, _, episodes = play([ASKER.prompt, GUESSER.prompt], simulator=BrokenSimulator())
+    _, _, episodes = play([ASKER.prompt, GUESSER.prompt], env=AskBeforeCoding(BrokenSimulator()))
     assert episodes[0].record.error.kind == "simulator_error" and "simulator down" in episodes[0].record.error.message
     assert episodes[1].record.status == "scored"
 
@@ -151,10 +154,15 @@ def test_conversational_prompts_and_instructions_find_their_task():
     assert r.task_for("something else") is None
 
 
-def test_two_tasks_with_one_prompt_are_refused():
+def test_groups_that_share_a_prompt_take_its_tasks_in_turn_one_task_per_group():
+    """Every game of an environment may open with the same prompt (Wordle): TRL hands rollout_func the
+    prompts only, so the groups of a shared prompt take its tasks in turn, and a group is always one task."""
     twin = ASKER.model_copy(update={"task_id": "twin"})
-    with pytest.raises(ValueError, match="same prompt"):
-        EpisodeRollout([ASKER, twin])
+    r = EpisodeRollout([ASKER, twin], max_turns=6)
+    episodes = r.play([ASKER.prompt] * 6, CharCodec(), ScriptedModel(), max_completion_tokens=4000, group_size=2)
+    assert [e.task.task_id for e in episodes] == [ASKER.task_id] * 2 + ["twin"] * 2 + [ASKER.task_id] * 2
+    assert all(e.record.status == "scored" for e in episodes)
+    assert [e.rollout_id for e in episodes][:2] == ["b0-g0-k0", "b0-g0-k1"]
 
 
 def test_reward_functions_serve_each_component_and_none_for_error_records():

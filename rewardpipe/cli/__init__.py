@@ -4,7 +4,9 @@ from rewardpipe.cli.app import app
 
 # Imported for their side effect of registering commands on ``app``.
 from rewardpipe.cli import (  # noqa: E402,F401
+    envs_cmd,
     exec_cmd,
+    init_cmd,
     monitor_cmd,
     nova_cmd,
     report_cmd,

@@ -16,16 +16,20 @@ from typing import Annotated, Any, Callable, Iterable, NoReturn
 import typer
 
 from rewardpipe.cli.app import error_line, fail, note, usage_fail
-from rewardpipe.models import InputFileError, Record, RunManifest, Task, load_tasks
+from rewardpipe.models import InputFileError, Record, RunManifest
 
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
 
 
-def load_tasks_or_fail(path: Path, *, allow_empty: bool = False, runnable: bool = False) -> list[Task]:
-    """The tasks of ``path``, or exit 1 naming the problem; ``runnable`` also refuses tasks whose hidden
-    tests cannot run (see :func:`refuse_unrunnable_tests`)."""
+def load_tasks_or_fail(path: Path, *, model: Any = None, allow_empty: bool = False,
+                       runnable: bool = False) -> list[Any]:
+    """The task rows of ``path`` (as ``model``, an environment's ``task_model``; default the
+    ask-before-coding ``Task``), or exit 1 naming the file, line and field; ``runnable`` also refuses tasks
+    whose hidden tests cannot run (see :func:`refuse_unrunnable_tests`)."""
+    from rewardpipe.models import load_task_rows, load_tasks
+
     try:
-        tasks = load_tasks(path)
+        tasks = load_tasks(path) if model is None else load_task_rows(path, model)
     except FileNotFoundError:
         fail(f"task file not found: {path}")
     except IsADirectoryError:
@@ -41,15 +45,19 @@ def load_tasks_or_fail(path: Path, *, allow_empty: bool = False, runnable: bool 
     return tasks
 
 
-def refuse_unrunnable_tests(path: Path, tasks: list[Task]) -> None:
+def refuse_unrunnable_tests(path: Path, tasks: list[Any]) -> None:
     """Exit 1 naming every task whose hidden tests cannot run at all (they do not parse, or hold no test),
-    before anything is written: every execution of such a task would be an infrastructure error."""
+    before anything is written: every execution of such a task would be an infrastructure error. Task rows
+    that carry no ``tests`` (an environment that runs no code) have nothing to check."""
     from rewardpipe.execution.runtime.harness import HarnessError, count_expected_tests
 
     broken = []
     for task in tasks:
+        tests, tests_format = getattr(task, "tests", None), getattr(task, "tests_format", "unittest")
+        if not isinstance(tests, str):
+            continue
         try:
-            count_expected_tests(task.tests, task.tests_format)
+            count_expected_tests(tests, tests_format)
         except HarnessError as exc:
             broken.append(f"task '{task.task_id[:80]}': tests: {exc}")
     if broken:
@@ -72,27 +80,71 @@ def parse_weights(pairs: list[str]) -> dict[str, float]:
     return weights
 
 
-def episode_reward(name: str, weight: list[str]) -> Any:
-    from rewardpipe.rewards import EPISODE_REWARDS, get_reward
+def parse_options(pairs: list[str], option: str) -> dict[str, str]:
+    options: dict[str, str] = {}
+    for pair in pairs:
+        name, sep, value = pair.partition("=")
+        if not sep or not name.strip():
+            usage_fail(f"{option} must look like NAME=VALUE, got '{pair}'")
+        options[name.strip()] = value
+    return options
 
-    if name not in EPISODE_REWARDS:
-        usage_fail(f"--reward {name} scores single-turn samples (use it through the Nova reward Lambda or "
-                   f"rewardpipe.single_turn); episodes against a task's hidden tests use: "
-                   f"{', '.join(sorted(EPISODE_REWARDS))}")
+
+def environment_or_fail(reference: str, options: dict[str, str] | None = None) -> Any:
+    """The environment ``--env`` names (any reference form), configured with ``options``; a name that does
+    not resolve, or options it refuses, exit 2 saying why."""
+    from rewardpipe.references import ReferenceProblem, resolve_environment
+
     try:
-        return get_reward(name, parse_weights(weight))
+        env = resolve_environment(reference)
+    except ReferenceProblem as exc:
+        usage_fail(f"--env {exc}")
+    if options:
+        try:
+            env = env.configure(**options)
+        except (TypeError, ValueError) as exc:
+            usage_fail(f"--env-option: {exc}")
+    return env
+
+
+def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) -> Any:
+    """The reward ``--reward`` names (default: the environment's), with the ``--weight`` overrides; exit 2
+    naming what is wrong."""
+    from rewardpipe.references import ReferenceProblem, resolve_reward
+
+    weights = parse_weights(weight)
+    try:
+        if reference is None:
+            return env.reward.with_weights(weights)
+        return resolve_reward(reference, weights)
+    except ReferenceProblem as exc:
+        usage_fail(f"--reward {exc}")
     except ValueError as exc:
         usage_fail(str(exc))
+
+
+def episode_reward(reference: str | None, weight: list[str], env: Any = None) -> Any:
+    """:func:`reward_or_fail` for an episode: a reward that reads ``reference`` scores single-turn samples
+    only (an episode carries none), which is a usage error."""
+    from rewardpipe.rewards import reads_reference
+
+    reward = reward_or_fail(reference, weight, env)
+    if reads_reference(reward):
+        readers = [c.name for c in reward.components if "reference" in c.inputs]
+        usage_fail(f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
+                   f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
+                   f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
+                   f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another")
+    return reward
 
 
 def check_threshold_names(thresholds: Any, reward: Any) -> None:
     """``run`` knows its reward, so an ``--ignore`` or ``--range`` naming none of its components (a typo:
     ``loop_penalt``) is a usage error rather than a knob that silently does nothing."""
-    from rewardpipe.monitoring import AGGREGATE_TARGET, DEFAULT_RANGES
+    from rewardpipe.monitoring import AGGREGATE_TARGET
 
     known = [*reward.component_names, AGGREGATE_TARGET]
-    for option, names in (("--ignore", thresholds.ignore),
-                          ("--range", [name for name in thresholds.ranges if name not in DEFAULT_RANGES])):
+    for option, names in (("--ignore", thresholds.ignore), ("--range", list(thresholds.range_overrides))):
         for name in names:
             if name not in known:
                 usage_fail(f"{option} {name!r}: reward '{reward.name}' has no such component; known: "
@@ -168,7 +220,7 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
             epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
             raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
             ranges={**DEFAULT_RANGES, **parse_ranges(value_range)}, ignore=tuple(ignore),
-            alarm_idle_penalties=alarm_idle_penalties,
+            alarm_idle_penalties=alarm_idle_penalties, range_overrides=parse_ranges(value_range),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -257,14 +309,27 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], tasks_file: Path, reward: Any,
-                 steps: int | None = None) -> RunManifest:
+def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], tasks_file: Path | None, reward: Any,
+                 steps: int | None = None, env: Any = None, env_reference: str | None = None,
+                 reward_reference: str | None = None) -> RunManifest:
     from rewardpipe import __version__
+    from rewardpipe.references import distribution_of
 
-    return RunManifest(run_id=run_id, command=command, configuration=configuration, tasks_file=str(tasks_file),
-                       tasks_sha256=file_sha256(tasks_file), reward=reward.name, weights=reward.weights,
+    packages: dict[str, str] = {}
+    for obj in (env, reward):
+        found = distribution_of(obj) if obj is not None else None
+        if found is not None and found[0] != "rewardpipe":
+            packages[found[0]] = found[1]
+    return RunManifest(run_id=run_id, command=command, configuration=configuration,
+                       tasks_file=None if tasks_file is None else str(tasks_file),
+                       tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
+                       reward=reward.name, weights=reward.weights,
                        versions={"rewardpipe": __version__, "python": platform.python_version()},
-                       started_at=utc_now(), steps=steps)
+                       started_at=utc_now(), steps=steps,
+                       environment=env_reference if env is not None else None,
+                       environment_version=env.version if env is not None else None,
+                       reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
+                       components=reward.describe(), packages=packages)
 
 
 def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:

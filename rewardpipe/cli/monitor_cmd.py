@@ -285,11 +285,12 @@ def monitor(
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from rewardpipe.monitoring import MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.monitoring.monitor import monitor_batch
+    from rewardpipe.monitoring.thresholds import run_thresholds
     from rewardpipe.store import StoreError
-
 
     source = _Source(path, run_id)
     source.only_finished(path, step)
+    thresholds = run_thresholds(thresholds, source.store, source.run_id)  # the run's own ranges and roles
     bad: list = []
     duplicates: list[int] = []
     try:

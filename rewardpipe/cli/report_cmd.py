@@ -21,6 +21,7 @@ from rewardpipe.cli.common import check_output_dir, check_output_file
 def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
     from rewardpipe.cli.monitor_cmd import _Source
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
+    from rewardpipe.monitoring.thresholds import run_thresholds
     from rewardpipe.monitoring.triage import write_triage
     from rewardpipe.store import StoreError
 
@@ -37,10 +38,11 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
             fail(str(exc))
     try:
         batch = None if sinks else source.batch(None)  # the Parquet export writes records: the careful read
+        thresholds = run_thresholds(None, source.store, source.run_id)  # the run's own ranges and roles
         if batch is not None:
-            report = build_report_from_batch(batch, run_id=source.run_id)
+            report = build_report_from_batch(batch, thresholds, run_id=source.run_id)
         else:
-            report = build_report(source.records(None, bad), run_id=source.run_id, also=sinks)
+            report = build_report(source.records(None, bad), thresholds, run_id=source.run_id, also=sinks)
     except (StoreError, ValueError) as exc:
         fail(f"cannot read {path}: {exc}")
     for sink in sinks:

@@ -33,17 +33,21 @@ from rewardpipe.cli.common import (
     check_output_file,
     check_run_id,
     check_threshold_names,
+    environment_or_fail,
     episode_reward,
     exit_for_losses,
     file_sha256,
     load_tasks_or_fail,
     new_manifest,
     open_run,
+    parse_options,
     save_manifest,
     utc_now,
 )
-from rewardpipe.episode import MAX_TURNS
+from rewardpipe.environment import MAX_TURNS
 from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
+
+DEFAULT_ENV = "ask_before_coding"
 
 # Bounds far beyond any GRPO setup (K is 4-64 in practice), so a slip of the keyboard is a usage error
 # instead of a run that cannot finish (or an overflow deep inside).
@@ -99,7 +103,11 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
 @app.command()
 @with_threshold_options
 def run(
-    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
+    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file (rows of the environment's task model)."),
+    env_name: str = typer.Option(DEFAULT_ENV, "--env", help="Environment: a built-in name, package.module:ATTR, "
+                                 "path/file.py:ATTR, or a short name an installed package registers."),
+    env_option: list[str] = typer.Option([], "--env-option", help="An option of the environment: NAME=VALUE "
+                                         "(repeatable)."),
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
     group_size: int = typer.Option(8, "--group-size", "-k", min=1, max=MAX_GROUP_SIZE, help="Rollouts per group (GRPO's K)."),
     steps: int = typer.Option(3, min=1, max=MAX_STEP + 1, help="Training steps to simulate."),
@@ -109,18 +117,23 @@ def run(
     resume: bool = typer.Option(False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."),
     groups_per_step: int = typer.Option(12, min=1, max=MAX_GROUPS_PER_STEP,
                                         help="Groups (prompts) per step, round-robin over tasks."),
-    max_turns: int = typer.Option(6, min=1, max=MAX_TURNS, help="Assistant turn limit per rollout."),
-    reward_name: str = typer.Option("ask_before_coding", "--reward", help="Reward to score with."),
+    max_turns: Optional[int] = typer.Option(None, min=1, max=MAX_TURNS,
+                                            help="Assistant turn limit per rollout (default: the environment's)."),
+    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward to score with (default: the "
+                                              "environment's); any reference form, like --env."),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
-    seed: int = typer.Option(0, help="Seed of the scripted policy."),
+    seed: int = typer.Option(0, help="Seed of the scripted policy and of the environment's randomness."),
     collapse_from_step: Optional[int] = typer.Option(
         None, min=0, max=MAX_STEP,
         help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
     rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
     base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
     model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
-    simulator: SimulatorName = typer.Option(SimulatorName.rule, help="User simulator."),
-    sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL"),
+    simulator: SimulatorName = typer.Option(SimulatorName.rule, help="Who plays the environment's user: rule (the "
+                                            "environment itself) or openai (--env-option simulator=openai: an LLM, "
+                                            "for an environment that offers one)."),
+    sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL",
+                                               help="The chat endpoint an environment that calls an LLM uses."),
     sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
     endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S,
                                            help="Seconds per policy/simulator request."),
@@ -132,19 +145,24 @@ def run(
     plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
-    """The main job: K rollouts per task per step, scored, stored, and watched for dead components."""
-    from rewardpipe.execution.sandbox import executor_for
-    from rewardpipe.policies import OpenAIPolicy, ReplayPolicy, ScriptedPolicy
+    """The main job: K rollouts per task per step of any environment, scored, stored, and watched for dead
+    components."""
+    from rewardpipe.episode import EnvServices
+    from rewardpipe.policies import OpenAIPolicy, ReplayPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
-    from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
     from rewardpipe.store import StoreError, rollout_key
 
     # Every input is checked before anything is written.
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
     run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
-    task_list = load_tasks_or_fail(tasks, runnable=True)
-    reward = episode_reward(reward_name, weight)
+    options = parse_options(env_option, "--env-option")
+    if simulator is SimulatorName.openai:
+        options.setdefault("simulator", "openai")
+    env = environment_or_fail(env_name, options)
+    task_list = load_tasks_or_fail(tasks, model=env.task_model, runnable=True)
+    reward = episode_reward(reward_name, weight, env)
+    thresholds = thresholds.for_reward(reward)
     check_threshold_names(thresholds, reward)
     _positive("--endpoint-timeout", endpoint_timeout)
     workers = cap_workers(workers)
@@ -152,14 +170,17 @@ def run(
         usage_fail(f"--plot must end in .png, .svg or .pdf, got '{plot}'")
     check_output_file(plot, "--plot")
     check_output_file(spill, "--spill")
+    turns = max_turns or env.max_turns
     configuration: dict[str, Any] = {"policy": policy.value, "group_size": group_size,
-                                     "groups_per_step": groups_per_step, "max_turns": max_turns,
+                                     "groups_per_step": groups_per_step, "max_turns": turns,
                                      "simulator": simulator.value}
+    if env_option:
+        configuration["env_options"] = options
     replay_slots = None
     unknown: list[Rollout] = []
     if policy is PolicyName.scripted:
         try:
-            chosen: Any = ScriptedPolicy(seed=seed, collapse_from_step=collapse_from_step)
+            chosen: Any = env.scripted_policy(seed=seed, collapse_from_step=collapse_from_step)
         except ValueError as exc:
             usage_fail(str(exc))
         configuration.update(seed=seed, collapse_from_step=collapse_from_step)
@@ -180,23 +201,24 @@ def run(
     else:
         if not base_url or not model:
             usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
-        chosen = OpenAIPolicy(base_url, model, client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
+        chosen = OpenAIPolicy(base_url, model, system_prompt=env.system_prompt,
+                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
         configuration.update(base_url=base_url, model=model)
-    if simulator is SimulatorName.openai:
+    chat_client = None
+    if simulator is SimulatorName.openai or env.calls_llm:
         if not sim_base_url or not sim_model:
-            usage_fail("--simulator openai needs --sim-base-url and --sim-model")
-        sim: Any = OpenAISimulator(sim_base_url, sim_model,
-                                   client=_chat_client(sim_base_url, sim_model, endpoint_timeout, endpoint_retries))
+            usage_fail(f"environment '{env.name}' calls an LLM: give --sim-base-url and --sim-model "
+                       f"(or REWARDPIPE_SIM_BASE_URL/_MODEL)")
+        chat_client = _chat_client(sim_base_url, sim_model, endpoint_timeout, endpoint_retries)
         configuration.update(sim_base_url=sim_base_url, sim_model=sim_model)
-    else:
-        sim = RuleBasedSimulator()
+    services = EnvServices(seed=seed, chat=chat_client.complete if chat_client is not None else None)
     manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
-                            reward=reward, steps=steps)
+                            reward=reward, steps=steps, env=env, env_reference=env_name, reward_reference=reward_name)
     # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once
     # (the process-wide one when its size already matches, so a process running several jobs keeps its fork
-    # servers). They start now, while the store is opened and the run claimed.
-    executor, own_executor = executor_for(workers)
-    executor.warm_up(workers)
+    # servers). They start now, while the store is opened and the run claimed. An environment that runs
+    # no code starts no sandbox.
+    executor, own_executor = _executor(env, workers)
     from rewardpipe.monitoring import MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
@@ -284,8 +306,8 @@ def run(
                     bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
                 transcripts: list = []
-                records = run_slots(slots, policy=chosen, simulator=sim, executor=executor, reward=reward,
-                                    run_id=run_id, max_turns=max_turns, workers=workers,
+                records = run_slots(slots, policy=chosen, env=env, executor=executor, reward=reward,
+                                    run_id=run_id, max_turns=turns, workers=workers, services=services,
                                     conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
                                     on_transcript=transcripts.append)
                 if finishing is not None:
@@ -298,7 +320,7 @@ def run(
         writer.close()
         if own_executor:
             executor.close()
-    for endpoint_user in (chosen, sim):
+    for endpoint_user in (chosen, chat_client):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
     if not (writer.spilled or writer.lost or writer.halted):  # a run missing records is not finished
@@ -336,6 +358,18 @@ def run(
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if plot_failed:
         raise typer.Exit(1)
+
+
+def _executor(env: Any, workers: int | None) -> tuple[Any, bool]:
+    if not env.runs_code:
+        from rewardpipe.runner import NoSandbox
+
+        return NoSandbox(), False
+    from rewardpipe.execution.sandbox import executor_for
+
+    executor, own = executor_for(workers)
+    executor.warm_up(workers)
+    return executor, own
 
 
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
@@ -385,36 +419,68 @@ def _has_a_line(path: Path) -> bool:
         return any(line.removeprefix(UTF8_BOM.encode()).strip() for line in fh)
 
 
+def _builtin_env_of(reward: Any) -> str | None:
+    """The built-in environment whose own reward ``reward`` is (``score --reward ask_before_coding`` replays
+    through it, as it always has); None for any other reward."""
+    from rewardpipe.references import BUILTIN_ENVIRONMENTS, resolve_environment
+
+    for name in BUILTIN_ENVIRONMENTS:
+        if resolve_environment(name).reward.components == reward.components and name == reward.name:
+            return name
+    return None
+
+
 @app.command()
 def score(
-    rollouts_file: Path = typer.Argument(..., metavar="ROLLOUTS.jsonl", help="Recorded rollouts."),
-    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
+    rollouts_file: Path = typer.Argument(..., metavar="FILE", help="Recorded rollouts (with --env), or single-turn "
+                                         "samples carrying their reference (with --reward)."),
+    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task JSONL file (needed to replay an environment's "
+                                         "rollouts, or for a reward that reads the task)."),
+    env_name: Optional[str] = typer.Option(None, "--env", help="Replay the recorded rollouts through this "
+                                           "environment (default when no --reward is given: ask_before_coding)."),
     out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
     run_id: str = typer.Option("scored", help="Run id the records are filed under. One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run id (same files); rollouts already stored are skipped."),
-    reward_name: str = typer.Option("ask_before_coding", "--reward"),
+    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward: a built-in name, package.module:ATTR, "
+                                              "path/file.py:ATTR or an installed short name. Without --env, the "
+                                              "lines are single-turn samples: {messages, reference, ids optional}."),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     batch_size: int = typer.Option(256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."),
     spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
 ) -> None:
-    """Score recorded rollouts as they are. A bad line is reported and skipped; the rest are scored (exit 1).
+    """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
+    A bad line is reported and skipped; the rest are scored (exit 1).
 
-    The file is streamed: ``--batch-size`` rollouts at a time are read, executed, scored, written and
-    printed, so memory does not grow with the file (only the set of rollout ids seen, to refuse repeats).
+    The file is streamed: ``--batch-size`` lines at a time are read, executed, scored, written and printed, so
+    memory does not grow with the file (only the set of ids seen, to refuse repeats).
     """
-    from rewardpipe.execution import get_executor
-    from rewardpipe.models import RolloutReader
-    from rewardpipe.runner import score_rollouts
+    from rewardpipe.cli.common import reward_or_fail
     from rewardpipe.store import rollout_key
 
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
     run_id = check_run_id(run_id)
-    task_list = load_tasks_or_fail(tasks, runnable=True)
-    reward = episode_reward(reward_name, weight)
+    env = None
+    if env_name is None and reward_name is not None:
+        reward = reward_or_fail(reward_name, weight)
+        env_name = _builtin_env_of(reward)
+    if env_name is None and reward_name is not None:  # single-turn samples
+        if tasks is None and reward.reads_input("task"):
+            usage_fail(f"--reward {reward.name} reads the task: give --tasks FILE (and a task_id on each line)")
+        task_rows = None
+        if tasks is not None:
+            from rewardpipe.single_turn import OpenTaskRow
+
+            task_rows = {t.task_id: t for t in load_tasks_or_fail(tasks, model=OpenTaskRow)}
+    else:
+        env = environment_or_fail(env_name or DEFAULT_ENV)
+        reward = episode_reward(reward_name, weight, env)
+        if tasks is None:
+            usage_fail(f"scoring recorded rollouts of environment '{env.name}' needs --tasks FILE (its task rows)")
+        task_rows = {t.task_id: t for t in load_tasks_or_fail(tasks, model=env.task_model, runnable=True)}
     workers = cap_workers(workers)
     check_output_file(spill, "--spill")
     if not rollouts_file.is_file():
@@ -426,18 +492,38 @@ def score(
             fail(f"{rollouts_file}: contains no rollouts")
     except OSError as exc:
         fail(f"cannot read rollouts file {rollouts_file}: {exc.strerror or exc}")
+    configuration: dict[str, Any] = {"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256}
+    if env is None:
+        configuration["samples"] = "single_turn"
     manifest = new_manifest(run_id=run_id, command="score", reward=reward, tasks_file=tasks,
-                            configuration={"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256})
+                            configuration=configuration, env=env,
+                            env_reference=env_name or DEFAULT_ENV if env is not None else None,
+                            reward_reference=reward_name)
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
-    by_id = {t.task_id: t for t in task_list}
-    transcripts = writer.write_transcript
-    executor = get_executor()
+    transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
+    lazy_executor: list[Any] = []
 
-    def flush(batch: list[Rollout]) -> None:
+    def executor() -> Any:
+        if not lazy_executor:
+            from rewardpipe.execution import get_executor
+
+            lazy_executor.append(get_executor())
+        return lazy_executor[0]
+
+    def flush(batch: list) -> None:
         nonlocal scored, errors
-        records = score_rollouts(batch, by_id, executor=executor, reward=reward, run_id=run_id, workers=workers,
-                                 on_transcript=transcripts)
+        if env is None:
+            from rewardpipe.single_turn import score_sample_records
+
+            records = score_sample_records(batch, reward, run_id=run_id, tasks=task_rows, workers=workers,
+                                           executor=executor() if reward.needs_execution else None,
+                                           on_transcript=transcripts)
+        else:
+            from rewardpipe.runner import score_rollouts
+
+            records = score_rollouts(batch, task_rows, executor=executor() if env.runs_code else None, env=env,
+                                     reward=reward, run_id=run_id, workers=workers, on_transcript=transcripts)
         writer.write(records)
         for record in records:
             if record.status == "scored":
@@ -447,9 +533,17 @@ def score(
             if as_json:
                 write_json_line(record.model_dump(mode="json", by_alias=True))
 
-    batch: list[Rollout] = []
+    if env is None:
+        from rewardpipe.single_turn import SampleReader
+
+        reader: Any = SampleReader(rollouts_file)
+    else:
+        from rewardpipe.models import RolloutReader
+
+        reader = RolloutReader(rollouts_file)
+    batch: list = []
     try:
-        for _, rollout, problem in RolloutReader(rollouts_file):
+        for _, rollout, problem in reader:
             if writer.halted:  # nothing more can be kept: scoring on would only lose more
                 error_line(f"stopped reading {rollouts_file}: {writer.halted}")
                 break
@@ -481,28 +575,42 @@ def score(
 
 @app.command()
 def doctor(
-    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file."),
-    reward_name: str = typer.Option("ask_before_coding", "--reward"),
+    tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file (rows of the environment's task model)."),
+    env_name: str = typer.Option(DEFAULT_ENV, "--env", help="Environment to check (any reference form)."),
+    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward (default: the environment's)."),
+    max_turns: Optional[int] = typer.Option(None, min=1, max=MAX_TURNS,
+                                            help="Turn limit of every scenario (default: each scenario's own)."),
     workers: Optional[int] = typer.Option(None, min=1),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
-    """Before training: prove each task can be scored and each component can move. Exit 1 naming broken tasks."""
+    """Before training: play every task through the environment's scenarios and prove each task can be scored,
+    each component can move, the reference scenario is best, values stay in range, two plays agree and the
+    state survives JSON. Exit 1 naming broken tasks."""
     from rewardpipe.doctor import diagnose
-    from rewardpipe.execution import get_executor
 
-    task_list = load_tasks_or_fail(tasks)
-    reward = episode_reward(reward_name, [])
-    diagnoses = diagnose(task_list, reward, get_executor(), workers=cap_workers(workers))
+    env = environment_or_fail(env_name)
+    task_list = load_tasks_or_fail(tasks, model=env.task_model)
+    reward = episode_reward(reward_name, [], env)
+    if env.runs_code:
+        from rewardpipe.execution import get_executor
+
+        executor: Any = get_executor()
+    else:
+        from rewardpipe.runner import NoSandbox
+
+        executor = NoSandbox()
+    diagnoses = diagnose(task_list, env, executor, reward=reward, workers=cap_workers(workers), max_turns=max_turns)
     broken = [d for d in diagnoses if not d.ok]
     if as_json:
         write_json_line({"tasks": len(diagnoses), "broken": [d.task_id for d in broken],
+                         "environment": env.name, "reward": reward.name,
                          "diagnoses": [d.to_dict() for d in diagnoses]})
     else:
         for diagnosis in broken:
             out.print(f"[red]✗ {escape(printable(diagnosis.task_id))}[/]")
             for problem in diagnosis.problems:
                 out.print(f"    {escape(printable(problem))}", highlight=False)
-        for diagnosis in diagnoses:  # weak test shapes: scorable, but gameable (docs/tasks.md)
+        for diagnosis in diagnoses:  # scorable, but gameable tests or a starving component (docs/tasks.md)
             for warning in diagnosis.warnings:
                 out.print(f"[yellow]! {escape(printable(diagnosis.task_id))}[/]: {escape(printable(warning))}",
                           highlight=False)

@@ -1,7 +1,8 @@
 """`rewardpipe show STORE --run-id R --rollout ID`: one rollout's transcript, readably.
 
-Prints the turns (each with its kind, and the spec detail a reply revealed), the executed code, the
-execution verdict with its reason, and the scores. Every string from the transcript is model- or
+Prints the messages of any environment (the assistant's tool calls, a tool message's call id and name;
+each assistant turn with its kind when the environment labels turns, and the spec detail a reply revealed),
+the executed code, the execution verdict with its reason, and the scores. Every string from the transcript is model- or
 simulator-written and is printed through :func:`rewardpipe.safe_text.printable` and ``rich.markup.escape``.
 """
 
@@ -23,6 +24,21 @@ from rewardpipe.safe_text import printable
 
 def _safe(text: object) -> str:
     return escape(printable(str(text)))
+
+
+def _tool_call(call: object) -> str:
+    """One OpenAI-style tool call as ``name(arguments) [id]``, every part escaped (the model wrote it)."""
+    if not isinstance(call, dict):
+        return _safe(call)
+    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    name = function.get("name", call.get("name", "?"))
+    arguments = function.get("arguments", call.get("arguments", ""))
+    if not isinstance(arguments, str):
+        import json
+
+        arguments = json.dumps(arguments, ensure_ascii=True, default=str)
+    ident = f" [dim]\\[{_safe(call['id'])}][/]" if call.get("id") else ""
+    return f"{_safe(name)}({_safe(arguments)}){ident}"
 
 
 def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional[str]) -> str:
@@ -60,7 +76,8 @@ def show(
     key: Optional[str] = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
     as_json: bool = typer.Option(False, "--json", help="print the transcript document as JSON"),
 ) -> None:
-    """Print one rollout's transcript: turns, revealed spec details, executed code, verdict, components."""
+    """Print one rollout's transcript: messages (tool calls too), revealed details, executed code, verdict,
+    components."""
     from rewardpipe.store import StoreError, open_store
 
     if not rollout and not key:
@@ -86,9 +103,16 @@ def show(
         label = message.role
         if message.role == "assistant":
             turn += 1
-            kind = t.turn_kinds[turn] if turn < len(t.turn_kinds) else "?"
-            label = f"assistant · turn {turn} · {kind}"
-        out.print(Panel(_safe(message.content) or "[dim](empty)[/]", title=_safe(label), title_align="left",
+            kind = f" · {t.turn_kinds[turn]}" if turn < len(t.turn_kinds) else ""
+            label = f"assistant · turn {turn}{kind}"
+        if message.name:
+            label += f" · {message.name}"
+        if message.tool_call_id:
+            label += f" · answers {message.tool_call_id}"
+        body = _safe(message.content) if message.content else ("" if message.tool_calls else "[dim](empty)[/]")
+        for call in message.tool_calls or []:
+            body += ("\n" if body else "") + f"[magenta]↳ tool call[/] {_tool_call(call)}"
+        out.print(Panel(body, title=_safe(label), title_align="left",
                         border_style="cyan" if message.role == "assistant" else "white"))
         if message.role == "user" and turn in revealed_at and turn >= 0:
             out.print(f"  [green]↳ revealed spec item {revealed_at[turn].index}[/]")
@@ -99,7 +123,8 @@ def show(
     tests = f" ({verdict.passed}/{verdict.total} tests)" if verdict.total else ""
     out.print(f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
               soft_wrap=True)
-    out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')} · revealed {len(t.revealed)} spec item(s)")
+    revealed = f" · revealed {len(t.revealed)} spec item(s)" if t.revealed or t.turn_kinds else ""
+    out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')}{revealed}")
     table = Table("component", "value", title=f"status {t.status}" + (f" · {_safe(t.error.kind)}" if t.error else ""))
     for name, value in t.components.items():
         table.add_row(_safe(name), "—" if value is None else f"{value:g}")

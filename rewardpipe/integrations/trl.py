@@ -27,7 +27,6 @@ given a store, writes the records so ``rewardpipe monitor`` and ``rewardpipe rep
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
@@ -35,7 +34,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from rewardpipe.rewards import Reward, get_reward
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text
+from rewardpipe.rewards import Reward, ScoringInput, get_reward
 from rewardpipe.single_turn import score_samples
 
 RewardFn = Callable[..., list]
@@ -69,32 +69,149 @@ def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mappin
 
 
 def resolve_reward(reward: str | Reward, weights: Mapping[str, float] | None) -> Reward:
-    """A registered reward by name, or a Reward object, with ``weights`` overriding its component weights."""
-    if isinstance(reward, Reward):
-        return reward.with_weights(weights)
+    """A reward by any reference (a built-in name, ``package.module:ATTR``, ``file.py:ATTR``, an installed
+    short name) or a Reward object, with ``weights`` overriding its component weights."""
     return get_reward(reward, weights)
 
 
 @dataclass
 class ScoredBatch:
     """One batch as the reward functions saw it: per completion, each component's value (``None`` when it
-    could not be computed) and the error kind of an unscorable completion."""
+    could not be computed) and the error kind of an unscorable completion. The values come as rows
+    (``values``) or as one column per component (``columns``); :meth:`rows` and :meth:`column` read either."""
 
-    fingerprint: str
-    values: list[dict[str, float | None]]
+    fingerprint: Any
+    values: list[dict[str, float | None]] | None
     errors: list[str | None]
     served: set[str] = field(default_factory=set)
     # Per completion, what its stored record should say beyond the components (``task_id``, ``metrics``):
     # the multi-turn episodes know their task and how the conversation went; single-turn samples do not.
     details: list[dict[str, Any]] = field(default_factory=list)
+    columns: dict[str, list[float | None]] | None = None
+
+    def rows(self) -> list[dict[str, float | None]]:
+        if self.values is None:
+            names = list(self.columns or {})
+            self.values = [dict(zip(names, row)) for row in zip(*(self.columns or {}).values())]
+        return self.values
+
+    def column(self, name: str) -> list[float | None]:
+        if self.columns is not None:
+            return list(self.columns[name])
+        return [row[name] for row in self.rows()]
+
+
+class BatchKey:
+    """What a reward-function call was given (prompts, completions, the dataset's columns), compared by
+    content: equal lists of the same strings are one batch. TRL hands every reward function the same lists,
+    so the comparison is a pass of identity checks over them; the batch scored before stays referenced, so
+    its lists are never freed and reused under the next batch."""
+
+    __slots__ = ("prompts", "completions", "columns")
+
+    def __init__(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any]]) -> None:
+        self.prompts, self.completions, self.columns = prompts, completions, columns
+
+    def __eq__(self, other: Any) -> bool:
+        return (isinstance(other, BatchKey) and len(self.completions) == len(other.completions)
+                and self.completions == other.completions and self.prompts == other.prompts
+                and self.columns == other.columns)
+
+    def __hash__(self) -> int:  # pragma: no cover - keys are compared, never hashed
+        return len(self.completions)
+
+
+def _columns(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Sequence[Any]]:
+    """The dataset columns of a reward-function call: lists with one value per completion."""
+    count = len(completions)
+    return {name: values for name, values in kwargs.items()
+            if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == count}
+
+
+def _text(value: Any) -> str:
+    """A completion's text: a string, or the last assistant message of a conversational completion."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        for message in reversed(value):
+            role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+            if role in ("assistant", "nova_assistant", "model"):
+                content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+                try:
+                    return content_to_text(content)
+                except ValueError:
+                    return ""
+    return ""
+
+
+class CompletionInput:
+    """The inputs of one TRL completion (the :class:`~rewardpipe.rewards.base.ScoringInput` vocabulary): its
+    text and reference are at hand; its messages and transcript (prompt and completion as rewardpipe
+    Messages) are built only if a component reads them. No task, state or execution: a single-turn sample."""
+
+    __slots__ = ("completion", "reference", "_prompt", "_raw", "_lazy")
+    task = None
+    state = None
+    execution = None
+
+    def __init__(self, prompt: Any, completion: Any, text: str, reference: Any) -> None:
+        self.completion = text
+        self.reference = reference
+        self._prompt = prompt
+        self._raw = completion
+        self._lazy: ScoringInput | None = None
+
+    def _full(self) -> ScoringInput:
+        if self._lazy is None:
+            out = []
+            for item in _as_messages(self._prompt, "user") + _as_messages(self._raw, "assistant"):
+                try:
+                    out.append(Message.model_validate(item))
+                except ValueError:
+                    continue  # a part TRL added that is not a chat message (an image, say): nothing to score
+            self._lazy = ScoringInput(reference=self.reference, messages=out, completion=self.completion)
+        return self._lazy
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        return self._full().messages
+
+    @property
+    def transcript(self) -> Any:
+        return self._full().transcript
+
+
+def references(key: BatchKey) -> list[Any]:
+    """Each completion's reference answer: the first of REFERENCE_COLUMNS that has one."""
+    columns = [key.columns[name] for name in REFERENCE_COLUMNS if name in key.columns]
+    if not columns:
+        return [None] * len(key.completions)
+    if len(columns) == 1:
+        return list(columns[0])
+    return [next((values[i] for values in columns if values[i] is not None), None)
+            for i in range(len(key.completions))]
+
+
+def completion_inputs(key: BatchKey, reads_reference: bool = True) -> list[CompletionInput]:
+    prompts, completions = key.prompts, key.completions
+    count = len(prompts)
+    refs = references(key) if reads_reference else [None] * len(completions)
+    return [CompletionInput(prompts[index] if index < count else "", completion,
+                            completion if completion.__class__ is str else _text(completion), reference)
+            for index, (completion, reference) in enumerate(zip(completions, refs))]
+
+
+_LIMIT = MAX_SCORE_MAGNITUDE
 
 
 class BatchScorer:
     """Scores a batch once and serves it to each component's reward function.
 
     TRL calls the reward functions one after the other with the same inputs. The batch is recognised by
-    its *content* (a canonical JSON of the samples), never by object identity: ``id()`` of a freed list is
-    reused by the next one, so an id-keyed cache can hand one batch's scores to the next. A component asked
+    its *content* (:class:`BatchKey`), never by object identity: ``id()`` of a freed list is reused by the
+    next one, so an id-keyed cache can hand one batch's scores to the next. A component that raises makes its
+    completion an error (``component_raised``): ``None`` in every component, never a 0 and never a lost batch.
+    A component asked
     twice for the same content means a new batch (two consecutive batches can be identical), so it is scored
     again. When every component has been served, ``on_complete`` receives the batch and the call's keyword
     arguments (TRL's hooks).
@@ -110,12 +227,35 @@ class BatchScorer:
         self.incomplete_batches = 0
 
     def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
-                   kwargs: Mapping[str, Any]) -> tuple[Any, str]:
-        """``(what to score, the batch's content fingerprint)`` from one reward-function call."""
-        samples = _samples(prompts, completions, kwargs)
-        return samples, json.dumps(samples, sort_keys=True, default=repr)
+                   kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+        """``(what to score, the batch's content key)`` from one reward-function call."""
+        key = BatchKey(prompts, completions, _columns(completions, kwargs))
+        return key, key
 
-    def _score(self, samples: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, key: "BatchKey", fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
+        if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
+            return self._score_samples(key, fingerprint)
+        inputs = completion_inputs(key, self.reward.reads_input("reference"))
+        scores = self.reward.score_columns(inputs)
+        errors: list[str | None] = [None if e is None else e.kind for e in scores.errors]
+        limit = _LIMIT
+        for index, aggregate in enumerate(scores.aggregates):
+            if errors[index] is None and not -limit <= aggregate <= limit:  # NaN fails both comparisons
+                errors[index] = "non_finite_score"
+        for column in scores.values:
+            for index, value in enumerate(column):
+                if value is not None and not -limit <= value <= limit:
+                    errors[index] = errors[index] or "component_out_of_range"
+        names = scores.names
+        failed = [i for i, e in enumerate(errors) if e is not None]
+        for column in scores.values:
+            for index in failed:
+                column[index] = None
+        self.batches_scored += 1
+        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values)))
+
+    def _score_samples(self, key: "BatchKey", fingerprint: Any) -> ScoredBatch:
+        samples = _samples(key.prompts, key.completions, key.columns)
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
         for result in results:
@@ -141,7 +281,7 @@ class BatchScorer:
                 )
             batch = self.current = self._score(payload, fingerprint, kwargs)
         batch.served.add(component)
-        out = [row[component] for row in batch.values]
+        out = batch.column(component)
         if batch.served == set(self.reward.component_names) and self.on_complete is not None:
             self.on_complete(batch, kwargs)
         return out
@@ -311,9 +451,8 @@ class RewardPipeMonitor:
         if unknown:
             raise ValueError(f"ignore names unknown component(s) {sorted(unknown)}; "
                              f"known: {self.reward.component_names}")
-        # A component's declared range names "constant at its minimum/maximum"; explicit ranges win.
-        ranges = {**{c.name: c.value_range for c in self.reward.components}, **base.ranges}
-        self.thresholds = base.model_copy(update={"ignore": ignored, "ranges": ranges})
+        # Each component is judged by its own declared range and role (explicit range_overrides win).
+        self.thresholds = base.for_reward(self.reward).model_copy(update={"ignore": ignored})
         self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
@@ -378,8 +517,9 @@ class RewardPipeMonitor:
             return
         if not group_size:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
-        details = batch.details or [{} for _ in batch.values]
-        rows = self.gather(list(zip(batch.values, batch.errors, details)))
+        values = batch.rows()
+        details = batch.details or [{} for _ in values]
+        rows = self.gather(list(zip(values, batch.errors, details)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly

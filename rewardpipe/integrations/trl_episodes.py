@@ -1,14 +1,16 @@
-"""Multi-turn GRPO in TRL: the ask-before-coding episode as ``GRPOTrainer``'s ``rollout_func``.
+"""Multi-turn GRPO in TRL: any environment's episode as ``GRPOTrainer``'s ``rollout_func``.
 
 Supported: TRL 1.13 (``rollout_func`` is experimental there: TRL warns once and may change it). The policy is
-the trainer's own model, generating each assistant turn; the user is rewardpipe's simulator holding the task's
-hidden spec; committed code runs in rewardpipe's sandbox against the hidden tests; the episode is scored by the
-multi-turn reward. The turn loop is :func:`rewardpipe.episode.converse` (the loop the local runner and the
-state machine use), paused before each policy turn so every live episode's next turn is generated in one
-batch; scoring is :func:`rewardpipe.runner.score_episodes`. Nothing here defines a second kind of rollout::
+the trainer's own model, generating each assistant turn; the environment (any :class:`rewardpipe.Environment`,
+named by reference: ``ask_before_coding``, ``pkg.module:ENV``, an installed short name) answers between them;
+its execution jobs run in rewardpipe's sandbox; the episode is scored by the reward. The turn loop is
+:func:`rewardpipe.episode.converse` (the loop the local runner and the state machine use), paused before each
+policy turn so every live episode's next turn is generated in one batch; scoring is
+:func:`rewardpipe.runner.score_episodes`. Nothing here defines a second kind of rollout::
 
     from rewardpipe.integrations.trl import EpisodeRollout, RewardPipeCallback
-    rollout = EpisodeRollout("rewardpipe/data/tasks.jsonl", max_turns=4, max_turn_tokens=256)
+    rollout = EpisodeRollout("rewardpipe/data/tasks.jsonl", env="ask_before_coding", max_turns=4,
+                             max_turn_tokens=256)
     monitor = RewardPipeCallback(episodes=rollout, store="runs")      # store optional
     trainer = GRPOTrainer(model=..., processing_class=tokenizer, rollout_func=rollout,
                           reward_funcs=monitor.reward_funcs, train_dataset=rollout.dataset(),
@@ -20,26 +22,30 @@ What TRL receives per completion (``rollout_func``'s contract, read from TRL 1.1
 * ``prompt_ids``: the task prompt, tokenized as TRL tokenizes prompts (the chat template with a generation
   prompt for conversational prompts, the plain tokenizer for strings).
 * ``completion_ids``: every turn after the prompt, concatenated: the model's own tokens (each turn cut after
-  its EOS), then the simulator's reply rendered as a user turn (the chat template's user-turn tokens, found the
-  way TRL finds tool-result tokens; ``PLAIN_FEEDBACK`` for string prompts), then the next model turn...
-* ``env_mask``: 1 on the model's tokens, 0 on the simulator's. TRL multiplies it into the loss mask, so the
-  policy gradient never flows through text the model did not write (the simulator's tokens are still
+  its EOS), then the environment's messages rendered with their roles (the chat template's tokens for them,
+  found the way TRL finds tool-result tokens; ``PLAIN_FEEDBACK`` for string prompts), then the next model
+  turn...
+* ``env_mask``: 1 on the model's tokens, 0 on the environment's. TRL multiplies it into the loss mask, so the
+  policy gradient never flows through text the model did not write (the environment's tokens are still
   attended to, as context).
 * ``logprobs``: ``None``, as TRL's own transformers generation returns: TRL recomputes the old log-probs
   itself when it needs them.
-* ``rewardpipe_episode``: one dict per completion (components, error kind, turns, simulator replies, spec
-  items revealed), which TRL forwards to the reward functions; :class:`EpisodeScorer` turns it into one
+* ``rewardpipe_episode``: one dict per completion (components, error kind, turns, the environment's replies
+  and its own metrics), which TRL forwards to the reward functions; :class:`EpisodeScorer` turns it into one
   reward function per component, so the components reach ``RewardPipeCallback`` as the single-turn ones do.
 
-The whole completion (model and simulator tokens) stays within ``GRPOConfig.max_completion_length``: a turn
-is cut at the remaining budget, and a simulator reply that would leave no room for another turn ends the
-episode there (``end_reason`` "completion_budget"; it is scored as it stands, like the turn limit).
-An episode whose prompt names no task, or whose simulator or sandbox failed, is an error record: ``None`` in
-every component, which TRL leaves out of the group's baseline (advantage 0), never a score of 0.
+The whole completion (model and environment tokens) stays within ``GRPOConfig.max_completion_length``: a
+turn is cut at the remaining budget, and an environment reply that would leave no room for another turn ends
+the episode there (``end_reason`` "completion_budget"; it is scored as it stands, like the turn limit).
+An episode whose prompt names no task, or whose environment, component or sandbox failed, is an error record:
+``None`` in every component, which TRL leaves out of the group's baseline (advantage 0), never a score of 0.
+
+The task is found from the prompt, because TRL hands ``rollout_func`` the prompts only. Tasks may share a
+prompt (every Wordle game opens the same way): the ``num_generations`` completions of one group are one
+task, and the groups of a shared prompt take its tasks in turn.
 
 Limits: generation goes through ``model.generate`` on the trainer's process (no vLLM: ``use_vllm=True`` is
-refused with a clear error); text-only models; the task is found from the prompt's text, because TRL hands
-``rollout_func`` the prompts only (two tasks with the same prompt are refused at construction).
+refused with a clear error); text-only models.
 """
 
 from __future__ import annotations
@@ -50,10 +56,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
 
+from rewardpipe.environment import Environment, EpisodeState, TaskRow
 from rewardpipe.episode import (
     ConversationError,
+    EnvServices,
     EpisodeError,
-    EpisodeState,
     converse,
     end_without_commit,
     error_record,
@@ -62,16 +69,16 @@ from rewardpipe.episode import (
 )
 from rewardpipe.execution.result import ExecutionResult
 from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
-from rewardpipe.models import Record, Task, load_tasks
-from rewardpipe.rewards import EPISODE_REWARDS, Reward
+from rewardpipe.models import Message, Record, load_task_rows
 
 
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"
-#: What the callback's stored records say about each episode, besides its components.
-EPISODE_RECORD_METRICS = ("assistant_turns", "simulator_replies", "spec_revealed", "committed", "end_reason",
-                          "completion_tokens", "simulator_tokens")
-#: A simulator reply after a model turn, for prompts given as plain strings (no chat template involved).
+#: What the callback's stored records say about each episode, besides its components (and the environment's
+#: own metrics). ``simulator_*`` counts the environment's replies and tokens (the name older runs used).
+EPISODE_RECORD_METRICS = ("assistant_turns", "simulator_replies", "committed", "end_reason", "completion_tokens",
+                          "simulator_tokens")
+#: An environment's reply after a model turn, for prompts given as plain strings (no chat template involved).
 PLAIN_FEEDBACK = "\n\nUser: {reply}\n\nAssistant: "
 DEFAULT_MAX_TURNS = 4
 
@@ -118,7 +125,7 @@ class Episode:
 
     rollout_id: str
     prompt: Any
-    task: Task | None
+    task: TaskRow | None
     tokens: EpisodeTokens
     state: EpisodeState | None = None
     record: Record | None = None
@@ -132,25 +139,34 @@ class Episode:
     def live(self) -> bool:
         return self.record is None and self.state is not None and self.state.next_action == "policy"
 
-    def row(self) -> dict[str, Any]:
-        """What the reward functions receive for this completion."""
+    def row(self, env: Environment | None = None) -> dict[str, Any]:
+        """What the reward functions receive for this completion: its record's components and how the
+        episode went (the environment's own metrics too: ``spec_revealed`` for ask-before-coding)."""
         record = self.record
         assert record is not None, "an episode is summarised once it is scored"
-        messages = self.state.messages if self.state is not None else []
-        return {
+        state = self.state
+        messages = state.messages if state is not None else []
+        opening = len(self.task.prompt_messages()) if self.task is not None else 1
+        row = {
             "rollout_id": self.rollout_id,
             "task_id": record.task_id,
             "status": record.status,
             "error": record.error.kind if record.error else None,
             "components": dict(record.components),
             "assistant_turns": sum(1 for m in messages if m.role == "assistant"),
-            "simulator_replies": max(0, sum(1 for m in messages if m.role == "user") - 1),
-            "spec_revealed": len(self.state.revealed) if self.state is not None else 0,
-            "committed": bool(self.state is not None and self.state.final_code is not None),
-            "end_reason": self.state.end_reason if self.state is not None else None,
+            "simulator_replies": sum(1 for m in messages[opening:] if m.role != "assistant"),
+            "committed": bool(state is not None and state.next_action == "execute"),
+            "end_reason": state.end_reason if state is not None else None,
             "completion_tokens": len(self.tokens.completion_ids),
             "simulator_tokens": self.tokens.env_mask.count(0),
         }
+        if env is not None and state is not None and self.task is not None:
+            try:
+                extra = env.metrics(state, self.task)
+            except Exception:  # noqa: BLE001 - evidence only
+                extra = {}
+            row.update({k: v for k, v in extra.items() if k not in row})
+        return row
 
 
 class _QueuedTurn:
@@ -163,7 +179,7 @@ class _QueuedTurn:
     def spent(self) -> bool:
         return self.text is None
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:
+    def next_turn(self, state: EpisodeState, task: Any) -> str:
         if self.text is None:
             raise EpisodeError(f"rollout {state.rollout_id}: no generated turn queued")
         text, self.text = self.text, None
@@ -187,67 +203,80 @@ def _prompt_text(prompt: Any) -> str | None:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, list):
-        users = [m.get("content") for m in prompt if isinstance(m, dict) and m.get("role") == "user"]
+        users = [m.get("content") if isinstance(m, dict) else getattr(m, "content", None)
+                 for m in prompt if (m.get("role") if isinstance(m, dict) else getattr(m, "role", None)) == "user"]
         return users[-1] if users and isinstance(users[-1], str) else None
     return None
 
 
-class EpisodeRollout:
-    """The ask-before-coding episode as a TRL ``rollout_func`` (see the module docstring).
+def _task_text(task: TaskRow) -> str | None:
+    return _prompt_text(task.prompt if isinstance(task.prompt, str) else [m.model_dump() for m in task.prompt])
 
-    ``tasks``: a task JSONL path or Task objects (each prompt must be unique: TRL hands ``rollout_func`` only
-    the prompts). ``reward``: a multi-turn reward name or :class:`Reward` (``ask_before_coding``); ``weights``
-    override its component weights. ``simulator`` defaults to the rule-based simulator, ``executor`` to
-    rewardpipe's sandbox. ``max_turn_tokens`` caps one model turn (default: the whole completion budget).
-    ``instructions`` is put in front of each task prompt by :meth:`dataset` (a system message for a
-    conversational dataset).
+
+class EpisodeRollout:
+    """An environment's episode as a TRL ``rollout_func`` (see the module docstring).
+
+    ``tasks``: a task JSONL path (rows of the environment's ``task_model``) or task rows. ``env``: the
+    environment, by reference or object (default ``ask_before_coding``). ``reward``: a reward by reference or
+    object (default: the environment's); ``weights`` override its component weights. ``executor`` defaults to
+    rewardpipe's sandbox. ``max_turns`` (default: the environment's) limits the model's turns,
+    ``max_turn_tokens`` one model turn (default: the whole completion budget). ``instructions`` is put in
+    front of each task prompt by :meth:`dataset` (a system message for a conversational dataset).
+    ``seed`` and ``chat`` are what the environment's turns get (``ctx.seed``, ``ctx.chat``).
     """
 
     def __init__(
         self,
-        tasks: str | Path | Iterable[Task],
+        tasks: str | Path | Iterable[TaskRow],
         *,
-        reward: str | Reward = "ask_before_coding",
+        env: Any = "ask_before_coding",
+        reward: Any = None,
         weights: Mapping[str, float] | None = None,
-        simulator: Any = None,
         executor: Any = None,
-        max_turns: int = DEFAULT_MAX_TURNS,
+        max_turns: int | None = DEFAULT_MAX_TURNS,
         max_turn_tokens: int | None = None,
         instructions: str | None = None,
         run_id: str = "trl",
         workers: int | None = None,
+        seed: int = 0,
+        chat: Callable[..., str] | None = None,
     ) -> None:
-        from rewardpipe.simulator import RuleBasedSimulator
+        from rewardpipe.references import resolve_environment
+        from rewardpipe.rewards import reads_reference
 
-        self.tasks = load_tasks(tasks) if isinstance(tasks, (str, Path)) else list(tasks)
+        self.env = resolve_environment(env)
+        self.tasks = load_task_rows(tasks, self.env.task_model) if isinstance(tasks, (str, Path)) else list(tasks)
         if not self.tasks:
             raise ValueError("EpisodeRollout needs at least one task")
-        if max_turns < 1:
+        if max_turns is not None and max_turns < 1:
             raise ValueError("max_turns must be at least 1")
         if max_turn_tokens is not None and max_turn_tokens < 1:
             raise ValueError("max_turn_tokens must be at least 1")
-        if isinstance(reward, str) and reward not in EPISODE_REWARDS:
-            raise ValueError(f"reward '{reward}' scores single-turn samples against their own reference answer; "
-                             f"an episode is scored by one of {sorted(EPISODE_REWARDS)} (or a Reward object)")
-        self.reward = resolve_reward(reward, weights)
-        self.simulator = simulator or RuleBasedSimulator()
+        self.reward = resolve_reward(reward if reward is not None else self.env.reward, weights)
+        if reads_reference(self.reward):
+            raise ValueError(f"reward '{self.reward.name}' scores single-turn samples against their own reference "
+                             f"answer; an episode of '{self.env.name}' is scored by a reward that reads no "
+                             f"reference (its own: '{self.env.reward.name}')")
         self._executor = executor
         self.max_turns = max_turns
         self.max_turn_tokens = max_turn_tokens
         self.instructions = instructions
         self.run_id = run_id
         self.workers = workers
+        self.services = EnvServices(seed=seed, chat=chat)
         self.batches = 0
         self.last_episodes: list[Episode] = []  # the latest batch, for inspection
-        by_text: dict[str, Task] = {}
+        self._by_text: dict[str, list[TaskRow]] = {}
+        self._by_rendered: dict[str, list[TaskRow]] = {}
         for task in self.tasks:
-            other = by_text.setdefault(task.prompt, task)
-            if other is not task:
-                raise ValueError(f"tasks '{other.task_id}' and '{task.task_id}' have the same prompt: TRL gives "
-                                 f"rollout_func only the prompt, so it could not tell which hidden spec to use")
-        self._by_text = by_text
-        self._by_rendered = {_prompt_key(self.prompt_for(t, conversational)): t
-                             for t in self.tasks for conversational in (False, True)}
+            text = _task_text(task)
+            if text is not None:
+                self._by_text.setdefault(text, []).append(task)
+            for conversational in (False, True):
+                candidates = self._by_rendered.setdefault(_prompt_key(self.prompt_for(task, conversational)), [])
+                if task not in candidates:
+                    candidates.append(task)
+        self._turn: dict[str, int] = {}  # a shared prompt's next task, in turn
 
     @property
     def executor(self) -> Any:
@@ -259,10 +288,10 @@ class EpisodeRollout:
 
     # -- the dataset -------------------------------------------------------------------------------------
 
-    def prompt_for(self, task: Task, conversational: bool = False) -> Any:
-        if conversational:
+    def prompt_for(self, task: TaskRow, conversational: bool = False) -> Any:
+        if conversational or not isinstance(task.prompt, str):
             system = [{"role": "system", "content": self.instructions}] if self.instructions else []
-            return [*system, {"role": "user", "content": task.prompt}]
+            return [*system, *(m.model_dump(mode="json") for m in task.prompt_messages())]
         return f"{self.instructions}\n\n{task.prompt}" if self.instructions else task.prompt
 
     def dataset_rows(self, conversational: bool = False) -> list[dict[str, Any]]:
@@ -274,14 +303,24 @@ class EpisodeRollout:
 
         return Dataset.from_list(self.dataset_rows(conversational))
 
-    def task_for(self, prompt: Any) -> Task | None:
-        """The task a prompt was made from: as :meth:`prompt_for` renders it, or whose text is the prompt's
-        (string prompt, or last user message)."""
-        task = self._by_rendered.get(_prompt_key(prompt))
-        if task is None:
+    def tasks_for(self, prompt: Any) -> list[TaskRow]:
+        """The tasks a prompt may have been made from: as :meth:`prompt_for` renders them, or whose text is
+        the prompt's (string prompt, or last user message)."""
+        tasks = self._by_rendered.get(_prompt_key(prompt))
+        if not tasks:
             text = _prompt_text(prompt)
-            task = self._by_text.get(text) if text is not None else None
-        return task
+            tasks = self._by_text.get(text, []) if text is not None else []
+        return tasks
+
+    def task_for(self, prompt: Any) -> TaskRow | None:
+        """The next task of ``prompt`` (its tasks taken in turn when several share it), or None."""
+        tasks = self.tasks_for(prompt)
+        if not tasks:
+            return None
+        key = _prompt_key(prompt)
+        turn = self._turn.get(key, 0)
+        self._turn[key] = turn + 1
+        return tasks[turn % len(tasks)]
 
     # -- the episodes ------------------------------------------------------------------------------------
 
@@ -295,10 +334,15 @@ class EpisodeRollout:
         step = self.batches
         self.batches += 1
         episodes = []
+        size = max(1, group_size)
+        group_task: dict[tuple[int, str], TaskRow | None] = {}
         for index, prompt in enumerate(prompts):
-            group = f"b{step}-g{index // max(1, group_size)}"
-            episode = Episode(f"{group}-k{index % max(1, group_size)}", prompt, self.task_for(prompt),
-                              EpisodeTokens(list(codec.prompt_ids(prompt))))
+            group = f"b{step}-g{index // size}"
+            key = (index // size, _prompt_key(prompt))
+            if key not in group_task:  # one task per group: a GRPO group is K answers to one task
+                group_task[key] = self.task_for(prompt)
+            task = group_task[key]
+            episode = Episode(f"{group}-k{index % size}", prompt, task, EpisodeTokens(list(codec.prompt_ids(prompt))))
             if episode.task is None:
                 text = _prompt_text(prompt) or repr(prompt)
                 episode.record = failure_record(
@@ -307,8 +351,16 @@ class EpisodeRollout:
                 # TRL needs one token per completion at least; it is masked out of the loss.
                 episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
             else:
-                episode.state = start_episode(episode.task, run_id=self.run_id, step=step, group_id=group,
-                                              rollout_id=episode.rollout_id, max_turns=self.max_turns)
+                try:
+                    episode.state = start_episode(episode.task, env=self.env, run_id=self.run_id, step=step,
+                                                  group_id=group, rollout_id=episode.rollout_id,
+                                                  max_turns=self.max_turns)
+                except Exception as exc:  # noqa: BLE001 - the environment's start failed: this episode's error
+                    episode.record = failure_record(
+                        run_id=self.run_id, step=step, group_id=group, rollout_id=episode.rollout_id,
+                        task_id=episode.task.task_id, kind="simulator_error", message=f"{type(exc).__name__}: {exc}",
+                        reward=self.reward)
+                    episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
             episodes.append(episode)
 
         while waiting := [e for e in episodes if e.live]:
@@ -338,25 +390,25 @@ class EpisodeRollout:
         return min(left, self.max_turn_tokens) if self.max_turn_tokens else left
 
     def _advance(self, episode: Episode, text: str, codec: TokenCodec, max_completion_tokens: int) -> None:
-        """Play the generated turn and the simulator's reply through ``converse``; stop before the next turn."""
+        """Play the generated turn and the environment's reply through ``converse``; stop before the next turn."""
         assert episode.state is not None and episode.task is not None
         policy = _QueuedTurn(text)
         before_reply: list[EpisodeState] = []
 
         def pause(state: EpisodeState) -> bool:
-            if state.next_action == "simulator":
+            if state.next_action == "env":
                 before_reply.append(state)
             return state.next_action == "policy" and policy.spent
 
         try:
-            state = converse(episode.state, episode.task, policy, self.simulator, pause)
-        except ConversationError as exc:  # the simulator failed: an error record, never a score
+            state = converse(episode.state, episode.task, policy, self.env, pause, self.services)
+        except ConversationError as exc:  # the environment failed: an error record, never a score
             episode.state = exc.state
             episode.record = error_record(exc.state, exc.kind, str(exc), self.reward)
             return
-        if state.next_action == "policy" and before_reply:  # the simulator replied; the model is next
-            reply = state.messages[-1].content
-            ids = list(codec.feedback_ids(reply, episode.conversational))
+        if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
+            replies = state.messages[len(before_reply[-1].messages):]
+            ids = list(env_message_ids(codec, replies, episode.conversational))
             if len(episode.tokens.completion_ids) + len(ids) >= max_completion_tokens:
                 state = end_without_commit(before_reply[-1], "completion_budget")
             else:
@@ -368,8 +420,9 @@ class EpisodeRollout:
 
         if not episodes:
             return []
-        return score_episodes([(e.state, e.task) for e in episodes], executor=self.executor, reward=self.reward,
-                              workers=self.workers)
+        executor = self.executor if self.env.runs_code else None
+        return score_episodes([(e.state, e.task) for e in episodes], executor=executor, reward=self.reward,
+                              env=self.env, workers=self.workers)
 
     # -- TRL ---------------------------------------------------------------------------------------------
 
@@ -384,7 +437,7 @@ class EpisodeRollout:
         group = trainer.num_generations if training else getattr(trainer, "num_generations_eval", 1)
         episodes = self.play(prompts, codec, trainer_generate(trainer, codec.tokenizer),
                              max_completion_tokens=int(trainer.max_completion_length), group_size=group or 1)
-        return rollout_output(episodes)
+        return rollout_output(episodes, self.env)
 
     def reward_functions(self) -> tuple[list[Callable[..., list]], list[float]]:
         """``(reward_funcs, reward_weights)`` reading each episode's components (without the callback)."""
@@ -392,22 +445,34 @@ class EpisodeRollout:
         return scorer.functions(), [c.weight for c in self.reward.components]
 
 
-def rollout_output(episodes: Sequence[Episode]) -> dict[str, list]:
+def rollout_output(episodes: Sequence[Episode], env: Environment | None = None) -> dict[str, list]:
     """The dict ``rollout_func`` returns to TRL (see the module docstring)."""
     return {
         "prompt_ids": [e.tokens.prompt_ids for e in episodes],
         "completion_ids": [e.tokens.completion_ids for e in episodes],
         "logprobs": None,
         "env_mask": [e.tokens.env_mask for e in episodes],
-        EPISODE_FIELD: [e.row() for e in episodes],
+        EPISODE_FIELD: [e.row(env) for e in episodes],
     }
+
+
+def env_message_ids(codec: Any, messages: Sequence[Message], conversational: bool) -> list[int]:
+    """The tokens of the environment's messages after a model turn: the codec's own rendering of them
+    (``env_ids``, with their roles) when it has one, else each message's text as a user reply."""
+    if hasattr(codec, "env_ids"):
+        return list(codec.env_ids([m.model_dump(mode="json") for m in messages], conversational))
+    ids: list[int] = []
+    for message in messages:
+        ids.extend(codec.feedback_ids(message.content, conversational))
+    return ids
 
 
 class EpisodeScorer(BatchScorer):
     """Serves each component of the episodes :class:`EpisodeRollout` scored (the ``rewardpipe_episode``
     field TRL forwards) to its reward function, and logs the episodes' shape through TRL's ``log_metric``:
-    ``rewardpipe/episode/assistant_turns``, ``simulator_replies``, ``spec_revealed``, ``committed`` (means over
-    the process's completions) and ``simulator_token_fraction``."""
+    ``rewardpipe/episode/assistant_turns``, ``simulator_replies`` (the environment's replies), ``committed``,
+    every numeric metric the environment adds (means over the process's completions) and
+    ``simulator_token_fraction``."""
 
     def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
                    kwargs: Mapping[str, Any]) -> tuple[Any, str]:
@@ -428,15 +493,26 @@ class EpisodeScorer(BatchScorer):
             for name, value in episode_metrics(rows).items():
                 log_metric(name, value)
         details = [{"task_id": row.get("task_id"),
-                    "metrics": {k: row.get(k) for k in EPISODE_RECORD_METRICS if row.get(k) is not None}}
+                    "metrics": {k: v for k, v in row.items() if k not in _ROW_FIELDS and v is not None
+                                and isinstance(v, (int, float, str, bool))}}
                    for row in rows]
         return ScoredBatch(fingerprint, values, errors, details=details)
 
 
+#: Fields of an episode row that are not record metrics.
+_ROW_FIELDS = frozenset({"rollout_id", "task_id", "status", "error", "components"})
+_TOKEN_FIELDS = ("completion_tokens", "simulator_tokens")
+
+
 def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
+    """Means over the process's completions: turns, the environment's replies, committed episodes, and every
+    numeric metric the environment adds (``spec_revealed`` for ask-before-coding)."""
     count = len(rows)
-    out = {f"rewardpipe/episode/{name}": sum(float(row.get(name) or 0) for row in rows) / count
-           for name in ("assistant_turns", "simulator_replies", "spec_revealed", "committed")}
+    names = ["assistant_turns", "simulator_replies", "committed"]
+    names += sorted({k for row in rows for k, v in row.items()
+                     if k not in _ROW_FIELDS and k not in names and k not in _TOKEN_FIELDS
+                     and isinstance(v, (int, float)) and not isinstance(v, bool)})
+    out = {f"rewardpipe/episode/{name}": sum(float(row.get(name) or 0) for row in rows) / count for name in names}
     tokens = sum(int(row.get("completion_tokens") or 0) for row in rows)
     out["rewardpipe/episode/simulator_token_fraction"] = (
         sum(int(row.get("simulator_tokens") or 0) for row in rows) / tokens if tokens else 0.0)
@@ -475,17 +551,22 @@ class TokenizerCodec:
         return self.tokenizer.decode(list(ids), skip_special_tokens=True)
 
     def feedback_ids(self, reply: str, conversational: bool) -> list[int]:
+        return self.env_ids([{"role": "user", "content": reply}], conversational)
+
+    def env_ids(self, messages: list[dict[str, Any]], conversational: bool) -> list[int]:
         if not conversational:
-            return list(self.tokenizer(text=PLAIN_FEEDBACK.format(reply=reply), add_special_tokens=False)["input_ids"])
-        # The chat template's user turn plus generation prompt, after an assistant turn that ended in EOS: a
-        # two-message conversation rendered with and without the reply (the way TRL renders tool results).
+            text = "".join(PLAIN_FEEDBACK.format(reply=m.get("content") or "") for m in messages)
+            return list(self.tokenizer(text=text, add_special_tokens=False)["input_ids"])
+        # The chat template's turns for the messages plus generation prompt, after an assistant turn that ended
+        # in EOS: a conversation rendered with and without them (the way TRL renders tool results).
         dummy = [{"role": "user", "content": "dummy"}, {"role": "assistant", "content": "dummy"}]
         prefix = self._render(dummy, False)
-        full = self._render([*dummy, {"role": "user", "content": reply}], True)
+        full = self._render([*dummy, *messages], True)
         if self.eos_id in prefix:
             prefix = prefix[: len(prefix) - prefix[::-1].index(self.eos_id)]
         if full[: len(prefix)] != prefix:
-            raise ValueError("the chat template does not render a user turn as a suffix of the conversation before it")
+            raise ValueError("the chat template does not render the environment's turn as a suffix of the "
+                             "conversation before it")
         return full[len(prefix):]
 
 

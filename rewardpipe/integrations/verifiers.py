@@ -8,18 +8,22 @@ float; ``vf.Rubric(funcs=[...], weights=[...])`` sums them with the weights. Mes
 verifiers' pydantic message objects; both are read.
 
 * :func:`rubric_functions` gives ``(funcs, weights)``, one function per component (named after it, so
-  verifiers logs each one); :func:`rubric` wraps them in ``vf.Rubric``.
+  verifiers logs each one) of any reward (a built-in name, ``package.module:ATTR``, ``file.py:ATTR``, an
+  installed short name); each sample is scored once (:class:`SampleScorer`), not once per component;
+  :func:`rubric` wraps them in ``vf.Rubric``.
 * :func:`simulator_env_response` is the body of a ``vf.MultiTurnEnv.env_response``: given the conversation
   so far and the task, it returns the simulator's user turn. Keep the task under an ``info`` key of your own
   (``info["rewardpipe_task"]``): verifiers 0.2 reads ``info["task"]`` as its own task payload. What the
   simulator already revealed is read off the conversation (verifiers keeps no simulator state).
 
-verifiers turns a reward-function exception into 0.0; a component rewardpipe cannot compute returns
-``float("nan")`` here instead, so an infrastructure failure is visible in the rollout metrics, not a zero.
+verifiers turns a reward-function exception into 0.0; here a component that raised (``component_raised``) or
+could not compute makes the sample ``float("nan")`` in every function instead, so the failure is visible in
+the rollout metrics, not a zero.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Callable, Mapping, Sequence
 
@@ -46,21 +50,71 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
     return [{"role": role, "content": value if isinstance(value, str) else ""}]
 
 
-def rubric_functions(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None = None,
+class _Entry:
+    __slots__ = ("values", "served")
+
+    def __init__(self, values: dict[str, float]) -> None:
+        self.values, self.served = values, set()
+
+
+class SampleScorer:
+    """Scores each sample once and serves every component's rubric function from it.
+
+    verifiers calls the rubric's functions one by one for each rollout (each with the same completion,
+    answer and prompt): the first call scores the sample (its code runs once), the others read the result.
+    A sample is recognised by its content; once every component has been served it is forgotten, and at
+    most ``keep`` samples are held (the oldest go first), so memory stays bounded. Thread-safe."""
+
+    def __init__(self, reward: Reward, executor: Any = None, keep: int = 4096) -> None:
+        import threading
+        from collections import OrderedDict
+
+        self.reward, self.executor, self.keep = reward, executor, keep
+        self._cache: OrderedDict[str, _Entry] = OrderedDict()
+        self._lock = threading.Lock()
+        self.samples_scored = 0
+
+    def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
+        sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
+                  "metadata": {"reference_answer": answer}}
+        key = json.dumps(sample, sort_keys=True, default=repr)
+        with self._lock:
+            entry = self._cache.get(key)
+            if entry is not None and name in entry.served:  # asked again: a new rollout with the same content
+                entry = None
+        if entry is None:
+            result = score_samples([sample], self.reward, executor=self.executor)[0]
+            metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
+            failed = bool(metrics.get("reward_error"))
+            entry = _Entry({c: math.nan if failed or c not in metrics else float(metrics[c])
+                            for c in self.reward.component_names})
+            with self._lock:
+                self.samples_scored += 1
+                self._cache[key] = entry
+                while len(self._cache) > self.keep:
+                    self._cache.popitem(last=False)
+        with self._lock:
+            entry.served.add(name)
+            if len(entry.served) == len(entry.values):
+                self._cache.pop(key, None)
+        return entry.values[name]
+
+
+def rubric_functions(reward: Any = "gsm8k", weights: Mapping[str, float] | None = None,
                      executor: Any = None) -> tuple[list[Callable[..., float]], list[float]]:
-    resolved = reward.with_weights(weights) if isinstance(reward, Reward) else get_reward(reward, weights)
+    """``(funcs, weights)``: one rubric function per component of ``reward`` (any reference: a built-in name,
+    ``package.module:ATTR``, ``file.py:ATTR``, an installed short name; or a Reward). Each sample is scored
+    once, whatever the number of components; one that cannot be scored (a component raised, or returned
+    None) is NaN in every function, never verifiers' 0.0."""
+    resolved = get_reward(reward, weights)
+    scorer = SampleScorer(resolved, executor)
 
     def component_fn(name: str) -> Callable[..., float]:
         def fn(completion: Any = None, answer: Any = None, prompt: Any = None, **_: Any) -> float:
-            sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
-                      "metadata": {"reference_answer": answer}}
-            result = score_samples([sample], resolved, executor=executor)[0]
-            values = {m["name"]: m["value"] for m in result["metrics_list"]}
-            if values.get("reward_error") or name not in values:
-                return math.nan
-            return float(values[name])
+            return scorer.value(name, completion, answer, prompt)
 
         fn.__name__ = name
+        fn.rewardpipe_scorer = scorer  # type: ignore[attr-defined]
         return fn
 
     return [component_fn(c.name) for c in resolved.components], [c.weight for c in resolved.components]
@@ -80,19 +134,15 @@ def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | M
 
     The simulator sees the hidden ``spec`` of the task but never its tests or reference solution.
     """
-    from rewardpipe.episode import EpisodeState
-    from rewardpipe.parsing import parse_turn
-    from rewardpipe.questions import reveals_in
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.envs.ask_before_coding.simulator import RuleBasedSimulator
 
     task = task if isinstance(task, Task) else Task.model_validate(task)
     parsed = [Message.model_validate(m) for m in _messages(list(messages), "user")]
-    assistant = [m.content for m in parsed if m.role == "assistant"]
-    # verifiers keeps no simulator bookkeeping: what was revealed is read off the conversation so far, the
-    # way recorded transcripts are scored, so a detail is never revealed twice and the next one comes out.
-    reveals = reveals_in(parsed, task.spec)
-    state = EpisodeState(run_id="verifiers", group_id="g", rollout_id="r", task_id=task.task_id, messages=parsed,
-                         turn_kinds=[parse_turn(text).kind for text in assistant], next_action="simulator",
-                         revealed=[index for _, index in reveals], answered_turns=[turn for turn, _ in reveals])
+    # verifiers keeps no simulator bookkeeping: what was revealed is read off the conversation so far (the
+    # environment's replay, as recorded transcripts are scored), so a detail is never revealed twice and the
+    # next one comes out.
+    state = ENVIRONMENT.replay(task, parsed).model_copy(
+        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"})
     reply = (simulator or RuleBasedSimulator()).respond(state, task)
     return [{"role": "user", "content": reply.text}]

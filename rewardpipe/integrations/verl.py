@@ -13,10 +13,12 @@ DAPO's ``filter_groups.metric``). The dict here carries each component's value, 
       path: <site-packages>/rewardpipe/integrations/verl.py
       name: compute_score
 
-Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given, else the ``data_source``
-(``openai/gsm8k`` and ``gsm8k`` → ``gsm8k``; a registered reward name is used as is), else ``gsm8k``.
-verl has no "no reward" value, so an unscorable sample scores 0.0 with ``reward_error`` = 1 and NaN in
-every component (set ``filter_groups.metric: reward_error`` or drop such rows from your statistics).
+Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any reference: a built-in name,
+``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
+and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k``.
+verl has no "no reward" value, so an unscorable sample (a component that raised or could not compute) scores
+0.0 with ``reward_error`` = 1 and NaN in every component (set ``filter_groups.metric: reward_error`` or drop
+such rows from your statistics).
 
 Every sample of a reward returns the same keys (``score``, each component, ``reward_error``): verl's reward
 managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample

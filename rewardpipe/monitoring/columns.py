@@ -10,9 +10,7 @@ failure is not a value. A few rollout ids per step are kept as candidate example
 
 from __future__ import annotations
 
-import gc
 import math
-from contextlib import contextmanager
 from array import array
 from itertools import chain, compress
 from operator import attrgetter, itemgetter, ne
@@ -21,6 +19,7 @@ from typing import Any, Iterable, Iterator
 
 import numpy as np
 
+from rewardpipe.gc_pause import paused_gc  # noqa: F401 - defined once, imported from here by the readers
 from rewardpipe.models import MAX_SCORE_MAGNITUDE
 
 EXAMPLES_PER_STEP = 6  # candidate example rollouts kept per step (from distinct groups)
@@ -217,21 +216,6 @@ def _number(value: Any) -> float:
     except (TypeError, ValueError):
         return math.nan
     return number if -MAX_SCORE_MAGNITUDE <= number <= MAX_SCORE_MAGNITUDE else math.nan
-
-
-@contextmanager
-def paused_gc() -> Iterator[None]:
-    """Pause the cyclic garbage collector for a bulk pass. Reading a million records allocates millions of
-    small tuples and dicts, and each automatic collection re-walks every live record: with it on, the pass
-    is several times slower (benchmarks/report.py). Nothing here creates reference cycles, and the
-    collector is restored (and any cycles collected later as usual) when the pass ends."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def tee(records: Iterable[Any], *consumers: Any, batch: int = 4096) -> Iterator[Any]:

@@ -1,12 +1,15 @@
 """When a component counts as dead or recovered, and when to alarm: :class:`Thresholds`.
 
 Also holds the value ranges of the built-in reward (used to tell "stuck at its minimum" from "stuck at its
-maximum") and the error raised when records cannot be monitored as one run.
+maximum"), how a reward's own declared ranges and roles reach the monitor (:meth:`Thresholds.with_components`,
+:func:`run_thresholds` reading a run's manifest), and the error raised when records cannot be monitored as
+one run.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -50,6 +53,11 @@ class Thresholds(BaseModel):
       ``dying_horizon`` steps.
     * ``outcome_components``: the components that measure the outcome (the rest is shaping), for the
       ``shaping_starves_outcome`` cause; default the built-in reward's ``correctness``.
+    * ``roles``: each component's declared role (``outcome``, ``shaping``, ``penalty``), from the reward or
+      the run's manifest: a ``penalty`` that never fires is ``info``, while any other component constant at
+      its maximum is ``dead (constant_at_maximum)``. Without a declared role the range decides (a range
+      whose maximum is 0 and minimum negative is a penalty).
+    * ``range_overrides``: the ranges given explicitly (``--range``); they win over declared ones.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -69,6 +77,8 @@ class Thresholds(BaseModel):
     dying_min_slope: float = Field(default=0.02, gt=0, le=1)
     dying_horizon: int = Field(default=20, ge=1)
     outcome_components: tuple[str, ...] = ("correctness",)
+    roles: dict[str, str] = Field(default_factory=dict)
+    range_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
     def _consistent(self) -> "Thresholds":
@@ -88,6 +98,75 @@ class Thresholds(BaseModel):
     @property
     def errors_raise_after(self) -> int:
         return self.error_raise_after if self.error_raise_after is not None else self.raise_after
+
+    def with_components(self, components: Mapping[str, Any]) -> "Thresholds":
+        """These thresholds for a reward's declared components (``{name: {"range": (lo, hi), "role": ...}}``, as
+        :meth:`rewardpipe.Reward.describe` and the run manifest give them): their ranges (explicit
+        ``range_overrides`` still win), their roles, and the outcome components from the roles."""
+        if not components:
+            return self
+        declared, roles = {}, {}
+        for name, info in components.items():
+            info = info if isinstance(info, Mapping) else info.model_dump()
+            declared[name] = (float(info["range"][0]), float(info["range"][1]))
+            roles[name] = str(info["role"])
+        outcomes = tuple(name for name, role in roles.items() if role == "outcome")
+        return self.model_copy(update={"ranges": {**self.ranges, **declared, **self.range_overrides},
+                                       "roles": {**self.roles, **roles},
+                                       "outcome_components": outcomes or self.outcome_components})
+
+    def for_reward(self, reward: Any) -> "Thresholds":
+        """:meth:`with_components` of a :class:`rewardpipe.Reward`."""
+        return self.with_components(reward.describe())
+
+    def is_idle_penalty(self, name: str, cause: str, value_range: tuple[float, float] | None) -> bool:
+        """A penalty that never fired: constant at its neutral end (the end nearer 0: the maximum of a
+        ``(-1, 0)`` penalty, the minimum of a ``(0, 1)`` one subtracted by a negative weight). A component
+        declared ``outcome`` or ``shaping`` is never one; without a declared role, a range ending at 0 from
+        below makes a penalty."""
+        role = self.roles.get(name)
+        if role is not None and role != "penalty":
+            return False
+        if value_range is None:
+            return False
+        lo, hi = value_range
+        if role == "penalty":
+            neutral = "constant_at_maximum" if abs(hi) <= abs(lo) else "constant_at_minimum"
+            return cause == neutral
+        return cause == "constant_at_maximum" and hi == 0.0 and lo < 0.0
+
+
+def manifest_components(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """The components a stored run manifest declares: v2 lists them; a v1 manifest names a built-in reward,
+    whose declared ranges and roles are used (empty when it names none)."""
+    components = manifest.get("components")
+    if isinstance(components, Mapping) and components:
+        return dict(components)
+    name = manifest.get("reward")
+    from rewardpipe.references import BUILTIN_REWARDS
+
+    if isinstance(name, str) and name in BUILTIN_REWARDS:
+        from rewardpipe.rewards import REWARDS
+
+        return REWARDS[name].describe()
+    return {}
+
+
+def run_thresholds(thresholds: "Thresholds | None", store: Any, run_id: str | None) -> "Thresholds":
+    """``thresholds`` (default ones when None) for the run ``run_id`` of ``store``: the components' ranges and
+    roles its manifest declares, so a user's reward is judged by its own ranges and roles with no ``--range``.
+    Without a store, a run id or a readable manifest, ``thresholds`` as they are."""
+    thresholds = thresholds if thresholds is not None else Thresholds()
+    if store is None or not run_id:
+        return thresholds
+    try:
+        from rewardpipe.store import manifest_key
+
+        manifest = store.get_json(manifest_key(run_id), default=None)
+        components = manifest_components(manifest) if isinstance(manifest, Mapping) else {}
+        return thresholds.with_components(components)
+    except Exception:  # noqa: BLE001 - an unreadable manifest leaves the monitor on its defaults, as before v2
+        return thresholds
 
 
 class AlarmPolicy(BaseModel):

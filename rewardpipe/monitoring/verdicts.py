@@ -147,8 +147,7 @@ def component_stats(
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
-    if cause == "constant_at_maximum" and is_penalty(value_range if range_known else None) \
-            and not th.alarm_idle_penalties:
+    if th.is_idle_penalty(name, cause, value_range if range_known else None) and not th.alarm_idle_penalties:
         stats["verdict"], cause = "info", "penalty_never_fires"
     stats["cause"] = cause
     return stats

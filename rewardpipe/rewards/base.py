@@ -1,34 +1,79 @@
-"""The reward abstraction: a weighted sum of small, pure, named components.
+"""The reward abstraction: a weighted sum of small, pure, named components (:mod:`rewardpipe.components`).
 
 A component returns a float, or ``None`` when it cannot be computed for infrastructure reasons (the tests
 could not run, the reference answer is unreadable). ``None`` is never folded into 0: the whole score becomes
-an error so the monitor and the trainer can leave the sample out instead of learning from a fake zero.
+an error so the monitor and the trainer can leave the sample out instead of learning from a fake zero. A
+component that raises is recorded the same way, as ``component_raised`` naming the component and the first
+line of the exception (the text may be model-influenced, so it is shortened and its control characters are
+escaped), never as a 0.
+
+Every path scores through :meth:`Reward.score_input` / :meth:`Reward.score_many`: the CLI, the episode
+loop, the single-turn Nova Lambda, the AWS score step and the trainer adapters.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from operator import attrgetter
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
-from rewardpipe.execution.result import ExecutionResult
+from rewardpipe.components import (
+    LEGACY_INPUT,
+    Component,
+    ComponentDefinitionError,
+    check_name,
+    input_names,
+    is_async_callable,
+    make_caller,
+)
+from rewardpipe.gc_pause import paused_gc
 from rewardpipe.models import ErrorInfo, Message, MetricValue
 from rewardpipe.parsing import ParsedTurn, TurnKind, parse_turn
 
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.execution.result import ExecutionResult
 
-@dataclass(frozen=True)
+#: The longest exception line a ``component_raised`` error keeps (characters).
+RAISED_MESSAGE_CHARS = 300
+
+
 class Transcript:
-    """A parsed view of a conversation, built once and shared by every component."""
+    """A parsed view of a conversation, built once and shared by every component that asks for it.
 
-    messages: tuple[Message, ...]
-    assistant_turns: tuple[ParsedTurn, ...]
-    assistant_texts: tuple[str, ...]
+    ``assistant_texts`` and ``assistant_turns`` (each assistant turn classified by
+    :func:`rewardpipe.parsing.parse_turn`: question, commit or other, with its fenced Python code) are
+    computed on first use only."""
+
+    __slots__ = ("messages", "_texts", "_turns")
+
+    def __init__(self, messages: Sequence[Message], assistant_turns: Sequence[ParsedTurn] | None = None,
+                 assistant_texts: Sequence[str] | None = None) -> None:
+        self.messages: tuple[Message, ...] = tuple(messages)
+        self._texts = tuple(assistant_texts) if assistant_texts is not None else None
+        self._turns = tuple(assistant_turns) if assistant_turns is not None else None
 
     @classmethod
     def from_messages(cls, messages: Sequence[Message]) -> "Transcript":
-        texts = tuple(m.content for m in messages if m.role == "assistant")
-        return cls(tuple(messages), tuple(parse_turn(t) for t in texts), texts)
+        return cls(messages)
+
+    @property
+    def assistant_texts(self) -> tuple[str, ...]:
+        if self._texts is None:
+            self._texts = tuple(m.content for m in self.messages if m.role == "assistant")
+        return self._texts
+
+    @property
+    def assistant_turns(self) -> tuple[ParsedTurn, ...]:
+        if self._turns is None:
+            self._turns = tuple(parse_turn(text) for text in self.assistant_texts)
+        return self._turns
+
+    @property
+    def completion(self) -> str:
+        texts = self.assistant_texts
+        return texts[-1] if texts else ""
 
     @property
     def kinds(self) -> list[TurnKind]:
@@ -36,8 +81,9 @@ class Transcript:
 
     def final_commit_index(self) -> int | None:
         """Index (among assistant turns) of the last committing turn: its code is what gets executed."""
-        for index in range(len(self.assistant_turns) - 1, -1, -1):
-            if self.assistant_turns[index].kind is TurnKind.COMMIT:
+        turns = self.assistant_turns
+        for index in range(len(turns) - 1, -1, -1):
+            if turns[index].kind is TurnKind.COMMIT:
                 return index
         return None
 
@@ -46,32 +92,65 @@ class Transcript:
         index = self.final_commit_index()
         return None if index is None else self.assistant_turns[index].code
 
+    def __eq__(self, other: Any) -> bool:
+        return isinstance(other, Transcript) and self.messages == other.messages
 
-@dataclass(frozen=True)
+    def __repr__(self) -> str:
+        return f"Transcript({len(self.messages)} messages)"
+
+
+def _last_assistant_text(messages: Sequence[Message]) -> str:
+    for message in reversed(messages):
+        if message.role == "assistant":
+            return message.content
+    return ""
+
+
 class ScoringInput:
-    transcript: Transcript
-    execution: ExecutionResult | None = None
-    reference: Any = None
-    # Assistant turns (0-based, among assistant turns) the user answered with a newly revealed spec item: the
-    # simulator's bookkeeping. None when the scorer never saw the simulator; components that need it then
-    # fall back to judging the question's own words (rewardpipe.questions).
-    answered_turns: frozenset[int] | None = None
+    """What one sample offers its components: each input of :data:`rewardpipe.components.INPUTS`, built
+    the first time a component asks for it.
+
+    ``ScoringInput(transcript=None, execution=None, reference=None, *, messages=None, task=None, state=None,
+    completion=None)``: give the messages (a sequence, or a function returning one, called once when
+    needed) or a transcript; ``completion`` may be given directly when it is already at hand."""
+
+    __slots__ = ("_transcript", "_messages", "_completion", "execution", "reference", "task", "state")
+
+    def __init__(self, transcript: Transcript | None = None, execution: "ExecutionResult | None" = None,
+                 reference: Any = None, *, messages: Sequence[Message] | Callable[[], Sequence[Message]] | None = None,
+                 task: Any = None, state: Any = None, completion: str | None = None) -> None:
+        self._transcript = transcript
+        self._messages = messages
+        self._completion = completion
+        self.execution = execution
+        self.reference = reference
+        self.task = task
+        self.state = state
+
+    @property
+    def messages(self) -> Sequence[Message]:
+        messages = self._messages
+        if callable(messages):
+            messages = self._messages = messages()
+        if messages is None:
+            messages = self._messages = self._transcript.messages if self._transcript is not None else ()
+        return messages
+
+    @property
+    def transcript(self) -> Transcript:
+        if self._transcript is None:
+            self._transcript = Transcript(self.messages)
+        return self._transcript
+
+    @property
+    def completion(self) -> str:
+        if self._completion is None:
+            self._completion = (self._transcript.completion if self._transcript is not None
+                                else _last_assistant_text(self.messages))
+        return self._completion
 
 
-ComponentFn = Callable[[ScoringInput], "float | None"]
-
-
-@dataclass(frozen=True)
-class Component:
-    name: str
-    weight: float
-    fn: ComponentFn
-    description: str = ""
-    # The values the component can take, used by the monitor's "constant at min/max" causes and by doctor.
-    value_range: tuple[float, float] = (0.0, 1.0)
-
-
-@dataclass
+@dataclass(slots=True)
 class Score:
     components: dict[str, float | None]
     weights: dict[str, float]
@@ -80,31 +159,186 @@ class Score:
     error: ErrorInfo | None = None
 
 
-DiagnosticsFn = Callable[[ScoringInput], dict[str, MetricValue]]
-ErrorFn = Callable[[ScoringInput], "ErrorInfo | None"]
+@dataclass(slots=True)
+class ColumnScores:
+    """A batch's scores by column (:meth:`Reward.score_columns`): ``values[i][j]`` is component ``names[i]`` of
+    sample ``j`` (None for an error sample), ``aggregates[j]`` and ``errors[j]`` that sample's."""
+
+    names: list[str]
+    values: list[list[float | None]]
+    aggregates: list[float | None]
+    errors: list[ErrorInfo | None]
 
 
-@dataclass(frozen=True)
+def first_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, shortened and with control characters escaped: exception text
+    may carry what the model wrote (ANSI sequences, a whole transcript)."""
+    from rewardpipe.safe_text import printable
+
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    line = printable(line, keep_newlines=False)
+    if len(line) > RAISED_MESSAGE_CHARS:
+        line = line[:RAISED_MESSAGE_CHARS] + "..."
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+
+
+def raised_error(name: str, exc: BaseException) -> ErrorInfo:
+    return ErrorInfo(kind="component_raised", message=f"component '{name}' raised {first_line(exc)}")
+
+
+def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
+    """Await ``coroutines`` concurrently; each result, or the exception it raised, in order. Works from
+    synchronous code whether or not an event loop is running in this thread (a running one, as in a
+    notebook or an async trainer, is left alone: the coroutines run on a loop of their own in a worker)."""
+    if not coroutines:
+        return []
+
+    async def gather() -> list[Any]:
+        return list(await asyncio.gather(*coroutines, return_exceptions=True))
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(gather())
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-async-components") as pool:
+        return pool.submit(asyncio.run, gather()).result()
+
+
+class _NotANumber(Exception):
+    pass
+
+
+def _as_value(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, float):
+        return value
+    if isinstance(value, (int, bool)) or hasattr(value, "__float__") and not isinstance(value, (str, bytes)):
+        try:
+            return float(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    raise _NotANumber(f"returned {type(value).__name__} {str(value)[:40]!r}, not a number (or None)")
+
+
+def _hook(fn: Callable[..., Any] | None, what: str) -> Callable[[ScoringInput], Any] | None:
+    """A diagnostics or explain_error function, called with the inputs it names (like a component)."""
+    if fn is None:
+        return None
+    inputs, positional = input_names(fn, what)
+    if is_async_callable(fn):
+        raise ComponentDefinitionError(f"{what}: must be a plain (not async) function")
+    return make_caller(fn, inputs, positional)
+
+
 class Reward:
-    name: str
-    components: tuple[Component, ...]
-    diagnostics: DiagnosticsFn | None = None
-    # Explains *why* a component came back None (e.g. the executor's reason); defaults to a generic message.
-    explain_error: ErrorFn | None = None
-    needs_execution: bool = False
-    # Which code of a transcript gets executed; default: the last committing turn's (multi-turn semantics).
-    executed_code: Callable[[Transcript], "str | None"] | None = None
+    """A named, weighted sum of components.
 
-    def code_to_execute(self, transcript: Transcript) -> str | None:
-        return self.executed_code(transcript) if self.executed_code else transcript.final_code
+    ``Reward(name, components, weights=None)``: ``components`` are :func:`rewardpipe.component`-decorated
+    functions (:class:`~rewardpipe.components.Component`); ``weights`` overrides weights by component name
+    (an unknown name is an error). Keyword-only extras: ``diagnostics`` (a function in the same input
+    vocabulary returning extra metrics), ``explain_error`` (why a component came back None), and for
+    single-turn code rewards ``needs_execution`` / ``executed_code``.
+    """
+
+    def __init__(self, name: str, components: Iterable[Any], weights: Mapping[str, float] | None = None, *,
+                 diagnostics: Callable[..., Mapping[str, MetricValue]] | None = None,
+                 explain_error: Callable[..., "ErrorInfo | None"] | None = None, needs_execution: bool = False,
+                 executed_code: Callable[[Transcript], "str | None"] | None = None, description: str = "") -> None:
+        self.name = check_name(name, "reward")
+        if isinstance(components, (Component, str, bytes)) or not isinstance(components, Iterable):
+            raise ComponentDefinitionError(f"reward '{name}': components must be a list of components")
+        comps = []
+        for item in components:
+            if not isinstance(item, Component):
+                label = getattr(item, "__name__", repr(item))
+                raise ComponentDefinitionError(
+                    f"reward '{name}': {label} is not a component; decorate it with "
+                    f"@component(range=(lo, hi), role='outcome'|'shaping'|'penalty')")
+            comps.append(item)
+        if not comps:
+            raise ComponentDefinitionError(f"reward '{name}' needs at least one component")
+        seen: set[str] = set()
+        for item in comps:
+            if item.name in seen:
+                raise ComponentDefinitionError(f"reward '{name}' has two components named '{item.name}'")
+            seen.add(item.name)
+        self.components: tuple[Component, ...] = tuple(comps)
+        self.diagnostics = diagnostics
+        self.explain_error = explain_error
+        self.needs_execution = needs_execution
+        self.executed_code = executed_code
+        self.description = description
+        self._diagnostics = _hook(diagnostics, f"reward '{name}' diagnostics")
+        self._explain = _hook(explain_error, f"reward '{name}' explain_error")
+        self._set_components(self.components)
+        if weights:
+            self._set_components(self.with_weights(weights).components)
+
+    def _set_components(self, components: tuple[Component, ...]) -> None:
+        self.components = components
+        self._weights = {c.name: c.weight for c in components}
+        self._any_async = any(c.is_async for c in components)
+        # What scoring walks for every sample, worked out once: a component of one positional input is called
+        # here with it (no wrapper call in between), any other through its caller.
+        self._plan = tuple((c.name, c.fn if c.single_input else c._call,
+                            attrgetter(c.inputs[0]) if c.single_input else None, c.is_async) for c in components)
+
+    # -- what the reward is ----------------------------------------------------------------------------
 
     @property
     def weights(self) -> dict[str, float]:
-        return {c.name: c.weight for c in self.components}
+        return dict(self._weights)
 
     @property
     def component_names(self) -> list[str]:
         return [c.name for c in self.components]
+
+    @property
+    def reads(self) -> frozenset[str]:
+        """The inputs its components (and diagnostics) read; ``data`` stands for "any of them"."""
+        names = {name for c in self.components for name in c.inputs}
+        for fn in (self.diagnostics, self.explain_error):
+            if fn is not None:
+                names.update(input_names(fn, "hook")[0])
+        return frozenset(names)
+
+    @property
+    def has_async(self) -> bool:
+        """Whether a component is async (it is awaited; a batch awaits them together)."""
+        return self._any_async
+
+    def reads_input(self, name: str) -> bool:
+        reads = self.reads
+        return name in reads or LEGACY_INPUT in reads
+
+    @property
+    def ranges(self) -> dict[str, tuple[float, float]]:
+        return {c.name: c.value_range for c in self.components}
+
+    @property
+    def roles(self) -> dict[str, str]:
+        return {c.name: c.role for c in self.components}
+
+    @property
+    def outcome_components(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.components if c.role == "outcome")
+
+    def describe(self) -> dict[str, dict[str, Any]]:
+        """``{component: {"range", "role", "weight"}}``: what travels with every manifest."""
+        return {c.name: c.describe() for c in self.components}
+
+    def code_to_execute(self, transcript: Transcript) -> str | None:
+        return self.executed_code(transcript) if self.executed_code else transcript.final_code
+
+    def _copy(self, components: tuple[Component, ...]) -> "Reward":
+        new = object.__new__(Reward)
+        new.__dict__.update(self.__dict__)
+        new._set_components(components)
+        return new
 
     def with_weights(self, weights: Mapping[str, float] | None) -> "Reward":
         """A copy with some weights overridden; unknown names are an error, not silently ignored."""
@@ -118,32 +352,213 @@ class Reward:
         for name, value in weights.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"weight for '{name}' must be a finite number, got {value!r}")
-        comps = tuple(
-            Component(c.name, float(weights.get(c.name, c.weight)), c.fn, c.description, c.value_range)
-            for c in self.components
-        )
-        return dataclasses.replace(self, components=comps)
+        return self._copy(tuple(c.replace(weight=float(weights[c.name])) if c.name in weights else c
+                                for c in self.components))
+
+    def with_components(self, components: Iterable[Component]) -> "Reward":
+        """The same reward (diagnostics, explanations) over other components."""
+        return Reward(self.name, components, diagnostics=self.diagnostics, explain_error=self.explain_error,
+                      needs_execution=self.needs_execution, executed_code=self.executed_code,
+                      description=self.description)
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Reward):
+            return NotImplemented
+        return (self.name, self.components, self.diagnostics, self.explain_error) == (
+            other.name, other.components, other.diagnostics, other.explain_error)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.components))
+
+    def __repr__(self) -> str:
+        return f"Reward({self.name!r}, {[c.name for c in self.components]}, weights={self._weights})"
+
+    # -- scoring ---------------------------------------------------------------------------------------
+
+    def _evaluate(self, data: ScoringInput) -> tuple[dict[str, Any], tuple[str, BaseException] | None, list]:
+        """Every component's value (async ones as pending coroutines), and the first that raised."""
+        values: dict[str, Any] = {}
+        raised = None
+        pending: list = []
+        for name, call, get, is_async in self._plan:
+            try:
+                value = call(get(data)) if get is not None else call(data)
+                if is_async:
+                    pending.append((name, value))
+                    values[name] = None
+                elif value.__class__ is float:  # the common case, checked first
+                    values[name] = value
+                else:
+                    values[name] = _as_value(value)
+            except _NotANumber as exc:
+                values[name] = None
+                if raised is None:
+                    raised = (name, TypeError(str(exc)))
+            except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
+                values[name] = None
+                if raised is None:
+                    raised = (name, exc)
+        return values, raised, pending
+
+    def _finish(self, data: ScoringInput, values: dict[str, float | None],
+                raised: tuple[str, BaseException] | None) -> Score:
+        # ``weights`` of every Score is the reward's own dict, shared: read it, never change it.
+        weights = self._weights
+        metrics: dict[str, MetricValue] = {}
+        if self._diagnostics is not None:
+            try:
+                metrics = dict(self._diagnostics(data))
+            except Exception as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
+                metrics = {"diagnostics_error": first_line(exc)}
+        if raised is not None:
+            return Score(values, weights, None, metrics, raised_error(*raised))
+        aggregate: Any = 0
+        for name, value in values.items():
+            if value is None:
+                return Score(values, weights, None, metrics, self._none_error(data, values))
+            aggregate += weights[name] * value  # in component order, as a plain sum would
+        return Score(values, weights, aggregate, metrics, None)
+
+    def _none_error(self, data: ScoringInput, values: dict[str, float | None]) -> ErrorInfo:
+        error = None
+        if self._explain is not None:
+            try:
+                error = self._explain(data)
+            except Exception as exc:  # noqa: BLE001
+                error = ErrorInfo(kind="component_unavailable",
+                                  message=f"could not compute: {', '.join(n for n, v in values.items() if v is None)}"
+                                          f" (explain_error raised {first_line(exc)})")
+        return error or ErrorInfo(kind="component_unavailable",
+                                  message="could not compute: " + ", ".join(n for n, v in values.items() if v is None))
 
     def score_input(self, data: ScoringInput) -> Score:
-        values: dict[str, float | None] = {}
-        for component in self.components:
-            value = component.fn(data)
-            values[component.name] = None if value is None else float(value)
-        metrics = dict(self.diagnostics(data)) if self.diagnostics else {}
-        if any(v is None for v in values.values()):
-            error = (self.explain_error(data) if self.explain_error else None) or ErrorInfo(
-                kind="component_unavailable",
-                message="could not compute: " + ", ".join(n for n, v in values.items() if v is None),
-            )
-            return Score(values, self.weights, None, metrics, error)
-        aggregate = sum(self.weights[name] * value for name, value in values.items())  # type: ignore[operator]
-        return Score(values, self.weights, aggregate, metrics, None)
+        if not self._any_async:
+            return self._score_sync(data)
+        values, raised, pending = self._evaluate(data)
+        if pending:
+            self._settle(values, pending, raised_box := [raised])
+            raised = raised_box[0]
+        return self._finish(data, values, raised)
+
+    def _score_sync(self, data: ScoringInput) -> Score:
+        """:meth:`score_input` of a reward without async components, in one pass: the hot path of every
+        batch (the same values, errors and aggregate as :meth:`_evaluate` then :meth:`_finish`)."""
+        values: dict[str, Any] = {}
+        raised = None
+        complete = True
+        aggregate: Any = 0
+        weights = self._weights
+        for name, call, get, _ in self._plan:
+            try:
+                value = call(get(data)) if get is not None else call(data)
+                if value.__class__ is not float:
+                    value = _as_value(value)
+            except _NotANumber as exc:
+                value = None
+                if raised is None:
+                    raised = (name, TypeError(str(exc)))
+            except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
+                value = None
+                if raised is None:
+                    raised = (name, exc)
+            values[name] = value
+            if value is None:
+                complete = False
+            elif complete:
+                aggregate += weights[name] * value  # in component order, as a plain sum would
+        if not complete or self._diagnostics is not None:
+            return self._finish(data, values, raised)
+        return Score(values, weights, aggregate, {}, None)
+
+    def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
+        """Score a batch: the async components of every sample are awaited together (one event loop), so
+        a component that calls a service (a judge) works on the whole batch at once."""
+        if not self._any_async:
+            score = self._score_sync
+            with paused_gc():
+                return [score(data) for data in inputs]
+        evaluated = [self._evaluate(data) for data in inputs]
+        coroutines = [coro for _, _, pending in evaluated for _, coro in pending]
+        results = iter(run_coroutines(coroutines))
+        scores = []
+        for data, (values, raised, pending) in zip(inputs, evaluated):
+            for name, _ in pending:
+                raised = self._take(values, name, next(results), raised)
+            scores.append(self._finish(data, values, raised))
+        return scores
+
+    def score_columns(self, inputs: Sequence[ScoringInput]) -> "ColumnScores":
+        """:meth:`score_many` by column, for trainers that want one list per component (TRL's reward
+        functions): the same values, aggregates and errors, without a Score object (nor diagnostics) per
+        sample. A sample that is an error has ``None`` in every column."""
+        names = self.component_names
+        if self._any_async:
+            scores = self.score_many(inputs)
+            errors = [score.error for score in scores]
+            return ColumnScores(names, [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)]
+                                        for n in names], [s.aggregate for s in scores], errors)
+        plan = self._plan
+        columns: list[list[Any]] = [[] for _ in plan]
+        appends = [column.append for column in columns]
+        steps = tuple(zip(plan, appends, (self._weights[name] for name in names)))
+        aggregates: list[Any] = []
+        errors: list[ErrorInfo | None] = []
+        with paused_gc():
+            for data in inputs:
+                aggregate: Any = 0
+                complete = True
+                for (name, call, get, _), append, weight in steps:
+                    try:
+                        value = call(get(data)) if get is not None else call(data)
+                        if value.__class__ is not float:
+                            value = _as_value(value)
+                    except Exception:  # noqa: BLE001 - the sample is scored again below to name the error
+                        complete = False
+                        break
+                    if value is None:
+                        complete = False
+                        break
+                    append(value)
+                    aggregate += weight * value
+                if complete:
+                    aggregates.append(aggregate)
+                    errors.append(None)
+                    continue
+                # The rare path: score the sample whole for its error (which component, why), then keep the
+                # columns aligned with None.
+                score = self.score_input(data)
+                for column, name in zip(columns, names):
+                    del column[len(errors):]
+                    column.append(None if score.error is not None else score.components[name])
+                aggregates.append(score.aggregate if score.error is None else None)
+                errors.append(score.error)
+        return ColumnScores(names, columns, aggregates, errors)
+
+    def _settle(self, values: dict[str, Any], pending: list, raised_box: list) -> None:
+        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending])):
+            raised_box[0] = self._take(values, name, result, raised_box[0])
+
+    @staticmethod
+    def _take(values: dict[str, Any], name: str, result: Any,
+              raised: tuple[str, BaseException] | None) -> tuple[str, BaseException] | None:
+        if isinstance(result, BaseException):
+            values[name] = None
+            return raised or (name, result)
+        try:
+            values[name] = _as_value(result)
+        except _NotANumber as exc:
+            values[name] = None
+            return raised or (name, TypeError(str(exc)))
+        return raised
 
     def score(
         self,
         messages: Sequence[Message],
-        execution: ExecutionResult | None = None,
+        execution: "ExecutionResult | None" = None,
         reference: Any = None,
-        answered_turns: "frozenset[int] | None" = None,
+        *,
+        task: Any = None,
+        state: Any = None,
     ) -> Score:
-        return self.score_input(ScoringInput(Transcript.from_messages(messages), execution, reference, answered_turns))
+        return self.score_input(ScoringInput(execution=execution, reference=reference, messages=messages,
+                                             task=task, state=state))

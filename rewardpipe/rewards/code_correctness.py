@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from rewardpipe.components import component
 from rewardpipe.execution.result import ExecutionJob
 from rewardpipe.models import ErrorInfo
-from rewardpipe.rewards import ask_before_coding as abc
-from rewardpipe.rewards.base import Component, Reward, ScoringInput, Transcript
+from rewardpipe.rewards.base import Reward, Transcript
+from rewardpipe.rewards.execution import execution_correctness, explain_execution_error
 
 
 def _last_turn_code(transcript: Transcript) -> str | None:
@@ -21,16 +22,18 @@ def _last_turn_code(transcript: Transcript) -> str | None:
     return turns[-1].code if turns else None
 
 
-def correctness(data: ScoringInput) -> float | None:
+@component(range=(0.0, 1.0), role="outcome", weight=1.0, description="fraction of tests passing")
+def correctness(transcript: Transcript, execution: Any) -> float | None:
     # Single-turn: the last turn's code is what was run, even if it ends by asking "does this work?" — there
     # is no next turn in which to answer, so the code is the response.
-    if _last_turn_code(data.transcript) is None:
+    if _last_turn_code(transcript) is None:
         return 0.0
-    return abc.execution_correctness(data.execution)
+    return execution_correctness(execution)
 
 
-def has_code(data: ScoringInput) -> float:
-    return 1.0 if _last_turn_code(data.transcript) is not None else 0.0
+@component(range=(0.0, 1.0), role="shaping", weight=0.0, description="response contains a fenced Python block")
+def has_code(transcript: Transcript) -> float:
+    return 1.0 if _last_turn_code(transcript) is not None else 0.0
 
 
 def job_for(transcript: Transcript, reference: Any, sample_id: str = "") -> ExecutionJob | None:
@@ -61,17 +64,20 @@ def job_for_code(code: str | None, reference: Any, sample_id: str = "") -> Execu
     )
 
 
-def explain_error(data: ScoringInput) -> ErrorInfo | None:
-    return abc.explain_error(data)
+def explain_error(execution: Any) -> ErrorInfo | None:
+    return explain_execution_error(execution)
+
+
+def diagnostics(transcript: Transcript, execution: Any) -> dict[str, Any]:
+    from rewardpipe.envs.ask_before_coding.reward import diagnostics as episode_diagnostics
+
+    return episode_diagnostics(transcript, None, execution)
 
 
 CODE_CORRECTNESS = Reward(
-    name="code_correctness",
-    components=(
-        Component("correctness", 1.0, correctness, "fraction of tests passing", (0.0, 1.0)),
-        Component("has_code", 0.0, has_code, "response contains a fenced Python block", (0.0, 1.0)),
-    ),
-    diagnostics=abc.diagnostics,
+    "code_correctness",
+    [correctness, has_code],
+    diagnostics=diagnostics,
     explain_error=explain_error,
     needs_execution=True,
     executed_code=_last_turn_code,

@@ -17,7 +17,8 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from rewardpipe.models import ErrorInfo, MetricValue
-from rewardpipe.rewards.base import Component, Reward, ScoringInput
+from rewardpipe.components import component
+from rewardpipe.rewards.base import Reward
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
@@ -58,11 +59,6 @@ def reference_value(reference: Any) -> Decimal | None:
     return None
 
 
-def _response(data: ScoringInput) -> str:
-    texts = data.transcript.assistant_texts
-    return texts[-1] if texts else ""
-
-
 def extracted_answer(text: str) -> Decimal | None:
     for pattern in (_HASH_ANSWER, _BOXED):
         matches = pattern.findall(text)
@@ -72,8 +68,10 @@ def extracted_answer(text: str) -> Decimal | None:
     return to_decimal(numbers[-1]) if numbers else None
 
 
-def answer_format(data: ScoringInput) -> float:
-    text = _response(data)
+# Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
+@component(range=(0.0, 1.0), role="shaping", weight=0.5, name="format", description="final answer marked as '#### N'")
+def answer_format(completion: str) -> float:
+    text = completion
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if lines and _STRICT_LAST_LINE.match(lines[-1]):
         return 1.0
@@ -83,32 +81,24 @@ def answer_format(data: ScoringInput) -> float:
     return 0.0
 
 
-def answer_correct(data: ScoringInput) -> float | None:
-    expected = reference_value(data.reference)
+@component(range=(0.0, 1.0), role="outcome", weight=1.0, description="final answer equals the reference")
+def answer_correct(completion: str, reference: Any) -> float | None:
+    expected = reference_value(reference)
     if expected is None:
         return None
-    got = extracted_answer(_response(data))
+    got = extracted_answer(completion)
     return 1.0 if got is not None and got == expected else 0.0
 
 
-def explain_error(data: ScoringInput) -> ErrorInfo | None:
-    if reference_value(data.reference) is None:
-        return ErrorInfo(kind="bad_reference", message=f"reference answer is not a number: {data.reference!r:.200}")
+def explain_error(reference: Any) -> ErrorInfo | None:
+    if reference_value(reference) is None:
+        return ErrorInfo(kind="bad_reference", message=f"reference answer is not a number: {reference!r:.200}")
     return None
 
 
-def diagnostics(data: ScoringInput) -> dict[str, MetricValue]:
-    got = extracted_answer(_response(data))
-    return {"response_chars": len(_response(data)), "answer_found": got is not None}
+def diagnostics(completion: str) -> dict[str, MetricValue]:
+    got = extracted_answer(completion)
+    return {"response_chars": len(completion), "answer_found": got is not None}
 
 
-GSM8K = Reward(
-    name="gsm8k",
-    components=(
-        # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
-        Component("format", 0.5, answer_format, "final answer marked as '#### N'", (0.0, 1.0)),
-        Component("answer_correct", 1.0, answer_correct, "final answer equals the reference", (0.0, 1.0)),
-    ),
-    diagnostics=diagnostics,
-    explain_error=explain_error,
-)
+GSM8K = Reward("gsm8k", [answer_format, answer_correct], diagnostics=diagnostics, explain_error=explain_error)

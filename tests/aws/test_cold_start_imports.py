@@ -41,6 +41,7 @@ DEFERRED = {
     "rewardpipe.openai_client": "an LLM turn",
     "rewardpipe.policies": "the first policy turn",
     "rewardpipe.simulator": "the first simulator turn",
+    "rewardpipe.envs.ask_before_coding.simulator": "the first simulator turn",
     "rewardpipe.monitoring": "the variance check's first call",
     "rewardpipe.cli": "never (command line only)",
     "rewardpipe.integrations.nova.trainer_sim": "never (the simulated trainer is a client-side tool)",

@@ -5,7 +5,7 @@ transcript too: `show` and the alarm examples see what was scored, not an error 
 from __future__ import annotations
 
 from tests.aws.handlers import Context, load
-from tests.aws.test_rollout_handlers import _failed, _started, bucket  # noqa: F401 - the fixture
+from tests.aws.test_rollout_handlers import _failed, _started, bucket, runner  # noqa: F401 - the fixtures
 
 
 def _transcript(bucket, run="r", rollout="x") -> dict:
@@ -13,12 +13,10 @@ def _transcript(bucket, run="r", rollout="x") -> dict:
     return bucket.get_json(key)
 
 
-def test_a_scored_record_whose_lambda_then_fails_keeps_its_transcript(bucket):
+def test_a_scored_record_whose_lambda_then_fails_keeps_its_transcript(bucket, runner):
     """Before: the error record was refused (the scored one kept) but its error transcript was written over
     the scored transcript, so `show` showed an error for a scored rollout."""
     ref = _started(bucket)
-    load("code_runner").lambda_handler({"job_key": ref["execution"]["job_key"],
-                                        "result_key": ref["execution"]["result_key"]}, Context())
     scored = load("score_rollout").lambda_handler(ref, Context())
     before = _transcript(bucket)
     assert before["status"] == "scored"

@@ -65,11 +65,11 @@ def _start_all(sfn, arn: str, payloads: list[dict]) -> list[dict]:
 
 
 def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.episode import run_episode
     from rewardpipe.execution import get_executor
     from rewardpipe.policies import ReplayPolicy
     from rewardpipe.rewards import get_reward
-    from rewardpipe.simulator import RuleBasedSimulator
 
     payloads = [_input("run-a", rollout, turns) for rollout, turns in GROUP_TURNS.items()]
     results = _start_all(sfn, deployment.state_machine_arn, payloads)
@@ -85,7 +85,7 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
                   for r, turns in GROUP_TURNS.items()]
     policy = ReplayPolicy(recordings)
     for rollout_id in GROUP_TURNS:
-        local = run_episode(TASK, policy, RuleBasedSimulator(), get_executor(), reward,
+        local = run_episode(TASK, policy, ENVIRONMENT, get_executor(), reward,
                             run_id="run-a", step=0, group_id="g0", rollout_id=rollout_id, max_turns=6)
         remote = stored[rollout_id]
         assert remote.status == local.status == "scored", (rollout_id, remote.error)

@@ -36,6 +36,7 @@ def test_doctor_names_every_broken_task_and_why(cli, tmp_path):
 
 def test_doctor_flags_a_component_that_cannot_move():
     from rewardpipe.doctor import diagnose
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.execution import get_executor
     from rewardpipe.models import Task
     from rewardpipe.rewards import Component, get_reward
@@ -43,8 +44,8 @@ def test_doctor_flags_a_component_that_cannot_move():
     base = get_reward("ask_before_coding")
     # A bonus gated behind something no strategy reaches: the blog's silently dead component.
     gated = Component("gated_bonus", 0.5, lambda data: 0.0, "never reachable", (0.0, 1.0))
-    reward = type(base)(base.name, base.components + (gated,), base.diagnostics, base.explain_error, True)
-    [diagnosis] = diagnose([Task(**make_task("t"))], reward, get_executor())
+    reward = base.with_components(base.components + (gated,))
+    [diagnosis] = diagnose([Task(**make_task("t"))], ENVIRONMENT, get_executor(), reward=reward)
     assert not diagnosis.ok
     assert diagnosis.problems == ["component 'gated_bonus' takes only the value(s) [0.0]: it would be dead"]
     assert diagnosis.component_values["correctness"] == [0.0, 1.0]

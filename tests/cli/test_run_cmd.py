@@ -154,11 +154,11 @@ def test_a_step_is_stored_and_checked_while_the_next_step_is_played(cli, tmp_pat
     gives up (the run then fails this test)."""
     import threading
 
-    from rewardpipe.policies import ScriptedPolicy
+    from rewardpipe.policies import ScenarioMix
 
     step_one_playing = threading.Event()
     waited = []
-    original_turn, original_put = ScriptedPolicy.next_turn, LocalStore.put_record
+    original_turn, original_put = ScenarioMix.next_turn, LocalStore.put_record
 
     def next_turn(self, state, task):
         if state.step == 1:
@@ -170,7 +170,7 @@ def test_a_step_is_stored_and_checked_while_the_next_step_is_played(cli, tmp_pat
             waited.append(step_one_playing.wait(timeout=20))
         return original_put(self, record)
 
-    monkeypatch.setattr(ScriptedPolicy, "next_turn", next_turn)
+    monkeypatch.setattr(ScenarioMix, "next_turn", next_turn)
     monkeypatch.setattr(LocalStore, "put_record", put_record)
     out = tmp_path / "store"
     result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 4, "--groups-per-step", 2,

@@ -46,7 +46,9 @@ def test_manifest_records_what_the_run_was(cli, tmp_path):
     result = run(cli, tmp_path, "exp", "--weight", "loop_penalty=0.5", "--seed", "3")
     assert result.exit_code == 0, result.output
     manifest = LocalStore(tmp_path).get_json("runs/exp/manifest.json")
-    assert manifest["schema"] == "rewardpipe.run-manifest/v1" and manifest["run_id"] == "exp"
+    assert manifest["schema"] == "rewardpipe.run-manifest/v2" and manifest["run_id"] == "exp"
+    assert manifest["environment"] == "ask_before_coding" and manifest["environment_version"] == "1"
+    assert manifest["components"]["loop_penalty"] == {"range": [-0.5, 0.0], "role": "penalty", "weight": 0.5}
     assert manifest["tasks_sha256"] == hashlib.sha256(BUNDLED_TASKS.read_bytes()).hexdigest()
     assert manifest["reward"] == "ask_before_coding" and manifest["weights"]["loop_penalty"] == 0.5
     assert manifest["configuration"]["seed"] == 3 and manifest["configuration"]["group_size"] == 4

@@ -108,7 +108,7 @@ def test_a_failed_rollout_still_leaves_its_transcript():
     from rewardpipe.models import load_tasks
     from rewardpipe.rewards import get_reward
     from rewardpipe.runner import plan_step, run_slots
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
 
     class FailsOnSecondTurn:
         def next_turn(self, state, task):
@@ -122,7 +122,7 @@ def test_a_failed_rollout_still_leaves_its_transcript():
 
     task = load_tasks(BUNDLED_TASKS)[0]
     kept = []
-    records = run_slots(plan_step([task], 0, 1, 2), policy=FailsOnSecondTurn(), simulator=RuleBasedSimulator(),
+    records = run_slots(plan_step([task], 0, 1, 2), policy=FailsOnSecondTurn(), env=ENVIRONMENT,
                         executor=NoExecutor(), reward=get_reward("ask_before_coding"), run_id="r", max_turns=4,
                         on_transcript=kept.append)
     assert [r.status for r in records] == ["error", "error"]

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardpipe.episode import apply_policy_turn, apply_simulator_turn, run_episode, start_episode
+from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding, AskBeforeCodingState
+from rewardpipe.episode import apply_env_turn, apply_policy_turn, run_episode, start_episode
 from rewardpipe.models import Message, Rollout, load_tasks
 from rewardpipe.policies import ReplayPolicy, fenced
 from rewardpipe.questions import STOPWORDS, answered_turns_in, question_subject
@@ -29,6 +30,12 @@ from tests.core.conftest import FakeExecutor, make_task, result
 TASKS = load_tasks(Path(__file__).resolve().parents[2] / "rewardpipe" / "data" / "tasks.jsonl")
 REWARD = get_reward("ask_before_coding")
 SIM = RuleBasedSimulator()
+ENV = AskBeforeCoding(SIM)
+
+
+def answered(turns) -> AskBeforeCodingState:
+    """A state holding only the simulator's bookkeeping: which assistant turns were answered."""
+    return AskBeforeCodingState(answered_turns=sorted(turns))
 
 # Turns that are questions by the parser (they end in "?") but ask for nothing.
 CONTENT_FREE = [
@@ -64,13 +71,13 @@ def _episode_turns(task, first_turns, code):
         messages += [{"role": "assistant", "content": turn}, {"role": "user", "content": "unused"}]
     policy = ReplayPolicy([Rollout(rollout_id="r", group_id="g", task_id=task.task_id, messages=messages)])
     executor = FakeExecutor(result("passed", 3, 3))
-    return run_episode(task, policy, SIM, executor, REWARD, run_id="run", step=0, group_id="g", rollout_id="r",
+    return run_episode(task, policy, ENV, executor, REWARD, run_id="run", step=0, group_id="g", rollout_id="r",
                        max_turns=len(turns) + 1)
 
 
 def _reply(task, question):
-    state = start_episode(task, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=10)
-    return SIM.respond(apply_policy_turn(state, question), task)
+    state = start_episode(task, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=10)
+    return SIM.respond(apply_policy_turn(state, question, ENV, task), task)
 
 
 @pytest.mark.parametrize("task", TASKS, ids=lambda t: t.task_id)
@@ -132,9 +139,9 @@ def test_a_specific_question_the_spec_does_not_cover_earns_nothing():
 
 def test_the_state_records_which_turn_each_reveal_answered():
     task = TASKS[0]
-    state = start_episode(task, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=10)
+    state = start_episode(task, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=10)
     for question in ("?", "Should negative durations raise an error?", "ok?", "Any other requirements?"):
-        state = apply_simulator_turn(apply_policy_turn(state, question), task, SIM)
+        state = apply_env_turn(apply_policy_turn(state, question, ENV, task), task, ENV)
     assert state.answered_turns == [1, 3]
     assert len(state.revealed) == 2
 
@@ -166,7 +173,7 @@ def test_recorded_transcripts_are_judged_by_the_recorded_replies():
     rollouts = [Rollout(rollout_id=name, group_id="g", task_id=task.task_id, messages=messages)
                 for name, messages in (("real", real), ("empty", empty), ("leaky", leaky))]
     records = score_rollouts(rollouts, {task.task_id: task}, executor=FakeExecutor(result("passed", 3, 3)),
-                             reward=REWARD, run_id="run")
+                             env=ENV, reward=REWARD, run_id="run")
     asked = {r.rollout_id: r.components["asked_before_coding"] for r in records}
     guessed = {r.rollout_id: r.components["guessed_immediately"] for r in records}
     assert asked == {"real": 1.0, "empty": 0.0, "leaky": 0.0}
@@ -187,7 +194,7 @@ def test_bare_reward_score_falls_back_to_the_questions_own_words(question):
 def test_supplied_bookkeeping_wins_over_the_words():
     task = TASKS[0]
     messages = _recorded(task, ("Should negative durations raise?", "That is up to you."), code="x = 1")
-    score = REWARD.score(messages, result("passed", 1, 1), answered_turns=frozenset())
+    score = REWARD.score(messages, result("passed", 1, 1), state=answered(()))
     assert score.components["asked_before_coding"] == 0.0  # specific, but the simulator revealed nothing
 
 
@@ -200,7 +207,8 @@ def test_llm_simulator_never_asks_the_endpoint_about_a_content_free_question(cha
     task = TASKS[0]
     simulator = OpenAISimulator("unused", "unused", client=ChatClient(chat_server.url, "m", max_retries=0))
     for question in CONTENT_FREE[:8] + [f"{task.entry_point}?"]:
-        state = apply_policy_turn(start_episode(task, run_id="r", step=0, group_id="g", rollout_id="r"), question)
+        state = apply_policy_turn(start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"),
+                                  question, ENV, task)
         reply = simulator.respond(state, task)
         assert reply.revealed is None and reply.text in ASK_SOMETHING_SPECIFIC
     assert chat_server.requests == []
@@ -269,8 +277,8 @@ def _asked_three_ways(task, question):
     messages = _recorded(task, (question, reply.text), code=task.reference_solution)
     live = frozenset({0}) if reply.revealed is not None else frozenset()
     passed = result("passed", 3, 3)
-    return (REWARD.score(messages, passed, answered_turns=live).components["asked_before_coding"],
-            REWARD.score(messages, passed, answered_turns=answered_turns_in(messages, task.spec))
+    return (REWARD.score(messages, passed, state=answered(live)).components["asked_before_coding"],
+            REWARD.score(messages, passed, state=answered(answered_turns_in(messages, task.spec)))
             .components["asked_before_coding"],
             REWARD.score(messages, passed).components["asked_before_coding"])
 

@@ -2,13 +2,15 @@
 
 import pytest
 
+from rewardpipe.envs.ask_before_coding.environment import DEFAULT_EXEC_TIMEOUT_S, AskBeforeCoding
+from rewardpipe.envs.ask_before_coding.environment import AskBeforeCodingState as EpisodeState
+from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
+from rewardpipe.envs.ask_before_coding.simulator import RuleBasedSimulator, SimulatorReply
 from rewardpipe.episode import (
-    DEFAULT_EXEC_TIMEOUT_S,
     EpisodeError,
-    EpisodeState,
     PolicyExhausted,
+    apply_env_turn,
     apply_policy_turn,
-    apply_simulator_turn,
     end_without_commit,
     execution_job,
     finish_episode,
@@ -18,19 +20,27 @@ from rewardpipe.episode import (
 from rewardpipe.execution import get_executor
 from rewardpipe.models import Rollout
 from rewardpipe.parsing import TurnKind
-from rewardpipe.policies import ReplayPolicy, fenced, stub_guess
+from rewardpipe.policies import ReplayPolicy, fenced
 from rewardpipe.rewards import get_reward
-from rewardpipe.simulator import RuleBasedSimulator, SimulatorReply
 from tests.core.conftest import ADD_SOLUTION, COMMIT, QUESTION, STATEMENT, FakeExecutor, make_task, result
 
 TASK = make_task()
 REWARD = get_reward("ask_before_coding")
 SIM = RuleBasedSimulator()
+ENV = AskBeforeCoding(SIM)
 IDS = dict(run_id="run-1", step=2, group_id="g-1", rollout_id="r-1")
 
 
 def fresh(max_turns: int = 6) -> EpisodeState:
-    return start_episode(TASK, max_turns=max_turns, **IDS)
+    return start_episode(TASK, env=ENV, max_turns=max_turns, **IDS)
+
+
+def policy_turn(state: EpisodeState, text: str) -> EpisodeState:
+    return apply_policy_turn(state, text, ENV, TASK)
+
+
+def simulator_turn(state: EpisodeState, task, simulator) -> EpisodeState:
+    return apply_env_turn(state, task, AskBeforeCoding(simulator))
 
 
 def test_start_episode_begins_with_the_prompt_and_a_policy_turn():
@@ -42,15 +52,16 @@ def test_start_episode_begins_with_the_prompt_and_a_policy_turn():
 
 
 def test_question_hands_over_to_the_simulator():
-    state = apply_policy_turn(fresh(), QUESTION)
-    assert state.next_action == "simulator"
+    state = policy_turn(fresh(), QUESTION)
+    assert state.next_action == "env"
+    assert state.model_dump(mode="json")["next_action"] == "simulator"  # the literal stored snapshots carry
     assert state.turn_kinds == [TurnKind.QUESTION]
     assert state.messages[-1].role == "assistant"
 
 
 def test_simulator_turn_appends_reply_records_reveal_and_returns_to_policy():
-    state = apply_policy_turn(fresh(), "Are negative numbers allowed?")
-    state = apply_simulator_turn(state, TASK, SIM)
+    state = policy_turn(fresh(), "Are negative numbers allowed?")
+    state = simulator_turn(state, TASK, SIM)
     assert state.next_action == "policy"
     assert state.messages[-1].role == "user"
     assert state.messages[-1].content == TASK.spec[0]
@@ -62,13 +73,13 @@ def test_simulator_re_reporting_a_reveal_does_not_duplicate_it():
         def respond(self, state, task):
             return SimulatorReply("again", 0)
 
-    state = apply_policy_turn(fresh(), QUESTION)
+    state = policy_turn(fresh(), QUESTION)
     state.revealed = [0]
-    assert apply_simulator_turn(state, TASK, Repeats()).revealed == [0]
+    assert simulator_turn(state, TASK, Repeats()).revealed == [0]
 
 
 def test_commit_goes_to_execution_with_the_code():
-    state = apply_policy_turn(fresh(), COMMIT)
+    state = policy_turn(fresh(), COMMIT)
     assert state.next_action == "execute"
     assert state.end_reason == "committed"
     assert state.final_code == "def f(x):\n    return x\n"
@@ -76,34 +87,34 @@ def test_commit_goes_to_execution_with_the_code():
 
 def test_non_committing_turn_at_the_turn_limit_goes_to_scoring():
     state = fresh(max_turns=2)
-    state = apply_policy_turn(state, QUESTION)
-    state = apply_simulator_turn(state, TASK, SIM)
-    state = apply_policy_turn(state, STATEMENT)
+    state = policy_turn(state, QUESTION)
+    state = simulator_turn(state, TASK, SIM)
+    state = policy_turn(state, STATEMENT)
     assert state.next_action == "score"
     assert state.end_reason == "turn_limit"
-    assert execution_job(state, TASK) is None
+    assert execution_job(state, TASK, ENV) is None
 
 
 def test_commit_on_the_last_turn_still_executes():
-    state = apply_policy_turn(fresh(max_turns=1), COMMIT)
+    state = policy_turn(fresh(max_turns=1), COMMIT)
     assert state.next_action == "execute"
 
 
 def test_steps_do_not_mutate_their_input_state():
     state = fresh()
-    apply_policy_turn(state, QUESTION)
+    policy_turn(state, QUESTION)
     assert state.messages[-1].role == "user" and state.turn_kinds == []
 
 
 @pytest.mark.parametrize(
     "prepare, step",
     [
-        (lambda: fresh(), lambda s: apply_simulator_turn(s, TASK, SIM)),
-        (lambda: apply_policy_turn(fresh(), QUESTION), lambda s: apply_policy_turn(s, QUESTION)),
-        (lambda: apply_policy_turn(fresh(), COMMIT), lambda s: apply_policy_turn(s, COMMIT)),
-        (lambda: apply_policy_turn(fresh(), COMMIT), lambda s: apply_simulator_turn(s, TASK, SIM)),
-        (lambda: fresh(), lambda s: finish_episode(s, TASK, None, REWARD)),
-        (lambda: apply_policy_turn(fresh(), QUESTION), lambda s: finish_episode(s, TASK, None, REWARD)),
+        (lambda: fresh(), lambda s: simulator_turn(s, TASK, SIM)),
+        (lambda: policy_turn(fresh(), QUESTION), lambda s: policy_turn(s, QUESTION)),
+        (lambda: policy_turn(fresh(), COMMIT), lambda s: policy_turn(s, COMMIT)),
+        (lambda: policy_turn(fresh(), COMMIT), lambda s: simulator_turn(s, TASK, SIM)),
+        (lambda: fresh(), lambda s: finish_episode(s, TASK, None, REWARD, ENV)),
+        (lambda: policy_turn(fresh(), QUESTION), lambda s: finish_episode(s, TASK, None, REWARD, ENV)),
     ],
 )
 def test_calling_a_step_in_the_wrong_phase_raises(prepare, step):
@@ -112,9 +123,9 @@ def test_calling_a_step_in_the_wrong_phase_raises(prepare, step):
 
 
 def test_episode_state_json_round_trip_preserves_everything():
-    state = apply_policy_turn(fresh(), "Are negative numbers allowed?")
-    state = apply_simulator_turn(state, TASK, SIM)
-    state = apply_policy_turn(state, COMMIT)
+    state = policy_turn(fresh(), "Are negative numbers allowed?")
+    state = simulator_turn(state, TASK, SIM)
+    state = policy_turn(state, COMMIT)
     data = state.model_dump(mode="json")
     again = EpisodeState.model_validate(data)
     assert again == state
@@ -122,13 +133,13 @@ def test_episode_state_json_round_trip_preserves_everything():
     assert again.revealed == [0]
     assert again.final_code == state.final_code
     # and the restored state can carry on where it stopped
-    assert execution_job(again, TASK) == execution_job(state, TASK)
+    assert execution_job(again, TASK, ENV) == execution_job(state, TASK, ENV)
 
 
 def test_execution_job_uses_the_task_timeout_and_hidden_tests():
     task = make_task(timeout_s=3.5, tests_format="unittest")
-    state = apply_policy_turn(start_episode(task, **IDS), COMMIT)
-    job = execution_job(state, task)
+    state = apply_policy_turn(start_episode(task, env=ENV, **IDS), COMMIT, ENV, task)
+    job = execution_job(state, task, ENV)
     assert job.timeout_s == 3.5
     assert job.tests == task.tests
     assert job.entry_point == "add"
@@ -137,19 +148,19 @@ def test_execution_job_uses_the_task_timeout_and_hidden_tests():
 
 
 def test_execution_job_defaults_the_timeout():
-    assert execution_job(apply_policy_turn(fresh(), COMMIT), TASK).timeout_s == DEFAULT_EXEC_TIMEOUT_S
+    assert execution_job(policy_turn(fresh(), COMMIT), TASK, ENV).timeout_s == DEFAULT_EXEC_TIMEOUT_S
 
 
 def test_end_without_commit_is_scored_as_it_stands():
-    state = end_without_commit(apply_policy_turn(fresh(), QUESTION), "policy_exhausted")
-    record = finish_episode(state, TASK, None, REWARD)
+    state = end_without_commit(policy_turn(fresh(), QUESTION), "policy_exhausted")
+    record = finish_episode(state, TASK, None, REWARD, ENV)
     assert record.status == "scored"
     assert record.components["correctness"] == 0.0
     assert record.metrics["end_reason"] == "policy_exhausted"
 
 
 def test_to_rollout_keeps_the_transcript():
-    state = apply_policy_turn(fresh(), QUESTION)
+    state = policy_turn(fresh(), QUESTION)
     rollout = state.to_rollout()
     assert rollout.messages == state.messages
     assert (rollout.rollout_id, rollout.group_id, rollout.step) == ("r-1", "g-1", 2)
@@ -167,7 +178,7 @@ def replay(*turns: str, rollout_id: str = "r-1") -> ReplayPolicy:
 
 def run(policy, simulator=SIM, executor=None, **kwargs):
     executor = executor or FakeExecutor(result("failed", 1, 2))
-    return run_episode(TASK, policy, simulator, executor, REWARD, **{**IDS, **kwargs})
+    return run_episode(TASK, policy, AskBeforeCoding(simulator), executor, REWARD, **{**IDS, **kwargs})
 
 
 def test_normal_episode_matches_a_hand_computation():

@@ -4,9 +4,11 @@ import socket
 
 import pytest
 
-from rewardpipe.episode import apply_policy_turn, apply_simulator_turn, start_episode
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
+from rewardpipe.envs.ask_before_coding.environment import POLICY_SYSTEM_PROMPT, AskBeforeCoding
+from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
 from rewardpipe.openai_client import ChatClient, EndpointError
-from rewardpipe.policies import POLICY_SYSTEM_PROMPT, OpenAIPolicy
+from rewardpipe.policies import OpenAIPolicy
 from rewardpipe.simulator import OpenAISimulator, RuleBasedSimulator
 from tests.core.conftest import make_task
 
@@ -125,8 +127,8 @@ def test_missing_url_or_model_is_a_clear_error(base_url, model):
 
 
 def asked_state(question: str):
-    state = start_episode(TASK, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=6)
-    return apply_policy_turn(state, question)
+    state = start_episode(TASK, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r", max_turns=6)
+    return apply_policy_turn(state, question, ENV, TASK)
 
 
 def test_simulator_swaps_roles_and_hides_tests(chat_server):
@@ -153,9 +155,9 @@ def test_simulator_sees_the_whole_conversation_with_roles_swapped(chat_server):
     chat_server.reply("That is up to you.")
     simulator = OpenAISimulator("unused", "unused", client=client(chat_server))
     state = asked_state("Are negatives allowed?")
-    state = apply_simulator_turn(state, TASK, simulator)
+    state = apply_env_turn(state, TASK, AskBeforeCoding(simulator))
     assert state.revealed == [0]
-    state = apply_policy_turn(state, "Tabs or spaces?")
+    state = apply_policy_turn(state, "Tabs or spaces?", ENV, TASK)
     reply = simulator.respond(state, TASK)
     messages = chat_server.requests[1]["body"]["messages"]
     assert [(m["role"], m["content"]) for m in messages[1:]] == [
@@ -186,8 +188,9 @@ def test_simulator_endpoint_failure_raises(chat_server):
 
 def test_policy_sends_system_prompt_and_conversation(chat_server):
     chat_server.reply("Should negative numbers be supported?")
-    policy = OpenAIPolicy("unused", "unused", temperature=0.7, max_tokens=99, client=client(chat_server))
-    state = start_episode(TASK, run_id="run", step=0, group_id="g", rollout_id="r")
+    policy = OpenAIPolicy("unused", "unused", temperature=0.7, max_tokens=99, system_prompt=ENV.system_prompt,
+                          client=client(chat_server))
+    state = start_episode(TASK, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r")
     text = policy.next_turn(state, TASK)
     assert text == "Should negative numbers be supported?"
     body = chat_server.requests[0]["body"]
@@ -201,10 +204,10 @@ def test_policy_sends_system_prompt_and_conversation(chat_server):
 
 def test_policy_builds_its_own_client_with_the_api_key(chat_server):
     chat_server.reply("ok")
-    policy = OpenAIPolicy(chat_server.url, "policy-model", api_key="sk-policy")
-    state = start_episode(TASK, run_id="run", step=0, group_id="g", rollout_id="r")
-    state = apply_policy_turn(state, "Negatives?")
-    state = apply_simulator_turn(state, TASK, RuleBasedSimulator())
+    policy = OpenAIPolicy(chat_server.url, "policy-model", api_key="sk-policy", system_prompt=ENV.system_prompt)
+    state = start_episode(TASK, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r")
+    state = apply_policy_turn(state, "Negatives?", ENV, TASK)
+    state = apply_env_turn(state, TASK, AskBeforeCoding(RuleBasedSimulator()))
     policy.next_turn(state, TASK)
     request = chat_server.requests[0]
     assert request["body"]["model"] == "policy-model"
@@ -217,6 +220,6 @@ def test_policy_retries_then_succeeds(chat_server):
     chat_server.replies.append((503, {}))
     chat_server.reply("```python\ndef add(a, b):\n    return a + b\n```")
     policy = OpenAIPolicy("unused", "unused", client=client(chat_server, max_retries=1))
-    state = start_episode(TASK, run_id="run", step=0, group_id="g", rollout_id="r")
+    state = start_episode(TASK, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r")
     assert "def add" in policy.next_turn(state, TASK)
     assert len(chat_server.requests) == 2

@@ -1,13 +1,17 @@
-"""Scripted and replay policies: determinism, mixed strategies inside a group, collapse, exhaustion."""
+"""Scripted and replay policies: determinism, mixed strategies inside a group, collapse, exhaustion.
+
+``run --policy scripted`` plays the environment's ``scripted_policy()``: for ask-before-coding, the seeded
+strategy mix of rewardpipe.envs.ask_before_coding.scenarios."""
 
 import pytest
 
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
+from rewardpipe.envs.ask_before_coding.scenarios import STRATEGY_WEIGHTS
 from rewardpipe.episode import PolicyExhausted, apply_policy_turn, run_episode, start_episode
 from rewardpipe.models import Message, Rollout
 from rewardpipe.parsing import TurnKind, classify_turn
-from rewardpipe.policies import STRATEGY_WEIGHTS, ReplayPolicy, ScriptedPolicy
+from rewardpipe.policies import ReplayPolicy
 from rewardpipe.rewards import get_reward
-from rewardpipe.simulator import RuleBasedSimulator
 from tests.core.conftest import FakeExecutor, make_task, passes_only_reference
 
 TASK = make_task()
@@ -15,12 +19,17 @@ REWARD = get_reward("ask_before_coding")
 GROUP = [f"g-0:{k}" for k in range(8)]
 
 
+def ScriptedPolicy(seed=0, weights=None, collapse_from_step=None):  # noqa: N802 - the policy it stands for
+    return ENV.scripted_policy(seed=seed, weights=weights, collapse_from_step=collapse_from_step)
+
+
 def state_for(rollout_id: str, step: int = 0, max_turns: int = 6):
-    return start_episode(TASK, run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns)
+    return start_episode(TASK, env=ENV, run_id="run", step=step, group_id="g-0", rollout_id=rollout_id,
+                         max_turns=max_turns)
 
 
 def play(policy, rollout_id: str, step: int = 0, max_turns: int = 6):
-    return run_episode(TASK, policy, RuleBasedSimulator(), FakeExecutor(passes_only_reference), REWARD,
+    return run_episode(TASK, policy, ENV, FakeExecutor(passes_only_reference), REWARD,
                        run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns)
 
 
@@ -28,25 +37,25 @@ def test_same_seed_gives_identical_rollouts():
     first = [play(ScriptedPolicy(seed=5), rid) for rid in GROUP]
     second = [play(ScriptedPolicy(seed=5), rid) for rid in GROUP]
     assert [r.components for r in first] == [r.components for r in second]
-    assert [ScriptedPolicy(seed=5).strategy(state_for(rid)) for rid in GROUP] == [
-        ScriptedPolicy(seed=5).strategy(state_for(rid)) for rid in GROUP
+    assert [ScriptedPolicy(seed=5).strategy(state_for(rid), TASK) for rid in GROUP] == [
+        ScriptedPolicy(seed=5).strategy(state_for(rid), TASK) for rid in GROUP
     ]
 
 
 def test_different_seeds_give_different_strategy_mixes():
-    mixes = {tuple(ScriptedPolicy(seed=seed).strategy(state_for(rid)) for rid in GROUP) for seed in range(4)}
+    mixes = {tuple(ScriptedPolicy(seed=seed).strategy(state_for(rid), TASK) for rid in GROUP) for seed in range(4)}
     assert len(mixes) > 1
 
 
 def test_strategy_changes_with_the_training_step():
     policy = ScriptedPolicy(seed=1)
-    by_step = {tuple(policy.strategy(state_for(rid, step=step)) for rid in GROUP) for step in range(4)}
+    by_step = {tuple(policy.strategy(state_for(rid, step=step), TASK) for rid in GROUP) for step in range(4)}
     assert len(by_step) > 1
 
 
 def test_a_group_mixes_strategies_so_components_vary_inside_it():
     policy = ScriptedPolicy(seed=0)
-    strategies = [policy.strategy(state_for(rid)) for rid in GROUP]
+    strategies = [policy.strategy(state_for(rid), TASK) for rid in GROUP]
     assert len(set(strategies)) >= 2
     records = [play(policy, rid) for rid in GROUP]
     assert all(r.status == "scored" for r in records)
@@ -59,7 +68,7 @@ def test_a_group_mixes_strategies_so_components_vary_inside_it():
 def test_strategies_behave_as_documented(seed):
     policy = ScriptedPolicy(seed=seed)
     for rid in GROUP:
-        strategy = policy.strategy(state_for(rid))
+        strategy = policy.strategy(state_for(rid), TASK)
         record = play(policy, rid)
         if strategy == "guess":
             assert record.components["guessed_immediately"] == -1.0
@@ -85,7 +94,7 @@ def test_asking_about_everything_earns_the_reference_solution():
 
 def test_collapse_from_step_makes_every_rollout_guess():
     policy = ScriptedPolicy(seed=0, collapse_from_step=3)
-    before = {policy.strategy(state_for(rid, step=2)) for rid in GROUP}
+    before = {policy.strategy(state_for(rid, step=2), TASK) for rid in GROUP}
     assert before != {"guess"}
     for step in (3, 7):
         records = [play(policy, rid, step=step) for rid in GROUP]
@@ -98,7 +107,8 @@ def test_ask_later_opens_with_a_non_question():
     state = state_for("x")
     first = policy.next_turn(state, TASK)
     assert classify_turn(first) is TurnKind.OTHER
-    second = policy.next_turn(apply_policy_turn(state, first).model_copy(update={"next_action": "policy"}), TASK)
+    after_first = apply_policy_turn(state, first, ENV, TASK).model_copy(update={"next_action": "policy"})
+    second = policy.next_turn(after_first, TASK)
     assert classify_turn(second) is TurnKind.QUESTION
 
 
@@ -125,7 +135,7 @@ def test_bad_strategy_weights_are_rejected_up_front(weights, match):
 
 
 def test_default_weights_cover_every_strategy():
-    assert set(ScriptedPolicy().weights) == set(STRATEGY_WEIGHTS)
+    assert set(ScriptedPolicy().scenarios(TASK)) == set(STRATEGY_WEIGHTS)
 
 
 # --- ReplayPolicy ------------------------------------------------------------------------------------------
@@ -159,9 +169,9 @@ def test_replay_returns_recorded_turns_in_order_then_is_exhausted():
     policy = ReplayPolicy([recorded("a", "first?", "second?"), recorded("b", "other")])
     state = state_for("a")
     assert policy.next_turn(state, TASK) == "first?"
-    state = apply_policy_turn(state, "first?").model_copy(update={"next_action": "policy"})
+    state = apply_policy_turn(state, "first?", ENV, TASK).model_copy(update={"next_action": "policy"})
     assert policy.next_turn(state, TASK) == "second?"
-    state = apply_policy_turn(state, "second?").model_copy(update={"next_action": "policy"})
+    state = apply_policy_turn(state, "second?", ENV, TASK).model_copy(update={"next_action": "policy"})
     with pytest.raises(PolicyExhausted, match="2 assistant turn"):
         policy.next_turn(state, TASK)
     assert policy.next_turn(state_for("b"), TASK) == "other"

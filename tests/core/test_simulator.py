@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 from rewardpipe.episode import apply_policy_turn, start_episode
 from rewardpipe.models import load_tasks
 from rewardpipe.simulator import (
@@ -33,8 +34,8 @@ SIM = RuleBasedSimulator()
 
 
 def ask(text: str, revealed=(), task=TASK, rollout_id="r1"):
-    state = start_episode(task, run_id="run", step=0, group_id="g", rollout_id=rollout_id, max_turns=20)
-    state = apply_policy_turn(state, text)
+    state = start_episode(task, env=ENV, run_id="run", step=0, group_id="g", rollout_id=rollout_id, max_turns=20)
+    state = apply_policy_turn(state, text, ENV, task)
     state.revealed = list(revealed)
     return SIM.respond(state, task)
 

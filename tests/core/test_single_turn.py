@@ -445,12 +445,14 @@ def test_samples_past_the_deadline_are_flagged_not_lost(monkeypatch):
     clock = FakeClock()
     monkeypatch.setattr(single_turn, "time", clock)
     executor = SlowExecutor(clock, seconds=4.0)
-    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(5)]
-    outputs = score_samples(batch, "code_correctness", executor=executor, workers=2, deadline=clock.now + 9.5)
+    reference = {**REFERENCE, "timeout_s": 5}
+    batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=reference) for i in range(5)]
+    outputs = score_samples(batch, "code_correctness", executor=executor, workers=1, deadline=clock.now + 9.5)
     kinds = [next((m["name"] for m in o["metrics_list"] if m["name"].startswith("error_")), "scored") for o in outputs]
-    # waves of 2: [s0 s1] finish at +4, [s2 s3] at +8, then 1.5 s left: s4 runs capped at 1.5 s and is cut short
-    assert kinds == ["scored", "scored", "scored", "scored", "error_deadline_exceeded"]
-    assert [round(job.timeout_s, 2) for job in executor.jobs] == [9.5, 9.5, 5.5, 5.5, 1.5]
+    # one lane: s0 ends at +4, s1 at +8; then 1.5 s left, less than a job's own 5 s limit: never started
+    assert kinds == ["scored", "scored", "error_deadline_exceeded", "error_deadline_exceeded",
+                     "error_deadline_exceeded"]
+    assert [job.timeout_s for job in executor.jobs] == [5, 5]  # every job that ran had its whole budget
     assert metrics(outputs[4])["reward_error"] == 1 and metrics(outputs[0])["correctness"] == 1.0
     assert_contract(outputs)
 
@@ -594,14 +596,14 @@ def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(
     clock = FakeClock()
     monkeypatch.setattr(single_turn, "time", clock)
 
-    class BreaksOnSecondWave(SlowExecutor):
+    class BreaksAfterTwoJobs(SlowExecutor):
         def run_batch(self, jobs, workers=None):
-            if self.jobs:
+            if len(self.jobs) >= 2:
                 raise RuntimeError("can't start new thread")
             return super().run_batch(jobs, workers)
 
     batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(4)]
-    outputs = score_samples(batch, "code_correctness", executor=BreaksOnSecondWave(clock, 1.0), workers=2,
+    outputs = score_samples(batch, "code_correctness", executor=BreaksAfterTwoJobs(clock, 1.0), workers=1,
                             deadline=clock.now + 100)
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 1, 1]
     assert metrics(outputs[0])["correctness"] == 1.0 and metrics(outputs[2])["error_executor_crash"] == 1

@@ -198,6 +198,17 @@ def test_private_mount_namespace_hides_host_tmp_and_run(executor):
 
 # --- 4. the trusted runner's memory is bounded ----------------------------------------------------------
 
+def _is_housekeeper(pid: int) -> bool:
+    """The fork server's other trusted child (cgroup moves and unmounts), also of its uid."""
+    from rewardpipe.execution.runtime.zygote import HOUSEKEEPER_NAME
+
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip() == HOUSEKEEPER_NAME
+    except OSError:
+        return False
+
+
 def _runner_pids(executor) -> list[int]:
     """Trusted runners: children of a fork server that kept its uid (the untrusted ones dropped theirs)."""
     servers = {w.process.pid: w for w in executor._workers if hasattr(w, "process")}
@@ -212,7 +223,7 @@ def _runner_pids(executor) -> list[int]:
                 uid = int(next(line for line in handle if line.startswith("Uid:")).split()[1])
         except (OSError, ValueError, StopIteration):
             continue
-        if ppid in servers and uid == os.stat(f"/proc/{ppid}").st_uid:
+        if ppid in servers and uid == os.stat(f"/proc/{ppid}").st_uid and not _is_housekeeper(int(name)):
             found.append(int(name))
     return found
 
@@ -504,13 +515,16 @@ def test_degraded_mode_signals_reach_nothing_but_the_child(degraded, sig):
 
 
 def _children_of(pid: int) -> list[int]:
+    """Live children of ``pid``: a finished job's child that the kernel is still tearing down (reaped after
+    the reply) is dead already and does not count."""
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat") as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(name))
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and fields[0] not in "ZX":
+                    found.append(int(name))
             except (OSError, ValueError):
                 pass
     return found
@@ -686,7 +700,7 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
     from rewardpipe.monitoring import monitor_records
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -696,12 +710,12 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
     for trust_mode in ("inprocess", "split", "inprocess"):
         task = Task(task_id=f"t-{trust_mode}", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
                     tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD, trust_mode=trust_mode)
-        state = start_episode(task, run_id="r", step=0, group_id="g", rollout_id=f"{trust_mode}-{len(records)}",
-                              max_turns=3)
-        state = converse(state, task, Commit(), RuleBasedSimulator())
-        job = execution_job(state, task)
+        state = start_episode(task, env=ENV, run_id="r", step=0, group_id="g",
+                              rollout_id=f"{trust_mode}-{len(records)}", max_turns=3)
+        state = converse(state, task, Commit(), ENV)
+        job = execution_job(state, task, ENV)
         assert job is not None and job.trust_mode == trust_mode
-        record = finish_episode(state, task, executor.run(job), ASK_BEFORE_CODING)
+        record = finish_episode(state, task, executor.run(job), ASK_BEFORE_CODING, ENV)
         assert record.metrics["exec_mode"] == trust_mode
         records.append(record)
     report = monitor_records(records).steps[0]
@@ -715,7 +729,7 @@ def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
     from rewardpipe.models import Task
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.simulator import RuleBasedSimulator
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -723,9 +737,9 @@ def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
 
     task = Task(task_id="surrogate", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
                 tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD)
-    state = converse(start_episode(task, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
-                     task, Commit(), RuleBasedSimulator())
-    record = finish_episode(state, task, executor.run(execution_job(state, task)), ASK_BEFORE_CODING)
+    state = converse(start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
+                     task, Commit(), ENV)
+    record = finish_episode(state, task, executor.run(execution_job(state, task, ENV)), ASK_BEFORE_CODING, ENV)
     text = record.to_json()
     text.encode("utf-8")
     assert json.loads(text)["metrics"]["exec_status"] == "failed"

@@ -6,9 +6,11 @@ import ast
 import threading
 import unittest
 
-# CPython 3.11 keeps the AST builder's recursion depth in interpreter-wide state, so two threads
-# building ASTs at once can fail with a spurious "SystemError: AST constructor recursion depth mismatch"
-# (python/cpython#106905): the scorer parses on many threads, so every parse in it goes through here.
+# Two threads building ASTs at once have failed here with a spurious "SystemError: AST constructor
+# recursion depth mismatch" (python/cpython#106905: the builder's depth bookkeeping was shared between
+# threads; seen on 3.11). The scorer parses on many threads and a spurious error would drop an innocent
+# rollout as an infrastructure error, so every parse in it goes through this lock on every version: a
+# parse is microseconds, and no version is assumed fixed without being tested here (only 3.11 is).
 _PARSE_LOCK = threading.Lock()
 
 
@@ -62,8 +64,25 @@ def count_expected_tests(tests: "str | ast.Module", tests_format: str) -> int:
 
 
 def names_used(tree: ast.Module) -> set[str]:
-    """Every name the test source reads; the only names the trusted side takes from the model."""
-    return {node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}
+    """Every name the test source reads; the only names the trusted side takes from the model.
+
+    An explicit stack over ``_fields`` rather than ``ast.walk``: a HumanEval check function is thousands
+    of literal nodes, and the generators of ast.walk cost milliseconds on it."""
+    names: set[str] = set()
+    stack: list = [tree]
+    name_type, node_type = ast.Name, ast.AST
+    while stack:
+        node = stack.pop()
+        if type(node) is name_type:
+            names.add(node.id)
+            continue
+        for field in node._fields:
+            value = getattr(node, field, None)
+            if type(value) is list:
+                stack.extend(item for item in value if isinstance(item, node_type))
+            elif isinstance(value, node_type):
+                stack.append(value)
+    return names
 
 
 class CheckCase(unittest.TestCase):
@@ -105,6 +124,10 @@ class CountingResult(unittest.TestResult):
         super().__init__()
         self.successes = 0
         self.first_failure = ""
+        # Errors unittest reports outside any one test: setUpClass/tearDownClass, setUpModule/
+        # tearDownModule, class and module cleanups. Plain unittest counts them as errors of the run; a
+        # count of passing test methods alone would miss them (a failed assertion in tearDownClass).
+        self.fixture_problems = 0
 
     def addSuccess(self, test):
         super().addSuccess(test)
@@ -119,15 +142,27 @@ class CountingResult(unittest.TestResult):
                 text = "<unprintable>"
             self.first_failure = f"{_test_name(test)}: {kind.__name__}: {text}"[:600]
 
+    def _count_fixture(self, test) -> None:
+        if not isinstance(test, unittest.TestCase):  # unittest's _ErrorHolder for a fixture or a cleanup
+            self.fixture_problems += 1
+
     def addFailure(self, test, err):
+        self._count_fixture(test)
         self._note(test, err)
         super().addFailure(test, err)
 
     def addError(self, test, err):
+        self._count_fixture(test)
         self._note(test, err)
         super().addError(test, err)
 
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._note(subtest, err)
+        super().addSubTest(test, subtest, err)
+
     def addSkip(self, test, reason):
+        self._count_fixture(test)  # a fixture that raised SkipTest skipped tests the run needed
         if not self.first_failure:
             self.first_failure = f"{_test_name(test)}: skipped ({reason})"[:600]
         super().addSkip(test, reason)
@@ -144,4 +179,24 @@ def _test_name(test) -> str:
 
 
 def summarize(result: CountingResult) -> dict:
-    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure}
+    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure,
+            "fixture_problems": result.fixture_problems}
+
+
+def run_suite(suite: unittest.TestSuite, module) -> CountingResult:
+    """Run ``suite`` as unittest would run ``module``: its setUpModule/tearDownModule need the module to
+    be importable by name (unittest looks it up in sys.modules, and silently skips both otherwise)."""
+    import sys
+
+    name = module.__name__
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    result = CountingResult()
+    try:
+        suite.run(result)
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    return result

@@ -45,6 +45,35 @@ def _errno_text() -> str:
     return f"{errno.errorcode.get(code, code)}"
 
 
+PR_SET_NAME = 15
+# fork(2) called through ctypes with the GIL held (PyDLL): the child resumes as the same and only thread.
+_pylibc = ctypes.PyDLL(None, use_errno=True)
+_pylibc.fork.restype = ctypes.c_int
+_pylibc.fork.argtypes = []
+
+
+def fork_without_interpreter_hooks() -> int:
+    """fork(2) without CPython's after-fork work (os.fork re-initialises the runtime's thread and import
+    state and runs every os.register_at_fork callback: ~0.6 ms and ~200 copy-on-write page faults per
+    child in a fork server with 53 modules imported, measured). That work only matters when other
+    threads exist, so it is skipped only in a single-threaded process; the caller reseeds ``random``
+    itself. Falls back to os.fork otherwise."""
+    import threading
+
+    if threading.active_count() != 1:
+        return os.fork()
+    pid = _pylibc.fork()
+    if pid < 0:
+        raise OSError(ctypes.get_errno(), f"fork failed: {_errno_text()}")
+    return pid
+
+
+def set_process_name(name: str) -> None:
+    """The name ps and /proc/<pid>/comm show (at most 15 bytes)."""
+    buffer = ctypes.create_string_buffer(name.encode()[:15], 16)
+    _libc.prctl(PR_SET_NAME, ctypes.addressof(buffer), 0, 0, 0)
+
+
 def prctl(option: int, arg2: int = 0) -> None:
     if _libc.prctl(option, arg2, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed: {_errno_text()}")
@@ -56,6 +85,42 @@ def enter_network_namespace() -> None:
     """A fresh netns has only a down loopback: no route anywhere, not even to 127.0.0.1 of the host."""
     if _libc.unshare(CLONE_NEWNET) != 0:
         raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWNET) failed: {_errno_text()}")
+
+
+CLONE_NEWIPC = 0x08000000
+
+
+def enter_ipc_namespace() -> None:
+    """A private SysV IPC / POSIX message-queue namespace: nothing the host or another worker made is
+    visible, and nothing made here outlives the fork server."""
+    if _libc.unshare(CLONE_NEWIPC) != 0:
+        raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWIPC) failed: {_errno_text()}")
+
+
+_IPC_RMID = 0
+_SYS_IPC_CTL = {"x86_64": {"shm": 31, "msg": 71, "sem": 66}, "aarch64": {"shm": 195, "msg": 187, "sem": 191}}
+
+
+def remove_ipc_objects() -> int:
+    """Remove every SysV IPC object visible in this IPC namespace (call only in a private one); the count."""
+    numbers = _SYS_IPC_CTL.get(platform.machine())
+    if numbers is None:
+        return 0
+    removed = 0
+    for kind, number in numbers.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as handle:
+                rows = [line.split() for line in handle.readlines()[1:]]
+        except OSError:
+            continue
+        for row in rows:
+            ident = int(row[1])  # key, id, ...
+            args = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            if kind == "sem":
+                args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            if _libc.syscall(number, *args) == 0:
+                removed += 1
+    return removed
 
 
 # --- mount namespace and per-job tmpfs -----------------------------------------------------------------
@@ -151,7 +216,9 @@ def remove_tree(path: str) -> bool:
 
 
 def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
-    """(bytes allocated, entries) of the tree under ``path``, the directory itself excluded.
+    """(bytes allocated, entries) of the tree under ``path``, the directory itself excluded. A file with
+    several names in the tree is one file's blocks (and one entry per name, as tmpfs counts an inode per
+    link).
 
     Stops reading past ``max_entries``, so a job that made 100,000 tiny files costs no more to measure
     than one just over its budget. Iterative, never follows links, and holds two descriptors per level
@@ -160,6 +227,7 @@ def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
     read raises OSError, which the caller treats as over budget."""
     flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
     total_bytes = entries = 0
+    linked: set[int] = set()  # inodes with several names: their blocks are counted once
     fds = [os.open(path, flags)]
     listings = []
     try:
@@ -175,6 +243,10 @@ def directory_usage(path: str, max_entries: int) -> tuple[int, int]:
             except FileNotFoundError:  # removed by the job since it was listed
                 continue
             entries += 1
+            if info.st_nlink > 1 and not stat.S_ISDIR(info.st_mode):
+                if info.st_ino in linked:
+                    continue
+                linked.add(info.st_ino)
             total_bytes += info.st_blocks * 512
             if not stat.S_ISDIR(info.st_mode):
                 continue
@@ -360,6 +432,76 @@ _DENIED = {
         "lremovexattr": 15, "fremovexattr": 16,
     },
 }
+# Every other process is out of reach by number: signals, pidfds, ptrace and reading or writing another
+# process's memory are denied above; what is left are calls that take a pid (or a process group) as an
+# argument and act on that process without sending it anything. On the sandbox's own processes (the spare
+# child waiting for the next job, the trusted runner, the fork server, the scorer) they would lower a
+# resource limit (prlimit64: RLIMIT_CPU, RLIMIT_AS, RLIMIT_NOFILE, RLIMIT_FSIZE), its scheduling
+# (sched_*, setpriority, ioprio_set), or move its memory. Allowed only on the child itself: the first
+# argument is 0 ("the caller") or the child's own pid.
+_PID_TAKERS = {
+    "x86_64": {
+        "prlimit64": 302, "sched_setparam": 142, "sched_getparam": 143, "sched_setscheduler": 144,
+        "sched_getscheduler": 145, "sched_rr_get_interval": 148, "sched_setaffinity": 203,
+        "sched_getaffinity": 204, "sched_setattr": 314, "sched_getattr": 315, "get_robust_list": 274,
+        "migrate_pages": 256, "move_pages": 279, "setpgid": 109, "getpgid": 121, "getsid": 124,
+    },
+    "aarch64": {
+        "prlimit64": 261, "sched_setparam": 118, "sched_getparam": 121, "sched_setscheduler": 119,
+        "sched_getscheduler": 120, "sched_rr_get_interval": 127, "sched_setaffinity": 122,
+        "sched_getaffinity": 123, "sched_setattr": 274, "sched_getattr": 275, "get_robust_list": 100,
+        "migrate_pages": 238, "move_pages": 239, "setpgid": 154, "getpgid": 155, "getsid": 156,
+    },
+}
+# Calls whose first argument says what the second one is (a process, a process group, or every process
+# of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
+# allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
+_WHICH_WHO = {
+    "x86_64": {"setpriority": (141, 0), "getpriority": (140, 0), "ioprio_set": (251, 1), "ioprio_get": (252, 1)},
+    "aarch64": {"setpriority": (140, 0), "getpriority": (141, 0), "ioprio_set": (30, 1), "ioprio_get": (31, 1)},
+}
+# Never needed by the model's code, each a way to reach or watch something outside the child:
+_DENIED_MORE = {
+    "x86_64": {
+        # SysV IPC and POSIX message queues outlive the process that made them (and the job, and the
+        # batch): a channel between jobs, memory charged to nobody's job.
+        "shmget": 29, "shmat": 30, "shmctl": 31, "semget": 64, "semop": 65, "semctl": 66, "shmdt": 67,
+        "msgget": 68, "msgsnd": 69, "msgrcv": 70, "msgctl": 71, "semtimedop": 220, "mq_open": 240,
+        "mq_unlink": 241, "mq_timedsend": 242, "mq_timedreceive": 243, "mq_notify": 244,
+        "mq_getsetattr": 245,
+        # Watching the file system tells which modules the trusted runner imports for the hidden tests.
+        "inotify_init": 253, "inotify_add_watch": 254, "inotify_rm_watch": 255, "inotify_init1": 294,
+        "fanotify_init": 300, "fanotify_mark": 301,
+        # Comparing another process's kernel objects; reaping another process's memory through a pidfd.
+        "kcmp": 312, "process_mrelease": 448,
+    },
+    "aarch64": {
+        "mq_open": 180, "mq_unlink": 181, "mq_timedsend": 182, "mq_timedreceive": 183, "mq_notify": 184,
+        "mq_getsetattr": 185, "msgget": 186, "msgctl": 187, "msgrcv": 188, "msgsnd": 189, "semget": 190,
+        "semctl": 191, "semtimedop": 192, "semop": 193, "shmget": 194, "shmctl": 195, "shmat": 196,
+        "shmdt": 197,
+        "inotify_init1": 26, "inotify_add_watch": 27, "inotify_rm_watch": 28, "fanotify_init": 262,
+        "fanotify_mark": 263,
+        "kcmp": 272, "process_mrelease": 448,
+    },
+}
+for _arch, _table in _DENIED_MORE.items():
+    _DENIED[_arch].update(_table)
+# fcntl commands that make the kernel signal a process the caller names (F_SETOWN, F_SETOWN_EX: SIGIO or
+# the signal F_SETSIG picks goes to that pid or process group whenever the descriptor has I/O), watch a
+# directory (F_NOTIFY, dnotify) or take a lease (F_SETLEASE: another process opening the file blocks); the
+# ioctls that set a socket's owner the same way (FIOSETOWN, SIOCSPGRP). The cmd is an unsigned int.
+_FCNTL_DENIED_COMMANDS = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
+_IOCTL_DENIED_REQUESTS = {"FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902}
+# Space on the disk that no walk of the job's directory sees: fallocate(FALLOC_FL_KEEP_SIZE) reserves blocks
+# past the end of a file, and O_TMPFILE makes a file that never has a name. Both answer EOPNOTSUPP, which
+# glibc's posix_fallocate and Python's tempfile treat as "unsupported here" and fall back to writing real
+# bytes to a named file (counted like any other).
+_O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
+_FILE_CALLS = {
+    "x86_64": {"fcntl": 72, "ioctl": 16, "open": 2, "openat": 257, "openat2": 437, "fallocate": 285},
+    "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47},
+}
 # Changing a file's mode, made a silent no-op (the call "succeeds") where the model's code runs under the
 # same uid as the other jobs' directories and Landlock is missing: their names are hidden only by
 # directories their owner may not list, and the owner could otherwise just grant itself the right. A
@@ -387,6 +529,7 @@ _JEQ = 0x15
 _JGE = 0x35
 _JSET = 0x45
 _RET = 0x06
+_OWN_PID = object()  # placeholder for the child's pid in a compiled program (patched per child)
 
 
 class _sock_fprog(ctypes.Structure):
@@ -403,81 +546,146 @@ def build_seccomp_filter(arch: str, own_pid: int, ignore_mode_changes: bool = Fa
 
 
 class SeccompTemplate:
-    """The filter compiled once per fork server; each child only patches in its own pid (4 bytes)."""
+    """The filter compiled once per fork server; each child only patches in its own pid (4 bytes each
+    place the program compares with it)."""
 
     def __init__(self, arch: str, ignore_mode_changes: bool = False):
-        self.program, self._pid_index = _compile_seccomp(arch, ignore_mode_changes)
+        self.program, self._pid_indexes = _compile_seccomp(arch, ignore_mode_changes)
+        # Built here, in the fork server, so that a child only patches its pid into its own copy of the
+        # buffer and makes one call.
+        self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
+        self._fprog = _sock_fprog(len(self.program) // 8, ctypes.cast(self._buffer, ctypes.c_void_p))
 
     def for_pid(self, pid: int) -> bytes:
         program = bytearray(self.program)
-        struct.pack_into("=I", program, self._pid_index * 8 + 4, pid & 0xFFFFFFFF)
+        for index in self._pid_indexes:
+            struct.pack_into("=I", program, index * 8 + 4, pid & 0xFFFFFFFF)
         return bytes(program)
 
+    def load_for_pid(self, pid: int) -> None:
+        """In a forked child: install the filter with ``pid`` as the only pid it may act on."""
+        for index in self._pid_indexes:
+            struct.pack_into("=I", self._buffer, index * 8 + 4, pid & 0xFFFFFFFF)
+        if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(self._fprog), 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
 
-def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, int]:
-    """Classic BPF: allow by default, deny the list above with EPERM (no sockets at all), allow clone
-    only for threads, and signals only to the child itself. clone3 answers ENOSYS so libc falls back to
-    clone, whose flags the filter can inspect."""
-    denied = sorted(_DENIED[arch].values())
+
+def _arg(index: int) -> int:
+    """Offset of the low 32 bits of syscall argument ``index`` in struct seccomp_data (little-endian)."""
+    return 16 + 8 * index
+
+
+def _errno(code: int) -> int:
+    return _RET_ERRNO | code
+
+
+def _block_return(value: int) -> list:
+    return [(_RET, 0, 0, value)]
+
+
+def _block_own_pid(arg: int, zero_is_self: bool) -> list:
+    """Allow when argument ``arg`` is the child's pid (or 0, where 0 means the caller), else EPERM. The
+    kernel reads a pid_t (the low 32 bits), so that is what is compared."""
+    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    if zero_is_self:
+        block.append((_JEQ, 2, 0, 0))  # -> allow
+    block += [(_JEQ, 1, 0, _OWN_PID), (_RET, 0, 0, _errno(errno.EPERM)), (_RET, 0, 0, _RET_ALLOW)]
+    return block
+
+
+def _block_which_who(process_selector: int) -> list:
+    """setpriority/ioprio_set style: only (selector "a process", who = 0 or the child's pid)."""
+    return [(_LD_ABS_W, 0, 0, _arg(0)), (_JEQ, 0, 3, process_selector),  # not "a process" -> EPERM
+            (_LD_ABS_W, 0, 0, _arg(1)), (_JEQ, 2, 0, 0), (_JEQ, 1, 0, _OWN_PID),
+            (_RET, 0, 0, _errno(errno.EPERM)), (_RET, 0, 0, _RET_ALLOW)]
+
+
+def _block_refuse_values(arg: int, values, error: int) -> list:
+    """Refuse (with ``error``) when argument ``arg`` is one of ``values``; allow otherwise."""
+    values = sorted(values)
+    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    for position, value in enumerate(values):
+        block.append((_JEQ, len(values) - position, 0, value))  # -> the refusal after the allow
+    return block + [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+
+
+def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
+    return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+
+
+def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, list[int]]:
+    """Classic BPF: allow by default; deny the lists above with EPERM (no sockets at all); allow clone
+    only for threads; signals and every pid-taking call only on the child itself; no SIGIO owners, leases
+    or dnotify; no preallocation or unnamed files. clone3 and openat2 answer ENOSYS so libc falls back to
+    clone and openat, whose arguments the filter can inspect.
+
+    Each rule is ``JEQ nr`` followed by its own block, which returns on every path; a syscall that matches
+    no rule walks one instruction per rule and is allowed at the end."""
+    rules: list[tuple[int, list]] = []
+    for number in _DENIED[arch].values():
+        rules.append((number, _block_return(_errno(errno.EPERM))))
+    if ignore_mode_changes:
+        for number in _MODE_CHANGES[arch].values():
+            rules.append((number, _block_return(_errno(0))))  # the call returns 0 without running
     special = _SPECIAL[arch]
-    prog: list[tuple] = []  # (code, jt_label_or_offset, jf_label_or_offset, k)
+    rules.append((special["clone"], [(_LD_ABS_W, 0, 0, _arg(0)), (_JSET, 1, 0, _CLONE_THREAD),
+                                     (_RET, 0, 0, _errno(errno.EPERM)), (_RET, 0, 0, _RET_ALLOW)]))
+    rules.append((special["clone3"], _block_return(_errno(errno.ENOSYS))))
+    for number in _SIGNAL_SENDERS[arch].values():
+        rules.append((number, _block_own_pid(0, zero_is_self=False)))
+    for number in _PID_TAKERS[arch].values():
+        rules.append((number, _block_own_pid(0, zero_is_self=True)))
+    for number, selector in _WHICH_WHO[arch].values():
+        rules.append((number, _block_which_who(selector)))
+    files = _FILE_CALLS[arch]
+    rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
+    rules.append((files["ioctl"], _block_refuse_values(1, _IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM))))
+    if "open" in files:
+        rules.append((files["open"], _block_refuse_flag(1, _O_TMPFILE_BIT, _errno(errno.EOPNOTSUPP))))
+    rules.append((files["openat"], _block_refuse_flag(2, _O_TMPFILE_BIT, _errno(errno.EOPNOTSUPP))))
+    rules.append((files["openat2"], _block_return(_errno(errno.ENOSYS))))
+    rules.append((files["fallocate"], _block_return(_errno(errno.EOPNOTSUPP))))
+    numbers = [number for number, _ in rules]
+    if len(numbers) != len(set(numbers)):
+        raise ValueError("a syscall has two seccomp rules")
 
-    def emit(code, k, jt=0, jf=0):
-        prog.append([code, jt, jf, k])
-
-    emit(_LD_ABS_W, 4)  # seccomp_data.arch
-    emit(_JEQ, _AUDIT_ARCH[arch], 1, 0)
-    emit(_RET, _RET_KILL_PROCESS)
-    emit(_LD_ABS_W, 0)  # seccomp_data.nr
-    if arch == "x86_64":
-        emit(_JGE, 0x40000000, "deny", 0)  # x32 ABI: never legitimate here
-    for number in denied:
-        emit(_JEQ, number, "deny", 0)
-    for number in sorted(_MODE_CHANGES[arch].values()) if ignore_mode_changes else ():
-        emit(_JEQ, number, "pretend", 0)
-    emit(_JEQ, special["clone"], "clone", 0)
-    emit(_JEQ, special["clone3"], "enosys", 0)
-    for number in sorted(_SIGNAL_SENDERS[arch].values()):
-        emit(_JEQ, number, "own_pid", 0)
-    labels = {}
-    emit(_RET, _RET_ALLOW)
-    labels["deny"] = len(prog)
-    emit(_RET, _RET_ERRNO | errno.EPERM)
-    labels["pretend"] = len(prog)
-    emit(_RET, _RET_ERRNO | 0)  # the call returns 0 without running
-    labels["enosys"] = len(prog)
-    emit(_RET, _RET_ERRNO | errno.ENOSYS)
-    labels["clone"] = len(prog)
-    emit(_LD_ABS_W, 16)  # low 32 bits of args[0] (flags)
-    emit(_JSET, _CLONE_THREAD, 0, 1)
-    emit(_RET, _RET_ALLOW)
-    emit(_RET, _RET_ERRNO | errno.EPERM)
-    labels["own_pid"] = len(prog)
-    # The kernel reads a pid_t (the low 32 bits), so that is what is compared.
-    emit(_LD_ABS_W, 16)  # target pid (tgid for tgkill and rt_tgsigqueueinfo)
-    pid_index = len(prog)
-    emit(_JEQ, 0, 0, 1)  # k: the child's own pid, patched in by SeccompTemplate.for_pid
-    emit(_RET, _RET_ALLOW)
-    emit(_RET, _RET_ERRNO | errno.EPERM)
+    prog: list[tuple] = [
+        (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
+        (_RET, 0, 0, _RET_KILL_PROCESS),
+        (_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == "x86_64":  # x32 ABI: never legitimate here
+        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _errno(errno.EPERM))]
+    for number, block in rules:
+        if len(block) > 255:
+            raise ValueError("seccomp rule too long")
+        # Every block ends in returns, so the accumulator it loads never reaches the next rule.
+        prog.append((_JEQ, 0, len(block), number))
+        prog += block
+    prog.append((_RET, 0, 0, _RET_ALLOW))
     out = bytearray()
+    pid_indexes = []
     for index, (code, jt, jf, k) in enumerate(prog):
-        jt = labels[jt] - index - 1 if isinstance(jt, str) else jt
-        jf = labels[jf] - index - 1 if isinstance(jf, str) else jf
-        if not (0 <= jt <= 255 and 0 <= jf <= 255):
+        if k is _OWN_PID:
+            pid_indexes.append(index)
+            k = 0
+        if code & 0x07 == 0x05 and index + 1 + max(jt, jf) >= len(prog):
             raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
-    return bytes(out), pid_index
+    return bytes(out), pid_indexes
+
+
+# prctl with a pointer as its third argument (PR_SET_SECCOMP), as its own prototype.
+_prctl_pointer = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.c_ulong, ctypes.c_void_p, ctypes.c_ulong,
+                                  ctypes.c_ulong, use_errno=True)(("prctl", _libc))
 
 
 def load_seccomp(program: bytes) -> None:
     buf = ctypes.create_string_buffer(program, len(program))
     fprog = _sock_fprog(len(program) // 8, ctypes.cast(buf, ctypes.c_void_p))
-    _libc.prctl.argtypes = None  # this call passes a pointer as arg3
-    try:
-        if _libc.prctl(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
-            raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
-    finally:
-        _libc.prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
+    if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(fprog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
 
 
 # --- cgroups ------------------------------------------------------------------------------------------
@@ -540,6 +748,15 @@ class CgroupSet:
             with open(os.path.join(path, "cgroup.procs"), "w") as handle:
                 handle.write(str(pid))
 
+    def leave(self, pid: int = 0) -> None:
+        """Move ``pid`` back to the cgroup this set was made in (where its creator was)."""
+        for path in self.dirs:
+            try:
+                with open(os.path.join(os.path.dirname(path), "cgroup.procs"), "w") as handle:
+                    handle.write(str(pid))
+            except OSError:
+                pass
+
     def members(self) -> set[int]:
         # Every controller's group holds the same processes, so the first one is enough.
         pids: set[int] = set()
@@ -551,16 +768,17 @@ class CgroupSet:
                 pass
         return pids
 
-    def kill_all(self, reap=None, attempts: int = 200) -> bool:
-        """SIGKILL every member until the group is empty; True when it emptied."""
-        if self.version == 2:
+    def kill_all(self, reap=None, attempts: int = 200, keep: frozenset = frozenset()) -> bool:
+        """SIGKILL every member but ``keep`` (hardened children still waiting for a job) until only those
+        are left; True when that happened."""
+        if self.version == 2 and not keep:
             try:
                 with open(os.path.join(self.dirs[0], "cgroup.kill"), "w") as handle:
                     handle.write("1")
             except OSError:
                 pass
         for _ in range(attempts):
-            members = self.members()
+            members = self.members() - keep
             if not members:
                 return True
             for pid in members:
@@ -571,7 +789,7 @@ class CgroupSet:
             if reap is not None:
                 reap()
             time.sleep(0.0002)
-        return not self.members()
+        return not self.members() - keep
 
     def remove(self) -> None:
         self.kill_all(attempts=20)
@@ -655,17 +873,28 @@ def _alive(pid: int) -> bool:
 
 # --- rlimits ------------------------------------------------------------------------------------------
 
+def child_rlimits(address_space: int, nproc: int, file_size: int) -> dict[int, int]:
+    """The limits every untrusted child runs under (hard == soft); RLIMIT_CPU is set per job."""
+    return {resource.RLIMIT_AS: address_space, resource.RLIMIT_NPROC: nproc, resource.RLIMIT_FSIZE: file_size,
+            resource.RLIMIT_CORE: 0, resource.RLIMIT_NOFILE: 256}
+
+
 def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_size: int) -> None:
     """Hard == soft, so the child cannot raise them again."""
-    limits = [] if cpu_seconds is None else [(resource.RLIMIT_CPU, cpu_seconds)]
-    for limit, value in limits + [
-        (resource.RLIMIT_AS, address_space),
-        (resource.RLIMIT_NPROC, nproc),
-        (resource.RLIMIT_FSIZE, file_size),
-        (resource.RLIMIT_CORE, 0),
-        (resource.RLIMIT_NOFILE, 256),
-    ]:
+    limits = {} if cpu_seconds is None else {resource.RLIMIT_CPU: cpu_seconds}
+    limits.update(child_rlimits(address_space, nproc, file_size))
+    for limit, value in limits.items():
         resource.setrlimit(limit, (value, value))
+
+
+def prefer_for_oom_kill() -> None:
+    """Make the calling process the out-of-memory killer's first choice (oom_score_adj 1000: raising it
+    needs no privilege). Best effort: without /proc nothing changes."""
+    try:
+        with open("/proc/self/oom_score_adj", "w") as handle:
+            handle.write("1000")
+    except OSError:
+        pass
 
 
 def uid_is_mapped(uid: int, uid_map: str = "/proc/self/uid_map") -> bool:
@@ -684,3 +913,73 @@ def drop_privileges(uid: int, gid: int) -> None:
     os.setresuid(uid, uid, uid)
     if os.getuid() != uid or os.geteuid() != uid:
         raise OSError(errno.EPERM, "uid drop did not take effect")
+
+
+# --- what another process of the sandbox could change about ours ---------------------------------------
+
+_SYS_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}
+_LIMITS_TITLE_WIDTH = 26
+_RLIMIT_NAMES = {  # /proc/<pid>/limits row titles -> resource numbers
+    "Max cpu time": resource.RLIMIT_CPU, "Max file size": resource.RLIMIT_FSIZE,
+    "Max data size": resource.RLIMIT_DATA, "Max stack size": resource.RLIMIT_STACK,
+    "Max core file size": resource.RLIMIT_CORE, "Max resident set": resource.RLIMIT_RSS,
+    "Max processes": resource.RLIMIT_NPROC, "Max open files": resource.RLIMIT_NOFILE,
+    "Max locked memory": resource.RLIMIT_MEMLOCK, "Max address space": resource.RLIMIT_AS,
+    "Max file locks": 10, "Max pending signals": resource.RLIMIT_SIGPENDING,  # RLIMIT_LOCKS (not in resource)
+    "Max msgqueue size": resource.RLIMIT_MSGQUEUE, "Max nice priority": resource.RLIMIT_NICE,
+    "Max realtime priority": resource.RLIMIT_RTPRIO, "Max realtime timeout": resource.RLIMIT_RTTIME,
+}
+
+
+def _ioprio(pid: int) -> int | None:
+    number = _SYS_IOPRIO_GET.get(platform.machine())
+    if number is None:
+        return None
+    value = _libc.syscall(number, ctypes.c_int(1), ctypes.c_int(pid))  # IOPRIO_WHO_PROCESS
+    return None if value < 0 else int(value)
+
+
+def _rlimits_of(pid: int) -> dict[int, tuple[int, int]]:
+    if pid == 0:
+        return {number: resource.prlimit(0, number) for number in _RLIMIT_NAMES.values()}
+    limits: dict[int, tuple[int, int]] = {}
+    with open(f"/proc/{pid}/limits", "rb") as handle:
+        rows = handle.read().decode().split("\n")[1:]  # after the header row
+    for row in rows:
+        # The kernel prints each title padded to 25 characters and a space (fs/proc/base.c).
+        number = _RLIMIT_NAMES.get(row[:_LIMITS_TITLE_WIDTH].rstrip())
+        if number is None:
+            continue
+        soft, hard = row[_LIMITS_TITLE_WIDTH:].split()[:2]
+        limits[number] = (resource.RLIM_INFINITY if soft == "unlimited" else int(soft),
+                          resource.RLIM_INFINITY if hard == "unlimited" else int(hard))
+    return limits
+
+
+def process_state(pid: int = 0) -> dict:
+    """What a call naming ``pid`` could have changed about that process (0: the caller): its resource
+    limits, scheduling policy and priority, nice value, CPU affinity and I/O priority. Compared before and
+    after a job, it tells whether a sandbox process was tampered with. Raises OSError if ``pid`` is gone."""
+    return {
+        "rlimits": _rlimits_of(pid),
+        "scheduler": os.sched_getscheduler(pid),
+        "priority": os.sched_getparam(pid).sched_priority,
+        "nice": os.getpriority(os.PRIO_PROCESS, pid),
+        "affinity": frozenset(os.sched_getaffinity(pid)),
+        "ioprio": _ioprio(pid),
+    }
+
+
+def state_changes(expected: dict, actual: dict) -> str | None:
+    """A short description of how ``actual`` differs from ``expected`` (None when it does not)."""
+    changed = []
+    for key, value in expected.items():
+        if key == "rlimits":
+            names = {number: title for title, number in _RLIMIT_NAMES.items()}
+            for number, limit in value.items():
+                if actual["rlimits"].get(number) != limit:
+                    changed.append(f"{names[number].lower()} {limit} -> {actual['rlimits'].get(number)}")
+        elif actual.get(key) != value:
+            changed.append(f"{key} {sorted(value) if isinstance(value, frozenset) else value} -> "
+                           f"{sorted(actual[key]) if isinstance(actual.get(key), frozenset) else actual.get(key)}")
+    return "; ".join(changed) or None

@@ -7,11 +7,24 @@ relied on for the verdict. It only has to be useful to honest code: it executes 
 
 from __future__ import annotations
 
+import io
+import logging
 import operator
 import sys
 import types
+import warnings
 
 from . import wire
+
+# What the model's code prints, warns or logs while the trusted side waits on one request travels back
+# with the reply, bounded, and is replayed there: tests that capture it (assertWarns, assertLogs,
+# redirect_stdout, mock.patch("sys.stdout")) see it as they would in one process.
+MAX_EFFECT_TEXT = 64 * 1024  # characters of stdout and of stderr per request
+MAX_EFFECT_ITEMS = 100  # warnings and log records per request
+MAX_EFFECT_MESSAGE = 4000
+MAX_REFERABLE_PARTS = 10_000  # argument parts a result may refer back to (beyond it: the arguments only)
+_IMMUTABLE_PARTS = (str, int, float, complex, bytes)
+MAX_TAKE = 1 << 20
 
 BINARY_OPS = {
     "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and_", "or_", "xor", "lshift", "rshift",
@@ -78,12 +91,120 @@ def describe_exports(namespace: dict, handles: Handles) -> dict:
     return exports
 
 
+class Effects:
+    """Collects stdout, stderr, warnings and log records while a request is being served."""
+
+    def __init__(self):
+        self.active = False
+        self.text = {"out": [], "err": []}
+        self.streams: tuple = ()  # the real stdout and stderr (the job's output files)
+        self.size = {"out": 0, "err": 0}
+        self.items = {"warn": [], "log": []}
+
+    def start(self) -> None:
+        self.active = True
+
+    def flush_streams(self) -> None:
+        """Push what the model's code printed into the job's output files before each reply: once the tests
+        are done the process is killed, and a last line without a newline would still sit in a buffer."""
+        for stream in self.streams:
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the model may have closed or replaced it
+                pass
+
+    def take(self) -> dict | None:
+        self.active = False
+        found = {}
+        for key, parts in self.text.items():
+            if parts:
+                found[key] = "".join(parts)
+                parts.clear()
+                self.size[key] = 0
+        for key, items in self.items.items():
+            if items:
+                found[key] = list(items)
+                items.clear()
+        return found or None
+
+    def write(self, key: str, text) -> None:
+        if self.active and type(text) is str and self.size[key] < MAX_EFFECT_TEXT:
+            text = text[:MAX_EFFECT_TEXT - self.size[key]]
+            self.text[key].append(text)
+            self.size[key] += len(text)
+
+    def add(self, key: str, item: list) -> bool:
+        if self.active and len(self.items[key]) < MAX_EFFECT_ITEMS:
+            self.items[key].append(item)
+            return True
+        return False
+
+
+class _Tee(io.TextIOBase):
+    """sys.stdout/sys.stderr: writes go to the real stream and, during a request, to the effects."""
+
+    def __init__(self, stream, effects: Effects, key: str):
+        self._stream, self._effects, self._key = stream, effects, key
+
+    def write(self, text):
+        self._effects.write(self._key, text)
+        return self._stream.write(text)
+
+    def flush(self):
+        return self._stream.flush()
+
+    def __getattr__(self, name):
+        return getattr(self._stream, name)
+
+
+class _LogCapture(logging.Handler):
+    def __init__(self, effects: Effects):
+        super().__init__(level=0)
+        self.effects = effects
+
+    def emit(self, record):
+        try:
+            message = record.getMessage()[:MAX_EFFECT_MESSAGE]
+        except Exception:  # noqa: BLE001 - a bad format string is the model's problem, not ours
+            message = str(record.msg)[:MAX_EFFECT_MESSAGE]
+        self.effects.add("log", [str(record.name)[:200], int(record.levelno), message])
+        if len(logging.root.handlers) == 1 and record.levelno >= logging.WARNING:
+            logging.lastResort.handle(record)  # what an unconfigured process prints anyway
+
+
+def capture_effects(effects: Effects) -> None:
+    """Install the hooks once, before the model's code runs (it may reconfigure them as it likes)."""
+    effects.streams = (sys.stdout, sys.stderr)
+    sys.stdout = _Tee(sys.stdout, effects, "out")
+    sys.stderr = _Tee(sys.stderr, effects, "err")
+    original_show = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        item = [category.__name__, str(getattr(category, "__module__", "")), _warning_base(category),
+                str(message)[:MAX_EFFECT_MESSAGE], lineno if type(lineno) is int else 0]
+        if not effects.add("warn", item) and not effects.active:
+            original_show(message, category, filename, lineno, file, line)
+
+    warnings.showwarning = show
+    warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
+    logging.root.addHandler(_LogCapture(effects))
+    logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
+
+
+def _warning_base(cls) -> str:
+    for klass in cls.__mro__:
+        if klass.__module__ == "builtins" and issubclass(klass, Warning):
+            return klass.__name__
+    return "UserWarning"
+
+
 class Server:
-    def __init__(self, rfd: int, wfd: int):
+    def __init__(self, rfd: int, wfd: int, effects: Effects | None = None):
         self.rfd = rfd
         self.wfd = wfd
         self.handles = Handles()
         self.module = types.ModuleType("solution")
+        self.effects = effects or Effects()
 
     def load(self, code: str) -> None:
         sys.modules["solution"] = self.module
@@ -92,6 +213,7 @@ class Server:
             exec(compile(code, "<model code>", "exec"), self.module.__dict__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
+        self.effects.flush_streams()
         wire.send_json(self.wfd, {"ready": True, "load_error": load_error,
                                   "exports": describe_exports(self.module.__dict__, self.handles)})
 
@@ -101,20 +223,25 @@ class Server:
                 request = wire.recv_json(self.rfd)
             except wire.PeerClosed:
                 return
+            self.effects.start()
             try:
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
                 reply = {"exc": describe_exception(exc)}
+            effects = self.effects.take()
+            if effects:
+                reply["fx"] = effects
+            self.effects.flush_streams()
             try:
                 wire.send_json(self.wfd, reply)
             except (ValueError, RecursionError) as exc:
                 wire.send_json(self.wfd, {"exc": describe_exception(exc)})
 
-    def _decode(self, tree):
-        return wire.decode(tree, self.handles.get)
+    def _decode(self, tree, nodes: list | None = None):
+        return wire.decode(tree, self.handles.get, nodes=nodes)
 
-    def _encode(self, value):
-        return wire.encode(value, self.handles.add)
+    def _encode(self, value, refs: dict | None = None):
+        return wire.encode(value, self.handles.add, refs=refs)
 
     def handle(self, request: dict) -> dict:
         op = request.get("op")
@@ -124,21 +251,32 @@ class Server:
         if op == "call":
             raw_args = request.get("args", [])
             raw_kwargs = request.get("kwargs", [])
-            args = [self._decode(item) for item in raw_args]
-            kwargs = {str(key): self._decode(value) for key, value in raw_kwargs}
+            nodes: list = []  # every part of the arguments, in the order the caller encoded them
+            tops: list[int] = []  # where each argument itself sits in it
+            args = []
+            for item in raw_args:
+                tops.append(len(nodes))
+                args.append(self._decode(item, nodes))
+            kwargs = {}
+            for key, value in raw_kwargs:
+                tops.append(len(nodes))
+                kwargs[str(key)] = self._decode(value, nodes)
             result = target(*args, **kwargs)
-            reply = {"ok": self._encode(result)}
+            # A result that is (or holds) one of the arguments, or an immutable part of one, goes back as a
+            # reference to it, so the caller gets its own object: assertIs(f(xs), xs), the caller's NaN
+            # handed back inside a list. Nested containers are sent by value (a mutation inside them must
+            # reach the caller through the write-back below).
+            refs = {id(nodes[position]): position for position in tops}
+            if len(nodes) <= MAX_REFERABLE_PARTS:
+                refs.update((id(node), position) for position, node in enumerate(nodes)
+                            if type(node) in _IMMUTABLE_PARTS)
+            reply = {"ok": self._encode(result, refs)}
             write_back = []
-            for index, (before, value) in enumerate(zip(raw_args, args)):
-                if type(value) in (list, dict, set, bytearray):
-                    after = self._encode(value)
-                    if after != before:
-                        write_back.append([index, after])
-            for (key, before), value in zip(raw_kwargs, kwargs.values()):
-                if type(value) in (list, dict, set, bytearray):
-                    after = self._encode(value)
-                    if after != before:
-                        write_back.append([str(key), after])
+            for key, before, value in [*zip(range(len(args)), raw_args, args),
+                                       *((str(k), v, kwargs[str(k)]) for k, v in raw_kwargs)]:
+                if type(value) in (list, dict, set, bytearray) and self._encode(value) != before:
+                    inner = {ident: position for ident, position in refs.items() if ident != id(value)}
+                    write_back.append([key, self._encode(value, inner)])
             if write_back:
                 reply["wb"] = write_back
             return reply
@@ -161,6 +299,22 @@ class Server:
             return {"ok": len(target)}
         if op == "iter":
             return {"ok": {"h": self.handles.add(iter(target))}}
+        if op == "take":  # the next items of an iteration the tests drive, n at a time
+            count = request.get("n")
+            if type(count) is not int or not 0 < count <= MAX_TAKE:
+                raise ValueError("bad item count")
+            items, end, error = [], False, None
+            try:
+                for _ in range(count):
+                    items.append(next(target))
+            except StopIteration:
+                end = True
+            except BaseException as exc:  # noqa: BLE001 - raised after the items already produced
+                end, error = True, describe_exception(exc)
+            reply = {"ok": self._encode(items), "end": end}
+            if error is not None:
+                reply["exc_after"] = error
+            return reply
         if op == "next":
             try:
                 return {"ok": self._encode(next(target))}
@@ -200,13 +354,19 @@ class Server:
         namespace = self.module.__dict__
         exec(compile(str(request["tests"]), "<hidden tests>", "exec"), namespace)
         suite = harness.build_suite(namespace, self.module, str(request["format"]), str(request["entry_point"]))
-        result = harness.CountingResult()
-        suite.run(result)
-        return {"ok": wire.encode(harness.summarize(result))}
+        return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
+
+
+def prepare(rfd: int, wfd: int) -> Server:
+    """Everything that does not depend on the job's code, done while the hardened child waits for it:
+    tell the trusted side it is hardened, and hook stdout, stderr, warnings and logging."""
+    wire.send_json(wfd, {"hardened": True})
+    effects = Effects()
+    capture_effects(effects)
+    return Server(rfd, wfd, effects)
 
 
 def serve(code: str, rfd: int, wfd: int) -> None:
-    wire.send_json(wfd, {"hardened": True})
-    server = Server(rfd, wfd)
+    server = prepare(rfd, wfd)
     server.load(code)
     server.serve_forever()

@@ -13,6 +13,7 @@ import datetime
 import decimal
 import fractions
 import json
+import math
 import os
 import re
 import struct
@@ -112,14 +113,32 @@ class Unencodable(TypeError):
     """A value with no plain-data form and no handle table to fall back on."""
 
 
-def encode(value, make_handle=None, _depth: int = 0):
+def _referable(value) -> bool:
+    """Whether identity with an argument is worth saying: not for singletons and cached small ints, whose
+    identity every equal value shares anyway."""
+    kind = type(value)
+    return not (value is None or kind is bool or (kind is int and -5 <= value <= 256))
+
+
+def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, refs: dict | None = None):
     """Turn ``value`` into a JSON-able tree. ``make_handle(obj) -> int`` receives non-plain objects.
 
     Subclasses of built-in containers and scalars (``Counter``, ``namedtuple``, ``IntEnum``) become
     their base type, which is how they compare in-process too.
+
+    ``nodes`` (a list) receives every value visited, in the order :func:`decode` meets them, so both
+    sides can name a part of a call's arguments by its position. ``refs`` maps ``id(obj)`` of such parts
+    to their position: a value that *is* one of them is sent as ``{"a": position}``, and the receiver
+    hands back its own original object (a function returning its argument returns the caller's object).
     """
     if _depth > 200:
         raise Unencodable("value is nested more than 200 levels deep")
+    if refs:
+        position = refs.get(id(value))
+        if position is not None and _referable(value):
+            return {"a": position}
+    if nodes is not None:
+        nodes.append(value)
     kind = type(value)
     if kind in _SCALARS:
         if kind is int and value.bit_length() > MAX_PLAIN_INT_BITS:
@@ -136,15 +155,16 @@ def encode(value, make_handle=None, _depth: int = 0):
     if isinstance(value, str):
         return str(value)
     if isinstance(value, list):
-        return {"l": [encode(item, make_handle, depth) for item in list.__iter__(value)]}
+        return {"l": [encode(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
     if isinstance(value, tuple):
-        return {"t": [encode(item, make_handle, depth) for item in tuple.__iter__(value)]}
+        return {"t": [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]}
     if isinstance(value, dict):
-        return {"d": [[encode(k, make_handle, depth), encode(v, make_handle, depth)] for k, v in dict.items(value)]}
+        return {"d": [[encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
+                      for k, v in dict.items(value)]}
     if isinstance(value, frozenset):
-        return {"fs": [encode(item, make_handle, depth) for item in frozenset.__iter__(value)]}
+        return {"fs": [encode(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
     if isinstance(value, set):
-        return {"s": [encode(item, make_handle, depth) for item in set.__iter__(value)]}
+        return {"s": [encode(item, make_handle, depth, nodes, refs) for item in set.__iter__(value)]}
     if isinstance(value, bytes):
         return {"b": base64.b64encode(bytes(value)).decode()}
     if isinstance(value, bytearray):
@@ -162,24 +182,45 @@ def encode(value, make_handle=None, _depth: int = 0):
     if isinstance(value, decimal.Decimal):
         return {"dec": decimal.Decimal.__str__(value)}
     if isinstance(value, fractions.Fraction):
-        return {"fr": [encode(int(value.numerator)), encode(int(value.denominator))]}
+        parts = (int(value.numerator), int(value.denominator))
+        return {"fr": [encode(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     return {"h": make_handle(value)}
 
 
-def decode(tree, resolve_handle=None, _depth: int = 0):
+def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None, originals: list | None = None):
     """Inverse of :func:`encode`; builds only standard value types (built-ins, datetime, Decimal,
-    Fraction). ``resolve_handle(id)`` maps handles."""
+    Fraction). ``resolve_handle(id)`` maps handles. ``nodes`` receives every value built, in the order
+    :func:`encode` visited them; ``originals`` (the sender's list of a call's argument parts) resolves
+    ``{"a": position}``. A NaN is ``math.nan`` itself, so a list holding NaN equals a list holding
+    ``math.nan``, as it does when the value never left the process."""
     if _depth > 200:
         raise WireError("value is nested more than 200 levels deep")
     kind = type(tree)
     if kind in _SCALARS:
+        if kind is float and tree != tree:
+            tree = math.nan
+        if nodes is not None:
+            nodes.append(tree)
         return tree
     if kind is not dict or len(tree) != 1:
         raise WireError(f"malformed value of type {kind.__name__}")
     (tag, body), = tree.items()
-    depth = _depth + 1
+    if tag == "a":
+        if originals is None or type(body) is not int or not 0 <= body < len(originals):
+            raise WireError("unexpected argument reference")
+        return originals[body]
+    if nodes is None:
+        return _decode_tagged(tag, body, resolve_handle, _depth + 1, None, originals)
+    position = len(nodes)
+    nodes.append(None)  # pre-order, as encode visits: the container's place comes before its items
+    value = _decode_tagged(tag, body, resolve_handle, _depth + 1, nodes, originals)
+    nodes[position] = value
+    return value
+
+
+def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
     try:
         if tag == "i":
             if not _HEX_INT.fullmatch(_as_str(body)):
@@ -197,22 +238,23 @@ def decode(tree, resolve_handle=None, _depth: int = 0):
         if tag == "dec":
             return decimal.Decimal(_as_str(body))
         if tag == "fr":
-            numerator, denominator = (_as_int(decode(part, None, depth)) for part in _as_list(body))
+            numerator, denominator = (_as_int(decode(part, None, depth, nodes)) for part in _as_list(body))
             return fractions.Fraction(numerator, denominator)
         if tag == "l":
-            return [decode(item, resolve_handle, depth) for item in _as_list(body)]
+            return [decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
         if tag == "t":
-            return tuple(decode(item, resolve_handle, depth) for item in _as_list(body))
+            return tuple(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
         if tag == "d":
             result = {}
             for pair in _as_list(body):
                 key, val = _as_list(pair)
-                result[decode(key, resolve_handle, depth)] = decode(val, resolve_handle, depth)
+                key = decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
+                result[key] = decode(val, resolve_handle, depth, nodes, originals)
             return result
         if tag == "s":
-            return {decode(item, resolve_handle, depth) for item in _as_list(body)}
+            return {decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)}
         if tag == "fs":
-            return frozenset(decode(item, resolve_handle, depth) for item in _as_list(body))
+            return frozenset(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
         if tag == "b":
             return base64.b64decode(_as_str(body), validate=True)
         if tag == "ba":

@@ -1,0 +1,241 @@
+"""Reward components: small functions that say which inputs they read by their parameter names.
+
+::
+
+    from rewardpipe import component
+
+    @component(range=(0.0, 1.0), role="outcome")
+    def answer_matches(completion, reference) -> float | None:
+        ...
+
+A component's parameters pick its inputs from a closed vocabulary (:data:`INPUTS`); a name outside it is an
+error when the function is decorated (so at import of the user's module), naming the parameter: a typo
+(``complection``) never silently receives nothing. A function whose only parameter is ``data`` receives the
+whole :class:`rewardpipe.rewards.base.ScoringInput` (the form rewardpipe's first rewards were written in).
+
+Which inputs a component reads is worked out once, when it is decorated, and the scorer builds an input
+only when some component asks for it: a reward whose components read ``completion`` never parses a
+transcript. A component returns a float within its declared ``range``, or ``None`` when it cannot compute
+for a reason that is not the model's (the tests did not run, the reference is unreadable). An exception is
+caught by the scorer and recorded as an error (``component_raised``), never as a 0.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import re
+from operator import attrgetter
+from typing import Any, Callable, Iterable
+
+#: The inputs a component can ask for, by parameter name, and what each one is.
+INPUTS: dict[str, str] = {
+    "completion": "the text of the last assistant message ('' when there is none)",
+    "messages": "the conversation: a list of rewardpipe.Message (tool_calls, tool_call_id and name included)",
+    "transcript": "a parsed view of the conversation (rewardpipe.Transcript: assistant texts, turn kinds, code)",
+    "task": "the environment's task row, hidden fields included (None for a single-turn sample without one)",
+    "state": "the episode's final state (None when a sample is scored without an environment)",
+    "execution": "the sandbox's rewardpipe.ExecutionResult (None when nothing was executed)",
+    "reference": "a single-turn sample's reference answer (None in a multi-turn episode)",
+}
+#: The one parameter name that receives the whole ScoringInput instead of one input.
+LEGACY_INPUT = "data"
+ROLES = ("outcome", "shaping", "penalty")
+#: Names the monitor uses for targets of its own; a component cannot take them.
+RESERVED_NAMES = frozenset({"aggregate", "errors"})
+# A component's name is a record key, a metric name (rewardpipe/<name>/...) and a TRL reward function's name.
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,63}$")
+
+
+class ComponentDefinitionError(TypeError):
+    """A component is declared wrongly (an unknown input, a bad range or role); raised at decoration."""
+
+
+def _where(fn: Any) -> str:
+    code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
+    return f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+
+
+def check_name(name: Any, what: str = "component") -> str:
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ComponentDefinitionError(
+            f"{what} name {name!r} must start with a letter or '_' and hold at most 64 letters, digits, '_', "
+            f"'.' or '-' (it becomes a record key and a metric name)")
+    if name in RESERVED_NAMES:
+        raise ComponentDefinitionError(f"{what} name {name!r} is reserved for the monitor's own targets")
+    return name
+
+
+def check_range(value_range: Any, name: str) -> tuple[float, float]:
+    if isinstance(value_range, (str, bytes)):
+        raise ComponentDefinitionError(f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}")
+    try:
+        lo, hi = value_range
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise ComponentDefinitionError(
+            f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}") from None
+    if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
+        raise ComponentDefinitionError(
+            f"component '{name}': range must be two finite numbers with lo < hi, got {value_range!r}")
+    return lo, hi
+
+
+def check_weight(weight: Any, name: str) -> float:
+    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+        raise ComponentDefinitionError(f"component '{name}': weight must be a finite number, got {weight!r}")
+    return float(weight)
+
+
+def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], bool]:
+    """``(inputs, positional)``: the inputs ``fn`` reads, by parameter name, and whether they can all be
+    passed positionally in that order. ComponentDefinitionError names a parameter outside :data:`INPUTS`."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        raise ComponentDefinitionError(f"{what}{_where(fn)}: cannot read its parameters") from None
+    params = list(signature.parameters.values())
+    if len(params) == 1 and params[0].name == LEGACY_INPUT:
+        return (LEGACY_INPUT,), params[0].kind is not inspect.Parameter.KEYWORD_ONLY
+    known = ", ".join(INPUTS)
+    names = []
+    for param in params:
+        if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise ComponentDefinitionError(
+                f"{what}{_where(fn)}: parameter '{param.name}' takes any number of values; name each input it "
+                f"reads instead ({known})")
+        if param.name not in INPUTS:
+            raise ComponentDefinitionError(
+                f"{what}{_where(fn)}: parameter '{param.name}' is not an input; a component's parameters are "
+                f"chosen from: {known} (or a single parameter 'data', which receives the whole ScoringInput)")
+        names.append(param.name)
+    positional = all(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
+    return tuple(names), positional
+
+
+def is_async_callable(fn: Any) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+
+
+def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: bool) -> Callable[[Any], Any]:
+    """``call(data)`` that hands ``fn`` the inputs it asked for from a ScoringInput, decided once here
+    (the scorer calls it for every sample: no signature is read, no dict is built per call)."""
+    if inputs == (LEGACY_INPUT,):
+        return fn if positional else (lambda data: fn(data=data))
+    if not inputs:
+        return lambda data: fn()
+    if not positional:
+        getters = tuple((name, attrgetter(name)) for name in inputs)
+        return lambda data: fn(**{name: get(data) for name, get in getters})
+    if len(inputs) == 1:
+        get = attrgetter(inputs[0])
+        return lambda data: fn(get(data))
+    get_all = attrgetter(*inputs)
+    return lambda data: fn(*get_all(data))
+
+
+class Component:
+    """One named, weighted term of a reward, with its value range and role.
+
+    ``Component(name, weight, fn, description="", value_range=(0.0, 1.0), role=None)``; the
+    :func:`component` decorator is the usual way to make one. Calling a component calls its function, so
+    a decorated function stays directly testable (``answer_matches(completion="...", reference=1)``).
+
+    ``role`` is ``outcome``, ``shaping`` or ``penalty``; left out (rewardpipe's own early components), a
+    range whose maximum is 0 and minimum negative makes a ``penalty``, anything else ``shaping``.
+    """
+
+    __slots__ = ("name", "weight", "fn", "description", "value_range", "role", "inputs", "is_async", "_call",
+                 "_positional", "single_input")
+
+    def __init__(self, name: str, weight: float, fn: Callable[..., Any], description: str = "",
+                 value_range: tuple[float, float] = (0.0, 1.0), role: str | None = None) -> None:
+        name = check_name(name)
+        if not callable(fn):
+            raise ComponentDefinitionError(f"component '{name}': {fn!r} is not a function")
+        value_range = check_range(value_range, name)
+        if role is None:
+            role = "penalty" if value_range[1] == 0.0 and value_range[0] < 0.0 else "shaping"
+        if role not in ROLES:
+            raise ComponentDefinitionError(f"component '{name}': role must be one of {', '.join(ROLES)}, got {role!r}")
+        inputs, positional = input_names(fn, f"component '{name}'")
+        for slot, value in (("name", name), ("weight", check_weight(weight, name)), ("fn", fn),
+                            ("description", description or ""), ("value_range", value_range), ("role", role),
+                            ("inputs", inputs), ("is_async", is_async_callable(fn)),
+                            ("_call", make_caller(fn, inputs, positional)), ("_positional", positional),
+                            # one input, passed positionally: the scorer calls fn with it directly
+                            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,))):
+            object.__setattr__(self, slot, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"a Component is immutable; use .replace({name}=...)")
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return self.value_range
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn(*args, **kwargs)
+
+    def evaluate(self, data: Any) -> Any:
+        """The component's value for one ScoringInput (a coroutine for an async component)."""
+        return self._call(data)
+
+    def replace(self, **changes: Any) -> "Component":
+        fields = {"name": self.name, "weight": self.weight, "fn": self.fn, "description": self.description,
+                  "value_range": self.value_range, "role": self.role}
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"Component has no field(s) {sorted(unknown)}")
+        fields.update(changes)
+        return Component(**fields)
+
+    def describe(self) -> dict[str, Any]:
+        """What travels with every manifest: the range, the role and the weight."""
+        return {"range": list(self.value_range), "role": self.role, "weight": self.weight}
+
+    def __eq__(self, other: Any) -> bool:
+        if not isinstance(other, Component):
+            return NotImplemented
+        return (self.name, self.weight, self.fn, self.description, self.value_range, self.role) == (
+            other.name, other.weight, other.fn, other.description, other.value_range, other.role)
+
+    def __hash__(self) -> int:
+        return hash((self.name, self.weight, id(self.fn), self.value_range, self.role))
+
+    def __repr__(self) -> str:
+        return (f"Component({self.name!r}, weight={self.weight:g}, range={self.value_range}, role={self.role!r}, "
+                f"inputs={self.inputs})")
+
+    def __reduce__(self) -> Any:  # picklable whenever its function is (multiprocessing, deepcopy)
+        return (Component, (self.name, self.weight, self.fn, self.description, self.value_range, self.role))
+
+
+def component(fn: Callable[..., Any] | None = None, *, range: Iterable[float] | None = None,  # noqa: A002
+              role: str | None = None, weight: float = 1.0, name: str | None = None,
+              description: str | None = None) -> Any:
+    """Declare a reward component: ``@component(range=(lo, hi), role="outcome"|"shaping"|"penalty",
+    weight=1.0, name=None)`` on a plain function, sync or async. ``name`` defaults to the function's name,
+    ``description`` to the first line of its docstring. Returns a :class:`Component` (still callable)."""
+
+    def decorate(function: Callable[..., Any]) -> Component:
+        label = name if name is not None else getattr(function, "__name__", None)
+        if label is None or label == "<lambda>":
+            raise ComponentDefinitionError(f"{function!r}{_where(function)}: give the component a name= (a lambda "
+                                           f"has none of its own)")
+        if range is None or role is None:
+            missing = " and ".join(n for n, v in (("range=(lo, hi)", range), ("role=", role)) if v is None)
+            raise ComponentDefinitionError(
+                f"component '{label}'{_where(function)}: {missing} must be given: the monitor judges a component "
+                f"by its range and role (role is one of {', '.join(ROLES)})")
+        if role not in ROLES:
+            raise ComponentDefinitionError(
+                f"component '{label}'{_where(function)}: role must be one of {', '.join(ROLES)}, got {role!r}")
+        doc = description if description is not None else (inspect.getdoc(function) or "").strip().split("\n")[0]
+        return Component(label, weight, function, doc, range, role)  # type: ignore[arg-type]
+
+    if fn is not None:
+        if range is None and role is None and callable(fn):
+            return decorate(fn)  # bare @component: the error names what is missing
+        raise TypeError("component() takes its settings as keywords: @component(range=(lo, hi), role=...)")
+    return decorate

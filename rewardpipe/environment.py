@@ -1,0 +1,333 @@
+"""The environment protocol (API v1): what a multi-turn task looks like to rewardpipe.
+
+A user's environment subclasses :class:`Environment` in their own package::
+
+    class Guess(Environment):
+        name = "guess_number"
+        version = "1"
+        task_model = GuessTask          # a TaskRow subclass: task_id, prompt and the env's own fields
+        state_model = GuessState        # an EpisodeState subclass: ids, messages, next_action + its own fields
+        max_turns = 5
+        reward = GUESS_REWARD           # a rewardpipe.Reward
+
+        def on_policy_turn(self, state, task, text): ...   # after the platform appended the assistant turn
+        def respond(self, state, task, ctx): ...           # the environment's own messages
+
+    ENVIRONMENT = Guess()
+
+Every hook returns a **new** state (``state.evolve(...)`` / ``state.append(...)``) and leaves its inputs as they
+are; a state must survive a round trip through JSON (it is paused between Lambda invocations and replayed).
+``next_action`` says who acts next:
+
+* ``"policy"``: the model speaks (what ``start`` and ``respond`` usually leave);
+* ``"env"``: the environment speaks (what ``on_policy_turn`` usually leaves); stored as ``"simulator"``,
+  the literal older snapshots carry;
+* ``"execute"``: the episode is over and :meth:`Environment.execution_job` gives the sandbox job to run;
+* ``"score"``: the episode is over, nothing to run.
+
+The platform keeps for itself: the turn limit (``max_turns``, or ``--max-turns``; end reason ``turn_limit``),
+the classification of failures (``policy_error``, ``simulator_error`` for the environment's own turn, ...),
+routing jobs to the sandbox, the record and the transcript.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
+
+from pydantic import ConfigDict, Field, field_serializer, field_validator
+
+from rewardpipe.deferred import DeferredModel
+from rewardpipe.models import Message, RolloutIdentity, TaskId
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.execution.result import ExecutionJob
+    from rewardpipe.policies import ScriptedPolicy
+    from rewardpipe.rewards.base import Reward
+
+API_VERSION = 1
+DEFAULT_MAX_TURNS = 6
+MAX_TURNS = 100  # assistant turns one episode may take; also the CLI's --max-turns bound
+
+NextAction = Literal["policy", "env", "execute", "score"]
+#: How each next action is written in a stored state (older snapshots call the environment "simulator").
+STORED_ACTION = {"policy": "policy", "env": "simulator", "execute": "execute", "score": "score"}
+_READ_ACTION = {"simulator": "env"}
+#: What on_policy_turn and respond may leave as next_action.
+AFTER_POLICY_TURN = frozenset({"env", "execute", "score"})
+AFTER_ENV_TURN = frozenset({"policy", "execute", "score"})
+
+
+class PolicyExhausted(Exception):
+    """A policy has no further turn to give (e.g. a replayed transcript ended)."""
+
+
+def stored_action(action: str) -> str:
+    """``next_action`` as a stored snapshot writes it (``env`` is ``simulator`` there)."""
+    return STORED_ACTION.get(action, action)
+
+
+@dataclass(frozen=True)
+class RolloutIds:
+    """What names one rollout."""
+
+    run_id: str
+    step: int
+    group_id: str
+    rollout_id: str
+    task_id: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id, "rollout_id": self.rollout_id,
+                "task_id": self.task_id}
+
+
+NonEmptyText = Annotated[str, Field(min_length=1)]
+NonEmptyMessages = Annotated[list[Message], Field(min_length=1)]
+
+
+class TaskRow(DeferredModel):
+    """One line of a task file: ``task_id``, the ``prompt`` (text, or chat messages) and, in a subclass, the
+    environment's own fields (hidden ones included: the model only ever sees what the environment shows it).
+    Unknown fields are refused (``extra="forbid"``), so a typo in a task file is an error naming the line."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_id: TaskId  # an id less the room of the ids run and doctor make from it (models.MAX_TASK_ID_LENGTH)
+    prompt: Union[NonEmptyText, NonEmptyMessages]
+
+    def prompt_messages(self) -> list[Message]:
+        """The conversation the model starts from: the prompt as one user message, or its messages."""
+        prompt = self.prompt
+        if isinstance(prompt, str):
+            return [Message(role="user", content=prompt)]
+        return list(prompt)
+
+
+class EpisodeState(RolloutIdentity):
+    """A rollout in progress: its ids, the conversation so far and who acts next. An environment's state
+    model subclasses it with its own (JSON-serialisable) fields.
+
+    The ids, ``max_turns`` and ``end_reason`` are the platform's: it fills them in after ``start``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    run_id: str = ""
+    step: int = 0
+    group_id: str = ""
+    rollout_id: str = ""
+    task_id: str = ""
+    messages: list[Message] = Field(default_factory=list)
+    max_turns: int = Field(default=DEFAULT_MAX_TURNS, ge=1, le=MAX_TURNS)
+    next_action: NextAction = "policy"
+    end_reason: str | None = None
+
+    @field_validator("next_action", mode="before")
+    @classmethod
+    def _read_action(cls, value: Any) -> Any:
+        return _READ_ACTION.get(value, value) if isinstance(value, str) else value
+
+    @field_serializer("next_action")
+    def _write_action(self, value: str) -> str:
+        return stored_action(value)
+
+    @property
+    def assistant_turns(self) -> int:
+        """How many turns the policy has taken."""
+        return sum(1 for message in self.messages if message.role == "assistant")
+
+    @property
+    def ids(self) -> RolloutIds:
+        return RolloutIds(self.run_id, self.step, self.group_id, self.rollout_id, self.task_id)
+
+    def evolve(self, **changes: Any) -> "EpisodeState":
+        """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
+        (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
+        is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);
+        values are not validated (doctor checks that the state survives JSON)."""
+        cls = type(self)
+        fields = cls.__pydantic_fields__
+        for name in changes:
+            if name not in fields:
+                raise AttributeError(f"{cls.__name__} has no field '{name}' (fields: {', '.join(fields)})")
+        # model_copy(update=...), without its general cases (deep copies, extra fields, private attributes):
+        # the platform copies a state several times a turn.
+        new = cls.__new__(cls)
+        values = self.__dict__.copy()
+        values.update(changes)
+        _set(new, "__dict__", values)
+        _set(new, "__pydantic_extra__", None)
+        _set(new, "__pydantic_fields_set__", self.__pydantic_fields_set__ | changes.keys())
+        _set(new, "__pydantic_private__", None)
+        return new
+
+    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> "EpisodeState":
+        """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
+        added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+        return self.evolve(**changes, messages=[*self.messages, *added])
+
+
+_set = object.__setattr__
+ChatFn = Callable[..., str]
+
+
+@dataclass(frozen=True)
+class EnvContext:
+    """What :meth:`Environment.respond` gets besides the state and the task.
+
+    * ``seed``: stable for one rollout and turn (a retried step gets the same), for an environment that
+      needs randomness; ``rng()`` is a ``random.Random`` seeded with it;
+    * ``chat(messages, **params) -> str``: rewardpipe's chat client (an OpenAI-compatible endpoint the run
+      is configured with), for an environment that talks to an LLM (declare ``calls_llm = True``);
+    * ``ids`` and ``turn`` (assistant turns so far)."""
+
+    ids: RolloutIds
+    turn: int
+    seed: int
+    chat_fn: ChatFn | None = None
+
+    def rng(self) -> random.Random:
+        return random.Random(self.seed)
+
+    def chat(self, messages: Sequence[Mapping[str, Any] | Message], **params: Any) -> str:
+        if self.chat_fn is None:
+            raise RuntimeError("this environment asked for an LLM, but the run has no chat endpoint: give "
+                               "--sim-base-url and --sim-model (or REWARDPIPE_SIM_BASE_URL / REWARDPIPE_SIM_MODEL)")
+        plain = [m.model_dump(mode="json") if isinstance(m, Message) else dict(m) for m in messages]
+        return self.chat_fn(plain, **params)
+
+
+def turn_seed(seed: int, ids: RolloutIds, turn: int) -> int:
+    digest = hashlib.sha256(f"{seed}:{ids.run_id}:{ids.step}:{ids.rollout_id}:{turn}".encode()).digest()
+    return int.from_bytes(digest[:8], "big")
+
+
+class Environment:
+    """Base class of a multi-turn environment (see the module docstring).
+
+    Class attributes: ``name`` (short name), ``version`` (written to records' manifest and snapshots),
+    ``task_model`` (a :class:`TaskRow` subclass), ``state_model`` (an :class:`EpisodeState` subclass),
+    ``max_turns`` (the turn limit the platform enforces), ``reward`` (the default
+    :class:`rewardpipe.Reward`), ``calls_llm`` (``respond`` talks to an LLM through ``ctx.chat``),
+    ``system_prompt`` (what an LLM policy is told before the task's prompt; None: nothing),
+    ``collapse_scenario`` (the scenario ``--collapse-from-step`` makes every rollout play).
+    """
+
+    name: ClassVar[str] = ""
+    version: ClassVar[str] = "0"
+    api: ClassVar[int] = API_VERSION
+    task_model: ClassVar[type[TaskRow]] = TaskRow
+    state_model: ClassVar[type[EpisodeState]] = EpisodeState
+    max_turns: ClassVar[int] = DEFAULT_MAX_TURNS
+    reward: ClassVar["Reward"]
+    calls_llm: ClassVar[bool] = False
+    system_prompt: ClassVar[str | None] = None
+    collapse_scenario: ClassVar[str | None] = None
+
+    # -- the episode ------------------------------------------------------------------------------------
+
+    def start(self, task: TaskRow) -> EpisodeState:
+        """The opening state; by default the task's prompt as the conversation and nothing else."""
+        return self.state_model(messages=task.prompt_messages())
+
+    def on_policy_turn(self, state: EpisodeState, task: TaskRow, text: str) -> EpisodeState:
+        """Called once the platform has appended the model's turn (``state.messages[-1]``, its text is
+        ``text``): decide what happens next (``env``, ``execute`` or ``score``). Default: the environment
+        answers."""
+        return state.evolve(next_action="env")
+
+    def respond(self, state: EpisodeState, task: TaskRow, ctx: EnvContext) -> EpisodeState:
+        """Append the environment's own messages (user or tool roles) and say who acts next (``policy``,
+        ``execute`` or ``score``)."""
+        raise NotImplementedError(f"environment '{self.name}' has no respond(state, task, ctx): an environment "
+                                  f"whose on_policy_turn hands the turn to the environment must define it")
+
+    def execution_job(self, state: EpisodeState, task: TaskRow) -> "ExecutionJob | None":
+        """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
+        return None
+
+    # -- optional hooks -------------------------------------------------------------------------------
+
+    def replay(self, task: TaskRow, messages: Sequence[Message]) -> EpisodeState:
+        """The final state of a recorded conversation, for ``rewardpipe score``. The default plays the
+        recorded assistant turns through the hooks and checks that the environment answers as recorded;
+        an environment that calls an LLM must define its own."""
+        from rewardpipe.episode import replay_through_hooks
+
+        return replay_through_hooks(self, task, messages)
+
+    def scenarios(self, task: TaskRow) -> Mapping[str, "ScriptedPolicy"]:
+        """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
+        ``reference`` (it reaches every outcome component's maximum)."""
+        return {}
+
+    def scripted_policy(self, *, seed: int = 0, collapse_from_step: int | None = None) -> Any:
+        """The policy ``run --policy scripted`` plays: each rollout draws one of :meth:`scenarios` (by the
+        scenarios' weights, from ``seed`` and the rollout's ids); from ``collapse_from_step`` on every
+        rollout plays ``collapse_scenario``."""
+        from rewardpipe.policies import ScenarioMix
+
+        return ScenarioMix(self.scenarios, seed=seed, collapse_from_step=collapse_from_step,
+                           collapse_to=self.collapse_scenario)
+
+    def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:
+        """Extra metrics of a finished episode's record (numbers, text or booleans)."""
+        return {}
+
+    def transcript_fields(self, state: EpisodeState, task: TaskRow | None) -> dict[str, Any]:
+        """Extra fields of the stored transcript (``turn_kinds``: one label per assistant turn, shown by
+        ``rewardpipe show``; ``revealed``)."""
+        return {}
+
+    def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:
+        """``doctor``'s environment-specific problems with one task, given each scenario's run
+        (:class:`rewardpipe.doctor.ScenarioRun`)."""
+        return []
+
+    def configure(self, **options: str) -> "Environment":
+        """This environment with options (``run --env-option NAME=VALUE``); by default it takes none."""
+        if options:
+            raise ValueError(f"environment '{self.name}' takes no options (got {', '.join(sorted(options))})")
+        return self
+
+    # -- what the platform reads ------------------------------------------------------------------------
+
+    @property
+    def runs_code(self) -> bool:
+        """Whether this environment ever asks for an execution job."""
+        return type(self).execution_job is not Environment.execution_job
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "version": self.version, "api": self.api}
+
+    def __repr__(self) -> str:
+        return f"<environment {self.name}@{self.version}>"
+
+
+def check_environment(env: Any) -> "Environment":
+    """``env`` if it is a usable environment (an instance; a class is instantiated), else TypeError/ValueError
+    naming what is wrong."""
+    from rewardpipe.rewards.base import Reward
+
+    if isinstance(env, type) and issubclass(env, Environment):
+        env = env()
+    if not isinstance(env, Environment):
+        raise TypeError(f"{env!r} is not an environment (a rewardpipe.Environment subclass or instance)")
+    label = f"environment {type(env).__module__}.{type(env).__name__}"
+    if not isinstance(env.name, str) or not env.name:
+        raise ValueError(f"{label}: set the class attribute name = '<short name>'")
+    if getattr(env, "api", None) != API_VERSION:
+        raise ValueError(f"{label}: written for rewardpipe API {env.api!r}; this rewardpipe speaks API "
+                         f"{API_VERSION} (see the versioning page of the docs to upgrade it)")
+    if not (isinstance(env.task_model, type) and issubclass(env.task_model, TaskRow)):
+        raise ValueError(f"{label}: task_model must be a rewardpipe.TaskRow subclass")
+    if not (isinstance(env.state_model, type) and issubclass(env.state_model, EpisodeState)):
+        raise ValueError(f"{label}: state_model must be a rewardpipe.EpisodeState subclass")
+    turns = env.max_turns
+    if isinstance(turns, bool) or not isinstance(turns, int) or not 1 <= turns <= MAX_TURNS:
+        raise ValueError(f"{label}: max_turns must be an integer from 1 to {MAX_TURNS}, got {turns!r}")
+    if not isinstance(getattr(env, "reward", None), Reward):
+        raise ValueError(f"{label}: set the class attribute reward = <a rewardpipe.Reward>")
+    return env

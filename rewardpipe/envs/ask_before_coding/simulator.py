@@ -1,0 +1,146 @@
+"""User simulators: they hold the task's hidden ``spec`` and reveal a detail only when asked.
+
+The rule-based simulator is deterministic and free, which makes rollouts reproducible and lets the
+state machine call it from a small Lambda. The LLM-backed simulator talks to any OpenAI-compatible endpoint.
+Neither ever sees the hidden tests or the reference solution: they are not passed in.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
+
+from rewardpipe.openai_client import ChatClient, OwnsChatClient
+from rewardpipe.parsing import TurnKind, classify_turn
+# The canned replies are part of this module's interface.
+from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
+    ASK_SOMETHING_SPECIFIC,
+    NOT_A_QUESTION,
+    NOTHING_LEFT,
+    NOTHING_MATCHES,
+    best_spec_match,
+    content_words,
+    question_subject,
+    revealed_spec_item,
+    stated_spec_items,
+)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.envs.ask_before_coding.environment import AskBeforeCodingState as EpisodeState
+    from rewardpipe.envs.ask_before_coding.tasks import Task
+
+
+@dataclass(frozen=True)
+class SimulatorReply:
+    text: str
+    revealed: int | None  # index into task.spec newly revealed by this reply
+
+
+class Simulator(Protocol):
+    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply: ...
+
+
+def _pick(options: Sequence[str], key: str) -> str:
+    digest = hashlib.sha256(key.encode()).digest()
+    return options[digest[0] % len(options)]
+
+
+class RuleBasedSimulator:
+    """Reveals the unrevealed spec item that shares the most (IDF-weighted) words with the question.
+
+    * A question that asks nothing specific ("?", "ok?", "can you explain again?", the request or the
+      function's name echoed back; see :func:`question_subject`) reveals nothing: it is asked what it wants
+      to know. This is what keeps a bare "?" from earning asked_before_coding.
+    * A question about something specific reveals the best-matching unrevealed detail.
+    * A generic question ("any other requirements?") reveals the next unrevealed detail in spec order.
+    * A question that matches an already revealed detail better than any unrevealed one gets that detail
+      restated (no new reveal: asking the same thing twice must not unlock a different detail), unless it
+      is also generic ("any other constraints on the format?"), which reveals the next unrevealed detail.
+    * A question that matches nothing gets "that is up to you".
+    * A turn that is not a question reveals nothing: the simulator never volunteers details.
+    """
+
+    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+        question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
+        key = f"{state.rollout_id}:{len(state.messages)}"
+        if classify_turn(question) is not TurnKind.QUESTION:
+            return SimulatorReply(_pick(NOT_A_QUESTION, key), None)
+        subject = question_subject(question, task.prompt, task.entry_point)
+        if subject.asks_nothing:
+            return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
+        index, restated = self.best_match(subject.words, task.spec, set(state.revealed))
+        unrevealed = [i for i in range(len(task.spec)) if i not in set(state.revealed)]
+        # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
+        if index is not None and not (restated and subject.generic and unrevealed):
+            if restated:
+                return SimulatorReply(f"As I said: {task.spec[index]}", None)
+            return SimulatorReply(task.spec[index], index)
+        if subject.generic:
+            if unrevealed:
+                return SimulatorReply(task.spec[unrevealed[0]], unrevealed[0])
+            return SimulatorReply(NOTHING_LEFT, None)
+        return SimulatorReply(_pick(NOTHING_MATCHES, key), None)
+
+    @staticmethod
+    def best_match(question: "str | Iterable[str]", spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
+        """Return (index, already_revealed) of the best-matching spec item, or (None, False).
+
+        ``question`` is a question's text or the subject words :func:`question_subject` found in it.
+        """
+        words = question_subject(question).words if isinstance(question, str) else question
+        return best_spec_match(words, spec, revealed)
+
+
+SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer for help with this request:
+"{prompt}"
+You privately know these details of what you want (numbered):
+{details}
+Rules: answer only the question the programmer just asked. If it is about one of the details, state that one
+detail plainly. If it asks for the requirements in general, state the first detail you have not stated yet.
+If it asks nothing specific (for example "?", "ok?", "can you explain again?", "more info?", "what should I do?",
+or the request repeated back),
+reveal no detail: ask what they want to know. If it matches none, say it is up to them. Never volunteer other
+details, never write code, never mention tests. Answer in one or two sentences."""
+
+
+class OpenAISimulator(OwnsChatClient):
+    """An LLM plays the user. The revealed detail is inferred from word overlap with the reply.
+
+    The endpoint is asked only about real questions: a turn that is not a question, or a question that asks
+    nothing specific (the same :func:`question_subject` rule as the rule-based simulator), gets a fixed
+    reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
+    """
+
+    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
+                 client: ChatClient | None = None, *, chat: Callable[..., str] | None = None):
+        # ``chat``: rewardpipe's chat client as an environment context gives it (EnvContext.chat); else a
+        # client of its own for ``base_url``/``model``.
+        if chat is None:
+            self.client = client or ChatClient(base_url or "", model or "", api_key=api_key)
+        self._chat = chat if chat is not None else self.client.complete
+
+    def close(self) -> None:
+        if getattr(self, "client", None) is not None:
+            self.client.close()
+
+    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+        question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
+        key = f"{state.rollout_id}:{len(state.messages)}"
+        if classify_turn(question) is not TurnKind.QUESTION:
+            return SimulatorReply(_pick(NOT_A_QUESTION, key), None)
+        if question_subject(question, task.prompt, task.entry_point).asks_nothing:
+            return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
+        details = "\n".join(f"{i + 1}. {item}" for i, item in enumerate(task.spec))
+        messages = [{"role": "system", "content": SIMULATOR_SYSTEM_PROMPT.format(prompt=task.prompt, details=details)}]
+        # From the simulator's point of view the roles are swapped: the programmer is the "user".
+        for message in state.messages[1:]:
+            role = "user" if message.role == "assistant" else "assistant"
+            messages.append({"role": role, "content": message.content})
+        text = self._chat(messages, temperature=0.0).strip()
+        stated = stated_spec_items(text, task.spec, set(state.revealed))
+        if len(stated) > 1:
+            # One question, one detail: a reply stating several (a question that talked the LLM into listing
+            # the requirements) would hand over every detail for one question. Only the best match is said.
+            return SimulatorReply(task.spec[stated[0]], stated[0])
+        return SimulatorReply(text, stated[0] if stated else None)

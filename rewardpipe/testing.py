@@ -1,0 +1,128 @@
+"""Doctor's checks inside pytest, for a user's own environment or reward::
+
+    from rewardpipe.testing import check_environment, check_reward
+    from acme_rl.guess_env import ENVIRONMENT
+
+    def test_the_environment_is_healthy():
+        check_environment(ENVIRONMENT, "tasks/train.jsonl")
+
+    def test_the_reward_moves():
+        check_reward(JSON_ANSWER, [{"completion": '{"answer": 4}', "reference": 4},
+                                   {"completion": "four", "reference": 4}])
+
+Each raises ``AssertionError`` listing every problem found (the same checks and messages as ``rewardpipe
+doctor``) and otherwise returns what it looked at, warnings included, for further assertions.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+__all__ = ["EnvironmentReport", "check_environment", "check_reward", "score"]
+
+
+class EnvironmentReport(list):
+    """The diagnoses of :func:`check_environment` (one :class:`rewardpipe.doctor.TaskDiagnosis` per task)."""
+
+    @property
+    def warnings(self) -> list[str]:
+        return [f"{d.task_id}: {w}" for d in self for w in d.warnings]
+
+
+def _rows(env: Any, rows: Any) -> list[Any]:
+    from rewardpipe.models import load_task_rows
+
+    if isinstance(rows, (str, Path)):
+        return load_task_rows(rows, env.task_model)
+    return [row if isinstance(row, env.task_model) else env.task_model.model_validate(row) for row in rows]
+
+
+def check_environment(env: Any, rows: Any, *, reward: Any = None, executor: Any = None,
+                      max_turns: int | None = None) -> EnvironmentReport:
+    """Play every task of ``rows`` (task rows, dicts, or a JSONL path) through the environment's scenarios
+    with the real loop (and the real sandbox when the environment runs code) and check what ``rewardpipe
+    doctor`` checks: every component takes 2+ values, the ``reference`` scenario reaches each outcome's
+    maximum, values stay in their ranges, nothing raises or comes back None unexplained, two plays agree,
+    the state survives JSON. ``env`` and ``reward`` may be references (``pkg.module:ATTR``...)."""
+    from rewardpipe.doctor import diagnose
+    from rewardpipe.references import resolve_environment, resolve_reward
+
+    env = resolve_environment(env)
+    reward = resolve_reward(reward) if reward is not None else env.reward
+    tasks = _rows(env, rows)
+    if not tasks:
+        raise AssertionError("check_environment needs at least one task row")
+    if executor is None:
+        if env.runs_code:
+            from rewardpipe.execution import get_executor
+
+            executor = get_executor()
+        else:
+            from rewardpipe.runner import NoSandbox
+
+            executor = NoSandbox()
+    report = EnvironmentReport(diagnose(tasks, env, executor, reward=reward, max_turns=max_turns))
+    problems = [f"{d.task_id}: [{f.check}] {f.message}" for d in report for f in d.findings if f.severity == "error"]
+    if problems:
+        raise AssertionError(f"environment '{env.name}' has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    return report
+
+
+def score(reward: Any, *, completion: str | None = None, messages: Sequence[Any] | None = None,
+          reference: Any = None, task: Any = None, state: Any = None, execution: Any = None) -> Any:
+    """One sample's :class:`rewardpipe.rewards.base.Score` (give ``completion`` or ``messages``)."""
+    from rewardpipe.references import resolve_reward
+
+    return resolve_reward(reward).score_input(_input(completion, messages, reference, task, state, execution))
+
+
+def _input(completion: str | None, messages: Sequence[Any] | None, reference: Any, task: Any, state: Any,
+           execution: Any) -> Any:
+    from rewardpipe.models import Message
+    from rewardpipe.rewards.base import ScoringInput
+
+    if messages is None:
+        if completion is None:
+            raise ValueError("a sample needs 'completion' or 'messages'")
+        messages = [Message(role="assistant", content=completion)]
+    messages = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
+    return ScoringInput(execution=execution, reference=reference, messages=messages, task=task, state=state)
+
+
+def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_variation: bool = True) -> list[Any]:
+    """Score ``samples`` (dicts with ``completion`` or ``messages``, and optionally ``reference``, ``task``,
+    ``state``, ``execution``) and check: no component raised or came back None without an explanation,
+    every value is inside its component's declared range, and (with ``require_variation``) every component
+    takes at least two values across the samples. Returns the scores."""
+    from rewardpipe.references import resolve_reward
+
+    reward = resolve_reward(reward)
+    inputs = [_input(s.get("completion"), s.get("messages"), s.get("reference"), s.get("task"), s.get("state"),
+                     s.get("execution")) for s in samples]
+    if not inputs:
+        raise AssertionError("check_reward needs at least one sample")
+    scores = reward.score_many(inputs)
+    problems = []
+    seen: dict[str, set[float]] = {c.name: set() for c in reward.components}
+    for index, score in enumerate(scores):
+        if score.error is not None and score.error.kind in ("component_raised", "component_unavailable"):
+            check = "component_raised" if score.error.kind == "component_raised" else "unexplained_none"
+            problems.append(f"sample {index}: [{check}] {score.error.message}")
+        for comp in reward.components:
+            value = score.components.get(comp.name)
+            if value is None:
+                continue
+            seen[comp.name].add(value)
+            lo, hi = comp.value_range
+            if not lo - 1e-9 <= value <= hi + 1e-9:
+                problems.append(f"sample {index}: [out_of_range] component '{comp.name}' is {value:g}, outside its "
+                                f"declared range [{lo:g}, {hi:g}]")
+    if require_variation:
+        for name, values in seen.items():
+            if len(values) < 2:
+                problems.append(f"[component_never_varies] component '{name}' takes only the value(s) "
+                                f"{sorted(values)} across the samples: it would be dead")
+    if problems:
+        raise AssertionError(f"reward '{reward.name}' has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
+    return scores
