@@ -82,7 +82,6 @@ import json
 import os
 import random
 import re
-import secrets
 import shutil
 import stat
 import string
@@ -664,7 +663,8 @@ _O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _FD_WALK = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_fd and os.scandir in os.supports_fd
 _FOLDER_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
 _FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
-_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _O_NOFOLLOW | _O_CLOEXEC
+# A temporary file of this process and thread, left over or not; never through a link someone put in its place.
+_TEMPORARY_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC
 
 Handle = Any  # int (a folder descriptor) or str (a checked path)
 
@@ -828,14 +828,18 @@ class LocalStore(Store):
         return StoreError(f"cannot write {where}: {exc.strerror or exc}")
 
     def _write(self, key: str, data: bytes) -> None:
+        # Every folder opened from the root without following a link (a link never takes a write out of the
+        # store), and the temporary file named for this process and thread, which write one file at a time (no
+        # other writer can hold that name; one left by a crashed process of the same id is overwritten, and a
+        # link put in its place is refused: O_NOFOLLOW).
         *folders, name = key.split("/")
         try:
             handle = self._open_folder(folders, create=True)
         except OSError as exc:
             raise self._write_error(key, exc) from None
         try:
-            tmp = f".{secrets.token_hex(8)}.tmp"
-            fd = os.open(_at(handle, tmp), _NEW_FILE_FLAGS, 0o600, dir_fd=_dir_fd(handle))
+            tmp = f".w{os.getpid()}-{threading.get_ident()}.tmp"  # short: a key's name may be NAME_MAX long
+            fd = os.open(_at(handle, tmp), _TEMPORARY_FILE, 0o600, dir_fd=_dir_fd(handle))
             try:
                 try:
                     view = memoryview(data)

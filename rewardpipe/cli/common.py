@@ -424,6 +424,25 @@ def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
         writer.failed(f"the run manifest ({'end' if manifest.finished_at else 'start'})", exc)
 
 
+def _each(put: Callable[[Any], Any], items: list[Any], workers: int) -> list[Exception | None]:
+    """``put`` applied to every item, ``workers`` at a time: per item None, or what it raised (any store
+    failure is to be spilled by the caller, in order, never lost unsaid)."""
+
+    def one(item: Any) -> Exception | None:
+        try:
+            put(item)
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, which spills the item
+            return exc
+        return None
+
+    if workers > 1 and len(items) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="rewardpipe-store") as pool:
+            return list(pool.map(one, items))
+    return [one(item) for item in items]
+
+
 class RecordWriter:
     """Writes records (and transcripts) to the store; one the store refuses, whatever the reason (S3 out
     of reach after its retries, a full disk, a link in the way), is appended to a local spill file (one
@@ -455,32 +474,37 @@ class RecordWriter:
         error_line(f"could not write {what}: {exc}")
         self.failed_writes.append(what)
 
-    def write(self, records: Iterable[Record]) -> int:
-        """Store each record (or spill it); returns how many were stored."""
+    def write(self, records: Iterable[Record], workers: int = 1) -> int:
+        """Store ``records``, ``workers`` at a time (a disk or S3 answers several writes at once sooner than
+        one after the other); each one refused, whatever the reason, is spilled, in order. Returns how many
+        were stored."""
+        records = list(records)
         stored = 0
-        for record in records:
-            try:
-                self.store.put_record(record)
-            except Exception as exc:  # noqa: BLE001 - any store failure: kept in the spill file, never lost unsaid
-                if self._spill(self.spill_path, record.to_json(), f"not stored {record.rollout_id[:80]}", exc):
-                    self.spilled += 1
-                else:
-                    self.lost += 1
-                continue
-            self.stored += 1
-            stored += 1
+        for record, refusal in zip(records, _each(self.store.put_record, records, workers)):
+            if refusal is None:
+                self.stored += 1
+                stored += 1
+            elif self._spill(self.spill_path, record.to_json(), f"not stored {record.rollout_id[:80]}", refusal):
+                self.spilled += 1
+            else:
+                self.lost += 1
         return stored
 
-    def write_transcript(self, transcript: Any) -> None:
-        try:
-            self.store.put_transcript(transcript)
-        except Exception as exc:  # noqa: BLE001 - as for records
+    def write_transcripts(self, transcripts: Iterable[Any], workers: int = 1) -> None:
+        """Store ``transcripts`` as :meth:`write` stores records (spilled to ``transcript_spill_path``)."""
+        transcripts = list(transcripts)
+        for transcript, refusal in zip(transcripts, _each(self.store.put_transcript, transcripts, workers)):
+            if refusal is None:
+                continue
             line = json.dumps(transcript.to_json_dict(), ensure_ascii=False, allow_nan=False, default=str)
             if self._spill(self.transcript_spill_path, line, f"transcript not stored {transcript.rollout_id[:80]}",
-                           exc):
+                           refusal):
                 self.transcripts_spilled += 1
             else:
                 self.transcripts_lost += 1
+
+    def write_transcript(self, transcript: Any) -> None:
+        self.write_transcripts([transcript])
 
     def _spill(self, path: Path, line: str, what: str, exc: Exception) -> bool:
         """Append ``line`` to ``path``; False (and ``halted`` set) when even that fails. A line is written

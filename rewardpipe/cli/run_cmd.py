@@ -58,6 +58,10 @@ MAX_GROUPS_PER_STEP = 1_000_000
 MAX_ENDPOINT_TIMEOUT_S = 3600.0
 MAX_ENDPOINT_RETRIES = 10
 
+# Objects of a played step written at once: creating a file waits on the disk's journal (an S3 PUT on the
+# network) far longer than it computes, so writes overlap; this also keeps the store ahead of the turn loop.
+STORE_WRITERS = 8
+
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
 out = Console(width=None if Console().is_terminal else 130)
@@ -202,7 +206,8 @@ def run(
         if not base_url or not model:
             usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
         chosen = OpenAIPolicy(base_url, model, system_prompt=env.system_prompt,
-                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
+                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
+                              tools=getattr(env, "tool_schemas", None))  # an environment that offers tools
         configuration.update(base_url=base_url, model=model)
     chat_client = None
     if simulator is SimulatorName.openai or env.calls_llm:
@@ -258,9 +263,8 @@ def run(
         meanwhile never judges, or writes alarms for, a step the run has not checked yet)."""
         nonlocal alarm_failures, monitor_state
         spilled_before = writer.spilled + writer.lost
-        for transcript in transcripts:
-            writer.write_transcript(transcript)
-        writer.write(records)
+        writer.write_transcripts(transcripts, workers=STORE_WRITERS)
+        writer.write(records, workers=STORE_WRITERS)
         try:
             result = monitor_step(store, run_id, step, thresholds, sinks)
         except Exception as exc:  # noqa: BLE001 - the records are stored (or spilled); say the check failed

@@ -302,11 +302,12 @@ def test_the_inline_job_stays_within_lambdas_synchronous_payload_limit():
 
 
 def test_the_code_runner_takes_its_job_inline_and_answers_with_the_result(bucket, runner):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.episode import execution_job, start_episode
 
-    state = start_episode(TASK, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=2)
-    state.final_code = TASK.reference_solution
-    job = execution_job(state, TASK)
+    state = start_episode(TASK, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=2)
+    state = state.evolve(final_code=TASK.reference_solution, next_action="execute")
+    job = execution_job(state, TASK, ENVIRONMENT)
     answer = load("code_runner").lambda_handler({"job": job.model_dump(mode="json")}, Context())
     assert answer["status"] == "passed" and answer["passed"] == answer["total"] > 0
     assert answer["result"]["status"] == "passed" and answer["result"]["passed"] == answer["passed"]

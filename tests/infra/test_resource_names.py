@@ -99,7 +99,8 @@ def test_a_45_character_stack_name_fails_the_synth_and_the_longest_allowed_one_f
     errors, template = _synth_errors(tmp_path, name, nova=True)
     (message,) = [e for e in errors if "rewardpipe.stack_name" in e]
     assert f"'{name}' (45 characters)" in message and "AWS::SQS::Queue QueueName" in message and "more than 80" in message
-    (reward,) = [f for f in _of_type(template, "AWS::Lambda::Function").values() if "SageMaker" in str(f.get("FunctionName"))]
+    (reward,) = [f for f in _of_type(template, "AWS::Lambda::Function").values()
+                 if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")]
     assert reward["FunctionName"] == f"{name}-SageMaker-reward"  # never truncated
     longest = int(re.search(r"use at most (\d+) characters", message).group(1))
     # "-SageMaker-GenerateResponseQueue-dlq.fifo" takes 41 of an SQS name's 80 characters
@@ -113,7 +114,7 @@ def test_a_45_character_stack_name_fails_the_synth_and_the_longest_allowed_one_f
              if prop in props for env, limit in ((e, rule.max_length) for e in _envs(fits))]
     assert max(tight) == 0
     (reward,) = [f["FunctionName"] for f in _of_type(template, "AWS::Lambda::Function").values()
-                 if "SageMaker" in str(f.get("FunctionName"))]
+                 if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")]
     assert reward == f"{fits}-SageMaker-reward" and len(reward) <= 64
 
 
