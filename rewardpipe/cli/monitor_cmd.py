@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import with_threshold_options
+from rewardpipe.cli.progress import progress_bars
 
 
 def _record_identity(line: bytes) -> int | None:
@@ -167,14 +168,14 @@ class _Source:
             return {"in_progress": False, "unfinished_steps": []}
         return {"in_progress": self.progress.in_progress, "unfinished_steps": self.progress.unfinished}
 
-    def batch(self, step: Optional[int]) -> Any:
+    def batch(self, step: Optional[int], progress: Any = None) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
         PATH is a file or a local store the fast readers can vouch for entirely; None sends the caller to
         :meth:`records`."""
         from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch, read_store_batch
 
         if self.store is not None:
-            return read_store_batch(self.store, self.run_id, step, self.finished_steps)
+            return read_store_batch(self.store, self.run_id, step, self.finished_steps, progress)
         if self.parquet:
             try:
                 batch = read_parquet_batch(self.parquet)
@@ -202,6 +203,39 @@ class _Source:
         if step is not None:
             records = (r for r in records if r.step == step)
         return records
+
+
+class Reading:
+    """A command's "reading records" bar (see rewardpipe.cli.progress): the files of a store counted as
+    they are read, the records of the careful path as they come, then what the command does with them."""
+
+    EVERY = 1024  # records between two updates of the bar
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.task = bar.add_task("reading records", total=None)
+
+    def files(self) -> Any:
+        """The ``progress`` callback of the fast store reader, or None when no bar is drawn."""
+        if not self.bar.drawn:
+            return None
+        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+
+    def counted(self, records: Iterable[Any]) -> Iterator[Any]:
+        """``records``, counted on the bar as they go by."""
+        if not self.bar.drawn:
+            yield from records
+            return
+        count = 0
+        self.bar.update(self.task, completed=0, total=None)
+        for count, record in enumerate(records, start=1):
+            if count % self.EVERY == 0:
+                self.bar.update(self.task, completed=count)
+            yield record
+        self.bar.update(self.task, completed=count)
+
+    def phase(self, description: str) -> None:
+        self.bar.update(self.task, description=description)
 
 
 def _steps(steps: list[int]) -> str:
@@ -294,12 +328,15 @@ def monitor(
     bad: list = []
     duplicates: list[int] = []
     try:
-        batch = source.batch(step)
-        if batch is not None:  # every record vouched for: columns, no model object per record
-            duplicates = batch.duplicates
-            result = monitor_batch(batch, thresholds)
-        else:
-            result = monitor_records(source.records(step, bad, duplicates), thresholds)
+        with progress_bars(as_json) as bar:
+            reading = Reading(bar)
+            batch = source.batch(step, reading.files())
+            if batch is not None:  # every record vouched for: columns, no model object per record
+                duplicates = batch.duplicates
+                reading.phase("checking steps")
+                result = monitor_batch(batch, thresholds)
+            else:
+                result = monitor_records(reading.counted(source.records(step, bad, duplicates)), thresholds)
     except MonitorInputError as exc:
         fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:

@@ -13,7 +13,6 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rewardpipe.cli.app import (
@@ -44,6 +43,7 @@ from rewardpipe.cli.common import (
     save_manifest,
     utc_now,
 )
+from rewardpipe.cli.progress import count_lines, progress_bars
 from rewardpipe.environment import MAX_TURNS
 from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
 
@@ -83,11 +83,6 @@ def _resume_hint(command: str, run_id: str, out_dir: str) -> str:
     from shlex import quote
 
     return f"rewardpipe {command} ... --out {quote(str(out_dir))} --run-id {quote(run_id)} --resume"
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
 
 
 def _positive(name: str, value: float) -> None:
@@ -294,7 +289,7 @@ def run(
     finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")
     finishing: Future | None = None
     try:
-        with _progress() as bar:
+        with progress_bars(as_json, console) as bar:
             for step in step_numbers:
                 if writer.halted:  # nothing more can be kept: playing on would only lose more
                     writer.unplayed = step_numbers[step_numbers.index(step):]
@@ -547,23 +542,29 @@ def score(
         reader = RolloutReader(rollouts_file)
     batch: list = []
     try:
-        for _, rollout, problem in reader:
-            if writer.halted:  # nothing more can be kept: scoring on would only lose more
-                error_line(f"stopped reading {rollouts_file}: {writer.halted}")
-                break
-            if problem is not None:
-                bad_lines += 1
-                note(f"skipped {problem}")
-                continue
-            if rollout_key(run_id, rollout.step, rollout.group_id, rollout.rollout_id) in already:
-                skipped += 1
-                continue
-            batch.append(rollout)
-            if len(batch) >= batch_size:
+        with progress_bars(as_json) as bar:
+            # lines of the file read so far: counted only when a bar is drawn (and only for a regular file)
+            lines = bar.add_task("scoring (lines read)", total=count_lines(rollouts_file) if bar.drawn else None)
+            line = 0
+            for line, rollout, problem in reader:
+                if writer.halted:  # nothing more can be kept: scoring on would only lose more
+                    error_line(f"stopped reading {rollouts_file}: {writer.halted}")
+                    break
+                if problem is not None:
+                    bad_lines += 1
+                    note(f"skipped {problem}")
+                    continue
+                if rollout_key(run_id, rollout.step, rollout.group_id, rollout.rollout_id) in already:
+                    skipped += 1
+                    continue
+                batch.append(rollout)
+                if len(batch) >= batch_size:
+                    flush(batch)
+                    batch = []
+                    bar.update(lines, completed=line)
+            if batch:
                 flush(batch)
-                batch = []
-        if batch:
-            flush(batch)
+            bar.update(lines, completed=line)
     finally:
         writer.close()
     if not (writer.spilled or writer.lost):

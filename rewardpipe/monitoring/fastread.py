@@ -20,6 +20,7 @@ here in full, with the meaning the careful path gives it, or not at all.
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
@@ -708,14 +709,14 @@ def _same_keys_on_every_row(keys: Any, start: int, rows: int, width: int) -> lis
 # -- a local store's record files ------------------------------------------------------------------------
 
 
-def read_store_batch(store: Any, run_id: str, step: int | None = None,
-                     steps: list[int] | None = None) -> RecordBatch | None:
+def read_store_batch(store: Any, run_id: str, step: int | None = None, steps: list[int] | None = None,
+                     progress: Any = None) -> RecordBatch | None:
     """A local store's records of one run (or of one step, or of ``steps``) as columns, in the order
     ``Store.iter_records`` yields them (step order, then the store's listing order), or None when anything
     needs the careful path: an object that is not where its record belongs (which covers every key that
     is not a record key), anything the store's layout rules report (a stray step folder, a link, a FIFO:
     see rewardpipe.store), or a file the JSONL readers cannot vouch for (the careful path reports each of
-    those by key)."""
+    those by key). ``progress(files read, files)`` is called as the files are read (a progress bar)."""
     from rewardpipe.store import LocalStore, step_prefix
 
     if not isinstance(store, LocalStore):
@@ -729,7 +730,7 @@ def read_store_batch(store: Any, run_id: str, step: int | None = None,
     keys = [key for n in chosen for key in store._list_checked(step_prefix(run_id, n), strays.append)]
     if strays or not keys:
         return None
-    blobs = _read_files(store, keys)
+    blobs = _read_files(store, keys, progress)
     if blobs is None or not all(blobs):  # changed while we read, or an empty object: the careful path copes
         return None
     data = b"\n".join(blobs) + b"\n"
@@ -744,16 +745,29 @@ def read_store_batch(store: Any, run_id: str, step: int | None = None,
 _READERS = 4  # threads reading record files: open and read wait in the kernel without the GIL
 
 
-def _read_files(store: Any, keys: list[str]) -> list[bytes] | None:
+_PROGRESS_CHUNK = 4096  # files read between two reports to a progress callback
+
+
+def _read_files(store: Any, keys: list[str], progress: Any = None) -> list[bytes] | None:
     """Each file's bytes less its trailing line ends, in order (read by the store's own rules: no link
-    followed, regular files only); None if one cannot be read."""
+    followed, regular files only); None if one cannot be read. With ``progress``, the files are read in
+    chunks and ``progress(files read, files)`` called after each."""
+    done = [0]
+    lock = threading.Lock()
+
     def some(part: list[str]) -> list[bytes] | None:
         blobs = store.read_many(part)
+        if progress is not None and blobs is not None:
+            with lock:
+                done[0] += len(part)
+                progress(done[0], len(keys))
         return None if blobs is None else [blob.rstrip(b"\r\n") for blob in blobs]
 
     if len(keys) < 256:
         return some(keys)
     share = -(-len(keys) // _READERS)
+    if progress is not None:
+        share = min(share, _PROGRESS_CHUNK)
     with ThreadPoolExecutor(_READERS) as pool:
         parts = list(pool.map(some, [keys[i:i + share] for i in range(0, len(keys), share)]))
     return None if any(part is None for part in parts) else [blob for part in parts for blob in part]
