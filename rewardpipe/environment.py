@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, M
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.models import InputId, Message, RolloutIdentity
+from rewardpipe.models import Message, RolloutIdentity, TaskId
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.execution.result import ExecutionJob
@@ -96,7 +96,7 @@ class TaskRow(DeferredModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: InputId
+    task_id: TaskId  # an id less the room of the ids run and doctor make from it (models.MAX_TASK_ID_LENGTH)
     prompt: Union[NonEmptyText, NonEmptyMessages]
 
     def prompt_messages(self) -> list[Message]:
