@@ -206,7 +206,7 @@ class JudgeSettings(_Strict):
     # A Bedrock foundation-model id (``anthropic.claude-3-5-haiku-20241022-v1:0``): the functions that score may
     # call bedrock:InvokeModel on that model's ARN and nothing else.
     bedrock_model_id: str = Field(default="", max_length=2048)
-    # An OpenAI-compatible endpoint and model, with the name or ARN of a Secrets Manager secret holding its key.
+    # An OpenAI-compatible judge endpoint (with judge.model and, optionally, judge.api_key_secret).
     base_url: str = Field(default="", max_length=2048)
     model: str = Field(default="", max_length=256)
     api_key_secret: str = Field(default="", max_length=2048)
@@ -262,16 +262,18 @@ class DeploymentSettings(_Strict):
     # Also the prefix of the names the stack gives resources (queues, functions, alarms, the dashboard...):
     # each of those has its own limit, checked against the synthesized template (stacks/names.py).
     stack_name: str = Field(default="RewardPipe", min_length=1, max_length=STACK_NAME_MAX, pattern=STACK_NAME_PATTERN)
-    # What the deployment runs (stacks/user_code.py resolves each at synth to an explicit package.module:ATTR):
-    # a built-in name, a short name an installed distribution registers, or an import reference.
+    # The environment of the rollout workflow and the Nova bridge: a built-in name, a short name an installed
+    # distribution registers, or an import reference package.module:ATTR (resolved at synth to an explicit
+    # reference, stacks/user_code.py).
     environment: str = Field(default="ask_before_coding", min_length=1, max_length=REFERENCE_MAX)
-    # The rollout reward; None: the environment's own. ``reward_name`` is accepted as its old name.
+    # The rollout reward, in the same forms; null: the environment's own reward. reward_name is its old name.
     reward: str | None = Field(default=None, min_length=1, max_length=REFERENCE_MAX)
     reward_weights: dict[str, float] = Field(default_factory=dict)
     single_turn_reward: str = Field(default="gsm8k", min_length=1, max_length=REFERENCE_MAX)
     single_turn_weights: dict[str, float] = Field(default_factory=dict)
-    # What the user layer installs for them (stacks/user_layer.py): a project directory, a wheel file, a pinned
-    # requirement name==version, or a directory of pre-built wheels pip may take dependencies from.
+    # What the user layer installs (stacks/user_layer.py): project directories, wheel files, pinned requirements
+    # name==version, or directories of pre-built wheels pip may take dependencies from; relative paths are taken
+    # from the directory of cdk.json.
     packages: list[str] = Field(default_factory=list, max_length=MAX_PACKAGES)
     judge: JudgeSettings = Field(default_factory=JudgeSettings)
     # What a Nova sample that could not be scored gets as its reward (Nova cannot drop a sample):
@@ -296,7 +298,7 @@ class DeploymentSettings(_Strict):
     @model_validator(mode="before")
     @classmethod
     def _reward_name_alias(cls, data: Any) -> Any:
-        """``reward_name`` (the setting's old name) stands for ``reward``; giving both is ambiguous."""
+        """`reward_name` is the old name of `reward`: either is accepted, not both."""
         if isinstance(data, dict) and REWARD_ALIAS in data:
             if "reward" in data:
                 raise ValueError(f"reward and {REWARD_ALIAS} are the same setting ({REWARD_ALIAS} is its old name): "

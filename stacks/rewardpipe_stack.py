@@ -47,7 +47,7 @@ class RewardPipeStack(Stack):
         self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
                                         runner=self.runner, layer=layer, user_layer=self.user_layer)
         # The functions that score (the conversation states score a finished rollout in the same invocation).
-        self.judge = JudgeAccess(self, "Judge", judge=settings.judge, functions=[
+        self.judge = JudgeAccess(self, "Judge", judge=settings.judge, network=self.network, functions=[
             self.workflow.start_fn, self.workflow.converse_fn, self.workflow.score_fn, self.single_turn.function])
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
                                      workflow=self.workflow, runner=self.runner, layer=layer,

@@ -50,7 +50,7 @@ from stacks.packaging import (
 USER_LAYER_CACHE_ENV = "REWARDPIPE_USER_LAYER_CACHE"
 USER_LAYER_CACHE = Path(os.environ.get(USER_LAYER_CACHE_ENV) or LAYER_CACHE.parent / "user-layer")
 # Bumped when what a build produces changes, so an old cache entry is never taken for a new one.
-BUILD_FORMAT = "2"
+BUILD_FORMAT = "3"
 COMPLETE = ".complete"
 MANIFEST = "manifest.json"
 # A local version of the stub standing in for rewardpipe: only the stub satisfies the constraint, while any
@@ -123,6 +123,18 @@ def _hash_file(digest: "hashlib._Hash", path: Path) -> None:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
+
+
+def _skipped(directory: str, names: list[str]) -> set[str]:
+    """What a project's content leaves out (shutil.copytree's ignore; the same as :func:`_project_files`)."""
+    out = set()
+    for name in names:
+        if (Path(directory) / name).is_dir():
+            if name in SKIPPED_DIRS or name.endswith(".egg-info"):
+                out.add(name)
+        elif name.endswith((".pyc", ".pyo")):
+            out.add(name)
+    return out
 
 
 def _project_files(root: Path) -> list[Path]:
@@ -323,9 +335,13 @@ def _build(work: Path, entries: Sequence[str], architecture: str, run: Callable[
     for entry in entries:
         kind, value = classify(entry)
         if kind == "project":
+            # Built from a copy of exactly the content the key hashed: the build writes nothing into the user's
+            # project (setuptools' build/ and *.egg-info), and no stale build/ output ends up in the wheel.
+            source = work / "src" / f"{len(installs)}-{resolve_path(value).name}"
+            shutil.copytree(resolve_path(value), source, ignore=_skipped)
             before = set(wheels.glob("*.whl"))
             proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "--quiet",
-                        "--wheel-dir", str(wheels), str(resolve_path(value))], capture_output=True, text=True)
+                        "--wheel-dir", str(wheels), str(source)], capture_output=True, text=True)
             built = sorted(set(wheels.glob("*.whl")) - before)
             if proc.returncode != 0 or not built:
                 raise UserLayerError(f"rewardpipe.packages entry {entry!r}: pip could not build the project into a "

@@ -6,7 +6,10 @@
 * an OpenAI-compatible judge (``judge.base_url``, ``model``, ``api_key_secret``): ``JUDGE_BASE_URL``,
   ``JUDGE_MODEL`` and ``JUDGE_API_KEY_SECRET``, with read access to that secret only (as for the policy's key).
 
-No judge configured: no variable and no permission at all.
+No judge configured: no variable and no permission at all. The single-turn reward Lambda runs in the isolated
+VPC (no internet, DNS limited to AWS's domains): for a Bedrock judge the network gets a bedrock-runtime interface
+endpoint serving that model only; an OpenAI-compatible judge outside AWS is reachable from the rollout functions,
+not from it.
 """
 
 from __future__ import annotations
@@ -32,11 +35,14 @@ def foundation_model_arn(scope: Construct, model_id: str) -> str:
 
 
 class JudgeAccess(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, judge: JudgeSettings, functions: list[Any]) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, judge: JudgeSettings, functions: list[Any],
+                 network: Any = None) -> None:
         super().__init__(scope, construct_id)
         self.functions = list(functions)
         if judge.kind == "bedrock":
             arn = foundation_model_arn(self, judge.bedrock_model_id)
+            if network is not None:  # the single-turn reward Lambda reaches Bedrock from the isolated VPC
+                network.allow_bedrock_model(arn)
             for fn in self.functions:
                 fn.add_environment("JUDGE_BEDROCK_MODEL_ID", judge.bedrock_model_id)
                 fn.add_to_role_policy(iam.PolicyStatement(sid="JudgeInvokesItsModel", actions=list(JUDGE_ACTIONS),

@@ -274,3 +274,18 @@ def test_an_importable_reference_no_package_ships_fails_the_synth(importable, tm
 
     with pytest.raises(SettingsError, match=r"rewardpipe\.reward = .*one_module_reward.*no entry of rewardpipe.packages"):
         build_app({"rewardpipe": {"reward": REWARD_REF}}, outdir=str(tmp_path))
+
+
+def _bedrock_endpoints(template: dict) -> list[dict]:
+    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EC2::VPCEndpoint"
+            and "bedrock-runtime" in json.dumps(r["Properties"]["ServiceName"])]
+
+
+def test_the_isolated_vpc_reaches_the_judge_model_only_when_a_bedrock_judge_is_configured(user_synth, synth):
+    (endpoint,) = _bedrock_endpoints(user_synth.template)
+    (statement,) = endpoint["PolicyDocument"]["Statement"]
+    assert statement["Action"] == "bedrock:InvokeModel" and statement["Principal"] == {"AWS": "*"}
+    assert json.dumps(statement["Resource"]).endswith(f'::foundation-model/{JUDGE_MODEL}"]]}}')
+    assert statement["Condition"] == {"StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}
+    assert endpoint["PrivateDnsEnabled"] is True
+    assert _bedrock_endpoints(synth.template) == []
