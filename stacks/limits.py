@@ -48,7 +48,7 @@ def registry(stack: Any) -> list[FunctionAssets]:
     return found
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def folder_bytes(path: Path, skip_bytecode: bool = False) -> int:
     """What a staged folder takes unpacked (files only, links not followed); staged folders never change within a
     process (their names carry their content), so each is measured once."""
@@ -133,7 +133,8 @@ def value_bound(value: Any, types: dict[str, str], longest: dict[str, int]) -> i
 def environment_bytes(variables: dict[str, Any], types: dict[str, str]) -> tuple[int, dict[str, int]]:
     """``(total, per variable)``: the JSON object's size with each value at its longest."""
     longest = _longest_values()
-    per = {name: len(json.dumps(name)) + 1 + value_bound(value, types, longest) + 2 for name, value in variables.items()}
+    per = {name: len(json.dumps(name)) + 1 + value_bound(value, types, longest) + 2
+           for name, value in variables.items()}
     return 2 + sum(per.values()) + max(0, len(per) - 1), per
 
 

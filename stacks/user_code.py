@@ -109,7 +109,8 @@ def pip_install_line(packages: list[str]) -> str:
             args.append(value)
     if not any(classify(e)[0] != "wheels" for e in packages):
         args.append("<your project directory>")
-    return " ".join(shlex.quote(a) if not a.startswith("<") else a for a in [sys.executable, "-m", "pip", "install", *args])
+    words = [sys.executable, "-m", "pip", "install", *args]
+    return " ".join(a if a.startswith("<") else shlex.quote(a) for a in words)
 
 
 def _problem(setting: str, value: Any, problem: str, packages: list[str]) -> SettingsError:
@@ -120,7 +121,8 @@ def _problem(setting: str, value: Any, problem: str, packages: list[str]) -> Set
     return SettingsError(text)
 
 
-def _reference(setting: str, value: str, group: str, builtins: dict[str, str], packages: list[str]) -> tuple[str, str | None]:
+def _reference(setting: str, value: str, group: str, builtins: dict[str, str],
+               packages: list[str]) -> tuple[str, str | None]:
     """``(import reference, short name or None)`` for a setting's value; file references refused."""
     value = value.strip()
     if ":" in value and is_file_reference(value):
@@ -163,7 +165,7 @@ def _reward(setting: str, weights_setting: str, ref: str, weights: dict[str, flo
                             f"{exc}") from None
 
 
-def resolve_user_code(settings: "DeploymentSettings") -> UserCode:
+def resolve_user_code(settings: DeploymentSettings) -> UserCode:
     packages = list(settings.packages)
     env_ref, _ = _reference("environment", settings.environment, ENVIRONMENT_GROUP, BUILTIN_ENVIRONMENTS, packages)
     try:

@@ -29,15 +29,15 @@ import subprocess
 import sys
 import tempfile
 import zipfile
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 from stacks.packaging import (
     LAMBDA_CACHE_TAG,
     LAMBDA_PYTHON_VERSION,
     LAYER_CACHE,
-    PackagingError,
     ROOT,
+    PackagingError,
     _check_bytecode,
     _platform,
     compile_layer,
@@ -84,7 +84,7 @@ def classify(entry: str) -> tuple[str, str]:
     """``(kind, entry)``: kind is ``project``, ``wheel``, ``wheels`` (a directory of wheels) or ``requirement``;
     ``invalid`` when it is none of them (:func:`check_package_entry` says why)."""
     entry = entry.strip()
-    if _looks_like_path(entry) or resolve_path(entry).exists() and not REQUIREMENT.match(entry):
+    if _looks_like_path(entry) or (resolve_path(entry).exists() and not REQUIREMENT.match(entry)):
         path = resolve_path(entry)
         if path.is_file() and path.suffix == ".whl":
             return "wheel", entry
@@ -119,7 +119,7 @@ def check_package_entry(entry: object) -> str | None:
 # -- the content key ---------------------------------------------------------------------------------------
 
 
-def _hash_file(digest: "hashlib._Hash", path: Path) -> None:
+def _hash_file(digest: hashlib._Hash, path: Path) -> None:
     with open(path, "rb") as f:
         for block in iter(lambda: f.read(1 << 20), b""):
             digest.update(block)
@@ -155,7 +155,8 @@ def content_key(entries: Sequence[str], architecture: str, pins: Sequence[str]) 
             digest.update(part.encode())
             digest.update(b"\0")
 
-    add(BUILD_FORMAT, *lambda_pip_platform(architecture), LAMBDA_CACHE_TAG, str(lambda_python() is not None), *sorted(pins))
+    add(BUILD_FORMAT, *lambda_pip_platform(architecture), LAMBDA_CACHE_TAG, str(lambda_python() is not None),
+        *sorted(pins))
     for entry in entries:
         kind, value = classify(entry)
         add(kind, value)
@@ -185,7 +186,8 @@ def _stub_wheel(directory: Path) -> str:
     dist_info = f"rewardpipe-{version}.dist-info"
     files = {
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: rewardpipe\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": "Wheel-Version: 1.0\nGenerator: rewardpipe-stacks\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: rewardpipe-stacks\nRoot-Is-Purelib: true\n"
+                               "Tag: py3-none-any\n"),
     }
     record = "".join(f"{name},,\n" for name in files) + f"{dist_info}/RECORD,,\n"
     path = directory / f"rewardpipe-{version}-py3-none-any.whl"
@@ -232,7 +234,8 @@ def explain_install_failure(output: str, architecture: str, pins: Sequence[str])
                 f"rewardpipe release whose pins it accepts)")
     missing = re.findall(r"No matching distribution found for (\S+)", output)
     if missing:
-        return (f"pip found no {platform_tag} CPython {LAMBDA_PYTHON_VERSION} wheel for {', '.join(missing)} (the layer "
+        return (f"pip found no {platform_tag} CPython {LAMBDA_PYTHON_VERSION} wheel for {', '.join(missing)} "
+                f"(the layer "
                 f"takes binary wheels only, never a source build): build the wheel for that platform (on a Linux "
                 f"{architecture} machine or in CI), put it in a directory and add that directory to "
                 f"rewardpipe.packages; or pin a version that publishes one")

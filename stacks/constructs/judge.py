@@ -18,8 +18,8 @@ from typing import Any
 
 from aws_cdk import ArnFormat, Stack
 from aws_cdk import aws_iam as iam
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import JudgeSettings
 from stacks.constructs.common import grant_secret_read
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from aws_cdk import aws_lambda as _lambda
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import CONTEXT_KEY, SettingsError, show_value
 from stacks.constructs.common import ARCHITECTURES, RUNTIME, RewardPipeLayer
 from stacks.user_code import UserCode

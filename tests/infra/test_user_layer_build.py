@@ -81,7 +81,8 @@ def project(tmp_path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("architecture, platform", [("arm64", "manylinux2014_aarch64"), ("x86_64", "manylinux2014_x86_64")])
+@pytest.mark.parametrize("architecture, platform", [("arm64", "manylinux2014_aarch64"),
+                                                    ("x86_64", "manylinux2014_x86_64")])
 def test_pip_installs_lambdas_wheels_constrained_to_the_layers_pins(tmp_path, project, architecture, platform):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
@@ -129,22 +130,24 @@ def test_a_later_build_of_the_same_content_runs_no_pip(tmp_path, project):
     changed = build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=pip, pins=PINS)
     assert changed != first and pip.commands
     # the platform and the pins are part of the content too
-    assert user_layer.content_key([str(project)], "arm64", PINS) != user_layer.content_key([str(project)], "x86_64", PINS)
+    key = user_layer.content_key
+    assert key([str(project)], "arm64", PINS) != key([str(project)], "x86_64", PINS)
     assert user_layer.content_key([str(project)], "arm64", PINS) != user_layer.content_key([str(project)], "arm64",
                                                                                           ["six==1.16.0"])
 
 
 def test_a_compiled_module_of_another_architecture_fails_naming_it(tmp_path, project):
     with pytest.raises(UserLayerError, match=r"fast\.cpython-313-aarch64-linux-gnu\.so is not a CPython 3\.13 arm64"):
-        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(so_machine=ELF_HEADER["x86_64"]),
-                         pins=PINS)
+        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache",
+                         run=FakePip(so_machine=ELF_HEADER["x86_64"]), pins=PINS)
     assert not [p for p in (tmp_path / "cache").iterdir()]  # nothing half-built is cached
     layer = build_user_layer([str(project)], "arm64", cache=tmp_path / "cache",
                              run=FakePip(so_machine=ELF_HEADER["arm64"]), pins=PINS)
     assert (layer / "python" / "fast.cpython-313-aarch64-linux-gnu.so").is_file()
 
 
-PIP_CONFLICT = """ERROR: Cannot install one-module-reward==0.1.0 because these package versions have conflicting dependencies.
+PIP_CONFLICT = """ERROR: Cannot install one-module-reward==0.1.0 because these package versions have \
+conflicting dependencies.
 
 The conflict is caused by:
     one-module-reward 0.1.0 depends on pydantic<2
@@ -157,7 +160,8 @@ To fix this you could try to:
 
 def test_a_conflict_with_the_layers_pins_names_both(tmp_path, project):
     with pytest.raises(UserLayerError) as caught:
-        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=PIP_CONFLICT), pins=PINS)
+        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=PIP_CONFLICT),
+                         pins=PINS)
     message = str(caught.value)
     assert "one-module-reward 0.1.0 depends on pydantic<2" in message
     assert "the rewardpipe layer ships pydantic==2.14.3" in message

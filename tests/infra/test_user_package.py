@@ -183,12 +183,16 @@ def _statements_of_role(template: dict, role: str) -> list[dict]:
             for st in r["Properties"]["PolicyDocument"]["Statement"]]
 
 
+def _as_list(value: object) -> list:
+    return value if isinstance(value, list) else [value]
+
+
 def _bedrock_statements(template: dict) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for fid in _functions(template):
         role = _role_of(template, fid)
         found = [st for st in _statements_of_role(template, role)
-                 if any(str(a).startswith("bedrock:") for a in ([st["Action"]] if isinstance(st["Action"], str) else st["Action"]))]
+                 if any(str(a).startswith("bedrock:") for a in _as_list(st["Action"]))]
         if found:
             out[fid] = found
     return out
@@ -230,7 +234,7 @@ def test_no_judge_no_bedrock_permission_and_no_judge_variable(synth):
     ({"packages": ["acme-rewards>=1.0"]}, ["packages", "name==version"]),
     ({"packages": ["./no/such/project"]}, ["does not exist"]),
     ({"packages": [str(FIXTURE / "one_module_reward.py")]}, ["not a wheel"]),
-    ({"judge": {"bedrock_model_id": "us.anthropic.claude-3-5-haiku-20241022-v1:0"}}, ["cross-region inference profile"]),
+    ({"judge": {"bedrock_model_id": f"us.{JUDGE_MODEL}"}}, ["cross-region inference profile"]),
     ({"judge": {"bedrock_model_id": "arn:aws:bedrock:us-east-1::foundation-model/x.y"}}, ["not an ARN"]),
     ({"judge": {"bedrock_model_id": JUDGE_MODEL, "base_url": "https://x", "model": "m"}}, ["keep one"]),
     ({"judge": {"base_url": "https://judge.example.com/v1"}}, ["go together"]),
@@ -272,7 +276,8 @@ def test_a_short_name_a_package_registers_is_resolved_to_its_reference(tmp_path,
 def test_an_importable_reference_no_package_ships_fails_the_synth(importable, tmp_path):
     from app import build_app
 
-    with pytest.raises(SettingsError, match=r"rewardpipe\.reward = .*one_module_reward.*no entry of rewardpipe.packages"):
+    unshipped = r"rewardpipe\.reward = .*one_module_reward.*no entry of rewardpipe\.packages"
+    with pytest.raises(SettingsError, match=unshipped):
         build_app({"rewardpipe": {"reward": REWARD_REF}}, outdir=str(tmp_path))
 
 
