@@ -294,3 +294,16 @@ def test_the_isolated_vpc_reaches_the_judge_model_only_when_a_bedrock_judge_is_c
     assert statement["Condition"] == {"StringEquals": {"aws:PrincipalAccount": {"Ref": "AWS::AccountId"}}}
     assert endpoint["PrivateDnsEnabled"] is True
     assert _bedrock_endpoints(synth.template) == []
+
+
+def test_the_guides_cdk_settings_resolve_to_the_example_package(monkeypatch):
+    """docs/guides/deploy-your-own-package.md shows examples/your_own_environment/cdk_settings.json."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "your_own_environment"
+    monkeypatch.syspath_prepend(str(example))
+    code = load_settings(json.loads((example / "cdk_settings.json").read_text())).user_code
+    from animals_env import ENVIRONMENT
+    from animals_reward import ANIMALS
+
+    assert (code.environment_ref, code.environment_version) == ("animals_env:ENVIRONMENT", ENVIRONMENT.version)
+    assert [c["name"] for c in code.reward_components] == ANIMALS.component_names
+    assert code.user_modules() == {"environment": "animals_env", "reward": "animals_reward"}
