@@ -32,6 +32,7 @@ import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+from stacks.config import SettingsError
 from stacks.packaging import (
     LAMBDA_CACHE_TAG,
     LAMBDA_PYTHON_VERSION,
@@ -63,8 +64,9 @@ SKIPPED_DIRS = {".git", ".hg", "__pycache__", ".venv", "venv", ".tox", ".nox", "
                 ".pytest_cache", ".ruff_cache", "node_modules", "cdk.out", ".eggs"}
 
 
-class UserLayerError(PackagingError):
-    """The user layer cannot be built; the message names the entry of ``rewardpipe.packages`` and what to do."""
+class UserLayerError(PackagingError, SettingsError):
+    """The user layer cannot be built; the message names the entry of ``rewardpipe.packages`` and what to do
+    (a SettingsError: ``python app.py`` prints it as one line and exits 2, no traceback)."""
 
 
 # -- the entries -------------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from stacks import packaging, user_layer
+from stacks.config import SettingsError
 from stacks.user_layer import UserLayerError, build_user_layer
 
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "one_module_pkg"
@@ -163,6 +164,7 @@ def test_a_conflict_with_the_layers_pins_names_both(tmp_path, project):
         build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=PIP_CONFLICT),
                          pins=PINS)
     message = str(caught.value)
+    assert isinstance(caught.value, SettingsError)  # app.py prints it as an error line and exits 2
     assert "one-module-reward 0.1.0 depends on pydantic<2" in message
     assert "the rewardpipe layer ships pydantic==2.14.3" in message
 
