@@ -40,7 +40,8 @@ def _merged(extra: dict | None) -> dict | None:
     import json
 
     base = json.loads((ROOT / "cdk.json").read_text())["context"].get("rewardpipe", {})
-    base = {k: v for k, v in base.items() if k != "reward_name"}
+    # the built-in reward and its weights give way to the package's reward
+    base = {k: v for k, v in base.items() if k not in ("reward_name", "reward_weights")}
     return {"rewardpipe": {**base, **extra["rewardpipe"]}}
 
 
