@@ -59,6 +59,8 @@ MANIFEST = "manifest.json"
 STUB_LOCAL = "rewardpipelayer"
 REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?P<extras>\[[A-Za-z0-9._, -]+\])?"
                          r"==(?P<version>[A-Za-z0-9.+!_-]+)$")
+# A shared object: ``x.so``, ``x.cpython-313-aarch64-linux-gnu.so``, ``libx.so.1.2``.
+SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 # Not part of a project's content (build output, caches, environments, VCS).
 SKIPPED_DIRS = {".git", ".hg", "__pycache__", ".venv", "venv", ".tox", ".nox", "build", "dist", ".mypy_cache",
                 ".pytest_cache", ".ruff_cache", "node_modules", "cdk.out", ".eggs"}
@@ -281,8 +283,8 @@ def check_architecture(python_dir: Path, architecture: str) -> None:
     stable ABI's) when its name says which interpreter it is for."""
     _tag, suffix, machine = _platform(architecture)
     for binary in sorted(python_dir.rglob("*.so*")):
-        if not binary.is_file():
-            continue
+        if not binary.is_file() or not SHARED_OBJECT.search(binary.name):
+            continue  # a module merely named like one (``x.socket.py``)
         name = binary.name
         wrong_abi = "cpython-" in name and suffix not in name
         if elf_machine(binary) != machine or wrong_abi:

@@ -59,6 +59,8 @@ class FakePip:
         self._dist(target, "rewardpipe-0.1.0+rewardpipelayer", [])
         if self.so_machine is not None:
             (target / "fast.cpython-313-aarch64-linux-gnu.so").write_bytes(_elf(self.so_machine))
+            (target / "libfast.so.1.2").write_bytes(_elf(self.so_machine))
+            (target / "fast.socket.py").write_text("# a module, not a shared object\n")
         return subprocess.CompletedProcess(command, 0, "", "")
 
     @staticmethod
@@ -145,6 +147,7 @@ def test_a_compiled_module_of_another_architecture_fails_naming_it(tmp_path, pro
     layer = build_user_layer([str(project)], "arm64", cache=tmp_path / "cache",
                              run=FakePip(so_machine=ELF_HEADER["arm64"]), pins=PINS)
     assert (layer / "python" / "fast.cpython-313-aarch64-linux-gnu.so").is_file()
+    assert (layer / "python" / "libfast.so.1.2").is_file() and (layer / "python" / "fast.socket.py").is_file()
 
 
 PIP_CONFLICT = """ERROR: Cannot install one-module-reward==0.1.0 because these package versions have \
