@@ -417,6 +417,10 @@ class RewardPipeMonitor:
       trainer the ``log_metric`` hook belongs to; the callback's own weights only if that is unavailable);
     * ``rewardpipe/<component>/zero_variance_group_fraction``, ``.../within_group_std`` and ``.../dead``
       (also for ``aggregate``) and ``rewardpipe/error_rate`` go to TRL's ``log_metric``;
+    * a component with fewer than ``min_groups`` groups in a batch (2 a batch with
+      ``per_device_train_batch_size=8, num_generations=4``) is judged over consecutive batches together
+      (:mod:`rewardpipe.monitoring.pooling`): its verdict and alarm say "pooled over steps a-b", and
+      ``rewardpipe/<component>/pooled_batches`` logs how many batches it took;
     * alarms are appended to ``callback.alarms`` and logged as warnings; with ``store`` (a directory,
       ``s3://bucket/prefix`` or a Store) the main process writes the records, alarms and monitor state
       under ``runs/<run_id>/``, with ``step`` = the generation batch index (the trainer's ``global_step`` is
@@ -441,6 +445,7 @@ class RewardPipeMonitor:
         gather: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
         from rewardpipe.monitoring import Thresholds
+        from rewardpipe.monitoring.pooling import StepHistory
 
         if reward is None:
             reward = episodes.reward if episodes is not None else "gsm8k"
@@ -467,6 +472,9 @@ class RewardPipeMonitor:
         self.alarms: list[Any] = []
         self.reports: list[Any] = []  # one StepReport per monitored batch
         self.state: Any = None  # the monitor's hysteresis state
+        # The last batches, so a component short of groups in small batches is judged over several of them
+        # (rewardpipe.monitoring.pooling: 2 groups a batch never reach min_groups on their own).
+        self.history = StepHistory()
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
@@ -540,7 +548,7 @@ class RewardPipeMonitor:
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
-        result = monitor_records(records, self.thresholds, self.state)
+        result = monitor_records(records, self.thresholds, self.state, self.history)
         self.state = result.state
         report = result.step(self.batches)
         self.reports.append(report)
@@ -564,6 +572,8 @@ class RewardPipeMonitor:
             if stats.within_group_std_mean is not None and math.isfinite(stats.within_group_std_mean):
                 out[f"rewardpipe/{name}/within_group_std"] = float(stats.within_group_std_mean)
             out[f"rewardpipe/{name}/dead"] = 1.0 if stats.verdict == "dead" else 0.0
+            if stats.pooled_steps:  # judged over several small batches: how many
+                out[f"rewardpipe/{name}/pooled_batches"] = float(len(stats.pooled_steps))
         return out
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:

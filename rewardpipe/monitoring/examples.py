@@ -163,6 +163,7 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
-    return [Example(r.rollout_id, r.group_id, alarm.step, transcript_key(alarm.run_id, alarm.step, r.group_id,
-                                                                         r.rollout_id), reason)
-            for r, reason in _spread(ranked)]
+    # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
+    return [Example(r.rollout_id, r.group_id, step, transcript_key(alarm.run_id, step, r.group_id, r.rollout_id),
+                    reason)
+            for r, reason in _spread(ranked) for step in [getattr(r, "step", alarm.step)]]
