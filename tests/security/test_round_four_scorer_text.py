@@ -133,13 +133,13 @@ def assert_within_budget(name: str, operations_at_4n: int) -> None:
     assert operations_at_4n <= BUDGET_PER_CHAR * 4 * N, f"{name}: {operations_at_4n} operations for {4 * N} characters"
 
 
-def assert_linear(name: str, at, n: int = N) -> None:
+def assert_linear(name: str, at, n: int = N, unit: str = "characters") -> None:
     """``at(size)`` runs the target on the input of that size and returns its operation count."""
     small, medium, large = at(n), at(2 * n), at(4 * n)
     first, second = medium - small, large - medium
     assert second <= 3 * max(first, 0) + SLACK, (
-        f"{name}: {small} / {medium} / {large} operations at {n} / {2 * n} / {4 * n} characters: the cost grows "
-        f"faster than linearly ({second} more for the last {2 * n} characters, {first} for the {n} before)")
+        f"{name}: {small} / {medium} / {large} operations at {n} / {2 * n} / {4 * n} {unit}: the cost grows "
+        f"faster than linearly ({second} more for the last {2 * n} {unit}, {first} for the {n} before)")
     if n == N:
         assert_within_budget(name, large)
 
@@ -212,3 +212,44 @@ def test_the_count_sees_the_quadratic_cases_this_issue_reported():
     with pytest.raises(AssertionError, match="faster than linearly"):
         assert_linear("difflib", lambda n: operations(  # round three's loop check on two random turns
             lambda: SequenceMatcher(None, _random_text(1, n), _random_text(2, n), autojunk=False).ratio(), []), N // 4)
+
+
+# --- many turns: the cost is linear in the number of turns too ------------------------------------------------
+
+#: Words the long conversations are made of: real words (the reply rules stem and compare them), drawn at
+#: random so no two turns are alike (a loop would end the loop check early) and every reply says something new.
+_VOCABULARY = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
+               "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember "
+               "fjord grove heron iris jasper kelp larch maple nettle olive pine quartz reed sage thyme umber "
+               "violet willow yarrow zinnia").split()
+
+
+def _many_turns(turns: int, seed: int = 0) -> list[Message]:
+    """The request, then ``turns`` question/reply pairs of random words, then a commit."""
+    rng = random.Random(seed)
+    messages = [Message(role="user", content=TASK.prompt)]
+    for _ in range(turns):
+        messages.append(Message(role="assistant", content="Should " + " ".join(rng.choices(_VOCABULARY, k=6)) + "?"))
+        messages.append(Message(role="user", content=" ".join(rng.choices(_VOCABULARY, k=6)).capitalize() + "."))
+    return messages + [Message(role="assistant", content="```python\n" + TASK.reference_solution + "\n```")]
+
+
+# name -> call on a conversation: everything that reads a whole recorded conversation turn by turn.
+CONVERSATION_TARGETS = {
+    "reveals_in": lambda m: replies.reveals_in(m, TASK.spec, TASK.entry_point),
+    "replay": lambda m: ENV.replay(TASK, m),
+    "ask_before_coding_without_bookkeeping": lambda m: abc_reward.ASK_BEFORE_CODING.score(m, result("passed", 1, 1)),
+    "loop_penalty": lambda m: similarity.find_loop([x.content for x in m if x.role == "assistant"]),
+}
+TURNS = 24  # (before each reply was judged incrementally, reveals_in and replay grew 3.6x from 48 to 96)
+
+
+@pytest.mark.parametrize("name", sorted(CONVERSATION_TARGETS))
+@pytest.mark.parametrize("seed", [0])
+def test_reading_a_conversation_is_linear_in_its_number_of_turns(name, seed):
+    """A recorded conversation of n, 2n and 4n short turns: judging each reply against everything said before
+    it, or each turn against the earlier ones, must not redo the earlier turns' work for every turn."""
+    target = CONVERSATION_TARGETS[name]
+    assert similarity.find_loop([m.content for m in _many_turns(4 * TURNS, seed) if m.role == "assistant"]) is None
+    assert_linear(name, lambda n: operations(lambda: target(_many_turns(n, seed)), WATCHED, clear_caches), TURNS,
+                  "turns")

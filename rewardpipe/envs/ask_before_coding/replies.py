@@ -116,19 +116,32 @@ def _opens_with_yes_or_no(reply: str) -> bool:
     return bool(words) and words[0].strip(".,;:!?\"'*_()-") in _POLAR_START
 
 
-def reply_informs(reply: str, question: str, known: Iterable[str] = ()) -> bool:
+class SaidSoFar:
+    """What a conversation has said before the reply being judged, as concepts: the request's and the earlier
+    replies'. It grows one reply at a time (:meth:`add`), so judging every reply of a conversation costs one
+    pass over it, however many turns it has."""
+
+    def __init__(self, request: str = "", earlier: Iterable[str] = ()) -> None:
+        self.request = concepts(request)
+        self.earlier: set[str] = set()
+        for text in earlier:
+            self.add(text)
+
+    def add(self, reply: str) -> None:
+        self.earlier |= concepts(reply)
+
+
+def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = ()) -> bool:
     """Did ``reply`` answer ``question`` with new information? ``known``: what the conversation had already
-    said, the request first, then earlier replies. See the module docstring."""
+    said, the request first, then earlier replies (or a :class:`SaidSoFar`). See the module docstring."""
     if not reply.strip() or is_non_answer(reply):
         return False
-    known = list(known)
+    if not isinstance(known, SaidSoFar):
+        texts = list(known)
+        known = SaidSoFar(texts[0] if texts else "", texts[1:])
     said = concepts(reply) - CONVERSATIONAL
     asked = concepts(question)
-    request = concepts(known[0]) if known else set()
-    earlier: set[str] = set()
-    for text in known[1:]:
-        earlier |= concepts(text)
-    new = said - asked - request - earlier
+    new = said - asked - known.request - known.earlier
     deferring = defers(reply)
     if new:
         # A deferral that mentions one stray word ("up to you, I haven't thought about leap years") still
@@ -138,7 +151,7 @@ def reply_informs(reply: str, question: str, known: Iterable[str] = ()) -> bool:
         return False
     # Said in the request's own words: an answer about what was asked ("An empty string encodes to an empty
     # string." to "What about empty input?"), unless it only restates the request.
-    if said & asked and said - asked - earlier and not _restates(said, request):
+    if said & asked and said - asked - known.earlier and not _restates(said, known.request):
         return True
     return asks_for_a_choice(question) and (_opens_with_yes_or_no(reply) or bool(said & asked))
 
@@ -211,7 +224,7 @@ def would_reveal(subject: QuestionSubject, spec: Sequence[str], revealed: set[in
 
 
 def answered_detail(question: str, reply: str, spec: Sequence[str], *, prompt: str = "", entry_point: str = "",
-                    revealed: set[int] | Sequence[int] = (), known: Iterable[str] = ()) -> int | None:
+                    revealed: set[int] | Sequence[int] = (), known: Iterable[str] | SaidSoFar = ()) -> int | None:
     """The not-yet-revealed detail a recorded ``reply`` gave in answer to ``question``, or None.
 
     A question that asks nothing never earns one, whatever the reply said. The reply states a detail
@@ -226,7 +239,7 @@ def answered_detail(question: str, reply: str, spec: Sequence[str], *, prompt: s
     if stated and not defers(reply):
         asked, _ = best_spec_match(subject.words, spec, revealed)
         return asked if asked in stated else stated[0]
-    if reply_informs(reply, question, [prompt, *known]):
+    if reply_informs(reply, question, known if isinstance(known, SaidSoFar) else [prompt, *known]):
         return would_reveal(subject, spec, revealed)
     return None
 
@@ -238,7 +251,7 @@ def reveals_in(messages: Sequence[Message], spec: Sequence[str], entry_point: st
     answered: list[tuple[int, int]] = []
     revealed: set[int] = set()
     prompt = messages[0].content if messages and messages[0].role == "user" else ""
-    replies: list[str] = []
+    said = SaidSoFar(prompt)
     turn = -1
     for position, message in enumerate(messages):
         if message.role != "assistant":
@@ -249,11 +262,11 @@ def reveals_in(messages: Sequence[Message], spec: Sequence[str], entry_point: st
             continue
         if parse_turn(message.content).kind is TurnKind.QUESTION:
             index = answered_detail(message.content, following.content, spec, prompt=prompt,
-                                    entry_point=entry_point, revealed=revealed, known=replies)
+                                    entry_point=entry_point, revealed=revealed, known=said)
             if index is not None:
                 revealed.add(index)
                 answered.append((turn, index))
-        replies.append(following.content)
+        said.add(following.content)
     return answered
 
 
@@ -296,7 +309,7 @@ def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str 
 
 
 __all__ = [
-    "CONVERSATIONAL", "DEFERRALS", "STATED_SHARE", "DetailKeys", "answered_detail", "answered_turns_in",
+    "CONVERSATIONAL", "DEFERRALS", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail", "answered_turns_in",
     "asks_for_a_choice", "defers", "detail_coverage", "detail_keys", "reply_informs", "reveals_in",
     "stated_details", "vet_llm_reply", "would_reveal",
 ]

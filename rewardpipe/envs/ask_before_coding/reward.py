@@ -37,7 +37,7 @@ from typing import Any
 
 from rewardpipe.components import component
 from rewardpipe.envs.ask_before_coding.questions import question_subject
-from rewardpipe.envs.ask_before_coding.replies import reply_informs
+from rewardpipe.envs.ask_before_coding.replies import SaidSoFar, reply_informs
 from rewardpipe.envs.ask_before_coding.similarity import (  # noqa: F401 - turn_similarity: part of this API
     LOOP_SIMILARITY_THRESHOLD,
     find_loop,
@@ -61,13 +61,13 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
         return [kind is TurnKind.QUESTION and index in answered for index, kind in enumerate(transcript.kinds)]
     first = transcript.messages[0] if transcript.messages else None
     prompt = first.content if first is not None and first.role == "user" else ""
-    real, earlier_replies = [], [prompt]
+    real, said = [], SaidSoFar(prompt)
     for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript)):
         real.append(kind is TurnKind.QUESTION and reply is not None
                     and not question_subject(text, prompt).asks_nothing
-                    and reply_informs(reply, text, earlier_replies))
+                    and reply_informs(reply, text, said))
         if reply is not None:
-            earlier_replies.append(reply)
+            said.add(reply)
     return real
 
 

@@ -22,12 +22,13 @@ sits inside a window. Anchoring keeps the whole text:
 Cost bound: a run that repeats inside a turn (``aaaa...``, a pasted block) is tried against at most
 ``MAX_CANDIDATES`` of its occurrences in the other turn (those nearest the same relative position), so the
 chain is built from at most ``MAX_CANDIDATES`` pairs per character: linear in the length, whatever the text.
+Each turn's runs are indexed once, and a pair visits only the runs both turns have.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -49,28 +50,30 @@ def normalise(text: str) -> str:
     return " ".join(text.split()).casefold()
 
 
-def _anchor_positions(text: str, k: int) -> dict[str, list[int]]:
+def anchor_positions(text: str, k: int = ANCHOR_CHARS) -> dict[str, list[int]]:
+    """Where each ``k``-character run of ``text`` starts (ascending): a turn's index, built once per turn."""
     positions: dict[str, list[int]] = {}
     for i in range(len(text) - k + 1):
         positions.setdefault(text[i : i + k], []).append(i)
     return positions
 
 
-def _pairs(a: str, b: str, k: int) -> list[tuple[int, int]]:
+def _pairs(a: str, b: str, in_a: dict[str, list[int]], in_b: dict[str, list[int]]) -> list[tuple[int, int]]:
     """(position in a, position in b) of shared anchors, ordered by b then *descending* a (so a chain that
-    increases strictly in a takes at most one pair per position of b)."""
-    in_a = _anchor_positions(a, k)
+    increases strictly in a takes at most one pair per position of b). Only the runs both turns have are
+    visited: two unrelated turns cost little more than their indexes."""
     scale = len(a) / len(b)
     pairs: list[tuple[int, int]] = []
-    for j in range(len(b) - k + 1):
-        found = in_a.get(b[j : j + k])
-        if found is None:
-            continue
-        if len(found) > MAX_CANDIDATES:
-            centre = bisect_left(found, j * scale)
-            start = min(max(0, centre - MAX_CANDIDATES // 2), len(found) - MAX_CANDIDATES)
-            found = found[start : start + MAX_CANDIDATES]
-        pairs.extend((i, j) for i in reversed(found))
+    for run in in_a.keys() & in_b.keys():
+        found = in_a[run]
+        for j in in_b[run]:
+            near = found
+            if len(found) > MAX_CANDIDATES:
+                centre = bisect_left(found, j * scale)
+                start = min(max(0, centre - MAX_CANDIDATES // 2), len(found) - MAX_CANDIDATES)
+                near = found[start : start + MAX_CANDIDATES]
+            pairs.extend((i, j) for i in near)
+    pairs.sort(key=lambda pair: (pair[1], -pair[0]))
     return pairs
 
 
@@ -97,16 +100,21 @@ def _chain(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return chain
 
 
-def matched_characters(a: str, b: str, k: int = ANCHOR_CHARS) -> int:
-    """Length of the common subsequence the chain of shared ``k``-character runs spells out.
+def matched_characters(a: str, b: str, in_a: dict[str, list[int]] | None = None,
+                       in_b: dict[str, list[int]] | None = None) -> int:
+    """Length of the common subsequence the chain of shared ANCHOR_CHARS-character runs spells out
+    (``in_a``/``in_b``: the turns' :func:`anchor_positions`, when already built).
 
     Consecutive anchors on one diagonal overlap and extend the match by their offset; an anchor on another
     diagonal adds only the part of it past both previous ends (so the count is a real common subsequence).
     """
+    k = ANCHOR_CHARS
     if min(len(a), len(b)) < k:
         return _gap_match(a, b)
+    in_a = anchor_positions(a) if in_a is None else in_a
+    in_b = anchor_positions(b) if in_b is None else in_b
     matched, end_a, end_b = 0, 0, 0
-    for i, j in _chain(_pairs(a, b, k)):
+    for i, j in _chain(_pairs(a, b, in_a, in_b)):
         if i >= end_a and j >= end_b:
             matched += _gap_match(a[end_a:i], b[end_b:j])
         gained = min(i + k - max(i, end_a), j + k - max(j, end_b))
@@ -142,7 +150,9 @@ def turn_similarity(a: str, b: str, above: float | None = None) -> float:
     return _similarity(normalise(a), normalise(b), above)
 
 
-def _similarity(a: str, b: str, above: float | None = None) -> float:
+def _similarity(a: str, b: str, above: float | None = None,
+                indexes: Callable[[], tuple[dict[str, list[int]], dict[str, list[int]]]] | None = None) -> float:
+    """``turn_similarity`` of normalised turns; ``indexes`` builds their anchor indexes (only if compared)."""
     if a == b:
         return 1.0
     if not a or not b:
@@ -150,7 +160,7 @@ def _similarity(a: str, b: str, above: float | None = None) -> float:
     length_bound = 2.0 * min(len(a), len(b)) / (len(a) + len(b))
     if above is not None and length_bound <= above:
         return length_bound
-    return 2.0 * matched_characters(a, b) / (len(a) + len(b))
+    return 2.0 * matched_characters(a, b, *(indexes() if indexes else (None, None))) / (len(a) + len(b))
 
 
 def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> tuple[int, int] | None:
@@ -164,11 +174,20 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     """
     seen: dict[str, int] = {}
     normalised = [normalise(turn) for turn in turns]
+    indexes: dict[int, dict[str, list[int]]] = {}  # each turn's anchors, built once (only the lookback's kept)
+
+    def index(turn: int) -> dict[str, list[int]]:
+        if turn not in indexes:
+            indexes[turn] = anchor_positions(normalised[turn])
+        return indexes[turn]
+
     for later, text in enumerate(normalised):
         if text in seen:
             return seen[text], later
+        indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
-            if _similarity(normalised[earlier], text, above=threshold) > threshold:
+            pair = (lambda first=earlier, second=later: (index(first), index(second)))  # noqa: E731
+            if _similarity(normalised[earlier], text, threshold, pair) > threshold:
                 return earlier, later
         seen[text] = later
     return None
