@@ -34,7 +34,12 @@ from rewardpipe.envs.ask_before_coding.questions import (
 )
 from rewardpipe.envs.ask_before_coding.replies import reply_informs, stated_details
 from rewardpipe.envs.ask_before_coding.scenarios import GENERIC_QUESTIONS
-from rewardpipe.envs.ask_before_coding.similarity import LOOP_SIMILARITY_THRESHOLD, normalise, turn_similarity
+from rewardpipe.envs.ask_before_coding.similarity import (
+    LOOP_SIMILARITY_THRESHOLD,
+    normalise,
+    repeats,
+    turn_similarity,
+)
 from rewardpipe.envs.ask_before_coding.simulator import OpenAISimulator
 from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
 from rewardpipe.models import Message, load_tasks
@@ -104,6 +109,32 @@ def test_a_repeat_in_other_case_spacing_or_with_a_word_added_is_still_a_loop(var
         record = _episode_turns(DURATION, [question, REAL_QUESTIONS[-1 - REAL_QUESTIONS.index(question) % 2],
                                            variant(question)], DURATION.reference_solution)
         assert record.components["loop_penalty"] == -0.5, variant(question)
+
+
+@pytest.mark.parametrize("padded", [
+    lambda q, o: "Sorry to ask again: " + q, lambda q, o: q + " I want to be sure before I write any code.",
+    lambda q, o: q + " " + q, lambda q, o: o + " " + q, lambda q, o: q + "\n\nAlso: " + o,
+    lambda q, o: "Thanks. One more thing, just to double-check. " + q.upper() + " Thanks in advance!",
+])
+def test_a_question_repeated_inside_a_longer_turn_is_a_loop(padded):
+    """Padding a repeat with new text lowers the ratio below the threshold; it is the same question again."""
+    for question in REAL_QUESTIONS:
+        other = next(q for q in REAL_QUESTIONS if q != question)
+        turns = [question, other, padded(question, other)]
+        record = _episode_turns(DURATION, turns, DURATION.reference_solution)
+        assert record.components["loop_penalty"] == -0.5, turns[-1]
+        messages = recorded(DURATION, [(t, "Okay.") for t in turns], DURATION.reference_solution)
+        assert set(three_paths(DURATION, messages, "loop_penalty")) == {-0.5}
+
+
+def test_a_short_turn_inside_a_longer_one_is_not_a_loop():
+    """Containment is for turns with something to repeat: "Okay." or "Any edge cases?" inside a commit's prose
+    or a longer question is not the same turn again."""
+    assert not repeats("Okay.", "Okay. Here is the code.")
+    assert not repeats("Any edge cases?", "Any edge cases? What about negative durations, should they raise?")
+    record = _episode_turns(DURATION, ["Any edge cases?", "Any edge cases beyond negative durations and fractions?"],
+                            DURATION.reference_solution)
+    assert record.components["loop_penalty"] == 0.0
 
 
 def test_the_ideal_episode_still_earns_the_maximum():
@@ -233,6 +264,51 @@ _CLOSERS = ["", ".", "!", " - sorry.", ", really.", ". Hope that helps!", ". Go 
        closer=st.sampled_from(_CLOSERS), question=st.sampled_from(REAL_QUESTIONS))
 def test_no_composed_deferral_informs(opener, deferral, closer, question):
     reply = opener + deferral + closer
+    assert not reply_informs(reply, question, [DURATION.prompt]), reply
+
+
+# Non-answers an LLM user gives that name no decision: refusing, redirecting to someone or something else,
+# pointing back at the request, judging the question. None of their wording is in the lists above.
+OTHER_NON_ANSWERS = [
+    "Let me get back to you on that.", "I'd have to check with my team.",
+    "Good point, I'm not really the right person to ask.", "That's a tricky one!",
+    "Hmm, interesting. What do you think?", "I'm afraid I can't share more details.",
+    "I can't say more than what's in the task description.", "The task description has everything you need.",
+    "Please just follow the specification as written.", "Refer to the original request.",
+    "Interesting question, let me think... no, nothing comes to mind.",
+    "I really have no strong feelings one way or the other.", "Do what a sensible developer would do.",
+    "As long as the tests pass, I'm happy.", "Handle it however seems reasonable to you.",
+    "I trust your instincts here.", "No comment.", "Next question please.", "That's not something I've specified.",
+    "It's not specified; assume anything reasonable.", "Ask me something else.",
+    "That information is confidential.", "Pass.", "I'd rather you figured that out yourself.", "You're the expert!",
+    "Whatever the standard convention is.", "Follow best practices.", "Use common sense.",
+    "I haven't got a clue, mate.", "Not my department.", "Dunno.", "idk",
+    "Hmm, let me check... actually I don't have that information.", "I'm not able to answer that.",
+    "It depends on your implementation.", "Any approach is acceptable.", "Both options are acceptable.",
+    "Either option works for me.", "Like I mentioned.", "See above.",
+]
+
+
+@pytest.mark.parametrize("reply", OTHER_NON_ANSWERS)
+def test_a_refusal_or_redirection_pays_nothing_on_any_path(reply):
+    for question in REAL_QUESTIONS + ["Should fractional seconds be rounded or truncated?"]:
+        assert not reply_informs(reply, question, [DURATION.prompt]), (question, reply)
+        messages = recorded(DURATION, [(question, reply)], DURATION.reference_solution)
+        assert three_paths(DURATION, messages, "asked_before_coding") == (0.0, 0.0, 0.0), (question, reply)
+
+
+_REFUSALS = ["I can't share that", "let me get back to you", "you should check with the team", "not my department",
+             "I'm not able to answer", "see the task description", "follow the specification", "it depends",
+             "ask someone else", "that's a tricky one", "use common sense", "dunno", "no comment"]
+_ASIDES = ["", "I haven't got the information", "the docs are confidential", "trust your instincts",
+           "any approach is fine", "whatever the convention is", "as I said before"]
+
+
+@settings(max_examples=80, deadline=None, derandomize=True)
+@given(opener=st.sampled_from(_DEFERRING_OPENERS), refusal=st.sampled_from(_REFUSALS),
+       aside=st.sampled_from(_ASIDES), closer=st.sampled_from(_CLOSERS), question=st.sampled_from(REAL_QUESTIONS))
+def test_no_composed_refusal_informs(opener, refusal, aside, closer, question):
+    reply = opener + refusal + (", " + aside if aside else "") + closer
     assert not reply_informs(reply, question, [DURATION.prompt]), reply
 
 

@@ -46,6 +46,8 @@ from rewardpipe.parsing import QUESTION_MARKS, TurnKind, parse_turn
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.models import Message
 
+#: New concepts a deferring reply must add, without an exact token, to count as an answer all the same.
+DEFERRAL_CONTENT = 3
 #: A reply states a detail when it covers at least this (IDF-weighted) share of the detail's key content.
 STATED_SHARE = 0.35
 
@@ -59,7 +61,22 @@ _CONVERSATION_WORDS = """up decide decision decided judgement judgment whatever 
     thanks thank please hope helps help note mean also well hi hello hey sorry much bit lot sense makes
     seems seem works work done go ahead sounds told everything nothing else rest fine detail details leave
     yours mine whichever anyway overall totally strong opinion particular preference prefer""".split()
-CONVERSATIONAL = frozenset(concept(w) for w in (*_POLAR_WORDS, *_CONVERSATION_WORDS)) | FILLER | GENERIC_CUES
+# Words *about the conversation* rather than the program: who would know or decide (team, expert, owner),
+# where it is written (description, documentation, mentioned), knowing and being able (information,
+# certain, unable, afraid), how hard or open it is (tricky, interesting, depends, assume). A reply made of
+# these says nothing about what the code must do: "I'd have to check with my team.", "The task description
+# has everything you need.", "I'm afraid I can't share more information." (A word some bundled task's
+# hidden details use stays content: "above", "pass", "option", "point", "one", "accept", ...)
+_META_WORDS = """team colleague manager boss stakeholder department expert developer engineer someone somebody
+    anyone anybody everyone nobody myself yourself task description specification specified spec document
+    documentation docs instruction instructions mention mentioned previous previously said told practice
+    practices convention conventions standard common sense usual typical instinct instincts trust clue info
+    information confidential secret comment comments answer answers ask asking tricky interesting hard
+    difficult complicated tough obvious approach implementation check checking back later figure able unable
+    afraid unfortunately depend depending assume assumption something nothing both way ways however lol mate
+    dunno idk haha know knowledge certain haven got come comes feeling feelings follow refer see test tests""".split()
+CONVERSATIONAL = (frozenset(concept(w) for w in (*_POLAR_WORDS, *_CONVERSATION_WORDS, *_META_WORDS))
+                  | FILLER | GENERIC_CUES)
 _POLAR_START = frozenset(_POLAR_WORDS) | {"no", "not", "of"}  # "No.", "Not padded.", "Of course."
 
 # A reply that defers the decision or admits not knowing (matched on the lower-cased reply with its
@@ -80,7 +97,23 @@ DEFERRALS = (
     "no constraint", "not specified", "unspecified", "didn't think", "did not think", "never thought",
     "no clue", "beats me", "good question", "not a concern", "don't worry", "do not worry", "can't remember",
     "cannot remember", "don't remember", "do not remember", "not decided",
+    # refusing, redirecting, or pointing back at what was already said
+    "can't share", "cannot share", "can't help", "cannot help", "can't answer", "cannot answer", "can't tell",
+    "cannot tell", "not able to", "unable to", "no comment", "get back to you", "check with", "ask someone",
+    "not the right person", "not my ", "what do you think", "what would you", "you're the expert",
+    "you are the expert", "dunno", "idk", "no clue", "a clue", "rather you", "yourself", "see above",
+    "as written", "as i said", "like i said", "i mentioned", "already told", "already said", "not specified",
+    "isn't specified", "not something i", "depends on", "it depends", "best practice", "common sense",
+    "the convention", "confidential", "any approach", "either option", "both options", "any option",
+    "reasonable to you", "sensible to you", "whichever", "however you", "however seems", "trust your",
+    "next question", "ask me something", "don't have that", "do not have that", "no information",
+    "right person", "wrong person", "tricky one", "a tricky", "tough one", "hard one", "good one", "refer to",
+    "the request", "original request", "the specification", "the description", "the task", "the docs",
+    "the documentation", "comes to mind", "come to mind", "tests pass", "as long as it", "no strong",
+    "no feelings", "one way or the other",
 )
+# Whole replies that pass on the question ("Pass.", "Next."): matched on the reply without its punctuation.
+_PASSES = frozenset({"pass", "next", "skip this", "skip that", "no comment", "next one", "moving on", "n/a", "na"})
 # A question that asks for a yes or a no: its last sentence opens with an auxiliary verb.
 _AUXILIARIES = frozenset("""is are was were am do does did should shall can could will would must may might has
     have had""".split())
@@ -93,7 +126,7 @@ def _normalised(text: str) -> str:
 def defers(reply: str) -> bool:
     """True when the reply defers the decision or admits not knowing (see DEFERRALS)."""
     text = _normalised(reply)
-    return any(phrase in text for phrase in DEFERRALS)
+    return any(phrase in text for phrase in DEFERRALS) or text.strip(".,;:!?\"'*_()- ") in _PASSES
 
 
 def _last_question_sentence(question: str) -> str:
@@ -144,9 +177,9 @@ def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = 
     new = said - asked - known.request - known.earlier
     deferring = defers(reply)
     if new:
-        # A deferral that mentions one stray word ("up to you, I haven't thought about leap years") still
+        # A deferral that mentions a stray word or two ("up to you, I haven't thought about leap years") still
         # defers; real content beside it is more than that, or an exact token ("..., but raise ValueError").
-        return not deferring or len(new) >= 2 or bool(new & key_tokens(reply))
+        return not deferring or len(new) >= DEFERRAL_CONTENT or bool(new & key_tokens(reply))
     if deferring:
         return False
     # Said in the request's own words: an answer about what was asked ("An empty string encodes to an empty
@@ -309,7 +342,7 @@ def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str 
 
 
 __all__ = [
-    "CONVERSATIONAL", "DEFERRALS", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail", "answered_turns_in",
+    "CONVERSATIONAL", "DEFERRALS", "DEFERRAL_CONTENT", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail", "answered_turns_in",
     "asks_for_a_choice", "defers", "detail_coverage", "detail_keys", "reply_informs", "reveals_in",
     "stated_details", "vet_llm_reply", "would_reveal",
 ]

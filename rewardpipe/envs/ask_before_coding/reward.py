@@ -7,13 +7,17 @@
 | asked_before_coding   | 0.6    | 1.0 first turn was a real question and later committed; 0.6 a real      |
 |                       |        | question later, then committed (only questions before the first commit) |
 | guessed_immediately   | 0.4    | -1.0 if the episode commits before any real question                    |
-| loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar         |
+| loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar, or     |
+|                       |        | one (24+ characters) recurs, 90% of it, inside another                  |
 
 The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
 asking the same question four times before a commit, so every pair of turns is compared. Similarity is
 :func:`~rewardpipe.envs.ask_before_coding.similarity.turn_similarity`: the ratio ``2 * matched / total``
 difflib's ratio has, with the matched characters found by anchoring on shared runs of characters, in time
 linear in the turns' length (difflib's own matching is quadratic: seconds of scorer CPU for one long turn).
+A question repeated inside a longer turn ("Sorry to ask again: ...", the question asked twice in one turn) is a
+loop too (:func:`~rewardpipe.envs.ask_before_coding.similarity.repeats`): padding dilutes the ratio, not the
+repeat.
 
 A *real* question is a question turn the user answered with a newly revealed spec item (the simulator's
 bookkeeping, the episode state's ``answered_turns``). A bare "?", "ok?" or "can you explain again?" reveals nothing,
@@ -113,8 +117,9 @@ def guessed_immediately(transcript: Transcript, state: Any) -> float:
 
 @component(range=(-0.5, 0.0), role="penalty", weight=0.2, description="two assistant turns near-identical")
 def loop_penalty(transcript: Transcript) -> float:
-    """-0.5 when any two assistant turns of the conversation are more than 80% similar (not only the last two:
-    the same question asked four times, or A, B, A, B, then a commit, is a loop too)."""
+    """-0.5 when any two assistant turns of the conversation are more than 80% similar, or one is repeated
+    inside another (not only the last two: the same question asked four times, or A, B, A, B, then a commit,
+    is a loop too)."""
     return -0.5 if find_loop(transcript.assistant_texts) is not None else 0.0
 
 

@@ -38,6 +38,10 @@ LOOP_LOOKBACK_TURNS = 32
 #: Length of the shared runs that anchor a match. Shorter runs also anchor chance coincidences between
 #: unrelated turns (" the ", "tion"); longer ones lose near-duplicates edited every few characters.
 ANCHOR_CHARS = 4
+#: A turn whose words (at least this many characters of them) recur verbatim inside another turn is a loop
+#: too: the same question padded with new text ("Sorry to ask again: ...", "... I want to be sure") or asked
+#: twice in one turn dilutes the ratio below the threshold, but it is the same question again.
+CONTAINED_MIN_CHARS = 24
 #: Occurrences of one anchor in the other turn that are tried (the nearest to the same relative position).
 MAX_CANDIDATES = 4
 #: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
@@ -163,17 +167,36 @@ def _similarity(a: str, b: str, above: float | None = None,
     return 2.0 * matched_characters(a, b, *(indexes() if indexes else (None, None))) / (len(a) + len(b))
 
 
+def words_of(text: str) -> str:
+    """The words of a normalised turn, one space apart: its punctuation and markup dropped."""
+    return " ".join("".join(c if c.isalnum() else " " for c in text).split())
+
+
+def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
+    """Are turns ``a`` and ``b`` a loop? More than ``threshold`` similar (:func:`turn_similarity`), or the
+    words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order, inside the
+    other's (after normalising: the same question padded with new text, or asked twice in one turn)."""
+    a, b = normalise(a), normalise(b)
+    return _similarity(a, b, threshold) > threshold or _contained(words_of(a), words_of(b))
+
+
+def _contained(a: str, b: str) -> bool:
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    return len(shorter) >= CONTAINED_MIN_CHARS and f" {shorter} " in f" {longer} "  # whole words only
+
+
 def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> tuple[int, int] | None:
-    """The first pair ``(earlier, later)`` of turns more than ``threshold`` similar, or None.
+    """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
 
     Every turn is compared with every earlier one: an exact repeat (after normalising) through a dictionary
     of the turns seen, anywhere in the conversation; a near-duplicate among the previous
     ``LOOP_LOOKBACK_TURNS`` turns (every pair of an episode of that many turns and one more; the bound keeps a
     recorded transcript of thousands of turns linear). Pairs whose lengths alone keep them at or below the
-    threshold are not compared.
+    threshold are not compared by their characters (only by whether one's words are in the other's).
     """
     seen: dict[str, int] = {}
     normalised = [normalise(turn) for turn in turns]
+    words = [words_of(text) for text in normalised]
     indexes: dict[int, dict[str, list[int]]] = {}  # each turn's anchors, built once (only the lookback's kept)
 
     def index(turn: int) -> dict[str, list[int]]:
@@ -187,7 +210,8 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
         indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
             pair = (lambda first=earlier, second=later: (index(first), index(second)))  # noqa: E731
-            if _similarity(normalised[earlier], text, threshold, pair) > threshold:
+            if (_similarity(normalised[earlier], text, threshold, pair) > threshold
+                    or _contained(words[earlier], words[later])):
                 return earlier, later
         seen[text] = later
     return None
