@@ -25,7 +25,12 @@ under it), and the floor of a handler that validates its event with pydantic and
 (valgrind's callgrind, one run each, interpreter start-up subtracted), as a ratio to ``import boto3``'s.
 It takes about 40 s per handler.
 
-    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json] [--instructions]
+``--lambda-layer`` measures as the python3.13 runtime loads the code: a real CPython 3.13
+(stacks.packaging.lambda_python), no site-packages (``-S``), only the staged Lambda layer for this machine's
+architecture on the path (boto3 included: the layer bundles it) and its byte code never rewritten (``/opt`` is
+read-only). Without it the handlers are imported from this checkout by this virtualenv's interpreter.
+
+    .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json] [--instructions] [--lambda-layer]
 """
 
 from __future__ import annotations
@@ -59,7 +64,7 @@ ENV = {
 # Nova bridge): what its cold invocation pays on top of the import. An empty tuple: no AWS call at all
 # (the Nova reward Lambda scores in process and reports metrics through its logs).
 FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
-    "code_runner": ("s3",),
+    "code_runner": (),  # the job and its result travel in the invoke payload (rewardpipe.aws.jobs)
     "converse": ("s3", "stepfunctions"),
     "error_record": ("s3",),
     "rollout_start": ("s3", "stepfunctions"),
@@ -67,7 +72,8 @@ FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
     "variance_monitor": ("s3",),
     "single_turn_reward": (),
     **{name: ("s3", "sqs", "stepfunctions") for name in
-       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep")},
+       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep",
+        "nova_rollout_proxy")},
 }
 
 PROBE = """
@@ -108,16 +114,42 @@ print((t1 - t0) * 1000, (time.perf_counter() - t1) * 1000)
 """
 
 
+# The interpreter and module path of the probes: this virtualenv and checkout, or (``--lambda-layer``) CPython
+# 3.13 with the staged layer only (use_lambda_layer).
+PYTHON = [sys.executable]
+PYTHONPATH = str(ROOT)
+WRITE_BYTECODE = "0"
+
+
+def use_lambda_layer() -> str:
+    """Measure as the python3.13 runtime would run the handlers; returns the interpreter's version."""
+    global PYTHON, PYTHONPATH, WRITE_BYTECODE
+    import platform
+
+    sys.path.insert(0, str(ROOT))
+    from stacks import packaging
+
+    python = packaging.lambda_python()
+    if python is None:
+        raise SystemExit(f"no CPython {packaging.LAMBDA_PYTHON_VERSION} found; set {packaging.LAMBDA_PYTHON_ENV}")
+    architecture = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine())
+    if architecture is None:
+        raise SystemExit(f"no Lambda architecture matches this machine ({platform.machine()})")
+    PYTHON, PYTHONPATH, WRITE_BYTECODE = [python, "-S"], str(Path(packaging.stage_layer(architecture)) / "python"), "1"
+    return subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
 def probe_env() -> dict[str, str]:
     # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
-    return {**os.environ, **ENV, "PYTHONPATH": str(ROOT), "PYTHONDONTWRITEBYTECODE": "0",
+    return {**os.environ, **ENV, "PYTHONPATH": PYTHONPATH, "PYTHONDONTWRITEBYTECODE": WRITE_BYTECODE,
             "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
 
 
 def instructions(target: str) -> float:
     """Millions of instructions a fresh interpreter executes to start and import ``target`` (callgrind).
     The byte-code cache is warm: ``measure`` ran the same import first."""
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", sys.executable, "-c", PROBE,
+    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *PYTHON, "-c", PROBE,
                           target, "", "import-only"], env=probe_env(), capture_output=True, text=True, check=True)
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1)) / 1e6
 
@@ -128,7 +160,7 @@ def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[floa
     samples, rest = [], []
     env = probe_env()
     for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
-        out = subprocess.run([sys.executable, "-c", PROBE, target, ",".join(clients)], env=env,
+        out = subprocess.run([*PYTHON, "-c", PROBE, target, ",".join(clients)], env=env,
                              capture_output=True, text=True, check=True)
         handler_ms, boto3_ms = out.stdout.strip().splitlines()[-1].split()
         samples.append(float(handler_ms))
@@ -143,7 +175,10 @@ def main() -> int:
     parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms")
     parser.add_argument("--instructions", action="store_true",
                         help="also count each import's instructions with valgrind (load-independent; ~40 s a handler)")
+    parser.add_argument("--lambda-layer", action="store_true",
+                        help="CPython 3.13 with the staged layer only, as the python3.13 runtime loads the handlers")
     args = parser.parse_args()
+    version = use_lambda_layer() if args.lambda_layer else sys.version.split()[0]
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind on PATH")
 
@@ -157,7 +192,8 @@ def main() -> int:
             parser.error(f"functions/{name}: add the clients its first call creates to FIRST_CALL_CLIENTS")
         rows.append((name, measure(str(handler), args.runs, FIRST_CALL_CLIENTS[name])))
 
-    print(f"Handler import time, median of {args.runs} fresh interpreters (Python {sys.version.split()[0]})")
+    where = "the staged Lambda layer only" if args.lambda_layer else "this checkout"
+    print(f"Handler import time, median of {args.runs} fresh interpreters (Python {version}, {where})")
     print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms, "
           f"floor (pydantic BaseModel + one model + Powertools Logger) = {baseline_floor:.1f} ms\n")
     print(f"{'handler':<22}{'import ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"

@@ -11,18 +11,28 @@ per rollout:
 * S3 requests by class (PUT/LIST vs GET) and bytes stored, SQS requests,
 * history events (each is one CloudWatch Logs event at the state machine's log level ALL).
 
+It also runs one replay rollout whose job goes to Fargate (the job's ``timeout_s`` above the routing
+threshold), to count what that route adds (its Choice, Fargate and Score states, the Score invocation), and
+measures each function's cold start on CPython 3.13 from the staged layer (benchmarks/cold_start.py
+``--lambda-layer``; this 3.11 interpreter's imports when no 3.13 is found), billed as INIT since August 2025.
+
 It then prices them with the list prices below (us-east-1, checked 2026-11; Lambda compute at the rate of
 the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
 the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
 (e.g. an older commit unpacked with ``git archive``) to compare transition counts.
 
     .venv/bin/python benchmarks/cost.py [--rollouts 1] [--write docs/aws.md] [--root DIR]
+
+The table is followed by its sensitivity to the two assumptions that move it most: the seconds an
+OpenAI-compatible endpoint keeps the conversation Lambda waiting per policy turn, and the share of jobs that
+run on Fargate.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import os
 import re
@@ -31,6 +41,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # cold_start, beside this script
 
 # -- list prices (us-east-1) -----------------------------------------------------------------------
 PRICE = {
@@ -47,6 +58,7 @@ PRICE = {
     "logs_gb": 0.50,                     # CloudWatch Logs ingestion (vended logs: first 10 TB tier)
     "xray_trace": 5.00 / 1e6,
     "metric_month": 0.30,
+    "dns_firewall_query": 0.60 / 1e6,   # Route 53 Resolver DNS Firewall, per query processed
 }
 # -- assumptions (the same rollout shape and job mix as before, so figures compare) ------------------
 # Durations are the same on either architecture: the CPU measured here (x86-64) is taken as is for arm64.
@@ -60,6 +72,23 @@ LAMBDA_LOG_BYTES = 1000       # START/END/REPORT lines plus one Powertools line 
 HISTORY_EVENT_LOG_BYTES = 350  # one state-machine log event (include_execution_data off)
 INSIGHTS_BYTES_PER_TASK_MIN = 1000  # Container Insights performance log event per Fargate task per minute
 TRACES_PER_ROLLOUT = 1.0      # upper bound: every execution traced (default sampling records fewer)
+# INIT is billed for ZIP functions on managed runtimes since 1 August 2025 ("AWS Lambda standardizes billing for
+# INIT phase"); the same post puts cold starts at "under 1% of invocations". A cold invocation pays the handler's
+# import, the runtime's own start and what the first call still loads (boto3 clients), at the function's share of
+# a vCPU (an upper bound: the measured time is for a full core).
+COLD_START_SHARE = 0.01
+RUNTIME_INIT_S = 0.1          # the Python runtime's start before the handler module is imported (assumption)
+# Fargate bills from the start of the image pull to the task's end; the runner image (python:3.11-slim and the
+# pinned requirements, ~100 MB compressed) through the VPC endpoints (assumption).
+FARGATE_PULL_S = 30.0
+# DNS queries the sandbox's VPC sends through the DNS Firewall: a code-runner Lambda resolves the S3 endpoint
+# (A and AAAA) once per invocation, an upper bound (a warm client keeps its connection); a Fargate task resolves
+# ECR's API and registry, S3 (image layers and the job) and CloudWatch Logs.
+DNS_QUERIES_RUNNER = 2
+DNS_QUERIES_FARGATE = 10
+# The sensitivity the table is printed with.
+LATENCIES_S = (1.0, 5.0, 15.0, 30.0, 60.0)
+FARGATE_SHARES = (0.0, 0.01, 0.05, 0.10, 0.25)
 
 QUESTION_1 = "Should negative durations raise an error?"
 QUESTION_2 = "Which format do you want for durations over an hour?"
@@ -139,6 +168,60 @@ def _serve_callback(harness, deployment, sfn, s3_store, arn: str, code: str) -> 
         time.sleep(0.02)
 
 
+def _count_rollouts(harness, deployment, sfn, s3, store, counter, *, path: str, policy: dict, task, rollouts: int,
+                    label: str) -> dict:
+    """Run ``rollouts`` rollouts of one policy path and return what each one counted, on average."""
+    totals: collections.Counter = collections.Counter()
+    invocations: collections.Counter = collections.Counter()
+    counter.calls.clear()
+    counter.invoked.clear()
+    before = {o["Key"] for o in s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])}
+    for i in range(rollouts):
+        payload = {"run": f"cost-{label}", "step": 0, "group": "g0", "rollout": f"r{i}",
+                   "task": task.model_dump(mode="json"), "policy": policy}
+        counter.active = True
+        arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"cost-{label}-{i}",
+                                  input=json.dumps(payload))["executionArn"]
+        if path == "callback":
+            _serve_callback(harness, deployment, sfn, store, arn, task.reference_solution)
+        desc = harness.wait_execution(sfn, arn)
+        counter.active = False
+        output = json.loads(desc.get("output") or "{}")
+        if desc["status"] != "SUCCEEDED" or output.get("status") != "scored":
+            raise RuntimeError(f"{label} rollout did not score: {desc['status']} {output}")
+        events = _history(sfn, arn)
+        entered = [e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered")]
+        totals["transitions"] += len(entered)
+        totals["history_events"] += len(events)
+        totals.update(f"event:{e['type']}" for e in events)
+        # A rollout is scored by a control function: the Score state's, or the conversation state's
+        # that ran the job itself (then it also waited for the code-runner Lambda).
+        if "ScoreStep" not in entered:
+            totals["inline_scores"] += 1
+            if "RunCodeLambda" not in entered and "RunCodeFargate" not in entered:
+                totals["inline_runs"] += 1
+        for e in events:
+            details = e.get("taskScheduledEventDetails") or {}
+            if details.get("resourceType") == "sqs":
+                totals["sqs_send"] += 1
+            elif details.get("resourceType") == "ecs":
+                totals["ecs_tasks"] += 1
+    invocations.update(counter.invoked)
+    after = s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])
+    totals["s3_bytes"] = sum(o["Size"] for o in after if o["Key"] not in before)
+    for (service, op), n in counter.calls.items():
+        if service == "s3":
+            totals["s3_put" if op in ("PutObject", "CopyObject", "ListObjectsV2", "ListObjects") else "s3_get"] += n
+        elif service == "sqs" and op == "SendMessage":
+            totals["sqs_send"] += n  # the conversation state's turn request
+        elif service == "sqs" and op == "DeleteMessage":
+            # the trainer receives and deletes each request: counted as one ReceiveMessage per message
+            # (no batching, an upper bound; the polling loop here spins and would overstate receives)
+            totals["sqs_trainer"] += 2 * n
+    return {**{k: v / rollouts for k, v in totals.items()},
+            "invocations": {fn: n / rollouts for fn, n in invocations.items()}}
+
+
 def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     """Per-path counts per rollout, and the deployment facts the prices need."""
     import boto3
@@ -170,67 +253,61 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
             configuration = lam.get_function_configuration(FunctionName=name)
             memory[name] = configuration["MemorySize"]
             architectures.update(configuration.get("Architectures") or ["x86_64"])
-        policies = {
-            "replay": {"mode": "replay", "turns": [QUESTION_1, QUESTION_2, _answer(2, task.reference_solution)]},
-            "openai": {"mode": "openai", "base_url": url, "model": "m"},
-            "callback": {"mode": "callback"},
-        }
+        replay = {"mode": "replay", "turns": [QUESTION_1, QUESTION_2, _answer(2, task.reference_solution)]}
+        policies = {"replay": replay, "openai": {"mode": "openai", "base_url": url, "model": "m"},
+                    "callback": {"mode": "callback"}}
+        run = functools.partial(_count_rollouts, harness, deployment, sfn, s3, store, counter, rollouts=rollouts)
         for path, policy in policies.items():
-            counter.calls.clear()
-            counter.invoked.clear()
-            totals: collections.Counter = collections.Counter()
-            invocations: collections.Counter = collections.Counter()
-            before = {o["Key"] for o in s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])}
-            for i in range(rollouts):
-                payload = {"run": f"cost-{path}", "step": 0, "group": "g0", "rollout": f"r{i}",
-                           "task": task.model_dump(mode="json"), "policy": policy}
-                counter.active = True
-                arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"cost-{path}-{i}",
-                                          input=json.dumps(payload))["executionArn"]
-                if path == "callback":
-                    _serve_callback(harness, deployment, sfn, store, arn, task.reference_solution)
-                desc = harness.wait_execution(sfn, arn)
-                counter.active = False
-                output = json.loads(desc.get("output") or "{}")
-                if desc["status"] != "SUCCEEDED" or output.get("status") != "scored":
-                    raise RuntimeError(f"{path} rollout did not score: {desc['status']} {output}")
-                events = _history(sfn, arn)
-                entered = [e["stateEnteredEventDetails"]["name"] for e in events if e["type"].endswith("StateEntered")]
-                totals["transitions"] += len(entered)
-                totals["history_events"] += len(events)
-                totals.update(f"event:{e['type']}" for e in events)
-                # A rollout is scored by a control function: the Score state's, or the conversation state's
-                # that ran the job itself (then it also waited for the code-runner Lambda).
-                if "ScoreStep" not in entered:
-                    totals["inline_scores"] += 1
-                    if "RunCodeLambda" not in entered and "RunCodeFargate" not in entered:
-                        totals["inline_runs"] += 1
-                for e in events:
-                    details = e.get("taskScheduledEventDetails") or {}
-                    if details.get("resourceType") == "sqs":
-                        totals["sqs_send"] += 1
-                    elif details.get("resourceType") == "ecs":
-                        totals["ecs_tasks"] += 1
-            invocations.update(counter.invoked)
-            after = s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])
-            totals["s3_bytes"] = sum(o["Size"] for o in after if o["Key"] not in before)
-            for (service, op), n in counter.calls.items():
-                if service == "s3":
-                    totals["s3_put" if op in ("PutObject", "CopyObject", "ListObjectsV2", "ListObjects") else "s3_get"] += n
-                elif service == "sqs" and op == "SendMessage":
-                    totals["sqs_send"] += n  # the conversation state's turn request
-                elif service == "sqs" and op == "DeleteMessage":
-                    # the trainer receives and deletes each request: counted as one ReceiveMessage per message
-                    # (no batching, an upper bound; the polling loop here spins and would overstate receives)
-                    totals["sqs_trainer"] += 2 * n
-            results[path] = {
-                **{k: v / rollouts for k, v in totals.items()},
-                "invocations": {fn: n / rollouts for fn, n in invocations.items()},
-            }
+            results[path] = run(path=path, policy=policy, task=task, label=path)
+        # The same replay rollout with a job long enough for Fargate: what that route adds per rollout.
+        fargate_task = task.model_copy(update={"timeout_s": synth.stack.settings.execution_routing_threshold_s + 100})
+        fargate = run(path="replay", policy=replay, task=fargate_task, label="fargate")
     server.shutdown()
     patcher.undo()
     (architecture,) = architectures  # one layer, one architecture for every function
-    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU), "architecture": architecture}
+    handlers = _handler_of(synth, harness)
+    invoked = {fn for counts in (*results.values(), fargate) for fn in counts["invocations"]}
+    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU), "architecture": architecture,
+                     "fargate_delta": _delta(fargate, results["replay"]),
+                     "cold_s": _cold_seconds(root, {fn: handlers[fn] for fn in sorted(invoked) if fn in handlers})}
+
+
+def _delta(route: dict, base: dict) -> dict:
+    keys = {k for k in route.keys() | base.keys() if k != "invocations"}
+    delta = {k: route.get(k, 0) - base.get(k, 0) for k in keys}
+    functions = route["invocations"].keys() | base["invocations"].keys()
+    delta["invocations"] = {fn: route["invocations"].get(fn, 0) - base["invocations"].get(fn, 0) for fn in functions}
+    return delta
+
+
+def _handler_of(synth, harness) -> dict[str, str]:
+    """Function (its logical id, which is its name in the moto deployment) -> its functions/<name> folder."""
+    handlers = {p.read_text(): p.parent.name for p in (ROOT / "functions").glob("*/handler.py")}
+    out = {}
+    for logical, resource in synth.template["Resources"].items():
+        if resource["Type"] == "AWS::Lambda::Function" and str(resource["Properties"].get("Runtime", "")).startswith("python"):
+            name = handlers.get((harness.asset_dir(synth, logical) / "handler.py").read_text())
+            if name:
+                out[str(resource["Properties"].get("FunctionName") or logical)[:64]] = name
+    return out
+
+
+def _cold_seconds(root: Path, handlers: dict[str, str], runs: int = 5) -> dict[str, float]:
+    """Each function's cold start measured on a full core: the handler's import (the fastest of ``runs`` fresh
+    interpreters, the least disturbed by other load on the machine) and what its first call still loads
+    (benchmarks/cold_start.py), on CPython 3.13 from the staged layer where one is found."""
+    import cold_start
+
+    try:
+        cold_start.use_lambda_layer()
+    except SystemExit as exc:  # no CPython 3.13 here: this interpreter, from the checkout (said in the output)
+        print(f"cold starts measured with this interpreter: {exc}", file=sys.stderr)
+    out = {}
+    for fn, name in handlers.items():
+        _median_ms, fastest_ms, first_call_ms = cold_start.measure(str(root / "functions" / name / "handler.py"), runs,
+                                                                   cold_start.FIRST_CALL_CLIENTS.get(name, ()))
+        out[fn] = RUNTIME_INIT_S + (fastest_ms + first_call_ms) / 1000
+    return out
 
 
 def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
@@ -243,12 +320,17 @@ def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
     return {fn: statistics.median(v[1:] or v) for fn, v in by_fn.items()}
 
 
-def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
-    """Lines of (item, arithmetic, $ per 1M rollouts)."""
+def price(path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S,
+          fargate_share: float = FARGATE_SHARE) -> list[tuple[str, str, float]]:
+    """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs."""
     M = 1e6
     lines = []
     gb_s = PRICE["lambda_gb_s"][facts["architecture"]]
     rate = f" × 1M × ${gb_s:.10f}/GB-s ({facts['architecture']})"
+
+    def mb(fn: str) -> int:
+        return facts["memory_mb"].get(fn, 512)
+
     t = counts["transitions"]
     retried = RETRY_RATE * sum(counts["invocations"].values())
     lines.append(("Step Functions transitions",
@@ -257,42 +339,68 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
     n_inv = sum(inv.values()) * (1 + RETRY_RATE)
     lines.append(("Lambda requests", f"{n_inv:.2f} × 1M × $0.20/M", n_inv * M * PRICE["lambda_request"]))
     control_gb_s, parts = 0.0, []
-    conversation_gb = max((facts["memory_mb"].get(fn, 512) for fn in inv if "Start" in fn or "Converse" in fn),
-                          default=512) / 1024
+    conversation_gb = max((mb(fn) for fn in inv if "Start" in fn or "Converse" in fn), default=512) / 1024
     for fn, n in sorted(inv.items()):
-        mb = facts["memory_mb"].get(fn, 512)
         if "CodeRunner" in fn:
             continue
         # 0.2 s, or longer if the measured CPU work needs it at this memory's share of a vCPU
-        seconds = max(CONTROL_STEP_S, facts["cpu"].get(fn, 0.0) * FULL_VCPU_MB / mb)
-        control_gb_s += n * seconds * mb / 1024
-        parts.append(f"{n:.0f}×{seconds:.2f}s×{mb / 1024:.2f}GB")
+        seconds = max(CONTROL_STEP_S, facts["cpu"].get(fn, 0.0) * FULL_VCPU_MB / mb(fn))
+        control_gb_s += n * seconds * mb(fn) / 1024
+        parts.append(f"{n:.0f}×{seconds:.2f}s×{mb(fn) / 1024:.2f}GB")
     inline = counts.get("inline_scores", 0)
     if inline:
         control_gb_s += inline * CONTROL_STEP_S * conversation_gb
         parts.append(f"{inline:.0f} scoring in the conversation state ×{CONTROL_STEP_S}s×{conversation_gb:.2f}GB")
     lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s" + rate,
                   control_gb_s * M * gb_s))
+    cold = facts.get("cold_s", {})
+    if cold:
+        # every invocation of the rollout (the runner's on the Lambda route only) is cold COLD_START_SHARE of the time
+        billed, terms = 0.0, []
+        for fn, n in sorted(inv.items()):
+            n = n * (1 - fargate_share) if "CodeRunner" in fn else n
+            if fn in cold and n:
+                seconds = cold[fn] * max(1.0, FULL_VCPU_MB / mb(fn))
+                billed += COLD_START_SHARE * n * seconds * mb(fn) / 1024
+                terms.append(f"{n:.2f}×{seconds:.2f}s×{mb(fn) / 1024:.2f}GB")
+        lines.append(("Lambda cold starts (INIT, billed since Aug 2025)",
+                      f"{COLD_START_SHARE:.0%} of invocations × (" + " + ".join(terms) + f") = {billed:.4f} GB-s" + rate,
+                      billed * M * gb_s))
     if counts.get("inline_runs", 0):
-        waiting = counts["inline_runs"] * (1 - FARGATE_SHARE) * RUNNER_JOB_S * conversation_gb
-        lines.append(("Lambda waiting on the code runner", f"{1 - FARGATE_SHARE} × {RUNNER_JOB_S}s × "
+        waiting = counts["inline_runs"] * (1 - fargate_share) * RUNNER_JOB_S * conversation_gb
+        lines.append(("Lambda waiting on the code runner", f"{1 - fargate_share:.2f} × {RUNNER_JOB_S}s × "
                       f"{conversation_gb:.2f}GB = {waiting:.3f} GB-s" + rate, waiting * M * gb_s))
     if path == "openai":
-        llm = 3 * OPENAI_TURN_S * conversation_gb
+        llm = 3 * openai_turn_s * conversation_gb
         lines.append(("Lambda waiting on the endpoint",
-                      f"3 turns × {OPENAI_TURN_S}s × {conversation_gb:.2f}GB = {llm} GB-s" + rate, llm * M * gb_s))
-    share_lambda = 1 - FARGATE_SHARE
+                      f"3 turns × {openai_turn_s:g}s × {conversation_gb:.2f}GB = {llm:g} GB-s" + rate, llm * M * gb_s))
+    share_lambda = 1 - fargate_share
     runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
-    lines.append(("Lambda code runner", f"{share_lambda} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s" + rate,
+    lines.append(("Lambda code runner", f"{share_lambda:.2f} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s" + rate,
                   runner * M * gb_s))
-    fargate_h = FARGATE_MIN / 60
-    per_task = fargate_h * (FARGATE_VCPU * PRICE["fargate_vcpu_h"] + FARGATE_GB * PRICE["fargate_gb_h"])
-    lines.append(("Fargate (long jobs)", f"{FARGATE_SHARE:.0%} × {FARGATE_MIN:.0f}/60 h × "
-                  f"({FARGATE_VCPU:.0f} × $0.04048 + {FARGATE_GB:.0f} × $0.004445) = ${per_task:.5f} per task",
-                  FARGATE_SHARE * M * per_task))
-    lines.append(("Container Insights (long jobs)", f"{FARGATE_SHARE:.0%} × {FARGATE_MIN:.0f} min × "
-                  f"{INSIGHTS_BYTES_PER_TASK_MIN} B × $0.50/GB", FARGATE_SHARE * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN
+    task_h = (FARGATE_MIN + FARGATE_PULL_S / 60) / 60
+    per_task = task_h * (FARGATE_VCPU * PRICE["fargate_vcpu_h"] + FARGATE_GB * PRICE["fargate_gb_h"])
+    lines.append(("Fargate (long jobs, image pull included)", f"{fargate_share:.0%} × ({FARGATE_MIN:.0f} min + "
+                  f"{FARGATE_PULL_S:.0f} s pull)/60 h × ({FARGATE_VCPU:.0f} × $0.04048 + {FARGATE_GB:.0f} × $0.004445) = "
+                  f"${per_task:.5f} per task", fargate_share * M * per_task))
+    delta = facts.get("fargate_delta")
+    if delta:
+        extra = {fn: n for fn, n in delta["invocations"].items() if n > 0 and "CodeRunner" not in fn}
+        requests = sum(extra.values())
+        compute = sum(n * CONTROL_STEP_S * mb(fn) / 1024 for fn, n in extra.items())
+        per_rollout = (delta["transitions"] * PRICE["transition"] + requests * PRICE["lambda_request"] + compute * gb_s
+                       + delta.get("s3_put", 0) * PRICE["s3_put"] + delta.get("s3_get", 0) * PRICE["s3_get"]
+                       + delta["history_events"] * HISTORY_EVENT_LOG_BYTES / 1e9 * PRICE["logs_gb"])
+        lines.append(("Fargate route's extra states", f"{fargate_share:.0%} × ({delta['transitions']:+.0f} transitions, "
+                      f"{requests:+.0f} Lambda invocation at {CONTROL_STEP_S}s, {delta.get('s3_put', 0):+.0f} PUT/LIST "
+                      f"{delta.get('s3_get', 0):+.0f} GET, {delta['history_events']:+.0f} history events) = "
+                      f"${per_rollout * M:,.2f} per 1M Fargate rollouts", fargate_share * M * per_rollout))
+    lines.append(("Container Insights (long jobs)", f"{fargate_share:.0%} × {FARGATE_MIN:.0f} min × "
+                  f"{INSIGHTS_BYTES_PER_TASK_MIN} B × $0.50/GB", fargate_share * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN
                   / 1e9 * PRICE["logs_gb"]))
+    queries = (1 - fargate_share) * DNS_QUERIES_RUNNER + fargate_share * DNS_QUERIES_FARGATE
+    lines.append(("DNS Firewall queries", f"({1 - fargate_share:.2f} × {DNS_QUERIES_RUNNER} + {fargate_share:.2f} × "
+                  f"{DNS_QUERIES_FARGATE}) queries × 1M × $0.60/M", queries * M * PRICE["dns_firewall_query"]))
     puts, gets = counts.get("s3_put", 0), counts.get("s3_get", 0)
     lines.append(("S3 requests", f"{puts:.0f} PUT/LIST × $0.005/1000 + {gets:.0f} GET × $0.0004/1000, × 1M",
                   M * (puts * PRICE["s3_put"] + gets * PRICE["s3_get"])))
@@ -306,6 +414,25 @@ def price(path: str, counts: dict, facts: dict) -> list[tuple[str, str, float]]:
                   f"{n_inv:.1f} invocations × {LAMBDA_LOG_BYTES} B) × 1M × $0.50/GB", log_gb * M * PRICE["logs_gb"]))
     lines.append(("X-Ray", f"{TRACES_PER_ROLLOUT:.0f} trace × $5/M (upper bound)", TRACES_PER_ROLLOUT * M * PRICE["xray_trace"]))
     return lines
+
+
+def total(path: str, counts: dict, facts: dict, **assume: float) -> float:
+    return sum(cost for _item, _how, cost in price(path, counts, facts, **assume))
+
+
+def sensitivity(results: dict, facts: dict) -> list[str]:
+    """The totals as the policy endpoint's latency per turn and the Fargate share of jobs change."""
+    out = ["| seconds the endpoint takes per policy turn (openai path) | " +
+           " | ".join(f"{s:g} s" for s in LATENCIES_S) + " |", "|---|" + "---|" * len(LATENCIES_S)]
+    if "openai" in results:
+        out.append("| openai, $ per 1M rollouts | " + " | ".join(
+            f"${total('openai', results['openai'], facts, openai_turn_s=s):,.0f}" for s in LATENCIES_S) + " |")
+    out += ["", "| share of jobs on Fargate | " + " | ".join(f"{f:.0%}" for f in FARGATE_SHARES) + " |",
+            "|---|" + "---|" * len(FARGATE_SHARES)]
+    for path, counts in results.items():
+        out.append(f"| {path}, $ per 1M rollouts | " + " | ".join(
+            f"${total(path, counts, facts, fargate_share=f):,.0f}" for f in FARGATE_SHARES) + " |")
+    return out
 
 
 def _short(function_name: str) -> str:
@@ -351,6 +478,15 @@ def render(results: dict, facts: dict) -> str:
     out.append("")
     out.append("S3 storage accrues on top, per month kept: " + ", ".join(f"{p} ${v:,.2f}" for p, v in storage.items())
                + " per 1M rollouts (the runs lifecycle expires them).")
+    if facts.get("cold_s"):
+        out.append("")
+        out.append("Cold start measured per function (handler import + what the first call loads + "
+                   f"{RUNTIME_INIT_S} s runtime start, on a full core): " + "; ".join(
+                       f"{_short(fn)} {s * 1000:.0f} ms" for fn, s in sorted(facts["cold_s"].items())) + ".")
+    out.append("")
+    out.append("Sensitivity (every other assumption as above):")
+    out.append("")
+    out.extend(sensitivity(results, facts))
     return "\n".join(out)
 
 

@@ -7,6 +7,10 @@ overhead. Each round also runs the whole thing the way a user does, start-up inc
 process, against the blog's harness on the same 328 jobs with 2 threads. Medians over rounds are
 reported; absolute numbers drift with the (shared) machine, the ratios measured side by side do not.
 
+For the empty execution it also prints where the time goes: the median of each step of one job across the
+scorer, the fork server and the trusted runner (each process stamps the moments it reached with
+time.monotonic(), one clock for the whole host), and the CPU all of rewardpipe's processes spent per job.
+
     .venv/bin/python benchmarks/execution.py [--rounds 3] [--empty 40] [--workers 2] [--no-cli]
 """
 
@@ -73,6 +77,59 @@ def write_jobs(jobs, copies: int) -> str:
     return handle.name
 
 
+# One empty job, step by step: (from, to, what happens in between).
+PHASES = (
+    ("s_start", "s_send", "scorer: count the tests (cached), take a fork server, write the job's memfds"),
+    ("s_send", "z_start", "scorer -> fork server (its check of its own limits included)"),
+    ("z_start", "z_handed", "fork server hands code and output files to a waiting hardened child, tests to the runner"),
+    ("z_handed", "r_start", "trusted runner picks the job up"),
+    ("r_start", "r_ready", "runner reads the tests (parsed once per source); the child loads the code, lists its names"),
+    ("r_ready", "r_ran", "runner binds the names and runs unittest through the child"),
+    ("r_ran", "r_reply", "runner writes the verdict and checks its own limits"),
+    ("r_reply", "z_runner_replied", "fork server hears the runner"),
+    ("z_runner_replied", "z_child_gone", "fork server kills and reaps the child"),
+    ("z_child_gone", "z_reply", "tree kill, disk check, fork server's own checks"),
+    ("z_reply", "s_recv", "fork server -> scorer"),
+    ("s_recv", "s_end", "scorer reads verdict and output, builds the result"),
+)
+
+
+def print_phases(log: list[dict]) -> None:
+    print(f"Where an empty execution's time goes (median over {len(log)} jobs; steps 1-12 add up to the job):")
+    for number, (start, end, what) in enumerate(PHASES, start=1):
+        spans = [(entry[end] - entry[start]) * 1000 for entry in log if start in entry and end in entry]
+        if spans:
+            print(f"  {number:2d}. {statistics.median(spans):6.3f} ms  {what}")
+
+
+def sandbox_cpu_seconds(executor) -> float:
+    """CPU used so far by this process (the scorer), the fork servers and their reaped children, and the
+    trusted runners and housekeepers still alive (spares still waiting are missed: a few per server)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    own = os.times()
+    total = own.user + own.system
+    for worker in list(executor._workers):
+        pid = getattr(getattr(worker, "process", None), "pid", None)
+        if pid is None:
+            continue
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except OSError:
+            continue
+        for index, process in enumerate([pid, *children]):
+            try:
+                with open(f"/proc/{process}/stat") as handle:
+                    fields = handle.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            used = int(fields[11]) + int(fields[12])  # utime, stime
+            if index == 0:
+                used += int(fields[13]) + int(fields[14])  # the fork server's reaped children
+            total += used / ticks
+    return total
+
+
 def timed(fn):
     start = time.perf_counter()
     value = fn()
@@ -97,7 +154,8 @@ def main() -> None:
     isolation = executor.isolation()
     list(executor.run_batch(jobs[: args.workers * 2], workers=args.workers))  # start the fork servers
 
-    blog_rates, sandbox_rates, blog_empty, sandbox_empty = [], [], [], []
+    blog_rates, sandbox_rates, blog_empty, sandbox_empty, sandbox_cpu_ms = [], [], [], [], []
+    executor.phase_log = phases = []
     blog_passed = sandbox_passed = 0
     cli_jobs = jobs * 2
     cli_path = write_jobs(jobs, 2)
@@ -112,10 +170,14 @@ def main() -> None:
         for _ in range(args.empty):
             seconds, _ = timed(lambda: blog_harness.run_tests(EMPTY_CODE, EMPTY_TESTS, 10))
             blog_empty.append(seconds * 1000)
+        phases.clear()  # only the empty jobs are broken down
+        cpu_before = sandbox_cpu_seconds(executor)
         for _ in range(args.empty):
             seconds, result = timed(lambda: executor.run(empty_job))
             assert result.status.value == "passed", result
             sandbox_empty.append(seconds * 1000)
+        sandbox_cpu_ms.append((sandbox_cpu_seconds(executor) - cpu_before) * 1000 / args.empty)
+        empty_phases = list(phases)
         line = f"round {round_index + 1}: blog {blog_rates[-1]:.1f} exec/s, rewardpipe {sandbox_rates[-1]:.1f} exec/s"
         if not args.no_cli:
             seconds, cli_blog_passed = timed(lambda: blog_batch(cli_jobs, args.workers))
@@ -137,8 +199,10 @@ def main() -> None:
     print(f"  throughput ratio rewardpipe / blog: {sandbox_rate / blog_rate:.2f}x")
     print(f"Empty-execution overhead, p50 of {len(blog_empty)} sequential runs each")
     print(f"  blog harness : {blog_p50:6.1f} ms")
-    print(f"  rewardpipe   : {sandbox_p50:6.1f} ms (p90 {statistics.quantiles(sandbox_empty, n=10)[-1]:.1f} ms)")
+    print(f"  rewardpipe   : {sandbox_p50:6.1f} ms (p90 {statistics.quantiles(sandbox_empty, n=10)[-1]:.1f} ms); "
+          f"CPU of all its processes {statistics.median(sandbox_cpu_ms):.1f} ms per job")
     print(f"  overhead ratio blog / rewardpipe: {blog_p50 / sandbox_p50:.1f}x")
+    print_phases(empty_phases)
     if cli_seconds:
         ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds)]
         print(f"Through the CLI, start-up included: {len(cli_jobs)} jobs (HumanEval x2), {args.workers} workers")

@@ -35,6 +35,7 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
@@ -136,7 +137,7 @@ class EpisodeState(RolloutIdentity):
     @property
     def assistant_turns(self) -> int:
         """How many turns the policy has taken."""
-        return sum(1 for message in self.messages if message.role == "assistant")
+        return list(map(_ROLE, self.messages)).count("assistant")  # (asked several times a turn: kept lean)
 
     @property
     def ids(self) -> RolloutIds:
@@ -149,9 +150,9 @@ class EpisodeState(RolloutIdentity):
         values are not validated (doctor checks that the state survives JSON)."""
         cls = type(self)
         fields = cls.__pydantic_fields__
-        for name in changes:
-            if name not in fields:
-                raise AttributeError(f"{cls.__name__} has no field '{name}' (fields: {', '.join(fields)})")
+        if not changes.keys() <= fields.keys():
+            name = next(name for name in changes if name not in fields)
+            raise AttributeError(f"{cls.__name__} has no field '{name}' (fields: {', '.join(fields)})")
         # model_copy(update=...), without its general cases (deep copies, extra fields, private attributes):
         # the platform copies a state several times a turn.
         new = cls.__new__(cls)
@@ -170,6 +171,7 @@ class EpisodeState(RolloutIdentity):
 
 
 _set = object.__setattr__
+_ROLE = attrgetter("role")
 ChatFn = Callable[..., str]
 
 
@@ -202,6 +204,24 @@ class EnvContext:
 def turn_seed(seed: int, ids: RolloutIds, turn: int) -> int:
     digest = hashlib.sha256(f"{seed}:{ids.run_id}:{ids.step}:{ids.rollout_id}:{turn}".encode()).digest()
     return int.from_bytes(digest[:8], "big")
+
+
+class DeferredSeedContext(EnvContext):
+    """An :class:`EnvContext` whose ``seed`` (``turn_seed`` of the run's seed) is worked out the first time it
+    is read: the platform builds a context every environment turn, and most environments never read it."""
+
+    def __init__(self, ids: RolloutIds, turn: int, run_seed: int, chat_fn: ChatFn | None = None) -> None:
+        _set(self, "ids", ids)
+        _set(self, "turn", turn)
+        _set(self, "chat_fn", chat_fn)
+        _set(self, "_run_seed", run_seed)
+
+    def __getattr__(self, name: str) -> Any:  # only reached while ``seed`` has not been set
+        if name != "seed":
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        seed = turn_seed(self._run_seed, self.ids, self.turn)
+        _set(self, "seed", seed)
+        return seed
 
 
 class Environment:

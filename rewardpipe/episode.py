@@ -25,16 +25,16 @@ from rewardpipe.environment import (
     DEFAULT_MAX_TURNS,
     MAX_TURNS,
     ChatFn,
+    DeferredSeedContext,
     EnvContext,
     Environment,
     EpisodeState,
     NextAction,
     PolicyExhausted,
     stored_action,
-    turn_seed,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record
+from rewardpipe.models import ErrorInfo, Message, Record, text_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.policies import Policy
@@ -62,9 +62,7 @@ class EnvServices:
     chat: ChatFn | None = None
 
     def context(self, state: EpisodeState) -> EnvContext:
-        ids = state.ids
-        turn = state.assistant_turns
-        return EnvContext(ids=ids, turn=turn, seed=turn_seed(self.seed, ids, turn), chat_fn=self.chat)
+        return DeferredSeedContext(state.ids, state.assistant_turns, self.seed, self.chat)
 
 
 NO_SERVICES = EnvServices()
@@ -102,7 +100,7 @@ def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environme
     """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
     # A policy's text needs no validation to be an assistant message (a turn a policy builds itself does).
-    message = turn if isinstance(turn, Message) else Message.model_construct(role="assistant", content=turn)
+    message = turn if isinstance(turn, Message) else text_message("assistant", turn)
     if message.role != "assistant":
         raise EpisodeError(f"rollout {state.rollout_id}: a policy turn must be an assistant message, "
                            f"got role '{message.role}'")

@@ -16,7 +16,7 @@ import unicodedata
 from pathlib import Path
 from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_serializer
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
 
@@ -137,6 +137,10 @@ def content_to_text(content: Any) -> str:
     raise ValueError(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
+def _is_none(value: Any) -> bool:
+    return value is None
+
+
 class Message(DeferredModel):
     """One chat turn. ``content`` is always normalised to text; ``nova_assistant`` becomes ``assistant``.
 
@@ -148,9 +152,11 @@ class Message(DeferredModel):
 
     role: str
     content: str = ""
-    tool_calls: list[dict[str, Any]] | None = None
-    tool_call_id: str | None = None
-    name: str | None = None
+    # Absent (None) tool fields are not written. Excluded per field rather than by a model serializer: every
+    # stored transcript writes every message, and a Python serializer per message cost more than the rest.
+    tool_calls: list[dict[str, Any]] | None = Field(default=None, exclude_if=_is_none)
+    tool_call_id: str | None = Field(default=None, exclude_if=_is_none)
+    name: str | None = Field(default=None, exclude_if=_is_none)
 
     @field_validator("role", mode="before")
     @classmethod
@@ -167,16 +173,22 @@ class Message(DeferredModel):
     def _normalise_content(cls, value: Any) -> str:
         return content_to_text(value)
 
-    @model_serializer(mode="wrap")
-    def _without_absent_tool_fields(self, handler: Any) -> dict[str, Any]:
-        data = handler(self)
-        for key in _OPTIONAL_MESSAGE_FIELDS:
-            if data.get(key, 0) is None:
-                del data[key]
-        return data
+
+_MESSAGE_FIELDS_SET = frozenset({"role", "content"})
 
 
-_OPTIONAL_MESSAGE_FIELDS = ("tool_calls", "tool_call_id", "name")
+def text_message(role: str, content: str) -> Message:
+    """A text message built without validation: what ``Message.model_construct(role=..., content=...)`` builds,
+    without its general cases (it costs more than validating). For the turn loop's own messages, whose role
+    is spelled by the code and whose content is already text (a policy's reply, an environment's answer)."""
+    message = Message.__new__(Message)
+    _setattr = object.__setattr__
+    _setattr(message, "__dict__", {"role": role, "content": content, "tool_calls": None, "tool_call_id": None,
+                                   "name": None})
+    _setattr(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS_SET))
+    _setattr(message, "__pydantic_extra__", None)
+    _setattr(message, "__pydantic_private__", None)
+    return message
 
 
 class Rollout(DeferredModel):

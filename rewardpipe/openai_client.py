@@ -50,6 +50,22 @@ class ChatClient:
         self._http = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
 
     def complete(self, messages: Sequence[dict[str, str]], **params: Any) -> str:
+        return _content_of(*self._post(messages, params))
+
+    def complete_message(self, messages: Sequence[dict[str, Any]], **params: Any) -> dict[str, Any]:
+        """The reply as ``{"content": text, "tool_calls": list | None}``: a reply to a request sent ``tools=``
+        may carry calls and no text. At most MAX_TOOL_CALLS calls are kept (each an object)."""
+        response, url = self._post(messages, params)
+        calls = _tool_calls_of(response, url)
+        if calls is None:
+            return {"content": _content_of(response, url), "tool_calls": None}
+        try:
+            content = _content_of(response, url)
+        except EndpointError:  # beside calls the text is often null
+            content = ""
+        return {"content": content, "tool_calls": calls}
+
+    def _post(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> tuple[httpx.Response, str]:
         body = {"model": self.model, "messages": list(messages), **params}
         url = f"{self.base_url}/chat/completions"
         last_problem = "no attempt made"
@@ -66,7 +82,7 @@ class ChatClient:
                 continue
             if response.status_code >= 400:
                 raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
-            return _content_of(response, url)
+            return response, url
         raise EndpointError(f"{url} failed after {self.max_retries + 1} attempts: {last_problem}")
 
     def close(self) -> None:
@@ -83,6 +99,21 @@ def _content_of(response: httpx.Response, url: str) -> str:
     if not isinstance(content, str):
         raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
     return content
+
+
+MAX_TOOL_CALLS = 64  # calls kept from one reply: a model's output is hostile, and each call is answered
+
+
+def _tool_calls_of(response: httpx.Response, url: str) -> list[dict[str, Any]] | None:
+    try:
+        calls = response.json()["choices"][0]["message"].get("tool_calls")
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError):
+        raise EndpointError(f"{url} returned a body without choices[0].message: {response.text[:300]}") from None
+    if not calls:
+        return None
+    if not isinstance(calls, list):
+        raise EndpointError(f"{url} returned tool_calls that are not a list: {type(calls).__name__}")
+    return [call for call in calls[:MAX_TOOL_CALLS] if isinstance(call, dict)] or None
 
 
 class OwnsChatClient:

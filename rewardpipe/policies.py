@@ -210,7 +210,10 @@ def chat_message(message: Message) -> dict[str, Any]:
 class OpenAIPolicy(OwnsChatClient):
     """Any OpenAI-compatible chat endpoint (a local vLLM server, a hosted API) plays the model.
 
-    ``system_prompt`` (the environment's ``system_prompt``, usually) goes in front of the conversation."""
+    ``system_prompt`` (the environment's ``system_prompt``, usually) goes in front of the conversation.
+    ``tools``: the tools the model may call, OpenAI-style schemas, or a function of the task returning them
+    (an environment's ``tool_schemas``); they are sent with every request (``tools=``), and a reply's
+    ``tool_calls`` are kept on the assistant message."""
 
     def __init__(
         self,
@@ -221,12 +224,20 @@ class OpenAIPolicy(OwnsChatClient):
         max_tokens: int = 1024,
         system_prompt: str | None = None,
         client: ChatClient | None = None,
+        tools: Sequence[Mapping[str, Any]] | Callable[[Any], Sequence[Mapping[str, Any]]] | None = None,
     ):
         self.client = client or ChatClient(base_url, model, api_key=api_key)
         self.params = {"temperature": temperature, "max_tokens": max_tokens}
         self.system_prompt = system_prompt
+        self.tools = tools
 
-    def next_turn(self, state: "EpisodeState", task: Any) -> str:
+    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages += [chat_message(m) for m in state.messages]
-        return self.client.complete(messages, **self.params)
+        tools = self.tools(task) if callable(self.tools) else self.tools
+        if not tools:
+            return self.client.complete(messages, **self.params)
+        reply = self.client.complete_message(messages, tools=[dict(t) for t in tools], **self.params)
+        if reply["tool_calls"]:
+            return Message(role="assistant", content=reply["content"], tool_calls=reply["tool_calls"])
+        return reply["content"]

@@ -3,8 +3,8 @@
 Anywhere a reward or an environment is named (``--reward``, ``--env``, the Python adapters, settings), these
 forms work:
 
-* a built-in name: ``ask_before_coding``, ``gsm8k``, ``code_correctness`` (rewards), ``ask_before_coding``
-  (environment);
+* a built-in name: ``ask_before_coding``, ``gsm8k``, ``code_correctness``, ``wordle``, ``tool_call``
+  (rewards), ``ask_before_coding``, ``wordle``, ``tool_call`` (environments);
 * an import reference ``package.module:ATTR`` (``ATTR`` may be dotted: ``module:Class.REWARD``);
 * a file reference ``path/to/file.py:ATTR``, for local use only (a deployment must name something
   installable);
@@ -35,9 +35,13 @@ BUILTIN_REWARDS: dict[str, str] = {
     "ask_before_coding": "rewardpipe.envs.ask_before_coding.reward:ASK_BEFORE_CODING",
     "gsm8k": "rewardpipe.rewards.gsm8k:GSM8K",
     "code_correctness": "rewardpipe.rewards.code_correctness:CODE_CORRECTNESS",
+    "wordle": "rewardpipe.envs.wordle.reward:WORDLE",
+    "tool_call": "rewardpipe.envs.tool_call.reward:TOOL_CALL",
 }
 BUILTIN_ENVIRONMENTS: dict[str, str] = {
     "ask_before_coding": "rewardpipe.envs.ask_before_coding:ENVIRONMENT",
+    "wordle": "rewardpipe.envs.wordle:ENVIRONMENT",
+    "tool_call": "rewardpipe.envs.tool_call:ENVIRONMENT",
 }
 
 

@@ -28,6 +28,7 @@ from rewardpipe.episode import (
     start_episode,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
+from rewardpipe.gc_pause import paused_gc
 from rewardpipe.models import Record, Rollout
 from rewardpipe.rewards import Reward
 from rewardpipe.transcripts import RolloutTranscript, transcript_of_episode
@@ -243,7 +244,10 @@ def run_slots(
         if progress:
             progress("conversations", talked[0], len(slots))
 
-    with ThreadPoolExecutor(workers or os.cpu_count() or 2, thread_name_prefix="rewardpipe-run") as pool:
+    # A step allocates many small objects (states, messages) and keeps them all: each automatic collection
+    # would re-walk every one of them (about a sixth of a cheap environment's turn loop). The loop makes no
+    # reference cycles of its own; any an environment makes are collected when the step ends.
+    with paused_gc(), ThreadPoolExecutor(workers or os.cpu_count() or 2, thread_name_prefix="rewardpipe-run") as pool:
         if conversation_threads > 1:
             with ThreadPoolExecutor(conversation_threads) as talkers:
                 list(talkers.map(talk, range(len(slots))))

@@ -334,15 +334,22 @@ def schema_of(reference: str) -> dict[str, Any]:
     return load_model(reference).model_json_schema(by_alias=True, mode="serialization")
 
 
-def _schema_version(schema: dict[str, Any]) -> str | None:
-    """The ``const`` of a ``schema`` or ``version`` property, if the document carries one."""
+def _schema_versions(schema: dict[str, Any]) -> tuple[str | None, list[str]]:
+    """``(the version written, the older versions still read)`` from a ``schema`` or ``version`` property: its
+    ``const``, or its default among the ``enum`` a reader accepts (the run manifest writes v2 and reads v1)."""
     for key in ("schema", "version"):
         prop = schema.get("properties", {}).get(key, {})
         if "const" in prop:
-            return prop["const"]
-        if key == "version" and isinstance(prop.get("default"), str):
-            return prop["default"]
-    return None
+            return prop["const"], []
+        written = prop.get("default")
+        if isinstance(written, str) and (key == "version" or written in prop.get("enum", ())):
+            return written, [v for v in prop.get("enum", ()) if v != written]
+    return None, []
+
+
+def _schema_version(schema: dict[str, Any]) -> str | None:
+    """The version a document is written with, if it carries one."""
+    return _schema_versions(schema)[0]
 
 
 def render_schema_file(stem: str) -> str:
@@ -382,11 +389,12 @@ def render_schemas_page() -> str:
 
 
 def render_schema_versions() -> str:
-    out = ["| document | schema version | model |\n|---|---|---|\n"]
+    out = ["| document | schema version written | also read | model |\n|---|---|---|---|\n"]
     for _, title, reference, _ in SCHEMAS:
-        version = _schema_version(schema_of(reference))
+        version, older = _schema_versions(schema_of(reference))
         if version:
-            out.append(f"| {title} | `{version}` | `{reference}` |\n")
+            also = ", ".join(f"`{v}`" for v in older)
+            out.append(f"| {title} | `{version}` | {also} | `{reference}` |\n")
     return "".join(out)
 
 

@@ -3,18 +3,35 @@
 Every value has a default, so ``python app.py`` works with no context at all; anything set in cdk.json
 or with ``cdk synth -c rewardpipe='{...}'`` is merged over the defaults and validated here, so a typo
 fails the synth with a message naming the setting instead of producing a broken stack.
+
+Types are strict (pydantic strict mode): ``true`` is not an integer, ``"8"`` is not a number, a float is
+not an integer, NaN and infinities are not numbers. Every problem is reported as ``<setting> = <value>:
+<what is allowed>`` (:func:`load_context`), never as a traceback, whatever the value: malformed JSON,
+duplicate keys, values nested deeper than any setting is, or a stack name CloudFormation would refuse.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
+from rewardpipe.aws.settings import POLICY_HTTP_RETRIES, POLICY_HTTP_TIMEOUT_S, llm_turn_reserve_s
 from rewardpipe.monitoring.thresholds import AlarmPolicy
 
 CONTEXT_KEY = "rewardpipe"
+# Settings are at most three objects deep (rewardpipe.alarms.email); a deeper value is refused before it is
+# validated or handed to the CDK (jsii serialises context recursively and would overflow the stack).
+MAX_SETTING_DEPTH = 8
+# Any other context value handed to the CDK app is refused beyond this depth, for the same reason.
+MAX_CONTEXT_DEPTH = 64
+# CloudFormation's stack name rule (CreateStack StackName: "[a-zA-Z][-a-zA-Z0-9]*", at most 128 characters);
+# the names derived from it are checked against their own limits after the synth (stacks/names.py).
+STACK_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9-]*$"
+STACK_NAME_MAX = 128
 
 # Lambda can run for at most 15 minutes. A code-runner Lambda needs some headroom beyond the job's own
 # time budget (cold start, S3 transfer, harness start-up), so routing keeps this margin below the
@@ -23,8 +40,11 @@ LAMBDA_MAX_TIMEOUT_S = 900
 ROUTING_MARGIN_S = 60
 
 
+STRICT = ConfigDict(extra="forbid", frozen=True, strict=True, allow_inf_nan=False)
+
+
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = STRICT
 
 
 # Settings the error-rate alarm had while it was M of N periods of minutes; it counts checked steps now.
@@ -35,6 +55,8 @@ class AlarmSettings(AlarmPolicy):
     """The alarm policy (rewardpipe.monitoring.AlarmPolicy: ``zero_variance_fraction``, ``dead_steps``,
     ``error_rate``, ``error_steps``, with their defaults and limits defined there once), which the stack
     hands to both the variance check and the CloudWatch alarms, plus what only the stack uses."""
+
+    model_config = STRICT
 
     # The period of the dashboard's graphs.
     period_minutes: int = Field(default=15, ge=1, le=1440)
@@ -84,6 +106,8 @@ class LambdaSettings(_Strict):
     # to answer every one of them before this runs out.
     single_turn_timeout_s: int = Field(default=LAMBDA_MAX_TIMEOUT_S, ge=30, le=LAMBDA_MAX_TIMEOUT_S)
     policy_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
+    # StartEpisode and Converse: they call the policy endpoint, so their timeout must hold at least one LLM
+    # turn (policy.http_timeout_s and http_retries; checked in DeploymentSettings).
     # StartEpisode and Converse mostly wait (on the policy endpoint, the trainer's queue, the code runner):
     # billed GB-seconds of waiting, so they get what their work needs, not a vCPU (docs/aws.md "Cost").
     conversation_memory_mb: int = Field(default=256, ge=128, le=10240)
@@ -99,16 +123,26 @@ class LambdaSettings(_Strict):
         return self
 
 
+# The task CPU units Fargate offers (ECS task definition "cpu"); memory is checked against the sandbox below.
+FARGATE_CPU_UNITS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+
+
 class FargateSettings(_Strict):
-    cpu: int = Field(default=1024)
+    # An int checked against the sizes (a Literal of ints would take 1024.0 and True-like values in pydantic).
+    cpu: int = Field(default=1024, json_schema_extra={"enum": list(FARGATE_CPU_UNITS)})
     memory_mib: int = Field(default=2048)
     # The task's whole lifetime; the job's own budget is enforced inside by the sandbox.
     task_timeout_s: int = Field(default=3600, ge=60, le=86400)
 
+    @field_validator("cpu")
+    @classmethod
+    def _cpu_size(cls, cpu: int) -> int:
+        if cpu not in FARGATE_CPU_UNITS:
+            raise ValueError(f"must be one of {', '.join(map(str, FARGATE_CPU_UNITS))} (Fargate's task CPU units)")
+        return cpu
+
     @model_validator(mode="after")
     def _valid_size(self) -> "FargateSettings":
-        if self.cpu not in (256, 512, 1024, 2048, 4096, 8192, 16384):
-            raise ValueError(f"fargate.cpu must be a Fargate CPU size (256..16384), got {self.cpu}")
         problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
         if problem:
             raise ValueError(problem)
@@ -136,10 +170,28 @@ class PolicySettings(_Strict):
     model: str = ""
     # Name of a Secrets Manager secret holding the API key (optional; read access is granted to it only).
     api_key_secret_name: str = ""
+    # Each request to the endpoint may wait this long (a non-streaming completion arrives whole, so this
+    # bounds the generation: 16,384 tokens at 40 tokens/s take about 410 s), and a failed one is retried
+    # this many times. Both size the time a conversation Lambda keeps for an LLM turn
+    # (rewardpipe.aws.settings.llm_turn_reserve_s), which must fit in lambda.policy_timeout_s.
+    http_timeout_s: int = Field(default=int(POLICY_HTTP_TIMEOUT_S), ge=1, le=LAMBDA_MAX_TIMEOUT_S)
+    http_retries: int = Field(default=POLICY_HTTP_RETRIES, ge=0, le=5,
+                              description="How many times a failed request to the policy endpoint is retried.")
+
+    @property
+    def llm_turn_reserve_s(self) -> float:
+        return llm_turn_reserve_s(self.http_timeout_s, self.http_retries)
+
+
+# What a conversation step does besides its LLM turns (load the episode, run the rule-based turns, write
+# the snapshot): the policy Lambda's timeout must exceed one LLM turn's reserve by at least this.
+CONVERSATION_HEADROOM_S = 30
 
 
 class DeploymentSettings(_Strict):
-    stack_name: str = "RewardPipe"
+    # Also the prefix of the names the stack gives resources (queues, functions, alarms, the dashboard...):
+    # each of those has its own limit, checked against the synthesized template (stacks/names.py).
+    stack_name: str = Field(default="RewardPipe", min_length=1, max_length=STACK_NAME_MAX, pattern=STACK_NAME_PATTERN)
     reward_name: str = "ask_before_coding"
     reward_weights: dict[str, float] = Field(default_factory=dict)
     single_turn_reward: str = "gsm8k"
@@ -147,20 +199,21 @@ class DeploymentSettings(_Strict):
     # What a Nova sample that could not be scored gets as its reward (Nova cannot drop a sample):
     # "neutral" = mean of the same prompt's other samples in the batch (GRPO advantage ~0), "zero",
     # or "fail_batch" (the invocation fails). See rewardpipe.single_turn.apply_error_reward.
-    error_reward: str = Field(default="neutral", pattern="^(neutral|zero|fail_batch)$")
+    error_reward: Literal["neutral", "zero", "fail_batch"] = "neutral"
     group_size: int = Field(default=8, ge=2, le=1024)
-    max_turns: int = Field(default=6, ge=1, le=50)
+    # At most the rollout workflow's documented limit (rewardpipe.aws.rollout.MAX_TURNS_LIMIT, docs/aws.md "Limits").
+    max_turns: int = Field(default=6, ge=1, le=MAX_TURNS_LIMIT)
     # Jobs whose time budget is above this many seconds run on Fargate instead of the runner Lambda.
     execution_routing_threshold_s: int = Field(default=600, ge=1)
     monitor_schedule_minutes: int = Field(default=15, ge=1, le=1440)
-    simulator: str = Field(default="rule_based", pattern="^(rule_based|openai)$")
+    simulator: Literal["rule_based", "openai"] = "rule_based"
     alarms: AlarmSettings = Field(default_factory=AlarmSettings)
     functions: LambdaSettings = Field(default_factory=LambdaSettings, alias="lambda")
     fargate: FargateSettings = Field(default_factory=FargateSettings)
     storage: StorageSettings = Field(default_factory=StorageSettings)
     policy: PolicySettings = Field(default_factory=PolicySettings)
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(**STRICT, populate_by_name=True)
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "DeploymentSettings":
@@ -172,6 +225,15 @@ class DeploymentSettings(_Strict):
             )
         if self.execution_routing_threshold_s >= self.fargate.task_timeout_s:
             raise ValueError("fargate.task_timeout_s must exceed execution_routing_threshold_s")
+        reserve = self.policy.llm_turn_reserve_s
+        needed = math.ceil(reserve) + CONVERSATION_HEADROOM_S
+        if self.functions.policy_timeout_s < needed:
+            raise ValueError(
+                f"lambda.policy_timeout_s = {self.functions.policy_timeout_s} cannot hold one LLM turn: with "
+                f"policy.http_timeout_s = {self.policy.http_timeout_s} and policy.http_retries = "
+                f"{self.policy.http_retries} a turn may take {reserve:g} s, plus {CONVERSATION_HEADROOM_S} s for the "
+                f"rest of the step; set lambda.policy_timeout_s to at least {needed} (at most "
+                f"{LAMBDA_MAX_TIMEOUT_S}) or lower policy.http_timeout_s or policy.http_retries")
         return self
 
     # -- derived -----------------------------------------------------------------------------------
@@ -189,31 +251,198 @@ class DeploymentSettings(_Strict):
 
 
 class SettingsError(ValueError):
-    """The ``rewardpipe`` context is invalid; the message names every offending setting."""
+    """A deployment setting is invalid; the message names every offending setting, its value and what is allowed."""
 
 
-def load_settings(raw: Any) -> DeploymentSettings:
-    """Validate the context value (a dict, or a JSON string when passed with ``-c``)."""
+# -- reading and explaining settings ---------------------------------------------------------------
+
+_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array",
+              tuple: "array", dict: "object"}
+_SHOWN_CHARS = 80
+
+
+def show_value(value: Any) -> str:
+    """``value`` as JSON (ASCII only, so no control or bidi character reaches a terminal), cut to a short
+    length, with its JSON type: ``"8" (string)``, ``true (boolean)``."""
+    if isinstance(value, str) and len(value) > _SHOWN_CHARS:
+        value = value[:_SHOWN_CHARS] + "..."
+    try:
+        text = json.dumps(value, ensure_ascii=True, default=repr, allow_nan=True)
+    except (ValueError, TypeError, RecursionError):
+        text = ascii(value)
+    if len(text) > _SHOWN_CHARS:
+        text = text[:_SHOWN_CHARS] + "..."
+    return f"{text} ({_JSON_TYPE.get(type(value), type(value).__name__)})"
+
+
+def parse_context_json(key: str, text: str) -> Any:
+    """A context value given as a JSON string (``cdk synth -c key='{...}'``), strictly: no NaN or Infinity
+    (not JSON), no key given twice (the last would silently win), no nesting Python cannot parse."""
+
+    def no_constant(name: str) -> Any:
+        raise SettingsError(f"context '{key}': {name} is not a JSON number (use a finite number)")
+
+    def unique(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for name, value in pairs:
+            if name in out:
+                raise SettingsError(f"context '{key}': the key {json.dumps(name)} is given twice (keep one)")
+            out[name] = value
+        return out
+
+    try:
+        return json.loads(text, parse_constant=no_constant, object_pairs_hook=unique)
+    except json.JSONDecodeError as exc:
+        raise SettingsError(f"context '{key}' is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
+                            f"give a JSON object, e.g. -c {key}='{{\"group_size\": 16}}'") from None
+    except RecursionError:
+        raise SettingsError(f"context '{key}' is nested too deeply to parse (settings are at most "
+                            f"{MAX_SETTING_DEPTH} levels deep)") from None
+
+
+def check_values(key: str, value: Any, max_depth: int) -> None:
+    """Refuse a value nested deeper than ``max_depth`` and non-finite numbers, naming where (iteratively: the
+    check itself never recurses)."""
+    pending: list[tuple[Any, tuple[str, ...]]] = [(value, ())]
+    while pending:
+        item, path = pending.pop()
+        where = ".".join((key, *path))
+        if len(path) > max_depth:
+            shown = ".".join((key, *path[:4])) + (".…" if len(path) > 4 else "")
+            raise SettingsError(f"{shown}: nested more than {max_depth} levels deep; no setting is (see docs/aws.md, "
+                                f"Settings)")
+        if isinstance(item, float) and not math.isfinite(item):
+            raise SettingsError(f"{where} = {show_value(item)}: must be a finite number")
+        if isinstance(item, dict):
+            pending.extend((v, (*path, str(k))) for k, v in item.items())
+        elif isinstance(item, (list, tuple)):
+            pending.extend((v, (*path, str(i))) for i, v in enumerate(item))
+
+
+def _resolve(node: dict, defs: dict) -> dict:
+    while "$ref" in node:
+        node = defs[node["$ref"].rsplit("/", 1)[-1]]
+    return node
+
+
+def _schema_at(schema: dict, loc: tuple) -> dict | None:
+    """The JSON schema of the setting at ``loc`` (None if the path leaves the schema)."""
+    defs = schema.get("$defs", {})
+    node = _resolve(schema, defs)
+    for part in loc:
+        options = [_resolve(n, defs) for n in node.get("anyOf", [node])]
+        for option in options:
+            if str(part) in option.get("properties", {}):
+                node = _resolve(option["properties"][str(part)], defs)
+                break
+            if isinstance(option.get("additionalProperties"), dict):
+                node = _resolve(option["additionalProperties"], defs)
+                break
+            if isinstance(option.get("items"), dict):
+                node = _resolve(option["items"], defs)
+                break
+        else:
+            return None
+    return node
+
+
+def _bounds(node: dict) -> str:
+    low = ("at least", node["minimum"]) if "minimum" in node else (
+        ("greater than", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None)
+    high = ("at most", node["maximum"]) if "maximum" in node else (
+        ("less than", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None)
+    if low and high and low[0] == "at least" and high[0] == "at most":
+        return f" from {low[1]} to {high[1]}"
+    parts = [f"{bound[0]} {bound[1]}" for bound in (low, high) if bound]
+    return (" " + " and ".join(parts)) if parts else ""
+
+
+def describe_allowed(schema: dict, node: dict | None) -> str:
+    """What a setting accepts, in words, from its JSON schema."""
+    if node is None:
+        return "no such setting"
+    defs = schema.get("$defs", {})
+    node = _resolve(node, defs)
+    if "anyOf" in node:
+        return " or ".join(describe_allowed(schema, option) for option in node["anyOf"])
+    if "enum" in node:
+        return "one of " + ", ".join(json.dumps(v) for v in node["enum"])
+    if "const" in node:
+        return json.dumps(node["const"])
+    kind = node.get("type")
+    if kind == "integer":
+        return "an integer (not a string, boolean or decimal)" + _bounds(node)
+    if kind == "number":
+        return "a number (not a string or boolean)" + _bounds(node)
+    if kind == "boolean":
+        return "true or false"
+    if kind == "null":
+        return "null"
+    if kind == "string":
+        text = "a string"
+        if "pattern" in node:
+            text += f" matching {node['pattern']}"
+        if "minLength" in node or "maxLength" in node:
+            text += f" of {node.get('minLength', 0)} to {node.get('maxLength', 'any number of')} characters"
+        return text
+    if kind == "object":
+        if "properties" in node:
+            return "an object with the keys " + ", ".join(sorted(node["properties"]))
+        values = node.get("additionalProperties")
+        return "an object" + (f" whose values are {describe_allowed(schema, values)}" if isinstance(values, dict) else "")
+    if kind == "array":
+        return "a list"
+    return "a valid value"
+
+
+def validation_problems(key: str, model: type[BaseModel], exc: ValidationError) -> list[str]:
+    """One line per error: ``<key>.<setting> = <value>: <what is allowed> (<pydantic's reason>)``."""
+    schema = model.model_json_schema(by_alias=True)
+    problems = []
+    for err in exc.errors(include_url=False):
+        loc = tuple(err["loc"])
+        name = ".".join((key, *map(str, loc)))
+        reason = str(err["msg"])
+        if err["type"] == "value_error":  # a validator's own sentence; a model validator's names the settings
+            value = err.get("input")
+            shown = "" if isinstance(value, dict) else f" = {show_value(value)}"
+            problems.append(f"{name}{shown}: {reason.removeprefix('Value error, ')}")
+        elif err["type"] == "extra_forbidden":
+            parent = _schema_at(schema, loc[:-1])
+            known = sorted((parent or {}).get("properties", {}))
+            problems.append(f"{name} = {show_value(err.get('input'))}: not a setting; the settings here are "
+                            f"{', '.join(known) or 'none'}")
+        else:
+            allowed = describe_allowed(schema, _schema_at(schema, loc))
+            problems.append(f"{name} = {show_value(err.get('input'))}: must be {allowed} ({reason})")
+    return problems
+
+
+def load_context(key: str, raw: Any, model: type[BaseModel]) -> Any:
+    """Validate one context value (an object, or a JSON string as ``-c`` passes it) against ``model`` in
+    strict mode; every problem becomes one line of a :class:`SettingsError`, never a traceback."""
     if raw is None:
         raw = {}
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise SettingsError(f"context '{CONTEXT_KEY}' is not valid JSON: {exc.msg}") from None
+        raw = parse_context_json(key, raw)
     if not isinstance(raw, dict):
-        raise SettingsError(f"context '{CONTEXT_KEY}' must be an object, got {type(raw).__name__}")
+        raise SettingsError(f"context '{key}' = {show_value(raw)}: must be a JSON object of settings")
+    check_values(key, raw, MAX_SETTING_DEPTH)
     try:
-        settings = DeploymentSettings.model_validate(raw)
+        return model.model_validate(raw, strict=True)
     except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            where = ".".join(str(p) for p in err["loc"]) or CONTEXT_KEY
-            problems.append(f"{CONTEXT_KEY}.{where}: {err['msg']}")
-        raise SettingsError("invalid deployment settings:\n  " + "\n  ".join(problems)) from None
-    try:
-        settings.reward_components()
-        settings.single_turn_components()
-    except ValueError as exc:
-        raise SettingsError(f"invalid deployment settings: {exc}") from None
+        raise SettingsError(f"invalid deployment settings in '{key}':\n  " +
+                            "\n  ".join(validation_problems(key, model, exc))) from None
+
+
+def load_settings(raw: Any) -> DeploymentSettings:
+    """Validate the ``rewardpipe`` context value (a dict, or a JSON string when passed with ``-c``)."""
+    settings = load_context(CONTEXT_KEY, raw, DeploymentSettings)
+    for reward, weights, what in (("reward_name", "reward_weights", settings.reward_components),
+                                  ("single_turn_reward", "single_turn_weights", settings.single_turn_components)):
+        try:
+            what()
+        except (ValueError, KeyError, TypeError) as exc:
+            raise SettingsError(f"invalid deployment settings: {CONTEXT_KEY}.{reward} = "
+                                f"{show_value(getattr(settings, reward))} with {CONTEXT_KEY}.{weights}: {exc}") from None
     return settings

@@ -1,22 +1,29 @@
 """Stage Lambda and container build inputs at synth time, offline and without Docker.
 
 * The Lambda **layer** holds the ``rewardpipe`` package plus the distributions the handlers import
-  (Powertools, pydantic and pydantic-core, httpx and its deps), at exactly the versions of the pinned
-  virtualenv; boto3/botocore come from the Lambda runtime. Why not the AWS-managed Powertools layer: it
-  would pin us to whatever pydantic and Powertools versions that layer ships. pydantic-core and wrapt are
-  compiled, and Lambda needs their CPython 3.11 Linux build for the functions' architecture (arm64,
-  Graviton, by default; x86_64 by setting ``lambda.architecture``) whatever machine synthesizes:
+  (Powertools, pydantic and pydantic-core, httpx and its deps, and boto3/botocore/s3transfer with theirs),
+  at exactly the versions of the pinned virtualenv. Why the SDK too: the runtime's boto3 "depends on the
+  runtime version and your AWS Region" and changes with runtime updates (Lambda's Python guide), while the
+  code needs S3 conditional writes (``IfNoneMatch``/``IfMatch`` on PutObject, added to botocore in 2024) and
+  was tested against the pinned botocore; a layer that shipped only some of the SDK's dependencies (jmespath)
+  is the version misalignment AWS warns about. The layer's ``/opt/python`` comes before the runtime's own
+  packages on ``sys.path``. Why not the AWS-managed Powertools layer: it would pin us to whatever pydantic
+  and Powertools versions that layer ships. pydantic-core and wrapt are compiled, and Lambda needs their
+  CPython 3.13 Linux build (the ``python3.13`` runtime, Amazon Linux 2023) for the functions' architecture
+  (arm64, Graviton, by default; x86_64 by setting ``lambda.architecture``) whatever machine synthesizes:
 
-  - when this interpreter is CPython 3.11 on Linux of that architecture, the files are copied from the
+  - when this interpreter is CPython 3.13 on Linux of that architecture, the files are copied from the
     virtualenv (offline, using each distribution's RECORD);
-  - anywhere else (macOS, the other architecture, another Python) they come from
-    ``pip install --platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.11 --target ...``
+  - anywhere else (this repository's 3.11 virtualenv, macOS, the other architecture) they come from
+    ``pip install --platform manylinux2014_aarch64 --only-binary=:all: --python-version 3.13 --target ...``
     (``manylinux2014_x86_64`` for x86_64), which downloads the Lambda-platform wheels without Docker,
     cached per version set under ``~/.cache/rewardpipe/layer/`` (``make install-dev`` fills the cache, so
     a synth after it is offline). ``REWARDPIPE_LAYER_BUILD=pip`` forces this path, ``=venv`` the copy.
 
   Either way :func:`stage_layer` checks that every compiled module staged is an ELF object for the
-  functions' architecture.
+  functions' architecture and CPython 3.13, and that no byte code of another interpreter is in it: byte code
+  is written only by a real CPython 3.13 (:func:`lambda_python` finds one: ``REWARDPIPE_LAMBDA_PYTHON``,
+  ``python3.13`` on PATH, pyenv's or the system's), and without one the layer ships sources only.
 * The **container** build context holds the Dockerfile and entry point from containers/code_runner/
   plus a copy of ``rewardpipe`` (the image installs the same code the Lambdas run).
 
@@ -36,6 +43,7 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import warnings
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -44,8 +52,23 @@ PACKAGE_DIR = ROOT / "rewardpipe"
 FUNCTIONS_DIR = ROOT / "functions"
 CONTAINER_DIR = ROOT / "containers" / "code_runner"
 
-# Distributions the handlers need at run time, beyond the Lambda runtime's boto3/botocore.
+# The Lambda runtime the layer is built for (stacks/constructs/common.RUNTIME is python3.13).
+LAMBDA_PYTHON_VERSION = "3.13"
+LAMBDA_CACHE_TAG = "cpython-313"  # the byte code the python3.13 runtime loads (__pycache__/*.cpython-313.pyc)
+# CPython 3.13's byte-code magic number: 3571, unchanged since 3.13b1 for every 3.13.x release (the table in
+# Lib/importlib/_bootstrap_external.py); this 3.11 interpreter cannot compute it, a test checks it on a real 3.13.
+LAMBDA_BYTECODE_MAGIC = (3571).to_bytes(2, "little") + b"\r\n"
+CHECKED_HASH_FLAGS = 0b11  # PEP 552: hash-based, checked against the source at every import
+LAMBDA_PYTHON_ENV = "REWARDPIPE_LAMBDA_PYTHON"
+
+# Distributions the handlers need at run time, the AWS SDK and its dependencies included (see above).
 LAYER_DISTRIBUTIONS = (
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "urllib3",
+    "python-dateutil",
+    "six",
     "aws-lambda-powertools",
     "aws-xray-sdk",
     "wrapt",
@@ -66,11 +89,11 @@ LAYER_DISTRIBUTIONS = (
 # whose hidden tests must not sit on a file system the sandboxed model code can read (on Lambda and in the
 # runner container the child runs without the uid and Landlock layers; tasks arrive through S3 instead).
 PACKAGE_EXCLUDES = ("cli", "data")
-# Lambda architecture -> (pip platform tag, this interpreter's extension suffix on it, ELF e_machine).
-# The python3.11 runtime is Amazon Linux 2023 (glibc 2.34) on both; manylinux2014 is glibc 2.17.
+# Lambda architecture -> (pip platform tag, CPython 3.13's extension suffix on it, ELF e_machine).
+# The python3.13 runtime is Amazon Linux 2023 (glibc 2.34) on both; manylinux2014 is glibc 2.17.
 LAMBDA_PLATFORMS = {
-    "arm64": ("manylinux2014_aarch64", "cpython-311-aarch64-linux-gnu", 0xB7),
-    "x86_64": ("manylinux2014_x86_64", "cpython-311-x86_64-linux-gnu", 0x3E),
+    "arm64": ("manylinux2014_aarch64", "cpython-313-aarch64-linux-gnu", 0xB7),
+    "x86_64": ("manylinux2014_x86_64", "cpython-313-x86_64-linux-gnu", 0x3E),
 }
 DEFAULT_ARCHITECTURE = "arm64"
 LAYER_BUILD_ENV = "REWARDPIPE_LAYER_BUILD"
@@ -128,9 +151,9 @@ def _platform(architecture: str) -> tuple[str, str, int]:
 
 
 def lambda_pip_platform(architecture: str = DEFAULT_ARCHITECTURE) -> tuple[str, ...]:
-    """What pip must fetch for the Lambda python3.11 runtime on ``architecture``."""
+    """What pip must fetch for the Lambda python3.13 runtime on ``architecture``."""
     return ("--platform", _platform(architecture)[0], "--only-binary=:all:",
-            "--python-version", "3.11", "--implementation", "cp")
+            "--python-version", LAMBDA_PYTHON_VERSION, "--implementation", "cp")
 
 
 def elf_machine(path: Path) -> int | None:
@@ -151,7 +174,7 @@ def _check_platform(python_dir: Path, architecture: str = DEFAULT_ARCHITECTURE) 
     for binary in sorted(python_dir.rglob("*.so")):
         if elf_machine(binary) != machine or ("cpython-" in binary.name and suffix not in binary.name):
             raise PackagingError(
-                f"{binary.relative_to(python_dir)} is not a CPython 3.11 {architecture} Linux build, which the "
+                f"{binary.relative_to(python_dir)} is not a CPython {LAMBDA_PYTHON_VERSION} {architecture} Linux build, which the "
                 f"{architecture} Lambda functions need; set {LAYER_BUILD_ENV}=pip to fetch it "
                 f"(this interpreter is {sysconfig.get_platform()})"
             )
@@ -182,7 +205,7 @@ def pip_layer_command(target: Path, requirements: Sequence[str], architecture: s
 
 
 def matches_lambda_platform(architecture: str = DEFAULT_ARCHITECTURE) -> bool:
-    """True when this interpreter's compiled modules are the ones Lambda python3.11 on ``architecture`` loads."""
+    """True when this interpreter's compiled modules are the ones Lambda python3.13 on ``architecture`` loads."""
     return sysconfig.get_config_var("EXT_SUFFIX") == f".{_platform(architecture)[1]}.so"
 
 
@@ -210,7 +233,7 @@ def pip_layer_dependencies(
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         raise PackagingError("pip could not fetch the Lambda-platform wheels for the layer "
-                             f"({platform_args[1]}, CPython 3.11):\n{(proc.stderr or proc.stdout)[-2000:]}")
+                             f"({platform_args[1]}, CPython {LAMBDA_PYTHON_VERSION}):\n{(proc.stderr or proc.stdout)[-2000:]}")
     (staging / ".complete").write_text("\n".join(requirements))
     try:
         staging.rename(done)
@@ -240,31 +263,100 @@ def stage_layer(architecture: str = DEFAULT_ARCHITECTURE) -> str:
             copy_distribution(name, python_dir)
     _check_platform(python_dir, architecture)
     compile_layer(python_dir)
+    _check_bytecode(python_dir)
     return str(root)
 
 
-LAMBDA_CACHE_TAG = "cpython-311"  # the byte code Lambda's python3.11 runtime loads
 LAYER_MOUNT = "/opt/python"  # where Lambda mounts a layer's python/ directory
 
 
-def compile_layer(python_dir: Path) -> bool:
+class LayerWithoutBytecode(UserWarning):
+    """No CPython 3.13 was found to compile the layer: it ships sources, compiled again at every cold start."""
+
+
+def _probe(python: str) -> bool:
+    """True if ``python`` runs and is CPython with the Lambda runtime's byte-code tag."""
+    try:
+        proc = subprocess.run([python, "-I", "-c", "import sys; print(sys.implementation.name, "
+                               "sys.implementation.cache_tag)"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return proc.returncode == 0 and proc.stdout.split() == ["cpython", LAMBDA_CACHE_TAG]
+
+
+def _version_key(path: Path) -> tuple[int, ...]:
+    return tuple(int(part) for part in path.parts[-3].split(".") if part.isdigit())
+
+
+def _candidates() -> list[str]:
+    name = f"python{LAMBDA_PYTHON_VERSION}"
+    found = [shutil.which(name)]
+    pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
+    found += [str(p) for p in sorted(pyenv.glob(f"{LAMBDA_PYTHON_VERSION}.*/bin/{name}"), key=_version_key,
+                                     reverse=True)]
+    found += [f"{d}/{name}" for d in ("/usr/bin", "/usr/local/bin", "/opt/homebrew/bin")]
+    return [c for c in dict.fromkeys(found) if c]
+
+
+@functools.lru_cache(maxsize=None)
+def lambda_python() -> str | None:
+    """A CPython 3.13 interpreter to compile the layer's byte code with (the Lambda runtime's version), or
+    None. ``REWARDPIPE_LAMBDA_PYTHON`` names one explicitly (and must be one); otherwise this interpreter if
+    it is 3.13, then ``python3.13`` on PATH, pyenv's 3.13.x (newest first), the usual system locations.
+    Debian 13 (``apt-get install python3.13``) and the python.org installers provide one too."""
+    explicit = os.environ.get(LAMBDA_PYTHON_ENV)
+    if explicit:
+        if not _probe(explicit):
+            raise PackagingError(f"{LAMBDA_PYTHON_ENV}={explicit!r} is not a CPython {LAMBDA_PYTHON_VERSION} "
+                                 f"interpreter (byte code for the python3.13 runtime needs one)")
+        return explicit
+    if sys.implementation.cache_tag == LAMBDA_CACHE_TAG:
+        return sys.executable
+    return next((c for c in _candidates() if _probe(c)), None)
+
+
+def compile_layer(python_dir: Path, python: str | None = None) -> bool:
     """Ship byte code in the layer. ``/opt`` is read-only on Lambda, so a layer of sources alone is compiled
-    again at every cold start (about a second for pydantic, Powertools and rewardpipe). The byte code is
+    again at every cold start (benchmarks/layer_bytecode.py measures what that costs). The byte code is
     hash-checked (a zip keeps no source timestamps, and a changed source never runs stale code), names its
     files as they are on Lambda (``/opt/python/...``), and is compiled with a fixed hash seed so the same
-    sources give the same bytes (the asset hash stays stable). Only a CPython 3.11 can write what the
-    runtime loads; any other interpreter leaves the layer as sources (returns False)."""
-    if sys.implementation.cache_tag != LAMBDA_CACHE_TAG:
+    sources give the same bytes (the asset hash stays stable). Only a CPython 3.13 writes what the python3.13
+    runtime loads: ``python`` (default :func:`lambda_python`); without one the layer stays sources only, with a
+    :class:`LayerWithoutBytecode` warning, and this returns False."""
+    python = python or lambda_python()
+    if python is None:
+        warnings.warn(f"no CPython {LAMBDA_PYTHON_VERSION} found (set {LAMBDA_PYTHON_ENV}): the Lambda layer ships "
+                      f"sources only, which every cold start compiles again", LayerWithoutBytecode, stacklevel=2)
         return False
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    env.pop("PYTHONPYCACHEPREFIX", None)
+    # No -I/-E: they would drop PYTHONHASHSEED; the environment is reduced to what compileall needs instead.
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
     proc = subprocess.run(
-        [sys.executable, "-m", "compileall", "-q", "-q", "-j", "0", "-d", LAYER_MOUNT,
+        [python, "-s", "-m", "compileall", "-q", "-q", "-j", "0", "-d", LAYER_MOUNT,
          "--invalidation-mode", "checked-hash", str(python_dir)],
         capture_output=True, text=True, env=env)
     if proc.returncode != 0:
         raise PackagingError(f"could not compile the layer's byte code:\n{(proc.stderr or proc.stdout)[-2000:]}")
     return True
+
+
+def foreign_bytecode(root: Path) -> list[str]:
+    """Every byte-code file under ``root`` that the python3.13 runtime would not load as it is: another
+    interpreter's (magic number or file name), or not hash-checked. Empty for a layer fit to ship."""
+    bad = []
+    for path in sorted(p for p in root.rglob("*") if p.suffix in (".pyc", ".pyo") and p.is_file()):
+        header = path.read_bytes()[:8]
+        if (path.parent.name != "__pycache__" or not path.name.endswith(f".{LAMBDA_CACHE_TAG}.pyc")
+                or header[:4] != LAMBDA_BYTECODE_MAGIC or int.from_bytes(header[4:8], "little") != CHECKED_HASH_FLAGS):
+            bad.append(str(path.relative_to(root)))
+    return bad
+
+
+def _check_bytecode(python_dir: Path) -> None:
+    bad = foreign_bytecode(python_dir)
+    if bad:
+        raise PackagingError(f"the layer holds byte code the python{LAMBDA_PYTHON_VERSION} runtime cannot use "
+                             f"({len(bad)} files, e.g. {bad[:3]}); it must be CPython {LAMBDA_PYTHON_VERSION}'s, "
+                             f"hash-checked, or absent")
 
 
 def prefetch_layer_wheels(architectures: Sequence[str] = tuple(LAMBDA_PLATFORMS)) -> list[Path]:

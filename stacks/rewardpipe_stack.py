@@ -13,14 +13,15 @@ from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import RewardPipeLayer, task_response_statement
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, load_nova_settings
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, NovaBridgeSettings, load_nova_settings
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
 
 
 class RewardPipeStack(Stack):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings, **kwargs) -> None:
+    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings,
+                 nova: NovaBridgeSettings | None = None, **kwargs) -> None:
         super().__init__(scope, construct_id, description="rewardpipe: GRPO reward scoring with per-component variance alarms", **kwargs)
         self.settings = settings
 
@@ -36,9 +37,12 @@ class RewardPipeStack(Stack):
         self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
                                         runner=self.runner, layer=layer)
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
-                                     workflow=self.workflow, runner=self.runner, layer=layer)
+                                     workflow=self.workflow, runner=self.runner, layer=layer,
+                                     single_turn=self.single_turn.function)
 
-        nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
+        # app.build_app validates the Nova settings before the CDK sees them; read the context only without it.
+        if nova is None:
+            nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
         self.nova = NovaBridge(self, "NovaBridge", settings=settings, nova=nova, storage=self.storage,
                                workflow=self.workflow, layer=layer, alarm_topic=self.monitoring.topic) if nova.enabled else None
 
@@ -103,7 +107,6 @@ class RewardPipeStack(Stack):
              "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:[^:]+-rollouts:\\*$/g"}]},
             {"id": "AwsSolutions-IAM5", "reason": "The trainer exchanges per-execution state objects (runs/<run>/state/<attempt>/...) and inline tasks whose keys are only known per rollout; nothing else in the bucket.",
              "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs/\\*/state|tasks/inline)/\\*$/g"}]},
-            {"id": "AwsSolutions-L1", "reason": "Python 3.11 is pinned deliberately: the layer's compiled pydantic-core and the tests target it; moving runtime means re-staging and re-testing."},
             {"id": "AwsSolutions-ECS2", "reason": "The container's environment holds only the bucket name, Powertools settings and TMPDIR; no secrets."},
             {"id": "AwsSolutions-SF1", "reason": "Logging level is ALL; include_execution_data is off so hidden tests and transcripts stay out of logs."},
         ])

@@ -1,17 +1,61 @@
-"""Execution jobs and results handed between the state machine and a code runner through S3.
+"""Execution jobs and results handed to a code runner and back.
 
-Layout: ``jobs/<run>/<rollout>/<attempt>/job.json`` and ``.../result.json``. The attempt id is fresh
-for every PrepareExecution, so a result left by an earlier attempt can never be mistaken for this
-one's. Both code runners (the Lambda and the Fargate container) call :func:`run_job`.
+* The **Lambda runner** gets its job inline, in the synchronous invoke's payload, and answers with the
+  result in its response (:func:`inline_request`, :func:`run_inline_job`): neither side touches S3 for it,
+  and the runner's credentials (in the VPC where model code runs) need no S3 access at all, so nothing
+  they could leak reads another rollout's hidden tests.
+* The **Fargate runner** (long jobs, and jobs too large for Lambda's 6 MB synchronous payload) reads the job
+  from S3 and writes the result there: ``jobs/<run>/<rollout>/<attempt>/job.json`` and ``.../result.json``.
+  The attempt id is fresh for every job, so a result left by an earlier attempt can never be mistaken for
+  this one's (containers/code_runner/entry.py).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 
 JOBS_PREFIX = "jobs/"
+# Lambda's Invoke API: "For synchronous invocations, the maximum payload size is 6 MB", request and response
+# alike (https://docs.aws.amazon.com/lambda/latest/dg/API_Invoke.html). A job whose request would be larger
+# runs on the Fargate runner instead; a response is kept under it by dropping the program's output.
+SYNC_INVOKE_LIMIT = 6 * 1024 * 1024
+
+
+def inline_request(job: ExecutionJob) -> bytes:
+    """The Lambda runner's invoke payload for ``job``."""
+    return json.dumps({"job": job.model_dump(mode="json")}, separators=(",", ":")).encode("utf-8")
+
+
+def fits_inline(job: ExecutionJob) -> bool:
+    """True when ``job`` can be sent to the Lambda runner in a synchronous invoke."""
+    return len(inline_request(job)) <= SYNC_INVOKE_LIMIT
+
+
+def inline_response(result: ExecutionResult) -> dict[str, Any]:
+    """The Lambda runner's answer: the result and its log-safe summary, under the synchronous response limit.
+
+    The sandbox caps the program's stdout and stderr, but JSON escaping can grow them several times; if the
+    answer would not fit, they are dropped (the verdict and counts are what scoring reads) and say so."""
+    out = {"result": result.model_dump(mode="json"), **summary(result)}
+    if len(json.dumps(out).encode("utf-8")) > SYNC_INVOKE_LIMIT:
+        note = "(dropped: the result did not fit Lambda's 6 MB response)"
+        out["result"] = result.model_copy(update={"stdout": note, "stderr": note}).model_dump(mode="json")
+    return out
+
+
+def run_inline_job(job: ExecutionJob, executor: Any = None) -> ExecutionResult:
+    """Run a job handed over inline in the rewardpipe sandbox (the Lambda runner)."""
+    if executor is None:
+        from rewardpipe.execution import get_executor
+
+        executor = get_executor()
+    result = executor.run(job)
+    if not isinstance(result, ExecutionResult):
+        raise TypeError(f"executor returned {type(result).__name__}, not an ExecutionResult")
+    return result
 
 
 def job_keys(run: str, rollout: str, attempt: str) -> tuple[str, str]:
@@ -47,21 +91,6 @@ def get_result(store: Any, key: str) -> ExecutionResult | None:
     """The result, or None if the runner never wrote one."""
     raw = store.get_json(_check(key), default=None)
     return None if raw is None else ExecutionResult.model_validate(raw)
-
-
-def run_job(store: Any, job_key: str, result_key: str, executor: Any = None) -> ExecutionResult:
-    """Read the job, run it in the rewardpipe sandbox, write the result. Executor exceptions propagate
-    (the state machine records them as ``executor_crash``); a sandbox verdict of any status is written."""
-    job = get_job(store, job_key)
-    if executor is None:
-        from rewardpipe.execution import get_executor
-
-        executor = get_executor()
-    result = executor.run(job)
-    if not isinstance(result, ExecutionResult):
-        raise TypeError(f"executor returned {type(result).__name__}, not an ExecutionResult")
-    put_result(store, result_key, result)
-    return result
 
 
 def summary(result: ExecutionResult) -> dict[str, Any]:

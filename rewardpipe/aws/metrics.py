@@ -23,6 +23,8 @@ EXECUTION_MS = "ExecutionDurationMs"
 DEAD_STREAK = "DeadStreak"
 ERROR_STREAK = "ErrorStreak"
 CHECKS_RUN = "ChecksRun"
+# The Nova bridge's sweeper, every minute: seconds since Nova sent the oldest rollout request not yet answered.
+NOVA_OLDEST_UNANSWERED = "NovaOldestUnansweredSeconds"
 
 
 def service_name() -> str:
@@ -94,6 +96,11 @@ def emit(points: Iterable[MetricPoint]) -> int:
                 metric.add_dimension(name=key, value=value)
         count += 1
     return count
+
+
+def oldest_unanswered_point(age_s: float, run_id: str) -> MetricPoint:
+    """The Nova bridge's in-flight age (0 when nothing is in flight), per bridge run id."""
+    return MetricPoint(NOVA_OLDEST_UNANSWERED, float(age_s), "Seconds", {"run": run_id})
 
 
 def execution_point(route: str, duration_ms: float) -> MetricPoint:

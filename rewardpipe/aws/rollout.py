@@ -54,9 +54,9 @@ JOBS_PREFIX = "jobs/"
 # snapshot's size and the time a rollout can take.
 MAX_TURNS_LIMIT = 20
 MAX_TOKENS_LIMIT = 16_384
-# Time a turn that calls an LLM endpoint may need (the chat client's 60 s timeout plus margin) and one
-# that does not. A Lambda with less time left than the next turn needs pauses and is invoked again.
-LLM_TURN_RESERVE_S = 90.0
+# Time a turn that does not call an LLM endpoint may need; one that does needs the deployment's
+# ``Settings.llm_turn_reserve_s`` (derived from the endpoint's HTTP timeout and retries). A Lambda with less
+# time left than the next turn needs pauses and is invoked again.
 QUICK_TURN_RESERVE_S = 5.0
 
 Next = Literal["ask_trainer", "converse", "run_lambda", "run_fargate", "score"]
@@ -117,7 +117,11 @@ def _check_run(value: str) -> str:
 class PolicySpec(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
-    mode: Literal["replay", "openai", "callback"] = "replay"
+    # docs/aws.md "Starting rollouts": the trainer supplies the turns unless the input says otherwise.
+    mode: Literal["replay", "openai", "callback"] = "callback"
+    # callback: the named turn queue the trainer's turns are asked on (the stack's TURN_CHANNELS, e.g. "nova"
+    # for the Nova bridge's own queue); the trainers' turn queue when absent.
+    channel: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,31}$")
     # replay: the assistant turns to play back, in order (or, for large ones, where the client stored them).
     turns: list[str] | None = None
     turns_key: str | None = None
@@ -133,6 +137,11 @@ class PolicySpec(DeferredModel):
             raise ValueError("policy.mode 'replay' needs policy.turns (the assistant turns to replay)")
         if self.turns is not None and self.turns_key is not None:
             raise ValueError("give policy.turns or policy.turns_key, not both")
+        if self.mode != "replay" and (self.turns is not None or self.turns_key is not None):
+            raise ValueError(f"policy.turns and policy.turns_key are for policy.mode 'replay', not '{self.mode}' "
+                             f"(without a mode the policy is 'callback')")
+        if self.channel is not None and self.mode != "callback":
+            raise ValueError("policy.channel names a turn queue: it only applies to policy.mode 'callback'")
         return self
 
 
@@ -310,9 +319,10 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
         )
         return ReplayPolicy([recorded])
     if spec.mode == "openai":
+        base_url, model = spec.base_url or settings.policy_base_url, spec.model or settings.policy_model
         return OpenAIPolicy(
-            spec.base_url or settings.policy_base_url, spec.model or settings.policy_model,
-            api_key=_api_key(settings), temperature=spec.temperature, max_tokens=spec.max_tokens,
+            base_url, model, temperature=spec.temperature, max_tokens=spec.max_tokens,
+            client=settings.chat_client(base_url, model, _api_key(settings)),
             system_prompt=environment().system_prompt,
         )
     raise ValueError("policy.mode 'callback' takes its turn from the trainer, not from a policy object")
@@ -330,8 +340,8 @@ def build_simulator(settings: Settings) -> Any:
     if settings.simulator == "openai":
         from rewardpipe.simulator import OpenAISimulator
 
-        return environment(OpenAISimulator(settings.policy_base_url, settings.policy_model,
-                                           api_key=_api_key(settings)))
+        return environment(OpenAISimulator(settings.policy_base_url, settings.policy_model, client=settings.chat_client(
+            settings.policy_base_url, settings.policy_model, _api_key(settings))))
     return environment()
 
 
@@ -347,7 +357,7 @@ def _pause_rule(mode: str, settings: Settings, remaining_s: Any) -> Any:
         if state.next_action == "policy" and mode == "callback":
             return True
         calls_llm = (mode == "openai") if state.next_action == "policy" else (settings.simulator == "openai")
-        return remaining_s() < (LLM_TURN_RESERVE_S if calls_llm else QUICK_TURN_RESERVE_S)
+        return remaining_s() < (settings.llm_turn_reserve_s if calls_llm else QUICK_TURN_RESERVE_S)
 
     return pause
 
@@ -383,17 +393,20 @@ def _converse(snapshot: EpisodeSnapshot, task: Task, settings: Settings, states:
 
 
 def prepare_job(state: EpisodeState, task: Task, settings: Settings, store: Any) -> ExecutionRef:
-    """Write the job for the committed code to S3 and choose the code runner by its time budget."""
-    from rewardpipe.aws.jobs import job_keys, put_job
+    """Choose the code runner for the committed code: the Lambda runner, which gets the job inline in its
+    invoke payload (nothing is written), or, for a job above the routing threshold or too large for a
+    synchronous invoke, Fargate, whose job is written to S3 here."""
+    from rewardpipe.aws.jobs import fits_inline, job_keys, put_job
     from rewardpipe.episode import execution_job
 
     job = execution_job(state, task, environment())
     if job is None:
         return ExecutionRef(route="none")
+    if job.timeout_s <= settings.routing_threshold_s and fits_inline(job):
+        return ExecutionRef(route="lambda", timeout_s=job.timeout_s)
     job_key, result_key = job_keys(state.run_id, state.rollout_id, uuid.uuid4().hex)
     put_job(store, job_key, job)
-    route = "fargate" if job.timeout_s > settings.routing_threshold_s else "lambda"
-    return ExecutionRef(route=route, job_key=job_key, result_key=result_key, timeout_s=job.timeout_s)
+    return ExecutionRef(route="fargate", job_key=job_key, result_key=result_key, timeout_s=job.timeout_s)
 
 
 def _next(snapshot: EpisodeSnapshot) -> str:
@@ -424,8 +437,8 @@ class TokenDelivery:
     Without a token (the handler called directly) nothing is sent: the outcome is only returned.
     """
 
-    def __init__(self, token: str | None, settings: Settings, bucket: str) -> None:
-        self.token, self.settings, self.bucket = token, settings, bucket
+    def __init__(self, token: str | None, settings: Settings, bucket: str, channel: str | None = None) -> None:
+        self.token, self.settings, self.bucket, self.channel = token, settings, bucket, channel
 
     def _client(self, service: str) -> Any:
         from rewardpipe.aws.settings import aws_client
@@ -437,13 +450,14 @@ class TokenDelivery:
             return
         from rewardpipe.aws.settings import ConfigurationError
 
-        if not self.settings.turn_queue_url:
+        queue_url = turn_queue(self.settings, self.channel)
+        if not queue_url:
             raise ConfigurationError("environment variable TURN_QUEUE_URL (the trainer's turn queue) is not set")
         # Keys, not the transcript: the trainer reads the conversation at state_key and writes a reply too
         # large for SendTaskSuccess to reply_key.
         body = {"task_token": self.token, "run": ref.run, "step": ref.step, "group": ref.group,
                 "rollout": ref.rollout, "bucket": self.bucket, "state_key": ref.state_key, "reply_key": ref.reply_key}
-        self._client("sqs").send_message(QueueUrl=self.settings.turn_queue_url, MessageBody=json.dumps(body))
+        self._client("sqs").send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
 
     def resume(self) -> None:
         if self.token is not None:
@@ -459,29 +473,48 @@ class TokenDelivery:
         self._client("stepfunctions").send_task_failure(taskToken=self.token, error=error, cause=cause)
 
 
+def turn_queue(settings: Settings, channel: str | None) -> str:
+    """The queue a callback rollout asks its turns on: its channel's (ValueError for a channel the stack does
+    not have, so such a rollout fails at its start as bad input), else the trainers'."""
+    if channel is None:
+        return settings.turn_queue_url
+    if channel not in settings.turn_channels:
+        raise ValueError(f"policy.channel {channel!r} is not a turn channel of this stack "
+                         f"(known: {sorted(settings.turn_channels) or 'none'})")
+    return settings.turn_channels[channel]
+
+
 class ExecutorCrash(RuntimeError):
     """The code-runner Lambda, invoked from a conversation state, failed."""
 
 
-def run_inline(execution: ExecutionRef, settings: Settings) -> None:
-    """Invoke the code-runner Lambda and wait for it. A Step Functions transition costs as much as about
-    ten seconds of a 256 MB Lambda waiting, so a short job is cheaper run from here than as two more
-    states (RunCodeLambda, Score)."""
+def run_inline(job: Any, settings: Settings) -> Any:
+    """Invoke the code-runner Lambda with the job in the payload and wait for the result in its response
+    (rewardpipe.aws.jobs: no S3 on either side). A Step Functions transition costs as much as about ten
+    seconds of a 256 MB Lambda waiting, so a short job is cheaper run from a conversation state than as
+    more states; the Score state runs it the same way when the conversation state had no time to wait."""
+    from rewardpipe.aws.jobs import inline_request
     from rewardpipe.aws.lambda_support import TransientError
-    from rewardpipe.aws.settings import aws_client
+    from rewardpipe.aws.settings import ConfigurationError, aws_client
+    from rewardpipe.execution.result import ExecutionResult
 
-    client = aws_client("lambda", read_timeout=int((execution.timeout_s or 0) + INLINE_RUN_MARGIN_S), max_attempts=1)
-    response = client.invoke(FunctionName=settings.runner_function,
-                             Payload=json.dumps({"job_key": execution.job_key, "result_key": execution.result_key}))
+    if not settings.runner_function:
+        raise ConfigurationError("environment variable RUNNER_FUNCTION (the code-runner Lambda) is not set")
+    client = aws_client("lambda", read_timeout=int(job.timeout_s + INLINE_RUN_MARGIN_S), max_attempts=1)
+    response = client.invoke(FunctionName=settings.runner_function, Payload=inline_request(job))
+    try:
+        answer = json.loads(response["Payload"].read() or b"{}")
+    except (ValueError, AttributeError):
+        answer = {}
     if response.get("FunctionError"):
-        try:
-            error = json.loads(response["Payload"].read() or b"{}")
-        except (ValueError, AttributeError):
-            error = {}
-        name, message = str(error.get("errorType") or "Unknown"), str(error.get("errorMessage") or "")
+        name = str(answer.get("errorType") or "Unknown")
+        message = str(answer.get("errorMessage") or "")
         if name == "TransientError":
             raise TransientError(f"the code runner: {message}")
         raise ExecutorCrash(f"the code runner failed: {name}: {message}"[:2000])
+    if not isinstance(answer, dict) or not isinstance(answer.get("result"), dict):
+        raise ExecutionResultMissing("the lambda code runner answered without a result")
+    return ExecutionResult.model_validate(answer["result"])
 
 
 def _can_run_inline(ref: StateRef, settings: Settings) -> bool:
@@ -500,9 +533,7 @@ def _conclude(ref: StateRef, snapshot: EpisodeSnapshot, task: Task, settings: Se
     elif ref.next == "converse":
         delivery.resume()
     elif ref.next == "score" or _can_run_inline(ref, settings):
-        if ref.next == "run_lambda":
-            run_inline(ref.execution, settings)  # type: ignore[arg-type]
-        output = rollout_output(*score_snapshot(store, snapshot, task, settings))
+        output = rollout_output(*score_snapshot(store, snapshot, task, settings))  # runs a Lambda-route job
         delivery.leave(FINISHED, output)
         done = {**ref.dump(), "next": "finished", "status": output["status"], "record_key": output["record_key"]}
         return done if delivery.token is not None else {**done, "output": output}
@@ -529,6 +560,7 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         task_key = request.task_key  # type: ignore[assignment]
         task = load_task(store, task_key)
     policy = request.policy
+    turn_queue(settings, policy.channel)  # an unknown channel is bad input, found before any turn
     if policy.turns is not None:  # stored once; the snapshot only points at them
         policy = policy.model_copy(update={"turns": None, "turns_key": states.put("replay.json", policy.turns)})
     elif policy.turns_key is not None and not policy.turns_key.startswith(inputs_prefix(request.run, event.attempt)):
@@ -546,7 +578,8 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     snapshot = _converse(EpisodeSnapshot(task_key=task_key, policy=policy, state=state), task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
     ref = _save(states, snapshot, ids)
-    return _conclude(ref, snapshot, task, settings, store, TokenDelivery(event.task_token, settings, settings.bucket))
+    return _conclude(ref, snapshot, task, settings, store,
+                     TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel))
 
 
 def trainer_text(reply: dict[str, Any], reply_key: str, states: StateStore) -> str:
@@ -594,23 +627,32 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     state = snapshot.state
     ids = {"run": event.run, "step": int(state.step), "group": state.group_id, "rollout": state.rollout_id}
     ref = _save(states, snapshot, ids)
-    return _conclude(ref, snapshot, task, settings, store, TokenDelivery(event.task_token, settings, settings.bucket))
+    return _conclude(ref, snapshot, task, settings, store,
+                     TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel))
 
 
 def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: Settings) -> tuple[Record, str]:
     """Score the episode with the configured reward and write its record and transcript. Returns (record, key).
 
+    The committed code's result comes from the Lambda runner, invoked here with the job inline (rebuilt from
+    the episode, which is how it was built at the commit), or from the Fargate runner's ``result.json``.
     Also emits the execution latency metric (route = lambda | fargate) for the dashboard.
     """
     from rewardpipe.aws.jobs import get_result
-    from rewardpipe.episode import finish_episode
+    from rewardpipe.episode import execution_job, finish_episode
 
     execution = None
     ref_exec = snapshot.execution
-    if ref_exec is not None and ref_exec.route != "none":
+    if ref_exec is not None and ref_exec.route == "lambda":
+        job = execution_job(snapshot.state, task, environment())
+        if job is None:
+            raise ExecutionResultMissing("the episode has no committed code to run")
+        execution = run_inline(job, settings)
+    elif ref_exec is not None and ref_exec.route == "fargate":
         execution = get_result(store, ref_exec.result_key or "")
         if execution is None:
             raise ExecutionResultMissing(f"the {ref_exec.route} code runner left no result at {ref_exec.result_key}")
+    if execution is not None:
         from rewardpipe.aws.metrics import emit, execution_point
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])

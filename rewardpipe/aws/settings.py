@@ -33,15 +33,50 @@ def _float(env: Mapping[str, str], name: str, default: float) -> float:
         raise ConfigurationError(f"environment variable {name} must be a number, got {raw!r}") from None
 
 
-def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+def _json_map(env: Mapping[str, str], name: str, *, of: str, mapping: str, valid: Any) -> dict[str, Any]:
+    """The JSON object in variable ``name`` (``{}`` when unset) whose values all pass ``valid``."""
     raw = env.get(name) or "{}"
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
-        raise ConfigurationError(f"environment variable {name} must be a JSON object of weights, got {raw!r}") from None
-    if not isinstance(value, dict) or not all(isinstance(v, (int, float)) for v in value.values()):
-        raise ConfigurationError(f"environment variable {name} must map component names to numbers, got {raw!r}")
-    return {str(k): float(v) for k, v in value.items()}
+        raise ConfigurationError(f"environment variable {name} must be a JSON object of {of}, got {raw!r}") from None
+    if not isinstance(value, dict) or not all(valid(v) for v in value.values()):
+        raise ConfigurationError(f"environment variable {name} must map {mapping}, got {raw!r}")
+    return {str(k): v for k, v in value.items()}
+
+
+def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
+    weights = _json_map(env, name, of="weights", mapping="component names to numbers",
+                        valid=lambda v: isinstance(v, (int, float)))
+    return {k: float(v) for k, v in weights.items()}
+
+
+def _channels(env: Mapping[str, str], name: str) -> dict[str, str]:
+    return _json_map(env, name, of="queue URLs", mapping="channel names to queue URLs",
+                     valid=lambda v: isinstance(v, str) and bool(v))
+
+
+# The policy endpoint's HTTP client (rewardpipe.openai_client.ChatClient) as a deployment configures it:
+# each attempt may wait ``POLICY_HTTP_TIMEOUT_S`` (httpx's connect/read/write timeout; a non-streaming
+# completion arrives whole, so the read timeout bounds the generation), failed attempts are retried
+# ``POLICY_HTTP_RETRIES`` times after this back-off. The stack sets both (stacks/config.py, policy.*).
+POLICY_HTTP_TIMEOUT_S = 60.0
+POLICY_HTTP_RETRIES = 2
+POLICY_BACKOFF_S = 0.5
+# What a conversation step needs beyond the LLM call itself: write its snapshot and answer the state machine.
+TURN_WRAP_UP_S = 5.0
+
+
+def llm_turn_reserve_s(http_timeout_s: float, http_retries: int) -> float:
+    """The longest an LLM turn can take: every attempt timing out, the back-off between them, and the
+    wrap-up. A conversation Lambda with less time left pauses instead of starting the turn (a turn cut
+    off by the Lambda's own timeout would fail the rollout), so the stack checks at synth that the
+    conversation functions' timeout leaves room for one (stacks/config.py)."""
+    from rewardpipe.openai_client import MAX_BACKOFF_S
+
+    backoff = sum(min(POLICY_BACKOFF_S * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S)
+                  for attempt in range(1, http_retries + 1))
+    return (http_retries + 1) * http_timeout_s + backoff + TURN_WRAP_UP_S
 
 
 @dataclass(frozen=True)
@@ -55,6 +90,8 @@ class Settings:
     policy_base_url: str = ""
     policy_model: str = ""
     policy_api_key_secret: str = ""
+    policy_http_timeout_s: float = POLICY_HTTP_TIMEOUT_S
+    policy_http_retries: int = POLICY_HTTP_RETRIES
     group_size: int = 8
     # variance check: the alarm policy's variables as set (parsed on first use: see alarm_policy)
     alarm_env: dict[str, str] = field(default_factory=dict)
@@ -64,6 +101,9 @@ class Settings:
     active_run_minutes: int = 60
     turn_queue_url: str = ""
     runner_function: str = ""
+    # Named turn queues besides the trainers' (TURN_CHANNELS, a JSON object of name -> queue URL): a callback
+    # rollout started with policy.channel "nova" asks the Nova bridge's queue, never the trainers'.
+    turn_channels: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
@@ -78,13 +118,27 @@ class Settings:
             policy_base_url=env.get("POLICY_BASE_URL", ""),
             policy_model=env.get("POLICY_MODEL", ""),
             policy_api_key_secret=env.get("POLICY_API_KEY_SECRET", ""),
+            policy_http_timeout_s=_float(env, "POLICY_HTTP_TIMEOUT_S", POLICY_HTTP_TIMEOUT_S),
+            policy_http_retries=_int(env, "POLICY_HTTP_RETRIES", POLICY_HTTP_RETRIES),
             group_size=_int(env, "GROUP_SIZE", 8),
             alarm_env={v: env[v] for v in ALARM_POLICY_ENV.values() if env.get(v)},
             alarm_topic_arn=env.get("ALARM_TOPIC_ARN", ""),
             active_run_minutes=_int(env, "ACTIVE_RUN_MINUTES", 60),
             turn_queue_url=env.get("TURN_QUEUE_URL", ""),
             runner_function=env.get("RUNNER_FUNCTION", ""),
+            turn_channels=_channels(env, "TURN_CHANNELS"),
         )
+
+    @property
+    def llm_turn_reserve_s(self) -> float:
+        return llm_turn_reserve_s(self.policy_http_timeout_s, self.policy_http_retries)
+
+    def chat_client(self, base_url: str, model: str, api_key: str | None) -> Any:
+        """The policy endpoint's client with the deployment's timeout and retries (the reserve's inputs)."""
+        from rewardpipe.openai_client import ChatClient
+
+        return ChatClient(base_url, model, api_key=api_key, timeout_s=self.policy_http_timeout_s,
+                          max_retries=self.policy_http_retries, backoff_s=POLICY_BACKOFF_S)
 
     def require_bucket(self) -> str:
         if not self.bucket:

@@ -6,6 +6,7 @@ from rewardpipe.cli.app import app
 from rewardpipe.cli import (  # noqa: E402,F401
     envs_cmd,
     exec_cmd,
+    init_cmd,
     monitor_cmd,
     nova_cmd,
     report_cmd,

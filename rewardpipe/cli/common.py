@@ -437,15 +437,31 @@ class RecordWriter:
         error_line(f"could not write {what}: {exc}")
         self.failed_writes.append(what)
 
-    def write(self, records: Iterable[Record]) -> None:
+    def write(self, records: Iterable[Record], workers: int = 1) -> None:
+        """Store ``records``, ``workers`` at a time (a disk or S3 answers several writes at once sooner than
+        one after the other); each one refused is spilled, in order."""
+        records = list(records)
+        if workers > 1 and len(records) > 1:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(min(workers, len(records)), thread_name_prefix="rewardpipe-store") as pool:
+                refusals = list(pool.map(self._put, records))
+        else:
+            refusals = [self._put(record) for record in records]
+        for record, refusal in zip(records, refusals):
+            if refusal is None:
+                self.stored += 1
+            else:
+                self._spill_one(record, refusal)
+
+    def _put(self, record: Record) -> Exception | None:
         from rewardpipe.store import StoreError
 
-        for record in records:
-            try:
-                self.store.put_record(record)
-                self.stored += 1
-            except (StoreError, ValueError) as exc:
-                self._spill_one(record, exc)
+        try:
+            self.store.put_record(record)
+        except (StoreError, ValueError) as exc:
+            return exc
+        return None
 
     def _spill_one(self, record: Record, exc: Exception) -> None:
         if self._spill is None:

@@ -21,7 +21,8 @@ DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "data" / "tasks.jsonl"
 
 @nova_app.command("simulate")
 def simulate_cmd(
-    rollout_request_url: str = typer.Option(..., "--rollout-request-url", help="Stack output NovaRolloutRequestSqsUrl."),
+    rollout_request_arn: str = typer.Option(..., "--rollout-request-arn",
+                                            help="Stack output NovaRolloutRequestArn: the rollout proxy Lambda Nova invokes."),
     rollout_response_url: str = typer.Option(..., "--rollout-response-url", help="Stack output NovaRolloutResponseSqsUrl."),
     generate_request_url: str = typer.Option(..., "--generate-request-url", help="Stack output NovaGenerateRequestSqsUrl."),
     generate_response_url: str = typer.Option(..., "--generate-response-url", help="Stack output NovaGenerateResponseSqsUrl."),
@@ -32,8 +33,9 @@ def simulate_cmd(
     region: Optional[str] = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
-    """Send rollout requests like a Nova training job, answer its generate requests with scripted turns, and
-    check one in-range rollout response per sample arrives. Exit 1 if any is missing, duplicated or out of range."""
+    """Send rollout requests like a Nova training job (invoking the rollout proxy Lambda), answer its generate
+    requests with scripted turns, and check one in-range rollout response per sample arrives. Exit 1 if any is
+    missing, duplicated or out of range."""
     import boto3
     from botocore.exceptions import BotoCoreError, ClientError
 
@@ -41,12 +43,15 @@ def simulate_cmd(
     from rewardpipe.integrations.nova.trainer_sim import NovaQueues, simulate
 
     task_list = load_tasks_or_fail(tasks, runnable=True)  # before any AWS call: an empty or unreadable file exits 1
-    queues = NovaQueues(rollout_request_url, rollout_response_url, generate_request_url, generate_response_url)
+    from rewardpipe.integrations.nova.trainer_sim import RolloutRequestRefused
+
+    queues = NovaQueues(rollout_request_arn, rollout_response_url, generate_request_url, generate_response_url)
     try:
-        sqs = boto3.client("sqs", region_name=region) if region else boto3.client("sqs")
-        report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout)
-    except (BotoCoreError, ClientError) as exc:  # no region or credentials, a wrong queue URL, a denied call
-        fail(f"AWS SQS: {exc} (check --region, your AWS credentials and the four queue URLs)")
+        kwargs = {"region_name": region} if region else {}
+        sqs, lam = boto3.client("sqs", **kwargs), boto3.client("lambda", **kwargs)
+        report = simulate(sqs, queues, task_list, groups=groups, group_size=group_size, timeout_s=timeout, lam=lam)
+    except (BotoCoreError, ClientError, RolloutRequestRefused) as exc:  # no credentials, a wrong ARN/URL, a denial
+        fail(f"AWS: {exc} (check --region, your AWS credentials, the rollout proxy ARN and the three queue URLs)")
     if as_json:
         write_json_line({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
                          "responses": report.responses, "missing": report.missing,

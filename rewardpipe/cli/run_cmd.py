@@ -58,6 +58,10 @@ MAX_GROUPS_PER_STEP = 1_000_000
 MAX_ENDPOINT_TIMEOUT_S = 3600.0
 MAX_ENDPOINT_RETRIES = 10
 
+# Objects of a played step written at once: creating a file waits on the disk's journal (an S3 PUT on the
+# network) far longer than it computes, so writes overlap; this also keeps the store ahead of the turn loop.
+STORE_WRITERS = 8
+
 console = Console(stderr=True)
 # Piped output (CI logs, `make demo | tee`) gets a table wide enough not to truncate component names.
 out = Console(width=None if Console().is_terminal else 130)
@@ -208,7 +212,8 @@ def run(
         if not base_url or not model:
             usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
         chosen = OpenAIPolicy(base_url, model, system_prompt=env.system_prompt,
-                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries))
+                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
+                              tools=getattr(env, "tool_schemas", None))  # an environment that offers tools
         configuration.update(base_url=base_url, model=model)
     chat_client = None
     if simulator is SimulatorName.openai or env.calls_llm:
@@ -260,9 +265,9 @@ def run(
         """Store a played step and check it. Runs on the finisher thread, one step at a time and in order,
         while the next step is played: the sandbox never waits for the store or the monitor."""
         nonlocal alarm_failures, monitor_state
-        for transcript in transcripts:
-            write_transcript(transcript)
-        writer.write(records)
+        with ThreadPoolExecutor(STORE_WRITERS, thread_name_prefix="rewardpipe-store") as writers:
+            list(writers.map(write_transcript, transcripts))
+        writer.write(records, workers=STORE_WRITERS)
         try:
             result = monitor_step(store, run_id, step, thresholds, sinks)
         except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed

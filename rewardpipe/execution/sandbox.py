@@ -14,6 +14,7 @@ lazily, a dead one is replaced, and ``close()`` stops them all.
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import itertools
 import json
@@ -40,6 +41,7 @@ ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
 ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
 ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
 ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deployment to what the host has
+ENV_PRIVATE_DISK = "REWARDPIPE_SANDBOX_PRIVATE_DISK"  # "1"/"0": see SandboxConfig.private_disk
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # the fork server's word for it (runtime/zygote.py)
 INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
@@ -73,6 +75,12 @@ class SandboxConfig:
     grace_s: float = 5.0  # extra wall-clock time before the scorer declares a fork server hung
     runner_recycle_jobs: int = 500  # jobs a trusted runner serves before a fresh one replaces it
     start_timeout_s: float = 60.0
+    # Whether the file system holding the job directories belongs to the sandbox alone (AWS Lambda's /tmp,
+    # a Fargate task's scratch volume). Where there is no tmpfs per job, only then can the host's growth
+    # while a job runs (space in deleted-but-open or mapped files, files outside its directory) be charged
+    # to it: on a /tmp other programs write to, their files would be. None: detected (on AWS Lambda and
+    # ECS/Fargate, yes; elsewhere, no).
+    private_disk: bool | None = None
 
     def __post_init__(self):
         unknown = set(self.disable) - set(LAYER_NAMES)
@@ -103,8 +111,19 @@ class SandboxConfig:
             memory_mb = int(memory) if memory else cls.memory_mb
         except ValueError:
             raise SandboxConfigError(f"{ENV_MEMORY} must be an integer (MB), got {memory!r}") from None
+        private = environ.get(ENV_PRIVATE_DISK, "").strip()
+        if private not in ("", "0", "1"):
+            raise SandboxConfigError(f"{ENV_PRIVATE_DISK} must be 1 or 0, got {private!r}")
         return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count,
-                   memory_mb=memory_mb)
+                   memory_mb=memory_mb, private_disk=None if not private else private == "1")
+
+    def resolved_private_disk(self, environ=None) -> bool:
+        """``private_disk``, with None resolved: the deployments whose disk is the sandbox's own."""
+        if self.private_disk is not None:
+            return self.private_disk
+        environ = os.environ if environ is None else environ
+        return bool(environ.get("AWS_LAMBDA_FUNCTION_NAME")) or environ.get("AWS_EXECUTION_ENV", "").startswith(
+            ("AWS_Lambda", "AWS_ECS"))
 
 
 def _world_readable_tree(path: str) -> bool:
@@ -201,6 +220,7 @@ class _Worker:
             "pids_max": config.pids_max,
             "file_size_bytes": config.file_size_bytes,
             "runner_recycle_jobs": config.runner_recycle_jobs,
+            "private_disk": config.resolved_private_disk(),
             "worker_dir": os.path.join(self._dir, "w"),
         }
         try:
@@ -266,12 +286,15 @@ class _Worker:
                 fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
             _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
+            sent = time.monotonic()
             try:
                 socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
             except OSError as exc:
                 self.kill()
                 raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
             reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
+            if isinstance(reply.get("marks"), dict):
+                reply["marks"].update(s_send=sent, s_recv=time.monotonic())
             verdict = os.pread(fds[2], 1 << 20, 0)
             cap = self.config.output_bytes
             out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size
@@ -348,6 +371,65 @@ def _decode_output(data: bytes, size: int) -> str:
     return text
 
 
+class _SharedDiskJobs:
+    """The jobs of this process whose fork servers share one host file system with no tmpfs per job (no
+    mount namespace: AWS Lambda, Fargate). The host's growth while a job runs is charged to it; that is
+    exact only while no other such job runs, so this records which jobs overlapped another, and gives a
+    job a turn alone (no other such job runs, none starts) when its disk use has to be told apart from
+    its neighbours'. Process-wide: every executor of the process may share the file system."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._running: dict[int, bool] = {}  # job -> another job overlapped it
+        self._tokens = itertools.count()
+        self._alone_waiting = 0
+        self._alone_running = False
+
+    def started(self, alone: bool = False) -> int:
+        """Register a job about to be handed to a fork server (a turn alone holds the others back)."""
+        with self._condition:
+            while not alone and (self._alone_running or self._alone_waiting):
+                self._condition.wait()
+            token = next(self._tokens)
+            for other in self._running:
+                self._running[other] = True
+            self._running[token] = bool(self._running)
+            return token
+
+    def finished(self, token: int) -> bool:
+        """True if another job ran at any moment of this one's run."""
+        with self._condition:
+            overlapped = self._running.pop(token)
+            self._condition.notify_all()
+            return overlapped
+
+    @contextlib.contextmanager
+    def alone(self):
+        """Wait until no other job runs, and keep new ones back meanwhile."""
+        with self._condition:
+            self._alone_waiting += 1
+            try:
+                while self._running or self._alone_running:
+                    self._condition.wait()
+            finally:
+                self._alone_waiting -= 1
+            self._alone_running = True
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._alone_running = False
+                self._condition.notify_all()
+
+
+_SHARED_DISK_JOBS = _SharedDiskJobs()
+
+
+class _RunAlone(Exception):
+    """The job's verdict cannot be trusted from a run beside other jobs (its disk use could not be told
+    apart from theirs): it is run again, alone."""
+
+
 class ForkServerExecutor:
     """Runs jobs on a lazily started pool of fork servers. Thread-safe; ``close()`` when done."""
 
@@ -365,8 +447,9 @@ class ForkServerExecutor:
         self._closed = False
         self._isolation: dict[str, str] = {}
         self._starters: list[threading.Thread] = []  # warm_up() threads
-        self._running: dict[int, bool] = {}  # job in a fork server -> another job overlapped it
-        self._job_tokens = itertools.count()
+        # Set to a list to record, per job, when each step happened in the scorer, fork server and runner
+        # (time.monotonic(); benchmarks/execution.py prints the breakdown). None: nothing is recorded.
+        self.phase_log: list[dict] | None = None
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -376,7 +459,6 @@ class ForkServerExecutor:
             self._owner_pid = os.getpid()
             self._idle, self._workers = [], []
             self._condition = threading.Condition()
-            self._running = {}
 
     def _acquire(self) -> _Worker:
         with self._condition:
@@ -484,12 +566,28 @@ class ForkServerExecutor:
         """Never raises for a job: anything that goes wrong in the sandbox is an ``error`` result."""
         started = time.perf_counter()
         try:
-            return self._run(job, started)
+            try:
+                return self._run(job, started)
+            except _RunAlone:
+                # Its disk use and its neighbours' could not be told apart. The run beside them is not
+                # scored (neither a 0 nor a pass for space another job may have held): it runs again with
+                # the host file system to itself, where whatever it holds is its own.
+                with _SHARED_DISK_JOBS.alone():
+                    return self._run(job, started, alone=True)
+        except _RunAlone:  # cannot happen while it runs alone; an error, never a score, if it does
+            return self._result(job, started, ExecutionStatus.ERROR,
+                                reason="its use of the shared disk could not be told apart from other jobs'")
         except Exception as exc:  # noqa: BLE001 - e.g. out of descriptors; one job must not sink a batch
             return self._result(job, started, ExecutionStatus.ERROR,
                                 reason=f"sandbox failure: {type(exc).__name__}: {exc}"[:1000])
 
-    def _run(self, job: ExecutionJob, started: float) -> ExecutionResult:
+    def _measures_shared_disk(self) -> bool:
+        """True if this executor's jobs share the host file system, each measured (no tmpfs of its own)."""
+        # Before any fork server has reported (a mount namespace may be refused even to root): assume so.
+        return not self._isolation or "measured" in self._isolation.get("disk_quota", "")
+
+    def _run(self, job: ExecutionJob, started: float, alone: bool = False) -> ExecutionResult:
+        started_monotonic = time.monotonic()
         self._reset_after_fork()
         if not job.entry_point.isidentifier():
             return self._result(job, started, ExecutionStatus.ERROR,
@@ -505,47 +603,41 @@ class ForkServerExecutor:
                                     reason="static screening rejected the code for in-process testing: " + "; ".join(findings))
         header = {"id": job.id, "entry_point": job.entry_point, "tests_format": job.tests_format,
                   "timeout_s": job.timeout_s, "mode": job.trust_mode}
+        if self.phase_log is not None:
+            header["phases"] = True
         for attempt in (1, 2):
+            # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
+            shared = self._measures_shared_disk()
+            running = _SHARED_DISK_JOBS.started(alone) if shared else None
             try:
-                worker = self._acquire()
-            except WorkerFailure as exc:
-                return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
-            running = self._job_started()
-            try:
-                reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
-            except BaseException as exc:
-                if not isinstance(exc, WorkerFailure):
-                    # Failed on our side (e.g. no descriptors left) before the worker was involved,
-                    # so it stays usable.
-                    self._release(worker, worker.alive())
-                    raise
-                self._release(worker, False)
-                if attempt == 1 and isinstance(exc, JobNotDelivered):
-                    continue  # the worker died between jobs; the job never started
-                return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
-                                    isolation=worker.isolation)
+                try:
+                    worker = self._acquire()
+                except WorkerFailure as exc:
+                    return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
+                try:
+                    reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
+                except BaseException as exc:
+                    if not isinstance(exc, WorkerFailure):
+                        # Failed on our side (e.g. no descriptors left) before the worker was involved,
+                        # so it stays usable.
+                        self._release(worker, worker.alive())
+                        raise
+                    self._release(worker, False)
+                    if attempt == 1 and isinstance(exc, JobNotDelivered):
+                        continue  # the worker died between jobs; the job never started
+                    return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
+                                        isolation=worker.isolation)
             finally:
-                overlapped = self._job_finished(running)
+                overlapped = _SHARED_DISK_JOBS.finished(running) if running is not None else False
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
-            return self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
-                               _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
+            result = self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
+                                 _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
+            if self.phase_log is not None and isinstance(reply.get("marks"), dict):
+                self.phase_log.append({**reply["marks"], "s_start": started_monotonic, "s_end": time.monotonic()})
+            return result
         raise AssertionError("unreachable")
-
-    def _job_started(self) -> int:
-        """Register a running job; whether another job overlaps it is known when it finishes."""
-        with self._condition:
-            token = next(self._job_tokens)
-            for other in self._running:
-                self._running[other] = True
-            self._running[token] = bool(self._running)
-            return token
-
-    def _job_finished(self, token: int) -> bool:
-        """True if another job of this executor ran at any moment of this one's run."""
-        with self._condition:
-            return self._running.pop(token)
 
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
         isolation = dict(isolation or {})
@@ -556,24 +648,33 @@ class ForkServerExecutor:
 
     def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation,
                ran_alone: bool = False) -> ExecutionResult:
+        """The verdict, then the disk rules where jobs share the host file system (no tmpfs of their own):
+        whatever the host held because of a job counts against its budget. Alone, that is exact: over the
+        budget it fails. Beside other jobs the growth may be theirs: the job is run again alone
+        (:class:`_RunAlone`), so neither it nor a neighbour is scored from a run another job disturbed."""
         result = self._verdict(job, started, expected, reply, verdict_bytes, stdout, stderr, isolation)
-        host_low = reply.get("host_disk_low")
-        if (not host_low or reply.get("disk_quota_exceeded") or result.status is ExecutionStatus.PASSED
-                or result.is_infrastructure_error):
-            return result  # a job over its own budget fails whatever else ran short
-        if ran_alone and not reply.get("host_disk_low_at_start"):
-            # Only this job ran (the host file system is the sandbox's own: Lambda's /tmp, Fargate's
-            # scratch volume), so the space it lacked is space it took: outside its directory where
-            # Landlock is missing, or in deleted files it kept open.
+        if reply.get("disk_quota_exceeded") or result.is_infrastructure_error:
+            return result  # over in its own directory (exact), or no verdict at all
+        host_over = reply.get("host_disk_over")
+        if host_over:
+            if not ran_alone:
+                raise _RunAlone
             return result.model_copy(update={
                 "status": ExecutionStatus.FAILED, "passed": 0, "model_fault": False,
-                "reason": f"disk quota exceeded: it ran the host file system short ({host_low}) while no other job ran"})
-        # A sample that failed while the disk was short may have failed for want of space another job
-        # took: an infrastructure error, never a score of 0.
-        return result.model_copy(update={
-            "status": ExecutionStatus.ERROR, "passed": 0, "model_fault": False,
-            "reason": f"host disk full: {host_low} during the run, so this result cannot be trusted "
-                      f"(the sandbox reported: {result.reason})"[:1000]})
+                "reason": f"disk quota exceeded: {host_over}, while no other job ran"[:1000]})
+        host_low = reply.get("host_disk_low")
+        if not host_low or result.status is ExecutionStatus.PASSED:
+            return result
+        if reply.get("host_disk_low_at_start"):
+            # Space taken before it started (by an earlier job, or outside the sandbox): it may have failed
+            # for want of space that was never its to use. An infrastructure error, never a score of 0.
+            return result.model_copy(update={
+                "status": ExecutionStatus.ERROR, "passed": 0, "model_fault": False,
+                "reason": f"host disk full: {host_low} during the run, so this result cannot be trusted "
+                          f"(the sandbox reported: {result.reason})"[:1000]})
+        if not ran_alone:
+            raise _RunAlone  # a neighbour may have taken the space it needed
+        return result  # alone, with its budget free when it started: the space it lacked was not its own
 
     def _verdict(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation) -> ExecutionResult:
         common = {"total": expected, "stdout": stdout, "stderr": stderr, "isolation": isolation}

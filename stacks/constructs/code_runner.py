@@ -1,12 +1,12 @@
 """Code runner: where committed model code meets the hidden tests.
 
-Two back ends share one job format and one result format (rewardpipe.aws.jobs), both moved through
-S3 under ``jobs/``:
+Two back ends share one job format and one result format (rewardpipe.aws.jobs):
 
-* a Lambda for short jobs (time budget up to the routing threshold), in the isolated VPC;
-* an ECS Fargate task for long jobs, from containers/code_runner/, in the same isolated subnets.
-
-Both roles may read and write ``jobs/*`` only. Inside either, the untrusted child process gets a clean
+* a Lambda for short jobs (time budget up to the routing threshold), in the isolated VPC; the job comes in
+  its invoke payload and the result goes back in the response, so its role has no S3 access at all;
+* an ECS Fargate task for long jobs (and jobs too large for a synchronous invoke), from
+  containers/code_runner/, in the same isolated subnets; the job and result go through S3 under ``jobs/``,
+  and its role may read and write ``jobs/*`` only, through the VPC's S3 endpoint. Inside either, the untrusted child process gets a clean
 environment (no credentials) from the rewardpipe execution layer, and the parent makes itself
 non-dumpable so the child cannot read the parent's environment through /proc.
 """
@@ -57,7 +57,7 @@ class CodeRunner(Construct):
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
             environment={
-                "BUCKET": bucket.bucket_name, "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__",
+                "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__",
                 # One job per invocation: the sandboxed tree may use what the handler leaves free.
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.functions.code_runner_memory_mb, 1)),
             },
@@ -67,9 +67,8 @@ class CodeRunner(Construct):
             security_groups=[network.sandbox_sg],
             tracing=False,
         )
-        # Only through this VPC's S3 endpoint: credentials leaked to model code are useless elsewhere.
-        grant_prefix(self.function, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True,
-                     source_vpce=network.s3_endpoint.vpc_endpoint_id)
+        # No S3 grant: the job arrives in the invoke payload and the result leaves in the response
+        # (rewardpipe.aws.jobs), so credentials leaked to model code can read no rollout's hidden tests.
 
         self.cluster = ecs.Cluster(
             self, "Cluster", vpc=network.vpc, container_insights_v2=ecs.ContainerInsights.ENABLED

@@ -12,6 +12,7 @@ may publish to.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from aws_cdk import Aws, Duration
 from aws_cdk import aws_cloudwatch as cw
@@ -65,6 +66,55 @@ def alarm_source_conditions(scope: Construct) -> dict:
     }
 
 
+# Alarms on what fails a training job when it fails: a function's errors or throttles (Nova reads a throttled
+# or failed reward Lambda as a failed batch; a rollout function that fails leaves only an error record), and a
+# dead-letter queue that got a message (something was given up after its retries). Every one notifies the topic.
+FAILURE_PERIOD = Duration.minutes(5)
+
+
+def notifying_alarm(scope: Construct, construct_id: str, name: str, *, description: str, metric: cw.IMetric,
+                    threshold: float, comparison: cw.ComparisonOperator, action: cw.IAlarmAction | None,
+                    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING, ok_action: bool = True) -> cw.Alarm:
+    """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying ``action``."""
+    alarm = cw.Alarm(
+        scope, construct_id, alarm_name=f"{alarm_name_prefix(scope)}{name}", alarm_description=description,
+        metric=metric, threshold=threshold, comparison_operator=comparison,
+        evaluation_periods=1, treat_missing_data=missing,
+    )
+    if action is not None:
+        alarm.add_alarm_action(action)
+        if ok_action:
+            alarm.add_ok_action(action)
+    return alarm
+
+
+def function_failure_alarms(scope: Construct, fn: Any, name: str, what: str,
+                            action: cw.IAlarmAction | None) -> list[cw.Alarm]:
+    """``<name>-errors`` and ``<name>-throttles``: any in five minutes (missing data: the function was idle)."""
+    cid = "".join(part.capitalize() for part in name.split("-"))
+    return [
+        notifying_alarm(scope, f"{cid}ErrorsAlarm", f"{name}-errors", action=action,
+                        description=f"The {what} Lambda failed (an unhandled error).",
+                        metric=fn.metric_errors(period=FAILURE_PERIOD, statistic="Sum"),
+                        threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD),
+        notifying_alarm(scope, f"{cid}ThrottlesAlarm", f"{name}-throttles", action=action,
+                        description=f"The {what} Lambda was throttled (concurrency exhausted).",
+                        metric=fn.metric_throttles(period=FAILURE_PERIOD, statistic="Sum"),
+                        threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD),
+    ]
+
+
+def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action: cw.IAlarmAction | None) -> cw.Alarm:
+    """``<name>``: the dead-letter queue holds a message. SQS reports a queue's metrics only while it is active
+    (a queue holding messages is), so missing data is an empty queue, not a failure."""
+    cid = "".join(part.capitalize() for part in name.split("-"))
+    return notifying_alarm(scope, f"{cid}Alarm", name, action=action,
+                           description=f"A message was dead-lettered: {what}.",
+                           metric=queue.metric_approximate_number_of_messages_visible(period=FAILURE_PERIOD,
+                                                                                      statistic="Maximum"),
+                           threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD)
+
+
 def _metric(name: str, period: Duration, statistic: str = "Maximum", **dims: str) -> cw.Metric:
     return cw.Metric(
         namespace=METRICS_NAMESPACE, metric_name=name, statistic=statistic, period=period,
@@ -83,6 +133,7 @@ class Monitoring(Construct):
         workflow: RolloutWorkflow,
         runner: CodeRunner,
         layer: RewardPipeLayer,
+        single_turn: Any = None,
     ) -> None:
         super().__init__(scope, construct_id)
         alarms_cfg = settings.alarms
@@ -231,6 +282,19 @@ class Monitoring(Construct):
                 period=Duration.minutes(5), statistic="Maximum"),
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
+        # Every function a rollout or a Nova reward depends on, and the trainers' dead-lettered turn requests.
+        self.failure_alarms: list[cw.Alarm] = []
+        watched = [(workflow.start_fn, "start-episode", "StartEpisode"), (workflow.converse_fn, "converse", "Converse"),
+                   (workflow.score_fn, "score", "Score"), (workflow.error_fn, "record-error", "RecordError"),
+                   (runner.function, "code-runner", "code-runner")]
+        if single_turn is not None:
+            watched.append((single_turn, "reward-lambda", "Nova single-turn reward"))
+        for fn, name, what in watched:
+            self.failure_alarms += function_failure_alarms(self, fn, name, what, action)
+        self.failure_alarms.append(dead_letter_alarm(
+            self, workflow.turn_requests_dlq, "turn-requests-dead-letters",
+            "a trainer turn request was received 5 times without being answered", action))
+        self.alarms += self.failure_alarms
         heartbeat = Duration.minutes(heartbeat_minutes(settings))
         self.heartbeat_alarm = self._alarm(
             "CheckHeartbeatAlarm", "variance-check-silent",
@@ -250,7 +314,8 @@ class Monitoring(Construct):
             threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
 
-        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-rewards")
+        # Dashboards are global to the account: the region keeps two regions' stacks of one name apart.
+        self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-{Aws.REGION}-rewards")
         self.dashboard.add_widgets(
             cw.GraphWidget(
                 title="Within-group std by component", width=12,
@@ -316,13 +381,7 @@ class Monitoring(Construct):
         ok_action: bool = True,
     ) -> cw.Alarm:
         """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying the topic."""
-        alarm = cw.Alarm(
-            self, construct_id, alarm_name=f"{alarm_name_prefix(self)}{name}", alarm_description=description,
-            metric=metric, threshold=threshold, comparison_operator=comparison,
-            evaluation_periods=1, treat_missing_data=missing,
-        )
-        alarm.add_alarm_action(self._action)
-        if ok_action:
-            alarm.add_ok_action(self._action)
+        alarm = notifying_alarm(self, construct_id, name, description=description, metric=metric, threshold=threshold,
+                                comparison=comparison, action=self._action, missing=missing, ok_action=ok_action)
         self.alarms.append(alarm)
         return alarm

@@ -10,19 +10,26 @@ reach is made useless to it instead:
 * endpoint policies: the S3 endpoint serves only this stack's ``jobs/`` objects and the ECR layer
   bucket; the interface endpoints serve only principals of this account (so credentials an attacker
   embeds in model code cannot write to the attacker's own bucket or log group);
-* Route 53 Resolver DNS Firewall: names outside ``amazonaws.com`` get NXDOMAIN, which closes DNS
-  tunnelling through the VPC resolver (security groups do not filter DNS).
+* Route 53 Resolver DNS Firewall: names outside the partition's AWS domain (``amazonaws.com``, or
+  ``amazonaws.com.cn`` in the China regions) get NXDOMAIN, which closes DNS tunnelling through the VPC
+  resolver (security groups do not filter DNS).
+
+What differs between partitions (the DNS suffix; the ECR endpoints' service names in China) is looked up
+from ``AWS::Partition`` in a mapping (stacks/partitions.py): the stack stays environment-agnostic, and a
+partition it was not built for fails at that lookup instead of deploying a firewall that blocks AWS itself.
 """
 
 from __future__ import annotations
 
-from aws_cdk import Aws, RemovalPolicy
+from aws_cdk import Aws, CfnMapping, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_route53resolver as resolver
 from aws_cdk import custom_resources as cr
 from constructs import Construct
+
+from stacks.partitions import dns_mapping
 
 
 # CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
@@ -82,10 +89,12 @@ class Network(Construct):
             principals=[iam.AnyPrincipal()], actions=["s3:GetObject"],
             resources=[f"arn:{Aws.PARTITION}:s3:::prod-{Aws.REGION}-starport-layer-bucket/*"],
         ))
+        self.partition_dns = CfnMapping(self, "PartitionDns", mapping=dns_mapping())
         self.interface_endpoints: list[ec2.InterfaceVpcEndpoint] = []
         for name, service in (
-            ("EcrApi", ec2.InterfaceVpcEndpointAwsService.ECR),
-            ("EcrDocker", ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER),
+            ("EcrApi", self._partition_service("EcrEndpointPrefix", "ecr.api")),
+            ("EcrDocker", self._partition_service("EcrEndpointPrefix", "ecr.dkr")),
+            # CloudWatch Logs is com.amazonaws.<region>.logs in every supported partition.
             ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
         ):
             endpoint = self.vpc.add_interface_endpoint(
@@ -98,6 +107,13 @@ class Network(Construct):
             ))
             self.interface_endpoints.append(endpoint)
         self._dns_firewall()
+
+    def _partition_service(self, prefix_key: str, service: str) -> ec2.InterfaceVpcEndpointService:
+        """An interface endpoint service named ``<partition's prefix>.<region>.<service>``: for an
+        environment-agnostic stack CDK writes ``com.amazonaws.`` whatever the partition, which in the China
+        regions names an ECR endpoint service that does not exist there."""
+        prefix = self.partition_dns.find_in_map(Aws.PARTITION, prefix_key)
+        return ec2.InterfaceVpcEndpointService(Fn.join(".", [prefix, Aws.REGION, service]), 443)
 
     def _s3_prefix_list_id(self) -> str:
         """The id of the region's AWS-managed S3 prefix list (com.amazonaws.<region>.s3).
@@ -130,10 +146,14 @@ class Network(Construct):
         ))
 
     def _dns_firewall(self) -> None:
-        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name="rewardpipe-aws-domains",
-                                                  domains=["amazonaws.com", "*.amazonaws.com"])
-        everything = resolver.CfnFirewallDomainList(self, "AllDomains", name="rewardpipe-all-domains", domains=["*"])
-        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name="rewardpipe-sandbox-dns", firewall_rules=[
+        # Named per stack and region, so two deployments in one account are told apart; the suffixes are short
+        # because the names must fit in 64 characters with the longest region name (stacks/names.py).
+        prefix = f"{Stack.of(self).stack_name}-{Aws.REGION}"
+        suffix = self.partition_dns.find_in_map(Aws.PARTITION, "DnsSuffix")
+        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name=f"{prefix}-aws",
+                                                  domains=[suffix, Fn.join("", ["*.", suffix])])
+        everything = resolver.CfnFirewallDomainList(self, "AllDomains", name=f"{prefix}-any", domains=["*"])
+        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name=f"{prefix}-dns", firewall_rules=[
             resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
                 firewall_domain_list_id=allowed.attr_id, priority=100, action="ALLOW"),
             resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
@@ -141,5 +161,5 @@ class Network(Construct):
         ])
         resolver.CfnFirewallRuleGroupAssociation(
             self, "DnsFirewallAssociation", firewall_rule_group_id=group.attr_id, vpc_id=self.vpc.vpc_id,
-            priority=101, name="rewardpipe-sandbox-dns",
+            priority=101, name=f"{prefix}-dns",
         )

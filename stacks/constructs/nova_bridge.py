@@ -5,14 +5,18 @@ and docs/aws.md "Nova Forge multi-turn"). It adds the four SageMaker-named FIFO 
 bridge Lambdas (rewardpipe.integrations.nova.bridge), a least-privilege role for the training job, an
 alarm when rollouts approach Nova's ``rollout.timeout``, and outputs the four recipe overrides.
 
-The rollouts themselves run in the rollout state machine in its ``callback`` policy mode: the forwarder
-consumes the workflow's turn-request queue (task tokens never leave AWS) and the router resumes the
-waiting execution. No change to the state machine is needed.
+Nova invokes the rollout proxy Lambda (``rollout_request_arn``; the Nova Forge BYOO docs and SDK build it as
+``arn:aws:lambda:...:function:<rollout function>``) with each rollout request; the proxy queues it for intake.
+The rollouts themselves run in the rollout state machine in its ``callback`` policy mode on the bridge's own
+turn channel: the forwarder consumes the bridge's turn queue (task tokens never leave AWS) and the router
+resumes the waiting execution. Alarms: every bridge function's errors and throttles, every dead-letter queue,
+and the oldest unanswered request's age against ``rollout.timeout``.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, Literal
 
 from aws_cdk import CfnOutput, Duration, Stack
@@ -27,23 +31,31 @@ from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
 from constructs import Construct
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rewardpipe.aws.metrics import NOVA_OLDEST_UNANSWERED
+from rewardpipe.integrations.nova.bridge import TURN_CHANNEL
+from rewardpipe.store import encode_id, run_prefix
 from stacks.config import DeploymentSettings
-from stacks.constructs.common import RewardPipeLayer, grant_list, grant_prefix, python_function, task_response_statement
-from stacks.constructs.monitoring import alarm_name_prefix
+from stacks.constructs.common import (
+    METRICS_NAMESPACE, SERVICE_NAME, RewardPipeLayer, grant_prefix, python_function, task_response_statement,
+)
+from stacks.constructs.monitoring import dead_letter_alarm, function_failure_alarms, notifying_alarm
 from stacks.constructs.rollout_workflow import RolloutWorkflow
-from stacks.constructs.storage import RUNS_PREFIX, Storage
+from stacks.constructs.storage import Storage
 
 CONTEXT_KEY = "rewardpipe_nova"
 NOVA_PREFIX = "nova/"
+# An event-source mapping's queue hides a message for at least this many times the function's timeout.
+CONSUMED_VISIBILITY_FACTOR = 6
 
 
 class NovaBridgeSettings(BaseModel):
     """``rollout_timeout_s`` is the recipe's ``rollout.timeout``; each rollout gets ``budget_fraction`` of it
     before the bridge stops it and answers with ``error_reward``, and the alarm fires at ``alarm_fraction``."""
 
-    model_config = ConfigDict(extra="forbid")
+    # Strict like the stack's own settings (stacks.config): "true" or 1 is not a bool, "600" not an integer.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
 
     enabled: bool = False
     rollout_timeout_s: int = Field(default=600, ge=60, le=86400)
@@ -56,6 +68,29 @@ class NovaBridgeSettings(BaseModel):
     range_mapping: Literal["linear", "clip"] = "linear"
     run_id: str = Field(default="nova", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
     bookkeeping_days: int = Field(default=3, ge=1, le=365)
+    # Job roles (besides the stack's TrainingJobRole) the rollout proxy's resource policy lets invoke it.
+    invoker_role_arns: list[str] = Field(default_factory=list,
+                                         description="IAM role ARNs of training jobs that may invoke the rollout proxy")
+
+    @model_validator(mode="after")
+    def _role_arns(self) -> "NovaBridgeSettings":
+        import re
+
+        for arn in self.invoker_role_arns:
+            if not re.fullmatch(r"arn:aws[a-z-]*:iam::\d{12}:role/[\w+=,.@/-]{1,512}", arn):
+                raise ValueError(f"invoker_role_arns: {arn!r} is not an IAM role ARN")
+        return self
+
+    @field_validator("group_pattern")
+    @classmethod
+    def _group_pattern(cls, value: str) -> str:
+        try:  # checked at synth: the bridge would otherwise fail every rollout at run time
+            compiled = re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"not a regular expression: {exc}") from None
+        if "group" not in compiled.groupindex:
+            raise ValueError("needs a named group (?P<group>...)")
+        return value
 
     @model_validator(mode="after")
     def _alarm_before_budget(self) -> "NovaBridgeSettings":
@@ -74,9 +109,10 @@ class NovaBridgeSettings(BaseModel):
 
 
 def load_nova_settings(raw: Any) -> NovaBridgeSettings:
-    if isinstance(raw, str):
-        raw = json.loads(raw)
-    return NovaBridgeSettings.model_validate(raw or {})
+    """The ``rewardpipe_nova`` context (an object or a JSON string); a bad value is a SettingsError naming it."""
+    from stacks.config import load_context
+
+    return load_context(CONTEXT_KEY, raw, NovaBridgeSettings)
 
 
 class NovaBridge(Construct):
@@ -88,25 +124,48 @@ class NovaBridge(Construct):
         bucket = storage.bucket
         # Bookkeeping objects are tiny and only needed while a rollout is in flight.
         bucket.add_lifecycle_rule(id="NovaBookkeeping", prefix=NOVA_PREFIX, expiration=Duration.days(nova.bookkeeping_days))
+        fns = settings.functions
+        self.dead_letter_queues: dict[str, sqs.Queue] = {}
 
-        def fifo(name: str, *, nova_sends: bool, visibility_s: int = 60) -> sqs.Queue:
-            # Queue names must contain "SageMaker" for the training job's service role to reach them.
+        def fifo(name: str, *, content_dedup: bool, visibility_s: int = 60) -> sqs.Queue:
+            # Queue names must contain "SageMaker" for the training job's service role to reach them. High-throughput
+            # FIFO (deduplication and throughput per message group): every sample is its own group, so a training
+            # job's thousands of concurrent rollouts are not held to a queue-wide 300 messages per second.
+            throughput = {"deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+                          "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID}
             dlq = sqs.Queue(self, f"{name}Dlq", queue_name=f"{stack}-SageMaker-{name}-dlq.fifo", fifo=True,
                             encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                            retention_period=Duration.days(14))
+                            retention_period=Duration.days(14), **throughput)
+            self.dead_letter_queues[name] = dlq
             return sqs.Queue(
                 self, name, queue_name=f"{stack}-SageMaker-{name}.fifo", fifo=True,
-                content_based_deduplication=nova_sends, encryption=sqs.QueueEncryption.SQS_MANAGED,
+                # A queue Nova (or a user) may send to without a deduplication id needs content-based deduplication
+                # (SQS refuses such a send otherwise); an explicit id, which the bridge always sends, wins over it.
+                content_based_deduplication=content_dedup, encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True, visibility_timeout=Duration.seconds(visibility_s),
                 retention_period=Duration.hours(4),
-                dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
+                dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5), **throughput,
             )
 
-        fns = settings.functions
-        self.rollout_requests = fifo("RolloutRequestQueue", nova_sends=True, visibility_s=fns.timeout_s * 6)
-        self.rollout_responses = fifo("RolloutResponseQueue", nova_sends=False)
-        self.generate_requests = fifo("GenerateRequestQueue", nova_sends=False)
-        self.generate_responses = fifo("GenerateResponseQueue", nova_sends=True, visibility_s=fns.timeout_s * 6)
+        # A queue a function consumes through an event-source mapping keeps a message hidden for at least six
+        # times the function's timeout (AWS Lambda: "set the source queue's visibility timeout to at least six
+        # times the timeout that you configure on your function"), so a retried batch is not delivered twice.
+        consumed_visibility_s = fns.timeout_s * CONSUMED_VISIBILITY_FACTOR
+        self.rollout_requests = fifo("RolloutRequestQueue", content_dedup=True, visibility_s=consumed_visibility_s)
+        self.rollout_responses = fifo("RolloutResponseQueue", content_dedup=False)
+        self.generate_requests = fifo("GenerateRequestQueue", content_dedup=False)
+        self.generate_responses = fifo("GenerateResponseQueue", content_dedup=True, visibility_s=consumed_visibility_s)
+        # The bridge's own turn queue: its rollouts ask their turns here (the workflow's "nova" turn channel), so a
+        # trainer's callback rollout on the shared queue is never forwarded to Nova under a foreign sample id.
+        turn_dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+                             retention_period=Duration.days(14))
+        self.dead_letter_queues["TurnRequests"] = turn_dlq
+        self.turn_requests = sqs.Queue(
+            self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            visibility_timeout=Duration.seconds(consumed_visibility_s),
+            dead_letter_queue=sqs.DeadLetterQueue(queue=turn_dlq, max_receive_count=5),
+        )
+        workflow.add_turn_channel(TURN_CHANNEL, self.turn_requests)
 
         env = {
             "BUCKET": bucket.bucket_name,
@@ -118,35 +177,54 @@ class NovaBridge(Construct):
             "GENERATE_REQUEST_QUEUE_URL": self.generate_requests.queue_url,
         }
 
-        def function(cid: str, name: str, description: str) -> _lambda.Function:
-            fn = python_function(self, cid, name=name, layer=layer, environment=env, memory_mb=fns.memory_mb,
-                                 timeout_s=fns.timeout_s, description=f"rewardpipe nova bridge: {description}")
+        def function(cid: str, name: str, description: str, *, extra_env: dict | None = None,
+                     function_name: str | None = None) -> _lambda.Function:
+            fn = python_function(self, cid, name=name, layer=layer, environment={**env, **(extra_env or {})},
+                                 memory_mb=fns.memory_mb, timeout_s=fns.timeout_s, function_name=function_name,
+                                 description=f"rewardpipe nova bridge: {description}")
             grant_prefix(fn, bucket.bucket_arn, NOVA_PREFIX, read=True, write=True)
-            grant_list(fn, bucket.bucket_arn, NOVA_PREFIX)
             return fn
 
+        # The function the recipe's rollout_request_arn names: Nova invokes it with every rollout request. Its name
+        # contains "SageMaker" like every resource the training job reaches (and like the SDK's rollout function).
+        self.rollout_proxy = function("RolloutProxy", "nova_rollout_proxy", "Nova's rollout request -> request queue",
+                                      extra_env={"ROLLOUT_REQUEST_QUEUE_URL": self.rollout_requests.queue_url},
+                                      function_name=f"{stack}-SageMaker-rollout-proxy"[:64])
         self.intake = function("Intake", "nova_intake", "rollout request -> one rollout execution")
         self.forwarder = function("Forwarder", "nova_forward_turn", "policy turn -> generate request")
         self.router = function("Router", "nova_route_response", "generate response -> waiting rollout")
         self.responder = function("Responder", "nova_respond", "finished rollout -> rollout response")
         self.sweeper = function("Sweeper", "nova_sweep", "stop and answer rollouts past their budget")
 
+        # What each one touches beyond nova/: the Nova run's records (runs/<run>/), its episodes' state
+        # snapshots (runs/<run>/state/), its large inline tasks (tasks/inline/<run>/), and the executions of its
+        # run (names start with the run id).
+        run_records = run_prefix(nova.run_id)
+        executions = Stack.of(self).format_arn(
+            service="states", resource="execution", arn_format=_colon(),
+            resource_name=f"{workflow.state_machine.state_machine_name}:{_name_prefix(nova.run_id)}-*")
+        self.rollout_requests.grant_send_messages(self.rollout_proxy)
+        grant_objects(self.rollout_proxy, bucket.bucket_arn, f"{NOVA_PREFIX}inbox/", ["s3:PutObject"])
         workflow.state_machine.grant_start_execution(self.intake)
-        # Not grant_task_response (the state machine's ARN): SendTask* authorize on "*" (common.task_response_statement).
+        # A retried start finds the running execution and compares its input (rewardpipe.aws.client).
+        self.intake.add_to_role_policy(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]))
+        grant_objects(self.intake, bucket.bucket_arn, f"tasks/inline/{encode_id(nova.run_id)}/", ["s3:PutObject"])
         self.forwarder.add_to_role_policy(task_response_statement())
-        self.router.add_to_role_policy(task_response_statement())
-        self.sweeper.add_to_role_policy(iam.PolicyStatement(
-            actions=["states:StopExecution"],
-            resources=[Stack.of(self).format_arn(service="states", resource="execution",
-                                                 resource_name=f"{workflow.state_machine.state_machine_name}:{_name_prefix(nova.run_id)}-*",
-                                                 arn_format=_colon())],
-        ))
-        for fn in (self.responder, self.sweeper):
-            self.rollout_responses.grant_send_messages(fn)
-        grant_prefix(self.sweeper, bucket.bucket_arn, RUNS_PREFIX, read=False, write=True)  # timeout records
+        grant_objects(self.forwarder, bucket.bucket_arn, f"{run_records}state/", ["s3:GetObject"])
         self.generate_requests.grant_send_messages(self.forwarder)
+        self.router.add_to_role_policy(task_response_statement())
+        grant_objects(self.router, bucket.bucket_arn, f"{run_records}state/", ["s3:PutObject"])  # large replies
+        self.sweeper.add_to_role_policy(iam.PolicyStatement(
+            actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]))
+        # Answers: an error record (a conditional write that reads back what it lost to), the response, and the
+        # in-flight marker removed (nova/due/).
+        for fn in (self.intake, self.responder, self.sweeper):
+            self.rollout_responses.grant_send_messages(fn)
+            grant_objects(fn, bucket.bucket_arn, f"{NOVA_PREFIX}due/", ["s3:DeleteObject"])
+        for fn in (self.intake, self.sweeper):
+            grant_prefix(fn, bucket.bucket_arn, run_records, read=True, write=True)
 
-        for fn, queue in ((self.intake, self.rollout_requests), (self.forwarder, workflow.turn_requests),
+        for fn, queue in ((self.intake, self.rollout_requests), (self.forwarder, self.turn_requests),
                           (self.router, self.generate_responses)):
             fn.add_event_source(sources.SqsEventSource(queue, batch_size=1, report_batch_item_failures=True))
 
@@ -158,50 +236,80 @@ class NovaBridge(Construct):
         events.Rule(self, "Sweep", schedule=events.Schedule.rate(Duration.minutes(1))).add_target(
             targets.LambdaFunction(self.sweeper, retry_attempts=2))
 
-        # The training job: sends rollout requests and generate responses, receives the other two. Nothing else.
+        # The training job: invokes the rollout proxy, sends generate responses, receives generate requests and
+        # rollout responses. Nothing else.
         self.training_role = iam.Role(self, "TrainingJobRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                                      description="Nova Forge training job: the four delegated-rollout queues only")
-        self.rollout_requests.grant_send_messages(self.training_role)
+                                      description="Nova Forge training job: the rollout proxy and the delegated-rollout queues only")
+        self.rollout_proxy.grant_invoke(self.training_role)
+        # The function's own resource policy names the roles that may invoke it: ours, and any job role the
+        # settings list (an existing role, or one in another account, which an identity policy alone cannot reach).
+        for i, principal in enumerate([self.training_role.role_arn, *nova.invoker_role_arns]):
+            self.rollout_proxy.add_permission(f"TrainingJobInvokes{i}", principal=iam.ArnPrincipal(principal),
+                                              action="lambda:InvokeFunction")
         self.generate_responses.grant_send_messages(self.training_role)
         self.generate_requests.grant_consume_messages(self.training_role)
         self.rollout_responses.grant_consume_messages(self.training_role)
 
-        self.alarm = cloudwatch.Alarm(
-            self, "RolloutsNearTimeout",
-            # Named with the stack's alarm prefix: the alarm topic lets CloudWatch publish only for those.
-            alarm_name=f"{alarm_name_prefix(self)}nova-rollouts-near-timeout",
-            alarm_description=(f"A rollout took more than {nova.alarm_fraction:.0%} of Nova's rollout.timeout "
-                               f"({nova.rollout_timeout_s}s); at {nova.budget_fraction:.0%} the bridge cuts it off "
-                               "with the error reward"),
-            metric=cloudwatch.Metric(namespace="AWS/States", metric_name="ExecutionTime", statistic="Maximum",
-                                     period=Duration.minutes(1),
-                                     dimensions_map={"StateMachineArn": workflow.state_machine.state_machine_arn}),
-            threshold=nova.rollout_timeout_s * nova.alarm_fraction * 1000, evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-        )
-        if alarm_topic is not None:
-            self.alarm.add_alarm_action(cw_actions.SnsAction(alarm_topic))
+        action = cw_actions.SnsAction(alarm_topic) if alarm_topic is not None else None
+        # Nova fails the training job when a rollout is not answered within rollout.timeout. The sweeper measures,
+        # every minute, how long the oldest unanswered request has waited (an execution's duration is only known
+        # once it ends, too late to warn); at alarm_fraction of the timeout this fires, before the budget cuts off.
+        self.alarm = notifying_alarm(
+            self, "RolloutsNearTimeout", "nova-rollouts-near-timeout", action=action,
+            description=(f"A Nova rollout request has waited more than {nova.alarm_fraction:.0%} of rollout.timeout "
+                         f"({nova.rollout_timeout_s}s) without an answer; at {nova.budget_fraction:.0%} the bridge "
+                         "cuts it off with the error reward"),
+            metric=cloudwatch.Metric(namespace=METRICS_NAMESPACE, metric_name=NOVA_OLDEST_UNANSWERED,
+                                     statistic="Maximum", period=Duration.minutes(1),
+                                     dimensions_map={"service": SERVICE_NAME, "run": nova.run_id}),
+            threshold=nova.rollout_timeout_s * nova.alarm_fraction,
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
+        self.failure_alarms: list[cloudwatch.Alarm] = []
+        for fn, name, what in ((self.rollout_proxy, "rollout-proxy", "rollout proxy (rollout_request_arn)"),
+                               (self.intake, "intake", "intake"), (self.forwarder, "forwarder", "turn forwarder"),
+                               (self.router, "router", "response router"), (self.responder, "responder", "responder"),
+                               (self.sweeper, "sweeper", "budget sweeper")):
+            self.failure_alarms += function_failure_alarms(self, fn, f"nova-{name}", f"Nova bridge {what}", action)
+        for queue_name, queue in self.dead_letter_queues.items():
+            self.failure_alarms.append(dead_letter_alarm(
+                self, queue, f"nova-{_kebab(queue_name)}-dead-letters",
+                f"the Nova bridge gave up on a message of {queue_name} after 5 receives", action))
 
         outputs = {
-            "NovaRolloutRequestArn": self.rollout_requests.queue_arn,
+            # rollout_request_arn: the rollout proxy Lambda Nova invokes (not a queue).
+            "NovaRolloutRequestArn": self.rollout_proxy.function_arn,
+            "NovaRolloutFunctionName": self.rollout_proxy.function_name,
             "NovaRolloutResponseSqsUrl": self.rollout_responses.queue_url,
             "NovaGenerateRequestSqsUrl": self.generate_requests.queue_url,
             "NovaGenerateResponseSqsUrl": self.generate_responses.queue_url,
             "NovaTrainingJobRoleArn": self.training_role.role_arn,
-            # Not a recipe key: the URL `rewardpipe nova simulate --rollout-request-url` takes.
+            # Not a recipe key: the queue behind the proxy (what intake consumes).
             "NovaRolloutRequestSqsUrl": self.rollout_requests.queue_url,
         }
         for key, value in outputs.items():
             CfnOutput(Stack.of(self), key, value=value, key=key)
         NagSuppressions.add_resource_suppressions(self, [
             {"id": "AwsSolutions-IAM5", "reason": "Bridge bookkeeping is scoped to the nova/ prefix; keys are per rollout.",
-             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "StopExecution is limited to this state machine's executions of the Nova run (names start with the run id).",
+             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/.*\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "StopExecution/DescribeExecution are limited to this state machine's executions of the Nova run (names start with the run id).",
              "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*-\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "Timeout records go under runs/ like every other record.",
-             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/runs/\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "The bridge reads and writes only its own run's records, episode state and inline tasks (runs/<run>/, tasks/inline/<run>/); keys are per rollout.",
+             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"}]},
+            {"id": "AwsSolutions-IAM5", "reason": "CDK grants lambda:InvokeFunction on the rollout proxy's ARN and its versions (:*).",
+             "appliesTo": [{"regex": "/^Resource::<NovaBridgeRolloutProxy.+\\.Arn>:\\*$/g"}]},
         ], apply_to_children=True)
+
+
+def grant_objects(grantee: iam.IGrantable, bucket_arn: str, prefix: str, actions: list[str]) -> None:
+    """Object ``actions`` on keys under ``prefix`` only (no listing: these keys are never looked up absent)."""
+    grantee.grant_principal.add_to_principal_policy(
+        iam.PolicyStatement(actions=actions, resources=[f"{bucket_arn}/{prefix}*"]))
+
+
+def _kebab(name: str) -> str:
+    import re
+
+    return re.sub(r"(?<!^)(?=[A-Z])", "-", name).lower()
 
 
 def _name_prefix(run_id: str) -> str:

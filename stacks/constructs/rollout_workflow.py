@@ -5,7 +5,7 @@
     StartEpisode ──(trainer replied / resume)──► Converse ◄─┐ (trainer replied / resume: Next is itself)
          │                                          │  └─────┘
          ├── Rollout.Finished ──────────────────────┼──────────► Finished (end)
-         └── Rollout.RunCode ─► ResumeWithJob ─► RouteJob ─► RunCodeLambda | RunCodeFargate ─► Score (end)
+         └── Rollout.RunCode ─► ResumeWithJob ─► RouteJob ─► [RunCodeFargate ─►] Score (end)
 
 StartEpisode and Converse are ``lambda:invoke.waitForTaskToken`` states running
 rewardpipe.episode.converse (policy and simulator turns, the episode's own classification of each turn).
@@ -13,7 +13,9 @@ Each completes its own task token with the outcome (rewardpipe.aws.rollout): it 
 request with the token (the trainer's SendTaskSuccess re-enters Converse), resumes after a time pause, or
 leaves the loop with a named SendTaskFailure that the Catch routes -- ``Rollout.Finished`` after running a
 short job on the code-runner Lambda and scoring in the same invocation, ``Rollout.RunCode`` for a job
-for Fargate. Without a Choice state after every turn a trainer turn is one state transition.
+for Fargate (or a Lambda job the invocation has no time left to wait for: Score runs it). Without a Choice
+state after every turn a trainer turn is one state transition. The code-runner Lambda is only ever invoked
+from a function with the job in its payload; it has no access to the bucket.
 Only small references travel between states; the episode and its transcript live in S3.
 
 Every Task state retries transient errors (with full jitter) and catches everything else into
@@ -23,8 +25,8 @@ itself keeps failing does the execution end in Fail, which the ExecutionsFailed 
 
 No Catch may grow a large input: Step Functions fails a state whose output (or whose input after
 Parameters) is over 256 KiB with ``States.DataLimitExceeded``, which ``States.ALL`` does not catch, so
-the execution would end without a record. The states whose input is a small reference (Score, the code
-runners) keep it and add the error (a cause is at most 32 KiB); StartEpisode (the raw execution input)
+the execution would end without a record. The states whose input is a small reference (Score, the Fargate
+runner) keep it and add the error (a cause is at most 32 KiB); StartEpisode (the raw execution input)
 and Converse (a trainer's reply) keep only the error, and RecordError finds the rollout from the context
 object: the run of Converse's execution input (the episode's snapshot names the rest), or, when the
 episode cannot name it (StartEpisode), the execution's input read back with DescribeExecution.
@@ -104,15 +106,19 @@ class RolloutWorkflow(Construct):
 
         # Trainer callback: each request carries a task token; the trainer answers with
         # SendTaskSuccess(output={"text": "<assistant turn>"}).
-        dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                        retention_period=Duration.days(14))
+        dlq = self.turn_requests_dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED,
+                                                 enforce_ssl=True, retention_period=Duration.days(14))
         self.turn_requests = sqs.Queue(
             self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
             visibility_timeout=Duration.minutes(5),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
         )
 
+        self.turn_channels: dict[str, str] = {}
         policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model,
+                      # the endpoint client's timeout and retries, from which the turn reserve is derived
+                      "POLICY_HTTP_TIMEOUT_S": str(settings.policy.http_timeout_s),
+                      "POLICY_HTTP_RETRIES": str(settings.policy.http_retries),
                       "TURN_QUEUE_URL": self.turn_requests.queue_url,
                       "RUNNER_FUNCTION": runner.function.function_name}
         # Both conversation functions may call an LLM (policy or simulator) and wait for a short job on the
@@ -122,11 +128,17 @@ class RolloutWorkflow(Construct):
                                  timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
         self.converse_fn = function("Converse", "converse", "apply a trainer turn, then converse up to the next pause",
                                     timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
-        self.score_fn = function("Score", "score_rollout", "score the episode and write its record")
+        # Score runs a Lambda-route job the conversation state had no time to wait for (inline, like the
+        # conversation states do), so it may wait as long as the code runner runs.
+        self.score_fn = function("Score", "score_rollout", "run the committed code if needed, score, write the record",
+                                 timeout_s=fns.code_runner_timeout_s,
+                                 env={"RUNNER_FUNCTION": runner.function.function_name})
         self.error_fn = function("RecordError", "error_record", "write an error record for a failed rollout")
 
         # Least privilege: each function touches only the prefixes it needs. Episode state lives under
-        # runs/<run>/state/, so the conversation functions read and write runs/ (never jobs results).
+        # runs/<run>/state/, so the conversation functions read and write runs/. The Lambda runner gets its
+        # job and returns its result inline (rewardpipe.aws.jobs): jobs/ holds only Fargate hand-offs, which
+        # the conversation functions write and Score reads the results of.
         grant_prefix(self.start_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=True)
         grant_prefix(self.converse_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=False)
         for fn in (self.start_fn, self.converse_fn):
@@ -135,6 +147,7 @@ class RolloutWorkflow(Construct):
         grant_prefix(self.score_fn, bucket.bucket_arn, TASKS_PREFIX, read=True, write=False)
         grant_prefix(self.score_fn, bucket.bucket_arn, JOBS_PREFIX, read=True, write=False)
         grant_prefix(self.score_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
+        runner.function.grant_invoke(self.score_fn)
         grant_prefix(self.error_fn, bucket.bucket_arn, RUNS_PREFIX, read=True, write=True)
         # Every read grant above comes with s3:ListBucket on its prefix (common.grant_prefix): without it S3
         # answers a GET of a missing key with 403, not 404, so the runner's missing result (executor_crash),
@@ -180,6 +193,14 @@ class RolloutWorkflow(Construct):
                 include_execution_data=False,
             ),
         )
+
+    def add_turn_channel(self, name: str, queue: sqs.IQueue) -> None:
+        """A named turn queue besides the trainers': a callback rollout started with ``policy.channel`` = ``name``
+        asks its turns there (rewardpipe.aws.rollout.turn_queue). The conversation functions may send to it."""
+        self.turn_channels[name] = queue.queue_url
+        for fn in (self.start_fn, self.converse_fn):
+            queue.grant_send_messages(fn)
+            fn.add_environment("TURN_CHANNELS", Stack.of(self).to_json_string(self.turn_channels))
 
     # ------------------------------------------------------------------------------------------------
 
@@ -253,19 +274,9 @@ class RolloutWorkflow(Construct):
         start.next(converse)
         converse.next(converse)
 
+        # Score also runs a Lambda-route job itself (the job inline in the runner's payload, rebuilt from the
+        # episode): the runner never reads S3, so there is no state between RouteJob and Score for it.
         score = guarded(self._invoke("ScoreStep", self.score_fn), "ScoreStep")
-        run_lambda = tasks.LambdaInvoke(
-            self, "RunCodeLambda", lambda_function=runner.function, retry_on_service_exceptions=False,
-            payload_response_only=True,
-            payload=sfn.TaskInput.from_object({
-                "job_key": sfn.JsonPath.string_at("$.execution.job_key"),
-                "result_key": sfn.JsonPath.string_at("$.execution.result_key"),
-            }),
-            result_path=sfn.JsonPath.DISCARD,
-        )
-        self._retry(run_lambda, LAMBDA_SERVICE_ERRORS, interval_s=2, attempts=6)
-        self._retry(run_lambda, TRANSIENT_ERRORS, interval_s=2, attempts=3)
-        guarded(run_lambda, "RunCodeLambda")
 
         run_fargate = tasks.EcsRunTask(
             self, "RunCodeFargate",
@@ -296,11 +307,10 @@ class RolloutWorkflow(Construct):
         }, result_path="$.failed.RouteJob")
         unknown.next(record_error)
         resume_with_job.next(route_job)
-        for value, target in (("run_lambda", run_lambda), ("run_fargate", run_fargate), ("score", score)):
+        for value, target in (("run_lambda", score), ("run_fargate", run_fargate), ("score", score)):
             route_job.when(sfn.Condition.and_(sfn.Condition.is_present("$.next"),
                                               sfn.Condition.string_equals("$.next", value)), target)
         route_job.otherwise(unknown)
-        run_lambda.next(score)
         run_fargate.next(score)
         return start
 

@@ -37,7 +37,9 @@ class SingleTurnReward(Construct):
             self,
             "Function",
             name="single_turn_reward",
-            function_name=f"{stack_name(self)}-SageMaker-reward"[:64],
+            # Never truncated (that dropped "SageMaker" past 54 characters of stack name): a stack name too
+            # long for it fails the synth instead (stacks/names.py).
+            function_name=f"{stack_name(self)}-SageMaker-reward",
             layer=layer,
             description="rewardpipe: Nova Forge single-turn reward (one result per sample, in order)",
             environment={

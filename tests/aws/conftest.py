@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 
 import pytest
 
-from tests.aws import harness
+from tests.aws import harness, iam
 
 harness.apply_test_env()
 
@@ -38,8 +39,17 @@ def aws(monkeypatch):
         yield
         violations = harness.check_limits()
     harness.LIMIT_VIOLATIONS.clear()
+    denials = list(iam.DENIALS)
+    if os.environ.get("REWARDPIPE_IAM_LOG"):  # every checked call, for counting what the harness saw
+        with open(os.environ["REWARDPIPE_IAM_LOG"], "a", encoding="utf-8") as log:
+            log.writelines(json.dumps(call) + "\n" for call in iam.CHECKED_CALLS)
+    iam.reset()
+    harness.DEPLOYMENTS.clear()
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
+    if denials:
+        pytest.fail("AWS would have denied these calls (IAM, from the synthesized template; tests/aws/iam.py):\n"
+                    + "\n".join(dict.fromkeys(denials)))
     harness.LAMBDA_FAULTS.clear()
     for key in harness.ADDED_ENV:
         os.environ.pop(key, None)

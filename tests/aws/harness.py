@@ -43,6 +43,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+try:
+    from tests.aws import iam
+except ImportError:  # this file loaded by path (benchmarks/cost.py --root <a checkout without it>)
+    import importlib.util as _importlib_util
+
+    _spec = _importlib_util.spec_from_file_location("rewardpipe_test_iam", Path(__file__).with_name("iam.py"))
+    iam = _importlib_util.module_from_spec(_spec)
+    sys.modules[_spec.name] = iam
+    _spec.loader.exec_module(iam)  # type: ignore[union-attr]
+
 ROOT = Path(__file__).resolve().parents[2]
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
@@ -92,7 +102,10 @@ def architecture_context(architecture: str) -> str:
 
 # CDK context enabling the Nova bridge (its queues, functions and alarm), for checks that must hold in
 # every configuration of the stack.
-NOVA_BRIDGE_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True)
+# A second job role (the user's own) that may invoke the rollout proxy, so the resource policy it adds is tested.
+NOVA_INVOKER_ROLE = "arn:aws:iam::210987654321:role/my-nova-job"
+NOVA_BRIDGE_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600,
+                                                      "invoker_role_arns": [NOVA_INVOKER_ROLE]}}, sort_keys=True)
 
 
 @functools.lru_cache(maxsize=None)
@@ -219,7 +232,8 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
             stack.append(0.0)  # CPU to subtract: nested invocations and moto's serving of the handler's calls
             started = time.thread_time()
             try:
-                result = handler(payload, _Context(fn))
+                with iam.calling_as(function_caller(fn.function_name)):
+                    result = handler(payload, _Context(fn))
             finally:
                 spent = time.thread_time() - started
                 served = stack.pop()  # a nested invocation is inside a served call (_patch_moto_serving)
@@ -238,6 +252,118 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
                     os.environ[key] = value
             reset_clients()
     return body.encode("utf-8")
+
+
+# --------------------------------------------------------------------------------------------------
+# IAM: who is calling (tests/aws/iam.py checks each call against that principal's policies in the template)
+
+# The deployments of the current test; a function invoked in-process is found in one of them by its name.
+DEPLOYMENTS: list["Deployment"] = []
+
+
+def function_caller(function_name: str) -> iam.Caller | None:
+    """The principal of a deployed function (None: not one of the template's, so not checked)."""
+    for deployment in DEPLOYMENTS:
+        for logical, name in deployment.functions.items():
+            if name == function_name:
+                return deployment.caller(logical)
+    return None
+
+
+def _derived(cfn_type: str, attrs: dict[str, str]) -> dict[str, str]:
+    """The other attributes of a resource whose ``Ref`` the test knows (what CloudFormation would return)."""
+    ref = attrs.get("Ref")
+    if not ref:
+        return attrs
+    derived: dict[str, str] = {}
+    if cfn_type == "AWS::S3::Bucket":
+        derived = {"Arn": f"arn:aws:s3:::{ref}"}
+    elif cfn_type == "AWS::SQS::Queue":
+        name = ref.rstrip("/").rsplit("/", 1)[-1]
+        derived = {"QueueName": name, "Arn": f"arn:aws:sqs:{REGION}:{ACCOUNT}:{name}"}
+    elif cfn_type == "AWS::Lambda::Function":
+        derived = {"Arn": f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{ref}"}
+    elif cfn_type == "AWS::StepFunctions::StateMachine":
+        derived = {"Arn": ref, "Name": ref.rsplit(":", 1)[-1]}
+    elif cfn_type == "AWS::SNS::Topic":
+        derived = {"TopicArn": ref, "TopicName": ref.rsplit(":", 1)[-1]}
+    return {**derived, **attrs}
+
+
+def environment_bindings(template: dict, logical: str, env: Any = None) -> dict[str, dict[str, str]]:
+    """What a function called directly by a test knows of its resources: each of its environment variables
+    that the template sets to a ``Ref``/``Fn::GetAtt`` names that resource's value in this test."""
+    env = os.environ if env is None else env
+    variables = template["Resources"][logical].get("Properties", {}).get("Environment", {}).get("Variables", {})
+    bound: dict[str, dict[str, str]] = {}
+    for variable, intrinsic in variables.items():
+        value = env.get(variable)
+        if not value or not isinstance(intrinsic, dict):
+            continue
+        if "Ref" in intrinsic and intrinsic["Ref"] in template["Resources"]:
+            bound.setdefault(intrinsic["Ref"], {})["Ref"] = value
+        elif "Fn::GetAtt" in intrinsic:
+            target, attr = intrinsic["Fn::GetAtt"]
+            bound.setdefault(target, {})[attr] = value
+    return {k: _derived(template["Resources"][k]["Type"], v) for k, v in bound.items()}
+
+
+# The CDK context of the stack whose functions a test calls directly (tests/aws/handlers.py) when it is not
+# the default one: a test of a setting that changes a function's grants sets it (monkeypatch) to that synth's.
+DIRECT_CONTEXT = ""
+
+
+def function_for_folder(folder: str) -> tuple[str, str]:
+    return _function_for_folder(folder, DIRECT_CONTEXT)
+
+
+@functools.lru_cache(maxsize=None)
+def _function_for_folder(folder: str, direct_context: str) -> tuple[str, str]:
+    """(synth context, logical id) of the template function whose code is ``functions/<folder>``: the test's
+    synth first (:data:`DIRECT_CONTEXT`), then the one with the Nova bridge."""
+    source = (ROOT / "functions" / folder / "handler.py").read_bytes()
+    for context in (direct_context, NOVA_BRIDGE_CONTEXT):
+        synth = synthesized(context)
+        for logical, resource in synth.template["Resources"].items():
+            if resource["Type"] == "AWS::Lambda::Function" and str(resource["Properties"].get("Runtime", "")).startswith("python"):
+                if (asset_dir(synth, logical) / "handler.py").read_bytes() == source:
+                    return context, logical
+    raise LookupError(f"no function of the template runs functions/{folder}")
+
+
+def folder_caller(folder: str) -> iam.Caller:
+    """The principal of the template function whose code is ``functions/<folder>``, for a handler a test calls
+    directly: its resources are those of the test's deployment, else what its environment names."""
+
+    def resolve() -> tuple[iam.TemplateModel, str]:
+        context, logical = function_for_folder(folder)
+        template = synthesized(context).template
+        deployed = next((d for d in DEPLOYMENTS if d.synth is synthesized(context)), None)
+
+        def lookup(target: str, attr: str) -> str | None:
+            if deployed is not None and attr in deployed.refs.get(target, {}):
+                return deployed.refs[target][attr]
+            return environment_bindings(template, logical).get(target, {}).get(attr)
+
+        return iam.TemplateModel(template, lookup, REGION, ACCOUNT), logical
+
+    return iam.Caller(f"functions/{folder}", resolve)
+
+
+def _state_machine_caller() -> iam.Caller | None:
+    # Only a deployment that is complete: an execution an earlier test left waiting can wake up while this
+    # test is still deploying (its calls then meet a moto account without its functions, and fail there).
+    machines = [(d, logical) for d in DEPLOYMENTS if d.state_machine_arn
+                for logical in d.of_type("AWS::StepFunctions::StateMachine")]
+    return machines[0][0].caller(machines[0][1]) if len(machines) == 1 else None
+
+
+def _patch_sfn_role() -> list[tuple[Any, str, Any]]:
+    """A state machine's own calls (invoking the functions, running the Fargate task) are made with its role.
+    moto's interpreter makes them in threads of its own, with clients keyed "ak"
+    (moto.stepfunctions.parser.asl.utils.boto_client): those are the deployed state machine's."""
+    iam.KEY_CALLERS["ak"] = _state_machine_caller
+    return []
 
 
 def _patch_moto_serving() -> list[tuple[Any, str, Any]]:
@@ -267,7 +393,16 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
         asynchronous = (headers or {}).get("X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")) == "Event"
         limit = LIMITS["lambda_async_bytes" if asynchronous else "lambda_sync_bytes"]
         kind = "asynchronous" if asynchronous else "synchronous"
-        _check_size(f"{kind} Lambda request to {fn.function_name}", _size(body), limit)
+        if _size(body) > limit:
+            # What Lambda answers (HTTP 413): the function never runs. Recorded too: nothing we ship may send one.
+            from moto.core.exceptions import JsonRESTError
+
+            class RequestTooLarge(JsonRESTError):
+                code = 413
+
+            _check_size(f"{kind} Lambda request to {fn.function_name}", _size(body), limit)
+            raise RequestTooLarge("RequestTooLargeException", f"Request must be smaller than {limit} bytes for the "
+                                                              f"{'InvokeAsync' if asynchronous else 'Invoke'} operation")
         payload = json.loads(body) if body else {}
         response = invoke_in_process(fn, payload, response_headers)
         _check_size(f"Lambda response of {fn.function_name}", len(response), LIMITS["lambda_sync_bytes"])
@@ -428,11 +563,12 @@ def _patch_ecs() -> list[tuple[Any, str, Any]]:
         tasks = original(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs)
         task_def = self.describe_task_definition(task_definition_str)
         overrides_by_name = {o.get("name"): o for o in (overrides or {}).get("containerOverrides", [])}
+        principal = _task_principal(task_def.arn)
         for task in tasks:
             for container in task_def.container_definitions:
                 env = {e["name"]: e["value"] for e in container.get("environment", [])}
                 env.update({e["name"]: e["value"] for e in overrides_by_name.get(container["name"], {}).get("environment", [])})
-                CONTAINER_RUNS.append(run_container(env))
+                CONTAINER_RUNS.append(run_container(env, principal=principal))
                 for c in getattr(task, "containers", []) or []:
                     if isinstance(c, dict):
                         c["exitCode"] = CONTAINER_RUNS[-1]["returncode"]
@@ -441,11 +577,46 @@ def _patch_ecs() -> list[tuple[Any, str, Any]]:
     return [(EC2ContainerServiceBackend, "run_task", run_task)]
 
 
-def run_container(env: dict[str, str]) -> dict[str, Any]:
-    """Run the code-runner container's entry point as its own process, like Fargate would."""
+def _task_principal(task_definition_arn: str) -> dict | None:
+    """The task role of a deployed task definition, frozen for the container process (tests/aws/iam.py)."""
+    for deployment in DEPLOYMENTS:
+        for logical in deployment.of_type("AWS::ECS::TaskDefinition"):
+            if deployment.refs.get(logical, {}).get("Ref") == task_definition_arn:
+                return iam.frozen_principal(deployment.iam_model, logical, f"{logical} (task role)")
+    return None
+
+
+# Puts the IAM check into the container process before its own code runs (tests/aws/iam.py, install_in_child).
+_CHILD_IAM = """import os
+if os.environ.get("REWARDPIPE_IAM_PRINCIPAL"):
+    from tests.aws import iam
+    iam.install_in_child(os.environ["REWARDPIPE_IAM_PRINCIPAL"], os.environ["REWARDPIPE_IAM_DENIALS"])
+"""
+
+
+def run_container(env: dict[str, str], principal: dict | None = None) -> dict[str, Any]:
+    """Run the code-runner container's entry point as its own process, like Fargate would. With ``principal``
+    (its task role, :func:`iam.frozen_principal`) every AWS call it makes is authorized as that role, and a
+    denied one fails the test like a denied call of a function."""
+    with tempfile.TemporaryDirectory(prefix="rewardpipe-iam-") as iam_dir:
+        iam_env: dict[str, str] = {}
+        if principal is not None:
+            Path(iam_dir, "sitecustomize.py").write_text(_CHILD_IAM)
+            Path(iam_dir, "principal.json").write_text(json.dumps(principal))
+            iam_env = {"REWARDPIPE_IAM_PRINCIPAL": str(Path(iam_dir, "principal.json")),
+                       "REWARDPIPE_IAM_DENIALS": str(Path(iam_dir, "denials.jsonl"))}
+        run = _run_container(env, iam_env, iam_dir if principal is not None else None)
+        denials = Path(iam_dir, "denials.jsonl")
+        if denials.exists():
+            iam.DENIALS.extend(json.loads(line) for line in denials.read_text().splitlines() if line.strip())
+    return run
+
+
+def _run_container(env: dict[str, str], iam_env: dict[str, str], site_dir: str | None) -> dict[str, Any]:
     child_env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "PYTHONPATH": str(ROOT),
+        "PYTHONPATH": os.pathsep.join([*([site_dir] if site_dir else []), str(ROOT)]),
+        **iam_env,
         "AWS_ENDPOINT_URL": SERVER["url"],
         "AWS_DEFAULT_REGION": REGION,
         # What Fargate gives a task: a credentials endpoint. Here: static test keys plus a fake
@@ -512,8 +683,11 @@ def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
     for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(),
-                                 *_patch_sfn_start_execution(), *_patch_ecs(), *_patch_sqs(), *_patch_moto_serving()):
+                                 *_patch_sfn_start_execution(), *_patch_ecs(), *_patch_sqs(), *_patch_moto_serving(),
+                                 *_patch_sfn_role(), *iam.patch_botocore()):
         monkeypatch.setattr(target, name, value)
+    DEPLOYMENTS.clear()
+    iam.reset()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -555,9 +729,22 @@ class Deployment:
 
     # -- deploy ----------------------------------------------------------------------------------
 
+    def lookup(self, logical: str, attr: str) -> str | None:
+        return self.refs.get(logical, {}).get(attr)
+
+    @functools.cached_property
+    def iam_model(self) -> iam.TemplateModel:
+        return iam.TemplateModel(self.synth.template, self.lookup, REGION, ACCOUNT)
+
+    def caller(self, logical: str) -> iam.Caller:
+        """The principal of one of the template's functions, task definitions, state machines or managed
+        policies, for :func:`iam.calling_as`."""
+        return iam.Caller(logical, lambda: (self.iam_model, logical))
+
     def deploy(self) -> "Deployment":
         import boto3
 
+        DEPLOYMENTS.append(self)
         s3 = boto3.client("s3", region_name=REGION)
         s3.create_bucket(Bucket=self.bucket)
         for logical in self.of_type("AWS::S3::Bucket"):
@@ -575,16 +762,18 @@ class Deployment:
             url = self._create_queue(sqs, logical, queues[logical]["Properties"])
             arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
             self.refs[logical] = {"Ref": url, "Arn": arn, "QueueName": url.rsplit("/", 1)[-1]}
-            if "TurnRequests" in logical and "Dlq" not in logical:
-                self.queue_url = url
+            if logical.startswith("RolloutWorkflowTurnRequests") and "Dlq" not in logical:
+                self.queue_url = url  # the trainers' turn queue (the Nova bridge has its own)
 
         self._deploy_network()
         self._deploy_ecs()
         # Functions may name the state machine (its ARN in their environment) and the state machine names the
         # functions: its ARN is known before it exists (moto's ARN is a function of its name).
-        for logical in self.of_type("AWS::StepFunctions::StateMachine"):
-            arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{STATE_MACHINE_NAME}"
-            self.refs[logical] = {"Ref": arn, "Arn": arn, "Name": STATE_MACHINE_NAME}
+        for logical, resource in self.of_type("AWS::StepFunctions::StateMachine").items():
+            # The template's name: grants on the machine's executions are written with it.
+            name = str(resource["Properties"].get("StateMachineName") or STATE_MACHINE_NAME)
+            arn = f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:{name}"
+            self.refs[logical] = {"Ref": arn, "Arn": arn, "Name": name}
         self._deploy_functions()
         self._deploy_state_machine()
         return self
@@ -597,7 +786,8 @@ class Deployment:
             return sqs.create_queue(QueueName=logical)["QueueUrl"]
         attributes = {"FifoQueue": "true",
                       "ContentBasedDeduplication": str(bool(props.get("ContentBasedDeduplication"))).lower()}
-        for key in ("VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod"):
+        for key in ("VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod", "DeduplicationScope",
+                    "FifoThroughputLimit"):
             if key in props:
                 attributes[key] = str(props[key])
         if "RedrivePolicy" in props:
@@ -689,7 +879,7 @@ class Deployment:
         definition = self.resolve(resource["Properties"]["DefinitionString"])
         self.definition = json.loads(definition)
         self.state_machine_arn = sfn.create_state_machine(
-            name=STATE_MACHINE_NAME, definition=definition, roleArn=self._role(),
+            name=self.refs[logical]["Name"], definition=definition, roleArn=self._role(),
         )["stateMachineArn"]
         assert self.state_machine_arn == self.refs[logical]["Arn"], "moto's state machine ARN changed form"
 
@@ -729,6 +919,24 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
+
+
+def create_function(folder: str, name: str, env: dict[str, str] | None = None, timeout_s: int = 900) -> str:
+    """A Lambda of ``functions/<folder>`` in moto (run in-process by the patched invoke), for tests that call
+    handlers directly but need the function another one invokes (the code runner). Returns its name."""
+    import boto3
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.write(ROOT / "functions" / folder / "handler.py", "handler.py")
+    iam_client = boto3.client("iam", region_name=REGION)
+    doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
+                                                   "Action": "sts:AssumeRole"}]}
+    role = iam_client.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument=json.dumps(doc))["Role"]["Arn"]
+    boto3.client("lambda", region_name=REGION).create_function(
+        FunctionName=name, Runtime="python3.11", Role=role, Handler="handler.lambda_handler",
+        Code={"ZipFile": buf.getvalue()}, Timeout=timeout_s, MemorySize=1769, Environment={"Variables": env or {}})
+    return name
 
 
 def run_execution(sfn: Any, arn: str, payload: dict, timeout_s: float = 120.0) -> dict:
@@ -838,7 +1046,12 @@ class EventSources:
             if visibility < timeout:
                 LIMIT_VIOLATIONS.append(f"event source mapping {target}: queue visibility timeout {visibility}s is "
                                         f"below the function timeout {timeout}s (Lambda refuses the mapping)")
+            # Lambda's poller reads, deletes and inspects the queue with the function's own role ("Lambda
+            # execution role permissions" for SQS: ReceiveMessage, DeleteMessage, GetQueueAttributes).
+            with iam.calling_as(d.caller(target)):
+                self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])
             self.mappings.append({"function": d.functions[target], "queue_url": url, "queue_arn": queue_arn,
+                                  "caller": d.caller(target),
                                   "batch_size": int(props.get("BatchSize", 10)),
                                   "report_failures": "ReportBatchItemFailures" in props.get("FunctionResponseTypes", [])})
         self.rules: list[dict[str, Any]] = []
@@ -886,8 +1099,9 @@ class EventSources:
         """One poll of every mapping; returns how many messages were handed to functions."""
         handed = 0
         for m in self.mappings:
-            messages = self.sqs.receive_message(QueueUrl=m["queue_url"], MaxNumberOfMessages=m["batch_size"],
-                                                AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
+            with iam.calling_as(m["caller"]):
+                messages = self.sqs.receive_message(QueueUrl=m["queue_url"], MaxNumberOfMessages=m["batch_size"],
+                                                    AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
             if not messages:
                 continue
             handed += len(messages)
@@ -899,7 +1113,8 @@ class EventSources:
                 done = set() if any(i not in done for i in failed) else done - set(failed)
             for message in messages:
                 if message["MessageId"] in done:
-                    self.sqs.delete_message(QueueUrl=m["queue_url"], ReceiptHandle=message["ReceiptHandle"])
+                    with iam.calling_as(m["caller"]):
+                        self.sqs.delete_message(QueueUrl=m["queue_url"], ReceiptHandle=message["ReceiptHandle"])
         return handed
 
     def deliver_status_changes(self) -> int:

@@ -9,7 +9,7 @@ import pytest
 
 from rewardpipe.aws.client import RolloutClient, execution_name
 from rewardpipe.models import load_tasks
-from tests.aws import harness
+from tests.aws import harness, iam
 
 pytestmark = pytest.mark.xdist_group("cdk")
 TASK = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")[1]
@@ -285,10 +285,16 @@ def test_every_call_the_client_makes_is_allowed_by_the_trainer_policy(deployment
     client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
                            sfn=clients["stepfunctions"], sqs=clients["sqs"], s3=clients["s3"])
     big_turn = f"```python\n{TASK.reference_solution}\n```\n# " + "z" * 210_000
-    replay = client.start("run-iam", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": [big_turn]})
-    callback = client.start("run-iam", 0, "g0", "r1", task=TASK.model_copy(update={"prompt": TASK.prompt + " " * 210_000}))
-    client.serve_turns(lambda request: big_turn, until=client.all_done([replay, callback]), poll_s=0.05)
-    assert [r["status"] for r in client.wait([replay, callback], poll_s=0.05)] == ["scored", "scored"]
+    # Every call is also authorized by the IAM harness as a principal holding only the TrainerPolicy (its
+    # resources and conditions too, not only its actions); the turns answered in parallel as well.
+    trainer = next(k for k in deployment.of_type("AWS::IAM::ManagedPolicy") if k.startswith("TrainerPolicy"))
+    with iam.calling_as(deployment.caller(trainer)):
+        replay = client.start("run-iam", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": [big_turn]})
+        callback = client.start("run-iam", 0, "g0", "r1",
+                                task=TASK.model_copy(update={"prompt": TASK.prompt + " " * 210_000}))
+        client.serve_turns(lambda request: big_turn, until=client.all_done([replay, callback]), poll_s=0.05)
+        assert [r["status"] for r in client.wait([replay, callback], poll_s=0.05)] == ["scored", "scored"]
+    assert {call[0] for call in iam.CHECKED_CALLS} >= {trainer}
 
     statements = _trainer_policy(synth)
     allowed = {a for st in statements for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}

@@ -67,11 +67,17 @@ def test_lambda_payloads_over_the_invoke_limits_are_violations(deployment):
     lam = boto3.client("lambda", region_name=harness.REGION)
     name = deployment.function_name("SingleTurnRewardFunction")
     # Malformed samples: answered at once with error results, whatever their size.
-    lam.invoke(FunctionName=name, InvocationType="Event", Payload=json.dumps({"pad": "x" * 1_048_576}).encode())
+    # Over the limit: Lambda refuses the invocation itself (RequestTooLargeException, HTTP 413; the function
+    # never runs), and the harness records it, since nothing the project ships may send one.
+    with pytest.raises(ClientError, match="RequestTooLargeException"):
+        lam.invoke(FunctionName=name, InvocationType="Event", Payload=json.dumps({"pad": "x" * 1_048_576}).encode())
     assert any("asynchronous Lambda request" in v and "> 1048576" in v for v in _taken())
     lam.invoke(FunctionName=name, Payload=json.dumps({"pad": "x" * 1_000_000}).encode())
     assert _taken() == []  # under both limits as a synchronous request
-    lam.invoke(FunctionName=name, Payload=json.dumps({"pad": "x" * 6_291_456}).encode())
+    with pytest.raises(ClientError) as refused:
+        lam.invoke(FunctionName=name, Payload=json.dumps({"pad": "x" * 6_291_456}).encode())
+    assert refused.value.response["Error"]["Code"] == "RequestTooLargeException"
+    assert refused.value.response["ResponseMetadata"]["HTTPStatusCode"] == 413
     assert any("synchronous Lambda request" in v and "> 6291456" in v for v in _taken())
 
 

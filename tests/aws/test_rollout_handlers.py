@@ -35,6 +35,14 @@ def bucket(aws, monkeypatch):
     return S3Store(BUCKET, client=s3)
 
 
+@pytest.fixture
+def runner(bucket, monkeypatch):
+    """The code-runner Lambda, deployed in moto: the conversation states and Score invoke it with the job inline."""
+    name = harness.create_function("code_runner", "code-runner", env={"EXECUTION_ROUTE": "lambda"})
+    monkeypatch.setenv("RUNNER_FUNCTION", name)
+    return name
+
+
 COMMIT = f"```python\n{TASK.reference_solution}\n```"
 
 
@@ -61,9 +69,10 @@ def test_start_stores_the_task_and_turns_once_and_passes_only_keys(bucket):
     assert snapshot["policy"]["turns_key"] == "runs/r/state/att-1/replay.json"
     assert bucket.get_json("runs/r/state/att-1/replay.json") == ["What about negative input?", COMMIT]
     assert "turns" not in snapshot["policy"]
-    # StartEpisode conversed all the way to the commit and wrote the job: next is the code runner.
+    # StartEpisode conversed all the way to the commit: next is the code runner, whose job travels inline (no job
+    # object: it is rebuilt from the episode where it runs).
     assert snapshot["state"]["turn_kinds"] == ["question", "commit"] and len(snapshot["state"]["messages"]) == 4
-    assert ref["next"] == "run_lambda" and ref["execution"]["job_key"].startswith("jobs/r/x/")
+    assert ref["next"] == "run_lambda" and "job_key" not in ref["execution"] and bucket.list_keys("jobs/") == []
     assert "messages" not in json.dumps(ref) and TASK.prompt not in json.dumps(ref)
 
 
@@ -183,15 +192,32 @@ def test_an_outcome_too_large_for_send_task_failure_is_refused_before_it_is_sent
     assert len(FINISHED) <= 256
 
 
-def test_a_job_the_invocation_has_no_time_to_wait_for_goes_to_the_code_runner_states(bucket, monkeypatch):
+def test_a_job_the_invocation_has_no_time_to_wait_for_goes_to_score_which_runs_it(bucket, runner):
     class ThirtySeconds(Context):
         def get_remaining_time_in_millis(self) -> int:
             return 30_000  # under the default job budget (10 s) + the inline margin (60 s)
 
-    monkeypatch.setenv("RUNNER_FUNCTION", "no-such-function")  # invoking it would fail the test
     out = load("rollout_start").lambda_handler({"input": _event(), "attempt": "short-job"}, ThirtySeconds())
-    assert out["next"] == "run_lambda" and out["execution"]["route"] == "lambda"
-    assert bucket.get_json(out["execution"]["job_key"])["entry_point"] == TASK.entry_point
+    assert out["next"] == "run_lambda" and out["execution"] == {"route": "lambda", "timeout_s": TASK.timeout_s or 10.0}
+    assert bucket.list_keys("jobs/") == []
+    # RouteJob sends run_lambda to Score, which runs the job on the runner (inline) and scores.
+    scored = load("score_rollout").lambda_handler(out, Context())
+    assert scored["status"] == "scored" and {m["name"]: m["value"] for m in scored["metrics_list"]}["correctness"] == 1.0
+
+
+def test_a_turn_channel_must_be_one_of_the_stacks_and_only_for_callback_rollouts(bucket, monkeypatch):
+    from rewardpipe.aws.rollout import describe_failure
+
+    monkeypatch.setenv("TURN_CHANNELS", json.dumps({"nova": "https://sqs.us-east-1.amazonaws.com/123456789012/nova"}))
+    ref = _started(bucket, mode="callback", channel="nova")
+    assert ref["next"] == "ask_trainer" and _snapshot(bucket, ref)["policy"]["channel"] == "nova"
+    with pytest.raises(ValueError, match="'trainers' is not a turn channel of this stack") as caught:
+        _started(bucket, attempt="att-2", mode="callback", channel="trainers")
+    # The state machine records it as bad input (StartEpisode's ValueError), before any turn was taken.
+    cause = json.dumps({"errorType": "ValueError", "errorMessage": str(caught.value)})
+    assert describe_failure({"Error": "ValueError", "Cause": cause}, "StartEpisodeStep", None).kind == "bad_input"
+    with pytest.raises(ValidationError, match="only applies to policy.mode 'callback'"):
+        _started(bucket, attempt="att-3", mode="replay", turns=[COMMIT], channel="nova")
 
 
 def test_a_resume_cannot_stand_in_for_the_trainers_turn(bucket):
@@ -241,33 +267,62 @@ def test_converse_pauses_when_the_invocation_runs_short_of_time(bucket):
     assert out["next"] == "run_lambda" and _snapshot(bucket, out)["state"]["turn_kinds"] == ["question", "commit"]
 
 
-def test_prepare_routes_by_time_budget_and_writes_the_job(bucket, monkeypatch):
+def test_prepare_routes_by_time_budget_and_size_and_writes_only_fargate_jobs(bucket, monkeypatch):
+    from rewardpipe.aws import jobs
+
     execution = _started(bucket)["execution"]
-    assert execution["route"] == "lambda" and execution["timeout_s"] == (TASK.timeout_s or 10.0)
-    job = bucket.get_json(execution["job_key"])
-    assert job["code"].strip() == TASK.reference_solution.strip() and job["tests"] == TASK.tests
-    monkeypatch.setenv("ROUTING_THRESHOLD_S", "1")  # same job, lower threshold: Fargate
+    assert execution == {"route": "lambda", "timeout_s": TASK.timeout_s or 10.0}  # inline: nothing written
+    assert bucket.list_keys("jobs/") == []
+    monkeypatch.setenv("ROUTING_THRESHOLD_S", "1")  # same job, lower threshold: Fargate, through S3
     ref = _started(bucket, attempt="att-2")
     assert ref["execution"]["route"] == "fargate" and ref["next"] == "run_fargate"
+    job = bucket.get_json(ref["execution"]["job_key"])
+    assert job["code"].strip() == TASK.reference_solution.strip() and job["tests"] == TASK.tests
+    # A job whose invoke payload would pass Lambda's 6 MB synchronous limit runs on Fargate too.
+    monkeypatch.setenv("ROUTING_THRESHOLD_S", "600")
+    monkeypatch.setattr(jobs, "SYNC_INVOKE_LIMIT", len(jobs.inline_request(jobs.ExecutionJob.model_validate(job))) - 1)
+    ref = _started(bucket, attempt="att-3")
+    assert ref["execution"]["route"] == "fargate" and bucket.get_json(ref["execution"]["job_key"])["tests"] == TASK.tests
 
 
-def test_code_runner_lambda_writes_a_result_and_score_reads_it(bucket):
+def test_the_inline_job_stays_within_lambdas_synchronous_payload_limit():
+    from rewardpipe.aws import jobs
+    from rewardpipe.execution.result import ExecutionJob, ExecutionResult
+
+    assert jobs.SYNC_INVOKE_LIMIT == harness.LIMITS["lambda_sync_bytes"]  # one limit, the harness enforces it
+    small = ExecutionJob(code="def f(): pass", tests="assert f() is None", entry_point="f", tests_format="check")
+    assert jobs.fits_inline(small)
+    assert not jobs.fits_inline(small.model_copy(update={"tests": "#" * jobs.SYNC_INVOKE_LIMIT}))
+    # An answer too large for the response limit drops the program's output, never the verdict.
+    loud = ExecutionResult(status="passed", passed=1, total=1, stdout="é" * 2_000_000)  # escaped as \u00e9: 6 bytes
+    answer = jobs.inline_response(loud)
+    assert len(json.dumps(answer).encode()) <= jobs.SYNC_INVOKE_LIMIT
+    assert answer["result"]["passed"] == 1 and answer["result"]["status"] == "passed"
+    assert "dropped" in answer["result"]["stdout"] and answer["status"] == "passed"
+
+
+def test_the_code_runner_takes_its_job_inline_and_answers_with_the_result(bucket, runner):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.episode import execution_job, start_episode
+
+    state = start_episode(TASK, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=2)
+    state = state.evolve(final_code=TASK.reference_solution, next_action="execute")
+    job = execution_job(state, TASK, ENVIRONMENT)
+    answer = load("code_runner").lambda_handler({"job": job.model_dump(mode="json")}, Context())
+    assert answer["status"] == "passed" and answer["passed"] == answer["total"] > 0
+    assert answer["result"]["status"] == "passed" and answer["result"]["passed"] == answer["passed"]
+    assert bucket.list_keys("") == []  # neither side touched the bucket
     ref = _started(bucket)
-    summary = load("code_runner").lambda_handler(
-        {"job_key": ref["execution"]["job_key"], "result_key": ref["execution"]["result_key"]}, Context())
-    assert summary["status"] == "passed" and summary["passed"] == summary["total"] > 0
-    assert "stdout" not in summary  # the model's output stays out of logs and the execution history
     out = load("score_rollout").lambda_handler(ref, Context())
     assert out["status"] == "scored" and out["record_key"] == "runs/r/step=2/group=g/x.json"
     assert {m["name"]: m["value"] for m in out["metrics_list"]}["correctness"] == 1.0
+    assert bucket.list_keys("jobs/") == []
 
 
-def test_a_non_finite_aggregate_is_an_error_record_on_the_lambda_path(bucket, monkeypatch):
+def test_a_non_finite_aggregate_is_an_error_record_on_the_lambda_path(bucket, runner, monkeypatch):
     # A guess that passes: correctness 1 and guessed_immediately -1, so 1e308 + 1e308 overflows to inf.
     monkeypatch.setenv("REWARD_WEIGHTS", json.dumps({"correctness": 1e308, "guessed_immediately": -1e308}))
     ref = _started(bucket)
-    load("code_runner").lambda_handler(
-        {"job_key": ref["execution"]["job_key"], "result_key": ref["execution"]["result_key"]}, Context())
     out = load("score_rollout").lambda_handler(ref, Context())
     record = bucket.get_json(out["record_key"])
     assert record["status"] == "error" and record["error"]["kind"] == "non_finite_aggregate"
@@ -278,22 +333,27 @@ def test_a_non_finite_aggregate_is_an_error_record_on_the_lambda_path(bucket, mo
     assert json.loads(json.dumps(out, allow_nan=False))["aggregate_reward_score"] is not None
 
 
-def test_score_without_a_runner_result_raises_execution_result_missing(bucket):
+def test_score_without_a_fargate_result_raises_execution_result_missing(bucket, monkeypatch):
     from rewardpipe.aws.rollout import ExecutionResultMissing
 
+    monkeypatch.setenv("ROUTING_THRESHOLD_S", "1")  # a Fargate job whose container never wrote its result
     with pytest.raises(ExecutionResultMissing, match="left no result"):
         load("score_rollout").lambda_handler(_started(bucket), Context())
 
 
-@pytest.mark.parametrize("event", [{}, {"job_key": "jobs/a/job.json"}, {"job_key": "", "result_key": "jobs/r.json"}])
+def test_a_runner_that_answers_without_a_result_is_an_executor_crash_not_a_score(bucket, runner, monkeypatch):
+    from rewardpipe.aws import rollout
+
+    harness.LAMBDA_FAULTS["code-runner"] = RuntimeError("sandbox exploded")
+    with pytest.raises(rollout.ExecutorCrash, match="sandbox exploded"):
+        load("score_rollout").lambda_handler(_started(bucket), Context())
+
+
+@pytest.mark.parametrize("event", [{}, {"job": {}}, {"job_key": "jobs/a/job.json", "result_key": "jobs/r.json"},
+                                   {"job": {"code": "x", "tests": "y", "entry_point": "not a name"}}])
 def test_code_runner_rejects_malformed_requests(bucket, event):
     with pytest.raises(ValidationError):
         load("code_runner").lambda_handler(event, Context())
-
-
-def test_code_runner_refuses_keys_outside_the_jobs_prefix(bucket):
-    with pytest.raises(ValueError, match="jobs/"):
-        load("code_runner").lambda_handler({"job_key": "runs/x.json", "result_key": "jobs/r.json"}, Context())
 
 
 def _failed(context, state: str, error: str, cause: str = "boom", attempt: str = "att-1") -> dict:
@@ -343,10 +403,8 @@ def test_the_failed_state_decides_the_error_kind(bucket, state, error, kind):
     assert record["error"]["kind"] == kind and record["error"]["message"].startswith(f"[{state}]")
 
 
-def test_an_error_record_never_replaces_a_scored_record(bucket):
+def test_an_error_record_never_replaces_a_scored_record(bucket, runner):
     ref = _started(bucket)
-    load("code_runner").lambda_handler({"job_key": ref["execution"]["job_key"],
-                                        "result_key": ref["execution"]["result_key"]}, Context())
     scored = load("score_rollout").lambda_handler(ref, Context())
     late = load("error_record").lambda_handler(_failed(ref, "ScoreStep", "States.Timeout"), Context())
     assert late["record_key"] == scored["record_key"]
@@ -522,6 +580,9 @@ class PolicyTimeout(Context):
         return 300_000
 
 
+POLICY_KEY_CONTEXT = json.dumps({"rewardpipe": {"policy": {"api_key_secret_name": "policy-key"}}}, sort_keys=True)
+
+
 @pytest.fixture
 def chat_endpoint():
     """A local OpenAI-compatible endpoint that always asks a question and records what it was sent."""
@@ -535,6 +596,8 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
 
     url, seen = chat_endpoint
     boto3.client("secretsmanager", region_name=harness.REGION).create_secret(Name="policy-key", SecretString="sk-test")
+    # The grant to read the key exists in a stack configured with it: the IAM harness checks against that one.
+    monkeypatch.setattr(harness, "DIRECT_CONTEXT", POLICY_KEY_CONTEXT)
     monkeypatch.setenv("POLICY_API_KEY_SECRET", "policy-key")
     monkeypatch.setenv("POLICY_MODEL", "default-model")
     monkeypatch.setenv("MAX_TURNS", "2")

@@ -130,7 +130,7 @@ FILE_COMMANDS = {
     "exec_batch_json": ["exec", "--batch", "{bad}", "--json"],
     "monitor_json": ["monitor", "{bad}", "--json"],
     "report_json": ["report", "{bad}", "--json"],
-    "nova_simulate_tasks": ["nova", "simulate", "--rollout-request-url", "q1", "--rollout-response-url", "q2",
+    "nova_simulate_tasks": ["nova", "simulate", "--rollout-request-arn", "q1", "--rollout-response-url", "q2",
                             "--generate-request-url", "q3", "--generate-response-url", "q4", "--tasks", "{bad}",
                             "--timeout", "1", "--region", "us-east-1"],
 }
@@ -291,10 +291,10 @@ def test_nova_simulate_without_aws_setup_is_one_error_line(sandbox_dir, monkeypa
     monkeypatch.setenv("AWS_CONFIG_FILE", str(sandbox_dir / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(sandbox_dir / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    urls = ["--rollout-request-url", "q1", "--rollout-response-url", "q2", "--generate-request-url", "q3",
+    urls = ["--rollout-request-arn", "q1", "--rollout-response-url", "q2", "--generate-request-url", "q3",
             "--generate-response-url", "q4", "--timeout", "1"]
     for region in ([], ["--region", "us-east-1"]):  # no region at all; a region but no credentials
         result = _invoke(["nova", "simulate", *urls, *region])
         assert result.exit_code == 1, result.output
         assert "rewardpipe bug" not in result.output and "Traceback" not in result.output
-        assert result.stderr.startswith("error: AWS SQS:"), result.stderr
+        assert result.stderr.startswith("error: AWS:"), result.stderr

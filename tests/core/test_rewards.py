@@ -275,8 +275,8 @@ def test_unknown_reward_name_lists_the_known_ones():
         get_reward("no_such_reward")
 
 
-def test_registry_holds_the_three_rewards():
-    assert set(REWARDS) == {"ask_before_coding", "gsm8k", "code_correctness"}
+def test_registry_holds_the_built_in_rewards():
+    assert set(REWARDS) == {"ask_before_coding", "gsm8k", "code_correctness", "wordle", "tool_call"}
     assert all(isinstance(r, Reward) for r in REWARDS.values())
 
 

@@ -12,8 +12,11 @@ ALL = discover()
 def test_the_examples_are_found():
     names = {example.name for example in ALL}
     assert {"single_turn_lambda.py", "trl_reward_funcs.py", "verl_compute_score.py",
-            "verifiers_rubric_functions.py", "verifiers_rubric.py", "your_own_reward/score.py"} <= names
+            "verifiers_rubric_functions.py", "verifiers_rubric.py", "your_own_reward/score.py",
+            "your_own_environment/doctor_it.py", "your_own_environment/run_it.py", "your_own_environment/score_it.py",
+            "your_own_environment/test_animals.py"} <= names
     assert "your_own_reward/my_reward.py" not in names  # a module the example imports, not an example
+    assert "your_own_environment/animals_env.py" not in names
 
 
 @pytest.mark.parametrize("example", ALL, ids=[example.name for example in ALL])
@@ -46,3 +49,24 @@ def test_a_missing_requirement_or_api_is_a_skip_reason(tmp_path, monkeypatch):
     assert found["c.py"].missing() is None
     result = found["c.py"].run()
     assert result.returncode == 3 and result.stdout == "hi\n"
+
+
+def test_the_environment_examples_pyproject_registers_what_exists(monkeypatch):
+    """examples/your_own_environment/pyproject.toml (shown in docs/extending.md) names modules and objects that
+    exist: each entry point loads as the kind of thing its group holds, and its modules are the package's."""
+    import tomllib
+
+    from rewardpipe import Environment, Reward
+    from rewardpipe.references import ENVIRONMENT_GROUP, REWARD_GROUP, load_import_reference
+
+    folder = EXAMPLES / "your_own_environment"
+    project = tomllib.loads((folder / "pyproject.toml").read_text())
+    monkeypatch.syspath_prepend(str(folder))
+    modules = set(project["tool"]["setuptools"]["py-modules"])
+    expected = {ENVIRONMENT_GROUP: Environment, REWARD_GROUP: Reward}
+    assert set(project["project"]["entry-points"]) == set(expected)
+    for group, entries in project["project"]["entry-points"].items():
+        for name, reference in entries.items():
+            assert reference.split(":")[0] in modules, reference
+            value = load_import_reference(reference)
+            assert isinstance(value, expected[group]) and value.name == name, (group, name, value)

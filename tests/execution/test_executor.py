@@ -102,8 +102,23 @@ def test_isolation_report_is_attached_to_results(executor):
 
 
 def _children(pid: int) -> list[int]:
+    """The fork server's live trusted runner and untrusted children (not its housekeeper helper, and not a
+    finished job's child that the kernel is still tearing down: it is reaped after the reply)."""
+    from rewardpipe.execution.runtime.zygote import HOUSEKEEPER_NAME
+
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
-        return [int(child) for child in handle.read().split()]
+        children = [int(child) for child in handle.read().split()]
+
+    def name_and_state(child: int) -> tuple[str, str]:
+        try:
+            with open(f"/proc/{child}/stat") as handle:
+                text = handle.read()
+        except OSError:
+            return "", "X"
+        return text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()[0]
+
+    return [child for child in children
+            if name_and_state(child)[0] != HOUSEKEEPER_NAME and name_and_state(child)[1] not in "ZX"]
 
 
 def test_dead_trusted_runner_is_replaced_by_its_fork_server():

@@ -1,13 +1,13 @@
 """The sandbox on Python 3.13, the Lambda functions' runtime (issue 18 item 1).
 
-This machine has only 3.11 and no registry it reaches serves a 3.13 interpreter (docs/sandbox.md, "Python
-3.13"), so the test runs where one is given, REWARDPIPE_TEST_PYTHON313=/path/to/python3.13 or python3.13
-on PATH, and skips with that reason otherwise. It runs the fork servers on that interpreter: start-up, a
+It runs where a 3.13 interpreter is found (REWARDPIPE_TEST_PYTHON313=/path/to/python3.13, a pyenv
+~/.pyenv/versions/3.13*, or python3.13 on PATH) and skips with that reason otherwise. It runs the fork servers on that interpreter: start-up, a
 right and a wrong answer, and the filter's own-pid rule under the new version's runtime.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import subprocess
@@ -21,7 +21,8 @@ TESTS = "import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n
 
 
 def _python313() -> str:
-    path = os.environ.get("REWARDPIPE_TEST_PYTHON313") or shutil.which("python3.13")
+    installed = sorted(glob.glob(os.path.expanduser("~/.pyenv/versions/3.13*/bin/python3.13")))
+    path = os.environ.get("REWARDPIPE_TEST_PYTHON313") or (installed[-1] if installed else shutil.which("python3.13"))
     if not path:
         pytest.skip("no Python 3.13 interpreter here (set REWARDPIPE_TEST_PYTHON313)")
     probe = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True,

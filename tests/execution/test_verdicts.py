@@ -118,6 +118,17 @@ def test_stdout_and_stderr_are_returned(executor):
     assert "hello err" in result.stderr
 
 
+def test_output_without_a_final_newline_is_returned(executor):
+    # The model's process is killed as soon as the tests are done with it: what it printed without a newline
+    # (still in a line buffer) must reach the output files first.
+    code = ("import sys\nprint('loaded', end='')\nprint('warn', end='', file=sys.stderr)\n"
+            "def add(a, b):\n    print(f'|{a}+{b}', end='')\n    return a + b\n")
+    result = executor.run(job(code))
+    assert result.status is ExecutionStatus.PASSED
+    assert result.stdout.startswith("loaded|") and result.stdout.count("|") == result.total, result.stdout
+    assert result.stderr == "warn", result.stderr
+
+
 def test_uncaught_exception_traceback_goes_to_reason_not_a_crash(executor):
     code = "def add(a, b):\n    return {}[a]\n"
     result = executor.run(job(code))

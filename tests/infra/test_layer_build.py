@@ -1,4 +1,4 @@
-"""The Lambda layer builds on any laptop: on a machine whose Python is not CPython 3.11 Linux of the
+"""The Lambda layer builds on any laptop: on a machine whose Python is not CPython 3.13 Linux of the
 functions' architecture (macOS, or x86-64 building the default arm64 layer) the layer's dependencies come
 from pip's Lambda-platform wheels, without Docker, and every compiled module is checked for that architecture."""
 
@@ -20,7 +20,7 @@ def test_pip_fetches_the_lambda_platform_wheels_at_the_pinned_versions(tmp_path,
     arch = {} if architecture is None else {"architecture": architecture}
     command = packaging.pip_layer_command(tmp_path, requirements, **arch)
     joined = " ".join(command)
-    for flag in (f"--platform {platform}", "--only-binary=:all:", "--python-version 3.11",
+    for flag in (f"--platform {platform}", "--only-binary=:all:", "--python-version 3.13",
                  "--implementation cp", f"--target {tmp_path}", "--no-deps"):
         assert flag in joined
     assert command[-len(requirements):] == requirements
@@ -33,8 +33,11 @@ def test_an_unknown_architecture_is_named(tmp_path):
 
 def test_this_interpreter_matches_exactly_one_lambda_architecture_or_none():
     import platform
+    import sys
     matches = [a for a in packaging.LAMBDA_PLATFORMS if packaging.matches_lambda_platform(a)]
     expected = {"x86_64": ["x86_64"], "aarch64": ["arm64"]}.get(platform.machine(), [])
+    if sys.implementation.cache_tag != packaging.LAMBDA_CACHE_TAG:
+        expected = []  # only a CPython 3.13 can supply the python3.13 runtime's compiled modules
     assert matches == expected
 
 
@@ -54,7 +57,8 @@ _REAL_RUN = subprocess.run
 
 
 def _fake_pip(calls: list):
-    """Stands in for pip: 'downloads' by copying the installed distributions' files into --target."""
+    """Stands in for pip: 'downloads' by copying the installed distributions' files into --target, this
+    interpreter's compiled modules renamed as CPython 3.13's (what a cp313 wheel of this machine holds)."""
 
     def run(command, **kwargs):
         if "pip" not in command:  # the layer's byte-code compile is not pip's: let it run
@@ -63,6 +67,8 @@ def _fake_pip(calls: list):
         target = Path(command[command.index("--target") + 1])
         for requirement in command[command.index("--target") + 2:]:
             packaging.copy_distribution(requirement.split("==")[0], target)
+        for module in target.rglob("*.cpython-311-*.so"):
+            module.rename(module.with_name(module.name.replace(".cpython-311-", ".cpython-313-")))
         return subprocess.CompletedProcess(command, 0, "", "")
 
     return run
@@ -95,7 +101,7 @@ def test_a_laptop_that_is_not_linux_x86_64_stages_the_layer_from_pip(monkeypatch
     layer = Path(packaging.stage_layer.__wrapped__("x86_64")) / "python"
     assert len(calls) == 1
     assert (layer / "rewardpipe" / "single_turn.py").is_file() and not (layer / "rewardpipe" / "cli").exists()
-    assert list(layer.glob("pydantic_core/_pydantic_core.cpython-311-x86_64-linux-gnu.so"))
+    assert list(layer.glob("pydantic_core/_pydantic_core.cpython-313-x86_64-linux-gnu.so"))
     assert not (layer / ".complete").exists()
 
 
@@ -112,7 +118,7 @@ def test_a_compiled_module_of_the_wrong_architecture_fails_the_synth_naming_it(m
     import platform
     if platform.machine() != "x86_64":
         pytest.skip("stages this machine's own (x86-64) binaries as the arm64 layer")
-    with pytest.raises(packaging.PackagingError, match=r"_pydantic_core\.cpython-311-x86_64.*not a CPython 3.11 arm64"):
+    with pytest.raises(packaging.PackagingError, match=r"_pydantic_core\.cpython-313-x86_64.*not a CPython 3.13 arm64"):
         _stage_with_this_machines_binaries(monkeypatch, tmp_path, "arm64")
 
 
@@ -123,7 +129,7 @@ def test_an_abi3_module_is_judged_by_its_elf_header(tmp_path):
     elf = bytearray(64)
     elf[:4], elf[4], elf[5] = b"\x7fELF", 2, 1
     elf[18:20] = (0xB7).to_bytes(2, "little")
-    (python_dir / "pydantic_core" / "_pydantic_core.cpython-311-aarch64-linux-gnu.so").write_bytes(elf)
+    (python_dir / "pydantic_core" / "_pydantic_core.cpython-313-aarch64-linux-gnu.so").write_bytes(elf)
     (python_dir / "native.abi3.so").write_bytes(elf)
     packaging._check_platform(python_dir, "arm64")
     elf[18:20] = (0x3E).to_bytes(2, "little")

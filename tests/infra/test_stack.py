@@ -173,7 +173,7 @@ def test_no_role_gets_bucket_wide_or_wildcard_s3(resources):
     ("RolloutWorkflowScore", {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:GetObject", "runs"),
                               ("s3:PutObject", "runs")}),
     ("RolloutWorkflowRecordError", {("s3:GetObject", "runs"), ("s3:PutObject", "runs")}),
-    ("CodeRunnerFunction", {("s3:GetObject", "jobs"), ("s3:PutObject", "jobs")}),
+    ("CodeRunnerFunction", set()),  # the job and its result travel in the invoke (rewardpipe.aws.jobs)
 ])
 def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed):
     granted = set()
@@ -211,8 +211,8 @@ def _definition(resources) -> dict:
 def test_every_task_state_catches_into_the_error_record(resources):
     states = _definition(resources)["States"]
     tasks = {name: s for name, s in states.items() if s["Type"] == "Task"}
-    assert {"StartEpisodeStep", "ConverseStep", "RunCodeLambda", "RunCodeFargate", "ScoreStep",
-            "RecordErrorStep"} <= set(tasks)
+    assert {"StartEpisodeStep", "ConverseStep", "RunCodeFargate", "ScoreStep", "RecordErrorStep"} <= set(tasks)
+    assert "RunCodeLambda" not in states  # Score runs a Lambda job with the job inline: no state reads it from S3
     for name, state in tasks.items():
         catchers = state.get("Catch", [])
         # The conversation states' loop exits come first (they are not failures); then everything else.
@@ -240,7 +240,7 @@ def test_long_jobs_go_to_fargate_with_the_job_passed_through_s3(resources):
     assert network.get("AssignPublicIp", "DISABLED") == "DISABLED"  # absent means DISABLED
     assert len(network["Subnets"]) == 2 and len(network["SecurityGroups"]) == 1
     choices = {c["And"][1]["StringEquals"]: c["Next"] for c in states["RouteJob"]["Choices"]}
-    assert choices["run_lambda"] == "RunCodeLambda" and choices["run_fargate"] == "RunCodeFargate"
+    assert choices["run_lambda"] == "ScoreStep" and choices["run_fargate"] == "RunCodeFargate"
     assert choices["score"] == "ScoreStep"
 
 
@@ -269,7 +269,7 @@ def test_conversation_states_wait_for_their_task_token_and_loop_without_a_choice
 
 
 # The states whose input is a reference of bounded size (a StateRef, at most 200 KB: rewardpipe.aws.state).
-BOUNDED_INPUT_STATES = {"RunCodeLambda", "RunCodeFargate", "ScoreStep"}
+BOUNDED_INPUT_STATES = {"RunCodeFargate", "ScoreStep"}
 
 
 def test_no_catch_grows_an_input_that_may_be_near_256_kib(resources):
@@ -532,7 +532,9 @@ def test_context_changes_the_alarms_the_subscription_and_the_routing(synth, tmp_
 
 
 def test_state_machine_role_invokes_only_the_workflow_functions(resources):
-    ours = {k for k in _of_type(resources, "AWS::Lambda::Function") if k.startswith(("RolloutWorkflow", "CodeRunner"))}
+    # The code runner is invoked by the functions that hold the job (conversation states, Score), never by the
+    # state machine, which has only a reference.
+    ours = {k for k in _of_type(resources, "AWS::Lambda::Function") if k.startswith("RolloutWorkflow")}
     invoked = set()
     for st in _statements(resources, "RolloutWorkflowStateMachineRole"):
         if "lambda:InvokeFunction" in _actions(st):
@@ -547,7 +549,7 @@ def test_state_machine_role_invokes_only_the_workflow_functions(resources):
     assert {"ecs:RunTask", "iam:PassRole"} <= actions  # turn requests are sent by the conversation functions
 
 
-def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
+def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(synth, resources):
     endpoints = _of_type(resources, "AWS::EC2::VPCEndpoint")
     gateway = [e["Properties"] for e in endpoints.values() if e["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"]
     (s3,) = gateway
@@ -569,7 +571,11 @@ def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(resources):
     (group,) = _of_type(resources, "AWS::Route53Resolver::FirewallRuleGroup").values()
     rules = sorted(group["Properties"]["FirewallRules"], key=lambda r: r["Priority"])
     assert [(r["Action"], r.get("BlockResponse")) for r in rules] == [("ALLOW", None), ("BLOCK", "NXDOMAIN")]
-    lists = {k: v["Properties"]["Domains"] for k, v in _of_type(resources, "AWS::Route53Resolver::FirewallDomainList").items()}
+    from stacks.names import render
+
+    commercial = {"AWS::Partition": "aws", "AWS::Region": "us-east-1"}  # the other partitions: test_resource_names.py
+    lists = {k: [render(d, synth.template, commercial) for d in v["Properties"]["Domains"]]
+             for k, v in _of_type(resources, "AWS::Route53Resolver::FirewallDomainList").items()}
     assert rules[0]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["amazonaws.com", "*.amazonaws.com"]}
     assert rules[1]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["*"]}
     (association,) = _of_type(resources, "AWS::Route53Resolver::FirewallRuleGroupAssociation").values()

@@ -440,6 +440,41 @@ def test_memory_bomb_in_one_process_fails(executor):
     assert "MemoryError" in result.reason
 
 
+# Memory no address-space limit counts: unmapped memfd pages (shmem), charged to the worker's cgroup only. The
+# fork server is a member of that cgroup (its children are born there), so when the cgroup runs out the OOM
+# killer must take the model's process, never the fork server.
+MEMFD_HOARD = WRONG_ADD + textwrap.dedent('''
+    import os
+    held = []
+    try:
+        for n in range(200):
+            fd = os.memfd_create(f"hoard{n}")
+            os.write(fd, b"m" * (4 << 20))
+            held.append(fd)
+    except OSError as exc:
+        print("STOPPED", len(held), exc)
+    print("HELD", len(held))
+''')
+
+
+def test_memory_the_address_space_limit_misses_kills_the_model_not_the_fork_server():
+    from rewardpipe.execution.sandbox import make_executor
+
+    small = make_executor(workers=1, memory_mb=192)
+    try:
+        require_layer(small, "cgroup")
+        assert small.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+        server = small._workers[0].process.pid
+        result = small.run(job(MEMFD_HOARD, timeout_s=20))
+        assert_failed(result)
+        assert "HELD 200" not in result.stdout, result.stdout  # it never got the 800 MiB it asked for
+        assert small._workers[0].process.pid == server and small._workers[0].alive()
+        for _ in range(2):
+            assert small.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+    finally:
+        small.close()
+
+
 def test_raising_hard_rlimits_is_refused(executor):
     require_any_layer(executor, 'rlimits')
     code = WRONG_ADD + textwrap.dedent('''

@@ -12,6 +12,8 @@ import ctypes
 import os
 import tempfile
 import textwrap
+import threading
+import time
 
 import pytest
 
@@ -50,7 +52,7 @@ def lambda_like(landlock: bool = False, workers: int = 2):
     """Fork servers as an unprivileged uid: no uid drop, no mount namespace (so no tmpfs), Landlock
     forced off as on Lambda's kernels unless asked for."""
     executor = make_executor(workers=workers, server_uid=65534, disk_mb=BUDGET_MB, disk_inodes=BUDGET_INODES,
-                             disable=frozenset() if landlock else frozenset({"landlock"}))
+                             disable=frozenset() if landlock else frozenset({"landlock"}), private_disk=True)
     isolation = executor.isolation()
     assert isolation["mountns"].startswith("off"), isolation["mountns"]
     assert isolation["disk_quota"].startswith("on") and "measured" in isolation["disk_quota"]
@@ -85,11 +87,11 @@ FILL_HOST_OUTSIDE = textwrap.dedent('''
     for path in made:
         os.unlink(path)
 ''')
-# Waits until the host file system is full, then needs 1 MiB in its own directory: its answer is right
-# only if it got it.
+# Waits (a while) for the host file system to be nearly full, then needs 1 MiB in its own directory: its
+# answer is right only if it got it.
 NEEDS_A_MEGABYTE = textwrap.dedent('''
     import os, time
-    for _ in range(200):
+    for _ in range(40):
         if os.statvfs(".").f_bavail * os.statvfs(".").f_frsize < (1 << 20):
             break
         time.sleep(0.05)
@@ -104,15 +106,17 @@ NEEDS_A_MEGABYTE = textwrap.dedent('''
 ''')
 
 
-def test_a_sample_failed_by_another_samples_disk_fill_is_an_error_not_a_zero(lambda_host):
+def test_a_job_filling_the_host_beside_another_fails_and_the_other_gets_its_own_verdict(lambda_host):
+    # Side by side, the host's growth cannot be split between the two: neither is scored from that run
+    # (the filler is stopped at its budget, its neighbour is stopped too). Each runs again alone: the
+    # filler's growth is then its own and it fails although its answer is right; the neighbour gets the
+    # verdict its own code earns, never a 0 for space its neighbour took.
     attacker = job("HOLD = 3\n" + FILL_HOST_OUTSIDE + RIGHT_ADD, timeout_s=15)
     victim = job(NEEDS_A_MEGABYTE, timeout_s=15)
     attack, hurt = list(lambda_host.run_batch([attacker, victim], workers=2))
-    assert "FILLED" in attack.stdout and "FILLED 0" not in attack.stdout, attack.stdout
-    assert hurt.status is ExecutionStatus.ERROR, (hurt.status, hurt.reason)
-    assert hurt.is_infrastructure_error
-    assert "host disk full" in hurt.reason and "MiB" in hurt.reason, hurt.reason
-    assert attack.status is ExecutionStatus.PASSED  # a right answer stays right: the verdict is unforgeable
+    assert attack.status is ExecutionStatus.FAILED, (attack.status, attack.reason)
+    assert attack.reason.startswith("disk quota exceeded: it held") and "no other job ran" in attack.reason
+    assert hurt.status is ExecutionStatus.PASSED, (hurt.status, hurt.reason)
     assert_scorer_survives(lambda_host)
 
 
@@ -300,3 +304,168 @@ def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_ui
     assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
     assert "COPIED data" in result.stdout and "0o640" not in result.stdout, result.stdout
     assert "chmod is a no-op" in lambda_host.isolation()["seccomp"]
+
+
+# --- Space no walk of the job's directory sees (issue 19 item 9) -----------------------------------------
+# Each payload has a *right* answer, so before this round it passed: the space it held was counted nowhere.
+# A job is charged for everything the host file system holds because of it while it runs (measured as the
+# host's growth since it started) and for whatever it leaves behind once its processes are gone; over its
+# budget it fails exactly as on a full tmpfs. Budget here: 8 MiB and 300 inodes; RLIMIT_FSIZE caps each
+# file at 8 MiB, so every payload spreads its space over several files.
+HOLD_SPACE = {
+    # write, unlink, keep the descriptor: the classic deleted-but-open file
+    "deleted_open_files": textwrap.dedent('''
+        import os, time
+        held = []
+        for n in range(3):
+            handle = open(f"hidden{n}", "wb")
+            handle.write(b"d" * (6 << 20))
+            handle.flush()
+            os.unlink(f"hidden{n}")
+            held.append(handle)
+        time.sleep(1.5)
+    '''),
+    # size a file, map it, close and unlink it, then fill it through the mapping: no descriptor at all
+    "mapped_deleted_files": textwrap.dedent('''
+        import mmap, os, time
+        maps = []
+        for n in range(3):
+            fd = os.open(f"mapped{n}", os.O_RDWR | os.O_CREAT, 0o600)
+            os.ftruncate(fd, 6 << 20)
+            view = mmap.mmap(fd, 6 << 20)
+            os.close(fd)
+            os.unlink(f"mapped{n}")
+            for offset in range(0, 6 << 20, 4096):
+                view[offset] = 1
+            maps.append(view)
+        time.sleep(1.5)
+    '''),
+    # hard links out of its directory, then the names inside removed: the data outlives the job
+    "hard_links_out": textwrap.dedent('''
+        import os
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+        for n in range(3):
+            with open(f"linked{n}", "wb") as handle:
+                handle.write(b"l" * (4 << 20))
+            os.link(f"linked{n}", os.path.join(root, f"kept{n}-{os.getpid()}"))
+            os.unlink(f"linked{n}")
+    '''),
+    # files left outside its directory, each small: inodes rather than bytes
+    "many_small_files_out": textwrap.dedent('''
+        import os
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+        for n in range(400):
+            open(os.path.join(root, f"small{n}-{os.getpid()}"), "w").close()
+    '''),
+    # directories left outside its directory
+    "directories_out": textwrap.dedent('''
+        import os
+        root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+        base = os.path.join(root, f"tree-{os.getpid()}")
+        os.mkdir(base)
+        for n in range(400):
+            os.mkdir(os.path.join(base, f"d{n}"))
+    '''),
+}
+
+
+@pytest.mark.parametrize("payload", list(HOLD_SPACE), ids=list(HOLD_SPACE))
+def test_space_held_where_no_walk_sees_it_counts_against_the_budget(lambda_host, payload):
+    result = lambda_host.run(job(RIGHT_ADD + HOLD_SPACE[payload], timeout_s=15))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason, result.stderr[-300:])
+    assert result.passed == 0
+    assert result.reason.startswith("disk quota exceeded:") and "no other job ran" in result.reason, result.reason
+    assert_scorer_survives(lambda_host)
+
+
+def test_space_held_beside_another_job_fails_the_job_that_held_it_and_never_its_neighbour(lambda_host):
+    # Run side by side, the host's growth cannot be split between them; each such job is run again on its
+    # own: the one that held the space fails, the other gets its own verdict (never a 0 for its
+    # neighbour's space, never a verdict from the disturbed run).
+    attacker = job(RIGHT_ADD + HOLD_SPACE["deleted_open_files"], timeout_s=15)
+    neighbour = job(RIGHT_ADD + "import time\ntime.sleep(1.0)\n", timeout_s=15)
+    wrong_neighbour = job(WRONG_ADD + "import time\ntime.sleep(1.0)\n", timeout_s=15)
+    results = list(lambda_host.run_batch([attacker, neighbour, wrong_neighbour], workers=2))
+    assert results[0].status is ExecutionStatus.FAILED and "disk quota exceeded" in results[0].reason, results[0]
+    assert results[1].status is ExecutionStatus.PASSED, (results[1].status, results[1].reason)
+    assert_failed(results[2])
+    assert "disk quota" not in results[2].reason, results[2].reason
+
+
+HONEST_DISK_USE = {
+    # space it holds in a file with no name, within its budget (tempfile.TemporaryFile unlinks at once)
+    "temporary_file": textwrap.dedent('''
+        import tempfile
+        with tempfile.TemporaryFile() as handle:
+            handle.write(b"t" * (3 << 20))
+            handle.flush()
+    '''),
+    # sparse files are charged for the blocks they use, not for their length (21 MiB long, 3 MiB used)
+    "sparse_files": textwrap.dedent('''
+        for n in range(3):
+            with open(f"sparse{n}.bin", "wb") as handle:
+                handle.truncate(7 << 20)
+                handle.seek(5 << 20)
+                handle.write(b"s" * (1 << 20))
+    '''),
+    # one file of 5 MiB under three names is 5 MiB, not 15
+    "hard_links_inside": textwrap.dedent('''
+        import os, time
+        with open("one.bin", "wb") as handle:
+            handle.write(b"h" * (5 << 20))
+        os.link("one.bin", "two.bin")
+        os.link("one.bin", "three.bin")
+        time.sleep(0.3)
+    '''),
+    # files that come and go: only what exists at once counts
+    "rewritten_files": textwrap.dedent('''
+        import os
+        for n in range(20):
+            with open("scratch.bin", "wb") as handle:
+                handle.write(b"r" * (3 << 20))
+            os.unlink("scratch.bin")
+    '''),
+}
+
+
+@pytest.mark.parametrize("use", list(HONEST_DISK_USE), ids=list(HONEST_DISK_USE))
+def test_honest_disk_use_within_the_budget_passes(lambda_host, use):
+    result = lambda_host.run(job(RIGHT_ADD + HONEST_DISK_USE[use], timeout_s=15))
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason, result.stderr[-300:])
+
+
+def test_without_a_private_disk_what_other_programs_write_is_not_charged_to_a_job(host_tmp):
+    # A developer's /tmp is written by other programs too: its growth says nothing about one job, so
+    # there only the job's directory is charged (docs/sandbox.md says what that leaves open).
+    executor = make_executor(workers=1, server_uid=65534, disk_mb=BUDGET_MB, disk_inodes=BUDGET_INODES,
+                             disable=frozenset({"landlock"}), private_disk=False)
+    try:
+        assert "not charged" in executor.isolation()["disk_quota"]
+        outside = os.path.join(host_tmp, "another-program")
+
+        def write_meanwhile():
+            time.sleep(0.3)
+            with open(outside, "wb") as handle:
+                handle.write(b"o" * (12 << 20))
+
+        writer = threading.Thread(target=write_meanwhile)
+        writer.start()
+        result = executor.run(job(RIGHT_ADD + "import time\ntime.sleep(1.0)\n", timeout_s=10))
+        writer.join()
+        assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    finally:
+        executor.close()
+
+
+def test_the_private_disk_setting_is_read_and_detected():
+    from rewardpipe.execution.sandbox import SandboxConfig, SandboxConfigError
+
+    assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_PRIVATE_DISK": "1"}).private_disk is True
+    assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_PRIVATE_DISK": "0"}).private_disk is False
+    with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_PRIVATE_DISK"):
+        SandboxConfig.from_env({"REWARDPIPE_SANDBOX_PRIVATE_DISK": "yes"})
+    auto = SandboxConfig()
+    assert auto.resolved_private_disk({"AWS_LAMBDA_FUNCTION_NAME": "score"}) is True
+    assert auto.resolved_private_disk({"AWS_EXECUTION_ENV": "AWS_ECS_FARGATE"}) is True
+    assert auto.resolved_private_disk({"HOME": "/home/dev"}) is False
+    assert SandboxConfig(private_disk=False).resolved_private_disk({"AWS_LAMBDA_FUNCTION_NAME": "x"}) is False

@@ -198,6 +198,17 @@ def test_private_mount_namespace_hides_host_tmp_and_run(executor):
 
 # --- 4. the trusted runner's memory is bounded ----------------------------------------------------------
 
+def _is_housekeeper(pid: int) -> bool:
+    """The fork server's other trusted child (cgroup moves and unmounts), also of its uid."""
+    from rewardpipe.execution.runtime.zygote import HOUSEKEEPER_NAME
+
+    try:
+        with open(f"/proc/{pid}/comm") as handle:
+            return handle.read().strip() == HOUSEKEEPER_NAME
+    except OSError:
+        return False
+
+
 def _runner_pids(executor) -> list[int]:
     """Trusted runners: children of a fork server that kept its uid (the untrusted ones dropped theirs)."""
     servers = {w.process.pid: w for w in executor._workers if hasattr(w, "process")}
@@ -212,7 +223,7 @@ def _runner_pids(executor) -> list[int]:
                 uid = int(next(line for line in handle if line.startswith("Uid:")).split()[1])
         except (OSError, ValueError, StopIteration):
             continue
-        if ppid in servers and uid == os.stat(f"/proc/{ppid}").st_uid:
+        if ppid in servers and uid == os.stat(f"/proc/{ppid}").st_uid and not _is_housekeeper(int(name)):
             found.append(int(name))
     return found
 
@@ -504,13 +515,16 @@ def test_degraded_mode_signals_reach_nothing_but_the_child(degraded, sig):
 
 
 def _children_of(pid: int) -> list[int]:
+    """Live children of ``pid``: a finished job's child that the kernel is still tearing down (reaped after
+    the reply) is dead already and does not count."""
     found = []
     for name in os.listdir("/proc"):
         if name.isdigit():
             try:
                 with open(f"/proc/{name}/stat") as handle:
-                    if int(handle.read().rsplit(")", 1)[1].split()[1]) == pid:
-                        found.append(int(name))
+                    fields = handle.read().rsplit(")", 1)[1].split()
+                if int(fields[1]) == pid and fields[0] not in "ZX":
+                    found.append(int(name))
             except (OSError, ValueError):
                 pass
     return found

@@ -15,6 +15,7 @@ import json
 import logging
 import os
 import sys
+import time
 import types
 import warnings
 
@@ -393,12 +394,13 @@ class Remote:
         return result
 
 
-def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: str):
-    """The module the hidden tests run in: only the names the tests read are taken from the model,
-    and never a name that shadows a built-in (unless it is the entry point itself)."""
+def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_point: str):
+    """The module the hidden tests run in: only the names the tests read (``tests_names``, from
+    :func:`harness.names_used`) are taken from the model, and never a name that shadows a built-in
+    (unless it is the entry point itself)."""
     module = types.ModuleType("hidden_tests")
     namespace = module.__dict__
-    wanted = harness.names_used(tests_tree) | {entry_point}
+    wanted = set(tests_names) | {entry_point}
     for name in sorted(wanted):
         info = exports.get(name)
         if type(info) is not dict:
@@ -427,7 +429,9 @@ def build_namespace(conn: Connection, exports: dict, tests_tree, entry_point: st
     return module
 
 
-def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
+def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:
+    """Run one job and write its verdict; the verdict is also returned (the runner tells the fork server
+    only whether the model's process died, never anything about the tests)."""
     verdict = {"mode": job.get("mode", "split")}
     try:
         verdict.update(_run(wfd, rfd, tests_fd, job))
@@ -437,6 +441,7 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> None:
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
     _write_verdict(verdict_fd, verdict)
+    return verdict
 
 
 def _write_verdict(verdict_fd: int, verdict: dict) -> None:
@@ -444,6 +449,9 @@ def _write_verdict(verdict_fd: int, verdict: dict) -> None:
     wire.write_all(verdict_fd, json.dumps(verdict).encode())
 
 
+# When the job asks for it ("phases"), the moments the runner reached each step (time.monotonic(), the same
+# clock in every process of the host), returned to the fork server with its reply; benchmarks read them.
+MARKS: dict = {}
 _ACTIVE: list = [None]  # the Connection of the job being run: where the import guard reports
 
 
@@ -490,11 +498,16 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
         if not message:
             return
         before = os.times()
+        MARKS.clear()
+        MARKS["r_start"] = time.monotonic()
         reply: dict = {"state": "done"}
         try:
             header = json.loads(message)
             t_write, t_read, tests_fd, verdict_fd = fds
-            run(t_write, t_read, tests_fd, verdict_fd, header)
+            verdict = run(t_write, t_read, tests_fd, verdict_fd, header)
+            # Whether to wait for the model's process to report how it ended (it died on its own), or to
+            # kill it at once (the tests are done with it).
+            reply["model_died"] = verdict.get("model_died") is True
             reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
@@ -504,6 +517,9 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
                     pass
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
+        if header.get("phases"):
+            MARKS["r_reply"] = time.monotonic()
+            reply["marks"] = MARKS
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
@@ -543,17 +559,40 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
-    tree = harness.parse_tests(tests)  # parsed once: counted, searched for names, compiled
+    tree, code, names = _prepared_tests(tests)
     expected = harness.count_expected_tests(tree, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
     try:
-        return _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job)
+        return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)
     finally:
         _ACTIVE[0] = None
 
 
-def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) -> dict:
+_PREPARED: dict[str, tuple] = {}  # hidden tests source -> (AST, code object, names read), most recent last
+PREPARED_TESTS_KEPT = 64
+PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
+
+
+def _prepared_tests(tests: str) -> tuple:
+    """The tests' AST (counted), code object and the names they read. The K rollouts of a group share
+    their hidden tests, so the long-lived runner parses, compiles and searches each source once; every
+    job still executes the code object into a module of its own."""
+    found = _PREPARED.pop(tests, None)
+    if found is None:
+        tree = harness.parse_tests(tests)
+        try:
+            found = (tree, compile(tree, "<hidden tests>", "exec"), frozenset(harness.names_used(tree)))
+        except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
+            raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
+    if len(tests) <= PREPARED_TESTS_MAX_CHARS:
+        _PREPARED[tests] = found
+        while len(_PREPARED) > PREPARED_TESTS_KEPT:
+            del _PREPARED[next(iter(_PREPARED))]
+    return found
+
+
+def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job) -> dict:
     try:
         hello = wire.recv_json(rfd)
     except wire.WireError:
@@ -563,6 +602,7 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
         raise harness.HarnessError("the sandboxed child sent an unexpected greeting")
     try:
         ready = wire.recv_json(rfd, MAX_REPLY_BYTES, MAX_REPLY_VALUES)
+        MARKS["r_ready"] = time.monotonic()  # the model's code is loaded and its names listed
     except wire.ValueBudgetExceeded as exc:
         return {"expected": expected, "tests_run": 0, "successes": 0, "first_failure": str(exc)[:600]}
     except wire.WireError:
@@ -594,13 +634,13 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
                 "first_failure": str(summary.get("first_failure", ""))[:600]}
 
     try:
-        module = build_namespace(conn, ready["exports"], tree, entry_point)
+        module = build_namespace(conn, ready["exports"], names, entry_point)
     except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
         return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
                 "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
     calls_before_tests = conn.calls
     try:
-        exec(compile(tree, "<hidden tests>", "exec"), module.__dict__)
+        exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model can fail because of the model.
         if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
@@ -614,6 +654,7 @@ def _run_with(conn, rfd, tests, tree, expected, tests_format, entry_point, job) 
     if loaded != expected:
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.run_suite(suite, module)
+    MARKS["r_ran"] = time.monotonic()
     if conn.boundary_error:
         raise harness.HarnessError(_needs_inprocess(conn))
     return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),

@@ -97,11 +97,21 @@ class Effects:
     def __init__(self):
         self.active = False
         self.text = {"out": [], "err": []}
+        self.streams: tuple = ()  # the real stdout and stderr (the job's output files)
         self.size = {"out": 0, "err": 0}
         self.items = {"warn": [], "log": []}
 
     def start(self) -> None:
         self.active = True
+
+    def flush_streams(self) -> None:
+        """Push what the model's code printed into the job's output files before each reply: once the tests
+        are done the process is killed, and a last line without a newline would still sit in a buffer."""
+        for stream in self.streams:
+            try:
+                stream.flush()
+            except Exception:  # noqa: BLE001 - the model may have closed or replaced it
+                pass
 
     def take(self) -> dict | None:
         self.active = False
@@ -164,6 +174,7 @@ class _LogCapture(logging.Handler):
 
 def capture_effects(effects: Effects) -> None:
     """Install the hooks once, before the model's code runs (it may reconfigure them as it likes)."""
+    effects.streams = (sys.stdout, sys.stderr)
     sys.stdout = _Tee(sys.stdout, effects, "out")
     sys.stderr = _Tee(sys.stderr, effects, "err")
     original_show = warnings.showwarning
@@ -202,6 +213,7 @@ class Server:
             exec(compile(code, "<model code>", "exec"), self.module.__dict__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
+        self.effects.flush_streams()
         wire.send_json(self.wfd, {"ready": True, "load_error": load_error,
                                   "exports": describe_exports(self.module.__dict__, self.handles)})
 
@@ -219,6 +231,7 @@ class Server:
             effects = self.effects.take()
             if effects:
                 reply["fx"] = effects
+            self.effects.flush_streams()
             try:
                 wire.send_json(self.wfd, reply)
             except (ValueError, RecursionError) as exc:
@@ -344,10 +357,16 @@ class Server:
         return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
 
 
-def serve(code: str, rfd: int, wfd: int) -> None:
+def prepare(rfd: int, wfd: int) -> Server:
+    """Everything that does not depend on the job's code, done while the hardened child waits for it:
+    tell the trusted side it is hardened, and hook stdout, stderr, warnings and logging."""
     wire.send_json(wfd, {"hardened": True})
     effects = Effects()
     capture_effects(effects)
-    server = Server(rfd, wfd, effects)
+    return Server(rfd, wfd, effects)
+
+
+def serve(code: str, rfd: int, wfd: int) -> None:
+    server = prepare(rfd, wfd)
     server.load(code)
     server.serve_forever()

@@ -45,13 +45,24 @@ PREIMPORTS = (
 # rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
 
 UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
-UNTRUSTED_EXIT_GRACE_S = 0.02  # how long the child may take to exit by itself once the tests are done
-TRUSTED_GRACE_S = 2.0
-DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced  # after the deadline, how long the runner may take to wind down before it is replaced
+UNTRUSTED_EXIT_GRACE_S = 0.02  # how long a child that died during the tests may take to become reapable
+TRUSTED_GRACE_S = 2.0  # after the deadline, how long the runner may take to wind down before it is replaced
+DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced
 HARDENING_FAILED_EXIT = 121
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # sandbox.py scores it as the model's failure
-DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's disk use is measured
-SPARE_CHILDREN = 2  # a second one keeps back-to-back jobs from waiting on a fork still in progress
+DISK_WATCH_INTERVAL_S = 0.1  # without a per-job tmpfs: how often a running job's directory is walked
+HOST_WATCH_INTERVAL_S = 0.01  # ... and how often the host file system's use is read (one statvfs)
+# Growth of the host file system during a job that is not charged to it: directory blocks the walk does not
+# count, the empty directory of a spare forked meanwhile.
+HOST_SLACK_BYTES = 1 << 20
+HOST_SLACK_INODES = 16
+HOUSEKEEPER_NAME = "rp-housekeeper"
+CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR: the job directory
+# Hardened children waiting for a job: forked in bursts, up to SPARES_HIGH whenever only SPARES_LOW are left.
+# After each fork, every page the fork server then writes (its own bookkeeping touches some 350 a job) is
+# copied once; forking several at once pays that once per burst instead of once per job (measured).
+SPARES_HIGH = 4
+SPARES_LOW = 1
 
 
 class UntrustedChild:
@@ -85,20 +96,36 @@ class UntrustedChild:
 class DiskWatch:
     """The disk quota where there is no per-job tmpfs (no private mount namespace: AWS Lambda, Fargate).
 
-    The job's directory is walked while it runs and once more at the end, each walk stopping just past
-    the budget; a job over its budget is killed and its sample fails, as on a full tmpfs. The file
-    system holding the job directories (the host's /tmp, shared by every job and the scorer) is watched
-    too: a job that failed while it had less free space than one job's budget may have failed for
-    want of space that another job took, which is an infrastructure fault, not the sample's."""
+    Every job directory lives on one host file system (the host's /tmp, shared by every job and the
+    scorer), and the model's code can hold space there that no walk of its directory sees: files it
+    deleted but keeps open or mapped, files it linked or wrote outside its directory (where Landlock is
+    missing). So a job is charged for the host file system's growth since it started (read every
+    HOST_WATCH_INTERVAL_S, bytes and inodes) and, once its processes are gone, for whatever it left
+    outside its directory; its directory is also walked (every DISK_WATCH_INTERVAL_S and at the end), which
+    names the exact cause when the directory alone is over. Over either budget the job is killed at once.
+    While other jobs run beside it the host's growth is theirs too: the scorer, which knows whether any
+    did, decides whose it was (sandbox.py). A job that did not pass while the host had less free space
+    than one job's budget may have failed for want of space another job took."""
 
-    def __init__(self, zygote: "Zygote", child: "UntrustedChild"):
-        self.child = child
+    def __init__(self, zygote: "Zygote"):
+        """Taken before the job's code reaches the child: the host file system as it was without it."""
+        self.child: UntrustedChild | None = None
         self.budget_bytes = int(zygote.config["disk_bytes"])
         self.budget_entries = int(zygote.config["disk_inodes"])
-        self.over_budget: str | None = None
-        self._host = zygote.worker_dir
+        self.over_budget: str | None = None  # its own directory over the budget (exact)
+        self.host_over: str | None = None  # the host's growth while it ran, or what it left behind
+        self.walked = (0, 0)  # bytes and entries of its directory at the last walk
+        self._host = zygote.host_fd
+        self._charge_host = bool(zygote.config.get("private_disk"))  # the host file system is the sandbox's
         self._lowest: tuple[int, int] | None = None  # the least free (bytes, inodes) seen while short
-        self.low_at_start = self._check_host()
+        self._next_walk = 0.0
+        host = self._read_host()
+        self._start = None if host is None else host[2:]
+        self.low_at_start = host is not None and self._note_low(host)
+
+    def attach(self, child: "UntrustedChild") -> None:
+        self.child = child
+        self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
 
     @property
     def host_low(self) -> str | None:
@@ -109,41 +136,164 @@ class DiskWatch:
         return f"{free_bytes >> 20} MiB and {free_inodes} inodes free on the file system of the job directories"
 
     def check(self, final: bool = False) -> None:
-        self._check_host()
-        if self.over_budget is None:
-            self.over_budget = self._measure()
-            if self.over_budget is not None and not final:
-                try:
-                    os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
-                except OSError:
-                    pass
+        """Read the host (and walk the directory when due, or at the end); kill the child once it is over.
+        ``final``: after its processes are gone (so space in deleted files is released), before its
+        directory is removed."""
+        if final or time.monotonic() >= self._next_walk:
+            self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
+            if self.over_budget is None:
+                self.over_budget = self._measure()
+        self._check_host(final)
+        if not final and (self.over_budget or self.host_over) and self.child is not None:
+            try:
+                os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
+            except OSError:
+                pass
 
     def _measure(self) -> str | None:
         try:
             used, entries = layers.directory_usage(self.child.job_dir, self.budget_entries)
         except OSError as exc:
             return f"its directory could not be measured ({exc.strerror or exc})"
+        self.walked = (used, entries)
         if used > self.budget_bytes:
             return f"bytes ({self.budget_bytes >> 20} MiB)"
         if entries > self.budget_entries:
             return f"inodes ({self.budget_entries})"
         return None
 
-    def _check_host(self) -> bool:
-        """True if the host file system has less free space than one job's budget now."""
+    def _check_host(self, final: bool) -> None:
+        host = self._read_host()
+        if host is None:
+            return
+        self._note_low(host)
+        if not self._charge_host or self._start is None or self.host_over is not None:
+            return
+        grown_bytes, grown_inodes = host[2] - self._start[0], host[3] - self._start[1]
+        if grown_bytes > self.budget_bytes + HOST_SLACK_BYTES or grown_inodes > self.budget_entries + HOST_SLACK_INODES:
+            self.host_over = (f"it held {_mib(grown_bytes)} MiB and {grown_inodes} inodes of the host file system "
+                              f"at once, over its budget of {self.budget_bytes >> 20} MiB and {self.budget_entries} "
+                              "inodes (files deleted while open or mapped, and files outside its directory, count)")
+            return
+        if final:
+            left_bytes, left_inodes = grown_bytes - self.walked[0], grown_inodes - self.walked[1]
+            if left_bytes > HOST_SLACK_BYTES or left_inodes > HOST_SLACK_INODES:
+                self.host_over = (f"it left {_mib(max(left_bytes, 0))} MiB and {max(left_inodes, 0)} inodes on the "
+                                  "host file system outside its directory")
+
+    def _read_host(self) -> tuple[int, int, int, int] | None:
+        """(free bytes, free inodes, used bytes, used inodes) of the host file system, or None. Read through
+        a descriptor: a job may rename the sandbox's directories (the sticky bit lets their owner), never
+        the file system under them."""
         try:
-            host = os.statvfs(self._host)
+            host = os.fstatvfs(self._host)
         except OSError:
-            return False
-        free_bytes = host.f_bavail * host.f_frsize
-        short_of_inodes = host.f_files > 0 and host.f_favail < self.budget_entries  # 0: no inode limit
+            return None
+        return (host.f_bavail * host.f_frsize, host.f_favail, (host.f_blocks - host.f_bfree) * host.f_frsize,
+                host.f_files - host.f_ffree)
+
+    def _note_low(self, host: tuple[int, int, int, int]) -> bool:
+        """True (and remembered) if the host file system has less free space than one job's budget now."""
+        free_bytes, free_inodes = host[0], host[1]
+        short_of_inodes = free_inodes < self.budget_entries and host[3] + free_inodes > 0  # 0/0: no inode limit
         if free_bytes >= self.budget_bytes and not short_of_inodes:
             return False
         if self._lowest is None:
-            self._lowest = (free_bytes, host.f_favail)
+            self._lowest = (free_bytes, free_inodes)
         else:
-            self._lowest = (min(self._lowest[0], free_bytes), min(self._lowest[1], host.f_favail))
+            self._lowest = (min(self._lowest[0], free_bytes), min(self._lowest[1], free_inodes))
         return True
+
+
+def _mib(count: int) -> str:
+    return f"{count / (1 << 20):.1f}"
+
+
+class Housekeeper:
+    """A helper process for the chore that waits on the kernel rather than computes: lazily unmounting a
+    finished job's tmpfs (each unmount waits for an RCU grace period, milliseconds, longer on a busy
+    host). Forked from the fork server before any untrusted child exists, it is root like the fork server,
+    shares its mount namespace, stays outside the job cgroup and never sees a job. Paths arrive as lines
+    on a pipe; a few threads unmount side by side, so their grace periods overlap and a backlog drains
+    however slow one is. The fork server never waits for it."""
+
+    THREADS = 3
+
+    def __init__(self, zygote: "Zygote"):
+        request_read, self._requests = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.close(self._requests)
+                _die_with_parent(zygote.pid)
+                layers.set_process_name(HOUSEKEEPER_NAME)  # tells it apart from the trusted runner in ps
+                _arrange_fds({3: request_read, 2: 2})
+                _housekeeper_loop(3, self.THREADS)
+            finally:
+                os._exit(0)
+        os.close(request_read)
+        self.pid = pid
+        self.alive = True
+
+    def unmount(self, path: str) -> bool:
+        """Queue ``path`` (a job's tmpfs) to be detached and removed; False if it could not be queued."""
+        if not self.alive or "\n" in path:
+            return False
+        try:
+            os.write(self._requests, path.encode() + b"\n")  # well under PIPE_BUF: never torn
+            return True
+        except OSError:
+            self.alive = False
+            return False
+
+    def close(self) -> None:
+        """Finish the queued unmounts (so nothing is still mounted in the worker directory) and stop."""
+        try:
+            os.close(self._requests)
+        except OSError:
+            pass
+        try:
+            _wait_until(self.pid, time.monotonic() + 10)
+            os.kill(self.pid, signal.SIGKILL)
+            os.waitpid(self.pid, 0)
+        except (OSError, ChildProcessError):
+            pass
+
+
+def _housekeeper_loop(request_fd: int, threads: int) -> None:
+    import queue
+    import threading
+
+    paths: queue.Queue = queue.Queue()
+
+    def unmount_forever():
+        while True:
+            path = paths.get()
+            if path is None:
+                return
+            try:
+                layers.detach_mount(path)
+                os.rmdir(path)
+            except OSError:
+                if not layers.remove_tree(path):
+                    print(f"fork server: could not remove {path}", file=sys.stderr, flush=True)
+
+    workers = [threading.Thread(target=unmount_forever, daemon=True) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    pending = b""
+    while True:
+        data = os.read(request_fd, 1 << 16)
+        *lines, pending = (pending + data).split(b"\n") if data else ([pending], b"")
+        for line in lines:
+            if line:
+                paths.put(line.decode())
+        if not data:
+            break
+    for _ in workers:
+        paths.put(None)
+    for worker in workers:
+        worker.join()
 
 
 class Zygote:
@@ -161,6 +311,8 @@ class Zygote:
         self.jobs = 0
         self.retiring = False
         self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
+        self.housekeeper: Housekeeper | None = None
+        self.in_job_cgroup = False
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -169,8 +321,12 @@ class Zygote:
             except Exception:  # noqa: BLE001 - optional modules (numpy) may be absent
                 pass
         self.worker_dir = config["worker_dir"]
+        os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
+        os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self._detect()
+        # The file system of the job directories, measured per job where there is no tmpfs per job.
+        self.host_fd = os.open(self.worker_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if self._jobs_share_a_uid():
             # The model's code is this directory's owner: it may enter its own job directory (by the
             # path it is given) but neither list nor rename the others (chmod is a no-op for it).
@@ -186,6 +342,21 @@ class Zygote:
                 self.child_state["rlimits"][number] = (value, value)
         gc.collect()
         gc.freeze()
+
+    def start_housekeeper(self) -> None:
+        """Before the first untrusted child: unmounts then happen beside the jobs."""
+        if self.job_root is not None:
+            self.housekeeper = Housekeeper(self)
+
+    def enter_job_cgroup(self) -> None:
+        """Join the worker's cgroup, after the trusted runner and the housekeeper were forked (they stay
+        out), before the first untrusted child: every child is then born in it. Moving each child in
+        instead costs an RCU grace period per move (5 to 50 ms measured on a busy host, on the path of the
+        next job whenever jobs follow each other faster). The fork server is a member the tree kill
+        spares; children make themselves the OOM killer's first choice (see _untrusted_child)."""
+        if self.cgroups is not None:
+            self.cgroups.join(os.getpid())
+            self.in_job_cgroup = True
 
     def _child_limit_values(self) -> dict:
         return {"address_space": int(self.config["memory_bytes"]), "nproc": int(self.config["pids_max"]),
@@ -379,10 +550,19 @@ class Zygote:
                 self._off("mountns", exc.strerror or str(exc))
         if self.job_root is not None:
             self.isolation["disk_quota"] = f"on: {disk} (tmpfs)"
+        elif self.config.get("private_disk"):
+            self.isolation["disk_quota"] = (
+                f"on: {disk} (measured: the host file system is the sandbox's own, so its growth while a job runs, "
+                f"read every {HOST_WATCH_INTERVAL_S:g} s, and what the job leaves behind are charged to it, "
+                "deleted-but-open and mapped files and files outside its directory included; its directory is walked "
+                f"every {DISK_WATCH_INTERVAL_S:g} s and at the end; no tmpfs without the private mount namespace)"
+            )  # completed by _detect once Landlock is known
         else:
             self.isolation["disk_quota"] = (
-                f"on: {disk} (measured: the job directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the "
-                "end, and the host file system is watched; no tmpfs without the private mount namespace)"
+                f"on: {disk} (measured: its directory is walked every {DISK_WATCH_INTERVAL_S:g} s and at the end, "
+                "and the host file system is watched for running short; other programs write to it too, so space a "
+                "job holds in deleted-but-open or mapped files is not charged to it; no tmpfs without the private "
+                "mount namespace)"
             )  # completed by _detect once Landlock is known
 
     # -- per job --------------------------------------------------------------------------------------
@@ -390,14 +570,19 @@ class Zygote:
     def run_job(self, header: dict, fds: list[int]) -> dict:
         """Run one job and return the reply; the caller sends it, then calls :meth:`after_reply`."""
         started = time.monotonic()
+        marks = {"z_start": started}  # returned when the job asks for them ("phases"), for benchmarks
         code_fd, tests_fd, verdict_fd, out_fd, err_fd = fds
         timeout = float(header["timeout_s"])
         deadline = started + timeout
+        # Without a per-job tmpfs the host file system is measured from before the code arrives.
+        watch = DiskWatch(self) if self.job_root is None else None
         try:
             child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
         finally:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
+        if watch is not None:
+            watch.attach(child)
         self.current = child
         try:
             self._hand_to_trusted_runner(header, [child.runner_write, child.runner_read, tests_fd, verdict_fd])
@@ -405,25 +590,31 @@ class Zygote:
             child.release_runner_ends()
             os.close(tests_fd)
             os.close(verdict_fd)
-        watch = DiskWatch(self, child) if self.job_root is None else None
+        marks["z_handed"] = time.monotonic()
         runner_reply = self._await_trusted_runner(deadline, watch)
+        marks["z_runner_replied"] = time.monotonic()
         timed_out = runner_reply is None
-        # With the runner done, the child sees EOF and exits by itself within a moment; how it ended
-        # (e.g. SIGSEGV, or the OOM killer) explains a "model died" verdict.
-        if not timed_out:
+        # A child that died during the tests is reaped for how it ended (e.g. SIGSEGV, or the OOM killer),
+        # which explains a "model died" verdict; one still serving is killed at once: the tests are done.
+        if not timed_out and runner_reply.get("model_died"):
             _wait_until(child.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
         done, raw_status, u_usage = os.wait4(child.pid, os.WNOHANG)
         u_status = _status_text(raw_status) if done and not timed_out else None
         if not done:
             os.kill(child.pid, signal.SIGKILL)
             u_usage = os.wait4(child.pid, 0)[2]
+        marks["z_child_gone"] = time.monotonic()
         # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
         self._kill_untrusted_tree(child.pid)
         if watch is None:
-            disk_full, host_low = self._disk_quota_exhausted(child.job_dir), None
+            disk_full, host_low, host_over = self._disk_quota_exhausted(child.job_dir), None, None
         else:
             watch.check(final=True)
-            disk_full, host_low = watch.over_budget, watch.host_low
+            disk_full, host_low, host_over = watch.over_budget, watch.host_low, watch.host_over
+            # Everything this job changes on the shared file system happens before its reply: its directory
+            # goes now (removed later, the space freed would hide another job's growth while it runs).
+            self._dispose_job_dir(child.job_dir)
+            child.job_dir = None
         if timed_out:
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
@@ -439,13 +630,18 @@ class Zygote:
         if own_changes:
             tampered = "; ".join(filter(None, [tampered, f"fork server: {own_changes}"]))
             self.retiring = True  # cannot restore its own hard limits: the scorer starts a fresh one
+        marks["z_reply"] = time.monotonic()
+        if isinstance(runner_reply.get("marks"), dict):
+            marks.update(runner_reply["marks"])
         return {
+            **({"marks": marks} if header.get("phases") else {}),
             "trusted_tampered": f"{tampered}" if tampered else None,
             "retire": self.retiring,
             "timed_out": timed_out,
             "disk_quota_exceeded": disk_full,
             "host_disk_low": host_low,
             "host_disk_low_at_start": bool(watch and watch.low_at_start),
+            "host_disk_over": host_over,
             "model_exit": u_status,
             "harness": runner_reply.get("state", "done"),
             "elapsed_ms": (time.monotonic() - started) * 1000,
@@ -460,23 +656,24 @@ class Zygote:
             # memory); a fresh runner from this clean process bounds how long any of it can last.
             self._replace_trusted_runner()
         if self.current is not None:
-            _reap_orphans()
-            self._dispose_job_dir(self.current.job_dir)
+            if self.current.job_dir is not None:
+                self._dispose_job_dir(self.current.job_dir)
             self.current = None
+        _reap_orphans()  # orphans left to this subreaper
         if self.ipc_private and self.seccomp_arch is None:
             layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
-        # A spare waited while the last job ran: discard it if anything reached it (seccomp makes that
-        # impossible; this is the check that would notice otherwise).
-        for child in list(self.spares):
-            if not self._spare_is_sound(child):
-                self.spares.remove(child)
-                child.discard()
-                self._dispose_job_dir(child.job_dir)
-        while len(self.spares) < SPARE_CHILDREN:
-            child = self._fork_untrusted()
-            self.spares.append(child)
-            if self.cgroups is not None:
-                self.cgroups.join(child.pid)  # before it can get a job, let alone run the model's code
+        if len(self.spares) <= SPARES_LOW:
+            while len(self.spares) < SPARES_HIGH:
+                self.spares.append(self._fork_untrusted())  # born in the worker's cgroup (see enter_job_cgroup)
+        # The next job's child waited while the last job ran: discard it if anything reached it (seccomp makes
+        # that impossible; this is the check that would notice otherwise). Each spare is checked this way
+        # when its turn comes, after every job that ran while it waited.
+        while self.spares and not self._spare_is_sound(self.spares[0]):
+            child = self.spares.pop(0)
+            child.discard()
+            self._dispose_job_dir(child.job_dir)
+        if not self.spares:
+            self.spares.append(self._fork_untrusted())
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
@@ -486,7 +683,7 @@ class Zygote:
         u_read, t_write = os.pipe()
         t_read, u_write = os.pipe()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = os.fork()
+        pid = layers.fork_without_interpreter_hooks()
         if pid == 0:
             self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir)
         os.close(u_read)
@@ -526,6 +723,8 @@ class Zygote:
         """Off the critical path: a lazy unmount frees a tmpfs however deep its tree; without one, a
         deletion that needs neither recursion nor a descriptor per level."""
         if self.job_root is not None:
+            if self.housekeeper is not None and self.housekeeper.unmount(job_dir):
+                return
             try:
                 layers.detach_mount(job_dir)
                 os.rmdir(job_dir)
@@ -552,14 +751,18 @@ class Zygote:
     def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
+        checked = True  # the first spare in line was re-checked after the last job (after_reply)
         while True:
             fresh = not self.spares
             child = self.spares.pop(0) if self.spares else self._fork_untrusted()
+            if not fresh and not checked and not self._spare_is_sound(child):
+                child.discard()
+                self._dispose_job_dir(child.job_dir)
+                continue
+            checked = False  # one that died in line: the next is checked before it gets the job
             try:
                 # Its "hardened" byte must be read before our end closes (unread data would reset the
                 # connection under the job message); it also means no job goes to a child still hardening.
-                if fresh and self.cgroups is not None:
-                    self.cgroups.join(child.pid)  # forked on demand: joins before it gets the job
                 if not child.ready and child.control.recv(1) != b"R":
                     raise OSError("the child did not finish hardening")
                 child.ready = True
@@ -648,7 +851,7 @@ class Zygote:
             if remaining <= 0:
                 return None
             if watch is not None:
-                remaining = min(remaining, DISK_WATCH_INTERVAL_S)
+                remaining = min(remaining, HOST_WATCH_INTERVAL_S)
             events = dict(poller.poll(remaining * 1000))
             if watch is not None and not events:
                 watch.check()
@@ -668,9 +871,10 @@ class Zygote:
         except OSError:
             pass
         if self.cgroups is not None:
-            # Waiting children are members already (they joined when forked, off the critical path: a move
-            # into a cgroup waits for an RCU grace period, milliseconds), so they are spared by pid.
-            self.cgroups.kill_all(reap=_reap_orphans, keep=frozenset(child.pid for child in self.spares))
+            # The fork server, waiting children (born in the cgroup) and a runner forked since the fork
+            # server joined are members too: spared by pid.
+            keep = frozenset([self.pid, self.runner_pid, *(child.pid for child in self.spares)])
+            self.cgroups.kill_all(reap=_reap_orphans, keep=keep)
         elif self.uid is not None and self.seccomp_arch is None:
             sweeper = os.fork()
             if sweeper == 0:  # kill(-1) as the sandbox uid reaches every process that uid owns
@@ -690,17 +894,22 @@ class Zygote:
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
             _arrange_fds(keep)
-            os.environ.clear()
+            # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
+            # differs per child is added.
             if self.chroot_dir is not None:
                 os.chroot(self.chroot_dir)
                 os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
                 sys.path[:] = [_inside(self.chroot_dir, entry) for entry in sys.path if _inside(self.chroot_dir, entry)]
-                os.environ.update({"PATH": "/bin", "HOME": "/", "LANG": "C.UTF-8"})
+                os.environ.update({"PATH": "/bin", "HOME": "/"})
             else:
                 os.chdir(job_dir)
-                os.environ.update({"PATH": "/usr/bin:/bin", "HOME": job_dir, "TMPDIR": job_dir, "LANG": "C.UTF-8"})
+                os.environ.update({"HOME": job_dir, "TMPDIR": job_dir})
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
+            if self.in_job_cgroup:
+                # The fork server shares the cgroup: whatever the model's code makes it hold, the OOM killer
+                # takes a child, never the fork server.
+                layers.prefer_for_oom_kill()
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
@@ -712,16 +921,24 @@ class Zygote:
                 if self.chroot_dir is None:
                     layers.confine_writes_to(job_dir, self.ruleset.abi)
             if self.seccomp_arch is not None:
-                layers.load_seccomp(self.seccomp_template.for_pid(os.getpid()))
+                self.seccomp_template.load_for_pid(os.getpid())
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox hardening failed: {exc!r}\n".encode())
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
-        # Hardened. Now (and only now) wait for the job.
+        # Hardened. What does not depend on the job is prepared now, while the child waits (off the job's
+        # critical path): its random seed, its standard streams (fds 1 and 2 become the job's output files
+        # by dup2 when it arrives) and the capture of what the model's code prints, warns and logs.
         try:
+            random.seed()
+            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
+            sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
+            server = untrusted.prepare(UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"])
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
             control.send(b"R")
+            # Now (and only now) wait for the job.
             message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
             if not message or len(fds) != 3:
                 os._exit(0)  # the fork server is shutting down
@@ -737,10 +954,6 @@ class Zygote:
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
             control.close()
-            random.seed()
-            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
-            sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
         except BaseException as exc:  # noqa: BLE001
             try:
                 os.write(2, f"sandbox child could not receive its job: {exc!r}\n".encode())
@@ -748,7 +961,8 @@ class Zygote:
                 os._exit(HARDENING_FAILED_EXIT)
         status = 0
         try:
-            untrusted.serve(code, UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"])
+            server.load(code)
+            server.serve_forever()
         except BaseException as exc:  # noqa: BLE001
             status = 1
             try:
@@ -764,10 +978,14 @@ class Zygote:
             os._exit(status)
 
     def close(self) -> None:
+        if self.housekeeper is not None:
+            self.housekeeper.close()
+            self.housekeeper = None
         for child in [*self.spares, self.current]:
             if child is not None:
                 child.discard()
-                self._dispose_job_dir(child.job_dir)
+                if child.job_dir is not None:  # None: already removed (no tmpfs per job, see run_job)
+                    self._dispose_job_dir(child.job_dir)
         if getattr(self, "runner_pid", None):
             try:
                 os.kill(self.runner_pid, signal.SIGKILL)
@@ -775,6 +993,8 @@ class Zygote:
             except OSError:
                 pass
         if self.cgroups is not None:
+            if self.in_job_cgroup:
+                self.cgroups.leave(os.getpid())
             self.cgroups.remove()
         try:
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
@@ -937,6 +1157,8 @@ def main(argv: list[str]) -> int:
             layers.drop_privileges(int(server_uid), int(server_uid))
         zygote = Zygote(config)
         zygote.start_trusted_runner()
+        zygote.start_housekeeper()
+        zygote.enter_job_cgroup()
         zygote.after_reply()  # the first untrusted child, ready before the first job
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())

@@ -22,7 +22,8 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
     config = BridgeConfig.model_validate(json.loads(env.get("NOVA_CONFIG") or "{}"))
     return Bridge(config, settings.reward, open_bucket_store(settings), aws_client("sqs"), aws_client("stepfunctions"),
                   Queues(rollout_response=env.get("ROLLOUT_RESPONSE_QUEUE_URL", ""),
-                         generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", "")),
+                         generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", ""),
+                         rollout_request=env.get("ROLLOUT_REQUEST_QUEUE_URL", "")),
                   state_machine_arn=env.get("STATE_MACHINE_ARN", ""))
 
 
@@ -53,5 +54,19 @@ def status_change(event: Any, context: Any) -> dict[str, Any]:
     return bridge_from_env().respond(str(detail.get("name", "")), str(detail.get("status", "")), detail.get("output"))
 
 
+def rollout_proxy(event: Any, context: Any) -> dict[str, Any]:
+    """The function the recipe's ``rollout_request_arn`` names: Nova invokes it with each rollout request."""
+    return bridge_from_env().accept(event)
+
+
 def sweep(event: Any, context: Any) -> dict[str, Any]:
-    return {"answered": len(bridge_from_env().sweep())}
+    """Every minute: answer the rollouts past their budget, and emit the age of the oldest unanswered request
+    (``NovaOldestUnansweredSeconds``, what the near-timeout alarm watches: it grows while a rollout waits,
+    where an execution's duration is only known once it ends)."""
+    from rewardpipe.aws.metrics import emit, oldest_unanswered_point
+
+    bridge = bridge_from_env()
+    out = bridge.sweep()
+    emit([oldest_unanswered_point(out["oldest_unanswered_s"], bridge.config.run_id)])
+    return {"answered": len(out["answered"]), "in_flight": out["in_flight"],
+            "oldest_unanswered_s": round(out["oldest_unanswered_s"], 1)}

@@ -2,17 +2,20 @@
 
 ::
 
-    Nova ──rollout request──► [RolloutRequest FIFO] ──► intake ──StartExecution(name from the request)──► rollout
-                                                                                                        state machine
-    rollout (policy.mode "callback") ──{task_token, messages}──► [turn requests] ──► forward_turn ──► [GenerateRequest FIFO] ──► Nova
+    Nova ──Invoke(rollout request)──► rollout proxy (rollout_request_arn) ──► [RolloutRequest FIFO] ──► intake
+         ──StartExecution(name from the request, policy "callback" on the "nova" turn channel)──► rollout state machine
+    rollout ──{task_token, state_key}──► [Nova turn queue] ──► forward_turn ──► [GenerateRequest FIFO] ──► Nova
     Nova ──generate response──► [GenerateResponse FIFO] ──► route_response ──SendTaskSuccess({"text"})──► rollout
     rollout ends (EventBridge status change) ──► respond ──rollout response──► [RolloutResponse FIFO] ──► Nova
-    every minute: sweep ──► rollouts past their budget: StopExecution + error answer (never a hang)
+    every minute: sweep ──► rollouts past their budget: StopExecution + error answer (never a hang), and the
+                            age of the oldest unanswered request as a metric (the near-timeout alarm)
 
 Bookkeeping lives in the records bucket under ``nova/`` (small JSON objects; a lifecycle rule expires
 them): ``nova/requests/<execution>.json`` per rollout request (sample, range, deadline, answered),
 ``nova/steps/<step key>.json`` per waiting turn (task token, reply key), ``nova/rounds/...`` (which
-training round a request belongs to), ``nova/due/<minute>/`` (what the sweeper checks when) and
+training round a request belongs to), ``nova/due/<minute>/<start ms>-<execution>.json`` per unanswered
+request (filed under the minute its budget runs out; deleted when it is answered, so the sweeper lists only
+rollouts in flight), ``nova/inbox/`` (a request too large for its queue, parked by the proxy) and
 ``nova/reports/<execution>.json`` (the report envelope). A request rejected at intake has no execution;
 it is filed under the name its execution would have had (or, when it does not even parse, under
 ``rejected-<digest of the message>``), with its envelope and an error record like any other answer, so
@@ -26,10 +29,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from rewardpipe.aws.client import STALE_TOKEN_ERRORS
 from rewardpipe.aws.client import execution_name as client_execution_name
 from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size
 from rewardpipe.integrations.nova.protocol import (
@@ -52,6 +57,9 @@ logger = logging.getLogger("rewardpipe.nova")
 PREFIX = "nova/"
 # SQS's documented maximum message size; a generate request above it cannot be sent to Nova.
 MAX_SQS_MESSAGE_BYTES = 256 * 1024
+# The turn channel of the bridge's rollouts: their turn requests go to the bridge's own queue, never to the
+# trainers' (rewardpipe.aws.rollout.PolicySpec.channel; the stack maps it to the queue's URL).
+TURN_CHANNEL = "nova"
 
 
 def wall_clock() -> float:
@@ -70,6 +78,34 @@ class Queues:
     rollout_response: str
     generate_request: str
     turn_requests: str = ""
+    rollout_request: str = ""
+
+
+def request_time(timestamp: Any, now: float) -> float:
+    """When Nova sent a request, from its ``timestamp`` (ISO 8601, as the BYOO docs show it, or epoch seconds or
+    milliseconds), never later than ``now``; ``now`` when it has none that parses. Nova's ``rollout.timeout``
+    runs from there, so the bridge's budget does too: a request that waited in a queue has less time left."""
+    from datetime import datetime, timezone
+
+    value: float | None = None
+    if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
+        value = float(timestamp)
+    elif isinstance(timestamp, str) and timestamp.strip():
+        try:
+            value = float(timestamp)
+        except ValueError:
+            try:
+                parsed = datetime.fromisoformat(timestamp.strip().replace("Z", "+00:00"))
+            except ValueError:
+                return now
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=timezone.utc)
+            value = parsed.timestamp()
+    if value is None or value != value or value in (float("inf"), float("-inf")):
+        return now
+    if value > 1e11:  # milliseconds
+        value /= 1000.0
+    return min(value, now)
 
 
 @dataclass
@@ -98,17 +134,63 @@ class Bridge:
         return f"{PREFIX}steps/{hashlib.sha256(step_id.encode('utf-8')).hexdigest()[:40]}.json"
 
     def _send(self, queue_url: str, body: dict[str, Any], group: str, dedup: str) -> None:
-        payload = json.dumps(body, allow_nan=False)
+        self._send_text(queue_url, json.dumps(body, allow_nan=False), group, dedup)
+
+    def _send_text(self, queue_url: str, payload: str, group: str, dedup: str) -> None:
         kwargs: dict[str, Any] = {"QueueUrl": queue_url, "MessageBody": payload}
         if queue_url.endswith(".fifo"):
-            kwargs["MessageGroupId"] = hashlib.sha256(group.encode("utf-8")).hexdigest()[:64]
-            kwargs["MessageDeduplicationId"] = hashlib.sha256(dedup.encode("utf-8")).hexdigest()[:64]
+            kwargs["MessageGroupId"] = hashlib.sha256(group.encode("utf-8", "surrogatepass")).hexdigest()[:64]
+            kwargs["MessageDeduplicationId"] = hashlib.sha256(dedup.encode("utf-8", "surrogatepass")).hexdigest()[:64]
         self.sqs.send_message(**kwargs)
 
     # -- intake ------------------------------------------------------------------------------------
 
+    # -- the rollout proxy (what Nova invokes) ---------------------------------------------------------
+
+    def accept(self, event: Any) -> dict[str, Any]:
+        """The rollout-proxy Lambda: Nova invokes the recipe's ``rollout_request_arn`` with a rollout request
+        (a batch, as a list, is accepted too); each goes on the bridge's FIFO request queue for intake, which
+        retries, dead-letters and never loses it. The message group is the sample (requests of one sample stay
+        in order) and the deduplication id the request's identity, so a request Nova retries within SQS's
+        5-minute window is queued once. A request too large for the queue is parked in S3 and queued by key."""
+        items = event if isinstance(event, list) else [event]
+        accepted = []
+        for item in items:
+            data: Any = item
+            if isinstance(item, (str, bytes)):
+                try:
+                    data = json.loads(item)
+                except ValueError:
+                    data = None
+            text = json.dumps(data) if data is not None else (
+                item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item))
+            sample_id = _sample_id_of(data) or ""
+            identity = f"{sample_id}\x00{data.get('timestamp')!r}" if isinstance(data, dict) else text
+            if len(text.encode("utf-8", "surrogatepass")) > MAX_SQS_MESSAGE_BYTES:
+                key = f"{PREFIX}inbox/{hashlib.sha256(text.encode('utf-8', 'surrogatepass')).hexdigest()}.json"
+                self.store.put_json(key, data)
+                text = json.dumps({"version": "v0", "sample_id": sample_id, "request_key": key})
+            self._send_text(self.queues.rollout_request, text, sample_id or text, identity)
+            accepted.append(sample_id)
+        return {"status": "accepted", "sample_ids": accepted}
+
+    # -- intake ------------------------------------------------------------------------------------
+
+    def _unpark(self, body: Any) -> Any:
+        """A request the proxy parked in S3 (too large for the queue) in place of its pointer."""
+        try:
+            data = json.loads(body) if isinstance(body, (str, bytes)) else body
+        except ValueError:
+            return body
+        key = data.get("request_key") if isinstance(data, dict) else None
+        if isinstance(key, str) and key.startswith(f"{PREFIX}inbox/") and set(data) <= {"version", "sample_id", "request_key"}:
+            parked = self.store.get_json(key, default=None)
+            return parked if parked is not None else body
+        return body
+
     def intake(self, body: Any) -> dict[str, Any]:
         """One rollout request → one execution (or an immediate error answer when it cannot start)."""
+        body = self._unpark(body)
         try:
             request = parse(RolloutRequest, body)
         except NovaProtocolError as exc:
@@ -123,30 +205,39 @@ class Bridge:
         name = client_execution_name(self.config.run_id, step, request.sample_id)
         path = self._request_path(name)
         known = self.store.get_json(path, default=None)
-        if known is not None:  # a redelivered request: its rollout is running or answered already
+        # A redelivered request: its rollout is running or answered already; unless the start itself failed
+        # (throttled, say) after the request was filed, in which case this delivery starts it.
+        if known is not None and (known.get("started", True) or known.get("answered")):
             return {"status": "duplicate", "execution": known.get("execution")}
         try:
             task, task_key = task_source(request, self.config)
         except NovaProtocolError as exc:
             return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
         group = group_of(request.sample_id, self.config)
-        entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
-                 "deadline": self.clock() + self.config.rollout_budget_s, "execution": name, "answered": False,
-                 "step": step}
-        self.store.put_json(path, entry)
-        self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
-        # Filed under the first whole minute after the deadline: the sweeper's per-minute listing.
-        self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{name}.json", {})
+        if known is None:
+            sent_at = request_time(request.timestamp, self.clock())
+            entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
+                     "sent_at": sent_at, "deadline": sent_at + self.config.rollout_budget_s, "execution": name,
+                     "answered": False, "step": step, "started": False}
+            self.store.put_json(path, entry)
+            self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
+            self.store.put_json(self._due_key(entry, name), {})
+        else:
+            entry = {k: v for k, v in known.items() if k != "_key"}
         # The workflow's own client: deterministic names (a second start finds the running execution) and
-        # a large inline task offloaded to S3 instead of an oversized execution input.
+        # a large inline task offloaded to S3 instead of an oversized execution input. The turns go to the
+        # bridge's own turn channel, never to a trainer's queue.
         arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
-                                   policy={"mode": "callback"}, max_turns=self.config.max_turns)
+                                   policy={"mode": "callback", "channel": TURN_CHANNEL}, max_turns=self.config.max_turns)
         started = arn.rsplit(":", 1)[-1]
+        entry = {**entry, "started": True}
         if started != name:  # an earlier attempt of this name failed: follow the new attempt
-            self.store.put_json(path, {**entry, "execution": started})
             self.store.put_json(self._request_path(started), {**entry, "execution": started})
             self.store.put_json(self._sample_path(request.sample_id), {"execution": started})
-            self.store.put_json(f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{started}.json", {})
+            self._delete(self._due_key(entry, name))
+            self.store.put_json(self._due_key(entry, started), {})
+            entry = {**entry, "execution": started}
+        self.store.put_json(path, entry)
         return {"status": "started", "execution": started}
 
     def _client(self) -> Any:
@@ -206,7 +297,6 @@ class Bridge:
         entry = self.store.get_json(path, default=None)
         if entry is None or entry.get("used"):
             return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
-        self.store.put_json(path, {**entry, "used": True})
         output: dict[str, Any] = {"text": response.text, "finish_reason": response.stop}
         if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
             # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
@@ -214,9 +304,14 @@ class Bridge:
         try:
             self.sfn.send_task_success(taskToken=entry["task_token"], output=json.dumps(output))
         except Exception as exc:  # noqa: BLE001 - the rollout timed out or was stopped meanwhile
-            if type(exc).__name__ in ("TaskTimedOut", "InvalidToken", "TaskDoesNotExist"):
-                return {"status": "expired", "step_id": response.step_id}
-            raise
+            if _error_code(exc) not in STALE_TOKEN_ERRORS:
+                raise  # not marked used: the response comes back from its queue and is delivered then
+            self.store.put_json(path, {**entry, "used": True})
+            return {"status": "expired", "step_id": response.step_id}
+        # Marked only now: a delivery that failed (throttled, 5xx) is retried from the queue instead of being
+        # taken for a duplicate and dropped. A copy processed meanwhile is refused by Step Functions, which
+        # accepts one completion per task token (InvalidToken/TaskTimedOut: "expired" above).
+        self.store.put_json(path, {**entry, "used": True})
         return {"status": "delivered", "step_id": response.step_id}
 
     # -- results -----------------------------------------------------------------------------------
@@ -237,6 +332,8 @@ class Bridge:
         if entry is None:
             return {"status": "not_a_nova_rollout"}
         if entry.get("answered"):
+            if "deadline" in entry:  # a retried answer whose clean-up failed
+                self._delete(self._due_key(entry, entry["execution"]))
             return {"status": "already_answered"}
         request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
         data = json.loads(output) if isinstance(output, str) else (output or {})
@@ -264,10 +361,14 @@ class Bridge:
             self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
         if response is None:
             logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
-            return {"status": "unanswered", "envelope": envelope}
-        self._send(self.queues.rollout_response, response.model_dump(mode="json"),
-                   entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
-        return {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
+            out = {"status": "unanswered", "envelope": envelope}
+        else:
+            self._send(self.queues.rollout_response, response.model_dump(mode="json"),
+                       entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
+            out = {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
+        if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
+            self._delete(self._due_key(entry, entry["execution"]))
+        return out
 
     def _reject(self, request: RolloutRequest, name: str, step: int, error: ErrorInfo) -> dict[str, Any]:
         """Answer a request that starts no rollout, keeping what every answer keeps: the request entry
@@ -282,48 +383,100 @@ class Bridge:
         self._write_error_record(entry, error)
         return {**out, "status": "rejected_" + out["status"], "execution": name}
 
+    # -- in flight: the sweeper and its metric -------------------------------------------------------
+
     @staticmethod
     def _due_prefix(minute: int) -> str:
         return f"{PREFIX}due/{minute:010d}/"
 
-    def sweep(self) -> list[dict[str, Any]]:
-        """Stop every unanswered rollout past its budget and answer it with the error reward, so a generate
-        response that never comes costs one budget, never Nova's ``rollout.timeout``.
+    def _due_key(self, entry: dict[str, Any], execution: str) -> str:
+        """Filed under the first whole minute after the deadline, named by when Nova sent the request."""
+        sent_at = float(entry.get("sent_at", entry["deadline"] - self.config.rollout_budget_s))
+        return f"{self._due_prefix(int(entry['deadline'] // 60) + 1)}{int(sent_at * 1000):013d}-{execution}.json"
 
-        Each request is filed under the minute its budget runs out (``nova/due/<minute>/``); a sweep lists
-        only the minutes since the previous sweep (``nova/sweeper.json``), so its cost does not grow with
-        the number of rollouts already answered."""
+    @staticmethod
+    def _parse_due(key: str) -> tuple[int, float | None, str] | None:
+        """(due minute, sent at, execution name) of a marker key; sent at is None for a marker an earlier version
+        of the bridge wrote (``nova/due/<minute>/<execution>.json``), whose rollout is still swept."""
+        match = re.fullmatch(rf"{PREFIX}due/(\d{{10}})/(?:(\d{{13}})-)?([A-Za-z0-9_-]{{1,80}})\.json", key)
+        if not match:
+            return None
+        return int(match.group(1)), (int(match.group(2)) / 1000.0 if match.group(2) else None), match.group(3)
+
+    def _delete(self, key: str) -> None:
+        client, bucket = getattr(self.store, "client", None), getattr(self.store, "bucket", None)
+        if client is not None and bucket:
+            client.delete_object(Bucket=bucket, Key=self.store._full(key))
+        elif hasattr(self.store, "delete"):
+            self.store.delete(key)
+
+    def sweep(self) -> dict[str, Any]:
+        """Stop every unanswered rollout past its budget and answer it, so a generate response that never comes
+        costs one budget, never Nova's ``rollout.timeout``; and measure the oldest unanswered request.
+
+        Only rollouts in flight have a marker under ``nova/due/`` (an answer deletes it), so a sweep's cost
+        follows the rollouts in flight, not those already answered. A rollout past its budget is stopped;
+        if its execution had already succeeded (its result is on the way through the status-change event),
+        it is answered with that scored result, never with a substitute; otherwise a ``timeout`` error record
+        is written (conditionally: it never replaces a scored record) and the error reward is sent.
+        Returns ``{"answered": [...], "in_flight": n, "oldest_unanswered_s": age}``."""
         now = self.clock()
         now_minute = int(now // 60)
-        cursor = self.store.get_json(f"{PREFIX}sweeper.json", default=None)
-        if cursor is None:
-            keys = [k for k in self.store.list_keys(f"{PREFIX}due/")
-                    if int(k[len(f"{PREFIX}due/"):].split("/", 1)[0]) <= now_minute]
-        else:
-            keys = [k for minute in range(int(cursor["next_minute"]), now_minute + 1)
-                    for k in self.store.list_keys(self._due_prefix(minute))]
-        out = []
-        for key in keys:
-            entry = self._request(key.rsplit("/", 1)[-1].removesuffix(".json"))
-            if entry is None or entry.get("answered") or now <= entry["deadline"]:
+        answered, ages = [], []
+        for key in self.store.list_keys(f"{PREFIX}due/"):
+            marker = self._parse_due(key)
+            if marker is None:
                 continue
-            arn = self._client().execution_arn(entry["execution"])
-            try:
-                self.sfn.stop_execution(executionArn=arn, error="RolloutBudgetExceeded",
-                                        cause=f"no result within {self.config.rollout_budget_s:g}s")
-            except Exception as exc:  # noqa: BLE001 - already finished; its responder answers or answered
-                logger.info("stop_execution(%s): %s", arn, exc)
-            self._write_error_record(entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"))
-            out.append(self.respond(entry["execution"], "TIMED_OUT", None))
-        self.store.put_json(f"{PREFIX}sweeper.json", {"next_minute": now_minute + 1})
-        return out
+            minute, sent_at, name = marker
+            if minute > now_minute and sent_at is not None:
+                ages.append(now - sent_at)
+                continue
+            entry = self._request(name)
+            if entry is None or entry.get("answered"):
+                self._delete(key)
+                continue
+            if now <= entry["deadline"]:
+                ages.append(now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s))
+                continue
+            answered.append(self._expire(entry))
+            if sent_at is None:
+                self._delete(key)
+        return {"answered": answered, "in_flight": len(ages), "oldest_unanswered_s": max(ages, default=0.0)}
+
+    def _expire(self, entry: dict[str, Any]) -> dict[str, Any]:
+        arn = self._client().execution_arn(entry["execution"])
+        try:
+            self.sfn.stop_execution(executionArn=arn, error="RolloutBudgetExceeded",
+                                    cause=f"no result within {self.config.rollout_budget_s:g}s")
+        except Exception as exc:  # noqa: BLE001 - finished already (or never started): its status decides below
+            logger.info("stop_execution(%s): %s", arn, exc)
+        status, output = "ABORTED", None
+        try:
+            description = self.sfn.describe_execution(executionArn=arn)
+            status, output = description["status"], description.get("output")
+        except Exception as exc:  # noqa: BLE001 - unknown: answered as the timeout it is
+            if _error_code(exc) not in ("ExecutionDoesNotExist",):
+                raise
+        if status == "SUCCEEDED":
+            return self.respond(entry["execution"], status, output)
+        self._write_error_record(entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"))
+        return self.respond(entry["execution"], "TIMED_OUT", None)
 
     def _write_error_record(self, entry: dict[str, Any], error: ErrorInfo) -> None:
+        """The error record of an answer the bridge gave itself, written like every record on AWS: only if no
+        scored record is there (rewardpipe.aws.rollout.put_record_once, a conditional write on S3)."""
+        from rewardpipe.aws.rollout import put_record_once
+
         record = Record(run_id=self.config.run_id, step=int(entry.get("step", 0)), group_id=_record_id(entry["group"]),
                         rollout_id=_record_id(entry["sample_id"]), task_id="unknown", status="error", error=error,
                         components={c: None for c in self.reward.component_names}, weights=self.reward.weights,
                         aggregate=None)
-        self.store.put_record(record)
+        put_record_once(self.store, record)
+
+
+def _error_code(exc: BaseException) -> str:
+    code = getattr(exc, "response", {}).get("Error", {}).get("Code") if hasattr(exc, "response") else None
+    return str(code or type(exc).__name__)
 
 
 def _sample_id_of(body: Any) -> str | None:

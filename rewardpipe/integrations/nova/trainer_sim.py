@@ -1,8 +1,9 @@
 """A simulated Nova Forge trainer, written from the documented v0 shapes only (docs/aws.md).
 
-It plays Nova's side of a delegated rollout: it sends rollout requests, answers every generate request it
-receives like a vLLM server would (``data.choices[0].message.content`` + ``finish_reason``), and collects
-the rollout responses. The moto end-to-end test and ``rewardpipe nova simulate`` (against a deployed
+It plays Nova's side of a delegated rollout: it invokes the rollout proxy Lambda (the recipe's
+``rollout_request_arn``) with each rollout request, as Nova does, answers every generate request it receives
+like a vLLM server would (``data.choices[0].message.content`` + ``finish_reason``), and collects the rollout
+responses. The moto end-to-end test and ``rewardpipe nova simulate`` (against a deployed
 stack) both drive it, so a user can check a deployment before paying for a training job.
 """
 
@@ -20,10 +21,17 @@ Policy = Callable[[str, int, list[dict[str, Any]]], "str | None"]
 
 @dataclass(frozen=True)
 class NovaQueues:
-    rollout_request: str
+    """The recipe's four BYOO settings: ``rollout_request_arn`` is the rollout proxy Lambda's ARN (Nova invokes
+    it), the others are queue URLs."""
+
+    rollout_request_arn: str
     rollout_response: str
     generate_request: str
     generate_response: str
+
+
+class RolloutRequestRefused(RuntimeError):
+    """The rollout proxy Lambda answered an invocation with a function error."""
 
 
 @dataclass
@@ -31,6 +39,7 @@ class SimulatedTrainer:
     sqs: Any
     queues: NovaQueues
     policy: Policy
+    lam: Any = None  # a boto3 Lambda client (invokes the rollout proxy)
     responses: dict[str, dict[str, Any]] = field(default_factory=dict)
     duplicate_responses: list[dict[str, Any]] = field(default_factory=list)
     generate_requests: list[dict[str, Any]] = field(default_factory=list)
@@ -45,13 +54,30 @@ class SimulatedTrainer:
 
     def request_rollout(self, sample_id: str, data: dict[str, Any], *, value_range=(0.0, 1.0),
                         timestamp: float | None = None, max_length: int = 10240, redeliver: bool = False) -> dict:
-        body = {"version": "v0", "timestamp": timestamp if timestamp is not None else time.time(),
-                "sample_id": sample_id, "max_length": max_length, "rewards": {"range": list(value_range)},
-                "data": data}
-        self._send(self.queues.rollout_request, body, sample_id)
-        if redeliver:  # SQS is at-least-once: the same request may arrive twice
-            self._send(self.queues.rollout_request, body, sample_id)
+        from datetime import datetime, timezone
+
+        sent = timestamp if timestamp is not None else time.time()
+        # ISO 8601, the form the BYOO docs show ("timestamp": "2025-10-28T...").
+        stamp = datetime.fromtimestamp(sent, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+        body = {"version": "v0", "timestamp": stamp, "sample_id": sample_id, "max_length": max_length,
+                "rewards": {"range": list(value_range)}, "data": data}
+        self.invoke_rollout_proxy(body)
+        if redeliver:  # an invocation Nova retries delivers the same request twice
+            self.invoke_rollout_proxy(body)
         return body
+
+    def invoke_rollout_proxy(self, body: Any) -> dict[str, Any]:
+        """What Nova does with ``rollout_request_arn``: a synchronous Lambda invocation with the request."""
+        if self.lam is None:
+            import boto3
+
+            self.lam = boto3.client("lambda", region_name=self.sqs.meta.region_name)
+        response = self.lam.invoke(FunctionName=self.queues.rollout_request_arn, InvocationType="RequestResponse",
+                                   Payload=json.dumps(body).encode("utf-8"))
+        answer = response["Payload"].read()
+        if response.get("FunctionError"):
+            raise RolloutRequestRefused(f"the rollout proxy failed: {answer[:500]!r}")
+        return json.loads(answer) if answer else {}
 
     def _receive(self, url: str) -> list[dict[str, Any]]:
         out = []
@@ -123,7 +149,8 @@ class SimulationReport:
 def simulate(sqs: Any, queues: NovaQueues, tasks: list[Any], *, groups: int = 2, group_size: int = 4,
              value_range: tuple[float, float] = (0.0, 1.0), timeout_s: float = 600.0,
              tick: Callable[[], None] | None = None, poll_s: float = 1.0, prefix: str = "simulate",
-             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep) -> SimulationReport:
+             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
+             lam: Any = None) -> SimulationReport:
     """Send ``groups`` × ``group_size`` rollout requests (one task per group), answer every generate request
     with :func:`scripted_turns`, and wait until every sample has its rollout response or ``timeout_s``
     passes. ``tick`` runs once per poll (the tests pump the bridge there)."""
@@ -136,7 +163,7 @@ def simulate(sqs: Any, queues: NovaQueues, tasks: list[Any], *, groups: int = 2,
         script = scripts.get(sample_id)
         return script[min(turn, len(script) - 1)] if script else None
 
-    trainer = SimulatedTrainer(sqs, queues, policy)
+    trainer = SimulatedTrainer(sqs, queues, policy, lam=lam)
     sent = []
     for group in range(groups):
         task = tasks[group % len(tasks)]

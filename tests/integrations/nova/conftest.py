@@ -9,9 +9,9 @@ from tests.aws.conftest import _restore_dumpable, aws, deployment, s3, sfn, synt
 
 # The context the Nova tests synthesize with: one synth per process, shared by the template checks and the
 # end-to-end test (a synth takes ~17 s on the 2-core machine).
-NOVA_CONTEXT = {"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}
+NOVA_CONTEXT = json.loads(harness.NOVA_BRIDGE_CONTEXT)
 
 
 @pytest.fixture(scope="session")
 def nova_synth() -> harness.Synth:
-    return harness.synthesized(json.dumps(NOVA_CONTEXT, sort_keys=True))
+    return harness.synthesized(harness.NOVA_BRIDGE_CONTEXT)

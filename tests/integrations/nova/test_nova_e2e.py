@@ -23,13 +23,14 @@ from __future__ import annotations
 import json
 import time
 
+import boto3
 import pytest
 
 from rewardpipe.integrations.nova import bridge as bridge_module
 from rewardpipe.integrations.nova.trainer_sim import NovaQueues, SimulatedTrainer, scripted_turns
 from rewardpipe.models import load_tasks
 from rewardpipe.rewards import get_reward
-from tests.aws import harness
+from tests.aws import harness, iam
 
 pytestmark = pytest.mark.xdist_group("cdk")
 
@@ -49,26 +50,49 @@ class SimulatedClock:
         return time.time() + self.offset
 
 
+class AsTrainingJob(SimulatedTrainer):
+    """The simulated trainer with its AWS calls made as the training job's role (tests/aws/iam.py)."""
+
+    def __init__(self, *args, role, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.role = role
+
+    def invoke_rollout_proxy(self, body):
+        with iam.calling_as(self.role):
+            return super().invoke_rollout_proxy(body)
+
+    def _send(self, *args, **kwargs):
+        with iam.calling_as(self.role):
+            return super()._send(*args, **kwargs)
+
+    def _receive(self, url):
+        with iam.calling_as(self.role):
+            return super()._receive(url)
+
+
 class Nova:
     """A deployed stack with the bridge, its event sources, and Nova's side talking to its queues."""
 
     def __init__(self, deployment: harness.Deployment, clock: SimulatedClock) -> None:
-        import boto3
-
         self.deployment, self.clock = deployment, clock
         self.sqs = boto3.client("sqs", region_name=harness.REGION)
         self.sfn = boto3.client("stepfunctions", region_name=harness.REGION)
         self.s3 = boto3.client("s3", region_name=harness.REGION)
         self.sources = harness.EventSources(deployment, prefixes=("NovaBridge",))
-        request_arn = deployment.output("NovaRolloutRequestArn")
         self.queues = NovaQueues(
-            rollout_request=self.sqs.get_queue_url(QueueName=request_arn.rsplit(":", 1)[-1])["QueueUrl"],
+            rollout_request_arn=deployment.output("NovaRolloutRequestArn"),
             rollout_response=deployment.output("NovaRolloutResponseSqsUrl"),
             generate_request=deployment.output("NovaGenerateRequestSqsUrl"),
             generate_response=deployment.output("NovaGenerateResponseSqsUrl"),
         )
+        self.request_queue = deployment.output("NovaRolloutRequestSqsUrl")  # behind the proxy (intake's)
+        self.turn_queue = next(deployment.refs[logical]["Ref"] for logical in deployment.of_type("AWS::SQS::Queue")
+                               if logical.startswith("NovaBridgeTurnRequests") and "Dlq" not in logical)
         self.scripts: dict[str, list[str] | None] = {}
-        self.trainer = SimulatedTrainer(self.sqs, self.queues, self.policy)
+        # Nova's side runs as the stack's training-job role: every call it makes is authorized as that role.
+        training_role = next(iter(k for k in deployment.of_type("AWS::IAM::Role") if "TrainingJobRole" in k))
+        self.trainer = AsTrainingJob(self.sqs, self.queues, self.policy, lam=boto3.client("lambda", region_name=harness.REGION),
+                                     role=deployment.caller(training_role))
         from rewardpipe.store import S3Store
 
         self.store = S3Store(deployment.bucket, client=self.s3)
@@ -141,7 +165,7 @@ def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_
     assert {r.group_id for r in records.values()} == {"sample-000", "sample-001"}
     for sample_id, response in trainer.responses.items():
         record = records[sample_id]
-        assert record.status == "scored"
+        assert record.status == "scored", record.error
         assert set(response) == {"version", "sample_id", "stop_reason", "rewards"}
         assert response["stop_reason"] == "end_of_conversation"
         # aggregate in [-0.5, 1.6] mapped linearly onto the advertised range [0, 1]
@@ -156,7 +180,8 @@ def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_
     assert slow.components["asked_before_coding"] == 1.0 and slow.metrics["assistant_turns"] == 3
     assert trainer.responses["sample-000_0"]["rewards"]["aggregate_score"] == pytest.approx(1.0)
     # Every message the bridge consumed was deleted (no batch item failed), and nothing was dead-lettered.
-    for url in (nova.queues.rollout_request, nova.queues.generate_response, nova.deployment.queue_url):
+    # The trainers' shared turn queue never saw a Nova rollout's turn (the bridge has its own turn channel).
+    for url in (nova.request_queue, nova.queues.generate_response, nova.turn_queue, nova.deployment.queue_url):
         attrs = nova.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
         assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0", url
 
@@ -198,11 +223,25 @@ def test_a_generate_response_that_never_comes_ends_in_the_error_reward_not_a_han
     assert not trainer.duplicate_responses
 
 
+def test_a_generate_response_too_large_for_step_functions_reaches_the_rollout_through_s3(nova):
+    """A turn over the 200 KB Step Functions budget: the router writes it to the turn's reply_key (under the run's
+    state, the only place its role may write) and the rollout reads it there, under the IAM harness."""
+    trainer = nova.trainer
+    big = f"```python\n{TASKS[0].reference_solution}\n```\n# " + "y" * 205_000  # < 256 KiB: one message
+    nova.scripts["big-000_0"] = [big]
+    trainer.request_rollout("big-000_0", {"task_id": TASKS[0].task_id})
+    nova.drive(until=lambda: "big-000_0" in trainer.responses)
+    record = next(r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == "big-000_0")
+    assert record.status == "scored" and record.components["correctness"] == 1.0
+    assert [k for k in nova.store.list_keys(f"runs/{RUN_ID}/state/") if "/reply-" in k]
+    router = next(k for k in nova.deployment.functions if k.startswith("NovaBridgeRouter"))
+    assert (router, "s3", "PutObject") in iam.CHECKED_CALLS
+
+
 def test_bad_requests_are_answered_through_the_queue_and_unreadable_ones_are_dropped(nova):
     trainer = nova.trainer
-    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody="not json")
-    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=json.dumps(
-        {"version": "v0", "sample_id": "bad-000_0", "rewards": {"range": [0, 1]}, "data": {}}))
+    trainer.invoke_rollout_proxy("not a rollout request")  # a JSON string: Lambda payloads are JSON
+    trainer.invoke_rollout_proxy({"version": "v0", "sample_id": "bad-000_0", "rewards": {"range": [0, 1]}, "data": {}})
     trainer.request_rollout("odd-000_0", {"task_id": "no-such-task"})
     nova.drive(until=lambda: {"bad-000_0", "odd-000_0"} <= set(trainer.responses))
     bad, odd = trainer.responses["bad-000_0"], trainer.responses["odd-000_0"]
@@ -210,8 +249,8 @@ def test_bad_requests_are_answered_through_the_queue_and_unreadable_ones_are_dro
     assert odd["stop_reason"] == "error"  # the unknown task is found out by the rollout, which errors
     odd_record = next(r for r in nova.store.iter_records(RUN_ID, 0) if r.rollout_id == "odd-000_0")
     assert odd_record.status == "error"
-    # "not json" has no sample_id to answer under: logged and deleted (not retried into the dead-letter queue).
-    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.queues.rollout_request, AttributeNames=["All"])["Attributes"]
+    # The string has no sample_id to answer under: logged and deleted (not retried into the dead-letter queue).
+    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.request_queue, AttributeNames=["All"])["Attributes"]
     assert attrs["ApproximateNumberOfMessages"] == attrs["ApproximateNumberOfMessagesNotVisible"] == "0"
 
 
@@ -220,8 +259,8 @@ def test_a_request_rejected_at_intake_leaves_its_report_envelope_and_record_like
     under nova/reports/ (components unscored, the error flagged) and an error record for monitor/report;
     a redelivered copy is recognised and not answered twice."""
     trainer = nova.trainer
-    unparsable = json.dumps({"version": "v0", "sample_id": "bad-001_0", "rewards": {"range": [2, 1]}, "data": {}})
-    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=unparsable)
+    unparsable = {"version": "v0", "sample_id": "bad-001_0", "rewards": {"range": [2, 1]}, "data": {}}
+    trainer.invoke_rollout_proxy(unparsable)
     trainer.request_rollout("taskless-001_0", {"prompt": "no task_id and no inline task"})
     nova.drive(until=lambda: {"bad-001_0", "taskless-001_0"} <= set(trainer.responses))
     reports = nova.reports()
@@ -236,9 +275,10 @@ def test_a_request_rejected_at_intake_leaves_its_report_envelope_and_record_like
     assert not [e for e in nova.executions() if "001" in e["name"]]  # nothing was started
     # Nova redelivers the unparsable request (same body): it is known, not answered again.
     answered = len(trainer.responses)
-    nova.sqs.send_message(QueueUrl=nova.queues.rollout_request, MessageGroupId="g", MessageBody=unparsable)
+    nova.sqs.send_message(QueueUrl=nova.request_queue, MessageGroupId="g", MessageBody=json.dumps(unparsable),
+                          MessageDeduplicationId="a-later-copy")  # past SQS's 5-minute deduplication window
     nova.drive(until=lambda: nova.sqs.get_queue_attributes(
-        QueueUrl=nova.queues.rollout_request, AttributeNames=["ApproximateNumberOfMessages"])
+        QueueUrl=nova.request_queue, AttributeNames=["ApproximateNumberOfMessages"])
         ["Attributes"]["ApproximateNumberOfMessages"] == "0", bridge_only=True)
     trainer.collect_responses()
     assert len(trainer.responses) == answered and not trainer.duplicate_responses
@@ -268,7 +308,7 @@ def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(nova, tmp
     queues = nova.queues
     try:
         out = CliRunner().invoke(app, [
-            "nova", "simulate", "--rollout-request-url", queues.rollout_request,
+            "nova", "simulate", "--rollout-request-arn", queues.rollout_request_arn,
             "--rollout-response-url", queues.rollout_response, "--generate-request-url", queues.generate_request,
             "--generate-response-url", queues.generate_response, "--tasks", str(tasks_file), "--groups", "1",
             "--group-size", "4", "--timeout", "240", "--json", "--region", harness.REGION])
@@ -287,7 +327,7 @@ def test_a_message_the_bridge_cannot_handle_stays_on_its_queue_for_a_retry(nova)
     """Batch item failures as the event-source mapping applies them: a turn request the forwarder cannot
     read is reported failed, so it is not deleted (SQS redelivers it after the visibility timeout and, after
     five receives, dead-letters it); a function that raises leaves its whole batch the same way."""
-    turn_queue = nova.deployment.queue_url
+    turn_queue = nova.turn_queue
     nova.sqs.send_message(QueueUrl=turn_queue, MessageBody=json.dumps({"task_token": 1}))
     assert nova.sources.poll_sqs() == 1
     attrs = nova.sqs.get_queue_attributes(QueueUrl=turn_queue, AttributeNames=["All"])["Attributes"]
@@ -298,5 +338,5 @@ def test_a_message_the_bridge_cannot_handle_stays_on_its_queue_for_a_retry(nova)
     nova.trainer.request_rollout("retry-000_0", {"task_id": TASKS[0].task_id})
     assert nova.sources.poll_sqs() == 1
     assert nova.sources.failures and "intake down" in nova.sources.failures[0]
-    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.queues.rollout_request, AttributeNames=["All"])["Attributes"]
+    attrs = nova.sqs.get_queue_attributes(QueueUrl=nova.request_queue, AttributeNames=["All"])["Attributes"]
     assert attrs["ApproximateNumberOfMessagesNotVisible"] == "1" and not nova.executions()

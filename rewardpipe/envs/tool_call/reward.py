@@ -1,0 +1,80 @@
+"""The tool-call reward: was the goal reached, were the calls well-formed, were any of them redundant.
+
+| component         | range   | role    | weight | value                                                          |
+|-------------------|---------|---------|--------|----------------------------------------------------------------|
+| `goal_reached`    | [0, 1]  | outcome | 1.0    | 1 when the final world equals the expected one and/or the      |
+|                   |         |         |        | final answer equals the expected one (whichever the task sets) |
+| `valid_calls`     | [0, 1]  | shaping | 0.3    | the share of calls that parsed, named a tool and type-checked  |
+|                   |         |         |        | (a tool's refusal is still a valid call); 0 with no call       |
+| `redundant_calls` | [-1, 0] | penalty | 0.3    | -0.25 per call that repeats an answered call (same tool, same  |
+|                   |         |         |        | arguments) with the world unchanged since, and changes nothing |
+|                   |         |         |        | itself (a second read; not a second transfer), down to -1      |
+
+``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a
+task. It is 0 for an episode with no call at all, since every task needs at least one (an answer made up
+without looking is not a well-formed use of the tools). A world goal is judged on the world whether or not the
+model gave a final answer; an answer goal needs the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rewardpipe.components import component
+from rewardpipe.envs.tool_call.state import ToolCallState
+from rewardpipe.envs.tool_call.tasks import normalise_answer
+from rewardpipe.models import ErrorInfo
+from rewardpipe.rewards.base import Reward
+
+REDUNDANT_CALL_PENALTY = 0.25
+
+
+def _episode(state: Any) -> ToolCallState | None:
+    return state if isinstance(state, ToolCallState) else None
+
+
+@component(range=(0.0, 1.0), role="outcome", weight=1.0, description="the expected world and/or answer reached")
+def goal_reached(state: Any, task: Any) -> float | None:
+    episode = _episode(state)
+    if episode is None or task is None:
+        return None
+    expected_world, expected_answer = getattr(task, "expected_world", None), getattr(task, "expected_answer", None)
+    if expected_world is not None and episode.world != expected_world:
+        return 0.0
+    if expected_answer is not None and (episode.answer is None or
+                                        normalise_answer(episode.answer) != normalise_answer(expected_answer)):
+        return 0.0
+    return 1.0
+
+
+@component(range=(0.0, 1.0), role="shaping", weight=0.3, description="share of calls that parsed and type-checked")
+def valid_calls(state: Any) -> float | None:
+    episode = _episode(state)
+    if episode is None:
+        return None
+    total = len(episode.calls) + episode.unread_calls
+    if not total:
+        return 0.0
+    return sum(1 for call in episode.calls if call.valid) / total
+
+
+@component(range=(-1.0, 0.0), role="penalty", weight=0.3,
+           description="-0.25 per call repeating an answered one with the world unchanged (at most -1)")
+def redundant_calls(state: Any) -> float | None:
+    episode = _episode(state)
+    if episode is None:
+        return None
+    redundant = sum(1 for call in episode.calls if call.redundant)
+    return -min(1.0, REDUNDANT_CALL_PENALTY * redundant) if redundant else 0.0
+
+
+def explain_error(state: Any, task: Any) -> ErrorInfo | None:
+    if _episode(state) is None or task is None:
+        return ErrorInfo(kind="component_unavailable",
+                         message="the tool_call reward scores a tool-call episode's state and task (run or score "
+                                 "it with --env tool_call and --tasks)")
+    return None
+
+
+TOOL_CALL = Reward("tool_call", [goal_reached, valid_calls, redundant_calls], explain_error=explain_error,
+                   description="Tool use: goal reached, valid calls, redundant calls")
