@@ -36,7 +36,10 @@ import rewardpipe.parsing as parsing
 import rewardpipe.rewards.base as reward_base
 import rewardpipe.rewards.code_correctness as code_correctness
 import rewardpipe.rewards.gsm8k as gsm8k
+import rewardpipe.envs.tool_call.calls as tool_calls
+import rewardpipe.envs.wordle.game as wordle_game
 import rewardpipe.safe_text as safe_text
+import rewardpipe.tagged as tagged
 from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 from rewardpipe.episode import apply_policy_turn, start_episode
 from rewardpipe.models import Message, load_tasks
@@ -49,7 +52,7 @@ TASKS = load_tasks(Path(__file__).resolve().parents[2] / "rewardpipe" / "data" /
 TASK = TASKS[0]  # format_duration: four hidden details, ValueError, H:MM:SS
 
 WATCHED = [parsing, words, questions, replies, similarity, abc_reward, simulator, reward_base, gsm8k,
-           code_correctness, monitor_examples, monitor_html, safe_text]
+           code_correctness, monitor_examples, monitor_html, safe_text, tagged, wordle_game, tool_calls]
 
 
 def clear_caches() -> None:
@@ -96,6 +99,9 @@ TARGETS = {
     "code_correctness": lambda t: code_correctness.CODE_CORRECTNESS.score(
         [Message(role="user", content="q"), Message(role="assistant", content=t)], result("passed", 1, 1)),
     "monitor_text": lambda t: (monitor_examples.clean(t), monitor_html._t(t), safe_text.printable(t)),
+    "tagged_spans": lambda t: (tagged.tagged_spans(t, "guess"), tagged.tagged_spans(t, "tool_call")),
+    "wordle_guess": lambda t: wordle_game.parse_guess(t),
+    "tool_call_turn": lambda t: (tool_calls.parse_turn(t, None, 0), tool_calls.final_answer(t)),
 }
 # Two texts compared with each other.
 PAIR_TARGETS = {
@@ -108,7 +114,9 @@ PAIR_TARGETS = {
 # words the question and reply rules read.
 PIECES = ["`", "```", "~", "~~~", " ", "  ", "\t", "\n", "\r", "?", "？", "⁇", ".", "!", "#", "####", "1", "9,",
           ".5", "-", "$", "*", "_", "\\boxed{", "}", "(", ")", '"', ":", "a", "Z", "é", "о", "\u2028", "\u200b",
-          "format_duration", "negative", "seconds", "yes", "up to you", "ValueError", "H:MM:SS", "a.b", "e-", "is "]
+          "format_duration", "negative", "seconds", "yes", "up to you", "ValueError", "H:MM:SS", "a.b", "e-", "is ",
+          "<guess>", "</guess>", "<GUESS>", "<tool_call>", "</tool_call>", "<answer>", "</answer>", "<", ">", "/",
+          "{", "[", '{"name": "x", "arguments": {', "crane"]
 piece_runs = st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join)
 edges = st.lists(st.sampled_from(PIECES), max_size=3).map("".join)
 
@@ -157,6 +165,8 @@ SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[Health
 @example(prefix="", unit="`", suffix="\n" + "x\n" * 50)  # a fence as long as the text
 @example(prefix="", unit="?)", suffix="x")
 @example(prefix="#### ", unit="1,", suffix="x")
+@example(prefix="", unit="<guess>", suffix="</guess>")  # thousands of opening tags, one closing
+@example(prefix="<tool_call>", unit="[", suffix="</tool_call>")  # JSON nested as deep as the text
 def test_every_parser_of_model_text_is_linear(name, prefix, unit, suffix):
     target = TARGETS[name]
     assert_linear(name, lambda n: operations(lambda: target(_build(prefix, unit, suffix, n)), WATCHED, clear_caches))
