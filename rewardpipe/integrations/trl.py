@@ -371,6 +371,7 @@ def monitor_batch(
     thresholds: Any = None,
     previous_state: Any = None,
     weights: Mapping[str, float] | None = None,
+    history: Any = None,
 ):
     """Within-group verdicts for one TRL batch (``num_generations`` adjacent completions per prompt).
 
@@ -378,12 +379,14 @@ def monitor_batch(
     a completion whose values are all ``None`` counts as an error record. ``weights`` must be the weights TRL
     trains with (``GRPOConfig.reward_weights``; 1.0 each when unset), or the aggregate's verdict describes a
     reward nobody trains on. Returns a ``MonitorResult``; pass its ``state`` back as ``previous_state`` on the
-    next step to keep the alarm hysteresis.
+    next step to keep the alarm hysteresis, and the same ``history``
+    (:class:`rewardpipe.monitoring.pooling.StepHistory`) every step so a batch with fewer than ``min_groups``
+    groups is judged together with the batches after it (without one, such a batch never gets a verdict).
     """
     from rewardpipe.monitoring import monitor_records
 
     records = batch_records(component_values, group_size, weights=weights, step=step)
-    return monitor_records(records, thresholds, previous_state)
+    return monitor_records(records, thresholds, previous_state, history)
 
 
 def gather_across_processes(rows: list[Any]) -> list[Any]:

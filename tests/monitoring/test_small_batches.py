@@ -200,3 +200,21 @@ def test_the_trl_callback_pools_two_group_batches():
     (alarm,) = [a for a in callback.alarms if a.component == "format"]
     assert alarm.figures["pooled_steps"] == [0, 1] and "pooled over steps 0\u20131" in alarm.message
     assert ("rewardpipe/format/pooled_batches", 2.0) in logged
+
+
+def test_the_trl_monitor_batch_helper_pools_when_given_a_history():
+    """``integrations.trl.monitor_batch``, called once a batch by a user's own loop: with one StepHistory the
+    two-group batches are judged together; without one no batch ever gets a verdict."""
+    from rewardpipe.integrations.trl import monitor_batch as trl_monitor_batch
+
+    values = {"format": [1.0] * 8, "alive": [float(i % 2) for i in range(8)]}  # two groups of four
+    th = Thresholds(ranges={"format": (0.0, 1.0), "alive": (0.0, 1.0)})
+    for history, expected in ((StepHistory(), ["insufficient_data", "dead", "insufficient_data", "dead"]),
+                              (None, ["insufficient_data"] * 4)):
+        state, verdicts = None, []
+        for step in range(4):
+            result = trl_monitor_batch(values, 4, step=step, thresholds=th, previous_state=state, history=history)
+            state = result.state
+            verdicts.append(result.steps[0].components["format"].verdict)
+        assert verdicts == expected
+    assert result.steps[0].components["format"].pooled_steps is None  # the last call, without a history
