@@ -470,3 +470,15 @@ def test_the_request_echoed_with_no_point_of_its_own_still_asks_nothing():
         for wrapping in ("What should {ep} do? It {clause}?", "{ep} {clause}, basically?", "{clause}, right?"):
             question = wrapping.format(ep=task.entry_point, clause=_clause(task))
             assert question_subject(question, task.prompt, task.entry_point).asks_nothing, (task.task_id, question)
+
+
+@pytest.mark.parametrize("question", ["What if the input is 0?", "What about 1.5?", "And for 0 seconds?",
+                                      "What should it return for 7?", "Is 0.5 rounded?"])
+def test_a_question_about_a_number_asks_something(question):
+    """A value is a subject however short: one-character words are dropped as noise, but "0" is not noise,
+    and "1.5" is one number, not "1" and "5"."""
+    subject = question_subject(question, DURATION.prompt, DURATION.entry_point)
+    assert not subject.asks_nothing, question
+    assert any(c.isdigit() for word in subject.words for c in word)
+    messages = recorded(DURATION, [(question, "That is an error: it raises ValueError.")], DURATION.reference_solution)
+    assert REWARD.score(messages, result("passed", 3, 3)).components["asked_before_coding"] == 1.0

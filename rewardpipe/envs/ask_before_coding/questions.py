@@ -76,6 +76,10 @@ class QuestionSubject:
 _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 
 
+# A number in a question's prose, with its decimal part (one pass: the optional group starts with a ".").
+_NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+
+
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
     """Content words of ``text``'s prose: no fenced code, no inline code spans, not the function's name."""
     prose = _INLINE_CODE.sub(" ", parse_turn(text).prose)
@@ -84,7 +88,9 @@ def _subject_words(text: str, entry_point: str = "") -> set[str]:
         # long the name is, where a search for the name at every position would multiply the two).
         name = entry_point.lower()
         prose = _IDENTIFIER.sub(lambda m: " " if m.group().lower() == name else m.group(), prose)
-    return content_words(prose)
+    # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
+    # drops one-character words, and cuts "1.5" in two.
+    return content_words(prose) | set(_NUMBER.findall(prose))
 
 
 def question_subject(question: str, prompt: str = "", entry_point: str = "") -> QuestionSubject:
