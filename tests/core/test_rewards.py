@@ -50,7 +50,8 @@ def test_timeout_is_a_model_failure_scored_zero_even_with_partial_passes():
 
 
 def test_harness_error_makes_the_whole_score_an_error_not_zero():
-    score = ABC.score(transcript(QUESTION, COMMIT, reply=ANSWERS[0]), result("error", reason="test source does not parse"))
+    score = ABC.score(transcript(QUESTION, COMMIT, reply=ANSWERS[0]),
+                      result("error", reason="test source does not parse"))
     assert score.components["correctness"] is None
     assert score.aggregate is None
     assert score.error is not None

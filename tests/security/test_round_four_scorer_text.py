@@ -30,14 +30,14 @@ import rewardpipe.envs.ask_before_coding.reward as abc_reward
 import rewardpipe.envs.ask_before_coding.similarity as similarity
 import rewardpipe.envs.ask_before_coding.simulator as simulator
 import rewardpipe.envs.ask_before_coding.words as words
+import rewardpipe.envs.tool_call.calls as tool_calls
+import rewardpipe.envs.wordle.game as wordle_game
 import rewardpipe.monitoring.examples as monitor_examples
 import rewardpipe.monitoring.html as monitor_html
 import rewardpipe.parsing as parsing
 import rewardpipe.rewards.base as reward_base
 import rewardpipe.rewards.code_correctness as code_correctness
 import rewardpipe.rewards.gsm8k as gsm8k
-import rewardpipe.envs.tool_call.calls as tool_calls
-import rewardpipe.envs.wordle.game as wordle_game
 import rewardpipe.safe_text as safe_text
 import rewardpipe.tagged as tagged
 from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV

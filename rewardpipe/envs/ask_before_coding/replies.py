@@ -342,7 +342,8 @@ def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str 
 
 
 __all__ = [
-    "CONVERSATIONAL", "DEFERRALS", "DEFERRAL_CONTENT", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail", "answered_turns_in",
+    "CONVERSATIONAL", "DEFERRALS", "DEFERRAL_CONTENT", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail",
+    "answered_turns_in",
     "asks_for_a_choice", "defers", "detail_coverage", "detail_keys", "reply_informs", "reveals_in",
     "stated_details", "vet_llm_reply", "would_reveal",
 ]

@@ -52,6 +52,7 @@ from rewardpipe.parsing import TurnKind
 from rewardpipe.rewards.base import Reward, Transcript
 from rewardpipe.rewards.execution import execution_correctness, execution_metrics, explain_execution_error
 
+
 def answered_turns(state: Any) -> frozenset[int] | None:
     """The simulator's bookkeeping of the episode (None without a state that kept it)."""
     answered = getattr(state, "answered_turns", None)
