@@ -153,8 +153,9 @@ class ConditionalStateStore:
 
         def attempt() -> Any:
             try:
-                return store.client.put_object(Bucket=store.bucket, Key=store._full(key), Body=body,
-                                               ContentType="application/json", **condition)
+                return store.client.put_object(
+                    Bucket=store.bucket, Key=store._full(key), Body=body, ContentType="application/json", **condition
+                )
             except ClientError as exc:
                 if s3_error_code(exc) in self.CONFLICT_CODES:
                     return _CONFLICT  # decided below, once: retrying cannot change the answer
@@ -241,11 +242,16 @@ class CheckPublisher:
 
 def _summary(run_id: str, result: Any) -> dict[str, Any]:
     report = result.steps[0]
-    summary: dict[str, Any] = {"run_id": run_id, "step": report.step, "replayed": report.replayed,
-                               "records": report.records, "error_rate": report.error_rate,
-                               "verdicts": {name: stats.verdict for name, stats in report.components.items()},
-                               "alarms": [a.to_dict() for a in result.alarms],
-                               "verdict_key": verdict_key(run_id, report.step)}
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "step": report.step,
+        "replayed": report.replayed,
+        "records": report.records,
+        "error_rate": report.error_rate,
+        "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+        "alarms": [a.to_dict() for a in result.alarms],
+        "verdict_key": verdict_key(run_id, report.step),
+    }
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:
@@ -258,9 +264,16 @@ _OWED = ("alarm-delivery:", "metrics-delivery:")
 
 def _owed(items: list[dict[str, Any]]) -> list[str]:
     """The deliveries still owed among a result's notes: each fails the invocation (Lambda retries it)."""
-    return [f"{item['key']}: {item['reason']}" for item in items if str(item.get("key", "")).startswith(_OWED)
-            or (str(item.get("key", "")).endswith("/monitor/state.json") and "StateConflict" not in item["reason"]
-                and item["reason"].startswith("delivered, but"))]
+    return [
+        f"{item['key']}: {item['reason']}"
+        for item in items
+        if str(item.get("key", "")).startswith(_OWED)
+        or (
+            str(item.get("key", "")).endswith("/monitor/state.json")
+            and "StateConflict" not in item["reason"]
+            and item["reason"].startswith("delivered, but")
+        )
+    ]
 
 
 def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
@@ -303,9 +316,15 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
     result = monitor_step(store, run_id, step, thresholds(settings), (), persist_state=False)
     if not result.steps:
         return None
-    return {"run_id": run_id, "step": step, "replayed": True, "records": result.steps[0].records,
-            "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()}, "alarms": [],
-            "verdict_key": verdict_key(run_id, step)}
+    return {
+        "run_id": run_id,
+        "step": step,
+        "replayed": True,
+        "records": result.steps[0].records,
+        "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()},
+        "alarms": [],
+        "verdict_key": verdict_key(run_id, step),
+    }
 
 
 def _open_store(settings: Settings) -> Any:
@@ -346,17 +365,21 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             if problem:
                 problems[run_id].append(problem)
         for _ in range(COMMIT_ATTEMPTS):
-            (check,) = check_pending(store, [run_id], thresholds(settings), sinks, skip_newest=request.step is None,
-                                     publisher=publisher)
+            (check,) = check_pending(
+                store, [run_id], thresholds(settings), sinks, skip_newest=request.step is None, publisher=publisher
+            )
             for result in check.results:
                 if result.steps:
                     summaries.append(_summary(run_id, result))
-                problems[run_id].extend(f"step {result.steps[0].step if result.steps else '?'}: {owed}"
-                                        for owed in _owed(result.unreadable))
+                problems[run_id].extend(
+                    f"step {result.steps[0].step if result.steps else '?'}: {owed}" for owed in _owed(result.unreadable)
+                )
             lost = [p for p in check.problems if str(p.get("error", "")).startswith(StateConflict.__name__)]
             problems[run_id].extend(
                 f"step {p['step']}: {p['error']}" if p.get("step") is not None else str(p["error"])
-                for p in check.problems if p not in lost)
+                for p in check.problems
+                if p not in lost
+            )
             if not lost:
                 break  # a lost race leaves steps to the winner; check what is still unchecked from its state
         if already:

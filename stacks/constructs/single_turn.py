@@ -57,7 +57,17 @@ class SingleTurnReward(Construct):
             tracing=False,
             user_layer=user_layer,
         )
-        CfnOutput(self, "FunctionName", value=self.function.function_name, key="RewardLambdaName",
-                  description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)")
-        CfnOutput(self, "FunctionArn", value=self.function.function_arn, key="RewardLambdaArn",
-                  description="Set this as reward_lambda_arn in the Nova Forge training job")
+        CfnOutput(
+            self,
+            "FunctionName",
+            value=self.function.function_name,
+            key="RewardLambdaName",
+            description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)",
+        )
+        CfnOutput(
+            self,
+            "FunctionArn",
+            value=self.function.function_arn,
+            key="RewardLambdaArn",
+            description="Set this as reward_lambda_arn in the Nova Forge training job",
+        )

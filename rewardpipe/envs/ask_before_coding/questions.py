@@ -45,8 +45,10 @@ ASK_SOMETHING_SPECIFIC = (
     "Could you be more specific about what you want to know?",
     "I'm not sure what you are asking; which part is unclear?",
 )
-NON_ANSWERS = frozenset(" ".join(reply.split()).lower()
-                       for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC))
+NON_ANSWERS = frozenset(
+    " ".join(reply.split()).lower()
+    for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC)
+)
 
 
 def is_non_answer(reply: str) -> bool:
@@ -120,8 +122,9 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(content_words(item)) for item in spec)
 
 
-def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str],
-                    revealed: "set[int] | Sequence[int]" = ()) -> tuple[int | None, bool]:
+def best_spec_match(
+    words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()
+) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 
     The most relevant item overall answers the question; a revealed item that matches *better* is restated
@@ -150,8 +153,11 @@ def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Se
 
 
 # Moved to :mod:`.replies` (what a reply says), kept importable here for code written against this module.
-_MOVED_TO_REPLIES = {"reveals_in": "reveals_in", "answered_turns_in": "answered_turns_in",
-                     "_would_reveal": "would_reveal"}
+_MOVED_TO_REPLIES = {
+    "reveals_in": "reveals_in",
+    "answered_turns_in": "answered_turns_in",
+    "_would_reveal": "would_reveal",
+}
 
 
 def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:

@@ -75,48 +75,193 @@ _META_WORDS = """team colleague manager boss stakeholder department expert devel
     difficult complicated tough obvious approach implementation check checking back later figure able unable
     afraid unfortunately depend depending assume assumption something nothing both way ways however lol mate
     dunno idk haha know knowledge certain haven got come comes feeling feelings follow refer see test tests""".split()
-CONVERSATIONAL = (frozenset(concept(w) for w in (*_POLAR_WORDS, *_CONVERSATION_WORDS, *_META_WORDS))
-                  | FILLER | GENERIC_CUES)
+CONVERSATIONAL = (
+    frozenset(concept(w) for w in (*_POLAR_WORDS, *_CONVERSATION_WORDS, *_META_WORDS)) | FILLER | GENERIC_CUES
+)
 _POLAR_START = frozenset(_POLAR_WORDS) | {"no", "not", "of"}  # "No.", "Not padded.", "Of course."
 
 # A reply that defers the decision or admits not knowing (matched on the lower-cased reply with its
 # whitespace collapsed and curly apostrophes made straight).
 DEFERRALS = (
-    "up to you", "your call", "your choice", "your decision", "you decide", "you choose", "your judgement",
-    "your judgment", "use your", "don't know", "do not know", "dont know", "not sure", "no idea",
-    "no preference", "don't have a preference", "don't mind", "do not mind", "doesn't matter",
-    "does not matter", "don't care", "do not care", "whatever", "either way", "either is fine",
-    "haven't decided", "have not decided", "haven't thought", "have not thought", "not decided", "can't say",
-    "cannot say", "as you see fit", "as you like", "your discretion", "go with your", "what you think",
-    "you think is", "seems best", "makes sense to you", "told you everything", "nothing else", "no other",
-    "nothing more", "anything is fine", "anything works", "no strong", "not important", "hard to say",
-    "not certain", "no opinion", "leave it to you", "leave that to you", "i'll leave", "feel free", "unsure",
-    "no particular", "haven't considered", "have not considered", "not really thought", "rather not",
-    "keep that open", "keep it open", "let you figure", "figure it out", "figure that out", "surprise me",
-    "what works", "what you want", "what you like", "your way", "your own", "dealer's choice", "no requirement",
-    "no constraint", "not specified", "unspecified", "didn't think", "did not think", "never thought",
-    "no clue", "beats me", "good question", "not a concern", "don't worry", "do not worry", "can't remember",
-    "cannot remember", "don't remember", "do not remember", "not decided",
+    "up to you",
+    "your call",
+    "your choice",
+    "your decision",
+    "you decide",
+    "you choose",
+    "your judgement",
+    "your judgment",
+    "use your",
+    "don't know",
+    "do not know",
+    "dont know",
+    "not sure",
+    "no idea",
+    "no preference",
+    "don't have a preference",
+    "don't mind",
+    "do not mind",
+    "doesn't matter",
+    "does not matter",
+    "don't care",
+    "do not care",
+    "whatever",
+    "either way",
+    "either is fine",
+    "haven't decided",
+    "have not decided",
+    "haven't thought",
+    "have not thought",
+    "not decided",
+    "can't say",
+    "cannot say",
+    "as you see fit",
+    "as you like",
+    "your discretion",
+    "go with your",
+    "what you think",
+    "you think is",
+    "seems best",
+    "makes sense to you",
+    "told you everything",
+    "nothing else",
+    "no other",
+    "nothing more",
+    "anything is fine",
+    "anything works",
+    "no strong",
+    "not important",
+    "hard to say",
+    "not certain",
+    "no opinion",
+    "leave it to you",
+    "leave that to you",
+    "i'll leave",
+    "feel free",
+    "unsure",
+    "no particular",
+    "haven't considered",
+    "have not considered",
+    "not really thought",
+    "rather not",
+    "keep that open",
+    "keep it open",
+    "let you figure",
+    "figure it out",
+    "figure that out",
+    "surprise me",
+    "what works",
+    "what you want",
+    "what you like",
+    "your way",
+    "your own",
+    "dealer's choice",
+    "no requirement",
+    "no constraint",
+    "not specified",
+    "unspecified",
+    "didn't think",
+    "did not think",
+    "never thought",
+    "no clue",
+    "beats me",
+    "good question",
+    "not a concern",
+    "don't worry",
+    "do not worry",
+    "can't remember",
+    "cannot remember",
+    "don't remember",
+    "do not remember",
+    "not decided",
     # refusing, redirecting, or pointing back at what was already said
-    "can't share", "cannot share", "can't help", "cannot help", "can't answer", "cannot answer", "can't tell",
-    "cannot tell", "not able to", "unable to", "no comment", "get back to you", "check with", "ask someone",
-    "not the right person", "not my ", "what do you think", "what would you", "you're the expert",
-    "you are the expert", "dunno", "idk", "no clue", "a clue", "rather you", "yourself", "see above",
-    "as written", "as i said", "like i said", "i mentioned", "already told", "already said", "not specified",
-    "isn't specified", "not something i", "depends on", "it depends", "best practice", "common sense",
-    "the convention", "confidential", "any approach", "either option", "both options", "any option",
-    "reasonable to you", "sensible to you", "whichever", "however you", "however seems", "trust your",
-    "next question", "ask me something", "don't have that", "do not have that", "no information",
-    "right person", "wrong person", "tricky one", "a tricky", "tough one", "hard one", "good one", "refer to",
-    "the request", "original request", "the specification", "the description", "the task", "the docs",
-    "the documentation", "comes to mind", "come to mind", "tests pass", "as long as it", "no strong",
-    "no feelings", "one way or the other",
+    "can't share",
+    "cannot share",
+    "can't help",
+    "cannot help",
+    "can't answer",
+    "cannot answer",
+    "can't tell",
+    "cannot tell",
+    "not able to",
+    "unable to",
+    "no comment",
+    "get back to you",
+    "check with",
+    "ask someone",
+    "not the right person",
+    "not my ",
+    "what do you think",
+    "what would you",
+    "you're the expert",
+    "you are the expert",
+    "dunno",
+    "idk",
+    "no clue",
+    "a clue",
+    "rather you",
+    "yourself",
+    "see above",
+    "as written",
+    "as i said",
+    "like i said",
+    "i mentioned",
+    "already told",
+    "already said",
+    "not specified",
+    "isn't specified",
+    "not something i",
+    "depends on",
+    "it depends",
+    "best practice",
+    "common sense",
+    "the convention",
+    "confidential",
+    "any approach",
+    "either option",
+    "both options",
+    "any option",
+    "reasonable to you",
+    "sensible to you",
+    "whichever",
+    "however you",
+    "however seems",
+    "trust your",
+    "next question",
+    "ask me something",
+    "don't have that",
+    "do not have that",
+    "no information",
+    "right person",
+    "wrong person",
+    "tricky one",
+    "a tricky",
+    "tough one",
+    "hard one",
+    "good one",
+    "refer to",
+    "the request",
+    "original request",
+    "the specification",
+    "the description",
+    "the task",
+    "the docs",
+    "the documentation",
+    "comes to mind",
+    "come to mind",
+    "tests pass",
+    "as long as it",
+    "no strong",
+    "no feelings",
+    "one way or the other",
 )
 # Whole replies that pass on the question ("Pass.", "Next."): matched on the reply without its punctuation.
 _PASSES = frozenset({"pass", "next", "skip this", "skip that", "no comment", "next one", "moving on", "n/a", "na"})
 # A question that asks for a yes or a no: its last sentence opens with an auxiliary verb.
-_AUXILIARIES = frozenset("""is are was were am do does did should shall can could will would must may might has
-    have had""".split())
+_AUXILIARIES = frozenset(
+    """is are was were am do does did should shall can could will would must may might has
+    have had""".split()
+)
 
 
 def _normalised(text: str) -> str:
@@ -211,8 +356,9 @@ def detail_keys(spec: tuple[str, ...], prompt: str = "") -> DetailKeys:
     known = concepts(prompt) | CONVERSATIONAL
     keys = tuple(frozenset(concepts(item) - known) or frozenset(concepts(item)) for item in spec)
     tokens = [key_tokens(item) - key_tokens(prompt) for item in spec]
-    unique = tuple(frozenset(t - set().union(*(o for j, o in enumerate(tokens) if j != i)))
-                   for i, t in enumerate(tokens))
+    unique = tuple(
+        frozenset(t - set().union(*(o for j, o in enumerate(tokens) if j != i))) for i, t in enumerate(tokens)
+    )
     counts: dict[str, int] = {}
     for key in keys:
         for c in key:
@@ -234,8 +380,9 @@ def detail_coverage(reply: str, spec: Sequence[str], prompt: str = "") -> list[f
     return shares
 
 
-def stated_details(reply: str, spec: Sequence[str], prompt: str = "",
-                   revealed: set[int] | Sequence[int] = ()) -> list[int]:
+def stated_details(
+    reply: str, spec: Sequence[str], prompt: str = "", revealed: set[int] | Sequence[int] = ()
+) -> list[int]:
     """The not-yet-revealed details ``reply`` states (coverage >= STATED_SHARE), the best covered first
     (ties in spec order)."""
     shares = detail_coverage(reply, spec, prompt)
@@ -256,8 +403,16 @@ def would_reveal(subject: QuestionSubject, spec: Sequence[str], revealed: set[in
     return None
 
 
-def answered_detail(question: str, reply: str, spec: Sequence[str], *, prompt: str = "", entry_point: str = "",
-                    revealed: set[int] | Sequence[int] = (), known: Iterable[str] | SaidSoFar = ()) -> int | None:
+def answered_detail(
+    question: str,
+    reply: str,
+    spec: Sequence[str],
+    *,
+    prompt: str = "",
+    entry_point: str = "",
+    revealed: set[int] | Sequence[int] = (),
+    known: Iterable[str] | SaidSoFar = (),
+) -> int | None:
     """The not-yet-revealed detail a recorded ``reply`` gave in answer to ``question``, or None.
 
     A question that asks nothing never earns one, whatever the reply said. The reply states a detail
@@ -294,8 +449,15 @@ def reveals_in(messages: Sequence[Message], spec: Sequence[str], entry_point: st
         if following is None or following.role != "user":
             continue
         if parse_turn(message.content).kind is TurnKind.QUESTION:
-            index = answered_detail(message.content, following.content, spec, prompt=prompt,
-                                    entry_point=entry_point, revealed=revealed, known=said)
+            index = answered_detail(
+                message.content,
+                following.content,
+                spec,
+                prompt=prompt,
+                entry_point=entry_point,
+                revealed=revealed,
+                known=said,
+            )
             if index is not None:
                 revealed.add(index)
                 answered.append((turn, index))
@@ -311,8 +473,15 @@ def answered_turns_in(messages: Sequence[Message], spec: Sequence[str], entry_po
 # --- what an LLM-played user may say ------------------------------------------------------------------------
 
 
-def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str = "", entry_point: str = "",
-                  revealed: set[int] | Sequence[int] = ()) -> tuple[str | None, int | None]:
+def vet_llm_reply(
+    text: str,
+    question: str,
+    spec: Sequence[str],
+    *,
+    prompt: str = "",
+    entry_point: str = "",
+    revealed: set[int] | Sequence[int] = (),
+) -> tuple[str | None, int | None]:
     """``(reply, newly revealed detail)`` an LLM user's ``text`` may stand as; ``(None, None)`` when it must be
     replaced by the rule-based user's reply (see the module docstring).
 
@@ -342,8 +511,21 @@ def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str 
 
 
 __all__ = [
-    "CONVERSATIONAL", "DEFERRALS", "DEFERRAL_CONTENT", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail",
+    "CONVERSATIONAL",
+    "DEFERRALS",
+    "DEFERRAL_CONTENT",
+    "STATED_SHARE",
+    "DetailKeys",
+    "SaidSoFar",
+    "answered_detail",
     "answered_turns_in",
-    "asks_for_a_choice", "defers", "detail_coverage", "detail_keys", "reply_informs", "reveals_in",
-    "stated_details", "vet_llm_reply", "would_reveal",
+    "asks_for_a_choice",
+    "defers",
+    "detail_coverage",
+    "detail_keys",
+    "reply_informs",
+    "reveals_in",
+    "stated_details",
+    "vet_llm_reply",
+    "would_reveal",
 ]

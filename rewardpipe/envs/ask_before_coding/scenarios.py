@@ -134,11 +134,14 @@ def doctor_scenarios(task: "Task") -> dict[str, ScriptedPolicy]:
     # MAX_SPEC_ITEMS = MAX_TURNS - 1 items, so the reference scenario still asks them all and commits)
     turns = min(len(task.spec) + 3, MAX_TURNS)
     return {
-        "reference": ScriptedPolicy(_doctor_turn("reference", len(task.spec)), max_turns=turns,
-                                    description="asks one generic question per hidden detail, then commits the "
-                                                "reference solution"),
+        "reference": ScriptedPolicy(
+            _doctor_turn("reference", len(task.spec)),
+            max_turns=turns,
+            description="asks one generic question per hidden detail, then commits the reference solution",
+        ),
         "guess": ScriptedPolicy(_doctor_turn("guess", 0), max_turns=turns, description="commits a stub at once"),
         "loop": ScriptedPolicy(_doctor_turn("loop", 0), max_turns=turns, description="repeats one question"),
-        "stall_then_ask": ScriptedPolicy(_doctor_turn("stall_then_ask", 1), max_turns=turns,
-                                         description="a statement, one question, then a commit"),
+        "stall_then_ask": ScriptedPolicy(
+            _doctor_turn("stall_then_ask", 1), max_turns=turns, description="a statement, one question, then a commit"
+        ),
     }

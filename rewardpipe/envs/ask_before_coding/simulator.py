@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
+
 # The canned replies are part of this module's interface.
 from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     ASK_SOMETHING_SPECIFIC,
@@ -116,8 +117,15 @@ class OpenAISimulator(OwnsChatClient):
     reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
     """
 
-    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 client: ChatClient | None = None, *, chat: Callable[..., str] | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        client: ChatClient | None = None,
+        *,
+        chat: Callable[..., str] | None = None,
+    ):
         # ``chat``: rewardpipe's chat client as an environment context gives it (EnvContext.chat); else a
         # client of its own for ``base_url``/``model``.
         if chat is None:
@@ -146,8 +154,9 @@ class OpenAISimulator(OwnsChatClient):
         # several details (a question that talked the LLM into listing the requirements, in its own words or
         # the spec's) says only the one asked about; a reply the rules cannot account for (a paraphrase they
         # do not recognise, a made-up requirement) is replaced by the rule-based user's answer.
-        vetted, revealed = vet_llm_reply(text, question, task.spec, prompt=task.prompt,
-                                         entry_point=task.entry_point, revealed=state.revealed)
+        vetted, revealed = vet_llm_reply(
+            text, question, task.spec, prompt=task.prompt, entry_point=task.entry_point, revealed=state.revealed
+        )
         if vetted is None:
             return RuleBasedSimulator().respond(state, task)
         return SimulatorReply(vetted, revealed)

@@ -93,8 +93,6 @@ def content_words(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
 
 
-
-
 # --- concepts: what a reply says, for judging which hidden detail it states ---------------------------------
 
 # A token that names something exactly: it has a digit, an underscore, an inner ":" "." "/" "+" "-", or a
@@ -110,7 +108,7 @@ def key_tokens(text: str) -> set[str]:
     for token in _TOKEN.findall(text):
         if len(token) > MAX_CACHED_WORD:
             continue  # no real identifier or number is that long: a hostile run, not a name
-        if (any(c.isdigit() or c in "_:./+-" for c in token) or any(c.isupper() for c in token[1:])):
+        if any(c.isdigit() or c in "_:./+-" for c in token) or any(c.isupper() for c in token[1:]):
             found.add(token.lower())
     return found
 
