@@ -18,7 +18,8 @@ import os
 import random
 import ssl
 import time
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 

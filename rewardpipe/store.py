@@ -88,9 +88,10 @@ import string
 import threading
 import time
 import unicodedata
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
@@ -506,7 +507,7 @@ class Store:
         resume writes the ones an interrupted writer did not)."""
         return self.put_json(finished_key(run_id, step), {"step": step, "stored": stored})
 
-    def run_progress(self, run_id: str) -> "RunProgress":
+    def run_progress(self, run_id: str) -> RunProgress:
         """Which of the run's stored steps are finished, from its manifest and completion markers."""
         steps = self.list_steps(run_id)
         try:
@@ -526,11 +527,11 @@ class Store:
 
     # -- transcripts (the evidence behind each record) ------------------------------------------------
 
-    def put_transcript(self, transcript: "RolloutTranscript") -> str:
+    def put_transcript(self, transcript: RolloutTranscript) -> str:
         key = transcript_key(transcript.run_id, transcript.step, transcript.group_id, transcript.rollout_id)
         return self.put_json(key, transcript.to_json_dict())
 
-    def get_transcript(self, key: str) -> "RolloutTranscript":
+    def get_transcript(self, key: str) -> RolloutTranscript:
         """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
         from rewardpipe.transcripts import RolloutTranscript
 
@@ -1148,7 +1149,7 @@ class S3Limits:
     cooldown_s: float = 30.0
 
     @classmethod
-    def from_env(cls, env: Any = None) -> "S3Limits":
+    def from_env(cls, env: Any = None) -> S3Limits:
         """The limits set in ``env`` (default ``os.environ``); a bad value is a StoreError naming it."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}

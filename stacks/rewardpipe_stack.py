@@ -11,16 +11,18 @@ from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import RewardPipeLayer, task_response_statement
+from stacks.constructs.judge import JudgeAccess
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
 from stacks.constructs.nova_bridge import (
     CONTEXT_KEY as NOVA_CONTEXT_KEY,
+)
+from stacks.constructs.nova_bridge import (
     NovaBridge,
     NovaBridgeSettings,
     load_nova_settings,
 )
 from stacks.constructs.rollout_workflow import RolloutWorkflow
-from stacks.constructs.judge import JudgeAccess
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
 from stacks.constructs.user_layer import UserLayer, check_shipped

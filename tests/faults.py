@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: Errors raised instead of an answer (the request is not applied, unless ``applied=True``).
 CONNECTION_ERRORS = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
@@ -94,7 +95,7 @@ class S3Faults:
         client.meta.events.register_first("before-send.s3", self._before)
         client.meta.events.register_last("before-send", self._after)
 
-    def every_store(self, monkeypatch: Any) -> "S3Faults":
+    def every_store(self, monkeypatch: Any) -> S3Faults:
         """Attach to the client of every S3Store made from now on (until ``monkeypatch`` is undone)."""
         from rewardpipe.store import S3Store
 
@@ -115,7 +116,7 @@ class S3Faults:
         times: int | None = None,
         when: Callable[[Any], bool] | None = None,
         applied: bool = False,
-    ) -> "S3Faults":
+    ) -> S3Faults:
         """Make ``operation`` fail with ``error`` (``times`` times, or always), for requests ``when`` picks.
         ``applied=True``: the request reaches the server first, and only its answer is lost."""
         if error not in CONNECTION_ERRORS + BODY_ERRORS:

@@ -9,9 +9,10 @@ import inspect
 import json
 import os
 import platform
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, NoReturn
+from typing import Annotated, Any
 
 import typer
 
@@ -361,7 +362,7 @@ def file_sha256(path: Path) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_manifest(
@@ -470,7 +471,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
 
 def open_run(
     location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
-) -> tuple[Any, set[str], "RecordWriter"]:
+) -> tuple[Any, set[str], RecordWriter]:
     """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
 
     Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
@@ -496,7 +497,7 @@ def open_run(
     return store, already, writer
 
 
-def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
+def save_manifest(writer: RecordWriter, manifest: RunManifest) -> None:
     """Write the manifest; a failure is reported and kept in ``writer.failed_writes`` (the exit status)."""
     from rewardpipe.store import StoreError, manifest_key
 
@@ -632,13 +633,13 @@ class RecordWriter:
 def default_spill_path(run_id: str) -> Path:
     from rewardpipe.store import run_folder
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
 def exit_for_losses(
     writer: RecordWriter, alarm_failures: int, unchecked_steps: Iterable[int] = (), *, resume: str | None = None
-) -> NoReturn | None:
+) -> None:
     """Exit 1 naming the spill files, what was lost, the failed alarm writes, the steps the monitor could not
     check and the other objects that could not be written, if there were any; ``resume`` is the command that
     stores what is missing (``rewardpipe run ... --resume``), said when records are missing."""

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
 from rewardpipe.models import Message, Task

@@ -8,8 +8,9 @@ sinks; a failing sink is reported, never allowed to stop the others or the calle
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
 from rewardpipe.store import encode_id, run_prefix
@@ -53,7 +54,7 @@ class Alarm:
         return {**asdict(self), "dedupe_key": self.dedupe_key}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Alarm":
+    def from_dict(cls, data: dict[str, Any]) -> Alarm:
         known = {name for name in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -83,7 +84,7 @@ def _segment(name: str) -> str:
     return encode_id(name) if name else "%~e"
 
 
-def delivery_key(run_id: str, alarm: "Alarm", sink: str) -> str:
+def delivery_key(run_id: str, alarm: Alarm, sink: str) -> str:
     """A durable sink's ledger entry for one alarm:
     ``runs/<run_id>/monitor/delivered/step=<n>/<component>-<kind>.<sink>.json`` (beside the monitor state,
     outside ``alarms/``, which holds alarms only)."""

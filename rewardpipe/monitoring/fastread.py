@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from rewardpipe.models import Record
-from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.alarms import (
     AGGREGATE_TARGET,
     Alarm,
@@ -24,6 +24,7 @@ from rewardpipe.monitoring.alarms import (
     deliver,
     dispatch,
 )
+from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -12,8 +12,8 @@ from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 

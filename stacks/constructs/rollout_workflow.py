@@ -34,8 +34,6 @@ episode cannot name it (StartEpisode), the execution's input read back with Desc
 
 from __future__ import annotations
 
-import json
-
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -44,8 +42,8 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (

@@ -177,10 +177,34 @@ def test_the_ideal_episode_still_earns_the_maximum():
 
 def _long_turn(seed: int, words: int = 520) -> str:
     rng = random.Random(seed)
-    vocabulary = (
-        "the duration seconds hours minutes format clock string value negative error input output "
-        "digits padded zero truncated rounded list case check handle return should would could"
-    ).split()
+    vocabulary = [
+        "the",
+        "duration",
+        "seconds",
+        "hours",
+        "minutes",
+        "format",
+        "clock",
+        "string",
+        "value",
+        "negative",
+        "error",
+        "input",
+        "output",
+        "digits",
+        "padded",
+        "zero",
+        "truncated",
+        "rounded",
+        "list",
+        "case",
+        "check",
+        "handle",
+        "return",
+        "should",
+        "would",
+        "could",
+    ]
     return " ".join(rng.choice(vocabulary) for _ in range(words)) + "?"
 
 

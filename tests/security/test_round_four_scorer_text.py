@@ -313,12 +313,59 @@ def test_the_count_sees_the_quadratic_cases_this_issue_reported():
 
 #: Words the long conversations are made of: real words (the reply rules stem and compare them), drawn at
 #: random so no two turns are alike (a loop would end the loop check early) and every reply says something new.
-_VOCABULARY = (
-    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-    "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember "
-    "fjord grove heron iris jasper kelp larch maple nettle olive pine quartz reed sage thyme umber "
-    "violet willow yarrow zinnia"
-).split()
+_VOCABULARY = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "amber",
+    "basil",
+    "cedar",
+    "dune",
+    "ember",
+    "fjord",
+    "grove",
+    "heron",
+    "iris",
+    "jasper",
+    "kelp",
+    "larch",
+    "maple",
+    "nettle",
+    "olive",
+    "pine",
+    "quartz",
+    "reed",
+    "sage",
+    "thyme",
+    "umber",
+    "violet",
+    "willow",
+    "yarrow",
+    "zinnia",
+]
 
 
 def _many_turns(turns: int, seed: int = 0) -> list[Message]:

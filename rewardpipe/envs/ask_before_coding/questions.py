@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS, FILLER, GENERIC_CUES: this API
+    _INLINE_CODE,
     FILLER,
     GENERIC_CUES,
     STOPWORDS,
-    _INLINE_CODE,
     content_words,
 )
 from rewardpipe.parsing import parse_turn
@@ -123,7 +124,7 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 
 def best_spec_match(
-    words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()
+    words: set[str] | frozenset[str] | Sequence[str], spec: Sequence[str], revealed: set[int] | Sequence[int] = ()
 ) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 
@@ -160,7 +161,7 @@ _MOVED_TO_REPLIES = {
 }
 
 
-def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:
+def stated_spec_items(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> list[int]:
     """The not-yet-revealed spec items a free-text reply states, best first
     (:func:`rewardpipe.envs.ask_before_coding.replies.stated_details`, without the request at hand)."""
     from rewardpipe.envs.ask_before_coding.replies import stated_details
@@ -168,7 +169,7 @@ def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Seq
     return stated_details(reply, spec, "", revealed)
 
 
-def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
+def revealed_spec_item(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> int | None:
     """The not-yet-revealed spec item a free-text reply states best, or None."""
     stated = stated_spec_items(reply, spec, revealed)
     return stated[0] if stated else None
