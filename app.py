@@ -106,9 +106,12 @@ def _report_findings(report: Path, message: str) -> list[str]:
         data = json.loads(report.read_text())
     except (OSError, ValueError):
         return [f"the synth's validation failed and its report could not be read: {message}"]
-    findings = [f"/{construct['constructPath']}: {violation['description'].strip().splitlines()[0]}"
-                for plugin in data.get("pluginReports", []) for violation in plugin.get("violations", [])
-                for construct in violation.get("violatingConstructs", [])]
+    findings = [
+        f"/{construct['constructPath']}: {violation['description'].strip().splitlines()[0]}"
+        for plugin in data.get("pluginReports", [])
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ]
     return findings or [f"the synth's validation failed: {message}"]
 
 

@@ -81,8 +81,13 @@ class RolloutIds:
     task_id: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id, "rollout_id": self.rollout_id,
-                "task_id": self.task_id}
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "group_id": self.group_id,
+            "rollout_id": self.rollout_id,
+            "task_id": self.task_id,
+        }
 
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
@@ -195,8 +200,10 @@ class EnvContext:
 
     def chat(self, messages: Sequence[Mapping[str, Any] | Message], **params: Any) -> str:
         if self.chat_fn is None:
-            raise RuntimeError("this environment asked for an LLM, but the run has no chat endpoint: give "
-                               "--sim-base-url and --sim-model (or REWARDPIPE_SIM_BASE_URL / REWARDPIPE_SIM_MODEL)")
+            raise RuntimeError(
+                "this environment asked for an LLM, but the run has no chat endpoint: give "
+                "--sim-base-url and --sim-model (or REWARDPIPE_SIM_BASE_URL / REWARDPIPE_SIM_MODEL)"
+            )
         plain = [m.model_dump(mode="json") if isinstance(m, Message) else dict(m) for m in messages]
         return self.chat_fn(plain, **params)
 
@@ -261,8 +268,10 @@ class Environment:
     def respond(self, state: EpisodeState, task: TaskRow, ctx: EnvContext) -> EpisodeState:
         """Append the environment's own messages (user or tool roles) and say who acts next (``policy``,
         ``execute`` or ``score``)."""
-        raise NotImplementedError(f"environment '{self.name}' has no respond(state, task, ctx): an environment "
-                                  f"whose on_policy_turn hands the turn to the environment must define it")
+        raise NotImplementedError(
+            f"environment '{self.name}' has no respond(state, task, ctx): an environment "
+            f"whose on_policy_turn hands the turn to the environment must define it"
+        )
 
     def execution_job(self, state: EpisodeState, task: TaskRow) -> "ExecutionJob | None":
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
@@ -289,8 +298,9 @@ class Environment:
         rollout plays ``collapse_scenario``."""
         from rewardpipe.policies import ScenarioMix
 
-        return ScenarioMix(self.scenarios, seed=seed, collapse_from_step=collapse_from_step,
-                           collapse_to=self.collapse_scenario)
+        return ScenarioMix(
+            self.scenarios, seed=seed, collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario
+        )
 
     def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:
         """Extra metrics of a finished episode's record (numbers, text or booleans)."""
@@ -339,8 +349,10 @@ def check_environment(env: Any) -> "Environment":
     if not isinstance(env.name, str) or not env.name:
         raise ValueError(f"{label}: set the class attribute name = '<short name>'")
     if getattr(env, "api", None) != API_VERSION:
-        raise ValueError(f"{label}: written for rewardpipe API {env.api!r}; this rewardpipe speaks API "
-                         f"{API_VERSION} (see the versioning page of the docs to upgrade it)")
+        raise ValueError(
+            f"{label}: written for rewardpipe API {env.api!r}; this rewardpipe speaks API "
+            f"{API_VERSION} (see the versioning page of the docs to upgrade it)"
+        )
     if not (isinstance(env.task_model, type) and issubclass(env.task_model, TaskRow)):
         raise ValueError(f"{label}: task_model must be a rewardpipe.TaskRow subclass")
     if not (isinstance(env.state_model, type) and issubclass(env.state_model, EpisodeState)):

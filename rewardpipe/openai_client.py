@@ -39,8 +39,9 @@ class ChatClient:
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
             raise ValueError(f"base URL {base_url!r} is not a URL: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"base URL {base_url!r} must be http:// or https:// with a host, e.g. "
-                             f"http://localhost:8000/v1")
+            raise ValueError(
+                f"base URL {base_url!r} must be http:// or https:// with a host, e.g. http://localhost:8000/v1"
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")

@@ -54,8 +54,14 @@ class ScriptedPolicy:
     environment's).
     """
 
-    def __init__(self, turns: Sequence["str | Message"] | TurnFn, *, weight: float = 1.0,
-                 max_turns: int | None = None, description: str = "") -> None:
+    def __init__(
+        self,
+        turns: Sequence["str | Message"] | TurnFn,
+        *,
+        weight: float = 1.0,
+        max_turns: int | None = None,
+        description: str = "",
+    ) -> None:
         numeric = isinstance(weight, (int, float)) and not isinstance(weight, bool)
         if not (numeric and math.isfinite(weight) and weight >= 0):
             raise ValueError(f"a scenario's weight must be a finite number >= 0, got {weight!r}")
@@ -72,8 +78,9 @@ class ScriptedPolicy:
         elif isinstance(turns, (list, tuple)) and all(isinstance(t, (str, Message)) for t in turns):
             self.turns, self.fn, self._takes_rng = tuple(turns), None, False
         else:
-            raise TypeError("ScriptedPolicy takes a list of turns (text or Message) or a function "
-                            "(state, task[, rng]) -> turn")
+            raise TypeError(
+                "ScriptedPolicy takes a list of turns (text or Message) or a function (state, task[, rng]) -> turn"
+            )
         self.weight = float(weight)
         self.max_turns = max_turns
         self.description = description
@@ -105,8 +112,14 @@ class ScenarioMix:
     (the collapse the monitor exists to catch). The same generator, advanced past the draw, is what a
     scenario function receives as ``rng``."""
 
-    def __init__(self, scenarios: ScenariosFn, *, seed: int = 0, collapse_from_step: int | None = None,
-                 collapse_to: str | None = None) -> None:
+    def __init__(
+        self,
+        scenarios: ScenariosFn,
+        *,
+        seed: int = 0,
+        collapse_from_step: int | None = None,
+        collapse_to: str | None = None,
+    ) -> None:
         if collapse_from_step is not None and collapse_to is None:
             raise ValueError("this environment names no collapse_scenario, so --collapse-from-step cannot be used")
         self.scenarios = scenarios

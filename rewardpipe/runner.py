@@ -91,12 +91,22 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Any]) -> t
 
 
 def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:
-    return failure_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
-                          task_id=rollout.task_id, kind=kind, message=message, reward=reward)
+    return failure_record(
+        run_id=run_id,
+        step=rollout.step,
+        group_id=rollout.group_id,
+        rollout_id=rollout.rollout_id,
+        task_id=rollout.task_id,
+        kind=kind,
+        message=message,
+        reward=reward,
+    )
 
 
 def unknown_task_record(rollout: Rollout, run_id: str, reward: Reward) -> Record:
-    return _rollout_failure(rollout, run_id, "unknown_task", f"task '{rollout.task_id}' is not in the task file", reward)
+    return _rollout_failure(
+        rollout, run_id, "unknown_task", f"task '{rollout.task_id}' is not in the task file", reward
+    )
 
 
 def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -> list[ExecutionResult | Exception]:
@@ -122,8 +132,12 @@ def _job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | Exc
 
 
 def score_episodes(
-    episodes: Sequence[tuple[EpisodeState, Any]], *, executor: Any, reward: Reward | None = None,
-    env: Environment, workers: int | None = None,
+    episodes: Sequence[tuple[EpisodeState, Any]],
+    *,
+    executor: Any,
+    reward: Reward | None = None,
+    env: Environment,
+    workers: int | None = None,
 ) -> list[tuple[Record, ExecutionResult | None]]:
     """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every execution
     job runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
@@ -138,8 +152,9 @@ def score_episodes(
         outcome = executions.get(index)
         if isinstance(planned[index], Exception):
             failure = planned[index]
-            scored.append((error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward),
-                           None))
+            scored.append(
+                (error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward), None)
+            )
         elif isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
         else:
@@ -207,13 +222,26 @@ def run_slots(
     def talk(index: int) -> None:
         slot = slots[index]
         try:
-            state = start_episode(slot.task, env=env, run_id=run_id, step=slot.step, group_id=slot.group_id,
-                                  rollout_id=slot.rollout_id, max_turns=max_turns)
+            state = start_episode(
+                slot.task,
+                env=env,
+                run_id=run_id,
+                step=slot.step,
+                group_id=slot.group_id,
+                rollout_id=slot.rollout_id,
+                max_turns=max_turns,
+            )
         except Exception as exc:  # noqa: BLE001 - the environment's start failed: this rollout's error
-            finished[index] = failure_record(run_id=run_id, step=slot.step, group_id=slot.group_id,
-                                             rollout_id=slot.rollout_id, task_id=slot.task.task_id,
-                                             kind="simulator_error", message=f"{type(exc).__name__}: {exc}",
-                                             reward=reward)
+            finished[index] = failure_record(
+                run_id=run_id,
+                step=slot.step,
+                group_id=slot.group_id,
+                rollout_id=slot.rollout_id,
+                task_id=slot.task.task_id,
+                kind="simulator_error",
+                message=f"{type(exc).__name__}: {exc}",
+                reward=reward,
+            )
             _count(index)
             return
         try:
@@ -266,8 +294,15 @@ def run_slots(
 
 
 def score_rollouts(
-    rollouts: Sequence[Rollout], tasks: dict[str, Any], *, executor: Any, env: Environment,
-    reward: Reward | None = None, run_id: str, workers: int | None = None, on_transcript: TranscriptFn | None = None,
+    rollouts: Sequence[Rollout],
+    tasks: dict[str, Any],
+    *,
+    executor: Any,
+    env: Environment,
+    reward: Reward | None = None,
+    run_id: str,
+    workers: int | None = None,
+    on_transcript: TranscriptFn | None = None,
 ) -> list[Record]:
     """Score recorded conversations as they are (no new turns): each is replayed into the environment's
     state (:meth:`rewardpipe.Environment.replay`), its execution job runs, and the reward scores it.
@@ -285,8 +320,15 @@ def score_rollouts(
             state = env.replay(task, list(rollout.messages))
             if not isinstance(state, EpisodeState):
                 raise TypeError(f"replay() returned {type(state).__name__}, not a state")
-            state = state.model_copy(update={"run_id": run_id, "step": rollout.step, "group_id": rollout.group_id,
-                                             "rollout_id": rollout.rollout_id, "task_id": rollout.task_id})
+            state = state.model_copy(
+                update={
+                    "run_id": run_id,
+                    "step": rollout.step,
+                    "group_id": rollout.group_id,
+                    "rollout_id": rollout.rollout_id,
+                    "task_id": rollout.task_id,
+                }
+            )
             job = execution_job(state, task, env)
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
             states[index] = exc
@@ -304,17 +346,23 @@ def score_rollouts(
             continue
         state = states[index]
         if isinstance(state, Exception):
-            records.append(_rollout_failure(rollout, run_id, "replay_failed",
-                                            f"{type(state).__name__}: {state}", reward))
+            records.append(
+                _rollout_failure(rollout, run_id, "replay_failed", f"{type(state).__name__}: {state}", reward)
+            )
             continue
         outcome = executions.get(index)
         if isinstance(outcome, Exception):
-            record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
-                                      reward)
+            record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
             outcome = None
         else:
-            record = build_record(**state.record_ids(), messages=list(rollout.messages), execution=outcome,
-                                  reward=reward, task=task, state=state)
+            record = build_record(
+                **state.record_ids(),
+                messages=list(rollout.messages),
+                execution=outcome,
+                reward=reward,
+                task=task,
+                state=state,
+            )
         records.append(record)
         if on_transcript is not None:
             on_transcript(transcript_of_episode(state, task, outcome, record, env=env))

@@ -148,7 +148,7 @@ def _case_tail(quoted: str) -> str:
         return ""
     bits = "".join("1" if c.isupper() else "0" for c in literal if c.isalpha())
     bits += "0" * (-len(bits) % 4)
-    mask = "".join(f"{int(bits[i:i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
+    mask = "".join(f"{int(bits[i : i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
     return f"{CASE_MARK}{mask}"
 
 
@@ -223,8 +223,10 @@ def step_prefix(run_id: str, step: int) -> str:
 def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, portable: bool = True) -> str:
     """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``portable=False``:
     the key written before the portable rules of :func:`encode_id`)."""
-    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
-            f"{encode_id(rollout_id, portable=portable)}.json")
+    return (
+        f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
+        f"{encode_id(rollout_id, portable=portable)}.json"
+    )
 
 
 def record_key(record: Record) -> str:
@@ -240,7 +242,7 @@ def legacy_record_key(record: Record) -> str:
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
     """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records, outside the
     ``step=<n>/`` folders that :meth:`Store.iter_records` lists."""
-    step_part = step_prefix(run_id, step)[len(run_prefix(run_id)):]
+    step_part = step_prefix(run_id, step)[len(run_prefix(run_id)) :]
     return f"{run_prefix(run_id)}transcripts/{step_part}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
 
 
@@ -336,8 +338,12 @@ class Store:
                     )
             for key, record in legacy:
                 if record_key(record) in current:
-                    self._report_bad(key, f"the same rollout is also stored at {record_key(record)}, which is "
-                                          f"the one read (this is its key of an older rewardpipe)", on_bad)
+                    self._report_bad(
+                        key,
+                        f"the same rollout is also stored at {record_key(record)}, which is "
+                        f"the one read (this is its key of an older rewardpipe)",
+                        on_bad,
+                    )
                 else:
                     yield record
 
@@ -415,7 +421,7 @@ class Store:
         """Keys of the transcripts of ``rollout_id`` in a run (one per step it was used in), sorted."""
         prefix = f"{run_prefix(run_id)}transcripts/"
         if step is not None:
-            prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
+            prefix += step_prefix(run_id, step)[len(run_prefix(run_id)) :]
         from rewardpipe.models import same_text
 
         listed = self.list_keys(prefix)
@@ -423,8 +429,11 @@ class Store:
         found = [key for key in listed if key.endswith(names)]
         if not found:  # the id as typed may be another Unicode normalisation of the stored one
             wanted = same_text(rollout_id)
-            found = [key for key in listed
-                     if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][:-len(".json")])) == wanted]
+            found = [
+                key
+                for key in listed
+                if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][: -len(".json")])) == wanted
+            ]
         # a transcript stored at its current key and at its key of before the case tail is one transcript
         current = {legacy_key(key) for key in found if legacy_key(key) != key}
         return [key for key in found if key not in current]
@@ -572,8 +581,10 @@ class LocalStore(Store):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
-            raise StoreError(f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
-                             f"{path}): wait for it to end, or use another --run-id") from None
+            raise StoreError(
+                f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
+                f"{path}): wait for it to end, or use another --run-id"
+            ) from None
         return handle
 
     def _path(self, key: str) -> Path:
@@ -596,7 +607,7 @@ class LocalStore(Store):
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[os.write(fd, view):]
+                    view = view[os.write(fd, view) :]
             finally:
                 os.close(fd)
             os.replace(tmp, path)
@@ -644,12 +655,25 @@ class S3Store(Store):
     attempts = 5
     backoff_s = 0.2
     # S3's retryable answers: throttling (503 SlowDown), server errors and timeouts.
-    RETRYABLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-                                 "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
-                                 "500", "502", "503", "504"})
+    RETRYABLE_CODES = frozenset(
+        {
+            "SlowDown",
+            "Throttling",
+            "ThrottlingException",
+            "RequestTimeout",
+            "RequestTimeTooSkewed",
+            "InternalError",
+            "ServiceUnavailable",
+            "500",
+            "502",
+            "503",
+            "504",
+        }
+    )
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self, bucket: str, prefix: str = "", client: Any = None, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
         super().__init__()
         if not bucket or "/" in bucket:
             raise StoreError(f"invalid S3 bucket name {bucket!r}")
@@ -706,8 +730,14 @@ class S3Store(Store):
         raise AssertionError("unreachable")
 
     def _write(self, key: str, data: bytes) -> None:
-        self._call(f"write {key}", self.client.put_object, Bucket=self.bucket, Key=self._full(key), Body=data,
-                   ContentType="application/json")
+        self._call(
+            f"write {key}",
+            self.client.put_object,
+            Bucket=self.bucket,
+            Key=self._full(key),
+            Body=data,
+            ContentType="application/json",
+        )
 
     def _read(self, key: str) -> bytes:
         def get() -> bytes:
@@ -748,13 +778,19 @@ class S3Store(Store):
         keys = [self._full(key) for key in self._list(check_key(prefix.rstrip("/")) + "/")]
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = self._call(f"delete {prefix}", self.client.delete_objects, Bucket=self.bucket,
-                                  Delete={"Objects": batch, "Quiet": True})
+            response = self._call(
+                f"delete {prefix}",
+                self.client.delete_objects,
+                Bucket=self.bucket,
+                Delete={"Objects": batch, "Quiet": True},
+            )
             failed = response.get("Errors") or []
             if failed:  # DeleteObjects reports per-key failures in a 200 response
                 first = failed[0]
-                raise StoreError(f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
-                                 f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
+                raise StoreError(
+                    f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
+                    f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip()
+                )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -67,9 +67,11 @@ class AlarmSettings(AlarmPolicy):
     def _removed(cls, data: Any) -> Any:
         removed = [name for name in REMOVED_ALARM_SETTINGS if isinstance(data, dict) and name in data]
         if removed:
-            raise ValueError(f"alarms.{' and alarms.'.join(removed)} no longer exist: the error-rate alarm counts "
-                             f"checked steps, not periods of minutes; set alarms.error_steps (consecutive steps "
-                             f"with an error rate of at least alarms.error_rate) instead")
+            raise ValueError(
+                f"alarms.{' and alarms.'.join(removed)} no longer exist: the error-rate alarm counts "
+                f"checked steps, not periods of minutes; set alarms.error_steps (consecutive steps "
+                f"with an error rate of at least alarms.error_rate) instead"
+            )
         return data
 
 
@@ -86,9 +88,11 @@ def too_small_for_sandbox(setting: str, memory_mb: int, workers: int) -> str | N
     needed = HANDLER_HEADROOM_MB + workers * MIN_SANDBOX_MB
     if memory_mb >= needed:
         return None
-    return (f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
-            f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
-            f"would get the whole host OOM-killed instead of failing alone)")
+    return (
+        f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
+        f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
+        f"would get the whole host OOM-killed instead of failing alone)"
+    )
 
 
 class LambdaSettings(_Strict):
@@ -115,9 +119,10 @@ class LambdaSettings(_Strict):
 
     @model_validator(mode="after")
     def _room_for_the_sandbox(self) -> "LambdaSettings":
-        for problem in (too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
-                        too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb,
-                                              MIN_SINGLE_TURN_WORKERS)):
+        for problem in (
+            too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
+            too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb, MIN_SINGLE_TURN_WORKERS),
+        ):
             if problem:
                 raise ValueError(problem)
         return self
@@ -232,7 +237,8 @@ class DeploymentSettings(_Strict):
                 f"policy.http_timeout_s = {self.policy.http_timeout_s} and policy.http_retries = "
                 f"{self.policy.http_retries} a turn may take {reserve:g} s, plus {CONVERSATION_HEADROOM_S} s for the "
                 f"rest of the step; set lambda.policy_timeout_s to at least {needed} (at most "
-                f"{LAMBDA_MAX_TIMEOUT_S}) or lower policy.http_timeout_s or policy.http_retries")
+                f"{LAMBDA_MAX_TIMEOUT_S}) or lower policy.http_timeout_s or policy.http_retries"
+            )
         return self
 
     # -- derived -----------------------------------------------------------------------------------
@@ -255,8 +261,16 @@ class SettingsError(ValueError):
 
 # -- reading and explaining settings ---------------------------------------------------------------
 
-_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array",
-              tuple: "array", dict: "object"}
+_JSON_TYPE = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    type(None): "null",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
 _SHOWN_CHARS = 80
 
 
@@ -292,11 +306,14 @@ def parse_context_json(key: str, text: str) -> Any:
     try:
         return json.loads(text, parse_constant=no_constant, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"context '{key}' is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
-                            f"give a JSON object, e.g. -c {key}='{{\"group_size\": 16}}'") from None
+        raise SettingsError(
+            f"context '{key}' is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
+            f"give a JSON object, e.g. -c {key}='{{\"group_size\": 16}}'"
+        ) from None
     except RecursionError:
-        raise SettingsError(f"context '{key}' is nested too deeply to parse (settings are at most "
-                            f"{MAX_SETTING_DEPTH} levels deep)") from None
+        raise SettingsError(
+            f"context '{key}' is nested too deeply to parse (settings are at most {MAX_SETTING_DEPTH} levels deep)"
+        ) from None
 
 
 def check_values(key: str, value: Any, max_depth: int) -> None:
@@ -308,8 +325,9 @@ def check_values(key: str, value: Any, max_depth: int) -> None:
         where = ".".join((key, *path))
         if len(path) > max_depth:
             shown = ".".join((key, *path[:4])) + (".…" if len(path) > 4 else "")
-            raise SettingsError(f"{shown}: nested more than {max_depth} levels deep; no setting is (see docs/aws.md, "
-                                f"Settings)")
+            raise SettingsError(
+                f"{shown}: nested more than {max_depth} levels deep; no setting is (see docs/aws.md, Settings)"
+            )
         if isinstance(item, float) and not math.isfinite(item):
             raise SettingsError(f"{where} = {show_value(item)}: must be a finite number")
         if isinstance(item, dict):
@@ -346,10 +364,16 @@ def _schema_at(schema: dict, loc: tuple) -> dict | None:
 
 
 def _bounds(node: dict) -> str:
-    low = ("at least", node["minimum"]) if "minimum" in node else (
-        ("greater than", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None)
-    high = ("at most", node["maximum"]) if "maximum" in node else (
-        ("less than", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None)
+    low = (
+        ("at least", node["minimum"])
+        if "minimum" in node
+        else (("greater than", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None)
+    )
+    high = (
+        ("at most", node["maximum"])
+        if "maximum" in node
+        else (("less than", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None)
+    )
     if low and high and low[0] == "at least" and high[0] == "at most":
         return f" from {low[1]} to {high[1]}"
     parts = [f"{bound[0]} {bound[1]}" for bound in (low, high) if bound]
@@ -388,7 +412,9 @@ def describe_allowed(schema: dict, node: dict | None) -> str:
         if "properties" in node:
             return "an object with the keys " + ", ".join(sorted(node["properties"]))
         values = node.get("additionalProperties")
-        return "an object" + (f" whose values are {describe_allowed(schema, values)}" if isinstance(values, dict) else "")
+        return "an object" + (
+            f" whose values are {describe_allowed(schema, values)}" if isinstance(values, dict) else ""
+        )
     if kind == "array":
         return "a list"
     return "a valid value"
@@ -409,8 +435,10 @@ def validation_problems(key: str, model: type[BaseModel], exc: ValidationError) 
         elif err["type"] == "extra_forbidden":
             parent = _schema_at(schema, loc[:-1])
             known = sorted((parent or {}).get("properties", {}))
-            problems.append(f"{name} = {show_value(err.get('input'))}: not a setting; the settings here are "
-                            f"{', '.join(known) or 'none'}")
+            problems.append(
+                f"{name} = {show_value(err.get('input'))}: not a setting; the settings here are "
+                f"{', '.join(known) or 'none'}"
+            )
         else:
             allowed = describe_allowed(schema, _schema_at(schema, loc))
             problems.append(f"{name} = {show_value(err.get('input'))}: must be {allowed} ({reason})")
@@ -430,18 +458,23 @@ def load_context(key: str, raw: Any, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(raw, strict=True)
     except ValidationError as exc:
-        raise SettingsError(f"invalid deployment settings in '{key}':\n  " +
-                            "\n  ".join(validation_problems(key, model, exc))) from None
+        raise SettingsError(
+            f"invalid deployment settings in '{key}':\n  " + "\n  ".join(validation_problems(key, model, exc))
+        ) from None
 
 
 def load_settings(raw: Any) -> DeploymentSettings:
     """Validate the ``rewardpipe`` context value (a dict, or a JSON string when passed with ``-c``)."""
     settings = load_context(CONTEXT_KEY, raw, DeploymentSettings)
-    for reward, weights, what in (("reward_name", "reward_weights", settings.reward_components),
-                                  ("single_turn_reward", "single_turn_weights", settings.single_turn_components)):
+    for reward, weights, what in (
+        ("reward_name", "reward_weights", settings.reward_components),
+        ("single_turn_reward", "single_turn_weights", settings.single_turn_components),
+    ):
         try:
             what()
         except (ValueError, KeyError, TypeError) as exc:
-            raise SettingsError(f"invalid deployment settings: {CONTEXT_KEY}.{reward} = "
-                                f"{show_value(getattr(settings, reward))} with {CONTEXT_KEY}.{weights}: {exc}") from None
+            raise SettingsError(
+                f"invalid deployment settings: {CONTEXT_KEY}.{reward} = "
+                f"{show_value(getattr(settings, reward))} with {CONTEXT_KEY}.{weights}: {exc}"
+            ) from None
     return settings

@@ -20,11 +20,25 @@ from rewardpipe.aws.settings import Settings
 _ID_FIELDS = ("run", "step", "group", "rollout", "run_id", "attempt")
 _LOGGED = ("status", "record_key", "next", "version", "execution")
 # AWS error codes that mean "try again" (throttling, service-side faults, timeouts).
-TRANSIENT_CODES = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded",
-    "RequestTimeout", "RequestTimeoutException", "InternalError", "InternalFailure", "ServiceUnavailable",
-    "ServiceUnavailableException", "500", "502", "503", "504",
-})
+TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
 
 
 class TransientError(RuntimeError):
@@ -41,8 +55,17 @@ def is_transient(exc: BaseException) -> bool:
         code = getattr(current, "response", {}).get("Error", {}).get("Code") if hasattr(current, "response") else None
         if code in TRANSIENT_CODES:
             return True
-        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-                    "EndpointError", "ConnectError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError"):
+        if name in (
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ReadTimeoutError",
+            "ConnectionClosedError",
+            "EndpointError",
+            "ConnectError",
+            "ReadTimeout",
+            "ConnectTimeout",
+            "RemoteProtocolError",
+        ):
             return True
         current = current.__cause__ or current.__context__
     return False

@@ -116,8 +116,12 @@ class ConditionalStateStore:
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
         try:
             response = self._store.client.put_object(
-                Bucket=self._store.bucket, Key=self._store._full(key), ContentType="application/json",
-                Body=json.dumps(obj, sort_keys=True).encode("utf-8"), **condition)
+                Bucket=self._store.bucket,
+                Key=self._store._full(key),
+                ContentType="application/json",
+                Body=json.dumps(obj, sort_keys=True).encode("utf-8"),
+                **condition,
+            )
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in self.CONFLICT_CODES:
                 self._etags.pop(key, None)
@@ -165,11 +169,16 @@ def publish(store: Any, run_id: str, result: Any, sinks: list[Any]) -> dict[str,
     from rewardpipe.monitoring import dispatch
 
     report = result.steps[0]
-    summary: dict[str, Any] = {"run_id": run_id, "step": report.step, "replayed": report.replayed,
-                               "records": report.records, "error_rate": report.error_rate,
-                               "verdicts": {name: stats.verdict for name, stats in report.components.items()},
-                               "alarms": [] if report.replayed else [a.to_dict() for a in result.alarms],
-                               "verdict_key": verdict_key(run_id, report.step)}
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "step": report.step,
+        "replayed": report.replayed,
+        "records": report.records,
+        "error_rate": report.error_rate,
+        "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+        "alarms": [] if report.replayed else [a.to_dict() for a in result.alarms],
+        "verdict_key": verdict_key(run_id, report.step),
+    }
     if not report.replayed:
         failures = dispatch(result.alarms, sinks)
         result.unreadable.extend(
@@ -223,9 +232,15 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
     result = monitor_step(store, run_id, step, thresholds(settings), (), persist_state=False)
     if not result.steps:
         return None
-    return {"run_id": run_id, "step": step, "replayed": True, "records": result.steps[0].records,
-            "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()}, "alarms": [],
-            "verdict_key": verdict_key(run_id, step)}
+    return {
+        "run_id": run_id,
+        "step": step,
+        "replayed": True,
+        "records": result.steps[0].records,
+        "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()},
+        "alarms": [],
+        "verdict_key": verdict_key(run_id, step),
+    }
 
 
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
@@ -257,7 +272,9 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             lost = [p for p in check.problems if str(p.get("error", "")).startswith(StateConflict.__name__)]
             problems.setdefault(run_id, []).extend(
                 f"step {p['step']}: {p['error']}" if p.get("step") is not None else str(p["error"])
-                for p in check.problems if p not in lost)
+                for p in check.problems
+                if p not in lost
+            )
             if not lost:
                 break  # a lost race leaves steps to the winner; check what is still unchecked from its state
         if already:

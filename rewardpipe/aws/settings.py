@@ -46,14 +46,20 @@ def _json_map(env: Mapping[str, str], name: str, *, of: str, mapping: str, valid
 
 
 def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
-    weights = _json_map(env, name, of="weights", mapping="component names to numbers",
-                        valid=lambda v: isinstance(v, (int, float)))
+    weights = _json_map(
+        env, name, of="weights", mapping="component names to numbers", valid=lambda v: isinstance(v, (int, float))
+    )
     return {k: float(v) for k, v in weights.items()}
 
 
 def _channels(env: Mapping[str, str], name: str) -> dict[str, str]:
-    return _json_map(env, name, of="queue URLs", mapping="channel names to queue URLs",
-                     valid=lambda v: isinstance(v, str) and bool(v))
+    return _json_map(
+        env,
+        name,
+        of="queue URLs",
+        mapping="channel names to queue URLs",
+        valid=lambda v: isinstance(v, str) and bool(v),
+    )
 
 
 # The policy endpoint's HTTP client (rewardpipe.openai_client.ChatClient) as a deployment configures it:
@@ -74,8 +80,9 @@ def llm_turn_reserve_s(http_timeout_s: float, http_retries: int) -> float:
     conversation functions' timeout leaves room for one (stacks/config.py)."""
     from rewardpipe.openai_client import MAX_BACKOFF_S
 
-    backoff = sum(min(POLICY_BACKOFF_S * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S)
-                  for attempt in range(1, http_retries + 1))
+    backoff = sum(
+        min(POLICY_BACKOFF_S * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S) for attempt in range(1, http_retries + 1)
+    )
     return (http_retries + 1) * http_timeout_s + backoff + TURN_WRAP_UP_S
 
 
@@ -137,8 +144,14 @@ class Settings:
         """The policy endpoint's client with the deployment's timeout and retries (the reserve's inputs)."""
         from rewardpipe.openai_client import ChatClient
 
-        return ChatClient(base_url, model, api_key=api_key, timeout_s=self.policy_http_timeout_s,
-                          max_retries=self.policy_http_retries, backoff_s=POLICY_BACKOFF_S)
+        return ChatClient(
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=self.policy_http_timeout_s,
+            max_retries=self.policy_http_retries,
+            backoff_s=POLICY_BACKOFF_S,
+        )
 
     def require_bucket(self) -> str:
         if not self.bucket:
@@ -205,8 +218,9 @@ def aws_client(service: str, *, read_timeout: int | None = None, max_attempts: i
         if read_timeout or max_attempts:
             from botocore.config import Config
 
-            config = Config(read_timeout=read_timeout or 60,
-                            retries={"mode": "standard", "total_max_attempts": max_attempts or 3})
+            config = Config(
+                read_timeout=read_timeout or 60, retries={"mode": "standard", "total_max_attempts": max_attempts or 3}
+            )
         client = _CLIENTS[key] = boto3.client(service, config=config)
     return client
 

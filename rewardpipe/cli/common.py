@@ -20,8 +20,9 @@ from rewardpipe.models import InputFileError, Record, RunManifest
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
 
 
-def load_tasks_or_fail(path: Path, *, model: Any = None, allow_empty: bool = False,
-                       runnable: bool = False) -> list[Any]:
+def load_tasks_or_fail(
+    path: Path, *, model: Any = None, allow_empty: bool = False, runnable: bool = False
+) -> list[Any]:
     """The task rows of ``path`` (as ``model``, an environment's ``task_model``; default the
     ask-before-coding ``Task``), or exit 1 naming the file, line and field; ``runnable`` also refuses tasks
     whose hidden tests cannot run (see :func:`refuse_unrunnable_tests`)."""
@@ -130,10 +131,12 @@ def episode_reward(reference: str | None, weight: list[str], env: Any = None) ->
     reward = reward_or_fail(reference, weight, env)
     if reads_reference(reward):
         readers = [c.name for c in reward.components if "reference" in c.inputs]
-        usage_fail(f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
-                   f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
-                   f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
-                   f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another")
+        usage_fail(
+            f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
+            f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
+            f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
+            f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another"
+        )
     return reward
 
 
@@ -146,8 +149,9 @@ def check_threshold_names(thresholds: Any, reward: Any) -> None:
     for option, names in (("--ignore", thresholds.ignore), ("--range", list(thresholds.range_overrides))):
         for name in names:
             if name not in known:
-                usage_fail(f"{option} {name!r}: reward '{reward.name}' has no such component; known: "
-                           f"{', '.join(known)}")
+                usage_fail(
+                    f"{option} {name!r}: reward '{reward.name}' has no such component; known: {', '.join(known)}"
+                )
 
 
 def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -167,23 +171,52 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 # The monitor's knobs, declared once: `run` (which monitors as it goes) and `monitor` both take them.
 _THRESHOLD_OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (annotation, default)
     "epsilon": (Annotated[float, typer.Option(help="A group whose std is at most this has zero variance.")], 1e-6),
-    "dead_fraction": (Annotated[float, typer.Option(
-        help="A component is dead when at least this share of eligible groups has zero variance.")], 0.9),
-    "recover_fraction": (Annotated[float, typer.Option(
-        help="An active alarm clears when the share drops below this.")], 0.5),
-    "min_groups": (Annotated[int, typer.Option(
-        min=1, help="Groups with >= 2 scored rollouts needed for a verdict (fewer gives insufficient_data).")], 4),
+    "dead_fraction": (
+        Annotated[
+            float,
+            typer.Option(help="A component is dead when at least this share of eligible groups has zero variance."),
+        ],
+        0.9,
+    ),
+    "recover_fraction": (
+        Annotated[float, typer.Option(help="An active alarm clears when the share drops below this.")],
+        0.5,
+    ),
+    "min_groups": (
+        Annotated[
+            int,
+            typer.Option(
+                min=1, help="Groups with >= 2 scored rollouts needed for a verdict (fewer gives insufficient_data)."
+            ),
+        ],
+        4,
+    ),
     "consecutive": (Annotated[int, typer.Option(min=1, help="Dead steps in a row before alarming.")], 1),
-    "max_error_rate": (Annotated[float, typer.Option(
-        help="Alarm when at least this share of a step's rollouts are errors.")], 0.1),
+    "max_error_rate": (
+        Annotated[float, typer.Option(help="Alarm when at least this share of a step's rollouts are errors.")],
+        0.1,
+    ),
     "error_recover_rate": (Annotated[float, typer.Option(help="The error alarm clears below this share.")], 0.05),
-    "ignore": (Annotated[list[str], typer.Option(
-        "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty.")], []),
-    "value_range": (Annotated[list[str], typer.Option(
-        "--range", help="Known range NAME=MIN:MAX of a component (repeatable).")], []),
-    "alarm_idle_penalties": (Annotated[bool, typer.Option(
-        "--alarm-idle-penalties",
-        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info.")], False),
+    "ignore": (
+        Annotated[
+            list[str], typer.Option("--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty.")
+        ],
+        [],
+    ),
+    "value_range": (
+        Annotated[list[str], typer.Option("--range", help="Known range NAME=MIN:MAX of a component (repeatable).")],
+        [],
+    ),
+    "alarm_idle_penalties": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--alarm-idle-penalties",
+                help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info.",
+            ),
+        ],
+        False,
+    ),
 }
 
 
@@ -193,8 +226,10 @@ def with_threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
     The command's own signature keeps a ``thresholds`` parameter; the wrapper's signature (which typer reads)
     swaps it for the options above, so the two commands cannot drift apart."""
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "thresholds"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-             for name, (annotation, default) in _THRESHOLD_OPTIONS.items()]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in _THRESHOLD_OPTIONS.items()
+    ]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
@@ -202,13 +237,24 @@ def with_threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(**kwargs, thresholds=build_thresholds(**knobs))
 
     wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
+        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
+    )
     return wrapper
 
 
-def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: float, min_groups: int,
-                     consecutive: int, max_error_rate: float, error_recover_rate: float, ignore: list[str],
-                     value_range: list[str], alarm_idle_penalties: bool) -> Any:
+def build_thresholds(
+    *,
+    epsilon: float,
+    dead_fraction: float,
+    recover_fraction: float,
+    min_groups: int,
+    consecutive: int,
+    max_error_rate: float,
+    error_recover_rate: float,
+    ignore: list[str],
+    value_range: list[str],
+    alarm_idle_penalties: bool,
+) -> Any:
     """The monitor's thresholds from the options `run` and `monitor` both take; a bad value exits 2."""
     from pydantic import ValidationError
 
@@ -216,10 +262,17 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
     try:
         return Thresholds(
-            epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
-            raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
-            ranges={**DEFAULT_RANGES, **parse_ranges(value_range)}, ignore=tuple(ignore),
-            alarm_idle_penalties=alarm_idle_penalties, range_overrides=parse_ranges(value_range),
+            epsilon=epsilon,
+            dead_fraction=dead_fraction,
+            recover_fraction=recover_fraction,
+            min_groups=min_groups,
+            raise_after=consecutive,
+            error_rate=max_error_rate,
+            error_recover_rate=error_recover_rate,
+            ranges={**DEFAULT_RANGES, **parse_ranges(value_range)},
+            ignore=tuple(ignore),
+            alarm_idle_penalties=alarm_idle_penalties,
+            range_overrides=parse_ranges(value_range),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -241,8 +294,10 @@ def check_run_id(run_id: str) -> str:
     except ValueError as exc:
         usage_fail(f"--run-id: {exc}")
     if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
-        usage_fail(f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
-                   f"{folder.split('.')[0]!r} is a device name): choose another")
+        usage_fail(
+            f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
+            f"{folder.split('.')[0]!r} is a device name): choose another"
+        )
     return run_id
 
 
@@ -308,9 +363,18 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
-def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], tasks_file: Path | None, reward: Any,
-                 steps: int | None = None, env: Any = None, env_reference: str | None = None,
-                 reward_reference: str | None = None) -> RunManifest:
+def new_manifest(
+    *,
+    run_id: str,
+    command: str,
+    configuration: dict[str, Any],
+    tasks_file: Path | None,
+    reward: Any,
+    steps: int | None = None,
+    env: Any = None,
+    env_reference: str | None = None,
+    reward_reference: str | None = None,
+) -> RunManifest:
     from rewardpipe import __version__
     from rewardpipe.references import distribution_of
 
@@ -319,16 +383,23 @@ def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], ta
         found = distribution_of(obj) if obj is not None else None
         if found is not None and found[0] != "rewardpipe":
             packages[found[0]] = found[1]
-    return RunManifest(run_id=run_id, command=command, configuration=configuration,
-                       tasks_file=None if tasks_file is None else str(tasks_file),
-                       tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
-                       reward=reward.name, weights=reward.weights,
-                       versions={"rewardpipe": __version__, "python": platform.python_version()},
-                       started_at=utc_now(), steps=steps,
-                       environment=env_reference if env is not None else None,
-                       environment_version=env.version if env is not None else None,
-                       reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
-                       components=reward.describe(), packages=packages)
+    return RunManifest(
+        run_id=run_id,
+        command=command,
+        configuration=configuration,
+        tasks_file=None if tasks_file is None else str(tasks_file),
+        tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
+        reward=reward.name,
+        weights=reward.weights,
+        versions={"rewardpipe": __version__, "python": platform.python_version()},
+        started_at=utc_now(),
+        steps=steps,
+        environment=env_reference if env is not None else None,
+        environment_version=env.version if env is not None else None,
+        reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
+        components=reward.describe(),
+        packages=packages,
+    )
 
 
 def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:
@@ -350,12 +421,16 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         if clash is not None:
             from rewardpipe.models import same_text
 
-            how = ("is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print "
-                   "the same" if same_text(clash) == same_text(run_id) else
-                   "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
-                   "share one folder")
-            fail(f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
-                 f"(or '{clash}' itself)")
+            how = (
+                "is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print the same"
+                if same_text(clash) == same_text(run_id)
+                else "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
+                "share one folder"
+            )
+            fail(
+                f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
+                f"(or '{clash}' itself)"
+            )
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -364,13 +439,17 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
             store.delete_run(run_id)
             return set()
         if not resume:
-            fail(f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
-                 f"the same configuration, or --overwrite to delete it first")
+            fail(
+                f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
+                f"the same configuration, or --overwrite to delete it first"
+            )
         try:
             stored = RunManifest.model_validate(store.get_json(manifest_key(run_id), default=None) or {})
         except ValueError:
-            fail(f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
-                 f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)")
+            fail(
+                f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
+                f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)"
+            )
         differences = stored.differences(manifest)
         if differences:
             fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
@@ -382,8 +461,9 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         fail(str(exc))
 
 
-def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: bool,
-             spill: Path | None) -> tuple[Any, set[str], "RecordWriter"]:
+def open_run(
+    location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
+) -> tuple[Any, set[str], "RecordWriter"]:
     """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
 
     Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
@@ -488,20 +568,22 @@ def default_spill_path(run_id: str) -> Path:
     return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
-def exit_for_losses(writer: RecordWriter, alarm_failures: int,
-                    unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
+def exit_for_losses(writer: RecordWriter, alarm_failures: int, unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
     """Exit 1 naming the spill file, the failed alarm writes, the steps the monitor could not check and
     the other objects that could not be written, if there were any."""
     problems = []
     if writer.spilled:
-        problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
-                        f"{writer.spill_path}")
+        problems.append(
+            f"{writer.spilled} record(s) could not be written to the store and were saved in {writer.spill_path}"
+        )
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
     unchecked = sorted(set(unchecked_steps))
     if unchecked:
-        problems.append(f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
-                        f"`rewardpipe monitor` checks them once the store answers)")
+        problems.append(
+            f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
+            f"`rewardpipe monitor` checks them once the store answers)"
+        )
     if writer.failed_writes:
         problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
     if problems:

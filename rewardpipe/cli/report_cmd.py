@@ -17,7 +17,6 @@ from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_dir, check_output_file
 
 
-
 def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
     from rewardpipe.cli.monitor_cmd import _Source
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
@@ -62,8 +61,9 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
 
 @app.command()
 def report(
-    paths: List[str] = typer.Argument(..., metavar="PATH [PATH_B]",
-                                      help="store directory, s3://bucket/prefix or JSONL of records; two to compare"),
+    paths: List[str] = typer.Argument(
+        ..., metavar="PATH [PATH_B]", help="store directory, s3://bucket/prefix or JSONL of records; two to compare"
+    ),
     run_id: List[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
     out: Optional[Path] = typer.Option(None, "--out", help="write the HTML report here"),
     as_json: bool = typer.Option(False, "--json", help="print the report's content as JSON"),
@@ -88,8 +88,10 @@ def report(
     ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
     if len(paths) == 2 and len(run_id) == 1:
         ids = [run_id[0], run_id[0]]
-    reports = [_one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file)
-               for i, (p, r) in enumerate(zip(paths, ids))]
+    reports = [
+        _one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file)
+        for i, (p, r) in enumerate(zip(paths, ids))
+    ]
     if len(reports) == 2:
         data = compare_reports(*reports)
         page = render_comparison(data)

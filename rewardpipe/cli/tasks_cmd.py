@@ -32,9 +32,7 @@ def task_problems(task: Task) -> list[str]:
     except SyntaxError as exc:
         problems.append(f"reference_solution is not valid Python ({exc.msg}, line {exc.lineno})")
     else:
-        defined = {
-            node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
+        defined = {node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if task.entry_point not in defined:
             problems.append(f"reference_solution does not define the entry point '{task.entry_point}'")
     try:

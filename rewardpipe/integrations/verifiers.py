@@ -75,8 +75,11 @@ class SampleScorer:
         self.samples_scored = 0
 
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
-        sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
-                  "metadata": {"reference_answer": answer}}
+        sample = {
+            "id": 0,
+            "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
+            "metadata": {"reference_answer": answer},
+        }
         key = json.dumps(sample, sort_keys=True, default=repr)
         with self._lock:
             entry = self._cache.get(key)
@@ -86,8 +89,9 @@ class SampleScorer:
             result = score_samples([sample], self.reward, executor=self.executor)[0]
             metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
             failed = bool(metrics.get("reward_error"))
-            entry = _Entry({c: math.nan if failed or c not in metrics else float(metrics[c])
-                            for c in self.reward.component_names})
+            entry = _Entry(
+                {c: math.nan if failed or c not in metrics else float(metrics[c]) for c in self.reward.component_names}
+            )
             with self._lock:
                 self.samples_scored += 1
                 self._cache[key] = entry
@@ -100,8 +104,9 @@ class SampleScorer:
         return entry.values[name]
 
 
-def rubric_functions(reward: Any = "gsm8k", weights: Mapping[str, float] | None = None,
-                     executor: Any = None) -> tuple[list[Callable[..., float]], list[float]]:
+def rubric_functions(
+    reward: Any = "gsm8k", weights: Mapping[str, float] | None = None, executor: Any = None
+) -> tuple[list[Callable[..., float]], list[float]]:
     """``(funcs, weights)``: one rubric function per component of ``reward`` (any reference: a built-in name,
     ``package.module:ATTR``, ``file.py:ATTR``, an installed short name; or a Reward). Each sample is scored
     once, whatever the number of components; one that cannot be scored (a component raised, or returned
@@ -128,8 +133,9 @@ def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None =
     return vf.Rubric(funcs=funcs, weights=w, **rubric_kwargs)
 
 
-def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | Mapping[str, Any],
-                           simulator: Any = None) -> list[dict[str, str]]:
+def simulator_env_response(
+    messages: Sequence[Mapping[str, Any]], task: Task | Mapping[str, Any], simulator: Any = None
+) -> list[dict[str, str]]:
     """The user simulator's next turn for a conversation, as a one-message list.
 
     The simulator sees the hidden ``spec`` of the task but never its tests or reference solution.
@@ -143,6 +149,7 @@ def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | M
     # environment's replay, as recorded transcripts are scored), so a detail is never revealed twice and the
     # next one comes out.
     state = ENVIRONMENT.replay(task, parsed).model_copy(
-        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"})
+        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"}
+    )
     reply = (simulator or RuleBasedSimulator()).respond(state, task)
     return [{"role": "user", "content": reply.text}]

@@ -50,15 +50,18 @@ def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
     return DEFAULT_REWARD
 
 
-def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
-                  **_: Any) -> dict[str, float]:
+def compute_score(
+    data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
+) -> dict[str, float]:
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
     prompt = info.get("question") or info.get("prompt") or ""
     sample = {
         "id": info.get("index"),
-        "messages": [{"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)},
-                     {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""}],
+        "messages": [
+            {"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)},
+            {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""},
+        ],
         "metadata": {"reference_answer": ground_truth},
     }
     reward = get_reward(reward_for(data_source, info))

@@ -111,7 +111,7 @@ def onset_markers(alarms: Iterable[Any]) -> list[OnsetMarker]:
         if kind is None:
             continue
         component = str(data.get("component"))
-        component = component[len("component:"):] if component.startswith("component:") else component
+        component = component[len("component:") :] if component.startswith("component:") else component
         projected = (data.get("figures") or {}).get("projected_dead_step") if kind == "dying" else None
         out.append(OnsetMarker(component, kind, int(data["step"]), projected))
     return out

@@ -78,7 +78,10 @@ def _execution_reason(r: SampledRollout) -> tuple[int, str]:
     if status == "timeout":
         return 1, f"code timed out{detail}"
     if m.get("committed") is False:
-        return 2, f"no code committed ({m.get('assistant_turns', '?')} assistant turns, {m.get('questions', '?')} questions)"
+        return (
+            2,
+            f"no code committed ({m.get('assistant_turns', '?')} assistant turns, {m.get('questions', '?')} questions)",
+        )
     if status is not None:
         return 3, f"execution {status}{detail}"
     return 4, ""
@@ -95,6 +98,7 @@ def _behaviour(r: SampledRollout) -> str:
 
 def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, str]]:
     if component == "asked_before_coding":
+
         def progress(r: SampledRollout) -> tuple[float, str]:
             asked, committed = (r.metrics.get("questions") or 0) > 0, bool(r.metrics.get("committed"))
             if asked and not committed:
@@ -102,10 +106,12 @@ def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, st
             if committed and not asked:
                 return 1.0, "closest miss: committed code without asking first"
             return 0.0, "neither asked nor committed code"
+
         return progress
 
     def best_total(r: SampledRollout) -> tuple[float, str]:
         return (r.aggregate or 0.0) / 1e6, f"closest miss: total reward {fmt(r.aggregate)} without earning {component}"
+
     return best_total
 
 
@@ -163,6 +169,13 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
-    return [Example(r.rollout_id, r.group_id, alarm.step, transcript_key(alarm.run_id, alarm.step, r.group_id,
-                                                                         r.rollout_id), reason)
-            for r, reason in _spread(ranked)]
+    return [
+        Example(
+            r.rollout_id,
+            r.group_id,
+            alarm.step,
+            transcript_key(alarm.run_id, alarm.step, r.group_id, r.rollout_id),
+            reason,
+        )
+        for r, reason in _spread(ranked)
+    ]

@@ -25,7 +25,6 @@ from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
 
 
-
 @dataclass
 class MonitorResult:
     run_id: str | None
@@ -53,8 +52,6 @@ class MonitorResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-
-
 
 
 def monitor_records(
@@ -137,10 +134,9 @@ def judge(
             explain(alarm, report, acc, th)
         alarms.extend(step_alarms)
         state.mark_checked(step)
-    return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
-                         unreadable=[b.to_dict() for b in bad])
-
-
+    return MonitorResult(
+        run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state, unreadable=[b.to_dict() for b in bad]
+    )
 
 
 def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> None:
@@ -183,5 +179,3 @@ def monitor_step(
             result.state.run_id = run_id
         store.put_json(state_key(run_id), result.state.to_dict())
     return result
-
-

@@ -15,8 +15,12 @@ from rewardpipe.monitoring.alarms import Alarm, alarm_key
 from rewardpipe.store import Store
 
 
-_STYLE = {"dead_component": "bold red", "dying_component": "bold magenta", "error_rate": "bold yellow",
-          "recovered": "bold green"}
+_STYLE = {
+    "dead_component": "bold red",
+    "dying_component": "bold magenta",
+    "error_rate": "bold yellow",
+    "recovered": "bold green",
+}
 _LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "ERRORS", "recovered": "RECOVERED"}
 
 
@@ -43,13 +47,18 @@ class ConsoleAlarmSink:
             soft_wrap=True,
         )
         for cause in alarm.causes:
-            self.console.print(f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: "
-                               f"{escape(str(cause.get('message')))}", highlight=False, soft_wrap=True)
+            self.console.print(
+                f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: {escape(str(cause.get('message')))}",
+                highlight=False,
+                soft_wrap=True,
+            )
         for example in alarm.examples:
             self.console.print(
                 f"  example {escape(str(example.get('rollout_id')))} (group {escape(str(example.get('group_id')))}): "
                 f"{escape(str(example.get('reason')))} [dim]{escape(str(example.get('transcript_key')))}[/dim]",
-                highlight=False, soft_wrap=True)
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 class StoreAlarmSink:

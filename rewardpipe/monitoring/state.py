@@ -65,13 +65,17 @@ class MonitorState(BaseModel):
             raise MonitorInputError(f"invalid monitor state: expected a JSON object, got {type(data).__name__}")
         if data.get("schema") == _V1_SCHEMA:
             last = data.get("last_step")
-            data = {**data, "schema": STATE_SCHEMA,
-                    "checked": [[0, last]] if isinstance(last, int) and last >= 0 else []}
+            data = {
+                **data,
+                "schema": STATE_SCHEMA,
+                "checked": [[0, last]] if isinstance(last, int) and last >= 0 else [],
+            }
         try:
             state = cls.model_validate(data)
         except ValidationError as exc:
-            raise MonitorInputError(f"invalid monitor state: {exc.errors()[0]['msg']} at "
-                                    f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from None
+            raise MonitorInputError(
+                f"invalid monitor state: {exc.errors()[0]['msg']} at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}"
+            ) from None
         from rewardpipe.models import MAX_STEP
 
         for first, last in state.checked:
@@ -139,7 +143,6 @@ def load_state(store: Store, run_id: str) -> tuple[MonitorState, BadObject | Non
         fresh = MonitorState(run_id=run_id)
         store.put_json(key, fresh.to_dict())  # so the next reader does not trip over it again
         reason = exc.args[0] if isinstance(exc, MonitorInputError) else f"not valid JSON ({exc})"
-        return fresh, BadObject(
-            key, f"unusable monitor state ({reason}); kept at {aside}, started a fresh state")
+        return fresh, BadObject(key, f"unusable monitor state ({reason}); kept at {aside}, started a fresh state")
     state.run_id = run_id
     return state, None

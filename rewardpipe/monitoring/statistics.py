@@ -76,8 +76,18 @@ _NO_VALUES = (0, 0.0, 0.0, 0.0, math.nan, math.nan)
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights", "sample",
-                 "inprocess", "table")
+    __slots__ = (
+        "records",
+        "errors",
+        "error_kinds",
+        "groups",
+        "missing",
+        "non_finite",
+        "weights",
+        "sample",
+        "inprocess",
+        "table",
+    )
 
     def __init__(self) -> None:
         self.records = 0
@@ -117,8 +127,14 @@ class StepAcc:
             names.update(dict.fromkeys(group))
         for name in names:
             rows = np.array([group.get(name, _NO_VALUES) for group in self.groups.values()], dtype=np.float64)
-            self.table[name] = GroupTable(n=rows[:, 0].astype(np.int64), shift=rows[:, 1], s1=rows[:, 2],
-                                          s2=rows[:, 3], minimum=rows[:, 4] + 0.0, maximum=rows[:, 5] + 0.0)
+            self.table[name] = GroupTable(
+                n=rows[:, 0].astype(np.int64),
+                shift=rows[:, 1],
+                s1=rows[:, 2],
+                s2=rows[:, 3],
+                minimum=rows[:, 4] + 0.0,
+                maximum=rows[:, 5] + 0.0,
+            )
         self.groups = dict.fromkeys(self.groups)
 
 
@@ -207,9 +223,19 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     table = acc.table.get(name)
     groups_total = acc.group_count
     stats: dict[str, Any] = {
-        "values": 0, "missing": acc.missing.get(name, 0), "non_finite": acc.non_finite.get(name, 0),
-        "groups": 0, "eligible_groups": 0, "zero_variance_groups": 0, "mean": None, "std": None, "min": None,
-        "max": None, "zero_variance_group_fraction": None, "within_group_std_mean": None, "constant_value": None,
+        "values": 0,
+        "missing": acc.missing.get(name, 0),
+        "non_finite": acc.non_finite.get(name, 0),
+        "groups": 0,
+        "eligible_groups": 0,
+        "zero_variance_groups": 0,
+        "mean": None,
+        "std": None,
+        "min": None,
+        "max": None,
+        "zero_variance_group_fraction": None,
+        "within_group_std_mean": None,
+        "constant_value": None,
     }
     if table is None:
         return stats, np.empty(0), np.zeros(groups_total)
@@ -224,14 +250,22 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     zero = eligible & (std <= epsilon)
     sizes = abs(acc.weights.get(name, 1.0)) * std
     n_total = int(n[present].sum())
-    stats.update(values=n_total, groups=int(present.sum()), eligible_groups=int(eligible.sum()),
-                 zero_variance_groups=int(zero.sum()))
+    stats.update(
+        values=n_total,
+        groups=int(present.sum()),
+        eligible_groups=int(eligible.sum()),
+        zero_variance_groups=int(zero.sum()),
+    )
     if n_total:
         counts, means = n[present], group_mean[present]
         mean = float((counts * means).sum()) / n_total
         m2 = float((counts * (var[present] + (means - mean) ** 2)).sum())
-        stats.update(mean=mean, std=math.sqrt(max(m2 / n_total, 0.0)),
-                     min=float(table.minimum[present].min()), max=float(table.maximum[present].max()))
+        stats.update(
+            mean=mean,
+            std=math.sqrt(max(m2 / n_total, 0.0)),
+            min=float(table.minimum[present].min()),
+            max=float(table.maximum[present].max()),
+        )
     if stats["eligible_groups"]:
         stats["zero_variance_group_fraction"] = stats["zero_variance_groups"] / stats["eligible_groups"]
         stats["within_group_std_mean"] = float(std[eligible].sum()) / stats["eligible_groups"]

@@ -111,9 +111,13 @@ class Thresholds(BaseModel):
             declared[name] = (float(info["range"][0]), float(info["range"][1]))
             roles[name] = str(info["role"])
         outcomes = tuple(name for name, role in roles.items() if role == "outcome")
-        return self.model_copy(update={"ranges": {**self.ranges, **declared, **self.range_overrides},
-                                       "roles": {**self.roles, **roles},
-                                       "outcome_components": outcomes or self.outcome_components})
+        return self.model_copy(
+            update={
+                "ranges": {**self.ranges, **declared, **self.range_overrides},
+                "roles": {**self.roles, **roles},
+                "outcome_components": outcomes or self.outcome_components,
+            }
+        )
 
     def for_reward(self, reward: Any) -> "Thresholds":
         """:meth:`with_components` of a :class:`rewardpipe.Reward`."""
@@ -200,5 +204,3 @@ class AlarmPolicy(BaseModel):
             raise_after=self.dead_steps,
             error_raise_after=self.error_steps,
         )
-
-

@@ -62,8 +62,9 @@ def detect_decline(
     projected = max(last_step + 1, math.ceil((dead_fraction - intercept) / slope - 1e-9))
     if projected - last_step > horizon:
         return None
-    return Decline(slope=slope, r2=r2, projected_dead_step=projected, first_step=recent[0][0],
-                   first_fraction=recent[0][1])
+    return Decline(
+        slope=slope, r2=r2, projected_dead_step=projected, first_step=recent[0][0], first_fraction=recent[0][1]
+    )
 
 
 def trend_reversed(points: Sequence[tuple[int, float]], window: int) -> bool:

@@ -100,7 +100,6 @@ class StepReport:
         }
 
 
-
 def component_stats(
     name: str,
     acc: StepAcc,

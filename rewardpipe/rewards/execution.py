@@ -29,8 +29,14 @@ def execution_metrics(execution: "ExecutionResult | None") -> dict[str, MetricVa
     """The execution's verdict as record metrics (none when nothing ran)."""
     if execution is None:
         return {}
-    return {"tests_passed": execution.passed, "tests_total": execution.total, "exec_status": execution.status.value,
-            "exec_reason": execution.reason, "exec_mode": execution.mode, "exec_ms": round(execution.duration_ms, 3)}
+    return {
+        "tests_passed": execution.passed,
+        "tests_total": execution.total,
+        "exec_status": execution.status.value,
+        "exec_reason": execution.reason,
+        "exec_mode": execution.mode,
+        "exec_ms": round(execution.duration_ms, 3),
+    }
 
 
 def explain_execution_error(execution: "ExecutionResult | None") -> ErrorInfo | None:

@@ -57,7 +57,8 @@ class CodeRunner(Construct):
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
             environment={
-                "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__",
+                "EXECUTION_ROUTE": "lambda",
+                "PYDANTIC_DISABLE_PLUGINS": "__all__",
                 # One job per invocation: the sandboxed tree may use what the handler leaves free.
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.functions.code_runner_memory_mb, 1)),
             },
@@ -107,9 +108,17 @@ class CodeRunner(Construct):
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.fargate.memory_mib, 1)),
             },
         )
-        self.container.add_mount_points(ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False))
-        grant_prefix(self.task_definition.task_role, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True,
-                     source_vpce=network.s3_endpoint.vpc_endpoint_id)
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False)
+        )
+        grant_prefix(
+            self.task_definition.task_role,
+            bucket.bucket_arn,
+            JOBS_PREFIX,
+            read=True,
+            write=True,
+            source_vpce=network.s3_endpoint.vpc_endpoint_id,
+        )
         self.security_group = network.sandbox_sg
         self.subnets = network.subnets
 

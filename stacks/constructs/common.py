@@ -26,6 +26,7 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 def newest_python_runtime() -> str:
     """The newest Python runtime this aws-cdk-lib knows (what cdk-nag's AwsSolutions-L1 asks for)."""
+
     def version(name: str) -> tuple[int, ...]:
         return tuple(int(p) for p in name.removeprefix("python").split(".") if p.isdigit())
 
@@ -41,12 +42,20 @@ def _acknowledge_runtime(fn: _lambda.Function) -> None:
     newest = newest_python_runtime()
     if RUNTIME.name == newest:
         return
-    NagSuppressions.add_resource_suppressions(fn, [{
-        "id": "AwsSolutions-L1",
-        "reason": (f"{RUNTIME.name} rather than {newest}: the newest runtime whose interpreter the layer's byte code "
-                   f"is compiled with and the handlers are tested on here; a test fails 90 days before its "
-                   f"published create-block date."),
-    }], apply_to_children=True)
+    NagSuppressions.add_resource_suppressions(
+        fn,
+        [
+            {
+                "id": "AwsSolutions-L1",
+                "reason": (
+                    f"{RUNTIME.name} rather than {newest}: the newest runtime whose interpreter the layer's byte code "
+                    f"is compiled with and the handlers are tested on here; a test fails 90 days before its "
+                    f"published create-block date."
+                ),
+            }
+        ],
+        apply_to_children=True,
+    )
 
 
 class RewardPipeLayer(_lambda.LayerVersion):
@@ -55,7 +64,8 @@ class RewardPipeLayer(_lambda.LayerVersion):
 
     def __init__(self, scope: Construct, construct_id: str, *, architecture: str) -> None:
         super().__init__(
-            scope, construct_id,
+            scope,
+            construct_id,
             code=_lambda.Code.from_asset(stage_layer(architecture)),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURES[architecture]],
@@ -156,8 +166,9 @@ def grant_prefix(
     if write:
         actions.append("s3:PutObject")
     role.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)],
-                            conditions=_source_conditions(source_vpce))
+        iam.PolicyStatement(
+            actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)], conditions=_source_conditions(source_vpce)
+        )
     )
     if read:
         grant_list(role, bucket_arn, prefix, source_vpce=source_vpce)
@@ -176,7 +187,9 @@ def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str, *, source_vpc
 TASK_RESPONSE_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
 
 
-def task_response_statement(actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens") -> iam.PolicyStatement:
+def task_response_statement(
+    actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens"
+) -> iam.PolicyStatement:
     """Permission to complete (or heartbeat) task tokens, on ``"*"``.
 
     The Service Authorization Reference lists no resource type for states:SendTaskSuccess,

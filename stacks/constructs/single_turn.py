@@ -55,7 +55,17 @@ class SingleTurnReward(Construct):
             security_groups=[network.sandbox_sg],
             tracing=False,
         )
-        CfnOutput(self, "FunctionName", value=self.function.function_name, key="RewardLambdaName",
-                  description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)")
-        CfnOutput(self, "FunctionArn", value=self.function.function_arn, key="RewardLambdaArn",
-                  description="Set this as reward_lambda_arn in the Nova Forge training job")
+        CfnOutput(
+            self,
+            "FunctionName",
+            value=self.function.function_name,
+            key="RewardLambdaName",
+            description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)",
+        )
+        CfnOutput(
+            self,
+            "FunctionArn",
+            value=self.function.function_arn,
+            key="RewardLambdaArn",
+            description="Set this as reward_lambda_arn in the Nova Forge training job",
+        )

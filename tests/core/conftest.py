@@ -33,7 +33,9 @@ def transcript(*assistant_turns: str, prompt: str = "Write f.", reply: str = "Su
     return messages
 
 
-def result(status: str = "passed", passed: int = 0, total: int = 0, reason: str = "", job_id: str = "") -> ExecutionResult:
+def result(
+    status: str = "passed", passed: int = 0, total: int = 0, reason: str = "", job_id: str = ""
+) -> ExecutionResult:
     return ExecutionResult(id=job_id, status=ExecutionStatus(status), passed=passed, total=total, reason=reason)
 
 

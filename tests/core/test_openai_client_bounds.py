@@ -16,8 +16,13 @@ def test_a_base_url_that_is_not_http_is_refused_at_once(url):
 def test_the_backoff_between_retries_is_capped(monkeypatch):
     slept = []
     monkeypatch.setattr(openai_client.time, "sleep", slept.append)
-    client = ChatClient("http://localhost:9/v1", "m", max_retries=40, backoff_s=0.5,
-                        transport=httpx.MockTransport(lambda request: httpx.Response(503)))
+    client = ChatClient(
+        "http://localhost:9/v1",
+        "m",
+        max_retries=40,
+        backoff_s=0.5,
+        transport=httpx.MockTransport(lambda request: httpx.Response(503)),
+    )
     with pytest.raises(EndpointError, match="41 attempts"):
         client.complete([{"role": "user", "content": "hi"}])
     assert len(slept) == 40 and max(slept) == MAX_BACKOFF_S and slept[:3] == [0.5, 1.0, 2.0]

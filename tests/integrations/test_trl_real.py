@@ -20,20 +20,38 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
 from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
 
+
 def train(tmp_path, **callback_kwargs):
     tokenizer = char_tokenizer()
     callback = RewardPipeCallback(reward=REWARD, run_id="trl-test", **callback_kwargs)
     weights = list(callback.reward_weights)
     weights[1] = 2.0  # the trainer's weights differ from the reward's defaults: the monitor must use these
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(PROMPTS) * GROUP, num_generations=GROUP,
-        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=weights, disable_tqdm=True,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=len(PROMPTS) * GROUP,
+        num_generations=GROUP,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=weights,
+        disable_tqdm=True,
         dataloader_num_workers=0,
     )
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
-    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()
     return trainer, callback
 
@@ -42,7 +60,9 @@ def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_consta
     store_dir = tmp_path / "store"
     trainer, callback = train(tmp_path, store=str(store_dir))
 
-    steps = [entry for entry in trainer.state.log_history if "rewardpipe/prompt_parity/zero_variance_group_fraction" in entry]
+    steps = [
+        entry for entry in trainer.state.log_history if "rewardpipe/prompt_parity/zero_variance_group_fraction" in entry
+    ]
     assert len(steps) == 2, trainer.state.log_history
     for entry in steps:
         # TRL's own per-function std is batch-wide and shows the parity component alive...
@@ -63,8 +83,7 @@ def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_consta
     # The store holds the records with the weights the trainer used, and `rewardpipe monitor` reads it.
     record = json.loads(next((store_dir / "runs" / "trl-test").rglob("c0.json")).read_text())
     assert record["weights"] == {"format": 0.5, "char_mean": 2.0, "prompt_parity": 1.0}
-    assert record["aggregate"] == pytest.approx(
-        sum(record["weights"][k] * v for k, v in record["components"].items()))
+    assert record["aggregate"] == pytest.approx(sum(record["weights"][k] * v for k, v in record["components"].items()))
     from typer.testing import CliRunner
 
     from rewardpipe.cli import app
@@ -91,8 +110,10 @@ def _tasks():
 
     tests = "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n"
     common = {"entry_point": "add", "tests": tests, "reference_solution": "def add(a, b):\n    return a + b\n"}
-    return [Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
-            Task(task_id="add-floats", prompt="write add(x, y)", spec=["x and y are floats."], **common)]
+    return [
+        Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
+        Task(task_id="add-floats", prompt="write add(x, y)", spec=["x and y are floats."], **common),
+    ]
 
 
 def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_logged(tmp_path):
@@ -105,14 +126,31 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     rollout = EpisodeRollout(_tasks(), max_turns=3, max_turn_tokens=6)
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-multiturn")
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * GROUP, num_generations=GROUP,
-        max_completion_length=96, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=2 * GROUP,
+        num_generations=GROUP,
+        max_completion_length=96,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=callback.reward_weights,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
-    trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
-                          rollout_func=rollout)
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer, positions=256),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=rollout.dataset(),
+        processing_class=tokenizer,
+        callbacks=[callback],
+        rollout_func=rollout,
+    )
     trainer.train()
 
     assert rollout.batches == 2 and len(callback.reports) == 2
@@ -150,8 +188,20 @@ def test_two_real_processes_judge_a_group_split_between_them_whole(tmp_path):
 
     script = Path(__file__).with_name("trl_two_processes.py")
     launched = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-         str(tmp_path)], capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert launched.returncode == 0, launched.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for seen in ranks:

@@ -61,9 +61,19 @@ def test_ids_that_need_encoding_are_matched_to_their_keys(tmp_path, monkeypatch)
     records = []
     for g, group in enumerate(odd):
         for i in range(4):
-            records.append({"run_id": "odd run/1", "step": 0, "group_id": group, "rollout_id": f"{group}#{i}",
-                            "task_id": "t", "status": "scored", "components": {"c": float((g + i) % 2)},
-                            "weights": {"c": 1.0}, "aggregate": float((g + i) % 2)})
+            records.append(
+                {
+                    "run_id": "odd run/1",
+                    "step": 0,
+                    "group_id": group,
+                    "rollout_id": f"{group}#{i}",
+                    "task_id": "t",
+                    "status": "scored",
+                    "components": {"c": float((g + i) % 2)},
+                    "weights": {"c": 1.0},
+                    "aggregate": float((g + i) % 2),
+                }
+            )
     store = store_of(tmp_path, records)
     fast, careful, used = both_ways(monkeypatch, store.root)
     assert used == [True] and fast == careful and fast[0] == 0

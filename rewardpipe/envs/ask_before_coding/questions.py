@@ -71,8 +71,10 @@ ASK_SOMETHING_SPECIFIC = (
     "Could you be more specific about what you want to know?",
     "I'm not sure what you are asking; which part is unclear?",
 )
-NON_ANSWERS = frozenset(" ".join(reply.split()).lower()
-                       for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC))
+NON_ANSWERS = frozenset(
+    " ".join(reply.split()).lower()
+    for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC)
+)
 
 
 def is_non_answer(reply: str) -> bool:
@@ -167,8 +169,9 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(content_words(item)) for item in spec)
 
 
-def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str],
-                    revealed: "set[int] | Sequence[int]" = ()) -> tuple[int | None, bool]:
+def best_spec_match(
+    words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()
+) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 
     The most relevant item overall answers the question; a revealed item that matches *better* is restated

@@ -55,16 +55,23 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
         return [kind is TurnKind.QUESTION and index in answered for index, kind in enumerate(transcript.kinds)]
     first = transcript.messages[0] if transcript.messages else None
     prompt = first.content if first is not None and first.role == "user" else ""
-    return [kind is TurnKind.QUESTION and not question_subject(text, prompt).asks_nothing
-            and reply is not None and not is_non_answer(reply)
-            for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript))]
+    return [
+        kind is TurnKind.QUESTION
+        and not question_subject(text, prompt).asks_nothing
+        and reply is not None
+        and not is_non_answer(reply)
+        for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript))
+    ]
 
 
 def _replies(transcript: Transcript) -> list[str | None]:
     """Per assistant turn, the user message that follows it (None if none does)."""
     messages = transcript.messages
-    return [messages[i + 1].content if i + 1 < len(messages) and messages[i + 1].role == "user" else None
-            for i, message in enumerate(messages) if message.role == "assistant"]
+    return [
+        messages[i + 1].content if i + 1 < len(messages) and messages[i + 1].role == "user" else None
+        for i, message in enumerate(messages)
+        if message.role == "assistant"
+    ]
 
 
 def _real_questions_before_first_commit(transcript: Transcript, state: Any) -> list[bool] | None:

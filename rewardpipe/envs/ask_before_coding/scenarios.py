@@ -119,11 +119,14 @@ def _doctor_turn(name: str, questions: int):
 def doctor_scenarios(task: "Task") -> dict[str, ScriptedPolicy]:
     turns = len(task.spec) + 3  # room for one question per detail, the commit, and a stall
     return {
-        "reference": ScriptedPolicy(_doctor_turn("reference", len(task.spec)), max_turns=turns,
-                                    description="asks one generic question per hidden detail, then commits the "
-                                                "reference solution"),
+        "reference": ScriptedPolicy(
+            _doctor_turn("reference", len(task.spec)),
+            max_turns=turns,
+            description="asks one generic question per hidden detail, then commits the reference solution",
+        ),
         "guess": ScriptedPolicy(_doctor_turn("guess", 0), max_turns=turns, description="commits a stub at once"),
         "loop": ScriptedPolicy(_doctor_turn("loop", 0), max_turns=turns, description="repeats one question"),
-        "stall_then_ask": ScriptedPolicy(_doctor_turn("stall_then_ask", 1), max_turns=turns,
-                                         description="a statement, one question, then a commit"),
+        "stall_then_ask": ScriptedPolicy(
+            _doctor_turn("stall_then_ask", 1), max_turns=turns, description="a statement, one question, then a commit"
+        ),
     }

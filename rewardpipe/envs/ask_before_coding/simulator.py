@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
 
 from rewardpipe.openai_client import ChatClient, OwnsChatClient
 from rewardpipe.parsing import TurnKind, classify_turn
+
 # The canned replies are part of this module's interface.
 from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     ASK_SOMETHING_SPECIFIC,
@@ -112,8 +113,15 @@ class OpenAISimulator(OwnsChatClient):
     reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
     """
 
-    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 client: ChatClient | None = None, *, chat: Callable[..., str] | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        client: ChatClient | None = None,
+        *,
+        chat: Callable[..., str] | None = None,
+    ):
         # ``chat``: rewardpipe's chat client as an environment context gives it (EnvContext.chat); else a
         # client of its own for ``base_url``/``model``.
         if chat is None:

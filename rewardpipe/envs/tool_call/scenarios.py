@@ -40,16 +40,25 @@ def answer(task: "ToolCallTask") -> str:
 
 def structured(calls: list[tuple[str, dict[str, Any]]], turn: int) -> Message:
     """An assistant turn carrying ``calls`` as OpenAI-style ``tool_calls``."""
-    return Message(role="assistant", content="", tool_calls=[
-        {"id": f"call_{turn}_{index}", "type": "function",
-         "function": {"name": name, "arguments": json.dumps(arguments)}}
-        for index, (name, arguments) in enumerate(calls)])
+    return Message(
+        role="assistant",
+        content="",
+        tool_calls=[
+            {
+                "id": f"call_{turn}_{index}",
+                "type": "function",
+                "function": {"name": name, "arguments": json.dumps(arguments)},
+            }
+            for index, (name, arguments) in enumerate(calls)
+        ],
+    )
 
 
 def tagged(calls: list[tuple[str, dict[str, Any]]]) -> str:
     """An assistant turn writing ``calls`` as ``<tool_call>`` tags."""
-    return "\n".join(f"<{CALL_TAG}>{json.dumps({'name': name, 'arguments': arguments})}</{CALL_TAG}>"
-                     for name, arguments in calls)
+    return "\n".join(
+        f"<{CALL_TAG}>{json.dumps({'name': name, 'arguments': arguments})}</{CALL_TAG}>" for name, arguments in calls
+    )
 
 
 def _plan(task: "ToolCallTask") -> list[tuple[str, dict[str, Any]]]:
@@ -83,8 +92,11 @@ def script(strategy: str, task: "ToolCallTask", rng: random.Random) -> list[Turn
         repeats = [plan[0]] * rng.randint(1, 2)
         return [*_one_a_turn([plan[0], *repeats, *plan[1:]], 0, as_text=False), answer(task)]
     # sloppy: a call that does not parse, or names no tool; then half the time the plan, else giving up
-    broken = (f"<{CALL_TAG}>{{\"name\": \"{plan[0][0]}\", arguments: }}</{CALL_TAG}>" if rng.random() < 0.5
-              else tagged([("do_" + plan[0][0], plan[0][1])]))
+    broken = (
+        f'<{CALL_TAG}>{{"name": "{plan[0][0]}", arguments: }}</{CALL_TAG}>'
+        if rng.random() < 0.5
+        else tagged([("do_" + plan[0][0], plan[0][1])])
+    )
     if rng.random() < 0.5:
         return [broken, *_one_a_turn(plan, 1, as_text=True), answer(task)]
     return [broken, GIVE_UP]
@@ -116,13 +128,21 @@ def doctor_scenarios(task: "ToolCallTask") -> dict[str, ScriptedPolicy]:
     turns = len(plan) + 2
     first = plan[0] if plan else ("list_items", {})
     return {
-        "reference": ScriptedPolicy([*_one_a_turn(plan, 0, as_text=False), answer(task)], max_turns=turns,
-                                    description="the reference calls, one a turn, then the expected answer"),
-        "tagged": ScriptedPolicy([*_one_a_turn(plan, 0, as_text=True), answer(task)], max_turns=turns,
-                                 description="the reference calls as <tool_call> text"),
-        "malformed": ScriptedPolicy([f"<{CALL_TAG}>{{not json</{CALL_TAG}>", GIVE_UP],
-                                    description="a call that does not parse, then gives up"),
-        "loop": ScriptedPolicy(lambda state, task: structured([first], state.assistant_turns),
-                               description="the first call over and over"),
+        "reference": ScriptedPolicy(
+            [*_one_a_turn(plan, 0, as_text=False), answer(task)],
+            max_turns=turns,
+            description="the reference calls, one a turn, then the expected answer",
+        ),
+        "tagged": ScriptedPolicy(
+            [*_one_a_turn(plan, 0, as_text=True), answer(task)],
+            max_turns=turns,
+            description="the reference calls as <tool_call> text",
+        ),
+        "malformed": ScriptedPolicy(
+            [f"<{CALL_TAG}>{{not json</{CALL_TAG}>", GIVE_UP], description="a call that does not parse, then gives up"
+        ),
+        "loop": ScriptedPolicy(
+            lambda state, task: structured([first], state.assistant_turns), description="the first call over and over"
+        ),
         "hasty": ScriptedPolicy([GIVE_UP], description="answers at once, without a call"),
     }

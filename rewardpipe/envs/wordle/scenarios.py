@@ -41,8 +41,8 @@ NOT_A_WORD = "qzxvj"
 PLANNED_TURNS = 12
 
 _MALFORMED_TURNS = (
-    "I think the word might be {word}.",        # no tag
-    "<" + GUESS_TAG + ">{word}",                 # unclosed
+    "I think the word might be {word}.",  # no tag
+    "<" + GUESS_TAG + ">{word}",  # unclosed
     "<" + GUESS_TAG + ">{word}s</" + GUESS_TAG + ">",  # six letters
 )
 
@@ -70,7 +70,7 @@ def _pool(ring: tuple[str, ...], answer: str, rng: random.Random) -> list[str]:
     """A rollout's candidate words: a drawn slice of the shuffled list with the answer at a drawn place (the
     same every turn: the generator a turn gets is the rollout's, reset)."""
     offset = rng.randrange(len(ring) // 2)
-    pool = [w for w in ring[offset:offset + POOL_SIZE] if w != answer]
+    pool = [w for w in ring[offset : offset + POOL_SIZE] if w != answer]
     pool.insert(rng.randrange(len(pool) + 1), answer)
     return pool
 
@@ -141,8 +141,10 @@ def doctor_scenarios(task: "WordleTask", words: Sequence[str]) -> dict[str, Scri
         return guess(words[(rng.randrange(len(words)) + 7 * state.assistant_turns) % len(words)])
 
     return {
-        "reference": ScriptedPolicy(_reference(words), description="plays the first word consistent with the "
-                                    "feedback, and the answer with its last guess"),
+        "reference": ScriptedPolicy(
+            _reference(words),
+            description="plays the first word consistent with the feedback, and the answer with its last guess",
+        ),
         "malformed": ScriptedPolicy(lambda state, task: f"My guess is {other}.", description="never writes the tag"),
         "repeat": ScriptedPolicy(lambda state, task: guess(other), description=f"guesses {other} every turn"),
         "random": ScriptedPolicy(random_word, description="guesses words of the list at random"),

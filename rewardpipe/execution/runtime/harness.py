@@ -179,8 +179,12 @@ def _test_name(test) -> str:
 
 
 def summarize(result: CountingResult) -> dict:
-    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure,
-            "fixture_problems": result.fixture_problems}
+    return {
+        "tests_run": result.testsRun,
+        "successes": result.successes,
+        "first_failure": result.first_failure,
+        "fixture_problems": result.fixture_problems,
+    }
 
 
 def run_suite(suite: unittest.TestSuite, module) -> CountingResult:

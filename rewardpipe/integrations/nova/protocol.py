@@ -204,7 +204,8 @@ def task_source(request: RolloutRequest, config: BridgeConfig) -> tuple[Task | N
     if not isinstance(task_id, str) or not task_id:
         raise NovaProtocolError(
             f"data.{config.task_field}: missing (the rollout request's data must carry a task id there, "
-            f"or a whole task under data.{config.inline_task_field})")
+            f"or a whole task under data.{config.inline_task_field})"
+        )
     # The documented place of a task (``tasks/nova/<task_id>.json``, percent-encoded as the user uploaded it):
     # the plain encoding, without the case tail record keys get, so existing uploads stay where they are.
     return None, config.task_key_template.format(task_id=encode_id(task_id, portable=False))
@@ -255,8 +256,9 @@ def error_score(config: BridgeConfig, target: tuple[float, float], bounds: tuple
     return (target[0] + target[1]) / 2.0
 
 
-def report_envelope(sample_id: str, score: float, components: dict[str, float | None], metrics: dict[str, Any],
-                    error: ErrorInfo | None) -> dict[str, Any]:
+def report_envelope(
+    sample_id: str, score: float, components: dict[str, float | None], metrics: dict[str, Any], error: ErrorInfo | None
+) -> dict[str, Any]:
     """``{id, aggregate_reward_score, metrics_list}`` with components as "Reward" and diagnostics as "Metric";
     an error adds ``reward_error`` = 1 and ``error_<kind>`` = 1."""
     envelope = nova_output(sample_id, score, components, metrics, error)
@@ -285,13 +287,13 @@ def rollout_result(
         score = map_into_range(float(aggregate), bounds, target, config.range_mapping)  # type: ignore[arg-type]
     else:
         fallback = error_score(config, target, bounds)
-        envelope = report_envelope(sample_id, fallback if fallback is not None else 0.0, components,
-                                   dict(metrics or {}), error)
+        envelope = report_envelope(
+            sample_id, fallback if fallback is not None else 0.0, components, dict(metrics or {}), error
+        )
         if fallback is None:
             return None, envelope
-        return RolloutResponse(sample_id=sample_id, stop_reason="error",
-                               rewards={"aggregate_score": fallback}), envelope
+        return RolloutResponse(
+            sample_id=sample_id, stop_reason="error", rewards={"aggregate_score": fallback}
+        ), envelope
     envelope = report_envelope(sample_id, score, components, {**(metrics or {}), "raw_aggregate": aggregate}, None)
     return RolloutResponse(sample_id=sample_id, stop_reason=stop_reason, rewards={"aggregate_score": score}), envelope
-
-
