@@ -28,7 +28,8 @@ from stacks.config import (  # noqa: E402
     load_settings,
     parse_context_json,
 )
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridgeSettings  # noqa: E402
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY  # noqa: E402
+from stacks.constructs.nova_bridge import NovaBridgeSettings
 from stacks.names import name_problems, stack_name_message  # noqa: E402
 from stacks.rewardpipe_stack import RewardPipeStack  # noqa: E402
 

@@ -38,9 +38,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path

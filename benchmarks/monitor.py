@@ -28,8 +28,8 @@ import random
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 

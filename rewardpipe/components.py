@@ -25,8 +25,9 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import Any, Callable, Iterable
+from typing import Any
 
 #: The inputs a component can ask for, by parameter name, and what each one is.
 INPUTS: dict[str, str] = {
@@ -151,17 +152,17 @@ class Component:
     """
 
     __slots__ = (
-        "name",
-        "weight",
-        "fn",
-        "description",
-        "value_range",
-        "role",
-        "inputs",
-        "is_async",
         "_call",
         "_positional",
+        "description",
+        "fn",
+        "inputs",
+        "is_async",
+        "name",
+        "role",
         "single_input",
+        "value_range",
+        "weight",
     )
 
     def __init__(
@@ -212,7 +213,7 @@ class Component:
         """The component's value for one ScoringInput (a coroutine for an async component)."""
         return self._call(data)
 
-    def replace(self, **changes: Any) -> "Component":
+    def replace(self, **changes: Any) -> Component:
         fields = {
             "name": self.name,
             "weight": self.weight,

@@ -29,9 +29,10 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.execution.shape_lint import shape_findings
@@ -82,7 +83,7 @@ class TaskDiagnosis:
         }
 
 
-def static_problems(task: "TestedCode") -> list[str]:
+def static_problems(task: TestedCode) -> list[str]:
     problems = []  # (an empty spec never gets here: the Task model refuses it at the input)
     try:
         tests_tree = parse_python(task.tests)
@@ -157,24 +158,26 @@ def _nan_tolerance_warnings(tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
         negated = None
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _greater_than_tolerance(node.operand):
-            negated = node
-        elif (
-            isinstance(node, ast.Call)
-            and _call_name(node) == "assertFalse"
-            and node.args
-            and _greater_than_tolerance(node.args[0])
-        ):
-            negated = node
-        elif (
-            isinstance(node, ast.If)
-            and _greater_than_tolerance(node.test)
-            and any(
-                isinstance(sub, ast.Raise)
-                or (isinstance(sub, ast.Call) and _call_name(sub).startswith("fail"))
-                or (isinstance(sub, ast.Return) and isinstance(sub.value, ast.Constant) and sub.value.value is False)
-                for stmt in node.body
-                for sub in ast.walk(stmt)
+        if (
+            (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _greater_than_tolerance(node.operand))
+            or (
+                isinstance(node, ast.Call)
+                and _call_name(node) == "assertFalse"
+                and node.args
+                and _greater_than_tolerance(node.args[0])
+            )
+            or (
+                isinstance(node, ast.If)
+                and _greater_than_tolerance(node.test)
+                and any(
+                    isinstance(sub, ast.Raise)
+                    or (isinstance(sub, ast.Call) and _call_name(sub).startswith("fail"))
+                    or (
+                        isinstance(sub, ast.Return) and isinstance(sub.value, ast.Constant) and sub.value.value is False
+                    )
+                    for stmt in node.body
+                    for sub in ast.walk(stmt)
+                )
             )
         ):
             negated = node
@@ -269,7 +272,7 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
     ]
 
 
-def weak_test_shapes(task: "TestedCode") -> list[str]:
+def weak_test_shapes(task: TestedCode) -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
     try:
         tests = parse_python(task.tests)

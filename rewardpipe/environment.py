@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
@@ -102,7 +103,7 @@ class TaskRow(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     task_id: InputId
-    prompt: Union[NonEmptyText, NonEmptyMessages]
+    prompt: NonEmptyText | NonEmptyMessages
 
     def prompt_messages(self) -> list[Message]:
         """The conversation the model starts from: the prompt as one user message, or its messages."""
@@ -148,7 +149,7 @@ class EpisodeState(RolloutIdentity):
     def ids(self) -> RolloutIds:
         return RolloutIds(self.run_id, self.step, self.group_id, self.rollout_id, self.task_id)
 
-    def evolve(self, **changes: Any) -> "EpisodeState":
+    def evolve(self, **changes: Any) -> EpisodeState:
         """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
         (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
         is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);
@@ -169,7 +170,7 @@ class EpisodeState(RolloutIdentity):
         _set(new, "__pydantic_private__", None)
         return new
 
-    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> "EpisodeState":
+    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> EpisodeState:
         """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
         added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         return self.evolve(**changes, messages=[*self.messages, *added])
@@ -248,7 +249,7 @@ class Environment:
     task_model: ClassVar[type[TaskRow]] = TaskRow
     state_model: ClassVar[type[EpisodeState]] = EpisodeState
     max_turns: ClassVar[int] = DEFAULT_MAX_TURNS
-    reward: ClassVar["Reward"]
+    reward: ClassVar[Reward]
     calls_llm: ClassVar[bool] = False
     system_prompt: ClassVar[str | None] = None
     collapse_scenario: ClassVar[str | None] = None
@@ -273,7 +274,7 @@ class Environment:
             f"whose on_policy_turn hands the turn to the environment must define it"
         )
 
-    def execution_job(self, state: EpisodeState, task: TaskRow) -> "ExecutionJob | None":
+    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
         return None
 
@@ -287,7 +288,7 @@ class Environment:
 
         return replay_through_hooks(self, task, messages)
 
-    def scenarios(self, task: TaskRow) -> Mapping[str, "ScriptedPolicy"]:
+    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
         ``reference`` (it reaches every outcome component's maximum)."""
         return {}
@@ -316,7 +317,7 @@ class Environment:
         (:class:`rewardpipe.doctor.ScenarioRun`)."""
         return []
 
-    def configure(self, **options: str) -> "Environment":
+    def configure(self, **options: str) -> Environment:
         """This environment with options (``run --env-option NAME=VALUE``); by default it takes none."""
         if options:
             raise ValueError(f"environment '{self.name}' takes no options (got {', '.join(sorted(options))})")
@@ -336,7 +337,7 @@ class Environment:
         return f"<environment {self.name}@{self.version}>"
 
 
-def check_environment(env: Any) -> "Environment":
+def check_environment(env: Any) -> Environment:
     """``env`` if it is a usable environment (an instance; a class is instantiated), else TypeError/ValueError
     naming what is wrong."""
     from rewardpipe.rewards.base import Reward

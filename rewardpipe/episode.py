@@ -16,8 +16,9 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rewardpipe.environment import (
     AFTER_ENV_TURN,
@@ -124,7 +125,7 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> 
     return new
 
 
-def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environment, task: Any) -> EpisodeState:
+def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment, task: Any) -> EpisodeState:
     """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
     # A policy's text needs no validation to be an assistant message (a turn a policy builds itself does).
@@ -235,7 +236,7 @@ def build_record(
     task_id: str,
     messages: Sequence[Message],
     execution: ExecutionResult | None,
-    reward: "Reward",
+    reward: Reward,
     extra_metrics: dict | None = None,
     task: Any = None,
     state: Any = None,
@@ -268,7 +269,7 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
 
 
 def finish_episode(
-    state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: "Reward | None", env: Environment
+    state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: Reward | None, env: Environment
 ) -> Record:
     """Score a finished episode (``reward``, default the environment's) with everything it offers its
     components: messages, transcript, task, final state and execution."""
@@ -294,7 +295,7 @@ def failure_record(
     task_id: str,
     kind: str,
     message: str,
-    reward: "Reward",
+    reward: Reward,
     metrics: dict | None = None,
 ) -> Record:
     """The record for an infrastructure failure: every component unknown, never a score of 0."""
@@ -313,7 +314,7 @@ def failure_record(
     )
 
 
-def error_record(state: EpisodeState, kind: str, message: str, reward: "Reward") -> Record:
+def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
     """:func:`failure_record` for an episode, keeping how far the conversation got."""
     return failure_record(
         **state.record_ids(),
@@ -343,7 +344,7 @@ class ConversationError(RuntimeError):
 def converse(
     state: EpisodeState,
     task: Any,
-    policy: "Policy",
+    policy: Policy,
     env: Environment,
     pause: Callable[[EpisodeState], bool] | None = None,
     services: EnvServices | None = None,
@@ -369,7 +370,7 @@ def converse(
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
             except Exception as exc:  # noqa: BLE001 - any policy failure, classified for the caller
                 raise ConversationError("policy_error", state, exc) from exc
-            if not isinstance(turn, (str, Message)) or isinstance(turn, Message) and turn.role != "assistant":
+            if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
                 raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))
             try:
@@ -386,10 +387,10 @@ def converse(
 
 def run_episode(
     task: Any,
-    policy: "Policy",
+    policy: Policy,
     env: Environment,
     executor: Any,
-    reward: "Reward | None" = None,
+    reward: Reward | None = None,
     *,
     run_id: str,
     step: int,

@@ -19,10 +19,11 @@ import gzip
 import inspect
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import ValidationError
 

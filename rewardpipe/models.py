@@ -13,8 +13,9 @@ import math
 import os
 import stat
 import unicodedata
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -636,7 +637,7 @@ class RunManifest(DeferredModel):
             "environment": self.environment_name,
         }
 
-    def differences(self, other: "RunManifest") -> list[str]:
+    def differences(self, other: RunManifest) -> list[str]:
         """Human-readable ``field: mine -> theirs`` lines for every identity field that differs."""
         mine, theirs = self.identity(), other.identity()
         diffs = []

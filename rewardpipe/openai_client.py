@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import httpx
 

@@ -217,7 +217,7 @@ def resolve_reward(reference: Any, weights: Any = None, *, allow_files: bool = T
         raise ReferenceProblem(
             f"'{reference}' is a component, not a reward: wrap it, Reward('<name>', [{value.name}, ...])"
         )
-    if isinstance(value, Environment) or isinstance(value, type) and issubclass(value, Environment):
+    if isinstance(value, Environment) or (isinstance(value, type) and issubclass(value, Environment)):
         raise ReferenceProblem(f"'{reference}' is an environment: give it as --env (its reward is used by default)")
     raise ReferenceProblem(f"'{reference}' is {type(value).__name__}, not a rewardpipe.Reward")
 

@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from rewardpipe.environment import Environment, EpisodeState
 from rewardpipe.episode import (

@@ -26,7 +26,8 @@ import math
 import os
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -34,9 +35,7 @@ from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ASSISTANT_ROLE_ALIASES, MAX_STEP, ErrorInfo, InputId, Message, nova_output
-from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
-from rewardpipe.rewards import code_correctness
-
+from rewardpipe.rewards import Reward, ScoringInput, Transcript, code_correctness, get_reward
 
 ERROR_REWARDS = ("neutral", "zero", "fail_batch")
 NOT_ANSWERED_IN_TIME = "not scored: the invocation's time ran out before this sample's turn"

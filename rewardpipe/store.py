@@ -56,9 +56,10 @@ import string
 import threading
 import time
 import unicodedata
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
@@ -398,11 +399,11 @@ class Store:
 
     # -- transcripts (the evidence behind each record) ------------------------------------------------
 
-    def put_transcript(self, transcript: "RolloutTranscript") -> str:
+    def put_transcript(self, transcript: RolloutTranscript) -> str:
         key = transcript_key(transcript.run_id, transcript.step, transcript.group_id, transcript.rollout_id)
         return self.put_json(key, transcript.to_json_dict())
 
-    def get_transcript(self, key: str) -> "RolloutTranscript":
+    def get_transcript(self, key: str) -> RolloutTranscript:
         """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
         from rewardpipe.transcripts import RolloutTranscript
 

@@ -16,8 +16,9 @@ doctor``) and otherwise returns what it looked at, warnings included, for furthe
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = ["EnvironmentReport", "check_environment", "check_reward", "score"]
 

@@ -61,7 +61,7 @@ class RolloutTranscript(RolloutIdentity):
 
 
 def verdict_of(
-    execution: "ExecutionResult | None", code: str | None, record: Record | None = None, runs_code: bool = True
+    execution: ExecutionResult | None, code: str | None, record: Record | None = None, runs_code: bool = True
 ) -> Verdict:
     if execution is not None:
         return Verdict(
@@ -85,7 +85,7 @@ def _scores(record: Record | None) -> dict[str, Any]:
     }
 
 
-def _executed_code(state: "EpisodeState", task: Any, env: "Environment") -> str | None:
+def _executed_code(state: EpisodeState, task: Any, env: Environment) -> str | None:
     """The code of the episode's execution job (None when it has none, or the task is not known)."""
     if task is None or state.next_action != "execute":
         return None
@@ -97,12 +97,12 @@ def _executed_code(state: "EpisodeState", task: Any, env: "Environment") -> str 
 
 
 def transcript_of_episode(
-    state: "EpisodeState",
+    state: EpisodeState,
     task: Any,
-    execution: "ExecutionResult | None" = None,
+    execution: ExecutionResult | None = None,
     record: Record | None = None,
     *,
-    env: "Environment",
+    env: Environment,
 ) -> RolloutTranscript:
     """The transcript of an episode (run here, on AWS, or replayed by ``score``): its messages, the code of
     its execution job, the verdict, the scores, and what the environment adds

@@ -118,7 +118,7 @@ class LambdaSettings(_Strict):
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
     @model_validator(mode="after")
-    def _room_for_the_sandbox(self) -> "LambdaSettings":
+    def _room_for_the_sandbox(self) -> LambdaSettings:
         for problem in (
             too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
             too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb, MIN_SINGLE_TURN_WORKERS),
@@ -147,7 +147,7 @@ class FargateSettings(_Strict):
         return cpu
 
     @model_validator(mode="after")
-    def _valid_size(self) -> "FargateSettings":
+    def _valid_size(self) -> FargateSettings:
         problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
         if problem:
             raise ValueError(problem)
@@ -162,7 +162,7 @@ class StorageSettings(_Strict):
     job_objects_days: int = Field(default=7, ge=1)
 
     @model_validator(mode="after")
-    def _order(self) -> "StorageSettings":
+    def _order(self) -> StorageSettings:
         if self.expire_runs_days <= self.transition_to_ia_days:
             raise ValueError("storage.expire_runs_days must be greater than storage.transition_to_ia_days")
         return self
@@ -220,7 +220,7 @@ class DeploymentSettings(_Strict):
     model_config = ConfigDict(**STRICT, populate_by_name=True)
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "DeploymentSettings":
+    def _cross_checks(self) -> DeploymentSettings:
         limit = self.functions.code_runner_timeout_s - ROUTING_MARGIN_S
         if self.execution_routing_threshold_s > limit:
             raise ValueError(

@@ -76,7 +76,7 @@ DOCUMENTED = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rules() -> dict[tuple[str, str], NameRule]:
     """Every checked (resource type, property) with its limit, the model-stated ones read from botocore."""
     import botocore.session

@@ -44,8 +44,8 @@ import sys
 import sysconfig
 import tempfile
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "rewardpipe"
@@ -271,7 +271,7 @@ def _ensure(path: Path) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_layer(architecture: str = DEFAULT_ARCHITECTURE) -> str:
     """Directory laid out as a Lambda layer (``python/...``) for ``architecture``; built once per process."""
     root = _scratch(f"rewardpipe-layer-{architecture}-")
@@ -331,7 +331,7 @@ def _candidates() -> list[str]:
     return [c for c in dict.fromkeys(found) if c]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lambda_python() -> str | None:
     """A CPython 3.13 interpreter to compile the layer's byte code with (the Lambda runtime's version), or
     None. ``REWARDPIPE_LAMBDA_PYTHON`` names one explicitly (and must be one); otherwise this interpreter if
@@ -430,7 +430,7 @@ def prefetch_layer_wheels(architectures: Sequence[str] = tuple(LAMBDA_PLATFORMS)
     ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_container() -> str:
     """Docker build context for the Fargate code runner; built once per process."""
     root = _scratch("rewardpipe-runner-")

@@ -15,6 +15,8 @@ from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
 from stacks.constructs.nova_bridge import (
     CONTEXT_KEY as NOVA_CONTEXT_KEY,
+)
+from stacks.constructs.nova_bridge import (
     NovaBridge,
     NovaBridgeSettings,
     load_nova_settings,

@@ -58,7 +58,7 @@ SCHEDULE: dict[str, Lifecycle] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cfn_lint_schedule() -> dict[str, Lifecycle]:
     """cfn-lint's copy of the schedule ({} where cfn-lint is not installed: the runtime install lacks it)."""
     try:

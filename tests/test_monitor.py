@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rewardpipe.monitoring import StoreAlarmSink
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.monitoring import (
     MonitorInputError,
     MonitorState,
+    StoreAlarmSink,
     Thresholds,
     iter_jsonl_records,
     monitor_records,

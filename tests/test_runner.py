@@ -1,8 +1,8 @@
 """The local runner: one record per slot, whatever fails, with the failure attributed to the right party."""
 
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
 from rewardpipe.execution import get_executor
 from rewardpipe.models import Message, Rollout, Task
-from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
 from rewardpipe.rewards import get_reward
 from rewardpipe.runner import plan_step, run_slots, score_rollouts
 

@@ -12,7 +12,7 @@ read the same, resume without writing a second record, and show their transcript
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -25,11 +25,11 @@ from rewardpipe.store import (
     StoreError,
     decode_id,
     encode_id,
+    legacy_key,
     legacy_record_key,
     record_key,
     rollout_key,
     transcript_key,
-    legacy_key,
     windows_device_name,
 )
 from tests.test_store import make_record

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
 from rewardpipe.integrations.trl_episodes import (
     EPISODE_FIELD,
     PLAIN_FEEDBACK,
@@ -15,8 +17,6 @@ from rewardpipe.integrations.trl_episodes import (
     rollout_output,
 )
 from rewardpipe.models import load_tasks
-from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
-from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
 from rewardpipe.policies import fenced
 
 EOS = 0

@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 REQUIRED = ("BUCKET", "JOB_KEY", "RESULT_KEY")
 

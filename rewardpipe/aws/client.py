@@ -24,8 +24,9 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
 

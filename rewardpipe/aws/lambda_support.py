@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 NAMESPACE = "RewardPipe"
 ZERO_VARIANCE = "ZeroVarianceGroupFraction"

@@ -20,6 +20,7 @@ state when the run has none, and otherwise ignored.
 from __future__ import annotations
 
 import json
+from datetime import UTC
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -199,12 +200,12 @@ def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
     dimension), and a healthy run checked after a failing one cannot "recover" an alarm while the
     failing one is still running; a run that has stopped drops out after the window. Emitted only by a
     check that committed a step, so a pause in training sends nothing and the alarms keep their state."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from rewardpipe.aws.metrics import aggregate_streak_points
     from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     window = timedelta(minutes=settings.active_run_minutes)
     longest_dead: dict[str, int] = {}
     longest_errors: int | None = None

@@ -39,7 +39,7 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
-from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
+from rewardpipe.aws.state import PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import stored_action
 
@@ -135,7 +135,7 @@ class PolicySpec(DeferredModel):
     max_tokens: int = Field(default=1024, ge=1, le=MAX_TOKENS_LIMIT)
 
     @model_validator(mode="after")
-    def _mode_needs(self) -> "PolicySpec":
+    def _mode_needs(self) -> PolicySpec:
         if self.mode == "replay" and self.turns is None and self.turns_key is None:
             raise ValueError("policy.mode 'replay' needs policy.turns (the assistant turns to replay)")
         if self.turns is not None and self.turns_key is not None:
@@ -174,7 +174,7 @@ class RolloutInput(DeferredModel):
     _run = field_validator("run")(_check_run)
 
     @model_validator(mode="after")
-    def _one_task(self) -> "RolloutInput":
+    def _one_task(self) -> RolloutInput:
         if (self.task is None) == (self.task_key is None):
             raise ValueError("give exactly one of 'task' (the task inline) or 'task_key' (an S3 key under tasks/)")
         if self.task_key is not None and not self.task_key.startswith(TASKS_PREFIX):

@@ -8,9 +8,10 @@ import hashlib
 import inspect
 import os
 import platform
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, NoReturn
+from typing import Annotated, Any
 
 import typer
 
@@ -360,7 +361,7 @@ def file_sha256(path: Path) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def new_manifest(
@@ -463,7 +464,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
 
 def open_run(
     location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
-) -> tuple[Any, set[str], "RecordWriter"]:
+) -> tuple[Any, set[str], RecordWriter]:
     """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
 
     Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
@@ -489,7 +490,7 @@ def open_run(
     return store, already, writer
 
 
-def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
+def save_manifest(writer: RecordWriter, manifest: RunManifest) -> None:
     """Write the manifest; a failure is reported and kept in ``writer.failed_writes`` (the exit status)."""
     from rewardpipe.store import StoreError, manifest_key
 
@@ -564,11 +565,11 @@ class RecordWriter:
 def default_spill_path(run_id: str) -> Path:
     from rewardpipe.store import run_folder
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
-def exit_for_losses(writer: RecordWriter, alarm_failures: int, unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
+def exit_for_losses(writer: RecordWriter, alarm_failures: int, unchecked_steps: Iterable[int] = ()) -> None:
     """Exit 1 naming the spill file, the failed alarm writes, the steps the monitor could not check and
     the other objects that could not be written, if there were any."""
     problems = []

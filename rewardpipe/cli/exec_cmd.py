@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from pydantic import ValidationError
@@ -123,7 +122,7 @@ def parse_job_line(line: str, where: str) -> tuple[ExecutionJob | None, str | No
         return None, f"{where}: {_describe_validation(exc)}", job_id
 
 
-def _make_executor(disable: str, workers: Optional[int]):
+def _make_executor(disable: str, workers: int | None):
     from rewardpipe.execution.sandbox import SandboxConfigError, make_executor
 
     layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
@@ -152,16 +151,14 @@ def _print_human(result: ExecutionResult) -> None:
 
 @app.command("exec")
 def exec_command(
-    code: Optional[Path] = typer.Option(None, "--code", help="File with the model's code."),
-    tests: Optional[Path] = typer.Option(None, "--tests", help="File with the hidden tests."),
-    entry_point: Optional[str] = typer.Option(None, "--entry-point", help="Name the tests call."),
+    code: Path | None = typer.Option(None, "--code", help="File with the model's code."),
+    tests: Path | None = typer.Option(None, "--tests", help="File with the hidden tests."),
+    entry_point: str | None = typer.Option(None, "--entry-point", help="Name the tests call."),
     tests_format: str = typer.Option("unittest", "--tests-format", help="unittest | check (HumanEval)."),
     timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock seconds per execution."),
     trust_mode: str = typer.Option("split", "--trust-mode", help="split (default) | inprocess (screened fallback)."),
-    batch: Optional[Path] = typer.Option(
-        None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."
-    ),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
+    batch: Path | None = typer.Option(None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
     disable: str = typer.Option("", "--disable", help="Comma-separated isolation layers to turn off (testing only)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (one object, or one line per batch job)."),
     isolation: bool = typer.Option(
@@ -220,7 +217,7 @@ def _report_isolation(disable: str, as_json: bool) -> None:
         verdicts.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
 
 
-def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) -> None:
     """Every line gets a result, in file order (a bad line an ``error`` result naming ``file:line``, also
     said on stderr); the exit code is 1 when any line was bad, as for ``score``: the verdicts of the valid
     jobs are data, a line that could not be run is bad input."""

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any
 
 import orjson  # the duplicate pass parses every line only for its ids: a few times faster than json
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
@@ -73,7 +73,7 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
 class _Source:
     """What PATH turned out to be: a store (with the run to read) or a JSONL file."""
 
-    def __init__(self, path: str, run_id: Optional[str]) -> None:
+    def __init__(self, path: str, run_id: str | None) -> None:
         from rewardpipe.store import LocalStore, StoreError, decode_id, open_store
 
         self.store: Any = None
@@ -91,10 +91,8 @@ class _Source:
             self._choose_run(path, runs)
             return
         local = Path(path)
-        if (
-            local.is_file()
-            and local.suffix == ".parquet"
-            or (local.is_dir() and not (local / "runs").is_dir() and any(local.glob("*.parquet")))
+        if (local.is_file() and local.suffix == ".parquet") or (
+            local.is_dir() and not (local / "runs").is_dir() and any(local.glob("*.parquet"))
         ):
             from rewardpipe.monitoring.fastread import parquet_files
 
@@ -135,7 +133,7 @@ class _Source:
         elif self.run_id not in runs:
             fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
 
-    def batch(self, step: Optional[int]) -> Any:
+    def batch(self, step: int | None) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
         PATH is a file or a local store the fast readers can vouch for entirely; None sends the caller to
         :meth:`records`."""
@@ -154,7 +152,7 @@ class _Source:
             return None
         return None if batch is None else batch.dedupe().only(self.run_id, step)
 
-    def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
+    def records(self, step: int | None, bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append)
@@ -249,8 +247,8 @@ def monitor(
         help="A store directory, an s3://bucket/prefix URI, a JSONL file of records, "
         "or a Parquet file (or directory of them) from `report --parquet`.",
     ),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
-    step: Optional[int] = typer.Option(None, "--step", min=0, help="Only this step."),
+    run_id: str | None = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
+    step: int | None = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
     fail_on_alarm: bool = typer.Option(
         False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."
@@ -263,9 +261,8 @@ def monitor(
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from rewardpipe.monitoring import MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.monitoring.monitor import monitor_batch
-    from rewardpipe.store import StoreError
-
     from rewardpipe.monitoring.thresholds import run_thresholds
+    from rewardpipe.store import StoreError
 
     source = _Source(path, run_id)
     thresholds = run_thresholds(thresholds, source.store, source.run_id)  # the run's own ranges and roles

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -42,7 +41,7 @@ def simulate_cmd(
     groups: int = typer.Option(2, min=1, max=50, help="Prompts (GRPO groups) to send."),
     group_size: int = typer.Option(4, min=1, max=64, help="Samples per group (Nova's number_generation)."),
     timeout: float = typer.Option(600.0, min=1, help="Seconds to wait for every rollout response."),
-    region: Optional[str] = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
+    region: str | None = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Send rollout requests like a Nova training job (invoking the rollout proxy Lambda), answer its generate

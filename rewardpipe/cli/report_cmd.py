@@ -9,7 +9,7 @@ same store). The triage list is also written into the store as ``runs/<run>/tria
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -17,7 +17,7 @@ from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_dir, check_output_file
 
 
-def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
+def _one_run(path: str, run_id: str | None, parquet: Path | None, write_triage_file: bool) -> dict[str, Any]:
     from rewardpipe.cli.monitor_cmd import _Source
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
     from rewardpipe.monitoring.thresholds import run_thresholds
@@ -61,13 +61,13 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
 
 @app.command()
 def report(
-    paths: List[str] = typer.Argument(
+    paths: list[str] = typer.Argument(
         ..., metavar="PATH [PATH_B]", help="store directory, s3://bucket/prefix or JSONL of records; two to compare"
     ),
-    run_id: List[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the HTML report here"),
+    run_id: list[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
+    out: Path | None = typer.Option(None, "--out", help="write the HTML report here"),
     as_json: bool = typer.Option(False, "--json", help="print the report's content as JSON"),
-    parquet: Optional[Path] = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
+    parquet: Path | None = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
     no_triage_file: bool = typer.Option(False, "--no-triage-file", help="do not write runs/<run>/triage.jsonl"),
 ) -> None:
     """Explain a run: per-component curves, verdict timeline, correlations, advantage shares, task triage
@@ -85,7 +85,7 @@ def report(
     check_output_dir(parquet, "--parquet")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
-    ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
+    ids: list[str | None] = [*run_id, *[None] * (len(paths) - len(run_id))]
     if len(paths) == 2 and len(run_id) == 1:
         ids = [run_id[0], run_id[0]]
     reports = [

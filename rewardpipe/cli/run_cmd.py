@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -28,7 +28,6 @@ from rewardpipe.cli.app import (
     write_json_line,
 )
 from rewardpipe.cli.common import (
-    with_threshold_options,
     cap_workers,
     check_output_file,
     check_run_id,
@@ -43,6 +42,7 @@ from rewardpipe.cli.common import (
     parse_options,
     save_manifest,
     utc_now,
+    with_threshold_options,
 )
 from rewardpipe.environment import MAX_TURNS
 from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
@@ -138,7 +138,7 @@ def run(
     out_dir: str = typer.Option(
         ".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."
     ),
-    run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
+    run_id: str | None = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."
@@ -146,47 +146,45 @@ def run(
     groups_per_step: int = typer.Option(
         12, min=1, max=MAX_GROUPS_PER_STEP, help="Groups (prompts) per step, round-robin over tasks."
     ),
-    max_turns: Optional[int] = typer.Option(
+    max_turns: int | None = typer.Option(
         None, min=1, max=MAX_TURNS, help="Assistant turn limit per rollout (default: the environment's)."
     ),
-    reward_name: Optional[str] = typer.Option(
+    reward_name: str | None = typer.Option(
         None, "--reward", help="Reward to score with (default: the environment's); any reference form, like --env."
     ),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy and of the environment's randomness."),
-    collapse_from_step: Optional[int] = typer.Option(
+    collapse_from_step: int | None = typer.Option(
         None,
         min=0,
         max=MAX_STEP,
         help="Scripted policy only: from this step on every rollout guesses (simulates a collapse).",
     ),
-    rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
-    base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
-    model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
+    rollouts: Path | None = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
+    base_url: str | None = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
+    model: str | None = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
     simulator: SimulatorName = typer.Option(
         SimulatorName.rule,
         help="Who plays the environment's user: rule (the "
         "environment itself) or openai (--env-option simulator=openai: an LLM, "
         "for an environment that offers one).",
     ),
-    sim_base_url: Optional[str] = typer.Option(
+    sim_base_url: str | None = typer.Option(
         None, envvar="REWARDPIPE_SIM_BASE_URL", help="The chat endpoint an environment that calls an LLM uses."
     ),
-    sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
+    sim_model: str | None = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
     endpoint_timeout: float = typer.Option(
         60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S, help="Seconds per policy/simulator request."
     ),
     endpoint_retries: int = typer.Option(
         2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES, help="Retries of a failed endpoint request."
     ),
-    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     thresholds: Any = None,
-    spill: Optional[Path] = typer.Option(
+    spill: Path | None = typer.Option(
         None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
     ),
-    plot: Optional[Path] = typer.Option(
-        None, help="Also draw the per-component variance chart to this file (.png/.svg)."
-    ),
+    plot: Path | None = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """The main job: K rollouts per task per step of any environment, scored, stored, and watched for dead
@@ -199,7 +197,7 @@ def run(
     # Every input is checked before anything is written.
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
-    run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
+    run_id = check_run_id(datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     options = parse_options(env_option, "--env-option")
     if simulator is SimulatorName.openai:
         options.setdefault("simulator", "openai")
@@ -283,8 +281,14 @@ def run(
     # servers). They start now, while the store is opened and the run claimed. An environment that runs
     # no code starts no sandbox.
     executor, own_executor = _executor(env, workers)
-    from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
-    from rewardpipe.monitoring import load_state, monitor_step, state_key
+    from rewardpipe.monitoring import (
+        MonitorInputError,
+        MonitorState,
+        StoreAlarmSink,
+        load_state,
+        monitor_step,
+        state_key,
+    )
 
     try:
         store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
@@ -524,12 +528,12 @@ def score(
         metavar="FILE",
         help="Recorded rollouts (with --env), or single-turn samples carrying their reference (with --reward).",
     ),
-    tasks: Optional[Path] = typer.Option(
+    tasks: Path | None = typer.Option(
         None,
         "--tasks",
         help="Task JSONL file (needed to replay an environment's rollouts, or for a reward that reads the task).",
     ),
-    env_name: Optional[str] = typer.Option(
+    env_name: str | None = typer.Option(
         None,
         "--env",
         help="Replay the recorded rollouts through this "
@@ -543,7 +547,7 @@ def score(
     resume: bool = typer.Option(
         False, "--resume", help="Continue the run id (same files); rollouts already stored are skipped."
     ),
-    reward_name: Optional[str] = typer.Option(
+    reward_name: str | None = typer.Option(
         None,
         "--reward",
         help="Reward: a built-in name, package.module:ATTR, "
@@ -551,11 +555,11 @@ def score(
         "lines are single-turn samples: {messages, reference, ids optional}.",
     ),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     batch_size: int = typer.Option(
         256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."
     ),
-    spill: Optional[Path] = typer.Option(
+    spill: Path | None = typer.Option(
         None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
@@ -707,11 +711,11 @@ def score(
 def doctor(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file (rows of the environment's task model)."),
     env_name: str = typer.Option(DEFAULT_ENV, "--env", help="Environment to check (any reference form)."),
-    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward (default: the environment's)."),
-    max_turns: Optional[int] = typer.Option(
+    reward_name: str | None = typer.Option(None, "--reward", help="Reward (default: the environment's)."),
+    max_turns: int | None = typer.Option(
         None, min=1, max=MAX_TURNS, help="Turn limit of every scenario (default: each scenario's own)."
     ),
-    workers: Optional[int] = typer.Option(None, min=1),
+    workers: int | None = typer.Option(None, min=1),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Before training: play every task through the environment's scenarios and prove each task can be scored,

@@ -8,8 +8,6 @@ simulator-written and is printed through :func:`rewardpipe.safe_text.printable` 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -40,7 +38,7 @@ def _tool_call(call: object) -> str:
     return f"{_safe(name)}({_safe(arguments)}){ident}"
 
 
-def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional[str]) -> str:
+def _locate(store, run_id: str, rollout: str, step: int | None, key: str | None) -> str:
     if key:
         return key
     keys = store.find_transcripts(run_id, rollout, step)
@@ -79,9 +77,9 @@ def _other_case(store, run_id: str, rollout: str) -> str:
 def show(
     store_path: str = typer.Argument(..., metavar="STORE", help="store directory or s3://bucket/prefix"),
     run_id: str = typer.Option(..., "--run-id", help="the run the rollout belongs to"),
-    rollout: Optional[str] = typer.Option(None, "--rollout", help="the rollout id"),
-    step: Optional[int] = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
-    key: Optional[str] = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
+    rollout: str | None = typer.Option(None, "--rollout", help="the rollout id"),
+    step: int | None = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
+    key: str | None = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
     as_json: bool = typer.Option(False, "--json", help="print the transcript document as JSON"),
 ) -> None:
     """Print one rollout's transcript: messages (tool calls too), revealed details, executed code, verdict,

@@ -27,9 +27,9 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
@@ -108,7 +108,7 @@ class SandboxConfig:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def from_env(cls, environ=None) -> "SandboxConfig":
+    def from_env(cls, environ=None) -> SandboxConfig:
         environ = os.environ if environ is None else environ
         disable = frozenset(part.strip() for part in environ.get(ENV_DISABLE, "").split(",") if part.strip())
         workers = environ.get(ENV_WORKERS)
@@ -268,7 +268,7 @@ class _Worker:
         self.channel.settimeout(timeout)
         try:
             message = self.channel.recv(1 << 20)
-        except socket.timeout:
+        except TimeoutError:
             self.kill()
             raise WorkerFailure(f"fork server did not answer ({what}) within {timeout:.1f} s") from None
         except OSError as exc:

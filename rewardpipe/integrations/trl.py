@@ -30,9 +30,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
@@ -110,7 +111,7 @@ class BatchKey:
     so the comparison is a pass of identity checks over them; the batch scored before stays referenced, so
     its lists are never freed and reused under the next batch."""
 
-    __slots__ = ("prompts", "completions", "columns")
+    __slots__ = ("columns", "completions", "prompts")
 
     def __init__(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any]]) -> None:
         self.prompts, self.completions, self.columns = prompts, completions, columns
@@ -159,7 +160,7 @@ class CompletionInput:
     text and reference are at hand; its messages and transcript (prompt and completion as rewardpipe
     Messages) are built only if a component reads them. No task, state or execution: a single-turn sample."""
 
-    __slots__ = ("completion", "reference", "_prompt", "_raw", "_lazy")
+    __slots__ = ("_lazy", "_prompt", "_raw", "completion", "reference")
     task = None
     state = None
     execution = None
@@ -252,7 +253,7 @@ class BatchScorer:
         key = BatchKey(prompts, completions, _columns(completions, kwargs))
         return key, key
 
-    def _score(self, key: "BatchKey", fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
             return self._score_samples(key, fingerprint)
         inputs = completion_inputs(key, self.reward.reads_input("reference"))
@@ -274,7 +275,7 @@ class BatchScorer:
         self.batches_scored += 1
         return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values)))
 
-    def _score_samples(self, key: "BatchKey", fingerprint: Any) -> ScoredBatch:
+    def _score_samples(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         samples = _samples(key.prompts, key.completions, key.columns)
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
@@ -483,7 +484,7 @@ class RewardPipeMonitor:
             )
         # Each component is judged by its own declared range and role (explicit range_overrides win).
         self.thresholds = base.for_reward(self.reward).model_copy(update={"ignore": ignored})
-        self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self.run_id = run_id or "trl-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
         if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
@@ -602,9 +603,8 @@ class RewardPipeMonitor:
         return out
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
-        from rewardpipe.monitoring import StoreAlarmSink, dispatch
         from rewardpipe.models import Record
-        from rewardpipe.monitoring import state_key
+        from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
 
         for raw in records:
             self.store.put_record(Record.model_validate(raw))

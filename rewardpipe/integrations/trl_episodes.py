@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from rewardpipe.environment import Environment, EpisodeState, TaskRow
 from rewardpipe.episode import (
@@ -70,7 +71,6 @@ from rewardpipe.episode import (
 from rewardpipe.execution.result import ExecutionResult
 from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Message, Record, load_task_rows
-
 
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"

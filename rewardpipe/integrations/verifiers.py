@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.models import Message, Task
 from rewardpipe.rewards import Reward, get_reward
@@ -51,7 +52,7 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
 
 
 class _Entry:
-    __slots__ = ("values", "served")
+    __slots__ = ("served", "values")
 
     def __init__(self, values: dict[str, float]) -> None:
         self.values, self.served = values, set()

@@ -29,7 +29,8 @@ scored by one reward (samples choosing different rewards return different compon
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rewardpipe.rewards import REWARDS, get_reward
 from rewardpipe.single_turn import score_samples

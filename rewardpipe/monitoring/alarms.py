@@ -8,8 +8,9 @@ sinks; a failing sink is reported, never allowed to stop the others or the calle
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Protocol
+from typing import Any, Literal, Protocol
 
 from rewardpipe.store import encode_id, run_prefix
 
@@ -52,7 +53,7 @@ class Alarm:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Alarm":
+    def from_dict(cls, data: dict[str, Any]) -> Alarm:
         known = {name for name in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
 

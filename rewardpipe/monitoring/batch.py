@@ -12,8 +12,9 @@ line and field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -43,7 +44,7 @@ class Labels:
         return self._names
 
     @classmethod
-    def of(cls, values: Any) -> "Labels":
+    def of(cls, values: Any) -> Labels:
         codebook: dict[Any, int] = {}
         for value in dict.fromkeys(values):
             codebook[value] = len(codebook)
@@ -53,7 +54,7 @@ class Labels:
             len(codebook),
         )
 
-    def take(self, rows: np.ndarray) -> "Labels":
+    def take(self, rows: np.ndarray) -> Labels:
         return Labels(self.codes[rows], self._names)
 
     def __getitem__(self, row: int) -> str:
@@ -86,7 +87,7 @@ class RecordBatch:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def take(self, rows: np.ndarray) -> "RecordBatch":
+    def take(self, rows: np.ndarray) -> RecordBatch:
         """The rows at ``rows`` (indices, ascending), same everything else."""
         return RecordBatch(
             run_ids=self.run_ids.take(rows),
@@ -106,7 +107,7 @@ class RecordBatch:
             position_label=self.position_label,
         )
 
-    def dedupe(self) -> "RecordBatch":
+    def dedupe(self) -> RecordBatch:
         """Keep the last copy of each (run, step, group, rollout); the dropped copies' positions go to
         ``duplicates`` (as the store would: the key is the same, the last write wins)."""
         if self.rollout_ids.distinct == len(self):
@@ -121,7 +122,7 @@ class RecordBatch:
         out.duplicates = self.duplicates + self.positions[~keep].tolist()
         return out
 
-    def only(self, run_id: str | None = None, step: int | None = None) -> "RecordBatch":
+    def only(self, run_id: str | None = None, step: int | None = None) -> RecordBatch:
         """The rows of one run and/or one step."""
         mask = np.ones(len(self), dtype=bool)
         if run_id is not None:

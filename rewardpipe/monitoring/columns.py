@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter, itemgetter, ne
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 

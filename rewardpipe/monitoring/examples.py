@@ -20,8 +20,9 @@ with control characters replaced, so they are safe in a terminal, JSON and an SN
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt

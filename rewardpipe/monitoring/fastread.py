@@ -20,11 +20,12 @@ here in full, with the meaning the careful path gives it, or not at all.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson

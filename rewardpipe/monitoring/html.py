@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
 from rewardpipe.safe_text import printable

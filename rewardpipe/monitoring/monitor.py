@@ -9,12 +9,13 @@ across the batch and whatever its weight. See :mod:`rewardpipe.monitoring` for w
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rewardpipe.models import Record
-from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm, AlarmSink, dispatch
+from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors

@@ -9,12 +9,13 @@ not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders i
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from rewardpipe.monitoring.monitor import monitor_records
-from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
+from rewardpipe.monitoring.monitor import monitor_records
 from rewardpipe.monitoring.signal import within_group_correlation
+from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.triage import task_triage
 from rewardpipe.store import transcript_key
 

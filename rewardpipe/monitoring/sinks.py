@@ -14,7 +14,6 @@ from typing import Any
 from rewardpipe.monitoring.alarms import Alarm, alarm_key
 from rewardpipe.store import Store
 
-
 _STYLE = {
     "dead_component": "bold red",
     "dying_component": "bold magenta",

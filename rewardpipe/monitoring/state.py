@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import bisect
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -60,7 +61,7 @@ class MonitorState(BaseModel):
         return self.model_dump(by_alias=True, mode="json")
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MonitorState":
+    def from_dict(cls, data: Mapping[str, Any]) -> MonitorState:
         if not isinstance(data, Mapping):
             raise MonitorInputError(f"invalid monitor state: expected a JSON object, got {type(data).__name__}")
         if data.get("schema") == _V1_SCHEMA:
@@ -137,7 +138,7 @@ def load_state(store: Store, run_id: str) -> tuple[MonitorState, BadObject | Non
         if state.run_id is not None and state.run_id != run_id:
             raise MonitorInputError(f"the state is for run {state.run_id!r}")
     except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError and MonitorInputError are ValueErrors
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         aside = f"{run_prefix(run_id)}monitor/state.corrupt-{stamp}.json"
         store.put_bytes(aside, raw)
         fresh = MonitorState(run_id=run_id)

@@ -18,8 +18,9 @@ is excluded for that component only (``missing`` / ``non_finite``), and so is a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -40,7 +41,7 @@ SAMPLE_GROUPS = 16
 class SampledRollout:
     """One rollout of a sampled group, as much as causes and alarm examples need."""
 
-    __slots__ = ("rollout_id", "group_id", "task_id", "status", "components", "aggregate", "metrics", "error")
+    __slots__ = ("aggregate", "components", "error", "group_id", "metrics", "rollout_id", "status", "task_id")
 
     def __init__(self, rec: Record) -> None:
         self.rollout_id = rec.rollout_id
@@ -77,16 +78,16 @@ class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
     __slots__ = (
-        "records",
-        "errors",
         "error_kinds",
+        "errors",
         "groups",
+        "inprocess",
         "missing",
         "non_finite",
-        "weights",
+        "records",
         "sample",
-        "inprocess",
         "table",
+        "weights",
     )
 
     def __init__(self) -> None:

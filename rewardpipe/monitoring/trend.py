@@ -9,8 +9,8 @@ state, so the Lambda that sees one step at a time computes the same fit) tells h
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 #: How well the points must sit on the line for the rise to count as steady rather than noise.
 STEADY_R2 = 0.8

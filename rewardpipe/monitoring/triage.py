@@ -15,7 +15,8 @@ unknown, the smallest and largest value it took anywhere in the run.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 

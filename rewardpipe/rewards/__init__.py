@@ -7,7 +7,8 @@ The built-ins are imported only when named.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rewardpipe.components import Component, component
 from rewardpipe.references import BUILTIN_REWARDS, ReferenceProblem
@@ -60,8 +61,8 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = [
-    "Component",
     "REWARDS",
+    "Component",
     "ReferenceProblem",
     "Reward",
     "Score",

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rewardpipe.components import (
     LEGACY_INPUT,
@@ -46,7 +47,7 @@ class Transcript:
     :func:`rewardpipe.parsing.parse_turn`: question, commit or other, with its fenced Python code) are
     computed on first use only."""
 
-    __slots__ = ("messages", "_texts", "_turns")
+    __slots__ = ("_texts", "_turns", "messages")
 
     def __init__(
         self,
@@ -59,7 +60,7 @@ class Transcript:
         self._turns = tuple(assistant_turns) if assistant_turns is not None else None
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Message]) -> "Transcript":
+    def from_messages(cls, messages: Sequence[Message]) -> Transcript:
         return cls(messages)
 
     @property
@@ -118,12 +119,12 @@ class ScoringInput:
     completion=None)``: give the messages (a sequence, or a function returning one, called once when
     needed) or a transcript; ``completion`` may be given directly when it is already at hand."""
 
-    __slots__ = ("_transcript", "_messages", "_completion", "execution", "reference", "task", "state")
+    __slots__ = ("_completion", "_messages", "_transcript", "execution", "reference", "state", "task")
 
     def __init__(
         self,
         transcript: Transcript | None = None,
-        execution: "ExecutionResult | None" = None,
+        execution: ExecutionResult | None = None,
         reference: Any = None,
         *,
         messages: Sequence[Message] | Callable[[], Sequence[Message]] | None = None,
@@ -229,7 +230,7 @@ def _as_value(value: Any) -> float | None:
         return None
     if isinstance(value, float):
         return value
-    if isinstance(value, (int, bool)) or hasattr(value, "__float__") and not isinstance(value, (str, bytes)):
+    if isinstance(value, (int, bool)) or (hasattr(value, "__float__") and not isinstance(value, (str, bytes))):
         try:
             return float(value)
         except (TypeError, ValueError, OverflowError):
@@ -264,9 +265,9 @@ class Reward:
         weights: Mapping[str, float] | None = None,
         *,
         diagnostics: Callable[..., Mapping[str, MetricValue]] | None = None,
-        explain_error: Callable[..., "ErrorInfo | None"] | None = None,
+        explain_error: Callable[..., ErrorInfo | None] | None = None,
         needs_execution: bool = False,
-        executed_code: Callable[[Transcript], "str | None"] | None = None,
+        executed_code: Callable[[Transcript], str | None] | None = None,
         description: str = "",
     ) -> None:
         self.name = check_name(name, "reward")
@@ -363,13 +364,13 @@ class Reward:
     def code_to_execute(self, transcript: Transcript) -> str | None:
         return self.executed_code(transcript) if self.executed_code else transcript.final_code
 
-    def _copy(self, components: tuple[Component, ...]) -> "Reward":
+    def _copy(self, components: tuple[Component, ...]) -> Reward:
         new = object.__new__(Reward)
         new.__dict__.update(self.__dict__)
         new._set_components(components)
         return new
 
-    def with_weights(self, weights: Mapping[str, float] | None) -> "Reward":
+    def with_weights(self, weights: Mapping[str, float] | None) -> Reward:
         """A copy with some weights overridden; unknown names are an error, not silently ignored."""
         if not weights:
             return self
@@ -385,7 +386,7 @@ class Reward:
             tuple(c.replace(weight=float(weights[c.name])) if c.name in weights else c for c in self.components)
         )
 
-    def with_components(self, components: Iterable[Component]) -> "Reward":
+    def with_components(self, components: Iterable[Component]) -> Reward:
         """The same reward (diagnostics, explanations) over other components."""
         return Reward(
             self.name,
@@ -532,7 +533,7 @@ class Reward:
             scores.append(self._finish(data, values, raised))
         return scores
 
-    def score_columns(self, inputs: Sequence[ScoringInput]) -> "ColumnScores":
+    def score_columns(self, inputs: Sequence[ScoringInput]) -> ColumnScores:
         """:meth:`score_many` by column, for trainers that want one list per component (TRL's reward
         functions): the same values, aggregates and errors, without a Score object (nor diagnostics) per
         sample. A sample that is an error has ``None`` in every column."""
@@ -604,7 +605,7 @@ class Reward:
     def score(
         self,
         messages: Sequence[Message],
-        execution: "ExecutionResult | None" = None,
+        execution: ExecutionResult | None = None,
         reference: Any = None,
         *,
         task: Any = None,

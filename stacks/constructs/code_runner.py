@@ -16,10 +16,9 @@ from __future__ import annotations
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import (
     METRICS_NAMESPACE,

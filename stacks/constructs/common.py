@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping
+from collections.abc import Mapping
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -10,8 +10,8 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 

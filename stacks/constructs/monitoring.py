@@ -26,6 +26,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
+
 from constructs import Construct
 
 # The alarms watch the metric names the monitor Lambda emits: one definition, in the code that emits them.
@@ -44,8 +45,8 @@ from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (
     METRICS_NAMESPACE,
-    RewardPipeLayer,
     SERVICE_NAME,
+    RewardPipeLayer,
     grant_prefix,
     python_function,
     stack_name,

@@ -27,10 +27,9 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_route53resolver as resolver
 from aws_cdk import custom_resources as cr
+
 from constructs import Construct
-
 from stacks.partitions import dns_mapping
-
 
 # CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
 NO_TRAFFIC_RULE = {

@@ -27,12 +27,11 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
-from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from constructs import Construct
 from rewardpipe.aws.metrics import NOVA_OLDEST_UNANSWERED
 from rewardpipe.integrations.nova.bridge import TURN_CHANNEL
 from rewardpipe.store import encode_id, run_prefix
@@ -79,7 +78,7 @@ class NovaBridgeSettings(BaseModel):
     )
 
     @model_validator(mode="after")
-    def _role_arns(self) -> "NovaBridgeSettings":
+    def _role_arns(self) -> NovaBridgeSettings:
         import re
 
         for arn in self.invoker_role_arns:
@@ -99,7 +98,7 @@ class NovaBridgeSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _alarm_before_budget(self) -> "NovaBridgeSettings":
+    def _alarm_before_budget(self) -> NovaBridgeSettings:
         if self.alarm_fraction >= self.budget_fraction:
             raise ValueError("alarm_fraction must be below budget_fraction (warn before rollouts are cut off)")
         return self

@@ -45,8 +45,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function, task_response_statement

@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 
 from aws_cdk import CfnOutput
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import MIN_SINGLE_TURN_WORKERS, DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, python_function, sandbox_memory_mb, stack_name
 

@@ -110,7 +110,7 @@ NOVA_BRIDGE_CONTEXT = json.dumps(
 )
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def synthesized(context_json: str = "") -> Synth:
     """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling
     the Nova bridge) gives a second, separately cached synth."""
@@ -260,7 +260,7 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
 # IAM: who is calling (tests/aws/iam.py checks each call against that principal's policies in the template)
 
 # The deployments of the current test; a function invoked in-process is found in one of them by its name.
-DEPLOYMENTS: list["Deployment"] = []
+DEPLOYMENTS: list[Deployment] = []
 
 
 def function_caller(function_name: str) -> iam.Caller | None:
@@ -319,7 +319,7 @@ def function_for_folder(folder: str) -> tuple[str, str]:
     return _function_for_folder(folder, DIRECT_CONTEXT)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _function_for_folder(folder: str, direct_context: str) -> tuple[str, str]:
     """(synth context, logical id) of the template function whose code is ``functions/<folder>``: the test's
     synth first (:data:`DIRECT_CONTEXT`), then the one with the Nova bridge."""
@@ -520,7 +520,7 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
 
     session = botocore.session.get_session()
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def operation(service: str, action: str) -> Any:
         model = session.get_service_model(service)
         for name in model.operation_names:
@@ -790,7 +790,7 @@ class Deployment:
         policies, for :func:`iam.calling_as`."""
         return iam.Caller(logical, lambda: (self.iam_model, logical))
 
-    def deploy(self) -> "Deployment":
+    def deploy(self) -> Deployment:
         import boto3
 
         DEPLOYMENTS.append(self)

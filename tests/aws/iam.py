@@ -36,8 +36,9 @@ import contextlib
 import json
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 SAR = "https://docs.aws.amazon.com/service-authorization/latest/reference/"
 POLICY_EVALUATION = "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html"
@@ -292,7 +293,7 @@ RESOURCES: dict[str, Callable[[dict, str, str], str]] = {
 }
 
 
-def _pass_task_roles(params: dict, resource: str, model: "TemplateModel") -> list["Request"]:
+def _pass_task_roles(params: dict, resource: str, model: TemplateModel) -> list[Request]:
     """iam:PassRole on the roles of the task definition being run
     (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html)."""
     out = []
@@ -310,7 +311,7 @@ def _pass_task_roles(params: dict, resource: str, model: "TemplateModel") -> lis
     return out
 
 
-EXTRA: dict[str, Callable[[dict, str, "TemplateModel"], list["Request"]]] = {"ecs-pass-roles": _pass_task_roles}
+EXTRA: dict[str, Callable[[dict, str, TemplateModel], list[Request]]] = {"ecs-pass-roles": _pass_task_roles}
 
 
 @dataclass(frozen=True)
@@ -330,7 +331,7 @@ class UnmappedOperation(LookupError):
 
 
 def requests_for(
-    service: str, operation: str, params: dict, region: str, account: str, model: "TemplateModel | None" = None
+    service: str, operation: str, params: dict, region: str, account: str, model: TemplateModel | None = None
 ) -> list[Request]:
     """The authorization requests AWS makes for one API call."""
     auth = OPERATIONS.get((service, operation))
@@ -814,7 +815,7 @@ CHECKED_CALLS: list[tuple[str, str, str]] = []
 
 # Callers known by the access key of the client they call with (a service's own clients, which run in threads
 # of their own: moto's Step Functions interpreter calls with the key "ak"), for calls made outside calling_as.
-KEY_CALLERS: dict[str, Callable[[], "Caller | None"]] = {}
+KEY_CALLERS: dict[str, Callable[[], Caller | None]] = {}
 
 
 def current_caller(client: Any = None) -> Caller | None:

@@ -314,9 +314,8 @@ def test_a_direct_handler_call_is_checked_as_its_function(aws, synth, monkeypatc
     s3.create_bucket(Bucket=BUCKET)
     s3.put_object(Bucket=BUCKET, Key="jobs/j.json", Body=b"{}")
     monkeypatch.setenv("BUCKET", BUCKET)
-    with iam.calling_as(harness.folder_caller("code_runner")):
-        with pytest.raises(ClientError) as caught:
-            boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key="jobs/j.json")
+    with iam.calling_as(harness.folder_caller("code_runner")), pytest.raises(ClientError) as caught:
+        boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key="jobs/j.json")
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert iam.DENIALS and "functions/code_runner" in iam.DENIALS[0]

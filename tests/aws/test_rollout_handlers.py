@@ -340,7 +340,7 @@ def test_the_inline_job_stays_within_lambdas_synchronous_payload_limit():
     from rewardpipe.aws import jobs
     from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 
-    assert jobs.SYNC_INVOKE_LIMIT == harness.LIMITS["lambda_sync_bytes"]  # one limit, the harness enforces it
+    assert harness.LIMITS["lambda_sync_bytes"] == jobs.SYNC_INVOKE_LIMIT  # one limit, the harness enforces it
     small = ExecutionJob(code="def f(): pass", tests="assert f() is None", entry_point="f", tests_format="check")
     assert jobs.fits_inline(small)
     assert not jobs.fits_inline(small.model_copy(update={"tests": "#" * jobs.SYNC_INVOKE_LIMIT}))

@@ -272,7 +272,7 @@ def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
     summary = json.loads(result.stdout)
     assert summary["alarms"] and summary["alarm_failures"] == len(summary["alarms"])
     for alarm in summary["alarms"]:
-        assert f"alarm not delivered" in result.stderr and alarm["component"] in result.stderr
+        assert "alarm not delivered" in result.stderr and alarm["component"] in result.stderr
     assert result.stderr.count("alarm not delivered") == len(summary["alarms"])
 
 

@@ -1,5 +1,4 @@
 import pytest
-import json
 
 from rewardpipe.store import LocalStore
 from tests.cli.conftest import make_task, write_jsonl

@@ -140,10 +140,10 @@ def test_show_by_transcript_key(cli, tmp_path):
 
 
 def test_a_failed_rollout_still_leaves_its_transcript():
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.models import load_tasks
     from rewardpipe.rewards import get_reward
     from rewardpipe.runner import plan_step, run_slots
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
 
     class FailsOnSecondTurn:
         def next_turn(self, state, task):

@@ -1,8 +1,7 @@
 """The rule-based user simulator: reveals only what is asked, never volunteers, never leaks tests."""
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings

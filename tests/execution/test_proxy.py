@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import math
 import textwrap
 
 from rewardpipe.execution import ExecutionStatus

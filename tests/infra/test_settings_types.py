@@ -11,8 +11,9 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,8 @@ from stacks.config import (
     load_settings,
     show_value,
 )
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_KEY, NovaBridgeSettings
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_KEY
+from stacks.constructs.nova_bridge import NovaBridgeSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = [(CONTEXT_KEY, DeploymentSettings), (NOVA_KEY, NovaBridgeSettings)]

@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from rewardpipe.models import Message, Record
-from rewardpipe.store import LocalStore, transcript_key
+from rewardpipe.store import LocalStore
 from rewardpipe.transcripts import RolloutTranscript, Verdict
 from tests.cli.conftest import BUNDLED_TASKS
 from tests.report.conftest import rec

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from rewardpipe.models import Record
+from rewardpipe.monitoring import fastread
 from rewardpipe.monitoring.batch import run_columns
 from rewardpipe.monitoring.columns import EXAMPLES_PER_STEP, RunColumns, group_rows
 from rewardpipe.monitoring.triage import task_triage
-from rewardpipe.monitoring import fastread
 
 WEIGHTS = {"a": 1.0, "b": 0.5, "c": 0.25}
 

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import socket
 import textwrap
 import threading
 
+import blog_harness
 import pytest
 
-import blog_harness
 from rewardpipe.execution import ExecutionStatus
 from tests.security.conftest import (
     EXPECTED_TESTS,
-    assert_failed,
-    assert_scorer_survives,
     HIDDEN_TESTS,
     RIGHT_ADD,
     WRONG_ADD,
+    assert_failed,
+    assert_scorer_survives,
     job,
     process_alive_as_sandbox_uid,
     require_any_layer,

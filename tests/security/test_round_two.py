@@ -23,7 +23,6 @@ from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers, wire
 from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import (
-    EXPECTED_TESTS,
     HIDDEN_TESTS,
     RIGHT_ADD,
     WRONG_ADD,
@@ -165,7 +164,7 @@ def _accepted_any(server) -> bool:
     try:
         server.accept()[0].close()
         return True
-    except (socket.timeout, OSError):
+    except (TimeoutError, OSError):
         return False
 
 
@@ -260,7 +259,7 @@ def test_trusted_runner_has_its_own_address_space_limit(executor):
     while True:
         found = limits()
         wrong = {pid: line for pid, line in found.items() if line.split()[3] != expected}
-        if found and not wrong or time.monotonic() > deadline:
+        if (found and not wrong) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert found and not wrong, wrong or "no trusted runner found"
@@ -748,12 +747,12 @@ def test_inprocess_results_say_so_in_json_and_human_output(tmp_path):
 
 
 def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
     from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
     from rewardpipe.models import Task
     from rewardpipe.monitoring import monitor_records
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -786,11 +785,11 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
 
 def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
     """`score` lost the record: the reason reaches Record.metrics, which must serialise as UTF-8 JSON."""
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
     from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
     from rewardpipe.models import Task
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):

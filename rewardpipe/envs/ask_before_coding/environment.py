@@ -19,7 +19,8 @@ task's hidden tests (contracts.md §1).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING
@@ -82,7 +83,7 @@ class AskBeforeCoding(Environment):
         self.llm_user = llm_user
         self.calls_llm = llm_user  # type: ignore[misc] - an instance's own setting
 
-    def configure(self, **options: str) -> "AskBeforeCoding":
+    def configure(self, **options: str) -> AskBeforeCoding:
         """``simulator=rule`` (default) or ``simulator=openai``: an LLM plays the user, through the run's
         chat client (``--sim-base-url``/``--sim-model``)."""
         unknown = set(options) - {"simulator"}

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from rewardpipe.parsing import TurnKind, parse_turn
 
@@ -26,31 +27,259 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.models import Message
 
 STOPWORDS = frozenset(
-    """a an the and or but if then else of to in on at by for with from as is are was were be been being do does
-    did doing have has had it its this that these those there here what which who whom whose when where why how
-    can could should would will shall may might must i you we they he she me my your our their us them not no
-    yes so than too very just also any some all each every about into over under again further once only own
-    same such both few more most other please thanks thank tell know want need like let lets ok okay sure
-    before keep mind
-    function write code program implement return returns returned value values input output give get make use
-    should does do""".split()
+    [
+        "a",
+        "an",
+        "the",
+        "and",
+        "or",
+        "but",
+        "if",
+        "then",
+        "else",
+        "of",
+        "to",
+        "in",
+        "on",
+        "at",
+        "by",
+        "for",
+        "with",
+        "from",
+        "as",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "being",
+        "do",
+        "does",
+        "did",
+        "doing",
+        "have",
+        "has",
+        "had",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "there",
+        "here",
+        "what",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "when",
+        "where",
+        "why",
+        "how",
+        "can",
+        "could",
+        "should",
+        "would",
+        "will",
+        "shall",
+        "may",
+        "might",
+        "must",
+        "i",
+        "you",
+        "we",
+        "they",
+        "he",
+        "she",
+        "me",
+        "my",
+        "your",
+        "our",
+        "their",
+        "us",
+        "them",
+        "not",
+        "no",
+        "yes",
+        "so",
+        "than",
+        "too",
+        "very",
+        "just",
+        "also",
+        "any",
+        "some",
+        "all",
+        "each",
+        "every",
+        "about",
+        "into",
+        "over",
+        "under",
+        "again",
+        "further",
+        "once",
+        "only",
+        "own",
+        "same",
+        "such",
+        "both",
+        "few",
+        "more",
+        "most",
+        "other",
+        "please",
+        "thanks",
+        "thank",
+        "tell",
+        "know",
+        "want",
+        "need",
+        "like",
+        "let",
+        "lets",
+        "ok",
+        "okay",
+        "sure",
+        "before",
+        "keep",
+        "mind",
+        "function",
+        "write",
+        "code",
+        "program",
+        "implement",
+        "return",
+        "returns",
+        "returned",
+        "value",
+        "values",
+        "input",
+        "output",
+        "give",
+        "get",
+        "make",
+        "use",
+        "should",
+        "does",
+        "do",
+    ]
 )
 
 # Questions that ask for the task's requirements in general rather than about something specific. Stemmed below
 # (after _stem is defined) so they compare equal to the stemmed words of a question.
-_GENERIC_CUE_WORDS = """requirement requirements detail details spec specs specification specifications constraint
-    constraints expect expected expectation expectations edge assumption assumptions rule rules""".split()
+_GENERIC_CUE_WORDS = [
+    "requirement",
+    "requirements",
+    "detail",
+    "details",
+    "spec",
+    "specs",
+    "specification",
+    "specifications",
+    "constraint",
+    "constraints",
+    "expect",
+    "expected",
+    "expectation",
+    "expectations",
+    "edge",
+    "assumption",
+    "assumptions",
+    "rule",
+    "rules",
+]
 # ("edge" alone marks "edge cases" as generic: "case" must stay specific for questions about letter case.)
 
 # Words that name no subject: a question made only of these and stopwords ("can you explain again?", "is that
 # right?", "anything else?") asks nothing specific, so it earns no detail (and no asked_before_coding).
-_FILLER_WORDS = """explain explanation again mean meant clarify clarification elaborate repeat rephrase understand
-    understood confirm sure right correct fine good great else anything something everything question questions
-    help idea think thought thoughts opinion suggestion suggestions feedback say said thing things stuff exactly
-    really hmm hmmm huh hello hi hey wait well uh uhm um umm er erm eh ah oh
-    okay alright
-    info information more context background catch special particular specific specifics preference prefer
-    matter important behavior behaviour happen scenario situation approach handle deal way""".split()
+_FILLER_WORDS = [
+    "explain",
+    "explanation",
+    "again",
+    "mean",
+    "meant",
+    "clarify",
+    "clarification",
+    "elaborate",
+    "repeat",
+    "rephrase",
+    "understand",
+    "understood",
+    "confirm",
+    "sure",
+    "right",
+    "correct",
+    "fine",
+    "good",
+    "great",
+    "else",
+    "anything",
+    "something",
+    "everything",
+    "question",
+    "questions",
+    "help",
+    "idea",
+    "think",
+    "thought",
+    "thoughts",
+    "opinion",
+    "suggestion",
+    "suggestions",
+    "feedback",
+    "say",
+    "said",
+    "thing",
+    "things",
+    "stuff",
+    "exactly",
+    "really",
+    "hmm",
+    "hmmm",
+    "huh",
+    "hello",
+    "hi",
+    "hey",
+    "wait",
+    "well",
+    "uh",
+    "uhm",
+    "um",
+    "umm",
+    "er",
+    "erm",
+    "eh",
+    "ah",
+    "oh",
+    "okay",
+    "alright",
+    "info",
+    "information",
+    "more",
+    "context",
+    "background",
+    "catch",
+    "special",
+    "particular",
+    "specific",
+    "specifics",
+    "preference",
+    "prefer",
+    "matter",
+    "important",
+    "behavior",
+    "behaviour",
+    "happen",
+    "scenario",
+    "situation",
+    "approach",
+    "handle",
+    "deal",
+    "way",
+]
 # (The second group asks for "more" without saying about what: "More info?", "Any more context?", "What's the
 # catch?", "How should I approach this?". The rule-based simulator would say "that is up to you", but an LLM
 # playing the user reads them as "tell me the requirements" and reveals a detail: as filler they reach
@@ -170,7 +399,7 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 
 def best_spec_match(
-    words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()
+    words: set[str] | frozenset[str] | Sequence[str], spec: Sequence[str], revealed: set[int] | Sequence[int] = ()
 ) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 
@@ -199,7 +428,7 @@ def best_spec_match(
     return None, False
 
 
-def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:
+def stated_spec_items(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> list[int]:
     """The not-yet-revealed spec items a free-text reply states (at least REVEAL_OVERLAP of each item's
     content words), the best stated first (ties in spec order)."""
     reply_words = content_words(reply)
@@ -214,18 +443,18 @@ def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Seq
     return [i for _, i in sorted(overlaps)]
 
 
-def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
+def revealed_spec_item(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> int | None:
     """The not-yet-revealed spec item a free-text reply states (at least half of its content words), or None."""
     stated = stated_spec_items(reply, spec, revealed)
     return stated[0] if stated else None
 
 
-def answered_turns_in(messages: "Sequence[Message]", spec: Sequence[str]) -> frozenset[int]:
+def answered_turns_in(messages: Sequence[Message], spec: Sequence[str]) -> frozenset[int]:
     """The assistant turns of :func:`reveals_in`."""
     return frozenset(turn for turn, _ in reveals_in(messages, spec))
 
 
-def reveals_in(messages: "Sequence[Message]", spec: Sequence[str]) -> list[tuple[int, int]]:
+def reveals_in(messages: Sequence[Message], spec: Sequence[str]) -> list[tuple[int, int]]:
     """``(assistant turn, spec index)`` for each assistant turn (0-based, among assistant turns) of a recorded
     conversation that was a real clarifying question: a question answered with a not-yet-revealed spec item.
 

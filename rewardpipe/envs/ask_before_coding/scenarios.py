@@ -42,19 +42,19 @@ _LOOP_QUESTION = "Can you explain again what exactly you need?"
 GENERIC_QUESTION = "Could you tell me more about the requirements?"
 
 
-def stub_guess(task: "Task") -> str:
+def stub_guess(task: Task) -> str:
     """What a model that never asked commits: a plausible signature with no knowledge of the hidden spec."""
     return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
 
 
-def _commit(state: Any, task: "Task") -> str:
+def _commit(state: Any, task: Task) -> str:
     knows_everything = len(state.revealed) >= len(task.spec)
     code = task.reference_solution if knows_everything else stub_guess(task)
     return "Thanks, that makes it clear. Here is the implementation:\n" + fenced(code)
 
 
 def _training_turn(strategy: str):
-    def turn(state: Any, task: "Task", rng: random.Random) -> str:
+    def turn(state: Any, task: Task, rng: random.Random) -> str:
         current = state.assistant_turns
         planned_questions = rng.randint(1, max(1, len(task.spec)))
         if strategy == "guess":
@@ -98,7 +98,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
 
 
 def _doctor_turn(name: str, questions: int):
-    def turn(state: Any, task: "Task") -> str:
+    def turn(state: Any, task: Task) -> str:
         current = state.assistant_turns
         if name == "guess":
             return fenced(stub_guess(task))
@@ -116,7 +116,7 @@ def _doctor_turn(name: str, questions: int):
     return turn
 
 
-def doctor_scenarios(task: "Task") -> dict[str, ScriptedPolicy]:
+def doctor_scenarios(task: Task) -> dict[str, ScriptedPolicy]:
     turns = len(task.spec) + 3  # room for one question per detail, the commit, and a stall
     return {
         "reference": ScriptedPolicy(

@@ -8,11 +8,9 @@ Neither ever sees the hidden tests or the reference solution: they are not passe
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
-
-from rewardpipe.openai_client import ChatClient, OwnsChatClient
-from rewardpipe.parsing import TurnKind, classify_turn
+from typing import TYPE_CHECKING, Protocol
 
 # The canned replies are part of this module's interface.
 from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
@@ -26,6 +24,8 @@ from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     revealed_spec_item,
     stated_spec_items,
 )
+from rewardpipe.openai_client import ChatClient, OwnsChatClient
+from rewardpipe.parsing import TurnKind, classify_turn
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.envs.ask_before_coding.environment import AskBeforeCodingState as EpisodeState
@@ -39,7 +39,7 @@ class SimulatorReply:
 
 
 class Simulator(Protocol):
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply: ...
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply: ...
 
 
 def _pick(options: Sequence[str], key: str) -> str:
@@ -62,7 +62,7 @@ class RuleBasedSimulator:
     * A turn that is not a question reveals nothing: the simulator never volunteers details.
     """
 
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply:
         question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
         key = f"{state.rollout_id}:{len(state.messages)}"
         if classify_turn(question) is not TurnKind.QUESTION:
@@ -84,7 +84,7 @@ class RuleBasedSimulator:
         return SimulatorReply(_pick(NOTHING_MATCHES, key), None)
 
     @staticmethod
-    def best_match(question: "str | Iterable[str]", spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
+    def best_match(question: str | Iterable[str], spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
         """Return (index, already_revealed) of the best-matching spec item, or (None, False).
 
         ``question`` is a question's text or the subject words :func:`question_subject` found in it.
@@ -132,7 +132,7 @@ class OpenAISimulator(OwnsChatClient):
         if getattr(self, "client", None) is not None:
             self.client.close()
 
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply:
         question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
         key = f"{state.rollout_id}:{len(state.messages)}"
         if classify_turn(question) is not TurnKind.QUESTION:

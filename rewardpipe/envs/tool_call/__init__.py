@@ -19,12 +19,12 @@ from rewardpipe.envs.tool_call.tools import Tool, Toolset, tool
 
 __all__ = [
     "BUNDLED_TASKS",
-    "CallLog",
     "ENVIRONMENT",
     "POLICY_SYSTEM_PROMPT",
-    "PlannedCall",
     "SHOP",
     "TOOL_CALL",
+    "CallLog",
+    "PlannedCall",
     "Tool",
     "ToolCallEnvironment",
     "ToolCallState",

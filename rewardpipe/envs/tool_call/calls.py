@@ -19,8 +19,9 @@ is read only up to a size; nothing is ever evaluated.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rewardpipe.envs.tool_call.tools import MAX_ARGUMENT_CHARS
 from rewardpipe.tagged import tagged_spans

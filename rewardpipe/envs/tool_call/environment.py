@@ -24,7 +24,8 @@ An OpenAI-compatible policy is sent the tools' schemas (:meth:`ToolCallEnvironme
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.tool_call.calls import CALL_TAG, MAX_CALLS_PER_TURN, ParsedCall, parse_turn

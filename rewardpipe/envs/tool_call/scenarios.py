@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import json
 import random
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rewardpipe.envs.tool_call.calls import ANSWER_TAG, CALL_TAG
 from rewardpipe.models import Message
@@ -27,14 +28,14 @@ from rewardpipe.policies import ScriptedPolicy
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.envs.tool_call.state import ToolCallState
-    from rewardpipe.envs.tool_call.tasks import PlannedCall, ToolCallTask
+    from rewardpipe.envs.tool_call.tasks import ToolCallTask
 
 STRATEGY_WEIGHTS = {"careful": 0.35, "tagged": 0.2, "redundant": 0.15, "sloppy": 0.15, "hasty": 0.15}
 GIVE_UP = "I could not finish this. <answer>unknown</answer>"
 Turn = Any  # str | Message
 
 
-def answer(task: "ToolCallTask") -> str:
+def answer(task: ToolCallTask) -> str:
     return f"Done. <{ANSWER_TAG}>{task.expected_answer or 'done'}</{ANSWER_TAG}>"
 
 
@@ -61,7 +62,7 @@ def tagged(calls: list[tuple[str, dict[str, Any]]]) -> str:
     )
 
 
-def _plan(task: "ToolCallTask") -> list[tuple[str, dict[str, Any]]]:
+def _plan(task: ToolCallTask) -> list[tuple[str, dict[str, Any]]]:
     return [(call.name, dict(call.arguments)) for call in task.reference_calls]
 
 
@@ -77,7 +78,7 @@ def _one_a_turn(calls: list[tuple[str, dict[str, Any]]], first_turn: int, as_tex
     return [tagged([call]) if as_text else structured([call], first_turn + i) for i, call in enumerate(calls)]
 
 
-def script(strategy: str, task: "ToolCallTask", rng: random.Random) -> list[Turn]:
+def script(strategy: str, task: ToolCallTask, rng: random.Random) -> list[Turn]:
     """A rollout's turns: the calls, then the answer (see the module docstring)."""
     plan = _plan(task)
     if strategy == "hasty" or not plan:
@@ -103,7 +104,7 @@ def script(strategy: str, task: "ToolCallTask", rng: random.Random) -> list[Turn
 
 
 def _player(strategy: str) -> Callable[..., Turn]:
-    def turn(state: "ToolCallState", task: "ToolCallTask", rng: random.Random) -> Turn:
+    def turn(state: ToolCallState, task: ToolCallTask, rng: random.Random) -> Turn:
         turns = script(strategy, task, rng)
         return turns[min(state.assistant_turns, len(turns) - 1)]
 
@@ -123,7 +124,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
     return lambda task: mix
 
 
-def doctor_scenarios(task: "ToolCallTask") -> dict[str, ScriptedPolicy]:
+def doctor_scenarios(task: ToolCallTask) -> dict[str, ScriptedPolicy]:
     plan = _plan(task)
     turns = len(plan) + 2
     first = plan[0] if plan else ("list_items", {})

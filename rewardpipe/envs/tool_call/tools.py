@@ -32,8 +32,9 @@ import inspect
 import json
 import re
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 

@@ -24,8 +24,9 @@ the list) or ``dictionary=PATH`` (a word list of your own, one word a line).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.wordle.game import (
@@ -94,7 +95,7 @@ class Wordle(Environment):
         self.dictionary = dictionary
         self.words = dictionary_words(dictionary)
 
-    def configure(self, **options: str) -> "Wordle":
+    def configure(self, **options: str) -> Wordle:
         """``dictionary=bundled|off|PATH`` (see the module docstring)."""
         unknown = set(options) - {"dictionary"}
         if unknown:

@@ -119,7 +119,7 @@ class Connection:
             raise RemoteError("the model's process returned a value too large to decode") from None
         return result
 
-    def proxy(self, handle: int) -> "Remote":
+    def proxy(self, handle: int) -> Remote:
         return Remote(self, handle, "")
 
     def replay(self, effects) -> None:
@@ -179,9 +179,7 @@ class Connection:
             key, tree = item
             target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
             new = wire.decode(tree, self.proxy, originals=argument_parts)
-            if type(target) is list and type(new) is list:
-                target[:] = new
-            elif type(target) is bytearray and type(new) is bytearray:
+            if (type(target) is list and type(new) is list) or (type(target) is bytearray and type(new) is bytearray):
                 target[:] = new
             elif type(target) in (dict, set) and type(new) is type(target):
                 target.clear()
@@ -216,7 +214,7 @@ def _items(value, width: int) -> list:
     return [item for item in value[:100] if type(item) is list and len(item) == width]
 
 
-def _encode_argument(conn: "Connection", value, nodes: list | None = None):
+def _encode_argument(conn: Connection, value, nodes: list | None = None):
     def handle_of(obj):
         if isinstance(obj, Remote):
             return object.__getattribute__(obj, "_rp_handle")
@@ -242,7 +240,7 @@ class Remote:
         object.__setattr__(self, "_rp_handle", handle)
         object.__setattr__(self, "_rp_name", name)
 
-    def _rp_connection(self) -> "Connection":
+    def _rp_connection(self) -> Connection:
         return object.__getattribute__(self, "_rp_conn")
 
     def _rp(self, op: str, arguments=None, **fields):

@@ -154,7 +154,7 @@ class DiskWatch:
     did, decides whose it was (sandbox.py). A job that did not pass while the host had less free space
     than one job's budget may have failed for want of space another job took."""
 
-    def __init__(self, zygote: "Zygote"):
+    def __init__(self, zygote: Zygote):
         """Taken before the job's code reaches the child: the host file system as it was without it."""
         self.child: UntrustedChild | None = None
         self.budget_bytes = int(zygote.config["disk_bytes"])
@@ -170,7 +170,7 @@ class DiskWatch:
         self._start = None if host is None else host[2:]
         self.low_at_start = host is not None and self._note_low(host)
 
-    def attach(self, child: "UntrustedChild") -> None:
+    def attach(self, child: UntrustedChild) -> None:
         self.child = child
         self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
 
@@ -274,7 +274,7 @@ class Housekeeper:
 
     THREADS = 3
 
-    def __init__(self, zygote: "Zygote"):
+    def __init__(self, zygote: Zygote):
         request_read, self._requests = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -750,7 +750,7 @@ class Zygote:
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
-    def _fork_untrusted(self) -> "UntrustedChild":
+    def _fork_untrusted(self) -> UntrustedChild:
         """Fork and harden an untrusted child that then waits for its job's code."""
         job_dir = self._clean_job_dir()
         u_read, t_write = os.pipe()
@@ -764,7 +764,7 @@ class Zygote:
         theirs.close()
         return UntrustedChild(pid, ours, t_write, t_read, job_dir)
 
-    def _spare_is_sound(self, child: "UntrustedChild") -> bool:
+    def _spare_is_sound(self, child: UntrustedChild) -> bool:
         """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
         if not child.ready:
             try:
@@ -821,7 +821,7 @@ class Zygote:
             return f"inodes ({self.config['disk_inodes']})"
         return None
 
-    def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
+    def _start_untrusted(self, timeout: float, fds: list[int]) -> UntrustedChild:
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
         checked = True  # the first spare in line was re-checked after the last job (after_reply)
@@ -912,7 +912,7 @@ class Zygote:
             self._replace_trusted_runner()
             socket.send_fds(self.runner_socket, payload, fds)
 
-    def _await_trusted_runner(self, deadline: float, watch: "DiskWatch | None" = None) -> dict | None:
+    def _await_trusted_runner(self, deadline: float, watch: DiskWatch | None = None) -> dict | None:
         """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline. With a
         ``watch``, the job's disk use is measured while it runs."""
         poller = select.poll()

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rewardpipe.integrations.nova.bridge import Bridge, Queues
 from rewardpipe.integrations.nova.protocol import BridgeConfig

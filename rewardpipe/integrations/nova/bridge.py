@@ -31,8 +31,10 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from datetime import UTC
+from typing import Any
 
 from rewardpipe.aws.client import STALE_TOKEN_ERRORS
 from rewardpipe.aws.client import execution_name as client_execution_name
@@ -85,7 +87,7 @@ def request_time(timestamp: Any, now: float) -> float:
     """When Nova sent a request, from its ``timestamp`` (ISO 8601, as the BYOO docs show it, or epoch seconds or
     milliseconds), never later than ``now``; ``now`` when it has none that parses. Nova's ``rollout.timeout``
     runs from there, so the bridge's budget does too: a request that waited in a queue has less time left."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     value: float | None = None
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
@@ -99,7 +101,7 @@ def request_time(timestamp: Any, now: float) -> float:
             except ValueError:
                 return now
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
+                parsed = parsed.replace(tzinfo=UTC)
             value = parsed.timestamp()
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return now

@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from datetime import UTC
+from typing import Any
 
 # policy(sample_id, turn, messages) -> assistant text, or None to never answer that turn (a lost response).
 Policy = Callable[[str, int, list[dict[str, Any]]], "str | None"]
@@ -62,11 +64,11 @@ class SimulatedTrainer:
         max_length: int = 10240,
         redeliver: bool = False,
     ) -> dict:
-        from datetime import datetime, timezone
+        from datetime import datetime
 
         sent = timestamp if timestamp is not None else time.time()
         # ISO 8601, the form the BYOO docs show ("timestamp": "2025-10-28T...").
-        stamp = datetime.fromtimestamp(sent, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+        stamp = datetime.fromtimestamp(sent, tz=UTC).isoformat().replace("+00:00", "Z")
         body = {
             "version": "v0",
             "timestamp": stamp,

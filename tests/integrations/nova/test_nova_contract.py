@@ -14,7 +14,7 @@ training job (item 5).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -282,7 +282,7 @@ def _bridge(store=None, sfn=None, now: float = 1_000_000.0):
 
 def test_request_time_reads_nova_timestamps_and_never_runs_ahead_of_the_clock():
     now = 1_800_000_000.0
-    iso = datetime.fromtimestamp(now - 90, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    iso = datetime.fromtimestamp(now - 90, tz=UTC).isoformat().replace("+00:00", "Z")
     assert request_time(iso, now) == pytest.approx(now - 90)
     assert request_time(now - 30, now) == now - 30
     assert request_time((now - 30) * 1000, now) == pytest.approx(now - 30)  # milliseconds

@@ -6,18 +6,19 @@ import json
 import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewardpipe.integrations.nova.protocol import (
     BridgeConfig,
     GenerateResponse,
     NovaProtocolError,
     RolloutRequest,
-    request_key,
     generate_request,
     group_of,
     map_into_range,
     parse,
+    request_key,
     reward_bounds,
     rollout_result,
     task_source,
