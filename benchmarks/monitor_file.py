@@ -39,14 +39,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
-from monitor import COMPONENTS, best_time, pandas_stats, synthetic  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+import pandas as pd
+from monitor import COMPONENTS, best_time, pandas_stats, synthetic
+from typer.testing import CliRunner
 
-import rewardpipe.monitoring.fastread as fastread  # noqa: E402
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.monitoring.monitor import monitor_batch  # noqa: E402
-from rewardpipe.store import record_key  # noqa: E402
+import rewardpipe.monitoring.fastread as fastread
+from rewardpipe.cli import app
+from rewardpipe.monitoring.monitor import monitor_batch
+from rewardpipe.store import record_key
 
 
 def write_file(path: Path, records: int) -> None:

@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewardpipe import Reward, component  # noqa: E402
-from rewardpipe.integrations.trl import reward_functions  # noqa: E402
+from rewardpipe import Reward, component
+from rewardpipe.integrations.trl import reward_functions
 
 
 def _parse(completion: str):

@@ -42,12 +42,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-import rewardpipe.monitoring  # noqa: E402,F401 - imported before the clock starts, as a long-lived process has
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.envs.wordle import BUNDLED_TASKS  # noqa: E402
-from rewardpipe.store import LocalStore  # noqa: E402
+import rewardpipe.monitoring  # noqa: F401 - imported before the clock starts, as a long-lived process has
+from rewardpipe.cli import app
+from rewardpipe.envs.wordle import BUNDLED_TASKS
+from rewardpipe.store import LocalStore
 
 GOAL = 1000.0
 SAMPLE_FILE = b'{"messages": [' + b'{"role": "user", "content": "Guess 1 of 6: CRANE"}, ' * 24 + b"]}"

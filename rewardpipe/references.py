@@ -97,7 +97,7 @@ def load_import_reference(reference: str) -> Any:
                 f"Python ({sys.executable})? e.g. pip install -e <project>"
             ) from None
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import (a bad component, say)
+    except Exception as exc:  # the user's module failed to import (a bad component, say)
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, f"module '{module_name}'")
 
@@ -124,7 +124,7 @@ def load_file_reference(reference: str) -> Any:
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             del sys.modules[module_name]
             raise ReferenceProblem(f"importing {path_text} failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, str(path_text))

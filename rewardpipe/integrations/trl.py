@@ -514,7 +514,7 @@ class RewardPipeMonitor:
 
     # -- transformers.TrainerCallback events ---------------------------------------------------------
 
-    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D401 - TrainerCallback signature
+    def on_train_begin(self, args, state, control, **kwargs):  # TrainerCallback signature
         self.group_size = getattr(args, "num_generations", None)
         return control
 
@@ -553,7 +553,7 @@ class RewardPipeMonitor:
         rows = self.gather(list(zip(values, batch.errors, details)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
-        except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
+        except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
         self.batches += 1

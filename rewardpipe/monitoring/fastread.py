@@ -196,7 +196,7 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.json  # noqa: F401 - present in this build (it is optional in pyarrow's own)
+        import pyarrow.json  # present in this build (it is optional in pyarrow's own)
     except ImportError:  # pragma: no cover - pyarrow is the optional "parquet" extra
         return None
     sample = _sample(data)

@@ -99,7 +99,7 @@ def test_the_pause_rule_keeps_the_derived_reserve_not_a_fixed_one():
 
 
 class _SlowEndpoint(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         time.sleep(2.5)
         try:

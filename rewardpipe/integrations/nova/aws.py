@@ -49,7 +49,7 @@ def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[s
                 continue
             try:
                 role(bridge, record["body"])
-            except Exception:  # noqa: BLE001 - retried by SQS, then dead-lettered
+            except Exception:  # retried by SQS, then dead-lettered
                 logger.exception("nova bridge: message %s failed", record.get("messageId"))
                 failures.append({"itemIdentifier": record["messageId"]})
         return {"batchItemFailures": failures}
