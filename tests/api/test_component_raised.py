@@ -201,7 +201,7 @@ def test_verl_compute_score_flags_it(acme):
 def test_verifiers_rubric_gives_nan_and_scores_each_sample_once(acme):
     from rewardpipe.integrations.verifiers import rubric_functions
 
-    funcs, weights = rubric_functions(FLAKY)
+    funcs, _weights = rubric_functions(FLAKY)
     assert [f.__name__ for f in funcs] == ["valid_json", "answer_matches", "explodes_on_boom"]
     values = [f(completion=HOSTILE, answer=4, prompt="2+2?") for f in funcs]
     assert all(math.isnan(v) for v in values)

@@ -209,7 +209,7 @@ def _handler_for(fn: Any) -> Any:
             target.mkdir(parents=True)
             with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as zf:
                 zf.extractall(target)
-        module_file, _, attr = fn.handler.rpartition(".")
+        module_file, _, _attr = fn.handler.rpartition(".")
         spec = importlib.util.spec_from_file_location(f"lambda_{digest}_{module_file}", target / f"{module_file}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)  # type: ignore[union-attr]

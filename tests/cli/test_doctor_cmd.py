@@ -50,7 +50,7 @@ def test_doctor_flags_a_component_that_cannot_move():
     base = get_reward("ask_before_coding")
     # A bonus gated behind something no strategy reaches: the blog's silently dead component.
     gated = Component("gated_bonus", 0.5, lambda data: 0.0, "never reachable", (0.0, 1.0))
-    reward = base.with_components(base.components + (gated,))
+    reward = base.with_components((*base.components, gated))
     [diagnosis] = diagnose([Task(**make_task("t"))], ENVIRONMENT, get_executor(), reward=reward)
     assert not diagnosis.ok
     assert diagnosis.problems == ["component 'gated_bonus' takes only the value(s) [0.0]: it would be dead"]

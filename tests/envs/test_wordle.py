@@ -393,7 +393,7 @@ def test_the_collapse_plays_one_word_in_every_rollout():
 
 
 def test_the_reference_scenario_solves_every_bundled_task():
-    tasks = load_task_rows(BUNDLED_TASKS, WordleTask) + [task("zzzzq"), task("fuzzy", max_guesses=1)]
+    tasks = [*load_task_rows(BUNDLED_TASKS, WordleTask), task("zzzzq"), task("fuzzy", max_guesses=1)]
     for game in tasks:
         reference = ENVIRONMENT.scenarios(game)["reference"]
         state = start_episode(game, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k")

@@ -761,7 +761,7 @@ def _block_refuse_values(arg: int, values, error: int) -> list:
     block = [(_LD_ABS_W, 0, 0, _arg(arg))]
     for position, value in enumerate(values):
         block.append((_JEQ, len(values) - position, 0, value))  # -> the refusal after the allow
-    return block + [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+    return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
