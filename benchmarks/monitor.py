@@ -29,6 +29,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -186,14 +187,14 @@ def main() -> None:
         "for every component and the aggregate\n"
     )
 
-    t_mon = best_time(lambda: monitor_records(records), args.repeat)
-    t_pd_all = best_time(lambda: pandas_from_records(records), args.repeat)
+    t_mon = best_time(partial(monitor_records, records), args.repeat)
+    t_pd_all = best_time(partial(pandas_from_records, records), args.repeat)
     frame = pandas_frame(records)
-    t_pd_groupby = best_time(lambda: pandas_stats(frame), args.repeat)
+    t_pd_groupby = best_time(partial(pandas_stats, frame), args.repeat)
 
-    m_mon = peak_mib(lambda: monitor_records(records))
-    m_pd_all = peak_mib(lambda: pandas_from_records(records))
-    m_pd_groupby = peak_mib(lambda: pandas_stats(frame))
+    m_mon = peak_mib(partial(monitor_records, records))
+    m_pd_all = peak_mib(partial(pandas_from_records, records))
+    m_pd_groupby = peak_mib(partial(pandas_stats, frame))
     del frame
 
     print(f"{'':38} {'time':>9} {'values/s':>12} {'peak MiB':>9}")

@@ -77,7 +77,7 @@ def careful_seconds(path: Path, records: int) -> float:
         for _, line in zip(range(records), src):
             dst.write(line)
     original = fastread.read_jsonl_batch
-    fastread.read_jsonl_batch = lambda p: None
+    fastread.read_jsonl_batch = lambda p: None  # noqa: ARG005 - stands in for read_jsonl_batch(path)
     try:
         return best_time(lambda: rewardpipe_monitor(head), 1)
     finally:
@@ -104,7 +104,7 @@ def store_seconds(root: Path, repeat: int) -> tuple[float, float]:
     """(monitor STORE as shipped, the same with the columnar store reader off), best of ``repeat``."""
     fast = rewardpipe_monitor(root)
     original = fastread.read_store_batch
-    fastread.read_store_batch = lambda *args: None
+    fastread.read_store_batch = lambda *args: None  # noqa: ARG005 - stands in for read_store_batch(...)
     try:
         assert rewardpipe_monitor(root)["steps"] == fast["steps"], "the two store paths disagree"
         t_careful = best_time(lambda: rewardpipe_monitor(root), repeat)

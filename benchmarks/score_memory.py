@@ -65,7 +65,7 @@ class InstantExecutor:
     def run(self, job: Any) -> ExecutionResult:
         return ExecutionResult(id=job.id, status=ExecutionStatus.PASSED, passed=1, total=1)
 
-    def run_batch(self, jobs: Any, workers: int | None = None) -> Iterator[ExecutionResult]:
+    def run_batch(self, jobs: Any, workers: int | None = None) -> Iterator[ExecutionResult]:  # noqa: ARG002 - the executor interface's signature
         return (self.run(job) for job in jobs)
 
 
@@ -78,10 +78,10 @@ class DiscardingStore(store_module.Store):
     def _read(self, key: str) -> bytes:
         raise KeyError(key)
 
-    def _list(self, prefix: str) -> Iterator[str]:
+    def _list(self, prefix: str) -> Iterator[str]:  # noqa: ARG002 - the Store interface's signature
         return iter(())
 
-    def _list_dirs(self, prefix: str) -> list[str]:
+    def _list_dirs(self, prefix: str) -> list[str]:  # noqa: ARG002 - the Store interface's signature
         return []
 
 
@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 200_000])
     args = parser.parse_args()
     execution.get_executor = InstantExecutor  # the CLI imports it from here at call time
-    store_module.open_store = lambda location, client=None: DiscardingStore()
+    store_module.open_store = lambda location, client=None: DiscardingStore()  # noqa: ARG005 - stands in for open_store(location, client)
     print(
         f"Python {platform.python_version()} on {platform.machine()}, load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, rollouts per size: {args.sizes}"

@@ -129,7 +129,7 @@ def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: boo
     if inputs == (LEGACY_INPUT,):
         return fn if positional else (lambda data: fn(data=data))
     if not inputs:
-        return lambda data: fn()
+        return lambda data: fn()  # noqa: ARG005 - every compiled component is called with the sample's data
     if not positional:
         getters = tuple((name, attrgetter(name)) for name in inputs)
         return lambda data: fn(**{name: get(data) for name, get in getters})

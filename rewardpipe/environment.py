@@ -260,7 +260,7 @@ class Environment:
         """The opening state; by default the task's prompt as the conversation and nothing else."""
         return self.state_model(messages=task.prompt_messages())
 
-    def on_policy_turn(self, state: EpisodeState, task: TaskRow, text: str) -> EpisodeState:
+    def on_policy_turn(self, state: EpisodeState, task: TaskRow, text: str) -> EpisodeState:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Called once the platform has appended the model's turn (``state.messages[-1]``, its text is
         ``text``): decide what happens next (``env``, ``execute`` or ``score``). Default: the environment
         answers."""
@@ -274,7 +274,7 @@ class Environment:
             f"whose on_policy_turn hands the turn to the environment must define it"
         )
 
-    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:
+    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
         return None
 
@@ -288,7 +288,7 @@ class Environment:
 
         return replay_through_hooks(self, task, messages)
 
-    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:
+    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores it
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
         ``reference`` (it reaches every outcome component's maximum)."""
         return {}
@@ -303,16 +303,16 @@ class Environment:
             self.scenarios, seed=seed, collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario
         )
 
-    def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:
+    def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Extra metrics of a finished episode's record (numbers, text or booleans)."""
         return {}
 
-    def transcript_fields(self, state: EpisodeState, task: TaskRow | None) -> dict[str, Any]:
+    def transcript_fields(self, state: EpisodeState, task: TaskRow | None) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Extra fields of the stored transcript (``turn_kinds``: one label per assistant turn, shown by
         ``rewardpipe show``; ``revealed``)."""
         return {}
 
-    def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:
+    def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """``doctor``'s environment-specific problems with one task, given each scenario's run
         (:class:`rewardpipe.doctor.ScenarioRun`)."""
         return []

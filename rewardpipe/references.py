@@ -131,7 +131,7 @@ def load_file_reference(reference: str) -> Any:
 
 
 @lru_cache(maxsize=16)
-def _registrations(group: str, path: tuple[str, ...]) -> dict[str, tuple[Registration, ...]]:
+def _registrations(group: str, path: tuple[str, ...]) -> dict[str, tuple[Registration, ...]]:  # noqa: ARG001 - part of the lru_cache key: a changed sys.path reads the entry points again
     from importlib.metadata import entry_points
 
     found: dict[str, dict[tuple[str, str], Registration]] = {}

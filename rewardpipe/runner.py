@@ -44,10 +44,10 @@ class NoSandbox:
     """The executor of an environment that runs no code (no sandbox is started for it): asked to run a job
     anyway, it says so, and that rollout gets an error record, never a score."""
 
-    def run(self, job: Any) -> Any:
+    def run(self, job: Any) -> Any:  # noqa: ARG002 - the executor interface's signature
         raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
 
-    def run_batch(self, jobs: list, workers: int | None = None) -> list:
+    def run_batch(self, jobs: list, workers: int | None = None) -> list:  # noqa: ARG002 - the executor interface's signature
         return [self.run(job) for job in jobs]
 
     def close(self) -> None:
@@ -243,7 +243,7 @@ def run_slots(
                 message=f"{type(exc).__name__}: {exc}",
                 reward=reward,
             )
-            _count(index)
+            _count()
             return
         try:
             state = converse(state, slot.task, policy, env, services=services)
@@ -265,9 +265,9 @@ def run_slots(
                     # quadratic in the step's size.
                     execution.add_done_callback(lambda _, index=index: finished_executions.put(index))
         settle_done()
-        _count(index)
+        _count()
 
-    def _count(index: int) -> None:
+    def _count() -> None:
         with lock:
             talked[0] += 1
         if progress:

@@ -373,7 +373,7 @@ class Store:
         folded = fold_run_id(run_id)
         return next((other for other in self.list_runs() if other != run_id and fold_run_id(other) == folded), None)
 
-    def lock_run(self, run_id: str) -> Any:
+    def lock_run(self, run_id: str) -> Any:  # noqa: ARG002 - the Store interface's signature (LocalStore locks the run)
         """Hold ``run_id`` for this process until the returned handle is closed; StoreError if another
         process holds it. Only a local store can: S3 has no lock (one writer per run id is up to the user)."""
         return None
@@ -467,10 +467,6 @@ class Store:
     def get_bytes(self, key: str) -> bytes:
         """The raw bytes at ``key`` (KeyError when absent), e.g. to keep a corrupt object aside."""
         return self._read(check_key(key))
-
-    def put_bytes(self, key: str, data: bytes) -> str:
-        self._write(check_key(key), data)
-        return key
 
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every key below ``prefix`` (recursively), sorted."""

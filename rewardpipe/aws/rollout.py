@@ -292,7 +292,7 @@ def load_head(states: StateStore) -> EpisodeSnapshot:
     return EpisodeSnapshot.model_validate(states.load(states.head_key))
 
 
-def replay_turns(store: Any, snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
+def replay_turns(snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
     if snapshot.policy.turns is not None:
         return snapshot.policy.turns
     raw = states.get(snapshot.policy.turns_key or "")
@@ -365,7 +365,7 @@ def build_simulator(settings: Settings) -> Any:
 class _NoPolicy:
     """Callback mode: the conversation always pauses before a policy turn, so this is never asked."""
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:  # pragma: no cover - guarded by pause
+    def next_turn(self, state: EpisodeState, task: Task) -> str:  # noqa: ARG002 - the policy interface's next_turn(state, task); pragma: no cover - guarded by pause
         raise PolicyError("callback mode: the trainer supplies policy turns")
 
 
@@ -403,9 +403,7 @@ def _converse(
         policy = (
             _NoPolicy()
             if mode == "callback"
-            else build_policy(
-                snapshot, settings, replay_turns(states.store, snapshot, states) if mode == "replay" else None
-            )
+            else build_policy(snapshot, settings, replay_turns(snapshot, states) if mode == "replay" else None)
         )
     try:
         state = converse(

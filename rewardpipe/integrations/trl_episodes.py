@@ -185,7 +185,7 @@ class _QueuedTurn:
     def spent(self) -> bool:
         return self.text is None
 
-    def next_turn(self, state: EpisodeState, task: Any) -> str:
+    def next_turn(self, state: EpisodeState, task: Any) -> str:  # noqa: ARG002 - the policy interface's next_turn(state, task)
         if self.text is None:
             raise EpisodeError(f"rollout {state.rollout_id}: no generated turn queued")
         text, self.text = self.text, None
@@ -527,7 +527,10 @@ class EpisodeScorer(BatchScorer):
     ``simulator_token_fraction``."""
 
     def read_batch(
-        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+        self,
+        prompts: Sequence[Any],  # noqa: ARG002 - read_batch's signature (the base class reads the prompts)
+        completions: Sequence[Any],
+        kwargs: Mapping[str, Any],
     ) -> tuple[Any, str]:
         rows = kwargs.get(EPISODE_FIELD)
         if not isinstance(rows, (list, tuple)) or len(rows) != len(completions):

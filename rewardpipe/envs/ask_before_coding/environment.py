@@ -99,7 +99,7 @@ class AskBeforeCoding(Environment):
 
     # -- the episode ------------------------------------------------------------------------------------
 
-    def on_policy_turn(self, state: AskBeforeCodingState, task: Task, text: str) -> AskBeforeCodingState:
+    def on_policy_turn(self, state: AskBeforeCodingState, task: Task, text: str) -> AskBeforeCodingState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         kind, code = classify(text)
         kinds = [*state.turn_kinds, kind]
         if kind is TurnKind.COMMIT:

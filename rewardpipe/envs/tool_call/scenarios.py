@@ -121,7 +121,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
     mix = {name: ScriptedPolicy(_player(name), weight=weight) for name, weight in chosen.items()}
     if not any(scenario.weight > 0 for scenario in mix.values()):
         raise ValueError("at least one strategy weight must be positive")
-    return lambda task: mix
+    return lambda task: mix  # noqa: ARG005 - the scenarios hook takes the task
 
 
 def doctor_scenarios(task: ToolCallTask) -> dict[str, ScriptedPolicy]:
@@ -143,7 +143,8 @@ def doctor_scenarios(task: ToolCallTask) -> dict[str, ScriptedPolicy]:
             [f"<{CALL_TAG}>{{not json</{CALL_TAG}>", GIVE_UP], description="a call that does not parse, then gives up"
         ),
         "loop": ScriptedPolicy(
-            lambda state, task: structured([first], state.assistant_turns), description="the first call over and over"
+            lambda state, task: structured([first], state.assistant_turns),  # noqa: ARG005 - ScriptedPolicy's (state, task)
+            description="the first call over and over",
         ),
         "hasty": ScriptedPolicy([GIVE_UP], description="answers at once, without a call"),
     }

@@ -139,7 +139,7 @@ class Wordle(Environment):
             next_action="env",
         )
 
-    def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:
+    def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         result = state.turn_results[-1]
         left = task.max_guesses - len(state.guesses)
         if result == TurnResult.MALFORMED:
@@ -197,7 +197,7 @@ class Wordle(Environment):
     def metrics(self, state: WordleState, task: WordleTask) -> dict[str, Any]:
         return {"guesses": len(state.guesses), "max_guesses": task.max_guesses, "solved": state.solved}
 
-    def transcript_fields(self, state: WordleState, task: WordleTask | None) -> dict[str, Any]:
+    def transcript_fields(self, state: WordleState, task: WordleTask | None) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         return {"turn_kinds": list(state.turn_results)}
 
 

@@ -480,7 +480,7 @@ class _ModelModuleGuard:
     import it or ``mock.patch("solution.x")`` need the in-process fallback: said loudly (an ``error`` naming
     the fallback), never a test failure that scores a correct answer 0."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name, path=None, target=None):  # noqa: ARG002 - importlib's MetaPathFinder.find_spec signature
         if name != "solution" and not name.startswith("solution."):
             return None
         message = (
@@ -498,7 +498,7 @@ def _prepare_runner() -> None:
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
     # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
     logging.root.addHandler(logging.NullHandler())
-    warnings.showwarning = lambda *args, **kwargs: None
+    warnings.showwarning = lambda *args, **kwargs: None  # noqa: ARG005 - warnings.showwarning's signature
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
 
 
