@@ -349,7 +349,7 @@ def price(
     path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S, fargate_share: float = FARGATE_SHARE
 ) -> list[tuple[str, str, float]]:
     """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs."""
-    M = 1e6
+    M = 1e6  # noqa: N806 - M for a million, as in the prices it scales
     lines = []
     gb_s = PRICE["lambda_gb_s"][facts["architecture"]]
     rate = f" × 1M × ${gb_s:.10f}/GB-s ({facts['architecture']})"

@@ -19,7 +19,7 @@ class _History:
     def __init__(self, events: list[dict]) -> None:
         self.events = events
 
-    def get_execution_history(self, executionArn, maxResults, nextToken=None):  # noqa: N803 - boto3's names
+    def get_execution_history(self, executionArn, maxResults, nextToken=None):  # boto3's names
         start = int(nextToken or 0)
         page = {"events": self.events[start : start + maxResults]}
         if start + maxResults < len(self.events):

@@ -503,7 +503,7 @@ class _Describe:
     def __init__(self, input_text: str | None = None, error: str | None = None) -> None:
         self.input_text, self.error, self.calls = input_text, error, []
 
-    def describe_execution(self, executionArn):  # noqa: N803 - boto3's parameter name
+    def describe_execution(self, executionArn):  # boto3's parameter name
         from botocore.exceptions import ClientError
 
         self.calls.append(executionArn)

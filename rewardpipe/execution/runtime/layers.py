@@ -681,7 +681,7 @@ _RET = 0x06
 _OWN_PID = object()  # placeholder for the child's pid in a compiled program (patched per child)
 
 
-class _sock_fprog(ctypes.Structure):
+class _sock_fprog(ctypes.Structure):  # noqa: N801 - the kernel's struct sock_fprog, by its C name
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
