@@ -225,7 +225,7 @@ def main() -> None:
     print(f"  overhead ratio blog / rewardpipe: {blog_p50 / sandbox_p50:.1f}x")
     print_phases(empty_phases)
     if cli_seconds:
-        ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds)]
+        ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds, strict=True)]
         print(f"Through the CLI, start-up included: {len(cli_jobs)} jobs (HumanEval x2), {args.workers} workers")
         print(
             f"  blog harness, {args.workers} threads : {statistics.median(cli_blog_seconds):6.2f} s (median), "

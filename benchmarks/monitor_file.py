@@ -74,7 +74,7 @@ def careful_seconds(path: Path, records: int) -> float:
     """The careful per-line path over the first ``records`` lines (the fast readers switched off)."""
     head = path.with_name("head.jsonl")
     with path.open("rb") as src, head.open("wb") as dst:
-        for _, line in zip(range(records), src):
+        for _, line in zip(range(records), src, strict=False):
             dst.write(line)
     original = fastread.read_jsonl_batch
     fastread.read_jsonl_batch = lambda p: None  # noqa: ARG005 - stands in for read_jsonl_batch(path)

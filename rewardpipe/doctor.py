@@ -438,7 +438,7 @@ def diagnose(
             outcomes = [None] * len(keys)
             for _, diagnosis, _, _ in plays:
                 diagnosis.add("scenario_failed", f"the sandbox failed: {type(exc).__name__}: {exc}")
-        results = dict(zip(keys, outcomes))
+        results = dict(zip(keys, outcomes, strict=True))
 
     for task, diagnosis, runs, again in plays:
         for run in runs.values():

@@ -441,7 +441,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
     recorded = list(messages)
     state = start_episode(task, env=env, run_id="", step=0, group_id="", rollout_id="", max_turns=MAX_TURNS)
     opening = len(state.messages)
-    if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages)):
+    if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages, strict=False)):
         raise ReplayMismatch("the recorded conversation does not open with the task's prompt")
     position = opening
     while state.next_action in ("policy", "env"):
@@ -460,7 +460,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
             state = apply_env_turn(state, task, env)
             added = state.messages[before:]
             expected = recorded[position : position + len(added)]
-            if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected)):
+            if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected, strict=True)):
                 raise ReplayMismatch(
                     f"the environment answers differently from the recording at message {position + 1}"
                 )

@@ -147,7 +147,7 @@ def score_episodes(
     planned = [_job(state, task, env) for state, task in episodes]
     jobs = [(index, job) for index, job in enumerate(planned) if isinstance(job, ExecutionJob)]
     results = _execute_all(executor, [job for _, job in jobs], workers)
-    executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results)}
+    executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results, strict=True)}
     scored: list[tuple[Record, ExecutionResult | None]] = []
     for index, (state, task) in enumerate(episodes):
         outcome = executions.get(index)
@@ -338,7 +338,7 @@ def score_rollouts(
         if job is not None:
             jobs.append((index, job))
     results = _execute_all(executor, [job for _, job in jobs], workers)
-    executions = {i: r for (i, _), r in zip(jobs, results)}
+    executions = {i: r for (i, _), r in zip(jobs, results, strict=True)}
     records = []
     for index, rollout in enumerate(rollouts):
         task = tasks.get(rollout.task_id)

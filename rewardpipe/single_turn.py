@@ -191,7 +191,7 @@ def score_samples(
             scores = reward.score_many([data for _, _, data in batched])
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
-        for (position, sample_id, _), score in zip(batched, scores):
+        for (position, sample_id, _), score in zip(batched, scores, strict=False):
             results[position] = (
                 _error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
                 if isinstance(score, Exception)
@@ -339,7 +339,7 @@ def _run_executions(
         executor = get_executor()
     try:
         if deadline is None:
-            out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers)))
+            out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers), strict=True))
         else:
             out.update(_run_before_deadline(executor, jobs, workers, deadline))
     except Exception as exc:  # noqa: BLE001 - an infrastructure error for each job it left unanswered

@@ -529,7 +529,7 @@ class RecordWriter:
                 refusals = list(pool.map(self._put, records))
         else:
             refusals = [self._put(record) for record in records]
-        for record, refusal in zip(records, refusals):
+        for record, refusal in zip(records, refusals, strict=True):
             if refusal is None:
                 self.stored += 1
             else:

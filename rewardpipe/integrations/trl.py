@@ -96,7 +96,9 @@ class ScoredBatch:
     def rows(self) -> list[dict[str, float | None]]:
         if self.values is None:
             names = list(self.columns or {})
-            self.values = [dict(zip(names, row)) for row in zip(*(self.columns or {}).values())]
+            self.values = [
+                dict(zip(names, row, strict=True)) for row in zip(*(self.columns or {}).values(), strict=True)
+            ]
         return self.values
 
     def column(self, name: str) -> list[float | None]:
@@ -213,7 +215,7 @@ def completion_inputs(key: BatchKey, reads_reference: bool = True) -> list[Compl
             completion if completion.__class__ is str else _text(completion),
             reference,
         )
-        for index, (completion, reference) in enumerate(zip(completions, refs))
+        for index, (completion, reference) in enumerate(zip(completions, refs, strict=True))
     ]
 
 
@@ -273,7 +275,7 @@ class BatchScorer:
             for index in failed:
                 column[index] = None
         self.batches_scored += 1
-        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values)))
+        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values, strict=True)))
 
     def _score_samples(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         samples = _samples(key.prompts, key.completions, key.columns)
@@ -530,7 +532,9 @@ class RewardPipeMonitor:
         trl_weights = getattr(trainer, "reward_weights", None)
         if trl_weights is not None and len(funcs) == len(trl_weights):
             mine = {id(fn): fn.rewardpipe_component for fn in self.reward_funcs}
-            for fn, weight in zip(funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights):
+            for fn, weight in zip(
+                funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights, strict=True
+            ):
                 if id(fn) in mine:
                     weights[mine[id(fn)]] = float(weight)
         model = getattr(trainer, "model", None)
@@ -550,7 +554,7 @@ class RewardPipeMonitor:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
         values = batch.rows()
         details = batch.details or [{} for _ in values]
-        rows = self.gather(list(zip(values, batch.errors, details)))
+        rows = self.gather(list(zip(values, batch.errors, details, strict=False)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly

@@ -387,7 +387,7 @@ class _Recheck:
             )
         )
         parsed = self._parsed(rows)
-        for row, record in zip(rows.tolist(), parsed):
+        for row, record in zip(rows.tolist(), parsed, strict=True):
             if "aggregate" not in record:
                 return False  # required: the careful path names it
             for name in names:
@@ -420,7 +420,9 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         fields = list(map(_REQUIRED, parsed))
     except KeyError:
         return None
-    run_ids, group_ids, rollout_ids, task_ids, statuses, comps, weights, aggregates = map(list, zip(*fields))
+    run_ids, group_ids, rollout_ids, task_ids, statuses, comps, weights, aggregates = map(
+        list, zip(*fields, strict=True)
+    )
     steps = [d.get("step", 0) for d in parsed]
     errors = [d.get("error") for d in parsed]
     metrics = [d.get("metrics", _EMPTY) for d in parsed]
@@ -531,7 +533,7 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
         if set(map(len, dicts)) != {len(names)}:
             raise KeyError
         columns = (
-            list(map(list, zip(*map(itemgetter(*names), dicts))))
+            list(map(list, zip(*map(itemgetter(*names), dicts), strict=True)))
             if len(names) > 1
             else [[d[names[0]] for d in dicts]]
             if names
@@ -543,7 +545,7 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
             return None
         columns = [[d.get(name, _ABSENT) for d in dicts] for name in names]
     out = {}
-    for name, column in zip(names, columns):
+    for name, column in zip(names, columns, strict=True):
         floats = _floats(column, allowed)
         if floats is None:
             return None
@@ -569,7 +571,7 @@ def _parquet_table(files: list[Path], as_codes: tuple[str, ...] = ()) -> Any:
 
     schema = record_schema()
     tables = [pq.read_table(f, read_dictionary=list(as_codes)) for f in files]
-    for f, table in zip(files, tables):
+    for f, table in zip(files, tables, strict=True):
         if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != [
             (f.name, f.type) for f in schema
         ]:

@@ -136,7 +136,7 @@ def _ticks(first: int, last: int, count: int = 8) -> list[int]:
 def _segments(steps: Sequence[int], series: Sequence[Any]) -> list[list[tuple[int, float]]]:
     """Runs of consecutive finite values (a missing step breaks the line instead of bridging it)."""
     out: list[list[tuple[int, float]]] = [[]]
-    for step, value in zip(steps, series):
+    for step, value in zip(steps, series, strict=False):
         if isinstance(value, (int, float)) and math.isfinite(value):
             out[-1].append((step, float(value)))
         elif out[-1]:
@@ -280,7 +280,7 @@ def _correlation(report: dict[str, Any]) -> str:
         return '<p class="muted">no scored values</p>'
     head = "".join(f"<th>{_t(n)}</th>" for n in names)
     rows = []
-    for name, row in zip(names, matrix):
+    for name, row in zip(names, matrix, strict=False):
         cells = "".join(f'<td style="background:{_heat(v)}">{_num(v, 2)}</td>' for v in row)
         rows.append(f'<tr><th class="l">{_t(name)}</th>{cells}</tr>')
     return (

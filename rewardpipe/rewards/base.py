@@ -527,7 +527,7 @@ class Reward:
         coroutines = [coro for _, _, pending in evaluated for _, coro in pending]
         results = iter(run_coroutines(coroutines))
         scores = []
-        for data, (values, raised, pending) in zip(inputs, evaluated):
+        for data, (values, raised, pending) in zip(inputs, evaluated, strict=True):
             for name, _ in pending:
                 raised = self._take(values, name, next(results), raised)
             scores.append(self._finish(data, values, raised))
@@ -543,14 +543,17 @@ class Reward:
             errors = [score.error for score in scores]
             return ColumnScores(
                 names,
-                [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)] for n in names],
+                [
+                    [None if e is not None else sc.components[n] for sc, e in zip(scores, errors, strict=True)]
+                    for n in names
+                ],
                 [s.aggregate for s in scores],
                 errors,
             )
         plan = self._plan
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [column.append for column in columns]
-        steps = tuple(zip(plan, appends, (self._weights[name] for name in names)))
+        steps = tuple(zip(plan, appends, (self._weights[name] for name in names), strict=True))
         aggregates: list[Any] = []
         errors: list[ErrorInfo | None] = []
         with paused_gc():
@@ -577,7 +580,7 @@ class Reward:
                 # The rare path: score the sample whole for its error (which component, why), then keep the
                 # columns aligned with None.
                 score = self.score_input(data)
-                for column, name in zip(columns, names):
+                for column, name in zip(columns, names, strict=True):
                     del column[len(errors) :]
                     column.append(None if score.error is not None else score.components[name])
                 aggregates.append(score.aggregate if score.error is None else None)
@@ -585,7 +588,7 @@ class Reward:
         return ColumnScores(names, columns, aggregates, errors)
 
     def _settle(self, values: dict[str, Any], pending: list, raised_box: list) -> None:
-        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending])):
+        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending]), strict=True):
             raised_box[0] = self._take(values, name, result, raised_box[0])
 
     @staticmethod

@@ -169,7 +169,7 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     for episode in episodes:
         tokens = episode.tokens
         replies = [m.content for m in episode.state.messages[1:] if m.role == "user"]
-        masked = [t for t, m in zip(tokens.completion_ids, tokens.env_mask) if m == 0]
+        masked = [t for t, m in zip(tokens.completion_ids, tokens.env_mask, strict=True) if m == 0]
         assert tokenizer.decode(masked) == "".join(PLAIN_FEEDBACK.format(reply=r) for r in replies)
         assert len(tokens.completion_ids) <= 96
     # TRL took the simulator's tokens out of the loss: its completion length counts the model's tokens only.

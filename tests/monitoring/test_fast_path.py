@@ -107,7 +107,7 @@ def varied_run(seed=0, run="r1", steps=6, groups=12, k=4):
 def write(path: Path, records, *, newline="\n", blank_lines=False) -> Path:
     lines = [json.dumps(r) for r in records]
     if blank_lines:
-        lines = [x for pair in zip(lines, [""] * len(lines)) for x in pair]
+        lines = [x for pair in zip(lines, [""] * len(lines), strict=True) for x in pair]
     path.write_text(newline.join(lines) + newline)
     return path
 

@@ -184,7 +184,7 @@ class AskBeforeCoding(Environment):
         from rewardpipe.transcripts import RevealedItem
 
         spec = task.spec if task is not None else []
-        turns = dict(zip(state.revealed, state.answered_turns))
+        turns = dict(zip(state.revealed, state.answered_turns, strict=False))
         # executed_code: the committed code, also when the task (and so the job) is not at hand
         return {
             "executed_code": state.final_code,

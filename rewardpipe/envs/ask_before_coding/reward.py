@@ -60,7 +60,7 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
         and not question_subject(text, prompt).asks_nothing
         and reply is not None
         and not is_non_answer(reply)
-        for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript))
+        for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript), strict=False)
     ]
 
 

@@ -54,10 +54,9 @@ def guess(word: str) -> str:
 
 def consistent(word: str, state: WordleState) -> bool:
     """Whether ``word`` could be the answer, given every guess's feedback so far."""
-    for previous, pattern in zip(state.guesses, state.feedback):
-        if feedback(previous, word) != pattern:
-            return False
-    return True
+    return all(
+        feedback(previous, word) == pattern for previous, pattern in zip(state.guesses, state.feedback, strict=False)
+    )
 
 
 def word_ring(words: Sequence[str]) -> tuple[str, ...]:
