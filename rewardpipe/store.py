@@ -46,6 +46,7 @@ to the optional ``on_bad`` callback.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -609,10 +610,8 @@ class LocalStore(Store):
                 os.close(fd)
             os.replace(tmp, path)
         except BaseException:
-            try:
+            with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
-            except FileNotFoundError:
-                pass
             raise
 
     def _read(self, key: str) -> bytes:

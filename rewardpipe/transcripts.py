@@ -13,6 +13,7 @@ A transcript is also a valid :class:`~rewardpipe.models.Rollout` once its extra 
 
 from __future__ import annotations
 
+import contextlib
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -109,10 +110,8 @@ def transcript_of_episode(
     (:meth:`rewardpipe.Environment.transcript_fields`: turn kinds, revealed details...). ``task`` may be
     None (a failure before it could be loaded)."""
     fields: dict[str, Any] = {"executed_code": _executed_code(state, task, env)}
-    try:
+    with contextlib.suppress(Exception):  # evidence only: the environment's extras are left out
         fields.update(env.transcript_fields(state, task))
-    except Exception:  # noqa: BLE001 - evidence only: the environment's extras are left out
-        pass
     return RolloutTranscript(
         **state.record_ids(),
         messages=list(state.messages),

@@ -19,6 +19,7 @@ state when the run has none, and otherwise ignored.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from datetime import UTC
 from typing import Any
@@ -152,10 +153,9 @@ def migrate_legacy_state(store: Any, run_id: str) -> str | None:
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"{legacy}: not migrated, ignored ({exc})"
     state.run_id = run_id
-    try:  # through the conditional store itself (get_json reads past it): the write below is "only if still absent"
+    # Through the conditional store itself (get_json reads past it): the write below is "only if still absent".
+    with contextlib.suppress(KeyError):
         store.get_bytes(state_key(run_id))
-    except KeyError:
-        pass
     store.put_json(state_key(run_id), state.to_dict())
     return None
 

@@ -32,6 +32,7 @@ one with three trainer turns five.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import Any, Literal
@@ -994,10 +995,8 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
     except ValueError:
         return None
     head = None
-    try:
+    with contextlib.suppress(ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
         head = EpisodeSnapshot.model_validate(states.load(event.state_key or states.head_key))
-    except (ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
-        pass
     failed = None
     if event.failed_state == "StartEpisodeStep":
         failed = failed_snapshot_name(0)

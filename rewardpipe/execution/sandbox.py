@@ -188,10 +188,8 @@ def _protect_scorer_memory() -> None:
     through /proc and ptrace, even where Landlock is missing (AWS Lambda)."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
 
 
 _executor_serial = itertools.count()
@@ -321,14 +319,10 @@ class _Worker:
 
     def kill(self) -> None:
         """Stop the fork server, its trusted children and every process left in its cgroups."""
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             os.killpg(self.process.pid, 9)
-        except (OSError, AttributeError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired, AttributeError):
             self.process.wait(timeout=5)
-        except (subprocess.TimeoutExpired, AttributeError):
-            pass
         self._cleanup()
 
     def close(self) -> None:
@@ -551,10 +545,8 @@ class ForkServerExecutor:
             missing = count - len(self._workers)
 
         def start_one():
-            try:
+            with contextlib.suppress(Exception):  # reported by the job that needs the worker
                 self._release(self._acquire(), True)
-            except Exception:  # noqa: BLE001 - reported by the job that needs the worker
-                pass
 
         for _ in range(max(missing, 0)):
             starter = threading.Thread(target=start_one, name="rewardpipe-warm-up", daemon=True)

@@ -10,6 +10,7 @@ namespaces, possibly no Landlock) and simply reports which layers it could not a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -895,10 +896,8 @@ class CgroupSet:
             raise OSError(errno.ENOTSUP, "no usable cgroup controller")
 
     def _make(self, path: str) -> None:
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o755)
-        except FileExistsError:
-            pass
         self.dirs.append(path)
 
     def _write(self, path: str, key: str, value: str, required: bool = True) -> None:
@@ -948,10 +947,8 @@ class CgroupSet:
             if not members:
                 return True
             for pid in members:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if reap is not None:
                 reap()
             time.sleep(0.0002)
@@ -960,10 +957,8 @@ class CgroupSet:
     def remove(self) -> None:
         self.kill_all(attempts=20)
         for path in self.dirs:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(path)
-            except OSError:
-                pass
 
 
 def _own_cgroup_paths() -> dict[str, str]:
@@ -1016,15 +1011,11 @@ def empty_and_remove_cgroup(path: str) -> None:
         if not members:
             break
         for pid in members:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.005)
-    try:
+    with contextlib.suppress(OSError):
         os.rmdir(path)
-    except OSError:
-        pass
 
 
 def _alive(pid: int) -> bool:

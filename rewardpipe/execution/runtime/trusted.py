@@ -11,6 +11,7 @@ is always unequal, so an object whose ``__eq__`` always says True gains nothing.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
@@ -533,10 +534,8 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
         if header.get("phases"):

@@ -7,6 +7,7 @@ relied on for the verdict. It only has to be useful to honest code: it executes 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import operator
@@ -125,10 +126,8 @@ class Effects:
         """Push what the model's code printed into the job's output files before each reply: once the tests
         are done the process is killed, and a last line without a newline would still sit in a buffer."""
         for stream in self.streams:
-            try:
+            with contextlib.suppress(Exception):  # the model may have closed or replaced it
                 stream.flush()
-            except Exception:  # noqa: BLE001 - the model may have closed or replaced it
-                pass
 
     def take(self) -> dict | None:
         self.active = False
