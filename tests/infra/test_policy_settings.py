@@ -155,6 +155,6 @@ def test_replay_turns_without_a_mode_are_refused_not_silently_ignored():
 
     from rewardpipe.aws.rollout import PolicySpec
 
-    with pytest.raises(ValidationError, match="for policy.mode 'replay'"):
+    with pytest.raises(ValidationError, match=r"for policy\.mode 'replay'"):
         PolicySpec.model_validate({"turns": ["a", "b"]})
     assert PolicySpec.model_validate({"mode": "replay", "turns": ["a"]}).turns == ["a"]
