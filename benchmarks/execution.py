@@ -78,8 +78,7 @@ def cli_batch(path: str, workers: int) -> int:
 
 
 def write_jobs(jobs, copies: int) -> str:
-    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-    with handle:
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
         for copy in range(copies):
             for job in jobs:
                 handle.write(json.dumps({**job.model_dump(), "id": f"{job.id}#{copy}"}) + "\n")

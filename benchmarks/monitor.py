@@ -222,7 +222,7 @@ def main() -> None:
     ]
     base_peak = None
     for label, rollouts, size in shapes:
-        peak = peak_mib(lambda: monitor_records(synthetic(rollouts, size)))
+        peak = peak_mib(lambda rollouts=rollouts, size=size: monitor_records(synthetic(rollouts, size)))
         base_peak = base_peak or peak
         print(
             f"  {label:26} {rollouts:>9,} records {rollouts // size:>9,} groups  peak {peak:7.1f} MiB"

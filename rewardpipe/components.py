@@ -120,7 +120,7 @@ def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], boo
 
 
 def is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - is the __call__ method async; not a callable() test
 
 
 def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: bool) -> Callable[[Any], Any]:

@@ -553,7 +553,7 @@ def _warnings(
         if outcomes and all(abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)
     ]
     if len(at_minimum) >= 2:
-        for name, comp in components.items():
+        for name in components:
             if name in outcomes:
                 continue
             if len({values[name] for values in at_minimum}) == 1 and len({values[name] for values in scored}) > 1:

@@ -169,7 +169,7 @@ def without_case_tails(key: str) -> str:
 
 
 _ROLLOUT_TAIL_RE = re.compile(r"^(?P<head>.*/)group=(?P<group>[^/]+)/(?P<rollout>[^/]+)\.json$")
-_DIGEST_RE = re.compile(re.escape(HASH_MARK) + r"[0-9a-f]{%d}$" % _DIGEST_CHARS)
+_DIGEST_RE = re.compile(re.escape(HASH_MARK) + rf"[0-9a-f]{{{_DIGEST_CHARS}}}$")
 
 
 def legacy_key(key: str) -> str:

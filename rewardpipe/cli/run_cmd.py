@@ -361,7 +361,7 @@ def run(
                 skipped += len(planned) - len(slots)
                 handle = bar.add_task(f"step {step}", total=len(slots))
 
-                def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
+                def on_progress(phase: str, done: int, total: int, handle=handle, step=step) -> None:
                     bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
                 transcripts: list = []

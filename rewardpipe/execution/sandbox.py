@@ -213,7 +213,7 @@ class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
         self.index = index
         self.config = config
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - open for the worker's life, closed in close()
         self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
         # Traversable but not listable: the sandbox uid must reach its own job directory by absolute
         # path (tempfile does), and nothing else in here.

@@ -560,7 +560,7 @@ class Reward:
             for data in inputs:
                 aggregate: Any = 0
                 complete = True
-                for (name, call, get, _), append, weight in steps:
+                for (_name, call, get, _), append, weight in steps:
                     try:
                         value = call(get(data)) if get is not None else call(data)
                         if value.__class__ is not float:

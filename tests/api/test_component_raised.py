@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -155,7 +156,7 @@ def test_trl_reward_functions_and_callback_record_it_and_keep_the_batch(acme):
 
     class Trainer:
         reward_funcs, num_generations = monitor.reward_funcs, 2
-        reward_weights = [c.weight for c in monitor.reward.components]
+        reward_weights: ClassVar[list[float]] = [c.weight for c in monitor.reward.components]
         model = type("M", (), {"training": True})()
 
         def _log_metric(self, name, value):

@@ -479,7 +479,7 @@ def condition_matches(conditions: dict | None, context: dict[str, tuple[str, ...
                     continue
                 return False
 
-            def one(value: str) -> bool:
+            def one(value: str, compare=compare, wanted_values=wanted_values, negated=negated) -> bool:
                 hit = any(compare(w, value) for w in wanted_values)  # type: ignore[misc]
                 return not hit if negated else hit
 

@@ -78,7 +78,7 @@ def test_unparseable_tests_are_a_harness_error(executor):
     assert result.status is ExecutionStatus.ERROR
     assert "do not parse" in result.reason
     with pytest.raises(ValueError):
-        result.fraction_passed
+        _ = result.fraction_passed
 
 
 def test_tests_without_test_methods_are_a_harness_error(executor):
