@@ -255,7 +255,9 @@ class Monitoring(Construct):
             [
                 {
                     "id": "AwsSolutions-SQS3",
-                    "reason": "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes.",
+                    "reason": (
+                        "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes."
+                    ),
                 }
             ],
         )

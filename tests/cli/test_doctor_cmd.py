@@ -78,6 +78,9 @@ def test_doctor_passes_on_all_of_imported_humaneval(cli, tmp_path):
 def test_a_docstring_with_no_details_gets_an_example_from_the_tests():
     from rewardpipe.humaneval import example_from_check
 
-    tests = "def check(candidate):\n    assert True\n    assert candidate(2, k=3) == [1, 2]\n    assert candidate(0) == []\n"
+    tests = (
+        "def check(candidate):\n    assert True\n    assert candidate(2, k=3) == [1, 2]\n"
+        "    assert candidate(0) == []\n"
+    )
     assert example_from_check(tests, "solve") == "For example, solve(2, k=3) returns [1, 2]."
     assert example_from_check("def check(c):\n    assert c(1) > 0\n", "solve") is None

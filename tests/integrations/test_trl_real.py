@@ -108,7 +108,10 @@ def test_ignored_component_gets_figures_but_no_alarm(tmp_path):
 def _tasks():
     from rewardpipe.models import Task
 
-    tests = "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    tests = (
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    )
     common = {"entry_point": "add", "tests": tests, "reference_solution": "def add(a, b):\n    return a + b\n"}
     return [
         Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
