@@ -17,9 +17,9 @@ measures each function's cold start on CPython 3.13 from the staged layer (bench
 ``--lambda-layer``; this 3.11 interpreter's imports when no 3.13 is found), billed as INIT since August 2025.
 
 It then prices them with the list prices below (us-east-1, checked 2026-11; Lambda compute at the rate of
-the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
-the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
-(e.g. an older commit unpacked with ``git archive``) to compare transition counts.
+the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the
+arithmetic of each line. ``--write docs/aws.md`` replaces the generated block between the ``cost-table`` markers there.
+``--root DIR`` runs another checkout (e.g. an older commit unpacked with ``git archive``) to compare transition counts.
 
     .venv/bin/python benchmarks/cost.py [--rollouts 1] [--write docs/aws.md] [--root DIR]
 

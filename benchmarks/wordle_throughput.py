@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/wordle_throughput.py --store-dir /dev/shm  # where the store is written
     .venv/bin/python benchmarks/wordle_throughput.py --profile            # where the run's time goes
 
-After a short warm-up run (not counted), each round runs the `run` command itself, in this process (typer's runner over the real CLI: task loading,
-the scripted policy, the environment, scoring, the local store writing every record and every transcript,
-the monitor after each step), into a fresh run folder under ``--store-dir``. No sandbox is in the loop (the
-environment runs no code). Issue 17 asks for >= 1,000 rollouts/s on this 2-core machine.
+After a short warm-up run (not counted), each round runs the `run` command itself, in this process (typer's runner over
+the real CLI: task loading, the scripted policy, the environment, scoring, the local store writing every record and
+every transcript, the monitor after each step), into a fresh run folder under ``--store-dir``. No sandbox is in the loop
+(the environment runs no code). Issue 17 asks for >= 1,000 rollouts/s on this 2-core machine.
 
 The machine is shared, so a wall-clock figure says as much about the other processes as about rewardpipe.
 Printed for every round, with the load average beside them:

@@ -172,7 +172,10 @@ class RewardPipeStack(Stack):
                     ),
                     "appliesTo": [
                         {
-                            "regex": "/^Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambda(Basic|VPCAccess)ExecutionRole$/g"
+                            "regex": (
+                                "/^Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                                "AWSLambda(Basic|VPCAccess)ExecutionRole$/g"
+                            )
                         }
                     ],
                 },
@@ -239,7 +242,10 @@ class RewardPipeStack(Stack):
                     ),
                     "appliesTo": [
                         {
-                            "regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"
+                            "regex": (
+                                "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                                "<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"
+                            )
                         }
                     ],
                 },
@@ -252,7 +258,10 @@ class RewardPipeStack(Stack):
                     ),
                     "appliesTo": [
                         {
-                            "regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:[^:]+-rollouts:\\*$/g"
+                            "regex": (
+                                "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:"
+                                "[^:]+-rollouts:\\*$/g"
+                            )
                         }
                     ],
                 },

@@ -371,8 +371,8 @@ class RolloutClient:
         assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
         execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
         longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message), a second
-        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a transient fault
-        (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
+        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a
+        transient fault (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
         it comes back after its visibility timeout and is answered then; any other failure is raised, once
         the batch's answered messages are deleted. Transient faults of the queue itself (receiving,
         deleting) and a delete whose receipt handle expired never end the loop: at worst a turn comes

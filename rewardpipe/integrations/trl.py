@@ -438,8 +438,8 @@ class RewardPipeMonitor:
     episodes' reward); ``weights`` override its component weights. ``episodes``: an
     :class:`~rewardpipe.integrations.trl_episodes.EpisodeRollout` handed to GRPOTrainer as ``rollout_func``;
     the reward functions then read the components of the multi-turn episodes it scored. Hand
-    ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and ``callback`` to its ``callbacks``. On every training batch (reward functions are not monitored during
-    evaluation), once every component has been computed:
+    ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and ``callback`` to its ``callbacks``. On
+    every training batch (reward functions are not monitored during evaluation), once every component has been computed:
 
     * the batch of every process is gathered (``accelerate.utils.gather_object``, in process order, the
       order TRL gathers rewards in), so a group split across processes is judged whole; every process runs

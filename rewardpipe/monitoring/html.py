@@ -31,7 +31,8 @@ DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;
+max-width:1180px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .sub{color:#666}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:12px}
 .card{border:1px solid #e3e3e3;border-radius:6px;padding:8px 10px;background:#fff}
@@ -266,9 +267,8 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
                     continue
                 aligned = [values[position[s]] if s in position else None for s in steps]
                 lines.append((name, aligned, PALETTE[i % len(PALETTE)], r == 1))
-        charts.append(
-            f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=onsets if key == "zero_variance_share" else ())}</div>'
-        )
+        markers = onsets if key == "zero_variance_share" else ()
+        charts.append(f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=markers)}</div>')
     dashed = runs[1]["run_id"] if len(runs) > 1 else None
     return _legend(names, dashed) + f'<div class="grid">{"".join(charts)}</div>'
 
