@@ -132,4 +132,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache site
+	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache site .mypy_cache .ruff_cache
