@@ -65,7 +65,7 @@ def rule_simulator() -> Any:
     return _RULE_SIMULATOR
 
 
-class AskBeforeCoding(Environment):
+class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
     """See the module docstring. ``AskBeforeCoding(simulator=None)``: ``simulator`` is any object with
     ``respond(state, task) -> SimulatorReply`` (default: the rule-based one)."""
 

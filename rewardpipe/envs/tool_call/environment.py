@@ -53,7 +53,7 @@ def _refusal(text: str) -> str:
     return json.dumps({"error": text})
 
 
-class ToolCallEnvironment(Environment):
+class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
     """See the module docstring; ``toolset`` is the class attribute a subclass sets."""
 
     name = "tool_call"

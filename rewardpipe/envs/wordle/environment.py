@@ -78,7 +78,7 @@ def dictionary_words(dictionary: str) -> frozenset[str] | None:
         raise ValueError(f"cannot read the word list {dictionary}: {exc}") from None
 
 
-class Wordle(Environment):
+class Wordle(Environment[WordleState, WordleTask]):
     """See the module docstring. ``Wordle(dictionary="bundled")``: which words count as guesses."""
 
     name = "wordle"
