@@ -37,7 +37,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
@@ -149,7 +149,7 @@ class EpisodeState(RolloutIdentity):
     def ids(self) -> RolloutIds:
         return RolloutIds(self.run_id, self.step, self.group_id, self.rollout_id, self.task_id)
 
-    def evolve(self, **changes: Any) -> EpisodeState:
+    def evolve(self, **changes: Any) -> Self:
         """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
         (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
         is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);

@@ -15,14 +15,14 @@ import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, TypeVar
+from typing import IO, Annotated, Any, Final, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
 
-RECORD_SCHEMA = "rewardpipe.record/v1"
-MANIFEST_SCHEMA = "rewardpipe.run-manifest/v2"
+RECORD_SCHEMA: Final = "rewardpipe.record/v1"
+MANIFEST_SCHEMA: Final = "rewardpipe.run-manifest/v2"
 MANIFEST_SCHEMA_V1 = "rewardpipe.run-manifest/v1"
 
 #: Longest task, group or rollout id accepted at the input (characters). Ids this long still get a store

@@ -68,7 +68,8 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             i += 1
             continue
         fence = match.group("fence")
-        info = _INFO_LANGUAGE.match(match.group("info").strip()).group(1).lower()
+        language = _INFO_LANGUAGE.match(match.group("info").strip())  # every part optional: it always matches
+        info = language.group(1).lower() if language else ""
         indent = len(match.group("indent"))
         body: list[str] = []
         i += 1

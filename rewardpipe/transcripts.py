@@ -14,7 +14,7 @@ A transcript is also a valid :class:`~rewardpipe.models.Rollout` once its extra 
 from __future__ import annotations
 
 import contextlib
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import Environment, EpisodeState
     from rewardpipe.execution.result import ExecutionResult
 
-TRANSCRIPT_SCHEMA = "rewardpipe.transcript/v1"
+TRANSCRIPT_SCHEMA: Final = "rewardpipe.transcript/v1"
 
 
 class RevealedItem(DeferredModel):

@@ -131,7 +131,7 @@ def copy_distribution(name: str, dest: Path) -> int:
         parts = Path(str(entry)).parts
         if not parts or parts[0] == ".." or "__pycache__" in parts or str(entry).endswith(".pyc"):
             continue  # console scripts outside site-packages, and byte code
-        source = Path(dist.locate_file(entry))
+        source = Path(str(dist.locate_file(entry)))
         if not source.is_file():
             continue
         target = dest.joinpath(*parts)

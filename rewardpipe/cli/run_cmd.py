@@ -317,7 +317,8 @@ def run(
     live = not as_json and console.is_terminal
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
-    reports, all_alarms = [], []
+    reports: list[Any] = []
+    all_alarms: list[Any] = []
     skipped = 0
     monitor_state = MonitorState(run_id=run_id)
 

@@ -55,7 +55,7 @@ class _Entry:
     __slots__ = ("served", "values")
 
     def __init__(self, values: dict[str, float]) -> None:
-        self.values, self.served = values, set()
+        self.values, self.served = values, set[str]()
 
 
 class SampleScorer:

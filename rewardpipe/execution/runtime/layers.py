@@ -117,7 +117,7 @@ def remove_ipc_objects() -> int:
             continue
         for row in rows:
             ident = int(row[1])  # key, id, ...
-            args = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            args: tuple[object, ...] = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
             if kind == "sem":
                 args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
             if _libc.syscall(number, *args) == 0:
@@ -736,7 +736,7 @@ def _block_return(value: int) -> list:
 def _block_own_pid(arg: int, zero_is_self: bool) -> list:
     """Allow when argument ``arg`` is the child's pid (or 0, where 0 means the caller), else EPERM. The
     kernel reads a pid_t (the low 32 bits), so that is what is compared."""
-    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    block: list[tuple[int, int, int, object]] = [(_LD_ABS_W, 0, 0, _arg(arg))]
     if zero_is_self:
         block.append((_JEQ, 2, 0, 0))  # -> allow
     block += [(_JEQ, 1, 0, _OWN_PID), (_RET, 0, 0, _errno(errno.EPERM)), (_RET, 0, 0, _RET_ALLOW)]

@@ -570,7 +570,7 @@ def _count(value) -> int:
 
 def _read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

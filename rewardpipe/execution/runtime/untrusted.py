@@ -93,7 +93,7 @@ def describe_exception(exc: BaseException) -> dict:
 
 
 def describe_exports(namespace: dict, handles: Handles) -> dict:
-    exports = {}
+    exports: dict[str, dict[str, object]] = {}
     for name, value in list(namespace.items()):
         if name.startswith("__"):
             continue
@@ -114,10 +114,10 @@ class Effects:
 
     def __init__(self):
         self.active = False
-        self.text = {"out": [], "err": []}
+        self.text: dict[str, list[str]] = {"out": [], "err": []}
         self.streams: tuple = ()  # the real stdout and stderr (the job's output files)
         self.size = {"out": 0, "err": 0}
-        self.items = {"warn": [], "log": []}
+        self.items: dict[str, list[object]] = {"warn": [], "log": []}
 
     def start(self) -> None:
         self.active = True
