@@ -191,7 +191,7 @@ def _nan_tolerance_warnings(tree: ast.Module) -> list[str]:
 
 def _model_callers(tree: ast.Module, entry_point: str, tests_format: str) -> list[tuple[ast.AST, set[str]]]:
     """Each function of the tests with the names through which it calls the model's code."""
-    scopes = []
+    scopes: list[tuple[ast.AST, set[str]]] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = {entry_point}

@@ -170,7 +170,7 @@ class EpisodeState(RolloutIdentity):
         _set(new, "__pydantic_private__", None)
         return new
 
-    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> EpisodeState:
+    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> Self:
         """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
         added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         return self.evolve(**changes, messages=[*self.messages, *added])
@@ -269,7 +269,7 @@ class Environment(Generic[StateT, TaskT]):
         """Called once the platform has appended the model's turn (``state.messages[-1]``, its text is
         ``text``): decide what happens next (``env``, ``execute`` or ``score``). Default: the environment
         answers."""
-        return cast(StateT, state.evolve(next_action="env"))
+        return state.evolve(next_action="env")
 
     def respond(self, state: StateT, task: TaskT, ctx: EnvContext) -> StateT:
         """Append the environment's own messages (user or tool roles) and say who acts next (``policy``,
@@ -291,7 +291,7 @@ class Environment(Generic[StateT, TaskT]):
         an environment that calls an LLM must define its own."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(StateT, replay_through_hooks(self, task, messages))
 
     def scenarios(self, task: TaskT) -> Mapping[str, ScriptedPolicy]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores it
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named

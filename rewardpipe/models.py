@@ -221,7 +221,7 @@ class RolloutIdentity(DeferredModel):
     task_id: str
     messages: list[Message]
 
-    def record_ids(self) -> dict:
+    def record_ids(self) -> dict[str, Any]:
         """The identifying fields every record of this rollout carries."""
         return {
             "run_id": self.run_id,

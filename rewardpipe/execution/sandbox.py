@@ -447,7 +447,7 @@ class ForkServerExecutor:
         self.config = config or SandboxConfig.from_env()
         self._condition = threading.Condition()
         self._idle: list[_Worker] = []
-        self._workers: list[_Worker] = []
+        self._workers: list[_Worker | _Placeholder] = []
         self._limit = min(self.config.workers or os.cpu_count() or 2, MAX_WORKERS)
         self.uid_base = self.config.uid_base or _derived_uid_base()
         if os.geteuid() != 0:

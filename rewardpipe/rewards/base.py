@@ -416,11 +416,11 @@ class Reward:
 
     # -- scoring ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, data: ScoringInput) -> tuple[dict[str, Any], tuple[str, BaseException] | None, list]:
+    def _evaluate(self, data: ScoringInput) -> tuple[dict[str, Any], tuple[str, BaseException] | None, list[Any]]:
         """Every component's value (async ones as pending coroutines), and the first that raised."""
         values: dict[str, Any] = {}
-        raised = None
-        pending: list = []
+        raised: tuple[str, BaseException] | None = None
+        pending: list[Any] = []
         for name, call, get, is_async in self._plan:
             try:
                 value = call(get(data)) if get is not None else call(data)
@@ -490,7 +490,7 @@ class Reward:
         """:meth:`score_input` of a reward without async components, in one pass: the hot path of every
         batch (the same values, errors and aggregate as :meth:`_evaluate` then :meth:`_finish`)."""
         values: dict[str, Any] = {}
-        raised = None
+        raised: tuple[str, BaseException] | None = None
         complete = True
         aggregate: Any = 0
         weights = self._weights
@@ -587,7 +587,7 @@ class Reward:
                 errors.append(score.error)
         return ColumnScores(names, columns, aggregates, errors)
 
-    def _settle(self, values: dict[str, Any], pending: list, raised_box: list) -> None:
+    def _settle(self, values: dict[str, Any], pending: list[Any], raised_box: list[Any]) -> None:
         for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending]), strict=True):
             raised_box[0] = self._take(values, name, result, raised_box[0])
 

@@ -356,13 +356,13 @@ class Zygote:
         self.current: UntrustedChild | None = None
         self.disabled = set(config.get("disable", []))
         self.isolation: dict[str, str] = {}
-        self.uid = None
-        self.cgroups = None
-        self.ruleset = None
-        self.seccomp_arch = None
+        self.uid: int | None = None
+        self.cgroups: layers.CgroupSet | None = None
+        self.ruleset: layers.LandlockRuleset | None = None
+        self.seccomp_arch: str | None = None
         self.jobs = 0
         self.retiring = False
-        self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
+        self.job_root: str | None = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.housekeeper: Housekeeper | None = None
         self.in_job_cgroup = False
         self.preimported = []
@@ -498,7 +498,7 @@ class Zygote:
                     )
                     iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
         # chroot: the file-system fallback where the kernel has no Landlock (e.g. Fargate's 5.10)
-        self.chroot_dir = None
+        self.chroot_dir: str | None = None
         prefix = os.path.realpath(sys.base_prefix)
         if "chroot" in self.disabled:
             self._off("chroot", "disabled by configuration")
