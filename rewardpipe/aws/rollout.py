@@ -351,7 +351,8 @@ def environment(simulator: Any = None) -> Any:
 def build_simulator(settings: Settings) -> Any:
     """The environment with the configured user simulator (rule-based, or an LLM through the policy endpoint)."""
     if settings.simulator == "openai":
-        from rewardpipe.simulator import OpenAISimulator
+        # rewardpipe.simulator puts the moved module in its own place in sys.modules; mypy cannot follow that.
+        from rewardpipe.simulator import OpenAISimulator  # type: ignore[attr-defined]
 
         return environment(
             OpenAISimulator(

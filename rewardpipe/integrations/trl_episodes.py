@@ -540,7 +540,7 @@ class EpisodeScorer(BatchScorer):
             )
         return list(rows), json.dumps([row.get("rollout_id") for row in rows])
 
-    def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:  # type: ignore[override]  # this scorer's read_batch keys a batch by its episode rows, not a BatchKey
         names = self.reward.component_names
         values = [
             {name: (row.get("components") or {}).get(name) if row.get("status") == "scored" else None for name in names}

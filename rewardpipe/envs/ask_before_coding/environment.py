@@ -81,7 +81,7 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
     def __init__(self, simulator: Any = None, *, llm_user: bool = False) -> None:
         self.simulator = simulator
         self.llm_user = llm_user
-        self.calls_llm = llm_user  # type: ignore[misc] - an instance's own setting
+        self.calls_llm = llm_user  # type: ignore[misc]  # an instance's own setting
 
     def configure(self, **options: str) -> AskBeforeCoding:
         """``simulator=rule`` (default) or ``simulator=openai``: an LLM plays the user, through the run's
