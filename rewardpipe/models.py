@@ -15,7 +15,7 @@ import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, Literal, TypeVar
+from typing import IO, Annotated, Any, Final, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -138,7 +138,8 @@ def content_to_text(content: Any) -> str:
                 pieces.append(part["text"])
         return "".join(pieces)
     if isinstance(content, dict) and isinstance(content.get("text"), str):
-        return content["text"]
+        text: str = content["text"]
+        return text
     raise ValueError(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
@@ -296,18 +297,18 @@ def nova_output(
     for name, value in components.items():
         if value is not None and math.isfinite(value):
             metrics_list.append({"name": name, "value": float(value), "type": "Reward"})
-    for name, value in metrics.items():
-        if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            metrics_list.append({"name": name, "value": value, "type": "Metric"})
+    for name, metric in metrics.items():
+        if isinstance(metric, bool):
+            metric = int(metric)
+        if isinstance(metric, (int, float)) and math.isfinite(metric):
+            metrics_list.append({"name": name, "value": metric, "type": "Metric"})
     # A non-finite aggregate cannot be sent either: it is reported as 0.0 and flagged like any error.
     finite = aggregate is not None and math.isfinite(aggregate)
     flagged = bool(error) or (aggregate is not None and not finite)
     metrics_list.append({"name": "reward_error", "value": 1 if flagged else 0, "type": "Metric"})
     return {
         "id": sample_id,
-        "aggregate_reward_score": float(aggregate) if finite else 0.0,
+        "aggregate_reward_score": float(aggregate) if finite and aggregate is not None else 0.0,
         "metrics_list": metrics_list,
     }
 
@@ -547,11 +548,11 @@ def decode_line(raw: bytes, lineno: int, where: str) -> str:
 
 def load_rollouts(path: str | Path) -> list[Rollout]:
     """Every rollout of a JSONL file; the first bad line (including a repeated rollout_id) raises."""
-    rollouts = []
+    rollouts: list[Rollout] = []
     for _, rollout, problem in RolloutReader(path):
         if problem is not None:
             raise InputFileError(problem)
-        rollouts.append(rollout)
+        rollouts.append(cast(Rollout, rollout))  # the reader gives a rollout whenever it gives no problem
     return rollouts
 
 

@@ -540,7 +540,7 @@ class Reward:
         names = self.component_names
         if self._any_async:
             scores = self.score_many(inputs)
-            errors = [score.error for score in scores]
+            errors: list[ErrorInfo | None] = [score.error for score in scores]
             return ColumnScores(
                 names,
                 [
@@ -555,7 +555,7 @@ class Reward:
         appends = [column.append for column in columns]
         steps = tuple(zip(plan, appends, (self._weights[name] for name in names), strict=True))
         aggregates: list[Any] = []
-        errors: list[ErrorInfo | None] = []
+        errors = []
         with paused_gc():
             for data in inputs:
                 aggregate: Any = 0
