@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.tool_call.calls import CALL_TAG, MAX_CALLS_PER_TURN, ParsedCall, parse_turn
@@ -149,7 +149,7 @@ class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
         message checked against the recorded one."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(ToolCallState, replay_through_hooks(self, task, messages))  # built by this environment's hooks
 
     def scenarios(self, task: ToolCallTask) -> dict[str, Any]:
         from rewardpipe.envs.tool_call.scenarios import doctor_scenarios

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.wordle.game import (
@@ -168,7 +168,7 @@ class Wordle(Environment[WordleState, WordleTask]):
         checked against the recorded one (a recording made with another word list does not replay)."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(WordleState, replay_through_hooks(self, task, messages))  # built by this environment's hooks
 
     def scenarios(self, task: WordleTask) -> dict[str, Any]:
         from rewardpipe.envs.wordle.scenarios import doctor_scenarios
