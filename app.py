@@ -19,7 +19,7 @@ from cdk_nag import AwsSolutionsChecks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from stacks.config import (  # noqa: E402
+from stacks.config import (
     CONTEXT_KEY,
     MAX_CONTEXT_DEPTH,
     SettingsError,

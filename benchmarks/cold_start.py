@@ -114,7 +114,8 @@ if target not in ("<pass>", "<boto3>", "<floor>") and not import_only:
             if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == mod.__name__
                     and not value.__pydantic_complete__):
                 value.model_rebuild()
-if clients and not import_only:  # what the first invocation still pays: boto3 (unless the import loaded it) and its clients
+# What the first invocation still pays: boto3 (unless the import loaded it) and its clients.
+if clients and not import_only:
     import boto3
     for service in clients:
         boto3.client(service)

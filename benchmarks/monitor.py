@@ -33,10 +33,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitoring import Thresholds, monitor_records  # noqa: E402
+from rewardpipe.models import Record
+from rewardpipe.monitoring import Thresholds, monitor_records
 
 COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
@@ -186,14 +186,14 @@ def main() -> None:
         "for every component and the aggregate\n"
     )
 
-    t_mon = best_time(lambda: monitor_records(records), args.repeat)
-    t_pd_all = best_time(lambda: pandas_from_records(records), args.repeat)
+    t_mon = best_time(partial(monitor_records, records), args.repeat)
+    t_pd_all = best_time(partial(pandas_from_records, records), args.repeat)
     frame = pandas_frame(records)
-    t_pd_groupby = best_time(lambda: pandas_stats(frame), args.repeat)
+    t_pd_groupby = best_time(partial(pandas_stats, frame), args.repeat)
 
-    m_mon = peak_mib(lambda: monitor_records(records))
-    m_pd_all = peak_mib(lambda: pandas_from_records(records))
-    m_pd_groupby = peak_mib(lambda: pandas_stats(frame))
+    m_mon = peak_mib(partial(monitor_records, records))
+    m_pd_all = peak_mib(partial(pandas_from_records, records))
+    m_pd_groupby = peak_mib(partial(pandas_stats, frame))
     del frame
 
     print(f"{'':38} {'time':>9} {'values/s':>12} {'peak MiB':>9}")
@@ -221,7 +221,7 @@ def main() -> None:
     ]
     base_peak = None
     for label, rollouts, size in shapes:
-        peak = peak_mib(lambda: monitor_records(synthetic(rollouts, size)))
+        peak = peak_mib(lambda rollouts=rollouts, size=size: monitor_records(synthetic(rollouts, size)))
         base_peak = base_peak or peak
         print(
             f"  {label:26} {rollouts:>9,} records {rollouts // size:>9,} groups  peak {peak:7.1f} MiB"

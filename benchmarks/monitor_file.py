@@ -39,14 +39,14 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
-from monitor import COMPONENTS, best_time, pandas_stats, synthetic  # noqa: E402
-from typer.testing import CliRunner  # noqa: E402
+import pandas as pd
+from monitor import COMPONENTS, best_time, pandas_stats, synthetic
+from typer.testing import CliRunner
 
-import rewardpipe.monitoring.fastread as fastread  # noqa: E402
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.monitoring.monitor import monitor_batch  # noqa: E402
-from rewardpipe.store import record_key  # noqa: E402
+import rewardpipe.monitoring.fastread as fastread
+from rewardpipe.cli import app
+from rewardpipe.monitoring.monitor import monitor_batch
+from rewardpipe.store import record_key
 
 
 def write_file(path: Path, records: int) -> None:
@@ -74,10 +74,10 @@ def careful_seconds(path: Path, records: int) -> float:
     """The careful per-line path over the first ``records`` lines (the fast readers switched off)."""
     head = path.with_name("head.jsonl")
     with path.open("rb") as src, head.open("wb") as dst:
-        for _, line in zip(range(records), src):
+        for _, line in zip(range(records), src, strict=False):
             dst.write(line)
     original = fastread.read_jsonl_batch
-    fastread.read_jsonl_batch = lambda p: None
+    fastread.read_jsonl_batch = lambda p: None  # noqa: ARG005 - stands in for read_jsonl_batch(path)
     try:
         return best_time(lambda: rewardpipe_monitor(head), 1)
     finally:
@@ -104,7 +104,7 @@ def store_seconds(root: Path, repeat: int) -> tuple[float, float]:
     """(monitor STORE as shipped, the same with the columnar store reader off), best of ``repeat``."""
     fast = rewardpipe_monitor(root)
     original = fastread.read_store_batch
-    fastread.read_store_batch = lambda *args: None
+    fastread.read_store_batch = lambda *args: None  # noqa: ARG005 - stands in for read_store_batch(...)
     try:
         assert rewardpipe_monitor(root)["steps"] == fast["steps"], "the two store paths disagree"
         t_careful = best_time(lambda: rewardpipe_monitor(root), repeat)

@@ -35,16 +35,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import pandas as pd  # noqa: E402
+import pandas as pd
 
-from rewardpipe.models import Record  # noqa: E402
-from rewardpipe.monitoring.batch import run_columns  # noqa: E402
-from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc  # noqa: E402
-from rewardpipe.monitoring.fastread import parquet_files, read_jsonl_batch, read_parquet_batch  # noqa: E402
-from rewardpipe.monitoring.html import render_report  # noqa: E402
-from rewardpipe.monitoring.parquet import write_parquet  # noqa: E402
-from rewardpipe.monitoring.report import build_report, build_report_from_batch  # noqa: E402
-from rewardpipe.monitoring.triage import task_triage  # noqa: E402
+from rewardpipe.models import Record
+from rewardpipe.monitoring.batch import run_columns
+from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc
+from rewardpipe.monitoring.fastread import parquet_files, read_jsonl_batch, read_parquet_batch
+from rewardpipe.monitoring.html import render_report
+from rewardpipe.monitoring.parquet import write_parquet
+from rewardpipe.monitoring.report import build_report, build_report_from_batch
+from rewardpipe.monitoring.triage import task_triage
 
 COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}

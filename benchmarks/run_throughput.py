@@ -32,14 +32,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.envs.ask_before_coding import ENVIRONMENT  # noqa: E402
-from rewardpipe.episode import converse, execution_job, start_episode  # noqa: E402
-from rewardpipe.execution import get_executor  # noqa: E402
-from rewardpipe.models import load_tasks  # noqa: E402
-from rewardpipe.runner import plan_step  # noqa: E402
+from rewardpipe.cli import app
+from rewardpipe.envs.ask_before_coding import ENVIRONMENT
+from rewardpipe.episode import converse, execution_job, start_episode
+from rewardpipe.execution import get_executor
+from rewardpipe.models import load_tasks
+from rewardpipe.runner import plan_step
 
 TASKS = Path(__file__).resolve().parents[1] / "rewardpipe" / "data" / "tasks.jsonl"
 

@@ -38,15 +38,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-import rewardpipe.execution as execution  # noqa: E402
-import rewardpipe.store as store_module  # noqa: E402
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.execution.result import ExecutionResult, ExecutionStatus  # noqa: E402
-from rewardpipe.models import load_rollouts, load_tasks  # noqa: E402
-from rewardpipe.rewards import get_reward  # noqa: E402
-from rewardpipe.runner import score_rollouts  # noqa: E402
+import rewardpipe.execution as execution
+import rewardpipe.store as store_module
+from rewardpipe.cli import app
+from rewardpipe.execution.result import ExecutionResult, ExecutionStatus
+from rewardpipe.models import load_rollouts, load_tasks
+from rewardpipe.rewards import get_reward
+from rewardpipe.runner import score_rollouts
 
 TASK = {
     "task_id": "add",
@@ -65,7 +65,7 @@ class InstantExecutor:
     def run(self, job: Any) -> ExecutionResult:
         return ExecutionResult(id=job.id, status=ExecutionStatus.PASSED, passed=1, total=1)
 
-    def run_batch(self, jobs: Any, workers: int | None = None) -> Iterator[ExecutionResult]:
+    def run_batch(self, jobs: Any, workers: int | None = None) -> Iterator[ExecutionResult]:  # noqa: ARG002 - the executor interface's signature
         return (self.run(job) for job in jobs)
 
 
@@ -78,10 +78,10 @@ class DiscardingStore(store_module.Store):
     def _read(self, key: str) -> bytes:
         raise KeyError(key)
 
-    def _list(self, prefix: str) -> Iterator[str]:
+    def _list(self, prefix: str) -> Iterator[str]:  # noqa: ARG002 - the Store interface's signature
         return iter(())
 
-    def _list_dirs(self, prefix: str) -> list[str]:
+    def _list_dirs(self, prefix: str) -> list[str]:  # noqa: ARG002 - the Store interface's signature
         return []
 
 

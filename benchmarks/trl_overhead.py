@@ -24,8 +24,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rewardpipe import Reward, component  # noqa: E402
-from rewardpipe.integrations.trl import reward_functions  # noqa: E402
+from rewardpipe import Reward, component
+from rewardpipe.integrations.trl import reward_functions
 
 
 def _parse(completion: str):
@@ -72,7 +72,10 @@ def batch(size: int) -> tuple[list[str], list[str], list[str]]:
 
 
 def plain_loop(completions: list[str], answers: list[str]) -> list[list]:
-    return [[valid_json.fn(c), has_answer_field.fn(c), answer_matches.fn(c, a)] for c, a in zip(completions, answers)]
+    return [
+        [valid_json.fn(c), has_answer_field.fn(c), answer_matches.fn(c, a)]
+        for c, a in zip(completions, answers, strict=True)
+    ]
 
 
 def through_rewardpipe(funcs, prompts, completions, answers) -> list[list]:
@@ -89,7 +92,7 @@ def main() -> None:
     # Same answers both ways (and rewardpipe's really scores: TRL's list per component).
     expected = plain_loop(completions, answers)
     got = through_rewardpipe(funcs, prompts, completions, answers)
-    assert [list(row) for row in zip(*got)] == expected, "rewardpipe and the plain loop disagree"
+    assert [list(row) for row in zip(*got, strict=True)] == expected, "rewardpipe and the plain loop disagree"
     plain, ours = [], []
     for _ in range(args.rounds):
         # TRL builds new lists every step: a fresh copy per round, so nothing is served from the last one.

@@ -4,10 +4,10 @@
     .venv/bin/python benchmarks/wordle_throughput.py --store-dir /dev/shm  # where the store is written
     .venv/bin/python benchmarks/wordle_throughput.py --profile            # where the run's time goes
 
-After a short warm-up run (not counted), each round runs the `run` command itself, in this process (typer's runner over the real CLI: task loading,
-the scripted policy, the environment, scoring, the local store writing every record and every transcript,
-the monitor after each step), into a fresh run folder under ``--store-dir``. No sandbox is in the loop (the
-environment runs no code). Issue 17 asks for >= 1,000 rollouts/s on this 2-core machine.
+After a short warm-up run (not counted), each round runs the `run` command itself, in this process (typer's runner over
+the real CLI: task loading, the scripted policy, the environment, scoring, the local store writing every record and
+every transcript, the monitor after each step), into a fresh run folder under ``--store-dir``. No sandbox is in the loop
+(the environment runs no code). Issue 17 asks for >= 1,000 rollouts/s on this 2-core machine.
 
 The machine is shared, so a wall-clock figure says as much about the other processes as about rewardpipe.
 Printed for every round, with the load average beside them:
@@ -42,12 +42,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from typer.testing import CliRunner  # noqa: E402
+from typer.testing import CliRunner
 
-import rewardpipe.monitoring  # noqa: E402,F401 - imported before the clock starts, as a long-lived process has
-from rewardpipe.cli import app  # noqa: E402
-from rewardpipe.envs.wordle import BUNDLED_TASKS  # noqa: E402
-from rewardpipe.store import LocalStore  # noqa: E402
+import rewardpipe.monitoring  # noqa: F401 - imported before the clock starts, as a long-lived process has
+from rewardpipe.cli import app
+from rewardpipe.envs.wordle import BUNDLED_TASKS
+from rewardpipe.store import LocalStore
 
 GOAL = 1000.0
 SAMPLE_FILE = b'{"messages": [' + b'{"role": "user", "content": "Guess 1 of 6: CRANE"}, ' * 24 + b"]}"

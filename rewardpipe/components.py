@@ -131,7 +131,7 @@ def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], boo
 
 
 def is_async_callable(fn: Any) -> bool:
-    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(getattr(fn, "__call__", None))  # noqa: B004 - is the __call__ method async; not a callable() test
 
 
 def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: bool) -> Callable[[Any], Any]:
@@ -140,7 +140,7 @@ def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: boo
     if inputs == (LEGACY_INPUT,):
         return fn if positional else (lambda data: fn(data=data))
     if not inputs:
-        return lambda data: fn()
+        return lambda data: fn()  # noqa: ARG005 - every compiled component is called with the sample's data
     if not positional:
         getters = tuple((name, attrgetter(name)) for name in inputs)
         return lambda data: fn(**{name: get(data) for name, get in getters})

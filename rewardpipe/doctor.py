@@ -88,7 +88,7 @@ def static_problems(task: TestedCode) -> list[str]:
     try:
         tests_tree = parse_python(task.tests)
     except SyntaxError as exc:
-        return problems + [f"tests do not parse: line {exc.lineno}: {exc.msg}"]
+        return [*problems, f"tests do not parse: line {exc.lineno}: {exc.msg}"]
     try:
         reference_tree = parse_python(task.reference_solution)
     except SyntaxError as exc:
@@ -191,7 +191,7 @@ def _nan_tolerance_warnings(tree: ast.Module) -> list[str]:
 
 def _model_callers(tree: ast.Module, entry_point: str, tests_format: str) -> list[tuple[ast.AST, set[str]]]:
     """Each function of the tests with the names through which it calls the model's code."""
-    scopes = []
+    scopes: list[tuple[ast.AST, set[str]]] = []
     for node in ast.walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             names = {entry_point}
@@ -438,7 +438,7 @@ def diagnose(
             outcomes = [None] * len(keys)
             for _, diagnosis, _, _ in plays:
                 diagnosis.add("scenario_failed", f"the sandbox failed: {type(exc).__name__}: {exc}")
-        results = dict(zip(keys, outcomes))
+        results = dict(zip(keys, outcomes, strict=True))
 
     for task, diagnosis, runs, again in plays:
         for run in runs.values():
@@ -556,7 +556,7 @@ def _warnings(
         if outcomes and all(abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)
     ]
     if len(at_minimum) >= 2:
-        for name, comp in components.items():
+        for name in components:
             if name in outcomes:
                 continue
             if len({values[name] for values in at_minimum}) == 1 and len({values[name] for values in scored}) > 1:

@@ -232,7 +232,12 @@ class DeferredSeedContext(EnvContext):
         return seed
 
 
-class Environment:
+# An environment's own state and task types (its state_model and task_model): its hooks take and return them.
+StateT = TypeVar("StateT", bound=EpisodeState)
+TaskT = TypeVar("TaskT", bound=TaskRow)
+
+
+class Environment(Generic[StateT, TaskT]):
     """Base class of a multi-turn environment (see the module docstring).
 
     Class attributes: ``name`` (short name), ``version`` (written to records' manifest and snapshots),
@@ -256,17 +261,17 @@ class Environment:
 
     # -- the episode ------------------------------------------------------------------------------------
 
-    def start(self, task: TaskRow) -> EpisodeState:
+    def start(self, task: TaskT) -> StateT:
         """The opening state; by default the task's prompt as the conversation and nothing else."""
-        return self.state_model(messages=task.prompt_messages())
+        return cast(StateT, self.state_model(messages=task.prompt_messages()))
 
-    def on_policy_turn(self, state: EpisodeState, task: TaskRow, text: str) -> EpisodeState:
+    def on_policy_turn(self, state: StateT, task: TaskT, text: str) -> StateT:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Called once the platform has appended the model's turn (``state.messages[-1]``, its text is
         ``text``): decide what happens next (``env``, ``execute`` or ``score``). Default: the environment
         answers."""
         return state.evolve(next_action="env")
 
-    def respond(self, state: EpisodeState, task: TaskRow, ctx: EnvContext) -> EpisodeState:
+    def respond(self, state: StateT, task: TaskT, ctx: EnvContext) -> StateT:
         """Append the environment's own messages (user or tool roles) and say who acts next (``policy``,
         ``execute`` or ``score``)."""
         raise NotImplementedError(
@@ -280,13 +285,13 @@ class Environment:
 
     # -- optional hooks -------------------------------------------------------------------------------
 
-    def replay(self, task: TaskRow, messages: Sequence[Message]) -> EpisodeState:
+    def replay(self, task: TaskT, messages: Sequence[Message]) -> StateT:
         """The final state of a recorded conversation, for ``rewardpipe score``. The default plays the
         recorded assistant turns through the hooks and checks that the environment answers as recorded;
         an environment that calls an LLM must define its own."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(StateT, replay_through_hooks(self, task, messages))
 
     def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
@@ -303,16 +308,16 @@ class Environment:
             self.scenarios, seed=seed, collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario
         )
 
-    def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:
+    def metrics(self, state: StateT, task: TaskT) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Extra metrics of a finished episode's record (numbers, text or booleans)."""
         return {}
 
-    def transcript_fields(self, state: EpisodeState, task: TaskRow | None) -> dict[str, Any]:
+    def transcript_fields(self, state: StateT, task: TaskT | None) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """Extra fields of the stored transcript (``turn_kinds``: one label per assistant turn, shown by
         ``rewardpipe show``; ``revealed``)."""
         return {}
 
-    def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:
+    def check_task(self, task: TaskT, runs: Mapping[str, Any]) -> list[str]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """``doctor``'s environment-specific problems with one task, given each scenario's run
         (:class:`rewardpipe.doctor.ScenarioRun`): texts (errors), or :class:`rewardpipe.doctor.Finding` objects
         naming their check and severity (``"warning"`` for one that does not fail doctor)."""

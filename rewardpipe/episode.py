@@ -368,19 +368,19 @@ def converse(
                 turn = policy.next_turn(state, task)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
-            except Exception as exc:  # noqa: BLE001 - any policy failure, classified for the caller
+            except Exception as exc:  # any policy failure, classified for the caller
                 raise ConversationError("policy_error", state, exc) from exc
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
                 raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))
             try:
                 state = apply_policy_turn(state, turn, env, task)
-            except Exception as exc:  # noqa: BLE001 - the environment's on_policy_turn failed
+            except Exception as exc:  # the environment's on_policy_turn failed
                 raise ConversationError("simulator_error", state, exc) from exc
         else:
             try:
                 state = apply_env_turn(state, task, env, services)
-            except Exception as exc:  # noqa: BLE001 - any environment failure, classified for the caller
+            except Exception as exc:  # any environment failure, classified for the caller
                 raise ConversationError("simulator_error", state, exc) from exc
     return state
 
@@ -441,7 +441,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
     recorded = list(messages)
     state = start_episode(task, env=env, run_id="", step=0, group_id="", rollout_id="", max_turns=MAX_TURNS)
     opening = len(state.messages)
-    if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages)):
+    if len(recorded) < opening or not all(same(a, b) for a, b in zip(recorded, state.messages, strict=False)):
         raise ReplayMismatch("the recorded conversation does not open with the task's prompt")
     position = opening
     while state.next_action in ("policy", "env"):

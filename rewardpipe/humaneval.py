@@ -267,9 +267,12 @@ def _function_docstring(function: ast.FunctionDef | ast.AsyncFunctionDef) -> str
     if docstring:
         return docstring
     for statement in function.body:
-        if isinstance(statement, ast.Expr) and isinstance(statement.value, ast.Constant):
-            if isinstance(statement.value.value, str):
-                return inspect.cleandoc(statement.value.value)
+        if (
+            isinstance(statement, ast.Expr)
+            and isinstance(statement.value, ast.Constant)
+            and isinstance(statement.value.value, str)
+        ):
+            return inspect.cleandoc(statement.value.value)
     return ""
 
 

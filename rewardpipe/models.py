@@ -21,8 +21,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationErr
 
 from rewardpipe.deferred import DeferredModel
 
-RECORD_SCHEMA = "rewardpipe.record/v1"
-MANIFEST_SCHEMA = "rewardpipe.run-manifest/v2"
+RECORD_SCHEMA: Final = "rewardpipe.record/v1"
+MANIFEST_SCHEMA: Final = "rewardpipe.run-manifest/v2"
 MANIFEST_SCHEMA_V1 = "rewardpipe.run-manifest/v1"
 
 #: Longest task, group or rollout id accepted at the input (characters). Ids this long still get a store
@@ -145,7 +145,8 @@ def content_to_text(content: Any) -> str:
                 pieces.append(part["text"])
         return "".join(pieces)
     if isinstance(content, dict) and isinstance(content.get("text"), str):
-        return content["text"]
+        text: str = content["text"]
+        return text
     raise ValueError(f"message content must be a string or a list of text parts, got {type(content).__name__}")
 
 
@@ -228,7 +229,7 @@ class RolloutIdentity(DeferredModel):
     task_id: str
     messages: list[Message]
 
-    def record_ids(self) -> dict:
+    def record_ids(self) -> dict[str, Any]:
         """The identifying fields every record of this rollout carries."""
         return {
             "run_id": self.run_id,
@@ -304,18 +305,18 @@ def nova_output(
     for name, value in components.items():
         if value is not None and math.isfinite(value):
             metrics_list.append({"name": name, "value": float(value), "type": "Reward"})
-    for name, value in metrics.items():
-        if isinstance(value, bool):
-            value = int(value)
-        if isinstance(value, (int, float)) and math.isfinite(value):
-            metrics_list.append({"name": name, "value": value, "type": "Metric"})
+    for name, metric in metrics.items():
+        if isinstance(metric, bool):
+            metric = int(metric)
+        if isinstance(metric, (int, float)) and math.isfinite(metric):
+            metrics_list.append({"name": name, "value": metric, "type": "Metric"})
     # A non-finite aggregate cannot be sent either: it is reported as 0.0 and flagged like any error.
     finite = aggregate is not None and math.isfinite(aggregate)
     flagged = bool(error) or (aggregate is not None and not finite)
     metrics_list.append({"name": "reward_error", "value": 1 if flagged else 0, "type": "Metric"})
     return {
         "id": sample_id,
-        "aggregate_reward_score": float(aggregate) if finite else 0.0,
+        "aggregate_reward_score": float(aggregate) if finite and aggregate is not None else 0.0,
         "metrics_list": metrics_list,
     }
 
@@ -555,11 +556,11 @@ def decode_line(raw: bytes, lineno: int, where: str) -> str:
 
 def load_rollouts(path: str | Path) -> list[Rollout]:
     """Every rollout of a JSONL file; the first bad line (including a repeated rollout_id) raises."""
-    rollouts = []
+    rollouts: list[Rollout] = []
     for _, rollout, problem in RolloutReader(path):
         if problem is not None:
             raise InputFileError(problem)
-        rollouts.append(rollout)
+        rollouts.append(cast(Rollout, rollout))  # the reader gives a rollout whenever it gives no problem
     return rollouts
 
 

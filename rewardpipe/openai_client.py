@@ -155,7 +155,9 @@ def _content_of(response: httpx.Response, url: str) -> str:
     try:
         content = response.json()["choices"][0]["message"]["content"]
     except (ValueError, KeyError, IndexError, TypeError):
-        raise EndpointError(f"{url} returned a body without choices[0].message.content: {response.text[:300]}")
+        raise EndpointError(
+            f"{url} returned a body without choices[0].message.content: {response.text[:300]}"
+        ) from None
     if isinstance(content, list):
         content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     if not isinstance(content, str):

@@ -13,8 +13,9 @@ The rules (documented in the README, each covered by tests):
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
 3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
    ``？``) appears in the prose *after the last code block* (or anywhere, when there is no code). Code
-   followed by "Does that match what you want?" is asking for confirmation, so it is a question, not a commit. A question mark that appears
-   only before the code ("You want it sorted? Here it is:") does not make the turn a question.
+   followed by "Does that match what you want?" is asking for confirmation, so it is a question, not a commit. A
+   question mark that appears only before the code ("You want it sorted? Here it is:") does not make the turn a
+   question.
 4. A turn **commits** when it has code (rule 1) and is not a question (rule 3).
 5. Anything else is **other** (statements, plans, refusals, empty turns).
 """

@@ -97,7 +97,7 @@ def load_import_reference(reference: str) -> Any:
                 f"Python ({sys.executable})? e.g. pip install -e <project>"
             ) from None
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
-    except Exception as exc:  # noqa: BLE001 - the user's module failed to import (a bad component, say)
+    except Exception as exc:  # the user's module failed to import (a bad component, say)
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, f"module '{module_name}'")
 
@@ -124,14 +124,14 @@ def load_file_reference(reference: str) -> Any:
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             del sys.modules[module_name]
             raise ReferenceProblem(f"importing {path_text} failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, str(path_text))
 
 
 @lru_cache(maxsize=16)
-def _registrations(group: str, path: tuple[str, ...]) -> dict[str, tuple[Registration, ...]]:
+def _registrations(group: str, path: tuple[str, ...]) -> dict[str, tuple[Registration, ...]]:  # noqa: ARG001 - part of the lru_cache key: a changed sys.path reads the entry points again
     from importlib.metadata import entry_points
 
     found: dict[str, dict[tuple[str, str], Registration]] = {}

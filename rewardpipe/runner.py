@@ -44,10 +44,10 @@ class NoSandbox:
     """The executor of an environment that runs no code (no sandbox is started for it): asked to run a job
     anyway, it says so, and that rollout gets an error record, never a score."""
 
-    def run(self, job: Any) -> Any:
+    def run(self, job: Any) -> Any:  # noqa: ARG002 - the executor interface's signature
         raise RuntimeError("this environment declared no execution_job, so no sandbox was started")
 
-    def run_batch(self, jobs: list, workers: int | None = None) -> list:
+    def run_batch(self, jobs: list, workers: int | None = None) -> list:  # noqa: ARG002 - the executor interface's signature
         return [self.run(job) for job in jobs]
 
     def close(self) -> None:
@@ -147,7 +147,7 @@ def score_episodes(
     planned = [_job(state, task, env) for state, task in episodes]
     jobs = [(index, job) for index, job in enumerate(planned) if isinstance(job, ExecutionJob)]
     results = _execute_all(executor, [job for _, job in jobs], workers)
-    executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results)}
+    executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results, strict=True)}
     scored: list[tuple[Record, ExecutionResult | None]] = []
     together = _scored_together(episodes, planned, executions, reward, env) if reward.has_async else {}
     for index, (state, task) in enumerate(episodes):
@@ -303,9 +303,9 @@ def run_slots(
                     # quadratic in the step's size.
                     execution.add_done_callback(lambda _, index=index: finished_executions.put(index))
         settle_done()
-        _count(index)
+        _count()
 
-    def _count(index: int) -> None:
+    def _count() -> None:
         with lock:
             talked[0] += 1
         if progress:
@@ -376,7 +376,7 @@ def score_rollouts(
         if job is not None:
             jobs.append((index, job))
     results = _execute_all(executor, [job for _, job in jobs], workers)
-    executions = {i: r for (i, _), r in zip(jobs, results)}
+    executions = {i: r for (i, _), r in zip(jobs, results, strict=True)}
     records = []
     for index, rollout in enumerate(rollouts):
         task = tasks.get(rollout.task_id)

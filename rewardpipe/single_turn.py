@@ -339,7 +339,7 @@ def _run_executions(
         executor = get_executor()
     try:
         if deadline is None:
-            out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers)))
+            out.update(zip(jobs, executor.run_batch(list(jobs.values()), workers=workers), strict=True))
         else:
             out.update(_run_before_deadline(executor, jobs, workers, deadline))
     except Exception as exc:  # noqa: BLE001 - an infrastructure error for each job it left unanswered

@@ -219,7 +219,7 @@ def without_case_tails(key: str) -> str:
 
 
 _ROLLOUT_TAIL_RE = re.compile(r"^(?P<head>.*/)group=(?P<group>[^/]+)/(?P<rollout>[^/]+)\.json$")
-_DIGEST_RE = re.compile(re.escape(HASH_MARK) + r"[0-9a-f]{%d}$" % _DIGEST_CHARS)
+_DIGEST_RE = re.compile(re.escape(HASH_MARK) + rf"[0-9a-f]{{{_DIGEST_CHARS}}}$")
 
 
 def legacy_key(key: str) -> str:
@@ -457,7 +457,7 @@ class Store:
         folded = fold_run_id(run_id)
         return next((other for other in self.list_runs() if other != run_id and fold_run_id(other) == folded), None)
 
-    def lock_run(self, run_id: str) -> Any:
+    def lock_run(self, run_id: str) -> Any:  # noqa: ARG002 - the Store interface's signature (LocalStore locks the run)
         """Hold ``run_id`` for this process until the returned handle is closed; StoreError if another
         process holds it. Only a local store can: S3 has no lock (one writer per run id is up to the user)."""
         return None

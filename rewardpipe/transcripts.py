@@ -13,7 +13,8 @@ A transcript is also a valid :class:`~rewardpipe.models.Rollout` once its extra 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+import contextlib
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import ConfigDict, Field
 
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import Environment, EpisodeState
     from rewardpipe.execution.result import ExecutionResult
 
-TRANSCRIPT_SCHEMA = "rewardpipe.transcript/v1"
+TRANSCRIPT_SCHEMA: Final = "rewardpipe.transcript/v1"
 
 
 class RevealedItem(DeferredModel):
@@ -109,10 +110,8 @@ def transcript_of_episode(
     (:meth:`rewardpipe.Environment.transcript_fields`: turn kinds, revealed details...). ``task`` may be
     None (a failure before it could be loaded)."""
     fields: dict[str, Any] = {"executed_code": _executed_code(state, task, env)}
-    try:
+    with contextlib.suppress(Exception):  # evidence only: the environment's extras are left out
         fields.update(env.transcript_fields(state, task))
-    except Exception:  # noqa: BLE001 - evidence only: the environment's extras are left out
-        pass
     return RolloutTranscript(
         **state.record_ids(),
         messages=list(state.messages),

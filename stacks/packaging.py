@@ -131,7 +131,7 @@ def copy_distribution(name: str, dest: Path) -> int:
         parts = Path(str(entry)).parts
         if not parts or parts[0] == ".." or "__pycache__" in parts or str(entry).endswith(".pyc"):
             continue  # console scripts outside site-packages, and byte code
-        source = Path(dist.locate_file(entry))
+        source = Path(str(dist.locate_file(entry)))
         if not source.is_file():
             continue
         target = dest.joinpath(*parts)
@@ -183,7 +183,8 @@ def _check_platform(python_dir: Path, architecture: str = DEFAULT_ARCHITECTURE) 
     for binary in sorted(python_dir.rglob("*.so")):
         if elf_machine(binary) != machine or ("cpython-" in binary.name and suffix not in binary.name):
             raise PackagingError(
-                f"{binary.relative_to(python_dir)} is not a CPython {LAMBDA_PYTHON_VERSION} {architecture} Linux build, which the "
+                f"{binary.relative_to(python_dir)} is not a CPython {LAMBDA_PYTHON_VERSION} {architecture} "
+                "Linux build, which the "
                 f"{architecture} Lambda functions need; set {LAYER_BUILD_ENV}=pip to fetch it "
                 f"(this interpreter is {sysconfig.get_platform()})"
             )

@@ -120,7 +120,8 @@ def test_dispatch_survives_a_broken_sink(tmp_path):
     assert "network down" in failures[0].error
 
 
-def test_sns_sink_publishes(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_sns_sink_publishes():
     with mock_aws():
         sns = boto3.client("sns", region_name="us-east-1")
         sqs = boto3.client("sqs", region_name="us-east-1")
@@ -143,7 +144,8 @@ def test_sns_sink_publishes(aws_env):
         assert envelope["MessageAttributes"]["kind"]["Value"] == "dead_component"
 
 
-def test_sns_message_stays_under_the_sns_size_limit(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_sns_message_stays_under_the_sns_size_limit():
     class Recorder:
         def publish(self, **kwargs):
             self.kwargs = kwargs
@@ -163,12 +165,14 @@ def test_sns_subject_is_ascii_and_short():
     assert len(subject) <= 100 and subject.isascii() and subject.endswith("...")
 
 
-def test_sns_sink_rejects_a_non_arn(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_sns_sink_rejects_a_non_arn():
     with pytest.raises(ValueError, match="topic ARN"):
         SnsAlarmSink("my-topic", client=object())
 
 
-def test_sns_missing_topic_is_reported_by_dispatch(aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_sns_missing_topic_is_reported_by_dispatch():
     with mock_aws():
         sns = boto3.client("sns", region_name="us-east-1")
         sink = SnsAlarmSink("arn:aws:sns:us-east-1:123456789012:missing", client=sns)

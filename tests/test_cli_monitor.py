@@ -204,7 +204,8 @@ def test_file_of_garbage_is_a_clear_error(run_cli, tmp_path):
     assert result.exit_code == 1 and "no readable records" in result.stderr and "1 unreadable" in result.stderr
 
 
-def test_monitor_s3(run_cli, aws_env):
+@pytest.mark.usefixtures("aws_env")
+def test_monitor_s3(run_cli):
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
         client.create_bucket(Bucket="scores")

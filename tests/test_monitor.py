@@ -354,7 +354,7 @@ def test_plain_dicts_are_accepted():
 
 
 def test_several_runs_rejected():
-    with pytest.raises(MonitorInputError, match="several runs.*a, b"):
+    with pytest.raises(MonitorInputError, match=r"several runs.*a, b"):
         monitor_records(batch(varied, run="a") + batch(varied, run="b"))
 
 

@@ -11,7 +11,10 @@ TASK = Task(
     prompt="Write `add(a, b)`.",
     spec=["Both arguments are integers.", "Return their sum."],
     entry_point="add",
-    tests="import unittest\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n",
+    tests=(
+        "import unittest\nclass T(unittest.TestCase):\n    def test_sum(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    ),
     reference_solution="def add(a, b):\n    return a + b\n",
 )
 REWARD = get_reward("ask_before_coding")

@@ -50,7 +50,7 @@ def verdicts() -> dict[str, dict[str, object]]:
     jobs = [_job(task, task.reference_solution, "reference") for task in TASKS]
     jobs += [_job(task, NAIVE_GUESSES[task.task_id], "naive") for task in TASKS if task.task_id in NAIVE_GUESSES]
     results: dict[str, dict[str, object]] = {}
-    for job, result in zip(jobs, execute_batch(jobs, workers=2)):
+    for job, result in zip(jobs, execute_batch(jobs, workers=2), strict=True):
         task_id, label = job.id.rsplit(":", 1)
         results.setdefault(task_id, {})[label] = result
     return results

@@ -4,6 +4,8 @@ The real GRPOTrainer run is tests/integrations/test_trl_real.py::test_multi_turn
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import pytest
 
 from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
@@ -215,7 +217,7 @@ def test_the_callback_monitors_the_episodes_components_within_groups():
     class Trainer:
         reward_funcs, reward_weights, num_generations = monitor.reward_funcs, [1.0, 0.6, 0.4, 0.2], 2
         model = type("M", (), {"training": True})()
-        logged: list = []
+        logged: ClassVar[list] = []
 
         def _log_metric(self, name, value):
             self.logged.append((name, value))

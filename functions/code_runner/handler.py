@@ -27,7 +27,7 @@ class RunRequest(DeferredModel):
 
 @logger.inject_lambda_context
 @retry_transient
-def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:
+def lambda_handler(raw_event: dict[str, Any], context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
     event = RunRequest.model_validate(raw_event)
     make_non_dumpable()
     out = jobs.inline_response(jobs.run_inline_job(event.job))

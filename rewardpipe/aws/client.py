@@ -19,6 +19,7 @@ reply over the budget is stored in S3 too (this needs ``bucket``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -68,7 +69,7 @@ def _with_retries(call: Callable[..., Any], **kwargs: Any) -> Any:
     for attempt in range(1, API_ATTEMPTS + 1):
         try:
             return call(**kwargs)
-        except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+        except Exception as exc:  # re-raised unless transient
             if attempt == API_ATTEMPTS or not _transient(exc):
                 raise
             time.sleep(random.uniform(0, min(API_MAX_DELAY_S, 0.5 * 2**attempt)))
@@ -239,7 +240,7 @@ class RolloutClient:
             if arn not in done:
                 try:
                     desc = self.sfn.describe_execution(executionArn=arn)
-                except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+                except Exception as exc:  # re-raised unless transient
                     if _transient(exc):
                         return
                     raise
@@ -333,7 +334,7 @@ class RolloutClient:
         try:
             try:
                 request = self._request(body)
-            except Exception as exc:  # noqa: BLE001 - a transient read is retried with the message
+            except Exception as exc:  # a transient read is retried with the message
                 if _transient(exc):
                     raise
                 return self._fail(token, "the turn request could not be read: ", exc)
@@ -350,7 +351,7 @@ class RolloutClient:
             # A throttled answer is sent again here: left to the queue, the turn would be generated again.
             _with_retries(self.sfn.send_task_success, taskToken=token, output=json.dumps(output))
             return True
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             if _error_code(exc) in STALE_TOKEN_ERRORS:
                 return False  # the execution no longer waits for this turn (timed out, failed or answered)
             raise
@@ -370,8 +371,8 @@ class RolloutClient:
         assistant turn. Up to ``workers`` requests are answered in parallel. If ``respond`` raises, the
         execution is told (SendTaskFailure) and ends in an error record. A request whose execution no
         longer waits (TaskTimedOut, InvalidToken, TaskDoesNotExist: e.g. a redelivered message), a second
-        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a transient fault
-        (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
+        copy of a turn in the same batch and a malformed message are deleted and skipped. A message whose answer hit a
+        transient fault (throttling, a 5xx, a dropped connection: after botocore's own retries) is left on the queue, so
         it comes back after its visibility timeout and is answered then; any other failure is raised, once
         the batch's answered messages are deleted. Transient faults of the queue itself (receiving,
         deleting) and a delete whose receipt handle expired never end the loop: at worst a turn comes
@@ -428,7 +429,7 @@ class RolloutClient:
     def _delete(self, message: dict[str, Any]) -> None:
         try:
             _with_retries(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
-        except Exception as exc:  # noqa: BLE001 - re-raised unless the message simply comes back
+        except Exception as exc:  # re-raised unless the message simply comes back
             if not (_transient(exc) or _error_code(exc) in EXPIRED_RECEIPT_ERRORS):
                 raise
 

@@ -32,6 +32,7 @@ one with three trainer turns five.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import uuid
 from typing import Any, Literal
@@ -292,7 +293,7 @@ def load_head(states: StateStore) -> EpisodeSnapshot:
     return EpisodeSnapshot.model_validate(states.load(states.head_key))
 
 
-def replay_turns(store: Any, snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
+def replay_turns(snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
     if snapshot.policy.turns is not None:
         return snapshot.policy.turns
     raw = states.get(snapshot.policy.turns_key or "")
@@ -350,7 +351,8 @@ def environment(simulator: Any = None) -> Any:
 def build_simulator(settings: Settings) -> Any:
     """The environment with the configured user simulator (rule-based, or an LLM through the policy endpoint)."""
     if settings.simulator == "openai":
-        from rewardpipe.simulator import OpenAISimulator
+        # rewardpipe.simulator puts the moved module in its own place in sys.modules; mypy cannot follow that.
+        from rewardpipe.simulator import OpenAISimulator  # type: ignore[attr-defined]
 
         return environment(
             OpenAISimulator(
@@ -365,7 +367,7 @@ def build_simulator(settings: Settings) -> Any:
 class _NoPolicy:
     """Callback mode: the conversation always pauses before a policy turn, so this is never asked."""
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:  # pragma: no cover - guarded by pause
+    def next_turn(self, state: EpisodeState, task: Task) -> str:  # noqa: ARG002 - the policy interface's next_turn(state, task); pragma: no cover - guarded by pause
         raise PolicyError("callback mode: the trainer supplies policy turns")
 
 
@@ -1006,10 +1008,8 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
     except ValueError:
         return None
     head = None
-    try:
+    with contextlib.suppress(ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
         head = EpisodeSnapshot.model_validate(states.load(event.state_key or states.head_key))
-    except (ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
-        pass
     failed = None
     if event.failed_state == "StartEpisodeStep":
         failed = failed_snapshot_name(0)

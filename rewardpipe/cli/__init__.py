@@ -1,7 +1,7 @@
 """Command-line interface. Each command group lives in its own module and registers on ``app``."""
 
 # Imported for their side effect of registering commands on ``app``.
-from rewardpipe.cli import (  # noqa: E402,F401
+from rewardpipe.cli import (  # noqa: F401
     envs_cmd,
     exec_cmd,
     init_cmd,

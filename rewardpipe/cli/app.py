@@ -126,7 +126,7 @@ def write_json_line(obj: Any) -> None:
 class GuardedGroup(TyperGroup):
     """The command group; any exception a subcommand did not handle becomes one error line, exit 1."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:  # type: ignore[override]  # typer hands its groups its own Context
         from rewardpipe.models import InputFileError
         from rewardpipe.store import StoreError
 

@@ -139,10 +139,11 @@ def _make_executor(disable: str, workers: int | None):
 def _print_human(result: ExecutionResult) -> None:
     """Never through markup: ids, reasons and paths are model- or user-controlled text."""
     colour = {"passed": "green", "failed": "red", "timeout": "yellow", "error": "magenta"}[result.status.value]
+    mode = ", mode " + one_line(result.mode) if result.mode else ""
     line = Text.assemble(
         f"{one_line(result.id)}: " if result.id else "",
         (result.status.value, f"bold {colour}"),
-        f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms{', mode ' + one_line(result.mode) if result.mode else ''}) ",
+        f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms{mode}) ",
         one_line(result.reason),
     )
     if result.mode == "inprocess":

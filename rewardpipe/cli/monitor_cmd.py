@@ -315,7 +315,7 @@ def _print_diagnoses(console: Console, result: Any) -> None:
     for report in result.steps:
         for diagnosis in report.diagnoses:
             steps, _ = seen.get((diagnosis.cause, tuple(diagnosis.components)), ([], ""))
-            seen[(diagnosis.cause, tuple(diagnosis.components))] = (steps + [report.step], diagnosis.message)
+            seen[(diagnosis.cause, tuple(diagnosis.components))] = ([*steps, report.step], diagnosis.message)
     for (cause, _), (steps, message) in seen.items():
         where = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps, {steps[0]}-{steps[-1]}"
         console.print(

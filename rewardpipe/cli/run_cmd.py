@@ -292,7 +292,8 @@ def run(
     live = not as_json and console.is_terminal
     sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
-    reports, all_alarms = [], []
+    reports: list[Any] = []
+    all_alarms: list[Any] = []
     skipped = 0
     monitor_state = MonitorState(run_id=run_id)
 
@@ -352,7 +353,7 @@ def run(
                 skipped += len(planned) - len(slots)
                 handle = bar.add_task(f"step {step}", total=len(slots))
 
-                def on_progress(phase: str, done: int, total: int, handle=handle) -> None:
+                def on_progress(phase: str, done: int, total: int, handle=handle, step=step) -> None:
                     bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
                 transcripts: list = []

@@ -188,10 +188,8 @@ def _protect_scorer_memory() -> None:
     through /proc and ptrace, even where Landlock is missing (AWS Lambda)."""
     import ctypes
 
-    try:
+    with contextlib.suppress(OSError, AttributeError):
         ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-    except (OSError, AttributeError):
-        pass
 
 
 _executor_serial = itertools.count()
@@ -215,7 +213,7 @@ class _Worker:
     def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
         self.index = index
         self.config = config
-        self._log = tempfile.TemporaryFile()
+        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - open for the worker's life, closed in close()
         self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
         # Traversable but not listable: the sandbox uid must reach its own job directory by absolute
         # path (tempfile does), and nothing else in here.
@@ -321,14 +319,10 @@ class _Worker:
 
     def kill(self) -> None:
         """Stop the fork server, its trusted children and every process left in its cgroups."""
-        try:
+        with contextlib.suppress(OSError, AttributeError):
             os.killpg(self.process.pid, 9)
-        except (OSError, AttributeError):
-            pass
-        try:
+        with contextlib.suppress(subprocess.TimeoutExpired, AttributeError):
             self.process.wait(timeout=5)
-        except (subprocess.TimeoutExpired, AttributeError):
-            pass
         self._cleanup()
 
     def close(self) -> None:
@@ -453,7 +447,7 @@ class ForkServerExecutor:
         self.config = config or SandboxConfig.from_env()
         self._condition = threading.Condition()
         self._idle: list[_Worker] = []
-        self._workers: list[_Worker] = []
+        self._workers: list[_Worker | _Placeholder] = []
         self._limit = min(self.config.workers or os.cpu_count() or 2, MAX_WORKERS)
         self.uid_base = self.config.uid_base or _derived_uid_base()
         if os.geteuid() != 0:
@@ -551,10 +545,8 @@ class ForkServerExecutor:
             missing = count - len(self._workers)
 
         def start_one():
-            try:
+            with contextlib.suppress(Exception):  # reported by the job that needs the worker
                 self._release(self._acquire(), True)
-            except Exception:  # noqa: BLE001 - reported by the job that needs the worker
-                pass
 
         for _ in range(max(missing, 0)):
             starter = threading.Thread(target=start_one, name="rewardpipe-warm-up", daemon=True)

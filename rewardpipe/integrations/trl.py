@@ -96,7 +96,9 @@ class ScoredBatch:
     def rows(self) -> list[dict[str, float | None]]:
         if self.values is None:
             names = list(self.columns or {})
-            self.values = [dict(zip(names, row)) for row in zip(*(self.columns or {}).values())]
+            self.values = [
+                dict(zip(names, row, strict=True)) for row in zip(*(self.columns or {}).values(), strict=True)
+            ]
         return self.values
 
     def column(self, name: str) -> list[float | None]:
@@ -273,7 +275,7 @@ class BatchScorer:
             for index in failed:
                 column[index] = None
         self.batches_scored += 1
-        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values)))
+        return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values, strict=True)))
 
     def _score_samples(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         samples = _samples(key.prompts, key.completions, key.columns)
@@ -439,8 +441,8 @@ class RewardPipeMonitor:
     episodes' reward); ``weights`` override its component weights. ``episodes``: an
     :class:`~rewardpipe.integrations.trl_episodes.EpisodeRollout` handed to GRPOTrainer as ``rollout_func``;
     the reward functions then read the components of the multi-turn episodes it scored. Hand
-    ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and ``callback`` to its ``callbacks``. On every training batch (reward functions are not monitored during
-    evaluation), once every component has been computed:
+    ``callback.reward_funcs`` and ``callback.reward_weights`` to GRPOTrainer and ``callback`` to its ``callbacks``. On
+    every training batch (reward functions are not monitored during evaluation), once every component has been computed:
 
     * the batch of every process is gathered (``accelerate.utils.gather_object``, in process order, the
       order TRL gathers rewards in), so a group split across processes is judged whole; every process runs
@@ -525,7 +527,7 @@ class RewardPipeMonitor:
 
     # -- transformers.TrainerCallback events ---------------------------------------------------------
 
-    def on_train_begin(self, args, state, control, **kwargs):  # noqa: D401 - TrainerCallback signature
+    def on_train_begin(self, args, state, control, **kwargs):  # noqa: ARG002 - TrainerCallback's signature
         self.group_size = getattr(args, "num_generations", None)
         return control
 
@@ -541,7 +543,9 @@ class RewardPipeMonitor:
         trl_weights = getattr(trainer, "reward_weights", None)
         if trl_weights is not None and len(funcs) == len(trl_weights):
             mine = {id(fn): fn.rewardpipe_component for fn in self.reward_funcs}
-            for fn, weight in zip(funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights):
+            for fn, weight in zip(
+                funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights, strict=True
+            ):
                 if id(fn) in mine:
                     weights[mine[id(fn)]] = float(weight)
         model = getattr(trainer, "model", None)
@@ -561,10 +565,10 @@ class RewardPipeMonitor:
             raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
         values = batch.rows()
         details = batch.details or [{} for _ in values]
-        rows = self.gather(list(zip(values, batch.errors, details)))
+        rows = self.gather(list(zip(values, batch.errors, details, strict=False)))
         try:
             self._monitor(rows, weights, group_size, main, kwargs)
-        except Exception as exc:  # noqa: BLE001 - monitoring must never stop a training run; it says so loudly
+        except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
         self.batches += 1

@@ -185,7 +185,7 @@ class _QueuedTurn:
     def spent(self) -> bool:
         return self.text is None
 
-    def next_turn(self, state: EpisodeState, task: Any) -> str:
+    def next_turn(self, state: EpisodeState, task: Any) -> str:  # noqa: ARG002 - the policy interface's next_turn(state, task)
         if self.text is None:
             raise EpisodeError(f"rollout {state.rollout_id}: no generated turn queued")
         text, self.text = self.text, None
@@ -402,22 +402,22 @@ class EpisodeRollout:
 
         while waiting := [e for e in episodes if e.live]:
             budgets = [self._turn_budget(e, max_completion_tokens) for e in waiting]
-            for episode, budget in zip(waiting, budgets):
+            for episode, budget in zip(waiting, budgets, strict=True):
                 if budget < 1:
                     episode.state = end_without_commit(episode.state, "completion_budget")
-            ready = [(e, b) for e, b in zip(waiting, budgets) if b >= 1]
+            ready = [(e, b) for e, b in zip(waiting, budgets, strict=True) if b >= 1]
             if not ready:
                 continue
             generated = generate([e.tokens.context for e, _ in ready], max(b for _, b in ready))
             if len(generated) != len(ready):
                 raise RuntimeError(f"generate returned {len(generated)} turns for {len(ready)} contexts")
-            for (episode, budget), new in zip(ready, generated):
+            for (episode, budget), new in zip(ready, generated, strict=True):
                 ids = cut_at_eos(list(new)[:budget], codec.eos_id) or [codec.eos_id if codec.eos_id is not None else 0]
                 episode.tokens.add_policy_turn(ids)
                 self._advance(episode, codec.decode(ids), codec, max_completion_tokens)
 
         ended = [e for e in episodes if e.record is None]
-        for episode, (record, execution) in zip(ended, self._score(ended)):
+        for episode, (record, execution) in zip(ended, self._score(ended), strict=True):
             episode.record, episode.execution = record, execution
         self.last_episodes = episodes
         return episodes
@@ -537,7 +537,7 @@ class EpisodeScorer(BatchScorer):
             )
         return list(rows), json.dumps([row.get("rollout_id") for row in rows])
 
-    def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:  # type: ignore[override]  # this scorer's read_batch keys a batch by its episode rows, not a BatchKey
         names = self.reward.component_names
         values = [
             {name: (row.get("components") or {}).get(name) if row.get("status") == "scored" else None for name in names}

@@ -164,7 +164,7 @@ def rubric_functions(
 
 def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None = None, **rubric_kwargs: Any) -> Any:
     """``vf.Rubric`` of the reward's components (needs the ``verifiers`` package)."""
-    import verifiers as vf  # noqa: PLC0415 - optional dependency
+    import verifiers as vf  # optional dependency
 
     funcs, w = rubric_functions(reward, weights)
     return vf.Rubric(funcs=funcs, weights=w, **rubric_kwargs)

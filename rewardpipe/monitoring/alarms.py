@@ -29,10 +29,11 @@ class Alarm:
 
     ``kind``: ``dead_component`` (a component, or the aggregate, has stopped varying inside groups),
     ``dying_component`` (an early warning: its zero-variance share is rising steadily towards the dead
-    threshold; ``figures.projected_dead_step`` says when it gets there), ``error_rate`` (too many records could not be scored) or ``recovered`` (the condition named by
-    ``recovered_from`` has cleared). ``cause`` is a stable machine-readable reason (``constant_at_minimum``,
-    ``constant_at_maximum``, ``constant_everywhere``, ``constant_within_groups``, ``components_cancel``,
-    ``error_rate``, ``recovered``); ``message`` is the sentence for a human; ``figures`` holds the numbers.
+    threshold; ``figures.projected_dead_step`` says when it gets there), ``error_rate`` (too many records could not be
+    scored) or ``recovered`` (the condition named by ``recovered_from`` has cleared). ``cause`` is a stable
+    machine-readable reason (``constant_at_minimum``, ``constant_at_maximum``, ``constant_everywhere``,
+    ``constant_within_groups``, ``components_cancel``, ``error_rate``, ``recovered``); ``message`` is the sentence for a
+    human; ``figures`` holds the numbers.
     """
 
     kind: AlarmKind

@@ -194,7 +194,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
     step_values, step_of_row = np.unique(batch.steps, return_inverse=True)
     step_of_row = step_of_row.reshape(-1)
     order = np.argsort(group_step, kind="stable")  # each step's groups, first seen first
-    bounds = np.searchsorted(group_step[order], step_values, side="left").tolist() + [groups]
+    bounds = [*np.searchsorted(group_step[order], step_values, side="left").tolist(), groups]
 
     per_step = {
         name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
@@ -231,7 +231,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         for g in mine[:SAMPLE_GROUPS].tolist():
             acc.sample[names[group_name[g]]] = []
     error_rows = np.flatnonzero(~batch.scored)
-    for step, kind in zip(batch.steps[error_rows].tolist(), batch.error_kinds.codes[error_rows].tolist()):
+    for step, kind in zip(batch.steps[error_rows].tolist(), batch.error_kinds.codes[error_rows].tolist(), strict=True):
         kinds = accs[step].error_kinds
         label = batch.error_kinds.names[kind]
         kinds[label] = kinds.get(label, 0) + 1
@@ -247,7 +247,7 @@ def _group_weights(weights: dict[str, np.ndarray], first_row: np.ndarray) -> Cal
         if len(column) and not np.isnan(column[0]) and (column == column[0]).all():
             constant[name] = float(column[0])
     if len(constant) == len(weights):
-        return lambda mine: dict(constant)
+        return lambda mine: dict(constant)  # noqa: ARG005 - the per-step weights callable's signature
 
     def per_step(mine: np.ndarray) -> dict[str, float]:
         out: dict[str, float] = {}

@@ -155,7 +155,7 @@ def _correlation(xs: list[float], ys: list[float]) -> float | None:
     syy = sum((y - my) ** 2 for y in ys)
     if sxx <= 0 or syy <= 0:
         return None
-    return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / math.sqrt(sxx * syy)
+    return sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / math.sqrt(sxx * syy)
 
 
 def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, th: Thresholds) -> list[Diagnosis]:

@@ -111,7 +111,7 @@ class RunColumns:
         except KeyError:
             names += [n for n in dict.fromkeys(chain.from_iterable(comps)) if n not in names]
             per_name = [[c.get(name) for c in comps] for name in names]
-        for name, values in zip(names, per_name):
+        for name, values in zip(names, per_name, strict=True):
             chunks = self.values.get(name)
             if chunks is None:
                 chunks = self.values[name] = [np.full(row, np.nan)] if row else []
@@ -193,7 +193,7 @@ def _run_codes(
         changed[1:] |= step_column[1:] != step_column[:-1]
     starts = np.flatnonzero(changed)
     picked = list(map(names.__getitem__, starts.tolist()))
-    keys = picked if steps is None else list(zip(map(steps.__getitem__, starts.tolist()), picked))
+    keys = picked if steps is None else list(zip(map(steps.__getitem__, starts.tolist()), picked, strict=True))
     return np.asarray(_codes(codebook, keys), dtype=np.int64), starts
 
 
@@ -219,7 +219,7 @@ def _float_columns(rows: list[tuple], width: int) -> list[np.ndarray] | list[lis
     except (TypeError, ValueError):
         table = None
     if table is None or table.shape != (len(rows), width):  # a value that is not a number, or a sequence
-        return [list(column) for column in zip(*rows)]
+        return [list(column) for column in zip(*rows, strict=False)]
     table[~(np.abs(table) <= MAX_SCORE_MAGNITUDE)] = np.nan
     return [np.ascontiguousarray(table[:, j]) for j in range(width)]
 

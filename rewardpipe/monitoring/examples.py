@@ -155,7 +155,7 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
     elif alarm.cause == "components_cancel":
         for group in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]
-            for r in ([group[0]] + differing[:1]) if differing else []:
+            for r in ([group[0], *differing[:1]]) if differing else []:
                 parts = ", ".join(f"{k}={fmt(v)}" for k, v in sorted(r.components.items()))
                 ranked.append((0, r, clean(f"aggregate {fmt(r.aggregate)}, like its whole group, from {parts}")))
             if ranked:

@@ -198,7 +198,7 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     try:
         import pyarrow as pa
         import pyarrow.compute as pc
-        import pyarrow.json  # noqa: F401 - present in this build (it is optional in pyarrow's own)
+        import pyarrow.json  # present in this build (it is optional in pyarrow's own)
     except ImportError:  # pragma: no cover - pyarrow is the optional "parquet" extra
         return None
     sample = _sample(data)
@@ -393,7 +393,7 @@ class _Recheck:
             )
         )
         parsed = self._parsed(rows)
-        for row, record in zip(rows.tolist(), parsed):
+        for row, record in zip(rows.tolist(), parsed, strict=True):
             if "aggregate" not in record:
                 return False  # required: the careful path names it
             for name in names:
@@ -426,7 +426,9 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         fields = list(map(_REQUIRED, parsed))
     except KeyError:
         return None
-    run_ids, group_ids, rollout_ids, task_ids, statuses, comps, weights, aggregates = map(list, zip(*fields))
+    run_ids, group_ids, rollout_ids, task_ids, statuses, comps, weights, aggregates = map(
+        list, zip(*fields, strict=True)
+    )
     steps = [d.get("step", 0) for d in parsed]
     errors = [d.get("error") for d in parsed]
     metrics = [d.get("metrics", _EMPTY) for d in parsed]
@@ -558,7 +560,7 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
             return None
         columns = [[d.get(name, _ABSENT) for d in dicts] for name in names]
     out = {}
-    for name, column in zip(names, columns):
+    for name, column in zip(names, columns, strict=True):
         floats = _floats(column, allowed)
         if floats is None:
             return None

@@ -31,7 +31,8 @@ DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
 
 STYLE = """
-body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;max-width:1180px;color:#222;padding:0 16px}
+body{font:14px/1.45 system-ui,-apple-system,'Segoe UI',sans-serif;margin:24px auto;
+max-width:1180px;color:#222;padding:0 16px}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:17px;margin:28px 0 8px;border-bottom:1px solid #ddd;padding-bottom:4px}
 .sub{color:#666}.grid{display:grid;grid-template-columns:repeat(auto-fill,minmax(540px,1fr));gap:12px}
 .card{border:1px solid #e3e3e3;border-radius:6px;padding:8px 10px;background:#fff}
@@ -137,7 +138,7 @@ def _ticks(first: int, last: int, count: int = 8) -> list[int]:
 def _segments(steps: Sequence[int], series: Sequence[Any]) -> list[list[tuple[int, float]]]:
     """Runs of consecutive finite values (a missing step breaks the line instead of bridging it)."""
     out: list[list[tuple[int, float]]] = [[]]
-    for step, value in zip(steps, series):
+    for step, value in zip(steps, series, strict=False):
         if isinstance(value, (int, float)) and math.isfinite(value):
             out[-1].append((step, float(value)))
         elif out[-1]:
@@ -281,7 +282,7 @@ def _correlation(report: dict[str, Any]) -> str:
         return '<p class="muted">no scored values</p>'
     head = "".join(f"<th>{_t(n)}</th>" for n in names)
     rows = []
-    for name, row in zip(names, matrix):
+    for name, row in zip(names, matrix, strict=False):
         cells = "".join(f'<td style="background:{_heat(v)}">{_num(v, 2)}</td>' for v in row)
         rows.append(f'<tr><th class="l">{_t(name)}</th>{cells}</tr>')
     return (

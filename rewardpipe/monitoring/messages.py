@@ -7,7 +7,6 @@ from typing import Any
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.statistics import AGG
-from rewardpipe.monitoring.thresholds import Thresholds
 
 
 def fmt(value: float | None) -> str:
@@ -41,7 +40,7 @@ HINTS: dict[tuple[str, str], str] = {
 }
 
 
-def dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, cancelling: list[str]) -> str:
+def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]) -> str:
     who = label(name)
     frac = s["zero_variance_group_fraction"]
     share = f"{pct(frac)} of groups ({s['zero_variance_groups']}/{s['eligible_groups']})"

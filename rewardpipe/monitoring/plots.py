@@ -35,7 +35,7 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
 
     if not result.steps:
         raise ValueError("nothing to plot: the run has no steps")
-    names = list(dict.fromkeys(n for report in result.steps for n in report.components)) + ["aggregate"]
+    names = [*list(dict.fromkeys(n for report in result.steps for n in report.components)), "aggregate"]
     steps = [report.step for report in result.steps]
 
     def series(name: str, attribute: str) -> list[Any]:

@@ -8,6 +8,7 @@ not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders i
 
 from __future__ import annotations
 
+import contextlib
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -78,10 +79,8 @@ def _alarm_examples(alarm: Mapping[str, Any], columns: RunColumns, run_id: str |
     for group_id, rollout_id, _ in picks:
         example = {"rollout_id": rollout_id, "group_id": group_id, "step": alarm["step"]}
         if run_id is not None:
-            try:
+            with contextlib.suppress(ValueError):
                 example["transcript_key"] = transcript_key(run_id, alarm["step"], group_id, rollout_id)
-            except ValueError:
-                pass
         examples.append(example)
     return examples
 

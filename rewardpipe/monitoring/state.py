@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject, Store, UnreadableObject, run_prefix
 
-STATE_SCHEMA = "rewardpipe.monitor-state/v2"
+STATE_SCHEMA: Final = "rewardpipe.monitor-state/v2"
 #: Earlier states (``last_step`` only) are read and upgraded: every step up to ``last_step`` counts as checked.
 _V1_SCHEMA = "rewardpipe.monitor-state/v1"
 

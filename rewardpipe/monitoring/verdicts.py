@@ -160,12 +160,12 @@ def is_penalty(value_range: tuple[float, float] | None) -> bool:
     return value_range is not None and value_range[1] == 0.0 and value_range[0] < 0.0
 
 
-def finish(name: str, stats: dict[str, Any], th: Thresholds, cancelling: list[str] | None = None) -> ComponentStats:
+def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None) -> ComponentStats:
     """Turn a :func:`component_stats` dict into :class:`ComponentStats`, writing the dead message."""
     if stats["verdict"] in ("dead", "info"):
         if cancelling:
             stats["cause"] = "components_cancel"
-        stats["message"] = dead_message(name, stats["cause"], stats, th, cancelling or [])
+        stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
     for internal in ("range_known", "range", "at_value_groups"):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
@@ -175,7 +175,7 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
     group_sizes: dict[str, Any] = {}
     components = {
-        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes), th)
+        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes))
         for name in acc.component_names()
     }
     shares = advantage_share_means(group_sizes)
@@ -184,7 +184,7 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
             stats.advantage_share = shares.get(name, 0.0)
     agg_stats = component_stats(AGG, acc, th, None)
     cancelling = [n for n, c in components.items() if c.verdict == "ok"] if agg_stats["verdict"] == "dead" else []
-    aggregate = finish(AGGREGATE_TARGET, agg_stats, th, cancelling)
+    aggregate = finish(AGGREGATE_TARGET, agg_stats, cancelling)
     scored = acc.records - acc.errors
     return StepReport(
         step=step,

@@ -23,7 +23,8 @@ class _BuiltinRewards(Mapping[str, Reward]):
             raise KeyError(name)
         from rewardpipe.references import load_import_reference
 
-        return load_import_reference(BUILTIN_REWARDS[name])
+        reward: Reward = load_import_reference(BUILTIN_REWARDS[name])
+        return reward
 
     def __iter__(self) -> Iterator[str]:
         return iter(BUILTIN_REWARDS)
@@ -42,7 +43,8 @@ def get_reward(name: Any, weights: Mapping[str, float] | None = None, *, allow_f
     what exists and how to register one."""
     from rewardpipe.references import resolve_reward
 
-    return resolve_reward(name, weights, allow_files=allow_files)
+    reward: Reward = resolve_reward(name, weights, allow_files=allow_files)
+    return reward
 
 
 def reads_reference(reward: Reward) -> bool:

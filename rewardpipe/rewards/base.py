@@ -422,11 +422,11 @@ class Reward:
 
     # -- scoring ---------------------------------------------------------------------------------------
 
-    def _evaluate(self, data: ScoringInput) -> tuple[dict[str, Any], tuple[str, BaseException] | None, list]:
+    def _evaluate(self, data: ScoringInput) -> tuple[dict[str, Any], tuple[str, BaseException] | None, list[Any]]:
         """Every component's value (async ones as pending coroutines), and the first that raised."""
         values: dict[str, Any] = {}
-        raised = None
-        pending: list = []
+        raised: tuple[str, BaseException] | None = None
+        pending: list[Any] = []
         for name, call, get, is_async in self._plan:
             try:
                 value = call(get(data)) if get is not None else call(data)
@@ -496,7 +496,7 @@ class Reward:
         """:meth:`score_input` of a reward without async components, in one pass: the hot path of every
         batch (the same values, errors and aggregate as :meth:`_evaluate` then :meth:`_finish`)."""
         values: dict[str, Any] = {}
-        raised = None
+        raised: tuple[str, BaseException] | None = None
         complete = True
         aggregate: Any = 0
         weights = self._weights
@@ -533,7 +533,7 @@ class Reward:
         coroutines = [coro for _, _, pending in evaluated for _, coro in pending]
         results = iter(run_coroutines(coroutines))
         scores = []
-        for data, (values, raised, pending) in zip(inputs, evaluated):
+        for data, (values, raised, pending) in zip(inputs, evaluated, strict=True):
             for name, _ in pending:
                 raised = self._take(values, name, next(results), raised)
             scores.append(self._finish(data, values, raised))
@@ -556,14 +556,14 @@ class Reward:
         plan = self._plan
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [column.append for column in columns]
-        steps = tuple(zip(plan, appends, (self._weights[name] for name in names)))
+        steps = tuple(zip(plan, appends, (self._weights[name] for name in names), strict=True))
         aggregates: list[Any] = []
-        errors: list[ErrorInfo | None] = []
+        errors = []
         with paused_gc():
             for data in inputs:
                 aggregate: Any = 0
                 complete = True
-                for (name, call, get, _), append, weight in steps:
+                for (_name, call, get, _), append, weight in steps:
                     try:
                         value = call(get(data)) if get is not None else call(data)
                         if value.__class__ is not float:
@@ -590,8 +590,8 @@ class Reward:
                 errors.append(score.error)
         return ColumnScores(names, columns, aggregates, errors)
 
-    def _settle(self, values: dict[str, Any], pending: list, raised_box: list) -> None:
-        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending])):
+    def _settle(self, values: dict[str, Any], pending: list[Any], raised_box: list[Any]) -> None:
+        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending]), strict=True):
             raised_box[0] = self._take(values, name, result, raised_box[0])
 
     @staticmethod

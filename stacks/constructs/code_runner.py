@@ -6,8 +6,8 @@ Two back ends share one job format and one result format (rewardpipe.aws.jobs):
   its invoke payload and the result goes back in the response, so its role has no S3 access at all;
 * an ECS Fargate task for long jobs (and jobs too large for a synchronous invoke), from
   containers/code_runner/, in the same isolated subnets; the job and result go through S3 under ``jobs/``,
-  and its role may read and write ``jobs/*`` only, through the VPC's S3 endpoint. Inside either, the untrusted child process gets a clean
-environment (no credentials) from the rewardpipe execution layer, and the parent makes itself
+  and its role may read and write ``jobs/*`` only, through the VPC's S3 endpoint. Inside either, the untrusted child
+process gets a clean environment (no credentials) from the rewardpipe execution layer, and the parent makes itself
 non-dumpable so the child cannot read the parent's environment through /proc.
 """
 

@@ -4,9 +4,9 @@ The Lambda reads a step's records, runs rewardpipe.monitoring, writes the verdic
 per-component statistics as CloudWatch metrics (Powertools EMF), once per newly checked step. The
 dead-component alarms watch ``DeadStreak`` (consecutive dead checked steps) and the error-rate alarm
 ``ErrorStreak`` (consecutive checked steps with too many error records), so they count steps, not
-minutes; their thresholds and the check's come from one alarm policy (``settings.alarms``). The check's own failures (errors, throttles, undeliverable invocations, a missing heartbeat)
-are alarmed as well, and every alarm notifies one KMS-encrypted SNS topic that only this stack's alarms
-may publish to.
+minutes; their thresholds and the check's come from one alarm policy (``settings.alarms``). The check's own failures
+(errors, throttles, undeliverable invocations, a missing heartbeat) are alarmed as well, and every alarm notifies one
+KMS-encrypted SNS topic that only this stack's alarms may publish to.
 """
 
 from __future__ import annotations

@@ -21,6 +21,8 @@ partition it was not built for fails at that lookup instead of deploying a firew
 
 from __future__ import annotations
 
+from typing import cast
+
 from aws_cdk import Aws, CfnMapping, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -96,7 +98,8 @@ class Network(Construct):
         # Both rules are separate SecurityGroupEgress resources. A group declared without any inline egress
         # rule gets EC2's default allow-all egress, which separate rules do not remove, so keep CDK's
         # match-nothing placeholder inline: the group then allows exactly the two rules above.
-        self.sandbox_sg.node.default_child.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_RULE])
+        cfn_group = cast(ec2.CfnSecurityGroup, self.sandbox_sg.node.default_child)  # a SecurityGroup's L1 resource
+        cfn_group.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_RULE])
         # Fargate pulls image layers from ECR's S3 bucket through this endpoint.
         self.s3_endpoint.add_to_policy(
             iam.PolicyStatement(

@@ -13,11 +13,11 @@ from aws_cdk import CfnOutput
 from constructs import Construct
 from stacks.config import MIN_SINGLE_TURN_WORKERS, DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, python_function, sandbox_memory_mb, stack_name
+from stacks.constructs.network import Network
 
 # Lambda gives one vCPU per 1769 MB; model code is CPU-bound, so the pool follows the vCPUs (at least
 # MIN_SINGLE_TURN_WORKERS, so one slow sample does not hold up the whole batch).
 MB_PER_VCPU = 1769
-from stacks.constructs.network import Network
 
 
 class SingleTurnReward(Construct):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 
@@ -155,7 +156,7 @@ def test_trl_reward_functions_and_callback_record_it_and_keep_the_batch(acme):
 
     class Trainer:
         reward_funcs, num_generations = monitor.reward_funcs, 2
-        reward_weights = [c.weight for c in monitor.reward.components]
+        reward_weights: ClassVar[list[float]] = [c.weight for c in monitor.reward.components]
         model = type("M", (), {"training": True})()
 
         def _log_metric(self, name, value):
@@ -201,7 +202,7 @@ def test_verl_compute_score_flags_it(acme):
 def test_verifiers_rubric_gives_nan_and_scores_each_sample_once(acme):
     from rewardpipe.integrations.verifiers import rubric_functions
 
-    funcs, weights = rubric_functions(FLAKY)
+    funcs, _weights = rubric_functions(FLAKY)
     assert [f.__name__ for f in funcs] == ["valid_json", "answer_matches", "explodes_on_boom"]
     values = [f(completion=HOSTILE, answer=4, prompt="2+2?") for f in funcs]
     assert all(math.isnan(v) for v in values)

@@ -127,7 +127,7 @@ def test_reward_weights_override_by_name_and_an_unknown_name_is_an_error():
     reward = Reward("r", [a, b], weights={"b": 2.0})
     assert reward.weights == {"a": 1.0, "b": 2.0}
     assert reward.score([Message(role="assistant", content="x")]).aggregate == pytest.approx(2.0)
-    with pytest.raises(ValueError, match="no component.*'c'"):
+    with pytest.raises(ValueError, match=r"no component.*'c'"):
         Reward("r", [a, b], weights={"c": 1.0})
 
 

@@ -248,6 +248,6 @@ def test_an_environment_written_for_another_api_major_is_refused():
     class Future(EchoEnv):
         api = 2
 
-    with pytest.raises(ValueError, match="API 2.*speaks API 1"):
+    with pytest.raises(ValueError, match=r"API 2.*speaks API 1"):
         check_environment(Future())
     assert check_environment(EchoEnv).name == "echo"  # a class is instantiated

@@ -209,7 +209,7 @@ def _handler_for(fn: Any) -> Any:
             target.mkdir(parents=True)
             with zipfile.ZipFile(io.BytesIO(fn.code_bytes)) as zf:
                 zf.extractall(target)
-        module_file, _, attr = fn.handler.rpartition(".")
+        module_file, _, _attr = fn.handler.rpartition(".")
         spec = importlib.util.spec_from_file_location(f"lambda_{digest}_{module_file}", target / f"{module_file}.py")
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)  # type: ignore[union-attr]
@@ -380,7 +380,7 @@ def _patch_moto_serving() -> list[tuple[Any, str, Any]]:
 
     original = BotocoreStubber.process_request
 
-    def process_request(self, request):  # noqa: ANN001
+    def process_request(self, request):
         stack = _NESTED.__dict__.get("stack")
         if not stack:
             return original(self, request)
@@ -396,7 +396,7 @@ def _patch_moto_serving() -> list[tuple[Any, str, Any]]:
 def _patch_lambda() -> list[tuple[Any, str, Any]]:
     from moto.awslambda_simple.models import LambdaSimpleBackend
 
-    def invoke(self, function_name, qualifier, body, headers, response_headers):  # noqa: ANN001
+    def invoke(self, function_name, qualifier, body, headers, response_headers):
         fn = self.get_function(function_name, qualifier)  # raises ResourceNotFound like AWS
         asynchronous = (headers or {}).get(
             "X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")
@@ -440,7 +440,7 @@ def _patch_sqs() -> list[tuple[Any, str, Any]]:
 
     original = SQSBackend.send_message
 
-    def send_message(self, queue_name, message_body, message_attributes=None, *args, **kwargs):  # noqa: ANN001
+    def send_message(self, queue_name, message_body, message_attributes=None, *args, **kwargs):
         queue = self.get_queue(queue_name)
         limit = min(
             LIMITS["sqs_message_bytes"],
@@ -552,7 +552,7 @@ def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
     from moto.core.responses import ActionResult, EmptyResult
     from moto.stepfunctions.responses import StepFunctionResponse
 
-    def send_task_failure(self) -> ActionResult:  # noqa: ANN001
+    def send_task_failure(self) -> ActionResult:
         # SendTaskFailure: "error" at most 256 characters, "cause" at most 32,768
         # (https://docs.aws.amazon.com/step-functions/latest/apireference/API_SendTaskFailure.html)
         _check_size("SendTaskFailure error", len(self._get_param("error") or ""), LIMITS["sfn_error_chars"])
@@ -576,7 +576,7 @@ def _patch_sfn_start_execution() -> list[tuple[Any, str, Any]]:
 
     original = StepFunctionResponse.start_execution
 
-    def start_execution(self):  # noqa: ANN001
+    def start_execution(self):
         if _size(self._get_param("input")) > LIMITS["sfn_payload_bytes"]:
             raise ValidationException(
                 "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have "
@@ -592,7 +592,7 @@ def _patch_ecs() -> list[tuple[Any, str, Any]]:
 
     original = EC2ContainerServiceBackend.run_task
 
-    def run_task(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs):  # noqa: ANN001
+    def run_task(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs):
         tasks = original(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs)
         task_def = self.describe_task_definition(task_definition_str)
         overrides_by_name = {o.get("name"): o for o in (overrides or {}).get("containerOverrides", [])}
@@ -702,13 +702,13 @@ def install_stop_execution_patch(monkeypatch: Any) -> None:
     original_stop = Execution.stop
     original_reflect = BaseExecutionWorkerCommunication._reflect_execution_status
 
-    def stop(self, stop_date, error, cause):  # noqa: ANN001
+    def stop(self, stop_date, error, cause):
         original_stop(self, stop_date=stop_date, error=error, cause=cause)
         if self.exec_status == ExecutionStatus.RUNNING:
             self.exec_status, self.stop_date = ExecutionStatus.ABORTED, stop_date
             self.error, self.cause = error, cause
 
-    def reflect(self):  # noqa: ANN001
+    def reflect(self):
         if self.execution.exec_status != ExecutionStatus.ABORTED:
             original_reflect(self)
 
@@ -976,7 +976,7 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
     seen: list[dict] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_POST(self):  # noqa: N802
+        def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
             # The fields the OpenAI SDK's ChatCompletion model requires, so SDK-based clients accept it too.

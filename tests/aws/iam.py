@@ -479,7 +479,7 @@ def condition_matches(conditions: dict | None, context: dict[str, tuple[str, ...
                     continue
                 return False
 
-            def one(value: str) -> bool:
+            def one(value: str, compare=compare, wanted_values=wanted_values, negated=negated) -> bool:
                 hit = any(compare(w, value) for w in wanted_values)  # type: ignore[misc]
                 return not hit if negated else hit
 
@@ -923,11 +923,11 @@ def patch_botocore() -> list[tuple[Any, str, Any]]:
     original = BaseClient._make_api_call
     original_submit = ThreadPoolExecutor.submit
 
-    def _make_api_call(self, operation_name, api_params):  # noqa: ANN001
+    def _make_api_call(self, operation_name, api_params):
         authorize_client_call(self, operation_name, api_params)
         return original(self, operation_name, api_params)
 
-    def submit(self, fn, /, *args, **kwargs):  # noqa: ANN001
+    def submit(self, fn, /, *args, **kwargs):
         caller = current_caller()
         if caller is None:
             return original_submit(self, fn, *args, **kwargs)
@@ -1031,7 +1031,7 @@ def install_in_child(principal_file: str, denials_file: str) -> None:
 
     original = BaseClient._make_api_call
 
-    def _make_api_call(self, operation_name, api_params):  # noqa: ANN001
+    def _make_api_call(self, operation_name, api_params):
         try:
             authorize_client_call(self, operation_name, api_params)
         except Exception:

@@ -301,7 +301,7 @@ def test_every_call_the_client_makes_is_allowed_by_the_trainer_policy(deployment
 
     calls: list[tuple[str, str, str | None]] = []
 
-    def record(model, params, **kwargs):  # noqa: ANN001 - botocore's before-call signature
+    def record(model, params, **kwargs):  # botocore's before-call signature
         calls.append((model.service_model.signing_name, model.name, params.get("Key")))
 
     clients = {name: boto3.client(name, region_name=harness.REGION) for name in ("stepfunctions", "sqs", "s3")}

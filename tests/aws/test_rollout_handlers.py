@@ -154,7 +154,7 @@ def test_start_only_reads_replay_turns_the_client_stored_for_this_attempt(bucket
 
 
 def test_a_missing_task_object_is_a_clear_error(bucket):
-    with pytest.raises(FileNotFoundError, match="tasks/none.json"):
+    with pytest.raises(FileNotFoundError, match=r"tasks/none\.json"):
         load("rollout_start").lambda_handler(
             {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"},
             Context(),
@@ -263,7 +263,7 @@ def test_a_turn_channel_must_be_one_of_the_stacks_and_only_for_callback_rollouts
     # The state machine records it as bad input (StartEpisode's ValueError), before any turn was taken.
     cause = json.dumps({"errorType": "ValueError", "errorMessage": str(caught.value)})
     assert describe_failure({"Error": "ValueError", "Cause": cause}, "StartEpisodeStep", None).kind == "bad_input"
-    with pytest.raises(ValidationError, match="only applies to policy.mode 'callback'"):
+    with pytest.raises(ValidationError, match=r"only applies to policy\.mode 'callback'"):
         _started(bucket, attempt="att-3", mode="replay", turns=[COMMIT], channel="nova")
 
 
@@ -503,7 +503,7 @@ class _Describe:
     def __init__(self, input_text: str | None = None, error: str | None = None) -> None:
         self.input_text, self.error, self.calls = input_text, error, []
 
-    def describe_execution(self, executionArn):  # noqa: N803 - boto3's parameter name
+    def describe_execution(self, executionArn):  # boto3's parameter name
         from botocore.exceptions import ClientError
 
         self.calls.append(executionArn)
@@ -620,7 +620,7 @@ def test_the_payload_guard_raises_a_catchable_error_naming_the_size():
     from rewardpipe.aws.state import PayloadTooLarge, guard_payload
 
     assert guard_payload({"a": "b"}, "x") == {"a": "b"}
-    with pytest.raises(PayloadTooLarge, match="the output is 2000[0-9]{2} bytes"):
+    with pytest.raises(PayloadTooLarge, match=r"the output is 2000[0-9]{2} bytes"):
         guard_payload({"a": "é" * 100_010}, "the output")
 
 
@@ -737,7 +737,7 @@ def test_an_unreachable_endpoint_fails_the_step_loudly(bucket):
 
     # Raised under the name the state machine retries; after the retries its Catch records a policy_error.
     event = {"input": _event(mode="openai", base_url="http://127.0.0.1:9/v1", model="m"), "attempt": "u"}
-    with pytest.raises(TransientError, match="^PolicyError") as info:
+    with pytest.raises(TransientError, match=r"^PolicyError") as info:
         load("rollout_start").lambda_handler(event, PolicyTimeout())
     assert isinstance(info.value.__cause__, PolicyError)
 

@@ -165,7 +165,7 @@ def test_fuzz_every_sample_is_answered_and_nothing_raises(gsm8k, event):
     assert isinstance(results, list)
     if isinstance(event, list):
         assert len(results) == len(event)  # one answer per sample, in order (none for an empty batch)
-        for raw, result in zip(event, results):
+        for raw, result in zip(event, results, strict=True):
             expected_id = raw.get("id") if isinstance(raw, dict) else None
             assert result["id"] == expected_id
     else:

@@ -515,5 +515,5 @@ def test_the_stack_turn_limit_cannot_exceed_the_documented_rollout_limit():
     from stacks.constructs.rollout_workflow import checked_max_turns
 
     assert checked_max_turns(MAX_TURNS_LIMIT) == MAX_TURNS_LIMIT
-    with pytest.raises(ValueError, match="rewardpipe.max_turns: at most 20"):
+    with pytest.raises(ValueError, match=r"rewardpipe\.max_turns: at most 20"):
         checked_max_turns(MAX_TURNS_LIMIT + 1)

@@ -50,7 +50,7 @@ def test_doctor_flags_a_component_that_cannot_move():
     base = get_reward("ask_before_coding")
     # A bonus gated behind something no strategy reaches: the blog's silently dead component.
     gated = Component("gated_bonus", 0.5, lambda data: 0.0, "never reachable", (0.0, 1.0))
-    reward = base.with_components(base.components + (gated,))
+    reward = base.with_components((*base.components, gated))
     [diagnosis] = diagnose([Task(**make_task("t"))], ENVIRONMENT, get_executor(), reward=reward)
     assert not diagnosis.ok
     assert diagnosis.problems == ["component 'gated_bonus' takes only the value(s) [0.0]: it would be dead"]
@@ -78,6 +78,9 @@ def test_doctor_passes_on_all_of_imported_humaneval(cli, tmp_path):
 def test_a_docstring_with_no_details_gets_an_example_from_the_tests():
     from rewardpipe.humaneval import example_from_check
 
-    tests = "def check(candidate):\n    assert True\n    assert candidate(2, k=3) == [1, 2]\n    assert candidate(0) == []\n"
+    tests = (
+        "def check(candidate):\n    assert True\n    assert candidate(2, k=3) == [1, 2]\n"
+        "    assert candidate(0) == []\n"
+    )
     assert example_from_check(tests, "solve") == "For example, solve(2, k=3) returns [1, 2]."
     assert example_from_check("def check(c):\n    assert c(1) > 0\n", "solve") is None

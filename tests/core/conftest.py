@@ -99,7 +99,7 @@ class StubChatServer:
         server = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            def do_POST(self) -> None:  # http.server naming
                 length = int(self.headers.get("Content-Length", 0))
                 raw = self.rfile.read(length)
                 server.requests.append(

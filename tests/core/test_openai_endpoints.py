@@ -72,14 +72,14 @@ def test_retries_on_503_then_succeeds(chat_server):
 
 def test_repeated_500s_raise_endpoint_error_after_all_attempts(chat_server):
     chat_server.replies.extend([(500, {"error": "down"})] * 5)
-    with pytest.raises(EndpointError, match="3 attempts.*HTTP 500"):
+    with pytest.raises(EndpointError, match=r"3 attempts.*HTTP 500"):
         client(chat_server, max_retries=2).complete([])
     assert len(chat_server.requests) == 3
 
 
 def test_client_error_is_not_retried(chat_server):
     chat_server.replies.append((400, {"error": "bad request: unknown model"}))
-    with pytest.raises(EndpointError, match="HTTP 400.*unknown model"):
+    with pytest.raises(EndpointError, match=r"HTTP 400.*unknown model"):
         client(chat_server).complete([])
     assert len(chat_server.requests) == 1
 

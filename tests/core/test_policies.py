@@ -172,7 +172,7 @@ def test_replay_of_a_rollout_recorded_at_one_step_matches_any_step():
 
 
 def test_replay_rejects_the_same_rollout_recorded_twice_for_a_step():
-    with pytest.raises(ValueError, match="'k0'.*step 0"):
+    with pytest.raises(ValueError, match=r"'k0'.*step 0"):
         ReplayPolicy([recorded("k0", "a?"), recorded("k0", "b?")])
 
 

@@ -186,7 +186,7 @@ def _hidden_words(task) -> list[str]:
 def probing_conversation(draw):
     """A bundled task and a run of questions made of words from its hidden tests and reference solution."""
     task = draw(st.sampled_from(BUNDLED))
-    words = _hidden_words(task) + ["tests", "solution", "assert", "requirements", "what", "else"]
+    words = [*_hidden_words(task), "tests", "solution", "assert", "requirements", "what", "else"]
     questions = draw(st.lists(st.lists(st.sampled_from(words), min_size=1, max_size=8), min_size=1, max_size=6))
     return task, [" ".join(q) + "?" for q in questions]
 

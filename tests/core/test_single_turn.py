@@ -41,7 +41,7 @@ def assert_contract(outputs: list) -> None:
 def test_order_and_ids_preserved_including_non_string_ids():
     ids = ["a", 17, None, 3.5, "a"]
     answers = ["#### 42", "#### 41", "#### 42", "nothing", "\\boxed{42}"]
-    batch = [sample(ans, sid, metadata={"reference_answer": 42}) for sid, ans in zip(ids, answers)]
+    batch = [sample(ans, sid, metadata={"reference_answer": 42}) for sid, ans in zip(ids, answers, strict=True)]
     outputs = score_samples(batch, "gsm8k")
     assert [o["id"] for o in outputs] == ids
     assert [o["aggregate_reward_score"] for o in outputs] == [1.5, 0.5, 1.5, 0.0, 1.25]
@@ -367,7 +367,7 @@ def test_any_json_list_gives_one_result_per_input_and_never_raises(batch, reward
     outputs = score_samples(batch, reward, executor=FakeExecutor(result("passed", 1, 1)))
     assert len(outputs) == len(batch)
     assert_contract(outputs)
-    for raw, out in zip(batch, outputs):
+    for raw, out in zip(batch, outputs, strict=True):
         if isinstance(raw, dict):
             sent = raw.get("id")
             try:

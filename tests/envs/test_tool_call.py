@@ -110,7 +110,7 @@ def test_defaults_literals_and_descriptions_reach_the_schema():
 )
 def test_a_tool_that_cannot_be_described_is_refused_at_definition(source, says):
     namespace: dict = {}
-    exec(source, namespace)  # noqa: S102 - the test's own function definitions
+    exec(source, namespace)  # the test's own function definitions
     with pytest.raises(ToolDefinitionError, match=says):
         tool(namespace["f"])
 

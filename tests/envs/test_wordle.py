@@ -69,7 +69,11 @@ def test_feedback_rules_hold_for_every_pair_of_a_random_sample():
     pairs = [(rng.choice(words), rng.choice(words)) for _ in range(3000)] + [("eerie", "sheep"), ("llama", "allay")]
     for guess, answer in pairs:
         pattern = feedback(guess, answer)
-        assert all((p == "G") == (a == b) for p, a, b in zip(pattern, guess, answer)), (guess, answer, pattern)
+        assert all((p == "G") == (a == b) for p, a, b in zip(pattern, guess, answer, strict=True)), (
+            guess,
+            answer,
+            pattern,
+        )
         for letter in set(guess):
             places = [i for i, c in enumerate(guess) if c == letter]
             marked = [i for i in places if pattern[i] in "GY"]
@@ -393,7 +397,7 @@ def test_the_collapse_plays_one_word_in_every_rollout():
 
 
 def test_the_reference_scenario_solves_every_bundled_task():
-    tasks = load_task_rows(BUNDLED_TASKS, WordleTask) + [task("zzzzq"), task("fuzzy", max_guesses=1)]
+    tasks = [*load_task_rows(BUNDLED_TASKS, WordleTask), task("zzzzq"), task("fuzzy", max_guesses=1)]
     for game in tasks:
         reference = ENVIRONMENT.scenarios(game)["reference"]
         state = start_episode(game, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k")

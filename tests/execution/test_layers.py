@@ -69,7 +69,7 @@ def test_env_configuration_is_parsed_and_validated():
 
 def test_interpreter_choice_respects_configuration_and_uid_layer():
     assert choose_interpreter(SandboxConfig(interpreter="/opt/python")) == ("/opt/python", "configured")
-    path, why = choose_interpreter(SandboxConfig(disable=frozenset({"uid"})))
+    _path, why = choose_interpreter(SandboxConfig(disable=frozenset({"uid"})))
     assert why == "scorer's interpreter"
 
 

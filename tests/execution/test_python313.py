@@ -1,8 +1,8 @@
 """The sandbox on Python 3.13, the Lambda functions' runtime (issue 18 item 1).
 
 It runs where a 3.13 interpreter is found (REWARDPIPE_TEST_PYTHON313=/path/to/python3.13, a pyenv
-~/.pyenv/versions/3.13*, or python3.13 on PATH) and skips with that reason otherwise. It runs the fork servers on that interpreter: start-up, a
-right and a wrong answer, and the filter's own-pid rule under the new version's runtime.
+~/.pyenv/versions/3.13*, or python3.13 on PATH) and skips with that reason otherwise. It runs the fork servers on that
+interpreter: start-up, a right and a wrong answer, and the filter's own-pid rule under the new version's runtime.
 """
 
 from __future__ import annotations

@@ -78,7 +78,7 @@ def test_unparseable_tests_are_a_harness_error(executor):
     assert result.status is ExecutionStatus.ERROR
     assert "do not parse" in result.reason
     with pytest.raises(ValueError):
-        result.fraction_passed
+        _ = result.fraction_passed
 
 
 def test_tests_without_test_methods_are_a_harness_error(executor):
@@ -94,7 +94,10 @@ def test_check_format_without_check_function_is_a_harness_error(executor):
 
 
 def test_tests_that_crash_at_import_without_the_model_are_a_harness_error(executor):
-    tests = "import unittest\nimport module_that_does_not_exist\nclass T(unittest.TestCase):\n    def test_a(self):\n        pass\n"
+    tests = (
+        "import unittest\nimport module_that_does_not_exist\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+        "        pass\n"
+    )
     result = executor.run(job("def add(a, b):\n    return a + b\n", tests=tests))
     assert result.status is ExecutionStatus.ERROR
     assert "module_that_does_not_exist" in result.reason
@@ -114,7 +117,10 @@ def test_slow_import_counts_against_the_deadline(executor):
 
 
 def test_stdout_and_stderr_are_returned(executor):
-    code = "import sys\nprint('hello out')\nprint('hello err', file=sys.stderr)\ndef add(a, b):\n    print('called', a, b)\n    return a + b\n"
+    code = (
+        "import sys\nprint('hello out')\nprint('hello err', file=sys.stderr)\ndef add(a, b):\n"
+        "    print('called', a, b)\n    return a + b\n"
+    )
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED
     assert "hello out" in result.stdout and "called 1 2" in result.stdout

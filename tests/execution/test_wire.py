@@ -35,7 +35,7 @@ def same_structure(a, b) -> bool:
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):
-        return len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b))
+        return len(a) == len(b) and all(same_structure(x, y) for x, y in zip(a, b, strict=True))
     if isinstance(a, dict):
         return a.keys() == b.keys() and all(same_structure(a[k], b[k]) for k in a)
     return a == b

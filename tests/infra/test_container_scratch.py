@@ -34,12 +34,16 @@ from rewardpipe.execution.result import ExecutionJob
 class MemoryS3:
     def __init__(self, objects): self.objects = objects
     def get_object(self, Bucket, Key): return {"Body": io.BytesIO(self.objects[Key])}
-    def put_object(self, Bucket, Key, Body, **kw): self.objects[Key] = Body if isinstance(Body, bytes) else Body.encode()
+    def put_object(self, Bucket, Key, Body, **kw):
+        self.objects[Key] = Body if isinstance(Body, bytes) else Body.encode()
 
 job = ExecutionJob(code="def add(a, b):\n    return a + b\n", entry_point="add",
-                   tests="import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n")
+                   tests=("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+                          "        self.assertEqual(add(1, 2), 3)\n"))
 s3 = MemoryS3({"jobs/j.json": job.model_dump_json().encode()})
-code = entry.main({"BUCKET": "b", "JOB_KEY": "jobs/j.json", "RESULT_KEY": "jobs/r.json", "TMPDIR": SCRATCH}, s3_client=s3)
+code = entry.main(
+    {"BUCKET": "b", "JOB_KEY": "jobs/j.json", "RESULT_KEY": "jobs/r.json", "TMPDIR": SCRATCH}, s3_client=s3
+)
 result = json.loads(s3.objects["jobs/r.json"]) if "jobs/r.json" in s3.objects else None
 print(json.dumps({"exit": code, "status": result and result["status"]}))
 """

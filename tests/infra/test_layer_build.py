@@ -152,7 +152,7 @@ def test_an_abi3_module_is_judged_by_its_elf_header(tmp_path):
     packaging._check_platform(python_dir, "arm64")
     elf[18:20] = (0x3E).to_bytes(2, "little")
     (python_dir / "native.abi3.so").write_bytes(elf)
-    with pytest.raises(packaging.PackagingError, match="native.abi3.so"):
+    with pytest.raises(packaging.PackagingError, match=r"native\.abi3\.so"):
         packaging._check_platform(python_dir, "arm64")
 
 

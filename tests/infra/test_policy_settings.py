@@ -99,7 +99,7 @@ def test_the_pause_rule_keeps_the_derived_reserve_not_a_fixed_one():
 
 
 class _SlowEndpoint(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         self.rfile.read(int(self.headers.get("Content-Length", 0)))
         time.sleep(2.5)
         try:
@@ -155,6 +155,6 @@ def test_replay_turns_without_a_mode_are_refused_not_silently_ignored():
 
     from rewardpipe.aws.rollout import PolicySpec
 
-    with pytest.raises(ValidationError, match="for policy.mode 'replay'"):
+    with pytest.raises(ValidationError, match=r"for policy\.mode 'replay'"):
         PolicySpec.model_validate({"turns": ["a", "b"]})
     assert PolicySpec.model_validate({"mode": "replay", "turns": ["a"]}).turns == ["a"]

@@ -378,7 +378,8 @@ class Context:
     function_name = "reward"; memory_limit_in_mb = 1769; aws_request_id = "r"
     invoked_function_arn = "arn:aws:lambda:us-east-1:123456789012:function:reward"
     def get_remaining_time_in_millis(self): return 120_000
-tests = "import unittest\\nclass T(unittest.TestCase):\\n    def test_a(self):\\n        self.assertEqual(add(1, 2), 3)\\n"
+tests = ("import unittest\\nclass T(unittest.TestCase):\\n    def test_a(self):\\n"
+         "        self.assertEqual(add(1, 2), 3)\\n")
 answers = ["def add(a, b):\\n    return a + b", "def add(a, b):\\n    return a - b", "import os\\nos.fork()"]
 samples = [{"id": i, "messages": [{"role": "user", "content": "Write add(a, b)."},
             {"role": "nova_assistant", "content": [{"type": "text", "text": "```python\\n" + code + "\\n```"}]}],

@@ -191,7 +191,10 @@ def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_ro
 def _tasks():
     from rewardpipe.models import Task
 
-    tests = "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n"
+    tests = (
+        "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n"
+        "        self.assertEqual(add(2, 3), 5)\n"
+    )
     common = {"entry_point": "add", "tests": tests, "reference_solution": "def add(a, b):\n    return a + b\n"}
     return [
         Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
@@ -236,7 +239,7 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     for episode in episodes:
         tokens = episode.tokens
         replies = [m.content for m in episode.state.messages[1:] if m.role == "user"]
-        masked = [t for t, m in zip(tokens.completion_ids, tokens.env_mask) if m == 0]
+        masked = [t for t, m in zip(tokens.completion_ids, tokens.env_mask, strict=True) if m == 0]
         assert tokenizer.decode(masked) == "".join(PLAIN_FEEDBACK.format(reply=r) for r in replies)
         assert len(tokens.completion_ids) <= 96
     # TRL took the simulator's tokens out of the loss: its completion length counts the model's tokens only.

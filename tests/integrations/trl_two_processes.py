@@ -15,11 +15,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from datasets import Dataset  # noqa: E402
-from trl import GRPOConfig, GRPOTrainer  # noqa: E402
+from datasets import Dataset
+from trl import GRPOConfig, GRPOTrainer
 
-from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
-from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
+from rewardpipe.integrations.trl import RewardPipeCallback
+from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model
 
 PER_PROCESS = 10  # 2 processes x 10 = 20 completions = 5 groups of GROUP; the third is split
 

@@ -107,7 +107,7 @@ def varied_run(seed=0, run="r1", steps=6, groups=12, k=4):
 def write(path: Path, records, *, newline="\n", blank_lines=False) -> Path:
     lines = [json.dumps(r) for r in records]
     if blank_lines:
-        lines = [x for pair in zip(lines, [""] * len(lines)) for x in pair]
+        lines = [x for pair in zip(lines, [""] * len(lines), strict=True) for x in pair]
     path.write_text(newline.join(lines) + newline)
     return path
 
@@ -232,7 +232,7 @@ BAD_LINES = {
 def test_anything_the_fast_readers_cannot_vouch_for_goes_the_careful_way(tmp_path, monkeypatch, case):
     good = [json.dumps(r).encode() for r in varied_run(3)]
     path = tmp_path / "records.jsonl"
-    path.write_bytes(b"\n".join(good[:40] + [BAD_LINES[case]] + good[40:]) + b"\n")
+    path.write_bytes(b"\n".join([*good[:40], BAD_LINES[case], *good[40:]]) + b"\n")
     assert fastread._arrow_batch(path.read_bytes()) is None
     assert fastread.read_jsonl_batch(path) is None
     (shipped, _, careful), used = run_three_ways(monkeypatch, path, "--json", "--no-write-alarms")

@@ -53,7 +53,7 @@ def test_a_bad_row_is_named_and_the_rest_is_monitored(tmp_path):
         table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string())), file
     )
     assert fastread.read_parquet_batch([file]) is None
-    data, stderr = monitor_json(file)
+    data, _stderr = monitor_json(file)
     assert data["unreadable"] == [{"key": f"{file}:row 4", "reason": data["unreadable"][0]["reason"]}]
     assert "status" in data["unreadable"][0]["reason"]
     assert sum(step["records"] for step in data["steps"]) == len(status) - 1

@@ -61,7 +61,7 @@ def records(seed: int) -> list[dict]:
 def odd_values(rows: list[dict]) -> list[dict]:
     """The same rows with values a Record would refuse but a plain mapping may carry."""
     rows = [dict(r, components=dict(r["components"])) for r in rows]
-    for r, value in zip(rows[3::11], ("high", math.inf, -math.inf, math.nan, 7)):
+    for r, value in zip(rows[3::11], ("high", math.inf, -math.inf, math.nan, 7), strict=False):
         if r["status"] == "scored":
             r["components"]["a"] = value
     return rows

@@ -90,7 +90,7 @@ def test_triage_matches_a_pandas_groupby(seed):
         expected |= {(task, name) for task, span in by_task.items() if span <= 1e-6}
     got = _triage(records, {"a": (0, 1), "b": (0, 1), "c": (0, 1)})
     assert set(got) == expected
-    for (task, name), entry in got.items():
+    for (task, _name), entry in got.items():
         rows = frame[frame.task == task]
         assert entry["groups"] == rows.group.nunique() and entry["steps"] == rows.step.nunique()
 

@@ -70,7 +70,9 @@ REWRITE_STDERR = WRONG_ADD + textwrap.dedent("""
         def __init__(self, inner):
             self.inner = inner
         def write(self, text):
-            text = re.sub(r'"total": (\\d+), "passed": \\d+', lambda m: f'"total": {m.group(1)}, "passed": {m.group(1)}', text)
+            text = re.sub(
+                r'"total": (\\d+), "passed": \\d+', lambda m: f'"total": {m.group(1)}, "passed": {m.group(1)}', text
+            )
             return self.inner.write(text)
         def __getattr__(self, name):
             return getattr(self.inner, name)

@@ -501,7 +501,9 @@ SIGNAL_EVERYTHING = WRONG_ADD + textwrap.dedent("""
             "tgkill": lambda: libc.syscall(NR["tgkill"], pid, pid, SIG),
             "rt_sigqueueinfo": lambda: libc.syscall(NR["rt_sigqueueinfo"], pid, SIG, info),
             "rt_tgsigqueueinfo": lambda: libc.syscall(NR["rt_tgsigqueueinfo"], pid, pid, SIG, info),
-            "pidfd": lambda: libc.syscall(NR["pidfd_send_signal"], libc.syscall(NR["pidfd_open"], pid, 0), SIG, None, 0),
+            "pidfd": lambda: libc.syscall(
+                NR["pidfd_send_signal"], libc.syscall(NR["pidfd_open"], pid, 0), SIG, None, 0
+            ),
         }
         for how, attempt in attempts.items():
             try:

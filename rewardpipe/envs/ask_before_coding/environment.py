@@ -65,7 +65,7 @@ def rule_simulator() -> Any:
     return _RULE_SIMULATOR
 
 
-class AskBeforeCoding(Environment):
+class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
     """See the module docstring. ``AskBeforeCoding(simulator=None)``: ``simulator`` is any object with
     ``respond(state, task) -> SimulatorReply`` (default: the rule-based one)."""
 
@@ -81,7 +81,7 @@ class AskBeforeCoding(Environment):
     def __init__(self, simulator: Any = None, *, llm_user: bool = False) -> None:
         self.simulator = simulator
         self.llm_user = llm_user
-        self.calls_llm = llm_user  # type: ignore[misc] - an instance's own setting
+        self.calls_llm = llm_user  # type: ignore[misc]  # an instance's own setting
 
     def configure(self, **options: str) -> AskBeforeCoding:
         """``simulator=rule`` (default) or ``simulator=openai``: an LLM plays the user, through the run's
@@ -99,7 +99,7 @@ class AskBeforeCoding(Environment):
 
     # -- the episode ------------------------------------------------------------------------------------
 
-    def on_policy_turn(self, state: AskBeforeCodingState, task: Task, text: str) -> AskBeforeCodingState:
+    def on_policy_turn(self, state: AskBeforeCodingState, task: Task, text: str) -> AskBeforeCodingState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         kind, code = classify(text)
         kinds = [*state.turn_kinds, kind]
         if kind is TurnKind.COMMIT:
@@ -184,7 +184,7 @@ class AskBeforeCoding(Environment):
         from rewardpipe.transcripts import RevealedItem
 
         spec = task.spec if task is not None else []
-        turns = dict(zip(state.revealed, state.answered_turns))
+        turns = dict(zip(state.revealed, state.answered_turns, strict=False))
         # executed_code: the committed code, also when the task (and so the job) is not at hand
         return {
             "executed_code": state.final_code,

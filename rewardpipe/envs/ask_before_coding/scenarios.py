@@ -107,7 +107,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
     """``task -> {strategy: ScriptedPolicy}`` for :class:`rewardpipe.policies.ScenarioMix`."""
     weights = check_weights(dict(weights or STRATEGY_WEIGHTS))
     mix = {name: ScriptedPolicy(_TRAINING_TURNS[name], weight=weight) for name, weight in weights.items()}
-    return lambda task: mix
+    return lambda task: mix  # noqa: ARG005 - the scenarios hook takes the task
 
 
 def _doctor_turn(name: str, questions: int):

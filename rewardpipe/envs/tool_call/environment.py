@@ -53,7 +53,7 @@ def _refusal(text: str) -> str:
     return json.dumps({"error": text})
 
 
-class ToolCallEnvironment(Environment):
+class ToolCallEnvironment(Environment[ToolCallState, ToolCallTask]):
     """See the module docstring; ``toolset`` is the class attribute a subclass sets."""
 
     name = "tool_call"
@@ -66,7 +66,7 @@ class ToolCallEnvironment(Environment):
     collapse_scenario = "hasty"
     toolset: ClassVar[Toolset] = SHOP
 
-    def tool_schemas(self, task: ToolCallTask | None = None) -> list[dict[str, Any]]:
+    def tool_schemas(self, task: ToolCallTask | None = None) -> list[dict[str, Any]]:  # noqa: ARG002 - every task shares one tool set; callers name the task
         """The tools as an OpenAI-compatible endpoint is sent them (``tools=``)."""
         return self.toolset.schemas()
 
@@ -78,7 +78,7 @@ class ToolCallEnvironment(Environment):
     def _parsed(self, state: ToolCallState, text: str) -> Any:
         return parse_turn(text, state.messages[-1].tool_calls, state.assistant_turns - 1)
 
-    def on_policy_turn(self, state: ToolCallState, task: ToolCallTask, text: str) -> ToolCallState:
+    def on_policy_turn(self, state: ToolCallState, task: ToolCallTask, text: str) -> ToolCallState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         parsed = self._parsed(state, text)
         if parsed.answer is not None:
             return state.evolve(
@@ -96,7 +96,7 @@ class ToolCallEnvironment(Environment):
             return CallOutcome("refused", _refusal(f"not run: at most {MAX_CALLS_PER_TURN} calls per turn"), world)
         return self.toolset.call(call.name, call.arguments, world)
 
-    def respond(self, state: ToolCallState, task: ToolCallTask, ctx: EnvContext | None = None) -> ToolCallState:
+    def respond(self, state: ToolCallState, task: ToolCallTask, ctx: EnvContext | None = None) -> ToolCallState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         parsed = self._parsed(state, state.messages[-1].content)
         turn = state.assistant_turns - 1
         world, version = state.world, state.world_version
@@ -149,7 +149,7 @@ class ToolCallEnvironment(Environment):
         message checked against the recorded one."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(ToolCallState, replay_through_hooks(self, task, messages))  # built by this environment's hooks
 
     def scenarios(self, task: ToolCallTask) -> dict[str, Any]:
         from rewardpipe.envs.tool_call.scenarios import doctor_scenarios
@@ -171,7 +171,7 @@ class ToolCallEnvironment(Environment):
             collapse_to=self.collapse_scenario,
         )
 
-    def metrics(self, state: ToolCallState, task: ToolCallTask) -> dict[str, Any]:
+    def metrics(self, state: ToolCallState, task: ToolCallTask) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         statuses = [call.status for call in state.calls]
         return {
             "calls": len(statuses),
@@ -181,7 +181,7 @@ class ToolCallEnvironment(Environment):
             "answered": state.answer is not None,
         }
 
-    def transcript_fields(self, state: ToolCallState, task: ToolCallTask | None) -> dict[str, Any]:
+    def transcript_fields(self, state: ToolCallState, task: ToolCallTask | None) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         return {"turn_kinds": list(state.turn_kinds)}
 
     def check_task(self, task: ToolCallTask, runs: Mapping[str, Any]) -> list[str]:

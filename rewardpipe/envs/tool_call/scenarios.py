@@ -121,7 +121,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
     mix = {name: ScriptedPolicy(_player(name), weight=weight) for name, weight in chosen.items()}
     if not any(scenario.weight > 0 for scenario in mix.values()):
         raise ValueError("at least one strategy weight must be positive")
-    return lambda task: mix
+    return lambda task: mix  # noqa: ARG005 - the scenarios hook takes the task
 
 
 def doctor_scenarios(task: ToolCallTask) -> dict[str, ScriptedPolicy]:

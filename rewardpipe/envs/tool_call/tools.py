@@ -169,7 +169,7 @@ class CallOutcome:
         return self.status != "invalid"
 
 
-def _short(text: str, limit: int = 300) -> str:
+def _short(text: object, limit: int = 300) -> str:
     text = " ".join(str(text).split())
     return text if len(text) <= limit else text[:limit] + "..."
 

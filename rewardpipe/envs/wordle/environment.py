@@ -78,7 +78,7 @@ def dictionary_words(dictionary: str) -> frozenset[str] | None:
         raise ValueError(f"cannot read the word list {dictionary}: {exc}") from None
 
 
-class Wordle(Environment):
+class Wordle(Environment[WordleState, WordleTask]):
     """See the module docstring. ``Wordle(dictionary="bundled")``: which words count as guesses."""
 
     name = "wordle"
@@ -139,7 +139,7 @@ class Wordle(Environment):
             next_action="env",
         )
 
-    def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:
+    def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         result = state.turn_results[-1]
         left = task.max_guesses - len(state.guesses)
         if result == TurnResult.MALFORMED:
@@ -168,7 +168,7 @@ class Wordle(Environment):
         checked against the recorded one (a recording made with another word list does not replay)."""
         from rewardpipe.episode import replay_through_hooks
 
-        return replay_through_hooks(self, task, messages)
+        return cast(WordleState, replay_through_hooks(self, task, messages))  # built by this environment's hooks
 
     def scenarios(self, task: WordleTask) -> dict[str, Any]:
         from rewardpipe.envs.wordle.scenarios import doctor_scenarios
@@ -197,7 +197,7 @@ class Wordle(Environment):
     def metrics(self, state: WordleState, task: WordleTask) -> dict[str, Any]:
         return {"guesses": len(state.guesses), "max_guesses": task.max_guesses, "solved": state.solved}
 
-    def transcript_fields(self, state: WordleState, task: WordleTask | None) -> dict[str, Any]:
+    def transcript_fields(self, state: WordleState, task: WordleTask | None) -> dict[str, Any]:  # noqa: ARG002 - Environment hook: its signature is the public API v1
         return {"turn_kinds": list(state.turn_results)}
 
 

@@ -85,7 +85,7 @@ def feedback(guess: str, answer: str) -> str:
         return SOLVED_PATTERN
     pattern = [GREY] * WORD_LENGTH
     unmatched: dict[str, int] = {}
-    for index, (g, a) in enumerate(zip(guess, answer)):
+    for index, (g, a) in enumerate(zip(guess, answer, strict=False)):
         if g == a:
             pattern[index] = GREEN
         else:
@@ -105,7 +105,7 @@ def letter_credit(pattern: str) -> float:
 @lru_cache(maxsize=65536)
 def describe(guess: str, pattern: str) -> str:
     """The feedback as the model reads it: ``C=green R=grey A=yellow N=grey E=grey``."""
-    return " ".join(f"{letter.upper()}={COLOUR_NAMES[colour]}" for letter, colour in zip(guess, pattern))
+    return " ".join(f"{letter.upper()}={COLOUR_NAMES[colour]}" for letter, colour in zip(guess, pattern, strict=False))
 
 
 def load_words(path: str | Path = WORDS_FILE) -> frozenset[str]:

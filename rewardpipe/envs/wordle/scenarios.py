@@ -54,10 +54,9 @@ def guess(word: str) -> str:
 
 def consistent(word: str, state: WordleState) -> bool:
     """Whether ``word`` could be the answer, given every guess's feedback so far."""
-    for previous, pattern in zip(state.guesses, state.feedback):
-        if feedback(previous, word) != pattern:
-            return False
-    return True
+    return all(
+        feedback(previous, word) == pattern for previous, pattern in zip(state.guesses, state.feedback, strict=False)
+    )
 
 
 def word_ring(words: Sequence[str]) -> tuple[str, ...]:
@@ -122,7 +121,7 @@ def training_scenarios(words: Sequence[str], weights: dict[str, float] | None = 
     mix = {name: ScriptedPolicy(_training_turn(name, ring), weight=weight) for name, weight in chosen.items()}
     if not any(scenario.weight > 0 for scenario in mix.values()):
         raise ValueError("at least one strategy weight must be positive")
-    return lambda task: mix
+    return lambda task: mix  # noqa: ARG005 - the scenarios hook takes the task
 
 
 def _reference(words: Sequence[str]) -> Callable[..., str]:

@@ -129,7 +129,7 @@ class CountingResult(unittest.TestResult):
         # count of passing test methods alone would miss them (a failed assertion in tearDownClass).
         self.fixture_problems = 0
 
-    def addSuccess(self, test):
+    def addSuccess(self, test):  # noqa: N802 - unittest.TestResult's method name
         super().addSuccess(test)
         self.successes += 1
 
@@ -146,28 +146,28 @@ class CountingResult(unittest.TestResult):
         if not isinstance(test, unittest.TestCase):  # unittest's _ErrorHolder for a fixture or a cleanup
             self.fixture_problems += 1
 
-    def addFailure(self, test, err):
+    def addFailure(self, test, err):  # noqa: N802 - unittest.TestResult's method name
         self._count_fixture(test)
         self._note(test, err)
         super().addFailure(test, err)
 
-    def addError(self, test, err):
+    def addError(self, test, err):  # noqa: N802 - unittest.TestResult's method name
         self._count_fixture(test)
         self._note(test, err)
         super().addError(test, err)
 
-    def addSubTest(self, test, subtest, err):
+    def addSubTest(self, test, subtest, err):  # noqa: N802 - unittest.TestResult's method name
         if err is not None:
             self._note(subtest, err)
         super().addSubTest(test, subtest, err)
 
-    def addSkip(self, test, reason):
+    def addSkip(self, test, reason):  # noqa: N802 - unittest.TestResult's method name
         self._count_fixture(test)  # a fixture that raised SkipTest skipped tests the run needed
         if not self.first_failure:
             self.first_failure = f"{_test_name(test)}: skipped ({reason})"[:600]
         super().addSkip(test, reason)
 
-    def addUnexpectedSuccess(self, test):
+    def addUnexpectedSuccess(self, test):  # noqa: N802 - unittest.TestResult's method name
         if not self.first_failure:
             self.first_failure = f"{_test_name(test)}: unexpected success"
         super().addUnexpectedSuccess(test)

@@ -10,6 +10,7 @@ namespaces, possibly no Landlock) and simply reports which layers it could not a
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import os
@@ -116,7 +117,7 @@ def remove_ipc_objects() -> int:
             continue
         for row in rows:
             ident = int(row[1])  # key, id, ...
-            args = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
+            args: tuple[object, ...] = (ctypes.c_int(ident), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
             if kind == "sem":
                 args = (ctypes.c_int(ident), ctypes.c_int(0), ctypes.c_int(_IPC_RMID), ctypes.c_void_p(None))
             if _libc.syscall(number, *args) == 0:
@@ -681,7 +682,7 @@ _RET = 0x06
 _OWN_PID = object()  # placeholder for the child's pid in a compiled program (patched per child)
 
 
-class _sock_fprog(ctypes.Structure):
+class _sock_fprog(ctypes.Structure):  # noqa: N801 - the kernel's struct sock_fprog, by its C name
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
 
 
@@ -735,7 +736,7 @@ def _block_return(value: int) -> list:
 def _block_own_pid(arg: int, zero_is_self: bool) -> list:
     """Allow when argument ``arg`` is the child's pid (or 0, where 0 means the caller), else EPERM. The
     kernel reads a pid_t (the low 32 bits), so that is what is compared."""
-    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    block: list[tuple[int, int, int, object]] = [(_LD_ABS_W, 0, 0, _arg(arg))]
     if zero_is_self:
         block.append((_JEQ, 2, 0, 0))  # -> allow
     block += [(_JEQ, 1, 0, _OWN_PID), (_RET, 0, 0, _errno(errno.EPERM)), (_RET, 0, 0, _RET_ALLOW)]
@@ -761,7 +762,7 @@ def _block_refuse_values(arg: int, values, error: int) -> list:
     block = [(_LD_ABS_W, 0, 0, _arg(arg))]
     for position, value in enumerate(values):
         block.append((_JEQ, len(values) - position, 0, value))  # -> the refusal after the allow
-    return block + [(_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+    return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
@@ -895,10 +896,8 @@ class CgroupSet:
             raise OSError(errno.ENOTSUP, "no usable cgroup controller")
 
     def _make(self, path: str) -> None:
-        try:
+        with contextlib.suppress(FileExistsError):
             os.mkdir(path, 0o755)
-        except FileExistsError:
-            pass
         self.dirs.append(path)
 
     def _write(self, path: str, key: str, value: str, required: bool = True) -> None:
@@ -948,10 +947,8 @@ class CgroupSet:
             if not members:
                 return True
             for pid in members:
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
             if reap is not None:
                 reap()
             time.sleep(0.0002)
@@ -960,10 +957,8 @@ class CgroupSet:
     def remove(self) -> None:
         self.kill_all(attempts=20)
         for path in self.dirs:
-            try:
+            with contextlib.suppress(OSError):
                 os.rmdir(path)
-            except OSError:
-                pass
 
 
 def _own_cgroup_paths() -> dict[str, str]:
@@ -1016,15 +1011,11 @@ def empty_and_remove_cgroup(path: str) -> None:
         if not members:
             break
         for pid in members:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
         time.sleep(0.005)
-    try:
+    with contextlib.suppress(OSError):
         os.rmdir(path)
-    except OSError:
-        pass
 
 
 def _alive(pid: int) -> bool:

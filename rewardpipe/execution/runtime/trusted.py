@@ -11,6 +11,7 @@ is always unequal, so an object whose ``__eq__`` always says True gains nothing.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import json
 import logging
 import os
@@ -480,7 +481,7 @@ class _ModelModuleGuard:
     import it or ``mock.patch("solution.x")`` need the in-process fallback: said loudly (an ``error`` naming
     the fallback), never a test failure that scores a correct answer 0."""
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name, path=None, target=None):  # noqa: ARG002 - importlib's MetaPathFinder.find_spec signature
         if name != "solution" and not name.startswith("solution."):
             return None
         message = (
@@ -498,7 +499,7 @@ def _prepare_runner() -> None:
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
     # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
     logging.root.addHandler(logging.NullHandler())
-    warnings.showwarning = lambda *args, **kwargs: None
+    warnings.showwarning = lambda *args, **kwargs: None  # noqa: ARG005 - warnings.showwarning's signature
     sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - for the life of the runner
 
 
@@ -533,10 +534,8 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             reply["tampered"] = _own_changes(expected_state)
         finally:
             for fd in fds:
-                try:
+                with contextlib.suppress(OSError):
                     os.close(fd)
-                except OSError:
-                    pass
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
         if header.get("phases"):
@@ -571,7 +570,7 @@ def _count(value) -> int:
 
 def _read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:

@@ -7,6 +7,7 @@ relied on for the verdict. It only has to be useful to honest code: it executes 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import logging
 import operator
@@ -92,7 +93,7 @@ def describe_exception(exc: BaseException) -> dict:
 
 
 def describe_exports(namespace: dict, handles: Handles) -> dict:
-    exports = {}
+    exports: dict[str, dict[str, object]] = {}
     for name, value in list(namespace.items()):
         if name.startswith("__"):
             continue
@@ -113,10 +114,10 @@ class Effects:
 
     def __init__(self):
         self.active = False
-        self.text = {"out": [], "err": []}
+        self.text: dict[str, list[str]] = {"out": [], "err": []}
         self.streams: tuple = ()  # the real stdout and stderr (the job's output files)
         self.size = {"out": 0, "err": 0}
-        self.items = {"warn": [], "log": []}
+        self.items: dict[str, list[object]] = {"warn": [], "log": []}
 
     def start(self) -> None:
         self.active = True
@@ -125,10 +126,8 @@ class Effects:
         """Push what the model's code printed into the job's output files before each reply: once the tests
         are done the process is killed, and a last line without a newline would still sit in a buffer."""
         for stream in self.streams:
-            try:
+            with contextlib.suppress(Exception):  # the model may have closed or replaced it
                 stream.flush()
-            except Exception:  # noqa: BLE001 - the model may have closed or replaced it
-                pass
 
     def take(self) -> dict | None:
         self.active = False

@@ -15,6 +15,7 @@ before it answers the scorer.
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import gc
 import importlib
@@ -192,10 +193,8 @@ class DiskWatch:
                 self.over_budget = self._measure()
         self._check_host(final)
         if not final and (self.over_budget or self.host_over) and self.child is not None:
-            try:
+            with contextlib.suppress(OSError):
                 os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
-            except OSError:
-                pass
 
     def _measure(self) -> str | None:
         try:
@@ -303,10 +302,8 @@ class Housekeeper:
 
     def close(self) -> None:
         """Finish the queued unmounts (so nothing is still mounted in the worker directory) and stop."""
-        try:
+        with contextlib.suppress(OSError):
             os.close(self._requests)
-        except OSError:
-            pass
         try:
             _wait_until(self.pid, time.monotonic() + 10)
             os.kill(self.pid, signal.SIGKILL)
@@ -359,13 +356,13 @@ class Zygote:
         self.current: UntrustedChild | None = None
         self.disabled = set(config.get("disable", []))
         self.isolation: dict[str, str] = {}
-        self.uid = None
-        self.cgroups = None
-        self.ruleset = None
-        self.seccomp_arch = None
+        self.uid: int | None = None
+        self.cgroups: layers.CgroupSet | None = None
+        self.ruleset: layers.LandlockRuleset | None = None
+        self.seccomp_arch: str | None = None
         self.jobs = 0
         self.retiring = False
-        self.job_root = None  # per-job tmpfs mounts live here when we have a private mount namespace
+        self.job_root: str | None = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.housekeeper: Housekeeper | None = None
         self.in_job_cgroup = False
         self.preimported = []
@@ -501,7 +498,7 @@ class Zygote:
                     )
                     iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
         # chroot: the file-system fallback where the kernel has no Landlock (e.g. Fargate's 5.10)
-        self.chroot_dir = None
+        self.chroot_dir: str | None = None
         prefix = os.path.realpath(sys.base_prefix)
         if "chroot" in self.disabled:
             self._off("chroot", "disabled by configuration")
@@ -561,15 +558,11 @@ class Zygote:
         )
         iso["env"] = "clean: PATH, HOME and TMPDIR only"
         iso["tests"] = "never in the untrusted process or on disk"
-        try:
+        with contextlib.suppress(OSError):
             layers.prctl(layers.PR_SET_CHILD_SUBREAPER, 1)
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(OSError):
             # Same-uid processes (e.g. on Lambda) may not read our memory, fds or environ via /proc.
             layers.prctl(layers.PR_SET_DUMPABLE, 0)
-        except OSError:
-            pass
         if self.job_root is None:
             outside = (
                 "confined to it by Landlock"
@@ -871,10 +864,8 @@ class Zygote:
                 os.dup2(null, 1)  # anything the hidden tests print goes nowhere
                 for fd in _open_fds():
                     if fd not in keep and fd > 2:
-                        try:
+                        with contextlib.suppress(OSError):
                             os.close(fd)
-                        except OSError:
-                            pass
                 trusted.serve_jobs(theirs.fileno(), layers.process_state(0))
             except BaseException:  # noqa: BLE001
                 status = 1
@@ -891,14 +882,10 @@ class Zygote:
 
     def _replace_trusted_runner(self) -> None:
         """Kill the trusted runner (dead, hung or due for recycling) and fork a fresh one."""
-        try:
+        with contextlib.suppress(OSError):
             os.kill(self.runner_pid, signal.SIGKILL)
-        except OSError:
-            pass
-        try:
+        with contextlib.suppress(ChildProcessError):
             os.waitpid(self.runner_pid, 0)
-        except ChildProcessError:
-            pass
         self.runner_socket.close()
         if self.runner_pidfd is not None:
             os.close(self.runner_pidfd)
@@ -939,10 +926,8 @@ class Zygote:
 
     def _kill_untrusted_tree(self, u_pid: int) -> None:
         """Kill whatever the model's process left behind (the process itself is already reaped)."""
-        try:
+        with contextlib.suppress(OSError):
             os.killpg(u_pid, signal.SIGKILL)
-        except OSError:
-            pass
         if self.cgroups is not None:
             # The fork server, waiting children (born in the cgroup) and a runner forked since the fork
             # server joined are members too: spared by pid.
@@ -1042,10 +1027,8 @@ class Zygote:
             server.serve_forever()
         except BaseException as exc:  # noqa: BLE001
             status = 1
-            try:
+            with contextlib.suppress(OSError):
                 os.write(2, f"sandbox child failed: {exc!r}\n".encode())
-            except OSError:
-                pass
         finally:
             try:
                 sys.stdout.flush()
@@ -1073,10 +1056,8 @@ class Zygote:
             if self.in_job_cgroup:
                 self.cgroups.leave(os.getpid())
             self.cgroups.remove()
-        try:
+        with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
-        except OSError:
-            pass
         layers.remove_tree(self.worker_dir)
 
 
@@ -1160,10 +1141,8 @@ def _arrange_fds(wanted: dict[int, int]) -> None:
     os.closerange(highest + 1, 1 << 16)
     for fd in range(0, highest + 1):
         if fd not in wanted:
-            try:
+            with contextlib.suppress(OSError):
                 os.close(fd)
-            except OSError:
-                pass
     for fd in (0, 1):  # stdin and (until the job's output file arrives) stdout read/write /dev/null
         if fd not in wanted:
             null = os.open(os.devnull, os.O_RDWR)
@@ -1272,10 +1251,8 @@ def main(argv: list[str]) -> int:
                 reply = zygote.run_job(header, fds)
             except Exception as exc:  # noqa: BLE001 - report and keep serving
                 for fd in fds:
-                    try:
+                    with contextlib.suppress(OSError):
                         os.close(fd)
-                    except OSError:
-                        pass
                 reply = {"fatal": f"fork server could not run the job: {type(exc).__name__}: {exc}"}
             channel.send(json.dumps(reply).encode())
             if zygote.retiring:

@@ -40,7 +40,7 @@ def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[s
     """An SQS event-source handler: each record's body goes to ``role``; a record that raises is reported in
     ``batchItemFailures`` (and, on a FIFO queue, so is every later one, keeping the group's order)."""
 
-    def handler(event: Any, context: Any) -> dict[str, Any]:
+    def handler(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
         bridge = bridge_from_env()
         failures: list[dict[str, str]] = []
         for record in (event or {}).get("Records", []):
@@ -49,7 +49,7 @@ def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[s
                 continue
             try:
                 role(bridge, record["body"])
-            except Exception:  # noqa: BLE001 - retried by SQS, then dead-lettered
+            except Exception:  # retried by SQS, then dead-lettered
                 logger.exception("nova bridge: message %s failed", record.get("messageId"))
                 failures.append({"itemIdentifier": record["messageId"]})
         return {"batchItemFailures": failures}
@@ -57,18 +57,18 @@ def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[s
     return handler
 
 
-def status_change(event: Any, context: Any) -> dict[str, Any]:
+def status_change(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
     """EventBridge "Step Functions Execution Status Change" → the rollout response of that execution."""
     detail = (event or {}).get("detail") or {}
     return bridge_from_env().respond(str(detail.get("name", "")), str(detail.get("status", "")), detail.get("output"))
 
 
-def rollout_proxy(event: Any, context: Any) -> dict[str, Any]:
+def rollout_proxy(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
     """The function the recipe's ``rollout_request_arn`` names: Nova invokes it with each rollout request."""
     return bridge_from_env().accept(event)
 
 
-def sweep(event: Any, context: Any) -> dict[str, Any]:
+def sweep(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
     """Every minute: answer the rollouts past their budget, and emit the age of the oldest unanswered request
     (``NovaOldestUnansweredSeconds``, what the near-timeout alarm watches: it grows while a rollout waits,
     where an execution's duration is only known once it ends)."""

@@ -345,7 +345,7 @@ class Bridge:
             output = {"text_key": self.store.put_json(entry["reply_key"], {"text": response.text})}
         try:
             self.sfn.send_task_success(taskToken=entry["task_token"], output=json.dumps(output))
-        except Exception as exc:  # noqa: BLE001 - the rollout timed out or was stopped meanwhile
+        except Exception as exc:  # the rollout timed out or was stopped meanwhile
             if _error_code(exc) not in STALE_TOKEN_ERRORS:
                 raise  # not marked used: the response comes back from its queue and is delivered then
             self.store.put_json(path, {**entry, "used": True})
@@ -534,7 +534,7 @@ class Bridge:
         try:
             description = self.sfn.describe_execution(executionArn=arn)
             status, output = description["status"], description.get("output")
-        except Exception as exc:  # noqa: BLE001 - unknown: answered as the timeout it is
+        except Exception as exc:  # unknown: answered as the timeout it is
             if _error_code(exc) not in ("ExecutionDoesNotExist",):
                 raise
         if status == "SUCCEEDED":

@@ -4,7 +4,8 @@ Shapes (Nova Forge docs and the public sample; see docs/aws.md "Nova Forge multi
 
     rollout request   {"version":"v0","timestamp":...,"sample_id","max_length","rewards":{"range":[lo,hi]},"data":{...}}
     generate request  {"version":"v0","sample_id","step_id":"<sample_id>_<turn>","messages":[...]}
-    generate response {"version":"v0","sample_id","step_id","data":{"choices":[{"message":{"content"},"finish_reason"}]},...}
+    generate response {"version":"v0","sample_id","step_id",
+                       "data":{"choices":[{"message":{"content"},"finish_reason"}]},...}
     rollout response  {"version":"v0","sample_id","stop_reason","rewards":{"aggregate_score":...}}
     report envelope   {"id","aggregate_reward_score","metrics_list":[{"name","value","type"}]}
 

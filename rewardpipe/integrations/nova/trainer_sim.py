@@ -200,7 +200,7 @@ def simulate(
     run = uuid.uuid4().hex[:8]
     scripts: dict[str, list[str]] = {}
 
-    def policy(sample_id: str, turn: int, messages: list[dict[str, Any]]) -> str | None:
+    def policy(sample_id: str, turn: int, messages: list[dict[str, Any]]) -> str | None:  # noqa: ARG001 - the trainer's policy callback signature
         script = scripts.get(sample_id)
         return script[min(turn, len(script) - 1)] if script else None
 

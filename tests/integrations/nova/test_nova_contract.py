@@ -457,7 +457,7 @@ def test_the_sweeper_metric_is_emitted_for_the_alarm(capsys, monkeypatch):
 
 
 def test_the_proxy_queues_each_request_once_per_identity_and_parks_a_large_one():
-    bridge, clock = _bridge()
+    bridge, _clock = _bridge()
     request = {"version": "v0", "timestamp": "2026-12-01T00:00:00Z", "sample_id": "s-000_0", "data": {"task_id": "t"}}
     assert bridge.accept(request) == {"status": "accepted", "sample_ids": ["s-000_0"]}
     assert bridge.accept([request, {**request, "sample_id": "s-000_1"}])["sample_ids"] == ["s-000_0", "s-000_1"]
