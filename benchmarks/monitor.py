@@ -29,6 +29,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

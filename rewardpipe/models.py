@@ -15,7 +15,7 @@ import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Literal, TypeVar
+from typing import IO, Annotated, Any, Final, Literal, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 

@@ -19,7 +19,6 @@ reply over the budget is stored in S3 too (this needs ``bucket``).
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import random

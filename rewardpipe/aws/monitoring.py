@@ -42,7 +42,6 @@ state when the run has none, and otherwise ignored.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from dataclasses import asdict
 from datetime import UTC

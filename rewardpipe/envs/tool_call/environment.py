@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.tool_call.calls import CALL_TAG, MAX_CALLS_PER_TURN, ParsedCall, parse_turn

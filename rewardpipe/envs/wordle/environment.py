@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.wordle.game import (
