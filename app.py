@@ -28,10 +28,10 @@ from stacks.config import (
     load_settings,
     parse_context_json,
 )
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY  # noqa: E402
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY
 from stacks.constructs.nova_bridge import NovaBridgeSettings
-from stacks.names import name_problems, stack_name_message  # noqa: E402
-from stacks.rewardpipe_stack import RewardPipeStack  # noqa: E402
+from stacks.names import name_problems, stack_name_message
+from stacks.rewardpipe_stack import RewardPipeStack
 
 CLI_CONTEXT_ENV = "CDK_CONTEXT_JSON"
 

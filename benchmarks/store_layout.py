@@ -38,9 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from monitor import best_time, synthetic  # noqa: E402
+from monitor import best_time, synthetic
 
-from rewardpipe.store import LocalStore, record_key, step_prefix  # noqa: E402
+from rewardpipe.store import LocalStore, record_key, step_prefix
 
 _TEMPORARY = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC
 

@@ -271,7 +271,7 @@ class Component:
 def component(
     fn: Callable[..., Any] | None = None,
     *,
-    range: Iterable[float] | None = None,  # noqa: A002
+    range: Iterable[float] | None = None,
     role: str | None = None,
     weight: float = 1.0,
     name: str | None = None,

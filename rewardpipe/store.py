@@ -1331,7 +1331,7 @@ class S3Store(Store):
         for attempt in range(1, attempts + 1):
             try:
                 result = fn(**kwargs)
-            except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes unnamed
+            except Exception as exc:  # every failure is classified, none escapes unnamed
                 kind, last = classify_s3_error(exc), exc
                 if kind == S3_MISSING:
                     self._answered()

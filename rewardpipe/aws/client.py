@@ -392,7 +392,7 @@ class RolloutClient:
                     messages = self.sqs.receive_message(
                         QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=min(20, int(poll_s))
                     ).get("Messages", [])
-                except Exception as exc:  # noqa: BLE001 - re-raised unless transient
+                except Exception as exc:  # re-raised unless transient
                     if not _transient(exc):
                         raise
                     messages = []

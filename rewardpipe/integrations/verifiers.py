@@ -129,7 +129,7 @@ class SampleScorer:
         if mine:
             try:
                 scored = self._score(sample)
-            except BaseException as exc:  # noqa: BLE001 - every function waiting on this sample gets it too
+            except BaseException as exc:  # every function waiting on this sample gets it too
                 future.set_exception(exc)
                 raise
             future.set_result(scored)

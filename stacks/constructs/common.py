@@ -157,7 +157,7 @@ def register_function(fn: _lambda.Function, code_dir: str, layers: list, environ
     )
     add = fn.add_environment
 
-    def add_environment(key: str, value: str, *args, **kwargs):  # noqa: ANN002, ANN003 - CDK's signature
+    def add_environment(key: str, value: str, *args, **kwargs):  # CDK's signature
         assets.environment[key] = value
         return add(key, value, *args, **kwargs)
 

@@ -528,14 +528,14 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
                 return model.operation_model(name)
         return None
 
-    def normalise_parameters(self, parameters, boto_service_name=None, service_action_name=None):  # noqa: ANN001
+    def normalise_parameters(self, parameters, boto_service_name=None, service_action_name=None):
         op = operation(
             self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
         )
         if op is not None and op.input_shape is not None:
             self._to_boto_request(parameters, op.input_shape)
 
-    def normalise_response(self, response, boto_service_name=None, service_action_name=None):  # noqa: ANN001
+    def normalise_response(self, response, boto_service_name=None, service_action_name=None):
         op = operation(
             self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
         )
