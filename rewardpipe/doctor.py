@@ -92,7 +92,7 @@ def static_problems(task: TestedCode) -> list[str]:
     try:
         reference_tree = parse_python(task.reference_solution)
     except SyntaxError as exc:
-        return problems + [f"reference_solution does not parse: line {exc.lineno}: {exc.msg}"]
+        return [*problems, f"reference_solution does not parse: line {exc.lineno}: {exc.msg}"]
     defined = {
         n.name for n in ast.walk(reference_tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
     }

@@ -76,6 +76,7 @@ until S3 answers again, instead of spending every call's whole budget on an endp
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import hashlib
 import json
@@ -779,10 +780,9 @@ class LocalStore(Store):
                     raise self._unsafe(where, kind)
             if not create or attempt == 2:
                 raise KeyError(where)
-            try:
+            # made meanwhile (or a link made meanwhile: the second attempt says which)
+            with contextlib.suppress(FileExistsError):
                 os.mkdir(_at(handle, name), 0o777, dir_fd=_dir_fd(handle))
-            except FileExistsError:
-                pass  # made meanwhile (or a link made meanwhile: the second attempt says which)
         raise AssertionError("unreachable")
 
     def _unsafe(self, where: str, kind: str) -> UnsafePath:
@@ -876,10 +876,8 @@ class LocalStore(Store):
                     _at(handle, tmp), _at(handle, name), src_dir_fd=_dir_fd(handle), dst_dir_fd=_dir_fd(handle)
                 )  # replaces a link itself, never what it points at
             except BaseException:
-                try:
+                with contextlib.suppress(OSError):
                     os.unlink(_at(handle, tmp), dir_fd=_dir_fd(handle))
-                except OSError:
-                    pass
                 raise
         except OSError as exc:
             raise self._write_error(key, exc) from None
@@ -1233,11 +1231,14 @@ def classify_s3_error(exc: BaseException) -> str:
         return S3_CONNECTION  # refused, reset, closed early, timed out, proxy, TLS; a body read cut short
     if isinstance(exc, BotoCoreError):
         return S3_PERMANENT  # no credentials or region, a bad parameter: botocore's own refusals
+    connection_errors: tuple[type[BaseException], ...] = (http.client.HTTPException, ConnectionError, TimeoutError)
     try:
-        from urllib3.exceptions import HTTPError as Urllib3Error
+        import urllib3.exceptions
     except ImportError:  # pragma: no cover - botocore depends on urllib3
-        Urllib3Error = ()  # type: ignore[assignment,misc]
-    if isinstance(exc, (Urllib3Error, http.client.HTTPException, ConnectionError, TimeoutError)):
+        pass
+    else:
+        connection_errors += (urllib3.exceptions.HTTPError,)
+    if isinstance(exc, connection_errors):
         return S3_CONNECTION
     return S3_PERMANENT
 

@@ -186,7 +186,7 @@ def test_bad_lines_are_reported_not_fatal(run_cli, jsonl):
             "aggregate": None,
         }
     )
-    jsonl.write_text("\n".join(lines + [error.to_json()]) + "\n")
+    jsonl.write_text("\n".join([*lines, error.to_json()]) + "\n")
     result = run_cli(jsonl, "--json")
     assert result.exit_code == 0
     data = json.loads(result.stdout)

@@ -19,6 +19,7 @@ reply over the budget is stored in S3 too (this needs ``bucket``).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import random
@@ -438,14 +439,13 @@ class RolloutClient:
             wait([future for _, future in pending], timeout=keep_hidden_s / 2)
             pending = [(message, future) for message, future in pending if not future.done()]
             for message, _ in pending:
-                try:
+                # at worst the turn is delivered again and its late answer is stale
+                with contextlib.suppress(Exception):
                     self.sqs.change_message_visibility(
                         QueueUrl=self.queue_url,
                         ReceiptHandle=message["ReceiptHandle"],
                         VisibilityTimeout=max(1, round(keep_hidden_s)),
                     )
-                except Exception:  # noqa: BLE001 - at worst the turn is delivered again and its late answer is stale
-                    pass
 
 
 def _same_input(old: Any, new: str) -> bool:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import inspect
@@ -620,10 +621,8 @@ class RecordWriter:
 
     def close(self) -> None:
         for handle in self._files.values():
-            try:
+            with contextlib.suppress(OSError):
                 handle.close()
-            except OSError:
-                pass
         self._files.clear()
         if self._lock is not None:
             self._lock.close()

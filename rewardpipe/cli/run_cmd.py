@@ -618,7 +618,7 @@ def score(
         env_reference=env_name or DEFAULT_ENV if env is not None else None,
         reward_reference=reward_name,
     )
-    store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
+    _store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
     lazy_executor: list[Any] = []

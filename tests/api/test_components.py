@@ -42,7 +42,7 @@ def test_parameter_names_pick_the_inputs():
 
 
 def test_an_unknown_parameter_fails_at_decoration_naming_it():
-    with pytest.raises(ComponentDefinitionError, match="'complection'.*completion, messages"):
+    with pytest.raises(ComponentDefinitionError, match=r"'complection'.*completion, messages"):
 
         @component(range=(0, 1), role="shaping")
         def typo(complection):
@@ -102,7 +102,7 @@ def test_a_lambda_needs_a_name():
 
 
 def test_a_bare_decorator_says_what_is_missing():
-    with pytest.raises(ComponentDefinitionError, match="range=.*role="):
+    with pytest.raises(ComponentDefinitionError, match=r"range=.*role="):
 
         @component
         def bare(completion):

@@ -53,7 +53,7 @@ def test_two_distributions_claiming_one_name_is_an_error_naming_both(acme):
     install_distribution(
         acme, "other-rl", "1.0", "[rewardpipe.rewards]\njson_answer = other_rl:R\n", top_level="other_rl"
     )
-    with pytest.raises(ReferenceProblem, match="acme-rl 0.3.1.*other-rl 1.0|other-rl 1.0.*acme-rl 0.3.1"):
+    with pytest.raises(ReferenceProblem, match=r"acme-rl 0\.3\.1.*other-rl 1\.0|other-rl 1\.0.*acme-rl 0\.3\.1"):
         load_reward("json_answer")
     assert load_reward("json_flaky").name == "json_flaky"  # the other names are unaffected
 
@@ -92,7 +92,7 @@ def test_an_environment_missing_its_reward_is_refused_naming_it(tmp_path):
     (tmp_path / "half_env.py").write_text(
         "from rewardpipe import Environment\nclass Half(Environment):\n    name = 'half'\n"
     )
-    with pytest.raises(ReferenceProblem, match="reward = <a rewardpipe.Reward>"):
+    with pytest.raises(ReferenceProblem, match=r"reward = <a rewardpipe\.Reward>"):
         load_environment(f"{tmp_path / 'half_env.py'}:Half")
 
 

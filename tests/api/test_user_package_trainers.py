@@ -94,7 +94,7 @@ def test_trl_rollout_func_plays_a_user_environment_whose_tasks_share_a_prompt(ac
     assert all(e.state.end_reason == "solved" for e in episodes)
     rows = rollout_output(episodes, rollout.env)[EPISODE_FIELD]
     assert rows[0]["task_id"] == "g-07" and rows[0]["simulator_replies"] >= 1
-    funcs, weights = rollout.reward_functions()
+    funcs, _weights = rollout.reward_functions()
     assert [f.__name__ for f in funcs] == [
         "guess_reward_solved",
         "guess_reward_closeness",

@@ -327,11 +327,12 @@ def _function_for_folder(folder: str, direct_context: str) -> tuple[str, str]:
     for context in (direct_context, NOVA_BRIDGE_CONTEXT):
         synth = synthesized(context)
         for logical, resource in synth.template["Resources"].items():
-            if resource["Type"] == "AWS::Lambda::Function" and str(
-                resource["Properties"].get("Runtime", "")
-            ).startswith("python"):
-                if (asset_dir(synth, logical) / "handler.py").read_bytes() == source:
-                    return context, logical
+            if (
+                resource["Type"] == "AWS::Lambda::Function"
+                and str(resource["Properties"].get("Runtime", "")).startswith("python")
+                and (asset_dir(synth, logical) / "handler.py").read_bytes() == source
+            ):
+                return context, logical
     raise LookupError(f"no function of the template runs functions/{folder}")
 
 

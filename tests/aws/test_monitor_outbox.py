@@ -195,7 +195,7 @@ def test_a_truncated_state_is_kept_aside_once_and_no_later_check_fails(world, co
     check(world)
     assert dead(delivered(world)) == [("asked_before_coding", 0)]
     world["store"].put_bytes("runs/mon/monitor/state.json", content)
-    with pytest.raises(CheckFailed, match="state.corrupt-"):
+    with pytest.raises(CheckFailed, match=r"state\.corrupt-"):
         check(world, step=1)
     assert [k for k in world["store"].list_keys("runs/mon/monitor/") if "state.corrupt-" in k]
     assert (

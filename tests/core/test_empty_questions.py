@@ -232,7 +232,7 @@ def test_llm_simulator_never_asks_the_endpoint_about_a_content_free_question(cha
 
     task = TASKS[0]
     simulator = OpenAISimulator("unused", "unused", client=ChatClient(chat_server.url, "m", max_retries=0))
-    for question in CONTENT_FREE[:8] + [f"{task.entry_point}?"]:
+    for question in [*CONTENT_FREE[:8], f"{task.entry_point}?"]:
         state = apply_policy_turn(
             start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"), question, ENV, task
         )

@@ -375,7 +375,7 @@ def _many_turns(turns: int, seed: int = 0) -> list[Message]:
     for _ in range(turns):
         messages.append(Message(role="assistant", content="Should " + " ".join(rng.choices(_VOCABULARY, k=6)) + "?"))
         messages.append(Message(role="user", content=" ".join(rng.choices(_VOCABULARY, k=6)).capitalize() + "."))
-    return messages + [Message(role="assistant", content="```python\n" + TASK.reference_solution + "\n```")]
+    return [*messages, Message(role="assistant", content="```python\n" + TASK.reference_solution + "\n```")]
 
 
 # name -> call on a conversation: everything that reads a whole recorded conversation turn by turn.

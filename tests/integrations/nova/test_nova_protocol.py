@@ -100,7 +100,7 @@ def test_task_comes_from_the_configured_field_or_inline_and_a_missing_one_names_
         task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "HumanEval/0"}}), nested)[1]
         == "tasks/nova/HumanEval%2F0.json"
     )
-    with pytest.raises(NovaProtocolError, match="data.task_id"):
+    with pytest.raises(NovaProtocolError, match=r"data\.task_id"):
         task_source(RolloutRequest(sample_id="s_0", data={"taskid": "t1"}), BridgeConfig())
     with pytest.raises(NovaProtocolError, match=r"data\.task"):
         task_source(RolloutRequest(sample_id="s_0", data={"task": {"task_id": "x"}}), BridgeConfig())
