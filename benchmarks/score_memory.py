@@ -158,7 +158,7 @@ def main() -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[20_000, 200_000])
     args = parser.parse_args()
     execution.get_executor = InstantExecutor  # the CLI imports it from here at call time
-    store_module.open_store = lambda location, client=None: DiscardingStore()
+    store_module.open_store = lambda location, client=None: DiscardingStore()  # noqa: ARG005 - stands in for open_store(location, client)
     print(
         f"Python {platform.python_version()} on {platform.machine()}, load average "
         f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, rollouts per size: {args.sizes}"

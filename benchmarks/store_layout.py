@@ -53,7 +53,7 @@ def write_store(root: Path, records: int) -> LocalStore:
 
 
 def checked(store: LocalStore, run: str) -> int:
-    keys = [key for n in store.list_steps(run) for key in store._list_checked(step_prefix(run, n), lambda bad: None)]
+    keys = [key for n in store.list_steps(run) for key in store._list_checked(step_prefix(run, n), lambda bad: None)]  # noqa: ARG005 - _list_checked's on_stray callback takes the bad object
     return sum(map(len, store.read_many(keys)))
 
 

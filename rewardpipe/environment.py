@@ -279,7 +279,7 @@ class Environment(Generic[StateT, TaskT]):
             f"whose on_policy_turn hands the turn to the environment must define it"
         )
 
-    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:
+    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
         return None
 
@@ -293,7 +293,7 @@ class Environment(Generic[StateT, TaskT]):
 
         return cast(StateT, replay_through_hooks(self, task, messages))
 
-    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:
+    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores it
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
         ``reference`` (it reaches every outcome component's maximum)."""
         return {}

@@ -206,7 +206,7 @@ class ReplayPolicy:
         steps = self._steps_by_id.get(state.rollout_id, [])
         return self.turns[(steps[0], state.rollout_id)] if len(steps) == 1 else None
 
-    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
+    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:  # noqa: ARG002 - the policy interface's next_turn(state, task)
         recorded = self._recorded(state)
         if recorded is None:
             raise KeyError(f"no recorded rollout '{state.rollout_id}' (step {state.step}) to replay")

@@ -632,10 +632,10 @@ class Store:
     # Listing with the layout checked: a backend whose listing can meet things that are not objects (a
     # local store: links, FIFOs, sockets, devices) reports them to ``on_stray`` instead of listing them.
 
-    def _list_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> Iterator[str]:
+    def _list_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> Iterator[str]:  # noqa: ARG002 - a backend that lists only objects meets nothing to report
         return self._list(prefix)
 
-    def _dirs_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> list[str]:
+    def _dirs_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> list[str]:  # noqa: ARG002 - a backend that lists only objects meets nothing to report
         return self._list_dirs(prefix)
 
 

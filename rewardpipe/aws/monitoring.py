@@ -235,7 +235,7 @@ class CheckPublisher:
         self.store.put_json(verdict_key(run_id, report.step), result.to_dict())
         return [asdict(point) for point in step_points(report, run_id=run_id)]
 
-    def publish(self, run_id: str, entry: Any) -> None:
+    def publish(self, run_id: str, entry: Any) -> None:  # noqa: ARG002 - StepPublisher's publish(run_id, entry); the entry carries its points
         from rewardpipe.aws.metrics import MetricPoint, emit
 
         emit(MetricPoint(**point) for point in entry.metrics)

@@ -255,7 +255,7 @@ class BatchScorer:
         key = BatchKey(prompts, completions, _columns(completions, kwargs))
         return key, key
 
-    def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:  # noqa: ARG002 - _score's signature (the episodes subclass's reads kwargs)
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
             return self._score_samples(key, fingerprint)
         inputs = completion_inputs(key, self.reward.reads_input("reference"))

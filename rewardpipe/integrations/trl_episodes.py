@@ -527,7 +527,10 @@ class EpisodeScorer(BatchScorer):
     ``simulator_token_fraction``."""
 
     def read_batch(
-        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+        self,
+        prompts: Sequence[Any],  # noqa: ARG002 - read_batch's signature (the base class reads the prompts)
+        completions: Sequence[Any],
+        kwargs: Mapping[str, Any],
     ) -> tuple[Any, str]:
         rows = kwargs.get(EPISODE_FIELD)
         if not isinstance(rows, (list, tuple)) or len(rows) != len(completions):

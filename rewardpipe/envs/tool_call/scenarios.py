@@ -143,7 +143,8 @@ def doctor_scenarios(task: ToolCallTask) -> dict[str, ScriptedPolicy]:
             [f"<{CALL_TAG}>{{not json</{CALL_TAG}>", GIVE_UP], description="a call that does not parse, then gives up"
         ),
         "loop": ScriptedPolicy(
-            lambda state, task: structured([first], state.assistant_turns), description="the first call over and over"
+            lambda state, task: structured([first], state.assistant_turns),  # noqa: ARG005 - ScriptedPolicy's (state, task)
+            description="the first call over and over",
         ),
         "hasty": ScriptedPolicy([GIVE_UP], description="answers at once, without a call"),
     }

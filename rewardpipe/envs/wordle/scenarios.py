@@ -137,7 +137,7 @@ def _reference(words: Sequence[str]) -> Callable[..., str]:
 def doctor_scenarios(task: WordleTask, words: Sequence[str]) -> dict[str, ScriptedPolicy]:
     other = next(w for w in (*words, "quack", "zesty") if w != task.answer)
 
-    def random_word(state: WordleState, task: WordleTask, rng: random.Random) -> str:
+    def random_word(state: WordleState, task: WordleTask, rng: random.Random) -> str:  # noqa: ARG001 - ScriptedPolicy's callable signature (state, task) (and rng)
         return guess(words[(rng.randrange(len(words)) + 7 * state.assistant_turns) % len(words)])
 
     return {
@@ -145,7 +145,7 @@ def doctor_scenarios(task: WordleTask, words: Sequence[str]) -> dict[str, Script
             _reference(words),
             description="plays the first word consistent with the feedback, and the answer with its last guess",
         ),
-        "malformed": ScriptedPolicy(lambda state, task: f"My guess is {other}.", description="never writes the tag"),
-        "repeat": ScriptedPolicy(lambda state, task: guess(other), description=f"guesses {other} every turn"),
+        "malformed": ScriptedPolicy(lambda state, task: f"My guess is {other}.", description="never writes the tag"),  # noqa: ARG005 - ScriptedPolicy's callable signature (state, task)
+        "repeat": ScriptedPolicy(lambda state, task: guess(other), description=f"guesses {other} every turn"),  # noqa: ARG005 - ScriptedPolicy's callable signature (state, task)
         "random": ScriptedPolicy(random_word, description="guesses words of the list at random"),
     }
