@@ -460,7 +460,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
             state = apply_env_turn(state, task, env)
             added = state.messages[before:]
             expected = recorded[position : position + len(added)]
-            if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected)):
+            if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected, strict=True)):
                 raise ReplayMismatch(
                     f"the environment answers differently from the recording at message {position + 1}"
                 )

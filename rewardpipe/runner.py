@@ -197,7 +197,7 @@ def _scored_together(
         i: record_from_score(
             score, **episodes[i][0].record_ids(), extra_metrics=episode_metrics(episodes[i][0], episodes[i][1], env)
         )
-        for i, score in zip(ready, scores)
+        for i, score in zip(ready, scores, strict=False)
     }
 
 

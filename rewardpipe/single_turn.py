@@ -191,7 +191,7 @@ def score_samples(
             scores = reward.score_many([data for _, _, data in batched])
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
-        for (position, sample_id, _), score in zip(batched, scores):
+        for (position, sample_id, _), score in zip(batched, scores, strict=False):
             results[position] = (
                 _error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
                 if isinstance(score, Exception)

@@ -195,7 +195,7 @@ def test_every_imported_reference_solution_passes_and_a_wrong_one_fails(imported
             timeout_s=20,
         )
     )
-    results = {job.id: result for job, result in zip(jobs, execute_batch(jobs, workers=2))}
+    results = {job.id: result for job, result in zip(jobs, execute_batch(jobs, workers=2), strict=True)}
     failures = {
         task_id: f"{r.status.value} {r.reason} {r.stderr[-300:]}"
         for task_id, r in results.items()

@@ -113,8 +113,8 @@ def test_the_masks_mark_the_models_tokens_and_hide_the_simulators():
     codec = CharCodec()
     assert tokens.prompt_ids == codec.prompt_ids(ASKER.prompt)
     assert len(tokens.env_mask) == len(tokens.completion_ids)
-    model_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask) if m])
-    simulator_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask) if not m])
+    model_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask, strict=True) if m])
+    simulator_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask, strict=True) if not m])
     assert sum(model_text.count(q) for q in QUESTIONS) == len(ASKER.spec)
     assert ASKER.reference_solution.strip() in model_text
     assert simulator_text == "".join(PLAIN_FEEDBACK.format(reply=item) for item in ASKER.spec)

@@ -564,7 +564,7 @@ class RecordWriter:
         were stored."""
         records = list(records)
         stored = 0
-        for record, refusal in zip(records, _each(self.store.put_record, records, workers)):
+        for record, refusal in zip(records, _each(self.store.put_record, records, workers), strict=True):
             if refusal is None:
                 self.stored += 1
                 stored += 1
@@ -577,7 +577,9 @@ class RecordWriter:
     def write_transcripts(self, transcripts: Iterable[Any], workers: int = 1) -> None:
         """Store ``transcripts`` as :meth:`write` stores records (spilled to ``transcript_spill_path``)."""
         transcripts = list(transcripts)
-        for transcript, refusal in zip(transcripts, _each(self.store.put_transcript, transcripts, workers)):
+        for transcript, refusal in zip(
+            transcripts, _each(self.store.put_transcript, transcripts, workers), strict=True
+        ):
             if refusal is None:
                 continue
             line = json.dumps(transcript.to_json_dict(), ensure_ascii=False, allow_nan=False, default=str)

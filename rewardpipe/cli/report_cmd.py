@@ -105,7 +105,7 @@ def report(
         ids = [run_id[0], run_id[0]]
     reports = [
         _one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file, as_json)
-        for i, (p, r) in enumerate(zip(paths, ids))
+        for i, (p, r) in enumerate(zip(paths, ids, strict=False))
     ]
     if len(reports) == 2:
         data = compare_reports(*reports)

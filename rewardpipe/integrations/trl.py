@@ -215,7 +215,7 @@ def completion_inputs(key: BatchKey, reads_reference: bool = True) -> list[Compl
             completion if completion.__class__ is str else _text(completion),
             reference,
         )
-        for index, (completion, reference) in enumerate(zip(completions, refs))
+        for index, (completion, reference) in enumerate(zip(completions, refs, strict=False))
     ]
 
 

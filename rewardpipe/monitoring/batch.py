@@ -329,10 +329,16 @@ def run_columns(batch: RecordBatch) -> RunColumns:
     codes, group_step, group_name = scored.group_codes()
     names = scored.group_ids.names
     columns.group_ids = dict(
-        zip(zip(group_step.tolist(), map(names.__getitem__, group_name.tolist())), range(len(group_step)))
+        zip(
+            zip(group_step.tolist(), map(names.__getitem__, group_name.tolist()), strict=True),
+            range(len(group_step)),
+            strict=True,
+        )
     )
     task_codes, task_first = _first_seen_codes(scored.task_ids.codes)
-    columns.task_ids = dict(zip(map(scored.task_ids.names.__getitem__, task_first.tolist()), range(len(task_first))))
+    columns.task_ids = dict(
+        zip(map(scored.task_ids.names.__getitem__, task_first.tolist()), range(len(task_first)), strict=True)
+    )
     columns.steps.frombytes(scored.steps.astype(np.int64).tobytes())
     columns.groups.frombytes(codes.astype(np.int64).tobytes())
     columns.tasks.frombytes(task_codes.astype(np.int64).tobytes())

@@ -548,7 +548,7 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
         if set(map(len, dicts)) != {len(names)}:
             raise KeyError
         columns = (
-            list(map(list, zip(*map(itemgetter(*names), dicts))))
+            list(map(list, zip(*map(itemgetter(*names), dicts), strict=True)))
             if len(names) > 1
             else [[d[names[0]] for d in dicts]]
             if names
@@ -586,7 +586,7 @@ def _parquet_table(files: list[Path], as_codes: tuple[str, ...] = ()) -> Any:
 
     schema = record_schema()
     tables = [pq.read_table(f, read_dictionary=list(as_codes)) for f in files]
-    for f, table in zip(files, tables):
+    for f, table in zip(files, tables, strict=True):
         if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != [
             (f.name, f.type) for f in schema
         ]:

@@ -549,7 +549,10 @@ class Reward:
             errors = [score.error for score in scores]
             return ColumnScores(
                 names,
-                [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)] for n in names],
+                [
+                    [None if e is not None else sc.components[n] for sc, e in zip(scores, errors, strict=True)]
+                    for n in names
+                ],
                 [s.aggregate for s in scores],
                 errors,
             )
@@ -583,7 +586,7 @@ class Reward:
                 # The rare path: score the sample whole for its error (which component, why), then keep the
                 # columns aligned with None.
                 score = self.score_input(data)
-                for column, name in zip(columns, names):
+                for column, name in zip(columns, names, strict=True):
                     del column[len(errors) :]
                     column.append(None if score.error is not None else score.components[name])
                 aggregates.append(score.aggregate if score.error is None else None)

@@ -27,7 +27,7 @@ def test_the_backoff_between_retries_is_capped(monkeypatch):
         client.complete([{"role": "user", "content": "hi"}])
     assert len(slept) == 40 and max(slept) <= MAX_BACKOFF_S and min(slept[-10:]) >= MAX_BACKOFF_S / 2
     # Exponential, each wait jittered into [half, all] of its step: 0.5, 1, 2...
-    for wait, step in zip(slept[:3], [0.5, 1.0, 2.0]):
+    for wait, step in zip(slept[:3], [0.5, 1.0, 2.0], strict=True):
         assert step / 2 <= wait <= step
     assert len(set(slept[-10:])) > 1  # jittered: retries that failed together do not come back together
 

@@ -47,7 +47,7 @@ def batch(samples, reward=None):
     mask = torch.tensor(
         [
             [0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
-            for p, r in zip(prompts, responses)
+            for p, r in zip(prompts, responses, strict=True)
         ]
     )
     return DataProto.from_dict(

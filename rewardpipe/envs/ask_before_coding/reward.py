@@ -67,7 +67,7 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
     first = transcript.messages[0] if transcript.messages else None
     prompt = first.content if first is not None and first.role == "user" else ""
     real, said = [], SaidSoFar(prompt)
-    for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript)):
+    for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript), strict=False):
         real.append(
             kind is TurnKind.QUESTION
             and reply is not None

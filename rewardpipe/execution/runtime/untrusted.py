@@ -297,7 +297,7 @@ class Server:
             reply = {"ok": self._encode(result, refs)}
             write_back = []
             for key, before, value in [
-                *zip(range(len(args)), raw_args, args),
+                *zip(range(len(args)), raw_args, args, strict=True),
                 *((str(k), v, kwargs[str(k)]) for k, v in raw_kwargs),
             ]:
                 if type(value) in (list, dict, set, bytearray) and self._encode(value) != before:
