@@ -266,7 +266,8 @@ def main() -> int:
         ir = {t: instructions(t) - start for t in ("<boto3>", "<floor>")}
         ir.update({name: instructions(str(ROOT / "functions" / name / "handler.py")) - start for name, _ in rows})
         print(
-            f"\ninstructions executed by the import (millions, callgrind, interpreter start-up of {start:.0f} subtracted; "
+            "\ninstructions executed by the import (millions, callgrind, interpreter start-up "
+            f"of {start:.0f} subtracted; "
             "the same on a busy machine):"
         )
         for name, value in ir.items():

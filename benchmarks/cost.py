@@ -580,7 +580,8 @@ def render(results: dict, facts: dict) -> str:
         "Counted per rollout (`benchmarks/cost.py`, moto, real handlers): "
         + "; ".join(
             f"{p}: {c['transitions']:.0f} transitions, {sum(c['invocations'].values()):.0f} Lambda invocations, "
-            f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
+            f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} "
+            "history events, "
             f"{c['s3_bytes'] / 1000:.1f} KB stored"
             for p, c in results.items()
         )

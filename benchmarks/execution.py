@@ -209,10 +209,12 @@ def main() -> None:
     print()
     print(f"HumanEval canonical solutions, {len(jobs)} tasks, {args.workers} workers, {args.rounds} interleaved rounds")
     print(
-        f"  blog harness : {blog_rate:7.1f} exec/s (median; best {max(blog_rates):.1f}), {blog_passed}/{len(jobs)} passed"
+        f"  blog harness : {blog_rate:7.1f} exec/s (median; "
+        f"best {max(blog_rates):.1f}), {blog_passed}/{len(jobs)} passed"
     )
     print(
-        f"  rewardpipe   : {sandbox_rate:7.1f} exec/s (median; best {max(sandbox_rates):.1f}), {sandbox_passed}/{len(jobs)} passed"
+        f"  rewardpipe   : {sandbox_rate:7.1f} exec/s (median; "
+        f"best {max(sandbox_rates):.1f}), {sandbox_passed}/{len(jobs)} passed"
     )
     print(f"  throughput ratio rewardpipe / blog: {sandbox_rate / blog_rate:.2f}x")
     print(f"Empty-execution overhead, p50 of {len(blog_empty)} sequential runs each")

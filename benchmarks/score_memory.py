@@ -53,7 +53,9 @@ TASK = {
     "prompt": "Write a function that combines two numbers.",
     "spec": ["The two numbers are added together."],
     "entry_point": "add",
-    "tests": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "tests": (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    ),
     "reference_solution": "def add(a, b):\n    return a + b\n",
 }
 CODE = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```"
@@ -179,7 +181,8 @@ def main() -> None:
     if small != large:
         growth = large / small
         print(
-            f"input grew {growth:.0f}x: streaming peak grew {results[large]['stream'] / results[small]['stream']:.2f}x, "
+            f"input grew {growth:.0f}x: streaming peak "
+            f"grew {results[large]['stream'] / results[small]['stream']:.2f}x, "
             f"baseline peak grew {results[large]['base'] / results[small]['base']:.2f}x; "
             f"per extra rollout: streaming "
             f"{(results[large]['stream'] - results[small]['stream']) * 2**20 / (large - small):.0f} B, baseline "

@@ -59,10 +59,11 @@ readers) goes through the same rules, here:
 
 **When is a step finished?** ``run`` writes ``runs/<run>/finished/step=<n>.json`` once every record of
 step ``n`` is in the store (a step some of whose records were spilled is not finished until ``--resume``
-stores them), and the manifest's ``finished_at`` when the whole run ends with nothing missing. :meth:`Store.run_progress` reads them: a run whose manifest has ``finished_at`` (or that has no
-manifest: records written by the AWS pipeline or by hand, which say nothing either way) is finished; a
-run whose manifest has no ``finished_at`` is still being written (or was interrupted), and only its
-steps with a completion marker are finished. ``monitor`` and ``report`` judge finished steps only.
+stores them), and the manifest's ``finished_at`` when the whole run ends with nothing missing.
+:meth:`Store.run_progress` reads them: a run whose manifest has ``finished_at`` (or that has no manifest:
+records written by the AWS pipeline or by hand, which say nothing either way) is finished; a run whose
+manifest has no ``finished_at`` is still being written (or was interrupted), and only its steps with a
+completion marker are finished. ``monitor`` and ``report`` judge finished steps only.
 
 **S3 faults.** Every S3 error is classified (:func:`classify_s3_error`): a missing key, a throttling or
 server error, a connection or read failure (a dropped connection, a read timeout, a body cut short: every

@@ -207,30 +207,48 @@ class RewardPipeStack(Stack):
             [
                 {
                     "id": "AwsSolutions-S1",
-                    "reason": "Only the access-log bucket itself has no access logging (logging it into itself would loop).",
+                    "reason": (
+                        "Only the access-log bucket itself has no access logging (logging it into itself would loop)."
+                    ),
                 },
                 {
                     "id": "AwsSolutions-IAM4",
-                    "reason": "AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the minimal AWS-managed policies for logs and VPC ENIs.",
+                    "reason": (
+                        "AWSLambdaBasicExecutionRole and AWSLambdaVPCAccessExecutionRole are the minimal "
+                        "AWS-managed policies for logs and VPC ENIs."
+                    ),
                     "appliesTo": [
                         {
-                            "regex": "/^Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambda(Basic|VPCAccess)ExecutionRole$/g"
+                            "regex": (
+                                "/^Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/"
+                                "AWSLambda(Basic|VPCAccess)ExecutionRole$/g"
+                            )
                         }
                     ],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "Object access is scoped to one key prefix (tasks/, jobs/ or runs/); object keys inside it are per-rollout and not known at deploy time.",
+                    "reason": (
+                        "Object access is scoped to one key prefix (tasks/, jobs/ or runs/); object keys inside "
+                        "it are per-rollout and not known at deploy time."
+                    ),
                     "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(tasks|jobs|runs)/\\*$/g"}],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "X-Ray PutTraceSegments/PutTelemetryRecords, ECS DescribeTasks/StopTask and Step Functions SendTaskSuccess/SendTaskFailure/SendTaskHeartbeat (the request names only a task token) do not support resource-level permissions.",
+                    "reason": (
+                        "X-Ray PutTraceSegments/PutTelemetryRecords, ECS DescribeTasks/StopTask and Step "
+                        "Functions SendTaskSuccess/SendTaskFailure/SendTaskHeartbeat (the request names only a "
+                        "task token) do not support resource-level permissions."
+                    ),
                     "appliesTo": ["Resource::*"],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "CDK grants lambda:InvokeFunction on the function ARN and its versions (:*) so retries of a qualified invoke work; the functions are our own.",
+                    "reason": (
+                        "CDK grants lambda:InvokeFunction on the function ARN and its versions (:*) so retries "
+                        "of a qualified invoke work; the functions are our own."
+                    ),
                     "appliesTo": [
                         {"regex": "/^Resource::<RolloutWorkflow.+\\.Arn>:\\*$/g"},
                         {"regex": "/^Resource::<CodeRunner.+\\.Arn>:\\*$/g"},
@@ -238,7 +256,10 @@ class RewardPipeStack(Stack):
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "EcsRunTask(.sync) needs the task-definition family ARN with :* (any revision) and the Step Functions managed EventBridge rule.",
+                    "reason": (
+                        "EcsRunTask(.sync) needs the task-definition family ARN with :* (any revision) and the "
+                        "Step Functions managed EventBridge rule."
+                    ),
                     "appliesTo": [
                         {"regex": "/^Resource::arn:<AWS::Partition>:(ecs|events):.*$/g"},
                         {"regex": "/^Resource::<CodeRunnerTask.*$/g"},
@@ -246,46 +267,74 @@ class RewardPipeStack(Stack):
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "Secrets Manager ARNs end in a random suffix, so a secret referenced by name needs the -?????? wildcard.",
+                    "reason": (
+                        "Secrets Manager ARNs end in a random suffix, so a secret referenced by name needs the "
+                        "-?????? wildcard."
+                    ),
                     "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:secretsmanager:.*$/g"}],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "Publishing to the KMS-encrypted alarm topic needs kms:GenerateDataKey* (the key is this stack's topic key only).",
+                    "reason": (
+                        "Publishing to the KMS-encrypted alarm topic needs kms:GenerateDataKey* (the key is this "
+                        "stack's topic key only)."
+                    ),
                     "appliesTo": ["Action::kms:GenerateDataKey*"],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "The trainer describes the executions it started: execution ARNs are only known per execution, so the state machine's execution:<name>:* pattern.",
+                    "reason": (
+                        "The trainer describes the executions it started: execution ARNs are only known per "
+                        "execution, so the state machine's execution:<name>:* pattern."
+                    ),
                     "appliesTo": [
                         {
-                            "regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"
+                            "regex": (
+                                "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                                "execution:<RolloutWorkflowStateMachine.+\\.Name>:\\*$/g"
+                            )
                         }
                     ],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "RecordError reads back the input of the execution whose first state failed (DescribeExecution on this state machine's executions, named only at run time); the ARN is built from the machine's name to avoid a dependency cycle.",
+                    "reason": (
+                        "RecordError reads back the input of the execution whose first state failed "
+                        "(DescribeExecution on this state machine's executions, named only at run time); the ARN "
+                        "is built from the machine's name to avoid a dependency cycle."
+                    ),
                     "appliesTo": [
                         {
-                            "regex": "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:[^:]+-rollouts:\\*$/g"
+                            "regex": (
+                                "/^Resource::arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:"
+                                "execution:[^:]+-rollouts:\\*$/g"
+                            )
                         }
                     ],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "The trainer exchanges per-execution state objects (runs/<run>/state/<attempt>/...) and inline tasks whose keys are only known per rollout; nothing else in the bucket.",
+                    "reason": (
+                        "The trainer exchanges per-execution state objects (runs/<run>/state/<attempt>/...) and "
+                        "inline tasks whose keys are only known per rollout; nothing else in the bucket."
+                    ),
                     "appliesTo": [
                         {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs/\\*/state|tasks/inline)/\\*$/g"}
                     ],
                 },
                 {
                     "id": "AwsSolutions-ECS2",
-                    "reason": "The container's environment holds only the bucket name, Powertools settings and TMPDIR; no secrets.",
+                    "reason": (
+                        "The container's environment holds only the bucket name, Powertools settings and TMPDIR; "
+                        "no secrets."
+                    ),
                 },
                 {
                     "id": "AwsSolutions-SF1",
-                    "reason": "Logging level is ALL; include_execution_data is off so hidden tests and transcripts stay out of logs.",
+                    "reason": (
+                        "Logging level is ALL; include_execution_data is off so hidden tests and transcripts "
+                        "stay out of logs."
+                    ),
                 },
             ],
         )

@@ -69,7 +69,8 @@ def _saturation(components: dict[str, ComponentStats], acc: StepAcc, th: Thresho
             Diagnosis(
                 "saturation",
                 [name],
-                f"{name} is saturated: constant at its maximum {fmt(maximum)} in {pct(stats.zero_variance_group_fraction)} "
+                f"{name} is saturated: constant at its maximum {fmt(maximum)} "
+                f"in {pct(stats.zero_variance_group_fraction)} "
                 f"of groups (batch mean {fmt(stats.mean)}); it no longer separates rollouts, so its weight "
                 f"{fmt(weight)} only lifts every reward by the same amount; raise the bar or lower the weight",
                 {

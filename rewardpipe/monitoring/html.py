@@ -268,9 +268,8 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
                     continue
                 aligned = [values[position[s]] if s in position else None for s in steps]
                 lines.append((name, aligned, PALETTE[i % len(PALETTE)], r == 1))
-        charts.append(
-            f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=onsets if key == "zero_variance_share" else ())}</div>'
-        )
+        markers = onsets if key == "zero_variance_share" else ()
+        charts.append(f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=markers)}</div>')
     dashed = runs[1]["run_id"] if len(runs) > 1 else None
     return _legend(names, dashed) + f'<div class="grid">{"".join(charts)}</div>'
 

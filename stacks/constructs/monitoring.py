@@ -69,7 +69,9 @@ def alarm_source_conditions(scope: Construct) -> dict:
     return {
         "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
         "ArnLike": {
-            "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name_prefix(scope)}*"
+            "aws:SourceArn": (
+                f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name_prefix(scope)}*"
+            )
         },
     }
 
@@ -258,7 +260,9 @@ class Monitoring(Construct):
             [
                 {
                     "id": "AwsSolutions-SQS3",
-                    "reason": "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes.",
+                    "reason": (
+                        "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes."
+                    ),
                 }
             ],
         )

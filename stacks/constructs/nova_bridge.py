@@ -401,12 +401,18 @@ class NovaBridge(Construct):
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "StopExecution/DescribeExecution are limited to this state machine's executions of the Nova run (names start with the run id).",
+                    "reason": (
+                        "StopExecution/DescribeExecution are limited to this state machine's executions of the "
+                        "Nova run (names start with the run id)."
+                    ),
                     "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*-\\*$/g"}],
                 },
                 {
                     "id": "AwsSolutions-IAM5",
-                    "reason": "The bridge reads and writes only its own run's records, episode state and inline tasks (runs/<run>/, tasks/inline/<run>/); keys are per rollout.",
+                    "reason": (
+                        "The bridge reads and writes only its own run's records, episode state and inline tasks "
+                        "(runs/<run>/, tasks/inline/<run>/); keys are per rollout."
+                    ),
                     "appliesTo": [
                         {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"}
                     ],

@@ -189,7 +189,8 @@ def _code_sample(sample_id, prompt="add"):
     reference = {
         "entry_point": "add",
         "tests": (
-            "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+            "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+            "        self.assertEqual(add(1, 2), 3)\n"
         ),
     }
     return {

@@ -41,8 +41,15 @@ def test_verdicts_are_unchanged_without_os_layers(bare):
 def test_in_process_reward_hacks_still_fail_without_os_layers(bare):
     hacks = [
         "import unittest\nunittest.TestResult.addFailure = lambda *a: None\n",
-        "import unittest\ndef _run(self, result=None):\n    result.startTest(self); result.addSuccess(self); result.stopTest(self)\nunittest.TestCase.run = _run\n",
-        'import sys\nsys.stderr.write(\'__0000000000000000__{"total": 3, "passed": 3}__0000000000000000__\')\nimport os\nos._exit(0)\n',
+        (
+            "import unittest\ndef _run(self, result=None):\n"
+            "    result.startTest(self); result.addSuccess(self); result.stopTest(self)\n"
+            "unittest.TestCase.run = _run\n"
+        ),
+        (
+            'import sys\nsys.stderr.write(\'__0000000000000000__{"total": 3, "passed": '
+            "3}__0000000000000000__')\nimport os\nos._exit(0)\n"
+        ),
     ]
     for hack in hacks:
         result = bare.run(job("def add(a, b):\n    return a - b\n" + hack))

@@ -233,7 +233,10 @@ def test_large_module_globals_the_tests_do_not_use_cost_nothing(executor):
 
 def test_unfetchable_module_global_is_a_model_failure(executor):
     # A value nested deeper than the codec's depth limit cannot be sent.
-    code = "CONFIG = []\n_x = CONFIG\nfor _ in range(300):\n    _x.append([])\n    _x = _x[0]\ndef solve():\n    return 1\n"
+    code = (
+        "CONFIG = []\n_x = CONFIG\nfor _ in range(300):\n    _x.append([])\n    _x = _x[0]\ndef solve():\n"
+        "    return 1\n"
+    )
     body = """
     def test_uses_config(self):
         self.assertGreater(CONFIG, 0)

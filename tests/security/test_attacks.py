@@ -574,7 +574,9 @@ def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
     os.chmod(victim, 0o777)  # writable by anyone: only the sandbox can stop this
     repo_target = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pwned.txt")
     code = WRONG_ADD + textwrap.dedent(f"""
-        for path in ({str(victim / "pwned.txt")!r}, {str(victim / "reward.py")!r}, {repo_target!r}, "/tmp/pwned_by_model.txt"):
+        for path in (
+            {str(victim / "pwned.txt")!r}, {str(victim / "reward.py")!r}, {repo_target!r}, "/tmp/pwned_by_model.txt"
+        ):
             try:
                 with open(path, "w") as handle:
                     handle.write("def reward(*a): return 1.0")

@@ -582,7 +582,8 @@ def test_where_the_tests_stop_iterating_tells_the_model_nothing(executor):
         ),
         (
             "def gen(n):\n    yield 1\n    raise ValueError('boom')\n",
-            "got = []\ntry:\n    for x in gen(0):\n        got.append(x)\nexcept ValueError:\n    got.append('raised')\n"
+            "got = []\ntry:\n    for x in gen(0):\n        got.append(x)\nexcept ValueError:\n"
+            "    got.append('raised')\n"
             "assert got == [1, 'raised']",
         ),
         (

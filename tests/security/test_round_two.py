@@ -193,9 +193,9 @@ def test_private_mount_namespace_hides_host_tmp_and_run(executor):
     marker = f"/tmp/rewardpipe-visible-{os.getpid()}"
     open(marker, "w").close()
     try:
-        code = (
-            WRONG_ADD
-            + f"import os\nprint('TMP', os.path.exists({marker!r}))\nprint('RUN', sorted(os.listdir('/run')) if os.path.isdir('/run') else [])\n"
+        code = WRONG_ADD + (
+            f"import os\nprint('TMP', os.path.exists({marker!r}))\n"
+            "print('RUN', sorted(os.listdir('/run')) if os.path.isdir('/run') else [])\n"
         )
         result = executor.run(job(code))
         assert "TMP False" in result.stdout, result.stdout
@@ -603,7 +603,10 @@ VALUE_CASES = {
         "datetime.datetime(2024, 2, 29, 13, 5, 7, 123456)",
     ),
     "aware datetime": (
-        "import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))",
+        (
+            "import datetime\n    return datetime.datetime(2024, 1, 1, 12, "
+            "tzinfo=datetime.timezone(datetime.timedelta(hours=2)))"
+        ),
         "import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc)",
         "datetime.datetime(2024, 1, 1, 10, tzinfo=datetime.timezone.utc)",
     ),
@@ -647,8 +650,14 @@ VALUE_CASES = {
         "frozenset({frozenset({1}), 2})",
     ),
     "nested": (
-        "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}",
-        "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 2)}], 'n': 2 ** 20000}",
+        (
+            "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, "
+            "1)}], 'n': 2 ** 20000}"
+        ),
+        (
+            "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, "
+            "2)}], 'n': 2 ** 20000}"
+        ),
         "{(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}",
     ),
 }
