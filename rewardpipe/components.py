@@ -175,6 +175,18 @@ class Component:
         "value_range",
         "weight",
     )
+    # The slots' types (set once, through object.__setattr__, in __init__).
+    name: str
+    weight: float
+    fn: Callable[..., Any]
+    description: str
+    value_range: tuple[float, float]
+    role: str
+    inputs: tuple[str, ...]
+    is_async: bool
+    single_input: bool
+    _call: Callable[[Any], Any]
+    _positional: bool
 
     def __init__(
         self,

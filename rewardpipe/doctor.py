@@ -84,7 +84,7 @@ class TaskDiagnosis:
 
 
 def static_problems(task: TestedCode) -> list[str]:
-    problems = []  # (an empty spec never gets here: the Task model refuses it at the input)
+    problems: list[str] = []  # (an empty spec never gets here: the Task model refuses it at the input)
     try:
         tests_tree = parse_python(task.tests)
     except SyntaxError as exc:

@@ -37,7 +37,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, TypeVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Generic, Literal, Self, TypeVar, cast
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
@@ -149,7 +149,7 @@ class EpisodeState(RolloutIdentity):
     def ids(self) -> RolloutIds:
         return RolloutIds(self.run_id, self.step, self.group_id, self.rollout_id, self.task_id)
 
-    def evolve(self, **changes: Any) -> EpisodeState:
+    def evolve(self, **changes: Any) -> Self:
         """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
         (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
         is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);
@@ -170,7 +170,7 @@ class EpisodeState(RolloutIdentity):
         _set(new, "__pydantic_private__", None)
         return new
 
-    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> EpisodeState:
+    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> Self:
         """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
         added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         return self.evolve(**changes, messages=[*self.messages, *added])
@@ -279,7 +279,7 @@ class Environment(Generic[StateT, TaskT]):
             f"whose on_policy_turn hands the turn to the environment must define it"
         )
 
-    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
+    def execution_job(self, state: StateT, task: TaskT) -> ExecutionJob | None:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores them
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
         return None
 
@@ -293,7 +293,7 @@ class Environment(Generic[StateT, TaskT]):
 
         return cast(StateT, replay_through_hooks(self, task, messages))
 
-    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores it
+    def scenarios(self, task: TaskT) -> Mapping[str, ScriptedPolicy]:  # noqa: ARG002 - Environment hook: its signature is the public API v1; the default ignores it
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
         ``reference`` (it reaches every outcome component's maximum)."""
         return {}

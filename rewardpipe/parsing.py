@@ -70,7 +70,8 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
             i += 1
             continue
         indent, fence, info_string = opening
-        info = _INFO_LANGUAGE.match(info_string.strip()).group(1).lower()
+        language = _INFO_LANGUAGE.match(info_string.strip())  # every part optional: it always matches
+        info = language.group(1).lower() if language else ""
         body: list[str] = []
         i += 1
         while i < len(lines):

@@ -546,7 +546,7 @@ class Reward:
         names = self.component_names
         if self._any_async:
             scores = self.score_many(inputs)
-            errors = [score.error for score in scores]
+            errors: list[ErrorInfo | None] = [score.error for score in scores]
             return ColumnScores(
                 names,
                 [

@@ -154,7 +154,7 @@ class NovaBridge(Construct):
             # Queue names must contain "SageMaker" for the training job's service role to reach them. High-throughput
             # FIFO (deduplication and throughput per message group): every sample is its own group, so a training
             # job's thousands of concurrent rollouts are not held to a queue-wide 300 messages per second.
-            throughput = {
+            throughput: dict[str, Any] = {
                 "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
                 "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
             }
