@@ -281,7 +281,7 @@ def run_slots(
                 message=f"{type(exc).__name__}: {exc}",
                 reward=reward,
             )
-            _count(index)
+            _count()
             return
         try:
             state = converse(state, slot.task, policy, env, services=services)
@@ -299,9 +299,13 @@ def run_slots(
                 with lock:
                     execution = pool.submit(executor.run, job)
                     running[index] = (state, execution)
+
                     # Told, not polled: scanning every running execution after each conversation is
                     # quadratic in the step's size.
-                    execution.add_done_callback(lambda _, index=index: finished_executions.put(index))
+                    def executed(_: Future[ExecutionResult], index: int = index) -> None:
+                        finished_executions.put(index)
+
+                    execution.add_done_callback(executed)
         settle_done()
         _count()
 

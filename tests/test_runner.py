@@ -75,6 +75,33 @@ def test_a_simulator_failure_is_attributed_to_the_simulator():
     assert record.error.kind == "simulator_error"
 
 
+class StartFails(AskBeforeCoding):
+    """An environment whose start hook raises, for one task only."""
+
+    def start(self, task):
+        if task.task_id == "add":
+            raise RuntimeError("could not set the task up")
+        return super().start(task)
+
+
+def test_an_environment_whose_start_fails_costs_that_rollout_only():
+    other = TASK.model_copy(update={"task_id": "other"})
+    records = run_slots(
+        plan_step([TASK, other], 0, 2, 1),
+        policy=AskThenFail(),
+        env=StartFails(BrokenSimulator()),
+        executor=get_executor(),
+        reward=REWARD,
+        run_id="r",
+        max_turns=4,
+    )
+    by_task = {r.task_id: r for r in records}
+    assert set(by_task) == {"add", "other"}
+    assert by_task["add"].error.kind == "simulator_error"
+    assert "RuntimeError: could not set the task up" in by_task["add"].error.message
+    assert "could not set the task up" not in by_task["other"].error.message  # it ran, and failed on its own
+
+
 def test_an_executor_crash_costs_records_not_the_batch():
     policy = ENVIRONMENT.scripted_policy(seed=3, weights={"guess": 1.0, "loop": 1.0})
     slots = plan_step([TASK], 0, 1, 8)
