@@ -122,6 +122,7 @@ class UntrustedChild:
         self.runner_write = runner_write  # the runner's ends of the child's pipes, until handed over
         self.runner_read = runner_read
         self.job_dir = job_dir
+        self.job_dir_disposed = False  # its directory was disposed of when the job ended
         self.ready = False  # it said it is hardened (one byte on its control socket)
 
     def release_runner_ends(self) -> None:
@@ -197,6 +198,7 @@ class DiskWatch:
                 os.kill(self.child.pid, signal.SIGKILL)  # the runner sees EOF and finishes at once
 
     def _measure(self) -> str | None:
+        assert self.child is not None, "measured only once attached (check() runs after attach())"
         try:
             used, entries = layers.directory_usage(self.child.job_dir, self.budget_entries)
         except OSError as exc:
@@ -336,7 +338,10 @@ def _housekeeper_loop(request_fd: int, threads: int) -> None:
     pending = b""
     while True:
         data = os.read(request_fd, 1 << 16)
-        *lines, pending = (pending + data).split(b"\n") if data else ([pending], b"")
+        if data:
+            *lines, pending = (pending + data).split(b"\n")
+        else:  # the end: what is left is the last path
+            lines, pending = [pending], b""
         for line in lines:
             if line:
                 paths.put(line.decode())
@@ -487,7 +492,12 @@ class Zygote:
             except OSError as exc:
                 self._off("landlock", exc.strerror or str(exc))
             else:
-                error = _probe(lambda: (layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1), ruleset.restrict_self()))
+
+                def restrict() -> None:
+                    layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
+                    ruleset.restrict_self()
+
+                error = _probe(restrict)
                 if error:
                     os.close(ruleset.fd)
                     self._off("landlock", f"start-up probe failed: {error}")
@@ -509,7 +519,13 @@ class Zygote:
         elif prefix == "/":
             self._off("chroot", "interpreter prefix is /")
         else:
-            error = _probe(lambda: (os.chroot(prefix), os.chdir("/"), os.listdir("/")))
+
+            def enter_root() -> None:
+                os.chroot(prefix)
+                os.chdir("/")
+                os.listdir("/")
+
+            error = _probe(enter_root)
             if error:
                 self._off("chroot", f"start-up probe failed: {error}")
             else:
@@ -662,7 +678,7 @@ class Zygote:
         timed_out = runner_reply is None
         # A child that died during the tests is reaped for how it ended (e.g. SIGSEGV, or the OOM killer),
         # which explains a "model died" verdict; one still serving is killed at once: the tests are done.
-        if not timed_out and runner_reply.get("model_died"):
+        if runner_reply is not None and runner_reply.get("model_died"):  # (not timed out)
             _wait_until(child.pid, time.monotonic() + UNTRUSTED_EXIT_GRACE_S)
         done, raw_status, u_usage = os.wait4(child.pid, os.WNOHANG)
         u_status = _status_text(raw_status) if done and not timed_out else None
@@ -680,8 +696,8 @@ class Zygote:
             # Everything this job changes on the shared file system happens before its reply: its directory
             # goes now (removed later, the space freed would hide another job's growth while it runs).
             self._dispose_job_dir(child.job_dir)
-            child.job_dir = None
-        if timed_out:
+            child.job_dir_disposed = True
+        if runner_reply is None:  # timed out
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
             if self._await_trusted_runner(time.monotonic() + TRUSTED_GRACE_S) is None:
@@ -722,7 +738,7 @@ class Zygote:
             # memory); a fresh runner from this clean process bounds how long any of it can last.
             self._replace_trusted_runner()
         if self.current is not None:
-            if self.current.job_dir is not None:
+            if not self.current.job_dir_disposed:
                 self._dispose_job_dir(self.current.job_dir)
             self.current = None
         _reap_orphans()  # orphans left to this subreaper
@@ -876,7 +892,7 @@ class Zygote:
         self.runner_pid = pid
         self.runner_socket = ours
         try:
-            self.runner_pidfd = os.pidfd_open(pid)
+            self.runner_pidfd: int | None = os.pidfd_open(pid)
         except (OSError, AttributeError):  # before Linux 5.3 the socket's EOF alone reports its death
             self.runner_pidfd = None
 
@@ -961,7 +977,7 @@ class Zygote:
             if self.chroot_dir is not None:
                 os.chroot(self.chroot_dir)
                 os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
-                sys.path[:] = [_inside(self.chroot_dir, entry) for entry in sys.path if _inside(self.chroot_dir, entry)]
+                sys.path[:] = [inside for entry in sys.path if (inside := _inside(self.chroot_dir, entry))]
                 os.environ.update({"PATH": "/bin", "HOME": "/"})
             else:
                 os.chdir(job_dir)
@@ -1124,7 +1140,7 @@ def _inside(root: str, path: str) -> str | None:
 
 
 def _read_all(fd: int) -> bytes:
-    chunks = []
+    chunks: list[bytes] = []
     while True:
         chunk = os.read(fd, 1 << 20)
         if not chunk:
