@@ -35,7 +35,7 @@ from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ASSISTANT_ROLE_ALIASES, MAX_STEP, ErrorInfo, InputId, Message, nova_output
-from rewardpipe.rewards import Reward, ScoringInput, Transcript, code_correctness, get_reward
+from rewardpipe.rewards import Reward, Score, ScoringInput, Transcript, code_correctness, get_reward
 
 ERROR_REWARDS = ("neutral", "zero", "fail_batch")
 NOT_ANSWERED_IN_TIME = "not scored: the invocation's time ran out before this sample's turn"
@@ -187,15 +187,16 @@ def score_samples(
             continue
         results.append(_score_output(sample_id, score))
     if batched:
+        scores: Sequence[Score | Exception]
         try:
             scores = reward.score_many([data for _, _, data in batched])
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
-        for (position, sample_id, _), score in zip(batched, scores, strict=False):
+        for (position, sample_id, _), scored in zip(batched, scores, strict=False):
             results[position] = (
-                _error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
-                if isinstance(score, Exception)
-                else _score_output(sample_id, score)
+                _error_output(sample_id, "scoring_failed", f"{type(scored).__name__}: {scored}")
+                if isinstance(scored, Exception)
+                else _score_output(sample_id, scored)
             )
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
 
@@ -453,23 +454,34 @@ class SampleReader:
                     yield lineno, None, f"{where}: field 'messages': no assistant message, so no answer to score"
                     continue
                 group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
+                rollout_id = sample.rollout_id or f"line-{lineno}"
                 sample = sample.model_copy(
                     update={
-                        "rollout_id": sample.rollout_id or f"line-{lineno}",
+                        "rollout_id": rollout_id,
                         "group_id": group,
                         "task_id": sample.task_id or group,
                     }
                 )
-                key = (sample.step, same_text(sample.rollout_id))
+                key = (sample.step, same_text(rollout_id))
                 first = self._seen.setdefault(key, lineno)
                 if first != lineno:
                     yield (
                         lineno,
                         None,
-                        (f"{where} ({sample.rollout_id[:80]}): duplicate rollout_id (first on line {first})"),
+                        (f"{where} ({rollout_id[:80]}): duplicate rollout_id (first on line {first})"),
                     )
                     continue
                 yield lineno, sample, None
+
+
+def _executed(outcome: ExecutionResult | ErrorInfo | None) -> ExecutionResult | None:
+    """A sample's execution result; None when it has none or its execution failed (an ErrorInfo)."""
+    return None if isinstance(outcome, ErrorInfo) else outcome
+
+
+def _task_of(tasks: Mapping[str, Any] | None, task_id: str | None) -> Any:
+    """The task a sample names, or None (no task file, no task id, or not in the file)."""
+    return tasks.get(task_id) if tasks is not None and task_id is not None else None
 
 
 def score_sample_records(
@@ -488,7 +500,7 @@ def score_sample_records(
     from rewardpipe.episode import build_record, failure_record, record_from_score
     from rewardpipe.transcripts import RolloutTranscript, verdict_of
 
-    parsed = [
+    parsed: list[tuple[Any, Sample | None, str | None]] = [
         (
             sample.rollout_id,
             Sample(id=sample.rollout_id, messages=sample.messages, reference_answer=sample.reference),
@@ -508,10 +520,10 @@ def score_sample_records(
         scores = reward.score_many(
             [
                 ScoringInput(
-                    execution=executions.get(i),
+                    execution=_executed(executions.get(i)),  # (none of these is an ErrorInfo)
                     reference=samples[i].reference,
                     messages=samples[i].messages,
-                    task=tasks.get(samples[i].task_id) if tasks is not None else None,
+                    task=_task_of(tasks, samples[i].task_id),
                 )
                 for i in ready
             ]
@@ -519,15 +531,16 @@ def score_sample_records(
         together = dict(zip(ready, scores, strict=True))
     records = []
     for index, sample in enumerate(samples):
-        ids = {
+        ids: dict[str, Any] = {
             "run_id": run_id,
             "step": sample.step,
             "group_id": sample.group_id,
             "rollout_id": sample.rollout_id,
             "task_id": sample.task_id,
         }
-        task = tasks.get(sample.task_id) if tasks is not None else None
+        task = _task_of(tasks, sample.task_id)
         outcome = executions.get(index)
+        execution = _executed(outcome)  # the verdict's: none when the execution itself failed
         code = None
         if tasks is not None and task is None:
             record = failure_record(
@@ -535,12 +548,16 @@ def score_sample_records(
             )
         elif isinstance(outcome, ErrorInfo):
             record = failure_record(**ids, kind=outcome.kind, message=outcome.message, reward=reward)
-            outcome = None
         elif index in together:
             record = record_from_score(together[index], **ids)
         else:
             record = build_record(
-                **ids, messages=sample.messages, execution=outcome, reward=reward, task=task, reference=sample.reference
+                **ids,
+                messages=sample.messages,
+                execution=execution,
+                reward=reward,
+                task=task,
+                reference=sample.reference,
             )
             if reward.needs_execution:
                 code = reward.code_to_execute(Transcript.from_messages(sample.messages))
@@ -552,7 +569,7 @@ def score_sample_records(
                     messages=list(sample.messages),
                     executed_code=code,
                     verdict=verdict_of(
-                        outcome, code, record if record.status == "error" else None, reward.needs_execution
+                        execution, code, record if record.status == "error" else None, reward.needs_execution
                     ),
                     status=record.status,
                     error=record.error,

@@ -674,3 +674,40 @@ def test_an_executor_failing_midway_without_a_deadline_keeps_the_results_it_gave
     batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(3)]
     outputs = score_samples(batch, "code_correctness", executor=FailsAfterOne(result("passed", 2, 2)))
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 1]
+
+
+class _CrashingExecutor:
+    def run_batch(self, jobs, workers=None):
+        raise OSError("pool died")
+
+
+def test_a_sample_naming_an_unknown_task_whose_execution_crashed_is_one_error_record():
+    from rewardpipe.models import Message
+    from rewardpipe.rewards import get_reward
+    from rewardpipe.single_turn import ScoreSample, score_sample_records
+
+    samples = [
+        ScoreSample(
+            rollout_id=rollout,
+            group_id="g",
+            task_id=task_id,
+            messages=[
+                Message(role="user", content="Write add."),
+                Message(role="assistant", content=fence(ADD_SOLUTION)),
+            ],
+            reference={"tests": ADD_TESTS, "entry_point": "add"},
+        )
+        for rollout, task_id in (("a", "missing"), ("b", "missing too"))
+    ]
+    transcripts = []
+    records = score_sample_records(
+        samples,
+        get_reward("code_correctness"),
+        run_id="r",
+        executor=_CrashingExecutor(),
+        tasks={"known": object()},
+        on_transcript=transcripts.append,
+    )
+    assert [r.error.kind for r in records] == ["unknown_task", "unknown_task"]
+    assert [t.verdict.status for t in transcripts] == ["error", "error"]
+    assert all(t.verdict.reason.startswith("unknown_task: task 'missing") for t in transcripts)
