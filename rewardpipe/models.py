@@ -15,7 +15,7 @@ import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Final, Literal, TypeVar, cast
+from typing import IO, Annotated, Any, Final, Literal, TypeGuard, TypeVar, cast
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -41,7 +41,7 @@ MAX_SPEC_ITEMS = 99
 MAX_SCORE_MAGNITUDE = 1e100
 
 
-def is_score(value: Any) -> bool:
+def is_score(value: Any) -> TypeGuard[float]:
     """True for a number the monitor can use as a component value or aggregate (finite, within bounds)."""
     return isinstance(value, (int, float)) and -MAX_SCORE_MAGNITUDE <= value <= MAX_SCORE_MAGNITUDE
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -33,7 +34,7 @@ def one_line(text: str) -> str:
     return "".join(ch if ch.isprintable() or ch == " " else repr(ch)[1:-1] for ch in text)
 
 
-def _fail(message: str, code: int = 2) -> None:
+def _fail(message: str, code: int = 2) -> NoReturn:
     console.print(Text.assemble(("error:", "bold red"), " ", one_line(message)), highlight=False)
     raise typer.Exit(code)
 
@@ -76,8 +77,8 @@ def _emit(result: ExecutionResult, as_json: bool) -> None:
     """Write one result on its own: if it cannot be written, an error line for its id takes its place,
     and the results after it are still written."""
     try:
-        line = _result_json(result) if as_json else None
         if as_json:
+            line = _result_json(result)
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
         else:
@@ -128,7 +129,7 @@ def _make_executor(disable: str, workers: int | None):
 
     layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
     try:
-        overrides = {"workers": workers} if workers else {}
+        overrides: dict[str, Any] = {"workers": workers} if workers else {}
         if layers:
             overrides["disable"] = layers
         return make_executor(**overrides)
@@ -181,6 +182,7 @@ def exec_command(
     ]
     if missing:
         _fail(f"missing {', '.join(missing)} (or use --batch JOBS.jsonl)")
+    assert code is not None and tests is not None  # (named as missing otherwise)
     try:
         job = ExecutionJob(
             code=_read_text(code, "code"),
@@ -233,8 +235,8 @@ def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) ->
         results = executor.run_batch(jobs, workers=workers)
         with progress_bars(as_json, console, prints_meanwhile=True) as bar:
             done = bar.add_task("running jobs", total=len(entries))
-            for kind, value in entries:
-                result = next(results) if kind == "job" else value
+            for _, value in entries:
+                result = value if isinstance(value, ExecutionResult) else next(results)  # a job's is its index
                 counts[result.status.value] = counts.get(result.status.value, 0) + 1
                 _emit(result, as_json)
                 bar.advance(done)
@@ -242,7 +244,7 @@ def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) ->
         executor.close()
     if not entries:
         _fail(f"{batch}: contains no jobs", code=1)
-    bad_lines = [value for kind, value in entries if kind == "error"]
+    bad_lines = [value for _, value in entries if isinstance(value, ExecutionResult)]  # the "error" entries
     if not as_json:
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
         verdicts.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
@@ -252,7 +254,7 @@ def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) ->
         _fail(f"{batch}: {len(bad_lines)} of {len(entries)} line(s) are not valid jobs (named above)", code=1)
 
 
-def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJob]]:
+def _read_batch(batch: Path) -> tuple[list[tuple[str, ExecutionResult | int]], list[ExecutionJob]]:
     """Entries in file order (("job", index into jobs) or ("error", error result)) and the valid jobs.
 
     Lines end at ``\n`` only (U+2028 and friends are legal inside a JSON string) and are decoded one at a
@@ -260,13 +262,16 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
     ``error`` result naming ``file:line``), not the batch."""
     from rewardpipe.models import InputFileError, decode_line, repeated_id, same_text
 
-    entries: list[tuple[str, object]] = []
+    entries: list[tuple[str, ExecutionResult | int]] = []
     jobs: list[ExecutionJob] = []
     # same_text(job id) -> (id, line): a repeated id would make two results indistinguishable
     first_line: dict[str, tuple[str, int]] = {}
     raw_lines = _read_bytes(batch, "batch").split(b"\n")
     for number, raw in enumerate(raw_lines, start=1):
         where = f"{batch}:{number}"
+        job: ExecutionJob | None
+        problem: str | None
+        job_id: object
         try:
             line = decode_line(raw, number, where)
         except InputFileError as exc:
@@ -278,7 +283,8 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
         if job is not None:
             first_id, first = first_line.setdefault(same_text(job.id), (job.id, number))
             if first != number:
-                job, problem = None, f"{where}: field 'id': duplicate id ({repeated_id(job.id, first_id, first)})"
+                problem = f"{where}: field 'id': duplicate id ({repeated_id(job.id, first_id, first)})"
+                job = None
         if job is None:
             error = ExecutionResult(
                 id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR, reason=problem

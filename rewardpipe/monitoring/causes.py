@@ -167,8 +167,8 @@ def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, t
         correlations: list[float] = []
         disagree = 0
         for rollouts in acc.sample.values():
-            pairs = [(r.components.get(a), r.components.get(b)) for r in rollouts if r.status == "scored"]
-            pairs = [(x, y) for x, y in pairs if is_score(x) and is_score(y)]
+            values = [(r.components.get(a), r.components.get(b)) for r in rollouts if r.status == "scored"]
+            pairs = [(x, y) for x, y in values if is_score(x) and is_score(y)]
             if len(pairs) < 2:
                 continue
             xs, ys = [p[0] for p in pairs], [p[1] for p in pairs]

@@ -649,10 +649,11 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     rows = chunked.num_rows
     if rows == 0:
         return None
-    coded = {name: _coded_labels(chunked.column(name)) for name in _CODED}
+    maybe_coded = {name: _coded_labels(chunked.column(name)) for name in _CODED}
+    coded = {name: labels for name, labels in maybe_coded.items() if labels is not None}
     table = chunked.drop_columns(list(_CODED)).combine_chunks()
     column = {name: table.column(name).chunk(0) for name in table.schema.names}
-    if any(labels is None for labels in coded.values()) or any(
+    if len(coded) < len(maybe_coded) or any(
         column[name].null_count for name in ("rollout_id", "step", "components", "weights")
     ):
         return None
@@ -665,7 +666,7 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
         pc.min(pc.utf8_length(column["rollout_id"])).as_py() == 0
     ):
         return None  # an empty id: the careful path names the row
-    scored = status.codes == (status.names.index("scored") if "scored" in status.names else -1)
+    scored = np.asarray(status.codes == (status.names.index("scored") if "scored" in status.names else -1))
     values, nulls = _map_columns(column["components"], rows)
     weights, _ = _map_columns(column["weights"], rows)
     aggregate = column["aggregate"]
@@ -836,7 +837,8 @@ def _read_files(store: Any, keys: list[str], progress: Any = None) -> list[bytes
         share = min(share, _PROGRESS_CHUNK)
     with ThreadPoolExecutor(_READERS) as pool:
         parts = list(pool.map(some, [keys[i : i + share] for i in range(0, len(keys), share)]))
-    return None if any(part is None for part in parts) else [blob for part in parts for blob in part]
+    read = [part for part in parts if part is not None]
+    return None if len(read) < len(parts) else [blob for part in read for blob in part]
 
 
 _PLAIN_ID = re.compile(r"[a-z0-9_.~-]{1,240}")  # ids encode_id leaves as they are (but a final dot, a device name)

@@ -19,7 +19,9 @@ def fmt(value: float | None) -> str:
     return f"{value:.4g}" if value != int(value) or abs(value) >= 1e6 else f"{value:.1f}"
 
 
-def pct(fraction: float) -> str:
+def pct(fraction: float | None) -> str:
+    if fraction is None:
+        return "n/a"  # as fmt() writes a value not computed
     return f"{100 * fraction:.0f}%"
 
 
