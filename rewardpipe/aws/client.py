@@ -26,7 +26,7 @@ import random
 import re
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
 from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
@@ -400,7 +400,8 @@ class RolloutClient:
                     time.sleep(max(poll_s, 1.0))
                 if not messages and poll_s < 1:
                     time.sleep(poll_s)  # no long poll below one second: do not spin
-                futures, tokens = [], set()
+                futures: list[tuple[dict[str, Any], Future[bool] | None]] = []
+                tokens: set[str] = set()
                 for message in messages:
                     body = _turn_request(message)
                     # SQS delivers at least once: a second copy of a turn in the same batch is not generated twice.
@@ -427,6 +428,7 @@ class RolloutClient:
         return answered
 
     def _delete(self, message: dict[str, Any]) -> None:
+        assert self.sqs is not None  # only serve_turns deletes, and it refuses to run without a queue
         try:
             _with_retries(self.sqs.delete_message, QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"])
         except Exception as exc:  # re-raised unless the message simply comes back
@@ -435,6 +437,7 @@ class RolloutClient:
 
     def _keep_hidden(self, pending: list, keep_hidden_s: float) -> None:
         """Wait for the answers, extending the visibility of each message whose answer is still running."""
+        assert self.sqs is not None  # only serve_turns waits, and it refuses to run without a queue
         while pending:
             wait([future for _, future in pending], timeout=keep_hidden_s / 2)
             pending = [(message, future) for message, future in pending if not future.done()]

@@ -35,7 +35,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
@@ -405,9 +405,7 @@ def _converse(
         policy = (
             _NoPolicy()
             if mode == "callback"
-            else build_policy(
-                snapshot, settings, replay_turns(states.store, snapshot, states) if mode == "replay" else None
-            )
+            else build_policy(snapshot, settings, replay_turns(snapshot, states) if mode == "replay" else None)
         )
     try:
         state = converse(
@@ -424,7 +422,8 @@ def _converse(
         raise error(str(exc)) from exc.cause
     snapshot = snapshot.model_copy(update={"state": state})
     if state.next_action == "execute" and snapshot.execution is None:
-        snapshot.execution = prepare_job(state, task, settings, states.store)
+        # cast: converse() is typed for any environment; this pipeline's (AskBeforeCoding) keeps its state type
+        snapshot.execution = prepare_job(cast(EpisodeState, state), task, settings, states.store)
     return snapshot
 
 
@@ -693,7 +692,8 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
                 raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
             text = trainer_text(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
             task = load_task(store, snapshot.task_key)
-            snapshot.state = apply_policy_turn(snapshot.state, text, environment(), task)
+            # cast: apply_policy_turn() is typed for any environment; AskBeforeCoding's hooks keep its state type
+            snapshot.state = cast(EpisodeState, apply_policy_turn(snapshot.state, text, environment(), task))
             snapshot.applied_reply_at = event.entered
     if task is None:
         task = load_task(store, snapshot.task_key)
@@ -733,7 +733,7 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: 
         execution = get_result(store, ref_exec.result_key or "")
         if execution is None:
             raise ExecutionResultMissing(f"the {ref_exec.route} code runner left no result at {ref_exec.result_key}")
-    if execution is not None:
+    if execution is not None and ref_exec is not None:  # (an execution always comes from a route)
         from rewardpipe.aws.metrics import emit, execution_point
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
