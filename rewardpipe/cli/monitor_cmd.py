@@ -182,6 +182,7 @@ class _Source:
         from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch, read_store_batch
 
         if self.store is not None:
+            assert self.run_id is not None  # _choose_run chose one for every store
             return read_store_batch(self.store, self.run_id, step, self.finished_steps, progress)
         if self.parquet:
             try:
@@ -203,6 +204,7 @@ class _Source:
 
             records: Iterable[Any] = parquet_rows(self.parquet, bad.append, [] if duplicates is None else duplicates)
         else:
+            assert self.jsonl is not None  # the source is a store, a Parquet export or this file
             records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
         if self.run_id is not None:
             records = (r for r in records if r.run_id == self.run_id)

@@ -382,7 +382,7 @@ def run(
         if own_executor:
             executor.close()
     for endpoint_user in (chosen, chat_client):
-        if hasattr(endpoint_user, "close"):
+        if endpoint_user is not None and hasattr(endpoint_user, "close"):
             endpoint_user.close()
     if not (writer.spilled or writer.lost or writer.halted):  # a run missing records is not finished
         manifest.finished_at = utc_now()
@@ -647,6 +647,7 @@ def score(
         else:
             from rewardpipe.runner import score_rollouts
 
+            assert task_rows is not None  # recorded rollouts of an environment need --tasks (refused above)
             records = score_rollouts(
                 batch,
                 task_rows,

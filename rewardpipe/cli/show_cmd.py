@@ -27,7 +27,9 @@ def _tool_call(call: object) -> str:
     """One OpenAI-style tool call as ``name(arguments) [id]``, every part escaped (the model wrote it)."""
     if not isinstance(call, dict):
         return _safe(call)
-    function = call.get("function") if isinstance(call.get("function"), dict) else {}
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = {}
     name = function.get("name", call.get("name", "?"))
     arguments = function.get("arguments", call.get("arguments", ""))
     if not isinstance(arguments, str):
