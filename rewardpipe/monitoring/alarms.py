@@ -186,7 +186,8 @@ def onset_markers(alarms: Iterable[Any]) -> list[OnsetMarker]:
     out = []
     for alarm in alarms:
         data: Mapping[str, Any] = alarm if isinstance(alarm, Mapping) else alarm.to_dict()
-        kind = {"dead_component": "dead", "dying_component": "dying"}.get(data.get("kind"))
+        onsets: dict[Any, str] = {"dead_component": "dead", "dying_component": "dying"}
+        kind = onsets.get(data.get("kind"))
         if kind is None:
             continue
         component = str(data.get("component"))

@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter, itemgetter, ne
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -115,7 +115,8 @@ class RunColumns:
             chunks = self.values.get(name)
             if chunks is None:
                 chunks = self.values[name] = [np.full(row, np.nan)] if row else []
-            chunks.append(values if isinstance(values, np.ndarray) else _floats(values))
+            # cast: per_name holds, per name, a column already converted or the list of its raw values
+            chunks.append(values if isinstance(values, np.ndarray) else _floats(cast(list[Any], values)))
         self._rows += len(scored_datas)
         for d in (datas[0], datas[-1]):
             weights = d.get("weights")

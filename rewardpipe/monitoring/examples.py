@@ -20,7 +20,7 @@ with control characters replaced, so they are safe in a terminal, JSON and an SN
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -101,7 +101,9 @@ def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, st
     if component == "asked_before_coding":
 
         def progress(r: SampledRollout) -> tuple[float, str]:
-            asked, committed = (r.metrics.get("questions") or 0) > 0, bool(r.metrics.get("committed"))
+            questions = r.metrics.get("questions")
+            asked = isinstance(questions, (int, float)) and questions > 0  # (a text value asks nothing)
+            committed = bool(r.metrics.get("committed"))
             if asked and not committed:
                 return 2.0, f"closest miss: asked {r.metrics.get('questions')} question(s) but never committed code"
             if committed and not asked:
@@ -130,7 +132,7 @@ def _spread(ranked: list[tuple[Any, SampledRollout, str]]) -> list[tuple[Sampled
     return chosen[:EXAMPLES_PER_ALARM]
 
 
-def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str] = ()) -> list[Example]:
+def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence[str] = ()) -> list[Example]:
     """The rollouts that best explain ``alarm`` (a dead, dying or error-rate alarm) at its step.
 
     ``causes``: the names of the diagnoses attached to the alarm (``unreachable_gate`` picks closest misses).

@@ -185,11 +185,11 @@ class SnsAlarmSink:
         )
         self.message_ids.append(response["MessageId"])
         key = self._ledger_key(alarm)
-        if key is not None:
+        if key is not None and self.ledger is not None:  # (a key means a ledger)
             self.ledger.put_json(
                 key,
                 {
-                    "dedupe_key": alarm.dedupe_key,  # type: ignore[union-attr]
+                    "dedupe_key": alarm.dedupe_key,
                     "message_id": response["MessageId"],
                     "topic": self.topic_arn,
                 },

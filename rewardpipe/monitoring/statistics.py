@@ -74,6 +74,11 @@ class GroupTable:
 _NO_VALUES = (0, 0.0, 0.0, 0.0, math.nan, math.nan)
 
 
+# A group's key in an accumulator: its group id, or (step, its key in that step's accumulator) in one pooled
+# across steps (pooling.merge).
+GroupKey = str | tuple[int, "GroupKey"]
+
+
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
@@ -97,13 +102,13 @@ class StepAcc:
         self.error_kinds: dict[str, int] = {}
         # group_id -> {component -> [n, shift, sum(x - shift), sum((x - shift)^2), min, max]} while reading;
         # after :meth:`freeze` only its keys (the step's groups, first seen first) are read.
-        self.groups: dict[str, Any] = {}
+        self.groups: dict[GroupKey, Any] = {}
         self.missing: dict[str, int] = {}
         self.non_finite: dict[str, int] = {}
         # component -> weight, as the records of the step declare it (read once per group: a run's
         # weights are fixed, so this costs nothing per record)
         self.weights: dict[str, float] = {}
-        self.sample: dict[str, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
+        self.sample: dict[GroupKey, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
         self.table: dict[str, GroupTable] = {}  # component (and AGG) -> per-group numbers, set by freeze()
 
     @property
