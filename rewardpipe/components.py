@@ -237,7 +237,7 @@ class Component:
         return self._call(data)
 
     def replace(self, **changes: Any) -> Component:
-        fields = {
+        fields: dict[str, Any] = {
             "name": self.name,
             "weight": self.weight,
             "fn": self.fn,

@@ -26,7 +26,7 @@ import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 REWARD_GROUP = "rewardpipe.rewards"
 ENVIRONMENT_GROUP = "rewardpipe.environments"
@@ -323,7 +323,8 @@ def installed(group: str) -> list[dict[str, Any]]:
         try:
             if group == REWARD_GROUP:
                 reward = resolve_reward(row["reference"])
-                row["version"] = row["distribution"].rpartition(" ")[2]
+                # cast: a row with no problem names its distribution ("name version")
+                row["version"] = cast(str, row["distribution"]).rpartition(" ")[2]
                 row["components"] = reward.component_names
             else:
                 row["version"] = resolve_environment(row["reference"]).version

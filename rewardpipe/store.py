@@ -937,7 +937,7 @@ class LocalStore(Store):
             except (KeyError, StoreError):
                 return None
         chain: list[tuple[str, Handle]] = []  # the open folders from the root down to the current one
-        out = []
+        out: list[bytes] = []
         append, open_, fstat, read, close, regular = out.append, os.open, os.fstat, os.read, os.close, stat.S_ISREG
         folder_of, handle = None, -1
         try:
@@ -1206,7 +1206,9 @@ def s3_error_code(exc: BaseException) -> str:
     connection error has no ``response``; a requests-style one has ``response = None``)."""
     response = getattr(exc, "response", None)
     if isinstance(response, dict):
-        error = response.get("Error") if isinstance(response.get("Error"), dict) else {}
+        error = response.get("Error")
+        if not isinstance(error, dict):
+            error = {}
         status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
         return str(error.get("Code") or status or type(exc).__name__)
     return type(exc).__name__

@@ -91,7 +91,7 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
         ):
             target = node.args[0].value
             reaches = _name(node) in {"patch", "import_module", "__import__"} and target.split(".")[0] == _MODEL_MODULE
-        if reaches:
+        if reaches and isinstance(node, (ast.stmt, ast.expr)):  # (only imports and calls reach it)
             found.append(
                 f"tests line {node.lineno}: the tests import or patch the model's module "
                 f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "

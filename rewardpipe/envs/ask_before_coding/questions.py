@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -124,7 +124,7 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
 
 
 def best_spec_match(
-    words: set[str] | frozenset[str] | Sequence[str], spec: Sequence[str], revealed: set[int] | Sequence[int] = ()
+    words: Iterable[str], spec: Sequence[str], revealed: set[int] | Sequence[int] = ()
 ) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 

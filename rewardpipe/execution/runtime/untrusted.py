@@ -14,6 +14,7 @@ import operator
 import sys
 import types
 import warnings
+from collections.abc import Callable  # (logging has loaded collections.abc already)
 
 from . import wire
 
@@ -131,7 +132,7 @@ class Effects:
 
     def take(self) -> dict | None:
         self.active = False
-        found = {}
+        found: dict[str, object] = {}
         for key, parts in self.text.items():
             if parts:
                 found[key] = "".join(parts)
@@ -184,7 +185,7 @@ class _LogCapture(logging.Handler):
         except Exception:  # noqa: BLE001 - a bad format string is the model's problem, not ours
             message = str(record.msg)[:MAX_EFFECT_MESSAGE]
         self.effects.add("log", [str(record.name)[:200], int(record.levelno), message])
-        if len(logging.root.handlers) == 1 and record.levelno >= logging.WARNING:
+        if len(logging.root.handlers) == 1 and record.levelno >= logging.WARNING and logging.lastResort is not None:
             logging.lastResort.handle(record)  # what an unconfigured process prints anyway
 
 
@@ -367,7 +368,7 @@ class Server:
             return {"ok": self._encode(result)}
         if op == "unary":
             name = request.get("name")
-            functions = {
+            functions: dict[str, Callable[..., object]] = {
                 "neg": operator.neg,
                 "pos": operator.pos,
                 "abs": abs,
