@@ -33,7 +33,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
@@ -259,11 +259,13 @@ class BatchScorer:
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
             return self._score_samples(key, fingerprint)
         inputs = completion_inputs(key, self.reward.reads_input("reference"))
-        scores = self.reward.score_columns(inputs)
+        # cast: a CompletionInput offers ScoringInput's attributes (duck-typed, built lazily), not its class
+        scores = self.reward.score_columns(cast("list[ScoringInput]", inputs))
         errors: list[str | None] = [None if e is None else e.kind for e in scores.errors]
         limit = _LIMIT
         for index, aggregate in enumerate(scores.aggregates):
-            if errors[index] is None and not -limit <= aggregate <= limit:  # NaN fails both comparisons
+            # cast: a sample without an error has its aggregate; NaN fails both comparisons
+            if errors[index] is None and not -limit <= cast(float, aggregate) <= limit:
                 errors[index] = "non_finite_score"
         for column in scores.values:
             for index, value in enumerate(column):
@@ -542,7 +544,8 @@ class RewardPipeMonitor:
         funcs = list(getattr(trainer, "reward_funcs", []) or [])
         trl_weights = getattr(trainer, "reward_weights", None)
         if trl_weights is not None and len(funcs) == len(trl_weights):
-            mine = {id(fn): fn.rewardpipe_component for fn in self.reward_funcs}
+            # the attribute reward_functions() sets on each function it builds (mypy sees a plain Callable)
+            mine = {id(fn): fn.rewardpipe_component for fn in self.reward_funcs}  # type: ignore[attr-defined]
             for fn, weight in zip(
                 funcs, trl_weights.tolist() if hasattr(trl_weights, "tolist") else trl_weights, strict=True
             ):

@@ -55,7 +55,7 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from rewardpipe.environment import Environment, EpisodeState, TaskRow
 from rewardpipe.episode import (
@@ -403,7 +403,7 @@ class EpisodeRollout:
         while waiting := [e for e in episodes if e.live]:
             budgets = [self._turn_budget(e, max_completion_tokens) for e in waiting]
             for episode, budget in zip(waiting, budgets, strict=True):
-                if budget < 1:
+                if budget < 1 and episode.state is not None:  # (a live episode has its state)
                     episode.state = end_without_commit(episode.state, "completion_budget")
             ready = [(e, b) for e, b in zip(waiting, budgets, strict=True) if b >= 1]
             if not ready:
@@ -459,7 +459,8 @@ class EpisodeRollout:
             return []
         executor = self.executor if self.env.runs_code else None
         return score_episodes(
-            [(e.state, e.task) for e in episodes],
+            # cast: an episode without a record started (one whose task or start failed has its error record)
+            [(cast(EpisodeState, e.state), e.task) for e in episodes],
             executor=executor,
             reward=self.reward,
             env=self.env,
@@ -468,7 +469,7 @@ class EpisodeRollout:
 
     # -- TRL ---------------------------------------------------------------------------------------------
 
-    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
+    def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list | None]:
         """``rollout_func(prompts, trainer)`` for ``GRPOTrainer``."""
         if getattr(trainer, "use_vllm", False):
             raise NotImplementedError(
@@ -497,7 +498,7 @@ class EpisodeRollout:
         return scorer.functions(), [c.weight for c in self.reward.components]
 
 
-def rollout_output(episodes: Sequence[Episode], env: Environment | None = None) -> dict[str, list]:
+def rollout_output(episodes: Sequence[Episode], env: Environment | None = None) -> dict[str, list | None]:
     """The dict ``rollout_func`` returns to TRL (see the module docstring)."""
     return {
         "prompt_ids": [e.tokens.prompt_ids for e in episodes],

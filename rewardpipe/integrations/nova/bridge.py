@@ -412,7 +412,7 @@ class Bridge:
     def _answer(self, entry: dict[str, Any], request: RolloutRequest, *, aggregate, components, metrics, error):
         response, envelope = rollout_result(
             request.sample_id,
-            tuple(request.rewards.range),
+            request.rewards.range,
             self.reward,
             self.config,
             aggregate=aggregate,
