@@ -24,7 +24,7 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
                   Queues(rollout_response=env.get("ROLLOUT_RESPONSE_QUEUE_URL", ""),
                          generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", ""),
                          rollout_request=env.get("ROLLOUT_REQUEST_QUEUE_URL", "")),
-                  state_machine_arn=env.get("STATE_MACHINE_ARN", ""))
+                  state_machine_arn=env.get("STATE_MACHINE_ARN", ""), task_model=settings.environment.task_model)
 
 
 def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[str, Any]]:
