@@ -665,7 +665,8 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     try:
         state = start_episode(
             task, env=env, run_id=request.run, step=request.step, group_id=request.group,
-            rollout_id=request.rollout, max_turns=request.max_turns or settings.max_turns,
+            rollout_id=request.rollout,
+            max_turns=request.max_turns or settings.max_turns or min(env.max_turns, MAX_TURNS_LIMIT),
         )
     except Exception as exc:  # noqa: BLE001 - the environment's start() failed: the environment's fault
         raise SimulatorError(f"environment '{env.name}': start failed: {type(exc).__name__}: {exc}") from exc

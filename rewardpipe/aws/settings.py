@@ -235,7 +235,8 @@ class Settings:
     # fallback when REWARD_REF is absent. "" (unset): the configured environment's own reward.
     reward_name: str = ""
     reward_weights: dict[str, float] = field(default_factory=dict)
-    max_turns: int = 6
+    # MAX_TURNS: the deployment's turn limit; None (unset) leaves each environment its own ``max_turns``.
+    max_turns: int | None = None
     routing_threshold_s: float = 600.0
     simulator: str = "rule_based"
     policy_base_url: str = ""
@@ -273,7 +274,7 @@ class Settings:
             bucket=env.get("BUCKET", ""),
             reward_name=(env.get("REWARD_NAME") or "").strip(),
             reward_weights=_weights(env, "REWARD_WEIGHTS"),
-            max_turns=_int(env, "MAX_TURNS", 6),
+            max_turns=_int(env, "MAX_TURNS", 0) or None,
             routing_threshold_s=_float(env, "ROUTING_THRESHOLD_S", 600.0),
             simulator=env.get("SIMULATOR") or "rule_based",
             policy_base_url=env.get("POLICY_BASE_URL", ""),

@@ -83,20 +83,24 @@ def use_user_package() -> None:
 
 def user_code_env(environment: str | None = None, reward: str | None = None,
                   single_turn_reward: str | None = None, components: Any = None,
-                  version: str | None = None) -> dict[str, str]:
+                  version: str | None = None) -> dict[str, Any]:
     """The variables the stack sets on the functions that import user code (docs: the issue 20 contract):
     ``ENVIRONMENT_REF``/``ENVIRONMENT_VERSION``, ``REWARD_REF``, ``SINGLE_TURN_REWARD_REF`` and, on the variance
     check, ``REWARD_COMPONENTS`` (a Reward's describe() as the JSON list). Until the stack sets them from
-    cdk.json, the tests set them on the deployed functions with :class:`Deployment`'s ``function_env``."""
-    env: dict[str, str] = {}
+    cdk.json, the tests set them on the deployed functions with :class:`Deployment`'s ``function_env`` (a None
+    value removes a variable the template sets: MAX_TURNS, which a user environment's own limit replaces)."""
+    env: dict[str, Any] = {}
     if environment:
         env["ENVIRONMENT_REF"] = environment
+        env["MAX_TURNS"] = None  # no max_turns in cdk.json: the environment's own turn limit
     if version:
         env["ENVIRONMENT_VERSION"] = version
     if reward:
         env["REWARD_REF"] = reward
+        env["REWARD_WEIGHTS"] = "{}"  # the template's weights are the built-in reward's; the user's own weights stand
     if single_turn_reward:
         env["SINGLE_TURN_REWARD_REF"] = single_turn_reward
+        env["REWARD_WEIGHTS"] = "{}"
     if components is not None:
         described = components.describe() if hasattr(components, "describe") else components
         env["REWARD_COMPONENTS"] = json.dumps([
@@ -748,7 +752,7 @@ class Deployment:
     queue_url: str = ""
     # Variables added to every deployed Python function but the code runner (which never imports user code):
     # what the stack will set from cdk.json's environment/reward settings (user_code_env).
-    function_env: dict[str, str] = field(default_factory=dict)
+    function_env: dict[str, Any] = field(default_factory=dict)
 
     # -- intrinsic functions ---------------------------------------------------------------------
 
@@ -909,6 +913,7 @@ class Deployment:
             env = {k: str(self.resolve(v)) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
             if self.function_env and not logical.startswith("CodeRunner"):
                 env.update(self.function_env)
+                env = {k: v for k, v in env.items() if v is not None}
             _check_size(f"environment variables of {logical}", _env_size(env), LIMITS["lambda_env_bytes"])
             name = str(props.get("FunctionName") or logical)[:64]
             fn = client.create_function(
