@@ -328,3 +328,16 @@ def test_the_variance_check_judges_with_the_users_ranges_and_roles(aws, synth, d
     # Declared a penalty of range [-1, 0], a penalty that never fires is normal (info); without the
     # declaration the check cannot know, and a constant component is dead.
     assert check["verdicts"]["invalid_turns"] == ("info" if declared else "dead")
+
+
+def test_an_environment_that_cannot_be_imported_still_ends_every_rollout_in_an_error_record(aws, synth, sfn):
+    """A deployment whose ENVIRONMENT_REF does not import (a package missing from the layer): every rollout fails
+    at its start, and RecordError, which cannot load it either, still writes the record naming the variable."""
+    deployment = _deploy(synth, environment="acme_rewards.not_shipped:ENVIRONMENT", reward=GUESS_REWARD_REF)
+    (result,) = _run_all(sfn, deployment, [_input("acme-c", "r0", GUESS_TASK, {"mode": "replay", "turns": ["42"]})])
+    assert result["status"] == "SUCCEEDED"
+    record = _records(deployment, "acme-c")["r0"]
+    assert record.status == "error" and record.aggregate is None
+    assert "ENVIRONMENT_REF" in record.error.message and "acme_rewards.not_shipped" in record.error.message
+    assert set(record.components) == {"solved", "closeness", "invalid_turns"}
+    assert set(record.components.values()) == {None}
