@@ -195,7 +195,7 @@ def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[floa
 USER_CODE_HANDLERS = {"rollout_start": "multi_turn", "converse": "multi_turn", "score_rollout": "multi_turn",
                       "error_record": "multi_turn", "nova_intake": "multi_turn", "single_turn_reward": "single_turn"}
 USER_GOAL_RATIO = 1.1
-ONE_MODULE = '''"""A user's package of one module: an environment and its reward (benchmarks/cold_start.py --user-package)."""
+ONE_MODULE = '''"""A user's package of one module: an environment and its reward (cold_start.py --user-package)."""
 from rewardpipe import EpisodeState, Environment, Reward, TaskRow, component
 
 
@@ -279,7 +279,8 @@ def main_user_package(args: argparse.Namespace) -> int:
     print(f"Handler import + resolving the configured environment and reward, {args.runs} alternating fresh "
           f"interpreters each (Python {sys.version.split()[0]}): without a user package (built-in ask_before_coding "
           f"/ gsm8k) and with a user package of one module; goal <= {USER_GOAL_RATIO}x")
-    print(f"{'handler':<22}{'without ms':>12}{'with ms':>10}{'ratio':>8}{'min without':>13}{'min with':>10}{'ratio':>8}")
+    print(f"{'handler':<22}{'without ms':>12}{'with ms':>10}{'ratio':>8}{'min without':>13}{'min with':>10}"
+          f"{'ratio':>8}")
     worst = 0.0
     for name, f in figures.items():
         median_ratio = f["with_median_ms"] / f["without_median_ms"]

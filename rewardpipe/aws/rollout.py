@@ -319,8 +319,8 @@ def validate_task(raw: Any, env: Any, where: str) -> TaskRow:
     except ValidationError as exc:
         title = f"{where} (environment {env.name}, {env.task_model.__name__})"
         try:
-            details = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"), **({"ctx": e["ctx"]} if "ctx" in e else {})}
-                       for e in exc.errors()]
+            details = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"),
+                        **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in exc.errors()]
             retitled = ValidationError.from_exception_data(title, details)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - an error type pydantic cannot rebuild: its own message
             raise exc from None
@@ -408,8 +408,8 @@ def build_simulator(settings: Settings) -> Any:
         from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
         from rewardpipe.simulator import OpenAISimulator
 
-        return AskBeforeCoding(OpenAISimulator(settings.policy_base_url, settings.policy_model, client=settings.chat_client(
-            settings.policy_base_url, settings.policy_model, _api_key(settings))))
+        client = settings.chat_client(settings.policy_base_url, settings.policy_model, _api_key(settings))
+        return AskBeforeCoding(OpenAISimulator(settings.policy_base_url, settings.policy_model, client=client))
     return env
 
 
@@ -670,8 +670,8 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         )
     except Exception as exc:  # noqa: BLE001 - the environment's start() failed: the environment's fault
         raise SimulatorError(f"environment '{env.name}': start failed: {type(exc).__name__}: {exc}") from exc
-    snapshot = _converse(EpisodeSnapshot(task_key=task_key, policy=policy, state=state, environment=settings.environment_tag),
-                         task, settings, states, 0)
+    opening = EpisodeSnapshot(task_key=task_key, policy=policy, state=state, environment=settings.environment_tag)
+    snapshot = _converse(opening, task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
     ref = _save(states, snapshot, ids)
     return _conclude(ref, snapshot, task, settings, store,

@@ -86,7 +86,8 @@ def _components(env: Mapping[str, str], name: str) -> dict[str, dict[str, Any]]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
-        raise ConfigurationError(f"environment variable {name} must be a JSON list of components, got {raw[:200]!r}") from None
+        raise ConfigurationError(f"environment variable {name} must be a JSON list of components, "
+                                 f"got {raw[:200]!r}") from None
     if not isinstance(value, list):
         raise ConfigurationError(f"environment variable {name} must be a JSON list of components, "
                                  f"got {type(value).__name__}")
@@ -109,7 +110,8 @@ def _components(env: Mapping[str, str], name: str) -> dict[str, dict[str, Any]]:
             raise ConfigurationError(f"{where} ('{item['name']}'): 'weight' must be a finite number, got {weight!r}")
         if item["name"] in out:
             raise ConfigurationError(f"{where}: component '{item['name']}' is listed twice")
-        out[item["name"]] = {"range": (float(bounds[0]), float(bounds[1])), "role": item["role"], "weight": float(weight)}
+        out[item["name"]] = {"range": (float(bounds[0]), float(bounds[1])), "role": item["role"],
+                             "weight": float(weight)}
     return out
 
 

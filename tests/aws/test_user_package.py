@@ -319,7 +319,8 @@ def test_the_variance_check_judges_with_the_users_ranges_and_roles(aws, synth, d
     for group in range(5):
         for i in range(4):
             store.put_record(_guess_record("acme-m", 0, group, i))
-    monitor = next(name for logical, name in deployment.functions.items() if logical.startswith("MonitoringVarianceCheck"))
+    monitor = next(name for logical, name in deployment.functions.items()
+                   if logical.startswith("MonitoringVarianceCheck"))
     response = boto3.client("lambda", region_name=harness.REGION).invoke(
         FunctionName=monitor, Payload=json.dumps({"run_id": "acme-m", "step": 0}))
     assert "FunctionError" not in response, response["Payload"].read()

@@ -54,7 +54,8 @@ def test_old_deployments_keep_the_built_in_environment_and_reward_name():
     assert Settings.from_env({}).single_turn_reward.name == "gsm8k"
     assert Settings.from_env({"REWARD_NAME": "code_correctness"}).single_turn_reward.name == "code_correctness"
     # REWARD_REF wins over the older REWARD_NAME.
-    assert Settings.from_env({"REWARD_NAME": "gsm8k", "REWARD_REF": "acme_rewards.guess:GUESS"}).reward.name == "acme_guess"
+    both = Settings.from_env({"REWARD_NAME": "gsm8k", "REWARD_REF": "acme_rewards.guess:GUESS"})
+    assert both.reward.name == "acme_guess"
 
 
 @pytest.mark.parametrize("env, variable, says", [
