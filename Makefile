@@ -5,7 +5,7 @@ BIN     = $(VENV)/bin
 # Silences jsii's end-of-life banner for Node 20 (synth still works; see README "Deploy on AWS").
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 
-.PHONY: demo test test-trl test-verifiers test-verl test-browser install install-dev install-trl bench synth clean \
+.PHONY: demo test test-trl test-verifiers test-verifiers-0.3 test-verl test-browser install install-dev install-trl bench synth clean \
 	docs docs-gen docs-serve lint
 
 $(BIN)/python:
@@ -63,9 +63,25 @@ VF_VENV ?= .venv-verifiers
 $(eval $(call extra_venv,$(VF_VENV),verifiers))
 
 test-verifiers: $(VF_VENV)/.installed
-	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py
+	$(VF_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
+		tests/integrations/test_verifiers_env_real.py
 	# The docs' verifiers examples, with the real package (the default venv skips the one that needs it).
 	$(VF_VENV)/bin/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k verifiers
+
+# The same real tests against verifiers 0.3.1 (from_verifiers supports 0.2-0.3.x; on 0.3 it reads the classic
+# API, Rubric, MultiTurnEnv and SingleTurnEnv, from verifiers.legacy).
+# The [verifiers] extra pins 0.2.1, so this venv takes the core install and the pin below. Not in .ci/run.
+VF03_VENV ?= .venv-verifiers-0.3
+VF03_PIN = verifiers==0.3.1
+$(VF03_VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VF03_VENV)
+	$(VF03_VENV)/bin/python -m pip install -q --upgrade pip
+	$(VF03_VENV)/bin/python -m pip install -q -e . $(VF03_PIN) pytest==9.2.0
+	touch $@
+
+test-verifiers-0.3: $(VF03_VENV)/.installed
+	$(VF03_VENV)/bin/python -m pytest -q -m verifiers -p no:cacheprovider tests/integrations/test_verifiers_real.py \
+		tests/integrations/test_verifiers_env_real.py
 
 # The verl adapter through verl's NaiveRewardManager (verl pins an older transformers than the trl extra
 # and brings ray); the extra includes torch's CPU wheel.
@@ -132,4 +148,4 @@ synth: $(VENV)/.installed-dev
 	CDK_OUTDIR=cdk.out $(BIN)/python app.py
 
 clean:
-	rm -rf $(VENV) $(VF_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache site
+	rm -rf $(VENV) $(VF_VENV) $(VF03_VENV) $(VERL_VENV) cdk.out demo-store .pytest_cache site

@@ -10,6 +10,8 @@ The public API (v1): everything a user's own rewards and environments need, impo
   environments (rewardpipe.environment); :class:`ScriptedPolicy`: scenarios for doctor and ``--policy
   scripted``;
 * :class:`Message`, :class:`ExecutionJob`, :class:`ExecutionResult`: the data that crosses every boundary;
+* :func:`llm_judge` (alias :func:`judge`): a component an LLM judge gives by a rubric (rewardpipe.judges);
+  :class:`ComponentUnavailable`: raised by a component that cannot compute, with the reason;
 * :func:`load_reward` / :func:`load_environment`: resolve a name or reference (a built-in name,
   ``package.module:ATTR``, ``path/file.py:ATTR``, an installed short name);
 * :mod:`rewardpipe.testing`: doctor's checks for pytest.
@@ -28,6 +30,7 @@ _EXPORTS = {
     "component": "rewardpipe.components",
     "Component": "rewardpipe.components",
     "ComponentDefinitionError": "rewardpipe.components",
+    "ComponentUnavailable": "rewardpipe.components",
     "INPUTS": "rewardpipe.components",
     "Reward": "rewardpipe.rewards.base",
     "Score": "rewardpipe.rewards.base",
@@ -47,6 +50,8 @@ _EXPORTS = {
     "ReferenceProblem": "rewardpipe.references",
 }
 _FUNCTIONS = {"load_reward": "resolve_reward", "load_environment": "resolve_environment"}
+# Built-in component factories: ``rewardpipe.llm_judge(...)``, alias ``rewardpipe.judge(...)`` (rewardpipe.judges).
+_FACTORIES = {"llm_judge": "rewardpipe.judges", "judge": "rewardpipe.judges"}
 
 
 def __getattr__(name: str) -> Any:
@@ -56,6 +61,8 @@ def __getattr__(name: str) -> Any:
         value = getattr(importlib.import_module(_EXPORTS[name]), name)
     elif name in _FUNCTIONS:
         value = getattr(importlib.import_module("rewardpipe.references"), _FUNCTIONS[name])
+    elif name in _FACTORIES:
+        value = importlib.import_module(_FACTORIES[name]).llm_judge
     elif name == "testing":
         value = importlib.import_module("rewardpipe.testing")
     else:
@@ -65,7 +72,7 @@ def __getattr__(name: str) -> Any:
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_EXPORTS, *_FUNCTIONS, "testing"])
+    return sorted([*globals(), *_EXPORTS, *_FUNCTIONS, *_FACTORIES, "testing"])
 
 
-__all__ = sorted([*_EXPORTS, *_FUNCTIONS, "API_VERSION", "testing"])
+__all__ = sorted([*_EXPORTS, *_FUNCTIONS, *_FACTORIES, "API_VERSION", "testing"])

@@ -51,6 +51,17 @@ class ComponentDefinitionError(TypeError):
     """A component is declared wrongly (an unknown input, a bad range or role); raised at decoration."""
 
 
+class ComponentUnavailable(Exception):
+    """Raised by a component that cannot compute for a reason that is not the model's, to say why: the same as
+    returning ``None`` (the sample becomes a ``component_unavailable`` error record, never a 0), with the reason
+    in the record's message instead of just the component's name (the LLM judge raises it when its endpoint
+    failed or its answer could not be read)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
 def _where(fn: Any) -> str:
     code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
     return f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""

@@ -408,7 +408,10 @@ def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs
     _lint(diagnosis, reference)
     try:
         for problem in env.check_task(task, runs):
-            diagnosis.add("environment", problem)
+            if isinstance(problem, Finding):  # a check of its own, maybe only a warning
+                diagnosis.add(problem.check, problem.message, problem.severity)
+            else:
+                diagnosis.add("environment", problem)
     except Exception as exc:  # noqa: BLE001
         diagnosis.add("environment", f"check_task() failed: {type(exc).__name__}: {exc}")
     for run in runs.values():

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, M
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.models import InputId, Message, RolloutIdentity
+from rewardpipe.models import Message, RolloutIdentity, TaskId
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.execution.result import ExecutionJob
@@ -96,7 +96,7 @@ class TaskRow(DeferredModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task_id: InputId
+    task_id: TaskId  # an id less the room of the ids run and doctor make from it (models.MAX_TASK_ID_LENGTH)
     prompt: Union[NonEmptyText, NonEmptyMessages]
 
     def prompt_messages(self) -> list[Message]:
@@ -303,7 +303,8 @@ class Environment:
 
     def check_task(self, task: TaskRow, runs: Mapping[str, Any]) -> list[str]:
         """``doctor``'s environment-specific problems with one task, given each scenario's run
-        (:class:`rewardpipe.doctor.ScenarioRun`)."""
+        (:class:`rewardpipe.doctor.ScenarioRun`): texts (errors), or :class:`rewardpipe.doctor.Finding` objects
+        naming their check and severity (``"warning"`` for one that does not fail doctor)."""
         return []
 
     def configure(self, **options: str) -> "Environment":

@@ -30,6 +30,9 @@ MANIFEST_SCHEMA_V1 = "rewardpipe.run-manifest/v1"
 MAX_ID_LENGTH = 1024
 #: Largest step number: a 32-bit signed integer, the type a step partition gets in Athena/Glue.
 MAX_STEP = 2**31 - 1
+#: Most spec items a task may hold: one question per item and then the code must fit in an episode's
+#: turn limit (rewardpipe.episode.MAX_TURNS, 100), or no episode (nor `doctor`) could ever reveal them all.
+MAX_SPEC_ITEMS = 99
 #: Largest magnitude of a component value or an aggregate. No reward is anywhere near it, and the monitor
 #: squares and sums these numbers (variances, correlations, advantage shares): beyond about 1e150 a sum of
 #: squares overflows a float. Scoring turns a larger (or non-finite) number into an error record; the
@@ -95,6 +98,10 @@ def require_printable_id(value: str) -> str:
 #: A task, group, rollout or job id as accepted at every input (files, Lambda events, Nova and TRL entry
 #: points): 1 to MAX_ID_LENGTH characters, none of them a control, format or separator character.
 InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterValidator(require_printable_id)]
+#: Longest task id: an id less the room of the ids made from it, which must be ids too (`run`'s group and
+#: rollout ids add "s<step>-g<group>-" and "-k<sample>", 26 characters at most; `doctor`'s "<task>:<scenario>").
+MAX_TASK_ID_LENGTH = MAX_ID_LENGTH - 32
+TaskId = Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID_LENGTH), AfterValidator(require_printable_id)]
 
 
 def require_function_name(value: str) -> str:
@@ -209,7 +216,7 @@ class RolloutIdentity(DeferredModel):
     stored transcript, so both identify a rollout, and turn back into a Rollout, the same way."""
 
     run_id: str
-    step: int = 0
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # one rule for every step a store files
     group_id: str
     rollout_id: str
     task_id: str
@@ -241,11 +248,12 @@ class Record(DeferredModel):
     model_config = ConfigDict(populate_by_name=True)
 
     schema_: Literal["rewardpipe.record/v1"] = Field(default=RECORD_SCHEMA, alias="schema")
-    run_id: str
-    step: int = 0
-    group_id: str
-    rollout_id: str
-    task_id: str
+    # ids: non-empty (an empty one has no store key) and steps as Rollout.step; refused where a record is read
+    run_id: str = Field(min_length=1)
+    step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)
+    group_id: str = Field(min_length=1)
+    rollout_id: str = Field(min_length=1)
+    task_id: str = Field(min_length=1)
     status: Literal["scored", "error"]
     error: ErrorInfo | None = None
     components: dict[str, float | None]

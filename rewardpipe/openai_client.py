@@ -1,13 +1,24 @@
 """Minimal client for OpenAI-compatible ``/chat/completions`` endpoints (vLLM, SGLang, OpenAI, Bedrock gateways).
 
 Failures after retries raise :class:`EndpointError`; callers turn that into an *error record*, never a score.
+A throttled or failing endpoint (429, 5xx, a timeout, a dropped connection) is retried with exponential backoff,
+jittered (many workers retrying in step would hit a recovering endpoint together) and capped; a ``Retry-After``
+the endpoint sends is honoured up to the same cap. The API key goes into the request header only: it is in no
+error message, log line or ``repr``.
+
+:class:`ChatModel` is the interface the rest of rewardpipe programs against (the LLM judge, an environment's
+``ctx.chat``): anything with ``complete(messages, **params) -> str`` and a ``model`` name, so another transport
+(Bedrock's Converse API) can stand in for this one.
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import random
+import ssl
 import time
-from typing import Any, Sequence
+from typing import Any, Callable, Protocol, Sequence, runtime_checkable
 
 import httpx
 
@@ -17,6 +28,41 @@ MAX_BACKOFF_S = 60.0  # exponential backoff stops growing here (a long retry ser
 
 class EndpointError(RuntimeError):
     """The model endpoint could not produce a completion (network, HTTP status, or malformed body)."""
+
+
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context for every client of the process: building one reads the CA bundle (tenths of
+    a second each), and a run makes a client per policy, simulator and judge."""
+    import certifi
+
+    return ssl.create_default_context(cafile=certifi.where())
+
+
+@runtime_checkable
+class ChatModel(Protocol):
+    """A chat model rewardpipe can call: ``complete(messages, **params)`` returns the assistant's text or raises
+    :class:`EndpointError`; ``model`` names the model (it is part of what the judge caches on)."""
+
+    model: str
+
+    def complete(self, messages: Sequence[dict[str, str]], **params: Any) -> str: ...
+
+
+def backoff_delay(attempt: int, base_s: float, cap_s: float = MAX_BACKOFF_S, retry_after: str | None = None,
+                  rng: Callable[[], float] = random.random) -> float:
+    """Seconds to wait before retry ``attempt`` (1 = the first retry): ``base_s * 2**(attempt-1)``, capped at
+    ``cap_s``, then jittered into [half, all] of it (the half keeps a floor under the wait; the jitter spreads
+    retries that failed together). A ``Retry-After`` in seconds replaces the computed wait (still capped)."""
+    if retry_after is not None:
+        try:
+            wanted = float(retry_after)
+        except ValueError:  # an HTTP date: not worth a clock comparison, the computed wait applies
+            wanted = -1.0
+        if wanted >= 0.0:
+            return min(wanted, cap_s)
+    delay = min(base_s * 2.0 ** min(attempt - 1, 16), cap_s)
+    return delay * (0.5 + 0.5 * rng())
 
 
 class ChatClient:
@@ -29,6 +75,8 @@ class ChatClient:
         max_retries: int = 2,
         backoff_s: float = 0.5,
         transport: httpx.BaseTransport | None = None,
+        *,
+        max_backoff_s: float = MAX_BACKOFF_S,
     ) -> None:
         if not base_url:
             raise ValueError("base_url is required for an OpenAI-compatible endpoint")
@@ -46,8 +94,9 @@ class ChatClient:
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")
         self.max_retries = max_retries
         self.backoff_s = backoff_s
+        self.max_backoff_s = max_backoff_s
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        self._http = httpx.Client(timeout=timeout_s, headers=headers, transport=transport)
+        self._http = httpx.Client(timeout=timeout_s, headers=headers, transport=transport, verify=_tls_context())
 
     def complete(self, messages: Sequence[dict[str, str]], **params: Any) -> str:
         return _content_of(*self._post(messages, params))
@@ -69,9 +118,11 @@ class ChatClient:
         body = {"model": self.model, "messages": list(messages), **params}
         url = f"{self.base_url}/chat/completions"
         last_problem = "no attempt made"
+        retry_after: str | None = None
         for attempt in range(self.max_retries + 1):
             if attempt:
-                time.sleep(min(self.backoff_s * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S))
+                time.sleep(backoff_delay(attempt, self.backoff_s, self.max_backoff_s, retry_after))
+            retry_after = None
             try:
                 response = self._http.post(url, json=body)
             except httpx.HTTPError as exc:
@@ -79,6 +130,7 @@ class ChatClient:
                 continue
             if response.status_code in RETRYABLE_STATUS:
                 last_problem = f"HTTP {response.status_code} from {url}"
+                retry_after = response.headers.get("retry-after")
                 continue
             if response.status_code >= 400:
                 raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
@@ -87,6 +139,9 @@ class ChatClient:
 
     def close(self) -> None:
         self._http.close()
+
+    def __repr__(self) -> str:  # never the key
+        return f"ChatClient({self.base_url!r}, model={self.model!r}, key={'set' if self.api_key else 'unset'})"
 
 
 def _content_of(response: httpx.Response, url: str) -> str:

@@ -134,9 +134,12 @@ def score_episodes(
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results)}
     scored: list[tuple[Record, ExecutionResult | None]] = []
+    together = _scored_together(episodes, planned, executions, reward, env) if reward.has_async else {}
     for index, (state, task) in enumerate(episodes):
         outcome = executions.get(index)
-        if isinstance(planned[index], Exception):
+        if index in together:
+            scored.append((together[index], outcome))
+        elif isinstance(planned[index], Exception):
             failure = planned[index]
             scored.append((error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward),
                            None))
@@ -145,6 +148,23 @@ def score_episodes(
         else:
             scored.append((finish_episode(state, task, outcome, reward, env), outcome))
     return scored
+
+
+def _scored_together(episodes: Sequence[tuple[EpisodeState, Any]], planned: list, executions: dict[int, Any],
+                     reward: Reward, env: Environment) -> dict[int, Record]:
+    """The records of the episodes that can be scored, scored as one batch (``Reward.score_many``): a reward
+    with async components (an LLM judge) makes its calls for the whole batch at once, not episode by episode."""
+    from rewardpipe.episode import episode_metrics, record_from_score
+    from rewardpipe.rewards.base import ScoringInput
+
+    ready = [index for index, (state, _) in enumerate(episodes)
+             if not isinstance(planned[index], Exception) and not isinstance(executions.get(index), Exception)
+             and state.next_action in ("execute", "score")]
+    scores = reward.score_many([ScoringInput(execution=executions.get(i), messages=episodes[i][0].messages,
+                                             task=episodes[i][1], state=episodes[i][0]) for i in ready])
+    return {i: record_from_score(score, **episodes[i][0].record_ids(),
+                                 extra_metrics=episode_metrics(episodes[i][0], episodes[i][1], env))
+            for i, score in zip(ready, scores)}
 
 
 def run_slots(

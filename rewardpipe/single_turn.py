@@ -457,12 +457,22 @@ def score_sample_records(samples: Sequence[ScoreSample], reward: Reward, *, run_
     """One record per sample (and its transcript to ``on_transcript``): code runs in one batch when the reward
     executes code, then each sample is scored; a sample naming an unknown task, a bad reference or a
     component that raised is an error record, never a 0."""
-    from rewardpipe.episode import build_record, failure_record
+    from rewardpipe.episode import build_record, failure_record, record_from_score
     from rewardpipe.transcripts import RolloutTranscript, verdict_of
 
     parsed = [(sample.rollout_id, Sample(id=sample.rollout_id, messages=sample.messages,
                                          reference_answer=sample.reference), None) for sample in samples]
     executions = _run_executions(parsed, reward, executor, workers)
+    # A reward with async components (an LLM judge) is scored for the whole batch at once: its calls run together.
+    together: dict[int, Any] = {}
+    if reward.has_async:
+        ready = [i for i, sample in enumerate(samples) if not isinstance(executions.get(i), ErrorInfo)
+                 and (tasks is None or sample.task_id in tasks)]
+        scores = reward.score_many([ScoringInput(execution=executions.get(i), reference=samples[i].reference,
+                                                 messages=samples[i].messages,
+                                                 task=tasks.get(samples[i].task_id) if tasks is not None else None)
+                                    for i in ready])
+        together = dict(zip(ready, scores, strict=True))
     records = []
     for index, sample in enumerate(samples):
         ids = {"run_id": run_id, "step": sample.step, "group_id": sample.group_id, "rollout_id": sample.rollout_id,
@@ -476,6 +486,8 @@ def score_sample_records(samples: Sequence[ScoreSample], reward: Reward, *, run_
         elif isinstance(outcome, ErrorInfo):
             record = failure_record(**ids, kind=outcome.kind, message=outcome.message, reward=reward)
             outcome = None
+        elif index in together:
+            record = record_from_score(together[index], **ids)
         else:
             record = build_record(**ids, messages=sample.messages, execution=outcome, reward=reward, task=task,
                                   reference=sample.reference)

@@ -8,6 +8,7 @@ Layout (Hive-style, so Athena/Glue/pandas can partition on it)::
     runs/<run_id>/transcripts/step=<n>/group=<g>/<rollout_id>.json one RolloutTranscript per rollout
 
     runs/<run_id>/manifest.json                                   what the run id stands for (RunManifest)
+    runs/<run_id>/finished/step=<n>.json                          step n's records are all written (see below)
 
 Keys are a pure function of (run_id, step, group_id, rollout_id), so scoring the same rollout twice
 overwrites the object instead of adding a second one. Ids are percent-encoded (``quote`` with no safe
@@ -42,28 +43,59 @@ up with a :class:`StoreError`; a listing is retried page by page, so a retry nev
 A corrupt or misplaced object never stops :meth:`Store.iter_records`: it is skipped, appended to
 ``store.bad_objects`` (a list of :class:`BadObject`, reset at the start of each iteration) and handed
 to the optional ``on_bad`` callback.
+
+**The layout is not trusted.** Every reader (``monitor``, ``report``, ``show``, ``--resume``, the fast
+readers) goes through the same rules, here:
+
+* a step folder is ``step=<n>`` with ``n`` written as :func:`step_prefix` writes it (no sign, no leading
+  zero, at most ``MAX_STEP``); any other ``step=...`` folder (``step=01`` beside ``step=1``) is a stray,
+  reported and never read, so no step is counted twice;
+* a local store never follows a symbolic link below its root, reading or writing: every folder is opened
+  one component at a time with ``O_NOFOLLOW`` (a link is a stray when listed, an :class:`UnsafePath`
+  when written through), and a file is opened with ``O_NOFOLLOW | O_NONBLOCK`` and used only if ``fstat``
+  says it is a regular file (a FIFO, a socket or a device is reported, never waited on);
+* an object that is there but cannot be read as a file (a folder, a FIFO, a link, no permission) is an
+  :class:`UnreadableObject`: reported and skipped by the record readers, never taken for an absent one.
+
+**When is a step finished?** ``run`` writes ``runs/<run>/finished/step=<n>.json`` once every record of
+step ``n`` is in the store (a step some of whose records were spilled is not finished until ``--resume``
+stores them), and the manifest's ``finished_at`` when the whole run ends with nothing missing. :meth:`Store.run_progress` reads them: a run whose manifest has ``finished_at`` (or that has no
+manifest: records written by the AWS pipeline or by hand, which say nothing either way) is finished; a
+run whose manifest has no ``finished_at`` is still being written (or was interrupted), and only its
+steps with a completion marker are finished. ``monitor`` and ``report`` judge finished steps only.
+
+**S3 faults.** Every S3 error is classified (:func:`classify_s3_error`): a missing key, a throttling or
+server error, a connection or read failure (a dropped connection, a read timeout, a body cut short: every
+botocore connection/read error, and the urllib3/http.client ones a body read may raise), or a
+permanent one (denied, no bucket, no credentials). The first three are retried within bounds
+(:class:`S3Limits`: connect/read timeouts, attempts and a deadline per call, set by ``REWARDPIPE_S3_*``
+variables), then end in a :class:`StoreError` naming what failed; after a call has used up its attempts
+on connection failures, later calls make one attempt each (and, after timeouts, none for a cool-down)
+until S3 answers again, instead of spending every call's whole budget on an endpoint that does not answer.
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import os
 import random
 import re
 import shutil
+import stat
 import string
 import threading
 import time
 import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
 
-from rewardpipe.models import Record, field_error
+from rewardpipe.models import MAX_STEP, Record, field_error
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.transcripts import RolloutTranscript
@@ -74,6 +106,7 @@ HASH_MARK = "%~"  # never produced by quote(): there '%' always starts a two-hex
 CASE_MARK = "%~u"  # the case tail of an id with upper-case letters ('u' is not a hex digit: never a digest)
 _DIGEST_CHARS = 32  # 128 bits of SHA-256
 MANIFEST_NAME = "manifest.json"
+FINISHED_FOLDER = "finished"
 _STEP_RE = re.compile(r"^step=(\d+)$")
 _GROUP_RE = re.compile(r"^group=(.+)$")
 
@@ -82,6 +115,24 @@ _MISSING: Any = object()
 
 class StoreError(Exception):
     """The store itself cannot be used (bad location, missing bucket, access denied, unsafe key)."""
+
+
+class UnsafePath(StoreError):
+    """A path below a local store's root goes through a symbolic link, or a file stands where a folder
+    must be: the store refuses to read or write through it (it never follows a link out of itself)."""
+
+
+class StoreFull(StoreError):
+    """The local store's disk is full (ENOSPC) or its quota used up (EDQUOT)."""
+
+
+class UnreadableObject(StoreError):
+    """An object is there but cannot be read as a file: a folder, a FIFO, a socket, a device, a symbolic
+    link, or a file this process may not read. ``key`` and ``reason`` say which and why."""
+
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key, self.reason = key, reason
 
 
 @dataclass(frozen=True)
@@ -215,9 +266,28 @@ def manifest_key(run_id: str) -> str:
 
 
 def step_prefix(run_id: str, step: int) -> str:
-    if isinstance(step, bool) or not isinstance(step, int) or step < 0:
-        raise ValueError(f"step must be a non-negative integer, got {step!r}")
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= MAX_STEP:
+        raise ValueError(f"step must be an integer from 0 to {MAX_STEP}, got {step!r}")
     return f"{run_prefix(run_id)}step={step}/"
+
+
+def step_folder_number(name: str) -> int | None:
+    """The step a folder name stands for when it is exactly what :func:`step_prefix` writes (``step=7``);
+    None for anything else (``step=07``, ``step=+7``, a step beyond MAX_STEP, ``group=...``)."""
+    match = _STEP_RE.match(name)
+    if match is None:
+        return None
+    digits = match.group(1)
+    if digits != str(int(digits)) or int(digits) > MAX_STEP:
+        return None
+    return int(digits)
+
+
+def finished_key(run_id: str, step: int) -> str:
+    """``runs/<run>/finished/step=<n>.json``: written once every record of step n is written (see the
+    module docstring, "When is a step finished?")."""
+    step_prefix(run_id, step)  # the same bounds as a step folder
+    return f"{run_prefix(run_id)}{FINISHED_FOLDER}/step={step}.json"
 
 
 def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, portable: bool = True) -> str:
@@ -249,12 +319,12 @@ def parse_record_key(key: str) -> tuple[str, int, str, str] | None:
     parts = key.split("/")
     if len(parts) != 5 or parts[0] != RUNS_PREFIX.rstrip("/") or not parts[4].endswith(".json"):
         return None
-    step_match = _STEP_RE.match(parts[2])
+    step = step_folder_number(parts[2])
     group_match = _GROUP_RE.match(parts[3])
     rollout = parts[4][: -len(".json")]
-    if not step_match or not group_match or not parts[1] or not rollout:
+    if step is None or not group_match or not parts[1] or not rollout:
         return None
-    return decode_id(parts[1]), int(step_match.group(1)), decode_id(group_match.group(1)), decode_id(rollout)
+    return decode_id(parts[1]), step, decode_id(group_match.group(1)), decode_id(rollout)
 
 
 def check_key(key: str) -> str:
@@ -294,20 +364,28 @@ class Store:
         step: int | None = None,
         *,
         on_bad: Callable[[BadObject], None] | None = None,
+        steps: Iterable[int] | None = None,
     ) -> Iterator[Record]:
-        """Yield every record of a run (or of one step), in step order then key order.
+        """Yield every record of a run (or of one step, or of ``steps``), in step order then key order.
 
-        Objects that are not valid records, or whose contents disagree with their key (a file
-        copied to the wrong place), are skipped and reported through ``bad_objects``/``on_bad``.
+        Objects that are not valid records, whose contents disagree with their key (a file copied to
+        the wrong place), or that cannot be read as files (see the module docstring), and stray folders
+        (``step=01``, a link) are skipped and reported through ``bad_objects``/``on_bad``. A failure of the
+        store itself (S3 unreachable after its retries) is raised: a step is never judged half-read.
         """
         self.bad_objects = []
-        steps = [step] if step is not None else self.list_steps(run_id)
-        for n in steps:
+        report = lambda bad: self._report_bad(bad.key, bad.reason, on_bad)  # noqa: E731
+        if step is not None:
+            chosen = [step]
+        else:
+            stored = self.list_steps(run_id, on_stray=report)
+            chosen = stored if steps is None else sorted(set(steps) & set(stored))
+        for n in chosen:
             # A record at its key of before the portable rules is read too, once the step's listing has
             # shown that the same rollout is not also stored at its current key (it is never counted twice).
             current: set[str] = set()
             legacy: list[tuple[str, Record]] = []
-            for key in self._list(step_prefix(run_id, n)):  # both backends list in key order
+            for key in self._list_checked(step_prefix(run_id, n), report):  # both backends list in key order
                 parsed = parse_record_key(key)
                 if parsed is None:
                     self._report_bad(key, "not a record key (expected group=<g>/<rollout_id>.json)", on_bad)
@@ -316,12 +394,18 @@ class Store:
                     raw = self._read(key)
                 except KeyError:  # deleted between list and read
                     continue
+                except UnreadableObject as exc:
+                    self._report_bad(key, exc.reason, on_bad)
+                    continue
                 try:
                     record = Record.model_validate_json(raw)
+                    expected = record_key(record)
                 except ValidationError as exc:
                     self._report_bad(key, _short_validation_error(exc), on_bad)
                     continue
-                expected = record_key(record)
+                except ValueError as exc:  # ids no key can hold (record_key refuses them)
+                    self._report_bad(key, f"not a valid record: {exc}", on_bad)
+                    continue
                 if expected == key:
                     current.add(key)
                     yield record
@@ -375,6 +459,13 @@ class Store:
         """True when at least one object is stored under one of the run's ``step=<n>/`` prefixes."""
         return any(next(iter(self._list(step_prefix(run_id, n))), None) is not None for n in self.list_steps(run_id))
 
+    def unsafe_folders(self, run_id: str) -> list[BadObject]:
+        """The run's step folders a write would have to go through a link to reach (a local store: a
+        symbolic link named ``step=<n>``); ``run`` refuses to start on such a run rather than spill it all."""
+        found: list[BadObject] = []
+        self.list_steps(run_id, on_stray=found.append)
+        return [bad for bad in found if step_folder_number(bad.key.rstrip("/").rsplit("/", 1)[-1]) is not None]
+
     def delete_run(self, run_id: str) -> None:
         """Delete everything under ``runs/<run_id>/`` (``run --overwrite``)."""
         self._delete_prefix(run_prefix(run_id))
@@ -382,13 +473,45 @@ class Store:
     def list_runs(self) -> list[str]:
         return sorted(decode_id(name) for name in self._list_dirs(RUNS_PREFIX))
 
-    def list_steps(self, run_id: str) -> list[int]:
-        steps = []
-        for name in self._list_dirs(run_prefix(run_id)):
-            match = _STEP_RE.match(name)
-            if match:
-                steps.append(int(match.group(1)))
+    def list_steps(self, run_id: str, *, on_stray: Callable[[BadObject], None] | None = None) -> list[int]:
+        """The run's step folders, by number. Only a folder named exactly as :func:`step_prefix` names it
+        counts: a ``step=01`` beside ``step=1`` (or a link named ``step=1``) is handed to ``on_stray``."""
+        prefix = run_prefix(run_id)
+        steps = set()
+        for name in self._dirs_checked(prefix, on_stray):
+            number = step_folder_number(name)
+            if number is not None:
+                steps.add(number)
+            elif on_stray is not None and name.startswith("step="):
+                on_stray(BadObject(f"{prefix}{name}/", f"not a step folder of rewardpipe's layout (a step folder is "
+                                                       f"step=<n>, n without leading zeros, at most {MAX_STEP}); "
+                                                       f"ignored, its objects are not read"))
         return sorted(steps)
+
+    # -- which steps are finished (see the module docstring) ------------------------------------------
+
+    def mark_step_finished(self, run_id: str, step: int, *, stored: int) -> str:
+        """Record that every record of ``step`` is in the store (``stored`` of them written by this writer; a
+        resume writes the ones an interrupted writer did not)."""
+        return self.put_json(finished_key(run_id, step), {"step": step, "stored": stored})
+
+    def run_progress(self, run_id: str) -> "RunProgress":
+        """Which of the run's stored steps are finished, from its manifest and completion markers."""
+        steps = self.list_steps(run_id)
+        try:
+            manifest = self.get_json(manifest_key(run_id), default=None)
+        except StoreError as exc:  # an unreadable manifest says nothing either way
+            return RunProgress(steps, list(steps), False, f"manifest unreadable ({exc}); every step counted")
+        if not isinstance(manifest, dict):
+            return RunProgress(steps, list(steps), False, "no manifest")
+        if manifest.get("finished_at"):
+            return RunProgress(steps, list(steps), False, "finished")
+        marked = set()
+        for key in self._list_checked(f"{run_prefix(run_id)}{FINISHED_FOLDER}/", None):
+            number = step_folder_number(key.rsplit("/", 1)[-1].removesuffix(".json"))
+            if number is not None and key.endswith(".json"):
+                marked.add(number)
+        return RunProgress(steps, [n for n in steps if n in marked], True, "in progress")
 
     # -- transcripts (the evidence behind each record) ------------------------------------------------
 
@@ -418,9 +541,14 @@ class Store:
             prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
         from rewardpipe.models import same_text
 
-        listed = self.list_keys(prefix)
+        check_key(prefix.rstrip("/"))
+        strays: list[BadObject] = []
+        listed = sorted(self._list_checked(prefix, strays.append))
         names = (f"/{encode_id(rollout_id)}.json", f"/{encode_id(rollout_id, portable=False)}.json")
         found = [key for key in listed if key.endswith(names)]
+        unreadable = [bad for bad in strays if bad.key.endswith(names)]
+        if not found and unreadable:  # its name is there, but not as a file: say what stands there
+            raise UnreadableObject(unreadable[0].key, unreadable[0].reason)
         if not found:  # the id as typed may be another Unicode normalisation of the stored one
             wanted = same_text(rollout_id)
             found = [key for key in listed
@@ -458,10 +586,6 @@ class Store:
         """The raw bytes at ``key`` (KeyError when absent), e.g. to keep a corrupt object aside."""
         return self._read(check_key(key))
 
-    def put_bytes(self, key: str, data: bytes) -> str:
-        self._write(check_key(key), data)
-        return key
-
     def list_keys(self, prefix: str = "") -> list[str]:
         """Every key below ``prefix`` (recursively), sorted."""
         if prefix:
@@ -489,6 +613,31 @@ class Store:
         """Delete every key below ``prefix`` (which ends in '/')."""
         raise NotImplementedError
 
+    # Listing with the layout checked: a backend whose listing can meet things that are not objects (a
+    # local store: links, FIFOs, sockets, devices) reports them to ``on_stray`` instead of listing them.
+
+    def _list_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> Iterator[str]:
+        return self._list(prefix)
+
+    def _dirs_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> list[str]:
+        return self._list_dirs(prefix)
+
+
+@dataclass(frozen=True)
+class RunProgress:
+    """What :meth:`Store.run_progress` found: the stored steps, the finished ones among them, whether the
+    run is still being written (or was interrupted), and why."""
+
+    steps: list[int]
+    finished: list[int]
+    in_progress: bool
+    reason: str
+
+    @property
+    def unfinished(self) -> list[int]:
+        done = set(self.finished)
+        return [n for n in self.steps if n not in done]
+
 
 def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
     first = exc.errors()[0]
@@ -502,60 +651,139 @@ def _short_validation_error(exc: ValidationError, what: str = "record") -> str:
 # Local directory
 
 
-def _files_below(path: str, rel: str) -> Iterator[str]:
-    """The keys of the files below ``path`` (``rel`` names it in the store): a folder's files in name order,
-    less the temporary files of writes in progress, then each subfolder in name order, depth first. A
-    symlinked folder is not entered and a folder that cannot be read is skipped, as ``os.walk`` does; by
-    ``os.scandir`` itself, since a 200k-record run is listed on every monitor and a stat per folder and
-    pathlib arithmetic per file cost more than reading the files."""
-    try:
-        with os.scandir(path) as entries:
-            listed = list(entries)
-    except OSError:
-        return
-    files, folders = [], []
-    for entry in listed:
-        try:
-            is_dir = entry.is_dir()
-        except OSError:
-            is_dir = False
-        if not is_dir:
-            files.append(entry.name)
-        elif not _is_symlink(entry):
-            folders.append(entry.name)
-    for name in sorted(files):
-        if not (name.startswith(".") and name.endswith(".tmp")):
-            yield f"{rel}/{name}" if rel else name
-    for name in sorted(folders):
-        yield from _files_below(f"{path}/{name}", f"{rel}/{name}" if rel else name)
-
-
-def _is_symlink(entry: os.DirEntry) -> bool:
-    try:
-        return entry.is_symlink()
-    except OSError:
-        return False
-
-
+# Every folder below the root is opened one component at a time without following a link (``O_NOFOLLOW``
+# with ``O_DIRECTORY``), and every file with ``O_NOFOLLOW | O_NONBLOCK`` (a FIFO opens at once instead of
+# waiting for a writer) and then checked with ``fstat``. A "folder handle" is a descriptor where the
+# platform has ``dir_fd`` support (Linux, macOS), else a path whose every component was checked with
+# ``lstat`` (the same rules, without the protection against a swap between check and use).
+_O_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_O_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_O_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+_O_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_FD_WALK = bool(_O_NOFOLLOW and _O_DIRECTORY) and os.open in os.supports_dir_fd and os.scandir in os.supports_fd
+_FOLDER_FLAGS = os.O_RDONLY | _O_DIRECTORY | _O_NOFOLLOW | _O_CLOEXEC
+_FILE_FLAGS = os.O_RDONLY | _O_NOFOLLOW | _O_NONBLOCK | _O_CLOEXEC
 # A temporary file of this process and thread, left over or not; never through a link someone put in its place.
-_TEMPORARY_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+_TEMPORARY_FILE = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _O_NOFOLLOW | _O_CLOEXEC
+
+Handle = Any  # int (a folder descriptor) or str (a checked path)
+
+
+def _at(handle: Handle, name: str) -> str:
+    return name if isinstance(handle, int) else os.path.join(handle, name)
+
+
+def _dir_fd(handle: Handle) -> int | None:
+    return handle if isinstance(handle, int) else None
+
+
+def _close(handle: Handle) -> None:
+    if isinstance(handle, int):
+        os.close(handle)
+
+
+def _kind(mode: int) -> str:
+    """What a file mode says an entry is, in words."""
+    for test, name in ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO (named pipe)"),
+                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
+                       (stat.S_ISREG, "file")):
+        if test(mode):
+            return name
+    return "special file"
+
+
+def _entry_kind(handle: Handle, name: str) -> str | None:
+    """What ``name`` in the folder is (``lstat``: a link is a link), or None if nothing is there."""
+    try:
+        return _kind(os.lstat(_at(handle, name), dir_fd=_dir_fd(handle)).st_mode)
+    except OSError:
+        return None
+
+
+_LINKS = "a store never follows a link, reading or writing"
 
 
 class LocalStore(Store):
     """A directory on disk. Writes go to a temporary file in the target directory, then ``os.replace``,
     so a reader never sees a half-written object and a crash leaves at worst a stray ``.tmp`` file
-    (ignored by listings)."""
+    (ignored by listings). Nothing below the root is trusted (see the module docstring): no link is
+    followed, only regular files are read, and a full disk is a :class:`StoreFull` naming the root."""
 
     def __init__(self, root: str | os.PathLike[str]) -> None:
         super().__init__()
         self.root = Path(root)
         self.location = str(self.root)
-        self._root = os.fspath(self.root)
         if self.root.exists() and not self.root.is_dir():
             raise StoreError(f"store location {self.root} exists and is not a directory")
 
     def __repr__(self) -> str:
         return f"LocalStore({self.location!r})"
+
+    # -- folders, opened without following links ---------------------------------------------------
+
+    def _open_root(self, create: bool) -> Handle:
+        """The root itself may be a link: the user named it."""
+        if not _FD_WALK:
+            if not self.root.is_dir():
+                if not create:
+                    raise KeyError(self.location)
+                self.root.mkdir(parents=True, exist_ok=True)
+            return os.fspath(self.root)
+        try:
+            return os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+        except FileNotFoundError:
+            if not create:
+                raise KeyError(self.location) from None
+        self.root.mkdir(parents=True, exist_ok=True)
+        return os.open(self.root, os.O_RDONLY | _O_DIRECTORY | _O_CLOEXEC)
+
+    def _child_folder(self, handle: Handle, name: str, where: str, create: bool) -> Handle:
+        """The folder ``name`` inside ``handle``: KeyError when absent (unless ``create``), UnsafePath when
+        it is a link or not a folder."""
+        for attempt in (1, 2):
+            if _FD_WALK:
+                try:
+                    return os.open(name, _FOLDER_FLAGS, dir_fd=handle)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    if exc.errno not in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK):
+                        raise
+                    raise self._unsafe(where, _entry_kind(handle, name) or "file") from None
+            else:
+                kind = _entry_kind(handle, name)
+                if kind == "folder":
+                    return _at(handle, name)
+                if kind is not None:
+                    raise self._unsafe(where, kind)
+            if not create or attempt == 2:
+                raise KeyError(where)
+            try:
+                os.mkdir(_at(handle, name), 0o777, dir_fd=_dir_fd(handle))
+            except FileExistsError:
+                pass  # made meanwhile (or a link made meanwhile: the second attempt says which)
+        raise AssertionError("unreachable")
+
+    def _unsafe(self, where: str, kind: str) -> UnsafePath:
+        if kind == "symbolic link":
+            return UnsafePath(f"{self.location}/{where} is a symbolic link: {_LINKS} (remove the link, or use "
+                              f"another store location)")
+        return UnsafePath(f"{self.location}/{where} is a {kind} where the store needs a folder")
+
+    def _open_folder(self, parts: list[str], *, create: bool = False) -> Handle:
+        """A handle of ``root/parts[0]/.../parts[-1]``, every component checked (see above)."""
+        handle = self._open_root(create)
+        try:
+            for depth, name in enumerate(parts):
+                child = self._child_folder(handle, name, "/".join(parts[:depth + 1]), create)
+                _close(handle)
+                handle = child
+        except BaseException:
+            _close(handle)
+            raise
+        return handle
+
+    # -- primitives ------------------------------------------------------------------------------
 
     def lock_run(self, run_id: str) -> Any:
         """An exclusive ``flock`` on ``runs/.<run>.lock``: two processes writing one run id would mix their
@@ -565,91 +793,418 @@ class LocalStore(Store):
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX
             return None
-        path = self.root / "runs" / f".{run_folder(run_id)}.lock"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle = path.open("a+b")
+        name = f".{run_folder(run_id)}.lock"
+        try:
+            runs = self._open_folder(["runs"], create=True)
+        except OSError as exc:
+            raise self._write_error(f"runs/{name}", exc) from None
+        try:
+            fd = os.open(_at(runs, name), os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o666,
+                         dir_fd=_dir_fd(runs))
+        except OSError as exc:
+            raise self._write_error(f"runs/{name}", exc) from None
+        finally:
+            _close(runs)
+        handle = os.fdopen(fd, "a+b")
         try:
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
             raise StoreError(f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
-                             f"{path}): wait for it to end, or use another --run-id") from None
+                             f"{self.root / 'runs' / name}): wait for it to end, or use another --run-id") from None
         return handle
 
-    def _path(self, key: str) -> Path:
-        return self.root.joinpath(*key.split("/"))
+    def _write_error(self, key: str, exc: OSError) -> StoreError:
+        where = f"{self.location}/{key}"
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            what = "no space left on the device" if exc.errno == errno.ENOSPC else "the disk quota is used up"
+            return StoreFull(f"cannot write {where}: {what} (store {self.location})")
+        if exc.errno == errno.EROFS:
+            return StoreError(f"cannot write {where}: the file system is read-only")
+        if exc.errno in (errno.EACCES, errno.EPERM):
+            return StoreError(f"cannot write {where}: permission denied")
+        if exc.errno == errno.EISDIR:
+            return StoreError(f"cannot write {where}: a folder stands where the file must be")
+        return StoreError(f"cannot write {where}: {exc.strerror or exc}")
 
     def _write(self, key: str, data: bytes) -> None:
-        # Two files a rollout (its record and its transcript) at a thousand rollouts a second: the fewest
-        # system calls that keep a write atomic. The temporary file is named for this process and thread, which
-        # write one file at a time (no other writer can hold that name; one left by a crashed process of the
-        # same id is overwritten), and the folder is made only when it is missing.
-        path = os.path.join(self._root, *key.split("/"))
-        folder = os.path.dirname(path)
-        tmp = os.path.join(folder, f".w{os.getpid()}-{threading.get_ident()}.tmp")  # (a key may be NAME_MAX long)
+        # Every folder opened from the root without following a link (a link never takes a write out of the
+        # store), and the temporary file named for this process and thread, which write one file at a time (no
+        # other writer can hold that name; one left by a crashed process of the same id is overwritten, and a
+        # link put in its place is refused: O_NOFOLLOW).
+        *folders, name = key.split("/")
         try:
-            fd = os.open(tmp, _TEMPORARY_FILE, 0o600)
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            fd = os.open(tmp, _TEMPORARY_FILE, 0o600)
+            handle = self._open_folder(folders, create=True)
+        except OSError as exc:
+            raise self._write_error(key, exc) from None
         try:
+            tmp = f".w{os.getpid()}-{threading.get_ident()}.tmp"  # short: a key's name may be NAME_MAX long
+            fd = os.open(_at(handle, tmp), _TEMPORARY_FILE, 0o600, dir_fd=_dir_fd(handle))
             try:
-                view = memoryview(data)
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except FileNotFoundError:
-                pass
-            raise
+                try:
+                    view = memoryview(data)
+                    while view:
+                        view = view[os.write(fd, view):]
+                finally:
+                    os.close(fd)  # a network file system may report a full disk only here
+                os.replace(_at(handle, tmp), _at(handle, name), src_dir_fd=_dir_fd(handle),
+                           dst_dir_fd=_dir_fd(handle))  # replaces a link itself, never what it points at
+            except BaseException:
+                try:
+                    os.unlink(_at(handle, tmp), dir_fd=_dir_fd(handle))
+                except OSError:
+                    pass
+                raise
+        except OSError as exc:
+            raise self._write_error(key, exc) from None
+        finally:
+            _close(handle)
 
     def _read(self, key: str) -> bytes:
+        *folders, name = key.split("/")
         try:
-            return self._path(key).read_bytes()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
+            handle = self._open_folder(folders)
+        except KeyError:
             raise KeyError(key) from None
+        except UnsafePath as exc:
+            raise UnreadableObject(key, str(exc)) from None
+        except OSError as exc:
+            raise UnreadableObject(key, f"its folder cannot be opened: {exc.strerror or exc}") from None
+        try:
+            return self._read_in(handle, name, key)
+        finally:
+            _close(handle)
+
+    def _read_in(self, handle: Handle, name: str, key: str) -> bytes:
+        """The bytes of regular file ``name`` in an open folder (KeyError when absent, else UnreadableObject)."""
+        try:
+            fd = os.open(_at(handle, name), _FILE_FLAGS, dir_fd=_dir_fd(handle))
+        except FileNotFoundError:
+            raise KeyError(key) from None
+        except OSError as exc:
+            kind = _entry_kind(handle, name)
+            if kind is not None and kind != "file":
+                raise UnreadableObject(key, f"a {kind}, not a file: not read ({_LINKS})") from None
+            raise UnreadableObject(key, f"cannot be opened: {exc.strerror or exc}") from None
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):  # checked on what was opened: a swap after the listing changes nothing
+                raise UnreadableObject(key, f"a {_kind(info.st_mode)}, not a file: not read")
+            # one read of one byte more than fstat's size: a short read is the end (a file still growing is
+            # read on until a read comes back short)
+            want = info.st_size + 1
+            chunks = [os.read(fd, want)]
+            while len(chunks[-1]) == want:
+                want = 1 << 20
+                chunks.append(os.read(fd, want))
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+        except OSError as exc:
+            raise UnreadableObject(key, f"cannot be read: {exc.strerror or exc}") from None
+        finally:
+            os.close(fd)
+
+    def read_many(self, keys: list[str]) -> list[bytes] | None:
+        """Each key's bytes in order, by the rules of :meth:`_read` (each folder opened once), or None as soon
+        as one is missing or unreadable (the fast readers then leave the store to the careful path)."""
+        if not _FD_WALK:  # pragma: no cover - platforms without dir_fd: the plain reader, file by file
+            try:
+                return [self._read(key) for key in keys]
+            except (KeyError, StoreError):
+                return None
+        chain: list[tuple[str, Handle]] = []  # the open folders from the root down to the current one
+        out = []
+        append, open_, fstat, read, close, regular = out.append, os.open, os.fstat, os.read, os.close, stat.S_ISREG
+        folder_of, handle = None, -1
+        try:
+            # _read_in's rules, inlined: a 200k-record monitor reads every file here, and a call per file shows
+            for key in keys:
+                folder, _, name = key.rpartition("/")
+                if folder != folder_of:
+                    folder_of, handle = folder, self._descend(chain, folder)
+                fd = open_(name, _FILE_FLAGS, dir_fd=handle)
+                try:
+                    info = fstat(fd)
+                    if not regular(info.st_mode):
+                        return None
+                    want = info.st_size + 1
+                    data = read(fd, want)
+                    if len(data) == want:  # grown since: the whole of it
+                        data = self._read_in(handle, name, key)
+                finally:
+                    close(fd)
+                append(data)
+        except (KeyError, StoreError, OSError):
+            return None
+        finally:
+            for _, opened in chain:
+                _close(opened)
+        return out
+
+    def _descend(self, chain: list[tuple[str, Handle]], folder: str) -> Handle:
+        """``folder``'s handle, reusing the open folders of ``chain`` that are its ancestors and closing the
+        others: keys come in listing order, so only one branch is ever open (a run may have 25,000 group
+        folders; a process, 1,024 descriptors)."""
+        while chain and chain[-1][0] and folder != chain[-1][0] and not folder.startswith(chain[-1][0] + "/"):
+            _close(chain.pop()[1])
+        if not chain:
+            chain.append(("", self._open_root(create=False)))
+        while chain[-1][0] != folder:
+            base = chain[-1][0]
+            name = folder[len(base) + 1 if base else 0:].split("/", 1)[0]
+            path = f"{base}/{name}" if base else name
+            chain.append((path, self._child_folder(chain[-1][1], name, path, False)))
+        return chain[-1][1]
 
     def _list(self, prefix: str) -> Iterator[str]:
+        return self._list_checked(prefix, None)
+
+    def _list_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> Iterator[str]:
+        """The regular files below ``prefix``, in key order (a folder's files by name, then each subfolder,
+        depth first), less the temporary files of writes in progress. Anything else (a link, a FIFO, a
+        socket, a device, a folder that cannot be listed) goes to ``on_stray``; a link or a file where a
+        folder of ``prefix`` itself should be is an UnsafePath (or, with ``on_stray``, reported there)."""
         rel = prefix.rstrip("/")
-        yield from _files_below(os.fspath(self._path(rel) if rel else self.root), rel)
+        try:
+            handle = self._open_folder(rel.split("/") if rel else [])
+        except KeyError:
+            return
+        except (UnsafePath, OSError) as exc:
+            problem = exc if isinstance(exc, StoreError) else StoreError(
+                f"cannot list {self.location}/{rel}: {exc.strerror or exc}")
+            if on_stray is None:
+                raise problem from None
+            on_stray(BadObject(prefix, str(problem)))
+            return
+        try:
+            yield from self._files_below(handle, rel, on_stray)
+        finally:
+            _close(handle)
+
+    def _files_below(self, handle: Handle, rel: str, on_stray: Callable[[BadObject], None] | None) -> Iterator[str]:
+        # by os.scandir itself, on the open folder: a 200k-record run is listed on every monitor
+        try:
+            with os.scandir(handle) as entries:
+                listed = list(entries)
+        except OSError as exc:
+            if on_stray is not None:
+                on_stray(BadObject(f"{rel}/", f"this folder cannot be listed ({exc.strerror or exc}): its objects "
+                                              f"are not read"))
+            return
+        files, folders = [], []
+        for entry in listed:
+            try:
+                if entry.is_file(follow_symlinks=False):  # (the type the listing gave: no stat per file)
+                    name = entry.name
+                    if not (name[0] == "." and name.endswith(".tmp")):
+                        files.append(name)
+                    continue
+                if entry.is_dir(follow_symlinks=False):
+                    folders.append(entry.name)
+                    continue
+                kind = _kind(entry.stat(follow_symlinks=False).st_mode)
+            except OSError:  # gone since the listing
+                continue
+            if on_stray is not None:
+                on_stray(BadObject(f"{rel}/{entry.name}" if rel else entry.name, f"a {kind}, not a file or a "
+                                                                                  f"folder: not read ({_LINKS})"))
+        for name in sorted(files):
+            yield f"{rel}/{name}" if rel else name
+        for name in sorted(folders):
+            where = f"{rel}/{name}" if rel else name
+            try:
+                child = self._child_folder(handle, name, where, create=False)
+            except (KeyError, StoreError, OSError) as exc:  # gone, or swapped for a link, since the listing
+                if on_stray is not None and not isinstance(exc, KeyError):
+                    on_stray(BadObject(f"{where}/", str(exc)))
+                continue
+            try:
+                yield from self._files_below(child, where, on_stray)
+            finally:
+                _close(child)
 
     def _list_dirs(self, prefix: str) -> list[str]:
-        base = self._path(prefix.rstrip("/"))
-        if not base.is_dir():
+        return self._dirs_checked(prefix, None)
+
+    def _dirs_checked(self, prefix: str, on_stray: Callable[[BadObject], None] | None) -> list[str]:
+        """The real folders directly below ``prefix``; a link among them goes to ``on_stray``."""
+        rel = prefix.rstrip("/")
+        try:
+            handle = self._open_folder(rel.split("/") if rel else [])
+        except KeyError:
             return []
-        return sorted(entry.name for entry in base.iterdir() if entry.is_dir())
+        except OSError as exc:
+            raise StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}") from None
+        try:
+            with os.scandir(handle) as entries:
+                listed = list(entries)
+        except OSError as exc:
+            raise StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}") from None
+        finally:
+            _close(handle)
+        names = []
+        for entry in listed:
+            try:
+                if entry.is_dir(follow_symlinks=False):
+                    names.append(entry.name)
+                elif entry.is_symlink() and on_stray is not None:
+                    on_stray(BadObject(f"{prefix}{entry.name}/", f"a symbolic link: not followed ({_LINKS})"))
+            except OSError:
+                continue
+        return sorted(names)
 
     def _delete_prefix(self, prefix: str) -> None:
-        base = self._path(check_key(prefix.rstrip("/")))
-        if base.is_dir():
-            shutil.rmtree(base)
+        *folders, name = check_key(prefix.rstrip("/")).split("/")
+        try:
+            handle = self._open_folder(folders)
+        except KeyError:
+            return
+        try:
+            kind = _entry_kind(handle, name)
+            if kind == "folder":
+                if isinstance(handle, int):
+                    shutil.rmtree(name, dir_fd=handle)  # the fd-based walk: removes links, never follows them
+                else:
+                    shutil.rmtree(_at(handle, name))
+            elif kind is not None:  # a link (or a file) where the run's folder was: remove it, not its target
+                os.unlink(_at(handle, name), dir_fd=_dir_fd(handle))
+        except OSError as exc:
+            raise StoreError(f"cannot delete {self.location}/{prefix}: {exc.strerror or exc}") from None
+        finally:
+            _close(handle)
 
 
 # --------------------------------------------------------------------------------------------------
 # S3
 
 
-class S3Store(Store):
-    """An S3 bucket (optionally under a prefix). ``client`` defaults to ``boto3.client("s3")``.
+#: The environment variables that bound every S3 call a store makes (see :class:`S3Limits`).
+S3_LIMIT_ENV = {
+    "connect_timeout_s": "REWARDPIPE_S3_CONNECT_TIMEOUT",
+    "read_timeout_s": "REWARDPIPE_S3_READ_TIMEOUT",
+    "attempts": "REWARDPIPE_S3_ATTEMPTS",
+    "deadline_s": "REWARDPIPE_S3_DEADLINE",
+    "cooldown_s": "REWARDPIPE_S3_COOLDOWN",
+}
+_S3_LIMIT_BOUNDS = {"connect_timeout_s": (0.1, 300.0), "read_timeout_s": (0.1, 3600.0), "attempts": (1, 20),
+                    "deadline_s": (0.0, 3600.0), "cooldown_s": (0.0, 3600.0)}
 
-    Every call is retried (``attempts`` in all, exponential backoff from ``backoff_s`` with full jitter)
-    when S3 answers with a throttling or server error or the connection fails; a missing bucket or
-    denied access fails at once, since waiting cannot fix it.
+
+@dataclass(frozen=True)
+class S3Limits:
+    """How long one S3 call may take. botocore's defaults (60 s to connect, 60 s per read, its own retries
+    under the store's) let a hung endpoint hold one call for about 15 minutes; here an attempt waits at
+    most ``connect_timeout_s`` for the connection and ``read_timeout_s`` for each read of the answer,
+    a call makes at most ``attempts`` attempts and starts none after ``deadline_s`` seconds, so the worst
+    case of one call is about ``deadline_s + connect_timeout_s + read_timeout_s`` (85 s by default).
+    After a call has spent its attempts on connection failures, every later call makes one attempt until
+    S3 answers again; and if those failures were slow (timeouts: a hung endpoint), the store fails at once
+    for ``cooldown_s`` seconds first, so a run spills in seconds what a hung endpoint would have held for
+    hours. Each is set by its ``REWARDPIPE_S3_*`` variable (:data:`S3_LIMIT_ENV`)."""
+
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 20.0
+    attempts: int = 5
+    deadline_s: float = 60.0
+    cooldown_s: float = 30.0
+
+    @classmethod
+    def from_env(cls, env: Any = None) -> "S3Limits":
+        """The limits set in ``env`` (default ``os.environ``); a bad value is a StoreError naming it."""
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        for name, variable in S3_LIMIT_ENV.items():
+            raw = env.get(variable)
+            if raw is None or not str(raw).strip():
+                continue
+            low, high = _S3_LIMIT_BOUNDS[name]
+            try:
+                value: float = int(raw) if name == "attempts" else float(raw)
+            except ValueError:
+                value = float("nan")
+            if not low <= value <= high:  # NaN fails too
+                kind = "a whole number" if name == "attempts" else "a number of seconds"
+                raise StoreError(f"{variable} must be {kind} from {low:g} to {high:g}, got {raw!r}")
+            values[name] = value
+        return cls(**values)
+
+    def client_config(self) -> Any:
+        """The botocore configuration of a store's own client. botocore does not retry (the store does):
+        the attempts are counted once, and a conditional write whose answer was lost reaches the caller,
+        which can tell "applied" from "lost a race" (see rewardpipe.aws.monitoring)."""
+        from botocore.config import Config
+
+        return Config(connect_timeout=self.connect_timeout_s, read_timeout=self.read_timeout_s,
+                      retries={"mode": "standard", "total_max_attempts": 1}, tcp_keepalive=True)
+
+
+# What classify_s3_error answers.
+S3_MISSING, S3_RETRY, S3_CONNECTION, S3_PERMANENT = "missing", "retry", "connection", "permanent"
+# S3's retryable answers: throttling (503 SlowDown), server errors and timeouts.
+S3_RETRYABLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
+                                "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
+                                "500", "502", "503", "504"})
+
+
+def s3_error_code(exc: BaseException) -> str:
+    """The error code S3 answered with, or the exception's type name when there was no answer (a botocore
+    connection error has no ``response``; a requests-style one has ``response = None``)."""
+    response = getattr(exc, "response", None)
+    if isinstance(response, dict):
+        error = response.get("Error") if isinstance(response.get("Error"), dict) else {}
+        status = (response.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+        return str(error.get("Code") or status or type(exc).__name__)
+    return type(exc).__name__
+
+
+def classify_s3_error(exc: BaseException) -> str:
+    """:data:`S3_MISSING` (no such key), :data:`S3_RETRY` (throttling, a server error), :data:`S3_CONNECTION`
+    (no answer, or an answer cut short: every botocore connection and read error, and the urllib3 and
+    http.client errors a body read raises below botocore) or :data:`S3_PERMANENT` (denied, no bucket, no
+    credentials, a bad parameter: waiting cannot fix it)."""
+    import http.client
+
+    from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError, IncompleteReadError
+    from botocore.exceptions import ConnectionError as BotoConnectionError
+
+    if isinstance(exc, ClientError):
+        code = s3_error_code(exc)
+        if code in ("NoSuchKey", "404", "NotFound"):
+            return S3_MISSING
+        # a named code decides; a bare status (a HEAD has no body to name it) is retried when it is a 5xx
+        return S3_RETRY if code in S3_RETRYABLE_CODES or (code.isdigit() and int(code) >= 500) else S3_PERMANENT
+    if isinstance(exc, (BotoConnectionError, HTTPClientError, IncompleteReadError)):
+        return S3_CONNECTION  # refused, reset, closed early, timed out, proxy, TLS; a body read cut short
+    if isinstance(exc, BotoCoreError):
+        return S3_PERMANENT  # no credentials or region, a bad parameter: botocore's own refusals
+    try:
+        from urllib3.exceptions import HTTPError as Urllib3Error
+    except ImportError:  # pragma: no cover - botocore depends on urllib3
+        Urllib3Error = ()  # type: ignore[assignment,misc]
+    if isinstance(exc, (Urllib3Error, http.client.HTTPException, ConnectionError, TimeoutError)):
+        return S3_CONNECTION
+    return S3_PERMANENT
+
+
+class StoreUnreachable(StoreError):
+    """S3 did not answer (connection or read failures) within the store's :class:`S3Limits`."""
+
+
+class S3Store(Store):
+    """An S3 bucket (optionally under a prefix). ``client`` defaults to a boto3 S3 client bounded by
+    ``limits`` (default :meth:`S3Limits.from_env`).
+
+    Every call is retried (``attempts`` in all, exponential backoff from ``backoff_s`` with full jitter, no
+    new attempt after the deadline) when S3 answers with a throttling or server error or the connection
+    fails or is cut short (:func:`classify_s3_error`); a missing bucket, denied access or missing
+    credentials fail at once, since waiting cannot fix them.
     """
 
-    attempts = 5
     backoff_s = 0.2
-    # S3's retryable answers: throttling (503 SlowDown), server errors and timeouts.
-    RETRYABLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-                                 "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
-                                 "500", "502", "503", "504"})
+    RETRYABLE_CODES = S3_RETRYABLE_CODES
 
     def __init__(self, bucket: str, prefix: str = "", client: Any = None,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] = time.sleep, *, limits: S3Limits | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__()
         if not bucket or "/" in bucket:
             raise StoreError(f"invalid S3 bucket name {bucket!r}")
@@ -657,13 +1212,21 @@ class S3Store(Store):
         self.prefix = prefix.strip("/")
         if self.prefix:
             check_key(self.prefix)
+        self.limits = limits or S3Limits.from_env()
+        self.attempts = self.limits.attempts
         if client is None:
             import boto3
 
-            client = boto3.client("s3")
+            client = boto3.client("s3", config=self.limits.client_config())
         self.client = client
         self.sleep = sleep
+        self.clock = clock
         self.location = f"s3://{bucket}/{self.prefix}".rstrip("/")
+        # The cool-down after a call's attempts all failed to reach S3 (see S3Limits).
+        self._down_until: float | None = None
+        self._down_reason = ""
+        self._degraded = False
+        self._down_lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"S3Store({self.location!r})"
@@ -676,7 +1239,7 @@ class S3Store(Store):
 
     @staticmethod
     def _code(exc: Exception) -> str:
-        return str(getattr(exc, "response", {}).get("Error", {}).get("Code", type(exc).__name__))
+        return s3_error_code(exc)
 
     def _client_error(self, exc: Exception, action: str) -> StoreError:
         code = self._code(exc)
@@ -687,23 +1250,58 @@ class S3Store(Store):
         return StoreError(f"S3 error {code} on {self.location} while trying to {action}: {exc}")
 
     def _call(self, action: str, fn: Callable[..., Any], **kwargs: Any) -> Any:
-        """``fn(**kwargs)`` with retries; NoSuchKey is passed through as KeyError, the rest as StoreError."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        for attempt in range(1, self.attempts + 1):
+        """``fn(**kwargs)`` within the store's limits; NoSuchKey is passed through as KeyError, the rest as
+        StoreError (StoreUnreachable when S3 could not be reached)."""
+        with self._down_lock:
+            down_until, reason, degraded = self._down_until, self._down_reason, self._degraded
+        started = self.clock()
+        if down_until is not None and started < down_until:
+            raise StoreUnreachable(f"S3 at {self.location} is not answering ({reason}); {action} not tried: the "
+                                   f"store tries again in {down_until - started:.0f}s (REWARDPIPE_S3_COOLDOWN)")
+        attempts = 1 if degraded else self.attempts  # until S3 answers again, one attempt decides
+        last: Exception | None = None
+        kind = S3_PERMANENT
+        attempt = 0
+        for attempt in range(1, attempts + 1):
             try:
-                return fn(**kwargs)
-            except ClientError as exc:
-                code = self._code(exc)
-                if code in ("NoSuchKey", "404"):
+                result = fn(**kwargs)
+            except Exception as exc:  # noqa: BLE001 - every failure is classified, none escapes unnamed
+                kind, last = classify_s3_error(exc), exc
+                if kind == S3_MISSING:
+                    self._answered()
                     raise KeyError(action) from None
-                if code not in self.RETRYABLE_CODES or attempt == self.attempts:
+                if kind == S3_PERMANENT:
+                    self._answered()
                     raise self._client_error(exc, action) from exc
-            except BotoCoreError as exc:  # connection refused/reset, read timeout, DNS: all transient
-                if attempt == self.attempts:
-                    raise self._client_error(exc, action) from exc
-            self.sleep(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)))
-        raise AssertionError("unreachable")
+            else:
+                self._answered()
+                return result
+            elapsed = self.clock() - started
+            if attempt == attempts or elapsed >= self.limits.deadline_s:
+                break
+            self.sleep(min(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)),
+                           max(0.0, self.limits.deadline_s - elapsed)))
+        assert last is not None
+        elapsed = self.clock() - started
+        tried = f"{attempt} attempt(s) in {elapsed:.1f}s"
+        if kind == S3_CONNECTION:
+            # Failures that cost time (timeouts: a hung endpoint) start a cool-down in which calls fail at
+            # once; quick ones (refused, reset) only cut later calls to one attempt each. Any answer ends both.
+            with self._down_lock:
+                self._degraded = True
+                slow = elapsed >= min(self.limits.connect_timeout_s, self.limits.deadline_s)
+                self._down_until = self.clock() + self.limits.cooldown_s if slow and self.limits.cooldown_s else None
+                self._down_reason = f"{type(last).__name__} after {tried}"
+            raise StoreUnreachable(f"S3 at {self.location} could not be reached while trying to {action}: "
+                                   f"{type(last).__name__}: {last} ({tried}; the limits are set by "
+                                   f"{', '.join(S3_LIMIT_ENV.values())})") from last
+        error = self._client_error(last, action)
+        raise type(error)(f"{error} ({tried})") from last
+
+    def _answered(self) -> None:
+        if self._degraded:
+            with self._down_lock:
+                self._down_until, self._degraded = None, False
 
     def _write(self, key: str, data: bytes) -> None:
         self._call(f"write {key}", self.client.put_object, Bucket=self.bucket, Key=self._full(key), Body=data,

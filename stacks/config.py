@@ -175,7 +175,8 @@ class PolicySettings(_Strict):
     # this many times. Both size the time a conversation Lambda keeps for an LLM turn
     # (rewardpipe.aws.settings.llm_turn_reserve_s), which must fit in lambda.policy_timeout_s.
     http_timeout_s: int = Field(default=int(POLICY_HTTP_TIMEOUT_S), ge=1, le=LAMBDA_MAX_TIMEOUT_S)
-    http_retries: int = Field(default=POLICY_HTTP_RETRIES, ge=0, le=5)
+    http_retries: int = Field(default=POLICY_HTTP_RETRIES, ge=0, le=5,
+                              description="How many times a failed request to the policy endpoint is retried.")
 
     @property
     def llm_turn_reserve_s(self) -> float:

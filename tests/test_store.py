@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 
@@ -16,6 +17,7 @@ from rewardpipe.store import (
     LocalStore,
     S3Store,
     StoreError,
+    StoreFull,
     decode_id,
     encode_id,
     open_store,
@@ -267,11 +269,11 @@ def test_local_write_is_atomic_and_leaves_no_temp(tmp_path, monkeypatch):
     key = store.put_record(make_record())
     assert (tmp_path / key).is_file()
 
-    def fail_replace(src, dst):
-        raise OSError("disk full")
+    def fail_replace(src, dst, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(os, "replace", fail_replace)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(StoreFull, match="no space left on the device"):  # a StoreError: spilled, never a crash
         store.put_record(make_record(value=0.0))
     monkeypatch.undo()
     # old content intact, no temp file left behind

@@ -38,10 +38,12 @@ def is_transient(exc: BaseException) -> bool:
     while current is not None and id(current) not in seen:
         seen.add(id(current))
         name = type(current).__name__
-        code = getattr(current, "response", {}).get("Error", {}).get("Code") if hasattr(current, "response") else None
+        response = getattr(current, "response", None)  # None on a requests-style ReadTimeoutError
+        code = (response.get("Error") or {}).get("Code") if isinstance(response, dict) else None
         if code in TRANSIENT_CODES:
             return True
         if name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
+                    "ResponseStreamingError", "IncompleteReadError", "StoreUnreachable",
                     "EndpointError", "ConnectError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError"):
             return True
         current = current.__cause__ or current.__context__

@@ -2,16 +2,39 @@
 
 It is the core monitor's own check (:func:`rewardpipe.monitoring.check_pending` over the run's core state
 ``runs/<run>/monitor/state.json``, schema v2: hysteresis, the set of checked steps, each component's dead
-streak) with one difference: the state is written with an S3 conditional write (``If-Match`` on the ETag
-it was read with, ``If-None-Match: *`` for a new run), so two concurrent checks of a run cannot both commit
-a step. Alarms, metrics and the verdict JSON are published only for steps this check committed; a check
-that loses the race leaves the step to the winner and checks the run's remaining steps again from the
-winner's state. That serialises concurrent checks without reserved concurrency.
+streak, the outbox of deliveries still owed) with one difference: the state is written with an S3
+conditional write (``If-Match`` on the ETag it was read with, ``If-None-Match: *`` for a new run), so two
+concurrent checks of a run cannot both commit a step.
 
-Runs are isolated: a run whose state or records cannot be read is reported and skipped (a corrupt state
-is moved aside by the core and the run checked from a fresh state), the other runs are still checked,
-and the invocation then fails (so the function's Errors alarm fires and the asynchronous retries and
-dead-letter queue see it) with every problem named.
+**Nothing lost, nothing delivered twice.** For each step, in this order (:func:`rewardpipe.monitoring.
+monitor_step`):
+
+1. the verdict JSON is written (``runs/<run>/monitor/step=<n>.json``: at its own key, so writing it twice
+   is harmless);
+2. the state is committed with the step checked **and** its alarms and metric points pending (the
+   outbox), in one conditional write carrying a fresh ``commit`` token. S3 answers a conditional write
+   that lost with 412 (or 409, or 404): the state is then read back, and if it carries this write's token
+   the write was applied and only its answer was lost (a dropped connection, a retry after it), so the
+   check goes on; otherwise another check won, and the step is left to it (it has the same outbox);
+3. the alarms are delivered: to the store (the alarm objects) and to SNS, each through its ledger (the
+   stored alarm object; ``runs/<run>/monitor/delivered/...sns.json`` written after each publish), so a
+   retried check never publishes what got through; the metrics are emitted;
+4. the state is committed again without what was delivered.
+
+A check that dies anywhere after 2 leaves the outbox in the state: the next check of the run (the Lambda's
+own retry, or the schedule) delivers it first (:func:`rewardpipe.monitoring.flush_pending`), including for
+a step it then finds already checked. A delivery that fails (SNS down, a throttled S3) stays in the outbox
+and **fails the invocation** (:class:`CheckFailed`), so Lambda retries it and the function's Errors alarm
+sees it. "Exactly once", as far as SNS allows: an alarm is the same alarm when its run, step, component and
+kind are (its ``dedupe_key``, sent as a message attribute); a run raises it once, a replay raises nothing,
+and the ledger stops a retried or concurrent delivery. SNS has no idempotent publish on a standard topic,
+so the one window left is a check that dies between SNS's answer and the ledger write; on a FIFO topic
+the ``dedupe_key`` digest is the ``MessageDeduplicationId``, and SNS drops such a repeat within 5 minutes.
+
+Runs are isolated: a run whose state or records cannot be read is reported and skipped (a corrupt or
+truncated state is kept aside at ``monitor/state.corrupt-<time>.json`` and the run checked from a fresh
+state: the ledgers keep the alarms it already raised from being sent again), the other runs are still
+checked, and the invocation then fails with every problem named.
 
 The Lambda's earlier state file ``runs/<run>/monitor/check-state.json`` is migrated once into the core
 state when the run has none, and otherwise ignored.
@@ -20,11 +43,12 @@ state when the run has none, and otherwise ignored.
 from __future__ import annotations
 
 import json
+from dataclasses import asdict
 from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from rewardpipe.aws.settings import Settings, aws_client, open_bucket_store
+from rewardpipe.aws.settings import Settings, aws_client
 from rewardpipe.deferred import DeferredModel
 
 COMMIT_ATTEMPTS = 5
@@ -65,6 +89,8 @@ def thresholds(settings: Settings) -> Any:
 # --------------------------------------------------------------------------------------------------
 # The run's state object, read with its ETag and written only if nobody else wrote it in between
 
+_CONFLICT = object()
+
 
 class ConditionalStateStore:
     """An S3Store whose monitor states are compare-and-swap objects; every other key passes through.
@@ -72,14 +98,17 @@ class ConditionalStateStore:
     The core monitor reads a run's state with ``get_bytes`` and writes it with ``put_json``: here the
     read remembers the object's ETag and the write is conditional on it. AWS answers a failed
     precondition with 412 PreconditionFailed, a concurrent conflicting write with 409
-    ConditionalRequestConflict, and ``If-Match`` on a deleted object with 404 NoSuchKey; all three mean
-    "someone else changed it" and raise :class:`StateConflict`.
+    ConditionalRequestConflict, and ``If-Match`` on a deleted object with 404 NoSuchKey. Any of the three
+    may also answer a write that **was** applied, when its first answer was lost and it was sent again
+    (by the store's retries or botocore's): the state is read back, and its ``commit`` token says which.
+    Only "someone else changed it" raises :class:`StateConflict`. Reads and writes go through the store's
+    own bounded, classified retries (rewardpipe.store.S3Limits).
     """
 
     CONFLICT_CODES = frozenset({"PreconditionFailed", "412", "ConditionalRequestConflict", "409", "NoSuchKey", "404"})
 
     def __init__(self, store: Any, upto: int | None = None) -> None:
-        if not all(hasattr(store, name) for name in ("client", "bucket", "_full")):
+        if not all(hasattr(store, name) for name in ("client", "bucket", "_full", "_call")):
             raise TypeError("the variance check keeps its state in S3 and needs an S3Store")
         self._store, self.upto = store, upto
         self._etags: dict[str, str | None] = {}
@@ -87,61 +116,94 @@ class ConditionalStateStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self._store, name)
 
-    def list_steps(self, run_id: str) -> list[int]:
+    def list_steps(self, run_id: str, **kwargs: Any) -> list[int]:
         """The run's stored steps; for a check of step n, those up to n (a later one may still be written)."""
-        steps = self._store.list_steps(run_id)
+        steps = self._store.list_steps(run_id, **kwargs)
         return steps if self.upto is None else [s for s in steps if s <= self.upto]
 
     @staticmethod
     def _is_state(key: str) -> bool:
         return key.startswith("runs/") and key.endswith("/monitor/state.json")
 
-    def get_bytes(self, key: str) -> bytes:
-        if not self._is_state(key):
-            return self._store.get_bytes(key)
-        from botocore.exceptions import ClientError
+    def _fetch(self, key: str) -> bytes:
+        store = self._store
+
+        def get() -> tuple[str, bytes]:
+            response = store.client.get_object(Bucket=store.bucket, Key=store._full(key))
+            return response["ETag"], response["Body"].read()  # the body inside the retried call
 
         try:
-            response = self._store.client.get_object(Bucket=self._store.bucket, Key=self._store._full(key))
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in ("NoSuchKey", "404"):
-                self._etags[key] = None
-                raise KeyError(key) from None
-            raise
-        self._etags[key] = response["ETag"]
-        return response["Body"].read()
+            etag, body = store._call(f"read {key}", get)
+        except KeyError:
+            self._etags[key] = None
+            raise KeyError(key) from None
+        self._etags[key] = etag
+        return body
+
+    def get_bytes(self, key: str) -> bytes:
+        return self._fetch(key) if self._is_state(key) else self._store.get_bytes(key)
 
     def put_json(self, key: str, obj: Any) -> str:
         if not self._is_state(key):
             return self._store.put_json(key, obj)
         from botocore.exceptions import ClientError
 
+        from rewardpipe.store import s3_error_code
+
+        store = self._store
         etag = self._etags.get(key)
         condition = {"IfMatch": etag} if etag else {"IfNoneMatch": "*"}
-        try:
-            response = self._store.client.put_object(
-                Bucket=self._store.bucket, Key=self._store._full(key), ContentType="application/json",
-                Body=json.dumps(obj, sort_keys=True).encode("utf-8"), **condition)
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") in self.CONFLICT_CODES:
-                self._etags.pop(key, None)
-                raise StateConflict(f"{key} was changed by a concurrent check") from None
-            raise
+        body = json.dumps(obj, sort_keys=True, allow_nan=False).encode("utf-8")
+
+        def attempt() -> Any:
+            try:
+                return store.client.put_object(Bucket=store.bucket, Key=store._full(key), Body=body,
+                                               ContentType="application/json", **condition)
+            except ClientError as exc:
+                if s3_error_code(exc) in self.CONFLICT_CODES:
+                    return _CONFLICT  # decided below, once: retrying cannot change the answer
+                raise
+
+        response = store._call(f"commit {key}", attempt)
+        if response is _CONFLICT:
+            token = obj.get("commit") if isinstance(obj, dict) else None
+            if token and self._applied(key, token):
+                return key  # this write got through; only its answer was lost
+            self._etags.pop(key, None)
+            raise StateConflict(f"{key} was changed by a concurrent check")
         self._etags[key] = response.get("ETag")
         return key
+
+    def _applied(self, key: str, token: str) -> bool:
+        """The state now stored carries ``token`` (a failure to read it back is raised: the caller's step
+        stays unconfirmed, and its next check finds it either checked, with its outbox, or not)."""
+        try:
+            stored = json.loads(self._fetch(key))
+        except KeyError:
+            return False
+        except ValueError:
+            return False
+        return isinstance(stored, dict) and stored.get("commit") == token
 
 
 def migrate_legacy_state(store: Any, run_id: str) -> str | None:
     """Carry ``monitor/check-state.json`` (the Lambda's own state before it used the core's) into the core
     state when the run has none: its hysteresis and checked steps, so no step is alarmed twice. Returns a
-    problem to report if the old file is unusable (it is then ignored)."""
+    problem to report if the old file is unusable (it is then ignored). A state that exists, usable or
+    not, is left to :func:`rewardpipe.monitoring.load_state` (which keeps a corrupt one aside)."""
     from rewardpipe.monitoring import MonitorState, state_key
-    from rewardpipe.store import run_prefix
+    from rewardpipe.store import StoreError, run_prefix
 
-    legacy = f"{run_prefix(run_id)}monitor/{LEGACY_STATE}"
-    if store.get_json(state_key(run_id), default=None) is not None:
+    try:  # through the conditional store: the write below is "only if still absent"
+        store.get_bytes(state_key(run_id))
         return None
-    old = store.get_json(legacy, default=None)
+    except KeyError:
+        pass
+    legacy = f"{run_prefix(run_id)}monitor/{LEGACY_STATE}"
+    try:
+        old = store.get_json(legacy, default=None)
+    except StoreError as exc:
+        return f"{legacy}: not migrated, ignored ({exc})"
     if old is None:
         return None
     try:
@@ -151,40 +213,58 @@ def migrate_legacy_state(store: Any, run_id: str) -> str | None:
     except (ValueError, TypeError, KeyError, AttributeError) as exc:
         return f"{legacy}: not migrated, ignored ({exc})"
     state.run_id = run_id
-    try:  # through the conditional store itself (get_json reads past it): the write below is "only if still absent"
-        store.get_bytes(state_key(run_id))
-    except KeyError:
-        pass
-    store.put_json(state_key(run_id), state.to_dict())
+    from rewardpipe.monitoring import commit_state
+
+    commit_state(store, run_id, state)
     return None
 
 
 # --------------------------------------------------------------------------------------------------
-# Publishing: alarms, metrics and the verdict JSON of the steps a check committed
+# What a committed step publishes besides its alarms: the verdict JSON and the CloudWatch metrics
 
 
-def publish(store: Any, run_id: str, result: Any, sinks: list[Any]) -> dict[str, Any]:
-    """Deliver one committed step's alarms, emit its metrics, store its verdict; its summary."""
-    from rewardpipe.aws.metrics import emit, step_points
-    from rewardpipe.monitoring import dispatch
+class CheckPublisher:
+    """The variance check's :class:`rewardpipe.monitoring.StepPublisher`: the verdict object before the
+    commit (idempotent), the metric points kept in the outbox and emitted once by the delivery."""
 
+    def __init__(self, store: Any) -> None:
+        self.store = store
+
+    def before_commit(self, run_id: str, result: Any) -> list[dict[str, Any]]:
+        from rewardpipe.aws.metrics import step_points
+
+        report = result.steps[0]
+        self.store.put_json(verdict_key(run_id, report.step), result.to_dict())
+        return [asdict(point) for point in step_points(report, run_id=run_id)]
+
+    def publish(self, run_id: str, entry: Any) -> None:
+        from rewardpipe.aws.metrics import MetricPoint, emit
+
+        emit(MetricPoint(**point) for point in entry.metrics)
+
+
+def _summary(run_id: str, result: Any) -> dict[str, Any]:
     report = result.steps[0]
     summary: dict[str, Any] = {"run_id": run_id, "step": report.step, "replayed": report.replayed,
                                "records": report.records, "error_rate": report.error_rate,
                                "verdicts": {name: stats.verdict for name, stats in report.components.items()},
-                               "alarms": [] if report.replayed else [a.to_dict() for a in result.alarms],
+                               "alarms": [a.to_dict() for a in result.alarms],
                                "verdict_key": verdict_key(run_id, report.step)}
-    if not report.replayed:
-        failures = dispatch(result.alarms, sinks)
-        result.unreadable.extend(
-            {"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
-            for f in failures
-        )
-        emit(step_points(report, run_id=run_id))
-        store.put_json(verdict_key(run_id, report.step), result.to_dict())
+    if result.already_delivered:
+        summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:
         summary["unreadable"] = result.unreadable
     return summary
+
+
+_OWED = ("alarm-delivery:", "metrics-delivery:")
+
+
+def _owed(items: list[dict[str, Any]]) -> list[str]:
+    """The deliveries still owed among a result's notes: each fails the invocation (Lambda retries it)."""
+    return [f"{item['key']}: {item['reason']}" for item in items if str(item.get("key", "")).startswith(_OWED)
+            or (str(item.get("key", "")).endswith("/monitor/state.json") and "StateConflict" not in item["reason"]
+                and item["reason"].startswith("delivered, but"))]
 
 
 def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
@@ -232,34 +312,53 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
             "verdict_key": verdict_key(run_id, step)}
 
 
+def _open_store(settings: Settings) -> Any:
+    """The records bucket through a client bounded by rewardpipe.store.S3Limits (REWARDPIPE_S3_*): a hung
+    S3 endpoint costs the check one bounded call, not botocore's minutes."""
+    from rewardpipe.store import S3Store
+
+    return S3Store(settings.require_bucket())
+
+
 def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_client: Any = None) -> dict[str, Any]:
     """Check every unchecked step of one run (or of every run) in order; one failing run stops no other."""
     from rewardpipe.aws.metrics import emit, heartbeat_point
-    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink, check_pending, load_state
+    from rewardpipe.monitoring import SnsAlarmSink, StoreAlarmSink, check_pending, flush_pending, load_state
 
-    store = ConditionalStateStore(store or open_bucket_store(settings), upto=request.step)
+    store = ConditionalStateStore(store or _open_store(settings), upto=request.step)
+    publisher = CheckPublisher(store)
     sinks: list[Any] = [StoreAlarmSink(store)]
     if settings.alarm_topic_arn:
-        sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns")))
+        sinks.append(SnsAlarmSink(settings.alarm_topic_arn, client=sns_client or aws_client("sns"), ledger=store))
     runs = [request.run_id] if request.run_id else store.list_runs()
     summaries: list[dict[str, Any]] = []
+    late: list[dict[str, Any]] = []
     problems: dict[str, list[str]] = {}
     for run_id in runs:
         try:
             legacy = migrate_legacy_state(store, run_id)
             state, corrupt = load_state(store, run_id)  # a corrupt state is moved aside here, and reported
             already = request.step is not None and state.is_checked(request.step)
+            # what an earlier check committed and did not deliver (it died, a sink failed): delivered first
+            delivered, notes = flush_pending(store, run_id, sinks, publisher)
         except Exception as exc:  # noqa: BLE001 - isolate runs: report this one, check the others
             problems.setdefault(run_id, []).append(f"{type(exc).__name__}: {exc}")
             continue
+        late.extend(a.to_dict() for a in delivered.raised if a not in delivered.owed)
+        problems.setdefault(run_id, []).extend(_owed(notes))
         for problem in (legacy, corrupt.reason if corrupt is not None else None):
             if problem:
-                problems.setdefault(run_id, []).append(problem)
+                problems[run_id].append(problem)
         for _ in range(COMMIT_ATTEMPTS):
-            (check,) = check_pending(store, [run_id], thresholds(settings), (), skip_newest=request.step is None)
-            summaries.extend(publish(store, run_id, result, sinks) for result in check.results)
+            (check,) = check_pending(store, [run_id], thresholds(settings), sinks, skip_newest=request.step is None,
+                                     publisher=publisher)
+            for result in check.results:
+                if result.steps:
+                    summaries.append(_summary(run_id, result))
+                problems[run_id].extend(f"step {result.steps[0].step if result.steps else '?'}: {owed}"
+                                        for owed in _owed(result.unreadable))
             lost = [p for p in check.problems if str(p.get("error", "")).startswith(StateConflict.__name__)]
-            problems.setdefault(run_id, []).extend(
+            problems[run_id].extend(
                 f"step {p['step']}: {p['error']}" if p.get("step") is not None else str(p["error"])
                 for p in check.problems if p not in lost)
             if not lost:
@@ -274,4 +373,7 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
     emit([heartbeat_point(len(runs) - len(failed))])
     if failed:
         raise CheckFailed("; ".join(f"run '{run}': {', '.join(why)}" for run, why in failed.items())[:4000])
-    return {"checked": sum(1 for s in summaries if not s["replayed"]), "results": summaries}
+    out: dict[str, Any] = {"checked": sum(1 for s in summaries if not s["replayed"]), "results": summaries}
+    if late:
+        out["delivered_late"] = late
+    return out

@@ -797,12 +797,22 @@ def put_record_once(store: Any, record: Record) -> str:
     from rewardpipe.store import record_key
 
     key = record_key(record)
+    _put_unless_scored(store, record)
+    return key
+
+
+def _put_unless_scored(store: Any, record: Record) -> bool:
+    """:func:`put_record_once`; True when ``record`` was written, False when a scored record was kept."""
+    from rewardpipe.store import record_key
+
+    key = record_key(record)
     client = getattr(store, "client", None)
     if client is None or not hasattr(store, "bucket"):
         existing = store.get_json(key, default=None)
         if _keeps(existing, record):
-            return key
-        return store.put_record(record)
+            return False
+        store.put_record(record)
+        return True
     from botocore.exceptions import ClientError
 
     full, data = store._full(key), record.to_json().encode("utf-8")
@@ -810,7 +820,7 @@ def put_record_once(store: Any, record: Record) -> str:
     for _ in range(RECORD_WRITE_ATTEMPTS):
         try:
             client.put_object(Bucket=store.bucket, Key=full, Body=data, ContentType="application/json", **condition)
-            return key
+            return True
         except ClientError as exc:
             if str(exc.response.get("Error", {}).get("Code")) not in _LOST_CONDITION:
                 raise
@@ -826,7 +836,7 @@ def put_record_once(store: Any, record: Record) -> str:
         except ValueError:
             existing = None  # unreadable: replaced like an error record
         if _keeps(existing, record):
-            return key
+            return False
         condition = {"IfMatch": current["ETag"]}
     from rewardpipe.aws.lambda_support import TransientError
 
@@ -1078,7 +1088,6 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
         info = ErrorInfo(kind=info.kind, message=clean_text(f"{info.message} (configuration: {problem})"[:2000]))
     if state is not None:
         record = error_record(state, info.kind, info.message, reward)
-        put_transcript(store, state, record=record, env=env)
     else:
         task_id = "unknown"
         if event.task and usable_id(event.task.get("task_id")):
@@ -1090,4 +1099,9 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
             rollout_id=event.rollout or event.attempt, task_id=task_id,
             kind=info.kind, message=info.message, reward=reward, metrics={"assistant_turns": 0},
         )
-    return record, put_record_once(store, record)
+    from rewardpipe.store import record_key
+
+    # the record first: its transcript follows it, so a scored record kept here keeps its own transcript
+    if _put_unless_scored(store, record) and state is not None:
+        put_transcript(store, state, record=record, env=env)
+    return record, record_key(record)

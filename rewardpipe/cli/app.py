@@ -6,6 +6,8 @@
 * **Streams**: data (tables, results, JSON) goes to stdout, messages for people (progress, warnings,
   errors) to stderr. ``--json`` output is written with :func:`write_json_line`: one ASCII-only object per
   ``\\n``-terminated line, never through Rich, never with a non-finite number.
+* **Progress bars** (`run`, `score`, `exec --batch`, `report`, `monitor`): on stderr, only when stderr is a
+  terminal and never with ``--json``; stdout is the same with or without them (rewardpipe.cli.progress).
 * **No tracebacks**: :class:`GuardedGroup` turns any exception a command lets through into one
   ``error:`` line (exit 1), so a bad input can never end in a Python traceback.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import inspect
+import json
 import os
 import platform
 from datetime import datetime, timezone
@@ -356,6 +357,10 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
                    "share one folder")
             fail(f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
                  f"(or '{clash}' itself)")
+        unsafe = store.unsafe_folders(run_id)  # a link where a step folder is: its records would go elsewhere
+        if unsafe:
+            fail(f"cannot write run '{run_id}': {store.location}/{unsafe[0].key.rstrip('/')} is {unsafe[0].reason}; "
+                 f"remove it, or use another --run-id")
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -419,9 +424,32 @@ def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
         writer.failed(f"the run manifest ({'end' if manifest.finished_at else 'start'})", exc)
 
 
+def _each(put: Callable[[Any], Any], items: list[Any], workers: int) -> list[Exception | None]:
+    """``put`` applied to every item, ``workers`` at a time: per item None, or what it raised (any store
+    failure is to be spilled by the caller, in order, never lost unsaid)."""
+
+    def one(item: Any) -> Exception | None:
+        try:
+            put(item)
+        except Exception as exc:  # noqa: BLE001 - returned to the caller, which spills the item
+            return exc
+        return None
+
+    if workers > 1 and len(items) > 1:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="rewardpipe-store") as pool:
+            return list(pool.map(one, items))
+    return [one(item) for item in items]
+
+
 class RecordWriter:
-    """Writes records to the store; a record the store still refuses after its retries is appended to a
-    local spill file (one JSON record per line) instead of being lost. ``close`` names the file."""
+    """Writes records (and transcripts) to the store; one the store refuses, whatever the reason (S3 out
+    of reach after its retries, a full disk, a link in the way), is appended to a local spill file (one
+    JSON object per line; transcripts to ``<spill>.transcripts.jsonl``) instead of being lost. When even
+    the spill file cannot be written (the same full disk), the object is counted as lost, and
+    ``halted`` says so: nothing more can be kept, so the run stops instead of playing steps it cannot
+    store. ``close`` releases the run's lock."""
 
     def __init__(self, store: Any, spill_path: Path, lock: Any = None) -> None:
         self.store = store
@@ -429,53 +457,90 @@ class RecordWriter:
         self._lock = lock  # the run id's lock (Store.lock_run), released by close()
         self.stored = 0
         self.spilled = 0
-        self._spill: Any = None
+        self.transcripts_spilled = 0
+        self.lost = 0  # records neither stored nor spilled
+        self.transcripts_lost = 0
+        self.halted: str | None = None  # why nothing more can be kept, once that happens
+        self.unplayed: list[int] = []  # the steps a halted run did not play
+        self._files: dict[Path, Any] = {}
         #: Other objects of the run that could not be written (manifest, monitor state): each makes exit 1.
         self.failed_writes: list[str] = []
+
+    @property
+    def transcript_spill_path(self) -> Path:
+        return self.spill_path.with_name(self.spill_path.name.removesuffix(".jsonl") + ".transcripts.jsonl")
 
     def failed(self, what: str, exc: Exception) -> None:
         error_line(f"could not write {what}: {exc}")
         self.failed_writes.append(what)
 
-    def write(self, records: Iterable[Record], workers: int = 1) -> None:
+    def write(self, records: Iterable[Record], workers: int = 1) -> int:
         """Store ``records``, ``workers`` at a time (a disk or S3 answers several writes at once sooner than
-        one after the other); each one refused is spilled, in order."""
+        one after the other); each one refused, whatever the reason, is spilled, in order. Returns how many
+        were stored."""
         records = list(records)
-        if workers > 1 and len(records) > 1:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(min(workers, len(records)), thread_name_prefix="rewardpipe-store") as pool:
-                refusals = list(pool.map(self._put, records))
-        else:
-            refusals = [self._put(record) for record in records]
-        for record, refusal in zip(records, refusals):
+        stored = 0
+        for record, refusal in zip(records, _each(self.store.put_record, records, workers)):
             if refusal is None:
                 self.stored += 1
+                stored += 1
+            elif self._spill(self.spill_path, record.to_json(), f"not stored {record.rollout_id[:80]}", refusal):
+                self.spilled += 1
             else:
-                self._spill_one(record, refusal)
+                self.lost += 1
+        return stored
 
-    def _put(self, record: Record) -> Exception | None:
+    def write_transcripts(self, transcripts: Iterable[Any], workers: int = 1) -> None:
+        """Store ``transcripts`` as :meth:`write` stores records (spilled to ``transcript_spill_path``)."""
+        transcripts = list(transcripts)
+        for transcript, refusal in zip(transcripts, _each(self.store.put_transcript, transcripts, workers)):
+            if refusal is None:
+                continue
+            line = json.dumps(transcript.to_json_dict(), ensure_ascii=False, allow_nan=False, default=str)
+            if self._spill(self.transcript_spill_path, line, f"transcript not stored {transcript.rollout_id[:80]}",
+                           refusal):
+                self.transcripts_spilled += 1
+            else:
+                self.transcripts_lost += 1
+
+    def write_transcript(self, transcript: Any) -> None:
+        self.write_transcripts([transcript])
+
+    def _spill(self, path: Path, line: str, what: str, exc: Exception) -> bool:
+        """Append ``line`` to ``path``; False (and ``halted`` set) when even that fails. A line is written
+        whole or not at all: a write that fails half-way is cut back, so the file stays valid JSONL."""
         from rewardpipe.store import StoreError
 
+        reason = exc if isinstance(exc, StoreError) else f"{type(exc).__name__}: {exc}"
         try:
-            self.store.put_record(record)
-        except (StoreError, ValueError) as exc:
-            return exc
-        return None
-
-    def _spill_one(self, record: Record, exc: Exception) -> None:
-        if self._spill is None:
-            self.spill_path.parent.mkdir(parents=True, exist_ok=True)
-            self._spill = self.spill_path.open("a", encoding="utf-8")
-        self._spill.write(record.to_json() + "\n")
-        self._spill.flush()
-        self.spilled += 1
-        error_line(f"not stored {record.rollout_id[:80]}: {exc} (kept in {self.spill_path})")
+            handle = self._files.get(path)
+            if handle is None:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                handle = self._files[path] = path.open("ab", buffering=0)
+            data = (line + "\n").encode("utf-8", "surrogateescape")
+            start = handle.seek(0, os.SEEK_END)
+            try:
+                view = memoryview(data)
+                while view:
+                    view = view[handle.write(view):]
+            except OSError:
+                handle.truncate(start)
+                raise
+        except OSError as spill_exc:
+            why = f"the spill file {path} cannot be written either ({spill_exc.strerror or spill_exc})"
+            self.halted = f"{reason}; {why}"
+            error_line(f"{what}: {reason}; LOST: {why}")
+            return False
+        error_line(f"{what}: {reason} (kept in {path})")
+        return True
 
     def close(self) -> None:
-        if self._spill is not None:
-            self._spill.close()
-            self._spill = None
+        for handle in self._files.values():
+            try:
+                handle.close()
+            except OSError:
+                pass
+        self._files.clear()
         if self._lock is not None:
             self._lock.close()
             self._lock = None
@@ -489,13 +554,23 @@ def default_spill_path(run_id: str) -> Path:
 
 
 def exit_for_losses(writer: RecordWriter, alarm_failures: int,
-                    unchecked_steps: Iterable[int] = ()) -> NoReturn | None:
-    """Exit 1 naming the spill file, the failed alarm writes, the steps the monitor could not check and
-    the other objects that could not be written, if there were any."""
+                    unchecked_steps: Iterable[int] = (), *, resume: str | None = None) -> NoReturn | None:
+    """Exit 1 naming the spill files, what was lost, the failed alarm writes, the steps the monitor could not
+    check and the other objects that could not be written, if there were any; ``resume`` is the command that
+    stores what is missing (``rewardpipe run ... --resume``), said when records are missing."""
     problems = []
     if writer.spilled:
         problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
                         f"{writer.spill_path}")
+    if writer.transcripts_spilled:
+        problems.append(f"{writer.transcripts_spilled} transcript(s) could not be written to the store and were "
+                        f"saved in {writer.transcript_spill_path}")
+    if writer.lost or writer.transcripts_lost:
+        problems.append(f"{writer.lost} record(s) and {writer.transcripts_lost} transcript(s) could be neither "
+                        f"stored nor spilled and are LOST ({writer.halted})")
+    if writer.unplayed:
+        problems.append(f"the run stopped there: {len(writer.unplayed)} step(s) not played "
+                        f"({writer.unplayed[0]}-{writer.unplayed[-1]})")
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
     unchecked = sorted(set(unchecked_steps))
@@ -504,6 +579,11 @@ def exit_for_losses(writer: RecordWriter, alarm_failures: int,
                         f"`rewardpipe monitor` checks them once the store answers)")
     if writer.failed_writes:
         problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
+    if (writer.spilled or writer.lost or writer.unplayed) and resume:
+        missing = f"{writer.spilled + writer.lost} missing rollout(s)" + (" and the steps not played" if
+                                                                          writer.unplayed else "")
+        problems.append(f"once the store answers (or has space again), `{resume}` plays the {missing} and "
+                        f"keeps every stored one")
     if problems:
         fail("; ".join(problems))
     return None

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from rewardpipe.cli.app import app
+from rewardpipe.cli.progress import progress_bars
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 
 console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
@@ -215,10 +216,13 @@ def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool)
         if any(job.trust_mode == "inprocess" for job in jobs):
             console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
         results = executor.run_batch(jobs, workers=workers)
-        for kind, value in entries:
-            result = next(results) if kind == "job" else value
-            counts[result.status.value] = counts.get(result.status.value, 0) + 1
-            _emit(result, as_json)
+        with progress_bars(as_json, console, prints_meanwhile=True) as bar:
+            done = bar.add_task("running jobs", total=len(entries))
+            for kind, value in entries:
+                result = next(results) if kind == "job" else value
+                counts[result.status.value] = counts.get(result.status.value, 0) + 1
+                _emit(result, as_json)
+                bar.advance(done)
     finally:
         executor.close()
     if not entries:

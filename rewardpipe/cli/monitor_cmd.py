@@ -13,6 +13,7 @@ from rich.table import Table
 
 from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import with_threshold_options
+from rewardpipe.cli.progress import progress_bars
 
 
 def _record_identity(line: bytes) -> int | None:
@@ -121,6 +122,8 @@ class _Source:
         self._choose_run(path, self.store.list_runs())
 
     def _choose_run(self, path: str, runs: list[str]) -> None:
+        from rewardpipe.store import StoreError
+
         if not runs:
             fail(f"{path} holds no runs")
         if self.run_id is None:
@@ -129,15 +132,50 @@ class _Source:
             self.run_id = runs[0]
         elif self.run_id not in runs:
             fail(f"run '{self.run_id}' not found in {path} (runs: {', '.join(runs)})")
+        try:
+            self.progress = self.store.run_progress(self.run_id)
+        except StoreError as exc:
+            fail(f"cannot read {path}: {exc}")
 
-    def batch(self, step: Optional[int]) -> Any:
+    #: A store's run: which steps are finished (rewardpipe.store.Store.run_progress); None for a file.
+    progress: Any = None
+
+    @property
+    def finished_steps(self) -> list[int] | None:
+        """The steps to judge: a store's finished steps, or None (every step) for a file."""
+        return None if self.progress is None else self.progress.finished
+
+    def only_finished(self, path: str, step: Optional[int]) -> None:
+        """Judge finished steps only (see "When is a step finished?" in rewardpipe.store): a run still being
+        written is said to be, its unfinished steps are named, and nothing is judged (or written) for them."""
+        progress = self.progress
+        if progress is None or not progress.in_progress:
+            return
+        unfinished = progress.unfinished
+        who = f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run " \
+              f"--resume` finishes it)"
+        if step is not None and step in unfinished:
+            fail(f"{who}: step {step} is not finished, so it is not judged")
+        if not progress.finished:
+            fail(f"{who}: no step is finished yet, so nothing is judged and nothing written")
+        if unfinished and step is None:
+            note(f"warning: {who}: judging its finished step(s) {_steps(progress.finished)} only; step(s) "
+                 f"{_steps(unfinished)} not finished: not judged, no alarm or triage written from them")
+
+    def status(self) -> dict[str, Any]:
+        """``in_progress`` and ``unfinished_steps``, for the JSON outputs."""
+        if self.progress is None:
+            return {"in_progress": False, "unfinished_steps": []}
+        return {"in_progress": self.progress.in_progress, "unfinished_steps": self.progress.unfinished}
+
+    def batch(self, step: Optional[int], progress: Any = None) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
         PATH is a file or a local store the fast readers can vouch for entirely; None sends the caller to
         :meth:`records`."""
         from rewardpipe.monitoring.fastread import read_jsonl_batch, read_parquet_batch, read_store_batch
 
         if self.store is not None:
-            return read_store_batch(self.store, self.run_id, step)
+            return read_store_batch(self.store, self.run_id, step, self.finished_steps, progress)
         if self.parquet:
             try:
                 batch = read_parquet_batch(self.parquet)
@@ -152,7 +190,7 @@ class _Source:
     def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
-            return self.store.iter_records(self.run_id, step, on_bad=bad.append)
+            return self.store.iter_records(self.run_id, step, on_bad=bad.append, steps=self.finished_steps)
         if self.parquet:
             from rewardpipe.monitoring.fastread import parquet_rows
 
@@ -165,6 +203,50 @@ class _Source:
         if step is not None:
             records = (r for r in records if r.step == step)
         return records
+
+
+class Reading:
+    """A command's "reading records" bar (see rewardpipe.cli.progress): the files of a store counted as
+    they are read, the records of the careful path as they come, then what the command does with them."""
+
+    EVERY = 1024  # records between two updates of the bar
+
+    def __init__(self, bar: Any) -> None:
+        self.bar = bar
+        self.task = bar.add_task("reading records", total=None)
+
+    def files(self) -> Any:
+        """The ``progress`` callback of the fast store reader, or None when no bar is drawn."""
+        if not self.bar.drawn:
+            return None
+        return lambda done, total: self.bar.update(self.task, completed=done, total=total)
+
+    def counted(self, records: Iterable[Any]) -> Iterator[Any]:
+        """``records``, counted on the bar as they go by."""
+        if not self.bar.drawn:
+            yield from records
+            return
+        count = 0
+        self.bar.update(self.task, completed=0, total=None)
+        for count, record in enumerate(records, start=1):
+            if count % self.EVERY == 0:
+                self.bar.update(self.task, completed=count)
+            yield record
+        self.bar.update(self.task, completed=count)
+
+    def phase(self, description: str) -> None:
+        self.bar.update(self.task, description=description)
+
+
+def _steps(steps: list[int]) -> str:
+    """``0-4, 7, 9-10``: a list of steps, runs of consecutive ones shortened."""
+    spans: list[list[int]] = []
+    for n in sorted(steps):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _fmt(value: Any) -> str:
@@ -237,22 +319,24 @@ def monitor(
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from rewardpipe.monitoring import MonitorInputError, StoreAlarmSink, dispatch, monitor_records
     from rewardpipe.monitoring.monitor import monitor_batch
+    from rewardpipe.monitoring.thresholds import run_thresholds
     from rewardpipe.store import StoreError
 
-
-    from rewardpipe.monitoring.thresholds import run_thresholds
-
     source = _Source(path, run_id)
+    source.only_finished(path, step)
     thresholds = run_thresholds(thresholds, source.store, source.run_id)  # the run's own ranges and roles
     bad: list = []
     duplicates: list[int] = []
     try:
-        batch = source.batch(step)
-        if batch is not None:  # every record vouched for: columns, no model object per record
-            duplicates = batch.duplicates
-            result = monitor_batch(batch, thresholds)
-        else:
-            result = monitor_records(source.records(step, bad, duplicates), thresholds)
+        with progress_bars(as_json) as bar:
+            reading = Reading(bar)
+            batch = source.batch(step, reading.files())
+            if batch is not None:  # every record vouched for: columns, no model object per record
+                duplicates = batch.duplicates
+                reading.phase("checking steps")
+                result = monitor_batch(batch, thresholds)
+            else:
+                result = monitor_records(reading.counted(source.records(step, bad, duplicates)), thresholds)
     except MonitorInputError as exc:
         fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:
@@ -263,6 +347,8 @@ def monitor(
         note(f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
              f"the last copy counts), e.g. {where} {min(duplicates)}")
     if not result.steps:
+        for item in result.unreadable:  # what was refused, by file:line or key, before the verdict on the whole
+            note(f"skipped unreadable record {item['key']}: {item['reason']}")
         which = f" for run '{source.run_id}'" if source.run_id else ""
         fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
               + (f" ({len(bad)} unreadable)" if bad else ""))
@@ -283,6 +369,7 @@ def monitor(
     if as_json:
         data = result.to_dict()
         data["source"] = path
+        data.update(source.status())
         data["duplicates_dropped"] = len(duplicates)
         data["delivery_failures"] = [{"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind,
                                       "error": f.error} for f in failures]

@@ -18,14 +18,17 @@ from rewardpipe.cli.common import check_output_dir, check_output_file
 
 
 
-def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool) -> dict[str, Any]:
-    from rewardpipe.cli.monitor_cmd import _Source
+def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool,
+             as_json: bool = False) -> dict[str, Any]:
+    from rewardpipe.cli.monitor_cmd import Reading, _Source
+    from rewardpipe.cli.progress import progress_bars
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
     from rewardpipe.monitoring.thresholds import run_thresholds
     from rewardpipe.monitoring.triage import write_triage
     from rewardpipe.store import StoreError
 
     source = _Source(path, run_id)
+    source.only_finished(path, None)
     bad: list = []
     sinks = []
     if parquet is not None:
@@ -36,22 +39,32 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
         except ParquetUnavailable as exc:
             fail(str(exc))
     try:
-        batch = None if sinks else source.batch(None)  # the Parquet export writes records: the careful read
-        thresholds = run_thresholds(None, source.store, source.run_id)  # the run's own ranges and roles
-        if batch is not None:
-            report = build_report_from_batch(batch, thresholds, run_id=source.run_id)
-        else:
-            report = build_report(source.records(None, bad), thresholds, run_id=source.run_id, also=sinks)
+        with progress_bars(as_json) as bar:
+            reading = Reading(bar)
+            # the Parquet export writes records: the careful read
+            batch = None if sinks else source.batch(None, reading.files())
+            thresholds = run_thresholds(None, source.store, source.run_id)  # the run's own ranges and roles
+            if batch is not None:
+                reading.phase("building the report")
+                report = build_report_from_batch(batch, thresholds, run_id=source.run_id)
+            else:
+                report = build_report(reading.counted(source.records(None, bad)), thresholds, run_id=source.run_id,
+                                      also=sinks)
     except (StoreError, ValueError) as exc:
         fail(f"cannot read {path}: {exc}")
     for sink in sinks:
         note(f"parquet: {sink.close()} ({sink.rows} records)")
     report["unreadable"] = [b.to_dict() for b in bad]
+    for item in report["unreadable"]:  # as `monitor` says them: each skipped record by file:line or key
+        note(f"skipped unreadable record {item['key']}: {item['reason']}")
+    report.update(source.status())
     if not report["steps"]:
         fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
     if source.store is not None:
         attach_transcripts(report, source.store)
-        if write_triage_file and report["run_id"]:
+        if write_triage_file and report["in_progress"]:  # a triage says which prompts never teach: of the whole run
+            note(f"triage.jsonl not written: run '{source.run_id}' is still being written")
+        elif write_triage_file and report["run_id"]:
             try:
                 key = write_triage(source.store, report["run_id"], report["task_triage"])
                 report["triage_key"] = key
@@ -88,8 +101,8 @@ def report(
     ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
     if len(paths) == 2 and len(run_id) == 1:
         ids = [run_id[0], run_id[0]]
-    reports = [_one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file)
-               for i, (p, r) in enumerate(zip(paths, ids))]
+    reports = [_one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file,
+                        as_json) for i, (p, r) in enumerate(zip(paths, ids))]
     if len(reports) == 2:
         data = compare_reports(*reports)
         page = render_comparison(data)

@@ -13,7 +13,6 @@ from typing import Any, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from rewardpipe.cli.app import (
@@ -44,6 +43,7 @@ from rewardpipe.cli.common import (
     save_manifest,
     utc_now,
 )
+from rewardpipe.cli.progress import count_lines, progress_bars
 from rewardpipe.environment import MAX_TURNS
 from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
 
@@ -78,22 +78,11 @@ class SimulatorName(str, Enum):
     openai = "openai"
 
 
-def _transcript_writer(store: Any):
-    """``on_transcript`` for the runner: store each transcript; a refused one is reported, never fatal."""
-    from rewardpipe.store import StoreError
+def _resume_hint(command: str, run_id: str, out_dir: str) -> str:
+    """The command that finishes a run whose records could not all be stored (the same options besides)."""
+    from shlex import quote
 
-    def write(transcript) -> None:
-        try:
-            store.put_transcript(transcript)
-        except (ValueError, StoreError) as exc:
-            error_line(f"transcript not stored {transcript.rollout_id[:80]}: {exc}")
-
-    return write
-
-
-def _progress() -> Progress:
-    return Progress(TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not console.is_terminal)
+    return f"rewardpipe {command} ... --out {quote(str(out_dir))} --run-id {quote(run_id)} --resume"
 
 
 def _positive(name: str, value: float) -> None:
@@ -230,7 +219,7 @@ def run(
     # servers). They start now, while the store is opened and the run claimed. An environment that runs
     # no code starts no sandbox.
     executor, own_executor = _executor(env, workers)
-    from rewardpipe.monitoring import MonitorInputError, MonitorState, StoreAlarmSink
+    from rewardpipe.monitoring import MonitorState, StoreAlarmSink
     from rewardpipe.monitoring import load_state, monitor_step, state_key
 
     try:
@@ -262,36 +251,50 @@ def run(
     monitor_state = MonitorState(run_id=run_id)
 
     def finish_step(step: int, records: list, transcripts: list, handle: Any) -> None:
-        """Store a played step and check it. Runs on the finisher thread, one step at a time and in order,
-        while the next step is played: the sandbox never waits for the store or the monitor."""
+        """Store a played step, check it, and mark it finished. Runs on the finisher thread, one step at a
+        time and in order, while the next step is played: the sandbox never waits for the store or the
+        monitor. Nothing here may end the run: a record the store refuses is spilled, a check that fails
+        is named, and the completion marker is written last (after the check, so a `monitor` running
+        meanwhile never judges, or writes alarms for, a step the run has not checked yet)."""
         nonlocal alarm_failures, monitor_state
-        with ThreadPoolExecutor(STORE_WRITERS, thread_name_prefix="rewardpipe-store") as writers:
-            list(writers.map(write_transcript, transcripts))
+        spilled_before = writer.spilled + writer.lost
+        writer.write_transcripts(transcripts, workers=STORE_WRITERS)
         writer.write(records, workers=STORE_WRITERS)
         try:
             result = monitor_step(store, run_id, step, thresholds, sinks)
-        except (StoreError, MonitorInputError) as exc:  # the records are stored; say the check failed
+        except Exception as exc:  # noqa: BLE001 - the records are stored (or spilled); say the check failed
             error_line(f"step {step}: the monitor could not check this step: {exc}")
             unchecked_steps.append(step)
-            bar.remove_task(handle)
-            return
-        for item in result.unreadable:
-            if item["key"].startswith("alarm-delivery:"):
-                alarm_failures += 1
-                error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
-            else:
-                error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
-        reports.extend(result.steps)
-        all_alarms.extend(result.alarms)
-        monitor_state = result.state
+            result = None
+        if result is not None:
+            for item in result.unreadable:
+                if item["key"].startswith("alarm-delivery:"):
+                    alarm_failures += 1
+                    error_line(f"step {step}: alarm not delivered ({item['key'].split(':', 1)[1]}): {item['reason']}")
+                else:
+                    error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
+            for alarm in result.already_delivered:
+                note(f"step {alarm.step}: alarm {alarm.component}/{alarm.kind} was raised before this run was "
+                     f"interrupted; not raised again")
+            reports.extend(result.steps)
+            all_alarms.extend(result.alarms)
+            monitor_state = result.state
+        if writer.spilled + writer.lost == spilled_before:  # a step missing records in the store is not finished
+            try:
+                store.mark_step_finished(run_id, step, stored=len(records))
+            except Exception as exc:  # noqa: BLE001 - reported, exit 1; monitor then sees the step as unfinished
+                writer.failed(f"step {step}'s completion marker", exc)
         bar.remove_task(handle)
 
-    write_transcript = _transcript_writer(store)
     finisher = ThreadPoolExecutor(1, thread_name_prefix="rewardpipe-finish-step")
     finishing: Future | None = None
     try:
-        with _progress() as bar:
+        with progress_bars(as_json, console) as bar:
             for step in step_numbers:
+                if writer.halted:  # nothing more can be kept: playing on would only lose more
+                    writer.unplayed = step_numbers[step_numbers.index(step):]
+                    error_line(f"stopped before step {step}: {writer.halted}")
+                    break
                 planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
                            else plan_step(task_list, step, groups_per_step, group_size))
                 slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
@@ -319,8 +322,9 @@ def run(
     for endpoint_user in (chosen, chat_client):
         if hasattr(endpoint_user, "close"):
             endpoint_user.close()
-    manifest.finished_at = utc_now()
-    save_manifest(writer, manifest)
+    if not (writer.spilled or writer.lost or writer.halted):  # a run missing records is not finished
+        manifest.finished_at = utc_now()
+        save_manifest(writer, manifest)
     if skipped:
         note(f"resumed run '{run_id}': {skipped} rollout(s) already stored were skipped")
     plot_failed = False
@@ -341,12 +345,16 @@ def run(
         write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
                          "skipped_already_stored": skipped, "unstored": writer.spilled,
                          "spill_file": str(writer.spill_path) if writer.spilled else None,
+                         "unstored_transcripts": writer.transcripts_spilled,
+                         "transcript_spill_file": str(writer.transcript_spill_path)
+                         if writer.transcripts_spilled else None,
+                         "lost": writer.lost, "stopped": writer.halted,
                          "alarm_failures": alarm_failures, "unchecked_steps": unchecked_steps,
                          "failed_writes": writer.failed_writes,
                          "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
-    exit_for_losses(writer, alarm_failures, unchecked_steps)
+    exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if plot_failed:
         raise typer.Exit(1)
 
@@ -491,7 +499,7 @@ def score(
                             env_reference=env_name or DEFAULT_ENV if env is not None else None,
                             reward_reference=reward_name)
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
-    transcripts = _transcript_writer(store)
+    transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
     lazy_executor: list[Any] = []
 
@@ -534,28 +542,38 @@ def score(
         reader = RolloutReader(rollouts_file)
     batch: list = []
     try:
-        for _, rollout, problem in reader:
-            if problem is not None:
-                bad_lines += 1
-                note(f"skipped {problem}")
-                continue
-            if rollout_key(run_id, rollout.step, rollout.group_id, rollout.rollout_id) in already:
-                skipped += 1
-                continue
-            batch.append(rollout)
-            if len(batch) >= batch_size:
+        with progress_bars(as_json) as bar:
+            # lines of the file read so far: counted only when a bar is drawn (and only for a regular file)
+            lines = bar.add_task("scoring (lines read)", total=count_lines(rollouts_file) if bar.drawn else None)
+            line = 0
+            for line, rollout, problem in reader:
+                if writer.halted:  # nothing more can be kept: scoring on would only lose more
+                    error_line(f"stopped reading {rollouts_file}: {writer.halted}")
+                    break
+                if problem is not None:
+                    bad_lines += 1
+                    note(f"skipped {problem}")
+                    continue
+                if rollout_key(run_id, rollout.step, rollout.group_id, rollout.rollout_id) in already:
+                    skipped += 1
+                    continue
+                batch.append(rollout)
+                if len(batch) >= batch_size:
+                    flush(batch)
+                    batch = []
+                    bar.update(lines, completed=line)
+            if batch:
                 flush(batch)
-                batch = []
-        if batch:
-            flush(batch)
+            bar.update(lines, completed=line)
     finally:
         writer.close()
-    manifest.finished_at = utc_now()
-    save_manifest(writer, manifest)
+    if not (writer.spilled or writer.lost):
+        manifest.finished_at = utc_now()
+        save_manifest(writer, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
         sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")
-    exit_for_losses(writer, 0)
+    exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
     if bad_lines:
         raise typer.Exit(1)
 

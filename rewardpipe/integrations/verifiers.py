@@ -11,6 +11,9 @@ verifiers' pydantic message objects; both are read.
   verifiers logs each one) of any reward (a built-in name, ``package.module:ATTR``, ``file.py:ATTR``, an
   installed short name); each sample is scored once (:class:`SampleScorer`), not once per component;
   :func:`rubric` wraps them in ``vf.Rubric``.
+* :func:`from_verifiers` (:mod:`rewardpipe.integrations.verifiers_env`) goes the other way: a classic verifiers
+  environment, its Rubric as components, runs inside rewardpipe's loop (``run``, ``doctor``, TRL's
+  ``rollout_func``) as a rewardpipe Environment.
 * :func:`simulator_env_response` is the body of a ``vf.MultiTurnEnv.env_response``: given the conversation
   so far and the task, it returns the simulator's user turn. Keep the task under an ``info`` key of your own
   (``info["rewardpipe_task"]``): verifiers 0.2 reads ``info["task"]`` as its own task payload. What the
@@ -25,11 +28,16 @@ from __future__ import annotations
 
 import json
 import math
+from concurrent.futures import Future
 from typing import Any, Callable, Mapping, Sequence
 
+from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
 from rewardpipe.models import Message, Task
 from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
+
+__all__ = ["SampleScorer", "VerifiersEnvironment", "VfState", "VfTask", "from_verifiers", "rubric", "rubric_functions",
+           "simulator_env_response"]
 
 
 def _message(value: Any) -> dict[str, Any] | None:
@@ -51,19 +59,27 @@ def _messages(value: Any, role: str) -> list[dict[str, Any]]:
 
 
 class _Entry:
-    __slots__ = ("values", "served")
+    """The samples seen with one content: each one's scores (in arrival order) and how many each function has
+    been served. Identical rollouts of a group are as many samples, each scored once."""
 
-    def __init__(self, values: dict[str, float]) -> None:
-        self.values, self.served = values, set()
+    __slots__ = ("results", "served")
+
+    def __init__(self) -> None:
+        self.results: list[Future[dict[str, float]]] = []
+        self.served: dict[str, int] = {}
 
 
 class SampleScorer:
     """Scores each sample once and serves every component's rubric function from it.
 
-    verifiers calls the rubric's functions one by one for each rollout (each with the same completion,
-    answer and prompt): the first call scores the sample (its code runs once), the others read the result.
-    A sample is recognised by its content; once every component has been served it is forgotten, and at
-    most ``keep`` samples are held (the oldest go first), so memory stays bounded. Thread-safe."""
+    verifiers calls the rubric's functions one by one for each rollout (``score_rollout``), or each function
+    over the whole group before the next (``score_group``); either way each function is called once per
+    rollout with that rollout's completion, answer and prompt. A function's n-th call for a content reads the
+    n-th sample with that content, scoring it if no other function has yet (its code runs once). So a group
+    holding identical rollouts, as GRPO groups often do, is scored once per rollout, not once per function.
+    Samples every function has read are forgotten, and at most ``keep`` contents are held (the oldest go
+    first), so memory stays bounded. Thread-safe: a sample being scored on one thread is waited for, not
+    scored again."""
 
     def __init__(self, reward: Reward, executor: Any = None, keep: int = 4096) -> None:
         import threading
@@ -74,30 +90,43 @@ class SampleScorer:
         self._lock = threading.Lock()
         self.samples_scored = 0
 
+    def _score(self, sample: dict[str, Any]) -> dict[str, float]:
+        result = score_samples([sample], self.reward, executor=self.executor)[0]
+        metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
+        failed = bool(metrics.get("reward_error"))
+        return {c: math.nan if failed or c not in metrics else float(metrics[c]) for c in self.reward.component_names}
+
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
         sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
                   "metadata": {"reference_answer": answer}}
         key = json.dumps(sample, sort_keys=True, default=repr)
+        mine = False
         with self._lock:
             entry = self._cache.get(key)
-            if entry is not None and name in entry.served:  # asked again: a new rollout with the same content
-                entry = None
-        if entry is None:
-            result = score_samples([sample], self.reward, executor=self.executor)[0]
-            metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
-            failed = bool(metrics.get("reward_error"))
-            entry = _Entry({c: math.nan if failed or c not in metrics else float(metrics[c])
-                            for c in self.reward.component_names})
-            with self._lock:
-                self.samples_scored += 1
-                self._cache[key] = entry
+            if entry is None:
+                entry = self._cache[key] = _Entry()
                 while len(self._cache) > self.keep:
                     self._cache.popitem(last=False)
+            index = entry.served.get(name, 0)
+            entry.served[name] = index + 1
+            if index == len(entry.results):  # no function has read this sample yet: this call scores it
+                entry.results.append(Future())
+                mine = True
+                self.samples_scored += 1
+            future = entry.results[index]
+        if mine:
+            try:
+                scored = self._score(sample)
+            except BaseException as exc:  # noqa: BLE001 - every function waiting on this sample gets it too
+                future.set_exception(exc)
+                raise
+            future.set_result(scored)
+        values = future.result()
         with self._lock:
-            entry.served.add(name)
-            if len(entry.served) == len(entry.values):
-                self._cache.pop(key, None)
-        return entry.values[name]
+            done = len(entry.results)
+            if all(entry.served.get(c, 0) >= done for c in values) and self._cache.get(key) is entry:
+                del self._cache[key]  # every function has read every sample of this content
+        return values[name]
 
 
 def rubric_functions(reward: Any = "gsm8k", weights: Mapping[str, float] | None = None,

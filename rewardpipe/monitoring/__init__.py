@@ -27,20 +27,24 @@ from rewardpipe.monitoring.alarms import (
     ERRORS_TARGET,
     Alarm,
     AlarmSink,
+    Delivery,
     DeliveryFailure,
     alarm_key,
+    deliver,
     dispatch,
 )
-from rewardpipe.monitoring.monitor import MonitorResult, monitor_records, monitor_step
+from rewardpipe.monitoring.monitor import (MonitorResult, StepPublisher, commit_state, flush_pending, monitor_records,
+                                           monitor_step)
 from rewardpipe.monitoring.pending import RunCheck, check_pending
 from rewardpipe.monitoring.sinks import ConsoleAlarmSink, SnsAlarmSink, StoreAlarmSink
 from rewardpipe.monitoring.sources import iter_jsonl_records
-from rewardpipe.monitoring.state import MonitorState, TargetState, load_state, state_key
+from rewardpipe.monitoring.state import MonitorState, PendingDelivery, TargetState, load_state, state_key
 from rewardpipe.monitoring.thresholds import DEFAULT_RANGES, AlarmPolicy, MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 __all__ = [
-    "AGGREGATE_TARGET", "ERRORS_TARGET", "Alarm", "AlarmSink", "DeliveryFailure", "alarm_key", "dispatch",
+    "AGGREGATE_TARGET", "ERRORS_TARGET", "Alarm", "AlarmSink", "Delivery", "DeliveryFailure", "alarm_key", "deliver",
+    "dispatch", "StepPublisher", "commit_state", "flush_pending", "PendingDelivery",
     "MonitorResult", "monitor_records", "monitor_step", "ConsoleAlarmSink", "SnsAlarmSink", "StoreAlarmSink",
     "iter_jsonl_records", "MonitorState", "TargetState", "load_state", "state_key", "RunCheck", "check_pending", "DEFAULT_RANGES", "MonitorInputError",
     "Thresholds", "AlarmPolicy", "ComponentStats", "StepReport",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Iterable, Literal, Mapping, Protocol
+from urllib.parse import quote
 
 from rewardpipe.store import encode_id, run_prefix
 
@@ -49,12 +50,21 @@ class Alarm:
     examples: list[dict[str, Any]] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        return {**asdict(self), "dedupe_key": self.dedupe_key}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "Alarm":
         known = {name for name in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
+
+    @property
+    def dedupe_key(self) -> str:
+        """What makes an alarm the same alarm: its run, step, component and kind. A run raises it at most
+        once (a step is checked once; a replay raises nothing), so it names one delivery: the ledger
+        entry of every durable sink, the SNS ``dedupe_key`` attribute and, on a FIFO topic, the
+        deduplication id. The ids are percent-encoded, so no two alarms share one."""
+        return "/".join(quote(part, safe="", errors="surrogatepass")
+                        for part in (self.run_id or "", str(int(self.step)), self.component, self.kind))
 
     @property
     def is_recovery(self) -> bool:
@@ -63,11 +73,31 @@ class Alarm:
 
 def alarm_key(run_id: str, step: int, component: str, kind: str) -> str:
     """Where an alarm is stored: ``runs/<run_id>/alarms/step=<n>/<component>-<kind>.json``."""
-    return f"{run_prefix(run_id)}alarms/step={int(step)}/{encode_id(component)}-{encode_id(kind)}.json"
+    return f"{run_prefix(run_id)}alarms/step={int(step)}/{_segment(component)}-{_segment(kind)}.json"
+
+
+def _segment(name: str) -> str:
+    """A component or kind as a key segment; a component may be named "" (``%~e``: quote never writes it)."""
+    return encode_id(name) if name else "%~e"
+
+
+def delivery_key(run_id: str, alarm: "Alarm", sink: str) -> str:
+    """A durable sink's ledger entry for one alarm:
+    ``runs/<run_id>/monitor/delivered/step=<n>/<component>-<kind>.<sink>.json`` (beside the monitor state,
+    outside ``alarms/``, which holds alarms only)."""
+    return (f"{run_prefix(run_id)}monitor/delivered/step={int(alarm.step)}/"
+            f"{_segment(alarm.component)}-{_segment(alarm.kind)}.{sink}.json")
 
 
 class AlarmSink(Protocol):
     def emit(self, alarm: Alarm) -> None: ...
+
+
+class DurableSink(AlarmSink, Protocol):
+    """A sink that keeps a ledger of what it delivered (the store's alarm objects, an SNS topic's delivery
+    markers): :func:`deliver` asks it before emitting, so an alarm reaches it once."""
+
+    def already_delivered(self, alarm: Alarm) -> bool: ...
 
 
 @dataclass
@@ -75,6 +105,49 @@ class DeliveryFailure:
     sink: str
     alarm: Alarm
     error: str
+
+
+@dataclass
+class Delivery:
+    """What :func:`deliver` did: the alarms it raised (sent, or tried to send, to a sink that did not have
+    them yet; every alarm when no sink keeps a ledger), the ones every durable sink already had (raised
+    before: not again), the failures, and the alarms still owed to some sink (to deliver again later)."""
+
+    raised: list[Alarm] = field(default_factory=list)
+    already: list[Alarm] = field(default_factory=list)
+    failures: list[DeliveryFailure] = field(default_factory=list)
+    owed: list[Alarm] = field(default_factory=list)
+
+
+def deliver(alarms: Iterable[Alarm], sinks: Iterable[AlarmSink]) -> Delivery:
+    """Deliver each alarm once: to every durable sink (``already_delivered``) whose ledger does not have it,
+    then to the live sinks (the terminal) only if some durable sink did not have it, or if no sink keeps a
+    ledger. A ledger that cannot be read counts as a failure (the alarm stays owed): delivering anyway
+    could deliver twice, dropping it would lose it. Never raises."""
+    sinks = list(sinks)
+    durable = [sink for sink in sinks if callable(getattr(sink, "already_delivered", None))]
+    live = [sink for sink in sinks if sink not in durable]
+    out = Delivery()
+    for alarm in alarms:
+        fresh = not durable  # some durable sink received it now
+        owed = False
+        for sink in durable:
+            try:
+                if sink.already_delivered(alarm):  # type: ignore[attr-defined]
+                    continue
+                sink.emit(alarm)
+                fresh = True
+            except Exception as exc:  # noqa: BLE001 - one broken sink must not hide the alarm elsewhere
+                owed = True
+                out.failures.append(DeliveryFailure(type(sink).__name__, alarm, f"{type(exc).__name__}: {exc}"))
+        if fresh or owed:
+            out.failures.extend(dispatch([alarm], live))
+            out.raised.append(alarm)
+        else:
+            out.already.append(alarm)
+        if owed:
+            out.owed.append(alarm)
+    return out
 
 
 def dispatch(alarms: Iterable[Alarm], sinks: Iterable[AlarmSink]) -> list[DeliveryFailure]:

@@ -89,7 +89,7 @@ class RunColumns:
             if set(map(len, comps)) != {len(names)}:
                 raise KeyError
             per_name = _float_columns(list(map(itemgetter(*names), comps)), len(names)) if len(names) > 1 else \
-                [[c[names[0]] for c in comps]]
+                [[c[names[0]] for c in comps]] if names else []  # a reward may have no component at all
         except KeyError:
             names += [n for n in dict.fromkeys(chain.from_iterable(comps)) if n not in names]
             per_name = [[c.get(name) for c in comps] for name in names]

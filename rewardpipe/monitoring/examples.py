@@ -38,7 +38,7 @@ class Example:
     rollout_id: str
     group_id: str
     step: int
-    transcript_key: str
+    transcript_key: str | None
     reason: str
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +163,13 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
-    return [Example(r.rollout_id, r.group_id, alarm.step, transcript_key(alarm.run_id, alarm.step, r.group_id,
-                                                                         r.rollout_id), reason)
-            for r, reason in _spread(ranked)]
+    return [Example(r.rollout_id, r.group_id, alarm.step, _key(alarm, r), reason) for r, reason in _spread(ranked)]
+
+
+def _key(alarm: Alarm, record: Any) -> str | None:
+    """Where the runner stored the rollout's transcript; None for ids no store key can hold (records read
+    from a file: a run id too long for a folder name, or none)."""
+    try:
+        return transcript_key(alarm.run_id, alarm.step, record.group_id, record.rollout_id)  # type: ignore[arg-type]
+    except ValueError:
+        return None

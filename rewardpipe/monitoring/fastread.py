@@ -20,6 +20,7 @@ here in full, with the meaning the careful path gives it, or not at all.
 from __future__ import annotations
 
 import re
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
@@ -29,7 +30,7 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
-from rewardpipe.models import MAX_SCORE_MAGNITUDE, RECORD_SCHEMA, field_error
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, MAX_STEP, RECORD_SCHEMA, field_error
 from rewardpipe.monitoring.batch import Labels, RecordBatch
 from rewardpipe.monitoring.columns import paused_gc
 from rewardpipe.monitoring.statistics import AGG
@@ -40,7 +41,8 @@ SAMPLE_BYTES = 1 << 22
 # columns would hold them (one column per name and row): the careful path, whose memory follows the
 # values actually present, takes it.
 MAX_NAMES = 256
-_STRINGS = ("run_id", "group_id", "rollout_id", "task_id", "status")
+_IDS = ("run_id", "group_id", "rollout_id", "task_id")
+_STRINGS = (*_IDS, "status")
 _REQUIRED = itemgetter(*_STRINGS, "components", "weights", "aggregate")
 _NUMBER = {float, int}
 _OPTIONAL_NUMBER = {float, int, type(None)}
@@ -210,6 +212,10 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
               pa.array([], type=schema.field(name).type) for name in schema.names}
     if any(column[name].null_count for name in (*_STRINGS, "schema", "step", "components", "weights")):
         return None  # a required field absent or null (or a step not given: rare, left to the careful path)
+    if len(column["step"]) and not _steps_in_bounds(column["step"].to_numpy(zero_copy_only=False)):
+        return None  # a Record refuses the step: the careful path names the line
+    if any(pc.min(pc.utf8_length(column[name])).as_py() == 0 for name in _IDS if len(column[name])):
+        return None  # an empty id: refused by a Record too
     if not pc.all(pc.equal(column["schema"], RECORD_SCHEMA)).as_py():
         return None
     status = column["status"]
@@ -393,7 +399,8 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
     if (
         schemas != {RECORD_SCHEMA}
         or any("schema_" in d for d in parsed)  # the field's own name is accepted too: leave it to the model
-        or not all(_types(column) <= {str} for column in (run_ids, group_ids, rollout_ids, task_ids))
+        or not all(_types(column) <= {str} and "" not in column for column in (run_ids, group_ids, rollout_ids,
+                                                                                  task_ids))
         or not set(statuses) <= {"scored", "error"}
         or not _types(steps) <= {int}
         or not (_types(comps) | _types(weights) | _types(metrics)) <= {dict}
@@ -412,6 +419,8 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         step_column = np.array(steps, dtype=np.int64)
     except OverflowError:
         return None
+    if not _steps_in_bounds(step_column):
+        return None
     scored = np.fromiter((s == "scored" for s in statuses), dtype=bool, count=len(statuses))
     inprocess = np.fromiter((m.get("exec_mode") == "inprocess" for m in metrics), dtype=bool, count=len(metrics))
     return RecordBatch(
@@ -421,6 +430,11 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
         weights={k: v for k, (v, _) in weight_columns.items()},
         values={k: v for k, (v, _) in values.items()}, nulls={k: n & scored for k, (_, n) in values.items()},
         positions=positions, load=_loader(lambda number: lines[number - 1]))
+
+
+def _steps_in_bounds(steps: np.ndarray) -> bool:
+    """Every step is one a Record accepts (0 to MAX_STEP)."""
+    return not len(steps) or (int(steps.min()) >= 0 and int(steps.max()) <= MAX_STEP)
 
 
 def _parse(lines: list[bytes]) -> tuple[list[Any], np.ndarray] | None:
@@ -591,6 +605,11 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     status, schema = coded["status"], coded["schema"]
     if not set(schema.names) <= {RECORD_SCHEMA} or not set(status.names) <= {"scored", "error"}:
         return None
+    if not _steps_in_bounds(column["step"].to_numpy(zero_copy_only=False)):
+        return None
+    if any("" in coded[name].names for name in ("run_id", "group_id", "task_id")) or (
+            pc.min(pc.utf8_length(column["rollout_id"])).as_py() == 0):
+        return None  # an empty id: the careful path names the row
     scored = status.codes == (status.names.index("scored") if "scored" in status.names else -1)
     values, nulls = _map_columns(column["components"], rows)
     weights, _ = _map_columns(column["weights"], rows)
@@ -690,25 +709,28 @@ def _same_keys_on_every_row(keys: Any, start: int, rows: int, width: int) -> lis
 # -- a local store's record files ------------------------------------------------------------------------
 
 
-def read_store_batch(store: Any, run_id: str, step: int | None = None) -> RecordBatch | None:
-    """A local store's records of one run (or step) as columns, in the order ``Store.iter_records`` yields
-    them (step order, then the store's listing order), or None when anything needs the careful path: an
-    object that is not where its record belongs (which covers every key that is not a record key), or a
-    file the JSONL readers cannot vouch for (the careful path reports each of those by key)."""
-    import os
-
+def read_store_batch(store: Any, run_id: str, step: int | None = None, steps: list[int] | None = None,
+                     progress: Any = None) -> RecordBatch | None:
+    """A local store's records of one run (or of one step, or of ``steps``) as columns, in the order
+    ``Store.iter_records`` yields them (step order, then the store's listing order), or None when anything
+    needs the careful path: an object that is not where its record belongs (which covers every key that
+    is not a record key), anything the store's layout rules report (a stray step folder, a link, a FIFO:
+    see rewardpipe.store), or a file the JSONL readers cannot vouch for (the careful path reports each of
+    those by key). ``progress(files read, files)`` is called as the files are read (a progress bar)."""
     from rewardpipe.store import LocalStore, step_prefix
 
     if not isinstance(store, LocalStore):
         return None  # one request per object on S3: the careful path is no slower there
-    # The keys iter_records lists (same set, same order), and plain paths under the root: pathlib per file
-    # costs more than reading it.
-    root = os.fspath(store.root)
-    keys = [key for n in ([step] if step is not None else store.list_steps(run_id))
-            for key in store._list(step_prefix(run_id, n))]
-    if not keys:
+    strays: list[Any] = []
+    if step is not None:
+        chosen = [step]
+    else:
+        stored = store.list_steps(run_id, on_stray=strays.append)
+        chosen = stored if steps is None else sorted(set(steps) & set(stored))
+    keys = [key for n in chosen for key in store._list_checked(step_prefix(run_id, n), strays.append)]
+    if strays or not keys:
         return None
-    blobs = _read_files([f"{root}/{key}" for key in keys])
+    blobs = _read_files(store, keys, progress)
     if blobs is None or not all(blobs):  # changed while we read, or an empty object: the careful path copes
         return None
     data = b"\n".join(blobs) + b"\n"
@@ -723,37 +745,32 @@ def read_store_batch(store: Any, run_id: str, step: int | None = None) -> Record
 _READERS = 4  # threads reading record files: open and read wait in the kernel without the GIL
 
 
-def _read_files(paths: list[str]) -> list[bytes] | None:
-    """Each file's bytes less its trailing line ends, in order; None if one cannot be read."""
-    if len(paths) < 256:
-        return _read_some(paths)
-    share = -(-len(paths) // _READERS)
+_PROGRESS_CHUNK = 4096  # files read between two reports to a progress callback
+
+
+def _read_files(store: Any, keys: list[str], progress: Any = None) -> list[bytes] | None:
+    """Each file's bytes less its trailing line ends, in order (read by the store's own rules: no link
+    followed, regular files only); None if one cannot be read. With ``progress``, the files are read in
+    chunks and ``progress(files read, files)`` called after each."""
+    done = [0]
+    lock = threading.Lock()
+
+    def some(part: list[str]) -> list[bytes] | None:
+        blobs = store.read_many(part)
+        if progress is not None and blobs is not None:
+            with lock:
+                done[0] += len(part)
+                progress(done[0], len(keys))
+        return None if blobs is None else [blob.rstrip(b"\r\n") for blob in blobs]
+
+    if len(keys) < 256:
+        return some(keys)
+    share = -(-len(keys) // _READERS)
+    if progress is not None:
+        share = min(share, _PROGRESS_CHUNK)
     with ThreadPoolExecutor(_READERS) as pool:
-        parts = list(pool.map(_read_some, [paths[i:i + share] for i in range(0, len(paths), share)]))
+        parts = list(pool.map(some, [keys[i:i + share] for i in range(0, len(keys), share)]))
     return None if any(part is None for part in parts) else [blob for part in parts for blob in part]
-
-
-def _read_some(paths: list[str]) -> list[bytes] | None:
-    import os
-
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
-    out = []
-    try:
-        for path in paths:
-            fd = os.open(path, flags)
-            try:
-                data = os.read(fd, 1 << 16)
-                if len(data) == 1 << 16:  # a long record: the rest (a short read of a file is its end)
-                    rest = [data]
-                    while chunk := os.read(fd, 1 << 20):
-                        rest.append(chunk)
-                    data = b"".join(rest)
-            finally:
-                os.close(fd)
-            out.append(data.rstrip(b"\r\n"))
-    except OSError:
-        return None
-    return out
 
 
 _PLAIN_ID = re.compile(r"[a-z0-9_.~-]{1,240}")  # ids encode_id leaves as they are (but a final dot, a device name)

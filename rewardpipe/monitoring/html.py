@@ -67,10 +67,11 @@ def line_chart(title: str, steps: Sequence[int], lines: Sequence[tuple[str, Sequ
     values = [v for _, series, _, _ in lines for v in series if isinstance(v, (int, float)) and math.isfinite(v)]
     if y_range is None:
         lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-        if hi - lo < 1e-12:
-            lo, hi = lo - 0.5, hi + 0.5
     else:
         lo, hi = y_range
+    if not hi - lo >= 1e-12 * max(1.0, abs(lo), abs(hi)):  # one value (at 9e15, lo + 0.5 is lo): a band round it
+        pad = max(0.5, abs(lo) * 1e-6)
+        lo, hi = lo - pad, hi + pad
     first, last = (steps[0], steps[-1]) if steps else (0, 1)
     span = max(1, last - first)
 
@@ -322,10 +323,14 @@ def _alarms(report: dict[str, Any]) -> str:
 
 
 def _summary(report: dict[str, Any]) -> str:
+    unfinished = report.get("unfinished_steps") or []
+    progress = (f'<p class="sub"><b>run still being written</b> (or interrupted): finished steps only; '
+                f'{len(unfinished)} unfinished step(s) ({_t(", ".join(map(str, unfinished[:20])))}'
+                f'{" …" if len(unfinished) > 20 else ""}) not judged</p>') if report.get("in_progress") else ""
     return (f'<p class="sub">run <b>{_t(report["run_id"])}</b> · {report["records"]} records '
             f'({report["errors"]} infrastructure errors, excluded) · {report["groups"]} groups · {report["tasks"]} '
             f'tasks · steps {report["steps"][0] if report["steps"] else "–"}–'
-            f'{report["steps"][-1] if report["steps"] else "–"} · {len(report["alarms"])} alarm(s)</p>')
+            f'{report["steps"][-1] if report["steps"] else "–"} · {len(report["alarms"])} alarm(s)</p>{progress}')
 
 
 def _page(title: str, body: str) -> str:

@@ -9,16 +9,18 @@ across the batch and whatever its weight. See :mod:`rewardpipe.monitoring` for w
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 
 from rewardpipe.models import Record
 from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
-from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm, AlarmSink, dispatch
+from rewardpipe.monitoring.alarms import (AGGREGATE_TARGET, Alarm, AlarmSink, Delivery, DeliveryFailure, deliver,
+                                          dispatch)
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
-from rewardpipe.monitoring.state import MonitorState, load_state, state_key
+from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
 from rewardpipe.monitoring.statistics import StepAcc, accumulate
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
@@ -34,6 +36,8 @@ class MonitorResult:
     alarms: list[Alarm]
     state: MonitorState
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # filled by callers reading a source
+    #: monitor_step: alarms every durable sink already had (delivered by an earlier, interrupted check)
+    already_delivered: list[Alarm] = field(default_factory=list)
 
     def step(self, n: int) -> StepReport:
         for report in self.steps:
@@ -152,6 +156,18 @@ def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> N
     alarm.examples = [e.to_dict() for e in choose_examples(alarm, acc, th, [d.cause for d in related])]
 
 
+class StepPublisher(Protocol):
+    """What an adapter adds to each step :func:`monitor_step` checks (the variance-check Lambda: the
+    verdict JSON and the CloudWatch metrics)."""
+
+    def before_commit(self, run_id: str, result: MonitorResult) -> list[dict[str, Any]]:
+        """Publish what may be published twice (the verdict object, at a key of its own) and return what
+        must be delivered once (metric points, as JSON), to keep in the step's pending delivery."""
+
+    def publish(self, run_id: str, entry: PendingDelivery) -> None:
+        """Deliver ``entry.metrics``; raise if they were not delivered (they stay pending)."""
+
+
 def monitor_step(
     store: Store,
     run_id: str,
@@ -160,28 +176,116 @@ def monitor_step(
     sinks: Iterable[AlarmSink] = (),
     *,
     persist_state: bool = True,
+    publisher: StepPublisher | None = None,
 ) -> MonitorResult:
     """Monitor one step of a run stored in ``store``, continuing the run's saved hysteresis state.
 
-    The local runner calls this after each step, and so can the variance-check Lambda: it reads the
+    The local runner calls this after each step, and so does the variance-check Lambda: it reads the
     state from :func:`state_key`, reads the step's records (unreadable objects are listed in
-    ``result.unreadable``), sends the alarms to ``sinks`` and saves the new state. A corrupt saved state
-    is moved aside and replaced by a fresh one (:func:`load_state`), and listed in ``result.unreadable``.
+    ``result.unreadable``), and then, so that no alarm is lost or delivered twice whatever fails when:
+
+    1. delivers what earlier checks committed but did not deliver (the state's ``pending``: a check that
+       died after its commit, a sink that failed);
+    2. commits the new state with this step checked **and** its alarms (and the publisher's metrics)
+       pending, in one write: until it is written nothing is delivered, and the step is checked again
+       next time;
+    3. delivers them (:func:`~rewardpipe.monitoring.alarms.deliver`: a durable sink's ledger is asked
+       first, so an alarm that got through before is not sent again), then commits the state without the
+       entries that were delivered everywhere.
+
+    ``result.alarms`` are the alarms this call delivered for the first time (a late one of an earlier
+    step included); ``result.already_delivered`` those every durable sink already had. A delivery that
+    failed is listed in ``result.unreadable`` as ``alarm-delivery:<sink>`` and stays pending. A corrupt
+    saved state is moved aside and replaced by a fresh one (:func:`load_state`), and listed too. With
+    ``persist_state=False`` nothing is committed and the alarms go straight to ``sinks``.
     """
     previous, state_problem = load_state(store, run_id)
     bad: list[BadObject] = [state_problem] if state_problem is not None else []
+    sinks = list(sinks)
+    late = Delivery()
+    notes: list[dict[str, Any]] = []
+    if persist_state and previous.pending:
+        late = _deliver_pending(store, run_id, previous, sinks, publisher, notes)
     result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), thresholds, previous)
     result.unreadable = [b.to_dict() for b in bad] + result.unreadable
-    failures = dispatch(result.alarms, sinks)
-    if failures:
-        result.unreadable.extend(
-            {"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
-            for f in failures
-        )
-    if persist_state:
-        if result.state.run_id is None:
-            result.state.run_id = run_id
-        store.put_json(state_key(run_id), result.state.to_dict())
+    if not persist_state:
+        result.unreadable.extend(_failed(dispatch(result.alarms, sinks)))
+        return result
+    if result.state.run_id is None:
+        result.state.run_id = run_id
+    newly = any(report.step == step and not report.replayed for report in result.steps)
+    if newly:
+        metrics = publisher.before_commit(run_id, result) if publisher is not None else []
+        if result.alarms or metrics:
+            result.state.pending.append(PendingDelivery(step=step, alarms=[a.to_dict() for a in result.alarms],
+                                                        metrics=metrics))
+    commit_state(store, run_id, result.state)  # the step and what it owes, in one write
+    now = _deliver_pending(store, run_id, result.state, sinks, publisher, notes, only_step=step)
+    # a late alarm still owed is listed when it finally goes through, not on every call until then
+    result.alarms = [alarm for alarm in late.raised if alarm not in late.owed] + now.raised
+    result.already_delivered = late.already + now.already
+    result.unreadable.extend(_failed(late.failures + now.failures) + notes)
     return result
 
 
+def flush_pending(store: Store, run_id: str, sinks: Iterable[AlarmSink] = (),
+                  publisher: StepPublisher | None = None) -> tuple[Delivery, list[dict[str, Any]]]:
+    """Deliver what the run's state still owes (the outbox of checks that died or whose sinks failed),
+    without checking any step: (what was delivered, notes on what failed)."""
+    state, _ = load_state(store, run_id)
+    notes: list[dict[str, Any]] = []
+    if not state.pending:
+        return Delivery(), notes
+    done = _deliver_pending(store, run_id, state, list(sinks), publisher, notes)
+    notes.extend(_failed(done.failures))
+    return done, notes
+
+
+def commit_state(store: Store, run_id: str, state: MonitorState) -> None:
+    """Write the run's state, with a fresh ``commit`` token (see MonitorState.commit)."""
+    state.commit = uuid.uuid4().hex
+    store.put_json(state_key(run_id), state.to_dict())
+
+
+def _deliver_pending(store: Store, run_id: str, state: MonitorState, sinks: list[AlarmSink],
+                     publisher: StepPublisher | None, notes: list[dict[str, Any]],
+                     only_step: int | None = None) -> Delivery:
+    """Deliver the state's pending entries (or only step ``only_step``'s), drop what got everywhere, and
+    commit the state if that changed it. A failing commit here is only noted: what was delivered is in
+    the sinks' ledgers, and the entries are delivered (as far as still owed) by the next check."""
+    total = Delivery()
+    keep: list[PendingDelivery] = []
+    changed = False
+    for entry in state.pending:
+        if only_step is not None and entry.step != only_step:
+            keep.append(entry)
+            continue
+        done = deliver([Alarm.from_dict(alarm) for alarm in entry.alarms], sinks)
+        for name in ("raised", "already", "failures"):
+            getattr(total, name).extend(getattr(done, name))
+        metrics = entry.metrics
+        if metrics and publisher is not None:
+            try:
+                publisher.publish(run_id, entry)
+                metrics = []
+            except Exception as exc:  # noqa: BLE001 - kept pending, reported, delivered next time
+                notes.append({"key": f"metrics-delivery:{type(publisher).__name__}",
+                              "reason": f"step {entry.step}: {type(exc).__name__}: {exc}"})
+        owed = [alarm.to_dict() for alarm in done.owed]
+        if owed or metrics:
+            keep.append(PendingDelivery(step=entry.step, alarms=owed, metrics=metrics))
+        changed = changed or owed != entry.alarms or metrics != entry.metrics
+    if changed:
+        state.pending = keep
+        try:
+            commit_state(store, run_id, state)
+        except Exception as exc:  # noqa: BLE001 - see the docstring
+            notes.append({"key": state_key(run_id), "reason": f"delivered, but the state that says so could not be "
+                                                              f"written ({type(exc).__name__}: {exc}); the next "
+                                                              f"check delivers what is still owed"})
+    return total
+
+
+def _failed(failures: list[DeliveryFailure]) -> list[dict[str, Any]]:
+    return [{"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
+            for f in failures]

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from rewardpipe.monitoring.alarms import AlarmSink
-from rewardpipe.monitoring.monitor import MonitorResult, monitor_step
+from rewardpipe.monitoring.monitor import MonitorResult, StepPublisher, monitor_step
 from rewardpipe.monitoring.state import load_state
 from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.store import Store
@@ -41,6 +41,7 @@ def check_pending(
     sinks: Iterable[AlarmSink] = (),
     *,
     skip_newest: bool = False,
+    publisher: StepPublisher | None = None,
 ) -> list[RunCheck]:
     """Check every unchecked step of ``run_ids`` (default: every run in the store), oldest first.
 
@@ -68,7 +69,7 @@ def check_pending(
             steps = steps[:-1]
         for step in state.unchecked(steps):
             try:
-                check.results.append(monitor_step(store, run_id, step, thresholds, sinks))
+                check.results.append(monitor_step(store, run_id, step, thresholds, sinks, publisher=publisher))
             except Exception as exc:  # noqa: BLE001 - one broken step must not stop the later ones
                 check.problems.append({"run_id": run_id, "step": step, "error": _describe(exc)})
     return checks

@@ -8,10 +8,11 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import Any
 
-from rewardpipe.monitoring.alarms import Alarm, alarm_key
+from rewardpipe.monitoring.alarms import Alarm, alarm_key, delivery_key
 from rewardpipe.store import Store
 
 
@@ -53,18 +54,33 @@ class ConsoleAlarmSink:
 
 
 class StoreAlarmSink:
-    """Write each alarm as JSON beside the records of its run (``alarm_key``)."""
+    """Write each alarm as JSON beside the records of its run (``alarm_key``). Durable: the stored alarm
+    object is its own ledger (``already_delivered``), so an alarm is written once per run."""
 
     def __init__(self, store: Store, run_id: str | None = None) -> None:
         self.store = store
         self.run_id = run_id
         self.written: list[str] = []
 
-    def emit(self, alarm: Alarm) -> None:
+    def _key(self, alarm: Alarm) -> str:
         run_id = alarm.run_id or self.run_id
         if not run_id:
             raise ValueError("StoreAlarmSink needs a run_id (on the alarm or the sink) to place the alarm")
-        key = alarm_key(run_id, alarm.step, alarm.component, alarm.kind)
+        return alarm_key(run_id, alarm.step, alarm.component, alarm.kind)
+
+    def already_delivered(self, alarm: Alarm) -> bool:
+        """The alarm's object is stored (an unreadable one is written again)."""
+        try:
+            stored = json.loads(self.store.get_bytes(self._key(alarm)))
+        except KeyError:
+            return False
+        except ValueError:  # not JSON (or cut short): written again
+            return False
+        return isinstance(stored, dict) and (stored.get("kind"), stored.get("component"), stored.get("step")) == (
+            alarm.kind, alarm.component, alarm.step)
+
+    def emit(self, alarm: Alarm) -> None:
+        key = self._key(alarm)
         self.store.put_json(key, alarm.to_dict())
         self.written.append(key)
 
@@ -76,7 +92,7 @@ class SnsAlarmSink:
     SUBJECT_LIMIT = 100  # SNS rejects longer subjects
     MESSAGE_LIMIT = 256 * 1024 - 4096  # SNS's 256 KiB covers the message and its attributes; keep a margin
 
-    def __init__(self, topic_arn: str, client: Any = None) -> None:
+    def __init__(self, topic_arn: str, client: Any = None, *, ledger: Store | None = None) -> None:
         if not topic_arn or not topic_arn.startswith("arn:"):
             raise ValueError(f"SnsAlarmSink needs a topic ARN (arn:aws:sns:...), got {topic_arn!r}")
         if client is None:
@@ -85,7 +101,32 @@ class SnsAlarmSink:
             client = boto3.client("sns")
         self.topic_arn = topic_arn
         self.client = client
+        self.ledger = ledger
         self.message_ids: list[str] = []
+
+    @property
+    def fifo(self) -> bool:
+        return self.topic_arn.endswith(".fifo")
+
+    def _ledger_key(self, alarm: Alarm) -> str | None:
+        if self.ledger is None or not alarm.run_id:
+            return None
+        return delivery_key(alarm.run_id, alarm, "sns")
+
+    def already_delivered(self, alarm: Alarm) -> bool:
+        """With a ``ledger`` store: a publish of this alarm got through before (its marker is stored). SNS
+        has no idempotent publish on a standard topic, so this ledger is what keeps a retried check from
+        sending an alarm twice; the one window left is a check that dies between SNS's answer and the
+        marker's write. On a FIFO topic, SNS also drops a repeat with the same deduplication id within
+        five minutes. Without a ledger: always False (every call publishes)."""
+        key = self._ledger_key(alarm)
+        if key is None:
+            return False
+        try:
+            self.ledger.get_bytes(key)  # type: ignore[union-attr]
+        except KeyError:
+            return False
+        return True
 
     @classmethod
     def subject(cls, alarm: Alarm) -> str:
@@ -116,10 +157,25 @@ class SnsAlarmSink:
         }
         if alarm.run_id:
             attributes["run_id"] = {"DataType": "String", "StringValue": alarm.run_id}
+        # subscribers can drop a repeat themselves: the same alarm always carries the same key
+        attributes["dedupe_key"] = {"DataType": "String", "StringValue": alarm.dedupe_key}
+        fifo: dict[str, str] = {}
+        if self.fifo:  # ids of at most 128 characters: digests (SNS deduplicates within 5 minutes)
+            fifo = {"MessageDeduplicationId": _digest(alarm.dedupe_key),  # one run's alarms stay in order
+                    "MessageGroupId": _digest(alarm.run_id or "-")[:32]}
         response = self.client.publish(
             TopicArn=self.topic_arn,
             Subject=self.subject(alarm),
             Message=self.message(alarm),
             MessageAttributes=attributes,
+            **fifo,
         )
         self.message_ids.append(response["MessageId"])
+        key = self._ledger_key(alarm)
+        if key is not None:
+            self.ledger.put_json(key, {"dedupe_key": alarm.dedupe_key,  # type: ignore[union-attr]
+                                       "message_id": response["MessageId"], "topic": self.topic_arn})
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()

@@ -10,7 +10,7 @@ from typing import Any, Iterable, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rewardpipe.monitoring.thresholds import MonitorInputError
-from rewardpipe.store import BadObject, Store, run_prefix
+from rewardpipe.store import BadObject, Store, UnreadableObject, run_prefix
 
 STATE_SCHEMA = "rewardpipe.monitor-state/v2"
 #: Earlier states (``last_step`` only) are read and upgraded: every step up to ``last_step`` counts as checked.
@@ -37,6 +37,20 @@ class TargetState(BaseModel):
     dying_since: int | None = None
 
 
+class PendingDelivery(BaseModel):
+    """What a checked step still has to deliver (the outbox): its alarms, and what an adapter keeps for it
+    (the variance check's metric points). A check commits the step and its pending delivery in one state
+    write, then delivers, then drops the entry: a check that dies in between delivers on its next call,
+    and the sinks' ledgers (``runs/<run>/monitor/delivered/``, the stored alarm objects) keep a second
+    delivery from repeating one that got through (see :func:`rewardpipe.monitoring.alarms.deliver`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0)
+    alarms: list[dict[str, Any]] = Field(default_factory=list)
+    metrics: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class MonitorState(BaseModel):
     """What the monitor must remember between steps.
 
@@ -55,6 +69,11 @@ class MonitorState(BaseModel):
     last_step: int | None = None
     checked: list[tuple[int, int]] = Field(default_factory=list)
     targets: dict[str, TargetState] = Field(default_factory=dict)
+    #: Checked steps whose alarms (or metrics) are not yet delivered everywhere (see PendingDelivery).
+    pending: list[PendingDelivery] = Field(default_factory=list)
+    #: A token naming the write that stored this state: a conditional write whose answer was lost is
+    #: told apart from one that lost a race by reading the state back (rewardpipe.aws.monitoring).
+    commit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return self.model_dump(by_alias=True, mode="json")
@@ -127,12 +146,16 @@ def load_state(store: Store, run_id: str) -> tuple[MonitorState, BadObject | Non
         raw = store.get_bytes(key)
     except KeyError:
         return MonitorState(run_id=run_id), None
+    except UnreadableObject as exc:  # a folder, a FIFO, a link where the state should be: nothing to keep
+        fresh = MonitorState(run_id=run_id)
+        store.put_json(key, fresh.to_dict())  # replaces a link or a FIFO itself (a folder stays: StoreError)
+        return fresh, BadObject(key, f"unusable monitor state ({exc.reason}); replaced by a fresh state")
     try:
         data = json.loads(raw)
         state = MonitorState.from_dict(data)
         if state.run_id is not None and state.run_id != run_id:
             raise MonitorInputError(f"the state is for run {state.run_id!r}")
-    except (ValueError, UnicodeDecodeError) as exc:  # JSONDecodeError and MonitorInputError are ValueErrors
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSONDecodeError, MonitorInputError: ValueErrors
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         aside = f"{run_prefix(run_id)}monitor/state.corrupt-{stamp}.json"
         store.put_bytes(aside, raw)

@@ -222,7 +222,8 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     eligible = n >= 2
     std = np.where(eligible, np.sqrt(np.where(eligible, var, 0.0)), 0.0)
     zero = eligible & (std <= epsilon)
-    sizes = abs(acc.weights.get(name, 1.0)) * std
+    with np.errstate(over="ignore", invalid="ignore"):  # a weight near 1e308: inf, and no share (see below)
+        sizes = abs(acc.weights.get(name, 1.0)) * std
     n_total = int(n[present].sum())
     stats.update(values=n_total, groups=int(present.sum()), eligible_groups=int(eligible.sum()),
                  zero_variance_groups=int(zero.sum()))
@@ -249,8 +250,9 @@ def advantage_share_means(group_sizes: dict[str, np.ndarray]) -> dict[str, float
     if not group_sizes:
         return {}
     sizes = np.vstack(list(group_sizes.values()))
-    totals = sizes.sum(axis=0)
-    signal = totals > 0.0
+    with np.errstate(over="ignore", invalid="ignore"):
+        totals = sizes.sum(axis=0)
+    signal = (totals > 0.0) & np.isfinite(totals)  # a group whose sizes overflow has no share to give
     count = int(signal.sum())
     if not count:
         return {}

@@ -23,6 +23,7 @@ from rewardpipe.components import (
     LEGACY_INPUT,
     Component,
     ComponentDefinitionError,
+    ComponentUnavailable,
     check_name,
     input_names,
     is_async_callable,
@@ -184,6 +185,11 @@ def first_line(exc: BaseException) -> str:
 
 
 def raised_error(name: str, exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, ComponentUnavailable):  # "cannot compute, and here is why": not a bug in the component
+        from rewardpipe.safe_text import printable
+
+        reason = printable(str(exc.reason), keep_newlines=False)[:RAISED_MESSAGE_CHARS]
+        return ErrorInfo(kind="component_unavailable", message=f"component '{name}' could not compute: {reason}")
     return ErrorInfo(kind="component_raised", message=f"component '{name}' raised {first_line(exc)}")
 
 

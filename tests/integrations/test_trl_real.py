@@ -20,17 +20,22 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
 from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
 
+def config(tmp_path, *, batch: int, max_completion_length: int, reward_weights) -> GRPOConfig:
+    """Two training steps on CPU, one batch of ``batch`` completions (groups of GROUP) per step."""
+    return GRPOConfig(
+        output_dir=str(tmp_path / "out"), per_device_train_batch_size=batch, num_generations=GROUP,
+        max_completion_length=max_completion_length, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0,
+        seed=0, report_to="none", use_cpu=True, save_strategy="no", reward_weights=reward_weights,
+        disable_tqdm=True, dataloader_num_workers=0,
+    )
+
+
 def train(tmp_path, **callback_kwargs):
     tokenizer = char_tokenizer()
     callback = RewardPipeCallback(reward=REWARD, run_id="trl-test", **callback_kwargs)
     weights = list(callback.reward_weights)
     weights[1] = 2.0  # the trainer's weights differ from the reward's defaults: the monitor must use these
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=len(PROMPTS) * GROUP, num_generations=GROUP,
-        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=weights, disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8, reward_weights=weights)
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
     trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
                           train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
@@ -83,6 +88,73 @@ def test_ignored_component_gets_figures_but_no_alarm(tmp_path):
 
 
 # --------------------------------------------------------------------------------------------------
+# A user's reward, by reference, with a component that raises on some rows
+
+USER_REWARD = """
+from acme_rl.json_answer import JSON_ANSWER
+from rewardpipe import Reward, component
+
+
+@component(range=(0.0, 1.0), role="shaping")
+def length_share(completion):
+    return min(1.0, len(completion) / 8)
+
+
+@component(range=(0.0, 1.0), role="shaping", weight=0.5)
+def refuses_boom(reference):
+    if reference == "BOOM":
+        raise ValueError("a reference this component cannot read: BOOM")
+    return 1.0
+
+
+REWARD = Reward("acme_flaky", [*JSON_ANSWER.components, length_share, refuses_boom])
+"""
+
+
+def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_rows_out(tmp_path, monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "fixtures" / "user_pkg"))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "acme_flaky.py").write_text(USER_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+    store_dir = tmp_path / "store"
+    callback = RewardPipeCallback(reward="acme_flaky:REWARD", run_id="trl-user", store=str(store_dir))
+    assert callback.reward.component_names == ["valid_json", "answer_matches", "too_long", "length_share",
+                                               "refuses_boom"]
+    tokenizer = char_tokenizer()
+    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8,
+                  reward_weights=callback.reward_weights)
+    # The second prompt's reference makes a component raise: its group must be error records, never zeros.
+    dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "BOOM", "12", "100"] * 4})
+    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
+                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer.train()  # a raising component costs its rows, not the run
+
+    records = [json.loads(p.read_text()) for p in (store_dir / "runs" / "trl-user").rglob("c*.json")]
+    assert len(records) == 2 * len(PROMPTS) * GROUP
+    failed = [r for r in records if r["status"] == "error"]
+    # The BOOM prompt's groups (TRL samples prompts at random: one or more per step), whole groups, nothing else.
+    groups = {(r["step"], r["group_id"]) for r in failed}
+    assert failed and len(failed) == GROUP * len(groups)
+    assert [report.error_rate for report in callback.reports] == [
+        sum(1 for r in failed if r["step"] == step) / (len(PROMPTS) * GROUP) for step in (0, 1)]
+    for record in failed:
+        assert record["error"]["kind"] == "component_raised" and set(record["components"].values()) == {None}
+    scored = [r for r in records if r["status"] == "scored"]
+    assert all(r["components"]["refuses_boom"] == 1.0 for r in scored)
+    # TRL got None from every function for those rows (NaN: left out of the group's baseline): the reward it
+    # logged is the mean over the scored rows only, not one diluted by zeros.
+    logged = [e for e in trainer.state.log_history if "reward" in e and "rewards/acme_flaky_length_share/mean" in e]
+    assert len(logged) == 2
+    for step, entry in enumerate(logged):
+        step_scored = [r["aggregate"] for r in scored if r["step"] == step]
+        with_zeros = sum(step_scored) / (len(PROMPTS) * GROUP)
+        assert entry["reward"] == pytest.approx(sum(step_scored) / len(step_scored), rel=1e-4)
+        assert entry["reward"] != pytest.approx(with_zeros, rel=1e-4)
+
+
+# --------------------------------------------------------------------------------------------------
 # Multi-turn: the ask-before-coding episode as GRPOTrainer's rollout_func
 
 
@@ -104,12 +176,7 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     tokenizer = char_tokenizer(string.printable)
     rollout = EpisodeRollout(_tasks(), max_turns=3, max_turn_tokens=6)
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-multiturn")
-    args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=2 * GROUP, num_generations=GROUP,
-        max_completion_length=96, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", reward_weights=callback.reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
-    )
+    args = config(tmp_path, batch=2 * GROUP, max_completion_length=96, reward_weights=callback.reward_weights)
     trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
                           train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
                           rollout_func=rollout)
@@ -137,6 +204,63 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     # TRL took the simulator's tokens out of the loss: its completion length counts the model's tokens only.
     model_tokens = [sum(e.tokens.env_mask) for e in episodes]
     assert steps[-1]["completions/mean_length"] == pytest.approx(sum(model_tokens) / len(model_tokens))
+
+
+GUESS_REWARD = """
+from acme_rl.guess import GUESS_REWARD
+from rewardpipe import Reward, component
+
+
+@component(range=(0.0, 1.0), role="shaping", weight=0.1)
+def trips_on_42(task):
+    if task.secret == 42:
+        raise KeyError("no rule for 42")
+    return 1.0
+
+
+REWARD = Reward("guess_flaky", [*GUESS_REWARD.components, trips_on_42])
+"""
+
+
+def test_a_users_multi_turn_env_by_reference_with_groups_sharing_a_prompt(tmp_path, monkeypatch):
+    import string
+    from pathlib import Path
+
+    from rewardpipe.integrations.trl import EpisodeRollout
+
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "user_pkg"
+    monkeypatch.syspath_prepend(str(fixture))
+    (tmp_path / "pkg").mkdir()
+    (tmp_path / "pkg" / "guess_flaky.py").write_text(GUESS_REWARD)
+    monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
+
+    tokenizer = char_tokenizer(string.printable)
+    # Every guess task opens with the same prompt: each group is one task, the groups take the tasks in turn.
+    rollout = EpisodeRollout(fixture / "data" / "guess_tasks.jsonl", env="acme_rl.guess:ENVIRONMENT",
+                             reward="guess_flaky:REWARD", max_turns=3, max_turn_tokens=4)
+    assert len({json.dumps(row["prompt"]) for row in rollout.dataset_rows()}) == 1
+    callback = RewardPipeCallback(episodes=rollout, run_id="trl-guess")
+    args = config(tmp_path, batch=3 * GROUP, max_completion_length=64, reward_weights=callback.reward_weights)
+    trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
+                          train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
+                          rollout_func=rollout)
+    trainer.train()
+
+    assert rollout.batches == 2 and len(callback.reports) == 2
+    episodes = rollout.last_episodes
+    groups = [episodes[i:i + GROUP] for i in range(0, len(episodes), GROUP)]
+    assert all(len({e.task.task_id for e in group}) == 1 for group in groups)  # a group is one task
+    assert sorted(group[0].task.task_id for group in groups) == ["g-07", "g-42", "g-93"]  # taken in turn
+    for episode in episodes:
+        assert episode.state.assistant_turns >= 1
+        if episode.task.task_id == "g-42":  # the raising component: an error record, never a 0
+            assert episode.record.status == "error" and episode.record.error.kind == "component_raised"
+            assert "trips_on_42" in episode.record.error.message
+        else:
+            assert episode.record.status == "scored" and episode.record.components["trips_on_42"] == 1.0
+    steps = [e for e in trainer.state.log_history if "rewardpipe/error_rate" in e]
+    assert [e["rewardpipe/error_rate"] for e in steps] == [pytest.approx(1 / 3)] * 2
+    assert all(e["rewardpipe/episode/simulator_replies"] > 0 for e in steps)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -64,36 +64,50 @@ def test_a_real_multi_turn_env_gets_the_simulators_answers_from_the_hidden_spec(
     assert TASK["tests"] not in json.dumps(seen) and TASK["reference_solution"] not in "".join(replies)
 
 
+def scored_by(rub, completion, answer):
+    """(reward, metrics) of a real vf.SingleTurnEnv rollout whose model answers ``completion``, scored by ``rub``."""
+    server, url, _ = chat_server(lambda messages: completion)
+    try:
+        from openai import AsyncOpenAI
+        from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+
+        env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
+        client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
+
+        async def run():
+            state = await env.rollout({"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0,
+                                       "answer": answer}, client, "scripted")
+            await rub.score_rollout(state)
+            return state
+
+        state = asyncio.run(run())
+    finally:
+        server.shutdown()
+    return state["reward"], state["metrics"]
+
+
 def test_a_real_rubric_scores_each_component_and_weights_them_like_rewardpipe():
     rub = rubric("gsm8k")
     assert isinstance(rub, vf.Rubric) and rub.weights == [0.5, 1.0]
-
-    def scored(completion, answer):
-        server, url, _ = chat_server(lambda messages: completion)
-        try:
-            from openai import AsyncOpenAI
-            from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
-
-            env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
-            client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
-
-            async def run():
-                state = await env.rollout({"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0,
-                                           "answer": answer}, client, "scripted")
-                await rub.score_rollout(state)
-                return state
-
-            state = asyncio.run(run())
-        finally:
-            server.shutdown()
-        return state["reward"], state["metrics"]
-
-    reward, metrics = scored("5 + 7 = 12\n#### 12", "12")
+    reward, metrics = scored_by(rub, "5 + 7 = 12\n#### 12", "12")
     assert metrics == {"format": 1.0, "answer_correct": 1.0} and reward == pytest.approx(1.5)
-    reward, metrics = scored("It is 13", "12")
+    reward, metrics = scored_by(rub, "It is 13", "12")
     assert metrics == {"format": 0.0, "answer_correct": 0.0} and reward == 0.0
     # An unreadable reference: every component NaN (an error, visible), never verifiers' substituted 0.0.
-    reward, metrics = scored("#### 12", "twelve")
+    reward, metrics = scored_by(rub, "#### 12", "twelve")
+    assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
+
+
+def test_a_users_reward_by_reference_in_a_real_rubric_and_a_raising_component_is_nan_not_zero(monkeypatch):
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "fixtures" / "user_pkg"))
+    rub = rubric("acme_rl.json_answer:FLAKY")
+    assert rub.weights == [0.5, 1.0, 1.0]
+    reward, metrics = scored_by(rub, '{"answer": 12}', "12")
+    assert metrics == {"valid_json": 1.0, "answer_matches": 1.0, "explodes_on_boom": 1.0}
+    assert reward == pytest.approx(2.5)
+    # The component raises on BOOM: verifiers would log it and substitute 0.0; here every function is NaN.
+    reward, metrics = scored_by(rub, '{"answer": "BOOM"}', "12")
+    assert set(metrics) == {"valid_json", "answer_matches", "explodes_on_boom"}
     assert all(math.isnan(v) for v in metrics.values()) and math.isnan(reward)
 
 
@@ -111,3 +125,50 @@ def test_rubric_functions_declare_what_verifiers_passes():
         params = inspect.signature(fn).parameters
         assert {"completion", "answer", "prompt"} <= set(params)
         assert any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def test_a_real_group_with_identical_rollouts_runs_each_components_code_once_per_rollout():
+    """verifiers scores a group function by function (each function over every rollout, then the next): GRPO
+    groups often hold identical rollouts, and each must still be scored exactly once, not once per function."""
+    from rewardpipe import Reward, component
+
+    calls = []
+
+    @component(range=(0.0, 1.0), role="outcome")
+    def counted(completion: str) -> float:
+        calls.append(completion)
+        return 1.0 if "12" in completion else 0.0
+
+    @component(range=(0.0, 1.0), role="shaping", weight=0.5)
+    def short(completion: str) -> float:
+        return 1.0 if len(completion) < 40 else 0.0
+
+    @component(range=(0.0, 1.0), role="shaping")
+    def boom(completion: str) -> float:
+        if "BOOM" in completion:
+            raise ValueError("BOOM")
+        return 1.0
+
+    rub = rubric(Reward("counted", [counted, short, boom]))
+    answers = ['{"answer": 12}', '{"answer": 12}', '{"answer": 12}', '{"answer": 13}', "BOOM"]
+    served = iter(answers)  # the server answers each request in turn: the group's rollouts get these, in some order
+    server, url, _ = chat_server(lambda messages: next(served))
+    try:
+        from openai import AsyncOpenAI
+        from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
+
+        env = vf.SingleTurnEnv(dataset=_dataset(), rubric=rub)
+        client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
+        group = [{"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0, "answer": "12"}] * len(answers)
+        outputs = asyncio.run(env.run_group(group, client, "scripted", {}))
+    finally:
+        server.shutdown()
+    assert sorted(calls) == sorted(answers)  # once per rollout, whatever the number of functions
+    by_text = {}
+    for out in outputs:
+        mine = {k: v for k, v in out["metrics"].items() if k != "num_turns"}  # verifiers' own metric
+        by_text.setdefault(out["completion"][-1]["content"], []).append((out["reward"], mine))
+    assert by_text['{"answer": 12}'] == [(2.5, {"counted": 1.0, "short": 1.0, "boom": 1.0})] * 3
+    assert by_text['{"answer": 13}'] == [(1.5, {"counted": 0.0, "short": 1.0, "boom": 1.0})]
+    ((reward, metrics),) = by_text["BOOM"]
+    assert math.isnan(reward) and all(math.isnan(v) for v in metrics.values())

@@ -8,7 +8,7 @@ import torch
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
 from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
 
-from rewardpipe.rewards import Component, Reward
+from rewardpipe import Reward, component
 from rewardpipe.rewards.gsm8k import GSM8K
 
 GROUP = 4
@@ -35,21 +35,18 @@ def tiny_model(tokenizer, positions: int = 64) -> LlamaForCausalLM:
     return LlamaForCausalLM(config)
 
 
-def _completion(data) -> str:
-    texts = data.transcript.assistant_texts
-    return texts[-1] if texts else ""
+@component(range=(0.0, 1.0), role="shaping", description="mean character code / 128")
+def char_mean(completion: str) -> float:
+    return sum(map(ord, completion)) / (128.0 * max(1, len(completion)))
 
 
-def _prompt(data) -> str:
-    return next((m.content for m in data.transcript.messages if m.role == "user"), "")
+@component(range=(0.0, 1.0), role="shaping", description="length parity of the prompt")
+def prompt_parity(messages) -> float:
+    prompt = next((m.content for m in messages if m.role == "user"), "")
+    return float(len(prompt) % 2)
 
 
 # rewardpipe's GSM8K format component (dead: a random model never writes '#### N'), a component that varies
 # inside every group (the mean character code of a random completion) and one that is constant inside each
 # group yet varies across the batch (the prompt's length parity): TRL's batch std shows it alive.
-REWARD = Reward(name="toy", components=(
-    GSM8K.components[0],
-    Component("char_mean", 1.0, lambda d: sum(map(ord, _completion(d))) / (128.0 * max(1, len(_completion(d)))),
-              "mean character code / 128"),
-    Component("prompt_parity", 1.0, lambda d: float(len(_prompt(d)) % 2), "length parity of the prompt"),
-))
+REWARD = Reward("toy", [GSM8K.components[0], char_mean, prompt_parity])

@@ -23,6 +23,7 @@ import math
 import random
 from typing import TYPE_CHECKING, Any
 
+from rewardpipe.environment import MAX_TURNS
 from rewardpipe.policies import ScriptedPolicy, fenced
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +118,9 @@ def _doctor_turn(name: str, questions: int):
 
 
 def doctor_scenarios(task: "Task") -> dict[str, ScriptedPolicy]:
-    turns = len(task.spec) + 3  # room for one question per detail, the commit, and a stall
+    # room for one question per detail, the commit, and a stall; within the turn limit (a spec holds at most
+    # MAX_SPEC_ITEMS = MAX_TURNS - 1 items, so the reference scenario still asks them all and commits)
+    turns = min(len(task.spec) + 3, MAX_TURNS)
     return {
         "reference": ScriptedPolicy(_doctor_turn("reference", len(task.spec)), max_turns=turns,
                                     description="asks one generic question per hidden detail, then commits the "

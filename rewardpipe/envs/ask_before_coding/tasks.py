@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import AfterValidator, Field, field_validator
 
 from rewardpipe.environment import TaskRow
-from rewardpipe.models import require_function_name
+from rewardpipe.models import MAX_SPEC_ITEMS, require_function_name
 
 BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "tasks.jsonl"
 
@@ -30,7 +30,7 @@ class Task(TaskRow):
     # The details the user holds back and the simulator reveals when asked. At least one: with none there is
     # nothing to ask about, so asked_before_coding could never be earned (a dead component) and every
     # episode would be charged guessed_immediately whatever the model did.
-    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1)
+    spec: list[Annotated[str, AfterValidator(_spec_item)]] = Field(min_length=1, max_length=MAX_SPEC_ITEMS)
     entry_point: str = Field(min_length=1)
     tests: str = Field(min_length=1)
     tests_format: Literal["unittest", "check"] = "unittest"
