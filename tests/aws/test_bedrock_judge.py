@@ -140,3 +140,26 @@ def test_settings_build_the_judge_client_bedrock_or_openai_with_its_secret(aws):
     assert isinstance(openai, ChatClient) and openai.api_key == "sk-judge" and openai.model == "grader"
     assert openai.max_retries == 5  # the policy's retry setting
     assert Settings.from_env({}).judge_client() is None
+
+
+def test_rewardpipes_llm_judge_runs_on_the_bedrock_client(stubbed):
+    """rewardpipe.llm_judge with the Bedrock client: a verdict is the component's value; a judge that keeps
+    being throttled makes the component None (an error record), never 0."""
+    from rewardpipe import Reward
+    from rewardpipe.judges import llm_judge
+    from rewardpipe.models import Message
+
+    client, stubber = stubbed
+    judge = llm_judge("helpful", "Is this answer helpful? {completion}", client=_client(client, [], max_retries=1),
+                      parse=lambda answer: float(answer.strip()))
+    stubber.add_response("converse", _reply("7"))
+    for _ in range(2):
+        stubber.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
+    reward = Reward("judged", [judge])
+    good = reward.score([Message(role="user", content="q"), Message(role="assistant", content="a fine answer")],
+                        None, None)
+    assert good.components == {"helpful": pytest.approx(0.7)} and good.error is None
+    bad = reward.score([Message(role="user", content="q"), Message(role="assistant", content="another answer")],
+                       None, None)
+    assert bad.components == {"helpful": None} and bad.aggregate is None and bad.error is not None
+    assert "helpful" in bad.error.message
