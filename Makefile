@@ -44,7 +44,7 @@ test: $(VENV)/.installed-dev
 
 # A real trl.GRPOTrainer (tiny random model, character tokenizer, CPU) with rewardpipe's callback.
 test-trl: $(VENV)/.installed-trl
-	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py
+	$(BIN)/python -m pytest -q -m trl tests/integrations/test_trl_real.py tests/integrations/test_trl_small_batches.py
 	# The docs' TRL examples, the GRPOTrainer one included (the default run skips it: no trl there).
 	$(BIN)/python -m pytest -q -p no:cacheprovider tests/docs/test_examples.py -k trl
 

@@ -28,12 +28,14 @@ from functools import lru_cache
 
 PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
-_FENCE_OPEN = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})[ \t]*(?P<info>[^\n`]*)$")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
 QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
 _QUESTION_END = re.compile(rf"[{QUESTION_MARKS}][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
+# Where a sentence ends inside one line: after . ! or a question mark and whitespace, or right after a
+# full-width question mark (CJK text puts no space after it).
+_SENTENCE_BREAK = re.compile(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])")
 # The language of an info string: "python", "python:main.py", "python3.11", "{.python}", "py title=x".
 _INFO_LANGUAGE = re.compile(r"[{.\s]*([A-Za-z0-9_+#-]*)")
 
@@ -61,19 +63,18 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     lines = _LINE_BREAK.split(text)
     i = 0
     while i < len(lines):
-        match = _FENCE_OPEN.match(lines[i])
-        if not match:
+        opening = _fence_opening(lines[i])
+        if opening is None:
             current.append(lines[i])
             i += 1
             continue
-        fence = match.group("fence")
-        info = _INFO_LANGUAGE.match(match.group("info").strip()).group(1).lower()
-        indent = len(match.group("indent"))
+        indent, fence, info_string = opening
+        info = _INFO_LANGUAGE.match(info_string.strip()).group(1).lower()
         body: list[str] = []
         i += 1
         while i < len(lines):
             closing = lines[i].strip()
-            if closing.startswith(fence[0] * len(fence)) and set(closing) <= {fence[0]}:
+            if closing.startswith(fence) and not closing.strip(fence[0]):
                 break
             body.append(_dedent(lines[i], indent))
             i += 1
@@ -85,6 +86,22 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     return blocks, prose
 
 
+def _fence_opening(line: str) -> tuple[int, str, str] | None:
+    """``(indentation, fence, info string)`` when ``line`` opens a fenced block, else None.
+
+    Written with string operations rather than a regular expression: the pattern's optional whitespace
+    and its info string could both take the same spaces, and a line of 30,000 spaces ending in a backtick
+    made the regex engine try every split (quadratic). Each step here looks at each character once.
+    """
+    code = line.lstrip(" \t")
+    if not code.startswith(("```", "~~~")):
+        return None
+    info = code.lstrip(code[0])
+    if "`" in info:  # a backtick in the info string: inline code, not a fence (either kind, as before)
+        return None
+    return len(line) - len(code), code[: len(code) - len(info)], info
+
+
 def _dedent(line: str, indent: int) -> str:
     """Drop up to ``indent`` leading whitespace characters: the fence's own indentation, not the code's."""
     stripped = len(line) - len(line.lstrip(" \t"))
@@ -94,7 +111,7 @@ def _dedent(line: str, indent: int) -> str:
 def _asks(prose: str) -> bool:
     cleaned = _INLINE_CODE.sub("", prose)
     for line in cleaned.splitlines():
-        for sentence in re.split(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])", line.strip()):
+        for sentence in _SENTENCE_BREAK.split(line.strip()):
             if _QUESTION_END.search(sentence):
                 return True
     return False

@@ -148,9 +148,9 @@ def _comments_above_fields(cls: type) -> dict[str, str]:
 # is no longer a setting fails tests/docs/test_generated_pages.py, so this list cannot outlive its settings.
 SETTING_NOTES = {
     "stack_name": "Stack name; also the prefix of the reward function, alarm and dashboard names.",
-    "reward_name": "Reward of the rollout workflow.",
-    "reward_weights": "Component weight overrides of `reward_name`; an unknown component name fails the synth.",
-    "single_turn_reward": "Reward of the Nova single-turn reward Lambda (`gsm8k`, `code_correctness`, ...).",
+    "reward_weights": "Component weight overrides of `reward`; an unknown component name fails the synth.",
+    "single_turn_reward": "Reward of the Nova single-turn reward Lambda: a built-in name (`gsm8k`, "
+                          "`code_correctness`, ...), a registered short name or a reference `package.module:ATTR`.",
     "single_turn_weights": "Component weight overrides of `single_turn_reward`.",
     "group_size": "GRPO group size (K), for the monitor.",
     "max_turns": "Assistant-turn limit per rollout (an execution's `max_turns` overrides it).",
@@ -168,6 +168,9 @@ SETTING_NOTES = {
     "storage.expire_runs_days": "Records of runs expire after this many days.",
     "storage.noncurrent_version_days": "Old object versions expire after this many days.",
     "storage.job_objects_days": "Job hand-off objects expire after this many days.",
+    "judge.model": "The judge's model name at `judge.base_url`.",
+    "judge.api_key_secret": "Name or ARN of the Secrets Manager secret holding the judge endpoint's API key; the "
+                            "functions that score may read that secret only.",
     "policy.base_url": "Default OpenAI-compatible policy endpoint (an execution's input can override it).",
     "policy.model": "Default model name at that endpoint.",
     "rewardpipe_nova.enabled": "Deploy the bridge (its queues, functions and alarm).",

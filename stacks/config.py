@@ -14,13 +14,17 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Any, Literal
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
 from rewardpipe.aws.settings import POLICY_HTTP_RETRIES, POLICY_HTTP_TIMEOUT_S, llm_turn_reserve_s
 from rewardpipe.monitoring.thresholds import AlarmPolicy
+
+if TYPE_CHECKING:  # pragma: no cover
+    from stacks.user_code import UserCode
 
 CONTEXT_KEY = "rewardpipe"
 # Settings are at most three objects deep (rewardpipe.alarms.email); a deeper value is refused before it is
@@ -183,6 +187,73 @@ class PolicySettings(_Strict):
         return llm_turn_reserve_s(self.http_timeout_s, self.http_retries)
 
 
+class SettingsError(ValueError):
+    """A deployment setting is invalid; the message names every offending setting, its value and what is allowed."""
+
+
+# A reference (package.module:ATTR) or short name; also bounds what reaches a function's environment.
+REFERENCE_MAX = 512
+REWARD_ALIAS = "reward_name"
+MAX_PACKAGES = 64
+# Bedrock's geographic and global cross-region inference profiles prefix a model id with one of these; the
+# judge's grant is one foundation model's ARN, which such a profile is not (it routes to several regions).
+INFERENCE_PROFILE_PREFIXES = ("us", "us-gov", "eu", "apac", "jp", "au", "ca", "global")
+BEDROCK_MODEL_ID_PATTERN = r"^[a-z0-9-]+\.[A-Za-z0-9._:-]+$"
+
+
+class JudgeSettings(_Strict):
+    """The LLM judge reward components call: a Bedrock model (Converse), or an OpenAI-compatible endpoint."""
+
+    # A Bedrock foundation-model id (``anthropic.claude-3-5-haiku-20241022-v1:0``): the functions that score may
+    # call bedrock:InvokeModel on that model's ARN and nothing else.
+    bedrock_model_id: str = Field(default="", max_length=2048)
+    # An OpenAI-compatible judge endpoint (with judge.model and, optionally, judge.api_key_secret).
+    base_url: str = Field(default="", max_length=2048)
+    model: str = Field(default="", max_length=256)
+    api_key_secret: str = Field(default="", max_length=2048)
+
+    @field_validator("bedrock_model_id")
+    @classmethod
+    def _model_id(cls, value: str) -> str:
+        import re
+
+        if not value:
+            return value
+        if value.startswith("arn:"):
+            raise ValueError("give the model id (e.g. anthropic.claude-3-5-haiku-20241022-v1:0), not an ARN: the "
+                             "stack builds the foundation-model ARN for the region it is deployed to")
+        if not re.fullmatch(BEDROCK_MODEL_ID_PATTERN, value):
+            raise ValueError("must be a Bedrock model id, provider.model (e.g. amazon.nova-lite-v1:0)")
+        if value.split(".", 1)[0] in INFERENCE_PROFILE_PREFIXES:
+            raise ValueError(f"'{value.split('.', 1)[0]}.' makes it a cross-region inference profile, which routes to "
+                             f"several regions' models; give the foundation model id ({value.split('.', 1)[1]}), "
+                             f"which the judge's permission is scoped to")
+        return value
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if value and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an http(s) URL of an OpenAI-compatible endpoint")
+        return value
+
+    @model_validator(mode="after")
+    def _one_judge(self) -> "JudgeSettings":
+        if self.bedrock_model_id and (self.base_url or self.model or self.api_key_secret):
+            raise ValueError("judge.bedrock_model_id and judge.base_url/model/api_key_secret name two judges: "
+                             "keep one")
+        if bool(self.base_url) != bool(self.model):
+            raise ValueError("judge.base_url and judge.model go together (an OpenAI-compatible judge needs both)")
+        if self.api_key_secret and not self.base_url:
+            raise ValueError("judge.api_key_secret is the key of an OpenAI-compatible judge: set judge.base_url "
+                             "and judge.model too")
+        return self
+
+    @property
+    def kind(self) -> str | None:
+        return "bedrock" if self.bedrock_model_id else "openai" if self.base_url else None
+
+
 # What a conversation step does besides its LLM turns (load the episode, run the rule-based turns, write
 # the snapshot): the policy Lambda's timeout must exceed one LLM turn's reserve by at least this.
 CONVERSATION_HEADROOM_S = 30
@@ -192,10 +263,20 @@ class DeploymentSettings(_Strict):
     # Also the prefix of the names the stack gives resources (queues, functions, alarms, the dashboard...):
     # each of those has its own limit, checked against the synthesized template (stacks/names.py).
     stack_name: str = Field(default="RewardPipe", min_length=1, max_length=STACK_NAME_MAX, pattern=STACK_NAME_PATTERN)
-    reward_name: str = "ask_before_coding"
+    # The environment of the rollout workflow and the Nova bridge: a built-in name, a short name an installed
+    # distribution registers, or an import reference package.module:ATTR (resolved at synth to an explicit
+    # reference, stacks/user_code.py).
+    environment: str = Field(default="ask_before_coding", min_length=1, max_length=REFERENCE_MAX)
+    # The rollout reward, in the same forms; null: the environment's own reward. reward_name is its old name.
+    reward: str | None = Field(default=None, min_length=1, max_length=REFERENCE_MAX)
     reward_weights: dict[str, float] = Field(default_factory=dict)
-    single_turn_reward: str = "gsm8k"
+    single_turn_reward: str = Field(default="gsm8k", min_length=1, max_length=REFERENCE_MAX)
     single_turn_weights: dict[str, float] = Field(default_factory=dict)
+    # What the user layer installs (stacks/user_layer.py): project directories, wheel files, pinned requirements
+    # name==version, or directories of pre-built wheels pip may take dependencies from; relative paths are taken
+    # from the directory of cdk.json.
+    packages: list[str] = Field(default_factory=list, max_length=MAX_PACKAGES)
+    judge: JudgeSettings = Field(default_factory=JudgeSettings)
     # What a Nova sample that could not be scored gets as its reward (Nova cannot drop a sample):
     # "neutral" = mean of the same prompt's other samples in the batch (GRPO advantage ~0), "zero",
     # or "fail_batch" (the invocation fails). See rewardpipe.single_turn.apply_error_reward.
@@ -214,6 +295,33 @@ class DeploymentSettings(_Strict):
     policy: PolicySettings = Field(default_factory=PolicySettings)
 
     model_config = ConfigDict(**STRICT, populate_by_name=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _reward_name_alias(cls, data: Any) -> Any:
+        """`reward_name` is the old name of `reward`: either is accepted, not both."""
+        if isinstance(data, dict) and REWARD_ALIAS in data:
+            if "reward" in data:
+                raise ValueError(f"reward and {REWARD_ALIAS} are the same setting ({REWARD_ALIAS} is its old name): "
+                                 f"keep only reward")
+            data = {("reward" if key == REWARD_ALIAS else key): value for key, value in data.items()}
+        return data
+
+    @field_validator("packages")
+    @classmethod
+    def _packages(cls, packages: list[str]) -> list[str]:
+        from stacks.user_layer import check_package_entry
+
+        for index, entry in enumerate(packages):
+            problem = check_package_entry(entry)
+            if problem:
+                raise ValueError(f"packages[{index}] = {show_value(entry)}: {problem}")
+        return packages
+
+    @property
+    def reward_name(self) -> str | None:
+        """The old name of :attr:`reward` (None: the environment's own reward)."""
+        return self.reward
 
     @model_validator(mode="after")
     def _cross_checks(self) -> "DeploymentSettings":
@@ -238,20 +346,22 @@ class DeploymentSettings(_Strict):
 
     # -- derived -----------------------------------------------------------------------------------
 
+    @cached_property
+    def user_code(self) -> "UserCode":
+        """The environment and rewards resolved to explicit references, with their metadata
+        (stacks/user_code.py); raises :class:`SettingsError` naming the setting that cannot be resolved."""
+        from stacks.user_code import resolve_user_code
+
+        return resolve_user_code(self)
+
     def reward_components(self) -> list[str]:
         """Component names of the configured rollout reward (validates name and weights too)."""
-        from rewardpipe.rewards import get_reward
-
-        return list(get_reward(self.reward_name, self.reward_weights or None).component_names)
+        return [c["name"] for c in self.user_code.reward_components]
 
     def single_turn_components(self) -> list[str]:
-        from rewardpipe.rewards import get_reward
-
-        return list(get_reward(self.single_turn_reward, self.single_turn_weights or None).component_names)
+        return list(self.user_code.single_turn_components)
 
 
-class SettingsError(ValueError):
-    """A deployment setting is invalid; the message names every offending setting, its value and what is allowed."""
 
 
 # -- reading and explaining settings ---------------------------------------------------------------
@@ -436,13 +546,8 @@ def load_context(key: str, raw: Any, model: type[BaseModel]) -> Any:
 
 
 def load_settings(raw: Any) -> DeploymentSettings:
-    """Validate the ``rewardpipe`` context value (a dict, or a JSON string when passed with ``-c``)."""
+    """Validate the ``rewardpipe`` context value (a dict, or a JSON string when passed with ``-c``), and resolve
+    what it names (the environment and the rewards must import here, as they will on AWS)."""
     settings = load_context(CONTEXT_KEY, raw, DeploymentSettings)
-    for reward, weights, what in (("reward_name", "reward_weights", settings.reward_components),
-                                  ("single_turn_reward", "single_turn_weights", settings.single_turn_components)):
-        try:
-            what()
-        except (ValueError, KeyError, TypeError) as exc:
-            raise SettingsError(f"invalid deployment settings: {CONTEXT_KEY}.{reward} = "
-                                f"{show_value(getattr(settings, reward))} with {CONTEXT_KEY}.{weights}: {exc}") from None
+    settings.user_code  # noqa: B018 - resolved now, so a bad reference fails before the CDK sees anything
     return settings

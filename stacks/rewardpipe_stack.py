@@ -15,8 +15,11 @@ from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
 from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridge, NovaBridgeSettings, load_nova_settings
 from stacks.constructs.rollout_workflow import RolloutWorkflow
+from stacks.constructs.judge import JudgeAccess
 from stacks.constructs.single_turn import SingleTurnReward
 from stacks.constructs.storage import Storage
+from stacks.constructs.user_layer import UserLayer, check_shipped
+from stacks.limits import enforce_function_limits
 
 
 class RewardPipeStack(Stack):
@@ -26,16 +29,26 @@ class RewardPipeStack(Stack):
         self.settings = settings
 
         layer = RewardPipeLayer(self, "RewardPipeLayer", architecture=settings.functions.architecture)
+        # The user's packages (rewardpipe.packages), for the functions that import the user's code only.
+        self.user_layer = UserLayer(self, "UserLayer", packages=settings.packages,
+                                    architecture=settings.functions.architecture,
+                                    rewardpipe_layer=layer) if settings.packages else None
+        check_shipped(settings.user_code, {"environment": settings.environment, "reward": settings.reward,
+                                           "single_turn_reward": settings.single_turn_reward}, self.user_layer)
         self.storage = Storage(self, "Storage", settings=settings.storage)
         self.network = Network(self, "Network")
         # Inside the isolated VPC, S3 is only the job hand-off prefix (runner Lambda and Fargate).
         self.network.allow_bucket_prefix(self.storage.bucket.bucket_arn, "jobs/")
+        # The code runner runs model code and never the user's: no user layer.
         self.runner = CodeRunner(self, "CodeRunner", settings=settings, storage=self.storage,
                                  network=self.network, layer=layer)
         self.single_turn = SingleTurnReward(self, "SingleTurnReward", settings=settings,
-                                            network=self.network, layer=layer)
+                                            network=self.network, layer=layer, user_layer=self.user_layer)
         self.workflow = RolloutWorkflow(self, "RolloutWorkflow", settings=settings, storage=self.storage,
-                                        runner=self.runner, layer=layer)
+                                        runner=self.runner, layer=layer, user_layer=self.user_layer)
+        # The functions that score (the conversation states score a finished rollout in the same invocation).
+        self.judge = JudgeAccess(self, "Judge", judge=settings.judge, network=self.network, functions=[
+            self.workflow.start_fn, self.workflow.converse_fn, self.workflow.score_fn, self.single_turn.function])
         self.monitoring = Monitoring(self, "Monitoring", settings=settings, storage=self.storage,
                                      workflow=self.workflow, runner=self.runner, layer=layer,
                                      single_turn=self.single_turn.function)
@@ -44,7 +57,8 @@ class RewardPipeStack(Stack):
         if nova is None:
             nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
         self.nova = NovaBridge(self, "NovaBridge", settings=settings, nova=nova, storage=self.storage,
-                               workflow=self.workflow, layer=layer, alarm_topic=self.monitoring.topic) if nova.enabled else None
+                               workflow=self.workflow, layer=layer, alarm_topic=self.monitoring.topic,
+                               user_layer=self.user_layer) if nova.enabled else None
 
         CfnOutput(self, "BucketName", value=self.storage.bucket.bucket_name, key="BucketName")
         CfnOutput(self, "StateMachineArn", value=self.workflow.state_machine.state_machine_arn, key="StateMachineArn")
@@ -59,6 +73,8 @@ class RewardPipeStack(Stack):
         Tags.of(self).add("project", "rewardpipe")
         Tags.of(self).add("rewardpipe:stack", settings.stack_name)
         self._acknowledge_nag_findings()
+        # Every function within Lambda's 250 MB unzipped and 4 KB of environment variables, or the synth fails.
+        enforce_function_limits(self)
 
     def _trainer_policy(self) -> iam.ManagedPolicy:
         """Exactly what a trainer needs against this stack, and nothing else."""

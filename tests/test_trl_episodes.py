@@ -23,6 +23,10 @@ EOS = 0
 TASKS = load_tasks("rewardpipe/data/tasks.jsonl")[:2]
 ASKER, GUESSER = TASKS  # the script below asks on the first task's prompt and guesses on the second's
 QUESTION = "Are there any other details or edge cases I should know about?"
+# One generic question per hidden detail, each worded differently: the same question asked again is a loop.
+QUESTIONS = [QUESTION, "Before I write this, could you tell me more about the requirements?",
+             "Is there anything more about the expected behaviour I should know?",
+             "What else should I keep in mind: any constraints on the input?"]
 
 
 class CharCodec:
@@ -54,7 +58,7 @@ class ScriptedModel:
             return "Here it is:\n" + fenced(stub_guess(GUESSER))
         revealed = sum(1 for item in ASKER.spec if item in text)
         if revealed < len(ASKER.spec):
-            return QUESTION
+            return QUESTIONS[revealed % len(QUESTIONS)]
         return "Thanks, here it is:\n" + fenced(ASKER.reference_solution)
 
     def __call__(self, contexts, max_new_tokens):
@@ -100,7 +104,8 @@ def test_the_masks_mark_the_models_tokens_and_hide_the_simulators():
     assert len(tokens.env_mask) == len(tokens.completion_ids)
     model_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask) if m])
     simulator_text = codec.decode([t for t, m in zip(tokens.completion_ids, tokens.env_mask) if not m])
-    assert model_text.count(QUESTION) == len(ASKER.spec) and ASKER.reference_solution.strip() in model_text
+    assert sum(model_text.count(q) for q in QUESTIONS) == len(ASKER.spec)
+    assert ASKER.reference_solution.strip() in model_text
     assert simulator_text == "".join(PLAIN_FEEDBACK.format(reply=item) for item in ASKER.spec)
     assert not any(item in model_text for item in ASKER.spec)  # the hidden spec is never trained on
     # Each model turn keeps its EOS (the padding after it is dropped).

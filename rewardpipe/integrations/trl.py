@@ -371,6 +371,7 @@ def monitor_batch(
     thresholds: Any = None,
     previous_state: Any = None,
     weights: Mapping[str, float] | None = None,
+    history: Any = None,
 ):
     """Within-group verdicts for one TRL batch (``num_generations`` adjacent completions per prompt).
 
@@ -378,12 +379,14 @@ def monitor_batch(
     a completion whose values are all ``None`` counts as an error record. ``weights`` must be the weights TRL
     trains with (``GRPOConfig.reward_weights``; 1.0 each when unset), or the aggregate's verdict describes a
     reward nobody trains on. Returns a ``MonitorResult``; pass its ``state`` back as ``previous_state`` on the
-    next step to keep the alarm hysteresis.
+    next step to keep the alarm hysteresis, and the same ``history``
+    (:class:`rewardpipe.monitoring.pooling.StepHistory`) every step so a batch with fewer than ``min_groups``
+    groups is judged together with the batches after it (without one, such a batch never gets a verdict).
     """
     from rewardpipe.monitoring import monitor_records
 
     records = batch_records(component_values, group_size, weights=weights, step=step)
-    return monitor_records(records, thresholds, previous_state)
+    return monitor_records(records, thresholds, previous_state, history)
 
 
 def gather_across_processes(rows: list[Any]) -> list[Any]:
@@ -417,6 +420,10 @@ class RewardPipeMonitor:
       trainer the ``log_metric`` hook belongs to; the callback's own weights only if that is unavailable);
     * ``rewardpipe/<component>/zero_variance_group_fraction``, ``.../within_group_std`` and ``.../dead``
       (also for ``aggregate``) and ``rewardpipe/error_rate`` go to TRL's ``log_metric``;
+    * a component with fewer than ``min_groups`` groups in a batch (2 a batch with
+      ``per_device_train_batch_size=8, num_generations=4``) is judged over consecutive batches together
+      (:mod:`rewardpipe.monitoring.pooling`): its verdict and alarm say "pooled over steps a-b", and
+      ``rewardpipe/<component>/pooled_batches`` logs how many batches it took;
     * alarms are appended to ``callback.alarms`` and logged as warnings; with ``store`` (a directory,
       ``s3://bucket/prefix`` or a Store) the main process writes the records, alarms and monitor state
       under ``runs/<run_id>/``, with ``step`` = the generation batch index (the trainer's ``global_step`` is
@@ -441,6 +448,7 @@ class RewardPipeMonitor:
         gather: Callable[[list[Any]], list[Any]] | None = None,
     ) -> None:
         from rewardpipe.monitoring import Thresholds
+        from rewardpipe.monitoring.pooling import StepHistory
 
         if reward is None:
             reward = episodes.reward if episodes is not None else "gsm8k"
@@ -467,6 +475,9 @@ class RewardPipeMonitor:
         self.alarms: list[Any] = []
         self.reports: list[Any] = []  # one StepReport per monitored batch
         self.state: Any = None  # the monitor's hysteresis state
+        # The last batches, so a component short of groups in small batches is judged over several of them
+        # (rewardpipe.monitoring.pooling: 2 groups a batch never reach min_groups on their own).
+        self.history = StepHistory()
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
@@ -540,7 +551,7 @@ class RewardPipeMonitor:
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
-        result = monitor_records(records, self.thresholds, self.state)
+        result = monitor_records(records, self.thresholds, self.state, self.history)
         self.state = result.state
         report = result.step(self.batches)
         self.reports.append(report)
@@ -564,6 +575,8 @@ class RewardPipeMonitor:
             if stats.within_group_std_mean is not None and math.isfinite(stats.within_group_std_mean):
                 out[f"rewardpipe/{name}/within_group_std"] = float(stats.within_group_std_mean)
             out[f"rewardpipe/{name}/dead"] = 1.0 if stats.verdict == "dead" else 0.0
+            if stats.pooled_steps:  # judged over several small batches: how many
+                out[f"rewardpipe/{name}/pooled_batches"] = float(len(stats.pooled_steps))
         return out
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:

@@ -15,6 +15,7 @@ Where each part lives (one module per concern):
 ``sinks``                     console, store and SNS delivery
 ``sources``                   reading records from a JSONL file
 ``batch``                     records as columns (``RecordBatch``) and the per-step numbers built from them
+``pooling``                   steps with too few groups for a verdict judged together (small batches)
 ``fastread``                  JSONL, Parquet and local stores read straight into columns, vouched for
 ``monitor``                   the entry points :func:`monitor_records` and :func:`monitor_step`
 ``pending``                   :func:`check_pending`: every unchecked step of every run, isolated

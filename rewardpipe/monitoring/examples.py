@@ -163,13 +163,15 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
                     rank, reason = 0, _behaviour(r)
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
-    return [Example(r.rollout_id, r.group_id, alarm.step, _key(alarm, r), reason) for r, reason in _spread(ranked)]
+    # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
+    return [Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), reason)
+            for r, reason in _spread(ranked) for step in [getattr(r, "step", alarm.step)]]
 
 
-def _key(alarm: Alarm, record: Any) -> str | None:
+def _key(alarm: Alarm, record: Any, step: int) -> str | None:
     """Where the runner stored the rollout's transcript; None for ids no store key can hold (records read
     from a file: a run id too long for a folder name, or none)."""
     try:
-        return transcript_key(alarm.run_id, alarm.step, record.group_id, record.rollout_id)  # type: ignore[arg-type]
+        return transcript_key(alarm.run_id, step, record.group_id, record.rollout_id)  # type: ignore[arg-type]
     except ValueError:
         return None

@@ -20,6 +20,7 @@ from rewardpipe.monitoring.alarms import (AGGREGATE_TARGET, Alarm, AlarmSink, De
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
+from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
 from rewardpipe.monitoring.statistics import StepAcc, accumulate
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
@@ -65,6 +66,7 @@ def monitor_records(
     records: Iterable[Record | Mapping[str, Any]],
     thresholds: Thresholds | None = None,
     previous_state: MonitorState | Mapping[str, Any] | None = None,
+    history: StepHistory | None = None,
 ) -> MonitorResult:
     """Compute every step's statistics and verdicts in one pass, then advance the alarm state.
 
@@ -75,10 +77,13 @@ def monitor_records(
 
     A plain dict that is not a valid record is skipped and listed in ``result.unreadable`` (as
     ``record #<index>``); one bad record never stops the others from being checked.
+
+    ``history``: the steps an earlier call saw, for pooling small steps (:mod:`.pooling`); a caller that
+    monitors one step per call (a trainer callback) keeps one :class:`StepHistory` and passes it each time.
     """
     bad: list[BadObject] = []
     run_id, accs = accumulate(records, on_bad=bad.append)
-    return judge(run_id, accs, thresholds, previous_state, bad)
+    return judge(run_id, accs, thresholds, previous_state, bad, history)
 
 
 def monitor_batch(
@@ -98,8 +103,10 @@ def judge(
     thresholds: Thresholds | None,
     previous_state: MonitorState | Mapping[str, Any] | None,
     bad: list[BadObject],
+    history: StepHistory | None = None,
 ) -> MonitorResult:
-    """Verdicts, hysteresis and alarms for every step of ``accs``, in step order."""
+    """Verdicts, hysteresis and alarms for every step of ``accs``, in step order (a component short of groups
+    at a step is judged over the consecutive small steps: :mod:`.pooling`)."""
     th = thresholds or Thresholds()
     if previous_state is None:
         state = MonitorState()
@@ -111,6 +118,7 @@ def judge(
         raise MonitorInputError(f"records are from run '{run_id}' but the monitor state is for run '{state.run_id}'")
     state.run_id = state.run_id or run_id
     ignored = set(th.ignore)
+    history = history if history is not None else StepHistory()
 
     reports: list[StepReport] = []
     alarms: list[Alarm] = []
@@ -122,6 +130,8 @@ def judge(
             report.replayed = True
             report.diagnoses = diagnose(report.components, acc, th)
             continue
+        pooling = pool_small_steps(report, acc, state, th, history)
+        history.remember(step, acc)
         step_alarms: list[Alarm] = []
         for name, stats in report.components.items():
             if name in ignored:
@@ -136,9 +146,10 @@ def judge(
         alarm = track_errors(report, run_id, state, th)
         if alarm:
             step_alarms.append(alarm)
-        report.diagnoses = diagnose(report.components, acc, th)  # after tracking: it reads ``dying``
+        report.diagnoses = diagnose(report.components, pooling.acc, th)  # after tracking: it reads ``dying``
         for alarm in step_alarms:
-            explain(alarm, report, acc, th)
+            explain(alarm, report, pooling.acc, th)
+            pooling.annotate(alarm)
         alarms.extend(step_alarms)
         state.mark_checked(step)
     return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
@@ -206,7 +217,8 @@ def monitor_step(
     notes: list[dict[str, Any]] = []
     if persist_state and previous.pending:
         late = _deliver_pending(store, run_id, previous, sinks, publisher, notes)
-    result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), thresholds, previous)
+    result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), thresholds, previous,
+                             StepHistory(load=stored_step(store, run_id)))
     result.unreadable = [b.to_dict() for b in bad] + result.unreadable
     if not persist_state:
         result.unreadable.extend(_failed(dispatch(result.alarms, sinks)))

@@ -35,6 +35,8 @@ class TargetState(BaseModel):
     trend: list[tuple[int, float]] = Field(default_factory=list)
     dying_active: bool = False  # a dying warning has been raised for the current decline
     dying_since: int | None = None
+    #: First step of an open pool of small steps (too few groups for a verdict): rewardpipe.monitoring.pooling.
+    pooled_since: int | None = None
 
 
 class PendingDelivery(BaseModel):
@@ -76,7 +78,11 @@ class MonitorState(BaseModel):
     commit: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return self.model_dump(by_alias=True, mode="json")
+        data = self.model_dump(by_alias=True, mode="json")
+        for target in data["targets"].values():
+            if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
+                target.pop("pooled_since", None)
+        return data
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "MonitorState":

@@ -55,6 +55,9 @@ class ComponentStats:
     #: Mean share of the GRPO advantage this component carries, over the groups where anything varies
     #: (:mod:`rewardpipe.monitoring.advantage`); None for the aggregate and when no group has a signal.
     advantage_share: float | None = None
+    #: The consecutive small steps this verdict was judged over together (rewardpipe.monitoring.pooling);
+    #: None for a verdict on its own step.
+    pooled_steps: list[int] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

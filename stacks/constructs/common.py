@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Mapping
 
 from aws_cdk import Duration, RemovalPolicy, Stack
@@ -9,6 +10,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
@@ -54,14 +56,17 @@ class RewardPipeLayer(_lambda.LayerVersion):
     :func:`python_function` takes the architecture from it, so a function and its layer never disagree."""
 
     def __init__(self, scope: Construct, construct_id: str, *, architecture: str) -> None:
+        asset_path = Path(stage_layer(architecture))
         super().__init__(
             scope, construct_id,
-            code=_lambda.Code.from_asset(stage_layer(architecture)),
+            code=_lambda.Code.from_asset(str(asset_path)),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURES[architecture]],
             description=f"rewardpipe package + Powertools, pydantic and httpx for {architecture} (pinned versions)",
         )
         self.architecture = ARCHITECTURES[architecture]
+        self.architecture_name = architecture
+        self.asset_path = asset_path
 
 
 def python_function(
@@ -79,12 +84,17 @@ def python_function(
     security_groups: list[ec2.ISecurityGroup] | None = None,
     tracing: bool = True,
     reserved_concurrency: int | None = None,
+    user_layer: _lambda.LayerVersion | None = None,
 ) -> _lambda.Function:
     """A Python 3.13 function from ``functions/<name>/handler.py`` with Powertools settings and its own log group.
 
     Functions in the isolated VPC run without X-Ray (there is no route to the X-Ray API and an
     endpoint for it would cost more than the traces are worth for a CPU-bound sandbox).
+
+    ``user_layer`` (stacks/constructs/user_layer.py) is given to the functions that import the user's code only.
+    Every function is registered with its code and layers for the synth's Lambda limit checks (stacks/limits.py).
     """
+    code_dir = function_dir(name)
     log_group = logs.LogGroup(
         scope,
         f"{construct_id}Logs",
@@ -106,8 +116,8 @@ def python_function(
         runtime=RUNTIME,
         architecture=layer.architecture,
         handler="handler.lambda_handler",
-        code=_lambda.Code.from_asset(function_dir(name), exclude=["__pycache__", "*.pyc"]),
-        layers=[layer],
+        code=_lambda.Code.from_asset(code_dir, exclude=list(CODE_EXCLUDES)),
+        layers=[layer, *([user_layer] if user_layer is not None else [])],
         memory_size=memory_mb,
         timeout=Duration.seconds(timeout_s),
         environment=env,
@@ -120,7 +130,40 @@ def python_function(
         reserved_concurrent_executions=reserved_concurrency,
     )
     _acknowledge_runtime(fn)
+    register_function(fn, code_dir, [layer, *([user_layer] if user_layer is not None else [])], env)
     return fn
+
+
+CODE_EXCLUDES = ("__pycache__", "*.pyc")
+
+
+def register_function(fn: _lambda.Function, code_dir: str, layers: list, environment: Mapping[str, str]) -> None:
+    """Remember what ``fn`` unpacks on Lambda (its code folder and each layer's staged folder) and its environment
+    (kept current through ``add_environment``), for stacks.limits.check_function_limits."""
+    from stacks.limits import FunctionAssets, registry
+
+    assets = FunctionAssets(fn, Path(code_dir), [(type(lay).__name__, Path(lay.asset_path)) for lay in layers],
+                            dict(environment))
+    add = fn.add_environment
+
+    def add_environment(key: str, value: str, *args, **kwargs):  # noqa: ANN002, ANN003 - CDK's signature
+        assets.environment[key] = value
+        return add(key, value, *args, **kwargs)
+
+    fn.add_environment = add_environment  # type: ignore[method-assign]
+    registry(Stack.of(fn)).append(assets)
+
+
+def grant_secret_read(scope: Construct, construct_id: str, secret: str, functions: list, variable: str) -> None:
+    """Read access to one Secrets Manager secret, named or given by its ARN, for ``functions``, each of which
+    gets the name in ``variable`` (the policy endpoint's key and an OpenAI-compatible judge's share this)."""
+    if secret.startswith("arn:"):
+        handle = secretsmanager.Secret.from_secret_complete_arn(scope, construct_id, secret)
+    else:
+        handle = secretsmanager.Secret.from_secret_name_v2(scope, construct_id, secret)
+    for fn in functions:
+        handle.grant_read(fn)
+        fn.add_environment(variable, secret)
 
 
 def s3_prefix_arn(bucket_arn: str, prefix: str) -> str:

@@ -169,7 +169,10 @@ class Monitoring(Construct):
             description="rewardpipe: within-group variance check per reward component",
             environment={
                 "BUCKET": storage.bucket.bucket_name,
-                "REWARD_NAME": settings.reward_name,
+                # The reward's components (names, ranges, roles, weights) as data: the check judges with them and
+                # imports no user code (it has no user layer).
+                **settings.user_code.components_env(),
+                **({"REWARD_NAME": settings.user_code.reward_name} if settings.user_code.reward_name else {}),
                 "REWARD_WEIGHTS": json.dumps(settings.reward_weights, sort_keys=True),
                 "GROUP_SIZE": str(settings.group_size),
                 # The same alarm policy as the alarms below: the check's streaks and the alarms'

@@ -106,7 +106,25 @@ class Network(Construct):
                 conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
             ))
             self.interface_endpoints.append(endpoint)
+        self._endpoint_sg = endpoint_sg
+        self.bedrock_endpoint: ec2.InterfaceVpcEndpoint | None = None
         self._dns_firewall()
+
+    def allow_bedrock_model(self, model_arn: str) -> ec2.InterfaceVpcEndpoint:
+        """A bedrock-runtime interface endpoint serving one model to this account's principals (the LLM judge of
+        the single-turn reward Lambda, which has no other way out). Only when a Bedrock judge is configured: an
+        interface endpoint is billed per hour and AZ. Model code in the sandbox reaches it without credentials."""
+        if self.bedrock_endpoint is None:
+            self.bedrock_endpoint = self.vpc.add_interface_endpoint(
+                "BedrockRuntime", service=ec2.InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME, subnets=self.subnets,
+                security_groups=[self._endpoint_sg], private_dns_enabled=True, open=False,
+            )
+            self.interface_endpoints.append(self.bedrock_endpoint)
+        self.bedrock_endpoint.add_to_policy(iam.PolicyStatement(
+            principals=[iam.AnyPrincipal()], actions=["bedrock:InvokeModel"], resources=[model_arn],
+            conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
+        ))
+        return self.bedrock_endpoint
 
     def _partition_service(self, prefix_key: str, service: str) -> ec2.InterfaceVpcEndpointService:
         """An interface endpoint service named ``<partition's prefix>.<region>.<service>``: for an

@@ -118,7 +118,7 @@ def load_nova_settings(raw: Any) -> NovaBridgeSettings:
 class NovaBridge(Construct):
     def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings,
                  nova: NovaBridgeSettings, storage: Storage, workflow: RolloutWorkflow,
-                 layer: RewardPipeLayer, alarm_topic: Any = None) -> None:
+                 layer: RewardPipeLayer, alarm_topic: Any = None, user_layer: Any = None) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
         bucket = storage.bucket
@@ -169,8 +169,9 @@ class NovaBridge(Construct):
 
         env = {
             "BUCKET": bucket.bucket_name,
-            "REWARD_NAME": settings.reward_name,
-            "REWARD_WEIGHTS": json.dumps(settings.reward_weights, sort_keys=True),
+            # The environment (whose task model validates Nova's task rows) and the reward, resolved at synth.
+            **settings.user_code.environment_env(),
+            **settings.user_code.reward_env(settings.reward_weights),
             "NOVA_CONFIG": json.dumps(nova.bridge_config(), sort_keys=True),
             "STATE_MACHINE_ARN": workflow.state_machine.state_machine_arn,
             "ROLLOUT_RESPONSE_QUEUE_URL": self.rollout_responses.queue_url,
@@ -181,7 +182,7 @@ class NovaBridge(Construct):
                      function_name: str | None = None) -> _lambda.Function:
             fn = python_function(self, cid, name=name, layer=layer, environment={**env, **(extra_env or {})},
                                  memory_mb=fns.memory_mb, timeout_s=fns.timeout_s, function_name=function_name,
-                                 description=f"rewardpipe nova bridge: {description}")
+                                 description=f"rewardpipe nova bridge: {description}", user_layer=user_layer)
             grant_prefix(fn, bucket.bucket_arn, NOVA_PREFIX, read=True, write=True)
             return fn
 

@@ -41,7 +41,6 @@ from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
-from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
@@ -49,7 +48,9 @@ from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import RewardPipeLayer, grant_prefix, python_function, task_response_statement
+from stacks.constructs.common import (
+    RewardPipeLayer, grant_prefix, grant_secret_read, python_function, task_response_statement,
+)
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
 # The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
@@ -80,14 +81,17 @@ class RolloutWorkflow(Construct):
         storage: Storage,
         runner: CodeRunner,
         layer: RewardPipeLayer,
+        user_layer: _lambda.LayerVersion | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         bucket = self.bucket = storage.bucket
         fns = settings.functions
+        code = settings.user_code
         common_env = {
             "BUCKET": bucket.bucket_name,
-            "REWARD_NAME": settings.reward_name,
-            "REWARD_WEIGHTS": json.dumps(settings.reward_weights, sort_keys=True),
+            # The environment and the reward as explicit references, resolved at synth (stacks/user_code.py).
+            **code.environment_env(),
+            **code.reward_env(settings.reward_weights),
             "MAX_TURNS": str(checked_max_turns(settings.max_turns)),
             "ROUTING_THRESHOLD_S": str(settings.execution_routing_threshold_s),
             "SIMULATOR": settings.simulator,
@@ -98,10 +102,11 @@ class RolloutWorkflow(Construct):
 
         def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None,
                      memory_mb: int | None = None) -> _lambda.Function:
+            # Every rollout function imports the user's environment or reward: each gets the user layer.
             return python_function(
                 self, cid, name=name, layer=layer, description=f"rewardpipe: {description}",
                 environment={**common_env, **(env or {})}, memory_mb=memory_mb or fns.memory_mb,
-                timeout_s=timeout_s or fns.timeout_s,
+                timeout_s=timeout_s or fns.timeout_s, user_layer=user_layer,
             )
 
         # Trainer callback: each request carries a task token; the trainer answers with
@@ -153,10 +158,8 @@ class RolloutWorkflow(Construct):
         # answers a GET of a missing key with 403, not 404, so the runner's missing result (executor_crash),
         # an absent earlier record or a missing task would read as AccessDenied.
         if settings.policy.api_key_secret_name:
-            secret = secretsmanager.Secret.from_secret_name_v2(self, "PolicyApiKey", settings.policy.api_key_secret_name)
-            for fn in (self.start_fn, self.converse_fn):
-                secret.grant_read(fn)
-                fn.add_environment("POLICY_API_KEY_SECRET", settings.policy.api_key_secret_name)
+            grant_secret_read(self, "PolicyApiKey", settings.policy.api_key_secret_name,
+                              [self.start_fn, self.converse_fn], "POLICY_API_KEY_SECRET")
 
         # The conversation functions ask the trainer, run short jobs and complete their own task tokens
         # (SendTask* authorize on "*": see common.task_response_statement). The machine's execution ARNs are

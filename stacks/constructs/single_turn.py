@@ -6,7 +6,7 @@ its own logs, and it runs in the isolated VPC because the code_correctness rewar
 
 from __future__ import annotations
 
-import json
+from typing import Any
 
 from aws_cdk import CfnOutput
 from constructs import Construct
@@ -29,6 +29,7 @@ class SingleTurnReward(Construct):
         settings: DeploymentSettings,
         network: Network,
         layer: RewardPipeLayer,
+        user_layer: Any = None,
     ) -> None:
         super().__init__(scope, construct_id)
         memory_mb = settings.functions.single_turn_memory_mb
@@ -43,8 +44,8 @@ class SingleTurnReward(Construct):
             layer=layer,
             description="rewardpipe: Nova Forge single-turn reward (one result per sample, in order)",
             environment={
-                "REWARD_NAME": settings.single_turn_reward,
-                "REWARD_WEIGHTS": json.dumps(settings.single_turn_weights, sort_keys=True),
+                # The reward as an explicit reference, resolved at synth (stacks/user_code.py).
+                **settings.user_code.single_turn_env(settings.single_turn_weights),
                 "ERROR_REWARD": settings.error_reward,
                 "REWARDPIPE_SANDBOX_WORKERS": str(workers),
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(memory_mb, workers)),
@@ -54,6 +55,7 @@ class SingleTurnReward(Construct):
             vpc=network.vpc,
             security_groups=[network.sandbox_sg],
             tracing=False,
+            user_layer=user_layer,
         )
         CfnOutput(self, "FunctionName", value=self.function.function_name, key="RewardLambdaName",
                   description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)")

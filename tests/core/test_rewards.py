@@ -6,7 +6,6 @@ import pytest
 
 from rewardpipe.rewards import REWARDS, Reward, get_reward
 from rewardpipe.rewards.ask_before_coding import (
-    EXACT_SIMILARITY_MAX_CHARS,
     LOOP_SIMILARITY_THRESHOLD,
     turn_similarity,
 )
@@ -15,8 +14,19 @@ from tests.core.conftest import COMMIT, QUESTION, STATEMENT, fence, result, tran
 ABC = get_reward("ask_before_coding")
 
 
+# The user's replies: answers with new information, so a question in these transcripts is a real one on the
+# path without the simulator's bookkeeping (a reply that says nothing pays nothing: issue 19 item 8).
+ANSWERS = ["Negative numbers raise ValueError.", "Zero gives an empty list.", "Floats are rounded down first.",
+           "Strings are rejected with TypeError.", "Duplicates are kept in their original order."]
+
+
 def components(*turns, execution=None):
-    return ABC.score(transcript(*turns), execution).components
+    messages = transcript(*turns)
+    replies = iter(ANSWERS)
+    for message in messages[1:]:
+        if message.role == "user":
+            message.content = next(replies)
+    return ABC.score(messages, execution).components
 
 
 # --- correctness -------------------------------------------------------------------------------------------
@@ -40,7 +50,8 @@ def test_timeout_is_a_model_failure_scored_zero_even_with_partial_passes():
 
 
 def test_harness_error_makes_the_whole_score_an_error_not_zero():
-    score = ABC.score(transcript(QUESTION, COMMIT), result("error", reason="test source does not parse"))
+    score = ABC.score(transcript(QUESTION, COMMIT, reply=ANSWERS[0]),
+                      result("error", reason="test source does not parse"))
     assert score.components["correctness"] is None
     assert score.aggregate is None
     assert score.error is not None
@@ -164,9 +175,12 @@ def test_no_loop_penalty_at_or_just_below_the_threshold():
     assert components(STATEMENT, BASE, far)["loop_penalty"] == 0.0
 
 
-def test_loop_penalty_only_looks_at_the_last_two_assistant_turns():
-    assert components(BASE, BASE, STATEMENT)["loop_penalty"] == 0.0
+def test_loop_penalty_looks_at_every_pair_of_assistant_turns():
+    # issue 19 item 8: the blog's "last two turns" let A, B, A, B or a repeat before a commit loop for free
+    assert components(BASE, BASE, STATEMENT)["loop_penalty"] == -0.5
+    assert components(BASE, STATEMENT, BASE)["loop_penalty"] == -0.5
     assert components(STATEMENT, BASE, BASE)["loop_penalty"] == -0.5
+    assert components(BASE, STATEMENT, COMMIT)["loop_penalty"] == 0.0
 
 
 def test_loop_penalty_needs_two_assistant_turns():
@@ -178,10 +192,9 @@ def test_loop_penalty_ignores_surrounding_whitespace():
 
 
 def test_long_repeated_turns_are_a_loop():
-    # max-length degenerate output: compared by windows and length, not quadratically
+    # max-length degenerate output: compared in linear time, on the whole text
     first = "I need to check the requirements again. " * 400
     second = "I need to check the requirements again. " * 390 + "Hmm."
-    assert len(first) > EXACT_SIMILARITY_MAX_CHARS
     assert turn_similarity(first, second) > 0.9
     assert components(STATEMENT, first, second)["loop_penalty"] == -0.5
 
@@ -189,7 +202,6 @@ def test_long_repeated_turns_are_a_loop():
 def test_long_different_turns_are_not_a_loop():
     first = "".join(f"Line {i}: the value of item {i * 7} is {i ** 2}.\n" for i in range(200))
     second = "".join(f"Row {i}: widget {i * 3} costs ${i + 11}.\n" for i in range(200))
-    assert len(first) > EXACT_SIMILARITY_MAX_CHARS
     assert turn_similarity(first, second) <= LOOP_SIMILARITY_THRESHOLD
     assert components(STATEMENT, first, second)["loop_penalty"] == 0.0
 
@@ -199,7 +211,7 @@ def test_long_turns_with_the_same_opening_but_different_lengths_are_not_a_loop()
     assert turn_similarity(opening, opening + "More detail. " * 600) <= LOOP_SIMILARITY_THRESHOLD
 
 
-def test_turn_similarity_is_exact_for_short_turns():
+def test_turn_similarity_agrees_with_difflib_on_a_small_edit():
     a, b = BASE, BASE.replace("empty", "blank")
     assert turn_similarity(a, b) == pytest.approx(similarity(a, b))
     assert turn_similarity("  same ", "same") == 1.0

@@ -152,7 +152,9 @@ def test_container_context_needs_only_its_requirements(synth, tmp_path):
               "get_executor()\n"
               "import rewardpipe.aws.jobs, rewardpipe.aws.hardening\n"
               "print('ok')\n")
-    proc = subprocess.run([sys.executable, "-S", "-c", script, str(context), str(deps)], cwd=tmp_path,
+    # -B: importing from the shared synth's staged context must leave no byte code in it (test_runtime checks
+    # that no asset holds byte code of another interpreter).
+    proc = subprocess.run([sys.executable, "-S", "-B", "-c", script, str(context), str(deps)], cwd=tmp_path,
                           capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=120)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 

@@ -133,7 +133,7 @@ class AskBeforeCoding(Environment):
     def replay(self, task: Task, messages: Sequence[Message]) -> AskBeforeCodingState:
         """The state of a recorded conversation: turn kinds re-classified, the final committed code, and which
         questions were answered with a hidden detail read off the recorded replies."""
-        from rewardpipe.envs.ask_before_coding.questions import reveals_in
+        from rewardpipe.envs.ask_before_coding.replies import reveals_in
 
         kinds, code = [], None
         for message in messages:
@@ -142,7 +142,7 @@ class AskBeforeCoding(Environment):
                 kinds.append(kind)
                 if kind is TurnKind.COMMIT:
                     code = turn_code
-        reveals = reveals_in(messages, task.spec)
+        reveals = reveals_in(messages, task.spec, task.entry_point)
         return AskBeforeCodingState(task_id=task.task_id, messages=list(messages), turn_kinds=kinds,
                                     revealed=[index for _, index in reveals],
                                     answered_turns=[turn for turn, _ in reveals], final_code=code,

@@ -7,20 +7,28 @@
 | asked_before_coding   | 0.6    | 1.0 first turn was a real question and later committed; 0.6 a real      |
 |                       |        | question later, then committed (only questions before the first commit) |
 | guessed_immediately   | 0.4    | -1.0 if the episode commits before any real question                    |
-| loop_penalty          | 0.2    | -0.5 if the last two assistant turns are more than 80% similar          |
+| loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar, or     |
+|                       |        | one (24+ characters) recurs, 90% of it, inside another                  |
 
-Similarity is difflib's ratio, exact for turns up to 3,000 characters; longer turns are compared by their
-opening and closing windows and their lengths, because the exact ratio is quadratic (tens of seconds for
-two max-length turns).
+The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
+asking the same question four times before a commit, so every pair of turns is compared. Similarity is
+:func:`~rewardpipe.envs.ask_before_coding.similarity.turn_similarity`: the ratio ``2 * matched / total``
+difflib's ratio has, with the matched characters found by anchoring on shared runs of characters, in time
+linear in the turns' length (difflib's own matching is quadratic: seconds of scorer CPU for one long turn).
+A question repeated inside a longer turn ("Sorry to ask again: ...", the question asked twice in one turn) is a
+loop too (:func:`~rewardpipe.envs.ask_before_coding.similarity.repeats`): padding dilutes the ratio, not the
+repeat.
 
 A *real* question is a question turn the user answered with a newly revealed spec item (the simulator's
 bookkeeping, the episode state's ``answered_turns``). A bare "?", "ok?" or "can you explain again?" reveals nothing,
 so it earns nothing and does not delay a guess: "?" then code scores exactly like the code alone. Without the
 bookkeeping (a transcript scored on its own, with no task spec at hand), a question counts when it asks
 something specific (:func:`rewardpipe.questions.question_subject`, the same rule the simulators apply before
-answering) and the recorded user reply is not one of the simulators' replies that reveal nothing ("That is up
-to you."): a made-up word ("xyz?") has a subject no rule can tell from a real one, but the simulator did not
-answer it.
+answering) and the recorded user reply answered it with new information
+(:func:`~rewardpipe.envs.ask_before_coding.replies.reply_informs`): not one of the simulators' fixed replies
+("That is up to you."), not an LLM user's deferral ("I'm not sure, use your judgement"), not a repeat of what
+was already said. A made-up word ("xyz?") has a subject no rule can tell from a real one, but the user did
+not answer it.
 
 Roles: ``correctness`` is the outcome, ``asked_before_coding`` shaping, the other two penalties.
 ``asked_before_coding`` is deliberately not gated on correctness: gating a behaviour bonus behind a rarely
@@ -29,17 +37,20 @@ reached outcome is exactly how a component goes silently dead.
 
 from __future__ import annotations
 
-from difflib import SequenceMatcher
 from typing import Any
 
 from rewardpipe.components import component
-from rewardpipe.envs.ask_before_coding.questions import is_non_answer, question_subject
+from rewardpipe.envs.ask_before_coding.questions import question_subject
+from rewardpipe.envs.ask_before_coding.replies import SaidSoFar, reply_informs
+from rewardpipe.envs.ask_before_coding.similarity import (  # noqa: F401 - turn_similarity: part of this API
+    LOOP_SIMILARITY_THRESHOLD,
+    find_loop,
+    turn_similarity,
+)
 from rewardpipe.models import MetricValue
 from rewardpipe.parsing import TurnKind
 from rewardpipe.rewards.base import Reward, Transcript
 from rewardpipe.rewards.execution import execution_correctness, execution_metrics, explain_execution_error
-
-LOOP_SIMILARITY_THRESHOLD = 0.8
 
 
 def answered_turns(state: Any) -> frozenset[int] | None:
@@ -55,9 +66,14 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
         return [kind is TurnKind.QUESTION and index in answered for index, kind in enumerate(transcript.kinds)]
     first = transcript.messages[0] if transcript.messages else None
     prompt = first.content if first is not None and first.role == "user" else ""
-    return [kind is TurnKind.QUESTION and not question_subject(text, prompt).asks_nothing
-            and reply is not None and not is_non_answer(reply)
-            for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript))]
+    real, said = [], SaidSoFar(prompt)
+    for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript)):
+        real.append(kind is TurnKind.QUESTION and reply is not None
+                    and not question_subject(text, prompt).asks_nothing
+                    and reply_informs(reply, text, said))
+        if reply is not None:
+            said.add(reply)
+    return real
 
 
 def _replies(transcript: Transcript) -> list[str | None]:
@@ -100,54 +116,12 @@ def guessed_immediately(transcript: Transcript, state: Any) -> float:
     return -1.0 if before is not None and not any(before) else 0.0
 
 
-# Character-level matching is quadratic: two max-length turns (~15k characters) take tens of seconds each.
-# Longer turns are judged on their opening and closing windows plus their lengths (see turn_similarity).
-EXACT_SIMILARITY_MAX_CHARS = 3000
-SIMILARITY_WINDOW_CHARS = 1500
-
-
-def _ratio(a: str, b: str, above: float | None = None) -> float:
-    """SequenceMatcher's ratio. With ``above``, a pair that cannot exceed it gets an upper bound (<= above)
-    instead, from the cheap length and character-count bounds: the answer to "ratio > above" is the same."""
-    if a == b:
-        return 1.0
-    matcher = SequenceMatcher(None, a, b, autojunk=False)
-    if above is not None:
-        for bound in (matcher.real_quick_ratio, matcher.quick_ratio):
-            value = bound()
-            if value <= above:
-                return value
-    return matcher.ratio()
-
-
-def turn_similarity(a: str, b: str, above: float | None = None) -> float:
-    """SequenceMatcher ratio in [0, 1] of two turns, ignoring surrounding whitespace.
-
-    Exact up to EXACT_SIMILARITY_MAX_CHARS. Beyond that it is the smallest of: the similarity of the first
-    SIMILARITY_WINDOW_CHARS characters, of the last ones, and the length bound 2*min/(len a + len b) — so a
-    turn repeated to max_length still scores near 1, two different long turns score low, and the cost stays
-    bounded. With ``above``, a value that is at most ``above`` may be an upper bound rather than the ratio
-    (see ``_ratio``); a value above it is exact.
-    """
-    a, b = a.strip(), b.strip()
-    if a == b:
-        return 1.0
-    if not a or not b:
-        return 0.0
-    if max(len(a), len(b)) <= EXACT_SIMILARITY_MAX_CHARS:
-        return _ratio(a, b, above)
-    window = SIMILARITY_WINDOW_CHARS
-    length_bound = 2.0 * min(len(a), len(b)) / (len(a) + len(b))
-    return min(length_bound, _ratio(a[:window], b[:window], above), _ratio(a[-window:], b[-window:], above))
-
-
-@component(range=(-0.5, 0.0), role="penalty", weight=0.2, description="last two turns near-identical")
+@component(range=(-0.5, 0.0), role="penalty", weight=0.2, description="two assistant turns near-identical")
 def loop_penalty(transcript: Transcript) -> float:
-    texts = transcript.assistant_texts
-    if len(texts) < 2:
-        return 0.0
-    similarity = turn_similarity(texts[-2], texts[-1], above=LOOP_SIMILARITY_THRESHOLD)
-    return -0.5 if similarity > LOOP_SIMILARITY_THRESHOLD else 0.0
+    """-0.5 when any two assistant turns of the conversation are more than 80% similar, or one is repeated
+    inside another (not only the last two: the same question asked four times, or A, B, A, B, then a commit,
+    is a loop too)."""
+    return -0.5 if find_loop(transcript.assistant_texts) is not None else 0.0
 
 
 def diagnostics(transcript: Transcript, state: Any, execution: Any) -> dict[str, MetricValue]:

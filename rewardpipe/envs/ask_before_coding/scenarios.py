@@ -1,9 +1,9 @@
 """Scripted players of the ask-before-coding task: doctor's scenarios and the ``--policy scripted`` mix.
 
 Doctor's scenarios (:func:`doctor_scenarios`) each play one fixed strategy so every component's reachable
-values show: ``reference`` asks one generic question per hidden detail, then commits the reference
-solution; ``guess`` commits a stub at once; ``loop`` repeats one question; ``stall_then_ask`` opens with a
-statement, asks once, then commits.
+values show: ``reference`` asks one generic question per hidden detail (each worded differently), then commits
+the reference solution; ``guess`` commits a stub at once; ``loop`` repeats one question; ``stall_then_ask``
+opens with a statement, asks once, then commits.
 
 The training mix (:func:`training_scenarios`) is what ``run --policy scripted`` plays: each rollout draws a
 strategy from a seeded draw on its ids, so groups have real, reproducible within-group variance:
@@ -41,6 +41,18 @@ _QUESTIONS = (
 _STALL = "Let me think about how to approach this first."
 _LOOP_QUESTION = "Can you explain again what exactly you need?"
 GENERIC_QUESTION = "Could you tell me more about the requirements?"
+# Doctor's generic questions, one per hidden detail, each worded differently: asking the same question again
+# is a loop (loop_penalty compares every pair of turns), and the reference scenario must not be one.
+GENERIC_QUESTIONS = (
+    GENERIC_QUESTION,
+    "Is there anything more about the expected behaviour I should know?",
+    "Do you have more specifications for me?",
+    "What else do you expect from it?",
+    "What other details should I keep in mind?",
+    "Anything else I need to know about the requirements?",
+    "What further details matter here?",
+    "Any more specifications?",
+)
 
 
 def stub_guess(task: "Task") -> str:
@@ -109,7 +121,7 @@ def _doctor_turn(name: str, questions: int):
             return "Let me think about this first."
         asked = current - (1 if name == "stall_then_ask" else 0)
         if asked < questions:
-            return GENERIC_QUESTION
+            return GENERIC_QUESTIONS[asked % len(GENERIC_QUESTIONS)]
         if name == "reference":
             return fenced(task.reference_solution)  # whatever was revealed: the tests are checked on it
         return fenced(task.reference_solution if len(state.revealed) >= len(task.spec) else stub_guess(task))

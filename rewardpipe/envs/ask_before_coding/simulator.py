@@ -25,6 +25,7 @@ from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     revealed_spec_item,
     stated_spec_items,
 )
+from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.envs.ask_before_coding.environment import AskBeforeCodingState as EpisodeState
@@ -97,7 +98,8 @@ SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer 
 You privately know these details of what you want (numbered):
 {details}
 Rules: answer only the question the programmer just asked. If it is about one of the details, state that one
-detail plainly. If it asks for the requirements in general, state the first detail you have not stated yet.
+detail plainly, and no other. If it asks for the requirements in general, state the first detail you have not
+stated yet, and only that one.
 If it asks nothing specific (for example "?", "ok?", "can you explain again?", "more info?", "what should I do?",
 or the request repeated back),
 reveal no detail: ask what they want to know. If it matches none, say it is up to them. Never volunteer other
@@ -105,7 +107,9 @@ details, never write code, never mention tests. Answer in one or two sentences."
 
 
 class OpenAISimulator(OwnsChatClient):
-    """An LLM plays the user. The revealed detail is inferred from word overlap with the reply.
+    """An LLM plays the user. Which detail its reply reveals, and whether the reply may stand at all, is
+    judged by :func:`~rewardpipe.envs.ask_before_coding.replies.vet_llm_reply` (at most one hidden detail per
+    reply, judged on the reply's concepts, never on verbatim matching alone).
 
     The endpoint is asked only about real questions: a turn that is not a question, or a question that asks
     nothing specific (the same :func:`question_subject` rule as the rule-based simulator), gets a fixed
@@ -138,9 +142,12 @@ class OpenAISimulator(OwnsChatClient):
             role = "user" if message.role == "assistant" else "assistant"
             messages.append({"role": role, "content": message.content})
         text = self._chat(messages, temperature=0.0).strip()
-        stated = stated_spec_items(text, task.spec, set(state.revealed))
-        if len(stated) > 1:
-            # One question, one detail: a reply stating several (a question that talked the LLM into listing
-            # the requirements) would hand over every detail for one question. Only the best match is said.
-            return SimulatorReply(task.spec[stated[0]], stated[0])
-        return SimulatorReply(text, stated[0] if stated else None)
+        # One question, at most one detail, judged on what the reply means and enforced: a reply stating
+        # several details (a question that talked the LLM into listing the requirements, in its own words or
+        # the spec's) says only the one asked about; a reply the rules cannot account for (a paraphrase they
+        # do not recognise, a made-up requirement) is replaced by the rule-based user's answer.
+        vetted, revealed = vet_llm_reply(text, question, task.spec, prompt=task.prompt,
+                                         entry_point=task.entry_point, revealed=state.revealed)
+        if vetted is None:
+            return RuleBasedSimulator().respond(state, task)
+        return SimulatorReply(vetted, revealed)

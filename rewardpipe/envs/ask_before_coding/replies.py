@@ -1,0 +1,349 @@
+"""What a user's reply says: which hidden details it states, whether it answered at all, and what an
+LLM-played user may say.
+
+Three rules, shared by every path that pays for a question, so the paths agree:
+
+* **stated details** (:func:`stated_details`): a reply states a hidden detail when it covers enough of the
+  detail's *key content*: the concepts (:func:`~rewardpipe.envs.ask_before_coding.words.concepts`: stems
+  compared on their first letters, a few synonym groups such as raise/throw or truncate/floor, exact tokens
+  such as ``ValueError`` or ``H:MM:SS``) that the detail has and the request does not, weighted by how rare
+  each is among the task's details. A paraphrase in other words is caught by its concepts, and a token
+  only one detail has (``H:MM:SS``) states that detail on its own.
+* **answered** (:func:`reply_informs`): a reply answers when it adds something: a concept that neither the
+  question, the request nor an earlier reply had ("Negative durations raise ValueError."), or a yes/no
+  (or a choice among the question's own options) to a question that asked for one ("Yes.", "Truncated.").
+  A deferral ("up to you", "I'm not sure, use your judgement", "I haven't thought about that") is not an
+  answer unless it also adds real content.
+* **what an LLM user may say** (:func:`vet_llm_reply`): at most one hidden detail per reply, enforced.
+  A reply judged to state several details is replaced by the one the question asked about. A reply with
+  anything the rules cannot attribute to the question, the request, the details already told and at most
+  one new detail (a paraphrase the judge did not recognise, a detail made up) is replaced by what the
+  rule-based user says, and so is any reply to a question that itself spells out several details (a "yes"
+  would confirm them all). The LLM's words reach the policy only when every concept in them is accounted
+  for.
+
+Each function is linear in the length of the texts (one pass over the words; per detail, set operations).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING
+
+from rewardpipe.envs.ask_before_coding.questions import (
+    RESTATEMENT_OVERLAP,
+    QuestionSubject,
+    best_spec_match,
+    is_non_answer,
+    question_subject,
+)
+from rewardpipe.envs.ask_before_coding.words import FILLER, GENERIC_CUES, concept, concepts, key_tokens
+from rewardpipe.parsing import QUESTION_MARKS, TurnKind, parse_turn
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rewardpipe.models import Message
+
+#: New concepts a deferring reply must add, without an exact token, to count as an answer all the same.
+DEFERRAL_CONTENT = 3
+#: A reply states a detail when it covers at least this (IDF-weighted) share of the detail's key content.
+STATED_SHARE = 0.35
+
+# Words of conversation that carry no requirement: yes/no, deferral, politeness. A reply made only of these
+# (and of the question's own words) adds nothing; they never count against an LLM user's reply either.
+_POLAR_WORDS = """yes yeah yep yup nope nah correct exactly indeed absolutely definitely certainly sure course
+    right true false always never affirmative agreed""".split()
+_CONVERSATION_WORDS = """up decide decision decided judgement judgment whatever sensible reasonable choice choose
+    call mind care fine idea unsure uncertain guess pick discretion flexible either way best think thought
+    remember recall gut instinct feel free happy depend depends honestly really open good great question
+    thanks thank please hope helps help note mean also well hi hello hey sorry much bit lot sense makes
+    seems seem works work done go ahead sounds told everything nothing else rest fine detail details leave
+    yours mine whichever anyway overall totally strong opinion particular preference prefer""".split()
+# Words *about the conversation* rather than the program: who would know or decide (team, expert, owner),
+# where it is written (description, documentation, mentioned), knowing and being able (information,
+# certain, unable, afraid), how hard or open it is (tricky, interesting, depends, assume). A reply made of
+# these says nothing about what the code must do: "I'd have to check with my team.", "The task description
+# has everything you need.", "I'm afraid I can't share more information." (A word some bundled task's
+# hidden details use stays content: "above", "pass", "option", "point", "one", "accept", ...)
+_META_WORDS = """team colleague manager boss stakeholder department expert developer engineer someone somebody
+    anyone anybody everyone nobody myself yourself task description specification specified spec document
+    documentation docs instruction instructions mention mentioned previous previously said told practice
+    practices convention conventions standard common sense usual typical instinct instincts trust clue info
+    information confidential secret comment comments answer answers ask asking tricky interesting hard
+    difficult complicated tough obvious approach implementation check checking back later figure able unable
+    afraid unfortunately depend depending assume assumption something nothing both way ways however lol mate
+    dunno idk haha know knowledge certain haven got come comes feeling feelings follow refer see test tests""".split()
+CONVERSATIONAL = (frozenset(concept(w) for w in (*_POLAR_WORDS, *_CONVERSATION_WORDS, *_META_WORDS))
+                  | FILLER | GENERIC_CUES)
+_POLAR_START = frozenset(_POLAR_WORDS) | {"no", "not", "of"}  # "No.", "Not padded.", "Of course."
+
+# A reply that defers the decision or admits not knowing (matched on the lower-cased reply with its
+# whitespace collapsed and curly apostrophes made straight).
+DEFERRALS = (
+    "up to you", "your call", "your choice", "your decision", "you decide", "you choose", "your judgement",
+    "your judgment", "use your", "don't know", "do not know", "dont know", "not sure", "no idea",
+    "no preference", "don't have a preference", "don't mind", "do not mind", "doesn't matter",
+    "does not matter", "don't care", "do not care", "whatever", "either way", "either is fine",
+    "haven't decided", "have not decided", "haven't thought", "have not thought", "not decided", "can't say",
+    "cannot say", "as you see fit", "as you like", "your discretion", "go with your", "what you think",
+    "you think is", "seems best", "makes sense to you", "told you everything", "nothing else", "no other",
+    "nothing more", "anything is fine", "anything works", "no strong", "not important", "hard to say",
+    "not certain", "no opinion", "leave it to you", "leave that to you", "i'll leave", "feel free", "unsure",
+    "no particular", "haven't considered", "have not considered", "not really thought", "rather not",
+    "keep that open", "keep it open", "let you figure", "figure it out", "figure that out", "surprise me",
+    "what works", "what you want", "what you like", "your way", "your own", "dealer's choice", "no requirement",
+    "no constraint", "not specified", "unspecified", "didn't think", "did not think", "never thought",
+    "no clue", "beats me", "good question", "not a concern", "don't worry", "do not worry", "can't remember",
+    "cannot remember", "don't remember", "do not remember", "not decided",
+    # refusing, redirecting, or pointing back at what was already said
+    "can't share", "cannot share", "can't help", "cannot help", "can't answer", "cannot answer", "can't tell",
+    "cannot tell", "not able to", "unable to", "no comment", "get back to you", "check with", "ask someone",
+    "not the right person", "not my ", "what do you think", "what would you", "you're the expert",
+    "you are the expert", "dunno", "idk", "no clue", "a clue", "rather you", "yourself", "see above",
+    "as written", "as i said", "like i said", "i mentioned", "already told", "already said", "not specified",
+    "isn't specified", "not something i", "depends on", "it depends", "best practice", "common sense",
+    "the convention", "confidential", "any approach", "either option", "both options", "any option",
+    "reasonable to you", "sensible to you", "whichever", "however you", "however seems", "trust your",
+    "next question", "ask me something", "don't have that", "do not have that", "no information",
+    "right person", "wrong person", "tricky one", "a tricky", "tough one", "hard one", "good one", "refer to",
+    "the request", "original request", "the specification", "the description", "the task", "the docs",
+    "the documentation", "comes to mind", "come to mind", "tests pass", "as long as it", "no strong",
+    "no feelings", "one way or the other",
+)
+# Whole replies that pass on the question ("Pass.", "Next."): matched on the reply without its punctuation.
+_PASSES = frozenset({"pass", "next", "skip this", "skip that", "no comment", "next one", "moving on", "n/a", "na"})
+# A question that asks for a yes or a no: its last sentence opens with an auxiliary verb.
+_AUXILIARIES = frozenset("""is are was were am do does did should shall can could will would must may might has
+    have had""".split())
+
+
+def _normalised(text: str) -> str:
+    return " ".join(text.replace("\u2019", "'").split()).lower()
+
+
+def defers(reply: str) -> bool:
+    """True when the reply defers the decision or admits not knowing (see DEFERRALS)."""
+    text = _normalised(reply)
+    return any(phrase in text for phrase in DEFERRALS) or text.strip(".,;:!?\"'*_()- ") in _PASSES
+
+
+def _last_question_sentence(question: str) -> str:
+    prose = parse_turn(question).prose
+    end = max(prose.rfind(mark) for mark in QUESTION_MARKS)
+    head = prose[:end] if end >= 0 else prose
+    start = max(head.rfind(stop) for stop in ".!\n" + QUESTION_MARKS)
+    return head[start + 1 :]
+
+
+def asks_for_a_choice(question: str) -> bool:
+    """True for a yes/no question ("Should negatives raise?") or one offering options ("... or ...?")."""
+    sentence = _last_question_sentence(question).lower()
+    words = sentence.split()
+    return bool(words) and (words[0].strip("\"'*_(") in _AUXILIARIES or " or " in f" {sentence} ")
+
+
+def _opens_with_yes_or_no(reply: str) -> bool:
+    words = _normalised(reply).split()
+    return bool(words) and words[0].strip(".,;:!?\"'*_()-") in _POLAR_START
+
+
+class SaidSoFar:
+    """What a conversation has said before the reply being judged, as concepts: the request's and the earlier
+    replies'. It grows one reply at a time (:meth:`add`), so judging every reply of a conversation costs one
+    pass over it, however many turns it has."""
+
+    def __init__(self, request: str = "", earlier: Iterable[str] = ()) -> None:
+        self.request = concepts(request)
+        self.earlier: set[str] = set()
+        for text in earlier:
+            self.add(text)
+
+    def add(self, reply: str) -> None:
+        self.earlier |= concepts(reply)
+
+
+def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = ()) -> bool:
+    """Did ``reply`` answer ``question`` with new information? ``known``: what the conversation had already
+    said, the request first, then earlier replies (or a :class:`SaidSoFar`). See the module docstring."""
+    if not reply.strip() or is_non_answer(reply):
+        return False
+    if not isinstance(known, SaidSoFar):
+        texts = list(known)
+        known = SaidSoFar(texts[0] if texts else "", texts[1:])
+    said = concepts(reply) - CONVERSATIONAL
+    asked = concepts(question)
+    new = said - asked - known.request - known.earlier
+    deferring = defers(reply)
+    if new:
+        # A deferral that mentions a stray word or two ("up to you, I haven't thought about leap years") still
+        # defers; real content beside it is more than that, or an exact token ("..., but raise ValueError").
+        return not deferring or len(new) >= DEFERRAL_CONTENT or bool(new & key_tokens(reply))
+    if deferring:
+        return False
+    # Said in the request's own words: an answer about what was asked ("An empty string encodes to an empty
+    # string." to "What about empty input?"), unless it only restates the request.
+    if said & asked and said - asked - known.earlier and not _restates(said, known.request):
+        return True
+    return asks_for_a_choice(question) and (_opens_with_yes_or_no(reply) or bool(said & asked))
+
+
+def _restates(said: set[str], request: set[str]) -> bool:
+    return bool(request) and len(said & request) / len(said | request) >= RESTATEMENT_OVERLAP
+
+
+# --- which hidden details a reply states ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DetailKeys:
+    """Per hidden detail, its key content (concepts the request does not have) and the exact tokens only it
+    has; the IDF weight of each concept among the details."""
+
+    keys: tuple[frozenset[str], ...]
+    unique_tokens: tuple[frozenset[str], ...]
+    weight: dict[str, float]
+
+
+@lru_cache(maxsize=1024)
+def detail_keys(spec: tuple[str, ...], prompt: str = "") -> DetailKeys:
+    known = concepts(prompt) | CONVERSATIONAL
+    keys = tuple(frozenset(concepts(item) - known) or frozenset(concepts(item)) for item in spec)
+    tokens = [key_tokens(item) - key_tokens(prompt) for item in spec]
+    unique = tuple(frozenset(t - set().union(*(o for j, o in enumerate(tokens) if j != i)))
+                   for i, t in enumerate(tokens))
+    counts: dict[str, int] = {}
+    for key in keys:
+        for c in key:
+            counts[c] = counts.get(c, 0) + 1
+    weight = {c: math.log(1 + len(spec) / n) for c, n in counts.items()}
+    return DetailKeys(keys, unique, weight)
+
+
+def detail_coverage(reply: str, spec: Sequence[str], prompt: str = "") -> list[float]:
+    """Per detail, the weighted share of its key content the reply covers (1.0 with one of its unique
+    tokens)."""
+    index = detail_keys(tuple(spec), prompt)
+    said = concepts(reply)
+    shares = []
+    for key, unique in zip(index.keys, index.unique_tokens, strict=True):
+        total = sum(index.weight[c] for c in key)
+        share = sum(index.weight[c] for c in key & said) / total if total else 0.0
+        shares.append(1.0 if unique & said else share)
+    return shares
+
+
+def stated_details(reply: str, spec: Sequence[str], prompt: str = "",
+                   revealed: set[int] | Sequence[int] = ()) -> list[int]:
+    """The not-yet-revealed details ``reply`` states (coverage >= STATED_SHARE), the best covered first
+    (ties in spec order)."""
+    shares = detail_coverage(reply, spec, prompt)
+    stated = [(-share, i) for i, share in enumerate(shares) if share >= STATED_SHARE and i not in revealed]
+    return [i for _, i in sorted(stated)]
+
+
+# --- the recorded conversation: which questions were answered with a detail ---------------------------------
+
+
+def would_reveal(subject: QuestionSubject, spec: Sequence[str], revealed: set[int] | Sequence[int]) -> int | None:
+    """The detail the rule-based simulator would newly reveal for this question, or None."""
+    index, restated = best_spec_match(subject.words, spec, revealed)
+    if index is not None and not restated:
+        return index
+    if subject.generic:
+        return next((i for i in range(len(spec)) if i not in revealed), None)
+    return None
+
+
+def answered_detail(question: str, reply: str, spec: Sequence[str], *, prompt: str = "", entry_point: str = "",
+                    revealed: set[int] | Sequence[int] = (), known: Iterable[str] | SaidSoFar = ()) -> int | None:
+    """The not-yet-revealed detail a recorded ``reply`` gave in answer to ``question``, or None.
+
+    A question that asks nothing never earns one, whatever the reply said. The reply states a detail
+    (:func:`stated_details`; the one the question asked about first), unless it defers; or, answering in
+    few words ("Yes."), it informs (:func:`reply_informs`) and the rule-based user would have revealed a
+    detail to that question.
+    """
+    subject = question_subject(question, prompt, entry_point)
+    if subject.asks_nothing:
+        return None
+    stated = stated_details(reply, spec, prompt, revealed)
+    if stated and not defers(reply):
+        asked, _ = best_spec_match(subject.words, spec, revealed)
+        return asked if asked in stated else stated[0]
+    if reply_informs(reply, question, known if isinstance(known, SaidSoFar) else [prompt, *known]):
+        return would_reveal(subject, spec, revealed)
+    return None
+
+
+def reveals_in(messages: Sequence[Message], spec: Sequence[str], entry_point: str = "") -> list[tuple[int, int]]:
+    """``(assistant turn, spec index)`` for each assistant turn (0-based, among assistant turns) of a recorded
+    conversation that was a real clarifying question: a question answered with a not-yet-revealed detail
+    (:func:`answered_detail`). For transcripts scored without the simulator's own bookkeeping."""
+    answered: list[tuple[int, int]] = []
+    revealed: set[int] = set()
+    prompt = messages[0].content if messages and messages[0].role == "user" else ""
+    said = SaidSoFar(prompt)
+    turn = -1
+    for position, message in enumerate(messages):
+        if message.role != "assistant":
+            continue
+        turn += 1
+        following = messages[position + 1] if position + 1 < len(messages) else None
+        if following is None or following.role != "user":
+            continue
+        if parse_turn(message.content).kind is TurnKind.QUESTION:
+            index = answered_detail(message.content, following.content, spec, prompt=prompt,
+                                    entry_point=entry_point, revealed=revealed, known=said)
+            if index is not None:
+                revealed.add(index)
+                answered.append((turn, index))
+        said.add(following.content)
+    return answered
+
+
+def answered_turns_in(messages: Sequence[Message], spec: Sequence[str], entry_point: str = "") -> frozenset[int]:
+    """The assistant turns of :func:`reveals_in`."""
+    return frozenset(turn for turn, _ in reveals_in(messages, spec, entry_point))
+
+
+# --- what an LLM-played user may say ------------------------------------------------------------------------
+
+
+def vet_llm_reply(text: str, question: str, spec: Sequence[str], *, prompt: str = "", entry_point: str = "",
+                  revealed: set[int] | Sequence[int] = ()) -> tuple[str | None, int | None]:
+    """``(reply, newly revealed detail)`` an LLM user's ``text`` may stand as; ``(None, None)`` when it must be
+    replaced by the rule-based user's reply (see the module docstring).
+
+    ``text`` stands when every concept in it comes from the question, the request, a detail already told
+    or the one detail it states; a reply stating several details becomes the one the question asked about.
+    """
+    subject = question_subject(question, prompt, entry_point)
+    if len(stated_details(question, spec, prompt, revealed)) > 1 and not defers(text):
+        # The question spells out several details itself ("Should negatives raise ValueError, and are
+        # fractions truncated?"): a "yes" would confirm them all. The rule-based user answers one.
+        return None, None
+    stated = stated_details(text, spec, prompt, revealed)
+    asked, _ = best_spec_match(subject.words, spec, revealed)
+    if len(stated) > 1:
+        keep = asked if asked in stated else stated[0]
+        return spec[keep], keep
+    detail = stated[0] if stated else None
+    allowed = concepts(question) | concepts(prompt) | CONVERSATIONAL
+    for index in (*revealed, *([detail] if detail is not None else [])):
+        if 0 <= index < len(spec):
+            allowed |= concepts(spec[index])
+    if concepts(text) - allowed:
+        return (spec[detail], detail) if detail is not None else (None, None)
+    if detail is None and reply_informs(text, question, [prompt, *(spec[i] for i in revealed if 0 <= i < len(spec))]):
+        detail = would_reveal(subject, spec, revealed)
+    return text, detail
+
+
+__all__ = [
+    "CONVERSATIONAL", "DEFERRALS", "DEFERRAL_CONTENT", "STATED_SHARE", "DetailKeys", "SaidSoFar", "answered_detail",
+    "answered_turns_in",
+    "asks_for_a_choice", "defers", "detail_coverage", "detail_keys", "reply_informs", "reveals_in",
+    "stated_details", "vet_llm_reply", "would_reveal",
+]

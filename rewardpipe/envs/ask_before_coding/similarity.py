@@ -1,0 +1,217 @@
+"""How alike two assistant turns are, in time linear in their length: the loop penalty's similarity.
+
+``turn_similarity(a, b)`` is ``2 * M / (len(a) + len(b))`` (the form of difflib's ratio), where ``M`` is the
+length of a common subsequence of the two turns found by *anchoring*: every run of ``ANCHOR_CHARS``
+characters that occurs in both turns is an anchor; the longest chain of anchors in the same order in both
+turns is kept (a longest increasing subsequence, ``O(n log n)``), and ``M`` counts the characters that chain
+matches. Turns are compared after collapsing runs of whitespace and ignoring case, so re-spacing or
+re-capitalising a repeated question does not make it new.
+
+Why not difflib: ``SequenceMatcher.ratio`` is quadratic (a second of scorer CPU for two turns of 3,000
+random characters, minutes for two of 30,000), and cutting it to windows misses a loop whose difference
+sits inside a window. Anchoring keeps the whole text:
+
+* ``M`` is the length of a real common subsequence, so the similarity never exceeds the LCS ratio: two
+  turns share as much as it says, at least;
+* a near-duplicate loses only the characters inside its edits and runs shorter than ``ANCHOR_CHARS``
+  between two edits, so a repeated question with a few words changed stays far above the threshold
+  (``Can you explain again?`` / ``Can you explain it again?`` is 0.94, as with difflib);
+* unrelated turns share few runs of ``ANCHOR_CHARS`` characters in order, so they stay low (random text
+  near 0; two different questions about the same task typically 0.3 to 0.6).
+
+Cost bound: a run that repeats inside a turn (``aaaa...``, a pasted block) is tried against at most
+``MAX_CANDIDATES`` of its occurrences in the other turn (those nearest the same relative position), so the
+chain is built from at most ``MAX_CANDIDATES`` pairs per character: linear in the length, whatever the text.
+Each turn's runs are indexed once, and a pair visits only the runs both turns have.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left
+from collections.abc import Callable, Sequence
+
+#: More than this similar is a loop (contracts.md: "more than 80% similar").
+LOOP_SIMILARITY_THRESHOLD = 0.8
+#: Earlier turns a turn is compared with for near-duplicates; exact repeats are found across the whole
+#: conversation. Far more than an episode's turns (6 by default): only a recorded transcript reaches it.
+LOOP_LOOKBACK_TURNS = 32
+#: Length of the shared runs that anchor a match. Shorter runs also anchor chance coincidences between
+#: unrelated turns (" the ", "tion"); longer ones lose near-duplicates edited every few characters.
+ANCHOR_CHARS = 4
+#: A turn whose words (at least this many characters of them) recur verbatim inside another turn is a loop
+#: too: the same question padded with new text ("Sorry to ask again: ...", "... I want to be sure") or asked
+#: twice in one turn dilutes the ratio below the threshold, but it is the same question again.
+CONTAINED_MIN_CHARS = 24
+#: Occurrences of one anchor in the other turn that are tried (the nearest to the same relative position).
+MAX_CANDIDATES = 4
+#: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
+#: it recovers the characters between edits closer together than an anchor.
+GAP_CHARS = 32
+
+
+def normalise(text: str) -> str:
+    """Whitespace runs collapsed to one space, ends stripped, case folded: what a loop is judged on."""
+    return " ".join(text.split()).casefold()
+
+
+def anchor_positions(text: str, k: int = ANCHOR_CHARS) -> dict[str, list[int]]:
+    """Where each ``k``-character run of ``text`` starts (ascending): a turn's index, built once per turn."""
+    positions: dict[str, list[int]] = {}
+    for i in range(len(text) - k + 1):
+        positions.setdefault(text[i : i + k], []).append(i)
+    return positions
+
+
+def _pairs(a: str, b: str, in_a: dict[str, list[int]], in_b: dict[str, list[int]]) -> list[tuple[int, int]]:
+    """(position in a, position in b) of shared anchors, ordered by b then *descending* a (so a chain that
+    increases strictly in a takes at most one pair per position of b). Only the runs both turns have are
+    visited: two unrelated turns cost little more than their indexes."""
+    scale = len(a) / len(b)
+    pairs: list[tuple[int, int]] = []
+    for run in in_a.keys() & in_b.keys():
+        found = in_a[run]
+        for j in in_b[run]:
+            near = found
+            if len(found) > MAX_CANDIDATES:
+                centre = bisect_left(found, j * scale)
+                start = min(max(0, centre - MAX_CANDIDATES // 2), len(found) - MAX_CANDIDATES)
+                near = found[start : start + MAX_CANDIDATES]
+            pairs.extend((i, j) for i in near)
+    pairs.sort(key=lambda pair: (pair[1], -pair[0]))
+    return pairs
+
+
+def _chain(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The longest subsequence of ``pairs`` strictly increasing in both positions (patience sorting)."""
+    tails: list[int] = []  # tails[length - 1]: the smallest a-position ending a chain of that length
+    tail_index: list[int] = []  # index into pairs of that tail
+    previous = [-1] * len(pairs)
+    for index, (i, _) in enumerate(pairs):
+        length = bisect_left(tails, i)
+        if length == len(tails):
+            tails.append(i)
+            tail_index.append(index)
+        else:
+            tails[length] = i
+            tail_index[length] = index
+        previous[index] = tail_index[length - 1] if length else -1
+    chain = []
+    index = tail_index[-1] if tail_index else -1
+    while index >= 0:
+        chain.append(pairs[index])
+        index = previous[index]
+    chain.reverse()
+    return chain
+
+
+def matched_characters(a: str, b: str, in_a: dict[str, list[int]] | None = None,
+                       in_b: dict[str, list[int]] | None = None) -> int:
+    """Length of the common subsequence the chain of shared ANCHOR_CHARS-character runs spells out
+    (``in_a``/``in_b``: the turns' :func:`anchor_positions`, when already built).
+
+    Consecutive anchors on one diagonal overlap and extend the match by their offset; an anchor on another
+    diagonal adds only the part of it past both previous ends (so the count is a real common subsequence).
+    """
+    k = ANCHOR_CHARS
+    if min(len(a), len(b)) < k:
+        return _gap_match(a, b)
+    in_a = anchor_positions(a) if in_a is None else in_a
+    in_b = anchor_positions(b) if in_b is None else in_b
+    matched, end_a, end_b = 0, 0, 0
+    for i, j in _chain(_pairs(a, b, in_a, in_b)):
+        if i >= end_a and j >= end_b:
+            matched += _gap_match(a[end_a:i], b[end_b:j])
+        gained = min(i + k - max(i, end_a), j + k - max(j, end_b))
+        if gained > 0:
+            matched += gained
+            end_a, end_b = i + k, j + k
+    return matched + _gap_match(a[end_a:], b[end_b:])
+
+
+def _gap_match(a: str, b: str) -> int:
+    """LCS length of two short unmatched stretches (between anchors, or a turn shorter than an anchor);
+    0 when either is longer than GAP_CHARS, so the cost stays bounded (GAP_CHARS x the other's length)."""
+    if not a or not b or min(len(a), len(b)) > GAP_CHARS or max(len(a), len(b)) > GAP_CHARS * 4:
+        return 0
+    short, other = (a, b) if len(a) <= len(b) else (b, a)
+    previous = [0] * (len(short) + 1)
+    for char in other:
+        current = [0]
+        for index, mine in enumerate(short):
+            current.append(previous[index] + 1 if char == mine else max(previous[index + 1], current[index]))
+        previous = current
+    return previous[-1]
+
+
+def turn_similarity(a: str, b: str, above: float | None = None) -> float:
+    """Similarity in [0, 1] of two turns (see the module docstring): 1.0 for turns equal after
+    normalising, 0.0 when either is empty.
+
+    With ``above``, a pair whose lengths alone keep it at or below ``above`` gets that length bound
+    (``2 * shorter / (len a + len b)``, never less than the similarity) without being compared: the answer to
+    "similarity > above" is the same.
+    """
+    return _similarity(normalise(a), normalise(b), above)
+
+
+def _similarity(a: str, b: str, above: float | None = None,
+                indexes: Callable[[], tuple[dict[str, list[int]], dict[str, list[int]]]] | None = None) -> float:
+    """``turn_similarity`` of normalised turns; ``indexes`` builds their anchor indexes (only if compared)."""
+    if a == b:
+        return 1.0
+    if not a or not b:
+        return 0.0
+    length_bound = 2.0 * min(len(a), len(b)) / (len(a) + len(b))
+    if above is not None and length_bound <= above:
+        return length_bound
+    return 2.0 * matched_characters(a, b, *(indexes() if indexes else (None, None))) / (len(a) + len(b))
+
+
+def words_of(text: str) -> str:
+    """The words of a normalised turn, one space apart: its punctuation and markup dropped."""
+    return " ".join("".join(c if c.isalnum() else " " for c in text).split())
+
+
+def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
+    """Are turns ``a`` and ``b`` a loop? More than ``threshold`` similar (:func:`turn_similarity`), or the
+    words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order, inside the
+    other's (after normalising: the same question padded with new text, or asked twice in one turn)."""
+    a, b = normalise(a), normalise(b)
+    return _similarity(a, b, threshold) > threshold or _contained(words_of(a), words_of(b))
+
+
+def _contained(a: str, b: str) -> bool:
+    shorter, longer = (a, b) if len(a) <= len(b) else (b, a)
+    return len(shorter) >= CONTAINED_MIN_CHARS and f" {shorter} " in f" {longer} "  # whole words only
+
+
+def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> tuple[int, int] | None:
+    """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
+
+    Every turn is compared with every earlier one: an exact repeat (after normalising) through a dictionary
+    of the turns seen, anywhere in the conversation; a near-duplicate among the previous
+    ``LOOP_LOOKBACK_TURNS`` turns (every pair of an episode of that many turns and one more; the bound keeps a
+    recorded transcript of thousands of turns linear). Pairs whose lengths alone keep them at or below the
+    threshold are not compared by their characters (only by whether one's words are in the other's).
+    """
+    seen: dict[str, int] = {}
+    normalised = [normalise(turn) for turn in turns]
+    words = [words_of(text) for text in normalised]
+    indexes: dict[int, dict[str, list[int]]] = {}  # each turn's anchors, built once (only the lookback's kept)
+
+    def index(turn: int) -> dict[str, list[int]]:
+        if turn not in indexes:
+            indexes[turn] = anchor_positions(normalised[turn])
+        return indexes[turn]
+
+    for later, text in enumerate(normalised):
+        if text in seen:
+            return seen[text], later
+        indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
+        for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
+            pair = (lambda first=earlier, second=later: (index(first), index(second)))  # noqa: E731
+            if (_similarity(normalised[earlier], text, threshold, pair) > threshold
+                    or _contained(words[earlier], words[later])):
+                return earlier, later
+        seen[text] = later
+    return None

@@ -1,0 +1,160 @@
+"""The words of a turn, as the question and reply rules read them: stopwords, filler, stems, concepts.
+
+Pure text functions, no I/O, each linear in the length of the text (one regex pass that cannot backtrack,
+then per-word work on words capped in length).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from itertools import pairwise
+
+STOPWORDS = frozenset(
+    """a an the and or but if then else of to in on at by for with from as is are was were be been being do does
+    did doing have has had it its this that these those there here what which who whom whose when where why how
+    can could should would will shall may might must i you we they he she me my your our their us them not no
+    yes so than too very just also any some all each every about into over under again further once only own
+    same such both few more most other please thanks thank tell know want need like let lets ok okay sure
+    before keep mind
+    function write code program implement return returns returned value values input output give get make use
+    should does do""".split()
+)
+
+# Questions that ask for the task's requirements in general rather than about something specific. Stemmed below
+# (after _stem is defined) so they compare equal to the stemmed words of a question.
+_GENERIC_CUE_WORDS = """requirement requirements detail details spec specs specification specifications constraint
+    constraints expect expected expectation expectations edge assumption assumptions rule rules""".split()
+# ("edge" alone marks "edge cases" as generic: "case" must stay specific for questions about letter case.)
+
+# Words that name no subject: a question made only of these and stopwords ("can you explain again?", "is that
+# right?", "anything else?") asks nothing specific, so it earns no detail (and no asked_before_coding).
+_FILLER_WORDS = """explain explanation again mean meant clarify clarification elaborate repeat rephrase understand
+    understood confirm sure right correct fine good great else anything something everything question questions
+    help idea think thought thoughts opinion suggestion suggestions feedback say said thing things stuff exactly
+    really hmm hmmm huh hello hi hey wait well uh uhm um umm er erm eh ah oh
+    okay alright
+    info information more context background catch special particular specific specifics preference prefer
+    matter important behavior behaviour happen scenario situation approach handle deal way
+    basically actually literally simply essentially honestly precisely generally totally quite indeed certainly
+    definitely probably maybe perhaps""".split()
+# (The second group asks for "more" without saying about what: "More info?", "Any more context?", "What's the
+# catch?", "How should I approach this?". The rule-based simulator would say "that is up to you", but an LLM
+# playing the user reads them as "tell me the requirements" and reveals a detail: as filler they reach
+# neither simulator, so the two agree. Words a bundled spec item uses ("work", "look", "case") stay subjects.)
+
+# A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
+# ASCII words are read. A word with a letter from another script is dropped whole, never cut into ASCII
+# fragments: "Mоre infо?" spelt with Cyrillic "о" must not become the subject words "re" and "inf", which
+# would send a filler question past the rule to an LLM user who reads it as "tell me the requirements".
+_WORD = re.compile(r"[^\W_]+")
+_INLINE_CODE = re.compile(r"`[^`\n]+`")
+
+
+def _stem(word: str) -> str:
+    """:func:`_stem_word`, cached for ordinary words (a pure function of one word; a run's vocabulary is small
+    and repeats a lot). A word longer than any real one is stemmed without the cache, which must not keep
+    a hostile turn's megabyte-long "words" alive."""
+    return _stem_cached(word) if len(word) <= MAX_CACHED_WORD else _stem_word(word)
+
+
+#: Longest word whose stem is cached.
+MAX_CACHED_WORD = 40
+
+
+def _stem_word(word: str) -> str:
+    """A tiny suffix stripper that maps a word's common forms to one key (name/names/named -> "nam").
+
+    Both sides of a comparison go through it, so it only has to be consistent, not linguistic: "cases"
+    and "case" must meet, which is why a final "e" goes too and "es" is only a suffix after s/x/z/ch/sh.
+    """
+    if len(word) > 4 and word.endswith("ies"):
+        return word[:-3] + "y"
+    for suffix in ("ing", "ed", "es", "s"):
+        if len(word) > len(suffix) + 2 and word.endswith(suffix):
+            if suffix == "es" and not word[:-2].endswith(("s", "x", "z", "ch", "sh")):
+                suffix = "s"
+            if suffix == "s" and word.endswith(("ss", "us", "is")):
+                break
+            word = word[: -len(suffix)]
+            break
+    if len(word) > 3 and word.endswith("e"):
+        word = word[:-1]
+    return word
+
+
+_stem_cached = lru_cache(maxsize=1 << 14)(_stem_word)
+
+GENERIC_CUES = frozenset(_stem(word) for word in _GENERIC_CUE_WORDS)
+FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
+
+
+def content_words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
+
+
+
+
+# --- concepts: what a reply says, for judging which hidden detail it states ---------------------------------
+
+# A token that names something exactly: it has a digit, an underscore, an inner ":" "." "/" "+" "-", or a
+# capital after its first letter ("ValueError", "KiB", "NASA", "H:MM:SS", "1.5", "YYYY-MM-DD"). Such tokens
+# survive a paraphrase (a user who says "throw a ValueError" has said "raises ValueError"). Each separator
+# must be followed by a word character, so the pattern never backtracks.
+_TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[:./+-][A-Za-z0-9_]+)*")
+
+
+def key_tokens(text: str) -> set[str]:
+    """The exact tokens of ``text`` (see ``_TOKEN``), lower-cased."""
+    found = set()
+    for token in _TOKEN.findall(text):
+        if len(token) > MAX_CACHED_WORD:
+            continue  # no real identifier or number is that long: a hostile run, not a name
+        if (any(c.isdigit() or c in "_:./+-" for c in token) or any(c.isupper() for c in token[1:])):
+            found.add(token.lower())
+    return found
+
+
+# Words a user may use for the same idea, mapped to one concept (after stemming). Deliberately small: only
+# paraphrases common enough in requirements that matching them matters ("throw" for "raise", "floor" for
+# "truncate"); anything else is covered by word prefixes (``CONCEPT_PREFIX``) and exact tokens.
+_SYNONYM_GROUPS = """
+    rais throw throws thrown
+    error exception valueerror typeerror keyerror indexerror
+    truncat floor chop chopp round_down
+    negativ minus below_zero less_zero
+    pad padd lead_zero
+    lowercas lower_cas
+    uppercas upper_cas capital capitaliz
+    empty blank
+    duplicat repeat repeated dupe
+    ignor skip skipp
+    hyphen dash
+    whitespac spac
+    fraction fractional decimal
+    integer int whole
+    none null nil
+    invalid illegal malformed bad wrong
+    maximum max most limit cap
+    minimum min least
+""".strip().splitlines()
+SYNONYMS = {word: group.split()[0] for group in _SYNONYM_GROUPS for word in group.split()}
+#: Concepts are compared on their first letters, so "fractional" meets "fractions" and "truncation"
+#: meets "truncated" where the suffix stripper leaves them apart.
+CONCEPT_PREFIX = 6
+
+
+def concept(word: str) -> str:
+    """One word's concept: its synonym group, else the first CONCEPT_PREFIX letters of its stem."""
+    stem = _stem(word)
+    return SYNONYMS.get(stem) or SYNONYMS.get(word) or stem[:CONCEPT_PREFIX]
+
+
+def concepts(text: str) -> set[str]:
+    """What ``text`` talks about: the concepts of its content words and its exact tokens."""
+    words = [w for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1]
+    found = {concept(w) for w in words}
+    # two-word phrases a synonym group names ("below zero", "rounded down", "leading zeros")
+    stems = [_stem(w) for w in words]
+    found.update(SYNONYMS[pair] for pair in map("_".join, pairwise(stems)) if pair in SYNONYMS)
+    return found | key_tokens(text)

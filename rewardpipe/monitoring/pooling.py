@@ -1,0 +1,200 @@
+"""Small batches: consecutive steps pooled until a component has enough groups for a verdict.
+
+A step gives a component a verdict only with at least ``min_groups`` eligible groups (>= 2 scored values).
+A trainer with few groups per step never gets there: TRL's ``GRPOTrainer`` with
+``per_device_train_batch_size=8`` and ``num_generations=4`` scores 2 groups a step, so a component constant
+in every group stayed ``insufficient_data`` for ever and never alarmed. Here such a step is held, and the
+component is judged on the groups of the consecutive small steps together as soon as they are enough:
+
+* a target (component or aggregate) that has a verdict on its own step is judged on that step alone, as
+  before; pooling changes nothing for batches large enough;
+* a target short of ``min_groups`` opens a pool at that step (``TargetState.pooled_since``, saved with the
+  monitor's state, so a Lambda checking one step at a time pools too); each following step joins it; when the
+  pool's groups reach ``min_groups``, the verdict is reported at the pool's last step, with
+  ``pooled_steps`` in its figures and "(pooled over steps 3-5 ...)" in its message and alarm, and the pool
+  closes. Until then the step says how far the pool has got;
+* a pool spans at most :data:`MAX_POOLED_STEPS` consecutive steps: older evidence is dropped, so a
+  verdict never mixes a policy with the one it was many steps before;
+* the steps of an open pool come from :class:`StepHistory`: the ones the same monitor saw (a trainer
+  callback, a file of many steps), or read back from the store (``monitor_step``).
+
+Errors are judged per step as before (an error rate needs no groups).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm
+from rewardpipe.monitoring.statistics import GroupTable, SampledRollout, StepAcc
+from rewardpipe.monitoring.thresholds import Thresholds
+from rewardpipe.monitoring.verdicts import ComponentStats, StepReport, step_report
+
+#: The most consecutive steps one verdict is judged over.
+MAX_POOLED_STEPS = 8
+
+
+class StepHistory:
+    """The accumulators of the last few steps a monitor saw, for pooling; ``load(step)`` reads one back
+    (from a store) when it is not held, or returns None."""
+
+    def __init__(self, load: Callable[[int], StepAcc | None] | None = None, keep: int = MAX_POOLED_STEPS) -> None:
+        self._load = load
+        self._keep = keep
+        self._held: OrderedDict[int, StepAcc] = OrderedDict()
+
+    def remember(self, step: int, acc: StepAcc) -> None:
+        self._held[step] = acc
+        self._held.move_to_end(step)
+        while len(self._held) > self._keep:
+            self._held.popitem(last=False)
+
+    def get(self, step: int) -> StepAcc | None:
+        if step in self._held:
+            return self._held[step]
+        if self._load is None:
+            return None
+        acc = self._load(step)
+        if acc is not None:
+            self.remember(step, acc)
+        return acc
+
+
+class PooledRollout(SampledRollout):
+    """A sampled rollout that remembers its own step (a pooled verdict's examples come from several)."""
+
+    __slots__ = ("step",)
+
+    def __init__(self, rollout: SampledRollout, step: int) -> None:
+        for name in SampledRollout.__slots__:
+            setattr(self, name, getattr(rollout, name))
+        self.step = step
+
+
+def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
+    """One accumulator holding every group of ``steps`` (each group stays a group of its own step)."""
+    merged = StepAcc()
+    names: dict[str, None] = {}
+    for step, acc in steps:
+        merged.records += acc.records
+        merged.errors += acc.errors
+        merged.inprocess += acc.inprocess
+        for target, source in ((merged.error_kinds, acc.error_kinds), (merged.missing, acc.missing),
+                               (merged.non_finite, acc.non_finite)):
+            for key, count in source.items():
+                target[key] = target.get(key, 0) + count
+        merged.weights.update(acc.weights)
+        for group in acc.groups:
+            merged.groups[(step, group)] = None
+        for group, rollouts in acc.sample.items():
+            merged.sample[(step, group)] = [PooledRollout(r, getattr(r, "step", step)) for r in rollouts]
+        names.update(dict.fromkeys(acc.table))
+    for name in names:
+        parts = [acc.table.get(name) or _absent(len(acc.groups)) for _, acc in steps]
+        merged.table[name] = GroupTable(*(np.concatenate([getattr(part, field) for part in parts])
+                                          for field in ("n", "shift", "s1", "s2", "minimum", "maximum")))
+    return merged
+
+
+def _absent(groups: int) -> GroupTable:
+    """The rows of a step's groups for a component the step never saw."""
+    nan = np.full(groups, math.nan)
+    return GroupTable(np.zeros(groups, dtype=np.int64), np.zeros(groups), np.zeros(groups), np.zeros(groups), nan,
+                      nan.copy())
+
+
+def _span(steps: list[int]) -> str:
+    return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}\u2013{steps[-1]}"
+
+
+class Pooling:
+    """What pooling did at one step: the pooled steps of each target judged over a pool, and the accumulator
+    the step's causes and alarm examples are read from."""
+
+    def __init__(self, acc: StepAcc) -> None:
+        self.acc = acc
+        self.pooled: dict[str, list[int]] = {}  # target name -> the steps its verdict was judged over
+
+    def annotate(self, alarm: Alarm) -> None:
+        """Say in an alarm raised from a pooled verdict which steps it was judged over."""
+        steps = self.pooled.get(alarm.component)
+        if steps and alarm.kind != "recovered" and "pooled_steps" not in alarm.figures:
+            alarm.figures["pooled_steps"] = list(steps)
+
+
+def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Thresholds,
+                     history: StepHistory) -> Pooling:
+    """Judge every target of ``report`` short of ``min_groups`` over its open pool (see the module docstring);
+    ``report``'s statistics are replaced where the pool gives a verdict. ``state``: the MonitorState."""
+    step = report.step
+    pooling = Pooling(acc)
+    merged: dict[int, tuple[StepReport, StepAcc, list[int]]] = {}  # first step -> the pool's report
+
+    def pooled_report(first: int) -> tuple[StepReport, StepAcc, list[int]]:
+        if first not in merged:
+            steps = [(s, a) for s in range(first, step) if (a := history.get(s)) is not None] + [(step, acc)]
+            pooled_acc = merge(steps)
+            merged[first] = (step_report(step, pooled_acc, th), pooled_acc, [s for s, _ in steps])
+        return merged[first]
+
+    targets = [(f"component:{name}", name) for name in report.components] + [(AGGREGATE_TARGET, AGGREGATE_TARGET)]
+    widest: tuple[int, StepAcc] | None = None
+    for key, name in targets:
+        target = state.target(key)
+        alone = report.aggregate if name == AGGREGATE_TARGET else report.components[name]
+        if alone.verdict != "insufficient_data":
+            target.pooled_since = None
+            continue
+        first = target.pooled_since if target.pooled_since is not None else step
+        first = max(first, step - MAX_POOLED_STEPS + 1)
+        if first == step:
+            target.pooled_since = step  # a pool of this step alone: open it for the next
+            _say_pending(alone, [step], th)
+            continue
+        pool_report, pool_acc, steps = pooled_report(first)
+        pooled = pool_report.aggregate if name == AGGREGATE_TARGET else pool_report.components.get(name)
+        if pooled is None or pooled.verdict == "insufficient_data":
+            target.pooled_since = first
+            _say_pending(alone, steps, th, pooled)
+            continue
+        target.pooled_since = None
+        pooled.pooled_steps = steps
+        pooled.message = (pooled.message + " " if pooled.message else "") + (
+            f"(pooled over {_span(steps)}: each step alone had fewer than {th.min_groups} groups with 2+ values)")
+        if name == AGGREGATE_TARGET:
+            report.aggregate = pooled
+        else:
+            report.components[name] = pooled
+        pooling.pooled[name] = steps
+        if widest is None or first < widest[0]:
+            widest = (first, pool_acc)
+    if widest is not None:
+        pooling.acc = widest[1]
+    return pooling
+
+
+def _say_pending(stats: ComponentStats, steps: list[int], th: Thresholds, pooled: ComponentStats | None = None) -> None:
+    groups = pooled.eligible_groups if pooled is not None else stats.eligible_groups
+    stats.message = (f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over "
+                     f"{_span(steps)}")
+
+
+def stored_step(store: Any, run_id: str) -> Callable[[int], StepAcc | None]:
+    """``StepHistory(load=...)`` for a run in a store: one earlier step's records read back. A step that
+    cannot be read is left out of the pool (its own check reported it)."""
+
+    def load(step: int) -> StepAcc | None:
+        from rewardpipe.monitoring.statistics import accumulate
+
+        try:
+            _, accs = accumulate(store.iter_records(run_id, step, on_bad=lambda _bad: None))
+        except Exception:  # noqa: BLE001 - a pool is judged on the steps that can be read
+            return None
+        return accs.get(step)
+
+    return load
