@@ -28,7 +28,8 @@ from stacks.config import (  # noqa: E402
     load_settings,
     parse_context_json,
 )
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY, NovaBridgeSettings  # noqa: E402
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_CONTEXT_KEY  # noqa: E402
+from stacks.constructs.nova_bridge import NovaBridgeSettings
 from stacks.names import name_problems, stack_name_message  # noqa: E402
 from stacks.rewardpipe_stack import RewardPipeStack  # noqa: E402
 
@@ -106,9 +107,12 @@ def _report_findings(report: Path, message: str) -> list[str]:
         data = json.loads(report.read_text())
     except (OSError, ValueError):
         return [f"the synth's validation failed and its report could not be read: {message}"]
-    findings = [f"/{construct['constructPath']}: {violation['description'].strip().splitlines()[0]}"
-                for plugin in data.get("pluginReports", []) for violation in plugin.get("violations", [])
-                for construct in violation.get("violatingConstructs", [])]
+    findings = [
+        f"/{construct['constructPath']}: {violation['description'].strip().splitlines()[0]}"
+        for plugin in data.get("pluginReports", [])
+        for violation in plugin.get("violations", [])
+        for construct in violation.get("violatingConstructs", [])
+    ]
     return findings or [f"the synth's validation failed: {message}"]
 
 

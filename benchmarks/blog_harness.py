@@ -70,8 +70,13 @@ def run_tests(code: str, tests: str, timeout_s: float = 30) -> tuple[int, int]:
         script.write_text(program)
         try:
             completed = subprocess.run(
-                [sys.executable, str(script)], capture_output=True, text=True, timeout=timeout_s,
-                cwd=workdir, env={"PATH": "/usr/bin"}, preexec_fn=apply_limits,
+                [sys.executable, str(script)],
+                capture_output=True,
+                text=True,
+                timeout=timeout_s,
+                cwd=workdir,
+                env={"PATH": "/usr/bin"},
+                preexec_fn=apply_limits,
             )
         except Exception:  # noqa: BLE001 - the blog scores every failure as 0
             return 0, expected

@@ -47,9 +47,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -80,9 +80,17 @@ FIRST_CALL_CLIENTS: dict[str, tuple[str, ...]] = {
     "score_rollout": ("s3",),
     "variance_monitor": ("s3",),
     "single_turn_reward": (),
-    **{name: ("s3", "sqs", "stepfunctions") for name in
-       ("nova_intake", "nova_forward_turn", "nova_route_response", "nova_respond", "nova_sweep",
-        "nova_rollout_proxy")},
+    **{
+        name: ("s3", "sqs", "stepfunctions")
+        for name in (
+            "nova_intake",
+            "nova_forward_turn",
+            "nova_route_response",
+            "nova_respond",
+            "nova_sweep",
+            "nova_rollout_proxy",
+        )
+    },
 }
 
 PROBE = """
@@ -158,22 +166,44 @@ def use_lambda_layer() -> str:
     if architecture is None:
         raise SystemExit(f"no Lambda architecture matches this machine ({platform.machine()})")
     PYTHON, PYTHONPATH, WRITE_BYTECODE = [python, "-S"], str(Path(packaging.stage_layer(architecture)) / "python"), "1"
-    return subprocess.run([python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    return subprocess.run(
+        [python, "-c", "import sys; print(sys.version.split()[0])"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def probe_env() -> dict[str, str]:
     # Dummy credentials: creating a client needs none, but keeps botocore from probing the instance metadata.
-    return {**os.environ, **ENV, "PYTHONPATH": PYTHONPATH, "PYTHONDONTWRITEBYTECODE": WRITE_BYTECODE,
-            "AWS_ACCESS_KEY_ID": "bench", "AWS_SECRET_ACCESS_KEY": "bench", "AWS_EC2_METADATA_DISABLED": "true"}
+    return {
+        **os.environ,
+        **ENV,
+        "PYTHONPATH": PYTHONPATH,
+        "PYTHONDONTWRITEBYTECODE": WRITE_BYTECODE,
+        "AWS_ACCESS_KEY_ID": "bench",
+        "AWS_SECRET_ACCESS_KEY": "bench",
+        "AWS_EC2_METADATA_DISABLED": "true",
+    }
 
 
 def instructions(target: str, extra_env: dict[str, str] | None = None) -> float:
     """Millions of instructions a fresh interpreter executes to start and import ``target`` (callgrind).
     The byte-code cache is warm: ``measure`` ran the same import first."""
-    out = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *PYTHON, "-c", PROBE,
-                          target, "", "import-only"], env={**probe_env(), **(extra_env or {})}, capture_output=True,
-                         text=True, check=True)
+    out = subprocess.run(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            "--callgrind-out-file=/dev/null",
+            *PYTHON,
+            "-c",
+            PROBE,
+            target,
+            "",
+            "import-only",
+        ],
+        env={**probe_env(), **(extra_env or {})},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return int(re.search(r"Collected : (\d+)", out.stderr).group(1)) / 1e6
 
 
@@ -183,8 +213,9 @@ def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[floa
     samples, rest = [], []
     env = probe_env()
     for _ in range(runs + 1):  # the first run warms the byte-code cache and is dropped
-        out = subprocess.run([*PYTHON, "-c", PROBE, target, ",".join(clients)], env=env,
-                             capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            [*PYTHON, "-c", PROBE, target, ",".join(clients)], env=env, capture_output=True, text=True, check=True
+        )
         handler_ms, boto3_ms = out.stdout.strip().splitlines()[-1].split()
         samples.append(float(handler_ms))
         rest.append(float(boto3_ms))
@@ -192,8 +223,14 @@ def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[floa
 
 
 # The handlers that import user code (the stack attaches the user layer to them), and what each resolves.
-USER_CODE_HANDLERS = {"rollout_start": "multi_turn", "converse": "multi_turn", "score_rollout": "multi_turn",
-                      "error_record": "multi_turn", "nova_intake": "multi_turn", "single_turn_reward": "single_turn"}
+USER_CODE_HANDLERS = {
+    "rollout_start": "multi_turn",
+    "converse": "multi_turn",
+    "score_rollout": "multi_turn",
+    "error_record": "multi_turn",
+    "nova_intake": "multi_turn",
+    "single_turn_reward": "single_turn",
+}
 USER_GOAL_RATIO = 1.1
 ONE_MODULE = '''"""A user's package of one module: an environment and its reward (cold_start.py --user-package)."""
 from rewardpipe import EpisodeState, Environment, Reward, TaskRow, component
@@ -246,8 +283,12 @@ def user_package_ratios(runs: int, count_instructions: bool = False) -> dict[str
     start = instructions("<pass>") if count_instructions else 0.0
     with tempfile.TemporaryDirectory(prefix="rewardpipe-user-pkg-") as pkg:
         Path(pkg, "acme_one.py").write_text(ONE_MODULE)
-        user_env = {"ENVIRONMENT_REF": "acme_one:ENVIRONMENT", "REWARD_REF": "acme_one:REWARD",
-                    "SINGLE_TURN_REWARD_REF": "acme_one:REWARD", "REWARD_NAME": ""}
+        user_env = {
+            "ENVIRONMENT_REF": "acme_one:ENVIRONMENT",
+            "REWARD_REF": "acme_one:REWARD",
+            "SINGLE_TURN_REWARD_REF": "acme_one:REWARD",
+            "REWARD_NAME": "",
+        }
         for name, kind in USER_CODE_HANDLERS.items():
             target = str(ROOT / "functions" / name / "handler.py")
             samples: dict[str, list[float]] = {"without": [], "with": []}
@@ -259,13 +300,21 @@ def user_package_ratios(runs: int, count_instructions: bool = False) -> dict[str
                         PYTHONPATH = os.pathsep.join([pkg, base_path])
                     else:
                         PYTHONPATH = base_path
-                    out_text = subprocess.run([*PYTHON, "-c", PROBE, target, "", "import-only"],
-                                              env={**probe_env(), **extra}, capture_output=True, text=True, check=True)
+                    out_text = subprocess.run(
+                        [*PYTHON, "-c", PROBE, target, "", "import-only"],
+                        env={**probe_env(), **extra},
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
                     if i:  # the first round warms the byte-code caches
                         samples[label].append(float(out_text.stdout.strip().splitlines()[-1].split()[0]))
             PYTHONPATH = base_path
-            out[name] = {f"{label}_{stat}": fn(values) for label, values in samples.items()
-                         for stat, fn in (("median_ms", statistics.median), ("min_ms", min))}
+            out[name] = {
+                f"{label}_{stat}": fn(values)
+                for label, values in samples.items()
+                for stat, fn in (("median_ms", statistics.median), ("min_ms", min))
+            }
             if count_instructions:
                 out[name]["without_minstr"] = instructions(target, {"RESOLVE_USER_CODE": kind}) - start
                 PYTHONPATH = os.pathsep.join([pkg, base_path])
@@ -276,25 +325,32 @@ def user_package_ratios(runs: int, count_instructions: bool = False) -> dict[str
 
 def main_user_package(args: argparse.Namespace) -> int:
     figures = user_package_ratios(args.runs, args.instructions)
-    print(f"Handler import + resolving the configured environment and reward, {args.runs} alternating fresh "
-          f"interpreters each (Python {sys.version.split()[0]}): without a user package (built-in ask_before_coding "
-          f"/ gsm8k) and with a user package of one module; goal <= {USER_GOAL_RATIO}x")
-    print(f"{'handler':<22}{'without ms':>12}{'with ms':>10}{'ratio':>8}{'min without':>13}{'min with':>10}"
-          f"{'ratio':>8}")
+    print(
+        f"Handler import + resolving the configured environment and reward, {args.runs} alternating fresh "
+        f"interpreters each (Python {sys.version.split()[0]}): without a user package (built-in ask_before_coding "
+        f"/ gsm8k) and with a user package of one module; goal <= {USER_GOAL_RATIO}x"
+    )
+    print(
+        f"{'handler':<22}{'without ms':>12}{'with ms':>10}{'ratio':>8}{'min without':>13}{'min with':>10}{'ratio':>8}"
+    )
     worst = 0.0
     for name, f in figures.items():
         median_ratio = f["with_median_ms"] / f["without_median_ms"]
         min_ratio = f["with_min_ms"] / f["without_min_ms"]
         worst = max(worst, min(median_ratio, min_ratio))
-        print(f"{name:<22}{f['without_median_ms']:>12.1f}{f['with_median_ms']:>10.1f}{median_ratio:>8.3f}"
-              f"{f['without_min_ms']:>13.1f}{f['with_min_ms']:>10.1f}{min_ratio:>8.3f}")
+        print(
+            f"{name:<22}{f['without_median_ms']:>12.1f}{f['with_median_ms']:>10.1f}{median_ratio:>8.3f}"
+            f"{f['without_min_ms']:>13.1f}{f['with_min_ms']:>10.1f}{min_ratio:>8.3f}"
+        )
     if args.instructions:
         print("\ninstructions executed (millions, callgrind, interpreter start-up subtracted; load-independent):")
         for name, f in figures.items():
             worst_ir = f["with_minstr"] / f["without_minstr"]
             print(f"  {name:<22}{f['without_minstr']:>9.1f} without {f['with_minstr']:>9.1f} with   {worst_ir:.3f}x")
-    print(f"\nworst ratio (the better of median and min per handler): {worst:.3f} "
-          f"({'ok' if worst <= USER_GOAL_RATIO else 'OVER'} against {USER_GOAL_RATIO}x)")
+    print(
+        f"\nworst ratio (the better of median and min per handler): {worst:.3f} "
+        f"({'ok' if worst <= USER_GOAL_RATIO else 'OVER'} against {USER_GOAL_RATIO}x)"
+    )
     print(f"load average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
     if args.json:
         print(json.dumps(figures, indent=2))
@@ -305,13 +361,26 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--json", action="store_true", help="print the figures as JSON too")
-    parser.add_argument("--check", action="store_true", help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms")
-    parser.add_argument("--instructions", action="store_true",
-                        help="also count each import's instructions with valgrind (load-independent; ~40 s a handler)")
-    parser.add_argument("--lambda-layer", action="store_true",
-                        help="CPython 3.13 with the staged layer only, as the python3.13 runtime loads the handlers")
-    parser.add_argument("--user-package", action="store_true",
-                        help=f"a user package of one module against none: import + resolve, goal <= {USER_GOAL_RATIO}x")
+    parser.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit 1 if any handler's cold invocation (import + first call) is over {GOAL_MS:.0f} ms",
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count each import's instructions with valgrind (load-independent; ~40 s a handler)",
+    )
+    parser.add_argument(
+        "--lambda-layer",
+        action="store_true",
+        help="CPython 3.13 with the staged layer only, as the python3.13 runtime loads the handlers",
+    )
+    parser.add_argument(
+        "--user-package",
+        action="store_true",
+        help=f"a user package of one module against none: import + resolve, goal <= {USER_GOAL_RATIO}x",
+    )
     args = parser.parse_args()
     if args.user_package:
         if args.instructions and shutil.which("valgrind") is None:
@@ -335,10 +404,14 @@ def main() -> int:
 
     where = "the staged Lambda layer only" if args.lambda_layer else "this checkout"
     print(f"Handler import time, median of {args.runs} fresh interpreters (Python {version}, {where})")
-    print(f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms, "
-          f"floor (pydantic BaseModel + one model + Powertools Logger) = {baseline_floor:.1f} ms\n")
-    print(f"{'handler':<22}{'import ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"
-          f"   goal {GOAL_MS:.0f} ms: import / cold   first call creates")
+    print(
+        f"baselines: pass = {baseline_pass:.2f} ms, import boto3 = {baseline_boto3:.1f} ms, "
+        f"floor (pydantic BaseModel + one model + Powertools Logger) = {baseline_floor:.1f} ms\n"
+    )
+    print(
+        f"{'handler':<22}{'import ms':>11}{'min ms':>9}{'x boto3':>9}{'+ first call':>14}{'= cold':>9}"
+        f"   goal {GOAL_MS:.0f} ms: import / cold   first call creates"
+    )
     worst = 0.0
 
     def verdict(ms: float) -> str:
@@ -347,32 +420,59 @@ def main() -> int:
     for name, (ms, fastest, first_call) in rows:
         worst = max(worst, ms + first_call)
         clients = ", ".join(FIRST_CALL_CLIENTS[name]) or "(no AWS client)"
-        print(f"{name:<22}{ms:>11.1f}{fastest:>9.1f}{ms / baseline_boto3:>9.2f}{first_call:>14.1f}{ms + first_call:>9.1f}"
-              f"   {verdict(ms):>4} / {verdict(ms + first_call):<4}      {clients}")
-    print(f"\nunder {GOAL_MS:.0f} ms: import {sum(ms <= GOAL_MS for _, (ms, _, _) in rows)}/{len(rows)} handlers, "
-          f"cold (import + first call) {sum(ms + fc <= GOAL_MS for _, (ms, _, fc) in rows)}/{len(rows)}")
+        print(
+            f"{name:<22}{ms:>11.1f}{fastest:>9.1f}{ms / baseline_boto3:>9.2f}{first_call:>14.1f}{ms + first_call:>9.1f}"
+            f"   {verdict(ms):>4} / {verdict(ms + first_call):<4}      {clients}"
+        )
+    print(
+        f"\nunder {GOAL_MS:.0f} ms: import {sum(ms <= GOAL_MS for _, (ms, _, _) in rows)}/{len(rows)} handlers, "
+        f"cold (import + first call) {sum(ms + fc <= GOAL_MS for _, (ms, _, fc) in rows)}/{len(rows)}"
+    )
     if args.instructions:
         start = instructions("<pass>")
         ir = {t: instructions(t) - start for t in ("<boto3>", "<floor>")}
         ir.update({name: instructions(str(ROOT / "functions" / name / "handler.py")) - start for name, _ in rows})
-        print(f"\ninstructions executed by the import (millions, callgrind, interpreter start-up of {start:.0f} subtracted; "
-              "the same on a busy machine):")
+        print(
+            f"\ninstructions executed by the import (millions, callgrind, interpreter start-up of {start:.0f} subtracted; "
+            "the same on a busy machine):"
+        )
         for name, value in ir.items():
             print(f"  {name:<22}{value:>9.1f}   {value / ir['<boto3>']:.2f}x import boto3")
     if baseline_boto3 > GOAL_MS:
-        print(f"import boto3 alone takes {baseline_boto3:.0f} ms here: no handler whose first call talks to AWS can "
-              f"have a cold invocation under {GOAL_MS:.0f} ms on this machine, whatever its import does.")
+        print(
+            f"import boto3 alone takes {baseline_boto3:.0f} ms here: no handler whose first call talks to AWS can "
+            f"have a cold invocation under {GOAL_MS:.0f} ms on this machine, whatever its import does."
+        )
     if baseline_floor > GOAL_MS:
-        print(f"pydantic + the Powertools Logger alone take {baseline_floor:.0f} ms here: no handler that validates "
-              f"with pydantic and logs with Powertools can import in under {GOAL_MS:.0f} ms on this machine.")
-    print(f"\nload average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
-          "(a busy machine inflates the medians; the min column is the least disturbed run)")
+        print(
+            f"pydantic + the Powertools Logger alone take {baseline_floor:.0f} ms here: no handler that validates "
+            f"with pydantic and logs with Powertools can import in under {GOAL_MS:.0f} ms on this machine."
+        )
+    print(
+        f"\nload average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores "
+        "(a busy machine inflates the medians; the min column is the least disturbed run)"
+    )
     if args.json:
-        print(json.dumps({"pass_ms": baseline_pass, "boto3_ms": baseline_boto3, "floor_ms": baseline_floor,
-                          **({"instructions_millions": ir} if args.instructions else {}),
-                          "handlers": {name: {"import_median_ms": m, "import_min_ms": lo, "first_call_ms": b,
-                                              "first_call_clients": list(FIRST_CALL_CLIENTS[name])}
-                                       for name, (m, lo, b) in rows}}, indent=2))
+        print(
+            json.dumps(
+                {
+                    "pass_ms": baseline_pass,
+                    "boto3_ms": baseline_boto3,
+                    "floor_ms": baseline_floor,
+                    **({"instructions_millions": ir} if args.instructions else {}),
+                    "handlers": {
+                        name: {
+                            "import_median_ms": m,
+                            "import_min_ms": lo,
+                            "first_call_ms": b,
+                            "first_call_clients": list(FIRST_CALL_CLIENTS[name]),
+                        }
+                        for name, (m, lo, b) in rows
+                    },
+                },
+                indent=2,
+            )
+        )
     return 1 if args.check and worst > GOAL_MS else 0
 
 

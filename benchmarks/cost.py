@@ -52,39 +52,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # cold_start, beside t
 
 # -- list prices (us-east-1) -----------------------------------------------------------------------
 PRICE = {
-    "transition": 0.025 / 1000,          # Step Functions Standard, per state transition
+    "transition": 0.025 / 1000,  # Step Functions Standard, per state transition
     "lambda_request": 0.20 / 1e6,
     # Lambda compute per GB-second by architecture (first 6 billion GB-s a month): Graviton is 20 % cheaper.
     "lambda_gb_s": {"x86_64": 0.0000166667, "arm64": 0.0000133334},
     "fargate_vcpu_h": 0.04048,
     "fargate_gb_h": 0.004445,
-    "s3_put": 0.005 / 1000,              # PUT, COPY, POST, LIST
-    "s3_get": 0.0004 / 1000,             # GET and all other requests
+    "s3_put": 0.005 / 1000,  # PUT, COPY, POST, LIST
+    "s3_get": 0.0004 / 1000,  # GET and all other requests
     "s3_gb_month": 0.023,
-    "sqs_request": 0.40 / 1e6,           # standard queue, per 64 KB chunk
-    "logs_gb": 0.50,                     # CloudWatch Logs ingestion (vended logs: first 10 TB tier)
+    "sqs_request": 0.40 / 1e6,  # standard queue, per 64 KB chunk
+    "logs_gb": 0.50,  # CloudWatch Logs ingestion (vended logs: first 10 TB tier)
     "xray_trace": 5.00 / 1e6,
     "metric_month": 0.30,
-    "dns_firewall_query": 0.60 / 1e6,   # Route 53 Resolver DNS Firewall, per query processed
+    "dns_firewall_query": 0.60 / 1e6,  # Route 53 Resolver DNS Firewall, per query processed
 }
 # -- assumptions (the same rollout shape and job mix as before, so figures compare) ------------------
 # Durations are the same on either architecture: the CPU measured here (x86-64) is taken as is for arm64.
-CONTROL_STEP_S = 0.2          # billed duration of a control Lambda (start, converse, score, error)
-OPENAI_TURN_S = 5.0           # a Lambda waiting on an OpenAI-compatible endpoint, per policy turn
+CONTROL_STEP_S = 0.2  # billed duration of a control Lambda (start, converse, score, error)
+OPENAI_TURN_S = 5.0  # a Lambda waiting on an OpenAI-compatible endpoint, per policy turn
 RUNNER_JOB_S, RUNNER_GB = 2.0, 1769 / 1024
-FULL_VCPU_MB = 1769           # Lambda gives a function one full vCPU at 1,769 MB, proportionally less below
+FULL_VCPU_MB = 1769  # Lambda gives a function one full vCPU at 1,769 MB, proportionally less below
 FARGATE_SHARE, FARGATE_MIN, FARGATE_VCPU, FARGATE_GB = 0.01, 16.0, 1.0, 2.0
-RETRY_RATE = 0.01             # share of Task states retried once (throttling, 5xx); each retry is a transition + invocation
-LAMBDA_LOG_BYTES = 1000       # START/END/REPORT lines plus one Powertools line per invocation
+RETRY_RATE = 0.01  # share of Task states retried once (throttling, 5xx); each retry is a transition + invocation
+LAMBDA_LOG_BYTES = 1000  # START/END/REPORT lines plus one Powertools line per invocation
 HISTORY_EVENT_LOG_BYTES = 350  # one state-machine log event (include_execution_data off)
 INSIGHTS_BYTES_PER_TASK_MIN = 1000  # Container Insights performance log event per Fargate task per minute
-TRACES_PER_ROLLOUT = 1.0      # upper bound: every execution traced (default sampling records fewer)
+TRACES_PER_ROLLOUT = 1.0  # upper bound: every execution traced (default sampling records fewer)
 # INIT is billed for ZIP functions on managed runtimes since 1 August 2025 ("AWS Lambda standardizes billing for
 # INIT phase"); the same post puts cold starts at "under 1% of invocations". A cold invocation pays the handler's
 # import, the runtime's own start and what the first call still loads (boto3 clients), at the function's share of
 # a vCPU (an upper bound: the measured time is for a full core).
 COLD_START_SHARE = 0.01
-RUNTIME_INIT_S = 0.1          # the Python runtime's start before the handler module is imported (assumption)
+RUNTIME_INIT_S = 0.1  # the Python runtime's start before the handler module is imported (assumption)
 # Fargate bills from the start of the image pull to the task's end; the runner image (python:3.11-slim and the
 # pinned requirements, ~100 MB compressed) through the VPC endpoints (assumption).
 FARGATE_PULL_S = 30.0
@@ -168,15 +168,18 @@ def _serve_callback(harness, deployment, sfn, s3_store, arn: str, code: str) -> 
             raise TimeoutError("callback rollout did not finish")
         for message in sqs.receive_message(QueueUrl=deployment.queue_url, WaitTimeSeconds=0).get("Messages", []):
             body = json.loads(message["Body"])
-            messages = body["messages"] if "messages" in body else s3_store.get_json(body["state_key"])["state"]["messages"]
+            messages = (
+                body["messages"] if "messages" in body else s3_store.get_json(body["state_key"])["state"]["messages"]
+            )
             n = sum(1 for m in messages if m["role"] == "assistant")
             sfn.send_task_success(taskToken=body["task_token"], output=json.dumps({"text": _answer(n, code)}))
             sqs.delete_message(QueueUrl=deployment.queue_url, ReceiptHandle=message["ReceiptHandle"])
         time.sleep(0.02)
 
 
-def _count_rollouts(harness, deployment, sfn, s3, store, counter, *, path: str, policy: dict, task, rollouts: int,
-                    label: str) -> dict:
+def _count_rollouts(
+    harness, deployment, sfn, s3, store, counter, *, path: str, policy: dict, task, rollouts: int, label: str
+) -> dict:
     """Run ``rollouts`` rollouts of one policy path and return what each one counted, on average."""
     totals: collections.Counter = collections.Counter()
     invocations: collections.Counter = collections.Counter()
@@ -184,11 +187,18 @@ def _count_rollouts(harness, deployment, sfn, s3, store, counter, *, path: str, 
     counter.invoked.clear()
     before = {o["Key"] for o in s3.list_objects_v2(Bucket=deployment.bucket).get("Contents", [])}
     for i in range(rollouts):
-        payload = {"run": f"cost-{label}", "step": 0, "group": "g0", "rollout": f"r{i}",
-                   "task": task.model_dump(mode="json"), "policy": policy}
+        payload = {
+            "run": f"cost-{label}",
+            "step": 0,
+            "group": "g0",
+            "rollout": f"r{i}",
+            "task": task.model_dump(mode="json"),
+            "policy": policy,
+        }
         counter.active = True
-        arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"cost-{label}-{i}",
-                                  input=json.dumps(payload))["executionArn"]
+        arn = sfn.start_execution(
+            stateMachineArn=deployment.state_machine_arn, name=f"cost-{label}-{i}", input=json.dumps(payload)
+        )["executionArn"]
         if path == "callback":
             _serve_callback(harness, deployment, sfn, store, arn, task.reference_solution)
         desc = harness.wait_execution(sfn, arn)
@@ -225,8 +235,10 @@ def _count_rollouts(harness, deployment, sfn, s3, store, counter, *, path: str, 
             # the trainer receives and deletes each request: counted as one ReceiveMessage per message
             # (no batching, an upper bound; the polling loop here spins and would overstate receives)
             totals["sqs_trainer"] += 2 * n
-    return {**{k: v / rollouts for k, v in totals.items()},
-            "invocations": {fn: n / rollouts for fn, n in invocations.items()}}
+    return {
+        **{k: v / rollouts for k, v in totals.items()},
+        "invocations": {fn: n / rollouts for fn, n in invocations.items()},
+    }
 
 
 def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
@@ -239,14 +251,17 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     from rewardpipe.models import load_tasks
     from rewardpipe.store import S3Store
 
-    task = next(t for t in load_tasks(root / "rewardpipe" / "data" / "tasks.jsonl") if not t.timeout_s or t.timeout_s <= 60)
+    task = next(
+        t for t in load_tasks(root / "rewardpipe" / "data" / "tasks.jsonl") if not t.timeout_s or t.timeout_s <= 60
+    )
     synth = harness.synthesized()
     patcher = pytest.MonkeyPatch()
     harness.install_patches(patcher)
     harness.start_server()
     counter = CallCounter()
     server, url, _ = _own_harness().chat_server(
-        lambda body: _answer(sum(1 for m in body["messages"] if m["role"] == "assistant"), task.reference_solution))
+        lambda body: _answer(sum(1 for m in body["messages"] if m["role"] == "assistant"), task.reference_solution)
+    )
     results: dict[str, dict] = {}
     with mock_aws(config=harness.MOTO_CONFIG):
         deployment = harness.Deployment(synth).deploy()
@@ -261,8 +276,11 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
             memory[name] = configuration["MemorySize"]
             architectures.update(configuration.get("Architectures") or ["x86_64"])
         replay = {"mode": "replay", "turns": [QUESTION_1, QUESTION_2, _answer(2, task.reference_solution)]}
-        policies = {"replay": replay, "openai": {"mode": "openai", "base_url": url, "model": "m"},
-                    "callback": {"mode": "callback"}}
+        policies = {
+            "replay": replay,
+            "openai": {"mode": "openai", "base_url": url, "model": "m"},
+            "callback": {"mode": "callback"},
+        }
         run = functools.partial(_count_rollouts, harness, deployment, sfn, s3, store, counter, rollouts=rollouts)
         for path, policy in policies.items():
             results[path] = run(path=path, policy=policy, task=task, label=path)
@@ -274,9 +292,13 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     (architecture,) = architectures  # one layer, one architecture for every function
     handlers = _handler_of(synth, harness)
     invoked = {fn for counts in (*results.values(), fargate) for fn in counts["invocations"]}
-    return results, {"memory_mb": memory, "cpu": _warm_cpu(harness.INVOCATION_CPU), "architecture": architecture,
-                     "fargate_delta": _delta(fargate, results["replay"]),
-                     "cold_s": _cold_seconds(root, {fn: handlers[fn] for fn in sorted(invoked) if fn in handlers})}
+    return results, {
+        "memory_mb": memory,
+        "cpu": _warm_cpu(harness.INVOCATION_CPU),
+        "architecture": architecture,
+        "fargate_delta": _delta(fargate, results["replay"]),
+        "cold_s": _cold_seconds(root, {fn: handlers[fn] for fn in sorted(invoked) if fn in handlers}),
+    }
 
 
 # The scripted episode each built-in environment's rollouts replay (replayed turns are text: tool_call's tagged form).
@@ -295,10 +317,18 @@ def env_episode(name: str) -> tuple[str, str, object, list[str]]:
     env = resolve_environment(name)
     tasks = load_task_rows(importlib.import_module(env.task_model.__module__).BUNDLED_TASKS, env.task_model)
     task = next(t for t in tasks if not getattr(t, "timeout_s", None) or t.timeout_s <= 60)
-    state = converse(start_episode(task, env=env, run_id="cost", step=0, group_id="g", rollout_id="r"), task,
-                     env.scenarios(task)[ENV_SCENARIOS[name]], env)
-    return BUILTIN_ENVIRONMENTS[name], BUILTIN_REWARDS[name], task, [m.content for m in state.messages
-                                                                       if m.role == "assistant"]
+    state = converse(
+        start_episode(task, env=env, run_id="cost", step=0, group_id="g", rollout_id="r"),
+        task,
+        env.scenarios(task)[ENV_SCENARIOS[name]],
+        env,
+    )
+    return (
+        BUILTIN_ENVIRONMENTS[name],
+        BUILTIN_REWARDS[name],
+        task,
+        [m.content for m in state.messages if m.role == "assistant"],
+    )
 
 
 def measure_envs(root: Path, rollouts: int) -> dict:
@@ -320,13 +350,24 @@ def measure_envs(root: Path, rollouts: int) -> dict:
         harness.start_server()
         counter = CallCounter()
         with mock_aws(config=harness.MOTO_CONFIG):
-            deployment = harness.Deployment(synth, function_env=harness.user_code_env(
-                environment=reference, reward=reward)).deploy()
+            deployment = harness.Deployment(
+                synth, function_env=harness.user_code_env(environment=reference, reward=reward)
+            ).deploy()
             sfn = boto3.client("stepfunctions", region_name=harness.REGION)
             s3 = boto3.client("s3", region_name=harness.REGION)
-            counts = _count_rollouts(harness, deployment, sfn, s3, S3Store(deployment.bucket, client=s3), counter,
-                                     path="replay", policy={"mode": "replay", "turns": turns}, task=task,
-                                     rollouts=rollouts, label=f"env-{name.replace('_', '-')}")
+            counts = _count_rollouts(
+                harness,
+                deployment,
+                sfn,
+                s3,
+                S3Store(deployment.bucket, client=s3),
+                counter,
+                path="replay",
+                policy={"mode": "replay", "turns": turns},
+                task=task,
+                rollouts=rollouts,
+                label=f"env-{name.replace('_', '-')}",
+            )
         patcher.undo()
         harness.DEPLOYMENTS.clear()
         counts["jobs"] = sum(n for fn, n in counts["invocations"].items() if "CodeRunner" in fn)
@@ -341,23 +382,36 @@ def render_envs(env_results: dict, facts: dict) -> str:
     items: list[str] = []
     for lines in priced.values():
         items += [item for item, _, _ in lines if item not in items]
-    out = ["Cost per built-in environment (replay policy; each environment's own scripted episode on its first "
-           "bundled task, walked through the machine with its real handlers):", "",
-           "| item | " + " | ".join(env_results) + " |", "|---|" + "---|" * len(env_results)]
+    out = [
+        "Cost per built-in environment (replay policy; each environment's own scripted episode on its first "
+        "bundled task, walked through the machine with its real handlers):",
+        "",
+        "| item | " + " | ".join(env_results) + " |",
+        "|---|" + "---|" * len(env_results),
+    ]
     for item in items:
         cells = []
         for name in env_results:
             found = [c for i, _, c in priced[name] if i == item]
             cells.append(f"${found[0]:,.2f}" if found else "–")
         out.append(f"| {item} | " + " | ".join(cells) + " |")
-    out.append("| **total per 1M rollouts** | " + " | ".join(f"**${sum(c for _, _, c in priced[n]):,.0f}**"
-                                                           for n in env_results) + " |")
+    out.append(
+        "| **total per 1M rollouts** | "
+        + " | ".join(f"**${sum(c for _, _, c in priced[n]):,.0f}**" for n in env_results)
+        + " |"
+    )
     out.append("")
-    out.append("Counted per rollout: " + "; ".join(
-        f"{n}: {c['turns']} policy turns, {c['transitions']:.0f} transitions, "
-        f"{sum(c['invocations'].values()):.0f} Lambda invocations ({c['jobs']:.0f} of the code runner), "
-        f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history "
-        f"events, {c['s3_bytes'] / 1000:.1f} KB stored" for n, c in env_results.items()) + ".")
+    out.append(
+        "Counted per rollout: "
+        + "; ".join(
+            f"{n}: {c['turns']} policy turns, {c['transitions']:.0f} transitions, "
+            f"{sum(c['invocations'].values()):.0f} Lambda invocations ({c['jobs']:.0f} of the code runner), "
+            f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history "
+            f"events, {c['s3_bytes'] / 1000:.1f} KB stored"
+            for n, c in env_results.items()
+        )
+        + "."
+    )
     return "\n".join(out)
 
 
@@ -374,7 +428,9 @@ def _handler_of(synth, harness) -> dict[str, str]:
     handlers = {p.read_text(): p.parent.name for p in (ROOT / "functions").glob("*/handler.py")}
     out = {}
     for logical, resource in synth.template["Resources"].items():
-        if resource["Type"] == "AWS::Lambda::Function" and str(resource["Properties"].get("Runtime", "")).startswith("python"):
+        if resource["Type"] == "AWS::Lambda::Function" and str(resource["Properties"].get("Runtime", "")).startswith(
+            "python"
+        ):
             name = handlers.get((harness.asset_dir(synth, logical) / "handler.py").read_text())
             if name:
                 out[str(resource["Properties"].get("FunctionName") or logical)[:64]] = name
@@ -393,8 +449,9 @@ def _cold_seconds(root: Path, handlers: dict[str, str], runs: int = 5) -> dict[s
         print(f"cold starts measured with this interpreter: {exc}", file=sys.stderr)
     out = {}
     for fn, name in handlers.items():
-        _median_ms, fastest_ms, first_call_ms = cold_start.measure(str(root / "functions" / name / "handler.py"), runs,
-                                                                   cold_start.FIRST_CALL_CLIENTS.get(name, ()))
+        _median_ms, fastest_ms, first_call_ms = cold_start.measure(
+            str(root / "functions" / name / "handler.py"), runs, cold_start.FIRST_CALL_CLIENTS.get(name, ())
+        )
         out[fn] = RUNTIME_INIT_S + (fastest_ms + first_call_ms) / 1000
     return out
 
@@ -409,8 +466,9 @@ def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
     return {fn: statistics.median(v[1:] or v) for fn, v in by_fn.items()}
 
 
-def price(path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S,
-          fargate_share: float = FARGATE_SHARE) -> list[tuple[str, str, float]]:
+def price(
+    path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S, fargate_share: float = FARGATE_SHARE
+) -> list[tuple[str, str, float]]:
     """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs.
     ``counts["jobs"]`` (default 1: every rollout of the coding task runs one job) scales what jobs cost: an
     environment that never asks for execution (jobs 0) pays for no code runner, Fargate task or sandbox query."""
@@ -425,8 +483,13 @@ def price(path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI
 
     t = counts["transitions"]
     retried = RETRY_RATE * sum(counts["invocations"].values())
-    lines.append(("Step Functions transitions",
-                  f"({t:.0f} + {retried:.2f} retries) × 1M × $0.025/1000", (t + retried) * M * PRICE["transition"]))
+    lines.append(
+        (
+            "Step Functions transitions",
+            f"({t:.0f} + {retried:.2f} retries) × 1M × $0.025/1000",
+            (t + retried) * M * PRICE["transition"],
+        )
+    )
     inv = counts["invocations"]
     n_inv = sum(inv.values()) * (1 + RETRY_RATE)
     lines.append(("Lambda requests", f"{n_inv:.2f} × 1M × $0.20/M", n_inv * M * PRICE["lambda_request"]))
@@ -443,8 +506,13 @@ def price(path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI
     if inline:
         control_gb_s += inline * CONTROL_STEP_S * conversation_gb
         parts.append(f"{inline:.0f} scoring in the conversation state ×{CONTROL_STEP_S}s×{conversation_gb:.2f}GB")
-    lines.append(("Lambda compute, control steps", " + ".join(parts) + f" = {control_gb_s:.3f} GB-s" + rate,
-                  control_gb_s * M * gb_s))
+    lines.append(
+        (
+            "Lambda compute, control steps",
+            " + ".join(parts) + f" = {control_gb_s:.3f} GB-s" + rate,
+            control_gb_s * M * gb_s,
+        )
+    )
     cold = facts.get("cold_s", {})
     if cold:
         # every invocation of the rollout (the runner's on the Lambda route only) is cold COLD_START_SHARE of the time
@@ -455,47 +523,93 @@ def price(path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI
                 seconds = cold[fn] * max(1.0, FULL_VCPU_MB / mb(fn))
                 billed += COLD_START_SHARE * n * seconds * mb(fn) / 1024
                 terms.append(f"{n:.2f}×{seconds:.2f}s×{mb(fn) / 1024:.2f}GB")
-        lines.append(("Lambda cold starts (INIT, billed since Aug 2025)",
-                      f"{COLD_START_SHARE:.0%} of invocations × (" + " + ".join(terms) + f") = {billed:.4f} GB-s" + rate,
-                      billed * M * gb_s))
+        lines.append(
+            (
+                "Lambda cold starts (INIT, billed since Aug 2025)",
+                f"{COLD_START_SHARE:.0%} of invocations × (" + " + ".join(terms) + f") = {billed:.4f} GB-s" + rate,
+                billed * M * gb_s,
+            )
+        )
     if counts.get("inline_runs", 0) and jobs:
         waiting = counts["inline_runs"] * (1 - fargate_share) * RUNNER_JOB_S * conversation_gb
-        lines.append(("Lambda waiting on the code runner", f"{1 - fargate_share:.2f} × {RUNNER_JOB_S}s × "
-                      f"{conversation_gb:.2f}GB = {waiting:.3f} GB-s" + rate, waiting * M * gb_s))
+        lines.append(
+            (
+                "Lambda waiting on the code runner",
+                f"{1 - fargate_share:.2f} × {RUNNER_JOB_S}s × {conversation_gb:.2f}GB = {waiting:.3f} GB-s" + rate,
+                waiting * M * gb_s,
+            )
+        )
     if path == "openai":
         llm = 3 * openai_turn_s * conversation_gb
-        lines.append(("Lambda waiting on the endpoint",
-                      f"3 turns × {openai_turn_s:g}s × {conversation_gb:.2f}GB = {llm:g} GB-s" + rate, llm * M * gb_s))
+        lines.append(
+            (
+                "Lambda waiting on the endpoint",
+                f"3 turns × {openai_turn_s:g}s × {conversation_gb:.2f}GB = {llm:g} GB-s" + rate,
+                llm * M * gb_s,
+            )
+        )
     if not jobs:
         return lines + _request_lines(counts, n_inv, M)
     share_lambda = (1 - fargate_share) * jobs
     fargate_share = fargate_share * jobs
     runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
-    lines.append(("Lambda code runner", f"{share_lambda:.2f} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s" + rate,
-                  runner * M * gb_s))
+    lines.append(
+        (
+            "Lambda code runner",
+            f"{share_lambda:.2f} × {RUNNER_JOB_S}s × {RUNNER_GB:.3f}GB = {runner:.2f} GB-s" + rate,
+            runner * M * gb_s,
+        )
+    )
     task_h = (FARGATE_MIN + FARGATE_PULL_S / 60) / 60
     per_task = task_h * (FARGATE_VCPU * PRICE["fargate_vcpu_h"] + FARGATE_GB * PRICE["fargate_gb_h"])
-    lines.append(("Fargate (long jobs, image pull included)", f"{fargate_share:.0%} × ({FARGATE_MIN:.0f} min + "
-                  f"{FARGATE_PULL_S:.0f} s pull)/60 h × ({FARGATE_VCPU:.0f} × $0.04048 + {FARGATE_GB:.0f} × $0.004445) = "
-                  f"${per_task:.5f} per task", fargate_share * M * per_task))
+    lines.append(
+        (
+            "Fargate (long jobs, image pull included)",
+            f"{fargate_share:.0%} × ({FARGATE_MIN:.0f} min + "
+            f"{FARGATE_PULL_S:.0f} s pull)/60 h × ({FARGATE_VCPU:.0f} × $0.04048 + {FARGATE_GB:.0f} × $0.004445) = "
+            f"${per_task:.5f} per task",
+            fargate_share * M * per_task,
+        )
+    )
     delta = facts.get("fargate_delta")
     if delta:
         extra = {fn: n for fn, n in delta["invocations"].items() if n > 0 and "CodeRunner" not in fn}
         requests = sum(extra.values())
         compute = sum(n * CONTROL_STEP_S * mb(fn) / 1024 for fn, n in extra.items())
-        per_rollout = (delta["transitions"] * PRICE["transition"] + requests * PRICE["lambda_request"] + compute * gb_s
-                       + delta.get("s3_put", 0) * PRICE["s3_put"] + delta.get("s3_get", 0) * PRICE["s3_get"]
-                       + delta["history_events"] * HISTORY_EVENT_LOG_BYTES / 1e9 * PRICE["logs_gb"])
-        lines.append(("Fargate route's extra states", f"{fargate_share:.0%} × ({delta['transitions']:+.0f} transitions, "
-                      f"{requests:+.0f} Lambda invocation at {CONTROL_STEP_S}s, {delta.get('s3_put', 0):+.0f} PUT/LIST "
-                      f"{delta.get('s3_get', 0):+.0f} GET, {delta['history_events']:+.0f} history events) = "
-                      f"${per_rollout * M:,.2f} per 1M Fargate rollouts", fargate_share * M * per_rollout))
-    lines.append(("Container Insights (long jobs)", f"{fargate_share:.0%} × {FARGATE_MIN:.0f} min × "
-                  f"{INSIGHTS_BYTES_PER_TASK_MIN} B × $0.50/GB", fargate_share * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN
-                  / 1e9 * PRICE["logs_gb"]))
+        per_rollout = (
+            delta["transitions"] * PRICE["transition"]
+            + requests * PRICE["lambda_request"]
+            + compute * gb_s
+            + delta.get("s3_put", 0) * PRICE["s3_put"]
+            + delta.get("s3_get", 0) * PRICE["s3_get"]
+            + delta["history_events"] * HISTORY_EVENT_LOG_BYTES / 1e9 * PRICE["logs_gb"]
+        )
+        lines.append(
+            (
+                "Fargate route's extra states",
+                f"{fargate_share:.0%} × ({delta['transitions']:+.0f} transitions, "
+                f"{requests:+.0f} Lambda invocation at {CONTROL_STEP_S}s, {delta.get('s3_put', 0):+.0f} PUT/LIST "
+                f"{delta.get('s3_get', 0):+.0f} GET, {delta['history_events']:+.0f} history events) = "
+                f"${per_rollout * M:,.2f} per 1M Fargate rollouts",
+                fargate_share * M * per_rollout,
+            )
+        )
+    lines.append(
+        (
+            "Container Insights (long jobs)",
+            f"{fargate_share:.0%} × {FARGATE_MIN:.0f} min × {INSIGHTS_BYTES_PER_TASK_MIN} B × $0.50/GB",
+            fargate_share * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN / 1e9 * PRICE["logs_gb"],
+        )
+    )
     queries = share_lambda * DNS_QUERIES_RUNNER + fargate_share * DNS_QUERIES_FARGATE
-    lines.append(("DNS Firewall queries", f"({share_lambda:.2f} × {DNS_QUERIES_RUNNER} + {fargate_share:.2f} × "
-                  f"{DNS_QUERIES_FARGATE}) queries × 1M × $0.60/M", queries * M * PRICE["dns_firewall_query"]))
+    lines.append(
+        (
+            "DNS Firewall queries",
+            f"({share_lambda:.2f} × {DNS_QUERIES_RUNNER} + {fargate_share:.2f} × "
+            f"{DNS_QUERIES_FARGATE}) queries × 1M × $0.60/M",
+            queries * M * PRICE["dns_firewall_query"],
+        )
+    )
     return lines + _request_lines(counts, n_inv, M)
 
 
@@ -503,17 +617,36 @@ def _request_lines(counts: dict, n_inv: float, M: float) -> list[tuple[str, str,
     """S3, SQS, logs and traces: what every rollout pays, whether it runs code or not."""
     lines = []
     puts, gets = counts.get("s3_put", 0), counts.get("s3_get", 0)
-    lines.append(("S3 requests", f"{puts:.0f} PUT/LIST × $0.005/1000 + {gets:.0f} GET × $0.0004/1000, × 1M",
-                  M * (puts * PRICE["s3_put"] + gets * PRICE["s3_get"])))
+    lines.append(
+        (
+            "S3 requests",
+            f"{puts:.0f} PUT/LIST × $0.005/1000 + {gets:.0f} GET × $0.0004/1000, × 1M",
+            M * (puts * PRICE["s3_put"] + gets * PRICE["s3_get"]),
+        )
+    )
     sqs = counts.get("sqs_send", 0) + counts.get("sqs_trainer", 0)
     if sqs:
-        lines.append(("SQS requests", f"{counts.get('sqs_send', 0):.0f} send + {counts.get('sqs_trainer', 0):.0f} "
-                      f"receive/delete = {sqs:.0f} × $0.40/M", sqs * M * PRICE["sqs_request"]))
+        lines.append(
+            (
+                "SQS requests",
+                f"{counts.get('sqs_send', 0):.0f} send + {counts.get('sqs_trainer', 0):.0f} "
+                f"receive/delete = {sqs:.0f} × $0.40/M",
+                sqs * M * PRICE["sqs_request"],
+            )
+        )
     events = counts["history_events"]
     log_gb = (events * HISTORY_EVENT_LOG_BYTES + n_inv * LAMBDA_LOG_BYTES) / 1e9
-    lines.append(("CloudWatch Logs", f"({events:.0f} state-machine events × {HISTORY_EVENT_LOG_BYTES} B + "
-                  f"{n_inv:.1f} invocations × {LAMBDA_LOG_BYTES} B) × 1M × $0.50/GB", log_gb * M * PRICE["logs_gb"]))
-    lines.append(("X-Ray", f"{TRACES_PER_ROLLOUT:.0f} trace × $5/M (upper bound)", TRACES_PER_ROLLOUT * M * PRICE["xray_trace"]))
+    lines.append(
+        (
+            "CloudWatch Logs",
+            f"({events:.0f} state-machine events × {HISTORY_EVENT_LOG_BYTES} B + "
+            f"{n_inv:.1f} invocations × {LAMBDA_LOG_BYTES} B) × 1M × $0.50/GB",
+            log_gb * M * PRICE["logs_gb"],
+        )
+    )
+    lines.append(
+        ("X-Ray", f"{TRACES_PER_ROLLOUT:.0f} trace × $5/M (upper bound)", TRACES_PER_ROLLOUT * M * PRICE["xray_trace"])
+    )
     return lines
 
 
@@ -523,16 +656,29 @@ def total(path: str, counts: dict, facts: dict, **assume: float) -> float:
 
 def sensitivity(results: dict, facts: dict) -> list[str]:
     """The totals as the policy endpoint's latency per turn and the Fargate share of jobs change."""
-    out = ["| seconds the endpoint takes per policy turn (openai path) | " +
-           " | ".join(f"{s:g} s" for s in LATENCIES_S) + " |", "|---|" + "---|" * len(LATENCIES_S)]
+    out = [
+        "| seconds the endpoint takes per policy turn (openai path) | "
+        + " | ".join(f"{s:g} s" for s in LATENCIES_S)
+        + " |",
+        "|---|" + "---|" * len(LATENCIES_S),
+    ]
     if "openai" in results:
-        out.append("| openai, $ per 1M rollouts | " + " | ".join(
-            f"${total('openai', results['openai'], facts, openai_turn_s=s):,.0f}" for s in LATENCIES_S) + " |")
-    out += ["", "| share of jobs on Fargate | " + " | ".join(f"{f:.0%}" for f in FARGATE_SHARES) + " |",
-            "|---|" + "---|" * len(FARGATE_SHARES)]
+        out.append(
+            "| openai, $ per 1M rollouts | "
+            + " | ".join(f"${total('openai', results['openai'], facts, openai_turn_s=s):,.0f}" for s in LATENCIES_S)
+            + " |"
+        )
+    out += [
+        "",
+        "| share of jobs on Fargate | " + " | ".join(f"{f:.0%}" for f in FARGATE_SHARES) + " |",
+        "|---|" + "---|" * len(FARGATE_SHARES),
+    ]
     for path, counts in results.items():
-        out.append(f"| {path}, $ per 1M rollouts | " + " | ".join(
-            f"${total(path, counts, facts, fargate_share=f):,.0f}" for f in FARGATE_SHARES) + " |")
+        out.append(
+            f"| {path}, $ per 1M rollouts | "
+            + " | ".join(f"${total(path, counts, facts, fargate_share=f):,.0f}" for f in FARGATE_SHARES)
+            + " |"
+        )
     return out
 
 
@@ -557,19 +703,34 @@ def render(results: dict, facts: dict) -> str:
             found = [c for i, _, c in priced[path] if i == item]
             cells.append(f"${found[0]:,.2f}" if found else "–")
         out.append(f"| {item} | " + " | ".join(cells) + " |")
-    out.append("| **total per 1M rollouts** | " + " | ".join(f"**${sum(c for _, _, c in priced[p]):,.0f}**"
-                                                           for p in results) + " |")
+    out.append(
+        "| **total per 1M rollouts** | "
+        + " | ".join(f"**${sum(c for _, _, c in priced[p]):,.0f}**" for p in results)
+        + " |"
+    )
     out.append("")
-    out.append("Counted per rollout (`benchmarks/cost.py`, moto, real handlers): " + "; ".join(
-        f"{p}: {c['transitions']:.0f} transitions, {sum(c['invocations'].values()):.0f} Lambda invocations, "
-        f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
-        f"{c['s3_bytes'] / 1000:.1f} KB stored" for p, c in results.items()) + ".")
+    out.append(
+        "Counted per rollout (`benchmarks/cost.py`, moto, real handlers): "
+        + "; ".join(
+            f"{p}: {c['transitions']:.0f} transitions, {sum(c['invocations'].values()):.0f} Lambda invocations, "
+            f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history events, "
+            f"{c['s3_bytes'] / 1000:.1f} KB stored"
+            for p, c in results.items()
+        )
+        + "."
+    )
     out.append("")
-    out.append("Measured CPU per warm invocation (median of the handler's own thread, without moto's serving of its "
-               "AWS calls), and the time it needs at the function's share of a vCPU: " + "; ".join(
-                   f"{_short(fn)} {cpu * 1000:.0f} ms → {cpu * FULL_VCPU_MB / facts['memory_mb'].get(fn, 512) * 1000:.0f} ms "
-                   f"at {facts['memory_mb'].get(fn, 512)} MB" for fn, cpu in sorted(facts["cpu"].items())
-                   if "CodeRunner" not in fn) + ".")
+    out.append(
+        "Measured CPU per warm invocation (median of the handler's own thread, without moto's serving of its "
+        "AWS calls), and the time it needs at the function's share of a vCPU: "
+        + "; ".join(
+            f"{_short(fn)} {cpu * 1000:.0f} ms → {cpu * FULL_VCPU_MB / facts['memory_mb'].get(fn, 512) * 1000:.0f} ms "
+            f"at {facts['memory_mb'].get(fn, 512)} MB"
+            for fn, cpu in sorted(facts["cpu"].items())
+            if "CodeRunner" not in fn
+        )
+        + "."
+    )
     out.append("")
     out.append("Arithmetic, per path:")
     out.append("")
@@ -577,13 +738,19 @@ def render(results: dict, facts: dict) -> str:
         out.append(f"* **{path}**: " + "; ".join(f"{item}: {how} = ${cost:,.2f}" for item, how, cost in lines) + ".")
     storage = {p: c["s3_bytes"] / 1e9 * 1e6 * PRICE["s3_gb_month"] for p, c in results.items()}
     out.append("")
-    out.append("S3 storage accrues on top, per month kept: " + ", ".join(f"{p} ${v:,.2f}" for p, v in storage.items())
-               + " per 1M rollouts (the runs lifecycle expires them).")
+    out.append(
+        "S3 storage accrues on top, per month kept: "
+        + ", ".join(f"{p} ${v:,.2f}" for p, v in storage.items())
+        + " per 1M rollouts (the runs lifecycle expires them)."
+    )
     if facts.get("cold_s"):
         out.append("")
-        out.append("Cold start measured per function (handler import + what the first call loads + "
-                   f"{RUNTIME_INIT_S} s runtime start, on a full core): " + "; ".join(
-                       f"{_short(fn)} {s * 1000:.0f} ms" for fn, s in sorted(facts["cold_s"].items())) + ".")
+        out.append(
+            "Cold start measured per function (handler import + what the first call loads + "
+            f"{RUNTIME_INIT_S} s runtime start, on a full core): "
+            + "; ".join(f"{_short(fn)} {s * 1000:.0f} ms" for fn, s in sorted(facts["cold_s"].items()))
+            + "."
+        )
     out.append("")
     out.append("Sensitivity (every other assumption as above):")
     out.append("")

@@ -41,15 +41,23 @@ EMPTY_TESTS = "import unittest\nclass Empty(unittest.TestCase):\n    def test_no
 
 def humaneval_jobs() -> list[ExecutionJob]:
     return [
-        ExecutionJob(id=task_id, code=problem["prompt"] + problem["canonical_solution"], tests=problem["test"],
-                     entry_point=problem["entry_point"], tests_format="check", timeout_s=10)
+        ExecutionJob(
+            id=task_id,
+            code=problem["prompt"] + problem["canonical_solution"],
+            tests=problem["test"],
+            entry_point=problem["entry_point"],
+            tests_format="check",
+            timeout_s=10,
+        )
         for task_id, problem in read_problems().items()
     ]
 
 
 def blog_batch(jobs, workers):
     def one(job):
-        return blog_harness.run_tests(job.code, blog_harness.as_unittest(job.tests, job.tests_format, job.entry_point), 10)
+        return blog_harness.run_tests(
+            job.code, blog_harness.as_unittest(job.tests, job.tests_format, job.entry_point), 10
+        )
 
     with ThreadPoolExecutor(workers) as pool:
         results = list(pool.map(one, jobs))
@@ -63,8 +71,9 @@ def sandbox_batch(executor, jobs, workers):
 def cli_batch(path: str, workers: int) -> int:
     """`rewardpipe exec --batch` as a fresh process, as a user runs it; returns the jobs that passed."""
     cli = os.path.join(os.path.dirname(sys.executable), "rewardpipe")
-    completed = subprocess.run([cli, "exec", "--batch", path, "--workers", str(workers), "--json"],
-                               capture_output=True, text=True, check=False)
+    completed = subprocess.run(
+        [cli, "exec", "--batch", path, "--workers", str(workers), "--json"], capture_output=True, text=True, check=False
+    )
     return sum(1 for line in completed.stdout.split("\n") if line and json.loads(line)["status"] == "passed")
 
 
@@ -83,7 +92,11 @@ PHASES = (
     ("s_send", "z_start", "scorer -> fork server (its check of its own limits included)"),
     ("z_start", "z_handed", "fork server hands code and output files to a waiting hardened child, tests to the runner"),
     ("z_handed", "r_start", "trusted runner picks the job up"),
-    ("r_start", "r_ready", "runner reads the tests (parsed once per source); the child loads the code, lists its names"),
+    (
+        "r_start",
+        "r_ready",
+        "runner reads the tests (parsed once per source); the child loads the code, lists its names",
+    ),
     ("r_ready", "r_ran", "runner binds the names and runs unittest through the child"),
     ("r_ran", "r_reply", "runner writes the verdict and checks its own limits"),
     ("r_reply", "z_runner_replied", "fork server hears the runner"),
@@ -184,8 +197,10 @@ def main() -> None:
             cli_blog_seconds.append(seconds)
             seconds, cli_passed = timed(lambda: cli_batch(cli_path, args.workers))
             cli_seconds.append(seconds)
-            line += (f"; {len(cli_jobs)} jobs start-up included: blog {cli_blog_seconds[-1]:.2f} s, "
-                     f"rewardpipe CLI {cli_seconds[-1]:.2f} s ({cli_blog_seconds[-1] / cli_seconds[-1]:.2f}x)")
+            line += (
+                f"; {len(cli_jobs)} jobs start-up included: blog {cli_blog_seconds[-1]:.2f} s, "
+                f"rewardpipe CLI {cli_seconds[-1]:.2f} s ({cli_blog_seconds[-1] / cli_seconds[-1]:.2f}x)"
+            )
         print(line + f"; load average {os.getloadavg()[0]:.1f}", flush=True)
     executor.close()
     os.unlink(cli_path)
@@ -194,24 +209,36 @@ def main() -> None:
     blog_p50, sandbox_p50 = statistics.median(blog_empty), statistics.median(sandbox_empty)
     print()
     print(f"HumanEval canonical solutions, {len(jobs)} tasks, {args.workers} workers, {args.rounds} interleaved rounds")
-    print(f"  blog harness : {blog_rate:7.1f} exec/s (median; best {max(blog_rates):.1f}), {blog_passed}/{len(jobs)} passed")
-    print(f"  rewardpipe   : {sandbox_rate:7.1f} exec/s (median; best {max(sandbox_rates):.1f}), {sandbox_passed}/{len(jobs)} passed")
+    print(
+        f"  blog harness : {blog_rate:7.1f} exec/s (median; best {max(blog_rates):.1f}), {blog_passed}/{len(jobs)} passed"
+    )
+    print(
+        f"  rewardpipe   : {sandbox_rate:7.1f} exec/s (median; best {max(sandbox_rates):.1f}), {sandbox_passed}/{len(jobs)} passed"
+    )
     print(f"  throughput ratio rewardpipe / blog: {sandbox_rate / blog_rate:.2f}x")
     print(f"Empty-execution overhead, p50 of {len(blog_empty)} sequential runs each")
     print(f"  blog harness : {blog_p50:6.1f} ms")
-    print(f"  rewardpipe   : {sandbox_p50:6.1f} ms (p90 {statistics.quantiles(sandbox_empty, n=10)[-1]:.1f} ms); "
-          f"CPU of all its processes {statistics.median(sandbox_cpu_ms):.1f} ms per job")
+    print(
+        f"  rewardpipe   : {sandbox_p50:6.1f} ms (p90 {statistics.quantiles(sandbox_empty, n=10)[-1]:.1f} ms); "
+        f"CPU of all its processes {statistics.median(sandbox_cpu_ms):.1f} ms per job"
+    )
     print(f"  overhead ratio blog / rewardpipe: {blog_p50 / sandbox_p50:.1f}x")
     print_phases(empty_phases)
     if cli_seconds:
         ratios = [blog / ours for blog, ours in zip(cli_blog_seconds, cli_seconds)]
         print(f"Through the CLI, start-up included: {len(cli_jobs)} jobs (HumanEval x2), {args.workers} workers")
-        print(f"  blog harness, {args.workers} threads : {statistics.median(cli_blog_seconds):6.2f} s (median), "
-              f"{cli_blog_passed}/{len(cli_jobs)} passed")
-        print(f"  rewardpipe exec --batch      : {statistics.median(cli_seconds):6.2f} s (median), "
-              f"{cli_passed}/{len(cli_jobs)} passed")
-        print(f"  speed-up (per round, median) : {statistics.median(ratios):.2f}x "
-              f"(rounds: {', '.join(f'{r:.2f}x' for r in ratios)})")
+        print(
+            f"  blog harness, {args.workers} threads : {statistics.median(cli_blog_seconds):6.2f} s (median), "
+            f"{cli_blog_passed}/{len(cli_jobs)} passed"
+        )
+        print(
+            f"  rewardpipe exec --batch      : {statistics.median(cli_seconds):6.2f} s (median), "
+            f"{cli_passed}/{len(cli_jobs)} passed"
+        )
+        print(
+            f"  speed-up (per round, median) : {statistics.median(ratios):.2f}x "
+            f"(rounds: {', '.join(f'{r:.2f}x' for r in ratios)})"
+        )
     print(f"Load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} on {os.cpu_count()} cores")
     print("rewardpipe isolation layers:")
     for layer, state in isolation.items():

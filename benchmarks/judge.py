@@ -30,14 +30,19 @@ def samples(count: int) -> list[ScoringInput]:
     out = []
     for i in range(count):
         text = f"Answer {i}: {'a good one' if i % 3 else 'not much'}"
-        out.append(ScoringInput(completion=text, messages=[Message(role="user", content=f"Question {i}?"),
-                                                           Message(role="assistant", content=text)]))
+        out.append(
+            ScoringInput(
+                completion=text,
+                messages=[Message(role="user", content=f"Question {i}?"), Message(role="assistant", content=text)],
+            )
+        )
     return out
 
 
 def timed(url: str, batch: list[ScoringInput], concurrency: int) -> tuple[float, list]:
-    judge = llm_judge("helpful", "Does the response answer {prompt} well?", base_url=url, model="local-judge",
-                      concurrency=concurrency)
+    judge = llm_judge(
+        "helpful", "Does the response answer {prompt} well?", base_url=url, model="local-judge", concurrency=concurrency
+    )
     reward = Reward("judged", [judge])
     start = time.perf_counter()
     scores = reward.score_many(batch)
@@ -70,14 +75,27 @@ def main() -> None:
             assert all(s.error is None for s in scores), [s.error for s in scores if s.error][:2]
             serial.append(timed(server.url, batch, 1)[0])
     base, mine = statistics.median(serial), statistics.median(bounded)
-    print(json.dumps({
-        "samples": args.samples, "judge_delay_ms": args.delay_ms, "concurrency": args.concurrency,
-        "rounds": args.rounds, "serial_s": round(base, 3), "concurrent_s": round(mine, 3),
-        "concurrent_best_s": round(min(bounded), 3), "warm_cache_s": round(statistics.median(warm), 4),
-        "speedup": round(base / mine, 2), "ratio_to_serial": round(mine / base, 3), "target_s": 0.6,
-        "meets_target": mine <= 0.6, "max_requests_in_flight": peak,
-        "load_average": [round(x, 2) for x in os.getloadavg()], "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }))
+    print(
+        json.dumps(
+            {
+                "samples": args.samples,
+                "judge_delay_ms": args.delay_ms,
+                "concurrency": args.concurrency,
+                "rounds": args.rounds,
+                "serial_s": round(base, 3),
+                "concurrent_s": round(mine, 3),
+                "concurrent_best_s": round(min(bounded), 3),
+                "warm_cache_s": round(statistics.median(warm), 4),
+                "speedup": round(base / mine, 2),
+                "ratio_to_serial": round(mine / base, 3),
+                "target_s": 0.6,
+                "meets_target": mine <= 0.6,
+                "max_requests_in_flight": peak,
+                "load_average": [round(x, 2) for x in os.getloadavg()],
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -43,8 +43,13 @@ print((time.perf_counter() - t) * 1000)
 def median_import_ms(handler: Path, path: str, runs: int, python: str = sys.executable) -> float:
     env = {**os.environ, **ENV, "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": path}
     return statistics.median(
-        float(subprocess.run([python, "-S", "-c", PROBE, str(handler)], env=env, capture_output=True,
-                             text=True, check=True).stdout) for _ in range(runs))
+        float(
+            subprocess.run(
+                [python, "-S", "-c", PROBE, str(handler)], env=env, capture_output=True, text=True, check=True
+            ).stdout
+        )
+        for _ in range(runs)
+    )
 
 
 def main() -> None:
@@ -54,17 +59,22 @@ def main() -> None:
     args = parser.parse_args()
     python = packaging.lambda_python()
     if python is None:
-        sys.exit(f"no CPython {packaging.LAMBDA_PYTHON_VERSION} to run the layer with; set {packaging.LAMBDA_PYTHON_ENV}")
+        sys.exit(
+            f"no CPython {packaging.LAMBDA_PYTHON_VERSION} to run the layer with; set {packaging.LAMBDA_PYTHON_ENV}"
+        )
     machine = {"x86_64": "x86_64", "aarch64": "arm64", "arm64": "arm64"}.get(platform.machine())
     if machine is None:
         sys.exit(f"no Lambda architecture matches this machine ({platform.machine()})")
     compiled = Path(packaging.stage_layer.__wrapped__(machine)) / "python"
     sources = Path(tempfile.mkdtemp(prefix="layer-sources-")) / "python"
     shutil.copytree(compiled, sources, ignore=lambda _d, names: {n for n in names if n == "__pycache__"})
-    version = subprocess.run([python, "-c", "import platform; print(platform.python_version())"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    print(f"Python {version} ({python}), {os.cpu_count()} cores, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; median of {args.runs} fresh interpreters")
+    version = subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"], capture_output=True, text=True, check=True
+    ).stdout.strip()
+    print(
+        f"Python {version} ({python}), {os.cpu_count()} cores, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}; median of {args.runs} fresh interpreters"
+    )
     print(f"{'handler':<20} {'byte code ms':>12} {'sources ms':>11} {'sources / byte code':>20}")
     for name in args.handlers.split(","):
         handler = ROOT / "functions" / name / "handler.py"

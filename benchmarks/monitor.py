@@ -28,8 +28,8 @@ import random
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -51,9 +51,17 @@ def synthetic(rollouts: int, group_size: int, seed: int = 0) -> Iterator[Record]
         g = i // group_size
         if rnd.random() < 0.01:
             yield Record.model_construct(
-                run_id="bench", step=0, group_id=f"prompt-{g}", rollout_id=f"prompt-{g}_{i % group_size}",
-                task_id=f"task-{g % 500}", status="error", error=None, components={k: None for k in COMPONENTS},
-                weights=WEIGHTS, aggregate=None, metrics={},
+                run_id="bench",
+                step=0,
+                group_id=f"prompt-{g}",
+                rollout_id=f"prompt-{g}_{i % group_size}",
+                task_id=f"task-{g % 500}",
+                status="error",
+                error=None,
+                components={k: None for k in COMPONENTS},
+                weights=WEIGHTS,
+                aggregate=None,
+                metrics={},
             )
             continue
         hard = g % 3 == 0  # a third of the prompts: every rollout fails the tests
@@ -64,9 +72,17 @@ def synthetic(rollouts: int, group_size: int, seed: int = 0) -> Iterator[Record]
             "loop_penalty": -0.5 if rnd.random() < 0.05 else 0.0,
         }
         yield Record.model_construct(
-            run_id="bench", step=0, group_id=f"prompt-{g}", rollout_id=f"prompt-{g}_{i % group_size}",
-            task_id=f"task-{g % 500}", status="scored", error=None, components=comps, weights=WEIGHTS,
-            aggregate=sum(WEIGHTS[k] * v for k, v in comps.items()), metrics={},
+            run_id="bench",
+            step=0,
+            group_id=f"prompt-{g}",
+            rollout_id=f"prompt-{g}_{i % group_size}",
+            task_id=f"task-{g % 500}",
+            status="scored",
+            error=None,
+            components=comps,
+            weights=WEIGHTS,
+            aggregate=sum(WEIGHTS[k] * v for k, v in comps.items()),
+            metrics={},
         )
 
 
@@ -156,15 +172,19 @@ def main() -> None:
     values = n * len(COMPONENTS)
 
     print(f"python {platform.python_version()}, pandas {pd.__version__}, {platform.machine()}, one process, one thread")
-    print(f"input: {n:,} rollouts x {len(COMPONENTS)} components = {values:,} component values, "
-          f"groups of {k} ({n // k:,} groups), ~1% error records; the aggregate is monitored too")
+    print(
+        f"input: {n:,} rollouts x {len(COMPONENTS)} components = {values:,} component values, "
+        f"groups of {k} ({n // k:,} groups), ~1% error records; the aggregate is monitored too"
+    )
     t0 = time.perf_counter()
     records = list(synthetic(n, k))
     print(f"(generated the Record objects in {time.perf_counter() - t0:.1f} s; not part of any figure below)")
 
     check_agreement(records)
-    print("check: monitor and pandas agree on mean, std, within-group std and zero-variance share "
-          "for every component and the aggregate\n")
+    print(
+        "check: monitor and pandas agree on mean, std, within-group std and zero-variance share "
+        "for every component and the aggregate\n"
+    )
 
     t_mon = best_time(lambda: monitor_records(records), args.repeat)
     t_pd_all = best_time(lambda: pandas_from_records(records), args.repeat)
@@ -185,7 +205,9 @@ def main() -> None:
     for label, t, m in rows:
         print(f"{label:38} {t:8.2f}s {values / t:12,.0f} {m:9.1f}")
     print(f"\nratio pandas(from records) / monitor: time {t_pd_all / t_mon:.2f}x, memory {m_pd_all / m_mon:.2f}x")
-    print(f"ratio pandas(groupby only)  / monitor: time {t_pd_groupby / t_mon:.2f}x, memory {m_pd_groupby / m_mon:.2f}x")
+    print(
+        f"ratio pandas(groupby only)  / monitor: time {t_pd_groupby / t_mon:.2f}x, memory {m_pd_groupby / m_mon:.2f}x"
+    )
     goal = "meets" if t_mon <= 5.0 else "MISSES"
     print(f"goal <= 5 s for {values:,} values on one core: {goal} ({t_mon:.2f} s)")
     del records
@@ -201,8 +223,10 @@ def main() -> None:
     for label, rollouts, size in shapes:
         peak = peak_mib(lambda: monitor_records(synthetic(rollouts, size)))
         base_peak = base_peak or peak
-        print(f"  {label:26} {rollouts:>9,} records {rollouts // size:>9,} groups  peak {peak:7.1f} MiB"
-              f"  ({peak / base_peak:.2f}x base)")
+        print(
+            f"  {label:26} {rollouts:>9,} records {rollouts // size:>9,} groups  peak {peak:7.1f} MiB"
+            f"  ({peak / base_peak:.2f}x base)"
+        )
 
 
 if __name__ == "__main__":

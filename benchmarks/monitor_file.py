@@ -117,17 +117,29 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=1)
-    parser.add_argument("--careful", type=int, default=0, metavar="N",
-                        help="also time the careful per-line path over the first N records")
-    parser.add_argument("--store", type=int, default=0, metavar="N",
-                        help="also time monitor over a local store of N records, one file each")
+    parser.add_argument(
+        "--careful",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time the careful per-line path over the first N records",
+    )
+    parser.add_argument(
+        "--store",
+        type=int,
+        default=0,
+        metavar="N",
+        help="also time monitor over a local store of N records, one file each",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "records.jsonl"
         write_file(path, args.records)
-        print(f"Python {platform.python_version()}, {os.cpu_count()} cores, load average "
-              f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: {args.records:,} records, "
-              f"{path.stat().st_size / 2**20:.0f} MiB")
+        print(
+            f"Python {platform.python_version()}, {os.cpu_count()} cores, load average "
+            f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}: {args.records:,} records, "
+            f"{path.stat().st_size / 2**20:.0f} MiB"
+        )
         ours = rewardpipe_monitor(path)
         theirs = pandas_monitor(path)
         agg = ours["steps"][0]["aggregate"]
@@ -151,19 +163,25 @@ def main() -> None:
         print(f"pandas read_json + groupby:     {t_pandas:6.2f} s")
         print(f"rewardpipe / pandas:            {t_ours / t_pandas:6.2f}x")
         print(f"rewardpipe monitor PARQUET_DIR: {t_parquet:6.2f} s   (the report --parquet export of the same records)")
-        print(f"  parts: read into columns {t_read:.2f} s, drop repeats {t_dedupe:.2f} s, "
-              f"monitor over columns {t_monitor:.2f} s")
+        print(
+            f"  parts: read into columns {t_read:.2f} s, drop repeats {t_dedupe:.2f} s, "
+            f"monitor over columns {t_monitor:.2f} s"
+        )
         if args.careful:
             t_careful = careful_seconds(path, args.careful) * args.records / args.careful
-            print(f"careful per-line path (fast readers off), scaled from {args.careful:,} records: "
-                  f"{t_careful:6.2f} s ({t_careful / t_ours:.1f}x the fast path)")
+            print(
+                f"careful per-line path (fast readers off), scaled from {args.careful:,} records: "
+                f"{t_careful:6.2f} s ({t_careful / t_ours:.1f}x the fast path)"
+            )
         if args.store:
             root = Path(tmp) / "store"
             write_store(root, args.store)
             t_store, t_store_careful = store_seconds(root, args.repeat)
-            print(f"rewardpipe monitor STORE --json, {args.store:,} records in as many files: {t_store:6.2f} s; "
-                  f"careful path (a Record per file) {t_store_careful:6.2f} s ({t_store_careful / t_store:.1f}x); "
-                  f"load average {os.getloadavg()[0]:.2f}")
+            print(
+                f"rewardpipe monitor STORE --json, {args.store:,} records in as many files: {t_store:6.2f} s; "
+                f"careful path (a Record per file) {t_store_careful:6.2f} s ({t_store_careful / t_store:.1f}x); "
+                f"load average {os.getloadavg()[0]:.2f}"
+            )
 
 
 if __name__ == "__main__":

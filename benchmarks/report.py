@@ -30,8 +30,8 @@ import random
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -48,8 +48,12 @@ from rewardpipe.monitoring.triage import task_triage  # noqa: E402
 
 COMPONENTS = ("correctness", "asked_before_coding", "guessed_immediately", "loop_penalty")
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
-RANGES = {"correctness": (0.0, 1.0), "asked_before_coding": (0.0, 1.0), "guessed_immediately": (-1.0, 0.0),
-          "loop_penalty": (-0.5, 0.0)}
+RANGES = {
+    "correctness": (0.0, 1.0),
+    "asked_before_coding": (0.0, 1.0),
+    "guessed_immediately": (-1.0, 0.0),
+    "loop_penalty": (-0.5, 0.0),
+}
 TASKS = 2000
 
 
@@ -65,10 +69,21 @@ def synthetic(records: int, groups_per_step: int, group_size: int, seed: int = 0
         task = (step * groups_per_step + g) % TASKS
         group_id, rollout_id = f"s{step}-g{g}", f"s{step}-g{g}-k{i % group_size}"
         if rnd.random() < 0.01:
-            out.append(Record.model_construct(
-                run_id="bench", step=step, group_id=group_id, rollout_id=rollout_id, task_id=f"task-{task}",
-                status="error", error=None, components={k: None for k in COMPONENTS}, weights=WEIGHTS,
-                aggregate=None, metrics={}))
+            out.append(
+                Record.model_construct(
+                    run_id="bench",
+                    step=step,
+                    group_id=group_id,
+                    rollout_id=rollout_id,
+                    task_id=f"task-{task}",
+                    status="error",
+                    error=None,
+                    components={k: None for k in COMPONENTS},
+                    weights=WEIGHTS,
+                    aggregate=None,
+                    metrics={},
+                )
+            )
             continue
         collapsed = step >= steps // 2
         hard = task % 3 == 0
@@ -78,10 +93,21 @@ def synthetic(records: int, groups_per_step: int, group_size: int, seed: int = 0
             "guessed_immediately": -1.0 if collapsed else rnd.choice((0.0, -1.0)),
             "loop_penalty": -0.5 if rnd.random() < 0.05 else 0.0,
         }
-        out.append(Record.model_construct(
-            run_id="bench", step=step, group_id=group_id, rollout_id=rollout_id, task_id=f"task-{task}",
-            status="scored", error=None, components=comps, weights=WEIGHTS,
-            aggregate=sum(WEIGHTS[k] * v for k, v in comps.items()), metrics={}))
+        out.append(
+            Record.model_construct(
+                run_id="bench",
+                step=step,
+                group_id=group_id,
+                rollout_id=rollout_id,
+                task_id=f"task-{task}",
+                status="scored",
+                error=None,
+                components=comps,
+                weights=WEIGHTS,
+                aggregate=sum(WEIGHTS[k] * v for k, v in comps.items()),
+                metrics={},
+            )
+        )
     return out
 
 
@@ -109,8 +135,13 @@ def report_from_disk(path: Path) -> str:
 
 
 def pandas_frame(records: list[Record]) -> pd.DataFrame:
-    return pd.DataFrame([{"step": r.step, "group_id": r.group_id, "task_id": r.task_id, **r.components}
-                         for r in records if r.status == "scored"])
+    return pd.DataFrame(
+        [
+            {"step": r.step, "group_id": r.group_id, "task_id": r.task_id, **r.components}
+            for r in records
+            if r.status == "scored"
+        ]
+    )
 
 
 def pandas_triage(records: list[Record]) -> set[tuple[str, str, str]]:
@@ -124,8 +155,13 @@ def pandas_triage(records: list[Record]) -> set[tuple[str, str, str]]:
         per_task = eligible.groupby(level=0).agg(span=("span", "max"), lo=("min", "min"), hi=("max", "max"))
         lo_all, hi_all = RANGES[name]
         for task, row in per_task[per_task.span <= 1e-6].iterrows():
-            verdict = ("never" if row.lo == lo_all and row.hi == lo_all else
-                       "always" if row.lo == hi_all and row.hi == hi_all else "constant")
+            verdict = (
+                "never"
+                if row.lo == lo_all and row.hi == lo_all
+                else "always"
+                if row.lo == hi_all and row.hi == hi_all
+                else "constant"
+            )
             out.add((task, name, verdict))
     return out
 
@@ -146,12 +182,16 @@ def main() -> None:
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args()
-    print(f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}, "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(
+        f"machine: {os.cpu_count()} cores, Python {platform.python_version()}, {platform.machine()}, "
+        f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
     records = synthetic(args.records, args.groups_per_step, args.group_size)
     steps = records[-1].step + 1
-    print(f"input: {len(records):,} records, {steps} steps x {args.groups_per_step} groups x {args.group_size}, "
-          f"{TASKS} tasks, 4 components")
+    print(
+        f"input: {len(records):,} records, {steps} steps x {args.groups_per_step} groups x {args.group_size}, "
+        f"{TASKS} tasks, 4 components"
+    )
 
     mine = {(e["task_id"], e["component"], e["verdict"]) for e in our_triage(records)}
     theirs = pandas_triage(records)
@@ -185,21 +225,34 @@ def main() -> None:
     print(f"{'triage':34s}{triage_s:10.2f}{triage_s / pandas_s:11.2f}x{'<= 3 s':>10s}")
     print(f"{'report from JSONL on disk':34s}{disk_report_s:10.2f}{disk_report_s / pandas_s:11.2f}x{'<= 10 s':>10s}")
     print(f"{'triage from JSONL on disk':34s}{disk_triage_s:10.2f}{disk_triage_s / pandas_s:11.2f}x{'<= 3 s':>10s}")
-    print(f"{'report from Parquet on disk':34s}{parquet_report_s:10.2f}{parquet_report_s / pandas_s:11.2f}x"
-          f"{'<= 10 s':>10s}")
-    print(f"{'triage from Parquet on disk':34s}{parquet_triage_s:10.2f}{parquet_triage_s / pandas_s:11.2f}x"
-          f"{'<= 3 s':>10s}")
+    print(
+        f"{'report from Parquet on disk':34s}{parquet_report_s:10.2f}{parquet_report_s / pandas_s:11.2f}x"
+        f"{'<= 10 s':>10s}"
+    )
+    print(
+        f"{'triage from Parquet on disk':34s}{parquet_triage_s:10.2f}{parquet_triage_s / pandas_s:11.2f}x"
+        f"{'<= 3 s':>10s}"
+    )
     print(f"{'pandas triage (frame + groupby)':34s}{pandas_s:10.2f}{1:11.2f}x")
     print(f"{'pandas DataFrame build alone':34s}{frame_s:10.2f}{frame_s / pandas_s:11.2f}x")
-    print(f"HTML size: {size_mb:.2f} MB (goal <= 5 MB); load average now "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    failed = [name for name, ok in (("report time", report_s <= 10), ("html size", size_mb <= 5),
-                                    ("triage time", triage_s <= 3), ("report from disk", disk_report_s <= 10),
-                                    ("html size from disk", len(disk_page.encode("utf-8")) <= 5e6),
-                                    ("triage from disk", disk_triage_s <= 3),
-                                    ("report from Parquet", parquet_report_s <= 10),
-                                    ("html size from Parquet", len(parquet_page.encode("utf-8")) <= 5e6),
-                                    ("triage from Parquet", parquet_triage_s <= 3)) if not ok]
+    print(
+        f"HTML size: {size_mb:.2f} MB (goal <= 5 MB); load average now {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+    )
+    failed = [
+        name
+        for name, ok in (
+            ("report time", report_s <= 10),
+            ("html size", size_mb <= 5),
+            ("triage time", triage_s <= 3),
+            ("report from disk", disk_report_s <= 10),
+            ("html size from disk", len(disk_page.encode("utf-8")) <= 5e6),
+            ("triage from disk", disk_triage_s <= 3),
+            ("report from Parquet", parquet_report_s <= 10),
+            ("html size from Parquet", len(parquet_page.encode("utf-8")) <= 5e6),
+            ("triage from Parquet", parquet_triage_s <= 3),
+        )
+        if not ok
+    ]
     print("goals: " + ("all met" if not failed else "MISSED " + ", ".join(failed)))
 
 

@@ -52,8 +52,15 @@ def planned_jobs(steps: int, groups: int, k: int, max_turns: int) -> tuple[list[
     for step in range(steps):
         for slot in plan_step(tasks, step, groups, k):
             rollouts += 1
-            state = start_episode(slot.task, env=ENVIRONMENT, run_id="bench", step=slot.step, group_id=slot.group_id,
-                                  rollout_id=slot.rollout_id, max_turns=max_turns)
+            state = start_episode(
+                slot.task,
+                env=ENVIRONMENT,
+                run_id="bench",
+                step=slot.step,
+                group_id=slot.group_id,
+                rollout_id=slot.rollout_id,
+                max_turns=max_turns,
+            )
             job = execution_job(converse(state, slot.task, policy, ENVIRONMENT), slot.task, ENVIRONMENT)
             if job is not None:
                 jobs.append(job)
@@ -73,9 +80,28 @@ def file_creation_ms(directory: Path, files: int = 200) -> float:
 
 
 def run_command(out: Path, steps: int, groups: int, k: int, workers: int, run_id: str) -> None:
-    result = CliRunner().invoke(app, ["run", "--tasks", str(TASKS), "--steps", str(steps), "--groups-per-step",
-                                      str(groups), "-k", str(k), "--workers", str(workers), "--out", str(out),
-                                      "--run-id", run_id, "--json"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--tasks",
+            str(TASKS),
+            "--steps",
+            str(steps),
+            "--groups-per-step",
+            str(groups),
+            "-k",
+            str(k),
+            "--workers",
+            str(workers),
+            "--out",
+            str(out),
+            "--run-id",
+            run_id,
+            "--json",
+        ],
+        catch_exceptions=False,
+    )
     if result.exit_code != 0:
         raise SystemExit(f"run failed: {result.output[-2000:]}")
 
@@ -88,16 +114,22 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2, help="alternating rounds; the best of each is kept")
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--store-dir", type=Path, default=Path.cwd(),
-                        help="where the run's temporary store goes (default: the current directory, as run's own "
-                             "default --out; on some machines /tmp is far slower at creating files)")
+    parser.add_argument(
+        "--store-dir",
+        type=Path,
+        default=Path.cwd(),
+        help="where the run's temporary store goes (default: the current directory, as run's own "
+        "default --out; on some machines /tmp is far slower at creating files)",
+    )
     args = parser.parse_args()
 
     jobs, rollouts = planned_jobs(args.steps, args.groups, args.k, 6)
     executor = get_executor()
     list(executor.run_batch(jobs[: 2 * args.workers], workers=args.workers))  # start the fork servers
-    print(f"Python {platform.python_version()}, {args.workers} workers: {rollouts} rollouts per run, "
-          f"{len(jobs)} of them execute code")
+    print(
+        f"Python {platform.python_version()}, {args.workers} workers: {rollouts} rollouts per run, "
+        f"{len(jobs)} of them execute code"
+    )
     create_ms = file_creation_ms(args.store_dir)
     best_sandbox = best_run = run_cpu = float("inf")
     with tempfile.TemporaryDirectory(dir=args.store_dir, prefix=".rewardpipe-bench-") as tmp:
@@ -115,10 +147,14 @@ def main() -> None:
         print(f"sandbox alone: {sandbox_eps:7.1f} exec/s ({best_sandbox:.2f} s for {len(jobs)} jobs)")
         print(f"run:           {run_eps:7.1f} exec/s, {rollouts / best_run:7.1f} rollouts/s ({best_run:.2f} s)")
         print(f"run / sandbox: {run_eps / sandbox_eps:.2f}x (goal >= 0.8)")
-        print(f"run's own process (turn loop, simulator, scoring, store, monitor): {run_cpu:.2f} CPU-s, "
-              f"{1000 * run_cpu / rollouts:.2f} ms per rollout")
-        print(f"store under {args.store_dir}: creating a file there takes {create_ms:.3f} ms (the run creates two "
-              f"per rollout; a slow file system shows up in the run's CPU time and wall time)")
+        print(
+            f"run's own process (turn loop, simulator, scoring, store, monitor): {run_cpu:.2f} CPU-s, "
+            f"{1000 * run_cpu / rollouts:.2f} ms per rollout"
+        )
+        print(
+            f"store under {args.store_dir}: creating a file there takes {create_ms:.3f} ms (the run creates two "
+            f"per rollout; a slow file system shows up in the run's CPU time and wall time)"
+        )
         if args.profile:
             profiler = cProfile.Profile()
             profiler.enable()

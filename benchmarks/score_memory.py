@@ -32,8 +32,9 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -47,10 +48,14 @@ from rewardpipe.models import load_rollouts, load_tasks  # noqa: E402
 from rewardpipe.rewards import get_reward  # noqa: E402
 from rewardpipe.runner import score_rollouts  # noqa: E402
 
-TASK = {"task_id": "add", "prompt": "Write a function that combines two numbers.",
-        "spec": ["The two numbers are added together."], "entry_point": "add",
-        "tests": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
-        "reference_solution": "def add(a, b):\n    return a + b\n"}
+TASK = {
+    "task_id": "add",
+    "prompt": "Write a function that combines two numbers.",
+    "spec": ["The two numbers are added together."],
+    "entry_point": "add",
+    "tests": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "reference_solution": "def add(a, b):\n    return a + b\n",
+}
 CODE = "Here it is:\n```python\ndef add(a, b):\n    return a + b\n```"
 
 
@@ -88,18 +93,33 @@ def write_inputs(directory: Path, rollouts: int) -> tuple[Path, Path]:
         for i in range(rollouts):
             # Each rollout's own wording (as a model's would be), so no cache can serve one rollout's turns to
             # the next: the time is what scoring distinct rollouts costs.
-            messages = [{"role": "user", "content": TASK["prompt"]},
-                        {"role": "assistant", "content": f"Should negative numbers such as -{i} be allowed?"},
-                        {"role": "user", "content": "Yes, negatives are allowed."},
-                        {"role": "assistant", "content": CODE.replace("Here it is", f"Here it is (draft {i})")}]
-            fh.write(json.dumps({"rollout_id": f"step0-group{i // 8:06d}-k{i % 8}", "group_id": f"group{i // 8:06d}",
-                                 "task_id": "add", "step": 0, "messages": messages}) + "\n")
+            messages = [
+                {"role": "user", "content": TASK["prompt"]},
+                {"role": "assistant", "content": f"Should negative numbers such as -{i} be allowed?"},
+                {"role": "user", "content": "Yes, negatives are allowed."},
+                {"role": "assistant", "content": CODE.replace("Here it is", f"Here it is (draft {i})")},
+            ]
+            fh.write(
+                json.dumps(
+                    {
+                        "rollout_id": f"step0-group{i // 8:06d}-k{i % 8}",
+                        "group_id": f"group{i // 8:06d}",
+                        "task_id": "add",
+                        "step": 0,
+                        "messages": messages,
+                    }
+                )
+                + "\n"
+            )
     return tasks, path
 
 
 def streaming(tasks: Path, rollouts: Path) -> None:
-    result = CliRunner().invoke(app, ["score", str(rollouts), "--tasks", str(tasks), "--out", "discard",
-                                      "--run-id", "bench", "--overwrite"], catch_exceptions=False)
+    result = CliRunner().invoke(
+        app,
+        ["score", str(rollouts), "--tasks", str(tasks), "--out", "discard", "--run-id", "bench", "--overwrite"],
+        catch_exceptions=False,
+    )
     if result.exit_code != 0:
         raise SystemExit(f"score failed: {result.output}")
 
@@ -108,8 +128,14 @@ def baseline(tasks: Path, rollouts: Path) -> None:
     by_id = {t.task_id: t for t in load_tasks(tasks)}
     from rewardpipe.envs.ask_before_coding import ENVIRONMENT
 
-    records = score_rollouts(load_rollouts(rollouts), by_id, executor=InstantExecutor(), env=ENVIRONMENT,
-                             reward=get_reward("ask_before_coding"), run_id="bench")
+    records = score_rollouts(
+        load_rollouts(rollouts),
+        by_id,
+        executor=InstantExecutor(),
+        env=ENVIRONMENT,
+        reward=get_reward("ask_before_coding"),
+        run_id="bench",
+    )
     store = DiscardingStore()
     for record in records:
         store.put_record(record)
@@ -133,8 +159,10 @@ def main() -> None:
     args = parser.parse_args()
     execution.get_executor = InstantExecutor  # the CLI imports it from here at call time
     store_module.open_store = lambda location, client=None: DiscardingStore()
-    print(f"Python {platform.python_version()} on {platform.machine()}, load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, rollouts per size: {args.sizes}")
+    print(
+        f"Python {platform.python_version()} on {platform.machine()}, load average "
+        f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}, rollouts per size: {args.sizes}"
+    )
     results: dict[int, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes:
@@ -142,17 +170,21 @@ def main() -> None:
             stream_s, stream_mib = measure(streaming, tasks, rollouts)
             base_s, base_mib = measure(baseline, tasks, rollouts)
             results[size] = {"stream": stream_mib, "base": base_mib}
-            print(f"{size:>8,} rollouts  streaming {stream_mib:8.1f} MiB ({stream_s:6.1f} s)   "
-                  f"baseline {base_mib:8.1f} MiB ({base_s:6.1f} s)   baseline/streaming {base_mib / stream_mib:5.1f}x")
+            print(
+                f"{size:>8,} rollouts  streaming {stream_mib:8.1f} MiB ({stream_s:6.1f} s)   "
+                f"baseline {base_mib:8.1f} MiB ({base_s:6.1f} s)   baseline/streaming {base_mib / stream_mib:5.1f}x"
+            )
             rollouts.unlink()
     small, large = min(results), max(results)
     if small != large:
         growth = large / small
-        print(f"input grew {growth:.0f}x: streaming peak grew {results[large]['stream'] / results[small]['stream']:.2f}x, "
-              f"baseline peak grew {results[large]['base'] / results[small]['base']:.2f}x; "
-              f"per extra rollout: streaming "
-              f"{(results[large]['stream'] - results[small]['stream']) * 2**20 / (large - small):.0f} B, baseline "
-              f"{(results[large]['base'] - results[small]['base']) * 2**20 / (large - small):.0f} B")
+        print(
+            f"input grew {growth:.0f}x: streaming peak grew {results[large]['stream'] / results[small]['stream']:.2f}x, "
+            f"baseline peak grew {results[large]['base'] / results[small]['base']:.2f}x; "
+            f"per extra rollout: streaming "
+            f"{(results[large]['stream'] - results[small]['stream']) * 2**20 / (large - small):.0f} B, baseline "
+            f"{(results[large]['base'] - results[small]['base']) * 2**20 / (large - small):.0f} B"
+        )
 
 
 if __name__ == "__main__":

@@ -55,9 +55,14 @@ def best_cpu(call, rounds: int) -> float:
 
 
 def conversation(text: str) -> list[Message]:
-    return [Message(role="user", content="Write a function `f(x)`."), Message(role="assistant", content=text + "?"),
-            Message(role="user", content="Okay."), Message(role="assistant", content=text[::-1] + "?"),
-            Message(role="user", content="Okay."), Message(role="assistant", content="```python\n" + text + "\n```")]
+    return [
+        Message(role="user", content="Write a function `f(x)`."),
+        Message(role="assistant", content=text + "?"),
+        Message(role="user", content="Okay."),
+        Message(role="assistant", content=text[::-1] + "?"),
+        Message(role="user", content="Okay."),
+        Message(role="assistant", content="```python\n" + text + "\n```"),
+    ]
 
 
 def measure(n: int, rounds: int) -> dict[str, float]:
@@ -80,24 +85,35 @@ def main() -> None:
     rows = {}
     for n in (8_000, 32_000):
         rows.update(measure(n, rounds))
-    rows["find_loop two random turns 3000"] = best_cpu(lambda: find_loop([random_text(1, 3000), random_text(2, 3000)]),
-                                                       rounds)
+    rows["find_loop two random turns 3000"] = best_cpu(
+        lambda: find_loop([random_text(1, 3000), random_text(2, 3000)]), rounds
+    )
     # The baselines, where they end in reasonable time (the fence regex at 32,000 takes 9-12 s a call).
     baseline = {
         "old fence regex 8000": best_cpu(lambda: OLD_FENCE.match("```" + " " * 8_000 + "`"), 1),
-        "old difflib ratio two random turns 3000": best_cpu(lambda: difflib.SequenceMatcher(
-            None, random_text(1, 3000), random_text(2, 3000), autojunk=False).ratio(), 1),
+        "old difflib ratio two random turns 3000": best_cpu(
+            lambda: difflib.SequenceMatcher(None, random_text(1, 3000), random_text(2, 3000), autojunk=False).ratio(), 1
+        ),
     }
-    growth = {name: rows[f"{name} 32000"] / max(rows[f"{name} 8000"], 1e-9)
-              for name in ("parse_turn fence attack", "parse_turn random", "find_loop two random turns",
-                           "find_loop two random turns over 'ab'", "ask_before_coding reward")}
+    growth = {
+        name: rows[f"{name} 32000"] / max(rows[f"{name} 8000"], 1e-9)
+        for name in (
+            "parse_turn fence attack",
+            "parse_turn random",
+            "find_loop two random turns",
+            "find_loop two random turns over 'ab'",
+            "ask_before_coding reward",
+        )
+    }
     report = {
         "cpu_seconds": {k: round(v, 5) for k, v in rows.items()},
         "baseline_cpu_seconds": {k: round(v, 5) for k, v in baseline.items()},
-        "speedup_fence_8000": round(baseline["old fence regex 8000"] / max(rows["parse_turn fence attack 8000"], 1e-9),
-                                    1),
-        "speedup_loop_3000": round(baseline["old difflib ratio two random turns 3000"]
-                                   / max(rows["find_loop two random turns 3000"], 1e-9), 1),
+        "speedup_fence_8000": round(
+            baseline["old fence regex 8000"] / max(rows["parse_turn fence attack 8000"], 1e-9), 1
+        ),
+        "speedup_loop_3000": round(
+            baseline["old difflib ratio two random turns 3000"] / max(rows["find_loop two random turns 3000"], 1e-9), 1
+        ),
         "growth_8000_to_32000 (linear ~4)": {k: round(v, 2) for k, v in growth.items()},
         "load_average": [round(x, 2) for x in os.getloadavg()],
         "utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

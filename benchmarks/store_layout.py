@@ -59,6 +59,7 @@ def checked(store: LocalStore, run: str) -> int:
 
 def plain(root: str, run: str) -> int:
     """The listing and reads of before: paths all the way, no type or link check."""
+
     def files(path: str):
         with os.scandir(path) as entries:
             listed = sorted(entries, key=lambda e: e.name)
@@ -117,8 +118,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=100_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--writes", type=int, default=20_000)
-    parser.add_argument("--dir", default=None, help="where the stores go (default: the temporary folder); on a "
-                        "disk other processes keep busy the journal's waits hide the system calls: --dir /dev/shm")
+    parser.add_argument(
+        "--dir",
+        default=None,
+        help="where the stores go (default: the temporary folder); on a "
+        "disk other processes keep busy the journal's waits hide the system calls: --dir /dev/shm",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="rewardpipe-store-layout-", dir=args.dir) as tmp:
         store = write_store(Path(tmp), args.records)
@@ -133,8 +138,10 @@ def main() -> None:
             written = min(written, timed_writes(checked_writes, tmp, objects))
             by_path = min(by_path, timed_writes(path_writes, tmp, objects))
     load = os.getloadavg()
-    print(f"{args.records:,} records, Python {platform.python_version()}, {os.cpu_count()} cores, "
-          f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {time.strftime('%d %b %H:%M %Z')}")
+    print(
+        f"{args.records:,} records, Python {platform.python_version()}, {os.cpu_count()} cores, "
+        f"load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {time.strftime('%d %b %H:%M %Z')}"
+    )
     print(f"  listed and read with the layout rules: {ours:.2f} s")
     print(f"  plain paths, no checks (before):       {before:.2f} s")
     print(f"  ratio: {ours / before:.2f}x")

@@ -29,8 +29,13 @@ os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 from app import build_app  # noqa: E402
 
-USER_PACKAGE = {"rewardpipe": {"reward": "one_module_reward:BREVITY", "single_turn_reward": "one_module_reward:BREVITY",
-                               "packages": [str(FIXTURE)]}}
+USER_PACKAGE = {
+    "rewardpipe": {
+        "reward": "one_module_reward:BREVITY",
+        "single_turn_reward": "one_module_reward:BREVITY",
+        "packages": [str(FIXTURE)],
+    }
+}
 
 
 def _merged(extra: dict | None) -> dict | None:
@@ -71,8 +76,10 @@ def main(argv: list[str] | None = None) -> int:
     base, ours = statistics.median(without), statistics.median(with_package)
     ratio = ours / base
     print(f"synth without a user package: median {base:.2f} s of {', '.join(f'{t:.2f}' for t in without)}")
-    print(f"synth with a one-module user package (cached layer): median {ours:.2f} s of "
-          f"{', '.join(f'{t:.2f}' for t in with_package)}")
+    print(
+        f"synth with a one-module user package (cached layer): median {ours:.2f} s of "
+        f"{', '.join(f'{t:.2f}' for t in with_package)}"
+    )
     print(f"ratio {ratio:.2f} (limit {args.max_ratio})")
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0 if ratio <= args.max_ratio else 1

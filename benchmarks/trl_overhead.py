@@ -103,12 +103,21 @@ def main() -> None:
         ours.append(time.process_time() - start)
     base, mine = statistics.median(plain), statistics.median(ours)
     load = os.getloadavg()
-    print(json.dumps({"completions": args.completions, "rounds": args.rounds,
-                      "plain_loop_s": {"median": round(base, 5), "best": round(min(plain), 5)},
-                      "rewardpipe_s": {"median": round(mine, 5), "best": round(min(ours), 5)},
-                      "ratio_median": round(mine / base, 3), "ratio_best": round(min(ours) / min(plain), 3),
-                      "target_ratio": 1.25, "load_average": [round(x, 2) for x in load],
-                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")}))
+    print(
+        json.dumps(
+            {
+                "completions": args.completions,
+                "rounds": args.rounds,
+                "plain_loop_s": {"median": round(base, 5), "best": round(min(plain), 5)},
+                "rewardpipe_s": {"median": round(mine, 5), "best": round(min(ours), 5)},
+                "ratio_median": round(mine / base, 3),
+                "ratio_best": round(min(ours) / min(plain), 3),
+                "target_ratio": 1.25,
+                "load_average": [round(x, 2) for x in load],
+                "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -84,9 +84,26 @@ class MainThreadClock:
 
 
 def one_run(store: Path, run_id: str, steps: int, groups: int, k: int, profile: bool) -> dict:
-    args = ["run", "--env", "wordle", "--policy", "scripted", "--tasks", str(BUNDLED_TASKS), "--steps", str(steps),
-            "--groups-per-step", str(groups), "--group-size", str(k), "--out", str(store), "--run-id", run_id,
-            "--json"]
+    args = [
+        "run",
+        "--env",
+        "wordle",
+        "--policy",
+        "scripted",
+        "--tasks",
+        str(BUNDLED_TASKS),
+        "--steps",
+        str(steps),
+        "--groups-per-step",
+        str(groups),
+        "--group-size",
+        str(k),
+        "--out",
+        str(store),
+        "--run-id",
+        run_id,
+        "--json",
+    ]
     profiler = cProfile.Profile() if profile else None
     main = MainThreadClock()
     wall, cpu = time.perf_counter(), time.process_time()
@@ -113,8 +130,12 @@ def main() -> None:
     parser.add_argument("--groups", type=int, default=64)
     parser.add_argument("--group-size", type=int, default=8)
     parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--store-dir", type=Path, default=None,
-                        help="Where the runs are stored (default: a temporary folder under the system's).")
+    parser.add_argument(
+        "--store-dir",
+        type=Path,
+        default=None,
+        help="Where the runs are stored (default: a temporary folder under the system's).",
+    )
     parser.add_argument("--keep", action="store_true", help="Keep the stored runs.")
     parser.add_argument("--profile", action="store_true", help="Profile the main thread of the last round.")
     args = parser.parse_args()
@@ -122,8 +143,10 @@ def main() -> None:
     base = args.store_dir or Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     store = Path(tempfile.mkdtemp(prefix="wordle-throughput-", dir=base))
-    print(f"rewardpipe run --env wordle --policy scripted: {args.steps} steps x {args.groups} groups x "
-          f"{args.group_size}, store {store}")
+    print(
+        f"rewardpipe run --env wordle --policy scripted: {args.steps} steps x {args.groups} groups x "
+        f"{args.group_size}, store {store}"
+    )
     print(f"before: {load()}, {time.strftime('%Y-%m-%d %H:%M:%S %Z')}")
     try:
         file_wall, file_cpu = file_creation(base)
@@ -133,20 +156,30 @@ def main() -> None:
         one_run(store, "warm-up", 1, 8, args.group_size, False)
         rows = []
         for index in range(args.rounds):
-            row = one_run(store, f"bench-{index}", args.steps, args.groups, args.group_size,
-                          args.profile and index == args.rounds - 1)
+            row = one_run(
+                store,
+                f"bench-{index}",
+                args.steps,
+                args.groups,
+                args.group_size,
+                args.profile and index == args.rounds - 1,
+            )
             rows.append(row)
             n = row["rollouts"]
-            print(f"round {index}: {n} rollouts, {row['files']} files | wall {n / row['wall']:7.0f}/s | "
-                  f"cpu {n / row['cpu']:7.0f}/s | main {n / row['main']:7.0f}/s | {load()}")
+            print(
+                f"round {index}: {n} rollouts, {row['files']} files | wall {n / row['wall']:7.0f}/s | "
+                f"cpu {n / row['cpu']:7.0f}/s | main {n / row['main']:7.0f}/s | {load()}"
+            )
         n = rows[0]["rollouts"]
         best_cpu = max(n / r["cpu"] for r in rows)
         median_cpu = statistics.median(n / r["cpu"] for r in rows)
         best_wall = max(n / r["wall"] for r in rows)
         idle_estimate = max(n / max(r["main"], r["cpu"] / 2) for r in rows)
-        print(f"rollouts/s: wall best {best_wall:.0f}; cpu best {best_cpu:.0f}, median {median_cpu:.0f}; "
-              f"idle 2-core estimate {idle_estimate:.0f} (goal >= {GOAL:.0f}); store file creation "
-              f"{file_wall:.0f} us wall / {file_cpu:.0f} us cpu per file, {rows[0]['files'] / n:.1f} files a rollout")
+        print(
+            f"rollouts/s: wall best {best_wall:.0f}; cpu best {best_cpu:.0f}, median {median_cpu:.0f}; "
+            f"idle 2-core estimate {idle_estimate:.0f} (goal >= {GOAL:.0f}); store file creation "
+            f"{file_wall:.0f} us wall / {file_cpu:.0f} us cpu per file, {rows[0]['files'] / n:.1f} files a rollout"
+        )
         print(f"after: {load()}")
     finally:
         if not args.keep:

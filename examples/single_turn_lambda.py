@@ -10,8 +10,12 @@ import json
 import os
 from pathlib import Path
 
-os.environ.update(REWARD_NAME="gsm8k", ERROR_REWARD="neutral",  # what the stack sets from cdk.json
-                  POWERTOOLS_LOG_LEVEL="WARNING", POWERTOOLS_METRICS_DISABLED="true")  # quiet for this example
+os.environ.update(
+    REWARD_NAME="gsm8k",
+    ERROR_REWARD="neutral",  # what the stack sets from cdk.json
+    POWERTOOLS_LOG_LEVEL="WARNING",
+    POWERTOOLS_METRICS_DISABLED="true",
+)  # quiet for this example
 
 HANDLER = Path(__file__).resolve().parents[1] / "functions" / "single_turn_reward" / "handler.py"
 
@@ -26,10 +30,14 @@ class LambdaContext:  # the two things the handler reads from Lambda's context o
 
 
 def sample(sample_id: str, answer: str, reference: object) -> dict:
-    return {"id": sample_id,
-            "messages": [{"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
-                         {"role": "assistant", "content": f"6 * 7 = {answer}\n#### {answer}"}],
-            "metadata": {"reference_answer": reference}}
+    return {
+        "id": sample_id,
+        "messages": [
+            {"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
+            {"role": "assistant", "content": f"6 * 7 = {answer}\n#### {answer}"},
+        ],
+        "metadata": {"reference_answer": reference},
+    }
 
 
 if __name__ == "__main__":

@@ -8,6 +8,6 @@ import verifiers as vf
 from rewardpipe.integrations.verifiers import rubric
 
 if __name__ == "__main__":
-    rub = rubric("gsm8k")                             # vf.Rubric(funcs=[format, answer_correct], weights=[0.5, 1.0])
+    rub = rubric("gsm8k")  # vf.Rubric(funcs=[format, answer_correct], weights=[0.5, 1.0])
     assert isinstance(rub, vf.Rubric)
     print(type(rub).__name__, rub.weights)

@@ -7,7 +7,7 @@ the sample stays visibly unscored instead of entering the group's baseline as a 
 
 from rewardpipe.integrations.verifiers import rubric_functions
 
-funcs, weights = rubric_functions("gsm8k")         # vf.Rubric(funcs=funcs, weights=weights)
+funcs, weights = rubric_functions("gsm8k")  # vf.Rubric(funcs=funcs, weights=weights)
 
 if __name__ == "__main__":
     prompt = [{"role": "user", "content": "What is 6 * 7?"}]

@@ -19,7 +19,7 @@ if __name__ == "__main__":
     path = config["path"].replace("<site-packages>", site_packages)
     spec = importlib.util.spec_from_file_location("custom_module", path)
     module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)              # what verl's get_custom_reward_fn does with the config
+    spec.loader.exec_module(module)  # what verl's get_custom_reward_fn does with the config
     compute_score = getattr(module, config["name"])
 
     for solution, ground_truth in [("6 * 7 = 42\n#### 42", "42"), ("It is 41.", "42"), ("#### 42", "forty-two")]:

@@ -22,14 +22,23 @@ from __future__ import annotations
 
 import random
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.openai_client import MAX_BACKOFF_S, EndpointError
 
-RETRYABLE_CODES = frozenset({
-    "ThrottlingException", "Throttling", "TooManyRequestsException", "ServiceUnavailableException",
-    "ServiceUnavailable", "InternalServerException", "InternalFailure", "ModelNotReadyException",
-})
+RETRYABLE_CODES = frozenset(
+    {
+        "ThrottlingException",
+        "Throttling",
+        "TooManyRequestsException",
+        "ServiceUnavailableException",
+        "ServiceUnavailable",
+        "InternalServerException",
+        "InternalFailure",
+        "ModelNotReadyException",
+    }
+)
 RETRYABLE_NETWORK = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
 _PARAMS = {"temperature": "temperature", "max_tokens": "maxTokens", "top_p": "topP", "stop": "stopSequences"}
 
@@ -100,9 +109,19 @@ def is_retryable(exc: BaseException) -> bool:
 class BedrockChatClient:
     """Bedrock Converse with the local chat client's interface (see the module docstring)."""
 
-    def __init__(self, model_id: str, *, client: Any = None, region: str | None = None, max_retries: int = 4,
-                 backoff_s: float = 0.5, max_backoff_s: float = 20.0, read_timeout_s: float = 60.0,
-                 sleep: Callable[[float], None] = time.sleep, jitter: Callable[[], float] = random.random) -> None:
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        client: Any = None,
+        region: str | None = None,
+        max_retries: int = 4,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 20.0,
+        read_timeout_s: float = 60.0,
+        sleep: Callable[[float], None] = time.sleep,
+        jitter: Callable[[], float] = random.random,
+    ) -> None:
         if not model_id:
             raise ValueError("model_id is required for a Bedrock judge (JUDGE_BEDROCK_MODEL_ID)")
         self.model_id = model_id
@@ -114,8 +133,11 @@ class BedrockChatClient:
             from botocore.config import Config
 
             # One retry loop (ours, jittered): botocore's own retries off.
-            client = boto3.client("bedrock-runtime", region_name=region, config=Config(
-                read_timeout=read_timeout_s, retries={"mode": "standard", "total_max_attempts": 1}))
+            client = boto3.client(
+                "bedrock-runtime",
+                region_name=region,
+                config=Config(read_timeout=read_timeout_s, retries={"mode": "standard", "total_max_attempts": 1}),
+            )
         self.client = client
 
     def backoff(self, attempt: int) -> float:

@@ -25,8 +25,9 @@ from __future__ import annotations
 import inspect
 import math
 import re
+from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import Any, Callable, Iterable
+from typing import Any
 
 #: The inputs a component can ask for, by parameter name, and what each one is.
 INPUTS: dict[str, str] = {
@@ -71,7 +72,8 @@ def check_name(name: Any, what: str = "component") -> str:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ComponentDefinitionError(
             f"{what} name {name!r} must start with a letter or '_' and hold at most 64 letters, digits, '_', "
-            f"'.' or '-' (it becomes a record key and a metric name)")
+            f"'.' or '-' (it becomes a record key and a metric name)"
+        )
     if name in RESERVED_NAMES:
         raise ComponentDefinitionError(f"{what} name {name!r} is reserved for the monitor's own targets")
     return name
@@ -85,10 +87,12 @@ def check_range(value_range: Any, name: str) -> tuple[float, float]:
         lo, hi = float(lo), float(hi)
     except (TypeError, ValueError):
         raise ComponentDefinitionError(
-            f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}") from None
+            f"component '{name}': range must be two numbers (lo, hi), got {value_range!r}"
+        ) from None
     if not (math.isfinite(lo) and math.isfinite(hi)) or not lo < hi:
         raise ComponentDefinitionError(
-            f"component '{name}': range must be two finite numbers with lo < hi, got {value_range!r}")
+            f"component '{name}': range must be two finite numbers with lo < hi, got {value_range!r}"
+        )
     return lo, hi
 
 
@@ -114,11 +118,13 @@ def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], boo
         if param.kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise ComponentDefinitionError(
                 f"{what}{_where(fn)}: parameter '{param.name}' takes any number of values; name each input it "
-                f"reads instead ({known})")
+                f"reads instead ({known})"
+            )
         if param.name not in INPUTS:
             raise ComponentDefinitionError(
                 f"{what}{_where(fn)}: parameter '{param.name}' is not an input; a component's parameters are "
-                f"chosen from: {known} (or a single parameter 'data', which receives the whole ScoringInput)")
+                f"chosen from: {known} (or a single parameter 'data', which receives the whole ScoringInput)"
+            )
         names.append(param.name)
     positional = all(p.kind is not inspect.Parameter.KEYWORD_ONLY for p in params)
     return tuple(names), positional
@@ -156,11 +162,29 @@ class Component:
     range whose maximum is 0 and minimum negative makes a ``penalty``, anything else ``shaping``.
     """
 
-    __slots__ = ("name", "weight", "fn", "description", "value_range", "role", "inputs", "is_async", "_call",
-                 "_positional", "single_input")
+    __slots__ = (
+        "_call",
+        "_positional",
+        "description",
+        "fn",
+        "inputs",
+        "is_async",
+        "name",
+        "role",
+        "single_input",
+        "value_range",
+        "weight",
+    )
 
-    def __init__(self, name: str, weight: float, fn: Callable[..., Any], description: str = "",
-                 value_range: tuple[float, float] = (0.0, 1.0), role: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        weight: float,
+        fn: Callable[..., Any],
+        description: str = "",
+        value_range: tuple[float, float] = (0.0, 1.0),
+        role: str | None = None,
+    ) -> None:
         name = check_name(name)
         if not callable(fn):
             raise ComponentDefinitionError(f"component '{name}': {fn!r} is not a function")
@@ -170,12 +194,20 @@ class Component:
         if role not in ROLES:
             raise ComponentDefinitionError(f"component '{name}': role must be one of {', '.join(ROLES)}, got {role!r}")
         inputs, positional = input_names(fn, f"component '{name}'")
-        for slot, value in (("name", name), ("weight", check_weight(weight, name)), ("fn", fn),
-                            ("description", description or ""), ("value_range", value_range), ("role", role),
-                            ("inputs", inputs), ("is_async", is_async_callable(fn)),
-                            ("_call", make_caller(fn, inputs, positional)), ("_positional", positional),
-                            # one input, passed positionally: the scorer calls fn with it directly
-                            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,))):
+        for slot, value in (
+            ("name", name),
+            ("weight", check_weight(weight, name)),
+            ("fn", fn),
+            ("description", description or ""),
+            ("value_range", value_range),
+            ("role", role),
+            ("inputs", inputs),
+            ("is_async", is_async_callable(fn)),
+            ("_call", make_caller(fn, inputs, positional)),
+            ("_positional", positional),
+            # one input, passed positionally: the scorer calls fn with it directly
+            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,)),
+        ):
             object.__setattr__(self, slot, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
@@ -192,9 +224,15 @@ class Component:
         """The component's value for one ScoringInput (a coroutine for an async component)."""
         return self._call(data)
 
-    def replace(self, **changes: Any) -> "Component":
-        fields = {"name": self.name, "weight": self.weight, "fn": self.fn, "description": self.description,
-                  "value_range": self.value_range, "role": self.role}
+    def replace(self, **changes: Any) -> Component:
+        fields = {
+            "name": self.name,
+            "weight": self.weight,
+            "fn": self.fn,
+            "description": self.description,
+            "value_range": self.value_range,
+            "role": self.role,
+        }
         unknown = set(changes) - set(fields)
         if unknown:
             raise TypeError(f"Component has no field(s) {sorted(unknown)}")
@@ -209,22 +247,36 @@ class Component:
         if not isinstance(other, Component):
             return NotImplemented
         return (self.name, self.weight, self.fn, self.description, self.value_range, self.role) == (
-            other.name, other.weight, other.fn, other.description, other.value_range, other.role)
+            other.name,
+            other.weight,
+            other.fn,
+            other.description,
+            other.value_range,
+            other.role,
+        )
 
     def __hash__(self) -> int:
         return hash((self.name, self.weight, id(self.fn), self.value_range, self.role))
 
     def __repr__(self) -> str:
-        return (f"Component({self.name!r}, weight={self.weight:g}, range={self.value_range}, role={self.role!r}, "
-                f"inputs={self.inputs})")
+        return (
+            f"Component({self.name!r}, weight={self.weight:g}, range={self.value_range}, role={self.role!r}, "
+            f"inputs={self.inputs})"
+        )
 
     def __reduce__(self) -> Any:  # picklable whenever its function is (multiprocessing, deepcopy)
         return (Component, (self.name, self.weight, self.fn, self.description, self.value_range, self.role))
 
 
-def component(fn: Callable[..., Any] | None = None, *, range: Iterable[float] | None = None,  # noqa: A002
-              role: str | None = None, weight: float = 1.0, name: str | None = None,
-              description: str | None = None) -> Any:
+def component(
+    fn: Callable[..., Any] | None = None,
+    *,
+    range: Iterable[float] | None = None,  # noqa: A002
+    role: str | None = None,
+    weight: float = 1.0,
+    name: str | None = None,
+    description: str | None = None,
+) -> Any:
     """Declare a reward component: ``@component(range=(lo, hi), role="outcome"|"shaping"|"penalty",
     weight=1.0, name=None)`` on a plain function, sync or async. ``name`` defaults to the function's name,
     ``description`` to the first line of its docstring. Returns a :class:`Component` (still callable)."""
@@ -232,16 +284,19 @@ def component(fn: Callable[..., Any] | None = None, *, range: Iterable[float] | 
     def decorate(function: Callable[..., Any]) -> Component:
         label = name if name is not None else getattr(function, "__name__", None)
         if label is None or label == "<lambda>":
-            raise ComponentDefinitionError(f"{function!r}{_where(function)}: give the component a name= (a lambda "
-                                           f"has none of its own)")
+            raise ComponentDefinitionError(
+                f"{function!r}{_where(function)}: give the component a name= (a lambda has none of its own)"
+            )
         if range is None or role is None:
             missing = " and ".join(n for n, v in (("range=(lo, hi)", range), ("role=", role)) if v is None)
             raise ComponentDefinitionError(
                 f"component '{label}'{_where(function)}: {missing} must be given: the monitor judges a component "
-                f"by its range and role (role is one of {', '.join(ROLES)})")
+                f"by its range and role (role is one of {', '.join(ROLES)})"
+            )
         if role not in ROLES:
             raise ComponentDefinitionError(
-                f"component '{label}'{_where(function)}: role must be one of {', '.join(ROLES)}, got {role!r}")
+                f"component '{label}'{_where(function)}: role must be one of {', '.join(ROLES)}, got {role!r}"
+            )
         doc = description if description is not None else (inspect.getdoc(function) or "").strip().split("\n")[0]
         return Component(label, weight, function, doc, range, role)  # type: ignore[arg-type]
 

@@ -29,9 +29,10 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
-from typing import Any, Protocol, Sequence
+from typing import Any, Protocol
 
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.execution.shape_lint import shape_findings
@@ -72,13 +73,17 @@ class TaskDiagnosis:
         return not self.problems
 
     def to_dict(self) -> dict[str, Any]:
-        return {"task_id": self.task_id, "ok": self.ok, "problems": self.problems,
-                "warnings": self.warnings, "component_values": self.component_values,
-                "findings": [{"check": f.check, "severity": f.severity, "message": f.message}
-                             for f in self.findings]}
+        return {
+            "task_id": self.task_id,
+            "ok": self.ok,
+            "problems": self.problems,
+            "warnings": self.warnings,
+            "component_values": self.component_values,
+            "findings": [{"check": f.check, "severity": f.severity, "message": f.message} for f in self.findings],
+        }
 
 
-def static_problems(task: "TestedCode") -> list[str]:
+def static_problems(task: TestedCode) -> list[str]:
     problems = []  # (an empty spec never gets here: the Task model refuses it at the input)
     try:
         tests_tree = parse_python(task.tests)
@@ -88,7 +93,9 @@ def static_problems(task: "TestedCode") -> list[str]:
         reference_tree = parse_python(task.reference_solution)
     except SyntaxError as exc:
         return problems + [f"reference_solution does not parse: line {exc.lineno}: {exc.msg}"]
-    defined = {n.name for n in ast.walk(reference_tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    defined = {
+        n.name for n in ast.walk(reference_tree) if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
     if task.entry_point not in defined:
         problems.append(f"reference_solution does not define entry point '{task.entry_point}'")
     if task.tests_format == "unittest":
@@ -96,9 +103,10 @@ def static_problems(task: "TestedCode") -> list[str]:
         if task.entry_point not in names:
             problems.append(f"tests never call the entry point '{task.entry_point}'")
         has_test = any(
-            isinstance(node, ast.ClassDef) and any(
-                isinstance(item, ast.FunctionDef) and item.name.startswith("test") for item in node.body)
-            for node in tests_tree.body)
+            isinstance(node, ast.ClassDef)
+            and any(isinstance(item, ast.FunctionDef) and item.name.startswith("test") for item in node.body)
+            for node in tests_tree.body
+        )
         if not has_test:
             problems.append("tests define no TestCase method named test*")
     else:
@@ -138,8 +146,11 @@ def _is_difference(node: ast.AST) -> bool:
 
 
 def _greater_than_tolerance(node: ast.AST) -> bool:
-    return (isinstance(node, ast.Compare) and any(isinstance(op, (ast.Gt, ast.GtE)) for op in node.ops)
-            and _is_difference(node))
+    return (
+        isinstance(node, ast.Compare)
+        and any(isinstance(op, (ast.Gt, ast.GtE)) for op in node.ops)
+        and _is_difference(node)
+    )
 
 
 def _nan_tolerance_warnings(tree: ast.Module) -> list[str]:
@@ -147,19 +158,34 @@ def _nan_tolerance_warnings(tree: ast.Module) -> list[str]:
     found = []
     for node in ast.walk(tree):
         negated = None
-        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _greater_than_tolerance(node.operand):
-            negated = node
-        elif isinstance(node, ast.Call) and _call_name(node) == "assertFalse" and node.args \
-                and _greater_than_tolerance(node.args[0]):
-            negated = node
-        elif isinstance(node, ast.If) and _greater_than_tolerance(node.test) and any(
-                isinstance(sub, ast.Raise) or (isinstance(sub, ast.Call) and _call_name(sub).startswith("fail"))
-                or (isinstance(sub, ast.Return) and isinstance(sub.value, ast.Constant) and sub.value.value is False)
-                for stmt in node.body for sub in ast.walk(stmt)):
+        if (
+            (isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and _greater_than_tolerance(node.operand))
+            or (
+                isinstance(node, ast.Call)
+                and _call_name(node) == "assertFalse"
+                and node.args
+                and _greater_than_tolerance(node.args[0])
+            )
+            or (
+                isinstance(node, ast.If)
+                and _greater_than_tolerance(node.test)
+                and any(
+                    isinstance(sub, ast.Raise)
+                    or (isinstance(sub, ast.Call) and _call_name(sub).startswith("fail"))
+                    or (
+                        isinstance(sub, ast.Return) and isinstance(sub.value, ast.Constant) and sub.value.value is False
+                    )
+                    for stmt in node.body
+                    for sub in ast.walk(stmt)
+                )
+            )
+        ):
             negated = node
         if negated is not None:
-            found.append(f"tests line {negated.lineno}: a tolerance check written as 'not (difference > tolerance)' "
-                         "passes when the model returns NaN; assert 'difference <= tolerance' or use math.isclose")
+            found.append(
+                f"tests line {negated.lineno}: a tolerance check written as 'not (difference > tolerance)' "
+                "passes when the model returns NaN; assert 'difference <= tolerance' or use math.isclose"
+            )
     return found
 
 
@@ -180,8 +206,9 @@ def _mutation_warnings(tree: ast.Module, entry_point: str, tests_format: str) ->
     argument (sorts it, empties it) then agrees with the expectation by construction."""
     found = []
     for function, model_names in _model_callers(tree, entry_point, tests_format):
-        calls = sorted((node for node in ast.walk(function) if isinstance(node, ast.Call)),
-                       key=lambda n: (n.lineno, n.col_offset))
+        calls = sorted(
+            (node for node in ast.walk(function) if isinstance(node, ast.Call)), key=lambda n: (n.lineno, n.col_offset)
+        )
         handed: dict[str, tuple[int, int]] = {}  # argument name -> position of the first model call
         for call in calls:
             name = _call_name(call)
@@ -198,9 +225,11 @@ def _mutation_warnings(tree: ast.Module, entry_point: str, tests_format: str) ->
                 derived.append(call.func.value.id)
             for var in derived:
                 if var in handed and handed[var] < (call.lineno, call.col_offset):
-                    found.append(f"tests line {call.lineno}: the expectation {name}({var}) is computed after "
-                                 f"'{var}' was handed to the model's code, which may have mutated it; compute "
-                                 "it before the call, or pass a copy")
+                    found.append(
+                        f"tests line {call.lineno}: the expectation {name}({var}) is computed after "
+                        f"'{var}' was handed to the model's code, which may have mutated it; compute "
+                        "it before the call, or pass a copy"
+                    )
                     handed.pop(var)
     return found
 
@@ -224,26 +253,38 @@ def _bound_names(tree: ast.Module) -> set[str]:
 def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str) -> list[str]:
     """A name the tests read but do not define comes from the model's code at scoring time, so a
     model can redefine the helper a hand-written check relies on (``def poly(xs, x): return 0``)."""
-    provided = {node.name for node in reference.body
-                if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
-    provided |= {target.id for node in reference.body if isinstance(node, ast.Assign)
-                 for target in node.targets if isinstance(target, ast.Name)}
+    provided = {
+        node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+    }
+    provided |= {
+        target.id
+        for node in reference.body
+        if isinstance(node, ast.Assign)
+        for target in node.targets
+        if isinstance(target, ast.Name)
+    }
     used = {node.id for node in ast.walk(tests) if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load)}
     helpers = sorted((used & provided) - _bound_names(tests) - {entry_point} - set(dir(builtins)))
-    return [f"tests use '{name}' without defining it: at scoring time it comes from the model's code, which "
-            "can redefine it; define the helper in the tests" for name in helpers]
+    return [
+        f"tests use '{name}' without defining it: at scoring time it comes from the model's code, which "
+        "can redefine it; define the helper in the tests"
+        for name in helpers
+    ]
 
 
-def weak_test_shapes(task: "TestedCode") -> list[str]:
+def weak_test_shapes(task: TestedCode) -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
     try:
         tests = parse_python(task.tests)
         reference = parse_python(task.reference_solution)
     except SyntaxError:
         return []  # reported as a problem by static_problems
-    return (_nan_tolerance_warnings(tests) + _mutation_warnings(tests, task.entry_point, task.tests_format)
-            + _helper_warnings(tests, reference, task.entry_point)
-            + shape_findings(task.tests, getattr(task, "trust_mode", "split")))
+    return (
+        _nan_tolerance_warnings(tests)
+        + _mutation_warnings(tests, task.entry_point, task.tests_format)
+        + _helper_warnings(tests, reference, task.entry_point)
+        + shape_findings(task.tests, getattr(task, "trust_mode", "split"))
+    )
 
 
 @dataclass
@@ -293,8 +334,9 @@ class _Watch:
                 self._add("state_mutated", "a hook changed the state it was given (hooks must return a new state)")
         problem = _state_problem(self.env, state)
         if problem is not None:
-            self._add("state_not_json", f"the state after turn {state.assistant_turns} does not survive JSON: "
-                                        f"{problem}")
+            self._add(
+                "state_not_json", f"the state after turn {state.assistant_turns} does not survive JSON: {problem}"
+            )
         self.previous = (state, state.model_dump_json()) if problem is None else None
 
     def __call__(self, state: Any) -> bool:
@@ -312,8 +354,15 @@ def _play(env: Any, task: Any, name: str, policy: Any, max_turns: int | None, ru
     run = ScenarioRun(name)
     turns = max_turns or getattr(policy, "max_turns", None) or env.max_turns
     try:
-        state = start_episode(task, env=env, run_id=run_id, step=0, group_id=task.task_id,
-                              rollout_id=f"{task.task_id}:{name}", max_turns=turns)
+        state = start_episode(
+            task,
+            env=env,
+            run_id=run_id,
+            step=0,
+            group_id=task.task_id,
+            rollout_id=f"{task.task_id}:{name}",
+            max_turns=turns,
+        )
     except Exception as exc:  # noqa: BLE001
         run.error = f"start() failed: {type(exc).__name__}: {exc}"
         return run
@@ -337,8 +386,15 @@ def _job_key(job: Any) -> str:
     return job.model_dump_json(exclude={"id"})
 
 
-def diagnose(tasks: Sequence[Any], env: Any, executor: Any, *, reward: Any = None, workers: int | None = None,
-             max_turns: int | None = None) -> list[TaskDiagnosis]:
+def diagnose(
+    tasks: Sequence[Any],
+    env: Any,
+    executor: Any,
+    *,
+    reward: Any = None,
+    workers: int | None = None,
+    max_turns: int | None = None,
+) -> list[TaskDiagnosis]:
     """One :class:`TaskDiagnosis` per task (see the module docstring); ``reward`` defaults to the
     environment's, ``max_turns`` to each scenario's own limit, else the environment's."""
     from rewardpipe.episode import finish_episode
@@ -354,11 +410,16 @@ def diagnose(tasks: Sequence[Any], env: Any, executor: Any, *, reward: Any = Non
             diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
             scenarios = {}
         if "reference" not in scenarios:
-            diagnosis.add("reference_not_best", "the environment names no 'reference' scenario for this task "
-                                                "(scenarios(task) must return one)")
+            diagnosis.add(
+                "reference_not_best",
+                "the environment names no 'reference' scenario for this task (scenarios(task) must return one)",
+            )
         runs = {name: _play(env, task, name, policy, max_turns, "doctor") for name, policy in scenarios.items()}
-        again = _play(env, task, "reference", scenarios["reference"], max_turns, "doctor") \
-            if "reference" in scenarios else None
+        again = (
+            _play(env, task, "reference", scenarios["reference"], max_turns, "doctor")
+            if "reference" in scenarios
+            else None
+        )
         plays.append((task, diagnosis, runs, again))
 
     # Every execution job of every task in one batch; a job met twice (two scenarios committing the same
@@ -394,16 +455,18 @@ def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
     job = run.job if run is not None else None
     if job is None:
         return
-    code = SimpleNamespace(tests=job.tests, reference_solution=job.code, entry_point=job.entry_point,
-                           tests_format=job.tests_format)
+    code = SimpleNamespace(
+        tests=job.tests, reference_solution=job.code, entry_point=job.entry_point, tests_format=job.tests_format
+    )
     for problem in static_problems(code):
         diagnosis.add("bad_tests", problem)
     for warning in weak_test_shapes(code):
         diagnosis.add("weak_tests", warning, "warning")
 
 
-def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun],
-                again: ScenarioRun | None) -> None:
+def _check_task(
+    env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun], again: ScenarioRun | None
+) -> None:
     reference = runs.get("reference")
     _lint(diagnosis, reference)
     try:
@@ -430,27 +493,37 @@ def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs
         if record.error is not None and record.error.kind == "component_raised":
             diagnosis.add("component_raised", f"scenario '{run.name}': {record.error.message}")
         elif record.error is not None and record.error.kind == "component_unavailable":
-            diagnosis.add("unexplained_none", f"scenario '{run.name}': {record.error.message} (return None only for "
-                                              f"a reason that is not the model's, and say which: explain_error)")
+            diagnosis.add(
+                "unexplained_none",
+                f"scenario '{run.name}': {record.error.message} (return None only for "
+                f"a reason that is not the model's, and say which: explain_error)",
+            )
         for name, value in record.components.items():
             if value is None or name not in components:
                 continue
             values[name].add(value)
             lo, hi = components[name].value_range
             if not lo - VALUE_TOLERANCE <= value <= hi + VALUE_TOLERANCE:
-                diagnosis.add("out_of_range", f"scenario '{run.name}': component '{name}' is {value:g}, outside its "
-                                              f"declared range [{lo:g}, {hi:g}]")
+                diagnosis.add(
+                    "out_of_range",
+                    f"scenario '{run.name}': component '{name}' is {value:g}, outside its "
+                    f"declared range [{lo:g}, {hi:g}]",
+                )
     if reference is not None and reference.record is not None:
         record = reference.record
         if record.status == "error":
-            diagnosis.add("reference_not_best", f"the reference scenario ends in an error record "
-                                                f"({record.error.kind}: {record.error.message})")
+            diagnosis.add(
+                "reference_not_best",
+                f"the reference scenario ends in an error record ({record.error.kind}: {record.error.message})",
+            )
         else:
             for name in reward.outcome_components:
                 value, hi = record.components.get(name), components[name].value_range[1]
                 if value is not None and value < hi - VALUE_TOLERANCE:
-                    diagnosis.add("reference_not_best", f"the reference scenario leaves outcome '{name}' at "
-                                                        f"{value:g}, below its maximum {hi:g}")
+                    diagnosis.add(
+                        "reference_not_best",
+                        f"the reference scenario leaves outcome '{name}' at {value:g}, below its maximum {hi:g}",
+                    )
     if reference is not None and again is not None and reference.state is not None and again.state is not None:
         try:
             first, second = reference.state.model_dump_json(), again.state.model_dump_json()
@@ -458,35 +531,50 @@ def _check_task(env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs
             first = second = None
         jobs = [None if r.job is None else _job_key(r.job) for r in (reference, again)]
         if first != second or jobs[0] != jobs[1]:
-            diagnosis.add("not_deterministic", "two plays of the reference scenario differ (use ctx.seed for "
-                                               "randomness: the same rollout and turn must give the same result)")
+            diagnosis.add(
+                "not_deterministic",
+                "two plays of the reference scenario differ (use ctx.seed for "
+                "randomness: the same rollout and turn must give the same result)",
+            )
     diagnosis.component_values = {name: sorted(seen) for name, seen in values.items()}
     for name, seen in values.items():
         if len(seen) < 2:
-            diagnosis.add("component_never_varies",
-                          f"component '{name}' takes only the value(s) {sorted(seen)}: it would be dead")
+            diagnosis.add(
+                "component_never_varies", f"component '{name}' takes only the value(s) {sorted(seen)}: it would be dead"
+            )
     _warnings(reward, diagnosis, per_run, components)
 
 
-def _warnings(reward: Any, diagnosis: TaskDiagnosis, per_run: dict[str, dict[str, float | None]],
-              components: dict[str, Any]) -> None:
+def _warnings(
+    reward: Any, diagnosis: TaskDiagnosis, per_run: dict[str, dict[str, float | None]], components: dict[str, Any]
+) -> None:
     scored = [values for values in per_run.values() if all(v is not None for v in values.values())]
     outcomes = reward.outcome_components
-    at_minimum = [values for values in scored if outcomes and all(
-        abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)]
+    at_minimum = [
+        values
+        for values in scored
+        if outcomes and all(abs(values[o] - components[o].value_range[0]) <= VALUE_TOLERANCE for o in outcomes)
+    ]
     if len(at_minimum) >= 2:
         for name, comp in components.items():
             if name in outcomes:
                 continue
             if len({values[name] for values in at_minimum}) == 1 and len({values[name] for values in scored}) > 1:
-                diagnosis.add("gated", f"component '{name}' moves only when an outcome is above its minimum: "
-                                       f"gated behind the outcome, it goes dead whenever the outcome does", "warning")
+                diagnosis.add(
+                    "gated",
+                    f"component '{name}' moves only when an outcome is above its minimum: "
+                    f"gated behind the outcome, it goes dead whenever the outcome does",
+                    "warning",
+                )
     names = list(components)
     for i, a in enumerate(names):
-        for b in names[i + 1:]:
+        for b in names[i + 1 :]:
             if len(scored) < 2 or len({v[a] for v in scored}) < 2 or len({v[b] for v in scored}) < 2:
                 continue
             sums = {round(components[a].weight * v[a] + components[b].weight * v[b], 9) for v in scored}
             if len(sums) == 1:
-                diagnosis.add("cancels", f"components '{a}' and '{b}' cancel: their weighted sum is the same in "
-                                         f"every scenario", "warning")
+                diagnosis.add(
+                    "cancels",
+                    f"components '{a}' and '{b}' cancel: their weighted sum is the same in every scenario",
+                    "warning",
+                )

@@ -34,9 +34,10 @@ from __future__ import annotations
 
 import hashlib
 import random
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import TYPE_CHECKING, Annotated, Any, Callable, ClassVar, Literal, Mapping, Sequence, Union
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, Literal
 
 from pydantic import ConfigDict, Field, field_serializer, field_validator
 
@@ -81,8 +82,13 @@ class RolloutIds:
     task_id: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id, "rollout_id": self.rollout_id,
-                "task_id": self.task_id}
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "group_id": self.group_id,
+            "rollout_id": self.rollout_id,
+            "task_id": self.task_id,
+        }
 
 
 NonEmptyText = Annotated[str, Field(min_length=1)]
@@ -97,7 +103,7 @@ class TaskRow(DeferredModel):
     model_config = ConfigDict(extra="forbid")
 
     task_id: TaskId  # an id less the room of the ids run and doctor make from it (models.MAX_TASK_ID_LENGTH)
-    prompt: Union[NonEmptyText, NonEmptyMessages]
+    prompt: NonEmptyText | NonEmptyMessages
 
     def prompt_messages(self) -> list[Message]:
         """The conversation the model starts from: the prompt as one user message, or its messages."""
@@ -143,7 +149,7 @@ class EpisodeState(RolloutIdentity):
     def ids(self) -> RolloutIds:
         return RolloutIds(self.run_id, self.step, self.group_id, self.rollout_id, self.task_id)
 
-    def evolve(self, **changes: Any) -> "EpisodeState":
+    def evolve(self, **changes: Any) -> EpisodeState:
         """A new state with ``changes``; this one is left as it is. Lists you change must be new lists
         (``state.evolve(guesses=[*state.guesses, guess])``), since the copy shares unchanged values. A name that
         is not a field of the state is an error (a typo would otherwise be lost on the next JSON round trip);
@@ -164,7 +170,7 @@ class EpisodeState(RolloutIdentity):
         _set(new, "__pydantic_private__", None)
         return new
 
-    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> "EpisodeState":
+    def append(self, *messages: Message | Mapping[str, Any], **changes: Any) -> EpisodeState:
         """A new state with ``messages`` added to the conversation (and ``changes`` applied)."""
         added = [m if isinstance(m, Message) else Message.model_validate(m) for m in messages]
         return self.evolve(**changes, messages=[*self.messages, *added])
@@ -195,8 +201,10 @@ class EnvContext:
 
     def chat(self, messages: Sequence[Mapping[str, Any] | Message], **params: Any) -> str:
         if self.chat_fn is None:
-            raise RuntimeError("this environment asked for an LLM, but the run has no chat endpoint: give "
-                               "--sim-base-url and --sim-model (or REWARDPIPE_SIM_BASE_URL / REWARDPIPE_SIM_MODEL)")
+            raise RuntimeError(
+                "this environment asked for an LLM, but the run has no chat endpoint: give "
+                "--sim-base-url and --sim-model (or REWARDPIPE_SIM_BASE_URL / REWARDPIPE_SIM_MODEL)"
+            )
         plain = [m.model_dump(mode="json") if isinstance(m, Message) else dict(m) for m in messages]
         return self.chat_fn(plain, **params)
 
@@ -241,7 +249,7 @@ class Environment:
     task_model: ClassVar[type[TaskRow]] = TaskRow
     state_model: ClassVar[type[EpisodeState]] = EpisodeState
     max_turns: ClassVar[int] = DEFAULT_MAX_TURNS
-    reward: ClassVar["Reward"]
+    reward: ClassVar[Reward]
     calls_llm: ClassVar[bool] = False
     system_prompt: ClassVar[str | None] = None
     collapse_scenario: ClassVar[str | None] = None
@@ -261,10 +269,12 @@ class Environment:
     def respond(self, state: EpisodeState, task: TaskRow, ctx: EnvContext) -> EpisodeState:
         """Append the environment's own messages (user or tool roles) and say who acts next (``policy``,
         ``execute`` or ``score``)."""
-        raise NotImplementedError(f"environment '{self.name}' has no respond(state, task, ctx): an environment "
-                                  f"whose on_policy_turn hands the turn to the environment must define it")
+        raise NotImplementedError(
+            f"environment '{self.name}' has no respond(state, task, ctx): an environment "
+            f"whose on_policy_turn hands the turn to the environment must define it"
+        )
 
-    def execution_job(self, state: EpisodeState, task: TaskRow) -> "ExecutionJob | None":
+    def execution_job(self, state: EpisodeState, task: TaskRow) -> ExecutionJob | None:
         """The sandbox job of an episode that ended with ``execute``; None: nothing is executed."""
         return None
 
@@ -278,7 +288,7 @@ class Environment:
 
         return replay_through_hooks(self, task, messages)
 
-    def scenarios(self, task: TaskRow) -> Mapping[str, "ScriptedPolicy"]:
+    def scenarios(self, task: TaskRow) -> Mapping[str, ScriptedPolicy]:
         """Named scripted policies for ``doctor`` and ``--policy scripted``; one must be named
         ``reference`` (it reaches every outcome component's maximum)."""
         return {}
@@ -289,8 +299,9 @@ class Environment:
         rollout plays ``collapse_scenario``."""
         from rewardpipe.policies import ScenarioMix
 
-        return ScenarioMix(self.scenarios, seed=seed, collapse_from_step=collapse_from_step,
-                           collapse_to=self.collapse_scenario)
+        return ScenarioMix(
+            self.scenarios, seed=seed, collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario
+        )
 
     def metrics(self, state: EpisodeState, task: TaskRow) -> dict[str, Any]:
         """Extra metrics of a finished episode's record (numbers, text or booleans)."""
@@ -307,7 +318,7 @@ class Environment:
         naming their check and severity (``"warning"`` for one that does not fail doctor)."""
         return []
 
-    def configure(self, **options: str) -> "Environment":
+    def configure(self, **options: str) -> Environment:
         """This environment with options (``run --env-option NAME=VALUE``); by default it takes none."""
         if options:
             raise ValueError(f"environment '{self.name}' takes no options (got {', '.join(sorted(options))})")
@@ -327,7 +338,7 @@ class Environment:
         return f"<environment {self.name}@{self.version}>"
 
 
-def check_environment(env: Any) -> "Environment":
+def check_environment(env: Any) -> Environment:
     """``env`` if it is a usable environment (an instance; a class is instantiated), else TypeError/ValueError
     naming what is wrong."""
     from rewardpipe.rewards.base import Reward
@@ -340,8 +351,10 @@ def check_environment(env: Any) -> "Environment":
     if not isinstance(env.name, str) or not env.name:
         raise ValueError(f"{label}: set the class attribute name = '<short name>'")
     if getattr(env, "api", None) != API_VERSION:
-        raise ValueError(f"{label}: written for rewardpipe API {env.api!r}; this rewardpipe speaks API "
-                         f"{API_VERSION} (see the versioning page of the docs to upgrade it)")
+        raise ValueError(
+            f"{label}: written for rewardpipe API {env.api!r}; this rewardpipe speaks API "
+            f"{API_VERSION} (see the versioning page of the docs to upgrade it)"
+        )
     if not (isinstance(env.task_model, type) and issubclass(env.task_model, TaskRow)):
         raise ValueError(f"{label}: task_model must be a rewardpipe.TaskRow subclass")
     if not (isinstance(env.state_model, type) and issubclass(env.state_model, EpisodeState)):

@@ -16,8 +16,9 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rewardpipe.environment import (
     AFTER_ENV_TURN,
@@ -41,10 +42,28 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.rewards.base import Reward
 
 __all__ = [
-    "DEFAULT_MAX_TURNS", "MAX_TURNS", "ConversationError", "EnvServices", "EpisodeError", "EpisodeState",
-    "NextAction", "PolicyExhausted", "apply_env_turn", "apply_policy_turn", "build_record", "checked_score",
-    "converse", "end_without_commit", "error_record", "execution_job", "failure_record", "finish_episode",
-    "replay_through_hooks", "run_episode", "start_episode", "stored_action",
+    "DEFAULT_MAX_TURNS",
+    "MAX_TURNS",
+    "ConversationError",
+    "EnvServices",
+    "EpisodeError",
+    "EpisodeState",
+    "NextAction",
+    "PolicyExhausted",
+    "apply_env_turn",
+    "apply_policy_turn",
+    "build_record",
+    "checked_score",
+    "converse",
+    "end_without_commit",
+    "error_record",
+    "execution_job",
+    "failure_record",
+    "finish_episode",
+    "replay_through_hooks",
+    "run_episode",
+    "start_episode",
+    "stored_action",
 ]
 
 ENDED_BY_ENV = "ended_by_env"
@@ -68,42 +87,53 @@ class EnvServices:
 NO_SERVICES = EnvServices()
 
 
-def start_episode(task: Any, *, env: Environment, run_id: str, step: int, group_id: str, rollout_id: str,
-                  max_turns: int | None = None) -> EpisodeState:
+def start_episode(
+    task: Any, *, env: Environment, run_id: str, step: int, group_id: str, rollout_id: str, max_turns: int | None = None
+) -> EpisodeState:
     """The opening state: ``env.start(task)`` with the rollout's ids and turn limit (the environment's
     ``max_turns`` unless ``max_turns`` is given)."""
     state = env.start(task)
     if not isinstance(state, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
-    return state.evolve(run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, task_id=task.task_id,
-                        max_turns=max_turns or env.max_turns)
+    return state.evolve(
+        run_id=run_id,
+        step=step,
+        group_id=group_id,
+        rollout_id=rollout_id,
+        task_id=task.task_id,
+        max_turns=max_turns or env.max_turns,
+    )
 
 
 def _expect(state: EpisodeState, action: NextAction) -> None:
     if state.next_action != action:
-        raise EpisodeError(f"rollout {state.rollout_id}: expected next_action '{action}', state is "
-                           f"'{state.next_action}'")
+        raise EpisodeError(
+            f"rollout {state.rollout_id}: expected next_action '{action}', state is '{state.next_action}'"
+        )
 
 
 def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> EpisodeState:
     if not isinstance(new, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
     if new.next_action not in allowed:
-        raise EpisodeError(f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
-                           f"one of {', '.join(sorted(allowed))}")
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
+            f"one of {', '.join(sorted(allowed))}"
+        )
     if new.next_action in ("execute", "score") and new.end_reason is None:
         new = new.evolve(end_reason=ENDED_BY_ENV)
     return new
 
 
-def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environment, task: Any) -> EpisodeState:
+def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment, task: Any) -> EpisodeState:
     """Append the assistant turn, let the environment say what happens next, and enforce the turn limit."""
     _expect(state, "policy")
     # A policy's text needs no validation to be an assistant message (a turn a policy builds itself does).
     message = turn if isinstance(turn, Message) else text_message("assistant", turn)
     if message.role != "assistant":
-        raise EpisodeError(f"rollout {state.rollout_id}: a policy turn must be an assistant message, "
-                           f"got role '{message.role}'")
+        raise EpisodeError(
+            f"rollout {state.rollout_id}: a policy turn must be an assistant message, got role '{message.role}'"
+        )
     new = state.evolve(messages=[*state.messages, message])
     new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN)
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
@@ -111,8 +141,9 @@ def apply_policy_turn(state: EpisodeState, turn: "str | Message", env: Environme
     return new
 
 
-def apply_env_turn(state: EpisodeState, task: Any, env: Environment,
-                   services: EnvServices | None = None) -> EpisodeState:
+def apply_env_turn(
+    state: EpisodeState, task: Any, env: Environment, services: EnvServices | None = None
+) -> EpisodeState:
     """The environment's turn (``env.respond``)."""
     _expect(state, "env")
     ctx = (services or NO_SERVICES).context(state)
@@ -131,8 +162,9 @@ def execution_job(state: EpisodeState, task: Any, env: Environment) -> Execution
     return env.execution_job(state, task)
 
 
-def checked_score(components: dict[str, float | None], weights: dict[str, float], aggregate: float | None,
-                  error: ErrorInfo | None) -> tuple[dict[str, float | None], float | None, ErrorInfo | None]:
+def checked_score(
+    components: dict[str, float | None], weights: dict[str, float], aggregate: float | None, error: ErrorInfo | None
+) -> tuple[dict[str, float | None], float | None, ErrorInfo | None]:
     """``(components, aggregate, error)`` fit for a record: a component value or an aggregate that is not a
     finite number within ±MAX_SCORE_MAGNITUDE (huge weights overflow to inf; a custom component can
     return anything) is left out (None) and the record becomes an error saying so: a null, infinite or
@@ -140,25 +172,44 @@ def checked_score(components: dict[str, float | None], weights: dict[str, float]
     Every record built from a score goes through it (:func:`build_record`), locally and on AWS."""
     from rewardpipe.models import score_problem
 
-    bad_components = {name: problem for name, value in components.items()
-                      if (problem := score_problem(value)) is not None}
+    bad_components = {
+        name: problem for name, value in components.items() if (problem := score_problem(value)) is not None
+    }
     if bad_components:
         name, problem = next(iter(bad_components.items()))
         components = {name: None if name in bad_components else value for name, value in components.items()}
-        return components, None, error or ErrorInfo(kind="component_out_of_range",
-                                                     message=f"component '{name}': {problem}")
+        return (
+            components,
+            None,
+            error or ErrorInfo(kind="component_out_of_range", message=f"component '{name}': {problem}"),
+        )
     problem = score_problem(aggregate)
     if problem is None:
         return components, aggregate, error
     shown = ", ".join(f"{name}={value:g}" for name, value in weights.items())
     kind = "non_finite_aggregate" if not math.isfinite(aggregate) else "aggregate_out_of_range"  # type: ignore[arg-type]
-    return components, None, error or ErrorInfo(
-        kind=kind, message=f"the weighted sum of the components is {aggregate} (weights {shown}): {problem}; "
-                           f"use smaller weights")
+    return (
+        components,
+        None,
+        error
+        or ErrorInfo(
+            kind=kind,
+            message=f"the weighted sum of the components is {aggregate} (weights {shown}): {problem}; "
+            f"use smaller weights",
+        ),
+    )
 
 
-def record_from_score(score: Any, *, run_id: str, step: int, group_id: str, rollout_id: str, task_id: str,
-                      extra_metrics: dict | None = None) -> Record:
+def record_from_score(
+    score: Any,
+    *,
+    run_id: str,
+    step: int,
+    group_id: str,
+    rollout_id: str,
+    task_id: str,
+    extra_metrics: dict | None = None,
+) -> Record:
     metrics = {**score.metrics, **(extra_metrics or {})}
     components, aggregate, error = checked_score(score.components, score.weights, score.aggregate, score.error)
     return Record(
@@ -185,7 +236,7 @@ def build_record(
     task_id: str,
     messages: Sequence[Message],
     execution: ExecutionResult | None,
-    reward: "Reward",
+    reward: Reward,
     extra_metrics: dict | None = None,
     task: Any = None,
     state: Any = None,
@@ -194,8 +245,15 @@ def build_record(
     """Score a conversation and make its record (a component that raised or could not compute makes an
     error record, never a 0)."""
     score = reward.score(messages, execution, reference, task=task, state=state)
-    return record_from_score(score, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id,
-                             task_id=task_id, extra_metrics=extra_metrics)
+    return record_from_score(
+        score,
+        run_id=run_id,
+        step=step,
+        group_id=group_id,
+        rollout_id=rollout_id,
+        task_id=task_id,
+        extra_metrics=extra_metrics,
+    )
 
 
 def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
@@ -210,8 +268,9 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     return metrics
 
 
-def finish_episode(state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: "Reward | None",
-                   env: Environment) -> Record:
+def finish_episode(
+    state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: Reward | None, env: Environment
+) -> Record:
     """Score a finished episode (``reward``, default the environment's) with everything it offers its
     components: messages, transcript, task, final state and execution."""
     if state.next_action not in ("execute", "score"):
@@ -236,7 +295,7 @@ def failure_record(
     task_id: str,
     kind: str,
     message: str,
-    reward: "Reward",
+    reward: Reward,
     metrics: dict | None = None,
 ) -> Record:
     """The record for an infrastructure failure: every component unknown, never a score of 0."""
@@ -255,7 +314,7 @@ def failure_record(
     )
 
 
-def error_record(state: EpisodeState, kind: str, message: str, reward: "Reward") -> Record:
+def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -> Record:
     """:func:`failure_record` for an episode, keeping how far the conversation got."""
     return failure_record(
         **state.record_ids(),
@@ -285,7 +344,7 @@ class ConversationError(RuntimeError):
 def converse(
     state: EpisodeState,
     task: Any,
-    policy: "Policy",
+    policy: Policy,
     env: Environment,
     pause: Callable[[EpisodeState], bool] | None = None,
     services: EnvServices | None = None,
@@ -311,7 +370,7 @@ def converse(
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
             except Exception as exc:  # noqa: BLE001 - any policy failure, classified for the caller
                 raise ConversationError("policy_error", state, exc) from exc
-            if not isinstance(turn, (str, Message)) or isinstance(turn, Message) and turn.role != "assistant":
+            if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
                 raise ConversationError("policy_error", state, TypeError(f"policy returned {what}, not text"))
             try:
@@ -328,10 +387,10 @@ def converse(
 
 def run_episode(
     task: Any,
-    policy: "Policy",
+    policy: Policy,
     env: Environment,
     executor: Any,
-    reward: "Reward | None" = None,
+    reward: Reward | None = None,
     *,
     run_id: str,
     step: int,
@@ -342,8 +401,9 @@ def run_episode(
 ) -> Record:
     """One rollout end to end. Every failure of the machinery becomes an error record."""
     reward = reward if reward is not None else env.reward
-    state = start_episode(task, env=env, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id,
-                          max_turns=max_turns)
+    state = start_episode(
+        task, env=env, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns
+    )
     try:
         state = converse(state, task, policy, env, services=services)
     except ConversationError as exc:  # a policy/environment failure is infrastructure, not a score
@@ -370,8 +430,10 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
     environment's hooks; every message the environment adds must be the recorded one (else
     :class:`ReplayMismatch` says where), so the state is the one the live run had."""
     if env.calls_llm:
-        raise ReplayMismatch(f"environment '{env.name}' calls an LLM and defines no replay(task, messages), so a "
-                             f"recorded conversation cannot be scored as it stands: use run --policy replay")
+        raise ReplayMismatch(
+            f"environment '{env.name}' calls an LLM and defines no replay(task, messages), so a "
+            f"recorded conversation cannot be scored as it stands: use run --policy replay"
+        )
 
     def same(a: Message, b: Message) -> bool:
         return a.model_dump() == b.model_dump()
@@ -397,12 +459,15 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
             before = len(state.messages)
             state = apply_env_turn(state, task, env)
             added = state.messages[before:]
-            expected = recorded[position:position + len(added)]
+            expected = recorded[position : position + len(added)]
             if len(expected) != len(added) or not all(same(a, b) for a, b in zip(added, expected)):
-                raise ReplayMismatch(f"the environment answers differently from the recording at message "
-                                     f"{position + 1}")
+                raise ReplayMismatch(
+                    f"the environment answers differently from the recording at message {position + 1}"
+                )
             position += len(added)
     if position < len(recorded):
-        raise ReplayMismatch(f"the episode ended ({state.end_reason}) at message {position}, but the recording "
-                             f"goes on to message {len(recorded)}")
+        raise ReplayMismatch(
+            f"the episode ended ({state.end_reason}) at message {position}, but the recording "
+            f"goes on to message {len(recorded)}"
+        )
     return state

@@ -19,10 +19,11 @@ import gzip
 import inspect
 import json
 import re
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -74,7 +75,7 @@ def _open_text_lines(path: Path) -> Iterator[str]:
     """Lines decoded one at a time (a bad byte is reported with its line number), gzipped or not."""
     with open_input(path) as raw:  # one open: a pipe cannot be read twice
         compressed = raw.peek(2)[:2] == GZIP_MAGIC  # type: ignore[attr-defined]
-        with (gzip.open(raw, "rb") if compressed else raw) as fh:
+        with gzip.open(raw, "rb") if compressed else raw as fh:
             yield from decode_lines(fh, str(path))
 
 
@@ -310,9 +311,14 @@ def example_from_check(test_source: str, entry_point: str) -> str | None:
         candidate = node.args.args[0].arg
         for statement in ast.walk(node):
             test = statement.test if isinstance(statement, ast.Assert) else None
-            if (isinstance(test, ast.Compare) and len(test.ops) == 1 and isinstance(test.ops[0], ast.Eq)
-                    and isinstance(test.left, ast.Call) and isinstance(test.left.func, ast.Name)
-                    and test.left.func.id == candidate):
+            if (
+                isinstance(test, ast.Compare)
+                and len(test.ops) == 1
+                and isinstance(test.ops[0], ast.Eq)
+                and isinstance(test.left, ast.Call)
+                and isinstance(test.left.func, ast.Name)
+                and test.left.func.id == candidate
+            ):
                 call = ast.Call(func=ast.Name(entry_point), args=test.left.args, keywords=test.left.keywords)
                 return f"For example, {ast.unparse(call)} returns {ast.unparse(test.comparators[0])}."
     return None
@@ -364,10 +370,17 @@ def humaneval_record_to_task(record: dict[str, Any], source: str = "<humaneval>"
     except ValidationError as exc:
         first = exc.errors()[0]
         field = ".".join(str(part) for part in first["loc"])
-        hint = (" (the docstring states nothing beyond its first sentence and the tests give no example, so "
-                "there is no detail to ask about)") if field == "spec" else ""
-        raise InputFileError(f"{where}: cannot build a task: field '{field}': "
-                             f"{first['msg'].removeprefix('Value error, ')}{hint}") from None
+        hint = (
+            (
+                " (the docstring states nothing beyond its first sentence and the tests give no example, so "
+                "there is no detail to ask about)"
+            )
+            if field == "spec"
+            else ""
+        )
+        raise InputFileError(
+            f"{where}: cannot build a task: field '{field}': {first['msg'].removeprefix('Value error, ')}{hint}"
+        ) from None
 
 
 def import_humaneval(path: str | Path | None = None) -> list[Task]:

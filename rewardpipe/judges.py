@@ -67,8 +67,12 @@ ENV_API_KEY = "REWARDPIPE_JUDGE_API_KEY"
 
 #: A placeholder of the rubric → the component input it needs.
 PLACEHOLDERS: dict[str, str] = {
-    "completion": "completion", "prompt": "messages", "conversation": "messages", "reference": "reference",
-    "task": "task", "state": "state",
+    "completion": "completion",
+    "prompt": "messages",
+    "conversation": "messages",
+    "reference": "reference",
+    "task": "task",
+    "state": "state",
 }
 #: The longest judge answer read for a verdict (its end: the verdict is the answer's last line).
 MAX_ANSWER_CHARS = 16_000
@@ -124,18 +128,38 @@ class Judge:
     """One judged component's machinery: prompt, endpoint, pool, cache. ``llm_judge`` makes one; it is reached
     as ``component.fn.judge`` (``.stats``, ``.close()``)."""
 
-    def __init__(self, name: str, rubric: str, *, scale: tuple[float, float], value_range: tuple[float, float],
-                 model: str | None, base_url: str | None, api_key: str | None, client: Any,
-                 parse: Callable[[str], Any] | None, concurrency: int, cache_size: int, max_retries: int,
-                 timeout_s: float, backoff_s: float, max_backoff_s: float, params: Mapping[str, Any],
-                 max_input_chars: int) -> None:
+    def __init__(
+        self,
+        name: str,
+        rubric: str,
+        *,
+        scale: tuple[float, float],
+        value_range: tuple[float, float],
+        model: str | None,
+        base_url: str | None,
+        api_key: str | None,
+        client: Any,
+        parse: Callable[[str], Any] | None,
+        concurrency: int,
+        cache_size: int,
+        max_retries: int,
+        timeout_s: float,
+        backoff_s: float,
+        max_backoff_s: float,
+        params: Mapping[str, Any],
+        max_input_chars: int,
+    ) -> None:
         self.name, self.rubric = name, rubric
         self.scale, self.value_range = scale, value_range
         self.model, self.base_url, self._api_key = model, base_url, api_key
         self.parse, self.params = parse, dict(params)
         self.concurrency, self.cache_size, self.max_input_chars = concurrency, cache_size, max_input_chars
-        self.max_retries, self.timeout_s, self.backoff_s, self.max_backoff_s = (max_retries, timeout_s, backoff_s,
-                                                                                 max_backoff_s)
+        self.max_retries, self.timeout_s, self.backoff_s, self.max_backoff_s = (
+            max_retries,
+            timeout_s,
+            backoff_s,
+            max_backoff_s,
+        )
         self.fields = _placeholders(rubric, name)
         self._given_client = client
         self._client: Any = client
@@ -152,11 +176,23 @@ class Judge:
         return (_rebuild, (self.name, self.rubric, self.settings()))
 
     def settings(self) -> dict[str, Any]:
-        return {"scale": self.scale, "value_range": self.value_range, "model": self.model, "base_url": self.base_url,
-                "api_key": self._api_key, "client": self._given_client, "parse": self.parse,
-                "concurrency": self.concurrency, "cache_size": self.cache_size, "max_retries": self.max_retries,
-                "timeout_s": self.timeout_s, "backoff_s": self.backoff_s, "max_backoff_s": self.max_backoff_s,
-                "params": self.params, "max_input_chars": self.max_input_chars}
+        return {
+            "scale": self.scale,
+            "value_range": self.value_range,
+            "model": self.model,
+            "base_url": self.base_url,
+            "api_key": self._api_key,
+            "client": self._given_client,
+            "parse": self.parse,
+            "concurrency": self.concurrency,
+            "cache_size": self.cache_size,
+            "max_retries": self.max_retries,
+            "timeout_s": self.timeout_s,
+            "backoff_s": self.backoff_s,
+            "max_backoff_s": self.max_backoff_s,
+            "params": self.params,
+            "max_input_chars": self.max_input_chars,
+        }
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -173,13 +209,21 @@ class Judge:
             base_url = self.base_url or os.environ.get(ENV_BASE_URL)
             model = self.model or os.environ.get(ENV_MODEL)
             if not base_url or not model:
-                raise JudgeUnavailable(f"judge '{self.name}' has no endpoint: give llm_judge(base_url=..., "
-                                       f"model=...) or set {ENV_BASE_URL} and {ENV_MODEL}")
+                raise JudgeUnavailable(
+                    f"judge '{self.name}' has no endpoint: give llm_judge(base_url=..., "
+                    f"model=...) or set {ENV_BASE_URL} and {ENV_MODEL}"
+                )
             key = self._api_key if self._api_key is not None else os.environ.get(ENV_API_KEY)
             try:
-                self._client = ChatClient(base_url, model, api_key=key, timeout_s=self.timeout_s,
-                                          max_retries=self.max_retries, backoff_s=self.backoff_s,
-                                          max_backoff_s=self.max_backoff_s)
+                self._client = ChatClient(
+                    base_url,
+                    model,
+                    api_key=key,
+                    timeout_s=self.timeout_s,
+                    max_retries=self.max_retries,
+                    backoff_s=self.backoff_s,
+                    max_backoff_s=self.max_backoff_s,
+                )
             except ValueError as exc:
                 raise JudgeUnavailable(f"judge '{self.name}': {exc}") from None
         return self._client
@@ -222,8 +266,20 @@ class Judge:
         model = self.model or getattr(self._client, "model", None) or os.environ.get(ENV_MODEL, "")
         base_url = self.base_url or getattr(self._client, "base_url", None) or os.environ.get(ENV_BASE_URL, "")
         parse = getattr(self.parse, "__qualname__", repr(self.parse)) if self.parse else None
-        blob = json.dumps([SYSTEM_PROMPT, self.rubric, list(self.scale), model, base_url, self.params, parse,
-                           sorted(material.items())], ensure_ascii=False, default=str)
+        blob = json.dumps(
+            [
+                SYSTEM_PROMPT,
+                self.rubric,
+                list(self.scale),
+                model,
+                base_url,
+                self.params,
+                parse,
+                sorted(material.items()),
+            ],
+            ensure_ascii=False,
+            default=str,
+        )
         return hashlib.sha256(blob.encode("utf-8", "surrogatepass")).hexdigest()
 
     def messages(self, material: Mapping[str, str], tag: str) -> list[dict[str, str]]:
@@ -355,7 +411,8 @@ class JudgeCall:
         self.judge = judge
         self.__name__ = judge.name
         self.__signature__ = inspect.Signature(
-            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in judge.inputs])
+            [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY) for name in judge.inputs]
+        )
 
     async def __call__(self, **inputs: Any) -> float:
         return await self.judge.score(inputs)
@@ -373,8 +430,9 @@ def _placeholders(rubric: str, name: str) -> tuple[str, ...]:
     try:
         parsed = list(string.Formatter().parse(rubric))
     except ValueError as exc:
-        raise ComponentDefinitionError(f"judge '{name}': the rubric is not a valid template ({exc}); write a "
-                                       f"literal brace as {{{{ or }}}}") from None
+        raise ComponentDefinitionError(
+            f"judge '{name}': the rubric is not a valid template ({exc}); write a literal brace as {{{{ or }}}}"
+        ) from None
     fields = []
     for _, field, spec, conversion in parsed:
         if field is None:
@@ -384,21 +442,39 @@ def _placeholders(rubric: str, name: str) -> tuple[str, ...]:
         if root not in PLACEHOLDERS or not _FIELD_PATH.match(field) or dotted_on_text:
             raise ComponentDefinitionError(
                 f"judge '{name}': the rubric's placeholder {{{field}}} is not one of "
-                f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)} (task and state take .FIELD)")
+                f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)} (task and state take .FIELD)"
+            )
         if spec or conversion:
-            raise ComponentDefinitionError(f"judge '{name}': placeholder {{{field}}} takes no format spec or "
-                                           f"conversion")
+            raise ComponentDefinitionError(
+                f"judge '{name}': placeholder {{{field}}} takes no format spec or conversion"
+            )
         fields.append(field)
     return tuple(dict.fromkeys(fields))
 
 
-def llm_judge(name: str, rubric: str, *, range: tuple[float, float] = (0.0, 1.0),
-              role: str = "outcome", weight: float = 1.0, model: str | None = None, base_url: str | None = None,
-              api_key: str | None = None, client: Any = None, scale: tuple[float, float] = (0, 10),
-              parse: Callable[[str], Any] | None = None, concurrency: int = 8, cache_size: int = 4096,
-              max_retries: int = 4, timeout_s: float = 60.0, backoff_s: float = 0.5, max_backoff_s: float = 8.0,
-              params: Mapping[str, Any] | None = None, max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
-              description: str | None = None) -> Component:
+def llm_judge(
+    name: str,
+    rubric: str,
+    *,
+    range: tuple[float, float] = (0.0, 1.0),
+    role: str = "outcome",
+    weight: float = 1.0,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str | None = None,
+    client: Any = None,
+    scale: tuple[float, float] = (0, 10),
+    parse: Callable[[str], Any] | None = None,
+    concurrency: int = 8,
+    cache_size: int = 4096,
+    max_retries: int = 4,
+    timeout_s: float = 60.0,
+    backoff_s: float = 0.5,
+    max_backoff_s: float = 8.0,
+    params: Mapping[str, Any] | None = None,
+    max_input_chars: int = DEFAULT_MAX_INPUT_CHARS,
+    description: str | None = None,
+) -> Component:
     """A component whose value an LLM judge gives by ``rubric`` (see the module docstring for the whole contract).
 
     ``range``/``role``/``weight`` as for :func:`rewardpipe.component`; the judge answers on ``scale`` (default
@@ -427,10 +503,25 @@ def llm_judge(name: str, rubric: str, *, range: tuple[float, float] = (0.0, 1.0)
         raise ComponentDefinitionError(f"judge '{name}': parse must be a function of the judge's answer")
     if client is not None and not callable(getattr(client, "complete", None)):
         raise ComponentDefinitionError(f"judge '{name}': client must have complete(messages, **params) -> str")
-    judge = Judge(name, rubric, scale=(s_lo, s_hi), value_range=value_range, model=model, base_url=base_url,
-                  api_key=api_key, client=client, parse=parse, concurrency=concurrency, cache_size=cache_size,
-                  max_retries=max_retries, timeout_s=timeout_s, backoff_s=backoff_s, max_backoff_s=max_backoff_s,
-                  params=DEFAULT_PARAMS if params is None else params, max_input_chars=max_input_chars)
+    judge = Judge(
+        name,
+        rubric,
+        scale=(s_lo, s_hi),
+        value_range=value_range,
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        client=client,
+        parse=parse,
+        concurrency=concurrency,
+        cache_size=cache_size,
+        max_retries=max_retries,
+        timeout_s=timeout_s,
+        backoff_s=backoff_s,
+        max_backoff_s=max_backoff_s,
+        params=DEFAULT_PARAMS if params is None else params,
+        max_input_chars=max_input_chars,
+    )
     about = description if description is not None else f"LLM judge: {rubric.strip().splitlines()[0][:120]}"
     return Component(name, weight, JudgeCall(judge), about, value_range, role)
 

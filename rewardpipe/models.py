@@ -13,8 +13,9 @@ import math
 import os
 import stat
 import unicodedata
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Annotated, Any, Iterable, Iterator, Literal, TypeVar
+from typing import IO, Annotated, Any, Literal, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -68,8 +69,10 @@ def id_problem(value: str) -> str | None:
     for position, char in enumerate(value, start=1):
         if unicodedata.category(char) in ID_FORBIDDEN_CATEGORIES:
             name = unicodedata.name(char, "") or "a control character"
-            return (f"must not contain control, format or line-separator characters "
-                    f"(U+{ord(char):04X} {name} at character {position})")
+            return (
+                f"must not contain control, format or line-separator characters "
+                f"(U+{ord(char):04X} {name} at character {position})"
+            )
     return None
 
 
@@ -84,8 +87,10 @@ def repeated_id(value: str, first_value: str, first_line: int) -> str:
     """How a repeated id is described: the earlier line, and its spelling when it differs only in form."""
     if value == first_value:
         return f"first on line {first_line}"
-    return (f"line {first_line} has {ascii(first_value)[:80]}, here {ascii(value)[:80]}: the same text in another "
-            f"Unicode normalisation")
+    return (
+        f"line {first_line} has {ascii(first_value)[:80]}, here {ascii(value)[:80]}: the same text in another "
+        f"Unicode normalisation"
+    )
 
 
 def require_printable_id(value: str) -> str:
@@ -190,8 +195,9 @@ def text_message(role: str, content: str) -> Message:
     is spelled by the code and whose content is already text (a policy's reply, an environment's answer)."""
     message = Message.__new__(Message)
     _setattr = object.__setattr__
-    _setattr(message, "__dict__", {"role": role, "content": content, "tool_calls": None, "tool_call_id": None,
-                                   "name": None})
+    _setattr(
+        message, "__dict__", {"role": role, "content": content, "tool_calls": None, "tool_call_id": None, "name": None}
+    )
     _setattr(message, "__pydantic_fields_set__", set(_MESSAGE_FIELDS_SET))
     _setattr(message, "__pydantic_extra__", None)
     _setattr(message, "__pydantic_private__", None)
@@ -224,12 +230,22 @@ class RolloutIdentity(DeferredModel):
 
     def record_ids(self) -> dict:
         """The identifying fields every record of this rollout carries."""
-        return {"run_id": self.run_id, "step": self.step, "group_id": self.group_id,
-                "rollout_id": self.rollout_id, "task_id": self.task_id}
+        return {
+            "run_id": self.run_id,
+            "step": self.step,
+            "group_id": self.group_id,
+            "rollout_id": self.rollout_id,
+            "task_id": self.task_id,
+        }
 
     def to_rollout(self) -> Rollout:
-        return Rollout(rollout_id=self.rollout_id, group_id=self.group_id, task_id=self.task_id, step=self.step,
-                       messages=self.messages)
+        return Rollout(
+            rollout_id=self.rollout_id,
+            group_id=self.group_id,
+            task_id=self.task_id,
+            step=self.step,
+            messages=self.messages,
+        )
 
 
 class ErrorInfo(DeferredModel):
@@ -426,8 +442,9 @@ def load_task_rows(path: str | Path, model: type[M]) -> list[M]:
         task_id = task.task_id  # type: ignore[attr-defined]
         first_id, first_line = first.setdefault(same_text(task_id), (task_id, lineno))
         if first_line != lineno:
-            raise InputFileError(f"{path}:{lineno}: duplicate task_id '{task_id[:80]}' "
-                                 f"({repeated_id(task_id, first_id, first_line)})")
+            raise InputFileError(
+                f"{path}:{lineno}: duplicate task_id '{task_id[:80]}' ({repeated_id(task_id, first_id, first_line)})"
+            )
     return [task for _, task in numbered]
 
 
@@ -477,22 +494,33 @@ class RolloutReader:
             rollout_key = same_text(rollout.rollout_id)
             first_id, first = self._first_line.setdefault(rollout_key, (rollout.rollout_id, lineno))
             if first != lineno:
-                yield lineno, None, (f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
-                                     f"({repeated_id(rollout.rollout_id, first_id, first)})")
+                yield (
+                    lineno,
+                    None,
+                    (
+                        f"{where} ({rollout.rollout_id[:80]}): duplicate rollout_id "
+                        f"({repeated_id(rollout.rollout_id, first_id, first)})"
+                    ),
+                )
                 continue
             group, task, task_line = self._group_task.setdefault(
-                (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno))
+                (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno)
+            )
             problem = None
             if not any(message.role == "assistant" for message in rollout.messages):
                 # like `messages: []`: a transcript in which the model never spoke has nothing to score
                 problem = "field 'messages': no assistant message, so nothing the model said to score"
             elif group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two
-                problem = (f"field 'group_id': group {ascii(rollout.group_id)[:80]} of step {rollout.step} is "
-                           f"the same text as group {ascii(group)[:80]} of line {task_line} in another Unicode "
-                           f"normalisation")
+                problem = (
+                    f"field 'group_id': group {ascii(rollout.group_id)[:80]} of step {rollout.step} is "
+                    f"the same text as group {ascii(group)[:80]} of line {task_line} in another Unicode "
+                    f"normalisation"
+                )
             elif task != rollout.task_id:
-                problem = (f"field 'task_id': group '{rollout.group_id[:80]}' of step {rollout.step} is task "
-                           f"'{task[:80]}' (line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt")
+                problem = (
+                    f"field 'task_id': group '{rollout.group_id[:80]}' of step {rollout.step} is task "
+                    f"'{task[:80]}' (line {task_line}), not '{rollout.task_id[:80]}': a group is one prompt"
+                )
             if problem is not None:
                 del self._first_line[rollout_key]  # refused: its id stays free for a corrected line
                 yield lineno, None, f"{where} ({rollout.rollout_id[:80]}): {problem}"
@@ -500,8 +528,7 @@ class RolloutReader:
             yield lineno, rollout, None
 
 
-def validated_lines(fh: IO[bytes], path: str | Path, model: type[M]) -> Iterator[tuple[int, str, M | None,
-                                                                                        str | None]]:
+def validated_lines(fh: IO[bytes], path: str | Path, model: type[M]) -> Iterator[tuple[int, str, M | None, str | None]]:
     """``(line number, "file:line", object, None)`` for each non-blank line of ``fh`` that is a valid ``model``;
     ``(line number, "file:line", None, problem)`` for one that is not (not UTF-8, not JSON, a field wrong)."""
     for lineno, raw in enumerate(fh, start=1):
@@ -582,7 +609,8 @@ class RunManifest(DeferredModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
     schema_: Literal["rewardpipe.run-manifest/v1", "rewardpipe.run-manifest/v2"] = Field(
-        default=MANIFEST_SCHEMA, alias="schema")
+        default=MANIFEST_SCHEMA, alias="schema"
+    )
     run_id: str
     command: str
     configuration: dict[str, Any]
@@ -608,18 +636,27 @@ class RunManifest(DeferredModel):
         return self.environment
 
     def identity(self) -> dict[str, Any]:
-        return {"command": self.command, "configuration": self.configuration, "tasks_sha256": self.tasks_sha256,
-                "reward": self.reward, "weights": self.weights, "environment": self.environment_name}
+        return {
+            "command": self.command,
+            "configuration": self.configuration,
+            "tasks_sha256": self.tasks_sha256,
+            "reward": self.reward,
+            "weights": self.weights,
+            "environment": self.environment_name,
+        }
 
-    def differences(self, other: "RunManifest") -> list[str]:
+    def differences(self, other: RunManifest) -> list[str]:
         """Human-readable ``field: mine -> theirs`` lines for every identity field that differs."""
         mine, theirs = self.identity(), other.identity()
         diffs = []
         for name in mine:
             if name == "configuration":
                 keys = sorted(set(mine[name]) | set(theirs[name]))
-                diffs += [f"{k}: {mine[name].get(k)!r} -> {theirs[name].get(k)!r}" for k in keys
-                          if mine[name].get(k) != theirs[name].get(k)]
+                diffs += [
+                    f"{k}: {mine[name].get(k)!r} -> {theirs[name].get(k)!r}"
+                    for k in keys
+                    if mine[name].get(k) != theirs[name].get(k)
+                ]
             elif mine[name] != theirs[name]:
                 diffs.append(f"{name}: {mine[name]!r} -> {theirs[name]!r}")
         return diffs

@@ -18,7 +18,8 @@ import os
 import random
 import ssl
 import time
-from typing import Any, Callable, Protocol, Sequence, runtime_checkable
+from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
@@ -49,8 +50,13 @@ class ChatModel(Protocol):
     def complete(self, messages: Sequence[dict[str, str]], **params: Any) -> str: ...
 
 
-def backoff_delay(attempt: int, base_s: float, cap_s: float = MAX_BACKOFF_S, retry_after: str | None = None,
-                  rng: Callable[[], float] = random.random) -> float:
+def backoff_delay(
+    attempt: int,
+    base_s: float,
+    cap_s: float = MAX_BACKOFF_S,
+    retry_after: str | None = None,
+    rng: Callable[[], float] = random.random,
+) -> float:
     """Seconds to wait before retry ``attempt`` (1 = the first retry): ``base_s * 2**(attempt-1)``, capped at
     ``cap_s``, then jittered into [half, all] of it (the half keeps a floor under the wait; the jitter spreads
     retries that failed together). A ``Retry-After`` in seconds replaces the computed wait (still capped)."""
@@ -87,8 +93,9 @@ class ChatClient:
         except (httpx.InvalidURL, TypeError, ValueError) as exc:
             raise ValueError(f"base URL {base_url!r} is not a URL: {exc}") from None
         if url.scheme not in ("http", "https") or not url.host:
-            raise ValueError(f"base URL {base_url!r} must be http:// or https:// with a host, e.g. "
-                             f"http://localhost:8000/v1")
+            raise ValueError(
+                f"base URL {base_url!r} must be http:// or https:// with a host, e.g. http://localhost:8000/v1"
+            )
         self.base_url = base_url.rstrip("/")
         self.model = model
         self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY")

@@ -105,7 +105,7 @@ def _fence_opening(line: str) -> tuple[int, str, str] | None:
 def _dedent(line: str, indent: int) -> str:
     """Drop up to ``indent`` leading whitespace characters: the fence's own indentation, not the code's."""
     stripped = len(line) - len(line.lstrip(" \t"))
-    return line[min(indent, stripped):]
+    return line[min(indent, stripped) :]
 
 
 def _asks(prose: str) -> bool:

@@ -13,7 +13,8 @@ import hashlib
 import inspect
 import math
 import random
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Protocol, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from rewardpipe.environment import PolicyExhausted
 from rewardpipe.models import Message, Rollout
@@ -26,14 +27,14 @@ __all__ = ["OpenAIPolicy", "Policy", "PolicyExhausted", "ReplayPolicy", "Scenari
 
 
 class Policy(Protocol):
-    def next_turn(self, state: "EpisodeState", task: "TaskRow") -> "str | Message": ...
+    def next_turn(self, state: EpisodeState, task: TaskRow) -> str | Message: ...
 
 
 def fenced(code: str) -> str:
     return f"```python\n{code.rstrip()}\n```"
 
 
-def rollout_rng(seed: int, state: "EpisodeState") -> random.Random:
+def rollout_rng(seed: int, state: EpisodeState) -> random.Random:
     """A random generator of one rollout: the same seed and ids give the same draws, whatever the order
     the rollouts are played in."""
     digest = hashlib.sha256(f"{seed}:{state.run_id}:{state.step}:{state.rollout_id}".encode()).digest()
@@ -54,8 +55,14 @@ class ScriptedPolicy:
     environment's).
     """
 
-    def __init__(self, turns: Sequence["str | Message"] | TurnFn, *, weight: float = 1.0,
-                 max_turns: int | None = None, description: str = "") -> None:
+    def __init__(
+        self,
+        turns: Sequence[str | Message] | TurnFn,
+        *,
+        weight: float = 1.0,
+        max_turns: int | None = None,
+        description: str = "",
+    ) -> None:
         numeric = isinstance(weight, (int, float)) and not isinstance(weight, bool)
         if not (numeric and math.isfinite(weight) and weight >= 0):
             raise ValueError(f"a scenario's weight must be a finite number >= 0, got {weight!r}")
@@ -72,13 +79,14 @@ class ScriptedPolicy:
         elif isinstance(turns, (list, tuple)) and all(isinstance(t, (str, Message)) for t in turns):
             self.turns, self.fn, self._takes_rng = tuple(turns), None, False
         else:
-            raise TypeError("ScriptedPolicy takes a list of turns (text or Message) or a function "
-                            "(state, task[, rng]) -> turn")
+            raise TypeError(
+                "ScriptedPolicy takes a list of turns (text or Message) or a function (state, task[, rng]) -> turn"
+            )
         self.weight = float(weight)
         self.max_turns = max_turns
         self.description = description
 
-    def turn(self, state: "EpisodeState", task: "TaskRow", rng: random.Random) -> "str | Message":
+    def turn(self, state: EpisodeState, task: TaskRow, rng: random.Random) -> str | Message:
         if self.turns is not None:
             index = state.assistant_turns
             if index >= len(self.turns):
@@ -87,7 +95,7 @@ class ScriptedPolicy:
         assert self.fn is not None
         return self.fn(state, task, rng) if self._takes_rng else self.fn(state, task)
 
-    def next_turn(self, state: "EpisodeState", task: "TaskRow") -> "str | Message":
+    def next_turn(self, state: EpisodeState, task: TaskRow) -> str | Message:
         rng = rollout_rng(0, state)
         rng.random()
         return self.turn(state, task, rng)
@@ -105,8 +113,14 @@ class ScenarioMix:
     (the collapse the monitor exists to catch). The same generator, advanced past the draw, is what a
     scenario function receives as ``rng``."""
 
-    def __init__(self, scenarios: ScenariosFn, *, seed: int = 0, collapse_from_step: int | None = None,
-                 collapse_to: str | None = None) -> None:
+    def __init__(
+        self,
+        scenarios: ScenariosFn,
+        *,
+        seed: int = 0,
+        collapse_from_step: int | None = None,
+        collapse_to: str | None = None,
+    ) -> None:
         if collapse_from_step is not None and collapse_to is None:
             raise ValueError("this environment names no collapse_scenario, so --collapse-from-step cannot be used")
         self.scenarios = scenarios
@@ -129,10 +143,10 @@ class ScenarioMix:
         self._by_task[id(task)] = (task, scenarios)  # the task is kept, so its id is never reused meanwhile
         return scenarios
 
-    def strategy(self, state: "EpisodeState", task: Any = None) -> str:
+    def strategy(self, state: EpisodeState, task: Any = None) -> str:
         return self._draw(state, task)[0]
 
-    def _draw(self, state: "EpisodeState", task: Any) -> tuple[str, Any]:
+    def _draw(self, state: EpisodeState, task: Any) -> tuple[str, Any]:
         """``(scenario, generator state after the draw)`` of a rollout, drawn once and remembered for its
         later turns (a fresh generator per turn would give the same draws, for a hash and a reseed each)."""
         key = (state.run_id, state.step, state.rollout_id, id(task))
@@ -155,7 +169,7 @@ class ScenarioMix:
         self._drawn[key] = drawn
         return drawn
 
-    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
+    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         scenarios = self._scenarios(task)
         name, rng_state = self._draw(state, task)
         if name not in scenarios:
@@ -185,14 +199,14 @@ class ReplayPolicy:
         for step, rollout_id in self.turns:
             self._steps_by_id.setdefault(rollout_id, []).append(step)
 
-    def _recorded(self, state: "EpisodeState") -> list[Message] | None:
+    def _recorded(self, state: EpisodeState) -> list[Message] | None:
         exact = self.turns.get((state.step, state.rollout_id))
         if exact is not None:
             return exact
         steps = self._steps_by_id.get(state.rollout_id, [])
         return self.turns[(steps[0], state.rollout_id)] if len(steps) == 1 else None
 
-    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
+    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         recorded = self._recorded(state)
         if recorded is None:
             raise KeyError(f"no recorded rollout '{state.rollout_id}' (step {state.step}) to replay")
@@ -231,7 +245,7 @@ class OpenAIPolicy(OwnsChatClient):
         self.system_prompt = system_prompt
         self.tools = tools
 
-    def next_turn(self, state: "EpisodeState", task: Any) -> "str | Message":
+    def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages += [chat_message(m) for m in state.messages]
         tools = self.tools(task) if callable(self.tools) else self.tools

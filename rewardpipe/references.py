@@ -94,7 +94,8 @@ def load_import_reference(reference: str) -> Any:
         if exc.name and module_name.startswith(exc.name):
             raise ReferenceProblem(
                 f"cannot import '{module_name}' (no module named '{exc.name}'): is its package installed in this "
-                f"Python ({sys.executable})? e.g. pip install -e <project>") from None
+                f"Python ({sys.executable})? e.g. pip install -e <project>"
+            ) from None
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
     except Exception as exc:  # noqa: BLE001 - the user's module failed to import (a bad component, say)
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
@@ -140,7 +141,8 @@ def _registrations(group: str, path: tuple[str, ...]) -> dict[str, tuple[Registr
         version = dist.version if dist is not None else ""
         # The same distribution seen twice on sys.path (an editable install, say) is one claim.
         found.setdefault(entry.name, {})[(dist_name.lower(), entry.value)] = Registration(
-            entry.name, entry.value, dist_name, version)
+            entry.name, entry.value, dist_name, version
+        )
     return {name: tuple(claims.values()) for name, claims in found.items()}
 
 
@@ -160,8 +162,9 @@ def unknown_name(name: str, group: str, builtins: dict[str, str]) -> ReferencePr
         f"unknown {what} '{name}'; built in: {', '.join(sorted(builtins))}"
         f"{'; installed: ' + ', '.join(installed) if installed else '; none installed by packages'}. Name one of "
         f"those, give a reference (package.module:ATTR, or path/to/file.py:ATTR locally), or register a short name "
-        f"in your package's pyproject.toml: [project.entry-points.\"{group}\"] {name} = \"your_package.module:ATTR\" "
-        f"(then pip install -e . ; `rewardpipe envs` lists what is installed)")
+        f'in your package\'s pyproject.toml: [project.entry-points."{group}"] {name} = "your_package.module:ATTR" '
+        f"(then pip install -e . ; `rewardpipe envs` lists what is installed)"
+    )
 
 
 def registered_reference(name: str, group: str, builtins: dict[str, str]) -> str:
@@ -173,8 +176,10 @@ def registered_reference(name: str, group: str, builtins: dict[str, str]) -> str
         raise unknown_name(name, group, builtins)
     if len(claims) > 1:
         who = " and ".join(f"{c.distribution} {c.version} ({c.reference})" for c in claims)
-        raise ReferenceProblem(f"{_what(group)} name '{name}' is claimed by more than one installed distribution: "
-                               f"{who}; uninstall one, or name it by its reference")
+        raise ReferenceProblem(
+            f"{_what(group)} name '{name}' is claimed by more than one installed distribution: "
+            f"{who}; uninstall one, or name it by its reference"
+        )
     return claims[0].reference
 
 
@@ -188,8 +193,10 @@ def load(reference: str, group: str, builtins: dict[str, str], *, allow_files: b
         return load_import_reference(reference_text), reference_text
     if is_file_reference(reference):
         if not allow_files:
-            raise ReferenceProblem(f"'{reference}' is a file reference, which works locally only: install the "
-                                   f"package and name it package.module:ATTR (or by a registered short name)")
+            raise ReferenceProblem(
+                f"'{reference}' is a file reference, which works locally only: install the "
+                f"package and name it package.module:ATTR (or by a registered short name)"
+            )
         return load_file_reference(reference), reference
     return load_import_reference(reference), reference
 
@@ -207,9 +214,10 @@ def resolve_reward(reference: Any, weights: Any = None, *, allow_files: bool = T
     if isinstance(value, Reward):
         return value.with_weights(weights)
     if isinstance(value, Component):
-        raise ReferenceProblem(f"'{reference}' is a component, not a reward: wrap it, "
-                               f"Reward('<name>', [{value.name}, ...])")
-    if isinstance(value, Environment) or isinstance(value, type) and issubclass(value, Environment):
+        raise ReferenceProblem(
+            f"'{reference}' is a component, not a reward: wrap it, Reward('<name>', [{value.name}, ...])"
+        )
+    if isinstance(value, Environment) or (isinstance(value, type) and issubclass(value, Environment)):
         raise ReferenceProblem(f"'{reference}' is an environment: give it as --env (its reward is used by default)")
     raise ReferenceProblem(f"'{reference}' is {type(value).__name__}, not a rewardpipe.Reward")
 
@@ -284,12 +292,26 @@ def installed(group: str) -> list[dict[str, Any]]:
     builtins = BUILTIN_REWARDS if group == REWARD_GROUP else BUILTIN_ENVIRONMENTS
     rows = []
     for name, reference in sorted(builtins.items()):
-        rows.append({"name": name, "reference": reference, "version": None,
-                     "distribution": f"rewardpipe {__version__}", "builtin": True, "problem": None})
+        rows.append(
+            {
+                "name": name,
+                "reference": reference,
+                "version": None,
+                "distribution": f"rewardpipe {__version__}",
+                "builtin": True,
+                "problem": None,
+            }
+        )
     for name, claims in sorted(registrations(group).items()):
         for claim in claims:
-            row = {"name": name, "reference": claim.reference, "version": None,
-                   "distribution": f"{claim.distribution} {claim.version}".strip(), "builtin": False, "problem": None}
+            row = {
+                "name": name,
+                "reference": claim.reference,
+                "version": None,
+                "distribution": f"{claim.distribution} {claim.version}".strip(),
+                "builtin": False,
+                "problem": None,
+            }
             if name in builtins:
                 row["problem"] = f"ignored: '{name}' is a built-in name, which a package cannot shadow"
             elif len(claims) > 1:

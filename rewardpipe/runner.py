@@ -11,9 +11,10 @@ from __future__ import annotations
 import os
 import queue
 import threading
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any
 
 from rewardpipe.environment import Environment, EpisodeState
 from rewardpipe.episode import (
@@ -91,12 +92,22 @@ def slots_from_rollouts(rollouts: Iterable[Rollout], tasks: dict[str, Any]) -> t
 
 
 def _rollout_failure(rollout: Rollout, run_id: str, kind: str, message: str, reward: Reward) -> Record:
-    return failure_record(run_id=run_id, step=rollout.step, group_id=rollout.group_id, rollout_id=rollout.rollout_id,
-                          task_id=rollout.task_id, kind=kind, message=message, reward=reward)
+    return failure_record(
+        run_id=run_id,
+        step=rollout.step,
+        group_id=rollout.group_id,
+        rollout_id=rollout.rollout_id,
+        task_id=rollout.task_id,
+        kind=kind,
+        message=message,
+        reward=reward,
+    )
 
 
 def unknown_task_record(rollout: Rollout, run_id: str, reward: Reward) -> Record:
-    return _rollout_failure(rollout, run_id, "unknown_task", f"task '{rollout.task_id}' is not in the task file", reward)
+    return _rollout_failure(
+        rollout, run_id, "unknown_task", f"task '{rollout.task_id}' is not in the task file", reward
+    )
 
 
 def _execute_all(executor: Any, jobs: list[ExecutionJob], workers: int | None) -> list[ExecutionResult | Exception]:
@@ -122,8 +133,12 @@ def _job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | Exc
 
 
 def score_episodes(
-    episodes: Sequence[tuple[EpisodeState, Any]], *, executor: Any, reward: Reward | None = None,
-    env: Environment, workers: int | None = None,
+    episodes: Sequence[tuple[EpisodeState, Any]],
+    *,
+    executor: Any,
+    reward: Reward | None = None,
+    env: Environment,
+    workers: int | None = None,
 ) -> list[tuple[Record, ExecutionResult | None]]:
     """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every execution
     job runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
@@ -141,8 +156,9 @@ def score_episodes(
             scored.append((together[index], outcome))
         elif isinstance(planned[index], Exception):
             failure = planned[index]
-            scored.append((error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward),
-                           None))
+            scored.append(
+                (error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward), None)
+            )
         elif isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
         else:
@@ -150,21 +166,39 @@ def score_episodes(
     return scored
 
 
-def _scored_together(episodes: Sequence[tuple[EpisodeState, Any]], planned: list, executions: dict[int, Any],
-                     reward: Reward, env: Environment) -> dict[int, Record]:
+def _scored_together(
+    episodes: Sequence[tuple[EpisodeState, Any]],
+    planned: list,
+    executions: dict[int, Any],
+    reward: Reward,
+    env: Environment,
+) -> dict[int, Record]:
     """The records of the episodes that can be scored, scored as one batch (``Reward.score_many``): a reward
     with async components (an LLM judge) makes its calls for the whole batch at once, not episode by episode."""
     from rewardpipe.episode import episode_metrics, record_from_score
     from rewardpipe.rewards.base import ScoringInput
 
-    ready = [index for index, (state, _) in enumerate(episodes)
-             if not isinstance(planned[index], Exception) and not isinstance(executions.get(index), Exception)
-             and state.next_action in ("execute", "score")]
-    scores = reward.score_many([ScoringInput(execution=executions.get(i), messages=episodes[i][0].messages,
-                                             task=episodes[i][1], state=episodes[i][0]) for i in ready])
-    return {i: record_from_score(score, **episodes[i][0].record_ids(),
-                                 extra_metrics=episode_metrics(episodes[i][0], episodes[i][1], env))
-            for i, score in zip(ready, scores)}
+    ready = [
+        index
+        for index, (state, _) in enumerate(episodes)
+        if not isinstance(planned[index], Exception)
+        and not isinstance(executions.get(index), Exception)
+        and state.next_action in ("execute", "score")
+    ]
+    scores = reward.score_many(
+        [
+            ScoringInput(
+                execution=executions.get(i), messages=episodes[i][0].messages, task=episodes[i][1], state=episodes[i][0]
+            )
+            for i in ready
+        ]
+    )
+    return {
+        i: record_from_score(
+            score, **episodes[i][0].record_ids(), extra_metrics=episode_metrics(episodes[i][0], episodes[i][1], env)
+        )
+        for i, score in zip(ready, scores)
+    }
 
 
 def run_slots(
@@ -227,13 +261,26 @@ def run_slots(
     def talk(index: int) -> None:
         slot = slots[index]
         try:
-            state = start_episode(slot.task, env=env, run_id=run_id, step=slot.step, group_id=slot.group_id,
-                                  rollout_id=slot.rollout_id, max_turns=max_turns)
+            state = start_episode(
+                slot.task,
+                env=env,
+                run_id=run_id,
+                step=slot.step,
+                group_id=slot.group_id,
+                rollout_id=slot.rollout_id,
+                max_turns=max_turns,
+            )
         except Exception as exc:  # noqa: BLE001 - the environment's start failed: this rollout's error
-            finished[index] = failure_record(run_id=run_id, step=slot.step, group_id=slot.group_id,
-                                             rollout_id=slot.rollout_id, task_id=slot.task.task_id,
-                                             kind="simulator_error", message=f"{type(exc).__name__}: {exc}",
-                                             reward=reward)
+            finished[index] = failure_record(
+                run_id=run_id,
+                step=slot.step,
+                group_id=slot.group_id,
+                rollout_id=slot.rollout_id,
+                task_id=slot.task.task_id,
+                kind="simulator_error",
+                message=f"{type(exc).__name__}: {exc}",
+                reward=reward,
+            )
             _count(index)
             return
         try:
@@ -286,8 +333,15 @@ def run_slots(
 
 
 def score_rollouts(
-    rollouts: Sequence[Rollout], tasks: dict[str, Any], *, executor: Any, env: Environment,
-    reward: Reward | None = None, run_id: str, workers: int | None = None, on_transcript: TranscriptFn | None = None,
+    rollouts: Sequence[Rollout],
+    tasks: dict[str, Any],
+    *,
+    executor: Any,
+    env: Environment,
+    reward: Reward | None = None,
+    run_id: str,
+    workers: int | None = None,
+    on_transcript: TranscriptFn | None = None,
 ) -> list[Record]:
     """Score recorded conversations as they are (no new turns): each is replayed into the environment's
     state (:meth:`rewardpipe.Environment.replay`), its execution job runs, and the reward scores it.
@@ -305,8 +359,15 @@ def score_rollouts(
             state = env.replay(task, list(rollout.messages))
             if not isinstance(state, EpisodeState):
                 raise TypeError(f"replay() returned {type(state).__name__}, not a state")
-            state = state.model_copy(update={"run_id": run_id, "step": rollout.step, "group_id": rollout.group_id,
-                                             "rollout_id": rollout.rollout_id, "task_id": rollout.task_id})
+            state = state.model_copy(
+                update={
+                    "run_id": run_id,
+                    "step": rollout.step,
+                    "group_id": rollout.group_id,
+                    "rollout_id": rollout.rollout_id,
+                    "task_id": rollout.task_id,
+                }
+            )
             job = execution_job(state, task, env)
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
             states[index] = exc
@@ -324,17 +385,23 @@ def score_rollouts(
             continue
         state = states[index]
         if isinstance(state, Exception):
-            records.append(_rollout_failure(rollout, run_id, "replay_failed",
-                                            f"{type(state).__name__}: {state}", reward))
+            records.append(
+                _rollout_failure(rollout, run_id, "replay_failed", f"{type(state).__name__}: {state}", reward)
+            )
             continue
         outcome = executions.get(index)
         if isinstance(outcome, Exception):
-            record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}",
-                                      reward)
+            record = _rollout_failure(rollout, run_id, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward)
             outcome = None
         else:
-            record = build_record(**state.record_ids(), messages=list(rollout.messages), execution=outcome,
-                                  reward=reward, task=task, state=state)
+            record = build_record(
+                **state.record_ids(),
+                messages=list(rollout.messages),
+                execution=outcome,
+                reward=reward,
+                task=task,
+                state=state,
+            )
         records.append(record)
         if on_transcript is not None:
             on_transcript(transcript_of_episode(state, task, outcome, record, env=env))

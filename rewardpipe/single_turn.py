@@ -26,7 +26,8 @@ import math
 import os
 import threading
 import time
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
@@ -34,9 +35,7 @@ from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ASSISTANT_ROLE_ALIASES, MAX_STEP, ErrorInfo, InputId, Message, nova_output
-from rewardpipe.rewards import Reward, ScoringInput, Transcript, get_reward
-from rewardpipe.rewards import code_correctness
-
+from rewardpipe.rewards import Reward, ScoringInput, Transcript, code_correctness, get_reward
 
 ERROR_REWARDS = ("neutral", "zero", "fail_batch")
 NOT_ANSWERED_IN_TIME = "not scored: the invocation's time ran out before this sample's turn"
@@ -193,8 +192,11 @@ def score_samples(
         except Exception as exc:  # noqa: BLE001 - the batch's own failure: each of its samples says so
             scores = [exc] * len(batched)
         for (position, sample_id, _), score in zip(batched, scores):
-            results[position] = (_error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
-                                 if isinstance(score, Exception) else _score_output(sample_id, score))
+            results[position] = (
+                _error_output(sample_id, "scoring_failed", f"{type(score).__name__}: {score}")
+                if isinstance(score, Exception)
+                else _score_output(sample_id, score)
+            )
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
 
 
@@ -213,9 +215,14 @@ def prompt_key(raw: Any) -> str | None:
     if not isinstance(messages, list):
         return None
     assistant = {"assistant", *ASSISTANT_ROLE_ALIASES}
-    last = max((i for i, m in enumerate(messages) if isinstance(m, dict) and isinstance(m.get("role"), str)
-                and m["role"] in assistant),
-               default=len(messages))
+    last = max(
+        (
+            i
+            for i, m in enumerate(messages)
+            if isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in assistant
+        ),
+        default=len(messages),
+    )
     try:
         return json.dumps(messages[:last], sort_keys=True, allow_nan=False, default=str)
     except (ValueError, TypeError, RecursionError):
@@ -294,8 +301,10 @@ def fit_response(outputs: list[dict[str, Any]], limit_bytes: int) -> tuple[list[
     size = len(json.dumps(outputs))
     if size <= limit_bytes:
         return outputs, f"dropped metrics_list to fit {limit_bytes} bytes"
-    raise ResponseTooLarge(f"{len(outputs)} samples need {size} bytes even as bare ids and scores, over the "
-                           f"{limit_bytes}-byte response limit: send smaller batches or shorter ids")
+    raise ResponseTooLarge(
+        f"{len(outputs)} samples need {size} bytes even as bare ids and scores, over the "
+        f"{limit_bytes}-byte response limit: send smaller batches or shorter ids"
+    )
 
 
 def _run_executions(
@@ -363,9 +372,13 @@ def _run_before_deadline(
                 index, job = pending.pop(0)
                 left = deadline - time.monotonic()
                 if left < max(job.timeout_s, MIN_JOB_S):
-                    out[index] = ErrorInfo(kind="deadline_exceeded", message=(
-                        f"not run: {left:.1f} s were left of the invocation, less than this sample's time "
-                        f"limit of {job.timeout_s:g} s"))
+                    out[index] = ErrorInfo(
+                        kind="deadline_exceeded",
+                        message=(
+                            f"not run: {left:.1f} s were left of the invocation, less than this sample's time "
+                            f"limit of {job.timeout_s:g} s"
+                        ),
+                    )
                     continue
             try:
                 result = next(iter(executor.run_batch([job], workers=1)))
@@ -440,65 +453,111 @@ class SampleReader:
                     yield lineno, None, f"{where}: field 'messages': no assistant message, so no answer to score"
                     continue
                 group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
-                sample = sample.model_copy(update={"rollout_id": sample.rollout_id or f"line-{lineno}",
-                                                   "group_id": group, "task_id": sample.task_id or group})
+                sample = sample.model_copy(
+                    update={
+                        "rollout_id": sample.rollout_id or f"line-{lineno}",
+                        "group_id": group,
+                        "task_id": sample.task_id or group,
+                    }
+                )
                 key = (sample.step, same_text(sample.rollout_id))
                 first = self._seen.setdefault(key, lineno)
                 if first != lineno:
-                    yield lineno, None, (f"{where} ({sample.rollout_id[:80]}): duplicate rollout_id "
-                                         f"(first on line {first})")
+                    yield (
+                        lineno,
+                        None,
+                        (f"{where} ({sample.rollout_id[:80]}): duplicate rollout_id (first on line {first})"),
+                    )
                     continue
                 yield lineno, sample, None
 
 
-def score_sample_records(samples: Sequence[ScoreSample], reward: Reward, *, run_id: str, executor: Any = None,
-                         tasks: Mapping[str, Any] | None = None, workers: int | None = None,
-                         on_transcript: Any = None) -> list[Any]:
+def score_sample_records(
+    samples: Sequence[ScoreSample],
+    reward: Reward,
+    *,
+    run_id: str,
+    executor: Any = None,
+    tasks: Mapping[str, Any] | None = None,
+    workers: int | None = None,
+    on_transcript: Any = None,
+) -> list[Any]:
     """One record per sample (and its transcript to ``on_transcript``): code runs in one batch when the reward
     executes code, then each sample is scored; a sample naming an unknown task, a bad reference or a
     component that raised is an error record, never a 0."""
     from rewardpipe.episode import build_record, failure_record, record_from_score
     from rewardpipe.transcripts import RolloutTranscript, verdict_of
 
-    parsed = [(sample.rollout_id, Sample(id=sample.rollout_id, messages=sample.messages,
-                                         reference_answer=sample.reference), None) for sample in samples]
+    parsed = [
+        (
+            sample.rollout_id,
+            Sample(id=sample.rollout_id, messages=sample.messages, reference_answer=sample.reference),
+            None,
+        )
+        for sample in samples
+    ]
     executions = _run_executions(parsed, reward, executor, workers)
     # A reward with async components (an LLM judge) is scored for the whole batch at once: its calls run together.
     together: dict[int, Any] = {}
     if reward.has_async:
-        ready = [i for i, sample in enumerate(samples) if not isinstance(executions.get(i), ErrorInfo)
-                 and (tasks is None or sample.task_id in tasks)]
-        scores = reward.score_many([ScoringInput(execution=executions.get(i), reference=samples[i].reference,
-                                                 messages=samples[i].messages,
-                                                 task=tasks.get(samples[i].task_id) if tasks is not None else None)
-                                    for i in ready])
+        ready = [
+            i
+            for i, sample in enumerate(samples)
+            if not isinstance(executions.get(i), ErrorInfo) and (tasks is None or sample.task_id in tasks)
+        ]
+        scores = reward.score_many(
+            [
+                ScoringInput(
+                    execution=executions.get(i),
+                    reference=samples[i].reference,
+                    messages=samples[i].messages,
+                    task=tasks.get(samples[i].task_id) if tasks is not None else None,
+                )
+                for i in ready
+            ]
+        )
         together = dict(zip(ready, scores, strict=True))
     records = []
     for index, sample in enumerate(samples):
-        ids = {"run_id": run_id, "step": sample.step, "group_id": sample.group_id, "rollout_id": sample.rollout_id,
-               "task_id": sample.task_id}
+        ids = {
+            "run_id": run_id,
+            "step": sample.step,
+            "group_id": sample.group_id,
+            "rollout_id": sample.rollout_id,
+            "task_id": sample.task_id,
+        }
         task = tasks.get(sample.task_id) if tasks is not None else None
         outcome = executions.get(index)
         code = None
         if tasks is not None and task is None:
-            record = failure_record(**ids, kind="unknown_task", message=f"task '{sample.task_id}' is not in the "
-                                                                        f"task file", reward=reward)
+            record = failure_record(
+                **ids, kind="unknown_task", message=f"task '{sample.task_id}' is not in the task file", reward=reward
+            )
         elif isinstance(outcome, ErrorInfo):
             record = failure_record(**ids, kind=outcome.kind, message=outcome.message, reward=reward)
             outcome = None
         elif index in together:
             record = record_from_score(together[index], **ids)
         else:
-            record = build_record(**ids, messages=sample.messages, execution=outcome, reward=reward, task=task,
-                                  reference=sample.reference)
+            record = build_record(
+                **ids, messages=sample.messages, execution=outcome, reward=reward, task=task, reference=sample.reference
+            )
             if reward.needs_execution:
                 code = reward.code_to_execute(Transcript.from_messages(sample.messages))
         records.append(record)
         if on_transcript is not None:
-            on_transcript(RolloutTranscript(
-                **ids, messages=list(sample.messages), executed_code=code,
-                verdict=verdict_of(outcome, code, record if record.status == "error" else None,
-                                   reward.needs_execution),
-                status=record.status, error=record.error, components=dict(record.components),
-                aggregate=record.aggregate))
+            on_transcript(
+                RolloutTranscript(
+                    **ids,
+                    messages=list(sample.messages),
+                    executed_code=code,
+                    verdict=verdict_of(
+                        outcome, code, record if record.status == "error" else None, reward.needs_execution
+                    ),
+                    status=record.status,
+                    error=record.error,
+                    components=dict(record.components),
+                    aggregate=record.aggregate,
+                )
+            )
     return records

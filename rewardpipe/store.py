@@ -88,9 +88,10 @@ import string
 import threading
 import time
 import unicodedata
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
 
 from pydantic import ValidationError
@@ -199,7 +200,7 @@ def _case_tail(quoted: str) -> str:
         return ""
     bits = "".join("1" if c.isupper() else "0" for c in literal if c.isalpha())
     bits += "0" * (-len(bits) % 4)
-    mask = "".join(f"{int(bits[i:i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
+    mask = "".join(f"{int(bits[i : i + 4], 2):x}" for i in range(0, len(bits), 4)).rstrip("0")
     return f"{CASE_MARK}{mask}"
 
 
@@ -293,8 +294,10 @@ def finished_key(run_id: str, step: int) -> str:
 def rollout_key(run_id: str, step: int, group_id: str, rollout_id: str, *, portable: bool = True) -> str:
     """``runs/<run_id>/step=<n>/group=<g>/<rollout_id>.json`` with every id encoded (``portable=False``:
     the key written before the portable rules of :func:`encode_id`)."""
-    return (f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
-            f"{encode_id(rollout_id, portable=portable)}.json")
+    return (
+        f"{step_prefix(run_id, step)}group={encode_id(group_id, portable=portable)}/"
+        f"{encode_id(rollout_id, portable=portable)}.json"
+    )
 
 
 def record_key(record: Record) -> str:
@@ -310,7 +313,7 @@ def legacy_record_key(record: Record) -> str:
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
     """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records, outside the
     ``step=<n>/`` folders that :meth:`Store.iter_records` lists."""
-    step_part = step_prefix(run_id, step)[len(run_prefix(run_id)):]
+    step_part = step_prefix(run_id, step)[len(run_prefix(run_id)) :]
     return f"{run_prefix(run_id)}transcripts/{step_part}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
 
 
@@ -420,8 +423,12 @@ class Store:
                     )
             for key, record in legacy:
                 if record_key(record) in current:
-                    self._report_bad(key, f"the same rollout is also stored at {record_key(record)}, which is "
-                                          f"the one read (this is its key of an older rewardpipe)", on_bad)
+                    self._report_bad(
+                        key,
+                        f"the same rollout is also stored at {record_key(record)}, which is "
+                        f"the one read (this is its key of an older rewardpipe)",
+                        on_bad,
+                    )
                 else:
                     yield record
 
@@ -483,9 +490,14 @@ class Store:
             if number is not None:
                 steps.add(number)
             elif on_stray is not None and name.startswith("step="):
-                on_stray(BadObject(f"{prefix}{name}/", f"not a step folder of rewardpipe's layout (a step folder is "
-                                                       f"step=<n>, n without leading zeros, at most {MAX_STEP}); "
-                                                       f"ignored, its objects are not read"))
+                on_stray(
+                    BadObject(
+                        f"{prefix}{name}/",
+                        f"not a step folder of rewardpipe's layout (a step folder is "
+                        f"step=<n>, n without leading zeros, at most {MAX_STEP}); "
+                        f"ignored, its objects are not read",
+                    )
+                )
         return sorted(steps)
 
     # -- which steps are finished (see the module docstring) ------------------------------------------
@@ -495,7 +507,7 @@ class Store:
         resume writes the ones an interrupted writer did not)."""
         return self.put_json(finished_key(run_id, step), {"step": step, "stored": stored})
 
-    def run_progress(self, run_id: str) -> "RunProgress":
+    def run_progress(self, run_id: str) -> RunProgress:
         """Which of the run's stored steps are finished, from its manifest and completion markers."""
         steps = self.list_steps(run_id)
         try:
@@ -515,11 +527,11 @@ class Store:
 
     # -- transcripts (the evidence behind each record) ------------------------------------------------
 
-    def put_transcript(self, transcript: "RolloutTranscript") -> str:
+    def put_transcript(self, transcript: RolloutTranscript) -> str:
         key = transcript_key(transcript.run_id, transcript.step, transcript.group_id, transcript.rollout_id)
         return self.put_json(key, transcript.to_json_dict())
 
-    def get_transcript(self, key: str) -> "RolloutTranscript":
+    def get_transcript(self, key: str) -> RolloutTranscript:
         """The transcript at ``key`` (relative to the store root); KeyError when absent, StoreError if unreadable."""
         from rewardpipe.transcripts import RolloutTranscript
 
@@ -538,7 +550,7 @@ class Store:
         """Keys of the transcripts of ``rollout_id`` in a run (one per step it was used in), sorted."""
         prefix = f"{run_prefix(run_id)}transcripts/"
         if step is not None:
-            prefix += step_prefix(run_id, step)[len(run_prefix(run_id)):]
+            prefix += step_prefix(run_id, step)[len(run_prefix(run_id)) :]
         from rewardpipe.models import same_text
 
         check_key(prefix.rstrip("/"))
@@ -551,8 +563,11 @@ class Store:
             raise UnreadableObject(unreadable[0].key, unreadable[0].reason)
         if not found:  # the id as typed may be another Unicode normalisation of the stored one
             wanted = same_text(rollout_id)
-            found = [key for key in listed
-                     if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][:-len(".json")])) == wanted]
+            found = [
+                key
+                for key in listed
+                if key.endswith(".json") and same_text(decode_id(key.rsplit("/", 1)[1][: -len(".json")])) == wanted
+            ]
         # a transcript stored at its current key and at its key of before the case tail is one transcript
         current = {legacy_key(key) for key in found if legacy_key(key) != key}
         return [key for key in found if key not in current]
@@ -684,9 +699,15 @@ def _close(handle: Handle) -> None:
 
 def _kind(mode: int) -> str:
     """What a file mode says an entry is, in words."""
-    for test, name in ((stat.S_ISLNK, "symbolic link"), (stat.S_ISDIR, "folder"), (stat.S_ISFIFO, "FIFO (named pipe)"),
-                       (stat.S_ISSOCK, "socket"), (stat.S_ISCHR, "character device"), (stat.S_ISBLK, "block device"),
-                       (stat.S_ISREG, "file")):
+    for test, name in (
+        (stat.S_ISLNK, "symbolic link"),
+        (stat.S_ISDIR, "folder"),
+        (stat.S_ISFIFO, "FIFO (named pipe)"),
+        (stat.S_ISSOCK, "socket"),
+        (stat.S_ISCHR, "character device"),
+        (stat.S_ISBLK, "block device"),
+        (stat.S_ISREG, "file"),
+    ):
         if test(mode):
             return name
     return "special file"
@@ -766,8 +787,9 @@ class LocalStore(Store):
 
     def _unsafe(self, where: str, kind: str) -> UnsafePath:
         if kind == "symbolic link":
-            return UnsafePath(f"{self.location}/{where} is a symbolic link: {_LINKS} (remove the link, or use "
-                              f"another store location)")
+            return UnsafePath(
+                f"{self.location}/{where} is a symbolic link: {_LINKS} (remove the link, or use another store location)"
+            )
         return UnsafePath(f"{self.location}/{where} is a {kind} where the store needs a folder")
 
     def _open_folder(self, parts: list[str], *, create: bool = False) -> Handle:
@@ -775,7 +797,7 @@ class LocalStore(Store):
         handle = self._open_root(create)
         try:
             for depth, name in enumerate(parts):
-                child = self._child_folder(handle, name, "/".join(parts[:depth + 1]), create)
+                child = self._child_folder(handle, name, "/".join(parts[: depth + 1]), create)
                 _close(handle)
                 handle = child
         except BaseException:
@@ -799,8 +821,9 @@ class LocalStore(Store):
         except OSError as exc:
             raise self._write_error(f"runs/{name}", exc) from None
         try:
-            fd = os.open(_at(runs, name), os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o666,
-                         dir_fd=_dir_fd(runs))
+            fd = os.open(
+                _at(runs, name), os.O_RDWR | os.O_CREAT | _O_NOFOLLOW | _O_CLOEXEC, 0o666, dir_fd=_dir_fd(runs)
+            )
         except OSError as exc:
             raise self._write_error(f"runs/{name}", exc) from None
         finally:
@@ -810,8 +833,10 @@ class LocalStore(Store):
             fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
             handle.close()
-            raise StoreError(f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
-                             f"{self.root / 'runs' / name}): wait for it to end, or use another --run-id") from None
+            raise StoreError(
+                f"run '{run_id}' is being written by another rewardpipe process right now (it holds "
+                f"{self.root / 'runs' / name}): wait for it to end, or use another --run-id"
+            ) from None
         return handle
 
     def _write_error(self, key: str, exc: OSError) -> StoreError:
@@ -844,11 +869,12 @@ class LocalStore(Store):
                 try:
                     view = memoryview(data)
                     while view:
-                        view = view[os.write(fd, view):]
+                        view = view[os.write(fd, view) :]
                 finally:
                     os.close(fd)  # a network file system may report a full disk only here
-                os.replace(_at(handle, tmp), _at(handle, name), src_dir_fd=_dir_fd(handle),
-                           dst_dir_fd=_dir_fd(handle))  # replaces a link itself, never what it points at
+                os.replace(
+                    _at(handle, tmp), _at(handle, name), src_dir_fd=_dir_fd(handle), dst_dir_fd=_dir_fd(handle)
+                )  # replaces a link itself, never what it points at
             except BaseException:
                 try:
                     os.unlink(_at(handle, tmp), dir_fd=_dir_fd(handle))
@@ -950,7 +976,7 @@ class LocalStore(Store):
             chain.append(("", self._open_root(create=False)))
         while chain[-1][0] != folder:
             base = chain[-1][0]
-            name = folder[len(base) + 1 if base else 0:].split("/", 1)[0]
+            name = folder[len(base) + 1 if base else 0 :].split("/", 1)[0]
             path = f"{base}/{name}" if base else name
             chain.append((path, self._child_folder(chain[-1][1], name, path, False)))
         return chain[-1][1]
@@ -969,8 +995,11 @@ class LocalStore(Store):
         except KeyError:
             return
         except (UnsafePath, OSError) as exc:
-            problem = exc if isinstance(exc, StoreError) else StoreError(
-                f"cannot list {self.location}/{rel}: {exc.strerror or exc}")
+            problem = (
+                exc
+                if isinstance(exc, StoreError)
+                else StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}")
+            )
             if on_stray is None:
                 raise problem from None
             on_stray(BadObject(prefix, str(problem)))
@@ -987,8 +1016,11 @@ class LocalStore(Store):
                 listed = list(entries)
         except OSError as exc:
             if on_stray is not None:
-                on_stray(BadObject(f"{rel}/", f"this folder cannot be listed ({exc.strerror or exc}): its objects "
-                                              f"are not read"))
+                on_stray(
+                    BadObject(
+                        f"{rel}/", f"this folder cannot be listed ({exc.strerror or exc}): its objects are not read"
+                    )
+                )
             return
         files, folders = [], []
         for entry in listed:
@@ -1005,8 +1037,12 @@ class LocalStore(Store):
             except OSError:  # gone since the listing
                 continue
             if on_stray is not None:
-                on_stray(BadObject(f"{rel}/{entry.name}" if rel else entry.name, f"a {kind}, not a file or a "
-                                                                                  f"folder: not read ({_LINKS})"))
+                on_stray(
+                    BadObject(
+                        f"{rel}/{entry.name}" if rel else entry.name,
+                        f"a {kind}, not a file or a folder: not read ({_LINKS})",
+                    )
+                )
         for name in sorted(files):
             yield f"{rel}/{name}" if rel else name
         for name in sorted(folders):
@@ -1085,8 +1121,13 @@ S3_LIMIT_ENV = {
     "deadline_s": "REWARDPIPE_S3_DEADLINE",
     "cooldown_s": "REWARDPIPE_S3_COOLDOWN",
 }
-_S3_LIMIT_BOUNDS = {"connect_timeout_s": (0.1, 300.0), "read_timeout_s": (0.1, 3600.0), "attempts": (1, 20),
-                    "deadline_s": (0.0, 3600.0), "cooldown_s": (0.0, 3600.0)}
+_S3_LIMIT_BOUNDS = {
+    "connect_timeout_s": (0.1, 300.0),
+    "read_timeout_s": (0.1, 3600.0),
+    "attempts": (1, 20),
+    "deadline_s": (0.0, 3600.0),
+    "cooldown_s": (0.0, 3600.0),
+}
 
 
 @dataclass(frozen=True)
@@ -1108,7 +1149,7 @@ class S3Limits:
     cooldown_s: float = 30.0
 
     @classmethod
-    def from_env(cls, env: Any = None) -> "S3Limits":
+    def from_env(cls, env: Any = None) -> S3Limits:
         """The limits set in ``env`` (default ``os.environ``); a bad value is a StoreError naming it."""
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -1133,16 +1174,32 @@ class S3Limits:
         which can tell "applied" from "lost a race" (see rewardpipe.aws.monitoring)."""
         from botocore.config import Config
 
-        return Config(connect_timeout=self.connect_timeout_s, read_timeout=self.read_timeout_s,
-                      retries={"mode": "standard", "total_max_attempts": 1}, tcp_keepalive=True)
+        return Config(
+            connect_timeout=self.connect_timeout_s,
+            read_timeout=self.read_timeout_s,
+            retries={"mode": "standard", "total_max_attempts": 1},
+            tcp_keepalive=True,
+        )
 
 
 # What classify_s3_error answers.
 S3_MISSING, S3_RETRY, S3_CONNECTION, S3_PERMANENT = "missing", "retry", "connection", "permanent"
 # S3's retryable answers: throttling (503 SlowDown), server errors and timeouts.
-S3_RETRYABLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestTimeout",
-                                "RequestTimeTooSkewed", "InternalError", "ServiceUnavailable",
-                                "500", "502", "503", "504"})
+S3_RETRYABLE_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "RequestTimeout",
+        "RequestTimeTooSkewed",
+        "InternalError",
+        "ServiceUnavailable",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
 
 
 def s3_error_code(exc: BaseException) -> str:
@@ -1202,9 +1259,16 @@ class S3Store(Store):
     backoff_s = 0.2
     RETRYABLE_CODES = S3_RETRYABLE_CODES
 
-    def __init__(self, bucket: str, prefix: str = "", client: Any = None,
-                 sleep: Callable[[float], None] = time.sleep, *, limits: S3Limits | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        bucket: str,
+        prefix: str = "",
+        client: Any = None,
+        sleep: Callable[[float], None] = time.sleep,
+        *,
+        limits: S3Limits | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         super().__init__()
         if not bucket or "/" in bucket:
             raise StoreError(f"invalid S3 bucket name {bucket!r}")
@@ -1256,8 +1320,10 @@ class S3Store(Store):
             down_until, reason, degraded = self._down_until, self._down_reason, self._degraded
         started = self.clock()
         if down_until is not None and started < down_until:
-            raise StoreUnreachable(f"S3 at {self.location} is not answering ({reason}); {action} not tried: the "
-                                   f"store tries again in {down_until - started:.0f}s (REWARDPIPE_S3_COOLDOWN)")
+            raise StoreUnreachable(
+                f"S3 at {self.location} is not answering ({reason}); {action} not tried: the "
+                f"store tries again in {down_until - started:.0f}s (REWARDPIPE_S3_COOLDOWN)"
+            )
         attempts = 1 if degraded else self.attempts  # until S3 answers again, one attempt decides
         last: Exception | None = None
         kind = S3_PERMANENT
@@ -1279,8 +1345,9 @@ class S3Store(Store):
             elapsed = self.clock() - started
             if attempt == attempts or elapsed >= self.limits.deadline_s:
                 break
-            self.sleep(min(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)),
-                           max(0.0, self.limits.deadline_s - elapsed)))
+            self.sleep(
+                min(random.uniform(0, self.backoff_s * 2 ** (attempt - 1)), max(0.0, self.limits.deadline_s - elapsed))
+            )
         assert last is not None
         elapsed = self.clock() - started
         tried = f"{attempt} attempt(s) in {elapsed:.1f}s"
@@ -1292,9 +1359,11 @@ class S3Store(Store):
                 slow = elapsed >= min(self.limits.connect_timeout_s, self.limits.deadline_s)
                 self._down_until = self.clock() + self.limits.cooldown_s if slow and self.limits.cooldown_s else None
                 self._down_reason = f"{type(last).__name__} after {tried}"
-            raise StoreUnreachable(f"S3 at {self.location} could not be reached while trying to {action}: "
-                                   f"{type(last).__name__}: {last} ({tried}; the limits are set by "
-                                   f"{', '.join(S3_LIMIT_ENV.values())})") from last
+            raise StoreUnreachable(
+                f"S3 at {self.location} could not be reached while trying to {action}: "
+                f"{type(last).__name__}: {last} ({tried}; the limits are set by "
+                f"{', '.join(S3_LIMIT_ENV.values())})"
+            ) from last
         error = self._client_error(last, action)
         raise type(error)(f"{error} ({tried})") from last
 
@@ -1304,8 +1373,14 @@ class S3Store(Store):
                 self._down_until, self._degraded = None, False
 
     def _write(self, key: str, data: bytes) -> None:
-        self._call(f"write {key}", self.client.put_object, Bucket=self.bucket, Key=self._full(key), Body=data,
-                   ContentType="application/json")
+        self._call(
+            f"write {key}",
+            self.client.put_object,
+            Bucket=self.bucket,
+            Key=self._full(key),
+            Body=data,
+            ContentType="application/json",
+        )
 
     def _read(self, key: str) -> bytes:
         def get() -> bytes:
@@ -1346,13 +1421,19 @@ class S3Store(Store):
         keys = [self._full(key) for key in self._list(check_key(prefix.rstrip("/")) + "/")]
         for start in range(0, len(keys), 1000):  # DeleteObjects takes at most 1000 keys
             batch = [{"Key": key} for key in keys[start : start + 1000]]
-            response = self._call(f"delete {prefix}", self.client.delete_objects, Bucket=self.bucket,
-                                  Delete={"Objects": batch, "Quiet": True})
+            response = self._call(
+                f"delete {prefix}",
+                self.client.delete_objects,
+                Bucket=self.bucket,
+                Delete={"Objects": batch, "Quiet": True},
+            )
             failed = response.get("Errors") or []
             if failed:  # DeleteObjects reports per-key failures in a 200 response
                 first = failed[0]
-                raise StoreError(f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
-                                 f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip())
+                raise StoreError(
+                    f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
+                    f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip()
+                )
 
 
 # --------------------------------------------------------------------------------------------------

@@ -16,8 +16,9 @@ doctor``) and otherwise returns what it looked at, warnings included, for furthe
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 __all__ = ["EnvironmentReport", "check_environment", "check_reward", "score"]
 
@@ -38,8 +39,9 @@ def _rows(env: Any, rows: Any) -> list[Any]:
     return [row if isinstance(row, env.task_model) else env.task_model.model_validate(row) for row in rows]
 
 
-def check_environment(env: Any, rows: Any, *, reward: Any = None, executor: Any = None,
-                      max_turns: int | None = None) -> EnvironmentReport:
+def check_environment(
+    env: Any, rows: Any, *, reward: Any = None, executor: Any = None, max_turns: int | None = None
+) -> EnvironmentReport:
     """Play every task of ``rows`` (task rows, dicts, or a JSONL path) through the environment's scenarios
     with the real loop (and the real sandbox when the environment runs code) and check what ``rewardpipe
     doctor`` checks: every component takes 2+ values, the ``reference`` scenario reaches each outcome's
@@ -69,16 +71,25 @@ def check_environment(env: Any, rows: Any, *, reward: Any = None, executor: Any 
     return report
 
 
-def score(reward: Any, *, completion: str | None = None, messages: Sequence[Any] | None = None,
-          reference: Any = None, task: Any = None, state: Any = None, execution: Any = None) -> Any:
+def score(
+    reward: Any,
+    *,
+    completion: str | None = None,
+    messages: Sequence[Any] | None = None,
+    reference: Any = None,
+    task: Any = None,
+    state: Any = None,
+    execution: Any = None,
+) -> Any:
     """One sample's :class:`rewardpipe.rewards.base.Score` (give ``completion`` or ``messages``)."""
     from rewardpipe.references import resolve_reward
 
     return resolve_reward(reward).score_input(_input(completion, messages, reference, task, state, execution))
 
 
-def _input(completion: str | None, messages: Sequence[Any] | None, reference: Any, task: Any, state: Any,
-           execution: Any) -> Any:
+def _input(
+    completion: str | None, messages: Sequence[Any] | None, reference: Any, task: Any, state: Any, execution: Any
+) -> Any:
     from rewardpipe.models import Message
     from rewardpipe.rewards.base import ScoringInput
 
@@ -98,8 +109,17 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     from rewardpipe.references import resolve_reward
 
     reward = resolve_reward(reward)
-    inputs = [_input(s.get("completion"), s.get("messages"), s.get("reference"), s.get("task"), s.get("state"),
-                     s.get("execution")) for s in samples]
+    inputs = [
+        _input(
+            s.get("completion"),
+            s.get("messages"),
+            s.get("reference"),
+            s.get("task"),
+            s.get("state"),
+            s.get("execution"),
+        )
+        for s in samples
+    ]
     if not inputs:
         raise AssertionError("check_reward needs at least one sample")
     scores = reward.score_many(inputs)
@@ -116,13 +136,17 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
             seen[comp.name].add(value)
             lo, hi = comp.value_range
             if not lo - 1e-9 <= value <= hi + 1e-9:
-                problems.append(f"sample {index}: [out_of_range] component '{comp.name}' is {value:g}, outside its "
-                                f"declared range [{lo:g}, {hi:g}]")
+                problems.append(
+                    f"sample {index}: [out_of_range] component '{comp.name}' is {value:g}, outside its "
+                    f"declared range [{lo:g}, {hi:g}]"
+                )
     if require_variation:
         for name, values in seen.items():
             if len(values) < 2:
-                problems.append(f"[component_never_varies] component '{name}' takes only the value(s) "
-                                f"{sorted(values)} across the samples: it would be dead")
+                problems.append(
+                    f"[component_never_varies] component '{name}' takes only the value(s) "
+                    f"{sorted(values)} across the samples: it would be dead"
+                )
     if problems:
         raise AssertionError(f"reward '{reward.name}' has {len(problems)} problem(s):\n  " + "\n  ".join(problems))
     return scores

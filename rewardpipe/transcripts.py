@@ -60,11 +60,13 @@ class RolloutTranscript(RolloutIdentity):
         return self.model_dump(mode="json", by_alias=True)
 
 
-def verdict_of(execution: "ExecutionResult | None", code: str | None, record: Record | None = None,
-               runs_code: bool = True) -> Verdict:
+def verdict_of(
+    execution: ExecutionResult | None, code: str | None, record: Record | None = None, runs_code: bool = True
+) -> Verdict:
     if execution is not None:
-        return Verdict(status=execution.status.value, reason=execution.reason or "", passed=execution.passed,
-                       total=execution.total)
+        return Verdict(
+            status=execution.status.value, reason=execution.reason or "", passed=execution.passed, total=execution.total
+        )
     if record is not None and record.error is not None:
         return Verdict(status="error", reason=f"{record.error.kind}: {record.error.message}")
     if not runs_code:
@@ -75,11 +77,15 @@ def verdict_of(execution: "ExecutionResult | None", code: str | None, record: Re
 def _scores(record: Record | None) -> dict[str, Any]:
     if record is None:
         return {}
-    return {"status": record.status, "error": record.error, "components": dict(record.components),
-            "aggregate": record.aggregate}
+    return {
+        "status": record.status,
+        "error": record.error,
+        "components": dict(record.components),
+        "aggregate": record.aggregate,
+    }
 
 
-def _executed_code(state: "EpisodeState", task: Any, env: "Environment") -> str | None:
+def _executed_code(state: EpisodeState, task: Any, env: Environment) -> str | None:
     """The code of the episode's execution job (None when it has none, or the task is not known)."""
     if task is None or state.next_action != "execute":
         return None
@@ -90,8 +96,14 @@ def _executed_code(state: "EpisodeState", task: Any, env: "Environment") -> str 
     return job.code if job is not None else None
 
 
-def transcript_of_episode(state: "EpisodeState", task: Any, execution: "ExecutionResult | None" = None,
-                          record: Record | None = None, *, env: "Environment") -> RolloutTranscript:
+def transcript_of_episode(
+    state: EpisodeState,
+    task: Any,
+    execution: ExecutionResult | None = None,
+    record: Record | None = None,
+    *,
+    env: Environment,
+) -> RolloutTranscript:
     """The transcript of an episode (run here, on AWS, or replayed by ``score``): its messages, the code of
     its execution job, the verdict, the scores, and what the environment adds
     (:meth:`rewardpipe.Environment.transcript_fields`: turn kinds, revealed details...). ``task`` may be

@@ -56,8 +56,10 @@ class Example:
         """Why this example cannot run in this interpreter, or None."""
         absent = [name for name in self.requirements() if importlib.util.find_spec(name) is None]
         if absent:
-            return (f"{', '.join(absent)} not installed in this venv (the integration's own tests run in its "
-                    f"venv: make test-trl / test-verl / test-verifiers)")
+            return (
+                f"{', '.join(absent)} not installed in this venv (the integration's own tests run in its "
+                f"venv: make test-trl / test-verl / test-verifiers)"
+            )
         for reference in self.required_api():
             module, _, attr = reference.partition(":")
             try:
@@ -69,15 +71,29 @@ class Example:
         return None
 
     def run(self) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(self.path.parent), str(ROOT)]),
-               "PYTHONHASHSEED": "0", "NO_COLOR": "1", "COLUMNS": "120"}
-        return subprocess.run([sys.executable, self.path.name], cwd=self.path.parent, env=env, text=True,
-                              capture_output=True, timeout=TIMEOUT_S)
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([str(self.path.parent), str(ROOT)]),
+            "PYTHONHASHSEED": "0",
+            "NO_COLOR": "1",
+            "COLUMNS": "120",
+        }
+        return subprocess.run(
+            [sys.executable, self.path.name],
+            cwd=self.path.parent,
+            env=env,
+            text=True,
+            capture_output=True,
+            timeout=TIMEOUT_S,
+        )
 
 
 def discover() -> list[Example]:
-    return [Example(path) for path in sorted(EXAMPLES.rglob("*.py"))
-            if "__pycache__" not in path.parts and MAIN_BLOCK.search(path.read_text(encoding="utf-8"))]
+    return [
+        Example(path)
+        for path in sorted(EXAMPLES.rglob("*.py"))
+        if "__pycache__" not in path.parts and MAIN_BLOCK.search(path.read_text(encoding="utf-8"))
+    ]
 
 
 def write_outputs() -> list[str]:

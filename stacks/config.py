@@ -71,9 +71,11 @@ class AlarmSettings(AlarmPolicy):
     def _removed(cls, data: Any) -> Any:
         removed = [name for name in REMOVED_ALARM_SETTINGS if isinstance(data, dict) and name in data]
         if removed:
-            raise ValueError(f"alarms.{' and alarms.'.join(removed)} no longer exist: the error-rate alarm counts "
-                             f"checked steps, not periods of minutes; set alarms.error_steps (consecutive steps "
-                             f"with an error rate of at least alarms.error_rate) instead")
+            raise ValueError(
+                f"alarms.{' and alarms.'.join(removed)} no longer exist: the error-rate alarm counts "
+                f"checked steps, not periods of minutes; set alarms.error_steps (consecutive steps "
+                f"with an error rate of at least alarms.error_rate) instead"
+            )
         return data
 
 
@@ -90,9 +92,11 @@ def too_small_for_sandbox(setting: str, memory_mb: int, workers: int) -> str | N
     needed = HANDLER_HEADROOM_MB + workers * MIN_SANDBOX_MB
     if memory_mb >= needed:
         return None
-    return (f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
-            f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
-            f"would get the whole host OOM-killed instead of failing alone)")
+    return (
+        f"{setting} = {memory_mb} MB cannot hold the handler ({HANDLER_HEADROOM_MB} MB) and {workers} sandbox(es) "
+        f"of at least {MIN_SANDBOX_MB} MB: use at least {needed} MB (a sample needing more than its host has "
+        f"would get the whole host OOM-killed instead of failing alone)"
+    )
 
 
 class LambdaSettings(_Strict):
@@ -118,10 +122,11 @@ class LambdaSettings(_Strict):
     monitor_timeout_s: int = Field(default=300, ge=3, le=LAMBDA_MAX_TIMEOUT_S)
 
     @model_validator(mode="after")
-    def _room_for_the_sandbox(self) -> "LambdaSettings":
-        for problem in (too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
-                        too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb,
-                                              MIN_SINGLE_TURN_WORKERS)):
+    def _room_for_the_sandbox(self) -> LambdaSettings:
+        for problem in (
+            too_small_for_sandbox("lambda.code_runner_memory_mb", self.code_runner_memory_mb, 1),
+            too_small_for_sandbox("lambda.single_turn_memory_mb", self.single_turn_memory_mb, MIN_SINGLE_TURN_WORKERS),
+        ):
             if problem:
                 raise ValueError(problem)
         return self
@@ -146,7 +151,7 @@ class FargateSettings(_Strict):
         return cpu
 
     @model_validator(mode="after")
-    def _valid_size(self) -> "FargateSettings":
+    def _valid_size(self) -> FargateSettings:
         problem = too_small_for_sandbox("fargate.memory_mib", self.memory_mib, 1)
         if problem:
             raise ValueError(problem)
@@ -161,7 +166,7 @@ class StorageSettings(_Strict):
     job_objects_days: int = Field(default=7, ge=1)
 
     @model_validator(mode="after")
-    def _order(self) -> "StorageSettings":
+    def _order(self) -> StorageSettings:
         if self.expire_runs_days <= self.transition_to_ia_days:
             raise ValueError("storage.expire_runs_days must be greater than storage.transition_to_ia_days")
         return self
@@ -179,8 +184,12 @@ class PolicySettings(_Strict):
     # this many times. Both size the time a conversation Lambda keeps for an LLM turn
     # (rewardpipe.aws.settings.llm_turn_reserve_s), which must fit in lambda.policy_timeout_s.
     http_timeout_s: int = Field(default=int(POLICY_HTTP_TIMEOUT_S), ge=1, le=LAMBDA_MAX_TIMEOUT_S)
-    http_retries: int = Field(default=POLICY_HTTP_RETRIES, ge=0, le=5,
-                              description="How many times a failed request to the policy endpoint is retried.")
+    http_retries: int = Field(
+        default=POLICY_HTTP_RETRIES,
+        ge=0,
+        le=5,
+        description="How many times a failed request to the policy endpoint is retried.",
+    )
 
     @property
     def llm_turn_reserve_s(self) -> float:
@@ -220,14 +229,18 @@ class JudgeSettings(_Strict):
         if not value:
             return value
         if value.startswith("arn:"):
-            raise ValueError("give the model id (e.g. anthropic.claude-3-5-haiku-20241022-v1:0), not an ARN: the "
-                             "stack builds the foundation-model ARN for the region it is deployed to")
+            raise ValueError(
+                "give the model id (e.g. anthropic.claude-3-5-haiku-20241022-v1:0), not an ARN: the "
+                "stack builds the foundation-model ARN for the region it is deployed to"
+            )
         if not re.fullmatch(BEDROCK_MODEL_ID_PATTERN, value):
             raise ValueError("must be a Bedrock model id, provider.model (e.g. amazon.nova-lite-v1:0)")
         if value.split(".", 1)[0] in INFERENCE_PROFILE_PREFIXES:
-            raise ValueError(f"'{value.split('.', 1)[0]}.' makes it a cross-region inference profile, which routes to "
-                             f"several regions' models; give the foundation model id ({value.split('.', 1)[1]}), "
-                             f"which the judge's permission is scoped to")
+            raise ValueError(
+                f"'{value.split('.', 1)[0]}.' makes it a cross-region inference profile, which routes to "
+                f"several regions' models; give the foundation model id ({value.split('.', 1)[1]}), "
+                f"which the judge's permission is scoped to"
+            )
         return value
 
     @field_validator("base_url")
@@ -238,15 +251,15 @@ class JudgeSettings(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _one_judge(self) -> "JudgeSettings":
+    def _one_judge(self) -> JudgeSettings:
         if self.bedrock_model_id and (self.base_url or self.model or self.api_key_secret):
-            raise ValueError("judge.bedrock_model_id and judge.base_url/model/api_key_secret name two judges: "
-                             "keep one")
+            raise ValueError("judge.bedrock_model_id and judge.base_url/model/api_key_secret name two judges: keep one")
         if bool(self.base_url) != bool(self.model):
             raise ValueError("judge.base_url and judge.model go together (an OpenAI-compatible judge needs both)")
         if self.api_key_secret and not self.base_url:
-            raise ValueError("judge.api_key_secret is the key of an OpenAI-compatible judge: set judge.base_url "
-                             "and judge.model too")
+            raise ValueError(
+                "judge.api_key_secret is the key of an OpenAI-compatible judge: set judge.base_url and judge.model too"
+            )
         return self
 
     @property
@@ -303,8 +316,9 @@ class DeploymentSettings(_Strict):
         """`reward_name` is the old name of `reward`: either is accepted, not both."""
         if isinstance(data, dict) and REWARD_ALIAS in data:
             if "reward" in data:
-                raise ValueError(f"reward and {REWARD_ALIAS} are the same setting ({REWARD_ALIAS} is its old name): "
-                                 f"keep only reward")
+                raise ValueError(
+                    f"reward and {REWARD_ALIAS} are the same setting ({REWARD_ALIAS} is its old name): keep only reward"
+                )
             data = {("reward" if key == REWARD_ALIAS else key): value for key, value in data.items()}
         return data
 
@@ -325,7 +339,7 @@ class DeploymentSettings(_Strict):
         return self.reward
 
     @model_validator(mode="after")
-    def _cross_checks(self) -> "DeploymentSettings":
+    def _cross_checks(self) -> DeploymentSettings:
         limit = self.functions.code_runner_timeout_s - ROUTING_MARGIN_S
         if self.execution_routing_threshold_s > limit:
             raise ValueError(
@@ -342,13 +356,14 @@ class DeploymentSettings(_Strict):
                 f"policy.http_timeout_s = {self.policy.http_timeout_s} and policy.http_retries = "
                 f"{self.policy.http_retries} a turn may take {reserve:g} s, plus {CONVERSATION_HEADROOM_S} s for the "
                 f"rest of the step; set lambda.policy_timeout_s to at least {needed} (at most "
-                f"{LAMBDA_MAX_TIMEOUT_S}) or lower policy.http_timeout_s or policy.http_retries")
+                f"{LAMBDA_MAX_TIMEOUT_S}) or lower policy.http_timeout_s or policy.http_retries"
+            )
         return self
 
     # -- derived -----------------------------------------------------------------------------------
 
     @cached_property
-    def user_code(self) -> "UserCode":
+    def user_code(self) -> UserCode:
         """The environment and rewards resolved to explicit references, with their metadata
         (stacks/user_code.py); raises :class:`SettingsError` naming the setting that cannot be resolved."""
         from stacks.user_code import resolve_user_code
@@ -363,12 +378,18 @@ class DeploymentSettings(_Strict):
         return list(self.user_code.single_turn_components)
 
 
-
-
 # -- reading and explaining settings ---------------------------------------------------------------
 
-_JSON_TYPE = {bool: "boolean", int: "integer", float: "number", str: "string", type(None): "null", list: "array",
-              tuple: "array", dict: "object"}
+_JSON_TYPE = {
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    type(None): "null",
+    list: "array",
+    tuple: "array",
+    dict: "object",
+}
 _SHOWN_CHARS = 80
 
 
@@ -404,11 +425,14 @@ def parse_context_json(key: str, text: str) -> Any:
     try:
         return json.loads(text, parse_constant=no_constant, object_pairs_hook=unique)
     except json.JSONDecodeError as exc:
-        raise SettingsError(f"context '{key}' is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
-                            f"give a JSON object, e.g. -c {key}='{{\"group_size\": 16}}'") from None
+        raise SettingsError(
+            f"context '{key}' is not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno}); "
+            f"give a JSON object, e.g. -c {key}='{{\"group_size\": 16}}'"
+        ) from None
     except RecursionError:
-        raise SettingsError(f"context '{key}' is nested too deeply to parse (settings are at most "
-                            f"{MAX_SETTING_DEPTH} levels deep)") from None
+        raise SettingsError(
+            f"context '{key}' is nested too deeply to parse (settings are at most {MAX_SETTING_DEPTH} levels deep)"
+        ) from None
 
 
 def check_values(key: str, value: Any, max_depth: int) -> None:
@@ -420,8 +444,9 @@ def check_values(key: str, value: Any, max_depth: int) -> None:
         where = ".".join((key, *path))
         if len(path) > max_depth:
             shown = ".".join((key, *path[:4])) + (".…" if len(path) > 4 else "")
-            raise SettingsError(f"{shown}: nested more than {max_depth} levels deep; no setting is (see docs/aws.md, "
-                                f"Settings)")
+            raise SettingsError(
+                f"{shown}: nested more than {max_depth} levels deep; no setting is (see docs/aws.md, Settings)"
+            )
         if isinstance(item, float) and not math.isfinite(item):
             raise SettingsError(f"{where} = {show_value(item)}: must be a finite number")
         if isinstance(item, dict):
@@ -458,10 +483,16 @@ def _schema_at(schema: dict, loc: tuple) -> dict | None:
 
 
 def _bounds(node: dict) -> str:
-    low = ("at least", node["minimum"]) if "minimum" in node else (
-        ("greater than", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None)
-    high = ("at most", node["maximum"]) if "maximum" in node else (
-        ("less than", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None)
+    low = (
+        ("at least", node["minimum"])
+        if "minimum" in node
+        else (("greater than", node["exclusiveMinimum"]) if "exclusiveMinimum" in node else None)
+    )
+    high = (
+        ("at most", node["maximum"])
+        if "maximum" in node
+        else (("less than", node["exclusiveMaximum"]) if "exclusiveMaximum" in node else None)
+    )
     if low and high and low[0] == "at least" and high[0] == "at most":
         return f" from {low[1]} to {high[1]}"
     parts = [f"{bound[0]} {bound[1]}" for bound in (low, high) if bound]
@@ -500,7 +531,9 @@ def describe_allowed(schema: dict, node: dict | None) -> str:
         if "properties" in node:
             return "an object with the keys " + ", ".join(sorted(node["properties"]))
         values = node.get("additionalProperties")
-        return "an object" + (f" whose values are {describe_allowed(schema, values)}" if isinstance(values, dict) else "")
+        return "an object" + (
+            f" whose values are {describe_allowed(schema, values)}" if isinstance(values, dict) else ""
+        )
     if kind == "array":
         return "a list"
     return "a valid value"
@@ -521,8 +554,10 @@ def validation_problems(key: str, model: type[BaseModel], exc: ValidationError) 
         elif err["type"] == "extra_forbidden":
             parent = _schema_at(schema, loc[:-1])
             known = sorted((parent or {}).get("properties", {}))
-            problems.append(f"{name} = {show_value(err.get('input'))}: not a setting; the settings here are "
-                            f"{', '.join(known) or 'none'}")
+            problems.append(
+                f"{name} = {show_value(err.get('input'))}: not a setting; the settings here are "
+                f"{', '.join(known) or 'none'}"
+            )
         else:
             allowed = describe_allowed(schema, _schema_at(schema, loc))
             problems.append(f"{name} = {show_value(err.get('input'))}: must be {allowed} ({reason})")
@@ -542,8 +577,9 @@ def load_context(key: str, raw: Any, model: type[BaseModel]) -> Any:
     try:
         return model.model_validate(raw, strict=True)
     except ValidationError as exc:
-        raise SettingsError(f"invalid deployment settings in '{key}':\n  " +
-                            "\n  ".join(validation_problems(key, model, exc))) from None
+        raise SettingsError(
+            f"invalid deployment settings in '{key}':\n  " + "\n  ".join(validation_problems(key, model, exc))
+        ) from None
 
 
 def load_settings(raw: Any) -> DeploymentSettings:

@@ -90,7 +90,10 @@ def _longest_values() -> dict[str, int]:
     account = len(ACCOUNT_ID_SAMPLE)
     arn = len("arn:") + partition + 1 + len("states") + 1 + region + 1 + account + 1  # arn:<p>:<svc>:<r>:<acct>:
     return {
-        "AWS::Region": region, "AWS::Partition": partition, "AWS::AccountId": account, "AWS::URLSuffix": suffix,
+        "AWS::Region": region,
+        "AWS::Partition": partition,
+        "AWS::AccountId": account,
+        "AWS::URLSuffix": suffix,
         "AWS::StackName": 128,
         # Ref of a resource, by type (each service's own name limit)
         "AWS::S3::Bucket": 63,
@@ -99,11 +102,13 @@ def _longest_values() -> dict[str, int]:
         "AWS::StepFunctions::StateMachine": arn + len("stateMachine:") + 80,
         "AWS::SNS::Topic": arn + 256,
         # Fn::GetAtt of a resource, by type and attribute
-        "AWS::SQS::Queue.Arn": arn + 80, "AWS::SQS::Queue.QueueName": 80, "AWS::SQS::Queue.QueueUrl":
-            len("https://sqs.") + region + 1 + suffix + 1 + account + 1 + 80,
+        "AWS::SQS::Queue.Arn": arn + 80,
+        "AWS::SQS::Queue.QueueName": 80,
+        "AWS::SQS::Queue.QueueUrl": len("https://sqs.") + region + 1 + suffix + 1 + account + 1 + 80,
         "AWS::Lambda::Function.Arn": arn + len("function:") + 64,
         "AWS::S3::Bucket.Arn": len("arn:") + partition + len(":s3:::") + 63,
-        "AWS::StepFunctions::StateMachine.Name": 80, "AWS::SNS::Topic.TopicName": 256,
+        "AWS::StepFunctions::StateMachine.Name": 80,
+        "AWS::SNS::Topic.TopicName": 256,
         "AWS::SNS::Topic.TopicArn": arn + 256,
     }
 
@@ -119,7 +124,7 @@ def value_bound(value: Any, types: dict[str, str], longest: dict[str, int]) -> i
     if isinstance(value, (int, float)):
         return len(str(value))
     if isinstance(value, dict) and len(value) == 1:
-        (fn, arg), = value.items()
+        ((fn, arg),) = value.items()
         if fn == "Ref" and isinstance(arg, str):
             return longest.get(arg) or longest.get(types.get(arg, ""), UNKNOWN_VALUE)
         if fn == "Fn::GetAtt" and isinstance(arg, list) and len(arg) == 2:
@@ -133,8 +138,9 @@ def value_bound(value: Any, types: dict[str, str], longest: dict[str, int]) -> i
 def environment_bytes(variables: dict[str, Any], types: dict[str, str]) -> tuple[int, dict[str, int]]:
     """``(total, per variable)``: the JSON object's size with each value at its longest."""
     longest = _longest_values()
-    per = {name: len(json.dumps(name)) + 1 + value_bound(value, types, longest) + 2
-           for name, value in variables.items()}
+    per = {
+        name: len(json.dumps(name)) + 1 + value_bound(value, types, longest) + 2 for name, value in variables.items()
+    }
     return 2 + sum(per.values()) + max(0, len(per) - 1), per
 
 
@@ -162,16 +168,20 @@ def check_function_limits(stack: Any) -> list[str]:
         total, parts = unzipped_bytes(assets)
         if total > UNZIPPED_MAX_BYTES:
             detail = ", ".join(f"{k} {v / MB:,.1f} MB" for k, v in parts.items())
-            problems.append(f"{path}: code and layers take {total / MB:,.1f} MB ({total:,} bytes) unzipped ({detail}); "
-                            f"Lambda allows 250 MB ({UNZIPPED_MAX_BYTES:,} bytes) for a function and its layers")
+            problems.append(
+                f"{path}: code and layers take {total / MB:,.1f} MB ({total:,} bytes) unzipped ({detail}); "
+                f"Lambda allows 250 MB ({UNZIPPED_MAX_BYTES:,} bytes) for a function and its layers"
+            )
         variables = function_variables(stack, assets)
         if types is None:
             types = _resource_types(stack)
         size, per = environment_bytes(variables, types)
         if size > ENVIRONMENT_MAX_BYTES:
             largest = ", ".join(f"{k} {v:,}" for k, v in sorted(per.items(), key=lambda kv: -kv[1])[:3])
-            problems.append(f"{path}: environment variables take up to {size:,} bytes (largest: {largest}); Lambda "
-                            f"allows 4 KB ({ENVIRONMENT_MAX_BYTES:,} bytes) per function")
+            problems.append(
+                f"{path}: environment variables take up to {size:,} bytes (largest: {largest}); Lambda "
+                f"allows 4 KB ({ENVIRONMENT_MAX_BYTES:,} bytes) per function"
+            )
     return problems
 
 

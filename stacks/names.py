@@ -41,33 +41,42 @@ FROM_SERVICE_MODELS = {
     ("AWS::KMS::Alias", "AliasName"): ("kms", "CreateAlias", "AliasName"),
     ("AWS::Route53Resolver::FirewallDomainList", "Name"): ("route53resolver", "CreateFirewallDomainList", "Name"),
     ("AWS::Route53Resolver::FirewallRuleGroup", "Name"): ("route53resolver", "CreateFirewallRuleGroup", "Name"),
-    ("AWS::Route53Resolver::FirewallRuleGroupAssociation", "Name"):
-        ("route53resolver", "AssociateFirewallRuleGroup", "Name"),
+    ("AWS::Route53Resolver::FirewallRuleGroupAssociation", "Name"): (
+        "route53resolver",
+        "AssociateFirewallRuleGroup",
+        "Name",
+    ),
 }
 # Limits the service models leave out, as the API references state them.
 DOCUMENTED = {
     ("AWS::SQS::Queue", "QueueName"): NameRule(
-        80, r"[A-Za-z0-9_-]+(\.fifo)?",
+        80,
+        r"[A-Za-z0-9_-]+(\.fifo)?",
         "SQS CreateQueue: up to 80 characters, alphanumerics, hyphens and underscores; a FIFO queue's name ends "
-        "in .fifo, which counts"),
+        "in .fifo, which counts",
+    ),
     ("AWS::Lambda::Function", "FunctionName"): NameRule(
-        64, r"[a-zA-Z0-9_-]+",
-        "Lambda CreateFunction: a function name alone is limited to 64 characters"),
+        64, r"[a-zA-Z0-9_-]+", "Lambda CreateFunction: a function name alone is limited to 64 characters"
+    ),
     ("AWS::CloudWatch::Dashboard", "DashboardName"): NameRule(
-        255, r"[A-Za-z0-9_-]+",
-        "CloudWatch PutDashboard: up to 255 characters, only A-Z, a-z, 0-9, - and _"),
+        255, r"[A-Za-z0-9_-]+", "CloudWatch PutDashboard: up to 255 characters, only A-Z, a-z, 0-9, - and _"
+    ),
     ("AWS::SNS::Topic", "TopicName"): NameRule(
-        256, r"[A-Za-z0-9_-]+(\.fifo)?", "SNS CreateTopic: up to 256 characters, alphanumerics, hyphens, underscores"),
+        256, r"[A-Za-z0-9_-]+(\.fifo)?", "SNS CreateTopic: up to 256 characters, alphanumerics, hyphens, underscores"
+    ),
     ("AWS::ECS::Cluster", "ClusterName"): NameRule(
-        255, r"[A-Za-z0-9_-]+", "ECS CreateCluster: up to 255 letters, numbers, underscores and hyphens"),
+        255, r"[A-Za-z0-9_-]+", "ECS CreateCluster: up to 255 letters, numbers, underscores and hyphens"
+    ),
     ("AWS::ECS::TaskDefinition", "Family"): NameRule(
-        255, r"[A-Za-z0-9_-]+", "ECS RegisterTaskDefinition: up to 255 letters, numbers, underscores and hyphens"),
+        255, r"[A-Za-z0-9_-]+", "ECS RegisterTaskDefinition: up to 255 letters, numbers, underscores and hyphens"
+    ),
     ("AWS::S3::Bucket", "BucketName"): NameRule(
-        63, r"[a-z0-9][a-z0-9.-]*[a-z0-9]", "S3 bucket naming rules: 3 to 63 lowercase characters"),
+        63, r"[a-z0-9][a-z0-9.-]*[a-z0-9]", "S3 bucket naming rules: 3 to 63 lowercase characters"
+    ),
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def rules() -> dict[tuple[str, str], NameRule]:
     """Every checked (resource type, property) with its limit, the model-stated ones read from botocore."""
     import botocore.session
@@ -76,15 +85,22 @@ def rules() -> dict[tuple[str, str], NameRule]:
     out = dict(DOCUMENTED)
     for key, (service, operation, member) in FROM_SERVICE_MODELS.items():
         shape = session.get_service_model(service).operation_model(operation).input_shape.members[member]
-        out[key] = NameRule(int(shape.metadata["max"]), shape.metadata.get("pattern"),
-                            f"{service} {operation} {member} (botocore's service model)")
+        out[key] = NameRule(
+            int(shape.metadata["max"]),
+            shape.metadata.get("pattern"),
+            f"{service} {operation} {member} (botocore's service model)",
+        )
     return out
 
 
 # Resource types whose Ref is their name: a name built from such a Ref (``/aws/lambda/<function>``) is as long as
 # that resource's explicit name, or, when CloudFormation generates it, at most its type's limit.
-REF_IS_NAME = {"AWS::Lambda::Function": "FunctionName", "AWS::Logs::LogGroup": "LogGroupName",
-               "AWS::IAM::Role": "RoleName", "AWS::ECS::Cluster": "ClusterName"}
+REF_IS_NAME = {
+    "AWS::Lambda::Function": "FunctionName",
+    "AWS::Logs::LogGroup": "LogGroupName",
+    "AWS::IAM::Role": "RoleName",
+    "AWS::ECS::Cluster": "ClusterName",
+}
 
 
 class Unresolvable(ValueError):
@@ -120,8 +136,16 @@ def render(value: Any, template: dict, pseudo: dict[str, str]) -> str:
 
 def environments(stack_name: str) -> list[dict[str, str]]:
     """The pseudo parameters of the longest names per supported partition."""
-    return [{"AWS::Region": p.longest_region, "AWS::Partition": p.name, "AWS::URLSuffix": p.dns_suffix,
-             "AWS::AccountId": ACCOUNT_ID_SAMPLE, "AWS::StackName": stack_name} for p in supported()]
+    return [
+        {
+            "AWS::Region": p.longest_region,
+            "AWS::Partition": p.name,
+            "AWS::URLSuffix": p.dns_suffix,
+            "AWS::AccountId": ACCOUNT_ID_SAMPLE,
+            "AWS::StackName": stack_name,
+        }
+        for p in supported()
+    ]
 
 
 @dataclass(frozen=True)
@@ -149,20 +173,27 @@ def name_problems(template: dict, stack_name: str) -> list[NameProblem]:
                 try:
                     name = render(value, template, env)
                 except Unresolvable as exc:
-                    problems.append(NameProblem(logical_id, resource["Type"], prop, "?",
-                                                f"cannot be checked at synth: {exc}"))
+                    problems.append(
+                        NameProblem(logical_id, resource["Type"], prop, "?", f"cannot be checked at synth: {exc}")
+                    )
                     break
                 too_long = len(name) > rule.max_length
                 bad_chars = rule.pattern is not None and not re.fullmatch(rule.pattern, name)
                 if too_long or bad_chars:
                     uses = name.count(stack_name) if stack_name else 0
                     # each use of the stack name must give up its share of the excess
-                    allowed = (len(stack_name) - math.ceil((len(name) - rule.max_length) / uses)
-                               if uses and too_long else None)
-                    reason = (f"{len(name)} characters in {env['AWS::Partition']} ({env['AWS::Region']}), more than "
-                              f"{rule.max_length}" if too_long else f"characters outside {rule.pattern}")
-                    problems.append(NameProblem(logical_id, resource["Type"], prop, name,
-                                                f"{reason} ({rule.source})", allowed))
+                    allowed = (
+                        len(stack_name) - math.ceil((len(name) - rule.max_length) / uses) if uses and too_long else None
+                    )
+                    reason = (
+                        f"{len(name)} characters in {env['AWS::Partition']} ({env['AWS::Region']}), more than "
+                        f"{rule.max_length}"
+                        if too_long
+                        else f"characters outside {rule.pattern}"
+                    )
+                    problems.append(
+                        NameProblem(logical_id, resource["Type"], prop, name, f"{reason} ({rule.source})", allowed)
+                    )
                     break
     return problems
 

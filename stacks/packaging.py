@@ -44,8 +44,8 @@ import sys
 import sysconfig
 import tempfile
 import warnings
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE_DIR = ROOT / "rewardpipe"
@@ -147,13 +147,22 @@ def _platform(architecture: str) -> tuple[str, str, int]:
     try:
         return LAMBDA_PLATFORMS[architecture]
     except KeyError:
-        raise PackagingError(f"unknown Lambda architecture {architecture!r}; use one of {sorted(LAMBDA_PLATFORMS)}") from None
+        raise PackagingError(
+            f"unknown Lambda architecture {architecture!r}; use one of {sorted(LAMBDA_PLATFORMS)}"
+        ) from None
 
 
 def lambda_pip_platform(architecture: str = DEFAULT_ARCHITECTURE) -> tuple[str, ...]:
     """What pip must fetch for the Lambda python3.13 runtime on ``architecture``."""
-    return ("--platform", _platform(architecture)[0], "--only-binary=:all:",
-            "--python-version", LAMBDA_PYTHON_VERSION, "--implementation", "cp")
+    return (
+        "--platform",
+        _platform(architecture)[0],
+        "--only-binary=:all:",
+        "--python-version",
+        LAMBDA_PYTHON_VERSION,
+        "--implementation",
+        "cp",
+    )
 
 
 def elf_machine(path: Path) -> int | None:
@@ -200,8 +209,19 @@ def layer_requirements() -> list[str]:
 
 def pip_layer_command(target: Path, requirements: Sequence[str], architecture: str = DEFAULT_ARCHITECTURE) -> list[str]:
     """pip fetching the Lambda platform's wheels (never building from source, never resolving other versions)."""
-    return [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-compile",
-            *lambda_pip_platform(architecture), "--target", str(target), *requirements]
+    return [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-compile",
+        *lambda_pip_platform(architecture),
+        "--target",
+        str(target),
+        *requirements,
+    ]
 
 
 def matches_lambda_platform(architecture: str = DEFAULT_ARCHITECTURE) -> bool:
@@ -217,7 +237,9 @@ def use_pip(env: dict[str, str] | None = None, architecture: str = DEFAULT_ARCHI
 
 
 def pip_layer_dependencies(
-    requirements: Sequence[str], cache: Path | None = None, run: Callable[..., subprocess.CompletedProcess] | None = None,
+    requirements: Sequence[str],
+    cache: Path | None = None,
+    run: Callable[..., subprocess.CompletedProcess] | None = None,
     architecture: str = DEFAULT_ARCHITECTURE,
 ) -> Path:
     """The Lambda-platform wheels of ``requirements`` installed into a cache directory (one per version set)."""
@@ -232,8 +254,10 @@ def pip_layer_dependencies(
     proc = run(pip_layer_command(staging, requirements, architecture), capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
-        raise PackagingError("pip could not fetch the Lambda-platform wheels for the layer "
-                             f"({platform_args[1]}, CPython {LAMBDA_PYTHON_VERSION}):\n{(proc.stderr or proc.stdout)[-2000:]}")
+        raise PackagingError(
+            "pip could not fetch the Lambda-platform wheels for the layer "
+            f"({platform_args[1]}, CPython {LAMBDA_PYTHON_VERSION}):\n{(proc.stderr or proc.stdout)[-2000:]}"
+        )
     (staging / ".complete").write_text("\n".join(requirements))
     try:
         staging.rename(done)
@@ -247,7 +271,7 @@ def _ensure(path: Path) -> Path:
     return path
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_layer(architecture: str = DEFAULT_ARCHITECTURE) -> str:
     """Directory laid out as a Lambda layer (``python/...``) for ``architecture``; built once per process."""
     root = _scratch(f"rewardpipe-layer-{architecture}-")
@@ -256,8 +280,12 @@ def stage_layer(architecture: str = DEFAULT_ARCHITECTURE) -> str:
     copy_package(python_dir)
     if use_pip(architecture=architecture):
         wheels = pip_layer_dependencies(layer_requirements(), architecture=architecture)
-        shutil.copytree(wheels, python_dir, dirs_exist_ok=True, ignore=lambda _d, names: {
-            n for n in names if n in (".complete", "bin") or n == "__pycache__"})
+        shutil.copytree(
+            wheels,
+            python_dir,
+            dirs_exist_ok=True,
+            ignore=lambda _d, names: {n for n in names if n in (".complete", "bin") or n == "__pycache__"},
+        )
     else:
         for name in LAYER_DISTRIBUTIONS:
             copy_distribution(name, python_dir)
@@ -277,8 +305,12 @@ class LayerWithoutBytecode(UserWarning):
 def _probe(python: str) -> bool:
     """True if ``python`` runs and is CPython with the Lambda runtime's byte-code tag."""
     try:
-        proc = subprocess.run([python, "-I", "-c", "import sys; print(sys.implementation.name, "
-                               "sys.implementation.cache_tag)"], capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [python, "-I", "-c", "import sys; print(sys.implementation.name, sys.implementation.cache_tag)"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
     except (OSError, subprocess.TimeoutExpired):
         return False
     return proc.returncode == 0 and proc.stdout.split() == ["cpython", LAMBDA_CACHE_TAG]
@@ -292,13 +324,14 @@ def _candidates() -> list[str]:
     name = f"python{LAMBDA_PYTHON_VERSION}"
     found = [shutil.which(name)]
     pyenv = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv") / "versions"
-    found += [str(p) for p in sorted(pyenv.glob(f"{LAMBDA_PYTHON_VERSION}.*/bin/{name}"), key=_version_key,
-                                     reverse=True)]
+    found += [
+        str(p) for p in sorted(pyenv.glob(f"{LAMBDA_PYTHON_VERSION}.*/bin/{name}"), key=_version_key, reverse=True)
+    ]
     found += [f"{d}/{name}" for d in ("/usr/bin", "/usr/local/bin", "/opt/homebrew/bin")]
     return [c for c in dict.fromkeys(found) if c]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def lambda_python() -> str | None:
     """A CPython 3.13 interpreter to compile the layer's byte code with (the Lambda runtime's version), or
     None. ``REWARDPIPE_LAMBDA_PYTHON`` names one explicitly (and must be one); otherwise this interpreter if
@@ -307,8 +340,10 @@ def lambda_python() -> str | None:
     explicit = os.environ.get(LAMBDA_PYTHON_ENV)
     if explicit:
         if not _probe(explicit):
-            raise PackagingError(f"{LAMBDA_PYTHON_ENV}={explicit!r} is not a CPython {LAMBDA_PYTHON_VERSION} "
-                                 f"interpreter (byte code for the python3.13 runtime needs one)")
+            raise PackagingError(
+                f"{LAMBDA_PYTHON_ENV}={explicit!r} is not a CPython {LAMBDA_PYTHON_VERSION} "
+                f"interpreter (byte code for the python3.13 runtime needs one)"
+            )
         return explicit
     if sys.implementation.cache_tag == LAMBDA_CACHE_TAG:
         return sys.executable
@@ -325,15 +360,35 @@ def compile_layer(python_dir: Path, python: str | None = None) -> bool:
     :class:`LayerWithoutBytecode` warning, and this returns False."""
     python = python or lambda_python()
     if python is None:
-        warnings.warn(f"no CPython {LAMBDA_PYTHON_VERSION} found (set {LAMBDA_PYTHON_ENV}): the Lambda layer ships "
-                      f"sources only, which every cold start compiles again", LayerWithoutBytecode, stacklevel=2)
+        warnings.warn(
+            f"no CPython {LAMBDA_PYTHON_VERSION} found (set {LAMBDA_PYTHON_ENV}): the Lambda layer ships "
+            f"sources only, which every cold start compiles again",
+            LayerWithoutBytecode,
+            stacklevel=2,
+        )
         return False
     # No -I/-E: they would drop PYTHONHASHSEED; the environment is reduced to what compileall needs instead.
     env = {"PATH": os.environ.get("PATH", ""), "PYTHONHASHSEED": "0", "LC_ALL": "C.UTF-8"}
     proc = subprocess.run(
-        [python, "-s", "-m", "compileall", "-q", "-q", "-j", "0", "-d", LAYER_MOUNT,
-         "--invalidation-mode", "checked-hash", str(python_dir)],
-        capture_output=True, text=True, env=env)
+        [
+            python,
+            "-s",
+            "-m",
+            "compileall",
+            "-q",
+            "-q",
+            "-j",
+            "0",
+            "-d",
+            LAYER_MOUNT,
+            "--invalidation-mode",
+            "checked-hash",
+            str(python_dir),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if proc.returncode != 0:
         raise PackagingError(f"could not compile the layer's byte code:\n{(proc.stderr or proc.stdout)[-2000:]}")
     return True
@@ -345,8 +400,12 @@ def foreign_bytecode(root: Path) -> list[str]:
     bad = []
     for path in sorted(p for p in root.rglob("*") if p.suffix in (".pyc", ".pyo") and p.is_file()):
         header = path.read_bytes()[:8]
-        if (path.parent.name != "__pycache__" or not path.name.endswith(f".{LAMBDA_CACHE_TAG}.pyc")
-                or header[:4] != LAMBDA_BYTECODE_MAGIC or int.from_bytes(header[4:8], "little") != CHECKED_HASH_FLAGS):
+        if (
+            path.parent.name != "__pycache__"
+            or not path.name.endswith(f".{LAMBDA_CACHE_TAG}.pyc")
+            or header[:4] != LAMBDA_BYTECODE_MAGIC
+            or int.from_bytes(header[4:8], "little") != CHECKED_HASH_FLAGS
+        ):
             bad.append(str(path.relative_to(root)))
     return bad
 
@@ -354,19 +413,24 @@ def foreign_bytecode(root: Path) -> list[str]:
 def _check_bytecode(python_dir: Path) -> None:
     bad = foreign_bytecode(python_dir)
     if bad:
-        raise PackagingError(f"the layer holds byte code the python{LAMBDA_PYTHON_VERSION} runtime cannot use "
-                             f"({len(bad)} files, e.g. {bad[:3]}); it must be CPython {LAMBDA_PYTHON_VERSION}'s, "
-                             f"hash-checked, or absent")
+        raise PackagingError(
+            f"the layer holds byte code the python{LAMBDA_PYTHON_VERSION} runtime cannot use "
+            f"({len(bad)} files, e.g. {bad[:3]}); it must be CPython {LAMBDA_PYTHON_VERSION}'s, "
+            f"hash-checked, or absent"
+        )
 
 
 def prefetch_layer_wheels(architectures: Sequence[str] = tuple(LAMBDA_PLATFORMS)) -> list[Path]:
     """Fill the wheel cache for every architecture this machine cannot copy from its own virtualenv, so
     later synths (and the tests) run offline. ``python -m stacks.packaging`` runs this."""
-    return [pip_layer_dependencies(layer_requirements(), architecture=arch)
-            for arch in architectures if not matches_lambda_platform(arch)]
+    return [
+        pip_layer_dependencies(layer_requirements(), architecture=arch)
+        for arch in architectures
+        if not matches_lambda_platform(arch)
+    ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def stage_container() -> str:
     """Docker build context for the Fargate code runner; built once per process."""
     root = _scratch("rewardpipe-runner-")

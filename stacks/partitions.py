@@ -36,7 +36,7 @@ class Partition:
         return max(self.regions, key=lambda r: (len(r), r))
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def partitions() -> dict[str, Partition]:
     """Every partition botocore knows, with its real regions (its ``-global`` pseudo-regions left out)."""
     import botocore

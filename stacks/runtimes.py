@@ -58,7 +58,7 @@ SCHEDULE: dict[str, Lifecycle] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cfn_lint_schedule() -> dict[str, Lifecycle]:
     """cfn-lint's copy of the schedule ({} where cfn-lint is not installed: the runtime install lacks it)."""
     try:
@@ -67,9 +67,11 @@ def cfn_lint_schedule() -> dict[str, Lifecycle]:
         return {}
     path = Path(cfnlint.__file__).parent / "data" / "AdditionalSpecs" / "LmbdRuntimeLifecycle.json"
     data = json.loads(path.read_text())
-    return {name: Lifecycle(_d(v["deprecated"]), _d(v["create-block"]), _d(v["update-block"]))
-            for name, v in data.items()
-            if all(isinstance(v.get(k), str) for k in ("deprecated", "create-block", "update-block"))}
+    return {
+        name: Lifecycle(_d(v["deprecated"]), _d(v["create-block"]), _d(v["update-block"]))
+        for name, v in data.items()
+        if all(isinstance(v.get(k), str) for k in ("deprecated", "create-block", "update-block"))
+    }
 
 
 def earliest(runtime: str) -> Lifecycle | None:
@@ -77,8 +79,9 @@ def earliest(runtime: str) -> Lifecycle | None:
     copies = [c for c in (SCHEDULE.get(runtime), cfn_lint_schedule().get(runtime)) if c is not None]
     if not copies:
         return None
-    return Lifecycle(min(c.deprecation for c in copies), min(c.block_create for c in copies),
-                     min(c.block_update for c in copies))
+    return Lifecycle(
+        min(c.deprecation for c in copies), min(c.block_create for c in copies), min(c.block_update for c in copies)
+    )
 
 
 def runtime_problems(template: dict, today: dt.date, margin_days: int = MARGIN_DAYS) -> list[str]:
@@ -99,14 +102,18 @@ def runtime_problems(template: dict, today: dt.date, margin_days: int = MARGIN_D
                 continue
             dates = earliest(runtime)
             if dates is None:
-                problems.append(f"{logical_id}: runtime {runtime} is not in the deprecation schedule "
-                                f"(stacks/runtimes.py; add its row from {SOURCE})")
+                problems.append(
+                    f"{logical_id}: runtime {runtime} is not in the deprecation schedule "
+                    f"(stacks/runtimes.py; add its row from {SOURCE})"
+                )
                 continue
             horizon = today + dt.timedelta(days=margin_days)
             for what, day in (("function create", dates.block_create), ("function update", dates.block_update)):
                 if day <= horizon:
-                    problems.append(f"{logical_id}: {runtime} blocks {what} on {day.isoformat()}, "
-                                    f"{(day - today).days} days after {today.isoformat()} (less than "
-                                    f"{margin_days}); move to a newer runtime")
+                    problems.append(
+                        f"{logical_id}: {runtime} blocks {what} on {day.isoformat()}, "
+                        f"{(day - today).days} days after {today.isoformat()} (less than "
+                        f"{margin_days}); move to a newer runtime"
+                    )
                     break
     return problems

@@ -59,8 +59,11 @@ class UserCode:
 
     def references(self) -> dict[str, str]:
         """Setting -> the import reference a function imports for it."""
-        return {"environment": self.environment_ref, "reward": self.reward_ref,
-                "single_turn_reward": self.single_turn_ref}
+        return {
+            "environment": self.environment_ref,
+            "reward": self.reward_ref,
+            "single_turn_reward": self.single_turn_ref,
+        }
 
     def user_modules(self) -> dict[str, str]:
         """Setting -> the top-level package of its reference, for those rewardpipe's own layer does not ship."""
@@ -121,15 +124,17 @@ def _problem(setting: str, value: Any, problem: str, packages: list[str]) -> Set
     return SettingsError(text)
 
 
-def _reference(setting: str, value: str, group: str, builtins: dict[str, str],
-               packages: list[str]) -> tuple[str, str | None]:
+def _reference(
+    setting: str, value: str, group: str, builtins: dict[str, str], packages: list[str]
+) -> tuple[str, str | None]:
     """``(import reference, short name or None)`` for a setting's value; file references refused."""
     value = value.strip()
     if ":" in value and is_file_reference(value):
         raise SettingsError(
             f"{CONTEXT_KEY}.{setting} = {show_value(value)}: a file reference works locally only; a deployment ships "
             f"installed packages: put the module in a package, list its project in {CONTEXT_KEY}.packages and name it "
-            f"package.module:ATTR (or by a short name the package registers)")
+            f"package.module:ATTR (or by a short name the package registers)"
+        )
     if ":" in value:
         return value, None
     try:
@@ -151,8 +156,15 @@ def _builtin_reward_name(reward: Any) -> str | None:
 
 def component_metadata(reward: Any) -> tuple[dict[str, Any], ...]:
     """Each component's name, range, role and weight: what the variance check judges with."""
-    return tuple({"name": c.name, "range": [float(c.value_range[0]), float(c.value_range[1])], "role": c.role,
-                  "weight": float(c.weight)} for c in reward.components)
+    return tuple(
+        {
+            "name": c.name,
+            "range": [float(c.value_range[0]), float(c.value_range[1])],
+            "role": c.role,
+            "weight": float(c.weight),
+        }
+        for c in reward.components
+    )
 
 
 def _reward(setting: str, weights_setting: str, ref: str, weights: dict[str, float], packages: list[str]) -> Any:
@@ -161,8 +173,9 @@ def _reward(setting: str, weights_setting: str, ref: str, weights: dict[str, flo
     except ReferenceProblem as exc:
         raise _problem(setting, ref, str(exc), packages) from None
     except (ValueError, TypeError) as exc:  # weights naming no component, a bad weight
-        raise SettingsError(f"{CONTEXT_KEY}.{setting} = {show_value(ref)} with {CONTEXT_KEY}.{weights_setting}: "
-                            f"{exc}") from None
+        raise SettingsError(
+            f"{CONTEXT_KEY}.{setting} = {show_value(ref)} with {CONTEXT_KEY}.{weights_setting}: {exc}"
+        ) from None
 
 
 def resolve_user_code(settings: DeploymentSettings) -> UserCode:
@@ -184,13 +197,18 @@ def resolve_user_code(settings: DeploymentSettings) -> UserCode:
         reward_setting = "reward"
     reward = _reward(reward_setting, "reward_weights", reward_ref, settings.reward_weights, packages)
 
-    single_ref, single_name = _reference("single_turn_reward", settings.single_turn_reward, REWARD_GROUP,
-                                         BUILTIN_REWARDS, packages)
+    single_ref, single_name = _reference(
+        "single_turn_reward", settings.single_turn_reward, REWARD_GROUP, BUILTIN_REWARDS, packages
+    )
     single = _reward("single_turn_reward", "single_turn_weights", single_ref, settings.single_turn_weights, packages)
     return UserCode(
-        environment_ref=env_ref, environment_name=str(getattr(environment, "name", "") or ""),
+        environment_ref=env_ref,
+        environment_name=str(getattr(environment, "name", "") or ""),
         environment_version=str(getattr(environment, "version", "") or ""),
-        reward_ref=reward_ref, reward_name=reward_name, reward_components=component_metadata(reward),
-        single_turn_ref=single_ref, single_turn_name=single_name,
+        reward_ref=reward_ref,
+        reward_name=reward_name,
+        reward_components=component_metadata(reward),
+        single_turn_ref=single_ref,
+        single_turn_name=single_name,
         single_turn_components=tuple(single.component_names),
     )

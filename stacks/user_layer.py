@@ -57,13 +57,30 @@ MANIFEST = "manifest.json"
 # A local version of the stub standing in for rewardpipe: only the stub satisfies the constraint, while any
 # requirement on rewardpipe's public version (``rewardpipe>=0.1,<0.2``, ``==0.1.0``) accepts it (PEP 440).
 STUB_LOCAL = "rewardpipelayer"
-REQUIREMENT = re.compile(r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?P<extras>\[[A-Za-z0-9._, -]+\])?"
-                         r"==(?P<version>[A-Za-z0-9.+!_-]+)$")
+REQUIREMENT = re.compile(
+    r"^(?P<name>[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?)(?P<extras>\[[A-Za-z0-9._, -]+\])?"
+    r"==(?P<version>[A-Za-z0-9.+!_-]+)$"
+)
 # A shared object: ``x.so``, ``x.cpython-313-aarch64-linux-gnu.so``, ``libx.so.1.2``.
 SHARED_OBJECT = re.compile(r"\.so(\.\d+)*$")
 # Not part of a project's content (build output, caches, environments, VCS).
-SKIPPED_DIRS = {".git", ".hg", "__pycache__", ".venv", "venv", ".tox", ".nox", "build", "dist", ".mypy_cache",
-                ".pytest_cache", ".ruff_cache", "node_modules", "cdk.out", ".eggs"}
+SKIPPED_DIRS = {
+    ".git",
+    ".hg",
+    "__pycache__",
+    ".venv",
+    "venv",
+    ".tox",
+    ".nox",
+    "build",
+    "dist",
+    ".mypy_cache",
+    ".pytest_cache",
+    ".ruff_cache",
+    "node_modules",
+    "cdk.out",
+    ".eggs",
+}
 
 
 class UserLayerError(PackagingError, SettingsError):
@@ -116,8 +133,10 @@ def check_package_entry(entry: object) -> str | None:
         if path.is_file():
             return f"{path} is a file but not a wheel (.whl)"
         return f"{path} has no pyproject.toml or setup.py (a project) and no .whl file (a directory of wheels)"
-    return ("not a pinned requirement: pin one version, name==version (the layer is cached by content, so a range "
-            "would never be resolved again), or give a project directory, a wheel file or a directory of wheels")
+    return (
+        "not a pinned requirement: pin one version, name==version (the layer is cached by content, so a range "
+        "would never be resolved again), or give a project directory, a wheel file or a directory of wheels"
+    )
 
 
 # -- the content key ---------------------------------------------------------------------------------------
@@ -159,8 +178,13 @@ def content_key(entries: Sequence[str], architecture: str, pins: Sequence[str]) 
             digest.update(part.encode())
             digest.update(b"\0")
 
-    add(BUILD_FORMAT, *lambda_pip_platform(architecture), LAMBDA_CACHE_TAG, str(lambda_python() is not None),
-        *sorted(pins))
+    add(
+        BUILD_FORMAT,
+        *lambda_pip_platform(architecture),
+        LAMBDA_CACHE_TAG,
+        str(lambda_python() is not None),
+        *sorted(pins),
+    )
     for entry in entries:
         kind, value = classify(entry)
         add(kind, value)
@@ -190,8 +214,9 @@ def _stub_wheel(directory: Path) -> str:
     dist_info = f"rewardpipe-{version}.dist-info"
     files = {
         f"{dist_info}/METADATA": f"Metadata-Version: 2.1\nName: rewardpipe\nVersion: {version}\n",
-        f"{dist_info}/WHEEL": ("Wheel-Version: 1.0\nGenerator: rewardpipe-stacks\nRoot-Is-Purelib: true\n"
-                               "Tag: py3-none-any\n"),
+        f"{dist_info}/WHEEL": (
+            "Wheel-Version: 1.0\nGenerator: rewardpipe-stacks\nRoot-Is-Purelib: true\nTag: py3-none-any\n"
+        ),
     }
     record = "".join(f"{name},,\n" for name in files) + f"{dist_info}/RECORD,,\n"
     path = directory / f"rewardpipe-{version}-py3-none-any.whl"
@@ -214,7 +239,7 @@ def conflict_lines(pip_output: str) -> list[str]:
     for index, line in enumerate(lines):
         if line.strip().startswith("The conflict is caused by"):
             out = []
-            for follow in lines[index + 1:]:
+            for follow in lines[index + 1 :]:
                 if not follow.strip():
                     break
                 out.append(follow.strip())
@@ -233,16 +258,20 @@ def explain_install_failure(output: str, architecture: str, pins: Sequence[str])
         theirs = [line for line in conflicts if "(constraint)" not in line]
         names = [line.split("(constraint)", 1)[1].strip() for line in ours]
         layer = ", ".join(names) or ", ".join(sorted(pinned.values()))
-        return (f"a package conflicts with the rewardpipe layer: {'; '.join(theirs) or 'a requirement'} -- but the "
-                f"rewardpipe layer ships {layer} (both layers share one Python: change the requirement, or use the "
-                f"rewardpipe release whose pins it accepts)")
+        return (
+            f"a package conflicts with the rewardpipe layer: {'; '.join(theirs) or 'a requirement'} -- but the "
+            f"rewardpipe layer ships {layer} (both layers share one Python: change the requirement, or use the "
+            f"rewardpipe release whose pins it accepts)"
+        )
     missing = re.findall(r"No matching distribution found for (\S+)", output)
     if missing:
-        return (f"pip found no {platform_tag} CPython {LAMBDA_PYTHON_VERSION} wheel for {', '.join(missing)} "
-                f"(the layer "
-                f"takes binary wheels only, never a source build): build the wheel for that platform (on a Linux "
-                f"{architecture} machine or in CI), put it in a directory and add that directory to "
-                f"rewardpipe.packages; or pin a version that publishes one")
+        return (
+            f"pip found no {platform_tag} CPython {LAMBDA_PYTHON_VERSION} wheel for {', '.join(missing)} "
+            f"(the layer "
+            f"takes binary wheels only, never a source build): build the wheel for that platform (on a Linux "
+            f"{architecture} machine or in CI), put it in a directory and add that directory to "
+            f"rewardpipe.packages; or pin a version that publishes one"
+        )
     return "pip failed"
 
 
@@ -291,16 +320,23 @@ def check_architecture(python_dir: Path, architecture: str) -> None:
             raise UserLayerError(
                 f"user layer: {binary.relative_to(python_dir)} is not a CPython {LAMBDA_PYTHON_VERSION} {architecture} "
                 f"Linux build, which the {architecture} functions need (a wheel for another platform in a wheel "
-                f"directory of rewardpipe.packages?)")
+                f"directory of rewardpipe.packages?)"
+            )
 
 
 def installed_distributions(python_dir: Path) -> list[str]:
     return sorted(d.name[: -len(".dist-info")] for d in python_dir.glob("*.dist-info"))
 
 
-def build_user_layer(entries: Sequence[str], architecture: str, *, cache: Path | None = None,
-                     run: Callable[..., subprocess.CompletedProcess] | None = None,
-                     shipped: Sequence[str] | None = None, pins: Sequence[str] | None = None) -> Path:
+def build_user_layer(
+    entries: Sequence[str],
+    architecture: str,
+    *,
+    cache: Path | None = None,
+    run: Callable[..., subprocess.CompletedProcess] | None = None,
+    shipped: Sequence[str] | None = None,
+    pins: Sequence[str] | None = None,
+) -> Path:
     """The layer directory (holding ``python/``) for ``entries`` on ``architecture``, from the cache when its
     content was built before (no pip then), else built and cached."""
     from stacks.packaging import LAYER_DISTRIBUTIONS
@@ -331,8 +367,14 @@ def build_user_layer(entries: Sequence[str], architecture: str, *, cache: Path |
     return done / "layer"
 
 
-def _build(work: Path, entries: Sequence[str], architecture: str, run: Callable[..., subprocess.CompletedProcess],
-           shipped: Sequence[str], pins: list[str]) -> None:
+def _build(
+    work: Path,
+    entries: Sequence[str],
+    architecture: str,
+    run: Callable[..., subprocess.CompletedProcess],
+    shipped: Sequence[str],
+    pins: list[str],
+) -> None:
     wheels, stub = work / "wheels", work / "stub"
     target = work / "layer" / "python"
     for directory in (wheels, stub, target):
@@ -347,12 +389,27 @@ def _build(work: Path, entries: Sequence[str], architecture: str, run: Callable[
             source = work / "src" / f"{len(installs)}-{resolve_path(value).name}"
             shutil.copytree(resolve_path(value), source, ignore=_skipped)
             before = set(wheels.glob("*.whl"))
-            proc = run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--disable-pip-version-check", "--quiet",
-                        "--wheel-dir", str(wheels), str(source)], capture_output=True, text=True)
+            proc = run(
+                [
+                    sys.executable,
+                    "-m",
+                    "pip",
+                    "wheel",
+                    "--no-deps",
+                    "--disable-pip-version-check",
+                    "--quiet",
+                    "--wheel-dir",
+                    str(wheels),
+                    str(source),
+                ],
+                capture_output=True,
+                text=True,
+            )
             built = sorted(set(wheels.glob("*.whl")) - before)
             if proc.returncode != 0 or not built:
-                raise UserLayerError(f"rewardpipe.packages entry {entry!r}: pip could not build the project into a "
-                                     f"wheel:\n{_tail(proc)}")
+                raise UserLayerError(
+                    f"rewardpipe.packages entry {entry!r}: pip could not build the project into a wheel:\n{_tail(proc)}"
+                )
             installs += [str(w) for w in built]
         elif kind == "wheel":
             installs.append(str(resolve_path(value)))
@@ -364,22 +421,45 @@ def _build(work: Path, entries: Sequence[str], architecture: str, run: Callable[
     constraints = work / "constraints.txt"
     constraints.write_text("\n".join([*pins, f"rewardpipe=={stub_version}"]) + "\n")
     if installs:
-        command = [sys.executable, "-m", "pip", "install", "--quiet", "--no-compile", "--disable-pip-version-check",
-                   *lambda_pip_platform(architecture), "--target", str(target), "--constraint", str(constraints),
-                   *[arg for link in find_links for arg in ("--find-links", link)], *installs]
+        command = [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-compile",
+            "--disable-pip-version-check",
+            *lambda_pip_platform(architecture),
+            "--target",
+            str(target),
+            "--constraint",
+            str(constraints),
+            *[arg for link in find_links for arg in ("--find-links", link)],
+            *installs,
+        ]
         proc = run(command, capture_output=True, text=True)
         if proc.returncode != 0:
             output = (proc.stderr or "") + (proc.stdout or "")
-            raise UserLayerError(f"rewardpipe.packages: {explain_install_failure(output, architecture, pins)}\n"
-                                 f"pip said:\n{_tail(proc)}")
+            raise UserLayerError(
+                f"rewardpipe.packages: {explain_install_failure(output, architecture, pins)}\npip said:\n{_tail(proc)}"
+            )
     removed = _strip_shipped(target, shipped)
     check_architecture(target, architecture)
     compile_layer(target)
     _check_bytecode(target)
-    (work / MANIFEST).write_text(json.dumps({
-        "entries": list(entries), "architecture": architecture, "distributions": installed_distributions(target),
-        "left_to_the_rewardpipe_layer": removed, "pins": pins,
-    }, indent=2, sort_keys=True))
+    (work / MANIFEST).write_text(
+        json.dumps(
+            {
+                "entries": list(entries),
+                "architecture": architecture,
+                "distributions": installed_distributions(target),
+                "left_to_the_rewardpipe_layer": removed,
+                "pins": pins,
+            },
+            indent=2,
+            sort_keys=True,
+        )
+    )
 
 
 def manifest(layer_dir: Path) -> dict:
@@ -394,5 +474,9 @@ def duplicates(user_python: Path, rewardpipe_python: Path) -> list[str]:
 
 def provides(python_dir: Path, top: str) -> bool:
     """True when the layer holds the top-level package or module ``top``."""
-    return ((python_dir / top).is_dir() or (python_dir / f"{top}.py").is_file()
-            or any(python_dir.glob(f"{top}.*.so")) or any(python_dir.glob(f"{top}.so")))
+    return (
+        (python_dir / top).is_dir()
+        or (python_dir / f"{top}.py").is_file()
+        or any(python_dir.glob(f"{top}.*.so"))
+        or any(python_dir.glob(f"{top}.so"))
+    )

@@ -19,8 +19,9 @@ from __future__ import annotations
 
 import io
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 #: Errors raised instead of an answer (the request is not applied, unless ``applied=True``).
 CONNECTION_ERRORS = ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError")
@@ -69,8 +70,11 @@ class Rule:
     hits: int = 0
 
     def matches(self, operation: str, request: Any) -> bool:
-        return (operation == self.operation and (self.times is None or self.hits < self.times)
-                and (self.when is None or self.when(request)))
+        return (
+            operation == self.operation
+            and (self.times is None or self.hits < self.times)
+            and (self.when is None or self.when(request))
+        )
 
 
 @dataclass
@@ -91,7 +95,7 @@ class S3Faults:
         client.meta.events.register_first("before-send.s3", self._before)
         client.meta.events.register_last("before-send", self._after)
 
-    def every_store(self, monkeypatch: Any) -> "S3Faults":
+    def every_store(self, monkeypatch: Any) -> S3Faults:
         """Attach to the client of every S3Store made from now on (until ``monkeypatch`` is undone)."""
         from rewardpipe.store import S3Store
 
@@ -104,8 +108,15 @@ class S3Faults:
         monkeypatch.setattr(S3Store, "__init__", init)
         return self
 
-    def fail(self, operation: str, error: str, *, times: int | None = None,
-             when: Callable[[Any], bool] | None = None, applied: bool = False) -> "S3Faults":
+    def fail(
+        self,
+        operation: str,
+        error: str,
+        *,
+        times: int | None = None,
+        when: Callable[[Any], bool] | None = None,
+        applied: bool = False,
+    ) -> S3Faults:
         """Make ``operation`` fail with ``error`` (``times`` times, or always), for requests ``when`` picks.
         ``applied=True``: the request reaches the server first, and only its answer is lost."""
         if error not in CONNECTION_ERRORS + BODY_ERRORS:
@@ -171,8 +182,12 @@ def fake_aws_env(monkeypatch: Any) -> None:
     """Credentials and a region for moto, and none of the REWARDPIPE_S3_* bounds a developer may have set."""
     from rewardpipe.store import S3_LIMIT_ENV
 
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     for variable in S3_LIMIT_ENV.values():
         monkeypatch.delenv(variable, raising=False)

@@ -31,11 +31,23 @@ def dead_alarm(**kw) -> Alarm:
         message="correctness is 0.0 (its minimum) in every rollout of 96% of groups (24/25): are the tests running?",
         run_id="exp/1",
         figures={"zero_variance_group_fraction": 0.96, "eligible_groups": 25},
-        causes=[{"cause": "shaping_starves_outcome", "components": ["asked_before_coding", "correctness"],
-                 "message": "asked_before_coding carries 91% of the GRPO advantage ...", "figures": {"share": 0.91}}],
-        examples=[{"rollout_id": "r7", "group_id": "g2", "step": 4,
-                   "transcript_key": "runs/exp%2F1/transcripts/step=4/group=g2/r7.json",
-                   "reason": "code ran and failed: 0/5 tests passed: [red]AssertionError[/red]"}],
+        causes=[
+            {
+                "cause": "shaping_starves_outcome",
+                "components": ["asked_before_coding", "correctness"],
+                "message": "asked_before_coding carries 91% of the GRPO advantage ...",
+                "figures": {"share": 0.91},
+            }
+        ],
+        examples=[
+            {
+                "rollout_id": "r7",
+                "group_id": "g2",
+                "step": 4,
+                "transcript_key": "runs/exp%2F1/transcripts/step=4/group=g2/r7.json",
+                "reason": "code ran and failed: 0/5 tests passed: [red]AssertionError[/red]",
+            }
+        ],
     )
     base.update(kw)
     return Alarm(**base)
@@ -48,7 +60,10 @@ def test_alarm_round_trips_through_json():
 
 
 def test_alarm_key_layout_and_unsafe_names():
-    assert alarm_key("run1", 3, "correctness", "dead_component") == "runs/run1/alarms/step=3/correctness-dead_component.json"
+    assert (
+        alarm_key("run1", 3, "correctness", "dead_component")
+        == "runs/run1/alarms/step=3/correctness-dead_component.json"
+    )
     key = alarm_key("a/b", 0, "../x", "recovered")
     assert key.startswith("runs/a%2Fb/alarms/step=0/") and key.count("/") == 4 and "/../" not in key
 
@@ -79,8 +94,10 @@ def test_console_sink_prints_readable_line():
     assert "ALARM DEAD" in out and "step 4" in out and "correctness" in out
     assert "[brackets]" in out
     assert "cause shaping_starves_outcome: asked_before_coding carries 91%" in out
-    assert ("example r7 (group g2): code ran and failed: 0/5 tests passed: [red]AssertionError[/red] "
-            "runs/exp%2F1/transcripts/step=4/group=g2/r7.json") in out
+    assert (
+        "example r7 (group g2): code ran and failed: 0/5 tests passed: [red]AssertionError[/red] "
+        "runs/exp%2F1/transcripts/step=4/group=g2/r7.json"
+    ) in out
 
 
 def test_old_stored_alarms_without_examples_still_load():

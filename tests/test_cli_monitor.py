@@ -22,11 +22,19 @@ def make_records(run="demo", steps=(0, 1), dead_from=1, groups=6, k=4):
         for g in range(groups):
             for i in range(k):
                 corr = 0.0 if step >= dead_from else float(i % 2)
-                out.append(Record(
-                    run_id=run, step=step, group_id=f"g{g}", rollout_id=f"g{g}-{i}", task_id=f"t{g}",
-                    status="scored", components={"correctness": corr, "asked_before_coding": float(i % 2)},
-                    weights={"correctness": 1.0, "asked_before_coding": 0.6}, aggregate=corr + 0.6 * (i % 2),
-                ))
+                out.append(
+                    Record(
+                        run_id=run,
+                        step=step,
+                        group_id=f"g{g}",
+                        rollout_id=f"g{g}-{i}",
+                        task_id=f"t{g}",
+                        status="scored",
+                        components={"correctness": corr, "asked_before_coding": float(i % 2)},
+                        weights={"correctness": 1.0, "asked_before_coding": 0.6},
+                        aggregate=corr + 0.6 * (i % 2),
+                    )
+                )
     return out
 
 
@@ -74,7 +82,10 @@ def test_monitor_directory_json(run_cli, store_dir):
     check_payload(data)
     assert data["run_id"] == "demo" and data["unreadable"] == []
     # the alarm is written beside the records
-    assert LocalStore(store_dir).get_json("runs/demo/alarms/step=1/correctness-dead_component.json")["kind"] == "dead_component"
+    assert (
+        LocalStore(store_dir).get_json("runs/demo/alarms/step=1/correctness-dead_component.json")["kind"]
+        == "dead_component"
+    )
 
 
 def test_monitor_jsonl_json(run_cli, jsonl):
@@ -167,8 +178,14 @@ def test_several_runs_need_run_id(run_cli, tmp_path, store_dir):
 def test_bad_lines_are_reported_not_fatal(run_cli, jsonl):
     lines = jsonl.read_text().splitlines()
     lines[3] = "{oops"
-    error = make_records(steps=(1,))[0].model_copy(update={
-        "rollout_id": "err", "status": "error", "error": ErrorInfo(kind="timeout", message="t"), "aggregate": None})
+    error = make_records(steps=(1,))[0].model_copy(
+        update={
+            "rollout_id": "err",
+            "status": "error",
+            "error": ErrorInfo(kind="timeout", message="t"),
+            "aggregate": None,
+        }
+    )
     jsonl.write_text("\n".join(lines + [error.to_json()]) + "\n")
     result = run_cli(jsonl, "--json")
     assert result.exit_code == 0
@@ -207,7 +224,8 @@ def test_table_output_names_the_causes_and_shows_examples(run_cli, store_dir):
     result = run_cli(store_dir)
     assert result.exit_code == 0, result.output
     assert "cause shaping_starves_outcome (step 1): asked_before_coding carries 100% of the GRPO advantage" in " ".join(
-        result.stdout.split())
+        result.stdout.split()
+    )
     assert "example g" in result.stdout and "runs/demo/transcripts/step=1/group=g" in result.stdout
 
 
@@ -217,9 +235,19 @@ def test_a_dying_warning_alone_does_not_fail_the_gate(run_cli, tmp_path):
         for g in range(10):
             for i in range(4):
                 value = 0.5 if g < constant_groups else float(i % 2)
-                records.append(Record(run_id="d", step=step, group_id=f"g{g}", rollout_id=f"g{g}-{i}", task_id="t",
-                                      status="scored", components={"c": value, "x": float(i % 2)},
-                                      weights={"c": 1.0, "x": 1.0}, aggregate=value + i % 2))
+                records.append(
+                    Record(
+                        run_id="d",
+                        step=step,
+                        group_id=f"g{g}",
+                        rollout_id=f"g{g}-{i}",
+                        task_id="t",
+                        status="scored",
+                        components={"c": value, "x": float(i % 2)},
+                        weights={"c": 1.0, "x": 1.0},
+                        aggregate=value + i % 2,
+                    )
+                )
     path = tmp_path / "dying.jsonl"
     path.write_text("".join(r.to_json() + "\n" for r in records))
     result = run_cli(path, "--json", "--fail-on-alarm")
@@ -234,8 +262,11 @@ def test_a_dying_warning_alone_does_not_fail_the_gate(run_cli, tmp_path):
 
 def test_repeated_jsonl_records_count_once_keeping_the_last(run_cli, tmp_path):
     records = make_records(steps=(0,), k=4)
-    first_copies = [r.model_copy(update={"components": {**r.components, "correctness": 0.5}, "aggregate": 0.0})
-                    for r in records if r.rollout_id.endswith("-0")]
+    first_copies = [
+        r.model_copy(update={"components": {**r.components, "correctness": 0.5}, "aggregate": 0.0})
+        for r in records
+        if r.rollout_id.endswith("-0")
+    ]
     path = tmp_path / "twice.jsonl"
     # a retried delivery: the first rollout of every group appears early with stale values, then again
     path.write_text("".join(r.to_json() + "\n" for r in [*first_copies, *records]))

@@ -174,16 +174,33 @@ def test_every_imported_reference_solution_passes_and_a_wrong_one_fails(imported
     # All 164 take about a second on the sandbox; the helper-dependent ones (10, 32, 38, 50) and the one
     # whose docstring follows an import (115) are the interesting cases.
     jobs = [
-        ExecutionJob(id=task_id, code=task.reference_solution, tests=task.tests, entry_point=task.entry_point,
-                     tests_format="check", timeout_s=20)
+        ExecutionJob(
+            id=task_id,
+            code=task.reference_solution,
+            tests=task.tests,
+            entry_point=task.entry_point,
+            tests_format="check",
+            timeout_s=20,
+        )
         for task_id, task in imported.items()
     ]
     wrong = imported["HumanEval-0"]
-    jobs.append(ExecutionJob(id="wrong", code="def has_close_elements(numbers, threshold):\n    return False\n",
-                             tests=wrong.tests, entry_point=wrong.entry_point, tests_format="check", timeout_s=20))
+    jobs.append(
+        ExecutionJob(
+            id="wrong",
+            code="def has_close_elements(numbers, threshold):\n    return False\n",
+            tests=wrong.tests,
+            entry_point=wrong.entry_point,
+            tests_format="check",
+            timeout_s=20,
+        )
+    )
     results = {job.id: result for job, result in zip(jobs, execute_batch(jobs, workers=2))}
-    failures = {task_id: f"{r.status.value} {r.reason} {r.stderr[-300:]}"
-                for task_id, r in results.items() if task_id != "wrong" and r.status is not ExecutionStatus.PASSED}
+    failures = {
+        task_id: f"{r.status.value} {r.reason} {r.stderr[-300:]}"
+        for task_id, r in results.items()
+        if task_id != "wrong" and r.status is not ExecutionStatus.PASSED
+    }
     assert not failures, failures
     assert results["wrong"].status is ExecutionStatus.FAILED
 
@@ -207,7 +224,9 @@ def test_missing_or_empty_field_is_named_with_its_line(tmp_path, problems):
     incomplete = dict(problems["HumanEval/1"])
     del incomplete["canonical_solution"]
     source = _write_jsonl(tmp_path / "missing.jsonl", [problems["HumanEval/0"], incomplete])
-    with pytest.raises(InputFileError, match=r"missing\.jsonl:2 \(HumanEval/1\): missing required field 'canonical_solution'"):
+    with pytest.raises(
+        InputFileError, match=r"missing\.jsonl:2 \(HumanEval/1\): missing required field 'canonical_solution'"
+    ):
         import_humaneval(source)
     empty = dict(problems["HumanEval/1"], entry_point="  ")
     source = _write_jsonl(tmp_path / "empty.jsonl", [empty])

@@ -11,11 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from rewardpipe.monitoring import StoreAlarmSink
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.monitoring import (
     MonitorInputError,
     MonitorState,
+    StoreAlarmSink,
     Thresholds,
     iter_jsonl_records,
     monitor_records,
@@ -77,7 +77,12 @@ def test_dead_at_minimum_names_the_likely_cause():
     assert "0.0" in s.message and "are the tests running the model's code" in s.message
     assert result.step(0).components["asked_before_coding"].verdict == "ok"
     (alarm,) = result.alarms
-    assert (alarm.kind, alarm.component, alarm.step, alarm.cause) == ("dead_component", "correctness", 0, "constant_at_minimum")
+    assert (alarm.kind, alarm.component, alarm.step, alarm.cause) == (
+        "dead_component",
+        "correctness",
+        0,
+        "constant_at_minimum",
+    )
     assert alarm.figures["zero_variance_group_fraction"] == 1.0
     assert alarm.run_id == "run"
 
@@ -115,11 +120,14 @@ def test_penalty_that_never_fires_alarms_when_asked():
     assert [(a.component, a.kind) for a in result.alarms] == [("loop_penalty", "dead_component")]
 
 
-@pytest.mark.parametrize("name, value, cause", [
-    ("loop_penalty", -0.5, "constant_at_minimum"),       # a penalty that ALWAYS fires is dead
-    ("asked_before_coding", 1.0, "constant_at_maximum"),  # a bonus at its maximum is saturation, not info
-    ("unknown_penalty", 0.0, "constant_everywhere"),      # no known range: not assumed to be a penalty
-])
+@pytest.mark.parametrize(
+    "name, value, cause",
+    [
+        ("loop_penalty", -0.5, "constant_at_minimum"),  # a penalty that ALWAYS fires is dead
+        ("asked_before_coding", 1.0, "constant_at_maximum"),  # a bonus at its maximum is saturation, not info
+        ("unknown_penalty", 0.0, "constant_everywhere"),  # no known range: not assumed to be a penalty
+    ],
+)
 def test_only_an_idle_penalty_is_info(name, value, cause):
     s = stats_of(batch(lambda g, i: {name: value, "x": float(i % 2)}), name)
     assert (s.verdict, s.cause) == ("dead", cause)
@@ -210,8 +218,14 @@ def test_large_offset_does_not_break_precision():
 def test_error_records_are_excluded_and_counted():
     good = batch(lambda g, i: {"correctness": float(i % 2)})
     errors = [
-        rec(g, 100 + j, {"correctness": 0.0}, status="error", aggregate=0.0,
-            error=ErrorInfo(kind="sandbox_timeout" if j else "oom", message="x"))
+        rec(
+            g,
+            100 + j,
+            {"correctness": 0.0},
+            status="error",
+            aggregate=0.0,
+            error=ErrorInfo(kind="sandbox_timeout" if j else "oom", message="x"),
+        )
         for g in range(10)
         for j in range(2)
     ]
@@ -227,7 +241,9 @@ def test_error_records_are_excluded_and_counted():
 def test_errors_can_leave_a_group_ineligible():
     # each group: one scored rollout and 7 errors -> no group is eligible, no dead verdict from errors
     records = [rec(g, 0, {"c": 0.0}) for g in range(10)] + [
-        rec(g, i, {"c": None}, status="error", error=ErrorInfo(kind="infra", message="x")) for g in range(10) for i in range(1, 8)
+        rec(g, i, {"c": None}, status="error", error=ErrorInfo(kind="infra", message="x"))
+        for g in range(10)
+        for i in range(1, 8)
     ]
     result = monitor_records(records)
     assert result.step(0).components["c"].verdict == "insufficient_data"
@@ -268,7 +284,10 @@ def test_whole_reward_dead():
     agg = result.step(0).aggregate
     assert agg.verdict == "dead" and agg.cause == "constant_everywhere"
     assert {(a.component, a.kind) for a in result.alarms} == {
-        ("correctness", "dead_component"), ("asked_before_coding", "dead_component"), ("aggregate", "dead_component")}
+        ("correctness", "dead_component"),
+        ("asked_before_coding", "dead_component"),
+        ("aggregate", "dead_component"),
+    }
 
 
 def test_components_that_cancel_make_the_aggregate_dead():
@@ -375,7 +394,9 @@ def test_bad_thresholds_are_named(kwargs, fragment):
 
 def step_with_fraction(step, dead_groups, groups=10):
     """A step where ``dead_groups`` of ``groups`` groups have a constant 'c'."""
-    return batch(lambda g, i: {"c": 0.5 if g < dead_groups else float(i % 2), "x": float(i % 3)}, groups=groups, step=step)
+    return batch(
+        lambda g, i: {"c": 0.5 if g < dead_groups else float(i % 2), "x": float(i % 3)}, groups=groups, step=step
+    )
 
 
 def alarms_of(result):
@@ -390,7 +411,16 @@ def test_alarm_once_per_onset_and_again_after_recovery():
     # active; 4 dead (no repeat); 5 = 30% recovers; 6 = 60% is not dead; 7 dead again: re-alarm.
     assert alarms_of(result) == [(0, "c", "dead_component"), (5, "c", "recovered"), (7, "c", "dead_component")]
     assert [result.step(s).components["c"].alarm_active for s in range(9)] == [
-        True, True, True, True, True, False, False, True, True]
+        True,
+        True,
+        True,
+        True,
+        True,
+        False,
+        False,
+        True,
+        True,
+    ]
     assert result.alarms[1].recovered_from == "dead_component" and "since step 0" in result.alarms[1].message
 
 
@@ -450,8 +480,10 @@ def test_invalid_state_is_a_clear_error():
 def test_error_rate_alarm_hysteresis():
     def step(n, errors):
         good = batch(varied, step=n)
-        bad = [rec(g, 50 + j, {"correctness": None}, step=n, status="error", error=ErrorInfo(kind="timeout", message=""))
-               for j, g in enumerate(range(errors))]
+        bad = [
+            rec(g, 50 + j, {"correctness": None}, step=n, status="error", error=ErrorInfo(kind="timeout", message=""))
+            for j, g in enumerate(range(errors))
+        ]
         return good + bad
 
     # 80 good records per step; errors 20 (20%), 20, 6 (7%: above recover 5%), 2 (2.4%), 20
@@ -466,7 +498,8 @@ def test_the_error_streak_counts_bad_steps_whatever_the_alarm_and_error_raise_af
     def step(n, errors):
         return batch(varied, step=n) + [
             rec(g, 50 + j, {"correctness": None}, step=n, status="error", error=ErrorInfo(kind="timeout", message=""))
-            for j, g in enumerate(range(errors))]
+            for j, g in enumerate(range(errors))
+        ]
 
     # bad (20%), bad, bad, below the threshold (2.4%), bad
     records = [r for n, e in enumerate([20, 20, 20, 2, 20]) for r in step(n, e)]

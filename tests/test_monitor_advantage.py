@@ -37,8 +37,9 @@ def test_component_terms_add_up_to_the_grpo_advantage():
 
 
 def test_a_constant_component_carries_no_share_whatever_its_weight():
-    shares = group_advantage_shares({"outcome": [0.0] * 8, "shaping": [0.1 * i for i in range(8)]},
-                                    {"outcome": 10.0, "shaping": 0.1})
+    shares = group_advantage_shares(
+        {"outcome": [0.0] * 8, "shaping": [0.1 * i for i in range(8)]}, {"outcome": 10.0, "shaping": 0.1}
+    )
     assert shares == {"outcome": 0.0, "shaping": 1.0}
 
 
@@ -58,8 +59,7 @@ group_values = st.lists(st.floats(-1, 1, allow_nan=False), min_size=2, max_size=
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(group_values, group_values), min_size=1, max_size=6),
-       st.floats(0.1, 3), st.floats(0.1, 3))
+@given(st.lists(st.tuples(group_values, group_values), min_size=1, max_size=6), st.floats(0.1, 3), st.floats(0.1, 3))
 def test_step_share_is_the_mean_share_over_groups_with_a_signal(groups, w_a, w_b):
     records, expected = [], []
     for g, (a, b) in enumerate(groups):
@@ -69,9 +69,18 @@ def test_step_share_is_the_mean_share_over_groups_with_a_signal(groups, w_a, w_b
         if shares is not None:
             expected.append(shares)
         for i in range(k):
-            records.append(Record(run_id="r", group_id=f"g{g}", rollout_id=f"{g}-{i}", task_id="t", status="scored",
-                                  components={"a": a[i], "b": b[i]}, weights={"a": w_a, "b": w_b},
-                                  aggregate=w_a * a[i] + w_b * b[i]))
+            records.append(
+                Record(
+                    run_id="r",
+                    group_id=f"g{g}",
+                    rollout_id=f"{g}-{i}",
+                    task_id="t",
+                    status="scored",
+                    components={"a": a[i], "b": b[i]},
+                    weights={"a": w_a, "b": w_b},
+                    aggregate=w_a * a[i] + w_b * b[i],
+                )
+            )
     step = monitor_records(records).step(0)
     for name in ("a", "b"):
         got = step.components[name].advantage_share

@@ -21,9 +21,19 @@ WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately"
 
 def record(g, i, comps, metrics=None, step=0, status="scored", error=None):
     weights = {name: WEIGHTS.get(name, 1.0) for name in comps}
-    return Record(run_id="run", step=step, group_id=f"g{g}", rollout_id=f"g{g}-{i}", task_id=f"t{g}", status=status,
-                  error=error, components=comps, weights=weights, metrics=metrics or {},
-                  aggregate=None if status == "error" else sum(weights[n] * v for n, v in comps.items()))
+    return Record(
+        run_id="run",
+        step=step,
+        group_id=f"g{g}",
+        rollout_id=f"g{g}-{i}",
+        task_id=f"t{g}",
+        status=status,
+        error=error,
+        components=comps,
+        weights=weights,
+        metrics=metrics or {},
+        aggregate=None if status == "error" else sum(weights[n] * v for n, v in comps.items()),
+    )
 
 
 def build(fn, groups=10, metrics=None):
@@ -62,8 +72,9 @@ def test_no_saturation_when_the_component_still_varies():
 
 
 def test_shaping_carrying_the_advantage_while_the_outcome_is_constant():
-    result = monitor_records(build(lambda g, i: {"correctness": 0.0, "asked_before_coding": [0.0, 0.6, 1.0][i % 3],
-                                                 "loop_penalty": 0.0}))
+    result = monitor_records(
+        build(lambda g, i: {"correctness": 0.0, "asked_before_coding": [0.0, 0.6, 1.0][i % 3], "loop_penalty": 0.0})
+    )
     stats = result.step(0).components
     assert stats["asked_before_coding"].advantage_share == 1.0 and stats["correctness"].advantage_share == 0.0
     (diagnosis,) = diagnoses(result, "shaping_starves_outcome")
@@ -75,12 +86,21 @@ def test_shaping_carrying_the_advantage_while_the_outcome_is_constant():
 
 
 def test_no_starvation_while_the_outcome_still_varies_or_the_shaping_is_a_minority():
-    varied_outcome = monitor_records(build(lambda g, i: {"correctness": float(i % 2),
-                                                         "asked_before_coding": [0.0, 0.6, 1.0][i % 3]}))
+    varied_outcome = monitor_records(
+        build(lambda g, i: {"correctness": float(i % 2), "asked_before_coding": [0.0, 0.6, 1.0][i % 3]})
+    )
     assert diagnoses(varied_outcome, "shaping_starves_outcome") == []
     # the outcome is constant, but a third component shares the advantage so no shaping one has most of it
-    split = monitor_records(build(lambda g, i: {"correctness": 0.0, "asked_before_coding": [0.0, 1.0][i % 2],
-                                                "other": [0.0, 0.6][(i // 2) % 2], "third": [0.6, 0.0][i // 4]}))
+    split = monitor_records(
+        build(
+            lambda g, i: {
+                "correctness": 0.0,
+                "asked_before_coding": [0.0, 1.0][i % 2],
+                "other": [0.0, 0.6][(i // 2) % 2],
+                "third": [0.6, 0.0][i // 4],
+            }
+        )
+    )
     shares = {n: s.advantage_share for n, s in split.step(0).components.items()}
     assert shares == pytest.approx({"correctness": 0.0, "asked_before_coding": 1 / 3, "other": 1 / 3, "third": 1 / 3})
     assert diagnoses(split, "shaping_starves_outcome") == []
@@ -99,13 +119,17 @@ def test_outcome_components_are_configurable():
 
 
 def gate_metrics(g, i):
-    return [{"questions": 2, "committed": False}, {"questions": 0, "committed": True},
-            {"questions": 0, "committed": False}][i % 3]
+    return [
+        {"questions": 2, "committed": False},
+        {"questions": 0, "committed": True},
+        {"questions": 0, "committed": False},
+    ][i % 3]
 
 
 def test_a_bonus_nobody_earns_is_an_unreachable_gate_with_the_closest_misses_as_examples():
-    result = monitor_records(build(lambda g, i: {"asked_before_coding": 0.0, "correctness": float(i % 2)},
-                                   metrics=gate_metrics))
+    result = monitor_records(
+        build(lambda g, i: {"asked_before_coding": 0.0, "correctness": float(i % 2)}, metrics=gate_metrics)
+    )
     (diagnosis,) = diagnoses(result, "unreachable_gate")
     assert diagnosis.components == ["asked_before_coding"] and diagnosis.figures["rollouts"] == 80
     alarm = alarm_for(result, "asked_before_coding")
@@ -118,8 +142,9 @@ def test_a_bonus_nobody_earns_is_an_unreachable_gate_with_the_closest_misses_as_
 
 
 def test_no_unreachable_gate_once_any_rollout_earns_the_bonus():
-    result = monitor_records(build(lambda g, i: {"asked_before_coding": 0.6 if (g, i) == (0, 0) else 0.0,
-                                                 "correctness": float(i % 2)}))
+    result = monitor_records(
+        build(lambda g, i: {"asked_before_coding": 0.6 if (g, i) == (0, 0) else 0.0, "correctness": float(i % 2)})
+    )
     assert result.step(0).components["asked_before_coding"].verdict == "dead"
     assert diagnoses(result, "unreachable_gate") == []
 
@@ -151,10 +176,13 @@ def test_one_group_that_breaks_the_correlation_clears_redundancy():
     def comps(g, i):
         b = 2.0 * (i % 3) if g != 5 else float((i * 7) % 4)
         return {"a": float(i % 3), "b": b}
+
     assert diagnoses(monitor_records(build(comps)), "redundant_components") == []
+
     # and one that varies while the other is constant in that group also clears it
     def constant_b(g, i):
         return {"a": float(i % 3), "b": 2.0 * (i % 3) if g != 2 else 1.0}
+
     assert diagnoses(monitor_records(build(constant_b)), "redundant_components") == []
 
 
@@ -163,8 +191,13 @@ def test_one_group_that_breaks_the_correlation_clears_redundancy():
 
 def exec_metrics(g, i):
     if i % 4 == 0:
-        return {"committed": True, "exec_status": "failed", "exec_reason": f"AssertionError: add(1, 2) != 3 [{g}]",
-                "tests_passed": 0, "tests_total": 5}
+        return {
+            "committed": True,
+            "exec_status": "failed",
+            "exec_reason": f"AssertionError: add(1, 2) != 3 [{g}]",
+            "tests_passed": 0,
+            "tests_total": 5,
+        }
     if i % 4 == 1:
         return {"committed": True, "exec_status": "timeout", "exec_reason": "time limit 5s"}
     return {"committed": False, "assistant_turns": 1, "questions": 1}
@@ -183,41 +216,57 @@ def test_correctness_dead_at_zero_shows_rollouts_whose_code_ran_and_failed():
 
 
 def test_a_behaviour_component_at_its_minimum_shows_behaviour_not_test_failures():
-    records = build(lambda g, i: {"correctness": float(i % 2), "guessed_immediately": -1.0},
-                    metrics=lambda g, i: {**exec_metrics(g, 0), "assistant_turns": 1, "questions": 0})
+    records = build(
+        lambda g, i: {"correctness": float(i % 2), "guessed_immediately": -1.0},
+        metrics=lambda g, i: {**exec_metrics(g, 0), "assistant_turns": 1, "questions": 0},
+    )
     alarm = alarm_for(monitor_records(records), "guessed_immediately")
     for example in alarm.examples:
-        assert example["reason"].startswith("1 assistant turn(s), 0 question(s), committed code; guessed_immediately = -1.0")
+        assert example["reason"].startswith(
+            "1 assistant turn(s), 0 question(s), committed code; guessed_immediately = -1.0"
+        )
         assert "tests" not in example["reason"]
 
 
 def test_examples_fall_back_to_timeouts_then_missing_commits():
-    only_timeouts = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
-                          metrics=lambda g, i: exec_metrics(g, 1 if i % 2 else 2))
+    only_timeouts = build(
+        lambda g, i: {"correctness": 0.0, "x": float(i % 2)}, metrics=lambda g, i: exec_metrics(g, 1 if i % 2 else 2)
+    )
     reasons = [e["reason"] for e in alarm_for(monitor_records(only_timeouts), "correctness").examples]
     assert reasons and all(r.startswith("code timed out: time limit 5s") for r in reasons)
     no_code = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)}, metrics=lambda g, i: exec_metrics(g, 2))
     reasons = [e["reason"] for e in alarm_for(monitor_records(no_code), "correctness").examples]
     assert reasons and all(r.startswith("no code committed (1 assistant turns, 1 questions)") for r in reasons)
-    counts_only = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
-                        metrics=lambda g, i: {"exec_status": "failed", "tests_passed": 1, "tests_total": 4})
+    counts_only = build(
+        lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
+        metrics=lambda g, i: {"exec_status": "failed", "tests_passed": 1, "tests_total": 4},
+    )
     reasons = [e["reason"] for e in alarm_for(monitor_records(counts_only), "correctness").examples]
     assert reasons and all(r.startswith("code ran and failed: 1/4 tests passed") for r in reasons)
 
 
 def test_error_rate_alarm_shows_error_records():
     records = build(lambda g, i: {"correctness": float(i % 2)})
-    records += [record(g, 100, {"correctness": None}, status="error",
-                       error=ErrorInfo(kind="executor_crash", message="sandbox died")) for g in range(10)]
+    records += [
+        record(
+            g,
+            100,
+            {"correctness": None},
+            status="error",
+            error=ErrorInfo(kind="executor_crash", message="sandbox died"),
+        )
+        for g in range(10)
+    ]
     alarm = alarm_for(monitor_records(records), "errors", kind="error_rate")
     assert alarm.examples and all(e["reason"] == "error executor_crash: sandbox died" for e in alarm.examples)
 
 
 def test_hostile_reasons_are_one_printable_bounded_line():
     hostile = "\x1b[2J\x1b]0;pwned\x07line1\nline2\r" + "A" * 1000
-    records = build(lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
-                    metrics=lambda g, i: {"exec_status": "failed", "exec_reason": hostile, "tests_passed": 0,
-                                          "tests_total": 1})
+    records = build(
+        lambda g, i: {"correctness": 0.0, "x": float(i % 2)},
+        metrics=lambda g, i: {"exec_status": "failed", "exec_reason": hostile, "tests_passed": 0, "tests_total": 1},
+    )
     alarm = alarm_for(monitor_records(records), "correctness")
     for example in alarm.examples:
         assert len(example["reason"]) <= REASON_CHARS
@@ -231,7 +280,12 @@ def test_examples_travel_in_json_the_store_and_the_terminal(tmp_path):
     data = json.loads(result.to_json())
     (dead,) = [a for a in data["alarms"] if a["component"] == "correctness"]
     assert len(dead["examples"]) == 3 and set(dead["examples"][0]) == {
-        "rollout_id", "group_id", "step", "transcript_key", "reason"}
+        "rollout_id",
+        "group_id",
+        "step",
+        "transcript_key",
+        "reason",
+    }
     store = LocalStore(tmp_path)
     sink = StoreAlarmSink(store)
     alarm = alarm_for(result, "correctness")

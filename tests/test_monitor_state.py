@@ -56,16 +56,21 @@ def test_a_replay_of_a_checked_step_neither_alarms_nor_changes_the_state():
     first = monitor_records(step_with_fraction(0, 10) + step_with_fraction(2, 10))
     assert alarms_of(first) == [(0, "dead_component")]
     # step 1 was never checked: it is checked now; 0 and 2 are replays
-    again = monitor_records(step_with_fraction(0, 10) + step_with_fraction(1, 0) + step_with_fraction(2, 10),
-                            previous_state=first.state)
+    again = monitor_records(
+        step_with_fraction(0, 10) + step_with_fraction(1, 0) + step_with_fraction(2, 10), previous_state=first.state
+    )
     assert [r.replayed for r in again.steps] == [True, False, True]
     assert alarms_of(again) == [(1, "recovered")]
     assert again.step(0).components["c"].dead_streak is None  # a replay is not tracked
 
 
 def test_version_1_state_is_upgraded_with_every_step_up_to_last_step_checked():
-    old = {"schema": "rewardpipe.monitor-state/v1", "run_id": "run", "last_step": 4,
-           "targets": {"component:c": {"active": True, "streak": 1, "since": 2}}}
+    old = {
+        "schema": "rewardpipe.monitor-state/v1",
+        "run_id": "run",
+        "last_step": 4,
+        "targets": {"component:c": {"active": True, "streak": 1, "since": 2}},
+    }
     state = MonitorState.from_dict(old)
     assert state.checked == [(0, 4)] and state.targets["component:c"].active
     result = monitor_records(step_with_fraction(4, 10) + step_with_fraction(5, 0), previous_state=old)
@@ -75,8 +80,14 @@ def test_version_1_state_is_upgraded_with_every_step_up_to_last_step_checked():
 
 def test_dead_streak_counts_consecutive_dead_checked_steps():
     # dead, dead, insufficient data (neither extends nor breaks), dead, ok, dead
-    steps = [step_with_fraction(0, 10), step_with_fraction(1, 10), step_with_fraction(2, 10, groups=2),
-             step_with_fraction(3, 10), step_with_fraction(4, 0), step_with_fraction(5, 10)]
+    steps = [
+        step_with_fraction(0, 10),
+        step_with_fraction(1, 10),
+        step_with_fraction(2, 10, groups=2),
+        step_with_fraction(3, 10),
+        step_with_fraction(4, 0),
+        step_with_fraction(5, 10),
+    ]
     result = monitor_records([r for s in steps for r in s])
     assert [result.step(s).components["c"].dead_streak for s in range(6)] == [1, 2, 2, 3, 0, 1]
     assert result.state.targets["component:c"].dead_streak == 1
@@ -96,16 +107,21 @@ def test_an_invalid_record_dict_is_reported_and_the_rest_are_checked():
 # -- corrupt state in a store -----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("content, fragment", [
-    (b"{not json", "not valid JSON"),
-    (b'{"schema": "rewardpipe.monitor-state/v2", "targets": {"c": {"streak": -3}}}', "invalid monitor state"),
-    (b'["a list"]', "expected a JSON object"),
-    (b'{"schema": "rewardpipe.monitor-state/v2", "run_id": "other"}', "state is for run 'other'"),
-    (b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[5, 2]]}', "checked range [5, 2]"),
-    # beyond any step a run can have: every later step would count as checked and never alarm
-    (b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[0, 99999999999999999999]]}',
-     "checked range [0, 99999999999999999999]"),
-])
+@pytest.mark.parametrize(
+    "content, fragment",
+    [
+        (b"{not json", "not valid JSON"),
+        (b'{"schema": "rewardpipe.monitor-state/v2", "targets": {"c": {"streak": -3}}}', "invalid monitor state"),
+        (b'["a list"]', "expected a JSON object"),
+        (b'{"schema": "rewardpipe.monitor-state/v2", "run_id": "other"}', "state is for run 'other'"),
+        (b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[5, 2]]}', "checked range [5, 2]"),
+        # beyond any step a run can have: every later step would count as checked and never alarm
+        (
+            b'{"schema": "rewardpipe.monitor-state/v2", "checked": [[0, 99999999999999999999]]}',
+            "checked range [0, 99999999999999999999]",
+        ),
+    ],
+)
 def test_a_corrupt_state_is_kept_aside_and_a_fresh_one_started(tmp_path, content, fragment):
     store = LocalStore(tmp_path)
     put(store, step_with_fraction(0, 10))

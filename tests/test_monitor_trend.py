@@ -46,13 +46,16 @@ def test_one_step_at_a_time_with_the_stored_state_gives_the_same_warnings():
     assert [a.to_dict() for a in alarms] == [a.to_dict() for a in one_pass.alarms]
 
 
-@pytest.mark.parametrize("shares, why", [
-    ([1, 5, 2, 6, 3, 7, 2], "noisy: r^2 too low"),
-    ([0, 0, 1, 1, 1, 1, 2], "too slow to reach the threshold within the horizon"),
-    ([5, 5, 5, 5, 5, 5, 5], "flat"),
-    ([8, 7, 6, 5, 4, 3, 2], "falling"),
-    ([1, 2, 3, 4], "fewer steps than the window"),
-])
+@pytest.mark.parametrize(
+    "shares, why",
+    [
+        ([1, 5, 2, 6, 3, 7, 2], "noisy: r^2 too low"),
+        ([0, 0, 1, 1, 1, 1, 2], "too slow to reach the threshold within the horizon"),
+        ([5, 5, 5, 5, 5, 5, 5], "flat"),
+        ([8, 7, 6, 5, 4, 3, 2], "falling"),
+        ([1, 2, 3, 4], "fewer steps than the window"),
+    ],
+)
 def test_no_dying_without_a_steady_rise(shares, why):
     result = run(shares)
     assert all(r.components["c"].verdict != "dying" for r in result.steps), why

@@ -1,8 +1,8 @@
 """The local runner: one record per slot, whatever fails, with the failure attributed to the right party."""
 
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
 from rewardpipe.execution import get_executor
 from rewardpipe.models import Message, Rollout, Task
-from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
 from rewardpipe.rewards import get_reward
 from rewardpipe.runner import plan_step, run_slots, score_rollouts
 
@@ -49,8 +49,9 @@ def test_plan_step_is_round_robin_with_unique_ids():
 
 def test_a_policy_failure_mid_conversation_is_an_error_record_with_the_turns_so_far():
     slots = plan_step([TASK], 0, 1, 2)
-    records = run_slots(slots, policy=AskThenFail(), env=ENVIRONMENT, executor=get_executor(),
-                        reward=REWARD, run_id="r", max_turns=4)
+    records = run_slots(
+        slots, policy=AskThenFail(), env=ENVIRONMENT, executor=get_executor(), reward=REWARD, run_id="r", max_turns=4
+    )
     assert [r.status for r in records] == ["error", "error"]
     assert records[0].error.kind == "policy_error"
     assert "ConnectionError: endpoint unreachable" in records[0].error.message
@@ -59,16 +60,24 @@ def test_a_policy_failure_mid_conversation_is_an_error_record_with_the_turns_so_
 
 
 def test_a_simulator_failure_is_attributed_to_the_simulator():
-    [record] = run_slots(plan_step([TASK], 0, 1, 1), policy=AskThenFail(), env=AskBeforeCoding(BrokenSimulator()),
-                         executor=get_executor(), reward=REWARD, run_id="r", max_turns=4)
+    [record] = run_slots(
+        plan_step([TASK], 0, 1, 1),
+        policy=AskThenFail(),
+        env=AskBeforeCoding(BrokenSimulator()),
+        executor=get_executor(),
+        reward=REWARD,
+        run_id="r",
+        max_turns=4,
+    )
     assert record.error.kind == "simulator_error"
 
 
 def test_an_executor_crash_costs_records_not_the_batch():
     policy = ENVIRONMENT.scripted_policy(seed=3, weights={"guess": 1.0, "loop": 1.0})
     slots = plan_step([TASK], 0, 1, 8)
-    records = run_slots(slots, policy=policy, env=ENVIRONMENT, executor=CrashingExecutor(),
-                        reward=REWARD, run_id="r", max_turns=2)
+    records = run_slots(
+        slots, policy=policy, env=ENVIRONMENT, executor=CrashingExecutor(), reward=REWARD, run_id="r", max_turns=2
+    )
     assert len(records) == 8
     kinds = {r.metrics.get("end_reason"): r for r in records}
     # guesses needed the executor: error records; loops committed nothing: scored with correctness 0.0
@@ -82,13 +91,22 @@ def test_an_executor_crash_costs_records_not_the_batch():
 def test_score_rollouts_executes_the_final_commit_and_flags_unknown_tasks():
     code = "```python\ndef add(a, b):\n    return a + b\n```"
     rollouts = [
-        Rollout(rollout_id="a", group_id="g", task_id="add", messages=[
-            Message(role="user", content="x"), Message(role="assistant", content="```python\ndef add(a, b):\n    return 0\n```"),
-            Message(role="user", content="wrong"), Message(role="assistant", content=code)]),
+        Rollout(
+            rollout_id="a",
+            group_id="g",
+            task_id="add",
+            messages=[
+                Message(role="user", content="x"),
+                Message(role="assistant", content="```python\ndef add(a, b):\n    return 0\n```"),
+                Message(role="user", content="wrong"),
+                Message(role="assistant", content=code),
+            ],
+        ),
         Rollout(rollout_id="b", group_id="g", task_id="nope", messages=[Message(role="assistant", content=code)]),
     ]
-    first, second = score_rollouts(rollouts, {"add": TASK}, executor=get_executor(), env=ENVIRONMENT, reward=REWARD,
-                                   run_id="r")
+    first, second = score_rollouts(
+        rollouts, {"add": TASK}, executor=get_executor(), env=ENVIRONMENT, reward=REWARD, run_id="r"
+    )
     assert first.components["correctness"] == 1.0  # the last commit is what counts
     assert second.status == "error" and second.error.kind == "unknown_task"
 
@@ -96,19 +114,37 @@ def test_score_rollouts_executes_the_final_commit_and_flags_unknown_tasks():
 def test_a_task_whose_tests_pass_callbacks_runs_in_the_declared_fallback_mode():
     # The tests hand the model a function: that cannot cross the split boundary, so the task author
     # declares the screened in-process fallback, and the record says which mode ran.
-    callback_tests = ("import unittest\nclass T(unittest.TestCase):\n"
-                      "    def test_applies(self):\n        self.assertEqual(apply_twice(lambda x: x + 1, 1), 3)\n")
-    base = dict(task_id="cb", prompt="Write `apply_twice(f, x)`.", spec=["Apply f two times."],
-                entry_point="apply_twice", tests=callback_tests,
-                reference_solution="def apply_twice(f, x):\n    return f(f(x))\n")
+    callback_tests = (
+        "import unittest\nclass T(unittest.TestCase):\n"
+        "    def test_applies(self):\n        self.assertEqual(apply_twice(lambda x: x + 1, 1), 3)\n"
+    )
+    base = dict(
+        task_id="cb",
+        prompt="Write `apply_twice(f, x)`.",
+        spec=["Apply f two times."],
+        entry_point="apply_twice",
+        tests=callback_tests,
+        reference_solution="def apply_twice(f, x):\n    return f(f(x))\n",
+    )
     commit = "```python\ndef apply_twice(f, x):\n    return f(f(x))\n```"
-    rollout = Rollout(rollout_id="r", group_id="g", task_id="cb",
-                      messages=[Message(role="user", content="x"), Message(role="assistant", content=commit)])
-    [split] = score_rollouts([rollout], {"cb": Task(**base)}, executor=get_executor(), env=ENVIRONMENT, reward=REWARD,
-                             run_id="r")
+    rollout = Rollout(
+        rollout_id="r",
+        group_id="g",
+        task_id="cb",
+        messages=[Message(role="user", content="x"), Message(role="assistant", content=commit)],
+    )
+    [split] = score_rollouts(
+        [rollout], {"cb": Task(**base)}, executor=get_executor(), env=ENVIRONMENT, reward=REWARD, run_id="r"
+    )
     assert split.status == "error"  # a harness limitation, never a zero for the model
-    [fallback] = score_rollouts([rollout], {"cb": Task(**base, trust_mode="inprocess")}, executor=get_executor(),
-                                env=ENVIRONMENT, reward=REWARD, run_id="r")
+    [fallback] = score_rollouts(
+        [rollout],
+        {"cb": Task(**base, trust_mode="inprocess")},
+        executor=get_executor(),
+        env=ENVIRONMENT,
+        reward=REWARD,
+        run_id="r",
+    )
     assert fallback.status == "scored" and fallback.components["correctness"] == 1.0
     assert fallback.metrics["exec_mode"] == "inprocess"
 
@@ -144,8 +180,16 @@ class CommitAtOnce:
 def test_executions_start_while_later_conversations_are_still_played():
     events: list = []
     slots = plan_step([TASK], 0, 2, 4)
-    records = run_slots(slots, policy=CommitAtOnce(events), env=ENVIRONMENT,
-                        executor=SlowRecordingExecutor(events), reward=REWARD, run_id="r", max_turns=2, workers=2)
+    records = run_slots(
+        slots,
+        policy=CommitAtOnce(events),
+        env=ENVIRONMENT,
+        executor=SlowRecordingExecutor(events),
+        reward=REWARD,
+        run_id="r",
+        max_turns=2,
+        workers=2,
+    )
     assert [r.rollout_id for r in records] == [s.rollout_id for s in slots]  # slot order kept
     assert all(r.status == "scored" and r.components["correctness"] == 1.0 for r in records)
     first_exec = next(i for i, (kind, _) in enumerate(events) if kind == "exec")

@@ -153,7 +153,12 @@ def test_parse_record_key_rejects_other_keys():
 
 
 def test_round_trip(store):
-    records = [make_record(step=s, group=f"g{g}", rollout=f"g{g}-{k}", value=k / 4) for s in (0, 1) for g in range(2) for k in range(3)]
+    records = [
+        make_record(step=s, group=f"g{g}", rollout=f"g{g}-{k}", value=k / 4)
+        for s in (0, 1)
+        for g in range(2)
+        for k in range(3)
+    ]
     keys = [store.put_record(r) for r in records]
     assert len(set(keys)) == len(records)
     back = list(store.iter_records("run1"))
@@ -165,7 +170,12 @@ def test_round_trip(store):
 
 
 def test_error_record_round_trip(store):
-    rec = make_record(status="error", error=ErrorInfo(kind="sandbox_timeout", message="boom"), components={"correctness": None}, aggregate=None)
+    rec = make_record(
+        status="error",
+        error=ErrorInfo(kind="sandbox_timeout", message="boom"),
+        components={"correctness": None},
+        aggregate=None,
+    )
     store.put_record(rec)
     (back,) = store.iter_records("run1")
     assert back.status == "error" and back.error.kind == "sandbox_timeout" and back.aggregate is None
@@ -401,15 +411,24 @@ class FlakyClient:
                     raise EndpointConnectionError(endpoint_url="https://s3.amazonaws.com")
                 from botocore.exceptions import ClientError
 
-                raise ClientError({"Error": {"Code": self.error, "Message": "injected"},
-                                   "ResponseMetadata": {"HTTPStatusCode": 503}}, name)
+                raise ClientError(
+                    {"Error": {"Code": self.error, "Message": "injected"}, "ResponseMetadata": {"HTTPStatusCode": 503}},
+                    name,
+                )
             return real(**kwargs)
 
         return flaky
 
 
-@pytest.mark.parametrize("method, error", [("put_object", "SlowDown"), ("put_object", "connection"),
-                                           ("get_object", "InternalError"), ("list_objects_v2", "503")])
+@pytest.mark.parametrize(
+    "method, error",
+    [
+        ("put_object", "SlowDown"),
+        ("put_object", "connection"),
+        ("get_object", "InternalError"),
+        ("list_objects_v2", "503"),
+    ],
+)
 def test_s3_transient_faults_are_retried(aws_env, method, error):
     with mock_aws():
         real = boto3.client("s3", region_name="us-east-1")

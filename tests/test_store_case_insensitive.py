@@ -12,7 +12,7 @@ read the same, resume without writing a second record, and show their transcript
 from __future__ import annotations
 
 import json
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 from hypothesis import given, settings
@@ -25,11 +25,11 @@ from rewardpipe.store import (
     StoreError,
     decode_id,
     encode_id,
+    legacy_key,
     legacy_record_key,
     record_key,
     rollout_key,
     transcript_key,
-    legacy_key,
     windows_device_name,
 )
 from tests.test_store import make_record
@@ -83,8 +83,11 @@ class CaseInsensitiveStore(Store):
 
     def _list_dirs(self, prefix: str) -> list[str]:
         folded = self.lower(prefix.rstrip("/")) + "/"
-        names = {spelt[len(prefix):].split("/")[0] for stored, (spelt, _) in self.files.items()
-                 if stored.startswith(folded) and "/" in spelt[len(prefix):]}
+        names = {
+            spelt[len(prefix) :].split("/")[0]
+            for stored, (spelt, _) in self.files.items()
+            if stored.startswith(folded) and "/" in spelt[len(prefix) :]
+        }
         return sorted(names)
 
     def _delete_prefix(self, prefix: str) -> None:
@@ -131,16 +134,25 @@ def test_ids_windows_would_merge_or_refuse_each_keep_their_record():
     with pytest.raises(StoreError, match="device"):
         guard.put_json("runs/r/x/NUL.json", {})
     disk = CaseInsensitiveStore(windows=True)
-    pairs = [("x.", "k0"), ("x", "k1"), ("X.", "k2"), ("g", "con"), ("g", "CON"), ("g", "nul.txt"), ("g", "Com1."),
-             ("aux", "k3")]
+    pairs = [
+        ("x.", "k0"),
+        ("x", "k1"),
+        ("X.", "k2"),
+        ("g", "con"),
+        ("g", "CON"),
+        ("g", "nul.txt"),
+        ("g", "Com1."),
+        ("aux", "k3"),
+    ]
     for group, rollout in pairs:
         disk.put_record(make_record(group=group, rollout=rollout))
     assert sorted((r.group_id, r.rollout_id) for r in disk.iter_records("run1")) == sorted(pairs)
     assert disk.bad_objects == []
 
 
-windows_heavy = st.lists(st.sampled_from(["con", "Nul", "com1", "LPT9", "aux", "prn", ".", "x", "X", " ", "%"]),
-                         min_size=1, max_size=6).map("".join)
+windows_heavy = st.lists(
+    st.sampled_from(["con", "Nul", "com1", "LPT9", "aux", "prn", ".", "x", "X", " ", "%"]), min_size=1, max_size=6
+).map("".join)
 
 
 @settings(max_examples=300, deadline=None)
@@ -154,9 +166,11 @@ def test_no_two_ids_share_a_file_name_on_windows_and_none_is_a_device(a, b):
 def test_transcripts_and_alarms_of_case_variants_stay_apart():
     from rewardpipe.monitoring.alarms import alarm_key
 
-    assert (transcript_key("r", 0, "g", "Roll-A").lower() != transcript_key("r", 0, "g", "roll-a").lower())
-    assert alarm_key("r", 0, "Correctness", "dead_component").lower() != alarm_key(
-        "r", 0, "correctness", "dead_component").lower()
+    assert transcript_key("r", 0, "g", "Roll-A").lower() != transcript_key("r", 0, "g", "roll-a").lower()
+    assert (
+        alarm_key("r", 0, "Correctness", "dead_component").lower()
+        != alarm_key("r", 0, "correctness", "dead_component").lower()
+    )
 
 
 ascii_heavy = st.text(alphabet=st.sampled_from("aAbBzZ0-_.~%/é\u0301"), min_size=1, max_size=24)
@@ -176,7 +190,7 @@ def test_keys_are_distinct_up_to_case_for_every_pair_of_distinct_ids(value, flip
 @given(st.integers(min_value=MAX_SEGMENT - 40, max_value=MAX_SEGMENT + 40), st.integers(min_value=0, max_value=200))
 def test_long_ids_near_the_limit_are_distinct_up_to_case_and_fit(length, flip_at):
     value = "a" * length
-    variant = value[:flip_at] + value[flip_at:flip_at + 1].upper() + value[flip_at + 1:]
+    variant = value[:flip_at] + value[flip_at : flip_at + 1].upper() + value[flip_at + 1 :]
     if variant == value:
         return
     a, b = encode_id(value), encode_id(variant)
@@ -263,8 +277,15 @@ def test_a_transcript_at_its_old_key_is_found_and_read(tmp_path):
     current = transcript_key("run1", 0, "Grp", "Roll-0")
     old = legacy_key(current)
     assert old == "runs/run1/transcripts/step=0/group=Grp/Roll-0.json" != current
-    document = {"run_id": "run1", "step": 0, "group_id": "Grp", "rollout_id": "Roll-0", "task_id": "t1",
-                "messages": [{"role": "user", "content": "hi"}], "verdict": {"status": "not_executed"}}
+    document = {
+        "run_id": "run1",
+        "step": 0,
+        "group_id": "Grp",
+        "rollout_id": "Roll-0",
+        "task_id": "t1",
+        "messages": [{"role": "user", "content": "hi"}],
+        "verdict": {"status": "not_executed"},
+    }
     store.put_json(old, RolloutTranscript.model_validate(document).to_json_dict())
     assert store.find_transcripts("run1", "Roll-0") == [old]
     assert store.get_transcript(current).rollout_id == "Roll-0"
@@ -314,8 +335,16 @@ def test_a_transcript_stored_at_both_keys_is_found_once(tmp_path):
     store = LocalStore(tmp_path)
     current = transcript_key("run1", 0, "Grp", "Roll-0")
     document = RolloutTranscript.model_validate(
-        {"run_id": "run1", "step": 0, "group_id": "Grp", "rollout_id": "Roll-0", "task_id": "t1",
-         "messages": [], "verdict": {"status": "not_executed"}}).to_json_dict()
+        {
+            "run_id": "run1",
+            "step": 0,
+            "group_id": "Grp",
+            "rollout_id": "Roll-0",
+            "task_id": "t1",
+            "messages": [],
+            "verdict": {"status": "not_executed"},
+        }
+    ).to_json_dict()
     store.put_json(current, document)
     store.put_json(legacy_key(current), document)
     assert store.find_transcripts("run1", "Roll-0") == [current]
@@ -326,7 +355,17 @@ def test_a_rollout_is_found_by_its_id_in_another_normalisation(tmp_path):
 
     store = LocalStore(tmp_path)
     stored = "cafe\u0301"
-    key = store.put_transcript(RolloutTranscript.model_validate(
-        {"run_id": "run1", "step": 0, "group_id": "g", "rollout_id": stored, "task_id": "t1", "messages": [],
-         "verdict": {"status": "not_executed"}}))
+    key = store.put_transcript(
+        RolloutTranscript.model_validate(
+            {
+                "run_id": "run1",
+                "step": 0,
+                "group_id": "g",
+                "rollout_id": stored,
+                "task_id": "t1",
+                "messages": [],
+                "verdict": {"status": "not_executed"},
+            }
+        )
+    )
     assert store.find_transcripts("run1", "caf\u00e9") == [key]

@@ -40,8 +40,11 @@ def s3(monkeypatch):
 
 
 def _operation(fault: str, verb: str) -> str:
-    return "GetObject" if fault in BODY_ERRORS else {"write": "PutObject", "read": "GetObject",
-                                                      "list": "ListObjectsV2"}[verb]
+    return (
+        "GetObject"
+        if fault in BODY_ERRORS
+        else {"write": "PutObject", "read": "GetObject", "list": "ListObjectsV2"}[verb]
+    )
 
 
 @pytest.mark.parametrize("fault", ALL_FAULTS)
@@ -96,10 +99,17 @@ def test_a_request_applied_whose_answer_was_lost_is_retried_harmlessly(s3):
     assert faults.injected and s3.get_json("runs/r/a.json") == {"x": 1}
 
 
-@pytest.mark.parametrize("exc, kind", [
-    ("NoSuchKey", S3_MISSING), ("SlowDown", S3_RETRY), ("503", S3_RETRY), ("AccessDenied", S3_PERMANENT),
-    ("NoSuchBucket", S3_PERMANENT), ("PreconditionFailed", S3_PERMANENT),
-])
+@pytest.mark.parametrize(
+    "exc, kind",
+    [
+        ("NoSuchKey", S3_MISSING),
+        ("SlowDown", S3_RETRY),
+        ("503", S3_RETRY),
+        ("AccessDenied", S3_PERMANENT),
+        ("NoSuchBucket", S3_PERMANENT),
+        ("PreconditionFailed", S3_PERMANENT),
+    ],
+)
 def test_answers_are_classified_by_their_code(exc, kind):
     from botocore.exceptions import ClientError
 
@@ -147,8 +157,16 @@ def test_the_stores_own_client_is_bounded_and_does_not_retry_under_the_store(mon
     assert store.attempts == 3
 
 
-@pytest.mark.parametrize("variable, value", [("attempts", "0"), ("attempts", "x"), ("read_timeout_s", "-1"),
-                                             ("deadline_s", "nan"), ("connect_timeout_s", "1e9")])
+@pytest.mark.parametrize(
+    "variable, value",
+    [
+        ("attempts", "0"),
+        ("attempts", "x"),
+        ("read_timeout_s", "-1"),
+        ("deadline_s", "nan"),
+        ("connect_timeout_s", "1e9"),
+    ],
+)
 def test_a_bad_limit_is_refused_naming_its_variable(monkeypatch, variable, value):
     monkeypatch.setenv(S3_LIMIT_ENV[variable], value)
     with pytest.raises(StoreError, match=S3_LIMIT_ENV[variable]):
@@ -234,8 +252,12 @@ def test_the_cli_takes_its_s3_bounds_from_the_environment(hung, monkeypatch):
     from rewardpipe.cli import app
 
     monkeypatch.setenv("AWS_ENDPOINT_URL_S3", hung.url)
-    for name, value in {"read_timeout_s": "0.3", "connect_timeout_s": "1", "attempts": "2",
-                        "deadline_s": "0.5"}.items():
+    for name, value in {
+        "read_timeout_s": "0.3",
+        "connect_timeout_s": "1",
+        "attempts": "2",
+        "deadline_s": "0.5",
+    }.items():
         monkeypatch.setenv(S3_LIMIT_ENV[name], value)
     started = time.monotonic()
     result = CliRunner().invoke(app, ["monitor", "s3://bkt/team", "--json"])

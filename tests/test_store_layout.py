@@ -33,8 +33,9 @@ def invoke(*args, fast: bool = True, monkeypatch=None):
     if not fast:
         monkeypatch.setattr(fastread, "read_store_batch", lambda *a: None)
     box = {}
-    thread = threading.Thread(target=lambda: box.update(result=CliRunner().invoke(app, [str(a) for a in args])),
-                              daemon=True)
+    thread = threading.Thread(
+        target=lambda: box.update(result=CliRunner().invoke(app, [str(a) for a in args])), daemon=True
+    )
     thread.start()
     thread.join(HANG)
     assert not thread.is_alive(), f"`rewardpipe {' '.join(map(str, args))}` still running after {HANG:.0f}s"
@@ -194,15 +195,31 @@ def test_run_refuses_a_run_whose_step_folder_is_a_link_and_writes_nothing_outsid
     outside.mkdir()
     (out / "runs" / "exp").mkdir(parents=True)
     (out / "runs" / "exp" / "step=1").symlink_to(outside, target_is_directory=True)
-    result = invoke("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 2, "--groups-per-step", 2,
-                    "--out", out, "--run-id", "exp", "--json")
+    result = invoke(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        2,
+        "--out",
+        out,
+        "--run-id",
+        "exp",
+        "--json",
+    )
     no_bug(result)
     assert result.exit_code == 1 and "step=1" in result.stderr and "symbolic link" in result.stderr
     assert list(outside.iterdir()) == []
 
 
-@pytest.mark.parametrize("linked", ["runs", "runs/exp", "runs/exp/step=1/group=g", "runs/exp/transcripts",
-                                    "runs/exp/monitor", "runs/exp/alarms"])
+@pytest.mark.parametrize(
+    "linked",
+    ["runs", "runs/exp", "runs/exp/step=1/group=g", "runs/exp/transcripts", "runs/exp/monitor", "runs/exp/alarms"],
+)
 def test_no_write_goes_through_a_link(tmp_path, linked):
     store = LocalStore(tmp_path / "store")
     outside = tmp_path / "outside"
@@ -210,10 +227,12 @@ def test_no_write_goes_through_a_link(tmp_path, linked):
     link = store.root / linked
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(outside, target_is_directory=True)
-    writes = {"runs/exp/step=1/group=g/x.json": lambda key: store._write(key, b"{}"),
-              "runs/exp/monitor/state.json": lambda key: store.put_json(key, {}),
-              "runs/exp/alarms/step=1/a.json": lambda key: store.put_json(key, {}),
-              "runs/exp/transcripts/step=1/group=g/x.json": lambda key: store.put_bytes(key, b"{}")}
+    writes = {
+        "runs/exp/step=1/group=g/x.json": lambda key: store._write(key, b"{}"),
+        "runs/exp/monitor/state.json": lambda key: store.put_json(key, {}),
+        "runs/exp/alarms/step=1/a.json": lambda key: store.put_json(key, {}),
+        "runs/exp/transcripts/step=1/group=g/x.json": lambda key: store.put_bytes(key, b"{}"),
+    }
     for key, write in writes.items():
         if key.startswith(linked + "/"):
             with pytest.raises(UnsafePath, match="symbolic link"):
@@ -237,8 +256,22 @@ def test_no_read_goes_through_a_link(tmp_path):
 
 def test_show_and_resume_apply_the_same_rules(tmp_path):
     out = tmp_path / "store"
-    args = ("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 2, "--groups-per-step", 1, "--out", out,
-            "--run-id", "exp", "--json")
+    args = (
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        1,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        1,
+        "--out",
+        out,
+        "--run-id",
+        "exp",
+        "--json",
+    )
     assert invoke(*args).exit_code == 0
     store = LocalStore(out)
     (rec,) = [r for r in store.iter_records("exp") if r.rollout_id.endswith("-k0")]
@@ -256,15 +289,31 @@ def test_show_and_resume_apply_the_same_rules(tmp_path):
     resumed = invoke(*args, "--resume")
     no_bug(resumed)
     assert resumed.exit_code == 0, resumed.output
-    assert not record_file.is_symlink() and Record.model_validate_json(record_file.read_bytes()).rollout_id == \
-        rec.rollout_id
+    assert (
+        not record_file.is_symlink()
+        and Record.model_validate_json(record_file.read_bytes()).rollout_id == rec.rollout_id
+    )
     assert outside.read_bytes() == rec.to_json().encode()  # the link's target was never written to
 
 
 def test_a_fifo_or_a_folder_where_the_monitor_state_should_be_costs_the_check_only(tmp_path):
     out = tmp_path / "store"
-    args = ("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 2, "--groups-per-step", 2, "--out", out,
-            "--run-id", "exp", "--json")
+    args = (
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        2,
+        "--out",
+        out,
+        "--run-id",
+        "exp",
+        "--json",
+    )
     assert invoke(*args, "--steps", 1).exit_code == 0
     state = out / "runs" / "exp" / "monitor" / "state.json"
     state.unlink()

@@ -142,7 +142,9 @@ def test_every_test_suite_calls_the_entry_point():
             methods = [n for n in classes[0].body if isinstance(n, ast.FunctionDef) and n.name.startswith("test_")]
             assert 3 <= len(methods) <= 8, f"{task.task_id}: {len(methods)} test methods, expected 3 to 8"
             for method in methods:
-                assert task.entry_point in _calls(method), f"{task.task_id}: {method.name} never calls {task.entry_point}"
+                assert task.entry_point in _calls(method), (
+                    f"{task.task_id}: {method.name} never calls {task.entry_point}"
+                )
         else:
             checks = [n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name == "check"]
             assert len(checks) == 1, f"{task.task_id}: a 'check' task must define check(candidate)"

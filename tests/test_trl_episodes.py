@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
 from rewardpipe.integrations.trl_episodes import (
     EPISODE_FIELD,
     PLAIN_FEEDBACK,
@@ -15,8 +17,6 @@ from rewardpipe.integrations.trl_episodes import (
     rollout_output,
 )
 from rewardpipe.models import load_tasks
-from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
-from rewardpipe.envs.ask_before_coding.scenarios import stub_guess
 from rewardpipe.policies import fenced
 
 EOS = 0
@@ -24,9 +24,12 @@ TASKS = load_tasks("rewardpipe/data/tasks.jsonl")[:2]
 ASKER, GUESSER = TASKS  # the script below asks on the first task's prompt and guesses on the second's
 QUESTION = "Are there any other details or edge cases I should know about?"
 # One generic question per hidden detail, each worded differently: the same question asked again is a loop.
-QUESTIONS = [QUESTION, "Before I write this, could you tell me more about the requirements?",
-             "Is there anything more about the expected behaviour I should know?",
-             "What else should I keep in mind: any constraints on the input?"]
+QUESTIONS = [
+    QUESTION,
+    "Before I write this, could you tell me more about the requirements?",
+    "Is there anything more about the expected behaviour I should know?",
+    "What else should I keep in mind: any constraints on the input?",
+]
 
 
 class CharCodec:
@@ -84,14 +87,20 @@ def test_an_episode_asks_the_simulator_then_commits_and_is_scored_against_the_hi
     r, model, episodes = play([ASKER.prompt, ASKER.prompt, GUESSER.prompt, GUESSER.prompt])
     asker, guesser = episodes[0], episodes[2]
     assert asker.record.status == "scored"
-    assert asker.record.components == {"correctness": 1.0, "asked_before_coding": 1.0,
-                                       "guessed_immediately": 0.0, "loop_penalty": 0.0}
+    assert asker.record.components == {
+        "correctness": 1.0,
+        "asked_before_coding": 1.0,
+        "guessed_immediately": 0.0,
+        "loop_penalty": 0.0,
+    }
     row = asker.row(r.env)
     assert row["simulator_replies"] == len(ASKER.spec) and row["spec_revealed"] == len(ASKER.spec)
     assert asker.execution is not None and asker.execution.passed == asker.execution.total > 0
     assert guesser.record.components["correctness"] == 0.0
     assert guesser.record.components["guessed_immediately"] == -1.0
-    assert guesser.row()["simulator_replies"] == 0 and guesser.tokens.env_mask == [1] * len(guesser.tokens.completion_ids)
+    assert guesser.row()["simulator_replies"] == 0 and guesser.tokens.env_mask == [1] * len(
+        guesser.tokens.completion_ids
+    )
     # All live episodes' turns are generated together: 4 on the first round, then only the askers.
     assert model.calls == [4] + [2] * len(ASKER.spec)
 
@@ -178,8 +187,15 @@ def test_reward_functions_serve_each_component_and_none_for_error_records():
     assert [f.__name__ for f in funcs] == [f"ask_before_coding_{n}" for n in r.reward.component_names]
     assert weights == [1.0, 0.6, 0.4, 0.2]
     logged = []
-    values = {f.rewardpipe_component: f(prompts=[""] * 4, completions=[""] * 4, log_metric=lambda n, v: logged.append((n, v)),
-                                        **{EPISODE_FIELD: out[EPISODE_FIELD]}) for f in funcs}
+    values = {
+        f.rewardpipe_component: f(
+            prompts=[""] * 4,
+            completions=[""] * 4,
+            log_metric=lambda n, v: logged.append((n, v)),
+            **{EPISODE_FIELD: out[EPISODE_FIELD]},
+        )
+        for f in funcs
+    }
     assert values["correctness"] == [None, 1.0, 0.0, 0.0]
     assert values["guessed_immediately"] == [None, 0.0, -1.0, -1.0]
     metrics = dict(logged)
@@ -247,5 +263,7 @@ def test_the_callbacks_store_gets_each_episodes_task_and_how_it_went(tmp_path):
         fn(prompts=[""] * 4, completions=[""] * 4, log_metric=Trainer()._log_metric, **{EPISODE_FIELD: rows})
     records = sorted(LocalStore(tmp_path).iter_records("mt"), key=lambda rec: rec.rollout_id)
     assert [rec.task_id for rec in records] == [ASKER.task_id] * 2 + [GUESSER.task_id] * 2
-    assert records[0].metrics["simulator_replies"] == len(ASKER.spec) and records[0].metrics["end_reason"] == "committed"
+    assert (
+        records[0].metrics["simulator_replies"] == len(ASKER.spec) and records[0].metrics["end_reason"] == "committed"
+    )
     assert records[2].metrics["simulator_replies"] == 0 and records[2].components["guessed_immediately"] == -1.0

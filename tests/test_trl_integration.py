@@ -123,11 +123,14 @@ def test_callback_never_serves_a_previous_batchs_scores_to_a_new_batch():
     fmt, correct = callback.reward_funcs
     for answer in ("1", "2", "1", "2"):  # fresh lists each time; CPython may reuse their ids
         completions = ["#### 1", "#### 2"]
-        assert fmt(prompts=["q", "q"], completions=completions, answer=[answer] * 2,
-                   log_metric=trainer._log_metric) == [1.0, 1.0]
+        assert fmt(
+            prompts=["q", "q"], completions=completions, answer=[answer] * 2, log_metric=trainer._log_metric
+        ) == [1.0, 1.0]
         expected = [1.0, 0.0] if answer == "1" else [0.0, 1.0]
-        assert correct(prompts=["q", "q"], completions=completions, answer=[answer] * 2,
-                       log_metric=trainer._log_metric) == expected
+        assert (
+            correct(prompts=["q", "q"], completions=completions, answer=[answer] * 2, log_metric=trainer._log_metric)
+            == expected
+        )
 
 
 def test_callback_reads_the_trainers_weights_and_skips_eval_batches(tmp_path):
@@ -136,13 +139,16 @@ def test_callback_reads_the_trainers_weights_and_skips_eval_batches(tmp_path):
 
     callback = RewardPipeMonitor(reward="gsm8k", store=str(tmp_path), run_id="w")
     prompts, completions, columns = _gsm8k_batch()
-    _drive(callback, _FakeTrainer(callback.reward_funcs, [0.5, 1.0], 4, training=False), prompts, completions, **columns)
+    _drive(
+        callback, _FakeTrainer(callback.reward_funcs, [0.5, 1.0], 4, training=False), prompts, completions, **columns
+    )
     assert callback.batches == 0  # evaluation batches are not training groups
     _drive(callback, _FakeTrainer(callback.reward_funcs, [3.0, 2.0], 4), prompts, completions, **columns)
     records = list(LocalStore(tmp_path).iter_records("w"))
     assert len(records) == 16 and {tuple(r.weights.values()) for r in records} == {(3.0, 2.0)}
-    assert records[0].aggregate == pytest.approx(3.0 * records[0].components["format"]
-                                                 + 2.0 * records[0].components["answer_correct"])
+    assert records[0].aggregate == pytest.approx(
+        3.0 * records[0].components["format"] + 2.0 * records[0].components["answer_correct"]
+    )
 
 
 def test_callback_gathers_processes_so_a_group_split_across_them_is_judged_whole():
@@ -159,6 +165,7 @@ def test_callback_gathers_processes_so_a_group_split_across_them_is_judged_whole
             pending[rank] = rows
             other = 1 - rank
             return (rows + pending.get(other, [])) if rank == 0 else (pending.get(other, []) + rows)
+
         return gather
 
     ranks = {r: RewardPipeMonitor(reward="gsm8k", gather=gather_from(r)) for r in (0, 1)}
@@ -167,12 +174,20 @@ def test_callback_gathers_processes_so_a_group_split_across_them_is_judged_whole
     for rank in (1, 0):  # rank 1 finishes first; rank 0 then sees both halves
         rows = rank_rows[rank]
         cb = ranks[rank]
-        _drive(cb, _FakeTrainer(cb.reward_funcs, [0.5, 1.0], 4), [prompts[i] for i in rows],
-               [completions[i] for i in rows], answer=[columns["answer"][i] for i in rows])
+        _drive(
+            cb,
+            _FakeTrainer(cb.reward_funcs, [0.5, 1.0], 4),
+            [prompts[i] for i in rows],
+            [completions[i] for i in rows],
+            answer=[columns["answer"][i] for i in rows],
+        )
     got = ranks[0].reports[0]
     want = single.reports[0]
     assert got.groups == want.groups == 2
-    assert got.components["answer_correct"].within_group_std_mean == want.components["answer_correct"].within_group_std_mean
+    assert (
+        got.components["answer_correct"].within_group_std_mean
+        == want.components["answer_correct"].within_group_std_mean
+    )
 
 
 def test_ignore_must_name_a_component():
@@ -190,6 +205,8 @@ def test_a_monitor_failure_is_reported_and_never_stops_training(caplog):
     trainer = _FakeTrainer(callback.reward_funcs, [0.5, 1.0], 3)  # 4 completions do not split into groups of 3
     fmt, correct = callback.reward_funcs
     fmt(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns)
-    assert correct(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns) == [0.0, 1.0] * 2
+    assert (
+        correct(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns) == [0.0, 1.0] * 2
+    )
     assert callback.failures and "groups of 3" in callback.failures[0]
     assert "within-group monitor failed" in caplog.text

@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import os
 import sys
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 REQUIRED = ("BUCKET", "JOB_KEY", "RESULT_KEY")
 
@@ -41,9 +42,11 @@ def scratch_problem(path: str) -> str | None:
         with tempfile.TemporaryFile(dir=path):
             pass
     except OSError as exc:
-        return (f"scratch dir {path} is not writable by uid {os.geteuid()} (owner uid {info.st_uid}, mode "
-                f"{info.st_mode & 0o7777:04o}: {exc.strerror}); the image must create it, chown it to the "
-                f"runtime user and declare it a VOLUME")
+        return (
+            f"scratch dir {path} is not writable by uid {os.geteuid()} (owner uid {info.st_uid}, mode "
+            f"{info.st_mode & 0o7777:04o}: {exc.strerror}); the image must create it, chown it to the "
+            f"runtime user and declare it a VOLUME"
+        )
     return None
 
 
@@ -97,8 +100,18 @@ def main(env: Mapping[str, str] | None = None, s3_client: Any = None, executor: 
     except Exception as exc:  # noqa: BLE001 - report and exit non-zero; the state machine records it
         _error("job failed", error=f"{type(exc).__name__}: {exc}", job_key=env.get("JOB_KEY"))
         return 1
-    print(json.dumps({"level": "INFO", "message": "job finished", "job_key": env["JOB_KEY"],
-                      "credentials_scrubbed": scrubbed, "non_dumpable": dumpable_off, **jobs.summary(result)}))
+    print(
+        json.dumps(
+            {
+                "level": "INFO",
+                "message": "job finished",
+                "job_key": env["JOB_KEY"],
+                "credentials_scrubbed": scrubbed,
+                "non_dumpable": dumpable_off,
+                **jobs.summary(result),
+            }
+        )
+    )
     return 0
 
 

@@ -24,6 +24,7 @@ def grade(body: dict) -> str:
 
 class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True  # reply at once (as a real server does), not after a delayed ACK
+
     def do_POST(self):
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
         data = json.dumps({"choices": [{"message": {"role": "assistant", "content": grade(body)}}]}).encode()

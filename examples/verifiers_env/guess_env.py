@@ -44,5 +44,6 @@ def fewer_guesses(state) -> float:
 
 def load_environment(max_turns: int = 6):
     dataset = Dataset.from_list([{"question": "Guess my number from 1 to 8.", "answer": str(n)} for n in (5, 2)])
-    return GuessEnv(dataset=dataset, max_turns=max_turns,
-                    rubric=vf.Rubric(funcs=[solved, fewer_guesses], weights=[1.0, 0.2]))
+    return GuessEnv(
+        dataset=dataset, max_turns=max_turns, rubric=vf.Rubric(funcs=[solved, fewer_guesses], weights=[1.0, 0.2])
+    )

@@ -25,8 +25,9 @@ def scenarios(_task):
     return {"reference": ScriptedPolicy(halve), "always_one": ScriptedPolicy(lambda _state, _task: "1")}
 
 
-ENVIRONMENT = from_verifiers("guess_env:load_environment", env_args={"max_turns": 6},
-                             ranges={"solved": (0, 1)}, scenarios=scenarios)  # fewer_guesses: no range given
+ENVIRONMENT = from_verifiers(
+    "guess_env:load_environment", env_args={"max_turns": 6}, ranges={"solved": (0, 1)}, scenarios=scenarios
+)  # fewer_guesses: no range given
 
 if __name__ == "__main__":
     print("components:", {c.name: (c.weight, c.value_range, c.role) for c in ENVIRONMENT.reward.components})

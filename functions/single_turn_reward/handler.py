@@ -69,8 +69,9 @@ def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
     from rewardpipe.aws.hardening import make_non_dumpable
 
     make_non_dumpable()  # code_correctness runs model code in child processes
-    results = score_samples(event, REWARD, deadline=deadline(context),
-                            answer_by=answer_by(context), error_reward=ERROR_REWARD)
+    results = score_samples(
+        event, REWARD, deadline=deadline(context), answer_by=answer_by(context), error_reward=ERROR_REWARD
+    )
     errors = _errors(results)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))
     metrics.add_metric(name="SampleErrors", unit=MetricUnit.Count, value=errors)

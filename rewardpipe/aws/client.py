@@ -24,8 +24,9 @@ import json
 import random
 import re
 import time
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
 
@@ -70,7 +71,7 @@ def _with_retries(call: Callable[..., Any], **kwargs: Any) -> Any:
         except Exception as exc:  # noqa: BLE001 - re-raised unless transient
             if attempt == API_ATTEMPTS or not _transient(exc):
                 raise
-            time.sleep(random.uniform(0, min(API_MAX_DELAY_S, 0.5 * 2 ** attempt)))
+            time.sleep(random.uniform(0, min(API_MAX_DELAY_S, 0.5 * 2**attempt)))
     raise AssertionError("unreachable")
 
 
@@ -99,8 +100,17 @@ TURN_KEEP_HIDDEN_S = 300
 
 
 class RolloutClient:
-    def __init__(self, state_machine_arn: str, *, queue_url: str = "", bucket: str = "", sfn: Any = None,
-                 sqs: Any = None, s3: Any = None, workers: int = 8) -> None:
+    def __init__(
+        self,
+        state_machine_arn: str,
+        *,
+        queue_url: str = "",
+        bucket: str = "",
+        sfn: Any = None,
+        sqs: Any = None,
+        s3: Any = None,
+        workers: int = 8,
+    ) -> None:
         import boto3
 
         self.state_machine_arn = state_machine_arn
@@ -147,12 +157,24 @@ class RolloutClient:
             policy = {k: v for k, v in payload["policy"].items() if k != "turns"}
             payload["policy"] = {**policy, "turns_key": self._store().put_json(key, turns)}
         if payload_size(payload) > PAYLOAD_BUDGET:
-            raise ValueError(f"the execution input is {payload_size(payload)} bytes even with the task and turns "
-                             f"in S3 (budget {PAYLOAD_BUDGET}); shorten the ids or policy settings")
+            raise ValueError(
+                f"the execution input is {payload_size(payload)} bytes even with the task and turns "
+                f"in S3 (budget {PAYLOAD_BUDGET}); shorten the ids or policy settings"
+            )
         return payload
 
-    def start(self, run: str, step: int, group: str, rollout: str, *, task: Any = None, task_key: str | None = None,
-              policy: dict | None = None, max_turns: int | None = None) -> str:
+    def start(
+        self,
+        run: str,
+        step: int,
+        group: str,
+        rollout: str,
+        *,
+        task: Any = None,
+        task_key: str | None = None,
+        policy: dict | None = None,
+        max_turns: int | None = None,
+    ) -> str:
         """Start (or find) the execution of one rollout and return its ARN.
 
         An execution of this rollout that is RUNNING with the same input is returned as it is (Step
@@ -160,8 +182,13 @@ class RolloutClient:
         finished in any way (SUCCEEDED, FAILED, TIMED_OUT, ABORTED), or was started with a different input,
         is left alone and a new attempt is started under the next free name.
         """
-        payload: dict[str, Any] = {"run": run, "step": step, "group": group, "rollout": rollout,
-                                   "policy": dict(policy or {"mode": "callback"})}
+        payload: dict[str, Any] = {
+            "run": run,
+            "step": step,
+            "group": group,
+            "rollout": rollout,
+            "policy": dict(policy or {"mode": "callback"}),
+        }
         if task is not None:
             payload["task"] = task.model_dump(mode="json") if hasattr(task, "model_dump") else task
         if task_key is not None:
@@ -172,8 +199,9 @@ class RolloutClient:
             name = execution_name(run, step, rollout, attempt)
             body = json.dumps(self._offload(json.loads(json.dumps(payload)), name))
             try:
-                return _with_retries(self.sfn.start_execution, stateMachineArn=self.state_machine_arn, name=name,
-                                     input=body)["executionArn"]
+                return _with_retries(
+                    self.sfn.start_execution, stateMachineArn=self.state_machine_arn, name=name, input=body
+                )["executionArn"]
             except self.sfn.exceptions.ExecutionAlreadyExists:
                 arn = self.execution_arn(name)
                 old = _with_retries(self.sfn.describe_execution, executionArn=arn)
@@ -181,11 +209,24 @@ class RolloutClient:
                     return arn
         raise RuntimeError(f"rollout {rollout!r} of run {run!r} step {step} already has {MAX_ATTEMPTS} attempts")
 
-    def start_group(self, run: str, step: int, group: str, *, policies: Iterable[dict], task: Any = None,
-                    task_key: str | None = None, max_turns: int | None = None) -> list[str]:
+    def start_group(
+        self,
+        run: str,
+        step: int,
+        group: str,
+        *,
+        policies: Iterable[dict],
+        task: Any = None,
+        task_key: str | None = None,
+        max_turns: int | None = None,
+    ) -> list[str]:
         """One execution per policy; rollout ids are ``<group>-<i>``."""
-        return [self.start(run, step, group, f"{group}-{i}", task=task, task_key=task_key, policy=policy,
-                           max_turns=max_turns) for i, policy in enumerate(policies)]
+        return [
+            self.start(
+                run, step, group, f"{group}-{i}", task=task, task_key=task_key, policy=policy, max_turns=max_turns
+            )
+            for i, policy in enumerate(policies)
+        ]
 
     # -- waiting ------------------------------------------------------------------------------------
 
@@ -205,8 +246,9 @@ class RolloutClient:
                 if desc["status"] != "RUNNING":
                     done[arn] = desc
 
-    def all_done(self, arns: list[str], *, min_interval_s: float = 1.0,
-                 max_interval_s: float = 5.0) -> Callable[[], bool]:
+    def all_done(
+        self, arns: list[str], *, min_interval_s: float = 1.0, max_interval_s: float = 5.0
+    ) -> Callable[[], bool]:
         """A predicate for ``serve_turns(until=...)``: True once every execution has finished.
 
         Each poll describes only the executions still running. Polls back off: a poll that finds none newly
@@ -228,8 +270,9 @@ class RolloutClient:
 
         return check
 
-    def wait(self, arns: list[str], *, timeout_s: float = 3600.0, poll_s: float = 1.0,
-             max_poll_s: float = 30.0) -> list[dict]:
+    def wait(
+        self, arns: list[str], *, timeout_s: float = 3600.0, poll_s: float = 1.0, max_poll_s: float = 30.0
+    ) -> list[dict]:
         """Each execution's output (the Nova reward shape), in order; a failed execution gives
         ``{"status": "failed", "error": ...}`` (its rollout has no record: the alarm fires).
 
@@ -251,8 +294,14 @@ class RolloutClient:
             if desc["status"] == "SUCCEEDED":
                 results.append(json.loads(desc["output"]))
             else:
-                results.append({"status": "failed", "execution_status": desc["status"],
-                                "error": desc.get("error"), "cause": desc.get("cause")})
+                results.append(
+                    {
+                        "status": "failed",
+                        "execution_status": desc["status"],
+                        "error": desc.get("error"),
+                        "cause": desc.get("cause"),
+                    }
+                )
         return results
 
     # -- callback turns -----------------------------------------------------------------------------
@@ -260,13 +309,22 @@ class RolloutClient:
     def _request(self, body: dict[str, Any]) -> dict[str, Any]:
         """What ``respond`` gets: the ids and the conversation so far, read from the state snapshot."""
         snapshot = self._store(str(body.get("bucket") or "")).get_json(str(body["state_key"]))
-        return {"run": body.get("run"), "step": body.get("step"), "group": body.get("group"),
-                "rollout": body.get("rollout"), "messages": snapshot["state"]["messages"]}
+        return {
+            "run": body.get("run"),
+            "step": body.get("step"),
+            "group": body.get("group"),
+            "rollout": body.get("rollout"),
+            "messages": snapshot["state"]["messages"],
+        }
 
     def _fail(self, token: str, context: str, exc: Exception) -> bool:
         """Tell the execution its turn failed (it ends in a policy_error record); False: nothing delivered."""
-        _with_retries(self.sfn.send_task_failure, taskToken=token, error="PolicyError",
-                      cause=f"{context}{type(exc).__name__}: {exc}"[:32000])
+        _with_retries(
+            self.sfn.send_task_failure,
+            taskToken=token,
+            error="PolicyError",
+            cause=f"{context}{type(exc).__name__}: {exc}"[:32000],
+        )
         return False
 
     def _answer(self, body: dict[str, Any], respond: Callable[[dict], str]) -> bool:
@@ -297,8 +355,15 @@ class RolloutClient:
                 return False  # the execution no longer waits for this turn (timed out, failed or answered)
             raise
 
-    def serve_turns(self, respond: Callable[[dict], str], until: Callable[[], bool], *, poll_s: float = 1.0,
-                    timeout_s: float = 3600.0, keep_hidden_s: float = TURN_KEEP_HIDDEN_S) -> int:
+    def serve_turns(
+        self,
+        respond: Callable[[dict], str],
+        until: Callable[[], bool],
+        *,
+        poll_s: float = 1.0,
+        timeout_s: float = 3600.0,
+        keep_hidden_s: float = TURN_KEEP_HIDDEN_S,
+    ) -> int:
         """Answer turn requests from the queue until ``until()``; returns how many turns were delivered.
 
         ``respond(request)`` gets ``{"run", "step", "group", "rollout", "messages"}`` and returns the
@@ -324,8 +389,9 @@ class RolloutClient:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"turn requests still pending after {timeout_s}s")
                 try:
-                    messages = self.sqs.receive_message(QueueUrl=self.queue_url, MaxNumberOfMessages=10,
-                                                        WaitTimeSeconds=min(20, int(poll_s))).get("Messages", [])
+                    messages = self.sqs.receive_message(
+                        QueueUrl=self.queue_url, MaxNumberOfMessages=10, WaitTimeSeconds=min(20, int(poll_s))
+                    ).get("Messages", [])
                 except Exception as exc:  # noqa: BLE001 - re-raised unless transient
                     if not _transient(exc):
                         raise
@@ -373,8 +439,11 @@ class RolloutClient:
             pending = [(message, future) for message, future in pending if not future.done()]
             for message, _ in pending:
                 try:
-                    self.sqs.change_message_visibility(QueueUrl=self.queue_url, ReceiptHandle=message["ReceiptHandle"],
-                                                       VisibilityTimeout=max(1, round(keep_hidden_s)))
+                    self.sqs.change_message_visibility(
+                        QueueUrl=self.queue_url,
+                        ReceiptHandle=message["ReceiptHandle"],
+                        VisibilityTimeout=max(1, round(keep_hidden_s)),
+                    )
                 except Exception:  # noqa: BLE001 - at worst the turn is delivered again and its late answer is stale
                     pass
 

@@ -67,7 +67,7 @@ def is_dumpable() -> bool | None:
     return None if libc is None else bool(libc.prctl(PR_GET_DUMPABLE, 0, 0, 0, 0))
 
 
-def scrub_credentials(environ: "os._Environ[str] | dict[str, str]" = os.environ) -> list[str]:
+def scrub_credentials(environ: os._Environ[str] | dict[str, str] = os.environ) -> list[str]:
     """Remove credential variables from ``environ`` (call after every AWS client is built)."""
     removed = [name for name in CREDENTIAL_VARIABLES if name in environ]
     for name in removed:

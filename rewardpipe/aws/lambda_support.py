@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextvars
 import functools
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -20,11 +21,25 @@ from rewardpipe.aws.settings import Settings
 _ID_FIELDS = ("run", "step", "group", "rollout", "run_id", "attempt")
 _LOGGED = ("status", "record_key", "next", "version", "execution")
 # AWS error codes that mean "try again" (throttling, service-side faults, timeouts).
-TRANSIENT_CODES = frozenset({
-    "SlowDown", "Throttling", "ThrottlingException", "TooManyRequestsException", "RequestLimitExceeded",
-    "RequestTimeout", "RequestTimeoutException", "InternalError", "InternalFailure", "ServiceUnavailable",
-    "ServiceUnavailableException", "500", "502", "503", "504",
-})
+TRANSIENT_CODES = frozenset(
+    {
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "RequestTimeout",
+        "RequestTimeoutException",
+        "InternalError",
+        "InternalFailure",
+        "ServiceUnavailable",
+        "ServiceUnavailableException",
+        "500",
+        "502",
+        "503",
+        "504",
+    }
+)
 
 
 class TransientError(RuntimeError):
@@ -42,9 +57,20 @@ def is_transient(exc: BaseException) -> bool:
         code = (response.get("Error") or {}).get("Code") if isinstance(response, dict) else None
         if code in TRANSIENT_CODES:
             return True
-        if name in ("EndpointConnectionError", "ConnectTimeoutError", "ReadTimeoutError", "ConnectionClosedError",
-                    "ResponseStreamingError", "IncompleteReadError", "StoreUnreachable",
-                    "EndpointError", "ConnectError", "ReadTimeout", "ConnectTimeout", "RemoteProtocolError"):
+        if name in (
+            "EndpointConnectionError",
+            "ConnectTimeoutError",
+            "ReadTimeoutError",
+            "ConnectionClosedError",
+            "ResponseStreamingError",
+            "IncompleteReadError",
+            "StoreUnreachable",
+            "EndpointError",
+            "ConnectError",
+            "ReadTimeout",
+            "ConnectTimeout",
+            "RemoteProtocolError",
+        ):
             return True
         current = current.__cause__ or current.__context__
     return False

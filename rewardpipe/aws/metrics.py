@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import math
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 NAMESPACE = "RewardPipe"
 ZERO_VARIANCE = "ZeroVarianceGroupFraction"
@@ -69,8 +70,10 @@ def step_points(report: Any, run_id: str | None = None) -> list[MetricPoint]:
 
 def aggregate_streak_points(longest_dead: dict[str, int], longest_errors: int | None) -> list[MetricPoint]:
     """DeadStreak per component and ErrorStreak, without a run dimension (what the alarms watch)."""
-    points = [MetricPoint(DEAD_STREAK, float(streak), "Count", {"component": name})
-              for name, streak in sorted(longest_dead.items())]
+    points = [
+        MetricPoint(DEAD_STREAK, float(streak), "Count", {"component": name})
+        for name, streak in sorted(longest_dead.items())
+    ]
     if longest_errors is not None:
         points.append(MetricPoint(ERROR_STREAK, float(longest_errors), "Count"))
     return points
@@ -89,7 +92,10 @@ def emit(points: Iterable[MetricPoint]) -> int:
     count = 0
     for point in points:
         with single_metric(
-            name=point.name, unit=MetricUnit(point.unit), value=point.value, namespace=NAMESPACE,
+            name=point.name,
+            unit=MetricUnit(point.unit),
+            value=point.value,
+            namespace=NAMESPACE,
             default_dimensions={"service": service_name()},
         ) as metric:
             for key, value in point.dimensions.items():

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict
+from datetime import UTC
 from typing import Any
 
 from pydantic import ConfigDict, Field
@@ -157,8 +158,9 @@ class ConditionalStateStore:
 
         def attempt() -> Any:
             try:
-                return store.client.put_object(Bucket=store.bucket, Key=store._full(key), Body=body,
-                                               ContentType="application/json", **condition)
+                return store.client.put_object(
+                    Bucket=store.bucket, Key=store._full(key), Body=body, ContentType="application/json", **condition
+                )
             except ClientError as exc:
                 if s3_error_code(exc) in self.CONFLICT_CODES:
                     return _CONFLICT  # decided below, once: retrying cannot change the answer
@@ -245,11 +247,16 @@ class CheckPublisher:
 
 def _summary(run_id: str, result: Any) -> dict[str, Any]:
     report = result.steps[0]
-    summary: dict[str, Any] = {"run_id": run_id, "step": report.step, "replayed": report.replayed,
-                               "records": report.records, "error_rate": report.error_rate,
-                               "verdicts": {name: stats.verdict for name, stats in report.components.items()},
-                               "alarms": [a.to_dict() for a in result.alarms],
-                               "verdict_key": verdict_key(run_id, report.step)}
+    summary: dict[str, Any] = {
+        "run_id": run_id,
+        "step": report.step,
+        "replayed": report.replayed,
+        "records": report.records,
+        "error_rate": report.error_rate,
+        "verdicts": {name: stats.verdict for name, stats in report.components.items()},
+        "alarms": [a.to_dict() for a in result.alarms],
+        "verdict_key": verdict_key(run_id, report.step),
+    }
     if result.already_delivered:
         summary["already_delivered"] = [a.dedupe_key for a in result.already_delivered]
     if result.unreadable:
@@ -262,9 +269,16 @@ _OWED = ("alarm-delivery:", "metrics-delivery:")
 
 def _owed(items: list[dict[str, Any]]) -> list[str]:
     """The deliveries still owed among a result's notes: each fails the invocation (Lambda retries it)."""
-    return [f"{item['key']}: {item['reason']}" for item in items if str(item.get("key", "")).startswith(_OWED)
-            or (str(item.get("key", "")).endswith("/monitor/state.json") and "StateConflict" not in item["reason"]
-                and item["reason"].startswith("delivered, but"))]
+    return [
+        f"{item['key']}: {item['reason']}"
+        for item in items
+        if str(item.get("key", "")).startswith(_OWED)
+        or (
+            str(item.get("key", "")).endswith("/monitor/state.json")
+            and "StateConflict" not in item["reason"]
+            and item["reason"].startswith("delivered, but")
+        )
+    ]
 
 
 def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
@@ -274,12 +288,12 @@ def streak_points(store: Any, settings: Settings, now: Any = None) -> list[Any]:
     dimension), and a healthy run checked after a failing one cannot "recover" an alarm while the
     failing one is still running; a run that has stopped drops out after the window. Emitted only by a
     check that committed a step, so a pause in training sends nothing and the alarms keep their state."""
-    from datetime import datetime, timedelta, timezone
+    from datetime import datetime, timedelta
 
     from rewardpipe.aws.metrics import aggregate_streak_points
     from rewardpipe.monitoring import ERRORS_TARGET, MonitorState, state_key
 
-    now = now or datetime.now(timezone.utc)
+    now = now or datetime.now(UTC)
     window = timedelta(minutes=settings.active_run_minutes)
     longest_dead: dict[str, int] = {}
     longest_errors: int | None = None
@@ -307,9 +321,15 @@ def _replay(store: Any, run_id: str, step: int, settings: Settings) -> dict[str,
     result = monitor_step(store, run_id, step, thresholds(settings), (), persist_state=False)
     if not result.steps:
         return None
-    return {"run_id": run_id, "step": step, "replayed": True, "records": result.steps[0].records,
-            "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()}, "alarms": [],
-            "verdict_key": verdict_key(run_id, step)}
+    return {
+        "run_id": run_id,
+        "step": step,
+        "replayed": True,
+        "records": result.steps[0].records,
+        "verdicts": {n: s.verdict for n, s in result.steps[0].components.items()},
+        "alarms": [],
+        "verdict_key": verdict_key(run_id, step),
+    }
 
 
 def _open_store(settings: Settings) -> Any:
@@ -350,17 +370,21 @@ def run_check(request: CheckRequest, settings: Settings, store: Any = None, sns_
             if problem:
                 problems[run_id].append(problem)
         for _ in range(COMMIT_ATTEMPTS):
-            (check,) = check_pending(store, [run_id], thresholds(settings), sinks, skip_newest=request.step is None,
-                                     publisher=publisher)
+            (check,) = check_pending(
+                store, [run_id], thresholds(settings), sinks, skip_newest=request.step is None, publisher=publisher
+            )
             for result in check.results:
                 if result.steps:
                     summaries.append(_summary(run_id, result))
-                problems[run_id].extend(f"step {result.steps[0].step if result.steps else '?'}: {owed}"
-                                        for owed in _owed(result.unreadable))
+                problems[run_id].extend(
+                    f"step {result.steps[0].step if result.steps else '?'}: {owed}" for owed in _owed(result.unreadable)
+                )
             lost = [p for p in check.problems if str(p.get("error", "")).startswith(StateConflict.__name__)]
             problems[run_id].extend(
                 f"step {p['step']}: {p['error']}" if p.get("step") is not None else str(p["error"])
-                for p in check.problems if p not in lost)
+                for p in check.problems
+                if p not in lost
+            )
             if not lost:
                 break  # a lost race leaves steps to the winner; check what is still unchecked from its state
         if already:

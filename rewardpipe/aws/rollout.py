@@ -39,8 +39,9 @@ from typing import Any, Literal
 from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
-from rewardpipe.aws.state import PAYLOAD_BUDGET, PayloadTooLarge, StateStore, guard_payload, inputs_prefix
+from rewardpipe.aws.state import PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
+
 # The workflow runs the configured environment (Settings.environment: ENVIRONMENT_REF, the built-in
 # ask_before_coding without it), with its task model, state model, system prompt and execution job.
 from rewardpipe.environment import EpisodeState, TaskRow, stored_action
@@ -114,8 +115,10 @@ def _check_run(value: str) -> str:
     if not storable_run_id(value):
         from rewardpipe.store import MAX_SEGMENT
 
-        raise ValueError(f"a run id must fit a store key (at most {MAX_SEGMENT} characters once percent-encoded) "
-                         f"and hold no control, format or line-separator character")
+        raise ValueError(
+            f"a run id must fit a store key (at most {MAX_SEGMENT} characters once percent-encoded) "
+            f"and hold no control, format or line-separator character"
+        )
     return value
 
 
@@ -137,14 +140,16 @@ class PolicySpec(DeferredModel):
     max_tokens: int = Field(default=1024, ge=1, le=MAX_TOKENS_LIMIT)
 
     @model_validator(mode="after")
-    def _mode_needs(self) -> "PolicySpec":
+    def _mode_needs(self) -> PolicySpec:
         if self.mode == "replay" and self.turns is None and self.turns_key is None:
             raise ValueError("policy.mode 'replay' needs policy.turns (the assistant turns to replay)")
         if self.turns is not None and self.turns_key is not None:
             raise ValueError("give policy.turns or policy.turns_key, not both")
         if self.mode != "replay" and (self.turns is not None or self.turns_key is not None):
-            raise ValueError(f"policy.turns and policy.turns_key are for policy.mode 'replay', not '{self.mode}' "
-                             f"(without a mode the policy is 'callback')")
+            raise ValueError(
+                f"policy.turns and policy.turns_key are for policy.mode 'replay', not '{self.mode}' "
+                f"(without a mode the policy is 'callback')"
+            )
         if self.channel is not None and self.mode != "callback":
             raise ValueError("policy.channel names a turn queue: it only applies to policy.mode 'callback'")
         return self
@@ -176,7 +181,7 @@ class RolloutInput(DeferredModel):
     _run = field_validator("run")(_check_run)
 
     @model_validator(mode="after")
-    def _one_task(self) -> "RolloutInput":
+    def _one_task(self) -> RolloutInput:
         if (self.task is None) == (self.task_key is None):
             raise ValueError("give exactly one of 'task' (the task inline) or 'task_key' (an S3 key under tasks/)")
         if self.task_key is not None and not self.task_key.startswith(TASKS_PREFIX):
@@ -221,10 +226,10 @@ class EpisodeSnapshot(DeferredModel):
     task_key: str
     policy: PolicySpec
     state: SerializeAsAny[EpisodeState]
-    environment: str | None = None              # name@version of the environment that wrote it
+    environment: str | None = None  # name@version of the environment that wrote it
     execution: ExecutionRef | None = None
-    version: int = Field(default=0, ge=0)       # how many times a conversation step has written it
-    applied_reply_at: str | None = None         # the state entry (EnteredTime) that applied the last trainer reply
+    version: int = Field(default=0, ge=0)  # how many times a conversation step has written it
+    applied_reply_at: str | None = None  # the state entry (EnteredTime) that applied the last trainer reply
 
 
 # Snapshots written before they carried their environment were all ask_before_coding's.
@@ -242,11 +247,15 @@ def read_snapshot(raw: Any, env: Any) -> EpisodeSnapshot:
     written = raw.get("environment")
     if written is None:
         if env.name != LEGACY_ENVIRONMENT:
-            raise SnapshotMismatch(f"the episode snapshot names no environment (written before snapshots carried "
-                                   f"one, by {LEGACY_ENVIRONMENT}); this deployment runs {mine}: not resumed")
+            raise SnapshotMismatch(
+                f"the episode snapshot names no environment (written before snapshots carried "
+                f"one, by {LEGACY_ENVIRONMENT}); this deployment runs {mine}: not resumed"
+            )
     elif written != mine:
-        raise SnapshotMismatch(f"the episode snapshot was written by environment {str(written)[:200]!r}; this "
-                               f"deployment runs {mine!r}: not resumed")
+        raise SnapshotMismatch(
+            f"the episode snapshot was written by environment {str(written)[:200]!r}; this "
+            f"deployment runs {mine!r}: not resumed"
+        )
     state = env.state_model.model_validate(raw.get("state"))
     return EpisodeSnapshot.model_validate({**raw, "state": state})
 
@@ -283,15 +292,22 @@ def transcript_key(state: EpisodeState) -> str:
     return key_of(state.run_id, int(state.step), state.group_id, state.rollout_id)
 
 
-def put_transcript(store: Any, state: EpisodeState, task: TaskRow | None = None, execution: Any = None,
-                   record: Record | None = None, env: Any = None) -> str:
+def put_transcript(
+    store: Any,
+    state: EpisodeState,
+    task: TaskRow | None = None,
+    execution: Any = None,
+    record: Record | None = None,
+    env: Any = None,
+) -> str:
     """Store the rollout's transcript (rewardpipe.transcripts: messages, the environment's own fields such as
     revealed spec items, executed code, verdict and scores), the same document the local runner writes;
     replayable via ``to_rollout()``. ``env``: the environment that ran it (default: the built-in one)."""
     from rewardpipe.transcripts import transcript_of_episode
 
-    return store.put_transcript(transcript_of_episode(state, task, execution, record,
-                                                      env=env if env is not None else environment()))
+    return store.put_transcript(
+        transcript_of_episode(state, task, execution, record, env=env if env is not None else environment())
+    )
 
 
 def inline_task_key(run: str, task: dict[str, Any]) -> str:
@@ -319,8 +335,15 @@ def validate_task(raw: Any, env: Any, where: str) -> TaskRow:
     except ValidationError as exc:
         title = f"{where} (environment {env.name}, {env.task_model.__name__})"
         try:
-            details = [{"type": e["type"], "loc": e["loc"], "input": e.get("input"),
-                        **({"ctx": e["ctx"]} if "ctx" in e else {})} for e in exc.errors()]
+            details = [
+                {
+                    "type": e["type"],
+                    "loc": e["loc"],
+                    "input": e.get("input"),
+                    **({"ctx": e["ctx"]} if "ctx" in e else {}),
+                }
+                for e in exc.errors()
+            ]
             retitled = ValidationError.from_exception_data(title, details)  # type: ignore[arg-type]
         except Exception:  # noqa: BLE001 - an error type pydantic cannot rebuild: its own message
             raise exc from None
@@ -370,14 +393,20 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
     spec, state = snapshot.policy, snapshot.state
     if spec.mode == "replay":
         recorded = Rollout(
-            rollout_id=state.rollout_id, group_id=state.group_id, task_id=state.task_id, step=state.step,
+            rollout_id=state.rollout_id,
+            group_id=state.group_id,
+            task_id=state.task_id,
+            step=state.step,
             messages=[Message(role="assistant", content=t) for t in (turns if turns is not None else spec.turns or [])],
         )
         return ReplayPolicy([recorded])
     if spec.mode == "openai":
         base_url, model = spec.base_url or settings.policy_base_url, spec.model or settings.policy_model
         return OpenAIPolicy(
-            base_url, model, temperature=spec.temperature, max_tokens=spec.max_tokens,
+            base_url,
+            model,
+            temperature=spec.temperature,
+            max_tokens=spec.max_tokens,
             client=settings.chat_client(base_url, model, _api_key(settings)),
             system_prompt=settings.environment.system_prompt,
         )
@@ -453,19 +482,37 @@ def failed_snapshot_name(version: int) -> str:
     return f"failed-{version}.json"
 
 
-def _converse(snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, states: StateStore, version: int,
-              policy: Any = None, simulator: Any = None) -> EpisodeSnapshot:
+def _converse(
+    snapshot: EpisodeSnapshot,
+    task: TaskRow,
+    settings: Settings,
+    states: StateStore,
+    version: int,
+    policy: Any = None,
+    simulator: Any = None,
+) -> EpisodeSnapshot:
     """Run :func:`rewardpipe.episode.converse` from the snapshot; write the job if the episode commits."""
     from rewardpipe.aws.lambda_support import remaining_s
     from rewardpipe.episode import ConversationError, converse
 
     mode = snapshot.policy.mode
     if policy is None:
-        policy = _NoPolicy() if mode == "callback" else build_policy(
-            snapshot, settings, replay_turns(states.store, snapshot, states) if mode == "replay" else None)
+        policy = (
+            _NoPolicy()
+            if mode == "callback"
+            else build_policy(
+                snapshot, settings, replay_turns(states.store, snapshot, states) if mode == "replay" else None
+            )
+        )
     try:
-        state = converse(snapshot.state, task, policy, simulator or build_simulator(settings),
-                         pause=_pause_rule(mode, settings, remaining_s), services=env_services(settings))
+        state = converse(
+            snapshot.state,
+            task,
+            policy,
+            simulator or build_simulator(settings),
+            pause=_pause_rule(mode, settings, remaining_s),
+            services=env_services(settings),
+        )
     except ConversationError as exc:
         partial = snapshot.model_copy(update={"state": exc.state})
         states.put(failed_snapshot_name(version), partial.model_dump(mode="json", exclude_none=True))
@@ -477,8 +524,9 @@ def _converse(snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, stat
             snapshot.execution = prepare_job(state, task, settings, states.store)
         except Exception as exc:  # noqa: BLE001 - the environment's execution_job failed: its turn, not ours
             states.put(failed_snapshot_name(version), snapshot.model_dump(mode="json", exclude_none=True))
-            raise SimulatorError(f"environment '{settings.environment.name}': execution_job failed: "
-                                 f"{type(exc).__name__}: {exc}") from exc
+            raise SimulatorError(
+                f"environment '{settings.environment.name}': execution_job failed: {type(exc).__name__}: {exc}"
+            ) from exc
     return snapshot
 
 
@@ -514,8 +562,13 @@ def _save(states: StateStore, snapshot: EpisodeSnapshot, ids: dict[str, Any]) ->
     key = states.save_head(snapshot.model_dump(mode="json", exclude_none=True))
     nxt = _next(snapshot)
     return StateRef(
-        **ids, attempt=states.attempt, version=snapshot.version, state_key=key, next=nxt,
-        next_action=stored_action(snapshot.state.next_action), policy_mode=snapshot.policy.mode,
+        **ids,
+        attempt=states.attempt,
+        version=snapshot.version,
+        state_key=key,
+        next=nxt,
+        next_action=stored_action(snapshot.state.next_action),
+        policy_mode=snapshot.policy.mode,
         execution=snapshot.execution,
         reply_key=states.key(f"reply-{snapshot.version}.json") if nxt == "ask_trainer" else None,
     )
@@ -545,8 +598,16 @@ class TokenDelivery:
             raise ConfigurationError("environment variable TURN_QUEUE_URL (the trainer's turn queue) is not set")
         # Keys, not the transcript: the trainer reads the conversation at state_key and writes a reply too
         # large for SendTaskSuccess to reply_key.
-        body = {"task_token": self.token, "run": ref.run, "step": ref.step, "group": ref.group,
-                "rollout": ref.rollout, "bucket": self.bucket, "state_key": ref.state_key, "reply_key": ref.reply_key}
+        body = {
+            "task_token": self.token,
+            "run": ref.run,
+            "step": ref.step,
+            "group": ref.group,
+            "rollout": ref.rollout,
+            "bucket": self.bucket,
+            "state_key": ref.state_key,
+            "reply_key": ref.reply_key,
+        }
         self._client("sqs").send_message(QueueUrl=queue_url, MessageBody=json.dumps(body))
 
     def resume(self) -> None:
@@ -558,8 +619,9 @@ class TokenDelivery:
             return
         cause = json.dumps(payload, separators=(",", ":"))
         if len(cause) > CAUSE_LIMIT:
-            raise PayloadTooLarge(f"the {error} outcome is {len(cause)} characters, over SendTaskFailure's "
-                                  f"{CAUSE_LIMIT}-character cause")
+            raise PayloadTooLarge(
+                f"the {error} outcome is {len(cause)} characters, over SendTaskFailure's {CAUSE_LIMIT}-character cause"
+            )
         self._client("stepfunctions").send_task_failure(taskToken=self.token, error=error, cause=cause)
 
 
@@ -569,8 +631,10 @@ def turn_queue(settings: Settings, channel: str | None) -> str:
     if channel is None:
         return settings.turn_queue_url
     if channel not in settings.turn_channels:
-        raise ValueError(f"policy.channel {channel!r} is not a turn channel of this stack "
-                         f"(known: {sorted(settings.turn_channels) or 'none'})")
+        raise ValueError(
+            f"policy.channel {channel!r} is not a turn channel of this stack "
+            f"(known: {sorted(settings.turn_channels) or 'none'})"
+        )
     return settings.turn_channels[channel]
 
 
@@ -611,12 +675,17 @@ def _can_run_inline(ref: StateRef, settings: Settings) -> bool:
     from rewardpipe.aws.lambda_support import remaining_s
 
     execution = ref.execution
-    return (ref.next == "run_lambda" and bool(settings.runner_function) and execution is not None
-            and remaining_s() > (execution.timeout_s or 0) + INLINE_RUN_MARGIN_S)
+    return (
+        ref.next == "run_lambda"
+        and bool(settings.runner_function)
+        and execution is not None
+        and remaining_s() > (execution.timeout_s or 0) + INLINE_RUN_MARGIN_S
+    )
 
 
-def _conclude(ref: StateRef, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, store: Any,
-              delivery: TokenDelivery) -> dict[str, Any]:
+def _conclude(
+    ref: StateRef, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, store: Any, delivery: TokenDelivery
+) -> dict[str, Any]:
     """Deliver a conversation step's outcome; returns it (the handler logs it, tests read it)."""
     if ref.next == "ask_trainer":
         delivery.ask_trainer(ref)
@@ -655,8 +724,10 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     if policy.turns is not None:  # stored once; the snapshot only points at them
         policy = policy.model_copy(update={"turns": None, "turns_key": states.put("replay.json", policy.turns)})
     elif policy.turns_key is not None and not policy.turns_key.startswith(inputs_prefix(request.run, event.attempt)):
-        raise ValueError(f"policy.turns_key must be under {inputs_prefix(request.run, event.attempt)} "
-                         f"(where RolloutClient stores large replay turns), got {policy.turns_key!r}")
+        raise ValueError(
+            f"policy.turns_key must be under {inputs_prefix(request.run, event.attempt)} "
+            f"(where RolloutClient stores large replay turns), got {policy.turns_key!r}"
+        )
     elif policy.turns_key is not None:
         raw = store.get_json(policy.turns_key, default=None)
         if raw is None:
@@ -664,7 +735,11 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         policy = policy.model_copy(update={"turns_key": states.put("replay.json", raw)})
     try:
         state = start_episode(
-            task, env=env, run_id=request.run, step=request.step, group_id=request.group,
+            task,
+            env=env,
+            run_id=request.run,
+            step=request.step,
+            group_id=request.group,
             rollout_id=request.rollout,
             max_turns=request.max_turns or settings.max_turns or min(env.max_turns, MAX_TURNS_LIMIT),
         )
@@ -674,8 +749,14 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     snapshot = _converse(opening, task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
     ref = _save(states, snapshot, ids)
-    return _conclude(ref, snapshot, task, settings, store,
-                     TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel))
+    return _conclude(
+        ref,
+        snapshot,
+        task,
+        settings,
+        store,
+        TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel),
+    )
 
 
 def trainer_text(reply: dict[str, Any], reply_key: str, states: StateStore) -> str:
@@ -683,15 +764,18 @@ def trainer_text(reply: dict[str, Any], reply_key: str, states: StateStore) -> s
     object the client stored at this turn's ``reply_key`` because the text was too large to send."""
     if "text_key" in reply:
         if reply["text_key"] != reply_key:
-            raise PolicyError(f"the trainer's text_key must be this turn's reply_key {reply_key!r}, "
-                              f"got {reply['text_key']!r}")
+            raise PolicyError(
+                f"the trainer's text_key must be this turn's reply_key {reply_key!r}, got {reply['text_key']!r}"
+            )
         stored = states.get(reply_key)
         text = stored.get("text") if isinstance(stored, dict) else None
     else:
         text = reply.get("text")
     if not isinstance(text, str):
-        raise PolicyError("the trainer's callback output must be {\"text\": \"<assistant turn>\"} "
-                          "(or {\"text_key\": \"<reply_key>\"} for a large turn)")
+        raise PolicyError(
+            'the trainer\'s callback output must be {"text": "<assistant turn>"} '
+            '(or {"text_key": "<reply_key>"} for a large turn)'
+        )
     return text
 
 
@@ -706,10 +790,12 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     awaits_trainer = snapshot.policy.mode == "callback" and snapshot.state.next_action == "policy"
     task: TaskRow | None = None
     if event.reply == {"resume": True} and awaits_trainer:  # only the trainer's own turn moves it on
-        raise PolicyError("the trainer's callback output must be {\"text\": \"<assistant turn>\"}, not a resume")
+        raise PolicyError('the trainer\'s callback output must be {"text": "<assistant turn>"}, not a resume')
     if event.reply != {"resume": True}:
         # A retry of this very entry (same EnteredTime) after the reply was applied must not apply it again.
-        applied_here = event.retry_count > 0 and event.entered is not None and snapshot.applied_reply_at == event.entered
+        applied_here = (
+            event.retry_count > 0 and event.entered is not None and snapshot.applied_reply_at == event.entered
+        )
         if not applied_here:
             if not awaits_trainer:
                 raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
@@ -718,8 +804,9 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
             try:
                 snapshot.state = apply_policy_turn(snapshot.state, text, env, task)
             except Exception as exc:  # noqa: BLE001 - the environment's on_policy_turn failed
-                raise SimulatorError(f"environment '{env.name}': on_policy_turn failed: "
-                                     f"{type(exc).__name__}: {exc}") from exc
+                raise SimulatorError(
+                    f"environment '{env.name}': on_policy_turn failed: {type(exc).__name__}: {exc}"
+                ) from exc
             snapshot.applied_reply_at = event.entered
     if task is None:
         task = load_task(store, snapshot.task_key, env)
@@ -728,8 +815,14 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     state = snapshot.state
     ids = {"run": event.run, "step": int(state.step), "group": state.group_id, "rollout": state.rollout_id}
     ref = _save(states, snapshot, ids)
-    return _conclude(ref, snapshot, task, settings, store,
-                     TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel))
+    return _conclude(
+        ref,
+        snapshot,
+        task,
+        settings,
+        store,
+        TokenDelivery(event.task_token, settings, settings.bucket, snapshot.policy.channel),
+    )
 
 
 def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings) -> tuple[Record, str]:
@@ -984,8 +1077,11 @@ def record_failure_step(event: FailedRollout, settings: Settings) -> dict[str, A
     """The RecordError state: :func:`record_failure`, returned as the execution's output."""
     from rewardpipe.aws.settings import aws_client
 
-    return rollout_output(*record_failure(
-        event, settings, read_execution_input=lambda e: with_execution_input(e, aws_client("stepfunctions"))))
+    return rollout_output(
+        *record_failure(
+            event, settings, read_execution_input=lambda e: with_execution_input(e, aws_client("stepfunctions"))
+        )
+    )
 
 
 def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
@@ -1007,8 +1103,13 @@ def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
     except (KeyError, TypeError, ValueError):
         return event
     failed = {event.failed_state: event.error} if event.failed_state else {}
-    return FailedRollout.model_validate({"context": {"input": execution_input, "failed": failed},
-                                         "attempt": event.attempt, "execution": event.execution})
+    return FailedRollout.model_validate(
+        {
+            "context": {"input": execution_input, "failed": failed},
+            "attempt": event.attempt,
+            "execution": event.execution,
+        }
+    )
 
 
 def _failed_snapshot(store: Any, event: FailedRollout, env: Any) -> EpisodeSnapshot | None:
@@ -1060,8 +1161,9 @@ def _configured(load: Any) -> tuple[Any, str | None]:
         return None, str(exc)
 
 
-def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
-                   read_execution_input: Any = None) -> tuple[Record, str]:
+def record_failure(
+    event: FailedRollout, settings: Settings, store: Any = None, read_execution_input: Any = None
+) -> tuple[Record, str]:
     """Write the error record of a rollout whose execution failed anywhere.
 
     When the failing state passed on too little to name the rollout (StartEpisode passes only its error,
@@ -1095,9 +1197,15 @@ def record_failure(event: FailedRollout, settings: Settings, store: Any = None,
         elif event.task_key and usable_id(event.task_key.rsplit("/", 1)[-1].removesuffix(".json")):
             task_id = event.task_key.rsplit("/", 1)[-1].removesuffix(".json")
         record = failure_record(
-            run_id=event.run, step=event.step, group_id=event.group,
-            rollout_id=event.rollout or event.attempt, task_id=task_id,
-            kind=info.kind, message=info.message, reward=reward, metrics={"assistant_turns": 0},
+            run_id=event.run,
+            step=event.step,
+            group_id=event.group,
+            rollout_id=event.rollout or event.attempt,
+            task_id=task_id,
+            kind=info.kind,
+            message=info.message,
+            reward=reward,
+            metrics={"assistant_turns": 0},
         )
     from rewardpipe.store import record_key
 

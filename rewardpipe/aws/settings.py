@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Mapping
+from typing import Any
 
 
 class ConfigurationError(RuntimeError):
@@ -46,14 +47,20 @@ def _json_map(env: Mapping[str, str], name: str, *, of: str, mapping: str, valid
 
 
 def _weights(env: Mapping[str, str], name: str) -> dict[str, float]:
-    weights = _json_map(env, name, of="weights", mapping="component names to numbers",
-                        valid=lambda v: isinstance(v, (int, float)))
+    weights = _json_map(
+        env, name, of="weights", mapping="component names to numbers", valid=lambda v: isinstance(v, (int, float))
+    )
     return {k: float(v) for k, v in weights.items()}
 
 
 def _channels(env: Mapping[str, str], name: str) -> dict[str, str]:
-    return _json_map(env, name, of="queue URLs", mapping="channel names to queue URLs",
-                     valid=lambda v: isinstance(v, str) and bool(v))
+    return _json_map(
+        env,
+        name,
+        of="queue URLs",
+        mapping="channel names to queue URLs",
+        valid=lambda v: isinstance(v, str) and bool(v),
+    )
 
 
 def _reference(env: Mapping[str, str], name: str) -> str:
@@ -65,10 +72,16 @@ def _reference(env: Mapping[str, str], name: str) -> str:
     from rewardpipe.references import is_file_reference
 
     module, _, attr = raw.partition(":")
-    if not module or not attr or is_file_reference(raw) or not all(
-            part.isidentifier() for part in (*module.split("."), *attr.split("."))):
-        raise ConfigurationError(f"environment variable {name} must be an import reference package.module:ATTR "
-                                 f"(the stack resolves names at synth), got {raw!r}")
+    if (
+        not module
+        or not attr
+        or is_file_reference(raw)
+        or not all(part.isidentifier() for part in (*module.split("."), *attr.split(".")))
+    ):
+        raise ConfigurationError(
+            f"environment variable {name} must be an import reference package.module:ATTR "
+            f"(the stack resolves names at synth), got {raw!r}"
+        )
     return raw
 
 
@@ -86,32 +99,44 @@ def _components(env: Mapping[str, str], name: str) -> dict[str, dict[str, Any]]:
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
-        raise ConfigurationError(f"environment variable {name} must be a JSON list of components, "
-                                 f"got {raw[:200]!r}") from None
+        raise ConfigurationError(
+            f"environment variable {name} must be a JSON list of components, got {raw[:200]!r}"
+        ) from None
     if not isinstance(value, list):
-        raise ConfigurationError(f"environment variable {name} must be a JSON list of components, "
-                                 f"got {type(value).__name__}")
+        raise ConfigurationError(
+            f"environment variable {name} must be a JSON list of components, got {type(value).__name__}"
+        )
     out: dict[str, dict[str, Any]] = {}
     for i, item in enumerate(value):
         where = f"environment variable {name}[{i}]"
         if not isinstance(item, dict) or not isinstance(item.get("name"), str) or not item["name"]:
             raise ConfigurationError(f"{where} must be an object with a non-empty 'name'")
         bounds = item.get("range")
-        if (not isinstance(bounds, list) or len(bounds) != 2
-                or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
-                or bounds[0] > bounds[1]):
-            raise ConfigurationError(f"{where} ('{item['name']}'): 'range' must be [lo, hi], two finite numbers with "
-                                     f"lo <= hi, got {bounds!r}")
+        if (
+            not isinstance(bounds, list)
+            or len(bounds) != 2
+            or not all(isinstance(b, (int, float)) and not isinstance(b, bool) and math.isfinite(b) for b in bounds)
+            or bounds[0] > bounds[1]
+        ):
+            raise ConfigurationError(
+                f"{where} ('{item['name']}'): 'range' must be [lo, hi], two finite numbers with "
+                f"lo <= hi, got {bounds!r}"
+            )
         if item.get("role") not in COMPONENT_ROLES:
-            raise ConfigurationError(f"{where} ('{item['name']}'): 'role' must be one of {', '.join(COMPONENT_ROLES)}, "
-                                     f"got {item.get('role')!r}")
+            raise ConfigurationError(
+                f"{where} ('{item['name']}'): 'role' must be one of {', '.join(COMPONENT_ROLES)}, "
+                f"got {item.get('role')!r}"
+            )
         weight = item.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
             raise ConfigurationError(f"{where} ('{item['name']}'): 'weight' must be a finite number, got {weight!r}")
         if item["name"] in out:
             raise ConfigurationError(f"{where}: component '{item['name']}' is listed twice")
-        out[item["name"]] = {"range": (float(bounds[0]), float(bounds[1])), "role": item["role"],
-                             "weight": float(weight)}
+        out[item["name"]] = {
+            "range": (float(bounds[0]), float(bounds[1])),
+            "role": item["role"],
+            "weight": float(weight),
+        }
     return out
 
 
@@ -127,17 +152,24 @@ class JudgeSettings:
     api_key_secret: str = ""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str]) -> "JudgeSettings":
-        judge = cls(bedrock_model_id=(env.get("JUDGE_BEDROCK_MODEL_ID") or "").strip(),
-                    base_url=(env.get("JUDGE_BASE_URL") or "").strip(), model=(env.get("JUDGE_MODEL") or "").strip(),
-                    api_key_secret=(env.get("JUDGE_API_KEY_SECRET") or "").strip())
+    def from_env(cls, env: Mapping[str, str]) -> JudgeSettings:
+        judge = cls(
+            bedrock_model_id=(env.get("JUDGE_BEDROCK_MODEL_ID") or "").strip(),
+            base_url=(env.get("JUDGE_BASE_URL") or "").strip(),
+            model=(env.get("JUDGE_MODEL") or "").strip(),
+            api_key_secret=(env.get("JUDGE_API_KEY_SECRET") or "").strip(),
+        )
         if judge.bedrock_model_id and (judge.base_url or judge.model):
-            raise ConfigurationError("environment variables JUDGE_BEDROCK_MODEL_ID and JUDGE_BASE_URL/JUDGE_MODEL "
-                                     "both set: configure one judge endpoint")
+            raise ConfigurationError(
+                "environment variables JUDGE_BEDROCK_MODEL_ID and JUDGE_BASE_URL/JUDGE_MODEL "
+                "both set: configure one judge endpoint"
+            )
         if bool(judge.base_url) != bool(judge.model):
             missing = "JUDGE_MODEL" if judge.base_url else "JUDGE_BASE_URL"
-            raise ConfigurationError(f"environment variable {missing} is not set (an OpenAI-compatible judge needs "
-                                     f"JUDGE_BASE_URL and JUDGE_MODEL)")
+            raise ConfigurationError(
+                f"environment variable {missing} is not set (an OpenAI-compatible judge needs "
+                f"JUDGE_BASE_URL and JUDGE_MODEL)"
+            )
         if judge.api_key_secret and not judge.base_url:
             raise ConfigurationError("environment variable JUDGE_API_KEY_SECRET is set without JUDGE_BASE_URL")
         return judge
@@ -175,21 +207,22 @@ def load_reward(reference: str, weights: Mapping[str, float] | None, variable: s
 
     where = f"environment variable {variable} ({reference!r})"
     if ":" not in reference and reference not in BUILTIN_REWARDS:
-        raise ConfigurationError(f"{where}: not a built-in reward ({', '.join(sorted(BUILTIN_REWARDS))}) nor a "
-                                 f"reference package.module:ATTR")
+        raise ConfigurationError(
+            f"{where}: not a built-in reward ({', '.join(sorted(BUILTIN_REWARDS))}) nor a reference package.module:ATTR"
+        )
     try:
         value = load_import_reference(BUILTIN_REWARDS.get(reference, reference))
     except ReferenceProblem as exc:
         raise ConfigurationError(f"{where}: {exc}") from None
-    if (callable(value) and not isinstance(value, (Reward, Component, type))
-            and not isinstance(value, Environment)):
+    if callable(value) and not isinstance(value, (Reward, Component, type)) and not isinstance(value, Environment):
         try:
             value = value()
         except Exception as exc:  # noqa: BLE001 - the user's factory failed
             raise ConfigurationError(f"{where}: calling the factory failed: {type(exc).__name__}: {exc}") from None
     if not isinstance(value, Reward):
-        raise ConfigurationError(f"{where}: is {type(value).__name__}, not a rewardpipe.Reward (or a factory "
-                                 f"returning one)")
+        raise ConfigurationError(
+            f"{where}: is {type(value).__name__}, not a rewardpipe.Reward (or a factory returning one)"
+        )
     try:
         return value.with_weights(dict(weights) if weights else None)
     except ValueError as exc:
@@ -225,8 +258,9 @@ def llm_turn_reserve_s(http_timeout_s: float, http_retries: int) -> float:
     conversation functions' timeout leaves room for one (stacks/config.py)."""
     from rewardpipe.openai_client import MAX_BACKOFF_S
 
-    backoff = sum(min(POLICY_BACKOFF_S * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S)
-                  for attempt in range(1, http_retries + 1))
+    backoff = sum(
+        min(POLICY_BACKOFF_S * 2.0 ** min(attempt - 1, 16), MAX_BACKOFF_S) for attempt in range(1, http_retries + 1)
+    )
     return (http_retries + 1) * http_timeout_s + backoff + TURN_WRAP_UP_S
 
 
@@ -260,17 +294,17 @@ class Settings:
     turn_channels: dict[str, str] = field(default_factory=dict)
     # The user's code (issue 20), as the stack resolved it at synth: explicit ``module:attr`` references,
     # imported with rewardpipe.references.load_import_reference only (never an entry-point scan at cold start).
-    environment_ref: str = ""           # ENVIRONMENT_REF; "" is the built-in ask_before_coding
-    environment_version: str = ""       # ENVIRONMENT_VERSION: the version seen at synth (informational)
-    reward_ref: str = ""                # REWARD_REF; "" falls back to REWARD_NAME, then the environment's reward
-    single_turn_reward_ref: str = ""    # SINGLE_TURN_REWARD_REF; "" falls back to REWARD_NAME, then gsm8k
+    environment_ref: str = ""  # ENVIRONMENT_REF; "" is the built-in ask_before_coding
+    environment_version: str = ""  # ENVIRONMENT_VERSION: the version seen at synth (informational)
+    reward_ref: str = ""  # REWARD_REF; "" falls back to REWARD_NAME, then the environment's reward
+    single_turn_reward_ref: str = ""  # SINGLE_TURN_REWARD_REF; "" falls back to REWARD_NAME, then gsm8k
     # REWARD_COMPONENTS: the configured reward's components as data ({name: {"range", "role", "weight"}}) for the
     # variance check, which judges with them without importing user code.
     reward_components: dict[str, dict[str, Any]] = field(default_factory=dict)
     judge: JudgeSettings = field(default_factory=lambda: JudgeSettings())
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "Settings":
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
         env = os.environ if env is None else env
         return cls(
             bucket=env.get("BUCKET", ""),
@@ -307,8 +341,14 @@ class Settings:
         """The policy endpoint's client with the deployment's timeout and retries (the reserve's inputs)."""
         from rewardpipe.openai_client import ChatClient
 
-        return ChatClient(base_url, model, api_key=api_key, timeout_s=self.policy_http_timeout_s,
-                          max_retries=self.policy_http_retries, backoff_s=POLICY_BACKOFF_S)
+        return ChatClient(
+            base_url,
+            model,
+            api_key=api_key,
+            timeout_s=self.policy_http_timeout_s,
+            max_retries=self.policy_http_retries,
+            backoff_s=POLICY_BACKOFF_S,
+        )
 
     def judge_client(self, client: Any = None) -> Any:
         """The LLM judge's chat client (complete/complete_message, like rewardpipe.openai_client.ChatClient):
@@ -410,8 +450,9 @@ def aws_client(service: str, *, read_timeout: int | None = None, max_attempts: i
         if read_timeout or max_attempts:
             from botocore.config import Config
 
-            config = Config(read_timeout=read_timeout or 60,
-                            retries={"mode": "standard", "total_max_attempts": max_attempts or 3})
+            config = Config(
+                read_timeout=read_timeout or 60, retries={"mode": "standard", "total_max_attempts": max_attempts or 3}
+            )
         client = _CLIENTS[key] = boto3.client(service, config=config)
     return client
 

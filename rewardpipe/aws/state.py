@@ -56,8 +56,10 @@ def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:
     """Return ``obj`` unchanged, or raise PayloadTooLarge naming ``what`` and its size."""
     size = payload_size(obj)
     if size > budget:
-        raise PayloadTooLarge(f"{what} is {size} bytes, over the {budget}-byte budget for a Step Functions "
-                              f"payload (hard limit {STATE_PAYLOAD_LIMIT}); bulky data must go through S3")
+        raise PayloadTooLarge(
+            f"{what} is {size} bytes, over the {budget}-byte budget for a Step Functions "
+            f"payload (hard limit {STATE_PAYLOAD_LIMIT}); bulky data must go through S3"
+        )
     return obj
 
 

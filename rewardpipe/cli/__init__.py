@@ -1,7 +1,5 @@
 """Command-line interface. Each command group lives in its own module and registers on ``app``."""
 
-from rewardpipe.cli.app import app
-
 # Imported for their side effect of registering commands on ``app``.
 from rewardpipe.cli import (  # noqa: E402,F401
     envs_cmd,
@@ -14,5 +12,6 @@ from rewardpipe.cli import (  # noqa: E402,F401
     show_cmd,
     tasks_cmd,
 )
+from rewardpipe.cli.app import app
 
 __all__ = ["app"]

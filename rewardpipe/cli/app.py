@@ -55,10 +55,16 @@ class TerminalAlarmSink:
     def emit(self, alarm: Any) -> None:
         import dataclasses
 
-        self.inner.emit(dataclasses.replace(
-            alarm, run_id=None if alarm.run_id is None else printable(alarm.run_id),
-            component=printable(alarm.component), message=printable(alarm.message),
-            causes=_printable_tree(alarm.causes), examples=_printable_tree(alarm.examples)))
+        self.inner.emit(
+            dataclasses.replace(
+                alarm,
+                run_id=None if alarm.run_id is None else printable(alarm.run_id),
+                component=printable(alarm.component),
+                message=printable(alarm.message),
+                causes=_printable_tree(alarm.causes),
+                examples=_printable_tree(alarm.examples),
+            )
+        )
 
 
 def _printable_tree(value: Any) -> Any:

@@ -9,9 +9,10 @@ import inspect
 import json
 import os
 import platform
-from datetime import datetime, timezone
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Any, Callable, Iterable, NoReturn
+from typing import Annotated, Any
 
 import typer
 
@@ -21,8 +22,9 @@ from rewardpipe.models import InputFileError, Record, RunManifest
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
 
 
-def load_tasks_or_fail(path: Path, *, model: Any = None, allow_empty: bool = False,
-                       runnable: bool = False) -> list[Any]:
+def load_tasks_or_fail(
+    path: Path, *, model: Any = None, allow_empty: bool = False, runnable: bool = False
+) -> list[Any]:
     """The task rows of ``path`` (as ``model``, an environment's ``task_model``; default the
     ask-before-coding ``Task``), or exit 1 naming the file, line and field; ``runnable`` also refuses tasks
     whose hidden tests cannot run (see :func:`refuse_unrunnable_tests`)."""
@@ -131,10 +133,12 @@ def episode_reward(reference: str | None, weight: list[str], env: Any = None) ->
     reward = reward_or_fail(reference, weight, env)
     if reads_reference(reward):
         readers = [c.name for c in reward.components if "reference" in c.inputs]
-        usage_fail(f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
-                   f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
-                   f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
-                   f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another")
+        usage_fail(
+            f"--reward {reward.name} scores single-turn samples: its component(s) {', '.join(readers)} read "
+            f"'reference', which an episode does not have (score such samples with `rewardpipe score FILE "
+            f"--reward {reward.name}`, the Nova reward Lambda or rewardpipe.single_turn); environment "
+            f"'{env.name}' is scored by its own reward '{env.reward.name}' unless --reward names another"
+        )
     return reward
 
 
@@ -147,8 +151,9 @@ def check_threshold_names(thresholds: Any, reward: Any) -> None:
     for option, names in (("--ignore", thresholds.ignore), ("--range", list(thresholds.range_overrides))):
         for name in names:
             if name not in known:
-                usage_fail(f"{option} {name!r}: reward '{reward.name}' has no such component; known: "
-                           f"{', '.join(known)}")
+                usage_fail(
+                    f"{option} {name!r}: reward '{reward.name}' has no such component; known: {', '.join(known)}"
+                )
 
 
 def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
@@ -168,23 +173,52 @@ def parse_ranges(items: list[str]) -> dict[str, tuple[float, float]]:
 # The monitor's knobs, declared once: `run` (which monitors as it goes) and `monitor` both take them.
 _THRESHOLD_OPTIONS: dict[str, tuple[Any, Any]] = {  # parameter name -> (annotation, default)
     "epsilon": (Annotated[float, typer.Option(help="A group whose std is at most this has zero variance.")], 1e-6),
-    "dead_fraction": (Annotated[float, typer.Option(
-        help="A component is dead when at least this share of eligible groups has zero variance.")], 0.9),
-    "recover_fraction": (Annotated[float, typer.Option(
-        help="An active alarm clears when the share drops below this.")], 0.5),
-    "min_groups": (Annotated[int, typer.Option(
-        min=1, help="Groups with >= 2 scored rollouts needed for a verdict (fewer gives insufficient_data).")], 4),
+    "dead_fraction": (
+        Annotated[
+            float,
+            typer.Option(help="A component is dead when at least this share of eligible groups has zero variance."),
+        ],
+        0.9,
+    ),
+    "recover_fraction": (
+        Annotated[float, typer.Option(help="An active alarm clears when the share drops below this.")],
+        0.5,
+    ),
+    "min_groups": (
+        Annotated[
+            int,
+            typer.Option(
+                min=1, help="Groups with >= 2 scored rollouts needed for a verdict (fewer gives insufficient_data)."
+            ),
+        ],
+        4,
+    ),
     "consecutive": (Annotated[int, typer.Option(min=1, help="Dead steps in a row before alarming.")], 1),
-    "max_error_rate": (Annotated[float, typer.Option(
-        help="Alarm when at least this share of a step's rollouts are errors.")], 0.1),
+    "max_error_rate": (
+        Annotated[float, typer.Option(help="Alarm when at least this share of a step's rollouts are errors.")],
+        0.1,
+    ),
     "error_recover_rate": (Annotated[float, typer.Option(help="The error alarm clears below this share.")], 0.05),
-    "ignore": (Annotated[list[str], typer.Option(
-        "--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty.")], []),
-    "value_range": (Annotated[list[str], typer.Option(
-        "--range", help="Known range NAME=MIN:MAX of a component (repeatable).")], []),
-    "alarm_idle_penalties": (Annotated[bool, typer.Option(
-        "--alarm-idle-penalties",
-        help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info.")], False),
+    "ignore": (
+        Annotated[
+            list[str], typer.Option("--ignore", help="Component that never alarms (repeatable), e.g. loop_penalty.")
+        ],
+        [],
+    ),
+    "value_range": (
+        Annotated[list[str], typer.Option("--range", help="Known range NAME=MIN:MAX of a component (repeatable).")],
+        [],
+    ),
+    "alarm_idle_penalties": (
+        Annotated[
+            bool,
+            typer.Option(
+                "--alarm-idle-penalties",
+                help="Alarm on a penalty (range MIN:0) that never fires; by default it is reported as info.",
+            ),
+        ],
+        False,
+    ),
 }
 
 
@@ -194,8 +228,10 @@ def with_threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
     The command's own signature keeps a ``thresholds`` parameter; the wrapper's signature (which typer reads)
     swaps it for the options above, so the two commands cannot drift apart."""
     own = [p for p in inspect.signature(command).parameters.values() if p.name != "thresholds"]
-    added = [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
-             for name, (annotation, default) in _THRESHOLD_OPTIONS.items()]
+    added = [
+        inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+        for name, (annotation, default) in _THRESHOLD_OPTIONS.items()
+    ]
 
     @functools.wraps(command)
     def wrapper(**kwargs: Any) -> Any:
@@ -203,13 +239,24 @@ def with_threshold_options(command: Callable[..., Any]) -> Callable[..., Any]:
         return command(**kwargs, thresholds=build_thresholds(**knobs))
 
     wrapper.__signature__ = inspect.Signature(  # type: ignore[attr-defined]
-        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added)
+        [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in own] + added
+    )
     return wrapper
 
 
-def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: float, min_groups: int,
-                     consecutive: int, max_error_rate: float, error_recover_rate: float, ignore: list[str],
-                     value_range: list[str], alarm_idle_penalties: bool) -> Any:
+def build_thresholds(
+    *,
+    epsilon: float,
+    dead_fraction: float,
+    recover_fraction: float,
+    min_groups: int,
+    consecutive: int,
+    max_error_rate: float,
+    error_recover_rate: float,
+    ignore: list[str],
+    value_range: list[str],
+    alarm_idle_penalties: bool,
+) -> Any:
     """The monitor's thresholds from the options `run` and `monitor` both take; a bad value exits 2."""
     from pydantic import ValidationError
 
@@ -217,10 +264,17 @@ def build_thresholds(*, epsilon: float, dead_fraction: float, recover_fraction: 
 
     try:
         return Thresholds(
-            epsilon=epsilon, dead_fraction=dead_fraction, recover_fraction=recover_fraction, min_groups=min_groups,
-            raise_after=consecutive, error_rate=max_error_rate, error_recover_rate=error_recover_rate,
-            ranges={**DEFAULT_RANGES, **parse_ranges(value_range)}, ignore=tuple(ignore),
-            alarm_idle_penalties=alarm_idle_penalties, range_overrides=parse_ranges(value_range),
+            epsilon=epsilon,
+            dead_fraction=dead_fraction,
+            recover_fraction=recover_fraction,
+            min_groups=min_groups,
+            raise_after=consecutive,
+            error_rate=max_error_rate,
+            error_recover_rate=error_recover_rate,
+            ranges={**DEFAULT_RANGES, **parse_ranges(value_range)},
+            ignore=tuple(ignore),
+            alarm_idle_penalties=alarm_idle_penalties,
+            range_overrides=parse_ranges(value_range),
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -242,8 +296,10 @@ def check_run_id(run_id: str) -> str:
     except ValueError as exc:
         usage_fail(f"--run-id: {exc}")
     if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
-        usage_fail(f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
-                   f"{folder.split('.')[0]!r} is a device name): choose another")
+        usage_fail(
+            f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
+            f"{folder.split('.')[0]!r} is a device name): choose another"
+        )
     return run_id
 
 
@@ -306,12 +362,21 @@ def file_sha256(path: Path) -> str:
 
 
 def utc_now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], tasks_file: Path | None, reward: Any,
-                 steps: int | None = None, env: Any = None, env_reference: str | None = None,
-                 reward_reference: str | None = None) -> RunManifest:
+def new_manifest(
+    *,
+    run_id: str,
+    command: str,
+    configuration: dict[str, Any],
+    tasks_file: Path | None,
+    reward: Any,
+    steps: int | None = None,
+    env: Any = None,
+    env_reference: str | None = None,
+    reward_reference: str | None = None,
+) -> RunManifest:
     from rewardpipe import __version__
     from rewardpipe.references import distribution_of
 
@@ -320,16 +385,23 @@ def new_manifest(*, run_id: str, command: str, configuration: dict[str, Any], ta
         found = distribution_of(obj) if obj is not None else None
         if found is not None and found[0] != "rewardpipe":
             packages[found[0]] = found[1]
-    return RunManifest(run_id=run_id, command=command, configuration=configuration,
-                       tasks_file=None if tasks_file is None else str(tasks_file),
-                       tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
-                       reward=reward.name, weights=reward.weights,
-                       versions={"rewardpipe": __version__, "python": platform.python_version()},
-                       started_at=utc_now(), steps=steps,
-                       environment=env_reference if env is not None else None,
-                       environment_version=env.version if env is not None else None,
-                       reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
-                       components=reward.describe(), packages=packages)
+    return RunManifest(
+        run_id=run_id,
+        command=command,
+        configuration=configuration,
+        tasks_file=None if tasks_file is None else str(tasks_file),
+        tasks_sha256=None if tasks_file is None else file_sha256(tasks_file),
+        reward=reward.name,
+        weights=reward.weights,
+        versions={"rewardpipe": __version__, "python": platform.python_version()},
+        started_at=utc_now(),
+        steps=steps,
+        environment=env_reference if env is not None else None,
+        environment_version=env.version if env is not None else None,
+        reward_reference=reward_reference if reward_reference not in (None, reward.name) else None,
+        components=reward.describe(),
+        packages=packages,
+    )
 
 
 def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: bool) -> set[str]:
@@ -351,16 +423,22 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         if clash is not None:
             from rewardpipe.models import same_text
 
-            how = ("is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print "
-                   "the same" if same_text(clash) == same_text(run_id) else
-                   "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
-                   "share one folder")
-            fail(f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
-                 f"(or '{clash}' itself)")
+            how = (
+                "is the stored run '{0}' in another Unicode normalisation ({1} there, {2} here): the two print the same"
+                if same_text(clash) == same_text(run_id)
+                else "differs from the stored run '{0}' only in letter case: on macOS and Windows the two would "
+                "share one folder"
+            )
+            fail(
+                f"run id '{run_id}' {how.format(clash, ascii(clash), ascii(run_id))}; use another --run-id "
+                f"(or '{clash}' itself)"
+            )
         unsafe = store.unsafe_folders(run_id)  # a link where a step folder is: its records would go elsewhere
         if unsafe:
-            fail(f"cannot write run '{run_id}': {store.location}/{unsafe[0].key.rstrip('/')} is {unsafe[0].reason}; "
-                 f"remove it, or use another --run-id")
+            fail(
+                f"cannot write run '{run_id}': {store.location}/{unsafe[0].key.rstrip('/')} is {unsafe[0].reason}; "
+                f"remove it, or use another --run-id"
+            )
         if not store.run_has_records(run_id):
             if resume:
                 note(f"warning: nothing to resume under {where}; starting run '{run_id}' afresh")
@@ -369,13 +447,17 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
             store.delete_run(run_id)
             return set()
         if not resume:
-            fail(f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
-                 f"the same configuration, or --overwrite to delete it first")
+            fail(
+                f"run id '{run_id}' already holds records under {where}: use another --run-id, --resume to continue "
+                f"the same configuration, or --overwrite to delete it first"
+            )
         try:
             stored = RunManifest.model_validate(store.get_json(manifest_key(run_id), default=None) or {})
         except ValueError:
-            fail(f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
-                 f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)")
+            fail(
+                f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
+                f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)"
+            )
         differences = stored.differences(manifest)
         if differences:
             fail(f"cannot --resume run '{run_id}' with a different configuration ({'; '.join(differences)})")
@@ -387,8 +469,9 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         fail(str(exc))
 
 
-def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: bool,
-             spill: Path | None) -> tuple[Any, set[str], "RecordWriter"]:
+def open_run(
+    location: str, manifest: RunManifest, *, overwrite: bool, resume: bool, spill: Path | None
+) -> tuple[Any, set[str], RecordWriter]:
     """Open the store, claim the run id (see :func:`claim_run`), save the manifest and get a writer.
 
     Returns ``(store, keys already stored, writer)``; call only once every input has been checked.
@@ -414,7 +497,7 @@ def open_run(location: str, manifest: RunManifest, *, overwrite: bool, resume: b
     return store, already, writer
 
 
-def save_manifest(writer: "RecordWriter", manifest: RunManifest) -> None:
+def save_manifest(writer: RecordWriter, manifest: RunManifest) -> None:
     """Write the manifest; a failure is reported and kept in ``writer.failed_writes`` (the exit status)."""
     from rewardpipe.store import StoreError, manifest_key
 
@@ -497,8 +580,9 @@ class RecordWriter:
             if refusal is None:
                 continue
             line = json.dumps(transcript.to_json_dict(), ensure_ascii=False, allow_nan=False, default=str)
-            if self._spill(self.transcript_spill_path, line, f"transcript not stored {transcript.rollout_id[:80]}",
-                           refusal):
+            if self._spill(
+                self.transcript_spill_path, line, f"transcript not stored {transcript.rollout_id[:80]}", refusal
+            ):
                 self.transcripts_spilled += 1
             else:
                 self.transcripts_lost += 1
@@ -522,7 +606,7 @@ class RecordWriter:
             try:
                 view = memoryview(data)
                 while view:
-                    view = view[handle.write(view):]
+                    view = view[handle.write(view) :]
             except OSError:
                 handle.truncate(start)
                 raise
@@ -549,41 +633,53 @@ class RecordWriter:
 def default_spill_path(run_id: str) -> Path:
     from rewardpipe.store import run_folder
 
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     return Path(f"rewardpipe-unstored-{run_folder(run_id)}-{stamp}.jsonl")
 
 
-def exit_for_losses(writer: RecordWriter, alarm_failures: int,
-                    unchecked_steps: Iterable[int] = (), *, resume: str | None = None) -> NoReturn | None:
+def exit_for_losses(
+    writer: RecordWriter, alarm_failures: int, unchecked_steps: Iterable[int] = (), *, resume: str | None = None
+) -> None:
     """Exit 1 naming the spill files, what was lost, the failed alarm writes, the steps the monitor could not
     check and the other objects that could not be written, if there were any; ``resume`` is the command that
     stores what is missing (``rewardpipe run ... --resume``), said when records are missing."""
     problems = []
     if writer.spilled:
-        problems.append(f"{writer.spilled} record(s) could not be written to the store and were saved in "
-                        f"{writer.spill_path}")
+        problems.append(
+            f"{writer.spilled} record(s) could not be written to the store and were saved in {writer.spill_path}"
+        )
     if writer.transcripts_spilled:
-        problems.append(f"{writer.transcripts_spilled} transcript(s) could not be written to the store and were "
-                        f"saved in {writer.transcript_spill_path}")
+        problems.append(
+            f"{writer.transcripts_spilled} transcript(s) could not be written to the store and were "
+            f"saved in {writer.transcript_spill_path}"
+        )
     if writer.lost or writer.transcripts_lost:
-        problems.append(f"{writer.lost} record(s) and {writer.transcripts_lost} transcript(s) could be neither "
-                        f"stored nor spilled and are LOST ({writer.halted})")
+        problems.append(
+            f"{writer.lost} record(s) and {writer.transcripts_lost} transcript(s) could be neither "
+            f"stored nor spilled and are LOST ({writer.halted})"
+        )
     if writer.unplayed:
-        problems.append(f"the run stopped there: {len(writer.unplayed)} step(s) not played "
-                        f"({writer.unplayed[0]}-{writer.unplayed[-1]})")
+        problems.append(
+            f"the run stopped there: {len(writer.unplayed)} step(s) not played "
+            f"({writer.unplayed[0]}-{writer.unplayed[-1]})"
+        )
     if alarm_failures:
         problems.append(f"{alarm_failures} alarm(s) could not be delivered (see above)")
     unchecked = sorted(set(unchecked_steps))
     if unchecked:
-        problems.append(f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
-                        f"`rewardpipe monitor` checks them once the store answers)")
+        problems.append(
+            f"the monitor could not check step(s) {', '.join(map(str, unchecked))} (see above; "
+            f"`rewardpipe monitor` checks them once the store answers)"
+        )
     if writer.failed_writes:
         problems.append(f"could not write {', '.join(dict.fromkeys(writer.failed_writes))} (see above)")
     if (writer.spilled or writer.lost or writer.unplayed) and resume:
-        missing = f"{writer.spilled + writer.lost} missing rollout(s)" + (" and the steps not played" if
-                                                                          writer.unplayed else "")
-        problems.append(f"once the store answers (or has space again), `{resume}` plays the {missing} and "
-                        f"keeps every stored one")
+        missing = f"{writer.spilled + writer.lost} missing rollout(s)" + (
+            " and the steps not played" if writer.unplayed else ""
+        )
+        problems.append(
+            f"once the store answers (or has space again), `{resume}` plays the {missing} and keeps every stored one"
+        )
     if problems:
         fail("; ".join(problems))
     return None

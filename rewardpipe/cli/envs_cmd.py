@@ -29,9 +29,15 @@ def envs(as_json: bool = typer.Option(False, "--json", help="Print one JSON obje
         for column in ("name", "reference", "version", "distribution", "problem"):
             table.add_column(column, overflow="fold")
         for row in rows:
-            table.add_row(*(markup_safe(row[c] or "") for c in ("name", "reference", "version", "distribution")),
-                          f"[red]{markup_safe(row['problem'])}[/]" if row["problem"] else "")
+            table.add_row(
+                *(markup_safe(row[c] or "") for c in ("name", "reference", "version", "distribution")),
+                f"[red]{markup_safe(row['problem'])}[/]" if row["problem"] else "",
+            )
         out.print(table)
-    out.print(f"Register one in your package's pyproject.toml: [project.entry-points.\"{ENVIRONMENT_GROUP}\"] or "
-              f"[project.entry-points.\"{REWARD_GROUP}\"] NAME = \"your_package.module:ATTR\", then pip install -e .",
-              highlight=False, soft_wrap=True, markup=False)
+    out.print(
+        f'Register one in your package\'s pyproject.toml: [project.entry-points."{ENVIRONMENT_GROUP}"] or '
+        f'[project.entry-points."{REWARD_GROUP}"] NAME = "your_package.module:ATTR", then pip install -e .',
+        highlight=False,
+        soft_wrap=True,
+        markup=False,
+    )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Optional
 
 import typer
 from pydantic import ValidationError
@@ -18,8 +17,10 @@ from rewardpipe.execution.result import ExecutionJob, ExecutionResult, Execution
 
 console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
 verdicts = Console(soft_wrap=True)  # verdicts and the isolation report: data, so a pipe captures them
-INPROCESS_WARNING = ("trust mode 'inprocess' runs the tests beside the model's code behind a deny-list screen "
-                     "that can be bypassed: not for untrusted code, never a reward source")
+INPROCESS_WARNING = (
+    "trust mode 'inprocess' runs the tests beside the model's code behind a deny-list screen "
+    "that can be bypassed: not for untrusted code, never a reward source"
+)
 # Characters that end a line for some reader (str.splitlines(), terminals): in human output, model
 # text must never start a line of its own (a forged "<other id>: passed 3/3").
 _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
@@ -82,8 +83,11 @@ def _emit(result: ExecutionResult, as_json: bool) -> None:
         else:
             _print_human(result)
     except (ValueError, TypeError, UnicodeError) as exc:
-        fallback = ExecutionResult(id=clean_text(result.id), status=ExecutionStatus.ERROR,
-                                   reason=f"the result could not be written: {type(exc).__name__}")
+        fallback = ExecutionResult(
+            id=clean_text(result.id),
+            status=ExecutionStatus.ERROR,
+            reason=f"the result could not be written: {type(exc).__name__}",
+        )
         if as_json:
             sys.stdout.write(_result_json(fallback) + "\n")
             sys.stdout.flush()
@@ -119,7 +123,7 @@ def parse_job_line(line: str, where: str) -> tuple[ExecutionJob | None, str | No
         return None, f"{where}: {_describe_validation(exc)}", job_id
 
 
-def _make_executor(disable: str, workers: Optional[int]):
+def _make_executor(disable: str, workers: int | None):
     from rewardpipe.execution.sandbox import SandboxConfigError, make_executor
 
     layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
@@ -148,17 +152,19 @@ def _print_human(result: ExecutionResult) -> None:
 
 @app.command("exec")
 def exec_command(
-    code: Optional[Path] = typer.Option(None, "--code", help="File with the model's code."),
-    tests: Optional[Path] = typer.Option(None, "--tests", help="File with the hidden tests."),
-    entry_point: Optional[str] = typer.Option(None, "--entry-point", help="Name the tests call."),
+    code: Path | None = typer.Option(None, "--code", help="File with the model's code."),
+    tests: Path | None = typer.Option(None, "--tests", help="File with the hidden tests."),
+    entry_point: str | None = typer.Option(None, "--entry-point", help="Name the tests call."),
     tests_format: str = typer.Option("unittest", "--tests-format", help="unittest | check (HumanEval)."),
     timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock seconds per execution."),
     trust_mode: str = typer.Option("split", "--trust-mode", help="split (default) | inprocess (screened fallback)."),
-    batch: Optional[Path] = typer.Option(None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
+    batch: Path | None = typer.Option(None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."),
+    workers: int | None = typer.Option(None, "--workers", min=1, help="Parallel workers (default: one per core)."),
     disable: str = typer.Option("", "--disable", help="Comma-separated isolation layers to turn off (testing only)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON (one object, or one line per batch job)."),
-    isolation: bool = typer.Option(False, "--isolation", help="Only report which isolation layers this machine allows."),
+    isolation: bool = typer.Option(
+        False, "--isolation", help="Only report which isolation layers this machine allows."
+    ),
 ) -> None:
     """Run model code against hidden tests in the sandbox and print the verdict."""
     if isolation:
@@ -169,12 +175,20 @@ def exec_command(
             _fail("--batch cannot be combined with --code/--tests/--entry-point")
         _run_batch(batch, workers, disable, as_json)
         return
-    missing = [flag for flag, value in (("--code", code), ("--tests", tests), ("--entry-point", entry_point)) if not value]
+    missing = [
+        flag for flag, value in (("--code", code), ("--tests", tests), ("--entry-point", entry_point)) if not value
+    ]
     if missing:
         _fail(f"missing {', '.join(missing)} (or use --batch JOBS.jsonl)")
     try:
-        job = ExecutionJob(code=_read_text(code, "code"), tests=_read_text(tests, "tests"), entry_point=entry_point,
-                           tests_format=tests_format, timeout_s=timeout, trust_mode=trust_mode)
+        job = ExecutionJob(
+            code=_read_text(code, "code"),
+            tests=_read_text(tests, "tests"),
+            entry_point=entry_point,
+            tests_format=tests_format,
+            timeout_s=timeout,
+            trust_mode=trust_mode,
+        )
     except ValidationError as exc:
         _fail(_describe_validation(exc))
     if job.trust_mode == "inprocess":
@@ -204,7 +218,7 @@ def _report_isolation(disable: str, as_json: bool) -> None:
         verdicts.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
 
 
-def _run_batch(batch: Path, workers: Optional[int], disable: str, as_json: bool) -> None:
+def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) -> None:
     """Every line gets a result, in file order (a bad line an ``error`` result naming ``file:line``, also
     said on stderr); the exit code is 1 when any line was bad, as for ``score``: the verdicts of the valid
     jobs are data, a line that could not be run is bad input."""
@@ -265,8 +279,9 @@ def _read_batch(batch: Path) -> tuple[list[tuple[str, object]], list[ExecutionJo
             if first != number:
                 job, problem = None, f"{where}: field 'id': duplicate id ({repeated_id(job.id, first_id, first)})"
         if job is None:
-            error = ExecutionResult(id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR,
-                                    reason=problem)
+            error = ExecutionResult(
+                id=job_id if isinstance(job_id, str) else "", status=ExecutionStatus.ERROR, reason=problem
+            )
             entries.append(("error", error))
         else:
             entries.append(("job", len(jobs)))

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Optional
+from typing import Any
 
 import orjson  # the duplicate pass parses every line only for its ids: a few times faster than json
 import typer
 from rich.console import Console
-from rich.markup import escape
 from rich.table import Table
 
 from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
@@ -74,7 +74,7 @@ def read_jsonl_records(path: Path, on_bad: Callable[[Any], None], duplicates: li
 class _Source:
     """What PATH turned out to be: a store (with the run to read) or a JSONL file."""
 
-    def __init__(self, path: str, run_id: Optional[str]) -> None:
+    def __init__(self, path: str, run_id: str | None) -> None:
         from rewardpipe.store import LocalStore, StoreError, decode_id, open_store
 
         self.store: Any = None
@@ -92,8 +92,9 @@ class _Source:
             self._choose_run(path, runs)
             return
         local = Path(path)
-        if local.is_file() and local.suffix == ".parquet" or (
-                local.is_dir() and not (local / "runs").is_dir() and any(local.glob("*.parquet"))):
+        if (local.is_file() and local.suffix == ".parquet") or (
+            local.is_dir() and not (local / "runs").is_dir() and any(local.glob("*.parquet"))
+        ):
             from rewardpipe.monitoring.fastread import parquet_files
 
             self.parquet = parquet_files(local)
@@ -104,9 +105,11 @@ class _Source:
         if not local.exists():
             fail(f"PATH not found: {path} (expected a store directory, an s3:// URI or a JSONL file of records)")
         if not local.is_dir():  # a pipe, a device, a socket: records are read twice, so only a file will do
-            fail(f"{path} is not a regular file or a directory (expected a store directory, an s3:// URI or a "
-                 f"JSONL file of records; a pipe will not do, since the records are read twice: write them to a "
-                 f"file first)")
+            fail(
+                f"{path} is not a regular file or a directory (expected a store directory, an s3:// URI or a "
+                f"JSONL file of records; a pipe will not do, since the records are read twice: write them to a "
+                f"file first)"
+            )
         if not (local / "runs").is_dir() and local.parent.name == "runs":
             # PATH is runs/<run_id> inside a store: use the store above it and that run.
             if run_id is not None and run_id != decode_id(local.name):
@@ -145,22 +148,26 @@ class _Source:
         """The steps to judge: a store's finished steps, or None (every step) for a file."""
         return None if self.progress is None else self.progress.finished
 
-    def only_finished(self, path: str, step: Optional[int]) -> None:
+    def only_finished(self, path: str, step: int | None) -> None:
         """Judge finished steps only (see "When is a step finished?" in rewardpipe.store): a run still being
         written is said to be, its unfinished steps are named, and nothing is judged (or written) for them."""
         progress = self.progress
         if progress is None or not progress.in_progress:
             return
         unfinished = progress.unfinished
-        who = f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run " \
-              f"--resume` finishes it)"
+        who = (
+            f"run '{self.run_id}' in {path} is still being written (or was interrupted: `rewardpipe run "
+            f"--resume` finishes it)"
+        )
         if step is not None and step in unfinished:
             fail(f"{who}: step {step} is not finished, so it is not judged")
         if not progress.finished:
             fail(f"{who}: no step is finished yet, so nothing is judged and nothing written")
         if unfinished and step is None:
-            note(f"warning: {who}: judging its finished step(s) {_steps(progress.finished)} only; step(s) "
-                 f"{_steps(unfinished)} not finished: not judged, no alarm or triage written from them")
+            note(
+                f"warning: {who}: judging its finished step(s) {_steps(progress.finished)} only; step(s) "
+                f"{_steps(unfinished)} not finished: not judged, no alarm or triage written from them"
+            )
 
     def status(self) -> dict[str, Any]:
         """``in_progress`` and ``unfinished_steps``, for the JSON outputs."""
@@ -168,7 +175,7 @@ class _Source:
             return {"in_progress": False, "unfinished_steps": []}
         return {"in_progress": self.progress.in_progress, "unfinished_steps": self.progress.unfinished}
 
-    def batch(self, step: Optional[int], progress: Any = None) -> Any:
+    def batch(self, step: int | None, progress: Any = None) -> Any:
         """The run's records as columns (repeated deliveries dropped, listed in ``batch.duplicates``) when
         PATH is a file or a local store the fast readers can vouch for entirely; None sends the caller to
         :meth:`records`."""
@@ -187,15 +194,14 @@ class _Source:
             return None
         return None if batch is None else batch.dedupe().only(self.run_id, step)
 
-    def records(self, step: Optional[int], bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
+    def records(self, step: int | None, bad: list, duplicates: list[int] | None = None) -> Iterable[Any]:
         """The run's records; for a JSONL file, repeated records are dropped (their lines go to ``duplicates``)."""
         if self.store is not None:
             return self.store.iter_records(self.run_id, step, on_bad=bad.append, steps=self.finished_steps)
         if self.parquet:
             from rewardpipe.monitoring.fastread import parquet_rows
 
-            records: Iterable[Any] = parquet_rows(self.parquet, bad.append,
-                                                  [] if duplicates is None else duplicates)
+            records: Iterable[Any] = parquet_rows(self.parquet, bad.append, [] if duplicates is None else duplicates)
         else:
             records = read_jsonl_records(self.jsonl, bad.append, [] if duplicates is None else duplicates)
         if self.run_id is not None:
@@ -262,8 +268,19 @@ _VERDICT_STYLE = {"ok": "green", "dying": "magenta", "dead": "bold red", "info":
 
 def _print_table(console: Console, result: Any, title: str) -> None:
     table = Table(title=title)
-    for column in ("step", "component", "verdict", "cause", "zero-var groups", "eligible", "mean", "batch std",
-                   "within-group std", "missing", "errors"):
+    for column in (
+        "step",
+        "component",
+        "verdict",
+        "cause",
+        "zero-var groups",
+        "eligible",
+        "mean",
+        "batch std",
+        "within-group std",
+        "missing",
+        "errors",
+    ):
         table.add_column(column, justify="left" if column in ("component", "verdict", "cause") else "right")
     for report in result.steps:
         rows = [*report.components.values(), report.aggregate]
@@ -286,8 +303,10 @@ def _print_table(console: Console, result: Any, title: str) -> None:
             )
     console.print(table)
     _print_diagnoses(console, result)
-    console.print("[dim]* alarm active. zero-var groups: share of groups (>= 2 scored rollouts) whose std "
-                  f"<= {result.thresholds.epsilon:g}.[/dim]")
+    console.print(
+        "[dim]* alarm active. zero-var groups: share of groups (>= 2 scored rollouts) whose std "
+        f"<= {result.thresholds.epsilon:g}.[/dim]"
+    )
 
 
 def _print_diagnoses(console: Console, result: Any) -> None:
@@ -299,22 +318,31 @@ def _print_diagnoses(console: Console, result: Any) -> None:
             seen[(diagnosis.cause, tuple(diagnosis.components))] = (steps + [report.step], diagnosis.message)
     for (cause, _), (steps, message) in seen.items():
         where = f"step {steps[0]}" if len(steps) == 1 else f"{len(steps)} steps, {steps[0]}-{steps[-1]}"
-        console.print(f"[bold]cause {markup_safe(cause)}[/bold] ({where}): {markup_safe(message)}", highlight=False,
-                      soft_wrap=True)
+        console.print(
+            f"[bold]cause {markup_safe(cause)}[/bold] ({where}): {markup_safe(message)}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
 
 @app.command()
 @with_threshold_options
 def monitor(
-    path: str = typer.Argument(..., help="A store directory, an s3://bucket/prefix URI, a JSONL file of records, "
-                                         "or a Parquet file (or directory of them) from `report --parquet`."),
-    run_id: Optional[str] = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
-    step: Optional[int] = typer.Option(None, "--step", min=0, help="Only this step."),
+    path: str = typer.Argument(
+        ...,
+        help="A store directory, an s3://bucket/prefix URI, a JSONL file of records, "
+        "or a Parquet file (or directory of them) from `report --parquet`.",
+    ),
+    run_id: str | None = typer.Option(None, "--run-id", help="Run to monitor (needed when PATH holds several)."),
+    step: int | None = typer.Option(None, "--step", min=0, help="Only this step."),
     as_json: bool = typer.Option(False, "--json", help="Print the full result as JSON."),
-    fail_on_alarm: bool = typer.Option(False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."),
+    fail_on_alarm: bool = typer.Option(
+        False, "--fail-on-alarm", help="Exit 2 if a dead-component or error-rate alarm is raised."
+    ),
     thresholds: Any = None,
-    write_alarms: bool = typer.Option(True, "--write-alarms/--no-write-alarms",
-                                      help="Store alarms as JSON beside the records (store PATH only)."),
+    write_alarms: bool = typer.Option(
+        True, "--write-alarms/--no-write-alarms", help="Store alarms as JSON beside the records (store PATH only)."
+    ),
 ) -> None:
     """Per step and per component: mean, batch std, within-group std, zero-variance group share, verdict."""
     from rewardpipe.monitoring import MonitorInputError, StoreAlarmSink, dispatch, monitor_records
@@ -344,14 +372,18 @@ def monitor(
     result.unreadable = [b.to_dict() for b in bad]
     if duplicates:
         where = "row" if source.parquet else "line"
-        note(f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
-             f"the last copy counts), e.g. {where} {min(duplicates)}")
+        note(
+            f"{path}: {len(duplicates)} repeated record(s) dropped (same run, step, group and rollout; "
+            f"the last copy counts), e.g. {where} {min(duplicates)}"
+        )
     if not result.steps:
         for item in result.unreadable:  # what was refused, by file:line or key, before the verdict on the whole
             note(f"skipped unreadable record {item['key']}: {item['reason']}")
         which = f" for run '{source.run_id}'" if source.run_id else ""
-        fail(f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
-              + (f" ({len(bad)} unreadable)" if bad else ""))
+        fail(
+            f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
+            + (f" ({len(bad)} unreadable)" if bad else "")
+        )
 
     from rewardpipe.monitoring import AGGREGATE_TARGET
 
@@ -371,20 +403,24 @@ def monitor(
         data["source"] = path
         data.update(source.status())
         data["duplicates_dropped"] = len(duplicates)
-        data["delivery_failures"] = [{"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind,
-                                      "error": f.error} for f in failures]
+        data["delivery_failures"] = [
+            {"sink": f.sink, "component": f.alarm.component, "kind": f.alarm.kind, "error": f.error} for f in failures
+        ]
         write_json_line(data)
     else:
-        _print_table(out, result, f"run {markup_safe(source.run_id or result.run_id)}: within-group variance per "
-                                  "component")
+        _print_table(
+            out, result, f"run {markup_safe(source.run_id or result.run_id)}: within-group variance per component"
+        )
         dispatch(result.alarms, [TerminalAlarmSink(out)])
         if not result.alarms:
             out.print("[green]no alarms[/green]")
     for item in result.unreadable:
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
     for failure in failures:
-        error_line(f"could not deliver alarm {failure.alarm.component}/{failure.alarm.kind} via {failure.sink}: "
-                   f"{failure.error}")
+        error_line(
+            f"could not deliver alarm {failure.alarm.component}/{failure.alarm.kind} via {failure.sink}: "
+            f"{failure.error}"
+        )
 
     if fail_on_alarm and any(a.kind in ("dead_component", "error_rate") for a in result.alarms):
         raise typer.Exit(2)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -11,8 +10,9 @@ from rich.table import Table
 
 from rewardpipe.cli.app import app, fail, markup_safe, write_json_line
 
-nova_app = typer.Typer(name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).",
-                       no_args_is_help=True)
+nova_app = typer.Typer(
+    name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).", no_args_is_help=True
+)
 app.add_typer(nova_app, name="nova")
 err = Console(stderr=True, soft_wrap=True)
 
@@ -21,16 +21,27 @@ DEFAULT_TASKS = Path(__file__).resolve().parents[1] / "data" / "tasks.jsonl"
 
 @nova_app.command("simulate")
 def simulate_cmd(
-    rollout_request_arn: str = typer.Option(..., "--rollout-request-arn",
-                                            help="Stack output NovaRolloutRequestArn: the rollout proxy Lambda Nova invokes."),
-    rollout_response_url: str = typer.Option(..., "--rollout-response-url", help="Stack output NovaRolloutResponseSqsUrl."),
-    generate_request_url: str = typer.Option(..., "--generate-request-url", help="Stack output NovaGenerateRequestSqsUrl."),
-    generate_response_url: str = typer.Option(..., "--generate-response-url", help="Stack output NovaGenerateResponseSqsUrl."),
-    tasks: Path = typer.Option(DEFAULT_TASKS, "--tasks", help="Task JSONL; each task must also be at tasks/nova/<task_id>.json in the stack's bucket."),
+    rollout_request_arn: str = typer.Option(
+        ..., "--rollout-request-arn", help="Stack output NovaRolloutRequestArn: the rollout proxy Lambda Nova invokes."
+    ),
+    rollout_response_url: str = typer.Option(
+        ..., "--rollout-response-url", help="Stack output NovaRolloutResponseSqsUrl."
+    ),
+    generate_request_url: str = typer.Option(
+        ..., "--generate-request-url", help="Stack output NovaGenerateRequestSqsUrl."
+    ),
+    generate_response_url: str = typer.Option(
+        ..., "--generate-response-url", help="Stack output NovaGenerateResponseSqsUrl."
+    ),
+    tasks: Path = typer.Option(
+        DEFAULT_TASKS,
+        "--tasks",
+        help="Task JSONL; each task must also be at tasks/nova/<task_id>.json in the stack's bucket.",
+    ),
     groups: int = typer.Option(2, min=1, max=50, help="Prompts (GRPO groups) to send."),
     group_size: int = typer.Option(4, min=1, max=64, help="Samples per group (Nova's number_generation)."),
     timeout: float = typer.Option(600.0, min=1, help="Seconds to wait for every rollout response."),
-    region: Optional[str] = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
+    region: str | None = typer.Option(None, help="AWS region of the stack (default: your AWS configuration)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON."),
 ) -> None:
     """Send rollout requests like a Nova training job (invoking the rollout proxy Lambda), answer its generate
@@ -53,20 +64,34 @@ def simulate_cmd(
     except (BotoCoreError, ClientError, RolloutRequestRefused) as exc:  # no credentials, a wrong ARN/URL, a denial
         fail(f"AWS: {exc} (check --region, your AWS credentials, the rollout proxy ARN and the three queue URLs)")
     if as_json:
-        write_json_line({"ok": report.ok, "seconds": round(report.seconds, 1), "sent": report.sent,
-                         "responses": report.responses, "missing": report.missing,
-                         "duplicates": report.duplicates, "out_of_range": report.out_of_range})
+        write_json_line(
+            {
+                "ok": report.ok,
+                "seconds": round(report.seconds, 1),
+                "sent": report.sent,
+                "responses": report.responses,
+                "missing": report.missing,
+                "duplicates": report.duplicates,
+                "out_of_range": report.out_of_range,
+            }
+        )
     else:
         table = Table(title=f"{len(report.responses)}/{len(report.sent)} rollout responses in {report.seconds:.0f}s")
         for column in ("sample_id", "stop_reason", "aggregate_score"):
             table.add_column(column)
         for sample_id in report.sent:
             response = report.responses.get(sample_id)
-            table.add_row(markup_safe(sample_id), markup_safe(str(response.get("stop_reason"))) if response else "[red]missing[/red]",
-                          markup_safe(str(response.get("rewards", {}).get("aggregate_score"))) if response else "")
+            table.add_row(
+                markup_safe(sample_id),
+                markup_safe(str(response.get("stop_reason"))) if response else "[red]missing[/red]",
+                markup_safe(str(response.get("rewards", {}).get("aggregate_score"))) if response else "",
+            )
         Console(soft_wrap=True).print(table)
-        for problem, items in (("missing", report.missing), ("out of range", report.out_of_range),
-                               ("duplicate responses", [d.get("sample_id") for d in report.duplicates])):
+        for problem, items in (
+            ("missing", report.missing),
+            ("out of range", report.out_of_range),
+            ("duplicate responses", [d.get("sample_id") for d in report.duplicates]),
+        ):
             if items:
                 err.print(f"[bold red]{problem}:[/] {markup_safe(', '.join(map(str, items)))}")
     if not report.ok:

@@ -9,7 +9,7 @@ same store). The triage list is also written into the store as ``runs/<run>/tria
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, List, Optional
+from typing import Any
 
 import typer
 
@@ -17,9 +17,9 @@ from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_dir, check_output_file
 
 
-
-def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_triage_file: bool,
-             as_json: bool = False) -> dict[str, Any]:
+def _one_run(
+    path: str, run_id: str | None, parquet: Path | None, write_triage_file: bool, as_json: bool = False
+) -> dict[str, Any]:
     from rewardpipe.cli.monitor_cmd import Reading, _Source
     from rewardpipe.cli.progress import progress_bars
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
@@ -48,8 +48,9 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
                 reading.phase("building the report")
                 report = build_report_from_batch(batch, thresholds, run_id=source.run_id)
             else:
-                report = build_report(reading.counted(source.records(None, bad)), thresholds, run_id=source.run_id,
-                                      also=sinks)
+                report = build_report(
+                    reading.counted(source.records(None, bad)), thresholds, run_id=source.run_id, also=sinks
+                )
     except (StoreError, ValueError) as exc:
         fail(f"cannot read {path}: {exc}")
     for sink in sinks:
@@ -75,12 +76,13 @@ def _one_run(path: str, run_id: Optional[str], parquet: Optional[Path], write_tr
 
 @app.command()
 def report(
-    paths: List[str] = typer.Argument(..., metavar="PATH [PATH_B]",
-                                      help="store directory, s3://bucket/prefix or JSONL of records; two to compare"),
-    run_id: List[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
-    out: Optional[Path] = typer.Option(None, "--out", help="write the HTML report here"),
+    paths: list[str] = typer.Argument(
+        ..., metavar="PATH [PATH_B]", help="store directory, s3://bucket/prefix or JSONL of records; two to compare"
+    ),
+    run_id: list[str] = typer.Option([], "--run-id", help="the run (give twice: the runs of PATH and PATH_B)"),
+    out: Path | None = typer.Option(None, "--out", help="write the HTML report here"),
     as_json: bool = typer.Option(False, "--json", help="print the report's content as JSON"),
-    parquet: Optional[Path] = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
+    parquet: Path | None = typer.Option(None, "--parquet", help="also export the records as DIR/<run>.parquet"),
     no_triage_file: bool = typer.Option(False, "--no-triage-file", help="do not write runs/<run>/triage.jsonl"),
 ) -> None:
     """Explain a run: per-component curves, verdict timeline, correlations, advantage shares, task triage
@@ -98,11 +100,13 @@ def report(
     check_output_dir(parquet, "--parquet")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store
-    ids: list[Optional[str]] = [*run_id, *[None] * (len(paths) - len(run_id))]
+    ids: list[str | None] = [*run_id, *[None] * (len(paths) - len(run_id))]
     if len(paths) == 2 and len(run_id) == 1:
         ids = [run_id[0], run_id[0]]
-    reports = [_one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file,
-                        as_json) for i, (p, r) in enumerate(zip(paths, ids))]
+    reports = [
+        _one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file, as_json)
+        for i, (p, r) in enumerate(zip(paths, ids))
+    ]
     if len(reports) == 2:
         data = compare_reports(*reports)
         page = render_comparison(data)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 import sys
 from concurrent.futures import Future, ThreadPoolExecutor
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import Enum
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -27,7 +27,6 @@ from rewardpipe.cli.app import (
     write_json_line,
 )
 from rewardpipe.cli.common import (
-    with_threshold_options,
     cap_workers,
     check_output_file,
     check_run_id,
@@ -42,6 +41,7 @@ from rewardpipe.cli.common import (
     parse_options,
     save_manifest,
     utc_now,
+    with_threshold_options,
 )
 from rewardpipe.cli.progress import count_lines, progress_bars
 from rewardpipe.environment import MAX_TURNS
@@ -103,45 +103,70 @@ def _chat_client(base_url: str, model: str, timeout: float, retries: int) -> Any
 @with_threshold_options
 def run(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file (rows of the environment's task model)."),
-    env_name: str = typer.Option(DEFAULT_ENV, "--env", help="Environment: a built-in name, package.module:ATTR, "
-                                 "path/file.py:ATTR, or a short name an installed package registers."),
-    env_option: list[str] = typer.Option([], "--env-option", help="An option of the environment: NAME=VALUE "
-                                         "(repeatable)."),
+    env_name: str = typer.Option(
+        DEFAULT_ENV,
+        "--env",
+        help="Environment: a built-in name, package.module:ATTR, "
+        "path/file.py:ATTR, or a short name an installed package registers.",
+    ),
+    env_option: list[str] = typer.Option(
+        [], "--env-option", help="An option of the environment: NAME=VALUE (repeatable)."
+    ),
     policy: PolicyName = typer.Option(PolicyName.scripted, help="Who plays the model."),
-    group_size: int = typer.Option(8, "--group-size", "-k", min=1, max=MAX_GROUP_SIZE, help="Rollouts per group (GRPO's K)."),
+    group_size: int = typer.Option(
+        8, "--group-size", "-k", min=1, max=MAX_GROUP_SIZE, help="Rollouts per group (GRPO's K)."
+    ),
     steps: int = typer.Option(3, min=1, max=MAX_STEP + 1, help="Training steps to simulate."),
-    out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
-    run_id: Optional[str] = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
+    out_dir: str = typer.Option(
+        ".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."
+    ),
+    run_id: str | None = typer.Option(None, help="Run id (default: a UTC timestamp). One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."),
-    groups_per_step: int = typer.Option(12, min=1, max=MAX_GROUPS_PER_STEP,
-                                        help="Groups (prompts) per step, round-robin over tasks."),
-    max_turns: Optional[int] = typer.Option(None, min=1, max=MAX_TURNS,
-                                            help="Assistant turn limit per rollout (default: the environment's)."),
-    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward to score with (default: the "
-                                              "environment's); any reference form, like --env."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run id with the same configuration; rollouts already stored are skipped."
+    ),
+    groups_per_step: int = typer.Option(
+        12, min=1, max=MAX_GROUPS_PER_STEP, help="Groups (prompts) per step, round-robin over tasks."
+    ),
+    max_turns: int | None = typer.Option(
+        None, min=1, max=MAX_TURNS, help="Assistant turn limit per rollout (default: the environment's)."
+    ),
+    reward_name: str | None = typer.Option(
+        None, "--reward", help="Reward to score with (default: the environment's); any reference form, like --env."
+    ),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
     seed: int = typer.Option(0, help="Seed of the scripted policy and of the environment's randomness."),
-    collapse_from_step: Optional[int] = typer.Option(
-        None, min=0, max=MAX_STEP,
-        help="Scripted policy only: from this step on every rollout guesses (simulates a collapse)."),
-    rollouts: Optional[Path] = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
-    base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
-    model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
-    simulator: SimulatorName = typer.Option(SimulatorName.rule, help="Who plays the environment's user: rule (the "
-                                            "environment itself) or openai (--env-option simulator=openai: an LLM, "
-                                            "for an environment that offers one)."),
-    sim_base_url: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_BASE_URL",
-                                               help="The chat endpoint an environment that calls an LLM uses."),
-    sim_model: Optional[str] = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
-    endpoint_timeout: float = typer.Option(60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S,
-                                           help="Seconds per policy/simulator request."),
-    endpoint_retries: int = typer.Option(2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES,
-                                         help="Retries of a failed endpoint request."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    collapse_from_step: int | None = typer.Option(
+        None,
+        min=0,
+        max=MAX_STEP,
+        help="Scripted policy only: from this step on every rollout guesses (simulates a collapse).",
+    ),
+    rollouts: Path | None = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
+    base_url: str | None = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),
+    model: str | None = typer.Option(None, envvar="REWARDPIPE_POLICY_MODEL", help="Policy model name."),
+    simulator: SimulatorName = typer.Option(
+        SimulatorName.rule,
+        help="Who plays the environment's user: rule (the "
+        "environment itself) or openai (--env-option simulator=openai: an LLM, "
+        "for an environment that offers one).",
+    ),
+    sim_base_url: str | None = typer.Option(
+        None, envvar="REWARDPIPE_SIM_BASE_URL", help="The chat endpoint an environment that calls an LLM uses."
+    ),
+    sim_model: str | None = typer.Option(None, envvar="REWARDPIPE_SIM_MODEL"),
+    endpoint_timeout: float = typer.Option(
+        60.0, "--endpoint-timeout", max=MAX_ENDPOINT_TIMEOUT_S, help="Seconds per policy/simulator request."
+    ),
+    endpoint_retries: int = typer.Option(
+        2, "--endpoint-retries", min=0, max=MAX_ENDPOINT_RETRIES, help="Retries of a failed endpoint request."
+    ),
+    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
     thresholds: Any = None,
-    spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
-    plot: Optional[Path] = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
+    spill: Path | None = typer.Option(
+        None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
+    ),
+    plot: Path | None = typer.Option(None, help="Also draw the per-component variance chart to this file (.png/.svg)."),
     as_json: bool = typer.Option(False, "--json", help="Print a JSON summary instead of tables."),
 ) -> None:
     """The main job: K rollouts per task per step of any environment, scored, stored, and watched for dead
@@ -154,7 +179,7 @@ def run(
     # Every input is checked before anything is written.
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
-    run_id = check_run_id(datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
+    run_id = check_run_id(datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ") if run_id is None else run_id)
     options = parse_options(env_option, "--env-option")
     if simulator is SimulatorName.openai:
         options.setdefault("simulator", "openai")
@@ -170,9 +195,13 @@ def run(
     check_output_file(plot, "--plot")
     check_output_file(spill, "--spill")
     turns = max_turns or env.max_turns
-    configuration: dict[str, Any] = {"policy": policy.value, "group_size": group_size,
-                                     "groups_per_step": groups_per_step, "max_turns": turns,
-                                     "simulator": simulator.value}
+    configuration: dict[str, Any] = {
+        "policy": policy.value,
+        "group_size": group_size,
+        "groups_per_step": groups_per_step,
+        "max_turns": turns,
+        "simulator": simulator.value,
+    }
     if env_option:
         configuration["env_options"] = options
     replay_slots = None
@@ -200,27 +229,41 @@ def run(
     else:
         if not base_url or not model:
             usage_fail("--policy openai needs --base-url and --model (or REWARDPIPE_POLICY_BASE_URL/_MODEL)")
-        chosen = OpenAIPolicy(base_url, model, system_prompt=env.system_prompt,
-                              client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
-                              tools=getattr(env, "tool_schemas", None))  # an environment that offers tools
+        chosen = OpenAIPolicy(
+            base_url,
+            model,
+            system_prompt=env.system_prompt,
+            client=_chat_client(base_url, model, endpoint_timeout, endpoint_retries),
+            tools=getattr(env, "tool_schemas", None),
+        )  # an environment that offers tools
         configuration.update(base_url=base_url, model=model)
     chat_client = None
     if simulator is SimulatorName.openai or env.calls_llm:
         if not sim_base_url or not sim_model:
-            usage_fail(f"environment '{env.name}' calls an LLM: give --sim-base-url and --sim-model "
-                       f"(or REWARDPIPE_SIM_BASE_URL/_MODEL)")
+            usage_fail(
+                f"environment '{env.name}' calls an LLM: give --sim-base-url and --sim-model "
+                f"(or REWARDPIPE_SIM_BASE_URL/_MODEL)"
+            )
         chat_client = _chat_client(sim_base_url, sim_model, endpoint_timeout, endpoint_retries)
         configuration.update(sim_base_url=sim_base_url, sim_model=sim_model)
     services = EnvServices(seed=seed, chat=chat_client.complete if chat_client is not None else None)
-    manifest = new_manifest(run_id=run_id, command="run", configuration=configuration, tasks_file=tasks,
-                            reward=reward, steps=steps, env=env, env_reference=env_name, reward_reference=reward_name)
+    manifest = new_manifest(
+        run_id=run_id,
+        command="run",
+        configuration=configuration,
+        tasks_file=tasks,
+        reward=reward,
+        steps=steps,
+        env=env,
+        env_reference=env_name,
+        reward_reference=reward_name,
+    )
     # The runner keeps ``workers`` executions in flight; an executor sized to match serves them all at once
     # (the process-wide one when its size already matches, so a process running several jobs keeps its fork
     # servers). They start now, while the store is opened and the run claimed. An environment that runs
     # no code starts no sandbox.
     executor, own_executor = _executor(env, workers)
-    from rewardpipe.monitoring import MonitorState, StoreAlarmSink
-    from rewardpipe.monitoring import load_state, monitor_step, state_key
+    from rewardpipe.monitoring import MonitorState, StoreAlarmSink, load_state, monitor_step, state_key
 
     try:
         store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
@@ -238,8 +281,11 @@ def run(
             store.put_json(state_key(run_id), MonitorState(run_id=run_id).to_dict())
     except StoreError as exc:
         writer.failed("the monitor state", exc)
-    writer.write(r for r in (unknown_task_record(u, run_id, reward) for u in unknown)
-                 if rollout_key(run_id, r.step, r.group_id, r.rollout_id) not in already)
+    writer.write(
+        r
+        for r in (unknown_task_record(u, run_id, reward) for u in unknown)
+        if rollout_key(run_id, r.step, r.group_id, r.rollout_id) not in already
+    )
 
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
@@ -274,8 +320,10 @@ def run(
                 else:
                     error_line(f"step {step}: unreadable object {item['key']}: {item['reason']}")
             for alarm in result.already_delivered:
-                note(f"step {alarm.step}: alarm {alarm.component}/{alarm.kind} was raised before this run was "
-                     f"interrupted; not raised again")
+                note(
+                    f"step {alarm.step}: alarm {alarm.component}/{alarm.kind} was raised before this run was "
+                    f"interrupted; not raised again"
+                )
             reports.extend(result.steps)
             all_alarms.extend(result.alarms)
             monitor_state = result.state
@@ -292,11 +340,14 @@ def run(
         with progress_bars(as_json, console) as bar:
             for step in step_numbers:
                 if writer.halted:  # nothing more can be kept: playing on would only lose more
-                    writer.unplayed = step_numbers[step_numbers.index(step):]
+                    writer.unplayed = step_numbers[step_numbers.index(step) :]
                     error_line(f"stopped before step {step}: {writer.halted}")
                     break
-                planned = ([s for s in replay_slots if s.step == step] if replay_slots is not None
-                           else plan_step(task_list, step, groups_per_step, group_size))
+                planned = (
+                    [s for s in replay_slots if s.step == step]
+                    if replay_slots is not None
+                    else plan_step(task_list, step, groups_per_step, group_size)
+                )
                 slots = [s for s in planned if rollout_key(run_id, s.step, s.group_id, s.rollout_id) not in already]
                 skipped += len(planned) - len(slots)
                 handle = bar.add_task(f"step {step}", total=len(slots))
@@ -305,10 +356,20 @@ def run(
                     bar.update(handle, description=f"step {step}: {phase}", completed=done, total=total)
 
                 transcripts: list = []
-                records = run_slots(slots, policy=chosen, env=env, executor=executor, reward=reward,
-                                    run_id=run_id, max_turns=turns, workers=workers, services=services,
-                                    conversation_threads=8 if policy is PolicyName.openai else 1, progress=on_progress,
-                                    on_transcript=transcripts.append)
+                records = run_slots(
+                    slots,
+                    policy=chosen,
+                    env=env,
+                    executor=executor,
+                    reward=reward,
+                    run_id=run_id,
+                    max_turns=turns,
+                    workers=workers,
+                    services=services,
+                    conversation_threads=8 if policy is PolicyName.openai else 1,
+                    progress=on_progress,
+                    on_transcript=transcripts.append,
+                )
                 if finishing is not None:
                     finishing.result()  # at most one step waits to be stored: memory stays one step deep
                 finishing = finisher.submit(finish_step, step, records, transcripts, handle)
@@ -333,8 +394,9 @@ def run(
         from rewardpipe.monitoring.plots import plot_run
 
         # The chart shows what the steps already reported; no need to read and monitor the records again.
-        whole_run = MonitorResult(run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms,
-                                  state=monitor_state)
+        whole_run = MonitorResult(
+            run_id=run_id, thresholds=thresholds, steps=reports, alarms=all_alarms, state=monitor_state
+        )
         try:
             plot_run(whole_run, plot)
             note(f"chart written to {plot}")
@@ -342,16 +404,25 @@ def run(
             error_line(f"--plot: {exc}")
             plot_failed = True  # the records are stored; the chart asked for is not, so the exit status says so
     if as_json:
-        write_json_line({"run_id": run_id, "store": str(out_dir), "manifest": manifest.to_dict(),
-                         "skipped_already_stored": skipped, "unstored": writer.spilled,
-                         "spill_file": str(writer.spill_path) if writer.spilled else None,
-                         "unstored_transcripts": writer.transcripts_spilled,
-                         "transcript_spill_file": str(writer.transcript_spill_path)
-                         if writer.transcripts_spilled else None,
-                         "lost": writer.lost, "stopped": writer.halted,
-                         "alarm_failures": alarm_failures, "unchecked_steps": unchecked_steps,
-                         "failed_writes": writer.failed_writes,
-                         "steps": [r.to_dict() for r in reports], "alarms": [a.to_dict() for a in all_alarms]})
+        write_json_line(
+            {
+                "run_id": run_id,
+                "store": str(out_dir),
+                "manifest": manifest.to_dict(),
+                "skipped_already_stored": skipped,
+                "unstored": writer.spilled,
+                "spill_file": str(writer.spill_path) if writer.spilled else None,
+                "unstored_transcripts": writer.transcripts_spilled,
+                "transcript_spill_file": str(writer.transcript_spill_path) if writer.transcripts_spilled else None,
+                "lost": writer.lost,
+                "stopped": writer.halted,
+                "alarm_failures": alarm_failures,
+                "unchecked_steps": unchecked_steps,
+                "failed_writes": writer.failed_writes,
+                "steps": [r.to_dict() for r in reports],
+                "alarms": [a.to_dict() for a in all_alarms],
+            }
+        )
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
@@ -374,17 +445,27 @@ def _executor(env: Any, workers: int | None) -> tuple[Any, bool]:
 def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
     table = Table(title=f"run {markup_safe(run_id)}: per-component within-group variance", show_lines=False)
     for column in ("step", "component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
-        table.add_column(column, justify="left" if column in ("component", "verdict") else "right",
-                         no_wrap=column in ("component", "verdict"))
+        table.add_column(
+            column,
+            justify="left" if column in ("component", "verdict") else "right",
+            no_wrap=column in ("component", "verdict"),
+        )
     for report in reports:
         rows = [*report.components.values(), report.aggregate]
         for index, stats in enumerate(rows):
             verdict = markup_safe(stats.verdict if not stats.cause else f"{stats.verdict} ({stats.cause})")
             style = {"dead": "red", "ok": "green", "dying": "magenta", "info": "blue"}.get(stats.verdict, "yellow")
             step_label = str(report.step) if index == 0 else ""
-            table.add_row(step_label, markup_safe(stats.name), _fmt(stats.mean), _fmt(stats.std), _fmt(stats.within_group_std_mean),
-                          _fmt(stats.zero_variance_group_fraction, pct=True), f"[{style}]{verdict}[/]",
-                          end_section=index == len(rows) - 1)
+            table.add_row(
+                step_label,
+                markup_safe(stats.name),
+                _fmt(stats.mean),
+                _fmt(stats.std),
+                _fmt(stats.within_group_std_mean),
+                _fmt(stats.zero_variance_group_fraction, pct=True),
+                f"[{style}]{verdict}[/]",
+                end_section=index == len(rows) - 1,
+            )
     out.print(table)
     errors = sum(r.errors for r in reports)
     total = sum(r.records for r in reports)
@@ -393,11 +474,18 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:
             # soft_wrap: a long model-written reason is never wrapped into a line that looks like another example
-            out.print(f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
-                      f"{markup_safe(alarm.message)}", highlight=False, soft_wrap=True)
+            out.print(
+                f"  [red]step {alarm.step} · {markup_safe(alarm.component)} · {alarm.kind}[/]: "
+                f"{markup_safe(alarm.message)}",
+                highlight=False,
+                soft_wrap=True,
+            )
             for example in alarm.examples[:1]:
-                out.print(f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
-                          highlight=False, soft_wrap=True)
+                out.print(
+                    f"    e.g. {markup_safe(example['rollout_id'])}: {markup_safe(example['reason'])}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
     else:
         out.print("[green]no alarms[/]")
     where = f"{location.rstrip('/')}/runs/{run_id}/"
@@ -431,23 +519,45 @@ def _builtin_env_of(reward: Any) -> str | None:
 
 @app.command()
 def score(
-    rollouts_file: Path = typer.Argument(..., metavar="FILE", help="Recorded rollouts (with --env), or single-turn "
-                                         "samples carrying their reference (with --reward)."),
-    tasks: Optional[Path] = typer.Option(None, "--tasks", help="Task JSONL file (needed to replay an environment's "
-                                         "rollouts, or for a reward that reads the task)."),
-    env_name: Optional[str] = typer.Option(None, "--env", help="Replay the recorded rollouts through this "
-                                           "environment (default when no --reward is given: ask_before_coding)."),
-    out_dir: str = typer.Option(".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."),
+    rollouts_file: Path = typer.Argument(
+        ...,
+        metavar="FILE",
+        help="Recorded rollouts (with --env), or single-turn samples carrying their reference (with --reward).",
+    ),
+    tasks: Path | None = typer.Option(
+        None,
+        "--tasks",
+        help="Task JSONL file (needed to replay an environment's rollouts, or for a reward that reads the task).",
+    ),
+    env_name: str | None = typer.Option(
+        None,
+        "--env",
+        help="Replay the recorded rollouts through this "
+        "environment (default when no --reward is given: ask_before_coding).",
+    ),
+    out_dir: str = typer.Option(
+        ".", "--out", help="Store root: a directory, or s3://bucket/prefix (records go under runs/<run_id>/)."
+    ),
     run_id: str = typer.Option("scored", help="Run id the records are filed under. One run id is one experiment."),
     overwrite: bool = typer.Option(False, "--overwrite", help="Delete everything stored under the run id first."),
-    resume: bool = typer.Option(False, "--resume", help="Continue the run id (same files); rollouts already stored are skipped."),
-    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward: a built-in name, package.module:ATTR, "
-                                              "path/file.py:ATTR or an installed short name. Without --env, the "
-                                              "lines are single-turn samples: {messages, reference, ids optional}."),
+    resume: bool = typer.Option(
+        False, "--resume", help="Continue the run id (same files); rollouts already stored are skipped."
+    ),
+    reward_name: str | None = typer.Option(
+        None,
+        "--reward",
+        help="Reward: a built-in name, package.module:ATTR, "
+        "path/file.py:ATTR or an installed short name. Without --env, the "
+        "lines are single-turn samples: {messages, reference, ids optional}.",
+    ),
     weight: list[str] = typer.Option([], help="Override a component weight: NAME=VALUE (repeatable)."),
-    workers: Optional[int] = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
-    batch_size: int = typer.Option(256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."),
-    spill: Optional[Path] = typer.Option(None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."),
+    workers: int | None = typer.Option(None, min=1, help="Code-execution workers (default: cores; at most 64)."),
+    batch_size: int = typer.Option(
+        256, "--batch-size", min=1, help="Rollouts read, scored and written at a time (memory stays flat)."
+    ),
+    spill: Path | None = typer.Option(
+        None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
 ) -> None:
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
@@ -483,8 +593,11 @@ def score(
     workers = cap_workers(workers)
     check_output_file(spill, "--spill")
     if not rollouts_file.is_file():
-        fail(f"rollouts file not found: {rollouts_file}" if not rollouts_file.exists()
-             else f"expected a rollouts file, got a directory: {rollouts_file}")
+        fail(
+            f"rollouts file not found: {rollouts_file}"
+            if not rollouts_file.exists()
+            else f"expected a rollouts file, got a directory: {rollouts_file}"
+        )
     try:
         rollouts_sha256 = file_sha256(rollouts_file)
         if not _has_a_line(rollouts_file):
@@ -494,10 +607,16 @@ def score(
     configuration: dict[str, Any] = {"rollouts_file": str(rollouts_file), "rollouts_sha256": rollouts_sha256}
     if env is None:
         configuration["samples"] = "single_turn"
-    manifest = new_manifest(run_id=run_id, command="score", reward=reward, tasks_file=tasks,
-                            configuration=configuration, env=env,
-                            env_reference=env_name or DEFAULT_ENV if env is not None else None,
-                            reward_reference=reward_name)
+    manifest = new_manifest(
+        run_id=run_id,
+        command="score",
+        reward=reward,
+        tasks_file=tasks,
+        configuration=configuration,
+        env=env,
+        env_reference=env_name or DEFAULT_ENV if env is not None else None,
+        reward_reference=reward_name,
+    )
     store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
@@ -515,14 +634,28 @@ def score(
         if env is None:
             from rewardpipe.single_turn import score_sample_records
 
-            records = score_sample_records(batch, reward, run_id=run_id, tasks=task_rows, workers=workers,
-                                           executor=executor() if reward.needs_execution else None,
-                                           on_transcript=transcripts)
+            records = score_sample_records(
+                batch,
+                reward,
+                run_id=run_id,
+                tasks=task_rows,
+                workers=workers,
+                executor=executor() if reward.needs_execution else None,
+                on_transcript=transcripts,
+            )
         else:
             from rewardpipe.runner import score_rollouts
 
-            records = score_rollouts(batch, task_rows, executor=executor() if env.runs_code else None, env=env,
-                                     reward=reward, run_id=run_id, workers=workers, on_transcript=transcripts)
+            records = score_rollouts(
+                batch,
+                task_rows,
+                executor=executor() if env.runs_code else None,
+                env=env,
+                reward=reward,
+                run_id=run_id,
+                workers=workers,
+                on_transcript=transcripts,
+            )
         writer.write(records)
         for record in records:
             if record.status == "scored":
@@ -572,7 +705,9 @@ def score(
         save_manifest(writer, manifest)
     if not as_json:
         resumed = f", already stored {skipped}" if skipped else ""
-        sys.stdout.write(f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n")
+        sys.stdout.write(
+            f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n"
+        )
     exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
     if bad_lines:
         raise typer.Exit(1)
@@ -582,10 +717,11 @@ def score(
 def doctor(
     tasks: Path = typer.Option(..., "--tasks", help="Task JSONL file (rows of the environment's task model)."),
     env_name: str = typer.Option(DEFAULT_ENV, "--env", help="Environment to check (any reference form)."),
-    reward_name: Optional[str] = typer.Option(None, "--reward", help="Reward (default: the environment's)."),
-    max_turns: Optional[int] = typer.Option(None, min=1, max=MAX_TURNS,
-                                            help="Turn limit of every scenario (default: each scenario's own)."),
-    workers: Optional[int] = typer.Option(None, min=1),
+    reward_name: str | None = typer.Option(None, "--reward", help="Reward (default: the environment's)."),
+    max_turns: int | None = typer.Option(
+        None, min=1, max=MAX_TURNS, help="Turn limit of every scenario (default: each scenario's own)."
+    ),
+    workers: int | None = typer.Option(None, min=1),
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Before training: play every task through the environment's scenarios and prove each task can be scored,
@@ -607,9 +743,15 @@ def doctor(
     diagnoses = diagnose(task_list, env, executor, reward=reward, workers=cap_workers(workers), max_turns=max_turns)
     broken = [d for d in diagnoses if not d.ok]
     if as_json:
-        write_json_line({"tasks": len(diagnoses), "broken": [d.task_id for d in broken],
-                         "environment": env.name, "reward": reward.name,
-                         "diagnoses": [d.to_dict() for d in diagnoses]})
+        write_json_line(
+            {
+                "tasks": len(diagnoses),
+                "broken": [d.task_id for d in broken],
+                "environment": env.name,
+                "reward": reward.name,
+                "diagnoses": [d.to_dict() for d in diagnoses],
+            }
+        )
     else:
         for diagnosis in broken:
             out.print(f"[red]✗ {escape(printable(diagnosis.task_id))}[/]")
@@ -617,11 +759,17 @@ def doctor(
                 out.print(f"    {escape(printable(problem))}", highlight=False)
         for diagnosis in diagnoses:  # scorable, but gameable tests or a starving component (docs/tasks.md)
             for warning in diagnosis.warnings:
-                out.print(f"[yellow]! {escape(printable(diagnosis.task_id))}[/]: {escape(printable(warning))}",
-                          highlight=False)
-        out.print(f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK" +
-                  (f"; broken: {escape(printable(', '.join(d.task_id for d in broken)))}" if broken else ""),
-                  highlight=False)
+                out.print(
+                    f"[yellow]! {escape(printable(diagnosis.task_id))}[/]: {escape(printable(warning))}",
+                    highlight=False,
+                )
+        out.print(
+            f"{len(diagnoses) - len(broken)}/{len(diagnoses)} tasks OK"
+            + (f"; broken: {escape(printable(', '.join(d.task_id for d in broken)))}" if broken else ""),
+            highlight=False,
+        )
     if broken:  # the report above is data (stdout); the verdict is for people (stderr), even when piped
-        fail(f"{tasks}: {len(broken)} of {len(diagnoses)} task(s) cannot be scored: "
-             f"{', '.join(d.task_id[:80] for d in broken[:10])}{' ...' if len(broken) > 10 else ''}")
+        fail(
+            f"{tasks}: {len(broken)} of {len(diagnoses)} task(s) cannot be scored: "
+            f"{', '.join(d.task_id[:80] for d in broken[:10])}{' ...' if len(broken) > 10 else ''}"
+        )

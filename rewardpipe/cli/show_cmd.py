@@ -8,8 +8,6 @@ simulator-written and is printed through :func:`rewardpipe.safe_text.printable` 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -19,7 +17,6 @@ from rich.table import Table
 
 from rewardpipe.cli.app import app, fail, usage_fail, write_json_line
 from rewardpipe.safe_text import printable
-
 
 
 def _safe(text: object) -> str:
@@ -41,18 +38,22 @@ def _tool_call(call: object) -> str:
     return f"{_safe(name)}({_safe(arguments)}){ident}"
 
 
-def _locate(store, run_id: str, rollout: str, step: Optional[int], key: Optional[str]) -> str:
+def _locate(store, run_id: str, rollout: str, step: int | None, key: str | None) -> str:
     if key:
         return key
     keys = store.find_transcripts(run_id, rollout, step)
     if not keys:
         where = f" at step {step}" if step is not None else ""
-        fail(f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
-              f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)"
-             + _other_case(store, run_id, rollout))
+        fail(
+            f"no transcript of rollout '{rollout}' in run '{run_id}'{where} under {store.location} "
+            f"(transcripts are written by `rewardpipe run`/`score` and the AWS Score step)"
+            + _other_case(store, run_id, rollout)
+        )
     if len(keys) > 1:
-        fail(f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
-              f"choose one with --step: " + ", ".join(keys[:10]))
+        fail(
+            f"rollout '{rollout}' has {len(keys)} transcripts in run '{run_id}' (one per step); "
+            f"choose one with --step: " + ", ".join(keys[:10])
+        )
     return keys[0]
 
 
@@ -61,8 +62,13 @@ def _other_case(store, run_id: str, rollout: str) -> str:
     from rewardpipe.store import decode_id, run_prefix
 
     wanted = rollout.casefold()
-    found = sorted({decode_id(key.rsplit("/", 1)[1].removesuffix(".json"))
-                    for key in store.list_keys(f"{run_prefix(run_id)}transcripts/")} - {rollout})
+    found = sorted(
+        {
+            decode_id(key.rsplit("/", 1)[1].removesuffix(".json"))
+            for key in store.list_keys(f"{run_prefix(run_id)}transcripts/")
+        }
+        - {rollout}
+    )
     close = [other for other in found if other.casefold() == wanted]
     return f"; ids are case-sensitive: did you mean {', '.join(repr(c) for c in close[:3])}?" if close else ""
 
@@ -71,9 +77,9 @@ def _other_case(store, run_id: str, rollout: str) -> str:
 def show(
     store_path: str = typer.Argument(..., metavar="STORE", help="store directory or s3://bucket/prefix"),
     run_id: str = typer.Option(..., "--run-id", help="the run the rollout belongs to"),
-    rollout: Optional[str] = typer.Option(None, "--rollout", help="the rollout id"),
-    step: Optional[int] = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
-    key: Optional[str] = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
+    rollout: str | None = typer.Option(None, "--rollout", help="the rollout id"),
+    step: int | None = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
+    key: str | None = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
     as_json: bool = typer.Option(False, "--json", help="print the transcript document as JSON"),
 ) -> None:
     """Print one rollout's transcript: messages (tool calls too), revealed details, executed code, verdict,
@@ -95,8 +101,11 @@ def show(
         write_json_line(transcript.to_json_dict())
         return
     t = transcript
-    out.print(f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "
-              f"· task {_safe(t.task_id)}", soft_wrap=True)
+    out.print(
+        f"[bold]{_safe(t.rollout_id)}[/]  run {_safe(t.run_id)} · step {t.step} · group {_safe(t.group_id)} "
+        f"· task {_safe(t.task_id)}",
+        soft_wrap=True,
+    )
     revealed_at = {item.turn: item for item in t.revealed if item.turn is not None}
     turn = -1
     for message in t.messages:
@@ -112,17 +121,30 @@ def show(
         body = _safe(message.content) if message.content else ("" if message.tool_calls else "[dim](empty)[/]")
         for call in message.tool_calls or []:
             body += ("\n" if body else "") + f"[magenta]↳ tool call[/] {_tool_call(call)}"
-        out.print(Panel(body, title=_safe(label), title_align="left",
-                        border_style="cyan" if message.role == "assistant" else "white"))
+        out.print(
+            Panel(
+                body,
+                title=_safe(label),
+                title_align="left",
+                border_style="cyan" if message.role == "assistant" else "white",
+            )
+        )
         if message.role == "user" and turn in revealed_at and turn >= 0:
             out.print(f"  [green]↳ revealed spec item {revealed_at[turn].index}[/]")
     if t.executed_code is not None:
-        out.print(Panel(Syntax(printable(t.executed_code), "python", line_numbers=True, word_wrap=True),
-                        title="executed code", title_align="left"))
+        out.print(
+            Panel(
+                Syntax(printable(t.executed_code), "python", line_numbers=True, word_wrap=True),
+                title="executed code",
+                title_align="left",
+            )
+        )
     verdict = t.verdict
     tests = f" ({verdict.passed}/{verdict.total} tests)" if verdict.total else ""
-    out.print(f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
-              soft_wrap=True)
+    out.print(
+        f"[bold]verdict:[/] {_safe(verdict.status)}{tests}" + (f" — {_safe(verdict.reason)}" if verdict.reason else ""),
+        soft_wrap=True,
+    )
     revealed = f" · revealed {len(t.revealed)} spec item(s)" if t.revealed or t.turn_kinds else ""
     out.print(f"[bold]end:[/] {_safe(t.end_reason or '-')}{revealed}")
     table = Table("component", "value", title=f"status {t.status}" + (f" · {_safe(t.error.kind)}" if t.error else ""))

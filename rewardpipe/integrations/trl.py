@@ -30,9 +30,10 @@ from __future__ import annotations
 import logging
 import math
 import os
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
-from typing import Any, Callable, Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
 
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
@@ -57,8 +58,11 @@ def _as_messages(value: Any, role: str) -> list[dict[str, Any]]:
 def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> list[dict]:
     samples = []
     for index, completion in enumerate(completions):
-        metadata = {name: values[index] for name, values in columns.items()
-                    if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == len(completions)}
+        metadata = {
+            name: values[index]
+            for name, values in columns.items()
+            if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == len(completions)
+        }
         reference = next((metadata[c] for c in REFERENCE_COLUMNS if metadata.get(c) is not None), None)
         if reference is not None:
             metadata["reference_answer"] = reference
@@ -107,15 +111,19 @@ class BatchKey:
     so the comparison is a pass of identity checks over them; the batch scored before stays referenced, so
     its lists are never freed and reused under the next batch."""
 
-    __slots__ = ("prompts", "completions", "columns")
+    __slots__ = ("columns", "completions", "prompts")
 
     def __init__(self, prompts: Sequence[Any], completions: Sequence[Any], columns: dict[str, Sequence[Any]]) -> None:
         self.prompts, self.completions, self.columns = prompts, completions, columns
 
     def __eq__(self, other: Any) -> bool:
-        return (isinstance(other, BatchKey) and len(self.completions) == len(other.completions)
-                and self.completions == other.completions and self.prompts == other.prompts
-                and self.columns == other.columns)
+        return (
+            isinstance(other, BatchKey)
+            and len(self.completions) == len(other.completions)
+            and self.completions == other.completions
+            and self.prompts == other.prompts
+            and self.columns == other.columns
+        )
 
     def __hash__(self) -> int:  # pragma: no cover - keys are compared, never hashed
         return len(self.completions)
@@ -124,8 +132,11 @@ class BatchKey:
 def _columns(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Sequence[Any]]:
     """The dataset columns of a reward-function call: lists with one value per completion."""
     count = len(completions)
-    return {name: values for name, values in kwargs.items()
-            if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == count}
+    return {
+        name: values
+        for name, values in kwargs.items()
+        if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == count
+    }
 
 
 def _text(value: Any) -> str:
@@ -149,7 +160,7 @@ class CompletionInput:
     text and reference are at hand; its messages and transcript (prompt and completion as rewardpipe
     Messages) are built only if a component reads them. No task, state or execution: a single-turn sample."""
 
-    __slots__ = ("completion", "reference", "_prompt", "_raw", "_lazy")
+    __slots__ = ("_lazy", "_prompt", "_raw", "completion", "reference")
     task = None
     state = None
     execution = None
@@ -188,17 +199,22 @@ def references(key: BatchKey) -> list[Any]:
         return [None] * len(key.completions)
     if len(columns) == 1:
         return list(columns[0])
-    return [next((values[i] for values in columns if values[i] is not None), None)
-            for i in range(len(key.completions))]
+    return [next((values[i] for values in columns if values[i] is not None), None) for i in range(len(key.completions))]
 
 
 def completion_inputs(key: BatchKey, reads_reference: bool = True) -> list[CompletionInput]:
     prompts, completions = key.prompts, key.completions
     count = len(prompts)
     refs = references(key) if reads_reference else [None] * len(completions)
-    return [CompletionInput(prompts[index] if index < count else "", completion,
-                            completion if completion.__class__ is str else _text(completion), reference)
-            for index, (completion, reference) in enumerate(zip(completions, refs))]
+    return [
+        CompletionInput(
+            prompts[index] if index < count else "",
+            completion,
+            completion if completion.__class__ is str else _text(completion),
+            reference,
+        )
+        for index, (completion, reference) in enumerate(zip(completions, refs))
+    ]
 
 
 _LIMIT = MAX_SCORE_MAGNITUDE
@@ -217,8 +233,12 @@ class BatchScorer:
     arguments (TRL's hooks).
     """
 
-    def __init__(self, reward: Reward, executor: Any = None,
-                 on_complete: Callable[[ScoredBatch, Mapping[str, Any]], None] | None = None) -> None:
+    def __init__(
+        self,
+        reward: Reward,
+        executor: Any = None,
+        on_complete: Callable[[ScoredBatch, Mapping[str, Any]], None] | None = None,
+    ) -> None:
         self.reward = reward
         self.executor = executor
         self.on_complete = on_complete
@@ -226,13 +246,14 @@ class BatchScorer:
         self.batches_scored = 0
         self.incomplete_batches = 0
 
-    def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
-                   kwargs: Mapping[str, Any]) -> tuple[Any, Any]:
+    def read_batch(
+        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[Any, Any]:
         """``(what to score, the batch's content key)`` from one reward-function call."""
         key = BatchKey(prompts, completions, _columns(completions, kwargs))
         return key, key
 
-    def _score(self, key: "BatchKey", fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
+    def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
             return self._score_samples(key, fingerprint)
         inputs = completion_inputs(key, self.reward.reads_input("reference"))
@@ -254,7 +275,7 @@ class BatchScorer:
         self.batches_scored += 1
         return ScoredBatch(fingerprint, None, errors, columns=dict(zip(names, scores.values)))
 
-    def _score_samples(self, key: "BatchKey", fingerprint: Any) -> ScoredBatch:
+    def _score_samples(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         samples = _samples(key.prompts, key.completions, key.columns)
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
@@ -262,13 +283,14 @@ class BatchScorer:
             metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
             failed = bool(metrics.get("reward_error"))
             values.append({c: None if failed else metrics.get(c) for c in self.reward.component_names})
-            kind = next((name[len("error_"):] for name in metrics if name.startswith("error_")), "unscored")
+            kind = next((name[len("error_") :] for name in metrics if name.startswith("error_")), "unscored")
             errors.append(kind if failed else None)
         self.batches_scored += 1
         return ScoredBatch(fingerprint, values, errors)
 
-    def values(self, component: str, prompts: Sequence[Any], completions: Sequence[Any],
-               kwargs: Mapping[str, Any]) -> list[float | None]:
+    def values(
+        self, component: str, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> list[float | None]:
         payload, fingerprint = self.read_batch(prompts, completions, kwargs)
         batch = self.current
         if batch is None or batch.fingerprint != fingerprint or component in batch.served:
@@ -277,7 +299,8 @@ class BatchScorer:
                 logger.warning(
                     "rewardpipe: only %s of the components %s were asked for a batch; pass every function of "
                     "reward_funcs to GRPOTrainer or the within-group monitor cannot run",
-                    sorted(batch.served), self.reward.component_names,
+                    sorted(batch.served),
+                    self.reward.component_names,
                 )
             batch = self.current = self._score(payload, fingerprint, kwargs)
         batch.served.add(component)
@@ -353,14 +376,21 @@ def batch_records(
         kind = errors[index] if errors is not None else None
         failed = kind is not None or all(value is None for value in components.values())
         detail = details[index] if details is not None and index < len(details) else {}
-        records.append({
-            "run_id": run_id, "step": step, "group_id": f"g{index // group_size}", "rollout_id": f"c{index}",
-            "task_id": str(detail.get("task_id") or f"p{index // group_size}"), "status": "error" if failed else "scored",
-            "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
-            "components": components, "weights": weights,
-            "aggregate": None if failed else weighted_aggregate(components, weights),
-            "metrics": {**dict(metrics or {}), **dict(detail.get("metrics") or {})},
-        })
+        records.append(
+            {
+                "run_id": run_id,
+                "step": step,
+                "group_id": f"g{index // group_size}",
+                "rollout_id": f"c{index}",
+                "task_id": str(detail.get("task_id") or f"p{index // group_size}"),
+                "status": "error" if failed else "scored",
+                "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
+                "components": components,
+                "weights": weights,
+                "aggregate": None if failed else weighted_aggregate(components, weights),
+                "metrics": {**dict(metrics or {}), **dict(detail.get("metrics") or {})},
+            }
+        )
     return records
 
 
@@ -457,11 +487,12 @@ class RewardPipeMonitor:
         ignored = tuple(dict.fromkeys([*base.ignore, *ignore]))
         unknown = set(ignored) - set(self.reward.component_names) - {"aggregate", "errors"}
         if unknown:
-            raise ValueError(f"ignore names unknown component(s) {sorted(unknown)}; "
-                             f"known: {self.reward.component_names}")
+            raise ValueError(
+                f"ignore names unknown component(s) {sorted(unknown)}; known: {self.reward.component_names}"
+            )
         # Each component is judged by its own declared range and role (explicit range_overrides win).
         self.thresholds = base.for_reward(self.reward).model_copy(update={"ignore": ignored})
-        self.run_id = run_id or "trl-" + datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
+        self.run_id = run_id or "trl-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
         if episodes is not None:  # multi-turn: the components come scored from the EpisodeRollout
@@ -538,16 +569,21 @@ class RewardPipeMonitor:
             logger.exception("rewardpipe: the within-group monitor failed on batch %s", self.batches)
         self.batches += 1
 
-    def _monitor(self, rows: list, weights: dict[str, float], group_size: int, main: bool,
-                 kwargs: Mapping[str, Any]) -> None:
+    def _monitor(
+        self, rows: list, weights: dict[str, float], group_size: int, main: bool, kwargs: Mapping[str, Any]
+    ) -> None:
         from rewardpipe.monitoring import monitor_records
 
         log_metric = kwargs.get("log_metric")
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
         records = batch_records(
-            {name: [row[0][name] for row in rows] for name in names}, group_size,
-            weights=weights, step=self.batches, run_id=self.run_id, errors=[row[1] for row in rows],
+            {name: [row[0][name] for row in rows] for name in names},
+            group_size,
+            weights=weights,
+            step=self.batches,
+            run_id=self.run_id,
+            errors=[row[1] for row in rows],
             metrics={"global_step": int(getattr(trainer_state, "global_step", 0) or 0)},
             details=[row[2] for row in rows],
         )
@@ -580,9 +616,8 @@ class RewardPipeMonitor:
         return out
 
     def _persist(self, records: list[dict[str, Any]], result: Any) -> None:
-        from rewardpipe.monitoring import StoreAlarmSink, dispatch
         from rewardpipe.models import Record
-        from rewardpipe.monitoring import state_key
+        from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
 
         for raw in records:
             self.store.put_record(Record.model_validate(raw))

@@ -52,9 +52,10 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
 from rewardpipe.environment import Environment, EpisodeState, TaskRow
 from rewardpipe.episode import (
@@ -71,13 +72,18 @@ from rewardpipe.execution.result import ExecutionResult
 from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Message, Record, load_task_rows
 
-
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"
 #: What the callback's stored records say about each episode, besides its components (and the environment's
 #: own metrics). ``simulator_*`` counts the environment's replies and tokens (the name older runs used).
-EPISODE_RECORD_METRICS = ("assistant_turns", "simulator_replies", "committed", "end_reason", "completion_tokens",
-                          "simulator_tokens")
+EPISODE_RECORD_METRICS = (
+    "assistant_turns",
+    "simulator_replies",
+    "committed",
+    "end_reason",
+    "completion_tokens",
+    "simulator_tokens",
+)
 #: An environment's reply after a model turn, for prompts given as plain strings (no chat template involved).
 PLAIN_FEEDBACK = "\n\nUser: {reply}\n\nAssistant: "
 DEFAULT_MAX_TURNS = 4
@@ -203,8 +209,11 @@ def _prompt_text(prompt: Any) -> str | None:
     if isinstance(prompt, str):
         return prompt
     if isinstance(prompt, list):
-        users = [m.get("content") if isinstance(m, dict) else getattr(m, "content", None)
-                 for m in prompt if (m.get("role") if isinstance(m, dict) else getattr(m, "role", None)) == "user"]
+        users = [
+            m.get("content") if isinstance(m, dict) else getattr(m, "content", None)
+            for m in prompt
+            if (m.get("role") if isinstance(m, dict) else getattr(m, "role", None)) == "user"
+        ]
         return users[-1] if users and isinstance(users[-1], str) else None
     return None
 
@@ -254,9 +263,11 @@ class EpisodeRollout:
             raise ValueError("max_turn_tokens must be at least 1")
         self.reward = resolve_reward(reward if reward is not None else self.env.reward, weights)
         if reads_reference(self.reward):
-            raise ValueError(f"reward '{self.reward.name}' scores single-turn samples against their own reference "
-                             f"answer; an episode of '{self.env.name}' is scored by a reward that reads no "
-                             f"reference (its own: '{self.env.reward.name}')")
+            raise ValueError(
+                f"reward '{self.reward.name}' scores single-turn samples against their own reference "
+                f"answer; an episode of '{self.env.name}' is scored by a reward that reads no "
+                f"reference (its own: '{self.env.reward.name}')"
+            )
         self._executor = executor
         self.max_turns = max_turns
         self.max_turn_tokens = max_turn_tokens
@@ -324,8 +335,15 @@ class EpisodeRollout:
 
     # -- the episodes ------------------------------------------------------------------------------------
 
-    def play(self, prompts: Sequence[Any], codec: TokenCodec, generate: Generate, *, max_completion_tokens: int,
-             group_size: int = 1) -> list[Episode]:
+    def play(
+        self,
+        prompts: Sequence[Any],
+        codec: TokenCodec,
+        generate: Generate,
+        *,
+        max_completion_tokens: int,
+        group_size: int = 1,
+    ) -> list[Episode]:
         """One episode per prompt (TRL's prompts already hold each prompt ``num_generations`` times), every
         live episode's next turn generated in one ``generate`` call per round. A failure of ``generate`` is
         the trainer's own (the model could not run) and propagates; everything after it is per episode."""
@@ -346,20 +364,39 @@ class EpisodeRollout:
             if episode.task is None:
                 text = _prompt_text(prompt) or repr(prompt)
                 episode.record = failure_record(
-                    run_id=self.run_id, step=step, group_id=group, rollout_id=episode.rollout_id, task_id="unknown",
-                    kind="unknown_task", message=f"no task has this prompt: {text[:200]!r}", reward=self.reward)
+                    run_id=self.run_id,
+                    step=step,
+                    group_id=group,
+                    rollout_id=episode.rollout_id,
+                    task_id="unknown",
+                    kind="unknown_task",
+                    message=f"no task has this prompt: {text[:200]!r}",
+                    reward=self.reward,
+                )
                 # TRL needs one token per completion at least; it is masked out of the loss.
                 episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
             else:
                 try:
-                    episode.state = start_episode(episode.task, env=self.env, run_id=self.run_id, step=step,
-                                                  group_id=group, rollout_id=episode.rollout_id,
-                                                  max_turns=self.max_turns)
+                    episode.state = start_episode(
+                        episode.task,
+                        env=self.env,
+                        run_id=self.run_id,
+                        step=step,
+                        group_id=group,
+                        rollout_id=episode.rollout_id,
+                        max_turns=self.max_turns,
+                    )
                 except Exception as exc:  # noqa: BLE001 - the environment's start failed: this episode's error
                     episode.record = failure_record(
-                        run_id=self.run_id, step=step, group_id=group, rollout_id=episode.rollout_id,
-                        task_id=episode.task.task_id, kind="simulator_error", message=f"{type(exc).__name__}: {exc}",
-                        reward=self.reward)
+                        run_id=self.run_id,
+                        step=step,
+                        group_id=group,
+                        rollout_id=episode.rollout_id,
+                        task_id=episode.task.task_id,
+                        kind="simulator_error",
+                        message=f"{type(exc).__name__}: {exc}",
+                        reward=self.reward,
+                    )
                     episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
             episodes.append(episode)
 
@@ -407,7 +444,7 @@ class EpisodeRollout:
             episode.record = error_record(exc.state, exc.kind, str(exc), self.reward)
             return
         if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
-            replies = state.messages[len(before_reply[-1].messages):]
+            replies = state.messages[len(before_reply[-1].messages) :]
             ids = list(env_message_ids(codec, replies, episode.conversational))
             if len(episode.tokens.completion_ids) + len(ids) >= max_completion_tokens:
                 state = end_without_commit(before_reply[-1], "completion_budget")
@@ -421,22 +458,37 @@ class EpisodeRollout:
         if not episodes:
             return []
         executor = self.executor if self.env.runs_code else None
-        return score_episodes([(e.state, e.task) for e in episodes], executor=executor, reward=self.reward,
-                              env=self.env, workers=self.workers)
+        return score_episodes(
+            [(e.state, e.task) for e in episodes],
+            executor=executor,
+            reward=self.reward,
+            env=self.env,
+            workers=self.workers,
+        )
 
     # -- TRL ---------------------------------------------------------------------------------------------
 
     def __call__(self, prompts: list[Any], trainer: Any) -> dict[str, list]:
         """``rollout_func(prompts, trainer)`` for ``GRPOTrainer``."""
         if getattr(trainer, "use_vllm", False):
-            raise NotImplementedError("EpisodeRollout generates each turn with the trainer's model through "
-                                      "transformers' generate; set use_vllm=False")
-        codec = TokenizerCodec(trainer.processing_class, getattr(trainer, "chat_template", None),
-                               getattr(trainer, "chat_template_kwargs", None))
+            raise NotImplementedError(
+                "EpisodeRollout generates each turn with the trainer's model through "
+                "transformers' generate; set use_vllm=False"
+            )
+        codec = TokenizerCodec(
+            trainer.processing_class,
+            getattr(trainer, "chat_template", None),
+            getattr(trainer, "chat_template_kwargs", None),
+        )
         training = bool(getattr(trainer.model, "training", True))
         group = trainer.num_generations if training else getattr(trainer, "num_generations_eval", 1)
-        episodes = self.play(prompts, codec, trainer_generate(trainer, codec.tokenizer),
-                             max_completion_tokens=int(trainer.max_completion_length), group_size=group or 1)
+        episodes = self.play(
+            prompts,
+            codec,
+            trainer_generate(trainer, codec.tokenizer),
+            max_completion_tokens=int(trainer.max_completion_length),
+            group_size=group or 1,
+        )
         return rollout_output(episodes, self.env)
 
     def reward_functions(self) -> tuple[list[Callable[..., list]], list[float]]:
@@ -474,28 +526,40 @@ class EpisodeScorer(BatchScorer):
     every numeric metric the environment adds (means over the process's completions) and
     ``simulator_token_fraction``."""
 
-    def read_batch(self, prompts: Sequence[Any], completions: Sequence[Any],
-                   kwargs: Mapping[str, Any]) -> tuple[Any, str]:
+    def read_batch(
+        self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
+    ) -> tuple[Any, str]:
         rows = kwargs.get(EPISODE_FIELD)
         if not isinstance(rows, (list, tuple)) or len(rows) != len(completions):
-            raise ValueError(f"the reward functions of EpisodeRollout need the '{EPISODE_FIELD}' field of its "
-                             f"rollout_func: pass rollout_func=<the EpisodeRollout> to GRPOTrainer")
+            raise ValueError(
+                f"the reward functions of EpisodeRollout need the '{EPISODE_FIELD}' field of its "
+                f"rollout_func: pass rollout_func=<the EpisodeRollout> to GRPOTrainer"
+            )
         return list(rows), json.dumps([row.get("rollout_id") for row in rows])
 
     def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:
         names = self.reward.component_names
-        values = [{name: (row.get("components") or {}).get(name) if row.get("status") == "scored" else None
-                   for name in names} for row in rows]
+        values = [
+            {name: (row.get("components") or {}).get(name) if row.get("status") == "scored" else None for name in names}
+            for row in rows
+        ]
         errors = [None if row.get("status") == "scored" else (row.get("error") or "unscored") for row in rows]
         self.batches_scored += 1
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and rows:
             for name, value in episode_metrics(rows).items():
                 log_metric(name, value)
-        details = [{"task_id": row.get("task_id"),
-                    "metrics": {k: v for k, v in row.items() if k not in _ROW_FIELDS and v is not None
-                                and isinstance(v, (int, float, str, bool))}}
-                   for row in rows]
+        details = [
+            {
+                "task_id": row.get("task_id"),
+                "metrics": {
+                    k: v
+                    for k, v in row.items()
+                    if k not in _ROW_FIELDS and v is not None and isinstance(v, (int, float, str, bool))
+                },
+            }
+            for row in rows
+        ]
         return ScoredBatch(fingerprint, values, errors, details=details)
 
 
@@ -509,13 +573,23 @@ def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     numeric metric the environment adds (``spec_revealed`` for ask-before-coding)."""
     count = len(rows)
     names = ["assistant_turns", "simulator_replies", "committed"]
-    names += sorted({k for row in rows for k, v in row.items()
-                     if k not in _ROW_FIELDS and k not in names and k not in _TOKEN_FIELDS
-                     and isinstance(v, (int, float)) and not isinstance(v, bool)})
+    names += sorted(
+        {
+            k
+            for row in rows
+            for k, v in row.items()
+            if k not in _ROW_FIELDS
+            and k not in names
+            and k not in _TOKEN_FIELDS
+            and isinstance(v, (int, float))
+            and not isinstance(v, bool)
+        }
+    )
     out = {f"rewardpipe/episode/{name}": sum(float(row.get(name) or 0) for row in rows) / count for name in names}
     tokens = sum(int(row.get("completion_tokens") or 0) for row in rows)
     out["rewardpipe/episode/simulator_token_fraction"] = (
-        sum(int(row.get("simulator_tokens") or 0) for row in rows) / tokens if tokens else 0.0)
+        sum(int(row.get("simulator_tokens") or 0) for row in rows) / tokens if tokens else 0.0
+    )
     return out
 
 
@@ -526,8 +600,12 @@ def episode_metrics(rows: Sequence[Mapping[str, Any]]) -> dict[str, float]:
 class TokenizerCodec:
     """:class:`TokenCodec` for a transformers tokenizer (or a processor wrapping one)."""
 
-    def __init__(self, processing_class: Any, chat_template: str | None = None,
-                 chat_template_kwargs: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        processing_class: Any,
+        chat_template: str | None = None,
+        chat_template_kwargs: Mapping[str, Any] | None = None,
+    ) -> None:
         self.tokenizer = getattr(processing_class, "tokenizer", processing_class)
         self.chat_template = chat_template
         self.template_kwargs = dict(chat_template_kwargs or {})
@@ -536,8 +614,13 @@ class TokenizerCodec:
 
     def _render(self, messages: list[dict], generation_prompt: bool) -> list[int]:
         ids = self.tokenizer.apply_chat_template(
-            messages, add_generation_prompt=generation_prompt, tokenize=True, return_dict=False,
-            **({"chat_template": self.chat_template} if self.chat_template else {}), **self.template_kwargs)
+            messages,
+            add_generation_prompt=generation_prompt,
+            tokenize=True,
+            return_dict=False,
+            **({"chat_template": self.chat_template} if self.chat_template else {}),
+            **self.template_kwargs,
+        )
         if isinstance(ids, Mapping):
             ids = ids["input_ids"]
         return list(ids)
@@ -565,9 +648,10 @@ class TokenizerCodec:
         if self.eos_id in prefix:
             prefix = prefix[: len(prefix) - prefix[::-1].index(self.eos_id)]
         if full[: len(prefix)] != prefix:
-            raise ValueError("the chat template does not render the environment's turn as a suffix of the "
-                             "conversation before it")
-        return full[len(prefix):]
+            raise ValueError(
+                "the chat template does not render the environment's turn as a suffix of the conversation before it"
+            )
+        return full[len(prefix) :]
 
 
 def trainer_generate(trainer: Any, tokenizer: Any) -> Generate:
@@ -584,10 +668,15 @@ def trainer_generate(trainer: Any, tokenizer: Any) -> Generate:
         attention = torch.tensor([[0] * (width - len(c)) + [1] * len(c) for c in contexts], device=device)
         config = copy.deepcopy(trainer.generation_config)
         config.max_new_tokens = max_new_tokens
-        with unwrap_model_for_generation(trainer.model_wrapped, trainer.accelerator,
-                                         gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
-                                         generation_kwargs=getattr(trainer, "generation_kwargs", None)) as model, \
-                torch.no_grad():
+        with (
+            unwrap_model_for_generation(
+                trainer.model_wrapped,
+                trainer.accelerator,
+                gather_deepspeed3_params=trainer.args.ds3_gather_for_generation,
+                generation_kwargs=getattr(trainer, "generation_kwargs", None),
+            ) as model,
+            torch.no_grad(),
+        ):
             out = model.generate(input_ids=input_ids, attention_mask=attention, generation_config=config)
         return [row[width:].tolist() for row in out.cpu()]
 

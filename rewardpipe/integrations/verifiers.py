@@ -28,16 +28,25 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
 from rewardpipe.models import Message, Task
 from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
-__all__ = ["SampleScorer", "VerifiersEnvironment", "VfState", "VfTask", "from_verifiers", "rubric", "rubric_functions",
-           "simulator_env_response"]
+__all__ = [
+    "SampleScorer",
+    "VerifiersEnvironment",
+    "VfState",
+    "VfTask",
+    "from_verifiers",
+    "rubric",
+    "rubric_functions",
+    "simulator_env_response",
+]
 
 
 def _message(value: Any) -> dict[str, Any] | None:
@@ -97,8 +106,11 @@ class SampleScorer:
         return {c: math.nan if failed or c not in metrics else float(metrics[c]) for c in self.reward.component_names}
 
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
-        sample = {"id": 0, "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
-                  "metadata": {"reference_answer": answer}}
+        sample = {
+            "id": 0,
+            "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
+            "metadata": {"reference_answer": answer},
+        }
         key = json.dumps(sample, sort_keys=True, default=repr)
         mine = False
         with self._lock:
@@ -129,8 +141,9 @@ class SampleScorer:
         return values[name]
 
 
-def rubric_functions(reward: Any = "gsm8k", weights: Mapping[str, float] | None = None,
-                     executor: Any = None) -> tuple[list[Callable[..., float]], list[float]]:
+def rubric_functions(
+    reward: Any = "gsm8k", weights: Mapping[str, float] | None = None, executor: Any = None
+) -> tuple[list[Callable[..., float]], list[float]]:
     """``(funcs, weights)``: one rubric function per component of ``reward`` (any reference: a built-in name,
     ``package.module:ATTR``, ``file.py:ATTR``, an installed short name; or a Reward). Each sample is scored
     once, whatever the number of components; one that cannot be scored (a component raised, or returned
@@ -157,8 +170,9 @@ def rubric(reward: str | Reward = "gsm8k", weights: Mapping[str, float] | None =
     return vf.Rubric(funcs=funcs, weights=w, **rubric_kwargs)
 
 
-def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | Mapping[str, Any],
-                           simulator: Any = None) -> list[dict[str, str]]:
+def simulator_env_response(
+    messages: Sequence[Mapping[str, Any]], task: Task | Mapping[str, Any], simulator: Any = None
+) -> list[dict[str, str]]:
     """The user simulator's next turn for a conversation, as a one-message list.
 
     The simulator sees the hidden ``spec`` of the task but never its tests or reference solution.
@@ -172,6 +186,7 @@ def simulator_env_response(messages: Sequence[Mapping[str, Any]], task: Task | M
     # environment's replay, as recorded transcripts are scored), so a detail is never revealed twice and the
     # next one comes out.
     state = ENVIRONMENT.replay(task, parsed).model_copy(
-        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"})
+        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"}
+    )
     reply = (simulator or RuleBasedSimulator()).respond(state, task)
     return [{"role": "user", "content": reply.text}]

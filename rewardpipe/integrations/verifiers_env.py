@@ -61,17 +61,65 @@ from rewardpipe.rewards.base import Reward, run_coroutines
 SUPPORTED = ((0, 2), (0, 4))  # verifiers >= 0.2, < 0.4
 #: verifiers' own state keys that rewardpipe rebuilds for every call (from the task, the conversation, or fresh):
 #: never stored, so what is stored is the environment's own state (plus the JSON-safe framework keys below).
-REBUILT_KEYS = frozenset({"input", "task", "prompt", "completion", "trajectory", "client", "model", "sampling_args",
-                          "tool_defs", "usage_tracker", "usage", "timing", "trajectory_id", "reward", "metrics",
-                          "error", "responses", "answer", "info", "example_id", "turn"})
+REBUILT_KEYS = frozenset(
+    {
+        "input",
+        "task",
+        "prompt",
+        "completion",
+        "trajectory",
+        "client",
+        "model",
+        "sampling_args",
+        "tool_defs",
+        "usage_tracker",
+        "usage",
+        "timing",
+        "trajectory_id",
+        "reward",
+        "metrics",
+        "error",
+        "responses",
+        "answer",
+        "info",
+        "example_id",
+        "turn",
+    }
+)
 #: Group-level reward functions' parameters (a function of a whole group, not of one rollout).
 GROUP_PARAMETERS = frozenset({"states", "prompts", "completions", "answers", "tasks", "infos"})
 #: Environment classes (by name, anywhere in the class's ancestry) that run model-written code themselves.
-CODE_RUNNING_CLASSES = frozenset({"SandboxEnv", "PythonEnv", "CliAgentEnv", "SandboxMixin", "HarborEnv", "OpenCodeEnv",
-                                  "CodeMathEnv", "BashEnv", "SmolaAgentToolEnv"})
+CODE_RUNNING_CLASSES = frozenset(
+    {
+        "SandboxEnv",
+        "PythonEnv",
+        "CliAgentEnv",
+        "SandboxMixin",
+        "HarborEnv",
+        "OpenCodeEnv",
+        "CodeMathEnv",
+        "BashEnv",
+        "SmolaAgentToolEnv",
+    }
+)
 #: Tool names that execute model-written code (a ToolEnv offering one is refused).
-CODE_TOOLS = frozenset({"python", "run_python", "exec", "execute", "execute_code", "run_code", "code_interpreter",
-                        "bash", "shell", "run_shell", "sh", "eval", "jupyter"})
+CODE_TOOLS = frozenset(
+    {
+        "python",
+        "run_python",
+        "exec",
+        "execute",
+        "execute_code",
+        "run_code",
+        "code_interpreter",
+        "bash",
+        "shell",
+        "run_shell",
+        "sh",
+        "eval",
+        "jupyter",
+    }
+)
 UNDECLARED_RANGE = (0.0, 1.0)
 #: verifiers' stop conditions that are the platform's own end reasons under another name.
 END_REASONS = {"max_turns_reached": "turn_limit"}
@@ -99,6 +147,7 @@ class VfState(EpisodeState):
 
 
 # -- pure helpers -----------------------------------------------------------------------------------------------
+
 
 def json_problem(value: Any, where: str = "state") -> str | None:
     """Why ``value`` does not survive a JSON round trip (the first offending key path), or None."""
@@ -137,7 +186,8 @@ def stored_state(vf_state: Mapping[str, Any], env_name: str, step: str) -> dict[
         raise VerifiersError(
             f"verifiers environment '{env_name}': after {step}, its {problem}. rewardpipe pauses and replays an "
             f"episode's state between steps, so the state must be JSON: keep ids, numbers, strings, lists and "
-            f"dicts in it, and live objects (clients, files, sandboxes) elsewhere")
+            f"dicts in it, and live objects (clients, files, sandboxes) elsewhere"
+        )
     return kept
 
 
@@ -174,16 +224,22 @@ def task_row(row: Mapping[str, Any], index: int) -> VfTask:
             raise VerifiersError(f"row {index}: info is not JSON: {info[:80]!r}") from None
     example_id = row.get("example_id", index)
     answer = row.get("answer")
-    return VfTask(task_id=str(row.get("id", row.get("task_id", f"vf-{example_id}"))), prompt=prompt,
-                  answer="" if answer is None else str(answer), info=dict(info), vf_task=row.get("task"),
-                  example_id=int(example_id) if isinstance(example_id, int) else index)
+    return VfTask(
+        task_id=str(row.get("id", row.get("task_id", f"vf-{example_id}"))),
+        prompt=prompt,
+        answer="" if answer is None else str(answer),
+        info=dict(info),
+        vf_task=row.get("task"),
+        example_id=int(example_id) if isinstance(example_id, int) else index,
+    )
 
 
 def refuse_code_execution(vf_env: Any, classes: Iterable[type]) -> None:
     """VerifiersError for an environment that runs model-written code itself (it would bypass the sandbox)."""
     ancestry = {cls.__name__ for cls in type(vf_env).__mro__}
     found = sorted(ancestry & CODE_RUNNING_CLASSES) or sorted(
-        name for name in ancestry if any(word in name for word in ("Sandbox", "PythonEnv", "CodeEnv")))
+        name for name in ancestry if any(word in name for word in ("Sandbox", "PythonEnv", "CodeEnv"))
+    )
     tools = [getattr(t, "__name__", getattr(t, "name", "")) for t in getattr(vf_env, "tools", None) or []]
     risky = sorted({str(t) for t in tools} & CODE_TOOLS)
     if found or risky:
@@ -191,11 +247,13 @@ def refuse_code_execution(vf_env: Any, classes: Iterable[type]) -> None:
         raise VerifiersError(
             f"verifiers environment {type(vf_env).__name__} is refused: {what}, in its own process or sandbox, "
             f"which would bypass rewardpipe's sandbox. Write it as a rewardpipe Environment whose execution_job "
-            f"hands the code to the sandbox instead")
+            f"hands the code to the sandbox instead"
+        )
     group = [cls for cls in classes if cls is not None and isinstance(vf_env, cls)]
     if group:
-        raise VerifiersError(f"verifiers environment {type(vf_env).__name__} is an EnvGroup: wrap each of its "
-                             f"environments on its own")
+        raise VerifiersError(
+            f"verifiers environment {type(vf_env).__name__} is an EnvGroup: wrap each of its environments on its own"
+        )
 
 
 def flatten_rubric(rubric: Any) -> list[tuple[Any, Callable[..., Any], float]]:
@@ -217,23 +275,27 @@ def _is_group_function(fn: Callable[..., Any]) -> bool:
 
 # -- the verifiers side ------------------------------------------------------------------------------------------
 
+
 @functools.cache
 def _verifiers() -> tuple[Any, Any, Any]:
     """(the module holding the classic API, MultiTurnEnv, EnvGroup) of the installed verifiers."""
     try:
         import verifiers
     except ImportError:
-        raise VerifiersError("from_verifiers needs the verifiers package: "
-                             "pip install 'rewardpipe[verifiers]'") from None
+        raise VerifiersError(
+            "from_verifiers needs the verifiers package: pip install 'rewardpipe[verifiers]'"
+        ) from None
     version = getattr(verifiers, "__version__", "0")
     try:
         parts = tuple(int(p) for p in version.split("+")[0].split(".")[:2])
     except ValueError:
         parts = (0, 0)
     if not SUPPORTED[0] <= parts < SUPPORTED[1]:
-        raise VerifiersError(f"verifiers {version} is installed; from_verifiers wraps the classic API of "
-                             f"verifiers >=0.2,<0.4 (0.4 runs a whole rollout as one coroutine, which cannot be "
-                             f"cut into rewardpipe's steps)")
+        raise VerifiersError(
+            f"verifiers {version} is installed; from_verifiers wraps the classic API of "
+            f"verifiers >=0.2,<0.4 (0.4 runs a whole rollout as one coroutine, which cannot be "
+            f"cut into rewardpipe's steps)"
+        )
     for name in ("verifiers.legacy", "verifiers"):
         try:
             module = importlib.import_module(name)
@@ -275,16 +337,26 @@ class VerifiersEnvironment(Environment):
     task_model = VfTask
     state_model = VfState
 
-    def __init__(self, vf_env: Any, *, name: str, version: str, reward_name: str,
-                 ranges: Mapping[str, tuple[float, float]] | None = None, roles: Mapping[str, str] | None = None,
-                 max_turns: int | None = None, scenarios: Callable[[VfTask], Mapping[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        vf_env: Any,
+        *,
+        name: str,
+        version: str,
+        reward_name: str,
+        ranges: Mapping[str, tuple[float, float]] | None = None,
+        roles: Mapping[str, str] | None = None,
+        max_turns: int | None = None,
+        scenarios: Callable[[VfTask], Mapping[str, Any]] | None = None,
+    ) -> None:
         self.vf_env = vf_env
         # Per wrapped environment, so set on the instance (the base class declares them as class attributes).
         self.name = name  # type: ignore[misc]
         self.version = version  # type: ignore[misc]
         turns = getattr(vf_env, "max_turns", -1)
         self.max_turns = max_turns or (  # type: ignore[misc]
-            min(turns, MAX_TURNS) if isinstance(turns, int) and turns > 0 else DEFAULT_MAX_TURNS)
+            min(turns, MAX_TURNS) if isinstance(turns, int) and turns > 0 else DEFAULT_MAX_TURNS
+        )
         self._scenarios = scenarios
         self.undeclared: list[str] = []
         self.reward = self._reward(reward_name, dict(ranges or {}), dict(roles or {}))  # type: ignore[misc]
@@ -299,19 +371,31 @@ class VerifiersEnvironment(Environment):
             if weight == 0.0:
                 continue  # a verifiers metric: logged by verifiers, no part of the reward
             if _is_group_function(fn):
-                raise VerifiersError(f"rubric function '{label}' scores a whole group (completions, states...); "
-                                     f"rewardpipe scores each rollout on its own: write it per rollout")
+                raise VerifiersError(
+                    f"rubric function '{label}' scores a whole group (completions, states...); "
+                    f"rewardpipe scores each rollout on its own: write it per rollout"
+                )
             name = label if label not in seen else f"{label}_{len(seen)}"
             seen.add(name)
             value_range = ranges.pop(name, None)
             if value_range is None:
                 self.undeclared.append(name)
                 value_range = UNDECLARED_RANGE
-            components.append(Component(name, weight, _RubricCall(self, rubric, fn), f"verifiers rubric: {label}",
-                                        value_range, roles.pop(name, "outcome" if not components else "shaping")))
+            components.append(
+                Component(
+                    name,
+                    weight,
+                    _RubricCall(self, rubric, fn),
+                    f"verifiers rubric: {label}",
+                    value_range,
+                    roles.pop(name, "outcome" if not components else "shaping"),
+                )
+            )
         if ranges or roles:
-            raise VerifiersError(f"ranges/roles name unknown rubric function(s) {sorted({*ranges, *roles})}; the "
-                                 f"rubric has {sorted(seen)}")
+            raise VerifiersError(
+                f"ranges/roles name unknown rubric function(s) {sorted({*ranges, *roles})}; the "
+                f"rubric has {sorted(seen)}"
+            )
         if not components:
             raise VerifiersError(f"verifiers environment '{self.name}' has no rubric function with a weight")
         return Reward(reward_name, components)
@@ -324,8 +408,12 @@ class VerifiersEnvironment(Environment):
         state_type = getattr(module, "State", dict)
         opening = len(task.prompt_messages())
         conversation = [m.model_dump(mode="json") for m in state.messages]
-        row: dict[str, Any] = {"prompt": conversation[:opening], "answer": task.answer, "info": dict(task.info),
-                               "example_id": task.example_id}
+        row: dict[str, Any] = {
+            "prompt": conversation[:opening],
+            "answer": task.answer,
+            "info": dict(task.info),
+            "example_id": task.example_id,
+        }
         if task.vf_task is not None:
             row["task"] = task.vf_task
         if isinstance(state_type, type) and issubclass(state_type, dict) and hasattr(state_type, "INPUT_FIELDS"):
@@ -339,14 +427,36 @@ class VerifiersEnvironment(Environment):
         steps = []
         for index in range(opening, len(conversation)):
             if conversation[index]["role"] == "assistant":
-                steps.append({"prompt": self._messages(conversation[:index]),
-                              "completion": self._messages([conversation[index]]), "response": None, "tokens": None,
-                              "reward": None, "advantage": None, "is_truncated": False,
-                              "trajectory_id": state.rollout_id, "extras": {}})
+                steps.append(
+                    {
+                        "prompt": self._messages(conversation[:index]),
+                        "completion": self._messages([conversation[index]]),
+                        "response": None,
+                        "tokens": None,
+                        "reward": None,
+                        "advantage": None,
+                        "is_truncated": False,
+                        "trajectory_id": state.rollout_id,
+                        "extras": {},
+                    }
+                )
         vf["trajectory"] = steps
-        vf.update({"trajectory_id": state.rollout_id, "client": None, "model": "rewardpipe", "sampling_args": None,
-                   "reward": None, "metrics": None, "error": None, "final_env_response": None, "tool_defs": [],
-                   "is_completed": False, "is_truncated": False, "turn": len(steps)})
+        vf.update(
+            {
+                "trajectory_id": state.rollout_id,
+                "client": None,
+                "model": "rewardpipe",
+                "sampling_args": None,
+                "reward": None,
+                "metrics": None,
+                "error": None,
+                "final_env_response": None,
+                "tool_defs": [],
+                "is_completed": False,
+                "is_truncated": False,
+                "turn": len(steps),
+            }
+        )
         timing = getattr(importlib.import_module(f"{module.__name__}.types"), "RolloutTiming", None)
         if timing is not None:
             vf["timing"] = timing()
@@ -377,8 +487,9 @@ class VerifiersEnvironment(Environment):
     def _failed(self, vf: Any, step: str) -> None:
         error = vf.get("error")
         if error is not None:
-            raise VerifiersError(f"verifiers environment '{self.name}' set an error in {step}: "
-                                 f"{type(error).__name__}: {error}")
+            raise VerifiersError(
+                f"verifiers environment '{self.name}' set an error in {step}: {type(error).__name__}: {error}"
+            )
 
     # -- the episode -----------------------------------------------------------------------------------------
 
@@ -416,8 +527,11 @@ class VerifiersEnvironment(Environment):
         after = state.append(*added, vf_state=kept)
         vf = self.vf_state(after, task)
         if self._completed(vf):
-            return after.evolve(vf_state=stored_state(vf, self.name, "the stop conditions"), next_action="score",
-                                end_reason=_end_reason(vf))
+            return after.evolve(
+                vf_state=stored_state(vf, self.name, "the stop conditions"),
+                next_action="score",
+                end_reason=_end_reason(vf),
+            )
         return after.evolve(next_action="policy")
 
     # -- doctor ----------------------------------------------------------------------------------------------
@@ -429,8 +543,10 @@ class VerifiersEnvironment(Environment):
             return self._scenarios(task)
         from rewardpipe.policies import ScriptedPolicy
 
-        return {"reference": ScriptedPolicy(lambda _state, t: t.answer or "(no answer)"),
-                "no_answer": ScriptedPolicy(lambda _state, _task: "I do not know.")}
+        return {
+            "reference": ScriptedPolicy(lambda _state, t: t.answer or "(no answer)"),
+            "no_answer": ScriptedPolicy(lambda _state, _task: "I do not know."),
+        }
 
     def check_task(self, task: Any, runs: Mapping[str, Any]) -> list[Any]:  # noqa: ARG002 - the hook's
         """A warning per rubric function without a declared range, with the values doctor observed."""
@@ -438,12 +554,23 @@ class VerifiersEnvironment(Environment):
 
         findings = []
         for name in self.undeclared:
-            seen = sorted(v for run in runs.values() if run.record is not None
-                          for v in [run.record.components.get(name)] if v is not None)
+            seen = sorted(
+                v
+                for run in runs.values()
+                if run.record is not None
+                for v in [run.record.components.get(name)]
+                if v is not None
+            )
             observed = f"observed {seen[0]:g}..{seen[-1]:g}" if seen else "no value observed"
-            findings.append(Finding("undeclared_range", f"rubric function '{name}' has no declared range, so "
-                                    f"[0, 1] is assumed ({observed} in this task's scenarios): declare it with "
-                                    f"from_verifiers(ranges={{'{name}': (lo, hi)}})", "warning"))
+            findings.append(
+                Finding(
+                    "undeclared_range",
+                    f"rubric function '{name}' has no declared range, so "
+                    f"[0, 1] is assumed ({observed} in this task's scenarios): declare it with "
+                    f"from_verifiers(ranges={{'{name}': (lo, hi)}})",
+                    "warning",
+                )
+            )
         return findings
 
     # -- tasks -----------------------------------------------------------------------------------------------
@@ -475,17 +602,33 @@ class _RubricCall:
     def __init__(self, env: VerifiersEnvironment, rubric: Any, fn: Callable[..., Any]) -> None:
         self.env, self.rubric, self.fn = env, rubric, fn
         self.__name__ = getattr(fn, "__name__", "rubric_function")
-        self.__signature__ = inspect.Signature([inspect.Parameter("task", inspect.Parameter.POSITIONAL_OR_KEYWORD),
-                                                inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD)])
+        self.__signature__ = inspect.Signature(
+            [
+                inspect.Parameter("task", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+                inspect.Parameter("state", inspect.Parameter.POSITIONAL_OR_KEYWORD),
+            ]
+        )
 
     def __call__(self, task: VfTask, state: VfState) -> Any:
         if task is None or state is None:
-            raise VerifiersError("a verifiers rubric function scores an episode of its environment (it needs the "
-                                 "task and the final state)")
+            raise VerifiersError(
+                "a verifiers rubric function scores an episode of its environment (it needs the "
+                "task and the final state)"
+            )
         vf = self.env.vf_state(state, task)
-        objects = self.rubric.score_objects(vf) if hasattr(self.rubric, "score_objects") else {
-            "prompt": vf["prompt"], "completion": vf["completion"], "answer": task.answer, "state": vf,
-            "info": task.info, "task": task.vf_task, **getattr(self.rubric, "class_objects", {})}
+        objects = (
+            self.rubric.score_objects(vf)
+            if hasattr(self.rubric, "score_objects")
+            else {
+                "prompt": vf["prompt"],
+                "completion": vf["completion"],
+                "answer": task.answer,
+                "state": vf,
+                "info": task.info,
+                "task": task.vf_task,
+                **getattr(self.rubric, "class_objects", {}),
+            }
+        )
         parameters = inspect.signature(self.fn).parameters
         if not any(p.kind is p.VAR_KEYWORD for p in parameters.values()):
             objects = {k: v for k, v in objects.items() if k in parameters}
@@ -495,10 +638,16 @@ class _RubricCall:
         return value
 
 
-def from_verifiers(reference: Any, env_args: Mapping[str, Any] | None = None, *,
-                   ranges: Mapping[str, Sequence[float]] | None = None, roles: Mapping[str, str] | None = None,
-                   name: str | None = None, max_turns: int | None = None,
-                   scenarios: Callable[[VfTask], Mapping[str, Any]] | None = None) -> VerifiersEnvironment:
+def from_verifiers(
+    reference: Any,
+    env_args: Mapping[str, Any] | None = None,
+    *,
+    ranges: Mapping[str, Sequence[float]] | None = None,
+    roles: Mapping[str, str] | None = None,
+    name: str | None = None,
+    max_turns: int | None = None,
+    scenarios: Callable[[VfTask], Mapping[str, Any]] | None = None,
+) -> VerifiersEnvironment:
     """A classic verifiers environment as a rewardpipe Environment.
 
     ``reference``: ``"package.module:load_environment"`` (called with ``env_args``), a reference to an
@@ -511,13 +660,22 @@ def from_verifiers(reference: Any, env_args: Mapping[str, Any] | None = None, *,
     vf_env = _load(reference, env_args)
     refuse_code_execution(vf_env, [group])
     if not isinstance(vf_env, multi_turn):
-        raise VerifiersError(f"{type(vf_env).__name__} is not a verifiers MultiTurnEnv (or SingleTurnEnv): "
-                             f"from_verifiers wraps the classic env_response / is_completed API")
+        raise VerifiersError(
+            f"{type(vf_env).__name__} is not a verifiers MultiTurnEnv (or SingleTurnEnv): "
+            f"from_verifiers wraps the classic env_response / is_completed API"
+        )
     module = reference.partition(":")[0] if isinstance(reference, str) else type(vf_env).__module__
     label = name or module.rsplit(".", 1)[-1].replace("-", "_") or "verifiers_env"
     import verifiers
 
     version = f"{getattr(vf_env, 'env_id', '') or label}+verifiers{getattr(verifiers, '__version__', '?')}"
-    return VerifiersEnvironment(vf_env, name=label, version=version, reward_name=label,
-                                ranges={k: (float(v[0]), float(v[1])) for k, v in (ranges or {}).items()},
-                                roles=roles, max_turns=max_turns, scenarios=scenarios)
+    return VerifiersEnvironment(
+        vf_env,
+        name=label,
+        version=version,
+        reward_name=label,
+        ranges={k: (float(v[0]), float(v[1])) for k, v in (ranges or {}).items()},
+        roles=roles,
+        max_turns=max_turns,
+        scenarios=scenarios,
+    )

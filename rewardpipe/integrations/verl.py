@@ -29,7 +29,8 @@ scored by one reward (samples choosing different rewards return different compon
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from rewardpipe.rewards import REWARDS, get_reward
 from rewardpipe.single_turn import score_samples
@@ -50,15 +51,18 @@ def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
     return DEFAULT_REWARD
 
 
-def compute_score(data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None,
-                  **_: Any) -> dict[str, float]:
+def compute_score(
+    data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
+) -> dict[str, float]:
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
     prompt = info.get("question") or info.get("prompt") or ""
     sample = {
         "id": info.get("index"),
-        "messages": [{"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)},
-                     {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""}],
+        "messages": [
+            {"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)},
+            {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""},
+        ],
         "metadata": {"reference_answer": ground_truth},
     }
     reward = get_reward(reward_for(data_source, info))

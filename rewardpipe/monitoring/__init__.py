@@ -34,8 +34,14 @@ from rewardpipe.monitoring.alarms import (
     deliver,
     dispatch,
 )
-from rewardpipe.monitoring.monitor import (MonitorResult, StepPublisher, commit_state, flush_pending, monitor_records,
-                                           monitor_step)
+from rewardpipe.monitoring.monitor import (
+    MonitorResult,
+    StepPublisher,
+    commit_state,
+    flush_pending,
+    monitor_records,
+    monitor_step,
+)
 from rewardpipe.monitoring.pending import RunCheck, check_pending
 from rewardpipe.monitoring.sinks import ConsoleAlarmSink, SnsAlarmSink, StoreAlarmSink
 from rewardpipe.monitoring.sources import iter_jsonl_records
@@ -44,9 +50,36 @@ from rewardpipe.monitoring.thresholds import DEFAULT_RANGES, AlarmPolicy, Monito
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 __all__ = [
-    "AGGREGATE_TARGET", "ERRORS_TARGET", "Alarm", "AlarmSink", "Delivery", "DeliveryFailure", "alarm_key", "deliver",
-    "dispatch", "StepPublisher", "commit_state", "flush_pending", "PendingDelivery",
-    "MonitorResult", "monitor_records", "monitor_step", "ConsoleAlarmSink", "SnsAlarmSink", "StoreAlarmSink",
-    "iter_jsonl_records", "MonitorState", "TargetState", "load_state", "state_key", "RunCheck", "check_pending", "DEFAULT_RANGES", "MonitorInputError",
-    "Thresholds", "AlarmPolicy", "ComponentStats", "StepReport",
+    "AGGREGATE_TARGET",
+    "DEFAULT_RANGES",
+    "ERRORS_TARGET",
+    "Alarm",
+    "AlarmPolicy",
+    "AlarmSink",
+    "ComponentStats",
+    "ConsoleAlarmSink",
+    "Delivery",
+    "DeliveryFailure",
+    "MonitorInputError",
+    "MonitorResult",
+    "MonitorState",
+    "PendingDelivery",
+    "RunCheck",
+    "SnsAlarmSink",
+    "StepPublisher",
+    "StepReport",
+    "StoreAlarmSink",
+    "TargetState",
+    "Thresholds",
+    "alarm_key",
+    "check_pending",
+    "commit_state",
+    "deliver",
+    "dispatch",
+    "flush_pending",
+    "iter_jsonl_records",
+    "load_state",
+    "monitor_records",
+    "monitor_step",
+    "state_key",
 ]

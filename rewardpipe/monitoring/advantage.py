@@ -19,7 +19,7 @@ Shares need only each component's within-group std, so the monitor computes them
 from __future__ import annotations
 
 import math
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 #: Added to std R in the advantage denominator, as GRPO implementations do (TRL uses 1e-4).
 ADVANTAGE_EPS = 1e-4

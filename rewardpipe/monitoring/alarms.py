@@ -8,8 +8,9 @@ sinks; a failing sink is reported, never allowed to stop the others or the calle
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Literal, Mapping, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import quote
 
 from rewardpipe.store import encode_id, run_prefix
@@ -53,7 +54,7 @@ class Alarm:
         return {**asdict(self), "dedupe_key": self.dedupe_key}
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Alarm":
+    def from_dict(cls, data: dict[str, Any]) -> Alarm:
         known = {name for name in cls.__dataclass_fields__}
         return cls(**{key: value for key, value in data.items() if key in known})
 
@@ -63,8 +64,10 @@ class Alarm:
         once (a step is checked once; a replay raises nothing), so it names one delivery: the ledger
         entry of every durable sink, the SNS ``dedupe_key`` attribute and, on a FIFO topic, the
         deduplication id. The ids are percent-encoded, so no two alarms share one."""
-        return "/".join(quote(part, safe="", errors="surrogatepass")
-                        for part in (self.run_id or "", str(int(self.step)), self.component, self.kind))
+        return "/".join(
+            quote(part, safe="", errors="surrogatepass")
+            for part in (self.run_id or "", str(int(self.step)), self.component, self.kind)
+        )
 
     @property
     def is_recovery(self) -> bool:
@@ -81,12 +84,14 @@ def _segment(name: str) -> str:
     return encode_id(name) if name else "%~e"
 
 
-def delivery_key(run_id: str, alarm: "Alarm", sink: str) -> str:
+def delivery_key(run_id: str, alarm: Alarm, sink: str) -> str:
     """A durable sink's ledger entry for one alarm:
     ``runs/<run_id>/monitor/delivered/step=<n>/<component>-<kind>.<sink>.json`` (beside the monitor state,
     outside ``alarms/``, which holds alarms only)."""
-    return (f"{run_prefix(run_id)}monitor/delivered/step={int(alarm.step)}/"
-            f"{_segment(alarm.component)}-{_segment(alarm.kind)}.{sink}.json")
+    return (
+        f"{run_prefix(run_id)}monitor/delivered/step={int(alarm.step)}/"
+        f"{_segment(alarm.component)}-{_segment(alarm.kind)}.{sink}.json"
+    )
 
 
 class AlarmSink(Protocol):
@@ -184,7 +189,7 @@ def onset_markers(alarms: Iterable[Any]) -> list[OnsetMarker]:
         if kind is None:
             continue
         component = str(data.get("component"))
-        component = component[len("component:"):] if component.startswith("component:") else component
+        component = component[len("component:") :] if component.startswith("component:") else component
         projected = (data.get("figures") or {}).get("projected_dead_step") if kind == "dying" else None
         out.append(OnsetMarker(component, kind, int(data["step"]), projected))
     return out

@@ -12,8 +12,9 @@ line and field.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,9 @@ class Labels:
     used by some row (so codes are dense in ``range(distinct)``): set by the readers that build the
     codes, dropped by :meth:`take`, since a subset of the rows may not use every name."""
 
-    def __init__(self, codes: np.ndarray, names: list[str] | Callable[[], list[str]],
-                 distinct: int | None = None) -> None:
+    def __init__(
+        self, codes: np.ndarray, names: list[str] | Callable[[], list[str]], distinct: int | None = None
+    ) -> None:
         self.codes = codes
         self._names = names
         self.distinct = distinct
@@ -42,14 +44,17 @@ class Labels:
         return self._names
 
     @classmethod
-    def of(cls, values: Any) -> "Labels":
+    def of(cls, values: Any) -> Labels:
         codebook: dict[Any, int] = {}
         for value in dict.fromkeys(values):
             codebook[value] = len(codebook)
-        return cls(np.fromiter(map(codebook.__getitem__, values), dtype=np.int64, count=len(values)),
-                   list(codebook), len(codebook))
+        return cls(
+            np.fromiter(map(codebook.__getitem__, values), dtype=np.int64, count=len(values)),
+            list(codebook),
+            len(codebook),
+        )
 
-    def take(self, rows: np.ndarray) -> "Labels":
+    def take(self, rows: np.ndarray) -> Labels:
         return Labels(self.codes[rows], self._names)
 
     def __getitem__(self, row: int) -> str:
@@ -82,18 +87,27 @@ class RecordBatch:
     def __len__(self) -> int:
         return len(self.steps)
 
-    def take(self, rows: np.ndarray) -> "RecordBatch":
+    def take(self, rows: np.ndarray) -> RecordBatch:
         """The rows at ``rows`` (indices, ascending), same everything else."""
         return RecordBatch(
-            run_ids=self.run_ids.take(rows), steps=self.steps[rows], group_ids=self.group_ids.take(rows),
-            rollout_ids=self.rollout_ids.take(rows), task_ids=self.task_ids.take(rows), scored=self.scored[rows],
-            error_kinds=self.error_kinds.take(rows), inprocess=self.inprocess[rows],
+            run_ids=self.run_ids.take(rows),
+            steps=self.steps[rows],
+            group_ids=self.group_ids.take(rows),
+            rollout_ids=self.rollout_ids.take(rows),
+            task_ids=self.task_ids.take(rows),
+            scored=self.scored[rows],
+            error_kinds=self.error_kinds.take(rows),
+            inprocess=self.inprocess[rows],
             weights={k: v[rows] for k, v in self.weights.items()},
-            values={k: v[rows] for k, v in self.values.items()}, nulls={k: v[rows] for k, v in self.nulls.items()},
-            positions=self.positions[rows], load=self.load, duplicates=self.duplicates,
-            position_label=self.position_label)
+            values={k: v[rows] for k, v in self.values.items()},
+            nulls={k: v[rows] for k, v in self.nulls.items()},
+            positions=self.positions[rows],
+            load=self.load,
+            duplicates=self.duplicates,
+            position_label=self.position_label,
+        )
 
-    def dedupe(self) -> "RecordBatch":
+    def dedupe(self) -> RecordBatch:
         """Keep the last copy of each (run, step, group, rollout); the dropped copies' positions go to
         ``duplicates`` (as the store would: the key is the same, the last write wins)."""
         if self.rollout_ids.distinct == len(self):
@@ -108,7 +122,7 @@ class RecordBatch:
         out.duplicates = self.duplicates + self.positions[~keep].tolist()
         return out
 
-    def only(self, run_id: str | None = None, step: int | None = None) -> "RecordBatch":
+    def only(self, run_id: str | None = None, step: int | None = None) -> RecordBatch:
         """The rows of one run and/or one step."""
         mask = np.ones(len(self), dtype=bool)
         if run_id is not None:
@@ -170,8 +184,9 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
     run_id = batch.run_ids[0]
     runs = {batch.run_ids.names[code] for code in np.unique(batch.run_ids.codes).tolist()}
     if len(runs) > 1:
-        raise MonitorInputError(f"records come from several runs ({', '.join(sorted(runs))}): "
-                                "monitor one run at a time (--run-id)")
+        raise MonitorInputError(
+            f"records come from several runs ({', '.join(sorted(runs))}): monitor one run at a time (--run-id)"
+        )
     codes, group_step, group_name = batch.group_codes()
     groups = len(group_step)
     first_row = np.full(groups, rows, dtype=np.int64)
@@ -181,12 +196,15 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
     order = np.argsort(group_step, kind="stable")  # each step's groups, first seen first
     bounds = np.searchsorted(group_step[order], step_values, side="left").tolist() + [groups]
 
-    per_step = {name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
-                for name, mask in (("records", np.ones(rows)), ("errors", ~batch.scored),
-                                   ("inprocess", batch.inprocess))}
+    per_step = {
+        name: np.bincount(step_of_row, weights=mask, minlength=len(step_values)).astype(np.int64)
+        for name, mask in (("records", np.ones(rows)), ("errors", ~batch.scored), ("inprocess", batch.inprocess))
+    }
     tables = {name: _group_table(batch.values[name], batch.scored, codes, groups) for name in batch.values}
-    missing = {name: np.bincount(step_of_row, weights=batch.scored & mask, minlength=len(step_values))
-               for name, mask in batch.nulls.items()}
+    missing = {
+        name: np.bincount(step_of_row, weights=batch.scored & mask, minlength=len(step_values))
+        for name, mask in batch.nulls.items()
+    }
     weights_of_group = _group_weights(batch.weights, first_row)
 
     accs: dict[int, StepAcc] = {}
@@ -196,13 +214,17 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         acc.records = int(per_step["records"][s])
         acc.errors = int(per_step["errors"][s])
         acc.inprocess = int(per_step["inprocess"][s])
-        mine = order[bounds[s]:bounds[s + 1]]
+        mine = order[bounds[s] : bounds[s + 1]]
         acc.groups = dict.fromkeys(map(names.__getitem__, group_name[mine].tolist()))
         acc.weights = weights_of_group(mine)
         for name, table in tables.items():
             if table is not None and table.n[mine].any():
-                acc.table[name] = GroupTable(*(column[mine] for column in (
-                    table.n, table.shift, table.s1, table.s2, table.minimum, table.maximum)))
+                acc.table[name] = GroupTable(
+                    *(
+                        column[mine]
+                        for column in (table.n, table.shift, table.s1, table.s2, table.minimum, table.maximum)
+                    )
+                )
         for name, counts in missing.items():
             if counts[s]:
                 acc.missing[name] = int(counts[s])
@@ -236,6 +258,7 @@ def _group_weights(weights: dict[str, np.ndarray], first_row: np.ndarray) -> Cal
                 if column[i] == column[i]:  # not NaN: the record declares this weight
                     out[name] = column[i]
         return out
+
     return per_step
 
 
@@ -267,16 +290,23 @@ def _group_table(values: np.ndarray, scored: np.ndarray, codes: np.ndarray, grou
     # as one record at a time
     s1 = np.bincount(g, weights=d, minlength=groups)
     s2 = np.bincount(g, weights=d * d, minlength=groups)
-    return GroupTable(n=np.bincount(g, minlength=groups).astype(np.int64), shift=shift, s1=s1, s2=s2,
-                      minimum=minimum + 0.0, maximum=maximum + 0.0)
+    return GroupTable(
+        n=np.bincount(g, minlength=groups).astype(np.int64),
+        shift=shift,
+        s1=s1,
+        s2=s2,
+        minimum=minimum + 0.0,
+        maximum=maximum + 0.0,
+    )
 
 
-def _fill_samples(batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarray, order: np.ndarray,
-                  bounds: list[int], steps: int) -> None:
+def _fill_samples(
+    batch: RecordBatch, accs: dict[int, StepAcc], codes: np.ndarray, order: np.ndarray, bounds: list[int], steps: int
+) -> None:
     """The full records of each step's first SAMPLE_GROUPS groups (for causes and alarm examples)."""
     sampled = np.zeros(len(order), dtype=bool)
     for s in range(steps):
-        sampled[order[bounds[s]:min(bounds[s] + SAMPLE_GROUPS, bounds[s + 1])]] = True
+        sampled[order[bounds[s] : min(bounds[s] + SAMPLE_GROUPS, bounds[s + 1])]] = True
     for row in np.flatnonzero(sampled[codes]).tolist():
         record = batch.load(int(batch.positions[row]))
         accs[record.step].sample[record.group_id].append(SampledRollout(record))
@@ -298,22 +328,26 @@ def run_columns(batch: RecordBatch) -> RunColumns:
         return columns
     codes, group_step, group_name = scored.group_codes()
     names = scored.group_ids.names
-    columns.group_ids = dict(zip(zip(group_step.tolist(), map(names.__getitem__, group_name.tolist())),
-                                 range(len(group_step))))
+    columns.group_ids = dict(
+        zip(zip(group_step.tolist(), map(names.__getitem__, group_name.tolist())), range(len(group_step)))
+    )
     task_codes, task_first = _first_seen_codes(scored.task_ids.codes)
-    columns.task_ids = dict(zip(map(scored.task_ids.names.__getitem__, task_first.tolist()),
-                                range(len(task_first))))
+    columns.task_ids = dict(zip(map(scored.task_ids.names.__getitem__, task_first.tolist()), range(len(task_first))))
     columns.steps.frombytes(scored.steps.astype(np.int64).tobytes())
     columns.groups.frombytes(codes.astype(np.int64).tobytes())
     columns.tasks.frombytes(task_codes.astype(np.int64).tobytes())
-    first_named = {name: np.flatnonzero(~np.isnan(values) | scored.nulls[name])[:1]
-                   for name, values in scored.values.items() if name != AGG}
+    first_named = {
+        name: np.flatnonzero(~np.isnan(values) | scored.nulls[name])[:1]
+        for name, values in scored.values.items()
+        if name != AGG
+    }
     named = sorted((name for name, first in first_named.items() if len(first)), key=lambda n: first_named[n][0])
     columns.values = {name: [scored.values[name]] for name in named}  # a stable sort: record order for ties
     columns._rows = rows
     for row in (0, rows - 1):
-        columns.weights.update({name: float(column[row]) for name, column in scored.weights.items()
-                                if not np.isnan(column[row])})
+        columns.weights.update(
+            {name: float(column[row]) for name, column in scored.weights.items() if not np.isnan(column[row])}
+        )
     first_row = np.full(len(group_step), rows, dtype=np.int64)
     np.minimum.at(first_row, codes, np.arange(rows))
     # Only each step's first EXAMPLES_PER_STEP groups can give an example: rank the groups within their step
@@ -326,9 +360,11 @@ def run_columns(batch: RecordBatch) -> RunColumns:
         row = int(first_row[g])
         picks = columns.examples.setdefault(int(group_step[g]), [])
         if len(picks) < EXAMPLES_PER_STEP:
-            components = {name: None if scored.nulls[name][row] else float(column[row])
-                          for name, column in ((n, scored.values[n]) for n in columns.values)
-                          if scored.nulls[name][row] or not np.isnan(column[row])}
+            components = {
+                name: None if scored.nulls[name][row] else float(column[row])
+                for name, column in ((n, scored.values[n]) for n in columns.values)
+                if scored.nulls[name][row] or not np.isnan(column[row])
+            }
             picks.append((names[group_name[g]], scored.rollout_ids[row], components))
     return columns
 

@@ -65,14 +65,21 @@ def _saturation(components: dict[str, ComponentStats], acc: StepAcc, th: Thresho
             continue
         maximum = th.ranges[name][1]
         weight = acc.weights.get(name)
-        found.append(Diagnosis(
-            "saturation", [name],
-            f"{name} is saturated: constant at its maximum {fmt(maximum)} in {pct(stats.zero_variance_group_fraction)} "
-            f"of groups (batch mean {fmt(stats.mean)}); it no longer separates rollouts, so its weight "
-            f"{fmt(weight)} only lifts every reward by the same amount; raise the bar or lower the weight",
-            {"maximum": maximum, "mean": stats.mean, "zero_variance_group_fraction": stats.zero_variance_group_fraction,
-             "weight": weight},
-        ))
+        found.append(
+            Diagnosis(
+                "saturation",
+                [name],
+                f"{name} is saturated: constant at its maximum {fmt(maximum)} in {pct(stats.zero_variance_group_fraction)} "
+                f"of groups (batch mean {fmt(stats.mean)}); it no longer separates rollouts, so its weight "
+                f"{fmt(weight)} only lifts every reward by the same amount; raise the bar or lower the weight",
+                {
+                    "maximum": maximum,
+                    "mean": stats.mean,
+                    "zero_variance_group_fraction": stats.zero_variance_group_fraction,
+                    "weight": weight,
+                },
+            )
+        )
     return found
 
 
@@ -86,18 +93,26 @@ def _shaping_starves_outcome(components: dict[str, ComponentStats], acc: StepAcc
             share = shaping.advantage_share
             if name in th.outcome_components or share is None or share < SHAPING_MAJORITY:
                 continue
-            found.append(Diagnosis(
-                "shaping_starves_outcome", [name, outcome],
-                f"{name} carries {pct(share)} of the GRPO advantage while {outcome} is constant in "
-                f"{pct(stats.zero_variance_group_fraction)} of groups (mean {fmt(stats.mean)}): the policy is "
-                f"being optimised for the shaping signal, not for the outcome; lower {name}'s weight "
-                f"({fmt(acc.weights.get(name))}) or give {outcome} room to vary (easier tasks, partial credit)",
-                {"shaping_component": name, "outcome_component": outcome, "shaping_advantage_share": share,
-                 "outcome_advantage_share": stats.advantage_share or 0.0,
-                 "outcome_zero_variance_group_fraction": stats.zero_variance_group_fraction,
-                 "outcome_mean": stats.mean, "shaping_weight": acc.weights.get(name),
-                 "outcome_weight": acc.weights.get(outcome)},
-            ))
+            found.append(
+                Diagnosis(
+                    "shaping_starves_outcome",
+                    [name, outcome],
+                    f"{name} carries {pct(share)} of the GRPO advantage while {outcome} is constant in "
+                    f"{pct(stats.zero_variance_group_fraction)} of groups (mean {fmt(stats.mean)}): the policy is "
+                    f"being optimised for the shaping signal, not for the outcome; lower {name}'s weight "
+                    f"({fmt(acc.weights.get(name))}) or give {outcome} room to vary (easier tasks, partial credit)",
+                    {
+                        "shaping_component": name,
+                        "outcome_component": outcome,
+                        "shaping_advantage_share": share,
+                        "outcome_advantage_share": stats.advantage_share or 0.0,
+                        "outcome_zero_variance_group_fraction": stats.zero_variance_group_fraction,
+                        "outcome_mean": stats.mean,
+                        "shaping_weight": acc.weights.get(name),
+                        "outcome_weight": acc.weights.get(outcome),
+                    },
+                )
+            )
     return found
 
 
@@ -105,16 +120,31 @@ def _unreachable_gates(components: dict[str, ComponentStats], th: Thresholds) ->
     found = []
     for name, stats in components.items():
         value_range = th.ranges.get(name)
-        if (name in th.outcome_components or value_range is None or value_range[0] != 0.0 or value_range[1] <= 0.0
-                or stats.verdict != "dead" or stats.max is None or stats.max > value_range[0]):
+        if (
+            name in th.outcome_components
+            or value_range is None
+            or value_range[0] != 0.0
+            or value_range[1] <= 0.0
+            or stats.verdict != "dead"
+            or stats.max is None
+            or stats.max > value_range[0]
+        ):
             continue
-        found.append(Diagnosis(
-            "unreachable_gate", [name],
-            f"{name} was never earned: all {stats.values} scored rollouts in {stats.groups} groups sit at its "
-            f"minimum {fmt(value_range[0])} (its maximum is {fmt(value_range[1])}); if it is awarded only past a "
-            f"condition (a gate), no rollout gets through it; the examples are the closest misses",
-            {"rollouts": stats.values, "groups": stats.groups, "minimum": value_range[0], "maximum": value_range[1]},
-        ))
+        found.append(
+            Diagnosis(
+                "unreachable_gate",
+                [name],
+                f"{name} was never earned: all {stats.values} scored rollouts in {stats.groups} groups sit at its "
+                f"minimum {fmt(value_range[0])} (its maximum is {fmt(value_range[1])}); if it is awarded only past a "
+                f"condition (a gate), no rollout gets through it; the examples are the closest misses",
+                {
+                    "rollouts": stats.values,
+                    "groups": stats.groups,
+                    "minimum": value_range[0],
+                    "maximum": value_range[1],
+                },
+            )
+        )
     return found
 
 
@@ -154,14 +184,20 @@ def _redundant_components(components: dict[str, ComponentStats], acc: StepAcc, t
         same_sign = all(r > 0 for r in correlations) or all(r < 0 for r in correlations)
         direction = "together" if all(r > 0 for r in correlations) else "against each other"
         weakest = min(abs(r) for r in correlations)
-        found.append(Diagnosis(
-            "redundant_components", [a, b],
-            f"{a} and {b} move {direction if same_sign else 'in lockstep'} inside every sampled group where either "
-            f"varies ({len(correlations)} groups, |correlation| >= {weakest:.4f}): within a group one is a linear "
-            f"function of the other, so {b} adds nothing {a} does not already say; together they act as one signal "
-            f"(weights {fmt(acc.weights.get(a))} and {fmt(acc.weights.get(b))}); drop or merge one",
-            {"groups_compared": len(correlations), "min_abs_correlation": weakest,
-             "mean_correlation": sum(correlations) / len(correlations),
-             "weights": {a: acc.weights.get(a), b: acc.weights.get(b)}},
-        ))
+        found.append(
+            Diagnosis(
+                "redundant_components",
+                [a, b],
+                f"{a} and {b} move {direction if same_sign else 'in lockstep'} inside every sampled group where either "
+                f"varies ({len(correlations)} groups, |correlation| >= {weakest:.4f}): within a group one is a linear "
+                f"function of the other, so {b} adds nothing {a} does not already say; together they act as one signal "
+                f"(weights {fmt(acc.weights.get(a))} and {fmt(acc.weights.get(b))}); drop or merge one",
+                {
+                    "groups_compared": len(correlations),
+                    "min_abs_correlation": weakest,
+                    "mean_correlation": sum(correlations) / len(correlations),
+                    "weights": {a: acc.weights.get(a), b: acc.weights.get(b)},
+                },
+            )
+        )
     return found

@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import math
 from array import array
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
 from itertools import chain, compress
 from operator import attrgetter, itemgetter, ne
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
@@ -56,19 +57,31 @@ class RunColumns:
         if not records:
             return
         kinds = set(map(type, records))
-        datas = records if kinds == {dict} else list(map(_DICT_OF, records)) if dict not in kinds else \
-            [r if isinstance(r, dict) else r.__dict__ for r in records]
+        datas = (
+            records
+            if kinds == {dict}
+            else list(map(_DICT_OF, records))
+            if dict not in kinds
+            else [r if isinstance(r, dict) else r.__dict__ for r in records]
+        )
         if self.run_id is None:
             self.run_id = datas[0].get("run_id")
         try:
             statuses = list(map(_STATUS, datas))
-            scored_datas = datas if statuses.count("scored") == len(datas) else \
-                list(compress(datas, map("scored".__eq__, statuses)))
+            scored_datas = (
+                datas
+                if statuses.count("scored") == len(datas)
+                else list(compress(datas, map("scored".__eq__, statuses)))
+            )
             scored = [list(map(getter, scored_datas)) for getter in _COLUMNS]
         except KeyError:  # a mapping without every field: the slow, forgiving path
             scored_datas = [d for d in datas if d.get("status") == "scored"]
-            scored = [[d.get("step", 0) for d in scored_datas], [d.get("group_id") for d in scored_datas],
-                      [d.get("task_id") for d in scored_datas], [d.get("components") or {} for d in scored_datas]]
+            scored = [
+                [d.get("step", 0) for d in scored_datas],
+                [d.get("group_id") for d in scored_datas],
+                [d.get("task_id") for d in scored_datas],
+                [d.get("components") or {} for d in scored_datas],
+            ]
         self.errors += len(datas) - len(scored_datas)
         if not scored_datas:
             return
@@ -88,8 +101,13 @@ class RunColumns:
         try:  # the common case: every record has exactly the components seen so far (one C-level pass)
             if set(map(len, comps)) != {len(names)}:
                 raise KeyError
-            per_name = _float_columns(list(map(itemgetter(*names), comps)), len(names)) if len(names) > 1 else \
-                [[c[names[0]] for c in comps]] if names else []  # a reward may have no component at all
+            per_name = (
+                _float_columns(list(map(itemgetter(*names), comps)), len(names))
+                if len(names) > 1
+                else [[c[names[0]] for c in comps]]
+                if names
+                else []
+            )  # a reward may have no component at all
         except KeyError:
             names += [n for n in dict.fromkeys(chain.from_iterable(comps)) if n not in names]
             per_name = [[c.get(name) for c in comps] for name in names]
@@ -105,8 +123,16 @@ class RunColumns:
                 self.weights.update(weights)
                 self._last_weights = weights
 
-    def _keep_examples(self, datas: list[Any], steps: list[Any], group_ids: list[Any], comps: list[Any],
-                       run_codes: np.ndarray, starts: np.ndarray, known: int) -> None:
+    def _keep_examples(
+        self,
+        datas: list[Any],
+        steps: list[Any],
+        group_ids: list[Any],
+        comps: list[Any],
+        run_codes: np.ndarray,
+        starts: np.ndarray,
+        known: int,
+    ) -> None:
         """The first rollout of each new group, up to EXAMPLES_PER_STEP per step, as example candidates.
         (``run_codes``/``starts``: the group code of each run of rows with the same group, and where it starts.)"""
         new = np.flatnonzero(run_codes >= known)
@@ -140,7 +166,8 @@ class RunColumns:
         count = len(self.group_ids)
         out = np.zeros(count, dtype=np.int64)
         out[np.fromiter(self.group_ids.values(), dtype=np.int64, count=count)] = np.fromiter(
-            map(itemgetter(0), self.group_ids), dtype=np.int64, count=count)
+            map(itemgetter(0), self.group_ids), dtype=np.int64, count=count
+        )
         return out
 
 
@@ -149,8 +176,9 @@ def _per_row(run_codes: np.ndarray, starts: np.ndarray, rows: int) -> np.ndarray
     return np.repeat(run_codes, np.diff(np.append(starts, rows)))
 
 
-def _run_codes(codebook: dict, names: list[Any], steps: list[Any] | None = None,
-               step_column: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def _run_codes(
+    codebook: dict, names: list[Any], steps: list[Any] | None = None, step_column: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(a code per run of rows with the same key, the row each run starts at): :func:`_codes` of the rows'
     keys (``names``, or ``(steps, names)`` pairs), looked up once per run. Records of a group (and so of a
     task) usually arrive together, so the rest is C-level comparisons (the steps' as integers, since an
@@ -259,8 +287,17 @@ def group_rows(columns: RunColumns) -> Grouped:
         xs, gs = x[order], codes[order]
     if len(gs) == 0:
         empty = np.empty((0, len(names)))
-        return Grouped(names, xs, np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64), empty, empty, empty,
-                       empty, np.empty(0, dtype=np.int64))
+        return Grouped(
+            names,
+            xs,
+            np.empty(0, dtype=np.int64),
+            np.empty(0, dtype=np.int64),
+            empty,
+            empty,
+            empty,
+            empty,
+            np.empty(0, dtype=np.int64),
+        )
     starts = np.flatnonzero(np.r_[True, gs[1:] != gs[:-1]])
     present = ~np.isnan(xs)
     count = np.add.reduceat(present, starts, axis=0).astype(np.float64)

@@ -20,8 +20,9 @@ with control characters replaced, so they are safe in a terminal, JSON and an SN
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
@@ -78,7 +79,10 @@ def _execution_reason(r: SampledRollout) -> tuple[int, str]:
     if status == "timeout":
         return 1, f"code timed out{detail}"
     if m.get("committed") is False:
-        return 2, f"no code committed ({m.get('assistant_turns', '?')} assistant turns, {m.get('questions', '?')} questions)"
+        return (
+            2,
+            f"no code committed ({m.get('assistant_turns', '?')} assistant turns, {m.get('questions', '?')} questions)",
+        )
     if status is not None:
         return 3, f"execution {status}{detail}"
     return 4, ""
@@ -95,6 +99,7 @@ def _behaviour(r: SampledRollout) -> str:
 
 def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, str]]:
     if component == "asked_before_coding":
+
         def progress(r: SampledRollout) -> tuple[float, str]:
             asked, committed = (r.metrics.get("questions") or 0) > 0, bool(r.metrics.get("committed"))
             if asked and not committed:
@@ -102,10 +107,12 @@ def _gate_progress(component: str) -> Callable[[SampledRollout], tuple[float, st
             if committed and not asked:
                 return 1.0, "closest miss: committed code without asking first"
             return 0.0, "neither asked nor committed code"
+
         return progress
 
     def best_total(r: SampledRollout) -> tuple[float, str]:
         return (r.aggregate or 0.0) / 1e6, f"closest miss: total reward {fmt(r.aggregate)} without earning {component}"
+
     return best_total
 
 
@@ -164,8 +171,11 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: list[str
                 base = f"{component} = {fmt(value)}, like every rollout of its group"
                 ranked.append((rank, r, clean(f"{reason}; {base}" if reason else base)))
     # A verdict pooled over small steps (rewardpipe.monitoring.pooling) picks rollouts of several steps.
-    return [Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), reason)
-            for r, reason in _spread(ranked) for step in [getattr(r, "step", alarm.step)]]
+    return [
+        Example(r.rollout_id, r.group_id, step, _key(alarm, r, step), reason)
+        for r, reason in _spread(ranked)
+        for step in [getattr(r, "step", alarm.step)]
+    ]
 
 
 def _key(alarm: Alarm, record: Any, step: int) -> str | None:

@@ -21,11 +21,12 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import orjson
@@ -70,7 +71,7 @@ class _Lines:
         while len(starts) <= number and starts[-1] <= len(data):
             end = find(b"\n", starts[-1])
             starts.append(len(data) + 1 if end < 0 else end + 1)
-        return data[starts[number - 1]:starts[number] - 1]
+        return data[starts[number - 1] : starts[number] - 1]
 
 
 def _loader(lines: Callable[[int], bytes]) -> Callable[[int], Any]:
@@ -78,6 +79,7 @@ def _loader(lines: Callable[[int], bytes]) -> Callable[[int], Any]:
         from rewardpipe.models import Record
 
         return Record.model_validate_json(lines(position))
+
     return load
 
 
@@ -178,12 +180,18 @@ def _arrow_schema(sample: list[Any]) -> Any:
         else:
             return None
     numbers = lambda names: pa.struct([(name, pa.float64()) for name in names])  # noqa: E731
-    return pa.schema([
-        ("schema", pa.string()), *[(name, pa.string()) for name in _STRINGS], ("step", pa.int64()),
-        ("error", pa.struct([("kind", pa.string()), ("message", pa.string())])),
-        ("components", numbers(components)), ("weights", numbers(weights)), ("aggregate", pa.float64()),
-        ("metrics", pa.struct(metric_fields)),
-    ])
+    return pa.schema(
+        [
+            ("schema", pa.string()),
+            *[(name, pa.string()) for name in _STRINGS],
+            ("step", pa.int64()),
+            ("error", pa.struct([("kind", pa.string()), ("message", pa.string())])),
+            ("components", numbers(components)),
+            ("weights", numbers(weights)),
+            ("aggregate", pa.float64()),
+            ("metrics", pa.struct(metric_fields)),
+        ]
+    )
 
 
 def _arrow_batch(data: bytes) -> RecordBatch | None:
@@ -208,8 +216,12 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     if positions is None or table is None or table.num_rows != len(positions):
         return None
     table = table.combine_chunks()
-    column = {name: table.column(name).chunk(0) if table.column(name).num_chunks else
-              pa.array([], type=schema.field(name).type) for name in schema.names}
+    column = {
+        name: table.column(name).chunk(0)
+        if table.column(name).num_chunks
+        else pa.array([], type=schema.field(name).type)
+        for name in schema.names
+    }
     if any(column[name].null_count for name in (*_STRINGS, "schema", "step", "components", "weights")):
         return None  # a required field absent or null (or a step not given: rare, left to the careful path)
     if len(column["step"]) and not _steps_in_bounds(column["step"].to_numpy(zero_copy_only=False)):
@@ -262,14 +274,16 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
     error = column["error"]
     present = ~error.is_null().to_numpy(zero_copy_only=False)
     kind, message = error.field("kind"), error.field("message")
-    if (present & (kind.is_null().to_numpy(zero_copy_only=False)
-                   | message.is_null().to_numpy(zero_copy_only=False))).any():
+    if (
+        present & (kind.is_null().to_numpy(zero_copy_only=False) | message.is_null().to_numpy(zero_copy_only=False))
+    ).any():
         return None
     kinds = pc.if_else(error.is_null(), "unknown", kind)
 
     metrics = column["metrics"]
-    if metrics.null_count and not recheck.absent(np.flatnonzero(metrics.is_null().to_numpy(zero_copy_only=False)),
-                                                 "metrics", None):
+    if metrics.null_count and not recheck.absent(
+        np.flatnonzero(metrics.is_null().to_numpy(zero_copy_only=False)), "metrics", None
+    ):
         return None  # "metrics": null is not a mapping
     for i in range(metrics.type.num_fields):
         field = metrics.field(i)
@@ -277,17 +291,29 @@ def _arrow_batch(data: bytes) -> RecordBatch | None:
             return None
     if "exec_mode" in [metrics.type.field(i).name for i in range(metrics.type.num_fields)]:
         inprocess = pc.fill_null(pc.equal(metrics.field("exec_mode"), "inprocess"), False).to_numpy(
-            zero_copy_only=False)
+            zero_copy_only=False
+        )
     else:
         inprocess = np.zeros(len(positions), dtype=bool)
 
     run_ids, group_ids, rollout_ids, task_ids, error_kinds = _labels_of(
-        column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds)
+        column["run_id"], column["group_id"], column["rollout_id"], column["task_id"], kinds
+    )
     return RecordBatch(
-        run_ids=run_ids, steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
-        group_ids=group_ids, rollout_ids=rollout_ids, task_ids=task_ids, scored=scored, error_kinds=error_kinds,
-        inprocess=inprocess, weights=weights, values=values, nulls=nulls, positions=positions,
-        load=_loader(lines.__getitem__))
+        run_ids=run_ids,
+        steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=group_ids,
+        rollout_ids=rollout_ids,
+        task_ids=task_ids,
+        scored=scored,
+        error_kinds=error_kinds,
+        inprocess=inprocess,
+        weights=weights,
+        values=values,
+        nulls=nulls,
+        positions=positions,
+        load=_loader(lines.__getitem__),
+    )
 
 
 def _read_json(data: bytes, schema: Any) -> Any:
@@ -296,8 +322,11 @@ def _read_json(data: bytes, schema: Any) -> Any:
     import pyarrow.json as pj
 
     try:
-        return pj.read_json(pa.BufferReader(data), read_options=pj.ReadOptions(block_size=_block_size(len(data))),
-                            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"))
+        return pj.read_json(
+            pa.BufferReader(data),
+            read_options=pj.ReadOptions(block_size=_block_size(len(data))),
+            parse_options=pj.ParseOptions(explicit_schema=schema, unexpected_field_behavior="error"),
+        )
     except (pa.ArrowInvalid, ValueError):
         return None
 
@@ -323,8 +352,11 @@ def _labels_of(*arrays: Any) -> list[Labels]:
 
 def _labels(array: Any) -> Labels:
     encoded = array.dictionary_encode()
-    return Labels(encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary.to_pylist,
-                  len(encoded.dictionary))
+    return Labels(
+        encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64),
+        encoded.dictionary.to_pylist,
+        len(encoded.dictionary),
+    )
 
 
 def _finite_or_null(array: Any) -> bool:
@@ -355,8 +387,11 @@ class _Recheck:
         """Keep ``nulls`` only where the line says None (not absent); the aggregate must be given (known
         already when ``agg_given``)."""
         names = [name for name in nulls if name != AGG]
-        rows = np.flatnonzero(np.logical_or.reduce(
-            [nulls[name] for name in names] + [np.zeros(len(agg_null), dtype=bool) if agg_given else agg_null]))
+        rows = np.flatnonzero(
+            np.logical_or.reduce(
+                [nulls[name] for name in names] + [np.zeros(len(agg_null), dtype=bool) if agg_given else agg_null]
+            )
+        )
         parsed = self._parsed(rows)
         for row, record in zip(rows.tolist(), parsed):
             if "aggregate" not in record:
@@ -399,8 +434,9 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
     if (
         schemas != {RECORD_SCHEMA}
         or any("schema_" in d for d in parsed)  # the field's own name is accepted too: leave it to the model
-        or not all(_types(column) <= {str} and "" not in column for column in (run_ids, group_ids, rollout_ids,
-                                                                                  task_ids))
+        or not all(
+            _types(column) <= {str} and "" not in column for column in (run_ids, group_ids, rollout_ids, task_ids)
+        )
         or not set(statuses) <= {"scored", "error"}
         or not _types(steps) <= {int}
         or not (_types(comps) | _types(weights) | _types(metrics)) <= {dict}
@@ -424,12 +460,20 @@ def _orjson_batch(data: bytes) -> RecordBatch | None:
     scored = np.fromiter((s == "scored" for s in statuses), dtype=bool, count=len(statuses))
     inprocess = np.fromiter((m.get("exec_mode") == "inprocess" for m in metrics), dtype=bool, count=len(metrics))
     return RecordBatch(
-        run_ids=Labels.of(run_ids), steps=step_column, group_ids=Labels.of(group_ids),
-        rollout_ids=Labels.of(rollout_ids), task_ids=Labels.of(task_ids), scored=scored,
-        error_kinds=Labels.of(error_kinds), inprocess=inprocess,
+        run_ids=Labels.of(run_ids),
+        steps=step_column,
+        group_ids=Labels.of(group_ids),
+        rollout_ids=Labels.of(rollout_ids),
+        task_ids=Labels.of(task_ids),
+        scored=scored,
+        error_kinds=Labels.of(error_kinds),
+        inprocess=inprocess,
         weights={k: v for k, (v, _) in weight_columns.items()},
-        values={k: v for k, (v, _) in values.items()}, nulls={k: n & scored for k, (_, n) in values.items()},
-        positions=positions, load=_loader(lambda number: lines[number - 1]))
+        values={k: v for k, (v, _) in values.items()},
+        nulls={k: n & scored for k, (_, n) in values.items()},
+        positions=positions,
+        load=_loader(lambda number: lines[number - 1]),
+    )
 
 
 def _steps_in_bounds(steps: np.ndarray) -> bool:
@@ -501,8 +545,13 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
     try:  # the common case: every record names the same keys
         if set(map(len, dicts)) != {len(names)}:
             raise KeyError
-        columns = list(map(list, zip(*map(itemgetter(*names), dicts)))) if len(names) > 1 else \
-            [[d[names[0]] for d in dicts]] if names else []
+        columns = (
+            list(map(list, zip(*map(itemgetter(*names), dicts))))
+            if len(names) > 1
+            else [[d[names[0]] for d in dicts]]
+            if names
+            else []
+        )
     except KeyError:
         names = list(dict.fromkeys(chain.from_iterable(dicts)))
         if len(names) > MAX_NAMES:
@@ -515,7 +564,6 @@ def _named_columns(dicts: list[dict], allowed: set[type]) -> dict[str, tuple[np.
             return None
         out[name] = floats
     return out
-
 
 
 # -- Parquet (the files `rewardpipe report --parquet DIR` writes) ------------------------------------------
@@ -537,10 +585,13 @@ def _parquet_table(files: list[Path], as_codes: tuple[str, ...] = ()) -> Any:
     schema = record_schema()
     tables = [pq.read_table(f, read_dictionary=list(as_codes)) for f in files]
     for f, table in zip(files, tables):
-        if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != \
-                [(f.name, f.type) for f in schema]:
-            raise ValueError(f"{f}: not a rewardpipe records file (columns {', '.join(table.schema.names)}; "
-                             f"expected {', '.join(schema.names)})")
+        if [(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type) for f in table.schema] != [
+            (f.name, f.type) for f in schema
+        ]:
+            raise ValueError(
+                f"{f}: not a rewardpipe records file (columns {', '.join(table.schema.names)}; "
+                f"expected {', '.join(schema.names)})"
+            )
     table = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
     return table.unify_dictionaries() if as_codes else table
 
@@ -599,8 +650,9 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     coded = {name: _coded_labels(chunked.column(name)) for name in _CODED}
     table = chunked.drop_columns(list(_CODED)).combine_chunks()
     column = {name: table.column(name).chunk(0) for name in table.schema.names}
-    if any(labels is None for labels in coded.values()) or any(column[name].null_count for name in (
-            "rollout_id", "step", "components", "weights")):
+    if any(labels is None for labels in coded.values()) or any(
+        column[name].null_count for name in ("rollout_id", "step", "components", "weights")
+    ):
         return None
     status, schema = coded["status"], coded["schema"]
     if not set(schema.names) <= {RECORD_SCHEMA} or not set(status.names) <= {"scored", "error"}:
@@ -608,7 +660,8 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
     if not _steps_in_bounds(column["step"].to_numpy(zero_copy_only=False)):
         return None
     if any("" in coded[name].names for name in ("run_id", "group_id", "task_id")) or (
-            pc.min(pc.utf8_length(column["rollout_id"])).as_py() == 0):
+        pc.min(pc.utf8_length(column["rollout_id"])).as_py() == 0
+    ):
         return None  # an empty id: the careful path names the row
     scored = status.codes == (status.names.index("scored") if "scored" in status.names else -1)
     values, nulls = _map_columns(column["components"], rows)
@@ -629,11 +682,21 @@ def read_parquet_batch(files: list[Path]) -> RecordBatch | None:
         return Record.model_validate(_record_dict(chunked.slice(position - 1, 1).to_pylist()[0]))
 
     return RecordBatch(
-        run_ids=coded["run_id"], steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
-        group_ids=coded["group_id"], rollout_ids=_labels(column["rollout_id"]), task_ids=coded["task_id"],
-        scored=scored, error_kinds=_labels(kinds), inprocess=inprocess.to_numpy(zero_copy_only=False), weights=weights,
-        values=values, nulls=nulls, positions=np.arange(1, rows + 1, dtype=np.int64), load=load,
-        position_label="row")
+        run_ids=coded["run_id"],
+        steps=column["step"].to_numpy(zero_copy_only=False).astype(np.int64),
+        group_ids=coded["group_id"],
+        rollout_ids=_labels(column["rollout_id"]),
+        task_ids=coded["task_id"],
+        scored=scored,
+        error_kinds=_labels(kinds),
+        inprocess=inprocess.to_numpy(zero_copy_only=False),
+        weights=weights,
+        values=values,
+        nulls=nulls,
+        positions=np.arange(1, rows + 1, dtype=np.int64),
+        load=load,
+        position_label="row",
+    )
 
 
 # The required text columns with few distinct values, read as codes (see _parquet_table). Not the rollout
@@ -693,12 +756,12 @@ def _same_keys_on_every_row(keys: Any, start: int, rows: int, width: int) -> lis
     keys = keys.slice(start, rows * width)
     if len(keys) != rows * width or keys.null_count:
         return None
-    bounds = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset:keys.offset + len(keys) + 1]
+    bounds = np.frombuffer(keys.buffers()[1], dtype=np.int32)[keys.offset : keys.offset + len(keys) + 1]
     lengths = np.diff(bounds).reshape(rows, width)
     if not (lengths == lengths[0]).all():
         return None
     span = int(lengths[0].sum())
-    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[bounds[0]:bounds[0] + rows * span]
+    data = np.frombuffer(keys.buffers()[2], dtype=np.uint8)[bounds[0] : bounds[0] + rows * span]
     # as fixed-width byte strings, one per row: equal lengths, so equal exactly when the bytes are
     if len(data) != rows * span or (span and not (data.view(f"S{span}") == data[:span].view(f"S{span}")).all()):
         return None
@@ -709,8 +772,9 @@ def _same_keys_on_every_row(keys: Any, start: int, rows: int, width: int) -> lis
 # -- a local store's record files ------------------------------------------------------------------------
 
 
-def read_store_batch(store: Any, run_id: str, step: int | None = None, steps: list[int] | None = None,
-                     progress: Any = None) -> RecordBatch | None:
+def read_store_batch(
+    store: Any, run_id: str, step: int | None = None, steps: list[int] | None = None, progress: Any = None
+) -> RecordBatch | None:
     """A local store's records of one run (or of one step, or of ``steps``) as columns, in the order
     ``Store.iter_records`` yields them (step order, then the store's listing order), or None when anything
     needs the careful path: an object that is not where its record belongs (which covers every key that
@@ -769,7 +833,7 @@ def _read_files(store: Any, keys: list[str], progress: Any = None) -> list[bytes
     if progress is not None:
         share = min(share, _PROGRESS_CHUNK)
     with ThreadPoolExecutor(_READERS) as pool:
-        parts = list(pool.map(some, [keys[i:i + share] for i in range(0, len(keys), share)]))
+        parts = list(pool.map(some, [keys[i : i + share] for i in range(0, len(keys), share)]))
     return None if any(part is None for part in parts) else [blob for part in parts for blob in part]
 
 
@@ -785,15 +849,23 @@ def _stored_where_they_belong(batch: RecordBatch, keys: list[str]) -> bool:
     if len(batch.run_ids.names) != 1:
         return False  # a store's run folder holds one run: the careful path reports the strays
     prefixes = {step: step_prefix(batch.run_ids.names[0], step) for step in np.unique(batch.steps).tolist()}
+
     def encoded(names: list[str], portable: bool) -> list[str]:
-        return [name if _PLAIN_ID.fullmatch(name) and name[-1] != "." and not windows_device_name(name)
-                else encode_id(name, portable=portable) for name in names]
+        return [
+            name
+            if _PLAIN_ID.fullmatch(name) and name[-1] != "." and not windows_device_name(name)
+            else encode_id(name, portable=portable)
+            for name in names
+        ]
 
     for portable in (True, False):
         groups, rollouts = encoded(batch.group_ids.names, portable), encoded(batch.rollout_ids.names, portable)
-        expected = map("{}group={}/{}.json".format, map(prefixes.__getitem__, batch.steps.tolist()),
-                       map(groups.__getitem__, batch.group_ids.codes.tolist()),
-                       map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()))
+        expected = map(
+            "{}group={}/{}.json".format,
+            map(prefixes.__getitem__, batch.steps.tolist()),
+            map(groups.__getitem__, batch.group_ids.codes.tolist()),
+            map(rollouts.__getitem__, batch.rollout_ids.codes.tolist()),
+        )
         if all(map(str.__eq__, expected, keys)):
             return True
     return False

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import html
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from rewardpipe.monitoring.alarms import OnsetMarker, onset_markers
 from rewardpipe.safe_text import printable
 
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f",
-           "#bcbd22")
-VERDICT_COLOURS = {"ok": "#8fd19e", "dying": "#f5b041", "dead": "#e4606d", "info": "#aecbfa",
-                   "insufficient_data": "#d6d8db"}
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf", "#7f7f7f", "#bcbd22")
+VERDICT_COLOURS = {
+    "ok": "#8fd19e",
+    "dying": "#f5b041",
+    "dead": "#e4606d",
+    "info": "#aecbfa",
+    "insufficient_data": "#d6d8db",
+}
 TRIAGE_ROWS = 300  # the page lists this many triage entries; the JSON and triage.jsonl have them all
 DYING_MARK = "#8a4b00"  # dark enough to read on the dying band's orange
 CSP = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
@@ -57,9 +62,16 @@ def _num(value: Any, digits: int = 3) -> str:
 # ---------------------------------------------------------------------------------------------- charts
 
 
-def line_chart(title: str, steps: Sequence[int], lines: Sequence[tuple[str, Sequence[Any], str, bool]],
-               *, y_range: tuple[float, float] | None = None, markers: Sequence[tuple[int, str]] = (),
-               width: int = 540, height: int = 210) -> str:
+def line_chart(
+    title: str,
+    steps: Sequence[int],
+    lines: Sequence[tuple[str, Sequence[Any], str, bool]],
+    *,
+    y_range: tuple[float, float] | None = None,
+    markers: Sequence[tuple[int, str]] = (),
+    width: int = 540,
+    height: int = 210,
+) -> str:
     """An inline SVG line chart. ``lines``: (label, values per step, colour, dashed). ``markers``: vertical
     lines at (step, colour) — alarm onsets."""
     left, right, top, bottom = 46, 10, 22, 26
@@ -81,20 +93,27 @@ def line_chart(title: str, steps: Sequence[int], lines: Sequence[tuple[str, Sequ
     def y(value: float) -> float:
         return top + (1 - (value - lo) / (hi - lo)) * plot_h
 
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="{_t(title)}"><text x="{left}" y="14" font-size="13" font-weight="600">{_t(title)}</text>',
-             f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fcfcfc" stroke="#ddd"/>']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="{_t(title)}"><text x="{left}" y="14" font-size="13" font-weight="600">{_t(title)}</text>',
+        f'<rect x="{left}" y="{top}" width="{plot_w}" height="{plot_h}" fill="#fcfcfc" stroke="#ddd"/>',
+    ]
     for tick in range(5):
         value = lo + (hi - lo) * tick / 4
-        parts.append(f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
-                     f'stroke="#eee"/><text x="{left - 4}" y="{y(value) + 4:.1f}" font-size="10" '
-                     f'text-anchor="end">{value:.3g}</text>')
+        parts.append(
+            f'<line x1="{left}" x2="{left + plot_w}" y1="{y(value):.1f}" y2="{y(value):.1f}" '
+            f'stroke="#eee"/><text x="{left - 4}" y="{y(value) + 4:.1f}" font-size="10" '
+            f'text-anchor="end">{value:.3g}</text>'
+        )
     for tick_step in _ticks(first, last):
-        parts.append(f'<text x="{x(tick_step):.1f}" y="{height - 8}" font-size="10" text-anchor="middle">'
-                     f'{tick_step}</text>')
+        parts.append(
+            f'<text x="{x(tick_step):.1f}" y="{height - 8}" font-size="10" text-anchor="middle">{tick_step}</text>'
+        )
     for step, colour in markers:
-        parts.append(f'<line x1="{x(step):.1f}" x2="{x(step):.1f}" y1="{top}" y2="{top + plot_h}" '
-                     f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="3,2"/>')
+        parts.append(
+            f'<line x1="{x(step):.1f}" x2="{x(step):.1f}" y1="{top}" y2="{top + plot_h}" '
+            f'stroke="{colour}" stroke-width="1.5" stroke-dasharray="3,2"/>'
+        )
     for _, series, colour, dashed in lines:
         for segment in _segments(steps, series):
             points = " ".join(f"{x(s):.1f},{y(v):.1f}" for s, v in segment)
@@ -126,8 +145,9 @@ def _segments(steps: Sequence[int], series: Sequence[Any]) -> list[list[tuple[in
     return [segment for segment in out if segment]
 
 
-def timeline(steps: Sequence[int], series: dict[str, dict[str, list]], alarms: Sequence[dict], width: int = 1100
-             ) -> str:
+def timeline(
+    steps: Sequence[int], series: dict[str, dict[str, list]], alarms: Sequence[dict], width: int = 1100
+) -> str:
     """Verdict per component per step as coloured bands (runs of equal verdicts merged), ▼ at dead onsets,
     △ at dying onsets with a dashed line to the projected step of death (→ at the edge when beyond)."""
     names = list(series)
@@ -140,8 +160,10 @@ def timeline(steps: Sequence[int], series: dict[str, dict[str, list]], alarms: S
     n = max(1, len(steps))
     cell = plot_w / n
     index = {step: i for i, step in enumerate(steps)}
-    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-             f'aria-label="verdict timeline">']
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
+        f'aria-label="verdict timeline">'
+    ]
     for row, name in enumerate(names):
         y = 18 + row * row_h
         parts.append(f'<text x="{label_w - 6}" y="{y + 13}" font-size="12" text-anchor="end">{_t(name)}</text>')
@@ -150,42 +172,53 @@ def timeline(steps: Sequence[int], series: dict[str, dict[str, list]], alarms: S
         for i in range(1, len(verdicts) + 1):
             if i == len(verdicts) or verdicts[i] != verdicts[start]:
                 colour = VERDICT_COLOURS.get(verdicts[start] or "", "#ffffff")
-                parts.append(f'<rect x="{label_w + start * cell:.1f}" y="{y}" width="{(i - start) * cell:.1f}" '
-                             f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[start]}–'
-                             f'{steps[i - 1]}: {_t(verdicts[start])}</title></rect>')
+                parts.append(
+                    f'<rect x="{label_w + start * cell:.1f}" y="{y}" width="{(i - start) * cell:.1f}" '
+                    f'height="{row_h - 3}" fill="{colour}"><title>{_t(name)} steps {steps[start]}–'
+                    f"{steps[i - 1]}: {_t(verdicts[start])}</title></rect>"
+                )
                 start = i
         for marker in markers.get(name, ()):
             parts.append(_onset(marker, label_w, cell, index, y, steps))
     for tick_step in _ticks(steps[0], steps[-1]) if steps else []:
         if tick_step in index:
-            parts.append(f'<text x="{label_w + (index[tick_step] + 0.5) * cell:.1f}" y="12" font-size="10" '
-                         f'text-anchor="middle">{tick_step}</text>')
+            parts.append(
+                f'<text x="{label_w + (index[tick_step] + 0.5) * cell:.1f}" y="12" font-size="10" '
+                f'text-anchor="middle">{tick_step}</text>'
+            )
     parts.append("</svg>")
     return "".join(parts)
 
 
-def _onset(marker: OnsetMarker, label_w: int, cell: float, index: dict[int, int], y: int,
-           steps: Sequence[int]) -> str:
+def _onset(marker: OnsetMarker, label_w: int, cell: float, index: dict[int, int], y: int, steps: Sequence[int]) -> str:
     """One onset marker of the timeline (nothing when its step is not on the timeline)."""
     if marker.step not in index:
         return ""
     cx = label_w + (index[marker.step] + 0.5) * cell
     if marker.kind == "dead":
-        return (f'<text class="onset-dead" x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle">▼'
-                f'<title>dead at step {marker.step}</title></text>')
+        return (
+            f'<text class="onset-dead" x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle">▼'
+            f"<title>dead at step {marker.step}</title></text>"
+        )
     projected = marker.projected_dead_step
     where = "" if projected is None else f", projected dead around step {projected}"
-    out = [f'<g class="onset-dying" data-step="{marker.step}" data-projected-dead-step="{_t(projected)}">'
-           f'<title>dying from step {marker.step}{where}</title>'
-           f'<text x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle" fill="{DYING_MARK}">△</text>']
+    out = [
+        f'<g class="onset-dying" data-step="{marker.step}" data-projected-dead-step="{_t(projected)}">'
+        f"<title>dying from step {marker.step}{where}</title>"
+        f'<text x="{cx:.1f}" y="{y + 12}" font-size="11" text-anchor="middle" fill="{DYING_MARK}">△</text>'
+    ]
     if projected is not None and projected > marker.step:
         beyond = projected > steps[-1]
         end = len(steps) if beyond else index.get(projected, sum(1 for s in steps if s < projected)) + 0.5
         px = label_w + end * cell
-        out.append(f'<line x1="{cx + 5:.1f}" y1="{y + 8}" x2="{px:.1f}" y2="{y + 8}" stroke="{DYING_MARK}" '
-                   f'stroke-dasharray="3,2"/>')
-        out.append(f'<text x="{px:.1f}" y="{y + 12}" font-size="10" text-anchor="{"end" if beyond else "middle"}" '
-                   f'fill="{DYING_MARK}">{"→" if beyond else "✕"}</text>')
+        out.append(
+            f'<line x1="{cx + 5:.1f}" y1="{y + 8}" x2="{px:.1f}" y2="{y + 8}" stroke="{DYING_MARK}" '
+            f'stroke-dasharray="3,2"/>'
+        )
+        out.append(
+            f'<text x="{px:.1f}" y="{y + 12}" font-size="10" text-anchor="{"end" if beyond else "middle"}" '
+            f'fill="{DYING_MARK}">{"→" if beyond else "✕"}</text>'
+        )
     return "".join(out) + "</g>"
 
 
@@ -202,8 +235,10 @@ def _heat(value: float | None) -> str:
 
 
 def _legend(names: Sequence[str], dashed_label: str | None = None) -> str:
-    items = "".join(f'<span><i class="sw" style="background:{PALETTE[i % len(PALETTE)]}"></i>{_t(n)}</span>'
-                    for i, n in enumerate(names))
+    items = "".join(
+        f'<span><i class="sw" style="background:{PALETTE[i % len(PALETTE)]}"></i>{_t(n)}</span>'
+        for i, n in enumerate(names)
+    )
     if dashed_label:
         items += f'<span class="muted">dashed: {_t(dashed_label)}</span>'
     return f'<div class="legend">{items}</div>'
@@ -213,11 +248,16 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
     first = runs[0]
     names = list(dict.fromkeys(n for run in runs for n in run["series"]))
     steps = sorted({s for run in runs for s in run["steps"]})
-    onsets = [(step, "#b02a37") for step in sorted({a["step"] for a in first["alarms"] if a.get("kind") != "recovered"})]
+    onsets = [
+        (step, "#b02a37") for step in sorted({a["step"] for a in first["alarms"] if a.get("kind") != "recovered"})
+    ]
     charts = []
-    for key, title, y_range in (("mean", "mean", None), ("std", "batch std", None),
-                                ("within_group_std", "within-group std (mean over groups)", None),
-                                ("zero_variance_share", "zero-variance share of groups", (0.0, 1.0))):
+    for key, title, y_range in (
+        ("mean", "mean", None),
+        ("std", "batch std", None),
+        ("within_group_std", "within-group std (mean over groups)", None),
+        ("zero_variance_share", "zero-variance share of groups", (0.0, 1.0)),
+    ):
         lines = []
         for r, run in enumerate(runs):
             position = {s: i for i, s in enumerate(run["steps"])}
@@ -227,7 +267,9 @@ def _charts(runs: Sequence[dict[str, Any]]) -> str:
                     continue
                 aligned = [values[position[s]] if s in position else None for s in steps]
                 lines.append((name, aligned, PALETTE[i % len(PALETTE)], r == 1))
-        charts.append(f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=onsets if key == "zero_variance_share" else ())}</div>')
+        charts.append(
+            f'<div class="card">{line_chart(title, steps, lines, y_range=y_range, markers=onsets if key == "zero_variance_share" else ())}</div>'
+        )
     dashed = runs[1]["run_id"] if len(runs) > 1 else None
     return _legend(names, dashed) + f'<div class="grid">{"".join(charts)}</div>'
 
@@ -242,47 +284,65 @@ def _correlation(report: dict[str, Any]) -> str:
     for name, row in zip(names, matrix):
         cells = "".join(f'<td style="background:{_heat(v)}">{_num(v, 2)}</td>' for v in row)
         rows.append(f'<tr><th class="l">{_t(name)}</th>{cells}</tr>')
-    return (f'<table><tr><th class="l">within groups</th>{head}</tr>{"".join(rows)}</table>'
-            '<p class="note">Pearson correlation of values minus their group mean, pooled over groups. '
-            '±1 off the diagonal: two components move together in every group, one of them adds nothing. '
-            '– : the component never varies inside a group.</p>')
+    return (
+        f'<table><tr><th class="l">within groups</th>{head}</tr>{"".join(rows)}</table>'
+        '<p class="note">Pearson correlation of values minus their group mean, pooled over groups. '
+        "±1 off the diagonal: two components move together in every group, one of them adds nothing. "
+        "– : the component never varies inside a group.</p>"
+    )
 
 
 def _advantage(report: dict[str, Any]) -> str:
     shares = report["advantage_share"]["run"]
     names = list(report["components"])
     steps = report["steps"]
-    lines = [(name, report["series"][name]["advantage_share"], PALETTE[i % len(PALETTE)], False)
-             for i, name in enumerate(names)]
+    lines = [
+        (name, report["series"][name]["advantage_share"], PALETTE[i % len(PALETTE)], False)
+        for i, name in enumerate(names)
+    ]
     chart = line_chart("share of the GRPO advantage, per step", steps, lines, y_range=(0.0, 1.0))
-    rows = "".join(f'<tr><td class="l">{_t(n)}</td><td>{_num(report["weights"].get(n))}</td>'
-                   f'<td>{_num(shares.get(n))}</td></tr>' for n in names)
-    return (f'<div class="grid"><div class="card">{chart}</div><div class="card"><table><tr><th class="l">component'
-            f'</th><th>weight</th><th>mean share</th></tr>{rows}</table><p class="note">Per group, each weighted '
-            f'component\'s part of the normalised advantage, |w|·std(x) / Σ |w\'|·std(x\'): a group\'s shares add '
-            f'up to 1, a component constant in the group has none. Mean over the groups where anything varies, '
-            f'per step; the table averages the steps. A gap in the chart: no group had an advantage.</p>'
-            f'</div></div>')
+    rows = "".join(
+        f'<tr><td class="l">{_t(n)}</td><td>{_num(report["weights"].get(n))}</td><td>{_num(shares.get(n))}</td></tr>'
+        for n in names
+    )
+    return (
+        f'<div class="grid"><div class="card">{chart}</div><div class="card"><table><tr><th class="l">component'
+        f'</th><th>weight</th><th>mean share</th></tr>{rows}</table><p class="note">Per group, each weighted '
+        f"component's part of the normalised advantage, |w|·std(x) / Σ |w'|·std(x'): a group's shares add "
+        f"up to 1, a component constant in the group has none. Mean over the groups where anything varies, "
+        f"per step; the table averages the steps. A gap in the chart: no group had an advantage.</p>"
+        f"</div></div>"
+    )
 
 
 def _triage(report: dict[str, Any]) -> str:
     entries = report["task_triage"]
     if not entries:
-        return '<p>Every task gives every component some signal.</p>'
-    rows = "".join(f'<tr><td class="l">{_t(e["task_id"])}</td><td class="l">{_t(e["component"])}</td>'
-                   f'<td class="l">{_t(e["verdict"])}</td><td>{_num(e.get("value"))}</td><td>{e["groups"]}</td>'
-                   f'<td>{e["steps"]}</td></tr>' for e in entries[:TRIAGE_ROWS])
-    more = (f'<p class="note">{len(entries) - TRIAGE_ROWS} more in the JSON output and triage.jsonl.</p>'
-            if len(entries) > TRIAGE_ROWS else "")
-    return (f'<p>{len(entries)} (task, component) pairs give no signal: in every group of the task the component '
-            f'did not vary. <b>never</b>: always at its minimum; <b>always</b>: always at its maximum; '
-            f'<b>constant</b>: another value.</p><table><tr><th class="l">task</th><th class="l">component</th>'
-            f'<th class="l">verdict</th><th>value</th><th>groups</th><th>steps</th></tr>{rows}</table>{more}')
+        return "<p>Every task gives every component some signal.</p>"
+    rows = "".join(
+        f'<tr><td class="l">{_t(e["task_id"])}</td><td class="l">{_t(e["component"])}</td>'
+        f'<td class="l">{_t(e["verdict"])}</td><td>{_num(e.get("value"))}</td><td>{e["groups"]}</td>'
+        f"<td>{e['steps']}</td></tr>"
+        for e in entries[:TRIAGE_ROWS]
+    )
+    more = (
+        f'<p class="note">{len(entries) - TRIAGE_ROWS} more in the JSON output and triage.jsonl.</p>'
+        if len(entries) > TRIAGE_ROWS
+        else ""
+    )
+    return (
+        f"<p>{len(entries)} (task, component) pairs give no signal: in every group of the task the component "
+        f"did not vary. <b>never</b>: always at its minimum; <b>always</b>: always at its maximum; "
+        f'<b>constant</b>: another value.</p><table><tr><th class="l">task</th><th class="l">component</th>'
+        f'<th class="l">verdict</th><th>value</th><th>groups</th><th>steps</th></tr>{rows}</table>{more}'
+    )
 
 
 def _transcript(example: dict[str, Any]) -> str:
-    label = (f'rollout {_t(example.get("rollout_id"))} · group {_t(example.get("group_id"))} · '
-             f'step {_t(example.get("step"))}')
+    label = (
+        f"rollout {_t(example.get('rollout_id'))} · group {_t(example.get('group_id'))} · "
+        f"step {_t(example.get('step'))}"
+    )
     transcript = example.get("transcript")
     if transcript is None:
         reason = example.get("transcript_missing") or "transcripts were not loaded"
@@ -299,14 +359,17 @@ def _transcript(example: dict[str, Any]) -> str:
     if transcript.get("executed_code") is not None:
         body.append(f'<div class="role">executed code</div><pre>{_t(transcript["executed_code"])}</pre>')
     verdict = transcript.get("verdict") or {}
-    tests = f' ({verdict.get("passed")}/{verdict.get("total")} tests)' if verdict.get("total") else ""
-    body.append(f'<p><b>verdict:</b> {_t(verdict.get("status"))}{_t(tests)} — {_t(verdict.get("reason"))}</p>')
+    tests = f" ({verdict.get('passed')}/{verdict.get('total')} tests)" if verdict.get("total") else ""
+    body.append(f"<p><b>verdict:</b> {_t(verdict.get('status'))}{_t(tests)} — {_t(verdict.get('reason'))}</p>")
     revealed = transcript.get("revealed") or []
-    body.append(f'<p><b>revealed spec items:</b> {len(revealed)}' +
-                "".join(f'<br>· turn {_t(r.get("turn"))}: {_t(r.get("text"))}' for r in revealed) + "</p>")
-    components = " · ".join(f'{_t(k)} {_num(v)}' for k, v in (transcript.get("components") or {}).items())
-    body.append(f'<p><b>components:</b> {components} · aggregate {_num(transcript.get("aggregate"))}</p>')
-    return f'<details><summary>{label}</summary>{"".join(body)}</details>'
+    body.append(
+        f"<p><b>revealed spec items:</b> {len(revealed)}"
+        + "".join(f"<br>· turn {_t(r.get('turn'))}: {_t(r.get('text'))}" for r in revealed)
+        + "</p>"
+    )
+    components = " · ".join(f"{_t(k)} {_num(v)}" for k, v in (transcript.get("components") or {}).items())
+    body.append(f"<p><b>components:</b> {components} · aggregate {_num(transcript.get('aggregate'))}</p>")
+    return f"<details><summary>{label}</summary>{''.join(body)}</details>"
 
 
 def _alarms(report: dict[str, Any]) -> str:
@@ -316,64 +379,110 @@ def _alarms(report: dict[str, Any]) -> str:
     out = []
     for alarm in alarms:
         examples = "".join(_transcript(e) for e in alarm.get("examples") or [])
-        out.append(f'<div class="alarm"><span class="kind">{_t(alarm.get("kind"))}</span> · step '
-                   f'{_t(alarm.get("step"))} · <b>{_t(alarm.get("component"))}</b> · {_t(alarm.get("cause"))}'
-                   f'<br>{_t(alarm.get("message"))}{examples}</div>')
+        out.append(
+            f'<div class="alarm"><span class="kind">{_t(alarm.get("kind"))}</span> · step '
+            f"{_t(alarm.get('step'))} · <b>{_t(alarm.get('component'))}</b> · {_t(alarm.get('cause'))}"
+            f"<br>{_t(alarm.get('message'))}{examples}</div>"
+        )
     return "".join(out)
 
 
 def _summary(report: dict[str, Any]) -> str:
     unfinished = report.get("unfinished_steps") or []
-    progress = (f'<p class="sub"><b>run still being written</b> (or interrupted): finished steps only; '
-                f'{len(unfinished)} unfinished step(s) ({_t(", ".join(map(str, unfinished[:20])))}'
-                f'{" …" if len(unfinished) > 20 else ""}) not judged</p>') if report.get("in_progress") else ""
-    return (f'<p class="sub">run <b>{_t(report["run_id"])}</b> · {report["records"]} records '
-            f'({report["errors"]} infrastructure errors, excluded) · {report["groups"]} groups · {report["tasks"]} '
-            f'tasks · steps {report["steps"][0] if report["steps"] else "–"}–'
-            f'{report["steps"][-1] if report["steps"] else "–"} · {len(report["alarms"])} alarm(s)</p>{progress}')
+    progress = (
+        (
+            f'<p class="sub"><b>run still being written</b> (or interrupted): finished steps only; '
+            f"{len(unfinished)} unfinished step(s) ({_t(', '.join(map(str, unfinished[:20])))}"
+            f"{' …' if len(unfinished) > 20 else ''}) not judged</p>"
+        )
+        if report.get("in_progress")
+        else ""
+    )
+    return (
+        f'<p class="sub">run <b>{_t(report["run_id"])}</b> · {report["records"]} records '
+        f"({report['errors']} infrastructure errors, excluded) · {report['groups']} groups · {report['tasks']} "
+        f"tasks · steps {report['steps'][0] if report['steps'] else '–'}–"
+        f"{report['steps'][-1] if report['steps'] else '–'} · {len(report['alarms'])} alarm(s)</p>{progress}"
+    )
 
 
 def _page(title: str, body: str) -> str:
-    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">"
-            "<meta name=\"viewport\" content=\"width=device-width,initial-scale=1\">"
-            f"<title>{_t(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<meta http-equiv="Content-Security-Policy" content="{CSP}">'
+        '<meta name="viewport" content="width=device-width,initial-scale=1">'
+        f"<title>{_t(title)}</title><style>{STYLE}</style></head><body>{body}</body></html>\n"
+    )
 
 
 def _verdict_legend() -> str:
-    return "".join(f'<span><i class="sw" style="background:{c}"></i>{_t(v)}</span>'
-                   for v, c in VERDICT_COLOURS.items()) + (
-        f'<span>▼ dead onset</span><span style="color:{DYING_MARK}">△ dying onset ┄ ✕ projected death</span>')
+    return "".join(
+        f'<span><i class="sw" style="background:{c}"></i>{_t(v)}</span>' for v, c in VERDICT_COLOURS.items()
+    ) + (f'<span>▼ dead onset</span><span style="color:{DYING_MARK}">△ dying onset ┄ ✕ projected death</span>')
 
 
 def render_report(report: dict[str, Any]) -> str:
-    body = [f"<h1>rewardpipe report · {_t(report['run_id'])}</h1>", _summary(report),
-            "<h2>Per component over steps</h2>", _charts([report]),
-            "<h2>Verdict timeline</h2>", f'<div class="legend">{_verdict_legend()}</div>',
-            timeline(report["steps"], report["series"], report["alarms"]),
-            "<h2>Component correlation inside groups</h2>", _correlation(report),
-            "<h2>Share of the GRPO advantage</h2>", _advantage(report),
-            "<h2>Task triage</h2>", _triage(report),
-            "<h2>Alarms and example transcripts</h2>", _alarms(report)]
+    body = [
+        f"<h1>rewardpipe report · {_t(report['run_id'])}</h1>",
+        _summary(report),
+        "<h2>Per component over steps</h2>",
+        _charts([report]),
+        "<h2>Verdict timeline</h2>",
+        f'<div class="legend">{_verdict_legend()}</div>',
+        timeline(report["steps"], report["series"], report["alarms"]),
+        "<h2>Component correlation inside groups</h2>",
+        _correlation(report),
+        "<h2>Share of the GRPO advantage</h2>",
+        _advantage(report),
+        "<h2>Task triage</h2>",
+        _triage(report),
+        "<h2>Alarms and example transcripts</h2>",
+        _alarms(report),
+    ]
     return _page(f"rewardpipe report {report['run_id']}", "".join(body))
 
 
 def render_comparison(comparison: dict[str, Any]) -> str:
     a, b = comparison["runs"]
-    head = ("<tr><th class='l'>component</th>" + "".join(
-        f"<th>{_t(label)} {_t(run['run_id'])}</th>" for run in (a, b) for label in
-        ("last mean", "last within-std", "last zero-var", "dead steps", "adv. share", "triaged tasks")) + "</tr>")
+    head = (
+        "<tr><th class='l'>component</th>"
+        + "".join(
+            f"<th>{_t(label)} {_t(run['run_id'])}</th>"
+            for run in (a, b)
+            for label in ("last mean", "last within-std", "last zero-var", "dead steps", "adv. share", "triaged tasks")
+        )
+        + "</tr>"
+    )
     rows = []
     for row in comparison["comparison"]:
-        cells = "".join(f"<td>{_num(row[side][key])}</td>" for side in ("a", "b") for key in
-                        ("last_mean", "last_within_group_std", "last_zero_variance_share", "dead_steps",
-                         "advantage_share", "triaged_tasks"))
+        cells = "".join(
+            f"<td>{_num(row[side][key])}</td>"
+            for side in ("a", "b")
+            for key in (
+                "last_mean",
+                "last_within_group_std",
+                "last_zero_variance_share",
+                "dead_steps",
+                "advantage_share",
+                "triaged_tasks",
+            )
+        )
         rows.append(f"<tr><td class='l'>{_t(row['component'])}</td>{cells}</tr>")
-    body = [f"<h1>rewardpipe report · {_t(a['run_id'])} vs {_t(b['run_id'])}</h1>", _summary(a), _summary(b),
-            "<h2>Side by side</h2>", f"<table>{head}{''.join(rows)}</table>",
-            "<h2>Per component over steps</h2>", _charts([a, b])]
+    body = [
+        f"<h1>rewardpipe report · {_t(a['run_id'])} vs {_t(b['run_id'])}</h1>",
+        _summary(a),
+        _summary(b),
+        "<h2>Side by side</h2>",
+        f"<table>{head}{''.join(rows)}</table>",
+        "<h2>Per component over steps</h2>",
+        _charts([a, b]),
+    ]
     for run in (a, b):
-        body += [f"<h2>Verdict timeline · {_t(run['run_id'])}</h2>", f'<div class="legend">{_verdict_legend()}</div>',
-                 timeline(run["steps"], run["series"], run["alarms"]),
-                 f"<h2>Alarms · {_t(run['run_id'])}</h2>", _alarms(run)]
+        body += [
+            f"<h2>Verdict timeline · {_t(run['run_id'])}</h2>",
+            f'<div class="legend">{_verdict_legend()}</div>',
+            timeline(run["steps"], run["series"], run["alarms"]),
+            f"<h2>Alarms · {_t(run['run_id'])}</h2>",
+            _alarms(run),
+        ]
     return _page(f"rewardpipe report {a['run_id']} vs {b['run_id']}", "".join(body))

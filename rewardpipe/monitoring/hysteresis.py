@@ -93,8 +93,9 @@ def track_component(
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
     alarm = None
-    change = advance(target, step, bad=stats.verdict == "dead", recovered=frac < th.recover_fraction,
-                     raise_after=th.raise_after)
+    change = advance(
+        target, step, bad=stats.verdict == "dead", recovered=frac < th.recover_fraction, raise_after=th.raise_after
+    )
     if change is not None and change.kind == "recovered":
         alarm = Alarm(
             kind="recovered",
@@ -163,8 +164,13 @@ def _track_decline(
         cause="zero_variance_rising",
         run_id=run_id,
         message=stats.message,
-        figures={**alarm_figures(stats, th), "zero_fraction_slope": decline.slope, "fit_r2": decline.r2,
-                 "projected_dead_step": decline.projected_dead_step, "window": th.dying_window},
+        figures={
+            **alarm_figures(stats, th),
+            "zero_fraction_slope": decline.slope,
+            "fit_r2": decline.r2,
+            "projected_dead_step": decline.projected_dead_step,
+            "window": th.dying_window,
+        },
     )
 
 
@@ -183,8 +189,9 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
     bad = rate >= th.error_rate
     target.error_streak = target.error_streak + 1 if bad else 0
     report.error_streak = target.error_streak
-    change = advance(target, report.step, bad=bad, recovered=rate < th.error_recover_rate,
-                     raise_after=th.errors_raise_after)
+    change = advance(
+        target, report.step, bad=bad, recovered=rate < th.error_recover_rate, raise_after=th.errors_raise_after
+    )
     if change is not None and change.kind == "recovered":
         alarm = Alarm(
             kind="recovered",
@@ -216,5 +223,3 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
         )
     report.error_alarm_active = target.active
     return alarm
-
-

@@ -55,31 +55,41 @@ def dead_message(name: str, cause: str, s: dict[str, Any], th: Thresholds, cance
     if cause == "constant_at_minimum":
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
         text = f"{who} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "
-        return text + (hint or "is it ever triggered? A scorer that never runs, or a gate nothing reaches, looks like this")
+        return text + (
+            hint or "is it ever triggered? A scorer that never runs, or a gate nothing reaches, looks like this"
+        )
     if cause == "penalty_never_fires":
-        return (f"{who} is at its maximum {value} in every rollout of {share}: the penalty never fires, so it "
-                f"adds nothing to learning now; that is expected for a rarely triggered penalty, so this is "
-                f"info, not an alarm (alarm_idle_penalties / --alarm-idle-penalties to alarm on it)")
+        return (
+            f"{who} is at its maximum {value} in every rollout of {share}: the penalty never fires, so it "
+            f"adds nothing to learning now; that is expected for a rarely triggered penalty, so this is "
+            f"info, not an alarm (alarm_idle_penalties / --alarm-idle-penalties to alarm on it)"
+        )
     if cause == "constant_at_maximum":
         where = "its maximum" if s["range_known"] else "the highest value seen at this step"
         text = f"{who} constant at {where} {value} in every rollout of {share}: "
         if hint:
             return text + "saturated; " + hint
         if s["range_known"] and s["range"][1] == 0.0 and s["range"][0] < 0.0:
-            return text + ("the penalty never fires, so it contributes nothing to learning (alarming because "
-                           "idle penalties were asked to alarm)")
+            return text + (
+                "the penalty never fires, so it contributes nothing to learning (alarming because "
+                "idle penalties were asked to alarm)"
+            )
         return text + "saturated: it no longer separates rollouts; consider lowering its weight or raising the bar"
     if cause == "constant_everywhere":
-        return (f"{who} is {value} in every scored rollout ({s['values']} values, std {fmt(s['std'])}): it varies "
-                f"neither inside nor across groups and only shifts every reward by a constant; is it computed "
-                f"from the rollout at all?")
+        return (
+            f"{who} is {value} in every scored rollout ({s['values']} values, std {fmt(s['std'])}): it varies "
+            f"neither inside nor across groups and only shifts every reward by a constant; is it computed "
+            f"from the rollout at all?"
+        )
     if cause == "components_cancel":
-        return (f"{who} is constant inside {share} although {', '.join(cancelling)} still vary inside groups: "
-                f"their weighted changes cancel (opposite signs with equal weights) or their weights are 0, so "
-                f"the whole reward gives no gradient")
+        return (
+            f"{who} is constant inside {share} although {', '.join(cancelling)} still vary inside groups: "
+            f"their weighted changes cancel (opposite signs with equal weights) or their weights are 0, so "
+            f"the whole reward gives no gradient"
+        )
     # constant_within_groups
-    return (f"{who} is constant inside {share} although it varies across the batch (batch std "
-            f"{fmt(s['std'])}, mean within-group std {fmt(s['within_group_std_mean'])}): it depends on the "
-            f"prompt, not on the response, so GRPO learns nothing from it; batch std hides this, group std shows it")
-
-
+    return (
+        f"{who} is constant inside {share} although it varies across the batch (batch std "
+        f"{fmt(s['std'])}, mean within-group std {fmt(s['within_group_std_mean'])}): it depends on the "
+        f"prompt, not on the response, so GRPO learns nothing from it; batch std hides this, group std shows it"
+    )

@@ -10,13 +10,21 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Mapping, Protocol
+from typing import Any, Protocol
 
 from rewardpipe.models import Record
+from rewardpipe.monitoring.alarms import (
+    AGGREGATE_TARGET,
+    Alarm,
+    AlarmSink,
+    Delivery,
+    DeliveryFailure,
+    deliver,
+    dispatch,
+)
 from rewardpipe.monitoring.batch import RecordBatch, accumulate_batch
-from rewardpipe.monitoring.alarms import (AGGREGATE_TARGET, Alarm, AlarmSink, Delivery, DeliveryFailure, deliver,
-                                          dispatch)
 from rewardpipe.monitoring.causes import diagnose
 from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
@@ -26,7 +34,6 @@ from rewardpipe.monitoring.statistics import StepAcc, accumulate
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
-
 
 
 @dataclass
@@ -58,8 +65,6 @@ class MonitorResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-
-
 
 
 def monitor_records(
@@ -152,10 +157,9 @@ def judge(
             pooling.annotate(alarm)
         alarms.extend(step_alarms)
         state.mark_checked(step)
-    return MonitorResult(run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state,
-                         unreadable=[b.to_dict() for b in bad])
-
-
+    return MonitorResult(
+        run_id=run_id, thresholds=th, steps=reports, alarms=alarms, state=state, unreadable=[b.to_dict() for b in bad]
+    )
 
 
 def explain(alarm: Alarm, report: StepReport, acc: StepAcc, th: Thresholds) -> None:
@@ -217,8 +221,12 @@ def monitor_step(
     notes: list[dict[str, Any]] = []
     if persist_state and previous.pending:
         late = _deliver_pending(store, run_id, previous, sinks, publisher, notes)
-    result = monitor_records(store.iter_records(run_id, step, on_bad=bad.append), thresholds, previous,
-                             StepHistory(load=stored_step(store, run_id)))
+    result = monitor_records(
+        store.iter_records(run_id, step, on_bad=bad.append),
+        thresholds,
+        previous,
+        StepHistory(load=stored_step(store, run_id)),
+    )
     result.unreadable = [b.to_dict() for b in bad] + result.unreadable
     if not persist_state:
         result.unreadable.extend(_failed(dispatch(result.alarms, sinks)))
@@ -229,8 +237,9 @@ def monitor_step(
     if newly:
         metrics = publisher.before_commit(run_id, result) if publisher is not None else []
         if result.alarms or metrics:
-            result.state.pending.append(PendingDelivery(step=step, alarms=[a.to_dict() for a in result.alarms],
-                                                        metrics=metrics))
+            result.state.pending.append(
+                PendingDelivery(step=step, alarms=[a.to_dict() for a in result.alarms], metrics=metrics)
+            )
     commit_state(store, run_id, result.state)  # the step and what it owes, in one write
     now = _deliver_pending(store, run_id, result.state, sinks, publisher, notes, only_step=step)
     # a late alarm still owed is listed when it finally goes through, not on every call until then
@@ -240,8 +249,9 @@ def monitor_step(
     return result
 
 
-def flush_pending(store: Store, run_id: str, sinks: Iterable[AlarmSink] = (),
-                  publisher: StepPublisher | None = None) -> tuple[Delivery, list[dict[str, Any]]]:
+def flush_pending(
+    store: Store, run_id: str, sinks: Iterable[AlarmSink] = (), publisher: StepPublisher | None = None
+) -> tuple[Delivery, list[dict[str, Any]]]:
     """Deliver what the run's state still owes (the outbox of checks that died or whose sinks failed),
     without checking any step: (what was delivered, notes on what failed)."""
     state, _ = load_state(store, run_id)
@@ -259,9 +269,15 @@ def commit_state(store: Store, run_id: str, state: MonitorState) -> None:
     store.put_json(state_key(run_id), state.to_dict())
 
 
-def _deliver_pending(store: Store, run_id: str, state: MonitorState, sinks: list[AlarmSink],
-                     publisher: StepPublisher | None, notes: list[dict[str, Any]],
-                     only_step: int | None = None) -> Delivery:
+def _deliver_pending(
+    store: Store,
+    run_id: str,
+    state: MonitorState,
+    sinks: list[AlarmSink],
+    publisher: StepPublisher | None,
+    notes: list[dict[str, Any]],
+    only_step: int | None = None,
+) -> Delivery:
     """Deliver the state's pending entries (or only step ``only_step``'s), drop what got everywhere, and
     commit the state if that changed it. A failing commit here is only noted: what was delivered is in
     the sinks' ledgers, and the entries are delivered (as far as still owed) by the next check."""
@@ -281,8 +297,12 @@ def _deliver_pending(store: Store, run_id: str, state: MonitorState, sinks: list
                 publisher.publish(run_id, entry)
                 metrics = []
             except Exception as exc:  # noqa: BLE001 - kept pending, reported, delivered next time
-                notes.append({"key": f"metrics-delivery:{type(publisher).__name__}",
-                              "reason": f"step {entry.step}: {type(exc).__name__}: {exc}"})
+                notes.append(
+                    {
+                        "key": f"metrics-delivery:{type(publisher).__name__}",
+                        "reason": f"step {entry.step}: {type(exc).__name__}: {exc}",
+                    }
+                )
         owed = [alarm.to_dict() for alarm in done.owed]
         if owed or metrics:
             keep.append(PendingDelivery(step=entry.step, alarms=owed, metrics=metrics))
@@ -292,12 +312,19 @@ def _deliver_pending(store: Store, run_id: str, state: MonitorState, sinks: list
         try:
             commit_state(store, run_id, state)
         except Exception as exc:  # noqa: BLE001 - see the docstring
-            notes.append({"key": state_key(run_id), "reason": f"delivered, but the state that says so could not be "
-                                                              f"written ({type(exc).__name__}: {exc}); the next "
-                                                              f"check delivers what is still owed"})
+            notes.append(
+                {
+                    "key": state_key(run_id),
+                    "reason": f"delivered, but the state that says so could not be "
+                    f"written ({type(exc).__name__}: {exc}); the next "
+                    f"check delivers what is still owed",
+                }
+            )
     return total
 
 
 def _failed(failures: list[DeliveryFailure]) -> list[dict[str, Any]]:
-    return [{"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
-            for f in failures]
+    return [
+        {"key": f"alarm-delivery:{f.sink}", "reason": f"{f.alarm.component}/{f.alarm.kind}: {f.error}"}
+        for f in failures
+    ]

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from rewardpipe.store import encode_id
 
@@ -34,21 +35,23 @@ def _pyarrow():
 
 def record_schema():
     pa, _ = _pyarrow()
-    return pa.schema([
-        pa.field("schema", pa.string(), nullable=False),
-        pa.field("run_id", pa.string(), nullable=False),
-        pa.field("step", pa.int64(), nullable=False),
-        pa.field("group_id", pa.string(), nullable=False),
-        pa.field("rollout_id", pa.string(), nullable=False),
-        pa.field("task_id", pa.string(), nullable=False),
-        pa.field("status", pa.string(), nullable=False),
-        pa.field("error_kind", pa.string()),
-        pa.field("error_message", pa.string()),
-        pa.field("aggregate", pa.float64()),
-        pa.field("components", pa.map_(pa.string(), pa.float64())),
-        pa.field("weights", pa.map_(pa.string(), pa.float64())),
-        pa.field("metrics_json", pa.string()),
-    ])
+    return pa.schema(
+        [
+            pa.field("schema", pa.string(), nullable=False),
+            pa.field("run_id", pa.string(), nullable=False),
+            pa.field("step", pa.int64(), nullable=False),
+            pa.field("group_id", pa.string(), nullable=False),
+            pa.field("rollout_id", pa.string(), nullable=False),
+            pa.field("task_id", pa.string(), nullable=False),
+            pa.field("status", pa.string(), nullable=False),
+            pa.field("error_kind", pa.string()),
+            pa.field("error_message", pa.string()),
+            pa.field("aggregate", pa.float64()),
+            pa.field("components", pa.map_(pa.string(), pa.float64())),
+            pa.field("weights", pa.map_(pa.string(), pa.float64())),
+            pa.field("metrics_json", pa.string()),
+        ]
+    )
 
 
 def _finite(value: Any) -> float | None:
@@ -62,14 +65,25 @@ def _row(record: Any) -> dict[str, Any]:
     error = data.get("error") or {}
     return {
         "schema": data.get("schema") or "rewardpipe.record/v1",
-        "run_id": data["run_id"], "step": int(data.get("step", 0)), "group_id": data["group_id"],
-        "rollout_id": data["rollout_id"], "task_id": data["task_id"], "status": data["status"],
-        "error_kind": error.get("kind"), "error_message": error.get("message"),
+        "run_id": data["run_id"],
+        "step": int(data.get("step", 0)),
+        "group_id": data["group_id"],
+        "rollout_id": data["rollout_id"],
+        "task_id": data["task_id"],
+        "status": data["status"],
+        "error_kind": error.get("kind"),
+        "error_message": error.get("message"),
         "aggregate": _finite(data.get("aggregate")),
         "components": [(k, _finite(v)) for k, v in (data.get("components") or {}).items()],
         "weights": [(k, _finite(v)) for k, v in (data.get("weights") or {}).items()],
-        "metrics_json": json.dumps({k: None if isinstance(v, float) and not math.isfinite(v) else v
-                                    for k, v in (data.get("metrics") or {}).items()}, sort_keys=True, default=str),
+        "metrics_json": json.dumps(
+            {
+                k: None if isinstance(v, float) and not math.isfinite(v) else v
+                for k, v in (data.get("metrics") or {}).items()
+            },
+            sort_keys=True,
+            default=str,
+        ),
     }
 
 

@@ -9,8 +9,9 @@ other runs are still checked. A corrupt state is moved aside by ``monitor_step``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 from rewardpipe.monitoring.alarms import AlarmSink
 from rewardpipe.monitoring.monitor import MonitorResult, StepPublisher, monitor_step

@@ -61,11 +61,23 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
             else:
                 top.axvline(marker.step, color="tab:orange", linestyle="--", linewidth=1.2)
                 if marker.projected_dead_step is not None:
-                    top.plot([marker.projected_dead_step], [thresholds.dead_fraction], marker="^", markersize=9,
-                             color="tab:orange", linestyle="none")
-                    top.annotate(f"dead ~{marker.projected_dead_step}", (marker.projected_dead_step,
-                                 thresholds.dead_fraction), textcoords="offset points", xytext=(0, -14),
-                                 ha="center", fontsize=7, color="tab:orange")
+                    top.plot(
+                        [marker.projected_dead_step],
+                        [thresholds.dead_fraction],
+                        marker="^",
+                        markersize=9,
+                        color="tab:orange",
+                        linestyle="none",
+                    )
+                    top.annotate(
+                        f"dead ~{marker.projected_dead_step}",
+                        (marker.projected_dead_step, thresholds.dead_fraction),
+                        textcoords="offset points",
+                        xytext=(0, -14),
+                        ha="center",
+                        fontsize=7,
+                        color="tab:orange",
+                    )
             drawn.append(marker)
         top.set_ylim(-0.05, 1.05)
         top.set_title(name, fontsize=10)
@@ -78,8 +90,11 @@ def plot_run(result: MonitorResult, path: str | Path, title: str | None = None) 
             bottom.set_ylabel("std")
             top.legend(fontsize=7, loc="center left")
             bottom.legend(fontsize=7)
-    fig.suptitle(title or f"run {result.run_id}: within-group variance per component "
-                          "(grey: dead; orange dashes: dying, ▲ projected death)")
+    fig.suptitle(
+        title
+        or f"run {result.run_id}: within-group variance per component "
+        "(grey: dead; orange dashes: dying, ▲ projected death)"
+    )
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -84,8 +84,11 @@ def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
         merged.records += acc.records
         merged.errors += acc.errors
         merged.inprocess += acc.inprocess
-        for target, source in ((merged.error_kinds, acc.error_kinds), (merged.missing, acc.missing),
-                               (merged.non_finite, acc.non_finite)):
+        for target, source in (
+            (merged.error_kinds, acc.error_kinds),
+            (merged.missing, acc.missing),
+            (merged.non_finite, acc.non_finite),
+        ):
             for key, count in source.items():
                 target[key] = target.get(key, 0) + count
         merged.weights.update(acc.weights)
@@ -96,16 +99,21 @@ def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
         names.update(dict.fromkeys(acc.table))
     for name in names:
         parts = [acc.table.get(name) or _absent(len(acc.groups)) for _, acc in steps]
-        merged.table[name] = GroupTable(*(np.concatenate([getattr(part, field) for part in parts])
-                                          for field in ("n", "shift", "s1", "s2", "minimum", "maximum")))
+        merged.table[name] = GroupTable(
+            *(
+                np.concatenate([getattr(part, field) for part in parts])
+                for field in ("n", "shift", "s1", "s2", "minimum", "maximum")
+            )
+        )
     return merged
 
 
 def _absent(groups: int) -> GroupTable:
     """The rows of a step's groups for a component the step never saw."""
     nan = np.full(groups, math.nan)
-    return GroupTable(np.zeros(groups, dtype=np.int64), np.zeros(groups), np.zeros(groups), np.zeros(groups), nan,
-                      nan.copy())
+    return GroupTable(
+        np.zeros(groups, dtype=np.int64), np.zeros(groups), np.zeros(groups), np.zeros(groups), nan, nan.copy()
+    )
 
 
 def _span(steps: list[int]) -> str:
@@ -127,8 +135,7 @@ class Pooling:
             alarm.figures["pooled_steps"] = list(steps)
 
 
-def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Thresholds,
-                     history: StepHistory) -> Pooling:
+def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Thresholds, history: StepHistory) -> Pooling:
     """Judge every target of ``report`` short of ``min_groups`` over its open pool (see the module docstring);
     ``report``'s statistics are replaced where the pool gives a verdict. ``state``: the MonitorState."""
     step = report.step
@@ -165,7 +172,8 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
         target.pooled_since = None
         pooled.pooled_steps = steps
         pooled.message = (pooled.message + " " if pooled.message else "") + (
-            f"(pooled over {_span(steps)}: each step alone had fewer than {th.min_groups} groups with 2+ values)")
+            f"(pooled over {_span(steps)}: each step alone had fewer than {th.min_groups} groups with 2+ values)"
+        )
         if name == AGGREGATE_TARGET:
             report.aggregate = pooled
         else:
@@ -180,8 +188,9 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
 
 def _say_pending(stats: ComponentStats, steps: list[int], th: Thresholds, pooled: ComponentStats | None = None) -> None:
     groups = pooled.eligible_groups if pooled is not None else stats.eligible_groups
-    stats.message = (f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over "
-                     f"{_span(steps)}")
+    stats.message = (
+        f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over {_span(steps)}"
+    )
 
 
 def stored_step(store: Any, run_id: str) -> Callable[[int], StepAcc | None]:

@@ -9,12 +9,13 @@ not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders i
 from __future__ import annotations
 
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-from rewardpipe.monitoring.monitor import monitor_records
-from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.columns import RunColumns, group_rows, paused_gc, tee
+from rewardpipe.monitoring.monitor import monitor_records
 from rewardpipe.monitoring.signal import within_group_correlation
+from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.triage import task_triage
 from rewardpipe.store import transcript_key
 
@@ -41,8 +42,15 @@ def _series(result: Any) -> tuple[list[int], dict[str, dict[str, list]]]:
         names += [n for n in report.components if n not in names]
     series: dict[str, dict[str, list]] = {}
     for name in [*names, AGGREGATE]:
-        columns: dict[str, list] = {"mean": [], "std": [], "within_group_std": [], "zero_variance_share": [],
-                                    "advantage_share": [], "verdict": [], "cause": []}
+        columns: dict[str, list] = {
+            "mean": [],
+            "std": [],
+            "within_group_std": [],
+            "zero_variance_share": [],
+            "advantage_share": [],
+            "verdict": [],
+            "cause": [],
+        }
         for report in result.steps:
             stats = report.aggregate if name == AGGREGATE else report.components.get(name)
             if stats is None:
@@ -80,7 +88,11 @@ def _alarm_examples(alarm: Mapping[str, Any], columns: RunColumns, run_id: str |
 
 def _compact_transcript(transcript: Any) -> dict[str, Any]:
     def cut(text: str) -> str:
-        return text if len(text) <= MESSAGE_CHARS else text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
+        return (
+            text
+            if len(text) <= MESSAGE_CHARS
+            else text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
+        )
 
     return {
         "messages": [{"role": m.role, "content": cut(m.content)} for m in transcript.messages],
@@ -108,8 +120,14 @@ def attach_transcripts(report: dict[str, Any], store: Any) -> None:
                 example["transcript_missing"] = f"unreadable: {exc}"
 
 
-def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *, run_id: str | None = None,
-                 ranges: Mapping[str, tuple[float, float]] | None = None, also: Sequence[Any] = ()) -> dict[str, Any]:
+def build_report(
+    records: Iterable[Any],
+    thresholds: Thresholds | None = None,
+    *,
+    run_id: str | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    also: Sequence[Any] = (),
+) -> dict[str, Any]:
     """Everything the report shows, as JSON-ready data (no transcripts yet: see :func:`attach_transcripts`).
 
     ``also``: further consumers (objects with ``add(record)``, e.g. a Parquet sink) fed by the same read.
@@ -120,8 +138,13 @@ def build_report(records: Iterable[Any], thresholds: Thresholds | None = None, *
     return report_content(result, columns, run_id, ranges)
 
 
-def build_report_from_batch(batch: Any, thresholds: Thresholds | None = None, *, run_id: str | None = None,
-                            ranges: Mapping[str, tuple[float, float]] | None = None) -> dict[str, Any]:
+def build_report_from_batch(
+    batch: Any,
+    thresholds: Thresholds | None = None,
+    *,
+    run_id: str | None = None,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> dict[str, Any]:
     """:func:`build_report` over records already read into columns
     (:class:`~rewardpipe.monitoring.batch.RecordBatch`): the same content, no model object per record."""
     from rewardpipe.monitoring.batch import run_columns
@@ -130,15 +153,19 @@ def build_report_from_batch(batch: Any, thresholds: Thresholds | None = None, *,
     return report_content(monitor_batch(batch, thresholds), run_columns(batch), run_id, ranges)
 
 
-def report_content(result: Any, columns: RunColumns, run_id: str | None,
-                   ranges: Mapping[str, tuple[float, float]] | None) -> dict[str, Any]:
+def report_content(
+    result: Any, columns: RunColumns, run_id: str | None, ranges: Mapping[str, tuple[float, float]] | None
+) -> dict[str, Any]:
     """The report's data from a monitor result and the run's columns."""
     grouped = group_rows(columns)
     run = run_id or result.run_id or columns.run_id
     steps, series = _series(result)
     known_ranges = {**result.thresholds.ranges, **dict(ranges or {})}
-    run_shares = {name: _mean([v for v in series[name]["advantage_share"] if v is not None])
-                  for name in series if name != AGGREGATE}
+    run_shares = {
+        name: _mean([v for v in series[name]["advantage_share"] if v is not None])
+        for name in series
+        if name != AGGREGATE
+    }
     alarms = []
     for alarm in result.alarms:
         data = alarm.to_dict()
@@ -169,6 +196,7 @@ def report_content(result: Any, columns: RunColumns, run_id: str | None,
 
 def compare_reports(first: dict[str, Any], second: dict[str, Any]) -> dict[str, Any]:
     """Two runs side by side: both reports plus, per component, the figures that differ most in practice."""
+
     def last(report: dict[str, Any], name: str, key: str) -> Any:
         values = [v for v in report["series"].get(name, {}).get(key, []) if v is not None]
         return values[-1] if values else None

@@ -15,9 +15,12 @@ from typing import Any
 from rewardpipe.monitoring.alarms import Alarm, alarm_key, delivery_key
 from rewardpipe.store import Store
 
-
-_STYLE = {"dead_component": "bold red", "dying_component": "bold magenta", "error_rate": "bold yellow",
-          "recovered": "bold green"}
+_STYLE = {
+    "dead_component": "bold red",
+    "dying_component": "bold magenta",
+    "error_rate": "bold yellow",
+    "recovered": "bold green",
+}
 _LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "ERRORS", "recovered": "RECOVERED"}
 
 
@@ -44,13 +47,18 @@ class ConsoleAlarmSink:
             soft_wrap=True,
         )
         for cause in alarm.causes:
-            self.console.print(f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: "
-                               f"{escape(str(cause.get('message')))}", highlight=False, soft_wrap=True)
+            self.console.print(
+                f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: {escape(str(cause.get('message')))}",
+                highlight=False,
+                soft_wrap=True,
+            )
         for example in alarm.examples:
             self.console.print(
                 f"  example {escape(str(example.get('rollout_id')))} (group {escape(str(example.get('group_id')))}): "
                 f"{escape(str(example.get('reason')))} [dim]{escape(str(example.get('transcript_key')))}[/dim]",
-                highlight=False, soft_wrap=True)
+                highlight=False,
+                soft_wrap=True,
+            )
 
 
 class StoreAlarmSink:
@@ -77,7 +85,10 @@ class StoreAlarmSink:
         except ValueError:  # not JSON (or cut short): written again
             return False
         return isinstance(stored, dict) and (stored.get("kind"), stored.get("component"), stored.get("step")) == (
-            alarm.kind, alarm.component, alarm.step)
+            alarm.kind,
+            alarm.component,
+            alarm.step,
+        )
 
     def emit(self, alarm: Alarm) -> None:
         key = self._key(alarm)
@@ -161,8 +172,10 @@ class SnsAlarmSink:
         attributes["dedupe_key"] = {"DataType": "String", "StringValue": alarm.dedupe_key}
         fifo: dict[str, str] = {}
         if self.fifo:  # ids of at most 128 characters: digests (SNS deduplicates within 5 minutes)
-            fifo = {"MessageDeduplicationId": _digest(alarm.dedupe_key),  # one run's alarms stay in order
-                    "MessageGroupId": _digest(alarm.run_id or "-")[:32]}
+            fifo = {
+                "MessageDeduplicationId": _digest(alarm.dedupe_key),  # one run's alarms stay in order
+                "MessageGroupId": _digest(alarm.run_id or "-")[:32],
+            }
         response = self.client.publish(
             TopicArn=self.topic_arn,
             Subject=self.subject(alarm),
@@ -173,8 +186,14 @@ class SnsAlarmSink:
         self.message_ids.append(response["MessageId"])
         key = self._ledger_key(alarm)
         if key is not None:
-            self.ledger.put_json(key, {"dedupe_key": alarm.dedupe_key,  # type: ignore[union-attr]
-                                       "message_id": response["MessageId"], "topic": self.topic_arn})
+            self.ledger.put_json(
+                key,
+                {
+                    "dedupe_key": alarm.dedupe_key,  # type: ignore[union-attr]
+                    "message_id": response["MessageId"],
+                    "topic": self.topic_arn,
+                },
+            )
 
 
 def _digest(text: str) -> str:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 from pydantic import ValidationError
 
@@ -25,4 +25,3 @@ def iter_jsonl_records(path: str | Path, on_bad: Callable[[BadObject], None] | N
                     first = exc.errors()[0]
                     reason = "not valid JSON" if first["type"] == "json_invalid" else field_error(first)
                     on_bad(BadObject(f"{path}:{lineno}", reason))
-

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import bisect
 import json
-from datetime import datetime, timezone
-from typing import Any, Iterable, Literal, Mapping
+from collections.abc import Iterable, Mapping
+from datetime import UTC, datetime
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -85,18 +86,22 @@ class MonitorState(BaseModel):
         return data
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MonitorState":
+    def from_dict(cls, data: Mapping[str, Any]) -> MonitorState:
         if not isinstance(data, Mapping):
             raise MonitorInputError(f"invalid monitor state: expected a JSON object, got {type(data).__name__}")
         if data.get("schema") == _V1_SCHEMA:
             last = data.get("last_step")
-            data = {**data, "schema": STATE_SCHEMA,
-                    "checked": [[0, last]] if isinstance(last, int) and last >= 0 else []}
+            data = {
+                **data,
+                "schema": STATE_SCHEMA,
+                "checked": [[0, last]] if isinstance(last, int) and last >= 0 else [],
+            }
         try:
             state = cls.model_validate(data)
         except ValidationError as exc:
-            raise MonitorInputError(f"invalid monitor state: {exc.errors()[0]['msg']} at "
-                                    f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}") from None
+            raise MonitorInputError(
+                f"invalid monitor state: {exc.errors()[0]['msg']} at {'.'.join(str(p) for p in exc.errors()[0]['loc'])}"
+            ) from None
         from rewardpipe.models import MAX_STEP
 
         for first, last in state.checked:
@@ -162,13 +167,12 @@ def load_state(store: Store, run_id: str) -> tuple[MonitorState, BadObject | Non
         if state.run_id is not None and state.run_id != run_id:
             raise MonitorInputError(f"the state is for run {state.run_id!r}")
     except (ValueError, UnicodeDecodeError, RecursionError) as exc:  # JSONDecodeError, MonitorInputError: ValueErrors
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         aside = f"{run_prefix(run_id)}monitor/state.corrupt-{stamp}.json"
         store.put_bytes(aside, raw)
         fresh = MonitorState(run_id=run_id)
         store.put_json(key, fresh.to_dict())  # so the next reader does not trip over it again
         reason = exc.args[0] if isinstance(exc, MonitorInputError) else f"not valid JSON ({exc})"
-        return fresh, BadObject(
-            key, f"unusable monitor state ({reason}); kept at {aside}, started a fresh state")
+        return fresh, BadObject(key, f"unusable monitor state ({reason}); kept at {aside}, started a fresh state")
     state.run_id = run_id
     return state, None

@@ -18,8 +18,9 @@ is excluded for that component only (``missing`` / ``non_finite``), and so is a 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
@@ -40,7 +41,7 @@ SAMPLE_GROUPS = 16
 class SampledRollout:
     """One rollout of a sampled group, as much as causes and alarm examples need."""
 
-    __slots__ = ("rollout_id", "group_id", "task_id", "status", "components", "aggregate", "metrics", "error")
+    __slots__ = ("aggregate", "components", "error", "group_id", "metrics", "rollout_id", "status", "task_id")
 
     def __init__(self, rec: Record) -> None:
         self.rollout_id = rec.rollout_id
@@ -76,8 +77,18 @@ _NO_VALUES = (0, 0.0, 0.0, 0.0, math.nan, math.nan)
 class StepAcc:
     """Everything the monitor keeps about one step while it reads records."""
 
-    __slots__ = ("records", "errors", "error_kinds", "groups", "missing", "non_finite", "weights", "sample",
-                 "inprocess", "table")
+    __slots__ = (
+        "error_kinds",
+        "errors",
+        "groups",
+        "inprocess",
+        "missing",
+        "non_finite",
+        "records",
+        "sample",
+        "table",
+        "weights",
+    )
 
     def __init__(self) -> None:
         self.records = 0
@@ -117,8 +128,14 @@ class StepAcc:
             names.update(dict.fromkeys(group))
         for name in names:
             rows = np.array([group.get(name, _NO_VALUES) for group in self.groups.values()], dtype=np.float64)
-            self.table[name] = GroupTable(n=rows[:, 0].astype(np.int64), shift=rows[:, 1], s1=rows[:, 2],
-                                          s2=rows[:, 3], minimum=rows[:, 4] + 0.0, maximum=rows[:, 5] + 0.0)
+            self.table[name] = GroupTable(
+                n=rows[:, 0].astype(np.int64),
+                shift=rows[:, 1],
+                s1=rows[:, 2],
+                s2=rows[:, 3],
+                minimum=rows[:, 4] + 0.0,
+                maximum=rows[:, 5] + 0.0,
+            )
         self.groups = dict.fromkeys(self.groups)
 
 
@@ -207,9 +224,19 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     table = acc.table.get(name)
     groups_total = acc.group_count
     stats: dict[str, Any] = {
-        "values": 0, "missing": acc.missing.get(name, 0), "non_finite": acc.non_finite.get(name, 0),
-        "groups": 0, "eligible_groups": 0, "zero_variance_groups": 0, "mean": None, "std": None, "min": None,
-        "max": None, "zero_variance_group_fraction": None, "within_group_std_mean": None, "constant_value": None,
+        "values": 0,
+        "missing": acc.missing.get(name, 0),
+        "non_finite": acc.non_finite.get(name, 0),
+        "groups": 0,
+        "eligible_groups": 0,
+        "zero_variance_groups": 0,
+        "mean": None,
+        "std": None,
+        "min": None,
+        "max": None,
+        "zero_variance_group_fraction": None,
+        "within_group_std_mean": None,
+        "constant_value": None,
     }
     if table is None:
         return stats, np.empty(0), np.zeros(groups_total)
@@ -225,14 +252,22 @@ def component_figures(name: str, acc: StepAcc, epsilon: float) -> tuple[dict[str
     with np.errstate(over="ignore", invalid="ignore"):  # a weight near 1e308: inf, and no share (see below)
         sizes = abs(acc.weights.get(name, 1.0)) * std
     n_total = int(n[present].sum())
-    stats.update(values=n_total, groups=int(present.sum()), eligible_groups=int(eligible.sum()),
-                 zero_variance_groups=int(zero.sum()))
+    stats.update(
+        values=n_total,
+        groups=int(present.sum()),
+        eligible_groups=int(eligible.sum()),
+        zero_variance_groups=int(zero.sum()),
+    )
     if n_total:
         counts, means = n[present], group_mean[present]
         mean = float((counts * means).sum()) / n_total
         m2 = float((counts * (var[present] + (means - mean) ** 2)).sum())
-        stats.update(mean=mean, std=math.sqrt(max(m2 / n_total, 0.0)),
-                     min=float(table.minimum[present].min()), max=float(table.maximum[present].max()))
+        stats.update(
+            mean=mean,
+            std=math.sqrt(max(m2 / n_total, 0.0)),
+            min=float(table.minimum[present].min()),
+            max=float(table.maximum[present].max()),
+        )
     if stats["eligible_groups"]:
         stats["zero_variance_group_fraction"] = stats["zero_variance_groups"] / stats["eligible_groups"]
         stats["within_group_std_mean"] = float(std[eligible].sum()) / stats["eligible_groups"]

@@ -9,7 +9,8 @@ one run.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -81,7 +82,7 @@ class Thresholds(BaseModel):
     range_overrides: dict[str, tuple[float, float]] = Field(default_factory=dict)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Thresholds":
+    def _consistent(self) -> Thresholds:
         if self.recover_fraction > self.dead_fraction:
             raise ValueError(
                 f"recover_fraction ({self.recover_fraction}) must not exceed dead_fraction ({self.dead_fraction})"
@@ -99,7 +100,7 @@ class Thresholds(BaseModel):
     def errors_raise_after(self) -> int:
         return self.error_raise_after if self.error_raise_after is not None else self.raise_after
 
-    def with_components(self, components: Mapping[str, Any]) -> "Thresholds":
+    def with_components(self, components: Mapping[str, Any]) -> Thresholds:
         """These thresholds for a reward's declared components (``{name: {"range": (lo, hi), "role": ...}}``, as
         :meth:`rewardpipe.Reward.describe` and the run manifest give them): their ranges (explicit
         ``range_overrides`` still win), their roles, and the outcome components from the roles."""
@@ -111,11 +112,15 @@ class Thresholds(BaseModel):
             declared[name] = (float(info["range"][0]), float(info["range"][1]))
             roles[name] = str(info["role"])
         outcomes = tuple(name for name, role in roles.items() if role == "outcome")
-        return self.model_copy(update={"ranges": {**self.ranges, **declared, **self.range_overrides},
-                                       "roles": {**self.roles, **roles},
-                                       "outcome_components": outcomes or self.outcome_components})
+        return self.model_copy(
+            update={
+                "ranges": {**self.ranges, **declared, **self.range_overrides},
+                "roles": {**self.roles, **roles},
+                "outcome_components": outcomes or self.outcome_components,
+            }
+        )
 
-    def for_reward(self, reward: Any) -> "Thresholds":
+    def for_reward(self, reward: Any) -> Thresholds:
         """:meth:`with_components` of a :class:`rewardpipe.Reward`."""
         return self.with_components(reward.describe())
 
@@ -152,7 +157,7 @@ def manifest_components(manifest: Mapping[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def run_thresholds(thresholds: "Thresholds | None", store: Any, run_id: str | None) -> "Thresholds":
+def run_thresholds(thresholds: Thresholds | None, store: Any, run_id: str | None) -> Thresholds:
     """``thresholds`` (default ones when None) for the run ``run_id`` of ``store``: the components' ranges and
     roles its manifest declares, so a user's reward is judged by its own ranges and roles with no ``--range``.
     Without a store, a run id or a readable manifest, ``thresholds`` as they are."""
@@ -200,5 +205,3 @@ class AlarmPolicy(BaseModel):
             raise_after=self.dead_steps,
             error_raise_after=self.error_steps,
         )
-
-

@@ -9,8 +9,8 @@ state, so the Lambda that sees one step at a time computes the same fit) tells h
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 #: How well the points must sit on the line for the rise to count as steady rather than noise.
 STEADY_R2 = 0.8
@@ -62,8 +62,9 @@ def detect_decline(
     projected = max(last_step + 1, math.ceil((dead_fraction - intercept) / slope - 1e-9))
     if projected - last_step > horizon:
         return None
-    return Decline(slope=slope, r2=r2, projected_dead_step=projected, first_step=recent[0][0],
-                   first_fraction=recent[0][1])
+    return Decline(
+        slope=slope, r2=r2, projected_dead_step=projected, first_step=recent[0][0], first_fraction=recent[0][1]
+    )
 
 
 def trend_reversed(points: Sequence[tuple[int, float]], window: int) -> bool:

@@ -15,7 +15,8 @@ unknown, the smallest and largest value it took anywhere in the run.
 from __future__ import annotations
 
 import json
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -29,8 +30,9 @@ def triage_key(run_id: str) -> str:
     return f"{run_prefix(run_id)}triage.jsonl"
 
 
-def task_triage(columns: RunColumns, grouped: Grouped, ranges: Mapping[str, tuple[float, float]] | None = None
-                ) -> list[dict[str, Any]]:
+def task_triage(
+    columns: RunColumns, grouped: Grouped, ranges: Mapping[str, tuple[float, float]] | None = None
+) -> list[dict[str, Any]]:
     names = grouped.names
     if not names or len(grouped.group_codes) == 0:
         return []
@@ -65,11 +67,16 @@ def task_triage(columns: RunColumns, grouped: Grouped, ranges: Mapping[str, tupl
                 verdict = "always"
             else:
                 verdict = "constant"
-            entries.append({
-                "task_id": task_names[task], "component": name, "verdict": verdict,
-                "value": round(lo, 6) if abs(hi - lo) <= EPSILON else None,
-                "groups": int(per_task_groups[task]), "steps": int(steps_seen[task]),
-            })
+            entries.append(
+                {
+                    "task_id": task_names[task],
+                    "component": name,
+                    "verdict": verdict,
+                    "value": round(lo, 6) if abs(hi - lo) <= EPSILON else None,
+                    "groups": int(per_task_groups[task]),
+                    "steps": int(steps_seen[task]),
+                }
+            )
     entries.sort(key=lambda e: (e["task_id"], e["component"]))
     return entries
 

@@ -103,7 +103,6 @@ class StepReport:
         }
 
 
-
 def component_stats(
     name: str,
     acc: StepAcc,

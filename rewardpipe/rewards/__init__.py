@@ -7,7 +7,8 @@ The built-ins are imported only when named.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping
+from collections.abc import Iterator, Mapping
+from typing import Any
 
 from rewardpipe.components import Component, component
 from rewardpipe.references import BUILTIN_REWARDS, ReferenceProblem
@@ -51,12 +52,23 @@ def reads_reference(reward: Reward) -> bool:
 
 def __getattr__(name: str) -> Any:
     if name in ("ASK_BEFORE_CODING", "GSM8K", "CODE_CORRECTNESS"):
-        return REWARDS[{"ASK_BEFORE_CODING": "ask_before_coding", "GSM8K": "gsm8k",
-                        "CODE_CORRECTNESS": "code_correctness"}[name]]
+        return REWARDS[
+            {"ASK_BEFORE_CODING": "ask_before_coding", "GSM8K": "gsm8k", "CODE_CORRECTNESS": "code_correctness"}[name]
+        ]
     if name == "EPISODE_REWARDS":  # rewards an episode can be scored by (those that read no reference)
         return frozenset(n for n in BUILTIN_REWARDS if not reads_reference(REWARDS[n]))
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["Component", "REWARDS", "ReferenceProblem", "Reward", "Score", "ScoringInput", "Transcript", "component",
-           "get_reward", "reads_reference"]
+__all__ = [
+    "REWARDS",
+    "Component",
+    "ReferenceProblem",
+    "Reward",
+    "Score",
+    "ScoringInput",
+    "Transcript",
+    "component",
+    "get_reward",
+    "reads_reference",
+]

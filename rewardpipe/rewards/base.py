@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rewardpipe.components import (
     LEGACY_INPUT,
@@ -47,16 +48,20 @@ class Transcript:
     :func:`rewardpipe.parsing.parse_turn`: question, commit or other, with its fenced Python code) are
     computed on first use only."""
 
-    __slots__ = ("messages", "_texts", "_turns")
+    __slots__ = ("_texts", "_turns", "messages")
 
-    def __init__(self, messages: Sequence[Message], assistant_turns: Sequence[ParsedTurn] | None = None,
-                 assistant_texts: Sequence[str] | None = None) -> None:
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        assistant_turns: Sequence[ParsedTurn] | None = None,
+        assistant_texts: Sequence[str] | None = None,
+    ) -> None:
         self.messages: tuple[Message, ...] = tuple(messages)
         self._texts = tuple(assistant_texts) if assistant_texts is not None else None
         self._turns = tuple(assistant_turns) if assistant_turns is not None else None
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Message]) -> "Transcript":
+    def from_messages(cls, messages: Sequence[Message]) -> Transcript:
         return cls(messages)
 
     @property
@@ -115,11 +120,19 @@ class ScoringInput:
     completion=None)``: give the messages (a sequence, or a function returning one, called once when
     needed) or a transcript; ``completion`` may be given directly when it is already at hand."""
 
-    __slots__ = ("_transcript", "_messages", "_completion", "execution", "reference", "task", "state")
+    __slots__ = ("_completion", "_messages", "_transcript", "execution", "reference", "state", "task")
 
-    def __init__(self, transcript: Transcript | None = None, execution: "ExecutionResult | None" = None,
-                 reference: Any = None, *, messages: Sequence[Message] | Callable[[], Sequence[Message]] | None = None,
-                 task: Any = None, state: Any = None, completion: str | None = None) -> None:
+    def __init__(
+        self,
+        transcript: Transcript | None = None,
+        execution: ExecutionResult | None = None,
+        reference: Any = None,
+        *,
+        messages: Sequence[Message] | Callable[[], Sequence[Message]] | None = None,
+        task: Any = None,
+        state: Any = None,
+        completion: str | None = None,
+    ) -> None:
         self._transcript = transcript
         self._messages = messages
         self._completion = completion
@@ -146,8 +159,9 @@ class ScoringInput:
     @property
     def completion(self) -> str:
         if self._completion is None:
-            self._completion = (self._transcript.completion if self._transcript is not None
-                                else _last_assistant_text(self.messages))
+            self._completion = (
+                self._transcript.completion if self._transcript is not None else _last_assistant_text(self.messages)
+            )
         return self._completion
 
 
@@ -222,7 +236,7 @@ def _as_value(value: Any) -> float | None:
         return None
     if isinstance(value, float):
         return value
-    if isinstance(value, (int, bool)) or hasattr(value, "__float__") and not isinstance(value, (str, bytes)):
+    if isinstance(value, (int, bool)) or (hasattr(value, "__float__") and not isinstance(value, (str, bytes))):
         try:
             return float(value)
         except (TypeError, ValueError, OverflowError):
@@ -250,10 +264,18 @@ class Reward:
     single-turn code rewards ``needs_execution`` / ``executed_code``.
     """
 
-    def __init__(self, name: str, components: Iterable[Any], weights: Mapping[str, float] | None = None, *,
-                 diagnostics: Callable[..., Mapping[str, MetricValue]] | None = None,
-                 explain_error: Callable[..., "ErrorInfo | None"] | None = None, needs_execution: bool = False,
-                 executed_code: Callable[[Transcript], "str | None"] | None = None, description: str = "") -> None:
+    def __init__(
+        self,
+        name: str,
+        components: Iterable[Any],
+        weights: Mapping[str, float] | None = None,
+        *,
+        diagnostics: Callable[..., Mapping[str, MetricValue]] | None = None,
+        explain_error: Callable[..., ErrorInfo | None] | None = None,
+        needs_execution: bool = False,
+        executed_code: Callable[[Transcript], str | None] | None = None,
+        description: str = "",
+    ) -> None:
         self.name = check_name(name, "reward")
         if isinstance(components, (Component, str, bytes)) or not isinstance(components, Iterable):
             raise ComponentDefinitionError(f"reward '{name}': components must be a list of components")
@@ -263,7 +285,8 @@ class Reward:
                 label = getattr(item, "__name__", repr(item))
                 raise ComponentDefinitionError(
                     f"reward '{name}': {label} is not a component; decorate it with "
-                    f"@component(range=(lo, hi), role='outcome'|'shaping'|'penalty')")
+                    f"@component(range=(lo, hi), role='outcome'|'shaping'|'penalty')"
+                )
             comps.append(item)
         if not comps:
             raise ComponentDefinitionError(f"reward '{name}' needs at least one component")
@@ -290,8 +313,15 @@ class Reward:
         self._any_async = any(c.is_async for c in components)
         # What scoring walks for every sample, worked out once: a component of one positional input is called
         # here with it (no wrapper call in between), any other through its caller.
-        self._plan = tuple((c.name, c.fn if c.single_input else c._call,
-                            attrgetter(c.inputs[0]) if c.single_input else None, c.is_async) for c in components)
+        self._plan = tuple(
+            (
+                c.name,
+                c.fn if c.single_input else c._call,
+                attrgetter(c.inputs[0]) if c.single_input else None,
+                c.is_async,
+            )
+            for c in components
+        )
 
     # -- what the reward is ----------------------------------------------------------------------------
 
@@ -340,13 +370,13 @@ class Reward:
     def code_to_execute(self, transcript: Transcript) -> str | None:
         return self.executed_code(transcript) if self.executed_code else transcript.final_code
 
-    def _copy(self, components: tuple[Component, ...]) -> "Reward":
+    def _copy(self, components: tuple[Component, ...]) -> Reward:
         new = object.__new__(Reward)
         new.__dict__.update(self.__dict__)
         new._set_components(components)
         return new
 
-    def with_weights(self, weights: Mapping[str, float] | None) -> "Reward":
+    def with_weights(self, weights: Mapping[str, float] | None) -> Reward:
         """A copy with some weights overridden; unknown names are an error, not silently ignored."""
         if not weights:
             return self
@@ -358,20 +388,31 @@ class Reward:
         for name, value in weights.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
                 raise ValueError(f"weight for '{name}' must be a finite number, got {value!r}")
-        return self._copy(tuple(c.replace(weight=float(weights[c.name])) if c.name in weights else c
-                                for c in self.components))
+        return self._copy(
+            tuple(c.replace(weight=float(weights[c.name])) if c.name in weights else c for c in self.components)
+        )
 
-    def with_components(self, components: Iterable[Component]) -> "Reward":
+    def with_components(self, components: Iterable[Component]) -> Reward:
         """The same reward (diagnostics, explanations) over other components."""
-        return Reward(self.name, components, diagnostics=self.diagnostics, explain_error=self.explain_error,
-                      needs_execution=self.needs_execution, executed_code=self.executed_code,
-                      description=self.description)
+        return Reward(
+            self.name,
+            components,
+            diagnostics=self.diagnostics,
+            explain_error=self.explain_error,
+            needs_execution=self.needs_execution,
+            executed_code=self.executed_code,
+            description=self.description,
+        )
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Reward):
             return NotImplemented
         return (self.name, self.components, self.diagnostics, self.explain_error) == (
-            other.name, other.components, other.diagnostics, other.explain_error)
+            other.name,
+            other.components,
+            other.diagnostics,
+            other.explain_error,
+        )
 
     def __hash__(self) -> int:
         return hash((self.name, self.components))
@@ -406,8 +447,9 @@ class Reward:
                     raised = (name, exc)
         return values, raised, pending
 
-    def _finish(self, data: ScoringInput, values: dict[str, float | None],
-                raised: tuple[str, BaseException] | None) -> Score:
+    def _finish(
+        self, data: ScoringInput, values: dict[str, float | None], raised: tuple[str, BaseException] | None
+    ) -> Score:
         # ``weights`` of every Score is the reward's own dict, shared: read it, never change it.
         weights = self._weights
         metrics: dict[str, MetricValue] = {}
@@ -431,11 +473,15 @@ class Reward:
             try:
                 error = self._explain(data)
             except Exception as exc:  # noqa: BLE001
-                error = ErrorInfo(kind="component_unavailable",
-                                  message=f"could not compute: {', '.join(n for n, v in values.items() if v is None)}"
-                                          f" (explain_error raised {first_line(exc)})")
-        return error or ErrorInfo(kind="component_unavailable",
-                                  message="could not compute: " + ", ".join(n for n, v in values.items() if v is None))
+                error = ErrorInfo(
+                    kind="component_unavailable",
+                    message=f"could not compute: {', '.join(n for n, v in values.items() if v is None)}"
+                    f" (explain_error raised {first_line(exc)})",
+                )
+        return error or ErrorInfo(
+            kind="component_unavailable",
+            message="could not compute: " + ", ".join(n for n, v in values.items() if v is None),
+        )
 
     def score_input(self, data: ScoringInput) -> Score:
         if not self._any_async:
@@ -493,7 +539,7 @@ class Reward:
             scores.append(self._finish(data, values, raised))
         return scores
 
-    def score_columns(self, inputs: Sequence[ScoringInput]) -> "ColumnScores":
+    def score_columns(self, inputs: Sequence[ScoringInput]) -> ColumnScores:
         """:meth:`score_many` by column, for trainers that want one list per component (TRL's reward
         functions): the same values, aggregates and errors, without a Score object (nor diagnostics) per
         sample. A sample that is an error has ``None`` in every column."""
@@ -501,8 +547,12 @@ class Reward:
         if self._any_async:
             scores = self.score_many(inputs)
             errors = [score.error for score in scores]
-            return ColumnScores(names, [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)]
-                                        for n in names], [s.aggregate for s in scores], errors)
+            return ColumnScores(
+                names,
+                [[None if e is not None else sc.components[n] for sc, e in zip(scores, errors)] for n in names],
+                [s.aggregate for s in scores],
+                errors,
+            )
         plan = self._plan
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [column.append for column in columns]
@@ -534,7 +584,7 @@ class Reward:
                 # columns aligned with None.
                 score = self.score_input(data)
                 for column, name in zip(columns, names):
-                    del column[len(errors):]
+                    del column[len(errors) :]
                     column.append(None if score.error is not None else score.components[name])
                 aggregates.append(score.aggregate if score.error is None else None)
                 errors.append(score.error)
@@ -545,8 +595,9 @@ class Reward:
             raised_box[0] = self._take(values, name, result, raised_box[0])
 
     @staticmethod
-    def _take(values: dict[str, Any], name: str, result: Any,
-              raised: tuple[str, BaseException] | None) -> tuple[str, BaseException] | None:
+    def _take(
+        values: dict[str, Any], name: str, result: Any, raised: tuple[str, BaseException] | None
+    ) -> tuple[str, BaseException] | None:
         if isinstance(result, BaseException):
             values[name] = None
             return raised or (name, result)
@@ -560,11 +611,12 @@ class Reward:
     def score(
         self,
         messages: Sequence[Message],
-        execution: "ExecutionResult | None" = None,
+        execution: ExecutionResult | None = None,
         reference: Any = None,
         *,
         task: Any = None,
         state: Any = None,
     ) -> Score:
-        return self.score_input(ScoringInput(execution=execution, reference=reference, messages=messages,
-                                             task=task, state=state))
+        return self.score_input(
+            ScoringInput(execution=execution, reference=reference, messages=messages, task=task, state=state)
+        )

@@ -10,7 +10,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.execution.result import ExecutionResult
 
 
-def execution_correctness(execution: "ExecutionResult | None") -> float | None:
+def execution_correctness(execution: ExecutionResult | None) -> float | None:
     """Fraction of tests passing; ``None`` when the tests could not run (no result, or a harness error).
 
     A timeout is the model's failure and scores 0.0 even if the result reports tests that passed before the
@@ -25,15 +25,21 @@ def execution_correctness(execution: "ExecutionResult | None") -> float | None:
     return execution.fraction_passed
 
 
-def execution_metrics(execution: "ExecutionResult | None") -> dict[str, MetricValue]:
+def execution_metrics(execution: ExecutionResult | None) -> dict[str, MetricValue]:
     """The execution's verdict as record metrics (none when nothing ran)."""
     if execution is None:
         return {}
-    return {"tests_passed": execution.passed, "tests_total": execution.total, "exec_status": execution.status.value,
-            "exec_reason": execution.reason, "exec_mode": execution.mode, "exec_ms": round(execution.duration_ms, 3)}
+    return {
+        "tests_passed": execution.passed,
+        "tests_total": execution.total,
+        "exec_status": execution.status.value,
+        "exec_reason": execution.reason,
+        "exec_mode": execution.mode,
+        "exec_ms": round(execution.duration_ms, 3),
+    }
 
 
-def explain_execution_error(execution: "ExecutionResult | None") -> ErrorInfo | None:
+def explain_execution_error(execution: ExecutionResult | None) -> ErrorInfo | None:
     """Why a correctness component came back None: no result was supplied, or the harness failed."""
     if execution is None:
         return ErrorInfo(kind="not_executed", message="code was committed but no execution result was supplied")

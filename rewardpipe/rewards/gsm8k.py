@@ -16,8 +16,8 @@ import re
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.components import component
+from rewardpipe.models import ErrorInfo, MetricValue
 from rewardpipe.rewards.base import Reward
 
 _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"

@@ -16,10 +16,9 @@ from __future__ import annotations
 from aws_cdk import RemovalPolicy
 from aws_cdk import aws_ecr_assets as ecr_assets
 from aws_cdk import aws_ecs as ecs
-from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import (
     METRICS_NAMESPACE,
@@ -57,7 +56,8 @@ class CodeRunner(Construct):
             layer=layer,
             description="rewardpipe: run a committed program against its hidden tests (short jobs)",
             environment={
-                "EXECUTION_ROUTE": "lambda", "PYDANTIC_DISABLE_PLUGINS": "__all__",
+                "EXECUTION_ROUTE": "lambda",
+                "PYDANTIC_DISABLE_PLUGINS": "__all__",
                 # One job per invocation: the sandboxed tree may use what the handler leaves free.
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.functions.code_runner_memory_mb, 1)),
             },
@@ -107,9 +107,17 @@ class CodeRunner(Construct):
                 "REWARDPIPE_SANDBOX_MEMORY_MB": str(sandbox_memory_mb(settings.fargate.memory_mib, 1)),
             },
         )
-        self.container.add_mount_points(ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False))
-        grant_prefix(self.task_definition.task_role, bucket.bucket_arn, JOBS_PREFIX, read=True, write=True,
-                     source_vpce=network.s3_endpoint.vpc_endpoint_id)
+        self.container.add_mount_points(
+            ecs.MountPoint(container_path="/scratch", source_volume="scratch", read_only=False)
+        )
+        grant_prefix(
+            self.task_definition.task_role,
+            bucket.bucket_arn,
+            JOBS_PREFIX,
+            read=True,
+            write=True,
+            source_vpce=network.s3_endpoint.vpc_endpoint_id,
+        )
         self.security_group = network.sandbox_sg
         self.subnets = network.subnets
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from aws_cdk import Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
@@ -12,8 +12,8 @@ from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 
@@ -28,6 +28,7 @@ LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 
 def newest_python_runtime() -> str:
     """The newest Python runtime this aws-cdk-lib knows (what cdk-nag's AwsSolutions-L1 asks for)."""
+
     def version(name: str) -> tuple[int, ...]:
         return tuple(int(p) for p in name.removeprefix("python").split(".") if p.isdigit())
 
@@ -43,12 +44,20 @@ def _acknowledge_runtime(fn: _lambda.Function) -> None:
     newest = newest_python_runtime()
     if RUNTIME.name == newest:
         return
-    NagSuppressions.add_resource_suppressions(fn, [{
-        "id": "AwsSolutions-L1",
-        "reason": (f"{RUNTIME.name} rather than {newest}: the newest runtime whose interpreter the layer's byte code "
-                   f"is compiled with and the handlers are tested on here; a test fails 90 days before its "
-                   f"published create-block date."),
-    }], apply_to_children=True)
+    NagSuppressions.add_resource_suppressions(
+        fn,
+        [
+            {
+                "id": "AwsSolutions-L1",
+                "reason": (
+                    f"{RUNTIME.name} rather than {newest}: the newest runtime whose interpreter the layer's byte code "
+                    f"is compiled with and the handlers are tested on here; a test fails 90 days before its "
+                    f"published create-block date."
+                ),
+            }
+        ],
+        apply_to_children=True,
+    )
 
 
 class RewardPipeLayer(_lambda.LayerVersion):
@@ -58,7 +67,8 @@ class RewardPipeLayer(_lambda.LayerVersion):
     def __init__(self, scope: Construct, construct_id: str, *, architecture: str) -> None:
         asset_path = Path(stage_layer(architecture))
         super().__init__(
-            scope, construct_id,
+            scope,
+            construct_id,
             code=_lambda.Code.from_asset(str(asset_path)),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURES[architecture]],
@@ -142,8 +152,9 @@ def register_function(fn: _lambda.Function, code_dir: str, layers: list, environ
     (kept current through ``add_environment``), for stacks.limits.check_function_limits."""
     from stacks.limits import FunctionAssets, registry
 
-    assets = FunctionAssets(fn, Path(code_dir), [(type(lay).__name__, Path(lay.asset_path)) for lay in layers],
-                            dict(environment))
+    assets = FunctionAssets(
+        fn, Path(code_dir), [(type(lay).__name__, Path(lay.asset_path)) for lay in layers], dict(environment)
+    )
     add = fn.add_environment
 
     def add_environment(key: str, value: str, *args, **kwargs):  # noqa: ANN002, ANN003 - CDK's signature
@@ -199,8 +210,9 @@ def grant_prefix(
     if write:
         actions.append("s3:PutObject")
     role.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)],
-                            conditions=_source_conditions(source_vpce))
+        iam.PolicyStatement(
+            actions=actions, resources=[s3_prefix_arn(bucket_arn, prefix)], conditions=_source_conditions(source_vpce)
+        )
     )
     if read:
         grant_list(role, bucket_arn, prefix, source_vpce=source_vpce)
@@ -219,7 +231,9 @@ def grant_list(role: iam.IGrantable, bucket_arn: str, prefix: str, *, source_vpc
 TASK_RESPONSE_ACTIONS = ("states:SendTaskSuccess", "states:SendTaskFailure", "states:SendTaskHeartbeat")
 
 
-def task_response_statement(actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens") -> iam.PolicyStatement:
+def task_response_statement(
+    actions: tuple[str, ...] = TASK_RESPONSE_ACTIONS, sid: str = "CompleteTaskTokens"
+) -> iam.PolicyStatement:
     """Permission to complete (or heartbeat) task tokens, on ``"*"``.
 
     The Service Authorization Reference lists no resource type for states:SendTaskSuccess,

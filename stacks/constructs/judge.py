@@ -30,13 +30,19 @@ JUDGE_ACTIONS = ("bedrock:InvokeModel",)
 
 def foundation_model_arn(scope: Construct, model_id: str) -> str:
     """``arn:<partition>:bedrock:<region>::foundation-model/<model id>`` (foundation models have no account)."""
-    return Stack.of(scope).format_arn(service="bedrock", account="", resource="foundation-model",
-                                      resource_name=model_id, arn_format=ArnFormat.SLASH_RESOURCE_NAME)
+    return Stack.of(scope).format_arn(
+        service="bedrock",
+        account="",
+        resource="foundation-model",
+        resource_name=model_id,
+        arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+    )
 
 
 class JudgeAccess(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, judge: JudgeSettings, functions: list[Any],
-                 network: Any = None) -> None:
+    def __init__(
+        self, scope: Construct, construct_id: str, *, judge: JudgeSettings, functions: list[Any], network: Any = None
+    ) -> None:
         super().__init__(scope, construct_id)
         self.functions = list(functions)
         if judge.kind == "bedrock":
@@ -45,8 +51,9 @@ class JudgeAccess(Construct):
                 network.allow_bedrock_model(arn)
             for fn in self.functions:
                 fn.add_environment("JUDGE_BEDROCK_MODEL_ID", judge.bedrock_model_id)
-                fn.add_to_role_policy(iam.PolicyStatement(sid="JudgeInvokesItsModel", actions=list(JUDGE_ACTIONS),
-                                                          resources=[arn]))
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(sid="JudgeInvokesItsModel", actions=list(JUDGE_ACTIONS), resources=[arn])
+                )
         elif judge.kind == "openai":
             for fn in self.functions:
                 fn.add_environment("JUDGE_BASE_URL", judge.base_url)

@@ -26,6 +26,7 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subs
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
+
 from constructs import Construct
 
 # The alarms watch the metric names the monitor Lambda emits: one definition, in the code that emits them.
@@ -43,7 +44,12 @@ from rewardpipe.aws.settings import alarm_policy_env
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (
-    METRICS_NAMESPACE, RewardPipeLayer, SERVICE_NAME, grant_prefix, python_function, stack_name,
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+    RewardPipeLayer,
+    grant_prefix,
+    python_function,
+    stack_name,
 )
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import RUNS_PREFIX, Storage
@@ -62,7 +68,9 @@ def alarm_name_prefix(scope: Construct) -> str:
 def alarm_source_conditions(scope: Construct) -> dict:
     return {
         "StringEquals": {"aws:SourceAccount": Aws.ACCOUNT_ID},
-        "ArnLike": {"aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name_prefix(scope)}*"},
+        "ArnLike": {
+            "aws:SourceArn": f"arn:{Aws.PARTITION}:cloudwatch:{Aws.REGION}:{Aws.ACCOUNT_ID}:alarm:{alarm_name_prefix(scope)}*"
+        },
     }
 
 
@@ -72,14 +80,30 @@ def alarm_source_conditions(scope: Construct) -> dict:
 FAILURE_PERIOD = Duration.minutes(5)
 
 
-def notifying_alarm(scope: Construct, construct_id: str, name: str, *, description: str, metric: cw.IMetric,
-                    threshold: float, comparison: cw.ComparisonOperator, action: cw.IAlarmAction | None,
-                    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING, ok_action: bool = True) -> cw.Alarm:
+def notifying_alarm(
+    scope: Construct,
+    construct_id: str,
+    name: str,
+    *,
+    description: str,
+    metric: cw.IMetric,
+    threshold: float,
+    comparison: cw.ComparisonOperator,
+    action: cw.IAlarmAction | None,
+    missing: cw.TreatMissingData = cw.TreatMissingData.NOT_BREACHING,
+    ok_action: bool = True,
+) -> cw.Alarm:
     """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying ``action``."""
     alarm = cw.Alarm(
-        scope, construct_id, alarm_name=f"{alarm_name_prefix(scope)}{name}", alarm_description=description,
-        metric=metric, threshold=threshold, comparison_operator=comparison,
-        evaluation_periods=1, treat_missing_data=missing,
+        scope,
+        construct_id,
+        alarm_name=f"{alarm_name_prefix(scope)}{name}",
+        alarm_description=description,
+        metric=metric,
+        threshold=threshold,
+        comparison_operator=comparison,
+        evaluation_periods=1,
+        treat_missing_data=missing,
     )
     if action is not None:
         alarm.add_alarm_action(action)
@@ -88,19 +112,32 @@ def notifying_alarm(scope: Construct, construct_id: str, name: str, *, descripti
     return alarm
 
 
-def function_failure_alarms(scope: Construct, fn: Any, name: str, what: str,
-                            action: cw.IAlarmAction | None) -> list[cw.Alarm]:
+def function_failure_alarms(
+    scope: Construct, fn: Any, name: str, what: str, action: cw.IAlarmAction | None
+) -> list[cw.Alarm]:
     """``<name>-errors`` and ``<name>-throttles``: any in five minutes (missing data: the function was idle)."""
     cid = "".join(part.capitalize() for part in name.split("-"))
     return [
-        notifying_alarm(scope, f"{cid}ErrorsAlarm", f"{name}-errors", action=action,
-                        description=f"The {what} Lambda failed (an unhandled error).",
-                        metric=fn.metric_errors(period=FAILURE_PERIOD, statistic="Sum"),
-                        threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD),
-        notifying_alarm(scope, f"{cid}ThrottlesAlarm", f"{name}-throttles", action=action,
-                        description=f"The {what} Lambda was throttled (concurrency exhausted).",
-                        metric=fn.metric_throttles(period=FAILURE_PERIOD, statistic="Sum"),
-                        threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD),
+        notifying_alarm(
+            scope,
+            f"{cid}ErrorsAlarm",
+            f"{name}-errors",
+            action=action,
+            description=f"The {what} Lambda failed (an unhandled error).",
+            metric=fn.metric_errors(period=FAILURE_PERIOD, statistic="Sum"),
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        ),
+        notifying_alarm(
+            scope,
+            f"{cid}ThrottlesAlarm",
+            f"{name}-throttles",
+            action=action,
+            description=f"The {what} Lambda was throttled (concurrency exhausted).",
+            metric=fn.metric_throttles(period=FAILURE_PERIOD, statistic="Sum"),
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        ),
     ]
 
 
@@ -108,16 +145,24 @@ def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action
     """``<name>``: the dead-letter queue holds a message. SQS reports a queue's metrics only while it is active
     (a queue holding messages is), so missing data is an empty queue, not a failure."""
     cid = "".join(part.capitalize() for part in name.split("-"))
-    return notifying_alarm(scope, f"{cid}Alarm", name, action=action,
-                           description=f"A message was dead-lettered: {what}.",
-                           metric=queue.metric_approximate_number_of_messages_visible(period=FAILURE_PERIOD,
-                                                                                      statistic="Maximum"),
-                           threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD)
+    return notifying_alarm(
+        scope,
+        f"{cid}Alarm",
+        name,
+        action=action,
+        description=f"A message was dead-lettered: {what}.",
+        metric=queue.metric_approximate_number_of_messages_visible(period=FAILURE_PERIOD, statistic="Maximum"),
+        threshold=0,
+        comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+    )
 
 
 def _metric(name: str, period: Duration, statistic: str = "Maximum", **dims: str) -> cw.Metric:
     return cw.Metric(
-        namespace=METRICS_NAMESPACE, metric_name=name, statistic=statistic, period=period,
+        namespace=METRICS_NAMESPACE,
+        metric_name=name,
+        statistic=statistic,
+        period=period,
         dimensions_map={"service": SERVICE_NAME, **dims},
     )
 
@@ -146,26 +191,33 @@ class Monitoring(Construct):
         # right to publish must be granted there too; both grants are limited to this stack's alarms
         # (aws:SourceArn) in this account (aws:SourceAccount) against the confused-deputy problem.
         key = kms.Key(self, "TopicKey", enable_key_rotation=True, description="rewardpipe alarm topic")
-        key.add_to_resource_policy(iam.PolicyStatement(
-            sid="CloudWatchAlarmsUseTheKey",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-            resources=["*"],
-            conditions=alarm_source_conditions(self),
-        ))
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsUseTheKey",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+                conditions=alarm_source_conditions(self),
+            )
+        )
         self.topic = sns.Topic(self, "Alarms", master_key=key, enforce_ssl=True, display_name="rewardpipe alarms")
-        self.topic.add_to_resource_policy(iam.PolicyStatement(
-            sid="CloudWatchAlarmsPublish",
-            principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-            actions=["sns:Publish"],
-            resources=[self.topic.topic_arn],
-            conditions=alarm_source_conditions(self),
-        ))
+        self.topic.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsPublish",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["sns:Publish"],
+                resources=[self.topic.topic_arn],
+                conditions=alarm_source_conditions(self),
+            )
+        )
         if alarms_cfg.email:
             self.topic.add_subscription(subs.EmailSubscription(alarms_cfg.email))
 
         self.function = python_function(
-            self, "VarianceCheck", name="variance_monitor", layer=layer,
+            self,
+            "VarianceCheck",
+            name="variance_monitor",
+            layer=layer,
             description="rewardpipe: within-group variance check per reward component",
             environment={
                 "BUCKET": storage.bucket.bucket_name,
@@ -195,22 +247,38 @@ class Monitoring(Construct):
         # Failed deliveries of the check (schedule target after its retries, asynchronous invokes by the
         # trainer after Lambda's retries) land here instead of vanishing; the queue depth is alarmed.
         self.dead_letters = sqs.Queue(
-            self, "CheckDeadLetters", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            self,
+            "CheckDeadLetters",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
             retention_period=Duration.days(14),
         )
-        NagSuppressions.add_resource_suppressions(self.dead_letters, [{
-            "id": "AwsSolutions-SQS3",
-            "reason": "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes.",
-        }])
+        NagSuppressions.add_resource_suppressions(
+            self.dead_letters,
+            [
+                {
+                    "id": "AwsSolutions-SQS3",
+                    "reason": "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes.",
+                }
+            ],
+        )
         self.schedule = events.Rule(
-            self, "Schedule", schedule=events.Schedule.rate(Duration.minutes(settings.monitor_schedule_minutes)),
+            self,
+            "Schedule",
+            schedule=events.Schedule.rate(Duration.minutes(settings.monitor_schedule_minutes)),
             description="rewardpipe: check every unchecked complete step of every run",
         )
-        self.schedule.add_target(targets.LambdaFunction(
-            self.function, retry_attempts=2, max_event_age=Duration.hours(1), dead_letter_queue=self.dead_letters,
-        ))
+        self.schedule.add_target(
+            targets.LambdaFunction(
+                self.function,
+                retry_attempts=2,
+                max_event_age=Duration.hours(1),
+                dead_letter_queue=self.dead_letters,
+            )
+        )
         self.function.configure_async_invoke(
-            on_failure=destinations.SqsDestination(self.dead_letters), retry_attempts=2,
+            on_failure=destinations.SqsDestination(self.dead_letters),
+            retry_attempts=2,
             max_event_age=Duration.hours(6),
         )
 
@@ -222,7 +290,8 @@ class Monitoring(Construct):
             # steps) once per newly checked step, so one datapoint is enough and a pause in training
             # (no datapoints) leaves the alarm where it is instead of "recovering" it.
             self.component_alarms[component] = self._alarm(
-                f"DeadComponent-{component}", f"dead-component-{component}",
+                f"DeadComponent-{component}",
+                f"dead-component-{component}",
                 description=(
                     f"Reward component '{component}' had zero within-group variance in at least "
                     f"{alarms_cfg.zero_variance_fraction:.0%} of groups for {alarms_cfg.dead_steps} consecutive "
@@ -238,19 +307,22 @@ class Monitoring(Construct):
         # Counted in checked steps like the dead-component alarms: ErrorStreak is the number of consecutive
         # checked steps whose error rate was at least alarms.error_rate, emitted once per newly checked step.
         self.error_alarm = self._alarm(
-            "ErrorRateAlarm", "error-rate",
+            "ErrorRateAlarm",
+            "error-rate",
             description=(
                 f"At least {alarms_cfg.error_rate:.0%} of a step's rollouts ended in an error record for "
                 f"{alarms_cfg.error_steps} consecutive checked steps of one active run. ErrorStreak with the run "
                 f"dimension names the run."
             ),
-            metric=_metric(ERROR_STREAK, Duration.minutes(1)), threshold=alarms_cfg.error_steps,
+            metric=_metric(ERROR_STREAK, Duration.minutes(1)),
+            threshold=alarms_cfg.error_steps,
             comparison=cw.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
             missing=cw.TreatMissingData.IGNORE,
         )
 
         self.failed_executions_alarm = self._alarm(
-            "FailedExecutionsAlarm", "rollouts-without-record",
+            "FailedExecutionsAlarm",
+            "rollouts-without-record",
             description="A rollout execution failed or timed out without writing even an error record.",
             metric=cw.MathExpression(
                 expression="failed + timedOut",
@@ -261,46 +333,66 @@ class Monitoring(Construct):
                 label="rollouts that ended without a record",
                 period=Duration.minutes(5),
             ),
-            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD, ok_action=False,
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            ok_action=False,
         )
 
         # The check itself must not fail silently: its errors, its throttles, undeliverable invocations,
         # and a missing heartbeat while rollouts are running.
         self.check_errors_alarm = self._alarm(
-            "CheckErrorsAlarm", "variance-check-errors",
+            "CheckErrorsAlarm",
+            "variance-check-errors",
             description="The variance check failed (a run's state or records could not be checked).",
             metric=self.function.metric_errors(period=Duration.minutes(5), statistic="Sum"),
-            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
         self.check_throttles_alarm = self._alarm(
-            "CheckThrottlesAlarm", "variance-check-throttles",
+            "CheckThrottlesAlarm",
+            "variance-check-throttles",
             description="The variance check was throttled (account concurrency exhausted).",
             metric=self.function.metric_throttles(period=Duration.minutes(5), statistic="Sum"),
-            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
         self.dead_letter_alarm = self._alarm(
-            "CheckDeadLettersAlarm", "variance-check-undelivered",
+            "CheckDeadLettersAlarm",
+            "variance-check-undelivered",
             description="A variance check invocation was given up after its retries (see the dead-letter queue).",
             metric=self.dead_letters.metric_approximate_number_of_messages_visible(
-                period=Duration.minutes(5), statistic="Maximum"),
-            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                period=Duration.minutes(5), statistic="Maximum"
+            ),
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
         # Every function a rollout or a Nova reward depends on, and the trainers' dead-lettered turn requests.
         self.failure_alarms: list[cw.Alarm] = []
-        watched = [(workflow.start_fn, "start-episode", "StartEpisode"), (workflow.converse_fn, "converse", "Converse"),
-                   (workflow.score_fn, "score", "Score"), (workflow.error_fn, "record-error", "RecordError"),
-                   (runner.function, "code-runner", "code-runner")]
+        watched = [
+            (workflow.start_fn, "start-episode", "StartEpisode"),
+            (workflow.converse_fn, "converse", "Converse"),
+            (workflow.score_fn, "score", "Score"),
+            (workflow.error_fn, "record-error", "RecordError"),
+            (runner.function, "code-runner", "code-runner"),
+        ]
         if single_turn is not None:
             watched.append((single_turn, "reward-lambda", "Nova single-turn reward"))
         for fn, name, what in watched:
             self.failure_alarms += function_failure_alarms(self, fn, name, what, action)
-        self.failure_alarms.append(dead_letter_alarm(
-            self, workflow.turn_requests_dlq, "turn-requests-dead-letters",
-            "a trainer turn request was received 5 times without being answered", action))
+        self.failure_alarms.append(
+            dead_letter_alarm(
+                self,
+                workflow.turn_requests_dlq,
+                "turn-requests-dead-letters",
+                "a trainer turn request was received 5 times without being answered",
+                action,
+            )
+        )
         self.alarms += self.failure_alarms
         heartbeat = Duration.minutes(heartbeat_minutes(settings))
         self.heartbeat_alarm = self._alarm(
-            "CheckHeartbeatAlarm", "variance-check-silent",
+            "CheckHeartbeatAlarm",
+            "variance-check-silent",
             description=(
                 f"Rollouts ran in the last {heartbeat.to_minutes()} minutes but the variance check did not "
                 f"complete once (schedule disabled, function broken or never invoked)."
@@ -314,18 +406,21 @@ class Monitoring(Construct):
                 label="rollouts running while no check completed",
                 period=heartbeat,
             ),
-            threshold=0, comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            threshold=0,
+            comparison=cw.ComparisonOperator.GREATER_THAN_THRESHOLD,
         )
 
         # Dashboards are global to the account: the region keeps two regions' stacks of one name apart.
         self.dashboard = cw.Dashboard(self, "Dashboard", dashboard_name=f"{stack_name(self)}-{Aws.REGION}-rewards")
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Within-group std by component", width=12,
+                title="Within-group std by component",
+                width=12,
                 left=[_metric(WITHIN_GROUP_STD, period, "Average", component=c) for c in components],
             ),
             cw.GraphWidget(
-                title="Zero-variance group fraction by component", width=12,
+                title="Zero-variance group fraction by component",
+                width=12,
                 left=[_metric(ZERO_VARIANCE, period, component=c) for c in components],
                 left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.zero_variance_fraction, label="dead")],
                 left_y_axis=cw.YAxisProps(min=0, max=1),
@@ -333,16 +428,19 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Component mean", width=8,
+                title="Component mean",
+                width=8,
                 left=[_metric(COMPONENT_MEAN, period, "Average", component=c) for c in components],
             ),
             cw.GraphWidget(
-                title="Error rate (error records / rollouts)", width=8,
+                title="Error rate (error records / rollouts)",
+                width=8,
                 left=[_metric(ERROR_RATE, period)],
                 left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_rate, label="alarm")],
             ),
             cw.GraphWidget(
-                title="Execution latency (ms)", width=8,
+                title="Execution latency (ms)",
+                width=8,
                 left=[
                     _metric(EXECUTION_MS, Duration.minutes(5), "p50", route="lambda"),
                     _metric(EXECUTION_MS, Duration.minutes(5), "p99", route="lambda"),
@@ -354,19 +452,22 @@ class Monitoring(Construct):
         )
         self.dashboard.add_widgets(
             cw.GraphWidget(
-                title="Dead streak (consecutive dead checked steps) by component", width=16,
+                title="Dead streak (consecutive dead checked steps) by component",
+                width=16,
                 left=[_metric(DEAD_STREAK, period, component=c) for c in components],
                 left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.dead_steps, label="alarm")],
             ),
             cw.GraphWidget(
-                title="Error streak (consecutive checked steps with too many errors)", width=8,
+                title="Error streak (consecutive checked steps with too many errors)",
+                width=8,
                 left=[_metric(ERROR_STREAK, period)],
                 left_annotations=[cw.HorizontalAnnotation(value=alarms_cfg.error_steps, label="alarm")],
             ),
         )
         self.dashboard.add_widgets(
             cw.AlarmStatusWidget(
-                title="Alarms", width=24,
+                title="Alarms",
+                width=24,
                 alarms=self.alarms,
             )
         )
@@ -384,7 +485,17 @@ class Monitoring(Construct):
         ok_action: bool = True,
     ) -> cw.Alarm:
         """An alarm named ``<stack>-<name>`` (the prefix the topic's CloudWatch grant allows) notifying the topic."""
-        alarm = notifying_alarm(self, construct_id, name, description=description, metric=metric, threshold=threshold,
-                                comparison=comparison, action=self._action, missing=missing, ok_action=ok_action)
+        alarm = notifying_alarm(
+            self,
+            construct_id,
+            name,
+            description=description,
+            metric=metric,
+            threshold=threshold,
+            comparison=comparison,
+            action=self._action,
+            missing=missing,
+            ok_action=ok_action,
+        )
         self.alarms.append(alarm)
         return alarm

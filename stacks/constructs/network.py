@@ -27,14 +27,18 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_route53resolver as resolver
 from aws_cdk import custom_resources as cr
-from constructs import Construct
 
+from constructs import Construct
 from stacks.partitions import dns_mapping
 
-
 # CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
-NO_TRAFFIC_RULE = {"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic", "IpProtocol": "icmp",
-                   "FromPort": 252, "ToPort": 86}
+NO_TRAFFIC_RULE = {
+    "CidrIp": "255.255.255.255/32",
+    "Description": "Disallow all traffic",
+    "IpProtocol": "icmp",
+    "FromPort": 252,
+    "ToPort": 86,
+}
 
 
 class Network(Construct):
@@ -65,11 +69,17 @@ class Network(Construct):
         # nothing inbound; outbound HTTPS to the interface endpoints' group and to S3's managed prefix list
         # (the gateway endpoint's destinations), and nowhere else, not even 0.0.0.0/0 with no route.
         self.sandbox_sg = ec2.SecurityGroup(
-            self, "SandboxSg", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "SandboxSg",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="rewardpipe sandbox: no inbound, HTTPS out to VPC endpoints only",
         )
         endpoint_sg = ec2.SecurityGroup(
-            self, "EndpointSg", vpc=self.vpc, allow_all_outbound=False,
+            self,
+            "EndpointSg",
+            vpc=self.vpc,
+            allow_all_outbound=False,
             description="rewardpipe interface endpoints: HTTPS from the sandbox only",
         )
         endpoint_sg.add_ingress_rule(self.sandbox_sg, ec2.Port.tcp(443), "HTTPS from sandbox workloads")
@@ -78,17 +88,23 @@ class Network(Construct):
         self.s3_endpoint = self.vpc.add_gateway_endpoint(
             "S3", service=ec2.GatewayVpcEndpointAwsService.S3, subnets=[self.subnets]
         )
-        self.sandbox_sg.add_egress_rule(ec2.Peer.prefix_list(self._s3_prefix_list_id()), ec2.Port.tcp(443),
-                                        "HTTPS to S3 through the gateway endpoint")
+        self.sandbox_sg.add_egress_rule(
+            ec2.Peer.prefix_list(self._s3_prefix_list_id()),
+            ec2.Port.tcp(443),
+            "HTTPS to S3 through the gateway endpoint",
+        )
         # Both rules are separate SecurityGroupEgress resources. A group declared without any inline egress
         # rule gets EC2's default allow-all egress, which separate rules do not remove, so keep CDK's
         # match-nothing placeholder inline: the group then allows exactly the two rules above.
         self.sandbox_sg.node.default_child.add_property_override("SecurityGroupEgress", [NO_TRAFFIC_RULE])
         # Fargate pulls image layers from ECR's S3 bucket through this endpoint.
-        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()], actions=["s3:GetObject"],
-            resources=[f"arn:{Aws.PARTITION}:s3:::prod-{Aws.REGION}-starport-layer-bucket/*"],
-        ))
+        self.s3_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject"],
+                resources=[f"arn:{Aws.PARTITION}:s3:::prod-{Aws.REGION}-starport-layer-bucket/*"],
+            )
+        )
         self.partition_dns = CfnMapping(self, "PartitionDns", mapping=dns_mapping())
         self.interface_endpoints: list[ec2.InterfaceVpcEndpoint] = []
         for name, service in (
@@ -98,13 +114,21 @@ class Network(Construct):
             ("Logs", ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS),
         ):
             endpoint = self.vpc.add_interface_endpoint(
-                name, service=service, subnets=self.subnets, security_groups=[endpoint_sg], private_dns_enabled=True,
+                name,
+                service=service,
+                subnets=self.subnets,
+                security_groups=[endpoint_sg],
+                private_dns_enabled=True,
                 open=False,
             )
-            endpoint.add_to_policy(iam.PolicyStatement(
-                principals=[iam.AnyPrincipal()], actions=["*"], resources=["*"],
-                conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
-            ))
+            endpoint.add_to_policy(
+                iam.PolicyStatement(
+                    principals=[iam.AnyPrincipal()],
+                    actions=["*"],
+                    resources=["*"],
+                    conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
+                )
+            )
             self.interface_endpoints.append(endpoint)
         self._endpoint_sg = endpoint_sg
         self.bedrock_endpoint: ec2.InterfaceVpcEndpoint | None = None
@@ -116,14 +140,22 @@ class Network(Construct):
         interface endpoint is billed per hour and AZ. Model code in the sandbox reaches it without credentials."""
         if self.bedrock_endpoint is None:
             self.bedrock_endpoint = self.vpc.add_interface_endpoint(
-                "BedrockRuntime", service=ec2.InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME, subnets=self.subnets,
-                security_groups=[self._endpoint_sg], private_dns_enabled=True, open=False,
+                "BedrockRuntime",
+                service=ec2.InterfaceVpcEndpointAwsService.BEDROCK_RUNTIME,
+                subnets=self.subnets,
+                security_groups=[self._endpoint_sg],
+                private_dns_enabled=True,
+                open=False,
             )
             self.interface_endpoints.append(self.bedrock_endpoint)
-        self.bedrock_endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()], actions=["bedrock:InvokeModel"], resources=[model_arn],
-            conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
-        ))
+        self.bedrock_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["bedrock:InvokeModel"],
+                resources=[model_arn],
+                conditions={"StringEquals": {"aws:PrincipalAccount": Aws.ACCOUNT_ID}},
+            )
+        )
         return self.bedrock_endpoint
 
     def _partition_service(self, prefix_key: str, service: str) -> ec2.InterfaceVpcEndpointService:
@@ -139,9 +171,11 @@ class Network(Construct):
         CloudFormation has no way to name it and a context lookup would tie the stack to one account and
         region, so a deploy-time SDK call reads it (DescribeManagedPrefixLists, read-only)."""
         lookup = cr.AwsCustomResource(
-            self, "S3PrefixList",
+            self,
+            "S3PrefixList",
             on_update=cr.AwsSdkCall(
-                service="EC2", action="describeManagedPrefixLists",
+                service="EC2",
+                action="describeManagedPrefixLists",
                 parameters={"Filters": [{"Name": "prefix-list-name", "Values": [f"com.amazonaws.{Aws.REGION}.s3"]}]},
                 physical_resource_id=cr.PhysicalResourceId.of(f"s3-prefix-list-{Aws.REGION}"),
                 output_paths=["PrefixLists.0.PrefixListId"],
@@ -154,30 +188,49 @@ class Network(Construct):
     def allow_bucket_prefix(self, bucket_arn: str, prefix: str) -> None:
         """Let the S3 endpoint serve one prefix of one bucket (read, write, and listing that prefix so a
         missing key reads as 404)."""
-        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()], actions=["s3:GetObject", "s3:PutObject"],
-            resources=[f"{bucket_arn}/{prefix}*"],
-        ))
-        self.s3_endpoint.add_to_policy(iam.PolicyStatement(
-            principals=[iam.AnyPrincipal()], actions=["s3:ListBucket"], resources=[bucket_arn],
-            conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
-        ))
+        self.s3_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:GetObject", "s3:PutObject"],
+                resources=[f"{bucket_arn}/{prefix}*"],
+            )
+        )
+        self.s3_endpoint.add_to_policy(
+            iam.PolicyStatement(
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:ListBucket"],
+                resources=[bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{prefix}*"]}},
+            )
+        )
 
     def _dns_firewall(self) -> None:
         # Named per stack and region, so two deployments in one account are told apart; the suffixes are short
         # because the names must fit in 64 characters with the longest region name (stacks/names.py).
         prefix = f"{Stack.of(self).stack_name}-{Aws.REGION}"
         suffix = self.partition_dns.find_in_map(Aws.PARTITION, "DnsSuffix")
-        allowed = resolver.CfnFirewallDomainList(self, "AwsDomains", name=f"{prefix}-aws",
-                                                  domains=[suffix, Fn.join("", ["*.", suffix])])
+        allowed = resolver.CfnFirewallDomainList(
+            self, "AwsDomains", name=f"{prefix}-aws", domains=[suffix, Fn.join("", ["*.", suffix])]
+        )
         everything = resolver.CfnFirewallDomainList(self, "AllDomains", name=f"{prefix}-any", domains=["*"])
-        group = resolver.CfnFirewallRuleGroup(self, "DnsFirewall", name=f"{prefix}-dns", firewall_rules=[
-            resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
-                firewall_domain_list_id=allowed.attr_id, priority=100, action="ALLOW"),
-            resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
-                firewall_domain_list_id=everything.attr_id, priority=200, action="BLOCK", block_response="NXDOMAIN"),
-        ])
+        group = resolver.CfnFirewallRuleGroup(
+            self,
+            "DnsFirewall",
+            name=f"{prefix}-dns",
+            firewall_rules=[
+                resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
+                    firewall_domain_list_id=allowed.attr_id, priority=100, action="ALLOW"
+                ),
+                resolver.CfnFirewallRuleGroup.FirewallRuleProperty(
+                    firewall_domain_list_id=everything.attr_id, priority=200, action="BLOCK", block_response="NXDOMAIN"
+                ),
+            ],
+        )
         resolver.CfnFirewallRuleGroupAssociation(
-            self, "DnsFirewallAssociation", firewall_rule_group_id=group.attr_id, vpc_id=self.vpc.vpc_id,
-            priority=101, name=f"{prefix}-dns",
+            self,
+            "DnsFirewallAssociation",
+            firewall_rule_group_id=group.attr_id,
+            vpc_id=self.vpc.vpc_id,
+            priority=101,
+            name=f"{prefix}-dns",
         )

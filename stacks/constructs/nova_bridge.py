@@ -27,18 +27,22 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
 from aws_cdk import aws_lambda_event_sources as sources
-from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
-from constructs import Construct
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from constructs import Construct
 from rewardpipe.aws.metrics import NOVA_OLDEST_UNANSWERED
 from rewardpipe.integrations.nova.bridge import TURN_CHANNEL
 from rewardpipe.store import encode_id, run_prefix
 from stacks.config import DeploymentSettings
 from stacks.constructs.common import (
-    METRICS_NAMESPACE, SERVICE_NAME, RewardPipeLayer, grant_prefix, python_function, task_response_statement,
+    METRICS_NAMESPACE,
+    SERVICE_NAME,
+    RewardPipeLayer,
+    grant_prefix,
+    python_function,
+    task_response_statement,
 )
 from stacks.constructs.monitoring import dead_letter_alarm, function_failure_alarms, notifying_alarm
 from stacks.constructs.rollout_workflow import RolloutWorkflow
@@ -69,11 +73,12 @@ class NovaBridgeSettings(BaseModel):
     run_id: str = Field(default="nova", pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]{0,30}$")
     bookkeeping_days: int = Field(default=3, ge=1, le=365)
     # Job roles (besides the stack's TrainingJobRole) the rollout proxy's resource policy lets invoke it.
-    invoker_role_arns: list[str] = Field(default_factory=list,
-                                         description="IAM role ARNs of training jobs that may invoke the rollout proxy")
+    invoker_role_arns: list[str] = Field(
+        default_factory=list, description="IAM role ARNs of training jobs that may invoke the rollout proxy"
+    )
 
     @model_validator(mode="after")
-    def _role_arns(self) -> "NovaBridgeSettings":
+    def _role_arns(self) -> NovaBridgeSettings:
         import re
 
         for arn in self.invoker_role_arns:
@@ -93,7 +98,7 @@ class NovaBridgeSettings(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _alarm_before_budget(self) -> "NovaBridgeSettings":
+    def _alarm_before_budget(self) -> NovaBridgeSettings:
         if self.alarm_fraction >= self.budget_fraction:
             raise ValueError("alarm_fraction must be below budget_fraction (warn before rollouts are cut off)")
         return self
@@ -103,9 +108,15 @@ class NovaBridgeSettings(BaseModel):
         return self.rollout_timeout_s * self.budget_fraction
 
     def bridge_config(self) -> dict[str, Any]:
-        return {"run_id": self.run_id, "task_field": self.task_field, "inline_task_field": self.inline_task_field,
-                "group_pattern": self.group_pattern, "range_mapping": self.range_mapping,
-                "error_reward": self.error_reward, "rollout_budget_s": self.budget_s}
+        return {
+            "run_id": self.run_id,
+            "task_field": self.task_field,
+            "inline_task_field": self.inline_task_field,
+            "group_pattern": self.group_pattern,
+            "range_mapping": self.range_mapping,
+            "error_reward": self.error_reward,
+            "rollout_budget_s": self.budget_s,
+        }
 
 
 def load_nova_settings(raw: Any) -> NovaBridgeSettings:
@@ -116,14 +127,26 @@ def load_nova_settings(raw: Any) -> NovaBridgeSettings:
 
 
 class NovaBridge(Construct):
-    def __init__(self, scope: Construct, construct_id: str, *, settings: DeploymentSettings,
-                 nova: NovaBridgeSettings, storage: Storage, workflow: RolloutWorkflow,
-                 layer: RewardPipeLayer, alarm_topic: Any = None, user_layer: Any = None) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        settings: DeploymentSettings,
+        nova: NovaBridgeSettings,
+        storage: Storage,
+        workflow: RolloutWorkflow,
+        layer: RewardPipeLayer,
+        alarm_topic: Any = None,
+        user_layer: Any = None,
+    ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self).stack_name
         bucket = storage.bucket
         # Bookkeeping objects are tiny and only needed while a rollout is in flight.
-        bucket.add_lifecycle_rule(id="NovaBookkeeping", prefix=NOVA_PREFIX, expiration=Duration.days(nova.bookkeeping_days))
+        bucket.add_lifecycle_rule(
+            id="NovaBookkeeping", prefix=NOVA_PREFIX, expiration=Duration.days(nova.bookkeeping_days)
+        )
         fns = settings.functions
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
 
@@ -131,20 +154,35 @@ class NovaBridge(Construct):
             # Queue names must contain "SageMaker" for the training job's service role to reach them. High-throughput
             # FIFO (deduplication and throughput per message group): every sample is its own group, so a training
             # job's thousands of concurrent rollouts are not held to a queue-wide 300 messages per second.
-            throughput = {"deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
-                          "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID}
-            dlq = sqs.Queue(self, f"{name}Dlq", queue_name=f"{stack}-SageMaker-{name}-dlq.fifo", fifo=True,
-                            encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                            retention_period=Duration.days(14), **throughput)
+            throughput = {
+                "deduplication_scope": sqs.DeduplicationScope.MESSAGE_GROUP,
+                "fifo_throughput_limit": sqs.FifoThroughputLimit.PER_MESSAGE_GROUP_ID,
+            }
+            dlq = sqs.Queue(
+                self,
+                f"{name}Dlq",
+                queue_name=f"{stack}-SageMaker-{name}-dlq.fifo",
+                fifo=True,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                retention_period=Duration.days(14),
+                **throughput,
+            )
             self.dead_letter_queues[name] = dlq
             return sqs.Queue(
-                self, name, queue_name=f"{stack}-SageMaker-{name}.fifo", fifo=True,
+                self,
+                name,
+                queue_name=f"{stack}-SageMaker-{name}.fifo",
+                fifo=True,
                 # A queue Nova (or a user) may send to without a deduplication id needs content-based deduplication
                 # (SQS refuses such a send otherwise); an explicit id, which the bridge always sends, wins over it.
-                content_based_deduplication=content_dedup, encryption=sqs.QueueEncryption.SQS_MANAGED,
-                enforce_ssl=True, visibility_timeout=Duration.seconds(visibility_s),
+                content_based_deduplication=content_dedup,
+                encryption=sqs.QueueEncryption.SQS_MANAGED,
+                enforce_ssl=True,
+                visibility_timeout=Duration.seconds(visibility_s),
                 retention_period=Duration.hours(4),
-                dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5), **throughput,
+                dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
+                **throughput,
             )
 
         # A queue a function consumes through an event-source mapping keeps a message hidden for at least six
@@ -157,11 +195,19 @@ class NovaBridge(Construct):
         self.generate_responses = fifo("GenerateResponseQueue", content_dedup=True, visibility_s=consumed_visibility_s)
         # The bridge's own turn queue: its rollouts ask their turns here (the workflow's "nova" turn channel), so a
         # trainer's callback rollout on the shared queue is never forwarded to Nova under a foreign sample id.
-        turn_dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
-                             retention_period=Duration.days(14))
+        turn_dlq = sqs.Queue(
+            self,
+            "TurnRequestsDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
         self.dead_letter_queues["TurnRequests"] = turn_dlq
         self.turn_requests = sqs.Queue(
-            self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            self,
+            "TurnRequests",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
             visibility_timeout=Duration.seconds(consumed_visibility_s),
             dead_letter_queue=sqs.DeadLetterQueue(queue=turn_dlq, max_receive_count=5),
         )
@@ -178,19 +224,33 @@ class NovaBridge(Construct):
             "GENERATE_REQUEST_QUEUE_URL": self.generate_requests.queue_url,
         }
 
-        def function(cid: str, name: str, description: str, *, extra_env: dict | None = None,
-                     function_name: str | None = None) -> _lambda.Function:
-            fn = python_function(self, cid, name=name, layer=layer, environment={**env, **(extra_env or {})},
-                                 memory_mb=fns.memory_mb, timeout_s=fns.timeout_s, function_name=function_name,
-                                 description=f"rewardpipe nova bridge: {description}", user_layer=user_layer)
+        def function(
+            cid: str, name: str, description: str, *, extra_env: dict | None = None, function_name: str | None = None
+        ) -> _lambda.Function:
+            fn = python_function(
+                self,
+                cid,
+                name=name,
+                layer=layer,
+                environment={**env, **(extra_env or {})},
+                memory_mb=fns.memory_mb,
+                timeout_s=fns.timeout_s,
+                function_name=function_name,
+                description=f"rewardpipe nova bridge: {description}",
+                user_layer=user_layer,
+            )
             grant_prefix(fn, bucket.bucket_arn, NOVA_PREFIX, read=True, write=True)
             return fn
 
         # The function the recipe's rollout_request_arn names: Nova invokes it with every rollout request. Its name
         # contains "SageMaker" like every resource the training job reaches (and like the SDK's rollout function).
-        self.rollout_proxy = function("RolloutProxy", "nova_rollout_proxy", "Nova's rollout request -> request queue",
-                                      extra_env={"ROLLOUT_REQUEST_QUEUE_URL": self.rollout_requests.queue_url},
-                                      function_name=f"{stack}-SageMaker-rollout-proxy"[:64])
+        self.rollout_proxy = function(
+            "RolloutProxy",
+            "nova_rollout_proxy",
+            "Nova's rollout request -> request queue",
+            extra_env={"ROLLOUT_REQUEST_QUEUE_URL": self.rollout_requests.queue_url},
+            function_name=f"{stack}-SageMaker-rollout-proxy"[:64],
+        )
         self.intake = function("Intake", "nova_intake", "rollout request -> one rollout execution")
         self.forwarder = function("Forwarder", "nova_forward_turn", "policy turn -> generate request")
         self.router = function("Router", "nova_route_response", "generate response -> waiting rollout")
@@ -202,21 +262,27 @@ class NovaBridge(Construct):
         # run (names start with the run id).
         run_records = run_prefix(nova.run_id)
         executions = Stack.of(self).format_arn(
-            service="states", resource="execution", arn_format=_colon(),
-            resource_name=f"{workflow.state_machine.state_machine_name}:{_name_prefix(nova.run_id)}-*")
+            service="states",
+            resource="execution",
+            arn_format=_colon(),
+            resource_name=f"{workflow.state_machine.state_machine_name}:{_name_prefix(nova.run_id)}-*",
+        )
         self.rollout_requests.grant_send_messages(self.rollout_proxy)
         grant_objects(self.rollout_proxy, bucket.bucket_arn, f"{NOVA_PREFIX}inbox/", ["s3:PutObject"])
         workflow.state_machine.grant_start_execution(self.intake)
         # A retried start finds the running execution and compares its input (rewardpipe.aws.client).
-        self.intake.add_to_role_policy(iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions]))
+        self.intake.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions])
+        )
         grant_objects(self.intake, bucket.bucket_arn, f"tasks/inline/{encode_id(nova.run_id)}/", ["s3:PutObject"])
         self.forwarder.add_to_role_policy(task_response_statement())
         grant_objects(self.forwarder, bucket.bucket_arn, f"{run_records}state/", ["s3:GetObject"])
         self.generate_requests.grant_send_messages(self.forwarder)
         self.router.add_to_role_policy(task_response_statement())
         grant_objects(self.router, bucket.bucket_arn, f"{run_records}state/", ["s3:PutObject"])  # large replies
-        self.sweeper.add_to_role_policy(iam.PolicyStatement(
-            actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions]))
+        self.sweeper.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions])
+        )
         # Answers: an error record (a conditional write that reads back what it lost to), the response, and the
         # in-flight marker removed (nova/due/).
         for fn in (self.intake, self.responder, self.sweeper):
@@ -225,28 +291,44 @@ class NovaBridge(Construct):
         for fn in (self.intake, self.sweeper):
             grant_prefix(fn, bucket.bucket_arn, run_records, read=True, write=True)
 
-        for fn, queue in ((self.intake, self.rollout_requests), (self.forwarder, self.turn_requests),
-                          (self.router, self.generate_responses)):
+        for fn, queue in (
+            (self.intake, self.rollout_requests),
+            (self.forwarder, self.turn_requests),
+            (self.router, self.generate_responses),
+        ):
             fn.add_event_source(sources.SqsEventSource(queue, batch_size=1, report_batch_item_failures=True))
 
-        events.Rule(self, "RolloutEnded", event_pattern=events.EventPattern(
-            source=["aws.states"], detail_type=["Step Functions Execution Status Change"],
-            detail={"stateMachineArn": [workflow.state_machine.state_machine_arn],
-                    "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"]},
-        )).add_target(targets.LambdaFunction(self.responder, retry_attempts=4))
+        events.Rule(
+            self,
+            "RolloutEnded",
+            event_pattern=events.EventPattern(
+                source=["aws.states"],
+                detail_type=["Step Functions Execution Status Change"],
+                detail={
+                    "stateMachineArn": [workflow.state_machine.state_machine_arn],
+                    "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"],
+                },
+            ),
+        ).add_target(targets.LambdaFunction(self.responder, retry_attempts=4))
         events.Rule(self, "Sweep", schedule=events.Schedule.rate(Duration.minutes(1))).add_target(
-            targets.LambdaFunction(self.sweeper, retry_attempts=2))
+            targets.LambdaFunction(self.sweeper, retry_attempts=2)
+        )
 
         # The training job: invokes the rollout proxy, sends generate responses, receives generate requests and
         # rollout responses. Nothing else.
-        self.training_role = iam.Role(self, "TrainingJobRole", assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
-                                      description="Nova Forge training job: the rollout proxy and the delegated-rollout queues only")
+        self.training_role = iam.Role(
+            self,
+            "TrainingJobRole",
+            assumed_by=iam.ServicePrincipal("sagemaker.amazonaws.com"),
+            description="Nova Forge training job: the rollout proxy and the delegated-rollout queues only",
+        )
         self.rollout_proxy.grant_invoke(self.training_role)
         # The function's own resource policy names the roles that may invoke it: ours, and any job role the
         # settings list (an existing role, or one in another account, which an identity policy alone cannot reach).
         for i, principal in enumerate([self.training_role.role_arn, *nova.invoker_role_arns]):
-            self.rollout_proxy.add_permission(f"TrainingJobInvokes{i}", principal=iam.ArnPrincipal(principal),
-                                              action="lambda:InvokeFunction")
+            self.rollout_proxy.add_permission(
+                f"TrainingJobInvokes{i}", principal=iam.ArnPrincipal(principal), action="lambda:InvokeFunction"
+            )
         self.generate_responses.grant_send_messages(self.training_role)
         self.generate_requests.grant_consume_messages(self.training_role)
         self.rollout_responses.grant_consume_messages(self.training_role)
@@ -256,25 +338,45 @@ class NovaBridge(Construct):
         # every minute, how long the oldest unanswered request has waited (an execution's duration is only known
         # once it ends, too late to warn); at alarm_fraction of the timeout this fires, before the budget cuts off.
         self.alarm = notifying_alarm(
-            self, "RolloutsNearTimeout", "nova-rollouts-near-timeout", action=action,
-            description=(f"A Nova rollout request has waited more than {nova.alarm_fraction:.0%} of rollout.timeout "
-                         f"({nova.rollout_timeout_s}s) without an answer; at {nova.budget_fraction:.0%} the bridge "
-                         "cuts it off with the error reward"),
-            metric=cloudwatch.Metric(namespace=METRICS_NAMESPACE, metric_name=NOVA_OLDEST_UNANSWERED,
-                                     statistic="Maximum", period=Duration.minutes(1),
-                                     dimensions_map={"service": SERVICE_NAME, "run": nova.run_id}),
+            self,
+            "RolloutsNearTimeout",
+            "nova-rollouts-near-timeout",
+            action=action,
+            description=(
+                f"A Nova rollout request has waited more than {nova.alarm_fraction:.0%} of rollout.timeout "
+                f"({nova.rollout_timeout_s}s) without an answer; at {nova.budget_fraction:.0%} the bridge "
+                "cuts it off with the error reward"
+            ),
+            metric=cloudwatch.Metric(
+                namespace=METRICS_NAMESPACE,
+                metric_name=NOVA_OLDEST_UNANSWERED,
+                statistic="Maximum",
+                period=Duration.minutes(1),
+                dimensions_map={"service": SERVICE_NAME, "run": nova.run_id},
+            ),
             threshold=nova.rollout_timeout_s * nova.alarm_fraction,
-            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD)
+            comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+        )
         self.failure_alarms: list[cloudwatch.Alarm] = []
-        for fn, name, what in ((self.rollout_proxy, "rollout-proxy", "rollout proxy (rollout_request_arn)"),
-                               (self.intake, "intake", "intake"), (self.forwarder, "forwarder", "turn forwarder"),
-                               (self.router, "router", "response router"), (self.responder, "responder", "responder"),
-                               (self.sweeper, "sweeper", "budget sweeper")):
+        for fn, name, what in (
+            (self.rollout_proxy, "rollout-proxy", "rollout proxy (rollout_request_arn)"),
+            (self.intake, "intake", "intake"),
+            (self.forwarder, "forwarder", "turn forwarder"),
+            (self.router, "router", "response router"),
+            (self.responder, "responder", "responder"),
+            (self.sweeper, "sweeper", "budget sweeper"),
+        ):
             self.failure_alarms += function_failure_alarms(self, fn, f"nova-{name}", f"Nova bridge {what}", action)
         for queue_name, queue in self.dead_letter_queues.items():
-            self.failure_alarms.append(dead_letter_alarm(
-                self, queue, f"nova-{_kebab(queue_name)}-dead-letters",
-                f"the Nova bridge gave up on a message of {queue_name} after 5 receives", action))
+            self.failure_alarms.append(
+                dead_letter_alarm(
+                    self,
+                    queue,
+                    f"nova-{_kebab(queue_name)}-dead-letters",
+                    f"the Nova bridge gave up on a message of {queue_name} after 5 receives",
+                    action,
+                )
+            )
 
         outputs = {
             # rollout_request_arn: the rollout proxy Lambda Nova invokes (not a queue).
@@ -289,22 +391,41 @@ class NovaBridge(Construct):
         }
         for key, value in outputs.items():
             CfnOutput(Stack.of(self), key, value=value, key=key)
-        NagSuppressions.add_resource_suppressions(self, [
-            {"id": "AwsSolutions-IAM5", "reason": "Bridge bookkeeping is scoped to the nova/ prefix; keys are per rollout.",
-             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/.*\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "StopExecution/DescribeExecution are limited to this state machine's executions of the Nova run (names start with the run id).",
-             "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*-\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "The bridge reads and writes only its own run's records, episode state and inline tasks (runs/<run>/, tasks/inline/<run>/); keys are per rollout.",
-             "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"}]},
-            {"id": "AwsSolutions-IAM5", "reason": "CDK grants lambda:InvokeFunction on the rollout proxy's ARN and its versions (:*).",
-             "appliesTo": [{"regex": "/^Resource::<NovaBridgeRolloutProxy.+\\.Arn>:\\*$/g"}]},
-        ], apply_to_children=True)
+        NagSuppressions.add_resource_suppressions(
+            self,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Bridge bookkeeping is scoped to the nova/ prefix; keys are per rollout.",
+                    "appliesTo": [{"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/nova/.*\\*$/g"}],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "StopExecution/DescribeExecution are limited to this state machine's executions of the Nova run (names start with the run id).",
+                    "appliesTo": [{"regex": "/^Resource::arn:<AWS::Partition>:states:.*-\\*$/g"}],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "The bridge reads and writes only its own run's records, episode state and inline tasks (runs/<run>/, tasks/inline/<run>/); keys are per rollout.",
+                    "appliesTo": [
+                        {"regex": "/^Resource::<StorageRecords[0-9A-F]+\\.Arn>/(runs|tasks/inline)/.*\\*$/g"}
+                    ],
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "CDK grants lambda:InvokeFunction on the rollout proxy's ARN and its versions (:*).",
+                    "appliesTo": [{"regex": "/^Resource::<NovaBridgeRolloutProxy.+\\.Arn>:\\*$/g"}],
+                },
+            ],
+            apply_to_children=True,
+        )
 
 
 def grant_objects(grantee: iam.IGrantable, bucket_arn: str, prefix: str, actions: list[str]) -> None:
     """Object ``actions`` on keys under ``prefix`` only (no listing: these keys are never looked up absent)."""
     grantee.grant_principal.add_to_principal_policy(
-        iam.PolicyStatement(actions=actions, resources=[f"{bucket_arn}/{prefix}*"]))
+        iam.PolicyStatement(actions=actions, resources=[f"{bucket_arn}/{prefix}*"])
+    )
 
 
 def _kebab(name: str) -> str:

@@ -34,8 +34,6 @@ episode cannot name it (StartEpisode), the execution's input read back with Desc
 
 from __future__ import annotations
 
-import json
-
 from aws_cdk import ArnFormat, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_ecs as ecs
 from aws_cdk import aws_iam as iam
@@ -44,12 +42,16 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import aws_stepfunctions as sfn
 from aws_cdk import aws_stepfunctions_tasks as tasks
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
 from stacks.constructs.common import (
-    RewardPipeLayer, grant_prefix, grant_secret_read, python_function, task_response_statement,
+    RewardPipeLayer,
+    grant_prefix,
+    grant_secret_read,
+    python_function,
+    task_response_statement,
 )
 from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, Storage
 
@@ -101,44 +103,84 @@ class RolloutWorkflow(Construct):
             "PYDANTIC_DISABLE_PLUGINS": "__all__",
         }
 
-        def function(cid: str, name: str, description: str, *, timeout_s: int | None = None, env=None,
-                     memory_mb: int | None = None) -> _lambda.Function:
+        def function(
+            cid: str,
+            name: str,
+            description: str,
+            *,
+            timeout_s: int | None = None,
+            env=None,
+            memory_mb: int | None = None,
+        ) -> _lambda.Function:
             # Every rollout function imports the user's environment or reward: each gets the user layer.
             return python_function(
-                self, cid, name=name, layer=layer, description=f"rewardpipe: {description}",
-                environment={**common_env, **(env or {})}, memory_mb=memory_mb or fns.memory_mb,
-                timeout_s=timeout_s or fns.timeout_s, user_layer=user_layer,
+                self,
+                cid,
+                name=name,
+                layer=layer,
+                description=f"rewardpipe: {description}",
+                environment={**common_env, **(env or {})},
+                memory_mb=memory_mb or fns.memory_mb,
+                timeout_s=timeout_s or fns.timeout_s,
+                user_layer=user_layer,
             )
 
         # Trainer callback: each request carries a task token; the trainer answers with
         # SendTaskSuccess(output={"text": "<assistant turn>"}).
-        dlq = self.turn_requests_dlq = sqs.Queue(self, "TurnRequestsDlq", encryption=sqs.QueueEncryption.SQS_MANAGED,
-                                                 enforce_ssl=True, retention_period=Duration.days(14))
+        dlq = self.turn_requests_dlq = sqs.Queue(
+            self,
+            "TurnRequestsDlq",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
         self.turn_requests = sqs.Queue(
-            self, "TurnRequests", encryption=sqs.QueueEncryption.SQS_MANAGED, enforce_ssl=True,
+            self,
+            "TurnRequests",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
             visibility_timeout=Duration.minutes(5),
             dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
         )
 
         self.turn_channels: dict[str, str] = {}
-        policy_env = {"POLICY_BASE_URL": settings.policy.base_url, "POLICY_MODEL": settings.policy.model,
-                      # the endpoint client's timeout and retries, from which the turn reserve is derived
-                      "POLICY_HTTP_TIMEOUT_S": str(settings.policy.http_timeout_s),
-                      "POLICY_HTTP_RETRIES": str(settings.policy.http_retries),
-                      "TURN_QUEUE_URL": self.turn_requests.queue_url,
-                      "RUNNER_FUNCTION": runner.function.function_name}
+        policy_env = {
+            "POLICY_BASE_URL": settings.policy.base_url,
+            "POLICY_MODEL": settings.policy.model,
+            # the endpoint client's timeout and retries, from which the turn reserve is derived
+            "POLICY_HTTP_TIMEOUT_S": str(settings.policy.http_timeout_s),
+            "POLICY_HTTP_RETRIES": str(settings.policy.http_retries),
+            "TURN_QUEUE_URL": self.turn_requests.queue_url,
+            "RUNNER_FUNCTION": runner.function.function_name,
+        }
         # Both conversation functions may call an LLM (policy or simulator) and wait for a short job on the
         # code-runner Lambda: they get the policy timeout, and the conversation memory (they mostly wait
         # on I/O; docs/aws.md "Cost" has the measurement).
-        self.start_fn = function("StartEpisode", "rollout_start", "open an episode and converse up to the first pause",
-                                 timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
-        self.converse_fn = function("Converse", "converse", "apply a trainer turn, then converse up to the next pause",
-                                    timeout_s=fns.policy_timeout_s, env=policy_env, memory_mb=fns.conversation_memory_mb)
+        self.start_fn = function(
+            "StartEpisode",
+            "rollout_start",
+            "open an episode and converse up to the first pause",
+            timeout_s=fns.policy_timeout_s,
+            env=policy_env,
+            memory_mb=fns.conversation_memory_mb,
+        )
+        self.converse_fn = function(
+            "Converse",
+            "converse",
+            "apply a trainer turn, then converse up to the next pause",
+            timeout_s=fns.policy_timeout_s,
+            env=policy_env,
+            memory_mb=fns.conversation_memory_mb,
+        )
         # Score runs a Lambda-route job the conversation state had no time to wait for (inline, like the
         # conversation states do), so it may wait as long as the code runner runs.
-        self.score_fn = function("Score", "score_rollout", "run the committed code if needed, score, write the record",
-                                 timeout_s=fns.code_runner_timeout_s,
-                                 env={"RUNNER_FUNCTION": runner.function.function_name})
+        self.score_fn = function(
+            "Score",
+            "score_rollout",
+            "run the committed code if needed, score, write the record",
+            timeout_s=fns.code_runner_timeout_s,
+            env={"RUNNER_FUNCTION": runner.function.function_name},
+        )
         self.error_fn = function("RecordError", "error_record", "write an error record for a failed rollout")
 
         # Least privilege: each function touches only the prefixes it needs. Episode state lives under
@@ -159,8 +201,13 @@ class RolloutWorkflow(Construct):
         # answers a GET of a missing key with 403, not 404, so the runner's missing result (executor_crash),
         # an absent earlier record or a missing task would read as AccessDenied.
         if settings.policy.api_key_secret_name:
-            grant_secret_read(self, "PolicyApiKey", settings.policy.api_key_secret_name,
-                              [self.start_fn, self.converse_fn], "POLICY_API_KEY_SECRET")
+            grant_secret_read(
+                self,
+                "PolicyApiKey",
+                settings.policy.api_key_secret_name,
+                [self.start_fn, self.converse_fn],
+                "POLICY_API_KEY_SECRET",
+            )
 
         # The conversation functions ask the trainer, run short jobs and complete their own task tokens
         # (SendTask* authorize on "*": see common.task_response_statement). The machine's execution ARNs are
@@ -173,11 +220,19 @@ class RolloutWorkflow(Construct):
             fn.add_to_role_policy(task_response_statement(("states:SendTaskSuccess", "states:SendTaskFailure")))
         # RecordError reads back the input of an execution whose first state failed (that state passes on
         # only its error; see the module docstring): DescribeExecution authorizes on the execution's ARN.
-        self.error_fn.add_to_role_policy(iam.PolicyStatement(
-            actions=["states:DescribeExecution"],
-            resources=[Stack.of(self).format_arn(service="states", resource="execution",
-                                                 resource_name=f"{machine_name}:*",
-                                                 arn_format=ArnFormat.COLON_RESOURCE_NAME)]))
+        self.error_fn.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["states:DescribeExecution"],
+                resources=[
+                    Stack.of(self).format_arn(
+                        service="states",
+                        resource="execution",
+                        resource_name=f"{machine_name}:*",
+                        arn_format=ArnFormat.COLON_RESOURCE_NAME,
+                    )
+                ],
+            )
+        )
 
         self.state_machine = sfn.StateMachine(
             self,
@@ -190,9 +245,13 @@ class RolloutWorkflow(Construct):
             logs=sfn.LogOptions(
                 # Step Functions writes logs through CloudWatch vended logs; a group under
                 # /aws/vendedlogs/ avoids the account-wide log resource policy size limit.
-                destination=logs.LogGroup(self, "Logs", retention=logs.RetentionDays.ONE_MONTH,
-                                          removal_policy=RemovalPolicy.DESTROY,
-                                          log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-rollouts"),
+                destination=logs.LogGroup(
+                    self,
+                    "Logs",
+                    retention=logs.RetentionDays.ONE_MONTH,
+                    removal_policy=RemovalPolicy.DESTROY,
+                    log_group_name=f"/aws/vendedlogs/states/{Stack.of(self).stack_name}-rollouts",
+                ),
                 level=sfn.LogLevel.ALL,
                 include_execution_data=False,
             ),
@@ -211,28 +270,62 @@ class RolloutWorkflow(Construct):
     def _retry(self, state: sfn.TaskStateBase, errors: list[str], *, interval_s: int, attempts: int) -> None:
         # Full jitter spreads the retries of many rollouts that failed together (a throttled burst);
         # the cap keeps a late retry from waiting longer than the fault usually lasts.
-        state.add_retry(errors=errors, interval=Duration.seconds(interval_s), max_attempts=attempts, backoff_rate=2,
-                        jitter_strategy=sfn.JitterType.FULL, max_delay=Duration.seconds(MAX_RETRY_DELAY_S))
+        state.add_retry(
+            errors=errors,
+            interval=Duration.seconds(interval_s),
+            max_attempts=attempts,
+            backoff_rate=2,
+            jitter_strategy=sfn.JitterType.FULL,
+            max_delay=Duration.seconds(MAX_RETRY_DELAY_S),
+        )
 
-    def _invoke(self, cid: str, fn: _lambda.IFunction, *, payload: sfn.TaskInput | None = None,
-                transient_retries: int = 3, wait_for_token: bool = False) -> tasks.LambdaInvoke:
+    def _invoke(
+        self,
+        cid: str,
+        fn: _lambda.IFunction,
+        *,
+        payload: sfn.TaskInput | None = None,
+        transient_retries: int = 3,
+        wait_for_token: bool = False,
+    ) -> tasks.LambdaInvoke:
         task = tasks.LambdaInvoke(
-            self, cid, lambda_function=fn, retry_on_service_exceptions=False, payload=payload,
-            **({"integration_pattern": sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                "task_timeout": sfn.Timeout.duration(TRAINER_TURN_TIMEOUT)} if wait_for_token
-               else {"payload_response_only": True}),
+            self,
+            cid,
+            lambda_function=fn,
+            retry_on_service_exceptions=False,
+            payload=payload,
+            **(
+                {
+                    "integration_pattern": sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
+                    "task_timeout": sfn.Timeout.duration(TRAINER_TURN_TIMEOUT),
+                }
+                if wait_for_token
+                else {"payload_response_only": True}
+            ),
         )
         self._retry(task, LAMBDA_SERVICE_ERRORS, interval_s=2, attempts=6)
         self._retry(task, TRANSIENT_ERRORS, interval_s=2, attempts=transient_retries)
         return task
 
     def _definition(self, settings: DeploymentSettings, runner: CodeRunner) -> sfn.IChainable:
-        record_error = self._invoke("RecordErrorStep", self.error_fn, transient_retries=5, payload=sfn.TaskInput.from_object({
-            "context": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
-            "execution": sfn.JsonPath.execution_id,
-        }))
-        record_error.add_catch(sfn.Fail(self, "RecordWriteFailed", error="RecordWriteFailed",
-                                        cause="the error record could not be written"), errors=["States.ALL"])
+        record_error = self._invoke(
+            "RecordErrorStep",
+            self.error_fn,
+            transient_retries=5,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "context": sfn.JsonPath.entire_payload,
+                    "attempt": sfn.JsonPath.execution_name,
+                    "execution": sfn.JsonPath.execution_id,
+                }
+            ),
+        )
+        record_error.add_catch(
+            sfn.Fail(
+                self, "RecordWriteFailed", error="RecordWriteFailed", cause="the error record could not be written"
+            ),
+            errors=["States.ALL"],
+        )
 
         def guarded(state, name: str):
             # A state whose input is a small reference: the Catch adds the error under $.failed.<state>, so
@@ -243,29 +336,52 @@ class RolloutWorkflow(Construct):
         def guarded_keeping_only_the_error(state, name: str, **ids: str):
             # A state whose input is not ours to bound: the Catch replaces the input with the error, and a
             # Pass names the state (and adds ``ids`` from the context object) before RecordError.
-            failed = sfn.Pass(self, f"{name.removesuffix('Step')}Failed",
-                              parameters={**{f"{k}.$": v for k, v in ids.items()}, "failed": {f"{name}.$": "$"}})
+            failed = sfn.Pass(
+                self,
+                f"{name.removesuffix('Step')}Failed",
+                parameters={**{f"{k}.$": v for k, v in ids.items()}, "failed": {f"{name}.$": "$"}},
+            )
             failed.next(record_error)
             state.add_catch(failed, errors=["States.ALL"], result_path="$")
             return state
 
         # The execution's output: the rollout output a conversation state scored and left the loop with.
-        finished = sfn.Pass(self, "Finished", parameters={"output.$": "States.StringToJson($.Cause)"},
-                            output_path="$.output")
+        finished = sfn.Pass(
+            self, "Finished", parameters={"output.$": "States.StringToJson($.Cause)"}, output_path="$.output"
+        )
         # The reference a conversation state left with, for the code runners and Score.
-        resume_with_job = sfn.Pass(self, "ResumeWithJob", parameters={"ref.$": "States.StringToJson($.Cause)"},
-                                   output_path="$.ref")
+        resume_with_job = sfn.Pass(
+            self, "ResumeWithJob", parameters={"ref.$": "States.StringToJson($.Cause)"}, output_path="$.ref"
+        )
 
-        start = self._invoke("StartEpisodeStep", self.start_fn, wait_for_token=True, payload=sfn.TaskInput.from_object({
-            "input": sfn.JsonPath.entire_payload, "attempt": sfn.JsonPath.execution_name,
-            "task_token": sfn.JsonPath.task_token,
-        }))
+        start = self._invoke(
+            "StartEpisodeStep",
+            self.start_fn,
+            wait_for_token=True,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "input": sfn.JsonPath.entire_payload,
+                    "attempt": sfn.JsonPath.execution_name,
+                    "task_token": sfn.JsonPath.task_token,
+                }
+            ),
+        )
         # Converse's input is only the trainer's reply (or {"resume": true}): the ids come from the execution.
-        converse = self._invoke("ConverseStep", self.converse_fn, wait_for_token=True, payload=sfn.TaskInput.from_object({
-            "run": sfn.JsonPath.string_at("$$.Execution.Input.run"), "attempt": sfn.JsonPath.execution_name,
-            "task_token": sfn.JsonPath.task_token, "entered": sfn.JsonPath.string_at("$$.State.EnteredTime"),
-            "retry_count": sfn.JsonPath.number_at("$$.State.RetryCount"), "reply": sfn.JsonPath.entire_payload,
-        }))
+        converse = self._invoke(
+            "ConverseStep",
+            self.converse_fn,
+            wait_for_token=True,
+            payload=sfn.TaskInput.from_object(
+                {
+                    "run": sfn.JsonPath.string_at("$$.Execution.Input.run"),
+                    "attempt": sfn.JsonPath.execution_name,
+                    "task_token": sfn.JsonPath.task_token,
+                    "entered": sfn.JsonPath.string_at("$$.State.EnteredTime"),
+                    "retry_count": sfn.JsonPath.number_at("$$.State.RetryCount"),
+                    "reply": sfn.JsonPath.entire_payload,
+                }
+            ),
+        )
         for state in (start, converse):
             state.add_catch(finished, errors=[FINISHED])
             state.add_catch(resume_with_job, errors=[RUN_CODE])
@@ -283,7 +399,8 @@ class RolloutWorkflow(Construct):
         score = guarded(self._invoke("ScoreStep", self.score_fn), "ScoreStep")
 
         run_fargate = tasks.EcsRunTask(
-            self, "RunCodeFargate",
+            self,
+            "RunCodeFargate",
             integration_pattern=sfn.IntegrationPattern.RUN_JOB,
             cluster=runner.cluster,
             task_definition=runner.task_definition,
@@ -291,13 +408,19 @@ class RolloutWorkflow(Construct):
             assign_public_ip=False,
             subnets=runner.subnets,
             security_groups=[runner.security_group],
-            container_overrides=[tasks.ContainerOverride(
-                container_definition=runner.container,
-                environment=[
-                    tasks.TaskEnvironmentVariable(name="JOB_KEY", value=sfn.JsonPath.string_at("$.execution.job_key")),
-                    tasks.TaskEnvironmentVariable(name="RESULT_KEY", value=sfn.JsonPath.string_at("$.execution.result_key")),
-                ],
-            )],
+            container_overrides=[
+                tasks.ContainerOverride(
+                    container_definition=runner.container,
+                    environment=[
+                        tasks.TaskEnvironmentVariable(
+                            name="JOB_KEY", value=sfn.JsonPath.string_at("$.execution.job_key")
+                        ),
+                        tasks.TaskEnvironmentVariable(
+                            name="RESULT_KEY", value=sfn.JsonPath.string_at("$.execution.result_key")
+                        ),
+                    ],
+                )
+            ],
             task_timeout=sfn.Timeout.duration(Duration.seconds(fargate_step_timeout_s(settings))),
             result_path=sfn.JsonPath.DISCARD,
         )
@@ -306,14 +429,22 @@ class RolloutWorkflow(Construct):
         guarded(run_fargate, "RunCodeFargate")
 
         route_job = sfn.Choice(self, "RouteJob")
-        unknown = sfn.Pass(self, "UnknownAction", parameters={
-            "Error": "UnknownAction", "Cause": "the rollout reference has no recognised 'next'",
-        }, result_path="$.failed.RouteJob")
+        unknown = sfn.Pass(
+            self,
+            "UnknownAction",
+            parameters={
+                "Error": "UnknownAction",
+                "Cause": "the rollout reference has no recognised 'next'",
+            },
+            result_path="$.failed.RouteJob",
+        )
         unknown.next(record_error)
         resume_with_job.next(route_job)
         for value, target in (("run_lambda", score), ("run_fargate", run_fargate), ("score", score)):
-            route_job.when(sfn.Condition.and_(sfn.Condition.is_present("$.next"),
-                                              sfn.Condition.string_equals("$.next", value)), target)
+            route_job.when(
+                sfn.Condition.and_(sfn.Condition.is_present("$.next"), sfn.Condition.string_equals("$.next", value)),
+                target,
+            )
         route_job.otherwise(unknown)
         run_fargate.next(score)
         return start
@@ -324,8 +455,10 @@ def checked_max_turns(max_turns: int) -> int:
     from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
 
     if max_turns > MAX_TURNS_LIMIT:
-        raise ValueError(f"rewardpipe.max_turns: at most {MAX_TURNS_LIMIT} for the rollout workflow "
-                         f"(docs/aws.md, Limits), got {max_turns}")
+        raise ValueError(
+            f"rewardpipe.max_turns: at most {MAX_TURNS_LIMIT} for the rollout workflow "
+            f"(docs/aws.md, Limits), got {max_turns}"
+        )
     return max_turns
 
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from aws_cdk import CfnOutput
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import MIN_SINGLE_TURN_WORKERS, DeploymentSettings
 from stacks.constructs.common import RewardPipeLayer, python_function, sandbox_memory_mb, stack_name
 
@@ -57,7 +57,17 @@ class SingleTurnReward(Construct):
             tracing=False,
             user_layer=user_layer,
         )
-        CfnOutput(self, "FunctionName", value=self.function.function_name, key="RewardLambdaName",
-                  description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)")
-        CfnOutput(self, "FunctionArn", value=self.function.function_arn, key="RewardLambdaArn",
-                  description="Set this as reward_lambda_arn in the Nova Forge training job")
+        CfnOutput(
+            self,
+            "FunctionName",
+            value=self.function.function_name,
+            key="RewardLambdaName",
+            description="Lambda for Nova Forge reward_lambda_arn (name contains SageMaker)",
+        )
+        CfnOutput(
+            self,
+            "FunctionArn",
+            value=self.function.function_arn,
+            key="RewardLambdaArn",
+            description="Set this as reward_lambda_arn in the Nova Forge training job",
+        )

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_s3 as s3
-from constructs import Construct
 
+from constructs import Construct
 from stacks.config import StorageSettings
 
 # Key layout (rewardpipe.store owns runs/; rewardpipe.aws owns tasks/ and jobs/).

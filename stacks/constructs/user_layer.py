@@ -18,20 +18,30 @@ DESCRIPTION_MAX = 256  # a layer version's description
 
 
 class UserLayer(_lambda.LayerVersion):
-    def __init__(self, scope: Construct, construct_id: str, *, packages: list[str], architecture: str,
-                 rewardpipe_layer: RewardPipeLayer) -> None:
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        packages: list[str],
+        architecture: str,
+        rewardpipe_layer: RewardPipeLayer,
+    ) -> None:
         asset_path = build_user_layer(packages, architecture)
         both = duplicates(asset_path / "python", rewardpipe_layer.asset_path / "python")
         if both:
-            raise UserLayerError(f"{CONTEXT_KEY}.packages: {', '.join(both)} would be in both the user layer and the "
-                                 f"rewardpipe layer (a function imports one of them, whichever comes first): remove it "
-                                 f"from the package, or depend on rewardpipe's")
+            raise UserLayerError(
+                f"{CONTEXT_KEY}.packages: {', '.join(both)} would be in both the user layer and the "
+                f"rewardpipe layer (a function imports one of them, whichever comes first): remove it "
+                f"from the package, or depend on rewardpipe's"
+            )
         distributions = manifest(asset_path).get("distributions", [])
         description = f"rewardpipe user packages for {architecture}: {', '.join(distributions) or 'none'}"
         if len(description) > DESCRIPTION_MAX:
             description = description[: DESCRIPTION_MAX - 3] + "..."
         super().__init__(
-            scope, construct_id,
+            scope,
+            construct_id,
             code=_lambda.Code.from_asset(str(asset_path)),
             compatible_runtimes=[RUNTIME],
             compatible_architectures=[ARCHITECTURES[architecture]],
@@ -49,6 +59,8 @@ def check_shipped(user_code: UserCode, settings_values: dict[str, object], layer
             continue
         value = settings_values.get(setting)
         where = f"{CONTEXT_KEY}.{setting} = {show_value(value)}" if value is not None else f"{CONTEXT_KEY}.{setting}"
-        raise SettingsError(f"{where}: its package '{top}' imports here but no entry of {CONTEXT_KEY}.packages ships "
-                            f"it to the functions: add its project directory (or wheel, or name==version) to "
-                            f"{CONTEXT_KEY}.packages")
+        raise SettingsError(
+            f"{where}: its package '{top}' imports here but no entry of {CONTEXT_KEY}.packages ships "
+            f"it to the functions: add its project directory (or wheel, or name==version) to "
+            f"{CONTEXT_KEY}.packages"
+        )

@@ -23,8 +23,9 @@ json_flaky = acme_rl.json_answer:FLAKY
 """
 
 
-def install_distribution(site: Path, name: str, version: str, entry_points: str, package: Path | None = None,
-                         top_level: str | None = None) -> Path:
+def install_distribution(
+    site: Path, name: str, version: str, entry_points: str, package: Path | None = None, top_level: str | None = None
+) -> Path:
     """Write a distribution into ``site`` as pip leaves one: the package and ``<name>-<version>.dist-info``."""
     site.mkdir(parents=True, exist_ok=True)
     if package is not None:

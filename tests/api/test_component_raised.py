@@ -13,13 +13,19 @@ from rewardpipe import Message
 from rewardpipe.store import LocalStore
 from tests.api.conftest import GUESS_TASKS, JSON_SAMPLES, CharCodec
 
-HOSTILE = "BOOM \x1b[2J\u202e{\"answer\": 4}"  # an ANSI clear-screen and a bidi override, written by the model
+HOSTILE = 'BOOM \x1b[2J\u202e{"answer": 4}'  # an ANSI clear-screen and a bidi override, written by the model
 FLAKY = "acme_rl.json_answer:FLAKY"
 
 
 def _samples(*completions: str, reference: int = 4) -> list[dict]:
-    return [{"id": i, "messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": c}],
-             "metadata": {"reference_answer": reference}} for i, c in enumerate(completions)]
+    return [
+        {
+            "id": i,
+            "messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": c}],
+            "metadata": {"reference_answer": reference},
+        }
+        for i, c in enumerate(completions)
+    ]
 
 
 def assert_raised(error_message: str) -> None:
@@ -96,14 +102,37 @@ def flaky_guess_reward(acme, tmp_path) -> str:
 
 
 def test_cli_run_keeps_every_step_and_records_the_raised_component(acme, cli, tmp_path, flaky_guess_reward):
-    result = cli("run", "--env", "guess", "--reward", flaky_guess_reward, "--tasks", GUESS_TASKS, "--steps", 2,
-                 "--group-size", 4, "--groups-per-step", 3, "--out", tmp_path / "store", "--run-id", "r", "--json")
+    result = cli(
+        "run",
+        "--env",
+        "guess",
+        "--reward",
+        flaky_guess_reward,
+        "--tasks",
+        GUESS_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        4,
+        "--groups-per-step",
+        3,
+        "--out",
+        tmp_path / "store",
+        "--run-id",
+        "r",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     records = list(LocalStore(tmp_path / "store").iter_records("r"))
     assert len(records) == 2 * 3 * 4  # no step lost
     raised = [r for r in records if r.status == "error"]
-    assert raised and all(r.error.kind == "component_raised" and "explodes_when_solved" in r.error.message
-                          and "RuntimeError" in r.error.message and "no more" not in r.error.message for r in raised)
+    assert raised and all(
+        r.error.kind == "component_raised"
+        and "explodes_when_solved" in r.error.message
+        and "RuntimeError" in r.error.message
+        and "no more" not in r.error.message
+        for r in raised
+    )
     assert all(r.components["solved"] == 0.0 for r in records if r.status == "scored")
     summary = json.loads(result.stdout)
     assert sum(step["errors"] for step in summary["steps"]) == len(raised)
@@ -132,8 +161,12 @@ def test_trl_reward_functions_and_callback_record_it_and_keep_the_batch(acme):
         def _log_metric(self, name, value):
             pass
 
-    out = {fn.rewardpipe_component: fn(prompts=["q"] * 4, completions=completions, answer=answers,
-                                       log_metric=Trainer()._log_metric) for fn in monitor.reward_funcs}
+    out = {
+        fn.rewardpipe_component: fn(
+            prompts=["q"] * 4, completions=completions, answer=answers, log_metric=Trainer()._log_metric
+        )
+        for fn in monitor.reward_funcs
+    }
     assert out["answer_matches"] == [1.0, None, 0.0, 0.0]  # the raising sample: None everywhere, never 0
     assert out["explodes_on_boom"] == [1.0, None, 1.0, 1.0]
     report = monitor.reports[0]
@@ -188,7 +221,8 @@ def test_the_aws_score_step_writes_an_error_record(tmp_path):
     reward_file.write_text(
         "from rewardpipe import component\nfrom rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING\n"
         "@component(range=(0, 1), role='shaping')\ndef explodes(transcript):\n    raise RuntimeError('\\x1b[31mboom')\n"
-        "FLAKY = ASK_BEFORE_CODING.with_components([*ASK_BEFORE_CODING.components, explodes])\n")
+        "FLAKY = ASK_BEFORE_CODING.with_components([*ASK_BEFORE_CODING.components, explodes])\n"
+    )
     task = load_tasks(Path("rewardpipe/data/tasks.jsonl"))[0]
 
     class Loops:

@@ -18,12 +18,23 @@ def test_parameter_names_pick_the_inputs():
 
     @component(range=(0, 1), role="outcome")
     def reads_everything(completion, messages, transcript, task, state, execution, reference):
-        seen.update(completion=completion, messages=messages, transcript=transcript, task=task, state=state,
-                    execution=execution, reference=reference)
+        seen.update(
+            completion=completion,
+            messages=messages,
+            transcript=transcript,
+            task=task,
+            state=state,
+            execution=execution,
+            reference=reference,
+        )
         return 1.0
 
-    messages = [Message(role="user", content="q"), Message(role="assistant", content="a1"),
-                Message(role="user", content="more"), Message(role="assistant", content="a2")]
+    messages = [
+        Message(role="user", content="q"),
+        Message(role="assistant", content="a1"),
+        Message(role="user", content="more"),
+        Message(role="assistant", content="a2"),
+    ]
     Reward("r", [reads_everything]).score(messages, None, "ref", task="T", state="S")
     assert seen["completion"] == "a2"  # the last assistant message
     assert list(seen["messages"]) == messages and seen["transcript"].assistant_texts == ("a1", "a2")
@@ -32,6 +43,7 @@ def test_parameter_names_pick_the_inputs():
 
 def test_an_unknown_parameter_fails_at_decoration_naming_it():
     with pytest.raises(ComponentDefinitionError, match="'complection'.*completion, messages"):
+
         @component(range=(0, 1), role="shaping")
         def typo(complection):
             return 1.0
@@ -39,13 +51,15 @@ def test_an_unknown_parameter_fails_at_decoration_naming_it():
 
 def test_an_unknown_parameter_fails_when_the_users_module_is_imported(tmp_path):
     module = tmp_path / "user_reward.py"
-    module.write_text(textwrap.dedent("""
+    module.write_text(
+        textwrap.dedent("""
         from rewardpipe import component
 
         @component(range=(0, 1), role="outcome")
         def graded(completion, gold_answer):
             return 1.0
-    """))
+    """)
+    )
     spec = importlib.util.spec_from_file_location("user_reward", module)
     with pytest.raises(ComponentDefinitionError, match="parameter 'gold_answer' is not an input") as caught:
         spec.loader.exec_module(importlib.util.module_from_spec(spec))
@@ -60,17 +74,20 @@ def test_catch_all_or_extra_parameters_are_refused(signature):
         component(range=(0, 1), role="shaping")(namespace["f"])
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"role": "outcome"}, "range"),
-    ({"range": (0, 1)}, "role"),
-    ({"range": (0, 1), "role": "bonus"}, "role must be one of outcome, shaping, penalty"),
-    ({"range": (1, 0), "role": "outcome"}, "lo < hi"),
-    ({"range": (0, float("inf")), "role": "outcome"}, "finite"),
-    ({"range": "01", "role": "outcome"}, "range"),
-    ({"range": (0, 1), "role": "outcome", "weight": float("nan")}, "weight"),
-    ({"range": (0, 1), "role": "outcome", "name": "aggregate"}, "reserved"),
-    ({"range": (0, 1), "role": "outcome", "name": "a/b"}, "name"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"role": "outcome"}, "range"),
+        ({"range": (0, 1)}, "role"),
+        ({"range": (0, 1), "role": "bonus"}, "role must be one of outcome, shaping, penalty"),
+        ({"range": (1, 0), "role": "outcome"}, "lo < hi"),
+        ({"range": (0, float("inf")), "role": "outcome"}, "finite"),
+        ({"range": "01", "role": "outcome"}, "range"),
+        ({"range": (0, 1), "role": "outcome", "weight": float("nan")}, "weight"),
+        ({"range": (0, 1), "role": "outcome", "name": "aggregate"}, "reserved"),
+        ({"range": (0, 1), "role": "outcome", "name": "a/b"}, "name"),
+    ],
+)
 def test_a_bad_declaration_is_refused_at_decoration(kwargs, match):
     def answer(completion):
         return 1.0
@@ -86,6 +103,7 @@ def test_a_lambda_needs_a_name():
 
 def test_a_bare_decorator_says_what_is_missing():
     with pytest.raises(ComponentDefinitionError, match="range=.*role="):
+
         @component
         def bare(completion):
             return 1.0
@@ -162,8 +180,10 @@ def test_a_component_that_reads_the_completion_never_parses_a_transcript(monkeyp
     cheap = Reward("cheap", [component(range=(0, 1), role="outcome", name="c")(lambda completion: 1.0)])
     cheap.score([Message(role="assistant", content="```python\nx = 1\n```")])
     assert built == []
-    parsed = Reward("parsed", [component(range=(0, 1), role="outcome", name="p")(
-        lambda transcript: 1.0 if transcript.final_code else 0.0)])
+    parsed = Reward(
+        "parsed",
+        [component(range=(0, 1), role="outcome", name="p")(lambda transcript: 1.0 if transcript.final_code else 0.0)],
+    )
     assert parsed.score([Message(role="assistant", content="```python\nx = 1\n```")]).aggregate == 1.0
     assert built
 
@@ -187,8 +207,9 @@ def test_none_is_cannot_compute_with_its_explanation_never_zero():
     assert "needs_reference" in score.error.message
     from rewardpipe.models import ErrorInfo
 
-    explained = Reward("n", [needs_reference],
-                       explain_error=lambda reference: ErrorInfo(kind="bad_reference", message="no reference"))
+    explained = Reward(
+        "n", [needs_reference], explain_error=lambda reference: ErrorInfo(kind="bad_reference", message="no reference")
+    )
     assert explained.score([Message(role="assistant", content="x")]).error.kind == "bad_reference"
 
 
@@ -203,8 +224,10 @@ def test_ranges_and_roles_travel_with_the_reward():
     a = component(range=(0, 1), role="outcome", name="a")(lambda completion: 1.0)
     p = component(range=(-2, 0), role="penalty", name="p", weight=0.5)(lambda completion: 0.0)
     reward = Reward("r", [a, p])
-    assert reward.describe() == {"a": {"range": [0.0, 1.0], "role": "outcome", "weight": 1.0},
-                                 "p": {"range": [-2.0, 0.0], "role": "penalty", "weight": 0.5}}
+    assert reward.describe() == {
+        "a": {"range": [0.0, 1.0], "role": "outcome", "weight": 1.0},
+        "p": {"range": [-2.0, 0.0], "role": "penalty", "weight": 0.5},
+    }
     assert reward.outcome_components == ("a",) and reward.roles == {"a": "outcome", "p": "penalty"}
 
 

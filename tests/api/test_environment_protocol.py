@@ -179,7 +179,7 @@ def test_the_context_gives_a_seed_per_rollout_and_turn_and_the_chat_client():
 
 def test_a_policy_turn_may_carry_tool_calls_and_they_are_kept():
     env = EchoEnv()
-    call = {"id": "c1", "type": "function", "function": {"name": "say", "arguments": "{\"w\": \"banana\"}"}}
+    call = {"id": "c1", "type": "function", "function": {"name": "say", "arguments": '{"w": "banana"}'}}
     turn = Message(role="assistant", content="banana", tool_calls=[call])
     state = converse(start_episode(TASK, env=env, **IDS), TASK, Script(turn), env)
     assert state.messages[-1].tool_calls == [call]
@@ -198,8 +198,9 @@ def test_message_tool_fields_round_trip_and_reach_components():
 
 
 def test_a_task_row_prompt_may_be_messages_and_unknown_fields_name_their_line(tmp_path):
-    row = Echo(task_id="t", prompt=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go"}],
-               word="x")
+    row = Echo(
+        task_id="t", prompt=[{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Go"}], word="x"
+    )
     assert [m.role for m in start_episode(row, env=EchoEnv(), **IDS).messages] == ["system", "user"]
     bad = tmp_path / "tasks.jsonl"
     bad.write_text('{"task_id": "a", "prompt": "p", "word": "w"}\n{"task_id": "b", "prompt": "p", "wrod": "w"}\n')

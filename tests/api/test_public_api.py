@@ -9,9 +9,27 @@ import sys
 
 import rewardpipe
 
-PUBLIC = ["component", "Component", "Reward", "TaskRow", "EpisodeState", "Message", "Environment", "EnvContext",
-          "ExecutionJob", "ExecutionResult", "Transcript", "RolloutIds", "ScriptedPolicy", "ScoringInput",
-          "PolicyExhausted", "load_reward", "load_environment", "testing", "API_VERSION"]
+PUBLIC = [
+    "component",
+    "Component",
+    "Reward",
+    "TaskRow",
+    "EpisodeState",
+    "Message",
+    "Environment",
+    "EnvContext",
+    "ExecutionJob",
+    "ExecutionResult",
+    "Transcript",
+    "RolloutIds",
+    "ScriptedPolicy",
+    "ScoringInput",
+    "PolicyExhausted",
+    "load_reward",
+    "load_environment",
+    "testing",
+    "API_VERSION",
+]
 
 
 def test_every_public_name_imports_from_the_package():
@@ -23,8 +41,9 @@ def test_every_public_name_imports_from_the_package():
 
 def test_importing_rewardpipe_loads_nothing_else():
     probe = "import json, sys; import rewardpipe; print(json.dumps(sorted(sys.modules)))"
-    loaded = json.loads(subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
-                                       check=True).stdout)
+    loaded = json.loads(
+        subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    )
     assert [m for m in loaded if m.startswith("rewardpipe.")] == []
     assert "pydantic" not in loaded
 

@@ -36,7 +36,8 @@ def test_a_file_reference_loads_a_local_file(tmp_path):
         "from rewardpipe import Reward, component\nfrom helpers import BONUS\n"
         "@component(range=(0, 1), role='outcome')\ndef short(completion):\n"
         "    return 1.0 if len(completion) < 9 else BONUS\n"
-        "SHORT = Reward('short', [short])\n")
+        "SHORT = Reward('short', [short])\n"
+    )
     reward = get_reward(f"{tmp_path / 'my_reward.py'}:SHORT")
     assert reward.name == "short"
     with pytest.raises(ReferenceProblem, match="works locally only"):
@@ -49,16 +50,18 @@ def test_a_short_name_comes_from_an_installed_distributions_entry_points(acme):
 
 
 def test_two_distributions_claiming_one_name_is_an_error_naming_both(acme):
-    install_distribution(acme, "other-rl", "1.0", "[rewardpipe.rewards]\njson_answer = other_rl:R\n",
-                         top_level="other_rl")
+    install_distribution(
+        acme, "other-rl", "1.0", "[rewardpipe.rewards]\njson_answer = other_rl:R\n", top_level="other_rl"
+    )
     with pytest.raises(ReferenceProblem, match="acme-rl 0.3.1.*other-rl 1.0|other-rl 1.0.*acme-rl 0.3.1"):
         load_reward("json_answer")
     assert load_reward("json_flaky").name == "json_flaky"  # the other names are unaffected
 
 
 def test_a_package_cannot_shadow_a_built_in_name(acme):
-    install_distribution(acme, "other-rl", "1.0",
-                         "[rewardpipe.rewards]\ngsm8k = acme_rl.json_answer:JSON_ANSWER\n", top_level="other_rl")
+    install_distribution(
+        acme, "other-rl", "1.0", "[rewardpipe.rewards]\ngsm8k = acme_rl.json_answer:JSON_ANSWER\n", top_level="other_rl"
+    )
     assert load_reward("gsm8k").name == "gsm8k"  # still the built-in
 
 
@@ -70,28 +73,37 @@ def test_an_unknown_name_lists_what_exists_and_how_to_register(acme):
     assert '[project.entry-points."rewardpipe.environments"]' in message and "pip install" in message
 
 
-@pytest.mark.parametrize("reference, match", [
-    ("no_such_pkg.mod:X", "cannot import 'no_such_pkg.mod'.*installed"),
-    ("rewardpipe.rewards.gsm8k:NOPE", "has no attribute 'NOPE'"),
-    ("rewardpipe.rewards.gsm8k:answer_format", "is a component, not a reward"),
-    ("rewardpipe.envs.ask_before_coding:ENVIRONMENT", "is an environment"),
-    ("rewardpipe.rewards.gsm8k:reference_value", "not a rewardpipe.Reward"),
-])
+@pytest.mark.parametrize(
+    "reference, match",
+    [
+        ("no_such_pkg.mod:X", "cannot import 'no_such_pkg.mod'.*installed"),
+        ("rewardpipe.rewards.gsm8k:NOPE", "has no attribute 'NOPE'"),
+        ("rewardpipe.rewards.gsm8k:answer_format", "is a component, not a reward"),
+        ("rewardpipe.envs.ask_before_coding:ENVIRONMENT", "is an environment"),
+        ("rewardpipe.rewards.gsm8k:reference_value", "not a rewardpipe.Reward"),
+    ],
+)
 def test_a_bad_reward_reference_says_what_is_wrong(reference, match):
     with pytest.raises(ReferenceProblem, match=match):
         load_reward(reference)
 
 
 def test_an_environment_missing_its_reward_is_refused_naming_it(tmp_path):
-    (tmp_path / "half_env.py").write_text("from rewardpipe import Environment\nclass Half(Environment):\n"
-                                          "    name = 'half'\n")
+    (tmp_path / "half_env.py").write_text(
+        "from rewardpipe import Environment\nclass Half(Environment):\n    name = 'half'\n"
+    )
     with pytest.raises(ReferenceProblem, match="reward = <a rewardpipe.Reward>"):
         load_environment(f"{tmp_path / 'half_env.py'}:Half")
 
 
 def test_envs_lists_built_ins_and_installed_names_with_their_problems(acme, cli):
-    install_distribution(acme, "other-rl", "1.0", "[rewardpipe.rewards]\njson_flaky = other_rl:R\n"
-                                                  "gsm8k = other_rl:G\n", top_level="other_rl")
+    install_distribution(
+        acme,
+        "other-rl",
+        "1.0",
+        "[rewardpipe.rewards]\njson_flaky = other_rl:R\ngsm8k = other_rl:G\n",
+        top_level="other_rl",
+    )
     result = cli("envs", "--json")
     assert result.exit_code == 0, result.output
     listing = json.loads(result.stdout)

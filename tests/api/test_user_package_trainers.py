@@ -25,8 +25,11 @@ def test_trl_reward_functions_take_a_user_reward_by_short_name(acme):
     from rewardpipe.integrations.trl import reward_functions
 
     funcs, weights = reward_functions("json_answer")
-    assert [f.__name__ for f in funcs] == ["json_answer_valid_json", "json_answer_answer_matches",
-                                           "json_answer_too_long"]
+    assert [f.__name__ for f in funcs] == [
+        "json_answer_valid_json",
+        "json_answer_answer_matches",
+        "json_answer_too_long",
+    ]
     assert weights == [0.5, 1.0, 0.2]
     completions = ['{"answer": 4}', "four", '{"answer": 4}' + " " * 500]
     values = [f(prompts=["2+2?"] * 3, completions=completions, answer=["4", "4", "4"]) for f in funcs]
@@ -54,9 +57,13 @@ def test_the_callback_judges_each_component_by_its_own_range_and_role(acme):
         fn(prompts=["q"] * 8, completions=completions, answer=answers, log_metric=trainer._log_metric)
     report = monitor.reports[0]
     assert (report.components["valid_json"].verdict, report.components["valid_json"].cause) == (
-        "dead", "constant_at_maximum")
+        "dead",
+        "constant_at_maximum",
+    )
     assert (report.components["too_long"].verdict, report.components["too_long"].cause) == (
-        "info", "penalty_never_fires")
+        "info",
+        "penalty_never_fires",
+    )
     assert report.components["answer_matches"].verdict == "ok"
     assert trainer.logged["rewardpipe/valid_json/dead"] == 1.0
 
@@ -88,8 +95,11 @@ def test_trl_rollout_func_plays_a_user_environment_whose_tasks_share_a_prompt(ac
     rows = rollout_output(episodes, rollout.env)[EPISODE_FIELD]
     assert rows[0]["task_id"] == "g-07" and rows[0]["simulator_replies"] >= 1
     funcs, weights = rollout.reward_functions()
-    assert [f.__name__ for f in funcs] == ["guess_reward_solved", "guess_reward_closeness",
-                                           "guess_reward_invalid_turns"]
+    assert [f.__name__ for f in funcs] == [
+        "guess_reward_solved",
+        "guess_reward_closeness",
+        "guess_reward_invalid_turns",
+    ]
     assert funcs[0](prompts=[""] * 6, completions=[""] * 6, **{EPISODE_FIELD: rows}) == [1.0] * 6
 
 
@@ -109,5 +119,8 @@ def test_verifiers_rubric_takes_a_user_reward(acme):
 
     funcs, weights = rubric_functions("json_answer")
     assert weights == [0.5, 1.0, 0.2]
-    assert [f(completion=[{"role": "assistant", "content": '{"answer": 4}'}], answer=4, prompt="q") for f in funcs] \
-        == [1.0, 1.0, 0.0]
+    assert [f(completion=[{"role": "assistant", "content": '{"answer": 4}'}], answer=4, prompt="q") for f in funcs] == [
+        1.0,
+        1.0,
+        0.0,
+    ]

@@ -49,8 +49,10 @@ def aws(monkeypatch):
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     if denials:
-        pytest.fail("AWS would have denied these calls (IAM, from the synthesized template; tests/aws/iam.py):\n"
-                    + "\n".join(dict.fromkeys(denials)))
+        pytest.fail(
+            "AWS would have denied these calls (IAM, from the synthesized template; tests/aws/iam.py):\n"
+            + "\n".join(dict.fromkeys(denials))
+        )
     harness.LAMBDA_FAULTS.clear()
     for key in harness.ADDED_ENV:
         os.environ.pop(key, None)

@@ -81,9 +81,13 @@ def use_user_package() -> None:
         sys.path.insert(0, str(USER_PACKAGE))
 
 
-def user_code_env(environment: str | None = None, reward: str | None = None,
-                  single_turn_reward: str | None = None, components: Any = None,
-                  version: str | None = None) -> dict[str, Any]:
+def user_code_env(
+    environment: str | None = None,
+    reward: str | None = None,
+    single_turn_reward: str | None = None,
+    components: Any = None,
+    version: str | None = None,
+) -> dict[str, Any]:
     """The variables the stack sets on the functions that import user code (docs: the issue 20 contract):
     ``ENVIRONMENT_REF``/``ENVIRONMENT_VERSION``, ``REWARD_REF``, ``SINGLE_TURN_REWARD_REF`` and, on the variance
     check, ``REWARD_COMPONENTS`` (a Reward's describe() as the JSON list). Until the stack sets them from
@@ -103,9 +107,12 @@ def user_code_env(environment: str | None = None, reward: str | None = None,
         env["REWARD_WEIGHTS"] = "{}"
     if components is not None:
         described = components.describe() if hasattr(components, "describe") else components
-        env["REWARD_COMPONENTS"] = json.dumps([
-            {"name": name, "range": list(info["range"]), "role": info["role"], "weight": info["weight"]}
-            for name, info in described.items()])
+        env["REWARD_COMPONENTS"] = json.dumps(
+            [
+                {"name": name, "range": list(info["range"]), "role": info["role"], "weight": info["weight"]}
+                for name, info in described.items()
+            ]
+        )
     return env
 
 
@@ -141,11 +148,13 @@ def architecture_context(architecture: str) -> str:
 # every configuration of the stack.
 # A second job role (the user's own) that may invoke the rollout proxy, so the resource policy it adds is tested.
 NOVA_INVOKER_ROLE = "arn:aws:iam::210987654321:role/my-nova-job"
-NOVA_BRIDGE_CONTEXT = json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600,
-                                                      "invoker_role_arns": [NOVA_INVOKER_ROLE]}}, sort_keys=True)
+NOVA_BRIDGE_CONTEXT = json.dumps(
+    {"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600, "invoker_role_arns": [NOVA_INVOKER_ROLE]}},
+    sort_keys=True,
+)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def synthesized(context_json: str = "") -> Synth:
     """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling
     the Nova bridge) gives a second, separately cached synth."""
@@ -301,7 +310,7 @@ def invoke_in_process(fn: Any, payload: Any, response_headers: dict[str, Any]) -
 # IAM: who is calling (tests/aws/iam.py checks each call against that principal's policies in the template)
 
 # The deployments of the current test; a function invoked in-process is found in one of them by its name.
-DEPLOYMENTS: list["Deployment"] = []
+DEPLOYMENTS: list[Deployment] = []
 
 
 def function_caller(function_name: str) -> iam.Caller | None:
@@ -360,7 +369,7 @@ def function_for_folder(folder: str) -> tuple[str, str]:
     return _function_for_folder(folder, DIRECT_CONTEXT)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _function_for_folder(folder: str, direct_context: str) -> tuple[str, str]:
     """(synth context, logical id) of the template function whose code is ``functions/<folder>``: the test's
     synth first (:data:`DIRECT_CONTEXT`), then the one with the Nova bridge."""
@@ -368,7 +377,9 @@ def _function_for_folder(folder: str, direct_context: str) -> tuple[str, str]:
     for context in (direct_context, NOVA_BRIDGE_CONTEXT):
         synth = synthesized(context)
         for logical, resource in synth.template["Resources"].items():
-            if resource["Type"] == "AWS::Lambda::Function" and str(resource["Properties"].get("Runtime", "")).startswith("python"):
+            if resource["Type"] == "AWS::Lambda::Function" and str(
+                resource["Properties"].get("Runtime", "")
+            ).startswith("python"):
                 if (asset_dir(synth, logical) / "handler.py").read_bytes() == source:
                     return context, logical
     raise LookupError(f"no function of the template runs functions/{folder}")
@@ -396,8 +407,12 @@ def folder_caller(folder: str) -> iam.Caller:
 def _state_machine_caller() -> iam.Caller | None:
     # Only a deployment that is complete: an execution an earlier test left waiting can wake up while this
     # test is still deploying (its calls then meet a moto account without its functions, and fail there).
-    machines = [(d, logical) for d in DEPLOYMENTS if d.state_machine_arn
-                for logical in d.of_type("AWS::StepFunctions::StateMachine")]
+    machines = [
+        (d, logical)
+        for d in DEPLOYMENTS
+        if d.state_machine_arn
+        for logical in d.of_type("AWS::StepFunctions::StateMachine")
+    ]
     return machines[0][0].caller(machines[0][1]) if len(machines) == 1 else None
 
 
@@ -433,7 +448,9 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
 
     def invoke(self, function_name, qualifier, body, headers, response_headers):  # noqa: ANN001
         fn = self.get_function(function_name, qualifier)  # raises ResourceNotFound like AWS
-        asynchronous = (headers or {}).get("X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")) == "Event"
+        asynchronous = (headers or {}).get(
+            "X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")
+        ) == "Event"
         limit = LIMITS["lambda_async_bytes" if asynchronous else "lambda_sync_bytes"]
         kind = "asynchronous" if asynchronous else "synchronous"
         if _size(body) > limit:
@@ -444,8 +461,11 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
                 code = 413
 
             _check_size(f"{kind} Lambda request to {fn.function_name}", _size(body), limit)
-            raise RequestTooLarge("RequestTooLargeException", f"Request must be smaller than {limit} bytes for the "
-                                                              f"{'InvokeAsync' if asynchronous else 'Invoke'} operation")
+            raise RequestTooLarge(
+                "RequestTooLargeException",
+                f"Request must be smaller than {limit} bytes for the "
+                f"{'InvokeAsync' if asynchronous else 'Invoke'} operation",
+            )
         payload = json.loads(body) if body else {}
         response = invoke_in_process(fn, payload, response_headers)
         _check_size(f"Lambda response of {fn.function_name}", len(response), LIMITS["lambda_sync_bytes"])
@@ -476,7 +496,10 @@ def _patch_sqs() -> list[tuple[Any, str, Any]]:
 
     def send_message(self, queue_name, message_body, message_attributes=None, *args, **kwargs):  # noqa: ANN001
         queue = self.get_queue(queue_name)
-        limit = min(LIMITS["sqs_message_bytes"], int(getattr(queue, "maximum_message_size", None) or LIMITS["sqs_message_bytes"]))
+        limit = min(
+            LIMITS["sqs_message_bytes"],
+            int(getattr(queue, "maximum_message_size", None) or LIMITS["sqs_message_bytes"]),
+        )
         attributes = sum(_size(k) + _size(json.dumps(v)) for k, v in (message_attributes or {}).items())
         _check_size(f"SQS message to {queue_name}", _size(message_body) + attributes, limit)
         return original(self, queue_name, message_body, message_attributes, *args, **kwargs)
@@ -493,7 +516,9 @@ def history_violations(sfn: Any, execution_arn: str) -> list[str]:
     events: list[dict] = []
     token = None
     while True:
-        page = sfn.get_execution_history(executionArn=execution_arn, maxResults=1000, **({"nextToken": token} if token else {}))
+        page = sfn.get_execution_history(
+            executionArn=execution_arn, maxResults=1000, **({"nextToken": token} if token else {})
+        )
         events += page["events"]
         token = page.get("nextToken")
         if not token:
@@ -509,8 +534,10 @@ def history_violations(sfn: Any, execution_arn: str) -> list[str]:
                 value = details.get(field_name)
                 if isinstance(value, str) and _size(value) > LIMITS["sfn_payload_bytes"]:
                     where = details.get("name") or event.get("type")
-                    found.append(f"execution {name}: {event['type']} {where} {field_name} is {_size(value)} bytes "
-                                 f"> {LIMITS['sfn_payload_bytes']}")
+                    found.append(
+                        f"execution {name}: {event['type']} {where} {field_name} is {_size(value)} bytes "
+                        f"> {LIMITS['sfn_payload_bytes']}"
+                    )
     return found
 
 
@@ -525,10 +552,15 @@ def check_limits() -> list[str]:
             if execution["executionArn"] in CHECKED:
                 continue
             desc = sfn.describe_execution(executionArn=execution["executionArn"])
-            _check = [(f"execution {execution['name']} input", desc.get("input")),
-                      (f"execution {execution['name']} output", desc.get("output"))]
-            found += [f"{what}: {_size(v)} bytes > {LIMITS['sfn_payload_bytes']}" for what, v in _check
-                      if isinstance(v, str) and _size(v) > LIMITS["sfn_payload_bytes"]]
+            _check = [
+                (f"execution {execution['name']} input", desc.get("input")),
+                (f"execution {execution['name']} output", desc.get("output")),
+            ]
+            found += [
+                f"{what}: {_size(v)} bytes > {LIMITS['sfn_payload_bytes']}"
+                for what, v in _check
+                if isinstance(v, str) and _size(v) > LIMITS["sfn_payload_bytes"]
+            ]
             found += history_violations(sfn, execution["executionArn"])
     return found
 
@@ -542,7 +574,7 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
 
     session = botocore.session.get_session()
 
-    @functools.lru_cache(maxsize=None)
+    @functools.cache
     def operation(service: str, action: str) -> Any:
         model = session.get_service_model(service)
         for name in model.operation_names:
@@ -551,17 +583,23 @@ def _patch_sfn_normalisation() -> list[tuple[Any, str, Any]]:
         return None
 
     def normalise_parameters(self, parameters, boto_service_name=None, service_action_name=None):  # noqa: ANN001
-        op = operation(self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name))
+        op = operation(
+            self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
+        )
         if op is not None and op.input_shape is not None:
             self._to_boto_request(parameters, op.input_shape)
 
     def normalise_response(self, response, boto_service_name=None, service_action_name=None):  # noqa: ANN001
-        op = operation(self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name))
+        op = operation(
+            self._get_boto_service_name(boto_service_name), self._get_boto_service_action(service_action_name)
+        )
         if op is not None and op.output_shape is not None:
             self._from_boto_response(response, op.output_shape)
 
-    return [(StateTaskService, "_normalise_parameters", normalise_parameters),
-            (StateTaskService, "_normalise_response", normalise_response)]
+    return [
+        (StateTaskService, "_normalise_parameters", normalise_parameters),
+        (StateTaskService, "_normalise_response", normalise_response),
+    ]
 
 
 def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
@@ -574,7 +612,8 @@ def _patch_sfn_task_failure() -> list[tuple[Any, str, Any]]:
         _check_size("SendTaskFailure error", len(self._get_param("error") or ""), LIMITS["sfn_error_chars"])
         _check_size("SendTaskFailure cause", len(self._get_param("cause") or ""), LIMITS["sfn_cause_chars"])
         self.stepfunction_backend.send_task_failure(
-            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause"))
+            self._get_param("taskToken"), error=self._get_param("error"), cause=self._get_param("cause")
+        )
         return EmptyResult()
 
     return [(StepFunctionResponse, "send_task_failure", send_task_failure)]
@@ -595,7 +634,8 @@ def _patch_sfn_start_execution() -> list[tuple[Any, str, Any]]:
         if _size(self._get_param("input")) > LIMITS["sfn_payload_bytes"]:
             raise ValidationException(
                 "1 validation error detected: Value at 'input' failed to satisfy constraint: Member must have "
-                f"length less than or equal to {LIMITS['sfn_payload_bytes']}")
+                f"length less than or equal to {LIMITS['sfn_payload_bytes']}"
+            )
         return original(self)
 
     return [(StepFunctionResponse, "start_execution", start_execution)]
@@ -614,7 +654,9 @@ def _patch_ecs() -> list[tuple[Any, str, Any]]:
         for task in tasks:
             for container in task_def.container_definitions:
                 env = {e["name"]: e["value"] for e in container.get("environment", [])}
-                env.update({e["name"]: e["value"] for e in overrides_by_name.get(container["name"], {}).get("environment", [])})
+                env.update(
+                    {e["name"]: e["value"] for e in overrides_by_name.get(container["name"], {}).get("environment", [])}
+                )
                 CONTAINER_RUNS.append(run_container(env, principal=principal))
                 for c in getattr(task, "containers", []) or []:
                     if isinstance(c, dict):
@@ -650,8 +692,10 @@ def run_container(env: dict[str, str], principal: dict | None = None) -> dict[st
         if principal is not None:
             Path(iam_dir, "sitecustomize.py").write_text(_CHILD_IAM)
             Path(iam_dir, "principal.json").write_text(json.dumps(principal))
-            iam_env = {"REWARDPIPE_IAM_PRINCIPAL": str(Path(iam_dir, "principal.json")),
-                       "REWARDPIPE_IAM_DENIALS": str(Path(iam_dir, "denials.jsonl"))}
+            iam_env = {
+                "REWARDPIPE_IAM_PRINCIPAL": str(Path(iam_dir, "principal.json")),
+                "REWARDPIPE_IAM_DENIALS": str(Path(iam_dir, "denials.jsonl")),
+            }
         run = _run_container(env, iam_env, iam_dir if principal is not None else None)
         denials = Path(iam_dir, "denials.jsonl")
         if denials.exists():
@@ -729,9 +773,17 @@ def install_stop_execution_patch(monkeypatch: Any) -> None:
 def install_patches(monkeypatch: Any) -> None:
     """Apply the moto patches for one test (``monkeypatch`` undoes them afterwards, so other
     tests in the same worker see stock moto)."""
-    for target, name, value in (*_patch_lambda(), *_patch_sfn_normalisation(), *_patch_sfn_task_failure(),
-                                 *_patch_sfn_start_execution(), *_patch_ecs(), *_patch_sqs(), *_patch_moto_serving(),
-                                 *_patch_sfn_role(), *iam.patch_botocore()):
+    for target, name, value in (
+        *_patch_lambda(),
+        *_patch_sfn_normalisation(),
+        *_patch_sfn_task_failure(),
+        *_patch_sfn_start_execution(),
+        *_patch_ecs(),
+        *_patch_sqs(),
+        *_patch_moto_serving(),
+        *_patch_sfn_role(),
+        *iam.patch_botocore(),
+    ):
         monkeypatch.setattr(target, name, value)
     DEPLOYMENTS.clear()
     iam.reset()
@@ -758,10 +810,14 @@ class Deployment:
 
     def resolve(self, value: Any) -> Any:
         if isinstance(value, dict) and len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
-                return {"AWS::Partition": "aws", "AWS::Region": REGION, "AWS::AccountId": ACCOUNT,
-                        "AWS::URLSuffix": "amazonaws.com"}.get(arg) or self.refs[arg]["Ref"]
+                return {
+                    "AWS::Partition": "aws",
+                    "AWS::Region": REGION,
+                    "AWS::AccountId": ACCOUNT,
+                    "AWS::URLSuffix": "amazonaws.com",
+                }.get(arg) or self.refs[arg]["Ref"]
             if key == "Fn::GetAtt":
                 logical, attr = arg if isinstance(arg, list) else arg.split(".", 1)
                 return self.refs[logical][attr]
@@ -791,7 +847,7 @@ class Deployment:
         policies, for :func:`iam.calling_as`."""
         return iam.Caller(logical, lambda: (self.iam_model, logical))
 
-    def deploy(self) -> "Deployment":
+    def deploy(self) -> Deployment:
         import boto3
 
         DEPLOYMENTS.append(self)
@@ -834,10 +890,17 @@ class Deployment:
         policy; other queues are created by logical id with moto's defaults, as they always were."""
         if not props.get("FifoQueue"):
             return sqs.create_queue(QueueName=logical)["QueueUrl"]
-        attributes = {"FifoQueue": "true",
-                      "ContentBasedDeduplication": str(bool(props.get("ContentBasedDeduplication"))).lower()}
-        for key in ("VisibilityTimeout", "MaximumMessageSize", "MessageRetentionPeriod", "DeduplicationScope",
-                    "FifoThroughputLimit"):
+        attributes = {
+            "FifoQueue": "true",
+            "ContentBasedDeduplication": str(bool(props.get("ContentBasedDeduplication"))).lower(),
+        }
+        for key in (
+            "VisibilityTimeout",
+            "MaximumMessageSize",
+            "MessageRetentionPeriod",
+            "DeduplicationScope",
+            "FifoThroughputLimit",
+        ):
             if key in props:
                 attributes[key] = str(props[key])
         if "RedrivePolicy" in props:
@@ -874,13 +937,24 @@ class Deployment:
             props = resource["Properties"]
             containers = []
             for c in props["ContainerDefinitions"]:
-                containers.append({
-                    "name": c["Name"], "image": "rewardpipe-runner:test", "memory": int(c["Memory"]),
-                    "environment": [{"name": e["Name"], "value": str(self.resolve(e["Value"]))} for e in c.get("Environment", [])],
-                })
+                containers.append(
+                    {
+                        "name": c["Name"],
+                        "image": "rewardpipe-runner:test",
+                        "memory": int(c["Memory"]),
+                        "environment": [
+                            {"name": e["Name"], "value": str(self.resolve(e["Value"]))}
+                            for e in c.get("Environment", [])
+                        ],
+                    }
+                )
             td = ecs.register_task_definition(
-                family=props["Family"], containerDefinitions=containers, requiresCompatibilities=["FARGATE"],
-                networkMode="awsvpc", cpu=str(props["Cpu"]), memory=str(props["Memory"]),
+                family=props["Family"],
+                containerDefinitions=containers,
+                requiresCompatibilities=["FARGATE"],
+                networkMode="awsvpc",
+                cpu=str(props["Cpu"]),
+                memory=str(props["Memory"]),
             )["taskDefinition"]
             self.refs[logical] = {"Ref": td["taskDefinitionArn"]}
 
@@ -891,8 +965,12 @@ class Deployment:
         try:
             return iam.get_role(RoleName="rewardpipe-test")["Role"]["Arn"]
         except iam.exceptions.NoSuchEntityException:
-            doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
-                                                           "Action": "sts:AssumeRole"}]}
+            doc = {
+                "Version": "2012-10-17",
+                "Statement": [
+                    {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+                ],
+            }
             return iam.create_role(RoleName="rewardpipe-test", AssumeRolePolicyDocument=json.dumps(doc))["Role"]["Arn"]
 
     def _deploy_functions(self) -> None:
@@ -917,9 +995,14 @@ class Deployment:
             _check_size(f"environment variables of {logical}", _env_size(env), LIMITS["lambda_env_bytes"])
             name = str(props.get("FunctionName") or logical)[:64]
             fn = client.create_function(
-                FunctionName=name, Runtime=props["Runtime"], Role=role, Handler=props["Handler"],
-                Code={"ZipFile": buf.getvalue()}, Timeout=int(props.get("Timeout", 3)),
-                MemorySize=int(props.get("MemorySize", 128)), Environment={"Variables": env},
+                FunctionName=name,
+                Runtime=props["Runtime"],
+                Role=role,
+                Handler=props["Handler"],
+                Code={"ZipFile": buf.getvalue()},
+                Timeout=int(props.get("Timeout", 3)),
+                MemorySize=int(props.get("MemorySize", 128)),
+                Environment={"Variables": env},
                 Architectures=props.get("Architectures", ["x86_64"]),
             )
             self.functions[logical] = name
@@ -929,11 +1012,13 @@ class Deployment:
         import boto3
 
         sfn = boto3.client("stepfunctions", region_name=REGION)
-        (logical, resource), = self.of_type("AWS::StepFunctions::StateMachine").items()
+        ((logical, resource),) = self.of_type("AWS::StepFunctions::StateMachine").items()
         definition = self.resolve(resource["Properties"]["DefinitionString"])
         self.definition = json.loads(definition)
         self.state_machine_arn = sfn.create_state_machine(
-            name=self.refs[logical]["Name"], definition=definition, roleArn=self._role(),
+            name=self.refs[logical]["Name"],
+            definition=definition,
+            roleArn=self._role(),
         )["stateMachineArn"]
         assert self.state_machine_arn == self.refs[logical]["Arn"], "moto's state machine ARN changed form"
 
@@ -956,11 +1041,18 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
             body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
             seen.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
             # The fields the OpenAI SDK's ChatCompletion model requires, so SDK-based clients accept it too.
-            data = json.dumps({"id": f"chatcmpl-{len(seen)}", "object": "chat.completion", "created": 0,
-                               "model": str(body.get("model", "")),
-                               "choices": [{"index": 0, "message": {"role": "assistant", "content": reply(body)},
-                                            "finish_reason": "stop"}],
-                               "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0}}).encode()
+            data = json.dumps(
+                {
+                    "id": f"chatcmpl-{len(seen)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": str(body.get("model", "")),
+                    "choices": [
+                        {"index": 0, "message": {"role": "assistant", "content": reply(body)}, "finish_reason": "stop"}
+                    ],
+                    "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+                }
+            ).encode()
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(data)))
@@ -984,12 +1076,23 @@ def create_function(folder: str, name: str, env: dict[str, str] | None = None, t
     with zipfile.ZipFile(buf, "w") as zf:
         zf.write(ROOT / "functions" / folder / "handler.py", "handler.py")
     iam_client = boto3.client("iam", region_name=REGION)
-    doc = {"Version": "2012-10-17", "Statement": [{"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"},
-                                                   "Action": "sts:AssumeRole"}]}
+    doc = {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Effect": "Allow", "Principal": {"Service": "lambda.amazonaws.com"}, "Action": "sts:AssumeRole"}
+        ],
+    }
     role = iam_client.create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument=json.dumps(doc))["Role"]["Arn"]
     boto3.client("lambda", region_name=REGION).create_function(
-        FunctionName=name, Runtime="python3.11", Role=role, Handler="handler.lambda_handler",
-        Code={"ZipFile": buf.getvalue()}, Timeout=timeout_s, MemorySize=1769, Environment={"Variables": env or {}})
+        FunctionName=name,
+        Runtime="python3.11",
+        Role=role,
+        Handler="handler.lambda_handler",
+        Code={"ZipFile": buf.getvalue()},
+        Timeout=timeout_s,
+        MemorySize=1769,
+        Environment={"Variables": env or {}},
+    )
     return name
 
 
@@ -1030,10 +1133,15 @@ def _iso(epoch_s: float) -> str:
 def sqs_event_record(message: dict[str, Any], queue_arn: str) -> dict[str, Any]:
     """One record of the event Lambda's SQS poller hands a function (the documented shape)."""
     return {
-        "messageId": message["MessageId"], "receiptHandle": message["ReceiptHandle"], "body": message["Body"],
+        "messageId": message["MessageId"],
+        "receiptHandle": message["ReceiptHandle"],
+        "body": message["Body"],
         "attributes": {k: str(v) for k, v in message.get("Attributes", {}).items()},
-        "messageAttributes": message.get("MessageAttributes", {}), "md5OfBody": message.get("MD5OfBody", ""),
-        "eventSource": "aws:sqs", "eventSourceARN": queue_arn, "awsRegion": REGION,
+        "messageAttributes": message.get("MessageAttributes", {}),
+        "md5OfBody": message.get("MD5OfBody", ""),
+        "eventSource": "aws:sqs",
+        "eventSourceARN": queue_arn,
+        "awsRegion": REGION,
     }
 
 
@@ -1041,8 +1149,9 @@ def event_matches(pattern: Any, event: Any) -> bool:
     """EventBridge matching for the pattern forms the templates use: nested objects, and lists of exact
     values (a field matches when its value, or one of its values, is in the list)."""
     if isinstance(pattern, dict):
-        return isinstance(event, dict) and all(key in event and event_matches(sub, event[key])
-                                               for key, sub in pattern.items())
+        return isinstance(event, dict) and all(
+            key in event and event_matches(sub, event[key]) for key, sub in pattern.items()
+        )
     if isinstance(pattern, list):
         values = event if isinstance(event, list) else [event]
         return any(value in pattern for value in values)
@@ -1098,16 +1207,24 @@ class EventSources:
             visibility = int(queues[queue]["Properties"].get("VisibilityTimeout", 30))
             timeout = int(functions[target]["Properties"].get("Timeout", 3))
             if visibility < timeout:
-                LIMIT_VIOLATIONS.append(f"event source mapping {target}: queue visibility timeout {visibility}s is "
-                                        f"below the function timeout {timeout}s (Lambda refuses the mapping)")
+                LIMIT_VIOLATIONS.append(
+                    f"event source mapping {target}: queue visibility timeout {visibility}s is "
+                    f"below the function timeout {timeout}s (Lambda refuses the mapping)"
+                )
             # Lambda's poller reads, deletes and inspects the queue with the function's own role ("Lambda
             # execution role permissions" for SQS: ReceiveMessage, DeleteMessage, GetQueueAttributes).
             with iam.calling_as(d.caller(target)):
                 self.sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["VisibilityTimeout"])
-            self.mappings.append({"function": d.functions[target], "queue_url": url, "queue_arn": queue_arn,
-                                  "caller": d.caller(target),
-                                  "batch_size": int(props.get("BatchSize", 10)),
-                                  "report_failures": "ReportBatchItemFailures" in props.get("FunctionResponseTypes", [])})
+            self.mappings.append(
+                {
+                    "function": d.functions[target],
+                    "queue_url": url,
+                    "queue_arn": queue_arn,
+                    "caller": d.caller(target),
+                    "batch_size": int(props.get("BatchSize", 10)),
+                    "report_failures": "ReportBatchItemFailures" in props.get("FunctionResponseTypes", []),
+                }
+            )
         self.rules: list[dict[str, Any]] = []
         permissions = [r["Properties"] for r in d.of_type("AWS::Lambda::Permission").values()]
         for logical, rule in d.of_type("AWS::Events::Rule").items():
@@ -1116,13 +1233,22 @@ class EventSources:
                 fn = self._function_logical(target["Arn"])
                 if fn is None or not fn.startswith(self.prefixes):
                     continue
-                allowed = any(p.get("Principal") == "events.amazonaws.com" and self._function_logical(p["FunctionName"]) == fn
-                              and p.get("SourceArn") == {"Fn::GetAtt": [logical, "Arn"]} for p in permissions)
+                allowed = any(
+                    p.get("Principal") == "events.amazonaws.com"
+                    and self._function_logical(p["FunctionName"]) == fn
+                    and p.get("SourceArn") == {"Fn::GetAtt": [logical, "Arn"]}
+                    for p in permissions
+                )
                 if not allowed:
                     LIMIT_VIOLATIONS.append(f"rule {logical}: no Lambda permission lets EventBridge invoke {fn}")
-                self.rules.append({"rule": logical, "function": d.functions[fn],
-                                   "pattern": d.resolve(props.get("EventPattern")) if "EventPattern" in props else None,
-                                   "rate_s": self._rate(props.get("ScheduleExpression"))})
+                self.rules.append(
+                    {
+                        "rule": logical,
+                        "function": d.functions[fn],
+                        "pattern": d.resolve(props.get("EventPattern")) if "EventPattern" in props else None,
+                        "rate_s": self._rate(props.get("ScheduleExpression")),
+                    }
+                )
 
     @staticmethod
     def _function_logical(ref: Any) -> str | None:
@@ -1136,13 +1262,16 @@ class EventSources:
     def _rate(expression: Any) -> float | None:
         if not isinstance(expression, str) or not expression.startswith("rate("):
             return None
-        value, unit = expression[len("rate("):-1].split()
+        value, unit = expression[len("rate(") : -1].split()
         return float(value) * _RATE_SECONDS[unit]
 
     def _invoke(self, function: str, event: dict[str, Any], asynchronous: bool) -> tuple[bool, Any]:
         """(succeeded, the function's result)."""
-        response = self.lam.invoke(FunctionName=function, InvocationType="Event" if asynchronous else "RequestResponse",
-                                   Payload=json.dumps(event).encode("utf-8"))
+        response = self.lam.invoke(
+            FunctionName=function,
+            InvocationType="Event" if asynchronous else "RequestResponse",
+            Payload=json.dumps(event).encode("utf-8"),
+        )
         body = response["Payload"].read()
         if response.get("FunctionError"):
             self.failures.append(f"{function}: {body[:500]!r}")
@@ -1154,13 +1283,18 @@ class EventSources:
         handed = 0
         for m in self.mappings:
             with iam.calling_as(m["caller"]):
-                messages = self.sqs.receive_message(QueueUrl=m["queue_url"], MaxNumberOfMessages=m["batch_size"],
-                                                    AttributeNames=["All"], MessageAttributeNames=["All"]).get("Messages", [])
+                messages = self.sqs.receive_message(
+                    QueueUrl=m["queue_url"],
+                    MaxNumberOfMessages=m["batch_size"],
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                ).get("Messages", [])
             if not messages:
                 continue
             handed += len(messages)
-            ok, result = self._invoke(m["function"], {"Records": [sqs_event_record(x, m["queue_arn"]) for x in messages]},
-                                      asynchronous=False)
+            ok, result = self._invoke(
+                m["function"], {"Records": [sqs_event_record(x, m["queue_arn"]) for x in messages]}, asynchronous=False
+            )
             done = {x["MessageId"] for x in messages} if ok else set()  # a raise: the whole batch comes back
             if ok and m["report_failures"] and isinstance(result, dict) and result.get("batchItemFailures"):
                 failed = [f.get("itemIdentifier") if isinstance(f, dict) else None for f in result["batchItemFailures"]]
@@ -1193,8 +1327,11 @@ class EventSources:
     @staticmethod
     def status_change_event(desc: dict[str, Any]) -> dict[str, Any]:
         detail: dict[str, Any] = {
-            "executionArn": desc["executionArn"], "stateMachineArn": desc["stateMachineArn"], "name": desc["name"],
-            "status": desc["status"], "startDate": int(desc["startDate"].timestamp() * 1000),
+            "executionArn": desc["executionArn"],
+            "stateMachineArn": desc["stateMachineArn"],
+            "name": desc["name"],
+            "status": desc["status"],
+            "startDate": int(desc["startDate"].timestamp() * 1000),
             "stopDate": int(desc["stopDate"].timestamp() * 1000) if desc.get("stopDate") else None,
         }
         for key in ("input", "output"):
@@ -1202,9 +1339,17 @@ class EventSources:
             included = value is not None and _size(value) <= STATUS_EVENT_PAYLOAD_BYTES
             detail[key] = value if included else None
             detail[f"{key}Details"] = {"included": included}
-        return {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Step Functions Execution Status Change",
-                "source": "aws.states", "account": ACCOUNT, "time": _iso(time.time()), "region": REGION,
-                "resources": [desc["executionArn"]], "detail": detail}
+        return {
+            "version": "0",
+            "id": str(uuid.uuid4()),
+            "detail-type": "Step Functions Execution Status Change",
+            "source": "aws.states",
+            "account": ACCOUNT,
+            "time": _iso(time.time()),
+            "region": REGION,
+            "resources": [desc["executionArn"]],
+            "detail": detail,
+        }
 
     def fire_schedules(self, now: float) -> int:
         """Fire every schedule whose period has passed since the first call (or its last firing)."""
@@ -1216,13 +1361,26 @@ class EventSources:
             if now < due:
                 continue
             self._next_fire[rule["rule"]] = now + rule["rate_s"]
-            self._invoke(rule["function"], {
-                "version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event", "source": "aws.events",
-                "account": ACCOUNT, "time": _iso(now), "region": REGION,
-                "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule['rule']}"], "detail": {}}, asynchronous=True)
+            self._invoke(
+                rule["function"],
+                {
+                    "version": "0",
+                    "id": str(uuid.uuid4()),
+                    "detail-type": "Scheduled Event",
+                    "source": "aws.events",
+                    "account": ACCOUNT,
+                    "time": _iso(now),
+                    "region": REGION,
+                    "resources": [f"arn:aws:events:{REGION}:{ACCOUNT}:rule/{rule['rule']}"],
+                    "detail": {},
+                },
+                asynchronous=True,
+            )
             fired += 1
         return fired
 
     def pump(self, now: float | None = None) -> int:
         """One round of everything: SQS polls, status changes, schedules. Returns how much was delivered."""
-        return self.poll_sqs() + self.deliver_status_changes() + self.fire_schedules(time.time() if now is None else now)
+        return (
+            self.poll_sqs() + self.deliver_status_changes() + self.fire_schedules(time.time() if now is None else now)
+        )

@@ -36,13 +36,15 @@ import contextlib
 import json
 import re
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable
+from typing import Any
 
 SAR = "https://docs.aws.amazon.com/service-authorization/latest/reference/"
 POLICY_EVALUATION = "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_evaluation-logic.html"
-CONDITION_OPERATORS = ("https://docs.aws.amazon.com/IAM/latest/UserGuide/"
-                       "reference_policies_elements_condition_operators.html")
+CONDITION_OPERATORS = (
+    "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_condition_operators.html"
+)
 RESOURCE_ELEMENT = "https://docs.aws.amazon.com/IAM/latest/UserGuide/reference_policies_elements_resource.html"
 
 # --------------------------------------------------------------------------------------------------
@@ -80,23 +82,37 @@ OPERATIONS: dict[tuple[str, str], Auth] = {
     # S3 object operations authorize on arn:aws:s3:::<bucket>/<key>.
     ("s3", "GetObject"): Auth(("s3:GetObject",), "s3-object", S3, kms="s3-read", versioned="s3:GetObjectVersion"),
     # "To use HEAD, you must have the s3:GetObject permission" (S3 API reference, HeadObject).
-    ("s3", "HeadObject"): Auth(("s3:GetObject",), "s3-object",
-                               "https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html",
-                               kms="s3-read", versioned="s3:GetObjectVersion"),
+    ("s3", "HeadObject"): Auth(
+        ("s3:GetObject",),
+        "s3-object",
+        "https://docs.aws.amazon.com/AmazonS3/latest/API/API_HeadObject.html",
+        kms="s3-read",
+        versioned="s3:GetObjectVersion",
+    ),
     # A conditional write (If-None-Match / If-Match) needs s3:PutObject only; s3:if-none-match and
     # s3:if-match are the condition keys S3 adds for it (S3 user guide, "Conditional writes").
-    ("s3", "PutObject"): Auth(("s3:PutObject",), "s3-object", S3,
-                              context=(("s3:if-none-match", "IfNoneMatch"), ("s3:if-match", "IfMatch")), kms="s3-write"),
+    ("s3", "PutObject"): Auth(
+        ("s3:PutObject",),
+        "s3-object",
+        S3,
+        context=(("s3:if-none-match", "IfNoneMatch"), ("s3:if-match", "IfMatch")),
+        kms="s3-write",
+    ),
     ("s3", "DeleteObject"): Auth(("s3:DeleteObject",), "s3-object", S3, versioned="s3:DeleteObjectVersion"),
     # ListObjects(V2) is s3:ListBucket on the bucket; the prefix, delimiter and max-keys are condition keys
     # ("you must have permission to perform the s3:ListBucket action", S3 API reference, ListObjectsV2).
-    ("s3", "ListObjectsV2"): Auth(("s3:ListBucket",), "s3-bucket",
-                                  "https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html",
-                                  context=(("s3:prefix", "Prefix"), ("s3:delimiter", "Delimiter"),
-                                           ("s3:max-keys", "MaxKeys"))),
-    ("s3", "ListObjects"): Auth(("s3:ListBucket",), "s3-bucket", S3,
-                                context=(("s3:prefix", "Prefix"), ("s3:delimiter", "Delimiter"),
-                                         ("s3:max-keys", "MaxKeys"))),
+    ("s3", "ListObjectsV2"): Auth(
+        ("s3:ListBucket",),
+        "s3-bucket",
+        "https://docs.aws.amazon.com/AmazonS3/latest/API/API_ListObjectsV2.html",
+        context=(("s3:prefix", "Prefix"), ("s3:delimiter", "Delimiter"), ("s3:max-keys", "MaxKeys")),
+    ),
+    ("s3", "ListObjects"): Auth(
+        ("s3:ListBucket",),
+        "s3-bucket",
+        S3,
+        context=(("s3:prefix", "Prefix"), ("s3:delimiter", "Delimiter"), ("s3:max-keys", "MaxKeys")),
+    ),
     # SQS authorizes on the queue's ARN (built from the queue URL); SSE-KMS with a customer key adds KMS.
     ("sqs", "SendMessage"): Auth(("sqs:SendMessage",), "sqs-queue", SQS, kms="sqs-send"),
     ("sqs", "SendMessageBatch"): Auth(("sqs:SendMessage",), "sqs-queue", SQS, kms="sqs-send"),
@@ -122,52 +138,95 @@ OPERATIONS: dict[tuple[str, str], Auth] = {
     ("sns", "Publish"): Auth(("sns:Publish",), "sns-topic", SNS, kms="sns-publish"),
     ("secretsmanager", "GetSecretValue"): Auth(("secretsmanager:GetSecretValue",), "secret", SECRETS),
     # PutMetricData has no resource type; cloudwatch:namespace is its condition key.
-    ("cloudwatch", "PutMetricData"): Auth(("cloudwatch:PutMetricData",), None, CLOUDWATCH,
-                                          context=(("cloudwatch:namespace", "Namespace"),)),
+    ("cloudwatch", "PutMetricData"): Auth(
+        ("cloudwatch:PutMetricData",), None, CLOUDWATCH, context=(("cloudwatch:namespace", "Namespace"),)
+    ),
     # A state machine's Fargate step: RunTask on the task definition, passing its roles (iam:PassRole, "Amazon
     # ECS task IAM role"), then DescribeTasks to wait for it.
-    ("ecs", "RunTask"): Auth(("ecs:RunTask",), "ecs-task-definition", SAR + "list_amazonelasticcontainerservice.html",
-                             extra="ecs-pass-roles"),
+    ("ecs", "RunTask"): Auth(
+        ("ecs:RunTask",), "ecs-task-definition", SAR + "list_amazonelasticcontainerservice.html", extra="ecs-pass-roles"
+    ),
     ("ecs", "DescribeTasks"): Auth(("ecs:DescribeTasks",), "ecs-task", SAR + "list_amazonelasticcontainerservice.html"),
     ("ecs", "StopTask"): Auth(("ecs:StopTask",), "ecs-task", SAR + "list_amazonelasticcontainerservice.html"),
     # GetCallerIdentity needs no permission ("No permissions are required", STS API reference).
-    ("sts", "GetCallerIdentity"): Auth((), None,
-                                       "https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html"),
+    ("sts", "GetCallerIdentity"): Auth(
+        (), None, "https://docs.aws.amazon.com/STS/latest/APIReference/API_GetCallerIdentity.html"
+    ),
 }
 
 # What a customer-managed KMS key on the resource adds to the call (the AWS-managed keys aws/s3, aws/sqs and
 # aws/sns need no grant of the caller's own).
 KMS_NEEDS: dict[str, tuple[tuple[str, ...], str]] = {
     # "To upload an object encrypted with an AWS KMS key, you need kms:GenerateDataKey"; reading needs kms:Decrypt.
-    "s3-write": (("kms:GenerateDataKey",), "https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html"),
+    "s3-write": (
+        ("kms:GenerateDataKey",),
+        "https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html",
+    ),
     "s3-read": (("kms:Decrypt",), "https://docs.aws.amazon.com/AmazonS3/latest/userguide/UsingKMSEncryption.html"),
     # Producers need kms:GenerateDataKey and kms:Decrypt, consumers kms:Decrypt (SQS key management).
-    "sqs-send": (("kms:GenerateDataKey", "kms:Decrypt"),
-                 "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html"),
-    "sqs-receive": (("kms:Decrypt",),
-                    "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html"),
+    "sqs-send": (
+        ("kms:GenerateDataKey", "kms:Decrypt"),
+        "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html",
+    ),
+    "sqs-receive": (
+        ("kms:Decrypt",),
+        "https://docs.aws.amazon.com/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html",
+    ),
     # Publishers to an encrypted topic need kms:GenerateDataKey* and kms:Decrypt on its key (SNS key management).
-    "sns-publish": (("kms:GenerateDataKey", "kms:Decrypt"), "https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html"),
+    "sns-publish": (
+        ("kms:GenerateDataKey", "kms:Decrypt"),
+        "https://docs.aws.amazon.com/sns/latest/dg/sns-key-management.html",
+    ),
 }
 
 # The AWS-managed policies CDK attaches to Lambda roles (AWS managed policy reference), as data.
 AWS_MANAGED_POLICIES = {
-    "AWSLambdaBasicExecutionRole": {"Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
-        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"]}]},
-    "AWSLambdaVPCAccessExecutionRole": {"Statement": [{"Effect": "Allow", "Resource": "*", "Action": [
-        "logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents", "ec2:CreateNetworkInterface",
-        "ec2:DescribeNetworkInterfaces", "ec2:DescribeSubnets", "ec2:DeleteNetworkInterface",
-        "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses"]}]},
+    "AWSLambdaBasicExecutionRole": {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Resource": "*",
+                "Action": ["logs:CreateLogGroup", "logs:CreateLogStream", "logs:PutLogEvents"],
+            }
+        ]
+    },
+    "AWSLambdaVPCAccessExecutionRole": {
+        "Statement": [
+            {
+                "Effect": "Allow",
+                "Resource": "*",
+                "Action": [
+                    "logs:CreateLogGroup",
+                    "logs:CreateLogStream",
+                    "logs:PutLogEvents",
+                    "ec2:CreateNetworkInterface",
+                    "ec2:DescribeNetworkInterfaces",
+                    "ec2:DescribeSubnets",
+                    "ec2:DeleteNetworkInterface",
+                    "ec2:AssignPrivateIpAddresses",
+                    "ec2:UnassignPrivateIpAddresses",
+                ],
+            }
+        ]
+    },
 }
 
 # The IAM service prefix of each botocore service (for VPC endpoint service names: com.amazonaws.<region>.<x>).
-ENDPOINT_SERVICE = {"s3": "s3", "sqs": "sqs", "stepfunctions": "states", "lambda": "lambda", "sns": "sns",
-                    "secretsmanager": "secretsmanager", "cloudwatch": "monitoring", "sts": "sts", "logs": "logs",
-                    "kms": "kms"}
+ENDPOINT_SERVICE = {
+    "s3": "s3",
+    "sqs": "sqs",
+    "stepfunctions": "states",
+    "lambda": "lambda",
+    "sns": "sns",
+    "secretsmanager": "secretsmanager",
+    "cloudwatch": "monitoring",
+    "sts": "sts",
+    "logs": "logs",
+    "kms": "kms",
+}
 
 # The error AWS answers a denied call with, per service (HTTP 403).
-DENIED_CODE = {"s3": "AccessDenied", "sqs": "AccessDenied", "sns": "AuthorizationError",
-               "cloudwatch": "AccessDenied"}
+DENIED_CODE = {"s3": "AccessDenied", "sqs": "AccessDenied", "sns": "AuthorizationError", "cloudwatch": "AccessDenied"}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -230,11 +289,11 @@ RESOURCES: dict[str, Callable[[dict, str, str], str]] = {
     "sns-topic": lambda p, r, a: p["TopicArn"],
     "secret": _secret_arn,
     "ecs-task-definition": lambda p, r, a: _task_definition_arn(str(p["taskDefinition"]), r, a),
-    "ecs-task": lambda p, r, a: (str(p["tasks"][0]) if "tasks" in p else str(p["task"])),
+    "ecs-task": lambda p, r, a: str(p["tasks"][0]) if "tasks" in p else str(p["task"]),
 }
 
 
-def _pass_task_roles(params: dict, resource: str, model: "TemplateModel") -> list["Request"]:
+def _pass_task_roles(params: dict, resource: str, model: TemplateModel) -> list[Request]:
     """iam:PassRole on the roles of the task definition being run
     (https://docs.aws.amazon.com/AmazonECS/latest/developerguide/task-iam-roles.html)."""
     out = []
@@ -244,12 +303,15 @@ def _pass_task_roles(params: dict, resource: str, model: "TemplateModel") -> lis
         for prop in ("TaskRoleArn", "ExecutionRoleArn"):
             role = resource_def["Properties"].get(prop)
             if role is not None:
-                out.append(Request("iam:PassRole", str(model.resolve(role)),
-                                   {"iam:passedtoservice": ("ecs-tasks.amazonaws.com",)}))
+                out.append(
+                    Request(
+                        "iam:PassRole", str(model.resolve(role)), {"iam:passedtoservice": ("ecs-tasks.amazonaws.com",)}
+                    )
+                )
     return out
 
 
-EXTRA: dict[str, Callable[[dict, str, "TemplateModel"], list["Request"]]] = {"ecs-pass-roles": _pass_task_roles}
+EXTRA: dict[str, Callable[[dict, str, TemplateModel], list[Request]]] = {"ecs-pass-roles": _pass_task_roles}
 
 
 @dataclass(frozen=True)
@@ -268,14 +330,16 @@ class UnmappedOperation(LookupError):
     """A function called an operation :data:`OPERATIONS` does not describe."""
 
 
-def requests_for(service: str, operation: str, params: dict, region: str, account: str,
-                 model: "TemplateModel | None" = None) -> list[Request]:
+def requests_for(
+    service: str, operation: str, params: dict, region: str, account: str, model: TemplateModel | None = None
+) -> list[Request]:
     """The authorization requests AWS makes for one API call."""
     auth = OPERATIONS.get((service, operation))
     if auth is None:
         raise UnmappedOperation(
             f"the IAM harness does not know how AWS authorizes {service}:{operation}; add it to "
-            f"tests/aws/iam.py OPERATIONS from the Service Authorization Reference ({SAR})")
+            f"tests/aws/iam.py OPERATIONS from the Service Authorization Reference ({SAR})"
+        )
     resource = RESOURCES[auth.resource](params, region, account) if auth.resource else None
     context: dict[str, tuple[str, ...]] = {}
     for key, param in auth.context:
@@ -372,9 +436,14 @@ def _string_op(base: str) -> Callable[[str, str], bool] | None:
     }.get(base)
 
 
-_NEGATED = {"StringNotEquals": "StringEquals", "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
-            "StringNotLike": "StringLike", "ArnNotEquals": "ArnEquals", "ArnNotLike": "ArnLike",
-            "NumericNotEquals": "NumericEquals"}
+_NEGATED = {
+    "StringNotEquals": "StringEquals",
+    "StringNotEqualsIgnoreCase": "StringEqualsIgnoreCase",
+    "StringNotLike": "StringLike",
+    "ArnNotEquals": "ArnEquals",
+    "ArnNotLike": "ArnLike",
+    "NumericNotEquals": "NumericEquals",
+}
 
 
 def condition_matches(conditions: dict | None, context: dict[str, tuple[str, ...]]) -> bool:
@@ -392,8 +461,9 @@ def condition_matches(conditions: dict | None, context: dict[str, tuple[str, ...
         negated = operator in _NEGATED
         compare = _string_op(_NEGATED.get(operator, operator))
         if operator != "Null" and compare is None:
-            raise UnsupportedCondition(f"condition operator {raw_operator!r} is not implemented in tests/aws/iam.py "
-                                       f"({CONDITION_OPERATORS})")
+            raise UnsupportedCondition(
+                f"condition operator {raw_operator!r} is not implemented in tests/aws/iam.py ({CONDITION_OPERATORS})"
+            )
         if qualifier not in ("", "ForAnyValue", "ForAllValues"):
             raise UnsupportedCondition(f"condition qualifier {qualifier!r} is not implemented")
         for key, wanted in block.items():
@@ -456,13 +526,22 @@ class Decision:
     reason: str
 
 
-def evaluate(request: Request, *, identity: list[dict], resource_policies: list[dict], endpoint_policy: dict | None,
-             principal_arn: str, account: str, context: dict[str, tuple[str, ...]]) -> Decision:
+def evaluate(
+    request: Request,
+    *,
+    identity: list[dict],
+    resource_policies: list[dict],
+    endpoint_policy: dict | None,
+    principal_arn: str,
+    account: str,
+    context: dict[str, tuple[str, ...]],
+) -> Decision:
     """The IAM policy evaluation logic for one principal of the resource's own account (POLICY_EVALUATION):
     explicit Deny anywhere → denied; else an Allow in an identity policy, or in a resource policy naming the
     principal → allowed; else implicit deny. A VPC endpoint policy must allow the request as well."""
-    scoped_resource = [s for doc in resource_policies for s in _statements(doc)
-                       if _principal_matches(s, principal_arn, account)]
+    scoped_resource = [
+        s for doc in resource_policies for s in _statements(doc) if _principal_matches(s, principal_arn, account)
+    ]
     identity_statements = [s for doc in identity for s in _statements(doc)]
     for statement in identity_statements + scoped_resource:
         if statement.get("Effect") == "Deny" and statement_applies(statement, request, context):
@@ -473,8 +552,10 @@ def evaluate(request: Request, *, identity: list[dict], resource_policies: list[
             return Decision(False, "the VPC endpoint policy denies it")
         if not any(s.get("Effect") == "Allow" and statement_applies(s, request, context) for s in endpoint_statements):
             return Decision(False, "the VPC endpoint policy the call goes through does not allow it")
-    if any(s.get("Effect") == "Allow" and statement_applies(s, request, context)
-           for s in identity_statements + scoped_resource):
+    if any(
+        s.get("Effect") == "Allow" and statement_applies(s, request, context)
+        for s in identity_statements + scoped_resource
+    ):
         return Decision(True, "allowed")
     return Decision(False, "no identity-based or resource-based policy allows it")
 
@@ -521,7 +602,7 @@ class TemplateModel:
         if not isinstance(value, dict):
             return value
         if len(value) == 1:
-            (key, arg), = value.items()
+            ((key, arg),) = value.items()
             if key == "Ref":
                 if arg in ("AWS::Region",):
                     return self.region
@@ -553,8 +634,11 @@ class TemplateModel:
             if key == "Fn::Select":
                 index, items = arg
                 items = self.resolve(items)
-                return items[int(index)] if isinstance(items, list) and len(items) > int(index) else \
-                    Unresolved(f"{{unresolved:{json.dumps(value)}}}")
+                return (
+                    items[int(index)]
+                    if isinstance(items, list) and len(items) > int(index)
+                    else Unresolved(f"{{unresolved:{json.dumps(value)}}}")
+                )
             if key.startswith("Fn::"):
                 return Unresolved(f"{{unresolved:{key}}}")
         return {k: self.resolve(v) for k, v in value.items()}
@@ -609,8 +693,12 @@ class TemplateModel:
 
     def _arn_of(self, logical: str) -> str | None:
         cfn_type = self.resources[logical]["Type"]
-        attr = {"AWS::S3::Bucket": "Arn", "AWS::SQS::Queue": "Arn", "AWS::SNS::Topic": "TopicArn",
-                "AWS::KMS::Key": "Arn"}.get(cfn_type)
+        attr = {
+            "AWS::S3::Bucket": "Arn",
+            "AWS::SQS::Queue": "Arn",
+            "AWS::SNS::Topic": "TopicArn",
+            "AWS::KMS::Key": "Arn",
+        }.get(cfn_type)
         if attr is None:
             return None
         value = self.lookup(logical, attr)
@@ -620,11 +708,15 @@ class TemplateModel:
 
     def _owner(self, arn: str) -> str | None:
         """The template resource (bucket, queue, topic) an ARN is or lies in."""
-        for logical in list(self.of_type("AWS::S3::Bucket")) + list(self.of_type("AWS::SQS::Queue")) + \
-                list(self.of_type("AWS::SNS::Topic")):
+        for logical in (
+            list(self.of_type("AWS::S3::Bucket"))
+            + list(self.of_type("AWS::SQS::Queue"))
+            + list(self.of_type("AWS::SNS::Topic"))
+        ):
             own = self._arn_of(logical)
-            if own and (arn == own or (self.resources[logical]["Type"] == "AWS::S3::Bucket"
-                                       and arn.startswith(own + "/"))):
+            if own and (
+                arn == own or (self.resources[logical]["Type"] == "AWS::S3::Bucket" and arn.startswith(own + "/"))
+            ):
                 return logical
         return None
 
@@ -637,9 +729,14 @@ class TemplateModel:
         key = props.get("KmsMasterKeyId")
         if self.resources[owner]["Type"] == "AWS::S3::Bucket":
             rules = props.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
-            key = next((r.get("ServerSideEncryptionByDefault", {}).get("KMSMasterKeyID") for r in rules
-                        if str(r.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm", "")).startswith("aws:kms")),
-                       None)
+            key = next(
+                (
+                    r.get("ServerSideEncryptionByDefault", {}).get("KMSMasterKeyID")
+                    for r in rules
+                    if str(r.get("ServerSideEncryptionByDefault", {}).get("SSEAlgorithm", "")).startswith("aws:kms")
+                ),
+                None,
+            )
         if not (isinstance(key, dict) and ("Fn::GetAtt" in key or "Ref" in key)):
             return None  # no key, or an AWS-managed alias (aws/s3, aws/sqs, aws/sns): no grant of the caller's own
         logical = key["Fn::GetAtt"][0] if "Fn::GetAtt" in key else key["Ref"]
@@ -654,8 +751,11 @@ class TemplateModel:
         if owner is None:
             return []
         out = []
-        for cfn_type, field_name in (("AWS::S3::BucketPolicy", "Bucket"), ("AWS::SQS::QueuePolicy", "Queues"),
-                                     ("AWS::SNS::TopicPolicy", "Topics")):
+        for cfn_type, field_name in (
+            ("AWS::S3::BucketPolicy", "Bucket"),
+            ("AWS::SQS::QueuePolicy", "Queues"),
+            ("AWS::SNS::TopicPolicy", "Topics"),
+        ):
             for policy in self.of_type(cfn_type).values():
                 targets = _as_list(policy["Properties"].get(field_name))
                 if {"Ref": owner} in targets:
@@ -715,7 +815,7 @@ CHECKED_CALLS: list[tuple[str, str, str]] = []
 
 # Callers known by the access key of the client they call with (a service's own clients, which run in threads
 # of their own: moto's Step Functions interpreter calls with the key "ak"), for calls made outside calling_as.
-KEY_CALLERS: dict[str, Callable[[], "Caller | None"]] = {}
+KEY_CALLERS: dict[str, Callable[[], Caller | None]] = {}
 
 
 def current_caller(client: Any = None) -> Caller | None:
@@ -751,28 +851,40 @@ def check_call(caller: Caller, service: str, operation: str, params: dict, regio
     requests = requests_for(service, operation, params, region, model.account, model)
     principal_arn = model.principal_arn(logical)
     context: dict[str, tuple[str, ...]] = {
-        "aws:securetransport": ("true",), "aws:principalaccount": (model.account,),
-        "aws:principalarn": (principal_arn,), "aws:requestedregion": (region,),
+        "aws:securetransport": ("true",),
+        "aws:principalaccount": (model.account,),
+        "aws:principalarn": (principal_arn,),
+        "aws:requestedregion": (region,),
     }
     endpoint_policy = None
     vpc = model.vpc_of(logical) if model.resources[logical]["Type"] != "AWS::IAM::ManagedPolicy" else None
     if vpc is not None and requests:
         endpoint = model.endpoint(vpc, service)
         if endpoint is None and not model.has_internet_route():
-            return (f"{caller.name}: {service}:{operation} cannot reach the service: the function runs in an "
-                    f"isolated VPC with no endpoint for {ENDPOINT_SERVICE.get(service, service)}")
+            return (
+                f"{caller.name}: {service}:{operation} cannot reach the service: the function runs in an "
+                f"isolated VPC with no endpoint for {ENDPOINT_SERVICE.get(service, service)}"
+            )
         if endpoint is not None:
             endpoint_id, endpoint_policy = endpoint
             context["aws:sourcevpce"] = (str(endpoint_id),)
             context["aws:sourcevpc"] = (str(model.resolve({"Ref": vpc})),)
     identity = model.identity_policies(logical)
     for request in requests:
-        decision = evaluate(request, identity=identity, resource_policies=model.resource_policies(request.resource),
-                            endpoint_policy=endpoint_policy, principal_arn=principal_arn, account=model.account,
-                            context=context)
+        decision = evaluate(
+            request,
+            identity=identity,
+            resource_policies=model.resource_policies(request.resource),
+            endpoint_policy=endpoint_policy,
+            principal_arn=principal_arn,
+            account=model.account,
+            context=context,
+        )
         if not decision.allowed:
-            return (f"{caller.name} ({principal_arn}) is not authorized to perform {request.describe()} "
-                    f"[{service}:{operation}]: {decision.reason}")
+            return (
+                f"{caller.name} ({principal_arn}) is not authorized to perform {request.describe()} "
+                f"[{service}:{operation}]: {decision.reason}"
+            )
     return None
 
 
@@ -841,8 +953,11 @@ def frozen_principal(model: TemplateModel, logical: str, name: str) -> dict:
         for owner in model.of_type(cfn_type):
             arn = model._arn_of(owner)
             if arn:
-                resources[arn] = {"policies": model.resource_policies(arn), "kms": model.kms_key_of(arn),
-                                  "bucket": cfn_type == "AWS::S3::Bucket"}
+                resources[arn] = {
+                    "policies": model.resource_policies(arn),
+                    "kms": model.kms_key_of(arn),
+                    "bucket": cfn_type == "AWS::S3::Bucket",
+                }
     vpc = model.vpc_of(logical)
     endpoints = {}
     if vpc is not None:
@@ -850,9 +965,16 @@ def frozen_principal(model: TemplateModel, logical: str, name: str) -> dict:
             found = model.endpoint(vpc, service)
             if found is not None:
                 endpoints[service] = [str(found[0]), found[1], str(model.resolve({"Ref": vpc}))]
-    return {"name": name, "arn": model.principal_arn(logical), "account": model.account,
-            "identity": model.identity_policies(logical), "resources": resources, "vpc": vpc is not None,
-            "endpoints": endpoints, "internet": model.has_internet_route()}
+    return {
+        "name": name,
+        "arn": model.principal_arn(logical),
+        "account": model.account,
+        "identity": model.identity_policies(logical),
+        "resources": resources,
+        "vpc": vpc is not None,
+        "endpoints": endpoints,
+        "internet": model.has_internet_route(),
+    }
 
 
 def install_in_child(principal_file: str, denials_file: str) -> None:

@@ -12,8 +12,12 @@ MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 
 
 def _reply(text: str) -> dict:
-    return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}, "stopReason": "end_turn",
-            "usage": {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12}, "metrics": {"latencyMs": 5}}
+    return {
+        "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
+        "stopReason": "end_turn",
+        "usage": {"inputTokens": 10, "outputTokens": 2, "totalTokens": 12},
+        "metrics": {"latencyMs": 5},
+    }
 
 
 @pytest.fixture
@@ -21,8 +25,7 @@ def stubbed():
     import boto3
     from botocore.stub import Stubber
 
-    client = boto3.client("bedrock-runtime", region_name="us-east-1", aws_access_key_id="x",
-                          aws_secret_access_key="x")
+    client = boto3.client("bedrock-runtime", region_name="us-east-1", aws_access_key_id="x", aws_secret_access_key="x")
     with Stubber(client) as stubber:
         yield client, stubber
         stubber.assert_no_pending_responses()
@@ -36,17 +39,26 @@ def _client(client, sleeps: list, **kwargs):
 
 def test_the_converse_request_and_the_reply_text(stubbed):
     client, stubber = stubbed
-    expected = {"modelId": MODEL, "system": [{"text": "You grade answers."}],
-                "messages": [{"role": "user", "content": [{"text": "Grade this."}, {"text": "Answer: 4"}]},
-                             {"role": "assistant", "content": [{"text": "Score?"}]},
-                             {"role": "user", "content": [{"text": "Out of 10."}]}],
-                "inferenceConfig": {"temperature": 0.0, "maxTokens": 16}}
+    expected = {
+        "modelId": MODEL,
+        "system": [{"text": "You grade answers."}],
+        "messages": [
+            {"role": "user", "content": [{"text": "Grade this."}, {"text": "Answer: 4"}]},
+            {"role": "assistant", "content": [{"text": "Score?"}]},
+            {"role": "user", "content": [{"text": "Out of 10."}]},
+        ],
+        "inferenceConfig": {"temperature": 0.0, "maxTokens": 16},
+    }
     stubber.add_response("converse", _reply("7"), expected)
     stubber.add_response("converse", _reply("8"))
     judge = _client(client, [])
-    messages = [{"role": "system", "content": "You grade answers."}, {"role": "user", "content": "Grade this."},
-                {"role": "user", "content": [{"type": "text", "text": "Answer: 4"}]},
-                {"role": "assistant", "content": "Score?"}, {"role": "user", "content": "Out of 10."}]
+    messages = [
+        {"role": "system", "content": "You grade answers."},
+        {"role": "user", "content": "Grade this."},
+        {"role": "user", "content": [{"type": "text", "text": "Answer: 4"}]},
+        {"role": "assistant", "content": "Score?"},
+        {"role": "user", "content": "Out of 10."},
+    ]
     assert judge.complete(messages, temperature=0.0, max_tokens=16) == "7"
     # The local client's other method, same shape as ChatClient.complete_message.
     assert judge.complete_message([{"role": "user", "content": "again"}]) == {"content": "8", "tool_calls": None}
@@ -58,8 +70,15 @@ def test_an_unknown_parameter_is_refused_before_any_call(stubbed):
         _client(client, []).complete([{"role": "user", "content": "x"}], max_token=3)
 
 
-@pytest.mark.parametrize("code, status", [("ThrottlingException", 429), ("ServiceUnavailableException", 503),
-                                          ("InternalServerException", 500), ("SomethingNew", 502)])
+@pytest.mark.parametrize(
+    "code, status",
+    [
+        ("ThrottlingException", 429),
+        ("ServiceUnavailableException", 503),
+        ("InternalServerException", 500),
+        ("SomethingNew", 502),
+    ],
+)
 def test_throttling_and_service_faults_are_retried_with_jittered_capped_backoff(stubbed, code, status):
     client, stubber = stubbed
     for _ in range(4):
@@ -84,8 +103,12 @@ def test_a_fault_that_outlives_the_retries_raises_the_local_clients_error(stubbe
 
 def test_a_client_error_is_not_retried(stubbed):
     client, stubber = stubbed
-    stubber.add_client_error("converse", service_error_code="AccessDeniedException", http_status_code=403,
-                             service_message="not allowed to invoke this model")
+    stubber.add_client_error(
+        "converse",
+        service_error_code="AccessDeniedException",
+        http_status_code=403,
+        service_message="not allowed to invoke this model",
+    )
     sleeps: list[float] = []
     with pytest.raises(EndpointError, match="AccessDeniedException"):
         _client(client, sleeps).complete([{"role": "user", "content": "grade"}])
@@ -133,10 +156,17 @@ def test_settings_build_the_judge_client_bedrock_or_openai_with_its_secret(aws):
 
     bedrock = Settings.from_env({"JUDGE_BEDROCK_MODEL_ID": MODEL}).judge_client()
     assert isinstance(bedrock, BedrockChatClient) and bedrock.model_id == MODEL
-    boto3.client("secretsmanager", region_name="us-east-1").create_secret(Name="rewardpipe/judge",
-                                                                          SecretString="sk-judge")
-    openai = Settings.from_env({"JUDGE_BASE_URL": "https://judge.example/v1", "JUDGE_MODEL": "grader",
-                                "JUDGE_API_KEY_SECRET": "rewardpipe/judge", "POLICY_HTTP_RETRIES": "5"}).judge_client()
+    boto3.client("secretsmanager", region_name="us-east-1").create_secret(
+        Name="rewardpipe/judge", SecretString="sk-judge"
+    )
+    openai = Settings.from_env(
+        {
+            "JUDGE_BASE_URL": "https://judge.example/v1",
+            "JUDGE_MODEL": "grader",
+            "JUDGE_API_KEY_SECRET": "rewardpipe/judge",
+            "POLICY_HTTP_RETRIES": "5",
+        }
+    ).judge_client()
     assert isinstance(openai, ChatClient) and openai.api_key == "sk-judge" and openai.model == "grader"
     assert openai.max_retries == 5  # the policy's retry setting
     assert Settings.from_env({}).judge_client() is None
@@ -150,16 +180,22 @@ def test_rewardpipes_llm_judge_runs_on_the_bedrock_client(stubbed):
     from rewardpipe.models import Message
 
     client, stubber = stubbed
-    judge = llm_judge("helpful", "Is this answer helpful? {completion}", client=_client(client, [], max_retries=1),
-                      parse=lambda answer: float(answer.strip()))
+    judge = llm_judge(
+        "helpful",
+        "Is this answer helpful? {completion}",
+        client=_client(client, [], max_retries=1),
+        parse=lambda answer: float(answer.strip()),
+    )
     stubber.add_response("converse", _reply("7"))
     for _ in range(2):
         stubber.add_client_error("converse", service_error_code="ThrottlingException", http_status_code=429)
     reward = Reward("judged", [judge])
-    good = reward.score([Message(role="user", content="q"), Message(role="assistant", content="a fine answer")],
-                        None, None)
+    good = reward.score(
+        [Message(role="user", content="q"), Message(role="assistant", content="a fine answer")], None, None
+    )
     assert good.components == {"helpful": pytest.approx(0.7)} and good.error is None
-    bad = reward.score([Message(role="user", content="q"), Message(role="assistant", content="another answer")],
-                       None, None)
+    bad = reward.score(
+        [Message(role="user", content="q"), Message(role="assistant", content="another answer")], None, None
+    )
     assert bad.components == {"helpful": None} and bad.aggregate is None and bad.error is not None
     assert "helpful" in bad.error.message

@@ -26,8 +26,12 @@ def test_execution_names_are_valid_deterministic_and_distinct():
 def test_a_group_through_callbacks_with_failures_reported(deployment, sfn):
     import boto3
 
-    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, sfn=sfn,
-                           sqs=boto3.client("sqs", region_name=harness.REGION))
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        sfn=sfn,
+        sqs=boto3.client("sqs", region_name=harness.REGION),
+    )
     arns = client.start_group("run-cl", 0, "g0", task=TASK, policies=[{"mode": "callback"}] * 3)
     assert client.start("run-cl", 0, "g0", "g0-1", task=TASK) == arns[1]  # a retried start is the same rollout
 
@@ -107,8 +111,12 @@ class _FakeSfn:
 
 class _FakeSqs:
     def __init__(self, bodies):
-        self.batches = [[{"Body": b if isinstance(b, str) else json.dumps(b), "ReceiptHandle": f"h{i}"}
-                         for i, b in enumerate(bodies)]]
+        self.batches = [
+            [
+                {"Body": b if isinstance(b, str) else json.dumps(b), "ReceiptHandle": f"h{i}"}
+                for i, b in enumerate(bodies)
+            ]
+        ]
         self.deleted = []
 
     def receive_message(self, **kwargs):
@@ -135,8 +143,16 @@ def turn_bucket(aws):
 
 
 def _turn(token: str) -> dict:
-    return {"task_token": token, "run": "r", "step": 0, "group": "g", "rollout": token, "bucket": "turns",
-            "state_key": "runs/r/state/a/episode-0.json", "reply_key": f"runs/r/state/a/reply-{token}.json"}
+    return {
+        "task_token": token,
+        "run": "r",
+        "step": 0,
+        "group": "g",
+        "rollout": token,
+        "bucket": "turns",
+        "state_key": "runs/r/state/a/episode-0.json",
+        "reply_key": f"runs/r/state/a/reply-{token}.json",
+    }
 
 
 def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_parallel(turn_bucket):
@@ -145,7 +161,9 @@ def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_pa
     s3, _ = turn_bucket
     sfn = _FakeSfn(stale={"t-timed-out": "TaskTimedOut", "t-answered": "InvalidToken", "t-gone": "TaskDoesNotExist"})
     sqs = _FakeSqs([_turn("t-ok"), _turn("t-timed-out"), _turn("t-answered"), _turn("t-gone"), "not json", {"x": 1}])
-    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3, workers=4)
+    client = RolloutClient(
+        "arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3, workers=4
+    )
     barrier = threading.Barrier(4, timeout=10)  # four answers at once, or the barrier breaks
 
     def respond(request):
@@ -159,7 +177,9 @@ def test_serve_turns_skips_stale_tokens_and_malformed_messages_and_answers_in_pa
     assert sorted(sqs.deleted) == [f"h{i}" for i in range(6)]  # every message deleted, none left to redeliver
 
 
-def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(turn_bucket, monkeypatch):
+def test_a_transient_fault_leaves_that_turn_for_redelivery_and_a_fatal_one_stops_after_the_batch(
+    turn_bucket, monkeypatch
+):
     import rewardpipe.aws.client as client_module
 
     monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)  # the client's own retries first
@@ -187,8 +207,9 @@ def test_a_slow_turn_stays_hidden_while_it_is_generated_and_a_fast_one_is_not_to
     s3, _ = turn_bucket
     release = threading.Event()
     sqs = _FakeSqs([_turn("t-slow"), _turn("t-fast")])
-    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=_FakeSfn(), sqs=sqs,
-                           s3=s3, workers=2)
+    client = RolloutClient(
+        "arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=_FakeSfn(), sqs=sqs, s3=s3, workers=2
+    )
 
     def respond(request):
         if request["rollout"] == "t-slow":
@@ -235,7 +256,8 @@ def test_all_done_backs_off_while_nothing_finishes_and_resets_when_something_doe
     monkeypatch.setattr(client_module.time, "monotonic", lambda: now[0])
     sfn = _FakeSfn(finish_after={"a": 3, "b": 6})  # "a" finishes at its 4th describe, "b" at its 7th
     done = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn).all_done(
-        ["a", "b"], min_interval_s=1, max_interval_s=4)
+        ["a", "b"], min_interval_s=1, max_interval_s=4
+    )
     polls, calls = [], 0
     while True:
         before = sum(sfn.describes.values())
@@ -256,8 +278,11 @@ _IAM_ACTION = {("s3", "HeadObject"): "s3:GetObject", ("s3", "ListObjectsV2"): "s
 
 
 def _trainer_policy(synth) -> list[dict]:
-    (policy,) = [r["Properties"]["PolicyDocument"]["Statement"] for k, r in synth.template["Resources"].items()
-                 if r["Type"] == "AWS::IAM::ManagedPolicy" and k.startswith("TrainerPolicy")]
+    (policy,) = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for k, r in synth.template["Resources"].items()
+        if r["Type"] == "AWS::IAM::ManagedPolicy" and k.startswith("TrainerPolicy")
+    ]
     return policy
 
 
@@ -282,16 +307,23 @@ def test_every_call_the_client_makes_is_allowed_by_the_trainer_policy(deployment
     clients = {name: boto3.client(name, region_name=harness.REGION) for name in ("stepfunctions", "sqs", "s3")}
     for client in clients.values():
         client.meta.events.register("before-call", record)
-    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
-                           sfn=clients["stepfunctions"], sqs=clients["sqs"], s3=clients["s3"])
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        bucket=deployment.bucket,
+        sfn=clients["stepfunctions"],
+        sqs=clients["sqs"],
+        s3=clients["s3"],
+    )
     big_turn = f"```python\n{TASK.reference_solution}\n```\n# " + "z" * 210_000
     # Every call is also authorized by the IAM harness as a principal holding only the TrainerPolicy (its
     # resources and conditions too, not only its actions); the turns answered in parallel as well.
     trainer = next(k for k in deployment.of_type("AWS::IAM::ManagedPolicy") if k.startswith("TrainerPolicy"))
     with iam.calling_as(deployment.caller(trainer)):
         replay = client.start("run-iam", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": [big_turn]})
-        callback = client.start("run-iam", 0, "g0", "r1",
-                                task=TASK.model_copy(update={"prompt": TASK.prompt + " " * 210_000}))
+        callback = client.start(
+            "run-iam", 0, "g0", "r1", task=TASK.model_copy(update={"prompt": TASK.prompt + " " * 210_000})
+        )
         client.serve_turns(lambda request: big_turn, until=client.all_done([replay, callback]), poll_s=0.05)
         assert [r["status"] for r in client.wait([replay, callback], poll_s=0.05)] == ["scored", "scored"]
     assert {call[0] for call in iam.CHECKED_CALLS} >= {trainer}
@@ -346,8 +378,9 @@ def test_a_throttled_api_slows_start_wait_and_all_done_down_but_never_ends_them(
     assert len(set(arns)) == 5 and sfn.calls > 5  # some starts were throttled and tried again
     assert [r["id"] for r in client.wait(["a", "b", "c"], poll_s=0.001)] == ["a", "b", "c"]
     sfn = _ThrottledSfn(finish_after={"a": 2, "b": 4})
-    done = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn).all_done(["a", "b"], min_interval_s=0,
-                                                                                          max_interval_s=0)
+    done = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn).all_done(
+        ["a", "b"], min_interval_s=0, max_interval_s=0
+    )
     answers = [done() for _ in range(12)]
     assert answers[0] is False and answers[-1] is True and sfn.calls >= 3  # throttled polls on the way
 
@@ -379,8 +412,14 @@ def test_serve_turns_outlives_queue_faults_expired_receipts_and_malformed_turn_r
     monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
     s3, _ = turn_bucket
     sfn = _FakeSfn()
-    bodies = [_turn("t-ok"), _turn("t-slow"), {**_turn("x"), "task_token": None}, {**_turn("y"), "task_token": 7},
-              {**_turn("z"), "state_key": ["not", "a", "key"]}, "[" * 100_000]
+    bodies = [
+        _turn("t-ok"),
+        _turn("t-slow"),
+        {**_turn("x"), "task_token": None},
+        {**_turn("y"), "task_token": 7},
+        {**_turn("z"), "state_key": ["not", "a", "key"]},
+        "[" * 100_000,
+    ]
     sqs = _FlakySqs(bodies, {"h1": "InvalidParameterValue", "h2": "ReceiptHandleIsInvalid"})
     client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
     calls = iter([False, False, True])
@@ -395,7 +434,9 @@ def test_serve_turns_outlives_queue_faults_expired_receipts_and_malformed_turn_r
         client.serve_turns(lambda request: "fine", until=lambda: False, poll_s=0.01)
 
 
-def test_a_throttled_read_of_the_conversation_leaves_the_turn_for_redelivery_not_a_policy_error(turn_bucket, monkeypatch):
+def test_a_throttled_read_of_the_conversation_leaves_the_turn_for_redelivery_not_a_policy_error(
+    turn_bucket, monkeypatch
+):
     from rewardpipe.store import S3Store
 
     s3, _ = turn_bucket
@@ -413,8 +454,9 @@ def test_a_throttled_read_of_the_conversation_leaves_the_turn_for_redelivery_not
             raise _client_error("SlowDown", "GetObject")
 
     sfn, sqs = _FakeSfn(), _FakeSqs([_turn("t-1")])
-    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs,
-                           s3=ThrottledGets(s3))
+    client = RolloutClient(
+        "arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=ThrottledGets(s3)
+    )
     calls = iter([False, True])
     assert client.serve_turns(lambda request: "fine", until=lambda: next(calls), poll_s=0.01) == 0
     assert not sfn.failure and sqs.deleted == []  # left on the queue, answered when it comes back
@@ -427,8 +469,12 @@ def test_two_copies_of_a_turn_in_one_batch_are_generated_once(turn_bucket):
     client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
     generated = []
     calls = iter([False, True])
-    assert client.serve_turns(lambda request: generated.append(request["rollout"]) or "fine",
-                              until=lambda: next(calls), poll_s=0.01) == 2
+    assert (
+        client.serve_turns(
+            lambda request: generated.append(request["rollout"]) or "fine", until=lambda: next(calls), poll_s=0.01
+        )
+        == 2
+    )
     assert sorted(generated) == ["t-1", "t-2"] and sorted(sqs.deleted) == ["h0", "h1", "h2"]
 
 
@@ -450,5 +496,7 @@ def test_a_throttled_answer_is_sent_again_not_generated_again(turn_bucket, monke
     client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", queue_url="q", sfn=sfn, sqs=sqs, s3=s3)
     generated = []
     calls = iter([False, True])
-    assert client.serve_turns(lambda request: generated.append(1) or "fine", until=lambda: next(calls), poll_s=0.01) == 1
+    assert (
+        client.serve_turns(lambda request: generated.append(1) or "fine", until=lambda: next(calls), poll_s=0.01) == 1
+    )
     assert generated == [1] and sfn.success == {"t-1": {"text": "fine"}} and sqs.deleted == ["h0"]

@@ -63,9 +63,16 @@ PROBE = (
 
 
 def _modules_after_import(handler: str) -> list[str]:
-    env = {"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT), "BUCKET": "b", "AWS_DEFAULT_REGION": "us-east-1",
-           "POWERTOOLS_TRACE_DISABLED": "false", "POWERTOOLS_SERVICE_NAME": "rewardpipe",
-           "PYDANTIC_DISABLE_PLUGINS": "__all__", "REWARD_NAME": "ask_before_coding"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "PYTHONPATH": str(harness.ROOT),
+        "BUCKET": "b",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "POWERTOOLS_TRACE_DISABLED": "false",
+        "POWERTOOLS_SERVICE_NAME": "rewardpipe",
+        "PYDANTIC_DISABLE_PLUGINS": "__all__",
+        "REWARD_NAME": "ask_before_coding",
+    }
     proc = subprocess.run([sys.executable, "-c", PROBE, handler], env=env, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -79,14 +86,17 @@ def _deferred_loaded(modules: list[str]) -> dict[str, str]:
 def test_importing_a_handler_loads_nothing_its_first_call_defers(name):
     loaded = _deferred_loaded(_modules_after_import(str(harness.ROOT / "functions" / name / "handler.py")))
     assert not loaded, f"functions/{name}/handler.py imports at cold start: " + "; ".join(
-        f"{m} (belongs to {when})" for m, when in sorted(loaded.items()))
+        f"{m} (belongs to {when})" for m, when in sorted(loaded.items())
+    )
 
 
 def test_the_check_sees_a_heavy_import(tmp_path):
     """The probe is not vacuous: a handler that creates a boto3 client at import time is caught."""
     handler = tmp_path / "handler.py"
-    handler.write_text("import boto3\nfrom rewardpipe.aws.lambda_support import step_handler\n"
-                       "lambda_handler = step_handler(None, lambda event, settings: {})\n")
+    handler.write_text(
+        "import boto3\nfrom rewardpipe.aws.lambda_support import step_handler\n"
+        "lambda_handler = step_handler(None, lambda event, settings: {})\n"
+    )
     loaded = _deferred_loaded(_modules_after_import(str(handler)))
     assert {"boto3", "botocore.session", "botocore.client"} <= set(loaded)
     assert _deferred_loaded(["botocore", "botocore.exceptions", "rewardpipe.models"]) == {}
@@ -96,12 +106,19 @@ def test_the_check_sees_a_model_built_at_import(tmp_path):
     """A pydantic model that builds its validator when defined (a plain BaseModel) loads pydantic's plugin
     loader and importlib.metadata; the same model on DeferredModel loads neither until it validates."""
     handler = tmp_path / "handler.py"
-    handler.write_text("from pydantic import BaseModel\nclass Event(BaseModel):\n    run: str\n"
-                       "from rewardpipe.aws.lambda_support import step_handler\n"
-                       "lambda_handler = step_handler(Event, lambda event, settings: {})\n")
-    assert {"pydantic.plugin._loader", "importlib.metadata"} <= set(_deferred_loaded(_modules_after_import(str(handler))))
-    handler.write_text(handler.read_text().replace("from pydantic import BaseModel",
-                                                   "from rewardpipe.deferred import DeferredModel as BaseModel"))
+    handler.write_text(
+        "from pydantic import BaseModel\nclass Event(BaseModel):\n    run: str\n"
+        "from rewardpipe.aws.lambda_support import step_handler\n"
+        "lambda_handler = step_handler(Event, lambda event, settings: {})\n"
+    )
+    assert {"pydantic.plugin._loader", "importlib.metadata"} <= set(
+        _deferred_loaded(_modules_after_import(str(handler)))
+    )
+    handler.write_text(
+        handler.read_text().replace(
+            "from pydantic import BaseModel", "from rewardpipe.deferred import DeferredModel as BaseModel"
+        )
+    )
     assert not _deferred_loaded(_modules_after_import(str(handler)))
 
 
@@ -111,14 +128,22 @@ def test_every_rewardpipe_model_defers_its_build():
 
     from rewardpipe.deferred import DeferredModel
 
-    modules = [m for name in HANDLERS for m in _modules_after_import(str(harness.ROOT / "functions" / name / "handler.py"))
-               if m.startswith("rewardpipe.")]
+    modules = [
+        m
+        for name in HANDLERS
+        for m in _modules_after_import(str(harness.ROOT / "functions" / name / "handler.py"))
+        if m.startswith("rewardpipe.")
+    ]
     eager = set()
     for module_name in sorted(set(modules)):
         module = importlib.import_module(module_name)
         for value in vars(module).values():
-            if (isinstance(value, type) and issubclass(value, BaseModel) and value.__module__ == module_name
-                    and not issubclass(value, DeferredModel)):
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseModel)
+                and value.__module__ == module_name
+                and not issubclass(value, DeferredModel)
+            ):
                 eager.add(f"{module_name}.{value.__name__}")
     assert not eager, f"models built at import (derive them from rewardpipe.deferred.DeferredModel): {sorted(eager)}"
 

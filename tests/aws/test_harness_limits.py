@@ -21,7 +21,7 @@ class _History:
 
     def get_execution_history(self, executionArn, maxResults, nextToken=None):  # noqa: N803 - boto3's names
         start = int(nextToken or 0)
-        page = {"events": self.events[start:start + maxResults]}
+        page = {"events": self.events[start : start + maxResults]}
         if start + maxResults < len(self.events):
             page["nextToken"] = str(start + maxResults)
         return page
@@ -37,12 +37,15 @@ def _taken() -> list[str]:
     return found
 
 
-@pytest.mark.parametrize("kind, details, field", [
-    ("TaskStateExited", "stateExitedEventDetails", "output"),
-    ("TaskStateEntered", "stateEnteredEventDetails", "input"),
-    ("TaskScheduled", "taskScheduledEventDetails", "parameters"),
-    ("TaskSucceeded", "taskSucceededEventDetails", "output"),  # a trainer's SendTaskSuccess output
-])
+@pytest.mark.parametrize(
+    "kind, details, field",
+    [
+        ("TaskStateExited", "stateExitedEventDetails", "output"),
+        ("TaskStateEntered", "stateEnteredEventDetails", "input"),
+        ("TaskScheduled", "taskScheduledEventDetails", "parameters"),
+        ("TaskSucceeded", "taskSucceededEventDetails", "output"),  # a trainer's SendTaskSuccess output
+    ],
+)
 def test_a_state_payload_over_256_kib_anywhere_in_the_history_is_a_violation(kind, details, field):
     # 262,144 bytes of UTF-8: 87,382 three-byte characters are 262,146 bytes, though only 87,382 characters.
     over = "€" * 87_382

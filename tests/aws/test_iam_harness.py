@@ -24,18 +24,25 @@ REGION, ACCOUNT = harness.REGION, harness.ACCOUNT
 # The evaluation rules (IAM user guide: policy evaluation logic, Resource element, condition operators)
 
 
-@pytest.mark.parametrize("pattern, arn, matches", [
-    ("arn:aws:s3:::bucket/runs/*", "arn:aws:s3:::bucket/runs/r/step=0/x.json", True),
-    ("arn:aws:s3:::bucket/runs/*", "arn:aws:s3:::bucket/jobs/r/job.json", False),
-    ("arn:aws:s3:::bucket/runs/*/state/*", "arn:aws:s3:::bucket/runs/r/state/a/episode.json", True),
-    ("arn:aws:s3:::bucket/runs/*/state/*", "arn:aws:s3:::bucket/runs/r/step=0/x.json", False),
-    # A * inside an ARN segment does not cross a colon; one that ends its segment may.
-    ("arn:aws:states:us-east-1:1:execution:M-rollouts:*", "arn:aws:states:us-east-1:1:execution:M-rollouts:x", True),
-    ("arn:aws:states:us-east-1:1:execution:M-*s:x", "arn:aws:states:us-east-1:1:execution:M-a:b-rollouts:x", False),
-    ("arn:aws:secretsmanager:r:1:secret:key-??????", "arn:aws:secretsmanager:r:1:secret:key-AbC123", True),
-    ("arn:aws:secretsmanager:r:1:secret:key-??????", "arn:aws:secretsmanager:r:1:secret:key-AbC12", False),
-    ("arn:aws:s3:::Bucket/*", "arn:aws:s3:::bucket/x", False),  # ARNs are case-sensitive
-])
+@pytest.mark.parametrize(
+    "pattern, arn, matches",
+    [
+        ("arn:aws:s3:::bucket/runs/*", "arn:aws:s3:::bucket/runs/r/step=0/x.json", True),
+        ("arn:aws:s3:::bucket/runs/*", "arn:aws:s3:::bucket/jobs/r/job.json", False),
+        ("arn:aws:s3:::bucket/runs/*/state/*", "arn:aws:s3:::bucket/runs/r/state/a/episode.json", True),
+        ("arn:aws:s3:::bucket/runs/*/state/*", "arn:aws:s3:::bucket/runs/r/step=0/x.json", False),
+        # A * inside an ARN segment does not cross a colon; one that ends its segment may.
+        (
+            "arn:aws:states:us-east-1:1:execution:M-rollouts:*",
+            "arn:aws:states:us-east-1:1:execution:M-rollouts:x",
+            True,
+        ),
+        ("arn:aws:states:us-east-1:1:execution:M-*s:x", "arn:aws:states:us-east-1:1:execution:M-a:b-rollouts:x", False),
+        ("arn:aws:secretsmanager:r:1:secret:key-??????", "arn:aws:secretsmanager:r:1:secret:key-AbC123", True),
+        ("arn:aws:secretsmanager:r:1:secret:key-??????", "arn:aws:secretsmanager:r:1:secret:key-AbC12", False),
+        ("arn:aws:s3:::Bucket/*", "arn:aws:s3:::bucket/x", False),  # ARNs are case-sensitive
+    ],
+)
 def test_resource_arns_match_segment_by_segment(pattern, arn, matches):
     assert iam.resource_matches([pattern], arn) is matches
 
@@ -52,21 +59,30 @@ def test_actions_are_case_insensitive_and_take_wildcards():
     assert not iam.action_matches(["s3:Get*"], "s3:PutObject")
 
 
-@pytest.mark.parametrize("conditions, context, holds", [
-    ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {"s3:prefix": ("jobs/r/",)}, True),
-    ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {"s3:prefix": ("runs/r/",)}, False),
-    ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {}, False),                  # absent key: a positive test fails
-    ({"StringNotEquals": {"aws:SourceVpce": "vpce-1"}}, {}, True),           # ... and a negated one holds
-    ({"StringEquals": {"aws:SourceVpce": "vpce-1"}}, {"aws:sourcevpce": ("vpce-1",)}, True),
-    ({"StringEqualsIfExists": {"aws:SourceVpce": "vpce-1"}}, {}, True),
-    ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:securetransport": ("true",)}, False),
-    ({"Null": {"s3:prefix": "true"}}, {}, True),
-    ({"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:r:1:alarm:Stack-*"}},
-     {"aws:sourcearn": ("arn:aws:cloudwatch:r:1:alarm:Stack-x",)}, True),
-    # two keys in one block, and two blocks: all must hold
-    ({"StringLike": {"s3:prefix": ["jobs/*"]}, "StringEquals": {"aws:SourceVpce": "v"}},
-     {"s3:prefix": ("jobs/",), "aws:sourcevpce": ("w",)}, False),
-])
+@pytest.mark.parametrize(
+    "conditions, context, holds",
+    [
+        ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {"s3:prefix": ("jobs/r/",)}, True),
+        ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {"s3:prefix": ("runs/r/",)}, False),
+        ({"StringLike": {"s3:prefix": ["jobs/*"]}}, {}, False),  # absent key: a positive test fails
+        ({"StringNotEquals": {"aws:SourceVpce": "vpce-1"}}, {}, True),  # ... and a negated one holds
+        ({"StringEquals": {"aws:SourceVpce": "vpce-1"}}, {"aws:sourcevpce": ("vpce-1",)}, True),
+        ({"StringEqualsIfExists": {"aws:SourceVpce": "vpce-1"}}, {}, True),
+        ({"Bool": {"aws:SecureTransport": "false"}}, {"aws:securetransport": ("true",)}, False),
+        ({"Null": {"s3:prefix": "true"}}, {}, True),
+        (
+            {"ArnLike": {"aws:SourceArn": "arn:aws:cloudwatch:r:1:alarm:Stack-*"}},
+            {"aws:sourcearn": ("arn:aws:cloudwatch:r:1:alarm:Stack-x",)},
+            True,
+        ),
+        # two keys in one block, and two blocks: all must hold
+        (
+            {"StringLike": {"s3:prefix": ["jobs/*"]}, "StringEquals": {"aws:SourceVpce": "v"}},
+            {"s3:prefix": ("jobs/",), "aws:sourcevpce": ("w",)},
+            False,
+        ),
+    ],
+)
 def test_condition_operators(conditions, context, holds):
     assert iam.condition_matches(conditions, context) is holds
 
@@ -78,20 +94,35 @@ def test_an_unknown_condition_operator_is_refused_not_guessed():
 
 def test_an_explicit_deny_wins_and_nothing_allows_by_default():
     allow = {"Statement": [{"Effect": "Allow", "Action": "s3:*", "Resource": "*"}]}
-    deny = {"Statement": [{"Effect": "Deny", "Principal": {"AWS": "*"}, "Action": "s3:*", "Resource": "*",
-                           "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]}
+    deny = {
+        "Statement": [
+            {
+                "Effect": "Deny",
+                "Principal": {"AWS": "*"},
+                "Action": "s3:*",
+                "Resource": "*",
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            }
+        ]
+    }
     request = iam.Request("s3:GetObject", "arn:aws:s3:::b/k")
     common = {"principal_arn": "arn:aws:iam::1:role/r", "account": "1", "endpoint_policy": None}
-    assert iam.evaluate(request, identity=[allow], resource_policies=[deny],
-                        context={"aws:securetransport": ("true",)}, **common).allowed
-    assert not iam.evaluate(request, identity=[allow], resource_policies=[deny],
-                            context={"aws:securetransport": ("false",)}, **common).allowed
+    assert iam.evaluate(
+        request, identity=[allow], resource_policies=[deny], context={"aws:securetransport": ("true",)}, **common
+    ).allowed
+    assert not iam.evaluate(
+        request, identity=[allow], resource_policies=[deny], context={"aws:securetransport": ("false",)}, **common
+    ).allowed
     assert not iam.evaluate(request, identity=[], resource_policies=[], context={}, **common).allowed
     # A VPC endpoint's policy must allow the request too.
-    endpoint = {"Statement": [{"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject",
-                               "Resource": "arn:aws:s3:::b/jobs/*"}]}
-    assert not iam.evaluate(request, identity=[allow], resource_policies=[], context={},
-                            **{**common, "endpoint_policy": endpoint}).allowed
+    endpoint = {
+        "Statement": [
+            {"Effect": "Allow", "Principal": "*", "Action": "s3:GetObject", "Resource": "arn:aws:s3:::b/jobs/*"}
+        ]
+    }
+    assert not iam.evaluate(
+        request, identity=[allow], resource_policies=[], context={}, **{**common, "endpoint_policy": endpoint}
+    ).allowed
 
 
 # --------------------------------------------------------------------------------------------------
@@ -107,21 +138,51 @@ def test_every_operation_is_described_with_its_source():
         assert source.startswith("https://docs.aws.amazon.com/") and all(a.startswith("kms:") for a in actions)
 
 
-@pytest.mark.parametrize("service, operation, params, expected", [
-    ("s3", "GetObject", {"Bucket": "b", "Key": "runs/r/x.json"}, [("s3:GetObject", "arn:aws:s3:::b/runs/r/x.json")]),
-    ("s3", "GetObject", {"Bucket": "b", "Key": "k", "VersionId": "v1"}, [("s3:GetObjectVersion", "arn:aws:s3:::b/k")]),
-    ("s3", "HeadObject", {"Bucket": "b", "Key": "k"}, [("s3:GetObject", "arn:aws:s3:::b/k")]),
-    ("s3", "PutObject", {"Bucket": "b", "Key": "k", "IfNoneMatch": "*"}, [("s3:PutObject", "arn:aws:s3:::b/k")]),
-    ("s3", "ListObjectsV2", {"Bucket": "b", "Prefix": "jobs/"}, [("s3:ListBucket", "arn:aws:s3:::b")]),
-    ("sqs", "SendMessage", {"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo", "MessageBody": "x"},
-     [("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo")]),
-    ("stepfunctions", "SendTaskSuccess", {"taskToken": "t", "output": "{}"}, [("states:SendTaskSuccess", None)]),
-    ("lambda", "Invoke", {"FunctionName": "fn"}, [("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:fn")]),
-    ("lambda", "Invoke", {"FunctionName": "fn", "Qualifier": "live"},
-     [("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:fn:live")]),
-    ("stepfunctions", "DescribeExecution", {"executionArn": "arn:aws:states:r:1:execution:m:x"},
-     [("states:DescribeExecution", "arn:aws:states:r:1:execution:m:x")]),
-])
+@pytest.mark.parametrize(
+    "service, operation, params, expected",
+    [
+        (
+            "s3",
+            "GetObject",
+            {"Bucket": "b", "Key": "runs/r/x.json"},
+            [("s3:GetObject", "arn:aws:s3:::b/runs/r/x.json")],
+        ),
+        (
+            "s3",
+            "GetObject",
+            {"Bucket": "b", "Key": "k", "VersionId": "v1"},
+            [("s3:GetObjectVersion", "arn:aws:s3:::b/k")],
+        ),
+        ("s3", "HeadObject", {"Bucket": "b", "Key": "k"}, [("s3:GetObject", "arn:aws:s3:::b/k")]),
+        ("s3", "PutObject", {"Bucket": "b", "Key": "k", "IfNoneMatch": "*"}, [("s3:PutObject", "arn:aws:s3:::b/k")]),
+        ("s3", "ListObjectsV2", {"Bucket": "b", "Prefix": "jobs/"}, [("s3:ListBucket", "arn:aws:s3:::b")]),
+        (
+            "sqs",
+            "SendMessage",
+            {"QueueUrl": "https://sqs.us-east-1.amazonaws.com/123456789012/q.fifo", "MessageBody": "x"},
+            [("sqs:SendMessage", "arn:aws:sqs:us-east-1:123456789012:q.fifo")],
+        ),
+        ("stepfunctions", "SendTaskSuccess", {"taskToken": "t", "output": "{}"}, [("states:SendTaskSuccess", None)]),
+        (
+            "lambda",
+            "Invoke",
+            {"FunctionName": "fn"},
+            [("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:fn")],
+        ),
+        (
+            "lambda",
+            "Invoke",
+            {"FunctionName": "fn", "Qualifier": "live"},
+            [("lambda:InvokeFunction", f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:fn:live")],
+        ),
+        (
+            "stepfunctions",
+            "DescribeExecution",
+            {"executionArn": "arn:aws:states:r:1:execution:m:x"},
+            [("states:DescribeExecution", "arn:aws:states:r:1:execution:m:x")],
+        ),
+    ],
+)
 def test_operations_map_to_the_action_and_resource_aws_authorizes(service, operation, params, expected):
     requests = iam.requests_for(service, operation, params, REGION, ACCOUNT)
     assert [(r.action, r.resource) for r in requests] == expected
@@ -154,7 +215,10 @@ def test_publishing_to_the_kms_encrypted_alarm_topic_also_needs_the_key(synth):
     model = _model(synth, {topic: {"Ref": arn, "TopicArn": arn}, key: {"Arn": "arn:aws:kms:r:1:key/k"}})
     requests = iam.requests_for("sns", "Publish", {"TopicArn": arn, "Message": "m"}, REGION, ACCOUNT, model)
     assert [(r.action, r.resource) for r in requests] == [
-        ("sns:Publish", arn), ("kms:GenerateDataKey", "arn:aws:kms:r:1:key/k"), ("kms:Decrypt", "arn:aws:kms:r:1:key/k")]
+        ("sns:Publish", arn),
+        ("kms:GenerateDataKey", "arn:aws:kms:r:1:key/k"),
+        ("kms:Decrypt", "arn:aws:kms:r:1:key/k"),
+    ]
     check = _logical(synth.template, "MonitoringVarianceCheck")
     caller = iam.Caller("check", lambda: (model, check))
     assert iam.check_call(caller, "sns", "Publish", {"TopicArn": arn, "Message": "m"}, REGION) is None
@@ -219,15 +283,25 @@ def test_the_runner_roles_reach_s3_only_through_the_vpc_endpoint_and_only_jobs(s
     # The same policy outside the VPC (no endpoint): the SourceVpce condition fails.
     frozen = iam.frozen_principal(model, task, "task")
     outside = {**frozen, "vpc": False}
-    assert frozen["vpc"] and not iam.evaluate(
-        iam.Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/jobs/r/x/a/job.json"), identity=outside["identity"],
-        resource_policies=[], endpoint_policy=None, principal_arn=outside["arn"], account=ACCOUNT, context={}).allowed
+    assert (
+        frozen["vpc"]
+        and not iam.evaluate(
+            iam.Request("s3:GetObject", f"arn:aws:s3:::{BUCKET}/jobs/r/x/a/job.json"),
+            identity=outside["identity"],
+            resource_policies=[],
+            endpoint_policy=None,
+            principal_arn=outside["arn"],
+            account=ACCOUNT,
+            context={},
+        ).allowed
+    )
     runner = _logical(synth.template, "CodeRunnerFunction")
     as_runner = iam.Caller("runner", lambda: (model, runner))
     assert "not authorized" in iam.check_call(as_runner, "s3", "GetObject", job, REGION)
     # No other service is even reachable from the isolated VPC.
-    assert "cannot reach" in iam.check_call(as_runner, "sqs", "SendMessage",
-                                            {"QueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/q"}, REGION)
+    assert "cannot reach" in iam.check_call(
+        as_runner, "sqs", "SendMessage", {"QueueUrl": f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/q"}, REGION
+    )
 
 
 def test_a_direct_handler_call_is_checked_as_its_function(aws, synth, monkeypatch):
@@ -240,9 +314,8 @@ def test_a_direct_handler_call_is_checked_as_its_function(aws, synth, monkeypatc
     s3.create_bucket(Bucket=BUCKET)
     s3.put_object(Bucket=BUCKET, Key="jobs/j.json", Body=b"{}")
     monkeypatch.setenv("BUCKET", BUCKET)
-    with iam.calling_as(harness.folder_caller("code_runner")):
-        with pytest.raises(ClientError) as caught:
-            boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key="jobs/j.json")
+    with iam.calling_as(harness.folder_caller("code_runner")), pytest.raises(ClientError) as caught:
+        boto3.client("s3", region_name=REGION).get_object(Bucket=BUCKET, Key="jobs/j.json")
     assert caught.value.response["Error"]["Code"] == "AccessDenied"
     assert caught.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
     assert iam.DENIALS and "functions/code_runner" in iam.DENIALS[0]
@@ -253,21 +326,33 @@ def test_a_direct_handler_call_is_checked_as_its_function(aws, synth, monkeypatc
 
 
 def _replay(sfn, deployment, rollout: str, **extra) -> dict:
-    payload = {"run": "iam", "step": 0, "group": "g", "rollout": rollout, "task": TASK.model_dump(mode="json"),
-               "policy": {"mode": "replay", "turns": [f"```python\n{TASK.reference_solution}\n```"]}, **extra}
+    payload = {
+        "run": "iam",
+        "step": 0,
+        "group": "g",
+        "rollout": rollout,
+        "task": TASK.model_dump(mode="json"),
+        "policy": {"mode": "replay", "turns": [f"```python\n{TASK.reference_solution}\n```"]},
+        **extra,
+    }
     return harness.run_execution(sfn, deployment.state_machine_arn, payload)
 
 
 def test_a_state_machine_run_with_a_removed_grant_is_caught(aws, synth, sfn, s3):
     """The class of bug this harness exists for: StartEpisode cannot write its episode snapshot. moto alone runs
     the rollout to an error record and the test would pass; the harness names the denied call."""
-    broken = dataclasses.replace(synth, template=_drop(
-        synth.template, "RolloutWorkflowStartEpisodeServiceRoleDefaultPolicy", "s3:PutObject", "/runs/*"))
+    broken = dataclasses.replace(
+        synth,
+        template=_drop(
+            synth.template, "RolloutWorkflowStartEpisodeServiceRoleDefaultPolicy", "s3:PutObject", "/runs/*"
+        ),
+    )
     deployment = harness.Deployment(broken).deploy()
     desc = _replay(sfn, deployment, "denied")
     assert desc["status"] == "SUCCEEDED" and json.loads(desc["output"])["status"] == "error"
-    assert any("RolloutWorkflowStartEpisode" in d and "s3:PutObject" in d and "/runs/iam/state/" in d
-               for d in iam.DENIALS), iam.DENIALS
+    assert any(
+        "RolloutWorkflowStartEpisode" in d and "s3:PutObject" in d and "/runs/iam/state/" in d for d in iam.DENIALS
+    ), iam.DENIALS
     iam.DENIALS.clear()
 
 
@@ -275,8 +360,9 @@ def test_the_fargate_container_is_checked_as_its_task_role_in_its_own_process(aw
     """The container runs as a subprocess (tests/aws/harness.py run_container): its calls are checked there, as
     the task role, and a denial reaches the test. With the task role's read of jobs/ removed, the job cannot
     even be fetched."""
-    broken = dataclasses.replace(synth, template=_drop(
-        synth.template, "CodeRunnerTaskTaskRoleDefaultPolicy", "s3:GetObject", "/jobs/*"))
+    broken = dataclasses.replace(
+        synth, template=_drop(synth.template, "CodeRunnerTaskTaskRoleDefaultPolicy", "s3:GetObject", "/jobs/*")
+    )
     deployment = harness.Deployment(broken).deploy()
     long_task = TASK.model_copy(update={"timeout_s": 900.0})  # above the routing threshold: Fargate
     desc = _replay(sfn, deployment, "fargate", task=long_task.model_dump(mode="json"))

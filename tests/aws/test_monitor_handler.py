@@ -16,21 +16,40 @@ BUCKET = "monitor-test-records"
 
 def _record(run: str, step: int, group: int, i: int) -> Record:
     components = {
-        "correctness": [0.0, 0.5, 1.0, 1.0][i],   # varies inside every group
+        "correctness": [0.0, 0.5, 1.0, 1.0][i],  # varies inside every group
         # constant mid-range everywhere: dead (a penalty idle at 0 would be normal, not dead)
         "asked_before_coding": 0.6,
         "guessed_immediately": [0.0, -1.0, 0.0, 0.0][i],
         "loop_penalty": [0.0, -0.5, 0.0, 0.0][i],
     }
     aggregate = sum(WEIGHTS[k] * v for k, v in components.items())
-    return Record(run_id=run, step=step, group_id=f"g{group}", rollout_id=f"s{step}-g{group}-r{i}", task_id="t",
-                  status="scored", components=components, weights=WEIGHTS, aggregate=aggregate, metrics={})
+    return Record(
+        run_id=run,
+        step=step,
+        group_id=f"g{group}",
+        rollout_id=f"s{step}-g{group}-r{i}",
+        task_id="t",
+        status="scored",
+        components=components,
+        weights=WEIGHTS,
+        aggregate=aggregate,
+        metrics={},
+    )
 
 
 def _error(run: str, step: int) -> Record:
-    return Record(run_id=run, step=step, group_id="g0", rollout_id=f"s{step}-err", task_id="t", status="error",
-                  error=ErrorInfo(kind="executor_crash", message="boom"), components={k: None for k in WEIGHTS},
-                  weights=WEIGHTS, aggregate=None)
+    return Record(
+        run_id=run,
+        step=step,
+        group_id="g0",
+        rollout_id=f"s{step}-err",
+        task_id="t",
+        status="error",
+        error=ErrorInfo(kind="executor_crash", message="boom"),
+        components={k: None for k in WEIGHTS},
+        weights=WEIGHTS,
+        aggregate=None,
+    )
 
 
 @pytest.fixture
@@ -53,9 +72,15 @@ def world(aws, monkeypatch):
             for i in range(4):
                 store.put_record(_record("mon", step, group, i))
         store.put_record(_error("mon", step))
-    for key, value in {"BUCKET": BUCKET, "ALARM_TOPIC_ARN": topic, "REWARD_NAME": "ask_before_coding",
-                       "REWARD_WEIGHTS": json.dumps(WEIGHTS), "ZERO_VARIANCE_FRACTION": "0.5",
-                       "ERROR_RATE_THRESHOLD": "0.05", "DEAD_STEPS": "1"}.items():
+    for key, value in {
+        "BUCKET": BUCKET,
+        "ALARM_TOPIC_ARN": topic,
+        "REWARD_NAME": "ask_before_coding",
+        "REWARD_WEIGHTS": json.dumps(WEIGHTS),
+        "ZERO_VARIANCE_FRACTION": "0.5",
+        "ERROR_RATE_THRESHOLD": "0.05",
+        "DEAD_STEPS": "1",
+    }.items():
         monkeypatch.setenv(key, value)
     return {"store": store, "sqs": sqs, "queue": queue, "handler": load("variance_monitor")}
 
@@ -95,9 +120,17 @@ def test_a_dead_component_is_measured_recorded_and_alarmed(world, capsys):
 
 
 def test_the_schedule_checks_the_newest_complete_step_once(world, capsys):
-    scheduled = {"version": "0", "id": "e", "detail-type": "Scheduled Event", "source": "aws.events",
-                 "account": harness.ACCOUNT, "time": "2026-11-30T00:00:00Z", "region": harness.REGION,
-                 "resources": [], "detail": {}}
+    scheduled = {
+        "version": "0",
+        "id": "e",
+        "detail-type": "Scheduled Event",
+        "source": "aws.events",
+        "account": harness.ACCOUNT,
+        "time": "2026-11-30T00:00:00Z",
+        "region": harness.REGION,
+        "resources": [],
+        "detail": {},
+    }
     first = world["handler"].lambda_handler(scheduled, Context())
     assert [(r["run_id"], r["step"]) for r in first["results"]] == [("mon", 0)]  # step 1 may still be running
     second = world["handler"].lambda_handler(scheduled, Context())
@@ -125,17 +158,23 @@ def test_a_malformed_request_is_rejected_with_the_field_named(world, event):
 def test_emitted_metrics_match_the_alarm_dimensions_in_the_template(synth, world, capsys):
     world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
     docs = _emf(capsys.readouterr().out)
-    alarms = [r["Properties"] for r in synth.template["Resources"].values()
-              if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("Namespace") == "RewardPipe"]
+    alarms = [
+        r["Properties"]
+        for r in synth.template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("Namespace") == "RewardPipe"
+    ]
     assert alarms
     for alarm in alarms:
         wanted = {d["Name"]: d["Value"] for d in alarm["Dimensions"]}
-        matching = [d for d in docs
-                    for directive in d["_aws"]["CloudWatchMetrics"]
-                    if directive["Namespace"] == alarm["Namespace"]
-                    and any(m["Name"] == alarm["MetricName"] for m in directive["Metrics"])
-                    and sorted(directive["Dimensions"][0]) == sorted(wanted)
-                    and all(d.get(k) == v for k, v in wanted.items())]
+        matching = [
+            d
+            for d in docs
+            for directive in d["_aws"]["CloudWatchMetrics"]
+            if directive["Namespace"] == alarm["Namespace"]
+            and any(m["Name"] == alarm["MetricName"] for m in directive["Metrics"])
+            and sorted(directive["Dimensions"][0]) == sorted(wanted)
+            and all(d.get(k) == v for k, v in wanted.items())
+        ]
         assert matching, f"no EMF document feeds alarm {alarm['AlarmName']}"
 
 
@@ -144,8 +183,12 @@ def test_emitted_metrics_match_the_alarm_dimensions_in_the_template(synth, world
 
 def _metric_values(stdout: str, name: str, component: str | None = None, run: str | None = "*") -> list[float]:
     """Values of metric ``name``; ``run``: "*" any, None only documents without a run dimension, else that run."""
-    return [v for d in _emf(stdout) if name in d and (component is None or d.get("component") == component)
-            and (run == "*" or d.get("run") == run) for v in d[name]]
+    return [
+        v
+        for d in _emf(stdout)
+        if name in d and (component is None or d.get("component") == component) and (run == "*" or d.get("run") == run)
+        for v in d[name]
+    ]
 
 
 def _add_steps(store, run: str, steps) -> None:
@@ -166,10 +209,14 @@ def test_every_unchecked_step_is_checked_in_order_and_the_dead_streak_counts_ste
     assert _metric_values(stdout, "DeadStreak", "correctness", run="mon") == [0.0, 0.0, 0.0, 0.0]
     # what the alarm watches: once per check, the longest streak of the active runs
     assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run=None) == [4.0]
-    alarms = [json.loads(m["Body"]) for m in
-              world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    alarms = [
+        json.loads(m["Body"])
+        for m in world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]
+    ]
     # raise_after = DEAD_STEPS: the core monitor alarms on the third dead step, like the CloudWatch alarm.
-    assert [(a["component"], a["step"]) for a in alarms if a["kind"] == "dead_component"] == [("asked_before_coding", 2)]
+    assert [(a["component"], a["step"]) for a in alarms if a["kind"] == "dead_component"] == [
+        ("asked_before_coding", 2)
+    ]
 
 
 def test_a_replayed_step_emits_no_metrics_again(world, capsys):
@@ -217,9 +264,15 @@ def test_the_lambdas_old_check_state_is_migrated_into_the_core_state(world, caps
     # What the Lambda kept before it used the core state: step 0 checked, asked_before_coding 1 step dead.
     old = MonitorState(run_id="mon")
     old.target("component:asked_before_coding").dead_streak = 1
-    world["store"].put_json("runs/mon/monitor/check-state.json", {
-        "schema": "rewardpipe.check-state/v1", "monitor": old.to_dict(), "checked": [0],
-        "dead_streak": {"asked_before_coding": 1}})
+    world["store"].put_json(
+        "runs/mon/monitor/check-state.json",
+        {
+            "schema": "rewardpipe.check-state/v1",
+            "monitor": old.to_dict(),
+            "checked": [0],
+            "dead_streak": {"asked_before_coding": 1},
+        },
+    )
     out = world["handler"].lambda_handler({"run_id": "mon", "step": 1}, Context())
     assert [(r["step"], r["replayed"]) for r in out["results"]] == [(1, False)]  # step 0 is not checked again
     assert _metric_values(capsys.readouterr().out, "DeadStreak", "asked_before_coding", run="mon") == [2.0]
@@ -234,8 +287,14 @@ def test_two_concurrent_runs_keep_their_own_dead_streaks(world, capsys):
                 record = _record("fine", step, group, i)
                 # asked_before_coding varies inside every group of this run: alive
                 components = {**record.components, "asked_before_coding": [0.0, 0.6, 0.6, 0.0][i]}
-                world["store"].put_record(record.model_copy(update={
-                    "components": components, "aggregate": sum(WEIGHTS[k] * v for k, v in components.items())}))
+                world["store"].put_record(
+                    record.model_copy(
+                        update={
+                            "components": components,
+                            "aggregate": sum(WEIGHTS[k] * v for k, v in components.items()),
+                        }
+                    )
+                )
     _add_steps(world["store"], "mon", (2,))
     for step in (0, 1, 2):
         world["handler"].lambda_handler({"run_id": "mon", "step": step}, Context())
@@ -277,13 +336,19 @@ def test_concurrent_checks_of_a_run_commit_once_and_alarm_once(world, capsys):
     settings = Settings.from_env()
     plain = world["store"]
     racer = RacingS3(plain.client, lambda: run_check(CheckRequest(run_id="mon", step=0), settings, store=plain))
-    out = run_check(CheckRequest(run_id="mon", step=0), settings, store=S3Store(BUCKET, client=racer),
-                    sns_client=boto3.client("sns", region_name=harness.REGION))
+    out = run_check(
+        CheckRequest(run_id="mon", step=0),
+        settings,
+        store=S3Store(BUCKET, client=racer),
+        sns_client=boto3.client("sns", region_name=harness.REGION),
+    )
     assert racer.conditional_puts == 1 and out["checked"] == 0  # lost the race, found the step checked
     stdout = capsys.readouterr().out
     assert _metric_values(stdout, "DeadStreak", "asked_before_coding", run="mon") == [1.0]  # by the winner only
-    alarms = [json.loads(m["Body"]) for m in world["sqs"].receive_message(
-        QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    alarms = [
+        json.loads(m["Body"])
+        for m in world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]
+    ]
     assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == ["asked_before_coding"]
     assert plain.get_json("runs/mon/monitor/state.json")["checked"] == [[0, 0]]
 
@@ -296,8 +361,13 @@ def test_a_409_conditional_request_conflict_is_retried(world):
     from rewardpipe.store import S3Store
 
     def conflict():
-        raise ClientError({"Error": {"Code": "ConditionalRequestConflict", "Message": "conflict"},
-                           "ResponseMetadata": {"HTTPStatusCode": 409}}, "PutObject")
+        raise ClientError(
+            {
+                "Error": {"Code": "ConditionalRequestConflict", "Message": "conflict"},
+                "ResponseMetadata": {"HTTPStatusCode": 409},
+            },
+            "PutObject",
+        )
 
     racer = RacingS3(world["store"].client, conflict)  # S3's answer to a concurrent conditional write
     out = run_check(CheckRequest(run_id="mon", step=0), Settings.from_env(), store=S3Store(BUCKET, client=racer))
@@ -320,8 +390,10 @@ def test_the_error_streak_counts_checked_steps_and_is_never_re_emitted(world, ca
     stdout = capsys.readouterr().out
     assert _metric_values(stdout, "ErrorStreak", run="mon") == [1.0, 2.0, 3.0]
     assert _metric_values(stdout, "ErrorStreak", run=None) == [1.0, 2.0, 3.0]  # the alarm's series
-    alarms = [json.loads(m["Body"]) for m in
-              world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]]
+    alarms = [
+        json.loads(m["Body"])
+        for m in world["sqs"].receive_message(QueueUrl=world["queue"], MaxNumberOfMessages=10)["Messages"]
+    ]
     assert [a["step"] for a in alarms if a["kind"] == "error_rate"] == [2]  # ERROR_STEPS, not DEAD_STEPS (1)
 
     again = handler.lambda_handler({"run_id": "mon", "step": 2}, Context())  # a replay

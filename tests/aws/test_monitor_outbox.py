@@ -65,10 +65,12 @@ def test_a_state_commit_applied_whose_answer_was_lost_still_publishes_everything
     took it for a lost race, and the step's alarms, metrics and verdict were never published."""
     import boto3
 
-    s3 = (S3Store(BUCKET) if client == "bounded"  # the check's own client: the store retries
-          else S3Store(BUCKET, client=boto3.client("s3", region_name=harness.REGION)))  # botocore retries
-    faults = S3Faults(s3.client).fail("PutObject", "ConnectionClosedError", applied=True, times=1,
-                                      when=is_state_commit)
+    s3 = (
+        S3Store(BUCKET)
+        if client == "bounded"  # the check's own client: the store retries
+        else S3Store(BUCKET, client=boto3.client("s3", region_name=harness.REGION))
+    )  # botocore retries
+    faults = S3Faults(s3.client).fail("PutObject", "ConnectionClosedError", applied=True, times=1, when=is_state_commit)
     out = check(world, store=s3)
     assert faults.injected  # the answer of the first commit was lost, after S3 applied it
     assert out["checked"] == 1 and dead(delivered(world)) == [("asked_before_coding", 0)]
@@ -100,8 +102,7 @@ def test_a_check_that_dies_after_its_commit_publishes_on_its_retry_exactly_once(
 
     again = check(world, sns=sns)  # Lambda's retry of the same event
     assert dead(delivered(world)) == [("asked_before_coding", 0)]
-    assert [a["component"] for a in again["delivered_late"] if a["kind"] == "dead_component"] == \
-        ["asked_before_coding"]
+    assert [a["component"] for a in again["delivered_late"] if a["kind"] == "dead_component"] == ["asked_before_coding"]
     assert _metric_values(capsys.readouterr().out, "DeadStreak", "asked_before_coding", run="mon") == [1.0]
     assert state(world)["pending"] == []
     check(world, sns=sns)  # and a replay after that: nothing more
@@ -197,8 +198,12 @@ def test_a_truncated_state_is_kept_aside_once_and_no_later_check_fails(world, co
     with pytest.raises(CheckFailed, match="state.corrupt-"):
         check(world, step=1)
     assert [k for k in world["store"].list_keys("runs/mon/monitor/") if "state.corrupt-" in k]
-    assert world["store"].get_bytes(next(k for k in world["store"].list_keys("runs/mon/monitor/")
-                                         if "state.corrupt-" in k)) == content
+    assert (
+        world["store"].get_bytes(
+            next(k for k in world["store"].list_keys("runs/mon/monitor/") if "state.corrupt-" in k)
+        )
+        == content
+    )
     assert check(world, step=1)["checked"] == 0  # the next check: fine
     assert state(world)["checked"] == [[0, 1]]
     assert dead(delivered(world)) == []  # step 0's alarm, raised again from the fresh state, was not resent

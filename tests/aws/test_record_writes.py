@@ -13,11 +13,14 @@ from tests.aws.test_state_machine import TASK, _input, _records
 pytestmark = pytest.mark.xdist_group("cdk")
 
 
-@pytest.mark.parametrize("field, value", [
-    ("rollout", "\ud800"),          # a lone surrogate: valid JSON escape, not encodable as UTF-8
-    ("group", "g\udcff"),
-    ("rollout", "r\u2028x"),        # a line separator: refused by the id rule like the rest
-])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("rollout", "\ud800"),  # a lone surrogate: valid JSON escape, not encodable as UTF-8
+        ("group", "g\udcff"),
+        ("rollout", "r\u2028x"),  # a line separator: refused by the id rule like the rest
+    ],
+)
 def test_an_input_id_a_record_cannot_carry_still_ends_in_an_error_record(deployment, sfn, field, value):
     """StartEpisode refuses the id (bad_input); RecordError used to put that very id into the record, whose
     serialisation then failed, so the execution ended FAILED with no record at all."""
@@ -61,8 +64,12 @@ def _records_of_one_rollout():
     from rewardpipe.rewards import get_reward
 
     ids = dict(run_id="run-race", step=0, group_id="g0", rollout_id="r0", task_id=TASK.task_id)
-    old_error = failure_record(**ids, kind="executor_crash", message="attempt 1", reward=get_reward("ask_before_coding"))
-    late_error = failure_record(**ids, kind="timeout", message="attempt 1, late", reward=get_reward("ask_before_coding"))
+    old_error = failure_record(
+        **ids, kind="executor_crash", message="attempt 1", reward=get_reward("ask_before_coding")
+    )
+    late_error = failure_record(
+        **ids, kind="timeout", message="attempt 1, late", reward=get_reward("ask_before_coding")
+    )
     scored = old_error.model_copy(update={"status": "scored", "error": None, "aggregate": 1.0})
     return old_error, late_error, scored
 

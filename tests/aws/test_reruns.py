@@ -19,17 +19,25 @@ def test_a_rerun_with_a_changed_task_under_the_same_id_does_not_change_the_runni
     from rewardpipe.aws.client import RolloutClient
 
     # The same task id with one expectation changed: the reference solution fails it.
-    changed = TASK.model_copy(update={"tests": TASK.tests.replace('format_duration(0), "0:00"', 'format_duration(0), "9:99"')})
+    changed = TASK.model_copy(
+        update={"tests": TASK.tests.replace('format_duration(0), "0:00"', 'format_duration(0), "9:99"')}
+    )
     assert changed.tests != TASK.tests and changed.task_id == TASK.task_id
-    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
-                           sfn=sfn, sqs=boto3.client("sqs", region_name=harness.REGION),
-                           s3=boto3.client("s3", region_name=harness.REGION))
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        bucket=deployment.bucket,
+        sfn=sfn,
+        sqs=boto3.client("sqs", region_name=harness.REGION),
+        s3=boto3.client("s3", region_name=harness.REGION),
+    )
     running = client.start("run-rerun", 0, "g0", "r0", task=TASK)  # callback: waits for the trainer's turn
     _wait_for_turn_request(client)
     rerun = client.start("run-rerun", 0, "g1", "r1", task=changed, policy={"mode": "replay", "turns": ["hi?"]})
     harness.wait_execution(sfn, rerun)
-    client.serve_turns(lambda request: f"```python\n{TASK.reference_solution}\n```", until=client.all_done([running]),
-                       poll_s=0.05)
+    client.serve_turns(
+        lambda request: f"```python\n{TASK.reference_solution}\n```", until=client.all_done([running]), poll_s=0.05
+    )
     (out,) = client.wait([running], poll_s=0.05)
     assert out["status"] == "scored", out
     assert _records(deployment, "run-rerun")["r0"].components["correctness"] == 1.0
@@ -41,7 +49,9 @@ def _wait_for_turn_request(client, timeout_s: float = 60.0) -> None:
 
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        if client.sqs.receive_message(QueueUrl=client.queue_url, WaitTimeSeconds=1, VisibilityTimeout=0).get("Messages"):
+        if client.sqs.receive_message(QueueUrl=client.queue_url, WaitTimeSeconds=1, VisibilityTimeout=0).get(
+            "Messages"
+        ):
             return
     raise AssertionError("the execution never asked for a turn")
 
@@ -78,7 +88,8 @@ def test_trying_a_taken_name_does_not_change_the_turns_its_execution_may_not_hav
     big = ["q" * 150_000, "r" * 150_000]
     first = client.start("run", 0, "g", "r0", task_key="tasks/t.json", policy={"mode": "replay", "turns": big})
     first_key = json.loads(sfn.inputs[execution_name("run", 0, "r0")])["policy"]["turns_key"]
-    second = client.start("run", 0, "g", "r0", task_key="tasks/t.json",
-                          policy={"mode": "replay", "turns": ["other " * 40_000]})
+    second = client.start(
+        "run", 0, "g", "r0", task_key="tasks/t.json", policy={"mode": "replay", "turns": ["other " * 40_000]}
+    )
     assert second != first and second.endswith(execution_name("run", 0, "r0", 2))
     assert S3Store("records", client=s3).get_json(first_key) == big

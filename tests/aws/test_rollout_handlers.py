@@ -47,8 +47,14 @@ COMMIT = f"```python\n{TASK.reference_solution}\n```"
 
 
 def _event(**policy) -> dict:
-    return {"run": "r", "step": 2, "group": "g", "rollout": "x", "task": TASK.model_dump(mode="json"),
-            "policy": policy or {"mode": "replay", "turns": [COMMIT]}}
+    return {
+        "run": "r",
+        "step": 2,
+        "group": "g",
+        "rollout": "x",
+        "task": TASK.model_dump(mode="json"),
+        "policy": policy or {"mode": "replay", "turns": [COMMIT]},
+    }
 
 
 def _started(bucket, attempt: str = "att-1", **policy) -> dict:
@@ -88,27 +94,48 @@ def test_the_reference_stays_small_however_long_the_transcript(bucket):
 def test_start_reads_a_task_by_key(bucket):
     bucket.put_json("tasks/shared/t1.json", TASK.model_dump(mode="json"))
     ref = load("rollout_start").lambda_handler(
-        {"input": {"run": "r", "group": "g", "rollout": "y", "task_key": "tasks/shared/t1.json",
-                   "policy": {"mode": "callback"}}, "attempt": "a1"}, Context())
+        {
+            "input": {
+                "run": "r",
+                "group": "g",
+                "rollout": "y",
+                "task_key": "tasks/shared/t1.json",
+                "policy": {"mode": "callback"},
+            },
+            "attempt": "a1",
+        },
+        Context(),
+    )
     assert ref["next"] == "ask_trainer" and ref["policy_mode"] == "callback"
     assert ref["reply_key"] == "runs/r/state/a1/reply-0.json"
     assert _snapshot(bucket, ref)["state"]["task_id"] == TASK.task_id
 
 
-@pytest.mark.parametrize("event, field", [
-    ({"group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
-    ({"run": "r", "group": "g", "rollout": "x"}, "task"),
-    ({"run": "r", "group": "g", "rollout": "x", "task_key": "secrets/a.json"}, "task_key"),
-    ({"run": "r", "step": -1, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "step"),
-    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "replay"}}, "turns"),
-    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "psychic"}}, "mode"),
-    ({"run": "r", "group": "g", "rollout": "x", "task": {"task_id": "t"}}, "prompt"),
-    ({"run": "x" * 300, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
-    ({"run": "r", "group": "g", "rollout": "x" * 1025, "task_key": "tasks/a.json"}, "rollout"),
-    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "max_turns": 21}, "max_turns"),
-    ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json",
-      "policy": {"mode": "openai", "max_tokens": 16_385}}, "max_tokens"),
-])
+@pytest.mark.parametrize(
+    "event, field",
+    [
+        ({"group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
+        ({"run": "r", "group": "g", "rollout": "x"}, "task"),
+        ({"run": "r", "group": "g", "rollout": "x", "task_key": "secrets/a.json"}, "task_key"),
+        ({"run": "r", "step": -1, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "step"),
+        ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "replay"}}, "turns"),
+        ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "policy": {"mode": "psychic"}}, "mode"),
+        ({"run": "r", "group": "g", "rollout": "x", "task": {"task_id": "t"}}, "prompt"),
+        ({"run": "x" * 300, "group": "g", "rollout": "x", "task_key": "tasks/a.json"}, "run"),
+        ({"run": "r", "group": "g", "rollout": "x" * 1025, "task_key": "tasks/a.json"}, "rollout"),
+        ({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/a.json", "max_turns": 21}, "max_turns"),
+        (
+            {
+                "run": "r",
+                "group": "g",
+                "rollout": "x",
+                "task_key": "tasks/a.json",
+                "policy": {"mode": "openai", "max_tokens": 16_385},
+            },
+            "max_tokens",
+        ),
+    ],
+)
 def test_start_rejects_malformed_input_naming_the_field(bucket, event, field):
     with pytest.raises(ValidationError) as info:
         load("rollout_start").lambda_handler({"input": event, "attempt": "a1"}, Context())
@@ -129,14 +156,27 @@ def test_start_only_reads_replay_turns_the_client_stored_for_this_attempt(bucket
 def test_a_missing_task_object_is_a_clear_error(bucket):
     with pytest.raises(FileNotFoundError, match="tasks/none.json"):
         load("rollout_start").lambda_handler(
-            {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"}, Context())
+            {"input": {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/none.json"}, "attempt": "a"},
+            Context(),
+        )
 
 
 def test_score_rejects_a_reference_without_a_state_key(bucket):
     with pytest.raises(ValidationError) as info:
-        load("score_rollout").lambda_handler({"run": "r", "step": 0, "group": "g", "rollout": "x", "attempt": "a",
-                                              "version": 0, "next": "score", "next_action": "done",
-                                              "policy_mode": "callback"}, Context())
+        load("score_rollout").lambda_handler(
+            {
+                "run": "r",
+                "step": 0,
+                "group": "g",
+                "rollout": "x",
+                "attempt": "a",
+                "version": 0,
+                "next": "score",
+                "next_action": "done",
+                "policy_mode": "callback",
+            },
+            Context(),
+        )
     assert "state_key" in str(info.value)
 
 
@@ -150,8 +190,13 @@ def test_converse_reads_only_its_own_attempts_episode(bucket):
 
 def _reply(ref: dict, reply: dict, entered: str = "2026-12-01T00:00:00.000Z", retry_count: int = 0) -> dict:
     """Converse's payload as the state machine builds it: ids from the execution, the reply as its input."""
-    return {"run": ref["run"], "attempt": ref["attempt"], "entered": entered, "retry_count": retry_count,
-            "reply": reply}
+    return {
+        "run": ref["run"],
+        "attempt": ref["attempt"],
+        "entered": entered,
+        "retry_count": retry_count,
+        "reply": reply,
+    }
 
 
 def test_callback_reply_must_carry_text(bucket):
@@ -202,7 +247,9 @@ def test_a_job_the_invocation_has_no_time_to_wait_for_goes_to_score_which_runs_i
     assert bucket.list_keys("jobs/") == []
     # RouteJob sends run_lambda to Score, which runs the job on the runner (inline) and scores.
     scored = load("score_rollout").lambda_handler(out, Context())
-    assert scored["status"] == "scored" and {m["name"]: m["value"] for m in scored["metrics_list"]}["correctness"] == 1.0
+    assert (
+        scored["status"] == "scored" and {m["name"]: m["value"] for m in scored["metrics_list"]}["correctness"] == 1.0
+    )
 
 
 def test_a_turn_channel_must_be_one_of_the_stacks_and_only_for_callback_rollouts(bucket, monkeypatch):
@@ -238,7 +285,9 @@ def test_a_retried_entry_does_not_apply_the_trainer_turn_twice(bucket):
     # The next entry (new EnteredTime) with the same text is a new turn: a model may repeat itself.
     third = load("converse").lambda_handler(_reply(ref, reply, entered="T2", retry_count=1), Context())
     assert [m["role"] for m in _snapshot(bucket, third)["state"]["messages"]] == ["user", "assistant", "user"] * 1 + [
-        "assistant", "user"]
+        "assistant",
+        "user",
+    ]
 
 
 def test_a_large_trainer_reply_is_read_from_its_reply_key_only(bucket):
@@ -282,14 +331,16 @@ def test_prepare_routes_by_time_budget_and_size_and_writes_only_fargate_jobs(buc
     monkeypatch.setenv("ROUTING_THRESHOLD_S", "600")
     monkeypatch.setattr(jobs, "SYNC_INVOKE_LIMIT", len(jobs.inline_request(jobs.ExecutionJob.model_validate(job))) - 1)
     ref = _started(bucket, attempt="att-3")
-    assert ref["execution"]["route"] == "fargate" and bucket.get_json(ref["execution"]["job_key"])["tests"] == TASK.tests
+    assert (
+        ref["execution"]["route"] == "fargate" and bucket.get_json(ref["execution"]["job_key"])["tests"] == TASK.tests
+    )
 
 
 def test_the_inline_job_stays_within_lambdas_synchronous_payload_limit():
     from rewardpipe.aws import jobs
     from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 
-    assert jobs.SYNC_INVOKE_LIMIT == harness.LIMITS["lambda_sync_bytes"]  # one limit, the harness enforces it
+    assert harness.LIMITS["lambda_sync_bytes"] == jobs.SYNC_INVOKE_LIMIT  # one limit, the harness enforces it
     small = ExecutionJob(code="def f(): pass", tests="assert f() is None", entry_point="f", tests_format="check")
     assert jobs.fits_inline(small)
     assert not jobs.fits_inline(small.model_copy(update={"tests": "#" * jobs.SYNC_INVOKE_LIMIT}))
@@ -349,8 +400,15 @@ def test_a_runner_that_answers_without_a_result_is_an_executor_crash_not_a_score
         load("score_rollout").lambda_handler(_started(bucket), Context())
 
 
-@pytest.mark.parametrize("event", [{}, {"job": {}}, {"job_key": "jobs/a/job.json", "result_key": "jobs/r.json"},
-                                   {"job": {"code": "x", "tests": "y", "entry_point": "not a name"}}])
+@pytest.mark.parametrize(
+    "event",
+    [
+        {},
+        {"job": {}},
+        {"job_key": "jobs/a/job.json", "result_key": "jobs/r.json"},
+        {"job": {"code": "x", "tests": "y", "entry_point": "not a name"}},
+    ],
+)
 def test_code_runner_rejects_malformed_requests(bucket, event):
     with pytest.raises(ValidationError):
         load("code_runner").lambda_handler(event, Context())
@@ -360,14 +418,22 @@ def _failed(context, state: str, error: str, cause: str = "boom", attempt: str =
     return {"context": {**context, "failed": {state: {"Error": error, "Cause": cause}}}, "attempt": attempt}
 
 
-@pytest.mark.parametrize("event, kind", [
-    ("not even an object", "start_error"),
-    (_failed({"run": "r", "group": "g", "rollout": "z"}, "StartEpisodeStep", "ValidationError", "bad"), "bad_input"),
-    ({"context": {"run": 5, "step": "two", "group": None, "rollout": "z2", "failed": "junk"}, "attempt": "a"},
-     "start_error"),
-    ({"context": ["a", "list"], "attempt": None}, "start_error"),
-    ({"context": {"run": "r", "group": "g", "rollout": "z3"}, "attempt": 7}, "start_error"),
-])
+@pytest.mark.parametrize(
+    "event, kind",
+    [
+        ("not even an object", "start_error"),
+        (
+            _failed({"run": "r", "group": "g", "rollout": "z"}, "StartEpisodeStep", "ValidationError", "bad"),
+            "bad_input",
+        ),
+        (
+            {"context": {"run": 5, "step": "two", "group": None, "rollout": "z2", "failed": "junk"}, "attempt": "a"},
+            "start_error",
+        ),
+        ({"context": ["a", "list"], "attempt": None}, "start_error"),
+        ({"context": {"run": "r", "group": "g", "rollout": "z3"}, "attempt": 7}, "start_error"),
+    ],
+)
 def test_error_record_handler_always_writes_a_record(bucket, event, kind):
     out = load("error_record").lambda_handler(event, Context())
     assert out["status"] == "error" and out["aggregate_reward_score"] == 0.0
@@ -385,17 +451,20 @@ def test_error_record_names_the_failed_state_and_the_lambda_error(bucket):
     assert record["task_id"] == TASK.task_id and record["step"] == 2
 
 
-@pytest.mark.parametrize("state, error, kind", [
-    ("ScoreStep", "ZeroDivisionError", "scoring_error"),          # a reward crash is not the executor's fault
-    ("ScoreStep", "ExecutionResultMissing", "executor_crash"),
-    ("RunCodeLambda", "Lambda.Unknown", "executor_crash"),
-    ("RunCodeFargate", "States.TaskFailed", "executor_crash"),
-    ("AskTrainer", "PolicyError", "policy_error"),
-    ("AskTrainer", "States.Timeout", "timeout"),
-    ("ConverseStep", "SimulatorError", "simulator_error"),
-    ("ConverseStep", "TransientError", "policy_error"),            # phase of the snapshot: a policy turn
-    ("ConverseStep", "PayloadTooLarge", "orchestration_error"),
-])
+@pytest.mark.parametrize(
+    "state, error, kind",
+    [
+        ("ScoreStep", "ZeroDivisionError", "scoring_error"),  # a reward crash is not the executor's fault
+        ("ScoreStep", "ExecutionResultMissing", "executor_crash"),
+        ("RunCodeLambda", "Lambda.Unknown", "executor_crash"),
+        ("RunCodeFargate", "States.TaskFailed", "executor_crash"),
+        ("AskTrainer", "PolicyError", "policy_error"),
+        ("AskTrainer", "States.Timeout", "timeout"),
+        ("ConverseStep", "SimulatorError", "simulator_error"),
+        ("ConverseStep", "TransientError", "policy_error"),  # phase of the snapshot: a policy turn
+        ("ConverseStep", "PayloadTooLarge", "orchestration_error"),
+    ],
+)
 def test_the_failed_state_decides_the_error_kind(bucket, state, error, kind):
     ref = _started(bucket, mode="callback")
     out = load("error_record").lambda_handler(_failed(ref, state, error), Context())
@@ -416,10 +485,16 @@ def test_an_error_record_never_replaces_a_scored_record(bucket, runner):
 
 
 def test_failed_executions_without_ids_get_distinct_records(bucket):
-    keys = {load("error_record").lambda_handler({"context": {"failed": {"StartEpisodeStep": {"Error": "ValidationError"}}},
-                                                 "attempt": name}, Context())["record_key"]
-            for name in ("exec-one", "exec-two")}
-    assert keys == {"runs/unknown/step=0/group=unknown/exec-one.json", "runs/unknown/step=0/group=unknown/exec-two.json"}
+    keys = {
+        load("error_record").lambda_handler(
+            {"context": {"failed": {"StartEpisodeStep": {"Error": "ValidationError"}}}, "attempt": name}, Context()
+        )["record_key"]
+        for name in ("exec-one", "exec-two")
+    }
+    assert keys == {
+        "runs/unknown/step=0/group=unknown/exec-one.json",
+        "runs/unknown/step=0/group=unknown/exec-two.json",
+    }
 
 
 class _Describe:
@@ -437,8 +512,11 @@ class _Describe:
         return {"executionArn": executionArn, "input": self.input_text}
 
 
-FIRST_STATE_FAILED = {"context": {"failed": {"StartEpisodeStep": {"Error": "RuntimeError", "Cause": "boom"}}},
-                      "attempt": "exec-raw", "execution": "arn:aws:states:us-east-1:123456789012:execution:m:exec-raw"}
+FIRST_STATE_FAILED = {
+    "context": {"failed": {"StartEpisodeStep": {"Error": "RuntimeError", "Cause": "boom"}}},
+    "attempt": "exec-raw",
+    "execution": "arn:aws:states:us-east-1:123456789012:execution:m:exec-raw",
+}
 
 
 def test_a_failed_first_states_ids_are_read_back_from_the_execution(bucket):
@@ -462,9 +540,14 @@ def test_a_converse_failure_whose_episode_cannot_be_read_is_recorded_under_the_e
 
     sfn = _Describe(json.dumps({**_event(), "rollout": "lost"}))
     real = aws_settings.aws_client
-    monkeypatch.setattr(aws_settings, "aws_client", lambda service, **kw: sfn if service == "stepfunctions" else real(service, **kw))
-    event = {"context": {"run": "r", "failed": {"ConverseStep": {"Error": "RuntimeError", "Cause": "boom"}}},
-             "attempt": "att-lost", "execution": "arn:aws:states:us-east-1:123456789012:execution:m:att-lost"}
+    monkeypatch.setattr(
+        aws_settings, "aws_client", lambda service, **kw: sfn if service == "stepfunctions" else real(service, **kw)
+    )
+    event = {
+        "context": {"run": "r", "failed": {"ConverseStep": {"Error": "RuntimeError", "Cause": "boom"}}},
+        "attempt": "att-lost",
+        "execution": "arn:aws:states:us-east-1:123456789012:execution:m:att-lost",
+    }
     out = load("error_record").lambda_handler(event, Context())
     assert out["record_key"] == "runs/r/step=2/group=g/lost.json"
     assert bucket.get_json(out["record_key"])["error"]["message"] == "[ConverseStep] RuntimeError: boom"
@@ -475,11 +558,14 @@ def test_a_converse_failure_whose_episode_cannot_be_read_is_recorded_under_the_e
     assert sfn.calls == [] and out["record_key"] == "runs/r/step=2/group=g/x.json"
 
 
-@pytest.mark.parametrize("describe, raises", [
-    (_Describe(error="ThrottlingException"), True),        # retried by the state (TransientError)
-    (_Describe(error="AccessDeniedException"), False),     # recorded anyway, under run "unknown"
-    (_Describe(input_text="[1, 2]"), False),               # an input that is not an object
-])
+@pytest.mark.parametrize(
+    "describe, raises",
+    [
+        (_Describe(error="ThrottlingException"), True),  # retried by the state (TransientError)
+        (_Describe(error="AccessDeniedException"), False),  # recorded anyway, under run "unknown"
+        (_Describe(input_text="[1, 2]"), False),  # an input that is not an object
+    ],
+)
 def test_an_unreadable_execution_input_still_ends_in_a_record_unless_it_is_worth_retrying(bucket, describe, raises):
     from botocore.exceptions import ClientError
 
@@ -501,24 +587,31 @@ def test_a_long_rollout_id_keeps_its_full_value_under_the_stores_hashed_key(buck
 
     long_a, long_b = "a" * 300, "a" * 299 + "b"
     ref_a = load("rollout_start").lambda_handler(
-        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_a}, "attempt": "la"}, Context())
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_a}, "attempt": "la"}, Context()
+    )
     ref_b = load("rollout_start").lambda_handler(
-        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_b}, "attempt": "lb"}, Context())
+        {"input": {**_event(mode="replay", turns=["Negative input?"]), "rollout": long_b}, "attempt": "lb"}, Context()
+    )
     # One scheme for long ids, the store's: the key is hash-suffixed, the record keeps the whole id.
     assert ref_a["record_key"] != ref_b["record_key"]
     assert ref_a["record_key"].rsplit("/", 1)[-1] == encode_id(long_a) + ".json" != long_a + ".json"
     record = bucket.get_json(ref_a["record_key"])
     assert record["rollout_id"] == long_a and ref_a["record_key"] == record_key(Record.model_validate(record))
     # A failure of such a rollout finds the same key (and leaves the scored record there).
-    out = load("error_record").lambda_handler(_failed({"run": "r", "step": 2, "group": "g", "rollout": long_b},
-                                                      "ScoreStep", "RuntimeError"), Context())
+    out = load("error_record").lambda_handler(
+        _failed({"run": "r", "step": 2, "group": "g", "rollout": long_b}, "ScoreStep", "RuntimeError"), Context()
+    )
     assert out["record_key"] == ref_b["record_key"] and bucket.get_json(out["record_key"])["status"] == "scored"
 
 
 def test_an_over_long_run_id_is_recorded_under_unknown_named_by_the_execution(bucket):
-    out = load("error_record").lambda_handler({**_failed({"run": "r" * 300, "group": "g", "rollout": "x"},
-                                                         "StartEpisodeStep", "ValidationError"), "attempt": "exec-long"},
-                                              Context())
+    out = load("error_record").lambda_handler(
+        {
+            **_failed({"run": "r" * 300, "group": "g", "rollout": "x"}, "StartEpisodeStep", "ValidationError"),
+            "attempt": "exec-long",
+        },
+        Context(),
+    )
     assert out["record_key"] == "runs/unknown/step=0/group=g/exec-long.json"
     assert bucket.get_json(out["record_key"])["error"]["kind"] == "bad_input"
 
@@ -535,9 +628,13 @@ def test_the_payload_guard_raises_a_catchable_error_naming_the_size():
 
 
 def _entry(env: dict) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(harness.ROOT / "containers" / "code_runner" / "entry.py")],
-                          env={"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT), **env},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, str(harness.ROOT / "containers" / "code_runner" / "entry.py")],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT), **env},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_container_entry_point_names_missing_configuration():
@@ -548,22 +645,37 @@ def test_container_entry_point_names_missing_configuration():
 
 def test_container_entry_point_fails_without_writing_a_result_when_the_job_is_missing(bucket):
     url = harness.start_server()
-    proc = _entry({"BUCKET": BUCKET, "JOB_KEY": "jobs/none/job.json", "RESULT_KEY": "jobs/none/result.json",
-                   "AWS_ENDPOINT_URL": url, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                   "AWS_DEFAULT_REGION": harness.REGION})
+    proc = _entry(
+        {
+            "BUCKET": BUCKET,
+            "JOB_KEY": "jobs/none/job.json",
+            "RESULT_KEY": "jobs/none/result.json",
+            "AWS_ENDPOINT_URL": url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": harness.REGION,
+        }
+    )
     assert proc.returncode == 1 and "no execution job" in proc.stderr
     assert bucket.get_json("jobs/none/result.json", default=None) is None
 
 
 def test_credentials_are_scrubbed_and_the_process_made_non_dumpable():
-    code = ("import os, json\n"
-            "os.environ['AWS_SECRET_ACCESS_KEY'] = 's'; os.environ['AWS_CONTAINER_CREDENTIALS_RELATIVE_URI'] = '/x'\n"
-            "from rewardpipe.aws.hardening import scrub_credentials, make_non_dumpable, is_dumpable\n"
-            "removed = scrub_credentials(os.environ)\n"
-            "ok = make_non_dumpable()\n"
-            "print(json.dumps([sorted(removed), ok, is_dumpable(), [k for k in os.environ if k.startswith('AWS_')]]))\n")
-    proc = subprocess.run([sys.executable, "-c", code], env={"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT)},
-                          capture_output=True, text=True, timeout=60)
+    code = (
+        "import os, json\n"
+        "os.environ['AWS_SECRET_ACCESS_KEY'] = 's'; os.environ['AWS_CONTAINER_CREDENTIALS_RELATIVE_URI'] = '/x'\n"
+        "from rewardpipe.aws.hardening import scrub_credentials, make_non_dumpable, is_dumpable\n"
+        "removed = scrub_credentials(os.environ)\n"
+        "ok = make_non_dumpable()\n"
+        "print(json.dumps([sorted(removed), ok, is_dumpable(), [k for k in os.environ if k.startswith('AWS_')]]))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PATH": os.environ["PATH"], "PYTHONPATH": str(harness.ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     removed, ok, dumpable, left = json.loads(proc.stdout)
     assert removed == ["AWS_CONTAINER_CREDENTIALS_RELATIVE_URI", "AWS_SECRET_ACCESS_KEY"] and left == []
     if sys.platform.startswith("linux"):
@@ -602,8 +714,9 @@ def test_openai_policy_turn_calls_the_endpoint_with_the_key_from_secrets_manager
     monkeypatch.setenv("POLICY_MODEL", "default-model")
     monkeypatch.setenv("MAX_TURNS", "2")
 
-    ref = load("rollout_start").lambda_handler({"input": _event(mode="openai", base_url=url), "attempt": "o"},
-                                               PolicyTimeout())
+    ref = load("rollout_start").lambda_handler(
+        {"input": _event(mode="openai", base_url=url), "attempt": "o"}, PolicyTimeout()
+    )
     state = _snapshot(bucket, ref)["state"]
     assert state["messages"][1] == {"role": "assistant", "content": "Which format do you want?"}
     assert state["turn_kinds"] == ["question", "question"] and state["end_reason"] == "turn_limit"
@@ -635,8 +748,17 @@ def _client_error(code: str):
     return ClientError({"Error": {"Code": code, "Message": "m"}}, "PutObject")
 
 
-@pytest.mark.parametrize("code, transient", [("SlowDown", True), ("ThrottlingException", True), ("503", True),
-                                              ("InternalError", True), ("AccessDenied", False), ("NoSuchBucket", False)])
+@pytest.mark.parametrize(
+    "code, transient",
+    [
+        ("SlowDown", True),
+        ("ThrottlingException", True),
+        ("503", True),
+        ("InternalError", True),
+        ("AccessDenied", False),
+        ("NoSuchBucket", False),
+    ],
+)
 def test_transient_faults_are_recognised_through_the_cause_chain(code, transient):
     from rewardpipe.aws.lambda_support import is_transient
     from rewardpipe.store import StoreError
@@ -660,6 +782,7 @@ def test_s3_throttling_in_a_step_surfaces_as_transient_error(bucket, monkeypatch
         def __getattr__(self, name):
             def call(*args, **kwargs):
                 raise _client_error("SlowDown")
+
             return call
 
     monkeypatch.setitem(settings_module._CLIENTS, "s3", Throttled())

@@ -14,10 +14,13 @@ from tests.aws.handlers import Context, load
 
 
 def _sample(sample_id, answer, *, where="metadata", reference="42"):
-    sample = {"id": sample_id, "messages": [
-        {"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
-        {"role": "nova_assistant", "content": [{"type": "text", "text": f"6 * 7 = {answer}\n#### {answer}"}]},
-    ]}
+    sample = {
+        "id": sample_id,
+        "messages": [
+            {"role": "user", "content": "What is 6 * 7? End with #### <answer>."},
+            {"role": "nova_assistant", "content": [{"type": "text", "text": f"6 * 7 = {answer}\n#### {answer}"}]},
+        ],
+    }
     if where == "metadata":
         sample["metadata"] = {"reference_answer": reference, "task_id": "t1"}
     elif where == "top":
@@ -40,7 +43,12 @@ def _metrics(result) -> dict:
 
 def test_batch_in_order_with_ids_echoed_and_typed_metrics(gsm8k):
     ids = ["b", 7, {"nested": "id"}, "a"]
-    samples = [_sample(ids[0], 42), _sample(ids[1], 41), _sample(ids[2], 42, where="top"), _sample(ids[3], 42, where="text")]
+    samples = [
+        _sample(ids[0], 42),
+        _sample(ids[1], 41),
+        _sample(ids[2], 42, where="top"),
+        _sample(ids[3], 42, where="text"),
+    ]
     results = gsm8k.lambda_handler(samples, Context())
     assert [r["id"] for r in results] == ids
     scores = [r["aggregate_reward_score"] for r in results]
@@ -55,12 +63,19 @@ def test_batch_in_order_with_ids_echoed_and_typed_metrics(gsm8k):
 
 def test_a_single_object_is_answered_as_a_batch_of_one(gsm8k):
     results = gsm8k.lambda_handler(_sample("solo", 42), Context())
-    assert len(results) == 1 and results[0]["id"] == "solo" and results[0]["aggregate_reward_score"] == pytest.approx(1.5)
+    assert (
+        len(results) == 1 and results[0]["id"] == "solo" and results[0]["aggregate_reward_score"] == pytest.approx(1.5)
+    )
 
 
 def test_malformed_samples_get_error_results_and_the_batch_survives(gsm8k):
-    samples = [_sample("ok", 42), {"id": "no-messages"}, "not an object", _sample("no-ref", 42, where="none"),
-               {"id": "bad-role", "messages": [{"role": "", "content": "x"}]}]
+    samples = [
+        _sample("ok", 42),
+        {"id": "no-messages"},
+        "not an object",
+        _sample("no-ref", 42, where="none"),
+        {"id": "bad-role", "messages": [{"role": "", "content": "x"}]},
+    ]
     results = gsm8k.lambda_handler(samples, Context())
     assert len(results) == len(samples)
     assert results[0]["aggregate_reward_score"] == pytest.approx(1.5) and _metrics(results[0])["reward_error"][0] == 0
@@ -75,16 +90,30 @@ def test_malformed_samples_get_error_results_and_the_batch_survives(gsm8k):
 def test_reward_is_chosen_by_configuration(monkeypatch):
     monkeypatch.setenv("REWARD_NAME", "code_correctness")
     handler = load("single_turn_reward")
-    reference = {"entry_point": "add", "tests": (
-        "import unittest\nclass T(unittest.TestCase):\n"
-        "    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
-        "    def test_b(self):\n        self.assertEqual(add(-1, 1), 0)\n")}
-    good = {"id": "g", "messages": [{"role": "user", "content": "add"},
-                                    {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}],
-            "metadata": {"reference_answer": reference}}
-    bad = {"id": "b", "messages": [{"role": "user", "content": "add"},
-                                   {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a - b\n```"}],
-           "reference_answer": reference}
+    reference = {
+        "entry_point": "add",
+        "tests": (
+            "import unittest\nclass T(unittest.TestCase):\n"
+            "    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+            "    def test_b(self):\n        self.assertEqual(add(-1, 1), 0)\n"
+        ),
+    }
+    good = {
+        "id": "g",
+        "messages": [
+            {"role": "user", "content": "add"},
+            {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"},
+        ],
+        "metadata": {"reference_answer": reference},
+    }
+    bad = {
+        "id": "b",
+        "messages": [
+            {"role": "user", "content": "add"},
+            {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a - b\n```"},
+        ],
+        "reference_answer": reference,
+    }
     results = handler.lambda_handler([good, bad], Context())
     assert _metrics(results[0])["reward_error"][0] == 0 and _metrics(results[1])["reward_error"][0] == 0
     assert results[0]["aggregate_reward_score"] > results[1]["aggregate_reward_score"]
@@ -111,14 +140,20 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=20,
 )
-message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "nova_assistant", "", 3]),
-                                 "content": json_values | st.text(max_size=60)})
+message = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "nova_assistant", "", 3]),
+        "content": json_values | st.text(max_size=60),
+    }
+)
 sample = st.one_of(
     json_values,
     st.fixed_dictionaries(
         {"id": json_values, "messages": st.lists(message, max_size=3) | json_values},
-        optional={"metadata": st.fixed_dictionaries({}, optional={"reference_answer": json_values}) | json_values,
-                  "reference_answer": json_values | st.fixed_dictionaries({"text": json_values})},
+        optional={
+            "metadata": st.fixed_dictionaries({}, optional={"reference_answer": json_values}) | json_values,
+            "reference_answer": json_values | st.fixed_dictionaries({"text": json_values}),
+        },
     ),
 )
 
@@ -151,11 +186,20 @@ class NearlyOutOfTime(Context):
 
 
 def _code_sample(sample_id, prompt="add"):
-    reference = {"entry_point": "add", "tests": (
-        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n")}
-    return {"id": sample_id, "messages": [{"role": "user", "content": prompt},
-                                          {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}],
-            "metadata": {"reference_answer": reference}}
+    reference = {
+        "entry_point": "add",
+        "tests": (
+            "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+        ),
+    }
+    return {
+        "id": sample_id,
+        "messages": [
+            {"role": "user", "content": prompt},
+            {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"},
+        ],
+        "metadata": {"reference_answer": reference},
+    }
 
 
 def test_a_batch_with_no_time_left_is_answered_flagged_instead_of_timing_out(monkeypatch):
@@ -193,8 +237,14 @@ def test_an_answer_over_lambdas_6_mb_response_limit_is_trimmed_not_lost(deployme
     instead; every sample keeps its answer, in order, with its score."""
     import boto3
 
-    samples = [{"id": f"s{i}", "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 4"}],
-                "reference_answer": "4"} for i in range(20_000)]
+    samples = [
+        {
+            "id": f"s{i}",
+            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 4"}],
+            "reference_answer": "4",
+        }
+        for i in range(20_000)
+    ]
     client = boto3.client("lambda", region_name=harness.REGION)
     response = client.invoke(FunctionName=deployment.function_name("SingleTurnReward"), Payload=json.dumps(samples))
     assert "FunctionError" not in response

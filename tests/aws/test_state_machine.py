@@ -28,15 +28,25 @@ def fenced(code: str) -> str:
 GROUP_TURNS = {
     "ask-then-commit": ["What should happen when the input is negative?", fenced(TASK.reference_solution)],
     "guess": [fenced(f"def {TASK.entry_point}(*args, **kwargs):\n    return None")],
-    "loop": ["Can you explain again what exactly you need?", "Can you explain again what exactly you need?",
-             fenced(TASK.reference_solution)],
+    "loop": [
+        "Can you explain again what exactly you need?",
+        "Can you explain again what exactly you need?",
+        fenced(TASK.reference_solution),
+    ],
     "never-commits": ["Let me think about this first.", "Still thinking."],
 }
 
 
 def _input(run: str, rollout: str, turns: list[str], task=TASK, group: str = "g0", **extra) -> dict:
-    return {"run": run, "step": 0, "group": group, "rollout": rollout, "task": task.model_dump(mode="json"),
-            "policy": {"mode": "replay", "turns": turns}, **extra}
+    return {
+        "run": run,
+        "step": 0,
+        "group": group,
+        "rollout": rollout,
+        "task": task.model_dump(mode="json"),
+        "policy": {"mode": "replay", "turns": turns},
+        **extra,
+    }
 
 
 def harness_store(deployment):
@@ -59,8 +69,10 @@ def _records(deployment, run: str, step: int = 0) -> dict:
 def _start_all(sfn, arn: str, payloads: list[dict]) -> list[dict]:
     import uuid
 
-    arns = [sfn.start_execution(stateMachineArn=arn, name=f"x-{uuid.uuid4().hex}", input=json.dumps(p))["executionArn"]
-            for p in payloads]
+    arns = [
+        sfn.start_execution(stateMachineArn=arn, name=f"x-{uuid.uuid4().hex}", input=json.dumps(p))["executionArn"]
+        for p in payloads
+    ]
     return [harness.wait_execution(sfn, a) for a in arns]
 
 
@@ -78,15 +90,33 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
     stored = _records(deployment, "run-a")
     assert sorted(stored) == sorted(GROUP_TURNS)
 
-    reward = get_reward("ask_before_coding", {"correctness": 1.0, "asked_before_coding": 0.6,
-                                              "guessed_immediately": 0.4, "loop_penalty": 0.2})
-    recordings = [Rollout(rollout_id=r, group_id="g0", task_id=TASK.task_id,
-                          messages=[Message(role="assistant", content=t) for t in turns])
-                  for r, turns in GROUP_TURNS.items()]
+    reward = get_reward(
+        "ask_before_coding",
+        {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2},
+    )
+    recordings = [
+        Rollout(
+            rollout_id=r,
+            group_id="g0",
+            task_id=TASK.task_id,
+            messages=[Message(role="assistant", content=t) for t in turns],
+        )
+        for r, turns in GROUP_TURNS.items()
+    ]
     policy = ReplayPolicy(recordings)
     for rollout_id in GROUP_TURNS:
-        local = run_episode(TASK, policy, ENVIRONMENT, get_executor(), reward,
-                            run_id="run-a", step=0, group_id="g0", rollout_id=rollout_id, max_turns=6)
+        local = run_episode(
+            TASK,
+            policy,
+            ENVIRONMENT,
+            get_executor(),
+            reward,
+            run_id="run-a",
+            step=0,
+            group_id="g0",
+            rollout_id=rollout_id,
+            max_turns=6,
+        )
         remote = stored[rollout_id]
         assert remote.status == local.status == "scored", (rollout_id, remote.error)
         assert remote.components == pytest.approx(local.components), rollout_id
@@ -119,8 +149,9 @@ def test_a_group_scores_the_same_as_the_local_runner(deployment, sfn):
 
 def test_an_executor_failure_ends_in_an_error_record_not_a_zero(deployment, sfn):
     harness.LAMBDA_FAULTS[deployment.function_name("CodeRunnerFunction")] = RuntimeError("sandbox pool exploded")
-    result = harness.run_execution(sfn, deployment.state_machine_arn,
-                                   _input("run-f", "r0", GROUP_TURNS["ask-then-commit"]))
+    result = harness.run_execution(
+        sfn, deployment.state_machine_arn, _input("run-f", "r0", GROUP_TURNS["ask-then-commit"])
+    )
     assert result["status"] == "SUCCEEDED"
     output = json.loads(result["output"])
     assert output["status"] == "error"
@@ -161,23 +192,30 @@ def test_malformed_input_still_leaves_an_error_record(deployment, sfn):
 def test_a_long_job_runs_on_fargate_through_the_container_entry_point(deployment, sfn):
     """timeout_s above the routing threshold (600 s) takes the ECS runTask.sync branch; the container's
     entry point runs as a separate process with the task's environment and talks to S3 over HTTP."""
-    probe = TASK.model_copy(update={
-        "task_id": "env-probe",
-        "timeout_s": 700,
-        "entry_point": "leaked",
-        "tests": (
-            "import unittest\n"
-            "class T(unittest.TestCase):\n"
-            "    def test_no_credentials_in_env(self):\n"
-            "        self.assertEqual(leaked(), [])\n"
-        ),
-        "reference_solution": "def leaked():\n    return []\n",
-    })
-    code = ("import os\n"
-            "def leaked():\n"
-            "    return sorted(k for k in os.environ if k.startswith('AWS_') and 'ENDPOINT' not in k)\n")
-    result = harness.run_execution(sfn, deployment.state_machine_arn,
-                                   _input("run-l", "r0", ["Anything else I should know?", fenced(code)], task=probe))
+    probe = TASK.model_copy(
+        update={
+            "task_id": "env-probe",
+            "timeout_s": 700,
+            "entry_point": "leaked",
+            "tests": (
+                "import unittest\n"
+                "class T(unittest.TestCase):\n"
+                "    def test_no_credentials_in_env(self):\n"
+                "        self.assertEqual(leaked(), [])\n"
+            ),
+            "reference_solution": "def leaked():\n    return []\n",
+        }
+    )
+    code = (
+        "import os\n"
+        "def leaked():\n"
+        "    return sorted(k for k in os.environ if k.startswith('AWS_') and 'ENDPOINT' not in k)\n"
+    )
+    result = harness.run_execution(
+        sfn,
+        deployment.state_machine_arn,
+        _input("run-l", "r0", ["Anything else I should know?", fenced(code)], task=probe),
+    )
     assert result["status"] == "SUCCEEDED", result
     assert len(harness.CONTAINER_RUNS) == 1
     run = harness.CONTAINER_RUNS[0]
@@ -197,8 +235,9 @@ def test_a_crashed_fargate_container_ends_in_an_error_record(deployment, sfn):
     task still "succeeds" from Step Functions' point of view, so Score must notice the missing result."""
     harness.CONTAINER_FAULT_ENV["JOB_KEY"] = "jobs/vanished/job.json"
     slow = TASK.model_copy(update={"timeout_s": 900})
-    result = harness.run_execution(sfn, deployment.state_machine_arn,
-                                   _input("run-x", "r0", [fenced(TASK.reference_solution)], task=slow))
+    result = harness.run_execution(
+        sfn, deployment.state_machine_arn, _input("run-x", "r0", [fenced(TASK.reference_solution)], task=slow)
+    )
     assert result["status"] == "SUCCEEDED"
     assert [r["returncode"] for r in harness.CONTAINER_RUNS] == [1]
     record = _records(deployment, "run-x")["r0"]
@@ -230,8 +269,9 @@ def _serve_raw(deployment, sfn, execution: str, answers) -> list[dict]:
 def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
     payload = _input("run-c", "r0", [])
     payload["policy"] = {"mode": "callback"}
-    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="callback-run",
-                                    input=json.dumps(payload))["executionArn"]
+    execution = sfn.start_execution(
+        stateMachineArn=deployment.state_machine_arn, name="callback-run", input=json.dumps(payload)
+    )["executionArn"]
     answers = iter(["Should negative durations raise an error?", fenced(TASK.reference_solution)])
     bodies = _serve_raw(deployment, sfn, execution, answers)
     assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
@@ -247,8 +287,11 @@ def test_a_trainer_supplies_turns_through_the_callback_queue(deployment, sfn):
     assert record.components["asked_before_coding"] == 1.0
     # One state per trainer turn and no Choice between them: StartEpisode asked the first, Converse the second
     # and then ran the job and scored; Finished is the output.
-    entered = [e["stateEnteredEventDetails"]["name"] for e in sfn.get_execution_history(executionArn=execution)["events"]
-               if e["type"].endswith("StateEntered")]
+    entered = [
+        e["stateEnteredEventDetails"]["name"]
+        for e in sfn.get_execution_history(executionArn=execution)["events"]
+        if e["type"].endswith("StateEntered")
+    ]
     assert entered == ["StartEpisodeStep", "ConverseStep", "ConverseStep", "Finished"]
 
 
@@ -261,8 +304,12 @@ def test_six_long_turns_in_replay_mode_end_in_a_scored_record(deployment, sfn):
     from rewardpipe.aws.client import RolloutClient
 
     turns = [LONG_QUESTION] * 5 + [fenced(TASK.reference_solution)]
-    client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn,
-                           s3=__import__("boto3").client("s3", region_name=harness.REGION))
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        bucket=deployment.bucket,
+        sfn=sfn,
+        s3=__import__("boto3").client("s3", region_name=harness.REGION),
+    )
     arn = client.start("run-big", 0, "g0", "r0", task=TASK, policy={"mode": "replay", "turns": turns})
     (out,) = client.wait([arn], poll_s=0.05)
     assert out["status"] == "scored", out
@@ -275,8 +322,9 @@ def test_six_long_turns_in_replay_mode_end_in_a_scored_record(deployment, sfn):
 def test_six_long_turns_in_callback_mode_end_in_a_scored_record(deployment, sfn):
     payload = _input("run-bigc", "r0", [])
     payload["policy"] = {"mode": "callback"}
-    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="callback-big",
-                                    input=json.dumps(payload))["executionArn"]
+    execution = sfn.start_execution(
+        stateMachineArn=deployment.state_machine_arn, name="callback-big", input=json.dumps(payload)
+    )["executionArn"]
     answers = iter([LONG_QUESTION] * 5 + [fenced(TASK.reference_solution)])
     _serve_raw(deployment, sfn, execution, answers)
     assert sfn.describe_execution(executionArn=execution)["status"] == "SUCCEEDED"
@@ -292,9 +340,14 @@ def test_a_single_300_kb_turn_ends_in_a_record(deployment, sfn, mode):
     from rewardpipe.aws.client import RolloutClient
 
     huge = fenced(TASK.reference_solution) + "\n# " + "z" * 300_000
-    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
-                           sfn=sfn, sqs=boto3.client("sqs", region_name=harness.REGION),
-                           s3=boto3.client("s3", region_name=harness.REGION))
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        bucket=deployment.bucket,
+        sfn=sfn,
+        sqs=boto3.client("sqs", region_name=harness.REGION),
+        s3=boto3.client("s3", region_name=harness.REGION),
+    )
     policy = {"mode": "replay", "turns": [huge]} if mode == "replay" else {"mode": "callback"}
     arn = client.start(f"run-huge-{mode}", 0, "g0", "r0", task=TASK, policy=policy)
     if mode == "callback":
@@ -323,8 +376,9 @@ def _raw_input(run: str, turns: list[str], size: int, **extra) -> dict:
 def _start_raw(sfn, deployment, payload: dict) -> dict:
     import uuid
 
-    arn = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"raw-{uuid.uuid4().hex}",
-                              input=json.dumps(payload))["executionArn"]
+    arn = sfn.start_execution(
+        stateMachineArn=deployment.state_machine_arn, name=f"raw-{uuid.uuid4().hex}", input=json.dumps(payload)
+    )["executionArn"]
     return harness.wait_execution(sfn, arn)
 
 
@@ -345,8 +399,9 @@ def test_a_raw_start_near_256_kib_failing_at_its_first_state_ends_in_an_error_re
 def test_a_raw_start_near_256_kib_failing_in_converse_ends_in_an_error_record(deployment, sfn):
     """Converse's failure path used to copy the whole execution input next to the error: over 256 KiB."""
     payload = _raw_input("run-raw-converse", [], 250 * 1024, policy={"mode": "callback"})
-    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="raw-converse",
-                                    input=json.dumps(payload))["executionArn"]
+    execution = sfn.start_execution(
+        stateMachineArn=deployment.state_machine_arn, name="raw-converse", input=json.dumps(payload)
+    )["executionArn"]
     cause = "the simulator crashed: " + "frame " * 4_000
     harness.LAMBDA_FAULTS[deployment.function_name("RolloutWorkflowConverse")] = RuntimeError(cause)
     _serve_raw(deployment, sfn, execution, iter(["Should negative durations raise an error?"]))
@@ -371,14 +426,23 @@ MAX_TASK_TOKEN, MAX_EXECUTION_NAME = 2048, 80
 
 
 def test_a_raw_input_up_to_the_documented_limit_leaves_room_for_the_largest_task_token(deployment, sfn):
-    result = _start_raw(sfn, deployment, _raw_input("run-raw-limit", [fenced(TASK.reference_solution)], RAW_INPUT_LIMIT))
+    result = _start_raw(
+        sfn, deployment, _raw_input("run-raw-limit", [fenced(TASK.reference_solution)], RAW_INPUT_LIMIT)
+    )
     assert _records(deployment, "run-raw-limit")["r0"].status == "scored"
-    (scheduled,) = [e["taskScheduledEventDetails"]["parameters"]
-                    for e in sfn.get_execution_history(executionArn=result["executionArn"])["events"]
-                    if e["type"] == "TaskScheduled" and "StartEpisode" in e["taskScheduledEventDetails"]["parameters"]]
+    (scheduled,) = [
+        e["taskScheduledEventDetails"]["parameters"]
+        for e in sfn.get_execution_history(executionArn=result["executionArn"])["events"]
+        if e["type"] == "TaskScheduled" and "StartEpisode" in e["taskScheduledEventDetails"]["parameters"]
+    ]
     payload = json.loads(scheduled)["Payload"]
-    worst = (len(scheduled.encode("utf-8")) - len(payload["task_token"]) - len(payload["attempt"])
-             + MAX_TASK_TOKEN + MAX_EXECUTION_NAME)
+    worst = (
+        len(scheduled.encode("utf-8"))
+        - len(payload["task_token"])
+        - len(payload["attempt"])
+        + MAX_TASK_TOKEN
+        + MAX_EXECUTION_NAME
+    )
     assert worst <= harness.LIMITS["sfn_payload_bytes"], worst
 
 
@@ -418,19 +482,24 @@ def test_the_fargate_step_outlasts_the_largest_job_and_llm_steps_get_the_policy_
 
     largest = next(m.le for m in Task.model_fields["timeout_s"].metadata if hasattr(m, "le"))
     assert _states(synth)["RunCodeFargate"]["TimeoutSeconds"] >= largest + 300
-    functions = {k: r["Properties"] for k, r in synth.template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"}
+    functions = {
+        k: r["Properties"] for k, r in synth.template["Resources"].items() if r["Type"] == "AWS::Lambda::Function"
+    }
     policy_timeout = 300  # stacks/config.py default
     for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
         (props,) = [p for k, p in functions.items() if k.startswith(prefix) and "Logs" not in k]
         assert props["Timeout"] == policy_timeout, prefix
 
 
-@pytest.mark.parametrize("role, prefixes", [
-    ("RolloutWorkflowScore", {"tasks/*", "jobs/*", "runs/*"}),    # a missing result must read as 404 (executor_crash)
-    ("RolloutWorkflowRecordError", {"runs/*"}),                  # an absent earlier record must read as 404
-    ("RolloutWorkflowConverse", {"tasks/*", "runs/*"}),
-    ("RolloutWorkflowStartEpisode", {"tasks/*", "runs/*"}),
-])
+@pytest.mark.parametrize(
+    "role, prefixes",
+    [
+        ("RolloutWorkflowScore", {"tasks/*", "jobs/*", "runs/*"}),  # a missing result must read as 404 (executor_crash)
+        ("RolloutWorkflowRecordError", {"runs/*"}),  # an absent earlier record must read as 404
+        ("RolloutWorkflowConverse", {"tasks/*", "runs/*"}),
+        ("RolloutWorkflowStartEpisode", {"tasks/*", "runs/*"}),
+    ],
+)
 def test_functions_that_read_maybe_missing_keys_may_list_those_prefixes(synth, role, prefixes):
     listed = set()
     for logical, resource in synth.template["Resources"].items():

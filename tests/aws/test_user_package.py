@@ -25,9 +25,11 @@ PYCHECK_REWARD_REF = "acme_rewards.pycheck:PYCHECK"
 GUESS_NEXT_REF = "acme_rewards.guess:ENVIRONMENT_NEXT"
 PYCHECK_REF = "acme_rewards.pycheck:ENVIRONMENT"
 GUESS_TASK = {"task_id": "n42", "prompt": "Guess my number from 1 to 100.", "secret": 42}
-ADD_TESTS = ("import unittest\nclass T(unittest.TestCase):\n"
-             "    def test_small(self):\n        self.assertEqual(add(1, 2), 3)\n"
-             "    def test_negative(self):\n        self.assertEqual(add(-1, 1), 0)\n")
+ADD_TESTS = (
+    "import unittest\nclass T(unittest.TestCase):\n"
+    "    def test_small(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    "    def test_negative(self):\n        self.assertEqual(add(-1, 1), 0)\n"
+)
 ADD_TASK = {"task_id": "add", "prompt": "Write add(a, b).", "entry_point": "add", "tests": ADD_TESTS}
 GOOD_ADD = "Here:\n```python\ndef add(a, b):\n    return a + b\n```"
 BAD_ADD = "```python\ndef add(a, b):\n    return a - b\n```"
@@ -56,8 +58,12 @@ def _input(run: str, rollout: str, task: dict, policy: dict) -> dict:
 def _run_all(sfn, deployment, payloads: list[dict]) -> list[dict]:
     import uuid
 
-    arns = [sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name=f"x-{uuid.uuid4().hex}",
-                                input=json.dumps(p))["executionArn"] for p in payloads]
+    arns = [
+        sfn.start_execution(
+            stateMachineArn=deployment.state_machine_arn, name=f"x-{uuid.uuid4().hex}", input=json.dumps(p)
+        )["executionArn"]
+        for p in payloads
+    ]
     return [harness.wait_execution(sfn, arn) for arn in arns]
 
 
@@ -66,9 +72,9 @@ def _run_all(sfn, deployment, payloads: list[dict]) -> list[dict]:
 
 
 GUESS_TURNS = {
-    "solver": ["50", "25", "42"],                              # lower, higher, solved on turn 3
-    "wanderer": ["10", "90", "60", "30", "70", "20"],          # never solves: the turn limit ends it
-    "chatty": ["I think it is around forty-two", "42"],        # one turn without a number: the penalty fires
+    "solver": ["50", "25", "42"],  # lower, higher, solved on turn 3
+    "wanderer": ["10", "90", "60", "30", "70", "20"],  # never solves: the turn limit ends it
+    "chatty": ["I think it is around forty-two", "42"],  # one turn without a number: the penalty fires
 }
 
 
@@ -86,12 +92,21 @@ def test_the_machine_plays_the_users_environment_and_scores_with_its_reward(aws,
     stored = _records(deployment, "acme")
 
     task = GuessTask.model_validate(GUESS_TASK)
-    policy = ReplayPolicy([Rollout(rollout_id=r, group_id="g0", task_id="n42",
-                                   messages=[Message(role="assistant", content=x) for x in turns])
-                           for r, turns in GUESS_TURNS.items()])
+    policy = ReplayPolicy(
+        [
+            Rollout(
+                rollout_id=r,
+                group_id="g0",
+                task_id="n42",
+                messages=[Message(role="assistant", content=x) for x in turns],
+            )
+            for r, turns in GUESS_TURNS.items()
+        ]
+    )
     for rollout_id in GUESS_TURNS:
-        local = run_episode(task, policy, ENVIRONMENT, executor=None, run_id="acme", step=0, group_id="g0",
-                            rollout_id=rollout_id)
+        local = run_episode(
+            task, policy, ENVIRONMENT, executor=None, run_id="acme", step=0, group_id="g0", rollout_id=rollout_id
+        )
         remote = stored[rollout_id]
         assert remote.status == local.status == "scored", (rollout_id, remote.error)
         assert set(remote.components) == set(GUESS.component_names)
@@ -106,7 +121,10 @@ def test_the_machine_plays_the_users_environment_and_scores_with_its_reward(aws,
     # keeps its messages.
     transcript = _store(deployment).get_json("runs/acme/transcripts/step=0/group=g0/solver.json")
     assert [m["content"] for m in transcript["messages"] if m["role"] == "user"] == [
-        GUESS_TASK["prompt"], "lower", "higher"]
+        GUESS_TASK["prompt"],
+        "lower",
+        "higher",
+    ]
     # Every snapshot in S3 names the environment that wrote it.
     store = _store(deployment)
     heads = [k for k in store.list_keys("runs/acme/state/") if k.endswith("/episode.json")]
@@ -119,8 +137,9 @@ def test_an_openai_policy_is_told_the_users_system_prompt(aws, synth, sfn):
     server, url, seen = harness.chat_server(lambda body: "42")
     try:
         deployment = _deploy(synth, environment=GUESS_REF, reward=GUESS_REWARD_REF)
-        (result,) = _run_all(sfn, deployment, [_input("acme-o", "r0", GUESS_TASK,
-                                                      {"mode": "openai", "base_url": url, "model": "m"})])
+        (result,) = _run_all(
+            sfn, deployment, [_input("acme-o", "r0", GUESS_TASK, {"mode": "openai", "base_url": url, "model": "m"})]
+        )
     finally:
         server.shutdown()
     assert result["status"] == "SUCCEEDED"
@@ -133,9 +152,17 @@ def test_a_bad_task_row_is_an_error_record_naming_the_field(aws, synth, sfn):
     bad = {"task_id": "n-bad", "prompt": "Guess.", "secret": "forty-two"}
     store = _store(deployment)
     store.put_json("tasks/acme/unknown-field.json", {**GUESS_TASK, "task_id": "n-extra", "colour": "red"})
-    payloads = [_input("acme-b", "inline", bad, {"mode": "replay", "turns": ["42"]}),
-                {"run": "acme-b", "step": 0, "group": "g0", "rollout": "stored",
-                 "task_key": "tasks/acme/unknown-field.json", "policy": {"mode": "replay", "turns": ["42"]}}]
+    payloads = [
+        _input("acme-b", "inline", bad, {"mode": "replay", "turns": ["42"]}),
+        {
+            "run": "acme-b",
+            "step": 0,
+            "group": "g0",
+            "rollout": "stored",
+            "task_key": "tasks/acme/unknown-field.json",
+            "policy": {"mode": "replay", "turns": ["42"]},
+        },
+    ]
     assert [r["status"] for r in _run_all(sfn, deployment, payloads)] == ["SUCCEEDED"] * 2
     records = _records(deployment, "acme-b")
     for rollout, field in (("inline", "secret"), ("stored", "colour")):
@@ -153,8 +180,11 @@ def test_a_snapshot_of_another_environment_version_is_an_error_record_never_resu
     import boto3
 
     deployment = _deploy(synth, environment=GUESS_REF, reward=GUESS_REWARD_REF)
-    execution = sfn.start_execution(stateMachineArn=deployment.state_machine_arn, name="x-versioned",
-                                    input=json.dumps(_input("acme-v", "r0", GUESS_TASK, {"mode": "callback"})))
+    execution = sfn.start_execution(
+        stateMachineArn=deployment.state_machine_arn,
+        name="x-versioned",
+        input=json.dumps(_input("acme-v", "r0", GUESS_TASK, {"mode": "callback"})),
+    )
     sqs = boto3.client("sqs", region_name=harness.REGION)
     deadline = time.time() + 60
     messages: list = []
@@ -169,8 +199,10 @@ def test_a_snapshot_of_another_environment_version_is_an_error_record_never_resu
         if logical.startswith("CodeRunner"):
             continue
         variables = lam.get_function_configuration(FunctionName=name)["Environment"]["Variables"]
-        lam.update_function_configuration(FunctionName=name, Environment={"Variables": {
-            **variables, "ENVIRONMENT_REF": GUESS_NEXT_REF, "ENVIRONMENT_VERSION": "1.3"}})
+        lam.update_function_configuration(
+            FunctionName=name,
+            Environment={"Variables": {**variables, "ENVIRONMENT_REF": GUESS_NEXT_REF, "ENVIRONMENT_VERSION": "1.3"}},
+        )
     sfn.send_task_success(taskToken=body["task_token"], output=json.dumps({"text": "42"}))
     result = harness.wait_execution(sfn, execution["executionArn"])
     assert result["status"] == "SUCCEEDED"
@@ -186,11 +218,15 @@ def test_a_snapshot_of_another_environment_version_is_an_error_record_never_resu
 
 def test_the_machine_executes_only_when_the_users_environment_asks(aws, synth, sfn):
     deployment = _deploy(synth, environment=PYCHECK_REF, reward=PYCHECK_REWARD_REF)
-    turns = {"direct": [GOOD_ADD], "asks-then-wrong": ["What should add return?", BAD_ADD],
-             "never-codes": ["hmm", "still thinking", "no idea"]}
+    turns = {
+        "direct": [GOOD_ADD],
+        "asks-then-wrong": ["What should add return?", BAD_ADD],
+        "never-codes": ["hmm", "still thinking", "no idea"],
+    }
     harness.INVOCATION_CPU.clear()
-    results = _run_all(sfn, deployment, [_input("acme-x", r, ADD_TASK, {"mode": "replay", "turns": t})
-                                         for r, t in turns.items()])
+    results = _run_all(
+        sfn, deployment, [_input("acme-x", r, ADD_TASK, {"mode": "replay", "turns": t}) for r, t in turns.items()]
+    )
     assert [r["status"] for r in results] == ["SUCCEEDED"] * 3
     records = _records(deployment, "acme-x")
     assert all(r.status == "scored" for r in records.values()), {k: r.error for k, r in records.items()}
@@ -210,9 +246,11 @@ def test_the_machine_executes_only_when_the_users_environment_asks(aws, synth, s
 
 
 def _sample(sample_id: str, text: str, reference: str = "42") -> dict:
-    return {"id": sample_id, "messages": [{"role": "user", "content": "What is 6 * 7?"},
-                                          {"role": "assistant", "content": text}],
-            "metadata": {"reference_answer": reference}}
+    return {
+        "id": sample_id,
+        "messages": [{"role": "user", "content": "What is 6 * 7?"}, {"role": "assistant", "content": text}],
+        "metadata": {"reference_answer": reference},
+    }
 
 
 def test_the_single_turn_lambda_scores_with_the_users_reward(aws, synth):
@@ -238,7 +276,8 @@ def test_the_single_turn_lambda_fails_its_start_naming_a_bad_reference(aws, synt
 
     deployment = _deploy(synth, single_turn_reward="acme_rewards.single:nothing_here")
     response = boto3.client("lambda", region_name=harness.REGION).invoke(
-        FunctionName=deployment.function_name("SingleTurnReward"), Payload=json.dumps([_sample("a", "42")]))
+        FunctionName=deployment.function_name("SingleTurnReward"), Payload=json.dumps([_sample("a", "42")])
+    )
     error = json.loads(response["Payload"].read())
     assert response.get("FunctionError") and error["errorType"] == "ConfigurationError"
     assert "SINGLE_TURN_REWARD_REF" in error["errorMessage"] and "nothing_here" in error["errorMessage"]
@@ -255,19 +294,22 @@ def nova_guess(aws, monkeypatch):
 
     clock = SimulatedClock()
     monkeypatch.setattr(bridge_module, "wall_clock", clock)
-    deployment = _deploy(harness.synthesized(harness.NOVA_BRIDGE_CONTEXT), environment=GUESS_REF,
-                         reward=GUESS_REWARD_REF)
+    deployment = _deploy(
+        harness.synthesized(harness.NOVA_BRIDGE_CONTEXT), environment=GUESS_REF, reward=GUESS_REWARD_REF
+    )
     return Nova(deployment, clock)
 
 
 def test_the_nova_bridge_validates_task_rows_with_the_users_task_model(nova_guess):
     nova = nova_guess
     trainer = nova.trainer
-    nova.store.put_json("tasks/nova/n7.json", {"task_id": "n7", "prompt": "Guess from 1 to 10.", "secret": 7,
-                                               "high": 10})
+    nova.store.put_json(
+        "tasks/nova/n7.json", {"task_id": "n7", "prompt": "Guess from 1 to 10.", "secret": 7, "high": 10}
+    )
     nova.store.put_json("tasks/nova/broken.json", {"task_id": "broken", "prompt": "Guess.", "secret": "seven"})
-    nova.scripts.update({"inline-000_0": ["50", "42"], "stored-000_0": ["5", "7"], "broken-000_0": ["1"],
-                         "bad-inline-000_0": ["1"]})
+    nova.scripts.update(
+        {"inline-000_0": ["50", "42"], "stored-000_0": ["5", "7"], "broken-000_0": ["1"], "bad-inline-000_0": ["1"]}
+    )
     trainer.request_rollout("inline-000_0", {"task": GUESS_TASK})
     trainer.request_rollout("stored-000_0", {"task_id": "n7"})
     trainer.request_rollout("broken-000_0", {"task_id": "broken"})
@@ -300,12 +342,24 @@ def test_the_nova_bridge_validates_task_rows_with_the_users_task_model(nova_gues
 def _guess_record(run: str, step: int, group: int, i: int):
     from rewardpipe.models import Record
 
-    components = {"solved": [0.0, 1.0, 1.0, 0.0][i], "closeness": [0.2, 1.0, 1.0, 0.5][i],
-                  "invalid_turns": 0.0}  # the penalty never fires: the policy always answers with a number
+    components = {
+        "solved": [0.0, 1.0, 1.0, 0.0][i],
+        "closeness": [0.2, 1.0, 1.0, 0.5][i],
+        "invalid_turns": 0.0,
+    }  # the penalty never fires: the policy always answers with a number
     weights = {"solved": 1.0, "closeness": 0.5, "invalid_turns": 0.5}
-    return Record(run_id=run, step=step, group_id=f"g{group}", rollout_id=f"s{step}-g{group}-r{i}", task_id="n42",
-                  status="scored", components=components, weights=weights,
-                  aggregate=sum(weights[k] * v for k, v in components.items()), metrics={})
+    return Record(
+        run_id=run,
+        step=step,
+        group_id=f"g{group}",
+        rollout_id=f"s{step}-g{group}-r{i}",
+        task_id="n42",
+        status="scored",
+        components=components,
+        weights=weights,
+        aggregate=sum(weights[k] * v for k, v in components.items()),
+        metrics={},
+    )
 
 
 @pytest.mark.parametrize("declared", [True, False])
@@ -313,16 +367,17 @@ def test_the_variance_check_judges_with_the_users_ranges_and_roles(aws, synth, d
     import boto3
     from acme_rewards.guess import GUESS
 
-    deployment = _deploy(synth, environment=GUESS_REF, reward=GUESS_REWARD_REF,
-                         components=GUESS if declared else None)
+    deployment = _deploy(synth, environment=GUESS_REF, reward=GUESS_REWARD_REF, components=GUESS if declared else None)
     store = _store(deployment)
     for group in range(5):
         for i in range(4):
             store.put_record(_guess_record("acme-m", 0, group, i))
-    monitor = next(name for logical, name in deployment.functions.items()
-                   if logical.startswith("MonitoringVarianceCheck"))
+    monitor = next(
+        name for logical, name in deployment.functions.items() if logical.startswith("MonitoringVarianceCheck")
+    )
     response = boto3.client("lambda", region_name=harness.REGION).invoke(
-        FunctionName=monitor, Payload=json.dumps({"run_id": "acme-m", "step": 0}))
+        FunctionName=monitor, Payload=json.dumps({"run_id": "acme-m", "step": 0})
+    )
     assert "FunctionError" not in response, response["Payload"].read()
     (check,) = json.loads(response["Payload"].read())["results"]
     assert check["verdicts"]["solved"] == check["verdicts"]["closeness"] == "ok"

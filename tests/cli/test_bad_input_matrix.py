@@ -17,8 +17,13 @@ from typer.testing import CliRunner
 from rewardpipe.cli import app
 from tests.cli.conftest import BUNDLED_TASKS, make_task
 
-GOOD_ROLLOUT = {"rollout_id": "r", "group_id": "g", "task_id": "add", "step": 0,
-                "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}
+GOOD_ROLLOUT = {
+    "rollout_id": "r",
+    "group_id": "g",
+    "task_id": "add",
+    "step": 0,
+    "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+}
 
 # name -> bytes of a bad JSONL input (None: the path does not exist; "dir": the path is a directory)
 BAD_FILES: dict[str, bytes | str | None] = {
@@ -32,8 +37,10 @@ BAD_FILES: dict[str, bytes | str | None] = {
     "json_array_line": b"[1, 2, 3]\n",
     "json_scalar_line": b"42\n",
     "deeply_nested": b"[" * 100_000 + b"]" * 100_000 + b"\n",
-    "wrong_types": json.dumps({"task_id": 5, "rollout_id": ["x"], "group_id": {}, "step": "two",
-                               "messages": "hi", "prompt": None}).encode() + b"\n",
+    "wrong_types": json.dumps(
+        {"task_id": 5, "rollout_id": ["x"], "group_id": {}, "step": "two", "messages": "hi", "prompt": None}
+    ).encode()
+    + b"\n",
     "huge_step": json.dumps({**GOOD_ROLLOUT, "step": 10**30}).encode() + b"\n",
     "negative_step": json.dumps({**GOOD_ROLLOUT, "step": -1}).encode() + b"\n",
     "empty_messages": json.dumps({**GOOD_ROLLOUT, "messages": []}).encode() + b"\n",
@@ -41,7 +48,7 @@ BAD_FILES: dict[str, bytes | str | None] = {
     + b"\n",
     "nul_bytes": b"\x00\x00\x00\n",
     "ansi_in_values": json.dumps({"task_id": "\x1b[2J\x1b[31mowned", "rollout_id": "\x1b]0;title\x07"}).encode()
-    + b"\n",    # round two (independent check): what a JSON parser or pydantic lets through on its own
+    + b"\n",  # round two (independent check): what a JSON parser or pydantic lets through on its own
     "int_beyond_digit_limit": b'{"rollout_id": "r", "step": ' + b"9" * 5000 + b"}\n",
     "bool_step": json.dumps({**GOOD_ROLLOUT, "step": True}).encode() + b"\n",
     "string_step": json.dumps({**GOOD_ROLLOUT, "step": "1"}).encode() + b"\n",
@@ -68,17 +75,40 @@ BAD_FILES: dict[str, bytes | str | None] = {
     # round four: ids that differ only in Unicode normalisation print the same (tests/cli/test_id_collisions.py)
     "lookalike_task_ids": (json.dumps(make_task("caf\u00e9")) + "\n" + json.dumps(make_task("cafe\u0301"))).encode()
     + b"\n",
-    "lookalike_rollout_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "caf\u00e9"}) + "\n"
-                              + json.dumps({**GOOD_ROLLOUT, "rollout_id": "cafe\u0301"})).encode() + b"\n",
-    "lookalike_group_ids": (json.dumps({**GOOD_ROLLOUT, "rollout_id": "a", "group_id": "caf\u00e9"}) + "\n"
-                            + json.dumps({**GOOD_ROLLOUT, "rollout_id": "b", "group_id": "cafe\u0301"})).encode()
+    "lookalike_rollout_ids": (
+        json.dumps({**GOOD_ROLLOUT, "rollout_id": "caf\u00e9"})
+        + "\n"
+        + json.dumps({**GOOD_ROLLOUT, "rollout_id": "cafe\u0301"})
+    ).encode()
     + b"\n",
-    "lookalike_job_ids": (json.dumps({"id": "caf\u00e9", "code": "def add(a, b):\n    return a + b\n",
-                                      "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
-                                      "tests_format": "check", "entry_point": "add"}) + "\n"
-                          + json.dumps({"id": "cafe\u0301", "code": "def add(a, b):\n    return a + b\n",
-                                        "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
-                                        "tests_format": "check", "entry_point": "add"})).encode() + b"\n",
+    "lookalike_group_ids": (
+        json.dumps({**GOOD_ROLLOUT, "rollout_id": "a", "group_id": "caf\u00e9"})
+        + "\n"
+        + json.dumps({**GOOD_ROLLOUT, "rollout_id": "b", "group_id": "cafe\u0301"})
+    ).encode()
+    + b"\n",
+    "lookalike_job_ids": (
+        json.dumps(
+            {
+                "id": "caf\u00e9",
+                "code": "def add(a, b):\n    return a + b\n",
+                "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                "tests_format": "check",
+                "entry_point": "add",
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "id": "cafe\u0301",
+                "code": "def add(a, b):\n    return a + b\n",
+                "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+                "tests_format": "check",
+                "entry_point": "add",
+            }
+        )
+    ).encode()
+    + b"\n",
     "fifo": "fifo",  # a named pipe nobody writes to: must not block the command forever
     "device": "device",  # /dev/zero never ends: refused, not read
 }
@@ -109,15 +139,27 @@ def _good(tmp_path: Path) -> dict[str, Path]:
     code = base / "code.py"
     code.write_text("def add(a, b):\n    return a + b\n")
     tests = base / "tests.py"
-    tests.write_text("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
-                     "        self.assertEqual(add(1, 2), 3)\n")
+    tests.write_text(
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    )
     return {"tasks": tasks, "rollouts": rollouts, "code": code, "tests": tests}
 
 
 # Each command template takes {bad} (the bad file), {store} and the good files; "data" cases must exit 1.
 FILE_COMMANDS = {
-    "run_tasks": ["run", "--tasks", "{bad}", "--out", "{store}", "--steps", "1", "--group-size", "2",
-                  "--groups-per-step", "1"],
+    "run_tasks": [
+        "run",
+        "--tasks",
+        "{bad}",
+        "--out",
+        "{store}",
+        "--steps",
+        "1",
+        "--group-size",
+        "2",
+        "--groups-per-step",
+        "1",
+    ],
     "run_replay": ["run", "--tasks", "{tasks}", "--policy", "replay", "--rollouts", "{bad}", "--out", "{store}"],
     "score_rollouts": ["score", "{bad}", "--tasks", "{tasks}", "--out", "{store}"],
     "score_tasks": ["score", "{rollouts}", "--tasks", "{bad}", "--out", "{store}"],
@@ -130,9 +172,24 @@ FILE_COMMANDS = {
     "exec_batch_json": ["exec", "--batch", "{bad}", "--json"],
     "monitor_json": ["monitor", "{bad}", "--json"],
     "report_json": ["report", "{bad}", "--json"],
-    "nova_simulate_tasks": ["nova", "simulate", "--rollout-request-arn", "q1", "--rollout-response-url", "q2",
-                            "--generate-request-url", "q3", "--generate-response-url", "q4", "--tasks", "{bad}",
-                            "--timeout", "1", "--region", "us-east-1"],
+    "nova_simulate_tasks": [
+        "nova",
+        "simulate",
+        "--rollout-request-arn",
+        "q1",
+        "--rollout-response-url",
+        "q2",
+        "--generate-request-url",
+        "q3",
+        "--generate-response-url",
+        "q4",
+        "--tasks",
+        "{bad}",
+        "--timeout",
+        "1",
+        "--region",
+        "us-east-1",
+    ],
 }
 
 # Files that are valid enough to be processed line by line: the command reports the line and may exit 1,
@@ -155,8 +212,17 @@ USAGE_CASES = {
     "monitor_bad_step": ["monitor", "{store}", "--step", "-1"],
     "monitor_bad_range": ["monitor", "{rollouts}", "--range", "nonsense"],
     "exec_missing_flags": ["exec", "--code", "{code}"],
-    "exec_bad_format": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add",
-                        "--tests-format", "pytest"],
+    "exec_bad_format": [
+        "exec",
+        "--code",
+        "{code}",
+        "--tests",
+        "{tests}",
+        "--entry-point",
+        "add",
+        "--tests-format",
+        "pytest",
+    ],
     "exec_bad_layer": ["exec", "--code", "{code}", "--tests", "{tests}", "--entry-point", "add", "--disable", "x"],
     "unknown_command": ["frobnicate"],
     # round two (independent check): huge numbers and output paths that cannot be written, refused up front
@@ -186,16 +252,64 @@ USAGE_CASES = {
     "report_parquet_is_a_file": ["report", "{rollouts}", "--parquet", "{tasks}"],
     "report_parquet_under_a_file": ["report", "{rollouts}", "--parquet", "{tasks}/pq"],
     "run_negative_collapse_step": ["run", "--tasks", "{tasks}", "--collapse-from-step", "-5", "--out", "{store}"],
-    "run_huge_endpoint_retries": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
-                                  "--model", "m", "--endpoint-retries", "1000000000", "--out", "{store}"],
-    "run_huge_endpoint_timeout": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "http://localhost:9",
-                                  "--model", "m", "--endpoint-timeout", "1e308", "--out", "{store}"],
-    "run_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--policy", "openai", "--base-url", "localhost:8000/v1",
-                               "--model", "m", "--out", "{store}"],
+    "run_huge_endpoint_retries": [
+        "run",
+        "--tasks",
+        "{tasks}",
+        "--policy",
+        "openai",
+        "--base-url",
+        "http://localhost:9",
+        "--model",
+        "m",
+        "--endpoint-retries",
+        "1000000000",
+        "--out",
+        "{store}",
+    ],
+    "run_huge_endpoint_timeout": [
+        "run",
+        "--tasks",
+        "{tasks}",
+        "--policy",
+        "openai",
+        "--base-url",
+        "http://localhost:9",
+        "--model",
+        "m",
+        "--endpoint-timeout",
+        "1e308",
+        "--out",
+        "{store}",
+    ],
+    "run_base_url_not_a_url": [
+        "run",
+        "--tasks",
+        "{tasks}",
+        "--policy",
+        "openai",
+        "--base-url",
+        "localhost:8000/v1",
+        "--model",
+        "m",
+        "--out",
+        "{store}",
+    ],
     "score_device_run_id": ["score", "{rollouts}", "--tasks", "{tasks}", "--run-id", "NUL", "--out", "{store}"],
     "run_trailing_dot_run_id": ["run", "--tasks", "{tasks}", "--run-id", "exp.", "--out", "{store}"],
-    "run_sim_base_url_not_a_url": ["run", "--tasks", "{tasks}", "--simulator", "openai",
-                                   "--sim-base-url", "http://[::1", "--sim-model", "m", "--out", "{store}"],
+    "run_sim_base_url_not_a_url": [
+        "run",
+        "--tasks",
+        "{tasks}",
+        "--simulator",
+        "openai",
+        "--sim-base-url",
+        "http://[::1",
+        "--sim-model",
+        "m",
+        "--out",
+        "{store}",
+    ],
 }
 
 
@@ -291,8 +405,18 @@ def test_nova_simulate_without_aws_setup_is_one_error_line(sandbox_dir, monkeypa
     monkeypatch.setenv("AWS_CONFIG_FILE", str(sandbox_dir / "no-config"))
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", str(sandbox_dir / "no-credentials"))
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    urls = ["--rollout-request-arn", "q1", "--rollout-response-url", "q2", "--generate-request-url", "q3",
-            "--generate-response-url", "q4", "--timeout", "1"]
+    urls = [
+        "--rollout-request-arn",
+        "q1",
+        "--rollout-response-url",
+        "q2",
+        "--generate-request-url",
+        "q3",
+        "--generate-response-url",
+        "q4",
+        "--timeout",
+        "1",
+    ]
     for region in ([], ["--region", "us-east-1"]):  # no region at all; a region but no credentials
         result = _invoke(["nova", "simulate", *urls, *region])
         assert result.exit_code == 1, result.output

@@ -15,13 +15,19 @@ def test_doctor_passes_on_the_bundled_tasks(cli):
 
 
 def test_doctor_names_every_broken_task_and_why(cli, tmp_path):
-    tasks = write_jsonl(tmp_path / "tasks.jsonl", [
-        make_task("healthy"),
-        make_task("wrong-reference", reference_solution="def add(a, b):\n    return a - b\n"),
-        make_task("never-calls-entry", tests="import unittest\nclass T(unittest.TestCase):\n"
-                                             "    def test_x(self):\n        self.assertTrue(True)\n"),
-        make_task("missing-entry", reference_solution="def plus(a, b):\n    return a + b\n"),
-    ])
+    tasks = write_jsonl(
+        tmp_path / "tasks.jsonl",
+        [
+            make_task("healthy"),
+            make_task("wrong-reference", reference_solution="def add(a, b):\n    return a - b\n"),
+            make_task(
+                "never-calls-entry",
+                tests="import unittest\nclass T(unittest.TestCase):\n"
+                "    def test_x(self):\n        self.assertTrue(True)\n",
+            ),
+            make_task("missing-entry", reference_solution="def plus(a, b):\n    return a + b\n"),
+        ],
+    )
     result = cli("doctor", "--tasks", tasks, "--json")
     assert result.exit_code == 1
     report = json.loads(result.stdout)  # data on stdout; the error line goes to stderr

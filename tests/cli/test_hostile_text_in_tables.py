@@ -23,10 +23,17 @@ def _hostile_inputs(tmp_path):
     tasks.write_text(json.dumps(task) + "\n")
     # every rollout commits code that raises with hostile text: correctness is dead, so alarms carry examples
     code = "```python\nraise ValueError('\\x1b[2J[red]boom[/]\\u2028')\n```"
-    rows = [{"rollout_id": f"r{g}{k}{HOSTILE_INPUT}", "group_id": f"g{g}{HOSTILE_INPUT}", "task_id": task["task_id"],
-             "step": 0,
-             "messages": [{"role": "user", "content": task["prompt"]}, {"role": "assistant", "content": code}]}
-            for g in range(5) for k in range(3)]
+    rows = [
+        {
+            "rollout_id": f"r{g}{k}{HOSTILE_INPUT}",
+            "group_id": f"g{g}{HOSTILE_INPUT}",
+            "task_id": task["task_id"],
+            "step": 0,
+            "messages": [{"role": "user", "content": task["prompt"]}, {"role": "assistant", "content": code}],
+        }
+        for g in range(5)
+        for k in range(3)
+    ]
     rollouts = tmp_path / "rollouts.jsonl"
     rollouts.write_text("".join(json.dumps(row) + "\n" for row in rows))
     return tasks, rollouts
@@ -55,8 +62,19 @@ def test_monitor_tables_and_alarm_examples_print_hostile_ids_as_themselves(tmp_p
 
 def test_run_summary_prints_hostile_ids_as_themselves(tmp_path, cli):
     tasks, rollouts = _hostile_inputs(tmp_path)
-    result = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", tmp_path / "store",
-                 "--run-id", "run[b]x")
+    result = cli(
+        "run",
+        "--tasks",
+        tasks,
+        "--policy",
+        "replay",
+        "--rollouts",
+        rollouts,
+        "--out",
+        tmp_path / "store",
+        "--run-id",
+        "run[b]x",
+    )
     assert result.exit_code == 0, result.output
     _assert_inert(result.output)
     assert "run run[b]x:" in result.stdout

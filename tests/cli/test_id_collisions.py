@@ -21,14 +21,20 @@ NFC, NFD = "caf\u00e9", "cafe\u0301"  # the same text, two spellings
 
 
 def rollout(rollout_id, group_id="g", task_id="add", answer="```python\ndef add(a, b):\n    return a + b\n```"):
-    return {"rollout_id": rollout_id, "group_id": group_id, "task_id": task_id, "step": 0,
-            "messages": [{"role": "user", "content": "add"}, {"role": "assistant", "content": answer}]}
+    return {
+        "rollout_id": rollout_id,
+        "group_id": group_id,
+        "task_id": task_id,
+        "step": 0,
+        "messages": [{"role": "user", "content": "add"}, {"role": "assistant", "content": answer}],
+    }
 
 
 def test_rollout_ids_that_differ_only_in_case_are_both_scored_and_kept(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
-    rollouts = write_jsonl(tmp_path / "r.jsonl",
-                           [rollout("Roll-A", "G"), rollout("roll-a", "g"), rollout("ROLL-A", "G")])
+    rollouts = write_jsonl(
+        tmp_path / "r.jsonl", [rollout("Roll-A", "G"), rollout("roll-a", "g"), rollout("ROLL-A", "G")]
+    )
     result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store")
     assert result.exit_code == 0, result.output
     assert result.stdout.startswith("scored 3,")
@@ -67,8 +73,12 @@ def test_group_ids_that_differ_only_in_normalisation_do_not_split_a_group(cli, t
 
 
 def test_exec_batch_ids_that_differ_only_in_normalisation_are_an_error_line(cli, tmp_path):
-    job = {"code": "def add(a, b):\n    return a + b\n", "entry_point": "add",
-           "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n", "tests_format": "check"}
+    job = {
+        "code": "def add(a, b):\n    return a + b\n",
+        "entry_point": "add",
+        "tests": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+        "tests_format": "check",
+    }
     batch = write_jsonl(tmp_path / "jobs.jsonl", [{**job, "id": NFC}, {**job, "id": NFD}])
     result = cli("exec", "--batch", batch, "--json")
     rows = [json.loads(line) for line in result.stdout.splitlines()]
@@ -99,8 +109,22 @@ def test_a_run_id_in_another_normalisation_than_a_stored_one_is_refused(cli, tmp
 
 def test_a_run_written_before_the_case_tail_resumes_without_a_second_record(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task("Add-Numbers")])
-    args = ("run", "--tasks", tasks, "--steps", 1, "--group-size", 3, "--groups-per-step", 2,
-            "--out", tmp_path, "--run-id", "exp", "--json")
+    args = (
+        "run",
+        "--tasks",
+        tasks,
+        "--steps",
+        1,
+        "--group-size",
+        3,
+        "--groups-per-step",
+        2,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "exp",
+        "--json",
+    )
     assert cli(*args).exit_code == 0
     store = LocalStore(tmp_path)
     keys = store.list_keys("runs/exp/")
@@ -139,8 +163,12 @@ def test_rollout_ids_windows_would_merge_or_refuse_are_stored_apart(cli, tmp_pat
 
 def test_show_names_a_rollout_that_differs_only_in_case_when_the_id_is_not_found(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
-    assert cli("score", write_jsonl(tmp_path / "r.jsonl", [rollout("Roll-A")]), "--tasks", tasks,
-               "--out", tmp_path).exit_code == 0
+    assert (
+        cli(
+            "score", write_jsonl(tmp_path / "r.jsonl", [rollout("Roll-A")]), "--tasks", tasks, "--out", tmp_path
+        ).exit_code
+        == 0
+    )
     assert cli("show", tmp_path, "--run-id", "scored", "--rollout", "Roll-A", "--json").exit_code == 0
     result = cli("show", tmp_path, "--run-id", "scored", "--rollout", "roll-a")
     assert result.exit_code == 1

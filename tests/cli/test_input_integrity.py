@@ -10,9 +10,16 @@ CODE = "```python\ndef add(a, b):\n    return a + b\n```"
 
 
 def rollout(rid, group="g0", messages=None, **extra):
-    return {"rollout_id": rid, "group_id": group, "task_id": "add", "step": 0,
-            "messages": messages if messages is not None else [{"role": "user", "content": "add"},
-                                                                {"role": "assistant", "content": CODE}], **extra}
+    return {
+        "rollout_id": rid,
+        "group_id": group,
+        "task_id": "add",
+        "step": 0,
+        "messages": messages
+        if messages is not None
+        else [{"role": "user", "content": "add"}, {"role": "assistant", "content": CODE}],
+        **extra,
+    }
 
 
 def score(cli, tmp_path, rows, *extra):
@@ -47,10 +54,13 @@ def test_an_empty_transcript_is_a_bad_input_not_a_zero(cli, tmp_path):
 
 
 def test_a_transcript_without_an_assistant_message_is_a_bad_input_not_a_zero(cli, tmp_path):
-    silent = [rollout("user-only", messages=[{"role": "user", "content": "add"}]),
-              rollout("system-only", messages=[{"role": "system", "content": "be brief"}]),
-              rollout("empty-answer", messages=[{"role": "user", "content": "add"},
-                                                {"role": "nova_assistant", "content": ""}])]
+    silent = [
+        rollout("user-only", messages=[{"role": "user", "content": "add"}]),
+        rollout("system-only", messages=[{"role": "system", "content": "be brief"}]),
+        rollout(
+            "empty-answer", messages=[{"role": "user", "content": "add"}, {"role": "nova_assistant", "content": ""}]
+        ),
+    ]
     result, path = score(cli, tmp_path, silent)
     assert result.exit_code == 1
     assert f"{path}:1 (user-only): field 'messages': no assistant message" in result.stderr
@@ -75,8 +85,13 @@ def test_a_line_separator_inside_a_string_does_not_split_the_line(cli, tmp_path)
 
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
     rollouts = tmp_path / "rollouts.jsonl"
-    rollouts.write_text("".join(json.dumps(with_text(rid, text), ensure_ascii=False) + "\n"
-                                for rid, text in (("a", "x\u2028y\u2029z"), ("c", "c\x85d\rq"))), encoding="utf-8")
+    rollouts.write_text(
+        "".join(
+            json.dumps(with_text(rid, text), ensure_ascii=False) + "\n"
+            for rid, text in (("a", "x\u2028y\u2029z"), ("c", "c\x85d\rq"))
+        ),
+        encoding="utf-8",
+    )
     result = cli("score", rollouts, "--tasks", tasks, "--out", tmp_path / "store", "--run-id", "s")
     assert result.exit_code == 0, result.output
     assert {r.rollout_id for r in LocalStore(tmp_path / "store").iter_records("s")} == {"a", "c"}
@@ -94,8 +109,16 @@ def test_ids_are_length_checked_at_the_input_and_long_ones_are_stored(cli, tmp_p
 
 def test_huge_weights_give_a_clear_error_record_never_a_null_score(cli, tmp_path):
     # a guess that passes: correctness 1 and guessed_immediately -1, so 1e308 + 1e308 overflows to inf
-    result, _ = score(cli, tmp_path, [rollout("a")], "--weight", "correctness=1e308",
-                      "--weight", "guessed_immediately=-1e308", "--json")
+    result, _ = score(
+        cli,
+        tmp_path,
+        [rollout("a")],
+        "--weight",
+        "correctness=1e308",
+        "--weight",
+        "guessed_immediately=-1e308",
+        "--json",
+    )
     record = json.loads(result.stdout)
     assert record["status"] == "error" and record["error"]["kind"] == "non_finite_aggregate"
     assert "smaller weights" in record["error"]["message"] and record["aggregate"] is None
@@ -126,9 +149,20 @@ def test_records_with_absurd_scores_are_excluded_like_nan_not_a_crash(cli, tmp_p
     component only, as they do NaN, and check everything else."""
     from rewardpipe.models import Record
 
-    good = [{"run_id": "x", "step": 0, "group_id": "g", "rollout_id": f"r{i}", "task_id": "t", "status": "scored",
-             "components": {"c": float(i % 2), "d": 0.5}, "weights": {"c": 1.0, "d": 1.0},
-             "aggregate": float(i % 2) + 0.5} for i in range(4)]
+    good = [
+        {
+            "run_id": "x",
+            "step": 0,
+            "group_id": "g",
+            "rollout_id": f"r{i}",
+            "task_id": "t",
+            "status": "scored",
+            "components": {"c": float(i % 2), "d": 0.5},
+            "weights": {"c": 1.0, "d": 1.0},
+            "aggregate": float(i % 2) + 0.5,
+        }
+        for i in range(4)
+    ]
     bad = {**good[0], "rollout_id": "huge", "components": {"c": 1e200, "d": 1e160}, "aggregate": 1e200}
     records = write_jsonl(tmp_path / "records.jsonl", [*good, bad])
     store = LocalStore(tmp_path / "store")
@@ -168,8 +202,9 @@ def test_doctor_on_an_empty_task_file_is_an_error(cli, tmp_path):
 
 def test_task_file_with_a_bad_byte_names_its_line(cli, tmp_path):
     path = tmp_path / "tasks.jsonl"
-    path.write_bytes(json.dumps(make_task("a")).encode() + b"\n" + json.dumps(make_task("b")).encode()[:-2] +
-                     b'\xff"}\n')
+    path.write_bytes(
+        json.dumps(make_task("a")).encode() + b"\n" + json.dumps(make_task("b")).encode()[:-2] + b'\xff"}\n'
+    )
     for args in (("tasks", "validate", path), ("doctor", "--tasks", path)):
         result = cli(*args)
         assert result.exit_code == 1 and f"{path}:2: not UTF-8 text" in result.stderr
@@ -183,15 +218,29 @@ def _write(tmp_path, name, text):
 
 def test_a_bare_wrong_entry_point_is_an_error_in_every_tests_format(cli, tmp_path):
     code = _write(tmp_path, "code.py", "def add(a, b):\n    return a + b\n")
-    unittest_tests = _write(tmp_path, "unit.py", "import unittest\nclass T(unittest.TestCase):\n"
-                                                 "    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n")
+    unittest_tests = _write(
+        tmp_path,
+        "unit.py",
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    )
     check_tests = _write(tmp_path, "check.py", "def check(candidate):\n    assert add(1, 2) == 3\n")
     for tests, tests_format in ((unittest_tests, "unittest"), (check_tests, "check")):
-        result = cli("exec", "--code", code, "--tests", tests, "--entry-point", "nonexistent",
-                     "--tests-format", tests_format, "--json")
+        result = cli(
+            "exec",
+            "--code",
+            code,
+            "--tests",
+            tests,
+            "--entry-point",
+            "nonexistent",
+            "--tests-format",
+            tests_format,
+            "--json",
+        )
         verdict = json.loads(result.stdout)
         assert verdict["status"] == "error", (tests_format, verdict)
         assert "does not define the entry point 'nonexistent'" in verdict["reason"]
-        ok = cli("exec", "--code", code, "--tests", tests, "--entry-point", "add", "--tests-format", tests_format,
-                 "--json")
+        ok = cli(
+            "exec", "--code", code, "--tests", tests, "--entry-point", "add", "--tests-format", tests_format, "--json"
+        )
         assert json.loads(ok.stdout)["status"] == "passed"

@@ -21,13 +21,30 @@ from tests.cli.conftest import make_task, write_jsonl
 # Characters of every forbidden class: C0/C1 controls, tab/newline, ESC, bidi override, zero-width joiner,
 # BOM inside an id, line and paragraph separators, a lone surrogate.
 FORBIDDEN = {
-    "nul": "\x00", "esc": "\x1b", "tab": "\t", "newline": "\n", "cr": "\r", "del": "\x7f", "c1": "\x85",
-    "rlo": "\u202e", "zwj": "\u200d", "bom": "\ufeff", "line_sep": "\u2028", "para_sep": "\u2029",
+    "nul": "\x00",
+    "esc": "\x1b",
+    "tab": "\t",
+    "newline": "\n",
+    "cr": "\r",
+    "del": "\x7f",
+    "c1": "\x85",
+    "rlo": "\u202e",
+    "zwj": "\u200d",
+    "bom": "\ufeff",
+    "line_sep": "\u2028",
+    "para_sep": "\u2029",
     "surrogate": "\ud800",
 }
-ROLLOUT = {"rollout_id": "r1", "group_id": "g1", "task_id": "add", "step": 0,
-           "messages": [{"role": "user", "content": "Write add."},
-                        {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}]}
+ROLLOUT = {
+    "rollout_id": "r1",
+    "group_id": "g1",
+    "task_id": "add",
+    "step": 0,
+    "messages": [
+        {"role": "user", "content": "Write add."},
+        {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"},
+    ],
+}
 
 
 def _line(obj: dict) -> str:
@@ -64,9 +81,12 @@ def test_every_task_reader_refuses_a_task_id_with_a_forbidden_character(cli, her
     tasks = write_jsonl(here / "tasks.jsonl", [make_task(), _line(make_task(f"add{FORBIDDEN[char]}2"))])
     store = here / "store"
     rollouts = write_jsonl(here / "rollouts.jsonl", [ROLLOUT])
-    for args in (["tasks", "validate", tasks], ["doctor", "--tasks", tasks],
-                 ["run", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2", "--groups-per-step", "1"],
-                 ["score", rollouts, "--tasks", tasks, "--out", store]):
+    for args in (
+        ["tasks", "validate", tasks],
+        ["doctor", "--tasks", tasks],
+        ["run", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2", "--groups-per-step", "1"],
+        ["score", rollouts, "--tasks", tasks, "--out", store],
+    ):
         result = cli(*args)
         assert result.exit_code == 1, (args, result.output)
         assert f"{tasks}:2" in result.stderr and "field 'task_id'" in result.stderr, (args, result.stderr)
@@ -126,16 +146,20 @@ def test_the_rule_lives_in_the_shared_models(char):
     Task.model_validate({**make_task(), "task_id": "añadir – 加法 #1 [x]"})
 
 
-@pytest.mark.parametrize("spec", [[], [""], ["   "], ["A real detail.", "\n\t"]], ids=["empty", "blank", "spaces",
-                                                                                       "one_blank"])
+@pytest.mark.parametrize(
+    "spec", [[], [""], ["   "], ["A real detail.", "\n\t"]], ids=["empty", "blank", "spaces", "one_blank"]
+)
 def test_every_task_reader_refuses_an_empty_spec(cli, here, spec):
     tasks = write_jsonl(here / "tasks.jsonl", [make_task(), make_task("no-spec", spec=spec)])
     rollouts = write_jsonl(here / "rollouts.jsonl", [ROLLOUT])
     store = here / "store"
-    for args in (["tasks", "validate", tasks], ["doctor", "--tasks", tasks, "--json"],
-                 ["run", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2", "--groups-per-step", "1"],
-                 ["run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", store],
-                 ["score", rollouts, "--tasks", tasks, "--out", store]):
+    for args in (
+        ["tasks", "validate", tasks],
+        ["doctor", "--tasks", tasks, "--json"],
+        ["run", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2", "--groups-per-step", "1"],
+        ["run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", store],
+        ["score", rollouts, "--tasks", tasks, "--out", store],
+    ):
         result = cli(*args)
         assert result.exit_code == 1, (args, result.output)
         assert f"{tasks}:2 (no-spec): field 'spec" in result.stderr, (args, result.stderr)
@@ -144,9 +168,13 @@ def test_every_task_reader_refuses_an_empty_spec(cli, here, spec):
 
 
 def test_a_humaneval_problem_with_nothing_to_ask_is_named_on_import(cli, here):
-    problem = {"task_id": "HumanEval/x", "entry_point": "f",
-               "prompt": 'def f(x):\n    """Return x."""\n', "canonical_solution": "    return x\n",
-               "test": "def check(candidate):\n    assert candidate(1) is not None\n"}  # no example either
+    problem = {
+        "task_id": "HumanEval/x",
+        "entry_point": "f",
+        "prompt": 'def f(x):\n    """Return x."""\n',
+        "canonical_solution": "    return x\n",
+        "test": "def check(candidate):\n    assert candidate(1) is not None\n",
+    }  # no example either
     source = write_jsonl(here / "he.jsonl", [problem])
     out = here / "tasks.jsonl"
     result = cli("tasks", "import-humaneval", source, "--out", out)
@@ -155,16 +183,25 @@ def test_a_humaneval_problem_with_nothing_to_ask_is_named_on_import(cli, here):
     assert not out.exists()
 
 
-GOOD_JOB = {"id": "ok", "code": "def add(a, b):\n    return a + b\n", "entry_point": "add",
-            "tests": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
-                     "        self.assertEqual(add(1, 2), 3)\n"}
+GOOD_JOB = {
+    "id": "ok",
+    "code": "def add(a, b):\n    return a + b\n",
+    "entry_point": "add",
+    "tests": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        self.assertEqual(add(1, 2), 3)\n",
+}
 
 
 @pytest.mark.parametrize("as_json", [False, True])
 def test_exec_batch_of_only_bad_lines_is_bad_data_and_names_each_line(cli, here, as_json):
     batch = here / "jobs.jsonl"
-    batch.write_bytes(b"{nope\n[1]\n" + _line({**GOOD_JOB, "id": "a\x00b"}).encode() + b"\n\xff\n"
-                      + _line({"id": "x"}).encode() + b"\n")
+    batch.write_bytes(
+        b"{nope\n[1]\n"
+        + _line({**GOOD_JOB, "id": "a\x00b"}).encode()
+        + b"\n\xff\n"
+        + _line({"id": "x"}).encode()
+        + b"\n"
+    )
     result = cli("exec", "--batch", batch, *(["--json"] if as_json else []))
     assert result.exit_code == 1, result.output
     for number in range(1, 6):
@@ -202,8 +239,9 @@ def test_exec_batch_with_no_jobs_is_an_error(cli, here, content):
 
 def test_exec_batch_accepts_a_bom_and_crlf(cli, here):
     batch = here / "jobs.jsonl"
-    batch.write_bytes(b"\xef\xbb\xbf" + _line(GOOD_JOB).encode() + b"\r\n" + _line({**GOOD_JOB, "id": "two"}).encode()
-                      + b"\r\n")
+    batch.write_bytes(
+        b"\xef\xbb\xbf" + _line(GOOD_JOB).encode() + b"\r\n" + _line({**GOOD_JOB, "id": "two"}).encode() + b"\r\n"
+    )
     result = cli("exec", "--batch", batch, "--json")
     assert result.exit_code == 0, result.output
     assert [json.loads(line)["id"] for line in result.stdout.splitlines()] == ["ok", "two"]
@@ -250,12 +288,16 @@ def test_a_non_finite_or_huge_timeout_is_refused_naming_the_field(cli, here, val
     assert "NaN" not in result.stdout and "Infinity" not in result.stdout
 
 
-@pytest.mark.parametrize("args", [
-    ["report", "{store}"],                                         # nowhere to put the report
-    ["report", "{store}", "{store}", "{store}", "--json"],          # three paths
-    ["report", "{store}", "--run-id", "a", "--run-id", "b", "--run-id", "c", "--json"],
-    ["show", "{store}", "--run-id", "a"],                          # no --rollout nor --key
-], ids=["report_no_output", "report_three_paths", "report_three_run_ids", "show_no_rollout"])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "{store}"],  # nowhere to put the report
+        ["report", "{store}", "{store}", "{store}", "--json"],  # three paths
+        ["report", "{store}", "--run-id", "a", "--run-id", "b", "--run-id", "c", "--json"],
+        ["show", "{store}", "--run-id", "a"],  # no --rollout nor --key
+    ],
+    ids=["report_no_output", "report_three_paths", "report_three_run_ids", "show_no_rollout"],
+)
 def test_report_and_show_usage_mistakes_exit_2(cli, here, args):
     store = here / "store"
     store.mkdir()
@@ -277,16 +319,20 @@ def test_report_with_only_a_parquet_export_is_enough(cli, here):
 
 def test_a_group_holds_one_task_per_step(cli, here):
     tasks = write_jsonl(here / "tasks.jsonl", [make_task(), make_task("other")])
-    rows = [ROLLOUT, {**ROLLOUT, "rollout_id": "r2", "task_id": "other"},   # same group, another task: refused
-            {**ROLLOUT, "rollout_id": "r2"},                                # the corrected line is accepted
-            {**ROLLOUT, "rollout_id": "r3", "task_id": "other", "step": 1}]  # the group id at another step: fine
+    rows = [
+        ROLLOUT,
+        {**ROLLOUT, "rollout_id": "r2", "task_id": "other"},  # same group, another task: refused
+        {**ROLLOUT, "rollout_id": "r2"},  # the corrected line is accepted
+        {**ROLLOUT, "rollout_id": "r3", "task_id": "other", "step": 1},
+    ]  # the group id at another step: fine
     rollouts = write_jsonl(here / "rollouts.jsonl", rows)
     store = here / "store"
     result = cli("score", rollouts, "--tasks", tasks, "--out", store, "--json")
     assert result.exit_code == 1
     assert [json.loads(line)["rollout_id"] for line in result.stdout.splitlines()] == ["r1", "r2", "r3"]
-    assert (f"{rollouts}:2 (r2): field 'task_id': group 'g1' of step 0 is task 'add' (line 1), not 'other'"
-            in result.stderr)
+    assert (
+        f"{rollouts}:2 (r2): field 'task_id': group 'g1' of step 0 is task 'add' (line 1), not 'other'" in result.stderr
+    )
     replay = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", here / "replayed")
     assert replay.exit_code == 1 and f"{rollouts}:2 (r2): field 'task_id'" in replay.stderr
     assert not (here / "replayed").exists()

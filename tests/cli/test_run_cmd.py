@@ -6,8 +6,22 @@ from tests.cli.conftest import BUNDLED_TASKS, make_task, write_jsonl
 
 def test_run_scores_every_rollout_and_stores_it_under_the_hive_layout(cli, tmp_path):
     out = tmp_path / "store"
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 4, "--groups-per-step", 3,
-                 "--out", out, "--run-id", "r1", "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        4,
+        "--groups-per-step",
+        3,
+        "--out",
+        out,
+        "--run-id",
+        "r1",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     assert [s["step"] for s in summary["steps"]] == [0, 1]
@@ -22,16 +36,47 @@ def test_run_scores_every_rollout_and_stores_it_under_the_hive_layout(cli, tmp_p
         expected = sum(record.weights[n] * v for n, v in record.components.items())
         assert abs(record.aggregate - expected) < 1e-9
     # the same job twice, with --overwrite, replaces the run instead of adding to it
-    again = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 4, "--groups-per-step", 3,
-                "--out", out, "--run-id", "r1", "--json", "--overwrite")
+    again = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        4,
+        "--groups-per-step",
+        3,
+        "--out",
+        out,
+        "--run-id",
+        "r1",
+        "--json",
+        "--overwrite",
+    )
     assert again.exit_code == 0, again.output
     assert len(list(store.iter_records("r1"))) == 2 * 3 * 4
 
 
 def test_a_collapsed_policy_raises_dead_component_alarms_with_causes(cli, tmp_path):
     out = tmp_path / "store"
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 6,
-                 "--collapse-from-step", 1, "--out", out, "--run-id", "c", "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        8,
+        "--groups-per-step",
+        6,
+        "--collapse-from-step",
+        1,
+        "--out",
+        out,
+        "--run-id",
+        "c",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.output)
     healthy, collapsed = summary["steps"]
@@ -49,17 +94,34 @@ def test_a_collapsed_policy_raises_dead_component_alarms_with_causes(cli, tmp_pa
 def test_replay_policy_reuses_recorded_turns_and_ids(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
     code = "```python\ndef add(a, b):\n    return a + b\n```"
-    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [
-        {"rollout_id": "ask", "group_id": "g", "task_id": "add", "step": 5,
-         "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "Can negatives appear?"},
-                      {"role": "user", "content": "(ignored: the simulator answers live)"},
-                      {"role": "assistant", "content": code}]},
-        {"rollout_id": "guess", "group_id": "g", "task_id": "add", "step": 5,
-         "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": code}]},
-    ])
+    rollouts = write_jsonl(
+        tmp_path / "rollouts.jsonl",
+        [
+            {
+                "rollout_id": "ask",
+                "group_id": "g",
+                "task_id": "add",
+                "step": 5,
+                "messages": [
+                    {"role": "user", "content": "x"},
+                    {"role": "assistant", "content": "Can negatives appear?"},
+                    {"role": "user", "content": "(ignored: the simulator answers live)"},
+                    {"role": "assistant", "content": code},
+                ],
+            },
+            {
+                "rollout_id": "guess",
+                "group_id": "g",
+                "task_id": "add",
+                "step": 5,
+                "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": code}],
+            },
+        ],
+    )
     out = tmp_path / "store"
-    result = cli("run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", out,
-                 "--run-id", "rp", "--json")
+    result = cli(
+        "run", "--tasks", tasks, "--policy", "replay", "--rollouts", rollouts, "--out", out, "--run-id", "rp", "--json"
+    )
     assert result.exit_code == 0, result.output
     records = {r.rollout_id: r for r in LocalStore(out).iter_records("rp")}
     assert records["ask"].step == 5
@@ -80,8 +142,24 @@ def test_run_rejects_bad_configuration_clearly(cli, tmp_path):
 
 def test_run_draws_the_variance_chart_when_asked(cli, tmp_path):
     chart = tmp_path / "charts" / "run.png"
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 2, "--groups-per-step", 4,
-                 "--out", tmp_path / "store", "--run-id", "p", "--plot", chart, "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        4,
+        "--out",
+        tmp_path / "store",
+        "--run-id",
+        "p",
+        "--plot",
+        chart,
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert chart.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert chart.stat().st_size > 10_000  # a real figure, not an empty canvas
@@ -98,11 +176,28 @@ def test_plotting_an_empty_run_is_a_clear_error(tmp_path):
 
 
 def test_overwriting_a_run_id_raises_its_alarms_again(cli, tmp_path):
-    args = ("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
-            "--collapse-from-step", 1, "--out", tmp_path, "--run-id", "again", "--json")
+    args = (
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        8,
+        "--groups-per-step",
+        5,
+        "--collapse-from-step",
+        1,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "again",
+        "--json",
+    )
     first = json.loads(cli(*args).output)
     second_result = cli(*args, "--overwrite")
     second = json.loads(second_result.stdout)
+
     # the conversation-driven alarms come back identically (correctness also depends on execution timing)
     def conversational(alarms):
         return [a for a in alarms if a["component"] in ("asked_before_coding", "guessed_immediately")]
@@ -126,8 +221,23 @@ def test_a_chart_that_cannot_be_written_makes_the_exit_status_1(cli, tmp_path, m
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(plots, "plot_run", disk_full)
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--out", tmp_path / "store", "--steps", "1", "-k", "2",
-                 "--groups-per-step", "2", "--plot", tmp_path / "chart.png", "--run-id", "p")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--out",
+        tmp_path / "store",
+        "--steps",
+        "1",
+        "-k",
+        "2",
+        "--groups-per-step",
+        "2",
+        "--plot",
+        tmp_path / "chart.png",
+        "--run-id",
+        "p",
+    )
     assert result.exit_code == 1, result.output
     assert "--plot: [Errno 28] No space left on device" in result.stderr
     assert list((tmp_path / "store" / "runs" / "p").glob("step=0/group=*/*.json"))  # the records are kept
@@ -173,8 +283,22 @@ def test_a_step_is_stored_and_checked_while_the_next_step_is_played(cli, tmp_pat
     monkeypatch.setattr(ScenarioMix, "next_turn", next_turn)
     monkeypatch.setattr(LocalStore, "put_record", put_record)
     out = tmp_path / "store"
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 4, "--groups-per-step", 2,
-                 "--out", out, "--run-id", "overlap", "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        3,
+        "--group-size",
+        4,
+        "--groups-per-step",
+        2,
+        "--out",
+        out,
+        "--run-id",
+        "overlap",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert waited == [True]
     summary = json.loads(result.output)

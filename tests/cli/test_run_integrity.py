@@ -32,8 +32,25 @@ def test_reusing_a_run_id_is_refused_and_mixes_nothing(cli, tmp_path):
 
 
 def test_overwrite_deletes_the_old_run_first(cli, tmp_path):
-    assert cli("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 4, "--groups-per-step", 3,
-               "--out", tmp_path, "--run-id", "exp", "--json").exit_code == 0
+    assert (
+        cli(
+            "run",
+            "--tasks",
+            BUNDLED_TASKS,
+            "--steps",
+            3,
+            "--group-size",
+            4,
+            "--groups-per-step",
+            3,
+            "--out",
+            tmp_path,
+            "--run-id",
+            "exp",
+            "--json",
+        ).exit_code
+        == 0
+    )
     result = run(cli, tmp_path, "exp", "--overwrite")  # two steps now, not three
     assert result.exit_code == 0, result.output
     store = LocalStore(tmp_path)
@@ -74,8 +91,23 @@ def test_resume_skips_what_is_stored_and_finishes_the_rest(cli, tmp_path):
 
 def test_a_shorter_resume_keeps_the_manifest_true_to_the_steps_stored(cli, tmp_path):
     assert run(cli, tmp_path, "exp").exit_code == 0  # two steps
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 4, "--groups-per-step", 3,
-                 "--out", tmp_path, "--run-id", "exp", "--json", "--resume")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        1,
+        "--group-size",
+        4,
+        "--groups-per-step",
+        3,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "exp",
+        "--json",
+        "--resume",
+    )
     assert result.exit_code == 0, result.output
     assert LocalStore(tmp_path).get_json("runs/exp/manifest.json")["steps"] == 2
     assert LocalStore(tmp_path).list_steps("exp") == [0, 1]
@@ -99,8 +131,11 @@ def test_a_run_id_another_process_is_writing_is_refused(cli, tmp_path, flag):
 
 def test_resume_with_a_different_configuration_is_refused(cli, tmp_path):
     assert run(cli, tmp_path, "exp").exit_code == 0
-    for extra, named in ((("--seed", "1"), "seed"), (("--weight", "correctness=2"), "weights"),
-                         (("--group-size", "5"), "group_size")):
+    for extra, named in (
+        (("--seed", "1"), "seed"),
+        (("--weight", "correctness=2"), "weights"),
+        (("--group-size", "5"), "group_size"),
+    ):
         args = [a for a in ("run", "--tasks", BUNDLED_TASKS, *SMALL, "--out", tmp_path, "--run-id", "exp")]
         if extra[0] == "--group-size":
             args[args.index("--group-size") + 1] = extra[1]
@@ -120,8 +155,12 @@ def test_overwrite_and_resume_together_is_a_usage_error(cli, tmp_path):
 
 @pytest.fixture
 def aws(monkeypatch):
-    for name, value in {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-                        "AWS_SESSION_TOKEN": "testing", "AWS_DEFAULT_REGION": "us-east-1"}.items():
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_DEFAULT_REGION": "us-east-1",
+    }.items():
         monkeypatch.setenv(name, value)
     with mock_aws():
         client = boto3.client("s3", region_name="us-east-1")
@@ -130,12 +169,44 @@ def aws(monkeypatch):
 
 
 def test_overwrite_deletes_the_run_prefix_on_s3(cli, aws):
-    assert cli("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 2, "--groups-per-step", 2,
-               "--out", "s3://scores/team", "--run-id", "exp", "--json").exit_code == 0
+    assert (
+        cli(
+            "run",
+            "--tasks",
+            BUNDLED_TASKS,
+            "--steps",
+            3,
+            "--group-size",
+            2,
+            "--groups-per-step",
+            2,
+            "--out",
+            "s3://scores/team",
+            "--run-id",
+            "exp",
+            "--json",
+        ).exit_code
+        == 0
+    )
     aws.put_object(Bucket="scores", Key="team/runs/exp-other/keep.json", Body=b"{}")
     assert run(cli, "s3://scores/team", "exp").exit_code == 1
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 2, "--groups-per-step", 2,
-                 "--out", "s3://scores/team", "--run-id", "exp", "--json", "--overwrite")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        1,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        2,
+        "--out",
+        "s3://scores/team",
+        "--run-id",
+        "exp",
+        "--json",
+        "--overwrite",
+    )
     assert result.exit_code == 0, result.output
     keys = [o["Key"] for o in aws.list_objects_v2(Bucket="scores")["Contents"]]
     assert not any("step=1" in k or "step=2" in k for k in keys)
@@ -179,13 +250,29 @@ def refuse_json_writes(monkeypatch, refused) -> None:
 
 def test_every_failed_alarm_write_is_reported(cli, tmp_path, monkeypatch):
     refuse_json_writes(monkeypatch, lambda key: "/alarms/" in key)
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
-                 "--collapse-from-step", 1, "--out", tmp_path, "--run-id", "c", "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        8,
+        "--groups-per-step",
+        5,
+        "--collapse-from-step",
+        1,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "c",
+        "--json",
+    )
     assert result.exit_code == 1
     summary = json.loads(result.stdout)
     assert summary["alarms"] and summary["alarm_failures"] == len(summary["alarms"])
     for alarm in summary["alarms"]:
-        assert f"alarm not delivered" in result.stderr and alarm["component"] in result.stderr
+        assert "alarm not delivered" in result.stderr and alarm["component"] in result.stderr
     assert result.stderr.count("alarm not delivered") == len(summary["alarms"])
 
 
@@ -216,14 +303,23 @@ def test_a_manifest_that_cannot_be_written_makes_exit_1(cli, tmp_path, monkeypat
         result = run(cli, tmp_path, "exp")
     else:
         rollouts = tmp_path / "r.jsonl"
-        rollouts.write_text(json.dumps({"rollout_id": "r", "group_id": "g", "task_id": "abc-004-parse-bool",
-                                        "messages": [{"role": "user", "content": "x"},
-                                                     {"role": "assistant", "content": "y"}]}) + "\n")
+        rollouts.write_text(
+            json.dumps(
+                {
+                    "rollout_id": "r",
+                    "group_id": "g",
+                    "task_id": "abc-004-parse-bool",
+                    "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+                }
+            )
+            + "\n"
+        )
         result = cli("score", rollouts, "--tasks", BUNDLED_TASKS, "--out", tmp_path, "--run-id", "exp")
     assert result.exit_code == 1, result.output
     assert "could not write the run manifest (start)" in result.stderr
-    assert result.stderr.rstrip().endswith("could not write the run manifest (start), the run manifest (end) "
-                                           "(see above)")
+    assert result.stderr.rstrip().endswith(
+        "could not write the run manifest (start), the run manifest (end) (see above)"
+    )
     assert list(LocalStore(tmp_path).iter_records("exp"))  # the records themselves are stored
 
 
@@ -237,27 +333,89 @@ def test_workers_above_the_limit_are_capped_and_said(cli, tmp_path):
 
 
 def test_endpoint_timeout_and_retries_are_options(cli, tmp_path):
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--policy", "openai", "--base-url", "http://127.0.0.1:9",
-                 "--model", "m", "--endpoint-timeout", "0", "--out", tmp_path)
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--endpoint-timeout",
+        "0",
+        "--out",
+        tmp_path,
+    )
     assert result.exit_code == 2 and "--endpoint-timeout" in result.stderr
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--policy", "openai", "--base-url", "http://127.0.0.1:9",
-                 "--model", "m", "--endpoint-timeout", "0.2", "--endpoint-retries", "0", "--steps", 1,
-                 "--group-size", 2, "--groups-per-step", 1, "--out", tmp_path, "--run-id", "e", "--json")
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "openai",
+        "--base-url",
+        "http://127.0.0.1:9",
+        "--model",
+        "m",
+        "--endpoint-timeout",
+        "0.2",
+        "--endpoint-retries",
+        "0",
+        "--steps",
+        1,
+        "--group-size",
+        2,
+        "--groups-per-step",
+        1,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "e",
+        "--json",
+    )
     records = list(LocalStore(tmp_path).iter_records("e"))
     assert len(records) == 2 and all(r.status == "error" and r.error.kind == "policy_error" for r in records)
     assert all("1 attempts" in r.error.message for r in records)
 
 
 def test_run_takes_the_monitors_ignore_and_thresholds(cli, tmp_path):
-    args = ("run", "--tasks", BUNDLED_TASKS, "--steps", 2, "--group-size", 8, "--groups-per-step", 5,
-            "--collapse-from-step", 1, "--json")
+    args = (
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        2,
+        "--group-size",
+        8,
+        "--groups-per-step",
+        5,
+        "--collapse-from-step",
+        1,
+        "--json",
+    )
     plain = json.loads(cli(*args, "--out", tmp_path / "a", "--run-id", "c").stdout)
     assert "asked_before_coding" in {a["component"] for a in plain["alarms"]}
-    ignored = json.loads(cli(*args, "--out", tmp_path / "b", "--run-id", "c", "--ignore", "asked_before_coding",
-                             "--epsilon", "1e-3", "--range", "correctness=0:1").stdout)
+    ignored = json.loads(
+        cli(
+            *args,
+            "--out",
+            tmp_path / "b",
+            "--run-id",
+            "c",
+            "--ignore",
+            "asked_before_coding",
+            "--epsilon",
+            "1e-3",
+            "--range",
+            "correctness=0:1",
+        ).stdout
+    )
     assert "asked_before_coding" not in {a["component"] for a in ignored["alarms"]}
     assert {a["component"] for a in ignored["alarms"]} == {a["component"] for a in plain["alarms"]} - {
-        "asked_before_coding"}
+        "asked_before_coding"
+    }
     assert cli(*args, "--out", tmp_path / "c", "--epsilon", "-1").exit_code == 2
 
 

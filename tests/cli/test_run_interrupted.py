@@ -30,8 +30,23 @@ CLI = [sys.executable, "-c", "import sys; from rewardpipe.cli import app; app(sy
 
 
 def run_args(out, run_id="exp", *extra, steps=3, k=4, groups=3):
-    return ("run", "--tasks", BUNDLED_TASKS, "--steps", steps, "--group-size", k, "--groups-per-step", groups,
-            "--out", out, "--run-id", run_id, "--json", *extra)
+    return (
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        steps,
+        "--group-size",
+        k,
+        "--groups-per-step",
+        groups,
+        "--out",
+        out,
+        "--run-id",
+        run_id,
+        "--json",
+        *extra,
+    )
 
 
 def alarm_objects(store: LocalStore, run_id="exp") -> list[str]:
@@ -165,8 +180,7 @@ app(sys.argv[1:])
 
 
 def killed_run(tmp_path, script: str, *args) -> None:
-    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-c", script, *map(str, args)], capture_output=True, text=True, timeout=300)
     assert done.returncode == 137, done.stderr[-2000:]
 
 
@@ -204,8 +218,14 @@ def test_killed_after_the_state_committed_its_alarms_the_resumed_run_delivers_th
     assert resumed.exit_code == 0, resumed.output
     raised = [(a["step"], a["component"], a["kind"]) for a in json.loads(resumed.stdout)["alarms"]]
     assert owed <= set(raised) and len(raised) == len(set(raised))  # delivered, each once
-    assert {(json.loads(store.get_bytes(k))["step"], json.loads(store.get_bytes(k))["component"],
-             json.loads(store.get_bytes(k))["kind"]) for k in alarm_objects(store)} >= owed
+    assert {
+        (
+            json.loads(store.get_bytes(k))["step"],
+            json.loads(store.get_bytes(k))["component"],
+            json.loads(store.get_bytes(k))["kind"],
+        )
+        for k in alarm_objects(store)
+    } >= owed
     assert store.get_json("runs/exp/monitor/state.json")["pending"] == []
 
 
@@ -217,14 +237,34 @@ def _tmpfs_shell() -> list[str] | None:
     unshare = shutil.which("unshare")
     if unshare is None:
         return None
-    probe = subprocess.run([unshare, "-rm", "sh", "-c", 'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" '
-                            '&& umount "$d"; ok=$?; rmdir "$d"; exit $ok'], capture_output=True)
+    probe = subprocess.run(
+        [
+            unshare,
+            "-rm",
+            "sh",
+            "-c",
+            'd=$(mktemp -d) && mount -t tmpfs -o size=64k tmpfs "$d" && umount "$d"; ok=$?; rmdir "$d"; exit $ok',
+        ],
+        capture_output=True,
+    )
     return [unshare, "-rm", "sh", "-c"] if probe.returncode == 0 else None
 
 
 TMPFS = _tmpfs_shell()
-SMALL_DISK = ("run", "--tasks", BUNDLED_TASKS, "--steps", 3, "--group-size", 4, "--groups-per-step", 3,
-              "--run-id", "x", "--json")
+SMALL_DISK = (
+    "run",
+    "--tasks",
+    BUNDLED_TASKS,
+    "--steps",
+    3,
+    "--group-size",
+    4,
+    "--groups-per-step",
+    3,
+    "--run-id",
+    "x",
+    "--json",
+)
 ROLLOUTS = 3 * 4 * 3
 
 
@@ -234,10 +274,12 @@ def on_a_full_disk(tmp_path, spill: str) -> tuple[int, dict, str, int]:
     mount = tmp_path / "mnt"
     mount.mkdir()
     quoted = " ".join(f"'{a}'" for a in [*CLI, *map(str, SMALL_DISK), "--out", f"{mount}/store", "--spill", spill])
-    script = (f"mount -t tmpfs -o size=64k tmpfs '{mount}' && cd '{mount}' && {quoted} > '{tmp_path}/out.json' "
-              f"2> '{tmp_path}/err.txt'; echo $? > '{tmp_path}/rc'; "
-              f"find '{mount}/store' -path '*/step=*' -name '*.json' ! -path '*/transcripts/*' "
-              f"! -path '*/finished/*' | wc -l > '{tmp_path}/stored'")
+    script = (
+        f"mount -t tmpfs -o size=64k tmpfs '{mount}' && cd '{mount}' && {quoted} > '{tmp_path}/out.json' "
+        f"2> '{tmp_path}/err.txt'; echo $? > '{tmp_path}/rc'; "
+        f"find '{mount}/store' -path '*/step=*' -name '*.json' ! -path '*/transcripts/*' "
+        f"! -path '*/finished/*' | wc -l > '{tmp_path}/stored'"
+    )
     subprocess.run([*TMPFS, script], check=True, timeout=300, env={**os.environ, "PYTHONPATH": os.getcwd()})
     read = lambda name: (tmp_path / name).read_text()  # noqa: E731
     return int(read("rc")), json.loads(read("out.json")), read("err.txt"), int(read("stored"))

@@ -33,9 +33,25 @@ def s3(monkeypatch):
 
 
 def run(cli, tmp_path, *extra):
-    return cli("run", "--tasks", BUNDLED_TASKS, "--steps", STEPS, "--group-size", K, "--groups-per-step", GROUPS,
-               "--out", f"s3://{BUCKET}/team", "--run-id", "exp", "--spill", tmp_path / "spill.jsonl", "--json",
-               *extra)
+    return cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        STEPS,
+        "--group-size",
+        K,
+        "--groups-per-step",
+        GROUPS,
+        "--out",
+        f"s3://{BUCKET}/team",
+        "--run-id",
+        "exp",
+        "--spill",
+        tmp_path / "spill.jsonl",
+        "--json",
+        *extra,
+    )
 
 
 def stored_records() -> list:
@@ -144,13 +160,33 @@ def test_a_dropped_manifest_put_is_named(cli, s3, tmp_path):
 
 def test_score_spills_what_s3_drops_too(cli, s3, tmp_path):
     rollouts = tmp_path / "r.jsonl"
-    rollouts.write_text("".join(json.dumps({
-        "rollout_id": f"r{i}", "group_id": "g", "task_id": "abc-004-parse-bool",
-        "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}]}) + "\n"
-        for i in range(4)))
+    rollouts.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "rollout_id": f"r{i}",
+                    "group_id": "g",
+                    "task_id": "abc-004-parse-bool",
+                    "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+                }
+            )
+            + "\n"
+            for i in range(4)
+        )
+    )
     s3.fail("PutObject", "ReadTimeoutError", when=is_record)
-    result = cli("score", rollouts, "--tasks", BUNDLED_TASKS, "--out", f"s3://{BUCKET}/team", "--run-id", "exp",
-                 "--spill", tmp_path / "spill.jsonl")
+    result = cli(
+        "score",
+        rollouts,
+        "--tasks",
+        BUNDLED_TASKS,
+        "--out",
+        f"s3://{BUCKET}/team",
+        "--run-id",
+        "exp",
+        "--spill",
+        tmp_path / "spill.jsonl",
+    )
     no_bug(result)
     assert result.exit_code == 1 and len((tmp_path / "spill.jsonl").read_text().splitlines()) == 4
     assert "rewardpipe score" in result.stderr and "--resume" in result.stderr

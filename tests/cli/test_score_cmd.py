@@ -1,5 +1,4 @@
 import pytest
-import json
 
 from rewardpipe.store import LocalStore
 from tests.cli.conftest import make_task, write_jsonl
@@ -13,23 +12,35 @@ def rollout(rid, messages, task_id="add", group="g0"):
 
 def test_score_writes_one_record_per_good_line_and_reports_bad_lines(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
-    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [
-        rollout("asked", [{"role": "user", "content": "combine"},
-                          {"role": "assistant", "content": "Should negatives be allowed?"},
-                          {"role": "user", "content": "Yes."},
-                          {"role": "nova_assistant", "content": [{"type": "text", "text": GOOD_CODE}]}]),
-        "{not json",
-        rollout("guessed", [{"role": "user", "content": "combine"}, {"role": "assistant", "content": GOOD_CODE}]),
-        rollout("orphan", [{"role": "assistant", "content": GOOD_CODE}], task_id="no-such-task", group="g-orphan"),
-    ])
+    rollouts = write_jsonl(
+        tmp_path / "rollouts.jsonl",
+        [
+            rollout(
+                "asked",
+                [
+                    {"role": "user", "content": "combine"},
+                    {"role": "assistant", "content": "Should negatives be allowed?"},
+                    {"role": "user", "content": "Yes."},
+                    {"role": "nova_assistant", "content": [{"type": "text", "text": GOOD_CODE}]},
+                ],
+            ),
+            "{not json",
+            rollout("guessed", [{"role": "user", "content": "combine"}, {"role": "assistant", "content": GOOD_CODE}]),
+            rollout("orphan", [{"role": "assistant", "content": GOOD_CODE}], task_id="no-such-task", group="g-orphan"),
+        ],
+    )
     out = tmp_path / "store"
     result = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r1", "--json")
     assert result.exit_code == 1  # one line was rejected, the rest were scored
     assert "rollouts.jsonl:2" in result.output
     records = {r.rollout_id: r for r in LocalStore(out).iter_records("r1")}
     assert set(records) == {"asked", "guessed", "orphan"}
-    assert records["asked"].components == {"correctness": 1.0, "asked_before_coding": 1.0,
-                                           "guessed_immediately": 0.0, "loop_penalty": 0.0}
+    assert records["asked"].components == {
+        "correctness": 1.0,
+        "asked_before_coding": 1.0,
+        "guessed_immediately": 0.0,
+        "loop_penalty": 0.0,
+    }
     assert records["asked"].aggregate == pytest.approx(1.0 + 0.6)
     assert records["guessed"].components["guessed_immediately"] == -1.0
     assert records["guessed"].step == 2
@@ -39,8 +50,10 @@ def test_score_writes_one_record_per_good_line_and_reports_bad_lines(cli, tmp_pa
 
 def test_scoring_into_a_used_run_id_needs_overwrite_or_resume(cli, tmp_path):
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task()])
-    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [
-        rollout("only", [{"role": "user", "content": "x"}, {"role": "assistant", "content": GOOD_CODE}])])
+    rollouts = write_jsonl(
+        tmp_path / "rollouts.jsonl",
+        [rollout("only", [{"role": "user", "content": "x"}, {"role": "assistant", "content": GOOD_CODE}])],
+    )
     out = tmp_path / "store"
     assert cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r").exit_code == 0
     refused = cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "r")

@@ -12,8 +12,17 @@ from rewardpipe.store import LocalStore, StoreError
 
 
 def _record(index: int) -> Record:
-    return Record(run_id="r", step=0, group_id=f"g{index // 4}", rollout_id=f"k{index}", task_id="t",
-                  status="scored", components={"c": 1.0}, weights={"c": 1.0}, aggregate=1.0)
+    return Record(
+        run_id="r",
+        step=0,
+        group_id=f"g{index // 4}",
+        rollout_id=f"k{index}",
+        task_id="t",
+        status="scored",
+        components={"c": 1.0},
+        weights={"c": 1.0},
+        aggregate=1.0,
+    )
 
 
 class RefusingStore(LocalStore):
@@ -57,9 +66,27 @@ def test_a_run_stores_every_transcript_of_a_step_written_at_once(tmp_path):
     from rewardpipe.cli import app
     from rewardpipe.envs.wordle import BUNDLED_TASKS
 
-    result = CliRunner().invoke(app, ["run", "--env", "wordle", "--tasks", str(BUNDLED_TASKS), "--steps", "2",
-                                      "--groups-per-step", "16", "--group-size", "8", "--out", str(tmp_path),
-                                      "--run-id", "w", "--json"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--env",
+            "wordle",
+            "--tasks",
+            str(BUNDLED_TASKS),
+            "--steps",
+            "2",
+            "--groups-per-step",
+            "16",
+            "--group-size",
+            "8",
+            "--out",
+            str(tmp_path),
+            "--run-id",
+            "w",
+            "--json",
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert len(list((tmp_path / "runs" / "w" / "transcripts").rglob("*.json"))) == 256
     assert len(list(LocalStore(tmp_path).iter_records("w"))) == 256

@@ -7,8 +7,18 @@ import pytest
 
 from tests.cli.conftest import BUNDLED_TASKS
 
-THRESHOLD_FLAGS = {"--epsilon", "--dead-fraction", "--recover-fraction", "--min-groups", "--consecutive",
-                   "--max-error-rate", "--error-recover-rate", "--ignore", "--range", "--alarm-idle-penalties"}
+THRESHOLD_FLAGS = {
+    "--epsilon",
+    "--dead-fraction",
+    "--recover-fraction",
+    "--min-groups",
+    "--consecutive",
+    "--max-error-rate",
+    "--error-recover-rate",
+    "--ignore",
+    "--range",
+    "--alarm-idle-penalties",
+}
 
 
 def _flags(help_text: str) -> set[str]:
@@ -36,8 +46,23 @@ def test_a_bad_threshold_is_a_usage_error_naming_it(cli, tmp_path, command):
 def test_thresholds_reach_the_monitor_from_both_commands(cli, tmp_path):
     store = tmp_path / "store"
     common = ["--ignore", "loop_penalty", "--dead-fraction", "0.75"]
-    ran = cli("run", "--tasks", BUNDLED_TASKS, "--out", store, "--run-id", "r", "--steps", "1",
-              "--groups-per-step", "4", "--group-size", "4", "--json", *common)
+    ran = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--out",
+        store,
+        "--run-id",
+        "r",
+        "--steps",
+        "1",
+        "--groups-per-step",
+        "4",
+        "--group-size",
+        "4",
+        "--json",
+        *common,
+    )
     assert ran.exit_code == 0, ran.output
     components = json.loads(ran.stdout.strip().splitlines()[-1])["steps"][0]["components"]
     # An ignored component is reported but never tracked towards an alarm; the others are.
@@ -61,8 +86,25 @@ def test_run_refuses_a_knob_naming_no_component_of_its_reward(cli, tmp_path, opt
 
 
 def test_monitor_warns_about_an_ignore_naming_no_component_of_the_records(cli, tmp_path):
-    assert cli("run", "--tasks", BUNDLED_TASKS, "--steps", 1, "--group-size", 2, "--groups-per-step", 4,
-               "--out", tmp_path, "--run-id", "r", "--json").exit_code == 0
+    assert (
+        cli(
+            "run",
+            "--tasks",
+            BUNDLED_TASKS,
+            "--steps",
+            1,
+            "--group-size",
+            2,
+            "--groups-per-step",
+            4,
+            "--out",
+            tmp_path,
+            "--run-id",
+            "r",
+            "--json",
+        ).exit_code
+        == 0
+    )
     result = cli("monitor", tmp_path, "--ignore", "loop_penalt", "--ignore", "loop_penalty", "--json")
     assert result.exit_code == 0, result.output
     assert "warning: --ignore 'loop_penalt' names no component of these records" in result.stderr

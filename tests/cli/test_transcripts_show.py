@@ -11,8 +11,23 @@ from tests.cli.conftest import BUNDLED_TASKS, make_task, write_jsonl
 
 def _run(cli, tmp_path, run_id="r1", steps=1):
     out = tmp_path / "store"
-    result = cli("run", "--tasks", BUNDLED_TASKS, "--policy", "scripted", "--group-size", "4", "--steps", steps,
-                 "--groups-per-step", "2", "--out", out, "--run-id", run_id)
+    result = cli(
+        "run",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "scripted",
+        "--group-size",
+        "4",
+        "--steps",
+        steps,
+        "--groups-per-step",
+        "2",
+        "--out",
+        out,
+        "--run-id",
+        run_id,
+    )
     assert result.exit_code == 0, result.output
     return LocalStore(out)
 
@@ -24,7 +39,10 @@ def test_run_writes_one_transcript_per_record_with_the_evidence(cli, tmp_path):
     for record in records:
         transcript = store.get_transcript(transcript_key("r1", record.step, record.group_id, record.rollout_id))
         assert (transcript.task_id, transcript.components, transcript.aggregate) == (
-            record.task_id, record.components, record.aggregate)
+            record.task_id,
+            record.components,
+            record.aggregate,
+        )
         assert transcript.messages[0].role == "user"
         assert len(transcript.revealed) == record.metrics["spec_revealed"]
         for item in transcript.revealed:  # each reveal names the reply that stated it
@@ -42,11 +60,17 @@ def test_run_writes_one_transcript_per_record_with_the_evidence(cli, tmp_path):
 def test_score_writes_transcripts_with_reveals_read_from_the_replies(cli, tmp_path):
     task = make_task()
     tasks = write_jsonl(tmp_path / "tasks.jsonl", [task])
-    rollout = {"rollout_id": "x", "group_id": "g", "task_id": "add", "messages": [
-        {"role": "user", "content": task["prompt"]},
-        {"role": "assistant", "content": "Are negative numbers allowed?"},
-        {"role": "user", "content": "Negative numbers are allowed."},
-        {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"}]}
+    rollout = {
+        "rollout_id": "x",
+        "group_id": "g",
+        "task_id": "add",
+        "messages": [
+            {"role": "user", "content": task["prompt"]},
+            {"role": "assistant", "content": "Are negative numbers allowed?"},
+            {"role": "user", "content": "Negative numbers are allowed."},
+            {"role": "assistant", "content": "```python\ndef add(a, b):\n    return a + b\n```"},
+        ],
+    }
     rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [rollout])
     out = tmp_path / "store"
     assert cli("score", rollouts, "--tasks", tasks, "--out", out, "--run-id", "s").exit_code == 0
@@ -56,18 +80,29 @@ def test_score_writes_transcripts_with_reveals_read_from_the_replies(cli, tmp_pa
     assert transcript.components["asked_before_coding"] == 1.0
 
 
-HOSTILE = ("\x1b[2J\x1b[31mPWNED\x1b[0m [bold red]fake alarm[/] [link=http://evil]x[/link]\r"
-           "overwrite \u202eevil\u202c \x07")
+HOSTILE = (
+    "\x1b[2J\x1b[31mPWNED\x1b[0m [bold red]fake alarm[/] [link=http://evil]x[/link]\roverwrite \u202eevil\u202c \x07"
+)
 
 
 def _hostile_store(tmp_path, steps=(0,)):
     store = LocalStore(tmp_path / "store")
     for step in steps:
-        store.put_transcript(RolloutTranscript(
-            run_id="r", step=step, group_id="g[red]", rollout_id="x", task_id="t",
-            messages=[Message(role="user", content="Write f."), Message(role="assistant", content=HOSTILE)],
-            turn_kinds=["other"], executed_code="print('\x1b[31m')  # [red]", verdict=Verdict(
-                status="failed", reason="AssertionError: " + HOSTILE), components={"c": 0.0}, aggregate=0.0))
+        store.put_transcript(
+            RolloutTranscript(
+                run_id="r",
+                step=step,
+                group_id="g[red]",
+                rollout_id="x",
+                task_id="t",
+                messages=[Message(role="user", content="Write f."), Message(role="assistant", content=HOSTILE)],
+                turn_kinds=["other"],
+                executed_code="print('\x1b[31m')  # [red]",
+                verdict=Verdict(status="failed", reason="AssertionError: " + HOSTILE),
+                components={"c": 0.0},
+                aggregate=0.0,
+            )
+        )
     return store
 
 
@@ -105,10 +140,10 @@ def test_show_by_transcript_key(cli, tmp_path):
 
 
 def test_a_failed_rollout_still_leaves_its_transcript():
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.models import load_tasks
     from rewardpipe.rewards import get_reward
     from rewardpipe.runner import plan_step, run_slots
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
 
     class FailsOnSecondTurn:
         def next_turn(self, state, task):
@@ -122,9 +157,16 @@ def test_a_failed_rollout_still_leaves_its_transcript():
 
     task = load_tasks(BUNDLED_TASKS)[0]
     kept = []
-    records = run_slots(plan_step([task], 0, 1, 2), policy=FailsOnSecondTurn(), env=ENVIRONMENT,
-                        executor=NoExecutor(), reward=get_reward("ask_before_coding"), run_id="r", max_turns=4,
-                        on_transcript=kept.append)
+    records = run_slots(
+        plan_step([task], 0, 1, 2),
+        policy=FailsOnSecondTurn(),
+        env=ENVIRONMENT,
+        executor=NoExecutor(),
+        reward=get_reward("ask_before_coding"),
+        run_id="r",
+        max_turns=4,
+        on_transcript=kept.append,
+    )
     assert [r.status for r in records] == ["error", "error"]
     assert len(kept) == 2
     for transcript in kept:

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,9 @@ def transcript(*assistant_turns: str, prompt: str = "Write f.", reply: str = "Su
     return messages
 
 
-def result(status: str = "passed", passed: int = 0, total: int = 0, reason: str = "", job_id: str = "") -> ExecutionResult:
+def result(
+    status: str = "passed", passed: int = 0, total: int = 0, reason: str = "", job_id: str = ""
+) -> ExecutionResult:
     return ExecutionResult(id=job_id, status=ExecutionStatus(status), passed=passed, total=total, reason=reason)
 
 

@@ -37,6 +37,7 @@ def answered(turns) -> AskBeforeCodingState:
     """A state holding only the simulator's bookkeeping: which assistant turns were answered."""
     return AskBeforeCodingState(answered_turns=sorted(turns))
 
+
 # Turns that are questions by the parser (they end in "?") but ask for nothing.
 CONTENT_FREE = [
     "?",
@@ -71,8 +72,18 @@ def _episode_turns(task, first_turns, code):
         messages += [{"role": "assistant", "content": turn}, {"role": "user", "content": "unused"}]
     policy = ReplayPolicy([Rollout(rollout_id="r", group_id="g", task_id=task.task_id, messages=messages)])
     executor = FakeExecutor(result("passed", 3, 3))
-    return run_episode(task, policy, ENV, executor, REWARD, run_id="run", step=0, group_id="g", rollout_id="r",
-                       max_turns=len(turns) + 1)
+    return run_episode(
+        task,
+        policy,
+        ENV,
+        executor,
+        REWARD,
+        run_id="run",
+        step=0,
+        group_id="g",
+        rollout_id="r",
+        max_turns=len(turns) + 1,
+    )
 
 
 def _reply(task, question):
@@ -108,12 +119,15 @@ def test_many_content_free_turns_and_statements_still_do_not_dodge_the_guess_pen
     assert record.components["guessed_immediately"] == -1.0
 
 
-@pytest.mark.parametrize("question", [
-    "Are there any other requirements?",
-    "Any edge cases I should know about?",
-    "What output format do you want for the duration?",
-    "Should negative durations raise an error?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Are there any other requirements?",
+        "Any edge cases I should know about?",
+        "What output format do you want for the duration?",
+        "Should negative durations raise an error?",
+    ],
+)
 def test_a_real_question_answered_with_a_detail_still_earns_the_bonus(question):
     task = TASKS[0]  # format_duration
     record = _episode_turns(task, [question], task.reference_solution)
@@ -163,17 +177,29 @@ def test_recorded_transcripts_are_judged_by_the_recorded_replies():
     empty = _recorded(task, ("?", "What would you like to know?"), code=task.reference_solution)
     # A recorded LLM user that answered "?" with a detail anyway: the question still asked nothing.
     leaky = _recorded(task, ("?", task.spec[0]), code=task.reference_solution)
-    restated = _recorded(task, ("Any requirements?", task.spec[3]), ("And negatives?", "As I said: " + task.spec[3]),
-                         code=task.reference_solution)
+    restated = _recorded(
+        task,
+        ("Any requirements?", task.spec[3]),
+        ("And negatives?", "As I said: " + task.spec[3]),
+        code=task.reference_solution,
+    )
     assert answered_turns_in(real, task.spec) == {0}
     assert answered_turns_in(empty, task.spec) == frozenset()
     assert answered_turns_in(leaky, task.spec) == frozenset()
     assert answered_turns_in(restated, task.spec) == {0}  # a restatement is not a new reveal
 
-    rollouts = [Rollout(rollout_id=name, group_id="g", task_id=task.task_id, messages=messages)
-                for name, messages in (("real", real), ("empty", empty), ("leaky", leaky))]
-    records = score_rollouts(rollouts, {task.task_id: task}, executor=FakeExecutor(result("passed", 3, 3)),
-                             env=ENV, reward=REWARD, run_id="run")
+    rollouts = [
+        Rollout(rollout_id=name, group_id="g", task_id=task.task_id, messages=messages)
+        for name, messages in (("real", real), ("empty", empty), ("leaky", leaky))
+    ]
+    records = score_rollouts(
+        rollouts,
+        {task.task_id: task},
+        executor=FakeExecutor(result("passed", 3, 3)),
+        env=ENV,
+        reward=REWARD,
+        run_id="run",
+    )
     asked = {r.rollout_id: r.components["asked_before_coding"] for r in records}
     guessed = {r.rollout_id: r.components["guessed_immediately"] for r in records}
     assert asked == {"real": 1.0, "empty": 0.0, "leaky": 0.0}
@@ -207,8 +233,9 @@ def test_llm_simulator_never_asks_the_endpoint_about_a_content_free_question(cha
     task = TASKS[0]
     simulator = OpenAISimulator("unused", "unused", client=ChatClient(chat_server.url, "m", max_retries=0))
     for question in CONTENT_FREE[:8] + [f"{task.entry_point}?"]:
-        state = apply_policy_turn(start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"),
-                                  question, ENV, task)
+        state = apply_policy_turn(
+            start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"), question, ENV, task
+        )
         reply = simulator.respond(state, task)
         assert reply.revealed is None and reply.text in ASK_SOMETHING_SPECIFIC
     assert chat_server.requests == []
@@ -242,8 +269,11 @@ def test_filler_is_stemmed_like_question_words():
 
 
 def test_a_question_sharing_a_few_words_with_the_request_is_not_an_echo():
-    task = make_task(prompt="Write a function `format_duration(seconds)` that formats a duration given in seconds "
-                            "as a human-readable string.", spec=["The output uses a clock-style format."])
+    task = make_task(
+        prompt="Write a function `format_duration(seconds)` that formats a duration given in seconds "
+        "as a human-readable string.",
+        spec=["The output uses a clock-style format."],
+    )
     subject = question_subject("What format do you want for the duration?", task.prompt, "format_duration")
     assert not subject.asks_nothing
     echo = question_subject("formats a duration given in seconds as a human-readable string?", task.prompt)
@@ -262,11 +292,28 @@ def test_a_terse_recorded_reply_to_a_specific_question_still_counts():
 
 # Questions by the parser that ask nothing a simulator can answer: punctuation, zero-width characters,
 # interjections, made-up or non-English words the stemmer cannot read.
-NEAR_EMPTY = ["? ?", "\u200b?", "¿?", "…?", "hmmm?", "Well?", "uh, what??", "xyz?", "qwerty?", "aa?", "¿Qué?",
-              "Что?", "什么？"]
+NEAR_EMPTY = [
+    "? ?",
+    "\u200b?",
+    "¿?",
+    "…?",
+    "hmmm?",
+    "Well?",
+    "uh, what??",
+    "xyz?",
+    "qwerty?",
+    "aa?",
+    "¿Qué?",
+    "Что?",
+    "什么？",
+]
 # Questions that do ask: the three ways of scoring must agree on them too.
-ASKING = ["Any requirements?", "Should negative durations raise?", "What about empty input?",
-          "What about input output types errors order format empty negative rounding case duplicates?"]
+ASKING = [
+    "Any requirements?",
+    "Should negative durations raise?",
+    "What about empty input?",
+    "What about input output types errors order format empty negative rounding case duplicates?",
+]
 
 
 def _asked_three_ways(task, question):
@@ -277,10 +324,13 @@ def _asked_three_ways(task, question):
     messages = _recorded(task, (question, reply.text), code=task.reference_solution)
     live = frozenset({0}) if reply.revealed is not None else frozenset()
     passed = result("passed", 3, 3)
-    return (REWARD.score(messages, passed, state=answered(live)).components["asked_before_coding"],
-            REWARD.score(messages, passed, state=answered(answered_turns_in(messages, task.spec)))
-            .components["asked_before_coding"],
-            REWARD.score(messages, passed).components["asked_before_coding"])
+    return (
+        REWARD.score(messages, passed, state=answered(live)).components["asked_before_coding"],
+        REWARD.score(messages, passed, state=answered(answered_turns_in(messages, task.spec))).components[
+            "asked_before_coding"
+        ],
+        REWARD.score(messages, passed).components["asked_before_coding"],
+    )
 
 
 @pytest.mark.parametrize("question", NEAR_EMPTY)

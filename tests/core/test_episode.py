@@ -48,7 +48,12 @@ def test_start_episode_begins_with_the_prompt_and_a_policy_turn():
     assert [(m.role, m.content) for m in state.messages] == [("user", TASK.prompt)]
     assert state.next_action == "policy"
     assert (state.run_id, state.step, state.group_id, state.rollout_id, state.task_id) == (
-        "run-1", 2, "g-1", "r-1", TASK.task_id)
+        "run-1",
+        2,
+        "g-1",
+        "r-1",
+        TASK.task_id,
+    )
 
 
 def test_question_hands_over_to_the_simulator():
@@ -196,7 +201,12 @@ def test_normal_episode_matches_a_hand_computation():
     assert record.metrics["spec_revealed"] == 1
     assert record.metrics["spec_items"] == 3
     assert (record.run_id, record.step, record.group_id, record.rollout_id, record.task_id) == (
-        "run-1", 2, "g-1", "r-1", TASK.task_id)
+        "run-1",
+        2,
+        "g-1",
+        "r-1",
+        TASK.task_id,
+    )
     assert len(executor.jobs) == 1 and executor.jobs[0].code == "def f(x):\n    return x\n"
 
 

@@ -120,8 +120,12 @@ def test_role_must_be_a_non_empty_string(role):
 
 def test_rollout_parses_nova_messages():
     rollout = Rollout.model_validate(
-        {"rollout_id": "r", "group_id": "g", "task_id": "t",
-         "messages": [{"role": "user", "content": "hi"}, {"role": "nova_assistant", "content": [{"text": "yo"}]}]}
+        {
+            "rollout_id": "r",
+            "group_id": "g",
+            "task_id": "t",
+            "messages": [{"role": "user", "content": "hi"}, {"role": "nova_assistant", "content": [{"text": "yo"}]}],
+        }
     )
     assert [(m.role, m.content) for m in rollout.messages] == [("user", "hi"), ("assistant", "yo")]
 
@@ -131,9 +135,15 @@ def test_rollout_parses_nova_messages():
 
 def make_record(**overrides) -> Record:
     fields = dict(
-        run_id="run", step=3, group_id="g", rollout_id="r1", task_id="t",
-        status="scored", components={"correctness": 0.5, "loop_penalty": -0.5},
-        weights={"correctness": 1.0, "loop_penalty": 0.2}, aggregate=0.4,
+        run_id="run",
+        step=3,
+        group_id="g",
+        rollout_id="r1",
+        task_id="t",
+        status="scored",
+        components={"correctness": 0.5, "loop_penalty": -0.5},
+        weights={"correctness": 1.0, "loop_penalty": 0.2},
+        aggregate=0.4,
         metrics={"turns": 4, "committed": True, "exec_status": "passed", "exec_ms": 12.5},
     )
     fields.update(overrides)
@@ -150,8 +160,12 @@ def test_record_json_round_trip_uses_the_schema_alias():
 
 
 def test_record_round_trip_of_an_error_record():
-    record = make_record(status="error", error=ErrorInfo(kind="execution_error", message="boom"),
-                         components={"correctness": None, "loop_penalty": 0.0}, aggregate=None)
+    record = make_record(
+        status="error",
+        error=ErrorInfo(kind="execution_error", message="boom"),
+        components={"correctness": None, "loop_penalty": 0.0},
+        aggregate=None,
+    )
     again = Record.model_validate(json.loads(record.to_json()))
     assert again.error == ErrorInfo(kind="execution_error", message="boom")
     assert again.components["correctness"] is None
@@ -179,8 +193,12 @@ def test_to_nova_for_a_scored_record():
 
 
 def test_to_nova_omits_none_components_and_flags_the_error():
-    record = make_record(status="error", error=ErrorInfo(kind="x", message="y"),
-                         components={"correctness": None, "loop_penalty": 0.0}, aggregate=None)
+    record = make_record(
+        status="error",
+        error=ErrorInfo(kind="x", message="y"),
+        components={"correctness": None, "loop_penalty": 0.0},
+        aggregate=None,
+    )
     out = record.to_nova()
     names = [m["name"] for m in out["metrics_list"]]
     assert "correctness" not in names

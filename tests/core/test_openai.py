@@ -1,5 +1,3 @@
-
-
 def test_endpoint_users_release_their_http_pool_on_close():
     from rewardpipe.policies import OpenAIPolicy
     from rewardpipe.simulator import OpenAISimulator

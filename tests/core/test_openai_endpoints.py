@@ -42,8 +42,22 @@ def test_base_url_trailing_slash_is_tolerated(chat_server):
 
 def test_list_of_parts_content_is_joined(chat_server):
     chat_server.replies.append(
-        (200, {"choices": [{"message": {"content": [{"type": "text", "text": "a"}, {"type": "x", "text": 5},
-                                                   {"type": "text", "text": "b"}]}}]})
+        (
+            200,
+            {
+                "choices": [
+                    {
+                        "message": {
+                            "content": [
+                                {"type": "text", "text": "a"},
+                                {"type": "x", "text": 5},
+                                {"type": "text", "text": "b"},
+                            ]
+                        }
+                    }
+                ]
+            },
+        )
     )
     assert client(chat_server).complete([]) == "ab"
 
@@ -188,8 +202,9 @@ def test_simulator_endpoint_failure_raises(chat_server):
 
 def test_policy_sends_system_prompt_and_conversation(chat_server):
     chat_server.reply("Should negative numbers be supported?")
-    policy = OpenAIPolicy("unused", "unused", temperature=0.7, max_tokens=99, system_prompt=ENV.system_prompt,
-                          client=client(chat_server))
+    policy = OpenAIPolicy(
+        "unused", "unused", temperature=0.7, max_tokens=99, system_prompt=ENV.system_prompt, client=client(chat_server)
+    )
     state = start_episode(TASK, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r")
     text = policy.next_turn(state, TASK)
     assert text == "Should negative numbers be supported?"

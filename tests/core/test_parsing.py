@@ -80,8 +80,8 @@ def test_non_python_block_with_question_in_prose_is_question():
 
 
 @pytest.mark.parametrize(
-    "tag", ["", "python", "Python", "py", "python3", "python title=solution.py", "python:main.py", "python3.11",
-            "{.python}"]
+    "tag",
+    ["", "python", "Python", "py", "python3", "python title=solution.py", "python:main.py", "python3.11", "{.python}"],
 )
 def test_untagged_and_python_tagged_blocks_are_code(tag):
     assert extract_code(fence("x = 1", tag)) == "x = 1\n"
@@ -213,8 +213,11 @@ def test_parse_turn_never_raises_and_kind_agrees_with_code(text):
         assert parsed.code.endswith("\n")
 
 
-plain_code = st.text(alphabet=st.characters(blacklist_characters="`~\r", blacklist_categories=("Cs", "Zl", "Zp")),
-                     min_size=1, max_size=60).filter(lambda s: s.strip())
+plain_code = st.text(
+    alphabet=st.characters(blacklist_characters="`~\r", blacklist_categories=("Cs", "Zl", "Zp")),
+    min_size=1,
+    max_size=60,
+).filter(lambda s: s.strip())
 
 
 @settings(max_examples=150, deadline=None)

@@ -24,13 +24,24 @@ def ScriptedPolicy(seed=0, weights=None, collapse_from_step=None):  # noqa: N802
 
 
 def state_for(rollout_id: str, step: int = 0, max_turns: int = 6):
-    return start_episode(TASK, env=ENV, run_id="run", step=step, group_id="g-0", rollout_id=rollout_id,
-                         max_turns=max_turns)
+    return start_episode(
+        TASK, env=ENV, run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns
+    )
 
 
 def play(policy, rollout_id: str, step: int = 0, max_turns: int = 6):
-    return run_episode(TASK, policy, ENV, FakeExecutor(passes_only_reference), REWARD,
-                       run_id="run", step=step, group_id="g-0", rollout_id=rollout_id, max_turns=max_turns)
+    return run_episode(
+        TASK,
+        policy,
+        ENV,
+        FakeExecutor(passes_only_reference),
+        REWARD,
+        run_id="run",
+        step=step,
+        group_id="g-0",
+        rollout_id=rollout_id,
+        max_turns=max_turns,
+    )
 
 
 def test_same_seed_gives_identical_rollouts():

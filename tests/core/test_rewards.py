@@ -16,8 +16,13 @@ ABC = get_reward("ask_before_coding")
 
 # The user's replies: answers with new information, so a question in these transcripts is a real one on the
 # path without the simulator's bookkeeping (a reply that says nothing pays nothing: issue 19 item 8).
-ANSWERS = ["Negative numbers raise ValueError.", "Zero gives an empty list.", "Floats are rounded down first.",
-           "Strings are rejected with TypeError.", "Duplicates are kept in their original order."]
+ANSWERS = [
+    "Negative numbers raise ValueError.",
+    "Zero gives an empty list.",
+    "Floats are rounded down first.",
+    "Strings are rejected with TypeError.",
+    "Duplicates are kept in their original order.",
+]
 
 
 def components(*turns, execution=None):
@@ -50,8 +55,9 @@ def test_timeout_is_a_model_failure_scored_zero_even_with_partial_passes():
 
 
 def test_harness_error_makes_the_whole_score_an_error_not_zero():
-    score = ABC.score(transcript(QUESTION, COMMIT, reply=ANSWERS[0]),
-                      result("error", reason="test source does not parse"))
+    score = ABC.score(
+        transcript(QUESTION, COMMIT, reply=ANSWERS[0]), result("error", reason="test source does not parse")
+    )
     assert score.components["correctness"] is None
     assert score.aggregate is None
     assert score.error is not None
@@ -63,7 +69,9 @@ def test_harness_error_makes_the_whole_score_an_error_not_zero():
 
 def test_code_without_the_entry_point_scores_zero_not_an_excluded_error():
     # Renaming a wrong function must not turn a failure into an error that GRPO ignores.
-    missing = result("error", reason="the code does not define the entry point 'f'").model_copy(update={"model_fault": True})
+    missing = result("error", reason="the code does not define the entry point 'f'").model_copy(
+        update={"model_fault": True}
+    )
     score = ABC.score(transcript(QUESTION, COMMIT), missing)
     assert score.error is None
     assert score.components["correctness"] == 0.0
@@ -127,9 +135,15 @@ def test_confirmation_question_with_code_counts_as_asking_not_committing():
 
 @pytest.mark.parametrize(
     "turns, expected",
-    [((COMMIT,), -1.0), ((QUESTION, COMMIT), 0.0), ((COMMIT, QUESTION, COMMIT), -1.0),
-     # A statement (or an empty "?") in front of the code asked nothing: still a guess.
-     ((STATEMENT, COMMIT), -1.0), (("?", COMMIT), -1.0), ((STATEMENT, QUESTION, COMMIT), 0.0)],
+    [
+        ((COMMIT,), -1.0),
+        ((QUESTION, COMMIT), 0.0),
+        ((COMMIT, QUESTION, COMMIT), -1.0),
+        # A statement (or an empty "?") in front of the code asked nothing: still a guess.
+        ((STATEMENT, COMMIT), -1.0),
+        (("?", COMMIT), -1.0),
+        ((STATEMENT, QUESTION, COMMIT), 0.0),
+    ],
 )
 def test_guessed_immediately(turns, expected):
     assert components(*turns, execution=result("passed", 1, 1))["guessed_immediately"] == expected
@@ -200,7 +214,7 @@ def test_long_repeated_turns_are_a_loop():
 
 
 def test_long_different_turns_are_not_a_loop():
-    first = "".join(f"Line {i}: the value of item {i * 7} is {i ** 2}.\n" for i in range(200))
+    first = "".join(f"Line {i}: the value of item {i * 7} is {i**2}.\n" for i in range(200))
     second = "".join(f"Row {i}: widget {i * 3} costs ${i + 11}.\n" for i in range(200))
     assert turn_similarity(first, second) <= LOOP_SIMILARITY_THRESHOLD
     assert components(STATEMENT, first, second)["loop_penalty"] == 0.0

@@ -1,8 +1,7 @@
 """The rule-based user simulator: reveals only what is asked, never volunteers, never leaks tests."""
 
-from pathlib import Path
-
 import re
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -144,8 +143,10 @@ BUNDLED = load_tasks(TASKS_FILE)
 def leaks(reply: str, task) -> bool:
     code_lines = [line.strip() for line in (task.tests + "\n" + task.reference_solution).splitlines()]
     distinctive = [line for line in code_lines if len(line) > 25]
-    return task.tests.strip() in reply or task.reference_solution.strip() in reply or any(
-        line in reply for line in distinctive
+    return (
+        task.tests.strip() in reply
+        or task.reference_solution.strip() in reply
+        or any(line in reply for line in distinctive)
     )
 
 
@@ -198,8 +199,11 @@ def test_probing_questions_never_get_tests_or_reference_back(conversation):
     for question in questions:
         reply = ask(question, revealed=revealed, task=task)
         assert not leaks(reply.text, task)
-        assert reply.text in task.spec or reply.text.removeprefix("As I said: ") in task.spec or reply.text in (
-            *NOTHING_MATCHES, NOTHING_LEFT, *ASK_SOMETHING_SPECIFIC)
+        assert (
+            reply.text in task.spec
+            or reply.text.removeprefix("As I said: ") in task.spec
+            or reply.text in (*NOTHING_MATCHES, NOTHING_LEFT, *ASK_SOMETHING_SPECIFIC)
+        )
         if reply.revealed is not None:
             assert reply.revealed not in revealed and reply.text == task.spec[reply.revealed]
             revealed.append(reply.revealed)

@@ -49,8 +49,13 @@ def test_order_and_ids_preserved_including_non_string_ids():
 
 
 def test_ids_strict_json_cannot_carry_are_echoed_as_strings():
-    outputs = score_samples([sample(sample_id=float("inf"), metadata={"reference_answer": 42}),
-                             sample(sample_id={"k": float("nan")}, metadata={"reference_answer": 42})], "gsm8k")
+    outputs = score_samples(
+        [
+            sample(sample_id=float("inf"), metadata={"reference_answer": 42}),
+            sample(sample_id={"k": float("nan")}, metadata={"reference_answer": 42}),
+        ],
+        "gsm8k",
+    )
     assert [o["id"] for o in outputs] == ["inf", "{'k': nan}"]
     assert outputs[0]["aggregate_reward_score"] == 1.5
     assert_contract(outputs)
@@ -135,7 +140,10 @@ def test_nova_assistant_role_and_list_of_parts_content():
         "id": "n",
         "messages": [
             {"role": "user", "content": [{"type": "text", "text": "What is 6 * 7?"}]},
-            {"role": "nova_assistant", "content": [{"type": "text", "text": "It is\n"}, {"type": "text", "text": "#### 42"}]},
+            {
+                "role": "nova_assistant",
+                "content": [{"type": "text", "text": "It is\n"}, {"type": "text", "text": "#### 42"}],
+            },
         ],
         "metadata": {"reference_answer": 42},
     }
@@ -225,8 +233,10 @@ def test_code_correctness_runs_every_job_in_one_batch_with_the_sample_timeout():
 )
 def test_bad_code_reference_fails_only_that_sample(reference, kind):
     executor = FakeExecutor(result("passed", 2, 2))
-    batch = [code_sample(ADD_SOLUTION, "bad", reference_answer=reference),
-             code_sample(ADD_SOLUTION, "good", reference_answer=REFERENCE)]
+    batch = [
+        code_sample(ADD_SOLUTION, "bad", reference_answer=reference),
+        code_sample(ADD_SOLUTION, "good", reference_answer=REFERENCE),
+    ]
     outputs = score_samples(batch, "code_correctness", executor=executor)
     assert metrics(outputs[0])[f"error_{kind}"] == 1
     assert metrics(outputs[1])["correctness"] == 1.0
@@ -236,22 +246,26 @@ def test_bad_code_reference_fails_only_that_sample(reference, kind):
 def test_code_reference_as_a_json_string_in_text():
     executor = FakeExecutor(result("passed", 2, 2))
     wrapped = {"text": json.dumps(REFERENCE)}
-    out = score_samples([code_sample(ADD_SOLUTION, "j", reference_answer=wrapped)], "code_correctness", executor=executor)[0]
+    out = score_samples(
+        [code_sample(ADD_SOLUTION, "j", reference_answer=wrapped)], "code_correctness", executor=executor
+    )[0]
     assert metrics(out)["correctness"] == 1.0
     assert executor.jobs[0].entry_point == "add"
 
 
 def test_code_tests_carried_in_metadata():
     executor = FakeExecutor(result("failed", 1, 2))
-    out = score_samples([code_sample(ADD_SOLUTION, "m", metadata=dict(REFERENCE))], "code_correctness",
-                        executor=executor)[0]
+    out = score_samples(
+        [code_sample(ADD_SOLUTION, "m", metadata=dict(REFERENCE))], "code_correctness", executor=executor
+    )[0]
     assert metrics(out)["correctness"] == 0.5
 
 
 def test_harness_error_is_flagged_not_zero():
     executor = FakeExecutor(result("error", reason="harness broke"))
-    out = score_samples([code_sample(ADD_SOLUTION, "e", reference_answer=REFERENCE)], "code_correctness",
-                        executor=executor)[0]
+    out = score_samples(
+        [code_sample(ADD_SOLUTION, "e", reference_answer=REFERENCE)], "code_correctness", executor=executor
+    )[0]
     assert metrics(out)["reward_error"] == 1
     assert metrics(out)["error_execution_error"] == 1
     assert "correctness" not in metrics(out)
@@ -259,7 +273,10 @@ def test_harness_error_is_flagged_not_zero():
 
 def test_executor_crash_flags_every_code_sample_but_not_the_codeless_one():
     executor = FakeExecutor(RuntimeError("pool died"))
-    batch = [code_sample(ADD_SOLUTION, "a", reference_answer=REFERENCE), code_sample(None, "b", reference_answer=REFERENCE)]
+    batch = [
+        code_sample(ADD_SOLUTION, "a", reference_answer=REFERENCE),
+        code_sample(None, "b", reference_answer=REFERENCE),
+    ]
     outputs = score_samples(batch, "code_correctness", executor=executor)
     assert metrics(outputs[0])["error_executor_crash"] == 1
     assert metrics(outputs[1])["reward_error"] == 0
@@ -300,16 +317,21 @@ def test_ask_before_coding_through_the_nova_contract_executes_the_committed_turn
 def test_weight_override_keeps_the_rule_for_which_code_runs():
     executor = FakeExecutor(passes_only_reference)
     answer = fence(ADD_SOLUTION) + "\nDoes this look right?"
-    out = score_samples([sample(answer, "q", reference_answer=REFERENCE)], "code_correctness",
-                        weights={"has_code": 0.5}, executor=executor)[0]
+    out = score_samples(
+        [sample(answer, "q", reference_answer=REFERENCE)],
+        "code_correctness",
+        weights={"has_code": 0.5},
+        executor=executor,
+    )[0]
     assert metrics(out)["correctness"] == 1.0
     assert out["aggregate_reward_score"] == pytest.approx(1.5)
 
 
 def test_timeout_scores_zero():
     executor = FakeExecutor(result("timeout", 1, 2))
-    out = score_samples([code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)], "code_correctness",
-                        executor=executor)[0]
+    out = score_samples(
+        [code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)], "code_correctness", executor=executor
+    )[0]
     assert metrics(out)["correctness"] == 0.0
     assert metrics(out)["reward_error"] == 0
 
@@ -317,20 +339,23 @@ def test_timeout_scores_zero():
 # --- property: never raises, always one result per input -----------------------------------------------------
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=True) | st.text(max_size=30),
+    st.none() | st.booleans() | st.integers(-(10**6), 10**6) | st.floats(allow_nan=True) | st.text(max_size=30),
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=8), children, max_size=4),
     max_leaves=12,
 )
 message_like = st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "nova_assistant", "system", ""]) | json_values},
-    optional={"content": st.text(max_size=60) | st.sampled_from(["#### 42", fence("x = 1"), "\\boxed{3}"]) | json_values},
+    optional={
+        "content": st.text(max_size=60) | st.sampled_from(["#### 42", fence("x = 1"), "\\boxed{3}"]) | json_values
+    },
 )
 sample_like = st.fixed_dictionaries(
     {},
     optional={
         "id": json_values,
         "messages": st.lists(message_like, max_size=4) | json_values,
-        "metadata": st.dictionaries(st.sampled_from(["reference_answer", "tests", "entry_point"]), json_values) | json_values,
+        "metadata": st.dictionaries(st.sampled_from(["reference_answer", "tests", "entry_point"]), json_values)
+        | json_values,
         "reference_answer": json_values,
     },
 )
@@ -354,19 +379,22 @@ def test_any_json_list_gives_one_result_per_input_and_never_raises(batch, reward
 
 # --- what Nova sees for a sample that could not be scored (error_reward) ------------------------------------
 
+
 def _prompt_sample(prompt: str, answer: str, sample_id, reference="42"):
-    return {"id": sample_id, "messages": [{"role": "user", "content": prompt},
-                                          {"role": "nova_assistant", "content": answer}],
-            "metadata": {"reference_answer": reference}}
+    return {
+        "id": sample_id,
+        "messages": [{"role": "user", "content": prompt}, {"role": "nova_assistant", "content": answer}],
+        "metadata": {"reference_answer": reference},
+    }
 
 
 def _mixed_batch():
     return [
-        _prompt_sample("p1", "#### 42", "p1-right"),            # 1.5 with the default gsm8k weights
-        _prompt_sample("p1", "#### 7", "p1-wrong"),             # scored, low
+        _prompt_sample("p1", "#### 42", "p1-right"),  # 1.5 with the default gsm8k weights
+        _prompt_sample("p1", "#### 7", "p1-wrong"),  # scored, low
         _prompt_sample("p1", "#### 42", "p1-broken", reference=None),  # no reference: flagged
         _prompt_sample("p2", "#### 42", "p2-broken", reference=None),  # flagged, no scored sibling
-        {"id": "garbage"},                                      # malformed: flagged, no prompt
+        {"id": "garbage"},  # malformed: flagged, no prompt
     ]
 
 
@@ -415,6 +443,7 @@ def test_an_unknown_error_reward_is_a_configuration_error():
 
 # --- deadline: every sample answered before the invocation's time runs out ------------------------------------
 
+
 class FakeClock:
     """Stands in for the time module: executions advance it, so waves and deadlines are deterministic."""
 
@@ -450,8 +479,13 @@ def test_samples_past_the_deadline_are_flagged_not_lost(monkeypatch):
     outputs = score_samples(batch, "code_correctness", executor=executor, workers=1, deadline=clock.now + 9.5)
     kinds = [next((m["name"] for m in o["metrics_list"] if m["name"].startswith("error_")), "scored") for o in outputs]
     # one lane: s0 ends at +4, s1 at +8; then 1.5 s left, less than a job's own 5 s limit: never started
-    assert kinds == ["scored", "scored", "error_deadline_exceeded", "error_deadline_exceeded",
-                     "error_deadline_exceeded"]
+    assert kinds == [
+        "scored",
+        "scored",
+        "error_deadline_exceeded",
+        "error_deadline_exceeded",
+        "error_deadline_exceeded",
+    ]
     assert [job.timeout_s for job in executor.jobs] == [5, 5]  # every job that ran had its whole budget
     assert metrics(outputs[4])["reward_error"] == 1 and metrics(outputs[0])["correctness"] == 1.0
     assert_contract(outputs)
@@ -475,8 +509,12 @@ def test_a_job_that_times_out_within_its_own_budget_is_still_the_models_timeout(
     clock = FakeClock()
     monkeypatch.setattr(single_turn, "time", clock)
     executor = FakeExecutor(result("timeout", 0, 2))
-    out = score_samples([code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)], "code_correctness",
-                        executor=executor, deadline=clock.now + 600)[0]
+    out = score_samples(
+        [code_sample(ADD_SOLUTION, "t", reference_answer=REFERENCE)],
+        "code_correctness",
+        executor=executor,
+        deadline=clock.now + 600,
+    )[0]
     assert metrics(out)["reward_error"] == 0 and metrics(out)["correctness"] == 0.0
 
 
@@ -487,11 +525,17 @@ def test_a_memory_hungry_sample_fails_alone_under_the_configured_sandbox_cap(mon
     monkeypatch.setenv("REWARDPIPE_SANDBOX_MEMORY_MB", "256")
     executor = make_executor()
     assert executor.config.memory_mb == 256
-    hog = ("def add(a, b):\n    block = bytearray(600 * 1024 * 1024)\n    return a + b + len(block) * 0\n")
+    hog = "def add(a, b):\n    block = bytearray(600 * 1024 * 1024)\n    return a + b + len(block) * 0\n"
     try:
-        outputs = score_samples([code_sample(hog, "hog", reference_answer=REFERENCE),
-                                 code_sample(ADD_SOLUTION, "ok", reference_answer=REFERENCE)],
-                                "code_correctness", executor=executor, workers=2)
+        outputs = score_samples(
+            [
+                code_sample(hog, "hog", reference_answer=REFERENCE),
+                code_sample(ADD_SOLUTION, "ok", reference_answer=REFERENCE),
+            ],
+            "code_correctness",
+            executor=executor,
+            workers=2,
+        )
     finally:
         executor.close()
     assert metrics(outputs[0])["correctness"] < 1.0
@@ -543,8 +587,11 @@ def test_a_batch_past_answer_by_before_reading_is_answered_flagged_in_order(monk
 def test_neutral_error_reward_stays_finite_when_scores_are_near_the_float_maximum():
     """Finite weights are valid configuration; two rewards of 1e308 overflowed the mean's sum and the
     OverflowError lost the whole batch."""
-    batch = [_prompt_sample("p", "#### 42", "a"), _prompt_sample("p", "#### 42", "b"),
-             _prompt_sample("p", "#### 42", "broken", reference=None)]
+    batch = [
+        _prompt_sample("p", "#### 42", "a"),
+        _prompt_sample("p", "#### 42", "b"),
+        _prompt_sample("p", "#### 42", "broken", reference=None),
+    ]
     outputs = score_samples(batch, "gsm8k", {"answer_correct": 1e308}, error_reward="neutral")
     assert [o["aggregate_reward_score"] for o in outputs[:2]] == [pytest.approx(1e308)] * 2
     assert outputs[2]["aggregate_reward_score"] == pytest.approx(1e308) and metrics(outputs[2])["reward_error"] == 1
@@ -554,16 +601,18 @@ def test_neutral_error_reward_stays_finite_when_scores_are_near_the_float_maximu
 def test_fit_response_drops_diagnostics_then_flags_then_metrics_never_a_sample():
     from rewardpipe.single_turn import ResponseTooLarge, fit_response
 
-    outputs = score_samples([sample(sample_id=i, metadata={"reference_answer": 42}) for i in range(50)]
-                            + [{"id": "bad"}], "gsm8k")
+    outputs = score_samples(
+        [sample(sample_id=i, metadata={"reference_answer": 42}) for i in range(50)] + [{"id": "bad"}], "gsm8k"
+    )
     full = len(json.dumps(outputs))
     assert fit_response(outputs, full) == (outputs, None)
     sizes, names = [], []
     for limit in (full - 1, full * 6 // 10, full * 4 // 10, full // 5):  # the stages take ~67 %, ~34 %, ~13 %
         fitted, note = fit_response(outputs, limit)
         assert note and len(json.dumps(fitted)) <= limit
-        assert [(o["id"], o["aggregate_reward_score"]) for o in fitted] == \
-               [(o["id"], o["aggregate_reward_score"]) for o in outputs]
+        assert [(o["id"], o["aggregate_reward_score"]) for o in fitted] == [
+            (o["id"], o["aggregate_reward_score"]) for o in outputs
+        ]
         sizes.append(len(json.dumps(fitted)))
         names.append(sorted({m["name"] for o in fitted for m in o.get("metrics_list", [])}))
     assert sizes == sorted(sizes, reverse=True)
@@ -578,8 +627,13 @@ def test_fit_response_drops_diagnostics_then_flags_then_metrics_never_a_sample()
 def test_a_component_computing_nan_or_infinity_flags_its_sample_and_the_rest_are_unchanged(bad):
     from rewardpipe.rewards.base import Component, Reward
 
-    reward = Reward("r", (Component("main", 1.0, lambda data: 1.0),
-                          Component("shaky", 0.0, lambda data: bad if data.transcript.assistant_texts[-1] == "x" else 0.5)))
+    reward = Reward(
+        "r",
+        (
+            Component("main", 1.0, lambda data: 1.0),
+            Component("shaky", 0.0, lambda data: bad if data.transcript.assistant_texts[-1] == "x" else 0.5),
+        ),
+    )
     batch = [_prompt_sample("p", "ok", "a"), _prompt_sample("p", "x", "b"), _prompt_sample("p", "ok", "c")]
     outputs = score_samples(batch, reward, error_reward="neutral")
     assert [o["aggregate_reward_score"] for o in outputs] == [1.0, 1.0, 1.0]
@@ -603,8 +657,9 @@ def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(
             return super().run_batch(jobs, workers)
 
     batch = [code_sample(ADD_SOLUTION, f"s{i}", reference_answer=REFERENCE) for i in range(4)]
-    outputs = score_samples(batch, "code_correctness", executor=BreaksAfterTwoJobs(clock, 1.0), workers=1,
-                            deadline=clock.now + 100)
+    outputs = score_samples(
+        batch, "code_correctness", executor=BreaksAfterTwoJobs(clock, 1.0), workers=1, deadline=clock.now + 100
+    )
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 0, 1, 1]
     assert metrics(outputs[0])["correctness"] == 1.0 and metrics(outputs[2])["error_executor_crash"] == 1
 

@@ -15,8 +15,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 README = ROOT / "README.md"
-FENCE = re.compile(r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)(?P=fence)\s*$",
-                   re.M | re.S)
+FENCE = re.compile(
+    r"^(?P<indent> *)(?P<fence>```+|~~~+)(?P<info>[^\n]*)\n(?P<body>.*?)^(?P=indent)(?P=fence)\s*$", re.M | re.S
+)
 # The commands and options of the public API v1 (issues 17 and 20) that the docs describe while other branches
 # build them. An entry here that the CLI has gained fails test_pending_commands_are_still_pending: remove it then.
 PENDING: set[tuple[str, str | None]] = set()
@@ -48,7 +49,7 @@ def command_problems(line: str, root) -> list[str]:
         words = shlex.split(line.replace("\\\n", " "), comments=True)
     except ValueError:
         words = line.split()
-    words = words[words.index("rewardpipe") + 1:] if "rewardpipe" in words else []
+    words = words[words.index("rewardpipe") + 1 :] if "rewardpipe" in words else []
     command, path = root, []
     while words and hasattr(command, "commands") and not words[0].startswith("-"):
         if words[0].isupper() or words[0][0] in "[<{":  # a placeholder: COMMAND, [OPTIONS], <url>
@@ -83,8 +84,11 @@ def command_lines(text: str) -> list[str]:
 @pytest.mark.parametrize("page", pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_rewardpipe_command_in_the_docs_exists_with_its_options(page):
     root = _command_tree()
-    problems = [f"{line.strip()!r}: {problem}" for line in command_lines(page.read_text())
-                for problem in command_problems(line, root)]
+    problems = [
+        f"{line.strip()!r}: {problem}"
+        for line in command_lines(page.read_text())
+        for problem in command_problems(line, root)
+    ]
     assert not problems, f"{page.relative_to(ROOT)}:\n  " + "\n  ".join(problems)
 
 
@@ -92,17 +96,24 @@ def test_the_command_check_catches_a_renamed_option_and_command():
     root = _command_tree()
     assert command_problems("$ rewardpipe monitor store --json --fail-on-alarm", root) == []
     assert command_problems("rewardpipe monitor store --fail-on-alarms", root) == [
-        "`rewardpipe monitor` has no option --fail-on-alarms"]
+        "`rewardpipe monitor` has no option --fail-on-alarms"
+    ]
     assert command_problems("rewardpipe tasks import-humanevals x", root) == [
-        "`rewardpipe tasks import-humanevals` is no command"]
+        "`rewardpipe tasks import-humanevals` is no command"
+    ]
     assert command_lines("```console\n$ rewardpipe run --tasks t \\\n    --steps 2\n```\nand `rewardpipe show S`") == [
-        "$ rewardpipe run --tasks t --steps 2", "rewardpipe show S"]
+        "$ rewardpipe run --tasks t --steps 2",
+        "rewardpipe show S",
+    ]
 
 
 def test_pending_commands_are_still_pending():
     root = _command_tree()
-    landed = sorted(f"{name} {option or ''}".strip() for name, option in PENDING if name in root.commands
-                    and (option is None or option in _options(root.commands[name])))
+    landed = sorted(
+        f"{name} {option or ''}".strip()
+        for name, option in PENDING
+        if name in root.commands and (option is None or option in _options(root.commands[name]))
+    )
     assert not landed, f"these have landed: remove them from PENDING in {Path(__file__).name}: {landed}"
 
 
@@ -114,7 +125,8 @@ def test_the_guides_take_their_code_from_examples():
             lines = [line for line in body.splitlines() if line.strip()]
             assert lines and all(line.startswith("--8<-- ") for line in lines), (
                 f"{guide.relative_to(ROOT)}: a ```{info} block typed by hand; put the code in examples/ (where "
-                f"tests/docs/test_examples.py runs it) and include it with --8<--:\n{body[:300]}")
+                f"tests/docs/test_examples.py runs it) and include it with --8<--:\n{body[:300]}"
+            )
             for line in lines:
                 target = line.split('"')[1].split(":")[0]
                 assert (ROOT / target).is_file(), f"{guide.relative_to(ROOT)} includes {target}, which does not exist"

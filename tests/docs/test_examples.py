@@ -11,10 +11,18 @@ ALL = discover()
 
 def test_the_examples_are_found():
     names = {example.name for example in ALL}
-    assert {"single_turn_lambda.py", "trl_reward_funcs.py", "verl_compute_score.py",
-            "verifiers_rubric_functions.py", "verifiers_rubric.py", "your_own_reward/score.py",
-            "your_own_environment/doctor_it.py", "your_own_environment/run_it.py", "your_own_environment/score_it.py",
-            "your_own_environment/test_animals.py"} <= names
+    assert {
+        "single_turn_lambda.py",
+        "trl_reward_funcs.py",
+        "verl_compute_score.py",
+        "verifiers_rubric_functions.py",
+        "verifiers_rubric.py",
+        "your_own_reward/score.py",
+        "your_own_environment/doctor_it.py",
+        "your_own_environment/run_it.py",
+        "your_own_environment/score_it.py",
+        "your_own_environment/test_animals.py",
+    } <= names
     assert "your_own_reward/my_reward.py" not in names  # a module the example imports, not an example
     assert "your_own_environment/animals_env.py" not in names
 
@@ -30,7 +38,8 @@ def test_example_runs_and_prints_its_recorded_output(example):
         assert result.stdout == example.expected_output.read_text(), (
             f"{example.name} printed something else than {example.expected_output.relative_to(EXAMPLES.parent)} "
             f"(which the docs show): if the change is intended, run `make docs-gen` and commit the result.\n"
-            f"printed:\n{result.stdout}")
+            f"printed:\n{result.stdout}"
+        )
 
 
 def test_a_missing_requirement_or_api_is_a_skip_reason(tmp_path, monkeypatch):

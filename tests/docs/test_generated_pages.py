@@ -17,8 +17,9 @@ BUNDLED_TASKS = ROOT / "rewardpipe" / "data" / "tasks.jsonl"
 
 def test_every_generated_page_is_current():
     stale = gen_docs.stale() + gen_docs.orphans()
-    assert not stale, (f"stale generated docs: {', '.join(stale)}; regenerate them with `{gen_docs.REGENERATE}` "
-                       f"and commit the result")
+    assert not stale, (
+        f"stale generated docs: {', '.join(stale)}; regenerate them with `{gen_docs.REGENERATE}` and commit the result"
+    )
 
 
 def test_the_staleness_check_catches_an_edited_a_missing_and_a_left_over_page(tmp_path):
@@ -66,11 +67,16 @@ def test_every_setting_is_documented_and_every_hand_written_note_names_a_real_se
     keys = gen_docs.setting_keys()
     unknown = sorted(set(gen_docs.SETTING_NOTES) - set(keys))
     assert not unknown, f"scripts/gen_docs.py SETTING_NOTES names settings that no longer exist: {unknown}"
-    undocumented = [key for context_key, reference, _ in gen_docs.SETTINGS_MODELS
-                    for key, *_, doc in gen_docs._settings_rows(gen_docs.load_model(reference),
-                                                               gen_docs._note_prefix(context_key)) if not doc]
-    assert not undocumented, (f"settings with no description: {undocumented}; give the field a "
-                              f"Field(description=...) or a comment above it in its settings model")
+    undocumented = [
+        key
+        for context_key, reference, _ in gen_docs.SETTINGS_MODELS
+        for key, *_, doc in gen_docs._settings_rows(gen_docs.load_model(reference), gen_docs._note_prefix(context_key))
+        if not doc
+    ]
+    assert not undocumented, (
+        f"settings with no description: {undocumented}; give the field a "
+        f"Field(description=...) or a comment above it in its settings model"
+    )
 
 
 def _schema(stem: str) -> dict:
@@ -83,8 +89,24 @@ def test_the_record_transcript_and_manifest_schemas_validate_what_a_real_run_wri
     from rewardpipe.cli import app
 
     store = tmp_path / "store"
-    result = CliRunner().invoke(app, ["run", "--tasks", str(BUNDLED_TASKS), "--steps", "1", "--group-size", "2",
-                                      "--groups-per-step", "2", "--out", str(store), "--run-id", "docs"])
+    result = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--tasks",
+            str(BUNDLED_TASKS),
+            "--steps",
+            "1",
+            "--group-size",
+            "2",
+            "--groups-per-step",
+            "2",
+            "--out",
+            str(store),
+            "--run-id",
+            "docs",
+        ],
+    )
     assert result.exit_code == 0, result.output
     run = store / "runs" / "docs"
     records = [p for p in run.glob("step=*/group=*/*.json")]
@@ -98,12 +120,26 @@ def test_the_record_transcript_and_manifest_schemas_validate_what_a_real_run_wri
 
 
 def test_the_schemas_refuse_what_the_models_refuse():
-    record = {"schema": "rewardpipe.record/v1", "run_id": "r", "step": 0, "group_id": "g", "rollout_id": "x",
-              "task_id": "t", "status": "scored", "error": None, "components": {"a": 1.0}, "weights": {"a": 1.0},
-              "aggregate": 1.0, "metrics": {}}
+    record = {
+        "schema": "rewardpipe.record/v1",
+        "run_id": "r",
+        "step": 0,
+        "group_id": "g",
+        "rollout_id": "x",
+        "task_id": "t",
+        "status": "scored",
+        "error": None,
+        "components": {"a": 1.0},
+        "weights": {"a": 1.0},
+        "aggregate": 1.0,
+        "metrics": {},
+    }
     jsonschema.validate(record, _schema("record"))
-    for broken in ({**record, "schema": "rewardpipe.record/v2"}, {**record, "status": "done"},
-                   {k: v for k, v in record.items() if k != "components"}):
+    for broken in (
+        {**record, "schema": "rewardpipe.record/v2"},
+        {**record, "status": "done"},
+        {k: v for k, v in record.items() if k != "components"},
+    ):
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, _schema("record"))
 
@@ -111,11 +147,15 @@ def test_the_schemas_refuse_what_the_models_refuse():
 def test_the_nova_schemas_validate_the_single_turn_handlers_real_answers(monkeypatch):
     from rewardpipe.single_turn import score_samples
 
-    samples = [{"id": "ok", "messages": [{"role": "user", "content": "6 * 7?"},
-                                         {"role": "assistant", "content": "#### 42"}],
-                "metadata": {"reference_answer": "42"}},
-               {"id": 7, "messages": [{"role": "assistant", "content": "#### 42"}], "metadata": {}},
-               {"id": "bad", "messages": "not a list"}]
+    samples = [
+        {
+            "id": "ok",
+            "messages": [{"role": "user", "content": "6 * 7?"}, {"role": "assistant", "content": "#### 42"}],
+            "metadata": {"reference_answer": "42"},
+        },
+        {"id": 7, "messages": [{"role": "assistant", "content": "#### 42"}], "metadata": {}},
+        {"id": "bad", "messages": "not a list"},
+    ]
     for sample in samples[:2]:
         jsonschema.validate(sample, _schema("nova-reward-sample"))
     results = score_samples(samples, "gsm8k")

@@ -23,9 +23,18 @@ pytestmark = pytest.mark.docs
 
 SITE = Path(__file__).resolve().parents[2] / "site"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0",
-         "--virtual-time-budget=5000"]  # let the page's scripts (search worker, navigation) run before the dump
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+    "--virtual-time-budget=5000",
+]  # let the page's scripts (search worker, navigation) run before the dump
 CONSOLE = re.compile(r":CONSOLE[:(]")
 
 
@@ -64,16 +73,20 @@ def _open(url: str, profile: Path) -> tuple[list[str], str]:
     """(console lines, the DOM after the page's scripts ran)."""
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (`make docs` installs Debian's chromium)")
-    proc = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", "--dump-dom", url], capture_output=True, text=True, timeout=120
+    )
     assert proc.returncode == 0, f"chromium exited {proc.returncode}: {proc.stderr[-2000:]}"
     return [line for line in proc.stderr.splitlines() if CONSOLE.search(line)], proc.stdout
 
 
-@pytest.mark.parametrize("page, must_show", [
-    ("", ["rewardpipe scores", "Start here"]),
-    ("guides/trl/", ["Use from TRL", "reward_functions(", "gsm8k_format: [1.0"]),
-])
+@pytest.mark.parametrize(
+    "page, must_show",
+    [
+        ("", ["rewardpipe scores", "Start here"]),
+        ("guides/trl/", ["Use from TRL", "reward_functions(", "gsm8k_format: [1.0"]),
+    ],
+)
 def test_the_site_renders_without_console_messages(served, tmp_path, page, must_show):
     if not (SITE / "index.html").is_file():
         pytest.skip("the site is not built (`make docs` builds it, then runs this test)")
@@ -83,7 +96,8 @@ def test_the_site_renders_without_console_messages(served, tmp_path, page, must_
     failed = [(path, status) for path, status in requests if status >= 400]
     assert not failed, f"requests the site could not answer: {failed}"
     assert any(path.endswith("search_index.json") for path, _ in requests), (
-        f"the search index was never fetched: did the page's scripts run? {requests}")
+        f"the search index was never fetched: did the page's scripts run? {requests}"
+    )
     for text in must_show:  # the page's own content, and the code and output its snippets include
         assert text in dom, f"{page or 'index'}: {text!r} not on the page"
 
@@ -91,8 +105,10 @@ def test_the_site_renders_without_console_messages(served, tmp_path, page, must_
 def test_the_console_check_does_catch_a_script_error_and_a_missing_asset(served, tmp_path):
     folder = tmp_path / "bad"
     folder.mkdir()
-    (folder / "index.html").write_text("<!DOCTYPE html><html><head><script src=\"missing.js\"></script></head>"
-                                       "<body><p>x</p><script>undefinedFunction()</script></body></html>")
+    (folder / "index.html").write_text(
+        '<!DOCTYPE html><html><head><script src="missing.js"></script></head>'
+        "<body><p>x</p><script>undefinedFunction()</script></body></html>"
+    )
     url, requests = served(folder)
     console, _ = _open(url, tmp_path / "profile")
     assert any("undefinedFunction" in line for line in console), console

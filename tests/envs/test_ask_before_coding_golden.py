@@ -31,8 +31,9 @@ def test_the_same_objects_are_stored(runs):
 def test_every_record_and_transcript_is_byte_identical(runs):
     before, after = runs
     changed = [key for key in before if not key.endswith("/manifest.json") and after.get(key) != before[key]]
-    assert not changed, (f"{len(changed)} object(s) differ, e.g. {changed[0]}:\n{before[changed[0]]}\n"
-                         f"{after.get(changed[0])}")
+    assert not changed, (
+        f"{len(changed)} object(s) differ, e.g. {changed[0]}:\n{before[changed[0]]}\n{after.get(changed[0])}"
+    )
     assert sum(1 for key in before if "/transcripts/" in key) > 1000  # the comparison is not vacuous
 
 
@@ -41,6 +42,7 @@ def test_the_v2_manifest_says_everything_the_v1_manifest_said(runs):
     for key in (k for k in before if k.endswith("/manifest.json")):
         old, new = json.loads(before[key]), json.loads(after[key])
         assert old["schema"] == "rewardpipe.run-manifest/v1" and new["schema"] == "rewardpipe.run-manifest/v2"
-        assert {k: v for k, v in new.items() if k in old and k != "schema"} == {k: v for k, v in old.items()
-                                                                              if k != "schema"}, key
+        assert {k: v for k, v in new.items() if k in old and k != "schema"} == {
+            k: v for k, v in old.items() if k != "schema"
+        }, key
         assert new["environment"] == "ask_before_coding" and new["components"]["correctness"]["role"] == "outcome"

@@ -33,8 +33,10 @@ from rewardpipe.runner import NoSandbox, plan_step, run_slots
 from rewardpipe.store import LocalStore
 from tests.core.conftest import StubChatServer
 
-WORLD = {"accounts": {"checking": 100, "savings": 500, "operating": 1000},
-         "inventory": {"widget": {"stock": 2, "price_cents": 250, "cost_cents": 100}}}
+WORLD = {
+    "accounts": {"checking": 100, "savings": 500, "operating": 1000},
+    "inventory": {"widget": {"stock": 2, "price_cents": 250, "cost_cents": 100}},
+}
 
 
 def task(**fields) -> ToolCallTask:
@@ -65,7 +67,11 @@ def test_a_tools_schema_comes_from_its_hints_and_docstring():
     assert parameters["required"] == ["source", "target", "amount_cents"]
     assert parameters["additionalProperties"] is False
     assert parameters["properties"]["amount_cents"] == {
-        "type": "integer", "exclusiveMinimum": 0, "maximum": 1_000_000_000, "description": "how much, in cents."}
+        "type": "integer",
+        "exclusiveMinimum": 0,
+        "maximum": 1_000_000_000,
+        "description": "how much, in cents.",
+    }
     assert schema["list_items"]["function"]["parameters"]["properties"] == {}
     assert "title" not in json.dumps(schema)
 
@@ -84,18 +90,24 @@ def test_defaults_literals_and_descriptions_reach_the_schema():
 
     parameters = paint.schema()["function"]["parameters"]
     assert parameters["required"] == ["colour"]
-    assert parameters["properties"]["colour"] == {"type": "string", "enum": ["red", "blue"],
-                                                  "description": "which colour; one of red or blue."}
+    assert parameters["properties"]["colour"] == {
+        "type": "string",
+        "enum": ["red", "blue"],
+        "description": "which colour; one of red or blue.",
+    }
     assert parameters["properties"]["coats"]["default"] == 2
     assert Toolset([paint]).call("paint", {"colour": "red"}, {}).status == "ok"
 
 
-@pytest.mark.parametrize("source, says", [
-    ("def f(world, amount): return 1, world", "needs a type hint"),
-    ("def f(world, *amounts: int): return 1, world", "plain named parameter"),
-    ("def f(world, **options: int): return 1, world", "plain named parameter"),
-    ("def f(): return 1", "first parameter receives the world"),
-])
+@pytest.mark.parametrize(
+    "source, says",
+    [
+        ("def f(world, amount): return 1, world", "needs a type hint"),
+        ("def f(world, *amounts: int): return 1, world", "plain named parameter"),
+        ("def f(world, **options: int): return 1, world", "plain named parameter"),
+        ("def f(): return 1", "first parameter receives the world"),
+    ],
+)
 def test_a_tool_that_cannot_be_described_is_refused_at_definition(source, says):
     namespace: dict = {}
     exec(source, namespace)  # noqa: S102 - the test's own function definitions
@@ -111,20 +123,23 @@ def test_two_tools_of_one_name_are_refused():
 # --- calls: validated strictly, never a crash -----------------------------------------------------------
 
 
-@pytest.mark.parametrize("name, arguments, says", [
-    ("withdraw", {}, "unknown tool 'withdraw'"),
-    (["transfer"], {}, "unknown tool 'list'"),
-    ("get_balance", "{not json", "not JSON"),
-    ("get_balance", "[1, 2]", "must be a JSON object"),
-    ("get_balance", "x" * (MAX_ARGUMENT_CHARS + 1), "at most"),
-    ("get_balance", {"account": 7}, "account"),                               # strict: not coerced to text
-    ("transfer", {"source": "savings", "target": "checking", "amount_cents": "50"}, "amount_cents"),
-    ("transfer", {"source": "savings", "target": "checking", "amount_cents": 0}, "greater than 0"),
-    ("transfer", {"source": "savings", "target": "checking", "amount_cents": True}, "amount_cents"),
-    ("get_balance", {"account": "checking", "note": "hi"}, "note"),             # an argument too many
-    ("transfer", {"source": "savings"}, "target"),                            # a missing one
-    ("get_balance", "[" * 5000 + "]" * 5000, "not JSON|at most|must be"),    # nesting deeper than a parser goes
-])
+@pytest.mark.parametrize(
+    "name, arguments, says",
+    [
+        ("withdraw", {}, "unknown tool 'withdraw'"),
+        (["transfer"], {}, "unknown tool 'list'"),
+        ("get_balance", "{not json", "not JSON"),
+        ("get_balance", "[1, 2]", "must be a JSON object"),
+        ("get_balance", "x" * (MAX_ARGUMENT_CHARS + 1), "at most"),
+        ("get_balance", {"account": 7}, "account"),  # strict: not coerced to text
+        ("transfer", {"source": "savings", "target": "checking", "amount_cents": "50"}, "amount_cents"),
+        ("transfer", {"source": "savings", "target": "checking", "amount_cents": 0}, "greater than 0"),
+        ("transfer", {"source": "savings", "target": "checking", "amount_cents": True}, "amount_cents"),
+        ("get_balance", {"account": "checking", "note": "hi"}, "note"),  # an argument too many
+        ("transfer", {"source": "savings"}, "target"),  # a missing one
+        ("get_balance", "[" * 5000 + "]" * 5000, "not JSON|at most|must be"),  # nesting deeper than a parser goes
+    ],
+)
 def test_an_invalid_call_is_an_answer_naming_the_problem(name, arguments, says):
     outcome = SHOP.call(name, arguments, WORLD)
     assert outcome.status == "invalid" and outcome.arguments is None and outcome.world is WORLD
@@ -185,7 +200,9 @@ def test_structured_calls_are_read_with_their_ids_and_arguments():
     parsed = parse_turn("", message.tool_calls, 0)
     assert parsed.structured and parsed.answer is None
     assert [(c.id, c.name, json.loads(c.arguments)) for c in parsed.calls] == [
-        ("call_0_0", "get_balance", {"account": "checking"}), ("call_0_1", "list_items", {})]
+        ("call_0_0", "get_balance", {"account": "checking"}),
+        ("call_0_1", "list_items", {}),
+    ]
 
 
 def test_structured_calls_win_over_tags_in_the_same_turn():
@@ -195,32 +212,42 @@ def test_structured_calls_win_over_tags_in_the_same_turn():
 
 
 def test_tagged_calls_get_ids_and_arguments_may_be_text():
-    text = ('Let me look. <tool_call>{"name": "get_balance", "arguments": {"account": "savings"}}</tool_call>'
-            '<TOOL_CALL>{"name": "get_stock", "arguments": "{\\"item\\": \\"widget\\"}"}</TOOL_CALL>')
+    text = (
+        'Let me look. <tool_call>{"name": "get_balance", "arguments": {"account": "savings"}}</tool_call>'
+        '<TOOL_CALL>{"name": "get_stock", "arguments": "{\\"item\\": \\"widget\\"}"}</TOOL_CALL>'
+    )
     parsed = parse_turn(text, None, 3)
     assert not parsed.structured
     assert [(c.id, c.name, c.arguments) for c in parsed.calls] == [
-        ("call_3_0", "get_balance", {"account": "savings"}), ("call_3_1", "get_stock", '{"item": "widget"}')]
+        ("call_3_0", "get_balance", {"account": "savings"}),
+        ("call_3_1", "get_stock", '{"item": "widget"}'),
+    ]
 
 
-@pytest.mark.parametrize("text, says", [
-    ("<tool_call>{not json}</tool_call>", "not JSON"),
-    ('<tool_call>["get_balance"]</tool_call>', "holds {"),
-    ('<tool_call>{"name": "x", "arguments": {}, "id": 3}</tool_call>', "only name and arguments"),
-    ('<tool_call>{"name": "get_balance", "arguments": {}}', "never closed"),
-    ("<tool_call>" + " " * 20_000 + "</tool_call>", "characters"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ("<tool_call>{not json}</tool_call>", "not JSON"),
+        ('<tool_call>["get_balance"]</tool_call>', "holds {"),
+        ('<tool_call>{"name": "x", "arguments": {}, "id": 3}</tool_call>', "only name and arguments"),
+        ('<tool_call>{"name": "get_balance", "arguments": {}}', "never closed"),
+        ("<tool_call>" + " " * 20_000 + "</tool_call>", "characters"),
+    ],
+)
 def test_a_tagged_call_that_cannot_be_read_is_an_invalid_call_not_an_answer(text, says):
     parsed = parse_turn(text, None, 0)
     assert parsed.answer is None and len(parsed.calls) == 1 and says in parsed.calls[0].problem
 
 
-@pytest.mark.parametrize("text, answer", [
-    ("The balance is <answer>100</answer>.", "100"),
-    ("<answer>90</answer> no, <answer> 100 </answer>", "100"),
-    ("100", "100"),
-    ("</tool_call> just text", "</tool_call> just text"),   # a stray closing tag is not a call
-])
+@pytest.mark.parametrize(
+    "text, answer",
+    [
+        ("The balance is <answer>100</answer>.", "100"),
+        ("<answer>90</answer> no, <answer> 100 </answer>", "100"),
+        ("100", "100"),
+        ("</tool_call> just text", "</tool_call> just text"),  # a stray closing tag is not a call
+    ],
+)
 def test_a_turn_without_calls_is_the_final_answer(text, answer):
     assert parse_turn(text, None, 0).answer == answer
 
@@ -239,10 +266,16 @@ def test_calls_past_the_bounds_are_refused_or_counted():
 
 
 def test_structured_calls_with_hostile_ids_get_ids_of_their_own():
-    message = Message(role="assistant", content="", tool_calls=[
-        {"id": "x\n" * 200, "function": {"name": "list_items", "arguments": "{}"}},
-        {"id": 5, "function": {"name": "list_items", "arguments": {}}},
-        {"id": "y"}, {"id": "ok", "function": "list_items"}])
+    message = Message(
+        role="assistant",
+        content="",
+        tool_calls=[
+            {"id": "x\n" * 200, "function": {"name": "list_items", "arguments": "{}"}},
+            {"id": 5, "function": {"name": "list_items", "arguments": {}}},
+            {"id": "y"},
+            {"id": "ok", "function": "list_items"},
+        ],
+    )
     parsed = parse_turn("", message.tool_calls, 2)
     assert [c.id for c in parsed.calls] == ["call_2_0", "call_2_1", "y", "ok"]
     assert parsed.calls[1].problem is None and parsed.calls[2].problem and parsed.calls[3].problem
@@ -252,11 +285,14 @@ def test_structured_calls_with_hostile_ids_get_ids_of_their_own():
 
 
 def test_structured_calls_are_answered_by_tool_messages_with_their_ids():
-    state, _ = play([structured([("get_balance", {"account": "checking"}), ("get_stock", {"item": "widget"})], 0),
-                     "<answer>100</answer>"])
+    state, _ = play(
+        [
+            structured([("get_balance", {"account": "checking"}), ("get_stock", {"item": "widget"})], 0),
+            "<answer>100</answer>",
+        ]
+    )
     tool_messages = [m for m in state.messages if m.role == "tool"]
-    assert [(m.tool_call_id, m.name) for m in tool_messages] == [("call_0_0", "get_balance"),
-                                                                  ("call_0_1", "get_stock")]
+    assert [(m.tool_call_id, m.name) for m in tool_messages] == [("call_0_0", "get_balance"), ("call_0_1", "get_stock")]
     assert json.loads(tool_messages[0].content) == {"result": {"account": "checking", "balance_cents": 100}}
     assert state.end_reason == "answered" and state.answer == "100" and state.turn_kinds == ["calls", "answer"]
 
@@ -268,10 +304,17 @@ def test_tagged_calls_are_answered_the_same_way():
 
 
 def test_a_call_changes_the_world_for_the_next_one():
-    game = task(expected_answer=None, expected_world={**WORLD, "accounts": {"checking": 150, "savings": 450,
-                                                                            "operating": 1000}})
-    state, _ = play([tagged([("transfer", {"source": "savings", "target": "checking", "amount_cents": 50})]),
-                     structured([("get_balance", {"account": "checking"})], 1), "Done."], game)
+    game = task(
+        expected_answer=None, expected_world={**WORLD, "accounts": {"checking": 150, "savings": 450, "operating": 1000}}
+    )
+    state, _ = play(
+        [
+            tagged([("transfer", {"source": "savings", "target": "checking", "amount_cents": 50})]),
+            structured([("get_balance", {"account": "checking"})], 1),
+            "Done.",
+        ],
+        game,
+    )
     assert results(state)[1]["result"]["balance_cents"] == 150 and state.world_version == 1
     assert game.world == WORLD  # the task's world is left as it was
 
@@ -280,11 +323,19 @@ def test_redundant_calls_are_the_repeats_that_change_nothing():
     read = ("get_balance", {"account": "checking"})
     move = ("transfer", {"source": "savings", "target": "checking", "amount_cents": 10})
     price = ("set_price", {"item": "widget", "price_cents": 300})
-    state, _ = play([structured([read], 0), structured([read], 1),          # a second read: redundant
-                     structured([move], 2), structured([move], 3),          # a second transfer does something
-                     structured([read], 4),                                 # the world changed since: not redundant
-                     structured([price], 5), structured([price], 6),        # the same price again changes nothing
-                     "<answer>x</answer>"], task(expected_answer="x"))
+    state, _ = play(
+        [
+            structured([read], 0),
+            structured([read], 1),  # a second read: redundant
+            structured([move], 2),
+            structured([move], 3),  # a second transfer does something
+            structured([read], 4),  # the world changed since: not redundant
+            structured([price], 5),
+            structured([price], 6),  # the same price again changes nothing
+            "<answer>x</answer>",
+        ],
+        task(expected_answer="x"),
+    )
     assert [call.redundant for call in state.calls] == [False, True, False, False, False, False, True]
     assert state.end_reason == "answered"
 
@@ -302,8 +353,9 @@ def test_invalid_calls_do_not_count_as_redundant_repeats():
 
 
 def test_the_state_survives_json():
-    state, _ = play([structured([("get_balance", {"account": "checking"})], 0), tagged([("nope", {})]),
-                     "<answer>100</answer>"])
+    state, _ = play(
+        [structured([("get_balance", {"account": "checking"})], 0), tagged([("nope", {})]), "<answer>100</answer>"]
+    )
     again = ToolCallState.model_validate_json(state.model_dump_json())
     assert again.model_dump() == state.model_dump()
 
@@ -333,9 +385,15 @@ def test_goal_reached_by_answer_world_or_both():
 
 
 def test_valid_calls_is_the_share_that_parsed_and_type_checked():
-    values = components(*play([tagged([("get_balance", {"account": "checking"}), ("get_balance", {"account": 1}),
-                                       ("nope", {})]),
-                               tagged([("get_balance", {"account": "ghost"})]), "<answer>100</answer>"]))
+    values = components(
+        *play(
+            [
+                tagged([("get_balance", {"account": "checking"}), ("get_balance", {"account": 1}), ("nope", {})]),
+                tagged([("get_balance", {"account": "ghost"})]),
+                "<answer>100</answer>",
+            ]
+        )
+    )
     assert values["valid_calls"] == pytest.approx(2 / 4)  # a tool's refusal is a valid call
     assert components(*play(["<answer>100</answer>"]))["valid_calls"] == 0.0
 
@@ -356,14 +414,19 @@ def test_scored_without_a_tool_call_state_is_an_error_not_a_zero():
 # --- tasks ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("row, says", [
-    ({"task_id": "t", "prompt": "p", "world": {}}, "needs a goal"),
-    ({"task_id": "t", "prompt": "p", "world": [], "expected_answer": "1"}, "world"),
-    ({"task_id": "t", "prompt": "p", "world": {}, "expected_answer": "1", "tools": ["x"]}, "tools"),
-    ({"task_id": "t", "prompt": "p", "world": {}, "expected_answer": "1", "reference_calls": [{"nam": "x"}]},
-     "reference_calls"),
-    ({"task_id": "t", "prompt": "p", "world": {}, "expected_answer": ""}, "expected_answer"),
-])
+@pytest.mark.parametrize(
+    "row, says",
+    [
+        ({"task_id": "t", "prompt": "p", "world": {}}, "needs a goal"),
+        ({"task_id": "t", "prompt": "p", "world": [], "expected_answer": "1"}, "world"),
+        ({"task_id": "t", "prompt": "p", "world": {}, "expected_answer": "1", "tools": ["x"]}, "tools"),
+        (
+            {"task_id": "t", "prompt": "p", "world": {}, "expected_answer": "1", "reference_calls": [{"nam": "x"}]},
+            "reference_calls",
+        ),
+        ({"task_id": "t", "prompt": "p", "world": {}, "expected_answer": ""}, "expected_answer"),
+    ],
+)
 def test_a_bad_task_row_is_refused_naming_the_field(row, says):
     with pytest.raises(ValidationError, match=says):
         ToolCallTask.model_validate(row)
@@ -381,8 +444,12 @@ def test_the_bundled_tasks_reach_their_goals_by_their_reference_calls():
 def test_doctor_finds_a_task_whose_reference_does_not_reach_its_goal():
     from rewardpipe.doctor import diagnose
 
-    broken = task(task_id="wrong", expected_answer=None, expected_world={**WORLD, "accounts": {}},
-                  reference_calls=[{"name": "get_balance", "arguments": {"account": "checking"}}])
+    broken = task(
+        task_id="wrong",
+        expected_answer=None,
+        expected_world={**WORLD, "accounts": {}},
+        reference_calls=[{"name": "get_balance", "arguments": {"account": "checking"}}],
+    )
     invalid = task(task_id="invalid", reference_calls=[{"name": "get_balance", "arguments": {"acct": "checking"}}])
     good = task(task_id="good", reference_calls=[{"name": "get_balance", "arguments": {"account": "checking"}}])
     diagnoses = {d.task_id: d for d in diagnose([broken, invalid, good], ENVIRONMENT, NoSandbox())}
@@ -399,8 +466,14 @@ def test_the_scripted_mix_gives_every_component_within_group_variance():
     policy = ENVIRONMENT.scripted_policy(seed=0)
     records = []
     for step in range(3):
-        records += run_slots(plan_step(tasks, step, 12, 8), policy=policy, env=ENVIRONMENT, executor=NoSandbox(),
-                             run_id="mix", services=EnvServices())
+        records += run_slots(
+            plan_step(tasks, step, 12, 8),
+            policy=policy,
+            env=ENVIRONMENT,
+            executor=NoSandbox(),
+            run_id="mix",
+            services=EnvServices(),
+        )
     assert all(r.status == "scored" for r in records)
     groups = defaultdict(list)
     for record in records:
@@ -430,8 +503,22 @@ def _by_rollout(store, run_id: str) -> dict:
 @pytest.mark.slow
 def test_run_doctor_score_and_replay_over_the_bundled_tasks(cli, tmp_path):
     store = tmp_path / "store"
-    result = cli("run", "--env", "tool_call", "--tasks", BUNDLED_TASKS, "--steps", "2", "--group-size", "4",
-                 "--out", store, "--run-id", "t", "--json")
+    result = cli(
+        "run",
+        "--env",
+        "tool_call",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        "2",
+        "--group-size",
+        "4",
+        "--out",
+        store,
+        "--run-id",
+        "t",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     live = _by_rollout(store, "t")
     assert len(live) == 2 * 12 * 4 and all(status == "scored" for status, _ in live.values())
@@ -449,8 +536,21 @@ def test_run_doctor_score_and_replay_over_the_bundled_tasks(cli, tmp_path):
     scored = cli("score", rollouts, "--env", "tool_call", "--tasks", BUNDLED_TASKS, "--out", store, "--run-id", "s")
     assert scored.exit_code == 0, scored.output
     assert _by_rollout(store, "s") == live
-    replayed = cli("run", "--env", "tool_call", "--tasks", BUNDLED_TASKS, "--policy", "replay", "--rollouts",
-                   rollouts, "--out", store, "--run-id", "p")
+    replayed = cli(
+        "run",
+        "--env",
+        "tool_call",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "replay",
+        "--rollouts",
+        rollouts,
+        "--out",
+        store,
+        "--run-id",
+        "p",
+    )
     assert replayed.exit_code == 0, replayed.output
     assert _by_rollout(store, "p") == live
     assert cli("monitor", store, "--run-id", "t").exit_code == 0
@@ -458,9 +558,20 @@ def test_run_doctor_score_and_replay_over_the_bundled_tasks(cli, tmp_path):
 
 
 def _tool_reply(calls: list[tuple[str, dict]], content=None) -> dict:
-    return {"choices": [{"message": {"role": "assistant", "content": content, "tool_calls": [
-        {"id": f"srv-{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
-        for i, (n, a) in enumerate(calls)]}}]}
+    return {
+        "choices": [
+            {
+                "message": {
+                    "role": "assistant",
+                    "content": content,
+                    "tool_calls": [
+                        {"id": f"srv-{i}", "type": "function", "function": {"name": n, "arguments": json.dumps(a)}}
+                        for i, (n, a) in enumerate(calls)
+                    ],
+                }
+            }
+        ]
+    }
 
 
 @pytest.fixture
@@ -481,17 +592,29 @@ def test_the_openai_policy_sends_the_tools_and_keeps_the_calls(chat_server):
     first, second = (request["body"] for request in chat_server.requests)
     assert [t["function"]["name"] for t in first["tools"]] == list(SHOP.tools)
     assert first["messages"][0] == {"role": "system", "content": "sys"}
-    assert second["messages"][2] == {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "srv-0", "type": "function", "function": {"name": "get_balance",
-                                                          "arguments": '{"account": "checking"}'}}]}
+    assert second["messages"][2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "srv-0",
+                "type": "function",
+                "function": {"name": "get_balance", "arguments": '{"account": "checking"}'},
+            }
+        ],
+    }
     assert second["messages"][3]["role"] == "tool" and second["messages"][3]["tool_call_id"] == "srv-0"
     assert second["messages"][3]["name"] == "get_balance"
 
 
 def test_the_openai_policy_without_tools_sends_none(chat_server):
     chat_server.reply("<guess>crane</guess>")
-    assert OpenAIPolicy(chat_server.url, "m").next_turn(start_episode(
-        task(), env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k"), task()) == "<guess>crane</guess>"
+    assert (
+        OpenAIPolicy(chat_server.url, "m").next_turn(
+            start_episode(task(), env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k"), task()
+        )
+        == "<guess>crane</guess>"
+    )
     assert "tools" not in chat_server.requests[0]["body"]
 
 
@@ -514,9 +637,32 @@ def test_run_with_the_openai_policy_against_a_fake_endpoint(cli, chat_server, tm
     for _ in range(2):  # two rollouts: a call, then the answer
         chat_server.replies.append((200, _tool_reply([("get_balance", {"account": "checking"})])))
         chat_server.reply("<answer>100</answer>")
-    result = cli("run", "--env", "tool_call", "--tasks", rows, "--policy", "openai", "--base-url", chat_server.url,
-                 "--model", "m", "--steps", "1", "--groups-per-step", "1", "--group-size", "2", "--out", tmp_path,
-                 "--run-id", "o", "--json", "--endpoint-retries", "0")
+    result = cli(
+        "run",
+        "--env",
+        "tool_call",
+        "--tasks",
+        rows,
+        "--policy",
+        "openai",
+        "--base-url",
+        chat_server.url,
+        "--model",
+        "m",
+        "--steps",
+        "1",
+        "--groups-per-step",
+        "1",
+        "--group-size",
+        "2",
+        "--out",
+        tmp_path,
+        "--run-id",
+        "o",
+        "--json",
+        "--endpoint-retries",
+        "0",
+    )
     assert result.exit_code == 0, result.output
     records = list(LocalStore(tmp_path).iter_records("o"))
     assert [r.components["goal_reached"] for r in records] == [1.0, 1.0]

@@ -41,18 +41,21 @@ def g(word: str) -> str:
 # --- feedback: Wordle's rules for repeated letters ------------------------------------------------------
 
 
-@pytest.mark.parametrize("guess, answer, pattern", [
-    ("crane", "crane", "GGGGG"),
-    ("speed", "abide", "XXYXY"),   # the answer's one E: the first E is yellow, the second grey
-    ("lolly", "hello", "XYGGX"),   # both of the answer's L's are matched green: the first L is grey
-    ("geese", "those", "XXXGG"),   # the green E at the end takes the only E
-    ("sheep", "geese", "YXGYX"),   # two unmatched E's in the answer: one green, then one yellow, no more
-    ("abbey", "babes", "YYGGX"),
-    ("array", "rural", "XYGGX"),   # the answer's A is green elsewhere: the guess's first A is grey
-    ("eerie", "there", "YXYXG"),
-    ("mummy", "tummy", "XGGGG"),
-    ("allow", "llama", "YGYXX"),
-])
+@pytest.mark.parametrize(
+    "guess, answer, pattern",
+    [
+        ("crane", "crane", "GGGGG"),
+        ("speed", "abide", "XXYXY"),  # the answer's one E: the first E is yellow, the second grey
+        ("lolly", "hello", "XYGGX"),  # both of the answer's L's are matched green: the first L is grey
+        ("geese", "those", "XXXGG"),  # the green E at the end takes the only E
+        ("sheep", "geese", "YXGYX"),  # two unmatched E's in the answer: one green, then one yellow, no more
+        ("abbey", "babes", "YYGGX"),
+        ("array", "rural", "XYGGX"),  # the answer's A is green elsewhere: the guess's first A is grey
+        ("eerie", "there", "YXYXG"),
+        ("mummy", "tummy", "XGGGG"),
+        ("allow", "llama", "YGYXX"),
+    ],
+)
 def test_feedback_follows_the_repeated_letter_rules(guess, answer, pattern):
     assert feedback(guess, answer) == pattern
 
@@ -73,7 +76,7 @@ def test_feedback_rules_hold_for_every_pair_of_a_random_sample():
             assert len(marked) == min(guess.count(letter), answer.count(letter)), (guess, answer, pattern)
             non_green = [i for i in places if pattern[i] != "G"]
             yellows = [i for i in places if pattern[i] == "Y"]
-            assert yellows == non_green[:len(yellows)], (guess, answer, pattern)
+            assert yellows == non_green[: len(yellows)], (guess, answer, pattern)
 
 
 def test_feedback_is_described_letter_by_letter():
@@ -83,32 +86,38 @@ def test_feedback_is_described_letter_by_letter():
 # --- the guess format -------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, word", [
-    ("<guess>crane</guess>", "crane"),
-    ("I think... <GUESS> Crane </Guess>", "crane"),
-    ("<guess>slate</guess> no wait <guess>crane</guess>", "crane"),            # the last complete tag wins
-    ("<guess>slate</guess> then <guess>crane", "slate"),                      # an unclosed tag does not count
-    ("<guess><guess>crane</guess>", "crane"),                                 # the later opening tag pairs
-    ("</guess><guess>crane</guess></guess>", "crane"),                        # stray closing tags are ignored
-])
+@pytest.mark.parametrize(
+    "text, word",
+    [
+        ("<guess>crane</guess>", "crane"),
+        ("I think... <GUESS> Crane </Guess>", "crane"),
+        ("<guess>slate</guess> no wait <guess>crane</guess>", "crane"),  # the last complete tag wins
+        ("<guess>slate</guess> then <guess>crane", "slate"),  # an unclosed tag does not count
+        ("<guess><guess>crane</guess>", "crane"),  # the later opening tag pairs
+        ("</guess><guess>crane</guess></guess>", "crane"),  # stray closing tags are ignored
+    ],
+)
 def test_a_guess_is_read_from_the_last_complete_tag(text, word):
     parsed = parse_guess(text)
     assert parsed.word == word and parsed.problem is None
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("crane", GuessProblem.NO_TAG),
-    ("My guess is CRANE.", GuessProblem.NO_TAG),
-    ("<guess>crane", GuessProblem.UNCLOSED_TAG),
-    ("<guess>cranes</guess>", GuessProblem.NOT_FIVE_LETTERS),
-    ("<guess>cran</guess>", GuessProblem.NOT_FIVE_LETTERS),
-    ("<guess>cr4ne</guess>", GuessProblem.NOT_FIVE_LETTERS),
-    ("<guess>crâne</guess>", GuessProblem.NOT_FIVE_LETTERS),                  # five letters, not a-z
-    ("<guess>c r a n e</guess>", GuessProblem.NOT_FIVE_LETTERS),
-    ("<guess>crane</guess> <guess>no</guess>", GuessProblem.NOT_FIVE_LETTERS),  # the last one counts
-    ("<guess>" + "a" * 10_000 + "</guess>", GuessProblem.NOT_FIVE_LETTERS),
-    ("", GuessProblem.NO_TAG),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("crane", GuessProblem.NO_TAG),
+        ("My guess is CRANE.", GuessProblem.NO_TAG),
+        ("<guess>crane", GuessProblem.UNCLOSED_TAG),
+        ("<guess>cranes</guess>", GuessProblem.NOT_FIVE_LETTERS),
+        ("<guess>cran</guess>", GuessProblem.NOT_FIVE_LETTERS),
+        ("<guess>cr4ne</guess>", GuessProblem.NOT_FIVE_LETTERS),
+        ("<guess>crâne</guess>", GuessProblem.NOT_FIVE_LETTERS),  # five letters, not a-z
+        ("<guess>c r a n e</guess>", GuessProblem.NOT_FIVE_LETTERS),
+        ("<guess>crane</guess> <guess>no</guess>", GuessProblem.NOT_FIVE_LETTERS),  # the last one counts
+        ("<guess>" + "a" * 10_000 + "</guess>", GuessProblem.NOT_FIVE_LETTERS),
+        ("", GuessProblem.NO_TAG),
+    ],
+)
 def test_a_turn_without_a_usable_guess_says_why(text, problem):
     parsed = parse_guess(text)
     assert parsed.word is None and parsed.problem is problem
@@ -128,34 +137,47 @@ def test_parsing_hostile_text_is_linear():
 
 def test_flat_rows_and_the_aws_samples_rows_are_both_read(tmp_path):
     rows = tmp_path / "tasks.jsonl"
-    rows.write_text("\n".join(json.dumps(r) for r in [
-        {"task_id": "flat", "prompt": PROMPT, "answer": "Crane"},
-        {"task_id": "flat-4", "prompt": PROMPT, "answer": "slate", "max_guesses": 4},
-        {"id": "aws-1", "metadata": {"prompt": PROMPT, "answer": "ghost"}},
-        {"id": 7, "metadata": {"prompt": PROMPT, "answer": "tiger", "max_guesses": 8}},
-    ]) + "\n")
+    rows.write_text(
+        "\n".join(
+            json.dumps(r)
+            for r in [
+                {"task_id": "flat", "prompt": PROMPT, "answer": "Crane"},
+                {"task_id": "flat-4", "prompt": PROMPT, "answer": "slate", "max_guesses": 4},
+                {"id": "aws-1", "metadata": {"prompt": PROMPT, "answer": "ghost"}},
+                {"id": 7, "metadata": {"prompt": PROMPT, "answer": "tiger", "max_guesses": 8}},
+            ]
+        )
+        + "\n"
+    )
     tasks = load_task_rows(rows, WordleTask)
     assert [(t.task_id, t.answer, t.max_guesses) for t in tasks] == [
-        ("flat", "crane", 6), ("flat-4", "slate", 4), ("aws-1", "ghost", 6), ("7", "tiger", 8)]
+        ("flat", "crane", 6),
+        ("flat-4", "slate", 4),
+        ("aws-1", "ghost", 6),
+        ("7", "tiger", 8),
+    ]
     assert tasks[2].prompt == PROMPT
 
 
-@pytest.mark.parametrize("row, says", [
-    ({"task_id": "x", "prompt": PROMPT, "answer": "cranes"}, "five letters"),
-    ({"task_id": "x", "prompt": PROMPT, "answer": "cr4ne"}, "five letters"),
-    ({"task_id": "x", "prompt": PROMPT}, "answer"),
-    ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": 0}, "max_guesses"),
-    ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": 11}, "max_guesses"),
-    ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": "6"}, "max_guesses"),
-    ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "hint": "a bird"}, "hint"),
-    ({"id": "x", "metadata": {"prompt": PROMPT, "answer": "crane"}, "split": "train"}, "'split'"),
-    ({"id": "x", "metadata": {"prompt": PROMPT, "answer": "crane", "difficulty": 3}}, "'difficulty'"),
-    ({"id": "x", "metadata": "crane"}, "'metadata' must be an object"),
-    ({"metadata": {"prompt": PROMPT, "answer": "crane"}}, "needs 'id'"),
-    ({"id": "x", "task_id": "x", "metadata": {"prompt": PROMPT, "answer": "crane"}}, "not both"),
-    ({"id": True, "metadata": {"prompt": PROMPT, "answer": "crane"}}, "task_id"),
-    ({"id": "x", "metadata": {"answer": "crane"}}, "prompt"),
-])
+@pytest.mark.parametrize(
+    "row, says",
+    [
+        ({"task_id": "x", "prompt": PROMPT, "answer": "cranes"}, "five letters"),
+        ({"task_id": "x", "prompt": PROMPT, "answer": "cr4ne"}, "five letters"),
+        ({"task_id": "x", "prompt": PROMPT}, "answer"),
+        ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": 0}, "max_guesses"),
+        ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": 11}, "max_guesses"),
+        ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "max_guesses": "6"}, "max_guesses"),
+        ({"task_id": "x", "prompt": PROMPT, "answer": "crane", "hint": "a bird"}, "hint"),
+        ({"id": "x", "metadata": {"prompt": PROMPT, "answer": "crane"}, "split": "train"}, "'split'"),
+        ({"id": "x", "metadata": {"prompt": PROMPT, "answer": "crane", "difficulty": 3}}, "'difficulty'"),
+        ({"id": "x", "metadata": "crane"}, "'metadata' must be an object"),
+        ({"metadata": {"prompt": PROMPT, "answer": "crane"}}, "needs 'id'"),
+        ({"id": "x", "task_id": "x", "metadata": {"prompt": PROMPT, "answer": "crane"}}, "not both"),
+        ({"id": True, "metadata": {"prompt": PROMPT, "answer": "crane"}}, "task_id"),
+        ({"id": "x", "metadata": {"answer": "crane"}}, "prompt"),
+    ],
+)
 def test_a_bad_row_is_refused_naming_what_is_wrong(row, says):
     with pytest.raises(ValidationError, match=says):
         WordleTask.model_validate(row)
@@ -163,8 +185,12 @@ def test_a_bad_row_is_refused_naming_what_is_wrong(row, says):
 
 def test_a_bad_line_in_a_task_file_names_the_file_and_line(tmp_path):
     rows = tmp_path / "tasks.jsonl"
-    rows.write_text(json.dumps({"task_id": "a", "prompt": PROMPT, "answer": "crane"}) + "\n"
-                    + json.dumps({"id": "b", "metadata": {"prompt": PROMPT, "answer": "toolong"}}) + "\n")
+    rows.write_text(
+        json.dumps({"task_id": "a", "prompt": PROMPT, "answer": "crane"})
+        + "\n"
+        + json.dumps({"id": "b", "metadata": {"prompt": PROMPT, "answer": "toolong"}})
+        + "\n"
+    )
     with pytest.raises(InputFileError, match=r"tasks.jsonl:2.*five letters"):
         load_task_rows(rows, WordleTask)
 
@@ -243,10 +269,13 @@ def test_a_word_list_of_ones_own(tmp_path):
         ENVIRONMENT.configure(dictionary=str(words))
 
 
-@pytest.mark.parametrize("options, says", [
-    ({"dictionary": "/no/such/file"}, "not a file"),
-    ({"colour": "blue"}, "dictionary=bundled|off|PATH"),
-])
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        ({"dictionary": "/no/such/file"}, "not a file"),
+        ({"colour": "blue"}, "dictionary=bundled|off|PATH"),
+    ],
+)
 def test_bad_options_are_refused(options, says):
     with pytest.raises(ValueError, match=says):
         ENVIRONMENT.configure(**options)
@@ -324,8 +353,14 @@ def _scripted_records(seed: int = 0, steps: int = 2, collapse: int | None = None
     policy = ENVIRONMENT.scripted_policy(seed=seed, collapse_from_step=collapse)
     records = []
     for step in range(steps):
-        records += run_slots(plan_step(tasks, step, 16, 8), policy=policy, env=ENVIRONMENT, executor=NoSandbox(),
-                             run_id="mix", services=EnvServices(seed=seed))
+        records += run_slots(
+            plan_step(tasks, step, 16, 8),
+            policy=policy,
+            env=ENVIRONMENT,
+            executor=NoSandbox(),
+            run_id="mix",
+            services=EnvServices(seed=seed),
+        )
     return records
 
 
@@ -396,13 +431,34 @@ def _by_rollout(store: Path, run_id: str) -> dict:
 @pytest.mark.slow
 def test_run_doctor_score_replay_monitor_and_report_over_the_bundled_tasks(cli, tmp_path):
     store = tmp_path / "store"
-    result = cli("run", "--env", "wordle", "--tasks", BUNDLED_TASKS, "--policy", "scripted", "--steps", "2",
-                 "--groups-per-step", "8", "--group-size", "4", "--out", store, "--run-id", "w", "--json")
+    result = cli(
+        "run",
+        "--env",
+        "wordle",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "scripted",
+        "--steps",
+        "2",
+        "--groups-per-step",
+        "8",
+        "--group-size",
+        "4",
+        "--out",
+        store,
+        "--run-id",
+        "w",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["manifest"]["environment"] == "wordle" and summary["alarms"] == []
-    assert summary["manifest"]["components"]["wasted_guesses"] == {"range": [-1.0, 0.0], "role": "penalty",
-                                                                  "weight": 0.3}
+    assert summary["manifest"]["components"]["wasted_guesses"] == {
+        "range": [-1.0, 0.0],
+        "role": "penalty",
+        "weight": 0.3,
+    }
     live = _by_rollout(store, "w")
     assert len(live) == 64 and all(status == "scored" for status, _ in live.values())
     transcripts = list((store / "runs" / "w" / "transcripts").rglob("*.json"))
@@ -419,12 +475,24 @@ def test_run_doctor_score_replay_monitor_and_report_over_the_bundled_tasks(cli, 
     scored = cli("score", rollouts, "--env", "wordle", "--tasks", BUNDLED_TASKS, "--out", store, "--run-id", "s")
     assert scored.exit_code == 0, scored.output
     assert _by_rollout(store, "s") == live
-    by_reward = cli("score", rollouts, "--reward", "wordle", "--tasks", BUNDLED_TASKS, "--out", store,
-                    "--run-id", "r")
+    by_reward = cli("score", rollouts, "--reward", "wordle", "--tasks", BUNDLED_TASKS, "--out", store, "--run-id", "r")
     assert by_reward.exit_code == 0, by_reward.output
     assert _by_rollout(store, "r") == live
-    replayed = cli("run", "--env", "wordle", "--tasks", BUNDLED_TASKS, "--policy", "replay", "--rollouts",
-                   rollouts, "--out", store, "--run-id", "p")
+    replayed = cli(
+        "run",
+        "--env",
+        "wordle",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--policy",
+        "replay",
+        "--rollouts",
+        rollouts,
+        "--out",
+        store,
+        "--run-id",
+        "p",
+    )
     assert replayed.exit_code == 0, replayed.output
     assert _by_rollout(store, "p") == live
 
@@ -443,29 +511,88 @@ def test_a_recording_made_with_another_word_list_does_not_replay(cli, tmp_path):
     rows = tmp_path / "tasks.jsonl"
     rows.write_text(json.dumps(game.model_dump()) + "\n")
     rollouts = tmp_path / "rollouts.jsonl"
-    rollouts.write_text(json.dumps({"rollout_id": "k0", "group_id": "g", "task_id": game.task_id, "step": 0,
-                                    "messages": [m.model_dump() for m in state.messages]}) + "\n")
+    rollouts.write_text(
+        json.dumps(
+            {
+                "rollout_id": "k0",
+                "group_id": "g",
+                "task_id": game.task_id,
+                "step": 0,
+                "messages": [m.model_dump() for m in state.messages],
+            }
+        )
+        + "\n"
+    )
     result = cli("score", rollouts, "--env", "wordle", "--tasks", rows, "--out", tmp_path / "st", "--json")
     record = json.loads(result.stdout)
     assert record["status"] == "error" and record["error"]["kind"] == "replay_failed"
 
 
 def test_run_takes_the_dictionary_option(cli, tmp_path):
-    result = cli("run", "--env", "wordle", "--env-option", "dictionary=off", "--tasks", BUNDLED_TASKS, "--steps", "1",
-                 "--groups-per-step", "2", "--group-size", "2", "--out", tmp_path, "--run-id", "o", "--json")
+    result = cli(
+        "run",
+        "--env",
+        "wordle",
+        "--env-option",
+        "dictionary=off",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--steps",
+        "1",
+        "--groups-per-step",
+        "2",
+        "--group-size",
+        "2",
+        "--out",
+        tmp_path,
+        "--run-id",
+        "o",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["manifest"]["configuration"]["env_options"] == {"dictionary": "off"}
-    bad = cli("run", "--env", "wordle", "--env-option", "dictionary=/nope", "--tasks", BUNDLED_TASKS,
-              "--out", tmp_path, "--run-id", "b")
+    bad = cli(
+        "run",
+        "--env",
+        "wordle",
+        "--env-option",
+        "dictionary=/nope",
+        "--tasks",
+        BUNDLED_TASKS,
+        "--out",
+        tmp_path,
+        "--run-id",
+        "b",
+    )
     assert bad.exit_code != 0 and "not a file" in bad.output
 
 
 def test_the_aws_samples_rows_run_from_the_command_line(cli, tmp_path):
     rows = tmp_path / "sample.jsonl"
-    rows.write_text("".join(json.dumps({"id": f"s{i}", "metadata": {"prompt": PROMPT, "answer": word}}) + "\n"
-                            for i, word in enumerate(["crane", "geese", "llama"])))
-    result = cli("run", "--env", "wordle", "--tasks", rows, "--steps", "1", "--groups-per-step", "3",
-                 "--group-size", "4", "--out", tmp_path / "st", "--run-id", "a", "--json")
+    rows.write_text(
+        "".join(
+            json.dumps({"id": f"s{i}", "metadata": {"prompt": PROMPT, "answer": word}}) + "\n"
+            for i, word in enumerate(["crane", "geese", "llama"])
+        )
+    )
+    result = cli(
+        "run",
+        "--env",
+        "wordle",
+        "--tasks",
+        rows,
+        "--steps",
+        "1",
+        "--groups-per-step",
+        "3",
+        "--group-size",
+        "4",
+        "--out",
+        tmp_path / "st",
+        "--run-id",
+        "a",
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     assert {r.task_id for r in LocalStore(tmp_path / "st").iter_records("a")} == {"s0", "s1", "s2"}
     doctor = cli("doctor", "--env", "wordle", "--tasks", rows)
@@ -483,5 +610,6 @@ def test_envs_lists_both_new_built_ins(cli):
 
 
 def test_turn_results_match_the_literal_values():
-    assert {TurnResult.GUESS, TurnResult.SOLVED, TurnResult.REPEAT, TurnResult.NOT_A_WORD,
-            TurnResult.MALFORMED} == set(WordleState.model_fields["turn_results"].annotation.__args__[0].__args__)
+    assert {TurnResult.GUESS, TurnResult.SOLVED, TurnResult.REPEAT, TurnResult.NOT_A_WORD, TurnResult.MALFORMED} == set(
+        WordleState.model_fields["turn_results"].annotation.__args__[0].__args__
+    )

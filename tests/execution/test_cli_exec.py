@@ -27,7 +27,11 @@ def test_single_job_prints_one_json_object(tmp_path):
     assert result.exit_code == 0, result.output
     payload = json.loads(result.stdout)
     assert {k: payload[k] for k in ("status", "passed", "total", "mode")} == {
-        "status": "passed", "passed": 3, "total": 3, "mode": "split"}
+        "status": "passed",
+        "passed": 3,
+        "total": 3,
+        "mode": "split",
+    }
     assert payload["isolation"]["trust"].startswith("split")
     assert payload["duration_ms"] > 0
 
@@ -35,8 +39,23 @@ def test_single_job_prints_one_json_object(tmp_path):
 def test_single_failing_job_exits_nonzero_with_reason(tmp_path):
     code = write(tmp_path, "code.py", "def add(a, b):\n    return a - b\n")
     tests = write(tmp_path, "tests.py", "def check(candidate):\n    assert candidate(1, 2) == 3\n")
-    result = runner.invoke(app, ["exec", "--code", code, "--tests", tests, "--entry-point", "add",
-                                 "--tests-format", "check", "--timeout", "3", "--json"])
+    result = runner.invoke(
+        app,
+        [
+            "exec",
+            "--code",
+            code,
+            "--tests",
+            tests,
+            "--entry-point",
+            "add",
+            "--tests-format",
+            "check",
+            "--timeout",
+            "3",
+            "--json",
+        ],
+    )
     assert result.exit_code == 1
     payload = json.loads(result.stdout)
     assert (payload["status"], payload["passed"], payload["total"]) == ("failed", 0, 1)
@@ -47,7 +66,10 @@ def test_single_failing_job_exits_nonzero_with_reason(tmp_path):
     "args, message",
     [
         (["--tests", "{tests}", "--entry-point", "add"], "missing --code"),
-        (["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--tests-format", "pytest"], "tests_format"),
+        (
+            ["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--tests-format", "pytest"],
+            "tests_format",
+        ),
         (["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--timeout", "-1"], "timeout_s"),
         (["--code", "{tests}", "--tests", "{tests}", "--entry-point", "add", "--disable", "selinux"], "selinux"),
     ],
@@ -64,9 +86,11 @@ def test_bad_arguments_name_the_problem(tmp_path, args, message):
 def test_an_unreadable_input_file_is_bad_data_not_usage(tmp_path, flag, problem, message):
     tests = write(tmp_path, "tests.py", ADD_TESTS)
     bad = tmp_path / "nothing-here.py" if problem == "missing" else tmp_path
-    args = {"--code": ["--code", bad, "--tests", tests, "--entry-point", "add"],
-            "--tests": ["--code", tests, "--tests", bad, "--entry-point", "add"],
-            "--batch": ["--batch", bad]}[flag]
+    args = {
+        "--code": ["--code", bad, "--tests", tests, "--entry-point", "add"],
+        "--tests": ["--code", tests, "--tests", bad, "--entry-point", "add"],
+        "--batch": ["--batch", bad],
+    }[flag]
     result = runner.invoke(app, ["exec", *map(str, args)])
     assert result.exit_code == 1
     assert message in result.stderr and result.stdout == ""
@@ -86,8 +110,9 @@ def test_a_batch_line_that_is_not_utf8_costs_only_that_line(tmp_path):
 def test_human_verdicts_go_to_stdout_and_warnings_to_stderr(tmp_path):
     code = write(tmp_path, "code.py", "def add(a, b):\n    return a + b\n")
     tests = write(tmp_path, "tests.py", ADD_TESTS)
-    result = runner.invoke(app, ["exec", "--code", code, "--tests", tests, "--entry-point", "add",
-                                 "--trust-mode", "inprocess"])
+    result = runner.invoke(
+        app, ["exec", "--code", code, "--tests", tests, "--entry-point", "add", "--trust-mode", "inprocess"]
+    )
     assert result.exit_code == 0
     assert result.stdout.startswith("passed")
     assert "warning:" in result.stderr and "warning:" not in result.stdout.split("[")[0]
@@ -110,8 +135,13 @@ def test_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
     assert result.exit_code == 1, result.output  # bad lines are bad data: named, skipped, the rest run
     rows = [json.loads(line) for line in result.stdout.splitlines()]
     assert [(row["id"], row["status"]) for row in rows] == [
-        ("good", "passed"), ("", "error"), ("no-entry", "error"), ("", "error"), ("", "error"),
-        ("bad-timeout", "error"), ("wrong", "failed"),
+        ("good", "passed"),
+        ("", "error"),
+        ("no-entry", "error"),
+        ("", "error"),
+        ("", "error"),
+        ("bad-timeout", "error"),
+        ("wrong", "failed"),
     ]
     reasons = [row["reason"] for row in rows]
     assert f"{batch}:2: not valid JSON" in reasons[1]
@@ -125,7 +155,7 @@ def test_batch_reports_malformed_lines_and_runs_the_rest(tmp_path):
 
 def _perturbing_wrapper(entry_point: str) -> str:
     """Keeps the canonical solution but changes every answer it gives: a plausible wrong solution."""
-    return f'''
+    return f"""
 
 _rp_canonical = {entry_point}
 
@@ -144,19 +174,26 @@ def {entry_point}(*args, **kwargs):
     if value is None:
         return 0
     return [value]
-'''
+"""
 
 
 def test_humaneval_canonical_solutions_pass_and_wrong_ones_fail_through_the_cli(tmp_path):
     problems = read_problems()
     lines = []
     for task_id, problem in problems.items():
-        base = {"tests": problem["test"], "entry_point": problem["entry_point"], "tests_format": "check",
-                "timeout_s": 10}
+        base = {
+            "tests": problem["test"],
+            "entry_point": problem["entry_point"],
+            "tests_format": "check",
+            "timeout_s": 10,
+        }
         canonical = problem["prompt"] + problem["canonical_solution"]
         lines.append(json.dumps({"id": f"{task_id}/canonical", "code": canonical, **base}))
-        lines.append(json.dumps({"id": f"{task_id}/wrong", "code": canonical + _perturbing_wrapper(problem["entry_point"]),
-                                 **base}))
+        lines.append(
+            json.dumps(
+                {"id": f"{task_id}/wrong", "code": canonical + _perturbing_wrapper(problem["entry_point"]), **base}
+            )
+        )
     batch = write(tmp_path, "humaneval.jsonl", "\n".join(lines))
     result = runner.invoke(app, ["exec", "--batch", batch, "--workers", "2", "--json"])
     assert result.exit_code == 0, result.output[-2000:]

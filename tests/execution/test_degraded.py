@@ -42,7 +42,7 @@ def test_in_process_reward_hacks_still_fail_without_os_layers(bare):
     hacks = [
         "import unittest\nunittest.TestResult.addFailure = lambda *a: None\n",
         "import unittest\ndef _run(self, result=None):\n    result.startTest(self); result.addSuccess(self); result.stopTest(self)\nunittest.TestCase.run = _run\n",
-        "import sys\nsys.stderr.write('__0000000000000000__{\"total\": 3, \"passed\": 3}__0000000000000000__')\nimport os\nos._exit(0)\n",
+        'import sys\nsys.stderr.write(\'__0000000000000000__{"total": 3, "passed": 3}__0000000000000000__\')\nimport os\nos._exit(0)\n',
     ]
     for hack in hacks:
         result = bare.run(job("def add(a, b):\n    return a - b\n" + hack))
@@ -64,7 +64,7 @@ def test_each_layer_can_be_disabled_alone_and_the_rest_stay_on():
         isolation = executor.isolation()
         assert isolation["seccomp"] == "off: disabled by configuration"
         assert isolation["uid"].startswith("on")
-        code = textwrap.dedent('''
+        code = textwrap.dedent("""
             import os
             try:
                 pid = os.fork()
@@ -76,7 +76,7 @@ def test_each_layer_can_be_disabled_alone_and_the_rest_stay_on():
                 print("FORK DENIED")
             def add(a, b):
                 return a + b
-        ''')
+        """)
         result = executor.run(job(code))
         assert result.status is ExecutionStatus.PASSED
         assert "FORK OK" in result.stdout  # seccomp really is off: forking works
@@ -108,7 +108,7 @@ def test_unprivileged_fork_server_reports_what_it_cannot_do(unprivileged):
 
 def test_unprivileged_fork_server_gives_right_verdicts_and_blocks_the_basics(unprivileged):
     assert unprivileged.run(job("def add(a, b):\n    return a + b\n")).status is ExecutionStatus.PASSED
-    hostile = textwrap.dedent('''
+    hostile = textwrap.dedent("""
         import os, signal, socket
         for target in (os.getppid(), -1):
             try:
@@ -128,7 +128,7 @@ def test_unprivileged_fork_server_gives_right_verdicts_and_blocks_the_basics(unp
             print("NO FORK")
         def add(a, b):
             return a - b
-    ''')
+    """)
     result = unprivileged.run(job(hostile))
     assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0)
     lines = result.stdout.splitlines()
@@ -147,7 +147,7 @@ def test_chroot_confines_the_file_system_where_landlock_is_missing(tmp_path):
     executor = make_executor(workers=1, disable=frozenset({"landlock"}))
     try:
         assert executor.isolation()["chroot"].startswith("on")
-        code = textwrap.dedent(f'''
+        code = textwrap.dedent(f"""
             import os
             for path in ({str(secret_file)!r}, "/etc/passwd", "/proc/self/environ", "../../../etc/passwd"):
                 try:
@@ -162,7 +162,7 @@ def test_chroot_confines_the_file_system_where_landlock_is_missing(tmp_path):
                 print("READ-ONLY")
             def add(a, b):
                 return a + b
-        ''')
+        """)
         result = executor.run(job(code))
         assert result.status is ExecutionStatus.PASSED, result.reason + result.stderr
         assert result.stdout.splitlines() == ["UNREACHABLE"] * 4 + ["READ-ONLY"]

@@ -48,7 +48,9 @@ def test_dead_worker_is_replaced_transparently():
 
 def test_hung_trusted_side_is_bounded_by_the_deadline():
     # A hidden test that loops forever never reaches the model; the deadline still ends it.
-    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        while True:\n            pass\n"
+    tests = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        while True:\n            pass\n"
+    )
     executor = make_executor(workers=1)
     try:
         started = time.perf_counter()
@@ -73,14 +75,20 @@ def test_batch_keeps_input_order_and_isolates_bad_jobs(executor):
     results = list(executor.run_batch(jobs, workers=2))
     assert [r.id for r in results] == [j.id for j in jobs]
     assert [r.status for r in results] == [
-        ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR,
-        ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT, ExecutionStatus.PASSED,
+        ExecutionStatus.PASSED,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.ERROR,
+        ExecutionStatus.FAILED,
+        ExecutionStatus.TIMEOUT,
+        ExecutionStatus.PASSED,
     ]
 
 
 def test_batch_runs_in_parallel_on_the_requested_workers(executor):
     sleepy = "import time\ndef add(a, b):\n    time.sleep(0.5)\n    return a + b\n"
-    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    tests = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    )
     jobs = [ExecutionJob(id=str(i), code=sleepy, tests=tests, entry_point="add") for i in range(4)]
     list(executor.run_batch(jobs[:2], workers=2))  # start both workers
     started = time.perf_counter()
@@ -115,10 +123,13 @@ def _children(pid: int) -> list[int]:
                 text = handle.read()
         except OSError:
             return "", "X"
-        return text[text.index("(") + 1:text.rindex(")")], text.rsplit(")", 1)[1].split()[0]
+        return text[text.index("(") + 1 : text.rindex(")")], text.rsplit(")", 1)[1].split()[0]
 
-    return [child for child in children
-            if name_and_state(child)[0] != HOUSEKEEPER_NAME and name_and_state(child)[1] not in "ZX"]
+    return [
+        child
+        for child in children
+        if name_and_state(child)[0] != HOUSEKEEPER_NAME and name_and_state(child)[1] not in "ZX"
+    ]
 
 
 def test_dead_trusted_runner_is_replaced_by_its_fork_server():
@@ -181,6 +192,7 @@ def test_trusted_runner_persists_until_its_job_quota(quota, runner_changes):
 def test_unexpected_sandbox_failure_is_an_error_result_not_an_exception(monkeypatch):
     executor = make_executor(workers=1)
     try:
+
         def out_of_descriptors(*args, **kwargs):
             raise OSError(24, "Too many open files")
 

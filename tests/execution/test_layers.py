@@ -11,7 +11,7 @@ from rewardpipe.execution.sandbox import SandboxConfig, SandboxConfigError, choo
 
 
 def decode_bpf(program: bytes):
-    return [struct.unpack("=HBBI", program[i:i + 8]) for i in range(0, len(program), 8)]
+    return [struct.unpack("=HBBI", program[i : i + 8]) for i in range(0, len(program), 8)]
 
 
 @pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
@@ -55,7 +55,9 @@ def test_unknown_layer_name_is_rejected_by_name():
 
 
 def test_env_configuration_is_parsed_and_validated():
-    config = SandboxConfig.from_env({"REWARDPIPE_SANDBOX_DISABLE": "netns, landlock", "REWARDPIPE_SANDBOX_WORKERS": "3"})
+    config = SandboxConfig.from_env(
+        {"REWARDPIPE_SANDBOX_DISABLE": "netns, landlock", "REWARDPIPE_SANDBOX_WORKERS": "3"}
+    )
     assert config.disable == frozenset({"netns", "landlock"}) and config.workers == 3
     with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_WORKERS"):
         SandboxConfig.from_env({"REWARDPIPE_SANDBOX_WORKERS": "many"})

@@ -17,7 +17,9 @@ import pytest
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.sandbox import make_executor
 
-TESTS = "import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+TESTS = (
+    "import unittest\nclass T(unittest.TestCase):\n    def test_add(self):\n        self.assertEqual(add(2, 3), 5)\n"
+)
 
 
 def _python313() -> str:
@@ -25,8 +27,9 @@ def _python313() -> str:
     path = os.environ.get("REWARDPIPE_TEST_PYTHON313") or (installed[-1] if installed else shutil.which("python3.13"))
     if not path:
         pytest.skip("no Python 3.13 interpreter here (set REWARDPIPE_TEST_PYTHON313)")
-    probe = subprocess.run([path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True,
-                           check=False)
+    probe = subprocess.run(
+        [path, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True, check=False
+    )
     if probe.returncode != 0:  # e.g. a pyenv shim with no 3.13 installed behind it
         pytest.skip(f"{path} does not run a Python 3.13 here: {probe.stderr.strip()[:200]}")
     assert probe.stdout.strip() == "(3, 13)", f"{path} is Python {probe.stdout.strip()}"
@@ -41,10 +44,12 @@ def test_the_sandbox_runs_on_python_3_13():
         assert right.status is ExecutionStatus.PASSED, right.reason
         wrong = executor.run(ExecutionJob(code="def add(a, b):\n    return a - b\n", tests=TESTS, entry_point="add"))
         assert wrong.status is ExecutionStatus.FAILED, wrong.reason
-        probe = ("import os\ndef add(a, b):\n    return a + b\n"
-                 "print('AFFINITY', len(os.sched_getaffinity(0)) > 0)\n"
-                 "try:\n    os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\n    print('RENICED')\n"
-                 "except OSError:\n    print('DENIED')\n")
+        probe = (
+            "import os\ndef add(a, b):\n    return a + b\n"
+            "print('AFFINITY', len(os.sched_getaffinity(0)) > 0)\n"
+            "try:\n    os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\n    print('RENICED')\n"
+            "except OSError:\n    print('DENIED')\n"
+        )
         result = executor.run(ExecutionJob(code=probe, tests=TESTS, entry_point="add"))
         assert result.status is ExecutionStatus.PASSED and "DENIED" in result.stdout, (result.reason, result.stdout)
         assert "AFFINITY True" in result.stdout

@@ -56,7 +56,10 @@ def test_unusable_hidden_tests_are_an_infrastructure_error_not_a_model_fault(exe
 
 
 def test_skipped_hidden_test_is_not_a_pass(executor):
-    tests = ADD_TESTS + "\n    @unittest.skip('flaky')\n    def test_skipped(self):\n        self.assertEqual(add(1, 1), 2)\n"
+    tests = (
+        ADD_TESTS
+        + "\n    @unittest.skip('flaky')\n    def test_skipped(self):\n        self.assertEqual(add(1, 1), 2)\n"
+    )
     result = executor.run(job("def add(a, b):\n    return a + b\n", tests=tests))
     assert (result.status, result.passed, result.total) == (ExecutionStatus.FAILED, 3, 4)
     assert "skipped" in result.reason
@@ -121,8 +124,10 @@ def test_stdout_and_stderr_are_returned(executor):
 def test_output_without_a_final_newline_is_returned(executor):
     # The model's process is killed as soon as the tests are done with it: what it printed without a newline
     # (still in a line buffer) must reach the output files first.
-    code = ("import sys\nprint('loaded', end='')\nprint('warn', end='', file=sys.stderr)\n"
-            "def add(a, b):\n    print(f'|{a}+{b}', end='')\n    return a + b\n")
+    code = (
+        "import sys\nprint('loaded', end='')\nprint('warn', end='', file=sys.stderr)\n"
+        "def add(a, b):\n    print(f'|{a}+{b}', end='')\n    return a + b\n"
+    )
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED
     assert result.stdout.startswith("loaded|") and result.stdout.count("|") == result.total, result.stdout
@@ -153,7 +158,7 @@ def test_memory_limit_kills_only_the_model():
 
 
 def test_model_code_may_use_threads_and_common_modules(executor):
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import threading, math, collections, itertools, functools, heapq, re, json, decimal, fractions
         def add(a, b):
             box = []
@@ -161,7 +166,7 @@ def test_model_code_may_use_threads_and_common_modules(executor):
             worker.start()
             worker.join()
             return box[0]
-    ''')
+    """)
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED, result.reason
 
@@ -184,14 +189,14 @@ def test_entry_point_that_is_not_an_identifier_is_a_job_error(executor):
 
 
 def test_model_code_can_use_tempfile_in_its_own_directory(executor):
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import os, tempfile
         with tempfile.NamedTemporaryFile("w", delete=False) as handle:
             handle.write("scratch")
         print("TMP", open(handle.name).read(), os.path.dirname(handle.name) == os.getcwd())
         def add(a, b):
             return a + b
-    ''')
+    """)
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED, result.reason
     assert "TMP scratch True" in result.stdout

@@ -21,8 +21,12 @@ hashable = st.recursive(
 )
 plain = st.recursive(
     hashable,
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(hashable, inner, max_size=4)
-    | st.sets(hashable, max_size=4) | st.tuples(inner, inner),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(hashable, inner, max_size=4)
+        | st.sets(hashable, max_size=4)
+        | st.tuples(inner, inner)
+    ),
     max_leaves=20,
 )
 

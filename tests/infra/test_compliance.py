@@ -43,10 +43,16 @@ def test_every_nag_suppression_states_a_reason(synth):
 
 # cfn-lint's console script, run by this interpreter (``python -m cfnlint`` has no __main__ and exits 1).
 _CFN_LINT = "import sys\nfrom cfnlint.runner import main\nsys.argv[0] = 'cfn-lint'\nsys.exit(main())"
+
+
 def cfn_lint(template: Path) -> list[dict]:
     """cfn-lint's findings on ``template``; fails if cfn-lint itself did not run."""
-    proc = subprocess.run([sys.executable, "-c", _CFN_LINT, "--format", "json", str(template)],
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CFN_LINT, "--format", "json", str(template)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     # Exit code is a bitmask of what was found: 2 = error, 4 = warning, 8 = informational. Any other bit
     # (1: cfn-lint crashed or could not start) means nothing was checked.
     assert proc.returncode & ~(2 | 4 | 8) == 0, (proc.returncode, proc.stderr[-3000:])
@@ -114,7 +120,9 @@ def test_container_requirements_pin_the_same_versions_as_pyproject():
         line = line.split("#")[0].strip()
         if line:
             name, _, version = line.partition("==")
-            assert pins.get(name.lower()) == version, f"{name}=={version} differs from pyproject ({pins.get(name.lower())})"
+            assert pins.get(name.lower()) == version, (
+                f"{name}=={version} differs from pyproject ({pins.get(name.lower())})"
+            )
 
 
 def test_python_app_py_synthesizes_offline(tmp_path):
@@ -127,8 +135,20 @@ def test_python_app_py_synthesizes_offline(tmp_path):
     assert re.search(r"manifest\.json", " ".join(p.name for p in (tmp_path / "out").iterdir()))
 
 
-CONTAINER_DISTRIBUTIONS = ("pydantic", "pydantic_core", "annotated_types", "typing_extensions.py", "typing_inspection",
-                           "boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six.py", "urllib3")
+CONTAINER_DISTRIBUTIONS = (
+    "pydantic",
+    "pydantic_core",
+    "annotated_types",
+    "typing_extensions.py",
+    "typing_inspection",
+    "boto3",
+    "botocore",
+    "s3transfer",
+    "jmespath",
+    "dateutil",
+    "six.py",
+    "urllib3",
+)
 
 
 def test_container_context_needs_only_its_requirements(synth, tmp_path):
@@ -146,16 +166,24 @@ def test_container_context_needs_only_its_requirements(synth, tmp_path):
     manifest = json.loads((synth.outdir / f"{synth.stack.stack_name}.assets.json").read_text())
     (image,) = manifest["dockerImages"].values()
     context = synth.outdir / image["source"]["directory"]
-    script = ("import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
-              "import entry\n"
-              "from rewardpipe.execution import get_executor\n"
-              "get_executor()\n"
-              "import rewardpipe.aws.jobs, rewardpipe.aws.hardening\n"
-              "print('ok')\n")
+    script = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n"
+        "import entry\n"
+        "from rewardpipe.execution import get_executor\n"
+        "get_executor()\n"
+        "import rewardpipe.aws.jobs, rewardpipe.aws.hardening\n"
+        "print('ok')\n"
+    )
     # -B: importing from the shared synth's staged context must leave no byte code in it (test_runtime checks
     # that no asset holds byte code of another interpreter).
-    proc = subprocess.run([sys.executable, "-S", "-B", "-c", script, str(context), str(deps)], cwd=tmp_path,
-                          capture_output=True, text=True, env={"PATH": os.environ["PATH"]}, timeout=120)
+    proc = subprocess.run(
+        [sys.executable, "-S", "-B", "-c", script, str(context), str(deps)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={"PATH": os.environ["PATH"]},
+        timeout=120,
+    )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr[-3000:]
 
 

@@ -10,7 +10,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
@@ -54,14 +53,24 @@ def _run_entry_point(scratch: Path) -> tuple[dict, str]:
     # uid reaches them even when they sit under a directory it cannot traverse (e.g. /root).
     site = Path(pydantic.__file__).resolve().parents[1]
     paths = ["/mnt/rp-code/containers/code_runner", "/mnt/rp-code", "/mnt/rp-site"]
-    probe = (PROBE.replace("UID", str(RUNTIME_UID)).replace("PATHS", json.dumps(paths))
-             .replace("SCRATCH", json.dumps(str(scratch))))
-    script = ("mount -t tmpfs -o mode=0755 tmpfs /mnt && mkdir /mnt/rp-code /mnt/rp-site "
-              '&& mount --bind "$CODE" /mnt/rp-code && mount --bind "$SITE" /mnt/rp-site '
-              "&& mount -t tmpfs -o ro,mode=1777 tmpfs /tmp && mount -t tmpfs -o ro,mode=1777 tmpfs /var/tmp "
-              f'&& cd / && exec {SYSTEM_PYTHON} -I -c "$PROBE"')
-    proc = subprocess.run(["unshare", "-m", "--propagation", "private", "sh", "-c", script],
-                          env={"PATH": "/usr/bin:/bin", "PROBE": probe, "CODE": str(ROOT), "SITE": str(site)}, capture_output=True, text=True, timeout=180)
+    probe = (
+        PROBE.replace("UID", str(RUNTIME_UID))
+        .replace("PATHS", json.dumps(paths))
+        .replace("SCRATCH", json.dumps(str(scratch)))
+    )
+    script = (
+        "mount -t tmpfs -o mode=0755 tmpfs /mnt && mkdir /mnt/rp-code /mnt/rp-site "
+        '&& mount --bind "$CODE" /mnt/rp-code && mount --bind "$SITE" /mnt/rp-site '
+        "&& mount -t tmpfs -o ro,mode=1777 tmpfs /tmp && mount -t tmpfs -o ro,mode=1777 tmpfs /var/tmp "
+        f'&& cd / && exec {SYSTEM_PYTHON} -I -c "$PROBE"'
+    )
+    proc = subprocess.run(
+        ["unshare", "-m", "--propagation", "private", "sh", "-c", script],
+        env={"PATH": "/usr/bin:/bin", "PROBE": probe, "CODE": str(ROOT), "SITE": str(site)},
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
     assert proc.stdout.strip(), proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 

@@ -22,14 +22,33 @@ def cost():
     return module
 
 
-COUNTS = {"transitions": 2, "history_events": 10, "inline_scores": 1, "inline_runs": 1, "s3_put": 7, "s3_get": 3,
-          "s3_bytes": 8000, "invocations": {"RolloutWorkflowStartEpisodeAAAA0000": 1, "CodeRunnerFunctionBBBB1111": 1}}
-FACTS = {"architecture": "arm64", "cpu": {},
-         "memory_mb": {"RolloutWorkflowStartEpisodeAAAA0000": 256, "CodeRunnerFunctionBBBB1111": 1769,
-                       "RolloutWorkflowScoreCCCC2222": 512},
-         "cold_s": {"RolloutWorkflowStartEpisodeAAAA0000": 0.5, "CodeRunnerFunctionBBBB1111": 0.4},
-         "fargate_delta": {"transitions": 3, "history_events": 12, "s3_put": 1, "s3_get": 2,
-                           "invocations": {"RolloutWorkflowScoreCCCC2222": 1, "CodeRunnerFunctionBBBB1111": -1}}}
+COUNTS = {
+    "transitions": 2,
+    "history_events": 10,
+    "inline_scores": 1,
+    "inline_runs": 1,
+    "s3_put": 7,
+    "s3_get": 3,
+    "s3_bytes": 8000,
+    "invocations": {"RolloutWorkflowStartEpisodeAAAA0000": 1, "CodeRunnerFunctionBBBB1111": 1},
+}
+FACTS = {
+    "architecture": "arm64",
+    "cpu": {},
+    "memory_mb": {
+        "RolloutWorkflowStartEpisodeAAAA0000": 256,
+        "CodeRunnerFunctionBBBB1111": 1769,
+        "RolloutWorkflowScoreCCCC2222": 512,
+    },
+    "cold_s": {"RolloutWorkflowStartEpisodeAAAA0000": 0.5, "CodeRunnerFunctionBBBB1111": 0.4},
+    "fargate_delta": {
+        "transitions": 3,
+        "history_events": 12,
+        "s3_put": 1,
+        "s3_get": 2,
+        "invocations": {"RolloutWorkflowScoreCCCC2222": 1, "CodeRunnerFunctionBBBB1111": -1},
+    },
+}
 
 
 def _lines(cost, path="openai", **assume) -> dict[str, float]:
@@ -38,8 +57,12 @@ def _lines(cost, path="openai", **assume) -> dict[str, float]:
 
 def test_the_table_has_the_costs_the_first_tables_left_out(cost):
     lines = _lines(cost)
-    for item in ("Lambda cold starts (INIT, billed since Aug 2025)", "Fargate (long jobs, image pull included)",
-                 "Fargate route's extra states", "DNS Firewall queries"):
+    for item in (
+        "Lambda cold starts (INIT, billed since Aug 2025)",
+        "Fargate (long jobs, image pull included)",
+        "Fargate route's extra states",
+        "DNS Firewall queries",
+    ):
         assert lines[item] > 0, item
 
 
@@ -52,11 +75,22 @@ def test_init_is_billed_for_the_cold_share_of_invocations_at_each_functions_cpu_
 
 
 def test_the_fargate_pull_is_billed_and_the_routes_extra_states_are_priced_per_fargate_rollout(cost):
-    per_task = (cost.FARGATE_MIN + cost.FARGATE_PULL_S / 60) / 60 * (cost.PRICE["fargate_vcpu_h"] + 2 * cost.PRICE["fargate_gb_h"])
-    assert _lines(cost)["Fargate (long jobs, image pull included)"] == pytest.approx(cost.FARGATE_SHARE * 1e6 * per_task)
-    extra = (3 * cost.PRICE["transition"] + cost.PRICE["lambda_request"]
-             + cost.CONTROL_STEP_S * 0.5 * cost.PRICE["lambda_gb_s"]["arm64"]
-             + cost.PRICE["s3_put"] + 2 * cost.PRICE["s3_get"] + 12 * 350 / 1e9 * cost.PRICE["logs_gb"])
+    per_task = (
+        (cost.FARGATE_MIN + cost.FARGATE_PULL_S / 60)
+        / 60
+        * (cost.PRICE["fargate_vcpu_h"] + 2 * cost.PRICE["fargate_gb_h"])
+    )
+    assert _lines(cost)["Fargate (long jobs, image pull included)"] == pytest.approx(
+        cost.FARGATE_SHARE * 1e6 * per_task
+    )
+    extra = (
+        3 * cost.PRICE["transition"]
+        + cost.PRICE["lambda_request"]
+        + cost.CONTROL_STEP_S * 0.5 * cost.PRICE["lambda_gb_s"]["arm64"]
+        + cost.PRICE["s3_put"]
+        + 2 * cost.PRICE["s3_get"]
+        + 12 * 350 / 1e9 * cost.PRICE["logs_gb"]
+    )
     assert _lines(cost)["Fargate route's extra states"] == pytest.approx(cost.FARGATE_SHARE * 1e6 * extra)
     assert _lines(cost, fargate_share=0.0)["Fargate route's extra states"] == 0
 

@@ -33,10 +33,18 @@ def _alarms_on(template, namespace, metric):
 @CONTEXTS
 def test_every_rollout_function_the_runner_and_the_reward_lambda_alarm_on_errors_and_throttles(context):
     template = harness.synthesized(context).template
-    functions = [k for k, f in _of_type(template, "AWS::Lambda::Function").items()
-                 if str(f["Properties"].get("Runtime", "")).startswith("python")]
-    must = [k for k in functions if k.startswith(("RolloutWorkflow", "CodeRunnerFunction", "SingleTurnReward",
-                                                  "MonitoringVarianceCheck", "NovaBridge"))]
+    functions = [
+        k
+        for k, f in _of_type(template, "AWS::Lambda::Function").items()
+        if str(f["Properties"].get("Runtime", "")).startswith("python")
+    ]
+    must = [
+        k
+        for k in functions
+        if k.startswith(
+            ("RolloutWorkflow", "CodeRunnerFunction", "SingleTurnReward", "MonitoringVarianceCheck", "NovaBridge")
+        )
+    ]
     assert len(must) == (7 if not context else 13)  # 4 rollout states, runner, reward Lambda, check (+ 6 bridge)
     topic = next(iter(_of_type(template, "AWS::SNS::Topic")))
     for metric in ("Errors", "Throttles"):
@@ -54,8 +62,11 @@ def test_every_rollout_function_the_runner_and_the_reward_lambda_alarm_on_errors
 def test_every_dead_letter_queue_alarms_on_its_first_message(context):
     template = harness.synthesized(context).template
     queues = _of_type(template, "AWS::SQS::Queue")
-    dead_letter_queues = {q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
-                          for q in queues.values() if "RedrivePolicy" in q["Properties"]}
+    dead_letter_queues = {
+        q["Properties"]["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]
+        for q in queues.values()
+        if "RedrivePolicy" in q["Properties"]
+    }
     # The variance check's queue is a dead-letter queue of its schedule target and its asynchronous invokes.
     dead_letter_queues |= {k for k in queues if k.startswith("MonitoringCheckDeadLetters")}
     assert len(dead_letter_queues) == (2 if not context else 7)
@@ -71,8 +82,10 @@ def test_every_dead_letter_queue_alarms_on_its_first_message(context):
 def test_alarm_names_are_unique_and_within_the_topics_grant(synth):
     names = [a["Properties"]["AlarmName"] for a in _of_type(synth.template, "AWS::CloudWatch::Alarm").values()]
     assert len(names) == len(set(names)) and all(n.startswith("RewardPipe-") for n in names)
-    nova = [a["Properties"]["AlarmName"]
-            for a in _of_type(harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template, "AWS::CloudWatch::Alarm").values()]
+    nova = [
+        a["Properties"]["AlarmName"]
+        for a in _of_type(harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template, "AWS::CloudWatch::Alarm").values()
+    ]
     assert len(nova) == len(set(nova))
 
 
@@ -82,8 +95,12 @@ def test_the_code_runner_lambda_has_no_data_access_and_gets_its_job_inline(synth
     template = synth.template
     runner = next(k for k in _of_type(template, "AWS::Lambda::Function") if k.startswith("CodeRunnerFunction"))
     role = template["Resources"][runner]["Properties"]["Role"]["Fn::GetAtt"][0]
-    statements = [st for p in _of_type(template, "AWS::IAM::Policy").values() if {"Ref": role} in p["Properties"]["Roles"]
-                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    statements = [
+        st
+        for p in _of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
     actions = {a for st in statements for a in (st["Action"] if isinstance(st["Action"], list) else [st["Action"]])}
     assert not [a for a in actions if a.startswith(("s3:", "sqs:", "states:", "lambda:"))], actions
     variables = template["Resources"][runner]["Properties"]["Environment"]["Variables"]
@@ -91,10 +108,18 @@ def test_the_code_runner_lambda_has_no_data_access_and_gets_its_job_inline(synth
     for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse", "RolloutWorkflowScore"):
         fn = next(k for k in _of_type(template, "AWS::Lambda::Function") if k.startswith(prefix))
         fn_role = template["Resources"][fn]["Properties"]["Role"]["Fn::GetAtt"][0]
-        grants = [st for p in _of_type(template, "AWS::IAM::Policy").values() if {"Ref": fn_role} in p["Properties"]["Roles"]
-                  for st in p["Properties"]["PolicyDocument"]["Statement"]]
-        assert any("lambda:InvokeFunction" in json.dumps(st["Action"]) and runner in json.dumps(st["Resource"])
-                   for st in grants), prefix
+        grants = [
+            st
+            for p in _of_type(template, "AWS::IAM::Policy").values()
+            if {"Ref": fn_role} in p["Properties"]["Roles"]
+            for st in p["Properties"]["PolicyDocument"]["Statement"]
+        ]
+        assert any(
+            "lambda:InvokeFunction" in json.dumps(st["Action"]) and runner in json.dumps(st["Resource"])
+            for st in grants
+        ), prefix
     # Score waits for a job it runs itself: it lives as long as the runner may.
     score = next(k for k in _of_type(template, "AWS::Lambda::Function") if k.startswith("RolloutWorkflowScore"))
-    assert template["Resources"][score]["Properties"]["Timeout"] >= template["Resources"][runner]["Properties"]["Timeout"]
+    assert (
+        template["Resources"][score]["Properties"]["Timeout"] >= template["Resources"][runner]["Properties"]["Timeout"]
+    )

@@ -42,8 +42,11 @@ def test_the_recorded_variables_are_the_templates(synth):
     """The check measures what python_function and add_environment recorded: exactly the template's variables."""
     resources = synth.template["Resources"]
     registered = limits.registry(synth.stack)
-    assert len(registered) == sum(1 for r in resources.values() if r["Type"] == "AWS::Lambda::Function"
-                                  and r["Properties"].get("Handler") == "handler.lambda_handler")
+    assert len(registered) == sum(
+        1
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Function" and r["Properties"].get("Handler") == "handler.lambda_handler"
+    )
     for assets in registered:
         logical = synth.stack.resolve(synth.stack.get_logical_id(assets.function.node.default_child))
         template_vars = resources[logical]["Properties"]["Environment"]["Variables"]
@@ -73,8 +76,13 @@ def test_a_function_over_either_limit_fails_the_synth_naming_it_and_the_figure(t
     monkeypatch.setattr(limits, "folder_bytes", heavy_user_layer)
     pattern = "^(?P<group>.+)_(?P<index>\\d+)$" + "|x" * 2100
     with pytest.raises(limits.LimitError) as caught:
-        build_app({"rewardpipe": {"reward": "one_module_reward:BREVITY", "packages": [str(FIXTURE)]},
-                   "rewardpipe_nova": {"enabled": True, "group_pattern": pattern}}, outdir=str(tmp_path))
+        build_app(
+            {
+                "rewardpipe": {"reward": "one_module_reward:BREVITY", "packages": [str(FIXTURE)]},
+                "rewardpipe_nova": {"enabled": True, "group_pattern": pattern},
+            },
+            outdir=str(tmp_path),
+        )
     message = str(caught.value)
     assert isinstance(caught.value, SettingsError)  # app.py prints it as one error, exit 2
     assert "RewardPipe/NovaBridge/Intake: environment variables take up to" in message

@@ -21,8 +21,11 @@ from tests.aws import harness
 def _functions_using_the_layer(template: dict) -> dict[str, dict]:
     resources = template["Resources"]
     (layer_id,) = [k for k, r in resources.items() if r["Type"] == "AWS::Lambda::LayerVersion"]
-    return {k: r["Properties"] for k, r in resources.items()
-            if r["Type"] == "AWS::Lambda::Function" and {"Ref": layer_id} in r["Properties"].get("Layers", [])}
+    return {
+        k: r["Properties"]
+        for k, r in resources.items()
+        if r["Type"] == "AWS::Lambda::Function" and {"Ref": layer_id} in r["Properties"].get("Layers", [])
+    }
 
 
 def _layer(template: dict) -> dict:
@@ -38,7 +41,9 @@ def test_every_rewardpipe_function_and_its_layer_run_on_arm64(synth):
 
 
 def test_the_nova_bridge_functions_run_on_arm64_too():
-    nova = harness.synthesized(json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True))
+    nova = harness.synthesized(
+        json.dumps({"rewardpipe_nova": {"enabled": True, "rollout_timeout_s": 600}}, sort_keys=True)
+    )
     functions = _functions_using_the_layer(nova.template)
     assert sum("Nova" in k for k in functions) >= 5
     assert {tuple(p["Architectures"]) for p in functions.values()} == {("arm64",)}
@@ -60,8 +65,10 @@ def test_an_unknown_architecture_fails_the_synth_naming_the_setting():
 
 # -- the sandbox's seccomp filter on aarch64 ---------------------------------------------------------------
 
-_KERNEL_TABLES = {"aarch64": Path("/usr/include/asm-generic/unistd.h"),
-                  "x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h")}
+_KERNEL_TABLES = {
+    "aarch64": Path("/usr/include/asm-generic/unistd.h"),
+    "x86_64": Path("/usr/include/x86_64-linux-gnu/asm/unistd_64.h"),
+}
 
 
 @pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
@@ -70,9 +77,14 @@ def test_the_filters_syscall_numbers_are_the_kernels(arch):
     if not header.is_file():
         pytest.skip(f"{header} (linux-libc-dev) is not installed")
     kernel = {m[1]: int(m[2]) for m in re.finditer(r"#define __NR(?:3264)?_(\w+)\s+(\d+)\b", header.read_text())}
-    ours = {**layers._DENIED[arch], **layers._SPECIAL[arch], **layers._SIGNAL_SENDERS[arch],
-            **layers._PID_TAKERS[arch], **layers._FILE_CALLS[arch],
-            **{name: number for name, (number, _) in layers._WHICH_WHO[arch].items()}}
+    ours = {
+        **layers._DENIED[arch],
+        **layers._SPECIAL[arch],
+        **layers._SIGNAL_SENDERS[arch],
+        **layers._PID_TAKERS[arch],
+        **layers._FILE_CALLS[arch],
+        **{name: number for name, (number, _) in layers._WHICH_WHO[arch].items()},
+    }
     wrong = {name: (number, kernel.get(name)) for name, number in ours.items() if kernel.get(name) != number}
     assert not wrong, f"{arch}: (ours, kernel's) {wrong}"
 

@@ -12,18 +12,26 @@ import pytest
 from stacks import packaging
 
 
-@pytest.mark.parametrize("architecture, platform", [(None, "manylinux2014_aarch64"), ("arm64", "manylinux2014_aarch64"),
-                                                    ("x86_64", "manylinux2014_x86_64")])
+@pytest.mark.parametrize(
+    "architecture, platform",
+    [(None, "manylinux2014_aarch64"), ("arm64", "manylinux2014_aarch64"), ("x86_64", "manylinux2014_x86_64")],
+)
 def test_pip_fetches_the_lambda_platform_wheels_at_the_pinned_versions(tmp_path, architecture, platform):
     requirements = packaging.layer_requirements()
     assert "pydantic-core==" + __import__("importlib.metadata").metadata.version("pydantic-core") in requirements
     arch = {} if architecture is None else {"architecture": architecture}
     command = packaging.pip_layer_command(tmp_path, requirements, **arch)
     joined = " ".join(command)
-    for flag in (f"--platform {platform}", "--only-binary=:all:", "--python-version 3.13",
-                 "--implementation cp", f"--target {tmp_path}", "--no-deps"):
+    for flag in (
+        f"--platform {platform}",
+        "--only-binary=:all:",
+        "--python-version 3.13",
+        "--implementation cp",
+        f"--target {tmp_path}",
+        "--no-deps",
+    ):
         assert flag in joined
-    assert command[-len(requirements):] == requirements
+    assert command[-len(requirements) :] == requirements
 
 
 def test_an_unknown_architecture_is_named(tmp_path):
@@ -34,6 +42,7 @@ def test_an_unknown_architecture_is_named(tmp_path):
 def test_this_interpreter_matches_exactly_one_lambda_architecture_or_none():
     import platform
     import sys
+
     matches = [a for a in packaging.LAMBDA_PLATFORMS if packaging.matches_lambda_platform(a)]
     expected = {"x86_64": ["x86_64"], "aarch64": ["arm64"]}.get(platform.machine(), [])
     if sys.implementation.cache_tag != packaging.LAMBDA_CACHE_TAG:
@@ -41,9 +50,13 @@ def test_this_interpreter_matches_exactly_one_lambda_architecture_or_none():
     assert matches == expected
 
 
-@pytest.mark.parametrize("setting, native, expected", [
-    ("auto", True, False), ("auto", False, True), ("pip", True, True), ("venv", False, False)])
-def test_pip_is_used_exactly_when_this_interpreter_cannot_supply_the_lambda_build(monkeypatch, setting, native, expected):
+@pytest.mark.parametrize(
+    "setting, native, expected",
+    [("auto", True, False), ("auto", False, True), ("pip", True, True), ("venv", False, False)],
+)
+def test_pip_is_used_exactly_when_this_interpreter_cannot_supply_the_lambda_build(
+    monkeypatch, setting, native, expected
+):
     monkeypatch.setattr(packaging, "matches_lambda_platform", lambda architecture=None: native)
     assert packaging.use_pip({packaging.LAYER_BUILD_ENV: setting}) is expected
 
@@ -65,7 +78,7 @@ def _fake_pip(calls: list):
             return _REAL_RUN(command, **kwargs)
         calls.append(command)
         target = Path(command[command.index("--target") + 1])
-        for requirement in command[command.index("--target") + 2:]:
+        for requirement in command[command.index("--target") + 2 :]:
             packaging.copy_distribution(requirement.split("==")[0], target)
         for module in target.rglob("*.cpython-311-*.so"):
             module.rename(module.with_name(module.name.replace(".cpython-311-", ".cpython-313-")))
@@ -76,8 +89,12 @@ def _fake_pip(calls: list):
 
 def test_wheels_are_fetched_once_per_version_set_and_reused(tmp_path):
     calls: list = []
-    first = packaging.pip_layer_dependencies(["pydantic-core==2.0", "jmespath==1.0"], cache=tmp_path, run=_fake_pip(calls))
-    again = packaging.pip_layer_dependencies(["jmespath==1.0", "pydantic-core==2.0"], cache=tmp_path, run=_fake_pip(calls))
+    first = packaging.pip_layer_dependencies(
+        ["pydantic-core==2.0", "jmespath==1.0"], cache=tmp_path, run=_fake_pip(calls)
+    )
+    again = packaging.pip_layer_dependencies(
+        ["jmespath==1.0", "pydantic-core==2.0"], cache=tmp_path, run=_fake_pip(calls)
+    )
     assert first == again and len(calls) == 1
     assert list(first.glob("pydantic_core/_pydantic_core*.so"))
 
@@ -116,6 +133,7 @@ def test_a_compiled_module_of_the_wrong_architecture_fails_the_synth_naming_it(m
     """This machine's x86-64 pydantic-core or wrapt in the arm64 layer would be an ImportError at the first
     cold start on AWS; the synth refuses it and names the file."""
     import platform
+
     if platform.machine() != "x86_64":
         pytest.skip("stages this machine's own (x86-64) binaries as the arm64 layer")
     with pytest.raises(packaging.PackagingError, match=r"_pydantic_core\.cpython-313-x86_64.*not a CPython 3.13 arm64"):

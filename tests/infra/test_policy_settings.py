@@ -22,8 +22,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _conversation_env(template: dict) -> list[dict]:
-    return [r["Properties"]["Environment"]["Variables"] for k, r in template["Resources"].items()
-            if r["Type"] == "AWS::Lambda::Function" and k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))]
+    return [
+        r["Properties"]["Environment"]["Variables"]
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function"
+        and k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))
+    ]
 
 
 def test_the_conversation_functions_get_the_endpoints_timeout_and_retries(synth):
@@ -36,14 +40,23 @@ def test_a_long_generation_is_one_setting_away(tmp_path):
     """16,384 tokens at ~40 tokens/s need ~410 s: one attempt of 600 s and a 900 s policy Lambda."""
     from app import build_app
 
-    context = {"rewardpipe": {"stack_name": "RewardPipeLong", "policy": {"http_timeout_s": 600, "http_retries": 0},
-                              "lambda": {"policy_timeout_s": 900}}}
+    context = {
+        "rewardpipe": {
+            "stack_name": "RewardPipeLong",
+            "policy": {"http_timeout_s": 600, "http_retries": 0},
+            "lambda": {"policy_timeout_s": 900},
+        }
+    }
     app, stack = build_app(context=context, outdir=str(tmp_path))
     template = app.synth().get_stack_artifact(stack.artifact_id).template
     envs = _conversation_env(template)
     assert all(e["POLICY_HTTP_TIMEOUT_S"] == "600" and e["POLICY_HTTP_RETRIES"] == "0" for e in envs)
-    timeouts = {r["Properties"]["Timeout"] for k, r in template["Resources"].items()
-                if k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse")) and r["Type"] == "AWS::Lambda::Function"}
+    timeouts = {
+        r["Properties"]["Timeout"]
+        for k, r in template["Resources"].items()
+        if k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))
+        and r["Type"] == "AWS::Lambda::Function"
+    }
     assert timeouts == {900}
 
 
@@ -131,8 +144,9 @@ def test_the_default_policy_mode_is_the_one_the_docs_state():
     assert stated, "docs/aws.md no longer states policy.mode's default"
     assert PolicySpec.model_fields["mode"].default == stated.group(1) == "callback"
     assert PolicySpec.model_validate({}).mode == "callback"
-    started = RolloutInput.model_validate({"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/t.json",
-                                           "policy": {"temperature": 0.5}})
+    started = RolloutInput.model_validate(
+        {"run": "r", "group": "g", "rollout": "x", "task_key": "tasks/t.json", "policy": {"temperature": 0.5}}
+    )
     assert started.policy.mode == "callback"
 
 

@@ -51,8 +51,9 @@ def test_cloudwatch_may_publish_to_the_alarm_topic_only_for_this_stacks_alarms(s
     (policy,) = _of_type(resources, "AWS::SNS::TopicPolicy").values()
     statements = policy["Properties"]["PolicyDocument"]["Statement"]
     # enforce_ssl's Deny is still there ...
-    assert any(st["Effect"] == "Deny" and st["Condition"] == {"Bool": {"aws:SecureTransport": "false"}}
-               for st in statements)
+    assert any(
+        st["Effect"] == "Deny" and st["Condition"] == {"Bool": {"aws:SecureTransport": "false"}} for st in statements
+    )
     # ... beside the Allow CloudWatch needs, because an explicit topic policy replaces SNS's default one.
     (allow,) = [st for st in statements if st["Effect"] == "Allow"]
     assert allow["Principal"] == {"Service": "cloudwatch.amazonaws.com"}
@@ -75,13 +76,17 @@ def test_every_alarm_matches_the_topic_grant_and_notifies_the_topic(context):
         props = alarm["Properties"]
         assert props["AlarmName"].startswith(f"{stack}-"), logical  # else the topic refuses its notifications
         assert [a["Ref"] for a in props["AlarmActions"]] and all(
-            a["Ref"].startswith("MonitoringAlarms") for a in props["AlarmActions"]), logical
+            a["Ref"].startswith("MonitoringAlarms") for a in props["AlarmActions"]
+        ), logical
 
 
 def test_the_topic_key_lets_cloudwatch_encrypt_only_for_this_stacks_alarms(resources):
     (key,) = _of_type(resources, "AWS::KMS::Key").values()
-    (statement,) = [st for st in key["Properties"]["KeyPolicy"]["Statement"]
-                    if st.get("Principal", {}).get("Service") == "cloudwatch.amazonaws.com"]
+    (statement,) = [
+        st
+        for st in key["Properties"]["KeyPolicy"]["Statement"]
+        if st.get("Principal", {}).get("Service") == "cloudwatch.amazonaws.com"
+    ]
     assert sorted(_as_list(statement["Action"])) == ["kms:Decrypt", "kms:GenerateDataKey*"]
     (topic_policy,) = _of_type(resources, "AWS::SNS::TopicPolicy").values()
     (allow,) = [st for st in topic_policy["Properties"]["PolicyDocument"]["Statement"] if st["Effect"] == "Allow"]
@@ -108,14 +113,16 @@ def test_runner_image_is_built_for_linux_amd64(synth):
 def test_dockerfile_gives_the_runtime_user_its_scratch_volume():
     """Fargate creates a bind volume root-owned 0755 unless the image's directory exists and is declared
     a VOLUME (then the volume starts with the image's ownership and mode)."""
-    lines = [re.sub(r"\s+", " ", line.strip())
-             for line in (ROOT / "containers" / "code_runner" / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
-             if line.strip() and not line.lstrip().startswith("#")]
+    lines = [
+        re.sub(r"\s+", " ", line.strip())
+        for line in (ROOT / "containers" / "code_runner" / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+        if line.strip() and not line.lstrip().startswith("#")
+    ]
     assert lines[0].startswith("FROM --platform=linux/amd64 ")
     user = next(i for i, line in enumerate(lines) if line.startswith("USER "))
     uid = lines[user].split()[1]
     volume = next(i for i, line in enumerate(lines) if line.startswith("VOLUME "))
-    assert json.loads(lines[volume][len("VOLUME "):]) == ["/scratch"] and volume < user
+    assert json.loads(lines[volume][len("VOLUME ") :]) == ["/scratch"] and volume < user
     setup = " ".join(line for line in lines[:volume] if line.startswith("RUN "))
     assert re.search(r"mkdir (-p )?/scratch", setup)
     assert re.search(rf"chown {uid}(:{uid})? /scratch", setup)
@@ -136,7 +143,10 @@ def test_single_turn_lambda_may_run_as_long_as_nova_waits_with_a_sandbox_sized_t
 
 def test_every_sandbox_host_caps_the_sandbox_below_its_own_memory(resources):
     _, runner = _one(resources, "AWS::Lambda::Function", "CodeRunnerFunction")
-    assert int(runner["Properties"]["Environment"]["Variables"]["REWARDPIPE_SANDBOX_MEMORY_MB"]) < runner["Properties"]["MemorySize"]
+    assert (
+        int(runner["Properties"]["Environment"]["Variables"]["REWARDPIPE_SANDBOX_MEMORY_MB"])
+        < runner["Properties"]["MemorySize"]
+    )
     _, task = _one(resources, "AWS::ECS::TaskDefinition", "CodeRunnerTask")
     (container,) = task["Properties"]["ContainerDefinitions"]
     env = {e["Name"]: e["Value"] for e in container["Environment"]}
@@ -154,9 +164,13 @@ def test_no_function_reserves_concurrency(context):
 
 
 def _alarm_on(resources, namespace: str, metric: str, dimension_ref: str) -> dict:
-    found = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-             if a["Properties"].get("Namespace") == namespace and a["Properties"].get("MetricName") == metric
-             and any(json.dumps(d["Value"]).find(dimension_ref) >= 0 for d in a["Properties"].get("Dimensions", []))]
+    found = [
+        a["Properties"]
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("Namespace") == namespace
+        and a["Properties"].get("MetricName") == metric
+        and any(json.dumps(d["Value"]).find(dimension_ref) >= 0 for d in a["Properties"].get("Dimensions", []))
+    ]
     assert len(found) == 1, (metric, dimension_ref)
     return found[0]
 
@@ -176,7 +190,9 @@ def test_undeliverable_checks_land_in_an_alarmed_dead_letter_queue(resources):
     assert target["DeadLetterConfig"]["Arn"] == {"Fn::GetAtt": [queue, "Arn"]}
     assert target["RetryPolicy"]["MaximumRetryAttempts"] == 2
     _, invoke_config = _one(resources, "AWS::Lambda::EventInvokeConfig", "MonitoringVarianceCheck")
-    assert invoke_config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == {"Fn::GetAtt": [queue, "Arn"]}
+    assert invoke_config["Properties"]["DestinationConfig"]["OnFailure"]["Destination"] == {
+        "Fn::GetAtt": [queue, "Arn"]
+    }
     # EventBridge may send to the queue only for this rule (the queue policy CDK writes for the DLQ).
     text = json.dumps([p for p in _of_type(resources, "AWS::SQS::QueuePolicy").values()])
     assert "events.amazonaws.com" in text and "aws:SourceArn" in text
@@ -185,8 +201,11 @@ def test_undeliverable_checks_land_in_an_alarmed_dead_letter_queue(resources):
 
 
 def test_a_silent_check_while_rollouts_run_alarms(resources):
-    (alarm,) = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-                if "variance-check-silent" in a["Properties"]["AlarmName"]]
+    (alarm,) = [
+        a["Properties"]
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if "variance-check-silent" in a["Properties"]["AlarmName"]
+    ]
     metrics = {m["Id"]: m for m in alarm["Metrics"]}
     expression = next(m["Expression"] for m in alarm["Metrics"] if "Expression" in m)
     assert "started" in expression and "checks" in expression
@@ -235,7 +254,11 @@ def test_state_machine_logs_to_a_vended_logs_group(resources):
 @pytest.mark.parametrize("role_prefix", ["CodeRunnerFunction", "CodeRunnerTaskTaskRole"])
 def test_sandbox_roles_reach_s3_only_through_the_vpc_endpoint(resources, role_prefix):
     endpoint, _ = _one(resources, "AWS::EC2::VPCEndpoint", "NetworkVpcS3")
-    s3 = [st for st in _statements_of_role(resources, role_prefix) if any(a.startswith("s3:") for a in _as_list(st["Action"]))]
+    s3 = [
+        st
+        for st in _statements_of_role(resources, role_prefix)
+        if any(a.startswith("s3:") for a in _as_list(st["Action"]))
+    ]
     # The runner Lambda gets its job inline and has no S3 grant at all (rewardpipe.aws.jobs); the Fargate task's
     # grant works only through the VPC's endpoint.
     assert bool(s3) is (role_prefix == "CodeRunnerTaskTaskRole")
@@ -246,18 +269,31 @@ def test_sandbox_roles_reach_s3_only_through_the_vpc_endpoint(resources, role_pr
 def test_the_s3_endpoint_lets_the_sandbox_list_its_prefix_so_a_missing_job_reads_as_404(resources):
     _, endpoint = _one(resources, "AWS::EC2::VPCEndpoint", "NetworkVpcS3")
     statements = endpoint["Properties"]["PolicyDocument"]["Statement"]
-    assert any(_as_list(st["Action"]) == ["s3:ListBucket"] and st["Condition"] == {"StringLike": {"s3:prefix": ["jobs/*"]}}
-               for st in statements)
+    assert any(
+        _as_list(st["Action"]) == ["s3:ListBucket"] and st["Condition"] == {"StringLike": {"s3:prefix": ["jobs/*"]}}
+        for st in statements
+    )
 
 
 def test_trainer_policy_is_output_with_exactly_what_a_trainer_does(synth, resources):
     logical, policy = _one(resources, "AWS::IAM::ManagedPolicy", "TrainerPolicy")
     assert synth.template["Outputs"]["TrainerPolicyArn"]["Value"] == {"Ref": logical}
     actions = {a for st in policy["Properties"]["PolicyDocument"]["Statement"] for a in _as_list(st["Action"])}
-    assert actions == {"states:StartExecution", "states:DescribeExecution", "states:SendTaskSuccess",
-                       "states:SendTaskFailure", "states:SendTaskHeartbeat", "sqs:ReceiveMessage", "sqs:DeleteMessage",
-                       "sqs:ChangeMessageVisibility", "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "lambda:InvokeFunction",
-                       "s3:GetObject", "s3:PutObject"}
+    assert actions == {
+        "states:StartExecution",
+        "states:DescribeExecution",
+        "states:SendTaskSuccess",
+        "states:SendTaskFailure",
+        "states:SendTaskHeartbeat",
+        "sqs:ReceiveMessage",
+        "sqs:DeleteMessage",
+        "sqs:ChangeMessageVisibility",
+        "sqs:GetQueueAttributes",
+        "sqs:GetQueueUrl",
+        "lambda:InvokeFunction",
+        "s3:GetObject",
+        "s3:PutObject",
+    }
     for st in policy["Properties"]["PolicyDocument"]["Statement"]:
         if st.get("Sid") != "AnswerTurns":  # task tokens: see the test below
             assert "*" not in _as_list(st["Resource"]), st
@@ -276,7 +312,10 @@ def test_task_token_actions_are_granted_on_all_resources_and_alone(context):
     wildcard covers nothing else. Every role whose code calls them has them."""
     resources = harness.synthesized(context).template["Resources"]
     granted: dict[str, set[str]] = {}
-    for policy in [*_of_type(resources, "AWS::IAM::Policy").values(), *_of_type(resources, "AWS::IAM::ManagedPolicy").values()]:
+    for policy in [
+        *_of_type(resources, "AWS::IAM::Policy").values(),
+        *_of_type(resources, "AWS::IAM::ManagedPolicy").values(),
+    ]:
         owners = [r["Ref"] for r in policy["Properties"].get("Roles", [])] or ["TrainerPolicy"]
         for st in policy["Properties"]["PolicyDocument"]["Statement"]:
             actions = set(_as_list(st["Action"]))
@@ -284,9 +323,11 @@ def test_task_token_actions_are_granted_on_all_resources_and_alone(context):
                 assert actions <= TASK_TOKEN_ACTIONS and st["Resource"] == "*" and "Condition" not in st, st
                 for owner in owners:
                     granted.setdefault(owner, set()).update(actions)
-    needed = {"TrainerPolicy": TASK_TOKEN_ACTIONS,  # RolloutClient answers, fails and heartbeats turns
-              "RolloutWorkflowStartEpisode": {"states:SendTaskSuccess", "states:SendTaskFailure"},
-              "RolloutWorkflowConverse": {"states:SendTaskSuccess", "states:SendTaskFailure"}}
+    needed = {
+        "TrainerPolicy": TASK_TOKEN_ACTIONS,  # RolloutClient answers, fails and heartbeats turns
+        "RolloutWorkflowStartEpisode": {"states:SendTaskSuccess", "states:SendTaskFailure"},
+        "RolloutWorkflowConverse": {"states:SendTaskSuccess", "states:SendTaskFailure"},
+    }
     if context:
         needed.update({"NovaBridgeForwarder": TASK_TOKEN_ACTIONS, "NovaBridgeRouter": TASK_TOKEN_ACTIONS})
     for prefix, actions in needed.items():
@@ -317,8 +358,11 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
     reads, writes = _object_patterns(policy, "s3:GetObject"), _object_patterns(policy, "s3:PutObject")
     run, attempt = "exp/1 long", "group-3_rollout-7-a2"
     snapshot = f"{attempt_prefix(run, attempt)}episode-4.json"
-    written = [f"{attempt_prefix(run, attempt)}reply-4.json", f"{inputs_prefix(run, attempt)}turns.json",
-               inline_task_key(run, {"task_id": "task/with odd id", "prompt": "p"})]
+    written = [
+        f"{attempt_prefix(run, attempt)}reply-4.json",
+        f"{inputs_prefix(run, attempt)}turns.json",
+        inline_task_key(run, {"task_id": "task/with odd id", "prompt": "p"}),
+    ]
     assert any(fnmatchcase(snapshot, p) for p in reads), (snapshot, reads)
     for key in written:
         assert any(fnmatchcase(key, p) for p in writes), (key, writes)
@@ -334,10 +378,36 @@ def test_trainer_policy_covers_every_key_the_rollout_client_exchanges_and_no_oth
 # "(metric1 > 15 AND metric2 > 15)"; "Using IF expressions": IF(condition, trueValue, falseValue) where the
 # condition may be such a time series (the IF(TS, S, S) form); FILL(metric, value), ... An expression id must
 # start with a lowercase letter. SEARCH is not allowed in alarms.
-_MATH_FUNCTIONS = {"ABS", "AVG", "CEIL", "DATAPOINT_COUNT", "DIFF", "DIFF_TIME", "FILL", "FIRST", "FLOOR", "IF",
-                   "LAST", "LOG", "LOG10", "MAX", "METRICS", "MIN", "PERIOD", "RATE", "REMOVE_EMPTY", "RUNNING_SUM",
-                   "SLICE", "SORT", "STDDEV", "SUM", "TIME_SERIES"}
-_MATH_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/^<>(),]))")
+_MATH_FUNCTIONS = {
+    "ABS",
+    "AVG",
+    "CEIL",
+    "DATAPOINT_COUNT",
+    "DIFF",
+    "DIFF_TIME",
+    "FILL",
+    "FIRST",
+    "FLOOR",
+    "IF",
+    "LAST",
+    "LOG",
+    "LOG10",
+    "MAX",
+    "METRICS",
+    "MIN",
+    "PERIOD",
+    "RATE",
+    "REMOVE_EMPTY",
+    "RUNNING_SUM",
+    "SLICE",
+    "SORT",
+    "STDDEV",
+    "SUM",
+    "TIME_SERIES",
+}
+_MATH_TOKEN = re.compile(
+    r"\s*(?:(?P<num>\d+(?:\.\d+)?)|(?P<name>[A-Za-z_][A-Za-z0-9_]*)|(?P<op>==|!=|<=|>=|&&|\|\||[-+*/^<>(),]))"
+)
 
 
 def _check_metric_math(expression: str, ids: set[str]) -> None:
@@ -385,7 +455,13 @@ def test_every_math_alarm_uses_documented_metric_math(resources):
                 _check_metric_math(metric["Expression"], ids - {metric["Id"]})
                 assert "SEARCH" not in metric["Expression"]  # not allowed in alarms
     assert expressions >= 2  # the heartbeat and rollouts-without-record alarms
-    for bad in ("IF(FILL(started, 0) > 0 AND FILL(checks, 0) == 0, 1)", "IFF(started, 1, 0)", "started + nope",
-                "IF(started > 0, 1, 0", "IF(NOT started > 0, 1, 0)", "IF(!(checks == 0), 1, 0)"):
+    for bad in (
+        "IF(FILL(started, 0) > 0 AND FILL(checks, 0) == 0, 1)",
+        "IFF(started, 1, 0)",
+        "started + nope",
+        "IF(started > 0, 1, 0",
+        "IF(NOT started > 0, 1, 0)",
+        "IF(!(checks == 0), 1, 0)",
+    ):
         with pytest.raises(AssertionError):
             _check_metric_math(bad, {"started", "checks"})

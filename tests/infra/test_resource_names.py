@@ -23,8 +23,12 @@ def _of_type(template: dict, cfn_type: str) -> dict[str, dict]:
 
 
 def _env(partition: str, region: str) -> dict[str, str]:
-    return {"AWS::Partition": partition, "AWS::Region": region, "AWS::URLSuffix": partitions()[partition].dns_suffix,
-            "AWS::AccountId": "123456789012"}
+    return {
+        "AWS::Partition": partition,
+        "AWS::Region": region,
+        "AWS::URLSuffix": partitions()[partition].dns_suffix,
+        "AWS::AccountId": "123456789012",
+    }
 
 
 # -- the limits --------------------------------------------------------------------------------------------
@@ -49,8 +53,14 @@ def test_the_longest_region_of_each_supported_partition_is_botocores():
 
 
 def test_a_name_is_checked_with_the_longest_region_and_every_supported_partition():
-    template = {"Resources": {"Q": {"Type": "AWS::SQS::Queue", "Properties": {"QueueName": {
-        "Fn::Join": ["", ["s-", {"Ref": "AWS::Region"}, "-", "x" * 60, ".fifo"]]}}}}}
+    template = {
+        "Resources": {
+            "Q": {
+                "Type": "AWS::SQS::Queue",
+                "Properties": {"QueueName": {"Fn::Join": ["", ["s-", {"Ref": "AWS::Region"}, "-", "x" * 60, ".fifo"]]}},
+            }
+        }
+    }
     longest = max(len(p.longest_region) for p in supported())
     fits = 80 - len("s--.fifo") - longest
     template["Resources"]["Q"]["Properties"]["QueueName"]["Fn::Join"][1][3] = "x" * fits
@@ -61,12 +71,17 @@ def test_a_name_is_checked_with_the_longest_region_and_every_supported_partition
 
 
 def test_names_with_bad_characters_or_that_cannot_be_bounded_are_problems():
-    template = {"Resources": {
-        "D": {"Type": "AWS::CloudWatch::Dashboard", "Properties": {"DashboardName": "has.dot"}},
-        "F": {"Type": "AWS::Lambda::Function", "Properties": {"FunctionName": {"Fn::GetAtt": ["X", "Name"]}}},
-        "L": {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": {"Fn::Join": ["", ["/aws/lambda/", {"Ref": "G"}]]}}},
-        "G": {"Type": "AWS::Lambda::Function", "Properties": {}},
-    }}
+    template = {
+        "Resources": {
+            "D": {"Type": "AWS::CloudWatch::Dashboard", "Properties": {"DashboardName": "has.dot"}},
+            "F": {"Type": "AWS::Lambda::Function", "Properties": {"FunctionName": {"Fn::GetAtt": ["X", "Name"]}}},
+            "L": {
+                "Type": "AWS::Logs::LogGroup",
+                "Properties": {"LogGroupName": {"Fn::Join": ["", ["/aws/lambda/", {"Ref": "G"}]]}},
+            },
+            "G": {"Type": "AWS::Lambda::Function", "Properties": {}},
+        }
+    }
     problems = {p.logical_id: p.reason for p in name_problems(template, "s")}
     assert set(problems) == {"D", "F"}  # L: a generated function name is at most 64 characters, it fits
     assert "characters outside" in problems["D"] and "cannot be checked at synth" in problems["F"]
@@ -98,9 +113,14 @@ def test_a_45_character_stack_name_fails_the_synth_and_the_longest_allowed_one_f
     name = "A" + "b" * 44
     errors, template = _synth_errors(tmp_path, name, nova=True)
     (message,) = [e for e in errors if "rewardpipe.stack_name" in e]
-    assert f"'{name}' (45 characters)" in message and "AWS::SQS::Queue QueueName" in message and "more than 80" in message
-    (reward,) = [f for f in _of_type(template, "AWS::Lambda::Function").values()
-                 if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")]
+    assert (
+        f"'{name}' (45 characters)" in message and "AWS::SQS::Queue QueueName" in message and "more than 80" in message
+    )
+    (reward,) = [
+        f
+        for f in _of_type(template, "AWS::Lambda::Function").values()
+        if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")
+    ]
     assert reward["FunctionName"] == f"{name}-SageMaker-reward"  # never truncated
     longest = int(re.search(r"use at most (\d+) characters", message).group(1))
     # "-SageMaker-GenerateResponseQueue-dlq.fifo" takes 41 of an SQS name's 80 characters
@@ -109,12 +129,19 @@ def test_a_45_character_stack_name_fails_the_synth_and_the_longest_allowed_one_f
     fits = "A" + "b" * (longest - 1)
     errors, template = _synth_errors(tmp_path, fits, nova=True)
     assert not [e for e in errors if "stack_name" in e], errors
-    tight = [len(render(props[prop], template, env)) - limit
-             for (cfn_type, prop), rule in rules().items() for props in _of_type(template, cfn_type).values()
-             if prop in props for env, limit in ((e, rule.max_length) for e in _envs(fits))]
+    tight = [
+        len(render(props[prop], template, env)) - limit
+        for (cfn_type, prop), rule in rules().items()
+        for props in _of_type(template, cfn_type).values()
+        if prop in props
+        for env, limit in ((e, rule.max_length) for e in _envs(fits))
+    ]
     assert max(tight) == 0
-    (reward,) = [f["FunctionName"] for f in _of_type(template, "AWS::Lambda::Function").values()
-                 if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")]
+    (reward,) = [
+        f["FunctionName"]
+        for f in _of_type(template, "AWS::Lambda::Function").values()
+        if str(f.get("FunctionName", "")).endswith("-SageMaker-reward")
+    ]
     assert reward == f"{fits}-SageMaker-reward" and len(reward) <= 64
 
 
@@ -125,8 +152,10 @@ def _envs(stack_name: str) -> list[dict[str, str]]:
 
 
 def test_the_message_computes_the_longest_stack_name_each_name_allows():
-    problems = [NameProblem("Q", "AWS::SQS::Queue", "QueueName", "x" * 85, "too long", 40),
-                NameProblem("F", "AWS::Lambda::Function", "FunctionName", "x" * 70, "too long", 39)]
+    problems = [
+        NameProblem("Q", "AWS::SQS::Queue", "QueueName", "x" * 85, "too long", 40),
+        NameProblem("F", "AWS::Lambda::Function", "FunctionName", "x" * 70, "too long", 39),
+    ]
     assert "use at most 39 characters" in stack_name_message("x" * 45, problems)
 
 
@@ -134,9 +163,15 @@ def test_the_message_computes_the_longest_stack_name_each_name_allows():
 
 
 def test_dashboard_and_dns_firewall_names_carry_the_stack_and_the_region(synth):
-    names = [(_of_type(synth.template, t), p) for t, p in (
-        ("AWS::CloudWatch::Dashboard", "DashboardName"), ("AWS::Route53Resolver::FirewallDomainList", "Name"),
-        ("AWS::Route53Resolver::FirewallRuleGroup", "Name"), ("AWS::Route53Resolver::FirewallRuleGroupAssociation", "Name"))]
+    names = [
+        (_of_type(synth.template, t), p)
+        for t, p in (
+            ("AWS::CloudWatch::Dashboard", "DashboardName"),
+            ("AWS::Route53Resolver::FirewallDomainList", "Name"),
+            ("AWS::Route53Resolver::FirewallRuleGroup", "Name"),
+            ("AWS::Route53Resolver::FirewallRuleGroupAssociation", "Name"),
+        )
+    ]
     rendered = []
     for resources, prop in names:
         assert resources
@@ -148,22 +183,34 @@ def test_dashboard_and_dns_firewall_names_carry_the_stack_and_the_region(synth):
     assert len(set(rendered)) == len(rendered) - 1  # the rule group and its association share a name
 
 
-@pytest.mark.parametrize("partition, region", [("aws", "us-east-1"), ("aws-cn", "cn-north-1"),
-                                               ("aws-cn", "cn-northwest-1"), ("aws-us-gov", "us-gov-west-1")])
+@pytest.mark.parametrize(
+    "partition, region",
+    [("aws", "us-east-1"), ("aws-cn", "cn-north-1"), ("aws-cn", "cn-northwest-1"), ("aws-us-gov", "us-gov-west-1")],
+)
 def test_dns_firewall_and_endpoint_names_resolve_for_each_partition(synth, partition, region):
     """The DNS Firewall allows the partition's own AWS domain (botocore's dnsSuffix: amazonaws.com.cn in China),
     and each interface endpoint's service name is the one CDK itself uses for that region (the oracle: an
     endpoint service resolved in a stack pinned to the region)."""
     env = _env(partition, region)
     suffix = partitions()[partition].dns_suffix
-    allowed = [render(d, synth.template, env) for props in _of_type(synth.template, "AWS::Route53Resolver::FirewallDomainList").values()
-               for d in props["Domains"] if d != "*"]
+    allowed = [
+        render(d, synth.template, env)
+        for props in _of_type(synth.template, "AWS::Route53Resolver::FirewallDomainList").values()
+        for d in props["Domains"]
+        if d != "*"
+    ]
     assert allowed == [suffix, f"*.{suffix}"]
-    endpoints = sorted(render(e["ServiceName"], synth.template, env)
-                       for e in _of_type(synth.template, "AWS::EC2::VPCEndpoint").values())
+    endpoints = sorted(
+        render(e["ServiceName"], synth.template, env)
+        for e in _of_type(synth.template, "AWS::EC2::VPCEndpoint").values()
+    )
     pinned = Stack(App(), "Pinned", env={"region": region, "account": "123456789012"})
-    services = (ec2.GatewayVpcEndpointAwsService.S3, ec2.InterfaceVpcEndpointAwsService.ECR,
-                ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER, ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS)
+    services = (
+        ec2.GatewayVpcEndpointAwsService.S3,
+        ec2.InterfaceVpcEndpointAwsService.ECR,
+        ec2.InterfaceVpcEndpointAwsService.ECR_DOCKER,
+        ec2.InterfaceVpcEndpointAwsService.CLOUDWATCH_LOGS,
+    )
     expected = sorted(render(pinned.resolve(s.name), {}, env) for s in services)
     assert endpoints == expected
 

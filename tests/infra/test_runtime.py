@@ -31,7 +31,9 @@ from tests.aws import harness
 pytestmark = pytest.mark.xdist_group("cdk")
 ROOT = Path(__file__).resolve().parents[2]
 PYTHON_313 = packaging.lambda_python()
-needs_313 = pytest.mark.skipif(PYTHON_313 is None, reason="no CPython 3.13 on this machine (set REWARDPIPE_LAMBDA_PYTHON)")
+needs_313 = pytest.mark.skipif(
+    PYTHON_313 is None, reason="no CPython 3.13 on this machine (set REWARDPIPE_LAMBDA_PYTHON)"
+)
 
 
 def _functions(template: dict) -> dict[str, dict]:
@@ -61,14 +63,18 @@ def test_no_function_is_within_90_days_of_its_runtimes_block_date(context):
 
 
 def _template(*runtimes: str) -> dict:
-    resources = {f"Fn{i}": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": r}} for i, r in enumerate(runtimes)}
+    resources = {
+        f"Fn{i}": {"Type": "AWS::Lambda::Function", "Properties": {"Runtime": r}} for i, r in enumerate(runtimes)
+    }
     resources["Image"] = {"Type": "AWS::Lambda::Function", "Properties": {"PackageType": "Image"}}
     return {"Resources": resources}
 
 
 def test_the_check_fails_within_90_days_of_a_block_date_and_for_an_unknown_runtime():
     # python3.10 (Amazon Linux 2): function create blocked 2027-02-01 -- 61 days after the day this was written.
-    assert "blocks function create on 2027-02-01" in " ".join(runtime_problems(_template("python3.10"), dt.date(2026, 12, 2)))
+    assert "blocks function create on 2027-02-01" in " ".join(
+        runtime_problems(_template("python3.10"), dt.date(2026, 12, 2))
+    )
     assert runtime_problems(_template("python3.10"), dt.date(2026, 11, 2)) == []  # 91 days before
     create = SCHEDULE["python3.13"].block_create
     assert runtime_problems(_template("python3.13"), create - dt.timedelta(days=MARGIN_DAYS + 1)) == []
@@ -76,7 +82,9 @@ def test_the_check_fails_within_90_days_of_a_block_date_and_for_an_unknown_runti
     assert "Fn0" in problem and "python3.13" in problem and create.isoformat() in problem
     (unknown,) = runtime_problems(_template("python9.9"), dt.date(2026, 12, 1))
     assert "not in the deprecation schedule" in unknown
-    layer = {"Resources": {"L": {"Type": "AWS::Lambda::LayerVersion", "Properties": {"CompatibleRuntimes": ["python3.9"]}}}}
+    layer = {
+        "Resources": {"L": {"Type": "AWS::Lambda::LayerVersion", "Properties": {"CompatibleRuntimes": ["python3.9"]}}}
+    }
     assert runtime_problems(layer, dt.date(2026, 12, 1))
 
 
@@ -104,8 +112,14 @@ def test_runtime_acknowledged_only_on_our_functions_and_never_stack_wide(synth):
 
     assert "AwsSolutions-L1" not in (ROOT / "stacks" / "rewardpipe_stack.py").read_text()
     # one row per (rule, resource): the report gains a copy of each row every time the shared app is synthesized
-    rows = sorted({r for p in synth.outdir.glob("AwsSolutions-*NagReport.csv") for r in p.read_text().splitlines()
-                   if '"AwsSolutions-L1"' in r})
+    rows = sorted(
+        {
+            r
+            for p in synth.outdir.glob("AwsSolutions-*NagReport.csv")
+            for r in p.read_text().splitlines()
+            if '"AwsSolutions-L1"' in r
+        }
+    )
     compliant = [r for r in rows if '"Compliant"' in r]
     suppressed = [r for r in rows if '"Suppressed"' in r]
     assert not [r for r in rows if '"Non-Compliant"' in r]
@@ -139,8 +153,9 @@ def test_the_sdk_is_the_layers_own_at_the_tested_versions_with_s3_conditional_wr
         assert name in packaging.LAYER_DISTRIBUTIONS
         normalized = name.replace("-", "_")
         assert list(python_dir.glob(f"{normalized}-{md.version(name)}.dist-info")), name
-    loader = botocore.loaders.Loader(extra_search_paths=[str(python_dir / "botocore" / "data")],
-                                     include_default_search_paths=False)
+    loader = botocore.loaders.Loader(
+        extra_search_paths=[str(python_dir / "botocore" / "data")], include_default_search_paths=False
+    )
     model = loader.load_service_model("s3", "service-2")
     members = model["shapes"][model["operations"]["PutObject"]["input"]["shape"]]["members"]
     assert {"IfNoneMatch", "IfMatch"} <= set(members)
@@ -148,9 +163,16 @@ def test_the_sdk_is_the_layers_own_at_the_tested_versions_with_s3_conditional_wr
 
 @needs_313
 def test_the_byte_code_magic_number_is_the_real_interpreters():
-    proc = subprocess.run([PYTHON_313, "-c", "import importlib.util, sys; "
-                           "print(importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)"],
-                          capture_output=True, text=True, check=True)
+    proc = subprocess.run(
+        [
+            PYTHON_313,
+            "-c",
+            "import importlib.util, sys; print(importlib.util.MAGIC_NUMBER.hex(), sys.implementation.cache_tag)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert proc.stdout.split() == [packaging.LAMBDA_BYTECODE_MAGIC.hex(), packaging.LAMBDA_CACHE_TAG]
 
 
@@ -162,17 +184,24 @@ def test_the_layer_ships_cpython_313_hash_checked_byte_code_named_as_on_lambda()
     sources = sorted(layer.rglob("*.py"))
     assert len(sources) > 900  # rewardpipe, pydantic, Powertools, httpx and the SDK (967 on 2 Dec 2026)
     assert packaging.foreign_bytecode(layer) == []
-    missing = [s for s in sources if not (s.parent / "__pycache__" / f"{s.stem}.{packaging.LAMBDA_CACHE_TAG}.pyc").is_file()]
+    missing = [
+        s for s in sources if not (s.parent / "__pycache__" / f"{s.stem}.{packaging.LAMBDA_CACHE_TAG}.pyc").is_file()
+    ]
     assert missing == []
-    probe = ("import marshal, sys\n"
-             "bad = []\n"
-             "for line in sys.stdin:\n"
-             "    pyc, expected = line.rstrip('\\n').split('\\t')\n"
-             "    code = marshal.loads(open(pyc, 'rb').read()[16:])\n"
-             "    if code.co_filename != expected: bad.append((pyc, code.co_filename))\n"
-             "print(len(bad), bad[:3])\n")
-    lines = "".join(f"{s.parent / '__pycache__' / f'{s.stem}.{packaging.LAMBDA_CACHE_TAG}.pyc'}\t"
-                    f"/opt/python/{s.relative_to(layer).as_posix()}\n" for s in sources)
+    probe = (
+        "import marshal, sys\n"
+        "bad = []\n"
+        "for line in sys.stdin:\n"
+        "    pyc, expected = line.rstrip('\\n').split('\\t')\n"
+        "    code = marshal.loads(open(pyc, 'rb').read()[16:])\n"
+        "    if code.co_filename != expected: bad.append((pyc, code.co_filename))\n"
+        "print(len(bad), bad[:3])\n"
+    )
+    lines = "".join(
+        f"{s.parent / '__pycache__' / f'{s.stem}.{packaging.LAMBDA_CACHE_TAG}.pyc'}\t"
+        f"/opt/python/{s.relative_to(layer).as_posix()}\n"
+        for s in sources
+    )
     proc = subprocess.run([PYTHON_313, "-c", probe], input=lines, capture_output=True, text=True, check=True)
     assert proc.stdout.startswith("0 "), proc.stdout
 
@@ -195,8 +224,12 @@ def test_byte_code_of_another_interpreter_fails_the_layer_naming_it(tmp_path):
     with pytest.raises(packaging.PackagingError, match=r"mod\.cpython-311\.pyc"):
         packaging._check_bytecode(tmp_path / "python")
     (cache / "mod.cpython-311.pyc").unlink()
-    (cache / "stale.cpython-313.pyc").write_bytes(packaging.LAMBDA_BYTECODE_MAGIC + (0).to_bytes(4, "little") + bytes(8))
-    assert packaging.foreign_bytecode(tmp_path / "python") == ["pkg/__pycache__/stale.cpython-313.pyc"]  # not hash-checked
+    (cache / "stale.cpython-313.pyc").write_bytes(
+        packaging.LAMBDA_BYTECODE_MAGIC + (0).to_bytes(4, "little") + bytes(8)
+    )
+    assert packaging.foreign_bytecode(tmp_path / "python") == [
+        "pkg/__pycache__/stale.cpython-313.pyc"
+    ]  # not hash-checked
 
 
 def test_without_a_cpython_313_the_layer_ships_sources_only_and_says_so(monkeypatch, tmp_path):
@@ -255,15 +288,25 @@ print(sys.version_info[:2], botocore.__file__.startswith(layer), pydantic_core._
 
 def _layer_and_functions(synth: harness.Synth) -> tuple[Path, list[Path]]:
     resources = synth.template["Resources"].values()
-    layer = next(synth.outdir / f"asset.{r['Properties']['Content']['S3Key'].split('.')[0]}"
-                 for r in resources if r["Type"] == "AWS::Lambda::LayerVersion")
-    functions = [synth.outdir / f"asset.{r['Properties']['Code']['S3Key'].split('.')[0]}" for r in resources
-                 if r["Type"] == "AWS::Lambda::Function" and str(r["Properties"].get("Runtime", "")).startswith("python")]
+    layer = next(
+        synth.outdir / f"asset.{r['Properties']['Content']['S3Key'].split('.')[0]}"
+        for r in resources
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+    )
+    functions = [
+        synth.outdir / f"asset.{r['Properties']['Code']['S3Key'].split('.')[0]}"
+        for r in resources
+        if r["Type"] == "AWS::Lambda::Function" and str(r["Properties"].get("Runtime", "")).startswith("python")
+    ]
     return layer / "python", functions
 
 
-LAMBDA_ENV = {"BUCKET": "b", "POWERTOOLS_TRACE_DISABLED": "1", "AWS_DEFAULT_REGION": "us-east-1",
-              "PYDANTIC_DISABLE_PLUGINS": "__all__"}
+LAMBDA_ENV = {
+    "BUCKET": "b",
+    "POWERTOOLS_TRACE_DISABLED": "1",
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "PYDANTIC_DISABLE_PLUGINS": "__all__",
+}
 
 
 @needs_313
@@ -274,15 +317,21 @@ def test_every_handler_imports_from_the_layer_alone_on_cpython_313_without_compi
     if harness.NATIVE_ARCHITECTURE is None:
         pytest.skip("this machine is neither x86-64 nor aarch64")
     extra = json.loads(harness.NOVA_BRIDGE_CONTEXT) if context == "nova-bridge" else {}
-    synth = harness.synthesized(json.dumps({**json.loads(harness.architecture_context(harness.NATIVE_ARCHITECTURE)),
-                                            **extra}, sort_keys=True))
+    synth = harness.synthesized(
+        json.dumps({**json.loads(harness.architecture_context(harness.NATIVE_ARCHITECTURE)), **extra}, sort_keys=True)
+    )
     layer, functions = _layer_and_functions(synth)
     handlers = {p.parent.name for p in (ROOT / "functions").glob("*/handler.py")}
     expected = handlers if context == "nova-bridge" else {h for h in handlers if not h.startswith("nova_")}
     assert len(functions) == len(expected)
     env = {"PATH": os.environ["PATH"], **LAMBDA_ENV}
-    proc = subprocess.run([PYTHON_313, "-S", "-c", _IMPORT_ALL, str(layer), *map(str, functions)],
-                          capture_output=True, text=True, env=env, timeout=300)
+    proc = subprocess.run(
+        [PYTHON_313, "-S", "-c", _IMPORT_ALL, str(layer), *map(str, functions)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split("\n")[0] == "(3, 13) True True 0 []", proc.stdout
 
@@ -312,8 +361,9 @@ def test_the_single_turn_reward_scores_a_batch_on_cpython_313_from_the_layer(syn
     layer, functions = _layer_and_functions(native)
     (folder,) = [f for f in functions if (f / "handler.py").read_text().startswith('"""Nova Forge single-turn')]
     env = {"PATH": os.environ["PATH"], **LAMBDA_ENV, "REWARD_NAME": "gsm8k", "POWERTOOLS_METRICS_NAMESPACE": "T"}
-    proc = subprocess.run([PYTHON_313, "-S", "-c", _SCORE, str(layer), str(folder)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    proc = subprocess.run(
+        [PYTHON_313, "-S", "-c", _SCORE, str(layer), str(folder)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     scores = dict(json.loads(proc.stdout.strip().splitlines()[-1]))
     assert scores[0] > scores[1]  # the right answer scores above the wrong one
@@ -344,12 +394,21 @@ def test_the_single_turn_reward_runs_model_code_in_the_sandbox_on_cpython_313(sy
     architecture; the sandbox's own checks for 3.13 are tests/security's)."""
     if harness.NATIVE_ARCHITECTURE is None:
         pytest.skip("this machine is neither x86-64 nor aarch64")
-    layer, functions = _layer_and_functions(harness.synthesized(harness.architecture_context(harness.NATIVE_ARCHITECTURE)))
+    layer, functions = _layer_and_functions(
+        harness.synthesized(harness.architecture_context(harness.NATIVE_ARCHITECTURE))
+    )
     (folder,) = [f for f in functions if (f / "handler.py").read_text().startswith('"""Nova Forge single-turn')]
-    env = {"PATH": os.environ["PATH"], **LAMBDA_ENV, "REWARD_NAME": "code_correctness", "POWERTOOLS_METRICS_NAMESPACE": "T",
-           "REWARDPIPE_SANDBOX_WORKERS": "2", "REWARDPIPE_SANDBOX_MEMORY_MB": "512"}
-    proc = subprocess.run([PYTHON_313, "-S", "-c", _CODE, str(layer), str(folder)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    env = {
+        "PATH": os.environ["PATH"],
+        **LAMBDA_ENV,
+        "REWARD_NAME": "code_correctness",
+        "POWERTOOLS_METRICS_NAMESPACE": "T",
+        "REWARDPIPE_SANDBOX_WORKERS": "2",
+        "REWARDPIPE_SANDBOX_MEMORY_MB": "512",
+    }
+    proc = subprocess.run(
+        [PYTHON_313, "-S", "-c", _CODE, str(layer), str(folder)], capture_output=True, text=True, env=env, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = {i: metrics for i, _score, metrics in json.loads(proc.stdout.strip().splitlines()[-1])}
     assert results[0]["tests_passed"] == 1 and results[0]["reward_error"] == 0

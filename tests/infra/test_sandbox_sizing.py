@@ -7,13 +7,16 @@ import pytest
 from stacks.config import load_settings
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    # 512 MB once gave each of the two single-turn sandboxes a 128 MB floor on top of 384 MB of handler:
-    # 640 MB of caps on a 512 MB Lambda, so two memory-hungry samples got the whole batch OOM-killed.
-    ({"lambda": {"single_turn_memory_mb": 512}}, "lambda.single_turn_memory_mb = 512 MB"),
-    ({"lambda": {"code_runner_memory_mb": 384}}, "lambda.code_runner_memory_mb = 384 MB"),
-    ({"fargate": {"memory_mib": 256}}, "fargate.memory_mib = 256 MB"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        # 512 MB once gave each of the two single-turn sandboxes a 128 MB floor on top of 384 MB of handler:
+        # 640 MB of caps on a 512 MB Lambda, so two memory-hungry samples got the whole batch OOM-killed.
+        ({"lambda": {"single_turn_memory_mb": 512}}, "lambda.single_turn_memory_mb = 512 MB"),
+        ({"lambda": {"code_runner_memory_mb": 384}}, "lambda.code_runner_memory_mb = 384 MB"),
+        ({"fargate": {"memory_mib": 256}}, "fargate.memory_mib = 256 MB"),
+    ],
+)
 def test_a_host_too_small_for_its_sandboxes_fails_the_synth_naming_the_setting(raw, fragment):
     from stacks.config import SettingsError
 

@@ -11,8 +11,9 @@ import math
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,8 @@ from stacks.config import (
     load_settings,
     show_value,
 )
-from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_KEY, NovaBridgeSettings
+from stacks.constructs.nova_bridge import CONTEXT_KEY as NOVA_KEY
+from stacks.constructs.nova_bridge import NovaBridgeSettings
 
 ROOT = Path(__file__).resolve().parents[2]
 MODELS = [(CONTEXT_KEY, DeploymentSettings), (NOVA_KEY, NovaBridgeSettings)]
@@ -40,7 +42,9 @@ def _resolve(node: dict, defs: dict) -> dict:
     return node
 
 
-def _fields(schema: dict, node: dict | None = None, path: tuple[str, ...] = ()) -> Iterator[tuple[tuple[str, ...], dict]]:
+def _fields(
+    schema: dict, node: dict | None = None, path: tuple[str, ...] = ()
+) -> Iterator[tuple[tuple[str, ...], dict]]:
     """(path, schema) of every setting, objects included, leaves last."""
     defs = schema.get("$defs", {})
     node = _resolve(schema if node is None else node, defs)
@@ -56,8 +60,15 @@ def _wrong_types(node: dict) -> list[Any]:
     kinds = {o.get("type") for o in node.get("anyOf", [node])}
     if "enum" in node:
         kinds.add({int: "integer", str: "string"}[type(node["enum"][0])])
-    samples = {"integer": [7, -3], "number": [0.5, 2.75], "string": ["8", "true", ""], "boolean": [True, False],
-               "null": [None], "array": [[], [1]], "object": [{}, {"x": 1}]}
+    samples = {
+        "integer": [7, -3],
+        "number": [0.5, 2.75],
+        "string": ["8", "true", ""],
+        "boolean": [True, False],
+        "null": [None],
+        "array": [[], [1]],
+        "object": [{}, {"x": 1}],
+    }
     accepted = set(kinds)
     if "number" in accepted:
         accepted.add("integer")  # strict mode still takes 1 for a float, as JSON has one number type
@@ -119,8 +130,9 @@ def test_the_generator_covers_every_setting_of_both_models():
     assert len(CASES) > 300
 
 
-@pytest.mark.parametrize("key, model, path, value", CASES,
-                         ids=[f"{k}.{'.'.join(p)}={json.dumps(v)[:20]}" for k, _m, p, v in CASES])
+@pytest.mark.parametrize(
+    "key, model, path, value", CASES, ids=[f"{k}.{'.'.join(p)}={json.dumps(v)[:20]}" for k, _m, p, v in CASES]
+)
 def test_every_bad_value_of_every_setting_is_refused_naming_it_its_value_and_what_is_allowed(key, model, path, value):
     with pytest.raises(SettingsError) as info:
         load_context(key, _place(path, value), model)
@@ -141,36 +153,45 @@ def test_the_defaults_and_every_settings_own_default_are_accepted(key, model):
     assert load_context(key, json.dumps(defaults), model) == model()
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ({"max_turns": True}, "rewardpipe.max_turns = true (boolean): must be an integer"),
-    ({"group_size": "8"}, 'rewardpipe.group_size = "8" (string): must be an integer'),
-    ({"group_size": 8.0}, "rewardpipe.group_size = 8.0 (number)"),
-    ({"lambda": {"memory_mb": "512"}}, "rewardpipe.lambda.memory_mb"),
-    ({"alarms": {"zero_variance_fraction": True}}, "rewardpipe.alarms.zero_variance_fraction = true"),
-    ({"alarms": {"email": ["ops@example.com"]}}, "rewardpipe.alarms.email"),
-    ({"reward_weights": {"correctness": "1"}}, 'rewardpipe.reward_weights.correctness = "1" (string)'),
-    ({"fargate": {"cpu": 1024.0}}, "rewardpipe.fargate.cpu = 1024.0"),
-    ({"stack_name": "my stack"}, "rewardpipe.stack_name"),
-    ({"stack_name": "9lives"}, "matching ^[A-Za-z][A-Za-z0-9-]*$"),
-    ({"stack_name": ""}, "rewardpipe.stack_name"),
-    ({"lambda": []}, "rewardpipe.lambda = [] (array): must be an object with the keys architecture"),
-    ({"simulator": "gpt"}, 'must be one of "rule_based", "openai"'),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({"max_turns": True}, "rewardpipe.max_turns = true (boolean): must be an integer"),
+        ({"group_size": "8"}, 'rewardpipe.group_size = "8" (string): must be an integer'),
+        ({"group_size": 8.0}, "rewardpipe.group_size = 8.0 (number)"),
+        ({"lambda": {"memory_mb": "512"}}, "rewardpipe.lambda.memory_mb"),
+        ({"alarms": {"zero_variance_fraction": True}}, "rewardpipe.alarms.zero_variance_fraction = true"),
+        ({"alarms": {"email": ["ops@example.com"]}}, "rewardpipe.alarms.email"),
+        ({"reward_weights": {"correctness": "1"}}, 'rewardpipe.reward_weights.correctness = "1" (string)'),
+        ({"fargate": {"cpu": 1024.0}}, "rewardpipe.fargate.cpu = 1024.0"),
+        ({"stack_name": "my stack"}, "rewardpipe.stack_name"),
+        ({"stack_name": "9lives"}, "matching ^[A-Za-z][A-Za-z0-9-]*$"),
+        ({"stack_name": ""}, "rewardpipe.stack_name"),
+        ({"lambda": []}, "rewardpipe.lambda = [] (array): must be an object with the keys architecture"),
+        ({"simulator": "gpt"}, 'must be one of "rule_based", "openai"'),
+    ],
+)
 def test_the_reported_examples(raw, fragment):
     with pytest.raises(SettingsError, match=None) as info:
         load_settings(raw)
     assert fragment in str(info.value)
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ({"enabled": "maybe"}, 'rewardpipe_nova.enabled = "maybe" (string): must be true or false'),
-    ({"enabled": 1}, "rewardpipe_nova.enabled = 1 (integer)"),
-    ({"rollout_timeout_s": "600"}, "rewardpipe_nova.rollout_timeout_s"),
-    ({"group_pattern": "(unclosed"}, "rewardpipe_nova.group_pattern = \"(unclosed\" (string): not a regular expression"),
-    ({"group_pattern": "^(?P<g>.+)$"}, "needs a named group"),
-    ('{"enabled": true, "enabled": false}', 'the key "enabled" is given twice'),
-    ("[1, 2]", "rewardpipe_nova' = [1, 2] (array): must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({"enabled": "maybe"}, 'rewardpipe_nova.enabled = "maybe" (string): must be true or false'),
+        ({"enabled": 1}, "rewardpipe_nova.enabled = 1 (integer)"),
+        ({"rollout_timeout_s": "600"}, "rewardpipe_nova.rollout_timeout_s"),
+        (
+            {"group_pattern": "(unclosed"},
+            'rewardpipe_nova.group_pattern = "(unclosed" (string): not a regular expression',
+        ),
+        ({"group_pattern": "^(?P<g>.+)$"}, "needs a named group"),
+        ('{"enabled": true, "enabled": false}', 'the key "enabled" is given twice'),
+        ("[1, 2]", "rewardpipe_nova' = [1, 2] (array): must be a JSON object"),
+    ],
+)
 def test_nova_bridge_settings_are_as_strict(raw, fragment):
     with pytest.raises(SettingsError) as info:
         load_context(NOVA_KEY, raw, NovaBridgeSettings)
@@ -180,17 +201,20 @@ def test_nova_bridge_settings_are_as_strict(raw, fragment):
 # -- JSON and structure ----------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("text, fragment", [
-    ("{not json", "is not valid JSON: Expecting property name"),
-    ('{"group_size": 8,}', "is not valid JSON"),
-    ('{"group_size": 8, "group_size": 9}', 'the key "group_size" is given twice'),
-    ('{"alarms": {"error_rate": NaN}}', "NaN is not a JSON number"),
-    ('{"alarms": {"error_rate": Infinity}}', "Infinity is not a JSON number"),
-    ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    ('{"reward_weights": ' + '{"a": ' * 50 + "1" + "}" * 50 + "}", "nested more than 8 levels deep"),
-    ('"a string"', "must be a JSON object"),
-    ("12", "must be a JSON object"),
-])
+@pytest.mark.parametrize(
+    "text, fragment",
+    [
+        ("{not json", "is not valid JSON: Expecting property name"),
+        ('{"group_size": 8,}', "is not valid JSON"),
+        ('{"group_size": 8, "group_size": 9}', 'the key "group_size" is given twice'),
+        ('{"alarms": {"error_rate": NaN}}', "NaN is not a JSON number"),
+        ('{"alarms": {"error_rate": Infinity}}', "Infinity is not a JSON number"),
+        ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+        ('{"reward_weights": ' + '{"a": ' * 50 + "1" + "}" * 50 + "}", "nested more than 8 levels deep"),
+        ('"a string"', "must be a JSON object"),
+        ("12", "must be a JSON object"),
+    ],
+)
 def test_malformed_or_nested_json_is_named_not_a_traceback(text, fragment):
     with pytest.raises(SettingsError) as info:
         load_settings(text)
@@ -219,16 +243,22 @@ def test_shown_values_are_short_and_safe_for_a_terminal():
 # -- the app: every context path, no traceback -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("env_context, fragment", [
-    ({"rewardpipe": '{"max_turns": true}'}, "rewardpipe.max_turns = true (boolean)"),
-    ({"rewardpipe": '{"group_size": "8"}'}, "rewardpipe.group_size"),
-    ({"rewardpipe": "{not json"}, "context 'rewardpipe' is not valid JSON"),
-    ({"rewardpipe": '{"stack_name": "my stack"}'}, "rewardpipe.stack_name"),
-    ({"rewardpipe_nova": '{"enabled": "maybe"}'}, "rewardpipe_nova.enabled"),
-    ({"rewardpipe_nova": "{oops"}, "context 'rewardpipe_nova' is not valid JSON"),
-    ({"rewardpipe": "[" * 50_000}, "nested too deeply"),
-    ({"rewardpipe": {"reward_weights": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}}}, "nested more than"),
-])
+@pytest.mark.parametrize(
+    "env_context, fragment",
+    [
+        ({"rewardpipe": '{"max_turns": true}'}, "rewardpipe.max_turns = true (boolean)"),
+        ({"rewardpipe": '{"group_size": "8"}'}, "rewardpipe.group_size"),
+        ({"rewardpipe": "{not json"}, "context 'rewardpipe' is not valid JSON"),
+        ({"rewardpipe": '{"stack_name": "my stack"}'}, "rewardpipe.stack_name"),
+        ({"rewardpipe_nova": '{"enabled": "maybe"}'}, "rewardpipe_nova.enabled"),
+        ({"rewardpipe_nova": "{oops"}, "context 'rewardpipe_nova' is not valid JSON"),
+        ({"rewardpipe": "[" * 50_000}, "nested too deeply"),
+        (
+            {"rewardpipe": {"reward_weights": {"a": {"b": {"c": {"d": {"e": {"f": {"g": {"h": 1}}}}}}}}}},
+            "nested more than",
+        ),
+    ],
+)
 def test_app_main_exits_2_naming_the_setting_for_cli_context(monkeypatch, capsys, env_context, fragment):
     """As ``cdk synth -c key=...`` runs the app: the CLI passes every context value in CDK_CONTEXT_JSON (a
     ``-c`` value as a string)."""
@@ -262,8 +292,10 @@ def test_build_app_refuses_deep_context_before_jsii_sees_it():
 def test_python_app_py_exits_2_without_a_traceback():
     """The real entry point, as ``cdk synth -c rewardpipe_nova='{"enabled": "maybe"}'`` would run it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
-    env.update(CDK_CONTEXT_JSON=json.dumps({"rewardpipe_nova": '{"enabled": "maybe"}', "rewardpipe": "[" * 30_000}),
-               JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20")
+    env.update(
+        CDK_CONTEXT_JSON=json.dumps({"rewardpipe_nova": '{"enabled": "maybe"}', "rewardpipe": "[" * 30_000}),
+        JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="20",
+    )
     proc = subprocess.run([sys.executable, "app.py"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert "Traceback" not in proc.stderr and "nested too deeply" in proc.stderr
@@ -291,8 +323,15 @@ def _extremes(which: str) -> dict:
 # What the checks across settings need on top of the single bounds (each named in its own error message).
 COMPATIBLE = {
     "max": {"execution_routing_threshold_s": 840, "policy": {"http_timeout_s": 865, "http_retries": 0}},
-    "min": {"lambda": {"code_runner_memory_mb": 512, "single_turn_memory_mb": 640, "code_runner_timeout_s": 61,
-                       "policy_timeout_s": 36}, "storage": {"expire_runs_days": 31}},
+    "min": {
+        "lambda": {
+            "code_runner_memory_mb": 512,
+            "single_turn_memory_mb": 640,
+            "code_runner_timeout_s": 61,
+            "policy_timeout_s": 36,
+        },
+        "storage": {"expire_runs_days": 31},
+    },
 }
 
 
@@ -307,6 +346,8 @@ def test_every_setting_at_its_bound_synthesizes(tmp_path, which):
     for key, value in COMPATIBLE[which].items():
         raw[key] = {**raw.get(key, {}), **value} if isinstance(value, dict) else value
     settings = load_settings(raw)
-    app, stack = build_app(context={"rewardpipe": {**raw, "stack_name": f"Bounds{which.title()}"}}, outdir=str(tmp_path))
+    app, stack = build_app(
+        context={"rewardpipe": {**raw, "stack_name": f"Bounds{which.title()}"}}, outdir=str(tmp_path)
+    )
     assert synth_errors(app, stack) == []
     assert stack.settings.max_turns == settings.max_turns

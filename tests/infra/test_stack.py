@@ -43,20 +43,41 @@ def _actions(statement: dict) -> list[str]:
 
 
 def test_records_bucket_is_encrypted_private_versioned_with_lifecycle(template):
-    template.has_resource_properties("AWS::S3::Bucket", {
-        "BucketEncryption": {"ServerSideEncryptionConfiguration": [
-            {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]},
-        "PublicAccessBlockConfiguration": {"BlockPublicAcls": True, "BlockPublicPolicy": True,
-                                           "IgnorePublicAcls": True, "RestrictPublicBuckets": True},
-        "VersioningConfiguration": {"Status": "Enabled"},
-        "LoggingConfiguration": Match.object_like({"LogFilePrefix": "records/"}),
-        "LifecycleConfiguration": {"Rules": Match.array_with([
-            Match.object_like({"Id": "old-runs", "Prefix": "runs/", "ExpirationInDays": 365, "Status": "Enabled",
-                               "Transitions": [{"StorageClass": "STANDARD_IA", "TransitionInDays": 30}]}),
-            Match.object_like({"Id": "job-handoffs", "Prefix": "jobs/", "ExpirationInDays": 7}),
-            Match.object_like({"Id": "old-versions", "NoncurrentVersionExpiration": {"NoncurrentDays": 30}}),
-        ])},
-    })
+    template.has_resource_properties(
+        "AWS::S3::Bucket",
+        {
+            "BucketEncryption": {
+                "ServerSideEncryptionConfiguration": [{"ServerSideEncryptionByDefault": {"SSEAlgorithm": "AES256"}}]
+            },
+            "PublicAccessBlockConfiguration": {
+                "BlockPublicAcls": True,
+                "BlockPublicPolicy": True,
+                "IgnorePublicAcls": True,
+                "RestrictPublicBuckets": True,
+            },
+            "VersioningConfiguration": {"Status": "Enabled"},
+            "LoggingConfiguration": Match.object_like({"LogFilePrefix": "records/"}),
+            "LifecycleConfiguration": {
+                "Rules": Match.array_with(
+                    [
+                        Match.object_like(
+                            {
+                                "Id": "old-runs",
+                                "Prefix": "runs/",
+                                "ExpirationInDays": 365,
+                                "Status": "Enabled",
+                                "Transitions": [{"StorageClass": "STANDARD_IA", "TransitionInDays": 30}],
+                            }
+                        ),
+                        Match.object_like({"Id": "job-handoffs", "Prefix": "jobs/", "ExpirationInDays": 7}),
+                        Match.object_like(
+                            {"Id": "old-versions", "NoncurrentVersionExpiration": {"NoncurrentDays": 30}}
+                        ),
+                    ]
+                )
+            },
+        },
+    )
 
 
 def test_every_bucket_denies_plain_http(resources):
@@ -74,9 +95,11 @@ def test_every_bucket_denies_plain_http(resources):
 
 
 def test_single_turn_function_is_named_for_sagemaker_and_exported(synth, resources):
-    functions = {k: v for k, v in _of_type(resources, "AWS::Lambda::Function").items() if k.startswith("SingleTurnReward")}
+    functions = {
+        k: v for k, v in _of_type(resources, "AWS::Lambda::Function").items() if k.startswith("SingleTurnReward")
+    }
     assert len(functions) == 1
-    (logical, fn), = functions.items()
+    ((logical, fn),) = functions.items()
     assert "SageMaker" in fn["Properties"]["FunctionName"]
     assert fn["Properties"]["Environment"]["Variables"]["REWARD_NAME"] == "gsm8k"
     assert fn["Properties"]["Handler"] == "handler.lambda_handler"
@@ -111,13 +134,23 @@ def test_sandbox_network_has_no_route_to_the_internet(template, resources):
 
 def test_sandbox_security_group_allows_nothing_in_and_only_https_to_the_endpoints(resources):
     groups = {k: v for k, v in _of_type(resources, "AWS::EC2::SecurityGroup").items() if "SandboxSg" in k}
-    (logical, sg), = groups.items()
+    ((logical, sg),) = groups.items()
     assert "SecurityGroupIngress" not in sg["Properties"]
     # Inline: only the match-nothing placeholder, so EC2 does not add its default allow-all egress.
-    assert sg["Properties"]["SecurityGroupEgress"] == [{"CidrIp": "255.255.255.255/32", "Description": "Disallow all traffic",
-                                                         "IpProtocol": "icmp", "FromPort": 252, "ToPort": 86}]
-    egress = [e["Properties"] for e in _of_type(resources, "AWS::EC2::SecurityGroupEgress").values()
-              if e["Properties"]["GroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}]
+    assert sg["Properties"]["SecurityGroupEgress"] == [
+        {
+            "CidrIp": "255.255.255.255/32",
+            "Description": "Disallow all traffic",
+            "IpProtocol": "icmp",
+            "FromPort": 252,
+            "ToPort": 86,
+        }
+    ]
+    egress = [
+        e["Properties"]
+        for e in _of_type(resources, "AWS::EC2::SecurityGroupEgress").values()
+        if e["Properties"]["GroupId"] == {"Fn::GetAtt": [logical, "GroupId"]}
+    ]
     assert sorted((e["FromPort"], e["ToPort"], e["IpProtocol"]) for e in egress) == [(443, 443, "tcp")] * 2
     assert not any("CidrIp" in e or "CidrIpv6" in e for e in egress)  # no 0.0.0.0/0, not even on 443
     (to_group,) = [e for e in egress if "DestinationSecurityGroupId" in e]
@@ -137,14 +170,23 @@ def test_model_code_runs_only_inside_the_isolated_vpc(resources):
 
 
 def test_fargate_task_is_hardened_and_its_role_limited_to_job_objects(template, resources):
-    template.has_resource_properties("AWS::ECS::TaskDefinition", {
-        "RequiresCompatibilities": ["FARGATE"],
-        "NetworkMode": "awsvpc",
-        "ContainerDefinitions": [Match.object_like({
-            "Name": "runner", "ReadonlyRootFilesystem": True, "Memory": 2048,
-            "MountPoints": [{"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"}],
-        })],
-    })
+    template.has_resource_properties(
+        "AWS::ECS::TaskDefinition",
+        {
+            "RequiresCompatibilities": ["FARGATE"],
+            "NetworkMode": "awsvpc",
+            "ContainerDefinitions": [
+                Match.object_like(
+                    {
+                        "Name": "runner",
+                        "ReadonlyRootFilesystem": True,
+                        "Memory": 2048,
+                        "MountPoints": [{"ContainerPath": "/scratch", "ReadOnly": False, "SourceVolume": "scratch"}],
+                    }
+                )
+            ],
+        },
+    )
     task_role_statements = _statements(resources, "CodeRunnerTaskTaskRole")
     assert task_role_statements, "the task role has no policy"
     for st in task_role_statements:
@@ -165,16 +207,31 @@ def test_no_role_gets_bucket_wide_or_wildcard_s3(resources):
                     assert re.search(r'/(tasks|jobs|runs)/\*"', text), (logical, text)
 
 
-@pytest.mark.parametrize("prefix, allowed", [
-    ("RolloutWorkflowStartEpisode", {("s3:GetObject", "tasks"), ("s3:PutObject", "tasks"), ("s3:GetObject", "runs"),
-                                     ("s3:PutObject", "runs"), ("s3:PutObject", "jobs")}),
-    ("RolloutWorkflowConverse", {("s3:GetObject", "tasks"), ("s3:GetObject", "runs"), ("s3:PutObject", "runs"),
-                                 ("s3:PutObject", "jobs")}),
-    ("RolloutWorkflowScore", {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:GetObject", "runs"),
-                              ("s3:PutObject", "runs")}),
-    ("RolloutWorkflowRecordError", {("s3:GetObject", "runs"), ("s3:PutObject", "runs")}),
-    ("CodeRunnerFunction", set()),  # the job and its result travel in the invoke (rewardpipe.aws.jobs)
-])
+@pytest.mark.parametrize(
+    "prefix, allowed",
+    [
+        (
+            "RolloutWorkflowStartEpisode",
+            {
+                ("s3:GetObject", "tasks"),
+                ("s3:PutObject", "tasks"),
+                ("s3:GetObject", "runs"),
+                ("s3:PutObject", "runs"),
+                ("s3:PutObject", "jobs"),
+            },
+        ),
+        (
+            "RolloutWorkflowConverse",
+            {("s3:GetObject", "tasks"), ("s3:GetObject", "runs"), ("s3:PutObject", "runs"), ("s3:PutObject", "jobs")},
+        ),
+        (
+            "RolloutWorkflowScore",
+            {("s3:GetObject", "tasks"), ("s3:GetObject", "jobs"), ("s3:GetObject", "runs"), ("s3:PutObject", "runs")},
+        ),
+        ("RolloutWorkflowRecordError", {("s3:GetObject", "runs"), ("s3:PutObject", "runs")}),
+        ("CodeRunnerFunction", set()),  # the job and its result travel in the invoke (rewardpipe.aws.jobs)
+    ],
+)
 def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed):
     granted = set()
     for st in _statements(resources, prefix):
@@ -194,11 +251,14 @@ def test_each_function_reaches_only_its_own_prefixes(resources, prefix, allowed)
 
 
 def test_state_machine_is_standard_with_logging_and_tracing(template):
-    template.has_resource_properties("AWS::StepFunctions::StateMachine", {
-        "StateMachineType": "STANDARD",
-        "TracingConfiguration": {"Enabled": True},
-        "LoggingConfiguration": Match.object_like({"Level": "ALL", "IncludeExecutionData": False}),
-    })
+    template.has_resource_properties(
+        "AWS::StepFunctions::StateMachine",
+        {
+            "StateMachineType": "STANDARD",
+            "TracingConfiguration": {"Enabled": True},
+            "LoggingConfiguration": Match.object_like({"Level": "ALL", "IncludeExecutionData": False}),
+        },
+    )
 
 
 def _definition(resources) -> dict:
@@ -218,12 +278,17 @@ def test_every_task_state_catches_into_the_error_record(resources):
         # The conversation states' loop exits come first (they are not failures); then everything else.
         exits = [c for c in catchers if c["ErrorEquals"] != ["States.ALL"]]
         assert catchers[len(exits)]["ErrorEquals"] == ["States.ALL"] and len(catchers) == len(exits) + 1, name
-        target = {"RecordErrorStep": "RecordWriteFailed", "ConverseStep": "ConverseFailed",
-                  "StartEpisodeStep": "StartEpisodeFailed"}.get(name, "RecordErrorStep")
+        target = {
+            "RecordErrorStep": "RecordWriteFailed",
+            "ConverseStep": "ConverseFailed",
+            "StartEpisodeStep": "StartEpisodeFailed",
+        }.get(name, "RecordErrorStep")
         assert catchers[len(exits)]["Next"] == target, name
         if name in ("StartEpisodeStep", "ConverseStep"):
-            assert {c["ErrorEquals"][0]: c["Next"] for c in exits} == {"Rollout.Finished": "Finished",
-                                                                      "Rollout.RunCode": "ResumeWithJob"}, name
+            assert {c["ErrorEquals"][0]: c["Next"] for c in exits} == {
+                "Rollout.Finished": "Finished",
+                "Rollout.RunCode": "ResumeWithJob",
+            }, name
         else:
             assert not exits, name
         transient = {"Lambda.ServiceException", "ECS.AmazonECSException", "SQS.SdkClientException"}
@@ -235,7 +300,10 @@ def test_long_jobs_go_to_fargate_with_the_job_passed_through_s3(resources):
     fargate = states["RunCodeFargate"]
     assert fargate["Resource"].endswith(":states:::ecs:runTask.sync")
     env = fargate["Parameters"]["Overrides"]["ContainerOverrides"][0]["Environment"]
-    assert {e["Name"]: e["Value.$"] for e in env} == {"JOB_KEY": "$.execution.job_key", "RESULT_KEY": "$.execution.result_key"}
+    assert {e["Name"]: e["Value.$"] for e in env} == {
+        "JOB_KEY": "$.execution.job_key",
+        "RESULT_KEY": "$.execution.result_key",
+    }
     network = fargate["Parameters"]["NetworkConfiguration"]["AwsvpcConfiguration"]
     assert network.get("AssignPublicIp", "DISABLED") == "DISABLED"  # absent means DISABLED
     assert len(network["Subnets"]) == 2 and len(network["SecurityGroups"]) == 1
@@ -298,12 +366,29 @@ def test_no_catch_grows_an_input_that_may_be_near_256_kib(resources):
 def test_record_error_may_read_back_only_this_state_machines_executions(resources):
     (sm,) = _of_type(resources, "AWS::StepFunctions::StateMachine").values()
     name = sm["Properties"]["StateMachineName"]
-    (describe,) = [st for st in _statements(resources, "RolloutWorkflowRecordError")
-                   if "states:DescribeExecution" in _actions(st)]
+    (describe,) = [
+        st for st in _statements(resources, "RolloutWorkflowRecordError") if "states:DescribeExecution" in _actions(st)
+    ]
     assert _actions(describe) == ["states:DescribeExecution"]
-    assert _resource_text(describe) == [json.dumps({"Fn::Join": ["", [
-        "arn:", {"Ref": "AWS::Partition"}, ":states:", {"Ref": "AWS::Region"}, ":", {"Ref": "AWS::AccountId"},
-        f":execution:{name}:*"]]}, sort_keys=True)]
+    assert _resource_text(describe) == [
+        json.dumps(
+            {
+                "Fn::Join": [
+                    "",
+                    [
+                        "arn:",
+                        {"Ref": "AWS::Partition"},
+                        ":states:",
+                        {"Ref": "AWS::Region"},
+                        ":",
+                        {"Ref": "AWS::AccountId"},
+                        f":execution:{name}:*",
+                    ],
+                ]
+            },
+            sort_keys=True,
+        )
+    ]
 
 
 def test_conversation_functions_may_complete_their_task_tokens_and_nothing_more(resources):
@@ -319,17 +404,25 @@ def test_conversation_functions_may_complete_their_task_tokens_and_nothing_more(
 
 def test_conversation_functions_get_the_conversation_memory(resources):
     memory = {k: fn["Properties"].get("MemorySize") for k, fn in _of_type(resources, "AWS::Lambda::Function").items()}
-    assert [v for k, v in memory.items() if k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))] \
-        == [256, 256]
+    assert [
+        v for k, v in memory.items() if k.startswith(("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"))
+    ] == [256, 256]
 
 
 def test_routing_threshold_and_turn_limit_come_from_context(resources):
-    env = next(fn["Properties"]["Environment"]["Variables"] for k, fn in _of_type(resources, "AWS::Lambda::Function").items()
-               if k.startswith("RolloutWorkflowConverse"))
+    env = next(
+        fn["Properties"]["Environment"]["Variables"]
+        for k, fn in _of_type(resources, "AWS::Lambda::Function").items()
+        if k.startswith("RolloutWorkflowConverse")
+    )
     assert env["ROUTING_THRESHOLD_S"] == "600"
     assert env["MAX_TURNS"] == "6"
-    assert json.loads(env["REWARD_WEIGHTS"]) == {"correctness": 1.0, "asked_before_coding": 0.6,
-                                                  "guessed_immediately": 0.4, "loop_penalty": 0.2}
+    assert json.loads(env["REWARD_WEIGHTS"]) == {
+        "correctness": 1.0,
+        "asked_before_coding": 0.6,
+        "guessed_immediately": 0.4,
+        "loop_penalty": 0.2,
+    }
 
 
 # -- monitoring ------------------------------------------------------------------------------------
@@ -347,27 +440,39 @@ def _assert_counts_checked_steps(alarm: dict, *, threshold: int) -> None:
 
 
 def test_one_dead_component_alarm_per_component_counting_checked_steps(resources, synth):
-    alarms = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-              if a["Properties"].get("MetricName") == "DeadStreak"]
+    alarms = [
+        a["Properties"]
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "DeadStreak"
+    ]
     by_component = {next(d["Value"] for d in a["Dimensions"] if d["Name"] == "component"): a for a in alarms}
     assert sorted(by_component) == sorted(COMPONENTS)
     for alarm in by_component.values():
         _assert_counts_checked_steps(alarm, threshold=3)  # alarms.dead_steps consecutive dead checked steps
-    assert not [a for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"]
+    assert not [
+        a
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "ZeroVarianceGroupFraction"
+    ]
 
 
 def test_error_rate_alarm_counts_checked_steps_not_minutes(resources):
     """Like the dead-component alarms: ErrorStreak (consecutive checked steps with an error rate of at least
     alarms.error_rate) is emitted once per newly checked step, so one datapoint decides, steps far apart
     still alarm and a pause in training (no datapoints) sends no false "OK"."""
-    (alarm,) = [a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"].get("AlarmName") == "RewardPipe-error-rate"]
+    (alarm,) = [
+        a["Properties"]
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("AlarmName") == "RewardPipe-error-rate"
+    ]
     assert alarm["MetricName"] == "ErrorStreak"
     assert alarm["Dimensions"] == [{"Name": "service", "Value": "rewardpipe"}]  # the longest streak of the active runs
     _assert_counts_checked_steps(alarm, threshold=3)  # alarms.error_steps
-    assert not [a for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
-                if a["Properties"].get("MetricName") == "ErrorRate"]
+    assert not [
+        a
+        for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "ErrorRate"
+    ]
 
 
 def test_the_check_and_the_alarms_take_their_thresholds_from_one_setting(synth, tmp_path):
@@ -380,32 +485,66 @@ def test_the_check_and_the_alarms_take_their_thresholds_from_one_setting(synth, 
     from rewardpipe.monitoring import AlarmPolicy
 
     policy = {"zero_variance_fraction": 0.8, "dead_steps": 5, "error_rate": 0.2, "error_steps": 4}
-    _, stack = build_app(context={"rewardpipe": {"stack_name": "RewardPipePolicy", "alarms": policy}},
-                         outdir=str(tmp_path))
+    _, stack = build_app(
+        context={"rewardpipe": {"stack_name": "RewardPipePolicy", "alarms": policy}}, outdir=str(tmp_path)
+    )
     resources = Template.from_stack(stack).to_json()["Resources"]
-    (check_env,) = [fn["Properties"]["Environment"]["Variables"] for fn in _of_type(resources, "AWS::Lambda::Function").values()
-                    if "ALARM_TOPIC_ARN" in fn["Properties"].get("Environment", {}).get("Variables", {})]
+    (check_env,) = [
+        fn["Properties"]["Environment"]["Variables"]
+        for fn in _of_type(resources, "AWS::Lambda::Function").values()
+        if "ALARM_TOPIC_ARN" in fn["Properties"].get("Environment", {}).get("Variables", {})
+    ]
     assert Settings.from_env(check_env).alarm_policy == AlarmPolicy(**policy)
-    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()}
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"] for a in _of_type(resources, "AWS::CloudWatch::Alarm").values()
+    }
     assert alarms["RewardPipePolicy-error-rate"]["Threshold"] == policy["error_steps"]
     assert {a["Threshold"] for name, a in alarms.items() if "dead-component" in name} == {policy["dead_steps"]}
     # The defaults: the stack's, the check's without any variable, and the policy's are one.
     stack_default = load_settings({}).alarms
-    assert Settings().alarm_policy == Settings.from_env({}).alarm_policy == AlarmPolicy(
-        **{name: getattr(stack_default, name) for name in AlarmPolicy.model_fields})
+    assert (
+        Settings().alarm_policy
+        == Settings.from_env({}).alarm_policy
+        == AlarmPolicy(**{name: getattr(stack_default, name) for name in AlarmPolicy.model_fields})
+    )
 
 
 def test_failed_execution_alarm_notifies_the_topic(template):
-    template.has_resource_properties("AWS::CloudWatch::Alarm", {
-        "Metrics": Match.array_with([
-            Match.object_like({"Expression": "failed + timedOut"}),
-            Match.object_like({"Id": "failed", "MetricStat": Match.object_like({"Metric": Match.object_like(
-                {"MetricName": "ExecutionsFailed", "Namespace": "AWS/States"})})}),
-            Match.object_like({"Id": "timedOut", "MetricStat": Match.object_like({"Metric": Match.object_like(
-                {"MetricName": "ExecutionsTimedOut", "Namespace": "AWS/States"})})}),
-        ]),
-        "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
-    })
+    template.has_resource_properties(
+        "AWS::CloudWatch::Alarm",
+        {
+            "Metrics": Match.array_with(
+                [
+                    Match.object_like({"Expression": "failed + timedOut"}),
+                    Match.object_like(
+                        {
+                            "Id": "failed",
+                            "MetricStat": Match.object_like(
+                                {
+                                    "Metric": Match.object_like(
+                                        {"MetricName": "ExecutionsFailed", "Namespace": "AWS/States"}
+                                    )
+                                }
+                            ),
+                        }
+                    ),
+                    Match.object_like(
+                        {
+                            "Id": "timedOut",
+                            "MetricStat": Match.object_like(
+                                {
+                                    "Metric": Match.object_like(
+                                        {"MetricName": "ExecutionsTimedOut", "Namespace": "AWS/States"}
+                                    )
+                                }
+                            ),
+                        }
+                    ),
+                ]
+            ),
+            "AlarmActions": [{"Ref": Match.string_like_regexp("^MonitoringAlarms")}],
+        },
+    )
 
 
 def test_alarm_topic_is_encrypted_with_a_key_cloudwatch_may_use(template, resources):
@@ -424,20 +563,32 @@ def test_dashboard_shows_variance_zero_fraction_errors_and_latency(resources):
     (dashboard,) = _of_type(resources, "AWS::CloudWatch::Dashboard").values()
     body = dashboard["Properties"]["DashboardBody"]
     text = body if isinstance(body, str) else json.dumps(body)
-    for title in ("Within-group std by component", "Zero-variance group fraction by component",
-                  "Error rate", "Execution latency"):
+    for title in (
+        "Within-group std by component",
+        "Zero-variance group fraction by component",
+        "Error rate",
+        "Execution latency",
+    ):
         assert title in text
     for component in COMPONENTS:
         assert text.count(f'\\"component\\",\\"{component}\\"') >= 3 or text.count(f'"component","{component}"') >= 3
 
 
 def test_variance_check_runs_on_a_schedule_and_can_publish(template, resources):
-    template.has_resource_properties("AWS::Lambda::Function", {
-        "Handler": "handler.lambda_handler",
-        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.9", "DEAD_STEPS": "3",
-                                                        "ALARM_TOPIC_ARN": Match.any_value()})},
-    })
-    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"})
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Handler": "handler.lambda_handler",
+            "Environment": {
+                "Variables": Match.object_like(
+                    {"ZERO_VARIANCE_FRACTION": "0.9", "DEAD_STEPS": "3", "ALARM_TOPIC_ARN": Match.any_value()}
+                )
+            },
+        },
+    )
+    template.has_resource_properties(
+        "AWS::Events::Rule", {"ScheduleExpression": "rate(15 minutes)", "State": "ENABLED"}
+    )
     actions = [a for st in _statements(resources, "MonitoringVarianceCheck") for a in _actions(st)]
     assert "sns:Publish" in actions and "s3:ListBucket" in actions
     listing = next(st for st in _statements(resources, "MonitoringVarianceCheck") if "s3:ListBucket" in _actions(st))
@@ -453,19 +604,22 @@ def test_stack_is_environment_agnostic(synth):
 # -- settings validation ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("raw, fragment", [
-    ({"execution_routing_threshold_s": 880}, "execution_routing_threshold_s=880"),
-    ({"reward_weights": {"corectness": 1}}, "corectness"),
-    ({"reward_name": "nope"}, "unknown reward 'nope'"),
-    # The error-rate alarm's M of N periods are gone: an old cdk.json is told what replaced them.
-    ({"alarms": {"datapoints_to_alarm": 3, "evaluation_periods": 5}}, "set alarms.error_steps"),
-    ({"alarms": {"error_steps": 0}}, "rewardpipe.alarms.error_steps"),
-    ({"alarms": {"email": "not-an-address"}}, "rewardpipe.alarms.email"),
-    ({"lambda": {"code_runner_timeout_s": 901}}, "rewardpipe.lambda.code_runner_timeout_s"),
-    ({"fargate": {"cpu": 300}}, "fargate.cpu"),
-    ({"group_sise": 8}, "rewardpipe.group_sise"),
-    ("{not json", "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "raw, fragment",
+    [
+        ({"execution_routing_threshold_s": 880}, "execution_routing_threshold_s=880"),
+        ({"reward_weights": {"corectness": 1}}, "corectness"),
+        ({"reward_name": "nope"}, "unknown reward 'nope'"),
+        # The error-rate alarm's M of N periods are gone: an old cdk.json is told what replaced them.
+        ({"alarms": {"datapoints_to_alarm": 3, "evaluation_periods": 5}}, "set alarms.error_steps"),
+        ({"alarms": {"error_steps": 0}}, "rewardpipe.alarms.error_steps"),
+        ({"alarms": {"email": "not-an-address"}}, "rewardpipe.alarms.email"),
+        ({"lambda": {"code_runner_timeout_s": 901}}, "rewardpipe.lambda.code_runner_timeout_s"),
+        ({"fargate": {"cpu": 300}}, "fargate.cpu"),
+        ({"group_sise": 8}, "rewardpipe.group_sise"),
+        ("{not json", "not valid JSON"),
+    ],
+)
 def test_bad_settings_fail_with_a_message_naming_the_setting(raw, fragment):
     from stacks.config import SettingsError
 
@@ -481,16 +635,25 @@ def _alarm_windows(template: dict) -> list[tuple[str, int, int]]:
         if alarm["Type"] != "AWS::CloudWatch::Alarm":
             continue
         props = alarm["Properties"]
-        periods = [props["Period"]] if "Period" in props else [
-            m["MetricStat"]["Period"] for m in props["Metrics"] if "MetricStat" in m] + [
-            m["Period"] for m in props["Metrics"] if "Period" in m]
+        periods = (
+            [props["Period"]]
+            if "Period" in props
+            else [m["MetricStat"]["Period"] for m in props["Metrics"] if "MetricStat" in m]
+            + [m["Period"] for m in props["Metrics"] if "Period" in m]
+        )
         out.extend((logical, int(period), int(props["EvaluationPeriods"])) for period in periods)
     return out
 
 
-@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT, json.dumps(
-    {"rewardpipe": {"monitor_schedule_minutes": 1440, "alarms": {"period_minutes": 1440}}})],
-    ids=["default", "nova-bridge", "longest-settings"])
+@pytest.mark.parametrize(
+    "context",
+    [
+        "",
+        harness.NOVA_BRIDGE_CONTEXT,
+        json.dumps({"rewardpipe": {"monitor_schedule_minutes": 1440, "alarms": {"period_minutes": 1440}}}),
+    ],
+    ids=["default", "nova-bridge", "longest-settings"],
+)
 def test_every_alarm_window_is_one_cloudwatch_accepts(context):
     """PutMetricAlarm (EvaluationPeriods): period × evaluation periods at most 604,800 s, and at most
     86,400 s when the period is under 3,600 s; a period is 10, 20, 30 or a multiple of 60 seconds."""
@@ -513,22 +676,34 @@ def test_context_changes_the_alarms_the_subscription_and_the_routing(synth, tmp_
     from app import build_app
     from rewardpipe.rewards import get_reward
 
-    settings = {"stack_name": "RewardPipeAlt", "reward_name": "code_correctness", "execution_routing_threshold_s": 120,
-                "alarms": {"email": "ops@example.com", "zero_variance_fraction": 0.8, "dead_steps": 5}}
+    settings = {
+        "stack_name": "RewardPipeAlt",
+        "reward_name": "code_correctness",
+        "execution_routing_threshold_s": 120,
+        "alarms": {"email": "ops@example.com", "zero_variance_fraction": 0.8, "dead_steps": 5},
+    }
     _, stack = build_app(context={"rewardpipe": settings}, outdir=str(tmp_path))
     alt = Template.from_stack(stack)
     alt.has_resource_properties("AWS::SNS::Subscription", {"Protocol": "email", "Endpoint": "ops@example.com"})
     alarms = alt.find_resources("AWS::CloudWatch::Alarm", {"Properties": {"MetricName": "DeadStreak"}})
-    components = sorted(next(d["Value"] for d in a["Properties"]["Dimensions"] if d["Name"] == "component")
-                        for a in alarms.values())
+    components = sorted(
+        next(d["Value"] for d in a["Properties"]["Dimensions"] if d["Name"] == "component") for a in alarms.values()
+    )
     assert components == sorted(get_reward("code_correctness").component_names)
     assert {a["Properties"]["Threshold"] for a in alarms.values()} == {5}
-    alt.has_resource_properties("AWS::Lambda::Function", {
-        "Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.8", "DEAD_STEPS": "5"})}})
-    alt.has_resource_properties("AWS::Lambda::Function", {
-        "FunctionName": "RewardPipeAlt-SageMaker-reward"})
-    alt.has_resource_properties("AWS::Lambda::Function", {
-        "Environment": {"Variables": Match.object_like({"ROUTING_THRESHOLD_S": "120", "REWARD_NAME": "code_correctness"})}})
+    alt.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Environment": {"Variables": Match.object_like({"ZERO_VARIANCE_FRACTION": "0.8", "DEAD_STEPS": "5"})}},
+    )
+    alt.has_resource_properties("AWS::Lambda::Function", {"FunctionName": "RewardPipeAlt-SageMaker-reward"})
+    alt.has_resource_properties(
+        "AWS::Lambda::Function",
+        {
+            "Environment": {
+                "Variables": Match.object_like({"ROUTING_THRESHOLD_S": "120", "REWARD_NAME": "code_correctness"})
+            }
+        },
+    )
 
 
 def test_state_machine_role_invokes_only_the_workflow_functions(resources):
@@ -551,17 +726,25 @@ def test_state_machine_role_invokes_only_the_workflow_functions(resources):
 
 def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(synth, resources):
     endpoints = _of_type(resources, "AWS::EC2::VPCEndpoint")
-    gateway = [e["Properties"] for e in endpoints.values() if e["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"]
+    gateway = [
+        e["Properties"] for e in endpoints.values() if e["Properties"].get("VpcEndpointType", "Gateway") == "Gateway"
+    ]
     (s3,) = gateway
     statements = s3["PolicyDocument"]["Statement"]
-    resources_allowed = sorted(json.dumps(r) for st in statements for r in
-                               (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]]))
+    resources_allowed = sorted(
+        json.dumps(r)
+        for st in statements
+        for r in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+    )
     assert len(resources_allowed) == 3
     assert any("starport-layer-bucket/*" in r for r in resources_allowed)
     assert any("/jobs/*" in r and "StorageRecords" in r for r in resources_allowed)
     # The bucket itself only for listing jobs/ (so a missing job object reads as 404, not 403).
-    (listing,) = [st for st in statements if "/" not in json.dumps(st["Resource"]).split("Arn")[-1]
-                  and "starport" not in json.dumps(st["Resource"])]
+    (listing,) = [
+        st
+        for st in statements
+        if "/" not in json.dumps(st["Resource"]).split("Arn")[-1] and "starport" not in json.dumps(st["Resource"])
+    ]
     assert listing["Action"] == "s3:ListBucket" and listing["Condition"] == {"StringLike": {"s3:prefix": ["jobs/*"]}}
     for endpoint in endpoints.values():
         props = endpoint["Properties"]
@@ -574,9 +757,13 @@ def test_endpoints_serve_only_this_stack_and_dns_leaves_only_for_aws(synth, reso
     from stacks.names import render
 
     commercial = {"AWS::Partition": "aws", "AWS::Region": "us-east-1"}  # the other partitions: test_resource_names.py
-    lists = {k: [render(d, synth.template, commercial) for d in v["Properties"]["Domains"]]
-             for k, v in _of_type(resources, "AWS::Route53Resolver::FirewallDomainList").items()}
-    assert rules[0]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["amazonaws.com", "*.amazonaws.com"]}
+    lists = {
+        k: [render(d, synth.template, commercial) for d in v["Properties"]["Domains"]]
+        for k, v in _of_type(resources, "AWS::Route53Resolver::FirewallDomainList").items()
+    }
+    assert rules[0]["FirewallDomainListId"]["Fn::GetAtt"][0] in {
+        k for k, d in lists.items() if d == ["amazonaws.com", "*.amazonaws.com"]
+    }
     assert rules[1]["FirewallDomainListId"]["Fn::GetAtt"][0] in {k for k, d in lists.items() if d == ["*"]}
     (association,) = _of_type(resources, "AWS::Route53Resolver::FirewallRuleGroupAssociation").values()
     assert association["Properties"]["VpcId"]["Ref"].startswith("NetworkVpc")

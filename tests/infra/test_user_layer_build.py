@@ -69,8 +69,11 @@ class FakePip:
         info.mkdir()
         (info / "METADATA").write_text(f"Name: {name.rsplit('-', 1)[0]}\n")
         (info / "direct_url.json").write_text('{"url": "file:///tmp/build/x.whl"}')
-        record = [f"{f},," for f in files] + [f"{info.name}/METADATA,,", f"{info.name}/RECORD,,",
-                                              f"{info.name}/direct_url.json,,"]
+        record = [f"{f},," for f in files] + [
+            f"{info.name}/METADATA,,",
+            f"{info.name}/RECORD,,",
+            f"{info.name}/direct_url.json,,",
+        ]
         (info / "RECORD").write_text("\n".join(record) + "\n")
 
     def installs(self) -> list[list[str]]:
@@ -84,21 +87,30 @@ def project(tmp_path) -> Path:
     return copy
 
 
-@pytest.mark.parametrize("architecture, platform", [("arm64", "manylinux2014_aarch64"),
-                                                    ("x86_64", "manylinux2014_x86_64")])
+@pytest.mark.parametrize(
+    "architecture, platform", [("arm64", "manylinux2014_aarch64"), ("x86_64", "manylinux2014_x86_64")]
+)
 def test_pip_installs_lambdas_wheels_constrained_to_the_layers_pins(tmp_path, project, architecture, platform):
     wheels = tmp_path / "wheels"
     wheels.mkdir()
     (wheels / "fast-1.0-cp313-cp313-manylinux2014_aarch64.whl").write_bytes(b"w")
     pip = FakePip()
-    build_user_layer([str(project), str(wheels), "tiny-dep==1.2"], architecture, cache=tmp_path / "cache", run=pip,
-                     pins=PINS)
+    build_user_layer(
+        [str(project), str(wheels), "tiny-dep==1.2"], architecture, cache=tmp_path / "cache", run=pip, pins=PINS
+    )
     wheel_command, install = pip.commands
-    assert wheel_command[wheel_command.index("pip") + 1:][:2] == ["wheel", "--no-deps"]
+    assert wheel_command[wheel_command.index("pip") + 1 :][:2] == ["wheel", "--no-deps"]
     assert Path(wheel_command[-1]).name.endswith(project.name) and wheel_command[-1] != str(project)  # a copy
     joined = " ".join(install)
-    for flag in (f"--platform {platform}", "--only-binary=:all:", "--python-version 3.13", "--implementation cp",
-                 "--target ", "--constraint ", f"--find-links {wheels}"):
+    for flag in (
+        f"--platform {platform}",
+        "--only-binary=:all:",
+        "--python-version 3.13",
+        "--implementation cp",
+        "--target ",
+        "--constraint ",
+        f"--find-links {wheels}",
+    ):
         assert flag in joined
     assert install[-2:][1] == "tiny-dep==1.2" and install[-2].endswith("one_module_reward-0.1.0-py3-none-any.whl")
     pinned = pip.constraints.splitlines()
@@ -107,11 +119,15 @@ def test_pip_installs_lambdas_wheels_constrained_to_the_layers_pins(tmp_path, pr
 
 
 def test_what_the_rewardpipe_layer_ships_is_removed_and_the_rest_compiled(tmp_path, project):
-    layer = build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(), pins=PINS,
-                             shipped=["six"])
+    layer = build_user_layer(
+        [str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(), pins=PINS, shipped=["six"]
+    )
     python = layer / "python"
-    assert sorted(p.name for p in python.iterdir()) == ["__pycache__", "one_module_reward-0.1.0.dist-info",
-                                                        "one_module_reward.py"]
+    assert sorted(p.name for p in python.iterdir()) == [
+        "__pycache__",
+        "one_module_reward-0.1.0.dist-info",
+        "one_module_reward.py",
+    ]
     assert not list(python.rglob("direct_url.json"))  # a path of the build machine, not content
     if packaging.lambda_python():
         assert list((python / "__pycache__").glob("one_module_reward.cpython-313.pyc"))
@@ -135,17 +151,20 @@ def test_a_later_build_of_the_same_content_runs_no_pip(tmp_path, project):
     # the platform and the pins are part of the content too
     key = user_layer.content_key
     assert key([str(project)], "arm64", PINS) != key([str(project)], "x86_64", PINS)
-    assert user_layer.content_key([str(project)], "arm64", PINS) != user_layer.content_key([str(project)], "arm64",
-                                                                                          ["six==1.16.0"])
+    assert user_layer.content_key([str(project)], "arm64", PINS) != user_layer.content_key(
+        [str(project)], "arm64", ["six==1.16.0"]
+    )
 
 
 def test_a_compiled_module_of_another_architecture_fails_naming_it(tmp_path, project):
     with pytest.raises(UserLayerError, match=r"fast\.cpython-313-aarch64-linux-gnu\.so is not a CPython 3\.13 arm64"):
-        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache",
-                         run=FakePip(so_machine=ELF_HEADER["x86_64"]), pins=PINS)
+        build_user_layer(
+            [str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(so_machine=ELF_HEADER["x86_64"]), pins=PINS
+        )
     assert not [p for p in (tmp_path / "cache").iterdir()]  # nothing half-built is cached
-    layer = build_user_layer([str(project)], "arm64", cache=tmp_path / "cache",
-                             run=FakePip(so_machine=ELF_HEADER["arm64"]), pins=PINS)
+    layer = build_user_layer(
+        [str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(so_machine=ELF_HEADER["arm64"]), pins=PINS
+    )
     assert (layer / "python" / "fast.cpython-313-aarch64-linux-gnu.so").is_file()
     assert (layer / "python" / "libfast.so.1.2").is_file() and (layer / "python" / "fast.socket.py").is_file()
 
@@ -164,8 +183,9 @@ To fix this you could try to:
 
 def test_a_conflict_with_the_layers_pins_names_both(tmp_path, project):
     with pytest.raises(UserLayerError) as caught:
-        build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=PIP_CONFLICT),
-                         pins=PINS)
+        build_user_layer(
+            [str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=PIP_CONFLICT), pins=PINS
+        )
     message = str(caught.value)
     assert isinstance(caught.value, SettingsError)  # app.py prints it as an error line and exits 2
     assert "one-module-reward 0.1.0 depends on pydantic<2" in message
@@ -173,8 +193,10 @@ def test_a_conflict_with_the_layers_pins_names_both(tmp_path, project):
 
 
 def test_a_dependency_without_a_lambda_wheel_says_how_to_provide_one(tmp_path, project):
-    missing = "ERROR: Could not find a version that satisfies the requirement fastthing==1.0 (from versions: none)\n" \
-              "ERROR: No matching distribution found for fastthing==1.0\n"
+    missing = (
+        "ERROR: Could not find a version that satisfies the requirement fastthing==1.0 (from versions: none)\n"
+        "ERROR: No matching distribution found for fastthing==1.0\n"
+    )
     with pytest.raises(UserLayerError) as caught:
         build_user_layer([str(project)], "arm64", cache=tmp_path / "cache", run=FakePip(fail_with=missing), pins=PINS)
     assert "no manylinux2014_aarch64 CPython 3.13 wheel for fastthing==1.0" in str(caught.value)
@@ -199,9 +221,16 @@ def test_names_in_both_layers_are_found(tmp_path):
     assert user_layer.duplicates(ours, theirs) == ["six.py"]
 
 
-@pytest.mark.parametrize("entry, kind", [
-    (str(FIXTURE), "project"), ("acme-rl==1.2.0", "requirement"), ("acme_rl[judge]==1.2.0", "requirement"),
-    ("acme-rl", "invalid"), ("acme-rl>=1", "invalid"), ("./missing", "invalid"),
-])
+@pytest.mark.parametrize(
+    "entry, kind",
+    [
+        (str(FIXTURE), "project"),
+        ("acme-rl==1.2.0", "requirement"),
+        ("acme_rl[judge]==1.2.0", "requirement"),
+        ("acme-rl", "invalid"),
+        ("acme-rl>=1", "invalid"),
+        ("./missing", "invalid"),
+    ],
+)
 def test_entries_are_classified(entry, kind):
     assert user_layer.classify(entry)[0] == kind

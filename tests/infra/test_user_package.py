@@ -21,11 +21,18 @@ pytestmark = pytest.mark.xdist_group("cdk")
 FIXTURE = Path(__file__).resolve().parents[1] / "fixtures" / "one_module_pkg"
 REWARD_REF = "one_module_reward:BREVITY"
 JUDGE_MODEL = "anthropic.claude-3-5-haiku-20241022-v1:0"
-USER_CONTEXT = json.dumps({
-    "rewardpipe": {"reward": REWARD_REF, "single_turn_reward": REWARD_REF, "packages": [str(FIXTURE)],
-                   "judge": {"bedrock_model_id": JUDGE_MODEL}},
-    "rewardpipe_nova": {"enabled": True},
-}, sort_keys=True)
+USER_CONTEXT = json.dumps(
+    {
+        "rewardpipe": {
+            "reward": REWARD_REF,
+            "single_turn_reward": REWARD_REF,
+            "packages": [str(FIXTURE)],
+            "judge": {"bedrock_model_id": JUDGE_MODEL},
+        },
+        "rewardpipe_nova": {"enabled": True},
+    },
+    sort_keys=True,
+)
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +65,12 @@ def _functions(template: dict) -> dict[str, dict]:
 
 
 def _layer_ids(template: dict, description_start: str) -> list[str]:
-    return [k for k, r in template["Resources"].items() if r["Type"] == "AWS::Lambda::LayerVersion"
-            and r["Properties"].get("Description", "").startswith(description_start)]
+    return [
+        k
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::LayerVersion"
+        and r["Properties"].get("Description", "").startswith(description_start)
+    ]
 
 
 def _ours(template: dict) -> dict[str, dict]:
@@ -76,10 +87,19 @@ def _by_prefix(functions: dict[str, dict], prefix: str) -> dict:
 # -- the layer goes where the user's code is imported, and nowhere else -----------------------------------
 
 
-USER_CODE_FUNCTIONS = ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse", "RolloutWorkflowScore",
-                       "RolloutWorkflowRecordError", "SingleTurnRewardFunction", "NovaBridgeRolloutProxy",
-                       "NovaBridgeIntake", "NovaBridgeForwarder", "NovaBridgeRouter", "NovaBridgeResponder",
-                       "NovaBridgeSweeper")
+USER_CODE_FUNCTIONS = (
+    "RolloutWorkflowStartEpisode",
+    "RolloutWorkflowConverse",
+    "RolloutWorkflowScore",
+    "RolloutWorkflowRecordError",
+    "SingleTurnRewardFunction",
+    "NovaBridgeRolloutProxy",
+    "NovaBridgeIntake",
+    "NovaBridgeForwarder",
+    "NovaBridgeRouter",
+    "NovaBridgeResponder",
+    "NovaBridgeSweeper",
+)
 
 
 def test_the_user_layer_is_on_every_function_importing_user_code_and_not_on_the_code_runner(user_synth):
@@ -156,9 +176,11 @@ def test_the_variance_check_gets_the_user_rewards_components_as_data(user_synth,
 
 
 def _dead_component_alarms(template: dict) -> list[str]:
-    return sorted(next(d["Value"] for d in r["Properties"]["Dimensions"] if d["Name"] == "component")
-                  for r in template["Resources"].values()
-                  if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == "DeadStreak")
+    return sorted(
+        next(d["Value"] for d in r["Properties"]["Dimensions"] if d["Name"] == "component")
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and r["Properties"].get("MetricName") == "DeadStreak"
+    )
 
 
 def test_one_dead_component_alarm_per_component_of_the_configured_reward(user_synth, synth, brevity):
@@ -178,9 +200,12 @@ def _role_of(template: dict, function_id: str) -> str:
 
 
 def _statements_of_role(template: dict, role: str) -> list[dict]:
-    return [st for r in template["Resources"].values() if r["Type"] == "AWS::IAM::Policy"
-            and {"Ref": role} in r["Properties"].get("Roles", [])
-            for st in r["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        st
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::IAM::Policy" and {"Ref": role} in r["Properties"].get("Roles", [])
+        for st in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def _as_list(value: object) -> list:
@@ -191,8 +216,11 @@ def _bedrock_statements(template: dict) -> dict[str, list[dict]]:
     out: dict[str, list[dict]] = {}
     for fid in _functions(template):
         role = _role_of(template, fid)
-        found = [st for st in _statements_of_role(template, role)
-                 if any(str(a).startswith("bedrock:") for a in _as_list(st["Action"]))]
+        found = [
+            st
+            for st in _statements_of_role(template, role)
+            if any(str(a).startswith("bedrock:") for a in _as_list(st["Action"]))
+        ]
         if found:
             out[fid] = found
     return out
@@ -201,15 +229,32 @@ def _bedrock_statements(template: dict) -> dict[str, list[dict]]:
 def test_a_bedrock_judge_may_invoke_exactly_its_model_from_the_functions_that_score(user_synth):
     granted = _bedrock_statements(user_synth.template)
     assert {fid.rstrip("0123456789ABCDEF") for fid in granted} == {
-        "RolloutWorkflowStartEpisode", "RolloutWorkflowConverse", "RolloutWorkflowScore", "SingleTurnRewardFunction"}
-    expected = {"Fn::Join": ["", ["arn:", {"Ref": "AWS::Partition"}, ":bedrock:", {"Ref": "AWS::Region"},
-                                  f"::foundation-model/{JUDGE_MODEL}"]]}
+        "RolloutWorkflowStartEpisode",
+        "RolloutWorkflowConverse",
+        "RolloutWorkflowScore",
+        "SingleTurnRewardFunction",
+    }
+    expected = {
+        "Fn::Join": [
+            "",
+            [
+                "arn:",
+                {"Ref": "AWS::Partition"},
+                ":bedrock:",
+                {"Ref": "AWS::Region"},
+                f"::foundation-model/{JUDGE_MODEL}",
+            ],
+        ]
+    }
     for statements in granted.values():
-        assert statements == [{"Action": "bedrock:InvokeModel", "Effect": "Allow", "Resource": expected,
-                               "Sid": "JudgeInvokesItsModel"}]
+        assert statements == [
+            {"Action": "bedrock:InvokeModel", "Effect": "Allow", "Resource": expected, "Sid": "JudgeInvokesItsModel"}
+        ]
     for fid in granted:
-        assert user_synth.template["Resources"][fid]["Properties"]["Environment"]["Variables"][
-            "JUDGE_BEDROCK_MODEL_ID"] == JUDGE_MODEL
+        assert (
+            user_synth.template["Resources"][fid]["Properties"]["Environment"]["Variables"]["JUDGE_BEDROCK_MODEL_ID"]
+            == JUDGE_MODEL
+        )
 
 
 def test_no_judge_no_bedrock_permission_and_no_judge_variable(synth):
@@ -221,26 +266,33 @@ def test_no_judge_no_bedrock_permission_and_no_judge_variable(synth):
 # -- settings: what fails the synth, and how it is named ----------------------------------------------------
 
 
-@pytest.mark.parametrize("raw, fragments", [
-    ({"reward": "acme_missing.rewards:R"}, ["rewardpipe.reward", "cannot import 'acme_missing.rewards'",
-                                             "pip install", "rewardpipe.packages"]),
-    ({"environment": "acme_missing.env:ENV", "packages": [str(FIXTURE)]},
-     ["rewardpipe.environment", "pip install -e", str(FIXTURE)]),
-    ({"reward": "rewards/mine.py:R"}, ["rewardpipe.reward", "file reference works locally only"]),
-    ({"single_turn_reward": "./mine.py:R"}, ["rewardpipe.single_turn_reward", "file reference"]),
-    ({"reward": "nope"}, ["rewardpipe.reward", "unknown reward 'nope'"]),
-    ({"reward": "gsm8k", "reward_name": "gsm8k"}, ["reward and reward_name are the same setting"]),
-    ({"packages": ["acme-rewards"]}, ["packages", "name==version"]),
-    ({"packages": ["acme-rewards>=1.0"]}, ["packages", "name==version"]),
-    ({"packages": ["./no/such/project"]}, ["does not exist"]),
-    ({"packages": [str(FIXTURE / "one_module_reward.py")]}, ["not a wheel"]),
-    ({"judge": {"bedrock_model_id": f"us.{JUDGE_MODEL}"}}, ["cross-region inference profile"]),
-    ({"judge": {"bedrock_model_id": "arn:aws:bedrock:us-east-1::foundation-model/x.y"}}, ["not an ARN"]),
-    ({"judge": {"bedrock_model_id": JUDGE_MODEL, "base_url": "https://x", "model": "m"}}, ["keep one"]),
-    ({"judge": {"base_url": "https://judge.example.com/v1"}}, ["go together"]),
-    ({"judge": {"api_key_secret": "judge-key"}}, ["set judge.base_url"]),
-    ({"reward_weights": {"loudness": 1}}, ["rewardpipe.environment", "reward_weights", "loudness"]),
-])
+@pytest.mark.parametrize(
+    "raw, fragments",
+    [
+        (
+            {"reward": "acme_missing.rewards:R"},
+            ["rewardpipe.reward", "cannot import 'acme_missing.rewards'", "pip install", "rewardpipe.packages"],
+        ),
+        (
+            {"environment": "acme_missing.env:ENV", "packages": [str(FIXTURE)]},
+            ["rewardpipe.environment", "pip install -e", str(FIXTURE)],
+        ),
+        ({"reward": "rewards/mine.py:R"}, ["rewardpipe.reward", "file reference works locally only"]),
+        ({"single_turn_reward": "./mine.py:R"}, ["rewardpipe.single_turn_reward", "file reference"]),
+        ({"reward": "nope"}, ["rewardpipe.reward", "unknown reward 'nope'"]),
+        ({"reward": "gsm8k", "reward_name": "gsm8k"}, ["reward and reward_name are the same setting"]),
+        ({"packages": ["acme-rewards"]}, ["packages", "name==version"]),
+        ({"packages": ["acme-rewards>=1.0"]}, ["packages", "name==version"]),
+        ({"packages": ["./no/such/project"]}, ["does not exist"]),
+        ({"packages": [str(FIXTURE / "one_module_reward.py")]}, ["not a wheel"]),
+        ({"judge": {"bedrock_model_id": f"us.{JUDGE_MODEL}"}}, ["cross-region inference profile"]),
+        ({"judge": {"bedrock_model_id": "arn:aws:bedrock:us-east-1::foundation-model/x.y"}}, ["not an ARN"]),
+        ({"judge": {"bedrock_model_id": JUDGE_MODEL, "base_url": "https://x", "model": "m"}}, ["keep one"]),
+        ({"judge": {"base_url": "https://judge.example.com/v1"}}, ["go together"]),
+        ({"judge": {"api_key_secret": "judge-key"}}, ["set judge.base_url"]),
+        ({"reward_weights": {"loudness": 1}}, ["rewardpipe.environment", "reward_weights", "loudness"]),
+    ],
+)
 def test_a_bad_setting_fails_naming_it(raw, fragments):
     with pytest.raises(SettingsError) as caught:
         load_settings(raw)
@@ -267,7 +319,7 @@ def test_a_short_name_a_package_registers_is_resolved_to_its_reference(tmp_path,
     dist = tmp_path / "one_module_reward-0.1.0.dist-info"
     dist.mkdir()
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: one-module-reward\nVersion: 0.1.0\n")
-    (dist / "entry_points.txt").write_text('[rewardpipe.rewards]\none_module = one_module_reward:BREVITY\n')
+    (dist / "entry_points.txt").write_text("[rewardpipe.rewards]\none_module = one_module_reward:BREVITY\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     code = load_settings({"reward": "one_module", "packages": [str(FIXTURE)]}).user_code
     assert code.reward_ref == REWARD_REF and code.reward_name == "one_module"
@@ -282,8 +334,11 @@ def test_an_importable_reference_no_package_ships_fails_the_synth(importable, tm
 
 
 def _bedrock_endpoints(template: dict) -> list[dict]:
-    return [r["Properties"] for r in template["Resources"].values() if r["Type"] == "AWS::EC2::VPCEndpoint"
-            and "bedrock-runtime" in json.dumps(r["Properties"]["ServiceName"])]
+    return [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::EC2::VPCEndpoint" and "bedrock-runtime" in json.dumps(r["Properties"]["ServiceName"])
+    ]
 
 
 def test_the_isolated_vpc_reaches_the_judge_model_only_when_a_bedrock_judge_is_configured(user_synth, synth):

@@ -26,8 +26,11 @@ def user_package(monkeypatch):
 
 def test_trl_reward_functions_score_a_user_reward_and_a_raising_component_is_none_in_every_function():
     funcs, weights = reward_functions(FLAKY)
-    assert [f.__name__ for f in funcs] == ["json_flaky_valid_json", "json_flaky_answer_matches",
-                                           "json_flaky_explodes_on_boom"] and weights == [0.5, 1.0, 1.0]
+    assert [f.__name__ for f in funcs] == [
+        "json_flaky_valid_json",
+        "json_flaky_answer_matches",
+        "json_flaky_explodes_on_boom",
+    ] and weights == [0.5, 1.0, 1.0]
     prompts = ["q1", "q1", "q2", "q2"]
     completions = ['{"answer": 1}', '{"answer": "BOOM"}', '{"answer": 2}', "no json"]
     columns = [f(prompts=prompts, completions=completions, answer=["1", "1", "2", "2"]) for f in funcs]
@@ -72,8 +75,10 @@ def test_verifiers_group_scoring_function_by_function_scores_identical_rollouts_
     # holds identical rollouts. Each rollout is one sample scored once, and every function reads its own.
     funcs, _ = rubric_functions(FLAKY)
     scorer = funcs[0].rewardpipe_scorer
-    group = [[{"role": "assistant", "content": text}] for text in ('{"answer": 3}', '{"answer": 3}', "BOOM",
-                                                                 '{"answer": 4}', '{"answer": 3}')]
+    group = [
+        [{"role": "assistant", "content": text}]
+        for text in ('{"answer": 3}', '{"answer": 3}', "BOOM", '{"answer": 4}', '{"answer": 3}')
+    ]
     columns = [[f(completion=c, answer="3", prompt="q") for c in group] for f in funcs]
     assert scorer.samples_scored == len(group)
     for column in columns:

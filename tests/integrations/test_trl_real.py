@@ -20,13 +20,25 @@ from trl import GRPOConfig, GRPOTrainer  # noqa: E402
 from rewardpipe.integrations.trl import RewardPipeCallback  # noqa: E402
 from tests.integrations.trl_toys import GROUP, PROMPTS, REWARD, char_tokenizer, tiny_model  # noqa: E402
 
+
 def config(tmp_path, *, batch: int, max_completion_length: int, reward_weights) -> GRPOConfig:
     """Two training steps on CPU, one batch of ``batch`` completions (groups of GROUP) per step."""
     return GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=batch, num_generations=GROUP,
-        max_completion_length=max_completion_length, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0,
-        seed=0, report_to="none", use_cpu=True, save_strategy="no", reward_weights=reward_weights,
-        disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=batch,
+        num_generations=GROUP,
+        max_completion_length=max_completion_length,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        reward_weights=reward_weights,
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
 
 
@@ -37,8 +49,14 @@ def train(tmp_path, **callback_kwargs):
     weights[1] = 2.0  # the trainer's weights differ from the reward's defaults: the monitor must use these
     args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8, reward_weights=weights)
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
-    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()
     return trainer, callback
 
@@ -47,7 +65,9 @@ def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_consta
     store_dir = tmp_path / "store"
     trainer, callback = train(tmp_path, store=str(store_dir))
 
-    steps = [entry for entry in trainer.state.log_history if "rewardpipe/prompt_parity/zero_variance_group_fraction" in entry]
+    steps = [
+        entry for entry in trainer.state.log_history if "rewardpipe/prompt_parity/zero_variance_group_fraction" in entry
+    ]
     assert len(steps) == 2, trainer.state.log_history
     for entry in steps:
         # TRL's own per-function std is batch-wide and shows the parity component alive...
@@ -68,8 +88,7 @@ def test_grpo_trainer_logs_within_group_figures_and_alarms_on_a_component_consta
     # The store holds the records with the weights the trainer used, and `rewardpipe monitor` reads it.
     record = json.loads(next((store_dir / "runs" / "trl-test").rglob("c0.json")).read_text())
     assert record["weights"] == {"format": 0.5, "char_mean": 2.0, "prompt_parity": 1.0}
-    assert record["aggregate"] == pytest.approx(
-        sum(record["weights"][k] * v for k, v in record["components"].items()))
+    assert record["aggregate"] == pytest.approx(sum(record["weights"][k] * v for k, v in record["components"].items()))
     from typer.testing import CliRunner
 
     from rewardpipe.cli import app
@@ -120,15 +139,25 @@ def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_ro
     monkeypatch.syspath_prepend(str(tmp_path / "pkg"))
     store_dir = tmp_path / "store"
     callback = RewardPipeCallback(reward="acme_flaky:REWARD", run_id="trl-user", store=str(store_dir))
-    assert callback.reward.component_names == ["valid_json", "answer_matches", "too_long", "length_share",
-                                               "refuses_boom"]
+    assert callback.reward.component_names == [
+        "valid_json",
+        "answer_matches",
+        "too_long",
+        "length_share",
+        "refuses_boom",
+    ]
     tokenizer = char_tokenizer()
-    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8,
-                  reward_weights=callback.reward_weights)
+    args = config(tmp_path, batch=len(PROMPTS) * GROUP, max_completion_length=8, reward_weights=callback.reward_weights)
     # The second prompt's reference makes a component raise: its group must be error records, never zeros.
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "BOOM", "12", "100"] * 4})
-    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()  # a raising component costs its rows, not the run
 
     records = [json.loads(p.read_text()) for p in (store_dir / "runs" / "trl-user").rglob("c*.json")]
@@ -138,7 +167,8 @@ def test_a_user_reward_by_reference_trains_and_a_raising_component_leaves_its_ro
     groups = {(r["step"], r["group_id"]) for r in failed}
     assert failed and len(failed) == GROUP * len(groups)
     assert [report.error_rate for report in callback.reports] == [
-        sum(1 for r in failed if r["step"] == step) / (len(PROMPTS) * GROUP) for step in (0, 1)]
+        sum(1 for r in failed if r["step"] == step) / (len(PROMPTS) * GROUP) for step in (0, 1)
+    ]
     for record in failed:
         assert record["error"]["kind"] == "component_raised" and set(record["components"].values()) == {None}
     scored = [r for r in records if r["status"] == "scored"]
@@ -163,8 +193,10 @@ def _tasks():
 
     tests = "import unittest\n\nclass T(unittest.TestCase):\n    def test_sum(self):\n        self.assertEqual(add(2, 3), 5)\n"
     common = {"entry_point": "add", "tests": tests, "reference_solution": "def add(a, b):\n    return a + b\n"}
-    return [Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
-            Task(task_id="add-floats", prompt="write add(x, y)", spec=["x and y are floats."], **common)]
+    return [
+        Task(task_id="add-ints", prompt="write add(a, b)", spec=["a and b are ints."], **common),
+        Task(task_id="add-floats", prompt="write add(x, y)", spec=["x and y are floats."], **common),
+    ]
 
 
 def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_logged(tmp_path):
@@ -177,9 +209,15 @@ def test_multi_turn_episodes_train_with_the_simulator_answering_and_components_l
     rollout = EpisodeRollout(_tasks(), max_turns=3, max_turn_tokens=6)
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-multiturn")
     args = config(tmp_path, batch=2 * GROUP, max_completion_length=96, reward_weights=callback.reward_weights)
-    trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
-                          rollout_func=rollout)
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer, positions=256),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=rollout.dataset(),
+        processing_class=tokenizer,
+        callbacks=[callback],
+        rollout_func=rollout,
+    )
     trainer.train()
 
     assert rollout.batches == 2 and len(callback.reports) == 2
@@ -236,19 +274,30 @@ def test_a_users_multi_turn_env_by_reference_with_groups_sharing_a_prompt(tmp_pa
 
     tokenizer = char_tokenizer(string.printable)
     # Every guess task opens with the same prompt: each group is one task, the groups take the tasks in turn.
-    rollout = EpisodeRollout(fixture / "data" / "guess_tasks.jsonl", env="acme_rl.guess:ENVIRONMENT",
-                             reward="guess_flaky:REWARD", max_turns=3, max_turn_tokens=4)
+    rollout = EpisodeRollout(
+        fixture / "data" / "guess_tasks.jsonl",
+        env="acme_rl.guess:ENVIRONMENT",
+        reward="guess_flaky:REWARD",
+        max_turns=3,
+        max_turn_tokens=4,
+    )
     assert len({json.dumps(row["prompt"]) for row in rollout.dataset_rows()}) == 1
     callback = RewardPipeCallback(episodes=rollout, run_id="trl-guess")
     args = config(tmp_path, batch=3 * GROUP, max_completion_length=64, reward_weights=callback.reward_weights)
-    trainer = GRPOTrainer(model=tiny_model(tokenizer, positions=256), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=rollout.dataset(), processing_class=tokenizer, callbacks=[callback],
-                          rollout_func=rollout)
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer, positions=256),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=rollout.dataset(),
+        processing_class=tokenizer,
+        callbacks=[callback],
+        rollout_func=rollout,
+    )
     trainer.train()
 
     assert rollout.batches == 2 and len(callback.reports) == 2
     episodes = rollout.last_episodes
-    groups = [episodes[i:i + GROUP] for i in range(0, len(episodes), GROUP)]
+    groups = [episodes[i : i + GROUP] for i in range(0, len(episodes), GROUP)]
     assert all(len({e.task.task_id for e in group}) == 1 for group in groups)  # a group is one task
     assert sorted(group[0].task.task_id for group in groups) == ["g-07", "g-42", "g-93"]  # taken in turn
     for episode in episodes:
@@ -274,8 +323,20 @@ def test_two_real_processes_judge_a_group_split_between_them_whole(tmp_path):
 
     script = Path(__file__).with_name("trl_two_processes.py")
     launched = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", str(script),
-         str(tmp_path)], capture_output=True, text=True, timeout=600)
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.run",
+            "--standalone",
+            "--nproc_per_node",
+            "2",
+            str(script),
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert launched.returncode == 0, launched.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
     for seen in ranks:

@@ -39,10 +39,20 @@ def _tokenizer_and_model():
     backend.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, padding_side="left", **specials)
     torch.manual_seed(0)
-    model = LlamaForCausalLM(LlamaConfig(
-        vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64,
-        pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id))
+    model = LlamaForCausalLM(
+        LlamaConfig(
+            vocab_size=len(tokenizer),
+            hidden_size=16,
+            intermediate_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            max_position_embeddings=64,
+            pad_token_id=tokenizer.pad_token_id,
+            eos_token_id=tokenizer.eos_token_id,
+            bos_token_id=tokenizer.bos_token_id,
+        )
+    )
     return tokenizer, model
 
 
@@ -65,14 +75,31 @@ def test_two_groups_a_step_are_pooled_until_the_dead_component_alarms(tmp_path):
     store = tmp_path / "store"
     callback = RewardPipeCallback(reward=REWARD, run_id="trl-small", store=str(store))
     args = GRPOConfig(
-        output_dir=str(tmp_path / "out"), per_device_train_batch_size=GROUPS_PER_STEP * GROUP,
-        num_generations=GROUP, max_completion_length=8, max_steps=4, logging_steps=1, learning_rate=1e-3,
-        beta=0.0, seed=0, report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True,
-        dataloader_num_workers=0, reward_weights=callback.reward_weights,
+        output_dir=str(tmp_path / "out"),
+        per_device_train_batch_size=GROUPS_PER_STEP * GROUP,
+        num_generations=GROUP,
+        max_completion_length=8,
+        max_steps=4,
+        logging_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+        reward_weights=callback.reward_weights,
     )
     dataset = Dataset.from_dict({"prompt": PROMPTS * 4, "answer": ["2", "12", "12", "100"] * 4})
-    trainer = GRPOTrainer(model=model, reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=model,
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()
 
     assert callback.failures == []

@@ -26,13 +26,16 @@ from rewardpipe.integrations.verifiers_env import (
 )
 
 
-@pytest.mark.parametrize("value, problem", [
-    ({"a": [1, {"b": threading.Lock()}]}, "state['a'][1]['b'] holds a lock"),
-    ({"score": float("nan")}, "state['score'] is nan"),
-    ({"pair": (1, 2)}, "a tuple reads back as a list"),
-    ({"counts": {1: 2}}, "has the key 1, not a string"),
-    ({"obj": object()}, "state['obj'] holds a object"),
-])
+@pytest.mark.parametrize(
+    "value, problem",
+    [
+        ({"a": [1, {"b": threading.Lock()}]}, "state['a'][1]['b'] holds a lock"),
+        ({"score": float("nan")}, "state['score'] is nan"),
+        ({"pair": (1, 2)}, "a tuple reads back as a list"),
+        ({"counts": {1: 2}}, "has the key 1, not a string"),
+        ({"obj": object()}, "state['obj'] holds a object"),
+    ],
+)
 def test_what_does_not_survive_json_is_named_by_its_key(value, problem):
     assert problem in json_problem(value)
 
@@ -42,9 +45,15 @@ def test_plain_json_survives():
 
 
 def test_stored_state_keeps_the_envs_own_keys_and_drops_what_verifiers_rebuilds():
-    vf = {"prompt": [{"role": "user", "content": "hi"}], "client": object(), "timing": object(),
-          "trajectory": [object()], "attempts": 2, "is_completed": True,
-          "final_env_response": [SimpleNamespace(model_dump=lambda **_: {"role": "user", "content": "bye"})]}
+    vf = {
+        "prompt": [{"role": "user", "content": "hi"}],
+        "client": object(),
+        "timing": object(),
+        "trajectory": [object()],
+        "attempts": 2,
+        "is_completed": True,
+        "final_env_response": [SimpleNamespace(model_dump=lambda **_: {"role": "user", "content": "bye"})],
+    }
     kept = stored_state(vf, "guess", "env_response")
     assert kept == {"attempts": 2, "is_completed": True, "final_env_response": [{"role": "user", "content": "bye"}]}
     assert not set(kept) & REBUILT_KEYS
@@ -53,8 +62,13 @@ def test_stored_state_keeps_the_envs_own_keys_and_drops_what_verifiers_rebuilds(
 
 
 def test_task_rows_read_verifiers_dataset_rows():
-    row = {"prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
-           "answer": 4, "info": '{"level": 1}', "task": "math", "example_id": 7}
+    row = {
+        "prompt": [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "2+2?"}],
+        "answer": 4,
+        "info": '{"level": 1}',
+        "task": "math",
+        "example_id": 7,
+    }
     task = task_row(row, 0)
     assert task.task_id == "vf-7" and task.answer == "4" and task.info == {"level": 1} and task.vf_task == "math"
     assert [m.role for m in task.prompt_messages()] == ["system", "user"]
@@ -91,10 +105,12 @@ def test_environments_that_run_model_code_are_refused_by_class_and_by_tool():
 
 
 def fake_env(*funcs_and_weights, max_turns=-1):
-    rubric = SimpleNamespace(rubrics=[SimpleNamespace(funcs=[f for f, _ in funcs_and_weights[:1]],
-                                                      weights=[w for _, w in funcs_and_weights[:1]]),
-                                      SimpleNamespace(funcs=[f for f, _ in funcs_and_weights[1:]],
-                                                      weights=[w for _, w in funcs_and_weights[1:]])])
+    rubric = SimpleNamespace(
+        rubrics=[
+            SimpleNamespace(funcs=[f for f, _ in funcs_and_weights[:1]], weights=[w for _, w in funcs_and_weights[:1]]),
+            SimpleNamespace(funcs=[f for f, _ in funcs_and_weights[1:]], weights=[w for _, w in funcs_and_weights[1:]]),
+        ]
+    )
     return SimpleNamespace(rubric=rubric, max_turns=max_turns)
 
 
@@ -113,16 +129,24 @@ def brevity(completion):
 def test_rubric_functions_become_components_with_the_rubric_weights_metrics_left_out():
     env = fake_env((correct, 1.0), (num_turns, 0.0), (brevity, 0.2))
     assert [name for _, fn, _ in flatten_rubric(env.rubric) for name in [fn.__name__]] == [
-        "correct", "num_turns", "brevity"]
-    wrapped = VerifiersEnvironment(env, name="toy", version="1", reward_name="toy",
-                                   ranges={"correct": (0, 1)}, roles={"brevity": "penalty"})
+        "correct",
+        "num_turns",
+        "brevity",
+    ]
+    wrapped = VerifiersEnvironment(
+        env, name="toy", version="1", reward_name="toy", ranges={"correct": (0, 1)}, roles={"brevity": "penalty"}
+    )
     comps = wrapped.reward.components
     assert [(c.name, c.weight, c.value_range, c.role) for c in comps] == [
-        ("correct", 1.0, (0.0, 1.0), "outcome"), ("brevity", 0.2, (0.0, 1.0), "penalty")]
+        ("correct", 1.0, (0.0, 1.0), "outcome"),
+        ("brevity", 0.2, (0.0, 1.0), "penalty"),
+    ]
     assert comps[0].inputs == ("task", "state") and wrapped.undeclared == ["brevity"]
     assert wrapped.max_turns == 6  # verifiers' -1 (no limit): rewardpipe's default limit
-    assert VerifiersEnvironment(fake_env((correct, 1.0), max_turns=3), name="t", version="1",
-                                reward_name="t").max_turns == 3
+    assert (
+        VerifiersEnvironment(fake_env((correct, 1.0), max_turns=3), name="t", version="1", reward_name="t").max_turns
+        == 3
+    )
     with pytest.raises(VerifiersError, match="unknown rubric function"):
         VerifiersEnvironment(env, name="toy", version="1", reward_name="toy", ranges={"corect": (0, 1)})
     with pytest.raises(VerifiersError, match="no rubric function with a weight"):
@@ -130,10 +154,13 @@ def test_rubric_functions_become_components_with_the_rubric_weights_metrics_left
 
 
 def test_doctor_warns_about_an_undeclared_range_with_the_observed_values():
-    env = VerifiersEnvironment(fake_env((correct, 1.0), (brevity, 0.2)), name="toy", version="1", reward_name="toy",
-                               ranges={"correct": (0, 1)})
-    runs = {name: SimpleNamespace(record=SimpleNamespace(components={"correct": 1.0, "brevity": value}))
-            for name, value in (("reference", 0.25), ("other", 0.75), ("broken", None))}
+    env = VerifiersEnvironment(
+        fake_env((correct, 1.0), (brevity, 0.2)), name="toy", version="1", reward_name="toy", ranges={"correct": (0, 1)}
+    )
+    runs = {
+        name: SimpleNamespace(record=SimpleNamespace(components={"correct": 1.0, "brevity": value}))
+        for name, value in (("reference", 0.25), ("other", 0.75), ("broken", None))
+    }
     (finding,) = env.check_task(None, runs)
     assert isinstance(finding, Finding) and finding.severity == "warning" and finding.check == "undeclared_range"
     assert "'brevity'" in finding.message and "observed 0.25..0.75" in finding.message

@@ -59,8 +59,11 @@ class GuessEnv(vf.MultiTurnEnv):
 
 
 def said_the_answer(completion, answer, **kwargs) -> float:
-    numbers = [NUMBER.findall(m.content if hasattr(m, "content") else m["content"]) for m in completion
-               if (m.role if hasattr(m, "role") else m["role"]) == "assistant"]
+    numbers = [
+        NUMBER.findall(m.content if hasattr(m, "content") else m["content"])
+        for m in completion
+        if (m.role if hasattr(m, "role") else m["role"]) == "assistant"
+    ]
     return 1.0 if numbers and numbers[-1] and numbers[-1][-1] == answer else 0.0
 
 
@@ -105,8 +108,11 @@ def binary_search(state, task):
 
 
 def scenarios(task):
-    return {"reference": ScriptedPolicy(binary_search), "always_one": ScriptedPolicy(lambda s, t: "1"),
-            "mumbles": ScriptedPolicy(lambda s, t: "hmm")}
+    return {
+        "reference": ScriptedPolicy(binary_search),
+        "always_one": ScriptedPolicy(lambda s, t: "1"),
+        "mumbles": ScriptedPolicy(lambda s, t: "hmm"),
+    }
 
 
 def wrapped(**kwargs):
@@ -134,7 +140,9 @@ def test_a_classic_multi_turn_env_plays_inside_rewardpipes_loop_and_its_rubric_s
     env = wrapped(env_args={"max_turns": 6})
     assert isinstance(env, VerifiersEnvironment) and env.max_turns == 6
     assert [(c.name, c.weight, c.value_range, c.role) for c in env.reward.components] == [
-        ("said_the_answer", 1.0, (0.0, 1.0), "outcome"), ("efficiency", 0.5, (0.0, 1.0), "shaping")]
+        ("said_the_answer", 1.0, (0.0, 1.0), "outcome"),
+        ("efficiency", 0.5, (0.0, 1.0), "shaping"),
+    ]
     tasks = env.task_rows()
     assert [t.answer for t in tasks] == ["5", "2", "7"] and tasks[0].prompt_messages()[-1].content.startswith("Guess")
 
@@ -153,8 +161,10 @@ def test_a_classic_multi_turn_env_plays_inside_rewardpipes_loop_and_its_rubric_s
 
 
 def test_a_single_turn_env_is_one_model_turn_then_scored():
-    env = from_verifiers(vf.SingleTurnEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer])),
-                         ranges={"said_the_answer": (0, 1)})
+    env = from_verifiers(
+        vf.SingleTurnEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer])),
+        ranges={"said_the_answer": (0, 1)},
+    )
     assert env.max_turns == 1
     task = env.task_rows()[2]
     record, state = play(env, task, ScriptedPolicy(lambda s, t: "It is 7."))
@@ -187,8 +197,9 @@ def test_an_exception_in_a_rubric_function_is_an_error_record_not_verifiers_zero
 
 
 def test_a_live_object_in_the_verifiers_state_is_a_clear_error():
-    env = from_verifiers(LiveStateEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer])),
-                         ranges={"said_the_answer": (0, 1)})
+    env = from_verifiers(
+        LiveStateEnv(dataset=dataset(), rubric=vf.Rubric(funcs=[said_the_answer])), ranges={"said_the_answer": (0, 1)}
+    )
     task = env.task_rows()[0]
     with pytest.raises(VerifiersError, match=r"after setup_state, its state\['lock'\] holds a lock"):
         env.start(task)
@@ -220,12 +231,33 @@ def test_the_cli_runs_the_wrapped_env(tmp_path, monkeypatch):
     module.ENVIRONMENT = wrapped()
     monkeypatch.setitem(sys.modules, "vf_wrapped_for_cli", module)
     tasks = module.ENVIRONMENT.write_tasks(tmp_path / "tasks.jsonl")
-    out = CliRunner().invoke(app, ["run", "--env", "vf_wrapped_for_cli:ENVIRONMENT", "--tasks", str(tasks),
-                                   "--policy", "scripted", "--group-size", "4", "--steps", "1", "--out",
-                                   str(tmp_path / "store"), "--run-id", "vf"], catch_exceptions=False)
+    out = CliRunner().invoke(
+        app,
+        [
+            "run",
+            "--env",
+            "vf_wrapped_for_cli:ENVIRONMENT",
+            "--tasks",
+            str(tasks),
+            "--policy",
+            "scripted",
+            "--group-size",
+            "4",
+            "--steps",
+            "1",
+            "--out",
+            str(tmp_path / "store"),
+            "--run-id",
+            "vf",
+        ],
+        catch_exceptions=False,
+    )
     assert out.exit_code == 0, out.output
-    records = [json.loads(p.read_text()) for p in (tmp_path / "store" / "runs" / "vf").rglob("*.json")
-               if json.loads(p.read_text()).get("schema") == "rewardpipe.record/v1"]
+    records = [
+        json.loads(p.read_text())
+        for p in (tmp_path / "store" / "runs" / "vf").rglob("*.json")
+        if json.loads(p.read_text()).get("schema") == "rewardpipe.record/v1"
+    ]
     assert len(records) >= 12 and all(r["status"] == "scored" for r in records)
     assert {r["task_id"] for r in records} == {"vf-0", "vf-1", "vf-2"}
     assert {r["components"]["said_the_answer"] for r in records} == {0.0, 1.0}  # the scenarios differ

@@ -27,6 +27,7 @@ def chat_server(turns):
     (server, url, what it was sent: ``{"path", "auth", "body"}`` per request)."""
     return _chat_server(lambda body: turns(body["messages"]))
 
+
 TASK = json.loads(Path("rewardpipe/data/tasks.jsonl").read_text().splitlines()[0])
 QUESTION = "Are there any other requirements or edge cases I should know about?"
 
@@ -50,11 +51,21 @@ def test_a_real_multi_turn_env_gets_the_simulators_answers_from_the_hidden_spec(
         from openai import AsyncOpenAI
         from verifiers.clients.openai_chat_completions_client import OpenAIChatCompletionsClient
 
-        env = AskBeforeCoding(dataset=_dataset(), max_turns=len(TASK["spec"]) + 1,
-                              rubric=vf.Rubric(funcs=[lambda **_: 0.0]))
+        env = AskBeforeCoding(
+            dataset=_dataset(), max_turns=len(TASK["spec"]) + 1, rubric=vf.Rubric(funcs=[lambda **_: 0.0])
+        )
         client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
-        state = asyncio.run(env.rollout({"prompt": [{"role": "user", "content": TASK["prompt"]}], "example_id": 0,
-                                         "info": {"rewardpipe_task": TASK}}, client, "scripted"))
+        state = asyncio.run(
+            env.rollout(
+                {
+                    "prompt": [{"role": "user", "content": TASK["prompt"]}],
+                    "example_id": 0,
+                    "info": {"rewardpipe_task": TASK},
+                },
+                client,
+                "scripted",
+            )
+        )
     finally:
         server.shutdown()
     assert state.get("error") is None, state.get("error")
@@ -75,8 +86,11 @@ def scored_by(rub, completion, answer):
         client = OpenAIChatCompletionsClient(AsyncOpenAI(base_url=url, api_key="local"))
 
         async def run():
-            state = await env.rollout({"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0,
-                                       "answer": answer}, client, "scripted")
+            state = await env.rollout(
+                {"prompt": [{"role": "user", "content": "5 + 7?"}], "example_id": 0, "answer": answer},
+                client,
+                "scripted",
+            )
             await rub.score_rollout(state)
             return state
 
@@ -114,7 +128,9 @@ def test_a_users_reward_by_reference_in_a_real_rubric_and_a_raising_component_is
 def _dataset():
     from datasets import Dataset
 
-    return Dataset.from_list([{"question": TASK["prompt"], "answer": "", "info": json.dumps({"rewardpipe_task": TASK})}])
+    return Dataset.from_list(
+        [{"question": TASK["prompt"], "answer": "", "info": json.dumps({"rewardpipe_task": TASK})}]
+    )
 
 
 def test_rubric_functions_declare_what_verifiers_passes():

@@ -44,22 +44,37 @@ def batch(samples, reward=None):
     width_p, width_r = max(map(len, prompts)), max(map(len, responses))
     prompt_ids = torch.tensor([[PAD] * (width_p - len(p)) + p for p in prompts])
     response_ids = torch.tensor([r + [PAD] * (width_r - len(r)) for r in responses])
-    mask = torch.tensor([[0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
-                         for p, r in zip(prompts, responses)])
+    mask = torch.tensor(
+        [
+            [0] * (width_p - len(p)) + [1] * len(p) + [1] * len(r) + [0] * (width_r - len(r))
+            for p, r in zip(prompts, responses)
+        ]
+    )
     return DataProto.from_dict(
-        tensors={"prompts": prompt_ids, "responses": response_ids, "attention_mask": mask,
-                 "input_ids": torch.cat([prompt_ids, response_ids], dim=1)},
-        non_tensors={"data_source": np.array(["openai/gsm8k"] * len(samples), dtype=object),
-                     "reward_model": np.array([{"ground_truth": g} for _, _, g in samples], dtype=object),
-                     "extra_info": np.array([{"index": i, "question": p, **({"rewardpipe_reward": reward} if reward
-                                                                                else {})}
-                                             for i, (p, _, _) in enumerate(samples)], dtype=object)},
+        tensors={
+            "prompts": prompt_ids,
+            "responses": response_ids,
+            "attention_mask": mask,
+            "input_ids": torch.cat([prompt_ids, response_ids], dim=1),
+        },
+        non_tensors={
+            "data_source": np.array(["openai/gsm8k"] * len(samples), dtype=object),
+            "reward_model": np.array([{"ground_truth": g} for _, _, g in samples], dtype=object),
+            "extra_info": np.array(
+                [
+                    {"index": i, "question": p, **({"rewardpipe_reward": reward} if reward else {})}
+                    for i, (p, _, _) in enumerate(samples)
+                ],
+                dtype=object,
+            ),
+        },
     )
 
 
 def test_verls_reward_manager_scores_a_batch_with_rewardpipes_compute_score():
-    config = OmegaConf.create({"reward": {"custom_reward_function": {
-        "path": str(Path(adapter.__file__)), "name": "compute_score"}}})
+    config = OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": str(Path(adapter.__file__)), "name": "compute_score"}}}
+    )
     compute_score = get_custom_reward_fn(config)  # loaded from the file, as verl loads it
     manager = NaiveRewardManager(tokenizer=ByteTokenizer(), num_examine=0, compute_score=compute_score)
     samples = [("3 + 4?", "3 + 4 = 7\n#### 7", "7"), ("3 + 4?", "It is 8", "7"), ("5 + 5?", "#### 10", "ten")]
@@ -84,11 +99,15 @@ def test_a_user_reward_by_reference_and_a_raising_component_through_verls_reward
     # tests/fixtures/user_pkg/acme_rl's reward whose third component raises on "BOOM": that sample is flagged
     # (reward_error 1, NaN components), the others are scored, the batch goes through.
     monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "fixtures" / "user_pkg"))
-    config = OmegaConf.create({"reward": {"custom_reward_function": {
-        "path": str(Path(adapter.__file__)), "name": "compute_score"}}})
+    config = OmegaConf.create(
+        {"reward": {"custom_reward_function": {"path": str(Path(adapter.__file__)), "name": "compute_score"}}}
+    )
     manager = NaiveRewardManager(tokenizer=ByteTokenizer(), num_examine=0, compute_score=get_custom_reward_fn(config))
-    samples = [("Answer in JSON: 3 + 4?", '{"answer": 7}', "7"), ("Answer in JSON: 3 + 4?", '{"answer": "BOOM"}', "7"),
-               ("Answer in JSON: 2 + 2?", "four", "4")]
+    samples = [
+        ("Answer in JSON: 3 + 4?", '{"answer": 7}', "7"),
+        ("Answer in JSON: 3 + 4?", '{"answer": "BOOM"}', "7"),
+        ("Answer in JSON: 2 + 2?", "four", "4"),
+    ]
     out = manager(batch(samples, reward="acme_rl.json_answer:FLAKY"), return_dict=True)
     rewards, extra = out["reward_tensor"], out["reward_extra_info"]
     assert set(extra) == {"score", "valid_json", "answer_matches", "explodes_on_boom", "reward_error"}

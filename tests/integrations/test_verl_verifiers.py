@@ -13,7 +13,11 @@ from rewardpipe.integrations.verl import compute_score
 
 def test_verl_compute_score_has_verls_signature_and_returns_score_plus_components():
     assert list(inspect.signature(compute_score).parameters)[:4] == [
-        "data_source", "solution_str", "ground_truth", "extra_info"]
+        "data_source",
+        "solution_str",
+        "ground_truth",
+        "extra_info",
+    ]
     right = compute_score("openai/gsm8k", "3 + 4 = 7\n#### 7", "7", {"index": 3, "question": "3 + 4?"})
     assert right["score"] == pytest.approx(1.5) and right["format"] == 1.0 and right["answer_correct"] == 1.0
     assert right["reward_error"] == 0.0
@@ -28,10 +32,17 @@ def test_verl_compute_score_has_verls_signature_and_returns_score_plus_component
 
 
 def test_verl_reward_chosen_by_extra_info_and_unknown_names_are_refused():
-    spec = {"tests": "def check(candidate):\n    assert candidate(2) == 4\n", "entry_point": "double",
-            "tests_format": "check"}
-    out = compute_score("my/code", "```python\ndef double(x):\n    return 2 * x\n```", json.dumps(spec),
-                        {"rewardpipe_reward": "code_correctness"})
+    spec = {
+        "tests": "def check(candidate):\n    assert candidate(2) == 4\n",
+        "entry_point": "double",
+        "tests_format": "check",
+    }
+    out = compute_score(
+        "my/code",
+        "```python\ndef double(x):\n    return 2 * x\n```",
+        json.dumps(spec),
+        {"rewardpipe_reward": "code_correctness"},
+    )
     assert out["reward_error"] == 0.0 and out["score"] == 1.0
     with pytest.raises(ValueError, match="unknown reward"):
         compute_score("x", "#### 1", "1", {"rewardpipe_reward": "nope"})
@@ -48,8 +59,10 @@ def test_verifiers_rubric_functions_follow_the_named_argument_convention():
 
 def test_simulator_env_response_answers_a_question_from_the_hidden_spec_only():
     task = json.loads(Path("rewardpipe/data/tasks.jsonl").read_text().splitlines()[0])
-    messages = [{"role": "user", "content": task["prompt"]},
-                {"role": "assistant", "content": "What should happen with an empty input? Any other requirements?"}]
+    messages = [
+        {"role": "user", "content": task["prompt"]},
+        {"role": "assistant", "content": "What should happen with an empty input? Any other requirements?"},
+    ]
     reply = simulator_env_response(messages, task)
     assert len(reply) == 1 and reply[0]["role"] == "user" and reply[0]["content"]
     assert task["tests"] not in reply[0]["content"] and task["reference_solution"] not in reply[0]["content"]
@@ -77,8 +90,9 @@ def test_verifiers_message_objects_are_read_like_dicts():
             return {"role": self.role, "content": self.content}
 
     funcs, _ = rubric_functions("gsm8k")
-    assert [f(completion=[Msg("assistant", "#### 12")], answer="12", prompt=[Msg("user", "5 + 7?")])
-            for f in funcs] == [1.0, 1.0]
+    assert [
+        f(completion=[Msg("assistant", "#### 12")], answer="12", prompt=[Msg("user", "5 + 7?")]) for f in funcs
+    ] == [1.0, 1.0]
     task = json.loads(Path("rewardpipe/data/tasks.jsonl").read_text().splitlines()[0])
     reply = simulator_env_response([Msg("user", task["prompt"]), Msg("assistant", "Any other requirements?")], task)
     assert reply == [{"role": "user", "content": task["spec"][0]}]

@@ -36,13 +36,30 @@ def main(out: Path) -> None:
 
     callback.gather = counting_gather
     args = GRPOConfig(
-        output_dir=str(out / "trainer"), per_device_train_batch_size=PER_PROCESS, num_generations=GROUP,
-        max_completion_length=8, max_steps=2, logging_steps=1, learning_rate=1e-3, beta=0.0, seed=0,
-        report_to="none", use_cpu=True, save_strategy="no", disable_tqdm=True, dataloader_num_workers=0,
+        output_dir=str(out / "trainer"),
+        per_device_train_batch_size=PER_PROCESS,
+        num_generations=GROUP,
+        max_completion_length=8,
+        max_steps=2,
+        logging_steps=1,
+        learning_rate=1e-3,
+        beta=0.0,
+        seed=0,
+        report_to="none",
+        use_cpu=True,
+        save_strategy="no",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
     )
     dataset = Dataset.from_dict({"prompt": PROMPTS * 10, "answer": ["2", "12", "12", "100"] * 10})
-    trainer = GRPOTrainer(model=tiny_model(tokenizer), reward_funcs=callback.reward_funcs, args=args,
-                          train_dataset=dataset, processing_class=tokenizer, callbacks=[callback])
+    trainer = GRPOTrainer(
+        model=tiny_model(tokenizer),
+        reward_funcs=callback.reward_funcs,
+        args=args,
+        train_dataset=dataset,
+        processing_class=tokenizer,
+        callbacks=[callback],
+    )
     trainer.train()
     rank = trainer.accelerator.process_index
     summary = {

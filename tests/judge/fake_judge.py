@@ -64,8 +64,15 @@ class FakeJudge:
                     with judge._lock:
                         judge.in_flight -= 1
                 status, text, headers = answer if isinstance(answer, tuple) else (200, answer, {})
-                payload = {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                        "finish_reason": "stop"}]} if text is not None else {"error": "busy"}
+                payload = (
+                    {
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ]
+                    }
+                    if text is not None
+                    else {"error": "busy"}
+                )
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 for name, value in headers.items():

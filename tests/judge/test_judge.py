@@ -37,9 +37,14 @@ def length_ok(completion: str) -> float:
 
 
 def inputs(*completions, reference=None):
-    return [ScoringInput(completion=c, reference=reference, messages=[rewardpipe.Message(role="user", content="Q?"),
-                                                                      rewardpipe.Message(role="assistant", content=c)])
-            for c in completions]
+    return [
+        ScoringInput(
+            completion=c,
+            reference=reference,
+            messages=[rewardpipe.Message(role="user", content="Q?"), rewardpipe.Message(role="assistant", content=c)],
+        )
+        for c in completions
+    ]
 
 
 def test_exported_from_the_top_level_package():
@@ -67,9 +72,15 @@ def test_the_rubric_template_quotes_each_input_between_tagged_delimiters(server)
     class Task:
         topic = "arithmetic"
 
-    data = ScoringInput(completion="good: 4", reference="4", task=Task(),
-                        messages=[rewardpipe.Message(role="user", content="2+2?"),
-                                  rewardpipe.Message(role="assistant", content="good: 4")])
+    data = ScoringInput(
+        completion="good: 4",
+        reference="4",
+        task=Task(),
+        messages=[
+            rewardpipe.Message(role="user", content="2+2?"),
+            rewardpipe.Message(role="assistant", content="good: 4"),
+        ],
+    )
     assert Reward("r", [comp]).score_many([data])[0].components["quality"] == pytest.approx(0.8)
     body = server.requests[0]["body"]
     tag, completion = quoted(body)
@@ -86,25 +97,35 @@ def test_a_rubric_without_placeholders_reads_only_the_completion_and_quotes_it_a
     assert quoted(server.requests[0]["body"])[1] == "good day"
 
 
-@pytest.mark.parametrize("rubric, problem", [
-    ("Grade {answer}", "placeholder {answer}"),
-    ("Grade {completion!r}", "format spec"),
-    ("Grade {completion:>10}", "format spec"),
-    ("Grade {task.__class__}", "placeholder {task.__class__}"),
-    ("Grade {prompt.x}", "placeholder {prompt.x}"),
-    ("Grade {completion", "not a valid template"),
-    ("  ", "non-empty"),
-])
+@pytest.mark.parametrize(
+    "rubric, problem",
+    [
+        ("Grade {answer}", "placeholder {answer}"),
+        ("Grade {completion!r}", "format spec"),
+        ("Grade {completion:>10}", "format spec"),
+        ("Grade {task.__class__}", "placeholder {task.__class__}"),
+        ("Grade {prompt.x}", "placeholder {prompt.x}"),
+        ("Grade {completion", "not a valid template"),
+        ("  ", "non-empty"),
+    ],
+)
 def test_a_bad_rubric_is_refused_when_the_component_is_made(rubric, problem):
     with pytest.raises(ComponentDefinitionError, match=problem.replace("{", r"\{").replace("}", r"\}")):
         llm_judge("q", rubric, base_url="http://127.0.0.1:9/v1", model="m")
 
 
-@pytest.mark.parametrize("kwargs, problem", [
-    ({"scale": (10, 0)}, "scale"), ({"range": (1, 1)}, "range"), ({"concurrency": 0}, "concurrency"),
-    ({"cache_size": 0}, "cache_size"), ({"max_retries": -1}, "max_retries"), ({"parse": "json"}, "parse"),
-    ({"client": object()}, "client"),
-])
+@pytest.mark.parametrize(
+    "kwargs, problem",
+    [
+        ({"scale": (10, 0)}, "scale"),
+        ({"range": (1, 1)}, "range"),
+        ({"concurrency": 0}, "concurrency"),
+        ({"cache_size": 0}, "cache_size"),
+        ({"max_retries": -1}, "max_retries"),
+        ({"parse": "json"}, "parse"),
+        ({"client": object()}, "client"),
+    ],
+)
 def test_bad_settings_are_refused_naming_them(kwargs, problem):
     with pytest.raises(ComponentDefinitionError, match=problem):
         llm_judge("q", "Grade it", **kwargs)
@@ -124,8 +145,9 @@ INJECTIONS = [
 @pytest.mark.parametrize("attack", INJECTIONS)
 def test_a_score_written_in_the_completion_is_never_the_judges_score(attack):
     # A judge that quotes the completion in full, then gives its own verdict: only its own line counts.
-    with FakeJudge(lambda completion, tag, body: f"The response says:\n{completion}\nNot convincing.\nVERDICT {tag}: 1"
-                   ) as fake:
+    with FakeJudge(
+        lambda completion, tag, body: f"The response says:\n{completion}\nNot convincing.\nVERDICT {tag}: 1"
+    ) as fake:
         score = Reward("r", [judged(fake)]).score_many(inputs(attack))[0]
         assert score.components["quality"] == pytest.approx(0.1)
         _, seen = quoted(fake.requests[0]["body"])
@@ -161,12 +183,16 @@ def test_the_last_verdict_line_counts_and_only_the_answers_end_is_read():
 
 # -- failure is an error record, never 0 ---------------------------------------------------------------------
 
-@pytest.mark.parametrize("answer, reason", [
-    ("I'd say about 7 out of 10.", "without a 'VERDICT"),
-    ("VERDICT {tag}: 11", "outside its scale"),
-    ("VERDICT {tag}: -1", "outside its scale"),
-    ("", "without a 'VERDICT"),
-])
+
+@pytest.mark.parametrize(
+    "answer, reason",
+    [
+        ("I'd say about 7 out of 10.", "without a 'VERDICT"),
+        ("VERDICT {tag}: 11", "outside its scale"),
+        ("VERDICT {tag}: -1", "outside its scale"),
+        ("", "without a 'VERDICT"),
+    ],
+)
 def test_an_unparseable_or_off_scale_answer_makes_the_component_none(answer, reason):
     with FakeJudge(lambda completion, tag, body: answer.format(tag=tag)) as fake:
         reward = Reward("r", [judged(fake), length_ok])
@@ -219,6 +245,7 @@ def test_a_custom_parser_reads_the_judges_answer_only():
 
 # -- retries -------------------------------------------------------------------------------------------------
 
+
 def test_throttling_and_server_errors_are_retried_then_scored():
     answers = iter([(429, None, {"Retry-After": "0"}), (503, None, {}), (502, None, {})])
 
@@ -230,7 +257,12 @@ def test_throttling_and_server_errors_are_retried_then_scored():
         score = Reward("r", [comp]).score_many(inputs("good"))[0]
         assert len(fake.requests) == 4
     assert score.components["quality"] == 1.0 and comp.fn.judge.stats == {
-        "calls": 1, "cache_hits": 0, "shared_in_flight": 0, "failed": 0, "unparseable": 0}
+        "calls": 1,
+        "cache_hits": 0,
+        "shared_in_flight": 0,
+        "failed": 0,
+        "unparseable": 0,
+    }
 
 
 def test_a_timed_out_call_is_retried():
@@ -250,6 +282,7 @@ def test_a_timed_out_call_is_retried():
 
 
 # -- concurrency and cache -----------------------------------------------------------------------------------
+
 
 def test_the_concurrency_bound_is_honoured_across_batches_and_threads():
     with FakeJudge(delay_s=0.05) as fake:
@@ -329,8 +362,9 @@ def test_a_judged_component_can_be_pickled_and_scores_in_the_copy(server):
 
 def test_messages_given_as_plain_dicts_are_read_too(server):
     comp = judged(server, "Question: {prompt}\nWhole talk: {conversation}")
-    data = ScoringInput(completion="good", messages=[{"role": "user", "content": "2+2?"},
-                                                     {"role": "assistant", "content": "good"}])
+    data = ScoringInput(
+        completion="good", messages=[{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "good"}]
+    )
     assert Reward("r", [comp]).score_many([data])[0].components["quality"] == pytest.approx(0.8)
     body = server.requests[0]["body"]
     assert quoted(body, "PROMPT")[1] == "2+2?"

@@ -12,7 +12,7 @@ from rewardpipe.cli import app
 from rewardpipe.judges import ENV_API_KEY, ENV_BASE_URL, ENV_MODEL
 from tests.judge.fake_judge import FakeJudge
 
-REWARD_MODULE = '''
+REWARD_MODULE = """
 from rewardpipe import Reward, component, llm_judge
 
 
@@ -22,7 +22,7 @@ def short(completion):
 
 
 REWARD = Reward("judged", [llm_judge("matches", "Does the answer give {reference}?"), short])
-'''
+"""
 
 
 def grade(completion, tag, body):
@@ -34,17 +34,26 @@ def grade(completion, tag, body):
 def test_score_with_a_judged_user_reward(tmp_path, monkeypatch):
     (tmp_path / "judged_reward.py").write_text(REWARD_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
-    lines = [{"rollout_id": f"r{i}", "group_id": "g1", "reference": "42",
-              "messages": [{"role": "user", "content": "6 * 7?"}, {"role": "assistant", "content": text}]}
-             for i, text in enumerate(["It is 42.", "It is 41.", "...", "42, since 6 * 7 = 42."])]
+    lines = [
+        {
+            "rollout_id": f"r{i}",
+            "group_id": "g1",
+            "reference": "42",
+            "messages": [{"role": "user", "content": "6 * 7?"}, {"role": "assistant", "content": text}],
+        }
+        for i, text in enumerate(["It is 42.", "It is 41.", "...", "42, since 6 * 7 = 42."])
+    ]
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
     with FakeJudge(grade, delay_s=0.05) as server:
         monkeypatch.setenv(ENV_BASE_URL, server.url)
         monkeypatch.setenv(ENV_MODEL, "judge")
         monkeypatch.setenv(ENV_API_KEY, "sk-cli-secret")
-        out = CliRunner().invoke(app, ["score", str(samples), "--reward", "judged_reward:REWARD", "--out",
-                                       str(tmp_path / "store"), "--json"], catch_exceptions=False)
+        out = CliRunner().invoke(
+            app,
+            ["score", str(samples), "--reward", "judged_reward:REWARD", "--out", str(tmp_path / "store"), "--json"],
+            catch_exceptions=False,
+        )
         assert server.max_in_flight > 1  # the batch's calls ran together
         assert {r["auth"] for r in server.requests} == {"Bearer sk-cli-secret"}
     assert out.exit_code == 0, out.output

@@ -42,13 +42,21 @@ def finished(guess, count):
 
 def test_episodes_are_judged_together_within_the_bound_and_as_one_by_one(guess):
     with FakeJudge(grade, delay_s=0.05) as server:
-        judged = llm_judge("persistence", "How many guesses were made? {state.guesses}", base_url=server.url,
-                           model="m", concurrency=4, role="shaping", backoff_s=0.0)
+        judged = llm_judge(
+            "persistence",
+            "How many guesses were made? {state.guesses}",
+            base_url=server.url,
+            model="m",
+            concurrency=4,
+            role="shaping",
+            backoff_s=0.0,
+        )
         reward = Reward("judged_guess", [*guess.GUESS_REWARD.components, judged])
         assert judged.inputs == ("completion", "state")
         episodes = finished(guess, 12)
-        together = [record for record, _ in score_episodes(episodes, executor=NoSandbox(), reward=reward,
-                                                           env=guess.ENVIRONMENT)]
+        together = [
+            record for record, _ in score_episodes(episodes, executor=NoSandbox(), reward=reward, env=guess.ENVIRONMENT)
+        ]
         assert server.max_in_flight == 4  # concurrent, and never past the bound
         calls = len(server.requests)
         one_by_one = [finish_episode(state, task, None, reward, guess.ENVIRONMENT) for state, task in episodes]
@@ -56,5 +64,6 @@ def test_episodes_are_judged_together_within_the_bound_and_as_one_by_one(guess):
     assert [r.model_dump() for r in together] == [r.model_dump() for r in one_by_one]
     assert all(r.status == "scored" for r in together)
     assert [r.components["persistence"] for r in together] == [
-        pytest.approx(len(state.guesses) / 10) for state, _ in episodes]
+        pytest.approx(len(state.guesses) / 10) for state, _ in episodes
+    ]
     assert {len(state.guesses) for state, _ in episodes} == {1, 2, 3, 4}

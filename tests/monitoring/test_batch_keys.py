@@ -10,8 +10,9 @@ from rewardpipe.monitoring.batch import Labels, RecordBatch, _combined
 
 
 def _rows_equal(columns, i, j):
-    return all((c.codes if isinstance(c, Labels) else c)[i] == (c.codes if isinstance(c, Labels) else c)[j]
-               for c in columns)
+    return all(
+        (c.codes if isinstance(c, Labels) else c)[i] == (c.codes if isinstance(c, Labels) else c)[j] for c in columns
+    )
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -45,10 +46,21 @@ def test_keys_do_not_overflow_when_the_codes_span_more_than_an_int64():
 def _batch(rollouts: Labels, steps: np.ndarray) -> RecordBatch:
     rows = len(steps)
     one = Labels(np.zeros(rows, dtype=np.int64), ["r"], 1)
-    return RecordBatch(run_ids=one, steps=steps, group_ids=Labels(np.zeros(rows, dtype=np.int64), ["g"], 1),
-                       rollout_ids=rollouts, task_ids=one, scored=np.ones(rows, dtype=bool), error_kinds=one,
-                       inprocess=np.zeros(rows, dtype=bool), weights={}, values={"c": np.arange(rows, dtype=float)},
-                       nulls={"c": np.zeros(rows, dtype=bool)}, positions=np.arange(1, rows + 1), load=lambda p: None)
+    return RecordBatch(
+        run_ids=one,
+        steps=steps,
+        group_ids=Labels(np.zeros(rows, dtype=np.int64), ["g"], 1),
+        rollout_ids=rollouts,
+        task_ids=one,
+        scored=np.ones(rows, dtype=bool),
+        error_kinds=one,
+        inprocess=np.zeros(rows, dtype=bool),
+        weights={},
+        values={"c": np.arange(rows, dtype=float)},
+        nulls={"c": np.zeros(rows, dtype=bool)},
+        positions=np.arange(1, rows + 1),
+        load=lambda p: None,
+    )
 
 
 def test_distinct_rollout_ids_need_no_search_for_repeats_and_repeats_are_still_found():

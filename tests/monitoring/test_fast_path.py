@@ -24,9 +24,20 @@ WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately"
 
 def record(run="r1", step=0, group="g0", rollout="g0-0", task="t0", status="scored", **over):
     components = over.pop("components", None) or {name: 0.0 for name in COMPONENTS}
-    rec = {"schema": "rewardpipe.record/v1", "run_id": run, "step": step, "group_id": group, "rollout_id": rollout,
-           "task_id": task, "status": status, "error": None, "components": components, "weights": dict(WEIGHTS),
-           "aggregate": 0.0, "metrics": {}}
+    rec = {
+        "schema": "rewardpipe.record/v1",
+        "run_id": run,
+        "step": step,
+        "group_id": group,
+        "rollout_id": rollout,
+        "task_id": task,
+        "status": status,
+        "error": None,
+        "components": components,
+        "weights": dict(WEIGHTS),
+        "aggregate": 0.0,
+        "metrics": {},
+    }
     rec.update(over)
     return rec
 
@@ -42,10 +53,24 @@ def varied_run(seed=0, run="r1", steps=6, groups=12, k=4):
             for i in range(k):
                 rid, gid = f"s{step}-g{g}-{i}", f"g{g}"
                 if rnd.random() < 0.06:
-                    error = None if rnd.random() < 0.3 else {"kind": rnd.choice(["timeout", "sandbox"]),
-                                                             "message": "it \u00e9chou\u00e9 \x1b[31m"}
-                    out.append(record(run, step, gid, rid, f"t{g % 5}", "error", error=error,
-                                      components={n: None for n in COMPONENTS}, aggregate=None))
+                    error = (
+                        None
+                        if rnd.random() < 0.3
+                        else {"kind": rnd.choice(["timeout", "sandbox"]), "message": "it \u00e9chou\u00e9 \x1b[31m"}
+                    )
+                    out.append(
+                        record(
+                            run,
+                            step,
+                            gid,
+                            rid,
+                            f"t{g % 5}",
+                            "error",
+                            error=error,
+                            components={n: None for n in COMPONENTS},
+                            aggregate=None,
+                        )
+                    )
                     continue
                 comps = {
                     "correctness": 0.0 if dying or g % 3 == 0 else rnd.choice((0.0, 0.25, 0.5, 1)),
@@ -55,10 +80,24 @@ def varied_run(seed=0, run="r1", steps=6, groups=12, k=4):
                 }
                 if g % 4 == 1:
                     comps["judge"] = rnd.random()
-                metrics = {"exec_mode": "inprocess" if rnd.random() < 0.1 else "sandbox", "tests_passed": i,
-                           "committed": bool(i % 2), "exec_reason": None if i else "AssertionError: 1 != 2"}
-                out.append(record(run, step, gid, rid, f"t{g % 5}", components=comps, metrics=metrics,
-                                  aggregate=rnd.random() if not dying else 0.1))
+                metrics = {
+                    "exec_mode": "inprocess" if rnd.random() < 0.1 else "sandbox",
+                    "tests_passed": i,
+                    "committed": bool(i % 2),
+                    "exec_reason": None if i else "AssertionError: 1 != 2",
+                }
+                out.append(
+                    record(
+                        run,
+                        step,
+                        gid,
+                        rid,
+                        f"t{g % 5}",
+                        components=comps,
+                        metrics=metrics,
+                        aggregate=rnd.random() if not dying else 0.1,
+                    )
+                )
     for rec in rnd.sample(out, 15):  # delivered again, later in the file, with a different value
         again = dict(rec, aggregate=None if rec["status"] == "error" else 0.5)
         out.append(again)
@@ -97,8 +136,12 @@ def run_three_ways(monkeypatch, *args):
 @pytest.mark.parametrize("variant", ["plain", "crlf", "blank_lines", "one_step", "ignore_and_ranges", "table"])
 def test_fast_and_careful_paths_print_the_same(tmp_path, monkeypatch, variant):
     records = varied_run()
-    path = write(tmp_path / "records.jsonl", records, newline="\r\n" if variant == "crlf" else "\n",
-                 blank_lines=variant == "blank_lines")
+    path = write(
+        tmp_path / "records.jsonl",
+        records,
+        newline="\r\n" if variant == "crlf" else "\n",
+        blank_lines=variant == "blank_lines",
+    )
     assert fastread._arrow_batch(path.read_bytes()) is not None, "pyarrow's reader must vouch for this file"
     args = [path, "--no-write-alarms"] + ([] if variant == "table" else ["--json"])
     if variant == "one_step":
@@ -142,8 +185,9 @@ def test_a_file_parsed_in_several_blocks_prints_the_same_on_every_path(tmp_path,
     for name in ("run_ids", "group_ids", "rollout_ids", "task_ids"):
         a, b = getattr(blocks, name), getattr(lines, name)
         assert [a.names[c] for c in a.codes.tolist()] == [b.names[c] for c in b.codes.tolist()]
-    assert [blocks.error_kinds[r] for r in np.flatnonzero(~blocks.scored)] == \
-        [lines.error_kinds[r] for r in np.flatnonzero(~lines.scored)]
+    assert [blocks.error_kinds[r] for r in np.flatnonzero(~blocks.scored)] == [
+        lines.error_kinds[r] for r in np.flatnonzero(~lines.scored)
+    ]
     for name in ("steps", "scored", "inprocess", "positions"):
         assert np.array_equal(getattr(blocks, name), getattr(lines, name))
     for name in ("values", "nulls", "weights"):

@@ -49,8 +49,9 @@ def test_a_bad_row_is_named_and_the_rest_is_monitored(tmp_path):
     table = pq.read_table(file)
     status = table.column("status").to_pylist()
     status[3] = "maybe"
-    pq.write_table(table.set_column(table.schema.get_field_index("status"), "status",
-                                    pa.array(status, pa.string())), file)
+    pq.write_table(
+        table.set_column(table.schema.get_field_index("status"), "status", pa.array(status, pa.string())), file
+    )
     assert fastread.read_parquet_batch([file]) is None
     data, stderr = monitor_json(file)
     assert data["unreadable"] == [{"key": f"{file}:row 4", "reason": data["unreadable"][0]["reason"]}]
@@ -68,8 +69,7 @@ def test_a_parquet_file_of_something_else_is_one_clear_error(tmp_path):
 
 def uniform_run(seed):
     """varied_run without the component only some records name: every row's map has the same keys."""
-    return [dict(r, components={k: v for k, v in r["components"].items() if k != "judge"})
-            for r in varied_run(seed)]
+    return [dict(r, components={k: v for k, v in r["components"].items() if k != "judge"}) for r in varied_run(seed)]
 
 
 def test_maps_with_the_same_keys_in_every_row_read_like_the_careful_path(tmp_path, monkeypatch):
@@ -91,8 +91,14 @@ def test_maps_whose_keys_come_in_another_order_on_some_rows_read_like_the_carefu
     components = table.column("components").to_pylist()
     for row in range(0, len(components), 3):  # same keys, same count per row, another order
         components[row] = components[row][::-1]
-    pq.write_table(table.set_column(table.schema.get_field_index("components"), "components",
-                                    pa.array(components, table.schema.field("components").type)), file)
+    pq.write_table(
+        table.set_column(
+            table.schema.get_field_index("components"),
+            "components",
+            pa.array(components, table.schema.field("components").type),
+        ),
+        file,
+    )
     reordered = fastread.read_parquet_batch([file])
     assert reordered is not None
     fast, _ = monitor_json(out)

@@ -25,9 +25,20 @@ def records(step, groups=2, size=4, *, run="r", dead=("format",), first_group=0)
     for g in range(first_group, first_group + groups):
         for r in range(size):
             components = {**{name: 0.0 for name in dead}, "alive": float(r % 2)}
-            out.append({"run_id": run, "step": step, "group_id": f"g{g}", "rollout_id": f"c{g}-{r}", "task_id": "t",
-                        "status": "scored", "components": components, "weights": {n: 1.0 for n in components},
-                        "aggregate": sum(components.values()), "metrics": {}})
+            out.append(
+                {
+                    "run_id": run,
+                    "step": step,
+                    "group_id": f"g{g}",
+                    "rollout_id": f"c{g}-{r}",
+                    "task_id": "t",
+                    "status": "scored",
+                    "components": components,
+                    "weights": {n: 1.0 for n in components},
+                    "aggregate": sum(components.values()),
+                    "metrics": {},
+                }
+            )
     return out
 
 
@@ -75,8 +86,11 @@ def test_batches_large_enough_are_judged_alone_exactly_as_before():
     for with_history, without in zip(pooled, alone, strict=True):
         stats = with_history.steps[0].components["format"]
         assert stats.pooled_steps is None
-        assert stats.to_dict() == {**without.steps[0].components["format"].to_dict(),
-                                   "alarm_active": stats.alarm_active, "dead_streak": stats.dead_streak}
+        assert stats.to_dict() == {
+            **without.steps[0].components["format"].to_dict(),
+            "alarm_active": stats.alarm_active,
+            "dead_streak": stats.dead_streak,
+        }
 
 
 def test_one_group_a_step_is_pooled_over_four_steps():
@@ -209,8 +223,10 @@ def test_the_trl_monitor_batch_helper_pools_when_given_a_history():
 
     values = {"format": [1.0] * 8, "alive": [float(i % 2) for i in range(8)]}  # two groups of four
     th = Thresholds(ranges={"format": (0.0, 1.0), "alive": (0.0, 1.0)})
-    for history, expected in ((StepHistory(), ["insufficient_data", "dead", "insufficient_data", "dead"]),
-                              (None, ["insufficient_data"] * 4)):
+    for history, expected in (
+        (StepHistory(), ["insufficient_data", "dead", "insufficient_data", "dead"]),
+        (None, ["insufficient_data"] * 4),
+    ):
         state, verdicts = None, []
         for step in range(4):
             result = trl_monitor_batch(values, 4, step=step, thresholds=th, previous_state=state, history=history)

@@ -61,9 +61,19 @@ def test_ids_that_need_encoding_are_matched_to_their_keys(tmp_path, monkeypatch)
     records = []
     for g, group in enumerate(odd):
         for i in range(4):
-            records.append({"run_id": "odd run/1", "step": 0, "group_id": group, "rollout_id": f"{group}#{i}",
-                            "task_id": "t", "status": "scored", "components": {"c": float((g + i) % 2)},
-                            "weights": {"c": 1.0}, "aggregate": float((g + i) % 2)})
+            records.append(
+                {
+                    "run_id": "odd run/1",
+                    "step": 0,
+                    "group_id": group,
+                    "rollout_id": f"{group}#{i}",
+                    "task_id": "t",
+                    "status": "scored",
+                    "components": {"c": float((g + i) % 2)},
+                    "weights": {"c": 1.0},
+                    "aggregate": float((g + i) % 2),
+                }
+            )
     store = store_of(tmp_path, records)
     fast, careful, used = both_ways(monkeypatch, store.root)
     assert used == [True] and fast == careful and fast[0] == 0
@@ -77,8 +87,11 @@ def _walked(root, prefix):
     for dirpath, dirnames, filenames in os.walk(base):
         dirnames.sort()
         rel = Path(dirpath).relative_to(root).as_posix()
-        keys += [f"{rel}/{name}" for name in sorted(filenames) if not (name.startswith(".") and name.endswith(".tmp"))
-                 and not os.path.islink(os.path.join(dirpath, name))]  # a store never follows a link
+        keys += [
+            f"{rel}/{name}"
+            for name in sorted(filenames)
+            if not (name.startswith(".") and name.endswith(".tmp")) and not os.path.islink(os.path.join(dirpath, name))
+        ]  # a store never follows a link
     return keys
 
 
@@ -105,9 +118,11 @@ def test_the_stores_listing_is_what_os_walk_lists(tmp_path):
         assert list(store._list(prefix + "/")) == _walked(store.root, prefix), prefix
     strays: list = []
     list(store._list_checked("runs/r1/step=1/", strays.append))
-    assert sorted(bad.key for bad in strays) == ["runs/r1/step=1/group=g1/broken.json",
-                                                  "runs/r1/step=1/group=g1/zz-link.json",
-                                                  "runs/r1/step=1/group=linked"]
+    assert sorted(bad.key for bad in strays) == [
+        "runs/r1/step=1/group=g1/broken.json",
+        "runs/r1/step=1/group=g1/zz-link.json",
+        "runs/r1/step=1/group=linked",
+    ]
     assert all("symbolic link" in bad.reason for bad in strays)
 
 

@@ -18,8 +18,17 @@ from tests.report.test_report_cli import _store
 pytestmark = pytest.mark.browser
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-         "--disable-component-update", "--disable-sync", "--enable-logging=stderr", "--v=0"]
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--enable-logging=stderr",
+    "--v=0",
+]
 CONSOLE = re.compile(r":CONSOLE[:(]")
 
 
@@ -28,9 +37,19 @@ def _load(page: Path, tmp_path: Path, name: str) -> tuple[list[str], Path]:
     if CHROMIUM is None:
         pytest.skip("chromium is not installed (run `make test-browser`, which installs Debian's chromium)")
     shot = tmp_path / f"{name}.png"
-    proc = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / ('profile-' + name)}",
-                           "--window-size=1280,2000", f"--screenshot={shot}", page.as_uri()],
-                          capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(
+        [
+            CHROMIUM,
+            *FLAGS,
+            f"--user-data-dir={tmp_path / ('profile-' + name)}",
+            "--window-size=1280,2000",
+            f"--screenshot={shot}",
+            page.as_uri(),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shot.exists(), f"chromium wrote no screenshot (exit {proc.returncode}): {proc.stderr[-2000:]}"
     return [line for line in proc.stderr.splitlines() if CONSOLE.search(line)], shot
 
@@ -56,8 +75,10 @@ def test_the_report_renders_without_console_errors_and_is_not_blank(cli, tmp_pat
 def test_the_console_check_does_catch_errors(tmp_path):
     """The detector above is live: a page that errors and breaks its CSP is caught."""
     bad = tmp_path / "bad.html"
-    bad.write_text("<!DOCTYPE html><html><head><meta http-equiv=\"Content-Security-Policy\" "
-                   "content=\"default-src 'none'\"></head><body><p>x</p><img src=\"http://example.invalid/x.png\">"
-                   "</body></html>")
+    bad.write_text(
+        '<!DOCTYPE html><html><head><meta http-equiv="Content-Security-Policy" '
+        'content="default-src \'none\'"></head><body><p>x</p><img src="http://example.invalid/x.png">'
+        "</body></html>"
+    )
     console, _ = _load(bad, tmp_path, "bad")
     assert any("Content Security Policy" in line for line in console)

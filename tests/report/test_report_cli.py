@@ -7,7 +7,7 @@ from html.parser import HTMLParser
 import pytest
 
 from rewardpipe.models import Message, Record
-from rewardpipe.store import LocalStore, transcript_key
+from rewardpipe.store import LocalStore
 from rewardpipe.transcripts import RolloutTranscript, Verdict
 from tests.cli.conftest import BUNDLED_TASKS
 from tests.report.conftest import rec
@@ -21,16 +21,36 @@ def _store(tmp_path, run="r", steps=3, hostile=False) -> LocalStore:
     for s in range(steps):
         for g in range(5):
             for k in range(4):
-                data = rec(s, f"s{s}-g{g}", k, f"{task}{g}", run=run,
-                           a=float(k % 2) if s < steps - 1 and g != 4 else 0.0, b=float(k % 3 == 0))
+                data = rec(
+                    s,
+                    f"s{s}-g{g}",
+                    k,
+                    f"{task}{g}",
+                    run=run,
+                    a=float(k % 2) if s < steps - 1 and g != 4 else 0.0,
+                    b=float(k % 3 == 0),
+                )
                 store.put_record(Record.model_validate(data))
-                store.put_transcript(RolloutTranscript(
-                    run_id=run, step=s, group_id=data["group_id"], rollout_id=data["rollout_id"], task_id=data["task_id"],
-                    messages=[Message(role="user", content="Write f."),
-                              Message(role="assistant", content=(XSS + "\x1b[2J\u202e") if hostile else "```python\nx=1\n```")],
-                    turn_kinds=["commit"], executed_code=XSS if hostile else "x=1\n",
-                    verdict=Verdict(status="failed", reason=XSS if hostile else "AssertionError"),
-                    components=data["components"], aggregate=data["aggregate"]))
+                store.put_transcript(
+                    RolloutTranscript(
+                        run_id=run,
+                        step=s,
+                        group_id=data["group_id"],
+                        rollout_id=data["rollout_id"],
+                        task_id=data["task_id"],
+                        messages=[
+                            Message(role="user", content="Write f."),
+                            Message(
+                                role="assistant", content=(XSS + "\x1b[2J\u202e") if hostile else "```python\nx=1\n```"
+                            ),
+                        ],
+                        turn_kinds=["commit"],
+                        executed_code=XSS if hostile else "x=1\n",
+                        verdict=Verdict(status="failed", reason=XSS if hostile else "AssertionError"),
+                        components=data["components"],
+                        aggregate=data["aggregate"],
+                    )
+                )
     return store
 
 
@@ -60,8 +80,11 @@ def _external_references(page: str) -> list[str]:
     parser.feed(page)
     found = [tag for tag, _ in parser.tags if tag in ("script", "link", "iframe", "object", "embed", "img", "base")]
     for tag, attrs in parser.tags:
-        found += [f"{tag}[{name}]" for name in attrs if name in ("src", "href", "action", "srcset", "poster",
-                                                                 "background") or name.startswith("on")]
+        found += [
+            f"{tag}[{name}]"
+            for name in attrs
+            if name in ("src", "href", "action", "srcset", "poster", "background") or name.startswith("on")
+        ]
         found += [f"{tag}[style url]" for value in attrs.values() if value and "url(" in value]
     found += [css for css in parser.styles if "url(" in css or "@import" in css]
     return found
@@ -75,8 +98,14 @@ def test_report_is_one_self_contained_page_with_every_section(cli, tmp_path):
     page = out.read_text()
     assert _external_references(page) == []
     assert "default-src 'none'" in page
-    for heading in ("Per component over steps", "Verdict timeline", "correlation", "Share of the GRPO advantage",
-                    "Task triage", "Alarms and example transcripts"):
+    for heading in (
+        "Per component over steps",
+        "Verdict timeline",
+        "correlation",
+        "Share of the GRPO advantage",
+        "Task triage",
+        "Alarms and example transcripts",
+    ):
         assert heading in page
     assert page.count("<svg") >= 6 and page.count("<details>") >= 3  # charts, timeline; expandable examples
 
@@ -101,7 +130,8 @@ def test_json_carries_the_same_content_and_triage_is_written_to_the_store(cli, t
     assert {"series", "alarms", "correlation", "advantage_share", "task_triage"} <= set(data)
     triage = data["task_triage"]
     assert triage and {tuple(sorted(e)) for e in triage} == {
-        ("component", "groups", "steps", "task_id", "value", "verdict")}
+        ("component", "groups", "steps", "task_id", "value", "verdict")
+    }
     lines = (tmp_path / "store" / "runs" / "r" / "triage.jsonl").read_text().splitlines()
     assert [json.loads(line) for line in lines] == triage
     alarm = next(a for a in data["alarms"] if a["component"] == "a")
@@ -154,8 +184,26 @@ def test_parquet_export_has_an_explicit_schema_that_pandas_reads_without_guessin
 
 def test_the_demo_run_reports_its_collapse(cli, tmp_path):
     out = tmp_path / "store"
-    assert cli("run", "--tasks", BUNDLED_TASKS, "--policy", "scripted", "--group-size", "4", "--steps", "3",
-               "--collapse-from-step", "2", "--out", out, "--run-id", "demo").exit_code == 0
+    assert (
+        cli(
+            "run",
+            "--tasks",
+            BUNDLED_TASKS,
+            "--policy",
+            "scripted",
+            "--group-size",
+            "4",
+            "--steps",
+            "3",
+            "--collapse-from-step",
+            "2",
+            "--out",
+            out,
+            "--run-id",
+            "demo",
+        ).exit_code
+        == 0
+    )
     data = json.loads(cli("report", out, "--json").stdout)
     dead = {a["component"] for a in data["alarms"] if a["kind"] == "dead_component"}
     assert {"correctness", "guessed_immediately"} <= dead

@@ -17,10 +17,10 @@ import numpy as np
 import pytest
 
 from rewardpipe.models import Record
+from rewardpipe.monitoring import fastread
 from rewardpipe.monitoring.batch import run_columns
 from rewardpipe.monitoring.columns import EXAMPLES_PER_STEP, RunColumns, group_rows
 from rewardpipe.monitoring.triage import task_triage
-from rewardpipe.monitoring import fastread
 
 WEIGHTS = {"a": 1.0, "b": 0.5, "c": 0.25}
 
@@ -37,12 +37,22 @@ def records(seed: int) -> list[dict]:
                 if step >= 2 and g % 3 == 0:
                     comps["late"] = rnd.random()  # first named half-way
                 status = "error" if rnd.random() < 0.1 else "scored"
-                out.append({"schema": "rewardpipe.record/v1", "run_id": "r", "step": step, "group_id": f"g{g}",
-                            "rollout_id": f"s{step}-g{g}-{k}", "task_id": f"t{g % 4}", "status": status,
-                            "error": {"kind": "timeout", "message": "m"} if status == "error" else None,
-                            "components": {n: None for n in comps} if status == "error" else comps,
-                            "weights": dict(WEIGHTS), "aggregate": None if status == "error" else 0.5,
-                            "metrics": {}})
+                out.append(
+                    {
+                        "schema": "rewardpipe.record/v1",
+                        "run_id": "r",
+                        "step": step,
+                        "group_id": f"g{g}",
+                        "rollout_id": f"s{step}-g{g}-{k}",
+                        "task_id": f"t{g % 4}",
+                        "status": status,
+                        "error": {"kind": "timeout", "message": "m"} if status == "error" else None,
+                        "components": {n: None for n in comps} if status == "error" else comps,
+                        "weights": dict(WEIGHTS),
+                        "aggregate": None if status == "error" else 0.5,
+                        "metrics": {},
+                    }
+                )
     rnd.shuffle(out[10:30])  # some groups' records apart from each other
     out += [dict(r) for r in rnd.sample(out, 5)]  # repeated deliveries
     return out
@@ -94,7 +104,7 @@ def reference(rows: list[dict]):
 def columns_of(rows, batch: int) -> RunColumns:
     columns = RunColumns()
     for i in range(0, len(rows), batch):
-        columns.add_many(rows[i:i + batch])
+        columns.add_many(rows[i : i + batch])
     return columns
 
 
@@ -148,8 +158,11 @@ def test_triage_from_the_file_reader_is_triage_from_records(tmp_path):
     last = {}
     for position, r in enumerate(rows):
         last[(r["run_id"], r["step"], r["group_id"], r["rollout_id"])] = position
-    kept = [r for position, r in enumerate(rows) if last[(r["run_id"], r["step"], r["group_id"],
-                                                           r["rollout_id"])] == position]
+    kept = [
+        r
+        for position, r in enumerate(rows)
+        if last[(r["run_id"], r["step"], r["group_id"], r["rollout_id"])] == position
+    ]
     from_records = columns_of(kept, 16)
     assert_columns_are(from_records, kept)
     assert_columns_are(from_file, kept)  # the columnar builder keeps the same rows, codes, values and examples

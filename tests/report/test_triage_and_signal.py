@@ -68,16 +68,21 @@ def _random_run(seed: int, steps=4, groups=6, k=5):
                 a = 0.0 if mode < 0.3 else float(rng.random() < 0.5)
                 b = rng.choice([0.0, 0.5, 1.0]) if mode > 0.2 else 1.0
                 c = a if mode > 0.6 else rng.random()
-                records.append(rec(step, f"s{step}-g{g}", i, task, weights={"a": 1.0, "b": 0.5, "c": 0.2},
-                                   a=a, b=b, c=c))
+                records.append(
+                    rec(step, f"s{step}-g{g}", i, task, weights={"a": 1.0, "b": 0.5, "c": 0.2}, a=a, b=b, c=c)
+                )
     return records
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_triage_matches_a_pandas_groupby(seed):
     records = _random_run(seed)
-    frame = pd.DataFrame([{"task": r["task_id"], "group": (r["step"], r["group_id"]), "step": r["step"],
-                           **r["components"]} for r in records])
+    frame = pd.DataFrame(
+        [
+            {"task": r["task_id"], "group": (r["step"], r["group_id"]), "step": r["step"], **r["components"]}
+            for r in records
+        ]
+    )
     expected = set()
     for name in ("a", "b", "c"):
         spans = frame.groupby(["task", "group"])[name].agg(lambda s: s.max() - s.min())
@@ -92,8 +97,9 @@ def test_triage_matches_a_pandas_groupby(seed):
 
 def test_the_report_carries_the_monitors_advantage_shares_per_step_and_their_mean():
     # a varies inside every group, b never does: a carries the whole advantage, b none of it.
-    records = [rec(s, f"s{s}-g{g}", k, "t", a=float(k % 2), b=1.0) for s in range(2) for g in range(4)
-               for k in range(4)]
+    records = [
+        rec(s, f"s{s}-g{g}", k, "t", a=float(k % 2), b=1.0) for s in range(2) for g in range(4) for k in range(4)
+    ]
     report = build_report(records)
     assert report["series"]["a"]["advantage_share"] == [1.0, 1.0]
     assert report["series"]["b"]["advantage_share"] == [0.0, 0.0]
@@ -119,14 +125,19 @@ def test_within_group_correlation_finds_redundant_components_that_batch_correlat
 
 
 def test_report_content_for_a_collapse():
-    records = [rec(s, f"s{s}-g{g}", k, f"t{g}", a=(float(k % 2) if s < 2 else 0.0), b=float(k % 3 == 0))
-               for s in range(3) for g in range(5) for k in range(4)]
+    records = [
+        rec(s, f"s{s}-g{g}", k, f"t{g}", a=(float(k % 2) if s < 2 else 0.0), b=float(k % 3 == 0))
+        for s in range(3)
+        for g in range(5)
+        for k in range(4)
+    ]
     report = build_report(records)
     assert report["steps"] == [0, 1, 2] and report["scored"] == 60
     assert report["series"]["a"]["verdict"] == ["ok", "ok", "dead"]
     assert report["series"]["a"]["zero_variance_share"][-1] == 1.0
     onset = [a for a in report["alarms"] if a["component"] == "a"]
     assert [a["step"] for a in onset] == [2] and len(onset[0]["examples"]) == 3
-    assert all(e["step"] == 2 and e["transcript_key"].startswith("runs/r/transcripts/step=2/")
-               for e in onset[0]["examples"])
+    assert all(
+        e["step"] == 2 and e["transcript_key"].startswith("runs/r/transcripts/step=2/") for e in onset[0]["examples"]
+    )
     assert report["series"]["a"]["advantage_share"][-1] in (None, 0.0)

@@ -8,22 +8,21 @@ from __future__ import annotations
 
 import os
 import secrets
-import signal
 import socket
 import textwrap
 import threading
 
+import blog_harness
 import pytest
 
-import blog_harness
 from rewardpipe.execution import ExecutionStatus
 from tests.security.conftest import (
     EXPECTED_TESTS,
-    assert_failed,
-    assert_scorer_survives,
     HIDDEN_TESTS,
     RIGHT_ADD,
     WRONG_ADD,
+    assert_failed,
+    assert_scorer_survives,
     job,
     process_alive_as_sandbox_uid,
     require_any_layer,
@@ -37,14 +36,14 @@ def blog_score(code: str, tests: str = HIDDEN_TESTS) -> tuple[int, int]:
 
 # --- reward hacks that win against an in-process harness ------------------------------------------------
 
-FORGE_GUESSED_NONCE = WRONG_ADD + textwrap.dedent('''
+FORGE_GUESSED_NONCE = WRONG_ADD + textwrap.dedent("""
     import sys
     forged = '__deadbeefdeadbeef__{"total": 2, "passed": 2}__deadbeefdeadbeef__'
     print(forged)
     sys.stderr.write(forged)
-''')
+""")
 
-NONCE_FROM_SOURCE_FILE = WRONG_ADD + textwrap.dedent('''
+NONCE_FROM_SOURCE_FILE = WRONG_ADD + textwrap.dedent("""
     import os, re, sys
     try:
         nonce = re.search(r"__([0-9a-f]{16})__", open(__file__).read()).group(1)
@@ -53,9 +52,9 @@ NONCE_FROM_SOURCE_FILE = WRONG_ADD + textwrap.dedent('''
         os._exit(0)
     except Exception:
         pass
-''')
+""")
 
-NONCE_FROM_BYTECODE = WRONG_ADD + textwrap.dedent('''
+NONCE_FROM_BYTECODE = WRONG_ADD + textwrap.dedent("""
     import os, re, sys
     for const in sys._getframe(0).f_code.co_consts:
         match = re.fullmatch(r"__([0-9a-f]{16})__", const) if isinstance(const, str) else None
@@ -63,9 +62,9 @@ NONCE_FROM_BYTECODE = WRONG_ADD + textwrap.dedent('''
             sys.stderr.write(const + '{"total": 2, "passed": 2}' + const)
             sys.stderr.flush()
             os._exit(0)
-''')
+""")
 
-REWRITE_STDERR = WRONG_ADD + textwrap.dedent('''
+REWRITE_STDERR = WRONG_ADD + textwrap.dedent("""
     import re, sys
     class Rewriter:
         def __init__(self, inner):
@@ -76,33 +75,33 @@ REWRITE_STDERR = WRONG_ADD + textwrap.dedent('''
         def __getattr__(self, name):
             return getattr(self.inner, name)
     sys.stderr = Rewriter(sys.stderr)
-''')
+""")
 
-PATCH_ADD_FAILURE = WRONG_ADD + textwrap.dedent('''
+PATCH_ADD_FAILURE = WRONG_ADD + textwrap.dedent("""
     import unittest
     unittest.TestResult.addFailure = lambda self, test, err: None
     unittest.TestResult.addError = lambda self, test, err: None
-''')
+""")
 
-PATCH_TESTCASE_RUN = WRONG_ADD + textwrap.dedent('''
+PATCH_TESTCASE_RUN = WRONG_ADD + textwrap.dedent("""
     import unittest
     def fake_run(self, result=None):
         result.startTest(self)
         result.addSuccess(self)
         result.stopTest(self)
     unittest.TestCase.run = fake_run
-''')
+""")
 
-PATCH_RUNNER_RUN = WRONG_ADD + textwrap.dedent('''
+PATCH_RUNNER_RUN = WRONG_ADD + textwrap.dedent("""
     import unittest
     def fake_runner_run(self, test):
         result = unittest.TestResult()
         result.testsRun = test.countTestCases()
         return result
     unittest.TextTestRunner.run = fake_runner_run
-''')
+""")
 
-SWAP_LOADER = WRONG_ADD + textwrap.dedent('''
+SWAP_LOADER = WRONG_ADD + textwrap.dedent("""
     import unittest
     _real_load = unittest.TestLoader.loadTestsFromModule
     def swapped(self, module, *args, **kwargs):
@@ -112,9 +111,9 @@ SWAP_LOADER = WRONG_ADD + textwrap.dedent('''
                 pass
         return unittest.TestSuite([AlwaysPasses("test_ok") for _ in range(count)])
     unittest.TestLoader.loadTestsFromModule = swapped
-''')
+""")
 
-READ_TESTS_FROM_DISK = textwrap.dedent('''
+READ_TESTS_FROM_DISK = textwrap.dedent("""
     import glob, os, re
     table = {}
     for path in glob.glob(os.path.join(os.getcwd(), "*.py")) + glob.glob("/tmp/*/*.py"):
@@ -126,16 +125,16 @@ READ_TESTS_FROM_DISK = textwrap.dedent('''
             table[(int(a), int(b))] = int(r)
     def add(a, b):
         return table.get((a, b), a - b)
-''')
+""")
 
-BYTECODE_ORACLE = textwrap.dedent('''
+BYTECODE_ORACLE = textwrap.dedent("""
     import sys
     def add(a, b):
         consts = [c for c in sys._getframe(1).f_code.co_consts if type(c) is int]
         return consts[-1] if consts else a - b
-''')
+""")
 
-ALWAYS_EQUAL_OBJECT = textwrap.dedent('''
+ALWAYS_EQUAL_OBJECT = textwrap.dedent("""
     class AlwaysEqual:
         def __eq__(self, other):
             return True
@@ -144,22 +143,22 @@ ALWAYS_EQUAL_OBJECT = textwrap.dedent('''
         __hash__ = object.__hash__
     def add(a, b):
         return AlwaysEqual()
-''')
+""")
 
-RAISE_SKIPTEST = textwrap.dedent('''
+RAISE_SKIPTEST = textwrap.dedent("""
     import unittest
     def add(a, b):
         raise unittest.SkipTest("not today")
-''')
+""")
 
-INT_SUBCLASS_EQUAL = textwrap.dedent('''
+INT_SUBCLASS_EQUAL = textwrap.dedent("""
     class Sneaky(int):
         def __eq__(self, other):
             return True
         __hash__ = int.__hash__
     def add(a, b):
         return Sneaky(a - b)
-''')
+""")
 
 HACKS_THAT_BEAT_THE_BLOG_HARNESS = {
     "nonce_from_source_file": NONCE_FROM_SOURCE_FILE,
@@ -193,9 +192,9 @@ BLOCKED_EVERYWHERE = {
     "forge_guessed_nonce": FORGE_GUESSED_NONCE,
     "os_exit_before_tests": WRONG_ADD + "import os\nos._exit(0)\n",
     "sys_exit_before_tests": WRONG_ADD + "import sys\nsys.exit(0)\n",
-    "eighteen_extra_passing_tests": WRONG_ADD + "import unittest\n" + "".join(
-        f"class Extra{i}(unittest.TestCase):\n    def test_ok(self):\n        pass\n" for i in range(18)
-    ),
+    "eighteen_extra_passing_tests": WRONG_ADD
+    + "import unittest\n"
+    + "".join(f"class Extra{i}(unittest.TestCase):\n    def test_ok(self):\n        pass\n" for i in range(18)),
     "raise_keyboardinterrupt": "def add(a, b):\n    raise KeyboardInterrupt\n",
     "raise_systemexit_in_call": "def add(a, b):\n    raise SystemExit(0)\n",
     "raise_custom_baseexception": "class Boom(BaseException):\n    pass\ndef add(a, b):\n    raise Boom()\n",
@@ -211,14 +210,14 @@ def test_naive_hack_fails(executor, name):
 
 
 def test_shadowing_a_builtin_the_tests_use_fails(executor):
-    tests = textwrap.dedent('''
+    tests = textwrap.dedent("""
         import unittest
         class TestAdd(unittest.TestCase):
             def test_small(self):
                 self.assertTrue(abs(add(1, 2) - 3) < 1e-9)
             def test_equal(self):
                 self.assertTrue(abs(add(2, 2) - 4) < 1e-9)
-    ''')
+    """)
     code = WRONG_ADD + "def abs(x):\n    return 0\n"
     assert blog_score(code, tests) == (2, 2), "control: shadowing abs beats the blog harness"
     assert_failed(executor.run(job(code, tests=tests)))
@@ -227,7 +226,7 @@ def test_shadowing_a_builtin_the_tests_use_fails(executor):
 def test_forged_frames_on_the_models_own_channel_fail(executor):
     # fd 4 is the child's channel to the trusted harness; writing a fake reply before "ready" must
     # only confuse the model's own side.
-    code = WRONG_ADD + textwrap.dedent('''
+    code = WRONG_ADD + textwrap.dedent("""
         import json, os, struct
         fake = json.dumps({"ok": 3}).encode()
         for fd in range(3, 10):
@@ -235,7 +234,7 @@ def test_forged_frames_on_the_models_own_channel_fail(executor):
                 os.write(fd, struct.pack("!I", len(fake)) + fake)
             except OSError:
                 pass
-    ''')
+    """)
     assert_failed(executor.run(job(code)))
     assert_scorer_survives(executor)
 
@@ -301,8 +300,9 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
 
 # --- system-level attacks -------------------------------------------------------------------------------
 
+
 def test_secrets_in_scorer_environment_and_home_do_not_leak(executor, tmp_path, monkeypatch):
-    require_any_layer(executor, 'landlock', 'chroot')
+    require_any_layer(executor, "landlock", "chroot")
     secret = "SBX_FAKE_SECRET_" + secrets.token_hex(8)
     monkeypatch.setenv("SBX_FAKE_AWS_SECRET_ACCESS_KEY", secret)
     credentials = tmp_path / ".aws" / "credentials"
@@ -311,7 +311,7 @@ def test_secrets_in_scorer_environment_and_home_do_not_leak(executor, tmp_path, 
     os.chmod(tmp_path, 0o755)
     os.chmod(credentials.parent, 0o755)
     os.chmod(credentials, 0o644)  # even world-readable secrets stay out of reach
-    code = WRONG_ADD + textwrap.dedent(f'''
+    code = WRONG_ADD + textwrap.dedent(f"""
         import glob, os
         loot = []
         for path in glob.glob("/proc/*/environ") + [{str(credentials)!r}]:
@@ -321,7 +321,7 @@ def test_secrets_in_scorer_environment_and_home_do_not_leak(executor, tmp_path, 
                 pass
         loot.append(repr(dict(os.environ)))
         print("LOOT", "".join(loot))
-    ''')
+    """)
     assert secret in blog_harness_output(code), "control: the blog harness leaks the scorer's secrets"
     result = executor.run(job(code))
     assert_failed(result)
@@ -336,13 +336,19 @@ def blog_harness_output(code: str) -> str:
     import tempfile
 
     with tempfile.TemporaryDirectory() as workdir:
-        completed = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=20,
-                                   cwd=workdir, env={"PATH": "/usr/bin"})
+        completed = subprocess.run(
+            [sys.executable, "-c", code],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            cwd=workdir,
+            env={"PATH": "/usr/bin"},
+        )
     return completed.stdout
 
 
 def test_no_network_even_to_localhost(executor):
-    require_any_layer(executor, 'netns', 'seccomp')
+    require_any_layer(executor, "netns", "seccomp")
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(4)
@@ -362,7 +368,7 @@ def test_no_network_even_to_localhost(executor):
     stop = threading.Event()
     thread = threading.Thread(target=accept_loop, args=(stop,), daemon=True)
     thread.start()
-    code = WRONG_ADD + textwrap.dedent(f'''
+    code = WRONG_ADD + textwrap.dedent(f"""
         import socket
         for family, address in ((socket.AF_INET, ("127.0.0.1", {port})), (socket.AF_INET6, ("::1", {port}))):
             try:
@@ -379,7 +385,7 @@ def test_no_network_even_to_localhost(executor):
             print("UDP SENT")
         except Exception as exc:
             print("BLOCKED", type(exc).__name__)
-    ''')
+    """)
     try:
         assert "CONNECTED" in blog_harness_output(code), "control: the blog harness reaches localhost"
         received.clear()
@@ -393,7 +399,7 @@ def test_no_network_even_to_localhost(executor):
     assert received == []
 
 
-FORK_BOMB = WRONG_ADD + textwrap.dedent('''
+FORK_BOMB = WRONG_ADD + textwrap.dedent("""
     import os, time
     forked = 0
     for _ in range(200):
@@ -406,11 +412,11 @@ FORK_BOMB = WRONG_ADD + textwrap.dedent('''
             os._exit(0)
         forked += 1
     print("FORKED", forked, flush=True)
-''')
+""")
 
 
 def test_fork_bomb_is_contained(executor):
-    require_any_layer(executor, 'seccomp', 'cgroup')
+    require_any_layer(executor, "seccomp", "cgroup")
     result = executor.run(job(FORK_BOMB))
     assert_failed(result)
     forked = int(result.stdout.split("FORKED")[1].split()[0])
@@ -433,7 +439,7 @@ def test_fork_bomb_without_seccomp_is_capped_by_pids_limit(tmp_path):
 
 
 def test_memory_bomb_in_one_process_fails(executor):
-    require_any_layer(executor, 'rlimits')
+    require_any_layer(executor, "rlimits")
     code = "def add(a, b):\n    blob = bytearray(3 << 30)\n    return len(blob)\n"
     result = executor.run(job(code))
     assert_failed(result)
@@ -443,7 +449,7 @@ def test_memory_bomb_in_one_process_fails(executor):
 # Memory no address-space limit counts: unmapped memfd pages (shmem), charged to the worker's cgroup only. The
 # fork server is a member of that cgroup (its children are born there), so when the cgroup runs out the OOM
 # killer must take the model's process, never the fork server.
-MEMFD_HOARD = WRONG_ADD + textwrap.dedent('''
+MEMFD_HOARD = WRONG_ADD + textwrap.dedent("""
     import os
     held = []
     try:
@@ -454,7 +460,7 @@ MEMFD_HOARD = WRONG_ADD + textwrap.dedent('''
     except OSError as exc:
         print("STOPPED", len(held), exc)
     print("HELD", len(held))
-''')
+""")
 
 
 def test_memory_the_address_space_limit_misses_kills_the_model_not_the_fork_server():
@@ -476,8 +482,8 @@ def test_memory_the_address_space_limit_misses_kills_the_model_not_the_fork_serv
 
 
 def test_raising_hard_rlimits_is_refused(executor):
-    require_any_layer(executor, 'rlimits')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "rlimits")
+    code = WRONG_ADD + textwrap.dedent("""
         import resource
         try:
             resource.setrlimit(resource.RLIMIT_AS, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
@@ -485,7 +491,7 @@ def test_raising_hard_rlimits_is_refused(executor):
         except (ValueError, OSError) as exc:
             print("REFUSED", type(exc).__name__)
         print("LIMIT", resource.getrlimit(resource.RLIMIT_AS)[1])
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "REFUSED" in result.stdout
@@ -493,8 +499,8 @@ def test_raising_hard_rlimits_is_refused(executor):
 
 
 def test_aggregate_memory_across_children_is_refused(executor):
-    require_any_layer(executor, 'seccomp')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "seccomp")
+    code = WRONG_ADD + textwrap.dedent("""
         import os
         children = 0
         for _ in range(4):
@@ -507,7 +513,7 @@ def test_aggregate_memory_across_children_is_refused(executor):
                 os._exit(0)
             children += 1
         print("CHILDREN", children)
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "CHILDREN 0" in result.stdout
@@ -522,7 +528,7 @@ def test_endless_code_times_out(executor, body):
     assert_scorer_survives(executor)
 
 
-ORPHAN = WRONG_ADD + textwrap.dedent('''
+ORPHAN = WRONG_ADD + textwrap.dedent("""
     import os, sys, time
     try:
         if os.fork() == 0:
@@ -534,11 +540,11 @@ ORPHAN = WRONG_ADD + textwrap.dedent('''
         time.sleep(0.3)
     except OSError as exc:
         print("NOFORK", exc)
-''')
+""")
 
 
 def test_setsid_orphan_cannot_be_created(executor):
-    require_any_layer(executor, 'seccomp')
+    require_any_layer(executor, "seccomp")
     result = executor.run(job(ORPHAN))
     assert_failed(result)
     assert "ORPHAN" not in result.stdout and "NOFORK" in result.stdout
@@ -559,13 +565,13 @@ def test_setsid_orphan_dies_with_the_tree_when_forking_is_allowed():
 
 
 def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
-    require_any_layer(executor, 'landlock', 'chroot')
+    require_any_layer(executor, "landlock", "chroot")
     victim = tmp_path / "victim"
     victim.mkdir()
     os.chmod(tmp_path, 0o777)
     os.chmod(victim, 0o777)  # writable by anyone: only the sandbox can stop this
     repo_target = os.path.join(os.path.dirname(os.path.abspath(__file__)), "pwned.txt")
-    code = WRONG_ADD + textwrap.dedent(f'''
+    code = WRONG_ADD + textwrap.dedent(f"""
         for path in ({str(victim / "pwned.txt")!r}, {str(victim / "reward.py")!r}, {repo_target!r}, "/tmp/pwned_by_model.txt"):
             try:
                 with open(path, "w") as handle:
@@ -576,7 +582,7 @@ def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
         with open("scratch.txt", "w") as handle:  # the job's own directory stays usable
             handle.write("ok")
         print("SCRATCH", open("scratch.txt").read())
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "WROTE" not in result.stdout, result.stdout
@@ -586,8 +592,8 @@ def test_writes_outside_the_job_directory_are_blocked(executor, tmp_path):
 
 
 def test_killing_the_parent_does_not_hurt_the_scorer(executor):
-    require_any_layer(executor, 'uid', 'seccomp')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "uid", "seccomp")
+    code = WRONG_ADD + textwrap.dedent("""
         import os, signal
         for target in (os.getppid(), os.getpgrp() and 1):
             try:
@@ -595,7 +601,7 @@ def test_killing_the_parent_does_not_hurt_the_scorer(executor):
                 print("KILLED", target)
             except OSError as exc:
                 print("DENIED", target, exc.errno)
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "KILLED" not in result.stdout
@@ -603,8 +609,8 @@ def test_killing_the_parent_does_not_hurt_the_scorer(executor):
 
 
 def test_killing_every_process_in_reach_fails_and_scorer_survives(executor):
-    require_any_layer(executor, 'seccomp')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "seccomp")
+    code = WRONG_ADD + textwrap.dedent("""
         import os, signal
         killed = 0
         try:
@@ -621,7 +627,7 @@ def test_killing_every_process_in_reach_fails_and_scorer_survives(executor):
             except OSError:
                 pass
         print("KILLED", killed)
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "KILLED 0" in result.stdout
@@ -629,13 +635,13 @@ def test_killing_every_process_in_reach_fails_and_scorer_survives(executor):
 
 
 def test_gigabyte_of_output_is_capped(executor):
-    require_any_layer(executor, 'rlimits')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "rlimits")
+    code = WRONG_ADD + textwrap.dedent("""
         import sys
         chunk = "x" * (1 << 20)
         for _ in range(1024):
             sys.stdout.write(chunk)
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert len(result.stdout) <= executor.config.output_bytes + 200
@@ -651,8 +657,8 @@ def test_invalid_utf8_output_is_decoded_with_replacement(executor):
 
 
 def test_writing_into_the_fork_servers_descriptors_is_blocked(executor):
-    require_any_layer(executor, 'uid', 'landlock', 'chroot')
-    code = WRONG_ADD + textwrap.dedent('''
+    require_any_layer(executor, "uid", "landlock", "chroot")
+    code = WRONG_ADD + textwrap.dedent("""
         import glob, json, os, struct
         forged = json.dumps({"timed_out": False}).encode()
         verdict = json.dumps({"tests_run": 2, "successes": 2}).encode()
@@ -669,7 +675,7 @@ def test_writing_into_the_fork_servers_descriptors_is_blocked(executor):
                 except OSError:
                     pass
         print("OPENED", opened)
-    ''')
+    """)
     result = executor.run(job(code))
     assert_failed(result)
     assert "OPENED 0" in result.stdout
@@ -685,11 +691,11 @@ def test_crash_by_segfault_is_a_model_failure(executor):
 
 def test_signal_to_self_is_still_allowed(executor):
     """The kill filter blocks other processes only: honest code may signal itself."""
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         import os, signal
         signal.signal(signal.SIGUSR1, lambda *a: print("GOT SIGUSR1"))
         os.kill(os.getpid(), signal.SIGUSR1)
-    ''')
+    """)
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED, result.reason
     assert "GOT SIGUSR1" in result.stdout

@@ -51,13 +51,22 @@ def host_tmp():
 def lambda_like(landlock: bool = False, workers: int = 2):
     """Fork servers as an unprivileged uid: no uid drop, no mount namespace (so no tmpfs), Landlock
     forced off as on Lambda's kernels unless asked for."""
-    executor = make_executor(workers=workers, server_uid=65534, disk_mb=BUDGET_MB, disk_inodes=BUDGET_INODES,
-                             disable=frozenset() if landlock else frozenset({"landlock"}), private_disk=True)
+    executor = make_executor(
+        workers=workers,
+        server_uid=65534,
+        disk_mb=BUDGET_MB,
+        disk_inodes=BUDGET_INODES,
+        disable=frozenset() if landlock else frozenset({"landlock"}),
+        private_disk=True,
+    )
     isolation = executor.isolation()
     assert isolation["mountns"].startswith("off"), isolation["mountns"]
     assert isolation["disk_quota"].startswith("on") and "measured" in isolation["disk_quota"]
-    assert isolation["disk_quota"].endswith("confined to it by Landlock" if landlock else "not confined: Landlock is "
-                                            "missing, so a job can fill the host from outside its directory")
+    assert isolation["disk_quota"].endswith(
+        "confined to it by Landlock"
+        if landlock
+        else "not confined: Landlock is missing, so a job can fill the host from outside its directory"
+    )
     return executor
 
 
@@ -70,7 +79,7 @@ def lambda_host(host_tmp):
 
 # Fills the host file system from outside its own directory (the root of the host file system is
 # world-writable, as Lambda's /tmp is), holds it full, then frees it.
-FILL_HOST_OUTSIDE = textwrap.dedent('''
+FILL_HOST_OUTSIDE = textwrap.dedent("""
     import os, time
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
     made = []
@@ -86,10 +95,10 @@ FILL_HOST_OUTSIDE = textwrap.dedent('''
     time.sleep(HOLD)
     for path in made:
         os.unlink(path)
-''')
+""")
 # Waits (a while) for the host file system to be nearly full, then needs 1 MiB in its own directory: its
 # answer is right only if it got it.
-NEEDS_A_MEGABYTE = textwrap.dedent('''
+NEEDS_A_MEGABYTE = textwrap.dedent("""
     import os, time
     for _ in range(40):
         if os.statvfs(".").f_bavail * os.statvfs(".").f_frsize < (1 << 20):
@@ -103,7 +112,7 @@ NEEDS_A_MEGABYTE = textwrap.dedent('''
         GOT_SPACE = False
     def add(a, b):
         return a + b if GOT_SPACE else None
-''')
+""")
 
 
 def test_a_job_filling_the_host_beside_another_fails_and_the_other_gets_its_own_verdict(lambda_host):
@@ -130,11 +139,11 @@ def test_a_job_that_fills_the_host_disk_alone_fails_as_a_sample(lambda_host):
 
 
 def test_a_job_over_its_byte_budget_fails_like_on_a_full_tmpfs(lambda_host):
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         for n in range(3):
             with open(f"big{n}", "wb") as handle:
                 handle.write(b"z" * (4 << 20))
-    ''')
+    """)
     result = lambda_host.run(job(code, timeout_s=15))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert result.passed == 0
@@ -145,7 +154,7 @@ def test_a_job_over_its_byte_budget_fails_like_on_a_full_tmpfs(lambda_host):
 def test_a_job_making_files_without_end_is_stopped_while_it_runs(lambda_host):
     # Without enforcement during the run it would make files until its deadline (or the host's inodes
     # ran out); it is killed once past its budget instead, and fails as a sample.
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         n = 0
         while True:
             try:
@@ -153,7 +162,7 @@ def test_a_job_making_files_without_end_is_stopped_while_it_runs(lambda_host):
             except OSError:
                 pass
             n += 1
-    ''')
+    """)
     result = lambda_host.run(job(code, timeout_s=20))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert result.reason == f"disk quota exceeded: inodes ({BUDGET_INODES})"
@@ -161,14 +170,14 @@ def test_a_job_making_files_without_end_is_stopped_while_it_runs(lambda_host):
 
 
 def test_an_honest_job_using_its_directory_within_budget_passes(lambda_host):
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         import os, tempfile
         for n in range(50):
             with open(f"small{n}", "wb") as handle:
                 handle.write(b"a" * 4096)
         with tempfile.NamedTemporaryFile() as handle:
             handle.write(b"b" * (1 << 20))
-    ''')
+    """)
     result = lambda_host.run(job(code))
     assert result.status is ExecutionStatus.PASSED, result.reason
 
@@ -178,7 +187,7 @@ def test_landlock_keeps_writes_in_the_job_directory_on_the_unprivileged_path(hos
     try:
         if not executor.isolation()["landlock"].startswith("on"):
             pytest.skip(f"no Landlock here: {executor.isolation()['landlock']}")
-        code = WRONG_ADD + textwrap.dedent('''
+        code = WRONG_ADD + textwrap.dedent("""
             import os
             here = os.getcwd()
             for target in (os.path.dirname(os.path.dirname(os.path.dirname(here))), os.path.dirname(here)):
@@ -187,7 +196,7 @@ def test_landlock_keeps_writes_in_the_job_directory_on_the_unprivileged_path(hos
                     print("WROTE", target)
                 except OSError:
                     print("REFUSED")
-        ''')
+        """)
         result = executor.run(job(code))
         assert result.stdout.split() == ["REFUSED", "REFUSED"], result.stdout
         assert_failed(result)
@@ -211,7 +220,7 @@ def test_directory_usage_stops_counting_past_its_limit(tmp_path):
 # Looks for every other job directory (those of its own fork server and of the others, all under the
 # host's /tmp and all its uid's), tries to grant itself the right to list them, then empties each one it
 # finds and fills it past its budget.
-SABOTAGE_NEIGHBOURS = WRONG_ADD + textwrap.dedent('''
+SABOTAGE_NEIGHBOURS = WRONG_ADD + textwrap.dedent("""
     import os, time
     own = os.getcwd()
     root = os.path.dirname(os.path.dirname(os.path.dirname(own)))
@@ -242,9 +251,9 @@ SABOTAGE_NEIGHBOURS = WRONG_ADD + textwrap.dedent('''
                     pass
         time.sleep(0.05)
     print("SERVERS", len(servers), "HITS", len(hits), "REFUSED", refused > 0)
-''')
+""")
 # Writes a file, waits while the saboteur runs, and is right only if its file is still its own.
-KEEPS_ITS_FILE = textwrap.dedent('''
+KEEPS_ITS_FILE = textwrap.dedent("""
     import os, time
     with open("mine.txt", "w") as handle:
         handle.write("mine")
@@ -253,7 +262,7 @@ KEEPS_ITS_FILE = textwrap.dedent('''
         INTACT = handle.read() == "mine"
     def add(a, b):
         return a + b if INTACT else None
-''')
+""")
 
 
 def test_a_job_cannot_reach_another_jobs_directory_under_the_same_uid(lambda_host):
@@ -278,20 +287,20 @@ def test_on_a_host_already_short_of_disk_a_failing_job_is_an_error_and_a_passing
 
 
 def test_a_job_that_moves_its_directory_out_of_sight_fails(lambda_host):
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         import os
         here = os.getcwd()
         os.rename(here, here + "-hidden")
         with open(os.path.join(here + "-hidden", "big"), "wb") as handle:
             handle.write(b"h" * (1 << 20))
-    ''')
+    """)
     result = lambda_host.run(job(code))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert result.reason.startswith("disk quota exceeded: its directory could not be measured"), result.reason
 
 
 def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_uid(lambda_host):
-    code = RIGHT_ADD + textwrap.dedent('''
+    code = RIGHT_ADD + textwrap.dedent("""
         import os, shutil, stat
         with open("source.txt", "w") as handle:
             handle.write("data")
@@ -299,7 +308,7 @@ def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_ui
         shutil.copy("source.txt", "copy.txt")
         with open("copy.txt") as handle:
             print("COPIED", handle.read(), oct(stat.S_IMODE(os.stat("source.txt").st_mode)))
-    ''')
+    """)
     result = lambda_host.run(job(code))
     assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
     assert "COPIED data" in result.stdout and "0o640" not in result.stdout, result.stdout
@@ -314,7 +323,7 @@ def test_chmod_changes_nothing_yet_shutil_copy_still_works_where_jobs_share_a_ui
 # file at 8 MiB, so every payload spreads its space over several files.
 HOLD_SPACE = {
     # write, unlink, keep the descriptor: the classic deleted-but-open file
-    "deleted_open_files": textwrap.dedent('''
+    "deleted_open_files": textwrap.dedent("""
         import os, time
         held = []
         for n in range(3):
@@ -324,9 +333,9 @@ HOLD_SPACE = {
             os.unlink(f"hidden{n}")
             held.append(handle)
         time.sleep(1.5)
-    '''),
+    """),
     # size a file, map it, close and unlink it, then fill it through the mapping: no descriptor at all
-    "mapped_deleted_files": textwrap.dedent('''
+    "mapped_deleted_files": textwrap.dedent("""
         import mmap, os, time
         maps = []
         for n in range(3):
@@ -339,9 +348,9 @@ HOLD_SPACE = {
                 view[offset] = 1
             maps.append(view)
         time.sleep(1.5)
-    '''),
+    """),
     # hard links out of its directory, then the names inside removed: the data outlives the job
-    "hard_links_out": textwrap.dedent('''
+    "hard_links_out": textwrap.dedent("""
         import os
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
         for n in range(3):
@@ -349,23 +358,23 @@ HOLD_SPACE = {
                 handle.write(b"l" * (4 << 20))
             os.link(f"linked{n}", os.path.join(root, f"kept{n}-{os.getpid()}"))
             os.unlink(f"linked{n}")
-    '''),
+    """),
     # files left outside its directory, each small: inodes rather than bytes
-    "many_small_files_out": textwrap.dedent('''
+    "many_small_files_out": textwrap.dedent("""
         import os
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
         for n in range(400):
             open(os.path.join(root, f"small{n}-{os.getpid()}"), "w").close()
-    '''),
+    """),
     # directories left outside its directory
-    "directories_out": textwrap.dedent('''
+    "directories_out": textwrap.dedent("""
         import os
         root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
         base = os.path.join(root, f"tree-{os.getpid()}")
         os.mkdir(base)
         for n in range(400):
             os.mkdir(os.path.join(base, f"d{n}"))
-    '''),
+    """),
 }
 
 
@@ -394,37 +403,37 @@ def test_space_held_beside_another_job_fails_the_job_that_held_it_and_never_its_
 
 HONEST_DISK_USE = {
     # space it holds in a file with no name, within its budget (tempfile.TemporaryFile unlinks at once)
-    "temporary_file": textwrap.dedent('''
+    "temporary_file": textwrap.dedent("""
         import tempfile
         with tempfile.TemporaryFile() as handle:
             handle.write(b"t" * (3 << 20))
             handle.flush()
-    '''),
+    """),
     # sparse files are charged for the blocks they use, not for their length (21 MiB long, 3 MiB used)
-    "sparse_files": textwrap.dedent('''
+    "sparse_files": textwrap.dedent("""
         for n in range(3):
             with open(f"sparse{n}.bin", "wb") as handle:
                 handle.truncate(7 << 20)
                 handle.seek(5 << 20)
                 handle.write(b"s" * (1 << 20))
-    '''),
+    """),
     # one file of 5 MiB under three names is 5 MiB, not 15
-    "hard_links_inside": textwrap.dedent('''
+    "hard_links_inside": textwrap.dedent("""
         import os, time
         with open("one.bin", "wb") as handle:
             handle.write(b"h" * (5 << 20))
         os.link("one.bin", "two.bin")
         os.link("one.bin", "three.bin")
         time.sleep(0.3)
-    '''),
+    """),
     # files that come and go: only what exists at once counts
-    "rewritten_files": textwrap.dedent('''
+    "rewritten_files": textwrap.dedent("""
         import os
         for n in range(20):
             with open("scratch.bin", "wb") as handle:
                 handle.write(b"r" * (3 << 20))
             os.unlink("scratch.bin")
-    '''),
+    """),
 }
 
 
@@ -437,8 +446,14 @@ def test_honest_disk_use_within_the_budget_passes(lambda_host, use):
 def test_without_a_private_disk_what_other_programs_write_is_not_charged_to_a_job(host_tmp):
     # A developer's /tmp is written by other programs too: its growth says nothing about one job, so
     # there only the job's directory is charged (docs/sandbox.md says what that leaves open).
-    executor = make_executor(workers=1, server_uid=65534, disk_mb=BUDGET_MB, disk_inodes=BUDGET_INODES,
-                             disable=frozenset({"landlock"}), private_disk=False)
+    executor = make_executor(
+        workers=1,
+        server_uid=65534,
+        disk_mb=BUDGET_MB,
+        disk_inodes=BUDGET_INODES,
+        disable=frozenset({"landlock"}),
+        private_disk=False,
+    )
     try:
         assert "not charged" in executor.isolation()["disk_quota"]
         outside = os.path.join(host_tmp, "another-program")

@@ -27,8 +27,9 @@ x86_64_only = pytest.mark.skipif(os.uname().machine != "x86_64", reason="payload
 def _degraded(server_uid: int = 65534, **overrides):
     if os.geteuid() != 0:
         pytest.skip("needs root to start the fork servers as another uid")
-    return make_executor(workers=1, server_uid=server_uid, disable=frozenset({"landlock", *overrides.pop("disable", ())}),
-                         **overrides)
+    return make_executor(
+        workers=1, server_uid=server_uid, disable=frozenset({"landlock", *overrides.pop("disable", ())}), **overrides
+    )
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +59,7 @@ def _state(pid: int) -> tuple:
     """What a pid-taking call could change about a process, read from outside it."""
     with open(f"/proc/{pid}/limits") as handle:
         limits = handle.read()
-    return (limits, os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid),
-            sorted(os.sched_getaffinity(pid)))
+    return (limits, os.sched_getscheduler(pid), os.getpriority(os.PRIO_PROCESS, pid), sorted(os.sched_getaffinity(pid)))
 
 
 # --- 1. acting on other processes by pid, without a signal -------------------------------------------
@@ -68,7 +68,7 @@ def _state(pid: int) -> tuple:
 # about that process, aimed at every pid the payload can name: its parent (the fork server), the pids
 # around its own (the trusted runner, the spare child waiting for the next job), the scorer above. A hit
 # is a call that returned 0 on a pid that is not the payload's own.
-PID_ATTACKS = WRONG_ADD + textwrap.dedent('''
+PID_ATTACKS = WRONG_ADD + textwrap.dedent("""
     import ctypes, os, fcntl, signal, struct
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -135,7 +135,7 @@ PID_ATTACKS = WRONG_ADD + textwrap.dedent('''
     own = [libc.syscall(302, 0, 7, None, ctypes.create_string_buffer(16)), libc.syscall(145, me),
            libc.syscall(140, 0, 0), libc.syscall(252, 1, 0), libc.syscall(204, 0, ctypes.sizeof(cpu0), cpu0)]
     print("HITS", hits, "OWN", ["ok" if value >= 0 else "denied" for value in own])
-''')
+""")
 
 
 def _trusted_side_states(executor) -> dict[int, tuple]:
@@ -164,7 +164,7 @@ def test_no_pid_taking_call_reaches_another_process(executor, degraded, mode):
 # With seccomp off (Lambda without the filter, or a kernel without it), the same calls do reach the
 # trusted runner and the spare: the runner's check after the job and the fork server's check of its
 # spares must turn that into the model's failure and a clean next job.
-LOWER_THE_RUNNERS_LIMITS = WRONG_ADD + textwrap.dedent('''
+LOWER_THE_RUNNERS_LIMITS = WRONG_ADD + textwrap.dedent("""
     import os, resource
     me, parent = os.getpid(), os.getppid()
     for pid in range(max(2, me - 40), me + 40):
@@ -179,8 +179,8 @@ LOWER_THE_RUNNERS_LIMITS = WRONG_ADD + textwrap.dedent('''
             os.setpriority(os.PRIO_PROCESS, pid, 19)
         except OSError:
             pass
-''')
-KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent('''
+""")
+KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent("""
     import os, signal
     me, parent = os.getpid(), os.getppid()
     for pid in range(max(2, me - 40), me + 40):
@@ -189,7 +189,7 @@ KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent('''
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-''')
+""")
 
 
 @pytest.mark.parametrize("payload", [LOWER_THE_RUNNERS_LIMITS, KILL_THE_RUNNER], ids=["limits", "kill"])
@@ -205,8 +205,7 @@ def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_se
             assert nxt.status is ExecutionStatus.PASSED, nxt.reason
 
 
-def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poisoned_runner(
-        degraded_without_seccomp):
+def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poisoned_runner(degraded_without_seccomp):
     """The attack comes with a *right* answer; the runner it lowered is gone before the next job."""
     executor = degraded_without_seccomp
     executor.run(job(LOWER_THE_RUNNERS_LIMITS.replace(WRONG_ADD, RIGHT_ADD)))
@@ -216,7 +215,7 @@ def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poiso
 
 # --- 2. SysV IPC and POSIX message queues -------------------------------------------------------------
 
-IPC_ATTACKS = WRONG_ADD + textwrap.dedent('''
+IPC_ATTACKS = WRONG_ADD + textwrap.dedent("""
     import ctypes, os
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -236,7 +235,7 @@ IPC_ATTACKS = WRONG_ADD + textwrap.dedent('''
         if call() >= 0:
             made.append(name)
     print("IPC", made)
-''')
+""")
 
 
 def _host_ipc_objects() -> int:
@@ -273,12 +272,17 @@ def test_without_seccomp_a_private_ipc_namespace_is_emptied_after_each_job():
         writer = executor.run(job(IPC_ATTACKS))
         assert "shmget" in writer.stdout, writer.stdout  # without the filter the call works...
         assert _host_ipc_objects() <= before  # ...inside the worker's own namespace only
-        reader = executor.run(job(RIGHT_ADD + textwrap.dedent('''
+        reader = executor.run(
+            job(
+                RIGHT_ADD
+                + textwrap.dedent("""
             import ctypes
             libc = ctypes.CDLL(None, use_errno=True)
             libc.syscall.restype = ctypes.c_long
             print("FOUND", [libc.syscall(29, 0x5EED, 0, 0) >= 0, libc.syscall(68, 0x5EED, 0) >= 0])
-        ''')))
+        """)
+            )
+        )
         assert reader.status is ExecutionStatus.PASSED
         assert "FOUND [False, False]" in reader.stdout, reader.stdout  # gone before the next job
     finally:
@@ -288,33 +292,34 @@ def test_without_seccomp_a_private_ipc_namespace_is_emptied_after_each_job():
 # --- 3. every error unittest reports, at any fixture level, fails the run ------------------------------
 
 HARD_CODED_ADD = "def add(a, b):\n    return {(1, 2): 3, (2, 2): 4}.get((a, b), 0)\n"
-_TWO_TESTS = '''
+_TWO_TESTS = """
     def test_small(self):
         self.assertEqual(add(1, 2), 3)
     def test_equal(self):
         self.assertEqual(add(2, 2), 4)
-'''
+"""
 FIXTURE_CHECKS = {
     "tearDownClass": "class TestAdd(unittest.TestCase):\n    @classmethod\n    def tearDownClass(cls):\n"
-                     "        assert add(7, 8) == 15\n" + _TWO_TESTS,
+    "        assert add(7, 8) == 15\n" + _TWO_TESTS,
     "setUpClass": "class TestAdd(unittest.TestCase):\n    @classmethod\n    def setUpClass(cls):\n"
-                  "        assert add(7, 8) == 15\n" + _TWO_TESTS,
-    "tearDownModule": "def tearDownModule():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
+    "        assert add(7, 8) == 15\n" + _TWO_TESTS,
+    "tearDownModule": "def tearDownModule():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):"
+    + _TWO_TESTS,
     "setUpModule": "def setUpModule():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
     "addClassCleanup": "def check():\n    assert add(7, 8) == 15\n\nclass TestAdd(unittest.TestCase):\n"
-                       "    @classmethod\n    def setUpClass(cls):\n        cls.addClassCleanup(check)\n" + _TWO_TESTS,
+    "    @classmethod\n    def setUpClass(cls):\n        cls.addClassCleanup(check)\n" + _TWO_TESTS,
     "addModuleCleanup": "def check():\n    assert add(7, 8) == 15\n\ndef setUpModule():\n"
-                        "    unittest.addModuleCleanup(check)\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
+    "    unittest.addModuleCleanup(check)\n\nclass TestAdd(unittest.TestCase):" + _TWO_TESTS,
     "addCleanup": "class TestAdd(unittest.TestCase):\n    def setUp(self):\n"
-                  "        self.addCleanup(lambda: self.assertEqual(add(7, 8), 15))\n" + _TWO_TESTS,
+    "        self.addCleanup(lambda: self.assertEqual(add(7, 8), 15))\n" + _TWO_TESTS,
     "subTest": "class TestAdd(unittest.TestCase):\n    def test_small(self):\n"
-               "        for a, b, want in ((1, 2, 3), (7, 8, 15)):\n            with self.subTest(a=a, b=b):\n"
-               "                self.assertEqual(add(a, b), want)\n    def test_equal(self):\n"
-               "        self.assertEqual(add(2, 2), 4)\n",
+    "        for a, b, want in ((1, 2, 3), (7, 8, 15)):\n            with self.subTest(a=a, b=b):\n"
+    "                self.assertEqual(add(a, b), want)\n    def test_equal(self):\n"
+    "        self.assertEqual(add(2, 2), 4)\n",
     "module state": "STATE = {}\n\ndef setUpModule():\n    STATE['seven'] = add(3, 4)\n\n"
-                         "class TestAdd(unittest.TestCase):\n    def test_small(self):\n"
-                         "        self.assertEqual(add(1, 2), 3)\n    def test_equal(self):\n"
-                         "        self.assertEqual(STATE['seven'], 7)\n",
+    "class TestAdd(unittest.TestCase):\n    def test_small(self):\n"
+    "        self.assertEqual(add(1, 2), 3)\n    def test_equal(self):\n"
+    "        self.assertEqual(STATE['seven'], 7)\n",
 }
 
 
@@ -333,14 +338,18 @@ def test_a_failure_at_any_fixture_level_fails_the_run(executor, fixture):
 
 # --- 5. correct code is never scored 0 for the shape of its tests ---------------------------------------
 
+
 def _unit(body: str) -> str:
-    return "import contextlib, io, logging, math, unittest, warnings\nfrom unittest import mock\n\n" \
-           "class T(unittest.TestCase):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    return (
+        "import contextlib, io, logging, math, unittest, warnings\nfrom unittest import mock\n\n"
+        "class T(unittest.TestCase):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+    )
 
 
 SHAPES = {
     # name: (tests, entry point, right code, wrong code)
-    "assertWarns": (_unit('''
+    "assertWarns": (
+        _unit("""
         def test_warns(self):
             with self.assertWarns(DeprecationWarning):
                 self.assertEqual(old(2), 4)
@@ -348,10 +357,14 @@ SHAPES = {
         def test_regex(self):
             with self.assertWarnsRegex(UserWarning, "careful"):
                 old(-1)
-    '''), "old", "import warnings\ndef old(x):\n    if x < 0:\n        warnings.warn('be careful')\n"
-                 "    else:\n        warnings.warn('old is deprecated', DeprecationWarning)\n    return 2 * x\n",
-        "def old(x):\n    return 2 * x\n"),
-    "model warning class": (_unit('''
+    """),
+        "old",
+        "import warnings\ndef old(x):\n    if x < 0:\n        warnings.warn('be careful')\n"
+        "    else:\n        warnings.warn('old is deprecated', DeprecationWarning)\n    return 2 * x\n",
+        "def old(x):\n    return 2 * x\n",
+    ),
+    "model warning class": (
+        _unit("""
         def test_warns(self):
             with self.assertWarns(Loud):
                 shout()
@@ -359,9 +372,13 @@ SHAPES = {
                 warnings.simplefilter("always")
                 shout()
             self.assertEqual([type(w.message).__name__ for w in caught], ["Loud"])
-    '''), "shout", "import warnings\nclass Loud(RuntimeWarning):\n    pass\ndef shout():\n    warnings.warn('hey', Loud)\n",
-        "class Loud(RuntimeWarning):\n    pass\ndef shout():\n    return None\n"),
-    "assertLogs": (_unit('''
+    """),
+        "shout",
+        "import warnings\nclass Loud(RuntimeWarning):\n    pass\ndef shout():\n    warnings.warn('hey', Loud)\n",
+        "class Loud(RuntimeWarning):\n    pass\ndef shout():\n    return None\n",
+    ),
+    "assertLogs": (
+        _unit("""
         def test_logs(self):
             with self.assertLogs("solution", level="INFO") as logs:
                 self.assertEqual(work(3), 3)
@@ -372,10 +389,14 @@ SHAPES = {
         def test_quiet(self):
             with self.assertNoLogs("solution", level="WARNING"):
                 work(1)
-    '''), "work", "import logging\nlog = logging.getLogger(__name__)\ndef work(x):\n    if x < 0:\n"
-                  "        logging.warning('negative')\n    else:\n        log.info('working on %s', x)\n    return x\n",
-        "import logging\ndef work(x):\n    logging.getLogger(__name__).warning('working on %s', x)\n    return x\n"),
-    "redirect_stdout": (_unit('''
+    """),
+        "work",
+        "import logging\nlog = logging.getLogger(__name__)\ndef work(x):\n    if x < 0:\n"
+        "        logging.warning('negative')\n    else:\n        log.info('working on %s', x)\n    return x\n",
+        "import logging\ndef work(x):\n    logging.getLogger(__name__).warning('working on %s', x)\n    return x\n",
+    ),
+    "redirect_stdout": (
+        _unit("""
         def test_prints(self):
             buffer = io.StringIO()
             with contextlib.redirect_stdout(buffer):
@@ -390,10 +411,14 @@ SHAPES = {
             with contextlib.redirect_stderr(buffer):
                 greet("")
             self.assertEqual(buffer.getvalue(), "no name\\n")
-    '''), "greet", "import sys\ndef greet(name):\n    if not name:\n        print('no name', file=sys.stderr)\n"
-                   "    else:\n        print(f'Hello, {name}!')\n",
-        "def greet(name):\n    return f'Hello, {name}!'\n"),
-    "assertIs argument": (_unit('''
+    """),
+        "greet",
+        "import sys\ndef greet(name):\n    if not name:\n        print('no name', file=sys.stderr)\n"
+        "    else:\n        print(f'Hello, {name}!')\n",
+        "def greet(name):\n    return f'Hello, {name}!'\n",
+    ),
+    "assertIs argument": (
+        _unit("""
         def test_same_list(self):
             data = [3, 1, 2]
             self.assertIs(sort_in_place(data), data)
@@ -401,16 +426,23 @@ SHAPES = {
         def test_same_string(self):
             word = "".join(["lo", "ng"])
             self.assertIs(sort_in_place(word), word)
-    '''), "sort_in_place", "def sort_in_place(xs):\n    if isinstance(xs, list):\n        xs.sort()\n    return xs\n",
-        "def sort_in_place(xs):\n    return sorted(xs) if isinstance(xs, list) else ''.join(xs)\n"),
-    "NaN in a list": (_unit('''
+    """),
+        "sort_in_place",
+        "def sort_in_place(xs):\n    if isinstance(xs, list):\n        xs.sort()\n    return xs\n",
+        "def sort_in_place(xs):\n    return sorted(xs) if isinstance(xs, list) else ''.join(xs)\n",
+    ),
+    "NaN in a list": (
+        _unit("""
         def test_nan_passed_through(self):
             missing = float("nan")
             self.assertEqual(keep([1.0, missing]), [1.0, missing])
         def test_math_nan(self):
             self.assertEqual(gaps(), [0.0, math.nan])
-    '''), "keep", "import math\ndef keep(xs):\n    return list(xs)\ndef gaps():\n    return [0.0, math.nan]\n",
-        "def keep(xs):\n    return [0.0 for x in xs]\ndef gaps():\n    return [0.0, 0.0]\n"),
+    """),
+        "keep",
+        "import math\ndef keep(xs):\n    return list(xs)\ndef gaps():\n    return [0.0, math.nan]\n",
+        "def keep(xs):\n    return [0.0 for x in xs]\ndef gaps():\n    return [0.0, 0.0]\n",
+    ),
 }
 
 
@@ -424,20 +456,24 @@ def test_a_test_shape_works_across_the_boundary(executor, shape):
     assert bad.passed < bad.total
 
 
-@pytest.mark.parametrize("tests", [
-    _unit('''
+@pytest.mark.parametrize(
+    "tests",
+    [
+        _unit("""
         def test_patched(self):
             with mock.patch("solution.helper", return_value=10):
                 self.assertEqual(twice(), 20)
-    '''),
-    "from solution import twice\nimport unittest\n\nclass T(unittest.TestCase):\n"
-    "    def test_it(self):\n        self.assertEqual(twice(), 2)\n",
-    _unit('''
+    """),
+        "from solution import twice\nimport unittest\n\nclass T(unittest.TestCase):\n"
+        "    def test_it(self):\n        self.assertEqual(twice(), 2)\n",
+        _unit("""
         def test_patched_object(self):
             import solution
             self.assertEqual(solution.twice(), 2)
-    '''),
-], ids=["mock.patch", "import at load", "import in a test"])
+    """),
+    ],
+    ids=["mock.patch", "import at load", "import in a test"],
+)
 def test_tests_that_reach_into_the_models_module_are_a_loud_error(executor, tests):
     code = "def helper():\n    return 1\ndef twice():\n    return 2 * helper()\n"
     result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="twice"))
@@ -452,10 +488,19 @@ def test_doctor_flags_weak_assertions_and_shapes_split_trust_cannot_run():
     from rewardpipe.models import Task
 
     def findings(tests: str, trust_mode: str = "split") -> list[str]:
-        return weak_test_shapes(Task(task_id="t", prompt="p", spec=["s"], entry_point="add", tests=tests,
-                                     reference_solution=RIGHT_ADD, trust_mode=trust_mode))
+        return weak_test_shapes(
+            Task(
+                task_id="t",
+                prompt="p",
+                spec=["s"],
+                entry_point="add",
+                tests=tests,
+                reference_solution=RIGHT_ADD,
+                trust_mode=trust_mode,
+            )
+        )
 
-    weak = _unit('''
+    weak = _unit("""
         def test_a(self):
             self.assertTrue(add(1, 2), 3)
             self.assertFalse(add(1, 1), 0)
@@ -463,25 +508,25 @@ def test_doctor_flags_weak_assertions_and_shapes_split_trust_cannot_run():
         def test_b(self):
             assert add(2, 2), 4
             assert (add(2, 2) == 4, "message")
-    ''')
+    """)
     found = findings(weak)
     assert len(found) == 5 and all("tests line" in item for item in found), found
     assert sum("assertEqual" in item for item in found) == 3 and sum("always true" in item for item in found) == 1
-    fine = _unit('''
+    fine = _unit("""
         def test_a(self):
             self.assertTrue(add(1, 2) == 3, "add(1, 2) should be 3")
             self.assertTrue(add(1, 2) == 3, f"got {add(1, 2)}")
             assert add(2, 2) == 4, "two and two"
             self.assertEqual(add(2, 2), 4)
-    ''')
+    """)
     assert findings(fine) == []
-    reaching = _unit('''
+    reaching = _unit("""
         def test_a(self):
             with mock.patch("solution.helper", return_value=1):
                 self.assertEqual(add(1, 2), 3)
             import solution
             from solution import add as plus
-    ''')
+    """)
     assert len(findings(reaching)) == 3 and all("trust_mode='inprocess'" in item for item in findings(reaching))
     assert findings(reaching, trust_mode="inprocess") == []
 
@@ -490,8 +535,10 @@ def test_doctor_flags_weak_assertions_and_shapes_split_trust_cannot_run():
 def test_a_raw_line_separator_inside_a_string_literal_in_a_code_fence_is_kept(executor, separator):
     from rewardpipe.parsing import extract_code
 
-    turn = ("Here it is:\n```python\ndef add(a, b):\n    marker = \"x" + separator + "y\"\n"
-            "    return a + b if len(marker) == 3 else 0\n```\n")
+    turn = (
+        'Here it is:\n```python\ndef add(a, b):\n    marker = "x' + separator + 'y"\n'
+        "    return a + b if len(marker) == 3 else 0\n```\n"
+    )
     code = extract_code(turn)
     assert separator in code
     assert executor.run(job(code)).status is ExecutionStatus.PASSED
@@ -501,7 +548,7 @@ def test_a_raw_line_separator_inside_a_string_literal_in_a_code_fence_is_kept(ex
 
 # The model yields candidates and records, in its own process, how far the tests iterated; the tests stop
 # at the hidden value. It then answers a later question about the same hidden value from that record.
-ITERATION_ORACLE = textwrap.dedent('''
+ITERATION_ORACLE = textwrap.dedent("""
     seen = []
     def candidates(n):
         for value in range(100):
@@ -509,15 +556,15 @@ ITERATION_ORACLE = textwrap.dedent('''
             yield value
     def add(a, b):
         return seen[-1] if seen else -1
-''')
-ORACLE_TESTS = textwrap.dedent('''
+""")
+ORACLE_TESTS = textwrap.dedent("""
     import unittest
     class T(unittest.TestCase):
         def test_1_membership(self):
             self.assertIn(37, candidates(0))
         def test_2_value(self):
             self.assertEqual(add(30, 7), 37)
-''')
+""")
 
 
 def test_where_the_tests_stop_iterating_tells_the_model_nothing(executor):
@@ -525,16 +572,25 @@ def test_where_the_tests_stop_iterating_tells_the_model_nothing(executor):
     assert result.status is ExecutionStatus.FAILED and result.passed == 1, result.reason  # membership only
 
 
-@pytest.mark.parametrize("code, tests", [
-    ("def gen(n):\n    yield from range(n)\n", "assert list(gen(5000)) == list(range(5000))"),
-    ("import itertools\ndef gen(n):\n    return itertools.count()\n",
-     "import itertools\nassert list(itertools.islice(gen(0), 3)) == [0, 1, 2]"),
-    ("def gen(n):\n    yield 1\n    raise ValueError('boom')\n",
-     "got = []\ntry:\n    for x in gen(0):\n        got.append(x)\nexcept ValueError:\n    got.append('raised')\n"
-     "assert got == [1, 'raised']"),
-    ("class Bag:\n    def __iter__(self):\n        return iter([3, 1, 2])\ndef gen(n):\n    return Bag()\n",
-     "assert sorted(gen(0)) == [1, 2, 3] and 2 in gen(0) and 9 not in gen(0)"),
-])
+@pytest.mark.parametrize(
+    "code, tests",
+    [
+        ("def gen(n):\n    yield from range(n)\n", "assert list(gen(5000)) == list(range(5000))"),
+        (
+            "import itertools\ndef gen(n):\n    return itertools.count()\n",
+            "import itertools\nassert list(itertools.islice(gen(0), 3)) == [0, 1, 2]",
+        ),
+        (
+            "def gen(n):\n    yield 1\n    raise ValueError('boom')\n",
+            "got = []\ntry:\n    for x in gen(0):\n        got.append(x)\nexcept ValueError:\n    got.append('raised')\n"
+            "assert got == [1, 'raised']",
+        ),
+        (
+            "class Bag:\n    def __iter__(self):\n        return iter([3, 1, 2])\ndef gen(n):\n    return Bag()\n",
+            "assert sorted(gen(0)) == [1, 2, 3] and 2 in gen(0) and 9 not in gen(0)",
+        ),
+    ],
+)
 def test_model_iterables_still_iterate_as_in_one_process(executor, code, tests):
     check = "def check(candidate):\n" + textwrap.indent(tests, "    ") + "\n"
     result = executor.run(ExecutionJob(code=code, tests=check, entry_point="gen", tests_format="check"))
@@ -545,7 +601,7 @@ def test_model_iterables_still_iterate_as_in_one_process(executor, code, tests):
 @pytest.mark.parametrize("mode", ["full", "degraded"])
 def test_no_file_system_watch_can_be_set(executor, degraded, mode):
     target = executor if mode == "full" else degraded
-    code = WRONG_ADD + textwrap.dedent('''
+    code = WRONG_ADD + textwrap.dedent("""
         import ctypes, fcntl, os
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
@@ -559,7 +615,7 @@ def test_no_file_system_watch_can_be_set(executor, degraded, mode):
         except OSError:
             pass
         print("WATCHES", made)
-    ''')
+    """)
     result = target.run(job(code))
     assert_failed(result)
     assert "WATCHES []" in result.stdout, result.stdout
@@ -567,24 +623,38 @@ def test_no_file_system_watch_can_be_set(executor, degraded, mode):
 
 # --- 6. Nova single-turn: a sample that hangs is the model's timeout, never the group mean ---------------
 
+
 def test_a_hanging_sample_scores_zero_under_the_neutral_error_reward(executor):
     import time as clock
 
     from rewardpipe.single_turn import score_samples
 
-    tests = "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    tests = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n        self.assertEqual(add(1, 2), 3)\n"
+    )
 
     def sample(sample_id: str, code: str) -> dict:
-        return {"id": sample_id, "messages": [{"role": "user", "content": "Write add."},
-                                              {"role": "assistant", "content": f"```python\n{code}```\n"}],
-                "metadata": {"reference_answer": {"tests": tests, "entry_point": "add", "timeout_s": 1.2}}}
+        return {
+            "id": sample_id,
+            "messages": [
+                {"role": "user", "content": "Write add."},
+                {"role": "assistant", "content": f"```python\n{code}```\n"},
+            ],
+            "metadata": {"reference_answer": {"tests": tests, "entry_point": "add", "timeout_s": 1.2}},
+        }
 
     hang = "def add(a, b):\n    while True:\n        pass\n"
     batch = [sample("hang-1", hang), sample("right", RIGHT_ADD), sample("wrong", WRONG_ADD), sample("hang-2", hang)]
     # Two lanes and time for each hang's own 1.2 s limit: the second hang must run all of it (not be cut
     # short where a first wave's hang used the time, and then excused as an infrastructure error).
-    outputs = score_samples(batch, "code_correctness", executor=executor, workers=2,
-                            deadline=clock.monotonic() + 2.6, error_reward="neutral")
+    outputs = score_samples(
+        batch,
+        "code_correctness",
+        executor=executor,
+        workers=2,
+        deadline=clock.monotonic() + 2.6,
+        error_reward="neutral",
+    )
     scores = {out["id"]: out["aggregate_reward_score"] for out in outputs}
     flags = {out["id"]: {m["name"]: m["value"] for m in out["metrics_list"]}.get("reward_error") for out in outputs}
     for hung in ("hang-1", "hang-2"):
@@ -594,7 +664,7 @@ def test_a_hanging_sample_scores_zero_under_the_neutral_error_reward(executor):
 
 # --- 9. disk space no walk of the job's directory sees ------------------------------------------------
 
-HIDDEN_SPACE = WRONG_ADD + textwrap.dedent('''
+HIDDEN_SPACE = WRONG_ADD + textwrap.dedent("""
     import ctypes, errno, os
     libc = ctypes.CDLL(None, use_errno=True)
     held = []
@@ -618,7 +688,7 @@ HIDDEN_SPACE = WRONG_ADD + textwrap.dedent('''
     with tempfile.TemporaryFile() as handle:  # still works: falls back to a named, unlinked file
         handle.write(b"ok")
     print("HELD", held, "SIZE", os.path.getsize("emulated"))
-''')
+""")
 
 
 @pytest.mark.parametrize("mode", ["full", "degraded"])

@@ -75,8 +75,11 @@ def three_paths(task, messages, component):
     passed = result("passed", 3, 3)
     replayed = REWARD.score(messages, passed, state=ENV.replay(task, messages)).components[component]
     bare = REWARD.score(messages, passed).components[component]
-    sample = {"id": "s", "messages": [m.model_dump() for m in messages],
-              "metadata": {"reference_answer": {"tests": task.tests, "entry_point": task.entry_point}}}
+    sample = {
+        "id": "s",
+        "messages": [m.model_dump() for m in messages],
+        "metadata": {"reference_answer": {"tests": task.tests, "entry_point": task.entry_point}},
+    }
     (out,) = score_samples([sample], REWARD, executor=FakeExecutor(passed))
     lambda_value = {m["name"]: m["value"] for m in out["metrics_list"]}[component]
     return replayed, bare, lambda_value
@@ -84,8 +87,12 @@ def three_paths(task, messages, component):
 
 # --- 1. loops anywhere in the conversation --------------------------------------------------------------------
 
-REAL_QUESTIONS = [QUESTION, "What output format do you want for the duration?",
-                  "How should fractional seconds be handled?", "Are there any other requirements?"]
+REAL_QUESTIONS = [
+    QUESTION,
+    "What output format do you want for the duration?",
+    "How should fractional seconds be handled?",
+    "Are there any other requirements?",
+]
 
 
 @pytest.mark.parametrize("question", REAL_QUESTIONS)
@@ -100,22 +107,38 @@ def test_a_repeated_question_anywhere_before_the_commit_is_a_loop(question, shap
     assert set(three_paths(DURATION, messages, "loop_penalty")) == {-0.5}
 
 
-@pytest.mark.parametrize("variant", [
-    lambda q: q.upper(), lambda q: "  " + q.replace(" ", "   ") + "\n", lambda q: q.rstrip("?") + "??",
-    lambda q: "So, " + q.lower(), lambda q: q.replace("?", ", please?"), lambda q: "**" + q + "**",
-])
+@pytest.mark.parametrize(
+    "variant",
+    [
+        lambda q: q.upper(),
+        lambda q: "  " + q.replace(" ", "   ") + "\n",
+        lambda q: q.rstrip("?") + "??",
+        lambda q: "So, " + q.lower(),
+        lambda q: q.replace("?", ", please?"),
+        lambda q: "**" + q + "**",
+    ],
+)
 def test_a_repeat_in_other_case_spacing_or_with_a_word_added_is_still_a_loop(variant):
     for question in REAL_QUESTIONS:
-        record = _episode_turns(DURATION, [question, REAL_QUESTIONS[-1 - REAL_QUESTIONS.index(question) % 2],
-                                           variant(question)], DURATION.reference_solution)
+        record = _episode_turns(
+            DURATION,
+            [question, REAL_QUESTIONS[-1 - REAL_QUESTIONS.index(question) % 2], variant(question)],
+            DURATION.reference_solution,
+        )
         assert record.components["loop_penalty"] == -0.5, variant(question)
 
 
-@pytest.mark.parametrize("padded", [
-    lambda q, o: "Sorry to ask again: " + q, lambda q, o: q + " I want to be sure before I write any code.",
-    lambda q, o: q + " " + q, lambda q, o: o + " " + q, lambda q, o: q + "\n\nAlso: " + o,
-    lambda q, o: "Thanks. One more thing, just to double-check. " + q.upper() + " Thanks in advance!",
-])
+@pytest.mark.parametrize(
+    "padded",
+    [
+        lambda q, o: "Sorry to ask again: " + q,
+        lambda q, o: q + " I want to be sure before I write any code.",
+        lambda q, o: q + " " + q,
+        lambda q, o: o + " " + q,
+        lambda q, o: q + "\n\nAlso: " + o,
+        lambda q, o: "Thanks. One more thing, just to double-check. " + q.upper() + " Thanks in advance!",
+    ],
+)
 def test_a_question_repeated_inside_a_longer_turn_is_a_loop(padded):
     """Padding a repeat with new text lowers the ratio below the threshold; it is the same question again."""
     for question in REAL_QUESTIONS:
@@ -132,23 +155,56 @@ def test_a_short_turn_inside_a_longer_one_is_not_a_loop():
     or a longer question is not the same turn again."""
     assert not repeats("Okay.", "Okay. Here is the code.")
     assert not repeats("Any edge cases?", "Any edge cases? What about negative durations, should they raise?")
-    record = _episode_turns(DURATION, ["Any edge cases?", "Any edge cases beyond negative durations and fractions?"],
-                            DURATION.reference_solution)
+    record = _episode_turns(
+        DURATION,
+        ["Any edge cases?", "Any edge cases beyond negative durations and fractions?"],
+        DURATION.reference_solution,
+    )
     assert record.components["loop_penalty"] == 0.0
 
 
 def test_the_ideal_episode_still_earns_the_maximum():
     turns = [GENERIC_QUESTIONS[i] for i in range(len(DURATION.spec))]
     record = _episode_turns(DURATION, turns, DURATION.reference_solution)
-    assert record.components == {"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0,
-                                 "loop_penalty": 0.0}
+    assert record.components == {
+        "correctness": 1.0,
+        "asked_before_coding": 1.0,
+        "guessed_immediately": 0.0,
+        "loop_penalty": 0.0,
+    }
     assert record.aggregate == pytest.approx(MAXIMUM)
 
 
 def _long_turn(seed: int, words: int = 520) -> str:
     rng = random.Random(seed)
-    vocabulary = ("the duration seconds hours minutes format clock string value negative error input output "
-                  "digits padded zero truncated rounded list case check handle return should would could").split()
+    vocabulary = [
+        "the",
+        "duration",
+        "seconds",
+        "hours",
+        "minutes",
+        "format",
+        "clock",
+        "string",
+        "value",
+        "negative",
+        "error",
+        "input",
+        "output",
+        "digits",
+        "padded",
+        "zero",
+        "truncated",
+        "rounded",
+        "list",
+        "case",
+        "check",
+        "handle",
+        "return",
+        "should",
+        "would",
+        "could",
+    ]
     return " ".join(rng.choice(vocabulary) for _ in range(words)) + "?"
 
 
@@ -178,8 +234,10 @@ _EDITS = ["please", "again", "exactly", "the", "really", "now", "kindly", "here"
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(question=st.sampled_from(REAL_QUESTIONS + list(GENERIC_QUESTIONS) + [_long_turn(3, 60)]),
-       edits=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 200), st.sampled_from(_EDITS)), max_size=6))
+@given(
+    question=st.sampled_from(REAL_QUESTIONS + list(GENERIC_QUESTIONS) + [_long_turn(3, 60)]),
+    edits=st.lists(st.tuples(st.integers(0, 2), st.integers(0, 200), st.sampled_from(_EDITS)), max_size=6),
+)
 def test_the_loop_rule_agrees_with_difflib_away_from_the_threshold(question, edits):
     """Word-level rewordings of one question: clearly similar by difflib's ratio (> 0.85) is always a loop,
     clearly different (< 0.7) never is."""
@@ -224,8 +282,12 @@ LLM_NON_ANSWERS = [
 
 
 def _echoes(task, question):
-    return [question, question.rstrip("?") + ". Good question.", task.prompt,
-            "I just need " + task.prompt[len("Write "):].rstrip(".") + "."]
+    return [
+        question,
+        question.rstrip("?") + ". Good question.",
+        task.prompt,
+        "I just need " + task.prompt[len("Write ") :].rstrip(".") + ".",
+    ]
 
 
 @pytest.mark.parametrize("reply", LLM_NON_ANSWERS)
@@ -245,23 +307,43 @@ def test_a_reply_that_only_echoes_the_question_or_the_request_pays_nothing():
 
 
 def test_a_reply_repeating_an_earlier_answer_pays_nothing_for_the_second_question():
-    messages = recorded(DURATION, [("Are there any other requirements?", "Okay."),
-                                   ("What happens with a negative duration?", DURATION.spec[3]),
-                                   ("And below zero?", DURATION.spec[3])], DURATION.reference_solution)
+    messages = recorded(
+        DURATION,
+        [
+            ("Are there any other requirements?", "Okay."),
+            ("What happens with a negative duration?", DURATION.spec[3]),
+            ("And below zero?", DURATION.spec[3]),
+        ],
+        DURATION.reference_solution,
+    )
     state = ENV.replay(DURATION, messages)
     assert state.answered_turns == [1]
     assert REWARD.score(messages, result("passed", 3, 3)).components["asked_before_coding"] == 0.6
 
 
 _DEFERRING_OPENERS = ["", "Hmm, ", "Honestly, ", "Good question! ", "Well... ", "Oh, "]
-_DEFERRALS = ["up to you", "I'm not sure", "no preference", "I don't mind", "it doesn't matter", "your call",
-              "use your judgement", "I haven't thought about it", "either way is fine", "whatever you like"]
+_DEFERRALS = [
+    "up to you",
+    "I'm not sure",
+    "no preference",
+    "I don't mind",
+    "it doesn't matter",
+    "your call",
+    "use your judgement",
+    "I haven't thought about it",
+    "either way is fine",
+    "whatever you like",
+]
 _CLOSERS = ["", ".", "!", " - sorry.", ", really.", ". Hope that helps!", ". Go with what feels right."]
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(opener=st.sampled_from(_DEFERRING_OPENERS), deferral=st.sampled_from(_DEFERRALS),
-       closer=st.sampled_from(_CLOSERS), question=st.sampled_from(REAL_QUESTIONS))
+@given(
+    opener=st.sampled_from(_DEFERRING_OPENERS),
+    deferral=st.sampled_from(_DEFERRALS),
+    closer=st.sampled_from(_CLOSERS),
+    question=st.sampled_from(REAL_QUESTIONS),
+)
 def test_no_composed_deferral_informs(opener, deferral, closer, question):
     reply = opener + deferral + closer
     assert not reply_informs(reply, question, [DURATION.prompt]), reply
@@ -270,22 +352,46 @@ def test_no_composed_deferral_informs(opener, deferral, closer, question):
 # Non-answers an LLM user gives that name no decision: refusing, redirecting to someone or something else,
 # pointing back at the request, judging the question. None of their wording is in the lists above.
 OTHER_NON_ANSWERS = [
-    "Let me get back to you on that.", "I'd have to check with my team.",
-    "Good point, I'm not really the right person to ask.", "That's a tricky one!",
-    "Hmm, interesting. What do you think?", "I'm afraid I can't share more details.",
-    "I can't say more than what's in the task description.", "The task description has everything you need.",
-    "Please just follow the specification as written.", "Refer to the original request.",
+    "Let me get back to you on that.",
+    "I'd have to check with my team.",
+    "Good point, I'm not really the right person to ask.",
+    "That's a tricky one!",
+    "Hmm, interesting. What do you think?",
+    "I'm afraid I can't share more details.",
+    "I can't say more than what's in the task description.",
+    "The task description has everything you need.",
+    "Please just follow the specification as written.",
+    "Refer to the original request.",
     "Interesting question, let me think... no, nothing comes to mind.",
-    "I really have no strong feelings one way or the other.", "Do what a sensible developer would do.",
-    "As long as the tests pass, I'm happy.", "Handle it however seems reasonable to you.",
-    "I trust your instincts here.", "No comment.", "Next question please.", "That's not something I've specified.",
-    "It's not specified; assume anything reasonable.", "Ask me something else.",
-    "That information is confidential.", "Pass.", "I'd rather you figured that out yourself.", "You're the expert!",
-    "Whatever the standard convention is.", "Follow best practices.", "Use common sense.",
-    "I haven't got a clue, mate.", "Not my department.", "Dunno.", "idk",
-    "Hmm, let me check... actually I don't have that information.", "I'm not able to answer that.",
-    "It depends on your implementation.", "Any approach is acceptable.", "Both options are acceptable.",
-    "Either option works for me.", "Like I mentioned.", "See above.",
+    "I really have no strong feelings one way or the other.",
+    "Do what a sensible developer would do.",
+    "As long as the tests pass, I'm happy.",
+    "Handle it however seems reasonable to you.",
+    "I trust your instincts here.",
+    "No comment.",
+    "Next question please.",
+    "That's not something I've specified.",
+    "It's not specified; assume anything reasonable.",
+    "Ask me something else.",
+    "That information is confidential.",
+    "Pass.",
+    "I'd rather you figured that out yourself.",
+    "You're the expert!",
+    "Whatever the standard convention is.",
+    "Follow best practices.",
+    "Use common sense.",
+    "I haven't got a clue, mate.",
+    "Not my department.",
+    "Dunno.",
+    "idk",
+    "Hmm, let me check... actually I don't have that information.",
+    "I'm not able to answer that.",
+    "It depends on your implementation.",
+    "Any approach is acceptable.",
+    "Both options are acceptable.",
+    "Either option works for me.",
+    "Like I mentioned.",
+    "See above.",
 ]
 
 
@@ -297,31 +403,58 @@ def test_a_refusal_or_redirection_pays_nothing_on_any_path(reply):
         assert three_paths(DURATION, messages, "asked_before_coding") == (0.0, 0.0, 0.0), (question, reply)
 
 
-_REFUSALS = ["I can't share that", "let me get back to you", "you should check with the team", "not my department",
-             "I'm not able to answer", "see the task description", "follow the specification", "it depends",
-             "ask someone else", "that's a tricky one", "use common sense", "dunno", "no comment"]
-_ASIDES = ["", "I haven't got the information", "the docs are confidential", "trust your instincts",
-           "any approach is fine", "whatever the convention is", "as I said before"]
+_REFUSALS = [
+    "I can't share that",
+    "let me get back to you",
+    "you should check with the team",
+    "not my department",
+    "I'm not able to answer",
+    "see the task description",
+    "follow the specification",
+    "it depends",
+    "ask someone else",
+    "that's a tricky one",
+    "use common sense",
+    "dunno",
+    "no comment",
+]
+_ASIDES = [
+    "",
+    "I haven't got the information",
+    "the docs are confidential",
+    "trust your instincts",
+    "any approach is fine",
+    "whatever the convention is",
+    "as I said before",
+]
 
 
 @settings(max_examples=80, deadline=None, derandomize=True)
-@given(opener=st.sampled_from(_DEFERRING_OPENERS), refusal=st.sampled_from(_REFUSALS),
-       aside=st.sampled_from(_ASIDES), closer=st.sampled_from(_CLOSERS), question=st.sampled_from(REAL_QUESTIONS))
+@given(
+    opener=st.sampled_from(_DEFERRING_OPENERS),
+    refusal=st.sampled_from(_REFUSALS),
+    aside=st.sampled_from(_ASIDES),
+    closer=st.sampled_from(_CLOSERS),
+    question=st.sampled_from(REAL_QUESTIONS),
+)
 def test_no_composed_refusal_informs(opener, refusal, aside, closer, question):
     reply = opener + refusal + (", " + aside if aside else "") + closer
     assert not reply_informs(reply, question, [DURATION.prompt]), reply
 
 
-@pytest.mark.parametrize("question, reply", [
-    (QUESTION, DURATION.spec[3]),
-    (QUESTION, "Yes, throw a ValueError."),
-    (QUESTION, "Yes."),
-    (QUESTION, "Nope."),
-    ("Should fractional seconds be rounded or truncated?", "Truncated."),
-    ("How should fractional seconds be handled?", "Just drop them, never round up."),
-    ("What output format do you want for the duration?", "Like a clock: H:MM:SS, or M:SS under an hour."),
-    (QUESTION, "Hmm, good question. Yes: a negative duration is invalid and raises ValueError."),
-])
+@pytest.mark.parametrize(
+    "question, reply",
+    [
+        (QUESTION, DURATION.spec[3]),
+        (QUESTION, "Yes, throw a ValueError."),
+        (QUESTION, "Yes."),
+        (QUESTION, "Nope."),
+        ("Should fractional seconds be rounded or truncated?", "Truncated."),
+        ("How should fractional seconds be handled?", "Just drop them, never round up."),
+        ("What output format do you want for the duration?", "Like a clock: H:MM:SS, or M:SS under an hour."),
+        (QUESTION, "Hmm, good question. Yes: a negative duration is invalid and raises ValueError."),
+    ],
+)
 def test_a_real_answer_still_pays_on_every_path(question, reply):
     messages = recorded(DURATION, [(question, reply)], DURATION.reference_solution)
     assert three_paths(DURATION, messages, "asked_before_coding") == (1.0, 1.0, 1.0)
@@ -384,8 +517,10 @@ def test_the_spec_verbatim_mixed_with_a_paraphrase_reveals_one():
 
 
 def test_a_question_spelling_out_several_details_is_not_confirmed_all_at_once():
-    question = ("Should negative durations raise ValueError, and should fractional seconds be truncated, and "
-                "hours unpadded as H:MM:SS?")
+    question = (
+        "Should negative durations raise ValueError, and should fractional seconds be truncated, and "
+        "hours unpadded as H:MM:SS?"
+    )
     server = StubChatServer()
     try:
         for confirmation in ("Yes to all of that.", "Yes.", "Correct, exactly as you said."):
@@ -406,9 +541,12 @@ def test_one_detail_in_the_llms_own_words_stands_and_is_booked():
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
-@given(details=st.lists(st.sampled_from(range(4)), min_size=2, max_size=4, unique=True),
-       verbatim=st.lists(st.booleans(), min_size=4, max_size=4), question=st.sampled_from(REAL_QUESTIONS),
-       revealed=st.sets(st.sampled_from(range(4)), max_size=2))
+@given(
+    details=st.lists(st.sampled_from(range(4)), min_size=2, max_size=4, unique=True),
+    verbatim=st.lists(st.booleans(), min_size=4, max_size=4),
+    question=st.sampled_from(REAL_QUESTIONS),
+    revealed=st.sets(st.sampled_from(range(4)), max_size=2),
+)
 def test_no_mix_of_details_leaks_more_than_one(details, verbatim, question, revealed):
     new = [i for i in details if i not in revealed]
     leak = " ".join(DURATION.spec[i] if verbatim[i] else PARAPHRASES[i] for i in details)
@@ -430,14 +568,17 @@ def test_the_simulator_judges_paraphrases_by_their_content():
 
 # --- 4. a genuine question is recognised by what it asks, even quoting the request --------------------------
 
+
 def _clause(task) -> str:
     """The request after its function name: "formats a duration given in seconds as a ... string"."""
     return re.sub(r"^Write a function `[^`]*` (that |which |to )?", "", task.prompt).rstrip(".")
 
 
 def test_the_reported_question_asks_about_negative_seconds():
-    question = ("What should format_duration return for a duration given in seconds as a human-readable string "
-                "when the seconds are negative?")
+    question = (
+        "What should format_duration return for a duration given in seconds as a human-readable string "
+        "when the seconds are negative?"
+    )
     subject = question_subject(question, DURATION.prompt, DURATION.entry_point)
     assert not subject.asks_nothing and "negativ" in subject.words
     record = _episode_turns(DURATION, [question], DURATION.reference_solution)
@@ -448,19 +589,26 @@ def test_the_reported_question_asks_about_negative_seconds():
 NEGATIVE_TASKS = [t for t in TASKS if any("negative" in item.lower() for item in t.spec)]
 
 
-@pytest.mark.parametrize("wrapping", [
-    "What should {ep} return when it {clause}, if the input is negative?",
-    "If {ep} {clause}, what happens with negative input?",
-    "So {ep} {clause} - but what about negative values?",
-    "{ep} {clause}: should a negative argument raise an error?",
-])
+@pytest.mark.parametrize(
+    "wrapping",
+    [
+        "What should {ep} return when it {clause}, if the input is negative?",
+        "If {ep} {clause}, what happens with negative input?",
+        "So {ep} {clause} - but what about negative values?",
+        "{ep} {clause}: should a negative argument raise an error?",
+    ],
+)
 def test_a_question_quoting_the_request_around_a_real_point_is_answered_about_that_point(wrapping):
     assert len(NEGATIVE_TASKS) >= 10
     for task in NEGATIVE_TASKS:
         question = wrapping.format(ep=task.entry_point, clause=_clause(task))
-        state = apply_env_turn(apply_policy_turn(
-            start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"), question, ENV, task),
-            task, ENV)
+        state = apply_env_turn(
+            apply_policy_turn(
+                start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"), question, ENV, task
+            ),
+            task,
+            ENV,
+        )
         negative = next(i for i, item in enumerate(task.spec) if "negative" in item.lower())
         assert state.revealed == [negative], (task.task_id, question, state.messages[-1].content)
 
@@ -472,8 +620,16 @@ def test_the_request_echoed_with_no_point_of_its_own_still_asks_nothing():
             assert question_subject(question, task.prompt, task.entry_point).asks_nothing, (task.task_id, question)
 
 
-@pytest.mark.parametrize("question", ["What if the input is 0?", "What about 1.5?", "And for 0 seconds?",
-                                      "What should it return for 7?", "Is 0.5 rounded?"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What if the input is 0?",
+        "What about 1.5?",
+        "And for 0 seconds?",
+        "What should it return for 7?",
+        "Is 0.5 rounded?",
+    ],
+)
 def test_a_question_about_a_number_asks_something(question):
     """A value is a subject however short: one-character words are dropped as noise, but "0" is not noise,
     and "1.5" is one number, not "1" and "5"."""

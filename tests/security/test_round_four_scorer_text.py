@@ -51,8 +51,24 @@ pytestmark = pytest.mark.slow  # about half a minute of traced runs
 TASKS = load_tasks(Path(__file__).resolve().parents[2] / "rewardpipe" / "data" / "tasks.jsonl")
 TASK = TASKS[0]  # format_duration: four hidden details, ValueError, H:MM:SS
 
-WATCHED = [parsing, words, questions, replies, similarity, abc_reward, simulator, reward_base, gsm8k,
-           code_correctness, monitor_examples, monitor_html, safe_text, tagged, wordle_game, tool_calls]
+WATCHED = [
+    parsing,
+    words,
+    questions,
+    replies,
+    similarity,
+    abc_reward,
+    simulator,
+    reward_base,
+    gsm8k,
+    code_correctness,
+    monitor_examples,
+    monitor_html,
+    safe_text,
+    tagged,
+    wordle_game,
+    tool_calls,
+]
 
 
 def clear_caches() -> None:
@@ -64,17 +80,20 @@ def clear_caches() -> None:
 
 def _conversation(text: str) -> list[Message]:
     """The model's text as a question, the user's reply, a repeat, and a commit whose prose carries it."""
-    return [Message(role="user", content=TASK.prompt),
-            Message(role="assistant", content=text + "?"),
-            Message(role="user", content=text),
-            Message(role="assistant", content=text[::-1] + "?"),
-            Message(role="user", content=TASK.spec[0]),
-            Message(role="assistant", content=text + "\n```python\n" + text + "\n```\n")]
+    return [
+        Message(role="user", content=TASK.prompt),
+        Message(role="assistant", content=text + "?"),
+        Message(role="user", content=text),
+        Message(role="assistant", content=text[::-1] + "?"),
+        Message(role="user", content=TASK.spec[0]),
+        Message(role="assistant", content=text + "\n```python\n" + text + "\n```\n"),
+    ]
 
 
 def _rule_reply(text: str) -> object:
-    state = apply_policy_turn(start_episode(TASK, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"),
-                              text, ENV, TASK)
+    state = apply_policy_turn(
+        start_episode(TASK, env=ENV, run_id="r", step=0, group_id="g", rollout_id="r"), text, ENV, TASK
+    )
     return simulator.RuleBasedSimulator().respond(state, TASK)
 
 
@@ -85,19 +104,24 @@ TARGETS = {
     "concepts": lambda t: words.concepts(t),
     "reply_informs": lambda t: replies.reply_informs(t, "Should negative durations raise?", [TASK.prompt, t]),
     "stated_details": lambda t: replies.stated_details(t, TASK.spec, TASK.prompt),
-    "vet_llm_reply": lambda t: replies.vet_llm_reply(t, t + "?", TASK.spec, prompt=TASK.prompt,
-                                                     entry_point=TASK.entry_point),
+    "vet_llm_reply": lambda t: replies.vet_llm_reply(
+        t, t + "?", TASK.spec, prompt=TASK.prompt, entry_point=TASK.entry_point
+    ),
     "rule_based_simulator": _rule_reply,
     "is_non_answer_and_defers": lambda t: (questions.is_non_answer(t), replies.defers(t)),
     "replay": lambda t: ENV.replay(TASK, _conversation(t)),
     "ask_before_coding_reward": lambda t: abc_reward.ASK_BEFORE_CODING.score(
-        _conversation(t), result("passed", 1, 1), state=ENV.replay(TASK, _conversation(t))),
+        _conversation(t), result("passed", 1, 1), state=ENV.replay(TASK, _conversation(t))
+    ),
     "ask_before_coding_without_bookkeeping": lambda t: abc_reward.ASK_BEFORE_CODING.score(
-        _conversation(t), result("failed", 0, 1)),
-    "gsm8k": lambda t: gsm8k.GSM8K.score([Message(role="user", content="q"), Message(role="assistant", content=t)],
-                                         reference="42"),
+        _conversation(t), result("failed", 0, 1)
+    ),
+    "gsm8k": lambda t: gsm8k.GSM8K.score(
+        [Message(role="user", content="q"), Message(role="assistant", content=t)], reference="42"
+    ),
     "code_correctness": lambda t: code_correctness.CODE_CORRECTNESS.score(
-        [Message(role="user", content="q"), Message(role="assistant", content=t)], result("passed", 1, 1)),
+        [Message(role="user", content="q"), Message(role="assistant", content=t)], result("passed", 1, 1)
+    ),
     "monitor_text": lambda t: (monitor_examples.clean(t), monitor_html._t(t), safe_text.printable(t)),
     "tagged_spans": lambda t: (tagged.tagged_spans(t, "guess"), tagged.tagged_spans(t, "tool_call")),
     "wordle_guess": lambda t: wordle_game.parse_guess(t),
@@ -112,11 +136,67 @@ PAIR_TARGETS = {
 # What parsers trip on: fences and their characters, whitespace runs, question marks, sentence ends,
 # inline code, '####' answers and numbers, emphasis, line and paragraph separators, look-alike letters,
 # words the question and reply rules read.
-PIECES = ["`", "```", "~", "~~~", " ", "  ", "\t", "\n", "\r", "?", "？", "⁇", ".", "!", "#", "####", "1", "9,",
-          ".5", "-", "$", "*", "_", "\\boxed{", "}", "(", ")", '"', ":", "a", "Z", "é", "о", "\u2028", "\u200b",
-          "format_duration", "negative", "seconds", "yes", "up to you", "ValueError", "H:MM:SS", "a.b", "e-", "is ",
-          "<guess>", "</guess>", "<GUESS>", "<tool_call>", "</tool_call>", "<answer>", "</answer>", "<", ">", "/",
-          "{", "[", '{"name": "x", "arguments": {', "crane"]
+PIECES = [
+    "`",
+    "```",
+    "~",
+    "~~~",
+    " ",
+    "  ",
+    "\t",
+    "\n",
+    "\r",
+    "?",
+    "？",
+    "⁇",
+    ".",
+    "!",
+    "#",
+    "####",
+    "1",
+    "9,",
+    ".5",
+    "-",
+    "$",
+    "*",
+    "_",
+    "\\boxed{",
+    "}",
+    "(",
+    ")",
+    '"',
+    ":",
+    "a",
+    "Z",
+    "é",
+    "о",
+    "\u2028",
+    "\u200b",
+    "format_duration",
+    "negative",
+    "seconds",
+    "yes",
+    "up to you",
+    "ValueError",
+    "H:MM:SS",
+    "a.b",
+    "e-",
+    "is ",
+    "<guess>",
+    "</guess>",
+    "<GUESS>",
+    "<tool_call>",
+    "</tool_call>",
+    "<answer>",
+    "</answer>",
+    "<",
+    ">",
+    "/",
+    "{",
+    "[",
+    '{"name": "x", "arguments": {',
+    "crane",
+]
 piece_runs = st.lists(st.sampled_from(PIECES), min_size=1, max_size=6).map("".join)
 edges = st.lists(st.sampled_from(PIECES), max_size=3).map("".join)
 
@@ -147,14 +227,14 @@ def assert_linear(name: str, at, n: int = N, unit: str = "characters") -> None:
     first, second = medium - small, large - medium
     assert second <= 3 * max(first, 0) + SLACK, (
         f"{name}: {small} / {medium} / {large} operations at {n} / {2 * n} / {4 * n} {unit}: the cost grows "
-        f"faster than linearly ({second} more for the last {2 * n} {unit}, {first} for the {n} before)")
+        f"faster than linearly ({second} more for the last {2 * n} {unit}, {first} for the {n} before)"
+    )
     if n == N:
         assert_within_budget(name, large)
 
 
 # Few drawn examples per target (each is three traced runs), beside the explicit ones: the suite stays fast.
-SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow],
-                    derandomize=True)
+SETTINGS = settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow], derandomize=True)
 
 
 @pytest.mark.parametrize("name", sorted(TARGETS))
@@ -220,18 +300,72 @@ def test_the_count_sees_the_quadratic_cases_this_issue_reported():
     with pytest.raises(AssertionError, match="faster than linearly"):
         assert_linear("old fence", lambda n: operations(lambda: old.FENCE.match("```" + " " * n + "`"), [old]), N // 4)
     with pytest.raises(AssertionError, match="faster than linearly"):
-        assert_linear("difflib", lambda n: operations(  # round three's loop check on two random turns
-            lambda: SequenceMatcher(None, _random_text(1, n), _random_text(2, n), autojunk=False).ratio(), []), N // 4)
+        assert_linear(
+            "difflib",
+            lambda n: operations(  # round three's loop check on two random turns
+                lambda: SequenceMatcher(None, _random_text(1, n), _random_text(2, n), autojunk=False).ratio(), []
+            ),
+            N // 4,
+        )
 
 
 # --- many turns: the cost is linear in the number of turns too ------------------------------------------------
 
 #: Words the long conversations are made of: real words (the reply rules stem and compare them), drawn at
 #: random so no two turns are alike (a loop would end the loop check early) and every reply says something new.
-_VOCABULARY = ("alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa "
-               "quebec romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember "
-               "fjord grove heron iris jasper kelp larch maple nettle olive pine quartz reed sage thyme umber "
-               "violet willow yarrow zinnia").split()
+_VOCABULARY = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "amber",
+    "basil",
+    "cedar",
+    "dune",
+    "ember",
+    "fjord",
+    "grove",
+    "heron",
+    "iris",
+    "jasper",
+    "kelp",
+    "larch",
+    "maple",
+    "nettle",
+    "olive",
+    "pine",
+    "quartz",
+    "reed",
+    "sage",
+    "thyme",
+    "umber",
+    "violet",
+    "willow",
+    "yarrow",
+    "zinnia",
+]
 
 
 def _many_turns(turns: int, seed: int = 0) -> list[Message]:
@@ -261,5 +395,6 @@ def test_reading_a_conversation_is_linear_in_its_number_of_turns(name, seed):
     it, or each turn against the earlier ones, must not redo the earlier turns' work for every turn."""
     target = CONVERSATION_TARGETS[name]
     assert similarity.find_loop([m.content for m in _many_turns(4 * TURNS, seed) if m.role == "assistant"]) is None
-    assert_linear(name, lambda n: operations(lambda: target(_many_turns(n, seed)), WATCHED, clear_caches), TURNS,
-                  "turns")
+    assert_linear(
+        name, lambda n: operations(lambda: target(_many_turns(n, seed)), WATCHED, clear_caches), TURNS, "turns"
+    )

@@ -16,7 +16,7 @@ from tests.security.conftest import EXPECTED_TESTS, assert_failed, assert_scorer
 
 # The model's process runs the sandbox's own codec module: it can replace the encoder and send any value
 # tree it likes over its channel, without building the object (which would cost it the same time).
-_PATCH_ENCODER = textwrap.dedent('''
+_PATCH_ENCODER = textwrap.dedent("""
     import sys
     wire = next(m for name, m in list(sys.modules.items()) if name.endswith("wire") and hasattr(m, "encode"))
     _encode = wire.encode
@@ -27,7 +27,7 @@ _PATCH_ENCODER = textwrap.dedent('''
     wire.encode = forged
     def add(a, b):
         return "FORGED"
-''')
+""")
 
 
 def _forged_reply(tree_source: str) -> str:
@@ -47,19 +47,21 @@ def test_a_hash_flooded_set_costs_the_model_its_deadline_not_the_scorer(executor
 
 
 def test_forged_reply_trees_are_a_failed_verdict(executor):
-    for tree in ("return {'h': 10**9}",  # a handle the model's process never gave out
-                 "return {'ok': 3}",  # a reply envelope inside a value
-                 "return {'i': 'zz'}",  # a malformed wide int
-                 "return {'fr': [1, 0]}",  # a zero denominator
-                 "return {'l': [{'t': 1}]}",  # a tuple whose body is not a list
-                 "return {'d': [[{'l': []}, 1]]}"):  # an unhashable key
+    for tree in (
+        "return {'h': 10**9}",  # a handle the model's process never gave out
+        "return {'ok': 3}",  # a reply envelope inside a value
+        "return {'i': 'zz'}",  # a malformed wide int
+        "return {'fr': [1, 0]}",  # a zero denominator
+        "return {'l': [{'t': 1}]}",  # a tuple whose body is not a list
+        "return {'d': [[{'l': []}, 1]]}",
+    ):  # an unhashable key
         result = executor.run(job(_forged_reply(tree)))
         assert_failed(result)
     assert_scorer_survives(executor)
 
 
 def test_frames_forged_into_every_inherited_descriptor_are_ignored(executor):
-    code = "def add(a, b):\n    return a - b\n" + textwrap.dedent('''
+    code = "def add(a, b):\n    return a - b\n" + textwrap.dedent("""
         import json, os, struct
         frames = [json.dumps(body).encode() for body in (
             {"ok": 3}, {"ready": True, "exports": {}}, {"tests_run": 2, "successes": 2, "expected": 2},
@@ -70,13 +72,13 @@ def test_frames_forged_into_every_inherited_descriptor_are_ignored(executor):
                     os.write(fd, struct.pack("!I", len(frame)) + frame)
                 except OSError:
                     pass
-    ''')
+    """)
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
     assert_scorer_survives(executor)
 
 
-HOSTILE_DUNDERS = textwrap.dedent('''
+HOSTILE_DUNDERS = textwrap.dedent("""
     import os
     class Hostile:
         def __eq__(self, other): raise RuntimeError("eq")
@@ -90,13 +92,14 @@ HOSTILE_DUNDERS = textwrap.dedent('''
         def __del__(self): os._exit(0)
     def add(a, b):
         return Hostile()
-''')
+""")
 
 
 def test_an_object_whose_every_dunder_is_hostile_fails(executor):
-    for tests_format, tests in (("unittest", None), ("check", "def check(candidate):\n"
-                                                                "    assert candidate(1, 2) == 3\n"
-                                                                "    assert candidate(2, 2) == 4\n")):
+    for tests_format, tests in (
+        ("unittest", None),
+        ("check", "def check(candidate):\n    assert candidate(1, 2) == 3\n    assert candidate(2, 2) == 4\n"),
+    ):
         fields = {"tests_format": tests_format, **({"tests": tests} if tests else {})}
         result = executor.run(job(HOSTILE_DUNDERS, **fields))
         assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)

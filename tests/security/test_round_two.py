@@ -23,7 +23,6 @@ from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers, wire
 from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import (
-    EXPECTED_TESTS,
     HIDDEN_TESTS,
     RIGHT_ADD,
     WRONG_ADD,
@@ -61,12 +60,15 @@ def test_lone_surrogate_in_an_exception_is_sanitised_in_the_result(executor):
 
 
 def test_batch_json_survives_surrogates_and_line_separators(tmp_path):
-    path = write_batch(tmp_path, [
-        batch_job("surrogate", LONE_SURROGATE),
-        batch_job("separators", LINE_SEPARATORS),
-        batch_job("id-\ud800", RIGHT_ADD),
-        batch_job("honest", RIGHT_ADD),
-    ])
+    path = write_batch(
+        tmp_path,
+        [
+            batch_job("surrogate", LONE_SURROGATE),
+            batch_job("separators", LINE_SEPARATORS),
+            batch_job("id-\ud800", RIGHT_ADD),
+            batch_job("honest", RIGHT_ADD),
+        ],
+    )
     outcome = cli.invoke(app, ["exec", "--batch", path, "--workers", "2", "--json"])
     assert outcome.exit_code == 1, outcome.output  # the surrogate id is a bad line (the id rule), the rest run
     text = outcome.stdout
@@ -97,10 +99,13 @@ MARKUP_REASON = WRONG_ADD.replace("return a - b", "raise ValueError('[/] [bold]x
 
 
 def test_markup_in_ids_and_reasons_is_printed_literally(tmp_path):
-    path = write_batch(tmp_path, [
-        batch_job("[bold]tricky[/]", MARKUP_REASON),
-        batch_job("[/]", RIGHT_ADD),
-    ])
+    path = write_batch(
+        tmp_path,
+        [
+            batch_job("[bold]tricky[/]", MARKUP_REASON),
+            batch_job("[/]", RIGHT_ADD),
+        ],
+    )
     outcome = cli.invoke(app, ["exec", "--batch", path, "--workers", "1"])
     assert outcome.exception is None or isinstance(outcome.exception, SystemExit), outcome.exception
     text = outcome.output
@@ -122,7 +127,7 @@ def test_single_job_human_output_keeps_markup_literal(tmp_path):
 
 # --- 3. no host UNIX sockets ----------------------------------------------------------------------------
 
-UNIX_CLIENT = WRONG_ADD + textwrap.dedent('''
+UNIX_CLIENT = WRONG_ADD + textwrap.dedent("""
     import socket
     for name, attempt in (
         ("path", lambda: socket.socket(socket.AF_UNIX, socket.SOCK_STREAM).connect(PATH)),
@@ -134,7 +139,7 @@ UNIX_CLIENT = WRONG_ADD + textwrap.dedent('''
             print("REACHED", name)
         except OSError as exc:
             print("DENIED", name, exc.errno)
-''')
+""")
 
 
 @pytest.fixture
@@ -159,7 +164,7 @@ def _accepted_any(server) -> bool:
     try:
         server.accept()[0].close()
         return True
-    except (socket.timeout, OSError):
+    except (TimeoutError, OSError):
         return False
 
 
@@ -188,7 +193,10 @@ def test_private_mount_namespace_hides_host_tmp_and_run(executor):
     marker = f"/tmp/rewardpipe-visible-{os.getpid()}"
     open(marker, "w").close()
     try:
-        code = WRONG_ADD + f"import os\nprint('TMP', os.path.exists({marker!r}))\nprint('RUN', sorted(os.listdir('/run')) if os.path.isdir('/run') else [])\n"
+        code = (
+            WRONG_ADD
+            + f"import os\nprint('TMP', os.path.exists({marker!r}))\nprint('RUN', sorted(os.listdir('/run')) if os.path.isdir('/run') else [])\n"
+        )
         result = executor.run(job(code))
         assert "TMP False" in result.stdout, result.stdout
         assert "RUN []" in result.stdout or "RUN" not in result.stdout, result.stdout
@@ -197,6 +205,7 @@ def test_private_mount_namespace_hides_host_tmp_and_run(executor):
 
 
 # --- 4. the trusted runner's memory is bounded ----------------------------------------------------------
+
 
 def _is_housekeeper(pid: int) -> bool:
     """The fork server's other trusted child (cgroup moves and unmounts), also of its uid."""
@@ -250,20 +259,23 @@ def test_trusted_runner_has_its_own_address_space_limit(executor):
     while True:
         found = limits()
         wrong = {pid: line for pid, line in found.items() if line.split()[3] != expected}
-        if found and not wrong or time.monotonic() > deadline:
+        if (found and not wrong) or time.monotonic() > deadline:
             break
         time.sleep(0.05)
     assert found and not wrong, wrong or "no trusted runner found"
 
 
-@pytest.mark.parametrize("payload, calls, passed", [
-    ("return 'y' * (27 << 20)", 1, 1),  # 27 MiB on the wire: over the per-reply size
-    ("return [0] * 2_000_000", 1, 1),  # 4 MB but two million values: over the per-reply value count
-    # Under the per-reply size; six calls exceed the per-job budget, which then refuses every reply.
-    ("return 'x' * (15 << 20)", 6, 0),
-])
+@pytest.mark.parametrize(
+    "payload, calls, passed",
+    [
+        ("return 'y' * (27 << 20)", 1, 1),  # 27 MiB on the wire: over the per-reply size
+        ("return [0] * 2_000_000", 1, 1),  # 4 MB but two million values: over the per-reply value count
+        # Under the per-reply size; six calls exceed the per-job budget, which then refuses every reply.
+        ("return 'x' * (15 << 20)", 6, 0),
+    ],
+)
 def test_huge_replies_are_a_failed_verdict_within_budget(executor, payload, calls, passed):
-    tests = textwrap.dedent(f'''
+    tests = textwrap.dedent(f"""
         import unittest
         class TestAdd(unittest.TestCase):
             def test_a_repeated(self):  # runs first: its failure is the reason reported
@@ -272,7 +284,7 @@ def test_huge_replies_are_a_failed_verdict_within_budget(executor, payload, call
                 self.assertEqual(add(1, 2), 3)
             def test_equal(self):
                 self.assertEqual(add(2, 2), 4)
-    ''')
+    """)
     # A right answer unless asked for the huge value (first argument 1): the verdict must come from the budget.
     code = f"def add(a, b):\n    if a != 1:\n        return a + b\n    {payload}\n"
     result = executor.run(job(code, tests=tests, timeout_s=30))
@@ -289,7 +301,7 @@ def test_reply_budget_refuses_before_parsing():
 
 # --- 5. cleanup the model cannot defeat; no cross-job channels ------------------------------------------
 
-DEEP_TREE = RIGHT_ADD + textwrap.dedent('''
+DEEP_TREE = RIGHT_ADD + textwrap.dedent("""
     import os
     start = os.getcwd()
     for _ in range(1500):
@@ -300,7 +312,7 @@ DEEP_TREE = RIGHT_ADD + textwrap.dedent('''
     os.mkdir("locked")
     os.chmod("locked", 0)
     os.chdir(start)
-''')
+""")
 
 
 def _deep_tree_round(executor):
@@ -341,7 +353,7 @@ def test_remove_tree_is_iterative_and_never_follows_links(tmp_path):
     assert (outside / "keep.txt").read_text() == "keep"
 
 
-PLANT_FIFOS = WRONG_ADD + textwrap.dedent('''
+PLANT_FIFOS = WRONG_ADD + textwrap.dedent("""
     import os
     planted = 0
     for n in range(1, 200):
@@ -352,8 +364,10 @@ PLANT_FIFOS = WRONG_ADD + textwrap.dedent('''
             except OSError:
                 pass
     print("PLANTED", planted)
-''')
-USES_A_FILE = "def add(a, b):\n    with open('result.txt', 'w') as handle:\n        handle.write(str(a + b))\n    return a + b\n"
+""")
+USES_A_FILE = (
+    "def add(a, b):\n    with open('result.txt', 'w') as handle:\n        handle.write(str(a + b))\n    return a + b\n"
+)
 
 
 def test_a_job_cannot_plant_a_fifo_for_the_next_job():
@@ -369,7 +383,7 @@ def test_a_job_cannot_plant_a_fifo_for_the_next_job():
         executor.close()
 
 
-XATTR_WRITER = WRONG_ADD + textwrap.dedent('''
+XATTR_WRITER = WRONG_ADD + textwrap.dedent("""
     import os
     for target in (".", "note"):
         try:
@@ -379,15 +393,15 @@ XATTR_WRITER = WRONG_ADD + textwrap.dedent('''
             print("SET", target)
         except OSError as exc:
             print("NOT SET", target, exc.errno)
-''')
-XATTR_READER = RIGHT_ADD + textwrap.dedent('''
+""")
+XATTR_READER = RIGHT_ADD + textwrap.dedent("""
     import os
     for target in (".", "note"):
         try:
             print("GOT", os.getxattr(target, "user.channel"))
         except OSError:
             pass
-''')
+""")
 
 
 def test_extended_attributes_are_no_channel_between_jobs():
@@ -405,7 +419,7 @@ def test_extended_attributes_are_no_channel_between_jobs():
 
 # --- 6. a total disk quota per job ----------------------------------------------------------------------
 
-FILL_BYTES = RIGHT_ADD + textwrap.dedent('''
+FILL_BYTES = RIGHT_ADD + textwrap.dedent("""
     written = 0
     for n in range(40):
         try:
@@ -415,8 +429,8 @@ FILL_BYTES = RIGHT_ADD + textwrap.dedent('''
         except OSError:
             break
     print("MIB", written)
-''')
-FILL_INODES = RIGHT_ADD + textwrap.dedent('''
+""")
+FILL_INODES = RIGHT_ADD + textwrap.dedent("""
     made = 0
     for n in range(20000):
         try:
@@ -425,7 +439,7 @@ FILL_INODES = RIGHT_ADD + textwrap.dedent('''
         except OSError:
             break
     print("FILES", made)
-''')
+""")
 
 
 @pytest.mark.parametrize("code, what", [(FILL_BYTES, "bytes"), (FILL_INODES, "inodes")])
@@ -442,6 +456,7 @@ def test_disk_quota_is_enforced_and_reported(executor, code, what):
 
 
 # --- 7. degraded mode: no namespaces, no Landlock, fork servers unprivileged ----------------------------
+
 
 @pytest.fixture(scope="module")
 def degraded():
@@ -460,7 +475,7 @@ def degraded():
     executor.close()
 
 
-SIGNAL_EVERYTHING = WRONG_ADD + textwrap.dedent('''
+SIGNAL_EVERYTHING = WRONG_ADD + textwrap.dedent("""
     import ctypes, os, signal
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
@@ -495,7 +510,7 @@ SIGNAL_EVERYTHING = WRONG_ADD + textwrap.dedent('''
             except OSError:
                 pass
     print("TARGETS", len(targets), "HITS", hits)
-''')
+""")
 
 
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGSTOP])
@@ -545,7 +560,9 @@ def test_degraded_mode_children_die_with_their_fork_server():
     try:
         executor.run(job(RIGHT_ADD))
         server = next(w for w in executor._workers if hasattr(w, "process"))
-        sleeper = threading.Thread(target=executor.run, args=(job("import time\ntime.sleep(60)\n" + WRONG_ADD, timeout_s=60),))
+        sleeper = threading.Thread(
+            target=executor.run, args=(job("import time\ntime.sleep(60)\n" + WRONG_ADD, timeout_s=60),)
+        )
         sleeper.start()
         time.sleep(1.5)
         children = _children_of(server.process.pid)
@@ -578,37 +595,65 @@ def test_degraded_mode_cleans_up_deep_trees(degraded):
 VALUE_CASES = {
     "big int": ("return 7 ** 6000", "return 7 ** 6000 + 1", "7 ** 6000"),
     "negative big int": ("return -(3 ** 10000)", "return 3 ** 10000", "-(3 ** 10000)"),
-    "datetime": ("import datetime\n    return datetime.datetime(2024, 2, 29, 13, 5, 7, 123456)",
-                 "import datetime\n    return datetime.datetime(2024, 2, 29, 13, 5, 8)",
-                 "datetime.datetime(2024, 2, 29, 13, 5, 7, 123456)"),
-    "aware datetime": ("import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))",
-                       "import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc)",
-                       "datetime.datetime(2024, 1, 1, 10, tzinfo=datetime.timezone.utc)"),
-    "date": ("import datetime\n    return datetime.date(1999, 12, 31)", "import datetime\n    return datetime.date(2000, 1, 1)",
-             "datetime.date(1999, 12, 31)"),
-    "time": ("import datetime\n    return datetime.time(23, 59, 1)", "import datetime\n    return datetime.time(23, 59)",
-             "datetime.time(23, 59, 1)"),
-    "timedelta": ("import datetime\n    return datetime.timedelta(days=-2, seconds=5)",
-                  "import datetime\n    return datetime.timedelta(days=2)", "datetime.timedelta(days=-2, seconds=5)"),
-    "Decimal": ("import decimal\n    return decimal.Decimal('1.10')", "import decimal\n    return decimal.Decimal('1.2')",
-                "decimal.Decimal('1.1')"),
-    "Fraction": ("import fractions\n    return fractions.Fraction(1, 3)", "import fractions\n    return fractions.Fraction(1, 4)",
-                 "fractions.Fraction(2, 6)"),
-    "big Fraction": ("import fractions\n    return fractions.Fraction(10 ** 5000 + 1, 3)",
-                     "import fractions\n    return fractions.Fraction(10 ** 5000, 3)", "fractions.Fraction(10 ** 5000 + 1, 3)"),
+    "datetime": (
+        "import datetime\n    return datetime.datetime(2024, 2, 29, 13, 5, 7, 123456)",
+        "import datetime\n    return datetime.datetime(2024, 2, 29, 13, 5, 8)",
+        "datetime.datetime(2024, 2, 29, 13, 5, 7, 123456)",
+    ),
+    "aware datetime": (
+        "import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone(datetime.timedelta(hours=2)))",
+        "import datetime\n    return datetime.datetime(2024, 1, 1, 12, tzinfo=datetime.timezone.utc)",
+        "datetime.datetime(2024, 1, 1, 10, tzinfo=datetime.timezone.utc)",
+    ),
+    "date": (
+        "import datetime\n    return datetime.date(1999, 12, 31)",
+        "import datetime\n    return datetime.date(2000, 1, 1)",
+        "datetime.date(1999, 12, 31)",
+    ),
+    "time": (
+        "import datetime\n    return datetime.time(23, 59, 1)",
+        "import datetime\n    return datetime.time(23, 59)",
+        "datetime.time(23, 59, 1)",
+    ),
+    "timedelta": (
+        "import datetime\n    return datetime.timedelta(days=-2, seconds=5)",
+        "import datetime\n    return datetime.timedelta(days=2)",
+        "datetime.timedelta(days=-2, seconds=5)",
+    ),
+    "Decimal": (
+        "import decimal\n    return decimal.Decimal('1.10')",
+        "import decimal\n    return decimal.Decimal('1.2')",
+        "decimal.Decimal('1.1')",
+    ),
+    "Fraction": (
+        "import fractions\n    return fractions.Fraction(1, 3)",
+        "import fractions\n    return fractions.Fraction(1, 4)",
+        "fractions.Fraction(2, 6)",
+    ),
+    "big Fraction": (
+        "import fractions\n    return fractions.Fraction(10 ** 5000 + 1, 3)",
+        "import fractions\n    return fractions.Fraction(10 ** 5000, 3)",
+        "fractions.Fraction(10 ** 5000 + 1, 3)",
+    ),
     "complex": ("return complex(1.5, -2)", "return complex(1.5, 2)", "complex(1.5, -2)"),
     "bytes": ("return bytes(range(256))", "return bytes(range(255))", "bytes(range(256))"),
     "bytearray": ("return bytearray(b'ab')", "return bytearray(b'ba')", "bytearray(b'ab')"),
     "set": ("return {1, 'two', (3, 4)}", "return {1, 'two'}", "{1, 'two', (3, 4)}"),
-    "frozenset": ("return frozenset({frozenset({1}), 2})", "return frozenset({1, 2})", "frozenset({frozenset({1}), 2})"),
-    "nested": ("import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}",
-               "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 2)}], 'n': 2 ** 20000}",
-               "{(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}"),
+    "frozenset": (
+        "return frozenset({frozenset({1}), 2})",
+        "return frozenset({1, 2})",
+        "frozenset({frozenset({1}), 2})",
+    ),
+    "nested": (
+        "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}",
+        "import decimal, datetime\n    return {(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 2)}], 'n': 2 ** 20000}",
+        "{(1, 'a'): [decimal.Decimal('2.5'), {datetime.date(2020, 1, 1)}], 'n': 2 ** 20000}",
+    ),
 }
 
 
 def _value_tests(expected: str) -> str:
-    return textwrap.dedent(f'''
+    return textwrap.dedent(f"""
         import datetime, decimal, fractions, unittest
         class TestValue(unittest.TestCase):
             def test_value(self):
@@ -616,7 +661,7 @@ def _value_tests(expected: str) -> str:
                 expected = {expected}
                 self.assertEqual(got, expected)
                 self.assertIs(type(got), type(expected))
-    ''')
+    """)
 
 
 @pytest.mark.parametrize("name", sorted(VALUE_CASES))
@@ -630,7 +675,7 @@ def test_correct_solution_returning_a_standard_value_passes(executor, name):
 
 
 def test_standard_values_cross_into_the_model_too(executor):
-    tests = textwrap.dedent('''
+    tests = textwrap.dedent("""
         import datetime, decimal, fractions, unittest
         class TestArgs(unittest.TestCase):
             def test_args(self):
@@ -638,25 +683,28 @@ def test_standard_values_cross_into_the_model_too(executor):
                 self.assertEqual(double(fractions.Fraction(1, 3)), fractions.Fraction(2, 3))
                 self.assertEqual(double(10 ** 5000), 2 * 10 ** 5000)
                 self.assertEqual(double(datetime.timedelta(hours=1)), datetime.timedelta(hours=2))
-    ''')
+    """)
     result = executor.run(ExecutionJob(code="def double(x):\n    return x * 2\n", tests=tests, entry_point="double"))
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
 # --- 9. weak test shapes: loop-control exceptions from the model ---------------------------------------
 
-TABLE_CHECK = textwrap.dedent('''
+TABLE_CHECK = textwrap.dedent("""
     def check(candidate):
         table = [((1, 2), 3), ((2, 2), 4)]
         assert all(map(lambda row: candidate(*row[0]) == row[1], table))
-''')
+""")
 
 
-@pytest.mark.parametrize("raiser", [
-    "raise StopIteration",
-    "raise StopAsyncIteration",
-    "class Done(StopIteration):\n        pass\n    raise Done()",
-])
+@pytest.mark.parametrize(
+    "raiser",
+    [
+        "raise StopIteration",
+        "raise StopAsyncIteration",
+        "class Done(StopIteration):\n        pass\n    raise Done()",
+    ],
+)
 def test_stop_iteration_from_the_model_cannot_end_a_table_test(executor, raiser):
     code = f"def add(a, b):\n    {raiser}\n"
     result = executor.run(ExecutionJob(code=code, tests=TABLE_CHECK, entry_point="add", tests_format="check"))
@@ -665,25 +713,29 @@ def test_stop_iteration_from_the_model_cannot_end_a_table_test(executor, raiser)
 
 
 def test_a_forged_stop_reply_to_a_call_cannot_end_a_table_test(executor):
-    code = textwrap.dedent('''
+    code = textwrap.dedent("""
         import sys
         server = sys.modules["rewardpipe.execution.runtime.untrusted"].Server
         server.handle = lambda self, request: {"stop": True}
         def add(a, b):
             return a - b
-    ''')
+    """)
     result = executor.run(ExecutionJob(code=code, tests=TABLE_CHECK, entry_point="add", tests_format="check"))
     assert (result.status, result.passed) == (ExecutionStatus.FAILED, 0), result.reason
 
 
 def test_model_generators_still_iterate_to_their_end(executor):
     tests = "def check(candidate):\n    assert list(candidate(3)) == [0, 1, 2]\n"
-    result = executor.run(ExecutionJob(code="def count(n):\n    yield from range(n)\n", tests=tests,
-                                       entry_point="count", tests_format="check"))
+    result = executor.run(
+        ExecutionJob(
+            code="def count(n):\n    yield from range(n)\n", tests=tests, entry_point="count", tests_format="check"
+        )
+    )
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
 # --- 10. the in-process trust mode is loud --------------------------------------------------------------
+
 
 def test_inprocess_results_say_so_in_json_and_human_output(tmp_path):
     path = write_batch(tmp_path, [{**batch_job("inproc", RIGHT_ADD), "trust_mode": "inprocess"}])
@@ -695,12 +747,12 @@ def test_inprocess_results_say_so_in_json_and_human_output(tmp_path):
 
 
 def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
     from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
     from rewardpipe.models import Task
     from rewardpipe.monitoring import monitor_records
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
@@ -708,10 +760,18 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
 
     records = []
     for trust_mode in ("inprocess", "split", "inprocess"):
-        task = Task(task_id=f"t-{trust_mode}", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
-                    tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD, trust_mode=trust_mode)
-        state = start_episode(task, env=ENV, run_id="r", step=0, group_id="g",
-                              rollout_id=f"{trust_mode}-{len(records)}", max_turns=3)
+        task = Task(
+            task_id=f"t-{trust_mode}",
+            prompt="Write add(a, b).",
+            spec=["It adds."],
+            entry_point="add",
+            tests=HIDDEN_TESTS,
+            reference_solution=RIGHT_ADD,
+            trust_mode=trust_mode,
+        )
+        state = start_episode(
+            task, env=ENV, run_id="r", step=0, group_id="g", rollout_id=f"{trust_mode}-{len(records)}", max_turns=3
+        )
         state = converse(state, task, Commit(), ENV)
         job = execution_job(state, task, ENV)
         assert job is not None and job.trust_mode == trust_mode
@@ -725,20 +785,27 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
 
 def test_a_record_scored_from_a_surrogate_reason_can_be_written(executor):
     """`score` lost the record: the reason reaches Record.metrics, which must serialise as UTF-8 JSON."""
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
     from rewardpipe.episode import converse, execution_job, finish_episode, start_episode
     from rewardpipe.models import Task
     from rewardpipe.policies import fenced
     from rewardpipe.rewards import ASK_BEFORE_CODING
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
 
     class Commit:
         def next_turn(self, state, task):
             return fenced(LONE_SURROGATE)
 
-    task = Task(task_id="surrogate", prompt="Write add(a, b).", spec=["It adds."], entry_point="add",
-                tests=HIDDEN_TESTS, reference_solution=RIGHT_ADD)
-    state = converse(start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3),
-                     task, Commit(), ENV)
+    task = Task(
+        task_id="surrogate",
+        prompt="Write add(a, b).",
+        spec=["It adds."],
+        entry_point="add",
+        tests=HIDDEN_TESTS,
+        reference_solution=RIGHT_ADD,
+    )
+    state = converse(
+        start_episode(task, env=ENV, run_id="r", step=0, group_id="g", rollout_id="x", max_turns=3), task, Commit(), ENV
+    )
     record = finish_episode(state, task, executor.run(execution_job(state, task, ENV)), ASK_BEFORE_CODING, ENV)
     text = record.to_json()
     text.encode("utf-8")

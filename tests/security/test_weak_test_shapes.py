@@ -17,35 +17,42 @@ from rewardpipe.models import Task
 
 
 def task(tests: str, reference: str, entry_point: str, tests_format: str = "unittest") -> Task:
-    return Task(task_id="t", prompt="p", spec=["s"], entry_point=entry_point, tests=textwrap.dedent(tests),
-                tests_format=tests_format, reference_solution=textwrap.dedent(reference))
+    return Task(
+        task_id="t",
+        prompt="p",
+        spec=["s"],
+        entry_point=entry_point,
+        tests=textwrap.dedent(tests),
+        tests_format=tests_format,
+        reference_solution=textwrap.dedent(reference),
+    )
 
 
-NAN_WEAK = '''
+NAN_WEAK = """
 import unittest
 class T(unittest.TestCase):
     def test_root(self):
         assert not abs(sqrt2() - 1.41421356) > 1e-6
     def test_root_again(self):
         self.assertFalse(abs(sqrt2() - 1.41421356) >= 1e-6)
-'''
-NAN_WEAK_IF = '''
+"""
+NAN_WEAK_IF = """
 def check(candidate):
     if abs(candidate() - 1.41421356) > 1e-6:
         raise AssertionError("wrong")
-'''
-NAN_SAFE = '''
+"""
+NAN_SAFE = """
 import math, unittest
 class T(unittest.TestCase):
     def test_root(self):
         assert abs(sqrt2() - 1.41421356) <= 1e-6
         self.assertTrue(math.isclose(sqrt2(), 1.41421356, abs_tol=1e-6))
         self.assertAlmostEqual(sqrt2(), 1.41421356, places=6)
-'''
+"""
 SQRT2 = "def sqrt2():\n    return 2 ** 0.5\n"
 NAN_MODEL = "def sqrt2():\n    return float('nan')\n"
 
-MUTATION_WEAK = '''
+MUTATION_WEAK = """
 import unittest
 class T(unittest.TestCase):
     def test_sort(self):
@@ -56,8 +63,8 @@ class T(unittest.TestCase):
         got = sort_copy(data)
         expected = list(reversed(data))
         self.assertEqual(got, expected)
-'''
-MUTATION_SAFE = '''
+"""
+MUTATION_SAFE = """
 import unittest
 class T(unittest.TestCase):
     def test_sort(self):
@@ -70,30 +77,30 @@ class T(unittest.TestCase):
         self.assertEqual(data, [3, 1, 2])
     def test_literal(self):
         self.assertEqual(sort_copy([2, 1]), [1, 2])
-'''
+"""
 SORT_COPY = "def sort_copy(xs):\n    return sorted(xs)\n"
 MUTATING_MODEL = "def sort_copy(xs):\n    xs.clear()\n    return []\n"
 
-HELPER_WEAK = '''
+HELPER_WEAK = """
 def check(candidate):
     xs = [1, -3, 2]
     assert abs(poly(xs, candidate(xs))) < 1e-6
-'''
-HELPER_SAFE = '''
+"""
+HELPER_SAFE = """
 def poly(xs, x):
     return sum(c * x ** i for i, c in enumerate(xs))
 
 def check(candidate):
     xs = [1, -3, 2]
     assert abs(poly(xs, candidate(xs))) < 1e-6
-'''
-POLY_REFERENCE = '''
+"""
+POLY_REFERENCE = """
 def poly(xs, x):
     return sum(c * x ** i for i, c in enumerate(xs))
 
 def find_zero(xs):
     return 1.0
-'''
+"""
 POLY_CHEAT = "def poly(xs, x):\n    return 0\n\ndef find_zero(xs):\n    return 123.0\n"
 
 
@@ -118,17 +125,27 @@ def test_a_helper_the_model_can_redefine_is_flagged():
     assert weak_test_shapes(task(HELPER_SAFE, POLY_REFERENCE, "find_zero", "check")) == []
 
 
-@pytest.mark.parametrize("weak, safe, model, entry_point, tests_format", [
-    (NAN_WEAK, NAN_SAFE, NAN_MODEL, "sqrt2", "unittest"),
-    (MUTATION_WEAK, MUTATION_SAFE.replace("[3, 1, 2])\n    def test_literal", "[1, 2, 3])\n    def test_literal"),
-     MUTATING_MODEL, "sort_copy", "unittest"),
-    (HELPER_WEAK, HELPER_SAFE, POLY_CHEAT, "find_zero", "check"),
-])
-def test_each_flagged_shape_is_really_gameable_and_the_safe_form_is_not(executor, weak, safe, model, entry_point,
-                                                                         tests_format):
+@pytest.mark.parametrize(
+    "weak, safe, model, entry_point, tests_format",
+    [
+        (NAN_WEAK, NAN_SAFE, NAN_MODEL, "sqrt2", "unittest"),
+        (
+            MUTATION_WEAK,
+            MUTATION_SAFE.replace("[3, 1, 2])\n    def test_literal", "[1, 2, 3])\n    def test_literal"),
+            MUTATING_MODEL,
+            "sort_copy",
+            "unittest",
+        ),
+        (HELPER_WEAK, HELPER_SAFE, POLY_CHEAT, "find_zero", "check"),
+    ],
+)
+def test_each_flagged_shape_is_really_gameable_and_the_safe_form_is_not(
+    executor, weak, safe, model, entry_point, tests_format
+):
     def run(tests):
-        return executor.run(ExecutionJob(code=model, tests=textwrap.dedent(tests), entry_point=entry_point,
-                                         tests_format=tests_format))
+        return executor.run(
+            ExecutionJob(code=model, tests=textwrap.dedent(tests), entry_point=entry_point, tests_format=tests_format)
+        )
 
     assert run(weak).status is ExecutionStatus.PASSED  # the hazard is real
     assert run(safe).status is ExecutionStatus.FAILED

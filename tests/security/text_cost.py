@@ -74,8 +74,9 @@ class Interpreter:
                 hit = hit or self._same(av, ch)
             elif op is C.RANGE:
                 lo, hi = av
-                codes = {ord(ch)} | ({ord(c) for c in (ch.lower(), ch.upper()) if len(c) == 1}
-                                     if self.flags & re.IGNORECASE else set())
+                codes = {ord(ch)} | (
+                    {ord(c) for c in (ch.lower(), ch.upper()) if len(c) == 1} if self.flags & re.IGNORECASE else set()
+                )
                 hit = hit or any(lo <= code <= hi for code in codes)
             elif op is C.CATEGORY:
                 hit = hit or self._category(av, ch)
@@ -351,7 +352,6 @@ class _CountingRe(types.ModuleType):
         return self._call("split", pattern, string, maxsplit, flags=flags)
 
 
-
 @contextmanager
 def _untraced() -> Iterator[None]:
     """The interpreter's own work is not the code under test: no bytecode counting inside it."""
@@ -413,8 +413,9 @@ class OpCounter:
                 setattr(module, name, value)
 
 
-def operations(call: Callable[[], Any], modules: list[types.ModuleType],
-               clear: Callable[[], None] = lambda: None) -> int:
+def operations(
+    call: Callable[[], Any], modules: list[types.ModuleType], clear: Callable[[], None] = lambda: None
+) -> int:
     """Operations ``call()`` performs (caches emptied first by ``clear``, so every call does its full work).
 
     ``call`` runs once uncounted first: a first call's one-off work (a lazy import, a class built on first

@@ -15,9 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "ENVIRONMENT": "environment", "AskBeforeCoding": "environment", "AskBeforeCodingState": "state",
-    "POLICY_SYSTEM_PROMPT": "environment", "task_job": "environment",
-    "Task": "tasks", "BUNDLED_TASKS": "tasks",
+    "ENVIRONMENT": "environment",
+    "AskBeforeCoding": "environment",
+    "AskBeforeCodingState": "state",
+    "POLICY_SYSTEM_PROMPT": "environment",
+    "task_job": "environment",
+    "Task": "tasks",
+    "BUNDLED_TASKS": "tasks",
     "ASK_BEFORE_CODING": "reward",
 }
 

@@ -19,7 +19,8 @@ task's hidden tests (contracts.md §1).
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.ask_before_coding.reward import ASK_BEFORE_CODING
@@ -82,13 +83,15 @@ class AskBeforeCoding(Environment):
         self.llm_user = llm_user
         self.calls_llm = llm_user  # type: ignore[misc] - an instance's own setting
 
-    def configure(self, **options: str) -> "AskBeforeCoding":
+    def configure(self, **options: str) -> AskBeforeCoding:
         """``simulator=rule`` (default) or ``simulator=openai``: an LLM plays the user, through the run's
         chat client (``--sim-base-url``/``--sim-model``)."""
         unknown = set(options) - {"simulator"}
         if unknown:
-            raise ValueError(f"environment 'ask_before_coding' takes the option simulator=rule|openai, "
-                             f"not {', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"environment 'ask_before_coding' takes the option simulator=rule|openai, "
+                f"not {', '.join(sorted(unknown))}"
+            )
         choice = options.get("simulator", "rule")
         if choice not in ("rule", "openai"):
             raise ValueError(f"simulator must be rule or openai, got {choice!r}")
@@ -120,8 +123,9 @@ class AskBeforeCoding(Environment):
         if reply.revealed is not None and reply.revealed not in revealed:
             revealed = [*revealed, reply.revealed]
             answered = [*answered, len(state.turn_kinds) - 1]
-        return state.append(Message(role="user", content=reply.text), revealed=revealed, answered_turns=answered,
-                            next_action="policy")
+        return state.append(
+            Message(role="user", content=reply.text), revealed=revealed, answered_turns=answered, next_action="policy"
+        )
 
     def execution_job(self, state: AskBeforeCodingState, task: Task) -> ExecutionJob | None:
         if state.final_code is None:
@@ -143,25 +147,35 @@ class AskBeforeCoding(Environment):
                 if kind is TurnKind.COMMIT:
                     code = turn_code
         reveals = reveals_in(messages, task.spec, task.entry_point)
-        return AskBeforeCodingState(task_id=task.task_id, messages=list(messages), turn_kinds=kinds,
-                                    revealed=[index for _, index in reveals],
-                                    answered_turns=[turn for turn, _ in reveals], final_code=code,
-                                    next_action="execute" if code is not None else "score")
+        return AskBeforeCodingState(
+            task_id=task.task_id,
+            messages=list(messages),
+            turn_kinds=kinds,
+            revealed=[index for _, index in reveals],
+            answered_turns=[turn for turn, _ in reveals],
+            final_code=code,
+            next_action="execute" if code is not None else "score",
+        )
 
     def scenarios(self, task: Task) -> dict[str, Any]:
         from rewardpipe.envs.ask_before_coding.scenarios import doctor_scenarios
 
         return doctor_scenarios(task)
 
-    def scripted_policy(self, *, seed: int = 0, collapse_from_step: int | None = None,
-                        weights: Mapping[str, float] | None = None) -> Any:
+    def scripted_policy(
+        self, *, seed: int = 0, collapse_from_step: int | None = None, weights: Mapping[str, float] | None = None
+    ) -> Any:
         """The seeded strategy mix of :mod:`~rewardpipe.envs.ask_before_coding.scenarios` (``weights`` per
         strategy, default :data:`~rewardpipe.envs.ask_before_coding.scenarios.STRATEGY_WEIGHTS`)."""
         from rewardpipe.envs.ask_before_coding.scenarios import training_scenarios
         from rewardpipe.policies import ScenarioMix
 
-        return ScenarioMix(training_scenarios(dict(weights) if weights else None), seed=seed,
-                           collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario)
+        return ScenarioMix(
+            training_scenarios(dict(weights) if weights else None),
+            seed=seed,
+            collapse_from_step=collapse_from_step,
+            collapse_to=self.collapse_scenario,
+        )
 
     def metrics(self, state: AskBeforeCodingState, task: Task) -> dict[str, Any]:
         return {"spec_revealed": len(state.revealed), "spec_items": len(task.spec)}
@@ -172,10 +186,14 @@ class AskBeforeCoding(Environment):
         spec = task.spec if task is not None else []
         turns = dict(zip(state.revealed, state.answered_turns))
         # executed_code: the committed code, also when the task (and so the job) is not at hand
-        return {"executed_code": state.final_code,
-                "turn_kinds": [str(getattr(k, "value", k)) for k in state.turn_kinds],
-                "revealed": [RevealedItem(index=i, text=spec[i] if 0 <= i < len(spec) else "", turn=turns.get(i))
-                             for i in state.revealed]}
+        return {
+            "executed_code": state.final_code,
+            "turn_kinds": [str(getattr(k, "value", k)) for k in state.turn_kinds],
+            "revealed": [
+                RevealedItem(index=i, text=spec[i] if 0 <= i < len(spec) else "", turn=turns.get(i))
+                for i in state.revealed
+            ],
+        }
 
     def check_task(self, task: Task, runs: Mapping[str, Any]) -> list[str]:
         """The reference solution passes its tests, a stub fails them, and the simulator reveals every

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Sequence
+from typing import Any
 
 from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS, FILLER, GENERIC_CUES: this API
+    _INLINE_CODE,
     FILLER,
     GENERIC_CUES,
     STOPWORDS,
-    _INLINE_CODE,
     content_words,
 )
 from rewardpipe.parsing import parse_turn
@@ -45,8 +46,10 @@ ASK_SOMETHING_SPECIFIC = (
     "Could you be more specific about what you want to know?",
     "I'm not sure what you are asking; which part is unclear?",
 )
-NON_ANSWERS = frozenset(" ".join(reply.split()).lower()
-                       for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC))
+NON_ANSWERS = frozenset(
+    " ".join(reply.split()).lower()
+    for reply in (*NOTHING_MATCHES, NOTHING_LEFT, *NOT_A_QUESTION, *ASK_SOMETHING_SPECIFIC)
+)
 
 
 def is_non_answer(reply: str) -> bool:
@@ -120,8 +123,9 @@ def _item_words(spec: tuple[str, ...]) -> tuple[frozenset[str], ...]:
     return tuple(frozenset(content_words(item)) for item in spec)
 
 
-def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Sequence[str],
-                    revealed: "set[int] | Sequence[int]" = ()) -> tuple[int | None, bool]:
+def best_spec_match(
+    words: set[str] | frozenset[str] | Sequence[str], spec: Sequence[str], revealed: set[int] | Sequence[int] = ()
+) -> tuple[int | None, bool]:
     """(index, already_revealed) of the spec item sharing the most IDF-weighted subject words, or (None, False).
 
     The most relevant item overall answers the question; a revealed item that matches *better* is restated
@@ -150,11 +154,14 @@ def best_spec_match(words: "set[str] | frozenset[str] | Sequence[str]", spec: Se
 
 
 # Moved to :mod:`.replies` (what a reply says), kept importable here for code written against this module.
-_MOVED_TO_REPLIES = {"reveals_in": "reveals_in", "answered_turns_in": "answered_turns_in",
-                     "_would_reveal": "would_reveal"}
+_MOVED_TO_REPLIES = {
+    "reveals_in": "reveals_in",
+    "answered_turns_in": "answered_turns_in",
+    "_would_reveal": "would_reveal",
+}
 
 
-def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> list[int]:
+def stated_spec_items(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> list[int]:
     """The not-yet-revealed spec items a free-text reply states, best first
     (:func:`rewardpipe.envs.ask_before_coding.replies.stated_details`, without the request at hand)."""
     from rewardpipe.envs.ask_before_coding.replies import stated_details
@@ -162,7 +169,7 @@ def stated_spec_items(reply: str, spec: Sequence[str], revealed: "set[int] | Seq
     return stated_details(reply, spec, "", revealed)
 
 
-def revealed_spec_item(reply: str, spec: Sequence[str], revealed: "set[int] | Sequence[int]" = ()) -> int | None:
+def revealed_spec_item(reply: str, spec: Sequence[str], revealed: set[int] | Sequence[int] = ()) -> int | None:
     """The not-yet-revealed spec item a free-text reply states best, or None."""
     stated = stated_spec_items(reply, spec, revealed)
     return stated[0] if stated else None

@@ -68,9 +68,12 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
     prompt = first.content if first is not None and first.role == "user" else ""
     real, said = [], SaidSoFar(prompt)
     for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript)):
-        real.append(kind is TurnKind.QUESTION and reply is not None
-                    and not question_subject(text, prompt).asks_nothing
-                    and reply_informs(reply, text, said))
+        real.append(
+            kind is TurnKind.QUESTION
+            and reply is not None
+            and not question_subject(text, prompt).asks_nothing
+            and reply_informs(reply, text, said)
+        )
         if reply is not None:
             said.add(reply)
     return real
@@ -79,8 +82,11 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
 def _replies(transcript: Transcript) -> list[str | None]:
     """Per assistant turn, the user message that follows it (None if none does)."""
     messages = transcript.messages
-    return [messages[i + 1].content if i + 1 < len(messages) and messages[i + 1].role == "user" else None
-            for i, message in enumerate(messages) if message.role == "assistant"]
+    return [
+        messages[i + 1].content if i + 1 < len(messages) and messages[i + 1].role == "user" else None
+        for i, message in enumerate(messages)
+        if message.role == "assistant"
+    ]
 
 
 def _real_questions_before_first_commit(transcript: Transcript, state: Any) -> list[bool] | None:

@@ -55,19 +55,19 @@ GENERIC_QUESTIONS = (
 )
 
 
-def stub_guess(task: "Task") -> str:
+def stub_guess(task: Task) -> str:
     """What a model that never asked commits: a plausible signature with no knowledge of the hidden spec."""
     return f"def {task.entry_point}(*args, **kwargs):\n    return None\n"
 
 
-def _commit(state: Any, task: "Task") -> str:
+def _commit(state: Any, task: Task) -> str:
     knows_everything = len(state.revealed) >= len(task.spec)
     code = task.reference_solution if knows_everything else stub_guess(task)
     return "Thanks, that makes it clear. Here is the implementation:\n" + fenced(code)
 
 
 def _training_turn(strategy: str):
-    def turn(state: Any, task: "Task", rng: random.Random) -> str:
+    def turn(state: Any, task: Task, rng: random.Random) -> str:
         current = state.assistant_turns
         planned_questions = rng.randint(1, max(1, len(task.spec)))
         if strategy == "guess":
@@ -111,7 +111,7 @@ def training_scenarios(weights: dict[str, float] | None = None):
 
 
 def _doctor_turn(name: str, questions: int):
-    def turn(state: Any, task: "Task") -> str:
+    def turn(state: Any, task: Task) -> str:
         current = state.assistant_turns
         if name == "guess":
             return fenced(stub_guess(task))
@@ -129,16 +129,19 @@ def _doctor_turn(name: str, questions: int):
     return turn
 
 
-def doctor_scenarios(task: "Task") -> dict[str, ScriptedPolicy]:
+def doctor_scenarios(task: Task) -> dict[str, ScriptedPolicy]:
     # room for one question per detail, the commit, and a stall; within the turn limit (a spec holds at most
     # MAX_SPEC_ITEMS = MAX_TURNS - 1 items, so the reference scenario still asks them all and commits)
     turns = min(len(task.spec) + 3, MAX_TURNS)
     return {
-        "reference": ScriptedPolicy(_doctor_turn("reference", len(task.spec)), max_turns=turns,
-                                    description="asks one generic question per hidden detail, then commits the "
-                                                "reference solution"),
+        "reference": ScriptedPolicy(
+            _doctor_turn("reference", len(task.spec)),
+            max_turns=turns,
+            description="asks one generic question per hidden detail, then commits the reference solution",
+        ),
         "guess": ScriptedPolicy(_doctor_turn("guess", 0), max_turns=turns, description="commits a stub at once"),
         "loop": ScriptedPolicy(_doctor_turn("loop", 0), max_turns=turns, description="repeats one question"),
-        "stall_then_ask": ScriptedPolicy(_doctor_turn("stall_then_ask", 1), max_turns=turns,
-                                         description="a statement, one question, then a commit"),
+        "stall_then_ask": ScriptedPolicy(
+            _doctor_turn("stall_then_ask", 1), max_turns=turns, description="a statement, one question, then a commit"
+        ),
     }

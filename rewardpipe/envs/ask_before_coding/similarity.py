@@ -104,8 +104,9 @@ def _chain(pairs: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
     return chain
 
 
-def matched_characters(a: str, b: str, in_a: dict[str, list[int]] | None = None,
-                       in_b: dict[str, list[int]] | None = None) -> int:
+def matched_characters(
+    a: str, b: str, in_a: dict[str, list[int]] | None = None, in_b: dict[str, list[int]] | None = None
+) -> int:
     """Length of the common subsequence the chain of shared ANCHOR_CHARS-character runs spells out
     (``in_a``/``in_b``: the turns' :func:`anchor_positions`, when already built).
 
@@ -154,8 +155,12 @@ def turn_similarity(a: str, b: str, above: float | None = None) -> float:
     return _similarity(normalise(a), normalise(b), above)
 
 
-def _similarity(a: str, b: str, above: float | None = None,
-                indexes: Callable[[], tuple[dict[str, list[int]], dict[str, list[int]]]] | None = None) -> float:
+def _similarity(
+    a: str,
+    b: str,
+    above: float | None = None,
+    indexes: Callable[[], tuple[dict[str, list[int]], dict[str, list[int]]]] | None = None,
+) -> float:
     """``turn_similarity`` of normalised turns; ``indexes`` builds their anchor indexes (only if compared)."""
     if a == b:
         return 1.0
@@ -209,9 +214,10 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
             return seen[text], later
         indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
-            pair = (lambda first=earlier, second=later: (index(first), index(second)))  # noqa: E731
-            if (_similarity(normalised[earlier], text, threshold, pair) > threshold
-                    or _contained(words[earlier], words[later])):
+            pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
+            if _similarity(normalised[earlier], text, threshold, pair) > threshold or _contained(
+                words[earlier], words[later]
+            ):
                 return earlier, later
         seen[text] = later
     return None

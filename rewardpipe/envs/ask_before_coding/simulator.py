@@ -8,11 +8,10 @@ Neither ever sees the hidden tests or the reference solution: they are not passe
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
-from rewardpipe.openai_client import ChatClient, OwnsChatClient
-from rewardpipe.parsing import TurnKind, classify_turn
 # The canned replies are part of this module's interface.
 from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     ASK_SOMETHING_SPECIFIC,
@@ -26,6 +25,8 @@ from rewardpipe.envs.ask_before_coding.questions import (  # noqa: F401
     stated_spec_items,
 )
 from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+from rewardpipe.openai_client import ChatClient, OwnsChatClient
+from rewardpipe.parsing import TurnKind, classify_turn
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.envs.ask_before_coding.environment import AskBeforeCodingState as EpisodeState
@@ -39,7 +40,7 @@ class SimulatorReply:
 
 
 class Simulator(Protocol):
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply: ...
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply: ...
 
 
 def _pick(options: Sequence[str], key: str) -> str:
@@ -62,7 +63,7 @@ class RuleBasedSimulator:
     * A turn that is not a question reveals nothing: the simulator never volunteers details.
     """
 
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply:
         question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
         key = f"{state.rollout_id}:{len(state.messages)}"
         if classify_turn(question) is not TurnKind.QUESTION:
@@ -84,7 +85,7 @@ class RuleBasedSimulator:
         return SimulatorReply(_pick(NOTHING_MATCHES, key), None)
 
     @staticmethod
-    def best_match(question: "str | Iterable[str]", spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
+    def best_match(question: str | Iterable[str], spec: Sequence[str], revealed: set[int]) -> tuple[int | None, bool]:
         """Return (index, already_revealed) of the best-matching spec item, or (None, False).
 
         ``question`` is a question's text or the subject words :func:`question_subject` found in it.
@@ -116,8 +117,15 @@ class OpenAISimulator(OwnsChatClient):
     reply that reveals nothing, whatever the LLM would have said. The system prompt states the same rule.
     """
 
-    def __init__(self, base_url: str | None = None, model: str | None = None, api_key: str | None = None,
-                 client: ChatClient | None = None, *, chat: Callable[..., str] | None = None):
+    def __init__(
+        self,
+        base_url: str | None = None,
+        model: str | None = None,
+        api_key: str | None = None,
+        client: ChatClient | None = None,
+        *,
+        chat: Callable[..., str] | None = None,
+    ):
         # ``chat``: rewardpipe's chat client as an environment context gives it (EnvContext.chat); else a
         # client of its own for ``base_url``/``model``.
         if chat is None:
@@ -128,7 +136,7 @@ class OpenAISimulator(OwnsChatClient):
         if getattr(self, "client", None) is not None:
             self.client.close()
 
-    def respond(self, state: "EpisodeState", task: "Task") -> SimulatorReply:
+    def respond(self, state: EpisodeState, task: Task) -> SimulatorReply:
         question = next((m.content for m in reversed(state.messages) if m.role == "assistant"), "")
         key = f"{state.rollout_id}:{len(state.messages)}"
         if classify_turn(question) is not TurnKind.QUESTION:
@@ -146,8 +154,9 @@ class OpenAISimulator(OwnsChatClient):
         # several details (a question that talked the LLM into listing the requirements, in its own words or
         # the spec's) says only the one asked about; a reply the rules cannot account for (a paraphrase they
         # do not recognise, a made-up requirement) is replaced by the rule-based user's answer.
-        vetted, revealed = vet_llm_reply(text, question, task.spec, prompt=task.prompt,
-                                         entry_point=task.entry_point, revealed=state.revealed)
+        vetted, revealed = vet_llm_reply(
+            text, question, task.spec, prompt=task.prompt, entry_point=task.entry_point, revealed=state.revealed
+        )
         if vetted is None:
             return RuleBasedSimulator().respond(state, task)
         return SimulatorReply(vetted, revealed)

@@ -17,5 +17,18 @@ from rewardpipe.envs.tool_call.state import CallLog, ToolCallState
 from rewardpipe.envs.tool_call.tasks import BUNDLED_TASKS, PlannedCall, ToolCallTask
 from rewardpipe.envs.tool_call.tools import Tool, Toolset, tool
 
-__all__ = ["BUNDLED_TASKS", "CallLog", "ENVIRONMENT", "POLICY_SYSTEM_PROMPT", "PlannedCall", "SHOP", "TOOL_CALL",
-           "Tool", "ToolCallEnvironment", "ToolCallState", "ToolCallTask", "Toolset", "tool"]
+__all__ = [
+    "BUNDLED_TASKS",
+    "ENVIRONMENT",
+    "POLICY_SYSTEM_PROMPT",
+    "SHOP",
+    "TOOL_CALL",
+    "CallLog",
+    "PlannedCall",
+    "Tool",
+    "ToolCallEnvironment",
+    "ToolCallState",
+    "ToolCallTask",
+    "Toolset",
+    "tool",
+]

@@ -19,8 +19,9 @@ is read only up to a size; nothing is ever evaluated.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from rewardpipe.envs.tool_call.tools import MAX_ARGUMENT_CHARS
 from rewardpipe.tagged import tagged_spans
@@ -70,8 +71,9 @@ def _structured(entries: Sequence[Any], turn: int) -> list[ParsedCall]:
         call_id = _call_id(given_id, turn, index)
         function = entry.get("function") if isinstance(entry, dict) else None
         if not isinstance(function, dict):
-            calls.append(ParsedCall(call_id, problem="a tool call needs a 'function' object with 'name' and "
-                                                     "'arguments'"))
+            calls.append(
+                ParsedCall(call_id, problem="a tool call needs a 'function' object with 'name' and 'arguments'")
+            )
             continue
         calls.append(ParsedCall(call_id, function.get("name"), function.get("arguments", {})))
     return calls
@@ -83,8 +85,11 @@ def _tagged(text: str, turn: int) -> tuple[list[ParsedCall], int]:
     for index, (start, end) in enumerate(scan.spans[:MAX_READ_CALLS]):
         call_id = _call_id(None, turn, index)
         if end - start > MAX_ARGUMENT_CHARS + 512:
-            calls.append(ParsedCall(call_id, problem=f"a <{CALL_TAG}> of {end - start} characters; at most "
-                                                     f"{MAX_ARGUMENT_CHARS + 512}"))
+            calls.append(
+                ParsedCall(
+                    call_id, problem=f"a <{CALL_TAG}> of {end - start} characters; at most {MAX_ARGUMENT_CHARS + 512}"
+                )
+            )
             continue
         try:
             body = json.loads(text[start:end])
@@ -96,14 +101,20 @@ def _tagged(text: str, turn: int) -> tuple[list[ParsedCall], int]:
             continue
         extra = sorted(set(body) - {"name", "arguments"})
         if extra:
-            calls.append(ParsedCall(call_id, problem=f"a <{CALL_TAG}> holds only name and arguments, not "
-                                                     f"{', '.join(repr(k)[:40] for k in extra[:3])}"))
+            calls.append(
+                ParsedCall(
+                    call_id,
+                    problem=f"a <{CALL_TAG}> holds only name and arguments, not "
+                    f"{', '.join(repr(k)[:40] for k in extra[:3])}",
+                )
+            )
             continue
         calls.append(ParsedCall(call_id, body["name"], body.get("arguments", {})))
     unread = max(0, len(scan.spans) - MAX_READ_CALLS)
     if scan.unclosed and len(calls) < MAX_READ_CALLS:
-        calls.append(ParsedCall(_call_id(None, turn, len(calls)), problem=f"a <{CALL_TAG}> is never closed "
-                                                                          f"(</{CALL_TAG}>)"))
+        calls.append(
+            ParsedCall(_call_id(None, turn, len(calls)), problem=f"a <{CALL_TAG}> is never closed (</{CALL_TAG}>)")
+        )
     elif scan.unclosed:
         unread += scan.unclosed
     return calls, unread

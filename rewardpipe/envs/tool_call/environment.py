@@ -24,7 +24,8 @@ An OpenAI-compatible policy is sent the tools' schemas (:meth:`ToolCallEnvironme
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, ClassVar
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.tool_call.calls import CALL_TAG, MAX_CALLS_PER_TURN, ParsedCall, parse_turn
@@ -80,8 +81,12 @@ class ToolCallEnvironment(Environment):
     def on_policy_turn(self, state: ToolCallState, task: ToolCallTask, text: str) -> ToolCallState:
         parsed = self._parsed(state, text)
         if parsed.answer is not None:
-            return state.evolve(answer=parsed.answer, turn_kinds=[*state.turn_kinds, "answer"], next_action="score",
-                                end_reason="answered")
+            return state.evolve(
+                answer=parsed.answer,
+                turn_kinds=[*state.turn_kinds, "answer"],
+                next_action="score",
+                end_reason="answered",
+            )
         return state.evolve(turn_kinds=[*state.turn_kinds, "calls"], next_action="env")
 
     def _run(self, call: ParsedCall, index: int, world: dict[str, Any]) -> CallOutcome:
@@ -103,18 +108,39 @@ class ToolCallEnvironment(Environment):
             changed = outcome.world is not world
             # The same call again, answered before and with nothing changed since, that changes nothing now:
             # a second transfer of the same amount does something, a second read does not.
-            redundant = not changed and key is not None and any(log.key == key and log.world_version == version
-                                                                for log in logs)
+            redundant = (
+                not changed and key is not None and any(log.key == key and log.world_version == version for log in logs)
+            )
             if changed:
                 world, version = outcome.world, version + 1
-            logs.append(CallLog(id=call.id, turn=turn, name=name, status=outcome.status, key=key,
-                                world_version=version, redundant=redundant))
+            logs.append(
+                CallLog(
+                    id=call.id,
+                    turn=turn,
+                    name=name,
+                    status=outcome.status,
+                    key=key,
+                    world_version=version,
+                    redundant=redundant,
+                )
+            )
             replies.append(Message(role="tool", content=outcome.content, tool_call_id=call.id, name=name))
         if parsed.unread:
-            replies.append(Message(role="user", content=f"{parsed.unread} more call(s) in that turn were not read: "
-                                                        f"at most {MAX_CALLS_PER_TURN} calls a turn are run."))
-        return state.append(*replies, world=world, world_version=version, calls=logs,
-                            unread_calls=state.unread_calls + parsed.unread, next_action="policy")
+            replies.append(
+                Message(
+                    role="user",
+                    content=f"{parsed.unread} more call(s) in that turn were not read: "
+                    f"at most {MAX_CALLS_PER_TURN} calls a turn are run.",
+                )
+            )
+        return state.append(
+            *replies,
+            world=world,
+            world_version=version,
+            calls=logs,
+            unread_calls=state.unread_calls + parsed.unread,
+            next_action="policy",
+        )
 
     # -- scoring recorded conversations, doctor, the record -----------------------------------------------
 
@@ -130,22 +156,30 @@ class ToolCallEnvironment(Environment):
 
         return doctor_scenarios(task)
 
-    def scripted_policy(self, *, seed: int = 0, collapse_from_step: int | None = None,
-                        weights: Mapping[str, float] | None = None) -> Any:
+    def scripted_policy(
+        self, *, seed: int = 0, collapse_from_step: int | None = None, weights: Mapping[str, float] | None = None
+    ) -> Any:
         """The seeded strategy mix of :mod:`~rewardpipe.envs.tool_call.scenarios` (``weights`` per
         strategy, default :data:`~rewardpipe.envs.tool_call.scenarios.STRATEGY_WEIGHTS`)."""
         from rewardpipe.envs.tool_call.scenarios import training_scenarios
         from rewardpipe.policies import ScenarioMix
 
-        return ScenarioMix(training_scenarios(dict(weights) if weights else None), seed=seed,
-                           collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario)
+        return ScenarioMix(
+            training_scenarios(dict(weights) if weights else None),
+            seed=seed,
+            collapse_from_step=collapse_from_step,
+            collapse_to=self.collapse_scenario,
+        )
 
     def metrics(self, state: ToolCallState, task: ToolCallTask) -> dict[str, Any]:
         statuses = [call.status for call in state.calls]
-        return {"calls": len(statuses), "invalid_calls": statuses.count("invalid") + state.unread_calls,
-                "tool_errors": statuses.count("tool_error"),
-                "redundant_calls": sum(1 for call in state.calls if call.redundant),
-                "answered": state.answer is not None}
+        return {
+            "calls": len(statuses),
+            "invalid_calls": statuses.count("invalid") + state.unread_calls,
+            "tool_errors": statuses.count("tool_error"),
+            "redundant_calls": sum(1 for call in state.calls if call.redundant),
+            "answered": state.answer is not None,
+        }
 
     def transcript_fields(self, state: ToolCallState, task: ToolCallTask | None) -> dict[str, Any]:
         return {"turn_kinds": list(state.turn_kinds)}

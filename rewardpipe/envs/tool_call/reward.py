@@ -41,8 +41,9 @@ def goal_reached(state: Any, task: Any) -> float | None:
     expected_world, expected_answer = getattr(task, "expected_world", None), getattr(task, "expected_answer", None)
     if expected_world is not None and episode.world != expected_world:
         return 0.0
-    if expected_answer is not None and (episode.answer is None or
-                                        normalise_answer(episode.answer) != normalise_answer(expected_answer)):
+    if expected_answer is not None and (
+        episode.answer is None or normalise_answer(episode.answer) != normalise_answer(expected_answer)
+    ):
         return 0.0
     return 1.0
 
@@ -58,8 +59,12 @@ def valid_calls(state: Any) -> float | None:
     return sum(1 for call in episode.calls if call.valid) / total
 
 
-@component(range=(-1.0, 0.0), role="penalty", weight=0.3,
-           description="-0.25 per call repeating an answered one with the world unchanged (at most -1)")
+@component(
+    range=(-1.0, 0.0),
+    role="penalty",
+    weight=0.3,
+    description="-0.25 per call repeating an answered one with the world unchanged (at most -1)",
+)
 def redundant_calls(state: Any) -> float | None:
     episode = _episode(state)
     if episode is None:
@@ -70,11 +75,17 @@ def redundant_calls(state: Any) -> float | None:
 
 def explain_error(state: Any, task: Any) -> ErrorInfo | None:
     if _episode(state) is None or task is None:
-        return ErrorInfo(kind="component_unavailable",
-                         message="the tool_call reward scores a tool-call episode's state and task (run or score "
-                                 "it with --env tool_call and --tasks)")
+        return ErrorInfo(
+            kind="component_unavailable",
+            message="the tool_call reward scores a tool-call episode's state and task (run or score "
+            "it with --env tool_call and --tasks)",
+        )
     return None
 
 
-TOOL_CALL = Reward("tool_call", [goal_reached, valid_calls, redundant_calls], explain_error=explain_error,
-                   description="Tool use: goal reached, valid calls, redundant calls")
+TOOL_CALL = Reward(
+    "tool_call",
+    [goal_reached, valid_calls, redundant_calls],
+    explain_error=explain_error,
+    description="Tool use: goal reached, valid calls, redundant calls",
+)

@@ -51,8 +51,12 @@ def get_stock(world: World, item: str) -> tuple[dict[str, Any], World]:
         item: the item's name, as list_items gives it.
     """
     found = _item(world, item)
-    return {"item": item, "stock": found["stock"], "price_cents": found["price_cents"],
-            "cost_cents": found["cost_cents"]}, world
+    return {
+        "item": item,
+        "stock": found["stock"],
+        "price_cents": found["price_cents"],
+        "cost_cents": found["cost_cents"],
+    }, world
 
 
 @tool
@@ -67,8 +71,9 @@ def restock(world: World, item: str, quantity: Quantity) -> tuple[dict[str, Any]
     cost = quantity * found["cost_cents"]
     balance = _account(world, PAYING_ACCOUNT)
     if cost > balance:
-        raise ValueError(f"restocking {quantity} {item} costs {cost} cents; the {PAYING_ACCOUNT} account holds "
-                         f"{balance}")
+        raise ValueError(
+            f"restocking {quantity} {item} costs {cost} cents; the {PAYING_ACCOUNT} account holds {balance}"
+        )
     found["stock"] += quantity
     world["accounts"][PAYING_ACCOUNT] = balance - cost
     return {"item": item, "stock": found["stock"], "paid_cents": cost}, world
@@ -112,8 +117,12 @@ def transfer(world: World, source: str, target: str, amount_cents: Cents) -> tup
         raise ValueError(f"{source} holds {available} cents, less than {amount_cents}")
     world["accounts"][source] -= amount_cents
     world["accounts"][target] += amount_cents
-    return {"source": source, "target": target, "moved_cents": amount_cents,
-            "source_balance_cents": world["accounts"][source]}, world
+    return {
+        "source": source,
+        "target": target,
+        "moved_cents": amount_cents,
+        "source_balance_cents": world["accounts"][source],
+    }, world
 
 
 SHOP = Toolset([list_items, get_stock, restock, set_price, get_balance, transfer])

@@ -40,7 +40,7 @@ class ToolCallTask(TaskRow):
     reference_calls: list[PlannedCall] = Field(default_factory=list)
 
     @model_validator(mode="after")
-    def _has_a_goal(self) -> "ToolCallTask":
+    def _has_a_goal(self) -> ToolCallTask:
         if self.expected_world is None and self.expected_answer is None:
             raise ValueError("a tool-call task needs a goal: expected_world, expected_answer, or both")
         return self

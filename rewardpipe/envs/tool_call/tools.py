@@ -32,8 +32,9 @@ import inspect
 import json
 import re
 import typing
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
@@ -60,7 +61,7 @@ def _docstring_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
     except StopIteration:
         return description, arguments
     current = None
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.strip():
             break
         match = re.match(r"^\s+(\w+)(?:\s*\([^)]*\))?\s*:\s*(.*)$", line)
@@ -75,9 +76,15 @@ def _docstring_parts(fn: Callable[..., Any]) -> tuple[str, dict[str, str]]:
 def _without_titles(schema: Any) -> Any:
     """The schema without pydantic's ``title`` keys (noise in a prompt); property names are kept."""
     if isinstance(schema, dict):
-        return {key: (_without_titles(value) if key != "properties" else
-                      {name: _without_titles(sub) for name, sub in value.items()})
-                for key, value in schema.items() if key != "title"}
+        return {
+            key: (
+                _without_titles(value)
+                if key != "properties"
+                else {name: _without_titles(sub) for name, sub in value.items()}
+            )
+            for key, value in schema.items()
+            if key != "title"
+        }
     if isinstance(schema, list):
         return [_without_titles(item) for item in schema]
     return schema
@@ -98,8 +105,10 @@ class Tool:
         return _without_titles(self.arguments_model.model_json_schema())
 
     def schema(self) -> dict[str, Any]:
-        return {"type": "function",
-                "function": {"name": self.name, "description": self.description, "parameters": self.parameters}}
+        return {
+            "type": "function",
+            "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
+        }
 
     def validate(self, arguments: Any) -> dict[str, Any]:
         """The arguments, checked strictly against the schema (ValidationError naming what is wrong)."""
@@ -126,14 +135,17 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
         fields: dict[str, Any] = {}
         for parameter in parameters[1:]:
             if parameter.kind not in (parameter.POSITIONAL_OR_KEYWORD, parameter.KEYWORD_ONLY):
-                raise ToolDefinitionError(f"tool '{tool_name}': parameter '{parameter.name}' must be a plain "
-                                          f"named parameter (no *args, **kwargs or positional-only)")
+                raise ToolDefinitionError(
+                    f"tool '{tool_name}': parameter '{parameter.name}' must be a plain "
+                    f"named parameter (no *args, **kwargs or positional-only)"
+                )
             if parameter.name not in hints:
-                raise ToolDefinitionError(f"tool '{tool_name}': parameter '{parameter.name}' needs a type hint "
-                                          f"(it becomes the argument's JSON schema)")
+                raise ToolDefinitionError(
+                    f"tool '{tool_name}': parameter '{parameter.name}' needs a type hint "
+                    f"(it becomes the argument's JSON schema)"
+                )
             default = ... if parameter.default is parameter.empty else parameter.default
-            fields[parameter.name] = (hints[parameter.name],
-                                      Field(default, description=documented.get(parameter.name)))
+            fields[parameter.name] = (hints[parameter.name], Field(default, description=documented.get(parameter.name)))
         model = create_model(f"{tool_name}_arguments", __config__=ConfigDict(extra="forbid"), **fields)
         return Tool(tool_name, description or tool_name, function, model)
 
@@ -205,33 +217,43 @@ class Toolset:
         if item is None:
             known = ", ".join(self.tools)
             shown = _short(name, 80) if isinstance(name, str) else type(name).__name__
-            return CallOutcome("invalid", _message({"error": f"unknown tool {shown!r}; the tools are {known}"}),
-                               world)
+            return CallOutcome("invalid", _message({"error": f"unknown tool {shown!r}; the tools are {known}"}), world)
         if isinstance(arguments, str):
             if len(arguments) > MAX_ARGUMENT_CHARS:
-                return CallOutcome("invalid", _message({"error": f"arguments of {len(arguments)} characters; at "
-                                                                 f"most {MAX_ARGUMENT_CHARS}"}), world)
+                return CallOutcome(
+                    "invalid",
+                    _message({"error": f"arguments of {len(arguments)} characters; at most {MAX_ARGUMENT_CHARS}"}),
+                    world,
+                )
             try:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except (ValueError, RecursionError) as exc:
-                return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}),
-                                   world)
+                return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}), world)
         if not isinstance(arguments, dict):
-            return CallOutcome("invalid", _message({"error": f"arguments must be a JSON object, got "
-                                                             f"{type(arguments).__name__}"}), world)
+            return CallOutcome(
+                "invalid",
+                _message({"error": f"arguments must be a JSON object, got {type(arguments).__name__}"}),
+                world,
+            )
         try:
             validated = item.validate(arguments)
         except ValidationError as exc:
-            return CallOutcome("invalid", _message({"error": f"arguments do not match {item.name}'s schema: "
-                                                             f"{_validation_problem(exc)}"}), world)
+            return CallOutcome(
+                "invalid",
+                _message({"error": f"arguments do not match {item.name}'s schema: {_validation_problem(exc)}"}),
+                world,
+            )
         try:
             returned = item.fn(_copy_world(world), **validated)
         except Exception as exc:  # noqa: BLE001 - the tool's refusal is an answer the model reads
-            return CallOutcome("tool_error", _message({"error": _short(f"{type(exc).__name__}: {exc}")}), world,
-                               validated)
+            return CallOutcome(
+                "tool_error", _message({"error": _short(f"{type(exc).__name__}: {exc}")}), world, validated
+            )
         if not (isinstance(returned, tuple) and len(returned) == 2 and isinstance(returned[1], dict)):
-            raise ToolDefinitionError(f"tool '{item.name}' must return (result, new_world), the world a JSON "
-                                      f"object; it returned {type(returned).__name__}")
+            raise ToolDefinitionError(
+                f"tool '{item.name}' must return (result, new_world), the world a JSON "
+                f"object; it returned {type(returned).__name__}"
+            )
         result, new_world = returned
         try:
             content = _message({"result": result})

@@ -15,5 +15,17 @@ from rewardpipe.envs.wordle.reward import WORDLE
 from rewardpipe.envs.wordle.state import TurnResult, WordleState
 from rewardpipe.envs.wordle.tasks import BUNDLED_TASKS, WordleTask
 
-__all__ = ["BUNDLED_TASKS", "ENVIRONMENT", "POLICY_SYSTEM_PROMPT", "TurnResult", "WORDLE", "WORDS_FILE", "Wordle",
-           "WordleState", "WordleTask", "feedback", "load_words", "parse_guess"]
+__all__ = [
+    "BUNDLED_TASKS",
+    "ENVIRONMENT",
+    "POLICY_SYSTEM_PROMPT",
+    "WORDLE",
+    "WORDS_FILE",
+    "TurnResult",
+    "Wordle",
+    "WordleState",
+    "WordleTask",
+    "feedback",
+    "load_words",
+    "parse_guess",
+]

@@ -24,8 +24,9 @@ the list) or ``dictionary=PATH`` (a word list of your own, one word a line).
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from rewardpipe.environment import EnvContext, Environment
 from rewardpipe.envs.wordle.game import (
@@ -51,9 +52,8 @@ POLICY_SYSTEM_PROMPT = (
 
 FORMAT_REMINDER = {
     GuessProblem.NO_TAG: f"I found no guess in that. Write it as five letters between tags, e.g. "
-                         f"<{GUESS_TAG}>crane</{GUESS_TAG}>.",
-    GuessProblem.UNCLOSED_TAG: f"Your <{GUESS_TAG}> tag is not closed. Write it as "
-                               f"<{GUESS_TAG}>crane</{GUESS_TAG}>.",
+    f"<{GUESS_TAG}>crane</{GUESS_TAG}>.",
+    GuessProblem.UNCLOSED_TAG: f"Your <{GUESS_TAG}> tag is not closed. Write it as <{GUESS_TAG}>crane</{GUESS_TAG}>.",
     GuessProblem.NOT_FIVE_LETTERS: f"A guess is exactly five letters a-z, e.g. <{GUESS_TAG}>crane</{GUESS_TAG}>.",
 }
 
@@ -95,12 +95,13 @@ class Wordle(Environment):
         self.dictionary = dictionary
         self.words = dictionary_words(dictionary)
 
-    def configure(self, **options: str) -> "Wordle":
+    def configure(self, **options: str) -> Wordle:
         """``dictionary=bundled|off|PATH`` (see the module docstring)."""
         unknown = set(options) - {"dictionary"}
         if unknown:
-            raise ValueError(f"environment 'wordle' takes the option dictionary=bundled|off|PATH, not "
-                             f"{', '.join(sorted(unknown))}")
+            raise ValueError(
+                f"environment 'wordle' takes the option dictionary=bundled|off|PATH, not {', '.join(sorted(unknown))}"
+            )
         return Wordle(options.get("dictionary", "bundled"))
 
     def accepts(self, word: str, task: WordleTask) -> bool:
@@ -117,17 +118,26 @@ class Wordle(Environment):
         if word is None:
             return state.evolve(turn_results=[*state.turn_results, TurnResult.MALFORMED], next_action="env")
         if word == task.answer:
-            return state.evolve(guesses=[*state.guesses, word], feedback=[*state.feedback, SOLVED_PATTERN],
-                                turn_results=[*state.turn_results, TurnResult.SOLVED], solved=True,
-                                next_action="score", end_reason="solved")
+            return state.evolve(
+                guesses=[*state.guesses, word],
+                feedback=[*state.feedback, SOLVED_PATTERN],
+                turn_results=[*state.turn_results, TurnResult.SOLVED],
+                solved=True,
+                next_action="score",
+                end_reason="solved",
+            )
         if word in state.guesses:
             result = TurnResult.REPEAT
         elif not self.accepts(word, task):
             return state.evolve(turn_results=[*state.turn_results, TurnResult.NOT_A_WORD], next_action="env")
         else:
             result = TurnResult.GUESS
-        return state.evolve(guesses=[*state.guesses, word], feedback=[*state.feedback, feedback(word, task.answer)],
-                            turn_results=[*state.turn_results, result], next_action="env")
+        return state.evolve(
+            guesses=[*state.guesses, word],
+            feedback=[*state.feedback, feedback(word, task.answer)],
+            turn_results=[*state.turn_results, result],
+            next_action="env",
+        )
 
     def respond(self, state: WordleState, task: WordleTask, ctx: EnvContext | None = None) -> WordleState:
         result = state.turn_results[-1]
@@ -141,14 +151,14 @@ class Wordle(Environment):
         else:
             word, pattern = state.guesses[-1], state.feedback[-1]
             repeated = f"You already guessed {word.upper()}. " if result == TurnResult.REPEAT else ""
-            text = (f"{repeated}Guess {len(state.guesses)} of {task.max_guesses}: {word.upper()}\n"
-                    f"{describe(word, pattern)}")
+            text = (
+                f"{repeated}Guess {len(state.guesses)} of {task.max_guesses}: {word.upper()}\n{describe(word, pattern)}"
+            )
             if left > 0:
                 text += f"\n{_left(left)}"
         if left <= 0:
             text += f"\nNo guesses left: the word was {task.answer.upper()}."
-            return state.append(text_message("user", text), next_action="score",
-                                end_reason="out_of_guesses")
+            return state.append(text_message("user", text), next_action="score", end_reason="out_of_guesses")
         return state.append(text_message("user", text), next_action="policy")
 
     # -- scoring recorded conversations, doctor, the record -----------------------------------------------
@@ -165,15 +175,20 @@ class Wordle(Environment):
 
         return doctor_scenarios(task, self.guessable())
 
-    def scripted_policy(self, *, seed: int = 0, collapse_from_step: int | None = None,
-                        weights: Mapping[str, float] | None = None) -> Any:
+    def scripted_policy(
+        self, *, seed: int = 0, collapse_from_step: int | None = None, weights: Mapping[str, float] | None = None
+    ) -> Any:
         """The seeded strategy mix of :mod:`~rewardpipe.envs.wordle.scenarios` (``weights`` per strategy,
         default :data:`~rewardpipe.envs.wordle.scenarios.STRATEGY_WEIGHTS`)."""
         from rewardpipe.envs.wordle.scenarios import training_scenarios
         from rewardpipe.policies import ScenarioMix
 
-        return ScenarioMix(training_scenarios(self.guessable(), dict(weights) if weights else None), seed=seed,
-                           collapse_from_step=collapse_from_step, collapse_to=self.collapse_scenario)
+        return ScenarioMix(
+            training_scenarios(self.guessable(), dict(weights) if weights else None),
+            seed=seed,
+            collapse_from_step=collapse_from_step,
+            collapse_to=self.collapse_scenario,
+        )
 
     def guessable(self) -> tuple[str, ...]:
         """The words a scripted player picks from: the word list (the bundled one when any word goes)."""

@@ -54,8 +54,12 @@ def letter_credit(state: Any) -> float | None:
     return max(map(pattern_credit, game.feedback), default=0.0)
 
 
-@component(range=(0.0, 1.0), role="shaping", weight=0.2,
-           description="mean over the guess slots of the best credit reached by then (1 once solved)")
+@component(
+    range=(0.0, 1.0),
+    role="shaping",
+    weight=0.2,
+    description="mean over the guess slots of the best credit reached by then (1 once solved)",
+)
 def speed(state: Any) -> float | None:
     game = _game(state)
     if game is None:
@@ -81,8 +85,12 @@ def format_ok(state: Any) -> float | None:
     return sum(1 for r in results if r != TurnResult.MALFORMED) / len(results)
 
 
-@component(range=(-1.0, 0.0), role="penalty", weight=0.3,
-           description="-0.5 per repeated guess or word not in the word list (at most -1)")
+@component(
+    range=(-1.0, 0.0),
+    role="penalty",
+    weight=0.3,
+    description="-0.5 per repeated guess or word not in the word list (at most -1)",
+)
 def wasted_guesses(state: Any) -> float | None:
     game = _game(state)
     if game is None:
@@ -93,11 +101,16 @@ def wasted_guesses(state: Any) -> float | None:
 
 def explain_error(state: Any) -> ErrorInfo | None:
     if _game(state) is None:
-        return ErrorInfo(kind="component_unavailable",
-                         message="the wordle reward scores a wordle episode's state (run or score it with "
-                                 "--env wordle)")
+        return ErrorInfo(
+            kind="component_unavailable",
+            message="the wordle reward scores a wordle episode's state (run or score it with --env wordle)",
+        )
     return None
 
 
-WORDLE = Reward("wordle", [solved, letter_credit, speed, format_ok, wasted_guesses], explain_error=explain_error,
-                description="Wordle: solved, letter credit and speed (not gated on solving), format, wasted guesses")
+WORDLE = Reward(
+    "wordle",
+    [solved, letter_credit, speed, format_ok, wasted_guesses],
+    explain_error=explain_error,
+    description="Wordle: solved, letter credit and speed (not gated on solving), format, wasted guesses",
+)

@@ -24,7 +24,8 @@ vocabulary holds it: nothing tells it which word it is but the feedback.
 from __future__ import annotations
 
 import random
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
 
 from rewardpipe.envs.wordle.game import GUESS_TAG, feedback
 from rewardpipe.policies import ScriptedPolicy
@@ -41,8 +42,8 @@ NOT_A_WORD = "qzxvj"
 PLANNED_TURNS = 12
 
 _MALFORMED_TURNS = (
-    "I think the word might be {word}.",        # no tag
-    "<" + GUESS_TAG + ">{word}",                 # unclosed
+    "I think the word might be {word}.",  # no tag
+    "<" + GUESS_TAG + ">{word}",  # unclosed
     "<" + GUESS_TAG + ">{word}s</" + GUESS_TAG + ">",  # six letters
 )
 
@@ -51,7 +52,7 @@ def guess(word: str) -> str:
     return f"<{GUESS_TAG}>{word}</{GUESS_TAG}>"
 
 
-def consistent(word: str, state: "WordleState") -> bool:
+def consistent(word: str, state: WordleState) -> bool:
     """Whether ``word`` could be the answer, given every guess's feedback so far."""
     for previous, pattern in zip(state.guesses, state.feedback):
         if feedback(previous, word) != pattern:
@@ -70,12 +71,12 @@ def _pool(ring: tuple[str, ...], answer: str, rng: random.Random) -> list[str]:
     """A rollout's candidate words: a drawn slice of the shuffled list with the answer at a drawn place (the
     same every turn: the generator a turn gets is the rollout's, reset)."""
     offset = rng.randrange(len(ring) // 2)
-    pool = [w for w in ring[offset:offset + POOL_SIZE] if w != answer]
+    pool = [w for w in ring[offset : offset + POOL_SIZE] if w != answer]
     pool.insert(rng.randrange(len(pool) + 1), answer)
     return pool
 
 
-def _next_consistent(pool: Sequence[str], state: "WordleState") -> str:
+def _next_consistent(pool: Sequence[str], state: WordleState) -> str:
     guessed = set(state.guesses)
     for word in pool:
         if word not in guessed and consistent(word, state):
@@ -84,7 +85,7 @@ def _next_consistent(pool: Sequence[str], state: "WordleState") -> str:
 
 
 def _training_turn(strategy: str, ring: tuple[str, ...]) -> Callable[..., str]:
-    def turn(state: "WordleState", task: "WordleTask", rng: random.Random) -> str:
+    def turn(state: WordleState, task: WordleTask, rng: random.Random) -> str:
         if strategy == "stuck":
             return guess(STUCK_WORD)
         pool = _pool(ring, task.answer, rng)
@@ -125,7 +126,7 @@ def training_scenarios(words: Sequence[str], weights: dict[str, float] | None = 
 
 
 def _reference(words: Sequence[str]) -> Callable[..., str]:
-    def turn(state: "WordleState", task: "WordleTask") -> str:
+    def turn(state: WordleState, task: WordleTask) -> str:
         if len(state.guesses) + 1 >= task.max_guesses:
             return guess(task.answer)  # the last guess: whatever the list made of it, solve
         candidates = words if task.answer in words else [*words, task.answer]
@@ -134,15 +135,17 @@ def _reference(words: Sequence[str]) -> Callable[..., str]:
     return turn
 
 
-def doctor_scenarios(task: "WordleTask", words: Sequence[str]) -> dict[str, ScriptedPolicy]:
+def doctor_scenarios(task: WordleTask, words: Sequence[str]) -> dict[str, ScriptedPolicy]:
     other = next(w for w in (*words, "quack", "zesty") if w != task.answer)
 
-    def random_word(state: "WordleState", task: "WordleTask", rng: random.Random) -> str:
+    def random_word(state: WordleState, task: WordleTask, rng: random.Random) -> str:
         return guess(words[(rng.randrange(len(words)) + 7 * state.assistant_turns) % len(words)])
 
     return {
-        "reference": ScriptedPolicy(_reference(words), description="plays the first word consistent with the "
-                                    "feedback, and the answer with its last guess"),
+        "reference": ScriptedPolicy(
+            _reference(words),
+            description="plays the first word consistent with the feedback, and the answer with its last guess",
+        ),
         "malformed": ScriptedPolicy(lambda state, task: f"My guess is {other}.", description="never writes the tag"),
         "repeat": ScriptedPolicy(lambda state, task: guess(other), description=f"guesses {other} every turn"),
         "random": ScriptedPolicy(random_word, description="guesses words of the list at random"),

@@ -16,11 +16,11 @@ class TurnResult:
     """What one assistant turn did to the game (the values of ``WordleState.turn_results``: plain text, so a
     state is compared, copied and written without an enum's cost)."""
 
-    GUESS = "guess"              # a new word: feedback given, one guess used
-    SOLVED = "solved"            # the answer: the game is over
-    REPEAT = "repeat"            # a word already guessed: feedback again, one guess used (and wasted)
-    NOT_A_WORD = "not_a_word"    # five letters but not in the word list: no guess used
-    MALFORMED = "malformed"      # no usable <guess> tag: a format reminder, no guess used
+    GUESS = "guess"  # a new word: feedback given, one guess used
+    SOLVED = "solved"  # the answer: the game is over
+    REPEAT = "repeat"  # a word already guessed: feedback again, one guess used (and wasted)
+    NOT_A_WORD = "not_a_word"  # five letters but not in the word list: no guess used
+    MALFORMED = "malformed"  # no usable <guess> tag: a format reminder, no guess used
 
 
 TurnResultName = Literal["guess", "solved", "repeat", "not_a_word", "malformed"]

@@ -35,12 +35,13 @@ def _from_sample_row(row: dict[str, Any]) -> dict[str, Any]:
     if not _SAMPLE_FIELDS & row.keys():
         return row
     if "task_id" in row:
-        raise ValueError("a row has either 'task_id' (flat) or 'id' and 'metadata' (the AWS sample's shape), "
-                         "not both")
+        raise ValueError("a row has either 'task_id' (flat) or 'id' and 'metadata' (the AWS sample's shape), not both")
     extra = sorted(set(row) - _SAMPLE_FIELDS)
     if extra:
-        raise ValueError(f"a row of the AWS sample's shape has only 'id' and 'metadata'; unknown field(s): "
-                         f"{', '.join(map(repr, extra))}")
+        raise ValueError(
+            f"a row of the AWS sample's shape has only 'id' and 'metadata'; unknown field(s): "
+            f"{', '.join(map(repr, extra))}"
+        )
     if "id" not in row:
         raise ValueError("a row of the AWS sample's shape needs 'id'")
     metadata = row.get("metadata")
@@ -48,8 +49,9 @@ def _from_sample_row(row: dict[str, Any]) -> dict[str, Any]:
         raise ValueError(f"'metadata' must be an object with 'prompt' and 'answer', got {type(metadata).__name__}")
     unknown = sorted(set(metadata) - set(_METADATA_FIELDS))
     if unknown:
-        raise ValueError(f"'metadata' holds {', '.join(_METADATA_FIELDS)}; unknown field(s): "
-                         f"{', '.join(map(repr, unknown))}")
+        raise ValueError(
+            f"'metadata' holds {', '.join(_METADATA_FIELDS)}; unknown field(s): {', '.join(map(repr, unknown))}"
+        )
     task_id = row["id"]
     if isinstance(task_id, int) and not isinstance(task_id, bool):
         task_id = str(task_id)

@@ -42,7 +42,7 @@ def parse_tests(tests: str) -> ast.Module:
         raise HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
 
 
-def count_expected_tests(tests: "str | ast.Module", tests_format: str) -> int:
+def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
     """How many tests must run, decided from the test source alone (never from anything the model
     can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
     tree = parse_tests(tests) if isinstance(tests, str) else tests
@@ -179,8 +179,12 @@ def _test_name(test) -> str:
 
 
 def summarize(result: CountingResult) -> dict:
-    return {"tests_run": result.testsRun, "successes": result.successes, "first_failure": result.first_failure,
-            "fixture_problems": result.fixture_problems}
+    return {
+        "tests_run": result.testsRun,
+        "successes": result.successes,
+        "first_failure": result.first_failure,
+        "fixture_problems": result.fixture_problems,
+    }
 
 
 def run_suite(suite: unittest.TestSuite, module) -> CountingResult:

@@ -83,7 +83,9 @@ class Connection:
         self.reply_bytes += len(raw)
         self.reply_values += values
         if values > MAX_REPLY_VALUES:
-            raise RemoteError(f"the model's reply holds up to {values} values, over the limit of {MAX_REPLY_VALUES} per reply")
+            raise RemoteError(
+                f"the model's reply holds up to {values} values, over the limit of {MAX_REPLY_VALUES} per reply"
+            )
         if self.reply_bytes > MAX_JOB_REPLY_BYTES:
             raise RemoteError(f"the model's replies exceed {MAX_JOB_REPLY_BYTES >> 20} MiB for this job")
         if self.reply_values > MAX_JOB_REPLY_VALUES:
@@ -117,7 +119,7 @@ class Connection:
             raise RemoteError("the model's process returned a value too large to decode") from None
         return result
 
-    def proxy(self, handle: int) -> "Remote":
+    def proxy(self, handle: int) -> Remote:
         return Remote(self, handle, "")
 
     def replay(self, effects) -> None:
@@ -133,21 +135,31 @@ class Connection:
                 stream.write(text[:MAX_EFFECT_TEXT])
         for item in _items(effects.get("warn"), 5):
             name, module, base, message, lineno = item
-            warnings.warn_explicit(str(message)[:4000], self.warning_class(str(name), str(module), str(base)),
-                                   "<model code>", lineno if type(lineno) is int else 0, module="solution")
+            warnings.warn_explicit(
+                str(message)[:4000],
+                self.warning_class(str(name), str(module), str(base)),
+                "<model code>",
+                lineno if type(lineno) is int else 0,
+                module="solution",
+            )
         for item in _items(effects.get("log"), 3):
             name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
             if type(level) is not int:
                 continue
             logger = logging.getLogger(name)
             if logger.isEnabledFor(level):
-                logger.handle(logging.makeLogRecord({"name": name, "levelno": level, "msg": message,
-                                                     "levelname": logging.getLevelName(level)}))
+                logger.handle(
+                    logging.makeLogRecord(
+                        {"name": name, "levelno": level, "msg": message, "levelname": logging.getLevelName(level)}
+                    )
+                )
 
     def warning_class(self, name: str, module: str, base: str) -> type:
-        candidates = [getattr(builtins, name, None) if module == "builtins" else None,
-                      self.exception_classes.get(name) if module == "solution" else None,
-                      getattr(sys.modules[module], name, None) if module in sys.modules else None]
+        candidates = [
+            getattr(builtins, name, None) if module == "builtins" else None,
+            self.exception_classes.get(name) if module == "solution" else None,
+            getattr(sys.modules[module], name, None) if module in sys.modules else None,
+        ]
         for cls in candidates:
             if isinstance(cls, type) and issubclass(cls, Warning):
                 return cls
@@ -167,9 +179,7 @@ class Connection:
             key, tree = item
             target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
             new = wire.decode(tree, self.proxy, originals=argument_parts)
-            if type(target) is list and type(new) is list:
-                target[:] = new
-            elif type(target) is bytearray and type(new) is bytearray:
+            if (type(target) is list and type(new) is list) or (type(target) is bytearray and type(new) is bytearray):
                 target[:] = new
             elif type(target) in (dict, set) and type(new) is type(target):
                 target.clear()
@@ -204,11 +214,13 @@ def _items(value, width: int) -> list:
     return [item for item in value[:100] if type(item) is list and len(item) == width]
 
 
-def _encode_argument(conn: "Connection", value, nodes: list | None = None):
+def _encode_argument(conn: Connection, value, nodes: list | None = None):
     def handle_of(obj):
         if isinstance(obj, Remote):
             return object.__getattribute__(obj, "_rp_handle")
-        raise wire.Unencodable(f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary")
+        raise wire.Unencodable(
+            f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary"
+        )
 
     try:
         return wire.encode(value, handle_of, nodes=nodes)
@@ -228,7 +240,7 @@ class Remote:
         object.__setattr__(self, "_rp_handle", handle)
         object.__setattr__(self, "_rp_name", name)
 
-    def _rp_connection(self) -> "Connection":
+    def _rp_connection(self) -> Connection:
         return object.__getattribute__(self, "_rp_conn")
 
     def _rp(self, op: str, arguments=None, **fields):
@@ -241,8 +253,12 @@ class Remote:
         parts: list = []  # every part of the arguments, in encoding order: what the reply may refer back to
         encoded_args = [_encode_argument(conn, item, parts) for item in args]
         encoded_kwargs = [[key, _encode_argument(conn, value, parts)] for key, value in kwargs.items()]
-        message = {"op": "call", "h": object.__getattribute__(self, "_rp_handle"), "args": encoded_args,
-                   "kwargs": encoded_kwargs}
+        message = {
+            "op": "call",
+            "h": object.__getattribute__(self, "_rp_handle"),
+            "args": encoded_args,
+            "kwargs": encoded_kwargs,
+        }
         return conn.value(message, (args, kwargs), parts)
 
     def __getattr__(self, name):
@@ -257,7 +273,11 @@ class Remote:
         return self._rp("getitem", key=_encode_argument(self._rp_connection(), key))
 
     def __setitem__(self, key, value):
-        self._rp("setitem", key=_encode_argument(self._rp_connection(), key), value=_encode_argument(self._rp_connection(), value))
+        self._rp(
+            "setitem",
+            key=_encode_argument(self._rp_connection(), key),
+            value=_encode_argument(self._rp_connection(), value),
+        )
 
     def __delitem__(self, key):
         self._rp("delitem", key=_encode_argument(self._rp_connection(), key))
@@ -463,8 +483,10 @@ class _ModelModuleGuard:
     def find_spec(self, name, path=None, target=None):
         if name != "solution" and not name.startswith("solution."):
             return None
-        message = ("the hidden tests import or patch the model's module 'solution', which is in another "
-                   "process under split trust")
+        message = (
+            "the hidden tests import or patch the model's module 'solution', which is in another "
+            "process under split trust"
+        )
         conn = _ACTIVE[0]
         if conn is not None and conn.boundary_error is None:
             conn.boundary_error = message
@@ -536,8 +558,10 @@ def _own_changes(expected_state: dict | None) -> str | None:
 
 
 def _needs_inprocess(conn: Connection) -> str:
-    return (f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
-            "trust_mode='inprocess'")
+    return (
+        f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
+        "trust_mode='inprocess'"
+    )
 
 
 def _count(value) -> int:
@@ -606,16 +630,29 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     except wire.ValueBudgetExceeded as exc:
         return {"expected": expected, "tests_run": 0, "successes": 0, "first_failure": str(exc)[:600]}
     except wire.WireError:
-        return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": True,
-                "first_failure": "the model's process exited while its code was loading"}
+        return {
+            "expected": expected,
+            "tests_run": 0,
+            "successes": 0,
+            "model_died": True,
+            "first_failure": "the model's process exited while its code was loading",
+        }
     if type(ready) is not dict or type(ready.get("exports")) is not dict:
-        return {"expected": expected, "tests_run": 0, "successes": 0,
-                "first_failure": "the model's process sent a malformed export list"}
+        return {
+            "expected": expected,
+            "tests_run": 0,
+            "successes": 0,
+            "first_failure": "the model's process sent a malformed export list",
+        }
     load_error = ready.get("load_error")
     if load_error:
         text = f"{load_error.get('type')}: {load_error.get('msg')}" if type(load_error) is dict else str(load_error)
-        return {"expected": expected, "tests_run": 0, "successes": 0,
-                "first_failure": f"the model's code raised while loading: {text}"[:600]}
+        return {
+            "expected": expected,
+            "tests_run": 0,
+            "successes": 0,
+            "first_failure": f"the model's code raised while loading: {text}"[:600],
+        }
     if entry_point not in ready["exports"]:
         # Whatever the tests format, and whether or not the tests happen to call it: tests that never
         # reach the function under test prove nothing, so this is an error, never a pass.
@@ -623,29 +660,44 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
 
     if job.get("mode") == "inprocess":
         try:
-            summary = conn.value({"op": "inprocess", "tests": tests, "format": tests_format, "entry_point": entry_point})
+            summary = conn.value(
+                {"op": "inprocess", "tests": tests, "format": tests_format, "entry_point": entry_point}
+            )
         except Exception as exc:  # noqa: BLE001 - the tests ran in the model's process: its failure
             summary = {"first_failure": f"in-process test run failed: {type(exc).__name__}: {exc}"[:600]}
         if type(summary) is not dict:
             summary = {"first_failure": "the model's process sent a malformed in-process summary"}
-        return {"expected": expected, "tests_run": _count(summary.get("tests_run")),
-                "successes": _count(summary.get("successes")),
-                "fixture_problems": _count(summary.get("fixture_problems")),
-                "first_failure": str(summary.get("first_failure", ""))[:600]}
+        return {
+            "expected": expected,
+            "tests_run": _count(summary.get("tests_run")),
+            "successes": _count(summary.get("successes")),
+            "fixture_problems": _count(summary.get("fixture_problems")),
+            "first_failure": str(summary.get("first_failure", ""))[:600],
+        }
 
     try:
         module = build_namespace(conn, ready["exports"], names, entry_point)
     except Exception as exc:  # noqa: BLE001 - only the model's process can fail here (re-raised errors included)
-        return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
-                "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600]}
+        return {
+            "expected": expected,
+            "tests_run": 0,
+            "successes": 0,
+            "model_died": bool(conn.dead),
+            "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600],
+        }
     calls_before_tests = conn.calls
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model can fail because of the model.
         if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
-            return {"expected": expected, "tests_run": 0, "successes": 0, "model_died": bool(conn.dead),
-                    "first_failure": f"hidden tests failed while loading: {type(exc).__name__}: {exc}"[:600]}
+            return {
+                "expected": expected,
+                "tests_run": 0,
+                "successes": 0,
+                "model_died": bool(conn.dead),
+                "first_failure": f"hidden tests failed while loading: {type(exc).__name__}: {exc}"[:600],
+            }
         if conn.boundary_error:
             raise harness.HarnessError(_needs_inprocess(conn)) from None
         raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
@@ -657,5 +709,9 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     MARKS["r_ran"] = time.monotonic()
     if conn.boundary_error:
         raise harness.HarnessError(_needs_inprocess(conn))
-    return {"expected": expected, **harness.summarize(result), "model_died": bool(conn.dead),
-            "remote_calls": conn.calls}
+    return {
+        "expected": expected,
+        **harness.summarize(result),
+        "model_died": bool(conn.dead),
+        "remote_calls": conn.calls,
+    }

@@ -27,8 +27,25 @@ _IMMUTABLE_PARTS = (str, int, float, complex, bytes)
 MAX_TAKE = 1 << 20
 
 BINARY_OPS = {
-    "add", "sub", "mul", "truediv", "floordiv", "mod", "pow", "and_", "or_", "xor", "lshift", "rshift",
-    "lt", "le", "gt", "ge", "eq", "ne", "matmul",
+    "add",
+    "sub",
+    "mul",
+    "truediv",
+    "floordiv",
+    "mod",
+    "pow",
+    "and_",
+    "or_",
+    "xor",
+    "lshift",
+    "rshift",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "eq",
+    "ne",
+    "matmul",
 }
 
 
@@ -129,7 +146,7 @@ class Effects:
 
     def write(self, key: str, text) -> None:
         if self.active and type(text) is str and self.size[key] < MAX_EFFECT_TEXT:
-            text = text[:MAX_EFFECT_TEXT - self.size[key]]
+            text = text[: MAX_EFFECT_TEXT - self.size[key]]
             self.text[key].append(text)
             self.size[key] += len(text)
 
@@ -180,8 +197,13 @@ def capture_effects(effects: Effects) -> None:
     original_show = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
-        item = [category.__name__, str(getattr(category, "__module__", "")), _warning_base(category),
-                str(message)[:MAX_EFFECT_MESSAGE], lineno if type(lineno) is int else 0]
+        item = [
+            category.__name__,
+            str(getattr(category, "__module__", "")),
+            _warning_base(category),
+            str(message)[:MAX_EFFECT_MESSAGE],
+            lineno if type(lineno) is int else 0,
+        ]
         if not effects.add("warn", item) and not effects.active:
             original_show(message, category, filename, lineno, file, line)
 
@@ -214,8 +236,10 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
         self.effects.flush_streams()
-        wire.send_json(self.wfd, {"ready": True, "load_error": load_error,
-                                  "exports": describe_exports(self.module.__dict__, self.handles)})
+        wire.send_json(
+            self.wfd,
+            {"ready": True, "load_error": load_error, "exports": describe_exports(self.module.__dict__, self.handles)},
+        )
 
     def serve_forever(self) -> None:
         while True:
@@ -268,12 +292,15 @@ class Server:
             # reach the caller through the write-back below).
             refs = {id(nodes[position]): position for position in tops}
             if len(nodes) <= MAX_REFERABLE_PARTS:
-                refs.update((id(node), position) for position, node in enumerate(nodes)
-                            if type(node) in _IMMUTABLE_PARTS)
+                refs.update(
+                    (id(node), position) for position, node in enumerate(nodes) if type(node) in _IMMUTABLE_PARTS
+                )
             reply = {"ok": self._encode(result, refs)}
             write_back = []
-            for key, before, value in [*zip(range(len(args)), raw_args, args),
-                                       *((str(k), v, kwargs[str(k)]) for k, v in raw_kwargs)]:
+            for key, before, value in [
+                *zip(range(len(args)), raw_args, args),
+                *((str(k), v, kwargs[str(k)]) for k, v in raw_kwargs),
+            ]:
                 if type(value) in (list, dict, set, bytearray) and self._encode(value) != before:
                     inner = {ident: position for ident, position in refs.items() if ident != id(value)}
                     write_back.append([key, self._encode(value, inner)])
@@ -333,12 +360,23 @@ class Server:
             if name not in BINARY_OPS:
                 raise ValueError(f"unsupported operator {name!r}")
             other = self.handles.get(request.get("other"))
-            result = getattr(operator, name)(other, target) if request.get("reflected") else getattr(operator, name)(target, other)
+            result = (
+                getattr(operator, name)(other, target)
+                if request.get("reflected")
+                else getattr(operator, name)(target, other)
+            )
             return {"ok": self._encode(result)}
         if op == "unary":
             name = request.get("name")
-            functions = {"neg": operator.neg, "pos": operator.pos, "abs": abs, "invert": operator.invert,
-                         "int": int, "float": float, "index": operator.index}
+            functions = {
+                "neg": operator.neg,
+                "pos": operator.pos,
+                "abs": abs,
+                "invert": operator.invert,
+                "int": int,
+                "float": float,
+                "index": operator.index,
+            }
             if name not in functions:
                 raise ValueError(f"unsupported operator {name!r}")
             return {"ok": self._encode(functions[name](target))}

@@ -91,8 +91,10 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
     if max_values is not None:
         bound = value_count_bound(raw)
         if bound > max_values:
-            raise ValueBudgetExceeded(f"a reply of {len(raw)} bytes with up to {bound} values exceeds the "
-                                      f"limit of {max_values} values per reply")
+            raise ValueBudgetExceeded(
+                f"a reply of {len(raw)} bytes with up to {bound} values exceeds the "
+                f"limit of {max_values} values per reply"
+            )
     try:
         return json.loads(raw)
     except (ValueError, RecursionError) as exc:
@@ -159,8 +161,12 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if isinstance(value, tuple):
         return {"t": [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]}
     if isinstance(value, dict):
-        return {"d": [[encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
-                      for k, v in dict.items(value)]}
+        return {
+            "d": [
+                [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
+                for k, v in dict.items(value)
+            ]
+        }
     if isinstance(value, frozenset):
         return {"fs": [encode(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
     if isinstance(value, set):
@@ -206,7 +212,7 @@ def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None
         return tree
     if kind is not dict or len(tree) != 1:
         raise WireError(f"malformed value of type {kind.__name__}")
-    (tag, body), = tree.items()
+    ((tag, body),) = tree.items()
     if tag == "a":
         if originals is None or type(body) is not int or not 0 <= body < len(originals):
             raise WireError("unexpected argument reference")

@@ -34,12 +34,59 @@ from . import harness, layers, trusted, untrusted, wire  # noqa: F401 - loaded b
 # Imported before forking so children pay nothing for them, and so a child that can no longer read
 # the interpreter's directory (Landlock, or a stdlib the sandbox uid cannot read) still has them.
 PREIMPORTS = (
-    "abc", "array", "ast", "base64", "binascii", "bisect", "calendar", "cmath", "collections",
-    "collections.abc", "contextlib", "copy", "csv", "dataclasses", "datetime", "decimal", "difflib",
-    "enum", "fractions", "functools", "hashlib", "heapq", "inspect", "io", "itertools", "json",
-    "keyword", "math", "numbers", "operator", "pprint", "queue", "random", "re", "secrets", "statistics",
-    "string", "struct", "textwrap", "time", "traceback", "types", "typing", "unicodedata", "unittest",
-    "uuid", "weakref", "zlib", "fnmatch", "shlex", "copyreg", "locale", "zoneinfo",
+    "abc",
+    "array",
+    "ast",
+    "base64",
+    "binascii",
+    "bisect",
+    "calendar",
+    "cmath",
+    "collections",
+    "collections.abc",
+    "contextlib",
+    "copy",
+    "csv",
+    "dataclasses",
+    "datetime",
+    "decimal",
+    "difflib",
+    "enum",
+    "fractions",
+    "functools",
+    "hashlib",
+    "heapq",
+    "inspect",
+    "io",
+    "itertools",
+    "json",
+    "keyword",
+    "math",
+    "numbers",
+    "operator",
+    "pprint",
+    "queue",
+    "random",
+    "re",
+    "secrets",
+    "statistics",
+    "string",
+    "struct",
+    "textwrap",
+    "time",
+    "traceback",
+    "types",
+    "typing",
+    "unicodedata",
+    "unittest",
+    "uuid",
+    "weakref",
+    "zlib",
+    "fnmatch",
+    "shlex",
+    "copyreg",
+    "locale",
+    "zoneinfo",
 )
 # Not unittest.mock: it pulls in asyncio and ssl (a sixth of a fork server's start-up) for tests that
 # rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
@@ -107,7 +154,7 @@ class DiskWatch:
     did, decides whose it was (sandbox.py). A job that did not pass while the host had less free space
     than one job's budget may have failed for want of space another job took."""
 
-    def __init__(self, zygote: "Zygote"):
+    def __init__(self, zygote: Zygote):
         """Taken before the job's code reaches the child: the host file system as it was without it."""
         self.child: UntrustedChild | None = None
         self.budget_bytes = int(zygote.config["disk_bytes"])
@@ -123,7 +170,7 @@ class DiskWatch:
         self._start = None if host is None else host[2:]
         self.low_at_start = host is not None and self._note_low(host)
 
-    def attach(self, child: "UntrustedChild") -> None:
+    def attach(self, child: UntrustedChild) -> None:
         self.child = child
         self._next_walk = time.monotonic() + DISK_WATCH_INTERVAL_S
 
@@ -171,15 +218,19 @@ class DiskWatch:
             return
         grown_bytes, grown_inodes = host[2] - self._start[0], host[3] - self._start[1]
         if grown_bytes > self.budget_bytes + HOST_SLACK_BYTES or grown_inodes > self.budget_entries + HOST_SLACK_INODES:
-            self.host_over = (f"it held {_mib(grown_bytes)} MiB and {grown_inodes} inodes of the host file system "
-                              f"at once, over its budget of {self.budget_bytes >> 20} MiB and {self.budget_entries} "
-                              "inodes (files deleted while open or mapped, and files outside its directory, count)")
+            self.host_over = (
+                f"it held {_mib(grown_bytes)} MiB and {grown_inodes} inodes of the host file system "
+                f"at once, over its budget of {self.budget_bytes >> 20} MiB and {self.budget_entries} "
+                "inodes (files deleted while open or mapped, and files outside its directory, count)"
+            )
             return
         if final:
             left_bytes, left_inodes = grown_bytes - self.walked[0], grown_inodes - self.walked[1]
             if left_bytes > HOST_SLACK_BYTES or left_inodes > HOST_SLACK_INODES:
-                self.host_over = (f"it left {_mib(max(left_bytes, 0))} MiB and {max(left_inodes, 0)} inodes on the "
-                                  "host file system outside its directory")
+                self.host_over = (
+                    f"it left {_mib(max(left_bytes, 0))} MiB and {max(left_inodes, 0)} inodes on the "
+                    "host file system outside its directory"
+                )
 
     def _read_host(self) -> tuple[int, int, int, int] | None:
         """(free bytes, free inodes, used bytes, used inodes) of the host file system, or None. Read through
@@ -189,8 +240,12 @@ class DiskWatch:
             host = os.fstatvfs(self._host)
         except OSError:
             return None
-        return (host.f_bavail * host.f_frsize, host.f_favail, (host.f_blocks - host.f_bfree) * host.f_frsize,
-                host.f_files - host.f_ffree)
+        return (
+            host.f_bavail * host.f_frsize,
+            host.f_favail,
+            (host.f_blocks - host.f_bfree) * host.f_frsize,
+            host.f_files - host.f_ffree,
+        )
 
     def _note_low(self, host: tuple[int, int, int, int]) -> bool:
         """True (and remembered) if the host file system has less free space than one job's budget now."""
@@ -219,7 +274,7 @@ class Housekeeper:
 
     THREADS = 3
 
-    def __init__(self, zygote: "Zygote"):
+    def __init__(self, zygote: Zygote):
         request_read, self._requests = os.pipe()
         pid = os.fork()
         if pid == 0:
@@ -359,8 +414,11 @@ class Zygote:
             self.in_job_cgroup = True
 
     def _child_limit_values(self) -> dict:
-        return {"address_space": int(self.config["memory_bytes"]), "nproc": int(self.config["pids_max"]),
-                "file_size": int(self.config["file_size_bytes"])}
+        return {
+            "address_space": int(self.config["memory_bytes"]),
+            "nproc": int(self.config["pids_max"]),
+            "file_size": int(self.config["file_size_bytes"]),
+        }
 
     def _off(self, layer: str, why: str) -> None:
         self.isolation[layer] = f"off: {why}"
@@ -438,7 +496,9 @@ class Zygote:
                     self._off("landlock", f"start-up probe failed: {error}")
                 else:
                     self.ruleset = ruleset
-                    extras = ["fs"] + (["tcp"] if abi >= 4 else []) + (["signal+abstract-unix scope"] if abi >= 6 else [])
+                    extras = (
+                        ["fs"] + (["tcp"] if abi >= 4 else []) + (["signal+abstract-unix scope"] if abi >= 6 else [])
+                    )
                     iso["landlock"] = f"on: abi {abi} ({', '.join(extras)})"
         # chroot: the file-system fallback where the kernel has no Landlock (e.g. Fargate's 5.10)
         self.chroot_dir = None
@@ -474,7 +534,8 @@ class Zygote:
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no SIGIO owners, no SysV IPC or "
-                    "message queues, no inotify/fanotify, no FIFOs or xattrs, no preallocation or unnamed files")
+                    "message queues, no inotify/fanotify, no FIFOs or xattrs, no preallocation or unnamed files"
+                )
                 if self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
         # rlimits are always available
@@ -493,9 +554,11 @@ class Zygote:
             iso["tree_kill"] = "process group + kill(-1) as the sandbox uid"
         else:
             iso["tree_kill"] = "process group only: a setsid() orphan can survive"
-        iso["ipc"] = (("on: " if self.seccomp_arch or self.ipc_private else "off: ")
-                      + ("SysV IPC and message queues denied by seccomp" if self.seccomp_arch else "not filtered")
-                      + ("; private IPC namespace, emptied after each job" if self.ipc_private else ""))
+        iso["ipc"] = (
+            ("on: " if self.seccomp_arch or self.ipc_private else "off: ")
+            + ("SysV IPC and message queues denied by seccomp" if self.seccomp_arch else "not filtered")
+            + ("; private IPC namespace, emptied after each job" if self.ipc_private else "")
+        )
         iso["env"] = "clean: PATH, HOME and TMPDIR only"
         iso["tests"] = "never in the untrusted process or on disk"
         try:
@@ -508,9 +571,13 @@ class Zygote:
         except OSError:
             pass
         if self.job_root is None:
-            outside = ("confined to it by Landlock" if self.ruleset is not None
-                       else "confined to the interpreter's tree by chroot" if self.chroot_dir is not None
-                       else "not confined: Landlock is missing, so a job can fill the host from outside its directory")
+            outside = (
+                "confined to it by Landlock"
+                if self.ruleset is not None
+                else "confined to the interpreter's tree by chroot"
+                if self.chroot_dir is not None
+                else "not confined: Landlock is missing, so a job can fill the host from outside its directory"
+            )
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
@@ -530,21 +597,27 @@ class Zygote:
             try:
                 layers.enter_private_mount_namespace()
                 hidden = []
-                keep = {os.path.realpath(p) for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__)))}
+                keep = {
+                    os.path.realpath(p)
+                    for p in (sys.prefix, sys.base_prefix, os.path.dirname(os.path.abspath(__file__)))
+                }
                 for path in ("/tmp", "/var/tmp", "/run", "/dev/shm"):
                     real = os.path.realpath(path)
                     if not os.path.isdir(real) or any(k == real or k.startswith(real + os.sep) for k in keep):
                         continue
                     writable = path == "/tmp"  # holds the job mounts; root-owned and not writable by the jobs
-                    layers.mount_tmpfs(real, (1 << 20) if writable else 4096, 4096 if writable else 2, 0o711,
-                                       read_only=not writable)
+                    layers.mount_tmpfs(
+                        real, (1 << 20) if writable else 4096, 4096 if writable else 2, 0o711, read_only=not writable
+                    )
                     hidden.append(path)
                 self.job_root = os.path.join("/tmp", "rewardpipe-jobs") if "/tmp" in hidden else None
                 if self.job_root is None:
                     raise OSError(0, "/tmp cannot be replaced (it holds the interpreter or the sandbox)")
                 os.mkdir(self.job_root, 0o711)
                 self.worker_dir = self.job_root
-                self.isolation["mountns"] = f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job"
+                self.isolation["mountns"] = (
+                    f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job"
+                )
             except OSError as exc:
                 self.job_root = None
                 self._off("mountns", exc.strerror or str(exc))
@@ -677,7 +750,7 @@ class Zygote:
 
     # -- the untrusted child ---------------------------------------------------------------------------
 
-    def _fork_untrusted(self) -> "UntrustedChild":
+    def _fork_untrusted(self) -> UntrustedChild:
         """Fork and harden an untrusted child that then waits for its job's code."""
         job_dir = self._clean_job_dir()
         u_read, t_write = os.pipe()
@@ -691,7 +764,7 @@ class Zygote:
         theirs.close()
         return UntrustedChild(pid, ours, t_write, t_read, job_dir)
 
-    def _spare_is_sound(self, child: "UntrustedChild") -> bool:
+    def _spare_is_sound(self, child: UntrustedChild) -> bool:
         """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
         if not child.ready:
             try:
@@ -748,7 +821,7 @@ class Zygote:
             return f"inodes ({self.config['disk_inodes']})"
         return None
 
-    def _start_untrusted(self, timeout: float, fds: list[int]) -> "UntrustedChild":
+    def _start_untrusted(self, timeout: float, fds: list[int]) -> UntrustedChild:
         """Give the job's code and output files to the waiting child (forking one if none is ready)."""
         message = [json.dumps({"timeout_s": timeout}).encode()]
         checked = True  # the first spare in line was re-checked after the last job (after_reply)
@@ -839,7 +912,7 @@ class Zygote:
             self._replace_trusted_runner()
             socket.send_fds(self.runner_socket, payload, fds)
 
-    def _await_trusted_runner(self, deadline: float, watch: "DiskWatch | None" = None) -> dict | None:
+    def _await_trusted_runner(self, deadline: float, watch: DiskWatch | None = None) -> dict | None:
         """The runner's reply, {"state": "runner died ..."} if it died, or None at the deadline. With a
         ``watch``, the job's disk use is measured while it runs."""
         poller = select.poll()
@@ -889,8 +962,12 @@ class Zygote:
         """Runs in the forked child: harden first, then wait for the job, then run the model's code."""
         try:
             os.setsid()
-            keep = {UNTRUSTED_FDS["read"]: u_read, UNTRUSTED_FDS["write"]: u_write,
-                    UNTRUSTED_FDS["control"]: control_fd, 2: 2}
+            keep = {
+                UNTRUSTED_FDS["read"]: u_read,
+                UNTRUSTED_FDS["write"]: u_write,
+                UNTRUSTED_FDS["control"]: control_fd,
+                2: 2,
+            }
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
             _arrange_fds(keep)
@@ -1061,7 +1138,7 @@ def _inside(root: str, path: str) -> str | None:
     if real == root:
         return "/"
     if real.startswith(root + os.sep):
-        return real[len(root):]
+        return real[len(root) :]
     return None
 
 
@@ -1163,8 +1240,16 @@ def main(argv: list[str]) -> int:
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
         return 1
-    channel.send(json.dumps({"hello": True, "pid": os.getpid(), "isolation": zygote.isolation,
-                             "cgroups": zygote.cgroups.dirs if zygote.cgroups else []}).encode())
+    channel.send(
+        json.dumps(
+            {
+                "hello": True,
+                "pid": os.getpid(),
+                "isolation": zygote.isolation,
+                "cgroups": zygote.cgroups.dirs if zygote.cgroups else [],
+            }
+        ).encode()
+    )
     try:
         while True:
             message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -1174,8 +1259,11 @@ def main(argv: list[str]) -> int:
             if changed:  # lowered between jobs, from outside: the job never ran; a fresh fork server will
                 for fd in fds:
                     os.close(fd)
-                channel.send(json.dumps({"fatal": f"fork server was changed from outside: {changed}",
-                                         "retire": True, "not_run": True}).encode())
+                channel.send(
+                    json.dumps(
+                        {"fatal": f"fork server was changed from outside: {changed}", "retire": True, "not_run": True}
+                    ).encode()
+                )
                 return 1
             try:
                 header = json.loads(message)

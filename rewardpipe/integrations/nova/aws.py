@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from rewardpipe.integrations.nova.bridge import Bridge, Queues
 from rewardpipe.integrations.nova.protocol import BridgeConfig
@@ -20,11 +21,20 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
     env = os.environ if env is None else env
     settings = Settings.from_env(env)
     config = BridgeConfig.model_validate(json.loads(env.get("NOVA_CONFIG") or "{}"))
-    return Bridge(config, settings.reward, open_bucket_store(settings), aws_client("sqs"), aws_client("stepfunctions"),
-                  Queues(rollout_response=env.get("ROLLOUT_RESPONSE_QUEUE_URL", ""),
-                         generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", ""),
-                         rollout_request=env.get("ROLLOUT_REQUEST_QUEUE_URL", "")),
-                  state_machine_arn=env.get("STATE_MACHINE_ARN", ""), task_model=settings.environment.task_model)
+    return Bridge(
+        config,
+        settings.reward,
+        open_bucket_store(settings),
+        aws_client("sqs"),
+        aws_client("stepfunctions"),
+        Queues(
+            rollout_response=env.get("ROLLOUT_RESPONSE_QUEUE_URL", ""),
+            generate_request=env.get("GENERATE_REQUEST_QUEUE_URL", ""),
+            rollout_request=env.get("ROLLOUT_REQUEST_QUEUE_URL", ""),
+        ),
+        state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
+        task_model=settings.environment.task_model,
+    )
 
 
 def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[str, Any]]:
@@ -68,5 +78,8 @@ def sweep(event: Any, context: Any) -> dict[str, Any]:
     bridge = bridge_from_env()
     out = bridge.sweep()
     emit([oldest_unanswered_point(out["oldest_unanswered_s"], bridge.config.run_id)])
-    return {"answered": len(out["answered"]), "in_flight": out["in_flight"],
-            "oldest_unanswered_s": round(out["oldest_unanswered_s"], 1)}
+    return {
+        "answered": len(out["answered"]),
+        "in_flight": out["in_flight"],
+        "oldest_unanswered_s": round(out["oldest_unanswered_s"], 1),
+    }

@@ -31,8 +31,10 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from datetime import UTC
+from typing import Any
 
 from rewardpipe.aws.client import STALE_TOKEN_ERRORS
 from rewardpipe.aws.client import execution_name as client_execution_name
@@ -85,7 +87,7 @@ def request_time(timestamp: Any, now: float) -> float:
     """When Nova sent a request, from its ``timestamp`` (ISO 8601, as the BYOO docs show it, or epoch seconds or
     milliseconds), never later than ``now``; ``now`` when it has none that parses. Nova's ``rollout.timeout``
     runs from there, so the bridge's budget does too: a request that waited in a queue has less time left."""
-    from datetime import datetime, timezone
+    from datetime import datetime
 
     value: float | None = None
     if isinstance(timestamp, (int, float)) and not isinstance(timestamp, bool):
@@ -99,7 +101,7 @@ def request_time(timestamp: Any, now: float) -> float:
             except ValueError:
                 return now
             if parsed.tzinfo is None:
-                parsed = parsed.replace(tzinfo=timezone.utc)
+                parsed = parsed.replace(tzinfo=UTC)
             value = parsed.timestamp()
     if value is None or value != value or value in (float("inf"), float("-inf")):
         return now
@@ -165,8 +167,11 @@ class Bridge:
                     data = json.loads(item)
                 except ValueError:
                     data = None
-            text = json.dumps(data) if data is not None else (
-                item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item))
+            text = (
+                json.dumps(data)
+                if data is not None
+                else (item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item))
+            )
             sample_id = _sample_id_of(data) or ""
             identity = f"{sample_id}\x00{data.get('timestamp')!r}" if isinstance(data, dict) else text
             if len(text.encode("utf-8", "surrogatepass")) > MAX_SQS_MESSAGE_BYTES:
@@ -186,7 +191,11 @@ class Bridge:
         except ValueError:
             return body
         key = data.get("request_key") if isinstance(data, dict) else None
-        if isinstance(key, str) and key.startswith(f"{PREFIX}inbox/") and set(data) <= {"version", "sample_id", "request_key"}:
+        if (
+            isinstance(key, str)
+            and key.startswith(f"{PREFIX}inbox/")
+            and set(data) <= {"version", "sample_id", "request_key"}
+        ):
             parked = self.store.get_json(key, default=None)
             return parked if parked is not None else body
         return body
@@ -219,9 +228,17 @@ class Bridge:
         group = group_of(request.sample_id, self.config)
         if known is None:
             sent_at = request_time(request.timestamp, self.clock())
-            entry = {"sample_id": request.sample_id, "group": group, "range": list(request.rewards.range),
-                     "sent_at": sent_at, "deadline": sent_at + self.config.rollout_budget_s, "execution": name,
-                     "answered": False, "step": step, "started": False}
+            entry = {
+                "sample_id": request.sample_id,
+                "group": group,
+                "range": list(request.rewards.range),
+                "sent_at": sent_at,
+                "deadline": sent_at + self.config.rollout_budget_s,
+                "execution": name,
+                "answered": False,
+                "step": step,
+                "started": False,
+            }
             self.store.put_json(path, entry)
             self.store.put_json(self._sample_path(request.sample_id), {"execution": name})
             self.store.put_json(self._due_key(entry, name), {})
@@ -230,8 +247,16 @@ class Bridge:
         # The workflow's own client: deterministic names (a second start finds the running execution) and
         # a large inline task offloaded to S3 instead of an oversized execution input. The turns go to the
         # bridge's own turn channel, never to a trainer's queue.
-        arn = self._client().start(self.config.run_id, step, group, request.sample_id, task=task, task_key=task_key,
-                                   policy={"mode": "callback", "channel": TURN_CHANNEL}, max_turns=self.config.max_turns)
+        arn = self._client().start(
+            self.config.run_id,
+            step,
+            group,
+            request.sample_id,
+            task=task,
+            task_key=task_key,
+            policy={"mode": "callback", "channel": TURN_CHANNEL},
+            max_turns=self.config.max_turns,
+        )
         started = arn.rsplit(":", 1)[-1]
         entry = {**entry, "started": True}
         if started != name:  # an earlier attempt of this name failed: follow the new attempt
@@ -246,8 +271,12 @@ class Bridge:
     def _client(self) -> Any:
         from rewardpipe.aws.client import RolloutClient
 
-        return RolloutClient(self.state_machine_arn, bucket=getattr(self.store, "bucket", ""), sfn=self.sfn,
-                             s3=getattr(self.store, "client", None))
+        return RolloutClient(
+            self.state_machine_arn,
+            bucket=getattr(self.store, "bucket", ""),
+            sfn=self.sfn,
+            s3=getattr(self.store, "client", None),
+        )
 
     def _round(self, request: RolloutRequest, key: str) -> int:
         """Round = how many times this ``sample_id`` was requested before (with another timestamp)."""
@@ -274,17 +303,30 @@ class Bridge:
         request = generate_request(sample_id, list(snapshot["state"]["messages"]))
         entry = self._pending_for_sample(sample_id)
         if entry is not None and self.clock() > entry["deadline"]:
-            self.sfn.send_task_failure(taskToken=token, error="RolloutBudgetExceeded",
-                                       cause=f"rollout {sample_id} passed its {self.config.rollout_budget_s:g}s budget")
+            self.sfn.send_task_failure(
+                taskToken=token,
+                error="RolloutBudgetExceeded",
+                cause=f"rollout {sample_id} passed its {self.config.rollout_budget_s:g}s budget",
+            )
             return {"status": "budget_exceeded", "step_id": request.step_id}
         payload = request.model_dump(mode="json")
         if len(json.dumps(payload).encode("utf-8")) > MAX_SQS_MESSAGE_BYTES:
-            self.sfn.send_task_failure(taskToken=token, error="MessageTooLarge",
-                                       cause=f"generate request {request.step_id} exceeds SQS's 256 KiB")
+            self.sfn.send_task_failure(
+                taskToken=token,
+                error="MessageTooLarge",
+                cause=f"generate request {request.step_id} exceeds SQS's 256 KiB",
+            )
             return {"status": "too_large", "step_id": request.step_id}
-        self.store.put_json(self._step_path(request.step_id), {
-            "task_token": token, "sample_id": sample_id, "step_id": request.step_id, "used": False,
-            "reply_key": message.get("reply_key")})
+        self.store.put_json(
+            self._step_path(request.step_id),
+            {
+                "task_token": token,
+                "sample_id": sample_id,
+                "step_id": request.step_id,
+                "used": False,
+                "reply_key": message.get("reply_key"),
+            },
+        )
         self._send(self.queues.generate_request, payload, sample_id, request.step_id)
         return {"status": "sent", "step_id": request.step_id}
 
@@ -345,20 +387,42 @@ class Bridge:
             components = {c: values.get(c) for c in self.reward.component_names}
             metrics = {m["name"]: m["value"] for m in data.get("metrics_list", []) if m.get("type") == "Metric"}
             metrics.pop("reward_error", None)
-            return self._answer(entry, request, aggregate=data.get("aggregate_reward_score"),
-                                components=components, metrics=metrics, error=None)
+            return self._answer(
+                entry,
+                request,
+                aggregate=data.get("aggregate_reward_score"),
+                components=components,
+                metrics=metrics,
+                error=None,
+            )
         if status == "SUCCEEDED":
-            kind = next((m["name"][len("error_"):] for m in data.get("metrics_list", [])
-                         if str(m.get("name", "")).startswith("error_")), "rollout_error")
+            kind = next(
+                (
+                    m["name"][len("error_") :]
+                    for m in data.get("metrics_list", [])
+                    if str(m.get("name", "")).startswith("error_")
+                ),
+                "rollout_error",
+            )
             error = ErrorInfo(kind=kind, message=f"rollout ended with an error record ({data.get('record_key')})")
         else:
-            error = ErrorInfo(kind="timeout" if status in ("TIMED_OUT", "ABORTED") else "orchestration_error",
-                              message=f"execution {execution_name_} ended {status}")
+            error = ErrorInfo(
+                kind="timeout" if status in ("TIMED_OUT", "ABORTED") else "orchestration_error",
+                message=f"execution {execution_name_} ended {status}",
+            )
         return self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
 
     def _answer(self, entry: dict[str, Any], request: RolloutRequest, *, aggregate, components, metrics, error):
-        response, envelope = rollout_result(request.sample_id, tuple(request.rewards.range), self.reward, self.config,
-                                            aggregate=aggregate, components=components, metrics=metrics, error=error)
+        response, envelope = rollout_result(
+            request.sample_id,
+            tuple(request.rewards.range),
+            self.reward,
+            self.config,
+            aggregate=aggregate,
+            components=components,
+            metrics=metrics,
+            error=error,
+        )
         if "_key" in entry:
             self.store.put_json(entry["_key"], {k: v for k, v in {**entry, "answered": True}.items() if k != "_key"})
             self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
@@ -366,8 +430,12 @@ class Bridge:
             logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
             out = {"status": "unanswered", "envelope": envelope}
         else:
-            self._send(self.queues.rollout_response, response.model_dump(mode="json"),
-                       entry.get("group", request.sample_id), entry.get("_key", request.sample_id))
+            self._send(
+                self.queues.rollout_response,
+                response.model_dump(mode="json"),
+                entry.get("group", request.sample_id),
+                entry.get("_key", request.sample_id),
+            )
             out = {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
         if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
             self._delete(self._due_key(entry, entry["execution"]))
@@ -379,9 +447,16 @@ class Bridge:
         path = self._request_path(name)
         if self.store.get_json(path, default=None) is not None:  # a redelivered copy: answered already
             return {"status": "duplicate", "execution": name}
-        entry = {"sample_id": request.sample_id, "group": group_of(request.sample_id, self.config),
-                 "range": list(request.rewards.range), "execution": name, "answered": False, "step": step,
-                 "rejected": error.kind, "_key": path}
+        entry = {
+            "sample_id": request.sample_id,
+            "group": group_of(request.sample_id, self.config),
+            "range": list(request.rewards.range),
+            "execution": name,
+            "answered": False,
+            "step": step,
+            "rejected": error.kind,
+            "_key": path,
+        }
         out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
         self._write_error_record(entry, error)
         return {**out, "status": "rejected_" + out["status"], "execution": name}
@@ -439,7 +514,9 @@ class Bridge:
                 self._delete(key)
                 continue
             if now <= entry["deadline"]:
-                ages.append(now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s))
+                ages.append(
+                    now - (sent_at if sent_at is not None else entry["deadline"] - self.config.rollout_budget_s)
+                )
                 continue
             answered.append(self._expire(entry))
             if sent_at is None:
@@ -449,8 +526,11 @@ class Bridge:
     def _expire(self, entry: dict[str, Any]) -> dict[str, Any]:
         arn = self._client().execution_arn(entry["execution"])
         try:
-            self.sfn.stop_execution(executionArn=arn, error="RolloutBudgetExceeded",
-                                    cause=f"no result within {self.config.rollout_budget_s:g}s")
+            self.sfn.stop_execution(
+                executionArn=arn,
+                error="RolloutBudgetExceeded",
+                cause=f"no result within {self.config.rollout_budget_s:g}s",
+            )
         except Exception as exc:  # noqa: BLE001 - finished already (or never started): its status decides below
             logger.info("stop_execution(%s): %s", arn, exc)
         status, output = "ABORTED", None
@@ -462,7 +542,9 @@ class Bridge:
                 raise
         if status == "SUCCEEDED":
             return self.respond(entry["execution"], status, output)
-        self._write_error_record(entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)"))
+        self._write_error_record(
+            entry, ErrorInfo(kind="timeout", message="rollout exceeded its budget (bridge sweeper)")
+        )
         return self.respond(entry["execution"], "TIMED_OUT", None)
 
     def _write_error_record(self, entry: dict[str, Any], error: ErrorInfo) -> None:
@@ -470,10 +552,18 @@ class Bridge:
         scored record is there (rewardpipe.aws.rollout.put_record_once, a conditional write on S3)."""
         from rewardpipe.aws.rollout import put_record_once
 
-        record = Record(run_id=self.config.run_id, step=int(entry.get("step", 0)), group_id=_record_id(entry["group"]),
-                        rollout_id=_record_id(entry["sample_id"]), task_id="unknown", status="error", error=error,
-                        components={c: None for c in self.reward.component_names}, weights=self.reward.weights,
-                        aggregate=None)
+        record = Record(
+            run_id=self.config.run_id,
+            step=int(entry.get("step", 0)),
+            group_id=_record_id(entry["group"]),
+            rollout_id=_record_id(entry["sample_id"]),
+            task_id="unknown",
+            status="error",
+            error=error,
+            components={c: None for c in self.reward.component_names},
+            weights=self.reward.weights,
+            aggregate=None,
+        )
         put_record_once(self.store, record)
 
 
@@ -496,7 +586,7 @@ def _record_id(value: str) -> str:
     one) keeps its head and a digest of the whole."""
     if len(value) <= MAX_ID_LENGTH:
         return value
-    return f"{value[:MAX_ID_LENGTH - 41]}#{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
+    return f"{value[: MAX_ID_LENGTH - 41]}#{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:40]}"
 
 
 def _rejected_name(body: Any) -> str:

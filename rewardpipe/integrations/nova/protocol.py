@@ -190,8 +190,9 @@ def _dig(data: Any, path: str) -> Any:
     return data
 
 
-def task_source(request: RolloutRequest, config: BridgeConfig,
-                task_model: type[BaseModel] = Task) -> tuple[BaseModel | None, str | None]:
+def task_source(
+    request: RolloutRequest, config: BridgeConfig, task_model: type[BaseModel] = Task
+) -> tuple[BaseModel | None, str | None]:
     """``(inline task, None)`` or ``(None, task key)``; NovaProtocolError naming the field otherwise. An inline
     task is validated with ``task_model``, the deployed environment's own (the built-in coding ``Task`` by
     default); a stored one is validated with it when the rollout starts."""
@@ -202,13 +203,16 @@ def task_source(request: RolloutRequest, config: BridgeConfig,
         try:
             return task_model.model_validate(inline), None
         except Exception as exc:  # noqa: BLE001
-            raise NovaProtocolError(f"data.{config.inline_task_field}: not a task of the deployed environment "
-                                    f"({task_model.__name__}): {_first_error(exc)}") from None
+            raise NovaProtocolError(
+                f"data.{config.inline_task_field}: not a task of the deployed environment "
+                f"({task_model.__name__}): {_first_error(exc)}"
+            ) from None
     task_id = _dig(request.data, config.task_field)
     if not isinstance(task_id, str) or not task_id:
         raise NovaProtocolError(
             f"data.{config.task_field}: missing (the rollout request's data must carry a task id there, "
-            f"or a whole task under data.{config.inline_task_field})")
+            f"or a whole task under data.{config.inline_task_field})"
+        )
     # The documented place of a task (``tasks/nova/<task_id>.json``, percent-encoded as the user uploaded it):
     # the plain encoding, without the case tail record keys get, so existing uploads stay where they are.
     return None, config.task_key_template.format(task_id=encode_id(task_id, portable=False))
@@ -259,8 +263,9 @@ def error_score(config: BridgeConfig, target: tuple[float, float], bounds: tuple
     return (target[0] + target[1]) / 2.0
 
 
-def report_envelope(sample_id: str, score: float, components: dict[str, float | None], metrics: dict[str, Any],
-                    error: ErrorInfo | None) -> dict[str, Any]:
+def report_envelope(
+    sample_id: str, score: float, components: dict[str, float | None], metrics: dict[str, Any], error: ErrorInfo | None
+) -> dict[str, Any]:
     """``{id, aggregate_reward_score, metrics_list}`` with components as "Reward" and diagnostics as "Metric";
     an error adds ``reward_error`` = 1 and ``error_<kind>`` = 1."""
     envelope = nova_output(sample_id, score, components, metrics, error)
@@ -289,13 +294,13 @@ def rollout_result(
         score = map_into_range(float(aggregate), bounds, target, config.range_mapping)  # type: ignore[arg-type]
     else:
         fallback = error_score(config, target, bounds)
-        envelope = report_envelope(sample_id, fallback if fallback is not None else 0.0, components,
-                                   dict(metrics or {}), error)
+        envelope = report_envelope(
+            sample_id, fallback if fallback is not None else 0.0, components, dict(metrics or {}), error
+        )
         if fallback is None:
             return None, envelope
-        return RolloutResponse(sample_id=sample_id, stop_reason="error",
-                               rewards={"aggregate_score": fallback}), envelope
+        return RolloutResponse(
+            sample_id=sample_id, stop_reason="error", rewards={"aggregate_score": fallback}
+        ), envelope
     envelope = report_envelope(sample_id, score, components, {**(metrics or {}), "raw_aggregate": aggregate}, None)
     return RolloutResponse(sample_id=sample_id, stop_reason=stop_reason, rewards={"aggregate_score": score}), envelope
-
-

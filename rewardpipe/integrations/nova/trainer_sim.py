@@ -12,8 +12,10 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from datetime import UTC
+from typing import Any
 
 # policy(sample_id, turn, messages) -> assistant text, or None to never answer that turn (a lost response).
 Policy = Callable[[str, int, list[dict[str, Any]]], "str | None"]
@@ -52,15 +54,29 @@ class SimulatedTrainer:
             kwargs["MessageDeduplicationId"] = dedup or uuid.uuid4().hex
         self.sqs.send_message(**kwargs)
 
-    def request_rollout(self, sample_id: str, data: dict[str, Any], *, value_range=(0.0, 1.0),
-                        timestamp: float | None = None, max_length: int = 10240, redeliver: bool = False) -> dict:
-        from datetime import datetime, timezone
+    def request_rollout(
+        self,
+        sample_id: str,
+        data: dict[str, Any],
+        *,
+        value_range=(0.0, 1.0),
+        timestamp: float | None = None,
+        max_length: int = 10240,
+        redeliver: bool = False,
+    ) -> dict:
+        from datetime import datetime
 
         sent = timestamp if timestamp is not None else time.time()
         # ISO 8601, the form the BYOO docs show ("timestamp": "2025-10-28T...").
-        stamp = datetime.fromtimestamp(sent, tz=timezone.utc).isoformat().replace("+00:00", "Z")
-        body = {"version": "v0", "timestamp": stamp, "sample_id": sample_id, "max_length": max_length,
-                "rewards": {"range": list(value_range)}, "data": data}
+        stamp = datetime.fromtimestamp(sent, tz=UTC).isoformat().replace("+00:00", "Z")
+        body = {
+            "version": "v0",
+            "timestamp": stamp,
+            "sample_id": sample_id,
+            "max_length": max_length,
+            "rewards": {"range": list(value_range)},
+            "data": data,
+        }
         self.invoke_rollout_proxy(body)
         if redeliver:  # an invocation Nova retries delivers the same request twice
             self.invoke_rollout_proxy(body)
@@ -72,8 +88,11 @@ class SimulatedTrainer:
             import boto3
 
             self.lam = boto3.client("lambda", region_name=self.sqs.meta.region_name)
-        response = self.lam.invoke(FunctionName=self.queues.rollout_request_arn, InvocationType="RequestResponse",
-                                   Payload=json.dumps(body).encode("utf-8"))
+        response = self.lam.invoke(
+            FunctionName=self.queues.rollout_request_arn,
+            InvocationType="RequestResponse",
+            Payload=json.dumps(body).encode("utf-8"),
+        )
         answer = response["Payload"].read()
         if response.get("FunctionError"):
             raise RolloutRequestRefused(f"the rollout proxy failed: {answer[:500]!r}")
@@ -81,8 +100,9 @@ class SimulatedTrainer:
 
     def _receive(self, url: str) -> list[dict[str, Any]]:
         out = []
-        for message in self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10,
-                                                WaitTimeSeconds=0).get("Messages", []):
+        for message in self.sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, WaitTimeSeconds=0).get(
+            "Messages", []
+        ):
             self.sqs.delete_message(QueueUrl=url, ReceiptHandle=message["ReceiptHandle"])
             out.append(json.loads(message["Body"]))
         return out
@@ -91,18 +111,28 @@ class SimulatedTrainer:
         """Answer what is waiting (in reverse order of arrival when ``reverse``: out-of-order responses)."""
         batch = self._receive(self.queues.generate_request)
         self.generate_requests.extend(batch)
-        for request in (reversed(batch) if reverse else batch):
+        for request in reversed(batch) if reverse else batch:
             turn = int(str(request["step_id"]).rsplit("_", 1)[-1])
             text = self.policy(request["sample_id"], turn, request["messages"])
             if text is None:
                 self.unanswered.append(request["step_id"])
                 continue
-            self._send(self.queues.generate_response, {
-                "version": "v0", "sample_id": request["sample_id"], "step_id": request["step_id"],
-                "data": {"choices": [{"index": 0, "message": {"role": "assistant", "content": text},
-                                      "finish_reason": "stop"}]},
-                "finish_reason": "stop", "serving_model_num": 0,
-            }, request["sample_id"])
+            self._send(
+                self.queues.generate_response,
+                {
+                    "version": "v0",
+                    "sample_id": request["sample_id"],
+                    "step_id": request["step_id"],
+                    "data": {
+                        "choices": [
+                            {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+                        ]
+                    },
+                    "finish_reason": "stop",
+                    "serving_model_num": 0,
+                },
+                request["sample_id"],
+            )
         return len(batch)
 
     def collect_responses(self) -> int:
@@ -146,11 +176,22 @@ class SimulationReport:
         return not (self.missing or self.duplicates or self.out_of_range)
 
 
-def simulate(sqs: Any, queues: NovaQueues, tasks: list[Any], *, groups: int = 2, group_size: int = 4,
-             value_range: tuple[float, float] = (0.0, 1.0), timeout_s: float = 600.0,
-             tick: Callable[[], None] | None = None, poll_s: float = 1.0, prefix: str = "simulate",
-             clock: Callable[[], float] = time.time, sleep: Callable[[float], None] = time.sleep,
-             lam: Any = None) -> SimulationReport:
+def simulate(
+    sqs: Any,
+    queues: NovaQueues,
+    tasks: list[Any],
+    *,
+    groups: int = 2,
+    group_size: int = 4,
+    value_range: tuple[float, float] = (0.0, 1.0),
+    timeout_s: float = 600.0,
+    tick: Callable[[], None] | None = None,
+    poll_s: float = 1.0,
+    prefix: str = "simulate",
+    clock: Callable[[], float] = time.time,
+    sleep: Callable[[float], None] = time.sleep,
+    lam: Any = None,
+) -> SimulationReport:
     """Send ``groups`` × ``group_size`` rollout requests (one task per group), answer every generate request
     with :func:`scripted_turns`, and wait until every sample has its rollout response or ``timeout_s``
     passes. ``tick`` runs once per poll (the tests pump the bridge there)."""
@@ -181,7 +222,16 @@ def simulate(sqs: Any, queues: NovaQueues, tasks: list[Any], *, groups: int = 2,
         if len(trainer.responses) < len(sent):
             sleep(poll_s)
     lo, hi = value_range
-    out_of_range = [sid for sid, r in trainer.responses.items()
-                    if not lo <= r.get("rewards", {}).get("aggregate_score", lo - 1) <= hi]
-    return SimulationReport(sent, trainer.responses, trainer.duplicate_responses,
-                            [s for s in sent if s not in trainer.responses], out_of_range, clock() - start)
+    out_of_range = [
+        sid
+        for sid, r in trainer.responses.items()
+        if not lo <= r.get("rewards", {}).get("aggregate_score", lo - 1) <= hi
+    ]
+    return SimulationReport(
+        sent,
+        trainer.responses,
+        trainer.duplicate_responses,
+        [s for s in sent if s not in trainer.responses],
+        out_of_range,
+        clock() - start,
+    )

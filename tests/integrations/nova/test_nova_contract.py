@@ -14,7 +14,7 @@ training job (item 5).
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -40,8 +40,12 @@ def _one(template, prefix, cfn_type="AWS::Lambda::Function"):
 
 
 def _statements(template, role_logical):
-    return [st for p in _of_type(template, "AWS::IAM::Policy").values() if {"Ref": role_logical} in p["Properties"]["Roles"]
-            for st in p["Properties"]["PolicyDocument"]["Statement"]]
+    return [
+        st
+        for p in _of_type(template, "AWS::IAM::Policy").values()
+        if {"Ref": role_logical} in p["Properties"]["Roles"]
+        for st in p["Properties"]["PolicyDocument"]["Statement"]
+    ]
 
 
 def _role(template, function_logical):
@@ -63,14 +67,18 @@ def test_rollout_request_arn_is_the_rollout_proxy_lambda_the_training_role_may_i
     assert template["Outputs"]["NovaRolloutRequestArn"]["Value"] == {"Fn::GetAtt": [proxy, "Arn"]}
     assert template["Outputs"]["NovaRolloutFunctionName"]["Value"] == {"Ref": proxy}
     assert "SageMaker" in props["FunctionName"] and len(props["FunctionName"]) <= 64
-    assert (harness.asset_dir(nova_synth, proxy) / "handler.py").read_text() == \
-        (harness.ROOT / "functions" / "nova_rollout_proxy" / "handler.py").read_text()
+    assert (harness.asset_dir(nova_synth, proxy) / "handler.py").read_text() == (
+        harness.ROOT / "functions" / "nova_rollout_proxy" / "handler.py"
+    ).read_text()
     role = _one(template, "NovaBridgeTrainingJobRole", "AWS::IAM::Role")
     invoke = [st for st in _statements(template, role) if "lambda:InvokeFunction" in _actions(st)]
     assert invoke and all(json.dumps(st["Resource"]).count(proxy) >= 1 for st in invoke)
     # The function's resource policy names the stack's job role and the configured one (another account).
-    permissions = [p["Properties"] for p in _of_type(template, "AWS::Lambda::Permission").values()
-                   if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [proxy, "Arn"]}]
+    permissions = [
+        p["Properties"]
+        for p in _of_type(template, "AWS::Lambda::Permission").values()
+        if p["Properties"]["FunctionName"] == {"Fn::GetAtt": [proxy, "Arn"]}
+    ]
     principals = {json.dumps(p["Principal"]) for p in permissions if p["Action"] == "lambda:InvokeFunction"}
     assert principals == {json.dumps({"Fn::GetAtt": [role, "Arn"]}), json.dumps(harness.NOVA_INVOKER_ROLE)}
 
@@ -84,8 +92,11 @@ def test_the_invoker_role_setting_takes_only_iam_role_arns():
 
 
 def test_fifo_queues_run_in_high_throughput_mode(nova_synth):
-    fifo = {k: q["Properties"] for k, q in _of_type(nova_synth.template, "AWS::SQS::Queue").items()
-            if q["Properties"].get("FifoQueue")}
+    fifo = {
+        k: q["Properties"]
+        for k, q in _of_type(nova_synth.template, "AWS::SQS::Queue").items()
+        if q["Properties"].get("FifoQueue")
+    }
     assert len(fifo) == 8  # four queues and their dead-letter queues
     for logical, props in fifo.items():
         # SQS developer guide, "High throughput for FIFO queues": both settings, per message group.
@@ -113,12 +124,18 @@ def test_every_event_source_queue_hides_a_message_six_times_its_functions_timeou
 def test_the_bridge_has_its_own_turn_queue(nova_synth):
     template = nova_synth.template
     forwarder = _one(template, "NovaBridgeForwarder")
-    (mapping,) = [m["Properties"] for m in _of_type(template, "AWS::Lambda::EventSourceMapping").values()
-                  if m["Properties"]["FunctionName"] == {"Ref": forwarder}]
+    (mapping,) = [
+        m["Properties"]
+        for m in _of_type(template, "AWS::Lambda::EventSourceMapping").values()
+        if m["Properties"]["FunctionName"] == {"Ref": forwarder}
+    ]
     queue = mapping["EventSourceArn"]["Fn::GetAtt"][0]
     assert queue.startswith("NovaBridgeTurnRequests") and "Dlq" not in queue
-    shared = next(k for k in _of_type(template, "AWS::SQS::Queue")
-                  if k.startswith("RolloutWorkflowTurnRequests") and "Dlq" not in k)
+    shared = next(
+        k
+        for k in _of_type(template, "AWS::SQS::Queue")
+        if k.startswith("RolloutWorkflowTurnRequests") and "Dlq" not in k
+    )
     assert shared not in json.dumps(_statements(template, _role(template, forwarder)))  # cannot even read it
     for prefix in ("RolloutWorkflowStartEpisode", "RolloutWorkflowConverse"):
         fn = _one(template, prefix)
@@ -126,16 +143,21 @@ def test_the_bridge_has_its_own_turn_queue(nova_synth):
         parts = channels["Fn::Join"][1]
         assert parts[0] == '{"nova":"' and parts[1] == {"Ref": queue} and parts[2] == '"}'  # {"nova": <queue URL>}
         sends = [st for st in _statements(template, _role(template, fn)) if "sqs:SendMessage" in _actions(st)]
-        assert any({"Fn::GetAtt": [queue, "Arn"]} in (st["Resource"] if isinstance(st["Resource"], list) else
-                                                      [st["Resource"]]) for st in sends)
+        assert any(
+            {"Fn::GetAtt": [queue, "Arn"]} in (st["Resource"] if isinstance(st["Resource"], list) else [st["Resource"]])
+            for st in sends
+        )
 
 
 def test_bridge_functions_reach_only_their_runs_state_and_records(nova_synth):
     template = nova_synth.template
 
     def resources(prefix, action):
-        return {json.dumps(st["Resource"]) for st in _statements(template, _role(template, _one(template, prefix)))
-                if action in _actions(st)}
+        return {
+            json.dumps(st["Resource"])
+            for st in _statements(template, _role(template, _one(template, prefix)))
+            if action in _actions(st)
+        }
 
     assert any('"/runs/nova/state/*"' in r for r in resources("NovaBridgeForwarder", "s3:GetObject"))
     assert not any('"/runs/*"' in r for r in resources("NovaBridgeForwarder", "s3:GetObject"))
@@ -147,7 +169,9 @@ def test_bridge_functions_reach_only_their_runs_state_and_records(nova_synth):
 
 def test_nova_alarms_watch_the_oldest_unanswered_request_every_function_and_every_dead_letter_queue(nova_synth):
     template = nova_synth.template
-    alarms = {a["Properties"]["AlarmName"]: a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()}
+    alarms = {
+        a["Properties"]["AlarmName"]: a["Properties"] for a in _of_type(template, "AWS::CloudWatch::Alarm").values()
+    }
     budget = alarms["RewardPipe-nova-rollouts-near-timeout"]
     assert budget["MetricName"] == "NovaOldestUnansweredSeconds" and budget["Namespace"] == "RewardPipe"
     assert budget["Threshold"] == 600 * 0.7 and budget["Period"] == 60 and budget["Statistic"] == "Maximum"
@@ -157,8 +181,12 @@ def test_nova_alarms_watch_the_oldest_unanswered_request_every_function_and_ever
             alarm = alarms[f"RewardPipe-nova-{name}-{kind}"]
             assert alarm["MetricName"] == metric and alarm["Namespace"] == "AWS/Lambda" and alarm["Threshold"] == 0
     dlqs = [k for k, q in _of_type(template, "AWS::SQS::Queue").items() if k.startswith("NovaBridge") and "Dlq" in k]
-    watched = {d["Value"]["Fn::GetAtt"][0] for a in alarms.values() if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
-               for d in a["Dimensions"]}
+    watched = {
+        d["Value"]["Fn::GetAtt"][0]
+        for a in alarms.values()
+        if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"
+        for d in a["Dimensions"]
+    }
     assert len(dlqs) == 5 and set(dlqs) <= watched
     topic = _one(template, "MonitoringAlarms", "AWS::SNS::Topic")
     for name, alarm in alarms.items():
@@ -239,15 +267,22 @@ def _client_error(code: str) -> Exception:
 
 def _bridge(store=None, sfn=None, now: float = 1_000_000.0):
     clock = {"now": now}
-    bridge = Bridge(BridgeConfig(rollout_budget_s=480.0), REWARD, store or MemoryStore(), FakeSqs(), sfn or FakeSfn(),
-                    Queues("resp.fifo", "gen.fifo", rollout_request="req.fifo"),
-                    state_machine_arn="arn:aws:states:us-east-1:1:stateMachine:m", clock=lambda: clock["now"])
+    bridge = Bridge(
+        BridgeConfig(rollout_budget_s=480.0),
+        REWARD,
+        store or MemoryStore(),
+        FakeSqs(),
+        sfn or FakeSfn(),
+        Queues("resp.fifo", "gen.fifo", rollout_request="req.fifo"),
+        state_machine_arn="arn:aws:states:us-east-1:1:stateMachine:m",
+        clock=lambda: clock["now"],
+    )
     return bridge, clock
 
 
 def test_request_time_reads_nova_timestamps_and_never_runs_ahead_of_the_clock():
     now = 1_800_000_000.0
-    iso = datetime.fromtimestamp(now - 90, tz=timezone.utc).isoformat().replace("+00:00", "Z")
+    iso = datetime.fromtimestamp(now - 90, tz=UTC).isoformat().replace("+00:00", "Z")
     assert request_time(iso, now) == pytest.approx(now - 90)
     assert request_time(now - 30, now) == now - 30
     assert request_time((now - 30) * 1000, now) == pytest.approx(now - 30)  # milliseconds
@@ -292,8 +327,12 @@ def test_the_router_marks_a_turn_used_only_after_step_functions_took_it():
     bridge, _ = _bridge(sfn=sfn)
     step = bridge._step_path("s-000_0_0")
     bridge.store.put_json(step, {"task_token": "tok", "sample_id": "s-000_0", "step_id": "s-000_0_0", "used": False})
-    response = {"version": "v0", "sample_id": "s-000_0", "step_id": "s-000_0_0",
-                "data": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]}}
+    response = {
+        "version": "v0",
+        "sample_id": "s-000_0",
+        "step_id": "s-000_0_0",
+        "data": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]},
+    }
     with pytest.raises(Exception, match="ThrottlingException"):
         bridge.route_response(json.dumps(response))
     assert bridge.store.get_json(step)["used"] is False  # the queue redelivers it, and it is delivered then
@@ -314,8 +353,15 @@ def _in_flight(bridge, clock, sample_id: str = "s-000_0") -> dict:
 
 def _scored_output(record_key: str) -> str:
     components = {"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0, "loop_penalty": 0.0}
-    return json.dumps({"id": "s-000_0", "aggregate_reward_score": 1.6, "status": "scored", "record_key": record_key,
-                       "metrics_list": [{"name": k, "value": v, "type": "Reward"} for k, v in components.items()]})
+    return json.dumps(
+        {
+            "id": "s-000_0",
+            "aggregate_reward_score": 1.6,
+            "status": "scored",
+            "record_key": record_key,
+            "metrics_list": [{"name": k, "value": v, "type": "Reward"} for k, v in components.items()],
+        }
+    )
 
 
 def test_the_sweeper_answers_with_the_score_when_the_execution_already_succeeded():
@@ -346,9 +392,17 @@ def test_the_sweeper_never_overwrites_a_scored_record(aws):
     sfn = FakeSfn()  # stopped: ABORTED, no output (the score came too late for the execution's own answer)
     bridge, clock = _bridge(store=store, sfn=sfn)
     _in_flight(bridge, clock)
-    scored = Record(run_id="nova", step=0, group_id="s-000", rollout_id="s-000_0", task_id="t", status="scored",
-                    components={"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0,
-                                "loop_penalty": 0.0}, weights=REWARD.weights, aggregate=1.6)
+    scored = Record(
+        run_id="nova",
+        step=0,
+        group_id="s-000",
+        rollout_id="s-000_0",
+        task_id="t",
+        status="scored",
+        components={"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0, "loop_penalty": 0.0},
+        weights=REWARD.weights,
+        aggregate=1.6,
+    )
     store.put_record(scored)
     clock["now"] += 600
     (answer,) = bridge.sweep()["answered"]
@@ -366,8 +420,13 @@ def test_the_sweeper_reports_the_oldest_unanswered_request_and_skips_answered_on
     clock["now"] += 100
     out = bridge.sweep()
     assert out == {"answered": [], "in_flight": 2, "oldest_unanswered_s": pytest.approx(clock["now"] - start)}
-    bridge.respond(next(e for k, e in bridge.store.objects.items() if k.startswith("nova/requests/")
-                        and e["sample_id"] == "a-000_0")["execution"], "FAILED", None)
+    bridge.respond(
+        next(
+            e for k, e in bridge.store.objects.items() if k.startswith("nova/requests/") and e["sample_id"] == "a-000_0"
+        )["execution"],
+        "FAILED",
+        None,
+    )
     assert bridge.sweep()["oldest_unanswered_s"] == pytest.approx(clock["now"] - second["sent_at"])
 
 
@@ -428,15 +487,22 @@ def test_a_trainer_callback_rollout_is_never_forwarded_to_nova(aws, nova_synth):
 
     deployment = harness.Deployment(nova_synth).deploy()
     sources = harness.EventSources(deployment, prefixes=("NovaBridge",))
-    client = RolloutClient(deployment.state_machine_arn, queue_url=deployment.queue_url, bucket=deployment.bucket,
-                           sfn=boto3.client("stepfunctions", region_name=harness.REGION),
-                           sqs=boto3.client("sqs", region_name=harness.REGION))
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        bucket=deployment.bucket,
+        sfn=boto3.client("stepfunctions", region_name=harness.REGION),
+        sqs=boto3.client("sqs", region_name=harness.REGION),
+    )
     client.start("trainer", 0, "g", "g-0", task=TASK, policy={"mode": "callback"})
     sqs = boto3.client("sqs", region_name=harness.REGION)
 
     def waiting(url):
-        return int(sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
-                   ["Attributes"]["ApproximateNumberOfMessages"])
+        return int(
+            sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])["Attributes"][
+                "ApproximateNumberOfMessages"
+            ]
+        )
 
     import time
 
@@ -467,21 +533,45 @@ def test_intake_starts_a_new_attempt_when_the_interrupted_start_already_ended(aw
     s3 = boto3.client("s3", region_name=harness.REGION)
     store = S3Store(deployment.bucket, client=s3)
     store.put_json(f"tasks/nova/{TASK.task_id}.json", TASK.model_dump(mode="json"))
-    request = {"version": "v0", "timestamp": 1_800_000_000.0, "sample_id": "late-000_0",
-               "data": {"task_id": TASK.task_id}}
+    request = {
+        "version": "v0",
+        "timestamp": 1_800_000_000.0,
+        "sample_id": "late-000_0",
+        "data": {"task_id": TASK.task_id},
+    }
     # What the interrupted intake left: the request filed (not started), and an execution of that name, ended.
     sfn = boto3.client("stepfunctions", region_name=harness.REGION)
     arn = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn, s3=s3).start(
-        "nova", 0, "late-000", "late-000_0", task_key="tasks/nova/gone.json",
-        policy={"mode": "callback", "channel": TURN_CHANNEL})
+        "nova",
+        0,
+        "late-000",
+        "late-000_0",
+        task_key="tasks/nova/gone.json",
+        policy={"mode": "callback", "channel": TURN_CHANNEL},
+    )
     assert harness.wait_execution(sfn, arn)["status"] == "SUCCEEDED"  # an error record (no such task)
     name = arn.rsplit(":", 1)[-1]
-    store.put_json(f"nova/requests/{name}.json", {"sample_id": "late-000_0", "group": "late-000", "range": [0, 1],
-                                                  "sent_at": 1_800_000_000.0, "deadline": 1_800_000_480.0,
-                                                  "execution": name, "answered": False, "step": 0, "started": False})
+    store.put_json(
+        f"nova/requests/{name}.json",
+        {
+            "sample_id": "late-000_0",
+            "group": "late-000",
+            "range": [0, 1],
+            "sent_at": 1_800_000_000.0,
+            "deadline": 1_800_000_480.0,
+            "execution": name,
+            "answered": False,
+            "step": 0,
+            "started": False,
+        },
+    )
     sqs = boto3.client("sqs", region_name=harness.REGION)
-    sqs.send_message(QueueUrl=deployment.output("NovaRolloutRequestSqsUrl"), MessageBody=json.dumps(request),
-                     MessageGroupId="g", MessageDeduplicationId="redelivered")
+    sqs.send_message(
+        QueueUrl=deployment.output("NovaRolloutRequestSqsUrl"),
+        MessageBody=json.dumps(request),
+        MessageGroupId="g",
+        MessageDeduplicationId="redelivered",
+    )
     sources = harness.EventSources(deployment, prefixes=("NovaBridgeIntake",))
     assert sources.poll_sqs() == 1 and not sources.failures
     executions = {e["name"] for e in sfn.list_executions(stateMachineArn=deployment.state_machine_arn)["executions"]}

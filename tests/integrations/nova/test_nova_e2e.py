@@ -86,13 +86,21 @@ class Nova:
             generate_response=deployment.output("NovaGenerateResponseSqsUrl"),
         )
         self.request_queue = deployment.output("NovaRolloutRequestSqsUrl")  # behind the proxy (intake's)
-        self.turn_queue = next(deployment.refs[logical]["Ref"] for logical in deployment.of_type("AWS::SQS::Queue")
-                               if logical.startswith("NovaBridgeTurnRequests") and "Dlq" not in logical)
+        self.turn_queue = next(
+            deployment.refs[logical]["Ref"]
+            for logical in deployment.of_type("AWS::SQS::Queue")
+            if logical.startswith("NovaBridgeTurnRequests") and "Dlq" not in logical
+        )
         self.scripts: dict[str, list[str] | None] = {}
         # Nova's side runs as the stack's training-job role: every call it makes is authorized as that role.
         training_role = next(iter(k for k in deployment.of_type("AWS::IAM::Role") if "TrainingJobRole" in k))
-        self.trainer = AsTrainingJob(self.sqs, self.queues, self.policy, lam=boto3.client("lambda", region_name=harness.REGION),
-                                     role=deployment.caller(training_role))
+        self.trainer = AsTrainingJob(
+            self.sqs,
+            self.queues,
+            self.policy,
+            lam=boto3.client("lambda", region_name=harness.REGION),
+            role=deployment.caller(training_role),
+        )
         from rewardpipe.store import S3Store
 
         self.store = S3Store(deployment.bucket, client=self.s3)
@@ -173,8 +181,12 @@ def test_two_groups_of_four_get_one_response_each_with_the_mapped_aggregate_and_
         rewards = {m["name"]: m["value"] for m in reports[sample_id]["metrics_list"] if m["type"] == "Reward"}
         assert rewards == record.components
     ask, direct, guess, slow = (records[f"sample-000_{i}"] for i in range(4))
-    assert ask.components == {"correctness": 1.0, "asked_before_coding": 1.0, "guessed_immediately": 0.0,
-                              "loop_penalty": 0.0}
+    assert ask.components == {
+        "correctness": 1.0,
+        "asked_before_coding": 1.0,
+        "guessed_immediately": 0.0,
+        "loop_penalty": 0.0,
+    }
     assert direct.components["guessed_immediately"] == -1.0 and direct.components["correctness"] == 1.0
     assert guess.components["correctness"] == 0.0
     assert slow.components["asked_before_coding"] == 1.0 and slow.metrics["assistant_turns"] == 3
@@ -214,12 +226,25 @@ def test_a_generate_response_that_never_comes_ends_in_the_error_reward_not_a_han
     trainer.collect_responses()
     assert not trainer.duplicate_responses
     # A generate response arriving after the cut-off is dropped, not delivered to a stopped rollout.
-    trainer._send(nova.queues.generate_response, {
-        "version": "v0", "sample_id": "lost-000_0", "step_id": "lost-000_0_0",
-        "data": {"choices": [{"message": {"content": "late"}, "finish_reason": "stop"}]}}, "lost-000_0")
-    nova.drive(until=lambda: nova.sqs.get_queue_attributes(
-        QueueUrl=nova.queues.generate_response, AttributeNames=["ApproximateNumberOfMessages"])
-        ["Attributes"]["ApproximateNumberOfMessages"] == "0", bridge_only=True)
+    trainer._send(
+        nova.queues.generate_response,
+        {
+            "version": "v0",
+            "sample_id": "lost-000_0",
+            "step_id": "lost-000_0_0",
+            "data": {"choices": [{"message": {"content": "late"}, "finish_reason": "stop"}]},
+        },
+        "lost-000_0",
+    )
+    nova.drive(
+        until=lambda: (
+            nova.sqs.get_queue_attributes(
+                QueueUrl=nova.queues.generate_response, AttributeNames=["ApproximateNumberOfMessages"]
+            )["Attributes"]["ApproximateNumberOfMessages"]
+            == "0"
+        ),
+        bridge_only=True,
+    )
     assert not trainer.duplicate_responses
 
 
@@ -275,11 +300,21 @@ def test_a_request_rejected_at_intake_leaves_its_report_envelope_and_record_like
     assert not [e for e in nova.executions() if "001" in e["name"]]  # nothing was started
     # Nova redelivers the unparsable request (same body): it is known, not answered again.
     answered = len(trainer.responses)
-    nova.sqs.send_message(QueueUrl=nova.request_queue, MessageGroupId="g", MessageBody=json.dumps(unparsable),
-                          MessageDeduplicationId="a-later-copy")  # past SQS's 5-minute deduplication window
-    nova.drive(until=lambda: nova.sqs.get_queue_attributes(
-        QueueUrl=nova.request_queue, AttributeNames=["ApproximateNumberOfMessages"])
-        ["Attributes"]["ApproximateNumberOfMessages"] == "0", bridge_only=True)
+    nova.sqs.send_message(
+        QueueUrl=nova.request_queue,
+        MessageGroupId="g",
+        MessageBody=json.dumps(unparsable),
+        MessageDeduplicationId="a-later-copy",
+    )  # past SQS's 5-minute deduplication window
+    nova.drive(
+        until=lambda: (
+            nova.sqs.get_queue_attributes(QueueUrl=nova.request_queue, AttributeNames=["ApproximateNumberOfMessages"])[
+                "Attributes"
+            ]["ApproximateNumberOfMessages"]
+            == "0"
+        ),
+        bridge_only=True,
+    )
     trainer.collect_responses()
     assert len(trainer.responses) == answered and not trainer.duplicate_responses
     assert len([k for k in nova.store.list_keys("nova/reports/") if "rejected-" in k]) == 1
@@ -307,11 +342,32 @@ def test_nova_simulate_command_runs_the_loop_against_the_stacks_queues(nova, tmp
     tasks_file.write_text(TASKS[0].model_dump_json() + "\n")
     queues = nova.queues
     try:
-        out = CliRunner().invoke(app, [
-            "nova", "simulate", "--rollout-request-arn", queues.rollout_request_arn,
-            "--rollout-response-url", queues.rollout_response, "--generate-request-url", queues.generate_request,
-            "--generate-response-url", queues.generate_response, "--tasks", str(tasks_file), "--groups", "1",
-            "--group-size", "4", "--timeout", "240", "--json", "--region", harness.REGION])
+        out = CliRunner().invoke(
+            app,
+            [
+                "nova",
+                "simulate",
+                "--rollout-request-arn",
+                queues.rollout_request_arn,
+                "--rollout-response-url",
+                queues.rollout_response,
+                "--generate-request-url",
+                queues.generate_request,
+                "--generate-response-url",
+                queues.generate_response,
+                "--tasks",
+                str(tasks_file),
+                "--groups",
+                "1",
+                "--group-size",
+                "4",
+                "--timeout",
+                "240",
+                "--json",
+                "--region",
+                harness.REGION,
+            ],
+        )
     finally:
         stop.set()
         thread.join(timeout=30)

@@ -6,18 +6,19 @@ import json
 import re
 
 import pytest
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
 from rewardpipe.integrations.nova.protocol import (
     BridgeConfig,
     GenerateResponse,
     NovaProtocolError,
     RolloutRequest,
-    request_key,
     generate_request,
     group_of,
     map_into_range,
     parse,
+    request_key,
     reward_bounds,
     rollout_result,
     task_source,
@@ -70,13 +71,15 @@ def test_scored_rollouts_answer_in_range_and_errors_follow_the_policy_with_a_fla
     assert types["raw_aggregate"] == "Metric"
     error = ErrorInfo(kind="executor_crash", message="boom")
     for policy, expected in (("neutral", 0.5), ("zero", 0.5 / 2.1)):
-        response, envelope = rollout_result("s_0", (0.0, 1.0), REWARD, BridgeConfig(error_reward=policy),
-                                            aggregate=None, components={}, error=error)
+        response, envelope = rollout_result(
+            "s_0", (0.0, 1.0), REWARD, BridgeConfig(error_reward=policy), aggregate=None, components={}, error=error
+        )
         assert response.rewards["aggregate_score"] == pytest.approx(expected) and response.stop_reason == "error"
         flags = {m["name"]: m["value"] for m in envelope["metrics_list"]}
         assert flags["reward_error"] == 1 and flags["error_executor_crash"] == 1
-    response, _ = rollout_result("s_0", (0.0, 1.0), REWARD, BridgeConfig(error_reward="fail_batch"),
-                                 aggregate=None, components={}, error=error)
+    response, _ = rollout_result(
+        "s_0", (0.0, 1.0), REWARD, BridgeConfig(error_reward="fail_batch"), aggregate=None, components={}, error=error
+    )
     assert response is None
     # a non-finite aggregate is an error, never sent as NaN
     response, _ = rollout_result("s_0", (0.0, 1.0), REWARD, BridgeConfig(), aggregate=float("nan"), components={})
@@ -85,12 +88,18 @@ def test_scored_rollouts_answer_in_range_and_errors_follow_the_policy_with_a_fla
 
 def test_task_comes_from_the_configured_field_or_inline_and_a_missing_one_names_the_field():
     assert task_source(RolloutRequest(sample_id="s_0", data={"task_id": "../../etc"}), BridgeConfig()) == (
-        None, "tasks/nova/..%2F..%2Fetc.json")  # an id never leaves its key segment
+        None,
+        "tasks/nova/..%2F..%2Fetc.json",
+    )  # an id never leaves its key segment
     nested = BridgeConfig(task_field="meta.task")
-    assert task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "t1"}}), nested)[1] == "tasks/nova/t1.json"
+    assert (
+        task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "t1"}}), nested)[1] == "tasks/nova/t1.json"
+    )
     # an upper-case id keeps the documented key (no case tail): tasks already uploaded are still found
-    assert task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "HumanEval/0"}}), nested)[1] == \
-        "tasks/nova/HumanEval%2F0.json"
+    assert (
+        task_source(RolloutRequest(sample_id="s_0", data={"meta": {"task": "HumanEval/0"}}), nested)[1]
+        == "tasks/nova/HumanEval%2F0.json"
+    )
     with pytest.raises(NovaProtocolError, match="data.task_id"):
         task_source(RolloutRequest(sample_id="s_0", data={"taskid": "t1"}), BridgeConfig())
     with pytest.raises(NovaProtocolError, match="data.task"):
@@ -98,27 +107,40 @@ def test_task_comes_from_the_configured_field_or_inline_and_a_missing_one_names_
 
 
 def test_generate_request_step_id_counts_assistant_turns_and_messages_keep_only_role_and_content():
-    messages = [{"role": "user", "content": "q", "secret": "x"}, {"role": "assistant", "content": "a"},
-                {"role": "user", "content": "b"}]
+    messages = [
+        {"role": "user", "content": "q", "secret": "x"},
+        {"role": "assistant", "content": "a"},
+        {"role": "user", "content": "b"},
+    ]
     request = generate_request("s_0", messages)
     assert request.step_id == "s_0_1" and request.messages[0] == {"role": "user", "content": "q"}
 
 
-@pytest.mark.parametrize("body, field", [
-    ("{", "RolloutRequest"),
-    (json.dumps({"sample_id": ""}), "sample_id"),
-    (json.dumps({"sample_id": "s", "rewards": {"range": [1, 0]}}), "rewards.range"),
-    (json.dumps({"sample_id": "s", "rewards": {"range": [0, "inf"]}}), "rewards.range"),
-    (json.dumps({"sample_id": "s", "data": []}), "data"),
-])
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ("{", "RolloutRequest"),
+        (json.dumps({"sample_id": ""}), "sample_id"),
+        (json.dumps({"sample_id": "s", "rewards": {"range": [1, 0]}}), "rewards.range"),
+        (json.dumps({"sample_id": "s", "rewards": {"range": [0, "inf"]}}), "rewards.range"),
+        (json.dumps({"sample_id": "s", "data": []}), "data"),
+    ],
+)
 def test_malformed_rollout_requests_name_the_field(body, field):
     with pytest.raises(NovaProtocolError, match=re.escape(field)):
         parse(RolloutRequest, body)
 
 
 def test_generate_response_text_is_read_from_the_first_choice():
-    body = {"sample_id": "s_0", "step_id": "s_0_0", "data": {"choices": [
-        {"message": {"content": [{"type": "text", "text": "hi"}, {"type": "image"}]}, "finish_reason": "length"}]}}
+    body = {
+        "sample_id": "s_0",
+        "step_id": "s_0_0",
+        "data": {
+            "choices": [
+                {"message": {"content": [{"type": "text", "text": "hi"}, {"type": "image"}]}, "finish_reason": "length"}
+            ]
+        },
+    }
     response = parse(GenerateResponse, body)
     assert response.text == "hi" and response.stop == "length"
     with pytest.raises(NovaProtocolError, match="choices"):
@@ -153,15 +175,20 @@ def test_a_malformed_request_is_answered_under_the_id_nova_sent_even_an_over_lon
     long_id = "s" * 600 + "_0"
     out = bridge.intake(json.dumps({"sample_id": long_id, "rewards": {"range": [2, 1]}}))
     assert out["status"] == "rejected_answered"
-    assert sent == [{"version": "v0", "sample_id": long_id, "stop_reason": "error",
-                     "rewards": {"aggregate_score": 0.5}}]
+    assert sent == [
+        {"version": "v0", "sample_id": long_id, "stop_reason": "error", "rewards": {"aggregate_score": 0.5}}
+    ]
     assert store.objects[f"nova/reports/{out['execution']}.json"]["id"] == long_id
     # An id longer than a record id may be (only a rejected request can carry one) still gets its record.
     huge = "h" * 5000 + "_0"
     out = bridge.intake(json.dumps({"sample_id": huge}))
     assert out["status"] == "rejected_answered" and sent[-1]["sample_id"] == huge
     (record,) = [v for k, v in store.objects.items() if k.startswith("record:h")]
-    assert len(record.rollout_id) <= 1024 and record.rollout_id.startswith("h" * 900) and record.error.kind == "bad_request"
+    assert (
+        len(record.rollout_id) <= 1024
+        and record.rollout_id.startswith("h" * 900)
+        and record.error.kind == "bad_request"
+    )
     # An id breaking the id rule (a control character) is answered as a bad request under the id Nova sent.
     for hostile in ("n\x00ul_0", "esc\x1b[2J_0", "rlo\u202e_0"):
         out = bridge.intake(json.dumps({"sample_id": hostile}))

@@ -24,8 +24,13 @@ def _of_type(template, cfn_type):
 
 def test_outputs_are_exactly_the_recipe_overrides_plus_the_training_role(template):
     outputs = template["Outputs"]
-    for key in ("NovaRolloutRequestArn", "NovaRolloutResponseSqsUrl", "NovaGenerateRequestSqsUrl",
-                "NovaGenerateResponseSqsUrl", "NovaTrainingJobRoleArn"):
+    for key in (
+        "NovaRolloutRequestArn",
+        "NovaRolloutResponseSqsUrl",
+        "NovaGenerateRequestSqsUrl",
+        "NovaGenerateResponseSqsUrl",
+        "NovaTrainingJobRoleArn",
+    ):
         assert key in outputs
     # rollout_request_arn is a Lambda (the rollout proxy), never a queue (test_nova_contract.py has the rest).
     assert outputs["NovaRolloutRequestArn"]["Value"]["Fn::GetAtt"][0].startswith("NovaBridgeRolloutProxy")
@@ -42,17 +47,26 @@ def test_outputs_are_exactly_the_recipe_overrides_plus_the_training_role(templat
 
 def test_training_job_role_reaches_the_rollout_proxy_and_three_queues_and_nothing_else(template):
     roles = {k: v for k, v in _of_type(template, "AWS::IAM::Role").items() if "TrainingJobRole" in k}
-    (role_id, role), = roles.items()
-    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {"Service": "sagemaker.amazonaws.com"}
-    policies = [p for p in _of_type(template, "AWS::IAM::Policy").values()
-                if {"Ref": role_id} in p["Properties"]["Roles"]]
+    ((role_id, role),) = roles.items()
+    assert role["Properties"]["AssumeRolePolicyDocument"]["Statement"][0]["Principal"] == {
+        "Service": "sagemaker.amazonaws.com"
+    }
+    policies = [
+        p for p in _of_type(template, "AWS::IAM::Policy").values() if {"Ref": role_id} in p["Properties"]["Roles"]
+    ]
     statements = [s for p in policies for s in p["Properties"]["PolicyDocument"]["Statement"]]
     actions = {a for s in statements for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}
-    assert actions - {"lambda:InvokeFunction"} and all(a.startswith("sqs:") for a in actions - {"lambda:InvokeFunction"})
+    assert actions - {"lambda:InvokeFunction"} and all(
+        a.startswith("sqs:") for a in actions - {"lambda:InvokeFunction"}
+    )
     invoke = [s for s in statements if s["Action"] == "lambda:InvokeFunction"]
     assert invoke and all("NovaBridgeRolloutProxy" in json.dumps(s["Resource"]) for s in invoke)
-    queues = {r["Fn::GetAtt"][0] for s in statements if s["Action"] != "lambda:InvokeFunction"
-              for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])}
+    queues = {
+        r["Fn::GetAtt"][0]
+        for s in statements
+        if s["Action"] != "lambda:InvokeFunction"
+        for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])
+    }
     assert len(queues) == 3 and not any("RolloutRequestQueue" in q for q in queues)  # requests go through the proxy
     # No wildcard but the proxy's versions (":*", how CDK grants invoke).
     assert all("*" not in json.dumps(s["Resource"]).replace('":*"', "") for s in statements)
@@ -60,8 +74,11 @@ def test_training_job_role_reaches_the_rollout_proxy_and_three_queues_and_nothin
 
 def test_rollouts_get_a_budget_below_rollout_timeout_with_an_alarm_before_it(template):
     functions = _of_type(template, "AWS::Lambda::Function")
-    config = next(json.loads(f["Properties"]["Environment"]["Variables"]["NOVA_CONFIG"]) for k, f in functions.items()
-                  if "NovaBridgeIntake" in k)
+    config = next(
+        json.loads(f["Properties"]["Environment"]["Variables"]["NOVA_CONFIG"])
+        for k, f in functions.items()
+        if "NovaBridgeIntake" in k
+    )
     assert config["rollout_budget_s"] == 480 and config["error_reward"] == "neutral"
     alarm = next(a for k, a in _of_type(template, "AWS::CloudWatch::Alarm").items() if "RolloutsNearTimeout" in k)
     # The oldest unanswered request's age (seconds), measured every minute while it waits; never ExecutionTime,
@@ -70,8 +87,10 @@ def test_rollouts_get_a_budget_below_rollout_timeout_with_an_alarm_before_it(tem
     assert alarm["Properties"]["MetricName"] == "NovaOldestUnansweredSeconds"
     rules = _of_type(template, "AWS::Events::Rule")
     assert any(r["Properties"].get("ScheduleExpression") == "rate(1 minute)" for r in rules.values())
-    assert any(r["Properties"].get("EventPattern", {}).get("detail-type") == ["Step Functions Execution Status Change"]
-               for r in rules.values())
+    assert any(
+        r["Properties"].get("EventPattern", {}).get("detail-type") == ["Step Functions Execution Status Change"]
+        for r in rules.values()
+    )
     mappings = _of_type(template, "AWS::Lambda::EventSourceMapping")
     assert len(mappings) == 3 and all(m["Properties"]["BatchSize"] == 1 for m in mappings.values())
 
@@ -88,6 +107,8 @@ def test_settings_refuse_an_alarm_after_the_budget():
 def test_every_nova_handler_is_a_function_of_the_bridge(template):
     from pathlib import Path
 
-    handlers = sorted(p.parent.name for p in (Path(__file__).resolve().parents[3] / "functions").glob("nova_*/handler.py"))
+    handlers = sorted(
+        p.parent.name for p in (Path(__file__).resolve().parents[3] / "functions").glob("nova_*/handler.py")
+    )
     bridge = [k for k, f in _of_type(template, "AWS::Lambda::Function").items() if k.startswith("NovaBridge")]
     assert len(handlers) == 6 and len(bridge) == len(handlers)
