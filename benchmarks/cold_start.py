@@ -30,7 +30,16 @@ It takes about 40 s per handler.
 architecture on the path (boto3 included: the layer bundles it) and its byte code never rewritten (``/opt`` is
 read-only). Without it the handlers are imported from this checkout by this virtualenv's interpreter.
 
+``--user-package`` measures instead what a user's package costs a cold start (issue 20: at most 1.1x): for each
+handler that imports user code, the import plus resolving the function's configured environment and reward
+(what its first call does; the single-turn reward Lambda does it at import) with a user package of one module
+(written to a temporary directory: an environment and a reward, ENVIRONMENT_REF/REWARD_REF/SINGLE_TURN_REWARD_REF
+naming it) against the same without it (the built-in ask_before_coding and gsm8k). The two are measured
+alternately, fresh interpreters each; the probe fails if anything reads the installed entry points (no scan at
+cold start).
+
     .venv/bin/python benchmarks/cold_start.py [--runs 7] [--check] [--json] [--instructions] [--lambda-layer]
+    .venv/bin/python benchmarks/cold_start.py --user-package [--runs 15] [--check]
 """
 
 from __future__ import annotations
@@ -101,9 +110,22 @@ elif target == "<floor>":
     from aws_lambda_powertools import Logger
     Logger()
 else:
+    import os
+    if os.environ.get("RESOLVE_USER_CODE"):  # --user-package: reading entry points is a scan at cold start
+        import importlib.metadata
+        def _refuse(*args, **kwargs):
+            raise SystemExit("entry points were read at cold start")
+        importlib.metadata.entry_points = _refuse
     spec = importlib.util.spec_from_file_location("handler", target)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    if os.environ.get("RESOLVE_USER_CODE"):  # what the first call resolves: the configured environment and reward
+        from rewardpipe.aws.settings import Settings
+        settings = Settings.from_env()
+        if os.environ["RESOLVE_USER_CODE"] == "single_turn":
+            settings.single_turn_reward
+        else:
+            settings.environment, settings.reward
 t1 = time.perf_counter()
 if target not in ("<pass>", "<boto3>", "<floor>") and not import_only:
     # The validators the import deferred (rewardpipe.deferred.DeferredModel): every model the handler's modules
@@ -163,7 +185,7 @@ def probe_env() -> dict[str, str]:
     }
 
 
-def instructions(target: str) -> float:
+def instructions(target: str, extra_env: dict[str, str] | None = None) -> float:
     """Millions of instructions a fresh interpreter executes to start and import ``target`` (callgrind).
     The byte-code cache is warm: ``measure`` ran the same import first."""
     out = subprocess.run(
@@ -178,7 +200,7 @@ def instructions(target: str) -> float:
             "",
             "import-only",
         ],
-        env=probe_env(),
+        env={**probe_env(), **(extra_env or {})},
         capture_output=True,
         text=True,
         check=True,
@@ -201,6 +223,141 @@ def measure(target: str, runs: int, clients: tuple[str, ...] = ()) -> tuple[floa
     return statistics.median(samples[1:]), min(samples[1:]), statistics.median(rest[1:])
 
 
+# The handlers that import user code (the stack attaches the user layer to them), and what each resolves.
+USER_CODE_HANDLERS = {
+    "rollout_start": "multi_turn",
+    "converse": "multi_turn",
+    "score_rollout": "multi_turn",
+    "error_record": "multi_turn",
+    "nova_intake": "multi_turn",
+    "single_turn_reward": "single_turn",
+}
+USER_GOAL_RATIO = 1.1
+ONE_MODULE = '''"""A user's package of one module: an environment and its reward (cold_start.py --user-package)."""
+from rewardpipe import EpisodeState, Environment, Reward, TaskRow, component
+
+
+class NumberTask(TaskRow):
+    secret: int
+
+
+class NumberState(EpisodeState):
+    guesses: list[int] = []
+
+
+@component(range=(0.0, 1.0), role="outcome")
+def solved(state) -> float:
+    return 1.0 if state.guesses and state.guesses[-1] == 7 else 0.0
+
+
+@component(range=(-1.0, 0.0), role="penalty", weight=0.5)
+def long_answers(completion: str) -> float:
+    return -1.0 if len(completion) > 200 else 0.0
+
+
+REWARD = Reward("one_module", [solved, long_answers])
+
+
+class Numbers(Environment):
+    name = "one_module"
+    version = "1"
+    task_model = NumberTask
+    state_model = NumberState
+    reward = REWARD
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "again"}, next_action="policy")
+
+
+ENVIRONMENT = Numbers()
+'''
+
+
+def user_package_ratios(runs: int, count_instructions: bool = False) -> dict[str, dict[str, float]]:
+    """Per handler: (median and min) import + resolve in ms without and with the one-module user package (and,
+    with ``count_instructions``, the instructions each executes beyond the interpreter's start, by callgrind)."""
+    import tempfile
+
+    global PYTHONPATH
+    base_path = PYTHONPATH
+    out: dict[str, dict[str, float]] = {}
+    start = instructions("<pass>") if count_instructions else 0.0
+    with tempfile.TemporaryDirectory(prefix="rewardpipe-user-pkg-") as pkg:
+        Path(pkg, "acme_one.py").write_text(ONE_MODULE)
+        user_env = {
+            "ENVIRONMENT_REF": "acme_one:ENVIRONMENT",
+            "REWARD_REF": "acme_one:REWARD",
+            "SINGLE_TURN_REWARD_REF": "acme_one:REWARD",
+            "REWARD_NAME": "",
+        }
+        for name, kind in USER_CODE_HANDLERS.items():
+            target = str(ROOT / "functions" / name / "handler.py")
+            samples: dict[str, list[float]] = {"without": [], "with": []}
+            for i in range(runs + 1):
+                for label in ("without", "with"):
+                    extra = {"RESOLVE_USER_CODE": kind}
+                    if label == "with":
+                        extra.update(user_env)
+                        PYTHONPATH = os.pathsep.join([pkg, base_path])
+                    else:
+                        PYTHONPATH = base_path
+                    out_text = subprocess.run(
+                        [*PYTHON, "-c", PROBE, target, "", "import-only"],
+                        env={**probe_env(), **extra},
+                        capture_output=True,
+                        text=True,
+                        check=True,
+                    )
+                    if i:  # the first round warms the byte-code caches
+                        samples[label].append(float(out_text.stdout.strip().splitlines()[-1].split()[0]))
+            PYTHONPATH = base_path
+            out[name] = {
+                f"{label}_{stat}": fn(values)
+                for label, values in samples.items()
+                for stat, fn in (("median_ms", statistics.median), ("min_ms", min))
+            }
+            if count_instructions:
+                out[name]["without_minstr"] = instructions(target, {"RESOLVE_USER_CODE": kind}) - start
+                PYTHONPATH = os.pathsep.join([pkg, base_path])
+                out[name]["with_minstr"] = instructions(target, {"RESOLVE_USER_CODE": kind, **user_env}) - start
+                PYTHONPATH = base_path
+    return out
+
+
+def main_user_package(args: argparse.Namespace) -> int:
+    figures = user_package_ratios(args.runs, args.instructions)
+    print(
+        f"Handler import + resolving the configured environment and reward, {args.runs} alternating fresh "
+        f"interpreters each (Python {sys.version.split()[0]}): without a user package (built-in ask_before_coding "
+        f"/ gsm8k) and with a user package of one module; goal <= {USER_GOAL_RATIO}x"
+    )
+    print(
+        f"{'handler':<22}{'without ms':>12}{'with ms':>10}{'ratio':>8}{'min without':>13}{'min with':>10}{'ratio':>8}"
+    )
+    worst = 0.0
+    for name, f in figures.items():
+        median_ratio = f["with_median_ms"] / f["without_median_ms"]
+        min_ratio = f["with_min_ms"] / f["without_min_ms"]
+        worst = max(worst, min(median_ratio, min_ratio))
+        print(
+            f"{name:<22}{f['without_median_ms']:>12.1f}{f['with_median_ms']:>10.1f}{median_ratio:>8.3f}"
+            f"{f['without_min_ms']:>13.1f}{f['with_min_ms']:>10.1f}{min_ratio:>8.3f}"
+        )
+    if args.instructions:
+        print("\ninstructions executed (millions, callgrind, interpreter start-up subtracted; load-independent):")
+        for name, f in figures.items():
+            worst_ir = f["with_minstr"] / f["without_minstr"]
+            print(f"  {name:<22}{f['without_minstr']:>9.1f} without {f['with_minstr']:>9.1f} with   {worst_ir:.3f}x")
+    print(
+        f"\nworst ratio (the better of median and min per handler): {worst:.3f} "
+        f"({'ok' if worst <= USER_GOAL_RATIO else 'OVER'} against {USER_GOAL_RATIO}x)"
+    )
+    print(f"load average during the run: {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    if args.json:
+        print(json.dumps(figures, indent=2))
+    return 1 if args.check and worst > USER_GOAL_RATIO else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=7)
@@ -220,7 +377,18 @@ def main() -> int:
         action="store_true",
         help="CPython 3.13 with the staged layer only, as the python3.13 runtime loads the handlers",
     )
+    parser.add_argument(
+        "--user-package",
+        action="store_true",
+        help=f"a user package of one module against none: import + resolve, goal <= {USER_GOAL_RATIO}x",
+    )
     args = parser.parse_args()
+    if args.user_package:
+        if args.instructions and shutil.which("valgrind") is None:
+            parser.error("--instructions needs valgrind on PATH")
+        if args.lambda_layer:
+            use_lambda_layer()
+        return main_user_package(args)
     version = use_lambda_layer() if args.lambda_layer else sys.version.split()[0]
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind on PATH")

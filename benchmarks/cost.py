@@ -26,6 +26,13 @@ arithmetic of each line. ``--write docs/aws.md`` replaces the generated block be
 The table is followed by its sensitivity to the two assumptions that move it most: the seconds an
 OpenAI-compatible endpoint keeps the conversation Lambda waiting per policy turn, and the share of jobs that
 run on Fargate.
+
+Then the cost per **built-in environment** (ask_before_coding, wordle, tool_call): for each, the stack is deployed
+with that environment configured (ENVIRONMENT_REF and REWARD_REF, as the stack sets them for cdk.json's
+``environment``; issue 20) and replay rollouts of the environment's own scripted reference episode (the first
+bundled task; tool_call's tagged-text scenario, since replayed turns are text) walk the machine with the
+environment's real handlers. An environment that never asks for execution pays for no code runner, Fargate task
+or sandbox DNS query; its turns and snapshots are what it pays for. ``--no-envs`` skips this part.
 """
 
 from __future__ import annotations
@@ -294,6 +301,120 @@ def measure(root: Path, rollouts: int) -> tuple[dict, dict]:
     }
 
 
+# The scripted episode each built-in environment's rollouts replay (replayed turns are text: tool_call's tagged form).
+ENV_SCENARIOS = {"ask_before_coding": "reference", "wordle": "reference", "tool_call": "tagged"}
+
+
+def env_episode(name: str) -> tuple[str, str, object, list[str]]:
+    """(environment reference, reward reference, task, assistant turns) of the environment's scripted episode on
+    its first bundled task: what its cost rollouts replay."""
+    import importlib
+
+    from rewardpipe.episode import converse, start_episode
+    from rewardpipe.models import load_task_rows
+    from rewardpipe.references import BUILTIN_ENVIRONMENTS, BUILTIN_REWARDS, resolve_environment
+
+    env = resolve_environment(name)
+    tasks = load_task_rows(importlib.import_module(env.task_model.__module__).BUNDLED_TASKS, env.task_model)
+    task = next(t for t in tasks if not getattr(t, "timeout_s", None) or t.timeout_s <= 60)
+    state = converse(
+        start_episode(task, env=env, run_id="cost", step=0, group_id="g", rollout_id="r"),
+        task,
+        env.scenarios(task)[ENV_SCENARIOS[name]],
+        env,
+    )
+    return (
+        BUILTIN_ENVIRONMENTS[name],
+        BUILTIN_REWARDS[name],
+        task,
+        [m.content for m in state.messages if m.role == "assistant"],
+    )
+
+
+def measure_envs(root: Path, rollouts: int) -> dict:
+    """Per built-in environment, its replay rollouts' counts per rollout (the stack deployed with it configured,
+    each in a fresh moto account)."""
+    import boto3
+    import pytest
+    from moto import mock_aws
+
+    harness = _setup(root)
+    from rewardpipe.store import S3Store
+
+    synth = harness.synthesized()
+    out = {}
+    for name in ENV_SCENARIOS:
+        reference, reward, task, turns = env_episode(name)
+        patcher = pytest.MonkeyPatch()
+        harness.install_patches(patcher)
+        harness.start_server()
+        counter = CallCounter()
+        with mock_aws(config=harness.MOTO_CONFIG):
+            deployment = harness.Deployment(
+                synth, function_env=harness.user_code_env(environment=reference, reward=reward)
+            ).deploy()
+            sfn = boto3.client("stepfunctions", region_name=harness.REGION)
+            s3 = boto3.client("s3", region_name=harness.REGION)
+            counts = _count_rollouts(
+                harness,
+                deployment,
+                sfn,
+                s3,
+                S3Store(deployment.bucket, client=s3),
+                counter,
+                path="replay",
+                policy={"mode": "replay", "turns": turns},
+                task=task,
+                rollouts=rollouts,
+                label=f"env-{name.replace('_', '-')}",
+            )
+        patcher.undo()
+        harness.DEPLOYMENTS.clear()
+        counts["jobs"] = sum(n for fn, n in counts["invocations"].items() if "CodeRunner" in fn)
+        counts["turns"] = len(turns)
+        out[name] = counts
+    return out
+
+
+def render_envs(env_results: dict, facts: dict) -> str:
+    """The cost table per built-in environment (replay policy, each environment's scripted episode)."""
+    priced = {name: price("replay", counts, facts) for name, counts in env_results.items()}
+    items: list[str] = []
+    for lines in priced.values():
+        items += [item for item, _, _ in lines if item not in items]
+    out = [
+        "Cost per built-in environment (replay policy; each environment's own scripted episode on its first "
+        "bundled task, walked through the machine with its real handlers):",
+        "",
+        "| item | " + " | ".join(env_results) + " |",
+        "|---|" + "---|" * len(env_results),
+    ]
+    for item in items:
+        cells = []
+        for name in env_results:
+            found = [c for i, _, c in priced[name] if i == item]
+            cells.append(f"${found[0]:,.2f}" if found else "–")
+        out.append(f"| {item} | " + " | ".join(cells) + " |")
+    out.append(
+        "| **total per 1M rollouts** | "
+        + " | ".join(f"**${sum(c for _, _, c in priced[n]):,.0f}**" for n in env_results)
+        + " |"
+    )
+    out.append("")
+    out.append(
+        "Counted per rollout: "
+        + "; ".join(
+            f"{n}: {c['turns']} policy turns, {c['transitions']:.0f} transitions, "
+            f"{sum(c['invocations'].values()):.0f} Lambda invocations ({c['jobs']:.0f} of the code runner), "
+            f"{c.get('s3_put', 0):.0f} S3 PUT/LIST + {c.get('s3_get', 0):.0f} GET, {c['history_events']:.0f} history "
+            f"events, {c['s3_bytes'] / 1000:.1f} KB stored"
+            for n, c in env_results.items()
+        )
+        + "."
+    )
+    return "\n".join(out)
+
+
 def _delta(route: dict, base: dict) -> dict:
     keys = {k for k in route.keys() | base.keys() if k != "invocations"}
     delta = {k: route.get(k, 0) - base.get(k, 0) for k in keys}
@@ -348,8 +469,11 @@ def _warm_cpu(samples: list[tuple[str, float]]) -> dict[str, float]:
 def price(
     path: str, counts: dict, facts: dict, *, openai_turn_s: float = OPENAI_TURN_S, fargate_share: float = FARGATE_SHARE
 ) -> list[tuple[str, str, float]]:
-    """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs."""
+    """Lines of (item, arithmetic, $ per 1M rollouts); the two keyword arguments are the sensitivity's knobs.
+    ``counts["jobs"]`` (default 1: every rollout of the coding task runs one job) scales what jobs cost: an
+    environment that never asks for execution (jobs 0) pays for no code runner, Fargate task or sandbox query."""
     M = 1e6  # noqa: N806 - M for a million, as in the prices it scales
+    jobs = counts.get("jobs", 1.0)
     lines = []
     gb_s = PRICE["lambda_gb_s"][facts["architecture"]]
     rate = f" × 1M × ${gb_s:.10f}/GB-s ({facts['architecture']})"
@@ -406,7 +530,7 @@ def price(
                 billed * M * gb_s,
             )
         )
-    if counts.get("inline_runs", 0):
+    if counts.get("inline_runs", 0) and jobs:
         waiting = counts["inline_runs"] * (1 - fargate_share) * RUNNER_JOB_S * conversation_gb
         lines.append(
             (
@@ -424,7 +548,10 @@ def price(
                 llm * M * gb_s,
             )
         )
-    share_lambda = 1 - fargate_share
+    if not jobs:
+        return lines + _request_lines(counts, n_inv, M)
+    share_lambda = (1 - fargate_share) * jobs
+    fargate_share = fargate_share * jobs
     runner = share_lambda * RUNNER_JOB_S * RUNNER_GB
     lines.append(
         (
@@ -474,15 +601,21 @@ def price(
             fargate_share * M * FARGATE_MIN * INSIGHTS_BYTES_PER_TASK_MIN / 1e9 * PRICE["logs_gb"],
         )
     )
-    queries = (1 - fargate_share) * DNS_QUERIES_RUNNER + fargate_share * DNS_QUERIES_FARGATE
+    queries = share_lambda * DNS_QUERIES_RUNNER + fargate_share * DNS_QUERIES_FARGATE
     lines.append(
         (
             "DNS Firewall queries",
-            f"({1 - fargate_share:.2f} × {DNS_QUERIES_RUNNER} + {fargate_share:.2f} × "
+            f"({share_lambda:.2f} × {DNS_QUERIES_RUNNER} + {fargate_share:.2f} × "
             f"{DNS_QUERIES_FARGATE}) queries × 1M × $0.60/M",
             queries * M * PRICE["dns_firewall_query"],
         )
     )
+    return lines + _request_lines(counts, n_inv, M)
+
+
+def _request_lines(counts: dict, n_inv: float, M: float) -> list[tuple[str, str, float]]:  # noqa: N803 - M: a million
+    """S3, SQS, logs and traces: what every rollout pays, whether it runs code or not."""
+    lines = []
     puts, gets = counts.get("s3_put", 0), counts.get("s3_get", 0)
     lines.append(
         (
@@ -632,9 +765,15 @@ def main() -> int:
     parser.add_argument("--root", type=Path, default=ROOT, help="checkout to measure (default: this one)")
     parser.add_argument("--write", type=Path, help="replace the cost-table block in this markdown file")
     parser.add_argument("--json", action="store_true", help="print the raw counts as JSON too")
+    parser.add_argument("--no-envs", action="store_true", help="skip the cost per built-in environment")
     args = parser.parse_args()
     results, facts = measure(args.root.resolve(), args.rollouts)
     table = render(results, facts)
+    if not args.no_envs:
+        env_results = measure_envs(args.root.resolve(), args.rollouts)
+        table += "\n\n" + render_envs(env_results, facts)
+        if args.json:
+            print(json.dumps(env_results, indent=2))
     print(table)
     if args.json:
         print(json.dumps(results, indent=2))

@@ -296,7 +296,8 @@ class DeploymentSettings(_Strict):
     error_reward: Literal["neutral", "zero", "fail_batch"] = "neutral"
     group_size: int = Field(default=8, ge=2, le=1024)
     # At most the rollout workflow's documented limit (rewardpipe.aws.rollout.MAX_TURNS_LIMIT, docs/aws.md "Limits").
-    max_turns: int = Field(default=6, ge=1, le=MAX_TURNS_LIMIT)
+    # Unset: each rollout ends at its environment's own max_turns (capped at that limit), as it does locally.
+    max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS_LIMIT)
     # Jobs whose time budget is above this many seconds run on Fargate instead of the runner Lambda.
     execution_routing_threshold_s: int = Field(default=600, ge=1)
     monitor_schedule_minutes: int = Field(default=15, ge=1, le=1440)

@@ -4,8 +4,10 @@ In: a JSON array of samples (a single object is tolerated). Out: one RewardFunct
 sample, in order, ids echoed. The event is deliberately NOT parsed into a model here: validation is
 per sample inside rewardpipe.single_turn, so one malformed sample gets an error result
 (``aggregate_reward_score`` 0.0 flagged by ``reward_error`` = 1) and never fails the batch.
-The reward comes from REWARD_NAME / REWARD_WEIGHTS (gsm8k, code_correctness, ...); what an unscorable
-sample is worth to Nova from ERROR_REWARD (neutral | zero | fail_batch).
+The reward comes from SINGLE_TURN_REWARD_REF (the user's ``package.module:ATTR``, resolved by the stack at synth
+and imported here by reference, never by an entry-point scan), else REWARD_NAME (gsm8k, code_correctness, ...),
+with REWARD_WEIGHTS (rewardpipe.aws.settings.Settings.single_turn_reward); what an unscorable sample is worth to
+Nova from ERROR_REWARD (neutral | zero | fail_batch).
 
 The invocation never times out with the batch in hand: code runs only while the context says time is
 left, minus a margin for the sandbox's own grace period, scoring and the response, and a sample whose code
@@ -16,7 +18,6 @@ diagnostic metrics, never a sample.
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Any
@@ -24,10 +25,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
+from rewardpipe.aws.settings import Settings
 from rewardpipe.single_turn import fit_response, score_samples
 
-REWARD_NAME = os.environ.get("REWARD_NAME") or "gsm8k"
-REWARD_WEIGHTS = json.loads(os.environ.get("REWARD_WEIGHTS") or "{}") or None
+# Imported at INIT (a bad reference fails the cold start with a ConfigurationError naming the variable).
+REWARD = Settings.from_env().single_turn_reward
+REWARD_NAME = REWARD.name
 ERROR_REWARD = os.environ.get("ERROR_REWARD") or "neutral"
 # Kept free at the end of the invocation: the sandbox's grace period past a job's budget (5 s), scoring and
 # serialising the answer. Grows with long invocations so a 64-sample batch has room to be scored.
@@ -67,12 +70,7 @@ def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
 
     make_non_dumpable()  # code_correctness runs model code in child processes
     results = score_samples(
-        event,
-        REWARD_NAME,
-        REWARD_WEIGHTS,
-        deadline=deadline(context),
-        answer_by=answer_by(context),
-        error_reward=ERROR_REWARD,
+        event, REWARD, deadline=deadline(context), answer_by=answer_by(context), error_reward=ERROR_REWARD
     )
     errors = _errors(results)
     metrics.add_metric(name="SamplesScored", unit=MetricUnit.Count, value=len(results))

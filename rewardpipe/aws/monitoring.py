@@ -80,7 +80,11 @@ def verdict_key(run_id: str, step: int) -> str:
 
 
 def thresholds(settings: Settings) -> Any:
-    return settings.alarm_policy.thresholds()
+    """The alarm policy's thresholds, judging each component by the configured reward's declared range and role
+    (REWARD_COMPONENTS, data the stack writes at synth: no user code is imported here), so a user's penalty that
+    never fires is ``info``, not dead. Without it, the built-in reward's ranges, as before."""
+    base = settings.alarm_policy.thresholds()
+    return base.with_components(settings.reward_components) if settings.reward_components else base
 
 
 # --------------------------------------------------------------------------------------------------

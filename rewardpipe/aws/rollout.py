@@ -35,19 +35,22 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
-from typing import Any, Literal, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 
-from pydantic import ConfigDict, Field, field_validator, model_validator
+from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
 from rewardpipe.aws.state import PayloadTooLarge, StateStore, guard_payload, inputs_prefix
 from rewardpipe.deferred import DeferredModel
-from rewardpipe.environment import stored_action
 
-# The built-in ask-before-coding environment is the one the workflow runs (issue 20 makes it configurable).
-from rewardpipe.envs.ask_before_coding.state import AskBeforeCodingState as EpisodeState
+# The workflow runs the configured environment (Settings.environment: ENVIRONMENT_REF, the built-in
+# ask_before_coding without it), with its task model, state model, system prompt and execution job.
+from rewardpipe.environment import EpisodeState, TaskRow, stored_action
 from rewardpipe.execution.result import clean_text
-from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record, Task
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, InputId, Record
+
+if TYPE_CHECKING:
+    from rewardpipe.rewards.base import Reward
 
 TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
@@ -81,6 +84,11 @@ class PolicyError(RuntimeError):
 
 class SimulatorError(RuntimeError):
     """The user simulator failed."""
+
+
+class SnapshotMismatch(RuntimeError):
+    """An episode snapshot written by another environment (name or version) than the one this deployment runs:
+    it is never resumed (its state would be read with the wrong model); the rollout ends in an error record."""
 
 
 def storable_run_id(value: Any) -> bool:
@@ -167,7 +175,9 @@ class RolloutInput(DeferredModel):
     step: int = Field(default=0, ge=0)
     group: InputId
     rollout: InputId
-    task: Task | None = None
+    # The task row inline, validated at the start with the configured environment's own task model
+    # (Settings.environment.task_model), or where it is stored.
+    task: dict[str, Any] | None = None
     task_key: str | None = None
     policy: PolicySpec = Field(default_factory=lambda: PolicySpec(mode="callback"))
     max_turns: int | None = Field(default=None, ge=1, le=MAX_TURNS_LIMIT)
@@ -211,14 +221,47 @@ class ConverseRequest(DeferredModel):
 
 
 class EpisodeSnapshot(DeferredModel):
-    """What is stored in S3 between states: everything a later state needs, however large."""
+    """What is stored in S3 between states: everything a later state needs, however large.
+
+    ``state`` is the environment's own state model; read a stored snapshot with :func:`read_snapshot`, which
+    validates it with the configured environment's model after checking ``environment`` (``name@version`` of
+    the environment that wrote it) is that environment's."""
 
     task_key: str
     policy: PolicySpec
-    state: EpisodeState
+    state: SerializeAsAny[EpisodeState]
+    environment: str | None = None  # name@version of the environment that wrote it
     execution: ExecutionRef | None = None
     version: int = Field(default=0, ge=0)  # how many times a conversation step has written it
     applied_reply_at: str | None = None  # the state entry (EnteredTime) that applied the last trainer reply
+
+
+# Snapshots written before they carried their environment were all ask_before_coding's.
+LEGACY_ENVIRONMENT = "ask_before_coding"
+
+
+def read_snapshot(raw: Any, env: Any) -> EpisodeSnapshot:
+    """A stored snapshot, its state read with ``env``'s state model. A snapshot of another environment name or
+    version raises :class:`SnapshotMismatch` (never resumed); a malformed one ValueError (pydantic's)."""
+    from rewardpipe.aws.settings import environment_tag
+
+    if not isinstance(raw, dict):
+        raise ValueError(f"an episode snapshot must be a JSON object, got {type(raw).__name__}")
+    mine = environment_tag(env)
+    written = raw.get("environment")
+    if written is None:
+        if env.name != LEGACY_ENVIRONMENT:
+            raise SnapshotMismatch(
+                f"the episode snapshot names no environment (written before snapshots carried "
+                f"one, by {LEGACY_ENVIRONMENT}); this deployment runs {mine}: not resumed"
+            )
+    elif written != mine:
+        raise SnapshotMismatch(
+            f"the episode snapshot was written by environment {str(written)[:200]!r}; this "
+            f"deployment runs {mine!r}: not resumed"
+        )
+    state = env.state_model.model_validate(raw.get("state"))
+    return EpisodeSnapshot.model_validate({**raw, "state": state})
 
 
 class StateRef(DeferredModel):
@@ -254,13 +297,21 @@ def transcript_key(state: EpisodeState) -> str:
 
 
 def put_transcript(
-    store: Any, state: EpisodeState, task: Task | None = None, execution: Any = None, record: Record | None = None
+    store: Any,
+    state: EpisodeState,
+    task: TaskRow | None = None,
+    execution: Any = None,
+    record: Record | None = None,
+    env: Any = None,
 ) -> str:
-    """Store the rollout's transcript (rewardpipe.transcripts: messages, revealed spec items, executed code,
-    verdict and scores), the same document the local runner writes; replayable via ``to_rollout()``."""
+    """Store the rollout's transcript (rewardpipe.transcripts: messages, the environment's own fields such as
+    revealed spec items, executed code, verdict and scores), the same document the local runner writes;
+    replayable via ``to_rollout()``. ``env``: the environment that ran it (default: the built-in one)."""
     from rewardpipe.transcripts import transcript_of_episode
 
-    return store.put_transcript(transcript_of_episode(state, task, execution, record, env=environment()))
+    return store.put_transcript(
+        transcript_of_episode(state, task, execution, record, env=env if env is not None else environment())
+    )
 
 
 def inline_task_key(run: str, task: dict[str, Any]) -> str:
@@ -276,21 +327,48 @@ def inline_task_key(run: str, task: dict[str, Any]) -> str:
     return f"{TASKS_PREFIX}inline/{encode_id(run)}/{encode_id(str(task.get('task_id') or 'task'))}-{digest}.json"
 
 
-def load_task(store: Any, key: str) -> Task:
+def validate_task(raw: Any, env: Any, where: str) -> TaskRow:
+    """A task row validated with the environment's own task model. A bad row raises pydantic's ValidationError
+    (a bad input: the rollout ends in an error record) titled with where the row came from and the model, so
+    the record says which field of which task: ``1 validation error for task object tasks/x.json (environment
+    acme_guess, GuessTask)`` then ``secret: Field required``."""
+    from pydantic import ValidationError
+
+    try:
+        return env.task_model.model_validate(raw)
+    except ValidationError as exc:
+        title = f"{where} (environment {env.name}, {env.task_model.__name__})"
+        try:
+            details = [
+                {
+                    "type": e["type"],
+                    "loc": e["loc"],
+                    "input": e.get("input"),
+                    **({"ctx": e["ctx"]} if "ctx" in e else {}),
+                }
+                for e in exc.errors()
+            ]
+            retitled = ValidationError.from_exception_data(title, details)  # type: ignore[arg-type]
+        except Exception:  # noqa: BLE001 - an error type pydantic cannot rebuild: its own message
+            raise exc from None
+        raise retitled from None
+
+
+def load_task(store: Any, key: str, env: Any = None) -> TaskRow:
     try:
         raw = store.get_json(key)
     except KeyError:
         raise FileNotFoundError(f"task object {key} does not exist in the records bucket") from None
-    return Task.model_validate(raw)
+    return validate_task(raw, env if env is not None else environment(), f"task object {key}")
 
 
-def load_snapshot(store: Any, ref: StateRef) -> tuple[StateStore, EpisodeSnapshot]:
+def load_snapshot(store: Any, ref: StateRef, env: Any = None) -> tuple[StateStore, EpisodeSnapshot]:
     states = StateStore(store, ref.run, ref.attempt)
-    return states, EpisodeSnapshot.model_validate(states.load(ref.state_key))
+    return states, read_snapshot(states.load(ref.state_key), env if env is not None else environment())
 
 
-def load_head(states: StateStore) -> EpisodeSnapshot:
-    return EpisodeSnapshot.model_validate(states.load(states.head_key))
+def load_head(states: StateStore, env: Any = None) -> EpisodeSnapshot:
+    return read_snapshot(states.load(states.head_key), env if env is not None else environment())
 
 
 def replay_turns(snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
@@ -307,11 +385,9 @@ def replay_turns(snapshot: EpisodeSnapshot, states: StateStore) -> list[str]:
 
 
 def _api_key(settings: Settings) -> str | None:
-    if not settings.policy_api_key_secret:
-        return None
-    from rewardpipe.aws.settings import aws_client
+    from rewardpipe.aws.settings import secret_string
 
-    return aws_client("secretsmanager").get_secret_value(SecretId=settings.policy_api_key_secret)["SecretString"]
+    return secret_string(settings.policy_api_key_secret) or None
 
 
 def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str] | None = None) -> Any:
@@ -336,38 +412,63 @@ def build_policy(snapshot: EpisodeSnapshot, settings: Settings, turns: list[str]
             temperature=spec.temperature,
             max_tokens=spec.max_tokens,
             client=settings.chat_client(base_url, model, _api_key(settings)),
-            system_prompt=environment().system_prompt,
+            system_prompt=settings.environment.system_prompt,
         )
     raise ValueError("policy.mode 'callback' takes its turn from the trainer, not from a policy object")
 
 
-def environment(simulator: Any = None) -> Any:
-    """The environment the workflow runs: ask-before-coding, with ``simulator`` playing the user."""
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT, AskBeforeCoding
+def environment(settings: Settings | None = None) -> Any:
+    """The environment the workflow runs: the configured one (``settings.environment``), or without settings
+    the built-in ask-before-coding."""
+    if settings is not None:
+        return settings.environment
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
 
-    return ENVIRONMENT if simulator is None else AskBeforeCoding(simulator)
+    return ENVIRONMENT
+
+
+def _is_ask_before_coding(env: Any) -> bool:
+    from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+
+    return isinstance(env, AskBeforeCoding)
 
 
 def build_simulator(settings: Settings) -> Any:
-    """The environment with the configured user simulator (rule-based, or an LLM through the policy endpoint)."""
-    if settings.simulator == "openai":
+    """The environment whose turns the conversation plays: the configured one; for ask-before-coding with
+    SIMULATOR=openai, with an LLM playing the user through the policy endpoint."""
+    env = settings.environment
+    if settings.simulator == "openai" and _is_ask_before_coding(env):
+        from rewardpipe.envs.ask_before_coding.environment import AskBeforeCoding
+
         # rewardpipe.simulator puts the moved module in its own place in sys.modules; mypy cannot follow that.
         from rewardpipe.simulator import OpenAISimulator  # type: ignore[attr-defined]
 
-        return environment(
-            OpenAISimulator(
-                settings.policy_base_url,
-                settings.policy_model,
-                client=settings.chat_client(settings.policy_base_url, settings.policy_model, _api_key(settings)),
-            )
-        )
-    return environment()
+        client = settings.chat_client(settings.policy_base_url, settings.policy_model, _api_key(settings))
+        return AskBeforeCoding(OpenAISimulator(settings.policy_base_url, settings.policy_model, client=client))
+    return env
+
+
+def _env_calls_llm(settings: Settings) -> bool:
+    env = settings.environment
+    return bool(env.calls_llm) or (settings.simulator == "openai" and _is_ask_before_coding(env))
+
+
+def env_services(settings: Settings) -> Any:
+    """What an environment's own turns get (rewardpipe.episode.EnvServices): the policy endpoint's chat client
+    for an environment that declares ``calls_llm``, when the deployment has one."""
+    from rewardpipe.episode import EnvServices
+
+    env = settings.environment
+    if not env.calls_llm or not (settings.policy_base_url and settings.policy_model):
+        return EnvServices()
+    client = settings.chat_client(settings.policy_base_url, settings.policy_model, _api_key(settings))
+    return EnvServices(chat=client.complete)
 
 
 class _NoPolicy:
     """Callback mode: the conversation always pauses before a policy turn, so this is never asked."""
 
-    def next_turn(self, state: EpisodeState, task: Task) -> str:  # noqa: ARG002 - the policy interface's next_turn(state, task); pragma: no cover - guarded by pause
+    def next_turn(self, state: EpisodeState, task: TaskRow) -> str:  # noqa: ARG002 - the policy interface; pragma: no cover - guarded by pause
         raise PolicyError("callback mode: the trainer supplies policy turns")
 
 
@@ -375,7 +476,7 @@ def _pause_rule(mode: str, settings: Settings, remaining_s: Any) -> Any:
     def pause(state: EpisodeState) -> bool:
         if state.next_action == "policy" and mode == "callback":
             return True
-        calls_llm = (mode == "openai") if state.next_action == "policy" else (settings.simulator == "openai")
+        calls_llm = (mode == "openai") if state.next_action == "policy" else _env_calls_llm(settings)
         return remaining_s() < (settings.llm_turn_reserve_s if calls_llm else QUICK_TURN_RESERVE_S)
 
     return pause
@@ -389,7 +490,7 @@ def failed_snapshot_name(version: int) -> str:
 
 def _converse(
     snapshot: EpisodeSnapshot,
-    task: Task,
+    task: TaskRow,
     settings: Settings,
     states: StateStore,
     version: int,
@@ -414,6 +515,7 @@ def _converse(
             policy,
             simulator or build_simulator(settings),
             pause=_pause_rule(mode, settings, remaining_s),
+            services=env_services(settings),
         )
     except ConversationError as exc:
         partial = snapshot.model_copy(update={"state": exc.state})
@@ -422,19 +524,24 @@ def _converse(
         raise error(str(exc)) from exc.cause
     snapshot = snapshot.model_copy(update={"state": state})
     if state.next_action == "execute" and snapshot.execution is None:
-        # cast: converse() is typed for any environment; this pipeline's (AskBeforeCoding) keeps its state type
-        snapshot.execution = prepare_job(cast(EpisodeState, state), task, settings, states.store)
+        try:
+            snapshot.execution = prepare_job(state, task, settings, states.store)
+        except Exception as exc:  # the environment's execution_job failed: its turn, not ours
+            states.put(failed_snapshot_name(version), snapshot.model_dump(mode="json", exclude_none=True))
+            raise SimulatorError(
+                f"environment '{settings.environment.name}': execution_job failed: {type(exc).__name__}: {exc}"
+            ) from exc
     return snapshot
 
 
-def prepare_job(state: EpisodeState, task: Task, settings: Settings, store: Any) -> ExecutionRef:
+def prepare_job(state: EpisodeState, task: TaskRow, settings: Settings, store: Any) -> ExecutionRef:
     """Choose the code runner for the committed code: the Lambda runner, which gets the job inline in its
     invoke payload (nothing is written), or, for a job above the routing threshold or too large for a
     synchronous invoke, Fargate, whose job is written to S3 here."""
     from rewardpipe.aws.jobs import fits_inline, job_keys, put_job
     from rewardpipe.episode import execution_job
 
-    job = execution_job(state, task, environment())
+    job = execution_job(state, task, settings.environment)
     if job is None:
         return ExecutionRef(route="none")
     if job.timeout_s <= settings.routing_threshold_s and fits_inline(job):
@@ -581,7 +688,7 @@ def _can_run_inline(ref: StateRef, settings: Settings) -> bool:
 
 
 def _conclude(
-    ref: StateRef, snapshot: EpisodeSnapshot, task: Task, settings: Settings, store: Any, delivery: TokenDelivery
+    ref: StateRef, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings, store: Any, delivery: TokenDelivery
 ) -> dict[str, Any]:
     """Deliver a conversation step's outcome; returns it (the handler logs it, tests read it)."""
     if ref.next == "ask_trainer":
@@ -606,15 +713,16 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
     from rewardpipe.episode import start_episode
 
     request, store = event.input, store or open_bucket_store(settings)
+    env = settings.environment
     states = StateStore(store, request.run, event.attempt)
     if request.task is not None:
-        task = request.task
+        task = validate_task(request.task, env, "the input's task")
         stored = task.model_dump(mode="json")
         task_key = inline_task_key(request.run, stored)
         store.put_json(task_key, stored)
     else:
         task_key = request.task_key  # type: ignore[assignment]
-        task = load_task(store, task_key)
+        task = load_task(store, task_key, env)
     policy = request.policy
     turn_queue(settings, policy.channel)  # an unknown channel is bad input, found before any turn
     if policy.turns is not None:  # stored once; the snapshot only points at them
@@ -629,16 +737,20 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
         if raw is None:
             raise FileNotFoundError(f"policy.turns_key {policy.turns_key} does not exist in the records bucket")
         policy = policy.model_copy(update={"turns_key": states.put("replay.json", raw)})
-    state = start_episode(
-        task,
-        env=environment(),
-        run_id=request.run,
-        step=request.step,
-        group_id=request.group,
-        rollout_id=request.rollout,
-        max_turns=request.max_turns or settings.max_turns,
-    )
-    snapshot = _converse(EpisodeSnapshot(task_key=task_key, policy=policy, state=state), task, settings, states, 0)
+    try:
+        state = start_episode(
+            task,
+            env=env,
+            run_id=request.run,
+            step=request.step,
+            group_id=request.group,
+            rollout_id=request.rollout,
+            max_turns=request.max_turns or settings.max_turns or min(env.max_turns, MAX_TURNS_LIMIT),
+        )
+    except Exception as exc:  # the environment's start() failed: the environment's fault
+        raise SimulatorError(f"environment '{env.name}': start failed: {type(exc).__name__}: {exc}") from exc
+    opening = EpisodeSnapshot(task_key=task_key, policy=policy, state=state, environment=settings.environment_tag)
+    snapshot = _converse(opening, task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
     ref = _save(states, snapshot, ids)
     return _conclude(
@@ -676,10 +788,11 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     from rewardpipe.episode import apply_policy_turn
 
     store = store or open_bucket_store(settings)
+    env = settings.environment
     states = StateStore(store, event.run, event.attempt)
-    snapshot = load_head(states)
+    snapshot = load_head(states, env)
     awaits_trainer = snapshot.policy.mode == "callback" and snapshot.state.next_action == "policy"
-    task: Task | None = None
+    task: TaskRow | None = None
     if event.reply == {"resume": True} and awaits_trainer:  # only the trainer's own turn moves it on
         raise PolicyError('the trainer\'s callback output must be {"text": "<assistant turn>"}, not a resume')
     if event.reply != {"resume": True}:
@@ -691,12 +804,16 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
             if not awaits_trainer:
                 raise PolicyError(f"a trainer reply arrived, but the episode expects '{snapshot.state.next_action}'")
             text = trainer_text(event.reply, states.key(f"reply-{snapshot.version}.json"), states)
-            task = load_task(store, snapshot.task_key)
-            # cast: apply_policy_turn() is typed for any environment; AskBeforeCoding's hooks keep its state type
-            snapshot.state = cast(EpisodeState, apply_policy_turn(snapshot.state, text, environment(), task))
+            task = load_task(store, snapshot.task_key, env)
+            try:
+                snapshot.state = apply_policy_turn(snapshot.state, text, env, task)
+            except Exception as exc:  # the environment's on_policy_turn failed
+                raise SimulatorError(
+                    f"environment '{env.name}': on_policy_turn failed: {type(exc).__name__}: {exc}"
+                ) from exc
             snapshot.applied_reply_at = event.entered
     if task is None:
-        task = load_task(store, snapshot.task_key)
+        task = load_task(store, snapshot.task_key, env)
     snapshot = _converse(snapshot, task, settings, states, snapshot.version + 1, policy=policy)
     snapshot.version += 1
     state = snapshot.state
@@ -712,7 +829,7 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
     )
 
 
-def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: Settings) -> tuple[Record, str]:
+def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: TaskRow, settings: Settings) -> tuple[Record, str]:
     """Score the episode with the configured reward and write its record and transcript. Returns (record, key).
 
     The committed code's result comes from the Lambda runner, invoked here with the job inline (rebuilt from
@@ -722,10 +839,11 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: 
     from rewardpipe.aws.jobs import get_result
     from rewardpipe.episode import execution_job, finish_episode
 
+    env = settings.environment
     execution = None
     ref_exec = snapshot.execution
     if ref_exec is not None and ref_exec.route == "lambda":
-        job = execution_job(snapshot.state, task, environment())
+        job = execution_job(snapshot.state, task, env)
         if job is None:
             raise ExecutionResultMissing("the episode has no committed code to run")
         execution = run_inline(job, settings)
@@ -737,16 +855,16 @@ def score_snapshot(store: Any, snapshot: EpisodeSnapshot, task: Task, settings: 
         from rewardpipe.aws.metrics import emit, execution_point
 
         emit([execution_point(ref_exec.route, execution.duration_ms)])
-    record = finish_episode(snapshot.state, task, execution, settings.reward, environment())
-    put_transcript(store, snapshot.state, task, execution, record)
+    record = finish_episode(snapshot.state, task, execution, settings.reward, env)
+    put_transcript(store, snapshot.state, task, execution, record, env=env)
     return record, put_record_once(store, record)
 
 
 def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record, str]:
     """The Score state's work, after a code-runner state: :func:`score_snapshot` of the referenced episode."""
     store = store or open_bucket_store(settings)
-    _, snapshot = load_snapshot(store, ref)
-    return score_snapshot(store, snapshot, load_task(store, snapshot.task_key), settings)
+    _, snapshot = load_snapshot(store, ref, settings.environment)
+    return score_snapshot(store, snapshot, load_task(store, snapshot.task_key, settings.environment), settings)
 
 
 def rollout_output(record: Record, key: str) -> dict[str, Any]:
@@ -839,6 +957,7 @@ _KIND_BY_ERROR = {
     "EpisodeError": "orchestration_error",
     "UnknownAction": "orchestration_error",
     "PayloadTooLarge": "orchestration_error",
+    "SnapshotMismatch": "environment_mismatch",
     "States.Timeout": "timeout",
     "States.HeartbeatTimeout": "timeout",
 }
@@ -997,19 +1116,23 @@ def with_execution_input(event: FailedRollout, sfn: Any) -> FailedRollout:
     )
 
 
-def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None:
+def _failed_snapshot(store: Any, event: FailedRollout, env: Any) -> EpisodeSnapshot | None:
     """The furthest state of the episode: what a conversation step left when it failed mid-way, else
     the episode as the last step saved it (or the snapshot a Score state was given), else nothing (the
-    record then has no transcript)."""
+    record then has no transcript). A snapshot of another environment (``env`` None: the configured one
+    cannot be loaded) counts as nothing: its state cannot be read with this environment's model."""
     from rewardpipe.store import StoreError
 
+    if env is None:
+        return None
     try:
         states = StateStore(store, event.run, event.attempt)
     except ValueError:
         return None
     head = None
-    with contextlib.suppress(ValueError, FileNotFoundError, StoreError):  # absent, foreign or unreadable
-        head = EpisodeSnapshot.model_validate(states.load(event.state_key or states.head_key))
+    # absent, foreign, unreadable or of another environment version
+    with contextlib.suppress(ValueError, FileNotFoundError, StoreError, SnapshotMismatch):
+        head = read_snapshot(states.load(event.state_key or states.head_key), env)
     failed = None
     if event.failed_state == "StartEpisodeStep":
         failed = failed_snapshot_name(0)
@@ -1017,10 +1140,28 @@ def _failed_snapshot(store: Any, event: FailedRollout) -> EpisodeSnapshot | None
         failed = failed_snapshot_name(head.version + 1)
     if failed is not None:
         try:
-            return EpisodeSnapshot.model_validate(states.load(states.key(failed)))
-        except (ValueError, FileNotFoundError, StoreError):
+            return read_snapshot(states.load(states.key(failed)), env)
+        except (ValueError, FileNotFoundError, StoreError, SnapshotMismatch):
             pass
     return head
+
+
+class _NoComponents:
+    """The reward of an error record when the configured reward cannot be loaded (its error is the record's)."""
+
+    component_names: ClassVar[list[str]] = []
+    weights: ClassVar[dict[str, float]] = {}
+
+
+def _configured(load: Any) -> tuple[Any, str | None]:
+    """(what ``load()`` gives, None), or (None, the ConfigurationError's text): RecordError is the last stop of
+    every failure and must write its record even when the deployment's configuration is what failed."""
+    from rewardpipe.aws.settings import ConfigurationError
+
+    try:
+        return load(), None
+    except ConfigurationError as exc:
+        return None, str(exc)
 
 
 def record_failure(
@@ -1038,15 +1179,21 @@ def record_failure(
     from rewardpipe.episode import error_record, failure_record
 
     store = store or open_bucket_store(settings)
-    reward = settings.reward
-    snapshot = _failed_snapshot(store, event)
+    reward, reward_problem = _configured(lambda: settings.reward)
+    env, env_problem = _configured(lambda: settings.environment)
+    reward = reward if reward is not None else _NoComponents()
+    snapshot = _failed_snapshot(store, event, env)
     if snapshot is None and event.rollout is None and event.execution and read_execution_input is not None:
         event = read_execution_input(event)
-        snapshot = _failed_snapshot(store, event)
+        snapshot = _failed_snapshot(store, event, env)
     state = snapshot.state if snapshot is not None else None
     info = describe_failure(event.error, event.failed_state, state)
+    problem = env_problem or reward_problem
+    if problem and problem not in info.message:
+        info = ErrorInfo(kind=info.kind, message=clean_text(f"{info.message} (configuration: {problem})"[:2000]))
     if state is not None:
-        record = error_record(state, info.kind, info.message, reward)
+        # cast: _NoComponents stands in for a reward that cannot load; the records read only its names and weights
+        record = error_record(state, info.kind, info.message, cast("Reward", reward))
     else:
         task_id = "unknown"
         if event.task and usable_id(event.task.get("task_id")):
@@ -1061,12 +1208,12 @@ def record_failure(
             task_id=task_id,
             kind=info.kind,
             message=info.message,
-            reward=reward,
+            reward=cast("Reward", reward),
             metrics={"assistant_turns": 0},
         )
     from rewardpipe.store import record_key
 
     # the record first: its transcript follows it, so a scored record kept here keeps its own transcript
     if _put_unless_scored(store, record) and state is not None:
-        put_transcript(store, state, record=record)
+        put_transcript(store, state, record=record, env=env)
     return record, record_key(record)

@@ -94,7 +94,8 @@ class RolloutWorkflow(Construct):
             # The environment and the reward as explicit references, resolved at synth (stacks/user_code.py).
             **code.environment_env(),
             **code.reward_env(settings.reward_weights),
-            "MAX_TURNS": str(checked_max_turns(settings.max_turns)),
+            # Only when set: an unset MAX_TURNS leaves each environment its own max_turns.
+            **({"MAX_TURNS": str(checked_max_turns(settings.max_turns))} if settings.max_turns is not None else {}),
             "ROUTING_THRESHOLD_S": str(settings.execution_routing_threshold_s),
             "SIMULATOR": settings.simulator,
             # pydantic scans every installed distribution's entry points for plugins at the first model

@@ -10,6 +10,7 @@ import pytest
 from tests.aws import harness, iam
 
 harness.apply_test_env()
+harness.use_user_package()  # the user package fixture (tests/fixtures/acme_rewards), as a layer would provide it
 
 
 @pytest.fixture(scope="session")

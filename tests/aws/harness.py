@@ -54,6 +54,9 @@ except ImportError:  # this file loaded by path (benchmarks/cost.py --root <a ch
     _spec.loader.exec_module(iam)  # type: ignore[union-attr]
 
 ROOT = Path(__file__).resolve().parents[2]
+# The user package every AWS path is tested with (issue 20): a pip-installable project the tests import from
+# its directory (on sys.path, see use_user_package), as a deployment imports it from its layer.
+USER_PACKAGE = ROOT / "tests" / "fixtures" / "acme_rewards"
 REGION = "us-east-1"
 ACCOUNT = "123456789012"
 STATE_MACHINE_NAME = "rewardpipe-rollout"
@@ -70,6 +73,47 @@ TEST_ENV = {
     "POWERTOOLS_METRICS_NAMESPACE": "RewardPipe",
     "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION": "20",
 }
+
+
+def use_user_package() -> None:
+    """Make the user package fixture importable in this process (the in-process Lambdas import it)."""
+    if str(USER_PACKAGE) not in sys.path:
+        sys.path.insert(0, str(USER_PACKAGE))
+
+
+def user_code_env(
+    environment: str | None = None,
+    reward: str | None = None,
+    single_turn_reward: str | None = None,
+    components: Any = None,
+    version: str | None = None,
+) -> dict[str, Any]:
+    """The variables the stack sets on the functions that import user code (docs: the issue 20 contract):
+    ``ENVIRONMENT_REF``/``ENVIRONMENT_VERSION``, ``REWARD_REF``, ``SINGLE_TURN_REWARD_REF`` and, on the variance
+    check, ``REWARD_COMPONENTS`` (a Reward's describe() as the JSON list). Until the stack sets them from
+    cdk.json, the tests set them on the deployed functions with :class:`Deployment`'s ``function_env`` (a None
+    value removes a variable the template sets: MAX_TURNS, which a user environment's own limit replaces)."""
+    env: dict[str, Any] = {}
+    if environment:
+        env["ENVIRONMENT_REF"] = environment
+        env["MAX_TURNS"] = None  # no max_turns in cdk.json: the environment's own turn limit
+    if version:
+        env["ENVIRONMENT_VERSION"] = version
+    if reward:
+        env["REWARD_REF"] = reward
+        env["REWARD_WEIGHTS"] = "{}"  # the template's weights are the built-in reward's; the user's own weights stand
+    if single_turn_reward:
+        env["SINGLE_TURN_REWARD_REF"] = single_turn_reward
+        env["REWARD_WEIGHTS"] = "{}"
+    if components is not None:
+        described = components.describe() if hasattr(components, "describe") else components
+        env["REWARD_COMPONENTS"] = json.dumps(
+            [
+                {"name": name, "range": list(info["range"]), "role": info["role"], "weight": info["weight"]}
+                for name, info in described.items()
+            ]
+        )
+    return env
 
 
 def apply_test_env() -> None:
@@ -168,6 +212,9 @@ LIMITS = {
     # in 2025); a queue's MaximumMessageSize attribute can lower it, and is then what applies.
     # https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
     "sqs_message_bytes": 1_048_576,
+    # Lambda: "Environment variables: 4 KB, for all environment variables associated with the function, in
+    # aggregate" (keys and values). https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
+    "lambda_env_bytes": 4096,
 }
 # Every breach seen during the current test, as "what: size > limit" strings.
 LIMIT_VIOLATIONS: list[str] = []
@@ -201,7 +248,10 @@ class _Context:
 
 def _handler_for(fn: Any) -> Any:
     digest = hashlib.sha256(fn.code_bytes).hexdigest()[:16]
-    key = f"{fn.function_name}:{digest}"
+    # A function whose configuration changed is initialised again, as on Lambda (a handler reads its settings
+    # at INIT: another ENVIRONMENT_REF is another environment).
+    config = hashlib.sha256(json.dumps(fn.environment_vars or {}, sort_keys=True).encode()).hexdigest()[:16]
+    key = f"{fn.function_name}:{digest}:{config}"
     module = _MODULES.get(key)
     if module is None:
         target = Path(tempfile.gettempdir()) / "rewardpipe-lambda-code" / digest
@@ -423,6 +473,10 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
         return response
 
     return [(LambdaSimpleBackend, "invoke", invoke)]
+
+
+def _env_size(env: dict[str, str]) -> int:
+    return sum(len(k.encode("utf-8")) + len(str(v).encode("utf-8")) for k, v in env.items())
 
 
 def _size(body: Any) -> int:
@@ -749,6 +803,9 @@ class Deployment:
     state_machine_arn: str = ""
     topic_arn: str = ""
     queue_url: str = ""
+    # Variables added to every deployed Python function but the code runner (which never imports user code):
+    # what the stack will set from cdk.json's environment/reward settings (user_code_env).
+    function_env: dict[str, Any] = field(default_factory=dict)
 
     # -- intrinsic functions ---------------------------------------------------------------------
 
@@ -933,6 +990,10 @@ class Deployment:
                     if path.is_file():
                         zf.write(path, path.relative_to(source).as_posix())
             env = {k: str(self.resolve(v)) for k, v in props.get("Environment", {}).get("Variables", {}).items()}
+            if self.function_env and not logical.startswith("CodeRunner"):
+                env.update(self.function_env)
+                env = {k: v for k, v in env.items() if v is not None}
+            _check_size(f"environment variables of {logical}", _env_size(env), LIMITS["lambda_env_bytes"])
             name = str(props.get("FunctionName") or logical)[:64]
             fn = client.create_function(
                 FunctionName=name,

@@ -33,6 +33,7 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
             rollout_request=env.get("ROLLOUT_REQUEST_QUEUE_URL", ""),
         ),
         state_machine_arn=env.get("STATE_MACHINE_ARN", ""),
+        task_model=settings.environment.task_model,
     )
 
 

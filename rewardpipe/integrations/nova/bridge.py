@@ -120,6 +120,9 @@ class Bridge:
     queues: Queues
     state_machine_arn: str = ""
     clock: Callable[[], float] = _now
+    # The deployed environment's task model: inline task rows are validated with it at intake (issue 20). None:
+    # the built-in coding Task.
+    task_model: Any = None
 
     # -- bookkeeping -------------------------------------------------------------------------------
 
@@ -219,7 +222,7 @@ class Bridge:
         if known is not None and (known.get("started", True) or known.get("answered")):
             return {"status": "duplicate", "execution": known.get("execution")}
         try:
-            task, task_key = task_source(request, self.config)
+            task, task_key = task_source(request, self.config, *([self.task_model] if self.task_model else []))
         except NovaProtocolError as exc:
             return self._reject(request, name, step, ErrorInfo(kind="bad_input", message=str(exc)))
         group = group_of(request.sample_id, self.config)

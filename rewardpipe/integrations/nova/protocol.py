@@ -191,16 +191,23 @@ def _dig(data: Any, path: str) -> Any:
     return data
 
 
-def task_source(request: RolloutRequest, config: BridgeConfig) -> tuple[Task | None, str | None]:
-    """``(inline task, None)`` or ``(None, task key)``; NovaProtocolError naming the field otherwise."""
+def task_source(
+    request: RolloutRequest, config: BridgeConfig, task_model: type[BaseModel] = Task
+) -> tuple[BaseModel | None, str | None]:
+    """``(inline task, None)`` or ``(None, task key)``; NovaProtocolError naming the field otherwise. An inline
+    task is validated with ``task_model``, the deployed environment's own (the built-in coding ``Task`` by
+    default); a stored one is validated with it when the rollout starts."""
     from rewardpipe.store import encode_id
 
     inline = _dig(request.data, config.inline_task_field)
     if inline is not None:
         try:
-            return Task.model_validate(inline), None
+            return task_model.model_validate(inline), None
         except Exception as exc:  # noqa: BLE001
-            raise NovaProtocolError(f"data.{config.inline_task_field}: {_first_error(exc)}") from None
+            raise NovaProtocolError(
+                f"data.{config.inline_task_field}: not a task of the deployed environment "
+                f"({task_model.__name__}): {_first_error(exc)}"
+            ) from None
     task_id = _dig(request.data, config.task_field)
     if not isinstance(task_id, str) or not task_id:
         raise NovaProtocolError(
