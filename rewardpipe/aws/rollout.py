@@ -86,6 +86,12 @@ class SimulatorError(RuntimeError):
     """The user simulator failed."""
 
 
+def hook_failed(env: Any, hook: str, exc: Exception) -> SimulatorError:
+    """An exception in one of the environment's own hooks (start, on_policy_turn, execution_job): the
+    environment's failure, recorded as simulator_error and never charged to the policy."""
+    return SimulatorError(f"environment '{env.name}': {hook} failed: {type(exc).__name__}: {exc}")
+
+
 class SnapshotMismatch(RuntimeError):
     """An episode snapshot written by another environment (name or version) than the one this deployment runs:
     it is never resumed (its state would be read with the wrong model); the rollout ends in an error record."""
@@ -528,9 +534,7 @@ def _converse(
             snapshot.execution = prepare_job(state, task, settings, states.store)
         except Exception as exc:  # the environment's execution_job failed: its turn, not ours
             states.put(failed_snapshot_name(version), snapshot.model_dump(mode="json", exclude_none=True))
-            raise SimulatorError(
-                f"environment '{settings.environment.name}': execution_job failed: {type(exc).__name__}: {exc}"
-            ) from exc
+            raise hook_failed(settings.environment, "execution_job", exc) from exc
     return snapshot
 
 
@@ -748,7 +752,7 @@ def start(event: StartRequest, settings: Settings, store: Any = None) -> dict[st
             max_turns=request.max_turns or settings.max_turns or min(env.max_turns, MAX_TURNS_LIMIT),
         )
     except Exception as exc:  # the environment's start() failed: the environment's fault
-        raise SimulatorError(f"environment '{env.name}': start failed: {type(exc).__name__}: {exc}") from exc
+        raise hook_failed(env, "start", exc) from exc
     opening = EpisodeSnapshot(task_key=task_key, policy=policy, state=state, environment=settings.environment_tag)
     snapshot = _converse(opening, task, settings, states, 0)
     ids = {"run": request.run, "step": request.step, "group": request.group, "rollout": request.rollout}
@@ -808,9 +812,7 @@ def converse_step(event: ConverseRequest, settings: Settings, store: Any = None,
             try:
                 snapshot.state = apply_policy_turn(snapshot.state, text, env, task)
             except Exception as exc:  # the environment's on_policy_turn failed
-                raise SimulatorError(
-                    f"environment '{env.name}': on_policy_turn failed: {type(exc).__name__}: {exc}"
-                ) from exc
+                raise hook_failed(env, "on_policy_turn", exc) from exc
             snapshot.applied_reply_at = event.entered
     if task is None:
         task = load_task(store, snapshot.task_key, env)
