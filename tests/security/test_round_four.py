@@ -42,10 +42,17 @@ def degraded():
     executor.close()
 
 
+# The tests that use the fixture below share its uid, so they run on one xdist worker: with each worker
+# holding its own copy of the module's executor, one test's payload (prlimit NOFILE=8 on every nearby pid of
+# the uid) reached the other worker's fork server while it started ("Too many open files"), a flake.
+DEGRADED_UID_GROUP = pytest.mark.xdist_group("degraded_without_seccomp")
+
+
 @pytest.fixture(scope="module")
 def degraded_without_seccomp():
     """Lambda mode with the filter off: what the trusted side's own checks must still catch. A uid of its
-    own, so its payloads (which reach every process of their uid) touch no other test's sandbox."""
+    own, so its payloads (which reach every process of their uid) touch no other test's sandbox; its tests
+    are in DEGRADED_UID_GROUP."""
     executor = _degraded(server_uid=65532, disable={"seccomp"})
     yield executor
     executor.close()
@@ -192,6 +199,7 @@ KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent("""
 """)
 
 
+@DEGRADED_UID_GROUP
 @pytest.mark.parametrize("payload", [LOWER_THE_RUNNERS_LIMITS, KILL_THE_RUNNER], ids=["limits", "kill"])
 def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_seccomp, payload):
     executor = degraded_without_seccomp
@@ -205,6 +213,7 @@ def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_se
             assert nxt.status is ExecutionStatus.PASSED, nxt.reason
 
 
+@DEGRADED_UID_GROUP
 def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poisoned_runner(degraded_without_seccomp):
     """The attack comes with a *right* answer; the runner it lowered is gone before the next job."""
     executor = degraded_without_seccomp
