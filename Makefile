@@ -53,7 +53,7 @@ define extra_venv
 $(1)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(1)
 	$(1)/bin/python -m pip install -q --upgrade pip
-	$(1)/bin/python -m pip install -q -e '.[$(2)]' pytest==9.2.0
+	$(1)/bin/python -m pip install -q -e '.[$(2)]' pytest==9.1.1
 	touch $$@
 endef
 
@@ -76,7 +76,7 @@ VF03_PIN = verifiers==0.3.1
 $(VF03_VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VF03_VENV)
 	$(VF03_VENV)/bin/python -m pip install -q --upgrade pip
-	$(VF03_VENV)/bin/python -m pip install -q -e . $(VF03_PIN) pytest==9.2.0
+	$(VF03_VENV)/bin/python -m pip install -q -e . $(VF03_PIN) pytest==9.1.1
 	touch $@
 
 test-verifiers-0.3: $(VF03_VENV)/.installed

@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import os
+import signal
 import socket
 import stat
 import subprocess
@@ -30,6 +31,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import NoReturn
 
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
@@ -205,6 +207,10 @@ class WorkerFailure(Exception):
     """The fork server broke (died, hung or answered nonsense): an infrastructure error."""
 
 
+class StartRefused(WorkerFailure):
+    """The fork server started and reported why it could not go on (as opposed to hanging or dying)."""
+
+
 class JobNotDelivered(WorkerFailure):
     """The fork server was gone before it received the job, so the job can safely be retried."""
 
@@ -255,7 +261,7 @@ class _Worker:
         hello = self._receive(config.start_timeout_s, "start")
         if "fatal" in hello:
             self.kill()
-            raise WorkerFailure(str(hello["fatal"]))
+            raise StartRefused(str(hello["fatal"]))
         self.isolation: dict[str, str] = {str(k): str(v) for k, v in hello.get("isolation", {}).items()}
         self.cgroups: list[str] = list(hello.get("cgroups", []))
 
@@ -267,29 +273,40 @@ class _Worker:
         try:
             message = self.channel.recv(1 << 20)
         except TimeoutError:
-            self.kill()
-            raise WorkerFailure(f"fork server did not answer ({what}) within {timeout:.1f} s") from None
+            self._fail(f"fork server did not answer ({what}) within {timeout:.1f} s")
         except OSError as exc:
-            self.kill()
-            raise WorkerFailure(f"fork server channel failed ({what}): {exc}") from None
+            self._fail(f"fork server channel failed ({what}): {exc}")
         if not message:
-            self.kill()
-            raise WorkerFailure(f"fork server exited ({what}){self._log_tail()}")
+            self._fail(f"fork server exited ({what}{self._exit_status()})")
         try:
             reply = json.loads(message)
         except ValueError:
-            self.kill()
-            raise WorkerFailure("fork server sent a malformed reply") from None
+            reply = None
         if type(reply) is not dict:
-            self.kill()
-            raise WorkerFailure("fork server sent a malformed reply")
+            self._fail("fork server sent a malformed reply", with_log=False)
         return reply
+
+    def _fail(self, why: str, with_log: bool = True) -> NoReturn:
+        """Kill the fork server and raise, with what it last wrote to its log (read before the kill closes it)."""
+        tail = self._log_tail() if with_log else ""
+        self.kill()
+        raise WorkerFailure(f"{why}{tail}") from None
+
+    def _exit_status(self) -> str:
+        try:
+            code = self.process.wait(timeout=1)
+        except subprocess.TimeoutExpired:
+            return ""
+        if code < 0:
+            with contextlib.suppress(ValueError):
+                return f", killed by {signal.Signals(-code).name}"
+        return f", status {code}"
 
     def _log_tail(self) -> str:
         try:
             self._log.seek(0)
             text = self._log.read()[-1500:].decode("utf-8", errors="replace").strip()
-        except OSError:
+        except (OSError, ValueError):  # ValueError: already closed
             return ""
         return f": {text}" if text else ""
 
@@ -494,7 +511,7 @@ class ForkServerExecutor:
             if self._interpreter is None:
                 self._interpreter = choose_interpreter(self.config)
                 _compile_runtime()
-            worker = _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
+            worker = self._start_worker(index)
         except BaseException:
             with self._condition:
                 self._workers.remove(placeholder)
@@ -511,6 +528,16 @@ class ForkServerExecutor:
             worker.close()
             raise WorkerFailure("the executor is closed")
         return worker
+
+    def _start_worker(self, index: int) -> _Worker:
+        assert self._interpreter is not None
+        try:
+            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
+        except StartRefused:
+            # Once more: once its uid is dropped, a starting fork server is within reach of whatever of its
+            # uid still runs (a job of the fork server it replaces, being killed), which may have changed
+            # its limits. A configuration that cannot start fails the same way twice.
+            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         with self._condition:

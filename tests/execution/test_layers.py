@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import struct
+import time
 
 import pytest
 
@@ -102,3 +105,35 @@ def test_seccomp_self_test_passes_on_this_machine():
     if arch is None:
         pytest.skip("no seccomp syscall table for this architecture")
     assert zygote._probe(lambda: zygote._seccomp_self_test(arch)) is None
+
+
+def test_a_process_that_cannot_run_its_next_job_is_doomed_whatever_its_limits_say():
+    """A waiting sandbox child stopped, killed (not yet reaped) or gone keeps the limits and scheduling it
+    was given until it is reaped: only its state tells the fork server not to hand it a job."""
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        assert layers.doomed(child) is None
+        os.kill(child, signal.SIGSTOP)
+        # Seen from the moment the signal is queued, before the child acts on it.
+        assert _queued_or(_eventually(lambda: layers.doomed(child)), "state T")
+        os.kill(child, signal.SIGKILL)
+        assert _queued_or(_eventually(lambda: layers.doomed(child)), "state Z", "exiting")
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+    assert layers.doomed(child) == "gone"
+
+
+def _queued_or(why: str | None, *states: str) -> bool:
+    return why is not None and (why.endswith("has a kill or stop signal queued") or why in states)
+
+
+def _eventually(probe, seconds: float = 5.0):
+    """The probe's first non-None answer (signals act when their target is next scheduled)."""
+    deadline = time.monotonic() + seconds
+    while (answer := probe()) is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return answer

@@ -198,16 +198,22 @@ KILL_THE_RUNNER = WRONG_ADD + textwrap.dedent("""
                 pass
 """)
 
+# Stopped, a waiting child keeps its limits and scheduling: only its state tells it will never run the job.
+STOP_THE_OTHERS = KILL_THE_RUNNER.replace("signal.SIGKILL", "signal.SIGSTOP")
+
 
 @DEGRADED_UID_GROUP
-@pytest.mark.parametrize("payload", [LOWER_THE_RUNNERS_LIMITS, KILL_THE_RUNNER], ids=["limits", "kill"])
+@pytest.mark.parametrize(
+    "payload", [LOWER_THE_RUNNERS_LIMITS, KILL_THE_RUNNER, STOP_THE_OTHERS], ids=["limits", "kill", "stop"]
+)
 def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_seccomp, payload):
     executor = degraded_without_seccomp
     for _ in range(2):
         honest = executor.run(job(RIGHT_ADD))
         assert honest.status is ExecutionStatus.PASSED, honest.reason
-        attack = executor.run(job(payload))
-        assert_failed(attack)  # never `error`: the model caused it
+        attack = executor.run(job(payload, timeout_s=3))
+        # Never `error`: the model caused it (a stopped runner never answers: a timeout, also a 0).
+        assert_failed(attack, ExecutionStatus.TIMEOUT if payload is STOP_THE_OTHERS else ExecutionStatus.FAILED)
         for _ in range(2):  # the tampered runner and spare were replaced, not used
             nxt = executor.run(job(RIGHT_ADD, timeout_s=5))
             assert nxt.status is ExecutionStatus.PASSED, nxt.reason

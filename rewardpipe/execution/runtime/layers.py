@@ -1143,6 +1143,33 @@ def process_state(pid: int = 0) -> dict:
     }
 
 
+_PF_EXITING = 0x4  # include/linux/sched.h: set as a process starts to exit, before it is a zombie
+# Signals that end or stop a process whatever it does: queued by another process, they act later, when the
+# target is next scheduled, so a check that reads only limits and scheduling passes a process already lost.
+_FATAL_OR_STOP = (1 << (signal.SIGKILL - 1)) | (1 << (signal.SIGSTOP - 1))
+
+
+def doomed(pid: int) -> str | None:
+    """Why ``pid`` cannot be trusted to run the next job although it may still look fine: gone, a zombie,
+    exiting, stopped or traced, or with SIGKILL/SIGSTOP queued for it. None if it is none of these."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            fields = handle.read().rsplit(b")", 1)[1].split()
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = dict(line.split(b":", 1) for line in handle.read().splitlines() if b":" in line)
+    except (OSError, IndexError, ValueError):
+        return "gone"
+    state, flags = fields[0].decode(), int(fields[6])  # fields 3 and 9 of proc(5)
+    if state in "ZXxTt":
+        return f"state {state}"
+    if flags & _PF_EXITING:
+        return "exiting"
+    for name in (b"SigPnd", b"ShdPnd"):
+        if int(status.get(name, b"0").strip() or b"0", 16) & _FATAL_OR_STOP:
+            return f"{name.decode()} has a kill or stop signal queued"
+    return None
+
+
 def state_changes(expected: dict, actual: dict) -> str | None:
     """A short description of how ``actual`` differs from ``expected`` (None when it does not)."""
     changed = []

@@ -16,6 +16,7 @@ before it answers the scorer.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import gc
 import importlib
@@ -706,6 +707,10 @@ class Zygote:
         # Did anything reach the trusted side during the job? The runner checked itself after the job; the
         # fork server checks itself now. Only the model's code ran meanwhile, so whatever changed is its doing.
         tampered = runner_reply.get("tampered")
+        if not tampered:
+            # The runner checked itself while the model's code still ran; the model is gone now, and anything
+            # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead.
+            tampered = self._runner_disturbed()
         if tampered:
             self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
         own_changes = layers.state_changes(self.own_state, layers.process_state(0))
@@ -783,9 +788,11 @@ class Zygote:
                 return False
             child.ready = True
         try:
-            return layers.state_changes(self.child_state, layers.process_state(child.pid)) is None
+            changed = layers.state_changes(self.child_state, layers.process_state(child.pid))
         except (OSError, ValueError):
             return False
+        # Read after the limits: a kill queued before the check and acting after it is seen here.
+        return changed is None and layers.doomed(child.pid) is None
 
     def _clean_job_dir(self) -> str:
         """A fresh, empty working directory owned by the sandbox uid, never used by another job: its
@@ -907,6 +914,23 @@ class Zygote:
             os.close(self.runner_pidfd)
         self.start_trusted_runner()
 
+    def _runner_expected_state(self) -> dict:
+        """The limits and scheduling the runner gives itself at start (see start_trusted_runner)."""
+        expected = {**self.own_state, "rlimits": dict(self.own_state["rlimits"])}
+        if "rlimits" not in self.disabled:
+            limit = int(self.config["runner_memory_bytes"])
+            expected["rlimits"][resource.RLIMIT_AS] = (limit, limit)
+        return expected
+
+    def _runner_disturbed(self) -> str | None:
+        """Why the runner must not take the next job (seen from outside it), or None."""
+        try:
+            why = layers.state_changes(self._runner_expected_state(), layers.process_state(self.runner_pid))
+        except (OSError, ValueError):
+            why = "gone"
+        why = why or layers.doomed(self.runner_pid)
+        return f"trusted runner: {why}" if why else None
+
     def _hand_to_trusted_runner(self, header: dict, fds: list[int]) -> None:
         payload = [json.dumps(header).encode()]
         try:
@@ -933,7 +957,10 @@ class Zygote:
                 watch.check()
                 continue
             if self.runner_socket.fileno() in events:
-                message = self.runner_socket.recv(1 << 16)
+                try:
+                    message = self.runner_socket.recv(1 << 16)
+                except OSError:  # killed with data still unread on its side: ECONNRESET, not an EOF
+                    message = b""
                 if message:
                     return json.loads(message)
             if events:
@@ -1232,6 +1259,9 @@ def main(argv: list[str]) -> int:
         zygote.start_housekeeper()
         zygote.enter_job_cgroup()
         zygote.after_reply()  # the first untrusted child, ready before the first job
+        changed = layers.state_changes(zygote.own_state, layers.process_state(0))
+        if changed:  # reachable by its uid since the drop: the scorer starts another
+            raise OSError(errno.EPERM, f"changed from outside while starting: {changed}")
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
         return 1
