@@ -1033,7 +1033,9 @@ class Deployment:
 def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
     """A local OpenAI-compatible ``/chat/completions`` endpoint: ``reply(request_body)`` gives the
     assistant text. Returns (server, base URL, what it was sent); call ``server.shutdown()`` after."""
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
+
+    from tests.http_server import QuietHTTPServer
 
     seen: list[dict] = []
 
@@ -1063,7 +1065,7 @@ def chat_server(reply: Any) -> tuple[Any, str, list[dict]]:
         def log_message(self, *args):
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server = QuietHTTPServer(("127.0.0.1", 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}/v1", seen
 

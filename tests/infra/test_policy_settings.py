@@ -16,6 +16,7 @@ import pytest
 
 from rewardpipe.aws.settings import POLICY_BACKOFF_S, Settings, llm_turn_reserve_s
 from stacks.config import CONVERSATION_HEADROOM_S, SettingsError, load_settings
+from tests.http_server import QuietHTTPServer
 
 pytestmark = pytest.mark.xdist_group("cdk")
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,7 +120,7 @@ def test_the_policy_client_applies_the_deployments_timeout_and_retries():
     from rewardpipe.aws.rollout import PolicySpec, build_policy
     from rewardpipe.openai_client import EndpointError
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _SlowEndpoint)
+    server = QuietHTTPServer(("127.0.0.1", 0), _SlowEndpoint)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}/v1"
