@@ -96,6 +96,24 @@ FILL_HOST_OUTSIDE = textwrap.dedent("""
     for path in made:
         os.unlink(path)
 """)
+# The same space held in files it unlinked as soon as it opened them (outside its directory, kept open):
+# released when its processes die, so nothing of a run that was stopped outlives it.
+FILL_HOST_OUTSIDE_UNNAMED = textwrap.dedent("""
+    import os, time
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+    held = []
+    for n in range(100):
+        path = os.path.join(root, f"fill{n}")
+        try:
+            handle = open(path, "wb", buffering=0)
+            os.unlink(path)
+            held.append(handle)
+            handle.write(b"x" * (4 << 20))
+        except OSError:
+            break
+    print("FILLED", len(held))
+    time.sleep(HOLD)
+""")
 # Waits (a while) for the host file system to be nearly full, then needs 1 MiB in its own directory: its
 # answer is right only if it got it.
 NEEDS_A_MEGABYTE = textwrap.dedent("""
@@ -119,8 +137,11 @@ def test_a_job_filling_the_host_beside_another_fails_and_the_other_gets_its_own_
     # Side by side, the host's growth cannot be split between the two: neither is scored from that run
     # (the filler is stopped at its budget, its neighbour is stopped too). Each runs again alone: the
     # filler's growth is then its own and it fails although its answer is right; the neighbour gets the
-    # verdict its own code earns, never a 0 for space its neighbour took.
-    attacker = job("HOLD = 3\n" + FILL_HOST_OUTSIDE + RIGHT_ADD, timeout_s=15)
+    # verdict its own code earns, never a 0 for space its neighbour took. The filler's space dies with it:
+    # named files it left outside its directory would stay (nothing tells them from the host's own), and a
+    # disturbed run that filled the host before its 10 ms watch stopped it would leave its run alone no room
+    # to grow, so it would be judged by its answer alone (docs/sandbox.md, "What remains without Landlock").
+    attacker = job("HOLD = 3\n" + FILL_HOST_OUTSIDE_UNNAMED + RIGHT_ADD, timeout_s=15)
     victim = job(NEEDS_A_MEGABYTE, timeout_s=15)
     attack, hurt = list(lambda_host.run_batch([attacker, victim], workers=2))
     assert attack.status is ExecutionStatus.FAILED, (attack.status, attack.reason)
