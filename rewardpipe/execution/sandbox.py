@@ -679,6 +679,22 @@ class ForkServerExecutor:
                     self._release(worker, False)
                     if attempt == 1 and isinstance(exc, JobNotDelivered):
                         continue  # the worker died between jobs; the job never started
+                    if _job_can_signal_its_fork_server(worker.isolation):
+                        # Killed or stopped by a process of its own uid, and only the job's code ran: as for
+                        # the trusted runner, a failure the model could cause is the model's, never an error.
+                        lost = (
+                            f"the sandbox's fork server was lost during the job ({exc}); the job's code shares "
+                            "its uid with seccomp off, so it could do that: scored as the model's failure"
+                        )
+                        return self._result(
+                            job,
+                            started,
+                            ExecutionStatus.FAILED,
+                            total=expected,
+                            passed=0,
+                            reason=lost[:1000],
+                            isolation=worker.isolation,
+                        )
                     return self._result(
                         job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc), isolation=worker.isolation
                     )
@@ -855,6 +871,12 @@ class ForkServerExecutor:
     def _batch(self, jobs, threads) -> Iterator[ExecutionResult]:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewardpipe-exec") as pool:
             yield from pool.map(self.run, jobs)
+
+
+def _job_can_signal_its_fork_server(isolation: dict[str, str]) -> bool:
+    """True where a job's code could kill or stop its fork server: it runs as the fork server's uid (no uid
+    of its own) and seccomp, which limits signals to the job's own pid, is off."""
+    return isolation.get("uid", "").startswith("off") and isolation.get("seccomp", "").startswith("off")
 
 
 class _Placeholder:

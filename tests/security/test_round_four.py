@@ -220,6 +220,30 @@ def test_an_attack_on_the_trusted_side_is_the_models_failure(degraded_without_se
 
 
 @DEGRADED_UID_GROUP
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGSTOP"])
+def test_a_job_that_kills_or_stops_its_fork_server_fails_as_the_models_doing(degraded_without_seccomp, sig):
+    """With seccomp off and one uid, the job can signal its own fork server. Before, losing the fork server
+    made the job an infrastructure `error`: a wrong answer excluded from GRPO instead of scored 0."""
+    executor = degraded_without_seccomp
+    attack = executor.run(job(WRONG_ADD + f"import os, signal\nos.kill(os.getppid(), signal.{sig})\n", timeout_s=2))
+    assert_failed(attack)
+    assert "fork server was lost during the job" in attack.reason, attack.reason
+    for _ in range(2):  # a fresh fork server takes the next jobs
+        assert executor.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+
+
+def test_a_lost_fork_server_stays_an_error_where_the_job_cannot_signal_it():
+    """Seccomp on (signals only to the job's own pid) or a uid of the job's own: the job could not have done it."""
+    from rewardpipe.execution.sandbox import _job_can_signal_its_fork_server
+
+    shared_uid = "off: fork server is not root, children keep its uid"
+    assert _job_can_signal_its_fork_server({"uid": shared_uid, "seccomp": "off: disabled by configuration"})
+    assert not _job_can_signal_its_fork_server({"uid": shared_uid, "seccomp": "on: no exec, ..."})
+    assert not _job_can_signal_its_fork_server({"uid": "on: 19285568", "seccomp": "off: unavailable"})
+    assert not _job_can_signal_its_fork_server({})
+
+
+@DEGRADED_UID_GROUP
 def test_a_correct_answer_after_an_attack_on_the_runner_is_not_scored_by_a_poisoned_runner(degraded_without_seccomp):
     """The attack comes with a *right* answer; the runner it lowered is gone before the next job."""
     executor = degraded_without_seccomp
