@@ -674,6 +674,7 @@ class Zygote:
             os.close(tests_fd)
             os.close(verdict_fd)
         marks["z_handed"] = time.monotonic()
+        serving_runner = self.runner_pid
         runner_reply = self._await_trusted_runner(deadline, watch)
         marks["z_runner_replied"] = time.monotonic()
         timed_out = runner_reply is None
@@ -707,9 +708,10 @@ class Zygote:
         # Did anything reach the trusted side during the job? The runner checked itself after the job; the
         # fork server checks itself now. Only the model's code ran meanwhile, so whatever changed is its doing.
         tampered = runner_reply.get("tampered")
-        if not tampered:
+        if not tampered and self.runner_pid == serving_runner:
             # The runner checked itself while the model's code still ran; the model is gone now, and anything
-            # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead.
+            # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead. (A
+            # runner started during the job to replace a dead or hung one may not have set its limits yet.)
             tampered = self._runner_disturbed()
         if tampered:
             self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
