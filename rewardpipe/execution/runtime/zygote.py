@@ -659,6 +659,7 @@ class Zygote:
         deadline = started + timeout
         # Without a per-job tmpfs the host file system is measured from before the code arrives.
         watch = DiskWatch(self) if self.job_root is None else None
+        runner_before = self.runner_pid  # from here on the model's code may run
         try:
             child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
         finally:
@@ -674,7 +675,6 @@ class Zygote:
             os.close(tests_fd)
             os.close(verdict_fd)
         marks["z_handed"] = time.monotonic()
-        serving_runner = self.runner_pid
         runner_reply = self._await_trusted_runner(deadline, watch)
         marks["z_runner_replied"] = time.monotonic()
         timed_out = runner_reply is None
@@ -690,6 +690,10 @@ class Zygote:
         marks["z_child_gone"] = time.monotonic()
         # Descendants too (a setsid() orphan included) are gone before anyone hears the verdict.
         self._kill_untrusted_tree(child.pid)
+        if self.runner_pid != runner_before:
+            # Started during the job to replace a dead runner, within reach of the model's code (its kill or
+            # prlimit loop may have gone on): replaced once more, now that none of the model's processes live.
+            self._replace_trusted_runner()
         if watch is None:
             disk_full, host_low, host_over = self._disk_quota_exhausted(child.job_dir), None, None
         else:
@@ -708,10 +712,10 @@ class Zygote:
         # Did anything reach the trusted side during the job? The runner checked itself after the job; the
         # fork server checks itself now. Only the model's code ran meanwhile, so whatever changed is its doing.
         tampered = runner_reply.get("tampered")
-        if not tampered and self.runner_pid == serving_runner:
+        if not tampered and self.runner_pid == runner_before:
             # The runner checked itself while the model's code still ran; the model is gone now, and anything
-            # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead. (A
-            # runner started during the job to replace a dead or hung one may not have set its limits yet.)
+            # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead. (One
+            # started since, after the model's processes died, may not have set its limits yet: not checked.)
             tampered = self._runner_disturbed()
         if tampered:
             self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
