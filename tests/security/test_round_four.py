@@ -738,3 +738,17 @@ def test_no_preallocated_or_unnamed_space(executor, degraded, mode):
     assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
     assert "HELD []" in result.stdout, result.stdout  # posix_fallocate's fallback hit RLIMIT_FSIZE instead
     assert_scorer_survives(target)
+
+
+def test_the_degraded_attack_loop_script_runs_and_counts_no_wrong_verdict():
+    """scripts/degraded_attack_loop.py (the loop behind the closing note's race figures) still runs."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start the fork servers as another uid")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "degraded_attack_loop.py"
+    done = subprocess.run([sys.executable, str(script), "--rounds", "1"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "8 jobs, 0 wrong verdicts" in done.stdout
