@@ -4,7 +4,7 @@ every verdict that is not the one the rules give.
 The configuration is Lambda's (fork servers unprivileged, one uid for every sandbox process) with seccomp off,
 so the job's code can reach the runner, the waiting children and the fork server's neighbours by pid; only
 the trusted side's own checks stand between an attack and the next job. Each round is: an honest job (must
-pass), the attack with a wrong answer (must fail, or time out when it stops the runner: never an `error`),
+pass), the attack with a wrong answer (must fail, or time out when it stopped the runner: never an `error`),
 then two honest jobs (must pass). A race the unit tests hit once in a while shows here in a few seconds.
 
     sudo .venv/bin/python scripts/degraded_attack_loop.py --rounds 300 [--stop]
@@ -47,17 +47,19 @@ def main() -> int:
     try:
         for number in range(args.rounds):
             for name, payload in attacks.items():
-                attack_verdict = ExecutionStatus.TIMEOUT if name == "stop" else ExecutionStatus.FAILED
+                # A wrong answer: failed, or a timeout where the runner was within the payload's reach and
+                # stopped (a 0 either way; an `error` would drop it from GRPO).
+                zero = {ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT} if name == "stop" else {ExecutionStatus.FAILED}
                 steps = [
-                    ("honest", RIGHT_ADD, ExecutionStatus.PASSED, 5),
-                    ("attack", payload, attack_verdict, 1 if name == "stop" else 5),
-                    ("honest", RIGHT_ADD, ExecutionStatus.PASSED, 5),
-                    ("honest", RIGHT_ADD, ExecutionStatus.PASSED, 5),
+                    ("honest", RIGHT_ADD, {ExecutionStatus.PASSED}, 5),
+                    ("attack", payload, zero, 1 if name == "stop" else 5),
+                    ("honest", RIGHT_ADD, {ExecutionStatus.PASSED}, 5),
+                    ("honest", RIGHT_ADD, {ExecutionStatus.PASSED}, 5),
                 ]
                 for what, code, expected, timeout_s in steps:
                     result = executor.run(job(code, timeout_s=timeout_s))
                     jobs += 1
-                    if result.status is not expected:
+                    if result.status not in expected:
                         wrong += 1
                         print(f"round {number} {name} {what}: {result.status.value}, {result.reason[:300]}")
     finally:
