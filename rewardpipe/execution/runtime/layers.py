@@ -1170,6 +1170,17 @@ def doomed(pid: int) -> str | None:
     return None
 
 
+def disturbed(expected: dict, pid: int) -> str | None:
+    """Why the sandbox process ``pid`` may not take another job, seen from outside it: limits or scheduling
+    changed from ``expected`` (see :func:`process_state`), gone, or :func:`doomed`. None if it may."""
+    try:
+        changed = state_changes(expected, process_state(pid))
+    except (OSError, ValueError):
+        return "gone"
+    # Read after the limits: a kill queued before that read and acting after it is seen here.
+    return changed or doomed(pid)
+
+
 def state_changes(expected: dict, actual: dict) -> str | None:
     """A short description of how ``actual`` differs from ``expected`` (None when it does not)."""
     changed = []

@@ -398,8 +398,17 @@ class Zygote:
         if "rlimits" not in self.disabled:
             for number, value in layers.child_rlimits(**self._child_limit_values()).items():
                 self.child_state["rlimits"][number] = (value, value)
+        # The runner's: this process's, with the memory bound it sets itself at start (start_trusted_runner).
+        self.runner_state = {**self.own_state, "rlimits": dict(self.own_state["rlimits"])}
+        if "rlimits" not in self.disabled:
+            runner_memory = int(config["runner_memory_bytes"])
+            self.runner_state["rlimits"][resource.RLIMIT_AS] = (runner_memory, runner_memory)
         gc.collect()
         gc.freeze()
+
+    def own_changes(self) -> str | None:
+        """How this process's limits and scheduling differ from what they were at start, if they do."""
+        return layers.state_changes(self.own_state, layers.process_state(0))
 
     def start_housekeeper(self) -> None:
         """Before the first untrusted child: unmounts then happen beside the jobs."""
@@ -716,10 +725,11 @@ class Zygote:
             # The runner checked itself while the model's code still ran; the model is gone now, and anything
             # it did to the runner since (a kill still queued, a limit lowered late) is seen here instead. (One
             # started since, after the model's processes died, may not have set its limits yet: not checked.)
-            tampered = self._runner_disturbed()
+            why = layers.disturbed(self.runner_state, self.runner_pid)
+            tampered = f"trusted runner: {why}" if why else None
         if tampered:
             self._replace_trusted_runner()  # it is leaving anyway: never let its exit be blamed on the next job
-        own_changes = layers.state_changes(self.own_state, layers.process_state(0))
+        own_changes = self.own_changes()
         if own_changes:
             tampered = "; ".join(filter(None, [tampered, f"fork server: {own_changes}"]))
             self.retiring = True  # cannot restore its own hard limits: the scorer starts a fresh one
@@ -793,12 +803,7 @@ class Zygote:
             except OSError:
                 return False
             child.ready = True
-        try:
-            changed = layers.state_changes(self.child_state, layers.process_state(child.pid))
-        except (OSError, ValueError):
-            return False
-        # Read after the limits: a kill queued before the check and acting after it is seen here.
-        return changed is None and layers.doomed(child.pid) is None
+        return layers.disturbed(self.child_state, child.pid) is None
 
     def _clean_job_dir(self) -> str:
         """A fresh, empty working directory owned by the sandbox uid, never used by another job: its
@@ -885,8 +890,7 @@ class Zygote:
                 if "rlimits" not in self.disabled:
                     # The runner decodes the model's replies: bounded here (and by the wire budgets in
                     # trusted.py), it meets a MemoryError inside one test instead of taking the host down.
-                    limit = int(self.config["runner_memory_bytes"])
-                    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+                    resource.setrlimit(resource.RLIMIT_AS, self.runner_state["rlimits"][resource.RLIMIT_AS])
                 keep = {theirs.fileno(), 2}
                 null = os.open(os.devnull, os.O_RDWR)
                 os.dup2(null, 0)
@@ -919,23 +923,6 @@ class Zygote:
         if self.runner_pidfd is not None:
             os.close(self.runner_pidfd)
         self.start_trusted_runner()
-
-    def _runner_expected_state(self) -> dict:
-        """The limits and scheduling the runner gives itself at start (see start_trusted_runner)."""
-        expected = {**self.own_state, "rlimits": dict(self.own_state["rlimits"])}
-        if "rlimits" not in self.disabled:
-            limit = int(self.config["runner_memory_bytes"])
-            expected["rlimits"][resource.RLIMIT_AS] = (limit, limit)
-        return expected
-
-    def _runner_disturbed(self) -> str | None:
-        """Why the runner must not take the next job (seen from outside it), or None."""
-        try:
-            why = layers.state_changes(self._runner_expected_state(), layers.process_state(self.runner_pid))
-        except (OSError, ValueError):
-            why = "gone"
-        why = why or layers.doomed(self.runner_pid)
-        return f"trusted runner: {why}" if why else None
 
     def _hand_to_trusted_runner(self, header: dict, fds: list[int]) -> None:
         payload = [json.dumps(header).encode()]
@@ -1265,7 +1252,7 @@ def main(argv: list[str]) -> int:
         zygote.start_housekeeper()
         zygote.enter_job_cgroup()
         zygote.after_reply()  # the first untrusted child, ready before the first job
-        changed = layers.state_changes(zygote.own_state, layers.process_state(0))
+        changed = zygote.own_changes()
         if changed:  # reachable by its uid since the drop: the scorer starts another
             raise OSError(errno.EPERM, f"changed from outside while starting: {changed}")
     except BaseException as exc:  # noqa: BLE001
@@ -1286,7 +1273,7 @@ def main(argv: list[str]) -> int:
             message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
             if not message:
                 return 0
-            changed = layers.state_changes(zygote.own_state, layers.process_state(0))
+            changed = zygote.own_changes()
             if changed:  # lowered between jobs, from outside: the job never ran; a fresh fork server will
                 for fd in fds:
                     os.close(fd)
