@@ -364,13 +364,26 @@ def confine_writes_to(directory: str, abi: int) -> None:
     create, remove, rename, link, make a FIFO or socket) is allowed under ``directory`` only. The first
     layer (built once per fork server) already limits reads; this one, built per child, keeps a job out
     of the directories of the jobs before and after it, although they belong to the same uid."""
+    fd = writes_ruleset(directory, abi)
+    try:
+        _restrict_self(fd)
+    finally:
+        os.close(fd)
+
+
+def writes_ruleset(directory: str, abi: int) -> int:
+    """The ruleset of :func:`confine_writes_to`, as a descriptor (close-on-exec) that any process holding it
+    can enforce on itself with :func:`restrict_self`. The fork server builds it before it forks a child,
+    whose own pages then stay untouched by the building (a copy-on-write fault per page it writes)."""
     handled = _FS_MUTATION | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     attr = struct.pack("=Q", handled)
     buf = ctypes.create_string_buffer(attr, len(attr))
     fd = _libc.syscall(_SYS_LANDLOCK_CREATE_RULESET, buf, ctypes.c_size_t(len(attr)), ctypes.c_uint32(0))
     if fd < 0:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset failed: {_errno_text()}")
+    fd = int(fd)
     try:
+        os.set_inheritable(fd, False)
         path_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)
         try:
             rule = struct.pack("=Qi", handled, path_fd)
@@ -382,9 +395,15 @@ def confine_writes_to(directory: str, abi: int) -> None:
                 raise OSError(ctypes.get_errno(), f"landlock_add_rule({directory}) failed: {_errno_text()}")
         finally:
             os.close(path_fd)
-        _restrict_self(int(fd))
-    finally:
-        os.close(int(fd))
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def restrict_self(ruleset_fd: int) -> None:
+    """Enforce a Landlock ruleset (a descriptor) on the calling process, on top of any it already has."""
+    _restrict_self(ruleset_fd)
 
 
 def _restrict_self(fd: int) -> None:
@@ -927,10 +946,18 @@ class CgroupSet:
         pids: set[int] = set()
         for path in self.dirs[:1]:
             try:
-                with open(os.path.join(path, "cgroup.procs")) as handle:
-                    pids.update(int(line) for line in handle if line.strip())
+                fd = os.open(path + "/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
             except OSError:
+                continue
+            try:
+                chunks = []
+                while chunk := os.read(fd, 1 << 16):
+                    chunks.append(chunk)
+                pids.update(int(number) for number in b"".join(chunks).split())
+            except (OSError, ValueError):
                 pass
+            finally:
+                os.close(fd)
         return pids
 
     def kill_all(self, reap=None, attempts: int = 200, keep: frozenset = frozenset()) -> bool:
@@ -1053,11 +1080,16 @@ def apply_rlimits(cpu_seconds: int | None, address_space: int, nproc: int, file_
 def prefer_for_oom_kill() -> None:
     """Make the calling process the out-of-memory killer's first choice (oom_score_adj 1000: raising it
     needs no privilege). Best effort: without /proc nothing changes."""
+    try:  # os-level calls: in a freshly forked child every Python object touched costs a page copy
+        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    except OSError:
+        return
     try:
-        with open("/proc/self/oom_score_adj", "w") as handle:
-            handle.write("1000")
+        os.write(fd, b"1000")
     except OSError:
         pass
+    finally:
+        os.close(fd)
 
 
 def uid_is_mapped(uid: int, uid_map: str = "/proc/self/uid_map") -> bool:
@@ -1114,8 +1146,7 @@ def _rlimits_of(pid: int) -> dict[int, tuple[int, int]]:
     if pid == 0:
         return {number: resource.prlimit(0, number) for number in _RLIMIT_NAMES.values()}
     limits: dict[int, tuple[int, int]] = {}
-    with open(f"/proc/{pid}/limits", "rb") as handle:
-        rows = handle.read().decode().split("\n")[1:]  # after the header row
+    rows = _read_proc(f"/proc/{pid}/limits").decode().split("\n")[1:]  # after the header row
     for row in rows:
         # The kernel prints each title padded to 25 characters and a space (fs/proc/base.c).
         number = _RLIMIT_NAMES.get(row[:_LIMITS_TITLE_WIDTH].rstrip())
@@ -1153,21 +1184,38 @@ def doomed(pid: int) -> str | None:
     """Why ``pid`` cannot be trusted to run the next job although it may still look fine: gone, a zombie,
     exiting, stopped or traced, or with SIGKILL/SIGSTOP queued for it. None if it is none of these."""
     try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            fields = handle.read().rsplit(b")", 1)[1].split()
-        with open(f"/proc/{pid}/status", "rb") as handle:
-            status = dict(line.split(b":", 1) for line in handle.read().splitlines() if b":" in line)
+        fields = _read_proc(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
+        status = _read_proc(f"/proc/{pid}/status")
+        state, flags = fields[0].decode(), int(fields[6])  # fields 3 and 9 of proc(5)
     except (OSError, IndexError, ValueError):
         return "gone"
-    state, flags = fields[0].decode(), int(fields[6])  # fields 3 and 9 of proc(5)
     if state in "ZXxTt":
         return f"state {state}"
     if flags & _PF_EXITING:
         return "exiting"
-    for name in (b"SigPnd", b"ShdPnd"):
-        if int(status.get(name, b"0").strip() or b"0", 16) & _FATAL_OR_STOP:
-            return f"{name.decode()} has a kill or stop signal queued"
+    for name in (b"\nSigPnd:", b"\nShdPnd:"):
+        start = status.find(name)
+        if start < 0:
+            continue
+        start += len(name)
+        end = status.find(b"\n", start)
+        try:
+            pending = int(status[start : end if end >= 0 else None].strip() or b"0", 16)
+        except ValueError:
+            return "gone"
+        if pending & _FATAL_OR_STOP:
+            return f"{name.strip().decode()[:-1]} has a kill or stop signal queued"
     return None
+
+
+def _read_proc(path: str) -> bytes:
+    """A /proc file's text with plain os calls (no file object: cheaper, and the fork server calls this
+    around every job). Files there are read whole in one read of up to 64 KiB."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
 
 
 def disturbed(expected: dict, pid: int) -> str | None:

@@ -191,12 +191,30 @@ class _LogCapture(logging.Handler):
 
 def capture_effects(effects: Effects) -> None:
     """Install the hooks once, before the model's code runs (it may reconfigure them as it likes)."""
-    effects.streams = (sys.stdout, sys.stderr)
-    sys.stdout = _Tee(sys.stdout, effects, "out")
-    sys.stderr = _Tee(sys.stderr, effects, "err")
-    original_show = warnings.showwarning
+    Capture(effects, (sys.stdout, sys.stderr)).install()
 
-    def show(message, category, filename, lineno, file=None, line=None):
+
+class Capture:
+    """The hooks of :func:`capture_effects`, built apart from their installation: a fork server builds them
+    once, and each child only installs its copy (in a freshly forked child every object made costs
+    copy-on-write page faults)."""
+
+    def __init__(self, effects: Effects, streams: tuple):
+        self.effects = effects
+        effects.streams = streams
+        self.tees = (_Tee(streams[0], effects, "out"), _Tee(streams[1], effects, "err"))
+        self.log_handler = _LogCapture(effects)
+        self.original_show = warnings.showwarning
+
+    def install(self) -> None:
+        sys.stdout, sys.stderr = self.tees
+        self.original_show = warnings.showwarning
+        warnings.showwarning = self.show
+        warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
+        logging.root.addHandler(self.log_handler)
+        logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
+
+    def show(self, message, category, filename, lineno, file=None, line=None):
         item = [
             category.__name__,
             str(getattr(category, "__module__", "")),
@@ -204,13 +222,8 @@ def capture_effects(effects: Effects) -> None:
             str(message)[:MAX_EFFECT_MESSAGE],
             lineno if type(lineno) is int else 0,
         ]
-        if not effects.add("warn", item) and not effects.active:
-            original_show(message, category, filename, lineno, file, line)
-
-    warnings.showwarning = show
-    warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
-    logging.root.addHandler(_LogCapture(effects))
-    logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
+        if not self.effects.add("warn", item) and not self.effects.active:
+            self.original_show(message, category, filename, lineno, file, line)
 
 
 def _warning_base(cls) -> str:
@@ -398,10 +411,22 @@ class Server:
 def prepare(rfd: int, wfd: int) -> Server:
     """Everything that does not depend on the job's code, done while the hardened child waits for it:
     tell the trusted side it is hardened, and hook stdout, stderr, warnings and logging."""
-    wire.send_json(wfd, {"hardened": True})
-    effects = Effects()
-    capture_effects(effects)
-    return Server(rfd, wfd, effects)
+    return Prepared(rfd, wfd, (sys.stdout, sys.stderr)).start()
+
+
+class Prepared:
+    """What :func:`prepare` builds, built ahead (by the fork server, once) for children that will write
+    to ``streams`` and talk over ``rfd``/``wfd``; each child then calls :meth:`start` on its own copy."""
+
+    def __init__(self, rfd: int, wfd: int, streams: tuple):
+        effects = Effects()
+        self.capture = Capture(effects, streams)
+        self.server = Server(rfd, wfd, effects)
+
+    def start(self) -> Server:
+        wire.send_json(self.server.wfd, {"hardened": True})
+        self.capture.install()
+        return self.server
 
 
 def serve(code: str, rfd: int, wfd: int) -> None:

@@ -93,7 +93,7 @@ PREIMPORTS = (
 # Not unittest.mock: it pulls in asyncio and ssl (a sixth of a fork server's start-up) for tests that
 # rarely use it; the trusted runner imports it on demand, and so can model code (the stdlib is readable).
 
-UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6}
+UNTRUSTED_FDS = {"read": 3, "write": 4, "ruleset": 5, "control": 6, "confine": 7}
 UNTRUSTED_EXIT_GRACE_S = 0.02  # how long a child that died during the tests may take to become reapable
 TRUSTED_GRACE_S = 2.0  # after the deadline, how long the runner may take to wind down before it is replaced
 DEFAULT_RUNNER_RECYCLE_JOBS = 500  # jobs one trusted runner serves before it is replaced
@@ -379,6 +379,16 @@ class Zygote:
             except Exception:  # noqa: BLE001 - optional modules (numpy) may be absent
                 pass
         self.worker_dir = config["worker_dir"]
+        # Built once here, used only by the children: in a freshly forked child every object it makes or
+        # touches costs copy-on-write page faults, and these are the same for every job. Never written to
+        # here, so no child inherits buffered text.
+        self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+        self.child_streams = (
+            open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child
+            open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
+            open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
+        )
+        self.child_server = untrusted.Prepared(UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"], self.child_streams[1:])
         os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
         os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
@@ -766,8 +776,8 @@ class Zygote:
         if self.ipc_private and self.seccomp_arch is None:
             layers.remove_ipc_objects()  # nothing a job made in SysV IPC reaches the next one
         if len(self.spares) <= SPARES_LOW:
-            while len(self.spares) < SPARES_HIGH:
-                self.spares.append(self._fork_untrusted())  # born in the worker's cgroup (see enter_job_cgroup)
+            # Born in the worker's cgroup (see enter_job_cgroup).
+            self.spares.extend(self._fork_untrusted_burst(SPARES_HIGH - len(self.spares)))
         # The next job's child waited while the last job ran: discard it if anything reached it (seccomp makes
         # that impossible; this is the check that would notice otherwise). Each spare is checked this way
         # when its turn comes, after every job that ran while it waited.
@@ -782,17 +792,61 @@ class Zygote:
 
     def _fork_untrusted(self) -> UntrustedChild:
         """Fork and harden an untrusted child that then waits for its job's code."""
+        return self._fork_untrusted_burst(1)[0]
+
+    def _fork_untrusted_burst(self, count: int) -> list[UntrustedChild]:
+        """Fork ``count`` untrusted children back to back, everything each needs made before the first fork.
+        After a fork, every page this process writes is copied once (the children share it); with nothing
+        but the fork between two forks, what is made for the children is paid for once, not once a child."""
+        made: list[tuple] = []
+        children: list[UntrustedChild] = []
+        try:
+            for _ in range(count):
+                made.append(self._untrusted_channels())
+            for job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read in made:
+                pid = layers.fork_without_interpreter_hooks()
+                if pid == 0:
+                    self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir, confine)
+                children.append(UntrustedChild(pid, ours, t_write, t_read, job_dir))
+        except OSError:
+            if not children:  # (a burst cut short by a limit keeps the children it has)
+                raise
+        finally:
+            # The children's ends, closed only now: each child closes every descriptor but its own first thing.
+            for index, (job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read) in enumerate(made):
+                for fd in (u_read, u_write) if confine is None else (u_read, u_write, confine):
+                    os.close(fd)
+                theirs.close()
+                if index >= len(children):  # made for a child that was never forked
+                    ours.close()
+                    os.close(t_write)
+                    os.close(t_read)
+                    self._dispose_job_dir(job_dir)
+        return children
+
+    def _untrusted_channels(self) -> tuple:
+        """A child's directory, Landlock layer (writes under that directory only), pipes and control socket."""
         job_dir = self._clean_job_dir()
-        u_read, t_write = os.pipe()
-        t_read, u_write = os.pipe()
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        pid = layers.fork_without_interpreter_hooks()
-        if pid == 0:
-            self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir)
-        os.close(u_read)
-        os.close(u_write)
-        theirs.close()
-        return UntrustedChild(pid, ours, t_write, t_read, job_dir)
+        opened: list[int] = []
+        try:
+            confine = (
+                layers.writes_ruleset(job_dir, self.ruleset.abi)
+                if self.ruleset is not None and self.chroot_dir is None
+                else None
+            )
+            if confine is not None:
+                opened.append(confine)
+            u_read, t_write = os.pipe()
+            opened += (u_read, t_write)
+            t_read, u_write = os.pipe()
+            opened += (t_read, u_write)
+            ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        except BaseException:
+            for fd in opened:
+                os.close(fd)
+            self._dispose_job_dir(job_dir)
+            raise
+        return job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read
 
     def _spare_is_sound(self, child: UntrustedChild) -> bool:
         """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
@@ -979,7 +1033,7 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_child(self, u_read: int, u_write: int, control_fd: int, job_dir: str) -> None:
+    def _untrusted_child(self, u_read: int, u_write: int, control_fd: int, job_dir: str, confine: int | None) -> None:
         """Runs in the forked child: harden first, then wait for the job, then run the model's code."""
         try:
             os.setsid()
@@ -991,7 +1045,9 @@ class Zygote:
             }
             if self.ruleset is not None:
                 keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
-            _arrange_fds(keep)
+            if confine is not None:
+                keep[UNTRUSTED_FDS["confine"]] = confine
+            _arrange_fds(keep, self.null_fd)
             # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
             # differs per child is added.
             if self.chroot_dir is not None:
@@ -1001,7 +1057,8 @@ class Zygote:
                 os.environ.update({"PATH": "/bin", "HOME": "/"})
             else:
                 os.chdir(job_dir)
-                os.environ.update({"HOME": job_dir, "TMPDIR": job_dir})
+                os.environ["HOME"] = job_dir  # two items, not update(): fewer objects touched in the child
+                os.environ["TMPDIR"] = job_dir
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
             if self.in_job_cgroup:
@@ -1016,8 +1073,9 @@ class Zygote:
                 self.ruleset.fd = UNTRUSTED_FDS["ruleset"]
                 self.ruleset.restrict_self()
                 os.close(UNTRUSTED_FDS["ruleset"])
-                if self.chroot_dir is None:
-                    layers.confine_writes_to(job_dir, self.ruleset.abi)
+                if confine is not None:
+                    layers.restrict_self(UNTRUSTED_FDS["confine"])
+                    os.close(UNTRUSTED_FDS["confine"])
             if self.seccomp_arch is not None:
                 self.seccomp_template.load_for_pid(os.getpid())
         except BaseException as exc:  # noqa: BLE001
@@ -1030,10 +1088,8 @@ class Zygote:
         # by dup2 when it arrives) and the capture of what the model's code prints, warns and logs.
         try:
             random.seed()
-            sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
-            sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-            sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False)  # noqa: SIM115
-            server = untrusted.prepare(UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"])
+            sys.stdin, sys.stdout, sys.stderr = self.child_streams
+            server = self.child_server.start()
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
             control.send(b"R")
             # Now (and only now) wait for the job.
@@ -1168,23 +1224,25 @@ def _read_all(fd: int) -> bytes:
         chunks.append(chunk)
 
 
-def _arrange_fds(wanted: dict[int, int]) -> None:
-    """Put each source fd at its target number (targets are small) and close every other fd."""
-    staged = {target: fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64) for target, source in wanted.items()}
-    for target, source in staged.items():
+def _arrange_fds(wanted: dict[int, int], null_fd: int | None = None) -> None:
+    """Put each source fd at its target number (targets are small), point fds 0 and 1 at /dev/null unless
+    wanted (``null_fd``: one already open), and close every other fd. Plain os calls and no exceptions:
+    in a freshly forked child each object Python touches costs a page copy."""
+    if null_fd is None:
+        null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+    # Staged above every target first, so that no source is overwritten before it is moved.
+    staged = [(target, fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64)) for target, source in wanted.items()]
+    null_copy = fcntl.fcntl(null_fd, fcntl.F_DUPFD_CLOEXEC, 64)
+    for target, source in staged:
         os.dup2(source, target, inheritable=False)
-    highest = max(wanted)
-    os.closerange(highest + 1, 1 << 16)
-    for fd in range(0, highest + 1):
-        if fd not in wanted:
-            with contextlib.suppress(OSError):
-                os.close(fd)
     for fd in (0, 1):  # stdin and (until the job's output file arrives) stdout read/write /dev/null
         if fd not in wanted:
-            null = os.open(os.devnull, os.O_RDWR)
-            if null != fd:
-                os.dup2(null, fd)
-                os.close(null)
+            os.dup2(null_copy, fd)
+    highest = max(wanted)
+    os.closerange(highest + 1, 1 << 16)  # the staged copies too
+    for fd in range(2, highest):
+        if fd not in wanted:
+            os.closerange(fd, fd + 1)  # close_range: no error for a descriptor that is not open
 
 
 def _wait_until(pid: int, deadline: float) -> bool:
