@@ -23,8 +23,10 @@ def test_seccomp_program_checks_arch_first_and_jumps_stay_in_range(arch):
     assert program[0] == (0x20, 0, 0, 4)  # load seccomp_data.arch
     assert program[1][0] == 0x15 and program[1][3] == layers._AUDIT_ARCH[arch]
     assert program[2] == (0x06, 0, 0, layers._RET_KILL_PROCESS)  # wrong arch: kill
-    for index, (code, jt, jf, _) in enumerate(program):
-        if code & 0x07 == 0x05:  # jumps must land inside the program
+    for index, (code, jt, jf, k) in enumerate(program):
+        if code == layers._JA:  # a long jump, by k
+            assert index + 1 + k < len(program)
+        elif code & 0x07 == 0x05:  # jumps must land inside the program
             assert index + 1 + max(jt, jf) < len(program)
     assert program[-1][0] == 0x06  # every path ends in a return
     assert any(k == 4242 for _, _, _, k in program)  # signals allowed only to the child itself

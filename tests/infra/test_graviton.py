@@ -113,6 +113,8 @@ def _run_filter(program: bytes, arch: str, nr: int, args: tuple[int, ...] = ()) 
         elif code in (layers._JEQ, layers._JGE, layers._JSET):
             taken = {layers._JEQ: acc == k, layers._JGE: acc >= k, layers._JSET: bool(acc & k)}[code]
             pc += jt if taken else jf
+        elif code == layers._JA:
+            pc += k
         else:
             raise AssertionError(f"instruction {code:#x} not interpreted")
         pc += 1
@@ -146,3 +148,31 @@ def test_the_compiled_filter_answers_as_designed(arch):
     # A syscall made under another ABI is never interpreted with this table: the process is killed.
     other = "x86_64" if arch == "aarch64" else "aarch64"
     assert _answer(_run_filter(program, other, read)) == "kill"
+
+
+def _rule_answer(block: list, arch: str, own: int, nr: int, args: tuple[int, ...]) -> int:
+    """What one rule's block alone answers (its pid placeholder filled in), as the reference."""
+    code = [(c, jt, jf, own if k is layers._OWN_PID else k) for c, jt, jf, k in block]
+    return _run_filter(b"".join(struct.pack("=HBBI", *insn) for insn in code), arch, nr, args)
+
+
+@pytest.mark.parametrize("ignore_mode_changes", [False, True])
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_changes):
+    """The compiled filter finds each syscall's rule by a binary search: for every number (and arguments that
+    reach each branch of the blocks), its answer is the rule's own, and allow where no rule names it."""
+    own = 4242
+    program = layers.build_seccomp_filter(arch, own, ignore_mode_changes=ignore_mode_changes)
+    rules = dict(layers.seccomp_rules(arch, ignore_mode_changes))
+    interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
+    interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
+    interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF]
+    variants = [()] + [(value,) for value in interesting] + [(0, value) for value in interesting]
+    variants += [(0, 0, value) for value in (0, layers._O_TMPFILE_BIT)] + [(value, own) for value in (0, 1, 2, 3)]
+    highest = 0x40000000 + 8 if arch == "x86_64" else 1100
+    for nr in [*range(0, 1100), 0x40000000, highest]:
+        for args in variants if nr in rules else [()]:
+            expected = _rule_answer(rules[nr], arch, own, nr, args) if nr in rules else layers._RET_ALLOW
+            if arch == "x86_64" and nr >= 0x40000000:
+                expected = layers._RET_ERRNO | errno.EPERM  # the x32 ABI, refused before any rule
+            assert _run_filter(program, arch, nr, args) == expected, (nr, args)

@@ -697,7 +697,9 @@ _LD_ABS_W = 0x20
 _JEQ = 0x15
 _JGE = 0x35
 _JSET = 0x45
+_JA = 0x05  # jump always, by a 32-bit offset (k): the only jump that reaches past 255 instructions
 _RET = 0x06
+_LEAF_RULES = 4  # rules a search leaf compares one by one (a binary search over more costs more than it saves)
 _OWN_PID = object()  # placeholder for the child's pid in a compiled program (patched per child)
 
 
@@ -794,8 +796,41 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     or dnotify; no preallocation or unnamed files. clone3 and openat2 answer ENOSYS so libc falls back to
     clone and openat, whose arguments the filter can inspect.
 
-    Each rule is ``JEQ nr`` followed by its own block, which returns on every path; a syscall that matches
-    no rule walks one instruction per rule and is allowed at the end."""
+    Each rule is ``JEQ nr`` followed by its own block, which returns on every path. The rules are sorted by
+    number and reached by a binary search (``JGE``), so a syscall walks some ten comparisons, not one per
+    rule: this is paid on every filtered call, and by the kernel when it loads the filter into each child
+    (it works out, for every syscall number, whether the answer depends on the arguments)."""
+    rules = seccomp_rules(arch, ignore_mode_changes)
+    prog: list[tuple] = [
+        (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
+        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
+        (_RET, 0, 0, _RET_KILL_PROCESS),
+        (_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
+    ]
+    if arch == "x86_64":  # x32 ABI: never legitimate here
+        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _errno(errno.EPERM))]
+    for _, block in rules:
+        if len(block) > 255:
+            raise ValueError("seccomp rule too long")
+    prog += _search(sorted(rules, key=lambda rule: rule[0]))
+    out = bytearray()
+    pid_indexes = []
+    for index, (code, jt, jf, k) in enumerate(prog):
+        if k is _OWN_PID:
+            pid_indexes.append(index)
+            k = 0
+        if code == _JA:
+            if index + 1 + k >= len(prog):
+                raise ValueError("seccomp jump out of range")
+        elif code & 0x07 == 0x05 and index + 1 + max(jt, jf) >= len(prog):
+            raise ValueError("seccomp jump out of range")
+        out += struct.pack("=HBBI", code, jt, jf, k)
+    return bytes(out), pid_indexes
+
+
+def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[int, list]]:
+    """(syscall number, its block) for every syscall the filter does not simply allow; each block reads the
+    arguments it needs and returns on every path (the child's pid still a placeholder)."""
     rules: list[tuple[int, list]] = []
     for number in _DENIED[arch].values():
         rules.append((number, _block_return(_errno(errno.EPERM))))
@@ -832,32 +867,23 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     numbers = [number for number, _ in rules]
     if len(numbers) != len(set(numbers)):
         raise ValueError("a syscall has two seccomp rules")
+    return rules
 
-    prog: list[tuple] = [
-        (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
-        (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
-        (_RET, 0, 0, _RET_KILL_PROCESS),
-        (_LD_ABS_W, 0, 0, 0),  # seccomp_data.nr
-    ]
-    if arch == "x86_64":  # x32 ABI: never legitimate here
-        prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _errno(errno.EPERM))]
-    for number, block in rules:
-        if len(block) > 255:
-            raise ValueError("seccomp rule too long")
-        # Every block ends in returns, so the accumulator it loads never reaches the next rule.
-        prog.append((_JEQ, 0, len(block), number))
-        prog += block
-    prog.append((_RET, 0, 0, _RET_ALLOW))
-    out = bytearray()
-    pid_indexes = []
-    for index, (code, jt, jf, k) in enumerate(prog):
-        if k is _OWN_PID:
-            pid_indexes.append(index)
-            k = 0
-        if code & 0x07 == 0x05 and index + 1 + max(jt, jf) >= len(prog):
-            raise ValueError("seccomp jump out of range")
-        out += struct.pack("=HBBI", code, jt, jf, k)
-    return bytes(out), pid_indexes
+
+def _search(rules: list[tuple[int, list]]) -> list[tuple]:
+    """The rules (sorted by syscall number) as a binary search on the number in the accumulator: every path
+    ends in a rule's block or in allow. Blocks return on every path, so the accumulator a block loads never
+    reaches another comparison."""
+    if len(rules) <= _LEAF_RULES:
+        leaf: list[tuple] = []
+        for number, block in rules:
+            leaf.append((_JEQ, 0, len(block), number))
+            leaf += block
+        return [*leaf, (_RET, 0, 0, _RET_ALLOW)]
+    middle = len(rules) // 2
+    below, above = _search(rules[:middle]), _search(rules[middle:])
+    # number >= the middle rule's: over the next instruction (a long jump past the lower half) ... else onto it.
+    return [(_JGE, 0, 1, rules[middle][0]), (_JA, 0, 0, len(below)), *below, *above]
 
 
 # prctl with a pointer as its third argument (PR_SET_SECCOMP), as its own prototype.
