@@ -139,3 +139,26 @@ def _eventually(probe, seconds: float = 5.0):
     while (answer := probe()) is None and time.monotonic() < deadline:
         time.sleep(0.01)
     return answer
+
+
+def test_fd_plan_arranges_every_descriptor_even_through_cycles():
+    """A forked child only runs the moves the fork server worked out: whatever numbers the sources have
+    (a source on another's target, cycles, /dev/null among them), each target ends up with its source."""
+    import random
+
+    from rewardpipe.execution.runtime import zygote
+
+    rng = random.Random(7)
+    for _ in range(500):
+        targets = rng.sample(range(2, 9), rng.randint(1, 5))
+        sources = rng.sample(range(0, 12), len(targets) + 1)
+        wanted, null_fd = dict(zip(targets, sources[:-1], strict=True)), sources[-1]
+        table = {fd: f"file{fd}" for fd in range(0, 12)}  # what each number refers to before the moves
+        expected = {target: table[source] for target, source in wanted.items()}
+        expected.update({fd: table[null_fd] for fd in (0, 1) if fd not in wanted})
+        moves, highest, gaps = zygote._fd_plan(wanted, null_fd)
+        for source, target in moves:
+            table[target] = table[source]
+        assert {fd: table[fd] for fd in expected} == expected, (wanted, null_fd, moves)
+        assert highest == max(wanted) and all(target > highest for _, target in moves if target not in expected)
+        assert set(gaps) == set(range(2, highest)) - set(wanted)

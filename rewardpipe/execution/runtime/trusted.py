@@ -582,8 +582,7 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
-    tree, code, names = _prepared_tests(tests)
-    expected = harness.count_expected_tests(tree, tests_format)
+    code, names, expected = _prepared_tests(tests, tests_format)
     conn = Connection(wfd, rfd)
     _ACTIVE[0] = conn
     try:
@@ -592,26 +591,37 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
         _ACTIVE[0] = None
 
 
-_PREPARED: dict[str, tuple] = {}  # hidden tests source -> (AST, code object, names read), most recent last
-PREPARED_TESTS_KEPT = 64
+# (hidden tests source, format) -> (code object, names read, tests expected), most recent last. Bounded by the
+# characters of the sources kept (a code object takes a few times its source): the K rollouts of a group
+# come close together, but a batch of many groups spread over the workers interleaves them widely.
+_PREPARED: dict[tuple[str, str], tuple] = {}
+_PREPARED_CHARS = [0]  # the characters of the sources in _PREPARED
+PREPARED_TESTS_CACHE_CHARS = 16 << 20
 PREPARED_TESTS_MAX_CHARS = 1 << 20  # a larger test source is parsed for its job only
 
 
-def _prepared_tests(tests: str) -> tuple:
-    """The tests' AST (counted), code object and the names they read. The K rollouts of a group share
-    their hidden tests, so the long-lived runner parses, compiles and searches each source once; every
-    job still executes the code object into a module of its own."""
-    found = _PREPARED.pop(tests, None)
+def _prepared_tests(tests: str, tests_format: str) -> tuple:
+    """The tests' code object, the names they read and how many tests must run. The long-lived runner
+    parses, compiles and searches each source once; every job still executes the code object into a
+    module of its own."""
+    key = (tests, tests_format)
+    found = _PREPARED.pop(key, None)
     if found is None:
         tree = harness.parse_tests(tests)
         try:
-            found = (tree, compile(tree, "<hidden tests>", "exec"), frozenset(harness.names_used(tree)))
+            code = compile(tree, "<hidden tests>", "exec")
         except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
             raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
+        found = (code, frozenset(harness.names_used(tree)), harness.count_expected_tests(tree, tests_format))
+        _PREPARED_CHARS[0] += len(tests)
     if len(tests) <= PREPARED_TESTS_MAX_CHARS:
-        _PREPARED[tests] = found
-        while len(_PREPARED) > PREPARED_TESTS_KEPT:
-            del _PREPARED[next(iter(_PREPARED))]
+        _PREPARED[key] = found
+        while _PREPARED_CHARS[0] > PREPARED_TESTS_CACHE_CHARS:
+            oldest = next(iter(_PREPARED))
+            del _PREPARED[oldest]
+            _PREPARED_CHARS[0] -= len(oldest[0])
+    else:
+        _PREPARED_CHARS[0] -= len(tests)
     return found
 
 

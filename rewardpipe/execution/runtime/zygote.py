@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import gc
 import importlib
 import json
@@ -803,10 +802,14 @@ class Zygote:
         try:
             for _ in range(count):
                 made.append(self._untrusted_channels())
-            for job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read in made:
+            plans = [
+                _fd_plan(self._untrusted_fds(u_read, u_write, theirs.fileno(), confine), self.null_fd)
+                for _job_dir, confine, u_read, u_write, theirs, *_ in made
+            ]
+            for (job_dir, confine, *_, ours, t_write, t_read), plan in zip(made, plans, strict=True):
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
-                    self._untrusted_child(u_read, u_write, theirs.fileno(), job_dir, confine)
+                    self._untrusted_child(plan, job_dir, confine is not None)
                 children.append(UntrustedChild(pid, ours, t_write, t_read, job_dir))
         except OSError:
             if not children:  # (a burst cut short by a limit keeps the children it has)
@@ -1033,21 +1036,27 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_child(self, u_read: int, u_write: int, control_fd: int, job_dir: str, confine: int | None) -> None:
-        """Runs in the forked child: harden first, then wait for the job, then run the model's code."""
+    def _untrusted_fds(self, u_read: int, u_write: int, control_fd: int, confine: int | None) -> dict[int, int]:
+        """The descriptors an untrusted child keeps (its number -> the fork server's), every other one closed."""
+        keep = {
+            UNTRUSTED_FDS["read"]: u_read,
+            UNTRUSTED_FDS["write"]: u_write,
+            UNTRUSTED_FDS["control"]: control_fd,
+            2: 2,
+        }
+        if self.ruleset is not None:
+            keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
+        if confine is not None:
+            keep[UNTRUSTED_FDS["confine"]] = confine
+        return keep
+
+    def _untrusted_child(self, fd_plan: tuple, job_dir: str, confine: bool) -> None:
+        """Runs in the forked child: harden first, then wait for the job, then run the model's code.
+        ``fd_plan``: how to arrange its descriptors (see _fd_plan); ``confine``: whether it was given its own
+        Landlock layer."""
         try:
             os.setsid()
-            keep = {
-                UNTRUSTED_FDS["read"]: u_read,
-                UNTRUSTED_FDS["write"]: u_write,
-                UNTRUSTED_FDS["control"]: control_fd,
-                2: 2,
-            }
-            if self.ruleset is not None:
-                keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
-            if confine is not None:
-                keep[UNTRUSTED_FDS["confine"]] = confine
-            _arrange_fds(keep, self.null_fd)
+            _apply_fd_plan(fd_plan)
             # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
             # differs per child is added.
             if self.chroot_dir is not None:
@@ -1073,7 +1082,7 @@ class Zygote:
                 self.ruleset.fd = UNTRUSTED_FDS["ruleset"]
                 self.ruleset.restrict_self()
                 os.close(UNTRUSTED_FDS["ruleset"])
-                if confine is not None:
+                if confine:
                     layers.restrict_self(UNTRUSTED_FDS["confine"])
                     os.close(UNTRUSTED_FDS["confine"])
             if self.seccomp_arch is not None:
@@ -1226,23 +1235,46 @@ def _read_all(fd: int) -> bytes:
 
 def _arrange_fds(wanted: dict[int, int], null_fd: int | None = None) -> None:
     """Put each source fd at its target number (targets are small), point fds 0 and 1 at /dev/null unless
-    wanted (``null_fd``: one already open), and close every other fd. Plain os calls and no exceptions:
-    in a freshly forked child each object Python touches costs a page copy."""
+    wanted (``null_fd``: one already open), and close every other fd."""
     if null_fd is None:
         null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
-    # Staged above every target first, so that no source is overwritten before it is moved.
-    staged = [(target, fcntl.fcntl(source, fcntl.F_DUPFD_CLOEXEC, 64)) for target, source in wanted.items()]
-    null_copy = fcntl.fcntl(null_fd, fcntl.F_DUPFD_CLOEXEC, 64)
-    for target, source in staged:
-        os.dup2(source, target, inheritable=False)
+    _apply_fd_plan(_fd_plan(wanted, null_fd))
+
+
+def _fd_plan(wanted: dict[int, int], null_fd: int) -> tuple[tuple[tuple[int, int], ...], int, tuple[int, ...]]:
+    """What :func:`_apply_fd_plan` does to arrange ``wanted`` (target -> source): the dup2 moves in an order
+    that never overwrites a source still to be moved (a cycle goes through a spare number above every
+    target), the highest target (everything above it is closed) and the numbers below it to close.
+    Worked out by the fork server, so a freshly forked child only runs the moves: every object Python
+    touches there costs a page copy."""
+    pending = {target: source for target, source in wanted.items() if target != source}
     for fd in (0, 1):  # stdin and (until the job's output file arrives) stdout read/write /dev/null
         if fd not in wanted:
-            os.dup2(null_copy, fd)
+            pending[fd] = null_fd
     highest = max(wanted)
-    os.closerange(highest + 1, 1 << 16)  # the staged copies too
-    for fd in range(2, highest):
-        if fd not in wanted:
-            os.closerange(fd, fd + 1)  # close_range: no error for a descriptor that is not open
+    spare = max(64, highest + 1)
+    moves: list[tuple[int, int]] = []
+    while pending:
+        needed = set(pending.values())
+        free = [target for target in pending if target not in needed]
+        if free:
+            moves += [(pending.pop(target), target) for target in free]
+            continue
+        source = next(iter(pending.values()))  # only cycles are left: move one of their sources aside
+        moves.append((source, spare))
+        pending = {target: spare if value == source else value for target, value in pending.items()}
+        spare += 1
+    gaps = tuple(fd for fd in range(2, highest) if fd not in wanted)
+    return tuple(moves), highest, gaps
+
+
+def _apply_fd_plan(plan: tuple[tuple[tuple[int, int], ...], int, tuple[int, ...]]) -> None:
+    moves, highest, gaps = plan
+    for source, target in moves:
+        os.dup2(source, target)
+    os.closerange(highest + 1, 1 << 16)  # the spare numbers a cycle went through too
+    for fd in gaps:
+        os.closerange(fd, fd + 1)  # close_range: no error for a descriptor that is not open
 
 
 def _wait_until(pid: int, deadline: float) -> bool:
