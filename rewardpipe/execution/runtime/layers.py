@@ -356,7 +356,7 @@ class LandlockRuleset:
             os.close(path_fd)
 
     def restrict_self(self) -> None:
-        _restrict_self(self.fd)
+        restrict_self(self.fd)
 
 
 def confine_writes_to(directory: str, abi: int) -> None:
@@ -366,15 +366,16 @@ def confine_writes_to(directory: str, abi: int) -> None:
     of the directories of the jobs before and after it, although they belong to the same uid."""
     fd = writes_ruleset(directory, abi)
     try:
-        _restrict_self(fd)
+        restrict_self(fd)
     finally:
         os.close(fd)
 
 
 def writes_ruleset(directory: str, abi: int) -> int:
-    """The ruleset of :func:`confine_writes_to`, as a descriptor (close-on-exec) that any process holding it
-    can enforce on itself with :func:`restrict_self`. The fork server builds it before it forks a child,
-    whose own pages then stay untouched by the building (a copy-on-write fault per page it writes)."""
+    """The ruleset of :func:`confine_writes_to`, as a descriptor (the kernel makes it close-on-exec) that any
+    process holding it can enforce on itself with :func:`restrict_self`. The fork server builds it before it
+    forks a child, whose own pages then stay untouched by the building (a copy-on-write fault per page it
+    writes)."""
     handled = _FS_MUTATION | (_FS_REFER if abi >= 2 else 0) | (_FS_TRUNCATE if abi >= 3 else 0)
     attr = struct.pack("=Q", handled)
     buf = ctypes.create_string_buffer(attr, len(attr))
@@ -383,7 +384,6 @@ def writes_ruleset(directory: str, abi: int) -> int:
         raise OSError(ctypes.get_errno(), f"landlock_create_ruleset failed: {_errno_text()}")
     fd = int(fd)
     try:
-        os.set_inheritable(fd, False)
         path_fd = os.open(directory, os.O_PATH | os.O_CLOEXEC)
         try:
             rule = struct.pack("=Qi", handled, path_fd)
@@ -401,12 +401,8 @@ def writes_ruleset(directory: str, abi: int) -> int:
     return fd
 
 
-def restrict_self(ruleset_fd: int) -> None:
+def restrict_self(fd: int) -> None:
     """Enforce a Landlock ruleset (a descriptor) on the calling process, on top of any it already has."""
-    _restrict_self(ruleset_fd)
-
-
-def _restrict_self(fd: int) -> None:
     if _libc.syscall(_SYS_LANDLOCK_RESTRICT_SELF, ctypes.c_int(fd), ctypes.c_uint32(0)) != 0:
         raise OSError(ctypes.get_errno(), f"landlock_restrict_self failed: {_errno_text()}")
 
@@ -971,19 +967,8 @@ class CgroupSet:
         # Every controller's group holds the same processes, so the first one is enough.
         pids: set[int] = set()
         for path in self.dirs[:1]:
-            try:
-                fd = os.open(path + "/cgroup.procs", os.O_RDONLY | os.O_CLOEXEC)
-            except OSError:
-                continue
-            try:
-                chunks = []
-                while chunk := os.read(fd, 1 << 16):
-                    chunks.append(chunk)
-                pids.update(int(number) for number in b"".join(chunks).split())
-            except (OSError, ValueError):
-                pass
-            finally:
-                os.close(fd)
+            with contextlib.suppress(OSError, ValueError):
+                pids.update(int(number) for number in _read_proc(path + "/cgroup.procs").split())
         return pids
 
     def kill_all(self, reap=None, attempts: int = 200, keep: frozenset = frozenset()) -> bool:
@@ -1235,13 +1220,21 @@ def doomed(pid: int) -> str | None:
 
 
 def _read_proc(path: str) -> bytes:
-    """A /proc file's text with plain os calls (no file object: cheaper, and the fork server calls this
-    around every job). Files there are read whole in one read of up to 64 KiB."""
+    """A /proc or cgroup file's text with plain os calls (no file object: cheaper, and the fork server calls
+    this around every job)."""
     fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     try:
-        return os.read(fd, 1 << 16)
+        return read_to_end(fd)
     finally:
         os.close(fd)
+
+
+def read_to_end(fd: int) -> bytes:
+    """Everything left to read from ``fd``."""
+    chunks: list[bytes] = []
+    while chunk := os.read(fd, 1 << 20):
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def disturbed(expected: dict, pid: int) -> str | None:

@@ -570,12 +570,7 @@ def _count(value) -> int:
 
 def _read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks).decode("utf-8")
-        chunks.append(chunk)
+    return layers.read_to_end(fd).decode("utf-8")
 
 
 def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:

@@ -189,15 +189,11 @@ class _LogCapture(logging.Handler):
             logging.lastResort.handle(record)  # what an unconfigured process prints anyway
 
 
-def capture_effects(effects: Effects) -> None:
-    """Install the hooks once, before the model's code runs (it may reconfigure them as it likes)."""
-    Capture(effects, (sys.stdout, sys.stderr)).install()
-
-
 class Capture:
-    """The hooks of :func:`capture_effects`, built apart from their installation: a fork server builds them
-    once, and each child only installs its copy (in a freshly forked child every object made costs
-    copy-on-write page faults)."""
+    """The hooks that capture what the model's code prints, warns and logs, built apart from their
+    installation: a fork server builds them once, and each child installs its copy before the model's code
+    runs (which may reconfigure them as it likes). In a freshly forked child every object made costs
+    copy-on-write page faults."""
 
     def __init__(self, effects: Effects, streams: tuple):
         self.effects = effects
@@ -408,15 +404,11 @@ class Server:
         return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
 
 
-def prepare(rfd: int, wfd: int) -> Server:
-    """Everything that does not depend on the job's code, done while the hardened child waits for it:
-    tell the trusted side it is hardened, and hook stdout, stderr, warnings and logging."""
-    return Prepared(rfd, wfd, (sys.stdout, sys.stderr)).start()
-
-
 class Prepared:
-    """What :func:`prepare` builds, built ahead (by the fork server, once) for children that will write
-    to ``streams`` and talk over ``rfd``/``wfd``; each child then calls :meth:`start` on its own copy."""
+    """Everything that does not depend on the job's code, built ahead (by the fork server, once) for
+    children that will write to ``streams`` and talk over ``rfd``/``wfd``. Each child calls :meth:`start`
+    on its own copy while it waits for its job: it tells the trusted side it is hardened and hooks stdout,
+    stderr, warnings and logging."""
 
     def __init__(self, rfd: int, wfd: int, streams: tuple):
         effects = Effects()
@@ -427,9 +419,3 @@ class Prepared:
         wire.send_json(self.server.wfd, {"hardened": True})
         self.capture.install()
         return self.server
-
-
-def serve(code: str, rfd: int, wfd: int) -> None:
-    server = prepare(rfd, wfd)
-    server.load(code)
-    server.serve_forever()

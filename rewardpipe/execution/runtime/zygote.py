@@ -29,6 +29,7 @@ import signal
 import socket
 import sys
 import time
+from typing import NamedTuple
 
 from . import harness, layers, trusted, untrusted, wire  # noqa: F401 - loaded before any child can lose file access
 
@@ -111,6 +112,29 @@ CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME an
 # copied once; forking several at once pays that once per burst instead of once per job (measured).
 SPARES_HIGH = 4
 SPARES_LOW = 1
+
+
+class SpareParts(NamedTuple):
+    """What the fork server makes for one untrusted child before it forks it."""
+
+    job_dir: str
+    confine: int | None  # the child's own Landlock layer (writes under job_dir only), a ruleset descriptor
+    child_ends: tuple[int, ...]  # the child's ends of its pipes (and confine): closed here once it is forked
+    theirs: socket.socket  # the child's end of its control socket: closed here once it is forked
+    ours: socket.socket
+    runner_write: int  # the runner's ends of the child's pipes
+    runner_read: int
+    fd_plan: tuple  # how the child puts its descriptors in place (_fd_plan)
+
+    def close_child_ends(self) -> None:
+        for fd in self.child_ends:
+            os.close(fd)
+        self.theirs.close()
+
+    def close_our_ends(self) -> None:
+        self.ours.close()
+        os.close(self.runner_write)
+        os.close(self.runner_read)
 
 
 class UntrustedChild:
@@ -797,38 +821,31 @@ class Zygote:
         """Fork ``count`` untrusted children back to back, everything each needs made before the first fork.
         After a fork, every page this process writes is copied once (the children share it); with nothing
         but the fork between two forks, what is made for the children is paid for once, not once a child."""
-        made: list[tuple] = []
+        made: list[SpareParts] = []
         children: list[UntrustedChild] = []
         try:
             for _ in range(count):
-                made.append(self._untrusted_channels())
-            plans = [
-                _fd_plan(self._untrusted_fds(u_read, u_write, theirs.fileno(), confine), self.null_fd)
-                for _job_dir, confine, u_read, u_write, theirs, *_ in made
-            ]
-            for (job_dir, confine, *_, ours, t_write, t_read), plan in zip(made, plans, strict=True):
+                made.append(self._spare_parts())
+            for parts in made:
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
-                    self._untrusted_child(plan, job_dir, confine is not None)
-                children.append(UntrustedChild(pid, ours, t_write, t_read, job_dir))
+                    self._untrusted_child(parts.fd_plan, parts.job_dir, parts.confine is not None)
+                children.append(UntrustedChild(pid, parts.ours, parts.runner_write, parts.runner_read, parts.job_dir))
         except OSError:
             if not children:  # (a burst cut short by a limit keeps the children it has)
                 raise
         finally:
             # The children's ends, closed only now: each child closes every descriptor but its own first thing.
-            for index, (job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read) in enumerate(made):
-                for fd in (u_read, u_write) if confine is None else (u_read, u_write, confine):
-                    os.close(fd)
-                theirs.close()
+            for index, parts in enumerate(made):
+                parts.close_child_ends()
                 if index >= len(children):  # made for a child that was never forked
-                    ours.close()
-                    os.close(t_write)
-                    os.close(t_read)
-                    self._dispose_job_dir(job_dir)
+                    parts.close_our_ends()
+                    self._dispose_job_dir(parts.job_dir)
         return children
 
-    def _untrusted_channels(self) -> tuple:
-        """A child's directory, Landlock layer (writes under that directory only), pipes and control socket."""
+    def _spare_parts(self) -> SpareParts:
+        """A child's directory, Landlock layer (writes under that directory only), pipes, control socket, and
+        how it puts its descriptors in place."""
         job_dir = self._clean_job_dir()
         opened: list[int] = []
         try:
@@ -849,7 +866,18 @@ class Zygote:
                 os.close(fd)
             self._dispose_job_dir(job_dir)
             raise
-        return job_dir, confine, u_read, u_write, theirs, ours, t_write, t_read
+        keep = {
+            UNTRUSTED_FDS["read"]: u_read,
+            UNTRUSTED_FDS["write"]: u_write,
+            UNTRUSTED_FDS["control"]: theirs.fileno(),
+            2: 2,
+        }
+        if self.ruleset is not None:
+            keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
+        if confine is not None:
+            keep[UNTRUSTED_FDS["confine"]] = confine
+        child_ends = (u_read, u_write) if confine is None else (u_read, u_write, confine)
+        return SpareParts(job_dir, confine, child_ends, theirs, ours, t_write, t_read, _fd_plan(keep, self.null_fd))
 
     def _spare_is_sound(self, child: UntrustedChild) -> bool:
         """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
@@ -1036,20 +1064,6 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_fds(self, u_read: int, u_write: int, control_fd: int, confine: int | None) -> dict[int, int]:
-        """The descriptors an untrusted child keeps (its number -> the fork server's), every other one closed."""
-        keep = {
-            UNTRUSTED_FDS["read"]: u_read,
-            UNTRUSTED_FDS["write"]: u_write,
-            UNTRUSTED_FDS["control"]: control_fd,
-            2: 2,
-        }
-        if self.ruleset is not None:
-            keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
-        if confine is not None:
-            keep[UNTRUSTED_FDS["confine"]] = confine
-        return keep
-
     def _untrusted_child(self, fd_plan: tuple, job_dir: str, confine: bool) -> None:
         """Runs in the forked child: harden first, then wait for the job, then run the model's code.
         ``fd_plan``: how to arrange its descriptors (see _fd_plan); ``confine``: whether it was given its own
@@ -1113,7 +1127,7 @@ class Zygote:
                 cpu = int(float(job["timeout_s"])) + 1
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             os.lseek(code_fd, 0, os.SEEK_SET)
-            code = _read_all(code_fd).decode("utf-8", errors="replace")
+            code = layers.read_to_end(code_fd).decode("utf-8", errors="replace")
             for fd in (code_fd, out_fd, err_fd):
                 os.close(fd)
             control.close()
@@ -1222,15 +1236,6 @@ def _inside(root: str, path: str) -> str | None:
     if real.startswith(root + os.sep):
         return real[len(root) :]
     return None
-
-
-def _read_all(fd: int) -> bytes:
-    chunks: list[bytes] = []
-    while True:
-        chunk = os.read(fd, 1 << 20)
-        if not chunk:
-            return b"".join(chunks)
-        chunks.append(chunk)
 
 
 def _arrange_fds(wanted: dict[int, int], null_fd: int | None = None) -> None:
