@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import typer
 from pydantic import ValidationError
@@ -125,14 +125,12 @@ def parse_job_line(line: str, where: str) -> tuple[ExecutionJob | None, str | No
 
 
 def _make_executor(disable: str, workers: int | None):
+    from rewardpipe.execution.forkservers import overrides_for
     from rewardpipe.execution.sandbox import SandboxConfigError, make_executor
 
-    layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
     try:
-        overrides: dict[str, Any] = {"workers": workers} if workers else {}
-        if layers:
-            overrides["disable"] = layers
-        return make_executor(**overrides)
+        # The same settings rewardpipe.__main__ started fork servers with, if it did: they are taken over.
+        return make_executor(**overrides_for(workers, disable))
     except SandboxConfigError as exc:
         _fail(str(exc))
 

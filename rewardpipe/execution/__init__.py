@@ -16,10 +16,23 @@ Status semantics (the only thing callers should branch on):
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
-from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
+if TYPE_CHECKING:
+    from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 
 __all__ = ["ExecutionJob", "ExecutionResult", "ExecutionStatus", "execute", "execute_batch", "get_executor"]
+_RESULT_TYPES = ("ExecutionJob", "ExecutionResult", "ExecutionStatus")
+
+
+def __getattr__(name: str) -> Any:
+    """The job and result types on first use: importing a submodule that needs neither (the fork servers'
+    ``forkservers``, which a command starts before anything else) must not pay for pydantic."""
+    if name in _RESULT_TYPES:
+        from rewardpipe.execution import result
+
+        return getattr(result, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def get_executor():
@@ -36,6 +49,8 @@ def execute(
     tests_format: str = "unittest",
     timeout_s: float = 10.0,
 ) -> ExecutionResult:
+    from rewardpipe.execution.result import ExecutionJob
+
     job = ExecutionJob(code=code, tests=tests, entry_point=entry_point, tests_format=tests_format, timeout_s=timeout_s)
     return get_executor().run(job)
 

@@ -19,32 +19,37 @@ import functools
 import itertools
 import json
 import os
-import signal
-import socket
-import stat
-import subprocess
-import sys
-import sysconfig
-import tempfile
 import threading
 import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
-from typing import NoReturn
+from dataclasses import replace
 
+from rewardpipe.execution import forkservers
+from rewardpipe.execution.forkservers import (  # noqa: F401 - the settings and failures are this module's API too
+    BOOT_SCRIPT,
+    ENV_DISABLE,
+    ENV_MEMORY,
+    ENV_PIN_CPUS,
+    ENV_PRIVATE_DISK,
+    ENV_PYTHON,
+    ENV_WORKERS,
+    MAX_WORKERS,
+    JobNotDelivered,
+    SandboxConfig,
+    SandboxConfigError,
+    StartRefused,
+    WorkerFailure,
+    _compile_runtime,
+    _derived_uid_base,
+    _protect_scorer_memory,
+    _Worker,
+    choose_interpreter,
+)
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus
 from rewardpipe.execution.runtime import harness
-from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup, remove_tree
 from rewardpipe.execution.screening import screen
 
-BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
-ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
-ENV_PYTHON = "REWARDPIPE_SANDBOX_PYTHON"
-ENV_WORKERS = "REWARDPIPE_SANDBOX_WORKERS"
-ENV_MEMORY = "REWARDPIPE_SANDBOX_MEMORY_MB"  # per-job cap, sized by the deployment to what the host has
-ENV_PRIVATE_DISK = "REWARDPIPE_SANDBOX_PRIVATE_DISK"  # "1"/"0": see SandboxConfig.private_disk
-MAX_WORKERS = 64  # per executor; each worker owns one sandbox uid
 TRUSTED_RUNNER_DIED = "the trusted runner died"  # the fork server's word for it (runtime/zygote.py)
 INPROCESS_TRUST = (
     "inprocess: the tests ran beside the model's code behind a deny-list screen that can be "
@@ -52,343 +57,10 @@ INPROCESS_TRUST = (
 )
 
 
-class SandboxConfigError(ValueError):
-    """A sandbox setting is invalid; the message names the setting."""
-
-
-@dataclass(frozen=True)
-class SandboxConfig:
-    workers: int | None = None  # pool size; None = one per core
-    # Memory: the one place the sandbox's memory caps are configured.
-    memory_mb: int = 2048  # per untrusted tree (cgroup) and per process (RLIMIT_AS)
-    runner_memory_mb: int = 1024  # RLIMIT_AS of the trusted runner, which decodes the model's replies
-    disk_mb: int = 64  # bytes a job may store in its working directory (its own tmpfs)
-    disk_inodes: int = 4096  # files and directories a job may create there
-    pids_max: int = 64  # processes per untrusted tree (cgroup) and per sandbox uid (RLIMIT_NPROC)
-    file_size_bytes: int = 8 << 20  # RLIMIT_FSIZE: caps stdout/stderr and any file the code writes
-    output_bytes: int = 64 << 10  # how much of stdout/stderr is returned to the caller
-    disable: frozenset[str] = field(default_factory=frozenset)  # layer names from LAYER_NAMES
-    interpreter: str | None = None  # fork-server interpreter; None = choose automatically
-    # Worker i runs model code as uid_base + i. None derives a base from the scorer's pid, so two
-    # scorers on one machine never share a sandbox uid (a shared uid would let one scorer's tree kill
-    # reach the other's children where cgroups are missing).
-    uid_base: int | None = None
-    # Run the fork servers themselves as this uid instead of root: no root anywhere, at the price of
-    # the uid, netns and cgroup layers. Also how the unprivileged (AWS Lambda) path is tested here.
-    server_uid: int | None = None
-    grace_s: float = 5.0  # extra wall-clock time before the scorer declares a fork server hung
-    runner_recycle_jobs: int = 500  # jobs a trusted runner serves before a fresh one replaces it
-    start_timeout_s: float = 60.0
-    # Whether the file system holding the job directories belongs to the sandbox alone (AWS Lambda's /tmp,
-    # a Fargate task's scratch volume). Where there is no tmpfs per job, only then can the host's growth
-    # while a job runs (space in deleted-but-open or mapped files, files outside its directory) be charged
-    # to it: on a /tmp other programs write to, their files would be. None: detected (on AWS Lambda and
-    # ECS/Fargate, yes; elsewhere, no).
-    private_disk: bool | None = None
-
-    def __post_init__(self):
-        unknown = set(self.disable) - set(LAYER_NAMES)
-        if unknown:
-            raise SandboxConfigError(
-                f"unknown isolation layer(s) to disable: {', '.join(sorted(unknown))}; known: {', '.join(LAYER_NAMES)}"
-            )
-        if self.uid_base is not None and not 1 <= self.uid_base < 2**31 - MAX_WORKERS:
-            raise SandboxConfigError(f"uid_base must be a positive uid, got {self.uid_base}")
-        if self.workers is not None and not 1 <= self.workers <= MAX_WORKERS:
-            raise SandboxConfigError(f"workers must be between 1 and {MAX_WORKERS}, got {self.workers}")
-        for name in (
-            "memory_mb",
-            "runner_memory_mb",
-            "disk_mb",
-            "disk_inodes",
-            "pids_max",
-            "file_size_bytes",
-            "output_bytes",
-            "runner_recycle_jobs",
-        ):
-            if getattr(self, name) <= 0:
-                raise SandboxConfigError(f"{name} must be positive, got {getattr(self, name)}")
-
-    @classmethod
-    def from_env(cls, environ=None) -> SandboxConfig:
-        environ = os.environ if environ is None else environ
-        disable = frozenset(part.strip() for part in environ.get(ENV_DISABLE, "").split(",") if part.strip())
-        workers = environ.get(ENV_WORKERS)
-        try:
-            worker_count = int(workers) if workers else None
-        except ValueError:
-            raise SandboxConfigError(f"{ENV_WORKERS} must be an integer, got {workers!r}") from None
-        memory = environ.get(ENV_MEMORY)
-        try:
-            memory_mb = int(memory) if memory else cls.memory_mb
-        except ValueError:
-            raise SandboxConfigError(f"{ENV_MEMORY} must be an integer (MB), got {memory!r}") from None
-        private = environ.get(ENV_PRIVATE_DISK, "").strip()
-        if private not in ("", "0", "1"):
-            raise SandboxConfigError(f"{ENV_PRIVATE_DISK} must be 1 or 0, got {private!r}")
-        return cls(
-            disable=disable,
-            interpreter=environ.get(ENV_PYTHON) or None,
-            workers=worker_count,
-            memory_mb=memory_mb,
-            private_disk=None if not private else private == "1",
-        )
-
-    def resolved_private_disk(self, environ=None) -> bool:
-        """``private_disk``, with None resolved: the deployments whose disk is the sandbox's own."""
-        if self.private_disk is not None:
-            return self.private_disk
-        environ = os.environ if environ is None else environ
-        return bool(environ.get("AWS_LAMBDA_FUNCTION_NAME")) or environ.get("AWS_EXECUTION_ENV", "").startswith(
-            ("AWS_Lambda", "AWS_ECS")
-        )
-
-
-def _world_readable_tree(path: str) -> bool:
-    """True if an unprivileged uid can traverse every ancestor of ``path`` and read ``path``."""
-    path = os.path.realpath(path)
-    try:
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
-        while True:
-            if not os.stat(path).st_mode & stat.S_IXOTH:
-                return False
-            parent = os.path.dirname(path)
-            if parent == path:
-                return True
-            path = parent
-    except OSError:
-        return False
-
-
-def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:
-    """The fork server's interpreter and why.
-
-    A child that has dropped to an unprivileged uid can only import modules whose files that uid can
-    read. The venv's base interpreter here lives under /root (mode 0700), so when we will drop
-    privileges we prefer a same-version interpreter with a world-readable stdlib (Debian's
-    /usr/bin/python3.X); common modules are pre-imported in the fork server either way.
-    """
-    if config.interpreter:
-        return config.interpreter, "configured"
-    stdlib = sysconfig.get_paths()["stdlib"]
-    dropping = os.geteuid() == 0 and ("uid" not in config.disable or config.server_uid is not None)
-    if not dropping or _world_readable_tree(stdlib):
-        return sys.executable, "scorer's interpreter"
-    version = f"{sys.version_info.major}.{sys.version_info.minor}"
-    for prefix in ("/usr/bin", "/usr/local/bin"):
-        candidate = os.path.join(prefix, f"python{version}")
-        lib = os.path.join(os.path.dirname(prefix), "lib", f"python{version}")
-        if os.access(candidate, os.X_OK) and _world_readable_tree(lib) and _world_readable_tree(candidate):
-            return candidate, "world-readable stdlib for the unprivileged uid"
-    return sys.executable, "scorer's interpreter; stdlib unreadable by the sandbox uid, pre-imported modules only"
-
-
-def _protect_scorer_memory() -> None:
-    """Without root the model's code runs as our own uid; a non-dumpable scorer keeps its memory
-    (the hidden tests), environment (credentials) and descriptors out of reach of same-uid processes
-    through /proc and ptrace, even where Landlock is missing (AWS Lambda)."""
-    import ctypes
-
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE = 4
-
-
-_executor_serial = itertools.count()
-
-
-def _derived_uid_base() -> int:
-    """A uid block of MAX_WORKERS uids unique to this executor among live processes on the machine."""
-    slot = (os.getpid() % 60_000) * 16 + next(_executor_serial) % 16
-    return 1_000_000 + slot * MAX_WORKERS
-
-
-class WorkerFailure(Exception):
-    """The fork server broke (died, hung or answered nonsense): an infrastructure error."""
-
-
-class StartRefused(WorkerFailure):
-    """The fork server started and reported why it could not go on (as opposed to hanging or dying)."""
-
-
-class JobNotDelivered(WorkerFailure):
-    """The fork server was gone before it received the job, so the job can safely be retried."""
-
-
-class _Worker:
-    def __init__(self, index: int, config: SandboxConfig, interpreter: str, uid: int):
-        self.index = index
-        self.config = config
-        self._log = tempfile.TemporaryFile()  # noqa: SIM115 - open for the worker's life, closed in close()
-        self._dir = tempfile.mkdtemp(prefix=f"rewardpipe-sbx-{os.getpid()}-w{index}-")
-        # Traversable but not listable: the sandbox uid must reach its own job directory by absolute
-        # path (tempfile does), and nothing else in here.
-        os.chmod(self._dir, 0o711)
-        if config.server_uid is not None and os.geteuid() == 0:
-            os.chown(self._dir, config.server_uid, config.server_uid)
-        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        self.channel = ours
-        zygote_config = {
-            "worker_index": index,
-            "uid": uid,
-            "server_uid": config.server_uid,
-            "disable": sorted(config.disable),
-            "memory_bytes": config.memory_mb << 20,
-            "runner_memory_bytes": config.runner_memory_mb << 20,
-            "disk_bytes": config.disk_mb << 20,
-            "disk_inodes": config.disk_inodes,
-            "pids_max": config.pids_max,
-            "file_size_bytes": config.file_size_bytes,
-            "runner_recycle_jobs": config.runner_recycle_jobs,
-            "private_disk": config.resolved_private_disk(),
-            "worker_dir": os.path.join(self._dir, "w"),
-        }
-        try:
-            self.process = subprocess.Popen(
-                [interpreter, "-I", "-B", BOOT_SCRIPT, json.dumps(zygote_config), str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self._log,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},  # no credentials reach the sandbox
-                start_new_session=True,
-            )
-        except OSError as exc:
-            ours.close()
-            raise WorkerFailure(f"cannot start the fork server with {interpreter}: {exc}") from None
-        finally:
-            theirs.close()
-        hello = self._receive(config.start_timeout_s, "start")
-        if "fatal" in hello:
-            self.kill()
-            raise StartRefused(str(hello["fatal"]))
-        self.isolation: dict[str, str] = {str(k): str(v) for k, v in hello.get("isolation", {}).items()}
-        self.cgroups: list[str] = list(hello.get("cgroups", []))
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def _receive(self, timeout: float, what: str) -> dict:
-        self.channel.settimeout(timeout)
-        try:
-            message = self.channel.recv(1 << 20)
-        except TimeoutError:
-            self._fail(f"fork server did not answer ({what}) within {timeout:.1f} s")
-        except OSError as exc:
-            self._fail(f"fork server channel failed ({what}): {exc}")
-        if not message:
-            self._fail(f"fork server exited ({what}{self._exit_status()})")
-        try:
-            reply = json.loads(message)
-        except ValueError:
-            reply = None
-        if type(reply) is not dict:
-            self._fail("fork server sent a malformed reply", with_log=False)
-        return reply
-
-    def _fail(self, why: str, with_log: bool = True) -> NoReturn:
-        """Kill the fork server and raise, with what it last wrote to its log (read before the kill closes it)."""
-        tail = self._log_tail() if with_log else ""
-        self.kill()
-        raise WorkerFailure(f"{why}{tail}") from None
-
-    def _exit_status(self) -> str:
-        try:
-            code = self.process.wait(timeout=1)
-        except subprocess.TimeoutExpired:
-            return ""
-        if code < 0:
-            with contextlib.suppress(ValueError):
-                return f", killed by {signal.Signals(-code).name}"
-        return f", status {code}"
-
-    def _log_tail(self) -> str:
-        try:
-            self._log.seek(0)
-            text = self._log.read()[-1500:].decode("utf-8", errors="replace").strip()
-        except (OSError, ValueError):  # ValueError: already closed
-            return ""
-        return f": {text}" if text else ""
-
-    def execute(self, header: dict, code: str, tests: str) -> tuple[dict, bytes, bytes, int, bytes, int]:
-        fds: list[int] = []
-        try:
-            for name in ("code", "tests", "verdict", "stdout", "stderr"):
-                fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
-            _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
-            _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
-            sent = time.monotonic()
-            try:
-                socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
-            except OSError as exc:
-                self.kill()
-                raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
-            reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
-            if isinstance(reply.get("marks"), dict):
-                reply["marks"].update(s_send=sent, s_recv=time.monotonic())
-            verdict = os.pread(fds[2], 1 << 20, 0)
-            cap = self.config.output_bytes
-            out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size
-            return reply, verdict, os.pread(fds[3], cap, 0), out_size, os.pread(fds[4], cap, 0), err_size
-        finally:
-            for fd in fds:
-                os.close(fd)
-
-    def kill(self) -> None:
-        """Stop the fork server, its trusted children and every process left in its cgroups."""
-        with contextlib.suppress(OSError, AttributeError):
-            os.killpg(self.process.pid, 9)
-        with contextlib.suppress(subprocess.TimeoutExpired, AttributeError):
-            self.process.wait(timeout=5)
-        self._cleanup()
-
-    def close(self) -> None:
-        try:
-            self.channel.close()  # EOF makes the fork server clean up and exit
-            self.process.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
-        self.kill()
-
-    def _cleanup(self) -> None:
-        for path in getattr(self, "cgroups", []):
-            empty_and_remove_cgroup(path)  # children of a killed fork server may linger there
-        remove_tree(self._dir)  # the model may have left a tree too deep for shutil.rmtree
-        try:
-            self.channel.close()
-            self._log.close()
-        except OSError:
-            pass
-
-
-_runtime_compiled = False
-
-
-def _compile_runtime() -> None:
-    """Write bytecode for the fork server's modules once: it runs with -B (so a sandbox uid never
-    writes into the tree) and would otherwise compile them at every start."""
-    global _runtime_compiled
-    if _runtime_compiled:
-        return
-    _runtime_compiled = True
-    try:
-        import compileall
-
-        compileall.compile_dir(os.path.dirname(BOOT_SCRIPT), quiet=2, workers=1)
-    except Exception:  # noqa: BLE001 - a read-only tree simply starts a little slower
-        pass
-
-
 @functools.lru_cache(maxsize=256)
 def _expected_test_count(tests: str, tests_format: str) -> int:
     """The K rollouts of a group share their hidden tests: parse them once, not once per rollout."""
     return harness.count_expected_tests(tests, tests_format)
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]
 
 
 def _decode_output(data: bytes, size: int) -> str:
@@ -465,11 +137,19 @@ class ForkServerExecutor:
         self._condition = threading.Condition()
         self._idle: list[_Worker] = []
         self._workers: list[_Worker | _Placeholder] = []
-        self._limit = min(self.config.workers or os.cpu_count() or 2, MAX_WORKERS)
-        self.uid_base = self.config.uid_base or _derived_uid_base()
+        self._limit = self.config.pool_size()
+        self._interpreter: tuple[str, str] | None = None
+        # Fork servers a command started for this executor before it existed (forkservers.prestart).
+        self._prestarted: dict[int, _Worker] = {}
+        claimed = forkservers.claim(self.config)
+        if claimed is not None:
+            self.uid_base = claimed.uid_base
+            self._interpreter = claimed.interpreter
+            self._prestarted = claimed.workers
+        else:
+            self.uid_base = self.config.uid_base or _derived_uid_base()
         if os.geteuid() != 0:
             _protect_scorer_memory()
-        self._interpreter: tuple[str, str] | None = None
         self._owner_pid = os.getpid()
         self._closed = False
         self._isolation: dict[str, str] = {}
@@ -531,13 +211,18 @@ class ForkServerExecutor:
 
     def _start_worker(self, index: int) -> _Worker:
         assert self._interpreter is not None
+        with self._condition:
+            prestarted = self._prestarted.pop(index, None)
+            cpu = self.config.cpu_for(index, self._limit)
         try:
-            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
+            if prestarted is not None:
+                return prestarted.ready()
+            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index, cpu).ready()
         except StartRefused:
             # Once more: once its uid is dropped, a starting fork server is within reach of whatever of its
             # uid still runs (a job of the fork server it replaces, being killed), which may have changed
             # its limits. A configuration that cannot start fails the same way twice.
-            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index)
+            return _Worker(index, self.config, self._interpreter[0], self.uid_base + index, cpu).ready()
 
     def _release(self, worker: _Worker, healthy: bool) -> None:
         with self._condition:
@@ -584,6 +269,8 @@ class ForkServerExecutor:
         with self._condition:
             self._closed = True
             workers, self._workers, self._idle = list(self._workers), [], []
+            workers += self._prestarted.values()  # started for this executor, never needed
+            self._prestarted = {}
             self._condition.notify_all()
         # In parallel: each fork server tears down its children, cgroups and directories on its own.
         closers = [threading.Thread(target=worker.close) for worker in workers if isinstance(worker, _Worker)]

@@ -101,9 +101,10 @@ def test_batch_runs_in_parallel_on_the_requested_workers(executor):
 def test_isolation_report_is_attached_to_results(executor):
     result = executor.run(job(RIGHT))
     report = executor.isolation()
-    # Each worker has its own sandbox uid; everything else is the same machine-wide report.
-    assert {k: v for k, v in result.isolation.items() if k != "uid"} == {
-        k: v for k, v in report.items() if k in result.isolation and k != "uid"
+    # Each worker has its own sandbox uid and CPU; everything else is the same machine-wide report.
+    per_worker = ("uid", "cpu")
+    assert {k: v for k, v in result.isolation.items() if k not in per_worker} == {
+        k: v for k, v in report.items() if k in result.isolation and k not in per_worker
     }
     for layer in ("uid", "netns", "seccomp", "landlock", "cgroup", "rlimits", "tree_kill", "tests"):
         assert layer in result.isolation

@@ -1077,6 +1077,10 @@ def child_rlimits(address_space: int, nproc: int, file_size: int) -> dict[int, i
         resource.RLIMIT_FSIZE: file_size,
         resource.RLIMIT_CORE: 0,
         resource.RLIMIT_NOFILE: 256,
+        # No raising its own priority (nice below 0, real-time scheduling) even where the host allows it:
+        # it shares its CPU with its fork server and trusted runner where workers are pinned.
+        resource.RLIMIT_NICE: 0,
+        resource.RLIMIT_RTPRIO: 0,
     }
 
 

@@ -307,6 +307,8 @@ class Housekeeper:
                 os.close(self._requests)
                 _die_with_parent(zygote.pid)
                 layers.set_process_name(HOUSEKEEPER_NAME)  # tells it apart from the trusted runner in ps
+                with contextlib.suppress(OSError):  # it waits on the kernel beside the jobs, on any CPU
+                    os.sched_setaffinity(0, zygote.all_cpus)
                 _arrange_fds({3: request_read, 2: 2})
                 _housekeeper_loop(3, self.THREADS)
             finally:
@@ -394,6 +396,10 @@ class Zygote:
         self.job_root: str | None = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.housekeeper: Housekeeper | None = None
         self.in_job_cgroup = False
+        # Pinned first: the runner and every child inherit the CPU, and the state recorded below (which
+        # the checks around each job compare against) includes it.
+        self.all_cpus = frozenset(os.sched_getaffinity(0))
+        self.cpu = _pin_to_cpu(config.get("cpu"))
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -633,6 +639,10 @@ class Zygote:
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
+        if self.cpu is not None:
+            iso["cpu"] = f"pinned: CPU {self.cpu}, for the fork server, its trusted runner and its children"
+        else:
+            iso["cpu"] = "any: not pinned (fewer workers than CPUs, or pinning turned off)"
 
     def _jobs_share_a_uid(self) -> bool:
         """True if the model's code runs as the uid that owns every job's directory, with nothing (no
@@ -1174,6 +1184,18 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
         layers.remove_tree(self.worker_dir)
+
+
+def _pin_to_cpu(cpu: int | None) -> int | None:
+    """Run this process (and what it forks from now on) on ``cpu`` alone; the CPU, or None where that is
+    not wanted or not allowed here (a cpuset without it): the jobs then run on any CPU, as before."""
+    if cpu is None:
+        return None
+    try:
+        os.sched_setaffinity(0, {int(cpu)})
+    except (OSError, ValueError):
+        return None
+    return int(cpu)
 
 
 def _die_with_parent(parent_pid: int) -> None:

@@ -1,0 +1,219 @@
+"""Fork servers started before the executor that uses them (the `rewardpipe` command starts them before
+importing the rest of itself), and workers pinned one per CPU."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from rewardpipe.__main__ import exec_sandbox_plan
+from rewardpipe.execution import ExecutionStatus, forkservers
+from rewardpipe.execution.forkservers import SandboxConfig, SandboxConfigError, overrides_for
+from rewardpipe.execution.sandbox import make_executor
+from tests.execution.conftest import ADD_TESTS, job
+
+RIGHT = "def add(a, b):\n    return a + b\n"
+REPORTS_ITS_CPUS = (
+    "import os, resource\n"
+    "print(sorted(os.sched_getaffinity(0)), resource.getrlimit(resource.RLIMIT_NICE),"
+    " resource.getrlimit(resource.RLIMIT_RTPRIO))\n" + RIGHT
+)
+CPUS = sorted(os.sched_getaffinity(0))
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.parametrize(
+    ("argv", "plan"),
+    [
+        (["exec", "--batch", "jobs.jsonl", "--workers", "3", "--json"], (None, {"workers": 3})),
+        (["exec", "--batch=jobs.jsonl", "--workers=2", "--disable", "landlock, netns"], (None, {"workers": 2})),
+        (["exec", "--code", "c.py", "--tests", "t.py", "--entry-point", "f"], (1, {})),
+        (["exec", "--batch", "jobs.jsonl"], (None, {})),
+    ],
+)
+def test_the_command_line_is_read_for_the_fork_servers_it_will_need(argv, plan):
+    count, overrides = exec_sandbox_plan(argv)
+    assert count == plan[0]
+    assert overrides.get("workers") == plan[1].get("workers")
+    if "--disable" in argv:
+        assert overrides["disable"] == frozenset({"landlock", "netns"})
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        [],
+        ["run", "--tasks", "x"],
+        ["exec", "--isolation"],
+        ["exec", "--help"],
+        ["exec", "--batch"],  # the value is missing: typer says so, nothing is started
+        ["exec", "--batch", "j", "--workers", "two"],
+        ["exec", "--batch", "j", "--workers", "0"],
+        ["exec", "--batch", "j", "--frobnicate"],
+        ["--help"],
+    ],
+)
+def test_anything_else_starts_nothing(argv):
+    assert exec_sandbox_plan(argv) is None
+
+
+def test_the_command_and_its_prestart_ask_for_the_same_settings():
+    assert overrides_for(None, "") == {}
+    assert overrides_for(2, " cgroup ,, landlock") == {"workers": 2, "disable": frozenset({"cgroup", "landlock"})}
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as fh:
+        return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def _gone(pids: list[int], within: float = 10.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not any(_alive(pid) for pid in pids):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_an_executor_with_the_same_settings_takes_the_prestarted_fork_servers_over():
+    forkservers.prestart(2, workers=2)
+    prestarted = forkservers._prestarted
+    assert prestarted is not None and sorted(prestarted.workers) == [0, 1]
+    pids = sorted(worker.process.pid for worker in prestarted.workers.values())
+    executor = make_executor(workers=2)
+    try:
+        assert forkservers._prestarted is None  # taken, once
+        results = list(executor.run_batch([job(RIGHT, id=str(i)) for i in range(4)], workers=2))
+        assert [r.status for r in results] == [ExecutionStatus.PASSED] * 4
+        assert sorted(worker.process.pid for worker in executor._workers) == pids
+        assert executor.uid_base == prestarted.uid_base
+    finally:
+        executor.close()
+    assert _gone(pids)
+
+
+def test_an_executor_with_other_settings_stops_them_and_starts_its_own():
+    forkservers.prestart(1, workers=1)
+    prestarted = forkservers._prestarted
+    assert prestarted is not None
+    pids = [worker.process.pid for worker in prestarted.workers.values()]
+    executor = make_executor(workers=1, disable=frozenset({"landlock"}))
+    try:
+        assert _gone(pids)
+        result = executor.run(job(RIGHT))
+        assert result.status is ExecutionStatus.PASSED
+        assert result.isolation["landlock"].startswith("off")
+        assert executor._workers[0].process.pid not in pids
+    finally:
+        executor.close()
+
+
+def test_fork_servers_nobody_takes_are_stopped_at_exit(tmp_path):
+    script = (
+        "import sys\n"
+        "from rewardpipe.execution import forkservers\n"
+        "forkservers.prestart(2, workers=2)\n"
+        "print(' '.join(str(w.process.pid) for w in forkservers._prestarted.workers.values()), flush=True)\n"
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO, check=True
+    )
+    pids = [int(pid) for pid in completed.stdout.split()]
+    assert len(pids) == 2
+    assert _gone(pids)
+
+
+def test_the_command_runs_a_batch_on_fork_servers_it_started_first(tmp_path):
+    batch = tmp_path / "jobs.jsonl"
+    right = {"code": RIGHT, "tests": ADD_TESTS, "entry_point": "add"}
+    lines = [{**right, "id": f"r{i}"} for i in range(3)]
+    lines.append({**right, "id": "wrong", "code": "def add(a, b):\n    return a - b\n"})
+    batch.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    completed = subprocess.run(
+        [sys.executable, "-m", "rewardpipe", "exec", "--batch", str(batch), "--workers", "2", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert completed.returncode == 0, completed.stderr
+    statuses = {json.loads(line)["id"]: json.loads(line)["status"] for line in completed.stdout.splitlines()}
+    assert statuses == {"r0": "passed", "r1": "passed", "r2": "passed", "wrong": "failed"}
+
+
+def test_a_command_that_fails_before_its_jobs_leaves_no_fork_server(tmp_path):
+    command = [sys.executable, "-m", "rewardpipe", "exec", "--batch", str(tmp_path / "missing.jsonl"), "--workers", "2"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) as process:
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 1
+    assert "batch file not found" in stderr
+    # Each fork server's directory is named after the command's pid, and goes when the fork server is stopped.
+    assert not [name for name in os.listdir("/tmp") if name.startswith(f"rewardpipe-sbx-{process.pid}-")]
+
+
+def test_pin_cpus_setting_is_read_from_the_environment():
+    assert SandboxConfig.from_env({}).pin_cpus is True
+    assert SandboxConfig.from_env({"REWARDPIPE_SANDBOX_PIN_CPUS": "0"}).pin_cpus is False
+    with pytest.raises(SandboxConfigError, match="REWARDPIPE_SANDBOX_PIN_CPUS"):
+        SandboxConfig.from_env({"REWARDPIPE_SANDBOX_PIN_CPUS": "yes"})
+
+
+def test_a_pool_smaller_than_the_cpus_is_never_pinned():
+    config = SandboxConfig()
+    assert [config.cpu_for(i, len(CPUS)) for i in range(len(CPUS))] == CPUS
+    assert config.cpu_for(len(CPUS), len(CPUS) + 1) is None  # beyond one per CPU: any CPU
+    if len(CPUS) > 1:
+        assert config.cpu_for(0, len(CPUS) - 1) is None
+    assert SandboxConfig(pin_cpus=False).cpu_for(0, len(CPUS)) is None
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as fh:
+        return [int(child) for child in fh.read().split()]
+
+
+def _name(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as fh:
+        return fh.read().strip()
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="one CPU: pinned and unpinned cannot be told apart")
+@pytest.mark.parametrize("pin", [True, False])
+def test_a_pinned_workers_jobs_run_on_its_cpu_and_cannot_raise_their_priority(pin):
+    executor = make_executor(workers=len(CPUS), pin_cpus=pin)
+    try:
+        results = list(executor.run_batch([job(REPORTS_ITS_CPUS, id=str(i)) for i in range(len(CPUS) * 2)]))
+        assert all(r.status is ExecutionStatus.PASSED for r in results), [r.reason for r in results]
+        for result in results:
+            cpus_text, limits = result.stdout.strip().split("]", 1)
+            cpus = json.loads(cpus_text + "]")
+            assert limits.split() == ["(0,", "0)", "(0,", "0)"]  # RLIMIT_NICE, RLIMIT_RTPRIO: no raising priority
+            if pin:
+                assert result.isolation["cpu"] == (
+                    f"pinned: CPU {cpus[0]}, for the fork server, its trusted runner and its children"
+                )
+                assert len(cpus) == 1
+            else:
+                assert result.isolation["cpu"].startswith("any")
+                assert cpus == CPUS
+        for worker in executor._workers:
+            fork_server = worker.process.pid
+            expected = {CPUS[worker.index]} if pin else set(CPUS)
+            assert os.sched_getaffinity(fork_server) == expected
+            for child in _children(fork_server):  # the trusted runner, the spares, the housekeeper
+                if _name(child) == "rp-housekeeper":  # waits on the kernel beside the jobs: any CPU
+                    assert os.sched_getaffinity(child) == set(CPUS)
+                else:
+                    assert os.sched_getaffinity(child) == expected
+    finally:
+        executor.close()
