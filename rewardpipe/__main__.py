@@ -58,26 +58,30 @@ def exec_sandbox_plan(argv: list[str]) -> tuple[int | None, dict] | None:
     return count, overrides_for(workers, values.get("--disable", ""))
 
 
-def _prestart(argv: list[str]) -> None:
-    plan = exec_sandbox_plan(argv)
-    if plan is None:
-        return
+def _prestart(plan: tuple[int | None, dict]) -> None:
     count, overrides = plan
-    from rewardpipe.execution import forkservers
+    try:
+        from rewardpipe.execution import forkservers
 
-    forkservers.prestart(count, **overrides)
+        forkservers.prestart(count, **overrides)
+    except Exception:  # noqa: BLE001 - a head start only: the command starts (and reports) them itself
+        pass
 
 
 def main() -> None:
-    _prestart(sys.argv[1:])
+    plan = exec_sandbox_plan(sys.argv[1:])
+    if plan is not None:
+        _prestart(plan)
     from rewardpipe.cli import app
 
     try:
         app()
     finally:
-        # Everything alive now lives until exit: spare the interpreter's last collection its walk over every
-        # object the command imported (about 30 ms); objects are still finalised as modules are cleared.
-        gc.freeze()
+        if plan is not None:
+            # An exec's results are written: spare the interpreter's last collection its walk over every
+            # object the command imported (about 30 ms). Only here: a command that leaves a buffered file in
+            # a reference cycle would otherwise lose what the file still held.
+            gc.freeze()
 
 
 if __name__ == "__main__":

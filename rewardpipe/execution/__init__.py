@@ -31,8 +31,14 @@ def __getattr__(name: str) -> Any:
     if name in _RESULT_TYPES:
         from rewardpipe.execution import result
 
-        return getattr(result, name)
+        for each in _RESULT_TYPES:  # from now on plain attributes, as if imported at the top
+            globals()[each] = getattr(result, each)
+        return globals()[name]
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_RESULT_TYPES})
 
 
 def get_executor():

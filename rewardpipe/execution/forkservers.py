@@ -421,11 +421,16 @@ class Prestarted:
     interpreter: tuple[str, str]
     uid_base: int
     workers: dict[int, _Worker]  # by worker index (its uid is uid_base + index)
+    owner_pid: int  # a forked copy of this process must neither use nor stop them
 
     def close(self) -> None:
-        for worker in self.workers.values():
-            worker.close()
-        self.workers = {}
+        """Stop them, side by side (each waits for its fork server to clean up)."""
+        workers, self.workers = list(self.workers.values()), {}
+        closers = [threading.Thread(target=worker.close) for worker in workers]
+        for closer in closers:
+            closer.start()
+        for closer in closers:
+            closer.join()
 
 
 _prestarted: Prestarted | None = None
@@ -436,40 +441,48 @@ def prestart(count: int | None, **overrides) -> None:
     """Start ``count`` fork servers (None: as many as the executor runs) now, for the executor that
     ``make_executor(**overrides)`` makes later: they come up while the caller goes on (a command line
     importing the rest of itself), and that executor takes them over (:func:`claim`). An executor with
-    other settings never gets them, and whatever is not taken is stopped at exit. Does nothing where the
-    settings are invalid: the executor reports that itself."""
+    other settings never gets them, and whatever is not taken is stopped at exit. Never raises: where the
+    settings are invalid or a fork server cannot be started, the executor starts (and reports) it itself."""
     global _prestarted
     try:
         config = replace(SandboxConfig.from_env(), **overrides)
     except SandboxConfigError:
         return
-    if os.geteuid() != 0:
-        _protect_scorer_memory()
-    interpreter = choose_interpreter(config)
-    _compile_runtime()
-    uid_base = config.uid_base or _derived_uid_base()
-    workers: dict[int, _Worker] = {}
+    atexit.register(_close_unclaimed)  # first: whatever starts below is stopped at exit if nobody takes it
+    try:
+        if os.geteuid() != 0:
+            _protect_scorer_memory()
+        interpreter = choose_interpreter(config)
+        _compile_runtime()
+        started = Prestarted(config, interpreter, config.uid_base or _derived_uid_base(), {}, os.getpid())
+    except Exception:  # noqa: BLE001 - only ever a head start; the executor meets the same problem and says so
+        return
+    with _prestarted_lock:
+        replaced, _prestarted = _prestarted, started
+    if replaced is not None:
+        replaced.close()
     for index in range(min(count or config.pool_size(), MAX_WORKERS)):
         try:
             cpu = config.cpu_for(index, config.pool_size())  # as the executor that takes them over decides
-            workers[index] = _Worker(index, config, interpreter[0], uid_base + index, cpu)
-        except WorkerFailure:
-            break  # the executor starts it again, and reports why if it fails there too
-    with _prestarted_lock:
-        replaced, _prestarted = _prestarted, Prestarted(config, interpreter, uid_base, workers)
-    if replaced is not None:
-        replaced.close()
-    atexit.register(_close_unclaimed)
+            worker = _Worker(index, config, started.interpreter[0], started.uid_base + index, cpu)
+        except Exception:  # noqa: BLE001 - e.g. no space for its directory: the executor starts it itself
+            break
+        with _prestarted_lock:
+            if _prestarted is started:
+                started.workers[index] = worker
+                continue
+        worker.close()  # taken or replaced meanwhile, from another thread: stopped, never leaked
+        break
 
 
 def claim(config: SandboxConfig) -> Prestarted | None:
-    """The fork servers :func:`prestart` started, if they were started with ``config``; taken at most once.
-    Prestarted ones with other settings are stopped: nothing else will use them."""
+    """The fork servers :func:`prestart` started in this process, if they were started with ``config``; taken
+    at most once. Prestarted ones with other settings are stopped: nothing else will use them."""
     global _prestarted
     with _prestarted_lock:
+        if _prestarted is None or _prestarted.owner_pid != os.getpid():
+            return None  # none, or a forked copy's view of its parent's: those are the parent's to use
         taken, _prestarted = _prestarted, None
-    if taken is None:
-        return None
     if taken.config != config:
         taken.close()
         return None
@@ -479,6 +492,7 @@ def claim(config: SandboxConfig) -> Prestarted | None:
 def _close_unclaimed() -> None:
     global _prestarted
     with _prestarted_lock:
+        if _prestarted is None or _prestarted.owner_pid != os.getpid():
+            return
         unclaimed, _prestarted = _prestarted, None
-    if unclaimed is not None:
-        unclaimed.close()
+    unclaimed.close()

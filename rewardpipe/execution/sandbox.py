@@ -165,6 +165,7 @@ class ForkServerExecutor:
         if os.getpid() != self._owner_pid:
             self._owner_pid = os.getpid()
             self._idle, self._workers = [], []
+            self._prestarted = {}  # the parent's, as its workers are: never used or stopped from here
             self._condition = threading.Condition()
 
     def _acquire(self) -> _Worker:
@@ -266,6 +267,7 @@ class ForkServerExecutor:
             starter.start()
 
     def close(self) -> None:
+        self._reset_after_fork()  # a forked copy must not stop its parent's fork servers
         with self._condition:
             self._closed = True
             workers, self._workers, self._idle = list(self._workers), [], []

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 
 import pytest
@@ -118,19 +119,99 @@ def test_an_executor_with_other_settings_stops_them_and_starts_its_own():
         executor.close()
 
 
-def test_fork_servers_nobody_takes_are_stopped_at_exit(tmp_path):
+def _worker_dirs(pid: int) -> list[str]:
+    """The directories the fork servers of scorer ``pid`` live in (removed when each is stopped)."""
+    return [name for name in os.listdir(tempfile.gettempdir()) if name.startswith(f"rewardpipe-sbx-{pid}-")]
+
+
+def test_fork_servers_nobody_takes_are_stopped_at_exit():
     script = (
-        "import sys\n"
+        "import os\n"
         "from rewardpipe.execution import forkservers\n"
         "forkservers.prestart(2, workers=2)\n"
-        "print(' '.join(str(w.process.pid) for w in forkservers._prestarted.workers.values()), flush=True)\n"
+        "print(os.getpid(), *(w.process.pid for w in forkservers._prestarted.workers.values()), flush=True)\n"
     )
     completed = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=120, cwd=REPO, check=True
     )
-    pids = [int(pid) for pid in completed.stdout.split()]
+    scorer, *pids = (int(pid) for pid in completed.stdout.split())
     assert len(pids) == 2
     assert _gone(pids)
+    # Stopped by the scorer, not merely left to notice its end: their directories are gone with them.
+    assert _worker_dirs(scorer) == []
+
+
+def test_a_prestart_that_cannot_start_them_all_is_only_a_smaller_head_start(monkeypatch):
+    real = forkservers._Worker
+    made = []
+
+    def second_has_no_room(*args, **kwargs):
+        if made:
+            raise OSError(28, "No space left on device")
+        made.append(real(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(forkservers, "_Worker", second_has_no_room)
+    forkservers.prestart(2, workers=2)  # does not raise
+    monkeypatch.setattr(forkservers, "_Worker", real)
+    assert forkservers._prestarted is not None and list(forkservers._prestarted.workers) == [0]
+    executor = make_executor(workers=2)
+    try:
+        results = list(executor.run_batch([job(RIGHT, id=str(i)) for i in range(4)], workers=2))
+        assert [r.status for r in results] == [ExecutionStatus.PASSED] * 4
+        assert made[0] in executor._workers  # the one that started was taken over, the other started anew
+    finally:
+        executor.close()
+
+
+def test_a_forked_copy_neither_takes_nor_stops_its_parents_fork_servers():
+    forkservers.prestart(2, workers=2)
+    executor = make_executor(workers=2)
+    try:
+        list(executor.run_batch([job(RIGHT, id=str(i)) for i in range(2)], workers=2))
+        forkservers.prestart(1, workers=1)  # and one more, not taken yet
+        waiting = [worker.process.pid for worker in forkservers._prestarted.workers.values()]
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the copy: closing its executor and exiting must leave the parent's alone
+            try:
+                claimed = forkservers.claim(forkservers._prestarted.config)
+                executor.close()
+                forkservers._close_unclaimed()
+                os.write(write, b"none" if claimed is None else b"took")
+            finally:
+                os._exit(0)
+        os.close(write)
+        answer = os.read(read, 10)
+        os.close(read)
+        os.waitpid(pid, 0)
+        assert answer == b"none"
+        results = list(executor.run_batch([job(RIGHT, id=str(i)) for i in range(4)], workers=2))
+        assert [r.status for r in results] == [ExecutionStatus.PASSED] * 4
+        assert all(_alive(pid) for pid in waiting)
+        taken = make_executor(workers=1)
+        try:
+            assert taken.run(job(RIGHT)).status is ExecutionStatus.PASSED
+            assert [worker.process.pid for worker in taken._workers] == waiting
+        finally:
+            taken.close()
+    finally:
+        executor.close()
+
+
+CLAIM_SPY = """
+import sys
+from rewardpipe.execution import forkservers
+real_claim = forkservers.claim
+def claim(config):
+    taken = real_claim(config)
+    print("claimed", 0 if taken is None else len(taken.workers), file=sys.stderr, flush=True)
+    return taken
+forkservers.claim = claim
+sys.argv = ["rewardpipe", *sys.argv[1:]]
+from rewardpipe.__main__ import main
+main()
+"""
 
 
 def test_the_command_runs_a_batch_on_fork_servers_it_started_first(tmp_path):
@@ -140,13 +221,14 @@ def test_the_command_runs_a_batch_on_fork_servers_it_started_first(tmp_path):
     lines.append({**right, "id": "wrong", "code": "def add(a, b):\n    return a - b\n"})
     batch.write_text("".join(json.dumps(line) + "\n" for line in lines))
     completed = subprocess.run(
-        [sys.executable, "-m", "rewardpipe", "exec", "--batch", str(batch), "--workers", "2", "--json"],
+        [sys.executable, "-c", CLAIM_SPY, "exec", "--batch", str(batch), "--workers", "2", "--json"],
         capture_output=True,
         text=True,
         timeout=120,
         cwd=REPO,
     )
     assert completed.returncode == 0, completed.stderr
+    assert "claimed 2" in completed.stderr  # the executor took both over
     statuses = {json.loads(line)["id"]: json.loads(line)["status"] for line in completed.stdout.splitlines()}
     assert statuses == {"r0": "passed", "r1": "passed", "r2": "passed", "wrong": "failed"}
 
@@ -157,8 +239,15 @@ def test_a_command_that_fails_before_its_jobs_leaves_no_fork_server(tmp_path):
         _, stderr = process.communicate(timeout=120)
     assert process.returncode == 1
     assert "batch file not found" in stderr
-    # Each fork server's directory is named after the command's pid, and goes when the fork server is stopped.
-    assert not [name for name in os.listdir("/tmp") if name.startswith(f"rewardpipe-sbx-{process.pid}-")]
+    assert _worker_dirs(process.pid) == []
+
+
+def test_a_command_with_a_bad_option_value_leaves_no_fork_server():
+    command = [sys.executable, "-m", "rewardpipe", "exec", "--batch", "x.jsonl", "--workers", "2", "--timeout", "soon"]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) as process:
+        _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 2, stderr  # typer's usage error, before the command ran
+    assert _worker_dirs(process.pid) == []
 
 
 def test_pin_cpus_setting_is_read_from_the_environment():
@@ -182,9 +271,13 @@ def _children(pid: int) -> list[int]:
         return [int(child) for child in fh.read().split()]
 
 
-def _name(pid: int) -> str:
-    with open(f"/proc/{pid}/comm") as fh:
-        return fh.read().strip()
+def _affinity_and_name(pid: int) -> tuple[set[int], str] | None:
+    """None for a child that ended meanwhile (the fork server reaps the last job's between our reads)."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return os.sched_getaffinity(pid), fh.read().strip()
+    except (ProcessLookupError, FileNotFoundError):
+        return None
 
 
 @pytest.mark.skipif(len(CPUS) < 2, reason="one CPU: pinned and unpinned cannot be told apart")
@@ -211,9 +304,87 @@ def test_a_pinned_workers_jobs_run_on_its_cpu_and_cannot_raise_their_priority(pi
             expected = {CPUS[worker.index]} if pin else set(CPUS)
             assert os.sched_getaffinity(fork_server) == expected
             for child in _children(fork_server):  # the trusted runner, the spares, the housekeeper
-                if _name(child) == "rp-housekeeper":  # waits on the kernel beside the jobs: any CPU
-                    assert os.sched_getaffinity(child) == set(CPUS)
-                else:
-                    assert os.sched_getaffinity(child) == expected
+                seen = _affinity_and_name(child)
+                if seen is None:
+                    continue
+                affinity, name = seen
+                # The housekeeper waits on the kernel beside the jobs: any CPU.
+                assert affinity == (set(CPUS) if name == "rp-housekeeper" else expected)
     finally:
         executor.close()
+
+
+MOVES_ITSELF = (
+    "import os\n"
+    "try:\n"
+    "    os.sched_setaffinity(0, set(range(os.cpu_count())))\n"
+    "    print('moved')\n"
+    "except PermissionError:\n"
+    "    print('refused')\n" + RIGHT
+)
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="one CPU: there is nowhere to move to")
+def test_a_job_cannot_move_onto_another_workers_cpu():
+    """A job free to change its own affinity could move its threads onto another worker's CPU and take it from
+    the jobs pinned there (they cannot move away): seccomp refuses the call outright."""
+    executor = make_executor(workers=len(CPUS))
+    try:
+        result = executor.run(job(MOVES_ITSELF))
+        assert result.status is ExecutionStatus.PASSED
+        assert result.isolation["cpu"].startswith("pinned")
+        assert result.stdout.strip() == "refused"
+    finally:
+        executor.close()
+
+
+@pytest.mark.skipif(len(CPUS) < 2, reason="one CPU: pinned and unpinned cannot be told apart")
+def test_without_seccomp_the_workers_are_not_pinned():
+    """Without seccomp nothing keeps a job from moving itself, so pinning would only trap its neighbours."""
+    executor = make_executor(workers=len(CPUS), disable=frozenset({"seccomp"}))
+    try:
+        result = executor.run(job(REPORTS_ITS_CPUS))
+        assert result.status is ExecutionStatus.PASSED
+        assert (
+            result.isolation["cpu"]
+            == "any: not pinned (seccomp is off, so a job could move itself onto another worker's CPU)"
+        )
+        assert json.loads(result.stdout.split("]")[0] + "]") == CPUS
+    finally:
+        executor.close()
+
+
+class _PinnedZygote:
+    """What Zygote.keep_pinned reads and writes."""
+
+    def __init__(self, cpu: int):
+        self.cpu = cpu
+        self.own_state = {"affinity": frozenset({cpu})}
+        self.child_state = {"affinity": frozenset({cpu})}
+        self.isolation = {"cpu": f"pinned: CPU {cpu}"}
+
+
+def test_a_cgroup_join_that_resets_the_affinity_is_pinned_again_or_recorded(monkeypatch):
+    from rewardpipe.execution.runtime import zygote
+
+    # The join left the CPU set alone: nothing to do.
+    state = _PinnedZygote(0)
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0})
+    zygote.Zygote.keep_pinned(state)
+    assert state.cpu == 0 and state.own_state["affinity"] == {0}
+    # Reset to every CPU (older kernels, cgroup v2 cpuset): pinned again.
+    calls = []
+    monkeypatch.setattr(zygote.os, "sched_getaffinity", lambda pid: {0, 1})
+    monkeypatch.setattr(zygote.os, "sched_setaffinity", lambda pid, cpus: calls.append(set(cpus)))
+    zygote.Zygote.keep_pinned(state)
+    assert calls == [{0}] and state.cpu == 0
+
+    # Its CPU is not allowed there: the children will run where the cgroup allows, and the checks expect that.
+    def refuse(pid, cpus):
+        raise OSError(22, "Invalid argument")
+
+    monkeypatch.setattr(zygote.os, "sched_setaffinity", refuse)
+    zygote.Zygote.keep_pinned(state)
+    assert state.cpu is None
+    assert state.own_state["affinity"] == state.child_state["affinity"] == {0, 1}
+    assert state.isolation["cpu"].startswith("any")

@@ -551,7 +551,6 @@ _PID_TAKERS = {
         "sched_setscheduler": 144,
         "sched_getscheduler": 145,
         "sched_rr_get_interval": 148,
-        "sched_setaffinity": 203,
         "sched_getaffinity": 204,
         "sched_setattr": 314,
         "sched_getattr": 315,
@@ -569,7 +568,6 @@ _PID_TAKERS = {
         "sched_setscheduler": 119,
         "sched_getscheduler": 120,
         "sched_rr_get_interval": 127,
-        "sched_setaffinity": 122,
         "sched_getaffinity": 123,
         "sched_setattr": 274,
         "sched_getattr": 275,
@@ -621,6 +619,9 @@ _DENIED_MORE = {
         # Comparing another process's kernel objects; reaping another process's memory through a pidfd.
         "kcmp": 312,
         "process_mrelease": 448,
+        # Even on itself: where workers are pinned one per CPU (SandboxConfig.pin_cpus), a job moving its
+        # threads onto another worker's CPU would take that CPU from the jobs pinned there, which cannot move.
+        "sched_setaffinity": 203,
     },
     "aarch64": {
         "mq_open": 180,
@@ -648,6 +649,7 @@ _DENIED_MORE = {
         "fanotify_mark": 263,
         "kcmp": 272,
         "process_mrelease": 448,
+        "sched_setaffinity": 122,
     },
 }
 for _arch, _table in _DENIED_MORE.items():

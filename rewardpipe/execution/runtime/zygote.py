@@ -396,10 +396,8 @@ class Zygote:
         self.job_root: str | None = None  # per-job tmpfs mounts live here when we have a private mount namespace
         self.housekeeper: Housekeeper | None = None
         self.in_job_cgroup = False
-        # Pinned first: the runner and every child inherit the CPU, and the state recorded below (which
-        # the checks around each job compare against) includes it.
         self.all_cpus = frozenset(os.sched_getaffinity(0))
-        self.cpu = _pin_to_cpu(config.get("cpu"))
+        self.cpu: int | None = None
         self.preimported = []
         for name in PREIMPORTS:
             try:
@@ -422,6 +420,7 @@ class Zygote:
         os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self._detect()
+        self._pin(config.get("cpu"))
         # The file system of the job directories, measured per job where there is no tmpfs per job.
         self.host_fd = os.open(self.worker_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         if self._jobs_share_a_uid():
@@ -445,6 +444,23 @@ class Zygote:
         gc.collect()
         gc.freeze()
 
+    def _pin(self, cpu: int | None) -> None:
+        """Run this process, and so the trusted runner and every child, on ``cpu`` (the scorer's choice, see
+        SandboxConfig.pin_cpus). Before the state the checks around each job compare against is recorded.
+        Only where seccomp keeps a job from changing its own affinity: a job free to move its threads onto
+        another worker's CPU would take that CPU from the jobs pinned there, which could not move away."""
+        if cpu is None:
+            why = "a worker per CPU is needed, or pinning was turned off"
+        elif self.seccomp_arch is None:
+            why = "seccomp is off, so a job could move itself onto another worker's CPU"
+        else:
+            self.cpu = _pin_to_cpu(cpu)
+            why = f"CPU {cpu} is not allowed here"
+        if self.cpu is not None:
+            self.isolation["cpu"] = f"pinned: CPU {self.cpu}, for the fork server, its trusted runner and its children"
+        else:
+            self.isolation["cpu"] = f"any: not pinned ({why})"
+
     def own_changes(self) -> str | None:
         """How this process's limits and scheduling differ from what they were at start, if they do."""
         return layers.state_changes(self.own_state, layers.process_state(0))
@@ -463,6 +479,20 @@ class Zygote:
         if self.cgroups is not None:
             self.cgroups.join(os.getpid())
             self.in_job_cgroup = True
+            self.keep_pinned()
+
+    def keep_pinned(self) -> None:
+        """After joining a cgroup: older kernels reset the affinity of a task that joins a cgroup with the
+        cpuset controller. Pin again; where that CPU is not allowed any more, the children (born in that
+        cgroup) run on the CPUs it allows, and the state the spares are checked against says so."""
+        if self.cpu is None or os.sched_getaffinity(0) == {self.cpu}:
+            return
+        if _pin_to_cpu(self.cpu) is None:
+            current = frozenset(os.sched_getaffinity(0))
+            self.own_state["affinity"] = current
+            self.child_state["affinity"] = current
+            self.cpu = None
+            self.isolation["cpu"] = "any: not pinned (the worker's cgroup does not allow its CPU)"
 
     def _child_limit_values(self) -> dict:
         return {
@@ -595,7 +625,8 @@ class Zygote:
                 self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
-                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no SIGIO owners, no SysV IPC or "
+                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no changing its CPU affinity, "
+                    "no SIGIO owners, no SysV IPC or "
                     "message queues, no inotify/fanotify, no FIFOs or xattrs, no preallocation or unnamed files"
                 )
                 if self._jobs_share_a_uid():
@@ -639,10 +670,6 @@ class Zygote:
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
-        if self.cpu is not None:
-            iso["cpu"] = f"pinned: CPU {self.cpu}, for the fork server, its trusted runner and its children"
-        else:
-            iso["cpu"] = "any: not pinned (fewer workers than CPUs, or pinning turned off)"
 
     def _jobs_share_a_uid(self) -> bool:
         """True if the model's code runs as the uid that owns every job's directory, with nothing (no
