@@ -40,6 +40,19 @@ class SandboxConfigError(ValueError):
     """A sandbox setting is invalid; the message names the setting."""
 
 
+def layer_names(text: str) -> frozenset[str]:
+    """Isolation layers named in a comma-separated list (``REWARDPIPE_SANDBOX_DISABLE``, ``--disable``)."""
+    return frozenset(part.strip() for part in text.split(",") if part.strip())
+
+
+def _switch(environ, name: str) -> bool | None:
+    """A ``1``/``0`` setting from the environment; None where it is unset."""
+    value = environ.get(name, "").strip()
+    if value not in ("", "0", "1"):
+        raise SandboxConfigError(f"{name} must be 1 or 0, got {value!r}")
+    return None if not value else value == "1"
+
+
 @dataclass(frozen=True)
 class SandboxConfig:
     workers: int | None = None  # pool size; None = one per core
@@ -102,7 +115,7 @@ class SandboxConfig:
     @classmethod
     def from_env(cls, environ=None) -> SandboxConfig:
         environ = os.environ if environ is None else environ
-        disable = frozenset(part.strip() for part in environ.get(ENV_DISABLE, "").split(",") if part.strip())
+        disable = layer_names(environ.get(ENV_DISABLE, ""))
         workers = environ.get(ENV_WORKERS)
         try:
             worker_count = int(workers) if workers else None
@@ -113,19 +126,15 @@ class SandboxConfig:
             memory_mb = int(memory) if memory else cls.memory_mb
         except ValueError:
             raise SandboxConfigError(f"{ENV_MEMORY} must be an integer (MB), got {memory!r}") from None
-        private = environ.get(ENV_PRIVATE_DISK, "").strip()
-        if private not in ("", "0", "1"):
-            raise SandboxConfigError(f"{ENV_PRIVATE_DISK} must be 1 or 0, got {private!r}")
-        pin = environ.get(ENV_PIN_CPUS, "").strip()
-        if pin not in ("", "0", "1"):
-            raise SandboxConfigError(f"{ENV_PIN_CPUS} must be 1 or 0, got {pin!r}")
+        private = _switch(environ, ENV_PRIVATE_DISK)
+        pin = _switch(environ, ENV_PIN_CPUS)
         return cls(
-            pin_cpus=pin != "0",
+            pin_cpus=pin is not False,
             disable=disable,
             interpreter=environ.get(ENV_PYTHON) or None,
             workers=worker_count,
             memory_mb=memory_mb,
-            private_disk=None if not private else private == "1",
+            private_disk=private,
         )
 
     def pool_size(self) -> int:
@@ -407,7 +416,7 @@ def overrides_for(workers: int | None = None, disable: str = "") -> dict:
     ``--disable``. One function, so that fork servers started ahead (:func:`prestart`) match the executor
     the command makes."""
     overrides: dict = {"workers": workers} if workers else {}
-    layers = frozenset(part.strip() for part in disable.split(",") if part.strip())
+    layers = layer_names(disable)
     if layers:
         overrides["disable"] = layers
     return overrides
@@ -424,13 +433,17 @@ class Prestarted:
     owner_pid: int  # a forked copy of this process must neither use nor stop them
 
     def close(self) -> None:
-        """Stop them, side by side (each waits for its fork server to clean up)."""
         workers, self.workers = list(self.workers.values()), {}
-        closers = [threading.Thread(target=worker.close) for worker in workers]
-        for closer in closers:
-            closer.start()
-        for closer in closers:
-            closer.join()
+        close_all(workers)
+
+
+def close_all(workers: list[_Worker]) -> None:
+    """Stop fork servers side by side: each tears down its children, cgroups and directories on its own."""
+    closers = [threading.Thread(target=worker.close) for worker in workers]
+    for closer in closers:
+        closer.start()
+    for closer in closers:
+        closer.join()
 
 
 _prestarted: Prestarted | None = None

@@ -274,12 +274,7 @@ class ForkServerExecutor:
             workers += self._prestarted.values()  # started for this executor, never needed
             self._prestarted = {}
             self._condition.notify_all()
-        # In parallel: each fork server tears down its children, cgroups and directories on its own.
-        closers = [threading.Thread(target=worker.close) for worker in workers if isinstance(worker, _Worker)]
-        for closer in closers:
-            closer.start()
-        for closer in closers:
-            closer.join()
+        forkservers.close_all([worker for worker in workers if isinstance(worker, _Worker)])
         for starter in self._starters:  # a fork server still starting closes itself when it is up
             starter.join()
         self._starters = []

@@ -1213,11 +1213,9 @@ class Zygote:
         layers.remove_tree(self.worker_dir)
 
 
-def _pin_to_cpu(cpu: int | None) -> int | None:
+def _pin_to_cpu(cpu: int) -> int | None:
     """Run this process (and what it forks from now on) on ``cpu`` alone; the CPU, or None where that is
-    not wanted or not allowed here (a cpuset without it): the jobs then run on any CPU, as before."""
-    if cpu is None:
-        return None
+    not allowed here (a cpuset without it): the jobs then run on any CPU, as before."""
     try:
         os.sched_setaffinity(0, {int(cpu)})
     except (OSError, ValueError):
