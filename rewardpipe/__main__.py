@@ -1,7 +1,8 @@
 """The ``rewardpipe`` command (and ``python -m rewardpipe``).
 
-Before the command line imports its commands (typer, rich and pydantic take about 0.15 s), a command that
-will run jobs in the sandbox has its fork servers started, so that they come up meanwhile instead of after.
+Only the module of the command asked for is imported (rewardpipe.cli.main). Before that (typer, rich and
+pydantic take about 0.1 s), a command that will run jobs in the sandbox has its fork servers started, so
+that they come up meanwhile instead of after.
 """
 
 from __future__ import annotations
@@ -72,10 +73,10 @@ def main() -> None:
     plan = exec_sandbox_plan(sys.argv[1:])
     if plan is not None:
         _prestart(plan)
-    from rewardpipe.cli import app
+    from rewardpipe.cli import main as command_line
 
     try:
-        app()
+        command_line(sys.argv[1:])
     finally:
         if plan is not None:
             # An exec's results are written: spare the interpreter's last collection its walk over every

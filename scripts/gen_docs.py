@@ -1,7 +1,7 @@
 """Write the documentation pages that are generated from the code, so they cannot drift from it.
 
 * ``docs/reference/cli.md``: the command-line reference, from the typer application itself (typer's own
-  Markdown generator over the click command tree ``rewardpipe.cli.app`` builds).
+  Markdown generator over the click command tree ``rewardpipe.cli.application`` builds).
 * ``docs/reference/settings.md``: every ``cdk.json`` setting (context key ``rewardpipe``) from the settings
   model ``stacks.config.DeploymentSettings``: key, type, default, limits and what it does.
 * ``docs/reference/schemas.md`` and ``docs/reference/schemas/*.schema.json``: the record, transcript, run

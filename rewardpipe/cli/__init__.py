@@ -1,17 +1,66 @@
-"""Command-line interface. Each command group lives in its own module and registers on ``app``."""
+"""Command-line interface. Each command lives in its own module and registers itself on the Typer
+application (:mod:`rewardpipe.cli.application`) when that module is imported.
 
-# Imported for their side effect of registering commands on ``app``.
-from rewardpipe.cli import (  # noqa: F401
-    envs_cmd,
-    exec_cmd,
-    init_cmd,
-    monitor_cmd,
-    nova_cmd,
-    report_cmd,
-    run_cmd,
-    show_cmd,
-    tasks_cmd,
-)
-from rewardpipe.cli.app import app
+``from rewardpipe.cli import app`` gives the application with every command. The ``rewardpipe`` command
+itself (:func:`main`) imports only the module of the command it was asked for: the others' imports (rich's
+syntax highlighting, the environments, the store) cost a command like ``exec`` about 60 ms of start-up.
+"""
 
-__all__ = ["app"]
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import typer
+
+# Every command (and command group), by the module that registers it. The modules are imported in this
+# order, which is the order `rewardpipe --help` lists the commands in (groups after the commands).
+# tests/cli/test_command_modules.py checks that this is every command the application has.
+COMMAND_MODULES = {
+    "envs": "envs_cmd",
+    "exec": "exec_cmd",
+    "init": "init_cmd",
+    "monitor": "monitor_cmd",
+    "nova": "nova_cmd",
+    "report": "report_cmd",
+    "run": "run_cmd",
+    "score": "run_cmd",
+    "doctor": "run_cmd",
+    "show": "show_cmd",
+    "tasks": "tasks_cmd",
+}
+
+
+def load(commands: list[str] | None = None) -> typer.Typer:
+    """The application with ``commands`` registered (at least), every command when None."""
+    wanted = COMMAND_MODULES if commands is None else commands
+    for module in dict.fromkeys(COMMAND_MODULES[name] for name in wanted):
+        importlib.import_module(f"rewardpipe.cli.{module}")
+    from rewardpipe.cli.application import app
+
+    return app
+
+
+def main(args: list[str]) -> Any:
+    """Run the command line ``args`` (without the program name), loading only the command it names; any
+    other first argument (an option, a typo, nothing) gets every command, so help and errors list them all."""
+    command = args[0] if args else None
+    if command not in COMMAND_MODULES:
+        return load()(args=args)
+    import typer.main
+
+    # A group even with one command loaded (a Typer with a single command would run it as the program
+    # itself and take its name for an argument): the same usage lines and errors as the whole application.
+    return typer.main.get_group(load([command]))(args=args)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "app":
+        app = load()
+        globals()["app"] = app
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["COMMAND_MODULES", "app", "load", "main"]

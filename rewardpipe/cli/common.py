@@ -17,7 +17,7 @@ from typing import Annotated, Any
 
 import typer
 
-from rewardpipe.cli.app import error_line, fail, note, usage_fail
+from rewardpipe.cli.application import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest
 
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)

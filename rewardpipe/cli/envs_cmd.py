@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rewardpipe.cli.app import app, markup_safe, write_json_line
+from rewardpipe.cli.application import app, markup_safe, write_json_line
 
 
 @app.command()

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from rich.console import Console
 from rich.text import Text
 
-from rewardpipe.cli.app import app
+from rewardpipe.cli.application import app
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 import typer
 
-from rewardpipe.cli.app import DATA_ERROR, app, fail, note, printable, usage_fail
+from rewardpipe.cli.application import DATA_ERROR, app, fail, note, printable, usage_fail
 
 TEMPLATE_PACKAGE = "rewardpipe.cli"
 TEMPLATE_FOLDER = "init_template"

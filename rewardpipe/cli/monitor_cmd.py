@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rewardpipe.cli.app import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
+from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import with_threshold_options
 from rewardpipe.cli.progress import progress_bars
 

@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rewardpipe.cli.app import app, fail, markup_safe, write_json_line
+from rewardpipe.cli.application import app, fail, markup_safe, write_json_line
 
 nova_app = typer.Typer(
     name="nova", help="Amazon Nova Forge multi-turn bridge (rollout.delegate).", no_args_is_help=True

@@ -37,7 +37,7 @@ def bars_wanted(as_json: bool = False, prints_meanwhile: bool = False) -> bool:
 
 
 def _plain(description: str) -> str:
-    from rewardpipe.cli.app import printable
+    from rewardpipe.cli.application import printable
 
     return printable(str(description))
 

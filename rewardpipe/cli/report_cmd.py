@@ -13,7 +13,7 @@ from typing import Any
 
 import typer
 
-from rewardpipe.cli.app import app, fail, note, usage_fail, write_json_line
+from rewardpipe.cli.application import app, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_dir, check_output_file
 
 

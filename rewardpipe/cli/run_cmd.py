@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rewardpipe.cli.app import (
+from rewardpipe.cli.application import (
     TerminalAlarmSink,
     app,
     error_line,

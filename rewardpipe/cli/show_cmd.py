@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.syntax import Syntax
 from rich.table import Table
 
-from rewardpipe.cli.app import app, fail, usage_fail, write_json_line
+from rewardpipe.cli.application import app, fail, usage_fail, write_json_line
 from rewardpipe.safe_text import printable
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
-from rewardpipe.cli.app import app, error_line, fail, markup_safe
+from rewardpipe.cli.application import app, error_line, fail, markup_safe
 from rewardpipe.cli.common import check_output_file, load_tasks_or_fail
 from rewardpipe.execution.runtime.harness import parse_python
 from rewardpipe.models import InputFileError, Task

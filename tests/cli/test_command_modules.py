@@ -1,0 +1,72 @@
+"""The `rewardpipe` command loads only the module of the command it runs (rewardpipe.cli.main): the same
+commands, help and errors as the whole application, without the other commands' imports."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import typer.main
+
+from rewardpipe.cli import COMMAND_MODULES, app
+
+# A fresh interpreter each: once the whole application is loaded, every command is registered anyway.
+ONE_COMMAND = "import sys; from rewardpipe.cli import main; main(sys.argv[1:])"
+WHOLE_APP = "import sys; from rewardpipe.cli import app; app(sys.argv[1:])"
+LOADED = (
+    "import json, sys; from rewardpipe.cli import main\n"
+    "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+    "print(json.dumps(sorted(m for m in sys.modules if m.startswith('rewardpipe.cli.'))), file=sys.stderr)"
+)
+
+
+def _run(program: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", program, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "COLUMNS": "100", "TERM": "dumb"},
+    )
+
+
+def test_the_map_names_every_command():
+    group = typer.main.get_group(app)
+    assert sorted(group.list_commands(None)) == sorted(COMMAND_MODULES)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["exec", "--help"],
+        ["exec", "--no-such-option"],
+        ["exec", "--workers", "many", "--batch", "x.jsonl"],
+        ["score", "--help"],
+        ["tasks", "--help"],
+        ["tasks", "validate", "--help"],
+        ["nova", "--help"],
+        ["doctor", "--help"],
+    ],
+)
+def test_one_command_loaded_alone_reads_and_reports_as_the_whole_application(args):
+    alone, whole = _run(ONE_COMMAND, *args), _run(WHOLE_APP, *args)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (whole.returncode, whole.stdout, whole.stderr)
+    assert "Traceback" not in alone.stderr
+
+
+@pytest.mark.parametrize("args", [[], ["--help"], ["no-such-command"], ["--no-such-option"]])
+def test_anything_but_a_command_name_gets_every_command(args):
+    alone, whole = _run(ONE_COMMAND, *args), _run(WHOLE_APP, *args)
+    assert (alone.returncode, alone.stdout, alone.stderr) == (whole.returncode, whole.stdout, whole.stderr)
+    if args == ["--help"]:
+        assert all(name in alone.stdout for name in COMMAND_MODULES)
+
+
+def test_a_command_imports_only_its_own_module():
+    done = _run(LOADED, "exec", "--help")
+    loaded = json.loads(done.stderr.strip().splitlines()[-1])
+    assert "rewardpipe.cli.exec_cmd" in loaded
+    others = {f"rewardpipe.cli.{module}" for module in COMMAND_MODULES.values()} - {"rewardpipe.cli.exec_cmd"}
+    assert not others & set(loaded)
