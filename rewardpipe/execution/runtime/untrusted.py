@@ -414,8 +414,10 @@ class Prepared:
         effects = Effects()
         self.capture = Capture(effects, streams)
         self.server = Server(rfd, wfd, effects)
+        # Encoded here, once: in a child every object it builds costs page copies.
+        self.hardened = wire.frame(wire.encode_json({"hardened": True}))
 
     def start(self) -> Server:
-        wire.send_json(self.server.wfd, {"hardened": True})
+        wire.write_all(self.server.wfd, self.hardened)
         self.capture.install()
         return self.server

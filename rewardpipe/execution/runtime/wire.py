@@ -57,8 +57,13 @@ def write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its frame header, as :func:`send_frame` writes it."""
+    return FRAME_HEADER.pack(len(payload)) + payload
+
+
 def send_frame(fd: int, payload: bytes) -> None:
-    write_all(fd, FRAME_HEADER.pack(len(payload)) + payload)
+    write_all(fd, frame(payload))
 
 
 def recv_frame(fd: int, limit: int = MAX_FRAME_BYTES, skip_oversize: bool = False) -> bytes:
@@ -76,8 +81,18 @@ def recv_frame(fd: int, limit: int = MAX_FRAME_BYTES, skip_oversize: bool = Fals
     return read_exact(fd, length)
 
 
+# One encoder for every message: json.dumps with separators builds a new one per call, which costs more than
+# the encoding of a typical call or reply (and, in a freshly forked child, copy-on-write faults).
+_ENCODER = json.JSONEncoder(separators=(",", ":"))
+
+
+def encode_json(obj) -> bytes:
+    """``obj`` as compact JSON, as :func:`send_json` sends it."""
+    return _ENCODER.encode(obj).encode()
+
+
 def send_json(fd: int, obj) -> None:
-    send_frame(fd, json.dumps(obj, separators=(",", ":")).encode())
+    send_frame(fd, encode_json(obj))
 
 
 def value_count_bound(raw: bytes) -> int:
