@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 from pydantic import ValidationError
-from rich.console import Console
-from rich.text import Text
 
 from rewardpipe.cli.application import app
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult, ExecutionStatus, clean_text
 
-console = Console(stderr=True, soft_wrap=True)  # errors and warnings, for people
-verdicts = Console(soft_wrap=True)  # verdicts and the isolation report: data, so a pipe captures them
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.text import Text
+
 INPROCESS_WARNING = (
     "trust mode 'inprocess' runs the tests beside the model's code behind a deny-list screen "
     "that can be bypassed: not for untrusted code, never a reward source"
@@ -25,6 +26,30 @@ INPROCESS_WARNING = (
 # Characters that end a line for some reader (str.splitlines(), terminals): in human output, model
 # text must never start a line of its own (a forged "<other id>: passed 3/3").
 _LINE_BREAKS = {ord(c): repr(c)[1:-1] for c in "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"}
+
+
+@functools.cache
+def console() -> Console:
+    """Errors and warnings, for people (stderr). Rich is imported on first use: `exec --batch --json`
+    never needs it, and its import is a tenth of the command's start-up."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
+
+
+@functools.cache
+def verdicts() -> Console:
+    """Verdicts and the isolation report: data, so a pipe captures them (stdout)."""
+    from rich.console import Console
+
+    return Console(soft_wrap=True)
+
+
+def _styled(*parts: str | tuple[str, str]) -> Text:
+    """Plain strings and (string, style) pairs as one Rich Text, never parsed as markup."""
+    from rich.text import Text
+
+    return Text.assemble(*parts)
 
 
 def one_line(text: str) -> str:
@@ -35,7 +60,7 @@ def one_line(text: str) -> str:
 
 
 def _fail(message: str, code: int = 2) -> NoReturn:
-    console.print(Text.assemble(("error:", "bold red"), " ", one_line(message)), highlight=False)
+    console().print(_styled(("error:", "bold red"), " ", one_line(message)), highlight=False)
     raise typer.Exit(code)
 
 
@@ -139,7 +164,7 @@ def _print_human(result: ExecutionResult) -> None:
     """Never through markup: ids, reasons and paths are model- or user-controlled text."""
     colour = {"passed": "green", "failed": "red", "timeout": "yellow", "error": "magenta"}[result.status.value]
     mode = ", mode " + one_line(result.mode) if result.mode else ""
-    line = Text.assemble(
+    line = _styled(
         f"{one_line(result.id)}: " if result.id else "",
         (result.status.value, f"bold {colour}"),
         f" {result.passed}/{result.total} ({result.duration_ms:.1f} ms{mode}) ",
@@ -147,7 +172,7 @@ def _print_human(result: ExecutionResult) -> None:
     )
     if result.mode == "inprocess":
         line.append(f" [{INPROCESS_WARNING}]", style="bold yellow")
-    verdicts.print(line, highlight=False)
+    verdicts().print(line, highlight=False)
 
 
 @app.command("exec")
@@ -193,7 +218,7 @@ def exec_command(
     except ValidationError as exc:
         _fail(_describe_validation(exc))
     if job.trust_mode == "inprocess":
-        console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
+        console().print(_styled((f"warning: {INPROCESS_WARNING}", "bold yellow")), highlight=False)
     executor = _make_executor(disable, workers)
     try:
         result = executor.run(job)
@@ -216,7 +241,7 @@ def _report_isolation(disable: str, as_json: bool) -> None:
         return
     for layer, state in report.items():
         colour = "green" if state.startswith("on") else "yellow" if state.startswith("off") else "white"
-        verdicts.print(Text.assemble(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
+        verdicts().print(_styled(f"{one_line(layer):20s} ", (one_line(state), colour)), highlight=False)
 
 
 def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) -> None:
@@ -229,9 +254,9 @@ def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) ->
     try:
         entries, jobs = _read_batch(batch)
         if any(job.trust_mode == "inprocess" for job in jobs):
-            console.print(Text(f"warning: {INPROCESS_WARNING}", style="bold yellow"), highlight=False)
+            console().print(_styled((f"warning: {INPROCESS_WARNING}", "bold yellow")), highlight=False)
         results = executor.run_batch(jobs, workers=workers)
-        with progress_bars(as_json, console, prints_meanwhile=True) as bar:
+        with progress_bars(as_json, None if as_json else console(), prints_meanwhile=True) as bar:
             done = bar.add_task("running jobs", total=len(entries))
             for _, value in entries:
                 result = value if isinstance(value, ExecutionResult) else next(results)  # a job's is its index
@@ -245,10 +270,10 @@ def _run_batch(batch: Path, workers: int | None, disable: str, as_json: bool) ->
     bad_lines = [value for _, value in entries if isinstance(value, ExecutionResult)]  # the "error" entries
     if not as_json:
         summary = ", ".join(f"{count} {status}" for status, count in sorted(counts.items()))
-        verdicts.print(Text(f"{len(entries)} jobs: {summary}"), highlight=False)
+        verdicts().print(_styled(f"{len(entries)} jobs: {summary}"), highlight=False)
     if bad_lines:
         for error in bad_lines:
-            console.print(Text.assemble(("skipped", "bold red"), " ", one_line(error.reason)), highlight=False)
+            console().print(_styled(("skipped", "bold red"), " ", one_line(error.reason)), highlight=False)
         _fail(f"{batch}: {len(bad_lines)} of {len(entries)} line(s) are not valid jobs (named above)", code=1)
 
 

@@ -70,3 +70,19 @@ def test_a_command_imports_only_its_own_module():
     assert "rewardpipe.cli.exec_cmd" in loaded
     others = {f"rewardpipe.cli.{module}" for module in COMMAND_MODULES.values()} - {"rewardpipe.cli.exec_cmd"}
     assert not others & set(loaded)
+
+
+def test_exec_json_never_loads_rich(tmp_path):
+    """Rich draws for people; `exec --batch --json` writes data only and starts without its import."""
+    batch = tmp_path / "jobs.jsonl"
+    tests = "def check(candidate):\n    assert candidate() == 1\n"
+    job = {"id": "a", "code": "def f():\n    return 1\n", "tests": tests, "entry_point": "f", "tests_format": "check"}
+    batch.write_text(json.dumps(job) + "\n")
+    program = (
+        "import json, sys; from rewardpipe.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] == 'rich')), file=sys.stderr)"
+    )
+    done = _run(program, "exec", "--batch", str(batch), "--json")
+    assert json.loads(done.stdout)["status"] == "passed", done.stdout + done.stderr
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
