@@ -1151,8 +1151,12 @@ _RLIMIT_NAMES = {  # /proc/<pid>/limits row titles -> resource numbers
 }
 
 
+_RLIMIT_TITLES = {number: title for title, number in _RLIMIT_NAMES.items()}
+_IOPRIO_GET_NUMBER = _SYS_IOPRIO_GET.get(platform.machine())  # looked up once: read around every job
+
+
 def _ioprio(pid: int) -> int | None:
-    number = _SYS_IOPRIO_GET.get(platform.machine())
+    number = _IOPRIO_GET_NUMBER
     if number is None:
         return None
     value = _libc.syscall(number, ctypes.c_int(1), ctypes.c_int(pid))  # IOPRIO_WHO_PROCESS
@@ -1259,10 +1263,9 @@ def state_changes(expected: dict, actual: dict) -> str | None:
     changed = []
     for key, value in expected.items():
         if key == "rlimits":
-            names = {number: title for title, number in _RLIMIT_NAMES.items()}
             for number, limit in value.items():
                 if actual["rlimits"].get(number) != limit:
-                    changed.append(f"{names[number].lower()} {limit} -> {actual['rlimits'].get(number)}")
+                    changed.append(f"{_RLIMIT_TITLES[number].lower()} {limit} -> {actual['rlimits'].get(number)}")
         elif actual.get(key) != value:
             changed.append(
                 f"{key} {sorted(value) if isinstance(value, frozenset) else value} -> "
