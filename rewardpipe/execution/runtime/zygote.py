@@ -379,6 +379,31 @@ def _housekeeper_loop(request_fd: int, threads: int) -> None:
         worker.join()
 
 
+class ScorerDirectory:
+    """The directory the scorer made for this fork server (its ``worker_dir`` is a subdirectory), held open
+    from the start. A scorer that dies (SIGKILL, the OOM killer) leaves it behind, and from inside the
+    private mount namespace its path names another file system; through these descriptors the fork server
+    removes it, once empty, when its scorer is gone. A scorer still alive removes it itself."""
+
+    def __init__(self, worker_dir: str):
+        self.scorer_pid = os.getppid()
+        worker_dir = os.path.abspath(worker_dir)
+        self.path = os.path.dirname(worker_dir)
+        self.names = (os.path.basename(worker_dir), os.path.basename(self.path))
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+        self.fds: tuple[int, int] | None = None
+        with contextlib.suppress(OSError):
+            self.fds = (os.open(self.path, flags), os.open(os.path.dirname(self.path), flags))
+
+    def remove_if_orphaned(self) -> None:
+        if self.fds is None or os.getppid() == self.scorer_pid:
+            return
+        # Only empty directories go (rmdir): anything else in them stays for a person to look at.
+        for name, parent in zip(self.names, self.fds, strict=True):
+            with contextlib.suppress(OSError):
+                os.rmdir(name, dir_fd=parent)
+
+
 class Zygote:
     def __init__(self, config: dict):
         self.config = config
@@ -419,6 +444,7 @@ class Zygote:
         os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
         os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
+        self.scorer_dir = ScorerDirectory(self.worker_dir)  # before the private mount namespace hides it
         self._detect()
         self._pin(config.get("cpu"))
         # The file system of the job directories, measured per job where there is no tmpfs per job.
@@ -1211,6 +1237,7 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
         layers.remove_tree(self.worker_dir)
+        self.scorer_dir.remove_if_orphaned()
 
 
 def _pin_to_cpu(cpu: int) -> int | None:
