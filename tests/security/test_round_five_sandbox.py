@@ -125,3 +125,85 @@ def test_a_job_that_exhausts_memory_without_a_cgroup_is_the_one_killed():
     assert "HONEST passed" in done.stdout, done.stdout
     assert "ATTACK failed 0" in done.stdout, done.stdout
     assert "AFTER passed" in done.stdout, done.stdout
+
+
+# --- a fork server starting beside a job, where the scorer is not root (the real Lambda configuration) ---
+
+# A scorer that is not root runs its fork servers, and so the model's code, as its own uid. A fork server is
+# dumpable from its exec until it makes itself non-dumpable; a job running meanwhile (the second worker
+# started lazily, or a replacement) got a read-write handle on its /proc/<pid>/mem that kept working after
+# that: the memory every trusted runner and child of that worker is forked from.
+HANDLE_ON_A_STARTING_FORK_SERVER = WRONG_ADD + textwrap.dedent("""
+    import os, time
+    me = os.getpid()
+    got = []
+    end = time.time() + 3
+    while time.time() < end and not got:
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == me:
+                continue
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as handle:
+                    if b"boot.py" not in handle.read():
+                        continue
+                got.append(os.open(f"/proc/{name}/mem", os.O_RDWR))
+            except OSError:
+                continue
+    print("HANDLES", len(got))
+""")
+NON_ROOT_SCORER = textwrap.dedent("""
+    import threading, time
+    from rewardpipe.execution.sandbox import make_executor
+    from tests.security.conftest import RIGHT_ADD, job
+    executor = make_executor(workers=2, disable=frozenset({{"landlock"}}))
+    print("UID", executor.isolation()["uid"], flush=True)
+
+    def start_the_second_worker():
+        time.sleep(0.5)
+        executor.warm_up()
+
+    threading.Thread(target=start_the_second_worker).start()
+    attack = executor.run(job({attack!r}, timeout_s=8))
+    print("ATTACK", attack.status.value, attack.passed, attack.stdout.strip(), flush=True)
+    results = list(executor.run_batch([job(RIGHT_ADD) for _ in range(4)]))
+    print("AFTER", sorted({{result.status.value for result in results}}), flush=True)
+    executor.close()
+""")
+
+
+def _unprivileged_python() -> str | None:
+    """An interpreter of the scorer's version that uid 65534 can run, with this venv's packages importable."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    for candidate in (f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
+        if os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def test_no_job_gets_a_handle_on_a_fork_server_starting_beside_it():
+    python = _unprivileged_python()
+    if os.geteuid() != 0 or python is None:
+        pytest.skip("needs root (to run the scorer as another uid) and a system interpreter of this version")
+    import site
+
+    paths = [REPO, *site.getsitepackages()]
+    script = NON_ROOT_SCORER.format(attack=HANDLE_ON_A_STARTING_FORK_SERVER)
+    env = {"PATH": "/usr/bin:/bin", "HOME": "/tmp", "REWARDPIPE_SANDBOX_PYTHON": python, "PYTHONPATH": ":".join(paths)}
+    probe = subprocess.run([python, "-c", "import pydantic"], user=65534, group=65534, extra_groups=[], env=env)
+    if probe.returncode != 0:
+        pytest.skip("this venv's packages do not import in the system interpreter")
+    done = subprocess.run(
+        [python, "-c", script],
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd="/tmp",
+    )
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    assert "UID off" in done.stdout, done.stdout  # the model's code runs as the scorer's uid
+    assert "ATTACK failed 0 HANDLES 0" in done.stdout, done.stdout
+    assert "AFTER ['passed']" in done.stdout, done.stdout

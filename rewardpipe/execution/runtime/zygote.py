@@ -660,16 +660,15 @@ class Zygote:
         # A child that is not root cannot make itself the OOM killer's first choice (a non-dumpable process's
         # /proc files are root's), but it inherits the value: a fork server that is not root raises its own
         # while it forks children (_fork_untrusted_burst), through a descriptor opened while it still could
-        # (before its uid drop, see main, or before it made itself non-dumpable just below).
-        if self.oom_fd is None and not root:
-            self.oom_fd = _open_oom_score_adj()
+        # (boot.py: before it made itself non-dumpable, and so before any uid drop).
         if root and self.oom_fd is not None:
             os.close(self.oom_fd)  # root's children raise their own
             self.oom_fd = None
         if self.oom_fd is not None:
             self.oom_score_adj = os.pread(self.oom_fd, 16, 0).strip()
         with contextlib.suppress(OSError):
-            # Same-uid processes (e.g. on Lambda) may not read our memory, fds or environ via /proc.
+            # Same-uid processes (e.g. on Lambda) may not read our memory, fds or environ via /proc (boot.py
+            # did this first; again here for a Zygote made some other way).
             layers.prctl(layers.PR_SET_DUMPABLE, 0)
         if self.job_root is None:
             outside = (
@@ -1340,13 +1339,6 @@ def _fd_plan(wanted: dict[int, int], null_fd: int) -> tuple[tuple[tuple[int, int
     return tuple(moves), highest, gaps
 
 
-def _open_oom_score_adj() -> int | None:
-    try:
-        return os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
-    except OSError:
-        return None
-
-
 def _apply_fd_plan(plan: tuple[tuple[tuple[int, int], ...], int, tuple[int, ...]]) -> None:
     moves, highest, gaps = plan
     for source, target in moves:
@@ -1409,14 +1401,14 @@ def _reap_orphans() -> None:
             return
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], oom_fd: int | None = None) -> int:
+    """``oom_fd``: this process's /proc/self/oom_score_adj, opened for writing by boot.py before it made the
+    process non-dumpable (and so before any uid drop)."""
     config = json.loads(argv[1])
     channel = socket.socket(fileno=int(argv[2]))
     try:
         server_uid = config.get("server_uid")
-        oom_fd = None
         if server_uid is not None and os.geteuid() == 0:
-            oom_fd = _open_oom_score_adj()  # before the drop, which makes this process's /proc files root's
             layers.drop_privileges(int(server_uid), int(server_uid))
         zygote = Zygote(config, oom_fd)
         zygote.start_trusted_runner()
