@@ -222,6 +222,74 @@ def _derived_uid_base() -> int:
     return 1_000_000 + slot * MAX_WORKERS
 
 
+class _DumpableStarts:
+    """Where the scorer is not root (Lambda, Fargate), its fork servers run as its uid, the uid the model's code
+    runs as. From its exec until its first statement makes it non-dumpable (boot.py), a process of that uid may
+    open a fork server's /proc/<pid>/mem, and the handle keeps working after that: it reads and writes the
+    memory every trusted runner and child is then forked from (round five: a job got one on a fork server
+    started beside it). So, process-wide, no job runs while such a fork server may be dumpable: a start waits
+    for the running jobs, and a job waits until every fork server started is past that point. Root's fork
+    servers start as root, out of the jobs' reach: nothing waits for them."""
+
+    def __init__(self):
+        self._condition = threading.Condition()
+        self._jobs = 0
+        self._spawning = 0
+        self._started: set[int] = set()  # fork servers that may still be dumpable
+
+    @contextlib.contextmanager
+    def spawn(self):
+        """Around the start of a fork server's process; yields a function to record its pid with."""
+        if os.geteuid() == 0:
+            yield lambda _pid: None
+            return
+        with self._condition:
+            self._spawning += 1
+            while self._jobs:
+                self._condition.wait()
+        try:
+            yield self._record
+        finally:
+            with self._condition:
+                self._spawning -= 1
+                self._condition.notify_all()
+
+    def _record(self, pid: int) -> None:
+        with self._condition:
+            self._started.add(pid)
+
+    @contextlib.contextmanager
+    def job(self):
+        """Around a job in a fork server, from sending it to its reply."""
+        if os.geteuid() == 0:
+            yield
+            return
+        with self._condition:
+            while self._spawning or self._started:
+                self._started = {pid for pid in self._started if _dumpable_by_us(pid)}
+                if self._spawning or self._started:
+                    self._condition.wait(0.001)
+            self._jobs += 1
+        try:
+            yield
+        finally:
+            with self._condition:
+                self._jobs -= 1
+                self._condition.notify_all()
+
+
+def _dumpable_by_us(pid: int) -> bool:
+    """True while ``pid`` is a dumpable process of our uid (its /proc files, but not /proc/<pid> itself, are
+    root's once it is not)."""
+    try:
+        return os.stat(f"/proc/{pid}/mem").st_uid == os.geteuid()
+    except OSError:
+        return False
+
+
+_DUMPABLE_STARTS = _DumpableStarts()
+
+
 class WorkerFailure(Exception):
     """The fork server broke (died, hung or answered nonsense): an infrastructure error."""
 
@@ -264,15 +332,17 @@ class _Worker:
             "worker_dir": os.path.join(self._dir, "w"),
         }
         try:
-            self.process = subprocess.Popen(
-                [interpreter, "-I", "-B", BOOT_SCRIPT, json.dumps(zygote_config), str(theirs.fileno())],
-                pass_fds=[theirs.fileno()],
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.DEVNULL,
-                stderr=self._log,
-                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},  # no credentials reach the sandbox
-                start_new_session=True,
-            )
+            with _DUMPABLE_STARTS.spawn() as record:
+                self.process = subprocess.Popen(
+                    [interpreter, "-I", "-B", BOOT_SCRIPT, json.dumps(zygote_config), str(theirs.fileno())],
+                    pass_fds=[theirs.fileno()],
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=self._log,
+                    env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},  # no credentials reach the sandbox
+                    start_new_session=True,
+                )
+                record(self.process.pid)
         except OSError as exc:
             ours.close()
             raise WorkerFailure(f"cannot start the fork server with {interpreter}: {exc}") from None
@@ -343,13 +413,14 @@ class _Worker:
                 fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
             _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
-            sent = time.monotonic()
-            try:
-                socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
-            except OSError as exc:
-                self.kill()
-                raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
-            reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
+            with _DUMPABLE_STARTS.job():
+                sent = time.monotonic()
+                try:
+                    socket.send_fds(self.channel, [json.dumps(header).encode()], fds)
+                except OSError as exc:
+                    self.kill()
+                    raise JobNotDelivered(f"cannot send the job to the fork server: {exc}") from None
+                reply = self._receive(float(header["timeout_s"]) + self.config.grace_s, "job")
             if isinstance(reply.get("marks"), dict):
                 reply["marks"].update(s_send=sent, s_recv=time.monotonic())
             verdict = os.pread(fds[2], 1 << 20, 0)

@@ -5,9 +5,19 @@ the runtime does not run their ``__init__`` modules (which need pydantic, absent
 interpreter when it is not the venv's).
 """
 
+import contextlib
+import ctypes
 import os
 import sys
 import types
+
+# First of all: where the fork server runs as the uid of the model's code (a scorer that is not root), a
+# process of that uid could open its /proc/<pid>/mem while it is dumpable and keep the handle (see
+# forkservers._DumpableStarts). Its oom_score_adj is opened before, while it still can be (zygote._detect).
+OOM_SCORE_ADJ_FD: "int | None" = None
+with contextlib.suppress(OSError):
+    OOM_SCORE_ADJ_FD = os.open("/proc/self/oom_score_adj", os.O_RDWR | os.O_CLOEXEC)
+ctypes.CDLL(None).prctl(4, 0, 0, 0, 0)  # PR_SET_DUMPABLE 0
 
 _runtime_dir = os.path.dirname(os.path.abspath(__file__))
 _execution_dir = os.path.dirname(_runtime_dir)
@@ -20,4 +30,4 @@ for _name, _path in (("rewardpipe", _package_dir), ("rewardpipe.execution", _exe
 from rewardpipe.execution.runtime import zygote  # noqa: E402
 
 if __name__ == "__main__":
-    sys.exit(zygote.main(sys.argv))
+    sys.exit(zygote.main(sys.argv, OOM_SCORE_ADJ_FD))

@@ -622,6 +622,10 @@ _DENIED_MORE = {
         # Even on itself: where workers are pinned one per CPU (SandboxConfig.pin_cpus), a job moving its
         # threads onto another worker's CPU would take that CPU from the jobs pinned there, which cannot move.
         "sched_setaffinity": 203,
+        # Memory that neither RLIMIT_AS nor the process's RSS counts (unmapped memfd pages): without a memory
+        # cgroup (Lambda, Fargate) the out-of-memory killer then takes the scorer or the fork server.
+        "memfd_create": 319,
+        "memfd_secret": 447,
     },
     "aarch64": {
         "mq_open": 180,
@@ -650,6 +654,8 @@ _DENIED_MORE = {
         "kcmp": 272,
         "process_mrelease": 448,
         "sched_setaffinity": 122,
+        "memfd_create": 279,
+        "memfd_secret": 447,
     },
 }
 for _arch, _table in _DENIED_MORE.items():

@@ -405,8 +405,9 @@ class ScorerDirectory:
 
 
 class Zygote:
-    def __init__(self, config: dict):
+    def __init__(self, config: dict, oom_fd: int | None = None):
         self.config = config
+        self.oom_fd = oom_fd  # this process's /proc/self/oom_score_adj, opened for writing (see _detect)
         self.pid = os.getpid()
         self.spares: list[UntrustedChild] = []  # hardened children waiting for a job, oldest first
         self.current: UntrustedChild | None = None
@@ -652,8 +653,8 @@ class Zygote:
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no changing its CPU affinity, "
-                    "no SIGIO owners, no SysV IPC or "
-                    "message queues, no inotify/fanotify, no FIFOs or xattrs, no preallocation or unnamed files"
+                    "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
+                    "no preallocation or unnamed files, no memfds"
                 )
                 if self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
@@ -682,8 +683,18 @@ class Zygote:
         iso["tests"] = "never in the untrusted process or on disk"
         with contextlib.suppress(OSError):
             layers.prctl(layers.PR_SET_CHILD_SUBREAPER, 1)
+        # A child that is not root cannot make itself the OOM killer's first choice (a non-dumpable process's
+        # /proc files are root's), but it inherits the value: a fork server that is not root raises its own
+        # while it forks children (_fork_untrusted_burst), through a descriptor opened while it still could
+        # (boot.py: before it made itself non-dumpable, and so before any uid drop).
+        if root and self.oom_fd is not None:
+            os.close(self.oom_fd)  # root's children raise their own
+            self.oom_fd = None
+        if self.oom_fd is not None:
+            self.oom_score_adj = os.pread(self.oom_fd, 16, 0).strip()
         with contextlib.suppress(OSError):
-            # Same-uid processes (e.g. on Lambda) may not read our memory, fds or environ via /proc.
+            # Same-uid processes (e.g. on Lambda) may not read our memory, fds or environ via /proc (boot.py
+            # did this first; again here for a Zygote made some other way).
             layers.prctl(layers.PR_SET_DUMPABLE, 0)
         if self.job_root is None:
             outside = (
@@ -889,6 +900,7 @@ class Zygote:
         try:
             for _ in range(count):
                 made.append(self._spare_parts())
+            self._set_oom_score_adj(b"1000")  # the children's, inherited (see _detect)
             for parts in made:
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
@@ -898,6 +910,7 @@ class Zygote:
             if not children:  # (a burst cut short by a limit keeps the children it has)
                 raise
         finally:
+            self._set_oom_score_adj(None)
             # The children's ends, closed only now: each child closes every descriptor but its own first thing.
             for index, parts in enumerate(made):
                 parts.close_child_ends()
@@ -905,6 +918,12 @@ class Zygote:
                     parts.close_our_ends()
                     self._dispose_job_dir(parts.job_dir)
         return children
+
+    def _set_oom_score_adj(self, value: bytes | None) -> None:
+        """Set this process's oom_score_adj (None: back to its own) where it is not root; see _detect."""
+        if self.oom_fd is not None:
+            with contextlib.suppress(OSError):
+                os.pwrite(self.oom_fd, value or self.oom_score_adj, 0)
 
     def _spare_parts(self) -> SpareParts:
         """A child's directory, Landlock layer (writes under that directory only), pipes, control socket, and
@@ -1134,6 +1153,10 @@ class Zygote:
         try:
             os.setsid()
             _apply_fd_plan(fd_plan)
+            # Whatever the model's code makes the machine hold, the OOM killer takes a child first, never the
+            # scorer, fork server or runner: in the worker's cgroup, and as much where there is none (Lambda,
+            # Fargate: the whole machine). Before any chroot, which hides /proc.
+            layers.prefer_for_oom_kill()
             # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
             # differs per child is added.
             if self.chroot_dir is not None:
@@ -1147,10 +1170,6 @@ class Zygote:
                 os.environ["TMPDIR"] = job_dir
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
-            if self.in_job_cgroup:
-                # The fork server shares the cgroup: whatever the model's code makes it hold, the OOM killer
-                # takes a child, never the fork server.
-                layers.prefer_for_oom_kill()
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
@@ -1409,14 +1428,16 @@ def _reap_orphans() -> None:
             return
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], oom_fd: int | None = None) -> int:
+    """``oom_fd``: this process's /proc/self/oom_score_adj, opened for writing by boot.py before it made the
+    process non-dumpable (and so before any uid drop)."""
     config = json.loads(argv[1])
     channel = socket.socket(fileno=int(argv[2]))
     try:
         server_uid = config.get("server_uid")
         if server_uid is not None and os.geteuid() == 0:
             layers.drop_privileges(int(server_uid), int(server_uid))
-        zygote = Zygote(config)
+        zygote = Zygote(config, oom_fd)
         zygote.start_trusted_runner()
         zygote.start_housekeeper()
         zygote.enter_job_cgroup()
