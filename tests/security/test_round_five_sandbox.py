@@ -207,3 +207,36 @@ def test_no_job_gets_a_handle_on_a_fork_server_starting_beside_it():
     assert "UID off" in done.stdout, done.stdout  # the model's code runs as the scorer's uid
     assert "ATTACK failed 0 HANDLES 0" in done.stdout, done.stdout
     assert "AFTER ['passed']" in done.stdout, done.stdout
+
+
+# --- file attribute flags -----------------------------------------------------------------------------
+
+# chattr +D (or +S) on its own directories makes every later change there synchronous: the clean-up of the job's
+# tree, which its verdict waits for, then pays a disk sync per entry, and on a disk slow to sync it outlasts the
+# scorer's grace (an infrastructure error for a wrong answer). Every way to set those flags is refused.
+SETS_FILE_FLAGS = WRONG_ADD + textwrap.dedent("""
+    import array, fcntl, os
+    os.mkdir("d")
+    fd = os.open("d", os.O_RDONLY | os.O_DIRECTORY)
+    for name, request, value in (
+        ("SETFLAGS", 0x40086602, array.array("l", [0x00010000])),  # FS_DIRSYNC_FL
+        ("SETFLAGS32", 0x40046602, array.array("i", [0x00010000])),
+        ("FSSETXATTR", 0x401C5820, array.array("I", [0x20, 0, 0, 0, 0, 0, 0])),  # FS_XFLAG_SYNC
+    ):
+        try:
+            fcntl.ioctl(fd, request, value)
+            print(name, "SET")
+        except OSError as exc:
+            print(name, "REFUSED", exc.errno)
+""")
+
+
+@x86_64_only
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_a_job_cannot_set_file_attribute_flags(executor, degraded, mode):  # noqa: F811
+    target = executor if mode == "full" else degraded
+    result = target.run(job(SETS_FILE_FLAGS))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
+    for name in ("SETFLAGS", "SETFLAGS32", "FSSETXATTR"):
+        assert f"{name} REFUSED 1\n" in result.stdout, result.stdout  # EPERM, from the filter
+    assert_scorer_survives(target)

@@ -663,9 +663,18 @@ for _arch, _table in _DENIED_MORE.items():
 # fcntl commands that make the kernel signal a process the caller names (F_SETOWN, F_SETOWN_EX: SIGIO or
 # the signal F_SETSIG picks goes to that pid or process group whenever the descriptor has I/O), watch a
 # directory (F_NOTIFY, dnotify) or take a lease (F_SETLEASE: another process opening the file blocks); the
-# ioctls that set a socket's owner the same way (FIOSETOWN, SIOCSPGRP). The cmd is an unsigned int.
+# ioctls that set a socket's owner the same way (FIOSETOWN, SIOCSPGRP), and those that set a file's
+# attribute flags (chattr: +D/+S make every later change to a directory synchronous, so the clean-up after a
+# job, which the verdict waits for, could outlast the scorer's grace on a disk slow to sync; FS_IOC_FSSETXATTR
+# sets the same sync flag). The cmd is an unsigned int.
 _FCNTL_DENIED_COMMANDS = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
-_IOCTL_DENIED_REQUESTS = {"FIOSETOWN": 0x8901, "SIOCSPGRP": 0x8902}
+_IOCTL_DENIED_REQUESTS = {
+    "FIOSETOWN": 0x8901,
+    "SIOCSPGRP": 0x8902,
+    "FS_IOC_SETFLAGS": 0x40086602,
+    "FS_IOC32_SETFLAGS": 0x40046602,
+    "FS_IOC_FSSETXATTR": 0x401C5820,
+}
 # Space on the disk that no walk of the job's directory sees: fallocate(FALLOC_FL_KEEP_SIZE) reserves blocks
 # past the end of a file, and O_TMPFILE makes a file that never has a name. Both answer EOPNOTSUPP, which
 # glibc's posix_fallocate and Python's tempfile treat as "unsupported here" and fall back to writing real

@@ -654,7 +654,7 @@ class Zygote:
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
-                    "no preallocation or unnamed files, no memfds"
+                    "no preallocation or unnamed files, no memfds, no file attribute flags (chattr)"
                 )
                 if self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
