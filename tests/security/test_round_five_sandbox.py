@@ -231,12 +231,36 @@ SETS_FILE_FLAGS = WRONG_ADD + textwrap.dedent("""
 """)
 
 
+# PR_SCHED_CORE shares a core-scheduling cookie with a pid the caller names: refused by the filter (EPERM), where
+# a kernel without core scheduling would only say EINVAL.
+SHARES_A_SCHEDULING_COOKIE = WRONG_ADD + textwrap.dedent("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    for command in (0, 1, 2, 3):  # PR_SCHED_CORE_GET, _CREATE, _SHARE_TO, _SHARE_FROM
+        result = libc.prctl(62, command, os.getppid(), 0, 0)
+        print("SCHED_CORE", command, result, ctypes.get_errno())
+""")
+
+
+REFUSED_BY_THE_FILTER = {
+    "file attribute flags": (
+        SETS_FILE_FLAGS,
+        [f"{name} REFUSED 1\n" for name in ("SETFLAGS", "SETFLAGS32", "FSSETXATTR")],
+    ),
+    "core scheduling cookies": (SHARES_A_SCHEDULING_COOKIE, [f"SCHED_CORE {command} -1 1\n" for command in range(4)]),
+}
+
+
 @x86_64_only
 @pytest.mark.parametrize("mode", ["full", "degraded"])
-def test_a_job_cannot_set_file_attribute_flags(executor, degraded, mode):  # noqa: F811
+@pytest.mark.parametrize("what", sorted(REFUSED_BY_THE_FILTER))
+def test_a_job_is_refused_by_the_filter(executor, degraded, mode, what):  # noqa: F811
+    """EPERM (1) from seccomp, where the kernel alone would answer otherwise (EOPNOTSUPP on tmpfs, EINVAL
+    without core scheduling) or let it through (chattr +D on the host's file system)."""
+    payload, lines = REFUSED_BY_THE_FILTER[what]
     target = executor if mode == "full" else degraded
-    result = target.run(job(SETS_FILE_FLAGS))
+    result = target.run(job(payload))
     assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
-    for name in ("SETFLAGS", "SETFLAGS32", "FSSETXATTR"):
-        assert f"{name} REFUSED 1\n" in result.stdout, result.stdout  # EPERM, from the filter
+    for line in lines:
+        assert line in result.stdout, result.stdout
     assert_scorer_survives(target)

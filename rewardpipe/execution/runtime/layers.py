@@ -680,6 +680,10 @@ _IOCTL_DENIED_REQUESTS = {
 # glibc's posix_fallocate and Python's tempfile treat as "unsupported here" and fall back to writing real
 # bytes to a named file (counted like any other).
 _O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
+# prctl options that act on another process: PR_SCHED_CORE shares a core-scheduling cookie to or from a pid of
+# the caller's choosing (where the kernel has core scheduling), which decides which tasks may run beside it.
+_PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62}
+_PRCTL = {"x86_64": 157, "aarch64": 167}
 _FILE_CALLS = {
     "x86_64": {"fcntl": 72, "ioctl": 16, "open": 2, "openat": 257, "openat2": 437, "fallocate": 285},
     "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47},
@@ -869,6 +873,7 @@ def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[in
         rules.append((number, _block_own_pid(0, zero_is_self=True)))
     for number, selector in _WHICH_WHO[arch].values():
         rules.append((number, _block_which_who(selector)))
+    rules.append((_PRCTL[arch], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
     rules.append((files["ioctl"], _block_refuse_values(1, _IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM))))
