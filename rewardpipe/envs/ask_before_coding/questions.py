@@ -28,6 +28,7 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     GENERIC_CUES,
     STOPWORDS,
     content_words,
+    fold,
 )
 from rewardpipe.parsing import parse_turn
 
@@ -54,7 +55,7 @@ NON_ANSWERS = frozenset(
 
 def is_non_answer(reply: str) -> bool:
     """True for a reply that is one of the simulators' fixed replies revealing nothing."""
-    return " ".join(reply.split()).lower() in NON_ANSWERS
+    return " ".join(fold(reply).split()).lower() in NON_ANSWERS
 
 
 # A question whose subject words are mostly the request's own words restates the request: it asks nothing new.
@@ -85,7 +86,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
 
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
     """Content words of ``text``'s prose: no fenced code, no inline code spans, not the function's name."""
-    prose = _INLINE_CODE.sub(" ", parse_turn(text).prose)
+    prose = _INLINE_CODE.sub(" ", fold(parse_turn(text).prose))
     if entry_point:
         # The name as a whole identifier, in any case (a token-by-token pass: linear in the prose however
         # long the name is, where a search for the name at every position would multiply the two).

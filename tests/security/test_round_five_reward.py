@@ -1,0 +1,136 @@
+"""Round five against issue 19's reward and text classes: new variants of each class, none of them a copy of
+round four's cases.
+
+* **Loops in disguise** (item 8): the same question again with a zero-width space or soft hyphen inside every
+  word, in fullwidth or mathematical letters, with an accent on every letter, with Cyrillic look-alikes, or
+  spelt out letter by letter. A reader (and an LLM user) sees the same question; the loop rule saw nothing in
+  common.
+* **Leaks the vetting cannot read** (item 8): an LLM user asked to answer in fullwidth letters, with invisible
+  characters, letter by letter or in another script handed over every hidden detail in one reply: the
+  concept reader dropped the words it could not read, so nothing in the reply counted against it.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+from rewardpipe.envs.ask_before_coding.similarity import find_loop, repeats
+from rewardpipe.envs.ask_before_coding.words import concepts
+from tests.core.conftest import StubChatServer
+from tests.core.test_empty_questions import _episode_turns
+from tests.security.test_round_four_reward_gaming import (
+    DURATION,
+    PARAPHRASES,
+    QUESTION,
+    REAL_QUESTIONS,
+    _llm_reply,
+    _one_detail_at_most,
+    recorded,
+    three_paths,
+)
+
+
+def _fullwidth(text: str) -> str:
+    return "".join(chr(ord(c) + 0xFEE0) if "!" <= c <= "~" else c for c in text)
+
+
+def _bold_math(text: str) -> str:  # MATHEMATICAL BOLD letters
+    return "".join(
+        chr(0x1D400 + ord(c) - 65) if "A" <= c <= "Z" else chr(0x1D41A + ord(c) - 97) if "a" <= c <= "z" else c
+        for c in text
+    )
+
+
+# The same words, drawn so that a person and an LLM read them as before.
+DISGUISES = {
+    "zero-width space in every word": lambda t: "\u200b".join(t),
+    "soft hyphen in every word": lambda t: "\u00ad".join(t),
+    "word joiner": lambda t: "\u2060".join(t),
+    "fullwidth": _fullwidth,
+    "mathematical bold": _bold_math,
+    "accent on every letter": lambda t: "".join(c + "\u0301" if c.isalpha() else c for c in t),
+    "Cyrillic look-alikes": lambda t: t.replace("a", "\u0430").replace("e", "\u0435").replace("o", "\u043e"),
+    "Greek look-alikes": lambda t: t.replace("o", "\u03bf").replace("i", "\u03b9").replace("T", "\u03a4"),
+    "letters spaced out": lambda t: " ".join(t),
+    "letters dotted": lambda t: " ".join(".".join(word) for word in t.split()),
+}
+
+
+@pytest.mark.parametrize("disguise", sorted(DISGUISES))
+def test_a_repeat_in_disguise_is_a_loop(disguise):
+    for question in REAL_QUESTIONS:
+        other = next(q for q in REAL_QUESTIONS if q != question)
+        again = DISGUISES[disguise](question)
+        assert repeats(question, again), again
+        for turns in ([question, again], [question, other, again], [again, other, question, other]):
+            assert find_loop(turns) is not None, turns
+        record = _episode_turns(DURATION, [question, other, again], DURATION.reference_solution)
+        assert record.components["loop_penalty"] == -0.5, again
+        messages = recorded(DURATION, [(t, "Okay.") for t in (question, other, again)], DURATION.reference_solution)
+        assert set(three_paths(DURATION, messages, "loop_penalty")) == {-0.5}
+
+
+def test_different_questions_stay_different_in_any_disguise():
+    for disguise in DISGUISES.values():
+        for question in REAL_QUESTIONS:
+            for other in REAL_QUESTIONS:
+                if other != question:
+                    assert not repeats(question, disguise(other)), (question, disguise(other))
+    assert find_loop(["?", "??"]) is None  # no letters at all: judged on the text, as before
+
+
+def test_fold_reads_disguised_words_as_the_plain_ones():
+    from rewardpipe.envs.ask_before_coding.words import fold, unread_letters
+
+    plain = "Negative durations raise ValueError; fractional seconds are truncated."
+    for name, disguise in DISGUISES.items():
+        if "letters" in name or "zero-width space" in name:
+            continue  # spelt out: not words any more (unread_letters counts them)
+        assert concepts(disguise(plain)) == concepts(plain), name
+        assert unread_letters(disguise(plain)) == 0, name
+    assert fold(plain) is plain
+    for name in ("letters spaced out", "letters dotted", "zero-width space in every word"):
+        assert unread_letters(DISGUISES[name](plain)) > 20, name
+    assert fold("More\u200binfo?") == "More info?"
+    assert unread_letters("负数时长抛出值错误") == 9
+    assert unread_letters("Yes, use the 24-hour clock, as Zoë said; a 1 x 2 grid is fine. I agree.") <= 1
+
+
+LEAK = " ".join(PARAPHRASES)  # every hidden detail of format_duration, in words of the LLM's own
+UNREADABLE_LEAKS = {
+    **{name: disguise(LEAK) for name, disguise in DISGUISES.items()},
+    "another script": "时长达到一小时时显示为时:分:秒，小时不补零。不到一小时只写分和两位秒。小数秒直接舍去，"
+    "不进位。负数是非法输入，要抛出值错误。",
+    "letters hyphenated": " ".join("-".join(word) for word in LEAK.split()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNREADABLE_LEAKS))
+def test_an_llm_users_leak_the_rules_cannot_read_does_not_stand(name):
+    leak = UNREADABLE_LEAKS[name]
+    text, _ = vet_llm_reply(leak, QUESTION, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point)
+    assert text != leak, name
+    server = StubChatServer()
+    try:
+        for revealed in ((), (3,), (0, 3)):
+            reply = _llm_reply(server, QUESTION, leak, revealed)
+            assert reply.text != leak, name
+            _one_detail_at_most(reply, leak, revealed)
+    finally:
+        server.close()
+
+
+def test_a_one_detail_answer_in_disguise_is_vetted_as_the_plain_one():
+    """Folding reads a disguised answer as the plain answer it is: the same verdict, the same detail booked."""
+    for answer in (PARAPHRASES[3], "Yes, negative durations raise ValueError.", "Yes."):
+        plain_text, plain_detail = vet_llm_reply(
+            answer, QUESTION, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point
+        )
+        for name in ("fullwidth", "accent on every letter", "soft hyphen in every word", "Cyrillic look-alikes"):
+            disguised = DISGUISES[name](answer)
+            text, detail = vet_llm_reply(
+                disguised, QUESTION, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point
+            )
+            assert detail == plain_detail, (name, answer)
+            assert text == (disguised if plain_text == answer else plain_text), (name, answer)
