@@ -134,3 +134,114 @@ def test_a_one_detail_answer_in_disguise_is_vetted_as_the_plain_one():
             )
             assert detail == plain_detail, (name, answer)
             assert text == (disguised if plain_text == answer else plain_text), (name, answer)
+
+
+# --- item 5: test shapes under which correct code fails silently, each a doctor finding -------------------------
+
+# (tests, correct code). Each passes in one process; under split trust the correct code fails (`failed`, not
+# the loud `error` the docs promise for shapes split trust cannot run): the tests set state of their own
+# process (a patch, a seed, the environment, standard input), or a test never counts as passed (skipped, an
+# expected failure). The runtime half (a loud error) lives in the excluded runtime files; `doctor` names them.
+_NOW = "import time\ndef now():\n    return time.time()\n"
+SILENT_ZERO_SHAPES = {
+    "mock.patch of a module the model uses": (
+        "with mock.patch('time.time', return_value=5.0):\n    self.assertEqual(now(), 5.0)",
+        _NOW,
+    ),
+    "patch.object": ("with mock.patch.object(time, 'time', return_value=5.0):\n    self.assertEqual(now(), 5.0)", _NOW),
+    "builtins.input": (
+        "with mock.patch('builtins.input', return_value='3'):\n    self.assertEqual(now(), 3)",
+        "def now():\n    return int(input())\n",
+    ),
+    "sys.stdin": ("sys.stdin = io.StringIO('3')\nself.assertEqual(now(), 3)", "def now():\n    return int(input())\n"),
+    "random.seed": (
+        "random.seed(1)\nfirst = now()\nrandom.seed(1)\nself.assertEqual(now(), first)",
+        "import random\ndef now():\n    return random.random()\n",
+    ),
+    "os.environ": (
+        "os.environ['UNIT'] = 'ms'\nself.assertEqual(now(), 'ms')",
+        "import os\ndef now():\n    return os.environ.get('UNIT', 's')\n",
+    ),
+    "patch.dict of os.environ": (
+        "with mock.patch.dict(os.environ, {'UNIT': 'ms'}):\n    self.assertEqual(now(), 'ms')",
+        "import os\ndef now():\n    return os.environ.get('UNIT', 's')\n",
+    ),
+}
+
+
+def _silent_tests(body: str) -> str:
+    import textwrap
+
+    return (
+        "import io, os, random, sys, time, unittest\nfrom unittest import mock\n\nclass T(unittest.TestCase):\n"
+        "    def test_it(self):\n" + textwrap.indent(body, " " * 8) + "\n"
+    )
+
+
+def _findings(tests: str) -> list[str]:
+    from rewardpipe.doctor import weak_test_shapes
+    from rewardpipe.models import Task
+
+    task = Task(task_id="t", prompt="p", spec=["s"], entry_point="now", tests=tests, reference_solution="x = 1\n")
+    return weak_test_shapes(task)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    from rewardpipe.execution.sandbox import make_executor
+
+    executor = make_executor(workers=2)
+    yield executor
+    executor.close()
+
+
+@pytest.mark.parametrize("shape", sorted(SILENT_ZERO_SHAPES))
+def test_tests_setting_their_own_process_state_are_a_doctor_finding(executor, shape):
+    from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+    body, right = SILENT_ZERO_SHAPES[shape]
+    tests = _silent_tests(body)
+    if not right.startswith("import os"):  # (in-process screening rejects the module os)
+        inprocess = executor.run(ExecutionJob(code=right, tests=tests, entry_point="now", trust_mode="inprocess"))
+        assert inprocess.status is ExecutionStatus.PASSED, (shape, inprocess.reason)  # the code is correct
+    split = executor.run(ExecutionJob(code=right, tests=tests, entry_point="now"))
+    assert split.status is not ExecutionStatus.PASSED, shape  # and split trust cannot see what the tests set
+    found = _findings(tests)
+    assert found and all("another process" in item for item in found), (shape, found)
+    assert "tests line 6" in found[0], found
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "@unittest.expectedFailure\ndef test_known(self):\n    self.assertEqual(now(), 2)",
+        "@unittest.skip('later')\ndef test_later(self):\n    self.assertEqual(now(), 1)",
+        "@unittest.skipIf(sys.platform == 'linux', 'x')\ndef test_later(self):\n    self.assertEqual(now(), 1)",
+        "def test_skipped(self):\n    self.skipTest('not yet')",
+    ],
+    ids=["expectedFailure", "skip", "skipIf", "skipTest"],
+)
+def test_a_test_that_never_counts_as_passed_is_a_doctor_finding(executor, body):
+    import textwrap
+
+    from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+    tests = (
+        "import sys, unittest\n\nclass T(unittest.TestCase):\n    def test_one(self):\n"
+        "        self.assertEqual(now(), 1)\n" + textwrap.indent(body, "    ") + "\n"
+    )
+    result = executor.run(ExecutionJob(code="def now():\n    return 1\n", tests=tests, entry_point="now"))
+    assert result.status is not ExecutionStatus.PASSED  # correct code: plain unittest would say OK
+    found = _findings(tests)
+    assert len(found) == 1 and "never counts as passed" in found[0], found
+
+
+def test_shapes_that_work_across_the_boundary_are_not_flagged():
+    fine = _silent_tests(
+        "with mock.patch('sys.stdout', new_callable=io.StringIO) as out:\n    now()\n"
+        "with mock.patch.object(sys, 'stderr', new_callable=io.StringIO):\n    now()\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n    now()\n"
+        "self.assertEqual(now(), 1)"
+    )
+    assert _findings(fine) == []
+    assert _findings(_silent_tests("random.seed(1)\nself.assertEqual(now(), 1)")) != []
