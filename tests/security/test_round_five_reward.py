@@ -245,3 +245,40 @@ def test_shapes_that_work_across_the_boundary_are_not_flagged():
     )
     assert _findings(fine) == []
     assert _findings(_silent_tests("random.seed(1)\nself.assertEqual(now(), 1)")) != []
+
+
+# --- item 8: a genuine question about a value or a name written as inline code ---------------------------------
+
+INLINE_QUESTIONS = [
+    "What should `format_duration(-5)` return?",
+    "What does `format_duration(-0.5)` give?",
+    "And `format_duration(-1)`?",
+    "`ValueError` or `TypeError`?",
+]
+
+
+@pytest.mark.parametrize("question", INLINE_QUESTIONS)
+def test_a_question_about_a_value_in_inline_code_asks_something(question):
+    """Inline code was dropped whole (so a span cannot carry a dictionary), which left "What should
+    `format_duration(-5)` return?" asking nothing: a genuine question scored as a guess (-0.4)."""
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+    from tests.core.conftest import result
+
+    assert not question_subject(question, DURATION.prompt, DURATION.entry_point).asks_nothing, question
+    answer = "A negative duration is invalid: it raises ValueError."
+    messages = recorded(DURATION, [(question, answer)], DURATION.reference_solution)
+    assert set(three_paths(DURATION, messages, "guessed_immediately")) == {0.0}, question
+    assert set(three_paths(DURATION, messages, "asked_before_coding")) == {1.0}, question
+    from tests.security.test_round_four_reward_gaming import REWARD
+
+    assert REWARD.score(messages, result("passed", 3, 3)).components["asked_before_coding"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["`format_duration`?", "Can you explain `format_duration`?", "`negative hours minutes seconds truncated`?"],
+)
+def test_inline_code_of_plain_words_or_the_functions_name_still_asks_nothing(question):
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+
+    assert question_subject(question, DURATION.prompt, DURATION.entry_point).asks_nothing, question
