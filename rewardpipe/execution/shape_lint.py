@@ -229,6 +229,47 @@ def not_counted_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+def _yields(function: ast.FunctionDef) -> bool:
+    """Does ``function``'s own body (not a nested function or class) contain ``yield``?"""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def unrun_test_findings(tree: ast.Module) -> list[str]:
+    """Test methods whose body never runs, so every rollout passes them whatever its code: an ``async def
+    test_*`` in a plain TestCase (the coroutine is never awaited; IsolatedAsyncioTestCase awaits it) and a
+    ``test_*`` containing ``yield`` (calling it only makes a generator)."""
+    found = []
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        awaits = any("Async" in _dotted(base) for base in cls.bases)
+        for item in cls.body:
+            if not item_is_test(item):
+                continue
+            if isinstance(item, ast.AsyncFunctionDef) and not awaits:
+                why = "is async in a plain TestCase: its coroutine is never awaited"
+            elif isinstance(item, ast.FunctionDef) and _yields(item):
+                why = "contains yield: calling it only makes a generator"
+            else:
+                continue
+            found.append(
+                f"tests line {item.lineno}: {item.name} {why}, so its assertions never run and every rollout "
+                "passes it; use IsolatedAsyncioTestCase, or assert without yield"
+            )
+    return found
+
+
+def item_is_test(item: ast.stmt) -> bool:
+    return isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+
+
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
@@ -236,4 +277,4 @@ def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     except (SyntaxError, ValueError):
         return []
     split = split_trust_findings(tree) + process_state_findings(tree) if trust_mode == "split" else []
-    return assertion_warnings(tree) + not_counted_findings(tree) + split
+    return assertion_warnings(tree) + unrun_test_findings(tree) + not_counted_findings(tree) + split

@@ -282,3 +282,30 @@ def test_inline_code_of_plain_words_or_the_functions_name_still_asks_nothing(que
     from rewardpipe.envs.ask_before_coding.questions import question_subject
 
     assert question_subject(question, DURATION.prompt, DURATION.entry_point).asks_nothing, question
+
+
+# --- item 3's other side: a test whose assertions never run passes every rollout ------------------------------
+
+NEVER_RUN = {
+    "async test in a plain TestCase": "import unittest\nclass T(unittest.TestCase):\n"
+    "    async def test_a(self):\n        self.assertEqual(add(1, 2), 3)\n",
+    "test containing yield": "import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+    "        for a, b, want in ((1, 2, 3),):\n            yield self.assertEqual(add(a, b), want)\n",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(NEVER_RUN))
+def test_a_test_whose_body_never_runs_is_a_doctor_finding(executor, shape):
+    from rewardpipe.doctor import weak_test_shapes
+    from rewardpipe.execution import ExecutionJob, ExecutionStatus
+    from rewardpipe.models import Task
+
+    tests = NEVER_RUN[shape]
+    wrong = executor.run(ExecutionJob(code="def add(a, b):\n    return 0\n", tests=tests, entry_point="add"))
+    assert wrong.status is ExecutionStatus.PASSED  # as in plain unittest: the shape itself is the hole
+    task = Task(task_id="t", prompt="p", spec=["s"], entry_point="add", tests=tests, reference_solution="x = 1\n")
+    (finding,) = weak_test_shapes(task)
+    assert "never run" in finding and "tests line 3" in finding, finding
+    awaited = tests.replace("unittest.TestCase", "unittest.IsolatedAsyncioTestCase")
+    if "async" in shape:
+        assert weak_test_shapes(task.model_copy(update={"tests": awaited})) == []
