@@ -100,10 +100,181 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# Patches whose effect does reach the model's code: what it prints is replayed into the trusted process.
+_REPLAYED_PATCH_TARGETS = {"sys.stdout", "sys.stderr"}
+_PATCHERS = {"patch", "object", "dict", "multiple"}  # mock.patch, patch.object, patch.dict, patch.multiple
+# Calls that set state of the process they run in (a dotted name, its last parts matched).
+_PROCESS_STATE_CALLS = {
+    "random.seed": "seeds the tests' random generator",
+    "random.setstate": "sets the tests' random generator",
+    "os.chdir": "changes the tests' working directory",
+    "os.putenv": "sets the tests' environment",
+    "os.environ.update": "sets the tests' environment",
+    "os.environ.setdefault": "sets the tests' environment",
+    "locale.setlocale": "sets the tests' locale",
+    "decimal.setcontext": "sets the tests' decimal context",
+    "decimal.getcontext": "reads or sets the tests' decimal context",
+    "time.tzset": "sets the tests' time zone",
+    "sys.setrecursionlimit": "sets the tests' recursion limit",
+    "socket.setdefaulttimeout": "sets the tests' socket timeout",
+}
+_PROCESS_STATE_NAMES = {"sys.stdin": "replaces the tests' standard input", "os.environ": "sets the tests' environment"}
+_NOT_COUNTED_DECORATORS = {"skip", "skipIf", "skipUnless", "expectedFailure"}
+
+
+def _dotted(node: ast.AST) -> str:
+    """``a.b.c`` for a chain of names and attributes (calls and subscripts in between are skipped)."""
+    parts = []
+    while True:
+        if isinstance(node, ast.Attribute):
+            parts.append(node.attr)
+            node = node.value
+        elif isinstance(node, ast.Call):
+            node = node.func
+        elif isinstance(node, ast.Name):
+            parts.append(node.id)
+            return ".".join(reversed(parts))
+        else:
+            return ".".join(reversed(parts))
+
+
+def _matches(dotted: str, name: str) -> bool:
+    return dotted == name or dotted.endswith("." + name)
+
+
+def process_state_findings(tree: ast.Module) -> list[str]:
+    """Under split trust the model's code runs in another process: a patch (other than of sys.stdout and
+    sys.stderr, whose output is replayed), a seed, an environment variable, a working directory, a locale or
+    standard input the tests set is the trusted process's only, and correct code fails the test."""
+    found = []
+    for node in ast.walk(tree):
+        what = None
+        if isinstance(node, ast.Call):
+            dotted = _dotted(node.func)
+            target = node.args[0] if node.args else None
+            if (
+                _name(node) in _PATCHERS
+                and "patch" in dotted.split(".")
+                and not (
+                    isinstance(target, ast.Constant)
+                    and isinstance(target.value, str)
+                    and (target.value in _REPLAYED_PATCH_TARGETS or target.value.split(".")[0] == _MODEL_MODULE)
+                )
+                and not (
+                    _name(node) == "object"
+                    and target is not None
+                    and _dotted(target) == "sys"
+                    and _replayed_object(node)
+                )
+            ):
+                what = f"patches {_patch_target(node)} in the tests' process"
+            else:
+                what = next((text for name, text in _PROCESS_STATE_CALLS.items() if _matches(dotted, name)), None)
+        elif isinstance(node, (ast.Assign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                dotted = _dotted(target.value if isinstance(target, ast.Subscript) else target)
+                what = what or next(
+                    (text for name, text in _PROCESS_STATE_NAMES.items() if _matches(dotted, name)), None
+                )
+        if what:
+            found.append(
+                f"tests line {getattr(node, 'lineno', 0)}: the test {what}, but under split trust the model's "
+                "code runs in another process and never sees it: correct code fails; pass the value to the entry "
+                "point, or set trust_mode='inprocess' (weaker)"
+            )
+    return found
+
+
+def _replayed_object(node: ast.Call) -> bool:
+    """``patch.object(sys, "stdout", ...)``: replayed, like patch("sys.stdout")."""
+    return (
+        len(node.args) >= 2
+        and isinstance(node.args[1], ast.Constant)
+        and f"sys.{node.args[1].value!s}" in _REPLAYED_PATCH_TARGETS
+    )
+
+
+def _patch_target(node: ast.Call) -> str:
+    if node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        return repr(node.args[0].value)
+    if len(node.args) >= 2 and isinstance(node.args[1], ast.Constant):
+        return f"{_dotted(node.args[0])}.{node.args[1].value!s}"
+    return _dotted(node.args[0]) or "a name" if node.args else "a name"
+
+
+def not_counted_findings(tree: ast.Module) -> list[str]:
+    """A test that is skipped (``@skip``, ``@skipIf``, ``self.skipTest``) or marked ``@expectedFailure`` never
+    counts as passed, and a ``load_tests`` hook makes the suite the loader builds differ from the test methods
+    counted: every rollout scores below full (plain unittest would say OK), or the run is an error."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            for decorator in node.decorator_list:
+                if _name(decorator) in _NOT_COUNTED_DECORATORS:
+                    found.append(
+                        f"tests line {decorator.lineno}: @{_name(decorator)} on {node.name}: a skipped test or an "
+                        "expected failure never counts as passed, so no rollout scores full marks; remove it"
+                    )
+            if isinstance(node, ast.FunctionDef) and node.name == "load_tests" and node in tree.body:
+                found.append(
+                    f"tests line {node.lineno}: load_tests: the sandbox counts the test methods of the source and "
+                    "runs what the loader finds; a hook that changes the suite makes every run an error"
+                )
+        elif isinstance(node, ast.Call) and _name(node) == "skipTest":
+            found.append(
+                f"tests line {node.lineno}: skipTest: a skipped test never counts as passed, so no rollout "
+                "reaching it scores full marks; assert instead"
+            )
+    return found
+
+
+def _yields(function: ast.FunctionDef) -> bool:
+    """Does ``function``'s own body (not a nested function or class) contain ``yield``?"""
+    stack: list[ast.AST] = list(function.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def unrun_test_findings(tree: ast.Module) -> list[str]:
+    """Test methods whose body never runs, so every rollout passes them whatever its code: an ``async def
+    test_*`` in a plain TestCase (the coroutine is never awaited; IsolatedAsyncioTestCase awaits it) and a
+    ``test_*`` containing ``yield`` (calling it only makes a generator)."""
+    found = []
+    for cls in tree.body:
+        if not isinstance(cls, ast.ClassDef):
+            continue
+        awaits = any("Async" in _dotted(base) for base in cls.bases)
+        for item in cls.body:
+            if not item_is_test(item):
+                continue
+            if isinstance(item, ast.AsyncFunctionDef) and not awaits:
+                why = "is async in a plain TestCase: its coroutine is never awaited"
+            elif isinstance(item, ast.FunctionDef) and _yields(item):
+                why = "contains yield: calling it only makes a generator"
+            else:
+                continue
+            found.append(
+                f"tests line {item.lineno}: {item.name} {why}, so its assertions never run and every rollout "
+                "passes it; use IsolatedAsyncioTestCase, or assert without yield"
+            )
+    return found
+
+
+def item_is_test(item: ast.stmt) -> bool:
+    return isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+
+
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
         tree = parse_python(tests)
     except (SyntaxError, ValueError):
         return []
-    return assertion_warnings(tree) + (split_trust_findings(tree) if trust_mode == "split" else [])
+    split = split_trust_findings(tree) + process_state_findings(tree) if trust_mode == "split" else []
+    return assertion_warnings(tree) + unrun_test_findings(tree) + not_counted_findings(tree) + split

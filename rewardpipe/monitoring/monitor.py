@@ -225,7 +225,7 @@ def monitor_step(
         store.iter_records(run_id, step, on_bad=bad.append),
         thresholds,
         previous,
-        StepHistory(load=stored_step(store, run_id)),
+        StepHistory(load=stored_step(store, run_id), listing=lambda: store.list_steps(run_id)),
     )
     result.unreadable = [b.to_dict() for b in bad] + result.unreadable
     if not persist_state:

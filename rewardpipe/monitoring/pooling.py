@@ -13,8 +13,10 @@ component is judged on the groups of the consecutive small steps together as soo
   pool's groups reach ``min_groups``, the verdict is reported at the pool's last step, with
   ``pooled_steps`` in its figures and "(pooled over steps 3-5 ...)" in its message and alarm, and the pool
   closes. Until then the step says how far the pool has got;
-* a pool spans at most :data:`MAX_POOLED_STEPS` consecutive steps: older evidence is dropped, so a
-  verdict never mixes a policy with the one it was many steps before;
+* a pool spans at most :data:`MAX_POOLED_STEPS` consecutive steps *that have records*: older evidence is
+  dropped, so a verdict never mixes a policy with the one it was many batches before. Counted in steps seen,
+  not in step numbers: a trainer that records every 10th step (or numbers its steps by samples seen) pools
+  its batches as one that records every step does;
 * the steps of an open pool come from :class:`StepHistory`: the ones the same monitor saw (a trainer
   callback, a file of many steps), or read back from the store (``monitor_step``).
 
@@ -25,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -41,12 +43,44 @@ MAX_POOLED_STEPS = 8
 
 class StepHistory:
     """The accumulators of the last few steps a monitor saw, for pooling; ``load(step)`` reads one back
-    (from a store) when it is not held, or returns None."""
+    (from a store) when it is not held, or returns None; ``listing()`` names the steps ``load`` can read (read
+    once, when a pool first needs it). With ``load`` but no listing, only the MAX_POOLED_STEPS step numbers
+    before a step are tried."""
 
-    def __init__(self, load: Callable[[int], StepAcc | None] | None = None, keep: int = MAX_POOLED_STEPS) -> None:
+    def __init__(
+        self,
+        load: Callable[[int], StepAcc | None] | None = None,
+        keep: int = MAX_POOLED_STEPS,
+        listing: Callable[[], Iterable[int]] | None = None,
+    ) -> None:
         self._load = load
         self._keep = keep
+        self._listing = listing
+        self._listed: list[int] | None = None
         self._held: OrderedDict[int, StepAcc] = OrderedDict()
+
+    def before(self, first: int, step: int) -> list[tuple[int, StepAcc]]:
+        """The last ``keep - 1`` steps from ``first`` up to (not including) ``step`` that have records, oldest
+        first, with their accumulators."""
+        candidates = {s for s in self._held if first <= s < step}
+        if self._load is not None:
+            if self._listing is not None:
+                if self._listed is None:
+                    try:
+                        self._listed = sorted(set(self._listing()))
+                    except Exception:  # noqa: BLE001 - a pool is judged on the steps that can be read
+                        self._listed = []
+                candidates.update(s for s in self._listed if first <= s < step)
+            else:
+                candidates.update(range(max(first, step - self._keep + 1), step))
+        found: list[tuple[int, StepAcc]] = []
+        for earlier in sorted(candidates, reverse=True):
+            if len(found) == self._keep - 1:
+                break
+            acc = self.get(earlier)
+            if acc is not None:
+                found.append((earlier, acc))
+        return found[::-1]
 
     def remember(self, step: int, acc: StepAcc) -> None:
         self._held[step] = acc
@@ -142,9 +176,9 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
     pooling = Pooling(acc)
     merged: dict[int, tuple[StepReport, StepAcc, list[int]]] = {}  # first step -> the pool's report
 
-    def pooled_report(first: int) -> tuple[StepReport, StepAcc, list[int]]:
+    def pooled_report(steps: list[tuple[int, StepAcc]]) -> tuple[StepReport, StepAcc, list[int]]:
+        first = steps[0][0]
         if first not in merged:
-            steps = [(s, a) for s in range(first, step) if (a := history.get(s)) is not None] + [(step, acc)]
             pooled_acc = merge(steps)
             merged[first] = (step_report(step, pooled_acc, th), pooled_acc, [s for s, _ in steps])
         return merged[first]
@@ -158,12 +192,13 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
             target.pooled_since = None
             continue
         first = target.pooled_since if target.pooled_since is not None else step
-        first = max(first, step - MAX_POOLED_STEPS + 1)
-        if first == step:
+        earlier = history.before(first, step) if first < step else []
+        if not earlier:
             target.pooled_since = step  # a pool of this step alone: open it for the next
             _say_pending(alone, [step], th)
             continue
-        pool_report, pool_acc, steps = pooled_report(first)
+        first = earlier[0][0]
+        pool_report, pool_acc, steps = pooled_report([*earlier, (step, acc)])
         pooled = pool_report.aggregate if name == AGGREGATE_TARGET else pool_report.components.get(name)
         if pooled is None or pooled.verdict == "insufficient_data":
             target.pooled_since = first

@@ -234,3 +234,42 @@ def test_the_trl_monitor_batch_helper_pools_when_given_a_history():
             verdicts.append(result.steps[0].components["format"].verdict)
         assert verdicts == expected
     assert result.steps[0].components["format"].pooled_steps is None  # the last call, without a history
+
+
+# Round five: steps numbered with a stride (a trainer that records every 10th step, a loop that numbers its steps
+# by samples seen, TRL reusing one generation for several optimiser steps). The window counted step numbers, so
+# no two batches 10 apart ever shared a pool and the constant component never alarmed, on any path.
+STRIDED = [s * 10 for s in range(6)]
+
+
+def test_steps_numbered_with_a_stride_are_pooled_on_every_path(tmp_path):
+    h, state, per_call = StepHistory(), None, []
+    for step in STRIDED:
+        result = monitor_records(records(step), TH, state, h)
+        state = result.state
+        per_call.append(result)
+    pooled = [r.steps[0].components["format"].pooled_steps for r in per_call]
+    assert pooled == [None, [0, 10], None, [20, 30], None, [40, 50]]
+    (alarm,) = [a for r in per_call for a in r.alarms if a.component == "format"]
+    assert alarm.step == 10 and alarm.figures["pooled_steps"] == [0, 10] and "steps 0\u201310" in alarm.message
+
+    every = [rec for step in STRIDED for rec in records(step)]
+    assert [s.components["format"].pooled_steps for s in monitor_records(every, TH).steps] == pooled
+
+    store = LocalStore(tmp_path)
+    for step in STRIDED[:2]:
+        _write(store, step)
+        result = monitor_step(store, "r", step, TH)
+    assert result.steps[0].components["format"].pooled_steps == [0, 10]
+    assert [a.figures["pooled_steps"] for a in result.alarms if a.component == "format"] == [[0, 10]]
+
+
+def test_a_strided_pool_still_spans_at_most_its_window_of_steps_seen():
+    strict = Thresholds(ranges=TH.ranges, min_groups=MAX_POOLED_STEPS + 5)
+    h, state = StepHistory(), None
+    for index in range(3 * MAX_POOLED_STEPS):
+        step = 100 * index
+        result = monitor_records(records(step, groups=1), strict, state, h)
+        state = result.state
+        assert result.steps[0].components["format"].verdict == "insufficient_data"
+        assert state.targets["component:format"].pooled_since == 100 * max(0, index - MAX_POOLED_STEPS + 1)

@@ -28,6 +28,8 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     GENERIC_CUES,
     STOPWORDS,
     content_words,
+    fold,
+    key_tokens,
 )
 from rewardpipe.parsing import parse_turn
 
@@ -54,7 +56,7 @@ NON_ANSWERS = frozenset(
 
 def is_non_answer(reply: str) -> bool:
     """True for a reply that is one of the simulators' fixed replies revealing nothing."""
-    return " ".join(reply.split()).lower() in NON_ANSWERS
+    return " ".join(fold(reply).split()).lower() in NON_ANSWERS
 
 
 # A question whose subject words are mostly the request's own words restates the request: it asks nothing new.
@@ -84,16 +86,24 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
 
 
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
-    """Content words of ``text``'s prose: no fenced code, no inline code spans, not the function's name."""
-    prose = _INLINE_CODE.sub(" ", parse_turn(text).prose)
+    """Content words of ``text``'s prose: no fenced code, not the function's name; of its inline code spans,
+    only the values and exact names (``format_duration(-5)``, ``ValueError``), never their words."""
+    whole = fold(parse_turn(text).prose)
+    prose = _INLINE_CODE.sub(" ", whole)
+    # Inline code: a call on a value ("What should `format_duration(-5)` return?") or a name ("`ValueError` or
+    # `TypeError`?") asks about that value or name. Its plain words stay out (a span must not carry a
+    # dictionary), but the values and exact tokens of every span count, as they would in prose.
+    spans = " ".join(match.group()[1:-1] for match in _INLINE_CODE.finditer(whole))
     if entry_point:
         # The name as a whole identifier, in any case (a token-by-token pass: linear in the prose however
         # long the name is, where a search for the name at every position would multiply the two).
         name = entry_point.lower()
-        prose = _IDENTIFIER.sub(lambda m: " " if m.group().lower() == name else m.group(), prose)
+        prose, spans = (
+            _IDENTIFIER.sub(lambda m: " " if m.group().lower() == name else m.group(), part) for part in (prose, spans)
+        )
     # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
     # drops one-character words, and cuts "1.5" in two.
-    return content_words(prose) | set(_NUMBER.findall(prose))
+    return content_words(prose) | set(_NUMBER.findall(prose)) | set(_NUMBER.findall(spans)) | key_tokens(spans)
 
 
 def question_subject(question: str, prompt: str = "", entry_point: str = "") -> QuestionSubject:

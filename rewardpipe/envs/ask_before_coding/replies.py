@@ -20,7 +20,9 @@ Three rules, shared by every path that pays for a question, so the paths agree:
   one new detail (a paraphrase the judge did not recognise, a detail made up) is replaced by what the
   rule-based user says, and so is any reply to a question that itself spells out several details (a "yes"
   would confirm them all). The LLM's words reach the policy only when every concept in them is accounted
-  for.
+  for. Text is read after :func:`~rewardpipe.envs.ask_before_coding.words.fold` (fullwidth, invisible,
+  accented and look-alike letters as plain ones), and a reply with more than a few letters no rule can read
+  (another script, letters spelt out one by one) is replaced too: what the rules cannot read, they cannot vet.
 
 Each function is linear in the length of the texts (one pass over the words; per detail, set operations).
 """
@@ -40,7 +42,15 @@ from rewardpipe.envs.ask_before_coding.questions import (
     is_non_answer,
     question_subject,
 )
-from rewardpipe.envs.ask_before_coding.words import FILLER, GENERIC_CUES, concept, concepts, key_tokens
+from rewardpipe.envs.ask_before_coding.words import (
+    FILLER,
+    GENERIC_CUES,
+    concept,
+    concepts,
+    fold,
+    key_tokens,
+    unread_letters,
+)
 from rewardpipe.parsing import QUESTION_MARKS, TurnKind, parse_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -50,6 +60,9 @@ if TYPE_CHECKING:  # pragma: no cover
 DEFERRAL_CONTENT = 3
 #: A reply states a detail when it covers at least this (IDF-weighted) share of the detail's key content.
 STATED_SHARE = 0.35
+#: Letters an LLM user's reply may have that no rule reads (:func:`~.words.unread_letters`: another script,
+#: letters spelt out one by one) before the reply is replaced: what the rules cannot read, they cannot vet.
+MAX_UNREAD_LETTERS = 4
 
 # Words of conversation that carry no requirement: yes/no, deferral, politeness. A reply made only of these
 # (and of the question's own words) adds nothing; they never count against an LLM user's reply either.
@@ -488,7 +501,7 @@ _AUXILIARIES = frozenset(
 
 
 def _normalised(text: str) -> str:
-    return " ".join(text.replace("\u2019", "'").split()).lower()
+    return " ".join(fold(text).replace("\u2019", "'").split()).lower()
 
 
 def defers(reply: str) -> bool:
@@ -712,6 +725,10 @@ def vet_llm_reply(
     or the one detail it states; a reply stating several details becomes the one the question asked about.
     """
     subject = question_subject(question, prompt, entry_point)
+    if unread_letters(text) > MAX_UNREAD_LETTERS:
+        # A reply in another script, or spelt out letter by letter (the policy can ask the LLM user for
+        # either): the rules would read nothing in it, and so let every detail it states through.
+        return None, None
     if len(stated_details(question, spec, prompt, revealed)) > 1 and not defers(text):
         # The question spells out several details itself ("Should negatives raise ValueError, and are
         # fractions truncated?"): a "yes" would confirm them all. The rule-based user answers one.

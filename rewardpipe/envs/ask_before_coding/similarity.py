@@ -27,8 +27,11 @@ Each turn's runs are indexed once, and a pair visits only the runs both turns ha
 
 from __future__ import annotations
 
+import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
+
+from rewardpipe.envs.ask_before_coding.words import fold
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -50,8 +53,19 @@ GAP_CHARS = 32
 
 
 def normalise(text: str) -> str:
-    """Whitespace runs collapsed to one space, ends stripped, case folded: what a loop is judged on."""
-    return " ".join(text.split()).casefold()
+    """:func:`~rewardpipe.envs.ask_before_coding.words.fold`-ed (fullwidth, invisible, accented and look-alike
+    letters as plain ones), whitespace runs collapsed to one space, ends stripped, case folded: what a loop
+    is judged on."""
+    return " ".join(fold(text).split()).casefold()
+
+
+_NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
+
+
+def letters_of(text: str) -> str:
+    """The letters and digits of a normalised turn and nothing else: the same question with its letters spaced
+    out, dotted or hyphenated ("W h a t", "w.h.a.t") has the same letters as the plain one."""
+    return _NOT_LETTER_OR_DIGIT.sub("", text)
 
 
 def anchor_positions(text: str, k: int = ANCHOR_CHARS) -> dict[str, list[int]]:
@@ -178,11 +192,17 @@ def words_of(text: str) -> str:
 
 
 def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
-    """Are turns ``a`` and ``b`` a loop? More than ``threshold`` similar (:func:`turn_similarity`), or the
-    words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order, inside the
-    other's (after normalising: the same question padded with new text, or asked twice in one turn)."""
+    """Are turns ``a`` and ``b`` a loop? More than ``threshold`` similar (:func:`turn_similarity`) on their
+    normalised text or on their letters and digits alone (:func:`letters_of`: a repeat spelt out letter by
+    letter), or the words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order,
+    inside the other's (after normalising: the same question padded with new text, or asked twice in one
+    turn)."""
     a, b = normalise(a), normalise(b)
-    return _similarity(a, b, threshold) > threshold or _contained(words_of(a), words_of(b))
+    return (
+        _similarity(a, b, threshold) > threshold
+        or _contained(words_of(a), words_of(b))
+        or _similarity(letters_of(a) or a, letters_of(b) or b, threshold) > threshold
+    )
 
 
 def _contained(a: str, b: str) -> bool:
@@ -193,15 +213,18 @@ def _contained(a: str, b: str) -> bool:
 def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> tuple[int, int] | None:
     """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
 
-    Every turn is compared with every earlier one: an exact repeat (after normalising) through a dictionary
-    of the turns seen, anywhere in the conversation; a near-duplicate among the previous
-    ``LOOP_LOOKBACK_TURNS`` turns (every pair of an episode of that many turns and one more; the bound keeps a
-    recorded transcript of thousands of turns linear). Pairs whose lengths alone keep them at or below the
-    threshold are not compared by their characters (only by whether one's words are in the other's).
+    Every turn is compared with every earlier one: an exact repeat (the same letters and digits after
+    normalising) through a dictionary of the turns seen, anywhere in the conversation; a near-duplicate (on
+    the normalised text or on its letters and digits alone) among the previous ``LOOP_LOOKBACK_TURNS`` turns
+    (every pair of an episode of that many turns and one more; the bound keeps a recorded transcript of
+    thousands of turns linear). Pairs whose lengths alone keep them at or below the threshold are not
+    compared by their characters (only by whether one's words are in the other's).
     """
     seen: dict[str, int] = {}
     normalised = [normalise(turn) for turn in turns]
     words = [words_of(text) for text in normalised]
+    # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
+    letters = [letters_of(text) or text for text in normalised]
     indexes: dict[int, dict[str, list[int]]] = {}  # each turn's anchors, built once (only the lookback's kept)
 
     def index(turn: int) -> dict[str, list[int]]:
@@ -210,14 +233,16 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
         return indexes[turn]
 
     for later, text in enumerate(normalised):
-        if text in seen:
-            return seen[text], later
+        if letters[later] in seen:
+            return seen[letters[later]], later
         indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
             pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
-            if _similarity(normalised[earlier], text, threshold, pair) > threshold or _contained(
-                words[earlier], words[later]
+            if (
+                _similarity(normalised[earlier], text, threshold, pair) > threshold
+                or _contained(words[earlier], words[later])
+                or _similarity(letters[earlier], letters[later], threshold) > threshold
             ):
                 return earlier, later
-        seen[text] = later
+        seen[letters[later]] = later
     return None

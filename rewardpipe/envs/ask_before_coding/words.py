@@ -7,6 +7,7 @@ then per-word work on words capped in length).
 from __future__ import annotations
 
 import re
+import unicodedata
 from functools import lru_cache
 from itertools import pairwise
 
@@ -285,10 +286,63 @@ _FILLER_WORDS = [
 # playing the user reads them as "tell me the requirements" and reveals a detail: as filler they reach
 # neither simulator, so the two agree. Words a bundled spec item uses ("work", "look", "case") stay subjects.)
 
+# --- text as its reader sees it ------------------------------------------------------------------------------
+
+# A model (or an LLM user it prompts) can write the same words so that no rule reads them, while a person or an
+# LLM still does: fullwidth or mathematical letters, a zero-width space or soft hyphen between letters,
+# accents or combining marks on every letter, Cyrillic and Greek letters that look Latin. Every rule reads
+# text through :func:`fold` first, which undoes all of these; what it cannot undo (another script, letters
+# spelt out one by one) is counted by :func:`unread_letters`, so a rule can refuse what it cannot read.
+_LOOK_ALIKES = {
+    **dict(zip("аеорсухѕіјԁһԛԝӏ", "aeopcyxsijdhqwl", strict=True)),  # Cyrillic lower case
+    **dict(zip("АВЕКМНОРСТУХЅІЈԚԜ", "ABEKMHOPCTYXSIJQW", strict=True)),  # Cyrillic upper case
+    **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιρυχνκ", "ABEZHIKMNOPTYXaoipuxvk", strict=True)),  # Greek
+}
+# Planes with combining marks and format characters (the others hold only ideographs or nothing assigned).
+_MARK_PLANES = (range(0, 0x20000), range(0xE0000, 0xE1000))
+
+
+@lru_cache(maxsize=1)
+def _fold_table() -> dict[int, int | None]:
+    """The translation :func:`fold` applies after NFKD: marks (Mn, Me) and format characters (Cf) dropped,
+    look-alikes mapped (built on first use: about 135,000 code points read once)."""
+    table: dict[int, int | None] = {ord(char): ord(latin) for char, latin in _LOOK_ALIKES.items()}
+    for plane in _MARK_PLANES:
+        for code in plane:
+            if unicodedata.category(chr(code)) in ("Mn", "Me", "Cf"):
+                table[code] = None
+    table[0x200B] = ord(" ")  # a zero-width *space* separates words ("More\u200binfo" is two words)
+    return table
+
+
+def fold(text: str) -> str:
+    """``text`` with compatibility forms as their plain letters (NFKD: fullwidth, ligatures, mathematical
+    letters, superscripts), accents and combining marks and invisible format characters (soft hyphen, joiners,
+    bidirectional marks) dropped, a zero-width space made a space, and Cyrillic/Greek look-alikes of Latin
+    letters made Latin. ASCII text is returned as it is.
+    Linear: one normalisation and one translation, both in C."""
+    if text.isascii():
+        return text
+    return unicodedata.normalize("NFKD", text).translate(_fold_table())
+
+
+def unread_letters(text: str) -> int:
+    """Letters of ``text`` (folded) that no word rule reads: words with a letter outside ASCII (another
+    script), and letters spelt out one by one ("V a l u e E r r o r", "n-e-g"): one-letter words other than
+    "a" and "I"."""
+    unread = 0
+    for word in _WORD.findall(fold(text)):
+        if not word.isascii():
+            unread += len(word)
+        elif len(word) == 1 and word.isalpha() and word not in "aAI":
+            unread += 1
+    return unread
+
+
 # A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
-# ASCII words are read. A word with a letter from another script is dropped whole, never cut into ASCII
-# fragments: "Mоre infо?" spelt with Cyrillic "о" must not become the subject words "re" and "inf", which
-# would send a filler question past the rule to an LLM user who reads it as "tell me the requirements".
+# ASCII words are read, after :func:`fold`. A word with a letter from another script is dropped whole, never
+# cut into ASCII fragments (a look-alike spelling, "Mоre infо?" with Cyrillic "о", is folded to the filler
+# it is first).
 _WORD = re.compile(r"[^\W_]+")
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 
@@ -332,7 +386,7 @@ FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
 
 
 def content_words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
+    return {_stem(w) for w in _WORD.findall(fold(text).lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
 
 
 # --- concepts: what a reply says, for judging which hidden detail it states ---------------------------------
@@ -345,9 +399,9 @@ _TOKEN = re.compile(r"[A-Za-z0-9_]+(?:[:./+-][A-Za-z0-9_]+)*")
 
 
 def key_tokens(text: str) -> set[str]:
-    """The exact tokens of ``text`` (see ``_TOKEN``), lower-cased."""
+    """The exact tokens of ``text`` (see ``_TOKEN``, after :func:`fold`), lower-cased."""
     found = set()
-    for token in _TOKEN.findall(text):
+    for token in _TOKEN.findall(fold(text)):
         if len(token) > MAX_CACHED_WORD:
             continue  # no real identifier or number is that long: a hostile run, not a name
         if any(c.isdigit() or c in "_:./+-" for c in token) or any(c.isupper() for c in token[1:]):
@@ -391,7 +445,8 @@ def concept(word: str) -> str:
 
 
 def concepts(text: str) -> set[str]:
-    """What ``text`` talks about: the concepts of its content words and its exact tokens."""
+    """What ``text`` talks about (after :func:`fold`): the concepts of its content words and its exact tokens."""
+    text = fold(text)
     words = [w for w in _WORD.findall(text.lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1]
     found = {concept(w) for w in words}
     # two-word phrases a synonym group names ("below zero", "rounded down", "leading zeros")
