@@ -309,3 +309,38 @@ def test_a_test_whose_body_never_runs_is_a_doctor_finding(executor, shape):
     awaited = tests.replace("unittest.TestCase", "unittest.IsolatedAsyncioTestCase")
     if "async" in shape:
         assert weak_test_shapes(task.model_copy(update={"tests": awaited})) == []
+
+
+# A load_tests hook that calls the model's code decides, from what it returns, which tests load (or raises, which
+# unittest turns into one failing placeholder): the count then differs from the source's, and that was an
+# infrastructure error (no reward at all) for what is the model's wrong answer.
+LOAD_TESTS_CALLS_THE_MODEL = (
+    "import unittest\n"
+    "def load_tests(loader, tests, pattern):\n"
+    "    assert add(7, 8) == 15\n"
+    "    return tests\n"
+    "class T(unittest.TestCase):\n"
+    "    def test_a(self):\n"
+    "        self.assertEqual(add(1, 2), 3)\n"
+    "    def test_b(self):\n"
+    "        self.assertEqual(add(2, 2), 4)\n"
+)
+
+
+def test_a_load_tests_hook_failing_on_the_models_answer_is_the_models_failure(executor):
+    from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+    hard_coded = "def add(a, b):\n    return {(1, 2): 3, (2, 2): 4}.get((a, b), 0)\n"
+    wrong = executor.run(ExecutionJob(code=hard_coded, tests=LOAD_TESTS_CALLS_THE_MODEL, entry_point="add"))
+    assert wrong.status is ExecutionStatus.FAILED and wrong.passed == 0, (wrong.status, wrong.reason)
+    assert "load_tests" in wrong.reason, wrong.reason
+    right = executor.run(
+        ExecutionJob(code="def add(a, b):\n    return a + b\n", tests=LOAD_TESTS_CALLS_THE_MODEL, entry_point="add")
+    )
+    assert right.status is ExecutionStatus.PASSED, right.reason
+    # Without a call into the model's code, a count that differs is still the tests' own problem: an error.
+    broken = LOAD_TESTS_CALLS_THE_MODEL.replace(
+        "    assert add(7, 8) == 15\n", "    raise RuntimeError('broken hook')\n"
+    )
+    own = executor.run(ExecutionJob(code="def add(a, b):\n    return a + b\n", tests=broken, entry_point="add"))
+    assert own.status is ExecutionStatus.ERROR, (own.status, own.reason)

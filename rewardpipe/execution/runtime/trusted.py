@@ -705,9 +705,23 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         if conn.boundary_error:
             raise harness.HarnessError(_needs_inprocess(conn)) from None
         raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
+    calls_before_loading = conn.calls
     suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
     loaded = suite.countTestCases()
     if loaded != expected:
+        if conn.calls > calls_before_loading or conn.dead:
+            # A load_tests hook called the model's code and then loaded other tests than the source has (or
+            # raised, which unittest turns into one failing placeholder): what the model returned did that.
+            return {
+                "expected": expected,
+                "tests_run": 0,
+                "successes": 0,
+                "model_died": bool(conn.dead),
+                "first_failure": (
+                    f"the hidden tests' load_tests called the model's code, then loaded {loaded} of the "
+                    f"{expected} tests"
+                ),
+            }
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.run_suite(suite, module)
     MARKS["r_ran"] = time.monotonic()
