@@ -206,3 +206,48 @@ def test_model_code_can_use_tempfile_in_its_own_directory(executor):
     result = executor.run(job(code))
     assert result.status is ExecutionStatus.PASSED, result.reason
     assert "TMP scratch True" in result.stdout
+
+
+# Correct code returning the standard collections passed in one process and failed under split trust: they
+# arrived as their base type, so a test reading a namedtuple's field, a Counter's most_common or a defaultdict's
+# default failed, and an OrderedDict in the wrong order compared equal. They cross with their type now.
+COLLECTION_TESTS = """
+import collections, unittest
+
+class T(unittest.TestCase):
+    def test_fields(self):
+        point = f("point")
+        self.assertEqual((point.x, point.y), (1, 2))
+        self.assertEqual(type(point).__name__, "Point")
+    def test_counter(self):
+        self.assertEqual(f("counter").most_common(1), [("a", 3)])
+    def test_order(self):
+        self.assertEqual(f("ordered"), collections.OrderedDict([("b", 1), ("a", 2)]))
+    def test_default(self):
+        self.assertEqual(f("grouped")["missing"], [])
+    def test_deque(self):
+        queue = f("queue")
+        self.assertEqual(queue.popleft(), 1)
+        self.assertEqual(queue.maxlen, 3)
+"""
+COLLECTIONS_RIGHT = """
+import collections
+Point = collections.namedtuple("Point", "x y")
+
+def f(kind):
+    return {
+        "point": lambda: Point(1, 2),
+        "counter": lambda: collections.Counter("aaab"),
+        "ordered": lambda: collections.OrderedDict([("b", 1), ("a", 2)]),
+        "grouped": lambda: collections.defaultdict(list),
+        "queue": lambda: collections.deque([1, 2], maxlen=3),
+    }[kind]()
+"""
+
+
+def test_standard_collections_returned_by_correct_code_pass(executor):
+    result = executor.run(job(COLLECTIONS_RIGHT, tests=COLLECTION_TESTS, entry_point="f"))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    wrong_order = COLLECTIONS_RIGHT.replace('[("b", 1), ("a", 2)]', '[("a", 2), ("b", 1)]')
+    result = executor.run(job(wrong_order, tests=COLLECTION_TESTS, entry_point="f"))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 4, (result.status, result.reason)

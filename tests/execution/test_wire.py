@@ -48,14 +48,53 @@ def test_plain_values_survive_encode_json_decode(value):
     assert same_structure(wire.decode(json.loads(text)), value)
 
 
-def test_builtin_subclasses_become_their_base_type():
+def test_other_builtin_subclasses_become_their_base_type():
     class Colour(enum.IntEnum):
         RED = 1
 
-    point = collections.namedtuple("Point", "x y")(1, 2)
-    decoded = [wire.decode(wire.encode(v)) for v in (collections.Counter("aab"), point, Colour.RED)]
-    assert decoded == [{"a": 2, "b": 1}, (1, 2), 1]
-    assert [type(v) for v in decoded] == [dict, tuple, int]
+    class Mine(dict):
+        pass
+
+    decoded = [wire.decode(wire.encode(v)) for v in (Colour.RED, Mine(a=1), collections.defaultdict(lambda: 7, a=1))]
+    assert decoded == [1, {"a": 1}, {"a": 1}]
+    assert [type(v) for v in decoded] == [int, dict, dict]  # (a defaultdict of a lambda: its default stays behind)
+
+
+def test_the_standard_collections_keep_their_type():
+    point = collections.namedtuple("Point", "x y")(1, [2])
+    counts = collections.Counter("abracadabra")
+    ordered = collections.OrderedDict([("b", 1), ("a", 2)])
+    grouped = collections.defaultdict(list, {"k": [1]})
+    queue = collections.deque([1, 2, 3], maxlen=5)
+    got_point, got_counts, got_ordered, got_grouped, got_queue = (
+        wire.decode(json.loads(json.dumps(wire.encode(v)))) for v in (point, counts, ordered, grouped, queue)
+    )
+    assert (got_point.x, got_point.y, type(got_point).__name__, got_point._fields) == (1, [2], "Point", ("x", "y"))
+    assert got_point == (1, [2])
+    assert got_counts.most_common(2) == [("a", 5), ("b", 2)]
+    assert got_ordered == ordered and got_ordered != collections.OrderedDict([("a", 2), ("b", 1)])
+    assert got_grouped["missing"] == [] and got_grouped["k"] == [1]
+    assert got_queue.popleft() == 1 and got_queue.maxlen == 5
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"nt": ["P", ["x", "import os"], [1, 2]]},  # a field that is no identifier
+        {"nt": ["P", ["x", "class"], [1, 2]]},  # a keyword
+        {"nt": ["P", ["_x"], [1]]},  # private
+        {"nt": ["P", ["x", "x"], [1, 2]]},  # repeated
+        {"nt": ["os.system('id')", ["x"], [1]]},  # a name that is no identifier
+        {"nt": ["P", ["x"], [1, 2]]},  # more items than fields
+        {"dd": ["eval", []]},  # a factory that is not a built-in type
+        {"dd": [{"h": 1}, []]},
+        {"dq": [[1], -1]},
+        {"dq": [[1], "5"]},
+    ],
+)
+def test_collections_the_trusted_side_could_not_build_safely_are_refused(tree):
+    with pytest.raises(wire.WireError):
+        wire.decode(tree)
 
 
 def test_objects_need_a_handle_table():

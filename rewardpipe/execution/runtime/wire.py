@@ -9,10 +9,13 @@ Nothing is unpickled or evaluated, so the model cannot hand the tests an object 
 from __future__ import annotations
 
 import base64
+import collections
 import datetime
 import decimal
 import fractions
+import functools
 import json
+import keyword
 import math
 import os
 import re
@@ -121,9 +124,14 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # every other type is a one-key object: {"l": [...]}, {"t": [...]}, {"d": [[k, v], ...]}, {"s": [...]},
 # {"fs": [...]}, {"b": base64}, {"ba": base64}, {"c": [re, im]}, {"h": handle id}, and for the other
 # standard value types: {"i": hex} (wide ints), {"dt"/"da"/"tm": isoformat}, {"td": [d, s, us]},
-# {"dec": str}, {"fr": [numerator, denominator]}.
+# {"dec": str}, {"fr": [numerator, denominator]}; and the collections a solution returns as often as the
+# built-ins: {"nt": [name, [field, ...], [...]]} (a namedtuple), {"ctr"/"od": [[k, v], ...]} (Counter,
+# OrderedDict), {"dd": [factory, [[k, v], ...]]} (defaultdict of a built-in type), {"dq": [[...], maxlen]}.
 
 _SCALARS = (type(None), bool, int, float, str)
+# A defaultdict crosses with its factory only when that is one of these (by name); any other becomes a plain dict.
+_DEFAULT_FACTORIES = {factory.__name__: factory for factory in (int, float, str, list, dict, set, tuple, bool)}
+MAX_NAMEDTUPLE_FIELDS = 256
 
 
 class Unencodable(TypeError):
@@ -140,8 +148,10 @@ def _referable(value) -> bool:
 def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, refs: dict | None = None):
     """Turn ``value`` into a JSON-able tree. ``make_handle(obj) -> int`` receives non-plain objects.
 
-    Subclasses of built-in containers and scalars (``Counter``, ``namedtuple``, ``IntEnum``) become
-    their base type, which is how they compare in-process too.
+    A ``namedtuple``, ``Counter``, ``OrderedDict``, ``defaultdict`` (of a built-in type) and ``deque`` keep their
+    type (their fields, ``most_common``, order-sensitive equality, default, ``popleft``); other subclasses of
+    built-in containers and scalars (``IntEnum``, a user's ``dict`` subclass) become their base type, which is
+    how they compare in-process too.
 
     ``nodes`` (a list) receives every value visited, in the order :func:`decode` meets them, so both
     sides can name a part of a call's arguments by its position. ``refs`` maps ``id(obj)`` of such parts
@@ -174,14 +184,26 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if isinstance(value, list):
         return {"l": [encode(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
     if isinstance(value, tuple):
-        return {"t": [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]}
+        items = [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]
+        fields = _namedtuple_fields(kind, len(items))
+        return {"t": items} if fields is None else {"nt": [kind.__name__, fields, items]}
     if isinstance(value, dict):
-        return {
-            "d": [
-                [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
-                for k, v in dict.items(value)
-            ]
-        }
+        pairs = [
+            [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
+            for k, v in dict.items(value)
+        ]
+        if isinstance(value, collections.Counter):
+            return {"ctr": pairs}
+        if isinstance(value, collections.OrderedDict):
+            return {"od": pairs}
+        if isinstance(value, collections.defaultdict):
+            factory = str(getattr(value.default_factory, "__name__", ""))
+            if _DEFAULT_FACTORIES.get(factory) is value.default_factory:
+                return {"dd": [factory, pairs]}
+        return {"d": pairs}
+    if isinstance(value, collections.deque):
+        items = [encode(item, make_handle, depth, nodes, refs) for item in collections.deque.__iter__(value)]
+        return {"dq": [items, value.maxlen]}
     if isinstance(value, frozenset):
         return {"fs": [encode(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
     if isinstance(value, set):
@@ -208,6 +230,33 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     return {"h": make_handle(value)}
+
+
+def _namedtuple_fields(kind: type, length: int) -> list[str] | None:
+    """The field names of a namedtuple class ``kind`` (as many as its ``length`` items), or None for any other
+    tuple type, or for one whose names a namedtuple could not have."""
+    fields = getattr(kind, "_fields", None) if kind is not tuple else None
+    if type(fields) is not tuple or len(fields) != length or type(kind.__name__) is not str:
+        return None
+    return list(fields) if _valid_namedtuple(kind.__name__, fields) else None
+
+
+def _valid_namedtuple(name, fields) -> bool:
+    """Whether ``collections.namedtuple(name, fields)`` is a class this module may make: identifiers only (which
+    is all namedtuple's generated code ever contains), no keyword, none private, no repeat, not too many."""
+    names = [name, *fields]
+    return (
+        len(fields) <= MAX_NAMEDTUPLE_FIELDS
+        and all(type(item) is str and item.isidentifier() and not keyword.iskeyword(item) for item in names)
+        and not any(field.startswith("_") for field in fields)
+        and len(set(fields)) == len(fields)
+        and len(name) <= 200
+    )
+
+
+@functools.lru_cache(maxsize=256)  # bounded: a long-lived runner meets every class name the models send
+def _namedtuple_class(name: str, fields: tuple[str, ...]) -> type:
+    return collections.namedtuple(name, fields)
 
 
 def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None, originals: list | None = None):
@@ -265,13 +314,28 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return [decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)]
         if tag == "t":
             return tuple(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body))
-        if tag == "d":
-            result = {}
-            for pair in _as_list(body):
-                key, val = _as_list(pair)
-                key = decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
-                result[key] = decode(val, resolve_handle, depth, nodes, originals)
-            return result
+        if tag == "nt":
+            name, fields, items = _as_list(body)
+            fields = tuple(_as_list(fields))
+            if not _valid_namedtuple(name, fields) or len(_as_list(items)) != len(fields):
+                raise WireError("malformed namedtuple")
+            values = [decode(item, resolve_handle, depth, nodes, originals) for item in items]
+            return _namedtuple_class(name, fields)(*values)
+        if tag in ("d", "ctr", "od"):
+            mapping = {"d": dict, "ctr": collections.Counter, "od": collections.OrderedDict}[tag]()
+            return _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals)
+        if tag == "dd":
+            factory, pairs = _as_list(body)
+            if type(factory) is not str or factory not in _DEFAULT_FACTORIES:
+                raise WireError("malformed defaultdict")
+            mapping = collections.defaultdict(_DEFAULT_FACTORIES[factory])
+            return _decode_pairs(mapping, pairs, resolve_handle, depth, nodes, originals)
+        if tag == "dq":
+            items, maxlen = _as_list(body)
+            if maxlen is not None and (type(maxlen) is not int or maxlen < 0):
+                raise WireError("malformed deque")
+            values = [decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(items)]
+            return collections.deque(values, maxlen)
         if tag == "s":
             return {decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)}
         if tag == "fs":
@@ -292,6 +356,14 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
     except (TypeError, ValueError, ArithmeticError) as exc:  # unhashable key, bad base64, wrong arity
         raise WireError(f"malformed {tag!r} value: {exc}") from None
     raise WireError(f"unknown value tag {tag!r}")
+
+
+def _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals):
+    for pair in _as_list(body):
+        key, val = _as_list(pair)
+        key = decode(key, resolve_handle, depth, nodes, originals)  # before the value, as encode visits
+        mapping[key] = decode(val, resolve_handle, depth, nodes, originals)
+    return mapping
 
 
 def _as_list(body):
