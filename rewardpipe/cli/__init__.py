@@ -39,7 +39,16 @@ def load(commands: list[str] | None = None) -> typer.Typer:
         importlib.import_module(f"rewardpipe.cli.{module}")
     from rewardpipe.cli.application import app
 
+    # Listed in this map's order whichever command module was imported first (help, generated docs).
+    order = {name: index for index, name in enumerate(COMMAND_MODULES)}
+    app.registered_commands.sort(key=lambda info: order.get(_name_of(info), len(order)))
+    app.registered_groups.sort(key=lambda info: order.get(info.name or "", len(order)))
     return app
+
+
+def _name_of(info: Any) -> str:
+    """A registered command's name as typer gives it: its own, or its function's with "-" for "_"."""
+    return info.name or info.callback.__name__.replace("_", "-")
 
 
 def main(args: list[str]) -> Any:

@@ -235,7 +235,7 @@ class _DumpableStarts:
         self._condition = threading.Condition()
         self._jobs = 0
         self._spawning = 0
-        self._started: set[int] = set()  # fork servers that may still be dumpable
+        self._started: dict[int, float] = {}  # fork servers that may still be dumpable: pid -> when started
 
     @contextlib.contextmanager
     def spawn(self):
@@ -256,7 +256,7 @@ class _DumpableStarts:
 
     def _record(self, pid: int) -> None:
         with self._condition:
-            self._started.add(pid)
+            self._started[pid] = time.monotonic()
 
     @contextlib.contextmanager
     def job(self):
@@ -266,7 +266,10 @@ class _DumpableStarts:
             return
         with self._condition:
             while self._spawning or self._started:
-                self._started = {pid for pid in self._started if _dumpable_by_us(pid)}
+                # A fork server makes itself non-dumpable first thing; one that has not within the start
+                # timeout is stuck or gone, and its pid may since be another process's: no longer waited for.
+                cutoff = time.monotonic() - DUMPABLE_WAIT_S
+                self._started = {pid: at for pid, at in self._started.items() if at > cutoff and _dumpable_by_us(pid)}
                 if self._spawning or self._started:
                     self._condition.wait(0.001)
             self._jobs += 1
@@ -288,6 +291,17 @@ def _dumpable_by_us(pid: int) -> bool:
 
 
 _DUMPABLE_STARTS = _DumpableStarts()
+DUMPABLE_WAIT_S = 60.0  # at most this long after its start is a fork server waited for to turn non-dumpable
+
+
+def _fresh_dumpable_starts() -> None:
+    """In a forked copy of the scorer: none of the parent's jobs or starts is its own (inherited counts would
+    make its first start or job wait forever), nor is a lock some parent thread held at the fork."""
+    global _DUMPABLE_STARTS
+    _DUMPABLE_STARTS = _DumpableStarts()
+
+
+os.register_at_fork(after_in_child=_fresh_dumpable_starts)
 
 
 class WorkerFailure(Exception):

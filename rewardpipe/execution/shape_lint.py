@@ -219,8 +219,8 @@ def not_counted_findings(tree: ast.Module) -> list[str]:
             if isinstance(node, ast.FunctionDef) and node.name == "load_tests" and node in tree.body:
                 found.append(
                     f"tests line {node.lineno}: load_tests: the sandbox counts the test methods of the source and "
-                    "runs what the loader finds; a hook that changes the suite makes every run an error (a failure "
-                    "when the hook called the model's code first)"
+                    "runs what the loader finds; a hook that changes the suite makes every run an error (the "
+                    "model's failure when the hook raised after calling the model's code)"
                 )
         elif isinstance(node, ast.Call) and _name(node) == "skipTest":
             found.append(

@@ -86,3 +86,14 @@ def test_exec_json_never_loads_rich(tmp_path):
     done = _run(program, "exec", "--batch", str(batch), "--json")
     assert json.loads(done.stdout)["status"] == "passed", done.stdout + done.stderr
     assert json.loads(done.stderr.strip().splitlines()[-1]) == []
+
+
+def test_help_lists_the_commands_in_one_order_whichever_module_was_imported_first():
+    listing = (
+        "import sys, typer.main\n{first}from rewardpipe.cli import app\n"
+        "print(typer.main.get_group(app).list_commands(None))"
+    )
+    plain = _run(listing.format(first=""))
+    reversed_first = _run(listing.format(first="import rewardpipe.cli.tasks_cmd, rewardpipe.cli.run_cmd\n"))
+    assert plain.returncode == reversed_first.returncode == 0, plain.stderr + reversed_first.stderr
+    assert reversed_first.stdout == plain.stdout

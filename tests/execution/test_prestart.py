@@ -388,3 +388,31 @@ def test_a_cgroup_join_that_resets_the_affinity_is_pinned_again_or_recorded(monk
     assert state.cpu is None
     assert state.own_state["affinity"] == state.child_state["affinity"] == {0, 1}
     assert state.isolation["cpu"].startswith("any")
+
+
+def test_a_forked_copy_of_the_scorer_starts_with_its_own_dumpable_gate():
+    """A non-root scorer's gate (jobs against fork servers still dumpable) counted the parent's jobs in a
+    forked copy too, where nothing would ever end them: its first fork-server start waited forever."""
+    gate = forkservers._DUMPABLE_STARTS
+    with gate._condition:
+        gate._jobs += 1  # a job in flight in another thread at the fork
+        gate._spawning += 1
+        try:
+            child = os.fork()
+            if child == 0:
+                fresh = forkservers._DUMPABLE_STARTS
+                os._exit(0 if (fresh is not gate and fresh._jobs == 0 and fresh._spawning == 0) else 1)
+        finally:
+            gate._jobs -= 1
+            gate._spawning -= 1
+    assert os.waitpid(child, 0)[1] == 0
+
+
+def test_a_fork_server_that_never_turns_non_dumpable_is_not_waited_for_forever(monkeypatch):
+    gate = forkservers._DumpableStarts()
+    monkeypatch.setattr(forkservers.os, "geteuid", lambda: 65534)  # the gate only acts for a non-root scorer
+    monkeypatch.setattr(forkservers, "_dumpable_by_us", lambda pid: True)  # still dumpable (or its pid reused)
+    gate._started[12345] = time.monotonic() - forkservers.DUMPABLE_WAIT_S - 1
+    with gate.job():
+        assert gate._jobs == 1
+    assert gate._started == {}

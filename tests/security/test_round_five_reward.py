@@ -344,3 +344,15 @@ def test_a_load_tests_hook_failing_on_the_models_answer_is_the_models_failure(ex
     )
     own = executor.run(ExecutionJob(code="def add(a, b):\n    return a + b\n", tests=broken, entry_point="add"))
     assert own.status is ExecutionStatus.ERROR, (own.status, own.reason)
+    # A hook that builds its tests from the model's answers loads another count whatever the answer: the tests'
+    # problem too, never a 0 for a correct answer.
+    data_driven = LOAD_TESTS_CALLS_THE_MODEL.replace(
+        "    assert add(7, 8) == 15\n    return tests\n",
+        "    for a in range(3):\n        total = add(a, a)\n"
+        "        tests.addTest(unittest.FunctionTestCase(lambda t=total, a=a: None if t == 2 * a else 1 / 0))\n"
+        "    return tests\n",
+    )
+    right_data = executor.run(
+        ExecutionJob(code="def add(a, b):\n    return a + b\n", tests=data_driven, entry_point="add")
+    )
+    assert right_data.status is ExecutionStatus.ERROR, (right_data.status, right_data.reason)

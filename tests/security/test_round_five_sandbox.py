@@ -242,7 +242,25 @@ SHARES_A_SCHEDULING_COOKIE = WRONG_ADD + textwrap.dedent("""
 """)
 
 
+# The newer calls that do what older refused ones do, by path: file_setattr (Linux 6.17, the fsxattr flags
+# FS_IOC_FSSETXATTR sets) and setxattrat/removexattrat (6.13, the xattr calls). Refused by the filter (EPERM) on
+# every kernel; a kernel without them would say ENOSYS.
+NEWER_CALLS = WRONG_ADD + textwrap.dedent("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    os.mkdir("d")
+    attr = (ctypes.c_uint32 * 6)(0x20, 0, 0, 0, 0, 0)  # FS_XFLAG_SYNC
+    for name, number, args in (
+        ("file_setattr", 469, (-100, b"d", ctypes.byref(attr), 24, 0)),
+        ("setxattrat", 463, (-100, b"d", 0, b"user.x", None, 0)),
+        ("removexattrat", 466, (-100, b"d", 0, b"user.x")),
+    ):
+        result = libc.syscall(number, *args)
+        print(name, result, ctypes.get_errno())
+""")
 REFUSED_BY_THE_FILTER = {
+    "newer calls": (NEWER_CALLS, [f"{name} -1 1\n" for name in ("file_setattr", "setxattrat", "removexattrat")]),
     "file attribute flags": (
         SETS_FILE_FLAGS,
         [f"{name} REFUSED 1\n" for name in ("SETFLAGS", "SETFLAGS32", "FSSETXATTR")],

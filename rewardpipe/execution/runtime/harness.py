@@ -97,6 +97,17 @@ class CheckCase(unittest.TestCase):
         self._check(self._candidate)
 
 
+def load_failed(suite: unittest.TestSuite) -> bool:
+    """Whether the loader put a placeholder for a load that raised (a ``load_tests`` hook, an import) in ``suite``."""
+    for test in suite:
+        if isinstance(test, unittest.TestSuite):
+            if load_failed(test):
+                return True
+        elif type(test).__name__ == "_FailedTest" and type(test).__module__ == "unittest.loader":  # (private)
+            return True
+    return False
+
+
 def build_suite(namespace: dict, module, tests_format: str, entry_point: str) -> unittest.TestSuite:
     if tests_format == "check":
         check = namespace.get("check")

@@ -626,6 +626,11 @@ _DENIED_MORE = {
         # cgroup (Lambda, Fargate) the out-of-memory killer then takes the scorer or the fork server.
         "memfd_create": 319,
         "memfd_secret": 447,
+        # The *at forms of the xattr calls (Linux 6.13) and file_setattr (6.17, the FS_IOC_FSSETXATTR flags by
+        # path): the same refusals as their older twins.
+        "setxattrat": 463,
+        "removexattrat": 466,
+        "file_setattr": 469,
     },
     "aarch64": {
         "mq_open": 180,
@@ -656,6 +661,9 @@ _DENIED_MORE = {
         "sched_setaffinity": 122,
         "memfd_create": 279,
         "memfd_secret": 447,
+        "setxattrat": 463,
+        "removexattrat": 466,
+        "file_setattr": 469,
     },
 }
 for _arch, _table in _DENIED_MORE.items():
@@ -727,6 +735,9 @@ class _sock_fprog(ctypes.Structure):  # noqa: N801 - the kernel's struct sock_fp
 def seccomp_arch() -> str | None:
     machine = platform.machine()
     return machine if machine in _AUDIT_ARCH else None
+
+
+NEWEST_KNOWN_SYSCALL = 469  # file_setattr (Linux 6.17), the same number on x86_64 and aarch64
 
 
 def build_seccomp_filter(arch: str, own_pid: int, ignore_mode_changes: bool = False) -> bytes:
@@ -826,6 +837,9 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     ]
     if arch == "x86_64":  # x32 ABI: never legitimate here
         prog += [(_JGE, 0, 1, 0x40000000), (_RET, 0, 0, _errno(errno.EPERM))]
+    # Calls newer than this filter (a deny-list) are refused as unknown (ENOSYS, on which libc falls back),
+    # so a kernel's next way to do what a rule refuses (file_setattr after FS_IOC_FSSETXATTR) is not let through.
+    prog += [(_JGE, 0, 1, NEWEST_KNOWN_SYSCALL + 1), (_RET, 0, 0, _errno(errno.ENOSYS))]
     for _, block in rules:
         if len(block) > 255:
             raise ValueError("seccomp rule too long")

@@ -709,18 +709,16 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
     loaded = suite.countTestCases()
     if loaded != expected:
-        if conn.calls > calls_before_loading or conn.dead:
-            # A load_tests hook called the model's code and then loaded other tests than the source has (or
-            # raised, which unittest turns into one failing placeholder): what the model returned did that.
+        if conn.dead or (conn.calls > calls_before_loading and harness.load_failed(suite)):
+            # A load_tests hook called the model's code and then raised (unittest puts one failing placeholder
+            # in the suite for it), or the model's process died meanwhile: the model's answer did that. A hook
+            # that returns other tests than the source has does so whatever the answer: the tests' problem.
             return {
                 "expected": expected,
                 "tests_run": 0,
                 "successes": 0,
                 "model_died": bool(conn.dead),
-                "first_failure": (
-                    f"the hidden tests' load_tests called the model's code, then loaded {loaded} of the "
-                    f"{expected} tests"
-                ),
+                "first_failure": "the hidden tests' load_tests failed after calling the model's code",
             }
         raise harness.HarnessError(f"the test source has {expected} test methods but the loader found {loaded}")
     result = harness.run_suite(suite, module)

@@ -383,10 +383,11 @@ class ScorerDirectory:
     """The directory the scorer made for this fork server (its ``worker_dir`` is a subdirectory), held open
     from the start. A scorer that dies (SIGKILL, the OOM killer) leaves it behind, and from inside the
     private mount namespace its path names another file system; through these descriptors the fork server
-    removes it, once empty, when its scorer is gone. A scorer still alive removes it itself."""
+    removes it, once empty, as it stops. Whether its scorer is gone cannot be told in time (the channel's EOF
+    comes before the kernel reparents this process), and need not be: the scorer uses the directory only
+    through this fork server, and its own removal afterwards finds nothing to do."""
 
     def __init__(self, worker_dir: str):
-        self.scorer_pid = os.getppid()
         worker_dir = os.path.abspath(worker_dir)
         self.path = os.path.dirname(worker_dir)
         self.names = (os.path.basename(worker_dir), os.path.basename(self.path))
@@ -395,8 +396,8 @@ class ScorerDirectory:
         with contextlib.suppress(OSError):
             self.fds = (os.open(self.path, flags), os.open(os.path.dirname(self.path), flags))
 
-    def remove_if_orphaned(self) -> None:
-        if self.fds is None or os.getppid() == self.scorer_pid:
+    def remove(self) -> None:
+        if self.fds is None:
             return
         # Only empty directories go (rmdir): anything else in them stays for a person to look at.
         for name, parent in zip(self.names, self.fds, strict=True):
@@ -1256,7 +1257,7 @@ class Zygote:
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
         layers.remove_tree(self.worker_dir)
-        self.scorer_dir.remove_if_orphaned()
+        self.scorer_dir.remove()
 
 
 def _pin_to_cpu(cpu: int) -> int | None:
