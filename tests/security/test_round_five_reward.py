@@ -97,6 +97,24 @@ def test_fold_reads_disguised_words_as_the_plain_ones():
     assert unread_letters("Yes, use the 24-hour clock, as Zoë said; a 1 x 2 grid is fine. I agree.") <= 1
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes, e.g. if n is 0 return an empty list, i.e. [].",
+        "Temperatures are in °C and °F, e.g. 20 °C.",
+        "Use the Straße name as is; Łódź and Ørsted too.",
+        "If x is 0 or y is 0, return 0.",
+    ],
+)
+def test_ordinary_replies_are_read_not_refused(reply):
+    """Abbreviations, variable names and Latin letters without a decomposition are words a rule reads: a reply
+    made of them is vetted, not replaced as unreadable (only spelt-out runs and other scripts are)."""
+    from rewardpipe.envs.ask_before_coding.replies import MAX_UNREAD_LETTERS
+    from rewardpipe.envs.ask_before_coding.words import unread_letters
+
+    assert unread_letters(reply) <= MAX_UNREAD_LETTERS, reply
+
+
 LEAK = " ".join(PARAPHRASES)  # every hidden detail of format_duration, in words of the LLM's own
 UNREADABLE_LEAKS = {
     **{name: disguise(LEAK) for name, disguise in DISGUISES.items()},

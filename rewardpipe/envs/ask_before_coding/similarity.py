@@ -225,23 +225,26 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     words = [words_of(text) for text in normalised]
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
     letters = [letters_of(text) or text for text in normalised]
-    indexes: dict[int, dict[str, list[int]]] = {}  # each turn's anchors, built once (only the lookback's kept)
+    # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
+    indexes: dict[tuple[int, bool], dict[str, list[int]]] = {}
 
-    def index(turn: int) -> dict[str, list[int]]:
-        if turn not in indexes:
-            indexes[turn] = anchor_positions(normalised[turn])
-        return indexes[turn]
+    def index(turn: int, of_letters: bool = False) -> dict[str, list[int]]:
+        if (turn, of_letters) not in indexes:
+            indexes[turn, of_letters] = anchor_positions(letters[turn] if of_letters else normalised[turn])
+        return indexes[turn, of_letters]
 
     for later, text in enumerate(normalised):
         if letters[later] in seen:
             return seen[letters[later]], later
-        indexes.pop(later - LOOP_LOOKBACK_TURNS - 1, None)
+        for of_letters in (False, True):
+            indexes.pop((later - LOOP_LOOKBACK_TURNS - 1, of_letters), None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
             pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
+            letter_pair = lambda first=earlier, second=later: (index(first, True), index(second, True))  # noqa: E731
             if (
                 _similarity(normalised[earlier], text, threshold, pair) > threshold
                 or _contained(words[earlier], words[later])
-                or _similarity(letters[earlier], letters[later], threshold) > threshold
+                or _similarity(letters[earlier], letters[later], threshold, letter_pair) > threshold
             ):
                 return earlier, later
         seen[letters[later]] = later

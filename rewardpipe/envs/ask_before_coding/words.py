@@ -297,16 +297,24 @@ _LOOK_ALIKES = {
     **dict(zip("аеорсухѕіјԁһԛԝӏ", "aeopcyxsijdhqwl", strict=True)),  # Cyrillic lower case
     **dict(zip("АВЕКМНОРСТУХЅІЈԚԜ", "ABEKMHOPCTYXSIJQW", strict=True)),  # Cyrillic upper case
     **dict(zip("ΑΒΕΖΗΙΚΜΝΟΡΤΥΧαοιρυχνκ", "ABEZHIKMNOPTYXaoipuxvk", strict=True)),  # Greek
+    # Latin letters with no decomposition, written as their plain reading ("Straße", "Łódź", "Ørsted").
+    **dict(
+        zip(
+            "ßłŁøØđĐæÆœŒþÞðıĸ",
+            ["ss", "l", "L", "o", "O", "d", "D", "ae", "AE", "oe", "OE", "th", "TH", "d", "i", "k"],
+            strict=True,
+        )
+    ),
 }
 # Planes with combining marks and format characters (the others hold only ideographs or nothing assigned).
 _MARK_PLANES = (range(0, 0x20000), range(0xE0000, 0xE1000))
 
 
 @lru_cache(maxsize=1)
-def _fold_table() -> dict[int, int | None]:
+def _fold_table() -> dict[int, int | str | None]:
     """The translation :func:`fold` applies after NFKD: marks (Mn, Me) and format characters (Cf) dropped,
     look-alikes mapped (built on first use: about 135,000 code points read once)."""
-    table: dict[int, int | None] = {ord(char): ord(latin) for char, latin in _LOOK_ALIKES.items()}
+    table: dict[int, int | str | None] = {ord(char): latin for char, latin in _LOOK_ALIKES.items()}
     for plane in _MARK_PLANES:
         for code in plane:
             if unicodedata.category(chr(code)) in ("Mn", "Me", "Cf"):
@@ -326,17 +334,24 @@ def fold(text: str) -> str:
     return unicodedata.normalize("NFKD", text).translate(_fold_table())
 
 
+SPELT_OUT_RUN = 3  # one-letter words in a row from which they are a word spelt out, not "e.g." or "x y"
+
+
 def unread_letters(text: str) -> int:
     """Letters of ``text`` (folded) that no word rule reads: words with a letter outside ASCII (another
-    script), and letters spelt out one by one ("V a l u e E r r o r", "n-e-g"): one-letter words other than
-    "a" and "I"."""
-    unread = 0
+    script), and letters spelt out one by one ("V a l u e E r r o r", "n-e-g"): runs of at least
+    SPELT_OUT_RUN one-letter words (other than "a" and "I"), so that "e.g.", "i.e." or "if n is 0" cost nothing."""
+    unread = run = 0
     for word in _WORD.findall(fold(text)):
+        if len(word) == 1 and word.isascii() and word.isalpha() and word not in "aAI":
+            run += 1
+            continue
+        if run >= SPELT_OUT_RUN:
+            unread += run
+        run = 0
         if not word.isascii():
             unread += len(word)
-        elif len(word) == 1 and word.isalpha() and word not in "aAI":
-            unread += 1
-    return unread
+    return unread + (run if run >= SPELT_OUT_RUN else 0)
 
 
 # A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
