@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ast
 
-from rewardpipe.execution.runtime.harness import parse_python
+from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 
 # unittest assertions that check one value; their second positional argument is the failure message.
 _ONE_OPERAND_ASSERTIONS = {
@@ -252,7 +252,7 @@ def unrun_test_findings(tree: ast.Module) -> list[str]:
             continue
         awaits = any("Async" in _dotted(base) for base in cls.bases)
         for item in cls.body:
-            if not item_is_test(item):
+            if not is_test_method(item):
                 continue
             if isinstance(item, ast.AsyncFunctionDef) and not awaits:
                 why = "is async in a plain TestCase: its coroutine is never awaited"
@@ -265,10 +265,6 @@ def unrun_test_findings(tree: ast.Module) -> list[str]:
                 "passes it; use IsolatedAsyncioTestCase, or assert without yield"
             )
     return found
-
-
-def item_is_test(item: ast.stmt) -> bool:
-    return isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
 
 
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:

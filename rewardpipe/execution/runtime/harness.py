@@ -42,6 +42,11 @@ def parse_tests(tests: str) -> ast.Module:
         raise HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
 
 
+def is_test_method(item: ast.stmt) -> bool:
+    """A ``test*`` method (plain or async) in a class body: what the loader runs and the count expects."""
+    return isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
+
+
 def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
     """How many tests must run, decided from the test source alone (never from anything the model
     can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
@@ -53,11 +58,7 @@ def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
     count = 0
     for node in tree.body:
         if isinstance(node, ast.ClassDef):
-            count += sum(
-                1
-                for item in node.body
-                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
-            )
+            count += sum(1 for item in node.body if is_test_method(item))
     if count == 0:
         raise HarnessError("hidden tests define no test* methods in any class")
     return count

@@ -691,7 +691,6 @@ _O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
 # prctl options that act on another process: PR_SCHED_CORE shares a core-scheduling cookie to or from a pid of
 # the caller's choosing (where the kernel has core scheduling), which decides which tasks may run beside it.
 _PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62}
-_PRCTL = {"x86_64": 157, "aarch64": 167}
 _FILE_CALLS = {
     "x86_64": {"fcntl": 72, "ioctl": 16, "open": 2, "openat": 257, "openat2": 437, "fallocate": 285},
     "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47},
@@ -705,8 +704,8 @@ _MODE_CHANGES = {
     "aarch64": {"fchmodat": 53, "fchmodat2": 452},
 }
 _SPECIAL = {
-    "x86_64": {"clone": 56, "clone3": 435},
-    "aarch64": {"clone": 220, "clone3": 435},
+    "x86_64": {"clone": 56, "clone3": 435, "prctl": 157},
+    "aarch64": {"clone": 220, "clone3": 435, "prctl": 167},
 }
 # Every syscall that sends a signal, with the target pid (or tgid) in its first argument: allowed only
 # when that is the child itself. kill(0, …) and kill(-pgid, …) name a group, never the own pid.
@@ -887,7 +886,7 @@ def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[in
         rules.append((number, _block_own_pid(0, zero_is_self=True)))
     for number, selector in _WHICH_WHO[arch].values():
         rules.append((number, _block_which_who(selector)))
-    rules.append((_PRCTL[arch], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
+    rules.append((special["prctl"], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
     rules.append((files["ioctl"], _block_refuse_values(1, _IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM))))

@@ -389,12 +389,12 @@ class ScorerDirectory:
 
     def __init__(self, worker_dir: str):
         worker_dir = os.path.abspath(worker_dir)
-        self.path = os.path.dirname(worker_dir)
-        self.names = (os.path.basename(worker_dir), os.path.basename(self.path))
+        scorer_dir = os.path.dirname(worker_dir)
+        self.names = (os.path.basename(worker_dir), os.path.basename(scorer_dir))
         flags = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
         self.fds: tuple[int, int] | None = None
         with contextlib.suppress(OSError):
-            self.fds = (os.open(self.path, flags), os.open(os.path.dirname(self.path), flags))
+            self.fds = (os.open(scorer_dir, flags), os.open(os.path.dirname(scorer_dir), flags))
 
     def remove(self) -> None:
         if self.fds is None:
