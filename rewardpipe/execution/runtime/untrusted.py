@@ -203,12 +203,22 @@ class Capture:
         self.original_show = warnings.showwarning
 
     def install(self) -> None:
+        self._before = (sys.stdout, sys.stderr, logging.root.level)
+        self._warnings_before = warnings.catch_warnings()  # the stdlib's own save and restore of both
+        self._warnings_before.__enter__()
         sys.stdout, sys.stderr = self.tees
         self.original_show = warnings.showwarning
         warnings.showwarning = self.show
         warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
         logging.root.addHandler(self.log_handler)
         logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
+
+    def uninstall(self) -> None:
+        """Undo :meth:`install` (in a process forked from one that installed the hooks for its children)."""
+        sys.stdout, sys.stderr, level = self._before
+        self._warnings_before.__exit__(None, None, None)
+        logging.root.removeHandler(self.log_handler)
+        logging.root.setLevel(level)
 
     def show(self, message, category, filename, lineno, file=None, line=None):
         item = [
@@ -406,18 +416,29 @@ class Server:
 
 class Prepared:
     """Everything that does not depend on the job's code, built ahead (by the fork server, once) for
-    children that will write to ``streams`` and talk over ``rfd``/``wfd``. Each child calls :meth:`start`
-    on its own copy while it waits for its job: it tells the trusted side it is hardened and hooks stdout,
-    stderr, warnings and logging."""
+    children that read ``stdin``, write to ``streams`` and talk over ``rfd``/``wfd``. The fork server
+    installs the standard streams and the hooks on stdout, stderr, warnings and logging in itself
+    (:meth:`install`; its trusted runner takes them off, :meth:`uninstall`), so each child starts with them;
+    each child calls :meth:`start` on its own copy once hardened, which tells the trusted side so."""
 
-    def __init__(self, rfd: int, wfd: int, streams: tuple):
+    def __init__(self, rfd: int, wfd: int, stdin, streams: tuple):
         effects = Effects()
+        self.stdin = stdin
         self.capture = Capture(effects, streams)
         self.server = Server(rfd, wfd, effects)
         # Encoded here, once: in a child every object it builds costs page copies.
         self.hardened = wire.frame(wire.encode_json({"hardened": True}))
+        self._stdin_before: object = None
+
+    def install(self) -> None:
+        self._stdin_before = sys.stdin
+        sys.stdin = self.stdin
+        self.capture.install()
+
+    def uninstall(self) -> None:
+        self.capture.uninstall()
+        sys.stdin = self._stdin_before
 
     def start(self) -> Server:
         wire.write_all(self.server.wfd, self.hardened)
-        self.capture.install()
         return self.server

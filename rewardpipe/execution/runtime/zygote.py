@@ -442,7 +442,14 @@ class Zygote:
             open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
             open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
         )
-        self.child_server = untrusted.Prepared(UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"], self.child_streams[1:])
+        self.child_server = untrusted.Prepared(
+            UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"], self.child_streams[0], self.child_streams[1:]
+        )
+        # Where this process works between bursts of forks (each child is forked in its job directory).
+        try:
+            self.own_cwd = os.open(".", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+        except OSError:
+            self.own_cwd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
         os.environ.update(CHILD_ENVIRONMENT)
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
@@ -469,6 +476,10 @@ class Zygote:
         if "rlimits" not in self.disabled:
             runner_memory = int(config["runner_memory_bytes"])
             self.runner_state["rlimits"][resource.RLIMIT_AS] = (runner_memory, runner_memory)
+        # The standard streams and capture hooks every child runs with, installed here so that each child
+        # starts with them (building them costs a child ~60 page copies; see _untrusted_child). The runner
+        # takes them off as it starts: they are the model's side only.
+        self.child_server.install()
         gc.collect()
         gc.freeze()
 
@@ -903,6 +914,7 @@ class Zygote:
                 made.append(self._spare_parts())
             self._set_oom_score_adj(b"1000")  # the children's, inherited (see _detect)
             for parts in made:
+                self._enter_for_next_child(parts.job_dir)
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
                     self._untrusted_child(parts.fd_plan, parts.job_dir, parts.confine is not None)
@@ -911,6 +923,7 @@ class Zygote:
             if not children:  # (a burst cut short by a limit keeps the children it has)
                 raise
         finally:
+            self._enter_for_next_child(None)
             self._set_oom_score_adj(None)
             # The children's ends, closed only now: each child closes every descriptor but its own first thing.
             for index, parts in enumerate(made):
@@ -919,6 +932,14 @@ class Zygote:
                     parts.close_our_ends()
                     self._dispose_job_dir(parts.job_dir)
         return children
+
+    def _enter_for_next_child(self, job_dir: str | None) -> None:
+        """Make ``job_dir`` this process's working directory just before it forks the child that works there
+        (None: back to its own), so that the child starts there without a call of its own: in a freshly
+        forked child every object it makes or touches costs copy-on-write page faults. A child that chroots
+        changes directory itself (see _untrusted_child)."""
+        if self.chroot_dir is None:
+            os.chdir(job_dir) if job_dir is not None else os.fchdir(self.own_cwd)
 
     def _set_oom_score_adj(self, value: bytes | None) -> None:
         """Set this process's oom_score_adj (None: back to its own) where it is not root; see _detect."""
@@ -1054,6 +1075,7 @@ class Zygote:
             status = 0
             try:
                 ours.close()
+                self.child_server.uninstall()  # the hidden tests run with the process's own streams and hooks
                 _die_with_parent(self.pid)
                 if "rlimits" not in self.disabled:
                     # The runner decodes the model's replies: bounded here (and by the wire budgets in
@@ -1159,14 +1181,14 @@ class Zygote:
             # Fargate: the whole machine). Before any chroot, which hides /proc.
             layers.prefer_for_oom_kill()
             # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
-            # differs per child is added.
+            # differs per child is added. Its working directory, the job directory, it was forked in
+            # (_enter_for_next_child); a child in a chroot changes it itself.
             if self.chroot_dir is not None:
                 os.chroot(self.chroot_dir)
                 os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
                 sys.path[:] = [inside for entry in sys.path if (inside := _inside(self.chroot_dir, entry))]
                 os.environ.update({"PATH": "/bin", "HOME": "/"})
             else:
-                os.chdir(job_dir)
                 os.environ["HOME"] = job_dir  # two items, not update(): fewer objects touched in the child
                 os.environ["TMPDIR"] = job_dir
             if "rlimits" not in self.disabled:
@@ -1190,11 +1212,11 @@ class Zygote:
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
         # Hardened. What does not depend on the job is prepared now, while the child waits (off the job's
-        # critical path): its random seed, its standard streams (fds 1 and 2 become the job's output files
-        # by dup2 when it arrives) and the capture of what the model's code prints, warns and logs.
+        # critical path): its random seed. Its standard streams (fds 1 and 2 become the job's output files by
+        # dup2 when it arrives) and the capture of what the model's code prints, warns and logs are the fork
+        # server's, installed once for every child.
         try:
             random.seed()
-            sys.stdin, sys.stdout, sys.stderr = self.child_streams
             server = self.child_server.start()
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
             control.send(b"R")
