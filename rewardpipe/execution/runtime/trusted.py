@@ -147,7 +147,7 @@ class Connection:
             name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
             if type(level) is not int:
                 continue
-            logger = logging.getLogger(name)
+            logger = _logger_for(name)
             if logger.isEnabledFor(level):
                 logger.handle(
                     logging.makeLogRecord(
@@ -206,6 +206,32 @@ class Connection:
                 except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
                     break
         return RemoteError(f"{name}: {message}")
+
+
+def _logger_for(name: str) -> logging.Logger:
+    """The logger a record of the model's named ``name`` goes through, as ``logging.getLogger(name)`` would
+    behave, without registering it: the runner is long-lived and a logger (with a placeholder for every
+    dotted prefix of its name) is never freed, so names chosen by one job would pile up in the runner until
+    a later job, maybe another model's, met a MemoryError (round six). A name no one registered gets a
+    transient logger whose parent is its nearest registered ancestor, so its records reach the same
+    handlers (assertLogs on an ancestor, the root) through propagation, and it has no filters or handlers of
+    its own, exactly as a fresh one."""
+    if not name or name == logging.root.name:
+        return logging.root
+    registered = logging.Logger.manager.loggerDict.get(name)
+    if isinstance(registered, logging.Logger):
+        return registered
+    logger = logging.Logger(name)
+    parent: logging.Logger = logging.root
+    prefix = name
+    while "." in prefix:
+        prefix = prefix.rsplit(".", 1)[0]
+        found = logging.Logger.manager.loggerDict.get(prefix)
+        if isinstance(found, logging.Logger):
+            parent = found
+            break
+    logger.parent = parent
+    return logger
 
 
 def _items(value, width: int) -> list:

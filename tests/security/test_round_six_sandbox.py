@@ -1,0 +1,110 @@
+"""Sixth attack round on the sandbox (issue 19, classes 1, 2, 4 and 9 probed again): what one job can leave in,
+or learn from, the processes that outlive it (the long-lived trusted runner, the fork server its children are
+copies of), on full isolation and on the Lambda/Fargate configuration.
+
+Every payload carries a wrong ``add``: its verdict must be ``failed`` (or ``timeout``), never ``passed`` and
+never an infrastructure ``error``, and what it leaves behind must not reach the next job.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, job
+from tests.security.test_round_four import degraded  # noqa: F401 - the Lambda-mode fixture
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    """One worker, so consecutive jobs meet the same trusted runner (it serves up to 500 jobs)."""
+    executor = make_executor(workers=1)
+    yield executor
+    executor.close()
+
+
+def _targets(one_worker, degraded, mode):  # noqa: F811
+    return one_worker if mode == "full" else degraded
+
+
+# --- log records naming loggers that pile up in the long-lived runner ----------------------------------
+
+# What the model's code logs while serving a call is replayed in the trusted runner, under the logger name
+# the model chose. Replaying it with logging.getLogger(name) registered a logger, plus a placeholder for every
+# dotted prefix of the name, for the life of the runner (500 jobs): about 12 KiB per name, up to 100 names per
+# call. Jobs of one model could so fill the runner's 1 GiB until a later job, any model's, met a MemoryError
+# (a correct answer scored 0, or an infrastructure error for a wrong one). Measured before the fix: the
+# runner's RSS 17 -> 29.5 MB after 5 such jobs of 2 calls each.
+LOGS_UNDER_FRESH_NAMES = WRONG_ADD.replace("return a - b", "_spam()\n    return a - b") + textwrap.dedent("""
+    import logging, random
+    def _spam():
+        for _ in range(100):
+            prefix = "poison%x" % random.getrandbits(64)
+            logging.getLogger(prefix + ".a" * 90).critical("x")
+""")
+# Hidden tests (trusted: they run in the runner) that look at what the runner holds after the attack.
+RUNNER_LOGGERS = """
+import logging
+import unittest
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_runner_keeps_no_model_loggers(self):
+        left = [name for name in logging.Logger.manager.loggerDict if name.startswith("poison")]
+        self.assertEqual(len(left), 0)
+"""
+
+
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_log_records_leave_no_logger_in_the_runner(one_worker, degraded, mode):  # noqa: F811
+    target = _targets(one_worker, degraded, mode)
+    for _ in range(2):
+        assert_failed(target.run(job(LOGS_UNDER_FRESH_NAMES)))
+    after = target.run(job(RIGHT_ADD, tests=RUNNER_LOGGERS))
+    assert after.status is ExecutionStatus.PASSED, (after.status, after.reason)
+
+
+# The replay keeps what tests see: a record of a logger nobody registered reaches a handler of its registered
+# ancestor (assertLogs("app") for "app.db.pool"), the ancestor's level decides whether it exists, and a logger
+# the tests registered themselves gets it directly.
+LOGS_FOR_THE_TESTS = textwrap.dedent("""
+    import logging
+    def add(a, b):
+        logging.getLogger("app.db.pool").info("pooled %d", a)
+        logging.getLogger("app").debug("debug detail")
+        logging.getLogger("other").warning("elsewhere")
+        return a + b
+""")
+CAPTURING_TESTS = """
+import logging
+import unittest
+
+class TestAdd(unittest.TestCase):
+    def test_ancestor_sees_the_child(self):
+        with self.assertLogs("app", level="INFO") as seen:
+            self.assertEqual(add(1, 2), 3)
+        self.assertEqual(seen.output, ["INFO:app.db.pool:pooled 1"])
+
+    def test_registered_logger(self):
+        logging.getLogger("other")
+        with self.assertLogs("other", level="WARNING") as seen:
+            self.assertEqual(add(2, 2), 4)
+        self.assertEqual(seen.output, ["WARNING:other:elsewhere"])
+
+    def test_root(self):
+        with self.assertLogs(level="DEBUG") as seen:
+            add(3, 4)
+        self.assertEqual(len(seen.output), 3)
+"""
+
+
+def test_replayed_log_records_reach_the_tests_capture(one_worker):
+    result = one_worker.run(
+        ExecutionJob(code=LOGS_FOR_THE_TESTS, tests=CAPTURING_TESTS, entry_point="add", timeout_s=5)
+    )
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
