@@ -108,3 +108,61 @@ def test_replayed_log_records_reach_the_tests_capture(one_worker):
         ExecutionJob(code=LOGS_FOR_THE_TESTS, tests=CAPTURING_TESTS, entry_point="add", timeout_s=5)
     )
     assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+
+
+# --- another process's CPU clock -------------------------------------------------------------------------
+
+# clock_gettime on the clockid ((~pid) << 3) | CPUCLOCK_SCHED reads any process's CPU time, with no permission
+# check, in nanoseconds; Landlock, which hides /proc, does not govern it. The model's code found its neighbours
+# by pid (the fork server is its parent; the trusted runner a sibling) and read the runner's CPU time between two
+# calls: ~1.9 ms after a failed assertion, ~0.3 ms after a passing one, so it knew which of its answers were
+# wrong while the tests ran. Before the fix: 12 processes readable, the parent among them. The model's own CPU
+# clocks keep working.
+READS_OTHER_CPU_CLOCKS = WRONG_ADD + textwrap.dedent("""
+    import ctypes, os, threading, time
+    def clock_of(pid, kind=2):  # MAKE_PROCESS_CPUCLOCK(pid, kind): 2 is CPUCLOCK_SCHED, 0 PROF, 1 VIRT
+        return ((~pid) << 3) | kind
+    me = os.getpid()
+    readable = []
+    for pid in [os.getppid(), 1, *range(max(2, me - 300), me + 30)]:
+        if pid == me:
+            continue
+        for kind in (0, 1, 2):
+            try:
+                time.clock_gettime_ns(clock_of(pid, kind))
+                readable.append(pid)
+            except OSError:
+                pass
+            try:
+                time.clock_getres(clock_of(pid, kind))
+                readable.append(pid)
+            except OSError:
+                pass
+    print("OTHERS", len(readable))
+    libc = ctypes.CDLL(None, use_errno=True)
+    class timespec(ctypes.Structure):
+        _fields_ = [("sec", ctypes.c_long), ("nsec", ctypes.c_long)]
+    asleep = libc.clock_nanosleep(ctypes.c_int(clock_of(os.getppid())), 0, ctypes.byref(timespec(0, 1)), None)
+    timer = ctypes.c_void_p()
+    armed = libc.timer_create(ctypes.c_int(clock_of(os.getppid())), None, ctypes.byref(timer))
+    print("NANOSLEEP", asleep, "TIMER", armed)
+    own = [
+        time.process_time_ns() >= 0,
+        time.thread_time_ns() >= 0,
+        time.clock_gettime_ns(time.CLOCK_PROCESS_CPUTIME_ID) >= 0,
+        time.clock_gettime_ns(clock_of(me)) >= 0,
+        time.clock_gettime_ns(clock_of(0)) >= 0,
+        time.clock_gettime_ns(time.pthread_getcpuclockid(threading.get_ident())) >= 0,
+        time.clock_gettime_ns(time.CLOCK_MONOTONIC) >= 0,
+    ]
+    print("OWN", all(own))
+""")
+
+
+@pytest.mark.parametrize("mode", ["full", "degraded"])
+def test_no_other_process_cpu_clock_is_readable(one_worker, degraded, mode):  # noqa: F811
+    result = _targets(one_worker, degraded, mode).run(job(READS_OTHER_CPU_CLOCKS))
+    assert_failed(result)
+    assert "OTHERS 0" in result.stdout, result.stdout
+    assert "NANOSLEEP 22 TIMER -1" in result.stdout, result.stdout  # EINVAL; timer_create returns -1 (errno EINVAL)
+    assert "OWN True" in result.stdout, (result.stdout, result.stderr[-1000:])

@@ -664,7 +664,8 @@ class Zygote:
                 self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
-                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no changing its CPU affinity, "
+                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
+                    "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr)"
                 )
