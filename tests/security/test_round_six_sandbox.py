@@ -166,3 +166,53 @@ def test_no_other_process_cpu_clock_is_readable(one_worker, degraded, mode):  # 
     assert "OTHERS 0" in result.stdout, result.stdout
     assert "NANOSLEEP 22 TIMER -1" in result.stdout, result.stdout  # EINVAL; timer_create returns -1 (errno EINVAL)
     assert "OWN True" in result.stdout, (result.stdout, result.stderr[-1000:])
+
+
+# --- the hidden tests' module-level code, failing because of a name the model's code chose ----------------
+
+# Tests that read, at module level, a name the model's namespace provides (HumanEval's prompts import ``math``
+# for the tests): a wrong answer that bound it to something else (``import json as math``, an exception class)
+# or left it out made the tests fail to load, reported as "hidden tests raised while loading", an
+# infrastructure error excluded from GRPO, while a right answer passed: a wrong answer could opt out of its 0.
+READS_A_MODEL_NAME_AT_LOAD = """
+import unittest
+TOLERANCE = math.ulp(1.0)
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(add(1, 2), 3)
+
+    def test_equal(self):
+        self.assertEqual(add(2, 2), 4)
+"""
+SHADOWS = {
+    "another module": "import json as math\n",
+    "an exception class": "class math(ValueError):\n    pass\n",
+    "nothing": "",
+}
+
+
+@pytest.mark.parametrize("shadow", sorted(SHADOWS))
+def test_a_load_failure_the_model_chose_is_its_failure(one_worker, shadow):
+    honest = one_worker.run(job("import math\n" + RIGHT_ADD, tests=READS_A_MODEL_NAME_AT_LOAD))
+    assert honest.status is ExecutionStatus.PASSED, honest.reason
+    result = one_worker.run(job(SHADOWS[shadow] + WRONG_ADD, tests=READS_A_MODEL_NAME_AT_LOAD))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
+
+
+# Tests broken whatever the model writes stay an infrastructure error: a module the runner cannot import, even
+# beside a module name the model provides.
+BROKEN_AT_LOAD = """
+import unittest
+import module_that_does_not_exist_r6
+X = math.pi
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(add(1, 2), 3)
+"""
+
+
+def test_tests_broken_whatever_the_model_writes_stay_an_error(one_worker):
+    result = one_worker.run(job("import math\n" + RIGHT_ADD, tests=BROKEN_AT_LOAD))
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)

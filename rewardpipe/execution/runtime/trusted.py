@@ -58,6 +58,9 @@ class Connection:
         self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
         self.warning_classes: dict[str, type] = {}
+        # Names the tests read whose object the model's code chose without a call being made: a module it
+        # imported (under any name), an exception class (its base). See _load_failure_is_the_models.
+        self.chosen_names: set[str] = set()
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -459,6 +462,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             module_name = str(info.get("name", ""))
             if module_name in sys.modules:  # only modules the trusted side already trusts
                 namespace[name] = sys.modules[module_name]
+                conn.chosen_names.add(name)
         elif kind == "value" and type(info.get("h")) is int:
             # Plain data arrives as a genuine built-in value; anything else becomes a stub.
             namespace[name] = conn.value({"op": "get", "h": info["h"]})
@@ -471,6 +475,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             local = type(name, (base,), {"__module__": "solution"})
             conn.exception_classes[name] = local
             namespace[name] = local
+            conn.chosen_names.add(name)
         elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = Remote(conn, info["h"], name)
     return module
@@ -580,6 +585,24 @@ def _own_changes(expected_state: dict | None) -> str | None:
     except OSError as exc:
         return f"its own state could not be read: {exc}"
     return f"trusted runner: {changed}" if changed else None
+
+
+def _load_failure_is_the_models(conn: Connection, exc: Exception, names: frozenset, calls_before: int) -> bool:
+    """Whether the hidden tests' module-level code may have failed because of the model's code: it called into
+    it; or it read a name whose object the model chose (``math`` bound to another module by ``import json as
+    math``, an exception class with a base of the model's choosing); or it read a name the model's namespace
+    was to provide and the model's code did not define (``math`` where the tests rely on the model importing
+    it, as HumanEval's prompts do). Otherwise the load failed whatever the model wrote: the tests are broken,
+    an ``error``. Round six: a wrong answer that shadowed or left out a module the tests read at module level
+    was an infrastructure ``error`` (excluded from GRPO) while a right one passed."""
+    if conn.calls > calls_before or isinstance(exc, (ModelProcessDied, RemoteError)):
+        return True
+    if isinstance(exc, ImportError):  # an import reads no name of the model's: the tests' environment lacks it
+        return False
+    if conn.chosen_names:
+        return True
+    missing = getattr(exc, "name", None) if isinstance(exc, NameError) else None
+    return type(missing) is str and missing in names and not hasattr(builtins, missing)
 
 
 def _needs_inprocess(conn: Connection) -> str:
@@ -719,8 +742,9 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
-        # Module-level test code that calls into the model can fail because of the model.
-        if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
+        # Module-level test code that calls into the model, or reads a name the model's code gave it, can fail
+        # because of the model.
+        if _load_failure_is_the_models(conn, exc, names, calls_before_tests):
             return {
                 "expected": expected,
                 "tests_run": 0,
