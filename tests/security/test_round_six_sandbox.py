@@ -14,7 +14,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.sandbox import make_executor
-from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, job
+from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, assert_scorer_survives, job
 from tests.security.test_round_four import degraded  # noqa: F401 - the Lambda-mode fixture
 
 
@@ -216,3 +216,64 @@ class TestAdd(unittest.TestCase):
 def test_tests_broken_whatever_the_model_writes_stay_an_error(one_worker):
     result = one_worker.run(job("import math\n" + RIGHT_ADD, tests=BROKEN_AT_LOAD))
     assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+
+
+# --- values the model's replies build that the trusted side cannot send back --------------------------------
+
+# The trusted side refuses to send a value nested more than 200 levels deep. Refused as a property of the tests
+# ("the hidden tests need the in-process fallback", an infrastructure error excluded from GRPO), it was the
+# model's to choose: a forged write-back made the caller's own list hold itself (a reference to the argument
+# inside its new contents), and a result of the deepest depth the wire carries, wrapped by the tests in a list
+# and sent back, is one level too deep. Both were `error` for a wrong answer; now the test that sends it fails.
+FORGES_A_SELF_HOLDING_ARGUMENT = textwrap.dedent("""
+    import sys
+    untrusted = next(m for name, m in list(sys.modules.items()) if name.endswith("untrusted") and hasattr(m, "Server"))
+    original = untrusted.Server.handle
+    def handle(self, request):
+        reply = original(self, request)
+        if request.get("op") == "call":
+            reply["wb"] = [[0, {"l": [{"a": 0}]}]]  # the caller's list, made to hold itself
+        return reply
+    untrusted.Server.handle = handle
+    def add(a, b):
+        return -1
+""")
+PASSES_AN_ARGUMENT_TWICE = """
+import unittest
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        data = [1, 2]
+        first = add(data, 0)
+        self.assertEqual(add(data, 1), 4)
+        self.assertEqual(first, 3)
+"""
+RETURNS_THE_DEEPEST_VALUE = textwrap.dedent("""
+    def add(a, b):
+        value = 0
+        for _ in range(200):
+            value = [value]
+        return value
+""")
+WRAPS_A_RESULT_AND_SENDS_IT = """
+import unittest
+
+class TestAdd(unittest.TestCase):
+    def test_small(self):
+        packed = add(1, 2)
+        self.assertEqual(add([packed], 0), 3)
+"""
+
+
+@pytest.mark.parametrize(
+    "code, tests",
+    [
+        (FORGES_A_SELF_HOLDING_ARGUMENT, PASSES_AN_ARGUMENT_TWICE),
+        (RETURNS_THE_DEEPEST_VALUE, WRAPS_A_RESULT_AND_SENDS_IT),
+    ],
+    ids=["self-holding write-back", "wrapped deepest result"],
+)
+def test_a_value_too_deep_to_send_back_fails_the_test(one_worker, code, tests):
+    result = one_worker.run(ExecutionJob(code=code, tests=tests, entry_point="add", timeout_s=5))
+    assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
+    assert_scorer_survives(one_worker)

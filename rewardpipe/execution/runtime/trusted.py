@@ -254,6 +254,13 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
 
     try:
         return wire.encode(value, handle_of, nodes=nodes)
+    except wire.NestedTooDeep as exc:
+        # Not the task's shape but this value's: the model's replies can build it (a result 200 levels deep that the
+        # tests wrap and send back, a forged write-back that makes the caller's list hold itself). Round six: as a
+        # boundary error it made a wrong answer an infrastructure error; it fails the test that sends it instead.
+        raise RemoteError(
+            f"a value the tests pass to the model's code cannot cross the sandbox boundary: {exc}"
+        ) from None
     except wire.Unencodable as exc:
         # Not the model's fault: the task's tests need the in-process fallback.
         conn.boundary_error = str(exc)
