@@ -277,3 +277,32 @@ def test_a_value_too_deep_to_send_back_fails_the_test(one_worker, code, tests):
     result = one_worker.run(ExecutionJob(code=code, tests=tests, entry_point="add", timeout_s=5))
     assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
     assert_scorer_survives(one_worker)
+
+
+# --- the thread quota where every job shares the fork servers' uid (Lambda, Fargate) -------------------------
+
+# RLIMIT_NPROC counts every task of the uid, and there the sandbox's own processes (fork servers, runners, waiting
+# children, the scorer where it shares the uid) are of that uid too: with the cap at pids_max for the whole uid, a
+# job of a 12-worker executor could not start one thread, and a correct answer that used one failed ("can't start
+# new thread"). A job may now hold pids_max tasks beyond the sandbox's own; the report says so.
+HOLDS_ITS_THREAD_QUOTA = RIGHT_ADD + textwrap.dedent("""
+    import threading
+    gate = threading.Event()
+    started = []
+    try:
+        for _ in range(63):  # pids_max (64) with its own main thread
+            thread = threading.Thread(target=gate.wait, daemon=True)
+            thread.start()
+            started.append(thread)
+    except RuntimeError:
+        pass
+    print("THREADS", len(started))
+    gate.set()
+""")
+
+
+def test_a_job_gets_its_thread_quota_beside_the_sandboxs_own_processes(degraded):  # noqa: F811
+    result = degraded.run(job(HOLDS_ITS_THREAD_QUOTA))
+    assert "THREADS 63" in result.stdout, result.stdout
+    assert result.status is ExecutionStatus.PASSED, (result.status, result.reason)
+    assert "for the shared uid" in degraded.isolation()["rlimits"], degraded.isolation()["rlimits"]
