@@ -340,6 +340,7 @@ class _Worker:
             "disk_bytes": config.disk_mb << 20,
             "disk_inodes": config.disk_inodes,
             "pids_max": config.pids_max,
+            "max_workers": MAX_WORKERS,
             "file_size_bytes": config.file_size_bytes,
             "runner_recycle_jobs": config.runner_recycle_jobs,
             "private_disk": config.resolved_private_disk(),

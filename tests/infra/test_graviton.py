@@ -82,6 +82,7 @@ def test_the_filters_syscall_numbers_are_the_kernels(arch):
         **layers._SPECIAL[arch],
         **layers._SIGNAL_SENDERS[arch],
         **layers._PID_TAKERS[arch],
+        **layers._CLOCK_TAKERS[arch],
         **layers._FILE_CALLS[arch],
         **{name: number for name, (number, _) in layers._WHICH_WHO[arch].items()},
     }
@@ -161,7 +162,7 @@ def test_the_compiled_filter_answers_as_designed(arch):
 
 def _rule_answer(block: list, arch: str, own: int, nr: int, args: tuple[int, ...]) -> int:
     """What one rule's block alone answers (its pid placeholder filled in), as the reference."""
-    code = [(c, jt, jf, own if k is layers._OWN_PID else k) for c, jt, jf, k in block]
+    code = [(c, jt, jf, k.value(own) if isinstance(k, layers._OwnValue) else k) for c, jt, jf, k in block]
     return _run_filter(b"".join(struct.pack("=HBBI", *insn) for insn in code), arch, nr, args)
 
 
@@ -176,6 +177,8 @@ def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_cha
     interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
     interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
     interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF]
+    # CPU clocks (clockid ((~pid) << 3) | type): its own and another process's, a thread's, a clock by descriptor.
+    interesting += [((~pid) << 3 | kind) & 0xFFFFFFFF for pid in (0, own, own + 1, 1) for kind in (0, 2, 3, 6)]
     variants = [()] + [(value,) for value in interesting] + [(0, value) for value in interesting]
     variants += [(0, 0, value) for value in (0, layers._O_TMPFILE_BIT)] + [(value, own) for value in (0, 1, 2, 3)]
     highest = 0x40000000 + 8 if arch == "x86_64" else 1100

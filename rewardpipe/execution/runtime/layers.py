@@ -668,6 +668,30 @@ _DENIED_MORE = {
 }
 for _arch, _table in _DENIED_MORE.items():
     _DENIED[_arch].update(_table)
+# Calls whose first argument is a clock, which may be another process's CPU-time clock (clockid
+# ((~pid) << 3) | type): the kernel lets any process read any other's with no permission check
+# (clock_gettime, clock_getres), sleep until it reaches a value (clock_nanosleep) or arm a timer on it
+# (timer_create, then timer_gettime reads it). The model's code found the trusted runner among its neighbours'
+# pids and read its CPU time between two calls: a failed assertion costs the runner ~1.9 ms (formatting the
+# failure), a passing one ~0.3 ms, so the model learnt which answers were wrong (round six). Allowed: every
+# clock but a process's CPU clock, a thread's CPU clock (the kernel keeps those to the caller's own threads),
+# and the caller's own process CPU clock named by pid 0 or its own pid.
+_CLOCK_TAKERS = {
+    "x86_64": {
+        "timer_create": 222,
+        "clock_gettime": 228,
+        "clock_getres": 229,
+        "clock_nanosleep": 230,
+        "clock_adjtime": 305,
+    },
+    "aarch64": {
+        "timer_create": 107,
+        "clock_gettime": 113,
+        "clock_getres": 114,
+        "clock_nanosleep": 115,
+        "clock_adjtime": 266,
+    },
+}
 # fcntl commands that make the kernel signal a process the caller names (F_SETOWN, F_SETOWN_EX: SIGIO or
 # the signal F_SETSIG picks goes to that pid or process group whenever the descriptor has I/O), watch a
 # directory (F_NOTIFY, dnotify) or take a lease (F_SETLEASE: another process opening the file blocks); the
@@ -724,7 +748,21 @@ _JSET = 0x45
 _JA = 0x05  # jump always, by a 32-bit offset (k): the only jump that reaches past 255 instructions
 _RET = 0x06
 _LEAF_RULES = 4  # rules a search leaf compares one by one (a binary search over more costs more than it saves)
-_OWN_PID = object()  # placeholder for the child's pid in a compiled program (patched per child)
+
+
+class _OwnValue:
+    """A placeholder in a compiled program for a value derived from the child's pid (patched per child)."""
+
+    def __init__(self, derive):
+        self.derive = derive
+
+    def value(self, pid: int) -> int:
+        return self.derive(pid) & 0xFFFFFFFF
+
+
+_OWN_PID = _OwnValue(lambda pid: pid)
+_CPUCLOCK_TYPES = (0, 1, 2)  # CPUCLOCK_PROF, CPUCLOCK_VIRT, CPUCLOCK_SCHED (3 with the thread bit clear: an fd clock)
+_OWN_CPU_CLOCKS = tuple(_OwnValue(lambda pid, kind=kind: ((~pid) << 3) | kind) for kind in _CPUCLOCK_TYPES)
 
 
 class _sock_fprog(ctypes.Structure):  # noqa: N801 - the kernel's struct sock_fprog, by its C name
@@ -748,7 +786,7 @@ class SeccompTemplate:
     place the program compares with it)."""
 
     def __init__(self, arch: str, ignore_mode_changes: bool = False):
-        self.program, self._pid_indexes = _compile_seccomp(arch, ignore_mode_changes)
+        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes)
         # Built here, in the fork server, so that a child only patches its pid into its own copy of the
         # buffer and makes one call.
         self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
@@ -756,14 +794,14 @@ class SeccompTemplate:
 
     def for_pid(self, pid: int) -> bytes:
         program = bytearray(self.program)
-        for index in self._pid_indexes:
-            struct.pack_into("=I", program, index * 8 + 4, pid & 0xFFFFFFFF)
+        for index, own in self._own_values:
+            struct.pack_into("=I", program, index * 8 + 4, own.value(pid))
         return bytes(program)
 
     def load_for_pid(self, pid: int) -> None:
         """In a forked child: install the filter with ``pid`` as the only pid it may act on."""
-        for index in self._pid_indexes:
-            struct.pack_into("=I", self._buffer, index * 8 + 4, pid & 0xFFFFFFFF)
+        for index, own in self._own_values:
+            struct.pack_into("=I", self._buffer, index * 8 + 4, own.value(pid))
         if _prctl_pointer(PR_SET_SECCOMP, 2, ctypes.byref(self._fprog), 0, 0) != 0:
             raise OSError(ctypes.get_errno(), f"seccomp filter rejected: {_errno_text()}")
 
@@ -804,6 +842,22 @@ def _block_which_who(process_selector: int) -> list:
     ]
 
 
+def _block_own_clocks() -> list:
+    """clock_gettime style: any clock but a process's CPU clock, unless that process is the caller (pid 0 or
+    its own); else EINVAL, as for a pid that does not exist."""
+    allowed = [0xFFFFFFF8 | kind for kind in _CPUCLOCK_TYPES] + list(_OWN_CPU_CLOCKS)  # pid 0, then its own
+    block: list[tuple[int, int, int, object]] = [
+        (_LD_ABS_W, 0, 0, _arg(0)),
+        (_JGE, 0, 4 + len(allowed), 0x80000000),  # not negative: a named clock (CLOCK_MONOTONIC...) -> allow
+        (_JSET, 3 + len(allowed), 0, 4),  # a thread's CPU clock -> allow (the kernel: the caller's threads only)
+        (_JSET, 0, 1, 1),  # type 3, bits 0 and 1: a clock by file descriptor (/dev/ptp*) -> allow
+        (_JSET, 1 + len(allowed), 0, 2),
+    ]
+    for position, value in enumerate(allowed):
+        block.append((_JEQ, len(allowed) - position, 0, value))
+    return [*block, (_RET, 0, 0, _errno(errno.EINVAL)), (_RET, 0, 0, _RET_ALLOW)]
+
+
 def _block_refuse_values(arg: int, values, error: int) -> list:
     """Refuse (with ``error``) when argument ``arg`` is one of ``values``; allow otherwise."""
     values = sorted(values)
@@ -817,9 +871,9 @@ def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
-def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, list[int]]:
+def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, list[tuple[int, _OwnValue]]]:
     """Classic BPF: allow by default; deny the lists above with EPERM (no sockets at all); allow clone
-    only for threads; signals and every pid-taking call only on the child itself; no SIGIO owners, leases
+    only for threads; signals, every pid-taking call and CPU clocks only on the child itself; no SIGIO owners, leases
     or dnotify; no preallocation or unnamed files. clone3 and openat2 answer ENOSYS so libc falls back to
     clone and openat, whose arguments the filter can inspect.
 
@@ -844,10 +898,10 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
             raise ValueError("seccomp rule too long")
     prog += _search(sorted(rules, key=lambda rule: rule[0]))
     out = bytearray()
-    pid_indexes = []
+    own_values = []
     for index, (code, jt, jf, k) in enumerate(prog):
-        if k is _OWN_PID:
-            pid_indexes.append(index)
+        if isinstance(k, _OwnValue):
+            own_values.append((index, k))
             k = 0
         if code == _JA:
             if index + 1 + k >= len(prog):
@@ -855,7 +909,7 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
         elif code & 0x07 == 0x05 and index + 1 + max(jt, jf) >= len(prog):
             raise ValueError("seccomp jump out of range")
         out += struct.pack("=HBBI", code, jt, jf, k)
-    return bytes(out), pid_indexes
+    return bytes(out), own_values
 
 
 def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[int, list]]:
@@ -884,6 +938,8 @@ def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[in
         rules.append((number, _block_own_pid(0, zero_is_self=False)))
     for number in _PID_TAKERS[arch].values():
         rules.append((number, _block_own_pid(0, zero_is_self=True)))
+    for number in _CLOCK_TAKERS[arch].values():
+        rules.append((number, _block_own_clocks()))
     for number, selector in _WHICH_WHO[arch].values():
         rules.append((number, _block_which_who(selector)))
     rules.append((special["prctl"], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))

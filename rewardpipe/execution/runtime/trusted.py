@@ -58,6 +58,9 @@ class Connection:
         self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
         self.warning_classes: dict[str, type] = {}
+        # Names the tests read whose object the model's code chose without a call being made: a module it
+        # imported (under any name), an exception class (its base). See _load_failure_is_the_models.
+        self.chosen_names: set[str] = set()
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -147,7 +150,7 @@ class Connection:
             name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
             if type(level) is not int:
                 continue
-            logger = logging.getLogger(name)
+            logger = _logger_for(name)
             if logger.isEnabledFor(level):
                 logger.handle(
                     logging.makeLogRecord(
@@ -208,6 +211,32 @@ class Connection:
         return RemoteError(f"{name}: {message}")
 
 
+def _logger_for(name: str) -> logging.Logger:
+    """The logger a record of the model's named ``name`` goes through, as ``logging.getLogger(name)`` would
+    behave, without registering it: the runner is long-lived and a logger (with a placeholder for every
+    dotted prefix of its name) is never freed, so names chosen by one job would pile up in the runner until
+    a later job, maybe another model's, met a MemoryError (round six). A name no one registered gets a
+    transient logger whose parent is its nearest registered ancestor, so its records reach the same
+    handlers (assertLogs on an ancestor, the root) through propagation, and it has no filters or handlers of
+    its own, exactly as a fresh one."""
+    if not name or name == logging.root.name:
+        return logging.root
+    registered = logging.Logger.manager.loggerDict.get(name)
+    if isinstance(registered, logging.Logger):
+        return registered
+    logger = logging.Logger(name)
+    parent: logging.Logger = logging.root
+    prefix = name
+    while "." in prefix:
+        prefix = prefix.rsplit(".", 1)[0]
+        found = logging.Logger.manager.loggerDict.get(prefix)
+        if isinstance(found, logging.Logger):
+            parent = found
+            break
+    logger.parent = parent
+    return logger
+
+
 def _items(value, width: int) -> list:
     """The well-formed entries of a list of fixed-width lists sent by the model's process (at most 100)."""
     if type(value) is not list:
@@ -225,6 +254,13 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
 
     try:
         return wire.encode(value, handle_of, nodes=nodes)
+    except wire.NestedTooDeep as exc:
+        # Not the task's shape but this value's: the model's replies can build it (a result 200 levels deep that the
+        # tests wrap and send back, a forged write-back that makes the caller's list hold itself). Round six: as a
+        # boundary error it made a wrong answer an infrastructure error; it fails the test that sends it instead.
+        raise RemoteError(
+            f"a value the tests pass to the model's code cannot cross the sandbox boundary: {exc}"
+        ) from None
     except wire.Unencodable as exc:
         # Not the model's fault: the task's tests need the in-process fallback.
         conn.boundary_error = str(exc)
@@ -433,6 +469,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             module_name = str(info.get("name", ""))
             if module_name in sys.modules:  # only modules the trusted side already trusts
                 namespace[name] = sys.modules[module_name]
+                conn.chosen_names.add(name)
         elif kind == "value" and type(info.get("h")) is int:
             # Plain data arrives as a genuine built-in value; anything else becomes a stub.
             namespace[name] = conn.value({"op": "get", "h": info["h"]})
@@ -445,6 +482,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             local = type(name, (base,), {"__module__": "solution"})
             conn.exception_classes[name] = local
             namespace[name] = local
+            conn.chosen_names.add(name)
         elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = Remote(conn, info["h"], name)
     return module
@@ -554,6 +592,24 @@ def _own_changes(expected_state: dict | None) -> str | None:
     except OSError as exc:
         return f"its own state could not be read: {exc}"
     return f"trusted runner: {changed}" if changed else None
+
+
+def _load_failure_is_the_models(conn: Connection, exc: Exception, names: frozenset, calls_before: int) -> bool:
+    """Whether the hidden tests' module-level code may have failed because of the model's code: it called into
+    it; or it read a name whose object the model chose (``math`` bound to another module by ``import json as
+    math``, an exception class with a base of the model's choosing); or it read a name the model's namespace
+    was to provide and the model's code did not define (``math`` where the tests rely on the model importing
+    it, as HumanEval's prompts do). Otherwise the load failed whatever the model wrote: the tests are broken,
+    an ``error``. Round six: a wrong answer that shadowed or left out a module the tests read at module level
+    was an infrastructure ``error`` (excluded from GRPO) while a right one passed."""
+    if conn.calls > calls_before or isinstance(exc, (ModelProcessDied, RemoteError)):
+        return True
+    if isinstance(exc, ImportError):  # an import reads no name of the model's: the tests' environment lacks it
+        return False
+    if conn.chosen_names:
+        return True
+    missing = getattr(exc, "name", None) if isinstance(exc, NameError) else None
+    return type(missing) is str and missing in names and not hasattr(builtins, missing)
 
 
 def _needs_inprocess(conn: Connection) -> str:
@@ -693,8 +749,9 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
-        # Module-level test code that calls into the model can fail because of the model.
-        if conn.calls > calls_before_tests or isinstance(exc, (ModelProcessDied, RemoteError)):
+        # Module-level test code that calls into the model, or reads a name the model's code gave it, can fail
+        # because of the model.
+        if _load_failure_is_the_models(conn, exc, names, calls_before_tests):
             return {
                 "expected": expected,
                 "tests_run": 0,

@@ -138,6 +138,10 @@ class Unencodable(TypeError):
     """A value with no plain-data form and no handle table to fall back on."""
 
 
+class NestedTooDeep(Unencodable):
+    """A value nested deeper than the wire carries (or holding itself): a property of the value, not of its type."""
+
+
 def _referable(value) -> bool:
     """Whether identity with an argument is worth saying: not for singletons and cached small ints, whose
     identity every equal value shares anyway."""
@@ -159,7 +163,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     hands back its own original object (a function returning its argument returns the caller's object).
     """
     if _depth > 200:
-        raise Unencodable("value is nested more than 200 levels deep")
+        raise NestedTooDeep("value is nested more than 200 levels deep")
     if refs:
         position = refs.get(id(value))
         if position is not None and _referable(value):

@@ -112,6 +112,13 @@ CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME an
 # copied once; forking several at once pays that once per burst instead of once per job (measured).
 SPARES_HIGH = 4
 SPARES_LOW = 1
+# Where every job runs as the fork servers' own uid (Lambda, Fargate: no uid per worker), RLIMIT_NPROC counts all
+# the uid's tasks, the sandbox's own among them: per worker its fork server, runner, housekeeper, waiting children
+# and a job's main thread, plus a scorer thread (and a few more) where the scorer shares the uid too. A job's
+# threads are allowed beyond those: with a cap of pids_max for the whole uid, twelve workers' own processes
+# left a job none, and a correct answer that started one thread failed ("can't start new thread", round six).
+SANDBOX_TASKS_PER_WORKER = 3 + SPARES_HIGH + 1 + 1
+SANDBOX_TASKS_SLACK = 16
 
 
 class SpareParts(NamedTuple):
@@ -536,9 +543,25 @@ class Zygote:
     def _child_limit_values(self) -> dict:
         return {
             "address_space": int(self.config["memory_bytes"]),
-            "nproc": int(self.config["pids_max"]),
+            "nproc": self._child_nproc(),
             "file_size": int(self.config["file_size_bytes"]),
         }
+
+    def _nproc_text(self) -> str:
+        if self._child_nproc() == int(self.config["pids_max"]):
+            return str(self.config["pids_max"])
+        return (
+            f"{self._child_nproc()} for the shared uid ({self.config['pids_max']} for the job beyond the sandbox's own)"
+        )
+
+    def _child_nproc(self) -> int:
+        """RLIMIT_NPROC of a child: pids_max tasks of its own, beyond what the sandbox itself may hold of the same
+        uid where there is no uid per worker (see SANDBOX_TASKS_PER_WORKER)."""
+        own = int(self.config["pids_max"])
+        if self.uid is not None or self.seccomp_arch is None:  # (without seccomp these could be processes)
+            return own
+        workers = int(self.config.get("max_workers", 64))
+        return own + workers * SANDBOX_TASKS_PER_WORKER + SANDBOX_TASKS_SLACK
 
     def _off(self, layer: str, why: str) -> None:
         self.isolation[layer] = f"off: {why}"
@@ -664,7 +687,8 @@ class Zygote:
                 self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
-                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no changing its CPU affinity, "
+                    "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
+                    "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr)"
                 )
@@ -675,7 +699,7 @@ class Zygote:
             self._off("rlimits", "disabled by configuration")
         else:
             iso["rlimits"] = (
-                f"on: as={int(self.config['memory_bytes']) >> 20} MiB, nproc={self.config['pids_max']}, "
+                f"on: as={int(self.config['memory_bytes']) >> 20} MiB, nproc={self._nproc_text()}, "
                 f"fsize={int(self.config['file_size_bytes']) >> 10} KiB, cpu=timeout+1 s"
             )
         if self.cgroups is not None:
