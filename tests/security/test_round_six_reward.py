@@ -1,0 +1,93 @@
+"""Round six against issue 19's reward classes (3, 5, 6, 7, 8, 10 and the LLM judge): new variants, none of
+them a copy of rounds two to five.
+
+* **Code fences Python reads differently** (item 5): a turn that starts with a byte-order mark hid its fence
+  (correct code, no commit, 0); a block whose code starts with one did not compile (Python ignores a BOM at the
+  start of a source file); a fence indented with spaces over code indented with tabs lost the code's own
+  indentation (indentation was counted in characters, not columns), so correct code was a SyntaxError.
+* **Nova single-turn** (item 6): with ``answer_by`` and no ``deadline``, a sample whose code ran out its own
+  time limit was answered ``deadline_exceeded`` (an infrastructure error: the group's mean under ``neutral``)
+  instead of its ``timeout`` (0): hanging earned the group's mean.
+* **Pooling** (item 10): with ``min_groups`` above the pool's span (a valid setting) and one group a batch, a
+  constant component never got a verdict, so it never alarmed.
+* **LLM judge**: a completion carrying chat-template control tokens (``<|im_end|>``, ``[INST]``,
+  ``<start_of_turn>``...) closed the quoted material and opened turns of its own in the judge's prompt on any
+  server that renders a template into text and tokenizes it (the delimiter tag does not stop that).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.parsing import TurnKind, parse_turn
+
+# --- item 5: fences and code as Python reads them ----------------------------------------------------------------
+
+FUNCTION = "def f(x):\n    if x:\n        return 1\n    return 0\n"
+
+
+def _runs(code: str | None) -> bool:
+    if code is None:
+        return False
+    namespace: dict = {}
+    exec(compile(code, "<turn>", "exec"), namespace)
+    return namespace["f"](1) == 1 and namespace["f"](0) == 0
+
+
+def _tabbed(code: str) -> str:
+    return "\n".join(line.replace("    ", "\t") for line in code.splitlines()) + "\n"
+
+
+def _fenced(code: str, indent: str = "", body_indent: str | None = None) -> str:
+    """``code`` in a fence indented by ``indent``; its lines indented by ``body_indent`` (the same columns,
+    written as an editor may: a tab for four spaces or four spaces for a tab)."""
+    lines = body_indent if body_indent is not None else indent
+    body = "".join(lines + line + "\n" if line else "\n" for line in code.splitlines())
+    return f"{indent}```python\n{body}{indent}```\n"
+
+
+FENCES = {
+    "BOM before the turn": "\ufeff" + _fenced(FUNCTION),
+    "BOM before the code": _fenced("\ufeff" + FUNCTION),
+    "BOM before a second block": _fenced("import math") + "and\n" + _fenced("\ufeff" + FUNCTION),
+    "BOM on the fence line of a list item": "1. Here:\n\ufeff" + _fenced(FUNCTION, "   "),
+    "space fence, its columns a tab in the code": _fenced(_tabbed(FUNCTION), "    ", "\t"),
+    "tab fence, its columns spaces in the code": _fenced(FUNCTION, "\t", "    "),
+    "tab fence over tab-indented code": _fenced(_tabbed(FUNCTION), "\t"),
+    "space and tab fence, spaces in the code": _fenced(FUNCTION, "  \t", "    "),
+    "two-space fence, spaces in the code": _fenced(_tabbed(FUNCTION), "  "),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FENCES))
+def test_fenced_code_is_read_as_python_reads_it(name):
+    text = FENCES[name] if name == "BOM before the turn" else "Here is my solution.\n" + FENCES[name]
+    parsed = parse_turn(text)
+    assert parsed.kind is TurnKind.COMMIT, (name, parsed)
+    assert _runs(parsed.code), (name, parsed.code)
+
+
+def test_what_python_would_not_run_is_left_as_written():
+    """Only what Python itself ignores is dropped: a BOM inside the code stays (it is an error there too), and
+    a block indented deeper than its fence keeps its extra indentation (as Markdown keeps it)."""
+    inside = parse_turn(_fenced("x = 1\ny = '\ufeff'\n")).code
+    assert inside == "x = 1\ny = '\ufeff'\n"
+    deeper = parse_turn("  ```python\n      x = 1\n  ```\n").code
+    assert deeper == "    x = 1\n"
+    # a fence indented by a tab drops the tab's four columns from a line indented by two tabs: one tab stays
+    assert parse_turn("\t```python\n\t\tx = 1\n\t```\n").code == "\tx = 1\n"
+
+
+@pytest.mark.parametrize("unit", ["\t", " \t", "    ", "\ufeff  \t"])
+def test_reading_fences_by_columns_stays_linear(unit):
+    """Item 7: counting columns is a loop over each line's indentation (once per character), never more."""
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    def text(size: int) -> str:
+        return unit * size + "```python\n" + (unit * 8 + "x = 1\n") * (size // 8) + "\t" * size + "```\n"
+
+    assert_linear(
+        f"parse_turn({unit!r})", lambda size: operations(lambda: parse_turn(text(size)), [parsing], clear_caches)
+    )
