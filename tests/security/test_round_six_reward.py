@@ -91,3 +91,39 @@ def test_reading_fences_by_columns_stays_linear(unit):
     assert_linear(
         f"parse_turn({unit!r})", lambda size: operations(lambda: parse_turn(text(size)), [parsing], clear_caches)
     )
+
+
+# --- item 6: a sample that hangs to its own time limit is the model's timeout, whatever the clock says after -----
+
+
+@pytest.mark.parametrize("error_reward", ["neutral", "zero"])
+def test_a_sample_that_ran_out_its_own_time_is_its_timeout_even_past_answer_by(monkeypatch, error_reward):
+    """Only ``answer_by`` given (no ``deadline``): one sample's code hangs for its whole 5 s limit, which takes
+    the batch past ``answer_by``. Its verdict is in hand: it is the model's ``timeout`` (0), never an
+    infrastructure ``deadline_exceeded`` (under ``neutral``, the group's mean: hanging paid)."""
+    import rewardpipe.single_turn as single_turn
+    from rewardpipe.single_turn import score_samples
+    from tests.core.conftest import ADD_SOLUTION, result
+    from tests.core.test_single_turn import REFERENCE, FakeClock, code_sample, metrics
+
+    clock = FakeClock()
+    monkeypatch.setattr(single_turn, "time", clock)
+
+    class Executor:
+        def run_batch(self, jobs, workers=None):
+            jobs = list(jobs)
+            clock.now += 5.0 if any("while True" in job.code for job in jobs) else 0.1
+            return [result("timeout", 0, 2) if "while True" in job.code else result("passed", 2, 2) for job in jobs]
+
+    hang = "def add(a, b):\n    while True:\n        pass\n"
+    batch = [
+        code_sample(ADD_SOLUTION, "right", reference_answer={**REFERENCE, "timeout_s": 5}),
+        code_sample(hang, "hang", reference_answer={**REFERENCE, "timeout_s": 5}),
+    ]
+    outputs = score_samples(
+        batch, "code_correctness", executor=Executor(), answer_by=clock.now + 3.0, error_reward=error_reward
+    )
+    hung = metrics(outputs[1])
+    assert hung["reward_error"] == 0 and hung["correctness"] == 0.0, hung
+    assert outputs[1]["aggregate_reward_score"] < outputs[0]["aggregate_reward_score"], outputs
+    assert metrics(outputs[0])["reward_error"] == 0 and metrics(outputs[0])["correctness"] == 1.0
