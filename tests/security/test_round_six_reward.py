@@ -17,6 +17,8 @@ them a copy of rounds two to five.
 
 from __future__ import annotations
 
+import random
+
 import pytest
 
 from rewardpipe.parsing import TurnKind, parse_turn
@@ -127,3 +129,40 @@ def test_a_sample_that_ran_out_its_own_time_is_its_timeout_even_past_answer_by(m
     assert hung["reward_error"] == 0 and hung["correctness"] == 0.0, hung
     assert outputs[1]["aggregate_reward_score"] < outputs[0]["aggregate_reward_score"], outputs
     assert metrics(outputs[0])["reward_error"] == 0 and metrics(outputs[0])["correctness"] == 1.0
+
+
+# --- item 10: a constant component in one-group batches alarms whatever min_groups is ------------------------------
+
+
+@pytest.mark.parametrize("min_groups", [4, 9, 12])
+def test_the_trl_callback_alarms_on_a_constant_component_with_one_group_a_batch(min_groups):
+    """``per_device_train_batch_size == num_generations``: one group a batch. With ``min_groups`` above the pool's
+    8-step window (a valid setting), ``format`` (always 1.0) was never judged: no alarm, ever. A component
+    that varies in its group (``answer_correct``) must stay quiet all along."""
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+    from rewardpipe.monitoring import Thresholds
+
+    callback = RewardPipeMonitor(reward="gsm8k", run_id="one-group", thresholds=Thresholds(min_groups=min_groups))
+
+    class Trainer:
+        reward_funcs, reward_weights, num_generations = callback.reward_funcs, [0.5, 1.0], 4
+        model = type("M", (), {"training": True})()
+
+        def log(self, name, value):
+            pass
+
+    trainer = Trainer()
+    rng = random.Random(min_groups)
+    for _ in range(3 * min_groups):
+        completions = [f"#### {rng.choice('01')}" for _ in range(4)]  # format always 1.0; correctness varies
+        completions[0], completions[1] = "#### 1", "#### 0"
+        for fn in callback.reward_funcs:
+            fn(prompts=["q"] * 4, completions=completions, answer=["1"] * 4, log_metric=trainer.log, trainer_state=None)
+    assert callback.failures == []
+    verdicts = [report.components["format"].verdict for report in callback.reports]
+    assert "dead" in verdicts, verdicts
+    assert verdicts.index("dead") == min_groups - 1, verdicts
+    assert [a.component for a in callback.alarms if a.component == "format"], callback.alarms
+    assert not [a for a in callback.alarms if a.component == "answer_correct"], callback.alarms
+    correct = [report.components["answer_correct"].verdict for report in callback.reports]
+    assert set(correct) <= {"ok", "insufficient_data"} and "ok" in correct, correct
