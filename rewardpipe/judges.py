@@ -12,7 +12,8 @@ The judge is an ordinary :class:`~rewardpipe.components.Component` (async: a bat
 together, :meth:`Reward.score_many`), so it runs on every path a component runs on. What it does per sample:
 
 * **Prompt.** The rubric is a template: ``{completion}`` (the response; appended when the rubric does not place
-  it), ``{prompt}`` (the first user message), ``{conversation}`` (every message, ``[role] text``),
+  it), ``{prompt}`` (the first user message), ``{conversation}`` (every message, ``[role] text``, a message's
+  later lines indented so none of them passes for a turn),
   ``{reference}``, ``{task}`` / ``{task.FIELD}``, ``{state}`` / ``{state.FIELD}``. The component reads only the
   inputs its placeholders name (a judge without ``{reference}`` scores multi-turn episodes too). Every value is
   put between delimiter lines carrying a random tag (``<<<COMPLETION 3f9a…>>>`` … ``<<<END COMPLETION
@@ -129,7 +130,14 @@ def _first_user(messages: Any) -> str:
 
 
 def _conversation(messages: Any) -> str:
-    return "\n".join(f"[{_part(m, 'role') or '?'}] {_part(m, 'content') or ''}" for m in messages or ())
+    """``[role] text``, one message after another. Only a message's first line starts at the margin: its other
+    lines (at any line break a reader sees: ``\r``, U+2028...) are indented, so a turn holding "\n[user] ..."
+    cannot pass for a turn of another role."""
+
+    def text(message: Any) -> str:
+        return "\n    ".join(str(_part(message, "content") or "").splitlines() or [""])
+
+    return "\n".join(f"[{_part(m, 'role') or '?'}] {text(m)}" for m in messages or ())
 
 
 class Judge:
