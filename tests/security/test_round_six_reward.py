@@ -290,3 +290,67 @@ def test_a_completion_cannot_write_turns_of_other_roles_into_the_quoted_conversa
     assert _conversation([{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "4"}]) == (
         "[user] 2+2?\n[assistant] 4"
     )
+
+
+# --- item 8: disguises a reader reads through and the rules did not -------------------------------------------------
+
+
+def _small_caps(text: str) -> str:
+    import unicodedata
+
+    table = {}
+    for code in (*range(0x1D00, 0x1D2C), 0x0262, 0x026A, 0x0274, 0x0280, 0x028F, 0x029C, 0x029F, 0xA730, 0xA731):
+        name = unicodedata.name(chr(code), "")
+        if name.startswith("LATIN LETTER SMALL CAPITAL ") and len(name) == len("LATIN LETTER SMALL CAPITAL X"):
+            table[name[-1].lower()] = chr(code)
+    return "".join(table.get(c, c) for c in text)
+
+
+ROUND_SIX_DISGUISES = {
+    # Letters with no decomposition that a reader reads as the plain ones (ꜱʜᴏᴜʟᴅ).
+    "small capitals": _small_caps,
+    # Markdown renders HTML character references: the chat shows the plain text, an LLM reads it as that.
+    "numeric character references": lambda t: "".join(f"&#{ord(c)};" if c.isalpha() else c for c in t),
+    "hex character references": lambda t: "".join(f"&#x{ord(c):x};" if c.isalpha() else c for c in t),
+    "named spaces": lambda t: t.replace(" ", "&nbsp;"),
+}
+
+
+@pytest.mark.parametrize("disguise", sorted(ROUND_SIX_DISGUISES))
+def test_a_repeat_a_reader_reads_through_is_a_loop(disguise):
+    from rewardpipe.envs.ask_before_coding.similarity import find_loop, repeats
+    from tests.security.test_round_four_reward_gaming import DURATION, REAL_QUESTIONS, recorded, three_paths
+
+    for question in REAL_QUESTIONS:
+        other = next(q for q in REAL_QUESTIONS if q != question)
+        again = ROUND_SIX_DISGUISES[disguise](question)
+        assert repeats(question, again), again
+        assert find_loop([question, other, again]) is not None, again
+        for different in REAL_QUESTIONS:
+            if different != question:
+                assert not repeats(different, again), (different, again)
+    question, other = REAL_QUESTIONS[0], REAL_QUESTIONS[1]
+    again = ROUND_SIX_DISGUISES[disguise](question)
+    messages = recorded(DURATION, [(t, "Okay.") for t in (question, other, again)], DURATION.reference_solution)
+    assert set(three_paths(DURATION, messages, "loop_penalty")) == {-0.5}
+
+
+@pytest.mark.parametrize("disguise", sorted(ROUND_SIX_DISGUISES))
+def test_an_llm_users_leak_in_a_disguise_a_reader_reads_through_does_not_stand(disguise):
+    from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+    from tests.security.test_round_four_reward_gaming import DURATION, PARAPHRASES, QUESTION
+
+    leak = ROUND_SIX_DISGUISES[disguise](" ".join(PARAPHRASES))
+    text, _ = vet_llm_reply(leak, QUESTION, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point)
+    assert text != leak, disguise
+
+
+def test_ordinary_text_with_ampersands_and_small_letters_reads_as_before():
+    from rewardpipe.envs.ask_before_coding.words import concepts, fold
+
+    for plain in ("Tom & Jerry: x && y, a&b, AT&T; R&D", "Use H:MM:SS & raise ValueError.", "&unknown; &#xZZ;"):
+        assert fold(plain) == plain, plain
+    assert fold("a &lt; b &amp;&amp; c") == "a < b && c"
+    assert concepts("Negative durations raise ValueError.") == concepts(
+        _small_caps("Negative durations raise ValueError.")
+    )
