@@ -318,21 +318,12 @@ ROUND_SIX_DISGUISES = {
 
 @pytest.mark.parametrize("disguise", sorted(ROUND_SIX_DISGUISES))
 def test_a_repeat_a_reader_reads_through_is_a_loop(disguise):
-    from rewardpipe.envs.ask_before_coding.similarity import find_loop, repeats
-    from tests.security.test_round_four_reward_gaming import DURATION, REAL_QUESTIONS, recorded, three_paths
+    from rewardpipe.envs.ask_before_coding.similarity import repeats
+    from tests.security.test_round_five_reward import REAL_QUESTIONS, assert_a_repeat_in_disguise_is_a_loop
 
-    for question in REAL_QUESTIONS:
-        other = next(q for q in REAL_QUESTIONS if q != question)
-        again = ROUND_SIX_DISGUISES[disguise](question)
-        assert repeats(question, again), again
-        assert find_loop([question, other, again]) is not None, again
-        for different in REAL_QUESTIONS:
-            if different != question:
-                assert not repeats(different, again), (different, again)
-    question, other = REAL_QUESTIONS[0], REAL_QUESTIONS[1]
-    again = ROUND_SIX_DISGUISES[disguise](question)
-    messages = recorded(DURATION, [(t, "Okay.") for t in (question, other, again)], DURATION.reference_solution)
-    assert set(three_paths(DURATION, messages, "loop_penalty")) == {-0.5}
+    assert_a_repeat_in_disguise_is_a_loop(ROUND_SIX_DISGUISES[disguise])
+    for question in REAL_QUESTIONS:  # and a different question in the same disguise stays different
+        assert not any(repeats(q, ROUND_SIX_DISGUISES[disguise](question)) for q in REAL_QUESTIONS if q != question)
 
 
 @pytest.mark.parametrize("disguise", sorted(ROUND_SIX_DISGUISES))
