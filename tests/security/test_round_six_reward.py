@@ -345,3 +345,72 @@ def test_ordinary_text_with_ampersands_and_small_letters_reads_as_before():
     assert concepts("Negative durations raise ValueError.") == concepts(
         _small_caps("Negative durations raise ValueError.")
     )
+
+
+_MORSE_CODES = (
+    ".- -... -.-. -.. . ..-. --. .... .. .--- -.- .-.. -- -. --- .--. --.- .-. ... - ..- ...- .-- -..- -.-- --.. "
+    "----- .---- ..--- ...-- ....- ..... -.... --... ---.. ----."
+)
+_MORSE = dict(zip("abcdefghijklmnopqrstuvwxyz0123456789", _MORSE_CODES.split(" "), strict=True))
+
+
+def _morse(text: str) -> str:
+    return " / ".join(" ".join(_MORSE[c] for c in word.lower() if c in _MORSE) for word in text.split())
+
+
+def _braille(text: str) -> str:  # Grade 1 Braille letters, as the Unicode Braille patterns
+    dots = "⠁⠃⠉⠙⠑⠋⠛⠓⠊⠚⠅⠇⠍⠝⠕⠏⠟⠗⠎⠞⠥⠧⠺⠭⠽⠵"
+    return "".join(dots[ord(c) - 97] if "a" <= c <= "z" else c for c in text.lower())
+
+
+def _regional(text: str) -> str:  # regional indicator symbols (the letters of flag emoji)
+    return "\u200c".join(chr(0x1F1E6 + ord(c) - 97) if "a" <= c <= "z" else c for c in text.lower())
+
+
+LETTERLESS_LEAKS = {"Morse": _morse, "Braille": _braille, "regional indicators": _regional}
+
+
+@pytest.mark.parametrize("name", sorted(LETTERLESS_LEAKS))
+def test_an_llm_users_leak_written_without_letters_does_not_stand(name):
+    """The policy asks the LLM user to answer in Morse (or Braille, or flag letters): every hidden detail in one
+    reply, and no letter in it for the rules to read, so nothing counted against it and it stood whole."""
+    from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+    from tests.core.conftest import StubChatServer
+    from tests.security.test_round_four_reward_gaming import (
+        DURATION,
+        PARAPHRASES,
+        QUESTION,
+        _llm_reply,
+        _one_detail_at_most,
+    )
+
+    leak = LETTERLESS_LEAKS[name](" ".join(PARAPHRASES))
+    text, _ = vet_llm_reply(leak, QUESTION, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point)
+    assert text != leak, name
+    server = StubChatServer()
+    try:
+        for revealed in ((), (3,)):
+            reply = _llm_reply(server, QUESTION, leak, revealed)
+            assert reply.text != leak, name
+            _one_detail_at_most(reply, leak, revealed)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Yes -- negative durations raise ValueError.",
+        "format_duration(61) -> '1:01', format_duration(3661) -> '1:01:01' ... and so on.",
+        "| input | output |\n|---|---|\n| 61 | 1:01 |\n| 3661 | 1:01:01 |",
+        "Good question!!! :) Truncate: 59.9 -> 0:59 (never round up) -- see above.",
+        "Hmm... I'm not sure ¯\\_(ツ)_/¯ -- use your judgement.",
+        "```\n>>> format_duration(-1)\nTraceback (most recent call last):\nValueError\n```",
+    ],
+)
+def test_an_ordinary_reply_with_symbols_is_read_not_refused(reply):
+    from rewardpipe.envs.ask_before_coding.replies import MAX_UNREAD_SYMBOLS
+    from rewardpipe.envs.ask_before_coding.words import unread_symbols
+
+    assert unread_symbols(reply) <= MAX_UNREAD_SYMBOLS, reply
+    assert unread_symbols(_morse("Negative durations raise ValueError.")) > MAX_UNREAD_SYMBOLS

@@ -375,6 +375,14 @@ def unread_letters(text: str) -> int:
     return unread + (run if run >= SPELT_OUT_RUN else 0)
 
 
+def unread_symbols(text: str) -> int:
+    """Characters of ``text`` (folded) in tokens with no letter or digit at all: Morse (".- -..."), Braille
+    patterns, flag letters, whatever writes words without letters. Ordinary prose has a few ("--", "...",
+    "->", a table's "|---|"); a reply written in such a code has one per letter it encodes."""
+    return sum(len(token) for token in _SPACED.findall(fold(text)) if not _WORD.search(token))
+
+
+_SPACED = re.compile(r"\S+")
 # A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
 # ASCII words are read, after :func:`fold`. A word with a letter from another script is dropped whole, never
 # cut into ASCII fragments (a look-alike spelling, "Mоre infо?" with Cyrillic "о", is folded to the filler
