@@ -414,3 +414,78 @@ def test_an_ordinary_reply_with_symbols_is_read_not_refused(reply):
 
     assert unread_symbols(reply) <= MAX_UNREAD_SYMBOLS, reply
     assert unread_symbols(_morse("Negative durations raise ValueError.")) > MAX_UNREAD_SYMBOLS
+
+
+# --- item 3: test shapes under which any code passes, each a doctor finding ----------------------------------------
+
+SWALLOWED = {
+    "except Exception": "try:\n    self.assertEqual(add(1, 2), 3)\nexcept Exception:\n    pass",
+    "bare except": "try:\n    self.assertEqual(add(1, 2), 3)\nexcept:\n    print('failed')",
+    "except AssertionError": "try:\n    assert add(1, 2) == 3\nexcept AssertionError as exc:\n    print(exc)",
+    "except a tuple": "try:\n    self.assertEqual(add(1, 2), 3)\nexcept (ValueError, BaseException):\n    pass",
+    "contextlib.suppress": "with contextlib.suppress(AssertionError):\n    self.assertEqual(add(1, 2), 3)",
+    "return in finally": "try:\n    self.assertEqual(add(1, 2), 3)\nfinally:\n    return",
+    "comparison as a statement": "add(1, 2) == 3",
+    "self.assertEqual comparison as a statement": "self.assertEqual(add(2, 2), 4)\nadd(1, 2) == 3",
+}
+STILL_STRICT = {
+    "except ValueError": "try:\n    self.assertEqual(add(1, 2), 3)\nexcept ValueError:\n    pass",
+    "re-raised": "try:\n    self.assertEqual(add(1, 2), 3)\nexcept Exception:\n    print('x')\n    raise",
+    "self.fail in the handler": "try:\n    result = add(1, 2)\nexcept Exception as exc:\n    self.fail(str(exc))\n"
+    "self.assertEqual(result, 3)",
+    "handler around the call only": "try:\n    result = add(1, 2)\nexcept Exception:\n    result = None\n"
+    "self.assertEqual(result, 3)",
+    "suppress ValueError": "with contextlib.suppress(ValueError):\n    self.assertEqual(add(1, 2), 3)",
+    "finally without return": "try:\n    self.assertEqual(add(1, 2), 3)\nfinally:\n    print('done')",
+    "assigned comparison": "same = add(1, 2) == 3\nself.assertTrue(same)",
+}
+
+
+def _one_test(body: str) -> str:
+    import textwrap
+
+    return (
+        "import contextlib, unittest\n\nclass T(unittest.TestCase):\n    def test_it(self):\n"
+        + textwrap.indent(body, " " * 8)
+        + "\n"
+    )
+
+
+def _doctor_findings(body: str) -> list[str]:
+    from rewardpipe.doctor import weak_test_shapes
+    from rewardpipe.models import Task
+
+    task = Task(task_id="t", prompt="p", spec=["s"], entry_point="add", tests=_one_test(body), reference_solution="x\n")
+    return weak_test_shapes(task)
+
+
+@pytest.mark.parametrize("shape", sorted(SWALLOWED))
+def test_a_test_whose_failures_are_swallowed_is_a_doctor_finding(shape):
+    found = _doctor_findings(SWALLOWED[shape])
+    assert len(found) == 1 and "whatever the code" in found[0], (shape, found)
+    assert "tests line " in found[0]
+
+
+@pytest.mark.parametrize("shape", sorted(STILL_STRICT))
+def test_a_test_that_still_fails_wrong_code_is_not_flagged(shape):
+    assert _doctor_findings(STILL_STRICT[shape]) == [], shape
+
+
+def test_swallowed_failures_do_let_a_wrong_answer_pass(executor):
+    """The shapes are real: the sandbox (as plain unittest) passes a wrong ``add`` under each of them."""
+    from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+    for shape in ("except Exception", "contextlib.suppress", "return in finally", "comparison as a statement"):
+        wrong = executor.run(
+            ExecutionJob(code="def add(a, b):\n    return 0\n", tests=_one_test(SWALLOWED[shape]), entry_point="add")
+        )
+        assert wrong.status is ExecutionStatus.PASSED, (shape, wrong.reason)
+
+
+@pytest.fixture(scope="module")
+def executor():
+    from rewardpipe.execution.sandbox import make_executor
+
+    executor = make_executor(workers=1)
+    yield executor
+    executor.close()
