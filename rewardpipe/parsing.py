@@ -15,10 +15,11 @@ The rules (documented in the README, each covered by tests):
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
 3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
-   ``？``) appears in the prose *after the last code block* (or anywhere, when there is no code). Code
-   followed by "Does that match what you want?" is asking for confirmation, so it is a question, not a commit. A
-   question mark that appears only before the code ("You want it sorted? Here it is:") does not make the turn a
-   question.
+   ``？``; closing quotes, brackets, emphasis, ``!``, a Markdown hard break, invisible characters and markup
+   tags such as ``<br>`` or ``</s>`` may follow it) appears in the prose *after the last code block* (or
+   anywhere, when there is no code). Code followed by "Does that match what you want?" is asking for
+   confirmation, so it is a question, not a commit. A question mark that appears only before the code ("You
+   want it sorted? Here it is:") does not make the turn a question.
 4. A turn **commits** when it has code (rule 1) and is not a question (rule 3).
 5. Anything else is **other** (statements, plans, refusals, empty turns).
 """
@@ -39,7 +40,12 @@ _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
 QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
-_QUESTION_END = re.compile(rf"[{QUESTION_MARKS}][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
+# After the mark, what a reader passes over: closing quotes, brackets, Markdown emphasis, an emphatic "!" ("?!"),
+# a Markdown hard break ("\\"), invisible characters (zero-width space, joiners, BOM), and markup tags or entities
+# ("<br>", "</s>", "<|im_end|>", "&nbsp;").
+_QUESTION_END = re.compile(
+    rf"[{QUESTION_MARKS}][\"')\]*_!~\\\u00ad\u200b-\u200d\u2060\ufeff]*(?:<[^<>\s]{{1,24}}>|&[a-z]{{2,8}};)*\s*$"
+)
 # Where a sentence ends inside one line: after . ! or a question mark and whitespace, or right after a
 # full-width question mark (CJK text puts no space after it).
 _SENTENCE_BREAK = re.compile(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])")

@@ -489,3 +489,44 @@ def executor():
     executor = make_executor(workers=1)
     yield executor
     executor.close()
+
+
+# --- item 8: a genuine question read as no question ----------------------------------------------------------------
+
+ASKED = "Should negative durations raise an error"
+QUESTION_ENDINGS = {
+    "emphatic": "?!",
+    "emphatic twice": "?!!",
+    "zero-width space after": "?\u200b",
+    "word joiner after": "?\u2060",
+    "Markdown hard line break": "?\\",
+    "HTML line break": "?<br>",
+    "HTML line break, closed": "?<br/>",
+    "end-of-sequence text": "?</s>",
+    "chat end token": "?<|im_end|>",
+    "non-breaking space entity": "?&nbsp;",
+}
+
+
+@pytest.mark.parametrize("name", sorted(QUESTION_ENDINGS))
+def test_a_question_with_trailing_marks_a_reader_passes_over_is_a_question(name):
+    """A question read as a statement is no question: its episode then "guessed" (-0.4) and asked nothing."""
+    turn = ASKED + QUESTION_ENDINGS[name]
+    assert parse_turn(turn).kind is TurnKind.QUESTION, turn
+    assert parse_turn(turn + "\nThanks.").kind is TurnKind.QUESTION, turn
+
+
+@pytest.mark.parametrize(
+    "turn",
+    [
+        "Here is the plan.<br>",
+        "Done!",
+        "Use `x?!` as the marker.",
+        "I'll handle it.</s>",
+        "Negative durations raise ValueError.\\",
+        "All set. <b>Ready</b>",
+        "The operator `?<a>` is not Python.",
+    ],
+)
+def test_a_statement_with_the_same_trailing_marks_is_still_no_question(turn):
+    assert parse_turn(turn).kind is TurnKind.OTHER, turn
