@@ -79,7 +79,7 @@ PLACEHOLDERS: dict[str, str] = {
 }
 #: The longest judge answer read for a verdict (its end: the verdict is the answer's last line).
 MAX_ANSWER_CHARS = 16_000
-#: The longest an input is quoted into the judge's prompt; the rest is cut (and the cut said).
+#: The longest an input is quoted into the judge's prompt; the middle of a longer one is cut (and the cut said).
 DEFAULT_MAX_INPUT_CHARS = 20_000
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 _FIELD_PATH = re.compile(r"^[a-z]+(?:\.[A-Za-z][A-Za-z0-9_]{0,63}){0,4}$")
@@ -275,7 +275,12 @@ class Judge:
             out[field] = text
         for field, text in out.items():
             if len(text) > self.max_input_chars:
-                out[field] = text[: self.max_input_chars] + f"\n[... {len(text) - self.max_input_chars} characters cut]"
+                # The head and the tail are kept, the middle cut: a response cannot hide its ending (the final
+                # answer a rubric grades) behind padding.
+                head = self.max_input_chars // 2
+                tail = self.max_input_chars - head
+                cut = len(text) - self.max_input_chars
+                out[field] = f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail :]}"
         return out
 
     def cache_key(self, material: Mapping[str, str]) -> str:

@@ -530,3 +530,22 @@ def test_a_question_with_trailing_marks_a_reader_passes_over_is_a_question(name)
 )
 def test_a_statement_with_the_same_trailing_marks_is_still_no_question(turn):
     assert parse_turn(turn).kind is TurnKind.OTHER, turn
+
+
+def test_a_long_completion_cannot_hide_its_end_from_the_judge():
+    """The material was cut to its first ``max_input_chars``: a completion that opens with a polished answer
+    and pads itself past the cut hid its real ending (the final answer a rubric grades) from the judge. The
+    cut now keeps the head and the tail and drops the middle, saying how much."""
+    from rewardpipe.judges import llm_judge
+
+    client = TemplateJudge()
+    judge = llm_judge("quality", "Is the final answer 42? {completion}", client=client, max_input_chars=1000).fn.judge
+    completion = "The answer is clearly 42, as shown.\n" + "Reasoning step.\n" * 5000 + "Final answer: 7"
+    try:
+        judge.score_sync(completion=completion)
+    finally:
+        judge.close()
+    prompt = client.prompts[-1]
+    assert "Final answer: 7" in prompt and "The answer is clearly 42" in prompt
+    assert f"[... {len(completion) - 1000} characters cut ...]" in prompt
+    assert len(prompt) < 2000
