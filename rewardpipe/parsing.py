@@ -4,7 +4,10 @@ The rules (documented in the README, each covered by tests):
 
 1. Code is the content of *fenced* blocks (three or more backticks or tildes, closed by a fence of the same
    character at least as long). A fence may be indented (models nest blocks in list items); the block's
-   lines lose that indentation so the code still parses. A block whose info string
+   lines lose that indentation so the code still parses (counted in columns, a tab reaching the next multiple
+   of four, as Markdown counts it, so tabs and spaces may differ between the fence and the code). A
+   byte-order mark before a fence or at the start of a block is ignored, as Python ignores one at the start
+   of a file. A block whose info string
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
    untagged block counts as Python, and so does ``python:main.py`` or ``python3.11`` (the language is the
    leading word of the info string). An unterminated fence at the end of a turn still counts (outputs are often
@@ -12,10 +15,11 @@ The rules (documented in the README, each covered by tests):
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
 3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
-   ``？``) appears in the prose *after the last code block* (or anywhere, when there is no code). Code
-   followed by "Does that match what you want?" is asking for confirmation, so it is a question, not a commit. A
-   question mark that appears only before the code ("You want it sorted? Here it is:") does not make the turn a
-   question.
+   ``？``; closing quotes, brackets, emphasis, ``!``, a Markdown hard break, invisible characters and markup
+   tags such as ``<br>`` or ``</s>`` may follow it) appears in the prose *after the last code block* (or
+   anywhere, when there is no code). Code followed by "Does that match what you want?" is asking for
+   confirmation, so it is a question, not a commit. A question mark that appears only before the code ("You
+   want it sorted? Here it is:") does not make the turn a question.
 4. A turn **commits** when it has code (rule 1) and is not a question (rule 3).
 5. Anything else is **other** (statements, plans, refusals, empty turns).
 """
@@ -27,13 +31,21 @@ from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
 
+#: Python ignores a byte-order mark at the start of a source file; so does reading a turn (its start, a fence line,
+#: a block's first character).
+BOM = "\ufeff"
 PYTHON_TAGS = {"", "python", "py", "python3", "py3", "ipython", "pycon"}
 
 _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
 QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
-_QUESTION_END = re.compile(rf"[{QUESTION_MARKS}][\"')\]*_]*\s*$")  # closing quotes, brackets, Markdown emphasis
+# After the mark, what a reader passes over: closing quotes, brackets, Markdown emphasis, an emphatic "!" ("?!"),
+# a Markdown hard break ("\\"), invisible characters (zero-width space, joiners, BOM), and markup tags or entities
+# ("<br>", "</s>", "<|im_end|>", "&nbsp;").
+_QUESTION_END = re.compile(
+    rf"[{QUESTION_MARKS}][\"')\]*_!~\\\u00ad\u200b-\u200d\u2060\ufeff]*(?:<[^<>\s]{{1,24}}>|&[a-z]{{2,8}};)*\s*$"
+)
 # Where a sentence ends inside one line: after . ! or a question mark and whitespace, or right after a
 # full-width question mark (CJK text puts no space after it).
 _SENTENCE_BREAK = re.compile(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])")
@@ -83,7 +95,7 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         i += 1  # skip the closing fence (or run past the end for an unterminated block)
         prose.append("\n".join(current))
         current = []
-        blocks.append((info, "\n".join(body)))
+        blocks.append((info, "\n".join(body).removeprefix(BOM)))
     prose.append("\n".join(current))
     return blocks, prose
 
@@ -95,19 +107,35 @@ def _fence_opening(line: str) -> tuple[int, str, str] | None:
     and its info string could both take the same spaces, and a line of 30,000 spaces ending in a backtick
     made the regex engine try every split (quadratic). Each step here looks at each character once.
     """
+    line = line.removeprefix(BOM)  # a byte-order mark (a turn decoded with one) is no character of the line
     code = line.lstrip(" \t")
     if not code.startswith(("```", "~~~")):
         return None
     info = code.lstrip(code[0])
     if "`" in info:  # a backtick in the info string: inline code, not a fence (either kind, as before)
         return None
-    return len(line) - len(code), code[: len(code) - len(info)], info
+    return _columns(line[: len(line) - len(code)]), code[: len(code) - len(info)], info
+
+
+def _columns(indentation: str) -> int:
+    """How many columns leading spaces and tabs take, a tab reaching the next multiple of 4 (Markdown's)."""
+    column = 0
+    for char in indentation:
+        column = column + 4 - column % 4 if char == "\t" else column + 1
+    return column
 
 
 def _dedent(line: str, indent: int) -> str:
-    """Drop up to ``indent`` leading whitespace characters: the fence's own indentation, not the code's."""
-    stripped = len(line) - len(line.lstrip(" \t"))
-    return line[min(indent, stripped) :]
+    """Drop up to ``indent`` columns of leading whitespace: the fence's own indentation, not the code's.
+
+    Counted in columns, as Markdown counts them, not characters: a fence indented by four spaces over code
+    whose lines begin with a tab (or the other way round) loses the same indentation from every line. A tab
+    straddling the fence's indentation leaves its remaining columns as spaces."""
+    column, cut = 0, 0
+    while cut < len(line) and line[cut] in " \t" and column < indent:
+        column = column + 4 - column % 4 if line[cut] == "\t" else column + 1
+        cut += 1
+    return " " * max(column - indent, 0) + line[cut:]
 
 
 def _asks(prose: str) -> bool:

@@ -13,7 +13,8 @@ prompt's scored samples in the batch, so its GRPO advantage is about 0), ``zero`
 With a ``deadline``, a sample's code starts only while its whole time limit fits in the time left (so a
 sample that times out is the model's ``timeout``); a sample there was no time to start is answered flagged
 (``error_deadline_exceeded``) instead of the caller timing out. With
-``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too.
+``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too, unless
+its code already ran (its verdict, a ``timeout`` included, is the model's and is scored).
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
 dropping diagnostics, never a sample.
@@ -168,10 +169,13 @@ def score_samples(
         if sample is None and problem is not None:
             results.append(_error_output(sample_id, "malformed_sample", problem))
             continue
-        if sample is None or out_of_time():
+        execution = executions.get(index)
+        # A sample whose code ran was reached: its verdict is in hand (a timeout is the model's 0), and scoring
+        # it is the reward's arithmetic on that verdict. Only a sample still unread or without its code's
+        # verdict when the time is up is answered flagged.
+        if sample is None or (out_of_time() and not isinstance(execution, ExecutionResult)):
             results.append(_error_output(sample_id, "deadline_exceeded", NOT_ANSWERED_IN_TIME))
             continue
-        execution = executions.get(index)
         if isinstance(execution, ErrorInfo):
             results.append(_error_output(sample_id, execution.kind, execution.message))
             continue

@@ -267,6 +267,65 @@ def unrun_test_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# What a handler or suppress() must catch to swallow a failed assertion (a bare ``except:`` does too).
+_CATCHES_FAILURES = {"AssertionError", "Exception", "BaseException"}
+
+
+def _catches_failures(node: ast.expr | None) -> bool:
+    if node is None:
+        return True
+    if isinstance(node, ast.Tuple):
+        return any(_catches_failures(item) for item in node.elts)
+    return _dotted(node).rsplit(".", 1)[-1] in _CATCHES_FAILURES
+
+
+def _within(nodes: list[ast.stmt], kinds: tuple[type, ...], names: tuple[str, ...] = ()) -> bool:
+    """Does any statement of ``nodes`` (outside nested functions and classes) contain a node of ``kinds`` or a
+    call whose name starts with one of ``names``?"""
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, kinds) or (isinstance(node, ast.Call) and names and _name(node).startswith(names)):
+            return True
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _asserts(nodes: list[ast.stmt]) -> bool:
+    return _within(nodes, (ast.Assert,), ("assert", "fail"))
+
+
+def swallowed_failure_findings(tree: ast.Module) -> list[str]:
+    """Assertions whose failure never reaches unittest, so every rollout passes whatever its code: caught by a
+    handler of AssertionError, Exception, BaseException (or a bare ``except:``) that neither raises nor fails,
+    suppressed by ``contextlib.suppress`` of one of them, cancelled by a ``return``/``break``/``continue`` in a
+    ``finally``; and a comparison written as a statement (``add(1, 2) == 3``: a forgotten ``assert``)."""
+    found = []
+    for node in ast.walk(tree):
+        line, why = getattr(node, "lineno", 0), ""
+        if isinstance(node, (ast.Try, ast.TryStar)) and _asserts(node.body):
+            for handler in node.handlers:
+                if _catches_failures(handler.type) and not _within(handler.body, (ast.Raise,), ("fail",)):
+                    line, why = handler.lineno, "its failure is caught here and not raised again"
+                    break
+            else:
+                if _within(node.finalbody, (ast.Return, ast.Break, ast.Continue)):
+                    line, why = node.finalbody[0].lineno, "its 'finally' returns, which discards the failure"
+        elif isinstance(node, (ast.With, ast.AsyncWith)) and _asserts(node.body):
+            for item in node.items:
+                call = item.context_expr
+                if isinstance(call, ast.Call) and _name(call) == "suppress" and any(map(_catches_failures, call.args)):
+                    why = "suppress() discards its failure"
+        elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Compare):
+            why = "a comparison written as a statement checks nothing (a forgotten 'assert'?)"
+        if why:
+            found.append(
+                f"tests line {line}: an assertion passes whatever the code does: {why}; let the failure reach unittest"
+            )
+    return found
+
+
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
@@ -274,4 +333,10 @@ def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     except (SyntaxError, ValueError):
         return []
     split = split_trust_findings(tree) + process_state_findings(tree) if trust_mode == "split" else []
-    return assertion_warnings(tree) + unrun_test_findings(tree) + not_counted_findings(tree) + split
+    return (
+        assertion_warnings(tree)
+        + swallowed_failure_findings(tree)
+        + unrun_test_findings(tree)
+        + not_counted_findings(tree)
+        + split
+    )

@@ -13,8 +13,10 @@ component is judged on the groups of the consecutive small steps together as soo
   pool's groups reach ``min_groups``, the verdict is reported at the pool's last step, with
   ``pooled_steps`` in its figures and "(pooled over steps 3-5 ...)" in its message and alarm, and the pool
   closes. Until then the step says how far the pool has got;
-* a pool spans at most :data:`MAX_POOLED_STEPS` consecutive steps *that have records*: older evidence is
-  dropped, so a verdict never mixes a policy with the one it was many batches before. Counted in steps seen,
+* a pool spans at most :data:`MAX_POOLED_STEPS` consecutive steps *that have records* (or ``min_groups``
+  steps when that is more: one group a step must be able to reach ``min_groups``, or a constant component
+  would never alarm): older evidence is dropped, so a verdict never mixes a policy with the one it was many
+  batches before. Counted in steps seen,
   not in step numbers: a trainer that records every 10th step (or numbers its steps by samples seen) pools
   its batches as one that records every step does;
 * the steps of an open pool come from :class:`StepHistory`: the ones the same monitor saw (a trainer
@@ -59,9 +61,10 @@ class StepHistory:
         self._listed: list[int] | None = None
         self._held: OrderedDict[int, StepAcc] = OrderedDict()
 
-    def before(self, first: int, step: int) -> list[tuple[int, StepAcc]]:
+    def before(self, first: int, step: int, span: int = 0) -> list[tuple[int, StepAcc]]:
         """The last ``keep - 1`` steps from ``first`` up to (not including) ``step`` that have records, oldest
-        first, with their accumulators."""
+        first, with their accumulators; ``span`` widens ``keep`` (for this call and the steps kept after it)."""
+        self._keep = max(self._keep, span)
         candidates = {s for s in self._held if first <= s < step}
         if self._load is not None:
             if self._listing is not None:
@@ -192,7 +195,7 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
             target.pooled_since = None
             continue
         first = target.pooled_since if target.pooled_since is not None else step
-        earlier = history.before(first, step) if first < step else []
+        earlier = history.before(first, step, pool_span(th)) if first < step else []
         if not earlier:
             target.pooled_since = step  # a pool of this step alone: open it for the next
             _say_pending(alone, [step], th)
@@ -219,6 +222,12 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
     if widest is not None:
         pooling.acc = widest[1]
     return pooling
+
+
+def pool_span(th: Thresholds) -> int:
+    """The most consecutive steps one pool spans: :data:`MAX_POOLED_STEPS`, or ``min_groups`` when that is
+    more (a step with records gives a pool one group at least)."""
+    return max(MAX_POOLED_STEPS, th.min_groups)
 
 
 def _say_pending(stats: ComponentStats, steps: list[int], th: Thresholds, pooled: ComponentStats | None = None) -> None:

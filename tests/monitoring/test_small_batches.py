@@ -102,16 +102,36 @@ def test_one_group_a_step_is_pooled_over_four_steps():
 
 
 def test_a_pool_never_spans_more_than_its_window():
-    strict = Thresholds(ranges=TH.ranges, min_groups=MAX_POOLED_STEPS + 5)
     history, state = StepHistory(), None
     for step in range(3 * MAX_POOLED_STEPS):
-        result = monitor_records(records(step, groups=1), strict, state, history)
+        # each group has 2+ values only every third step: 3 groups in any 8 steps, never the 4 a verdict needs
+        result = monitor_records(records(step, groups=1, size=2 if step % 3 == 0 else 1), TH, state, history)
         state = result.state
         stats = result.steps[0].components["format"]
         assert stats.verdict == "insufficient_data"
         first = max(0, step - MAX_POOLED_STEPS + 1)
         assert state.targets["component:format"].pooled_since == first
-        assert f"{min(step + 1, MAX_POOLED_STEPS)} of {strict.min_groups} groups" in stats.message
+        groups = sum(1 for s in range(first, step + 1) if s % 3 == 0)
+        assert f"{groups} of {TH.min_groups} groups" in stats.message
+
+
+def test_a_min_groups_above_the_window_widens_it_to_min_groups_steps():
+    """One group a step and ``min_groups`` above :data:`MAX_POOLED_STEPS` (a valid setting): a window of 8 steps
+    never held enough groups, so a constant component never alarmed (round six)."""
+    strict = Thresholds(ranges=TH.ranges, min_groups=MAX_POOLED_STEPS + 5)
+    verdicts = [r.steps[0].components["format"] for r in one_call_per_step_with(strict, range(3 * strict.min_groups))]
+    assert [s.verdict for s in verdicts].count("dead") == 3
+    assert verdicts[strict.min_groups - 1].pooled_steps == list(range(strict.min_groups))
+    assert all(s.verdict == "insufficient_data" for s in verdicts[: strict.min_groups - 1])
+
+
+def one_call_per_step_with(thresholds, steps):
+    history, state, results = StepHistory(), None, []
+    for step in steps:
+        result = monitor_records(records(step, groups=1), thresholds, state, history)
+        state = result.state
+        results.append(result)
+    return results
 
 
 def test_a_large_step_closes_the_pool_and_is_judged_alone():
@@ -265,11 +285,10 @@ def test_steps_numbered_with_a_stride_are_pooled_on_every_path(tmp_path):
 
 
 def test_a_strided_pool_still_spans_at_most_its_window_of_steps_seen():
-    strict = Thresholds(ranges=TH.ranges, min_groups=MAX_POOLED_STEPS + 5)
     h, state = StepHistory(), None
     for index in range(3 * MAX_POOLED_STEPS):
-        step = 100 * index
-        result = monitor_records(records(step, groups=1), strict, state, h)
+        step = 100 * index  # an eligible group every third step: never 4 in a window of 8
+        result = monitor_records(records(step, groups=1, size=2 if index % 3 == 0 else 1), TH, state, h)
         state = result.state
         assert result.steps[0].components["format"].verdict == "insufficient_data"
         assert state.targets["component:format"].pooled_since == 100 * max(0, index - MAX_POOLED_STEPS + 1)

@@ -50,6 +50,7 @@ from rewardpipe.envs.ask_before_coding.words import (
     fold,
     key_tokens,
     unread_letters,
+    unread_symbols,
 )
 from rewardpipe.parsing import QUESTION_MARKS, TurnKind, parse_turn
 
@@ -63,6 +64,10 @@ STATED_SHARE = 0.35
 #: Letters an LLM user's reply may have that no rule reads (:func:`~.words.unread_letters`: another script,
 #: letters spelt out one by one) before the reply is replaced: what the rules cannot read, they cannot vet.
 MAX_UNREAD_LETTERS = 4
+#: Characters an LLM user's reply may have in tokens without a letter or digit (:func:`~.words.unread_symbols`:
+#: Morse, Braille, flag letters) before it is replaced. Prose has a few ("--", "->", "..."), a small table a
+#: dozen or two; a sentence in such a code has one or more a letter.
+MAX_UNREAD_SYMBOLS = 32
 
 # Words of conversation that carry no requirement: yes/no, deferral, politeness. A reply made only of these
 # (and of the question's own words) adds nothing; they never count against an LLM user's reply either.
@@ -725,9 +730,10 @@ def vet_llm_reply(
     or the one detail it states; a reply stating several details becomes the one the question asked about.
     """
     subject = question_subject(question, prompt, entry_point)
-    if unread_letters(text) > MAX_UNREAD_LETTERS:
-        # A reply in another script, or spelt out letter by letter (the policy can ask the LLM user for
-        # either): the rules would read nothing in it, and so let every detail it states through.
+    if unread_letters(text) > MAX_UNREAD_LETTERS or unread_symbols(text) > MAX_UNREAD_SYMBOLS:
+        # A reply in another script, spelt out letter by letter, or written in a code without letters (Morse,
+        # Braille; the policy can ask the LLM user for any of them): the rules would read nothing in it, and
+        # so let every detail it states through.
         return None, None
     if len(stated_details(question, spec, prompt, revealed)) > 1 and not defers(text):
         # The question spells out several details itself ("Should negatives raise ValueError, and are

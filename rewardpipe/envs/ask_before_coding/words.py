@@ -308,6 +308,13 @@ _LOOK_ALIKES = {
 }
 # Planes with combining marks and format characters (the others hold only ideographs or nothing assigned).
 _MARK_PLANES = (range(0, 0x20000), range(0xE0000, 0xE1000))
+# Where Latin small capitals live (IPA extensions, phonetic extensions, Latin extended-D): "ꜱʜᴏᴜʟᴅ" has no
+# decomposition, but a reader reads it as "should".
+_SMALL_CAPITAL_BLOCKS = (range(0x0250, 0x02B0), range(0x1D00, 0x1D80), range(0xA720, 0xA800))
+_SMALL_CAPITAL = "LATIN LETTER SMALL CAPITAL "
+# An HTML character reference with its semicolon ("&#83;", "&#x53;", "&nbsp;"): Markdown renders it as the
+# character, so a reader sees the plain text. Legacy references without a semicolon ("&not") are left alone.
+_CHARACTER_REFERENCE = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,31});")
 
 
 @lru_cache(maxsize=1)
@@ -320,15 +327,29 @@ def _fold_table() -> dict[int, int | str | None]:
             if unicodedata.category(chr(code)) in ("Mn", "Me", "Cf"):
                 table[code] = None
     table[0x200B] = ord(" ")  # a zero-width *space* separates words ("More\u200binfo" is two words)
+    for block in _SMALL_CAPITAL_BLOCKS:
+        for code in block:
+            name = unicodedata.name(chr(code), "")
+            if name.startswith(_SMALL_CAPITAL) and len(name) == len(_SMALL_CAPITAL) + 1:
+                table[code] = name[-1].lower()
     return table
+
+
+def _unescape(text: str) -> str:
+    """``text`` with its HTML character references as the characters a Markdown view shows."""
+    import html
+
+    return _CHARACTER_REFERENCE.sub(lambda ref: html.unescape(ref[0]), text) if "&" in text else text
 
 
 def fold(text: str) -> str:
     """``text`` with compatibility forms as their plain letters (NFKD: fullwidth, ligatures, mathematical
     letters, superscripts), accents and combining marks and invisible format characters (soft hyphen, joiners,
-    bidirectional marks) dropped, a zero-width space made a space, and Cyrillic/Greek look-alikes of Latin
-    letters made Latin. ASCII text is returned as it is.
-    Linear: one normalisation and one translation, both in C."""
+    bidirectional marks) dropped, a zero-width space made a space, and Cyrillic/Greek look-alikes and small
+    capitals of Latin letters made Latin; HTML character references ("&#83;", "&nbsp;") read as the characters
+    they show. ASCII text without a reference is returned as it is.
+    Linear: one scan for references, one normalisation and one translation."""
+    text = _unescape(text)
     if text.isascii():
         return text
     return unicodedata.normalize("NFKD", text).translate(_fold_table())
@@ -354,6 +375,14 @@ def unread_letters(text: str) -> int:
     return unread + (run if run >= SPELT_OUT_RUN else 0)
 
 
+def unread_symbols(text: str) -> int:
+    """Characters of ``text`` (folded) in tokens with no letter or digit at all: Morse (".- -..."), Braille
+    patterns, flag letters, whatever writes words without letters. Ordinary prose has a few ("--", "...",
+    "->", a table's "|---|"); a reply written in such a code has one per letter it encodes."""
+    return sum(len(token) for token in _SPACED.findall(fold(text)) if not _WORD.search(token))
+
+
+_SPACED = re.compile(r"\S+")
 # A word is a whole run of letters and digits of any script (underscores split words: "snake_case"); only
 # ASCII words are read, after :func:`fold`. A word with a letter from another script is dropped whole, never
 # cut into ASCII fragments (a look-alike spelling, "Mоre infо?" with Cyrillic "о", is folded to the filler
