@@ -353,6 +353,11 @@ class Remote:
                 return
             size = min(size * 2, MAX_TAKE)
 
+    def __next__(self):
+        # next() on an iterator or generator the model's code returned: one item per call, as in one process
+        # (a generator may depend on what the tests did between two calls); the end is StopIteration.
+        return self._rp("next")
+
     def __contains__(self, item):
         # Never hand the expected item to the model's code: iterate and compare here instead.
         return any(element == item for element in self)

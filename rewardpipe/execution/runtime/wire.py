@@ -8,7 +8,9 @@ Nothing is unpickled or evaluated, so the model cannot hand the tests an object 
 
 from __future__ import annotations
 
+import array
 import base64
+import builtins
 import collections
 import datetime
 import decimal
@@ -126,9 +128,69 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # standard value types: {"i": hex} (wide ints), {"dt"/"da"/"tm": isoformat}, {"td": [d, s, us]},
 # {"dec": str}, {"fr": [numerator, denominator]}; and the collections a solution returns as often as the
 # built-ins: {"nt": [name, [field, ...], [...]]} (a namedtuple), {"ctr"/"od": [[k, v], ...]} (Counter,
-# OrderedDict), {"dd": [factory, [[k, v], ...]]} (defaultdict of a built-in type), {"dq": [[...], maxlen]}.
+# OrderedDict), {"dd": [factory, [[k, v], ...]]} (a built-in factory by name, any other as {"h": handle}),
+# {"dq": [[...], maxlen]}; and as themselves: {"rg": [start, stop, step]}, {"sl": [...]}, {"dk"/"dv": [...]},
+# {"di": [[k, v], ...]} (dict views), {"ar": [typecode, [...]]}, {"mv": base64}, {"ex": [name, [args]]} (a
+# built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"}, {"bi": name} (a built-in from
+# _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out).
 
 _SCALARS = (type(None), bool, int, float, str)
+# Built-ins that cross by name, as themselves (``assertIs(result, int)``, a function returning ``len``): types
+# and functions that compute on the values they are given and nothing else. Never eval, exec, open, getattr
+# and the like: the tests may call what the model returns, and a built-in runs where it is decoded.
+_BUILTINS_BY_NAME: dict[str, object] = {
+    getattr(item, "__name__", ""): item
+    for item in (
+        # Exceptions, but not SystemExit, KeyboardInterrupt or GeneratorExit: one raised by the tests would end
+        # the runner rather than fail a test.
+        *(value for value in vars(builtins).values() if isinstance(value, type) and issubclass(value, Exception)),
+        bool,
+        int,
+        float,
+        complex,
+        str,
+        bytes,
+        bytearray,
+        list,
+        tuple,
+        dict,
+        set,
+        frozenset,
+        range,
+        slice,
+        object,
+        type,
+        abs,
+        all,
+        any,
+        bin,
+        chr,
+        divmod,
+        enumerate,
+        filter,
+        hash,
+        hex,
+        isinstance,
+        issubclass,
+        iter,
+        len,
+        map,
+        max,
+        min,
+        next,
+        oct,
+        ord,
+        pow,
+        repr,
+        reversed,
+        round,
+        sorted,
+        sum,
+        zip,
+    )
+}
+_SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
+_ZONE_KEY = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:/[A-Za-z0-9_+-]{1,32}){0,3}")
 # A defaultdict crosses with its factory only when that is one of these (by name); any other becomes a plain dict.
 _DEFAULT_FACTORIES = {factory.__name__: factory for factory in (int, float, str, list, dict, set, tuple, bool)}
 MAX_NAMEDTUPLE_FIELDS = 256
@@ -204,6 +266,9 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
             factory = str(getattr(value.default_factory, "__name__", ""))
             if _DEFAULT_FACTORIES.get(factory) is value.default_factory:
                 return {"dd": [factory, pairs]}
+            if value.default_factory is not None and make_handle is not None:
+                # The sender's own factory (a lambda): called where it lives, through its handle.
+                return {"dd": [{"h": make_handle(value.default_factory)}, pairs]}
         return {"d": pairs}
     if isinstance(value, collections.deque):
         items = [encode(item, make_handle, depth, nodes, refs) for item in collections.deque.__iter__(value)]
@@ -219,21 +284,93 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if isinstance(value, complex):
         return {"c": [complex(value).real, complex(value).imag]}
     if isinstance(value, datetime.datetime):  # before date: a datetime is a date
-        return {"dt": datetime.datetime.isoformat(value)}
+        text = datetime.datetime.isoformat(value)
+        extra = _time_extra(value)
+        return {"dt": text} if extra is None else {"dtx": [text, *extra]}
     if isinstance(value, datetime.date):
         return {"da": datetime.date.isoformat(value)}
     if isinstance(value, datetime.time):
-        return {"tm": datetime.time.isoformat(value)}
+        text = datetime.time.isoformat(value)
+        extra = _time_extra(value)
+        return {"tm": text} if extra is None else {"tmx": [text, *extra]}
     if isinstance(value, datetime.timedelta):
         return {"td": [value.days, value.seconds, value.microseconds]}
     if isinstance(value, decimal.Decimal):
         return {"dec": decimal.Decimal.__str__(value)}
+    if kind is range:
+        return {"rg": [encode(part, None, depth, nodes) for part in (value.start, value.stop, value.step)]}
+    if kind is slice:
+        bounds = (value.start, value.stop, value.step)
+        return {"sl": [encode(part, make_handle, depth, nodes, refs) for part in bounds]}
+    if kind is _DICT_KEYS:
+        return {"dk": [encode(item, make_handle, depth, nodes, refs) for item in value]}
+    if kind is _DICT_VALUES:
+        return {"dv": [encode(item, make_handle, depth, nodes, refs) for item in value]}
+    if kind is _DICT_ITEMS:
+        return {
+            "di": [
+                [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
+                for k, v in value
+            ]
+        }
+    if kind is array.array:
+        return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
+    if kind is memoryview and value.format == "B" and value.ndim == 1 and value.c_contiguous:
+        return {"mv": base64.b64encode(value.tobytes()).decode()}
+    if kind in _EXCEPTION_TYPES:
+        # A built-in exception returned (not raised) as a value; its arguments as plain data, if they are.
+        return {"ex": [kind.__name__, [encode(item, make_handle, depth, nodes, refs) for item in value.args]]}
+    if value is Ellipsis or value is NotImplemented:
+        return {"e": repr(value)}
+    name = getattr(value, "__name__", None)
+    if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
+        return {"bi": name}
     if isinstance(value, fractions.Fraction):
         parts = (int(value.numerator), int(value.denominator))
         return {"fr": [encode(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     return {"h": make_handle(value)}
+
+
+_DICT_KEYS: type = type({}.keys())
+_DICT_VALUES: type = type({}.values())
+_DICT_ITEMS: type = type({}.items())
+_EXCEPTION_TYPES = frozenset(
+    item for item in _BUILTINS_BY_NAME.values() if isinstance(item, type) and issubclass(item, BaseException)
+)
+
+
+def _time_extra(value) -> list | None:
+    """What a datetime or time's isoformat leaves out, when it has any: its ``fold`` and its time zone's name
+    (a named ``timezone``) or key (a ``zoneinfo.ZoneInfo``). None for the common case, which crosses as
+    isoformat alone."""
+    zone = value.tzinfo
+    name = key = None
+    if type(zone) is datetime.timezone:
+        offset_only = datetime.timezone(datetime.timezone.utcoffset(zone, None))
+        name = datetime.timezone.tzname(zone, None)
+        if name == datetime.timezone.tzname(offset_only, None):
+            name = None
+    elif zone is not None and type(zone).__name__ == "ZoneInfo" and type(getattr(zone, "key", None)) is str:
+        key = zone.key if _ZONE_KEY.fullmatch(zone.key) else None
+    if not value.fold and name is None and key is None:
+        return None
+    return [value.fold, name, key]
+
+
+def _with_time_extra(value, fold, name, key):
+    if type(fold) is not int or fold not in (0, 1) or not (name is None or type(name) is str) or len(name or "") > 64:
+        raise WireError("malformed time details")
+    if key is not None:
+        if type(key) is not str or not _ZONE_KEY.fullmatch(key) or ".." in key:
+            raise WireError("malformed time zone key")
+        import zoneinfo
+
+        value = value.replace(tzinfo=zoneinfo.ZoneInfo(key))
+    elif name is not None and value.tzinfo is not None:
+        value = value.replace(tzinfo=datetime.timezone(value.utcoffset(), name))
+    return value.replace(fold=fold)
 
 
 def _namedtuple_fields(kind: type, length: int) -> list[str] | None:
@@ -306,6 +443,48 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return datetime.date.fromisoformat(_as_str(body))
         if tag == "tm":
             return datetime.time.fromisoformat(_as_str(body))
+        if tag in ("dtx", "tmx"):
+            text, fold, name, key = _as_list(body)
+            parse = datetime.datetime.fromisoformat if tag == "dtx" else datetime.time.fromisoformat
+            return _with_time_extra(parse(_as_str(text)), fold, name, key)
+        if tag == "rg":
+            start, stop, step = (_as_int(decode(part, None, depth, nodes)) for part in _as_list(body))
+            return range(start, stop, step)
+        if tag == "sl":
+            start, stop, step = (decode(part, resolve_handle, depth, nodes, originals) for part in _as_list(body))
+            return slice(start, stop, step)
+        if tag == "dk":
+            return dict.fromkeys(
+                decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(body)
+            ).keys()
+        if tag == "dv":
+            return {
+                index: decode(item, resolve_handle, depth, nodes, originals)
+                for index, item in enumerate(_as_list(body))
+            }.values()
+        if tag == "di":
+            return _decode_pairs({}, body, resolve_handle, depth, nodes, originals).items()
+        if tag == "ar":
+            typecode, items = _as_list(body)
+            if type(typecode) is not str or len(typecode) != 1 or typecode not in array.typecodes:
+                raise WireError("malformed array")
+            return array.array(typecode, [decode(item, None, depth, nodes) for item in _as_list(items)])
+        if tag == "mv":
+            return memoryview(base64.b64decode(_as_str(body), validate=True))
+        if tag == "ex":
+            name, args = _as_list(body)
+            kind = _BUILTINS_BY_NAME.get(name) if type(name) is str else None
+            if kind not in _EXCEPTION_TYPES:
+                raise WireError("malformed exception value")
+            return kind(*(decode(item, resolve_handle, depth, nodes, originals) for item in _as_list(args)))
+        if tag == "e":
+            if body not in _SINGLETONS:
+                raise WireError("unknown singleton")
+            return _SINGLETONS[body]
+        if tag == "bi":
+            if type(body) is not str or body not in _BUILTINS_BY_NAME:
+                raise WireError("unknown built-in")
+            return _BUILTINS_BY_NAME[body]
         if tag == "td":
             days, seconds, micros = (_as_int(part) for part in _as_list(body))
             return datetime.timedelta(days=days, seconds=seconds, microseconds=micros)
@@ -330,9 +509,13 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return _decode_pairs(mapping, body, resolve_handle, depth, nodes, originals)
         if tag == "dd":
             factory, pairs = _as_list(body)
-            if type(factory) is not str or factory not in _DEFAULT_FACTORIES:
+            if type(factory) is dict and set(factory) == {"h"} and resolve_handle is not None:
+                made = resolve_handle(_as_int(factory["h"]))  # the sender's factory, called where it lives
+            elif type(factory) is str and factory in _DEFAULT_FACTORIES:
+                made = _DEFAULT_FACTORIES[factory]
+            else:
                 raise WireError("malformed defaultdict")
-            mapping = collections.defaultdict(_DEFAULT_FACTORIES[factory])
+            mapping = collections.defaultdict(made)
             return _decode_pairs(mapping, pairs, resolve_handle, depth, nodes, originals)
         if tag == "dq":
             items, maxlen = _as_list(body)
