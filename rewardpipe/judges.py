@@ -89,7 +89,10 @@ _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
 # into text and tokenizes it reads one of these inside the material as the token, so a completion could end
 # the quoted turn and open one of its own. Each gets a word joiner after its first character (the words stay
 # readable, the token is gone).
-_CHAT_CONTROL = re.compile(r"<[|\uff5c]|[|\uff5c]>|</?s>|<(?:start|end)_of_turn>|\[/?[A-Z][A-Z_]{1,31}\]|<</?SYS>>")
+_CHAT_CONTROL = re.compile(
+    r"<[|\uff5c]|</?s>|<(?:start|end)_of_turn>|<</?SYS>>"
+    r"|\[/?(?:INST|SYSTEM_PROMPT|TOOL_CALLS|AVAILABLE_TOOLS|TOOL_RESULTS|TOOL_CONTENT|IMG|PREFIX|MIDDLE|SUFFIX)\]"
+)  # ``<|`` alone breaks ``<|...|>`` (a ``|>`` pipe in code is left alone); bracket tokens by name, not ``[MAX_N]``
 
 SYSTEM_PROMPT = """You are a grader. Grade the material the user gives by the rubric the user gives.
 Each piece of material is quoted verbatim between a line "<<<NAME {tag}>>>" and a line "<<<END NAME {tag}>>>".

@@ -14,7 +14,8 @@ With a ``deadline``, a sample's code starts only while its whole time limit fits
 sample that times out is the model's ``timeout``); a sample there was no time to start is answered flagged
 (``error_deadline_exceeded``) instead of the caller timing out. With
 ``answer_by``, the same holds for reading and scoring: a sample not yet answered by then is flagged too, unless
-its code already ran (its verdict, a ``timeout`` included, is the model's and is scored).
+its code already ran (its verdict, a ``timeout`` included, is the model's and is scored, within
+:data:`LATE_SCORING_GRACE_S` after the later of ``answer_by`` and the executions' end).
 
 :func:`fit_response` keeps the answer inside a size limit (Lambda's synchronous response is at most 6 MB) by
 dropping diagnostics, never a sample.
@@ -161,6 +162,16 @@ def score_samples(
             parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
 
     executions = _run_executions(parsed, reward, executor, workers, deadline)
+    # Samples whose code ran are scored past answer_by (their verdicts are the model's, a timeout included), but
+    # only within a short grace after the later of answer_by and the executions' end: a slow component or an LLM
+    # judge must not carry the batch far past the time its caller set (the review after round six).
+    late_limit = None if answer_by is None else max(answer_by, time.monotonic()) + LATE_SCORING_GRACE_S
+
+    def too_late(execution: Any) -> bool:
+        if not out_of_time():
+            return False
+        return not isinstance(execution, ExecutionResult) or time.monotonic() >= (late_limit or 0.0)
+
     results: list[Any] = []
     # A reward with async components (a judge calling an LLM) is scored for the whole batch at once, so its
     # calls run concurrently; any other sample by sample (each answered before the next is started).
@@ -173,7 +184,7 @@ def score_samples(
         # A sample whose code ran was reached: its verdict is in hand (a timeout is the model's 0), and scoring
         # it is the reward's arithmetic on that verdict. Only a sample still unread or without its code's
         # verdict when the time is up is answered flagged.
-        if sample is None or (out_of_time() and not isinstance(execution, ExecutionResult)):
+        if sample is None or too_late(execution):
             results.append(_error_output(sample_id, "deadline_exceeded", NOT_ANSWERED_IN_TIME))
             continue
         if isinstance(execution, ErrorInfo):
@@ -190,6 +201,10 @@ def score_samples(
             results.append(_error_output(sample_id, "scoring_failed", f"{type(exc).__name__}: {exc}"))
             continue
         results.append(_score_output(sample_id, score))
+    if batched and late_limit is not None and out_of_time() and time.monotonic() >= late_limit:
+        for position, sample_id, _ in batched:  # never start the batch's judge calls this late
+            results[position] = _error_output(sample_id, "deadline_exceeded", NOT_ANSWERED_IN_TIME)
+        batched = []
     if batched:
         scores: Sequence[Score | Exception]
         try:
@@ -203,6 +218,11 @@ def score_samples(
                 else _score_output(sample_id, scored)
             )
     return apply_error_reward(results, [prompt_key(raw) for raw in samples], error_reward)
+
+
+#: How long after the later of ``answer_by`` and the end of the batch's executions samples whose code ran are
+#: still scored (scoring them is the reward's arithmetic on verdicts in hand: microseconds for the built-ins).
+LATE_SCORING_GRACE_S = 2.0
 
 
 def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:

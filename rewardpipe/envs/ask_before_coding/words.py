@@ -379,7 +379,19 @@ def unread_symbols(text: str) -> int:
     """Characters of ``text`` (folded) in tokens with no letter or digit at all: Morse (".- -..."), Braille
     patterns, flag letters, whatever writes words without letters. Ordinary prose has a few ("--", "...",
     "->", a table's "|---|"); a reply written in such a code has one per letter it encodes."""
-    return sum(len(token) for token in _SPACED.findall(fold(text)) if not _WORD.search(token))
+    count = 0
+    for token in _SPACED.findall(fold(text)):
+        if _WORD.search(token) or (len(token) > MAX_MORSE_TOKEN and len(set(token)) == 1):
+            continue  # a word, or a divider ("-----...", "=====...", longer than any Morse letter or digit)
+        count += len(token) - len(_DECORATION.findall(token))
+    return count
+
+
+#: The longest Morse letter or digit ("-----" is 0): a longer run of one character is a divider.
+MAX_MORSE_TOKEN = 5
+# Box drawing and pictographs (emoji, dingbats, their variation selector and joiner) decorate a reply and
+# encode no letters; regional indicators (flag letters, U+1F1E6-1F1FF) are not among them and still count.
+_DECORATION = re.compile("[\u2500-\u259f\u2600-\u27bf\U0001f300-\U0001faff\ufe0f\u200d]")
 
 
 _SPACED = re.compile(r"\S+")

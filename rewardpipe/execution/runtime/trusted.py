@@ -10,6 +10,7 @@ is always unequal, so an object whose ``__eq__`` always says True gains nothing.
 
 from __future__ import annotations
 
+import ast
 import builtins
 import contextlib
 import json
@@ -61,6 +62,15 @@ class Connection:
         # Names the tests read whose object the model's code chose without a call being made: a module it
         # imported (under any name), an exception class (its base). See _load_failure_is_the_models.
         self.chosen_names: set[str] = set()
+        # Every name the tests' module got from the model's namespace, with its object (see
+        # _load_failure_is_the_models), and the modules the model's code imported that the runner does not load.
+        self.model_bound: dict[str, object] = {}
+        self.unbound_modules: set[str] = set()
+        # Containers the model's replies made or changed in place (results, write-back targets), kept alive for
+        # the job so that their ids stay theirs: a value too deep to send back is the model's doing only if it
+        # holds one (see _encode_argument).
+        self.from_model: list = []
+        self.from_model_ids: set[int] = set()
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -114,14 +124,38 @@ class Connection:
         if "ok" not in reply:
             raise RemoteError("the model's process sent a reply without a value")
         try:
-            result = wire.decode(reply["ok"], self.proxy, originals=argument_parts)
+            built: list = []
+            result = wire.decode(reply["ok"], self.proxy, nodes=built, originals=argument_parts)
+            for item in built:
+                self._from_model(item)
             if arguments is not None and "wb" in reply:
                 self.write_back(arguments, reply["wb"], argument_parts)
+                for part in argument_parts or ():
+                    self._from_model(part)
         except (wire.WireError, RecursionError, ValueError) as exc:
             raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
         except MemoryError:
             raise RemoteError("the model's process returned a value too large to decode") from None
         return result
+
+    def _from_model(self, value) -> None:
+        if isinstance(value, _CONTAINERS) and id(value) not in self.from_model_ids:
+            self.from_model.append(value)
+            self.from_model_ids.add(id(value))
+
+    def holds_model_data(self, value) -> bool:
+        """Whether ``value`` is, or holds, a container the model's replies made or changed (bounded walk)."""
+        pending: list = [value]
+        seen: set[int] = set()
+        while pending and len(seen) < MAX_ORIGIN_WALK:
+            item = pending.pop()
+            if id(item) in self.from_model_ids:
+                return True
+            if id(item) in seen or not isinstance(item, _CONTAINERS):
+                continue
+            seen.add(id(item))
+            pending.extend(_items_of(item))
+        return bool(pending)  # too large to tell: the model's replies are the likelier source
 
     def proxy(self, handle: int) -> Remote:
         return Remote(self, handle, "")
@@ -244,6 +278,16 @@ def _items(value, width: int) -> list:
     return [item for item in value[:100] if type(item) is list and len(item) == width]
 
 
+_CONTAINERS = (list, tuple, dict, set, frozenset)
+MAX_ORIGIN_WALK = 1_000_000  # containers walked to tell where a too-deep value came from
+
+
+def _items_of(container) -> list:
+    if isinstance(container, dict):
+        return [*dict.keys(container), *dict.values(container)]
+    return list(container)
+
+
 def _encode_argument(conn: Connection, value, nodes: list | None = None):
     def handle_of(obj):
         if isinstance(obj, Remote):
@@ -255,12 +299,16 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
     try:
         return wire.encode(value, handle_of, nodes=nodes)
     except wire.NestedTooDeep as exc:
-        # Not the task's shape but this value's: the model's replies can build it (a result 200 levels deep that the
-        # tests wrap and send back, a forged write-back that makes the caller's list hold itself). Round six: as a
-        # boundary error it made a wrong answer an infrastructure error; it fails the test that sends it instead.
-        raise RemoteError(
-            f"a value the tests pass to the model's code cannot cross the sandbox boundary: {exc}"
-        ) from None
+        # The model's replies can build such a value (a result 200 levels deep that the tests wrap and send back, a
+        # forged write-back that makes the caller's list hold itself): round six, as a boundary error it made a wrong
+        # answer an infrastructure error, so then it fails the test that sends it. A value of the tests' own making
+        # is the task's shape (the review after round six): the tests' error, as any value that cannot cross.
+        if conn.holds_model_data(value):
+            raise RemoteError(
+                f"a value the tests pass to the model's code cannot cross the sandbox boundary: {exc}"
+            ) from None
+        conn.boundary_error = str(exc)
+        raise
     except wire.Unencodable as exc:
         # Not the model's fault: the task's tests need the in-process fallback.
         conn.boundary_error = str(exc)
@@ -376,6 +424,7 @@ class Remote:
         return result if type(result) is int else 0
 
     def __mro_entries__(self, bases):
+        self._rp_connection().boundary_error = "the hidden tests subclass a class of the model's code"
         raise TypeError(
             f"the hidden tests subclass the model's {object.__getattribute__(self, '_rp_name') or 'class'}, which "
             "cannot cross the sandbox boundary; run this task with trust_mode='inprocess'"
@@ -475,6 +524,8 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             if module_name in sys.modules:  # only modules the trusted side already trusts
                 namespace[name] = sys.modules[module_name]
                 conn.chosen_names.add(name)
+            else:
+                conn.unbound_modules.add(name)
         elif kind == "value" and type(info.get("h")) is int:
             # Plain data arrives as a genuine built-in value; anything else becomes a stub.
             namespace[name] = conn.value({"op": "get", "h": info["h"]})
@@ -490,6 +541,8 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             conn.chosen_names.add(name)
         elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = Remote(conn, info["h"], name)
+        if name in namespace:
+            conn.model_bound[name] = namespace[name]
     return module
 
 
@@ -599,22 +652,77 @@ def _own_changes(expected_state: dict | None) -> str | None:
     return f"trusted runner: {changed}" if changed else None
 
 
-def _load_failure_is_the_models(conn: Connection, exc: Exception, names: frozenset, calls_before: int) -> bool:
-    """Whether the hidden tests' module-level code may have failed because of the model's code: it called into
-    it; or it read a name whose object the model chose (``math`` bound to another module by ``import json as
-    math``, an exception class with a base of the model's choosing); or it read a name the model's namespace
-    was to provide and the model's code did not define (``math`` where the tests rely on the model importing
-    it, as HumanEval's prompts do). Otherwise the load failed whatever the model wrote: the tests are broken,
-    an ``error``. Round six: a wrong answer that shadowed or left out a module the tests read at module level
-    was an infrastructure ``error`` (excluded from GRPO) while a right one passed."""
+def _load_failure_is_the_models(
+    conn: Connection, exc: Exception, names: frozenset, calls_before: int, source: str
+) -> bool:
+    """Whether the hidden tests' module-level code failed because of the model's code: it called into it; or
+    the statement that failed reads a name bound from the model's namespace (``math`` bound to another module
+    by ``import json as math``, to ``None``, an exception class of the model's choosing), or fails on such an
+    object; or it read a standard-library module's name the model's namespace was to provide and did not
+    (``math`` where the tests rely on the model importing it, as HumanEval's prompts do). Otherwise the load
+    failed whatever the model wrote: the tests are broken, an ``error``. Round six: a wrong answer that shadowed
+    or left out a module the tests read at module level was an infrastructure ``error`` (excluded from GRPO)
+    while a right one passed; the review after it: tests broken on a line that reads nothing of the model's
+    must stay an ``error``, even when the model's code imported a module the tests read elsewhere."""
+    if conn.boundary_error:  # the tests need the in-process fallback, whatever the model wrote
+        return False
     if conn.calls > calls_before or isinstance(exc, (ModelProcessDied, RemoteError)):
         return True
     if isinstance(exc, ImportError):  # an import reads no name of the model's: the tests' environment lacks it
         return False
-    if conn.chosen_names:
+    if isinstance(exc, NameError):
+        missing = getattr(exc, "name", None)
+        if missing in conn.unbound_modules:  # the model's code did import it; the runner does not load it
+            conn.boundary_error = (
+                f"the tests read {missing!r}, a module the model's code imported and the runner does not load"
+            )
+            return False
+        return type(missing) is str and missing in names and missing in sys.stdlib_module_names
+    failed_on = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
+    if failed_on is not None and any(failed_on is bound for bound in conn.model_bound.values()):
         return True
-    missing = getattr(exc, "name", None) if isinstance(exc, NameError) else None
-    return type(missing) is str and missing in names and not hasattr(builtins, missing)
+    return bool(_names_read_where_it_failed(exc, source) & conn.model_bound.keys())
+
+
+def _names_read_where_it_failed(exc: BaseException, source: str) -> set[str]:
+    """The names read by the innermost statement of the hidden tests that the exception passed through."""
+    line = None
+    trace = exc.__traceback__
+    while trace is not None:
+        if trace.tb_frame.f_code.co_filename == "<hidden tests>":
+            line = trace.tb_lineno
+        trace = trace.tb_next
+    if line is None:
+        return set()
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    # The statement that failed: of those spanning the line, the one starting last (an inner statement starts
+    # after the compound statement holding it), and of a compound one only its own header.
+    spanning = [
+        node
+        for node in ast.walk(tree)
+        if isinstance(node, ast.stmt) and node.lineno <= line <= (node.end_lineno or node.lineno)
+    ]
+    if not spanning:
+        return set()
+    failed = max(spanning, key=lambda node: (node.lineno, -((node.end_lineno or node.lineno) - node.lineno)))
+    names: set[str] = set()
+    pending: list[ast.AST] = [failed]
+    while pending:
+        node = pending.pop()
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
+            names.add(node.id)
+        for field, value in ast.iter_fields(node):
+            if node is failed and field in _BODIES:
+                continue
+            children = value if isinstance(value, list) else [value]
+            pending.extend(child for child in children if isinstance(child, ast.AST))
+    return names
+
+
+_BODIES = frozenset({"body", "orelse", "finalbody", "handlers"})  # a compound statement's inner statements
 
 
 def _needs_inprocess(conn: Connection) -> str:
@@ -756,7 +864,7 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
     except Exception as exc:  # noqa: BLE001
         # Module-level test code that calls into the model, or reads a name the model's code gave it, can fail
         # because of the model.
-        if _load_failure_is_the_models(conn, exc, names, calls_before_tests):
+        if _load_failure_is_the_models(conn, exc, names, calls_before_tests, tests):
             return {
                 "expected": expected,
                 "tests_run": 0,
