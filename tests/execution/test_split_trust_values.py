@@ -27,6 +27,11 @@ CASES = {
         "def f():\n    return map(str, [1, 2])\n",
         "it = f()\nself.assertEqual(next(it), '1')\nself.assertEqual(list(it), ['2'])",
     ),
+    "next after a loop that stopped early": (
+        "def f():\n    yield from range(10)\n",
+        "g = f()\nfor x in g:\n    if x == 2:\n        break\nself.assertEqual(next(g), 3)\n"
+        "self.assertIn(6, g)\nself.assertEqual(next(g), 7)\nself.assertEqual(list(g), [8, 9])",
+    ),
     "a generator driven by send": (
         "def f():\n    total = 0\n    while True:\n        total += yield total\n",
         "g = f()\nself.assertEqual(next(g), 0)\nself.assertEqual(g.send(5), 5)\nself.assertEqual(g.send(2), 7)",

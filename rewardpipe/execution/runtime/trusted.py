@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import collections
 import contextlib
 import json
 import logging
@@ -71,6 +72,9 @@ class Connection:
         # holds one (see _encode_argument).
         self.from_model: list = []
         self.from_model_ids: set[int] = set()
+        # Items of a model iterator fetched in a chunk that the tests' loop stopped before (a ``break``): the next
+        # ``next()`` or loop over the same iterator takes them first, as in one process (by the child's handle).
+        self.leftovers: dict[int, collections.deque] = {}
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -381,6 +385,13 @@ class Remote:
         # at most which doubling chunk the tests stopped in.
         iterator = self._rp("iter")
         conn = self._rp_connection()
+        handle = object.__getattribute__(iterator, "_rp_handle")
+        leftover = conn.leftovers.get(handle)
+        while leftover:
+            item = leftover.popleft()
+            if not leftover:
+                conn.leftovers.pop(handle, None)
+            yield item
         size = FIRST_TAKE
         while True:
             reply = conn.request({"op": "take", "h": object.__getattribute__(iterator, "_rp_handle"), "n": size})
@@ -394,7 +405,14 @@ class Remote:
                 raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
             if type(items) is not list or len(items) > size:
                 raise RemoteError("the model's process sent a malformed chunk of items")
-            yield from items
+            taken = 0
+            try:
+                for item in items:
+                    taken += 1
+                    yield item
+            finally:
+                if taken < len(items):  # the loop stopped early: what it did not take is the next next()'s
+                    conn.leftovers[handle] = collections.deque(items[taken:])
             if "exc_after" in reply:
                 raise conn.exception(reply["exc_after"])
             if reply.get("end") is True or len(items) < size:
@@ -403,7 +421,16 @@ class Remote:
 
     def __next__(self):
         # next() on an iterator or generator the model's code returned: one item per call, as in one process
-        # (a generator may depend on what the tests did between two calls); the end is StopIteration.
+        # (a generator may depend on what the tests did between two calls); the end is StopIteration. Items a
+        # loop fetched and did not take come first.
+        conn = self._rp_connection()
+        handle = object.__getattribute__(self, "_rp_handle")
+        leftover = conn.leftovers.get(handle)
+        if leftover:
+            item = leftover.popleft()
+            if not leftover:
+                del conn.leftovers[handle]
+            return item
         return self._rp("next")
 
     def __contains__(self, item):
