@@ -142,6 +142,14 @@ class Connection:
             raise RemoteError("the model's process returned a value too large to decode") from None
         return result
 
+    def take_leftover(self, handle: int):
+        """The next item a loop over the iterator ``handle`` fetched and did not take (see ``leftovers``)."""
+        leftover = self.leftovers[handle]
+        item = leftover.popleft()
+        if not leftover:
+            del self.leftovers[handle]
+        return item
+
     def _from_model(self, value) -> None:
         if isinstance(value, _CONTAINERS) and id(value) not in self.from_model_ids:
             self.from_model.append(value)
@@ -386,12 +394,8 @@ class Remote:
         iterator = self._rp("iter")
         conn = self._rp_connection()
         handle = object.__getattribute__(iterator, "_rp_handle")
-        leftover = conn.leftovers.get(handle)
-        while leftover:
-            item = leftover.popleft()
-            if not leftover:
-                conn.leftovers.pop(handle, None)
-            yield item
+        while handle in conn.leftovers:
+            yield conn.take_leftover(handle)
         size = FIRST_TAKE
         while True:
             reply = conn.request({"op": "take", "h": object.__getattribute__(iterator, "_rp_handle"), "n": size})
@@ -412,7 +416,7 @@ class Remote:
                     yield item
             finally:
                 if taken < len(items):  # the loop stopped early: what it did not take is the next next()'s
-                    conn.leftovers[handle] = collections.deque(items[taken:])
+                    conn.leftovers[handle] = collections.deque(items[taken:])  # (never empty: see take_leftover)
             if "exc_after" in reply:
                 raise conn.exception(reply["exc_after"])
             if reply.get("end") is True or len(items) < size:
@@ -425,12 +429,8 @@ class Remote:
         # loop fetched and did not take come first.
         conn = self._rp_connection()
         handle = object.__getattribute__(self, "_rp_handle")
-        leftover = conn.leftovers.get(handle)
-        if leftover:
-            item = leftover.popleft()
-            if not leftover:
-                del conn.leftovers[handle]
-            return item
+        if handle in conn.leftovers:
+            return conn.take_leftover(handle)
         return self._rp("next")
 
     def __contains__(self, item):
