@@ -60,9 +60,6 @@ class Connection:
         self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
         self.warning_classes: dict[str, type] = {}
-        # Names the tests read whose object the model's code chose without a call being made: a module it
-        # imported (under any name), an exception class (its base). See _load_failure_is_the_models.
-        self.chosen_names: set[str] = set()
         # Every name the tests' module got from the model's namespace, with its object (see
         # _load_failure_is_the_models), and the modules the model's code imported that the runner does not load.
         self.model_bound: dict[str, object] = {}
@@ -70,8 +67,7 @@ class Connection:
         # Containers the model's replies made or changed in place (results, write-back targets), kept alive for
         # the job so that their ids stay theirs: a value too deep to send back is the model's doing only if it
         # holds one (see _encode_argument).
-        self.from_model: list = []
-        self.from_model_ids: set[int] = set()
+        self.from_model: dict[int, object] = {}
         # Items of a model iterator fetched in a chunk that the tests' loop stopped before (a ``break``): the next
         # ``next()`` or loop over the same iterator takes them first, as in one process (by the child's handle).
         self.leftovers: dict[int, collections.deque] = {}
@@ -151,9 +147,8 @@ class Connection:
         return item
 
     def _from_model(self, value) -> None:
-        if isinstance(value, _CONTAINERS) and id(value) not in self.from_model_ids:
-            self.from_model.append(value)
-            self.from_model_ids.add(id(value))
+        if isinstance(value, _CONTAINERS):
+            self.from_model.setdefault(id(value), value)
 
     def holds_model_data(self, value) -> bool:
         """Whether ``value`` is, or holds, a container the model's replies made or changed (bounded walk)."""
@@ -161,7 +156,7 @@ class Connection:
         seen: set[int] = set()
         while pending and len(seen) < MAX_ORIGIN_WALK:
             item = pending.pop()
-            if id(item) in self.from_model_ids:
+            if id(item) in self.from_model:
                 return True
             if id(item) in seen or not isinstance(item, _CONTAINERS):
                 continue
@@ -398,7 +393,7 @@ class Remote:
             yield conn.take_leftover(handle)
         size = FIRST_TAKE
         while True:
-            reply = conn.request({"op": "take", "h": object.__getattribute__(iterator, "_rp_handle"), "n": size})
+            reply = conn.request({"op": "take", "h": handle, "n": size})
             if "fx" in reply:
                 conn.replay(reply["fx"])
             if "exc" in reply:
@@ -550,7 +545,6 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             module_name = str(info.get("name", ""))
             if module_name in sys.modules:  # only modules the trusted side already trusts
                 namespace[name] = sys.modules[module_name]
-                conn.chosen_names.add(name)
             else:
                 conn.unbound_modules.add(name)
         elif kind == "value" and type(info.get("h")) is int:
@@ -565,7 +559,6 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             local = type(name, (base,), {"__module__": "solution"})
             conn.exception_classes[name] = local
             namespace[name] = local
-            conn.chosen_names.add(name)
         elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = Remote(conn, info["h"], name)
         if name in namespace:

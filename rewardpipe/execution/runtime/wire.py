@@ -254,10 +254,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         fields = _namedtuple_fields(kind, len(items))
         return {"t": items} if fields is None else {"nt": [kind.__name__, fields, items]}
     if isinstance(value, dict):
-        pairs = [
-            [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
-            for k, v in dict.items(value)
-        ]
+        pairs = _encode_pairs(dict.items(value), make_handle, depth, nodes, refs)
         if isinstance(value, collections.Counter):
             return {"ctr": pairs}
         if isinstance(value, collections.OrderedDict):
@@ -311,12 +308,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if kind is _DICT_VALUES:
         return {"dv": [encode(item, make_handle, depth, nodes, refs) for item in value]}
     if kind is _DICT_ITEMS:
-        return {
-            "di": [
-                [encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)]
-                for k, v in value
-            ]
-        }
+        return {"di": _encode_pairs(value, make_handle, depth, nodes, refs)}
     if kind is array.array:
         return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
     if kind is memoryview and value.format == "B" and value.ndim == 1 and value.c_contiguous:
@@ -335,6 +327,11 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
     return {"h": make_handle(value)}
+
+
+def _encode_pairs(pairs, make_handle, depth, nodes, refs) -> list:
+    """``[[key, value], ...]``, each key encoded before its value (the order :func:`_decode_pairs` builds them)."""
+    return [[encode(k, make_handle, depth, nodes, refs), encode(v, make_handle, depth, nodes, refs)] for k, v in pairs]
 
 
 _DICT_KEYS: type = type({}.keys())
