@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import signal
 import struct
@@ -30,6 +31,18 @@ def test_seccomp_program_checks_arch_first_and_jumps_stay_in_range(arch):
             assert index + 1 + max(jt, jf) < len(program)
     assert program[-1][0] == 0x06  # every path ends in a return
     assert any(k == 4242 for _, _, _, k in program)  # signals allowed only to the child itself
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_the_filter_a_child_installs_is_the_program_for_its_pid(arch):
+    """A child patches its pid into a buffer built by the fork server (load_for_pid); what it installs must
+    be exactly the program build_seccomp_filter checks for that pid, for one child after another."""
+    template = layers.SeccompTemplate(arch)
+    for pid in (2, 4242, 65_535, 4_194_303, 77):  # up to the kernel's pid_max
+        template.patch(pid)
+        installed = ctypes.string_at(template._fprog.filter, template._fprog.len * 8)
+        assert installed == layers.build_seccomp_filter(arch, own_pid=pid)
+        assert installed != layers.build_seccomp_filter(arch, own_pid=pid + 1)
 
 
 def test_seccomp_denies_execve_with_eperm():
