@@ -18,9 +18,10 @@ from tests.execution.conftest import job
 
 # Check-format tests run in the trusted runner: each assertion is about the runner's own state.
 RUNNER_STATE_TESTS = textwrap.dedent("""
-    import logging, os, sys, warnings
+    import gc, logging, os, sys, warnings
 
     def check(candidate):
+        assert gc.isenabled(), "the fork server imports with the collector off: it must be on again here"
         assert type(sys.stdout).__name__ != "_Tee", "the runner writes through the children's capture"
         assert type(sys.stderr).__name__ != "_Tee", "the runner writes through the children's capture"
         assert not any(type(h).__name__ == "_LogCapture" for h in logging.root.handlers), logging.root.handlers
@@ -39,6 +40,8 @@ MODEL_STATE_CODE = textwrap.dedent("""
         handle.write("x")
     print("WRITABLE", os.path.exists(os.path.join(here, "scratch.txt")))
     print("HOOKS", type(sys.stdout).__name__, logging.root.level)
+    import gc
+    print("COLLECTOR", gc.isenabled())
 
     def one():
         return 1
@@ -74,3 +77,4 @@ def test_each_child_starts_in_its_own_directory_with_the_capture_installed(recyc
         assert "FRESH True" in result.stdout
         assert "WRITABLE True" in result.stdout
         assert "HOOKS _Tee 1" in result.stdout
+        assert "COLLECTOR True" in result.stdout  # cyclic garbage of the model's code is collected, as anywhere

@@ -233,6 +233,32 @@ def test_the_command_runs_a_batch_on_fork_servers_it_started_first(tmp_path):
     assert statuses == {"r0": "passed", "r1": "passed", "r2": "passed", "wrong": "failed"}
 
 
+GC_SPY = """
+import gc, sys
+import rewardpipe.cli
+def command_line(args):
+    print("collector on:", gc.isenabled(), "command module imported:", "rewardpipe.cli.exec_cmd" in sys.modules)
+rewardpipe.cli.main = command_line
+sys.argv = ["rewardpipe", *sys.argv[1:]]
+from rewardpipe.__main__ import main
+main()
+"""
+
+
+def test_the_collector_is_off_only_while_the_command_starts(tmp_path):
+    """Start-up runs with the garbage collector off (it would find nothing); the command itself, which
+    may make cyclic garbage for hours, runs with it on."""
+    completed = subprocess.run(
+        [sys.executable, "-c", GC_SPY, "exec", "--batch", str(tmp_path / "jobs.jsonl"), "--workers", "1"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert "collector on: True command module imported: True" in completed.stdout
+
+
 def test_a_command_that_fails_before_its_jobs_leaves_no_fork_server(tmp_path):
     command = [sys.executable, "-m", "rewardpipe", "exec", "--batch", str(tmp_path / "missing.jsonl"), "--workers", "2"]
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO) as process:

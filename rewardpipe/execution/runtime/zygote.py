@@ -489,6 +489,7 @@ class Zygote:
         self.child_server.install()
         gc.collect()
         gc.freeze()
+        gc.enable()  # off while boot.py imported; on in the runner and every child, as in any Python process
 
     def _pin(self, cpu: int | None) -> None:
         """Run this process, and so the trusted runner and every child, on ``cpu`` (the scorer's choice, see
