@@ -71,7 +71,8 @@ def _prestart(plan: tuple[int | None, dict]) -> None:
 
 def main() -> None:
     # Start-up makes a great many objects that all stay alive (typer, pydantic, the command's modules): the
-    # collector would find nothing and costs about a twentieth of the start-up's CPU. On before the command runs.
+    # collector would find nothing, again and again. Off meanwhile; then what start-up made is frozen (else the
+    # first collections would walk all of it once the collector is on) and it is on before the command runs.
     gc.disable()
     try:
         plan = exec_sandbox_plan(sys.argv[1:])
@@ -83,6 +84,7 @@ def main() -> None:
         if sys.argv[1:2] and sys.argv[1] in COMMAND_MODULES:
             load(sys.argv[1:2])  # what command_line would import first
     finally:
+        gc.freeze()
         gc.enable()
     try:
         command_line(sys.argv[1:])
