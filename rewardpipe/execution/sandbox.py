@@ -399,7 +399,14 @@ class ForkServerExecutor:
                 ran_alone=not overlapped,
             )
             if self.phase_log is not None and isinstance(reply.get("marks"), dict):
-                self.phase_log.append({**reply["marks"], "s_start": started_monotonic, "s_end": time.monotonic()})
+                self.phase_log.append(
+                    {
+                        **reply["marks"],
+                        "s_start": started_monotonic,
+                        "s_end": time.monotonic(),
+                        "cpu_ms": reply.get("cpu_ms"),  # the runner's and the child's own, for benchmarks
+                    }
+                )
             return result
         raise AssertionError("unreachable")
 
