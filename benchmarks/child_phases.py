@@ -27,6 +27,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 ZYGOTE = Path("rewardpipe/execution/runtime/zygote.py")
+UNTRUSTED = Path("rewardpipe/execution/runtime/untrusted.py")
+# Before the child waits for each request of the tests (a line of Prepared.serve_forever): the CPU it has used
+# so far, written at once (it is killed while it waits for the next one, the tests done).
+SERVE_ANCHOR = "request = wire.recv_json(self.rfd)"
+SERVE_MARK = (
+    "__import__('os').write(2, ('SERVED %d %d\\n' % (__import__('time').clock_gettime_ns("
+    "__import__('time').CLOCK_PROCESS_CPUTIME_ID), "
+    "__import__('resource').getrusage(__import__('resource').RUSAGE_SELF).ru_minflt)).encode())"
+)
 
 # (a line of _untrusted_child, the name of the step it ends): a mark goes right after the line.
 STEPS = (
@@ -79,6 +88,13 @@ def instrumented_copy() -> Path:
         " " * (len(line) - len(line.lstrip())) + "os.write(2, ('PHASES ' + json.dumps(_rp_marks) + '\\n').encode())",
     )
     (copy / ZYGOTE).write_text("\n".join(source[:start] + body + source[end:]))
+    serving = (copy / UNTRUSTED).read_text().split("\n")
+    at = next((i for i, line in enumerate(serving) if SERVE_ANCHOR in line), None)
+    if at is None:
+        raise SystemExit(f"no line with {SERVE_ANCHOR!r} in {UNTRUSTED} any more")
+    # Inside the loop's try: the same indentation as the line above it.
+    serving.insert(at, " " * (len(serving[at]) - len(serving[at].lstrip())) + SERVE_MARK)
+    (copy / UNTRUSTED).write_text("\n".join(serving))
     return copy
 
 
@@ -131,6 +147,20 @@ def report(label: str, results: list, cpu_by_side: list[dict]) -> None:
     cpu = statistics.median((run[-1][1] - run[0][1]) / 1000 for run in runs)
     faults = statistics.median(run[-1][2] - run[0][2] for run in runs)
     print(f"  {'fork to code loaded':42s} {cpu:7.1f} us {faults:5.0f} faults")
+    # The tests' requests: from the code loaded to the last wait for a request (the first wait follows the
+    # marks' own write, which this counts).
+    served = []
+    for result in results:
+        waits = [line.split()[1:] for line in result.stderr.splitlines() if line.startswith("SERVED ")]
+        marks = next((line for line in result.stderr.splitlines() if line.startswith("PHASES ")), None)
+        if waits and marks:
+            loaded = json.loads(marks[len("PHASES ") :])[-1]
+            served.append((len(waits), (int(waits[-1][0]) - loaded[1]) / 1000, int(waits[-1][1]) - loaded[2]))
+    if served:
+        requests = statistics.median(count for count, _, _ in served)
+        cpu = statistics.median(spent for _, spent, _ in served)
+        faults = statistics.median(copied for _, _, copied in served)
+        print(f"  {f'serving the tests ({requests:.0f} requests)':42s} {cpu:7.1f} us {faults:5.0f} faults")
     # The fork server's wait4() figure for the child (the runner's own is os.times(), in 10 ms ticks: not shown).
     known = [entry["untrusted"] for entry in cpu_by_side if isinstance(entry.get("untrusted"), (int, float))]
     if known:

@@ -9,6 +9,7 @@ was started first or forked later, between bursts of children."""
 from __future__ import annotations
 
 import textwrap
+import time
 
 import pytest
 
@@ -78,3 +79,39 @@ def test_each_child_starts_in_its_own_directory_with_the_capture_installed(recyc
         assert "WRITABLE True" in result.stdout
         assert "HOOKS _Tee 1" in result.stdout
         assert "COLLECTOR True" in result.stdout  # cyclic garbage of the model's code is collected, as anywhere
+
+
+OOM_CODE = textwrap.dedent("""
+    with open("/proc/self/oom_score_adj") as handle:
+        print("OOM_SCORE_ADJ", handle.read().strip())
+
+    def one():
+        return 1
+""")
+
+
+def test_children_are_the_oom_killers_first_choice_and_the_fork_server_is_not():
+    """Each child inherits oom_score_adj 1000 from the fork server, which raises its own only while it forks
+    them: after bursts of children, and between them, it is back at its own value. (Landlock and its
+    fallback, chroot, are off here: they hide /proc from the child.)"""
+    executor = make_executor(workers=1, disable=frozenset({"landlock", "chroot"}))
+    try:
+        results = list(
+            executor.run_batch(
+                [job(OOM_CODE, "def check(c):\n    assert c() == 1\n", "one", tests_format="check") for _ in range(9)]
+            )
+        )
+        assert all(result.status is ExecutionStatus.PASSED for result in results), [r.reason for r in results]
+        assert all("OOM_SCORE_ADJ 1000" in result.stdout for result in results), [r.stdout for r in results]
+        # Read while it idles: after the last reply it may be forking the next burst (raised meanwhile).
+        server = executor._workers[0].process.pid
+        deadline = time.monotonic() + 10
+        while True:
+            with open(f"/proc/{server}/oom_score_adj") as handle:
+                own = handle.read().strip()
+            if own != "1000" or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert own != "1000", "the fork server stayed the OOM killer's first choice"
+    finally:
+        executor.close()

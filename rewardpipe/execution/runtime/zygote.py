@@ -720,13 +720,12 @@ class Zygote:
         iso["tests"] = "never in the untrusted process or on disk"
         with contextlib.suppress(OSError):
             layers.prctl(layers.PR_SET_CHILD_SUBREAPER, 1)
-        # A child that is not root cannot make itself the OOM killer's first choice (a non-dumpable process's
-        # /proc files are root's), but it inherits the value: a fork server that is not root raises its own
-        # while it forks children (_fork_untrusted_burst), through a descriptor opened while it still could
-        # (boot.py: before it made itself non-dumpable, and so before any uid drop).
-        if root and self.oom_fd is not None:
-            os.close(self.oom_fd)  # root's children raise their own
-            self.oom_fd = None
+        # A child inherits its oom_score_adj: the fork server raises its own while it forks children
+        # (_fork_untrusted_burst), through a descriptor opened before it made itself non-dumpable (boot.py).
+        # Where it is not root that is the only way (a child that is not root cannot raise its own: a
+        # non-dumpable process's /proc files are root's); as root it spares each child the write (~0.1 ms of
+        # page copies), paid once per burst here. Without that descriptor (a Zygote made some other way) each
+        # child raises its own where it can.
         if self.oom_fd is not None:
             self.oom_score_adj = os.pread(self.oom_fd, 16, 0).strip()
         with contextlib.suppress(OSError):
@@ -967,7 +966,7 @@ class Zygote:
             os.chdir(job_dir) if job_dir is not None else os.fchdir(self.own_cwd)
 
     def _set_oom_score_adj(self, value: bytes | None) -> None:
-        """Set this process's oom_score_adj (None: back to its own) where it is not root; see _detect."""
+        """Set this process's oom_score_adj (None: back to its own) for the children it forks; see _detect."""
         if self.oom_fd is not None:
             with contextlib.suppress(OSError):
                 os.pwrite(self.oom_fd, value or self.oom_score_adj, 0)
@@ -1203,8 +1202,10 @@ class Zygote:
             _apply_fd_plan(fd_plan)
             # Whatever the model's code makes the machine hold, the OOM killer takes a child first, never the
             # scorer, fork server or runner: in the worker's cgroup, and as much where there is none (Lambda,
-            # Fargate: the whole machine). Before any chroot, which hides /proc.
-            layers.prefer_for_oom_kill()
+            # Fargate: the whole machine). Inherited from the fork server's burst (see _detect); else here,
+            # before any chroot, which hides /proc.
+            if self.oom_fd is None:
+                layers.prefer_for_oom_kill()
             # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
             # differs per child is added. Its working directory, the job directory, it was forked in
             # (_enter_for_next_child); a child in a chroot changes it itself.
