@@ -142,6 +142,31 @@ def test_a_process_that_cannot_run_its_next_job_is_doomed_whatever_its_limits_sa
     assert layers.doomed(child) == "gone"
 
 
+def test_a_limit_changed_after_the_same_limits_were_read_before_is_seen():
+    """The fork server reads a sandbox process's limits around every job and reuses what it parsed from the
+    same text: a lowered limit (another text) is still a change, and what one check returns is its own."""
+    import resource
+
+    child = os.fork()
+    if child == 0:
+        time.sleep(30)
+        os._exit(0)
+    try:
+        expected = layers.process_state(child)
+        for _ in range(3):  # the same text, read again
+            assert layers.disturbed(expected, child) is None
+        layers.process_state(child)["rlimits"].clear()  # the caller's copy, not the parsed one
+        assert layers.disturbed(expected, child) is None
+        soft, hard = resource.prlimit(child, resource.RLIMIT_NOFILE)
+        resource.prlimit(child, resource.RLIMIT_NOFILE, (soft // 2, hard))
+        assert "max open files" in (layers.disturbed(expected, child) or "")
+        resource.prlimit(child, resource.RLIMIT_NOFILE, (soft, hard))
+        assert layers.disturbed(expected, child) is None
+    finally:
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+
+
 def _queued_or(why: str | None, *states: str) -> bool:
     return why is not None and (why.endswith("has a kill or stop signal queued") or why in states)
 

@@ -1268,11 +1268,26 @@ def _ioprio(pid: int) -> int | None:
     return None if value < 0 else int(value)
 
 
+# /proc/<pid>/limits texts already parsed: the fork server reads the runner's and the next child's around
+# every job, and they are the same text job after job.
+_PARSED_LIMITS: dict[bytes, dict[int, tuple[int, int]]] = {}
+
+
 def _rlimits_of(pid: int) -> dict[int, tuple[int, int]]:
     if pid == 0:
         return {number: resource.prlimit(0, number) for number in _RLIMIT_NAMES.values()}
+    text = _read_proc(f"/proc/{pid}/limits")
+    parsed = _PARSED_LIMITS.get(text)
+    if parsed is None:
+        if len(_PARSED_LIMITS) >= 16:
+            _PARSED_LIMITS.clear()
+        parsed = _PARSED_LIMITS[text] = _parse_limits(text)
+    return dict(parsed)  # the caller's own: never the cached one
+
+
+def _parse_limits(text: bytes) -> dict[int, tuple[int, int]]:
     limits: dict[int, tuple[int, int]] = {}
-    rows = _read_proc(f"/proc/{pid}/limits").decode().split("\n")[1:]  # after the header row
+    rows = text.decode().split("\n")[1:]  # after the header row
     for row in rows:
         # The kernel prints each title padded to 25 characters and a space (fs/proc/base.c).
         number = _RLIMIT_NAMES.get(row[:_LIMITS_TITLE_WIDTH].rstrip())
