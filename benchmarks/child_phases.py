@@ -40,8 +40,6 @@ SERVE_MARK = (
 # (a line of _untrusted_child, the name of the step it ends): a mark goes right after the line.
 STEPS = (
     ("_apply_fd_plan(fd_plan)", "descriptors"),
-    ("layers.prefer_for_oom_kill()", "oom_score_adj"),
-    ('os.environ["TMPDIR"] = job_dir', "environment"),
     ("layers.apply_rlimits(cpu_seconds=None", "rlimits"),
     ("layers.drop_privileges(self.uid, self.uid)", "uid"),
     ("layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)", "no_new_privs"),

@@ -19,10 +19,14 @@ from tests.execution.conftest import job
 
 # Check-format tests run in the trusted runner: each assertion is about the runner's own state.
 RUNNER_STATE_TESTS = textwrap.dedent("""
-    import gc, logging, os, sys, warnings
+    import ctypes, gc, logging, os, sys, warnings
 
     def check(candidate):
         assert gc.isenabled(), "the fork server imports with the collector off: it must be on again here"
+        assert "HOME" not in os.environ and "TMPDIR" not in os.environ, "a child's job directory reached the runner"
+        libc = ctypes.CDLL(None)
+        libc.getenv.restype = ctypes.c_char_p
+        assert libc.getenv(b"HOME") is None and libc.getenv(b"TMPDIR") is None
         assert type(sys.stdout).__name__ != "_Tee", "the runner writes through the children's capture"
         assert type(sys.stderr).__name__ != "_Tee", "the runner writes through the children's capture"
         assert not any(type(h).__name__ == "_LogCapture" for h in logging.root.handlers), logging.root.handlers
@@ -41,6 +45,10 @@ MODEL_STATE_CODE = textwrap.dedent("""
         handle.write("x")
     print("WRITABLE", os.path.exists(os.path.join(here, "scratch.txt")))
     print("HOOKS", type(sys.stdout).__name__, logging.root.level)
+    import ctypes
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    print("LIBC_ENV", libc.getenv(b"HOME") == libc.getenv(b"TMPDIR") == here.encode())  # what C code reads
     import gc
     print("COLLECTOR", gc.isenabled())
 
@@ -78,6 +86,7 @@ def test_each_child_starts_in_its_own_directory_with_the_capture_installed(recyc
         assert "FRESH True" in result.stdout
         assert "WRITABLE True" in result.stdout
         assert "HOOKS _Tee 1" in result.stdout
+        assert "LIBC_ENV True" in result.stdout
         assert "COLLECTOR True" in result.stdout  # cyclic garbage of the model's code is collected, as anywhere
 
 

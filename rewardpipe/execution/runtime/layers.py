@@ -69,6 +69,41 @@ def fork_without_interpreter_hooks() -> int:
     return pid
 
 
+class ForkEnvironment:
+    """Variables set in this process only while it forks children that inherit them (HOME and TMPDIR: each
+    child's job directory), so that a child starts with them without a call of its own.
+
+    Neither os.environ's setter (glibc's setenv copies every new value and never frees the old one, by design)
+    nor a write in the child: each variable is one buffer of ours that libc's environment points at (putenv
+    keeps the pointer, no copy), rewritten in place for each child, and os.environ's own mapping is set to
+    match. Between bursts of forks the variables are unset again, so nothing else forked here (the trusted
+    runner) has them."""
+
+    def __init__(self, names: tuple[str, ...], longest: int):
+        self._data = os.environ._data  # type: ignore[attr-defined]  # os.environ's bytes -> bytes mapping
+        self._entries = []
+        for name in names:
+            key = os.fsencode(name)
+            buffer = ctypes.create_string_buffer(len(key) + 2 + longest)
+            buffer.value = key + b"="
+            self._entries.append((key, buffer, ctypes.addressof(buffer) + len(key) + 1, len(buffer) - len(key) - 1))
+
+    def point_at(self, value: bytes) -> None:
+        """Every variable is ``value`` (in libc's environment and in os.environ) until :meth:`clear`."""
+        for key, buffer, at, room in self._entries:
+            if len(value) >= room:
+                raise ValueError(f"{key.decode()} value longer than the {room - 1} bytes made room for")
+            ctypes.memmove(at, value + b"\0", len(value) + 1)
+            if _libc.putenv(buffer) != 0:  # the same pointer again: glibc finds it in place and keeps it
+                raise OSError(ctypes.get_errno(), f"putenv({key.decode()}) failed: {_errno_text()}")
+            self._data[key] = value
+
+    def clear(self) -> None:
+        for key, _, _, _ in self._entries:
+            _libc.unsetenv(key)
+            self._data.pop(key, None)
+
+
 def set_process_name(name: str) -> None:
     """The name ps and /proc/<pid>/comm show (at most 15 bytes)."""
     buffer = ctypes.create_string_buffer(name.encode()[:15], 16)

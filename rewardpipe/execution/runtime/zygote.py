@@ -459,6 +459,8 @@ class Zygote:
             self.own_cwd = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
         os.environ.clear()  # what every child starts from (the runner too): no credentials, nothing inherited
         os.environ.update(CHILD_ENVIRONMENT)
+        # HOME and TMPDIR, each child's job directory, set only while each child is forked.
+        self.child_home = layers.ForkEnvironment(("HOME", "TMPDIR"), os.pathconf("/", "PC_PATH_MAX"))
         os.makedirs(self.worker_dir, mode=0o711, exist_ok=True)
         self.scorer_dir = ScorerDirectory(self.worker_dir)  # before the private mount namespace hides it
         self._detect()
@@ -941,7 +943,7 @@ class Zygote:
                 self._enter_for_next_child(parts.job_dir)
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
-                    self._untrusted_child(parts.fd_plan, parts.job_dir, parts.confine is not None)
+                    self._untrusted_child(parts.fd_plan, parts.confine is not None)
                 children.append(UntrustedChild(pid, parts.ours, parts.runner_write, parts.runner_read, parts.job_dir))
         except OSError:
             if not children:  # (a burst cut short by a limit keeps the children it has)
@@ -958,12 +960,17 @@ class Zygote:
         return children
 
     def _enter_for_next_child(self, job_dir: str | None) -> None:
-        """Make ``job_dir`` this process's working directory just before it forks the child that works there
-        (None: back to its own), so that the child starts there without a call of its own: in a freshly
-        forked child every object it makes or touches costs copy-on-write page faults. A child that chroots
-        changes directory itself (see _untrusted_child)."""
+        """Make ``job_dir`` this process's working directory, HOME and TMPDIR just before it forks the child
+        that works there (None: back to its own directory, and no HOME or TMPDIR), so that the child starts
+        with them without a call of its own: in a freshly forked child every object it makes or touches costs
+        copy-on-write page faults. A child that chroots sets its own (see _untrusted_child)."""
         if self.chroot_dir is None:
-            os.chdir(job_dir) if job_dir is not None else os.fchdir(self.own_cwd)
+            if job_dir is not None:
+                os.chdir(job_dir)
+                self.child_home.point_at(os.fsencode(job_dir))
+            else:
+                os.fchdir(self.own_cwd)
+                self.child_home.clear()
 
     def _set_oom_score_adj(self, value: bytes | None) -> None:
         """Set this process's oom_score_adj (None: back to its own) for the children it forks; see _detect."""
@@ -1193,7 +1200,7 @@ class Zygote:
                     os._exit(0)
             os.waitpid(sweeper, 0)
 
-    def _untrusted_child(self, fd_plan: tuple, job_dir: str, confine: bool) -> None:
+    def _untrusted_child(self, fd_plan: tuple, confine: bool) -> None:
         """Runs in the forked child: harden first, then wait for the job, then run the model's code.
         ``fd_plan``: how to arrange its descriptors (see _fd_plan); ``confine``: whether it was given its own
         Landlock layer."""
@@ -1206,17 +1213,14 @@ class Zygote:
             # before any chroot, which hides /proc.
             if self.oom_fd is None:
                 layers.prefer_for_oom_kill()
-            # The fork server's own environment is CHILD_ENVIRONMENT already (set at start): only what
-            # differs per child is added. Its working directory, the job directory, it was forked in
-            # (_enter_for_next_child); a child in a chroot changes it itself.
+            # The fork server's own environment is CHILD_ENVIRONMENT already (set at start). Its working
+            # directory and HOME and TMPDIR, the job directory, it was forked with (_enter_for_next_child); a
+            # child in a chroot sets them itself.
             if self.chroot_dir is not None:
                 os.chroot(self.chroot_dir)
                 os.chdir("/")  # the working directory must be inside the new root, or it is an escape hatch
                 sys.path[:] = [inside for entry in sys.path if (inside := _inside(self.chroot_dir, entry))]
                 os.environ.update({"PATH": "/bin", "HOME": "/"})
-            else:
-                os.environ["HOME"] = job_dir  # two items, not update(): fewer objects touched in the child
-                os.environ["TMPDIR"] = job_dir
             if "rlimits" not in self.disabled:
                 layers.apply_rlimits(cpu_seconds=None, **self._child_limit_values())  # CPU: per job, below
             if self.uid is not None:
