@@ -11,7 +11,10 @@ The marks cost a few microseconds and page faults of their own (one getrusage an
 figures are for comparing steps and trees, not absolute. What comes after loading (the tests' calls, the exit)
 is the child's total CPU minus these, from ``cpu_ms`` of each result.
 
-    .venv/bin/python benchmarks/child_phases.py [--jobs 150]
+    .venv/bin/python benchmarks/child_phases.py [--jobs 150] [--tree OTHER_CHECKOUT]
+
+``--tree`` measures another checkout's runtime (an earlier commit, say: ``git worktree add /tmp/before <rev>``)
+with this script's steps; a step that checkout does not have is left out.
 """
 
 from __future__ import annotations
@@ -40,6 +43,8 @@ SERVE_MARK = (
 # (a line of _untrusted_child, the name of the step it ends): a mark goes right after the line.
 STEPS = (
     ("_apply_fd_plan(fd_plan)", "descriptors"),
+    ("layers.prefer_for_oom_kill()", "oom_score_adj"),  # trees before 5fbbb37 (now inherited)
+    ('os.environ["TMPDIR"] = job_dir', "environment"),  # trees before df27480 (now inherited)
     ("layers.apply_rlimits(cpu_seconds=None", "rlimits"),
     ("layers.drop_privileges(self.uid, self.uid)", "uid"),
     ("layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)", "no_new_privs"),
@@ -59,10 +64,13 @@ MARK = (
 )
 
 
-def instrumented_copy() -> Path:
-    """A copy of the tree with the marks in the child's path; raises naming a step that has no anchor."""
+OPTIONAL = {"oom_score_adj", "environment"}  # steps only some trees have
+
+
+def instrumented_copy(tree: Path = ROOT) -> Path:
+    """A copy of ``tree``'s package with the marks in the child's path; stops naming a step without its line."""
     copy = Path(tempfile.mkdtemp(prefix="rewardpipe-phases-"))
-    shutil.copytree(ROOT / "rewardpipe", copy / "rewardpipe", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(tree / "rewardpipe", copy / "rewardpipe", ignore=shutil.ignore_patterns("__pycache__"))
     source = (copy / ZYGOTE).read_text().split("\n")
     start = next(i for i, line in enumerate(source) if "def _untrusted_child(" in line)
     end = next(i for i in range(start + 1, len(source)) if source[i].startswith("    def "))
@@ -73,6 +81,8 @@ def instrumented_copy() -> Path:
     body.insert(first + 1, indent + MARK.format(name="forked"))
     for anchor, name in STEPS:
         at = next((i for i, line in enumerate(body) if anchor in line), None)
+        if at is None and name in OPTIONAL:
+            continue
         if at is None:
             raise SystemExit(f"step {name!r}: no line with {anchor!r} in _untrusted_child any more")
         while body[at].rstrip().endswith(("(", ",")):  # a call over several lines: mark after its last
@@ -99,8 +109,9 @@ def instrumented_copy() -> Path:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=150, help="empty jobs (HumanEval: its 164 tasks)")
+    parser.add_argument("--tree", type=Path, default=ROOT, help="the checkout to measure (default: this one)")
     args = parser.parse_args()
-    copy = instrumented_copy()
+    copy = instrumented_copy(args.tree.resolve())
     try:
         # The copy, not the installed tree, is what the executor and its fork servers run.
         sys.meta_path[:] = [finder for finder in sys.meta_path if "editable" not in repr(finder)]
