@@ -22,6 +22,7 @@ import math
 import os
 import re
 import struct
+import types
 
 FRAME_HEADER = struct.Struct("!I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -318,7 +319,9 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         return {"ex": [kind.__name__, [encode(item, make_handle, depth, nodes, refs) for item in value.args]]}
     if value is Ellipsis or value is NotImplemented:
         return {"e": repr(value)}
-    name = getattr(value, "__name__", None)
+    # Only a class or a built-in function can be one of them: no other object is asked its name (a stub of the
+    # model's object would ask the model's process).
+    name = getattr(value, "__name__", None) if isinstance(value, (type, types.BuiltinFunctionType)) else None
     if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
         return {"bi": name}
     if isinstance(value, fractions.Fraction):
