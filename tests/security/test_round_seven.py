@@ -416,6 +416,40 @@ def test_a_docstring_and_name_are_the_models_own(one_worker, tests):
     assert result.status is PASSED, (result.status, result.reason)
 
 
+# --- a standard-library module the tests take from the model's namespace -------------------------------------------
+
+PROMPT_IMPORT_CODE = """
+import graphlib
+import xml.etree.ElementTree as ET
+
+def order(graph):
+    return list(graphlib.TopologicalSorter(graph).static_order())
+"""
+PROMPT_IMPORT_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        graph = {"b": {"a"}, "c": {"b"}}
+        self.assertEqual(order(graph), list(graphlib.TopologicalSorter(graph).static_order()))
+        self.assertEqual(ET.fromstring("<a/>").tag, "a")
+"""
+
+
+def test_a_standard_library_module_the_model_imported_serves_the_tests(one_worker):
+    # As HumanEval's prompts import math for their tests: one the runner had not imported itself was left
+    # unbound, and the right answer failed on a NameError inside the test method.
+    result = _run(one_worker, PROMPT_IMPORT_CODE, PROMPT_IMPORT_TESTS, "order")
+    assert result.status is PASSED, (result.status, result.reason)
+    wrong = _run(
+        one_worker, PROMPT_IMPORT_CODE.replace("static_order())", "static_order())[::-1]"), PROMPT_IMPORT_TESTS, "order"
+    )
+    assert wrong.status is FAILED, (wrong.status, wrong.reason)
+
+
+@pytest.mark.parametrize("name", ["antigravity", "this", "__hello__", "idlelib.idle", "numpy", "os._wrap_close", ""])
+def test_the_runner_imports_no_module_that_acts_on_import_or_is_not_standard(name):
+    assert trusted._standard_module(name) is None
+
+
 # --- the reference: every shape above gives the same verdict in one process -----------------------------------
 
 REFERENCE_CASES = [
@@ -428,6 +462,7 @@ REFERENCE_CASES = [
     (DOCUMENTED, DOCSTRING_TESTS, PASSED),
     (DOCUMENTED, DOCSTRING_CONTENT_TESTS, PASSED),
     (DOCUMENTED, VARS_TESTS, PASSED),
+    (PROMPT_IMPORT_CODE, PROMPT_IMPORT_TESTS, PASSED),
 ]
 
 
