@@ -450,6 +450,38 @@ def test_the_runner_imports_no_module_that_acts_on_import_or_is_not_standard(nam
     assert trusted._standard_module(name) is None
 
 
+# --- isinstance of a value that crossed as this process's own, against the class the model's code exports ---------
+
+VALUE_CLASS_CODE = """
+from collections import deque, namedtuple
+from datetime import date
+
+Point = namedtuple("Point", "x y")
+
+def window(xs):
+    return deque(xs, maxlen=2), Point(1, 2), date(2024, 1, 31)
+"""
+VALUE_CLASS_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        queue, point, day = window([1, 2, 3])
+        self.assertIsInstance(queue, deque)
+        self.assertIsInstance(point, Point)
+        self.assertIsInstance(day, date)
+        self.assertNotIsInstance(point, deque)
+        self.assertNotIsInstance((1, 2), Point)
+"""
+
+
+def test_isinstance_of_a_returned_value_against_the_class_the_model_exports(one_worker):
+    # A deque, a date or the model's namedtuple crosses as this process's own value, and the name the tests read
+    # (the prompt's from collections import deque) is a stub: isinstance was False for a right answer.
+    result = _run(one_worker, VALUE_CLASS_CODE, VALUE_CLASS_TESTS, "window")
+    assert result.status is PASSED, (result.status, result.reason)
+    wrong = _run(one_worker, VALUE_CLASS_CODE.replace("deque(xs, maxlen=2)", "list(xs)"), VALUE_CLASS_TESTS, "window")
+    assert wrong.status is FAILED, (wrong.status, wrong.reason)
+
+
 # --- the reference: every shape above gives the same verdict in one process -----------------------------------
 
 REFERENCE_CASES = [
@@ -463,6 +495,7 @@ REFERENCE_CASES = [
     (DOCUMENTED, DOCSTRING_CONTENT_TESTS, PASSED),
     (DOCUMENTED, VARS_TESTS, PASSED),
     (PROMPT_IMPORT_CODE, PROMPT_IMPORT_TESTS, PASSED),
+    (VALUE_CLASS_CODE, VALUE_CLASS_TESTS, PASSED),
 ]
 
 

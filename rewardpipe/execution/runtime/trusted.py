@@ -24,6 +24,7 @@ import traceback
 import types
 import unittest
 import warnings
+from collections.abc import Callable
 
 from . import harness, layers, wire
 
@@ -75,6 +76,10 @@ class Connection:
         # ``next()`` or loop over the same iterator takes them first, as in one process (by the child's handle).
         self.leftovers: dict[int, collections.deque] = {}
         self.remotes: dict[int, Remote] = {}  # handle -> its one stub (see proxy)
+        # handle of a class the model's code exports -> the class of this process its instances cross as (round
+        # seven: isinstance(result, deque) with the prompt's ``from collections import deque``, or with the
+        # model's namedtuple class, was False for a right answer). Only ever used by isinstance, never called.
+        self.value_classes: dict[int, Callable[[object], bool]] = {}
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -562,7 +567,10 @@ class Remote:
 
     def __instancecheck__(self, instance):
         if not isinstance(instance, Remote):
-            return False
+            # A value that crossed as this process's own (a deque, a datetime, a namedtuple of the model's): an
+            # instance of the model's class exactly when of the class it stands for here (see value_classes).
+            check = self._rp_connection().value_classes.get(object.__getattribute__(self, "_rp_handle"))
+            return check is not None and bool(check(instance))
         return bool(instance._rp("isinstance", cls=object.__getattribute__(self, "_rp_handle")))
 
     def __subclasscheck__(self, subclass):
@@ -673,9 +681,34 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             namespace[name] = local_exceptions[name]
         elif kind == "callable" and type(info.get("h")) is int:
             namespace[name] = conn.proxy(info["h"], name)
+            check = _value_class(info.get("cls"))
+            if check is not None:
+                conn.value_classes[info["h"]] = check
         if name in namespace:
             conn.model_bound[name] = namespace[name]
     return module
+
+
+def _value_class(described) -> Callable[[object], bool] | None:
+    """Whether a value of this process is an instance of a class the model's code exports, as it would be in one
+    process, from ``untrusted._value_class``: a namedtuple of that name and those fields (the wire rebuilds the
+    model's as one), or an instance of the class of an already loaded module by its qualified name (looked up,
+    never imported or called)."""
+    if type(described) is not list or not described:
+        return None
+    if described[0] == "nt" and len(described) == 3 and type(described[2]) is list:
+        name, fields = described[1], tuple(described[2])
+        return lambda value: (
+            isinstance(value, tuple) and type(value).__name__ == name and getattr(value, "_fields", None) == fields
+        )
+    if described[0] != "std" or len(described) != 3 or not all(type(part) is str for part in described[1:]):
+        return None
+    found = sys.modules.get(described[1])
+    for part in described[2].split(".")[:8]:
+        found = vars(found).get(part) if hasattr(found, "__dict__") else None
+    if isinstance(found, type) and found.__module__ == described[1] and found.__qualname__ == described[2]:
+        return lambda value: isinstance(value, found)
+    return None
 
 
 # Standard-library modules never imported here on the model's word: they act when imported (a browser, a

@@ -146,10 +146,30 @@ def describe_exports(namespace: dict, handles: Handles) -> dict:
             }
         elif callable(value):
             exports[name] = {"kind": "callable", "h": handles.add(value)}
+            with contextlib.suppress(Exception):  # a class's metaclass may do anything; then it is just a callable
+                kind = _value_class(value)
+                if kind is not None:
+                    exports[name]["cls"] = kind
         else:
             # Fetched only if the tests use the name: a module with a large table stays cheap.
             exports[name] = {"kind": "value", "h": handles.add(value)}
     return exports
+
+
+def _value_class(value) -> list | None:
+    """What the trusted side needs to tell its own instances of the class ``value`` (they cross the wire as its
+    own values: a ``deque``, a ``datetime``, a namedtuple rebuilt from its name and fields): ``["nt", name,
+    fields]`` for a namedtuple class of the model's, ``["std", module, qualname]`` for a class of another module
+    (``from collections import deque``); None for anything else."""
+    if not isinstance(value, type):
+        return None
+    fields = getattr(value, "_fields", None) if issubclass(value, tuple) else None
+    if type(fields) is tuple and all(type(field) is str for field in fields):
+        return ["nt", value.__name__, list(fields)]
+    module, qualname = value.__module__, value.__qualname__
+    if type(module) is str and type(qualname) is str and module != "solution":
+        return ["std", module, qualname]
+    return None
 
 
 class Effects:
