@@ -722,6 +722,7 @@ _NOT_IMPORTED = frozenset(
         "turtledemo",
         "tkinter",
         "readline",
+        "rlcompleter",
         "test",
         "ensurepip",
         "venv",
