@@ -482,6 +482,94 @@ def test_isinstance_of_a_returned_value_against_the_class_the_model_exports(one_
     assert wrong.status is FAILED, (wrong.status, wrong.reason)
 
 
+# --- operators the model's process serves, between two model objects -------------------------------------------
+
+OPERATOR_CODE = """
+class Bits:
+    def __init__(self, value):
+        self.value = value
+
+    def __or__(self, other):
+        return Bits(self.value | other.value)
+
+    def __and__(self, other):
+        return Bits(self.value & other.value)
+
+    def __xor__(self, other):
+        return Bits(self.value ^ other.value)
+
+    def __lshift__(self, other):
+        return Bits(self.value << other.value)
+
+    def __pow__(self, other):
+        return Bits(self.value ** other.value)
+
+    def __invert__(self):
+        return Bits(~self.value)
+
+    def __pos__(self):
+        return Bits(abs(self.value))
+
+    def __ior__(self, other):
+        self.value |= other.value
+        return self
+
+    def __format__(self, spec):
+        return format(self.value, spec)
+"""
+OPERATOR_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        a, b = Bits(0b1100), Bits(0b1010)
+        self.assertEqual([(a | b).value, (a & b).value, (a ^ b).value], [0b1110, 0b1000, 0b0110])
+        self.assertEqual([(a << Bits(1)).value, (Bits(2) ** Bits(3)).value], [0b11000, 8])
+        self.assertEqual([(~a).value, (+Bits(-3)).value], [-13, 3])
+        self.assertEqual(f"{a:08b}", "00001100")
+        c = Bits(1)
+        before = c
+        c |= Bits(2)
+        self.assertIs(c, before)
+        self.assertEqual(c.value, 3)
+"""
+
+
+def test_operators_between_model_objects_are_served(one_worker):
+    # A right answer's bit-set class raised TypeError on |, &, ^, <<, **, ~, +, |= and a format spec.
+    result = _run(one_worker, OPERATOR_CODE, OPERATOR_TESTS, "Bits")
+    assert result.status is PASSED, (result.status, result.reason)
+
+
+def test_a_plain_operand_never_reaches_the_models_operator(one_worker):
+    # assertAlmostEqual subtracts the expected value: handed to the model's __sub__, it could answer 0.
+    code = """
+    class Liar:
+        def __sub__(self, other):
+            return 0.0
+
+        def __rsub__(self, other):
+            return 0.0
+
+        def __or__(self, other):
+            return True
+
+        def __ror__(self, other):
+            return True
+
+    def area(r):
+        return Liar()
+    """
+    tests = """
+    class T(unittest.TestCase):
+        def test_almost(self):
+            self.assertAlmostEqual(area(1), 3.14159, places=4)
+
+        def test_or(self):
+            self.assertTrue(area(1) | 3.14159)
+    """
+    result = _run(one_worker, code, tests, "area")
+    assert result.status is FAILED and result.passed == 0, (result.status, result.reason)
+
+
 # --- the reference: every shape above gives the same verdict in one process -----------------------------------
 
 REFERENCE_CASES = [
@@ -496,6 +584,7 @@ REFERENCE_CASES = [
     (DOCUMENTED, VARS_TESTS, PASSED),
     (PROMPT_IMPORT_CODE, PROMPT_IMPORT_TESTS, PASSED),
     (VALUE_CLASS_CODE, VALUE_CLASS_TESTS, PASSED),
+    (OPERATOR_CODE, OPERATOR_TESTS, PASSED),
 ]
 
 

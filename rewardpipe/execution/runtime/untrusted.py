@@ -51,6 +51,12 @@ BINARY_OPS = {
     "eq",
     "ne",
     "matmul",
+    "iadd",
+    "isub",
+    "imul",
+    "iand",
+    "ior",
+    "ixor",
 }
 
 
@@ -432,6 +438,8 @@ class Server:
             return {"ok": bool(target)}
         if op == "str":
             return {"ok": str(target)}
+        if op == "format":
+            return {"ok": format(target, str(request.get("spec", "")))}
         if op == "repr":
             return {"ok": repr(target)}
         if op == "hash":
