@@ -570,6 +570,87 @@ def test_a_plain_operand_never_reaches_the_models_operator(one_worker):
     assert result.status is FAILED and result.passed == 0, (result.status, result.reason)
 
 
+# --- a context manager of the model's -------------------------------------------------------------------------
+
+CONTEXT_CODE = """
+class Resource:
+    log = []
+
+    def __init__(self, name):
+        self.name = name
+        self.open = False
+
+    def __enter__(self):
+        self.open = True
+        return self
+
+    def __exit__(self, kind, value, traceback):
+        self.open = False
+        Resource.log.append((kind.__name__ if kind else None, value.args if value else None))
+        return True  # suppress everything
+"""
+CONTEXT_TESTS = """
+class T(unittest.TestCase):
+    def test_scope(self):
+        resource = Resource("db")
+        with resource as inside:
+            self.assertIs(inside, resource)
+            self.assertTrue(resource.open)
+        self.assertFalse(resource.open)
+        del resource.name
+        self.assertFalse(hasattr(resource, "name"))
+"""
+SUPPRESSED_FAILURE_TESTS = """
+class T(unittest.TestCase):
+    def test_failure_inside(self):
+        with Resource("db"):
+            self.assertEqual(len(Resource.log), 12345)
+
+    def test_told_no_expected_value(self):
+        try:
+            with Resource("db"):
+                self.assertEqual("hidden-expected", "other")
+        except AssertionError:
+            pass
+        self.assertEqual(Resource.log[-1], ("AssertionError", ()))
+"""
+
+
+def test_a_model_context_manager_runs_its_enter_and_exit(one_worker):
+    # with ModelClass() as x: raised TypeError (the stub had no __enter__/__exit__), and del obj.attr failed.
+    result = _run(one_worker, CONTEXT_CODE, CONTEXT_TESTS, "Resource")
+    assert result.status is PASSED, (result.status, result.reason)
+
+
+def test_a_model_context_manager_never_suppresses_a_failure_nor_learns_its_message(one_worker):
+    # In one process the model's __exit__ returning True swallows the failed assertion (a forged pass), and it
+    # is handed the AssertionError holding the expected value.
+    result = _run(one_worker, CONTEXT_CODE, SUPPRESSED_FAILURE_TESTS, "Resource")
+    assert result.status is FAILED and result.passed == 1, (result.status, result.reason)
+    assert "12345" in result.reason
+
+
+def test_doctor_flags_a_raise_inside_a_model_context_manager():
+    from rewardpipe.execution.shape_lint import shape_findings
+
+    tests = """
+import unittest
+from contextlib import suppress
+
+class T(unittest.TestCase):
+    def test(self):
+        with Suppress(ValueError):
+            raise ValueError("x")
+        with suppress(KeyError):
+            raise KeyError("y")
+        with Resource("db") as resource:
+            self.assertTrue(resource.open)
+"""
+    found = [line for line in shape_findings(tests) if "context manager" in line]
+    assert len(found) == 1 and "Suppress" in found[0], found
+    assert not [line for line in shape_findings(tests, trust_mode="inprocess") if "context manager" in line]
+
+
 # --- the reference: every shape above gives the same verdict in one process -----------------------------------
 
 REFERENCE_CASES = [
@@ -585,6 +666,7 @@ REFERENCE_CASES = [
     (PROMPT_IMPORT_CODE, PROMPT_IMPORT_TESTS, PASSED),
     (VALUE_CLASS_CODE, VALUE_CLASS_TESTS, PASSED),
     (OPERATOR_CODE, OPERATOR_TESTS, PASSED),
+    (CONTEXT_CODE, CONTEXT_TESTS, PASSED),
 ]
 
 

@@ -401,6 +401,15 @@ class Server:
         if op == "setattr":
             setattr(target, str(request["name"]), self._decode(request["value"]))
             return {"ok": None}
+        if op == "delattr":
+            delattr(target, str(request["name"]))
+            return {"ok": None}
+        if op == "enter":
+            return {"ok": self._encode(type(target).__enter__(target))}
+        if op == "exit":
+            kind = wire.builtin_exception(str(request.get("kind"))) if request.get("kind") is not None else None
+            type(target).__exit__(target, kind, kind() if kind is not None else None, None)
+            return {"ok": None}
         if op == "getitem":
             return {"ok": self._encode(target[self._decode(request["key"])])}
         if op == "setitem":

@@ -191,6 +191,15 @@ _BUILTINS_BY_NAME: dict[str, object] = {
     )
 }
 _SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
+
+
+def builtin_exception(name: str) -> type:
+    """The built-in ``Exception`` class of that name that crosses by name (never SystemExit and the like), else
+    ``Exception`` for a name that is none (a class of this side's own)."""
+    found = _BUILTINS_BY_NAME.get(name)
+    return found if isinstance(found, type) and issubclass(found, Exception) else Exception
+
+
 _ZONE_KEY = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:/[A-Za-z0-9_+-]{1,32}){0,3}")
 # A defaultdict crosses with its factory only when that is one of these (by name); any other becomes a plain dict.
 _DEFAULT_FACTORIES = {factory.__name__: factory for factory in (int, float, str, list, dict, set, tuple, bool)}
