@@ -7,6 +7,7 @@ Only the AST of the tests is read; nothing is executed.
 from __future__ import annotations
 
 import ast
+import builtins
 
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 
@@ -326,13 +327,53 @@ def swallowed_failure_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+def _bound_by_tests(tree: ast.Module) -> set[str]:
+    """Every name the tests bind themselves (imports, definitions, assignments, parameters)."""
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound
+
+
+def model_context_findings(tree: ast.Module) -> list[str]:
+    """A ``with`` block that raises inside a context manager of the model's code (a name the tests do not bind):
+    under split trust the model's ``__exit__`` runs but never suppresses the exception (a failed assertion, or
+    an error the tests met on a wrong value, would otherwise become a pass), so a right answer whose context
+    manager is meant to suppress it fails."""
+    bound = _bound_by_tests(tree) | set(dir(builtins))
+    found = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.With, ast.AsyncWith)) or not _within(node.body, (ast.Raise,)):
+            continue
+        for item in node.items:
+            call = item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
+            if isinstance(call, ast.Name) and call.id not in bound:
+                found.append(
+                    f"tests line {node.lineno}: the block raises inside the model's context manager {call.id}: under "
+                    "split trust its __exit__ never suppresses the exception, so a right answer that should "
+                    "suppress it fails; test that through the entry point, or set trust_mode='inprocess' (weaker)"
+                )
+    return found
+
+
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
         tree = parse_python(tests)
     except (SyntaxError, ValueError):
         return []
-    split = split_trust_findings(tree) + process_state_findings(tree) if trust_mode == "split" else []
+    split = (
+        split_trust_findings(tree) + process_state_findings(tree) + model_context_findings(tree)
+        if trust_mode == "split"
+        else []
+    )
     return (
         assertion_warnings(tree)
         + swallowed_failure_findings(tree)

@@ -14,13 +14,17 @@ import ast
 import builtins
 import collections
 import contextlib
+import importlib
 import json
 import logging
 import os
 import sys
 import time
+import traceback
 import types
+import unittest
 import warnings
+from collections.abc import Callable
 
 from . import harness, layers, wire
 
@@ -71,6 +75,11 @@ class Connection:
         # Items of a model iterator fetched in a chunk that the tests' loop stopped before (a ``break``): the next
         # ``next()`` or loop over the same iterator takes them first, as in one process (by the child's handle).
         self.leftovers: dict[int, collections.deque] = {}
+        self.remotes: dict[int, Remote] = {}  # handle -> its one stub (see proxy)
+        # handle of a class the model's code exports -> the class of this process its instances cross as (round
+        # seven: isinstance(result, deque) with the prompt's ``from collections import deque``, or with the
+        # model's namedtuple class, was False for a right answer). Only ever used by isinstance, never called.
+        self.value_classes: dict[int, Callable[[object], bool]] = {}
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -164,8 +173,14 @@ class Connection:
             pending.extend(_items_of(item))
         return bool(pending)  # too large to tell: the model's replies are the likelier source
 
-    def proxy(self, handle: int) -> Remote:
-        return Remote(self, handle, "")
+    def proxy(self, handle: int, name: str = "") -> Remote:
+        """The one stub of the model's object ``handle`` (the child gives an object the same handle each time):
+        ``assertIs(parse("red"), Color.RED)``, a method returning ``self``, a singleton hold as in one process
+        (round seven: each reply made a new stub, so the same object was never ``is`` itself)."""
+        found = self.remotes.get(handle)
+        if found is None:
+            found = self.remotes[handle] = Remote(self, handle, name)
+        return found
 
     def replay(self, effects) -> None:
         """Re-issue, here, what the model's code printed, warned and logged while serving the request, so
@@ -237,19 +252,116 @@ class Connection:
         message = str(info.get("msg", ""))[:2000]
         if name in _LOOP_CONTROL_EXCEPTIONS or info.get("base") in _LOOP_CONTROL_EXCEPTIONS:
             return RuntimeError(f"the model's code raised {name}: {message}")
-        local = self.exception_classes.get(name)
-        if local is not None and info.get("module") == "solution":
-            return local(message)
-        for candidate in (name if info.get("module") == "builtins" else None, info.get("base")):
+        module = info.get("module")
+        if module == "solution":  # its class, or the nearest ancestor of the model's code that was rebuilt here
+            mro = info.get("mro")
+            for candidate in [name, *(mro[:MAX_EXCEPTION_MRO] if type(mro) is list else [])]:
+                local = self.exception_classes.get(candidate) if type(candidate) is str else None
+                if local is not None:
+                    return _rebuilt_exception(local, info, message, call=True) or local(message)
+        standard = _standard_exception_class(name, module)
+        if standard is not None:
+            rebuilt = _rebuilt_exception(standard, info, message, call=False)
+            if rebuilt is not None:
+                return rebuilt
+        for candidate in (name if module == "builtins" else None, info.get("base")):
             cls = getattr(builtins, str(candidate), None) if candidate else None
             # Only ordinary built-in exceptions are re-raised as themselves; BaseException-only
             # classes (SystemExit, KeyboardInterrupt) would stop the trusted runner itself.
             if isinstance(cls, type) and issubclass(cls, Exception):
+                rebuilt = _rebuilt_exception(cls, info, message, call=True)
+                if rebuilt is not None:
+                    return rebuilt
                 try:
                     return cls(message)
                 except Exception:  # noqa: BLE001 - e.g. UnicodeDecodeError needs five arguments
                     break
         return RemoteError(f"{name}: {message}")
+
+
+MAX_EXCEPTION_MRO = 32  # names of the model's classes in a raised exception's ancestry looked up
+MAX_EXCEPTION_ATTRIBUTES = 64  # attributes of one exception of the model's set on its trusted copy
+
+
+def _standard_exception_class(name: str, module) -> type | None:
+    """The standard library's exception class the model's code raised (``statistics.StatisticsError``,
+    ``json.JSONDecodeError``), when this process has loaded its module (the tests import what they catch):
+    ``assertRaises(json.JSONDecodeError)`` then holds as in one process. Never unittest's own (``SkipTest``
+    skips, ``_ShouldStop`` would end a test as a success), a private class, one that is not an ``Exception``,
+    or one with a ``__new__`` of its own (none of its code runs here, see :func:`_rebuilt_exception`)."""
+    if type(module) is not str or module in ("builtins", "solution") or name.startswith("_"):
+        return None
+    root = module.partition(".")[0]
+    if root not in sys.stdlib_module_names or root == "unittest":
+        return None
+    owner = sys.modules.get(module)
+    found = vars(owner).get(name) if isinstance(owner, types.ModuleType) else None
+    if not (isinstance(found, type) and issubclass(found, Exception) and found.__module__ == module):
+        return None
+    if issubclass(found, unittest.SkipTest) or not isinstance(found.__new__, types.BuiltinMethodType):
+        return None
+    return found
+
+
+def _rebuilt_exception(cls: type, info: dict, message: str, call: bool) -> BaseException | None:
+    """``cls`` with the args and public attributes the model's exception carried (plain data, see
+    ``untrusted._exception_data``), or None when it carried none or they do not make a sound exception here.
+
+    ``call`` constructs it as ``cls(*args)`` (a built-in class, or a local class of the model's, whose
+    construction runs no code); otherwise (a standard-library class) only ``__new__`` runs, then the args and
+    attributes are set, so none of that class's Python code runs on the model's values. The message the model's
+    process printed stays the exception's text: a local class prints it (:func:`_carried_message`), any other
+    must print it too or the args are not used. And the runner must be able to format it (a failing test's
+    traceback): an exception that cannot be is refused here rather than crashing the runner."""
+    args, attrs = info.get("args"), info.get("attrs")
+    if args is None and attrs is None:
+        return None
+    try:
+        decoded = wire.decode(args) if args is not None else [message]
+        if type(decoded) is not list:
+            return None
+        values = tuple(decoded)
+        files = wire.decode(info["files"]) if "files" in info else None
+        if call and issubclass(cls, OSError) and type(files) is list and len(files) == 2 and len(values) == 2:
+            exc = cls(*values, files[0], None, files[1])  # (errno, strerror, filename, winerror, filename2)
+        elif call:
+            exc = cls(*values)
+        else:
+            exc = cls.__new__(cls, *values)
+            exc.args = values
+        own = vars(exc)
+        for key, tree in list(attrs.items() if type(attrs) is dict else ())[:MAX_EXCEPTION_ATTRIBUTES]:
+            # Never an attribute the class has (a method, a descriptor the runner or unittest relies on).
+            if type(key) is str and key.isidentifier() and not key.startswith("_") and not hasattr(cls, key):
+                own[key] = wire.decode(tree)
+        if cls.__str__ is _carried_message:
+            own["_rp_message"] = message
+        elif str(exc) != message:
+            return None
+        traceback.format_exception_only(cls, exc)
+    except Exception:  # noqa: BLE001 - whatever it carried, the exception still arrives (from its message)
+        return None
+    return exc
+
+
+def _carried_message(self) -> str:
+    """``str()`` of a local copy of the model's exception class: the text the model's process printed for it
+    (its own ``__str__`` may be anything), or, for one the tests made themselves, what its base prints."""
+    message = vars(self).get("_rp_message")
+    if type(message) is str:
+        return message
+    for klass in type(self).__mro__[1:]:
+        if "__str__" in vars(klass):
+            return vars(klass)["__str__"](self)
+    return BaseException.__str__(self)
+
+
+def _builtin_exception_name(cls) -> str:
+    """The name of the nearest built-in exception class of ``cls`` (what a model's ``__exit__`` is told)."""
+    for klass in getattr(cls, "__mro__", ()):
+        if klass.__module__ == "builtins" and wire.builtin_exception(klass.__name__) is klass:
+            return klass.__name__
+    return "Exception"
 
 
 def _logger_for(name: str) -> logging.Logger:
@@ -322,8 +434,13 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         raise
 
 
+# Dunder attributes of the model's objects the tests may read (``f.__name__``, ``vars(p)``), asked of the model's
+# process; any other dunder is refused (unittest and the wire probe objects for them).
+_REMOTE_DUNDERS = frozenset({"__name__", "__qualname__", "__dict__", "__doc__"})
+
+
 class Remote:
-    """A stub for a function, class or object that lives in the model's process."""
+    # (No docstring: __doc__ below is the model object's own.)
 
     __slots__ = ("_rp_conn", "_rp_handle", "_rp_name")
 
@@ -354,12 +471,32 @@ class Remote:
         return conn.value(message, (args, kwargs), parts)
 
     def __getattr__(self, name):
-        if name.startswith("__") and name.endswith("__"):
+        if name.startswith("__") and name.endswith("__") and name not in _REMOTE_DUNDERS:
             raise AttributeError(name)
         return self._rp("getattr", name=name)
 
+    # The model object's own docstring, never the stub class's: round seven, every function of the model's had
+    # this class's docstring, so a test requiring one (``assertTrue(f.__doc__)``) passed code that had none.
+    __doc__ = property(lambda self: self._rp("getattr", name="__doc__"))
+
     def __setattr__(self, name, value):
         self._rp("setattr", name=name, value=_encode_argument(self._rp_connection(), value))
+
+    def __delattr__(self, name):
+        self._rp("delattr", name=name)
+
+    def __enter__(self):
+        return self._rp("enter")
+
+    def __exit__(self, exc_type, exc, traceback):
+        # Round seven: ``with ModelClass() as x:`` raised TypeError, so a right answer's context manager failed.
+        # The model's __exit__ learns only the kind of exception that ended the block (the nearest built-in
+        # class, without its arguments: a failed assertion's message holds the expected value), and it never
+        # suppresses it (the block's failed assertion, or a TypeError the tests met on a wrong value, would
+        # become a pass): the exception goes on whatever __exit__ returns, as doctor says for such tests.
+        kind = _builtin_exception_name(exc_type) if exc_type is not None else None
+        self._rp("exit", kind=kind)
+        return False
 
     def __getitem__(self, key):
         return self._rp("getitem", key=_encode_argument(self._rp_connection(), key))
@@ -454,8 +591,18 @@ class Remote:
 
     def __instancecheck__(self, instance):
         if not isinstance(instance, Remote):
-            return False
+            # A value that crossed as this process's own (a deque, a datetime, a namedtuple of the model's): an
+            # instance of the model's class exactly when of the class it stands for here (see value_classes).
+            check = self._rp_connection().value_classes.get(object.__getattribute__(self, "_rp_handle"))
+            return check is not None and bool(check(instance))
         return bool(instance._rp("isinstance", cls=object.__getattribute__(self, "_rp_handle")))
+
+    def __subclasscheck__(self, subclass):
+        # issubclass(Dog, Animal), both the model's classes: asked where they live. A class of this process is
+        # no subclass of the model's (round seven: any issubclass with a model class raised TypeError).
+        if not isinstance(subclass, Remote):
+            return False
+        return bool(subclass._rp("issubclass", cls=object.__getattribute__(self, "_rp_handle")))
 
     def _binary(self, other, name, reflected=False):
         # Only model object against model object: a plain operand may be the expected answer.
@@ -502,6 +649,58 @@ class Remote:
     def __matmul__(self, other):
         return self._binary(other, "matmul")
 
+    # Round seven: the model process serves these too, but the stub lacked them, so a right answer's set class
+    # (``a | b``), bit flags, ``v ** w``, ``+v``, ``~v`` or ``acc += item`` raised TypeError. Still only between
+    # two model objects: a plain operand may be the expected answer (assertAlmostEqual subtracts it).
+    def __pow__(self, other, modulo=None):
+        return NotImplemented if modulo is not None else self._binary(other, "pow")
+
+    def __and__(self, other):
+        return self._binary(other, "and_")
+
+    def __or__(self, other):
+        return self._binary(other, "or_")
+
+    def __xor__(self, other):
+        return self._binary(other, "xor")
+
+    def __lshift__(self, other):
+        return self._binary(other, "lshift")
+
+    def __rshift__(self, other):
+        return self._binary(other, "rshift")
+
+    def __iadd__(self, other):
+        return self._binary(other, "iadd")
+
+    def __isub__(self, other):
+        return self._binary(other, "isub")
+
+    def __imul__(self, other):
+        return self._binary(other, "imul")
+
+    def __iand__(self, other):
+        return self._binary(other, "iand")
+
+    def __ior__(self, other):
+        return self._binary(other, "ior")
+
+    def __ixor__(self, other):
+        return self._binary(other, "ixor")
+
+    def __pos__(self):
+        return self._rp("unary", name="pos")
+
+    def __invert__(self):
+        return self._rp("unary", name="invert")
+
+    def __format__(self, spec):
+        # The format spec is the tests' (".2f"), never an expected value: the model's own __format__ serves it.
+        result = self._rp("format", spec=str(spec))
+        if type(result) is not str:
+            raise TypeError("format() of a model object did not return a str")
+        return result
+
     def __neg__(self):
         return self._rp("unary", name="neg")
 
@@ -534,6 +733,9 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
     module = types.ModuleType("hidden_tests")
     namespace = module.__dict__
     wanted = set(tests_names) | {entry_point}
+    local_exceptions = _local_exception_classes(exports)
+    for local in local_exceptions.values():
+        conn.exception_classes.setdefault(local.__name__, local)
     for name in sorted(wanted):
         info = exports.get(name)
         if type(info) is not dict:
@@ -543,27 +745,138 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
         kind = info.get("kind")
         if kind == "module":
             module_name = str(info.get("name", ""))
-            if module_name in sys.modules:  # only modules the trusted side already trusts
-                namespace[name] = sys.modules[module_name]
+            loaded = sys.modules.get(module_name) or _standard_module(module_name)
+            if loaded is not None:  # only modules the trusted side already trusts, or the standard library's
+                namespace[name] = loaded
             else:
                 conn.unbound_modules.add(name)
         elif kind == "value" and type(info.get("h")) is int:
             # Plain data arrives as a genuine built-in value; anything else becomes a stub.
             namespace[name] = conn.value({"op": "get", "h": info["h"]})
-        elif kind == "exception":
-            base = getattr(builtins, str(info.get("base", "Exception")), Exception)
-            if not (isinstance(base, type) and issubclass(base, Exception)):
-                base = Exception
-            if base.__name__ in _LOOP_CONTROL_EXCEPTIONS:
-                base = RuntimeError
-            local = type(name, (base,), {"__module__": "solution"})
-            conn.exception_classes[name] = local
-            namespace[name] = local
+        elif kind == "exception" and name in local_exceptions:
+            namespace[name] = local_exceptions[name]
         elif kind == "callable" and type(info.get("h")) is int:
-            namespace[name] = Remote(conn, info["h"], name)
+            namespace[name] = conn.proxy(info["h"], name)
+            check = _value_class(info.get("cls"))
+            if check is not None:
+                conn.value_classes[info["h"]] = check
         if name in namespace:
             conn.model_bound[name] = namespace[name]
     return module
+
+
+def _value_class(described) -> Callable[[object], bool] | None:
+    """Whether a value of this process is an instance of a class the model's code exports, as it would be in one
+    process, from ``untrusted._value_class``: a namedtuple of that name and those fields (the wire rebuilds the
+    model's as one), or an instance of the class of an already loaded module by its qualified name (looked up,
+    never imported or called)."""
+    if type(described) is not list or not described:
+        return None
+    if described[0] == "nt" and len(described) == 3 and type(described[2]) is list:
+        name, fields = described[1], tuple(described[2])
+        return lambda value: (
+            isinstance(value, tuple) and type(value).__name__ == name and getattr(value, "_fields", None) == fields
+        )
+    if described[0] != "std" or len(described) != 3 or not all(type(part) is str for part in described[1:]):
+        return None
+    found = sys.modules.get(described[1])
+    for part in described[2].split(".")[:8]:
+        found = vars(found).get(part) if hasattr(found, "__dict__") else None
+    if isinstance(found, type) and found.__module__ == described[1] and found.__qualname__ == described[2]:
+        return lambda value: isinstance(value, found)
+    return None
+
+
+# Standard-library modules never imported here on the model's word: they act when imported (a browser, a
+# terminal, text on stdout) or are no library (the regression tests, installers).
+_NOT_IMPORTED = frozenset(
+    {
+        "antigravity",
+        "this",
+        "idlelib",
+        "turtle",
+        "turtledemo",
+        "tkinter",
+        "readline",
+        "rlcompleter",
+        "test",
+        "ensurepip",
+        "venv",
+        "webbrowser",
+        "pydoc",
+        "site",
+        "lib2to3",
+        "msilib",
+        "winreg",
+        "winsound",
+    }
+)
+
+
+def _standard_module(module_name: str):
+    """A standard-library module the model's code imported under a name the tests read (``import graphlib``,
+    ``import xml.etree.ElementTree as ET``), imported here too: the tests rely on the model's namespace for it,
+    as HumanEval's prompts import ``math`` for their tests. Round seven: one the runner had not imported itself
+    was left unbound, and a right answer failed on a ``NameError`` inside the test. None for anything else
+    (a package of the model's environment, a private module, one of :data:`_NOT_IMPORTED`)."""
+    parts = module_name.split(".")
+    if parts[0] not in sys.stdlib_module_names or parts[0] in _NOT_IMPORTED:
+        return None
+    if not all(part.isidentifier() and not part.startswith("_") for part in parts):
+        return None
+    try:
+        return importlib.import_module(module_name)
+    except Exception:  # noqa: BLE001 - not available here (a platform's module): left unbound, as before
+        return None
+
+
+MAX_LOCAL_EXCEPTIONS = 256  # exception classes of the model's code rebuilt here (in name order)
+
+
+def _local_exception_classes(exports: dict) -> dict[str, type]:
+    """A local class for each exception class the model's code exports (by export name), whether or not the
+    tests read its name, with the model's hierarchy among them and the first built-in class of its ancestry:
+    round seven, only the names the tests read were rebuilt, each straight from its built-in base, so the
+    model's ``NotFound(AppError)`` arrived as a plain ``Exception`` and ``assertRaises(AppError)`` failed a
+    right answer. Each prints the text the model's process printed for it (:func:`_carried_message`)."""
+    infos = {
+        name: info
+        for name, info in sorted(exports.items())[: MAX_LOCAL_EXCEPTIONS * 4]
+        if type(info) is dict and info.get("kind") == "exception"
+    }
+    infos = dict(list(infos.items())[:MAX_LOCAL_EXCEPTIONS])
+    built: dict[str, type] = {}
+
+    def build(name: str, trail: frozenset) -> type:
+        if name in built:
+            return built[name]
+        info = infos[name]
+        base = getattr(builtins, str(info.get("base", "Exception")), Exception)
+        if not (isinstance(base, type) and issubclass(base, Exception)):
+            base = Exception
+        if base.__name__ in _LOOP_CONTROL_EXCEPTIONS:
+            base = RuntimeError
+        parents = info.get("parents")
+        bases = tuple(
+            build(parent, trail | {name})
+            for parent in (parents if type(parents) is list else [])[:8]
+            if type(parent) is str and parent in infos and parent not in trail
+        )
+        if not any(issubclass(parent, base) for parent in bases):
+            bases += (base,)
+        label = info.get("class")
+        label = label if type(label) is str and label.isidentifier() else name
+        body = {"__module__": "solution", "__str__": _carried_message}
+        try:
+            local = type(label, bases, body)
+        except TypeError:  # bases that cannot be combined here (an MRO or layout conflict): the built-in one
+            local = type(label, (base,), body)
+        built[name] = local
+        return local
+
+    for name in infos:
+        build(name, frozenset())
+    return built
 
 
 def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:

@@ -22,6 +22,7 @@ import math
 import os
 import re
 import struct
+import types
 
 FRAME_HEADER = struct.Struct("!I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -190,6 +191,15 @@ _BUILTINS_BY_NAME: dict[str, object] = {
     )
 }
 _SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
+
+
+def builtin_exception(name: str) -> type:
+    """The built-in ``Exception`` class of that name that crosses by name (never SystemExit and the like), else
+    ``Exception`` for a name that is none (a class of this side's own)."""
+    found = _BUILTINS_BY_NAME.get(name)
+    return found if isinstance(found, type) and issubclass(found, Exception) else Exception
+
+
 _ZONE_KEY = re.compile(r"[A-Za-z0-9_+-]{1,32}(?:/[A-Za-z0-9_+-]{1,32}){0,3}")
 # A defaultdict crosses with its factory only when that is one of these (by name); any other becomes a plain dict.
 _DEFAULT_FACTORIES = {factory.__name__: factory for factory in (int, float, str, list, dict, set, tuple, bool)}
@@ -318,7 +328,9 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         return {"ex": [kind.__name__, [encode(item, make_handle, depth, nodes, refs) for item in value.args]]}
     if value is Ellipsis or value is NotImplemented:
         return {"e": repr(value)}
-    name = getattr(value, "__name__", None)
+    # Only a class or a built-in function can be one of them: no other object is asked its name (a stub of the
+    # model's object would ask the model's process).
+    name = getattr(value, "__name__", None) if isinstance(value, (type, types.BuiltinFunctionType)) else None
     if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
         return {"bi": name}
     if isinstance(value, fractions.Fraction):
