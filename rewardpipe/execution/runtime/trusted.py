@@ -14,11 +14,14 @@ import ast
 import builtins
 import collections
 import contextlib
+import functools
 import importlib
+import importlib.machinery
 import json
 import logging
 import os
 import sys
+import sysconfig
 import time
 import traceback
 import types
@@ -788,7 +791,8 @@ def _value_class(described) -> Callable[[object], bool] | None:
 
 
 # Standard-library modules never imported here on the model's word: they act when imported (a browser, a
-# terminal, text on stdout) or are no library (the regression tests, installers).
+# terminal, text on stdout) or are no library (the regression tests, installers: ``distutils`` is setuptools' own
+# on most hosts, through its import hook).
 _NOT_IMPORTED = frozenset(
     {
         "antigravity",
@@ -806,11 +810,25 @@ _NOT_IMPORTED = frozenset(
         "pydoc",
         "site",
         "lib2to3",
+        "distutils",
         "msilib",
         "winreg",
         "winsound",
     }
 )
+# Any part of a dotted name that is a package's own regression tests (``unittest.test``, ``ctypes.test``): they
+# import the ``test`` package above.
+_TEST_PARTS = frozenset({"test", "tests", "idle_test"})
+
+
+@functools.cache
+def _stdlib_paths() -> tuple[str, ...]:
+    """The directories of this interpreter's standard library (its pure and compiled modules), never
+    site-packages: where :func:`_standard_module` imports from."""
+    bases = {"base": sys.base_prefix, "platbase": sys.base_exec_prefix}  # the interpreter's, never a venv's
+    bases.update(installed_base=sys.base_prefix, installed_platbase=sys.base_exec_prefix)
+    found = sorted({sysconfig.get_path(kind, vars=bases) for kind in ("stdlib", "platstdlib")} - {None, ""})
+    return (*found, *(os.path.join(path, "lib-dynload") for path in found))
 
 
 def _standard_module(module_name: str):
@@ -818,16 +836,37 @@ def _standard_module(module_name: str):
     ``import xml.etree.ElementTree as ET``), imported here too: the tests rely on the model's namespace for it,
     as HumanEval's prompts import ``math`` for their tests. Round seven: one the runner had not imported itself
     was left unbound, and a right answer failed on a ``NameError`` inside the test. None for anything else
-    (a package of the model's environment, a private module, one of :data:`_NOT_IMPORTED`)."""
+    (a package of the model's environment, a private module, one of :data:`_NOT_IMPORTED`).
+
+    The import sees the standard library's directories and the interpreter's own finders only, it and whatever
+    it imports in turn: the review of round seven, ``import distutils`` in the model's code made this long-lived
+    runner import setuptools and pkg_resources (a site-packages import hook answers for ``distutils``), which
+    stayed loaded, with their import hooks, for every later job; a standard library name a host lacks (``nt``,
+    ``msvcrt``) would have been whatever site-packages holds under it."""
     parts = module_name.split(".")
     if parts[0] not in sys.stdlib_module_names or parts[0] in _NOT_IMPORTED:
         return None
-    if not all(part.isidentifier() and not part.startswith("_") for part in parts):
+    if not all(part.isidentifier() and not part.startswith("_") and part not in _TEST_PARTS for part in parts):
         return None
+    saved_path, saved_meta_path = sys.path[:], sys.meta_path[:]
+    standard_finders = [finder for finder in saved_meta_path if _is_standard_finder(finder)]
     try:
+        sys.path[:] = _stdlib_paths()
+        sys.meta_path[:] = standard_finders
         return importlib.import_module(module_name)
     except Exception:  # noqa: BLE001 - not available here (a platform's module): left unbound, as before
         return None
+    finally:
+        sys.path[:] = saved_path
+        sys.meta_path[:] = saved_meta_path
+
+
+def _is_standard_finder(finder) -> bool:
+    """The interpreter's own finders (built-in, frozen, path) and this runner's guard, never one a .pth file of
+    site-packages installed (setuptools' ``_distutils_hack``, an editable install's)."""
+    return finder in (importlib.machinery.BuiltinImporter, importlib.machinery.FrozenImporter) or (
+        finder is importlib.machinery.PathFinder or isinstance(finder, _ModelModuleGuard)
+    )
 
 
 MAX_LOCAL_EXCEPTIONS = 256  # exception classes of the model's code rebuilt here (in name order)
