@@ -6,7 +6,10 @@ own fork (``layers.fork_without_interpreter_hooks``) and reaps each before the n
 
 * ``bare``: the child calls ``os._exit(0)`` at once;
 * ``work``: the child first compiles a two-line function and encodes a small JSON object, about the least
-  Python a job runs.
+  Python a job runs;
+* ``killed``: the child blocks reading a pipe, as a sandbox child waits for the tests' next request, and the
+  parent kills it after a millisecond, as the fork server does once the tests are done (the wall time per fork
+  includes that millisecond; the child's CPU is mostly tearing down its address space).
 
 For each it prints the wall time per fork, the CPU per fork in the parent and in the child, and the child's
 minor page faults (copy-on-write copies and pages faulted in again): the part of a job's cost that no change
@@ -45,17 +48,27 @@ def usage():
 
 started, before = time.perf_counter(), usage()
 for _ in range(forks):
+    if mode == "killed":
+        read_end, write_end = os.pipe()
     pid = layers.fork_without_interpreter_hooks()
     if pid == 0:
         if mode == "work":
             import json
             compile("def f(x):\n    return x + 1\n", "job", "exec")
             json.dumps({"a": [1, 2, 3]})
+        if mode == "killed":
+            os.read(read_end, 1)
         os._exit(0)
+    if mode == "killed":
+        time.sleep(0.001)
+        os.kill(pid, 9)
     os.waitpid(pid, 0)
+    if mode == "killed":
+        os.close(read_end)
+        os.close(write_end)
 wall, after = time.perf_counter() - started, usage()
 parent, child, faults = ((after[i] - before[i]) / forks for i in range(3))
-print(f"{mode:5s}  wall {wall / forks * 1000:6.3f} ms/fork  parent CPU {parent * 1000:6.3f} ms"
+print(f"{mode:6s}  wall {wall / forks * 1000:6.3f} ms/fork  parent CPU {parent * 1000:6.3f} ms"
       f"  child CPU {child * 1000:6.3f} ms  child minor faults {faults:5.0f}")
 """
 
@@ -65,7 +78,7 @@ def main() -> None:
     parser.add_argument("--forks", type=int, default=300)
     parser.add_argument("--interpreter", default="/usr/bin/python3.11", help="the fork servers' interpreter")
     args = parser.parse_args()
-    for mode in ("bare", "work", "bare", "work"):
+    for mode in ("bare", "work", "killed", "bare", "work", "killed"):
         subprocess.run([args.interpreter, "-I", "-c", CHILD, str(ROOT), mode, str(args.forks)], check=True)
     with open("/proc/loadavg") as handle:
         print("load average:", " ".join(handle.read().split()[:3]))
