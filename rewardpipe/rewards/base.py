@@ -214,8 +214,19 @@ def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
     if not coroutines:
         return []
 
+    async def guarded(coroutine: Any) -> Any:
+        # gather(return_exceptions=True) hands back an Exception, but lets SystemExit (and the event loop
+        # re-raises it) out: a component calling sys.exit() would end the whole batch. Caught here, inside
+        # the coroutine, it is that component's error like any other; only KeyboardInterrupt goes on.
+        try:
+            return await coroutine
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - one component's failure, returned as its result
+            return exc
+
     async def gather() -> list[Any]:
-        return list(await asyncio.gather(*coroutines, return_exceptions=True))
+        return list(await asyncio.gather(*map(guarded, coroutines), return_exceptions=True))
 
     try:
         asyncio.get_running_loop()
@@ -441,7 +452,9 @@ class Reward:
                 values[name] = None
                 if raised is None:
                     raised = (name, TypeError(str(exc)))
-            except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a user component's failure costs its sample only
                 values[name] = None
                 if raised is None:
                     raised = (name, exc)
@@ -456,7 +469,9 @@ class Reward:
         if self._diagnostics is not None:
             try:
                 metrics = dict(self._diagnostics(data))
-            except Exception as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
                 metrics = {"diagnostics_error": first_line(exc)}
         if raised is not None:
             return Score(values, weights, None, metrics, raised_error(*raised))
@@ -472,7 +487,9 @@ class Reward:
         if self._explain is not None:
             try:
                 error = self._explain(data)
-            except Exception as exc:  # noqa: BLE001
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001
                 error = ErrorInfo(
                     kind="component_unavailable",
                     message=f"could not compute: {', '.join(n for n, v in values.items() if v is None)}"
@@ -509,7 +526,9 @@ class Reward:
                 value = None
                 if raised is None:
                     raised = (name, TypeError(str(exc)))
-            except Exception as exc:  # noqa: BLE001 - a user component's failure costs its sample only
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - a user component's failure costs its sample only
                 value = None
                 if raised is None:
                     raised = (name, exc)
@@ -571,7 +590,9 @@ class Reward:
                         value = call(get(data)) if get is not None else call(data)
                         if value.__class__ is not float:
                             value = _as_value(value)
-                    except Exception:  # noqa: BLE001 - the sample is scored again below to name the error
+                    except KeyboardInterrupt:
+                        raise
+                    except BaseException:  # noqa: BLE001 - the sample is scored again below to name the error
                         complete = False
                         break
                     if value is None:
