@@ -5,6 +5,10 @@ seven.
   not an ``Exception`` (``sys.exit()``, ``GeneratorExit``, ``asyncio.CancelledError`` raised by a sync function,
   ``SystemExit`` in an async component, whose event loop re-raises it) left ``score_samples`` and failed the whole
   batch. Each is now that sample's ``component_raised`` error record; ``KeyboardInterrupt`` still stops the run.
+* **Loops in another order** (item 8): the same turn with its clauses or its two questions swapped, its words
+  reversed or each said twice kept few runs of characters in order (similarity 0.53 to 0.67), so asking it again
+  cost no ``loop_penalty``. A turn whose distinct words (stemmed, no stopwords, numbers kept) are more than 80%
+  another's, in any order, is a loop now; questions that differ in a word or a number are not.
 """
 
 from __future__ import annotations
@@ -109,3 +113,92 @@ def test_a_keyboard_interrupt_in_a_component_still_stops_the_run():
 
     with pytest.raises(KeyboardInterrupt):
         score_samples(SAMPLES, Reward("r", [_one, interrupted]))
+
+
+# --- item 8: the same words in another order are the same turn ------------------------------------------------
+
+Q = "Should negative durations raise an error?"
+B = "What output format do you want for the duration?"
+REORDERED = {
+    "clauses swapped": (
+        "Should negative durations raise an error, and what about zero?",
+        "What about zero, and should negative durations raise an error?",
+    ),
+    "two questions swapped": (f"{Q} {B}", f"{B} {Q}"),
+    "words reversed": (Q, "Error? An raise durations negative should"),
+    "each word said twice": (Q, "Should should negative negative durations durations raise raise an an error error?"),
+    "plural and tense moved": (
+        "How are fractional seconds handled when formatting?",
+        "When formatting, how do you handle a fractional second?",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(REORDERED))
+def test_the_same_words_in_another_order_are_a_loop(name):
+    from rewardpipe.envs.ask_before_coding.similarity import repeats
+    from tests.core.conftest import result
+    from tests.security.test_round_four_reward_gaming import DURATION, REWARD, recorded
+
+    first, again = REORDERED[name]
+    assert repeats(first, again) and repeats(again, first), name
+    for pairs in (
+        [(first, "Okay."), (again, "Okay.")],
+        [(first, "Okay."), (B + " Or H:MM?", "Okay."), (again, "Okay.")],
+    ):
+        messages = recorded(DURATION, pairs, DURATION.reference_solution)
+        assert REWARD.score(messages, result("passed", 3, 3)).components["loop_penalty"] == -0.5, name
+
+
+DIFFERENT = [
+    ("What should format_duration return for 0 seconds?", "What should format_duration return for 1 seconds?"),
+    ("Should negative durations raise an error?", "Should negative durations return an empty string?"),
+    ("Is the input a list or a tuple?", "Is the output a list or a tuple?"),
+    ("What if n is 0?", "If n is 0, what?"),  # too few words to judge by their set (the characters judge them)
+    ("Any edge cases?", "Any edge cases beyond negative durations and fractions?"),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), DIFFERENT)
+def test_questions_that_differ_in_a_word_or_a_number_are_not_the_same_words(first, second):
+    from rewardpipe.envs.ask_before_coding.similarity import normalise, same_words, word_set
+
+    assert not same_words(word_set(normalise(first)), word_set(normalise(second)))
+
+
+def test_no_two_of_a_tasks_details_asked_as_questions_are_the_same_words():
+    from itertools import combinations
+
+    from rewardpipe.envs.ask_before_coding.scenarios import GENERIC_QUESTIONS
+    from rewardpipe.envs.ask_before_coding.similarity import normalise, same_words, word_set
+    from tests.security.test_round_four_reward_gaming import TASKS
+
+    for task in TASKS:
+        questions = [f"Is it true that {item[0].lower()}{item[1:].rstrip('.')}?" for item in task.spec]
+        for first, second in combinations([*questions, task.prompt, *GENERIC_QUESTIONS], 2):
+            assert not same_words(word_set(normalise(first)), word_set(normalise(second))), (first, second)
+
+
+def test_the_ideal_episode_is_still_not_a_loop():
+    from tests.core.test_empty_questions import _episode_turns
+    from tests.security.test_round_four_reward_gaming import DURATION, REAL_QUESTIONS
+
+    record = _episode_turns(DURATION, REAL_QUESTIONS, DURATION.reference_solution)
+    assert record.components["loop_penalty"] == 0.0
+
+
+def test_judging_words_in_any_order_stays_linear():
+    """Item 7: a turn's set of words is one pass over it; a long transcript compares each turn with a bounded
+    number of earlier ones."""
+    import rewardpipe.envs.ask_before_coding.similarity as similarity
+    import rewardpipe.envs.ask_before_coding.words as words
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    def turns(size: int) -> list[str]:
+        return [" ".join(f"w{(i * 7 + j) % (size + 3)}" for j in range(size // 8 + 3)) + "?" for i in range(8)]
+
+    assert_linear(
+        "find_loop(reordered words)",
+        lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
+    )

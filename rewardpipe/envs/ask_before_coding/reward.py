@@ -8,7 +8,8 @@
 |                       |        | question later, then committed (only questions before the first commit) |
 | guessed_immediately   | 0.4    | -1.0 if the episode commits before any real question                    |
 | loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar, or     |
-|                       |        | one (24+ characters) recurs, 90% of it, inside another                  |
+|                       |        | one (24+ characters) recurs, 90% of it, inside another, or they share   |
+|                       |        | more than 80% of their distinct words in any order                      |
 
 The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
 asking the same question four times before a commit, so every pair of turns is compared. Similarity is

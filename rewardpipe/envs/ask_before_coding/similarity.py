@@ -31,7 +31,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from rewardpipe.envs.ask_before_coding.words import fold
+from rewardpipe.envs.ask_before_coding.words import STOPWORDS, _stem, fold
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -45,6 +45,11 @@ ANCHOR_CHARS = 4
 #: too: the same question padded with new text ("Sorry to ask again: ...", "... I want to be sure") or asked
 #: twice in one turn dilutes the ratio below the threshold, but it is the same question again.
 CONTAINED_MIN_CHARS = 24
+#: A turn saying the same words as another in another order (its clauses or its questions swapped, its words
+#: shuffled or each said twice) is a loop too: more than the threshold of their distinct words (stemmed, no
+#: stopwords; numbers and one-letter names kept) shared, when the turn with fewer has at least this many.
+#: Fewer would make "What if n is 0?" and "If n is 0, what?" the only kind of pair it judges.
+MIN_REORDERED_WORDS = 3
 #: Occurrences of one anchor in the other turn that are tried (the nearest to the same relative position).
 MAX_CANDIDATES = 4
 #: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
@@ -191,17 +196,33 @@ def words_of(text: str) -> str:
     return " ".join("".join(c if c.isalnum() else " " for c in text).split())
 
 
+def word_set(text: str) -> frozenset[str]:
+    """The distinct words of a normalised turn, in no order: stemmed, stopwords dropped, numbers and one-letter
+    names kept (so "... for 0 seconds?" and "... for 1 seconds?" stay apart). Linear in the turn's length."""
+    return frozenset(_stem(word) for word in words_of(text).split() if word not in STOPWORDS)
+
+
+def same_words(a: frozenset[str], b: frozenset[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
+    """Do two turns' :func:`word_set`\\ s share more than ``threshold`` of their union (the shorter having at
+    least MIN_REORDERED_WORDS words)? The same question reworded by moving its words, not by changing them."""
+    if min(len(a), len(b)) < MIN_REORDERED_WORDS or min(len(a), len(b)) <= threshold * max(len(a), len(b)):
+        return False
+    shared = len(a & b) if len(a) <= len(b) else len(b & a)
+    return shared > threshold * (len(a) + len(b) - shared)
+
+
 def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
     """Are turns ``a`` and ``b`` a loop? More than ``threshold`` similar (:func:`turn_similarity`) on their
     normalised text or on their letters and digits alone (:func:`letters_of`: a repeat spelt out letter by
     letter), or the words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order,
     inside the other's (after normalising: the same question padded with new text, or asked twice in one
-    turn)."""
+    turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped)."""
     a, b = normalise(a), normalise(b)
     return (
         _similarity(a, b, threshold) > threshold
         or _contained(words_of(a), words_of(b))
         or _similarity(letters_of(a) or a, letters_of(b) or b, threshold) > threshold
+        or same_words(word_set(a), word_set(b), threshold)
     )
 
 
@@ -218,11 +239,14 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     the normalised text or on its letters and digits alone) among the previous ``LOOP_LOOKBACK_TURNS`` turns
     (every pair of an episode of that many turns and one more; the bound keeps a recorded transcript of
     thousands of turns linear). Pairs whose lengths alone keep them at or below the threshold are not
-    compared by their characters (only by whether one's words are in the other's).
+    compared by their characters (only by whether one's words are in the other's). The same words in another
+    order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words anywhere.
     """
     seen: dict[str, int] = {}
     normalised = [normalise(turn) for turn in turns]
     words = [words_of(text) for text in normalised]
+    sets = [word_set(text) for text in normalised]
+    seen_sets: dict[frozenset[str], int] = {}
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
     letters = [letters_of(text) or text for text in normalised]
     # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
@@ -236,6 +260,8 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     for later, text in enumerate(normalised):
         if letters[later] in seen:
             return seen[letters[later]], later
+        if sets[later] in seen_sets:
+            return seen_sets[sets[later]], later
         for of_letters in (False, True):
             indexes.pop((later - LOOP_LOOKBACK_TURNS - 1, of_letters), None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
@@ -245,7 +271,10 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
                 _similarity(normalised[earlier], text, threshold, pair) > threshold
                 or _contained(words[earlier], words[later])
                 or _similarity(letters[earlier], letters[later], threshold, letter_pair) > threshold
+                or same_words(sets[earlier], sets[later], threshold)
             ):
                 return earlier, later
         seen[letters[later]] = later
+        if len(sets[later]) >= MIN_REORDERED_WORDS:
+            seen_sets.setdefault(sets[later], later)
     return None
