@@ -9,6 +9,13 @@ seven.
   reversed or each said twice kept few runs of characters in order (similarity 0.53 to 0.67), so asking it again
   cost no ``loop_penalty``. A turn whose distinct words (stemmed, no stopwords, numbers kept) are more than 80%
   another's, in any order, is a loop now; questions that differ in a word or a number are not.
+* **Non-answers that paid** (item 8, on every path: the simulator's bookkeeping read off the replies, a bare
+  ``Reward.score``, ``score_samples``): a pass whose own token is an exact one ("N/A", "TBD": the token that was to
+  mark real content beside a deferral was the pass itself), a shrug (``¯\\_(ツ)_/¯``: its "_" was an exact token), a
+  question back ("Can you rephrase?"), a promise of an answer later ("Good point, I'll think about it.": "ll" of
+  "I'll" was a new word) each earned ``asked_before_coding`` 1.0. A deferral's or pass's own tokens are no
+  content, a token needs a letter or digit, a reply that only asks back states nothing, a contraction's left-over
+  letters are stopwords, and promising to answer later defers.
 """
 
 from __future__ import annotations
@@ -201,4 +208,66 @@ def test_judging_words_in_any_order_stays_linear():
     assert_linear(
         "find_loop(reordered words)",
         lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
+    )
+
+
+# --- item 8: a reply that passes, shrugs, asks back or promises later answered nothing --------------------------
+
+NON_ANSWERS = [
+    "N/A",
+    "TBD",
+    "TBC.",
+    "\u00af\\_(\u30c4)_/\u00af",
+    "Can you rephrase?",
+    "Sorry, what exactly do you mean by that?",
+    "Good point, I'll think about it.",
+    "I will tell you tomorrow.",
+    "Let me think it over and let you know.",
+    "That is still to be determined.",
+]
+
+
+@pytest.mark.parametrize("reply", NON_ANSWERS)
+def test_a_reply_that_passes_shrugs_asks_back_or_promises_later_pays_nothing(reply):
+    from tests.security.test_round_four_reward_gaming import DURATION, REAL_QUESTIONS, recorded, three_paths
+
+    for question in REAL_QUESTIONS:
+        messages = recorded(DURATION, [(question, reply)], DURATION.reference_solution)
+        assert three_paths(DURATION, messages, "asked_before_coding") == (0.0, 0.0, 0.0), (question, reply)
+        assert three_paths(DURATION, messages, "guessed_immediately") == (-1.0, -1.0, -1.0), (question, reply)
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Should negative durations raise an error?", "Yes, raise ValueError. Does that help?"),
+        ("What output format do you want for the duration?", "H:MM:SS? Yes, like a clock."),
+        ("What output format do you want for the duration?", "Like a clock: H:MM:SS, or M:SS under an hour."),
+        ("Should negative durations raise an error?", "No, they won't be passed; don't check."),
+        ("How should fractional seconds be handled?", "Just drop them, never round up. Anything else?"),
+    ],
+)
+def test_an_answer_with_a_question_or_a_contraction_in_it_still_pays(question, reply):
+    from tests.security.test_round_four_reward_gaming import DURATION, recorded, three_paths
+
+    messages = recorded(DURATION, [(question, reply)], DURATION.reference_solution)
+    assert three_paths(DURATION, messages, "asked_before_coding") == (1.0, 1.0, 1.0), reply
+
+
+@pytest.mark.parametrize("unit", ["Why? ", "a.", "?!", "x" * 7 + "\n", "_ "])
+def test_reading_a_reply_for_a_question_back_stays_linear(unit):
+    """Item 7: a reply is read sentence by sentence once."""
+    import rewardpipe.envs.ask_before_coding.replies as replies
+    import rewardpipe.envs.ask_before_coding.words as words
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    assert_linear(
+        f"reply_informs({unit!r})",
+        lambda size: operations(
+            lambda: replies.reply_informs(unit * size, "Should negatives raise?", ["Write f."]),
+            [replies, words, parsing],
+            clear_caches,
+        ),
     )

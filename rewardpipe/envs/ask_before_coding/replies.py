@@ -12,8 +12,9 @@ Three rules, shared by every path that pays for a question, so the paths agree:
 * **answered** (:func:`reply_informs`): a reply answers when it adds something: a concept that neither the
   question, the request nor an earlier reply had ("Negative durations raise ValueError."), or a yes/no
   (or a choice among the question's own options) to a question that asked for one ("Yes.", "Truncated.").
-  A deferral ("up to you", "I'm not sure, use your judgement", "I haven't thought about that") is not an
-  answer unless it also adds real content.
+  A deferral ("up to you", "I'm not sure, use your judgement", "I haven't thought about that", "N/A", "TBD",
+  "I'll think about it") is not an answer unless it also adds real content (its own tokens are none), and
+  neither is a reply that only asks back ("Can you rephrase?").
 * **what an LLM user may say** (:func:`vet_llm_reply`): at most one hidden detail per reply, enforced.
   A reply judged to state several details is replaced by the one the question asked about. A reply with
   anything the rules cannot attribute to the question, the request, the details already told and at most
@@ -475,9 +476,21 @@ DEFERRALS = (
     "no strong",
     "no feelings",
     "one way or the other",
+    # promising an answer later is not one now
+    "think about it",
+    "think it over",
+    "let you know",
+    "will tell you",
+    "i'll tell you",
+    "come back to",
+    "to be decided",
+    "to be determined",
+    "to be confirmed",
 )
 # Whole replies that pass on the question ("Pass.", "Next."): matched on the reply without its punctuation.
-_PASSES = frozenset({"pass", "next", "skip this", "skip that", "no comment", "next one", "moving on", "n/a", "na"})
+_PASSES = frozenset(
+    {"pass", "next", "skip this", "skip that", "no comment", "next one", "moving on", "n/a", "na", "tbd", "tba", "tbc"}
+)
 # A question that asks for a yes or a no: its last sentence opens with an auxiliary verb.
 _AUXILIARIES = frozenset(
     [
@@ -550,6 +563,36 @@ class SaidSoFar:
         self.earlier |= concepts(reply)
 
 
+@lru_cache(maxsize=1)
+def _passing_tokens() -> frozenset[str]:
+    """The exact tokens of the deferrals and passes themselves ("n/a", "TBD"): saying one is not saying a
+    requirement, so it never counts as the exact token that makes a deferring reply an answer."""
+    return frozenset().union(*(key_tokens(phrase) for phrase in (*DEFERRALS, *_PASSES)), _PASSING_ACRONYMS)
+
+
+# Passes written in capitals, where they read as exact tokens ("TBD", "NA").
+_PASSING_ACRONYMS = frozenset({"tbd", "tba", "tbc", "na"})
+
+
+def asks_back(reply: str) -> bool:
+    """True when every sentence of the reply's prose with a letter or digit in it is a question: the user
+    asked something back ("Can you rephrase?", "Why do you ask?") and stated nothing. One pass."""
+    prose = parse_turn(reply).prose
+    asked = False
+    start = 0
+    for end, char in enumerate(prose):
+        if char in _SENTENCE_ENDS:
+            if any(c.isalnum() for c in prose[start:end]):
+                if char not in QUESTION_MARKS:
+                    return False
+                asked = True
+            start = end + 1
+    return asked and not any(c.isalnum() for c in prose[start:])
+
+
+_SENTENCE_ENDS = frozenset(".!\n" + QUESTION_MARKS)
+
+
 def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = ()) -> bool:
     """Did ``reply`` answer ``question`` with new information? ``known``: what the conversation had already
     said, the request first, then earlier replies (or a :class:`SaidSoFar`). See the module docstring."""
@@ -558,10 +601,13 @@ def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = 
     if not isinstance(known, SaidSoFar):
         texts = list(known)
         known = SaidSoFar(texts[0] if texts else "", texts[1:])
-    said = concepts(reply) - CONVERSATIONAL
+    passing = _passing_tokens()
+    said = concepts(reply) - CONVERSATIONAL - passing
     asked = concepts(question)
     new = said - asked - known.request - known.earlier
     deferring = defers(reply)
+    if new and asks_back(reply) and not new & key_tokens(reply):
+        return False  # a question back ("Can you rephrase?") states nothing, whatever words it asks with
     if new:
         # A deferral that mentions a stray word or two ("up to you, I haven't thought about leap years") still
         # defers; real content beside it is more than that, or an exact token ("..., but raise ValueError").

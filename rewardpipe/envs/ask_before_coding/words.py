@@ -118,6 +118,26 @@ STOPWORDS = frozenset(
         "please",
         "thanks",
         "thank",
+        # what is left of a contraction once its apostrophe splits it ("I'll", "don't", "we've")
+        "ll",
+        "ve",
+        "re",
+        "don",
+        "doesn",
+        "didn",
+        "isn",
+        "aren",
+        "wasn",
+        "weren",
+        "won",
+        "wouldn",
+        "shouldn",
+        "couldn",
+        "haven",
+        "hasn",
+        "hadn",
+        "mustn",
+        "needn",
         "tell",
         "know",
         "want",
@@ -460,6 +480,8 @@ def key_tokens(text: str) -> set[str]:
     for token in _TOKEN.findall(fold(text)):
         if len(token) > MAX_CACHED_WORD:
             continue  # no real identifier or number is that long: a hostile run, not a name
+        if not any(c.isalnum() for c in token):
+            continue  # "_" or "__" (a shrug's arm, a divider) names nothing
         if any(c.isdigit() or c in "_:./+-" for c in token) or any(c.isupper() for c in token[1:]):
             found.add(token.lower())
     return found
