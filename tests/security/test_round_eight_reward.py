@@ -16,6 +16,11 @@ seven.
   "I'll" was a new word) each earned ``asked_before_coding`` 1.0. A deferral's or pass's own tokens are no
   content, a token needs a letter or digit, a reply that only asks back states nothing, a contraction's left-over
   letters are stopwords, and promising to answer later defers.
+* **Several details asked in parts, answered yes/no** (item 8, the LLM user's one-detail cap): "Yes or no for each:
+  negatives raise? fractions cut? hour always shown? padded minutes?" spells out no detail enough to count as
+  stated, so the LLM user's "yes, yes, no, no" (words the rules allow) stood, and told the policy four details
+  in one reply (none of them booked). A question whose parts (cut at question marks, commas, semicolons, line
+  ends) ask about more than one unrevealed detail is answered by the rule-based user: one detail.
 """
 
 from __future__ import annotations
@@ -268,6 +273,69 @@ def test_reading_a_reply_for_a_question_back_stays_linear(unit):
         lambda size: operations(
             lambda: replies.reply_informs(unit * size, "Should negatives raise?", ["Write f."]),
             [replies, words, parsing],
+            clear_caches,
+        ),
+    )
+
+
+# --- item 8: a question in parts, each about a detail, is answered about one ----------------------------------
+
+MULTI_PART = {
+    "question marks": "Quick yes/no for each: negatives raise? fractions cut? hour always shown? padded minutes?",
+    "commas": "Yes or no for each: negatives raise, fractions cut, hour shown, minutes padded?",
+    "lines": "Please answer each line yes or no:\n- negatives raise\n- fractions cut\n- minutes padded",
+    "semicolons": "Two quick ones; do negatives raise; are fractions cut?",
+}
+
+
+@pytest.mark.parametrize("shape", sorted(MULTI_PART))
+@pytest.mark.parametrize("answer", ["yes, yes, no, no", "Yes; yes; no.", "1. yes\n2. yes\n3. no"])
+def test_a_question_in_parts_answered_yes_or_no_tells_one_detail(shape, answer):
+    from tests.core.conftest import StubChatServer
+    from tests.security.test_round_four_reward_gaming import DURATION, _llm_reply, _one_detail_at_most
+
+    server = StubChatServer()
+    try:
+        reply = _llm_reply(server, MULTI_PART[shape], answer)
+    finally:
+        server.close()
+    assert reply.text != answer, (shape, reply)
+    _one_detail_at_most(reply, answer)
+    assert reply.text in DURATION.spec or reply.revealed is None
+
+
+@pytest.mark.parametrize(
+    ("question", "answer"),
+    [
+        ("Should negative durations raise an error?", "Yes."),
+        ("If the input is negative, should I raise or return None?", "Raise."),
+        ("For a duration of 3600 seconds, should it print 1:00:00?", "Yes."),
+    ],
+)
+def test_a_question_about_one_detail_in_parts_keeps_the_llms_answer(question, answer):
+    from rewardpipe.envs.ask_before_coding.replies import vet_llm_reply
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    text, _ = vet_llm_reply(answer, question, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point)
+    assert text == answer
+
+
+@pytest.mark.parametrize("unit", ["a, ", "negatives raise? ", ";", "\n"])
+def test_cutting_a_question_into_parts_stays_linear(unit):
+    """Item 7: the parts are read in one pass; the request once."""
+    import rewardpipe.envs.ask_before_coding.questions as questions
+    import rewardpipe.envs.ask_before_coding.replies as replies
+    import rewardpipe.envs.ask_before_coding.words as words
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_reward_gaming import DURATION
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    assert_linear(
+        f"asked_details({unit!r})",
+        lambda size: operations(
+            lambda: replies.asked_details(unit * size, DURATION.spec, prompt=DURATION.prompt),
+            [replies, questions, words, parsing],
             clear_caches,
         ),
     )

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING
 from rewardpipe.envs.ask_before_coding.questions import (
     RESTATEMENT_OVERLAP,
     QuestionSubject,
+    _subject_words,
     best_spec_match,
     is_non_answer,
     question_subject,
@@ -48,6 +49,7 @@ from rewardpipe.envs.ask_before_coding.words import (
     GENERIC_CUES,
     concept,
     concepts,
+    content_words,
     fold,
     key_tokens,
     unread_letters,
@@ -760,6 +762,46 @@ def answered_turns_in(messages: Sequence[Message], spec: Sequence[str], entry_po
 # --- what an LLM-played user may say ------------------------------------------------------------------------
 
 
+#: Where a question is cut into the parts that may each ask about a detail of their own.
+_QUESTION_PARTS = frozenset(",;\n" + QUESTION_MARKS)
+
+
+def asked_details(
+    question: str,
+    spec: Sequence[str],
+    *,
+    prompt: str = "",
+    entry_point: str = "",
+    revealed: set[int] | Sequence[int] = (),
+) -> set[int]:
+    """The not-yet-revealed details the parts of ``question`` ask about, one per part at most: the question's
+    prose cut at question marks, commas, semicolons and line ends, each part's subject matched to its best
+    detail (:func:`~rewardpipe.envs.ask_before_coding.questions.best_spec_match`) on the words it adds to the
+    request. One pass over the prose (the request is read once)."""
+    prose = fold(parse_turn(question).prose)
+    ignored = FILLER | GENERIC_CUES | (_subject_words(prompt, entry_point) if prompt else set())
+    if entry_point:
+        ignored = ignored | content_words(entry_point)
+    found: set[int] = set()
+    seen: set[frozenset[str]] = set()
+    start = 0
+    for end in range(len(prose) + 1):
+        if end < len(prose) and prose[end] not in _QUESTION_PARTS:
+            continue
+        part = prose[start:end]
+        start = end + 1
+        words = frozenset(content_words(part) - ignored)
+        if not words or words in seen:
+            continue  # a part that asks nothing of its own, or what an earlier part asked
+        seen.add(words)
+        index, restated = best_spec_match(words, spec, revealed)
+        if index is not None and not restated:
+            found.add(index)
+            if len(found) > 1:
+                break  # several: all a caller needs to know
+    return found
+
+
 def vet_llm_reply(
     text: str,
     question: str,
@@ -784,6 +826,13 @@ def vet_llm_reply(
     if len(stated_details(question, spec, prompt, revealed)) > 1 and not defers(text):
         # The question spells out several details itself ("Should negatives raise ValueError, and are
         # fractions truncated?"): a "yes" would confirm them all. The rule-based user answers one.
+        return None, None
+    if len(asked_details(question, spec, prompt=prompt, entry_point=entry_point, revealed=revealed)) > 1 and not defers(
+        text
+    ):
+        # The question asks about several details, each in a part of its own ("Yes or no for each: negatives
+        # raise? fractions cut? hour shown?"), none spelt out enough to count as stated: "yes, yes, no" answers
+        # them all, in words the rules allow. The rule-based user answers one.
         return None, None
     stated = stated_details(text, spec, prompt, revealed)
     asked, _ = best_spec_match(subject.words, spec, revealed)
@@ -811,6 +860,7 @@ __all__ = [
     "SaidSoFar",
     "answered_detail",
     "answered_turns_in",
+    "asked_details",
     "asks_for_a_choice",
     "defers",
     "detail_coverage",
