@@ -1145,7 +1145,7 @@ def _prepared_tests(tests: str, tests_format: str) -> tuple:
     if found is None:
         tree = harness.parse_tests(tests)
         try:
-            code = compile(tree, "<hidden tests>", "exec")
+            code = compile(tree, "<hidden tests>", "exec", dont_inherit=True)  # never this module's __future__
         except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
             raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
         found = (code, frozenset(harness.names_used(tree)), harness.count_expected_tests(tree, tests_format))

@@ -319,7 +319,9 @@ class Server:
         sys.modules["solution"] = self.module
         load_error = None
         try:
-            exec(compile(code, "<model code>", "exec"), self.module.__dict__)
+            # dont_inherit: never this module's ``from __future__ import annotations`` (round eight: the model's
+            # annotations were strings, ``f.__annotations__["x"] is int`` failed a right answer).
+            exec(compile(code, "<model code>", "exec", dont_inherit=True), self.module.__dict__)
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
         self.effects.flush_streams()
@@ -490,7 +492,7 @@ class Server:
         from . import harness
 
         namespace = self.module.__dict__
-        exec(compile(str(request["tests"]), "<hidden tests>", "exec"), namespace)
+        exec(compile(str(request["tests"]), "<hidden tests>", "exec", dont_inherit=True), namespace)
         suite = harness.build_suite(namespace, self.module, str(request["format"]), str(request["entry_point"]))
         return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
 
