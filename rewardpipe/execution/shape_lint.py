@@ -98,7 +98,18 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
                 f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "
                 "error; set trust_mode='inprocess' (weaker) or test through the entry point"
             )
+        elif isinstance(node, ast.Call) and any(_matches(_dotted(node.func), name) for name in _PICKLERS):
+            # Round eight: an object of the model's code cannot be pickled across the boundary (its class is in the
+            # other process); the run is an error, and this says so before any run.
+            found.append(
+                f"tests line {node.lineno}: the tests pickle a value ({_dotted(node.func)}): if it is an object of "
+                "the model's code (an instance of its class, a generator), the split sandbox cannot carry it and "
+                "every such run is an error; set trust_mode='inprocess' (weaker) or test its plain data"
+            )
     return found
+
+
+_PICKLERS = ("pickle.dumps", "pickle.dump", "copyreg.pickle", "Pickler")
 
 
 # Patches whose effect does reach the model's code: what it prints is replayed into the trusted process.

@@ -480,6 +480,28 @@ class Server:
             if name not in functions:
                 raise ValueError(f"unsupported operator {name!r}")
             return {"ok": self._encode(functions[name](target))}
+        if op == "copy":
+            import copy
+
+            return {"ok": self._encode(copy.deepcopy(target) if request.get("deep") is True else copy.copy(target))}
+        if op == "signature":
+            import inspect
+
+            signature = inspect.signature(target)
+            empty = inspect.Parameter.empty
+            described = [
+                [
+                    parameter.name,
+                    int(parameter.kind),
+                    parameter.default is not empty,
+                    None if parameter.default is empty else parameter.default,
+                    parameter.annotation is not empty,
+                    None if parameter.annotation is empty else parameter.annotation,
+                ]
+                for parameter in signature.parameters.values()
+            ]
+            returned = signature.return_annotation
+            return {"ok": self._encode([described, returned is not empty, None if returned is empty else returned])}
         if op == "isinstance":
             return {"ok": isinstance(target, self.handles.get(request.get("cls")))}
         if op == "issubclass":
