@@ -14,7 +14,7 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
-from rewardpipe.execution.runtime import trusted
+from rewardpipe.execution.runtime import trusted, untrusted
 from rewardpipe.execution.sandbox import make_executor
 from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.test_round_seven import _one_process
@@ -195,6 +195,33 @@ def test_a_forged_signature_is_a_remote_error(described):
         trusted._rebuilt_signature(described)
 
 
+# --- module-level names of the model's code with dunder names -------------------------------------------------------
+
+DUNDER_CODE = "__all__ = ['f']\n__version__ = '1.2'\ndef f(x):\n    return x\n"
+DUNDER_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(__all__, ["f"])
+        self.assertEqual(__version__, "1.2")
+        self.assertEqual(f(1), 1)
+"""
+
+
+def test_the_models_all_and_version_reach_the_tests(one_worker):
+    assert _run(one_worker, DUNDER_CODE, DUNDER_TESTS).status is PASSED
+    wrong = _run(one_worker, DUNDER_CODE.replace("1.2", "1.3"), DUNDER_TESTS)
+    assert wrong.status is FAILED and wrong.passed == 0, wrong.reason
+    missing = _run(one_worker, PLAIN_F, DUNDER_TESTS)
+    assert missing.status is FAILED and missing.passed == 0, missing.reason
+
+
+def test_module_machinery_is_never_the_models():
+    exports = untrusted.describe_exports(
+        {"__builtins__": {}, "__spec__": None, "__getattr__": len, "__all__": [], "f": len}, untrusted.Handles()
+    )
+    assert sorted(exports) == ["__all__", "f"]
+
+
 # --- shapes left open (docs/sandbox.md): what kind of object a model value is sees the stub; doctor says so --------
 
 TYPE_OF_MODEL_OBJECT = """
@@ -320,6 +347,7 @@ REFERENCE_CASES = [
     (COPY_CODE, PICKLE_TESTS, PASSED),
     (SIGNATURE_CODE, SIGNATURE_TESTS, PASSED),
     (SIGNATURE_WRONG, SIGNATURE_TESTS, FAILED),
+    (DUNDER_CODE, DUNDER_TESTS, PASSED),
 ]
 
 

@@ -805,7 +805,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
         info = exports.get(name)
         if type(info) is not dict:
             continue
-        if name != entry_point and (hasattr(builtins, name) or name.startswith("__")):
+        if name != entry_point and (hasattr(builtins, name) or name in wire.MODULE_MACHINERY):
             continue
         kind = info.get("kind")
         if kind == "module":
