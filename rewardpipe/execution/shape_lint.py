@@ -98,7 +98,18 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
                 f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "
                 "error; set trust_mode='inprocess' (weaker) or test through the entry point"
             )
+        elif isinstance(node, ast.Call) and any(_matches(_dotted(node.func), name) for name in _PICKLERS):
+            # Round eight: an object of the model's code cannot be pickled across the boundary (its class is in the
+            # other process); the run is an error, and this says so before any run.
+            found.append(
+                f"tests line {node.lineno}: the tests pickle a value ({_dotted(node.func)}): if it is an object of "
+                "the model's code (an instance of its class, a generator), the split sandbox cannot carry it and "
+                "every such run is an error; set trust_mode='inprocess' (weaker) or test its plain data"
+            )
     return found
+
+
+_PICKLERS = ("pickle.dumps", "pickle.dump", "copyreg.pickle", "Pickler")
 
 
 # Patches whose effect does reach the model's code: what it prints is replayed into the trusted process.
@@ -363,6 +374,61 @@ def model_context_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# Checks of what kind of object a value is that see a stub, not the model's object, when the value is an object of
+# the model's code (a generator, a function, an instance of its class): round eight, each failed a right answer
+# silently under split trust. By the last part of the dotted name called (``types.GeneratorType`` in isinstance's
+# second argument, ``inspect.isfunction(...)``).
+_TYPE_OF_MODEL_OBJECT = {
+    "GeneratorType",
+    "FunctionType",
+    "MethodType",
+    "BuiltinFunctionType",
+    "Generator",
+    "Iterator",
+    "Iterable",
+    "Callable",
+    "Mapping",
+    "MutableMapping",
+    "Sequence",
+    "MutableSequence",
+    "Set",
+    "Hashable",
+    "Sized",
+    "Container",
+    "Collection",
+}
+_INSPECT_KIND = {"isgenerator", "isfunction", "isclass", "ismethod", "isroutine", "isgeneratorfunction", "callable"}
+
+
+def model_type_findings(tree: ast.Module) -> list[str]:
+    """Tests that ask what kind of object a value is in ways that see the stub of a model object under split trust
+    (``isinstance(g, types.GeneratorType)``, ``inspect.isfunction(f)``, ``callable(x)``, ``type(x).__name__``):
+    a right answer fails when the value is an object of the model's code rather than plain data."""
+    found = []
+    for node in ast.walk(tree):
+        what = ""
+        if isinstance(node, ast.Call) and _name(node) in ("isinstance", "assertIsInstance", "assertNotIsInstance"):
+            kinds = node.args[1:2]
+            names = [_dotted(item).rsplit(".", 1)[-1] for kind in kinds for item in ast.walk(kind)]
+            what = next((f"isinstance(..., {name})" for name in names if name in _TYPE_OF_MODEL_OBJECT), "")
+        elif isinstance(node, ast.Call) and _name(node) in _INSPECT_KIND:
+            what = f"{_name(node)}(...)"
+        elif (
+            isinstance(node, ast.Attribute)
+            and node.attr in ("__name__", "__qualname__")
+            and isinstance(node.value, ast.Call)
+            and _name(node.value) == "type"
+        ):
+            what = f"type(...).{node.attr}"
+        if what and isinstance(node, ast.expr):
+            found.append(
+                f"tests line {node.lineno}: {what} sees the sandbox's stub, not the object, when the value is an "
+                "object of the model's code (a generator, a function, an instance of its class): a right answer "
+                "fails under split trust; test what the object does, or set trust_mode='inprocess' (weaker)"
+            )
+    return found
+
+
 def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
@@ -370,7 +436,10 @@ def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
     except (SyntaxError, ValueError):
         return []
     split = (
-        split_trust_findings(tree) + process_state_findings(tree) + model_context_findings(tree)
+        split_trust_findings(tree)
+        + process_state_findings(tree)
+        + model_context_findings(tree)
+        + model_type_findings(tree)
         if trust_mode == "split"
         else []
     )

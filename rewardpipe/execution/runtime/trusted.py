@@ -501,6 +501,31 @@ class Remote:
         self._rp("exit", kind=kind)
         return False
 
+    # Round eight: ``copy.copy(obj)`` made a stub without its slots (AttributeError), so a right answer whose object
+    # the tests copy failed. A copy is made where the object lives, by the model's own ``__copy__``/``__deepcopy__``.
+    def __copy__(self):
+        return self._rp("copy", deep=False)
+
+    def __deepcopy__(self, memo):  # (copy.deepcopy's signature; the model's process keeps its own memo)
+        return self._rp("copy", deep=True)
+
+    def __reduce_ex__(self, protocol):  # (object.__reduce_ex__'s signature)
+        # Pickling a model object cannot be carried (its class lives in the other process): the task's shape, an
+        # ``error`` naming the fallback, never a failed test that scores a right answer 0 (round eight).
+        self._rp_connection().boundary_error = "the hidden tests pickle an object of the model's code"
+        raise TypeError(
+            "an object of the model's code cannot be pickled across the sandbox boundary; run this task with "
+            "trust_mode='inprocess'"
+        )
+
+    def __reduce__(self):
+        return self.__reduce_ex__(0)
+
+    # Round eight: inspect.signature(f) of the model's function was the stub's own ``(*args, **kwargs)``, so a test
+    # of the parameters failed a right answer. The signature is the model object's own, rebuilt here from plain
+    # data (names, kinds, defaults and annotations as the wire carries them).
+    __signature__ = property(lambda self: _rebuilt_signature(self._rp("signature")))
+
     def __getitem__(self, key):
         return self._rp("getitem", key=_encode_argument(self._rp_connection(), key))
 
@@ -729,6 +754,43 @@ class Remote:
         return result
 
 
+MAX_SIGNATURE_PARAMETERS = 256
+
+
+def _rebuilt_signature(described):
+    """An ``inspect.Signature`` from the model's process's description of one (``untrusted`` op "signature"):
+    ``[[[name, kind, has_default, default, has_annotation, annotation], ...], has_return, return_annotation]``."""
+    import inspect
+
+    kinds = (
+        inspect.Parameter.POSITIONAL_ONLY,
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.VAR_POSITIONAL,
+        inspect.Parameter.KEYWORD_ONLY,
+        inspect.Parameter.VAR_KEYWORD,
+    )
+    try:
+        parameters_described, has_return, returned = described
+        parameters = []
+        for item in parameters_described[:MAX_SIGNATURE_PARAMETERS]:
+            name, kind, has_default, default, has_annotation, annotation = item
+            if type(name) is not str or type(kind) is not int or not 0 <= kind <= 4:
+                raise ValueError("bad parameter")
+            parameters.append(
+                inspect.Parameter(
+                    name,
+                    kinds[kind],
+                    default=default if has_default is True else inspect.Parameter.empty,
+                    annotation=annotation if has_annotation is True else inspect.Parameter.empty,
+                )
+            )
+        return inspect.Signature(
+            parameters, return_annotation=returned if has_return is True else inspect.Signature.empty
+        )
+    except (TypeError, ValueError) as exc:
+        raise RemoteError(f"the model's process sent a malformed signature: {exc}"[:300]) from None
+
+
 def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_point: str):
     """The module the hidden tests run in: only the names the tests read (``tests_names``, from
     :func:`harness.names_used`) are taken from the model, and never a name that shadows a built-in
@@ -743,7 +805,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
         info = exports.get(name)
         if type(info) is not dict:
             continue
-        if name != entry_point and (hasattr(builtins, name) or name.startswith("__")):
+        if name != entry_point and (hasattr(builtins, name) or name in wire.MODULE_MACHINERY):
             continue
         kind = info.get("kind")
         if kind == "module":
@@ -1145,7 +1207,7 @@ def _prepared_tests(tests: str, tests_format: str) -> tuple:
     if found is None:
         tree = harness.parse_tests(tests)
         try:
-            code = compile(tree, "<hidden tests>", "exec")
+            code = compile(tree, "<hidden tests>", "exec", dont_inherit=True)  # never this module's __future__
         except (SyntaxError, ValueError) as exc:  # e.g. ``return`` outside a function parses, then fails here
             raise harness.HarnessError(f"hidden tests cannot be compiled: {type(exc).__name__}: {exc}") from None
         found = (code, frozenset(harness.names_used(tree)), harness.count_expected_tests(tree, tests_format))

@@ -31,6 +31,28 @@ MAX_FRAME_BYTES = 64 * 1024 * 1024
 MAX_PLAIN_INT_BITS = 4096
 
 
+# Names Python's module machinery gives every module (and the hooks it calls on one): never taken from the model's
+# namespace. Any other name, ``__all__`` and ``__version__`` included, is the model's own when the tests read it.
+MODULE_MACHINERY = frozenset(
+    {
+        "__name__",
+        "__doc__",
+        "__package__",
+        "__loader__",
+        "__spec__",
+        "__file__",
+        "__cached__",
+        "__builtins__",
+        "__path__",
+        "__annotations__",
+        "__dict__",
+        "__getattr__",
+        "__dir__",
+        "__class__",
+    }
+)
+
+
 class WireError(Exception):
     """A frame or value that cannot be decoded: the sender broke the protocol."""
 
