@@ -78,6 +78,7 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
     """Shapes the split sandbox reports as ``error`` (the task needs ``trust_mode="inprocess"``): tests
     that import the model's module or patch a name in it, whose code is in another process."""
     found = []
+    aliases = _import_aliases(tree)
     for node in ast.walk(tree):
         reaches = False
         if isinstance(node, ast.Import):
@@ -98,7 +99,9 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
                 f"'{_MODEL_MODULE}', which the split sandbox runs in another process: every run is an "
                 "error; set trust_mode='inprocess' (weaker) or test through the entry point"
             )
-        elif isinstance(node, ast.Call) and any(_matches(_dotted(node.func), name) for name in _PICKLERS):
+        elif isinstance(node, ast.Call) and any(
+            _matches(_resolved(_dotted(node.func), aliases), name) for name in _PICKLERS
+        ):
             # Round eight: an object of the model's code cannot be pickled across the boundary (its class is in the
             # other process); the run is an error, and this says so before any run.
             found.append(
@@ -154,15 +157,39 @@ def _matches(dotted: str, name: str) -> bool:
     return dotted == name or dotted.endswith("." + name)
 
 
+def _import_aliases(tree: ast.Module) -> dict[str, str]:
+    """What each name the tests bind by importing stands for: ``import pickle as pk`` binds ``pk`` to
+    ``pickle``, ``from random import seed as reseed`` binds ``reseed`` to ``random.seed`` (relative imports,
+    which are the tests' own modules, are left out)."""
+    aliases: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            aliases.update((alias.asname, alias.name) for alias in node.names if alias.asname)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            aliases.update(
+                (alias.asname or alias.name, f"{node.module}.{alias.name}") for alias in node.names if alias.name != "*"
+            )
+    return aliases
+
+
+def _resolved(dotted: str, aliases: dict[str, str]) -> str:
+    """``dotted`` with its first name replaced by what the tests imported under it (``dumps(x)`` after
+    ``from pickle import dumps`` is ``pickle.dumps``): a check of a dotted name is not dodged by importing it
+    under another name."""
+    first, dot, rest = dotted.partition(".")
+    return f"{aliases[first]}{dot}{rest}" if first in aliases else dotted
+
+
 def process_state_findings(tree: ast.Module) -> list[str]:
     """Under split trust the model's code runs in another process: a patch (other than of sys.stdout and
     sys.stderr, whose output is replayed), a seed, an environment variable, a working directory, a locale or
     standard input the tests set is the trusted process's only, and correct code fails the test."""
     found = []
+    aliases = _import_aliases(tree)
     for node in ast.walk(tree):
         what = None
         if isinstance(node, ast.Call):
-            dotted = _dotted(node.func)
+            dotted = _resolved(_dotted(node.func), aliases)
             target = node.args[0] if node.args else None
             if (
                 _name(node) in _PATCHERS
@@ -185,7 +212,7 @@ def process_state_findings(tree: ast.Module) -> list[str]:
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
-                dotted = _dotted(target.value if isinstance(target, ast.Subscript) else target)
+                dotted = _resolved(_dotted(target.value if isinstance(target, ast.Subscript) else target), aliases)
                 what = what or next(
                     (text for name, text in _PROCESS_STATE_NAMES.items() if _matches(dotted, name)), None
                 )

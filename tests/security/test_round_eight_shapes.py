@@ -143,6 +143,37 @@ def test_doctor_flags_pickling_in_the_tests():
     assert not [line for line in inprocess if "pickle" in line]
 
 
+ALIASED_SHAPES = {
+    "from pickle import dumps": ("from pickle import dumps\n", "dumps(f(3))", "pickle"),
+    "import pickle as pk": ("import pickle as pk\n", "pk.dumps(f(3))", "pickle"),
+    "from pickle import Pickler as P": (
+        "import io\nfrom pickle import Pickler as P\n",
+        "P(io.BytesIO()).dump(f(3))",
+        "pickle",
+    ),
+    "from random import seed as reseed": ("from random import seed as reseed\n", "reseed(1)", "random generator"),
+    "from os import environ as env": ("from os import environ as env\n", "env['TZ'] = 'UTC'", "environment"),
+    "import os as o": ("import os as o\n", "o.chdir('/')", "working directory"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALIASED_SHAPES))
+def test_doctor_sees_through_an_imported_alias(case):
+    """The doctor's findings of a dotted name (pickle.dumps, random.seed, os.environ) held only where the tests
+    spelt it out: imported under another name, the same call went unflagged."""
+    imports, statement, finding = ALIASED_SHAPES[case]
+    tests = f"{imports}import unittest\nclass T(unittest.TestCase):\n    def test_it(self):\n        {statement}\n"
+    assert [line for line in shape_findings(tests) if finding in line], shape_findings(tests)
+
+
+def test_an_alias_of_another_module_is_not_flagged():
+    tests = (
+        "from json import dumps\nfrom secrets import choice as seed\nimport unittest\n"
+        "class T(unittest.TestCase):\n    def test_it(self):\n        dumps(f(3))\n        seed('ab')\n"
+    )
+    assert not [line for line in shape_findings(tests) if "pickle" in line or "random" in line]
+
+
 # --- inspect.signature of the model's callables --------------------------------------------------------------------
 
 SIGNATURE_CODE = """
