@@ -199,7 +199,12 @@ def words_of(text: str) -> str:
 def word_set(text: str) -> frozenset[str]:
     """The distinct words of a normalised turn, in no order: stemmed, stopwords dropped, numbers and one-letter
     names kept (so "... for 0 seconds?" and "... for 1 seconds?" stay apart). Linear in the turn's length."""
-    return frozenset(_stem(word) for word in words_of(text).split() if word not in STOPWORDS)
+    return _distinct_words(words_of(text))
+
+
+def _distinct_words(words: str) -> frozenset[str]:
+    """:func:`word_set` of a turn's :func:`words_of`, for callers that already have those."""
+    return frozenset(_stem(word) for word in words.split() if word not in STOPWORDS)
 
 
 def same_words(a: frozenset[str], b: frozenset[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
@@ -207,7 +212,7 @@ def same_words(a: frozenset[str], b: frozenset[str], threshold: float = LOOP_SIM
     least MIN_REORDERED_WORDS words)? The same question reworded by moving its words, not by changing them."""
     if min(len(a), len(b)) < MIN_REORDERED_WORDS or min(len(a), len(b)) <= threshold * max(len(a), len(b)):
         return False
-    shared = len(a & b) if len(a) <= len(b) else len(b & a)
+    shared = len(a & b)
     return shared > threshold * (len(a) + len(b) - shared)
 
 
@@ -218,11 +223,12 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
     inside the other's (after normalising: the same question padded with new text, or asked twice in one
     turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped)."""
     a, b = normalise(a), normalise(b)
+    words_a, words_b = words_of(a), words_of(b)
     return (
         _similarity(a, b, threshold) > threshold
-        or _contained(words_of(a), words_of(b))
+        or _contained(words_a, words_b)
         or _similarity(letters_of(a) or a, letters_of(b) or b, threshold) > threshold
-        or same_words(word_set(a), word_set(b), threshold)
+        or same_words(_distinct_words(words_a), _distinct_words(words_b), threshold)
     )
 
 
@@ -245,7 +251,7 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     seen: dict[str, int] = {}
     normalised = [normalise(turn) for turn in turns]
     words = [words_of(text) for text in normalised]
-    sets = [word_set(text) for text in normalised]
+    sets = [_distinct_words(text_words) for text_words in words]
     seen_sets: dict[frozenset[str], int] = {}
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
     letters = [letters_of(text) or text for text in normalised]
