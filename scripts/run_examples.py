@@ -29,6 +29,9 @@ TIMEOUT_S = 300
 REQUIRES = re.compile(r"^# requires: (.+)$", re.M)
 REQUIRES_API = re.compile(r"^# requires-api: (.+)$", re.M)
 MAIN_BLOCK = re.compile(r"^if __name__ == ['\"]__main__['\"]:", re.M)
+# The environment as the process started, before any test ran: a test that leaves a variable behind (a deployed
+# function's REWARD_WEIGHTS, say) must not change what an example, run as from a fresh shell, prints.
+STARTING_ENV = dict(os.environ)
 
 
 @dataclass(frozen=True)
@@ -72,7 +75,7 @@ class Example:
 
     def run(self) -> subprocess.CompletedProcess[str]:
         env = {
-            **os.environ,
+            **STARTING_ENV,
             "PYTHONPATH": os.pathsep.join([str(self.path.parent), str(ROOT)]),
             "PYTHONHASHSEED": "0",
             "NO_COLOR": "1",

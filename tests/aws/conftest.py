@@ -46,6 +46,11 @@ def aws(monkeypatch):
             log.writelines(json.dumps(call) + "\n" for call in iam.CHECKED_CALLS)
     iam.reset()
     harness.DEPLOYMENTS.clear()
+    harness.LAMBDA_FAULTS.clear()
+    for key in harness.ADDED_ENV:  # before any failure below, so a failing test leaves nothing to the next
+        os.environ.pop(key, None)
+    harness.ADDED_ENV.clear()
+    reset_clients()
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     if denials:
@@ -53,11 +58,6 @@ def aws(monkeypatch):
             "AWS would have denied these calls (IAM, from the synthesized template; tests/aws/iam.py):\n"
             + "\n".join(dict.fromkeys(denials))
         )
-    harness.LAMBDA_FAULTS.clear()
-    for key in harness.ADDED_ENV:
-        os.environ.pop(key, None)
-    harness.ADDED_ENV.clear()
-    reset_clients()
 
 
 @pytest.fixture

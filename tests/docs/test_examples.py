@@ -79,3 +79,14 @@ def test_the_environment_examples_pyproject_registers_what_exists(monkeypatch):
             assert reference.split(":")[0] in modules, reference
             value = load_import_reference(reference)
             assert isinstance(value, expected[group]) and value.name == name, (group, name, value)
+
+
+def test_a_variable_a_test_left_behind_does_not_reach_an_example(monkeypatch):
+    # A deployed function's weights, left in os.environ by an in-process Lambda invocation, once made the
+    # single-turn example fail (gsm8k has none of the ask-before-coding components): examples run as from a
+    # fresh shell, with the environment the process started with.
+    monkeypatch.setenv("REWARD_WEIGHTS", '{"correctness": 1.0, "loop_penalty": 0.5}')
+    (example,) = [example for example in ALL if example.name == "single_turn_lambda.py"]
+    result = example.run()
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout == example.expected_output.read_text()
