@@ -35,7 +35,9 @@ from rewardpipe.envs.ask_before_coding.questions import (
 from rewardpipe.envs.ask_before_coding.replies import reply_informs, stated_details
 from rewardpipe.envs.ask_before_coding.scenarios import GENERIC_QUESTIONS
 from rewardpipe.envs.ask_before_coding.similarity import (
+    GAP_CHARS,
     LOOP_SIMILARITY_THRESHOLD,
+    _gap_match,
     normalise,
     repeats,
     turn_similarity,
@@ -231,6 +233,27 @@ def test_different_long_turns_and_different_questions_are_not_a_loop():
 
 
 _EDITS = ["please", "again", "exactly", "the", "really", "now", "kindly", "here"]
+
+
+def _lcs_table(a: str, b: str) -> int:
+    """The longest common subsequence's length by the textbook table: what the bit-parallel gap match must give."""
+    previous = [0] * (len(b) + 1)
+    for char in a:
+        current = [0]
+        for index, other in enumerate(b):
+            current.append(previous[index] + 1 if char == other else max(previous[index + 1], current[index]))
+        previous = current
+    return previous[-1]
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(
+    a=st.text(alphabet="ab c?\u00e9\U0001f600", max_size=GAP_CHARS + 2),
+    b=st.text(alphabet="ab c?\u00e9\U0001f600", max_size=GAP_CHARS * 4 + 2),
+)
+def test_the_gap_match_is_the_longest_common_subsequence(a, b):
+    expected = _lcs_table(a, b) if min(len(a), len(b)) <= GAP_CHARS and max(len(a), len(b)) <= GAP_CHARS * 4 else 0
+    assert _gap_match(a, b) == _gap_match(b, a) == expected
 
 
 @settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])

@@ -150,17 +150,26 @@ def matched_characters(
 
 def _gap_match(a: str, b: str) -> int:
     """LCS length of two short unmatched stretches (between anchors, or a turn shorter than an anchor);
-    0 when either is longer than GAP_CHARS, so the cost stays bounded (GAP_CHARS x the other's length)."""
+    0 when either is longer than GAP_CHARS, so the cost stays bounded (GAP_CHARS x the other's length).
+
+    Bit-parallel (Hyyro's form of Allison and Dix): one row of the LCS table is the bits of one int, and each
+    character of the longer stretch updates it in a few integer operations instead of a Python loop over the
+    shorter one (about 30 times faster; two unrelated turns are almost all gap, so this is the loop check's
+    cost). A 0 bit in ``row`` marks a position of ``short`` where the LCS grew."""
     if not a or not b or min(len(a), len(b)) > GAP_CHARS or max(len(a), len(b)) > GAP_CHARS * 4:
         return 0
     short, other = (a, b) if len(a) <= len(b) else (b, a)
-    previous = [0] * (len(short) + 1)
+    where: dict[str, int] = {}
+    for bit, char in enumerate(short):
+        where[char] = where.get(char, 0) | (1 << bit)
+    full = (1 << len(short)) - 1
+    row = full
     for char in other:
-        current = [0]
-        for index, mine in enumerate(short):
-            current.append(previous[index] + 1 if char == mine else max(previous[index + 1], current[index]))
-        previous = current
-    return previous[-1]
+        mask = where.get(char)
+        if mask:
+            matched = row & mask
+            row = ((row + matched) | (row - matched)) & full
+    return len(short) - row.bit_count()
 
 
 def turn_similarity(a: str, b: str, above: float | None = None) -> float:
