@@ -30,25 +30,61 @@ from typing import Any
 _NOT_COUNTED = (re.__file__.rsplit("/", 1)[0], "<frozen importlib")
 
 
+_TREES: dict[tuple[str | bytes, int], list] = {}
+_IN_SETS: dict[tuple[int, bool, bool, str], bool] = {}
+
+
+def _plain(nodes: Any) -> list:
+    """``re._parser``'s tree as nested lists and tuples, each group's nodes a list (indexing a SubPattern is a
+    Python call), a look-behind with its width; the same nodes in the same order, so the same steps."""
+    plain: list = []
+    for op, av in nodes:
+        if op is C.SUBPATTERN:
+            av = (*av[:3], _plain(av[3]))
+        elif op is C.BRANCH:
+            av = (av[0], [_plain(alternative) for alternative in av[1]])
+        elif op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
+            av = (av[0], av[1], _plain(av[2]))
+        elif op is C.ATOMIC_GROUP:
+            av = _plain(av)
+        elif op in (C.ASSERT, C.ASSERT_NOT):
+            av = (av[0], _plain(av[1]), av[1].getwidth())
+        plain.append((op, av))
+    return plain
+
+
+def _tree(pattern: re.Pattern) -> list:
+    """The pattern's parse tree, parsed once per pattern and flags (an interpreter is made for every call)."""
+    key = (pattern.pattern, pattern.flags)
+    if key not in _TREES:
+        _TREES[key] = _plain(_parser.parse(pattern.pattern, pattern.flags))
+    return _TREES[key]
+
+
 class Interpreter:
     """Backtracking matcher over ``re._parser``'s tree (the constructs rewardpipe's patterns use; anything
     else raises NotImplementedError), counting steps in ``self.steps``."""
 
     def __init__(self, pattern: re.Pattern) -> None:
         self.flags = pattern.flags
-        self.tree = list(_parser.parse(pattern.pattern, pattern.flags))
+        # The flags as plain booleans: testing an enum flag costs a Python call, and this runs per character.
+        self.ascii_only = bool(pattern.flags & re.ASCII)
+        self.ignore_case = bool(pattern.flags & re.IGNORECASE)
+        self.dot_all = bool(pattern.flags & re.DOTALL)
+        self.multiline = bool(pattern.flags & re.MULTILINE)
+        self.tree = _tree(pattern)
         self.steps = 0
         self.text = ""
 
     # -- single characters ---------------------------------------------------------------------------------
 
     def _word(self, ch: str) -> bool:
-        if self.flags & re.ASCII:
+        if self.ascii_only:
             return ch.isascii() and (ch.isalnum() or ch == "_")
         return ch.isalnum() or ch == "_"
 
     def _category(self, category: Any, ch: str) -> bool:
-        ascii_only = bool(self.flags & re.ASCII)
+        ascii_only = self.ascii_only
         if category in (C.CATEGORY_DIGIT, C.CATEGORY_NOT_DIGIT):
             value = ch.isdecimal() and (ch.isascii() or not ascii_only)
             return value if category is C.CATEGORY_DIGIT else not value
@@ -63,9 +99,18 @@ class Interpreter:
     def _same(self, code: int, ch: str) -> bool:
         if ord(ch) == code:
             return True
-        return bool(self.flags & re.IGNORECASE) and chr(code).lower() == ch.lower()
+        return self.ignore_case and chr(code).lower() == ch.lower()
 
     def _in(self, items: list, ch: str) -> bool:
+        # A set's answer for a character never changes (one step either way, counted by _char): remembered per
+        # set (the trees are kept, so a set's id stands for it) and flags.
+        key = (id(items), self.ignore_case, self.ascii_only, ch)
+        known = _IN_SETS.get(key)
+        if known is None:
+            known = _IN_SETS[key] = self._in_uncached(items, ch)
+        return known
+
+    def _in_uncached(self, items: list, ch: str) -> bool:
         negate, hit = False, False
         for op, av in items:
             if op is C.NEGATE:
@@ -75,7 +120,7 @@ class Interpreter:
             elif op is C.RANGE:
                 lo, hi = av
                 codes = {ord(ch)} | (
-                    {ord(c) for c in (ch.lower(), ch.upper()) if len(c) == 1} if self.flags & re.IGNORECASE else set()
+                    {ord(c) for c in (ch.lower(), ch.upper()) if len(c) == 1} if self.ignore_case else set()
                 )
                 hit = hit or any(lo <= code <= hi for code in codes)
             elif op is C.CATEGORY:
@@ -96,7 +141,7 @@ class Interpreter:
         if op is C.NOT_LITERAL:
             return not self._same(av, ch)
         if op is C.ANY:
-            return ch != "\n" or bool(self.flags & re.DOTALL)
+            return ch != "\n" or self.dot_all
         if op is C.IN:
             return self._in(av, ch)
         raise NotImplementedError(f"character node {op}")
@@ -108,7 +153,7 @@ class Interpreter:
     def _at(self, where: Any, pos: int) -> bool:
         self.steps += 1
         text, n = self.text, len(self.text)
-        multiline = bool(self.flags & re.MULTILINE)
+        multiline = self.multiline
         if where is C.AT_BEGINNING:
             return pos == 0 or (multiline and text[pos - 1] == "\n")
         if where is C.AT_BEGINNING_STRING:
@@ -138,26 +183,24 @@ class Interpreter:
         if op is C.AT:
             return rest(pos) if self._at(av, pos) else None
         if op is C.SUBPATTERN:
-            return self._seq(list(av[3]), 0, pos, rest)
+            return self._seq(av[3], 0, pos, rest)
         if op is C.BRANCH:
             for alternative in av[1]:
                 self.steps += 1
-                found = self._seq(list(alternative), 0, pos, rest)
+                found = self._seq(alternative, 0, pos, rest)
                 if found is not None:
                     return found
             return None
         if op in (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT):
             return self._repeat(op, av, pos, rest)
         if op is C.ATOMIC_GROUP:
-            end = self._seq(list(av), 0, pos, lambda p: p)
+            end = self._seq(av, 0, pos, lambda p: p)
             return None if end is None else rest(end)
         if op in (C.ASSERT, C.ASSERT_NOT):
-            direction, sub = av
-            sub = list(sub)
+            direction, sub, (lo, hi) = av
             if direction == 1:
                 held = self._seq(sub, 0, pos, lambda p: p) is not None
             else:
-                lo, hi = _parser.SubPattern(None, sub).getwidth()
                 if lo != hi:
                     raise NotImplementedError("a look-behind of variable width")
                 start = pos - lo
@@ -167,7 +210,6 @@ class Interpreter:
 
     def _repeat(self, op: Any, av: tuple, pos: int, rest: Callable[[int], Any]) -> Any:
         lo, hi, sub = av
-        sub = list(sub)
         if self._single(sub):
             # re's REPEAT_ONE: take the run, then give back one character at a time
             run = 0
@@ -236,7 +278,8 @@ class CountingPattern:
         self.pattern, self.flags, self.groups, self.groupindex = real.pattern, real.flags, real.groups, real.groupindex
 
     def _interpreter(self) -> Interpreter:
-        return Interpreter(self._real)
+        with _untraced():  # the counting machinery is not the code under test
+            return Interpreter(self._real)
 
     def _count(self, steps: int) -> None:
         self._counter.regex_steps += steps
