@@ -32,6 +32,7 @@ _NOT_COUNTED = (re.__file__.rsplit("/", 1)[0], "<frozen importlib")
 
 _TREES: dict[tuple[str | bytes, int], list] = {}
 _IN_SETS: dict[tuple[int, bool, bool, str], bool] = {}
+_CHARACTER_NODES = frozenset((C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN))
 
 
 def _plain(nodes: Any) -> list:
@@ -171,6 +172,11 @@ class Interpreter:
     # -- sequences, with a continuation for what follows -------------------------------------------------
 
     def _seq(self, nodes: list, i: int, pos: int, k: Callable[[int], Any]) -> Any:
+        # A run of single-character nodes is matched in a loop (the same steps as one call per node).
+        while i < len(nodes) and nodes[i][0] in _CHARACTER_NODES:
+            if not self._char(nodes[i], pos):
+                return None
+            i, pos = i + 1, pos + 1
         if i == len(nodes):
             return k(pos)
         op, av = nodes[i]
@@ -178,8 +184,6 @@ class Interpreter:
         def rest(p: int) -> Any:
             return self._seq(nodes, i + 1, p, k)
 
-        if op in (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN):
-            return rest(pos + 1) if self._char(nodes[i], pos) else None
         if op is C.AT:
             return rest(pos) if self._at(av, pos) else None
         if op is C.SUBPATTERN:
