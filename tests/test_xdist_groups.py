@@ -5,9 +5,14 @@ one worker then attacked the other worker's sandbox (a flaky failure, never a lo
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
+
+import pytest
+
+from tests import synth_group
 
 
 def test_a_group_of_tests_runs_on_one_worker(tmp_path):
@@ -27,8 +32,22 @@ def test_a_group_of_tests_runs_on_one_worker(tmp_path):
         """)
     )
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "--dist", "loadgroup"],
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-p",
+            "xdist",
+            "-n",
+            "2",
+            "--dist",
+            "loadgroup",
+        ],
         cwd=tmp_path,
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},  # xdist alone: the other plugins cost seconds
         capture_output=True,
         text=True,
         timeout=120,
@@ -36,3 +55,13 @@ def test_a_group_of_tests_runs_on_one_worker(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     workers = (tmp_path / "workers.txt").read_text().split()
     assert len(workers) == 6 and len(set(workers)) == 1, workers
+
+
+def test_a_synth_outside_the_cdk_group_is_refused(monkeypatch):
+    monkeypatch.setattr(synth_group, "running", ("tests/x.py::test_y", None))
+    with pytest.raises(RuntimeError, match=r"tests/x.py::test_y synthesizes .* xdist_group\('cdk'\)"):
+        synth_group.check_may_synthesize()
+    monkeypatch.setattr(synth_group, "running", ("tests/x.py::test_y", "cdk"))
+    synth_group.check_may_synthesize()
+    monkeypatch.setattr(synth_group, "running", None)  # between tests (a session fixture, collection)
+    synth_group.check_may_synthesize()

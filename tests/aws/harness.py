@@ -158,6 +158,9 @@ NOVA_BRIDGE_CONTEXT = json.dumps(
 def synthesized(context_json: str = "") -> Synth:
     """The app synthesized once per process; ``context_json`` (a JSON object of CDK context, e.g. enabling
     the Nova bridge) gives a second, separately cached synth."""
+    from tests.synth_group import check_may_synthesize
+
+    check_may_synthesize()
     apply_test_env()
     sys.path.insert(0, str(ROOT)) if str(ROOT) not in sys.path else None
     from aws_cdk.assertions import Template
@@ -1115,6 +1118,60 @@ def wait_execution(sfn: Any, execution_arn: str, timeout_s: float = 120.0) -> di
             sfn.stop_execution(executionArn=execution_arn)
             raise TimeoutError(f"execution {execution_arn} still running after {timeout_s}s")
         time.sleep(0.05)
+
+
+def quiesce_executions(timeout_s: float = 15.0) -> list[str]:
+    """Stop every execution still running when a test ends, and wait until no thread of moto's Step Functions
+    interpreter is doing anything (bounded). moto runs executions in daemon threads that outlive the test; one
+    still running went on into the next test of the worker (its Lambda invoked in-process there, its turn request
+    sent to the next deployment's queue of the same name, its function's variables left in os.environ). A
+    thread parked on a task token stays parked: the stopped execution ends at its next state without running
+    it. Returns the threads still busy at the bound (named in the failure they cause)."""
+    import boto3
+    from moto.stepfunctions.parser.utils import TMP_THREADS
+
+    sfn = boto3.client("stepfunctions", region_name=REGION)
+    try:
+        machines = sfn.list_state_machines()["stateMachines"]
+        for machine in machines:
+            pages = sfn.get_paginator("list_executions").paginate(
+                stateMachineArn=machine["stateMachineArn"], statusFilter="RUNNING"
+            )
+            for page in pages:
+                for execution in page["executions"]:
+                    sfn.stop_execution(executionArn=execution["executionArn"], error="rewardpipe.TestEnded")
+    except Exception:  # noqa: BLE001 - a test that broke moto's state still gets its threads waited for
+        pass
+    deadline = time.monotonic() + timeout_s
+    while True:
+        busy = [thread for thread in list(TMP_THREADS) if thread.is_alive() and not _parked(thread)]
+        if not busy or time.monotonic() > deadline:
+            TMP_THREADS[:] = [thread for thread in TMP_THREADS if thread.is_alive()]
+            return [thread.name for thread in busy]
+        time.sleep(0.02)
+
+
+_PARKED_IN = (
+    # (file name ending, function): where an interpreter thread waits on nothing the test started
+    ("eval/callback/callback.py", "wait"),  # a task token, an activity, a heartbeat
+    ("exec/execute_state.py", "_evaluate_with_timeout"),  # its task's own thread, judged on its own
+    ("program/program.py", "eval"),  # its program's thread, the same
+    ("state_parallel/branches_decl.py", "wait"),
+    ("state_map/iteration/job.py", "await_jobs"),
+)
+
+
+def _parked(thread: threading.Thread) -> bool:
+    frame = sys._current_frames().get(thread.ident or -1)
+    leaf = frame
+    while frame is not None:
+        code = frame.f_code
+        if code.co_name == "invoke_in_process" and code.co_filename == __file__:
+            return False  # a Lambda of the execution is running
+        if any(code.co_filename.endswith(path) and code.co_name == name for path, name in _PARKED_IN):
+            return leaf is not None and leaf.f_code.co_filename == threading.__file__  # blocked, not working
+        frame = frame.f_back
+    return False
 
 
 # --------------------------------------------------------------------------------------------------

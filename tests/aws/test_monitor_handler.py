@@ -10,6 +10,9 @@ from rewardpipe.models import ErrorInfo, Record
 from tests.aws import harness
 from tests.aws.handlers import Context, load
 
+# Its handlers are checked against their functions' IAM policies, read from the synthesized template.
+pytestmark = pytest.mark.xdist_group("cdk")
+
 WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6, "guessed_immediately": 0.4, "loop_penalty": 0.2}
 BUCKET = "monitor-test-records"
 
@@ -154,7 +157,6 @@ def test_a_malformed_request_is_rejected_with_the_field_named(world, event):
     assert ("run_id" in str(info.value)) or ("step" in str(info.value))
 
 
-@pytest.mark.xdist_group("cdk")
 def test_emitted_metrics_match_the_alarm_dimensions_in_the_template(synth, world, capsys):
     world["handler"].lambda_handler({"run_id": "mon", "step": 0}, Context())
     docs = _emf(capsys.readouterr().out)

@@ -22,6 +22,9 @@ from tests.aws.handlers import Context, load
 from tests.aws.test_monitor_handler import BUCKET, _metric_values, world  # noqa: F401 - the fixture
 from tests.faults import S3Faults, is_conditional, key_of
 
+# Its handlers are checked against their functions' IAM policies, read from the synthesized template.
+pytestmark = pytest.mark.xdist_group("cdk")
+
 
 class Died(BaseException):
     """The Lambda's process ending mid-check (a timeout, an out-of-memory kill): nothing catches it."""

@@ -4,8 +4,13 @@ transcript too: `show` and the alarm examples see what was scored, not an error 
 
 from __future__ import annotations
 
+import pytest
+
 from tests.aws.handlers import Context, load
 from tests.aws.test_rollout_handlers import _failed, _started, bucket, runner  # noqa: F401 - the fixtures
+
+# Its handlers are checked against their functions' IAM policies, read from the synthesized template.
+pytestmark = pytest.mark.xdist_group("cdk")
 
 
 def _transcript(bucket, run="r", rollout="x") -> dict:

@@ -17,6 +17,9 @@ from rewardpipe.models import load_tasks
 from tests.aws import harness
 from tests.aws.handlers import Context, load
 
+# Its handlers are checked against their functions' IAM policies, read from the synthesized template.
+pytestmark = pytest.mark.xdist_group("cdk")
+
 BUCKET = "rollout-test-records"
 TASK = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")[0]
 

@@ -17,6 +17,8 @@ import pytest
 from rewardpipe.execution.runtime import layers
 from tests.aws import harness
 
+pytestmark = pytest.mark.xdist_group("cdk")  # it synthesizes (tests/synth_group.py)
+
 
 def _functions_using_the_layer(template: dict) -> dict[str, dict]:
     resources = template["Resources"]
