@@ -38,6 +38,7 @@ def aws(monkeypatch):
     reset_clients()
     with mock_aws(config=harness.MOTO_CONFIG):
         yield
+        busy = harness.quiesce_executions()
         violations = harness.check_limits()
     harness.LIMIT_VIOLATIONS.clear()
     denials = list(iam.DENIALS)
@@ -51,6 +52,8 @@ def aws(monkeypatch):
         os.environ.pop(key, None)
     harness.ADDED_ENV.clear()
     reset_clients()
+    if busy:
+        pytest.fail(f"Step Functions threads still busy 15 s after the test ended (stopped executions): {busy}")
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     if denials:
