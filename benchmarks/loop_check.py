@@ -25,10 +25,42 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from rewardpipe.envs.ask_before_coding import similarity
 
-WORDS = (
-    "alpha bravo charlie delta echo foxtrot golf hotel india juliet kilo lima mike november oscar papa quebec "
-    "romeo sierra tango uniform victor whiskey xray yankee zulu amber basil cedar dune ember fjord grove heron"
-).split()
+WORDS = [
+    "alpha",
+    "bravo",
+    "charlie",
+    "delta",
+    "echo",
+    "foxtrot",
+    "golf",
+    "hotel",
+    "india",
+    "juliet",
+    "kilo",
+    "lima",
+    "mike",
+    "november",
+    "oscar",
+    "papa",
+    "quebec",
+    "romeo",
+    "sierra",
+    "tango",
+    "uniform",
+    "victor",
+    "whiskey",
+    "xray",
+    "yankee",
+    "zulu",
+    "amber",
+    "basil",
+    "cedar",
+    "dune",
+    "ember",
+    "fjord",
+    "grove",
+    "heron",
+]
 
 
 def textbook_gap_match(a: str, b: str) -> int:
