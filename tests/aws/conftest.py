@@ -53,7 +53,10 @@ def aws(monkeypatch):
     harness.ADDED_ENV.clear()
     reset_clients()
     if busy:
-        pytest.fail(f"Step Functions threads still busy 15 s after the test ended (stopped executions): {busy}")
+        pytest.fail(
+            f"Step Functions threads still busy {harness.QUIESCE_TIMEOUT_S:.0f} s after the test ended "
+            f"(its executions stopped): {busy}"
+        )
     if violations:
         pytest.fail("AWS limits exceeded (moto would not have refused these):\n" + "\n".join(violations[:20]))
     if denials:

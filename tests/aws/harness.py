@@ -1120,7 +1120,12 @@ def wait_execution(sfn: Any, execution_arn: str, timeout_s: float = 120.0) -> di
         time.sleep(0.05)
 
 
-def quiesce_executions(timeout_s: float = 15.0) -> list[str]:
+#: How long a test's end waits for the Lambdas its stopped executions have in flight (a loaded 2-core machine
+#: runs an in-process Lambda in well under a second; the bound only decides how long a stuck one takes to fail).
+QUIESCE_TIMEOUT_S = 30.0
+
+
+def quiesce_executions(timeout_s: float = QUIESCE_TIMEOUT_S) -> list[str]:
     """Stop every execution still running when a test ends, and wait until no thread of moto's Step Functions
     interpreter is doing anything (bounded). moto runs executions in daemon threads that outlive the test; one
     still running went on into the next test of the worker (its Lambda invoked in-process there, its turn request
