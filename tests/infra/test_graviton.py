@@ -86,6 +86,7 @@ def test_the_filters_syscall_numbers_are_the_kernels(arch):
         **layers._PID_TAKERS[arch],
         **layers._CLOCK_TAKERS[arch],
         **layers._FILE_CALLS[arch],
+        **layers._FILE_CHANGES[arch],
         **{name: number for name, (number, _) in layers._WHICH_WHO[arch].items()},
     }
     # Headers older than a call (setxattrat, file_setattr: Linux 6.13, 6.17) do not name it: such a call must be
@@ -168,21 +169,27 @@ def _rule_answer(block: list, arch: str, own: int, nr: int, args: tuple[int, ...
     return _run_filter(b"".join(struct.pack("=HBBI", *insn) for insn in code), arch, nr, args)
 
 
-@pytest.mark.parametrize("ignore_mode_changes", [False, True])
+@pytest.mark.parametrize(
+    ("ignore_mode_changes", "read_only_files"), [(False, False), (True, False), (False, True), (True, True)]
+)
 @pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
-def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_changes):
+def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_changes, read_only_files):
     """The compiled filter finds each syscall's rule by a binary search: for every number (and arguments that
     reach each branch of the blocks), its answer is the rule's own, and allow where no rule names it."""
     own = 4242
-    program = layers.build_seccomp_filter(arch, own, ignore_mode_changes=ignore_mode_changes)
-    rules = dict(layers.seccomp_rules(arch, ignore_mode_changes))
+    program = layers.build_seccomp_filter(
+        arch, own, ignore_mode_changes=ignore_mode_changes, read_only_files=read_only_files
+    )
+    rules = dict(layers.seccomp_rules(arch, ignore_mode_changes, read_only_files))
     interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
     interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
-    interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF]
+    interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF, 0o100, 0o1000, 0o2000, 0o4000, 0o200000]
     # CPU clocks (clockid ((~pid) << 3) | type): its own and another process's, a thread's, a clock by descriptor.
     interesting += [((~pid) << 3 | kind) & 0xFFFFFFFF for pid in (0, own, own + 1, 1) for kind in (0, 2, 3, 6)]
     variants = [()] + [(value,) for value in interesting] + [(0, value) for value in interesting]
-    variants += [(0, 0, value) for value in (0, layers._O_TMPFILE_BIT)] + [(value, own) for value in (0, 1, 2, 3)]
+    variants += [(0, 0, value) for value in (0, 1, 0o101, 0o2000, 0o200000, layers._O_TMPFILE_BIT)] + [
+        (value, own) for value in (0, 1, 2, 3)
+    ]
     highest = 0x40000000 + 8 if arch == "x86_64" else 1100
     for nr in [*range(0, 1100), 0x40000000, highest]:
         for args in variants if nr in rules else [()]:

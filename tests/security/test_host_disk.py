@@ -56,7 +56,8 @@ def lambda_like(landlock: bool = False, workers: int = 2):
         server_uid=65534,
         disk_mb=BUDGET_MB,
         disk_inodes=BUDGET_INODES,
-        disable=frozenset() if landlock else frozenset({"landlock"}),
+        # file writes allowed ("files" off; read-only is the default without Landlock): the quota is what is tested
+        disable=frozenset({"files"}) if landlock else frozenset({"landlock", "files"}),
         private_disk=True,
     )
     isolation = executor.isolation()

@@ -28,7 +28,11 @@ def _degraded(server_uid: int = 65534, **overrides):
     if os.geteuid() != 0:
         pytest.skip("needs root to start the fork servers as another uid")
     return make_executor(
-        workers=1, server_uid=server_uid, disable=frozenset({"landlock", *overrides.pop("disable", ())}), **overrides
+        workers=1,
+        server_uid=server_uid,
+        # file writes allowed ("files" off): the defences tested here must hold where a user allows them
+        disable=frozenset({"landlock", "files", *overrides.pop("disable", ())}),
+        **overrides,
     )
 
 

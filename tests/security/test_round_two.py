@@ -461,10 +461,12 @@ def test_disk_quota_is_enforced_and_reported(executor, code, what):
 @pytest.fixture(scope="module")
 def degraded():
     """What AWS Lambda and Fargate look like: fork servers as an unprivileged uid (so model code runs as
-    the same uid as the fork server and the trusted runner), no namespaces, cgroups or Landlock."""
+    the same uid as the fork server and the trusted runner), no namespaces, cgroups or Landlock; and with the
+    model's file writes allowed ("files" off, not the default there), so that every other defence of that
+    mode is shown to hold on its own. The read-only default: tests/security/test_round_nine_files.py."""
     if os.geteuid() != 0:
         pytest.skip("needs root to start the fork servers as another uid")
-    executor = make_executor(workers=1, server_uid=65534, disable=frozenset({"landlock"}))
+    executor = make_executor(workers=1, server_uid=65534, disable=frozenset({"landlock", "files"}))
     isolation = executor.isolation()
     if not isolation["seccomp"].startswith("on"):
         executor.close()

@@ -38,7 +38,7 @@ MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 0x2, 0x4, 0x8, 0x1
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 MNT_DETACH = 2
 
-LAYER_NAMES = ("uid", "netns", "mountns", "seccomp", "landlock", "chroot", "cgroup", "rlimits")
+LAYER_NAMES = ("uid", "netns", "mountns", "seccomp", "landlock", "chroot", "cgroup", "rlimits", "files")
 
 
 def _errno_text() -> str:
@@ -762,6 +762,59 @@ _MODE_CHANGES = {
     "x86_64": {"chmod": 90, "fchmodat": 268, "fchmodat2": 452},
     "aarch64": {"fchmodat": 53, "fchmodat2": 452},
 }
+# Every call that makes, changes or removes a file system entry or a file's metadata, refused (EROFS, as on a
+# read-only file system) where nothing confines where the model's code writes: no Landlock, no chroot (Lambda,
+# Fargate on 5.10). There a file the job left anywhere its uid may write (/tmp, /dev/shm, a file of the
+# function's own) reaches later jobs: a wrong answer that read the answers earlier rollouts wrote there passed
+# (round nine). Opening for writing is refused by the open rules; fchmod, fchown and utimensat act through a
+# descriptor opened read-only, so they are here too. mknod is denied everywhere (_DENIED).
+_FILE_CHANGES = {
+    "x86_64": {
+        "truncate": 76,
+        "rename": 82,
+        "mkdir": 83,
+        "rmdir": 84,
+        "creat": 85,
+        "link": 86,
+        "unlink": 87,
+        "symlink": 88,
+        "chmod": 90,
+        "fchmod": 91,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "utime": 132,
+        "utimes": 235,
+        "mkdirat": 258,
+        "fchownat": 260,
+        "futimesat": 261,
+        "unlinkat": 263,
+        "renameat": 264,
+        "linkat": 265,
+        "symlinkat": 266,
+        "fchmodat": 268,
+        "utimensat": 280,
+        "renameat2": 316,
+        "fchmodat2": 452,
+    },
+    "aarch64": {
+        "mkdirat": 34,
+        "unlinkat": 35,
+        "symlinkat": 36,
+        "linkat": 37,
+        "renameat": 38,
+        "truncate": 45,
+        "fchmod": 52,
+        "fchmodat": 53,
+        "fchownat": 54,
+        "fchown": 55,
+        "utimensat": 88,
+        "renameat2": 276,
+        "fchmodat2": 452,
+    },
+}
+# open flags that write: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND (the same bits on x86_64 and aarch64)
+_OPEN_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000
 _SPECIAL = {
     "x86_64": {"clone": 56, "clone3": 435, "prctl": 157},
     "aarch64": {"clone": 220, "clone3": 435, "prctl": 167},
@@ -812,16 +865,18 @@ def seccomp_arch() -> str | None:
 NEWEST_KNOWN_SYSCALL = 469  # file_setattr (Linux 6.17), the same number on x86_64 and aarch64
 
 
-def build_seccomp_filter(arch: str, own_pid: int, ignore_mode_changes: bool = False) -> bytes:
-    return SeccompTemplate(arch, ignore_mode_changes).for_pid(own_pid)
+def build_seccomp_filter(
+    arch: str, own_pid: int, ignore_mode_changes: bool = False, read_only_files: bool = False
+) -> bytes:
+    return SeccompTemplate(arch, ignore_mode_changes, read_only_files).for_pid(own_pid)
 
 
 class SeccompTemplate:
     """The filter compiled once per fork server; each child only patches in its own pid (4 bytes each
     place the program compares with it)."""
 
-    def __init__(self, arch: str, ignore_mode_changes: bool = False):
-        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes)
+    def __init__(self, arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False):
+        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes, read_only_files)
         # Built here, in the fork server, so that a child only patches its pid into its own copy of the
         # buffer and makes one call.
         self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
@@ -922,7 +977,24 @@ def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
-def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[bytes, list[tuple[int, _OwnValue]]]:
+def _block_refuse_open(arg: int, read_only_files: bool) -> list:
+    """open/openat by their flags (argument ``arg``): no unnamed file (O_TMPFILE: EOPNOTSUPP); with
+    ``read_only_files``, nothing opened to write, create, truncate or append (EROFS) either."""
+    if not read_only_files:
+        return _block_refuse_flag(arg, _O_TMPFILE_BIT, _errno(errno.EOPNOTSUPP))
+    return [
+        (_LD_ABS_W, 0, 0, _arg(arg)),
+        (_JSET, 2, 0, _O_TMPFILE_BIT),
+        (_JSET, 2, 0, _OPEN_WRITE_FLAGS),
+        (_RET, 0, 0, _RET_ALLOW),
+        (_RET, 0, 0, _errno(errno.EOPNOTSUPP)),
+        (_RET, 0, 0, _errno(errno.EROFS)),
+    ]
+
+
+def _compile_seccomp(
+    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False
+) -> tuple[bytes, list[tuple[int, _OwnValue]]]:
     """Classic BPF: allow by default; deny the lists above with EPERM (no sockets at all); allow clone
     only for threads; signals, every pid-taking call and CPU clocks only on the child itself; no SIGIO owners, leases
     or dnotify; no preallocation or unnamed files. clone3 and openat2 answer ENOSYS so libc falls back to
@@ -932,7 +1004,7 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     number and reached by a binary search (``JGE``), so a syscall walks some ten comparisons, not one per
     rule: this is paid on every filtered call, and by the kernel when it loads the filter into each child
     (it works out, for every syscall number, whether the answer depends on the arguments)."""
-    rules = seccomp_rules(arch, ignore_mode_changes)
+    rules = seccomp_rules(arch, ignore_mode_changes, read_only_files)
     prog: list[tuple] = [
         (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
@@ -963,13 +1035,19 @@ def _compile_seccomp(arch: str, ignore_mode_changes: bool = False) -> tuple[byte
     return bytes(out), own_values
 
 
-def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[int, list]]:
+def seccomp_rules(
+    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False
+) -> list[tuple[int, list]]:
     """(syscall number, its block) for every syscall the filter does not simply allow; each block reads the
-    arguments it needs and returns on every path (the child's pid still a placeholder)."""
+    arguments it needs and returns on every path (the child's pid still a placeholder). ``read_only_files``:
+    no file is made, changed or removed (EROFS), which also makes ``ignore_mode_changes`` moot."""
     rules: list[tuple[int, list]] = []
     for number in _DENIED[arch].values():
         rules.append((number, _block_return(_errno(errno.EPERM))))
-    if ignore_mode_changes:
+    if read_only_files:
+        for number in _FILE_CHANGES[arch].values():
+            rules.append((number, _block_return(_errno(errno.EROFS))))
+    elif ignore_mode_changes:
         for number in _MODE_CHANGES[arch].values():
             rules.append((number, _block_return(_errno(0))))  # the call returns 0 without running
     special = _SPECIAL[arch]
@@ -998,8 +1076,8 @@ def seccomp_rules(arch: str, ignore_mode_changes: bool = False) -> list[tuple[in
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
     rules.append((files["ioctl"], _block_refuse_values(1, _IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM))))
     if "open" in files:
-        rules.append((files["open"], _block_refuse_flag(1, _O_TMPFILE_BIT, _errno(errno.EOPNOTSUPP))))
-    rules.append((files["openat"], _block_refuse_flag(2, _O_TMPFILE_BIT, _errno(errno.EOPNOTSUPP))))
+        rules.append((files["open"], _block_refuse_open(1, read_only_files)))
+    rules.append((files["openat"], _block_refuse_open(2, read_only_files)))
     rules.append((files["openat2"], _block_return(_errno(errno.ENOSYS))))
     rules.append((files["fallocate"], _block_return(_errno(errno.EOPNOTSUPP))))
     numbers = [number for number, _ in rules]

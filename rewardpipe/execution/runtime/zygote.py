@@ -687,7 +687,9 @@ class Zygote:
                 self._off("seccomp", f"start-up probe failed: {error}")
             else:
                 self.seccomp_arch = arch
-                self.seccomp_template = layers.SeccompTemplate(arch, ignore_mode_changes=self._jobs_share_a_uid())
+                self.seccomp_template = layers.SeccompTemplate(
+                    arch, ignore_mode_changes=self._jobs_share_a_uid(), read_only_files=self._files_unconfined()
+                )
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
@@ -695,8 +697,11 @@ class Zygote:
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr)"
                 )
-                if self._jobs_share_a_uid():
+                if self._files_unconfined():
+                    iso["seccomp"] += "; no file made, changed or removed (see files)"
+                elif self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
+        iso["files"] = self._files_report()
         # rlimits are always available
         if "rlimits" in self.disabled:
             self._off("rlimits", "disabled by configuration")
@@ -740,11 +745,32 @@ class Zygote:
                 if self.ruleset is not None
                 else "confined to the interpreter's tree by chroot"
                 if self.chroot_dir is not None
+                else "none: the model's code may not write files (see files)"
+                if self._files_unconfined() and self.seccomp_arch is not None
                 else "not confined: Landlock is missing, so a job can fill the host from outside its directory"
             )
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
+
+    def _files_unconfined(self) -> bool:
+        """True where nothing confines where the model's code writes (no Landlock, no chroot) and the filter
+        is to make the file system read-only for it instead (the "files" layer)."""
+        return self.ruleset is None and self.chroot_dir is None and "files" not in self.disabled
+
+    def _files_report(self) -> str:
+        if self.ruleset is not None:
+            return "confined: writes under the job's own directory only (Landlock)"
+        if self.chroot_dir is not None:
+            return "confined: the child sees only the interpreter's tree, read-only (chroot)"
+        if "files" in self.disabled:
+            return "off: disabled by configuration"
+        if self.seccomp_arch is None:
+            return "off: needs seccomp (no Landlock or chroot here to confine writes)"
+        return (
+            "on: read-only for the model's code (EROFS), its own directory included: without Landlock or chroot "
+            "nothing else keeps a job's files from later jobs"
+        )
 
     def _jobs_share_a_uid(self) -> bool:
         """True if the model's code runs as the uid that owns every job's directory, with nothing (no

@@ -1,0 +1,263 @@
+"""Round nine: files as a channel between jobs where nothing confines the model's writes.
+
+On Lambda and on Fargate's 5.10 kernels there is no Landlock, no chroot and no mount namespace, and every job runs
+as the function's one uid. A file a job left anywhere that uid may write (/tmp, /dev/shm, a file of the
+function's own) was there for every later job: a wrong answer whose earlier rollouts wrote down what they were
+asked passed (the SysV answer table of round four, through a file). There the model's code now may not make,
+change or remove any file (the ``files`` layer: EROFS from seccomp), its own directory included.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import shutil
+import tempfile
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from rewardpipe.execution.sandbox import make_executor
+from tests.infra.test_graviton import _answer, _run_filter
+from tests.security.conftest import RIGHT_ADD, assert_failed, job
+
+SANDBOX_UID = 65530  # a uid of this module's own: nothing it leaves behind can reach another test's sandbox
+
+
+def _lambda_like(*disable: str):
+    if os.geteuid() != 0:
+        pytest.skip("needs root to start the fork servers as another uid")
+    executor = make_executor(workers=1, server_uid=SANDBOX_UID, disable=frozenset({"landlock", *disable}))
+    isolation = executor.isolation()
+    if not isolation["seccomp"].startswith("on"):
+        executor.close()
+        pytest.skip("seccomp is unavailable")
+    assert isolation["landlock"].startswith("off") and isolation["chroot"].startswith("off")
+    assert isolation["mountns"].startswith("off") and isolation["uid"].startswith("off")
+    return executor
+
+
+LEFT_BEHIND = ("/tmp/rp-answers", "/dev/shm/rp-answers", "/var/tmp/rp-answers", "/tmp/rp-inprocess")
+
+
+@pytest.fixture(scope="module")
+def lambda_mode():
+    executor = _lambda_like()
+    yield executor
+    executor.close()
+    for path in LEFT_BEHIND:  # what a regression would leave: never a later run's starting state
+        if os.path.exists(path):
+            os.unlink(path)
+
+
+@pytest.fixture
+def planted():
+    """A directory the sandbox's uid owns, outside any job's, holding one file of that uid: what a function's
+    own /tmp holds on Lambda. Removed afterwards, whatever a job did to it."""
+    root = tempfile.mkdtemp(prefix="rp-round-nine-")
+    os.chmod(root, 0o755)
+    base = os.path.join(root, "theirs")
+    os.mkdir(base)
+    with open(os.path.join(base, "kept.txt"), "w") as handle:
+        handle.write("0123456789")
+    os.mkdir(os.path.join(base, "sub"))
+    for path in (base, os.path.join(base, "kept.txt"), os.path.join(base, "sub")):
+        os.chown(path, SANDBOX_UID, SANDBOX_UID)
+    yield base
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def _tree_state(base: str) -> dict:
+    """Everything a job could have changed under ``base``: names, contents, owners, modes and times."""
+    state = {}
+    for directory, subdirectories, files in os.walk(base):
+        for name in [*subdirectories, *files, "."]:
+            path = os.path.join(directory, name)
+            info = os.lstat(path)
+            content = open(path, "rb").read() if os.path.isfile(path) else None  # noqa: SIM115
+            state[os.path.relpath(path, base)] = (
+                content,
+                info.st_mode,
+                info.st_uid,
+                info.st_size,
+                info.st_mtime_ns,
+                info.st_ctime_ns,
+            )
+    return state
+
+
+# --- the channel ---------------------------------------------------------------------------------------
+
+WRITES_DOWN_ITS_INPUT = textwrap.dedent("""
+    import os
+    def add(a, b):
+        for place in ("/tmp", "/dev/shm", "/var/tmp", os.environ.get("HOME", "."), os.getcwd(), "{base}"):
+            try:
+                with open(os.path.join(place, "rp-answers"), "a") as handle:
+                    handle.write(f"{{a}} {{b}}\\n")
+            except OSError:
+                pass
+        return 0
+""")
+READS_THE_ANSWERS = textwrap.dedent("""
+    import os
+    def add(a, b):
+        for place in ("/tmp", "/dev/shm", "/var/tmp", "{base}"):
+            try:
+                with open(os.path.join(place, "rp-answers")) as handle:
+                    if handle.read():
+                        return a + b  # what a table of earlier rollouts' answers would give
+            except OSError:
+                pass
+        return 0
+""")
+
+
+def test_a_file_one_job_writes_never_reaches_a_later_one(lambda_mode, planted):
+    writer = lambda_mode.run(job(WRITES_DOWN_ITS_INPUT.format(base=planted)))
+    assert_failed(writer)
+    reader = lambda_mode.run(job(READS_THE_ANSWERS.format(base=planted)))
+    assert_failed(reader)  # it passed before: every one of its answers came from the file
+    for path in [*LEFT_BEHIND[:3], os.path.join(planted, "rp-answers")]:
+        assert not os.path.exists(path), path
+
+
+# --- every way to change the file system ------------------------------------------------------------------
+
+# Each attempt through the calls Python itself makes (so the same on x86_64 and aarch64), on a file and a
+# directory of the sandbox's own uid, through a descriptor opened read-only too.
+TRIES_EVERY_CHANGE = textwrap.dedent("""
+    import json, os
+    base = "{base}"
+    kept, sub = os.path.join(base, "kept.txt"), os.path.join(base, "sub")
+    tries = {{
+        "open w": lambda: open(kept, "w"),
+        "open a": lambda: open(kept, "a"),
+        "open r+": lambda: open(kept, "r+"),
+        "create": lambda: os.open(os.path.join(base, "new"), os.O_CREAT | os.O_RDONLY, 0o600),
+        "create exclusive": lambda: open(os.path.join(base, "new"), "x"),
+        "truncate": lambda: os.truncate(kept, 1),
+        "chmod": lambda: os.chmod(kept, 0o777),
+        "chown": lambda: os.chown(kept, os.getuid(), 0),
+        "utime": lambda: os.utime(kept, (0, 0)),
+        "rename": lambda: os.rename(kept, os.path.join(base, "moved")),
+        "unlink": lambda: os.unlink(kept),
+        "link": lambda: os.link(kept, os.path.join(base, "hard")),
+        "symlink": lambda: os.symlink(kept, os.path.join(base, "soft")),
+        "mkdir": lambda: os.mkdir(os.path.join(base, "made")),
+        "rmdir": lambda: os.rmdir(sub),
+        "mkfifo": lambda: os.mkfifo(os.path.join(base, "fifo")),
+        "own directory": lambda: open("mine.txt", "w"),
+        "home": lambda: open(os.path.join(os.environ["HOME"], "h.txt"), "w"),
+    }}
+    fd = os.open(kept, os.O_RDONLY)
+    tries["fchmod"] = lambda: os.fchmod(fd, 0o777)
+    tries["fchown"] = lambda: os.fchown(fd, os.getuid(), 0)
+    tries["futime"] = lambda: os.utime(fd, (0, 0))
+    outcome = {{}}
+    for name, attempt in tries.items():
+        try:
+            attempt()
+            outcome[name] = "done"
+        except OSError as exc:
+            outcome[name] = exc.errno
+    print("OUTCOME " + json.dumps(outcome))
+    def add(a, b):
+        return a + b
+""")
+
+
+def test_every_way_to_change_a_file_is_refused_as_on_a_read_only_file_system(lambda_mode, planted):
+    before = _tree_state(planted)
+    result = lambda_mode.run(job(TRIES_EVERY_CHANGE.format(base=planted)))
+    assert result.status is ExecutionStatus.PASSED, result.reason  # reading, computing and printing still work
+    outcome = json.loads(result.stdout.split("OUTCOME ", 1)[1].splitlines()[0])
+    refused = {name: code for name, code in outcome.items() if code in (errno.EROFS, errno.EPERM)}
+    assert refused == outcome, {name: code for name, code in outcome.items() if name not in refused}
+    assert outcome["mkfifo"] == errno.EPERM  # mknod: denied everywhere
+    assert {code for name, code in outcome.items() if name != "mkfifo"} == {errno.EROFS}
+    assert _tree_state(planted) == before
+
+
+def test_a_right_answer_reading_files_passes(lambda_mode):
+    reads = "import json, os\nPATH = os.__file__\ndef add(a, b):\n    open(PATH).read(10)\n    return a + b\n"
+    assert lambda_mode.run(job(reads)).status is ExecutionStatus.PASSED
+    assert lambda_mode.run(job(RIGHT_ADD)).status is ExecutionStatus.PASSED
+
+
+def test_the_report_says_what_confines_the_models_files(lambda_mode, executor):
+    assert lambda_mode.isolation()["files"].startswith("on: read-only"), lambda_mode.isolation()["files"]
+    assert "no file made, changed or removed" in lambda_mode.isolation()["seccomp"]
+    assert lambda_mode.isolation()["disk_quota"].endswith("none: the model's code may not write files (see files)")
+    full = executor.isolation()
+    assert full["files"].startswith("confined:") if full["landlock"].startswith("on") else True, full["files"]
+
+
+def test_files_off_restores_writes_and_says_so(planted):
+    """Who needs the model's code to write files there turns the layer off, and the report says it is off."""
+    writable = _lambda_like("files")
+    try:
+        assert writable.isolation()["files"] == "off: disabled by configuration"
+        writes = "def add(a, b):\n    with open('mine.txt', 'w') as f:\n        f.write('x')\n    return a + b\n"
+        assert writable.run(job(writes)).status is ExecutionStatus.PASSED
+    finally:
+        writable.close()
+
+
+def test_full_isolation_still_lets_a_job_write_its_own_directory(executor):
+    writes = "def add(a, b):\n    with open('mine.txt', 'w') as f:\n        f.write('x')\n    return a + b\n"
+    assert executor.run(job(writes)).status is ExecutionStatus.PASSED
+
+
+# --- the filter, instruction by instruction ------------------------------------------------------------------
+
+OPEN_FLAGS = {
+    "read only": (os.O_RDONLY, "allow"),
+    "directory": (os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, "allow"),
+    "write": (os.O_WRONLY, "EROFS"),
+    "read and write": (os.O_RDWR, "EROFS"),
+    "create": (os.O_RDONLY | os.O_CREAT, "EROFS"),
+    "truncate": (os.O_RDONLY | os.O_TRUNC, "EROFS"),
+    "append": (os.O_RDONLY | os.O_APPEND, "EROFS"),
+    "unnamed file": (0o20000000 | os.O_DIRECTORY | os.O_RDWR, errno.errorcode[errno.EOPNOTSUPP]),
+}
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_read_only_filter_answers_each_call(arch):
+    own = 4242
+    program = layers.build_seccomp_filter(arch, own, read_only_files=True)
+    plain = layers.build_seccomp_filter(arch, own)
+    calls = layers._FILE_CALLS[arch]
+    for name, number in layers._FILE_CHANGES[arch].items():
+        assert _answer(_run_filter(program, arch, number)) == "EROFS", name
+        assert _answer(_run_filter(plain, arch, number)) == "allow", name  # only where nothing else confines
+    for name, (flags, answer) in OPEN_FLAGS.items():
+        assert _answer(_run_filter(program, arch, calls["openat"], (0xFFFFFF9C, 0, flags))) == answer, name
+        if "open" in calls:
+            assert _answer(_run_filter(program, arch, calls["open"], (0, flags))) == answer, name
+        plain_answer = answer if name == "unnamed file" else "allow"
+        assert _answer(_run_filter(plain, arch, calls["openat"], (0xFFFFFF9C, 0, flags))) == plain_answer, name
+    assert _answer(_run_filter(program, arch, calls["openat2"])) == "ENOSYS"  # its flags are out of the filter's reach
+
+
+def test_every_call_that_changes_a_file_is_known_on_both_architectures():
+    """aarch64 has only the *at forms (and no creat, utime, utimes or futimesat): each x86_64 call missing there
+    does its work through one that is listed."""
+    missing = set(layers._FILE_CHANGES["x86_64"]) - set(layers._FILE_CHANGES["aarch64"])
+    assert missing == {
+        "rename", "mkdir", "rmdir", "creat", "link", "unlink", "symlink", "chmod", "chown", "lchown", "utime",
+        "utimes", "futimesat",
+    }  # fmt: skip
+
+
+def test_inprocess_mode_is_read_only_there_too(lambda_mode):
+    """The fallback runs the tests beside the model's code in the same hardened child: the same filter. (Its
+    static screen refuses the name ``open``, not a write through pathlib.)"""
+    code = "import pathlib\ndef add(a, b):\n    pathlib.Path('/tmp/rp-inprocess').write_text('1')\n    return a + b\n"
+    result = lambda_mode.run(ExecutionJob(**{**job(code).model_dump(), "trust_mode": "inprocess"}))
+    assert result.status is ExecutionStatus.FAILED and "Read-only file system" in result.reason, result.reason
+    assert not os.path.exists("/tmp/rp-inprocess")
