@@ -19,6 +19,7 @@ import functools
 import itertools
 import json
 import os
+import re
 import threading
 import time
 from collections.abc import Iterable, Iterator
@@ -540,7 +541,12 @@ class ForkServerExecutor:
         if verdict.get("model_died") and reply.get("model_exit"):
             reasons.append(f"the model's process ended early ({reply['model_exit']})")
         if verdict.get("first_failure"):
-            reasons.append(str(verdict["first_failure"]))
+            first_failure = str(verdict["first_failure"])
+            if isolation.get("files", "").startswith("on") and _READ_ONLY_SIGNS.search(first_failure):
+                # Still the model's failure (its own text could say this): the hint is for whoever reads it,
+                # before the failure, which the reason's length limit may cut.
+                reasons.append(READ_ONLY_HINT)
+            reasons.append(first_failure)
         passed = min(successes, expected) if tests_run == expected else 0
         return self._result(
             job, started, ExecutionStatus.FAILED, passed=passed, reason="; ".join(reasons)[:1000], **common
@@ -562,6 +568,15 @@ class ForkServerExecutor:
     def _batch(self, jobs, threads) -> Iterator[ExecutionResult]:
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewardpipe-exec") as pool:
             yield from pool.map(self.run, jobs)
+
+
+# What a write refused by the "files" layer looks like in a failure: the errno's text, or tempfile finding no
+# directory it may write in.
+_READ_ONLY_SIGNS = re.compile(r"Read-only file system|No usable temporary directory")
+READ_ONLY_HINT = (
+    "the file system is read-only for the model's code here (isolation 'files': no Landlock or chroot to confine "
+    "its writes); code that writes files fails"
+)
 
 
 def _job_can_signal_its_fork_server(isolation: dict[str, str]) -> bool:

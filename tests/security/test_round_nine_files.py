@@ -20,7 +20,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers
-from rewardpipe.execution.sandbox import make_executor
+from rewardpipe.execution.sandbox import READ_ONLY_HINT, make_executor
 from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import RIGHT_ADD, assert_failed, job
 
@@ -261,3 +261,12 @@ def test_inprocess_mode_is_read_only_there_too(lambda_mode):
     result = lambda_mode.run(ExecutionJob(**{**job(code).model_dump(), "trust_mode": "inprocess"}))
     assert result.status is ExecutionStatus.FAILED and "Read-only file system" in result.reason, result.reason
     assert not os.path.exists("/tmp/rp-inprocess")
+
+
+def test_a_refused_write_is_still_the_models_failure_and_the_reason_says_why(lambda_mode, executor):
+    writes = "import tempfile\ndef add(a, b):\n    tempfile.TemporaryFile()\n    return a + b\n"
+    refused = lambda_mode.run(job(writes))
+    assert_failed(refused)  # never an error: the model's own code could make this happen on purpose
+    assert READ_ONLY_HINT in refused.reason, refused.reason
+    says_so = "def add(a, b):\n    raise OSError(30, 'Read-only file system')\n"
+    assert READ_ONLY_HINT not in executor.run(job(says_so)).reason  # only where the layer is on
