@@ -183,6 +183,7 @@ def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_cha
     rules = dict(layers.seccomp_rules(arch, ignore_mode_changes, read_only_files))
     interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
     interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
+    interesting += list(layers._IOCTL_ALLOWED.values())
     interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF, 0o100, 0o1000, 0o2000, 0o4000, 0o200000]
     # CPU clocks (clockid ((~pid) << 3) | type): its own and another process's, a thread's, a clock by descriptor.
     interesting += [((~pid) << 3 | kind) & 0xFFFFFFFF for pid in (0, own, own + 1, 1) for kind in (0, 2, 3, 6)]

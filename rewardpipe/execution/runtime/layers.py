@@ -742,6 +742,25 @@ _IOCTL_DENIED_REQUESTS = {
     "FS_IOC32_SETFLAGS": 0x40046602,
     "FS_IOC_FSSETXATTR": 0x401C5820,
 }
+# The only other ioctls the model's code keeps: what a terminal check, a non-blocking switch, close-on-exec and
+# reads of a file's flags ask. Every other request is ENOTTY ("not for this file"), as most are on most files: a
+# deny-list cannot keep up with the ioctls that change a file through a descriptor opened read-only
+# (FS_IOC_SETVERSION set the inode generation of a file of the uid's own, which the next job read back: a
+# 32-bit channel between jobs on Lambda; fs-verity, reflinks, ...; round nine).
+_IOCTL_ALLOWED = {
+    "FIGETBSZ": 0x2,
+    "TCGETS": 0x5401,
+    "TIOCGPGRP": 0x540F,
+    "TIOCGWINSZ": 0x5413,
+    "FIONREAD": 0x541B,
+    "FIONBIO": 0x5421,
+    "FIONCLEX": 0x5450,
+    "FIOCLEX": 0x5451,
+    "FS_IOC32_GETFLAGS": 0x80046601,
+    "FS_IOC_GETFLAGS": 0x80086601,
+    "FS_IOC_GETVERSION": 0x80087601,
+    "FS_IOC_FSGETXATTR": 0x801C581F,
+}
 # Space on the disk that no walk of the job's directory sees: fallocate(FALLOC_FL_KEEP_SIZE) reserves blocks
 # past the end of a file, and O_TMPFILE makes a file that never has a name. Both answer EOPNOTSUPP, which
 # glibc's posix_fallocate and Python's tempfile treat as "unsupported here" and fall back to writing real
@@ -973,6 +992,22 @@ def _block_refuse_values(arg: int, values, error: int) -> list:
     return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
+def _block_ioctl() -> list:
+    """ioctl by its request (argument 1): the denied ones EPERM, the allowed ones through, any other ENOTTY."""
+    denied, allowed = sorted(_IOCTL_DENIED_REQUESTS.values()), sorted(_IOCTL_ALLOWED.values())
+    block = [(_LD_ABS_W, 0, 0, _arg(1))]
+    for position, value in enumerate(denied):
+        block.append((_JEQ, len(denied) - position + len(allowed), 0, value))  # -> EPERM
+    for position, value in enumerate(allowed):
+        block.append((_JEQ, len(allowed) - position + 1, 0, value))  # -> allow
+    return [
+        *block,
+        (_RET, 0, 0, _errno(errno.ENOTTY)),
+        (_RET, 0, 0, _errno(errno.EPERM)),
+        (_RET, 0, 0, _RET_ALLOW),
+    ]
+
+
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
@@ -1074,7 +1109,7 @@ def seccomp_rules(
     rules.append((special["prctl"], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
-    rules.append((files["ioctl"], _block_refuse_values(1, _IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM))))
+    rules.append((files["ioctl"], _block_ioctl()))
     if "open" in files:
         rules.append((files["open"], _block_refuse_open(1, read_only_files)))
     rules.append((files["openat"], _block_refuse_open(2, read_only_files)))

@@ -695,7 +695,8 @@ class Zygote:
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
                     "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
-                    "no preallocation or unnamed files, no memfds, no file attribute flags (chattr)"
+                    "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
+                    "only ioctls that read"
                 )
                 if self._files_unconfined():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
