@@ -13,6 +13,7 @@ import errno
 import json
 import os
 import shutil
+import subprocess
 import tempfile
 import textwrap
 
@@ -336,3 +337,105 @@ def test_a_refused_write_is_still_the_models_failure_and_the_reason_says_why(lam
     assert READ_ONLY_HINT in refused.reason, refused.reason
     says_so = "def add(a, b):\n    raise OSError(30, 'Read-only file system')\n"
     assert READ_ONLY_HINT not in executor.run(job(says_so)).reason  # only where the layer is on
+
+
+# --- the page cache ----------------------------------------------------------------------------------------------
+
+# Whether a page of a file every job may read is cached outlives the job. The writer reads the pages of some
+# stdlib files and evicts the others (one bit each: 10a + b); the reader, with no logic of its own, asks each
+# file whether its first page is cached without waiting for it (RWF_NOWAIT) and answers from the bits.
+CACHE_FILES = ["this", "antigravity", "tabnanny", "sndhdr", "imghdr", "mailcap", "nntplib", "telnetlib"]
+CACHE_WRITER = textwrap.dedent("""
+    import os, sys
+    FILES = {files!r}
+    STDLIB = os.path.dirname(os.__file__)
+    def add(a, b):
+        for bit, name in enumerate(FILES):
+            fd = os.open(os.path.join(STDLIB, name + ".py"), os.O_RDONLY)
+            if (a * 10 + b) >> bit & 1:
+                os.pread(fd, 1 << 20, 0)
+            else:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)  # no error: advice may be ignored
+            os.close(fd)
+        return 0
+""")
+CACHE_READER = textwrap.dedent("""
+    import os
+    FILES = {files!r}
+    STDLIB = os.path.dirname(os.__file__)
+    def add(a, b):
+        value, page = 0, bytearray(4096)
+        for bit, name in enumerate(FILES):
+            fd = os.open(os.path.join(STDLIB, name + ".py"), os.O_RDONLY)
+            try:
+                os.preadv(fd, [page], 0, os.RWF_NOWAIT)
+                value |= 1 << bit
+            except BlockingIOError:
+                pass
+            except OSError as exc:
+                print("REFUSED", exc.errno)
+                return None
+            finally:
+                os.close(fd)
+        return value // 10 + value % 10
+""")
+
+
+@pytest.mark.parametrize("mode", ["full", "lambda"])
+def test_the_page_cache_carries_nothing_to_the_next_job(mode, executor, lambda_mode):
+    sandbox = executor if mode == "full" else lambda_mode
+    writer = sandbox.run(job(CACHE_WRITER.format(files=CACHE_FILES)))
+    assert_failed(writer)
+    assert "Error" not in writer.reason or "AssertionError" in writer.reason, writer.reason  # fadvise: no error
+    reader = sandbox.run(job(CACHE_READER.format(files=CACHE_FILES)))
+    assert_failed(reader)  # it passed before: 10a + b came back from the cache, bit by bit
+    assert f"REFUSED {errno.EOPNOTSUPP}" in reader.stdout, reader.stdout
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_filter_neither_evicts_nor_probes_the_page_cache(arch):
+    program = layers.build_seccomp_filter(arch, 4242)
+    calls = layers._PAGE_CACHE_CALLS[arch]
+    no_op = layers._RET_ERRNO | 0
+    assert _run_filter(program, arch, calls["fadvise64"], (3, 0, 0, 4)) == no_op  # POSIX_FADV_DONTNEED
+    for advice, answer in ((4, layers._RET_ALLOW), (20, no_op), (21, no_op), (3, layers._RET_ALLOW)):
+        assert _run_filter(program, arch, calls["madvise"], (0, 4096, advice)) == answer, advice
+    for name in ("mincore", "cachestat"):
+        assert _answer(_run_filter(program, arch, calls[name])) == "EPERM", name
+    for name in ("preadv2", "pwritev2"):
+        assert _answer(_run_filter(program, arch, calls[name], (3, 0, 1, 0, 0, 0))) == "allow", name
+        for flags in (0x8, 0x80, 0x1):  # RWF_NOWAIT, RWF_DONTCACHE, RWF_HIPRI
+            answer = _answer(_run_filter(program, arch, calls[name], (3, 0, 1, 0, 0, flags)))
+            assert answer == errno.errorcode[errno.EOPNOTSUPP], (name, flags)
+
+
+# --- access times -------------------------------------------------------------------------------------------
+
+READS_A_FILE = "import os\nPATH = {path!r}\ndef add(a, b):\n    open(PATH, 'rb').read(1)\n    return 0\n"
+
+
+def test_a_read_sets_no_access_time_a_later_job_could_stat(executor):
+    """Under relatime a read sets a file's access time once it is older than its change time (or a day old): a
+    bit per readable file that outlives the job, read back exactly with stat. The fork server's mounts are
+    noatime in its own namespace (where it has one)."""
+    if not executor.isolation()["mountns"].startswith("on"):
+        pytest.skip("needs the private mount namespace")
+    interpreter = executor.isolation()["interpreter"]  # the children's, whose standard library they may read
+    stdlib = subprocess.run(
+        [interpreter, "-I", "-c", "import os; print(os.path.dirname(os.__file__))"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    real_path = os.path.realpath(os.path.join(stdlib, "this.py"))
+    if not os.path.exists(real_path):
+        pytest.skip(f"{real_path} is missing")
+    info = os.stat(real_path)
+    stale = info.st_mtime_ns - 10**9  # older than the last change: the next read would set it
+    os.utime(real_path, ns=(stale, info.st_mtime_ns))
+    try:
+        assert_failed(executor.run(job(READS_A_FILE.format(path=real_path))))
+        assert os.stat(real_path).st_atime_ns == stale
+    finally:
+        os.utime(real_path, ns=(info.st_atime_ns, info.st_mtime_ns))
+    assert executor.isolation()["mountns"].endswith("no access times set (noatime)")

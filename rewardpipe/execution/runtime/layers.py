@@ -15,6 +15,7 @@ import ctypes
 import errno
 import os
 import platform
+import re
 import resource
 import signal
 import stat
@@ -36,6 +37,7 @@ CLONE_NEWNET = 0x40000000
 CLONE_NEWNS = 0x00020000
 MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_RDONLY = 0x2, 0x4, 0x8, 0x1
 MS_REC, MS_PRIVATE = 0x4000, 1 << 18
+MS_REMOUNT, MS_BIND, MS_NOATIME, MS_NODIRATIME = 0x20, 0x1000, 0x400, 0x800
 MNT_DETACH = 2
 
 LAYER_NAMES = ("uid", "netns", "mountns", "seccomp", "landlock", "chroot", "cgroup", "rlimits", "files")
@@ -174,6 +176,33 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, optio
     encode = lambda text: None if text is None else text.encode()  # noqa: E731
     if _libc.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(options)) != 0:
         raise OSError(ctypes.get_errno(), f"mount({target}) failed: {_errno_text()}")
+
+
+_PER_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
+
+
+def freeze_access_times(mountinfo: str | None = None) -> list[str]:
+    """In our own mount namespace: make every mount ``noatime`` (keeping its other per-mount flags), so that no
+    read by a child sets a file's access time, which outlives the job and which any later job reads back
+    exactly with stat (a read sets it once a day under relatime: a bit per file, round nine). Returns the
+    mount points that refused."""
+    if mountinfo is None:
+        mountinfo = _read_proc("/proc/self/mountinfo").decode("utf-8", "surrogateescape")
+    refused = []
+    for line in mountinfo.splitlines():
+        fields = line.split(" ")
+        if len(fields) < 6:
+            continue
+        # mountinfo escapes space, tab, newline and backslash in paths as \ooo (octal)
+        target = re.sub(r"\\([0-7]{3})", lambda match: chr(int(match.group(1), 8)), fields[4])
+        flags = MS_REMOUNT | MS_BIND | MS_NOATIME | MS_NODIRATIME
+        for option in fields[5].split(","):
+            flags |= _PER_MOUNT_FLAGS.get(option, 0)
+        try:
+            mount(None, target, None, flags)
+        except OSError:
+            refused.append(target)
+    return refused
 
 
 def mount_tmpfs(target: str, size_bytes: int, inodes: int, mode: int, uid: int = 0, read_only: bool = False) -> None:
@@ -617,6 +646,18 @@ _PID_TAKERS = {
 # Calls whose first argument says what the second one is (a process, a process group, or every process
 # of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
 # allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
+# The page cache as a channel between jobs (round nine): whether a page of a file every job may read (the
+# interpreter's tree) is cached outlives the job. A job set bits by reading some pages and evicting others
+# (posix_fadvise DONTNEED), and the next one read them back exactly (preadv2 with RWF_NOWAIT fails on a page
+# not cached): a wrong answer with no logic passed from what an earlier rollout wrote down. Refused: every way
+# to evict a page (fadvise and madvise MADV_COLD/MADV_PAGEOUT succeed without effect, as advice may;
+# RWF_DONTCACHE) and every exact probe (RWF_NOWAIT, mincore, cachestat). Timing a read is left (see
+# docs/sandbox.md).
+_PAGE_CACHE_CALLS = {
+    "x86_64": {"mincore": 27, "madvise": 28, "fadvise64": 221, "preadv2": 327, "pwritev2": 328, "cachestat": 451},
+    "aarch64": {"fadvise64": 223, "mincore": 232, "madvise": 233, "preadv2": 286, "pwritev2": 287, "cachestat": 451},
+}
+_MADV_EVICTING = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}
 _WHICH_WHO = {
     "x86_64": {"setpriority": (141, 0), "getpriority": (140, 0), "ioprio_set": (251, 1), "ioprio_get": (252, 1)},
     "aarch64": {"setpriority": (140, 0), "getpriority": (141, 0), "ioprio_set": (30, 1), "ioprio_get": (31, 1)},
@@ -1008,6 +1049,10 @@ def _block_ioctl() -> list:
     ]
 
 
+def _block_refuse_nonzero(arg: int, error: int) -> list:
+    return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JEQ, 0, 1, 0), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+
+
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
@@ -1107,6 +1152,13 @@ def seccomp_rules(
     for number, selector in _WHICH_WHO[arch].values():
         rules.append((number, _block_which_who(selector)))
     rules.append((special["prctl"], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
+    cache = _PAGE_CACHE_CALLS[arch]
+    rules.append((cache["fadvise64"], _block_return(_errno(0))))  # advice taken, and ignored
+    rules.append((cache["madvise"], _block_refuse_values(2, _MADV_EVICTING.values(), _errno(0))))
+    for name in ("mincore", "cachestat"):
+        rules.append((cache[name], _block_return(_errno(errno.EPERM))))
+    for name in ("preadv2", "pwritev2"):  # RWF_* flags (argument 5): none (os.preadv without flags uses preadv)
+        rules.append((cache[name], _block_refuse_nonzero(5, _errno(errno.EOPNOTSUPP))))
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
     rules.append((files["ioctl"], _block_ioctl()))

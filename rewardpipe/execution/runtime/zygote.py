@@ -696,7 +696,7 @@ class Zygote:
                     "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
-                    "only ioctls that read"
+                    "only ioctls that read, no page-cache eviction or probes"
                 )
                 if self._files_unconfined():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
@@ -806,8 +806,14 @@ class Zygote:
                     raise OSError(0, "/tmp cannot be replaced (it holds the interpreter or the sandbox)")
                 os.mkdir(self.job_root, 0o711)
                 self.worker_dir = self.job_root
+                refused = layers.freeze_access_times()
+                atimes = (
+                    "no access times set (noatime)"
+                    if not refused
+                    else f"access times still set under {', '.join(refused[:3])}{', ...' if len(refused) > 3 else ''}"
+                )
                 self.isolation["mountns"] = (
-                    f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job"
+                    f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job; {atimes}"
                 )
             except OSError as exc:
                 self.job_root = None
