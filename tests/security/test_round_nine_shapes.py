@@ -4,11 +4,14 @@ trust, so a right answer scored 0 silently: ``isinstance(gen, types.GeneratorTyp
 ``type(x) is ...``, an instance of the model's exception class returned as a value, ``mock.create_autospec`` of a
 model function. Each shape is checked against plain unittest with the code and the tests in one process (the
 reference), with wrong answers of the right kind (still ``failed``) and models that lie about their kind.
+
+Also: a failed assertion whose diff is expensive (difflib on two huge nearly-equal values) is cheap in the runner.
 """
 
 from __future__ import annotations
 
 import textwrap
+import time
 
 import pytest
 
@@ -453,3 +456,42 @@ def test_the_wire_encodes_by_type_never_by_a_claimed_class():
     assert isinstance(Claims(), list)
     with pytest.raises(wire.Unencodable):
         wire.encode(Claims())
+
+
+# --- a failed assertion's diff is cheap in the runner ----------------------------------------------------------------
+
+EXPENSIVE_DIFF_CODE = """
+def f(n):
+    return [f"item {i} " + "y" * 19 + "z" for i in range(n)]
+def g(n):
+    return "\\n".join(f"line {i} " + "x" * 19 + "z" for i in range(n))
+def h(n):
+    return {i: "v" * 30 + str(i) for i in range(n)}
+"""
+EXPENSIVE_DIFF_TESTS = """
+class T(unittest.TestCase):
+    maxDiff = None
+    def test_list(self):
+        self.assertEqual(f(400), [f"item {i} " + "y" * 20 for i in range(400)])
+    def test_text(self):
+        self.assertEqual(g(400), "\\n".join(f"line {i} " + "x" * 20 for i in range(400)))
+    def test_dict(self):
+        self.assertEqual(h(400), {i: "w" * 30 + str(i) for i in range(400)})
+    def test_huge_list(self):
+        self.assertListEqual(f(200_000), [])
+"""
+
+
+def test_an_expensive_failure_diff_is_cheap_and_still_fails(one_worker):
+    # In one process each of the first three diffs costs about a minute of CPU (difflib is super-linear).
+    started = time.monotonic()
+    result = _run(one_worker, EXPENSIVE_DIFF_CODE, EXPENSIVE_DIFF_TESTS, timeout_s=20.0)
+    assert result.status is FAILED and result.passed == 0 and result.total == 4, (result.status, result.reason)
+    assert time.monotonic() - started < 10
+
+
+def test_a_small_failure_diff_is_still_shown():
+    assert "".join(trusted._bounded_ndiff(["a\n", "b\n"], ["a\n", "c\n"])) == "  a\n- b\n+ c\n"
+    assert "left out" in "".join(trusted._bounded_ndiff(["x" * 100] * 100, ["y" * 100] * 100))
+    assert trusted._bounded_pformat([1, [2, 3]]) == "[1, [2, 3]]"
+    assert trusted._bounded_pformat(list(range(trusted.MAX_SHOWN_VALUES + 1))) == "(too large to show)"

@@ -17,6 +17,7 @@ import collections
 import contextlib
 import datetime
 import decimal
+import difflib
 import fractions
 import functools
 import importlib
@@ -25,6 +26,7 @@ import json
 import keyword
 import logging
 import os
+import pprint
 import sys
 import sysconfig
 import time
@@ -1277,8 +1279,46 @@ class _ModelModuleGuard:
         raise ModuleNotFoundError(message, name=name)
 
 
+# What a failed assertion's diff may cost in the runner (round nine): difflib.ndiff compares every line of one side
+# with every line of the other, character by character (two lists of 200 nearly equal lines: ~6 s of CPU), so a wrong
+# answer ran to the job's deadline, a timeout that cost the runner's CPU. Beyond these the failure message says the
+# diff was left out; the assertion fails all the same.
+MAX_DIFF_WORK = 100_000  # lines of one side x lines of the other x the longest line
+MAX_SHOWN_VALUES = 5_000  # values (nested ones counted) of an operand unittest pretty-prints for a diff
+
+
+def _bounded_ndiff(a, b, *args, **kwargs):
+    a, b = list(a), list(b)
+    widest = max(map(len, a), default=0) + max(map(len, b), default=0)
+    if len(a) * len(b) * max(widest, 1) > MAX_DIFF_WORK:
+        return iter([f"(diff left out: {len(a)} and {len(b)} lines are too many to compare cheaply)"])
+    return difflib.ndiff(a, b, *args, **kwargs)
+
+
+def _bounded_pformat(value, *args, **kwargs) -> str:
+    pending, seen = [value], 0
+    while pending:
+        item = pending.pop()
+        seen += 1
+        if seen > MAX_SHOWN_VALUES:
+            return "(too large to show)"
+        if issubclass(type(item), (*_CONTAINERS, collections.deque)):
+            pending.extend(_items_of(item))
+    return pprint.pformat(value, *args, **kwargs)
+
+
+def _bound_failure_diffs() -> None:
+    """unittest's failure diffs in this runner go through :func:`_bounded_ndiff` and :func:`_bounded_pformat` (its
+    module's own references to difflib and pprint are replaced; the modules themselves are untouched)."""
+    import unittest.case
+
+    setattr(unittest.case, "difflib", types.SimpleNamespace(**{**vars(difflib), "ndiff": _bounded_ndiff}))  # noqa: B010
+    setattr(unittest.case, "pprint", types.SimpleNamespace(**{**vars(pprint), "pformat": _bounded_pformat}))  # noqa: B010
+
+
 def _prepare_runner() -> None:
     sys.meta_path.insert(0, _ModelModuleGuard())
+    _bound_failure_diffs()
     # What is replayed from the model's process (warnings, log records, stderr) is for the tests' own
     # capture only: uncaptured, it goes nowhere rather than into the fork server's log.
     logging.root.addHandler(logging.NullHandler())
