@@ -295,6 +295,13 @@ def test_create_autospec_of_a_model_function(one_worker):
     assert result.status is PASSED, result.reason
 
 
+def test_an_entry_point_named_like_a_rewritten_check_is_the_models(one_worker):
+    tests = "class T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(issubclass(2, 3), 5)\n"
+    code = "def issubclass(a, b):\n    return a + b\n"
+    assert _run(one_worker, code, tests, "issubclass").status is PASSED
+    assert _run(one_worker, code.replace("a + b", "a * b"), tests, "issubclass").status is FAILED
+
+
 @pytest.mark.parametrize("code", [GENERATOR_WRONG, GENERATOR_AS_LIST, GENERATOR_AS_ITERATOR])
 def test_a_wrong_answer_still_fails_a_kind_check_or_its_values(one_worker, code):
     result = _run(one_worker, code, LAZY_TESTS)

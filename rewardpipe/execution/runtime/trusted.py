@@ -1524,6 +1524,7 @@ def _prepared_tests(tests: str, tests_format: str) -> tuple:
 # The names the hidden tests' ``type(x)``, ``x.__class__`` and ``issubclass(a, b)`` are rewritten to call (round nine):
 # what a stub of the model's object is cannot be its Python type, so these answer as the object would in one process.
 _SEEN_TYPE, _SEEN_CLASS, _SEEN_SUBCLASS = "__rp_type__", "__rp_class__", "__rp_issubclass__"
+_REWRITTEN_NAMES = {_SEEN_TYPE: "type", _SEEN_CLASS: "__class__", _SEEN_SUBCLASS: "issubclass"}
 
 
 class _KindChecks(ast.NodeTransformer):
@@ -1671,7 +1672,10 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
             "model_died": bool(conn.dead),
             "first_failure": f"the model's names could not be fetched: {type(exc).__name__}: {exc}"[:600],
         }
-    module.__dict__.update(_kind_check_helpers(conn))
+    namespace = module.__dict__
+    for helper, function in _kind_check_helpers(conn).items():
+        # A name the tests read that the model's code binds (its entry point named ``type``) stays the model's.
+        namespace[helper] = namespace.get(_REWRITTEN_NAMES[helper], function)
     calls_before_tests = conn.calls
     try:
         exec(code, module.__dict__)
