@@ -252,17 +252,45 @@ DATACLASS_WRONG = DATACLASS.replace("Point(x, [x])", "Point(x, [x + 1])")
 
 # --- mock.create_autospec of a model function ----------------------------------------------------------------------
 
-AUTOSPEC_CODE = "def f(a, b=2):\n    return a + b\n"
+AUTOSPEC_CODE = """
+def f(a, b=2):
+    return a + b
+
+class Account:
+    def __init__(self, balance=0):
+        self.balance = balance
+    def deposit(self, amount):
+        self.balance += amount
+        return self.balance
+
+def account():
+    return Account(5)
+"""
 AUTOSPEC_TESTS = """
 from unittest import mock
 class T(unittest.TestCase):
-    def test(self):
+    def test_function(self):
         spec = mock.create_autospec(f, return_value=7)
         self.assertEqual(spec(1), 7)
         spec.assert_called_once_with(1)
         with self.assertRaises(TypeError):
             spec(1, 2, 3)
         self.assertEqual(f(1), 3)
+    def test_class(self):
+        spec = mock.create_autospec(Account)
+        spec(1).deposit(2)
+        spec.assert_called_once_with(1)
+        with self.assertRaises(TypeError):
+            spec(1, 2)
+    def test_instance(self):
+        spec = mock.create_autospec(account())
+        spec.deposit(3)
+        spec.deposit.assert_called_once_with(3)
+        with self.assertRaises(TypeError):
+            spec.deposit(1, 2)
+        with self.assertRaises(AttributeError):
+            spec.withdraw(1)
+        self.assertEqual(account().deposit(1), 6)
 """
 
 
@@ -502,3 +530,12 @@ def test_a_small_failure_diff_is_still_shown():
     assert "left out" in "".join(trusted._bounded_ndiff(["x" * 100] * 100, ["y" * 100] * 100))
     assert trusted._bounded_pformat([1, [2, 3]]) == "[1, [2, 3]]"
     assert trusted._bounded_pformat(list(range(trusted.MAX_SHOWN_VALUES + 1))) == "(too large to show)"
+
+
+def test_the_dataclasses_one_job_makes_the_runner_build_are_bounded():
+    conn = trusted.Connection(-1, -1)
+    conn.learn_kinds([[handle, ["o", 0, [1, None, None], None, [f"field{handle}"]]] for handle in range(2, 200)])
+    stubs = [conn.proxy(handle) for handle in range(2, 200)]
+    made = [stub for stub in stubs if "__dataclass_fields__" in vars(type(stub))]
+    assert len(made) == trusted.MAX_DATACLASS_SHAPES
+    assert len(conn.dataclass_shapes) == trusted.MAX_DATACLASS_SHAPES

@@ -96,6 +96,7 @@ class Connection:
         # id -> (object, handle) of objects of this process that stand for one of the model's (an instance of its
         # exception class returned as a value, rebuilt here): passed back to its code, they are that object again.
         self.stood_for: dict[int, tuple[object, int]] = {}
+        self.dataclass_shapes: set[tuple[str, ...]] = set()  # field names of the dataclasses described (bounded)
 
     def request(self, message: dict) -> dict:
         if self.dead:
@@ -223,10 +224,12 @@ class Connection:
                 self.stood_for[id(rebuilt)] = (rebuilt, handle)
                 return rebuilt
         try:
-            cls = _stub_class(*_stub_class_arguments(kind, described))
+            cls = _stub_class(*_stub_class_arguments(kind, described, self.dataclass_shapes))
         except (TypeError, ValueError, LookupError):  # malformed: the model's word for its own object, so its loss
             cls = _stub_class(_UNKNOWN_KIND_MASK)
-        return cls(self, handle, name)
+        stub = object.__new__(cls)  # (a class's stub has an ``__init__`` of its own: see _stub_class)
+        Remote.__init__(stub, self, handle, name)
+        return stub
 
     def seen_type(self, stub) -> object:
         """``type(stub)`` as the tests would see the model's object in one process (the hidden tests' ``type(x)``
@@ -560,6 +563,14 @@ class Remote:
     def __delattr__(self, name):
         self._rp("delattr", name=name)
 
+    def __dir__(self):
+        # The model object's own attribute names (round nine: mock.create_autospec of a model object specs what dir()
+        # lists, which was the stub's own).
+        names = self._rp("dir")
+        if type(names) is not list or len(names) > MAX_DIR_NAMES or not all(type(name) is str for name in names):
+            raise TypeError("dir() of a model object did not return a list of names")
+        return names
+
     # Round eight: ``copy.copy(obj)`` made a stub without its slots (AttributeError), so a right answer whose object
     # the tests copy failed. A copy is made where the object lives, by the model's own ``__copy__``/``__deepcopy__``.
     def __copy__(self):
@@ -583,7 +594,8 @@ class Remote:
     # Round eight: inspect.signature(f) of the model's function was the stub's own ``(*args, **kwargs)``, so a test
     # of the parameters failed a right answer. The signature is the model object's own, rebuilt here from plain
     # data (names, kinds, defaults and annotations as the wire carries them).
-    __signature__ = property(lambda self: _rebuilt_signature(self._rp("signature")))
+    # (Only a callable object has one: mock.create_autospec of an instance reads every attribute dir() lists.)
+    __signature__ = property(lambda self: _rebuilt_signature(self._rp("signature")) if callable(self) else _unsigned())
 
     def __bool__(self):
         return bool(self._rp("bool"))
@@ -887,7 +899,7 @@ class _CodeFlags:
         self.co_flags = flags
 
 
-def _stub_class_arguments(kind, described: list) -> tuple:
+def _stub_class_arguments(kind, described: list, dataclass_shapes: set) -> tuple:
     """:func:`_stub_class`'s arguments for a handle the model's process described as ``described``."""
     mask = described[2 if kind == "t" else 1] & wire.PROTOCOL_MASK if kind in ("t", "c", "o") else _UNKNOWN_KIND_MASK
     if kind == "t":
@@ -895,7 +907,7 @@ def _stub_class_arguments(kind, described: list) -> tuple:
         return mask, seen_as, described[3] & wire.CODE_KIND_FLAGS if seen_as is types.FunctionType else None, None
     if kind == "c":
         meta = _standard_class(described[2], metaclass=True) if described[2] is not None else type
-        fields = _dataclass_fields(described[5] if len(described) > 5 else None)
+        fields = _dataclass_fields(described[5] if len(described) > 5 else None, dataclass_shapes)
         return mask, meta or type, None, (_standard_class(described[4]) or object,), fields
     if kind == "o":
         if mask & _GETITEM_BIT:
@@ -903,7 +915,8 @@ def _stub_class_arguments(kind, described: list) -> tuple:
             # the model where the tests stopped: which of its items equals a hidden value).
             mask |= _ITER_BIT
         instance_of = _standard_class(described[2]) or _standard_class(described[3])
-        return mask, instance_of, None, None, _dataclass_fields(described[4] if len(described) > 4 else None)
+        fields = _dataclass_fields(described[4] if len(described) > 4 else None, dataclass_shapes)
+        return mask, instance_of, None, None, fields
     return (mask,)
 
 
@@ -914,21 +927,50 @@ def _dataclass_fields_of(names: tuple[str, ...]) -> dict:
     return vars(dataclasses.make_dataclass("Remote", names))["__dataclass_fields__"]
 
 
-def _dataclass_fields(names) -> dict | None:
+def _dataclass_fields(names, shapes: set) -> dict | None:
     """``__dataclass_fields__`` for the stub of an instance of a dataclass with these field names (made by
     dataclasses itself: identifiers only), so ``dataclasses.fields``, ``asdict`` and ``astuple`` read the model
-    object's fields through the stub, as in one process. None for anything else."""
+    object's fields through the stub, as in one process. None for anything else, and beyond MAX_DATACLASS_SHAPES
+    sets of names in one job (``shapes``: making each costs the runner a class)."""
     if type(names) is not list or len(names) > wire.MAX_DATACLASS_FIELDS:
         return None
     if not all(type(name) is str and name.isidentifier() and not keyword.iskeyword(name) for name in names):
         return None
-    if len(set(names)) != len(names):
+    shape = tuple(names)
+    if len(set(shape)) != len(shape) or (shape not in shapes and len(shapes) >= MAX_DATACLASS_SHAPES):
         return None
-    return _dataclass_fields_of(tuple(names))
+    shapes.add(shape)
+    return _dataclass_fields_of(shape)
+
+
+MAX_DATACLASS_SHAPES = 32  # sets of dataclass field names one job's stubs may have
 
 
 _GETITEM_BIT = 1 << wire.PROTOCOL_DUNDERS.index("__getitem__")
 _ITER_BIT = 1 << wire.PROTOCOL_DUNDERS.index("__iter__")
+
+
+class _Initializer:
+    """``__init__`` of a class's stub, as mock.create_autospec reads it: the model class's signature with ``self``
+    before it. Calling it constructs nothing (the class's stub is called instead)."""
+
+    __slots__ = ("_rp_class",)
+
+    def __init__(self, stub):
+        self._rp_class = stub
+
+    @property
+    def __signature__(self):
+        import inspect
+
+        signature = inspect.signature(self._rp_class)
+        first = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        return signature.replace(parameters=[first, *signature.parameters.values()])
+
+    def __call__(self, *_args, **_kwargs):
+        raise TypeError("the __init__ of a class of the model's code is called through the class")
+
+
 _STUB_CLASSES: dict[tuple, type] = {}
 MAX_STUB_CLASSES = 1024  # stub classes kept for reuse across jobs (each is one combination of the keys below)
 
@@ -958,7 +1000,13 @@ def _stub_class(
     if code_flags is not None:
         namespace["__code__"] = _CodeFlags(code_flags)
     if bases is not None:
+        # A class's stub is a class to isinstance (``inspect.isclass``); what unittest's loader and mock's autospec
+        # read of a class then: its bases and MRO, and an ``__init__`` with the class's signature (plus ``self``).
+        # The MRO leaves the class itself out: mock reads ``klass.__dict__.get(name, DEFAULT)`` along it, which for the
+        # model's class would send mock's sentinel to the model's process (an error naming the fallback).
         namespace["__bases__"] = property(lambda _self: bases)
+        namespace["__mro__"] = property(lambda _self: bases)
+        namespace["__init__"] = property(_Initializer)
     if fields is not None:
         namespace["__dataclass_fields__"] = fields
     made = type("Remote", (Remote,), namespace)
@@ -1009,7 +1057,12 @@ _PLAIN_ROOTS: tuple[type, ...] = (
 )
 
 
+def _unsigned():
+    raise AttributeError("__signature__")
+
+
 MAX_SIGNATURE_PARAMETERS = 256
+MAX_DIR_NAMES = 10_000  # names of a model object dir() accepts
 
 
 def _rebuilt_signature(described):

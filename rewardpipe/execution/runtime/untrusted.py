@@ -593,6 +593,8 @@ class Server:
             ]
             returned = signature.return_annotation
             return {"ok": self._encode([described, returned is not empty, None if returned is empty else returned])}
+        if op == "dir":
+            return {"ok": self._encode([name for name in dir(target) if type(name) is str])}
         if op == "isinstance":
             return {"ok": isinstance(target, self.handles.get(request.get("cls")))}
         if op == "issubclass":
