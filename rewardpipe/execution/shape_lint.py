@@ -401,57 +401,54 @@ def model_context_findings(tree: ast.Module) -> list[str]:
     return found
 
 
-# Checks of what kind of object a value is that see a stub, not the model's object, when the value is an object of
-# the model's code (a generator, a function, an instance of its class): round eight, each failed a right answer
-# silently under split trust. By the last part of the dotted name called (``types.GeneratorType`` in isinstance's
-# second argument, ``inspect.isfunction(...)``).
-_TYPE_OF_MODEL_OBJECT = {
-    "GeneratorType",
-    "FunctionType",
-    "MethodType",
-    "BuiltinFunctionType",
-    "Generator",
-    "Iterator",
-    "Iterable",
-    "Callable",
-    "Mapping",
-    "MutableMapping",
-    "Sequence",
-    "MutableSequence",
-    "Set",
-    "Hashable",
-    "Sized",
-    "Container",
-    "Collection",
-}
-_INSPECT_KIND = {"isgenerator", "isfunction", "isclass", "ismethod", "isroutine", "isgeneratorfunction", "callable"}
+# Round nine: the sandbox answers checks of what kind of object a model value is as one process would
+# (isinstance/issubclass with a standard class or an ABC, callable, inspect.is*, type(x), x.__class__, dataclasses'
+# is_dataclass/fields/asdict/astuple), since the model's process describes each object it hands over and the hidden
+# tests' ``type(x)``, ``issubclass(a, b)`` and ``x.__class__`` are answered by the runner. What is left: ``type`` or
+# ``issubclass`` used as a value rather than called (``map(type, xs)``, ``t = type``), which the runner does not see,
+# and ``dataclasses.replace``, which constructs the object's class here.
+_KIND_CHECK_NAMES = {"type", "issubclass"}
 
 
 def model_type_findings(tree: ast.Module) -> list[str]:
-    """Tests that ask what kind of object a value is in ways that see the stub of a model object under split trust
-    (``isinstance(g, types.GeneratorType)``, ``inspect.isfunction(f)``, ``callable(x)``, ``type(x).__name__``):
-    a right answer fails when the value is an object of the model's code rather than plain data."""
+    """Checks of what kind of object a value is that still see the sandbox's stub of a model object under split
+    trust (a right answer fails when the value is an object of the model's code rather than plain data)."""
+    bound = _bound_by_tests(tree)
+    # Where ``type`` or ``issubclass`` is handed on to be called elsewhere: aliased (``kind = type``), mapped
+    # (``map(type, xs)``), a key (``sorted(xs, key=type)``). As a class compared or checked against
+    # (``assertIs(type(C), type)``, ``isinstance(C, type)``) it is no call.
+    handed_on = [
+        value
+        for node in ast.walk(tree)
+        for value in (
+            [node.value]
+            if isinstance(node, (ast.Assign, ast.AnnAssign, ast.NamedExpr))
+            else [*node.args[:1], *(item.value for item in node.keywords)]
+            if isinstance(node, ast.Call) and _name(node) in ("map", "starmap")
+            else [item.value for item in node.keywords if item.arg == "key"]
+            if isinstance(node, ast.Call)
+            else []
+        )
+    ]
+    aliases = _import_aliases(tree)
+    handed_ids = {id(node) for node in handed_on}
     found = []
     for node in ast.walk(tree):
         what = ""
-        if isinstance(node, ast.Call) and _name(node) in ("isinstance", "assertIsInstance", "assertNotIsInstance"):
-            kinds = node.args[1:2]
-            names = [_dotted(item).rsplit(".", 1)[-1] for kind in kinds for item in ast.walk(kind)]
-            what = next((f"isinstance(..., {name})" for name in names if name in _TYPE_OF_MODEL_OBJECT), "")
-        elif isinstance(node, ast.Call) and _name(node) in _INSPECT_KIND:
-            what = f"{_name(node)}(...)"
-        elif (
-            isinstance(node, ast.Attribute)
-            and node.attr in ("__name__", "__qualname__")
-            and isinstance(node.value, ast.Call)
-            and _name(node.value) == "type"
-        ):
-            what = f"type(...).{node.attr}"
-        if what and isinstance(node, ast.expr):
+        if id(node) in handed_ids and isinstance(node, ast.Name) and node.id in _KIND_CHECK_NAMES:
+            what = (
+                ""
+                if node.id in bound
+                else f"{node.id} handed on as a value (not called as {node.id}(...) in the tests)"
+            )
+        elif isinstance(node, ast.Call) and _matches(_resolved(_dotted(node.func), aliases), "dataclasses.replace"):
+            what = "dataclasses.replace(...)"
+        if what:
             found.append(
-                f"tests line {node.lineno}: {what} sees the sandbox's stub, not the object, when the value is an "
-                "object of the model's code (a generator, a function, an instance of its class): a right answer "
-                "fails under split trust; test what the object does, or set trust_mode='inprocess' (weaker)"
+                f"tests line {getattr(node, 'lineno', 0)}: {what} sees the sandbox's stub, not the object, when the "
+                "value is an object of the model's code (a generator, a function, an instance of its class): a right "
+                "answer fails under split trust; call it directly, test what the object does, or set "
+                "trust_mode='inprocess' (weaker)"
             )
     return found
 

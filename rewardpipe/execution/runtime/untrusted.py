@@ -64,21 +64,105 @@ class Handles:
     def __init__(self):
         self.objects: dict[int, object] = {}
         self.ids: dict[int, int] = {}
+        self.fresh: list[
+            int
+        ] = []  # handles handed over since the last reply and never described: their kind goes with it
+        self.described: set[int] = set()
 
-    def add(self, obj) -> int:
+    def add(self, obj, describe: bool = True) -> int:
+        """The handle of ``obj``; ``describe``: it is being handed over as a stub (a module-level value listed by
+        name is not: it is fetched, as plain data when it is, only if the tests read it)."""
         key = id(obj)
         existing = self.ids.get(key)
         if existing is not None and self.objects.get(existing) is obj:
+            if describe and existing not in self.described:
+                self.described.add(existing)
+                self.fresh.append(existing)
             return existing
         handle = len(self.objects) + 1
         self.objects[handle] = obj
         self.ids[key] = handle
+        if describe:
+            self.described.add(handle)
+            self.fresh.append(handle)
         return handle
+
+    def kinds(self) -> list | None:
+        """``[[handle, description], ...]`` of the handles made since the last call (and of the classes those
+        name), for the reply that hands them over: the trusted side builds each stub to answer checks of what
+        kind of object it is as the object would (:func:`describe_kind`). None when there are none."""
+        described: list = []
+        position = 0
+        while position < len(self.fresh) and position < MAX_DESCRIBED:  # (describing one may hand over its class)
+            handle = self.fresh[position]
+            position += 1
+            try:
+                described.append([handle, describe_kind(self.objects[handle], self)])
+            except Exception:  # noqa: BLE001 - the model's metaclass may do anything: then a stub of no known kind
+                continue
+        self.fresh.clear()
+        return described or None
 
     def get(self, handle):
         if type(handle) is not int or handle not in self.objects:
             raise LookupError(f"unknown handle {handle!r}")
         return self.objects[handle]
+
+
+MAX_DESCRIBED = 10_000  # kind descriptions in one reply (beyond: stubs of no known kind)
+
+
+def describe_kind(obj, handles: Handles) -> list:
+    """A small fixed description of what kind of object ``obj`` is (see wire.PROTOCOL_DUNDERS, wire.KIND_TYPES):
+    ``["t", kind name, mask, code flags]`` for the interpreter's own kinds (a generator, a function...);
+    ``["x", exception description]`` for an exception instance; ``["c", mask, metaclass, instance mask, base,
+    fields]`` for a class; ``["o", mask, class, base, fields]`` for any other object. A class is ``[handle, module,
+    qualname]``, a base (the nearest class of another module than the model's, for isinstance against a standard
+    class) is ``[module, qualname]``, fields a dataclass's field names (else None). The trusted side treats all of
+    it as the model's word: it decides checks of what kind a stub is, never a value."""
+    kind = type(obj)
+    mask = wire.protocol_mask(kind)
+    name = wire.KIND_NAMES.get(kind)
+    if name is not None:
+        flags = obj.__code__.co_flags & wire.CODE_KIND_FLAGS if kind is types.FunctionType else 0
+        return ["t", name, mask, flags]
+    if issubclass(kind, BaseException):
+        return ["x", describe_exception(obj)]
+    if issubclass(kind, type):
+        meta = None if kind is type else _class_reference(kind, handles)
+        instances = wire.protocol_mask(obj)
+        if "__class_getitem__" in dir(obj):
+            mask |= 1 << wire.PROTOCOL_DUNDERS.index("__getitem__")
+        return ["c", mask, meta, instances, _standard_base(obj), _dataclass_fields(obj)]
+    return ["o", mask, _class_reference(kind, handles), _standard_base(kind), _dataclass_fields(kind)]
+
+
+def _dataclass_fields(cls) -> list | None:
+    """The field names of a dataclass (dataclasses.is_dataclass, fields, asdict and astuple read them), else None."""
+    if not isinstance(getattr(cls, "__dataclass_fields__", None), dict):
+        return None
+    import dataclasses
+
+    return [field.name for field in dataclasses.fields(cls)][: wire.MAX_DATACLASS_FIELDS]
+
+
+def _class_reference(cls, handles: Handles) -> list:
+    return [handles.add(cls), *_class_name(cls)]
+
+
+def _class_name(cls) -> list:
+    module, qualname = getattr(cls, "__module__", None), getattr(cls, "__qualname__", None)
+    if type(module) is not str or type(qualname) is not str:
+        return [None, None]
+    return [module[: wire.MAX_CLASS_NAME], qualname[: wire.MAX_CLASS_NAME]]
+
+
+def _standard_base(cls) -> list | None:
+    """The nearest class of ``cls``'s ancestry (itself included) that is not the model's code's, but ``object``."""
+    for klass in cls.__mro__:
+        if klass is not object and getattr(klass, "__module__", None) != "solution":
+            return _class_name(klass)
+    return None
 
 
 def _builtin_base(cls) -> str:
@@ -150,7 +234,7 @@ def describe_exports(namespace: dict, handles: Handles) -> dict:
                 "base": _builtin_base(value),
                 "parents": parents,
                 "class": value.__name__,
-                "h": handles.add(value),
+                "h": handles.add(value, describe=False),
             }
         elif callable(value):
             exports[name] = {"kind": "callable", "h": handles.add(value)}
@@ -160,7 +244,7 @@ def describe_exports(namespace: dict, handles: Handles) -> dict:
                     exports[name]["cls"] = kind
         else:
             # Fetched only if the tests use the name: a module with a large table stays cheap.
-            exports[name] = {"kind": "value", "h": handles.add(value)}
+            exports[name] = {"kind": "value", "h": handles.add(value, describe=False)}
     return exports
 
 
@@ -327,10 +411,12 @@ class Server:
         except BaseException as exc:  # noqa: BLE001 - SystemExit at import is a model failure too
             load_error = describe_exception(exc)
         self.effects.flush_streams()
-        wire.send_json(
-            self.wfd,
-            {"ready": True, "load_error": load_error, "exports": describe_exports(self.module.__dict__, self.handles)},
-        )
+        exports = describe_exports(self.module.__dict__, self.handles)
+        ready: dict[str, object] = {"ready": True, "load_error": load_error, "exports": exports}
+        kinds = self.handles.kinds()
+        if kinds:
+            ready["k"] = kinds
+        wire.send_json(self.wfd, ready)
 
     def serve_forever(self) -> None:
         while True:
@@ -343,6 +429,9 @@ class Server:
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
                 reply = {"exc": describe_exception(exc)}
+            kinds = self.handles.kinds()
+            if kinds:
+                reply["k"] = kinds
             effects = self.effects.take()
             if effects:
                 reply["fx"] = effects
@@ -504,6 +593,8 @@ class Server:
             ]
             returned = signature.return_annotation
             return {"ok": self._encode([described, returned is not empty, None if returned is empty else returned])}
+        if op == "dir":
+            return {"ok": self._encode([name for name in dir(target) if type(name) is str])}
         if op == "isinstance":
             return {"ok": isinstance(target, self.handles.get(request.get("cls")))}
         if op == "issubclass":

@@ -53,6 +53,75 @@ MODULE_MACHINERY = frozenset(
 )
 
 
+# --- what kind of object a handle stands for (round nine) ----------------------------------------------------------
+# Handed over with each new handle (``"k"`` of a reply), so the stub the trusted side makes answers the tests'
+# checks of what kind of object it is (isinstance, callable, inspect.is*, collections.abc, type()) as in one process.
+
+# The protocol methods a stub has only when the model's object has them: each is what one of collections.abc's
+# checks (Iterator, Sized, Callable, Hashable...) or ``callable()`` looks for on the type. Bit i of a mask is
+# PROTOCOL_DUNDERS[i].
+PROTOCOL_DUNDERS = (
+    "__call__",
+    "__iter__",
+    "__next__",
+    "__len__",
+    "__contains__",
+    "__getitem__",
+    "__setitem__",
+    "__delitem__",
+    "__reversed__",
+    "__hash__",
+    "__enter__",
+    "__exit__",
+    "__await__",
+    "__aiter__",
+    "__anext__",
+    "__fspath__",
+)
+PROTOCOL_MASK = (1 << len(PROTOCOL_DUNDERS)) - 1
+# Exact types of the interpreter's own kinds of objects a stub can stand for, by a fixed name (never the model's
+# word for a type: an unknown name is no kind).
+KIND_TYPES: dict[str, type] = {
+    "generator": types.GeneratorType,
+    "coroutine": types.CoroutineType,
+    "async_generator": types.AsyncGeneratorType,
+    "function": types.FunctionType,
+    "method": types.MethodType,
+    "builtin": types.BuiltinFunctionType,
+    "method_wrapper": types.MethodWrapperType,
+    "wrapper_descriptor": types.WrapperDescriptorType,
+    "module": types.ModuleType,
+    "cell": types.CellType,
+    "frame": types.FrameType,
+    "code": types.CodeType,
+    "traceback": types.TracebackType,
+}
+KIND_NAMES: dict[type, str] = {kind: name for name, kind in KIND_TYPES.items()}
+# co_flags of a function that inspect's isgeneratorfunction, iscoroutinefunction and isasyncgenfunction read.
+CODE_KIND_FLAGS = 0x20 | 0x80 | 0x100 | 0x200
+MAX_CLASS_NAME = 200  # characters of a module or qualified name in a kind description
+MAX_DATACLASS_FIELDS = 256  # field names of a dataclass in a kind description
+
+
+def protocol_mask(cls) -> int:
+    """Which of PROTOCOL_DUNDERS instances of ``cls`` have, as collections.abc looks (the first class of the MRO
+    that defines the name decides; None there means absent). ``__getitem__`` also when the class has
+    ``__class_getitem__`` (``C[int]``) and ``cls`` is a class's own MRO."""
+    mask = 0
+    mro = cls.__mro__
+    for bit, name in enumerate(PROTOCOL_DUNDERS):
+        for klass in mro:
+            found = vars(klass).get(name, _MISSING)
+            if found is not _MISSING:
+                if found is not None:
+                    mask |= 1 << bit
+                break
+    return mask
+
+
+_MISSING = object()
+
+
 class WireError(Exception):
     """A frame or value that cannot be decoded: the sender broke the protocol."""
 
@@ -158,6 +227,23 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out).
 
 _SCALARS = (type(None), bool, int, float, str)
+# The built-in types whose values cross as plain data (and cross by name themselves).
+PLAIN_BUILTIN_TYPES: tuple[type, ...] = (
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    bytes,
+    bytearray,
+    list,
+    tuple,
+    dict,
+    set,
+    frozenset,
+    range,
+    slice,
+)
 # Built-ins that cross by name, as themselves (``assertIs(result, int)``, a function returning ``len``): types
 # and functions that compute on the values they are given and nothing else. Never eval, exec, open, getattr
 # and the like: the tests may call what the model returns, and a built-in runs where it is decoded.
@@ -167,20 +253,7 @@ _BUILTINS_BY_NAME: dict[str, object] = {
         # Exceptions, but not SystemExit, KeyboardInterrupt or GeneratorExit: one raised by the tests would end
         # the runner rather than fail a test.
         *(value for value in vars(builtins).values() if isinstance(value, type) and issubclass(value, Exception)),
-        bool,
-        int,
-        float,
-        complex,
-        str,
-        bytes,
-        bytearray,
-        list,
-        tuple,
-        dict,
-        set,
-        frozenset,
-        range,
-        slice,
+        *PLAIN_BUILTIN_TYPES,
         object,
         type,
         abs,
@@ -270,28 +343,28 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
             return {"i": format(value, "x")}
         return value
     depth = _depth + 1
-    if isinstance(value, bool):
+    if issubclass(kind, bool):
         return bool(value)
-    if isinstance(value, int):
+    if issubclass(kind, int):
         value = int(value)
         return {"i": format(value, "x")} if value.bit_length() > MAX_PLAIN_INT_BITS else value
-    if isinstance(value, float):
+    if issubclass(kind, float):
         return float(value)
-    if isinstance(value, str):
+    if issubclass(kind, str):
         return str(value)
-    if isinstance(value, list):
+    if issubclass(kind, list):
         return {"l": [encode(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
-    if isinstance(value, tuple):
+    if issubclass(kind, tuple):
         items = [encode(item, make_handle, depth, nodes, refs) for item in tuple.__iter__(value)]
         fields = _namedtuple_fields(kind, len(items))
         return {"t": items} if fields is None else {"nt": [kind.__name__, fields, items]}
-    if isinstance(value, dict):
+    if issubclass(kind, dict):
         pairs = _encode_pairs(dict.items(value), make_handle, depth, nodes, refs)
-        if isinstance(value, collections.Counter):
+        if issubclass(kind, collections.Counter):
             return {"ctr": pairs}
-        if isinstance(value, collections.OrderedDict):
+        if issubclass(kind, collections.OrderedDict):
             return {"od": pairs}
-        if isinstance(value, collections.defaultdict):
+        if issubclass(kind, collections.defaultdict):
             factory = str(getattr(value.default_factory, "__name__", ""))
             if _DEFAULT_FACTORIES.get(factory) is value.default_factory:
                 return {"dd": [factory, pairs]}
@@ -303,32 +376,32 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
                 except Unencodable:
                     pass
         return {"d": pairs}
-    if isinstance(value, collections.deque):
+    if issubclass(kind, collections.deque):
         items = [encode(item, make_handle, depth, nodes, refs) for item in collections.deque.__iter__(value)]
         return {"dq": [items, value.maxlen]}
-    if isinstance(value, frozenset):
+    if issubclass(kind, frozenset):
         return {"fs": [encode(item, make_handle, depth, nodes, refs) for item in frozenset.__iter__(value)]}
-    if isinstance(value, set):
+    if issubclass(kind, set):
         return {"s": [encode(item, make_handle, depth, nodes, refs) for item in set.__iter__(value)]}
-    if isinstance(value, bytes):
+    if issubclass(kind, bytes):
         return {"b": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, bytearray):
+    if issubclass(kind, bytearray):
         return {"ba": base64.b64encode(bytes(value)).decode()}
-    if isinstance(value, complex):
+    if issubclass(kind, complex):
         return {"c": [complex(value).real, complex(value).imag]}
-    if isinstance(value, datetime.datetime):  # before date: a datetime is a date
+    if issubclass(kind, datetime.datetime):  # before date: a datetime is a date
         text = datetime.datetime.isoformat(value)
         extra = _time_extra(value)
         return {"dt": text} if extra is None else {"dtx": [text, *extra]}
-    if isinstance(value, datetime.date):
+    if issubclass(kind, datetime.date):
         return {"da": datetime.date.isoformat(value)}
-    if isinstance(value, datetime.time):
+    if issubclass(kind, datetime.time):
         text = datetime.time.isoformat(value)
         extra = _time_extra(value)
         return {"tm": text} if extra is None else {"tmx": [text, *extra]}
-    if isinstance(value, datetime.timedelta):
+    if issubclass(kind, datetime.timedelta):
         return {"td": [value.days, value.seconds, value.microseconds]}
-    if isinstance(value, decimal.Decimal):
+    if issubclass(kind, decimal.Decimal):
         return {"dec": decimal.Decimal.__str__(value)}
     if kind is range:
         return {"rg": [encode(part, None, depth, nodes) for part in (value.start, value.stop, value.step)]}
@@ -351,11 +424,12 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if value is Ellipsis or value is NotImplemented:
         return {"e": repr(value)}
     # Only a class or a built-in function can be one of them: no other object is asked its name (a stub of the
-    # model's object would ask the model's process).
-    name = getattr(value, "__name__", None) if isinstance(value, (type, types.BuiltinFunctionType)) else None
+    # model's object would ask the model's process). By the value's own type throughout, never its ``__class__``
+    # (which a stub of the model's class answers with the class it stands for, round nine).
+    name = getattr(value, "__name__", None) if issubclass(kind, (type, types.BuiltinFunctionType)) else None
     if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
         return {"bi": name}
-    if isinstance(value, fractions.Fraction):
+    if issubclass(kind, fractions.Fraction):
         parts = (int(value.numerator), int(value.denominator))
         return {"fr": [encode(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
