@@ -79,6 +79,7 @@ def test_the_filters_syscall_numbers_are_the_kernels(arch):
     if not header.is_file():
         pytest.skip(f"{header} (linux-libc-dev) is not installed")
     kernel = {m[1]: int(m[2]) for m in re.finditer(r"#define __NR(?:3264)?_(\w+)\s+(\d+)\b", header.read_text())}
+    kernel.pop("syscalls", None)  # __NR_syscalls: how many there are (one past the newest), not a call
     ours = {
         **layers._DENIED[arch],
         **layers._SPECIAL[arch],
