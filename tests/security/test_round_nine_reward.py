@@ -1,0 +1,249 @@
+"""Round nine against issue 19's reward class 8 (gaming ask-before-coding): new payloads, none of them a copy of
+rounds two to eight. Each rule is tested as a property over every bundled task's hidden details, not on a list of
+examples.
+
+* **Loops reworded** (``loop_penalty``): the same question asked again with its words swapped for synonyms
+  ("throw an exception" for "raise an error"), its letters for digits and symbols ("r3turn n3g@tive?"), or
+  spelt backwards (the whole turn, or each word) kept too few characters or words in common, so asking it again
+  cost nothing. The loop check now reads a turn's words through leetspeak (``words.read_leet``), as concepts
+  (``words.loop_key``: a synonym group's name, either way round). Case, accents, zero-width and look-alike
+  letters were already read (``words.fold``): guards here. Distinct details asked one by one stay apart, however
+  they are written.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from rewardpipe.envs.ask_before_coding.similarity import find_loop, repeats
+from tests.security.test_round_four_reward_gaming import DURATION, REWARD, TASKS, recorded
+
+
+def _as_question(item: str) -> str:
+    return f"Is it true that {item[0].lower()}{item[1:].rstrip('.')}?"
+
+
+#: Every bundled task's hidden details, each asked as a question.
+DETAIL_QUESTIONS = [[_as_question(item) for item in task.spec] for task in TASKS]
+QUESTIONS = [question for task in DETAIL_QUESTIONS for question in task]
+
+# --- ways to write the same question again --------------------------------------------------------------------
+
+# Leetspeak as people write it (several choices per letter), not the rule's own table.
+_LEET = {
+    "a": "4@",
+    "e": "3€",
+    "i": "1!",
+    "o": "0",
+    "s": "5$",
+    "t": "7",
+    "l": "1|",
+    "g": "9",
+    "b": "8",
+    "z": "2",
+}
+_HOMOGLYPHS = {"a": "а", "e": "е", "o": "о", "p": "р", "c": "с", "x": "х", "y": "у", "i": "і"}
+_ZERO_WIDTH = ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad"]
+_MARKS = ["\u0301", "\u0300", "\u0308", "\u0302", "\u0303"]
+# Synonyms a user or a model uses for the words of a requirement (words.py's concept groups say which words are
+# one concept; this table is the test's own, in the other direction, with forms the groups do not list).
+_SYNONYMS = {
+    "raise": "throw",
+    "raises": "throws",
+    "raised": "thrown",
+    "error": "exception",
+    "errors": "exceptions",
+    "negative": "minus",
+    "empty": "blank",
+    "ignored": "skipped",
+    "ignore": "skip",
+    "invalid": "malformed",
+    "truncated": "floored",
+    "maximum": "max",
+    "minimum": "min",
+    "duplicates": "repeats",
+    "duplicate": "repeated",
+    "hyphen": "dash",
+    "hyphens": "dashes",
+    "none": "null",
+    "integer": "int",
+    "integers": "ints",
+    "list": "array",
+    "removed": "deleted",
+    "sorted": "ordered",
+    "string": "text",
+    "length": "size",
+    "input": "argument",
+    "returns": "gives",
+    "handled": "treated",
+    "accepted": "allowed",
+    "rejected": "refused",
+}
+_WORD = re.compile(r"[A-Za-z]+")
+
+
+def leet(text: str, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(rng.choice(_LEET[c.lower()]) if c.lower() in _LEET and rng.random() < 0.6 else c for c in text)
+
+
+def mixed_case(text: str, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(c.upper() if rng.random() < 0.5 else c.lower() for c in text)
+
+
+def look_alikes(text: str, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(_HOMOGLYPHS[c] if c in _HOMOGLYPHS and rng.random() < 0.7 else c for c in text)
+
+
+def invisible(text: str, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(c + rng.choice(_ZERO_WIDTH) if c.isalpha() and rng.random() < 0.4 else c for c in text)
+
+
+def accents(text: str, seed: int) -> str:
+    rng = random.Random(seed)
+    return "".join(c + rng.choice(_MARKS) if c in "aeiouAEIOU" else c for c in text)
+
+
+def backwards(text: str, seed: int) -> str:
+    return text[::-1]
+
+
+def words_backwards(text: str, seed: int) -> str:
+    return _WORD.sub(lambda m: m[0][::-1], text)
+
+
+def synonyms(text: str, seed: int) -> str:
+    return _WORD.sub(lambda m: _swap(m[0]), text)
+
+
+def _swap(word: str) -> str:
+    other = _SYNONYMS.get(word.lower())
+    if other is None:
+        return word
+    return other.capitalize() if word[0].isupper() else other
+
+
+def synonyms_in_leet(text: str, seed: int) -> str:
+    return leet(mixed_case(synonyms(text, seed), seed), seed)
+
+
+REWORDINGS = {
+    f.__name__: f
+    for f in (leet, mixed_case, look_alikes, invisible, accents, backwards, words_backwards, synonyms, synonyms_in_leet)
+}
+
+
+def _with_synonyms(question: str) -> bool:
+    return synonyms(question, 0) != question
+
+
+@pytest.mark.parametrize("name", sorted(REWORDINGS))
+def test_a_question_asked_again_reworded_is_a_loop(name):
+    """Every bundled detail asked as a question, then asked again reworded: a loop, whichever is asked first and
+    with another question between."""
+    reword = REWORDINGS[name]
+    missed = []
+    for seed, question in enumerate(QUESTIONS):
+        if name.startswith("synonyms") and not _with_synonyms(question):
+            continue
+        again = reword(question, seed)
+        other = "What output format do you want for the result?"
+        if not (repeats(question, again) and repeats(again, question) and find_loop([question, other, again])):
+            missed.append(again)
+    assert not missed, f"{len(missed)} of {len(QUESTIONS)} not a loop, e.g. {missed[:3]}"
+
+
+@pytest.mark.parametrize(
+    "again",
+    [
+        "5h0uld n3g4t1v3 dur4t10n5 r41s3 4n 3rr0r?",
+        "$hould neg@tive dur@tion$ r@i$e @n err0r?",
+        "?rorre na esiar snoitarud evitagen dluohS",
+        "Dluohs evitagen snoitarud esiar na rorre?",
+        "Should minus durations throw an exception?",
+        "Sh0uld m1nu$ dur4t10n5 THR0W 4n 3XC3PT10N?",
+        "Should durations below zero throw an error?",
+    ],
+)
+def test_the_reworded_repeat_costs_the_loop_penalty(again):
+    from tests.core.conftest import result
+
+    first = "Should negative durations raise an error?"
+    messages = recorded(DURATION, [(first, "Yes, raise ValueError."), (again, "Yes.")], DURATION.reference_solution)
+    assert REWARD.score(messages, result("passed", 3, 3)).components["loop_penalty"] == -0.5
+
+
+# --- guards: distinct questions stay distinct, however they are written ---------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(REWORDINGS))
+def test_a_tasks_details_asked_one_by_one_stay_apart_however_written(name):
+    """A task's details asked one by one, each written the same way: no loop where the plain questions have none
+    (the rewording reads both sides alike, so it never makes two details one)."""
+    reword = REWORDINGS[name]
+    for seed, questions in enumerate(DETAIL_QUESTIONS):
+        if find_loop(questions) is None:
+            assert find_loop([reword(q, seed) for q in questions]) is None, (name, questions)
+
+
+DISTINCT = [
+    ("Should a negative duration raise ValueError or TypeError?", "Should an empty duration list return 0 or None?"),
+    ("Is the input a sorted list of integers?", "Is the output a dictionary keyed by name?"),
+    ("Do you want the minimum or the maximum?", "Should ties keep their original order?"),
+    ("Does x1 come before x2 in the output?", "Does utf8 input need decoding first?"),
+    ("Should hyphens be kept in names?", "Should spaces be trimmed from names?"),
+    ("Should the result be lowercase, even for acronyms?", "Should numbers keep their leading zeros?"),
+    ("Does a 100ms delay count as a timeout?", "Does a retry reset the failure counter?"),
+    ("Should live records be kept after a restart?", "Should stale records be purged on startup?"),
+    ("If the list is empty, should I raise an error?", "If the list has duplicates, should I keep the first one?"),
+]
+
+
+@pytest.mark.parametrize(("first", "second"), DISTINCT)
+@pytest.mark.parametrize("name", ["plain", "leet", "mixed_case", "words_backwards", "backwards"])
+def test_questions_about_different_things_are_not_loops(first, second, name):
+    reword = REWORDINGS.get(name, lambda text, seed: text)
+    assert find_loop([reword(first, 1), reword(second, 2)]) is None
+
+
+def test_different_values_stay_different_when_read_as_leetspeak():
+    from rewardpipe.envs.ask_before_coding.similarity import canonical, word_set
+
+    assert canonical("For 0 seconds, 1:00:00 or 3600?") == "for 0 seconds, 1:00:00 or 3600?"
+    assert canonical("r3turn n3g@tive?") == "return negative?"
+    for first, second in [("x3", "x4"), ("100ms", "500ms"), ("utf8", "utf16"), ("h1", "h2"), ("v10", "v12")]:
+        question = "Should {} come before the maximum and the minimum here?"
+        assert word_set(canonical(question.format(first))) != word_set(canonical(question.format(second)))
+
+
+def test_the_ideal_episode_is_still_not_a_loop():
+    from tests.core.test_empty_questions import _episode_turns
+    from tests.security.test_round_four_reward_gaming import REAL_QUESTIONS
+
+    record = _episode_turns(DURATION, REAL_QUESTIONS, DURATION.reference_solution)
+    assert record.components["loop_penalty"] == 0.0
+
+
+@pytest.mark.parametrize("unit", ["r3turn n3g@tive? ", "4" * 9 + "b ", "evitagen ", "$", "x1 " * 3, "wole b orez "])
+def test_reading_reworded_loops_stays_linear(unit):
+    """Item 7: leetspeak is one regex pass, a word's key one look each way round, a transcript's turns each
+    compared with a bounded number of earlier ones."""
+    import rewardpipe.envs.ask_before_coding.similarity as similarity
+    import rewardpipe.envs.ask_before_coding.words as words
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    def turns(size: int) -> list[str]:
+        text = unit * (size // len(unit) + 1)
+        return [text, text[::-1], text.upper(), "Should negative durations raise?"]
+
+    assert_linear(
+        f"find_loop({unit!r})",
+        lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
+    )
