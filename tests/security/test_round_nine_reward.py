@@ -247,3 +247,110 @@ def test_reading_reworded_loops_stays_linear(unit):
         f"find_loop({unit!r})",
         lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
     )
+
+
+# --- vague replies pay nothing on the paths without the simulator's bookkeeping ---------------------------------
+
+# Hedges (how likely, how often) and qualities any program should have, alone or together, in several shapes:
+# none names a value or a choice. Scored on all three paths (the bookkeeping read off the replies, a bare
+# Reward.score, score_samples), where each used to pay asked_before_coding 1.0.
+VAGUE_REPLIES = [
+    "Possibly.",
+    "Possibly, possibly.",
+    "Make it robust.",
+    "Make it robust and efficient, please.",
+    "Handle it gracefully.",
+    "Keep it simple and readable.",
+    "Be careful there.",
+    "Sometimes, yes and no.",
+    "It really depends.",
+    "In some cases.",
+    "Kind of.",
+    "Perhaps, perhaps not.",
+    "Maybe yes, maybe no.",
+    "Make it production-ready.",
+    "Handle edge cases properly.",
+    "Follow best practices and keep it clean.",
+    "Whatever is most sensible; it should be reliable.",
+    "That would be nice.",
+    "Hopefully fast.",
+    "Do it properly, nicely and quickly.",
+]
+
+
+@pytest.mark.parametrize("reply", VAGUE_REPLIES)
+def test_a_vague_reply_pays_nothing_on_any_path(reply):
+    """As round eight's non-answers: each of the four real questions, on the three paths, earns nothing."""
+    from tests.security.test_round_eight_reward import (
+        test_a_reply_that_passes_shrugs_asks_back_or_promises_later_pays_nothing as pays_nothing,
+    )
+
+    pays_nothing(reply)
+
+
+def test_every_hidden_detail_still_pays():
+    """Guard, over every bundled task: a reply stating a hidden detail answers a generic question on the paths
+    without bookkeeping, except a detail the request already states ("returns True or False")."""
+    from rewardpipe.envs.ask_before_coding.replies import reply_informs
+
+    missed = {
+        item
+        for task in TASKS
+        for item in task.spec
+        if not reply_informs(item, "Are there any other requirements?", [task.prompt])
+    }
+    assert missed == {"The function returns True or False."}
+
+
+@pytest.mark.parametrize("hedge", ["Possibly: ", "Ideally, ", "Probably ", "Keep it simple: ", "To be robust, "])
+def test_a_hedge_beside_a_hidden_detail_changes_nothing(hedge):
+    """Guard, over every bundled task: a hedge or a quality in front of a detail neither adds nor takes."""
+    from rewardpipe.envs.ask_before_coding.replies import reply_informs
+
+    changed = [
+        (task.task_id, item)
+        for task in TASKS
+        for item in task.spec
+        for question in ("Are there any other requirements?", _as_question(item))
+        if reply_informs(hedge + item, question, [task.prompt]) != reply_informs(item, question, [task.prompt])
+    ]
+    assert not changed, changed[:5]
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Should negative durations raise an error?", "Yes."),
+        ("Should negative durations raise an error?", "Probably not."),
+        ("Should negative durations raise an error?", "No, they should return an empty string."),
+        ("How should fractional seconds be handled?", "Keep it simple: just drop them."),
+        ("What output format do you want for the duration?", "Ideally H:MM:SS, robustly padded."),
+        ("How should fractional seconds be handled?", "Probably truncate them."),
+    ],
+)
+def test_a_choice_or_a_value_beside_a_hedge_still_pays(question, reply):
+    """Guard: asked_before_coding 1.0 on the three paths, as round eight's answers."""
+    from tests.security.test_round_eight_reward import (
+        test_an_answer_with_a_question_or_a_contraction_in_it_still_pays as pays,
+    )
+
+    pays(question, reply)
+
+
+@pytest.mark.parametrize("unit", ["Possibly. ", "in some cases ", "robustly", "sort of sort of ", "Kind of? "])
+def test_reading_a_reply_for_hedges_stays_linear(unit):
+    """Item 7: hedges are dropped in two passes over the reply's words."""
+    import rewardpipe.envs.ask_before_coding.replies as replies
+    import rewardpipe.envs.ask_before_coding.words as words
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    assert_linear(
+        f"reply_informs({unit!r})",
+        lambda size: operations(
+            lambda: replies.reply_informs(unit * (size // len(unit) + 1), "Should negatives raise?", ["Write f."]),
+            [replies, words, parsing],
+            clear_caches,
+        ),
+    )
