@@ -354,3 +354,102 @@ def test_reading_a_reply_for_hedges_stays_linear(unit):
             clear_caches,
         ),
     )
+
+
+# --- a component value outside its declared range is scored as it is, and said loudly ---------------------------
+
+
+def _range_reward(value: float):
+    from rewardpipe import component
+    from rewardpipe.rewards.base import Reward
+
+    @component(range=(0.0, 1.0), role="shaping", weight=0.5, description="returns what it is given")
+    def bonus(completion: str) -> float:
+        return value if completion == "big" else 0.5
+
+    @component(range=(-1.0, 0.0), role="penalty", weight=1.0, description="always in range")
+    def cost(completion: str) -> float:
+        return -0.25
+
+    return Reward("ranged", [bonus, cost])
+
+
+def _messages(text: str):
+    from rewardpipe.models import Message
+
+    return [Message(role="user", content="q"), Message(role="assistant", content=text)]
+
+
+@pytest.mark.parametrize("value", [5.0, -0.5, 1.000001, 1e99])
+def test_an_out_of_range_value_is_scored_as_it_is_and_named_in_the_record(value):
+    from rewardpipe.episode import record_from_score
+    from rewardpipe.rewards.base import OUT_OF_RANGE_METRIC, OutOfRangeWarning
+
+    reward = _range_reward(value)
+    with pytest.warns(OutOfRangeWarning, match="bonus"):
+        score = reward.score(_messages("big"))
+    assert score.components == {"bonus": value, "cost": -0.25}  # the contract: the value, not an error
+    assert score.error is None and score.aggregate == 0.5 * value - 0.25
+    assert score.metrics[OUT_OF_RANGE_METRIC] == f"bonus={value:g} outside [0, 1]"
+    record = record_from_score(score, run_id="r", step=0, group_id="g", rollout_id="o", task_id="t")
+    assert record.status == "scored" and record.metrics[OUT_OF_RANGE_METRIC] == f"bonus={value:g} outside [0, 1]"
+
+
+def test_an_out_of_range_value_warns_once_per_component_on_every_scoring_path():
+    import warnings
+
+    from rewardpipe.rewards.base import OUT_OF_RANGE_METRIC, OutOfRangeWarning, ScoringInput
+
+    reward = _range_reward(5.0)
+    inputs = [ScoringInput(messages=_messages(text)) for text in ("big", "ok", "big")]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        many = reward.score_many(inputs)
+        columns = reward.score_columns(inputs)
+    assert [type(w.message) for w in caught] == [OutOfRangeWarning]
+    assert [OUT_OF_RANGE_METRIC in s.metrics for s in many] == [True, False, True]
+    assert columns.values[0] == [5.0, 0.5, 5.0]
+    fresh = _range_reward(5.0)
+    with pytest.warns(OutOfRangeWarning):
+        fresh.score_columns(inputs)  # the trainer's column path (TRL) warns too: a column has no metrics
+
+
+def test_a_strict_run_can_make_an_out_of_range_value_an_error():
+    import warnings
+
+    from rewardpipe.rewards.base import OutOfRangeWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", OutOfRangeWarning)
+        with pytest.raises(OutOfRangeWarning):
+            _range_reward(5.0).score(_messages("big"))
+
+
+@pytest.mark.parametrize("value", [0.0, 1.0, 1.0 + 1e-12, -1e-12, 0.5])
+def test_a_value_in_range_or_at_its_ends_is_not_flagged(value):
+    import warnings
+
+    from rewardpipe.rewards.base import OUT_OF_RANGE_METRIC
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        score = _range_reward(value).score(_messages("big"))
+    assert OUT_OF_RANGE_METRIC not in score.metrics and score.aggregate == 0.5 * value - 0.25
+
+
+def test_a_non_finite_value_is_still_an_error_record_not_a_range_note():
+    from rewardpipe.episode import record_from_score
+    from rewardpipe.rewards.base import OUT_OF_RANGE_METRIC
+
+    score = _range_reward(float("inf")).score(_messages("big"))
+    assert OUT_OF_RANGE_METRIC not in score.metrics
+    record = record_from_score(score, run_id="r", step=0, group_id="g", rollout_id="o", task_id="t")
+    assert record.status == "error" and record.error.kind == "component_out_of_range"
+
+
+def test_the_builtin_reward_never_leaves_its_ranges():
+    from tests.core.test_empty_questions import _episode_turns
+    from tests.security.test_round_four_reward_gaming import REAL_QUESTIONS
+
+    record = _episode_turns(DURATION, REAL_QUESTIONS, DURATION.reference_solution)
+    assert "out_of_range" not in record.metrics
