@@ -179,6 +179,21 @@ def test_the_reworded_repeat_costs_the_loop_penalty(again):
     assert REWARD.score(messages, result("passed", 3, 3)).components["loop_penalty"] == -0.5
 
 
+SHORT_REWORDED = [
+    ("How should I handle duplicate names?", "How do I treat repeated names?"),
+    ("Should invalid input return None?", "Should malformed arguments give null?"),
+    ("Skip empty lines?", "Ignore blank lines?"),
+    ("Sort names by length?", "Order names by size?"),
+]
+
+
+@pytest.mark.parametrize(("first", "again"), SHORT_REWORDED)
+def test_a_short_question_reworded_with_synonyms_is_a_loop(first, again):
+    """Too few words for the share of words in common: the very same concepts (two or more) are a loop."""
+    assert find_loop([first, again]) == (0, 1)
+    assert find_loop([first, "What output format do you want?", again]) == (0, 2)
+
+
 # --- guards: distinct questions stay distinct, however they are written ---------------------------------------
 
 
@@ -202,6 +217,11 @@ DISTINCT = [
     ("Does a 100ms delay count as a timeout?", "Does a retry reset the failure counter?"),
     ("Should live records be kept after a restart?", "Should stale records be purged on startup?"),
     ("If the list is empty, should I raise an error?", "If the list has duplicates, should I keep the first one?"),
+    ("Should empty lines be skipped?", "Should long lines be wrapped?"),
+    ("Are names unique?", "Are names case-sensitive?"),
+    ("Is the limit inclusive?", "Is the start index zero?"),
+    ("Round half up?", "Round half to even?"),
+    ("Negative input raises?", "Empty input raises?"),
 ]
 
 

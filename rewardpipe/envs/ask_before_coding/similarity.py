@@ -50,6 +50,10 @@ CONTAINED_MIN_CHARS = 24
 #: stopwords; numbers and one-letter names kept) shared, when the turn with fewer has at least this many.
 #: Fewer would make "What if n is 0?" and "If n is 0, what?" the only kind of pair it judges.
 MIN_REORDERED_WORDS = 3
+#: Two turns with the very same :func:`word_set` of at least this many words are a loop, anywhere: a short
+#: question reworded ("How should I handle duplicate names?" / "How do I treat repeated names?") has too few
+#: words for the share above, but the same concepts, all of them.
+MIN_SAME_SET_WORDS = 2
 #: Occurrences of one anchor in the other turn that are tried (the nearest to the same relative position).
 MAX_CANDIDATES = 4
 #: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
@@ -268,8 +272,12 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
         or (bool(letters_a) and letters_a in backwards_keys(b))
         or _contained(words_a, words_b)
         or _similarity(letters_a or a, letters_b or b, threshold) > threshold
-        or same_words(_distinct_words(words_a), _distinct_words(words_b), threshold)
+        or _same_set(_distinct_words(words_a), _distinct_words(words_b), threshold)
     )
+
+
+def _same_set(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    return (a == b and len(a) >= MIN_SAME_SET_WORDS) or same_words(a, b, threshold)
 
 
 def _contained(a: str, b: str) -> bool:
@@ -286,7 +294,8 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     (every pair of an episode of that many turns and one more; the bound keeps a recorded transcript of
     thousands of turns linear). Pairs whose lengths alone keep them at or below the threshold are not
     compared by their characters (only by whether one's words are in the other's). The same words in another
-    order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words anywhere.
+    order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words
+    (MIN_SAME_SET_WORDS or more) anywhere.
     """
     seen: dict[str, int] = {}
     normalised = [canonical(turn) for turn in turns]
@@ -324,6 +333,6 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
             ):
                 return earlier, later
         seen[letters[later]] = later
-        if len(sets[later]) >= MIN_REORDERED_WORDS:
+        if len(sets[later]) >= MIN_SAME_SET_WORDS:
             seen_sets.setdefault(sets[later], later)
     return None

@@ -547,10 +547,9 @@ _LEET_TOKEN = re.compile("[a-z0-9" + re.escape("".join(c for c in LEET if not c.
 
 # Synonyms a question is reworded with, for the loop check only (the reply rules keep ``SYNONYMS``): a group
 # is one concept, its first word the name. Words a question is framed with whatever it asks ("argument" for
-# "input", "result" for "output") are in the first group, read as stopwords.
+# "input", "result" for "output", "treat" for "handle", itself filler) are in the first group, read as stopwords.
 _LOOP_SYNONYM_GROUPS = """
-    input argument argu arg param parameter result number numb amount produc yield emit
-    handl treat deal process cop
+    input argument argu arg param parameter result number numb amount produc yield emit handl treat deal process cop
     allow accept permit support
     reject refus disallow forbid prohibit
     remov delet strip eras
@@ -610,15 +609,17 @@ def loop_key(word: str) -> str | None:
     (``LOOP_SYNONYMS``), "l" read as "i", and the same key for the word spelt backwards ("rorre" is "error"),
     so a question reworded with synonyms, in leetspeak or letter by letter backwards has the same keys."""
     backwards = word[::-1]
-    forms = (word, backwards, _stem(word), _stem(backwards))
-    if len(word) <= SHORT_NUMBER and word.isdigit():
-        forms = (word.translate(_LEET_TABLE), backwards.translate(_LEET_TABLE))
-    for form in forms:
-        if form.translate(_L_AS_I) in _LOOP_STOPWORDS_I:
-            return None
+    if word in STOPWORDS or backwards in STOPWORDS:
+        return None
     key, named = _loop_concept(word)
     other, other_named = _loop_concept(backwards)
     if key is None or other is None:
+        return None
+    forms: tuple[str, ...] = (word, backwards, _stem(word), _stem(backwards))
+    if len(word) <= SHORT_NUMBER and word.isdigit():
+        forms = (word.translate(_LEET_TABLE), backwards.translate(_LEET_TABLE))
+    # A word a synonym group names is that concept, even where a form of it is filler ("repeated").
+    if not (named or other_named) and any(form.translate(_L_AS_I) in _LOOP_STOPWORDS_I for form in forms):
         return None
     # The way round a synonym group names, else the smaller: the same pair of keys whichever way it is spelt.
     return key if named and not other_named else other if other_named and not named else min(key, other)
