@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
@@ -31,7 +32,7 @@ from rewardpipe.components import (
     make_caller,
 )
 from rewardpipe.gc_pause import paused_gc
-from rewardpipe.models import ErrorInfo, Message, MetricValue
+from rewardpipe.models import ErrorInfo, Message, MetricValue, score_problem
 from rewardpipe.parsing import ParsedTurn, TurnKind, parse_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -163,6 +164,19 @@ class ScoringInput:
                 self._transcript.completion if self._transcript is not None else _last_assistant_text(self.messages)
             )
         return self._completion
+
+
+#: A component's value this far outside its declared range is inside it (float rounding), as doctor judges it.
+RANGE_TOLERANCE = 1e-9
+#: The text metric a Score (so its record) carries when a component returned a value outside its declared range:
+#: "name=5 outside [0, 1]". The value itself is scored as it is (the contract of a component's range).
+OUT_OF_RANGE_METRIC = "out_of_range"
+
+
+class OutOfRangeWarning(RuntimeWarning):
+    """A component returned a value outside its declared range (warned once per component per reward). The value
+    is scored as it is; ``warnings.simplefilter("error", OutOfRangeWarning)`` (a strict test, a CI run) makes the
+    scorer raise it to its caller instead."""
 
 
 @dataclass(slots=True)
@@ -333,6 +347,36 @@ class Reward:
             )
             for c in components
         )
+        self._ranges = {c.name: c.value_range for c in components}
+        self._bounds = {
+            c.name: (c.value_range[0] - RANGE_TOLERANCE, c.value_range[1] + RANGE_TOLERANCE) for c in components
+        }
+        self._warned: set[str] = set()
+
+    def _range_note(self, values: Mapping[str, float | None]) -> str | None:
+        """What is outside its declared range among ``values`` ("name=5 outside [0, 1]", joined by "; "), or None;
+        each component found so warns once per reward (:class:`OutOfRangeWarning`). The values stay as they are.
+        (A value that is not finite or beyond ±1e100 is not among them: the record is an error for it.)"""
+        note = None
+        bounds = self._bounds
+        for name, value in values.items():
+            if value is not None and not bounds[name][0] <= value <= bounds[name][1] and score_problem(value) is None:
+                found = self._out_of_range(name, value)
+                note = found if note is None else f"{note}; {found}"
+        return note
+
+    def _out_of_range(self, name: str, value: float) -> str:
+        lo, hi = self._ranges[name]
+        found = f"{name}={value:g} outside [{lo:g}, {hi:g}]"
+        if name not in self._warned:
+            self._warned.add(name)
+            warnings.warn(
+                f"reward '{self.name}': component {found}, its declared range; the value is scored as it is, and "
+                f"the record's metric '{OUT_OF_RANGE_METRIC}' names it (fix the component or its range)",
+                OutOfRangeWarning,
+                stacklevel=2,
+            )
+        return found
 
     # -- what the reward is ----------------------------------------------------------------------------
 
@@ -473,6 +517,8 @@ class Reward:
                 raise
             except BaseException as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
                 metrics = {"diagnostics_error": first_line(exc)}
+        if (note := self._range_note(values)) is not None:
+            metrics[OUT_OF_RANGE_METRIC] = note
         if raised is not None:
             return Score(values, weights, None, metrics, raised_error(*raised))
         aggregate: Any = 0
@@ -539,7 +585,8 @@ class Reward:
                 aggregate += weights[name] * value  # in component order, as a plain sum would
         if not complete or self._diagnostics is not None:
             return self._finish(data, values, raised)
-        return Score(values, weights, aggregate, {}, None)
+        note = self._range_note(values)
+        return Score(values, weights, aggregate, {} if note is None else {OUT_OF_RANGE_METRIC: note}, None)
 
     def score_many(self, inputs: Sequence[ScoringInput]) -> list[Score]:
         """Score a batch: the async components of every sample are awaited together (one event loop), so
@@ -578,6 +625,7 @@ class Reward:
         plan = self._plan
         columns: list[list[Any]] = [[] for _ in plan]
         appends = [column.append for column in columns]
+        bounds = self._bounds
         steps = tuple(zip(plan, appends, (self._weights[name] for name in names), strict=True))
         aggregates: list[Any] = []
         errors = []
@@ -600,6 +648,8 @@ class Reward:
                         break
                     append(value)
                     aggregate += weight * value
+                    if not bounds[_name][0] <= value <= bounds[_name][1] and score_problem(value) is None:
+                        self._out_of_range(_name, value)  # warns; a column has no metrics to carry it
                 if complete:
                     aggregates.append(aggregate)
                     errors.append(None)

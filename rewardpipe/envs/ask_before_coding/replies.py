@@ -14,7 +14,9 @@ Three rules, shared by every path that pays for a question, so the paths agree:
   (or a choice among the question's own options) to a question that asked for one ("Yes.", "Truncated.").
   A deferral ("up to you", "I'm not sure, use your judgement", "I haven't thought about that", "N/A", "TBD",
   "I'll think about it") is not an answer unless it also adds real content (its own tokens are none), and
-  neither is a reply that only asks back ("Can you rephrase?").
+  neither is a reply that only asks back ("Can you rephrase?"). Hedges and qualities any program should have
+  (``VAGUE``: "Possibly.", "It depends.", "Make it robust.", "Handle it gracefully.") are no content, and a
+  hedged or two-way yes/no ("Perhaps, perhaps not.", "Yes and no.") is no choice; "Probably not." is one.
 * **what an LLM user may say** (:func:`vet_llm_reply`): at most one hidden detail per reply, enforced.
   A reply judged to state several details is replaced by the one the question asked about. A reply with
   anything the rules cannot attribute to the question, the request, the details already told and at most
@@ -31,6 +33,7 @@ Each function is linear in the length of the texts (one pass over the words; per
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,6 +50,7 @@ from rewardpipe.envs.ask_before_coding.questions import (
 from rewardpipe.envs.ask_before_coding.words import (
     FILLER,
     GENERIC_CUES,
+    _stem,
     concept,
     concepts,
     content_words,
@@ -304,6 +308,93 @@ CONVERSATIONAL = (
 )
 _POLAR_START = frozenset(_POLAR_WORDS) | {"no", "not", "of"}  # "No.", "Not padded.", "Of course."
 
+# Words that say how sure the user is, or how good any program should be, and never what this one must do:
+# hedges (how likely, how often: "possibly", "it depends", "sometimes") and qualities every program is asked to
+# have ("robust", "clean", "efficient", "gracefully", "properly"), with their adverbs and comparatives. A reply
+# whose new words are only these names no value and no choice: "Possibly.", "Make it robust.", "Keep it
+# simple.". Matched on whole words (stemmed), so "property" or "production" stay content.
+_HEDGE_WORDS = [
+    "possibly",
+    "possible",
+    "probably",
+    "probable",
+    "perhaps",
+    "maybe",
+    "likely",
+    "unlikely",
+    "presumably",
+    "hopefully",
+    "potentially",
+    "arguably",
+    "sometimes",
+    "occasionally",
+    "depends",
+    "depending",
+    "somewhat",
+    "somehow",
+    "ideally",
+    "kind",
+]
+_QUALITY_WORDS = [
+    "robust",
+    "clean",
+    "efficient",
+    "fast",
+    "quick",
+    "speedy",
+    "optimal",
+    "simple",
+    "careful",
+    "graceful",
+    "proper",
+    "appropriate",
+    "good",
+    "nice",
+    "best",
+    "better",
+    "practices",
+    "readable",
+    "elegant",
+    "reliable",
+    "sensible",
+    "sane",
+    "solid",
+    "neat",
+    "tidy",
+    "smart",
+    "professional",
+    "ready",
+    "production",
+    "correctly",
+]
+
+
+def _forms(adjective: str) -> tuple[str, ...]:
+    """An adjective with its adverb and comparatives ("simple": "simply", "simpler", "simplest")."""
+    if adjective.endswith("le"):
+        adverb = adjective[:-1] + "y"
+    elif adjective.endswith("y"):
+        adverb = adjective[:-1] + "ily"
+    else:
+        adverb = adjective + "ly"
+    return (adjective, adverb, adjective + "er", adjective + "est", adjective.rstrip("e") + "er")
+
+
+VAGUE = frozenset(_stem(word) for word in _HEDGE_WORDS) | {
+    _stem(form) for word in _QUALITY_WORDS for form in _forms(word)
+}
+# Phrases that hedge with words that elsewhere carry content ("case" is letter case, "sort" sorting).
+_HEDGE_PHRASES = (
+    "in some cases",
+    "in most cases",
+    "in any case",
+    "case by case",
+    "edge case",
+    "corner case",
+    "sort of",
+    "more or less",
+)
+
 # A reply that defers the decision or admits not knowing (matched on the lower-cased reply with its
 # whitespace collapsed and curly apostrophes made straight).
 DEFERRALS = (
@@ -546,8 +637,29 @@ def asks_for_a_choice(question: str) -> bool:
 
 
 def _opens_with_yes_or_no(reply: str) -> bool:
-    words = _normalised(reply).split()
-    return bool(words) and words[0].strip(".,;:!?\"'*_()-") in _POLAR_START
+    """Does the reply open with a yes or a no, after at most one hedge ("Probably not.", not "Perhaps, perhaps
+    not." nor "Kind of."), and not say both ("Yes and no.", "Maybe yes, maybe no.")?"""
+    words = [word.strip(".,;:!?\"'*_()-") for word in _normalised(reply).split()]
+    if len(words) > 1 and _stem(words[0]) in VAGUE:
+        words = words[1:] if words[1] in _POLAR_START - {"of"} else []
+    if not words or words[0] not in _POLAR_START:
+        return False
+    said = set(words)
+    return not (said & _NEGATIVE and said & (_POLAR_START - _NEGATIVE - {"of"}))
+
+
+_NEGATIVE = frozenset({"no", "not", "nope", "nah", "never", "false"})
+
+
+def _without_hedges(reply: str) -> str:
+    """The reply without its hedges and vague qualities (``VAGUE``, ``_HEDGE_PHRASES``), as it was otherwise (case
+    kept, so "ValueError" stays an exact token): two passes over its words."""
+    text = _HEDGE_PHRASE.sub(" ", " ".join(fold(reply).split()))
+    return _WORDS.sub(lambda word: " " if _stem(word[0].lower()) in VAGUE else word[0], text)
+
+
+_WORDS = re.compile(r"[A-Za-z]+")
+_HEDGE_PHRASE = re.compile(r"\b(?:" + "|".join(map(re.escape, _HEDGE_PHRASES)) + r")s?\b", re.IGNORECASE)
 
 
 class SaidSoFar:
@@ -604,7 +716,7 @@ def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = 
         texts = list(known)
         known = SaidSoFar(texts[0] if texts else "", texts[1:])
     passing = _passing_tokens()
-    said = concepts(reply) - CONVERSATIONAL - passing
+    said = concepts(_without_hedges(reply)) - CONVERSATIONAL - passing
     asked = concepts(question)
     new = said - asked - known.request - known.earlier
     deferring = defers(reply)

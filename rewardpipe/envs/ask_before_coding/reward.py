@@ -9,7 +9,8 @@
 | guessed_immediately   | 0.4    | -1.0 if the episode commits before any real question                    |
 | loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar, or     |
 |                       |        | one (24+ characters) recurs, 90% of it, inside another, or they share   |
-|                       |        | more than 80% of their distinct words in any order                      |
+|                       |        | more than 80% of their distinct words in any order (read as concepts:   |
+|                       |        | synonyms, leetspeak and words spelt backwards are the same words)       |
 
 The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
 asking the same question four times before a commit, so every pair of turns is compared. Similarity is

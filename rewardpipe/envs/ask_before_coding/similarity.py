@@ -31,7 +31,7 @@ import re
 from bisect import bisect_left
 from collections.abc import Callable, Sequence
 
-from rewardpipe.envs.ask_before_coding.words import STOPWORDS, _stem, fold
+from rewardpipe.envs.ask_before_coding.words import fold, loop_key, loop_phrase, read_leet
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -50,6 +50,10 @@ CONTAINED_MIN_CHARS = 24
 #: stopwords; numbers and one-letter names kept) shared, when the turn with fewer has at least this many.
 #: Fewer would make "What if n is 0?" and "If n is 0, what?" the only kind of pair it judges.
 MIN_REORDERED_WORDS = 3
+#: Two turns with the very same :func:`word_set` of at least this many words are a loop, anywhere: a short
+#: question reworded ("How should I handle duplicate names?" / "How do I treat repeated names?") has too few
+#: words for the share above, but the same concepts, all of them.
+MIN_SAME_SET_WORDS = 2
 #: Occurrences of one anchor in the other turn that are tried (the nearest to the same relative position).
 MAX_CANDIDATES = 4
 #: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
@@ -64,6 +68,13 @@ def normalise(text: str) -> str:
     return " ".join(fold(text).split()).casefold()
 
 
+def canonical(text: str) -> str:
+    """:func:`normalise`-d ``text`` with words written in digits and symbols read as letters
+    (:func:`~rewardpipe.envs.ask_before_coding.words.read_leet`: "r3turn n3g@tive?" is "return negative?"):
+    what the loop check compares. Numbers and numbers with units stay as they are."""
+    return read_leet(normalise(text))
+
+
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
 
 
@@ -71,6 +82,13 @@ def letters_of(text: str) -> str:
     """The letters and digits of a normalised turn and nothing else: the same question with its letters spaced
     out, dotted or hyphenated ("W h a t", "w.h.a.t") has the same letters as the plain one."""
     return _NOT_LETTER_OR_DIGIT.sub("", text)
+
+
+def backwards_keys(text: str) -> tuple[str, str]:
+    """The letters and digits of a normalised turn spelt backwards, whole and word by word: a turn whose letters
+    are these of another ("?rorre na esiar", "rorre? na esiar") is that turn again."""
+    letters = letters_of(text)
+    return letters[::-1], "".join(word[::-1] for word in words_of(text).split())
 
 
 def anchor_positions(text: str, k: int = ANCHOR_CHARS) -> dict[str, list[int]]:
@@ -206,14 +224,29 @@ def words_of(text: str) -> str:
 
 
 def word_set(text: str) -> frozenset[str]:
-    """The distinct words of a normalised turn, in no order: stemmed, stopwords dropped, numbers and one-letter
-    names kept (so "... for 0 seconds?" and "... for 1 seconds?" stay apart). Linear in the turn's length."""
-    return _distinct_words(words_of(text))
+    """The distinct words of a normalised turn, in no order, each as its
+    :func:`~rewardpipe.envs.ask_before_coding.words.loop_key`: stemmed, a synonym as its group's concept, spelt
+    backwards or forwards alike; stopwords, filler and framing words ("argument", "result") dropped, numbers
+    and one-letter names kept (so "... for 0 seconds?" and "... for 1 seconds?" stay apart). Linear in the
+    turn's length."""
+    return _distinct_words(words_of(read_leet(text)))
 
 
 def _distinct_words(words: str) -> frozenset[str]:
-    """:func:`word_set` of a turn's :func:`words_of`, for callers that already have those."""
-    return frozenset(_stem(word) for word in words.split() if word not in STOPWORDS)
+    """:func:`word_set` of a turn's :func:`words_of` (after reading leetspeak), for callers that have those."""
+    kept = [(word, key) for word in words.split() if (key := loop_key(word)) is not None]
+    found: set[str] = set()
+    skip = False
+    # Two words a synonym group names together ("below zero", "lower case") are that one concept.
+    for index, (word, key) in enumerate(kept):
+        if skip:
+            skip = False
+        elif index + 1 < len(kept) and (phrase := loop_phrase(word, kept[index + 1][0])) is not None:
+            found.add(phrase)
+            skip = True
+        else:
+            found.add(key)
+    return frozenset(found)
 
 
 def same_words(a: frozenset[str], b: frozenset[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> bool:
@@ -231,14 +264,20 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
     letter), or the words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order,
     inside the other's (after normalising: the same question padded with new text, or asked twice in one
     turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped)."""
-    a, b = normalise(a), normalise(b)
+    a, b = canonical(a), canonical(b)
     words_a, words_b = words_of(a), words_of(b)
+    letters_a, letters_b = letters_of(a), letters_of(b)
     return (
         _similarity(a, b, threshold) > threshold
+        or (bool(letters_a) and letters_a in backwards_keys(b))
         or _contained(words_a, words_b)
-        or _similarity(letters_of(a) or a, letters_of(b) or b, threshold) > threshold
-        or same_words(_distinct_words(words_a), _distinct_words(words_b), threshold)
+        or _similarity(letters_a or a, letters_b or b, threshold) > threshold
+        or _same_set(_distinct_words(words_a), _distinct_words(words_b), threshold)
     )
+
+
+def _same_set(a: frozenset[str], b: frozenset[str], threshold: float) -> bool:
+    return (a == b and len(a) >= MIN_SAME_SET_WORDS) or same_words(a, b, threshold)
 
 
 def _contained(a: str, b: str) -> bool:
@@ -255,10 +294,11 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     (every pair of an episode of that many turns and one more; the bound keeps a recorded transcript of
     thousands of turns linear). Pairs whose lengths alone keep them at or below the threshold are not
     compared by their characters (only by whether one's words are in the other's). The same words in another
-    order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words anywhere.
+    order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words
+    (MIN_SAME_SET_WORDS or more) anywhere.
     """
     seen: dict[str, int] = {}
-    normalised = [normalise(turn) for turn in turns]
+    normalised = [canonical(turn) for turn in turns]
     words = [words_of(text) for text in normalised]
     sets = [_distinct_words(text_words) for text_words in words]
     seen_sets: dict[frozenset[str], int] = {}
@@ -275,6 +315,9 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     for later, text in enumerate(normalised):
         if letters[later] in seen:
             return seen[letters[later]], later
+        for key in backwards_keys(text) if letters_of(text) else ():  # the same letters backwards
+            if key in seen:
+                return seen[key], later
         if sets[later] in seen_sets:
             return seen_sets[sets[later]], later
         for of_letters in (False, True):
@@ -290,6 +333,6 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
             ):
                 return earlier, later
         seen[letters[later]] = later
-        if len(sets[later]) >= MIN_REORDERED_WORDS:
+        if len(sets[later]) >= MIN_SAME_SET_WORDS:
             seen_sets.setdefault(sets[later], later)
     return None

@@ -531,3 +531,113 @@ def concepts(text: str) -> set[str]:
     stems = [_stem(w) for w in words]
     found.update(SYNONYMS[pair] for pair in map("_".join, pairwise(stems)) if pair in SYNONYMS)
     return found | key_tokens(text)
+
+
+# --- the same question reworded: what the loop check reads a word as ----------------------------------------
+
+#: Digits and symbols read as the letters they stand for inside a word ("r3turn", "n€g@tive", "5h0uld"): one
+#: letter each, so tokens that differ in a number stay apart ("x1"/"x2"; only 6 and 8 both read "b").
+LEET = {"0": "o", "1": "i", "2": "z", "3": "e", "4": "a", "5": "s", "6": "b", "7": "t", "8": "b", "9": "g"}
+LEET |= {"@": "a", "$": "s", "\u20ac": "e", "\u00a3": "l", "|": "l", "!": "i"}
+_LEET_TABLE = str.maketrans(LEET)
+# A run of letters, digits and leet symbols (lower case: the loop check reads normalised text). One character
+# class repeated: it cannot backtrack.
+_LEET_TOKEN = re.compile("[a-z0-9" + re.escape("".join(c for c in LEET if not c.isdigit())) + "]+")
+
+
+# Synonyms a question is reworded with, for the loop check only (the reply rules keep ``SYNONYMS``): a group
+# is one concept, its first word the name. Words a question is framed with whatever it asks ("argument" for
+# "input", "result" for "output", "treat" for "handle", itself filler) are in the first group, read as stopwords.
+_LOOP_SYNONYM_GROUPS = """
+    input argument argu arg param parameter result number numb amount produc yield emit handl treat deal process cop
+    allow accept permit support
+    reject refus disallow forbid prohibit
+    remov delet strip eras
+    ignor disregard omit
+    sort order arrang
+    string str text
+    list array sequenc
+    length size len
+    start begin
+    end finish
+    larg big huge
+    small tiny littl
+    second sec
+    hour hr
+""".strip().splitlines()
+# Exception names are choices, not synonyms: "raise ValueError?" and "raise TypeError?" ask different things.
+LOOP_SYNONYMS = {w: head for w, head in SYNONYMS.items() if not (w.endswith("error") and w != head)}
+LOOP_SYNONYMS |= {word: group.split()[0] for group in _LOOP_SYNONYM_GROUPS for word in group.split()}
+#: What the loop check drops from a turn's words: stopwords, filler (by definition it names no subject), and
+#: the question-framing group above.
+LOOP_STOPWORDS = STOPWORDS | FILLER | {"input"}
+# Where the digit "1" and the symbol "|" stand for "l" or for "i" alike, a key reads both letters as "i".
+_L_AS_I = str.maketrans("l", "i")
+_LOOP_SYNONYMS_I = {word.translate(_L_AS_I): head.translate(_L_AS_I) for word, head in LOOP_SYNONYMS.items()}
+# (a stopword's other forms too, "gives" beside "give": the loop check compares stems)
+_LOOP_STOPWORDS_I = frozenset(
+    form.translate(_L_AS_I)
+    for word in (*LOOP_STOPWORDS, *(w for w, head in LOOP_SYNONYMS.items() if head == "input"))
+    for form in (word, _stem(word))
+)
+#: Numbers this long or shorter that read as a stopword ("1" is "I", "15" "is") are that stopword to the loop
+#: check: in leetspeak they are, and the characters of the turn still tell "1 second" from "4 seconds".
+SHORT_NUMBER = 2
+
+
+def read_leet(text: str) -> str:
+    """Normalised ``text`` with each word written in digits and symbols read as letters (``LEET``: "r3turn
+    n3g@tive" -> "return negative", "1$" -> "is"). A number (digits alone: "15", "0:01") is left alone; a
+    trailing "!" or "|" is punctuation. A number with a unit reads as letters too ("100ms" -> "ioom s"): both
+    sides of a comparison are read alike, and different digits read as different letters, so different values
+    stay apart. Linear: one regex pass that cannot backtrack, one translation per token."""
+    if not any(char in LEET for char in text):
+        return text
+    return _LEET_TOKEN.sub(_read_leet_token, text)
+
+
+def _read_leet_token(match: re.Match[str]) -> str:
+    token = match[0]
+    core = token.rstrip("!|")
+    if core.isalpha() or core.isdigit() or not core:
+        return token
+    return core.translate(_LEET_TABLE) + token[len(core) :]
+
+
+def loop_key(word: str) -> str | None:
+    """What the loop check reads one word of a turn as (None for a word that asks nothing): its stem's concept
+    (``LOOP_SYNONYMS``), "l" read as "i", and the same key for the word spelt backwards ("rorre" is "error"),
+    so a question reworded with synonyms, in leetspeak or letter by letter backwards has the same keys."""
+    backwards = word[::-1]
+    if word in STOPWORDS or backwards in STOPWORDS:
+        return None
+    key, named = _loop_concept(word)
+    other, other_named = _loop_concept(backwards)
+    if key is None or other is None:
+        return None
+    forms: tuple[str, ...] = (word, backwards, _stem(word), _stem(backwards))
+    if len(word) <= SHORT_NUMBER and word.isdigit():
+        forms = (word.translate(_LEET_TABLE), backwards.translate(_LEET_TABLE))
+    # A word a synonym group names is that concept, even where a form of it is filler ("repeated").
+    if not (named or other_named) and any(form.translate(_L_AS_I) in _LOOP_STOPWORDS_I for form in forms):
+        return None
+    # The way round a synonym group names, else the smaller: the same pair of keys whichever way it is spelt.
+    return key if named and not other_named else other if other_named and not named else min(key, other)
+
+
+def _loop_concept(word: str) -> tuple[str | None, bool]:
+    """(the word's concept, None for a framing word; whether a synonym group named it)."""
+    stem = _stem(word).translate(_L_AS_I)
+    head = _LOOP_SYNONYMS_I.get(stem) or _LOOP_SYNONYMS_I.get(word.translate(_L_AS_I))
+    return (None if head == "input" else head or stem), head is not None
+
+
+def loop_phrase(first: str, second: str) -> str | None:
+    """The concept two consecutive words (neither a stopword) name together ("below zero" is "negative",
+    "lower case" "lowercase"), in either order and either way round ("orez woleb", "woleb orez"), or None."""
+    first_back, second_back = first[::-1], second[::-1]
+    for one, two in ((first, second), (second, first), (second_back, first_back), (first_back, second_back)):
+        head = _LOOP_SYNONYMS_I.get(f"{_stem(one)}_{_stem(two)}".translate(_L_AS_I))
+        if head is not None:
+            return head
+    return None
