@@ -438,4 +438,6 @@ def test_a_read_sets_no_access_time_a_later_job_could_stat(executor):
         assert os.stat(real_path).st_atime_ns == stale
     finally:
         os.utime(real_path, ns=(info.st_atime_ns, info.st_mtime_ns))
-    assert executor.isolation()["mountns"].endswith("no access times set (noatime)")
+    # Said either way (a mount that refused noatime is named); the stdlib's, checked above, did not refuse.
+    atimes = executor.isolation()["mountns"].rsplit("; ", 1)[-1]
+    assert atimes == "no access times set (noatime)" or atimes.startswith("access times still set under "), atimes
