@@ -181,13 +181,12 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, optio
 _PER_MOUNT_FLAGS = {"ro": MS_RDONLY, "nosuid": MS_NOSUID, "nodev": MS_NODEV, "noexec": MS_NOEXEC}
 
 
-def freeze_access_times(mountinfo: str | None = None) -> list[str]:
+def freeze_access_times() -> list[str]:
     """In our own mount namespace: make every mount ``noatime`` (keeping its other per-mount flags), so that no
     read by a child sets a file's access time, which outlives the job and which any later job reads back
     exactly with stat (a read sets it once a day under relatime: a bit per file, round nine). Returns the
     mount points that refused."""
-    if mountinfo is None:
-        mountinfo = _read_proc("/proc/self/mountinfo").decode("utf-8", "surrogateescape")
+    mountinfo = _read_proc("/proc/self/mountinfo").decode("utf-8", "surrogateescape")
     refused = []
     for line in mountinfo.splitlines():
         fields = line.split(" ")
@@ -643,9 +642,6 @@ _PID_TAKERS = {
         "getsid": 156,
     },
 }
-# Calls whose first argument says what the second one is (a process, a process group, or every process
-# of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
-# allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
 # The page cache as a channel between jobs (round nine): whether a page of a file every job may read (the
 # interpreter's tree) is cached outlives the job. A job set bits by reading some pages and evicting others
 # (posix_fadvise DONTNEED), and the next one read them back exactly (preadv2 with RWF_NOWAIT fails on a page
@@ -658,6 +654,9 @@ _PAGE_CACHE_CALLS = {
     "aarch64": {"fadvise64": 223, "mincore": 232, "madvise": 233, "preadv2": 286, "pwritev2": 287, "cachestat": 451},
 }
 _MADV_EVICTING = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}
+# Calls whose first argument says what the second one is (a process, a process group, or every process
+# of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
+# allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
 _WHICH_WHO = {
     "x86_64": {"setpriority": (141, 0), "getpriority": (140, 0), "ioprio_set": (251, 1), "ioprio_get": (252, 1)},
     "aarch64": {"setpriority": (140, 0), "getpriority": (141, 0), "ioprio_set": (30, 1), "ioprio_get": (31, 1)},
@@ -1049,10 +1048,6 @@ def _block_ioctl() -> list:
     ]
 
 
-def _block_refuse_nonzero(arg: int, error: int) -> list:
-    return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JEQ, 0, 1, 0), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
-
-
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
@@ -1158,7 +1153,7 @@ def seccomp_rules(
     for name in ("mincore", "cachestat"):
         rules.append((cache[name], _block_return(_errno(errno.EPERM))))
     for name in ("preadv2", "pwritev2"):  # RWF_* flags (argument 5): none (os.preadv without flags uses preadv)
-        rules.append((cache[name], _block_refuse_nonzero(5, _errno(errno.EOPNOTSUPP))))
+        rules.append((cache[name], _block_refuse_flag(5, 0xFFFFFFFF, _errno(errno.EOPNOTSUPP))))
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
     rules.append((files["ioctl"], _block_ioctl()))

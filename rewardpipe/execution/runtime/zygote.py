@@ -688,7 +688,7 @@ class Zygote:
             else:
                 self.seccomp_arch = arch
                 self.seccomp_template = layers.SeccompTemplate(
-                    arch, ignore_mode_changes=self._jobs_share_a_uid(), read_only_files=self._files_unconfined()
+                    arch, ignore_mode_changes=self._jobs_share_a_uid(), read_only_files=self._files_read_only()
                 )
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
@@ -698,7 +698,7 @@ class Zygote:
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
                     "only ioctls that read, no page-cache eviction or probes"
                 )
-                if self._files_unconfined():
+                if self._files_read_only():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
                 elif self._jobs_share_a_uid():
                     iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
@@ -747,17 +747,22 @@ class Zygote:
                 else "confined to the interpreter's tree by chroot"
                 if self.chroot_dir is not None
                 else "none: the model's code may not write files (see files)"
-                if self._files_unconfined() and self.seccomp_arch is not None
+                if self._files_read_only()
                 else "not confined: Landlock is missing, so a job can fill the host from outside its directory"
             )
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
 
-    def _files_unconfined(self) -> bool:
-        """True where nothing confines where the model's code writes (no Landlock, no chroot) and the filter
-        is to make the file system read-only for it instead (the "files" layer)."""
-        return self.ruleset is None and self.chroot_dir is None and "files" not in self.disabled
+    def _files_read_only(self) -> bool:
+        """True where nothing confines where the model's code writes (no Landlock, no chroot) and the seccomp
+        filter makes the file system read-only for it instead (the "files" layer)."""
+        return (
+            self.ruleset is None
+            and self.chroot_dir is None
+            and "files" not in self.disabled
+            and self.seccomp_arch is not None
+        )
 
     def _files_report(self) -> str:
         if self.ruleset is not None:
