@@ -185,6 +185,7 @@ def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_cha
     rules = dict(layers.seccomp_rules(arch, ignore_mode_changes, read_only_files))
     interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
     interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
+    interesting += list(layers._FCNTL_LOCK_COMMANDS.values())
     interesting += list(layers._IOCTL_ALLOWED.values()) + list(layers._MADV_EVICTING.values())
     interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF, 0o100, 0o1000, 0o2000, 0o4000, 0o200000]
     # CPU clocks (clockid ((~pid) << 3) | type): its own and another process's, a thread's, a clock by descriptor.
@@ -193,6 +194,7 @@ def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_cha
     variants += [(0, 0, value) for value in (0, 1, 4, 20, 21, 0o101, 0o2000, 0o200000, layers._O_TMPFILE_BIT)]
     variants += [(value, own) for value in (0, 1, 2, 3)]
     variants += [(0, 0, 0, 0, 0, value) for value in (0, 8, 0x80)]  # preadv2/pwritev2 flags
+    variants += [(0, 0, 0, value) for value in (0x01, 0x02, 0x03, 0x21, 0x22)]  # mmap flags
     highest = 0x40000000 + 8 if arch == "x86_64" else 1100
     for nr in [*range(0, 1100), 0x40000000, highest]:
         for args in variants if nr in rules else [()]:

@@ -775,6 +775,17 @@ _CLOCK_TAKERS = {
 # job, which the verdict waits for, could outlast the scorer's grace on a disk slow to sync; FS_IOC_FSSETXATTR
 # sets the same sync flag). The cmd is an unsigned int.
 _FCNTL_DENIED_COMMANDS = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
+# Locks and futexes between jobs that run at the same moment (round ten). Every job may read the interpreter's
+# tree, and a lock on a file opened read-only, or a futex in a shared mapping of one, is keyed by the file, not
+# by the process: one job held flock(os.py) or waited on a futex there, the other, on another worker, saw the
+# lock (LOCK_NB failed) or woke the waiter (futex_wake counted it), and answered by it. So taking a lock
+# succeeds without effect (flock, and these fcntl commands; F_GETLK then finds no job's lock), as an advisory
+# lock may: the model's code runs in one process, and its own locks never had anyone to exclude. A shared
+# mapping of a file (MAP_SHARED without MAP_ANONYMOUS) is refused with ENODEV ("this file cannot be mapped"),
+# so a futex can only be private to the job; mmap's ACCESS_COPY (MAP_PRIVATE) maps the same bytes.
+_FCNTL_LOCK_COMMANDS = {"F_SETLK": 6, "F_SETLKW": 7, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38}
+_MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has it too
+_MAP_ANONYMOUS = 0x20  # the same on x86_64 and aarch64
 _IOCTL_DENIED_REQUESTS = {
     "FIOSETOWN": 0x8901,
     "SIOCSPGRP": 0x8902,
@@ -810,8 +821,17 @@ _O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
 # the caller's choosing (where the kernel has core scheduling), which decides which tasks may run beside it.
 _PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62}
 _FILE_CALLS = {
-    "x86_64": {"fcntl": 72, "ioctl": 16, "open": 2, "openat": 257, "openat2": 437, "fallocate": 285},
-    "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47},
+    "x86_64": {
+        "fcntl": 72,
+        "ioctl": 16,
+        "open": 2,
+        "openat": 257,
+        "openat2": 437,
+        "fallocate": 285,
+        "flock": 73,
+        "mmap": 9,
+    },
+    "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47, "flock": 32, "mmap": 222},
 }
 # Changing a file's mode, made a silent no-op (the call "succeeds") where the model's code runs under the
 # same uid as the other jobs' directories and Landlock is missing: their names are hidden only by
@@ -1032,19 +1052,45 @@ def _block_refuse_values(arg: int, values, error: int) -> list:
     return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
+def _block_by_value(arg: int, answers: list[tuple[object, int]], otherwise: int) -> list:
+    """Answer by the value of argument ``arg``: ``answers`` pairs a collection of values with the answer for
+    them (the first pair that has a value wins); any other value gets ``otherwise``."""
+    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    compared = sum(len(values) for values, _ in answers)
+    for index, (values, _) in enumerate(answers):
+        for value in sorted(values):
+            compared -= 1
+            # past the comparisons left and the "otherwise" return, onto this pair's return
+            block.append((_JEQ, compared + 1 + index, 0, value))
+    return [*block, (_RET, 0, 0, otherwise), *((_RET, 0, 0, answer) for _, answer in answers)]
+
+
 def _block_ioctl() -> list:
     """ioctl by its request (argument 1): the denied ones EPERM, the allowed ones through, any other ENOTTY."""
-    denied, allowed = sorted(_IOCTL_DENIED_REQUESTS.values()), sorted(_IOCTL_ALLOWED.values())
-    block = [(_LD_ABS_W, 0, 0, _arg(1))]
-    for position, value in enumerate(denied):
-        block.append((_JEQ, len(denied) - position + len(allowed), 0, value))  # -> EPERM
-    for position, value in enumerate(allowed):
-        block.append((_JEQ, len(allowed) - position + 1, 0, value))  # -> allow
+    return _block_by_value(
+        1,
+        [(_IOCTL_DENIED_REQUESTS.values(), _errno(errno.EPERM)), (_IOCTL_ALLOWED.values(), _RET_ALLOW)],
+        _errno(errno.ENOTTY),
+    )
+
+
+def _block_fcntl() -> list:
+    """fcntl by its command (argument 1): the denied ones EPERM, taking a lock a no-op, any other through."""
+    return _block_by_value(
+        1,
+        [(_FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM)), (_FCNTL_LOCK_COMMANDS.values(), _errno(0))],
+        _RET_ALLOW,
+    )
+
+
+def _block_no_shared_file_mapping() -> list:
+    """mmap by its flags (argument 3): anonymous or private through; shared and backed by a file, ENODEV."""
     return [
-        *block,
-        (_RET, 0, 0, _errno(errno.ENOTTY)),
-        (_RET, 0, 0, _errno(errno.EPERM)),
+        (_LD_ABS_W, 0, 0, _arg(3)),
+        (_JSET, 1, 0, _MAP_ANONYMOUS),
+        (_JSET, 1, 0, _MAP_SHARED),
         (_RET, 0, 0, _RET_ALLOW),
+        (_RET, 0, 0, _errno(errno.ENODEV)),
     ]
 
 
@@ -1155,7 +1201,9 @@ def seccomp_rules(
     for name in ("preadv2", "pwritev2"):  # RWF_* flags (argument 5): none (os.preadv without flags uses preadv)
         rules.append((cache[name], _block_refuse_flag(5, 0xFFFFFFFF, _errno(errno.EOPNOTSUPP))))
     files = _FILE_CALLS[arch]
-    rules.append((files["fcntl"], _block_refuse_values(1, _FCNTL_DENIED_COMMANDS.values(), _errno(errno.EPERM))))
+    rules.append((files["fcntl"], _block_fcntl()))
+    rules.append((files["flock"], _block_return(_errno(0))))  # locked, as far as the caller can tell
+    rules.append((files["mmap"], _block_no_shared_file_mapping()))
     rules.append((files["ioctl"], _block_ioctl()))
     if "open" in files:
         rules.append((files["open"], _block_refuse_open(1, read_only_files)))

@@ -696,7 +696,8 @@ class Zygote:
                     "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
-                    "only ioctls that read, no page-cache eviction or probes"
+                    "only ioctls that read, no page-cache eviction or probes, "
+                    "locks taken without effect, no shared file mappings"
                 )
                 if self._files_read_only():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"

@@ -1,0 +1,275 @@
+"""Round ten: what one job can signal to another running at the same moment, through a file both may read.
+
+Rollouts of one prompt are scored side by side, one per worker. Every job may read the interpreter's tree, and
+two kernel objects are keyed by the file rather than by the process: advisory locks (flock, POSIX and OFD
+locks on a file opened read-only) and futexes in a shared mapping of a file. One job held a lock on os.py, or
+waited on a futex in it; the other saw the lock, or woke the waiter, and answered by it: a wrong answer
+decided by another job, in full isolation as on Lambda. Taking a lock now succeeds without effect, and a
+shared mapping of a file is refused (ENODEV).
+
+Here the test process stands in for the other job: it holds or probes the same file while the job runs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import fcntl
+import mmap
+import platform
+import struct
+import subprocess
+import textwrap
+import threading
+import time
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from rewardpipe.execution.sandbox import SHARED_MAPPING_HINT
+from tests.infra.test_graviton import _answer, _run_filter
+from tests.security.conftest import assert_failed, job
+from tests.security.test_round_nine_files import _lambda_like
+
+# One worker runs this module's tests one after another: each holds or probes locks on the same stdlib file.
+pytestmark = pytest.mark.xdist_group("round_ten_side_by_side")
+
+_FUTEX = {"x86_64": 202, "aarch64": 98}
+_FUTEX_WAIT, _FUTEX_WAKE = 0, 1
+_F_OFD_GETLK, _F_OFD_SETLK = 36, 37
+_FLOCK = "hhqqi4x"  # struct flock: l_type, l_whence, l_start, l_len, l_pid (x86_64 and aarch64)
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.syscall.restype = ctypes.c_long
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+
+
+@pytest.fixture(scope="module", params=["full", "lambda"])
+def side_by_side(request, executor):
+    """The executor the jobs run on: full isolation (the suite's), or Lambda-like (one uid, no Landlock, no
+    mount namespace)."""
+    if request.param == "full":
+        yield executor
+        return
+    lambda_mode = _lambda_like()
+    yield lambda_mode
+    lambda_mode.close()
+
+
+def _stdlib_file(executor) -> str:
+    """os.py of the fork servers' interpreter: a file every job may read."""
+    interpreter = executor.isolation()["interpreter"]
+    found = subprocess.run([interpreter, "-I", "-c", "import os; print(os.__file__)"], capture_output=True, text=True)
+    return found.stdout.strip()
+
+
+def _while_running(executor, code: str, probe) -> tuple[object, list]:
+    """Run ``code`` as a job and call ``probe()`` over and over until it is done: (result, what probe saw)."""
+    outcome = {}
+    runner = threading.Thread(target=lambda: outcome.update(result=executor.run(job(code, timeout_s=10))))
+    runner.start()
+    seen = []
+    while runner.is_alive():
+        seen.append(probe())
+        time.sleep(0.01)
+    runner.join()
+    return outcome["result"], seen
+
+
+# --- locks ------------------------------------------------------------------------------------------------
+
+PROBES_A_LOCK = textwrap.dedent("""
+    import fcntl, os
+    def add(a, b):
+        with open(os.__file__, "rb") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                return a + b  # another job holds it: the bit it sent says "right"
+        return 0
+""")
+
+
+def test_a_lock_another_process_holds_is_not_seen(side_by_side):
+    with open(_stdlib_file(side_by_side), "rb") as held:
+        fcntl.flock(held, fcntl.LOCK_SH)  # what the other job did
+        try:
+            assert_failed(side_by_side.run(job(PROBES_A_LOCK)))  # it passed before
+        finally:
+            fcntl.flock(held, fcntl.LOCK_UN)
+
+
+HOLDS_EVERY_KIND_OF_LOCK = textwrap.dedent("""
+    import fcntl, os, struct, time
+    handle = open(os.__file__, "rb")
+    fcntl.flock(handle, fcntl.LOCK_SH)
+    fcntl.lockf(handle, fcntl.LOCK_SH)  # a POSIX read lock (F_SETLKW)
+    ofd = open(os.__file__, "rb")
+    fcntl.fcntl(ofd, {ofd_setlk}, struct.pack("{flock}", fcntl.F_RDLCK, 0, 0, 0, 0))
+    LOCKED = True  # as far as the model's code can tell, every call succeeded
+    def add(a, b):
+        time.sleep(1.5)  # held meanwhile, for whoever looks
+        return a + b
+""").format(ofd_setlk=_F_OFD_SETLK, flock=_FLOCK)
+
+
+def _locks_seen(path: str) -> set[str]:
+    """Which locks on ``path`` this process finds held by someone else."""
+    seen = set()
+    with open(path, "rb") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+        except OSError:
+            seen.add("flock")
+        wanted = struct.pack(_FLOCK, fcntl.F_WRLCK, 0, 0, 0, 0)
+        if struct.unpack(_FLOCK, fcntl.fcntl(handle, fcntl.F_GETLK, wanted))[0] != fcntl.F_UNLCK:
+            seen.add("posix")
+        if struct.unpack(_FLOCK, fcntl.fcntl(handle, _F_OFD_GETLK, wanted))[0] != fcntl.F_UNLCK:
+            seen.add("ofd")
+    return seen
+
+
+def test_a_lock_a_job_takes_is_never_seen_by_another_process(side_by_side):
+    path = _stdlib_file(side_by_side)
+    result, seen = _while_running(side_by_side, HOLDS_EVERY_KIND_OF_LOCK, lambda: _locks_seen(path))
+    assert result.status is ExecutionStatus.PASSED, result.reason  # taking the locks raised nothing
+    assert len(seen) > 10  # looked all along the job
+    assert set().union(*seen) == set()  # flock, POSIX and OFD locks were each seen before
+
+
+def test_code_that_locks_its_own_files_still_works(executor):
+    """sqlite3 locks its database file with fcntl: in the job's own directory it works as before."""
+    uses_sqlite = textwrap.dedent("""
+        import fcntl, sqlite3
+        def add(a, b):
+            with open("lockfile", "w") as handle:
+                fcntl.flock(handle, fcntl.LOCK_EX)
+                fcntl.lockf(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            db = sqlite3.connect("scratch.db")
+            db.execute("create table if not exists t (v integer)")
+            db.execute("insert into t values (?)", (a + b,))
+            db.commit()
+            return db.execute("select v from t order by rowid desc").fetchone()[0]
+    """)
+    if not executor.isolation()["files"].startswith("confined"):
+        pytest.skip("the job's directory is not writable here")
+    result = executor.run(job(uses_sqlite))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+# --- futexes in a shared mapping of a file ------------------------------------------------------------------
+
+WAKES_A_WAITER = textwrap.dedent("""
+    import ctypes, os, time
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+    handle = open(os.__file__, "rb")
+    address = libc.mmap(None, 4096, 1, 1, handle.fileno(), 0)  # PROT_READ, MAP_SHARED
+    WOKEN = 0
+    if address not in (None, ctypes.c_void_p(-1).value):
+        for _ in range(300):
+            WOKEN += max(0, libc.syscall({futex}, ctypes.c_void_p(address), {wake}, 1, 0, 0, 0))
+            if WOKEN:
+                break
+            time.sleep(0.01)
+    def add(a, b):
+        return a + b if WOKEN else 0
+""")
+
+
+def test_a_futex_in_a_shared_mapping_of_a_file_reaches_no_other_process(side_by_side):
+    arch = platform.machine()
+    if arch not in _FUTEX:
+        pytest.skip(f"no futex number for {arch}")
+    with open(_stdlib_file(side_by_side), "rb") as handle:  # the page the job maps too, by libc as it does
+        address = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, handle.fileno(), 0)
+    assert address not in (None, ctypes.c_void_p(-1).value)
+    value = struct.unpack("=i", ctypes.string_at(address, 4))[0]
+    wakes = []
+    stop = threading.Event()
+
+    def wait_for_a_wake():  # what the other job did: wait on the futex, a little at a time
+        pause = struct.pack("=qq", 0, 50_000_000)
+        while not stop.is_set():
+            if _libc.syscall(_FUTEX[arch], ctypes.c_void_p(address), _FUTEX_WAIT, value, pause, 0, 0) == 0:
+                wakes.append(time.monotonic())
+
+    waiter = threading.Thread(target=wait_for_a_wake)
+    waiter.start()
+    try:
+        code = WAKES_A_WAITER.format(futex=_FUTEX[arch], wake=_FUTEX_WAKE)
+        assert_failed(side_by_side.run(job(code)))  # it passed before: it woke this process's wait
+    finally:
+        stop.set()
+        waiter.join()
+        _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(4096))
+    assert wakes == []
+
+
+def test_a_shared_mapping_of_a_file_is_refused_and_the_failure_says_why(side_by_side):
+    maps_shared = textwrap.dedent("""
+        import mmap, os
+        def add(a, b):
+            with open(os.__file__, "rb") as handle:
+                return a + b + len(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)) * 0
+    """)
+    result = side_by_side.run(job(maps_shared))
+    assert_failed(result)
+    assert SHARED_MAPPING_HINT in result.reason
+    assert f"[Errno {errno.ENODEV}]" in result.reason
+
+
+def test_private_and_anonymous_mappings_and_threads_still_work(side_by_side):
+    maps_privately = textwrap.dedent("""
+        import mmap, os, threading
+        def add(a, b):
+            with open(os.__file__, "rb") as handle:
+                copy = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)  # MAP_PRIVATE
+                assert copy[:1] == handle.read(1)
+            anonymous = mmap.mmap(-1, 4096)  # MAP_SHARED | MAP_ANONYMOUS: the job's own memory
+            anonymous[:1] = b"x"
+            out = []
+            worker = threading.Thread(target=lambda: out.append(a + b))
+            worker.start()
+            worker.join()  # glibc waits for a thread's end on a shared futex
+            return out[0]
+    """)
+    result = side_by_side.run(job(maps_privately))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+# --- the filter, call by call -----------------------------------------------------------------------------
+
+
+def _returns_zero(verdict: int) -> bool:
+    return verdict == layers._RET_ERRNO  # SECCOMP_RET_ERRNO with errno 0: the call "succeeds" without running
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_filter_takes_locks_without_effect_and_refuses_shared_file_mappings(arch):
+    program = layers.build_seccomp_filter(arch, 4242)
+    calls = layers._FILE_CALLS[arch]
+    for command in (6, 7, 37, 38):  # F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
+        assert _returns_zero(_run_filter(program, arch, calls["fcntl"], (3, command))), command
+    for command in (0, 1, 2, 3, 4, 5, 36, 1030):  # F_DUPFD ... F_GETLK, F_OFD_GETLK, F_DUPFD_CLOEXEC
+        assert _answer(_run_filter(program, arch, calls["fcntl"], (3, command))) == "allow", command
+    for command in layers._FCNTL_DENIED_COMMANDS.values():
+        assert _answer(_run_filter(program, arch, calls["fcntl"], (3, command))) == "EPERM", command
+    assert _returns_zero(_run_filter(program, arch, calls["flock"], (3, fcntl.LOCK_EX)))
+    for flags, answer in {
+        0x01: "ENODEV",
+        0x03: "ENODEV",
+        0x11: "ENODEV",
+        0x02: "allow",
+        0x21: "allow",
+        0x22: "allow",
+    }.items():
+        assert _answer(_run_filter(program, arch, calls["mmap"], (0, 4096, 1, flags, 3, 0))) == answer, hex(flags)
+
+
+def test_the_report_says_so(side_by_side):
+    assert "locks taken without effect, no shared file mappings" in side_by_side.isolation()["seccomp"]
