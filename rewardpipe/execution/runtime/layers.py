@@ -22,6 +22,7 @@ import stat
 import struct
 import sysconfig
 import time
+from collections.abc import Collection
 
 _libc = ctypes.CDLL(None, use_errno=True)
 _libc.syscall.restype = ctypes.c_long
@@ -40,7 +41,7 @@ MS_REC, MS_PRIVATE = 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_NOATIME, MS_NODIRATIME = 0x20, 0x1000, 0x400, 0x800
 MNT_DETACH = 2
 
-LAYER_NAMES = ("uid", "netns", "mountns", "seccomp", "landlock", "chroot", "cgroup", "rlimits", "files")
+LAYER_NAMES = ("uid", "netns", "mountns", "pidns", "seccomp", "landlock", "chroot", "cgroup", "rlimits", "files")
 
 
 def _errno_text() -> str:
@@ -127,6 +128,35 @@ def enter_network_namespace() -> None:
 
 
 CLONE_NEWIPC = 0x08000000
+CLONE_NEWPID = 0x20000000
+
+
+class PidNamespaces:
+    """A pid namespace of its own for each child this process forks next (it is pid 1 there and sees no
+    other process). The pid counter is the whole host's, and a job could read it: one job made a thousand
+    threads, and the next one, pre-forked before it, found the gap between its own pid and a new thread's id
+    (round ten). In a namespace of its own a job counts from 1, whatever ran before it.
+
+    unshare(CLONE_NEWPID) sets the namespace only for the children forked after it, and only once: the next
+    call fails until this process's children go back to its own namespace (setns), which is also where the
+    trusted runner and everything else forked here must be born."""
+
+    def __init__(self) -> None:
+        self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+
+    def alone_next(self) -> None:
+        """The next child forked here is the first process of a new pid namespace."""
+        self.back()
+        if _libc.unshare(CLONE_NEWPID) != 0:
+            raise OSError(ctypes.get_errno(), f"unshare(CLONE_NEWPID) failed: {_errno_text()}")
+
+    def back(self) -> None:
+        """Children forked here are born in this process's own pid namespace again."""
+        if _libc.setns(self._own, CLONE_NEWPID) != 0:
+            raise OSError(ctypes.get_errno(), f"setns(own pid namespace) failed: {_errno_text()}")
+
+    def close(self) -> None:
+        os.close(self._own)
 
 
 def enter_ipc_namespace() -> None:
@@ -706,6 +736,12 @@ _DENIED_MORE = {
         "setxattrat": 463,
         "removexattrat": 466,
         "file_setattr": 469,
+        # A pipe's inode number comes from a counter the whole host shares (get_next_ino, in batches per CPU,
+        # and each worker has a CPU of its own): one job made a thousand pipes, and the next one read the gap
+        # between a new pipe's inode and that of a pipe it was born with (round ten). The model's code has its
+        # channels already and cannot start a process to talk to; sockets are refused the same way.
+        "pipe": 22,
+        "pipe2": 293,
     },
     "aarch64": {
         "mq_open": 180,
@@ -739,6 +775,7 @@ _DENIED_MORE = {
         "setxattrat": 463,
         "removexattrat": 466,
         "file_setattr": 469,
+        "pipe2": 59,
     },
 }
 for _arch, _table in _DENIED_MORE.items():
@@ -1052,10 +1089,10 @@ def _block_refuse_values(arg: int, values, error: int) -> list:
     return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
 
-def _block_by_value(arg: int, answers: list[tuple[object, int]], otherwise: int) -> list:
+def _block_by_value(arg: int, answers: list[tuple[Collection[int], int]], otherwise: int) -> list:
     """Answer by the value of argument ``arg``: ``answers`` pairs a collection of values with the answer for
     them (the first pair that has a value wins); any other value gets ``otherwise``."""
-    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
+    block: list[tuple[int, int, int, int]] = [(_LD_ABS_W, 0, 0, _arg(arg))]
     compared = sum(len(values) for values, _ in answers)
     for index, (values, _) in enumerate(answers):
         for value in sorted(values):

@@ -609,6 +609,21 @@ class Zygote:
         # mount namespace: hides the host's /tmp, /run, /var/tmp and /dev/shm (where UNIX sockets of
         # other services live) and gives every job its own size- and inode-limited tmpfs
         self._setup_mount_namespace(root)
+        # pid namespace: one per child, so that what ran before a job leaves no trace in the pids it sees
+        self.pid_namespaces: layers.PidNamespaces | None = None
+        if "pidns" in self.disabled:
+            self._off("pidns", "disabled by configuration")
+        elif not root:
+            self._off("pidns", "fork server is not root")
+        else:
+            error = _probe(_pid_namespace_self_test)
+            if error:
+                self._off("pidns", f"start-up probe failed: {error}")
+            else:
+                self.pid_namespaces = layers.PidNamespaces()
+                iso["pidns"] = (
+                    "on: each job's process alone in a pid namespace of its own (pid 1, no other pid in sight)"
+                )
         # cgroups
         if "cgroup" in self.disabled:
             self._off("cgroup", "disabled by configuration")
@@ -694,7 +709,7 @@ class Zygote:
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
                     "no changing its CPU affinity, "
-                    "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no FIFOs or xattrs, "
+                    "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
                     "only ioctls that read, no page-cache eviction or probes, "
                     "locks taken without effect, no shared file mappings"
@@ -980,6 +995,8 @@ class Zygote:
             self._set_oom_score_adj(b"1000")  # the children's, inherited (see _detect)
             for parts in made:
                 self._enter_for_next_child(parts.job_dir)
+                if self.pid_namespaces is not None:
+                    self.pid_namespaces.alone_next()
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
                     self._untrusted_child(parts.fd_plan, parts.confine is not None)
@@ -990,6 +1007,8 @@ class Zygote:
         finally:
             self._enter_for_next_child(None)
             self._set_oom_score_adj(None)
+            if self.pid_namespaces is not None:
+                self.pid_namespaces.back()  # the runner and anything else forked here: this namespace
             # The children's ends, closed only now: each child closes every descriptor but its own first thing.
             for index, parts in enumerate(made):
                 parts.close_child_ends()
@@ -1265,7 +1284,9 @@ class Zygote:
             if self.uid is not None:
                 layers.drop_privileges(self.uid, self.uid)
             layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)
-            _die_with_parent(self.pid)  # after the uid change, which clears the setting
+            # after the uid change, which clears the setting; in a pid namespace of its own its parent is out of
+            # sight (getppid() is 0)
+            _die_with_parent(0 if self.pid_namespaces is not None else self.pid)
             if self.ruleset is not None:
                 self.ruleset.fd = UNTRUSTED_FDS["ruleset"]
                 self.ruleset.restrict_self()
@@ -1363,7 +1384,9 @@ def _pin_to_cpu(cpu: int) -> int | None:
 
 def _die_with_parent(parent_pid: int) -> None:
     """SIGKILL this process when the fork server dies (killed by a model, say), and close the race
-    in which it died before the setting took effect."""
+    in which it died before the setting took effect. ``parent_pid``: the parent as this process sees it (0 in a
+    pid namespace of its own, where that race is closed by the fork server's end of its control socket: a
+    child whose fork server is gone reads an EOF where its job would come, and exits)."""
     layers.prctl(layers.PR_SET_PDEATHSIG, signal.SIGKILL)
     if os.getppid() != parent_pid:
         os._exit(HARDENING_FAILED_EXIT)
@@ -1393,6 +1416,23 @@ def _probe(action) -> str | None:
     if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
         return None
     return message or _status_text(status)
+
+
+def _pid_namespace_self_test() -> None:
+    """In a throw-away child (see _probe): a child forked after alone_next() is pid 1 of its own namespace, and
+    one forked after back() is not."""
+    namespaces = layers.PidNamespaces()
+    for alone in (True, False):
+        if alone:
+            namespaces.alone_next()
+        else:
+            namespaces.back()
+        pid = layers.fork_without_interpreter_hooks()
+        if pid == 0:
+            os._exit(0 if (os.getpid() == 1) == alone else 1)
+        _, status = os.waitpid(pid, 0)
+        if status != 0:
+            raise OSError(errno.EINVAL, f"a child forked {'alone' if alone else 'after back()'} had the wrong pid")
 
 
 def _seccomp_self_test(arch: str) -> None:

@@ -1,0 +1,110 @@
+"""Round ten: counters the whole host shares, as a channel from one job to the next.
+
+A job cannot leave a file, an IPC object or a lock for the next one (rounds four and nine). It could still move
+a counter the next job reads: the host's pid counter (every thread takes a pid) and the inode counter that
+numbers pipes and sockets. The next job, pre-forked before the last one ran, compares a number it was born with
+(its own pid, the inode of a pipe it inherited) with a new one (a thread's id, a new pipe's inode): the gap is
+what the job before it counted out, exactly for pids. Each job now has a pid namespace of its own where the
+fork server is root (layer ``pidns``), and pipes are refused to the model's code.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from tests.security.conftest import assert_failed, job, require_layer
+from tests.security.test_round_nine_files import _lambda_like
+
+COUNTS_OUT_THREADS = textwrap.dedent("""
+    import threading
+    for _ in range(1000):  # each thread takes a pid from the counter, and gives it back when it ends
+        worker = threading.Thread(target=lambda: None)
+        worker.start()
+        worker.join()
+    def add(a, b):
+        return 0
+""")
+READS_THE_PID_GAP = textwrap.dedent("""
+    import os, threading
+    ids = []
+    worker = threading.Thread(target=lambda: ids.append(threading.get_native_id()))
+    worker.start()
+    worker.join()
+    GAP = ids[0] - os.getpid()  # pids taken since this process was forked
+    print(f"PID {os.getpid()} PARENT {os.getppid()} GAP {GAP}")
+    def add(a, b):
+        return a + b if GAP > 500 else 0  # "the rollout before me was right"
+""")
+
+
+def test_the_pid_counter_tells_a_job_nothing_of_the_ones_before(executor):
+    if os.geteuid() != 0:  # (not the report's word for it: this ran, and the reader passed, before pidns)
+        pytest.skip("a pid namespace per job needs a root fork server")
+    assert_failed(executor.run(job(COUNTS_OUT_THREADS)))
+    reader = executor.run(job(READS_THE_PID_GAP))
+    assert_failed(reader)  # it passed before: the gap was the thousand threads of the job before it
+    assert reader.stdout.strip() == "PID 1 PARENT 0 GAP 1", reader.stdout  # alone in its namespace
+
+
+def test_a_job_alone_in_its_pid_namespace_still_behaves_as_before(executor):
+    require_layer(executor, "pidns")
+    crashes = "import ctypes\ndef add(a, b):\n    return ctypes.string_at(0)\n"
+    crashed = executor.run(job(crashes))
+    assert_failed(crashed)
+    assert "SIGSEGV" in crashed.reason, crashed.reason  # a crash still ends it, as the namespace's first process
+    exits = "import os\ndef add(a, b):\n    os._exit(3)\n"
+    assert "exit 3" in executor.run(job(exits)).reason
+    threads = textwrap.dedent("""
+        from concurrent.futures import ThreadPoolExecutor
+        def add(a, b):
+            with ThreadPoolExecutor(4) as pool:
+                return sum(pool.map(lambda n: n, [a, b]))
+    """)
+    assert executor.run(job(threads)).status is ExecutionStatus.PASSED
+
+
+def test_the_report_names_the_pid_namespace(executor):
+    require_layer(executor, "pidns")
+    assert executor.isolation()["pidns"].startswith("on: each job's process alone in a pid namespace")
+
+
+def test_without_root_the_report_says_the_pid_counter_is_shared():
+    lambda_mode = _lambda_like()
+    try:
+        assert lambda_mode.isolation()["pidns"] == "off: fork server is not root"
+    finally:
+        lambda_mode.close()
+
+
+MAKES_A_PIPE = textwrap.dedent("""
+    import os
+    try:
+        os.pipe()
+        OUTCOME = "made"
+    except OSError as exc:
+        OUTCOME = exc.errno
+    print("PIPE", OUTCOME)
+    def add(a, b):
+        return a + b
+""")
+
+
+@pytest.mark.parametrize("mode", ["full", "lambda"])
+def test_a_pipe_is_refused_to_the_models_code(executor, mode):
+    """Its inode number comes from the host's shared counter: one job made a thousand pipes and the next read
+    the gap from a pipe it inherited."""
+    chosen = executor if mode == "full" else _lambda_like()
+    try:
+        require_layer(chosen, "seccomp")
+        result = chosen.run(job(MAKES_A_PIPE))
+        assert result.status is ExecutionStatus.PASSED, result.reason  # the rest of the code runs
+        assert result.stdout.strip() == f"PIPE {errno.EPERM}", result.stdout
+        assert "no pipes, FIFOs or xattrs" in chosen.isolation()["seccomp"]
+    finally:
+        if chosen is not executor:
+            chosen.close()
