@@ -47,7 +47,7 @@ def test_the_sandbox_runs_on_python_3_13():
         probe = (
             "import os\ndef add(a, b):\n    return a + b\n"
             "print('AFFINITY', len(os.sched_getaffinity(0)) > 0)\n"
-            "try:\n    os.setpriority(os.PRIO_PROCESS, os.getppid(), 19)\n    print('RENICED')\n"
+            "try:\n    os.setpriority(os.PRIO_PROCESS, os.getppid() or os.getpid() + 1, 19)\n    print('RENICED')\n"
             "except OSError:\n    print('DENIED')\n"
         )
         result = executor.run(ExecutionJob(code=probe, tests=TESTS, entry_point="add"))

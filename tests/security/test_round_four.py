@@ -84,7 +84,7 @@ PID_ATTACKS = WRONG_ADD + textwrap.dedent("""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     me = os.getpid()
-    parent = os.getppid()
+    parent = os.getppid() or me + 1  # 0 (the caller) in a pid namespace of its own: the next pid stands in for it
     targets = sorted({parent, *range(max(2, me - 40), me + 40)} - {me})
     try:
         with open(f"/proc/{parent}/stat") as handle:

@@ -17,6 +17,8 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import assert_failed, job, require_layer
 from tests.security.test_round_nine_files import _lambda_like
 
@@ -108,3 +110,11 @@ def test_a_pipe_is_refused_to_the_models_code(executor, mode):
     finally:
         if chosen is not executor:
             chosen.close()
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_kernel_log_is_refused_where_a_crash_writes_its_address(arch):
+    """A segfault at an address the model chose is logged with that address; where kernel.dmesg_restrict is 0,
+    syslog(2) read it back in the next job. Refused by the filter, whatever the host's setting."""
+    number = layers._DENIED[arch]["syslog"]
+    assert _answer(_run_filter(layers.build_seccomp_filter(arch, 4242), arch, number, (3, 0, 1 << 20))) == "EPERM"

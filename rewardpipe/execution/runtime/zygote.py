@@ -709,7 +709,7 @@ class Zygote:
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
                     "no changing its CPU affinity, "
-                    "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, "
+                    "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, no kernel log, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
                     "only ioctls that read, no page-cache eviction or probes, "
                     "locks taken without effect, no shared file mappings"
