@@ -546,8 +546,6 @@ class ForkServerExecutor:
                 # Still the model's failure (its own text could say this): the hint is for whoever reads it,
                 # before the failure, which the reason's length limit may cut.
                 reasons.append(READ_ONLY_HINT)
-            if isolation.get("seccomp", "").startswith("on") and _SHARED_MAPPING_SIGNS.search(first_failure):
-                reasons.append(SHARED_MAPPING_HINT)
             reasons.append(first_failure)
         passed = min(successes, expected) if tests_run == expected else 0
         return self._result(
@@ -578,14 +576,6 @@ _READ_ONLY_SIGNS = re.compile(r"Read-only file system|No usable temporary direct
 READ_ONLY_HINT = (
     "the file system is read-only for the model's code here (isolation 'files': no Landlock or chroot to confine "
     "its writes); code that writes files fails"
-)
-
-# What a shared file mapping refused by seccomp looks like in a failure (mmap.mmap of a file, ACCESS_READ or the
-# default): ENODEV's text.
-_SHARED_MAPPING_SIGNS = re.compile(r"\[Errno 19\] No such device")
-SHARED_MAPPING_HINT = (
-    "shared mappings of a file are refused to the model's code (mmap.mmap of a file with ACCESS_READ, ACCESS_WRITE "
-    "or the default; ACCESS_COPY works): a futex in one was a channel between jobs"
 )
 
 

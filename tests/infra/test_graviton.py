@@ -89,6 +89,7 @@ def test_the_filters_syscall_numbers_are_the_kernels(arch):
         **layers._FILE_CALLS[arch],
         **layers._FILE_CHANGES[arch],
         **layers._PAGE_CACHE_CALLS[arch],
+        **layers._FUTEX2_CALLS,
         **{name: number for name, (number, _) in layers._WHICH_WHO[arch].items()},
     }
     # Headers older than a call (setxattrat, file_setattr: Linux 6.13, 6.17) do not name it: such a call must be
@@ -186,6 +187,8 @@ def test_the_search_answers_every_syscall_as_its_rule_does(arch, ignore_mode_cha
     interesting = [0, 1, own, own + 1, 17, 0x00010000 | 0x00000100 | 0x00000800]
     interesting += list(layers._FCNTL_DENIED_COMMANDS.values()) + list(layers._IOCTL_DENIED_REQUESTS.values())
     interesting += list(layers._FCNTL_LOCK_COMMANDS.values())
+    interesting += [0x80, 0x81, 0x89, 0x109, 0x189, 6, 9, 13]  # futex ops, private and not
+    interesting += [0x00010000 | 0x00000100 | 0x00000800 | layers._CLONE_PIDFD]  # a thread with a pidfd
     interesting += list(layers._IOCTL_ALLOWED.values()) + list(layers._MADV_EVICTING.values())
     interesting += [layers._O_TMPFILE_BIT, 0o2, 0xFFFFFFFF, 0o100, 0o1000, 0o2000, 0o4000, 0o200000]
     # CPU clocks (clockid ((~pid) << 3) | type): its own and another process's, a thread's, a clock by descriptor.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import errno
 import os
+import platform
 import textwrap
 
 import pytest
@@ -118,3 +119,60 @@ def test_the_kernel_log_is_refused_where_a_crash_writes_its_address(arch):
     syslog(2) read it back in the next job. Refused by the filter, whatever the host's setting."""
     number = layers._DENIED[arch]["syslog"]
     assert _answer(_run_filter(layers.build_seccomp_filter(arch, 4242), arch, number, (3, 0, 1 << 20))) == "EPERM"
+
+
+# A thread's pidfd: its inode number counts every pid the host made, which no pid namespace hides. The writer of
+# the channel started throwaway threads until that counter held its answer; the next job read it back.
+TAKES_A_THREADS_PIDFD = textwrap.dedent("""
+    import ctypes, os
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.clone.restype = ctypes.c_int
+    libc.clone.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_int] + [ctypes.c_void_p] * 4
+    stack = ctypes.create_string_buffer(1 << 16)
+    exit_now = ctypes.cast(libc.syscall, ctypes.c_void_p)  # the thread runs syscall(SYS_exit)
+    pidfd = ctypes.c_int(-1)
+    flags = 0x100 | 0x200 | 0x400 | 0x800 | 0x10000 | 0x40000 | 0x1000  # a thread, with CLONE_PIDFD
+    tid = libc.clone(exit_now, ctypes.c_void_p(ctypes.addressof(stack) + (1 << 16) - 64), flags,
+                     ctypes.c_void_p({exit}), ctypes.byref(pidfd), None, None)
+    print("CLONE", tid if tid < 0 else "made", ctypes.get_errno() if tid < 0 else "", "PIDFD", pidfd.value)
+    def add(a, b):
+        return a + b
+""")
+SPENDS_HOST_WIDE_COUNTS = textwrap.dedent("""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    info = ctypes.create_string_buffer(256)
+    context = ctypes.c_ulong(0)
+    print("SYSINFO", libc.syscall({sysinfo}, info), ctypes.get_errno())
+    print("IO_SETUP", libc.syscall({io_setup}, 1, ctypes.byref(context)), ctypes.get_errno())
+    def add(a, b):
+        return a + b
+""")
+
+
+@pytest.mark.parametrize("mode", ["full", "lambda"])
+def test_no_pidfd_and_no_host_wide_count(executor, mode):
+    """sysinfo()'s task count moved by fifty threads, and the host's AIO contexts all taken by one job, each
+    answered the job beside it; a thread's pidfd told the next job the host's pid count."""
+    arch = platform.machine()
+    if arch not in ("x86_64", "aarch64"):
+        pytest.skip(f"no syscall table for {arch}")
+    chosen = executor if mode == "full" else _lambda_like()
+    try:
+        require_layer(chosen, "seccomp")
+        exit_number = {"x86_64": 60, "aarch64": 93}[arch]
+        result = chosen.run(job(TAKES_A_THREADS_PIDFD.format(exit=exit_number)))
+        assert result.status is ExecutionStatus.PASSED, result.reason
+        assert result.stdout.strip() == f"CLONE -1 {errno.EPERM} PIDFD -1", result.stdout
+        numbers = layers._DENIED[arch]
+        result = chosen.run(
+            job(SPENDS_HOST_WIDE_COUNTS.format(sysinfo=numbers["sysinfo"], io_setup=numbers["io_setup"]))
+        )
+        assert result.status is ExecutionStatus.PASSED, result.reason
+        assert result.stdout.split("\n")[:2] == [f"SYSINFO -1 {errno.EPERM}", f"IO_SETUP -1 {errno.EPERM}"], (
+            result.stdout
+        )
+    finally:
+        if chosen is not executor:
+            chosen.close()

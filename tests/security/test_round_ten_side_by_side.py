@@ -2,10 +2,10 @@
 
 Rollouts of one prompt are scored side by side, one per worker. Every job may read the interpreter's tree, and
 two kernel objects are keyed by the file rather than by the process: advisory locks (flock, POSIX and OFD
-locks on a file opened read-only) and futexes in a shared mapping of a file. One job held a lock on os.py, or
-waited on a futex in it; the other saw the lock, or woke the waiter, and answered by it: a wrong answer
-decided by another job, in full isolation as on Lambda. Taking a lock now succeeds without effect, and a
-shared mapping of a file is refused (ENODEV).
+locks on a file opened read-only) and futexes on a page of a file (a shared mapping of os.py, or libc's own
+code, mapped privately and never written). One job held a lock on os.py, or waited on such a futex; the other
+saw the lock, or woke the waiter, and answered by it: a wrong answer decided by another job, in full isolation
+as on Lambda. Taking a lock now succeeds without effect, and only private futexes work.
 
 Here the test process stands in for the other job: it holds or probes the same file while the job runs.
 """
@@ -13,7 +13,6 @@ Here the test process stands in for the other job: it holds or probes the same f
 from __future__ import annotations
 
 import ctypes
-import errno
 import fcntl
 import mmap
 import platform
@@ -27,7 +26,6 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import layers
-from rewardpipe.execution.sandbox import SHARED_MAPPING_HINT
 from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import assert_failed, job
 from tests.security.test_round_nine_files import _lambda_like
@@ -159,35 +157,42 @@ def test_code_that_locks_its_own_files_still_works(executor):
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
-# --- futexes in a shared mapping of a file ------------------------------------------------------------------
+# --- futexes on a page of a file ------------------------------------------------------------------------------
 
+# Two pages every job has: a shared mapping of os.py, and libc's own code (mapped privately, never written).
 WAKES_A_WAITER = textwrap.dedent("""
-    import ctypes, os, time
+    import ctypes, mmap, os, time
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     libc.mmap.restype = ctypes.c_void_p
     libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
-    handle = open(os.__file__, "rb")
-    address = libc.mmap(None, 4096, 1, 1, handle.fileno(), 0)  # PROT_READ, MAP_SHARED
+    if "{page}" == "shared":
+        handle = open(os.__file__, "rb")
+        address = libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, handle.fileno(), 0)
+    else:
+        address = (ctypes.cast(libc.getpid, ctypes.c_void_p).value + 64) & ~3
     WOKEN = 0
-    if address not in (None, ctypes.c_void_p(-1).value):
-        for _ in range(300):
-            WOKEN += max(0, libc.syscall({futex}, ctypes.c_void_p(address), {wake}, 1, 0, 0, 0))
-            if WOKEN:
-                break
-            time.sleep(0.01)
+    for _ in range(300):
+        WOKEN += max(0, libc.syscall({futex}, ctypes.c_void_p(address), {wake}, 1000, 0, 0, 0))
+        if WOKEN:
+            break
+        time.sleep(0.01)
     def add(a, b):
         return a + b if WOKEN else 0
 """)
 
 
-def test_a_futex_in_a_shared_mapping_of_a_file_reaches_no_other_process(side_by_side):
+@pytest.mark.parametrize("page", ["shared", "libc"])
+def test_a_futex_on_a_page_of_a_file_reaches_no_other_process(side_by_side, page):
     arch = platform.machine()
     if arch not in _FUTEX:
         pytest.skip(f"no futex number for {arch}")
-    with open(_stdlib_file(side_by_side), "rb") as handle:  # the page the job maps too, by libc as it does
-        address = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, handle.fileno(), 0)
-    assert address not in (None, ctypes.c_void_p(-1).value)
+    if page == "shared":
+        with open(_stdlib_file(side_by_side), "rb") as handle:  # the page the job maps too, by libc as it does
+            address = _libc.mmap(None, 4096, mmap.PROT_READ, mmap.MAP_SHARED, handle.fileno(), 0)
+        assert address not in (None, ctypes.c_void_p(-1).value)
+    else:  # the same libc file as the jobs' interpreter: Debian's, or any linked with the system's libc
+        address = (ctypes.cast(_libc.getpid, ctypes.c_void_p).value + 64) & ~3
     value = struct.unpack("=i", ctypes.string_at(address, 4))[0]
     wakes = []
     stop = threading.Event()
@@ -201,44 +206,40 @@ def test_a_futex_in_a_shared_mapping_of_a_file_reaches_no_other_process(side_by_
     waiter = threading.Thread(target=wait_for_a_wake)
     waiter.start()
     try:
-        code = WAKES_A_WAITER.format(futex=_FUTEX[arch], wake=_FUTEX_WAKE)
+        code = WAKES_A_WAITER.format(page=page, futex=_FUTEX[arch], wake=_FUTEX_WAKE)
         assert_failed(side_by_side.run(job(code)))  # it passed before: it woke this process's wait
     finally:
         stop.set()
         waiter.join()
-        _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(4096))
+        if page == "shared":
+            _libc.munmap(ctypes.c_void_p(address), ctypes.c_size_t(4096))
     assert wakes == []
 
 
-def test_a_shared_mapping_of_a_file_is_refused_and_the_failure_says_why(side_by_side):
-    maps_shared = textwrap.dedent("""
-        import mmap, os
-        def add(a, b):
-            with open(os.__file__, "rb") as handle:
-                return a + b + len(mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)) * 0
-    """)
-    result = side_by_side.run(job(maps_shared))
-    assert_failed(result)
-    assert SHARED_MAPPING_HINT in result.reason
-    assert f"[Errno {errno.ENODEV}]" in result.reason
-
-
-def test_private_and_anonymous_mappings_and_threads_still_work(side_by_side):
-    maps_privately = textwrap.dedent("""
+def test_mappings_threads_and_locks_of_its_own_still_work(side_by_side):
+    """Shared and private mappings of a file, anonymous ones, threads, a condition variable: as before."""
+    uses_them = textwrap.dedent("""
         import mmap, os, threading
         def add(a, b):
             with open(os.__file__, "rb") as handle:
-                copy = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)  # MAP_PRIVATE
-                assert copy[:1] == handle.read(1)
-            anonymous = mmap.mmap(-1, 4096)  # MAP_SHARED | MAP_ANONYMOUS: the job's own memory
+                shared = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
+                copy = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
+                assert shared[:64] == copy[:64] == handle.read(64)
+            anonymous = mmap.mmap(-1, 4096)
             anonymous[:1] = b"x"
-            out = []
-            worker = threading.Thread(target=lambda: out.append(a + b))
-            worker.start()
-            worker.join()  # glibc waits for a thread's end on a shared futex
+            ready, out = threading.Condition(), []
+            def work():
+                with ready:
+                    out.append(a + b)
+                    ready.notify()
+            with ready:
+                worker = threading.Thread(target=work)
+                worker.start()
+                ready.wait_for(lambda: out, timeout=5)
+            worker.join()
             return out[0]
     """)
-    result = side_by_side.run(job(maps_privately))
+    result = side_by_side.run(job(uses_them))
     assert result.status is ExecutionStatus.PASSED, result.reason
 
 
@@ -250,7 +251,7 @@ def _returns_zero(verdict: int) -> bool:
 
 
 @pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
-def test_the_filter_takes_locks_without_effect_and_refuses_shared_file_mappings(arch):
+def test_the_filter_takes_locks_without_effect_and_keeps_futexes_private(arch):
     program = layers.build_seccomp_filter(arch, 4242)
     calls = layers._FILE_CALLS[arch]
     for command in (6, 7, 37, 38):  # F_SETLK, F_SETLKW, F_OFD_SETLK, F_OFD_SETLKW
@@ -260,16 +261,15 @@ def test_the_filter_takes_locks_without_effect_and_refuses_shared_file_mappings(
     for command in layers._FCNTL_DENIED_COMMANDS.values():
         assert _answer(_run_filter(program, arch, calls["fcntl"], (3, command))) == "EPERM", command
     assert _returns_zero(_run_filter(program, arch, calls["flock"], (3, fcntl.LOCK_EX)))
-    for flags, answer in {
-        0x01: "ENODEV",
-        0x03: "ENODEV",
-        0x11: "ENODEV",
-        0x02: "allow",
-        0x21: "allow",
-        0x22: "allow",
-    }.items():
-        assert _answer(_run_filter(program, arch, calls["mmap"], (0, 4096, 1, flags, 3, 0))) == answer, hex(flags)
+    for op in (0, 9, 0x109, 6, 8, 11, 13):  # waits and locks that are not private: "the value changed"
+        assert _answer(_run_filter(program, arch, calls["futex"], (0, op))) == "EAGAIN", op
+    for op in (1, 3, 4, 5, 7, 10, 12):  # wakes and requeues that are not private: no one woken
+        assert _returns_zero(_run_filter(program, arch, calls["futex"], (0, op))), op
+    for op in (0x80, 0x81, 0x89, 0x189, 0x86):  # private: through
+        assert _answer(_run_filter(program, arch, calls["futex"], (0, op))) == "allow", op
+    for number in layers._FUTEX2_CALLS.values():
+        assert _answer(_run_filter(program, arch, number)) == "ENOSYS", number
 
 
 def test_the_report_says_so(side_by_side):
-    assert "locks taken without effect, no shared file mappings" in side_by_side.isolation()["seccomp"]
+    assert "locks taken without effect, only private futexes, no pidfds" in side_by_side.isolation()["seccomp"]

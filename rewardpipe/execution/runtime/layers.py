@@ -746,6 +746,17 @@ _DENIED_MORE = {
         # chose that address (a segfault at 0x1234567000), and where dmesg_restrict is 0 the next could read it
         # back (round ten; this host has 1, which refuses the read to the sandbox's uid already).
         "syslog": 103,
+        # Counts the whole host shares, read or spent beside another job: sysinfo()'s number of tasks (a job
+        # holding fifty threads moved it for the job beside it, which answered by it) and the kernel's AIO
+        # contexts (aio-max-nr for the whole host: one job took them all, the job beside it found io_setup
+        # refused, and every other process on the host was refused too). Python uses neither.
+        "sysinfo": 99,
+        "io_setup": 206,
+        "io_destroy": 207,
+        "io_getevents": 208,
+        "io_submit": 209,
+        "io_cancel": 210,
+        "io_pgetevents": 333,
     },
     "aarch64": {
         "mq_open": 180,
@@ -781,6 +792,13 @@ _DENIED_MORE = {
         "file_setattr": 469,
         "pipe2": 59,
         "syslog": 116,
+        "sysinfo": 179,
+        "io_setup": 0,
+        "io_destroy": 1,
+        "io_submit": 2,
+        "io_cancel": 3,
+        "io_getevents": 4,
+        "io_pgetevents": 292,
     },
 }
 for _arch, _table in _DENIED_MORE.items():
@@ -818,16 +836,21 @@ _CLOCK_TAKERS = {
 # sets the same sync flag). The cmd is an unsigned int.
 _FCNTL_DENIED_COMMANDS = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
 # Locks and futexes between jobs that run at the same moment (round ten). Every job may read the interpreter's
-# tree, and a lock on a file opened read-only, or a futex in a shared mapping of one, is keyed by the file, not
-# by the process: one job held flock(os.py) or waited on a futex there, the other, on another worker, saw the
-# lock (LOCK_NB failed) or woke the waiter (futex_wake counted it), and answered by it. So taking a lock
-# succeeds without effect (flock, and these fcntl commands; F_GETLK then finds no job's lock), as an advisory
-# lock may: the model's code runs in one process, and its own locks never had anyone to exclude. A shared
-# mapping of a file (MAP_SHARED without MAP_ANONYMOUS) is refused with ENODEV ("this file cannot be mapped"),
-# so a futex can only be private to the job; mmap's ACCESS_COPY (MAP_PRIVATE) maps the same bytes.
+# tree, and a lock on a file opened read-only, or a futex on a page of a file (a shared mapping of os.py, or
+# libc's own code, mapped privately and never written), is keyed by the file, not by the process: one job held
+# flock(os.py) or waited on such a futex, the other, on another worker, saw the lock (LOCK_NB failed) or woke
+# the waiter (futex_wake counted it), and answered by it. So taking a lock succeeds without effect (flock, and
+# these fcntl commands; F_GETLK then finds no job's lock), as an advisory lock may: the model's code runs in one
+# process, and its own locks never had anyone to exclude. A futex works only if private (FUTEX_PRIVATE_FLAG,
+# which keys it by the process, as glibc's and CPython's own locks are): any other waits as if the value had
+# changed (EAGAIN; its callers loop) and wakes no one (0), and the newer futex calls are unknown (ENOSYS).
 _FCNTL_LOCK_COMMANDS = {"F_SETLK": 6, "F_SETLKW": 7, "F_OFD_SETLK": 37, "F_OFD_SETLKW": 38}
-_MAP_SHARED = 0x01  # MAP_SHARED_VALIDATE (0x03) has it too
-_MAP_ANONYMOUS = 0x20  # the same on x86_64 and aarch64
+_FUTEX_PRIVATE_FLAG = 0x80
+_FUTEX_CLOCK_REALTIME = 0x100
+# FUTEX_WAIT, FUTEX_LOCK_PI, FUTEX_TRYLOCK_PI, FUTEX_WAIT_BITSET, FUTEX_WAIT_REQUEUE_PI, FUTEX_LOCK_PI2
+_FUTEX_WAITS = frozenset({0, 6, 8, 9, 11, 13})
+_FUTEX2_CALLS = {"futex_waitv": 449, "futex_wake": 454, "futex_wait": 455, "futex_requeue": 456}
+_CLONE_PIDFD = 0x1000
 _IOCTL_DENIED_REQUESTS = {
     "FIOSETOWN": 0x8901,
     "SIOCSPGRP": 0x8902,
@@ -871,9 +894,9 @@ _FILE_CALLS = {
         "openat2": 437,
         "fallocate": 285,
         "flock": 73,
-        "mmap": 9,
+        "futex": 202,
     },
-    "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47, "flock": 32, "mmap": 222},
+    "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47, "flock": 32, "futex": 98},
 }
 # Changing a file's mode, made a silent no-op (the call "succeeds") where the model's code runs under the
 # same uid as the other jobs' directories and Landlock is missing: their names are hidden only by
@@ -1125,15 +1148,17 @@ def _block_fcntl() -> list:
     )
 
 
-def _block_no_shared_file_mapping() -> list:
-    """mmap by its flags (argument 3): anonymous or private through; shared and backed by a file, ENODEV."""
-    return [
-        (_LD_ABS_W, 0, 0, _arg(3)),
-        (_JSET, 1, 0, _MAP_ANONYMOUS),
-        (_JSET, 1, 0, _MAP_SHARED),
-        (_RET, 0, 0, _RET_ALLOW),
-        (_RET, 0, 0, _errno(errno.ENODEV)),
+def _block_futex() -> list:
+    """futex by its op (argument 1): private ones through; any other a wait that finds the value changed
+    (EAGAIN) or a wake that wakes no one (0)."""
+    waits = sorted(_FUTEX_WAITS | {op | _FUTEX_CLOCK_REALTIME for op in _FUTEX_WAITS})
+    block: list[tuple[int, int, int, int]] = [
+        (_LD_ABS_W, 0, 0, _arg(1)),
+        (_JSET, len(waits) + 2, 0, _FUTEX_PRIVATE_FLAG),  # -> allow, past the comparisons and two returns
     ]
+    for position, op in enumerate(waits):
+        block.append((_JEQ, len(waits) - position, 0, op))  # -> EAGAIN
+    return [*block, (_RET, 0, 0, _errno(0)), (_RET, 0, 0, _errno(errno.EAGAIN)), (_RET, 0, 0, _RET_ALLOW)]
 
 
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
@@ -1219,6 +1244,9 @@ def seccomp_rules(
             special["clone"],
             [
                 (_LD_ABS_W, 0, 0, _arg(0)),
+                # A thread's pidfd (Linux 6.9+ allows CLONE_PIDFD with CLONE_THREAD) has an inode number from
+                # a counter of every pid the host made, which no pid namespace hides (round ten).
+                (_JSET, 1, 0, _CLONE_PIDFD),
                 (_JSET, 1, 0, _CLONE_THREAD),
                 (_RET, 0, 0, _errno(errno.EPERM)),
                 (_RET, 0, 0, _RET_ALLOW),
@@ -1245,7 +1273,9 @@ def seccomp_rules(
     files = _FILE_CALLS[arch]
     rules.append((files["fcntl"], _block_fcntl()))
     rules.append((files["flock"], _block_return(_errno(0))))  # locked, as far as the caller can tell
-    rules.append((files["mmap"], _block_no_shared_file_mapping()))
+    rules.append((files["futex"], _block_futex()))
+    for number in _FUTEX2_CALLS.values():
+        rules.append((number, _block_return(_errno(errno.ENOSYS))))
     rules.append((files["ioctl"], _block_ioctl()))
     if "open" in files:
         rules.append((files["open"], _block_refuse_open(1, read_only_files)))

@@ -710,10 +710,10 @@ class Zygote:
                     "(prlimit, sched_*, setpriority, ioprio, ...) only on itself, no other process's CPU clock, "
                     "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, "
-                    "no kernel log, "
+                    "no kernel log, sysinfo or kernel AIO, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
                     "only ioctls that read, no page-cache eviction or probes, "
-                    "locks taken without effect, no shared file mappings"
+                    "locks taken without effect, only private futexes, no pidfds"
                 )
                 if self._files_read_only():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
