@@ -155,9 +155,6 @@ class PidNamespaces:
         if _libc.setns(self._own, CLONE_NEWPID) != 0:
             raise OSError(ctypes.get_errno(), f"setns(own pid namespace) failed: {_errno_text()}")
 
-    def close(self) -> None:
-        os.close(self._own)
-
 
 def enter_ipc_namespace() -> None:
     """A private SysV IPC / POSIX message-queue namespace: nothing the host or another worker made is
@@ -1108,13 +1105,9 @@ def _block_own_clocks() -> list:
     return [*block, (_RET, 0, 0, _errno(errno.EINVAL)), (_RET, 0, 0, _RET_ALLOW)]
 
 
-def _block_refuse_values(arg: int, values, error: int) -> list:
+def _block_refuse_values(arg: int, values: Collection[int], error: int) -> list:
     """Refuse (with ``error``) when argument ``arg`` is one of ``values``; allow otherwise."""
-    values = sorted(values)
-    block = [(_LD_ABS_W, 0, 0, _arg(arg))]
-    for position, value in enumerate(values):
-        block.append((_JEQ, len(values) - position, 0, value))  # -> the refusal after the allow
-    return [*block, (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
+    return _block_by_value(arg, [(values, error)], _RET_ALLOW)
 
 
 def _block_by_value(arg: int, answers: list[tuple[Collection[int], int]], otherwise: int) -> list:
@@ -1151,14 +1144,10 @@ def _block_fcntl() -> list:
 def _block_futex() -> list:
     """futex by its op (argument 1): private ones through; any other a wait that finds the value changed
     (EAGAIN) or a wake that wakes no one (0)."""
-    waits = sorted(_FUTEX_WAITS | {op | _FUTEX_CLOCK_REALTIME for op in _FUTEX_WAITS})
-    block: list[tuple[int, int, int, int]] = [
-        (_LD_ABS_W, 0, 0, _arg(1)),
-        (_JSET, len(waits) + 2, 0, _FUTEX_PRIVATE_FLAG),  # -> allow, past the comparisons and two returns
-    ]
-    for position, op in enumerate(waits):
-        block.append((_JEQ, len(waits) - position, 0, op))  # -> EAGAIN
-    return [*block, (_RET, 0, 0, _errno(0)), (_RET, 0, 0, _errno(errno.EAGAIN)), (_RET, 0, 0, _RET_ALLOW)]
+    waits = _FUTEX_WAITS | {op | _FUTEX_CLOCK_REALTIME for op in _FUTEX_WAITS}
+    load, *by_op = _block_by_value(1, [(waits, _errno(errno.EAGAIN))], _errno(0))
+    # a private op skips the whole dispatch, onto the allow after it
+    return [load, (_JSET, len(by_op), 0, _FUTEX_PRIVATE_FLAG), *by_op, (_RET, 0, 0, _RET_ALLOW)]
 
 
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
