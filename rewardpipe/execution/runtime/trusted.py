@@ -25,10 +25,13 @@ import importlib.machinery
 import json
 import keyword
 import logging
+import operator
 import os
 import pprint
+import re
 import sys
 import sysconfig
+import threading
 import time
 import traceback
 import types
@@ -97,8 +100,17 @@ class Connection:
         # exception class returned as a value, rebuilt here): passed back to its code, they are that object again.
         self.stood_for: dict[int, tuple[object, int]] = {}
         self.dataclass_shapes: set[tuple[str, ...]] = set()  # field names of the dataclasses described (bounded)
+        # One request at a time on the channel, whichever thread of the tests makes it: tests that call the model
+        # from a thread pool interleaved their frames (replies to the wrong call, a "frame of 2 GB", a verdict
+        # that changed from run to run). Reentrant: handling a reply may run the tests' code, which may call again.
+        self.lock = threading.RLock()
+        self.tests_async = False  # the hidden tests use async/await or asyncio (see Remote._drive_coroutine)
 
     def request(self, message: dict) -> dict:
+        with self.lock:
+            return self._request(message)
+
+    def _request(self, message: dict) -> dict:
         if self.dead:
             raise ModelProcessDied(self.dead)
         try:
@@ -149,6 +161,10 @@ class Connection:
             raise RemoteError(f"the model's reply of {len(raw)} bytes is too large to decode") from None
 
     def value(self, message: dict, arguments=None, argument_parts: list | None = None):
+        with self.lock:  # the reply's effects, value and write-back belong to this request: decode them before the next
+            return self._value(message, arguments, argument_parts)
+
+    def _value(self, message: dict, arguments=None, argument_parts: list | None = None):
         reply = self.request(message)
         if "fx" in reply:
             self.replay(reply["fx"])
@@ -316,7 +332,9 @@ class Connection:
         return self.warning_classes[key]
 
     def write_back(self, arguments: tuple, updates, argument_parts: list | None = None) -> None:
-        """Mirror in-place mutation of list/dict/set/bytearray arguments (e.g. an in-place sort)."""
+        """Mirror in-place mutation of the arguments of ``wire.MIRRORED_TYPES`` (an in-place sort, a deque
+        appended to, a Counter counted into) into the caller's own objects, which keep their identity, and a
+        deque its maxlen and a defaultdict its factory."""
         positional, keyword = arguments
         if type(updates) is not list:
             raise wire.WireError("bad write-back list")
@@ -324,11 +342,17 @@ class Connection:
             key, tree = item
             target = positional[key] if type(key) is int and 0 <= key < len(positional) else keyword.get(key)
             new = wire.decode(tree, self.proxy, originals=argument_parts)
-            if (type(target) is list and type(new) is list) or (type(target) is bytearray and type(new) is bytearray):
+            kind = type(target)
+            if type(new) is not kind or kind not in wire.MIRRORED_TYPES:
+                continue
+            if kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
                 target[:] = new
-            elif type(target) in (dict, set) and type(new) is type(target):
+            elif kind is collections.deque:
                 target.clear()
-                target.update(new)
+                target.extend(new)
+            elif kind is not array.array:  # dict, set, Counter, OrderedDict, defaultdict: in the callee's order
+                target.clear()
+                dict.update(target, new) if kind is collections.Counter else target.update(new)
 
     def exception(self, info) -> BaseException:
         if type(info) is not dict:
@@ -527,7 +551,11 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
 # process; any other dunder is refused (unittest and the wire probe objects for them).
 # ``__func__`` and ``__self__`` of a bound method too (round nine: a method's stub is a MethodType to isinstance, so
 # inspect.signature and inspect.isgeneratorfunction read them).
-_REMOTE_DUNDERS = frozenset({"__name__", "__qualname__", "__dict__", "__doc__", "__func__", "__self__"})
+_AWAITED_COROUTINE = (
+    "the hidden tests await a coroutine of the model's code, whose event loop would be in another process"
+)
+_COROUTINE_DRIVERS = frozenset({"send", "throw", "asend", "athrow"})  # what asyncio calls on a coroutine it runs
+_REMOTE_DUNDERS = frozenset({"__name__", "__qualname__", "__dict__", "__doc__", "__func__", "__self__", "__wrapped__"})
 
 
 class Remote:
@@ -551,7 +579,22 @@ class Remote:
     def __getattr__(self, name):
         if name.startswith("__") and name.endswith("__") and name not in _REMOTE_DUNDERS:
             raise AttributeError(name)
+        if name in _COROUTINE_DRIVERS:
+            self._drive_coroutine()
         return self._rp("getattr", name=name)
+
+    def _drive_coroutine(self) -> None:
+        """Asynchronous tests driving one of the model's coroutines or async generators (``await f(3)``,
+        ``asyncio.run(f(3))``): its awaits belong to the tests' event loop, which is in another process, so the
+        tests cannot run under split trust: a loud error, never a correct answer's 0.
+        Only where the tests are asynchronous themselves: in any other task, a coroutine where a value or a
+        generator was expected is the model's wrong answer, and fails as one."""
+        conn = self._rp_connection()
+        kind = conn.kinds.get(object.__getattribute__(self, "_rp_handle"))
+        if conn.tests_async and type(kind) is list and kind[:2] in (["t", "coroutine"], ["t", "async_generator"]):
+            if conn.boundary_error is None:
+                conn.boundary_error = _AWAITED_COROUTINE
+            raise TypeError(conn.boundary_error)
 
     # The model object's own docstring, never the stub class's: round seven, every function of the model's had
     # this class's docstring, so a test requiring one (``assertTrue(f.__doc__)``) passed code that had none.
@@ -749,6 +792,34 @@ class Remote:
             raise TypeError("index of a model object is not an int")
         return result
 
+    # round(), math.floor/ceil/trunc, complex() and bytes() of a model object, served by its own methods as in one
+    # process (a Money's __round__, a Vector's __bytes__). Only the tests' ndigits goes over, never a value they expect.
+    def __round__(self, ndigits=None):
+        if ndigits is not None and type(ndigits) is not int:
+            ndigits = operator.index(ndigits)
+        return self._rp("unary", name="round", ndigits=ndigits)
+
+    def __floor__(self):
+        return self._rp("unary", name="floor")
+
+    def __ceil__(self):
+        return self._rp("unary", name="ceil")
+
+    def __trunc__(self):
+        return self._rp("unary", name="trunc")
+
+    def __complex__(self):
+        result = self._rp("unary", name="complex")
+        if type(result) is not complex:
+            raise TypeError("complex() of a model object did not return a complex")
+        return result
+
+    def __bytes__(self):
+        result = self._rp("unary", name="bytes")
+        if type(result) is not bytes:
+            raise TypeError("bytes() of a model object did not return bytes")
+        return result
+
 
 class _Protocol(Remote):
     """The protocol methods of a stub, each given to a stub class only when the model's object has it (see
@@ -865,12 +936,15 @@ class _Protocol(Remote):
         return self._rp("getattr", name="__reversed__")()
 
     def __await__(self):
+        self._drive_coroutine()
         return self._rp("getattr", name="__await__")()
 
     def __aiter__(self):
+        self._drive_coroutine()
         return self._rp("getattr", name="__aiter__")()
 
     def __anext__(self):
+        self._drive_coroutine()
         return self._rp("getattr", name="__anext__")()
 
     def __fspath__(self):
@@ -1522,12 +1596,16 @@ def _read_fd(fd: int) -> str:
     return layers.read_to_end(fd).decode("utf-8")
 
 
+_ASYNC_WORDS = re.compile(r"\b(?:async|await|asyncio)\b")
+
+
 def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     tests = _read_fd(tests_fd)
     tests_format = job["tests_format"]
     entry_point = job["entry_point"]
     code, names, expected = _prepared_tests(tests, tests_format)
     conn = Connection(wfd, rfd)
+    conn.tests_async = _ASYNC_WORDS.search(tests) is not None
     _ACTIVE[0] = conn
     try:
         return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)

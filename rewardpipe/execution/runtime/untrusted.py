@@ -11,6 +11,8 @@ import contextlib
 import io
 import logging
 import operator
+import os
+import socket
 import sys
 import types
 import warnings
@@ -393,6 +395,17 @@ def _warning_base(cls) -> str:
     return "UserWarning"
 
 
+def _math_function(name: str) -> Callable[[object], object]:
+    """math.floor, ceil or trunc, imported when first asked for (every module a child imports costs it pages)."""
+
+    def call(value):
+        import math
+
+        return getattr(math, name)(value)
+
+    return call
+
+
 class Server:
     def __init__(self, rfd: int, wfd: int, effects: Effects | None = None):
         self.rfd = rfd
@@ -481,7 +494,7 @@ class Server:
                 *zip(range(len(args)), raw_args, args, strict=True),
                 *((str(k), v, kwargs[str(k)]) for k, v in raw_kwargs),
             ]:
-                if type(value) in (list, dict, set, bytearray) and self._encode(value) != before:
+                if type(value) in wire.MIRRORED_TYPES and self._encode(value) != before:
                     inner = {ident: position for ident, position in refs.items() if ident != id(value)}
                     write_back.append([key, self._encode(value, inner)])
             if write_back:
@@ -567,7 +580,17 @@ class Server:
                 "int": int,
                 "float": float,
                 "index": operator.index,
+                "floor": _math_function("floor"),
+                "ceil": _math_function("ceil"),
+                "trunc": _math_function("trunc"),
+                "complex": complex,
+                "bytes": bytes,
             }
+            if name == "round":
+                ndigits = request.get("ndigits")
+                if ndigits is not None and type(ndigits) is not int:
+                    raise TypeError("round() takes an int number of digits")
+                return {"ok": self._encode(round(target) if ndigits is None else round(target, ndigits))}
             if name not in functions:
                 raise ValueError(f"unsupported operator {name!r}")
             return {"ok": self._encode(functions[name](target))}
@@ -612,6 +635,50 @@ class Server:
         return {"ok": wire.encode(harness.summarize(harness.run_suite(suite, self.module)))}
 
 
+class EventfdSocket:
+    """One end of a wake-up channel over an eventfd, with the few socket methods asyncio's event loop calls on its
+    self-pipe (``setblocking``, ``fileno``, ``recv``, ``send``, ``close``). The model's process may not make
+    sockets or pipes (their inode numbers come from a counter the whole host shares: a channel between jobs),
+    so ``asyncio.run`` in a right answer raised PermissionError; every eventfd shares one anonymous inode."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    def setblocking(self, flag: bool) -> None:  # always non-blocking (EFD_NONBLOCK), as asyncio sets it
+        pass
+
+    def recv(self, size: int) -> bytes:
+        count = int.from_bytes(os.read(self.fd, 8), "little")  # BlockingIOError when nothing was sent
+        return bytes(min(count, size))  # zero bytes: the unix loop reads any other byte as a signal number
+
+    def send(self, data: bytes) -> int:
+        os.write(self.fd, (1).to_bytes(8, "little"))
+        return len(data)
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+
+
+_SOCKETPAIR = socket.socketpair
+
+
+def _socketpair_or_eventfd(*args, **kwargs):
+    """``socket.socketpair`` in the model's process: where the sandbox refuses sockets, a default pair (what
+    asyncio's event loop asks for its wake-ups) is two ends of one eventfd; any other pair stays refused."""
+    try:
+        return _SOCKETPAIR(*args, **kwargs)
+    except PermissionError:
+        if args or kwargs:
+            raise
+        fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+        return EventfdSocket(fd), EventfdSocket(os.dup(fd))
+
+
 class Prepared:
     """Everything that does not depend on the job's code, built ahead (by the fork server, once) for
     children that read ``stdin``, write to ``streams`` and talk over ``rfd``/``wfd``. The fork server
@@ -632,8 +699,10 @@ class Prepared:
         self._stdin_before = sys.stdin
         sys.stdin = self.stdin
         self.capture.install()
+        socket.socketpair = _socketpair_or_eventfd
 
     def uninstall(self) -> None:
+        socket.socketpair = _SOCKETPAIR
         self.capture.uninstall()
         sys.stdin = self._stdin_before
 

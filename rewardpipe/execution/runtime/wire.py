@@ -180,12 +180,16 @@ def recv_frame(fd: int, limit: int = MAX_FRAME_BYTES, skip_oversize: bool = Fals
 
 # One encoder for every message: json.dumps with separators builds a new one per call, which costs more than
 # the encoding of a typical call or reply (and, in a freshly forked child, copy-on-write faults).
-_ENCODER = json.JSONEncoder(separators=(",", ":"))
+# Text goes as UTF-8, never as ``\\u`` escapes: escaped, the two lone surrogates "\\ud83d\\ude00" and the one
+# character "\\U0001f600" are the same JSON, which decodes to the character, so a wrong unescaper's two code units
+# passed a test expecting the emoji, and a right answer's two came back as one. A lone surrogate goes as its own
+# three bytes ("surrogatepass"), which json.loads of bytes reads back as that surrogate alone.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False)
 
 
 def encode_json(obj) -> bytes:
-    """``obj`` as compact JSON, as :func:`send_json` sends it."""
-    return _ENCODER.encode(obj).encode()
+    """``obj`` as compact JSON in UTF-8 (lone surrogates kept apart), as :func:`send_json` sends it."""
+    return _ENCODER.encode(obj).encode("utf-8", "surrogatepass")
 
 
 def send_json(fd: int, obj) -> None:
@@ -285,6 +289,19 @@ _BUILTINS_BY_NAME: dict[str, object] = {
         zip,
     )
 }
+# Arguments whose in-place changes by the callee are mirrored back to the caller's object (an in-place sort,
+# appending to a deque, counting into a Counter): the exact types only, which both sides rebuild as themselves.
+MIRRORED_TYPES: tuple[type, ...] = (
+    list,
+    dict,
+    set,
+    bytearray,
+    collections.deque,
+    collections.Counter,
+    collections.OrderedDict,
+    collections.defaultdict,
+    array.array,
+)
 _SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
 
 
@@ -307,6 +324,13 @@ class Unencodable(TypeError):
 
 class NestedTooDeep(Unencodable):
     """A value nested deeper than the wire carries (or holding itself): a property of the value, not of its type."""
+
+
+_WHOLE = slice(None)  # bytes.__getitem__(value, _WHOLE): the bytes themselves, never a subclass's __bytes__
+_COMPLEX_REAL = complex.real.__get__
+_COMPLEX_IMAG = complex.imag.__get__
+_FRACTION_NUMERATOR = fractions.Fraction.numerator.fget  # type: ignore[attr-defined]
+_FRACTION_DENOMINATOR = fractions.Fraction.denominator.fget  # type: ignore[attr-defined]
 
 
 def _referable(value) -> bool:
@@ -345,13 +369,16 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     depth = _depth + 1
     if issubclass(kind, bool):
         return bool(value)
+    # A subclass of a scalar crosses as its base type's value, read by the base type's own method: ``int()``,
+    # ``float()`` and ``str()`` would call the subclass's ``__int__``, ``__float__`` or ``__str__`` (a
+    # ``(str, Enum)`` member crossed as "Color.RED" instead of "red"; a str subclass lied its way to the answer).
     if issubclass(kind, int):
-        value = int(value)
+        value = int.__int__(value)
         return {"i": format(value, "x")} if value.bit_length() > MAX_PLAIN_INT_BITS else value
     if issubclass(kind, float):
-        return float(value)
+        return float.__float__(value)
     if issubclass(kind, str):
-        return str(value)
+        return str.__str__(value)
     if issubclass(kind, list):
         return {"l": [encode(item, make_handle, depth, nodes, refs) for item in list.__iter__(value)]}
     if issubclass(kind, tuple):
@@ -359,11 +386,12 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         fields = _namedtuple_fields(kind, len(items))
         return {"t": items} if fields is None else {"nt": [kind.__name__, fields, items]}
     if issubclass(kind, dict):
+        if issubclass(kind, collections.OrderedDict):
+            # Its own order: dict.items of an OrderedDict is the order of insertion, which move_to_end never changes.
+            return {"od": _encode_pairs(collections.OrderedDict.items(value), make_handle, depth, nodes, refs)}
         pairs = _encode_pairs(dict.items(value), make_handle, depth, nodes, refs)
         if issubclass(kind, collections.Counter):
             return {"ctr": pairs}
-        if issubclass(kind, collections.OrderedDict):
-            return {"od": pairs}
         if issubclass(kind, collections.defaultdict):
             factory = str(getattr(value.default_factory, "__name__", ""))
             if _DEFAULT_FACTORIES.get(factory) is value.default_factory:
@@ -384,11 +412,11 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if issubclass(kind, set):
         return {"s": [encode(item, make_handle, depth, nodes, refs) for item in set.__iter__(value)]}
     if issubclass(kind, bytes):
-        return {"b": base64.b64encode(bytes(value)).decode()}
+        return {"b": base64.b64encode(bytes.__getitem__(value, _WHOLE)).decode()}
     if issubclass(kind, bytearray):
-        return {"ba": base64.b64encode(bytes(value)).decode()}
+        return {"ba": base64.b64encode(bytearray.__getitem__(value, _WHOLE)).decode()}
     if issubclass(kind, complex):
-        return {"c": [complex(value).real, complex(value).imag]}
+        return {"c": [_COMPLEX_REAL(value), _COMPLEX_IMAG(value)]}
     if issubclass(kind, datetime.datetime):  # before date: a datetime is a date
         text = datetime.datetime.isoformat(value)
         extra = _time_extra(value)
@@ -430,7 +458,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
         return {"bi": name}
     if issubclass(kind, fractions.Fraction):
-        parts = (int(value.numerator), int(value.denominator))
+        parts = (int.__int__(_FRACTION_NUMERATOR(value)), int.__int__(_FRACTION_DENOMINATOR(value)))
         return {"fr": [encode(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
