@@ -410,13 +410,19 @@ def _untraced() -> Iterator[None]:
         sys.settrace(previous)
 
 
+class OverBudget(Exception):
+    """Raised inside the counted call once it passed :func:`operations`' ``limit`` (a run that would take
+    minutes traced stops there)."""
+
+
 class OpCounter:
     """Counts the operations of calls made inside :meth:`counting` (see the module docstring)."""
 
-    def __init__(self, modules: list[types.ModuleType]) -> None:
+    def __init__(self, modules: list[types.ModuleType], limit: int | None = None) -> None:
         self.modules = modules
         self.instructions = 0
         self.regex_steps = 0
+        self.limit = limit
 
     @property
     def total(self) -> int:
@@ -434,6 +440,8 @@ class OpCounter:
     def _local(self, frame: Any, event: str, arg: Any) -> Any:
         if event == "opcode":
             self.instructions += 1
+            if self.limit is not None and self.instructions > self.limit:
+                raise OverBudget(f"more than {self.limit} operations")
         return self._local
 
     @contextmanager
@@ -461,16 +469,28 @@ class OpCounter:
 
 
 def operations(
-    call: Callable[[], Any], modules: list[types.ModuleType], clear: Callable[[], None] = lambda: None
+    call: Callable[[], Any],
+    modules: list[types.ModuleType],
+    clear: Callable[[], None] = lambda: None,
+    limit: int | None = None,
 ) -> int:
     """Operations ``call()`` performs (caches emptied first by ``clear``, so every call does its full work).
 
     ``call`` runs once uncounted first: a first call's one-off work (a lazy import, a class built on first
-    use) is not the text's."""
+    use) is not the text's. With ``limit``, neither run goes on past that many instructions: the count is then
+    ``limit + 1`` (a target that is far over budget is known to be at once, not after minutes traced)."""
     clear()
-    call()
-    clear()
-    counter = OpCounter(modules)
-    with counter.counting():
-        call()
+    counter = OpCounter(modules, limit)
+    try:
+        if limit is None:
+            call()
+        else:
+            with counter.counting():
+                call()  # the warm-up, counted only to be stopped
+        clear()
+        counter = OpCounter(modules, limit)
+        with counter.counting():
+            call()
+    except OverBudget:
+        return limit + 1 if limit is not None else counter.total
     return counter.total

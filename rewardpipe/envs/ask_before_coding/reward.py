@@ -10,7 +10,9 @@
 | loop_penalty          | 0.2    | -0.5 if two assistant turns (any two) are more than 80% similar, or     |
 |                       |        | one (24+ characters) recurs, 90% of it, inside another, or they share   |
 |                       |        | more than 80% of their distinct words in any order (read as concepts:   |
-|                       |        | synonyms, leetspeak and words spelt backwards are the same words)       |
+|                       |        | synonyms, leetspeak and words spelt backwards are the same words);      |
+|                       |        | never for a later turn asking about other literal values (numbers,      |
+|                       |        | quoted strings, a call's arguments) or whose reply revealed a new detail |
 
 The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
 asking the same question four times before a commit, so every pair of turns is compared. Similarity is
@@ -125,11 +127,14 @@ def guessed_immediately(transcript: Transcript, state: Any) -> float:
 
 
 @component(range=(-0.5, 0.0), role="penalty", weight=0.2, description="two assistant turns near-identical")
-def loop_penalty(transcript: Transcript) -> float:
+def loop_penalty(transcript: Transcript, state: Any) -> float:
     """-0.5 when any two assistant turns of the conversation are more than 80% similar, or one is repeated
     inside another (not only the last two: the same question asked four times, or A, B, A, B, then a commit,
-    is a loop too)."""
-    return -0.5 if find_loop(transcript.assistant_texts) is not None else 0.0
+    is a loop too). A turn that asks about other values than the earlier one, or whose reply revealed a
+    detail not revealed before (the simulator's bookkeeping, :func:`answered_turns`; a transcript scored without
+    it has only its words to go by) is a loop only as the same question again, exactly or inside a longer turn."""
+    new_details = answered_turns(state) or frozenset()
+    return -0.5 if find_loop(transcript.assistant_texts, new_details=new_details) is not None else 0.0
 
 
 def diagnostics(transcript: Transcript, state: Any, execution: Any) -> dict[str, MetricValue]:

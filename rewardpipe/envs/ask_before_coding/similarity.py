@@ -29,9 +29,9 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 
-from rewardpipe.envs.ask_before_coding.words import fold, loop_key, loop_phrase, read_leet
+from rewardpipe.envs.ask_before_coding.words import LEET, fold, loop_key, loop_phrase, read_leet
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -59,6 +59,79 @@ MAX_CANDIDATES = 4
 #: Unmatched stretches between two anchors up to this long are matched exactly (an LCS of two short strings):
 #: it recovers the characters between edits closer together than an anchor.
 GAP_CHARS = 32
+#: Characters one :func:`find_loop` compares by anchoring (the two turns' lengths, summed over the pairs so
+#: compared): each costs up to MAX_CANDIDATES anchor pairs, so this bounds a transcript's loop check (a fraction
+#: of a second) whatever its length and its turns. Six turns of a thousand characters, each compared with all
+#: the others on its text and on its letters, use 60,000.
+COMPARED_CHARS_PER_TRANSCRIPT = 400_000
+
+
+# --- what a question asks about: its literal values ---------------------------------------------------------
+
+# A call's arguments (``median([1, 2])``, ``to_roman(0)``), a quoted string (``'maybe'``), inline code, a number
+# (``59.9``, ``-5``, ``3600``, ``0``). No nesting and a bounded length: one pass that cannot backtrack.
+_LITERAL = re.compile(
+    r"(?<![\w.])(?P<call>[a-z_][\w.]*\((?P<args>[^()\n]{0,80})\))"
+    r"|`(?P<code>[^`\n]{1,80})`"
+    r"|(?<!\w)'(?P<single>[^'\n]{0,40})'(?!\w)"
+    r"|(?<!\w)\"(?P<double>[^\"\n]{0,40})\"(?!\w)"
+    r"|(?<![\w.])(?P<number>[-+]?\d+(?:[.,:]\d+)*)(?!\w)"
+)
+
+
+def literals(text: str) -> frozenset[str]:
+    """The literal values a normalised turn asks about: a call's arguments, quoted strings, inline code and
+    numbers, each with its spaces dropped (``median([1, 2])`` and ``median([1,2])`` ask the same; a number with
+    a unit, ``100ms``, is a word). Two turns that ask about different values ("... for 59.9 seconds?" /
+    "... for 3600 seconds?", ``human_size(512)`` / ``human_size(1536)``) ask different questions, however alike
+    the rest of their words. Linear: one regex pass that cannot backtrack (a match starts only at a word's
+    start, and every part is one character class or bounded)."""
+    found = set()
+    for match in _LITERAL.finditer(text):
+        kind = match.lastgroup or ""
+        value = match["args"] if kind == "call" else match[kind]
+        if kind == "number":
+            found.add("n:" + "".join(value.split()))
+        else:
+            # "l" read as "i" ("'alice'" and "'@1!c3'" alike) and each word's letters either way round ("'sey'"
+            # is "'yes'"), as the loop check reads the words around it
+            value = "".join(value.split()).translate(_L_AS_I)
+            found.add("v:" + min(value, _LETTER_RUN.sub(lambda run: run[0][::-1], value)))
+    return frozenset(found)
+
+
+_LEET_DIGITS = str.maketrans({digit: letter for digit, letter in LEET.items() if digit.isdigit()})
+_L_AS_I = str.maketrans("l", "i")
+_LETTER_RUN = re.compile("[^\\W\\d_]+")
+
+
+def values_of(text: str) -> tuple[frozenset[str], frozenset[str]]:
+    """A canonical turn's :func:`literals`, read forwards and backwards (a turn spelt backwards, "?21 rof", asks
+    about the same values as the turn it reverses)."""
+    return literals(text), literals(text[::-1])
+
+
+def asks_other_values(
+    a: tuple[frozenset[str], frozenset[str]], b: tuple[frozenset[str], frozenset[str]], words_a: str, words_b: str
+) -> bool:
+    """Does a turn ask about other values (:func:`values_of`) than another, read either way round?"""
+    return different_values(a[0], b[0], words_a, words_b) and different_values(a[0], b[1], words_a, words_b)
+
+
+def different_values(a: frozenset[str], b: frozenset[str], words_a: str, words_b: str) -> bool:
+    """Do two turns' :func:`literals` differ (either having one the other lacks)? A bare whole number that reads,
+    in leetspeak, as a word of the other turn ("15" for "is", "4" for "a") is that word written in digits, not
+    a value: a loop reworded in leetspeak asks about the same values."""
+    if a == b:
+        return False
+    in_a, in_b = (set(words.translate(_L_AS_I).split()) for words in (words_a, words_b))
+    for mine, theirs, words in ((a, b, in_b), (b, a, in_a)):
+        for value in mine - theirs:
+            number = value[2:]
+            if value.startswith("n:") and number.isdigit() and number.translate(_LEET_DIGITS) in words:
+                continue
+            return True
+    return False
 
 
 def normalise(text: str) -> str:
@@ -263,9 +336,12 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
     normalised text or on their letters and digits alone (:func:`letters_of`: a repeat spelt out letter by
     letter), or the words of one (at least CONTAINED_MIN_CHARS characters of them) found verbatim, in order,
     inside the other's (after normalising: the same question padded with new text, or asked twice in one
-    turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped)."""
+    turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped). Never
+    when they ask about different values (:func:`asks_other_values`)."""
     a, b = canonical(a), canonical(b)
     words_a, words_b = words_of(a), words_of(b)
+    if asks_other_values(values_of(a), values_of(b), words_a, words_b):
+        return False
     letters_a, letters_b = letters_of(a), letters_of(b)
     return (
         _similarity(a, b, threshold) > threshold
@@ -285,7 +361,9 @@ def _contained(a: str, b: str) -> bool:
     return len(shorter) >= CONTAINED_MIN_CHARS and f" {shorter} " in f" {longer} "  # whole words only
 
 
-def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD) -> tuple[int, int] | None:
+def find_loop(
+    turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD, new_details: Collection[int] = ()
+) -> tuple[int, int] | None:
     """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
 
     Every turn is compared with every earlier one: an exact repeat (the same letters and digits after
@@ -296,43 +374,76 @@ def find_loop(turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD
     compared by their characters (only by whether one's words are in the other's). The same words in another
     order (:func:`same_words`) are a loop among the lookback's turns, and the very same set of words
     (MIN_SAME_SET_WORDS or more) anywhere.
+
+    A turn is never the later of a loop when it asks about other values than the earlier
+    (:func:`asks_other_values`). A turn in ``new_details`` (the turns whose reply revealed a detail not revealed
+    before) is a loop only as the same question again, exactly (the same letters, forwards or backwards) or
+    inside a longer turn: a question alike another in most of its words that earned a new detail asked about
+    something else ("Should the result be uppercase?" / "... lowercase?").
+
+    Cost bound: comparing two turns by their characters costs up to MAX_CANDIDATES anchor pairs per
+    character; at most COMPARED_CHARS_PER_TRANSCRIPT characters (the two turns' lengths, summed over the pairs
+    compared) are compared so in one call, the pairs after that only by the linear checks (exact repeats,
+    words contained, the same words). An episode's turns never come near it.
     """
     seen: dict[str, int] = {}
     normalised = [canonical(turn) for turn in turns]
     words = [words_of(text) for text in normalised]
     sets = [_distinct_words(text_words) for text_words in words]
-    seen_sets: dict[frozenset[str], int] = {}
+    values = [values_of(text) for text in normalised]
+    seen_sets: dict[tuple[frozenset[str], tuple[frozenset[str], frozenset[str]]], int] = {}
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
     letters = [letters_of(text) or text for text in normalised]
     # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
     indexes: dict[tuple[int, bool], dict[str, list[int]]] = {}
+    budget = COMPARED_CHARS_PER_TRANSCRIPT
 
     def index(turn: int, of_letters: bool = False) -> dict[str, list[int]]:
         if (turn, of_letters) not in indexes:
             indexes[turn, of_letters] = anchor_positions(letters[turn] if of_letters else normalised[turn])
         return indexes[turn, of_letters]
 
+    def similar(first: str, second: str, pair: Callable[[], tuple[dict, dict]]) -> bool:
+        nonlocal budget
+        if first == second:
+            return True
+        if not first or not second or 2.0 * min(len(first), len(second)) / (len(first) + len(second)) <= threshold:
+            return False  # the length bound alone keeps it at or below: nothing to compare
+        cost = len(first) + len(second)
+        if cost > budget:
+            return False
+        budget -= cost
+        return _similarity(first, second, threshold, pair) > threshold
+
+    def differ(earlier: int, later: int) -> bool:
+        return asks_other_values(values[earlier], values[later], words[earlier], words[later])
+
     for later, text in enumerate(normalised):
-        if letters[later] in seen:
+        new = later in new_details
+        if letters[later] in seen and not differ(seen[letters[later]], later):
             return seen[letters[later]], later
         for key in backwards_keys(text) if letters_of(text) else ():  # the same letters backwards
-            if key in seen:
+            if key in seen and not differ(seen[key], later):
                 return seen[key], later
-        if sets[later] in seen_sets:
-            return seen_sets[sets[later]], later
+        if not new and (sets[later], values[later]) in seen_sets:
+            return seen_sets[sets[later], values[later]], later
         for of_letters in (False, True):
             indexes.pop((later - LOOP_LOOKBACK_TURNS - 1, of_letters), None)
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
+            if differ(earlier, later):
+                continue
             pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
             letter_pair = lambda first=earlier, second=later: (index(first, True), index(second, True))  # noqa: E731
-            if (
-                _similarity(normalised[earlier], text, threshold, pair) > threshold
-                or _contained(words[earlier], words[later])
-                or _similarity(letters[earlier], letters[later], threshold, letter_pair) > threshold
-                or same_words(sets[earlier], sets[later], threshold)
+            if _contained(words[earlier], words[later]) or (
+                not new
+                and (
+                    same_words(sets[earlier], sets[later], threshold)
+                    or similar(normalised[earlier], text, pair)
+                    or similar(letters[earlier], letters[later], letter_pair)
+                )
             ):
                 return earlier, later
-        seen[letters[later]] = later
+        seen.setdefault(letters[later], later)
         if len(sets[later]) >= MIN_SAME_SET_WORDS:
-            seen_sets.setdefault(sets[later], later)
+            seen_sets.setdefault((sets[later], values[later]), later)
     return None
