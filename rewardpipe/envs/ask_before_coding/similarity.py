@@ -63,7 +63,7 @@ GAP_CHARS = 32
 #: compared): each costs up to MAX_CANDIDATES anchor pairs, so this bounds a transcript's loop check (a fraction
 #: of a second) whatever its length and its turns. Six turns of a thousand characters, each compared with all
 #: the others on its text and on its letters, use 60,000.
-COMPARED_CHARS_PER_TRANSCRIPT = 400_000
+COMPARED_CHARS_PER_TRANSCRIPT = 150_000
 
 
 # --- what a question asks about: its literal values ---------------------------------------------------------
