@@ -99,6 +99,39 @@ def test_the_live_episode_does_not_charge_a_question_that_revealed_a_new_detail(
         assert record.components["loop_penalty"] == expected, questions
 
 
+PADDED = [
+    ["Is that all? (1)", "Is that all? (2)"],
+    ["What do you mean? #1", "What do you mean? #2", "What do you mean? #3"],
+    [
+        "Clarify the format for 1?",
+        "Clarify the format for 2?",
+        "Clarify the format for 3?",
+        "Clarify the format for 4?",
+    ],
+]
+
+
+@pytest.mark.parametrize("questions", PADDED)
+def test_a_value_padded_onto_the_same_question_is_still_a_loop_where_the_replies_are_known(questions):
+    """A counter appended to the same question would dodge the penalty if values alone decided. With the
+    simulator's bookkeeping (every training episode), what each reply revealed decides instead (a generic question
+    whose every reply reveals the next hidden detail is not a loop: each reply told the model something new)."""
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.episode import apply_env_turn, apply_policy_turn, finish_episode, start_episode
+    from rewardpipe.rewards import get_reward
+    from tests.core.conftest import result
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    state = start_episode(DURATION, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
+    for turn in [*questions, f"```python\n{DURATION.reference_solution}```"]:
+        state = apply_policy_turn(state, turn, ENVIRONMENT, DURATION)
+        if state.next_action == "env":
+            state = apply_env_turn(state, DURATION, ENVIRONMENT)
+    record = finish_episode(state, DURATION, result("passed", 3, 3), get_reward("ask_before_coding"), ENVIRONMENT)
+    assert record.components["loop_penalty"] == -0.5, questions
+    assert find_loop(questions, new_details=frozenset(), by_values=False) is not None
+
+
 def _random_turns(count: int, chars: int, seed: int = 0) -> list[str]:
     rng = random.Random(seed)
     return ["".join(rng.choice("abcd") for _ in range(chars)) + "?" for _ in range(count)]

@@ -11,8 +11,10 @@
 |                       |        | one (24+ characters) recurs, 90% of it, inside another, or they share   |
 |                       |        | more than 80% of their distinct words in any order (read as concepts:   |
 |                       |        | synonyms, leetspeak and words spelt backwards are the same words);      |
-|                       |        | never for a later turn asking about other literal values (numbers,      |
-|                       |        | quoted strings, a call's arguments) or whose reply revealed a new detail |
+|                       |        | in an episode, never for a turn whose reply revealed a new detail but   |
+|                       |        | the same question again; scored without the simulator's bookkeeping,    |
+|                       |        | never for a turn asking about other literal values (numbers, quoted     |
+|                       |        | strings, a call's arguments)                                            |
 
 The blog compares the last two turns; a policy then loops for free by alternating (A, B, A, B) or by
 asking the same question four times before a commit, so every pair of turns is compared. Similarity is
@@ -133,8 +135,11 @@ def loop_penalty(transcript: Transcript, state: Any) -> float:
     is a loop too). A turn that asks about other values than the earlier one, or whose reply revealed a
     detail not revealed before (the simulator's bookkeeping, :func:`answered_turns`; a transcript scored without
     it has only its words to go by) is a loop only as the same question again, exactly or inside a longer turn."""
-    new_details = answered_turns(state) or frozenset()
-    return -0.5 if find_loop(transcript.assistant_texts, new_details=new_details) is not None else 0.0
+    answered = answered_turns(state)
+    # With the bookkeeping, what each reply revealed decides (a value padded onto the same question reveals
+    # nothing: still a loop); without it, only the words: a question about other values is another question.
+    loop = find_loop(transcript.assistant_texts, new_details=answered or frozenset(), by_values=answered is None)
+    return -0.5 if loop is not None else 0.0
 
 
 def diagnostics(transcript: Transcript, state: Any, execution: Any) -> dict[str, MetricValue]:

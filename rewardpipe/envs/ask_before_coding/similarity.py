@@ -362,7 +362,10 @@ def _contained(a: str, b: str) -> bool:
 
 
 def find_loop(
-    turns: Sequence[str], threshold: float = LOOP_SIMILARITY_THRESHOLD, new_details: Collection[int] = ()
+    turns: Sequence[str],
+    threshold: float = LOOP_SIMILARITY_THRESHOLD,
+    new_details: Collection[int] = (),
+    by_values: bool = True,
 ) -> tuple[int, int] | None:
     """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
 
@@ -376,7 +379,10 @@ def find_loop(
     (MIN_SAME_SET_WORDS or more) anywhere.
 
     A turn is never the later of a loop when it asks about other values than the earlier
-    (:func:`asks_other_values`). A turn in ``new_details`` (the turns whose reply revealed a detail not revealed
+    (:func:`asks_other_values`), unless ``by_values`` is False: with the simulator's bookkeeping the callers
+    pass ``new_details`` instead, which says what each reply revealed (a value padded onto the same
+    question, "Explain again? (2)", reveals nothing new and stays a loop there).
+    A turn in ``new_details`` (the turns whose reply revealed a detail not revealed
     before) is a loop only as the same question again, exactly (the same letters, forwards or backwards) or
     inside a longer turn: a question alike another in most of its words that earned a new detail asked about
     something else ("Should the result be uppercase?" / "... lowercase?").
@@ -416,7 +422,7 @@ def find_loop(
         return _similarity(first, second, threshold, pair) > threshold
 
     def differ(earlier: int, later: int) -> bool:
-        return asks_other_values(values[earlier], values[later], words[earlier], words[later])
+        return by_values and asks_other_values(values[earlier], values[later], words[earlier], words[later])
 
     for later, text in enumerate(normalised):
         new = later in new_details
