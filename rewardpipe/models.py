@@ -187,6 +187,19 @@ class Message(DeferredModel):
         return content_to_text(value)
 
 
+#: Why a conversation without an assistant message is refused: the model never spoke, so there is no answer.
+NO_ANSWER = "field 'messages': no assistant message, so no answer to score"
+
+
+def has_answer(messages: Iterable[Message]) -> bool:
+    """Whether ``messages`` hold an answer to score: an assistant message (after the role aliases).
+
+    An empty assistant message is an answer (the model said nothing, and that is scored); a conversation with
+    no assistant message at all (``[]``, system or user turns only) has none and is bad input wherever it is
+    read: a rollouts or samples file, the single-turn reward Lambda, a trainer adapter."""
+    return any(message.role == "assistant" for message in messages)
+
+
 _MESSAGE_FIELDS_SET = frozenset({"role", "content"})
 
 
@@ -508,7 +521,7 @@ class RolloutReader:
                 (rollout.step, same_text(rollout.group_id)), (rollout.group_id, rollout.task_id, lineno)
             )
             problem = None
-            if not any(message.role == "assistant" for message in rollout.messages):
+            if not has_answer(rollout.messages):
                 # like `messages: []`: a transcript in which the model never spoke has nothing to score
                 problem = "field 'messages': no assistant message, so nothing the model said to score"
             elif group != rollout.group_id:  # two groups a reader cannot tell apart would split one group in two

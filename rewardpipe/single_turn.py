@@ -36,7 +36,16 @@ from pydantic import ConfigDict, Field, ValidationError
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ASSISTANT_ROLE_ALIASES, MAX_STEP, ErrorInfo, InputId, Message, nova_output
+from rewardpipe.models import (
+    ASSISTANT_ROLE_ALIASES,
+    MAX_STEP,
+    NO_ANSWER,
+    ErrorInfo,
+    InputId,
+    Message,
+    has_answer,
+    nova_output,
+)
 from rewardpipe.rewards import Reward, Score, ScoringInput, Transcript, code_correctness, get_reward
 
 ERROR_REWARDS = ("neutral", "zero", "fail_batch")
@@ -157,9 +166,14 @@ def score_samples(
             parsed.append((sample_id, None, None))
             continue
         try:
-            parsed.append((sample_id, Sample.model_validate(raw), None))
+            valid = Sample.model_validate(raw)
         except (ValidationError, ValueError, TypeError) as exc:
             parsed.append((sample_id, None, f"malformed sample: {_first_problem(exc)}"))
+            continue
+        if not has_answer(valid.messages):  # the check `rewardpipe score` makes: no answer is bad input, not a 0
+            parsed.append((sample_id, None, f"malformed sample: {NO_ANSWER}"))
+            continue
+        parsed.append((sample_id, valid, None))
 
     executions = _run_executions(parsed, reward, executor, workers, deadline)
     # Samples whose code ran are scored past answer_by (their verdicts are the model's, a timeout included), but
@@ -474,8 +488,8 @@ class SampleReader:
                 if sample is None:
                     yield lineno, None, problem
                     continue
-                if not any(m.role == "assistant" for m in sample.messages):
-                    yield lineno, None, f"{where}: field 'messages': no assistant message, so no answer to score"
+                if not has_answer(sample.messages):
+                    yield lineno, None, f"{where}: {NO_ANSWER}"
                     continue
                 group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
                 rollout_id = sample.rollout_id or f"line-{lineno}"

@@ -87,6 +87,25 @@ def test_malformed_samples_get_error_results_and_the_batch_survives(gsm8k):
     assert [r["id"] for r in results] == ["ok", "no-messages", None, "no-ref", "bad-role"]
 
 
+@pytest.mark.parametrize(
+    "messages",
+    [
+        [{"role": "user", "content": "What is 6 * 7? End with #### <answer>."}],
+        [],
+        [{"role": "system", "content": "be brief"}],
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "#### 42"}],
+    ],
+)
+def test_a_sample_without_an_answer_is_flagged_malformed_not_scored_zero(gsm8k, messages):
+    """No assistant message is no answer: flagged like any malformed sample (before: 0.0 with reward_error 0)."""
+    bad = {"id": "no-answer", "messages": messages, "metadata": {"reference_answer": "42"}}
+    results = gsm8k.lambda_handler([_sample("ok", 42), bad], Context())
+    assert _metrics(results[0])["reward_error"] == (0, "Metric")
+    flagged = _metrics(results[1])
+    assert flagged["reward_error"] == (1, "Metric") and flagged["error_malformed_sample"] == (1, "Metric")
+    assert results[1]["aggregate_reward_score"] == pytest.approx(1.5)  # neutral: the batch's scored mean
+
+
 def test_reward_is_chosen_by_configuration(monkeypatch):
     monkeypatch.setenv("REWARD_NAME", "code_correctness")
     handler = load("single_turn_reward")

@@ -711,3 +711,74 @@ def test_a_sample_naming_an_unknown_task_whose_execution_crashed_is_one_error_re
     assert [r.error.kind for r in records] == ["unknown_task", "unknown_task"]
     assert [t.verdict.status for t in transcripts] == ["error", "error"]
     assert all(t.verdict.reason.startswith("unknown_task: task 'missing") for t in transcripts)
+
+
+# A sample without an assistant message has no answer: the contract's malformed sample, flagged, never a silent 0
+# (before, each of these was scored 0.0 with reward_error = 0). The check is `rewardpipe score`'s.
+NO_ANSWER_MESSAGES = {
+    "user-only": [{"role": "user", "content": "What is 6 * 7?"}],
+    "empty": [],
+    "system-only": [{"role": "system", "content": "be brief"}],
+    "system-and-user": [{"role": "system", "content": "be brief"}, {"role": "user", "content": "What is 6 * 7?"}],
+    "tool-only": [{"role": "user", "content": "q"}, {"role": "tool", "content": "#### 42", "tool_call_id": "c1"}],
+    "user-says-the-answer": [{"role": "user", "content": "#### 42\n" + fence(ADD_SOLUTION)}],
+}
+
+
+@pytest.mark.parametrize("reward", ["gsm8k", "code_correctness", "ask_before_coding"])
+@pytest.mark.parametrize("shape", sorted(NO_ANSWER_MESSAGES))
+@pytest.mark.parametrize("error_reward", ["neutral", "zero"])
+def test_a_sample_without_an_assistant_message_is_a_flagged_malformed_sample(reward, shape, error_reward):
+    executor = FakeExecutor(passes_only_reference)
+    good = sample("#### 42\n" + fence(ADD_SOLUTION), "good", reference_answer=REFERENCE)
+    if reward == "gsm8k":
+        good["reference_answer"] = "42"
+    bad = {"id": shape, "messages": NO_ANSWER_MESSAGES[shape], "reference_answer": good["reference_answer"]}
+    outputs = score_samples([good, bad], reward, executor=executor, error_reward=error_reward)
+    assert metrics(outputs[0])["reward_error"] == 0 and outputs[0]["aggregate_reward_score"] > 0
+    flagged = metrics(outputs[1])
+    assert flagged["reward_error"] == 1 and flagged["error_malformed_sample"] == 1
+    assert outputs[1]["id"] == shape
+    expected = 0.0 if error_reward == "zero" else outputs[0]["aggregate_reward_score"]  # neutral: the batch's mean
+    assert outputs[1]["aggregate_reward_score"] == pytest.approx(expected)
+    assert len(executor.jobs) == (0 if reward == "gsm8k" else 1)  # nothing of the answerless sample ran
+    assert_contract(outputs)
+
+
+def test_a_sample_without_an_answer_fails_the_batch_under_fail_batch():
+    from rewardpipe.single_turn import BatchFailed
+
+    with pytest.raises(BatchFailed):
+        batch = [sample(reference_answer="42"), {"id": "x", "messages": [], "reference_answer": "42"}]
+        score_samples(batch, "gsm8k", error_reward="fail_batch")
+    assert score_samples([sample(reference_answer="42")], "gsm8k", error_reward="fail_batch")  # the control
+
+
+@pytest.mark.parametrize(
+    "answer", [{"role": "assistant", "content": ""}, {"role": "assistant", "content": None}, {"role": "model"}]
+)
+def test_an_empty_assistant_message_is_an_answer_and_is_scored(answer):
+    """As in `rewardpipe score` and docs/reference/inputs.md: the model said nothing, which is its answer."""
+    messages = [{"role": "user", "content": "q"}, answer]
+    out = score_samples([{"id": 1, "messages": messages, "reference_answer": "42"}])[0]
+    assert metrics(out)["reward_error"] == 0 and out["aggregate_reward_score"] == 0.0
+
+
+def test_score_samples_refuses_exactly_the_lines_rewardpipe_score_refuses(tmp_path):
+    """The Lambda path and `rewardpipe score` read one conversation the same way: what the file reader refuses
+    for its messages is flagged malformed here, and what it accepts is scored unflagged."""
+    from rewardpipe.single_turn import SampleReader
+
+    conversations = [*NO_ANSWER_MESSAGES.values()]
+    conversations += [
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 42"}],
+        [{"role": "user", "content": "q"}, {"role": "nova_assistant", "content": [{"type": "text", "text": "#### 4"}]}],
+        [{"role": "assistant", "content": ""}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "#### 4"}, {"role": "user", "content": ""}],
+    ]
+    path = tmp_path / "samples.jsonl"
+    path.write_text("".join(json.dumps({"messages": m, "reference": "42"}) + "\n" for m in conversations))
+    refused_by_file = [sample is None for _, sample, _ in SampleReader(path)]
+    outputs = score_samples([{"id": i, "messages": m, "reference_answer": "42"} for i, m in enumerate(conversations)])
+    flagged = [bool(metrics(o)["reward_error"]) for o in outputs]
+    assert flagged == refused_by_file == [True] * len(NO_ANSWER_MESSAGES) + [False] * 4
