@@ -14,14 +14,15 @@ from rich.table import Table
 from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
 from rewardpipe.cli.common import with_threshold_options
 from rewardpipe.cli.progress import progress_bars
+from rewardpipe.monitoring.statistics import delivery_key
 
 
 def _record_identity(line: bytes) -> int | None:
     """Hash of (run, step, group, rollout) of a JSONL record line (SipHash with a per-process key, so not
-    steerable by whoever wrote the file), or None if the line cannot say (it is reported when validated)."""
+    steerable by whoever wrote the file), or None if the line cannot say (it is reported when validated).
+    The key is :func:`~rewardpipe.monitoring.statistics.delivery_key`, the one ``monitor_records`` dedupes on."""
     try:
-        raw = orjson.loads(line)
-        return hash((raw["run_id"], raw.get("step", 0), raw["group_id"], raw["rollout_id"]))
+        return hash(delivery_key(orjson.loads(line)))
     except (ValueError, TypeError, KeyError, AttributeError, RecursionError):  # orjson.JSONDecodeError is a ValueError
         return None
 
@@ -366,7 +367,9 @@ def monitor(
                 reading.phase("checking steps")
                 result = monitor_batch(batch, thresholds)
             else:
-                result = monitor_records(reading.counted(source.records(step, bad, duplicates)), thresholds)
+                # source.records drops repeated deliveries itself (two passes over a file, holding line numbers)
+                records = reading.counted(source.records(step, bad, duplicates))
+                result = monitor_records(records, thresholds, dedupe=False)
     except MonitorInputError as exc:
         fail(f"{path}: {exc}")
     except (StoreError, OSError, UnicodeDecodeError) as exc:

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from itertools import chain
 from operator import itemgetter
@@ -34,7 +34,7 @@ import orjson
 from rewardpipe.models import MAX_SCORE_MAGNITUDE, MAX_STEP, RECORD_SCHEMA, field_error
 from rewardpipe.monitoring.batch import Labels, RecordBatch
 from rewardpipe.monitoring.columns import paused_gc
-from rewardpipe.monitoring.statistics import AGG
+from rewardpipe.monitoring.statistics import AGG, last_copies
 
 SAMPLE_LINES = 2000  # lines (from the start and the end) the pyarrow schema is built from
 SAMPLE_BYTES = 1 << 22
@@ -607,25 +607,19 @@ def parquet_rows(files: list[Path], on_bad: Callable[[Any], None], duplicates: l
     from rewardpipe.models import Record
     from rewardpipe.store import BadObject
 
-    kept: dict[tuple, tuple[int, Any]] = {}
-    number = 0
-    for f in files:
-        for row in _parquet_table([f]).to_pylist():
-            number += 1
-            try:
-                record = Record.model_validate(_record_dict(row))
-            except ValidationError as exc:
-                on_bad(BadObject(f"{f}:row {number}", field_error(exc.errors()[0])))
-                continue
-            except ValueError as exc:  # metrics_json is not JSON
-                on_bad(BadObject(f"{f}:row {number}", f"field 'metrics_json': {exc}"))
-                continue
-            key = (record.run_id, record.step, record.group_id, record.rollout_id)
-            if key in kept:
-                duplicates.append(kept.pop(key)[0])
-            kept[key] = (number, record)
-    for _, record in sorted(kept.values(), key=lambda item: item[0]):
-        yield record
+    def numbered() -> Iterator[tuple[int, Any]]:
+        number = 0
+        for f in files:
+            for row in _parquet_table([f]).to_pylist():
+                number += 1
+                try:
+                    yield number, Record.model_validate(_record_dict(row))
+                except ValidationError as exc:
+                    on_bad(BadObject(f"{f}:row {number}", field_error(exc.errors()[0])))
+                except ValueError as exc:  # metrics_json is not JSON
+                    on_bad(BadObject(f"{f}:row {number}", f"field 'metrics_json': {exc}"))
+
+    yield from last_copies(numbered(), duplicates)
 
 
 def _record_dict(row: dict[str, Any]) -> dict[str, Any]:

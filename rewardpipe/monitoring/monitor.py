@@ -30,7 +30,7 @@ from rewardpipe.monitoring.examples import choose_examples
 from rewardpipe.monitoring.hysteresis import track_component, track_errors
 from rewardpipe.monitoring.pooling import StepHistory, pool_small_steps, stored_step
 from rewardpipe.monitoring.state import MonitorState, PendingDelivery, load_state, state_key
-from rewardpipe.monitoring.statistics import StepAcc, accumulate
+from rewardpipe.monitoring.statistics import StepAcc, accumulate, last_copies, validated_records
 from rewardpipe.monitoring.thresholds import MonitorInputError, Thresholds
 from rewardpipe.monitoring.verdicts import StepReport, step_report
 from rewardpipe.store import BadObject, Store
@@ -46,6 +46,8 @@ class MonitorResult:
     unreadable: list[dict[str, Any]] = field(default_factory=list)  # filled by callers reading a source
     #: monitor_step: alarms every durable sink already had (delivered by an earlier, interrupted check)
     already_delivered: list[Alarm] = field(default_factory=list)
+    #: monitor_records: the indices of the records it dropped as repeated deliveries (the last copy counts)
+    duplicates: list[int] = field(default_factory=list)
 
     def step(self, n: int) -> StepReport:
         for report in self.steps:
@@ -72,6 +74,8 @@ def monitor_records(
     thresholds: Thresholds | None = None,
     previous_state: MonitorState | Mapping[str, Any] | None = None,
     history: StepHistory | None = None,
+    *,
+    dedupe: bool = True,
 ) -> MonitorResult:
     """Compute every step's statistics and verdicts in one pass, then advance the alarm state.
 
@@ -85,10 +89,20 @@ def monitor_records(
 
     ``history``: the steps an earlier call saw, for pooling small steps (:mod:`.pooling`); a caller that
     monitors one step per call (a trainer callback) keeps one :class:`StepHistory` and passes it each time.
+
+    A record delivered more than once (same run, step, group and rollout: a retried delivery, a batch sent
+    twice) counts once, the last copy, as in `rewardpipe monitor` (:func:`~.statistics.last_copies`, the same
+    code); ``result.duplicates`` lists the dropped copies' indices in ``records``. That holds every record
+    until the input ends; ``dedupe=False`` streams instead, for a source that cannot repeat a key (a store).
     """
     bad: list[BadObject] = []
+    duplicates: list[int] = []
+    if dedupe:
+        records = last_copies(validated_records(records, bad.append), duplicates)
     run_id, accs = accumulate(records, on_bad=bad.append)
-    return judge(run_id, accs, thresholds, previous_state, bad, history)
+    result = judge(run_id, accs, thresholds, previous_state, bad, history)
+    result.duplicates = duplicates
+    return result
 
 
 def monitor_batch(
@@ -226,6 +240,7 @@ def monitor_step(
         thresholds,
         previous,
         StepHistory(load=stored_step(store, run_id), listing=lambda: store.list_steps(run_id)),
+        dedupe=False,  # a store holds one object per (run, step, group, rollout): nothing can repeat
     )
     result.unreadable = [b.to_dict() for b in bad] + result.unreadable
     if not persist_state:

@@ -18,7 +18,7 @@ is excluded for that component only (``missing`` / ``non_finite``), and so is a 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -144,6 +144,47 @@ class StepAcc:
         self.groups = dict.fromkeys(self.groups)
 
 
+def validated_records(
+    records: Iterable[Record | Mapping[str, Any]], on_bad: Callable[[BadObject], None] | None = None
+) -> Iterator[tuple[int, Record]]:
+    """``(index, Record)`` for each of ``records``; a plain dict that is not a valid record goes to ``on_bad`` as
+    ``record #<index>`` (it raises the ``ValidationError`` when there is no ``on_bad``)."""
+    for index, rec in enumerate(records):
+        if not isinstance(rec, Record):
+            try:
+                rec = Record.model_validate(rec)
+            except ValidationError as exc:
+                if on_bad is None:
+                    raise
+                on_bad(BadObject(f"record #{index}", field_error(exc.errors()[0], "record")))
+                continue
+        yield index, rec
+
+
+def delivery_key(record: Record | Mapping[str, Any]) -> tuple[Any, Any, Any, Any]:
+    """What makes two records one delivery of the same rollout: (run, step, group, rollout), the store's key.
+
+    A record (or a record's JSON object: ``step`` defaults to 0) delivered twice with this key counts once,
+    the last copy, in :func:`last_copies` and wherever `rewardpipe monitor` and `report` read records."""
+    if isinstance(record, Record):
+        return (record.run_id, record.step, record.group_id, record.rollout_id)
+    return (record["run_id"], record.get("step", 0), record["group_id"], record["rollout_id"])
+
+
+def last_copies(numbered: Iterable[tuple[int, Record]], duplicates: list[int]) -> Iterator[Record]:
+    """Each delivery once: the last copy of every :func:`delivery_key`, in the order of the kept copies, as
+    the store would keep it (same key, last write wins); the dropped copies' numbers go to ``duplicates``.
+    Holds every distinct record until the input ends (only the last copy is known to be the last then)."""
+    kept: dict[tuple[Any, Any, Any, Any], tuple[int, Record]] = {}
+    for number, record in numbered:
+        key = delivery_key(record)
+        if key in kept:
+            duplicates.append(kept.pop(key)[0])
+        kept[key] = (number, record)  # (re)inserted last: the dict keeps the kept copies' order
+    for _, record in kept.values():
+        yield record
+
+
 def accumulate(
     records: Iterable[Record | Mapping[str, Any]], on_bad: Callable[[BadObject], None] | None = None
 ) -> tuple[str | None, dict[int, StepAcc]]:
@@ -155,15 +196,7 @@ def accumulate(
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
-    for index, rec in enumerate(records):
-        if not isinstance(rec, Record):
-            try:
-                rec = Record.model_validate(rec)
-            except ValidationError as exc:
-                if on_bad is None:
-                    raise
-                on_bad(BadObject(f"record #{index}", field_error(exc.errors()[0], "record")))
-                continue
+    for _, rec in validated_records(records, on_bad):
         if rec.run_id != run_id:
             if run_id is None:
                 run_id = rec.run_id
