@@ -224,9 +224,7 @@ def main() -> None:
     for label, rollouts, size in shapes:
         # dedupe=False: the streaming path (monitor_step and the CLI's careful read, whose sources cannot repeat a
         # record); the default holds every record until the end of the input to keep the last of repeated copies
-        peak = peak_mib(
-            lambda rollouts=rollouts, size=size: monitor_records(synthetic(rollouts, size), dedupe=False)
-        )
+        peak = peak_mib(lambda rollouts=rollouts, size=size: monitor_records(synthetic(rollouts, size), dedupe=False))
         base_peak = base_peak or peak
         print(
             f"  {label:26} {rollouts:>9,} records {rollouts // size:>9,} groups  peak {peak:7.1f} MiB"
