@@ -20,7 +20,7 @@ from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import label, pct
 from rewardpipe.monitoring.state import MonitorState, TargetState
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.monitoring.trend import detect_decline, trend_reversed
+from rewardpipe.monitoring.trend import BASELINE_STEPS, detect_decline, trend_reversed
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 
@@ -89,7 +89,7 @@ def track_component(
         stats.dead_streak = target.dead_streak
         return None
     frac = stats.zero_variance_group_fraction or 0.0
-    _record_trend(target, step, frac, th.dying_window)
+    _record_trend(target, step, frac, th.dying_window + BASELINE_STEPS)  # the window and its baseline
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
     alarm = None
@@ -139,10 +139,18 @@ def _track_decline(
     target: TargetState, stats: ComponentStats, step: int, run_id: str | None, th: Thresholds
 ) -> Alarm | None:
     """Mark a steady rise of the zero-variance share as ``dying``; warn once per decline."""
-    decline = detect_decline(target.trend, th.dying_window, th.dead_fraction, th.dying_min_slope, th.dying_horizon)
+    decline = detect_decline(
+        target.trend,
+        th.dying_window,
+        th.dead_fraction,
+        th.dying_min_slope,
+        th.dying_horizon,
+        groups=stats.eligible_groups or None,
+    )
     if decline is None:
         if target.dying_active and trend_reversed(target.trend, th.dying_window):
             target.dying_active, target.dying_since = False, None
+            target.trend = target.trend[-1:]  # the trend restarts here: a decline and its reversal are no baseline
         return None
     frac = stats.zero_variance_group_fraction or 0.0
     stats.verdict, stats.cause = "dying", "zero_variance_rising"

@@ -32,7 +32,8 @@ class TargetState(BaseModel):
     #: The error target only: consecutive checked steps whose error rate was at or over the threshold
     #: (the ErrorStreak metric), whether or not its alarm is open.
     error_streak: int = Field(default=0, ge=0)
-    #: The last few (step, zero-variance share) points, for the ``dying`` trend fit.
+    #: The last (step, zero-variance share) points, for the ``dying`` trend fit: its window and the baseline
+    #: before it (``dying_window`` + :data:`rewardpipe.monitoring.trend.BASELINE_STEPS`; restarted after a warning).
     trend: list[tuple[int, float]] = Field(default_factory=list)
     dying_active: bool = False  # a dying warning has been raised for the current decline
     dying_since: int | None = None

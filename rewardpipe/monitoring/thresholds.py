@@ -51,7 +51,8 @@ class Thresholds(BaseModel):
     * ``dying_window`` / ``dying_min_slope`` / ``dying_horizon``: verdict ``dying`` when, over the last
       ``dying_window`` checked steps, the zero-variance share rises steadily (least-squares slope of at
       least ``dying_min_slope`` per step, r^2 >= 0.8) and the fit reaches ``dead_fraction`` within
-      ``dying_horizon`` steps.
+      ``dying_horizon`` steps; once earlier steps give a baseline, the rise must also stand out of the shares'
+      binomial noise (:func:`rewardpipe.monitoring.trend.significant_rise`).
     * ``outcome_components``: the components that measure the outcome (the rest is shaping), for the
       ``shaping_starves_outcome`` cause; default the built-in reward's ``correctness``.
     * ``roles``: each component's declared role (``outcome``, ``shaping``, ``penalty``), from the reward or
