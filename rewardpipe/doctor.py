@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from rewardpipe.execution.runtime.harness import parse_python
+from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 from rewardpipe.execution.shape_lint import shape_findings
 
 VALUE_TOLERANCE = 1e-9
@@ -102,9 +102,8 @@ def static_problems(task: TestedCode) -> list[str]:
         names = {n.id for n in ast.walk(tests_tree) if isinstance(n, ast.Name)}
         if task.entry_point not in names:
             problems.append(f"tests never call the entry point '{task.entry_point}'")
-        has_test = any(
-            isinstance(node, ast.ClassDef)
-            and any(isinstance(item, ast.FunctionDef) and item.name.startswith("test") for item in node.body)
+        has_test = any(  # def and async def: what the sandbox counts (an IsolatedAsyncioTestCase's tests run)
+            isinstance(node, ast.ClassDef) and any(is_test_method(item) for item in node.body)
             for node in tests_tree.body
         )
         if not has_test:
@@ -283,7 +282,7 @@ def weak_test_shapes(task: TestedCode) -> list[str]:
         _nan_tolerance_warnings(tests)
         + _mutation_warnings(tests, task.entry_point, task.tests_format)
         + _helper_warnings(tests, reference, task.entry_point)
-        + shape_findings(task.tests, getattr(task, "trust_mode", "split"))
+        + shape_findings(task.tests, getattr(task, "trust_mode", "split"), task.tests_format)
     )
 
 

@@ -10,7 +10,7 @@ from rich.console import Console
 
 from rewardpipe.cli.application import app, error_line, fail, markup_safe
 from rewardpipe.cli.common import check_output_file, load_tasks_or_fail
-from rewardpipe.execution.runtime.harness import parse_python
+from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 from rewardpipe.models import InputFileError, Task
 
 tasks_app = typer.Typer(
@@ -48,7 +48,7 @@ def task_problems(task: Task) -> list[str]:
                 for node in tests.body
                 if isinstance(node, ast.ClassDef)
                 for item in node.body
-                if isinstance(item, ast.FunctionDef) and item.name.startswith("test")
+                if is_test_method(item)  # def and async def, as the sandbox counts them
             ]
             if not test_methods:
                 problems.append("tests_format is 'unittest' but the tests contain no test_* methods in a class")

@@ -453,7 +453,296 @@ def model_type_findings(tree: ast.Module) -> list[str]:
     return found
 
 
-def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
+# --- the count of tests (rewardpipe/execution/runtime/harness.py count_expected_tests) ---------------------------
+# The sandbox counts every ``test*`` method (def or async def) written in a class at the top level of the module and
+# compares the count with what unittest's loader finds at run time: when they differ every run is an error.
+
+
+def _counted(tree: ast.Module) -> int:
+    return sum(1 for node in tree.body if isinstance(node, ast.ClassDef) for item in node.body if is_test_method(item))
+
+
+def _count_finding(line: int, cause: str, more: bool, counted: int, fix: str) -> str:
+    error = (
+        f"the test source has {counted} test methods but the loader found ..."
+        if counted
+        else "hidden tests define no test* methods in any class"
+    )
+    return (
+        f"tests line {line}: {cause}: unittest's loader finds {'more' if more else 'fewer'} tests than the "
+        f"{counted} test* methods the sandbox counts in the source's module-level classes, so every run is an "
+        f"error ('{error}'); {fix}"
+    )
+
+
+def _text_prefix(node: ast.AST) -> str | None:
+    """The literal start of a string expression (``"test_"`` of ``f"test_{i}"``), None when there is none."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr) and node.values:
+        return _text_prefix(node.values[0])
+    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Mod)):
+        return _text_prefix(node.left)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+        return _text_prefix(node.func.value)
+    return None
+
+
+_Method = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+def _class_body_tests(cls: ast.ClassDef, defined: set[str]) -> tuple[list[_Method], list[tuple[str, ast.stmt]]]:
+    """The class's counted test methods, and its test* names the loader runs but the count does not see (a
+    ``test_x = lambda self: ...`` or ``test_x = a_function``)."""
+    counted = [item for item in cls.body if isinstance(item, _Method) and is_test_method(item)]
+    assigned: list[tuple[str, ast.stmt]] = []
+    for item in cls.body:
+        if isinstance(item, (ast.Assign, ast.AnnAssign)) and item.value is not None:
+            value = item.value
+            callable_value = isinstance(value, ast.Lambda) or (isinstance(value, ast.Name) and value.id in defined)
+            targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+            assigned += [
+                (target.id, item)
+                for target in targets
+                if callable_value and isinstance(target, ast.Name) and target.id.startswith("test")
+            ]
+    return counted, assigned
+
+
+def count_mismatch_findings(tree: ast.Module) -> list[str]:
+    """Shapes that make the loader find another number of tests than the sandbox counts in the source, so every
+    run is an error: a test method or a TestCase class name defined twice, test methods inherited from a base
+    class or a mixin used more than once, test* methods of a class that is no TestCase, tests added with setattr
+    or by assignment, a TestCase class bound under two names or defined inside an if/try block, a runTest."""
+    aliases = _import_aliases(tree)
+    counted = _counted(tree)
+    defined = {node.name for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    top = [node for node in tree.body if isinstance(node, ast.ClassDef)]
+    final: dict[str, ast.ClassDef] = {}
+    for node in tree.body:  # the class each name holds when the loader looks
+        if isinstance(node, ast.ClassDef):
+            final[node.name] = node
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            final.pop(node.name, None)
+
+    def base_class(cls: ast.ClassDef, base: ast.expr) -> ast.ClassDef | None:
+        """The module-level class a base names, as bound when ``cls`` is defined."""
+        if not isinstance(base, ast.Name):
+            return None
+        earlier = [node for node in top if node.name == base.id and node.lineno < cls.lineno]
+        return earlier[-1] if earlier else None
+
+    def is_testcase(cls: ast.ClassDef, seen: frozenset[int] = frozenset()) -> bool | None:
+        """True, False, or None when a base is neither a class of the tests nor a TestCase by its name."""
+        answer: bool | None = False
+        for base in cls.bases:
+            parent = base_class(cls, base)
+            if parent is not None and id(parent) not in seen:
+                verdict = is_testcase(parent, seen | {id(cls)})
+            elif _resolved(_dotted(base), aliases).endswith("TestCase"):
+                verdict = True
+            elif _dotted(base) == "object":
+                verdict = False
+            else:
+                verdict = None
+            if verdict:
+                return True
+            if verdict is None:
+                answer = None
+        return answer
+
+    def ancestors(cls: ast.ClassDef) -> list[ast.ClassDef]:
+        order: list[ast.ClassDef] = []
+        stack = [parent for base in reversed(cls.bases) if (parent := base_class(cls, base)) is not None]
+        while stack:
+            parent = stack.pop()
+            if parent not in order and parent is not cls:
+                order.append(parent)
+                stack.extend(p for base in reversed(parent.bases) if (p := base_class(parent, base)) is not None)
+        return order
+
+    found = []
+    own = {id(cls): _class_body_tests(cls, defined) for cls in top}
+    # A test method defined twice in one class body: the later replaces the earlier.
+    for cls in top:
+        first: dict[str, int] = {}
+        for item in cls.body:
+            names = (
+                [item.name]
+                if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef))
+                else [
+                    t.id
+                    for t in (item.targets if isinstance(item, ast.Assign) else [item.target])
+                    if isinstance(t, ast.Name)
+                ]
+                if isinstance(item, (ast.Assign, ast.AnnAssign))
+                else []
+            )
+            for name in names:
+                if name.startswith("test") and name in first:
+                    found.append(
+                        _count_finding(
+                            item.lineno,
+                            f"{cls.name}.{name} is defined again (first at line {first[name]}), replacing the "
+                            "earlier definition",
+                            False,
+                            counted,
+                            "give each test method a name of its own",
+                        )
+                    )
+                first.setdefault(name, item.lineno)
+    # Where each class's test methods run: in itself (a TestCase the module still names) and in every TestCase
+    # the module names that inherits them.
+    runners: dict[int, list[ast.ClassDef]] = {id(cls): [] for cls in top}
+    for cls in final.values():
+        if is_testcase(cls) and cls is final.get(cls.name):
+            for holder in [cls, *ancestors(cls)]:
+                runners[id(holder)].append(cls)
+    for cls in top:
+        methods = own[id(cls)][0]
+        if not methods:
+            continue
+        runs_in = runners[id(cls)]
+        verdict = is_testcase(cls)
+        if final.get(cls.name) is not cls and not runs_in:
+            later = next(
+                node for node in tree.body if node.lineno > cls.lineno and getattr(node, "name", "") == cls.name
+            )
+            found.append(
+                _count_finding(
+                    later.lineno,
+                    f"the class name {cls.name} is defined again (first at line {cls.lineno}), so the first "
+                    "class's test methods never run",
+                    False,
+                    counted,
+                    "give each TestCase class a name of its own",
+                )
+            )
+        elif verdict is False and not runs_in:
+            found.append(
+                _count_finding(
+                    methods[0].lineno,
+                    f"{cls.name} is not a TestCase, yet its methods {', '.join(m.name for m in methods)} are "
+                    "named test*, so they are counted but never run",
+                    False,
+                    counted,
+                    "rename them (a helper's method must not start with 'test') or make the class a TestCase",
+                )
+            )
+        elif len(runs_in) > 1 and verdict is not None and all(is_testcase(c) for c in runs_in):
+            inheritors = [c.name for c in runs_in if c is not cls]
+            found.append(
+                _count_finding(
+                    cls.lineno,
+                    f"the test methods of {cls.name} are inherited by {', '.join(inheritors)}, and the loader runs "
+                    "them in every TestCase that has them",
+                    True,
+                    counted,
+                    "define each test method in the one class that runs it (a mixin used by one TestCase only, "
+                    "or subTest for the cases)",
+                )
+            )
+    for cls in top:
+        for name, item in own[id(cls)][1]:
+            found.append(
+                _count_finding(
+                    item.lineno,
+                    f"{cls.name}.{name} is assigned, not written with def",
+                    True,
+                    counted,
+                    "write each test as a def in the class body",
+                )
+            )
+        if (
+            is_testcase(cls)
+            and final.get(cls.name) is cls
+            and not any(own[id(a)][0] for a in [cls, *ancestors(cls)])
+            and any(isinstance(item, ast.FunctionDef) and item.name == "runTest" for item in cls.body)
+        ):
+            found.append(
+                _count_finding(
+                    cls.lineno,
+                    f"{cls.name} has a runTest method and no test* method, and the loader runs runTest",
+                    True,
+                    counted,
+                    "name it test_*",
+                )
+            )
+    test_classes = {name for name, cls in final.items() if is_testcase(cls) and runners[id(cls)]}
+    for walked in ast.walk(tree):
+        cause = ""
+        if (
+            isinstance(walked, ast.Call)
+            and _name(walked) == "setattr"
+            and isinstance(walked.func, ast.Name)
+            and len(walked.args) >= 2
+        ):
+            prefix = _text_prefix(walked.args[1])
+            if (
+                isinstance(walked.args[0], ast.Name)
+                and walked.args[0].id in final
+                and (prefix or "").startswith("test")
+            ):
+                cause = f"setattr adds a test method to {walked.args[0].id} at run time"
+        elif isinstance(walked, ast.Assign):
+            for target in walked.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and target.attr.startswith("test")
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id in final
+                ):
+                    cause = f"{target.value.id}.{target.attr} = ... adds a test method at run time"
+        if cause:
+            found.append(
+                _count_finding(
+                    getattr(walked, "lineno", 0),
+                    cause,
+                    True,
+                    counted,
+                    "write each test as a def in the class body (subTest for a table of cases)",
+                )
+            )
+    for node in tree.body:
+        if (
+            isinstance(node, ast.Assign)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in test_classes
+            and any(isinstance(target, ast.Name) for target in node.targets)
+        ):
+            found.append(
+                _count_finding(
+                    node.lineno,
+                    f"the TestCase class {node.value.id} is bound to a second name here, and the loader runs its "
+                    "tests under each name",
+                    True,
+                    counted,
+                    "remove the second name",
+                )
+            )
+        elif isinstance(node, (ast.If, ast.Try, ast.TryStar, ast.With, ast.For, ast.While)):
+            keyword = type(node).__name__.lower().removesuffix("star")
+            stack: list[ast.AST] = list(ast.iter_child_nodes(node))
+            while stack:
+                inner = stack.pop()
+                if isinstance(inner, ast.ClassDef):
+                    if is_testcase(inner) and any(is_test_method(item) for item in inner.body):
+                        found.append(
+                            _count_finding(
+                                inner.lineno,
+                                f"the TestCase class {inner.name} is defined inside an '{keyword}' block, not at the "
+                                "top level of the module",
+                                True,
+                                counted,
+                                "define it at the top level of the module",
+                            )
+                        )
+                elif not isinstance(inner, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                    stack.extend(ast.iter_child_nodes(inner))
+    return found
+
+
+def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "unittest") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
         tree = parse_python(tests)
@@ -472,5 +761,6 @@ def shape_findings(tests: str, trust_mode: str = "split") -> list[str]:
         + swallowed_failure_findings(tree)
         + unrun_test_findings(tree)
         + not_counted_findings(tree)
+        + (count_mismatch_findings(tree) if tests_format == "unittest" else [])
         + split
     )

@@ -1,0 +1,300 @@
+"""`rewardpipe doctor`'s lint of hidden tests (rewardpipe/execution/shape_lint.py), after an independent review
+(hA): shapes that make a correct answer score 0 or every run an error, none of which the lint flagged.
+
+* The count of tests: the sandbox counts every test* method written in a module-level class
+  (harness.count_expected_tests) and errors when unittest's loader finds another number. Duplicate method or class
+  names, inherited tests, a mixin used twice, test* methods of a helper class, setattr, a test assigned rather than
+  defined, a second name for a TestCase, a TestCase inside an if block and a lone runTest each make every run an
+  error; the lint names the cause, and agrees with the real sandbox.
+* ``async def test_*`` in an IsolatedAsyncioTestCase runs: the static checks of doctor and ``tasks validate`` count
+  it as a test.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from types import SimpleNamespace
+
+import pytest
+
+from rewardpipe.cli.tasks_cmd import task_problems
+from rewardpipe.doctor import static_problems
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from rewardpipe.execution.shape_lint import shape_findings
+from rewardpipe.models import Task
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+PLUS_ONE = "def f(x):\n    return x + 1\n"
+
+
+@pytest.fixture(scope="module")
+def one_worker():
+    executor = make_executor(workers=1)
+    yield executor
+    executor.close()
+
+
+def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):
+    return executor.run(
+        ExecutionJob(code=textwrap.dedent(code), tests=textwrap.dedent(tests), entry_point=entry_point, **fields)
+    )
+
+
+def _found(tests: str, text: str, **options) -> list[str]:
+    return [line for line in shape_findings(textwrap.dedent(tests), **options) if text in line]
+
+
+# --- the loader finds another number of tests than the source has ---------------------------------------------------
+
+# name -> (tests, what the finding must say)
+COUNT_MISMATCH = {
+    "duplicate-method": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_one(self):
+                self.assertEqual(f(1), 2)
+            def test_one(self):
+                self.assertEqual(f(2), 3)
+        """,
+        "T.test_one is defined again (first at line 4)",
+    ),
+    "duplicate-async-method": (
+        """
+        import unittest
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_one(self):
+                self.assertEqual(f(1), 2)
+            def test_one(self):
+                self.assertEqual(f(2), 3)
+            def test_two(self):
+                self.assertEqual(f(3), 4)
+        """,
+        "T.test_one is defined again",
+    ),
+    "duplicate-class": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_one(self):
+                self.assertEqual(f(1), 2)
+        class T(unittest.TestCase):
+            def test_two(self):
+                self.assertEqual(f(2), 3)
+        """,
+        "the class name T is defined again (first at line 3)",
+    ),
+    "inherited-from-a-testcase": (
+        """
+        import unittest
+        class Base(unittest.TestCase):
+            value = 1
+            def test_value(self):
+                self.assertEqual(f(self.value), self.value + 1)
+        class Sub(Base):
+            value = 5
+        """,
+        "the test methods of Base are inherited by Sub",
+    ),
+    "mixin-used-twice-aliased-testcase": (
+        """
+        from unittest import TestCase as TC
+        class Mixin:
+            def test_value(self):
+                self.assertEqual(f(self.value), self.value + 1)
+        class A(Mixin, TC):
+            value = 1
+        class B(Mixin, TC):
+            value = 2
+        """,
+        "the test methods of Mixin are inherited by A, B",
+    ),
+    "helper-class-with-a-test-name": (
+        """
+        import unittest
+        class Helper:
+            def test_input(self):
+                return 1
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(Helper().test_input()), 2)
+        """,
+        "Helper is not a TestCase, yet its methods test_input are named test*",
+    ),
+    "setattr-f-string": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            pass
+        for i, (a, b) in enumerate([(1, 2), (2, 3)]):
+            def make(a, b):
+                def t(self):
+                    self.assertEqual(f(a), b)
+                return t
+            setattr(T, f"test_{i}", make(a, b))
+        """,
+        "setattr adds a test method to T at run time",
+    ),
+    "setattr-concatenated-beside-a-test": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+        def add(name, a, b):
+            setattr(T, "test_" + name, lambda self: self.assertEqual(f(a), b))
+        add("two", 2, 3)
+        """,
+        "setattr adds a test method to T at run time",
+    ),
+    "attribute-assignment": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+        T.test_b = lambda self: self.assertEqual(f(2), 3)
+        """,
+        "T.test_b = ... adds a test method at run time",
+    ),
+    "lambda-in-the-class-body": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+            test_b = lambda self: self.assertEqual(f(2), 3)
+        """,
+        "T.test_b is assigned, not written with def",
+    ),
+    "second-name": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+        Alias = T
+        """,
+        "the TestCase class T is bound to a second name",
+    ),
+    "class-in-an-if-block": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+        if True:
+            class U(unittest.TestCase):
+                def test_b(self):
+                    self.assertEqual(f(2), 3)
+        """,
+        "the TestCase class U is defined inside an 'if' block",
+    ),
+    "run-test": (
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(1), 2)
+        class U(unittest.TestCase):
+            def runTest(self):
+                self.assertEqual(f(2), 3)
+        """,
+        "U has a runTest method and no test* method",
+    ),
+}
+
+# Shapes the loader counts as the source does: no finding, and the sandbox passes the right answer.
+COUNT_AGREES = {
+    "mixin-used-once": """
+        import unittest
+        class Mixin:
+            def test_value(self):
+                self.assertEqual(f(1), 2)
+        class A(Mixin, unittest.TestCase):
+            pass
+        """,
+    "overridden-in-a-subclass-of-a-plain-base": """
+        import unittest
+        class Base:
+            def helper(self):
+                return 1
+        class T(Base, unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(self.helper()), 2)
+        """,
+    "test-data-attribute": """
+        import unittest
+        class T(unittest.TestCase):
+            test_cases = [(1, 2), (2, 3)]
+            def test_a(self):
+                for a, b in self.test_cases:
+                    self.assertEqual(f(a), b)
+        """,
+    "async-test-methods": """
+        import unittest
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_a(self):
+                self.assertEqual(f(1), 2)
+            async def test_b(self):
+                self.assertEqual(f(2), 3)
+        """,
+    "setattr-of-a-non-test-name": """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(self.value), 2)
+        setattr(T, "value", 1)
+        """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_MISMATCH))
+def test_the_lint_names_why_the_loader_finds_another_number(name):
+    tests, cause = COUNT_MISMATCH[name]
+    found = _found(tests, "loader finds")
+    assert len(found) == 1, shape_findings(textwrap.dedent(tests))
+    assert cause in found[0] and "every run is an error" in found[0], found[0]
+    # Not a split-trust shape: the in-process mode counts the same way.
+    assert _found(tests, cause, trust_mode="inprocess") == found
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_AGREES))
+def test_shapes_the_loader_counts_as_the_source_are_not_flagged(name):
+    assert shape_findings(textwrap.dedent(COUNT_AGREES[name])) == []
+
+
+def test_a_check_format_helper_class_is_not_counted():
+    tests = """
+    class Helper:
+        def test_input(self):
+            return 1
+    def check(candidate):
+        assert candidate(Helper().test_input()) == 2
+    """
+    assert _found(tests, "loader finds", tests_format="check") == []
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_MISMATCH))
+def test_every_flagged_count_shape_is_an_error_in_the_sandbox(one_worker, name):
+    result = _run(one_worker, PLUS_ONE, COUNT_MISMATCH[name][0])
+    assert result.status is ERROR, result.reason
+    assert "loader found" in result.reason or "define no test* methods" in result.reason, result.reason
+
+
+@pytest.mark.parametrize("name", sorted(COUNT_AGREES))
+def test_every_unflagged_count_shape_runs_in_the_sandbox(one_worker, name):
+    result = _run(one_worker, PLUS_ONE, COUNT_AGREES[name])
+    assert result.status is PASSED, result.reason
+
+
+# --- async test methods are tests ------------------------------------------------------------------------------------
+
+
+def test_async_test_methods_count_as_tests_for_doctor_and_tasks_validate():
+    tests = textwrap.dedent(COUNT_AGREES["async-test-methods"])
+    code = SimpleNamespace(tests=tests, reference_solution=PLUS_ONE, entry_point="f", tests_format="unittest")
+    assert static_problems(code) == []
+    task = Task(task_id="t", prompt="p", spec=["s"], entry_point="f", tests=tests, reference_solution=PLUS_ONE)
+    assert task_problems(task) == []
