@@ -455,7 +455,11 @@ def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
     if job is None:
         return
     code = SimpleNamespace(
-        tests=job.tests, reference_solution=job.code, entry_point=job.entry_point, tests_format=job.tests_format
+        tests=job.tests,
+        reference_solution=job.code,
+        entry_point=job.entry_point,
+        tests_format=job.tests_format,
+        trust_mode=getattr(job, "trust_mode", "split"),  # (the split-only findings are not an in-process job's)
     )
     for problem in static_problems(code):
         diagnosis.add("bad_tests", problem)

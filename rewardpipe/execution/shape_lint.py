@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+from collections.abc import Iterable
 
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 
@@ -742,17 +743,356 @@ def count_mismatch_findings(tree: ast.Module) -> list[str]:
     return found
 
 
+# --- what the model's process cannot share with the tests' process under split trust --------------------------
+
+
+def _key(node: ast.AST) -> str | None:
+    """``a.b.c`` for a chain of names and attributes ending in a name (``Model().inc`` is ``Model.inc``)."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        inner = _key(node.value)
+        return f"{inner}.{node.attr}" if inner else None
+    if isinstance(node, ast.Call):
+        return _key(node.func)
+    return None
+
+
+def _target_keys(target: ast.AST) -> list[str]:
+    if isinstance(target, (ast.Tuple, ast.List)):
+        return [key for item in target.elts for key in _target_keys(item)]
+    if isinstance(target, ast.Starred):
+        return _target_keys(target.value)
+    key = _key(target) if isinstance(target, (ast.Name, ast.Attribute)) else None
+    return [key] if key else []
+
+
+def _bindings(nodes: Iterable[ast.AST]) -> list[tuple[list[str], ast.expr]]:
+    """Every (names bound, value) pair among ``nodes``: assignments, ``with ... as``, ``for ... in``, ``:=``."""
+    pairs: list[tuple[list[str], ast.expr]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            pairs += [(_target_keys(target), node.value) for target in node.targets]
+        elif isinstance(node, (ast.AnnAssign, ast.NamedExpr)) and node.value is not None:
+            pairs.append((_target_keys(node.target), node.value))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            pairs.append((_target_keys(node.optional_vars), node.context_expr))
+        elif isinstance(node, (ast.For, ast.AsyncFor, ast.comprehension)):
+            pairs.append((_target_keys(node.target), node.iter))
+    return pairs
+
+
+class _ModelCode:
+    """Which calls of the tests reach the model's code: a name the tests do not bind (the entry point, another name
+    of the model's module), check()'s candidate, and what the tests keep from such a call (``c = Counter()`` then
+    ``c.inc()``, ``coro = f(1)``)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        bound = _bound_by_tests(tree) | set(dir(builtins))
+        self.roots = {
+            node.id
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in bound
+        }
+        self.roots |= {
+            node.args.args[0].arg
+            for node in tree.body
+            if isinstance(node, ast.FunctionDef) and node.name == "check" and node.args.args
+        }
+        self.objects: set[str] = set()
+        pairs = _bindings(ast.walk(tree))
+        for _ in range(3):
+            for keys, value in pairs:
+                if self.holds(value):
+                    self.objects.update(keys)
+
+    def reaches(self, node: ast.AST) -> bool:
+        """Is ``node`` (a callee) the model's code or a part of an object of it?"""
+        key = _key(node)
+        if not key:
+            return False
+        parts = key.split(".")
+        return parts[0] in self.roots or any(".".join(parts[:i]) in self.objects for i in range(1, len(parts) + 1))
+
+    def calls(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Call) and self.reaches(node.func)
+
+    def holds(self, node: ast.AST) -> bool:
+        """A call of the model's code, or what the tests keep from one."""
+        return self.calls(node) or (isinstance(node, (ast.Name, ast.Attribute)) and _key(node) in self.objects)
+
+
+def _in_scopes(tree: ast.Module) -> list[ast.AST]:
+    """The module, and each function or method the tests define outside any other function (a nested function is
+    part of the one around it)."""
+    scopes: list[ast.AST] = [tree]
+    stack: list[ast.AST] = list(tree.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            scopes.append(node)
+        elif isinstance(node, ast.ClassDef):
+            stack.extend(node.body)
+    return scopes
+
+
+def _scope_nodes(scope: ast.AST) -> list[ast.AST]:
+    """The nodes of a scope; for the module, only those outside every function."""
+    if not isinstance(scope, ast.Module):
+        return list(ast.walk(scope))
+    nodes: list[ast.AST] = []
+    stack: list[ast.AST] = list(scope.body)
+    while stack:
+        node = stack.pop()
+        nodes.append(node)
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+    return nodes
+
+
+_FILE_MAKERS = (
+    "tempfile.NamedTemporaryFile",
+    "tempfile.TemporaryFile",
+    "tempfile.SpooledTemporaryFile",
+    "tempfile.mkstemp",
+    "tempfile.mkdtemp",
+    "tempfile.mktemp",
+    "tempfile.TemporaryDirectory",
+)
+_OPENERS = ("open", "io.open", "codecs.open", "os.fdopen")
+_PATH_WRITERS = {"write_text", "write_bytes", "mkdir", "touch", "symlink_to", "hardlink_to"}  # pathlib.Path's
+_MADE_BY_FIRST = ("os.mkdir", "os.makedirs", "os.mkfifo")
+_MADE_BY_SECOND = ("shutil.copy", "shutil.copy2", "shutil.copyfile", "shutil.copytree", "shutil.move")
+# What keeps a path a path: the test hands the model a name of the file, not what it holds.
+_PATH_KEEPING = (
+    "str",
+    "os.fspath",
+    "os.path.join",
+    "os.path.abspath",
+    "os.path.realpath",
+    "os.path.normpath",
+    "os.path.dirname",
+    "os.path.expanduser",
+    "pathlib.Path",
+    "pathlib.PurePath",
+    "pathlib.PosixPath",
+    "Path",
+    *_OPENERS,
+)
+_PATH_KEEPING_METHODS = {"joinpath", "with_name", "with_suffix", "with_stem", "resolve", "absolute", "as_posix", "open"}
+
+
+def _writes(call: ast.Call) -> bool:
+    """``open(path, "w")`` (or "a", "x", "+"): a file the call creates or changes."""
+    mode = call.args[1] if len(call.args) >= 2 else next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
+
+
+class _TestFiles:
+    """The files and directories the tests create, and what holds their names (a flow-insensitive taint: a name
+    bound anywhere in a function to a created file's path or object; ``self.x`` across the class; what a helper of
+    the tests returns)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases = _import_aliases(tree)
+        self.constants: set[str] = set()  # paths written as text: open("in.txt", "w")
+        self.helpers: set[str] = set()  # functions of the tests that return a created file's path
+        self.tainted: dict[int, set[str]] = {}
+        scopes = _in_scopes(tree)
+        nodes = {id(scope): _scope_nodes(scope) for scope in scopes}
+        calls = {key: [node for node in found if isinstance(node, ast.Call)] for key, found in nodes.items()}
+        bindings = {key: _bindings(found) for key, found in nodes.items()}
+        returns = {
+            key: [node.value for node in found if isinstance(node, ast.Return) and node.value is not None]
+            for key, found in nodes.items()
+        }
+        module_taint: set[str] = set()
+        attributes: set[str] = set()  # self.x and cls.x, shared by the methods of a class
+        for _ in range(3):
+            for scope in scopes:
+                taint = self.tainted.setdefault(id(scope), set())
+                taint |= module_taint | attributes
+                for call in calls[id(scope)]:
+                    self._note_created(call, taint)
+                for keys, value in bindings[id(scope)]:
+                    if self.holds(value, taint):
+                        taint.update(keys)
+                attributes |= {key for key in taint if key.startswith(("self.", "cls."))}
+                if isinstance(scope, ast.Module):
+                    module_taint |= taint
+                elif isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
+                    self.holds(value, taint) for value in returns[id(scope)]
+                ):
+                    self.helpers.update({scope.name, f"self.{scope.name}", f"cls.{scope.name}"})
+
+    def _resolved(self, node: ast.AST) -> str:
+        return _resolved(_dotted(node), self.aliases)
+
+    def _mark(self, node: ast.AST, taint: set[str]) -> None:
+        """``node`` names a path the tests create."""
+        if isinstance(node, ast.Constant) and isinstance(node.value, str):
+            self.constants.add(node.value)
+        elif isinstance(node, ast.Call) and node.args and not self.holds(node, taint):
+            self._mark(node.args[0], taint)  # Path("in.txt").write_text(...)
+        else:
+            taint.update(_target_keys(node))
+
+    def _note_created(self, node: ast.AST, taint: set[str]) -> None:
+        if not isinstance(node, ast.Call):
+            return
+        name = self._resolved(node.func)
+        if any(_matches(name, opener) or name == opener for opener in _OPENERS) and node.args and _writes(node):
+            self._mark(node.args[0], taint)
+        elif isinstance(node.func, ast.Attribute) and (
+            node.func.attr in _PATH_WRITERS or (node.func.attr == "open" and _writes_method(node))
+        ):
+            self._mark(node.func.value, taint)
+        elif any(_matches(name, maker) for maker in _MADE_BY_FIRST) and node.args:
+            self._mark(node.args[0], taint)
+        elif any(_matches(name, maker) for maker in _MADE_BY_SECOND) and len(node.args) >= 2:
+            self._mark(node.args[1], taint)
+
+    def made_here(self, node: ast.Call) -> bool:
+        name = self._resolved(node.func)
+        return any(_matches(name, maker) for maker in _FILE_MAKERS) or (
+            any(name == opener or _matches(name, opener) for opener in _OPENERS) and _writes(node)
+        )
+
+    def holds(self, node: ast.AST, taint: set[str]) -> bool:
+        """Does ``node`` give the name (or the open file object) of a file or directory the tests create?"""
+        if isinstance(node, ast.Name):
+            return node.id in taint
+        if isinstance(node, ast.Attribute):
+            return _key(node) in taint or self.holds(node.value, taint)
+        if isinstance(node, ast.Subscript):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, str) and node.value in self.constants
+        if isinstance(node, ast.JoinedStr):
+            return any(isinstance(v, ast.FormattedValue) and self.holds(v.value, taint) for v in node.values)
+        if isinstance(node, ast.BinOp):
+            return self.holds(node.left, taint) or self.holds(node.right, taint)
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self.holds(item, taint) for item in node.elts)
+        if isinstance(node, ast.Starred):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Dict):
+            return any(self.holds(value, taint) for value in node.values)
+        if isinstance(node, ast.IfExp):
+            return self.holds(node.body, taint) or self.holds(node.orelse, taint)
+        if isinstance(node, ast.NamedExpr):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Call):
+            if self.made_here(node) or (_key(node.func) or "") in self.helpers:
+                return True
+            name = self._resolved(node.func)
+            arguments = [*node.args, *(kw.value for kw in node.keywords)]
+            if isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_KEEPING_METHODS:
+                return self.holds(node.func.value, taint)
+            if any(name == keeping or _matches(name, keeping) for keeping in _PATH_KEEPING):
+                return any(self.holds(argument, taint) for argument in arguments)
+        return False
+
+
+def _writes_method(call: ast.Call) -> bool:
+    """``path.open("w")``: the mode is the first argument."""
+    mode = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
+
+
+def created_file_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """A file or directory the tests create (tempfile, open(..., "w"), pathlib's write_text, os.mkdir...) whose
+    name or open file object the tests hand to the model's code: under split trust the model's process has a
+    private /tmp and a job directory of its own and cannot see it, so correct code fails."""
+    model = model or _ModelCode(tree)
+    files = _TestFiles(tree)
+    found = []
+    for scope in _in_scopes(tree):
+        taint = files.tainted.get(id(scope), set())
+        for node in _scope_nodes(scope):
+            if not model.calls(node):
+                continue
+            assert isinstance(node, ast.Call)
+            handed = [arg for arg in [*node.args, *(kw.value for kw in node.keywords)] if files.holds(arg, taint)]
+            if handed:
+                found.append(
+                    f"tests line {node.lineno}: the tests hand the model's code a file or directory they create "
+                    f"({ast.unparse(handed[0])[:60]}), but under split trust the model's process has its own "
+                    "private /tmp and job directory and cannot read files the tests write (PermissionError, "
+                    "FileNotFoundError; an open file cannot cross at all): correct code fails; pass the content (str "
+                    "or bytes) instead"
+                )
+    return found
+
+
+_COROUTINE_RUNNERS = (
+    "asyncio.run",
+    "asyncio.gather",
+    "asyncio.wait",
+    "asyncio.wait_for",
+    "asyncio.create_task",
+    "asyncio.ensure_future",
+    "asyncio.shield",
+    "asyncio.as_completed",
+    "asyncio.run_coroutine_threadsafe",
+)
+_COROUTINE_METHODS = {"run_until_complete", "create_task"}  # an event loop's, a TaskGroup's
+
+
+def model_coroutine_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """Tests that await a coroutine of the model's code (``await f(1)``, ``asyncio.run(f(1))``, gather, a loop's
+    run_until_complete, ``async for``/``async with`` over it): the split sandbox cannot drive a coroutine across
+    the process boundary (``await`` gives None, ``asyncio.run`` raises), so correct async code fails."""
+    model = model or _ModelCode(tree)
+    aliases = _import_aliases(tree)
+
+    def model_coroutines(node: ast.AST) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(map(model_coroutines, node.elts))
+        if isinstance(node, ast.Starred):
+            return model_coroutines(node.value)
+        if isinstance(node, (ast.ListComp, ast.GeneratorExp, ast.SetComp)):
+            return model_coroutines(node.elt)
+        return model.holds(node)
+
+    found = []
+    for node in ast.walk(tree):
+        awaited: ast.AST | None = None
+        if isinstance(node, ast.Await) and model.holds(node.value):
+            awaited = node.value
+        elif isinstance(node, ast.AsyncFor) and model.holds(node.iter):
+            awaited = node.iter
+        elif isinstance(node, ast.AsyncWith):
+            awaited = next((item.context_expr for item in node.items if model.holds(item.context_expr)), None)
+        elif isinstance(node, ast.Call) and (
+            any(_matches(_resolved(_dotted(node.func), aliases), runner) for runner in _COROUTINE_RUNNERS)
+            or (isinstance(node.func, ast.Attribute) and node.func.attr in _COROUTINE_METHODS)
+        ):
+            awaited = next((arg for arg in node.args if model_coroutines(arg)), None)
+        if awaited is not None:
+            found.append(
+                f"tests line {getattr(node, 'lineno', 0)}: the tests await a coroutine of the model's code "
+                f"({ast.unparse(awaited)[:60]}), but the split sandbox cannot drive a coroutine across the process "
+                "boundary today ('await' gives None, asyncio.run and run_until_complete raise): correct async code "
+                "fails, and trust_mode='inprocess' cannot run an event loop either; test a synchronous entry point"
+            )
+    return found
+
+
 def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "unittest") -> list[str]:
     """Every finding for a task's tests (empty when they do not parse: reported elsewhere)."""
     try:
         tree = parse_python(tests)
     except (SyntaxError, ValueError):
         return []
+    model = _ModelCode(tree) if trust_mode == "split" else None
     split = (
         split_trust_findings(tree)
         + process_state_findings(tree)
         + model_context_findings(tree)
         + model_type_findings(tree)
+        + created_file_findings(tree, model)
+        + model_coroutine_findings(tree, model)
         if trust_mode == "split"
         else []
     )

@@ -8,6 +8,11 @@
   error; the lint names the cause, and agrees with the real sandbox.
 * ``async def test_*`` in an IsolatedAsyncioTestCase runs: the static checks of doctor and ``tasks validate`` count
   it as a test.
+* Split trust: the model's process has a private /tmp and job directory, so a file or directory the tests create and
+  hand to the model (its path, or the open file) fails a correct answer; a coroutine of the model's code cannot be
+  awaited across the boundary ('await' gives None, asyncio.run raises). Both are flagged, through aliases of
+  tempfile and asyncio, helpers and setUp, and checked against the real sandbox: what is flagged fails a correct
+  answer there, and the safe forms (passing the content, a synchronous entry point) pass.
 """
 
 from __future__ import annotations
@@ -298,3 +303,308 @@ def test_async_test_methods_count_as_tests_for_doctor_and_tasks_validate():
     assert static_problems(code) == []
     task = Task(task_id="t", prompt="p", spec=["s"], entry_point="f", tests=tests, reference_solution=PLUS_ONE)
     assert task_problems(task) == []
+
+
+# --- split trust: files the tests create, coroutines of the model's code --------------------------------------------
+
+READ_LINES = "def f(path):\n    with open(path) as fh:\n        return fh.read().splitlines()\n"
+WRITE = "def f(path, text):\n    with open(path, 'w') as fh:\n        fh.write(text)\n"
+LINES = "def f(text):\n    return text.splitlines()\n"
+ASYNC_DOUBLE = "import asyncio\nasync def f(x):\n    await asyncio.sleep(0)\n    return x * 2\n"
+DOUBLE = "def f(x):\n    return x * 2\n"
+COUNTER = """
+import asyncio
+class Counter:
+    def __init__(self):
+        self.n = 0
+    async def bump(self):
+        self.n += 1
+        return self.n
+def f():
+    return Counter()
+"""
+
+# name -> (code, tests, what the finding must say)
+FILES = {
+    "named-temporary-file": (
+        READ_LINES,
+        """
+        import unittest, tempfile, os
+        class T(unittest.TestCase):
+            def test_a(self):
+                with tempfile.NamedTemporaryFile('w', suffix='.txt', delete=False) as fh:
+                    fh.write('a\\nb\\n')
+                self.assertEqual(f(fh.name), ['a', 'b'])
+                os.unlink(fh.name)
+        """,
+        "(fh.name)",
+    ),
+    "aliased-class": (
+        READ_LINES,
+        """
+        import unittest
+        from tempfile import NamedTemporaryFile as Tmp
+        class T(unittest.TestCase):
+            def test_a(self):
+                with Tmp('w', delete=False) as handle:
+                    handle.write('a\\n')
+                path = handle.name
+                self.assertEqual(f(path), ['a'])
+        """,
+        "(path)",
+    ),
+    "mkdtemp-joined-module-alias": (
+        WRITE,
+        """
+        import unittest, os
+        import tempfile as tf
+        class T(unittest.TestCase):
+            def test_a(self):
+                d = tf.mkdtemp()
+                f(os.path.join(d, 'o.txt'), 'hi')
+                with open(os.path.join(d, 'o.txt')) as fh:
+                    self.assertEqual(fh.read(), 'hi')
+        """,
+        "(os.path.join(d, 'o.txt'))",
+    ),
+    "temporary-directory-pathlib-in-setup": (
+        READ_LINES,
+        """
+        import unittest, tempfile
+        from pathlib import Path
+        class T(unittest.TestCase):
+            def setUp(self):
+                self.dir = tempfile.TemporaryDirectory()
+                self.path = Path(self.dir.name) / 'in.txt'
+                self.path.write_text('a\\nb\\n')
+            def tearDown(self):
+                self.dir.cleanup()
+            def test_a(self):
+                self.assertEqual(f(str(self.path)), ['a', 'b'])
+        """,
+        "(str(self.path))",
+    ),
+    "mkstemp-in-a-helper-function": (
+        READ_LINES,
+        """
+        import unittest, os
+        from tempfile import mkstemp
+        def make_file(text):
+            fd, name = mkstemp()
+            with os.fdopen(fd, 'w') as fh:
+                fh.write(text)
+            return name
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(make_file('x\\n')), ['x'])
+        """,
+        "(make_file('x\\n'))",
+    ),
+    "relative-path-written-with-open": (
+        READ_LINES,
+        """
+        import unittest
+        class T(unittest.TestCase):
+            def test_a(self):
+                with open('in.txt', 'w') as fh:
+                    fh.write('a\\n')
+                self.assertEqual(f('in.txt'), ['a'])
+        """,
+        "('in.txt')",
+    ),
+    "open-file-object": (
+        "def f(fh):\n    return fh.read().splitlines()\n",
+        """
+        import unittest, tempfile
+        class T(unittest.TestCase):
+            def test_a(self):
+                with tempfile.TemporaryFile('w+') as fh:
+                    fh.write('a\\n')
+                    fh.seek(0)
+                    self.assertEqual(f(fh), ['a'])
+        """,
+        "(fh)",
+    ),
+}
+
+# Files the tests make and keep to themselves, or whose content they hand over: not flagged, and they pass.
+FILES_SAFE = {
+    "content-of-a-temporary-file": (
+        LINES,
+        """
+        import unittest, tempfile
+        class T(unittest.TestCase):
+            def test_a(self):
+                with tempfile.NamedTemporaryFile('w+') as fh:
+                    fh.write('a\\nb\\n')
+                    fh.flush()
+                    with open(fh.name) as again:
+                        self.assertEqual(f(again.read()), ['a', 'b'])
+        """,
+    ),
+    "path-text-read-back": (
+        LINES,
+        """
+        import unittest, tempfile
+        from pathlib import Path
+        class T(unittest.TestCase):
+            def test_a(self):
+                with tempfile.TemporaryDirectory() as d:
+                    p = Path(d) / 'x.txt'
+                    p.write_text('a\\n')
+                    self.assertEqual(f(p.read_text()), ['a'])
+        """,
+    ),
+    "a-file-only-the-tests-use": (
+        DOUBLE,
+        """
+        import unittest, tempfile, os, json
+        class T(unittest.TestCase):
+            def test_a(self):
+                d = tempfile.mkdtemp()
+                out = os.path.join(d, 'r.json')
+                with open(out, 'w') as fh:
+                    json.dump(f(2), fh)
+                with open(out) as fh:
+                    self.assertEqual(json.load(fh), 4)
+        """,
+    ),
+}
+
+COROUTINES = {
+    "await-in-an-async-test": (
+        ASYNC_DOUBLE,
+        """
+        import unittest
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_a(self):
+                self.assertEqual(await f(3), 6)
+        """,
+        "(f(3))",
+    ),
+    "asyncio-run-aliased": (
+        ASYNC_DOUBLE,
+        """
+        import unittest
+        import asyncio as aio
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(aio.run(f(3)), 6)
+        """,
+        "(f(3))",
+    ),
+    "gather-in-a-helper": (
+        ASYNC_DOUBLE,
+        """
+        import unittest
+        from asyncio import gather, run
+        async def both():
+            return await gather(*[f(i) for i in range(2)])
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(run(both()), [0, 2])
+        """,
+        "(*[f(i) for i in range(2)])",
+    ),
+    "coroutine-kept-then-awaited": (
+        ASYNC_DOUBLE,
+        """
+        import unittest
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_a(self):
+                coro = f(3)
+                self.assertEqual(await coro, 6)
+        """,
+        "(coro)",
+    ),
+    "run-until-complete": (
+        ASYNC_DOUBLE,
+        """
+        import unittest, asyncio
+        class T(unittest.TestCase):
+            def test_a(self):
+                loop = asyncio.new_event_loop()
+                try:
+                    self.assertEqual(loop.run_until_complete(f(3)), 6)
+                finally:
+                    loop.close()
+        """,
+        "(f(3))",
+    ),
+    "method-of-a-model-object": (
+        COUNTER,
+        """
+        import unittest
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_a(self):
+                c = Counter()
+                self.assertEqual(await c.bump(), 1)
+        """,
+        "(c.bump())",
+    ),
+}
+
+COROUTINES_SAFE = {
+    "sync-entry-point-in-an-async-test": (
+        DOUBLE,
+        """
+        import unittest, asyncio
+        class T(unittest.IsolatedAsyncioTestCase):
+            async def test_a(self):
+                await asyncio.sleep(0)
+                self.assertEqual(f(3), 6)
+        """,
+    ),
+    "the-tests-own-coroutine": (
+        DOUBLE,
+        """
+        import unittest, asyncio
+        async def twice(x):
+            await asyncio.sleep(0)
+            return f(x)
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(asyncio.run(twice(3)), 6)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_the_lint_flags_a_file_the_tests_create_and_hand_to_the_model(name):
+    _, tests, handed = FILES[name]
+    found = _found(tests, "a file or directory they create")
+    assert len(found) == 1, shape_findings(textwrap.dedent(tests))
+    assert handed in found[0] and "cannot read files the tests write" in found[0], found[0]
+    assert "pass the content" in found[0]
+    assert _found(tests, "a file or directory they create", trust_mode="inprocess") == []
+
+
+@pytest.mark.parametrize("name", sorted(COROUTINES))
+def test_the_lint_flags_awaiting_the_models_coroutine(name):
+    _, tests, awaited = COROUTINES[name]
+    found = _found(tests, "await a coroutine of the model's code")
+    assert len(found) == 1, shape_findings(textwrap.dedent(tests))
+    assert awaited in found[0] and "cannot drive a coroutine across the process" in found[0], found[0]
+
+
+@pytest.mark.parametrize("name", sorted(FILES_SAFE) + sorted(COROUTINES_SAFE))
+def test_the_safe_forms_are_not_flagged(name):
+    _, tests = {**FILES_SAFE, **COROUTINES_SAFE}[name]
+    assert shape_findings(textwrap.dedent(tests)) == []
+
+
+@pytest.mark.parametrize("name", sorted(FILES) + sorted(COROUTINES))
+def test_every_flagged_split_shape_fails_a_correct_answer_in_the_sandbox(one_worker, name):
+    code, tests, _ = {**FILES, **COROUTINES}[name]
+    result = _run(one_worker, code, tests)
+    assert result.status in (FAILED, ERROR), result.reason
+    symptoms = ("PermissionError", "FileNotFoundError", "cannot be passed") if name in FILES else ("None !=", "StopIteration")
+    assert any(symptom in result.reason for symptom in symptoms), result.reason
+
+
+@pytest.mark.parametrize("name", sorted(FILES_SAFE) + sorted(COROUTINES_SAFE))
+def test_every_safe_form_passes_a_correct_answer_in_the_sandbox(one_worker, name):
+    code, tests = {**FILES_SAFE, **COROUTINES_SAFE}[name]
+    result = _run(one_worker, code, tests)
+    assert result.status is PASSED, result.reason
