@@ -1042,7 +1042,7 @@ _COROUTINE_METHODS = {"run_until_complete", "create_task"}  # an event loop's, a
 def model_coroutine_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
     """Tests that await a coroutine of the model's code (``await f(1)``, ``asyncio.run(f(1))``, gather, a loop's
     run_until_complete, ``async for``/``async with`` over it): the split sandbox cannot drive a coroutine across
-    the process boundary (``await`` gives None, ``asyncio.run`` raises), so correct async code fails."""
+    the process boundary, so every run is an ``error`` that names the in-process fallback, where it runs."""
     model = model or _ModelCode(tree)
     aliases = _import_aliases(tree)
 
@@ -1073,8 +1073,8 @@ def model_coroutine_findings(tree: ast.Module, model: _ModelCode | None = None) 
             found.append(
                 f"tests line {getattr(node, 'lineno', 0)}: the tests await a coroutine of the model's code "
                 f"({ast.unparse(awaited)[:60]}), but the split sandbox cannot drive a coroutine across the process "
-                "boundary today ('await' gives None, asyncio.run and run_until_complete raise): correct async code "
-                "fails, and trust_mode='inprocess' cannot run an event loop either; test a synchronous entry point"
+                "boundary: every run is an error naming the in-process fallback; set trust_mode='inprocess' (weaker), "
+                "which runs it, or test a synchronous entry point"
             )
     return found
 

@@ -598,8 +598,12 @@ def test_the_safe_forms_are_not_flagged(name):
 def test_every_flagged_split_shape_fails_a_correct_answer_in_the_sandbox(one_worker, name):
     code, tests, _ = {**FILES, **COROUTINES}[name]
     result = _run(one_worker, code, tests)
+    if name in COROUTINES:  # a loud error naming the fallback (round eleven), never a correct answer's 0
+        assert result.status is ERROR, result.reason
+        assert "await a coroutine of the model's code" in result.reason and "inprocess" in result.reason
+        return
     assert result.status in (FAILED, ERROR), result.reason
-    symptoms = ("PermissionError", "FileNotFoundError", "cannot be passed") if name in FILES else ("None !=", "StopIteration")
+    symptoms = ("PermissionError", "FileNotFoundError", "cannot be passed")
     assert any(symptom in result.reason for symptom in symptoms), result.reason
 
 
