@@ -346,3 +346,54 @@ def test_a_coroutine_where_synchronous_tests_want_a_generator_is_the_models_fail
     asynchronous themselves turn driving one into the loud error."""
     result = _run(executor, "async def f(x):\n    return x\n", _check("f(3).send(None) == 3"))
     assert result.status is FAILED, (result.status, result.reason)
+
+
+# --- an exception's notes, and the exceptions it was raised from or during --------------------------------------
+
+CHAINED = """
+class ConfigError(Exception):
+    pass
+def f(kind):
+    try:
+        {}["missing"]
+    except KeyError as exc:
+        if kind == "cause":
+            raise ConfigError("bad config") from exc
+        if kind == "context":
+            raise ValueError("while handling")
+        if kind == "hidden":
+            raise ValueError("no context shown") from None
+        error = ValueError("noted")
+        error.add_note("hint: check the key")
+        raise error
+"""
+
+
+@pytest.mark.parametrize(
+    ("kind", "check"),
+    [
+        ("cause", "isinstance(cm.exception.__cause__, KeyError) and cm.exception.__cause__.args == ('missing',)"),
+        ("context", "isinstance(cm.exception.__context__, KeyError) and cm.exception.__cause__ is None"),
+        ("hidden", "cm.exception.__suppress_context__ and cm.exception.__cause__ is None"),
+        ("notes", "cm.exception.__notes__ == ['hint: check the key']"),
+    ],
+)
+def test_an_exceptions_chain_and_notes_cross_with_it(executor, kind, check):
+    tests = (
+        "class T(unittest.TestCase):\n    def test(self):\n        with self.assertRaises(Exception) as cm:\n"
+        f"            f({kind!r})\n        self.assertTrue({check})\n"
+    )
+    _same_as_one_process(executor, CHAINED, tests, PASSED)
+
+
+def test_a_chain_the_model_describes_is_bounded():
+    from rewardpipe.execution.runtime import trusted
+
+    info: dict = {"type": "ValueError", "module": "builtins", "msg": "0"}
+    for level in range(1, 200):  # far deeper than any real chain: the runner rebuilds MAX_EXCEPTION_CHAIN levels
+        info = {"type": "ValueError", "module": "builtins", "msg": str(level), "cause": info}
+    exc, depth = trusted.Connection(-1, -1).exception(info), 0
+    while exc.__cause__ is not None:
+        exc, depth = exc.__cause__, depth + 1
+    assert depth == trusted.MAX_EXCEPTION_CHAIN
+    assert untrusted.MAX_EXCEPTION_CHAIN == trusted.MAX_EXCEPTION_CHAIN

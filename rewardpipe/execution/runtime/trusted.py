@@ -354,7 +354,24 @@ class Connection:
                 target.clear()
                 dict.update(target, new) if kind is collections.Counter else target.update(new)
 
-    def exception(self, info) -> BaseException:
+    def exception(self, info, depth: int = 0) -> BaseException:
+        """The exception the model's code raised, rebuilt here (:meth:`_exception`), with its notes and the
+        exceptions it was raised from or during, rebuilt the same way (``untrusted.describe_exception``)."""
+        exc = self._exception(info)
+        if type(info) is not dict:
+            return exc
+        with contextlib.suppress(Exception):  # a chain the model described oddly: the exception arrives without it
+            notes = info.get("notes")
+            if type(notes) is list and notes:
+                exc.__notes__ = [note for note in notes if type(note) is str]
+            for key, attribute in (("cause", "__cause__"), ("context", "__context__")):
+                if type(info.get(key)) is dict and depth < MAX_EXCEPTION_CHAIN:  # (the model's word: bounded here too)
+                    setattr(exc, attribute, self.exception(info[key], depth + 1))
+            if info.get("suppress") is True:
+                exc.__suppress_context__ = True
+        return exc
+
+    def _exception(self, info) -> BaseException:
         if type(info) is not dict:
             return RemoteError("malformed exception from the model's process")
         name = str(info.get("type", "Exception"))[:200]
@@ -389,6 +406,7 @@ class Connection:
 
 
 MAX_KINDS_PER_REPLY = 10_000  # kind descriptions read from one reply (as many as untrusted.MAX_DESCRIBED)
+MAX_EXCEPTION_CHAIN = 3  # causes and contexts rebuilt, each level deep (as untrusted.MAX_EXCEPTION_CHAIN)
 MAX_EXCEPTION_MRO = 32  # names of the model's classes in a raised exception's ancestry looked up
 MAX_EXCEPTION_ATTRIBUTES = 64  # attributes of one exception of the model's set on its trusted copy
 

@@ -32,6 +32,8 @@ MAX_TAKE = 1 << 20
 MAX_EXCEPTION_MRO = 32  # the model's own classes named in an exception's ancestry
 MAX_EXCEPTION_ATTRIBUTES = 64  # an exception's own attributes carried with it (plain data only)
 MAX_EXCEPTION_DATA = 64 * 1024  # bytes of an exception's encoded args and attributes; beyond, its message alone
+MAX_EXCEPTION_NOTES = 16  # notes (add_note) carried with an exception
+MAX_EXCEPTION_CHAIN = 3  # causes and contexts carried, each level deep (raise ... from ..., raised in an except)
 
 BINARY_OPS = {
     "add",
@@ -174,7 +176,10 @@ def _builtin_base(cls) -> str:
     return "Exception"
 
 
-def describe_exception(exc: BaseException) -> dict:
+def describe_exception(exc: BaseException, depth: int = 0) -> dict:
+    """What the trusted side rebuilds a raised exception from: its class, message, data (:func:`_exception_data`),
+    its notes (``add_note``) and, up to MAX_EXCEPTION_CHAIN deep, the exceptions it was raised from or during
+    (``raise ... from e``, or inside an ``except``): ``assertIsInstance(cm.exception.__cause__, KeyError)``."""
     cls = type(exc)
     try:
         message = str(exc)
@@ -190,6 +195,17 @@ def describe_exception(exc: BaseException) -> dict:
         info["mro"] = [klass.__name__ for klass in cls.__mro__ if klass.__module__ == "solution"][:MAX_EXCEPTION_MRO]
     with contextlib.suppress(BaseException):  # the model's exception may do anything; its message is enough
         info.update(_exception_data(exc))
+    with contextlib.suppress(BaseException):
+        notes = exc.__notes__ if "__notes__" in vars(exc) else None
+        if type(notes) is list:
+            info["notes"] = [str.__str__(note)[:2000] for note in notes[:MAX_EXCEPTION_NOTES] if isinstance(note, str)]
+    if depth < MAX_EXCEPTION_CHAIN:
+        with contextlib.suppress(BaseException):
+            for key, linked in (("cause", exc.__cause__), ("context", exc.__context__)):
+                if isinstance(linked, BaseException) and linked is not exc:
+                    info[key] = describe_exception(linked, depth + 1)
+            if exc.__suppress_context__:
+                info["suppress"] = True
     return info
 
 
