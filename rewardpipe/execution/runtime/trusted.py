@@ -352,7 +352,7 @@ class Connection:
                 target.extend(new)
             elif kind is not array.array:  # dict, set, Counter, OrderedDict, defaultdict: in the callee's order
                 target.clear()
-                dict.update(target, new) if kind is collections.Counter else target.update(new)
+                target.update(new)  # (an empty Counter's update sets the counts: it adds only to counts it has)
 
     def exception(self, info, depth: int = 0) -> BaseException:
         """The exception the model's code raised, rebuilt here (:meth:`_exception`), with its notes and the
