@@ -882,9 +882,14 @@ _PATH_KEEPING = (
 _PATH_KEEPING_METHODS = {"joinpath", "with_name", "with_suffix", "with_stem", "resolve", "absolute", "as_posix", "open"}
 
 
-def _writes(call: ast.Call) -> bool:
-    """``open(path, "w")`` (or "a", "x", "+"): a file the call creates or changes."""
-    mode = call.args[1] if len(call.args) >= 2 else next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
+def _writes(call: ast.Call, mode_at: int = 1) -> bool:
+    """``open(path, "w")`` (or "a", "x", "+"; the mode at argument ``mode_at``, 0 for ``path.open("w")``): a file
+    the call creates or changes."""
+    mode = (
+        call.args[mode_at]
+        if len(call.args) > mode_at
+        else next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
+    )
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
 
 
@@ -941,10 +946,10 @@ class _TestFiles:
         if not isinstance(node, ast.Call):
             return
         name = self._resolved(node.func)
-        if any(_matches(name, opener) or name == opener for opener in _OPENERS) and node.args and _writes(node):
+        if any(_matches(name, opener) for opener in _OPENERS) and node.args and _writes(node):
             self._mark(node.args[0], taint)
         elif isinstance(node.func, ast.Attribute) and (
-            node.func.attr in _PATH_WRITERS or (node.func.attr == "open" and _writes_method(node))
+            node.func.attr in _PATH_WRITERS or (node.func.attr == "open" and _writes(node, mode_at=0))
         ):
             self._mark(node.func.value, taint)
         elif any(_matches(name, maker) for maker in _MADE_BY_FIRST) and node.args:
@@ -955,7 +960,7 @@ class _TestFiles:
     def made_here(self, node: ast.Call) -> bool:
         name = self._resolved(node.func)
         return any(_matches(name, maker) for maker in _FILE_MAKERS) or (
-            any(name == opener or _matches(name, opener) for opener in _OPENERS) and _writes(node)
+            any(_matches(name, opener) for opener in _OPENERS) and _writes(node)
         )
 
     def holds(self, node: ast.AST, taint: set[str]) -> bool:
@@ -989,15 +994,9 @@ class _TestFiles:
             arguments = [*node.args, *(kw.value for kw in node.keywords)]
             if isinstance(node.func, ast.Attribute) and node.func.attr in _PATH_KEEPING_METHODS:
                 return self.holds(node.func.value, taint)
-            if any(name == keeping or _matches(name, keeping) for keeping in _PATH_KEEPING):
+            if any(_matches(name, keeping) for keeping in _PATH_KEEPING):
                 return any(self.holds(argument, taint) for argument in arguments)
         return False
-
-
-def _writes_method(call: ast.Call) -> bool:
-    """``path.open("w")``: the mode is the first argument."""
-    mode = call.args[0] if call.args else next((kw.value for kw in call.keywords if kw.arg == "mode"), None)
-    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
 
 
 def created_file_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
