@@ -53,6 +53,14 @@ def executor():
     executor.close()
 
 
+@pytest.fixture(scope="module")
+def one_worker():
+    """One worker, so consecutive jobs meet the same fork server and trusted runner (it serves up to 500 jobs)."""
+    executor = make_executor(workers=1)
+    yield executor
+    executor.close()
+
+
 def layer_on(executor, layer: str) -> bool:
     return executor.isolation().get(layer, "").startswith("on")
 

@@ -10,13 +10,15 @@
   it as a test.
 * Split trust: the model's process has a private /tmp and job directory, so a file or directory the tests create and
   hand to the model (its path, or the open file) fails a correct answer; a coroutine of the model's code cannot be
-  awaited across the boundary ('await' gives None, asyncio.run raises). Both are flagged, through aliases of
-  tempfile and asyncio, helpers and setUp, and checked against the real sandbox: what is flagged fails a correct
-  answer there, and the safe forms (passing the content, a synchronous entry point) pass.
+  awaited across the boundary (every run a loud error naming the in-process fallback). Both are flagged, through
+  aliases of tempfile and asyncio, helpers and setUp, and checked against the real sandbox: a flagged file fails a
+  correct answer there, an awaited coroutine is that error, and the safe forms (passing the content, a synchronous
+  entry point) pass.
 """
 
 from __future__ import annotations
 
+import os
 import textwrap
 from types import SimpleNamespace
 
@@ -24,26 +26,14 @@ import pytest
 
 from rewardpipe.cli.tasks_cmd import task_problems
 from rewardpipe.doctor import static_problems
-from rewardpipe.execution import ExecutionJob, ExecutionStatus
-from rewardpipe.execution.sandbox import make_executor
+from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.shape_lint import shape_findings
 from rewardpipe.models import Task
+from tests.security.test_round_eight_shapes import _run
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 PLUS_ONE = "def f(x):\n    return x + 1\n"
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
-
-
-def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):
-    return executor.run(
-        ExecutionJob(code=textwrap.dedent(code), tests=textwrap.dedent(tests), entry_point=entry_point, **fields)
-    )
+RELATIVE_FILE = "rp-lint-relative.txt"  # what a case writes relative to the runner's working directory
 
 
 def _found(tests: str, text: str, **options) -> list[str]:
@@ -406,11 +396,11 @@ FILES = {
         import unittest
         class T(unittest.TestCase):
             def test_a(self):
-                with open('in.txt', 'w') as fh:
+                with open('rp-lint-relative.txt', 'w') as fh:
                     fh.write('a\\n')
-                self.assertEqual(f('in.txt'), ['a'])
+                self.assertEqual(f('rp-lint-relative.txt'), ['a'])
         """,
-        "('in.txt')",
+        "('rp-lint-relative.txt')",
     ),
     "open-file-object": (
         "def f(fh):\n    return fh.read().splitlines()\n",
@@ -597,7 +587,14 @@ def test_the_safe_forms_are_not_flagged(name):
 @pytest.mark.parametrize("name", sorted(FILES) + sorted(COROUTINES))
 def test_every_flagged_split_shape_fails_a_correct_answer_in_the_sandbox(one_worker, name):
     code, tests, _ = {**FILES, **COROUTINES}[name]
-    result = _run(one_worker, code, tests)
+    # The trusted runner writes a relative path in its working directory, which is this process's: remove it after.
+    writes_relative = RELATIVE_FILE in tests and not os.path.exists(RELATIVE_FILE)
+    relative = os.path.abspath(RELATIVE_FILE) if writes_relative else None
+    try:
+        result = _run(one_worker, code, tests)
+    finally:
+        if relative is not None and os.path.exists(relative):
+            os.unlink(relative)
     if name in COROUTINES:  # a loud error naming the fallback (round eleven), never a correct answer's 0
         assert result.status is ERROR, result.reason
         assert "await a coroutine of the model's code" in result.reason and "inprocess" in result.reason

@@ -18,15 +18,6 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import trusted
-from rewardpipe.execution.sandbox import make_executor
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
-
 
 PROBE_TESTS = """
 import sys

@@ -14,14 +14,6 @@ from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import RIGHT_ADD, WRONG_ADD, job
 from tests.security.test_round_six_sandbox import READS_A_MODEL_NAME_AT_LOAD
 
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
-
-
 READS_MATH_AT_LOAD = READS_A_MODEL_NAME_AT_LOAD  # round six's tests: math read at module level
 
 

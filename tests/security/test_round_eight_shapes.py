@@ -15,18 +15,10 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import trusted, untrusted
-from rewardpipe.execution.sandbox import make_executor
 from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
 
 
 def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):

@@ -17,19 +17,11 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import trusted, untrusted, wire
-from rewardpipe.execution.sandbox import make_executor
 from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.test_round_eight_shapes import _run
 from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
 
 
 def _methods(*lines: str) -> str:

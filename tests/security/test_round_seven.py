@@ -20,16 +20,8 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import trusted, wire
-from rewardpipe.execution.sandbox import make_executor
 
 PASSED, FAILED = ExecutionStatus.PASSED, ExecutionStatus.FAILED
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
 
 
 def _run(executor, code: str, tests: str, entry_point: str):

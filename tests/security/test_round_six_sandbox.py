@@ -13,17 +13,8 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
-from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import RIGHT_ADD, WRONG_ADD, assert_failed, assert_scorer_survives, job
 from tests.security.test_round_four import degraded  # noqa: F401 - the Lambda-mode fixture
-
-
-@pytest.fixture(scope="module")
-def one_worker():
-    """One worker, so consecutive jobs meet the same trusted runner (it serves up to 500 jobs)."""
-    executor = make_executor(workers=1)
-    yield executor
-    executor.close()
 
 
 def _targets(one_worker, degraded, mode):  # noqa: F811
