@@ -9,6 +9,7 @@ import pytest
 
 from rewardpipe.monitoring import Thresholds, monitor_records
 from rewardpipe.monitoring.trend import detect_decline, fit_line
+from tests.monitoring.test_library_duplicates import rec
 from tests.test_monitor import step_with_fraction
 
 
@@ -90,21 +91,7 @@ def coin_flip_records(seed, steps, groups=16, k=4, p_of_step=lambda step: 0.5, s
     for step in range(start, start + steps):
         p = p_of_step(step)
         for g in range(groups):
-            for i in range(k):
-                value = float(rnd.random() < p)
-                out.append(
-                    {
-                        "run_id": "r",
-                        "step": step,
-                        "group_id": f"g{g}",
-                        "rollout_id": f"s{step}g{g}k{i}",
-                        "task_id": f"t{g}",
-                        "status": "scored",
-                        "components": {"c": value},
-                        "weights": {"c": 1.0},
-                        "aggregate": value,
-                    }
-                )
+            out.extend(rec(step, g, i, float(rnd.random() < p)) for i in range(k))
     return out
 
 
