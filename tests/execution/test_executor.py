@@ -10,6 +10,7 @@ import time
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime.zygote import RUNNER_NAME
 from rewardpipe.execution.sandbox import make_executor
 from tests.execution.conftest import job
 
@@ -110,6 +111,11 @@ def test_isolation_report_is_attached_to_results(executor):
         assert layer in result.isolation
 
 
+def _comm(pid: int) -> str:
+    with open(f"/proc/{pid}/comm") as handle:
+        return handle.read().strip()
+
+
 def _children(pid: int) -> list[int]:
     """The fork server's live trusted runner and untrusted children (not its housekeeper helper, and not a
     finished job's child that the kernel is still tearing down: it is reaped after the reply)."""
@@ -184,8 +190,13 @@ def test_trusted_runner_persists_until_its_job_quota(quota, runner_changes):
             assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
         assert zygote_pid == executor._workers[0].process.pid
         # The untrusted child is new every job; the runner survives unless its quota ran out.
-        survivors = before & set(_children(zygote_pid))
+        after = set(_children(zygote_pid))
+        survivors = before & after
         assert len(survivors) == (0 if runner_changes else 1)
+        # One runner, under its own name (ps and benchmarks/cpu_by_process.py tell it apart by it), fresh or not.
+        runners = [pid for pid in after if _comm(pid) == RUNNER_NAME]
+        assert len(runners) == 1
+        assert runner_changes or runners == list(survivors)
     finally:
         executor.close()
 

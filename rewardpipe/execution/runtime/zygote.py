@@ -106,6 +106,7 @@ HOST_WATCH_INTERVAL_S = 0.01  # ... and how often the host file system's use is 
 HOST_SLACK_BYTES = 1 << 20
 HOST_SLACK_INODES = 16
 HOUSEKEEPER_NAME = "rp-housekeeper"
+RUNNER_NAME = "rp-runner"  # ps and profilers tell the trusted runner from the fork server and its children
 CHILD_ENVIRONMENT = {"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}  # plus HOME and TMPDIR: the job directory
 # Hardened children waiting for a job: forked in bursts, up to SPARES_HIGH whenever only SPARES_LOW are left.
 # After each fork, every page the fork server then writes (its own bookkeeping touches some 350 a job) is
@@ -1165,6 +1166,7 @@ class Zygote:
             status = 0
             try:
                 ours.close()
+                layers.set_process_name(RUNNER_NAME)
                 self.child_server.uninstall()  # the hidden tests run with the process's own streams and hooks
                 _die_with_parent(self.pid)
                 if "rlimits" not in self.disabled:
