@@ -1,0 +1,76 @@
+"""Round twelve (issue 19, classes 3 and 5): what an independent review of split trust found. Each case runs through
+the sandbox and, as the reference, through plain unittest with the code and the tests in one process.
+
+* A wrong answer turned its 0 into an ``error`` (no reward: excluded from GRPO) through the rule that tests awaiting
+  a model's coroutine are a loud error: wherever the tests mentioned async, await or asyncio (a comment was enough),
+  their own ``g.send(None)`` or ``mailer.send(m)`` on an object the model's process called a coroutine (a wrong
+  answer that was one, or a lie about its kind) counted as asyncio driving it. Only asyncio's own code drives now.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from tests.security.test_round_eleven_shapes import AWAITED_CODE, AWAITING_TESTS, _check, _run, _same_as_one_process
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+
+# --- class 3: the awaited-coroutine error is asyncio's to raise, never the tests' own send() -----------------------
+
+GENERATOR_SUITE = """
+import asyncio
+class T(unittest.TestCase):
+    def test_gen(self):
+        g = running_total()
+        g.send(None)
+        self.assertEqual(g.send(5), 5)
+    def test_async_helper(self):
+        self.assertEqual(asyncio.run(asyncio.sleep(0, 7)), 7)
+"""
+RIGHT_GENERATOR = "def running_total():\n    t = 0\n    while True:\n        x = yield t\n        t += x\n"
+# The model's process says a Mailer is a coroutine (its own copy of the runtime is the model's to change).
+LYING_MAILER = """
+import sys
+for _name, _module in list(sys.modules.items()):
+    if _name.endswith("untrusted") and hasattr(_module, "describe_kind"):
+        def _lie(obj, handle, _kind=_module.describe_kind):
+            return ["t", "coroutine", 0, 0] if type(obj).__name__ == "Mailer" else _kind(obj, handle)
+        _module.describe_kind = _lie
+class Mailer:
+    def send(self, message):
+        return 0
+"""
+MAILER_TESTS = """
+# the other suites of this task use asyncio
+class T(unittest.TestCase):
+    def test_send(self):
+        self.assertEqual(Mailer().send("x"), 1)
+"""
+
+
+@pytest.mark.parametrize(
+    "code, tests, entry_point, expected",
+    [
+        pytest.param(RIGHT_GENERATOR, GENERATOR_SUITE, "running_total", PASSED, id="right-generator-in-an-async-suite"),
+        pytest.param(
+            "async def running_total():\n    return 0\n", GENERATOR_SUITE, "running_total", FAILED, id="wrong-coroutine"
+        ),
+        pytest.param(
+            "async def f(x):\n    return x\n", _check("f(3).send(None) == 3", imports="asyncio"), "f", FAILED, id="send"
+        ),
+    ],
+)
+def test_the_tests_own_send_is_an_ordinary_call(executor, code, tests, entry_point, expected):
+    _same_as_one_process(executor, code, tests, expected, entry_point=entry_point)
+
+
+def test_a_lie_about_a_kind_never_makes_an_error(executor):
+    result = _run(executor, LYING_MAILER, MAILER_TESTS, entry_point="Mailer")
+    assert result.status is FAILED, (result.status, result.reason)
+
+
+def test_asyncio_driving_the_models_coroutine_is_still_the_loud_error(executor):
+    assert _run(executor, AWAITED_CODE, AWAITING_TESTS).status is ERROR
+    for runner in ("asyncio.run(f(3))", "asyncio.new_event_loop().run_until_complete(f(3))"):
+        assert _run(executor, AWAITED_CODE, _check(f"{runner} == 6", imports="asyncio")).status is ERROR
