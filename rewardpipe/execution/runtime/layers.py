@@ -626,6 +626,28 @@ _DENIED = {
         "fremovexattr": 16,
     },
 }
+# Calls added since Linux 5.1, numbered the same on every architecture. The mount list (statmount, listmount: no
+# path, no privilege, so neither Landlock nor the mount namespace hides it) named the directories of the spare
+# children waiting for the next jobs: a job changed their times and mode (which Landlock does not govern) and
+# the next job read them back with os.stat(".") (round twelve; see also Zygote._spare_is_sound). The new mount
+# API, extended attributes by directory descriptor, and file attribute flags by path go with them.
+_DENIED_EVERYWHERE = {
+    "open_tree": 428,
+    "move_mount": 429,
+    "fsopen": 430,
+    "fsconfig": 431,
+    "fsmount": 432,
+    "fspick": 433,
+    "mount_setattr": 442,
+    "statmount": 457,
+    "listmount": 458,
+    "setxattrat": 463,
+    "removexattrat": 466,
+    "open_tree_attr": 467,
+    "file_setattr": 469,
+}
+for _arch_calls in _DENIED.values():
+    _arch_calls.update(_DENIED_EVERYWHERE)
 # Every other process is out of reach by number: signals, pidfds, ptrace and reading or writing another
 # process's memory are denied above; what is left are calls that take a pid (or a process group) as an
 # argument and act on that process without sending it anything. On the sandbox's own processes (the spare

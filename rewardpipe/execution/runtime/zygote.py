@@ -133,6 +133,7 @@ class SpareParts(NamedTuple):
     runner_write: int  # the runner's ends of the child's pipes
     runner_read: int
     fd_plan: tuple  # how the child puts its descriptors in place (_fd_plan)
+    dir_stamp: tuple  # job_dir's metadata when it was made (_dir_stamp)
 
     def close_child_ends(self) -> None:
         for fd in self.child_ends:
@@ -148,12 +149,15 @@ class SpareParts(NamedTuple):
 class UntrustedChild:
     """A forked, hardened untrusted child and the zygote's ends of its channels."""
 
-    def __init__(self, pid: int, control: socket.socket, runner_write: int, runner_read: int, job_dir: str):
+    def __init__(
+        self, pid: int, control: socket.socket, runner_write: int, runner_read: int, job_dir: str, dir_stamp: tuple
+    ):
         self.pid = pid
         self.control = control
         self.runner_write = runner_write  # the runner's ends of the child's pipes, until handed over
         self.runner_read = runner_read
         self.job_dir = job_dir
+        self.dir_stamp = dir_stamp  # its directory's metadata when made: compared before the child gets a job
         self.job_dir_disposed = False  # its directory was disposed of when the job ended
         self.ready = False  # it said it is hardened (one byte on its control socket)
 
@@ -1002,7 +1006,11 @@ class Zygote:
                 pid = layers.fork_without_interpreter_hooks()
                 if pid == 0:
                     self._untrusted_child(parts.fd_plan, parts.confine is not None)
-                children.append(UntrustedChild(pid, parts.ours, parts.runner_write, parts.runner_read, parts.job_dir))
+                children.append(
+                    UntrustedChild(
+                        pid, parts.ours, parts.runner_write, parts.runner_read, parts.job_dir, parts.dir_stamp
+                    )
+                )
         except OSError:
             if not children:  # (a burst cut short by a limit keeps the children it has)
                 raise
@@ -1072,10 +1080,17 @@ class Zygote:
         if confine is not None:
             keep[UNTRUSTED_FDS["confine"]] = confine
         child_ends = (u_read, u_write) if confine is None else (u_read, u_write, confine)
-        return SpareParts(job_dir, confine, child_ends, theirs, ours, t_write, t_read, _fd_plan(keep, self.null_fd))
+        plan = _fd_plan(keep, self.null_fd)
+        return SpareParts(job_dir, confine, child_ends, theirs, ours, t_write, t_read, plan, _dir_stamp(job_dir))
 
     def _spare_is_sound(self, child: UntrustedChild) -> bool:
-        """True if the waiting child finished hardening and still has the limits and scheduling it was given."""
+        """True if the waiting child finished hardening, still has the limits and scheduling it was given, and
+        its directory is as it was made. A job runs as the uid that owns the directories of the spares waiting
+        behind it, and Landlock does not govern a directory's times or mode: one that found their names (round
+        twelve: the mount list) wrote into them what the next job read back with os.stat(".")."""
+        stamp = _dir_stamp(child.job_dir)
+        if not stamp or stamp != child.dir_stamp:
+            return False
         if not child.ready:
             try:
                 if not select.select([child.control], [], [], 2.0)[0] or child.control.recv(1) != b"R":
@@ -1373,6 +1388,25 @@ class Zygote:
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
         layers.remove_tree(self.worker_dir)
         self.scorer_dir.remove()
+
+
+def _dir_stamp(path: str) -> tuple:
+    """A directory's metadata, every field a job could change from outside it (any change moves st_ctime too)."""
+    try:
+        st = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return ()
+    return (
+        st.st_dev,
+        st.st_ino,
+        st.st_mode,
+        st.st_uid,
+        st.st_gid,
+        st.st_nlink,
+        st.st_atime_ns,
+        st.st_mtime_ns,
+        st.st_ctime_ns,
+    )
 
 
 def _pin_to_cpu(cpu: int) -> int | None:
