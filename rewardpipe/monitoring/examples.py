@@ -154,6 +154,13 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                 if r.status == "scored":
                     score, reason = progress(r)
                     ranked.append((-score, r, clean(reason)))
+    elif alarm.cause == "no_values":
+        for rollouts in acc.sample.values():
+            for r in rollouts:
+                if r.status == "scored":
+                    ranked.append(
+                        (0, r, clean(f"{component} = {_value(r, component)!r}, like every rollout of the step"))
+                    )
     elif alarm.cause == "components_cancel":
         for group in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]

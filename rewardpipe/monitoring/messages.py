@@ -76,6 +76,12 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
                 "idle penalties were asked to alarm)"
             )
         return text + "saturated: it no longer separates rollouts; consider lowering its weight or raising the bar"
+    if cause == "no_values":
+        return (
+            f"{who} has no value in any scored rollout ({s['missing']} None, {s['non_finite']} NaN or inf, in "
+            f"{s['eligible_groups']} groups): it gives GRPO no signal at all; does it return None, or fail to a NaN, "
+            f"for every rollout?"
+        )
     if cause == "constant_everywhere":
         return (
             f"{who} is {value} in every scored rollout ({s['values']} values, std {fmt(s['std'])}): it varies "

@@ -8,6 +8,10 @@
   normal for a rarely triggered penalty, so it does not alarm (unless ``alarm_idle_penalties``);
 * ``insufficient_data``: fewer than ``min_groups`` eligible groups (>= 2 scored values).
 
+A component with no value at all in a step (None, NaN or inf in every scored rollout) where the rollouts make at
+least ``min_groups`` eligible groups is ``dead`` too, cause ``no_values``: it gives GRPO nothing, and as
+``insufficient_data`` it never alarmed (round twelve).
+
 ``dying`` (the zero-variance share rising steadily towards the dead threshold) needs the previous steps,
 so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module judges one step alone.
 """
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
+
+import numpy as np
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
@@ -119,6 +125,18 @@ def component_stats(
         group_sizes[name] = sizes
     eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
 
+    rollout_groups = _rollout_groups(acc) if stats["values"] == 0 and name != AGG else 0
+    if rollout_groups >= th.min_groups and stats["missing"] + stats["non_finite"] > 0:
+        # Every scored rollout has the component, and not one has a number: as dead as a constant. The groups it
+        # would have been judged in are all "zero variance", so the alarm stays open while this lasts.
+        stats.update(
+            verdict="dead",
+            cause="no_values",
+            eligible_groups=rollout_groups,
+            zero_variance_groups=rollout_groups,
+            zero_variance_group_fraction=1.0,
+        )
+        return stats
     if eligible == 0 or eligible < th.min_groups:
         stats["verdict"] = "insufficient_data"
         stats["cause"] = "no_eligible_groups" if eligible == 0 else "too_few_groups"
@@ -153,6 +171,14 @@ def component_stats(
         stats["verdict"], cause = "info", "penalty_never_fires"
     stats["cause"] = cause
     return stats
+
+
+def _rollout_groups(acc: StepAcc) -> int:
+    """Groups of the step with at least two scored rollouts (a finite aggregate, or else any component's value)."""
+    counts = [table.n for table in acc.table.values()]
+    if not counts:
+        return 0
+    return int((np.maximum.reduce(counts) >= 2).sum())
 
 
 def is_penalty(value_range: tuple[float, float] | None) -> bool:
