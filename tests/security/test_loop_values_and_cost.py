@@ -78,25 +78,12 @@ def test_a_turn_that_revealed_a_new_detail_is_a_loop_only_as_the_same_question(f
 
 
 def test_the_live_episode_does_not_charge_a_question_that_revealed_a_new_detail():
-    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
-    from rewardpipe.episode import apply_env_turn, apply_policy_turn, finish_episode, start_episode
-    from rewardpipe.rewards import get_reward
-    from tests.core.conftest import result
-    from tests.security.test_round_four_reward_gaming import DURATION
-
-    reward = get_reward("ask_before_coding")
     for questions in (
         ["What should the output be for 59.9 seconds?", "What should the output be for 3600 seconds?"],
         ["Should the result be in clock format?", "Should the result be in clock format?"],
     ):
-        state = start_episode(DURATION, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
-        for turn in [*questions, f"```python\n{DURATION.reference_solution}```"]:
-            state = apply_policy_turn(state, turn, ENVIRONMENT, DURATION)
-            if state.next_action == "env":
-                state = apply_env_turn(state, DURATION, ENVIRONMENT)
-        record = finish_episode(state, DURATION, result("passed", 3, 3), reward, ENVIRONMENT)
         expected = 0.0 if questions[0] != questions[1] else -0.5
-        assert record.components["loop_penalty"] == expected, questions
+        assert episode_loop_penalty(questions) == expected, questions
 
 
 PADDED = [
@@ -116,6 +103,12 @@ def test_a_value_padded_onto_the_same_question_is_still_a_loop_where_the_replies
     """A counter appended to the same question would dodge the penalty if values alone decided. With the
     simulator's bookkeeping (every training episode), what each reply revealed decides instead (a generic question
     whose every reply reveals the next hidden detail is not a loop: each reply told the model something new)."""
+    assert episode_loop_penalty(questions) == -0.5, questions
+    assert find_loop(questions, new_details=frozenset(), by_values=False) is not None
+
+
+def episode_loop_penalty(questions: list[str]) -> float:
+    """The loop penalty of a live episode of the duration task: ``questions``, then the reference solution."""
     from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
     from rewardpipe.episode import apply_env_turn, apply_policy_turn, finish_episode, start_episode
     from rewardpipe.rewards import get_reward
@@ -128,8 +121,7 @@ def test_a_value_padded_onto_the_same_question_is_still_a_loop_where_the_replies
         if state.next_action == "env":
             state = apply_env_turn(state, DURATION, ENVIRONMENT)
     record = finish_episode(state, DURATION, result("passed", 3, 3), get_reward("ask_before_coding"), ENVIRONMENT)
-    assert record.components["loop_penalty"] == -0.5, questions
-    assert find_loop(questions, new_details=frozenset(), by_values=False) is not None
+    return record.components["loop_penalty"]
 
 
 def _random_turns(count: int, chars: int, seed: int = 0) -> list[str]:

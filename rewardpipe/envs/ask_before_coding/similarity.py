@@ -384,8 +384,9 @@ def find_loop(
     question, "Explain again? (2)", reveals nothing new and stays a loop there).
     A turn in ``new_details`` (the turns whose reply revealed a detail not revealed
     before) is a loop only as the same question again, exactly (the same letters, forwards or backwards) or
-    inside a longer turn: a question alike another in most of its words that earned a new detail asked about
-    something else ("Should the result be uppercase?" / "... lowercase?").
+    padded with more text: a question alike another in most of its words that earned a new detail asked about
+    something else ("Should the result be uppercase?" / "... lowercase?"), and one question of an earlier turn
+    that asked several, asked again alone and answered now, was not answered then.
 
     Cost bound: comparing two turns by their characters costs up to MAX_CANDIDATES anchor pairs per
     character; at most COMPARED_CHARS_PER_TRANSCRIPT characters (the two turns' lengths, summed over the pairs
@@ -440,13 +441,16 @@ def find_loop(
                 continue
             pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
             letter_pair = lambda first=earlier, second=later: (index(first, True), index(second, True))  # noqa: E731
-            if _contained(words[earlier], words[later]) or (
-                not new
-                and (
-                    same_words(sets[earlier], sets[later], threshold)
-                    or similar(normalised[earlier], text, pair)
-                    or similar(letters[earlier], letters[later], letter_pair)
-                )
+            # A turn that earned a new detail is a loop inside a longer turn only as the earlier question padded
+            # ("Explain again? (2)"), never as one question of an earlier turn that asked several, re-asked
+            # because the reply answered another of them (round twelve: charged -0.5 for asking what was not
+            # answered).
+            if _contained(words[earlier], words[later]) and not (new and len(words[later]) < len(words[earlier])):
+                return earlier, later
+            if not new and (
+                same_words(sets[earlier], sets[later], threshold)
+                or similar(normalised[earlier], text, pair)
+                or similar(letters[earlier], letters[later], letter_pair)
             ):
                 return earlier, later
         seen.setdefault(letters[later], later)
