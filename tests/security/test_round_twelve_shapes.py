@@ -74,3 +74,47 @@ def test_asyncio_driving_the_models_coroutine_is_still_the_loud_error(executor):
     assert _run(executor, AWAITED_CODE, AWAITING_TESTS).status is ERROR
     for runner in ("asyncio.run(f(3))", "asyncio.new_event_loop().run_until_complete(f(3))"):
         assert _run(executor, AWAITED_CODE, _check(f"{runner} == 6", imports="asyncio")).status is ERROR
+
+
+# --- class 5: a generator's end carries its value, through next() and through send() -------------------------------
+
+GENERATOR_ENDS = {
+    "next-at-the-end": (
+        "def g():\n    yield 1\n    return 42\n",
+        "it = g()\n        next(it)\n        with self.assertRaises(StopIteration) as cm:\n            next(it)\n"
+        "        self.assertEqual(cm.exception.value, 42)",
+    ),
+    "send-at-the-end": (
+        "def g():\n    x = yield\n    return x * 2\n",
+        "it = g()\n        next(it)\n        with self.assertRaises(StopIteration) as cm:\n            it.send(21)\n"
+        "        self.assertEqual(cm.exception.value, 42)",
+    ),
+    "accumulator-ended-by-send": (
+        "def g():\n    t = 0\n    while True:\n        x = yield t\n"
+        "        if x is None:\n            return\n        t += x\n",
+        "it = g()\n        next(it)\n        self.assertEqual(it.send(3), 3)\n        self.assertEqual(it.send(4), 7)\n"
+        "        with self.assertRaises(StopIteration):\n            it.send(None)",
+    ),
+    "throw-that-ends-it": (
+        "def g():\n    try:\n        yield 1\n    except KeyError:\n        return 'caught'\n",
+        "it = g()\n        next(it)\n        with self.assertRaises(StopIteration) as cm:\n"
+        "            it.throw(KeyError)\n        self.assertEqual(cm.exception.value, 'caught')",
+    ),
+}
+
+
+@pytest.mark.parametrize("code, body", GENERATOR_ENDS.values(), ids=GENERATOR_ENDS)
+def test_a_generators_end_is_its_stop_iteration(executor, code, body):
+    tests = f"class T(unittest.TestCase):\n    def test(self):\n        {body}\n"
+    _same_as_one_process(executor, code, tests, PASSED, entry_point="g")
+    wrong = code.replace("42", "41").replace("x * 2", "x * 3").replace("'caught'", "'missed'")
+    if wrong != code:
+        _same_as_one_process(executor, wrong, tests, FAILED, entry_point="g")
+
+
+def test_a_model_function_raising_stop_iteration_still_cannot_end_the_tests_loop(executor):
+    """PEP 479's rule stays for the model's functions: all(map(f, xs)) is not made True by f raising StopIteration
+    (in one process it is: a forged pass); only a generator's own send/throw, read by the tests, ends with it."""
+    code = "def f(x):\n    raise StopIteration\n"
+    result = _run(executor, code, _check("all(map(f, [1, 2, 3]))"))
+    assert result.status is FAILED, (result.status, result.reason)

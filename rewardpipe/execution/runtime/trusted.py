@@ -105,6 +105,10 @@ class Connection:
         # that changed from run to run). Reentrant: handling a reply may run the tests' code, which may call again.
         self.lock = threading.RLock()
         self.tests_async = False  # the hidden tests use async/await or asyncio (see Remote._drive_coroutine)
+        # Handles of the ``send`` and ``throw`` the tests read off the model's objects (bounded): the end of a
+        # generator they drive is StopIteration, with its value, as in one process (round twelve). Known from what
+        # the tests did, never from what the model's process says the object is.
+        self.generator_steps: set[int] = set()
 
     def request(self, message: dict) -> dict:
         with self.lock:
@@ -169,10 +173,14 @@ class Connection:
         if "fx" in reply:
             self.replay(reply["fx"])
         if "exc" in reply:
+            if message.get("op") == "call" and message.get("h") in self.generator_steps:
+                stop = _generator_end(reply["exc"])
+                if stop is not None:
+                    raise stop
             raise self.exception(reply["exc"])
         if reply.get("stop") is True:
             if message.get("op") == "next":  # the end of an iteration the tests drive (Remote.__iter__)
-                raise StopIteration
+                raise StopIteration(*self._stop_value(reply))
             raise RuntimeError("the model's process answered a call with StopIteration")
         if "ok" not in reply:
             raise RemoteError("the model's process sent a reply without a value")
@@ -190,6 +198,19 @@ class Connection:
         except MemoryError:
             raise RemoteError("the model's process returned a value too large to decode") from None
         return result
+
+    def _stop_value(self, reply: dict) -> tuple:
+        """The value a generator returned (``StopIteration.value``), when the model's process sent one it can decode."""
+        if "value" not in reply:
+            return ()
+        built: list = []
+        try:
+            value = wire.decode(reply["value"], self.proxy, nodes=built)
+        except (wire.WireError, RecursionError, ValueError, MemoryError):
+            return ()
+        for item in built:
+            self._from_model(item)
+        return (value,)
 
     def take_leftover(self, handle: int):
         """The next item a loop over the iterator ``handle`` fetched and did not take (see ``leftovers``)."""
@@ -472,6 +493,15 @@ def _rebuilt_exception(cls: type, info: dict, message: str, call: bool) -> BaseE
     return exc
 
 
+def _generator_end(info) -> StopIteration | None:
+    """A generator's end, raised from its ``send`` or ``throw``, as the StopIteration it is, with the value it
+    returned when that is plain data (None for any other exception)."""
+    if type(info) is not dict or info.get("type") != "StopIteration" or info.get("module") != "builtins":
+        return None
+    rebuilt = _rebuilt_exception(StopIteration, info, str(info.get("msg", ""))[:2000], call=True)
+    return rebuilt if isinstance(rebuilt, StopIteration) else StopIteration()
+
+
 def _carried_message(self) -> str:
     """``str()`` of a local copy of the model's exception class: the text the model's process printed for it
     (its own ``__str__`` may be anything), or, for one the tests made themselves, what its base prints."""
@@ -573,6 +603,8 @@ _AWAITED_COROUTINE = (
     "the hidden tests await a coroutine of the model's code, whose event loop would be in another process"
 )
 _COROUTINE_DRIVERS = frozenset({"send", "throw", "asend", "athrow"})  # what asyncio calls on a coroutine it runs
+_GENERATOR_STEPS = frozenset({"send", "throw"})  # a generator's end raised from these is its StopIteration
+MAX_GENERATOR_STEPS = 4096
 
 
 def _asyncio_is_driving(frame) -> bool:
@@ -610,7 +642,12 @@ class Remote:
             raise AttributeError(name)
         if name in _COROUTINE_DRIVERS and _asyncio_is_driving(sys._getframe(1)):
             self._drive_coroutine()
-        return self._rp("getattr", name=name)
+        result = self._rp("getattr", name=name)
+        if name in _GENERATOR_STEPS and isinstance(result, Remote):
+            steps = self._rp_connection().generator_steps
+            if len(steps) < MAX_GENERATOR_STEPS:
+                steps.add(object.__getattribute__(result, "_rp_handle"))
+        return result
 
     def _drive_coroutine(self) -> None:
         """Asynchronous tests driving one of the model's coroutines or async generators (``await f(3)``,

@@ -563,8 +563,12 @@ class Server:
         if op == "next":
             try:
                 return {"ok": self._encode(next(target))}
-            except StopIteration:
-                return {"stop": True}
+            except StopIteration as end:
+                reply = {"stop": True}
+                if end.value is not None:
+                    with contextlib.suppress(BaseException):  # a value that cannot cross: the end without it
+                        reply["value"] = self._encode(end.value)
+                return reply
         if op == "bool":
             return {"ok": bool(target)}
         if op == "str":
