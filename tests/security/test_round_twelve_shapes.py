@@ -118,3 +118,56 @@ def test_a_model_function_raising_stop_iteration_still_cannot_end_the_tests_loop
     code = "def f(x):\n    raise StopIteration\n"
     result = _run(executor, code, _check("all(map(f, [1, 2, 3]))"))
     assert result.status is FAILED, (result.status, result.reason)
+
+
+# --- class 5: standard callables the tests hand to the model --------------------------------------------------------
+
+HIGHER_ORDER = {
+    "str.upper": ("f(str.upper, ['a', 'b'])", "['A', 'B']"),
+    "math.sqrt": ("f(math.sqrt, [4, 9])", "[2.0, 3.0]"),
+    "operator.add": ("g(operator.add, [1, 2, 3])", "6"),
+    "operator.itemgetter": ("f(operator.itemgetter(1), [(1, 2), (3, 4)])", "[2, 4]"),
+    "operator.attrgetter": ("f(operator.attrgetter('real'), [1j + 2])", "[2.0]"),
+    "functools.partial": ("f(functools.partial(pow, 2), [3, 4])", "[8, 16]"),
+    "partial-of-a-standard-callable": ("f(functools.partial(math.pow, 2.0), [3])", "[8.0]"),
+    "str.__add__": ("g(str.__add__, ['x', 'y'])", "'xy'"),
+}
+MAP = """
+def f(fn, xs):
+    return [fn(x) for x in xs]
+def g(fn, xs):
+    out = xs[0]
+    for x in xs[1:]:
+        out = fn(out, x)
+    return out
+"""
+
+
+@pytest.mark.parametrize("call, expected", HIGHER_ORDER.values(), ids=HIGHER_ORDER)
+def test_standard_callables_cross_to_the_models_code(executor, call, expected):
+    imports = "math, operator, functools"
+    _same_as_one_process(executor, MAP, _check(f"{call} == {expected}", imports=imports), PASSED)
+    wrong = MAP.replace("[fn(x)", "[fn(x) * 2").replace("return out", "return out * 2")
+    _same_as_one_process(executor, wrong, _check(f"{call} == {expected}", imports=imports), FAILED)
+
+
+def test_a_sort_key_crosses(executor):
+    code = "def f(words, key=None):\n    return sorted(words, key=key)\n"
+    _same_as_one_process(executor, code, _check("f(['b', 'A'], key=str.lower) == ['A', 'b']"), PASSED)
+
+
+def test_the_model_cannot_hand_the_tests_a_standard_callable(executor):
+    """Only the model's process rebuilds them: a reply naming one (the model changed its own copy of the wire) is
+    refused, so the tests never call a function of the model's choosing in the trusted process."""
+    code = """
+import sys
+_wire = next(module for name, module in list(sys.modules.items()) if name.endswith("runtime.wire"))
+_encode = _wire.encode
+def _forged(value, *args, **kwargs):
+    return {"sc": ["operator", "add"]} if value == "named" else _encode(value, *args, **kwargs)
+_wire.encode = _forged
+def f():
+    return "named"
+"""
+    result = _run(executor, code, _check("f()(2, 3) == 5"))
+    assert result.status is FAILED, (result.status, result.reason)

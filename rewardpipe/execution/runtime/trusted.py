@@ -572,6 +572,9 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         stood_for = conn.stood_for.get(id(obj))
         if stood_for is not None and stood_for[0] is obj:
             return stood_for[1]
+        standard = wire.standard_callable(obj, lambda part: _encode_argument(conn, part))
+        if standard is not None:  # str.upper, math.sqrt, a partial of them...: rebuilt in the model's process
+            return standard
         raise wire.Unencodable(
             f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary"
         )

@@ -422,11 +422,29 @@ def _math_function(name: str) -> Callable[[object], object]:
     return call
 
 
+class ModelSideResolver:
+    """What the tests' values refer to here: the model's objects by handle, and the standard callables the tests hand
+    over by name (``str.upper``, ``math.sqrt``, a ``functools.partial``: wire.standard_callable), which only this
+    side rebuilds."""
+
+    __slots__ = ("handles",)
+
+    def __init__(self, handles: Handles):
+        self.handles = handles
+
+    def __call__(self, handle):
+        return self.handles.get(handle)
+
+    def standard(self, tag: str, body):
+        return wire.decode_standard_callable(tag, body, lambda part: wire.decode(part, self))
+
+
 class Server:
     def __init__(self, rfd: int, wfd: int, effects: Effects | None = None):
         self.rfd = rfd
         self.wfd = wfd
         self.handles = Handles()
+        self.resolver = ModelSideResolver(self.handles)
         self.module = types.ModuleType("solution")
         self.effects = effects or Effects()
 
@@ -471,7 +489,7 @@ class Server:
                 wire.send_json(self.wfd, {"exc": describe_exception(exc)})
 
     def _decode(self, tree, nodes: list | None = None):
-        return wire.decode(tree, self.handles.get, nodes=nodes)
+        return wire.decode(tree, self.resolver, nodes=nodes)
 
     def _encode(self, value, refs: dict | None = None):
         return wire.encode(value, self.handles.add, refs=refs)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import array
 import base64
 import builtins
+import cmath
 import collections
 import datetime
 import decimal
@@ -19,10 +20,12 @@ import functools
 import json
 import keyword
 import math
+import operator
 import os
 import re
 import struct
 import types
+from collections.abc import Callable
 
 FRAME_HEADER = struct.Struct("!I")
 MAX_FRAME_BYTES = 64 * 1024 * 1024
@@ -462,7 +465,86 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         return {"fr": [encode(part, None, depth, nodes) for part in parts]}
     if make_handle is None:
         raise Unencodable(f"a {kind.__name__} cannot cross the sandbox boundary as plain data")
-    return {"h": make_handle(value)}
+    handle = make_handle(value)
+    return handle if type(handle) is dict else {"h": handle}  # (a dict: a standard callable, by name)
+
+
+# --- standard callables the tests hand to the model's code (round twelve) -------------------------------------------
+# ``f(str.upper, xs)``, ``apply(math.sqrt, 16)``, ``reduce_with(operator.add, xs)``, a sort key, a functools.partial
+# or operator.itemgetter of them: functions that compute on the values they are given and nothing else, sent by name
+# (or, for a partial or a getter, with their arguments) and rebuilt in the model's process. Only there: decoding
+# them needs a resolver with ``standard`` (the model's side's, untrusted.ModelSideHandles), and the trusted side's has
+# none, so a model cannot hand the tests a callable to run in the trusted process (the tests may call what it
+# returns; what the model returns of these is a stub, whose calls run in the model's process).
+STANDARD_CALLABLE_MODULES = frozenset({"math", "cmath", "operator"})
+_GETTERS = {"itemgetter": operator.itemgetter, "attrgetter": operator.attrgetter}
+
+
+def standard_callable(value, encode_part: Callable[[object], object]) -> dict | None:
+    """The tree that names ``value`` if it is such a standard callable (``encode_part`` encodes a partial's or a
+    getter's arguments), else None."""
+    kind = type(value)
+    if kind is types.BuiltinFunctionType:
+        module, name = getattr(value, "__self__", None), getattr(value, "__name__", None)
+        if isinstance(module, types.ModuleType) and type(name) is str:
+            module_name = module.__name__.lstrip("_")  # operator.add is _operator's
+            found = _standard_module_function(module_name, name)
+            if found is value:
+                return {"sc": [module_name, name]}
+        return None
+    if kind in (types.MethodDescriptorType, types.WrapperDescriptorType):
+        owner, name = value.__objclass__, value.__name__
+        if owner in PLAIN_BUILTIN_TYPES and vars(owner).get(name) is value:
+            return {"sc": [f"~{owner.__name__}", name]}
+        return None
+    if kind is functools.partial:
+        keywords = [[key, encode_part(item)] for key, item in value.keywords.items()]
+        return {"pa": [encode_part(value.func), [encode_part(item) for item in value.args], keywords]}
+    for getter_name, getter in _GETTERS.items():
+        if kind is getter:
+            _, arguments = value.__reduce__()
+            if all(type(item) in (str, int) for item in arguments):
+                return {"og": [getter_name, list(arguments)]}
+    return None
+
+
+def _standard_module_function(module_name: str, name: str):
+    if module_name not in STANDARD_CALLABLE_MODULES or name.startswith("_"):
+        return None
+    found = getattr({"math": math, "cmath": cmath, "operator": operator}[module_name], name, None)
+    return found if type(found) is types.BuiltinFunctionType else None
+
+
+def decode_standard_callable(tag: str, body, decode_part: Callable[[object], object]):
+    """Inverse of :func:`standard_callable`, in the model's process."""
+    if tag == "sc":
+        owner_name, name = _as_list(body)
+        if type(owner_name) is not str or type(name) is not str:
+            raise WireError("malformed standard callable")
+        if owner_name.startswith("~"):
+            owner = _BUILTINS_BY_NAME.get(owner_name[1:])
+            found = vars(owner).get(name) if owner in PLAIN_BUILTIN_TYPES else None
+            if type(found) not in (types.MethodDescriptorType, types.WrapperDescriptorType):
+                raise WireError("unknown standard callable")
+            return found
+        found = _standard_module_function(owner_name, name)
+        if found is None:
+            raise WireError("unknown standard callable")
+        return found
+    if tag == "pa":
+        func, arguments, keywords = _as_list(body)
+        pairs = [_as_list(pair) for pair in _as_list(keywords)]
+        named = {_as_str(key): decode_part(item) for key, item in pairs}
+        function = decode_part(func)
+        if not callable(function):
+            raise WireError("a partial of something not callable")
+        return functools.partial(function, *(decode_part(item) for item in _as_list(arguments)), **named)
+    getter_name, arguments = _as_list(body)
+    getter = _GETTERS.get(getter_name) if type(getter_name) is str else None
+    items = _as_list(arguments)
+    if getter is None or not items or not all(type(item) in (str, int) for item in items):
+        raise WireError("malformed getter")
+    return getter(*items)
 
 
 def _encode_pairs(pairs, make_handle, depth, nodes, refs) -> list:
@@ -678,6 +760,11 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             if resolve_handle is None or type(body) is not int:
                 raise WireError("unexpected object handle")
             return resolve_handle(body)
+        if tag in ("sc", "pa", "og"):
+            standard = getattr(resolve_handle, "standard", None)
+            if standard is None:  # the trusted side: never (see standard_callable)
+                raise WireError("unexpected standard callable")
+            return standard(tag, body)
     except WireError:
         raise
     except (TypeError, ValueError, ArithmeticError) as exc:  # unhashable key, bad base64, wrong arity
