@@ -630,7 +630,7 @@ _DENIED = {
 # path, no privilege, so neither Landlock nor the mount namespace hides it) named the directories of the spare
 # children waiting for the next jobs: a job changed their times and mode (which Landlock does not govern) and
 # the next job read them back with os.stat(".") (round twelve; see also Zygote._spare_is_sound). The new mount
-# API, extended attributes by directory descriptor, and file attribute flags by path go with them.
+# API goes with them (it needs a privilege the child never has).
 _DENIED_EVERYWHERE = {
     "open_tree": 428,
     "move_mount": 429,
@@ -641,10 +641,7 @@ _DENIED_EVERYWHERE = {
     "mount_setattr": 442,
     "statmount": 457,
     "listmount": 458,
-    "setxattrat": 463,
-    "removexattrat": 466,
     "open_tree_attr": 467,
-    "file_setattr": 469,
 }
 for _arch_calls in _DENIED.values():
     _arch_calls.update(_DENIED_EVERYWHERE)
