@@ -893,15 +893,13 @@ def _writes(call: ast.Call, mode_at: int = 1) -> bool:
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
 
 
-class _TestFiles:
-    """The files and directories the tests create, and what holds their names (a flow-insensitive taint: a name
-    bound anywhere in a function to a created file's path or object; ``self.x`` across the class; what a helper of
-    the tests returns)."""
+class _Taint:
+    """A flow-insensitive taint over the tests: a name bound anywhere in a function to a value ``holds`` accepts,
+    ``self.x`` across the class, the module's names in every function, and what a helper of the tests returns
+    (``helpers``: its name, ``self.name`` and ``cls.name``). Three passes, each linear in the tests."""
 
     def __init__(self, tree: ast.Module) -> None:
-        self.aliases = _import_aliases(tree)
-        self.constants: set[str] = set()  # paths written as text: open("in.txt", "w")
-        self.helpers: set[str] = set()  # functions of the tests that return a created file's path
+        self.helpers: set[str] = set()
         self.tainted: dict[int, set[str]] = {}
         scopes = _in_scopes(tree)
         nodes = {id(scope): _scope_nodes(scope) for scope in scopes}
@@ -918,7 +916,7 @@ class _TestFiles:
                 taint = self.tainted.setdefault(id(scope), set())
                 taint |= module_taint | attributes
                 for call in calls[id(scope)]:
-                    self._note_created(call, taint)
+                    self._note(call, taint)
                 for keys, value in bindings[id(scope)]:
                     if self.holds(value, taint):
                         taint.update(keys)
@@ -926,9 +924,28 @@ class _TestFiles:
                 if isinstance(scope, ast.Module):
                     module_taint |= taint
                 elif isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) and any(
-                    self.holds(value, taint) for value in returns[id(scope)]
+                    self.returned(value, taint) for value in returns[id(scope)]
                 ):
                     self.helpers.update({scope.name, f"self.{scope.name}", f"cls.{scope.name}"})
+
+    def _note(self, call: ast.Call, taint: set[str]) -> None:
+        """What a call of the tests taints besides what it binds (nothing, unless a subclass says so)."""
+
+    def holds(self, node: ast.AST, taint: set[str]) -> bool:
+        raise NotImplementedError
+
+    def returned(self, node: ast.AST, taint: set[str]) -> bool:
+        """Does a helper returning ``node`` return a tainted value?"""
+        return self.holds(node, taint)
+
+
+class _TestFiles(_Taint):
+    """The files and directories the tests create, and what holds their names (a path or open file object)."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases = _import_aliases(tree)
+        self.constants: set[str] = set()  # paths written as text: open("in.txt", "w")
+        super().__init__(tree)
 
     def _resolved(self, node: ast.AST) -> str:
         return _resolved(_dotted(node), self.aliases)
@@ -942,9 +959,7 @@ class _TestFiles:
         else:
             taint.update(_target_keys(node))
 
-    def _note_created(self, node: ast.AST, taint: set[str]) -> None:
-        if not isinstance(node, ast.Call):
-            return
+    def _note(self, node: ast.Call, taint: set[str]) -> None:
         name = self._resolved(node.func)
         if any(_matches(name, opener) for opener in _OPENERS) and node.args and _writes(node):
             self._mark(node.args[0], taint)
@@ -999,29 +1014,34 @@ class _TestFiles:
         return False
 
 
+def _handed_to_model(tree: ast.Module, model: _ModelCode, taint: _Taint) -> list[tuple[ast.Call, ast.expr]]:
+    """Each call of the model's code that hands it something ``taint`` holds, with the first such argument
+    (positional or keyword)."""
+    handed = []
+    for scope in _in_scopes(tree):
+        held = taint.tainted.get(id(scope), set())
+        for node in _scope_nodes(scope):
+            if model.calls(node):
+                assert isinstance(node, ast.Call)
+                arguments = [*node.args, *(kw.value for kw in node.keywords)]
+                first = next((arg for arg in arguments if taint.holds(arg, held)), None)
+                if first is not None:
+                    handed.append((node, first))
+    return handed
+
+
 def created_file_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
     """A file or directory the tests create (tempfile, open(..., "w"), pathlib's write_text, os.mkdir...) whose
     name or open file object the tests hand to the model's code: under split trust the model's process has a
     private /tmp and a job directory of its own and cannot see it, so correct code fails."""
-    model = model or _ModelCode(tree)
-    files = _TestFiles(tree)
-    found = []
-    for scope in _in_scopes(tree):
-        taint = files.tainted.get(id(scope), set())
-        for node in _scope_nodes(scope):
-            if not model.calls(node):
-                continue
-            assert isinstance(node, ast.Call)
-            handed = [arg for arg in [*node.args, *(kw.value for kw in node.keywords)] if files.holds(arg, taint)]
-            if handed:
-                found.append(
-                    f"tests line {node.lineno}: the tests hand the model's code a file or directory they create "
-                    f"({ast.unparse(handed[0])[:60]}), but under split trust the model's process has its own "
-                    "private /tmp and job directory and cannot read files the tests write (PermissionError, "
-                    "FileNotFoundError; an open file cannot cross at all): correct code fails; pass the content (str "
-                    "or bytes) instead"
-                )
-    return found
+    return [
+        f"tests line {node.lineno}: the tests hand the model's code a file or directory they create "
+        f"({ast.unparse(handed)[:60]}), but under split trust the model's process has its own "
+        "private /tmp and job directory and cannot read files the tests write (PermissionError, "
+        "FileNotFoundError; an open file cannot cross at all): correct code fails; pass the content (str "
+        "or bytes) instead"
+        for node, handed in _handed_to_model(tree, model or _ModelCode(tree), _TestFiles(tree))
+    ]
 
 
 _COROUTINE_RUNNERS = (
