@@ -1044,6 +1044,82 @@ def created_file_findings(tree: ast.Module, model: _ModelCode | None = None) -> 
     ]
 
 
+class _TestObjects(_Taint):
+    """What the tests make that is code or an object of their own rather than data: a lambda, a function or class
+    they define (``self.m`` for a method of theirs), an instance of a class of theirs that no other type underlies
+    (a ListNode they build; a subclass of int, tuple or Enum may cross as its base), a ``functools.partial`` of one
+    of those, and what holds one (a name, a list, ``self.x``, a helper of the tests returning one). A built-in or
+    standard-library callable (``len``, ``str.upper``, ``operator.add``) is none of these."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases = _import_aliases(tree)
+        self.defined: set[str] = set()
+        self.classes: set[str] = set()  # classes whose instances are objects of the tests
+        plain: dict[str, list[ast.expr]] = {}
+        methods: set[int] = set()  # a method is self.name, not a bare name (a local variable may have its name)
+        for node in ast.walk(tree):  # (a class before its body)
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and id(node) not in methods:
+                self.defined.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                plain[node.name] = node.bases
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        methods.add(id(item))
+                        self.defined.update({f"self.{item.name}", f"cls.{item.name}"})
+        for _ in range(3):  # a base of the tests' own (class Node: ...; class Leaf(Node): ...)
+            self.classes |= {
+                name
+                for name, bases in plain.items()
+                if all(_dotted(base) == "object" or _dotted(base) in self.classes for base in bases)
+            }
+        super().__init__(tree)
+
+    def holds(self, node: ast.AST, taint: set[str]) -> bool:
+        if isinstance(node, ast.Lambda):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            key = _key(node)
+            return key in taint or key in self.defined
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self.holds(item, taint) for item in node.elts)
+        if isinstance(node, ast.Starred):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Dict):
+            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
+            return self.holds(node.elt, taint)
+        if isinstance(node, ast.DictComp):
+            return self.holds(node.key, taint) or self.holds(node.value, taint)
+        if isinstance(node, ast.Call):
+            if (isinstance(node.func, ast.Name) and node.func.id in self.classes) or _key(node.func) in self.helpers:
+                return True
+            return _matches(_resolved(_dotted(node.func), self.aliases), "functools.partial") and any(
+                self.holds(arg, taint) for arg in node.args[:1]
+            )
+        return False
+
+    def returned(self, node: ast.AST, taint: set[str]) -> bool:
+        """A helper building a linked list returns ``dummy.next``: a part of an object of the tests."""
+        while isinstance(node, ast.Attribute):
+            if self.holds(node, taint):
+                return True
+            node = node.value
+        return self.holds(node, taint)
+
+
+def own_object_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """A lambda, a function or class the tests define, or an instance of a class they define (a ListNode built by
+    the tests), handed to the model's code directly or inside a list, tuple or dict: under split trust it cannot
+    cross to the model's process, so every run is an error."""
+    return [
+        f"tests line {node.lineno}: the tests pass the model's code a function, class or object of their own "
+        f"({ast.unparse(handed)[:60]}: a lambda, something the tests define, or an instance of a class they "
+        "define), which cannot cross the split sandbox's process boundary: every run is an error; pass plain data "
+        "(build linked lists and trees with the model's own classes), or set trust_mode='inprocess' (weaker)"
+        for node, handed in _handed_to_model(tree, model or _ModelCode(tree), _TestObjects(tree))
+    ]
+
+
 _COROUTINE_RUNNERS = (
     "asyncio.run",
     "asyncio.gather",
@@ -1111,6 +1187,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + model_context_findings(tree)
         + model_type_findings(tree)
         + created_file_findings(tree, model)
+        + own_object_findings(tree, model)
         + model_coroutine_findings(tree, model)
         if trust_mode == "split"
         else []

@@ -1,0 +1,232 @@
+"""`rewardpipe doctor`'s lint of hidden tests (rewardpipe/execution/shape_lint.py), after review hB: shapes it did
+not flag.
+
+* F7: tests that hand the model's code something of their own that is code or an object rather than data (a lambda,
+  a function or class the tests define, a ListNode the tests build) make every split-trust run an ``error``; the
+  lint said nothing. It now flags them, directly, as keywords and inside list, tuple and dict literals; a built-in or
+  standard-library callable (``len``, ``str.upper``, ``operator.add``) is not flagged (a separate change carries
+  those across). Each flagged shape is an ``error`` in the real sandbox and passes in one process.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.shape_lint import shape_findings
+from tests.security.test_round_eight_shapes import _run
+from tests.security.test_round_seven import _one_process
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+OWN_OBJECT = "a function, class or object of their own"
+
+
+def _found(tests: str, text: str, **options) -> list[str]:
+    return [line for line in shape_findings(textwrap.dedent(tests), **options) if text in line]
+
+
+# --- F7: what the tests pass the model's code -----------------------------------------------------------------------
+
+APPLY = "def f(fn, xs):\n    return [fn(x) for x in xs]\n"
+SORT = "def f(xs, key=None):\n    return sorted(xs, key=key)\n"
+FIRST = "def f(fns, x):\n    return fns[0](x)\n"
+OPS = "def f(ops, x):\n    return ops['op'](x)\n"
+MAKE = "def f(cls):\n    return cls().value\n"
+REVERSE = """
+class Solution:
+    def reverseList(self, head):
+        prev = None
+        while head:
+            head.next, prev, head = prev, head, head.next
+        return prev
+"""
+LIST_NODE = """
+class ListNode:
+    def __init__(self, val=0, next=None):
+        self.val = val
+        self.next = next
+"""
+# name -> (code, tests (unittest is imported), what the finding quotes)
+OWN_OBJECTS = {
+    "a-lambda": (
+        APPLY,
+        "class T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(f(lambda x: x * 2, [1]), [2])\n",
+        "(lambda x: x * 2",
+    ),
+    "a-function-the-tests-define": (
+        APPLY,
+        """
+        def double(x):
+            return x * 2
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(double, [1]), [2])
+        """,
+        "(double:",
+    ),
+    "a-lambda-bound-to-a-name-as-a-keyword": (
+        SORT,
+        """
+        class T(unittest.TestCase):
+            def test_a(self):
+                second = lambda pair: pair[1]
+                self.assertEqual(f([(1, 2), (0, 1)], key=second), [(0, 1), (1, 2)])
+        """,
+        "(second:",
+    ),
+    "a-method-of-the-testcase": (
+        APPLY,
+        """
+        class T(unittest.TestCase):
+            def _double(self, x):
+                return x * 2
+            def test_a(self):
+                self.assertEqual(f(self._double, [1]), [2])
+        """,
+        "(self._double:",
+    ),
+    "a-lambda-inside-a-list": (
+        FIRST,
+        "class T(unittest.TestCase):\n    def test_a(self):\n        self.assertEqual(f([lambda x: x + 1], 1), 2)\n",
+        "([lambda x: x + 1]",
+    ),
+    "a-function-inside-a-dict": (
+        OPS,
+        """
+        def inc(x):
+            return x + 1
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f({'op': inc}, 1), 2)
+        """,
+        "({'op': inc}",
+    ),
+    "a-class-the-tests-define": (
+        MAKE,
+        """
+        class Box:
+            value = 3
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(Box), 3)
+        """,
+        "(Box:",
+    ),
+    "a-partial-of-a-function-the-tests-define": (
+        APPLY,
+        """
+        import functools
+        def scale(k, x):
+            return k * x
+        class T(unittest.TestCase):
+            def test_a(self):
+                self.assertEqual(f(functools.partial(scale, 2), [3]), [6])
+        """,
+        "(functools.partial(scale, 2)",
+    ),
+    "a-linked-list-the-tests-build": (
+        REVERSE,
+        LIST_NODE
+        + """
+class T(unittest.TestCase):
+    def test_a(self):
+        head = None
+        for v in [3, 2, 1]:
+            head = ListNode(v, head)
+        self.assertEqual(Solution().reverseList(head).val, 3)
+""",
+        "(head:",
+    ),
+    "a-linked-list-from-a-helper": (
+        REVERSE,
+        LIST_NODE
+        + """
+def build(values):
+    dummy = cur = ListNode(0)
+    for v in values:
+        cur.next = ListNode(v)
+        cur = cur.next
+    return dummy.next
+class T(unittest.TestCase):
+    def test_a(self):
+        solution = Solution()
+        self.assertEqual(solution.reverseList(build([1, 2, 3])).val, 3)
+""",
+        "(build([1, 2, 3])",
+    ),
+    "a-node-kept-by-setup": (
+        REVERSE,
+        LIST_NODE
+        + """
+class T(unittest.TestCase):
+    def setUp(self):
+        self.head = ListNode(1, ListNode(2))
+    def test_a(self):
+        self.assertEqual(Solution().reverseList(self.head).val, 2)
+""",
+        "(self.head:",
+    ),
+}
+# The safe forms: plain data, a field of the tests' object, a helper returning plain data, a lambda the tests call
+# themselves, and (carried across by a separate change, so not flagged) the built-in and standard-library callables.
+NOT_OWN_OBJECTS = {
+    "len": "self.assertEqual(f(len, ['a', 'bb']), [1, 2])",
+    "str-upper": "self.assertEqual(f(str.upper, ['a']), ['A'])",
+    "math-sqrt": "self.assertEqual(f(math.sqrt, [4]), [2.0])",
+    "itemgetter": "self.assertEqual(f(operator.itemgetter(1), [(1, 2)]), [2])",
+    "partial-of-pow": "self.assertEqual(f(functools.partial(pow, 2), [3]), [8])",
+    "operator-add": "self.assertEqual(f(operator.add, [1, 2]), [3])",
+    "key-str-lower": "self.assertEqual(f(['b', 'A'], key=str.lower), ['A', 'b'])",
+    "a-field-of-the-tests-object": "self.assertEqual(f(Pair(1, 2).first), 1)",
+    "a-helper-returning-a-list": "self.assertEqual(f(values(3)), [0, 1, 2])",
+    "a-lambda-to-assertRaises": "self.assertRaises(ValueError, lambda: f(-1))",
+    "a-lambda-to-sorted": "self.assertEqual(sorted(f([2, 1]), key=lambda x: -x), [2, 1])",
+    "a-lambda-to-the-tests-helper": "self.assertEqual(twice(lambda: f(1)), [f(1), f(1)])",
+    "a-variable-named-like-a-method": "swap = 2; self.assertEqual(f(swap), 3)",
+}
+NOT_OWN_PRELUDE = """
+import functools, math, operator
+class Pair:
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+    def swap(self):
+        return Pair(self.second, self.first)
+def values(n):
+    return list(range(n))
+def twice(thunk):
+    return [thunk(), thunk()]
+"""
+
+
+def _one_test(prelude: str, body: str) -> str:
+    """Tests (unittest is imported by _run) with ``prelude`` at the top and one test method running ``body``."""
+    return prelude + f"class T(unittest.TestCase):\n    def test_a(self):\n        {body}\n"
+
+
+def _not_own(name: str) -> str:
+    return _one_test(NOT_OWN_PRELUDE, NOT_OWN_OBJECTS[name])
+
+
+@pytest.mark.parametrize("name", sorted(OWN_OBJECTS))
+def test_the_lint_flags_what_of_the_tests_own_they_pass_the_model(name):
+    _, tests, quoted = OWN_OBJECTS[name]
+    found = _found("import unittest\n" + textwrap.dedent(tests), OWN_OBJECT)
+    assert len(found) == 1, shape_findings(textwrap.dedent(tests))
+    assert quoted in found[0] and "every run is an error" in found[0] and "inprocess" in found[0], found[0]
+    assert _found(tests, OWN_OBJECT, trust_mode="inprocess") == []
+
+
+@pytest.mark.parametrize("name", sorted(NOT_OWN_OBJECTS))
+def test_data_and_standard_callables_passed_to_the_model_are_not_flagged(name):
+    assert _found(_not_own(name), OWN_OBJECT) == []
+
+
+@pytest.mark.parametrize("name", sorted(OWN_OBJECTS))
+def test_every_flagged_own_object_is_an_error_in_the_sandbox_and_passes_in_one_process(one_worker, name):
+    code, tests, _ = OWN_OBJECTS[name]
+    entry = "Solution" if "Solution" in code else "f"
+    result = _run(one_worker, code, tests, entry)
+    assert result.status is ERROR, (result.status, result.reason)
+    assert _one_process(code, tests) is PASSED
