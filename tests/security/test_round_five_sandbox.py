@@ -53,7 +53,10 @@ UNCOUNTED_MEMORY = WRONG_ADD + textwrap.dedent("""
 def test_no_memory_is_held_where_no_limit_counts_it(executor, degraded, mode):  # noqa: F811
     target = executor if mode == "full" else degraded
     result = target.run(job(UNCOUNTED_MEMORY, timeout_s=10))
-    assert result.status is ExecutionStatus.FAILED and result.passed == 0, (result.status, result.reason)
+    # Killed at its memory limit (failed), or, on a machine loaded enough that filling 2 GiB outlasts the
+    # deadline, stopped there (timeout): the model's 0 either way, never an error, nothing passed.
+    assert result.status in (ExecutionStatus.FAILED, ExecutionStatus.TIMEOUT), (result.status, result.reason)
+    assert result.passed == 0
     assert "MEMFDS 0" in result.stdout, result.stdout
     # Where /proc is visible (no Landlock), the model's process is the OOM killer's first choice.
     assert "OOM_SCORE_ADJ 1000" in result.stdout or "OOM_SCORE_ADJ unreadable" in result.stdout, result.stdout
