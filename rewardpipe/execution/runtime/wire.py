@@ -473,10 +473,10 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
 # ``f(str.upper, xs)``, ``apply(math.sqrt, 16)``, ``reduce_with(operator.add, xs)``, a sort key, a functools.partial
 # or operator.itemgetter of them: functions that compute on the values they are given and nothing else, sent by name
 # (or, for a partial or a getter, with their arguments) and rebuilt in the model's process. Only there: decoding
-# them needs a resolver with ``standard`` (the model's side's, untrusted.ModelSideHandles), and the trusted side's has
+# them needs a resolver with ``standard`` (the model's side's, untrusted.ModelSideResolver), and the trusted side's has
 # none, so a model cannot hand the tests a callable to run in the trusted process (the tests may call what it
 # returns; what the model returns of these is a stub, whose calls run in the model's process).
-STANDARD_CALLABLE_MODULES = frozenset({"math", "cmath", "operator"})
+_STANDARD_MODULES = {"math": math, "cmath": cmath, "operator": operator}
 _GETTERS = {"itemgetter": operator.itemgetter, "attrgetter": operator.attrgetter}
 
 
@@ -494,7 +494,7 @@ def standard_callable(value, encode_part: Callable[[object], object]) -> dict | 
         return None
     if kind in (types.MethodDescriptorType, types.WrapperDescriptorType):
         owner, name = value.__objclass__, value.__name__
-        if owner in PLAIN_BUILTIN_TYPES and vars(owner).get(name) is value:
+        if _plain_type_method(owner, name) is value:
             return {"sc": [f"~{owner.__name__}", name]}
         return None
     if kind is functools.partial:
@@ -503,16 +503,27 @@ def standard_callable(value, encode_part: Callable[[object], object]) -> dict | 
     for getter_name, getter in _GETTERS.items():
         if kind is getter:
             _, arguments = value.__reduce__()
-            if all(type(item) in (str, int) for item in arguments):
+            if _plain_getter_arguments(arguments):
                 return {"og": [getter_name, list(arguments)]}
     return None
 
 
 def _standard_module_function(module_name: str, name: str):
-    if module_name not in STANDARD_CALLABLE_MODULES or name.startswith("_"):
-        return None
-    found = getattr({"math": math, "cmath": cmath, "operator": operator}[module_name], name, None)
+    """The public built-in function ``name`` of one of _STANDARD_MODULES, else None."""
+    module = _STANDARD_MODULES.get(module_name)
+    found = getattr(module, name, None) if module is not None and not name.startswith("_") else None
     return found if type(found) is types.BuiltinFunctionType else None
+
+
+def _plain_type_method(owner, name: str):
+    """The method ``name`` of a plain built-in type (``str.upper``, ``str.__add__``), else None."""
+    found = vars(owner).get(name) if owner in PLAIN_BUILTIN_TYPES else None
+    return found if type(found) in (types.MethodDescriptorType, types.WrapperDescriptorType) else None
+
+
+def _plain_getter_arguments(items) -> bool:
+    """What an itemgetter or attrgetter that crosses may hold: keys and names, at least one."""
+    return bool(items) and all(type(item) in (str, int) for item in items)
 
 
 def decode_standard_callable(tag: str, body, decode_part: Callable[[object], object]):
@@ -522,12 +533,9 @@ def decode_standard_callable(tag: str, body, decode_part: Callable[[object], obj
         if type(owner_name) is not str or type(name) is not str:
             raise WireError("malformed standard callable")
         if owner_name.startswith("~"):
-            owner = _BUILTINS_BY_NAME.get(owner_name[1:])
-            found = vars(owner).get(name) if owner in PLAIN_BUILTIN_TYPES else None
-            if type(found) not in (types.MethodDescriptorType, types.WrapperDescriptorType):
-                raise WireError("unknown standard callable")
-            return found
-        found = _standard_module_function(owner_name, name)
+            found = _plain_type_method(_BUILTINS_BY_NAME.get(owner_name[1:]), name)
+        else:
+            found = _standard_module_function(owner_name, name)
         if found is None:
             raise WireError("unknown standard callable")
         return found
@@ -542,7 +550,7 @@ def decode_standard_callable(tag: str, body, decode_part: Callable[[object], obj
     getter_name, arguments = _as_list(body)
     getter = _GETTERS.get(getter_name) if type(getter_name) is str else None
     items = _as_list(arguments)
-    if getter is None or not items or not all(type(item) in (str, int) for item in items):
+    if getter is None or not _plain_getter_arguments(items):
         raise WireError("malformed getter")
     return getter(*items)
 
