@@ -16,7 +16,8 @@ import time
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
-from rewardpipe.execution.runtime.zygote import HOUSEKEEPER_NAME, RUNNER_NAME
+from rewardpipe.execution.runtime.zygote import RUNNER_NAME
+from tests.execution.test_executor import _children, _comm
 from tests.security.conftest import HIDDEN_TESTS, RIGHT_ADD, assert_failed, job, require_layer
 
 PASSED = ExecutionStatus.PASSED
@@ -58,16 +59,11 @@ def _spare_directories(executor) -> list[str]:
 
 
 def _waiting_children_directories(executor) -> list[str]:
-    server = executor._workers[0].process.pid
-    with open(f"/proc/{server}/task/{server}/children") as handle:
-        children = [int(pid) for pid in handle.read().split()]
     directories = []
-    for pid in children:
+    for pid in _children(executor._workers[0].process.pid):  # the trusted runner and the waiting children
         try:
-            with open(f"/proc/{pid}/comm") as handle:
-                if handle.read().strip() in (RUNNER_NAME, HOUSEKEEPER_NAME):
-                    continue
-            directories.append(os.readlink(f"/proc/{pid}/cwd"))
+            if _comm(pid) != RUNNER_NAME:
+                directories.append(os.readlink(f"/proc/{pid}/cwd"))
         except OSError:
             continue  # a child that just ended
     return directories
