@@ -26,7 +26,19 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-CHILD = r"""
+# What a fork server does before its first fork, in a script with ``modules`` (names to import) defined.
+IMPORT_AND_FREEZE = """
+for name in modules:
+    try:
+        importlib.import_module(name)
+    except Exception:
+        pass
+gc.collect()
+gc.freeze()
+"""
+
+CHILD = (
+    r"""
 import gc, importlib, os, resource, sys, time, types
 root, mode, forks = sys.argv[1], sys.argv[2], int(sys.argv[3])
 for name, path in (("rewardpipe", root + "/rewardpipe"), ("rewardpipe.execution", root + "/rewardpipe/execution")):
@@ -34,13 +46,10 @@ for name, path in (("rewardpipe", root + "/rewardpipe"), ("rewardpipe.execution"
     module.__path__ = [path]
     sys.modules[name] = module
 from rewardpipe.execution.runtime import layers, zygote
-for name in zygote.PREIMPORTS:
-    try:
-        importlib.import_module(name)
-    except Exception:
-        pass
-gc.collect()
-gc.freeze()
+modules = zygote.PREIMPORTS
+"""
+    + IMPORT_AND_FREEZE
+    + r"""
 
 def usage():
     own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -71,6 +80,7 @@ parent, child, faults = ((after[i] - before[i]) / forks for i in range(3))
 print(f"{mode:6s}  wall {wall / forks * 1000:6.3f} ms/fork  parent CPU {parent * 1000:6.3f} ms"
       f"  child CPU {child * 1000:6.3f} ms  child minor faults {faults:5.0f}")
 """
+)
 
 
 def main() -> None:
