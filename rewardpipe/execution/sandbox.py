@@ -14,8 +14,10 @@ lazily, a dead one is replaced, and ``close()`` stops them all.
 from __future__ import annotations
 
 import atexit
+import collections
 import contextlib
 import functools
+import hashlib
 import itertools
 import json
 import os
@@ -130,6 +132,42 @@ class _RunAlone(Exception):
     apart from theirs): it is run again, alone."""
 
 
+MAX_UNDECIDED = 256  # results (with their jobs) kept for a batch to settle; run() alone never settles one
+
+
+class _TestsThatLoad:
+    """Hidden tests (by a digest of their source, and their format) that an answer got past loading: every name
+    their module-level code reads was there. Then a later answer whose load fails on a name that neither the tests
+    nor its code defines (``ORIGIN = Point(0, 0)`` without a class ``Point``: ``harness.UndefinedName``) left it
+    out, and fails, as in one process; before any answer loaded, one job cannot tell that from broken tests (a
+    typo), which stay an ``error``. Round thirteen: a wrong answer made its 0 an excluded ``error`` that way.
+    Thread-safe; the most recent ``LIMIT`` tests are kept."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        self._seen: collections.OrderedDict[bytes, None] = collections.OrderedDict()
+        self._lock = threading.Lock()
+
+    @staticmethod
+    def _key(job: ExecutionJob) -> bytes:
+        source = job.tests.encode("utf-8", "surrogatepass")
+        return hashlib.blake2b(source, digest_size=16, person=job.tests_format.encode()[:16]).digest()
+
+    def add(self, job: ExecutionJob) -> None:
+        key = self._key(job)
+        with self._lock:
+            self._seen[key] = None
+            self._seen.move_to_end(key)
+            while len(self._seen) > self.LIMIT:
+                self._seen.popitem(last=False)
+
+    def __contains__(self, job: ExecutionJob) -> bool:
+        key = self._key(job)
+        with self._lock:
+            return key in self._seen
+
+
 class ForkServerExecutor:
     """Runs jobs on a lazily started pool of fork servers. Thread-safe; ``close()`` when done."""
 
@@ -158,6 +196,11 @@ class ForkServerExecutor:
         # Set to a list to record, per job, when each step happened in the scorer, fork server and runner
         # (time.monotonic(); benchmarks/execution.py prints the breakdown). None: nothing is recorded.
         self.phase_log: list[dict] | None = None
+        self._tests_that_load = _TestsThatLoad()
+        # Results of a batch still undecided (harness.UndefinedName, no answer to those tests loaded yet), by id:
+        # the batch settles them once it has run every job (_batch).
+        self._undecided: dict[int, tuple[ExecutionResult, ExecutionJob, str]] = {}
+        self._undecided_lock = threading.Lock()
 
     # -- pool -----------------------------------------------------------------------------------------
 
@@ -411,6 +454,33 @@ class ForkServerExecutor:
             return result
         raise AssertionError("unreachable")
 
+    def _left_out(self, job, started, load_error: str, name: str, **common) -> ExecutionResult:
+        """The model's ``failed`` for an answer that does not define a name the tests read at load, which answers
+        to the same tests did define (:class:`_TestsThatLoad`)."""
+        reason = (
+            f"{load_error} (the model's code does not define {name!r}, which the hidden tests read when they load; "
+            "answers to these tests that define it got past loading)"
+        )
+        return self._result(job, started, ExecutionStatus.FAILED, passed=0, reason=reason[:1000], **common)
+
+    def _settled(self, result: ExecutionResult) -> ExecutionResult:
+        """``result`` once its batch has run: an undecided one (see :class:`_TestsThatLoad`) is the model's
+        ``failed`` if another answer to its tests got past loading meanwhile, else the ``error`` it was."""
+        with self._undecided_lock:
+            entry = self._undecided.pop(id(result), None)
+        if entry is None or entry[0] is not result or entry[1] not in self._tests_that_load:
+            return result
+        _, job, name = entry
+        settled = self._left_out(job, time.perf_counter(), result.reason, name, total=result.total)
+        return settled.model_copy(
+            update={
+                "duration_ms": result.duration_ms,
+                "stdout": result.stdout,
+                "stderr": result.stderr,
+                "isolation": result.isolation,
+            }
+        )
+
     def _result(self, job, started, status, isolation=None, **fields) -> ExecutionResult:
         isolation = dict(isolation or {})
         if job.trust_mode == "inprocess":
@@ -513,7 +583,10 @@ class ForkServerExecutor:
                 **common,
             )
         if verdict.get("harness_error"):
-            return self._result(
+            undefined = verdict.get("undefined_name")
+            if type(undefined) is str and job in self._tests_that_load:
+                return self._left_out(job, started, str(verdict["harness_error"]), undefined, **common)
+            result = self._result(
                 job,
                 started,
                 ExecutionStatus.ERROR,
@@ -521,6 +594,14 @@ class ForkServerExecutor:
                 model_fault=verdict.get("model_fault") is True,
                 **common,
             )
+            if type(undefined) is str:
+                with self._undecided_lock:
+                    self._undecided[id(result)] = (result, job, undefined)
+                    while len(self._undecided) > MAX_UNDECIDED:
+                        self._undecided.pop(next(iter(self._undecided)))
+            return result
+        if verdict.get("tests_loaded") is True:
+            self._tests_that_load.add(job)
         tests_run = int(verdict.get("tests_run", 0))
         successes = int(verdict.get("successes", 0))
         fixture_problems = int(verdict.get("fixture_problems", 0))
@@ -566,8 +647,17 @@ class ForkServerExecutor:
         return self._batch(jobs, threads)
 
     def _batch(self, jobs, threads) -> Iterator[ExecutionResult]:
+        # In order, as they finish; from the first undecided result on (an answer that may have left out a name
+        # the tests read at load, see _TestsThatLoad), held until every job has run and settled then.
+        held: list[ExecutionResult] = []
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewardpipe-exec") as pool:
-            yield from pool.map(self.run, jobs)
+            for result in pool.map(self.run, jobs):
+                if held or id(result) in self._undecided:
+                    held.append(result)
+                else:
+                    yield result
+        for result in held:
+            yield self._settled(result)
 
 
 # What a write refused by the "files" layer looks like in a failure: the errno's text, or tempfile finding no

@@ -24,6 +24,16 @@ class HarnessError(Exception):
     """The hidden tests themselves are unusable (an infrastructure/dataset fault, never the model's)."""
 
 
+class UndefinedName(HarnessError):
+    """The hidden tests' module-level code read ``name``, which neither they nor the model's code define. From one
+    job alone this is broken tests (a typo) or an answer that left out a name the tests need (a class, a constant):
+    an ``error``, which the scorer turns into the model's ``failed`` once other answers to the same tests loaded."""
+
+    def __init__(self, message: str, name: str):
+        super().__init__(message)
+        self.name = name
+
+
 class MissingEntryPoint(HarnessError):
     """The tests cannot run because the model's code does not define the function under test.
 

@@ -38,8 +38,9 @@ import types
 import unittest
 import warnings
 from collections.abc import Callable
+from typing import Any
 
-from . import harness, layers, wire
+from . import harness, layers, runner_globals, wire
 
 # What the trusted runner agrees to decode from the model's process: the replies are the model's
 # output, so exceeding a budget refuses that value (the test using it fails), it never costs the runner
@@ -81,6 +82,11 @@ class Connection:
         # _load_failure_is_the_models), and the modules the model's code imported that the runner does not load.
         self.model_bound: dict[str, object] = {}
         self.unbound_modules: set[str] = set()
+        # Names the model's code bound to another module than the standard one of that name (``import webbrowser
+        # as math``) that the runner does not load: the tests reading them fail because of the model's choice.
+        self.shadowed_modules: set[str] = set()
+        self.exported: frozenset = frozenset()  # every name the model's code exports
+        self.undefined_name: str | None = None  # read at load, defined by neither the tests nor the model's code
         # Containers the model's replies made or changed in place (results, write-back targets), kept alive for
         # the job so that their ids stay theirs: a value too deep to send back is the model's doing only if it
         # holds one (see _encode_argument).
@@ -88,7 +94,8 @@ class Connection:
         # Items of a model iterator fetched in a chunk that the tests' loop stopped before (a ``break``): the next
         # ``next()`` or loop over the same iterator takes them first, as in one process (by the child's handle).
         self.leftovers: dict[int, collections.deque] = {}
-        self.remotes: dict[int, Remote] = {}  # handle -> its one stub (see proxy)
+        # handle -> its one stub (see proxy), or the local copy of the model's exception class or instance
+        self.remotes: dict[int, Remote | BaseException | type] = {}
         # handle of a class the model's code exports -> the class of this process its instances cross as (round
         # seven: isinstance(result, deque) with the prompt's ``from collections import deque``, or with the
         # model's namedtuple class, was False for a right answer). Only ever used by isinstance, never called.
@@ -238,7 +245,7 @@ class Connection:
             pending.extend(_items_of(item))
         return bool(pending)  # too large to tell: the model's replies are the likelier source
 
-    def proxy(self, handle: int, name: str = "") -> Remote:
+    def proxy(self, handle: int, name: str = "") -> Any:
         """The one stub of the model's object ``handle`` (the child gives an object the same handle each time):
         ``assertIs(parse("red"), Color.RED)``, a method returning ``self``, a singleton hold as in one process
         (round seven: each reply made a new stub, so the same object was never ``is`` itself)."""
@@ -405,7 +412,8 @@ class Connection:
             for candidate in [name, *(mro[:MAX_EXCEPTION_MRO] if type(mro) is list else [])]:
                 local = self.exception_classes.get(candidate) if type(candidate) is str else None
                 if local is not None:
-                    return _rebuilt_exception(local, info, message, call=True) or local(message)
+                    plain = _constructs_without_code(local)
+                    return _rebuilt_exception(local, info, message, call=plain) or _instance(local, message, plain)
         standard = _standard_exception_class(name, module)
         if standard is not None:
             rebuilt = _rebuilt_exception(standard, info, message, call=False)
@@ -430,6 +438,49 @@ MAX_KINDS_PER_REPLY = 10_000  # kind descriptions read from one reply (as many a
 MAX_EXCEPTION_CHAIN = 3  # causes and contexts rebuilt, each level deep (as untrusted.MAX_EXCEPTION_CHAIN)
 MAX_EXCEPTION_MRO = 32  # names of the model's classes in a raised exception's ancestry looked up
 MAX_EXCEPTION_ATTRIBUTES = 64  # attributes of one exception of the model's set on its trusted copy
+
+
+def _class_data(described, bases: tuple) -> dict:
+    """The class-level plain data of a model's exception class (``status = 404``), for its local copy: never a
+    name a built-in or standard base has (``args``, ``errno``, a method the runner or unittest relies on)."""
+    standard = [klass for base in bases for klass in base.__mro__ if klass.__module__ != "solution"]
+    found: dict = {}
+    for key, tree in list(described.items() if type(described) is dict else ())[:MAX_EXCEPTION_ATTRIBUTES]:
+        if type(key) is not str or not key.isidentifier() or key.startswith("_"):
+            continue
+        if not any(hasattr(klass, key) for klass in standard):
+            with contextlib.suppress(Exception):  # the model's word: a value that does not decode stays behind
+                found[key] = wire.decode(tree)
+    return found
+
+
+def _standard_class_named(described) -> type | None:
+    """The exception class ``[module, name]`` names: a built-in one, or a standard library's this process has
+    loaded (:func:`_standard_exception_class`). None for anything else."""
+    if type(described) is not list or len(described) != 2 or not all(type(part) is str for part in described):
+        return None
+    module, name = described
+    if module == "builtins":
+        found = vars(builtins).get(name)
+        return found if isinstance(found, type) and issubclass(found, BaseException) else None
+    return _standard_exception_class(name, module)
+
+
+def _constructs_without_code(cls: type) -> bool:
+    """Whether calling ``cls`` runs no Python code: every class of its ancestry is built in or a local copy of the
+    model's (a standard base such as ``json.JSONDecodeError`` has an ``__init__`` of its own, never run on the
+    model's values here)."""
+    return all(klass.__module__ in ("builtins", "solution") for klass in cls.__mro__)
+
+
+def _instance(cls: type[BaseException], message: str, call: bool) -> BaseException:
+    """``cls`` carrying only the message, called when that runs no code, else made by ``__new__`` alone."""
+    if call:
+        return cls(message)
+    exc = cls.__new__(cls, message)
+    exc.args = (message,)
+    exc.__dict__["_rp_message"] = message
+    return exc
 
 
 def _standard_exception_class(name: str, module) -> type | None:
@@ -1249,9 +1300,15 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
     module = types.ModuleType("hidden_tests")
     namespace = module.__dict__
     wanted = set(tests_names) | {entry_point}
+    conn.exported = frozenset(name for name in exports if type(name) is str)
     local_exceptions = _local_exception_classes(exports)
-    for local in local_exceptions.values():
-        conn.exception_classes.setdefault(local.__name__, local)
+    for name, local in local_exceptions.items():
+        if local.__module__ == "solution":  # (a standard class re-exported is raised under its own module's name)
+            conn.exception_classes.setdefault(local.__name__, local)
+        handle = exports[name].get("h")
+        if type(handle) is int:  # reached through a class or returned as a value, the class is this one too
+            conn.remotes.setdefault(handle, local)
+            conn.stood_for.setdefault(id(local), (local, handle))
     for name in sorted(wanted):
         info = exports.get(name)
         if type(info) is not dict:
@@ -1264,6 +1321,8 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             loaded = sys.modules.get(module_name) or _standard_module(module_name)
             if loaded is not None:  # only modules the trusted side already trusts, or the standard library's
                 namespace[name] = loaded
+            elif name != module_name and name in sys.stdlib_module_names:
+                conn.shadowed_modules.add(name)
             else:
                 conn.unbound_modules.add(name)
         elif kind == "value" and type(info.get("h")) is int:
@@ -1398,11 +1457,22 @@ def _local_exception_classes(exports: dict) -> dict[str, type]:
     }
     infos = dict(list(infos.items())[:MAX_LOCAL_EXCEPTIONS])
     built: dict[str, type] = {}
+    by_handle: dict[int, type] = {}  # one class under two names (``Error = ParseError``) is one class here too
 
     def build(name: str, trail: frozenset) -> type:
         if name in built:
             return built[name]
         info = infos[name]
+        handle = info.get("h")
+        local = by_handle.get(handle) if type(handle) is int else None
+        if local is None:
+            local = _standard_class_named(info.get("std")) or _local_class(name, info, trail)
+        built[name] = local
+        if type(handle) is int:
+            by_handle[handle] = local
+        return local
+
+    def _local_class(name: str, info: dict, trail: frozenset) -> type:
         base = getattr(builtins, str(info.get("base", "Exception")), Exception)
         if not (isinstance(base, type) and issubclass(base, Exception)):
             base = Exception
@@ -1414,17 +1484,26 @@ def _local_exception_classes(exports: dict) -> dict[str, type]:
             for parent in (parents if type(parents) is list else [])[:8]
             if type(parent) is str and parent in infos and parent not in trail
         )
+        standard_bases = info.get("std_bases")
+        for described in (standard_bases if type(standard_bases) is list else [])[:8]:
+            standard = _standard_class_named(described)
+            if (
+                standard is not None
+                and issubclass(standard, Exception)
+                and standard.__name__ not in _LOOP_CONTROL_EXCEPTIONS
+                and not any(issubclass(present, standard) for present in bases)
+            ):
+                bases += (standard,)
         if not any(issubclass(parent, base) for parent in bases):
             bases += (base,)
         label = info.get("class")
         label = label if type(label) is str and label.isidentifier() else name
         body = {"__module__": "solution", "__str__": _carried_message}
+        body.update(_class_data(info.get("class_attrs"), bases))
         try:
-            local = type(label, bases, body)
+            return type(label, bases, body)
         except TypeError:  # bases that cannot be combined here (an MRO or layout conflict): the built-in one
-            local = type(label, (base,), body)
-        built[name] = local
-        return local
+            return type(label, (base,), body)
 
     for name in infos:
         build(name, frozenset())
@@ -1440,6 +1519,8 @@ def run(wfd: int, rfd: int, tests_fd: int, verdict_fd: int, job: dict) -> dict:
     except harness.HarnessError as exc:
         verdict["harness_error"] = str(exc)
         verdict["model_fault"] = isinstance(exc, harness.MissingEntryPoint)
+        if isinstance(exc, harness.UndefinedName):
+            verdict["undefined_name"] = exc.name
     except BaseException as exc:  # noqa: BLE001 - any surprise here is a harness fault, reported as such
         verdict["harness_error"] = f"trusted harness crashed: {type(exc).__name__}: {exc}"[:1000]
     _write_verdict(verdict_fd, verdict)
@@ -1534,6 +1615,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
     import socket
 
     _prepare_runner()
+    baseline = runner_globals.Baseline()
     channel = socket.socket(fileno=sock_fd)
     while True:
         message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
@@ -1555,6 +1637,11 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+            # What these tests changed of the interpreter's settings, put back before the next job's; what
+            # cannot be has this runner replaced first (see runner_globals).
+            unrestored = baseline.restore()
+            if unrestored:
+                reply["recycle"] = ", ".join(unrestored)
         after = os.times()
         reply["cpu_ms"] = round((after.user - before.user + after.system - before.system) * 1000, 3)
         if header.get("phases"):
@@ -1581,12 +1668,15 @@ def _load_failure_is_the_models(
     """Whether the hidden tests' module-level code failed because of the model's code: it called into it; or
     the statement that failed reads a name bound from the model's namespace (``math`` bound to another module
     by ``import json as math``, to ``None``, an exception class of the model's choosing), or fails on such an
-    object; or it read a standard-library module's name the model's namespace was to provide and did not
-    (``math`` where the tests rely on the model importing it, as HumanEval's prompts do). Otherwise the load
-    failed whatever the model wrote: the tests are broken, an ``error``. Round six: a wrong answer that shadowed
-    or left out a module the tests read at module level was an infrastructure ``error`` (excluded from GRPO)
-    while a right one passed; the review after it: tests broken on a line that reads nothing of the model's
-    must stay an ``error``, even when the model's code imported a module the tests read elsewhere."""
+    object; or it read a standard module's name the model's namespace was to provide and did not (``math`` where
+    the tests rely on the model importing it, as HumanEval's prompts do), or bound to a module the runner does not
+    load (``import webbrowser as math``, round thirteen). Otherwise the load failed whatever the model wrote: the
+    tests are broken, an ``error``. Round six: a wrong answer that shadowed or left out a module the tests read at
+    module level was an infrastructure ``error`` (excluded from GRPO) while a right one passed; the review after
+    it: tests broken on a line that reads nothing of the model's must stay an ``error``, even when the model's
+    code imported a module the tests read elsewhere. Any other name neither the tests nor the model's code define
+    (``Point`` in ``ORIGIN = Point(0, 0)``, or a typo) is recorded in ``conn.undefined_name``: one job cannot
+    tell an answer that left it out from broken tests; the scorer can (``harness.UndefinedName``)."""
     if conn.boundary_error:  # the tests need the in-process fallback, whatever the model wrote
         return False
     if conn.calls > calls_before or isinstance(exc, (ModelProcessDied, RemoteError)):
@@ -1595,16 +1685,49 @@ def _load_failure_is_the_models(
         return False
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None)
+        if missing in conn.shadowed_modules:  # the model bound the standard module's name to another module
+            return True
         if missing in conn.unbound_modules:  # the model's code did import it; the runner does not load it
             conn.boundary_error = (
                 f"the tests read {missing!r}, a module the model's code imported and the runner does not load"
             )
+            return False
+        if (
+            type(missing) is str
+            and missing in names
+            and missing not in conn.exported
+            and missing not in _names_bound_by(source)  # (a name the tests define below its use: their bug)
+            and missing not in sys.stdlib_module_names
+        ):
+            # Broken tests (a typo) or an answer that left out a name they need (``ORIGIN = Point(0, 0)``): one
+            # job cannot tell, the scorer can (harness.UndefinedName).
+            conn.undefined_name = missing
             return False
         return type(missing) is str and missing in names and missing in sys.stdlib_module_names
     failed_on = getattr(exc, "obj", None) if isinstance(exc, AttributeError) else None
     if failed_on is not None and any(failed_on is bound for bound in conn.model_bound.values()):
         return True
     return bool(_names_read_where_it_failed(exc, source) & conn.model_bound.keys())
+
+
+def _names_bound_by(source: str) -> set[str]:
+    """Every name the source binds anywhere but as a parameter: assigned, defined, imported, a loop, ``with`` or
+    ``except`` target."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return set()
+    bound: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and isinstance(node.ctx, (ast.Store, ast.Del)):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ExceptHandler) and node.name:
+            bound.add(node.name)
+    return bound
 
 
 def _names_read_where_it_failed(exc: BaseException, source: str) -> set[str]:
@@ -1892,7 +2015,10 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
             }
         if conn.boundary_error:
             raise harness.HarnessError(_needs_inprocess(conn)) from None
-        raise harness.HarnessError(f"hidden tests raised while loading: {type(exc).__name__}: {exc}") from None
+        message = f"hidden tests raised while loading: {type(exc).__name__}: {exc}"
+        if conn.undefined_name is not None:
+            raise harness.UndefinedName(message, conn.undefined_name) from None
+        raise harness.HarnessError(message) from None
     calls_before_loading = conn.calls
     suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
     loaded = suite.countTestCases()
@@ -1918,4 +2044,5 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         **harness.summarize(result),
         "model_died": bool(conn.dead),
         "remote_calls": conn.calls,
+        "tests_loaded": True,  # every name they read at load was there: what settles harness.UndefinedName
     }

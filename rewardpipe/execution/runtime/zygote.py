@@ -421,6 +421,7 @@ class Zygote:
     def __init__(self, config: dict, oom_fd: int | None = None):
         self.config = config
         self.oom_fd = oom_fd  # this process's /proc/self/oom_score_adj, opened for writing (see _detect)
+        self.runner_recycle = False  # the runner asked to be replaced before the next job (runner_globals)
         self.pid = os.getpid()
         self.spares: list[UntrustedChild] = []  # hardened children waiting for a job, oldest first
         self.current: UntrustedChild | None = None
@@ -925,6 +926,9 @@ class Zygote:
             runner_reply = {"state": "abandoned at the deadline"}
         # Did anything reach the trusted side during the job? The runner checked itself after the job; the
         # fork server checks itself now. Only the model's code ran meanwhile, so whatever changed is its doing.
+        # The runner could not put back what these tests changed of its interpreter (runner_globals): replaced
+        # after this reply, before the next job.
+        self.runner_recycle = bool(runner_reply.get("recycle"))
         tampered = runner_reply.get("tampered")
         if not tampered and self.runner_pid == runner_before:
             # The runner checked itself while the model's code still ran; the model is gone now, and anything
@@ -959,7 +963,8 @@ class Zygote:
     def after_reply(self) -> None:
         """Off the critical path: reap the last job's processes, remove its directory, pre-fork the next child."""
         self.runner_jobs += 1
-        if self.runner_jobs >= int(self.config.get("runner_recycle_jobs", DEFAULT_RUNNER_RECYCLE_JOBS)):
+        recycle_at = int(self.config.get("runner_recycle_jobs", DEFAULT_RUNNER_RECYCLE_JOBS))
+        if self.runner_recycle or self.runner_jobs >= recycle_at:
             # Hidden tests are trusted but may still leave state behind (patched modules, threads,
             # memory); a fresh runner from this clean process bounds how long any of it can last.
             self._replace_trusted_runner()
@@ -1203,6 +1208,7 @@ class Zygote:
                 os._exit(status)
         theirs.close()
         self.runner_jobs = 0
+        self.runner_recycle = False
         self.runner_pid = pid
         self.runner_socket = ours
         try:

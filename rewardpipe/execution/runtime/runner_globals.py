@@ -1,0 +1,220 @@
+"""What one job's hidden tests can leave behind in the trusted runner's interpreter, and putting it back.
+
+The trusted runner is long-lived: it runs the hidden tests of one task after another in one process (it is
+replaced after ``runner_recycle_jobs`` jobs). The tests are trusted code, but each task's were written for an
+interpreter of their own. Round thirteen: a task whose tests ran ``logging.disable(logging.CRITICAL)`` or
+``decimal.getcontext().prec = 6`` at module level failed a later task's right answer (``assertLogs``, a
+``Decimal`` compared at full precision), and could have passed a wrong one computed at that precision.
+
+:class:`Baseline` records the interpreter-wide settings tests change (``record`` at the runner's start) and puts
+them back after every job (``restore``), comparing each first so that a job that changed nothing costs a few
+dictionary comparisons. What it cannot put back (a module's function patched by hand, a thread left running) is
+bounded by the runner's recycling; a part that fails to restore has the runner replaced before the next job.
+"""
+
+from __future__ import annotations
+
+import builtins
+import decimal
+import gc
+import locale
+import logging
+import os
+import signal
+import socket
+import sys
+import time
+import unittest
+import warnings
+
+# Signals whose handlers tests set (a timeout by SIGALRM, a handler for SIGTERM or SIGINT under test).
+_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGALRM", "SIGINT", "SIGTERM", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGPIPE", "SIGCHLD", "SIGVTALRM")
+    if hasattr(signal, name)
+)
+_TIMERS = tuple(
+    getattr(signal, name) for name in ("ITIMER_REAL", "ITIMER_VIRTUAL", "ITIMER_PROF") if hasattr(signal, name)
+)
+
+
+def _logger_state(logger: logging.Logger) -> tuple:
+    return (logger.level, logger.disabled, logger.propagate, tuple(logger.handlers), tuple(logger.filters))
+
+
+def _set_logger_state(logger: logging.Logger, state: tuple) -> None:
+    logger.level, logger.disabled, logger.propagate = state[0], state[1], state[2]
+    logger.handlers[:] = state[3]
+    logger.filters[:] = state[4]
+
+
+_NEW_LOGGER = (logging.NOTSET, False, True, (), ())  # a logger first made by one job's tests, as logging makes it
+
+
+def _restore_namespace(current: dict, saved: dict, set_item, delete_item) -> None:
+    for name in [name for name in current if name not in saved]:
+        delete_item(name)
+    for name, value in saved.items():
+        if name not in current or current[name] is not value:
+            set_item(name, value)
+
+
+def _environ_data() -> dict:
+    """os.environ's own table (bytes to bytes): compared as it is, without decoding every variable each job."""
+    data = getattr(os.environ, "_data", None)
+    return data if isinstance(data, dict) else dict(os.environ)
+
+
+def _umask() -> int:
+    value = os.umask(0o022)
+    os.umask(value)
+    return value
+
+
+class Baseline:
+    """The runner's interpreter-wide settings as its first job finds them."""
+
+    def __init__(self) -> None:
+        self.builtins = dict(vars(builtins))
+        self.testcase = dict(vars(unittest.TestCase))
+        self.environ = dict(os.environ)
+        self.environ_data = dict(_environ_data())
+        try:
+            self.cwd: str | None = os.getcwd()
+        except OSError:
+            self.cwd = None
+        self.path = list(sys.path)
+        self.meta_path = list(sys.meta_path)  # the runner's guard against importing the model's module among them
+        self.streams = (sys.stdin, sys.stdout, sys.stderr)
+        self.hooks = (sys.displayhook, sys.excepthook, sys.breakpointhook)
+        self.trace = (sys.gettrace(), sys.getprofile())
+        self.limits = (sys.getrecursionlimit(), sys.get_int_max_str_digits(), sys.getswitchinterval())
+        self.decimal = decimal.getcontext().copy()
+        self.warnings = (list(warnings.filters), warnings.showwarning, warnings.formatwarning)
+        self.logging_disable = logging.root.manager.disable
+        self.root_logger = _logger_state(logging.root)
+        self.loggers = {
+            name: _logger_state(logger)
+            for name, logger in logging.root.manager.loggerDict.items()
+            if isinstance(logger, logging.Logger)
+        }
+        self.socket_timeout = socket.getdefaulttimeout()
+        self.locale = locale.setlocale(locale.LC_ALL)
+        self.umask = _umask()
+        self.signals = {number: signal.getsignal(number) for number in _SIGNALS}
+        self.gc = (gc.isenabled(), gc.get_threshold())
+
+    def restore(self) -> list[str]:
+        """Put every recorded setting back; the names of those that could not be (then the runner is replaced)."""
+        failed = []
+        for name, part in (
+            ("builtins", self._builtins),
+            ("unittest.TestCase", self._testcase),
+            ("environment", self._environment),
+            ("interpreter", self._interpreter),
+            ("decimal", self._decimal),
+            ("warnings", self._warnings),
+            ("logging", self._logging),
+            ("process", self._process),
+            ("signals", self._signals),
+        ):
+            try:
+                part()
+            except Exception:  # noqa: BLE001 - whatever the tests left, the runner must still answer
+                failed.append(name)
+        return failed
+
+    def _builtins(self) -> None:
+        current = vars(builtins)
+        if current != self.builtins:
+            _restore_namespace(current, self.builtins, current.__setitem__, current.__delitem__)
+
+    def _testcase(self) -> None:
+        current = vars(unittest.TestCase)
+        if current != self.testcase:
+            _restore_namespace(
+                dict(current),
+                self.testcase,
+                lambda name, value: setattr(unittest.TestCase, name, value),
+                lambda name: delattr(unittest.TestCase, name),
+            )
+
+    def _environment(self) -> None:
+        if _environ_data() != self.environ_data:
+            timezone = os.environ.get("TZ")
+            os.environ.clear()
+            os.environ.update(self.environ)
+            if timezone != self.environ.get("TZ"):
+                time.tzset()
+        if self.cwd is not None:
+            try:
+                moved = os.getcwd() != self.cwd
+            except OSError:  # its directory was removed under it
+                moved = True
+            if moved:
+                os.chdir(self.cwd)
+
+    def _interpreter(self) -> None:
+        if sys.path != self.path:
+            sys.path[:] = self.path
+        if sys.meta_path != self.meta_path:
+            sys.meta_path[:] = self.meta_path
+        sys.stdin, sys.stdout, sys.stderr = self.streams
+        sys.displayhook, sys.excepthook, sys.breakpointhook = self.hooks
+        if (sys.gettrace(), sys.getprofile()) != self.trace:
+            sys.settrace(self.trace[0])
+            sys.setprofile(self.trace[1])
+        recursion, digits, interval = self.limits
+        if sys.getrecursionlimit() != recursion:
+            sys.setrecursionlimit(recursion)
+        if sys.get_int_max_str_digits() != digits:
+            sys.set_int_max_str_digits(digits)
+        if sys.getswitchinterval() != interval:
+            sys.setswitchinterval(interval)
+
+    def _decimal(self) -> None:
+        decimal.setcontext(self.decimal.copy())
+
+    def _warnings(self) -> None:
+        filters, show, format_warning = self.warnings
+        if warnings.filters != filters:
+            warnings.filters[:] = filters  # type: ignore[index]  # a list at run time
+            warnings._filters_mutated()  # type: ignore[attr-defined]  # the registries' cache key, as resetwarnings does
+        warnings.showwarning, warnings.formatwarning = show, format_warning
+
+    def _logging(self) -> None:
+        manager = logging.root.manager
+        changed = False
+        if manager.disable != self.logging_disable:
+            manager.disable = self.logging_disable
+            changed = True
+        if _logger_state(logging.root) != self.root_logger:
+            _set_logger_state(logging.root, self.root_logger)
+            changed = True
+        for name, logger in list(manager.loggerDict.items()):
+            if isinstance(logger, logging.Logger):
+                state = self.loggers.get(name, _NEW_LOGGER)
+                if _logger_state(logger) != state:
+                    _set_logger_state(logger, state)
+                    changed = True
+        if changed:
+            manager._clear_cache()  # type: ignore[attr-defined]  # each logger caches isEnabledFor's answers
+
+    def _process(self) -> None:
+        if socket.getdefaulttimeout() != self.socket_timeout:
+            socket.setdefaulttimeout(self.socket_timeout)
+        if locale.setlocale(locale.LC_ALL) != self.locale:
+            locale.setlocale(locale.LC_ALL, self.locale)
+        os.umask(self.umask)
+        enabled, threshold = self.gc
+        if gc.isenabled() != enabled:
+            (gc.enable if enabled else gc.disable)()
+        if gc.get_threshold() != threshold:
+            gc.set_threshold(*threshold)
+
+    def _signals(self) -> None:
+        for timer in _TIMERS:  # no timer of a job's tests may go off during a later job
+            signal.setitimer(timer, 0)
+        for number, handler in self.signals.items():
+            if signal.getsignal(number) is not handler and handler is not None:
+                signal.signal(number, handler)
