@@ -15,8 +15,9 @@ The rules (documented in the README, each covered by tests):
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
 3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
-   ``？``; closing quotes, brackets, emphasis, ``!``, a Markdown hard break, invisible characters and markup
-   tags such as ``<br>`` or ``</s>`` may follow it) appears in the prose *after the last code block* (or
+   full-width ``？``; closing quotes and brackets of any script, emphasis, ``!``, an ellipsis, emoji and other
+   symbols, common emoticons, a Markdown hard break, invisible characters and markup tags such as ``<br>`` or
+   ``</s>`` may follow it, but no words) appears in the prose *after the last code block* (or
    anywhere, when there is no code). Code followed by "Does that match what you want?" is asking for
    confirmation, so it is a question, not a commit. A question mark that appears only before the code ("You
    want it sorted? Here it is:") does not make the turn a question.
@@ -27,6 +28,7 @@ The rules (documented in the README, each covered by tests):
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
@@ -40,12 +42,66 @@ _INLINE_CODE = re.compile(r"`[^`\n]+`")
 _LINE_BREAK = re.compile(r"\r\n|\r|\n")
 # Question marks of any script or style: ASCII, fullwidth, small, double, interrobangs, the emoji, Arabic.
 QUESTION_MARKS = "?？﹖⁇⁈⁉‽❓❔؟"
-# After the mark, what a reader passes over: closing quotes, brackets, Markdown emphasis, an emphatic "!" ("?!"),
-# a Markdown hard break ("\\"), invisible characters (zero-width space, joiners, BOM), and markup tags or entities
-# ("<br>", "</s>", "<|im_end|>", "&nbsp;").
-_QUESTION_END = re.compile(
-    rf"[{QUESTION_MARKS}][\"')\]*_!~\\\u00ad\u200b-\u200d\u2060\ufeff]*(?:<[^<>\s]{{1,24}}>|&[a-z]{{2,8}};)*\s*$"
+# After the mark, what a reader passes over: closing quotes and brackets of any script (Unicode's final, initial
+# and closing punctuation: ``”``, ``’``, ``»``, ``“`` as German closes, ``」``, ``）``), Markdown emphasis, an emphatic
+# "!" ("?!"), an ellipsis ("?…", "?..."), a Markdown hard break ("\\"), a tilde or wave dash, emoji and other symbols
+# (``😊``, ``🤔``, skin tones, keycaps, variation selectors), invisible characters (zero-width space, joiners, BOM,
+# any format character), common emoticons (":)", ";-)", ":D", "^_^"), and markup tags or entities ("<br>",
+# "</s>", "<|im_end|>", "&nbsp;"). Nothing with letters in it but those emoticons and tags: a question mark
+# followed by words is inside a sentence, not at its end.
+_TRAILING_CHARACTERS = frozenset("\"'*_!~\\.…⋯〜～")
+_TRAILING_CATEGORIES = frozenset({"Pe", "Pf", "Pi", "So", "Sk", "Cf", "Mn", "Me"})
+_EMOTICONS = (
+    ":-)",
+    ":)",
+    ":-(",
+    ":(",
+    ":-D",
+    ":D",
+    ";-)",
+    ";)",
+    ";D",
+    ":-P",
+    ":P",
+    ":-p",
+    ":p",
+    ":-O",
+    ":O",
+    ":-o",
+    ":o",
+    ":-/",
+    ":/",
+    ":-|",
+    ":|",
+    ":']",
+    ":')",
+    ":'(",
+    ":]",
+    ":3",
+    "=)",
+    "=D",
+    "=]",
+    "<3",
+    "xD",
+    "XD",
+    "B)",
+    "8)",
+    "^_^",
+    "^-^",
+    "^^",
+    "o_O",
+    "O_o",
+    "o.O",
+    "-_-",
+    "T_T",
+    ":*",
+    ";P",
+    ";p",
+    "(:",
+    "\\o/",
 )
+_MARKUP = re.compile(r"<[^<>\s]{1,24}>|&[a-z]{2,8};")
+_MARKUP_LONGEST = 26  # "<" + 24 characters + ">"
 # Where a sentence ends inside one line: after . ! or a question mark and whitespace, or right after a
 # full-width question mark (CJK text puts no space after it).
 _SENTENCE_BREAK = re.compile(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])")
@@ -142,8 +198,32 @@ def _asks(prose: str) -> bool:
     cleaned = _INLINE_CODE.sub("", prose)
     for line in cleaned.splitlines():
         for sentence in _SENTENCE_BREAK.split(line.strip()):
-            if _QUESTION_END.search(sentence):
+            if _ends_in_question(sentence):
                 return True
+    return False
+
+
+def _ends_in_question(sentence: str) -> bool:
+    """Whether ``sentence`` ends in a question mark, passing over what may follow one (``_TRAILING_CHARACTERS``...).
+
+    Read from the end, each step dropping at least one character and looking at a bounded stretch (an emoticon,
+    a tag of at most 26 characters): linear in the sentence's tail, with no pattern that could backtrack."""
+    end = len(sentence)
+    while end:
+        char = sentence[end - 1]
+        if char in QUESTION_MARKS:
+            return True
+        if sentence.endswith(_EMOTICONS, 0, end):
+            end -= next(len(face) for face in _EMOTICONS if sentence.endswith(face, 0, end))
+        elif char.isspace() or char in _TRAILING_CHARACTERS or unicodedata.category(char) in _TRAILING_CATEGORIES:
+            end -= 1
+        elif char in ">;":
+            start = sentence.rfind("&" if char == ";" else "<", max(0, end - _MARKUP_LONGEST), end - 1)
+            if start < 0 or not _MARKUP.fullmatch(sentence, start, end):
+                return False
+            end = start
+        else:
+            return False
     return False
 
 
