@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import pytest
 
+from rewardpipe.envs.ask_before_coding.similarity import find_loop
 from rewardpipe.parsing import TurnKind, classify_turn, parse_turn
 from tests.security.test_round_four_reward_gaming import DURATION
 
@@ -25,6 +26,7 @@ SOLUTION = DURATION.reference_solution
 COMMIT = f"```python\n{SOLUTION}```"
 ASKED = "Should negative durations raise an error"
 NEGATIVE = ASKED + "?"
+Q, C = TurnKind.QUESTION, TurnKind.COMMIT
 
 
 def play(turns: list[str]) -> dict[str, float]:
@@ -132,4 +134,134 @@ def test_reading_what_follows_the_mark_stays_linear(unit, suffix):
     assert_linear(
         f"parse_turn({unit!r} + {suffix!r})",
         lambda size: operations(lambda: parse_turn(text(size)), [parsing], clear_caches),
+    )
+
+
+# --- F2: a commit after a question with code ------------------------------------------------------------------
+
+DRAFT = SOLUTION.replace("raise ValueError", "return ''")
+
+
+@pytest.mark.parametrize(
+    ("asked", "shown"),
+    [
+        (f"Here is a draft:\n```python\n{DRAFT}```\n{NEGATIVE}", DRAFT),
+        (f"Here is a draft:\n```\n{DRAFT}```\n{NEGATIVE}", DRAFT),
+        (f"```python\n{DRAFT}```\nShould negative durations raise an error instead of returning ''?", DRAFT),
+        (f"Draft:\n```python\n{SOLUTION}```\nDoes this match what you want? Should negatives raise?", SOLUTION),
+    ],
+)
+@pytest.mark.parametrize("committed", ["revised", "unchanged"])
+def test_committing_the_code_a_question_showed_is_not_a_loop(asked, shown, committed):
+    code = SOLUTION if committed == "revised" else shown
+    commit = f"```python\n{code}```"
+    assert find_loop([asked, commit], kinds=[Q, C]) is None
+    assert find_loop([asked, commit]) is None  # kinds read from the turns
+    assert find_loop([asked, commit], new_details={0}, by_values=False) is None
+    assert play([asked, commit])["loop_penalty"] == 0.0
+    assert play([asked, f"Thanks, here it is:\n{commit}"])["loop_penalty"] == 0.0
+
+
+def test_the_reviewers_draft_then_commit_scores_as_asking_first():
+    asked = f"Here is a draft:\n```python\n{DRAFT}```\n{NEGATIVE}"
+    assert play([asked, COMMIT]) == ASKED_FIRST
+    assert play([asked, f"```python\n{DRAFT}```"])["loop_penalty"] == 0.0
+
+
+def test_repeated_questions_and_repeated_commits_are_still_loops():
+    asked = f"Here is a draft:\n```python\n{DRAFT}```\n{NEGATIVE}"
+    assert find_loop([asked, asked, COMMIT], kinds=[Q, Q, C]) == (0, 1)
+    assert play([asked, asked, COMMIT])["loop_penalty"] == -0.5
+    # the same code committed twice (guess, ask, commit again) is a loop as before
+    assert find_loop([COMMIT, NEGATIVE, COMMIT], kinds=[C, Q, C]) == (0, 2)
+    assert find_loop([COMMIT, NEGATIVE, COMMIT]) == (0, 2)
+    # a statement repeated is a loop as before, whatever code either turn carries
+    plan = "I will handle negative durations by raising ValueError and truncate fractional seconds."
+    assert find_loop([plan, f"{plan} Really."], kinds=[TurnKind.OTHER, TurnKind.OTHER]) == (0, 1)
+
+
+# --- F3: junk the simulator does not read in a repeated question -----------------------------------------------
+
+JUNK = {
+    "reviewer's": "cfgk cxwz dbfj zxfq dpfc zbjh ftjc bwrz",
+    "long words": "lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor",
+    "one word": "zzqx",
+    "punctuation": "!!! ??? ... ;;; ---",
+    "upper case": "QWRT ZXCV PLMK",
+    "identifiers": "x_y a_b c_d e_f",
+}
+
+
+def _shapes(junk: str) -> dict[str, str]:
+    return {
+        "inline in the middle": f"Should negative `{junk}` durations raise an error?",
+        "inline at the start": f"`{junk}` Should negative durations raise an error?",
+        "inline at the end": f"Should negative durations raise an error? `{junk}`",
+        "two spans": f"Should `{junk}` negative durations `{junk[::-1]}` raise an error?",
+        "text block in the middle": f"Should negative\n```text\n{junk}\n```\ndurations raise an error?",
+        "json tilde block in the middle": f"Should negative\n~~~json\n{junk}\n~~~\ndurations raise an error?",
+        "block before": f"```text\n{junk}\n```\n{NEGATIVE}",
+    }
+
+
+@pytest.mark.parametrize("junk", sorted(JUNK))
+@pytest.mark.parametrize("shape", sorted(_shapes("")))
+def test_junk_the_simulator_does_not_read_does_not_hide_a_repeated_question(junk, shape):
+    again = _shapes(JUNK[junk])[shape]
+    assert classify_turn(again) is TurnKind.QUESTION
+    assert play([NEGATIVE, again, COMMIT])["loop_penalty"] == -0.5, again
+    assert find_loop([NEGATIVE, again], new_details={0}, by_values=False) == (0, 1), again
+
+
+def test_the_reviewers_four_junk_repeats_are_a_loop():
+    junk = (
+        "cfgk cxwz dbfj zxfq dpfc zbjh ftjc bwrz",
+        "fldk dmpr hcvs czfq jlpt xhjc hhnv lfzs",
+        "hbtr xvmp qlgw bsdn cwlg ktpz mpxz gmqr",
+        "dbzj nhkk sqxr cqxr chsd lhsv twzb ctnm",
+    )
+    turns = [NEGATIVE, *(f"Should negative `{j}` durations raise an error?" for j in junk), COMMIT]
+    assert play(turns)["loop_penalty"] == -0.5
+    # scored without the simulator's bookkeeping too: the junk is no value the simulator reads
+    assert find_loop(turns) == (0, 1)
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        [NEGATIVE, "How should fractional seconds like `59.9` be handled?"],
+        ["Should negative `-5` durations raise an error?", "Should fractional `59.9` durations be truncated?"],
+        [NEGATIVE, "Should fractional\n```text\n59.9 -> 0:59\n```\ndurations be truncated?"],
+        [NEGATIVE, "Should durations under an hour be written as `M:SS`?", "And an hour or more as `H:MM:SS`?"],
+        ["Should `format_duration(-1)` raise an error?", "Should `format_duration(59.9)` be truncated?"],
+    ],
+)
+def test_honest_different_questions_with_code_stay_unpenalised(turns):
+    assert play([*turns, COMMIT]) == ASKED_FIRST
+
+
+def test_questions_read_alike_but_asking_other_values_are_not_loops():
+    same_prose = ["What should `format_duration(-1)` return?", "What should `format_duration(90061)` return?"]
+    assert find_loop(same_prose) is None  # no bookkeeping: other values, another question
+    # with it, a question whose reply revealed a new detail was another question as the simulator read it
+    assert find_loop(same_prose, new_details={0, 1}, by_values=False, kinds=[Q, Q]) is None
+    names = ["Should it raise `ValueError`?", "Should it raise `TypeError`?"]
+    assert find_loop(names) is None
+    assert find_loop(["Should it raise?", "Should it raise `ValueError`?"]) is None
+
+
+@pytest.mark.parametrize("junk", ["`a b` ", "`" + "x" * 40 + "` ", "```text\njunk\n```\n", "`?` "])
+def test_reading_questions_as_the_simulator_does_stays_linear(junk):
+    import rewardpipe.envs.ask_before_coding.similarity as similarity
+    import rewardpipe.envs.ask_before_coding.words as words
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    def turns(size: int) -> list[str]:
+        padded = "Should negative " + junk * (size // len(junk)) + "durations raise an error?"
+        return [NEGATIVE, padded, padded[::-1], COMMIT]
+
+    assert_linear(
+        f"find_loop(junk {junk!r})",
+        lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
     )

@@ -88,12 +88,7 @@ _NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
     """Content words of ``text``'s prose: no fenced code, not the function's name; of its inline code spans,
     only the values and exact names (``format_duration(-5)``, ``ValueError``), never their words."""
-    whole = fold(parse_turn(text).prose)
-    prose = _INLINE_CODE.sub(" ", whole)
-    # Inline code: a call on a value ("What should `format_duration(-5)` return?") or a name ("`ValueError` or
-    # `TypeError`?") asks about that value or name. Its plain words stay out (a span must not carry a
-    # dictionary), but the values and exact tokens of every span count, as they would in prose.
-    spans = " ".join(match.group()[1:-1] for match in _INLINE_CODE.finditer(whole))
+    prose, spans = read_as_asked(text)
     if entry_point:
         # The name as a whole identifier, in any case (a token-by-token pass: linear in the prose however
         # long the name is, where a search for the name at every position would multiply the two).
@@ -103,7 +98,25 @@ def _subject_words(text: str, entry_point: str = "") -> set[str]:
         )
     # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
     # drops one-character words, and cuts "1.5" in two.
-    return content_words(prose) | set(_NUMBER.findall(prose)) | set(_NUMBER.findall(spans)) | key_tokens(spans)
+    return content_words(prose) | set(_NUMBER.findall(prose)) | inline_values(spans)
+
+
+def read_as_asked(text: str) -> tuple[str, str]:
+    """What the simulators read of a turn: ``(prose, spans)``, its prose folded (:func:`fold`) with its fenced
+    blocks and inline code spans left out, and the text of those spans, of which only the values and exact
+    names count (:func:`inline_values`). The loop check compares questions as read here too
+    (:func:`~rewardpipe.envs.ask_before_coding.similarity.find_loop`): junk in a span or a block in the middle
+    of a repeated question is not read, so it does not make the question new."""
+    whole = fold(parse_turn(text).prose)
+    # Inline code: a call on a value ("What should `format_duration(-5)` return?") or a name ("`ValueError` or
+    # `TypeError`?") asks about that value or name. Its plain words stay out (a span must not carry a
+    # dictionary), but the values and exact tokens of every span count, as they would in prose.
+    return _INLINE_CODE.sub(" ", whole), " ".join(match.group()[1:-1] for match in _INLINE_CODE.finditer(whole))
+
+
+def inline_values(spans: str) -> set[str]:
+    """The values and exact names (:func:`key_tokens`) of inline code spans' text, the only part of them read."""
+    return set(_NUMBER.findall(spans)) | key_tokens(spans)
 
 
 def question_subject(question: str, prompt: str = "", entry_point: str = "") -> QuestionSubject:

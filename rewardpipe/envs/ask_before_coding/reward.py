@@ -134,11 +134,19 @@ def loop_penalty(transcript: Transcript, state: Any) -> float:
     inside another (not only the last two: the same question asked four times, or A, B, A, B, then a commit,
     is a loop too). A turn that asks about other values than the earlier one, or whose reply revealed a
     detail not revealed before (the simulator's bookkeeping, :func:`answered_turns`; a transcript scored without
-    it has only its words to go by) is a loop only as the same question again, exactly or inside a longer turn."""
+    it has only its words to go by) is a loop only as the same question again, exactly or inside a longer turn.
+    A commit is never a loop of a question (committing the code a question showed is what asking is for), and
+    questions are compared as the simulator reads them too (junk in inline code or a block does not hide a
+    repeat)."""
     answered = answered_turns(state)
     # With the bookkeeping, what each reply revealed decides (a value padded onto the same question reveals
     # nothing: still a loop); without it, only the words: a question about other values is another question.
-    loop = find_loop(transcript.assistant_texts, new_details=answered or frozenset(), by_values=answered is None)
+    loop = find_loop(
+        transcript.assistant_texts,
+        new_details=answered or frozenset(),
+        by_values=answered is None,
+        kinds=transcript.kinds,
+    )
     return -0.5 if loop is not None else 0.0
 
 

@@ -30,8 +30,11 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
+from rewardpipe.envs.ask_before_coding.questions import inline_values, read_as_asked
 from rewardpipe.envs.ask_before_coding.words import LEET, fold, loop_key, loop_phrase, read_leet
+from rewardpipe.parsing import TurnKind, classify_turn
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
 LOOP_SIMILARITY_THRESHOLD = 0.8
@@ -366,6 +369,7 @@ def find_loop(
     threshold: float = LOOP_SIMILARITY_THRESHOLD,
     new_details: Collection[int] = (),
     by_values: bool = True,
+    kinds: Sequence[TurnKind] | None = None,
 ) -> tuple[int, int] | None:
     """The first pair ``(earlier, later)`` of turns that :func:`repeats` each other, or None.
 
@@ -392,52 +396,138 @@ def find_loop(
     character; at most COMPARED_CHARS_PER_TRANSCRIPT characters (the two turns' lengths, summed over the pairs
     compared) are compared so in one call, the pairs after that only by the linear checks (exact repeats,
     words contained, the same words). An episode's turns never come near it.
+
+    Which turns are compared (``kinds``, the turns' :class:`~rewardpipe.parsing.TurnKind`; read from the
+    turns when not given): a commit is never a loop of a question, either way round. Committing the code a
+    question showed ("Here is a draft: ... Should negative durations raise?"), revised or unchanged after the
+    answer, is what asking first is for; repeated questions, repeated commits and repeated statements are
+    loops as before. Questions are compared a second time as the simulators read them
+    (:func:`~rewardpipe.envs.ask_before_coding.questions.read_as_asked`: the prose without fenced blocks or
+    inline code, of inline code only its values and exact names), so junk in a span or a block in the middle
+    of a repeated question, which the simulator does not read and answers "As I said", does not make it new.
     """
-    seen: dict[str, int] = {}
+    if kinds is None and any("`" in turn or "~" in turn for turn in turns):
+        kinds = [classify_turn(turn) for turn in turns]  # without code or inline code, no kind changes anything
+    budget = [COMPARED_CHARS_PER_TRANSCRIPT]
     normalised = [canonical(turn) for turn in turns]
-    words = [words_of(text) for text in normalised]
-    sets = [_distinct_words(text_words) for text_words in words]
+    classes = list(kinds) if kinds is not None else [None] * len(turns)
     values = [values_of(text) for text in normalised]
-    seen_sets: dict[tuple[frozenset[str], tuple[frozenset[str], frozenset[str]]], int] = {}
+    found = _find_loop(
+        normalised,
+        list(values),
+        classes,
+        _kinds_may_loop,
+        threshold,
+        new_details,
+        by_values,
+        budget,
+    )
+    if found is not None or kinds is None:
+        return found
+    # The questions as the simulators read them: a turn with code or inline code read without it, compared with
+    # every other question (two turns read as written were compared above).
+    read: list[str | None] = [None] * len(turns)
+    changed: list[bool | None] = [None] * len(turns)
+    for turn, (text, kind) in enumerate(zip(turns, kinds, strict=True)):
+        if kind is not TurnKind.QUESTION:
+            continue
+        read[turn], changed[turn] = normalised[turn], False
+        if "`" in text or "~" in text:
+            prose, spans = read_as_asked(text)
+            reading = canonical(prose)
+            if reading != normalised[turn]:
+                read[turn], changed[turn] = reading, True
+                forwards, backwards = values_of(reading)
+                extra = _inline_literals(spans)
+                values[turn] = (forwards | extra, backwards | extra)
+    if not any(changed):
+        return None
+    # A question whose reply revealed a new detail was another question as the simulator read it.
+    return _find_loop(read, values, changed, _one_read_anew, threshold, new_details, by_values, budget, True)
+
+
+def _kinds_may_loop(earlier: object, later: object) -> bool:
+    """A commit is never a loop of a question, nor a question of a commit."""
+    return {earlier, later} != {TurnKind.QUESTION, TurnKind.COMMIT}
+
+
+def _one_read_anew(earlier: object, later: object) -> bool:
+    """Two questions both read as written were compared already: one of them must read otherwise."""
+    return bool(earlier or later)
+
+
+def _inline_literals(spans: str) -> frozenset[str]:
+    """The values of inline code as :func:`literals`: its values and exact names (what the simulators read of it)
+    and the literals inside it (a call's arguments, quoted strings: ``format_duration(yes)`` asks about ``yes``).
+    Plain words are no value: junk in a span asks about nothing."""
+    read = sorted(inline_values(spans))
+    named = literals(" ".join(value if _PLAIN_NUMBER.fullmatch(value) else f"`{value}`" for value in read))
+    return named | literals(canonical(spans))
+
+
+_PLAIN_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _find_loop(
+    normalised: Sequence[str | None],
+    values: Sequence[tuple[frozenset[str], frozenset[str]]],
+    classes: Sequence[object],
+    compatible: Callable[[object, object], bool],
+    threshold: float,
+    new_details: Collection[int],
+    by_values: bool,
+    budget: list[int],
+    new_never_repeats: bool = False,
+) -> tuple[int, int] | None:
+    """:func:`find_loop` over canonical turns (None: a turn left out), a pair compared only when ``compatible``
+    says its two turns' ``classes`` may loop; ``budget`` holds the characters left to compare by anchoring.
+    ``new_never_repeats``: a turn in ``new_details`` is never the later of a loop (the simulator read it as
+    another question: it answered a new detail)."""
+    # The first turn of each class with a key: a later turn matches the first of a class it may loop with.
+    seen: dict[str, dict[object, int]] = {}
+    words = [words_of(text) if text is not None else "" for text in normalised]
+    sets = [_distinct_words(text_words) for text_words in words]
+    seen_sets: dict[tuple[frozenset[str], tuple[frozenset[str], frozenset[str]]], dict[object, int]] = {}
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
-    letters = [letters_of(text) or text for text in normalised]
+    letters = [(letters_of(text) or text) if text is not None else "" for text in normalised]
     # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
     indexes: dict[tuple[int, bool], dict[str, list[int]]] = {}
-    budget = COMPARED_CHARS_PER_TRANSCRIPT
 
     def index(turn: int, of_letters: bool = False) -> dict[str, list[int]]:
         if (turn, of_letters) not in indexes:
-            indexes[turn, of_letters] = anchor_positions(letters[turn] if of_letters else normalised[turn])
+            indexes[turn, of_letters] = anchor_positions(letters[turn] if of_letters else normalised[turn] or "")
         return indexes[turn, of_letters]
 
+    def first(table: dict[Any, dict[object, int]], key: Any, later: int) -> int | None:
+        firsts = table.get(key, {})
+        return min((turn for kind, turn in firsts.items() if compatible(kind, classes[later])), default=None)
+
     def similar(first: str, second: str, pair: Callable[[], tuple[dict, dict]]) -> bool:
-        nonlocal budget
         if first == second:
             return True
         if not first or not second or 2.0 * min(len(first), len(second)) / (len(first) + len(second)) <= threshold:
             return False  # the length bound alone keeps it at or below: nothing to compare
         cost = len(first) + len(second)
-        if cost > budget:
+        if cost > budget[0]:
             return False
-        budget -= cost
+        budget[0] -= cost
         return _similarity(first, second, threshold, pair) > threshold
 
     def differ(earlier: int, later: int) -> bool:
         return by_values and asks_other_values(values[earlier], values[later], words[earlier], words[later])
 
-    for later, text in enumerate(normalised):
-        new = later in new_details
-        if letters[later] in seen and not differ(seen[letters[later]], later):
-            return seen[letters[later]], later
+    def match(later: int, text: str, new: bool) -> int | None:
+        """The earlier turn ``later`` repeats, or None."""
+        if (earlier := first(seen, letters[later], later)) is not None and not differ(earlier, later):
+            return earlier
         for key in backwards_keys(text) if letters_of(text) else ():  # the same letters backwards
-            if key in seen and not differ(seen[key], later):
-                return seen[key], later
-        if not new and (sets[later], values[later]) in seen_sets:
-            return seen_sets[sets[later], values[later]], later
-        for of_letters in (False, True):
-            indexes.pop((later - LOOP_LOOKBACK_TURNS - 1, of_letters), None)
+            if (earlier := first(seen, key, later)) is not None and not differ(earlier, later):
+                return earlier
+        if not new and (earlier := first(seen_sets, (sets[later], values[later]), later)) is not None:
+            return earlier
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
-            if differ(earlier, later):
+            earlier_text = normalised[earlier]
+            if earlier_text is None or not compatible(classes[earlier], classes[later]) or differ(earlier, later):
                 continue
             pair = lambda first=earlier, second=later: (index(first), index(second))  # noqa: E731
             letter_pair = lambda first=earlier, second=later: (index(first, True), index(second, True))  # noqa: E731
@@ -446,14 +536,24 @@ def find_loop(
             # because the reply answered another of them (round twelve: charged -0.5 for asking what was not
             # answered).
             if _contained(words[earlier], words[later]) and not (new and len(words[later]) < len(words[earlier])):
-                return earlier, later
+                return earlier
             if not new and (
                 same_words(sets[earlier], sets[later], threshold)
-                or similar(normalised[earlier], text, pair)
+                or similar(earlier_text, text, pair)
                 or similar(letters[earlier], letters[later], letter_pair)
             ):
-                return earlier, later
-        seen.setdefault(letters[later], later)
+                return earlier
+        return None
+
+    for later, text in enumerate(normalised):
+        if text is None:
+            continue
+        new = later in new_details
+        for of_letters in (False, True):
+            indexes.pop((later - LOOP_LOOKBACK_TURNS - 1, of_letters), None)
+        if not (new and new_never_repeats) and (earlier := match(later, text, new)) is not None:
+            return earlier, later
+        seen.setdefault(letters[later], {}).setdefault(classes[later], later)
         if len(sets[later]) >= MIN_SAME_SET_WORDS:
-            seen_sets.setdefault((sets[later], values[later]), later)
+            seen_sets.setdefault((sets[later], values[later]), {}).setdefault(classes[later], later)
     return None
