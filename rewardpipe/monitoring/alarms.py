@@ -32,8 +32,8 @@ class Alarm:
     threshold; ``figures.projected_dead_step`` says when it gets there), ``error_rate`` (too many records could not be
     scored) or ``recovered`` (the condition named by ``recovered_from`` has cleared). ``cause`` is a stable
     machine-readable reason (``constant_at_minimum``, ``constant_at_maximum``, ``constant_everywhere``,
-    ``constant_within_groups``, ``components_cancel``, ``error_rate``, ``recovered``); ``message`` is the sentence for a
-    human; ``figures`` holds the numbers.
+    ``constant_within_groups``, ``components_cancel``, ``no_values``, ``sparse_values``, ``error_rate``, ``recovered``);
+    ``message`` is the sentence for a human; ``figures`` holds the numbers.
     """
 
     kind: AlarmKind

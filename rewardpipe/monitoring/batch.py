@@ -206,6 +206,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         for name, mask in batch.nulls.items()
     }
     weights_of_group = _group_weights(batch.weights, first_row)
+    scored_per_group = np.bincount(codes[batch.scored], minlength=groups).astype(np.int64)
 
     accs: dict[int, StepAcc] = {}
     names = batch.group_ids.names
@@ -217,6 +218,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         mine = order[bounds[s] : bounds[s + 1]]
         acc.groups = dict.fromkeys(map(names.__getitem__, group_name[mine].tolist()))
         acc.weights = weights_of_group(mine)
+        acc.rollouts = scored_per_group[mine]
         for name, table in tables.items():
             if table is not None and table.n[mine].any():
                 acc.table[name] = GroupTable(

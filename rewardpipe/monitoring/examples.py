@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from rewardpipe.models import is_score
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import fmt
 from rewardpipe.monitoring.statistics import SampledRollout, StepAcc
@@ -61,7 +62,7 @@ def _value(r: SampledRollout, component: str) -> float | None:
 def _constant_groups(acc: StepAcc, component: str, eps: float) -> list[list[SampledRollout]]:
     groups = []
     for rollouts in acc.sample.values():
-        values = [v for r in rollouts if r.status == "scored" and (v := _value(r, component)) is not None]
+        values = [v for r in rollouts if r.status == "scored" and is_score(v := _value(r, component))]
         if len(values) >= 2 and max(values) - min(values) <= eps:
             groups.append([r for r in rollouts if r.status == "scored"])
     return groups
@@ -161,6 +162,18 @@ def choose_examples(alarm: Alarm, acc: StepAcc, th: Thresholds, causes: Sequence
                     ranked.append(
                         (0, r, clean(f"{component} = {_value(r, component)!r}, like every rollout of the step"))
                     )
+    elif alarm.cause == "sparse_values":
+        shown = 0  # two groups: the lone value of each first, then one rollout beside it that has none
+        for rollouts in acc.sample.values():
+            scored = [r for r in rollouts if r.status == "scored"]
+            finite = [r for r in scored if is_score(_value(r, component))]
+            if len(scored) < 2 or len(finite) != 1 or shown == 2:
+                continue
+            shown += 1
+            where = f"the only finite value of {len(scored)} in its group"
+            ranked.append((0, finite[0], clean(f"{component} = {fmt(_value(finite[0], component))}, {where}")))
+            for r in [r for r in scored if r is not finite[0]][:1]:
+                ranked.append((1, r, clean(f"{component} = {_value(r, component)!r}: no value to compare with")))
     elif alarm.cause == "components_cancel":
         for group in _constant_groups(acc, component, eps):
             differing = [r for r in group if r.components != group[0].components]

@@ -43,6 +43,17 @@ HINTS: dict[tuple[str, str], str] = {
 
 
 def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]) -> str:
+    text = _dead_message(name, cause, s, cancelling)
+    sparse = s.get("sparse_groups", 0)
+    if sparse and cause != "sparse_values":
+        text += (
+            f" ({sparse} of those {s['eligible_groups']} groups have a finite value in only one rollout: "
+            f"{s['missing']} None, {s['non_finite']} NaN or inf at this step)"
+        )
+    return text
+
+
+def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]) -> str:
     who = label(name)
     frac = s["zero_variance_group_fraction"]
     share = f"{pct(frac)} of groups ({s['zero_variance_groups']}/{s['eligible_groups']})"
@@ -81,6 +92,14 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
             f"{who} has no value in any scored rollout ({s['missing']} None, {s['non_finite']} NaN or inf, in "
             f"{s['eligible_groups']} groups): it gives GRPO no signal at all; does it return None, or fail to a NaN, "
             f"for every rollout?"
+        )
+    if cause == "sparse_values":
+        eligible, sparse = s["eligible_groups"], s["sparse_groups"]
+        return (
+            f"{who} has a finite value in at most 1 of {s['rollouts_per_group']} rollouts in {sparse} of {eligible} "
+            f"groups ({s['missing']} None, {s['non_finite']} NaN or inf; {s['values']} values): a group with one "
+            f"value gives GRPO no comparison, so it gives no signal in {pct(s['zero_variance_group_fraction'])} of "
+            f"groups; does it return None, or fail to a NaN, for all but one rollout of a prompt?"
         )
     if cause == "constant_everywhere":
         return (

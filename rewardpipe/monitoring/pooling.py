@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET, Alarm
+from rewardpipe.monitoring.messages import label
 from rewardpipe.monitoring.statistics import GroupTable, SampledRollout, StepAcc
 from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport, step_report
@@ -117,6 +118,7 @@ def merge(steps: list[tuple[int, StepAcc]]) -> StepAcc:
     """One accumulator holding every group of ``steps`` (each group stays a group of its own step)."""
     merged = StepAcc()
     names: dict[str, None] = {}
+    merged.rollouts = np.concatenate([acc.rollout_counts() for _, acc in steps]) if steps else None
     for step, acc in steps:
         merged.records += acc.records
         merged.errors += acc.errors
@@ -198,14 +200,14 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
         earlier = history.before(first, step, pool_span(th)) if first < step else []
         if not earlier:
             target.pooled_since = step  # a pool of this step alone: open it for the next
-            _say_pending(alone, [step], th)
+            _say_pending(alone, [step], th, acc)
             continue
         first = earlier[0][0]
         pool_report, pool_acc, steps = pooled_report([*earlier, (step, acc)])
         pooled = pool_report.aggregate if name == AGGREGATE_TARGET else pool_report.components.get(name)
         if pooled is None or pooled.verdict == "insufficient_data":
             target.pooled_since = first
-            _say_pending(alone, steps, th, pooled)
+            _say_pending(alone, steps, th, acc, pooled)
             continue
         target.pooled_since = None
         pooled.pooled_steps = steps
@@ -230,10 +232,22 @@ def pool_span(th: Thresholds) -> int:
     return max(MAX_POOLED_STEPS, th.min_groups)
 
 
-def _say_pending(stats: ComponentStats, steps: list[int], th: Thresholds, pooled: ComponentStats | None = None) -> None:
+def _say_pending(
+    stats: ComponentStats, steps: list[int], th: Thresholds, acc: StepAcc, pooled: ComponentStats | None = None
+) -> None:
+    """Say how far the pool has got. The steps are "small" only when this step has fewer than ``min_groups``
+    groups of 2+ scored rollouts; otherwise the target has a value in too few of its groups' rollouts."""
     groups = pooled.eligible_groups if pooled is not None else stats.eligible_groups
+    rollout_groups = int((acc.rollout_counts() >= 2).sum())
+    if rollout_groups < th.min_groups:
+        stats.message = (
+            f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over {_span(steps)}"
+        )
+        return
     stats.message = (
-        f"{stats.message}; pooling small steps: {groups} of {th.min_groups} groups so far over {_span(steps)}"
+        f"{stats.message}; not a small step ({rollout_groups} groups of 2+ scored rollouts), but "
+        f"{label(stats.name)} has 2+ values in too few of them ({stats.missing + stats.non_finite} None, NaN or inf "
+        f"at this step); pooling steps: {groups} of {th.min_groups} groups so far over {_span(steps)}"
     )
 
 

@@ -10,8 +10,9 @@ the candidates for alarm examples. That sample is bounded per step, so memory st
 the records of a step.
 
 Records with ``status == "error"`` are infrastructure failures: they are excluded from every statistic and
-counted per step (``errors``, ``error_kinds``). A ``None`` (or NaN/inf) component value in a scored record
-is excluded for that component only (``missing`` / ``non_finite``), and so is a value beyond
+counted per step (``errors``, ``error_kinds``); each group's scored rollouts are counted too (``rollouts``: a
+component with a value in one of them gives that group no comparison). A ``None`` (or NaN/inf) component value
+in a scored record is excluded for that component only (``missing`` / ``non_finite``), and so is a value beyond
 ±MAX_SCORE_MAGNITUDE (its square would overflow the sums).
 """
 
@@ -90,7 +91,9 @@ class StepAcc:
         "missing",
         "non_finite",
         "records",
+        "rollouts",
         "sample",
+        "scored_in_group",
         "table",
         "weights",
     )
@@ -110,6 +113,18 @@ class StepAcc:
         self.weights: dict[str, float] = {}
         self.sample: dict[GroupKey, list[SampledRollout]] = {}  # group_id -> its rollouts, first SAMPLE_GROUPS groups
         self.table: dict[str, GroupTable] = {}  # component (and AGG) -> per-group numbers, set by freeze()
+        # group_id -> its scored rollouts while reading; after :meth:`freeze`, ``rollouts`` holds them in group
+        # order (what a component's count of values is compared with: a value in 1 of 4 rollouts is no comparison)
+        self.scored_in_group: dict[GroupKey, int] = {}
+        self.rollouts: np.ndarray | None = None
+
+    def rollout_counts(self) -> np.ndarray:
+        """Scored rollouts of every group, in group order. An accumulator filled without them (by hand) falls back
+        on the most values any component (or the aggregate) has in the group."""
+        if self.rollouts is not None and len(self.rollouts) == len(self.groups):
+            return self.rollouts
+        counts = [table.n for table in self.table.values()]
+        return np.maximum.reduce(counts) if counts else np.zeros(len(self.groups), dtype=np.int64)
 
     @property
     def group_count(self) -> int:
@@ -141,6 +156,7 @@ class StepAcc:
                 minimum=rows[:, 4] + 0.0,
                 maximum=rows[:, 5] + 0.0,
             )
+        self.rollouts = np.array([self.scored_in_group.get(key, 0) for key in self.groups], dtype=np.int64)
         self.groups = dict.fromkeys(self.groups)
 
 
@@ -222,6 +238,7 @@ def accumulate(
             kind = rec.error.kind if rec.error is not None else "unknown"
             acc.error_kinds[kind] = acc.error_kinds.get(kind, 0) + 1
             continue
+        acc.scored_in_group[rec.group_id] = acc.scored_in_group.get(rec.group_id, 0) + 1
         for name, value in (*rec.components.items(), (AGG, rec.aggregate)):
             if value is None:
                 acc.missing[name] = acc.missing.get(name, 0) + 1

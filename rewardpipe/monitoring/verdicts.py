@@ -10,7 +10,11 @@
 
 A component with no value at all in a step (None, NaN or inf in every scored rollout) where the rollouts make at
 least ``min_groups`` eligible groups is ``dead`` too, cause ``no_values``: it gives GRPO nothing, and as
-``insufficient_data`` it never alarmed (round twelve).
+``insufficient_data`` it never alarmed (round twelve). Its sibling: a group of 2+ scored rollouts where the
+component (or the aggregate) has a number in one rollout only gives GRPO no comparison either, so such a group
+counts as judged and zero-variance; where those groups are most of the dead ones the cause is ``sparse_values``.
+A group where it has no number at all is left out (a component only some tasks have is judged on the groups
+that have it).
 
 ``dying`` (the zero-variance share rising steadily towards the dead threshold) needs the previous steps,
 so :mod:`rewardpipe.monitoring.hysteresis` sets it from the state; this module judges one step alone.
@@ -20,8 +24,6 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
-
-import numpy as np
 
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
@@ -125,10 +127,17 @@ def component_stats(
         group_sizes[name] = sizes
     eligible, zero = stats["eligible_groups"], stats["zero_variance_groups"]
 
-    rollout_groups = _rollout_groups(acc) if stats["values"] == 0 and name != AGG else 0
-    if rollout_groups >= th.min_groups and stats["missing"] + stats["non_finite"] > 0:
+    rollouts = acc.rollout_counts()
+    rollout_groups = int((rollouts >= 2).sum())
+    if (
+        name != AGG
+        and stats["values"] == 0
+        and rollout_groups >= th.min_groups
+        and stats["missing"] + stats["non_finite"] > 0
+    ):
         # Every scored rollout has the component, and not one has a number: as dead as a constant. The groups it
-        # would have been judged in are all "zero variance", so the alarm stays open while this lasts.
+        # would have been judged in are all "zero variance", so the alarm stays open while this lasts. (An
+        # aggregate no record gives is not judged: a trainer's records need not carry one.)
         stats.update(
             verdict="dead",
             cause="no_values",
@@ -137,11 +146,23 @@ def component_stats(
             zero_variance_group_fraction=1.0,
         )
         return stats
+    table = acc.table.get(name)
+    # Groups of 2+ scored rollouts where the component has a number in one of them only: no comparison for GRPO
+    # there, so they count with the zero-variance groups (a group where it has none at all is another task's).
+    lone = (table.n == 1) & (rollouts >= 2) if table is not None else rollouts < 0
+    sparse = stats["sparse_groups"] = int(lone.sum())
+    if sparse:
+        low, high = int(rollouts[lone].min()), int(rollouts[lone].max())
+        stats["rollouts_per_group"] = str(high) if low == high else f"{low}\u2013{high}"
+        eligible, zero = eligible + sparse, zero + sparse
+        stats.update(eligible_groups=eligible, zero_variance_groups=zero, zero_variance_group_fraction=zero / eligible)
     if eligible == 0 or eligible < th.min_groups:
         stats["verdict"] = "insufficient_data"
         stats["cause"] = "no_eligible_groups" if eligible == 0 else "too_few_groups"
         stats["message"] = (
-            f"{label(name)}: {eligible} group(s) with at least 2 scored values; need {th.min_groups} for a verdict"
+            f"{label(name)}: {eligible - sparse} group(s) with at least 2 scored values"
+            + (f" and {sparse} with a value in only one rollout" if sparse else "")
+            + f"; need {th.min_groups} for a verdict"
         )
         return stats
     if zero / eligible < th.dead_fraction:
@@ -149,6 +170,9 @@ def component_stats(
         return stats
 
     stats["verdict"] = "dead"
+    if sparse >= zero - sparse:
+        stats["cause"] = "sparse_values"
+        return stats
     lo_seen, hi_seen = stats["min"], stats["max"]
     batch_constant = (hi_seen - lo_seen) <= tol or stats["std"] <= eps
     range_known = value_range is not None
@@ -161,9 +185,9 @@ def component_stats(
         lo, hi = value_range
         at_min = int((abs(zero_values - lo) <= tol).sum())
         at_max = int((abs(zero_values - hi) <= tol).sum())
-        if at_min / eligible >= th.dead_fraction:
+        if at_min / (eligible - sparse) >= th.dead_fraction:
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_minimum", lo, at_min
-        elif at_max / eligible >= th.dead_fraction:
+        elif at_max / (eligible - sparse) >= th.dead_fraction:
             cause, stats["constant_value"], stats["at_value_groups"] = "constant_at_maximum", hi, at_max
     if cause == "constant_everywhere":
         stats["constant_value"] = stats["mean"]
@@ -171,14 +195,6 @@ def component_stats(
         stats["verdict"], cause = "info", "penalty_never_fires"
     stats["cause"] = cause
     return stats
-
-
-def _rollout_groups(acc: StepAcc) -> int:
-    """Groups of the step with at least two scored rollouts (a finite aggregate, or else any component's value)."""
-    counts = [table.n for table in acc.table.values()]
-    if not counts:
-        return 0
-    return int((np.maximum.reduce(counts) >= 2).sum())
 
 
 def is_penalty(value_range: tuple[float, float] | None) -> bool:
@@ -189,10 +205,10 @@ def is_penalty(value_range: tuple[float, float] | None) -> bool:
 def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None) -> ComponentStats:
     """Turn a :func:`component_stats` dict into :class:`ComponentStats`, writing the dead message."""
     if stats["verdict"] in ("dead", "info"):
-        if cancelling:
+        if cancelling and stats["cause"] not in ("no_values", "sparse_values"):
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
-    for internal in ("range_known", "range", "at_value_groups"):
+    for internal in ("range_known", "range", "at_value_groups", "sparse_groups", "rollouts_per_group"):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
 
