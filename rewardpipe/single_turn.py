@@ -432,6 +432,11 @@ def _run_before_deadline(
         thread.start()
     for thread in lanes:
         thread.join()
+    settle = getattr(executor, "settle", None)  # results that waited on the rest of the batch (see its docstring)
+    if callable(settle):
+        for index, result in list(out.items()):
+            if isinstance(result, ExecutionResult):
+                out[index] = settle(result)
     return out
 
 

@@ -197,8 +197,8 @@ class ForkServerExecutor:
         # (time.monotonic(); benchmarks/execution.py prints the breakdown). None: nothing is recorded.
         self.phase_log: list[dict] | None = None
         self._tests_that_load = _TestsThatLoad()
-        # Results of a batch still undecided (harness.UndefinedName, no answer to those tests loaded yet), by id:
-        # the batch settles them once it has run every job (_batch).
+        # Results still undecided (harness.UndefinedName, no answer to those tests loaded yet), by id: a batch
+        # settles its own once it has run every job (_batch), a caller running jobs one by one with settle().
         self._undecided: dict[int, tuple[ExecutionResult, ExecutionJob, str]] = {}
         self._undecided_lock = threading.Lock()
 
@@ -463,13 +463,16 @@ class ForkServerExecutor:
         )
         return self._result(job, started, ExecutionStatus.FAILED, passed=0, reason=reason[:1000], **common)
 
-    def _settled(self, result: ExecutionResult) -> ExecutionResult:
-        """``result`` once its batch has run: an undecided one (see :class:`_TestsThatLoad`) is the model's
-        ``failed`` if another answer to its tests got past loading meanwhile, else the ``error`` it was."""
+    def settle(self, result: ExecutionResult) -> ExecutionResult:
+        """``result`` (one of this executor's) as it stands now that more jobs have run: one left undecided (an
+        answer whose tests failed to load on a name it does not define, see :class:`_TestsThatLoad`) is the model's
+        ``failed`` once another answer to the same tests got past loading, else it is returned as it was. A batch
+        settles its own results; a caller that runs a group's jobs one by one settles them when the group is done."""
         with self._undecided_lock:
-            entry = self._undecided.pop(id(result), None)
-        if entry is None or entry[0] is not result or entry[1] not in self._tests_that_load:
-            return result
+            entry = self._undecided.get(id(result))
+            if entry is None or entry[0] is not result or entry[1] not in self._tests_that_load:
+                return result
+            del self._undecided[id(result)]
         _, job, name = entry
         settled = self._left_out(job, time.perf_counter(), result.reason, name, total=result.total)
         return settled.model_copy(
@@ -657,7 +660,7 @@ class ForkServerExecutor:
                 else:
                     yield result
         for result in held:
-            yield self._settled(result)
+            yield self.settle(result)
 
 
 # What a write refused by the "files" layer looks like in a failure: the errno's text, or tempfile finding no

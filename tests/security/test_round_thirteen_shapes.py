@@ -15,6 +15,8 @@ through the sandbox and, as the reference, through plain unittest with the code 
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
@@ -379,3 +381,14 @@ def test_what_cannot_be_put_back_has_the_runner_replaced(one_worker):
     logs += "            f(3)\n"
     after = _run(one_worker, AFTER_CODE, logs)
     assert after.status is PASSED, after.reason
+
+
+def test_jobs_run_one_by_one_are_settled_when_their_group_is_done(executor):
+    """The reward Lambda runs a batch's samples one by one on lanes (each within the invocation's deadline): an
+    answer that left the name out and ran before any answer loaded is settled once the lanes are done."""
+    from rewardpipe.single_turn import _run_before_deadline
+
+    tests = ORIGIN_TESTS.replace("ORIGIN", "START")  # tests no answer of this executor has loaded yet
+    jobs = {0: job_of(WRONG_DIST, tests, "dist"), 1: job_of(RIGHT_DIST, tests, "dist")}
+    out = _run_before_deadline(executor, jobs, workers=1, deadline=time.monotonic() + 120)
+    assert [out[0].status, out[1].status] == [FAILED, PASSED], out[0]
