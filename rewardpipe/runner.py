@@ -329,11 +329,39 @@ def run_slots(
             progress("executions", len(finished), len(slots))
         for index, (state, execution) in sorted(running.items()):
             settle(index, state, execution)
+    _settle_left_open(
+        executor,
+        ended,
+        finished,
+        lambda index, state, outcome: finish_episode(state, slots[index].task, outcome, reward, env),
+    )
     if on_transcript is not None:
         for index in sorted(ended):
             state, outcome = ended[index]
             on_transcript(transcript_of_episode(state, slots[index].task, outcome, finished[index], env=env))
     return [finished[i] for i in range(len(slots))]
+
+
+def _settle_left_open(
+    executor: Any,
+    ended: dict[int, tuple[EpisodeState, ExecutionResult | None]],
+    finished: dict[int, Record],
+    rescore: Callable[[int, EpisodeState, ExecutionResult], Record],
+) -> None:
+    """Once every execution of the step has run, rescore each one the executor left undecided and can decide now
+    (``settle``: an answer whose hidden tests failed to load on a name it does not define is the model's
+    ``failed`` once another answer to the same tests loaded). Executions run one by one as conversations end, so
+    the answer that left the name out may have run first; without this its 0 stayed an excluded ``error``."""
+    settle = getattr(executor, "settle", None)
+    if settle is None:
+        return
+    for index, (state, outcome) in sorted(ended.items()):
+        if outcome is None:
+            continue
+        settled = settle(outcome)
+        if settled is not outcome:
+            finished[index] = rescore(index, state, settled)
+            ended[index] = (state, settled)
 
 
 def score_rollouts(

@@ -249,3 +249,49 @@ def test_the_loop_shortcut_gives_the_same_verdict_as_the_exact_ratio():
             assert shortcut == exact
         near += abs(exact - threshold) < 0.1
     assert near > 10  # the sample really probed the threshold
+
+
+# -- round thirteen, left over: answers run one by one as conversations end are settled at the step's end -----
+
+POINT_TESTS = (
+    "import unittest\n"
+    "# {marker}: tests no answer of this executor has loaded before\n"
+    "ORIGIN = Point(0, 0)\n"
+    "class T(unittest.TestCase):\n"
+    "    def test_dist(self):\n"
+    "        self.assertEqual(dist(ORIGIN, Point(3, 4)), 5)\n"
+)
+LEFT_OUT = "```python\ndef dist(a, b):\n    return 0\n```"  # no Point: the tests cannot load with it
+RIGHT = (
+    "```python\nclass Point:\n    def __init__(self, x, y):\n        self.x, self.y = x, y\n"
+    "def dist(a, b):\n    return ((a.x - b.x) ** 2 + (a.y - b.y) ** 2) ** 0.5\n```"
+)
+
+
+class CommitsInTurn:
+    """Commits at once: the first rollout's answer leaves out a name the tests read at load, the second is right."""
+
+    def __init__(self):
+        self.answers = [LEFT_OUT, RIGHT]
+
+    def next_turn(self, state, task):
+        return self.answers.pop(0)
+
+
+def test_an_answer_that_left_a_name_out_and_ran_first_is_the_models_zero_once_its_step_is_done():
+    import uuid
+
+    task = TASK.model_copy(
+        update={
+            "task_id": "dist",
+            "entry_point": "dist",
+            "tests": POINT_TESTS.format(marker=uuid.uuid4().hex),
+            "reference_solution": RIGHT.strip("`").removeprefix("python\n"),
+        }
+    )
+    slots = plan_step([task], 0, 1, 2)
+    records = run_slots(
+        slots, policy=CommitsInTurn(), env=ENVIRONMENT, executor=get_executor(), reward=REWARD, run_id="r", workers=1
+    )
+    assert [r.status for r in records] == ["scored", "scored"], [r.error for r in records]
+    assert [r.components["correctness"] for r in records] == [0.0, 1.0]
