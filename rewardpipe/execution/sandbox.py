@@ -650,15 +650,20 @@ class ForkServerExecutor:
         return self._batch(jobs, threads)
 
     def _batch(self, jobs, threads) -> Iterator[ExecutionResult]:
-        # In order, as they finish; from the first undecided result on (an answer that may have left out a name
-        # the tests read at load, see _TestsThatLoad), held until every job has run and settled then.
-        held: list[ExecutionResult] = []
+        # In order, as they finish. An undecided result (an answer that may have left out a name the tests read at
+        # load, see _TestsThatLoad) holds back itself and every result after it until it is settled: as soon as
+        # another answer to its tests loaded (in a GRPO group, the next right answer), else at the batch's end.
+        # Before, one such answer early in a batch held back the output of the whole batch until its end.
+        held: collections.deque[ExecutionResult] = collections.deque()
         with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="rewardpipe-exec") as pool:
             for result in pool.map(self.run, jobs):
-                if held or id(result) in self._undecided:
-                    held.append(result)
-                else:
-                    yield result
+                held.append(result)
+                while held:
+                    settled = self.settle(held[0]) if id(held[0]) in self._undecided else held[0]
+                    if settled is held[0] and id(settled) in self._undecided:
+                        break  # still undecided: it and everything after it wait
+                    held.popleft()
+                    yield settled
         for result in held:
             yield self.settle(result)
 

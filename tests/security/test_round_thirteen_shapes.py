@@ -392,3 +392,34 @@ def test_jobs_run_one_by_one_are_settled_when_their_group_is_done(executor):
     jobs = {0: job_of(WRONG_DIST, tests, "dist"), 1: job_of(RIGHT_DIST, tests, "dist")}
     out = _run_before_deadline(executor, jobs, workers=1, deadline=time.monotonic() + 120)
     assert [out[0].status, out[1].status] == [FAILED, PASSED], out[0]
+
+
+def test_an_undecided_answer_holds_back_the_batch_only_until_an_answer_to_its_tests_loads(executor):
+    """A batch's results stream in order: an answer that left out a name the tests read at load is settled as soon
+    as another answer to the same tests got past loading, and it and the results behind it go out then, not when
+    the whole batch is done (one such answer early in a large ``exec --batch`` held back all of its output)."""
+    import threading
+
+    tests = ORIGIN_TESTS.replace("ORIGIN", "HOME")  # tests no answer of this executor has loaded yet
+    later = job_of("def f():\n    return 1\n", "class T(unittest.TestCase):\n    def test(self):\n        pass\n", "f")
+    jobs = [job_of(WRONG_DIST, tests, "dist"), job_of(RIGHT_DIST, tests, "dist"), later, later, later]
+    released = threading.Event()
+    waited_out = []
+    run = executor.run
+
+    def gated(job):  # the jobs behind the first two wait until the first result is out (or 10 s)
+        if job is later and not released.wait(10):
+            waited_out.append(job)
+        return run(job)
+
+    executor.run = gated
+    try:
+        results = executor.run_batch(jobs, workers=1)
+        first = next(results)
+        released.set()
+        rest = list(results)
+    finally:
+        del executor.run
+    assert first.status is FAILED, (first.status, first.reason)
+    assert not waited_out, "the first result came out only after every job had run"
+    assert [result.status for result in rest] == [PASSED] * 4
