@@ -12,7 +12,6 @@ import contextlib
 import itertools
 import json
 import os
-import select
 import signal
 import socket
 import stat
@@ -25,7 +24,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import NoReturn
 
-from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup, remove_tree
+from rewardpipe.execution.runtime.layers import LAYER_NAMES, empty_and_remove_cgroup, remove_tree, wait_for_exit
 
 BOOT_SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "runtime", "boot.py")
 ENV_DISABLE = "REWARDPIPE_SANDBOX_DISABLE"
@@ -480,18 +479,8 @@ def _wait_for_exit(process: subprocess.Popen, timeout: float) -> int:
     every command's way out). Raises ``subprocess.TimeoutExpired`` as ``Popen.wait`` does."""
     if process.returncode is not None:  # reaped already: its pid may be another process's now
         return process.returncode
-    try:
-        pidfd = os.pidfd_open(process.pid)
-    except (OSError, AttributeError):  # a kernel before 5.3
+    if wait_for_exit(process.pid, time.monotonic() + timeout) is None:  # no pidfd here
         return process.wait(timeout=timeout)
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        deadline = time.monotonic() + timeout
-        while (remaining := deadline - time.monotonic()) > 0 and not poller.poll(remaining * 1000):
-            pass
-    finally:
-        os.close(pidfd)
     return process.wait(timeout=0)
 
 

@@ -659,7 +659,7 @@ class ForkServerExecutor:
             for result in pool.map(self.run, jobs):
                 held.append(result)
                 while held:
-                    settled = self.settle(held[0]) if id(held[0]) in self._undecided else held[0]
+                    settled = self.settle(held[0])
                     if settled is held[0] and id(settled) in self._undecided:
                         break  # still undecided: it and everything after it wait
                     held.popleft()

@@ -17,6 +17,7 @@ import os
 import platform
 import re
 import resource
+import select
 import signal
 import stat
 import struct
@@ -1636,6 +1637,25 @@ def process_state(pid: int = 0) -> dict:
         "affinity": frozenset(os.sched_getaffinity(pid)),
         "ioprio": _ioprio(pid),
     }
+
+
+def wait_for_exit(pid: int, deadline: float) -> bool | None:
+    """Wait, told by a pidfd, until the child ``pid`` exits (not reaped: its status stays for the caller) or the
+    ``time.monotonic()`` ``deadline`` passes: True if it exited, False at the deadline. None where no pidfd could
+    be had (a kernel before 5.3), for the caller's own fallback."""
+    try:
+        pidfd = os.pidfd_open(pid)
+    except (OSError, AttributeError):
+        return None
+    try:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        while (remaining := deadline - time.monotonic()) > 0:
+            if poller.poll(remaining * 1000):
+                return True
+        return False
+    finally:
+        os.close(pidfd)
 
 
 _PF_EXITING = 0x4  # include/linux/sched.h: set as a process starts to exit, before it is a zombie

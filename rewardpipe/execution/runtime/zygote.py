@@ -1552,30 +1552,19 @@ def _apply_fd_plan(plan: tuple[tuple[tuple[int, int], ...], int, tuple[int, ...]
 
 def _wait_until(pid: int, deadline: float) -> bool:
     """Wait for ``pid`` (a child) to exit, at most until ``deadline``; True if it exited."""
-    try:
-        pidfd = os.pidfd_open(pid)
-    except (OSError, AttributeError):  # kernels before 5.3: poll the child's state instead
-        while time.monotonic() < deadline:
-            try:
-                os.kill(pid, 0)
-                with open(f"/proc/{pid}/stat") as handle:
-                    if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
-                        return True
-            except OSError:
-                return True
-            time.sleep(0.001)
-        return False
-    try:
-        poller = select.poll()
-        poller.register(pidfd, select.POLLIN)
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return False
-            if poller.poll(remaining * 1000):
-                return True
-    finally:
-        os.close(pidfd)
+    exited = layers.wait_for_exit(pid, deadline)
+    if exited is not None:
+        return exited
+    while time.monotonic() < deadline:  # kernels before 5.3: poll the child's state instead
+        try:
+            os.kill(pid, 0)
+            with open(f"/proc/{pid}/stat") as handle:
+                if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
+                    return True
+        except OSError:
+            return True
+        time.sleep(0.001)
+    return False
 
 
 def _cpu_ms(usage) -> float | None:
