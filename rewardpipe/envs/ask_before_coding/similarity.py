@@ -32,6 +32,7 @@ from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+from rewardpipe.envs.ask_before_coding.confusables import LOOK_ALIKE_TABLE
 from rewardpipe.envs.ask_before_coding.questions import inline_values, read_as_asked
 from rewardpipe.envs.ask_before_coding.words import LEET, fold, loop_key, loop_phrase, read_leet
 from rewardpipe.parsing import TurnKind, classify_turn
@@ -139,9 +140,13 @@ def different_values(a: frozenset[str], b: frozenset[str], words_a: str, words_b
 
 def normalise(text: str) -> str:
     """:func:`~rewardpipe.envs.ask_before_coding.words.fold`-ed (fullwidth, invisible, accented and look-alike
-    letters as plain ones), whitespace runs collapsed to one space, ends stripped, case folded: what a loop
-    is judged on."""
-    return " ".join(fold(text).split()).casefold()
+    letters as plain ones), the look-alikes of every script Unicode lists (``confusables``: Armenian, Cherokee,
+    Lisu, Coptic... letters that look like Latin ones) as the letters they look like, whitespace runs collapsed
+    to one space, ends stripped, case folded: what a loop is judged on."""
+    folded = fold(text)
+    if not folded.isascii():
+        folded = folded.translate(LOOK_ALIKE_TABLE)
+    return " ".join(folded.split()).casefold()
 
 
 def canonical(text: str) -> str:

@@ -1,0 +1,102 @@
+"""Round fourteen: the ask-before-coding reward, its text and its output, attacked as a policy would.
+
+F1. The loop check read only a hand-picked list of look-alike letters (some Cyrillic and Greek, small capitals)
+as Latin: the same question again with its letters swapped for the Armenian, Lisu, Cherokee or IPA look-alikes
+Unicode lists (``Sh\u0585uld`` with an Armenian o, ``\ua4e2\ua4e7\ua4f3\ua4f4\ua4e1\ua4d3`` in Lisu), or for
+Cyrillic and Greek letters outside that list (``\u043fega\u0442ive``), escaped the loop penalty in a live episode
+and where a transcript is scored on its own. Loops are now judged on the look-alikes of every script Unicode's
+confusables list (UTS #39, ``envs/ask_before_coding/confusables.py``) plus the few letters it leaves out.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.envs.ask_before_coding.similarity import LOOP_SIMILARITY_THRESHOLD, find_loop, turn_similarity
+from rewardpipe.models import Message
+from rewardpipe.rewards import get_reward
+from tests.security.test_round_thirteen_reward import COMMIT, NEGATIVE, play
+
+# --- F1: look-alike letters of other scripts -------------------------------------------------------------------
+
+ARMENIAN = {"o": "\u0585", "u": "\u057d", "h": "\u0570", "n": "\u0578", "g": "\u0581"}
+IPA = {"a": "\u0251", "g": "\u0261", "i": "\u0269", "o": "\u1d0f"}
+LISU = dict(
+    zip(
+        "ABCDEFGHIJKLMNOPRSTUVWXYZ",
+        "\ua4ee\ua4d0\ua4da\ua4d3\ua4f0\ua4dd\ua4d6\ua4e7\ua4f2\ua4d9\ua4d7"
+        "\ua4e1\ua4df\ua4e0\ua4f3\ua4d1\ua4e3\ua4e2\ua4d4\ua4f4\ua4e6\ua4ea\ua4eb\ua4ec\ua4dc",
+        strict=True,
+    )
+)
+CHEROKEE = dict(
+    zip(
+        "ABCEHJKLMPSTVWZ",
+        "\u13aa\u13f4\u13df\u13ac\u13bb\u13ab\u13e6\u13de\u13b7\u13e2\u13da\u13a2\u13d9\u13d4\u13c3",
+        strict=True,
+    )
+)
+CYRILLIC = {"t": "\u0442", "n": "\u043f", "r": "\u0433", "m": "\u043c", "u": "\u0446", "k": "\u043a"}
+GREEK = {"e": "\u03b5", "t": "\u03c4", "w": "\u03c9", "n": "\u03b7"}
+
+DISGUISES = {
+    "Armenian": lambda t: "".join(ARMENIAN.get(c, c) for c in t),
+    "IPA": lambda t: "".join(IPA.get(c, c) for c in t),
+    "Lisu capitals": lambda t: "".join(LISU.get(c, c) for c in t.upper()),
+    "Cherokee capitals": lambda t: "".join(CHEROKEE.get(c, c) for c in t.upper()),
+    "Cyrillic beyond the old list": lambda t: "".join(CYRILLIC.get(c, c) for c in t),
+    "Greek beyond the old list": lambda t: "".join(GREEK.get(c, c) for c in t),
+}
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_a_question_repeated_in_look_alike_letters_is_a_loop(name):
+    again = DISGUISES[name](NEGATIVE)
+    assert again != NEGATIVE and not again.isascii()
+    assert turn_similarity(again, NEGATIVE) > LOOP_SIMILARITY_THRESHOLD
+    assert find_loop([NEGATIVE, again]) is not None
+    assert find_loop([NEGATIVE, again], new_details={0}, by_values=False) is not None
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_the_look_alike_repeat_costs_the_loop_penalty_in_a_live_episode(name):
+    components = play([NEGATIVE, DISGUISES[name](NEGATIVE), COMMIT])
+    assert components["loop_penalty"] == -0.5
+    assert components["asked_before_coding"] == 1.0
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_the_look_alike_repeat_costs_the_loop_penalty_without_bookkeeping(name):
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    messages = [
+        Message(role="user", content=DURATION.prompt),
+        Message(role="assistant", content=NEGATIVE),
+        Message(role="user", content=DURATION.spec[3]),
+        Message(role="assistant", content=DISGUISES[name](NEGATIVE)),
+        Message(role="user", content="Could you be more specific about what you need to know?"),
+        Message(role="assistant", content=COMMIT),
+    ]
+    score = get_reward("ask_before_coding").score(messages)
+    assert score.components["loop_penalty"] == -0.5
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        [
+            "\u0427\u0442\u043e \u0434\u0435\u043b\u0430\u0442\u044c \u0441 \u043e\u0442\u0440\u0438\u0446\u0430\u0442"
+            "\u0435\u043b\u044c\u043d\u044b\u043c\u0438 \u0447\u0438\u0441\u043b\u0430\u043c\u0438?",
+            "\u041a\u0430\u043a \u043e\u043a\u0440\u0443\u0433\u043b\u044f\u0442\u044c \u0434\u0440\u043e\u0431\u043d"
+            "\u044b\u0435 \u0441\u0435\u043a\u0443\u043d\u0434\u044b?",
+        ],
+        [
+            "\u0531\u0575\u0578, \u0578\u0580\u0584\u0561\u0576 \u0567 \u056a\u0561\u0574\u0568?",
+            "\u053b\u0576\u0579\u057a\u0565\u057d \u0563\u0580\u0565\u056c \u057e\u0561\u0575\u0580\u056f\u0575\u0561"
+            "\u0576\u0576\u0565\u0580\u0568?",
+        ],
+        [NEGATIVE, "Are fractional seconds truncated or rounded?"],
+    ],
+)
+def test_different_questions_in_other_scripts_stay_different(turns):
+    assert find_loop(turns) is None
