@@ -100,3 +100,43 @@ def test_the_look_alike_repeat_costs_the_loop_penalty_without_bookkeeping(name):
 )
 def test_different_questions_in_other_scripts_stay_different(turns):
     assert find_loop(turns) is None
+
+
+# --- F2: long turns spending the loop check's budget -----------------------------------------------------------
+
+MISSPELT = "Shuold a negtaive duraiton riase a VlaueError or retrun an emtpy stirng?"
+QUESTION = "Should a negative duration raise a ValueError or return an empty string?"
+
+
+def _padding(length: int, seed: int) -> str:
+    import random
+    import string
+
+    chars = random.Random(seed)
+    return "".join(chars.choice(string.ascii_lowercase) for _ in range(length - 1)) + "."
+
+
+@pytest.mark.parametrize("length", [37_480, 37_490, 18_740, 30_000])
+@pytest.mark.parametrize("where", ["before", "between"])
+def test_long_turns_cannot_spend_the_budget_before_a_repeat_is_compared(length, where):
+    """Comparing by anchoring is bounded per transcript (COMPARED_CHARS_PER_TRANSCRIPT): two statements whose
+    lengths, summed over their pair on the text and on the letters, use up all but a few characters of it used
+    to leave the misspelt repeat of a question, which only anchoring catches, uncompared (no loop)."""
+    assert find_loop([QUESTION, MISSPELT]) is not None  # the repeat alone is a loop
+    pads = [_padding(length, 1), _padding(length, 2)]
+    turns = [*pads, QUESTION, MISSPELT] if where == "before" else [QUESTION, *pads, MISSPELT]
+    assert find_loop(turns) is not None
+    assert find_loop(turns, new_details={turns.index(QUESTION)}, by_values=False) is not None
+
+
+def test_the_padded_repeat_costs_the_loop_penalty_without_bookkeeping():
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    turns = [QUESTION, _padding(37_480, 1), _padding(37_480, 2), MISSPELT, COMMIT]
+    replies = [DURATION.spec[3], "Okay.", "Sounds good.", "As I said: " + DURATION.spec[3], "Thanks."]
+    messages = [Message(role="user", content=DURATION.prompt)]
+    for turn, reply in zip(turns, replies, strict=True):
+        messages += [Message(role="assistant", content=turn), Message(role="user", content=reply)]
+    score = get_reward("ask_before_coding").score(messages)
+    assert score.components["loop_penalty"] == -0.5
+    assert score.components["asked_before_coding"] == 1.0

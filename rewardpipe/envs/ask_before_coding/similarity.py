@@ -400,7 +400,10 @@ def find_loop(
     Cost bound: comparing two turns by their characters costs up to MAX_CANDIDATES anchor pairs per
     character; at most COMPARED_CHARS_PER_TRANSCRIPT characters (the two turns' lengths, summed over the pairs
     compared) are compared so in one call, the pairs after that only by the linear checks (exact repeats,
-    words contained, the same words). An episode's turns never come near it.
+    words contained, the same words). The cheapest pairs are compared first (passes capped by PAIR_COST_CAPS),
+    so long turns cannot spend the budget before a short repeated question is compared: two padding turns of
+    37,480 characters used to leave a misspelt repeat ("Shuold a negtaive ...") uncompared. An episode's turns
+    never come near it.
 
     Which turns are compared (``kinds``, the turns' :class:`~rewardpipe.parsing.TurnKind`; read from the
     turns when not given): a commit is never a loop of a question, either way round. Committing the code a
@@ -413,8 +416,48 @@ def find_loop(
     """
     if kinds is None and any("`" in turn or "~" in turn for turn in turns):
         kinds = [classify_turn(turn) for turn in turns]  # without code or inline code, no kind changes anything
-    budget = [COMPARED_CHARS_PER_TRANSCRIPT]
+    budget = _Budget(COMPARED_CHARS_PER_TRANSCRIPT)
     normalised = [canonical(turn) for turn in turns]
+    # The cheapest pairs are compared by anchoring first: one pass per cap on a pair's cost, each comparing only
+    # the pairs the passes before could not afford (their verdicts kept), so long turns (padding) cannot spend the
+    # budget before a short repeated question is compared.
+    for cap in PAIR_COST_CAPS:
+        budget.cap = cap
+        found = _find_loop_within(turns, kinds, normalised, threshold, new_details, by_values, budget)
+        if found is not None or not budget.skipped:
+            return found
+        budget.skipped = False
+    return None
+
+
+class _Budget:
+    """The characters left to compare by anchoring in one :func:`find_loop` call, the cap of the current pass
+    on one pair's cost, whether the pass skipped a pair above it, and the verdicts of the pairs compared."""
+
+    __slots__ = ("cap", "left", "seen", "skipped")
+
+    def __init__(self, left: int) -> None:
+        self.left = left
+        self.cap: int | None = None
+        self.skipped = False
+        self.seen: dict[tuple[str, str], bool] = {}
+
+
+#: The passes of :func:`find_loop`: the most a pair may cost (the two turns' lengths) to be compared by anchoring
+#: in each (None: any pair the budget still affords).
+PAIR_COST_CAPS: tuple[int | None, ...] = (2_000, 16_000, None)
+
+
+def _find_loop_within(
+    turns: Sequence[str],
+    kinds: Sequence[TurnKind] | None,
+    normalised: list[str],
+    threshold: float,
+    new_details: Collection[int],
+    by_values: bool,
+    budget: _Budget,
+) -> tuple[int, int] | None:
+    """One pass of :func:`find_loop`, comparing by anchoring the pairs ``budget`` allows."""
     classes = list(kinds) if kinds is not None else [None] * len(turns)
     values = [values_of(text) for text in normalised]
     found = _find_loop(
@@ -481,11 +524,12 @@ def _find_loop(
     threshold: float,
     new_details: Collection[int],
     by_values: bool,
-    budget: list[int],
+    budget: _Budget,
     new_never_repeats: bool = False,
 ) -> tuple[int, int] | None:
     """:func:`find_loop` over canonical turns (None: a turn left out), a pair compared only when ``compatible``
-    says its two turns' ``classes`` may loop; ``budget`` holds the characters left to compare by anchoring.
+    says its two turns' ``classes`` may loop; ``budget`` holds the characters left to compare by anchoring (and
+    the pass's cap on one pair's cost).
     ``new_never_repeats``: a turn in ``new_details`` is never the later of a loop (the simulator read it as
     another question: it answered a new detail)."""
     # The first turn of each class with a key: a later turn matches the first of a class it may loop with.
@@ -513,10 +557,16 @@ def _find_loop(
         if not first or not second or 2.0 * min(len(first), len(second)) / (len(first) + len(second)) <= threshold:
             return False  # the length bound alone keeps it at or below: nothing to compare
         cost = len(first) + len(second)
-        if cost > budget[0]:
+        if (first, second) in budget.seen:
+            return budget.seen[first, second]
+        if budget.cap is not None and cost > budget.cap:
+            budget.skipped = True  # compared in a later pass, once the cheaper pairs have been
             return False
-        budget[0] -= cost
-        return _similarity(first, second, threshold, pair) > threshold
+        if cost > budget.left:
+            return False
+        budget.left -= cost
+        verdict = budget.seen[first, second] = _similarity(first, second, threshold, pair) > threshold
+        return verdict
 
     def differ(earlier: int, later: int) -> bool:
         return by_values and asks_other_values(values[earlier], values[later], words[earlier], words[later])
