@@ -30,9 +30,35 @@ from rewardpipe.models import MAX_SCORE_MAGNITUDE, Record, field_error
 from rewardpipe.monitoring.thresholds import MonitorInputError
 from rewardpipe.store import BadObject
 
-# Internal key of the aggregate inside per-group accumulators; a NUL cannot clash with a component name
-# that came through JSON in practice, and it never leaves the monitoring package.
-AGG = "\x00aggregate"
+
+class _AggregateKey(str):
+    """The internal key of the aggregate among component names: a ``str`` (it sorts and prints as one) equal to
+    itself only. Any text can be a component name, ``"\\x00aggregate"`` included (JSON carries a NUL as
+    ``\\u0000``): a key merely unlikely to clash merged such a component into the aggregate's numbers, where
+    it was never judged (a constant component hidden, the aggregate's figures wrong)."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:
+        return other is self
+
+    def __ne__(self, other: object) -> bool:
+        return other is not self
+
+    def __hash__(self) -> int:
+        return object.__hash__(self)
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _aggregate_key, ()  # unpickled (a worker process) as the one key, not a look-alike
+
+
+def _aggregate_key() -> str:
+    return AGG
+
+
+# Internal key of the aggregate inside per-group accumulators; it never leaves the monitoring package and equals
+# no component name, whatever its text.
+AGG: str = _AggregateKey("\x00aggregate")
 
 
 #: Groups per step whose rollouts are kept in full (for causes and alarm examples).
