@@ -604,7 +604,7 @@ class RecordWriter:
             if handle is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 handle = self._files[path] = path.open("ab", buffering=0)
-            data = (line + "\n").encode("utf-8", "surrogateescape")
+            data = (line.translate(_LINE_BREAKS_ESCAPED) + "\n").encode("utf-8", "surrogateescape")
             start = handle.seek(0, os.SEEK_END)
             try:
                 view = memoryview(data)
@@ -629,6 +629,12 @@ class RecordWriter:
         if self._lock is not None:
             self._lock.close()
             self._lock = None
+
+
+# Characters that end a line for str.splitlines() (and some editors) but that JSON may leave raw inside a string:
+# a record or transcript holding model text (an exec_reason, a turn) with one would be split in two by such a
+# reader. Only strings can hold them in a JSON line, so their \u escapes read back as the same text.
+_LINE_BREAKS_ESCAPED = {0x85: "\\u0085", 0x2028: "\\u2028", 0x2029: "\\u2029"}
 
 
 def default_spill_path(run_id: str) -> Path:

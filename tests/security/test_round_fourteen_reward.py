@@ -6,6 +6,13 @@ Unicode lists (``Sh\u0585uld`` with an Armenian o, ``\ua4e2\ua4e7\ua4f3\ua4f4\ua
 Cyrillic and Greek letters outside that list (``\u043fega\u0442ive``), escaped the loop penalty in a live episode
 and where a transcript is scored on its own. Loops are now judged on the look-alikes of every script Unicode's
 confusables list (UTS #39, ``envs/ask_before_coding/confusables.py``) plus the few letters it leaves out.
+
+F2. The loop check compares turns by anchoring up to a budget per transcript; two long statements whose pair
+used it up (37,480 characters each) left a misspelt repeat of a question, which only anchoring catches,
+uncompared. The cheapest pairs are now compared first.
+
+F3. Output: the spill files of ``run`` (records and transcripts the store refused) were written with a model's
+U+2028, U+2029 and NEL raw, so ``str.splitlines()`` split one JSON object in two. They are now escaped.
 """
 
 from __future__ import annotations
@@ -140,3 +147,63 @@ def test_the_padded_repeat_costs_the_loop_penalty_without_bookkeeping():
     score = get_reward("ask_before_coding").score(messages)
     assert score.components["loop_penalty"] == -0.5
     assert score.components["asked_before_coding"] == 1.0
+
+
+# --- F3: a spilled record or transcript split in lines by the model's text -------------------------------------
+
+SEPARATORS = {"line separator": "\u2028", "paragraph separator": "\u2029", "next line": "\x85"}
+
+
+class _RefusingStore:
+    """A store that refuses everything, so every record and transcript is spilled."""
+
+    location = "refusing"
+
+    def put_record(self, record):
+        from rewardpipe.store import StoreError
+
+        raise StoreError(f"refused {record.rollout_id}")
+
+    put_transcript = put_record
+
+
+class _Transcript:
+    def __init__(self, text: str) -> None:
+        self.rollout_id = "x"
+        self.text = text
+
+    def to_json_dict(self) -> dict:
+        return {"rollout_id": self.rollout_id, "messages": [{"role": "assistant", "content": self.text}]}
+
+
+@pytest.mark.parametrize("name", SEPARATORS)
+def test_a_spill_file_keeps_one_json_line_per_object_for_every_reader(tmp_path, name):
+    """The spill files (``--spill``: records and transcripts the store refused) are JSONL for the user to read
+    or replay. A model's text in a record (an ``exec_reason`` quoting its exception) or a transcript holding
+    U+2028, U+2029 or NEL was written raw: ``str.splitlines()`` read one object as two broken lines."""
+    import json
+
+    from rewardpipe.cli.common import RecordWriter
+    from rewardpipe.models import Record
+
+    text = f"ValueError: nope{SEPARATORS[name]}#### 42"
+    record = Record(
+        run_id="r",
+        step=0,
+        group_id="g",
+        rollout_id="x",
+        task_id="t",
+        status="scored",
+        components={"c": 0.0},
+        weights={"c": 1.0},
+        aggregate=0.0,
+        metrics={"exec_reason": text},
+    )
+    writer = RecordWriter(_RefusingStore(), tmp_path / "records.jsonl")
+    writer.write([record])
+    writer.write_transcripts([_Transcript(text)])
+    writer.close()
+    lines = (tmp_path / "records.jsonl").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["metrics"]["exec_reason"] == text
+    lines = writer.transcript_spill_path.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["messages"][0]["content"] == text
