@@ -373,7 +373,10 @@ class Connection:
             kind = type(target)
             if type(new) is not kind or kind not in wire.MIRRORED_TYPES:
                 continue
-            if kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
+            if kind is memoryview:
+                if not target.readonly and target.format == "B" and target.ndim == 1 and target.nbytes == new.nbytes:
+                    target[:] = new  # (a view cannot be resized: a reply of another length is left out)
+            elif kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
                 target[:] = new
             elif kind is collections.deque:
                 target.clear()

@@ -229,7 +229,8 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # built-ins: {"nt": [name, [field, ...], [...]]} (a namedtuple), {"ctr"/"od": [[k, v], ...]} (Counter,
 # OrderedDict), {"dd": [factory, [[k, v], ...]]} (a built-in factory by name, any other as {"h": handle}),
 # {"dq": [[...], maxlen]}; and as themselves: {"rg": [start, stop, step]}, {"sl": [...]}, {"dk"/"dv": [...]},
-# {"di": [[k, v], ...]} (dict views), {"ar": [typecode, [...]]}, {"mv": base64}, {"ex": [name, [args]]} (a
+# {"di": [[k, v], ...]} (dict views), {"ar": [typecode, [...]]}, {"mv"/"mvw": base64} (a read-only/writable byte
+# view), {"ex": [name, [args]]} (a
 # built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"}, {"bi": name} (a built-in from
 # _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out).
 
@@ -304,6 +305,7 @@ MIRRORED_TYPES: tuple[type, ...] = (
     collections.OrderedDict,
     collections.defaultdict,
     array.array,
+    memoryview,  # a writable byte view, written through in place (its length never changes)
 )
 _SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
 
@@ -448,7 +450,9 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if kind is array.array:
         return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
     if kind is memoryview and value.format == "B" and value.ndim == 1 and value.c_contiguous:
-        return {"mv": base64.b64encode(value.tobytes()).decode()}
+        # A writable view crosses writable (round fourteen: the callee's writes through it came back as "cannot
+        # modify read-only memory", a right answer's silent 0) and its changes are mirrored back like a bytearray's.
+        return {"mvw" if not value.readonly else "mv": base64.b64encode(value.tobytes()).decode()}
     if kind in _EXCEPTION_TYPES:
         # A built-in exception returned (not raised) as a value; its arguments as plain data, if they are.
         return {"ex": [kind.__name__, [encode(item, make_handle, depth, nodes, refs) for item in value.args]]}
@@ -701,6 +705,8 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             return array.array(typecode, [decode(item, None, depth, nodes) for item in _as_list(items)])
         if tag == "mv":
             return memoryview(base64.b64decode(_as_str(body), validate=True))
+        if tag == "mvw":
+            return memoryview(bytearray(base64.b64decode(_as_str(body), validate=True)))
         if tag == "ex":
             name, args = _as_list(body)
             kind = _BUILTINS_BY_NAME.get(name) if type(name) is str else None
