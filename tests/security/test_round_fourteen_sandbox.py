@@ -57,6 +57,13 @@ MEMORYVIEW_TESTS = {
                 f(memoryview(buffer)[2:])
                 self.assertEqual(buffer, bytearray(b"abxd"))
         """,
+    "every-other-byte": """
+        class T(unittest.TestCase):
+            def test(self):
+                buffer = bytearray(b"abcdef")
+                f(memoryview(buffer)[1::2])
+                self.assertEqual(buffer, bytearray(b"axcdef"))
+        """,
 }
 
 

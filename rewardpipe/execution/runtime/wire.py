@@ -449,7 +449,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         return {"di": _encode_pairs(value, make_handle, depth, nodes, refs)}
     if kind is array.array:
         return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
-    if kind is memoryview and value.format == "B" and value.ndim == 1 and value.c_contiguous:
+    if kind is memoryview and value.format == "B" and value.ndim == 1:  # (a strided one too: tobytes() reads it)
         # A writable view crosses writable (round fourteen: the callee's writes through it came back as "cannot
         # modify read-only memory", a right answer's silent 0) and its changes are mirrored back like a bytearray's.
         return {"mvw" if not value.readonly else "mv": base64.b64encode(value.tobytes()).decode()}
