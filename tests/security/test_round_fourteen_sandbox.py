@@ -4,6 +4,11 @@ tests in one process as the reference.
 
 * A right answer scored 0 silently: a writable ``memoryview`` the tests hand over crossed read-only, so the model's
   write through it raised "cannot modify read-only memory" (and nothing reached the tests' buffer).
+* Where jobs share the fork server's uid (Lambda, Fargate) and Landlock confines their writes, Landlock does not
+  govern a change of mode: a wrong answer's ``os.chmod("..", 0)`` (or ``fchmod`` of ``..`` opened read-only, or of
+  the scorer's directory above it) left the worker's directory unusable, so the next job, a right answer, failed
+  ("its directory could not be measured") and the one after it was an ``error``; it could also list the spares'
+  directories. chmod is now a no-op there too, and the worker's directory unlistable.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.conftest import RIGHT_ADD, job, require_layer
 from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
@@ -90,3 +97,53 @@ def test_a_read_only_memoryview_stays_read_only_and_a_wrong_write_still_fails(ex
     _same_as_one_process(executor, code, tests, PASSED)
     wrong = "def f(view):\n    view[0] = ord('y')\n"
     _same_as_one_process(executor, wrong, MEMORYVIEW_TESTS["whole"], FAILED)
+
+
+# --- Lambda/Fargate with Landlock: a job's chmod reaches nothing outside its own directory -------------------------
+
+
+@pytest.fixture(scope="module")
+def shared_uid_with_landlock():
+    """One worker whose fork server runs unprivileged (jobs keep its uid, as on Lambda or Fargate), Landlock on."""
+    executor = make_executor(workers=1, server_uid=65534)
+    require_layer(executor, "landlock")
+    assert executor.isolation()["uid"].startswith("off"), executor.isolation()["uid"]
+    yield executor
+    executor.close()
+
+
+TAKES_THE_WORKERS_DIRECTORY = {
+    "chmod-parent": "os.chmod('..', 0)",
+    "chmod-scorer-directory": "os.chmod('../..', 0)",
+    "fchmod-parent": "os.fchmod(os.open('..', os.O_RDONLY), 0)",
+    "chmod-the-spares": (
+        "[os.chmod(os.path.join('..', name), 0) for name in os.listdir('..')"
+        " if os.path.realpath(os.path.join('..', name)) != os.getcwd()]"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TAKES_THE_WORKERS_DIRECTORY)
+def test_a_job_that_changes_the_sandboxs_directories_harms_no_later_job(shared_uid_with_landlock, case):
+    attack = (
+        "import os\ntry:\n    "
+        + TAKES_THE_WORKERS_DIRECTORY[case]
+        + "\nexcept OSError:\n    pass\ndef add(a, b):\n    return a - b\n"
+    )
+    result = shared_uid_with_landlock.run(job(attack))
+    assert result.status is FAILED, (result.status, result.reason)
+    for _ in range(3):  # the next job runs in the spare forked before the attack, the later ones in new spares
+        honest = shared_uid_with_landlock.run(job(RIGHT_ADD))
+        assert honest.status is PASSED, (honest.status, honest.reason)
+
+
+def test_the_workers_directory_is_not_listable_by_a_job_of_its_uid(shared_uid_with_landlock):
+    code = (
+        "import os\ntry:\n    SEEN = len(os.listdir('..'))\nexcept OSError:\n    SEEN = -1\n"
+        "def add(a, b):\n    return SEEN\n"
+    )
+    tests = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(add(1, 2), -1)\n"
+    )
+    result = shared_uid_with_landlock.run(job(code, tests=tests))
+    assert result.status is PASSED, (result.status, result.reason)  # the listing was refused

@@ -916,12 +916,14 @@ _FILE_CALLS = {
     "aarch64": {"fcntl": 25, "ioctl": 29, "openat": 56, "openat2": 437, "fallocate": 47, "flock": 32, "futex": 98},
 }
 # Changing a file's mode, made a silent no-op (the call "succeeds") where the model's code runs under the
-# same uid as the other jobs' directories and Landlock is missing: their names are hidden only by
-# directories their owner may not list, and the owner could otherwise just grant itself the right. A
-# no-op rather than EPERM, so shutil.copy and friends keep working.
+# same uid as the sandbox's and the other jobs' directories: their names are hidden only by directories their
+# owner may not list, and the owner could otherwise just grant itself the right, or take it from the fork
+# server (round fourteen: with Landlock, which does not govern modes, ``chmod("..", 0)`` broke the next job).
+# fchmod too: a directory opened read-only is a descriptor to change it through. A no-op rather than EPERM, so
+# shutil.copy and friends keep working.
 _MODE_CHANGES = {
-    "x86_64": {"chmod": 90, "fchmodat": 268, "fchmodat2": 452},
-    "aarch64": {"fchmodat": 53, "fchmodat2": 452},
+    "x86_64": {"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452},
+    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchmodat2": 452},
 }
 # Every call that makes, changes or removes a file system entry or a file's metadata, refused (EROFS, as on a
 # read-only file system) where nothing confines where the model's code writes: no Landlock, no chroot (Lambda,

@@ -473,9 +473,10 @@ class Zygote:
         self._pin(config.get("cpu"))
         # The file system of the job directories, measured per job where there is no tmpfs per job.
         self.host_fd = os.open(self.worker_dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        if self._jobs_share_a_uid():
+        if self._model_owns_sandbox_dirs():
             # The model's code is this directory's owner: it may enter its own job directory (by the
-            # path it is given) but neither list nor rename the others (chmod is a no-op for it).
+            # path it is given) but neither list nor rename the others (chmod is a no-op for it). With Landlock
+            # too (round fourteen): it listed the spares' directories here.
             os.chmod(self.worker_dir, 0o300)
             os.chmod(os.path.dirname(self.worker_dir), 0o100)
         # What pid-taking calls (prlimit, sched_*, setpriority, ioprio_set) could change about the sandbox's
@@ -709,7 +710,7 @@ class Zygote:
             else:
                 self.seccomp_arch = arch
                 self.seccomp_template = layers.SeccompTemplate(
-                    arch, ignore_mode_changes=self._jobs_share_a_uid(), read_only_files=self._files_read_only()
+                    arch, ignore_mode_changes=self._model_owns_sandbox_dirs(), read_only_files=self._files_read_only()
                 )
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
@@ -723,8 +724,8 @@ class Zygote:
                 )
                 if self._files_read_only():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
-                elif self._jobs_share_a_uid():
-                    iso["seccomp"] += "; chmod is a no-op (other jobs' directories belong to the same uid)"
+                elif self._model_owns_sandbox_dirs():
+                    iso["seccomp"] += "; chmod is a no-op (the sandbox's and other jobs' directories are its uid's)"
         iso["files"] = self._files_report()
         # rlimits are always available
         if "rlimits" in self.disabled:
@@ -800,6 +801,14 @@ class Zygote:
             "on: read-only for the model's code (EROFS), its own directory included: without Landlock or chroot "
             "nothing else keeps a job's files from later jobs"
         )
+
+    def _model_owns_sandbox_dirs(self) -> bool:
+        """True if the model's code runs as the uid that owns this worker's directory, the scorer's and every job's
+        (no uid of its own: Lambda, Fargate), Landlock or not. Landlock keeps its writes in its own directory but
+        does not govern a change of mode: round fourteen, ``os.chmod("..", 0)`` (or ``fchmod`` of it, opened
+        read-only) in a wrong answer left the worker's directory unusable, so the next job, a right answer, failed
+        ("its directory could not be measured") and the one after it was an ``error``."""
+        return self.uid is None
 
     def _jobs_share_a_uid(self) -> bool:
         """True if the model's code runs as the uid that owns every job's directory, with nothing (no
