@@ -1202,6 +1202,50 @@ def own_object_findings(tree: ast.Module, model: _ModelCode | None = None) -> li
     ]
 
 
+# What makes an iterator, a generator or an open file (round fourteen): none crosses the split sandbox's boundary as
+# plain data (a loud ``error`` at run time), and doctor said nothing of them. Exact names, after the tests' imports.
+_ITERATOR_MAKERS = frozenset(
+    {"iter", "map", "filter", "zip", "enumerate", "reversed", "open", "io.open", "io.StringIO", "io.BytesIO"}
+)
+
+
+class _TestIterators(_Taint):
+    """An iterator, a generator or a file object the tests make (``iter(xs)``, ``(x for x in xs)``, ``map(...)``,
+    ``itertools.count()``, ``io.StringIO(text)``, ``open(path)``), and what holds one."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.aliases = _import_aliases(tree)
+        super().__init__(tree)
+
+    def holds(self, node: ast.AST, taint: set[str]) -> bool:
+        if isinstance(node, ast.GeneratorExp):
+            return True
+        if isinstance(node, (ast.Name, ast.Attribute)):
+            return _key(node) in taint
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self.holds(item, taint) for item in node.elts)
+        if isinstance(node, ast.Starred):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Dict):
+            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        if isinstance(node, ast.Call):
+            name = _resolved(_dotted(node.func), self.aliases)
+            return name in _ITERATOR_MAKERS or name.startswith("itertools.") or _key(node.func) in self.helpers
+        return False
+
+
+def iterator_argument_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """An iterator, a generator or an open file of the tests handed to the model's code (``f(iter([1, 2]))``,
+    ``f(x for x in xs)``, ``f(io.StringIO("1 2"))``): under split trust it cannot cross to the model's process, so
+    every run is an error, which doctor did not say before round fourteen."""
+    return [
+        f"tests line {node.lineno}: the tests pass the model's code an iterator, generator or file object "
+        f"({ast.unparse(handed)[:60]}), which cannot cross the split sandbox's process boundary: every run is an "
+        "error; pass a list or the text itself, or set trust_mode='inprocess' (weaker)"
+        for node, handed in _handed_to_model(tree, model or _ModelCode(tree), _TestIterators(tree))
+    ]
+
+
 # Comparisons whose verdict is the operands' __eq__ (membership compares each item too).
 _EQUALITY_ASSERTIONS = {
     "assertEqual", "assertEquals", "failUnlessEqual", "assertNotEqual", "assertNotEquals", "failIfEqual",
@@ -1345,6 +1389,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + model_type_findings(tree)
         + created_file_findings(tree, model)
         + own_object_findings(tree, model)
+        + iterator_argument_findings(tree, model)
         + model_coroutine_findings(tree, model)
         if trust_mode == "split"
         else []

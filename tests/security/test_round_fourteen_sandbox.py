@@ -9,6 +9,9 @@ tests in one process as the reference.
   the scorer's directory above it) left the worker's directory unusable, so the next job, a right answer, failed
   ("its directory could not be measured") and the one after it was an ``error``; it could also list the spares'
   directories. chmod is now a no-op there too, and the worker's directory unlistable.
+* Tests handing the model's code an iterator, a generator or a file object of their own (``f(iter(xs))``,
+  ``f(x for x in xs)``, ``f(io.StringIO(text))``) are a loud ``error`` under split trust (they cannot cross), but
+  ``rewardpipe doctor`` said nothing of them: it flags them now.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.sandbox import make_executor
+from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.conftest import RIGHT_ADD, job, require_layer
 from tests.security.test_round_seven import _one_process
 
@@ -147,3 +151,49 @@ def test_the_workers_directory_is_not_listable_by_a_job_of_its_uid(shared_uid_wi
     )
     result = shared_uid_with_landlock.run(job(code, tests=tests))
     assert result.status is PASSED, (result.status, result.reason)  # the listing was refused
+
+
+# --- an iterator, a generator or a file of the tests' own: a loud error at run time, and a doctor finding ----------
+
+COUNTS_ITEMS = "def f(items):\n    return sum(1 for _ in items)\n"
+ITERATOR_ARGUMENTS = {
+    "iter": ("", "iter([1, 2])"),
+    "generator-expression": ("", "x for x in [1, 2]"),
+    "map": ("", "map(int, '12')"),
+    "zip": ("", "zip([1, 2], 'ab')"),
+    "enumerate": ("", "enumerate('ab')"),
+    "reversed": ("", "reversed([1, 2])"),
+    "string-io": ("from io import StringIO\n", "StringIO('a\\nb\\n')"),
+    "itertools": ("import itertools\n", "itertools.islice(itertools.count(), 2)"),
+    "through-a-name": ("PAIRS = zip('ab', 'cd')\n", "PAIRS"),
+}
+
+
+def _iterator_tests(imports: str, argument: str) -> str:
+    return f"{imports}class T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(f({argument}), 2)\n"
+
+
+@pytest.mark.parametrize("case", ITERATOR_ARGUMENTS)
+def test_doctor_flags_an_iterator_of_the_tests_handed_to_the_model(case):
+    tests = "import unittest\n" + _iterator_tests(*ITERATOR_ARGUMENTS[case])
+    assert any("iterator, generator or file object" in finding for finding in shape_findings(tests)), tests
+
+
+@pytest.mark.parametrize("case", ["iter", "generator-expression", "string-io", "itertools"])
+def test_an_iterator_of_the_tests_is_a_loud_error_under_split_trust(executor, case):
+    assert _one_process(COUNTS_ITEMS, _iterator_tests(*ITERATOR_ARGUMENTS[case])) is PASSED
+    result = _run(executor, COUNTS_ITEMS, _iterator_tests(*ITERATOR_ARGUMENTS[case]))
+    assert result.status is ERROR and "in-process fallback" in result.reason, (result.status, result.reason)
+
+
+def test_doctor_leaves_plain_data_built_from_an_iterator_alone():
+    tests = (
+        "import unittest\nclass T(unittest.TestCase):\n    def test(self):\n"
+        "        it = iter([3, 1])\n"
+        "        self.assertEqual(f(list(map(int, '12'))), 2)\n"
+        "        self.assertEqual(f(sorted(it)), 2)\n"
+        "        self.assertEqual(f(range(2)), 2)\n"
+        "        self.assertEqual(f([x for x in 'ab']), 2)\n"
+        "        self.assertEqual(f(tuple(x for x in 'ab')), 2)\n"
+    )
+    assert not [finding for finding in shape_findings(tests) if "iterator, generator" in finding]
