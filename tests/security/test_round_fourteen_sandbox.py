@@ -8,7 +8,9 @@ tests in one process as the reference.
   govern a change of mode: a wrong answer's ``os.chmod("..", 0)`` (or ``fchmod`` of ``..`` opened read-only, or of
   the scorer's directory above it) left the worker's directory unusable, so the next job, a right answer, failed
   ("its directory could not be measured") and the one after it was an ``error``; it could also list the spares'
-  directories. chmod is now a no-op there too, and the worker's directory unlistable.
+  directories. chmod is now a no-op there too, and the worker's directory unlistable. The same mode let a job set
+  the times of the worker's and the scorer's directories (``os.utime("..", ns=...)``), which every later job read
+  back with ``os.stat``: a wrong answer passed by what an earlier one wrote there. chown and utime are no-ops too.
 * Tests handing the model's code an iterator, a generator or a file object of their own (``f(iter(xs))``,
   ``f(x for x in xs)``, ``f(io.StringIO(text))``) are a loud ``error`` under split trust (they cannot cross), but
   ``rewardpipe doctor`` said nothing of them: it flags them now.
@@ -139,6 +141,32 @@ def test_a_job_that_changes_the_sandboxs_directories_harms_no_later_job(shared_u
     for _ in range(3):  # the next job runs in the spare forked before the attack, the later ones in new spares
         honest = shared_uid_with_landlock.run(job(RIGHT_ADD))
         assert honest.status is PASSED, (honest.status, honest.reason)
+
+
+PLANTED_NS = 123_456_789_012_345_678
+PLANTS_TIMES = f"""
+import os
+for path in ("..", "../.."):
+    try:
+        os.utime(path, ns=({PLANTED_NS}, {PLANTED_NS}))
+    except OSError:
+        pass
+def add(a, b):
+    return a - b
+"""
+READS_TIMES = f"""
+import os
+SEEN = any({PLANTED_NS} in (os.stat(path).st_atime_ns, os.stat(path).st_mtime_ns) for path in ("..", "../.."))
+def add(a, b):
+    return a + b if SEEN else a - b
+"""
+
+
+def test_the_times_of_the_sandboxs_directories_carry_nothing_to_a_later_job(shared_uid_with_landlock):
+    writer = shared_uid_with_landlock.run(job(PLANTS_TIMES))
+    assert writer.status is FAILED, (writer.status, writer.reason)
+    reader = shared_uid_with_landlock.run(job(READS_TIMES))  # passes only by what the writer left
+    assert reader.status is FAILED, (reader.status, reader.reason)
 
 
 def test_the_workers_directory_is_not_listable_by_a_job_of_its_uid(shared_uid_with_landlock):

@@ -919,11 +919,27 @@ _FILE_CALLS = {
 # same uid as the sandbox's and the other jobs' directories: their names are hidden only by directories their
 # owner may not list, and the owner could otherwise just grant itself the right, or take it from the fork
 # server (round fourteen: with Landlock, which does not govern modes, ``chmod("..", 0)`` broke the next job).
-# fchmod too: a directory opened read-only is a descriptor to change it through. A no-op rather than EPERM, so
-# shutil.copy and friends keep working.
+# fchmod too: a directory opened read-only is a descriptor to change it through. And a file's times and owner,
+# which Landlock does not govern either: ``os.utime("..", ns=(...))`` set the worker's directory's access time (and
+# the scorer's directory's both times), which every later job read back with ``os.stat`` (a channel of some 180
+# bits from one job to the next, round nine's class). A no-op rather than EPERM, so shutil.copy, copystat and
+# Path.touch keep working.
 _MODE_CHANGES = {
-    "x86_64": {"chmod": 90, "fchmod": 91, "fchmodat": 268, "fchmodat2": 452},
-    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchmodat2": 452},
+    "x86_64": {
+        "chmod": 90,
+        "fchmod": 91,
+        "chown": 92,
+        "fchown": 93,
+        "lchown": 94,
+        "utime": 132,
+        "utimes": 235,
+        "fchownat": 260,
+        "futimesat": 261,
+        "fchmodat": 268,
+        "utimensat": 280,
+        "fchmodat2": 452,
+    },
+    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88, "fchmodat2": 452},
 }
 # Every call that makes, changes or removes a file system entry or a file's metadata, refused (EROFS, as on a
 # read-only file system) where nothing confines where the model's code writes: no Landlock, no chroot (Lambda,

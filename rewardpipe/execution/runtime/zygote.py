@@ -725,7 +725,10 @@ class Zygote:
                 if self._files_read_only():
                     iso["seccomp"] += "; no file made, changed or removed (see files)"
                 elif self._model_owns_sandbox_dirs():
-                    iso["seccomp"] += "; chmod is a no-op (the sandbox's and other jobs' directories are its uid's)"
+                    iso["seccomp"] += (
+                        "; chmod is a no-op, as are chown and utime (the sandbox's and other jobs' directories are "
+                        "its uid's)"
+                    )
         iso["files"] = self._files_report()
         # rlimits are always available
         if "rlimits" in self.disabled:
@@ -807,7 +810,8 @@ class Zygote:
         (no uid of its own: Lambda, Fargate), Landlock or not. Landlock keeps its writes in its own directory but
         does not govern a change of mode: round fourteen, ``os.chmod("..", 0)`` (or ``fchmod`` of it, opened
         read-only) in a wrong answer left the worker's directory unusable, so the next job, a right answer, failed
-        ("its directory could not be measured") and the one after it was an ``error``."""
+        ("its directory could not be measured") and the one after it was an ``error``; ``os.utime("..")`` left times
+        every later job read back."""
         return self.uid is None
 
     def _jobs_share_a_uid(self) -> bool:
