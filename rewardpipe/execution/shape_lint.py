@@ -132,6 +132,10 @@ _PROCESS_STATE_CALLS = {
     "decimal.getcontext": "reads or sets the tests' decimal context",
     "time.tzset": "sets the tests' time zone",
     "sys.setrecursionlimit": "sets the tests' recursion limit",
+    # Round fourteen: each was a right answer's silent 0 that doctor did not mention (str() of a 5,736-digit int in
+    # the model's process, a quotient at the tests' precision, input() the tests replaced).
+    "sys.set_int_max_str_digits": "changes the tests' limit on integer digits",
+    "decimal.localcontext": "sets a decimal context of the tests' own",
     "socket.setdefaulttimeout": "sets the tests' socket timeout",
 }
 _PROCESS_STATE_NAMES = {"sys.stdin": "replaces the tests' standard input", "os.environ": "sets the tests' environment"}
@@ -208,12 +212,16 @@ def process_state_findings(tree: ast.Module) -> list[str]:
                 )
             ):
                 what = f"patches {_patch_target(node)} in the tests' process"
+            elif dotted == "setattr" and target is not None and _resolved(_dotted(target), aliases) == "builtins":
+                what = "replaces a built-in of the tests' process"
             else:
                 what = next((text for name, text in _PROCESS_STATE_CALLS.items() if _matches(dotted, name)), None)
         elif isinstance(node, (ast.Assign, ast.AugAssign)):
             targets = node.targets if isinstance(node, ast.Assign) else [node.target]
             for target in targets:
                 dotted = _resolved(_dotted(target.value if isinstance(target, ast.Subscript) else target), aliases)
+                if dotted.startswith("builtins."):  # builtins.input = ...: the model's input() is its own process's
+                    what = what or "replaces a built-in of the tests' process"
                 what = what or next(
                     (text for name, text in _PROCESS_STATE_NAMES.items() if _matches(dotted, name)), None
                 )

@@ -14,6 +14,10 @@ tests in one process as the reference.
 * Tests handing the model's code an iterator, a generator or a file object of their own (``f(iter(xs))``,
   ``f(x for x in xs)``, ``f(io.StringIO(text))``) are a loud ``error`` under split trust (they cannot cross), but
   ``rewardpipe doctor`` said nothing of them: it flags them now.
+* Right answers scored 0 silently under split trust, by state of the tests' process the model's code never sees,
+  and ``doctor`` (which flags ``random.seed``, ``decimal.getcontext``, ``sys.setrecursionlimit``...) missed these:
+  ``sys.set_int_max_str_digits(0)``, ``decimal.localcontext()``, ``builtins.input = ...`` (or ``setattr(builtins,
+  ...)``). It flags them now.
 """
 
 from __future__ import annotations
@@ -225,3 +229,60 @@ def test_doctor_leaves_plain_data_built_from_an_iterator_alone():
         "        self.assertEqual(f(tuple(x for x in 'ab')), 2)\n"
     )
     assert not [finding for finding in shape_findings(tests) if "iterator, generator" in finding]
+
+
+# --- state of the tests' process the model's code reads in one process: doctor flags it ---------------------------
+
+PROCESS_STATE = {
+    "int-digits": (
+        "import math\ndef f(n):\n    return str(math.factorial(n))\n",
+        """
+        import sys
+        sys.set_int_max_str_digits(0)
+        class T(unittest.TestCase):
+            def test(self):
+                self.assertEqual(len(f(2000)), 5736)
+        """,
+    ),
+    "localcontext": (
+        "from decimal import Decimal\ndef f(a, b):\n    return Decimal(a) / Decimal(b)\n",
+        """
+        from decimal import localcontext
+        class T(unittest.TestCase):
+            def test(self):
+                with localcontext() as context:
+                    context.prec = 40
+                    self.assertEqual(len(str(f(1, 7))), 42)
+        """,
+    ),
+    "builtins-assigned": (
+        "def f():\n    return int(input()) * 2\n",
+        """
+        import builtins
+        class T(unittest.TestCase):
+            def test(self):
+                builtins.input = lambda *args: "21"
+                self.assertEqual(f(), 42)
+        """,
+    ),
+    "builtins-setattr": (
+        "def f():\n    return int(input()) * 2\n",
+        """
+        import builtins
+        class T(unittest.TestCase):
+            def test(self):
+                setattr(builtins, "input", lambda *args: "21")
+                self.assertEqual(f(), 42)
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", PROCESS_STATE)
+def test_doctor_flags_state_of_the_tests_process_a_right_answer_would_read(executor, case):
+    code, tests = PROCESS_STATE[case]
+    assert _one_process(code, tests) is PASSED
+    result = _run(executor, code, tests)
+    assert result.status is FAILED  # the right answer's 0 under split trust, which is why doctor must say so
+    findings = shape_findings("import unittest\n" + textwrap.dedent(tests))
+    assert any("never sees it" in finding for finding in findings), findings
