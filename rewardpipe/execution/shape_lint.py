@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import sys
 from collections.abc import Iterable
 
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
@@ -1251,6 +1252,9 @@ def iterator_argument_findings(tree: ast.Module, model: _ModelCode | None = None
         f"({ast.unparse(handed)[:60]}), which cannot cross the split sandbox's process boundary: every run is an "
         "error; pass a list or the text itself, or set trust_mode='inprocess' (weaker)"
         for node, handed in _handed_to_model(tree, model or _ModelCode(tree), _TestIterators(tree))
+        # (a standard module's function the tests use without importing it, ``contextlib.redirect_stdout(
+        # io.StringIO())``, is not the model's code, whatever the name's binding says)
+        if _dotted(node.func).split(".")[0] not in sys.stdlib_module_names
     ]
 
 
