@@ -11,6 +11,8 @@ tests in one process as the reference.
   directories. chmod is now a no-op there too, and the worker's directory unlistable. The same mode let a job set
   the times of the worker's and the scorer's directories (``os.utime("..", ns=...)``), which every later job read
   back with ``os.stat``: a wrong answer passed by what an earlier one wrote there. chown and utime are no-ops too.
+  And Landlock older than ABI 3 (Ubuntu 22.04, Amazon Linux 2023) does not govern truncate(2): seccomp refuses it
+  by path there (checked on the filter; this host's Landlock is newer).
 * Tests handing the model's code an iterator, a generator or a file object of their own (``f(iter(xs))``,
   ``f(x for x in xs)``, ``f(io.StringIO(text))``) are a loud ``error`` under split trust (they cannot cross), but
   ``rewardpipe doctor`` said nothing of them: it flags them now.
@@ -22,13 +24,16 @@ tests in one process as the reference.
 
 from __future__ import annotations
 
+import errno
 import textwrap
 
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from rewardpipe.execution.shape_lint import shape_findings
+from tests.infra.test_graviton import _run_filter
 from tests.security.conftest import RIGHT_ADD, job, require_layer
 from tests.security.test_round_seven import _one_process
 
@@ -286,3 +291,37 @@ def test_doctor_flags_state_of_the_tests_process_a_right_answer_would_read(execu
     assert result.status is FAILED  # the right answer's 0 under split trust, which is why doctor must say so
     findings = shape_findings("import unittest\n" + textwrap.dedent(tests))
     assert any("never sees it" in finding for finding in findings), findings
+
+
+# --- truncate(2) where Landlock is older than ABI 3 and the job has the sandbox's uid ------------------------------
+
+
+@pytest.mark.parametrize("arch", ["x86_64", "aarch64"])
+def test_truncate_by_path_is_refused_only_where_asked(arch):
+    number = layers._TRUNCATE[arch]
+    plain = layers.build_seccomp_filter(arch, own_pid=7)
+    refused = layers.build_seccomp_filter(arch, own_pid=7, ignore_mode_changes=True, refuse_truncate=True)
+    assert _run_filter(plain, arch, number) == layers._RET_ALLOW
+    assert _run_filter(refused, arch, number) == layers._RET_ERRNO | errno.EACCES
+    for chmod in layers._MODE_CHANGES[arch].values():  # the mode no-ops still answer 0 beside it
+        assert _run_filter(refused, arch, chmod) == layers._RET_ERRNO | 0
+    read_only = layers.build_seccomp_filter(arch, own_pid=7, read_only_files=True, refuse_truncate=True)
+    assert _run_filter(read_only, arch, number) == layers._RET_ERRNO | errno.EROFS  # (read-only says more)
+
+
+def test_truncate_is_refused_for_landlock_older_than_abi_three_and_a_shared_uid_only():
+    from rewardpipe.execution.runtime.zygote import Zygote
+
+    class Ruleset:
+        def __init__(self, abi):
+            self.abi = abi
+
+    def ungoverned(uid, abi):
+        zygote = Zygote.__new__(Zygote)  # (only the attributes the decision reads)
+        zygote.uid, zygote.ruleset = uid, (Ruleset(abi) if abi else None)
+        return zygote._truncate_ungoverned()
+
+    assert ungoverned(None, 1) and ungoverned(None, 2)
+    assert not ungoverned(None, 3) and not ungoverned(None, 7)
+    assert not ungoverned(1000, 2)  # a uid of its own: the sandbox's files are not its to truncate
+    assert not ungoverned(None, 0)  # no Landlock: the files layer makes everything read-only instead

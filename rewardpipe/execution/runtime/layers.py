@@ -941,6 +941,12 @@ _MODE_CHANGES = {
     },
     "aarch64": {"fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88, "fchmodat2": 452},
 }
+# truncate(2) by path, refused (EACCES) where Landlock confines the model's writes but is older than ABI 3, which
+# first governs truncation (Ubuntu 22.04's 5.15 has ABI 1, Amazon Linux 2023's 6.1 ABI 2), and the model's code runs
+# as the uid that owns the sandbox's files and the scorer's: there it truncated any file of that uid it could name
+# (round fourteen, found by reading Landlock's ABI history; this host's ABI 7 governs it). ftruncate of a file it
+# opened for writing (``f.truncate()``) still works.
+_TRUNCATE = {"x86_64": 76, "aarch64": 45}
 # Every call that makes, changes or removes a file system entry or a file's metadata, refused (EROFS, as on a
 # read-only file system) where nothing confines where the model's code writes: no Landlock, no chroot (Lambda,
 # Fargate on 5.10). There a file the job left anywhere its uid may write (/tmp, /dev/shm, a file of the
@@ -1045,17 +1051,27 @@ NEWEST_KNOWN_SYSCALL = 469  # file_setattr (Linux 6.17), the same number on x86_
 
 
 def build_seccomp_filter(
-    arch: str, own_pid: int, ignore_mode_changes: bool = False, read_only_files: bool = False
+    arch: str,
+    own_pid: int,
+    ignore_mode_changes: bool = False,
+    read_only_files: bool = False,
+    refuse_truncate: bool = False,
 ) -> bytes:
-    return SeccompTemplate(arch, ignore_mode_changes, read_only_files).for_pid(own_pid)
+    return SeccompTemplate(arch, ignore_mode_changes, read_only_files, refuse_truncate).for_pid(own_pid)
 
 
 class SeccompTemplate:
     """The filter compiled once per fork server; each child only patches in its own pid (4 bytes each
     place the program compares with it)."""
 
-    def __init__(self, arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False):
-        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes, read_only_files)
+    def __init__(
+        self,
+        arch: str,
+        ignore_mode_changes: bool = False,
+        read_only_files: bool = False,
+        refuse_truncate: bool = False,
+    ):
+        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes, read_only_files, refuse_truncate)
         # Built here, in the fork server, so that a child only patches its pid into its own copy of the
         # buffer and makes one call.
         self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
@@ -1208,7 +1224,7 @@ def _block_refuse_open(arg: int, read_only_files: bool) -> list:
 
 
 def _compile_seccomp(
-    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False
+    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False, refuse_truncate: bool = False
 ) -> tuple[bytes, list[tuple[int, _OwnValue]]]:
     """Classic BPF: allow by default; deny the lists above with EPERM (no sockets at all); allow clone
     only for threads; signals, every pid-taking call and CPU clocks only on the child itself; no SIGIO owners, leases
@@ -1219,7 +1235,7 @@ def _compile_seccomp(
     number and reached by a binary search (``JGE``), so a syscall walks some ten comparisons, not one per
     rule: this is paid on every filtered call, and by the kernel when it loads the filter into each child
     (it works out, for every syscall number, whether the answer depends on the arguments)."""
-    rules = seccomp_rules(arch, ignore_mode_changes, read_only_files)
+    rules = seccomp_rules(arch, ignore_mode_changes, read_only_files, refuse_truncate)
     prog: list[tuple] = [
         (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
@@ -1251,7 +1267,7 @@ def _compile_seccomp(
 
 
 def seccomp_rules(
-    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False
+    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False, refuse_truncate: bool = False
 ) -> list[tuple[int, list]]:
     """(syscall number, its block) for every syscall the filter does not simply allow; each block reads the
     arguments it needs and returns on every path (the child's pid still a placeholder). ``read_only_files``:
@@ -1262,9 +1278,12 @@ def seccomp_rules(
     if read_only_files:
         for number in _FILE_CHANGES[arch].values():
             rules.append((number, _block_return(_errno(errno.EROFS))))
-    elif ignore_mode_changes:
-        for number in _MODE_CHANGES[arch].values():
-            rules.append((number, _block_return(_errno(0))))  # the call returns 0 without running
+    else:
+        if ignore_mode_changes:
+            for number in _MODE_CHANGES[arch].values():
+                rules.append((number, _block_return(_errno(0))))  # the call returns 0 without running
+        if refuse_truncate:
+            rules.append((_TRUNCATE[arch], _block_return(_errno(errno.EACCES))))  # as Landlock ABI 3 answers
     special = _SPECIAL[arch]
     rules.append(
         (

@@ -710,7 +710,10 @@ class Zygote:
             else:
                 self.seccomp_arch = arch
                 self.seccomp_template = layers.SeccompTemplate(
-                    arch, ignore_mode_changes=self._model_owns_sandbox_dirs(), read_only_files=self._files_read_only()
+                    arch,
+                    ignore_mode_changes=self._model_owns_sandbox_dirs(),
+                    read_only_files=self._files_read_only(),
+                    refuse_truncate=self._truncate_ungoverned(),
                 )
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
@@ -813,6 +816,12 @@ class Zygote:
         ("its directory could not be measured") and the one after it was an ``error``; ``os.utime("..")`` left times
         every later job read back."""
         return self.uid is None
+
+    def _truncate_ungoverned(self) -> bool:
+        """True if the model's code may write in its directory under Landlock older than ABI 3 (which does not
+        govern truncate(2)) as the uid that owns the sandbox's and the scorer's files: seccomp refuses truncate by
+        path there (layers._TRUNCATE)."""
+        return self._model_owns_sandbox_dirs() and self.ruleset is not None and self.ruleset.abi < 3
 
     def _jobs_share_a_uid(self) -> bool:
         """True if the model's code runs as the uid that owns every job's directory, with nothing (no
