@@ -1258,6 +1258,58 @@ def iterator_argument_findings(tree: ast.Module, model: _ModelCode | None = None
     ]
 
 
+_ENUM_BASES = frozenset({"Enum", "IntEnum", "StrEnum", "Flag", "IntFlag", "ReprEnum"})
+
+
+class _TestEnums(_Taint):
+    """A member of an enum class the tests define (``Color.RED``, ``Color(1)``, ``Color["RED"]``), and what holds
+    one. Round fourteen: a plain Enum's member cannot cross (a loud error doctor did not mention); an IntEnum's,
+    StrEnum's or IntFlag's crosses as its int or str value, so a right answer reading ``.name`` failed silently."""
+
+    def __init__(self, tree: ast.Module) -> None:
+        self.enums: set[str] = set()
+        for _ in range(3):  # an enum of the tests' derived from another of theirs
+            for node in ast.walk(tree):
+                if isinstance(node, ast.ClassDef) and any(
+                    _dotted(base).split(".")[-1] in _ENUM_BASES or _dotted(base) in self.enums for base in node.bases
+                ):
+                    self.enums.add(node.name)
+        super().__init__(tree)
+
+    def _member_of(self, node: ast.AST) -> bool:
+        return isinstance(node, ast.Name) and node.id in self.enums
+
+    def holds(self, node: ast.AST, taint: set[str]) -> bool:
+        if isinstance(node, ast.Attribute) and self._member_of(node.value):
+            return not node.attr.startswith("_")
+        if isinstance(node, ast.Subscript) and self._member_of(node.value):
+            return True
+        if isinstance(node, ast.Call) and self._member_of(node.func):
+            return True
+        if isinstance(node, ast.Name):
+            return node.id in taint
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(self.holds(item, taint) for item in node.elts)
+        if isinstance(node, ast.Starred):
+            return self.holds(node.value, taint)
+        if isinstance(node, ast.Dict):
+            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        return False
+
+
+def enum_argument_findings(tree: ast.Module, model: _ModelCode | None = None) -> list[str]:
+    """A member of the tests' own enum handed to the model's code: see :class:`_TestEnums`."""
+    return [
+        f"tests line {node.lineno}: the tests pass the model's code a member of an enum of their own "
+        f"({ast.unparse(handed)[:60]}): a plain Enum's member cannot cross the split sandbox's process boundary "
+        "(every run is an error), and an IntEnum's, StrEnum's or IntFlag's crosses as its int or str value, so its "
+        "name and identity are lost and a right answer that reads them fails; pass the plain value or the name, or "
+        "set trust_mode='inprocess' (weaker)"
+        for node, handed in _handed_to_model(tree, model or _ModelCode(tree), _TestEnums(tree))
+        if _dotted(node.func).split(".")[0] not in sys.stdlib_module_names
+    ]
+
+
 # Comparisons whose verdict is the operands' __eq__ (membership compares each item too).
 _EQUALITY_ASSERTIONS = {
     "assertEqual", "assertEquals", "failUnlessEqual", "assertNotEqual", "assertNotEquals", "failIfEqual",
@@ -1402,6 +1454,7 @@ def shape_findings(tests: str, trust_mode: str = "split", tests_format: str = "u
         + created_file_findings(tree, model)
         + own_object_findings(tree, model)
         + iterator_argument_findings(tree, model)
+        + enum_argument_findings(tree, model)
         + model_coroutine_findings(tree, model)
         if trust_mode == "split"
         else []

@@ -20,6 +20,8 @@ tests in one process as the reference.
   and ``doctor`` (which flags ``random.seed``, ``decimal.getcontext``, ``sys.setrecursionlimit``...) missed these:
   ``sys.set_int_max_str_digits(0)``, ``decimal.localcontext()``, ``builtins.input = ...`` (or ``setattr(builtins,
   ...)``). It flags them now.
+* A member of an enum the tests define handed to the model's code: a plain Enum's is a loud ``error`` doctor did not
+  mention; an IntEnum's crosses as its int, so a right answer reading ``.name`` failed silently. doctor flags both.
 """
 
 from __future__ import annotations
@@ -325,3 +327,36 @@ def test_truncate_is_refused_for_landlock_older_than_abi_three_and_a_shared_uid_
     assert not ungoverned(None, 3) and not ungoverned(None, 7)
     assert not ungoverned(1000, 2)  # a uid of its own: the sandbox's files are not its to truncate
     assert not ungoverned(None, 0)  # no Landlock: the files layer makes everything read-only instead
+
+
+# --- a member of the tests' own enum: doctor flags it ---------------------------------------------------------------
+
+ENUM_TESTS = """
+import enum
+class Color(enum.{base}):
+    RED = 1
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(f(Color.RED), "red")
+"""
+NAMES_IT = "def f(color):\n    return color.name.lower()\n"
+
+
+@pytest.mark.parametrize(("base", "status"), [("Enum", ERROR), ("IntEnum", FAILED)])
+def test_doctor_flags_a_member_of_the_tests_own_enum_handed_to_the_model(executor, base, status):
+    tests = ENUM_TESTS.format(base=base)
+    assert _one_process(NAMES_IT, tests) is PASSED
+    assert _run(executor, NAMES_IT, tests).status is status  # a loud error, or the right answer's silent 0
+    findings = shape_findings("import unittest\n" + textwrap.dedent(tests))
+    assert any("a member of an enum of their own" in finding for finding in findings), findings
+
+
+def test_doctor_leaves_the_models_own_enum_and_plain_values_alone():
+    tests = (
+        "import unittest, enum\nclass Kind(enum.Enum):\n    A = 1\n"
+        "class T(unittest.TestCase):\n    def test(self):\n"
+        "        self.assertEqual(f(Color.RED), 1)\n"  # the model's Color: a stub of its member crosses back
+        "        self.assertEqual(f(Kind.A.value), 1)\n"  # the plain value
+        "        self.assertEqual(f(Kind.A.name), 1)\n"
+    )
+    assert not [finding for finding in shape_findings(tests) if "enum of their own" in finding]
