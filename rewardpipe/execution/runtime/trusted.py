@@ -228,21 +228,35 @@ class Connection:
         return item
 
     def _from_model(self, value) -> None:
-        if isinstance(value, _CONTAINERS):
+        if _held(value) is not None:
             self.from_model.setdefault(id(value), value)
 
+    def record_model_tree(self, value) -> None:
+        """Record ``value`` and every holder of values inside it as the model's (bounded walk): for what was decoded
+        without a list of its nodes (a raised exception's args and attributes)."""
+        pending: list = [value]
+        walked = 0
+        while pending and walked < MAX_ORIGIN_WALK:
+            item = pending.pop()
+            walked += 1
+            held = _held(item, attributes=True)
+            if held is not None and id(item) not in self.from_model:
+                self.from_model[id(item)] = item
+                pending.extend(held)
+
     def holds_model_data(self, value) -> bool:
-        """Whether ``value`` is, or holds, a container the model's replies made or changed (bounded walk)."""
+        """Whether ``value`` is, or holds, a value the model's replies made or changed (bounded walk)."""
         pending: list = [value]
         seen: set[int] = set()
         while pending and len(seen) < MAX_ORIGIN_WALK:
             item = pending.pop()
             if id(item) in self.from_model:
                 return True
-            if id(item) in seen or not isinstance(item, _CONTAINERS):
+            held = _held(item)
+            if id(item) in seen or held is None:
                 continue
             seen.add(id(item))
-            pending.extend(_items_of(item))
+            pending.extend(held)
         return bool(pending)  # too large to tell: the model's replies are the likelier source
 
     def proxy(self, handle: int, name: str = "") -> Any:
@@ -389,6 +403,8 @@ class Connection:
         """The exception the model's code raised, rebuilt here (:meth:`_exception`), with its notes and the
         exceptions it was raised from or during, rebuilt the same way (``untrusted.describe_exception``)."""
         exc = self._exception(info)
+        # Its args and attributes are the model's, if the tests send them back too deep (see _encode_argument).
+        self.record_model_tree(exc)
         if type(info) is not dict:
             return exc
         with contextlib.suppress(Exception):  # a chain the model described oddly: the exception arrives without it
@@ -617,6 +633,25 @@ def _items_of(container) -> list:
     if isinstance(container, dict):
         return [*dict.keys(container), *dict.values(container)]
     return list(container)
+
+
+_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+
+
+def _held(value, attributes: bool = False) -> list | None:
+    """The values ``value`` holds that the wire would encode inside it (None for a value that holds none), by its
+    own type, never a stub's word: the containers, and (round fifteen) a deque, a dict view, a slice's bounds and a
+    built-in exception's args, each of which the model's replies can build too deep to send back. With
+    ``attributes``, an exception's attributes as well (the model's exception carries them, see
+    :meth:`Connection.record_model_tree`)."""
+    kind = type(value)
+    if issubclass(kind, (*_CONTAINERS, collections.deque)) or kind in _DICT_VIEWS:
+        return _items_of(value)
+    if kind is slice:
+        return [value.start, value.stop, value.step]
+    if issubclass(kind, BaseException):
+        return [*value.args, *(vars(value).values() if attributes else ())]
+    return None
 
 
 def _encode_argument(conn: Connection, value, nodes: list | None = None):
@@ -1015,9 +1050,12 @@ class _Protocol(Remote):
             if "exc" in reply:
                 raise conn.exception(reply["exc"])
             try:
-                items = wire.decode(reply.get("ok"), conn.proxy)
+                built: list = []
+                items = wire.decode(reply.get("ok"), conn.proxy, nodes=built)
             except (wire.WireError, RecursionError, ValueError) as exc:
                 raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
+            for item in built:  # the model's, if the tests send them back too deep (see _encode_argument)
+                conn._from_model(item)
             if type(items) is not list or len(items) > size:
                 raise RemoteError("the model's process sent a malformed chunk of items")
             taken = 0

@@ -1,0 +1,125 @@
+"""Round fifteen: the sandbox and split trust, attacked through the public executor as the model would.
+
+* A wrong answer escaping its 0 as an ``error``: a value the tests send back to the model's code that is nested too
+  deep to cross is the model's doing (its test fails) when it holds something the model's replies built, and the
+  tests' own shape (a loud ``error``) otherwise. The runner told them apart by walking the tests' value for
+  containers it had recorded from the model's replies, but it recorded and walked lists, tuples, dicts and sets only.
+  A deque the model's write-back made hold itself, a dict view, the items of a model iterator and a raised
+  exception's args were invisible to the walk: the tests sending any of them back (wrapped, or again) made the run
+  an ``error``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+
+
+def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):
+    return executor.run(
+        ExecutionJob(
+            code=textwrap.dedent(code),
+            tests="import unittest\n" + textwrap.dedent(tests),
+            entry_point=entry_point,
+            **fields,
+        )
+    )
+
+
+# --- a value of the model's too deep to send back is the model's failure, whatever holds it --------------------------
+
+_DEEP = """
+from collections import deque
+
+def deep():
+    d = 3
+    for _ in range(199):
+        d = [d]
+    return d
+
+def total(xs):
+    return 0
+"""
+DEEP_VALUES = {
+    "a-dict-view": (
+        "def make():\n    return {0: deep()}.values()\n",
+        "self.assertEqual(total([make()]), 3)",
+    ),
+    "a-model-iterators-items": (
+        "def gen():\n    yield deep()\n",
+        "self.assertEqual(total([list(gen())]), 3)",
+    ),
+    "a-raised-exceptions-args": (
+        "def boom():\n    raise ValueError(deep())\n",
+        "with self.assertRaises(ValueError) as cm:\n            boom()\n"
+        "        self.assertEqual(total([cm.exception.args]), 3)",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DEEP_VALUES)
+def test_a_value_of_the_models_too_deep_to_send_back_fails_the_wrong_answer(executor, case):
+    code, statement = DEEP_VALUES[case]
+    tests = f"""
+class T(unittest.TestCase):
+    def test(self):
+        {statement}
+"""
+    result = _run(executor, _DEEP + code, tests, entry_point="total")
+    assert result.status is FAILED, (result.status, result.reason)
+    assert "nested more than 200 levels" in result.reason
+
+
+# The model's process is the model's: it answers the write-back of a deque argument with a deque holding the caller's
+# own deque (``{"a": 0}``), which the runner built; the tests pass the deque again.
+FORGED_SELF_HOLDING_DEQUE = """
+import collections, sys
+_wire = sys.modules["rewardpipe.execution.runtime.wire"]
+_encode = _wire.encode
+
+def _forged(value, make_handle=None, _depth=0, nodes=None, refs=None):
+    if type(value) is collections.deque and refs is not None and _depth == 0:
+        return {"dq": [[{"a": 0}], None]}
+    return _encode(value, make_handle, _depth, nodes, refs)
+
+_wire.encode = _forged
+
+def push(q, x):
+    q.append(x + 100)
+"""
+DEQUE_TESTS = """
+from collections import deque
+
+class T(unittest.TestCase):
+    def test(self):
+        q = deque()
+        push(q, 1)
+        push(q, 2)
+        self.assertEqual(list(q), [1, 2])
+"""
+
+
+def test_a_deque_the_model_made_hold_itself_fails_the_wrong_answer(executor):
+    result = _run(executor, FORGED_SELF_HOLDING_DEQUE, DEQUE_TESTS, entry_point="push")
+    assert result.status is FAILED, (result.status, result.reason)
+    right = _run(executor, "def push(q, x):\n    q.append(x)\n", DEQUE_TESTS, entry_point="push")
+    assert right.status is PASSED, right.reason
+
+
+def test_a_deque_of_the_tests_own_too_deep_to_cross_stays_a_loud_error(executor):
+    tests = """
+from collections import deque
+
+class T(unittest.TestCase):
+    def test(self):
+        q = deque()
+        q.append(q)
+        self.assertEqual(f(q), 0)
+"""
+    result = _run(executor, "def f(q):\n    return 0\n", tests)
+    assert result.status is ERROR, (result.status, result.reason)
