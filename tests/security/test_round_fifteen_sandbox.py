@@ -7,6 +7,10 @@
   A deque the model's write-back made hold itself, a dict view, the items of a model iterator and a raised
   exception's args were invisible to the walk: the tests sending any of them back (wrapped, or again) made the run
   an ``error``.
+* The same, by the loader: a class of the model's deriving from doctest's ``DocTestCase`` (a TestCase subclass outside
+  unittest) had a stub whose ``__bases__`` named that class once doctest was loaded in the runner (by the tests, or
+  by an earlier job binding a name the tests read to doctest: the runner keeps it for up to 500 jobs). unittest's
+  loader took the stub for a TestCase class of the tests' and put it in the suite, and the runner crashed: ``error``.
 """
 
 from __future__ import annotations
@@ -123,3 +127,37 @@ class T(unittest.TestCase):
 """
     result = _run(executor, "def f(q):\n    return 0\n", tests)
     assert result.status is ERROR, (result.status, result.reason)
+
+
+# --- no stub of the model's is a TestCase to unittest's loader -------------------------------------------------------
+
+TESTS_READING_F = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(f(2), 4)
+"""
+DOCTEST_CASES = {
+    "plain": "import doctest\nclass f(doctest.DocTestCase):\n    pass\n",
+    "counting-no-tests": (
+        "import doctest\n"
+        "class f(doctest.DocTestCase):\n"
+        "    def __init__(self, name='runTest'):\n"
+        "        pass\n"
+        "    def countTestCases(self):\n"
+        "        return 0\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", DOCTEST_CASES)
+def test_a_model_class_deriving_from_a_testcase_outside_unittest_is_no_test_of_the_tests(one_worker, case):
+    # The tests load doctest themselves ...
+    result = _run(one_worker, DOCTEST_CASES[case], "import doctest\n" + TESTS_READING_F)
+    assert result.status is FAILED, (result.status, result.reason)
+    # ... or an earlier job made the runner load it (a name the tests read bound to it), for the jobs after it.
+    earlier = _run(one_worker, "import doctest as f\n", TESTS_READING_F)
+    assert earlier.status is FAILED, (earlier.status, earlier.reason)
+    result = _run(one_worker, DOCTEST_CASES[case], TESTS_READING_F)
+    assert result.status is FAILED, (result.status, result.reason)
+    right = _run(one_worker, "def f(x):\n    return x * 2\n", TESTS_READING_F)
+    assert right.status is PASSED, right.reason
