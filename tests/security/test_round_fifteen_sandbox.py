@@ -11,15 +11,22 @@
   unittest) had a stub whose ``__bases__`` named that class once doctest was loaded in the runner (by the tests, or
   by an earlier job binding a name the tests read to doctest: the runner keeps it for up to 500 jobs). unittest's
   loader took the stub for a TestCase class of the tests' and put it in the suite, and the runner crashed: ``error``.
+* A right answer scored 0 silently: a member of a standard library's enum whose values are ints or strings
+  (``HTTPStatus.NOT_FOUND``, ``re.IGNORECASE``) crossed as its value alone, so a right answer reading ``.phrase`` or
+  ``.name`` failed, and ``assertIs(status_for(404), HTTPStatus.NOT_FOUND)`` too; doctor (which flags the tests' own
+  enums since round fourteen) said nothing. They cross as themselves now, named by module, class and member.
 """
 
 from __future__ import annotations
 
+import sys
 import textwrap
 
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import wire
+from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 
@@ -161,3 +168,89 @@ def test_a_model_class_deriving_from_a_testcase_outside_unittest_is_no_test_of_t
     assert result.status is FAILED, (result.status, result.reason)
     right = _run(one_worker, "def f(x):\n    return x * 2\n", TESTS_READING_F)
     assert right.status is PASSED, right.reason
+
+
+# --- a member of a standard library's enum crosses as itself --------------------------------------------------------
+
+STANDARD_ENUM_TESTS = """
+from http import HTTPStatus
+import re
+
+class T(unittest.TestCase):
+    def test_handed_over(self):
+        self.assertEqual(describe(HTTPStatus.NOT_FOUND), "404 Not Found")
+
+    def test_returned(self):
+        self.assertIs(status_for(404), HTTPStatus.NOT_FOUND)
+
+    def test_a_flag(self):
+        self.assertEqual(flag_name(re.IGNORECASE), "IGNORECASE")
+"""
+STANDARD_ENUM_ANSWERS = {
+    "right": (
+        """
+from http import HTTPStatus
+
+def describe(status):
+    return f"{status.value} {status.phrase}"
+
+def status_for(code):
+    return HTTPStatus(code)
+
+def flag_name(flag):
+    return flag.name
+""",
+        PASSED,
+    ),
+    "wrong": (
+        """
+from http import HTTPStatus
+
+def describe(status):
+    return f"{status.value} {status.name}"
+
+def status_for(code):
+    return HTTPStatus(code + 1)
+
+def flag_name(flag):
+    return str(flag)
+""",
+        FAILED,
+    ),
+}
+
+
+@pytest.mark.parametrize("answer", STANDARD_ENUM_ANSWERS)
+def test_a_standard_librarys_enum_member_crosses_as_itself(executor, answer):
+    code, expected = STANDARD_ENUM_ANSWERS[answer]
+    assert _one_process(code, STANDARD_ENUM_TESTS) is expected  # the reference agrees
+    result = _run(executor, code, STANDARD_ENUM_TESTS, entry_point="describe")
+    assert result.status is expected, (result.status, result.reason)
+    if expected is FAILED:
+        assert result.passed == 0, result.reason
+
+
+def test_a_member_the_runner_cannot_name_arrives_as_its_value(executor):
+    code = "import pstats\ndef f():\n    return pstats.SortKey.CALLS\n"
+    plain = "class T(unittest.TestCase):\n    def test(self):\n        self.assertEqual(f(), 'calls')\n"
+    result = _run(executor, code, plain)  # the tests never load pstats: the value, as before
+    assert result.status is PASSED, result.reason
+    named = "import pstats\n" + plain.replace(
+        "self.assertEqual(f(), 'calls')", "self.assertIs(f(), pstats.SortKey.CALLS)"
+    )
+    result = _run(executor, code, named)
+    assert result.status is PASSED, result.reason
+
+
+def test_the_trusted_side_never_imports_a_module_to_name_an_enum_member(monkeypatch):
+    monkeypatch.delitem(sys.modules, "pstats", raising=False)
+    assert wire.decode({"en": ["pstats", "SortKey", "CALLS", "calls"]}) == "calls"
+    assert "pstats" not in sys.modules
+    # A member named with another value than its own is that value.
+    import http
+
+    assert wire.decode({"en": ["http", "HTTPStatus", "NOT_FOUND", 404]}) is http.HTTPStatus.NOT_FOUND
+    forged = wire.decode({"en": ["http", "HTTPStatus", "NOT_FOUND", 200]})
+    assert forged == 200 and type(forged) is int
+    with pytest.raises(wire.WireError):
+        wire.decode({"en": ["http", "HTTPStatus", "NOT_FOUND", [404]]})
