@@ -15,6 +15,12 @@
   (``HTTPStatus.NOT_FOUND``, ``re.IGNORECASE``) crossed as its value alone, so a right answer reading ``.phrase`` or
   ``.name`` failed, and ``assertIs(status_for(404), HTTPStatus.NOT_FOUND)`` too; doctor (which flags the tests' own
   enums since round fourteen) said nothing. They cross as themselves now, named by module, class and member.
+* A forged pass from what an earlier job left: the long-lived runner imports a standard module the model's code binds
+  to a name the tests read (``import pstats as math``), and kept it loaded for every later job; what a later job's
+  values were depended on it (above: a ``pstats.SortKey`` member arrives as itself only where pstats is loaded; also
+  the classes a stub may claim and the exceptions that arrive as themselves, and the time of the first import). A
+  later wrong answer that answered only when it found pstats loaded passed. The runner is replaced after a job in
+  which it imported a module for the model's code.
 """
 
 from __future__ import annotations
@@ -254,3 +260,33 @@ def test_the_trusted_side_never_imports_a_module_to_name_an_enum_member(monkeypa
     assert forged == 200 and type(forged) is int
     with pytest.raises(wire.WireError):
         wire.decode({"en": ["http", "HTTPStatus", "NOT_FOUND", [404]]})
+
+
+# --- what a job made the runner import does not outlive the job ------------------------------------------------------
+
+READS_MATH_FROM_THE_MODEL = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(math.floor(2.5), 2)
+        self.assertEqual(answer(probe()), 42)
+"""
+LOADS_PSTATS = "import pstats as math\n\ndef probe():\n    return 0\n\ndef answer(x):\n    return 0\n"
+ANSWERS_ONLY_WHERE_PSTATS_IS_LOADED = """
+import math, pstats
+
+def probe():
+    return pstats.SortKey.CALLS
+
+def answer(x):
+    return 42 if isinstance(x, pstats.SortKey) else 0
+"""
+
+
+def test_a_module_an_earlier_job_made_the_runner_import_tells_a_later_job_nothing(one_worker):
+    alone = _run(one_worker, ANSWERS_ONLY_WHERE_PSTATS_IS_LOADED, READS_MATH_FROM_THE_MODEL, entry_point="answer")
+    assert alone.status is FAILED, (alone.status, alone.reason)
+    earlier = _run(one_worker, LOADS_PSTATS, READS_MATH_FROM_THE_MODEL, entry_point="answer")
+    assert earlier.status is FAILED, (earlier.status, earlier.reason)
+    for _ in range(2):
+        later = _run(one_worker, ANSWERS_ONLY_WHERE_PSTATS_IS_LOADED, READS_MATH_FROM_THE_MODEL, entry_point="answer")
+        assert later.status is FAILED, (later.status, later.reason)

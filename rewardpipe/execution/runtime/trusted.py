@@ -1468,6 +1468,7 @@ def _standard_module(module_name: str):
         return None
     saved_path, saved_meta_path = sys.path[:], sys.meta_path[:]
     standard_finders = [finder for finder in saved_meta_path if _is_standard_finder(finder)]
+    loaded_before = len(sys.modules)
     try:
         sys.path[:] = _stdlib_paths()
         sys.meta_path[:] = standard_finders
@@ -1477,6 +1478,16 @@ def _standard_module(module_name: str):
     finally:
         sys.path[:] = saved_path
         sys.meta_path[:] = saved_meta_path
+        if len(sys.modules) != loaded_before:
+            MODEL_IMPORTED.append(module_name)
+
+
+# Modules this runner imported on the model's word during the current job (see _standard_module): the runner is
+# replaced before the next job. Round fifteen: which standard modules a long-lived runner had loaded outlived the job
+# and decided what a later job's values were (a member of ``pstats.SortKey`` arrives as itself only where pstats is
+# loaded; the classes a stub may claim, the exceptions that arrive as themselves, and the time the first import
+# takes all depend on it too): an earlier rollout's ``import pstats as math`` made a later wrong answer pass.
+MODEL_IMPORTED: list[str] = []
 
 
 def _is_standard_finder(finder) -> bool:
@@ -1686,6 +1697,9 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             # What these tests changed of the interpreter's settings, put back before the next job's; what
             # cannot be has this runner replaced first (see runner_globals).
             unrestored = baseline.restore()
+            if MODEL_IMPORTED:
+                unrestored = [*unrestored, f"modules imported for the model's code ({', '.join(MODEL_IMPORTED[:5])})"]
+                MODEL_IMPORTED.clear()
             if unrestored:
                 reply["recycle"] = ", ".join(unrestored)
         after = os.times()
