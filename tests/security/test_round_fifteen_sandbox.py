@@ -21,6 +21,11 @@
   the classes a stub may claim and the exceptions that arrive as themselves, and the time of the first import). A
   later wrong answer that answered only when it found pstats loaded passed. The runner is replaced after a job in
   which it imported a module for the model's code.
+* A forged pass by timing what ran before: a spare child waits while the jobs before it run, and the times of what
+  was made with it (its directory, the worker's directory, its pipes to the runner; its directory's birth time by
+  statx) against the clock told the next job how long the last one took, to the millisecond. A job that slept 0.6 s
+  before answering made the next one, a wrong answer that answered only then, pass. Those times are set to the
+  moment the child gets its job, and statx (the only reader of a birth time) is refused.
 """
 
 from __future__ import annotations
@@ -289,4 +294,43 @@ def test_a_module_an_earlier_job_made_the_runner_import_tells_a_later_job_nothin
     assert earlier.status is FAILED, (earlier.status, earlier.reason)
     for _ in range(2):
         later = _run(one_worker, ANSWERS_ONLY_WHERE_PSTATS_IS_LOADED, READS_MATH_FROM_THE_MODEL, entry_point="answer")
+        assert later.status is FAILED, (later.status, later.reason)
+
+
+# --- what a spare child can stat tells it nothing of how long the jobs before it took ------------------------------
+
+SLEEPS_BEFORE_ANSWERING = "import time\n\ndef answer():\n    time.sleep(0.6)\n    return 0\n"
+ANSWERS_BY_THE_LAST_JOBS_DURATION = """
+import ctypes, os, struct, time
+
+def _ages():
+    now = time.time()
+    ages = []
+    for target in (".", "..", 3, 4):
+        try:
+            st = os.stat(target)
+        except OSError:
+            continue
+        ages += [now - st.st_atime, now - st.st_mtime, now - st.st_ctime]
+    buffer = ctypes.create_string_buffer(256)
+    number = {"x86_64": 332, "aarch64": 291}.get(os.uname().machine)
+    if number and ctypes.CDLL(None).syscall(number, -100, b".", 0, 0x800, buffer) == 0:  # statx, STATX_BTIME
+        ages.append(now - struct.unpack_from("q", buffer, 0x50)[0])
+    return ages
+
+def answer():
+    return 42 if any(0.4 < age < 5 for age in _ages()) else 0
+"""
+ANSWER_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(answer(), 42)
+"""
+
+
+def test_a_spare_cannot_time_the_job_before_it(one_worker):
+    for _ in range(2):
+        earlier = _run(one_worker, SLEEPS_BEFORE_ANSWERING, ANSWER_TESTS, entry_point="answer")
+        assert earlier.status is FAILED, (earlier.status, earlier.reason)
+        later = _run(one_worker, ANSWERS_BY_THE_LAST_JOBS_DURATION, ANSWER_TESTS, entry_point="answer")
         assert later.status is FAILED, (later.status, later.reason)
