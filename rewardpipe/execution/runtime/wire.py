@@ -380,8 +380,8 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     # ``float()`` and ``str()`` would call the subclass's ``__int__``, ``__float__`` or ``__str__`` (a
     # ``(str, Enum)`` member crossed as "Color.RED" instead of "red"; a str subclass lied its way to the answer).
     if issubclass(kind, int):
-        plain = int.__int__(value)
-        plain = {"i": format(plain, "x")} if plain.bit_length() > MAX_PLAIN_INT_BITS else plain
+        number = int.__int__(value)
+        plain = {"i": format(number, "x")} if number.bit_length() > MAX_PLAIN_INT_BITS else number
         return _enum_member_tree(value, plain) if issubclass(kind, enum.Enum) else plain
     if issubclass(kind, float):
         return (
