@@ -26,6 +26,12 @@
   statx) against the clock told the next job how long the last one took, to the millisecond. A job that slept 0.6 s
   before answering made the next one, a wrong answer that answered only then, pass. Those times are set to the
   moment the child gets its job, and statx (the only reader of a birth time) is refused.
+* A wrong answer escaping its 0 as an ``error``: tests that read a name of the model's when they load
+  (``LIMIT = MAX_SIZE + 1``) met a wrong answer that bound it to a module the runner does not load (a module object
+  it made, ``types.ModuleType("x")``, or a standard one the runner refuses, ``import this as MAX_SIZE``): the run was
+  the loud "need the in-process fallback" ``error`` meant for tests that rely on the model's namespace for a package
+  (``import numpy as np``). Now only a refused standard module under its own name and a package this interpreter has
+  outside the standard library are that; anything else is the model's failure.
 """
 
 from __future__ import annotations
@@ -334,3 +340,34 @@ def test_a_spare_cannot_time_the_job_before_it(one_worker):
         assert earlier.status is FAILED, (earlier.status, earlier.reason)
         later = _run(one_worker, ANSWERS_BY_THE_LAST_JOBS_DURATION, ANSWER_TESTS, entry_point="answer")
         assert later.status is FAILED, (later.status, later.reason)
+
+
+# --- a name the tests read at load, bound to a module of the model's making, is the model's failure -----------------
+
+READS_MAX_SIZE_AT_LOAD = """
+LIMIT = MAX_SIZE + 1
+
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(f(1), LIMIT)
+"""
+MODULES_OF_THE_MODELS_MAKING = {
+    "a-module-object": "import types\nMAX_SIZE = types.ModuleType('x')\n",
+    "a-refused-standard-module-under-another-name": "import this as MAX_SIZE\n",
+    "a-module-it-wrote": (
+        "import os, sys\n"
+        "with open('limits.py', 'w') as out:\n"
+        "    out.write('X = 1\\n')\n"
+        "sys.path.insert(0, os.getcwd())\n"
+        "import limits as MAX_SIZE\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("case", MODULES_OF_THE_MODELS_MAKING)
+def test_a_name_read_at_load_bound_to_a_module_of_the_models_making_fails(executor, case):
+    wrong = MODULES_OF_THE_MODELS_MAKING[case] + "\ndef f(x):\n    return 0\n"
+    result = _run(executor, wrong, READS_MAX_SIZE_AT_LOAD)
+    assert result.status is FAILED, (result.status, result.reason)
+    right = _run(executor, "MAX_SIZE = 100\n\ndef f(x):\n    return 101\n", READS_MAX_SIZE_AT_LOAD)
+    assert right.status is PASSED, right.reason

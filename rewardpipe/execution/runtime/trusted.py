@@ -82,8 +82,8 @@ class Connection:
         # _load_failure_is_the_models), and the modules the model's code imported that the runner does not load.
         self.model_bound: dict[str, object] = {}
         self.unbound_modules: set[str] = set()
-        # Names the model's code bound to another module than the standard one of that name (``import webbrowser
-        # as math``) that the runner does not load: the tests reading them fail because of the model's choice.
+        # Names the model's code bound to a module the runner does not load by its own choice (``import webbrowser
+        # as math``, a module it made: _bound_by_the_models_choice): the tests reading them fail because of it.
         self.shadowed_modules: set[str] = set()
         self.exported: frozenset = frozenset()  # every name the model's code exports
         self.undefined_name: str | None = None  # read at load, defined by neither the tests nor the model's code
@@ -1367,7 +1367,7 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
             loaded = sys.modules.get(module_name) or _standard_module(module_name)
             if loaded is not None:  # only modules the trusted side already trusts, or the standard library's
                 namespace[name] = loaded
-            elif name != module_name and name in sys.stdlib_module_names:
+            elif _bound_by_the_models_choice(name, module_name):
                 conn.shadowed_modules.add(name)
             else:
                 conn.unbound_modules.add(name)
@@ -1447,6 +1447,29 @@ def _stdlib_paths() -> tuple[str, ...]:
     bases.update(installed_base=sys.base_prefix, installed_platbase=sys.base_exec_prefix)
     found = sorted({sysconfig.get_path(kind, vars=bases) for kind in ("stdlib", "platstdlib")} - {None, ""})
     return (*found, *(os.path.join(path, "lib-dynload") for path in found))
+
+
+def _bound_by_the_models_choice(name: str, module_name: str) -> bool:
+    """Whether the module ``module_name``, which the model's code bound to ``name`` (a name the tests read) and this
+    runner does not load, is there by the model's choice, so tests failing for want of it fail because of the model:
+    under a standard module's name (``import webbrowser as math``, round thirteen), or (round fifteen) a standard
+    module the runner refuses under another name (``import this as MAX_SIZE``), or a module that is no package of
+    this interpreter's (``MAX_SIZE = types.ModuleType("x")``, a module it wrote into its own directory). Each of the
+    last made a wrong answer's 0 an ``error`` where the tests read that name when they load. Left to the tests (a
+    loud ``error`` naming the in-process fallback): a refused standard module under its own name
+    (``import webbrowser``), and a package this interpreter has outside the standard library (``import numpy as
+    np``): tests relying on the model's namespace for those need the fallback, whatever the answer."""
+    if name != module_name and name in sys.stdlib_module_names:
+        return True
+    root = module_name.partition(".")[0]
+    if root in sys.stdlib_module_names:
+        return name != module_name
+    if not root.isidentifier():
+        return True
+    try:
+        return importlib.machinery.PathFinder.find_spec(root) is None  # looked up on the path, never imported
+    except Exception:  # noqa: BLE001 - a path entry this finder cannot read: not found there
+        return True
 
 
 def _standard_module(module_name: str):
@@ -1745,7 +1768,7 @@ def _load_failure_is_the_models(
         return False
     if isinstance(exc, NameError):
         missing = getattr(exc, "name", None)
-        if missing in conn.shadowed_modules:  # the model bound the standard module's name to another module
+        if missing in conn.shadowed_modules:  # the model bound the name to a module of its own making or choice
             return True
         if missing in conn.unbound_modules:  # the model's code did import it; the runner does not load it
             conn.boundary_error = (
