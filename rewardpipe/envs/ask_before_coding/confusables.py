@@ -125,7 +125,19 @@ READ_AS_LATIN: dict[str, str] = {
     "w": "\u03c9",
 }
 
+#: Symbols that are a Latin letter drawn in a box, not look-alikes (UTS #39 does not list them) and with no
+#: decomposition (NFKD leaves them as they are): negative circled and negative squared capitals ("\U0001f162",
+#: "\U0001f182") and the regional indicator letters flags are spelt with ("\U0001f1f8"). A reader reads
+#: "\U0001f182\U0001f177\U0001f17e\U0001f184\U0001f17b\U0001f173" as "SHOULD".
+LETTER_SYMBOLS: dict[str, str] = {
+    letter: "".join(chr(start + index) for start in (0x1F150, 0x1F170, 0x1F1E6))
+    for index, letter in enumerate("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+}
+
 #: ``str.translate`` table: each look-alike as its ASCII letter or digit.
 LOOK_ALIKE_TABLE: dict[int, str] = {
-    ord(char): latin for table in (LOOK_ALIKES, READ_AS_LATIN) for latin, chars in table.items() for char in chars
+    ord(char): latin
+    for table in (LOOK_ALIKES, READ_AS_LATIN, LETTER_SYMBOLS)
+    for latin, chars in table.items()
+    for char in chars
 }

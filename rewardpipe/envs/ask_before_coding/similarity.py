@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 from bisect import bisect_left
 from collections.abc import Callable, Collection, Sequence
+from itertools import groupby
 from typing import Any
 
 from rewardpipe.envs.ask_before_coding.confusables import LOOK_ALIKE_TABLE
@@ -163,6 +164,20 @@ def letters_of(text: str) -> str:
     """The letters and digits of a normalised turn and nothing else: the same question with its letters spaced
     out, dotted or hyphenated ("W h a t", "w.h.a.t") has the same letters as the plain one."""
     return _NOT_LETTER_OR_DIGIT.sub("", text)
+
+
+_VOWELS = re.compile("[aeiou]+")
+#: Shortest :func:`skeleton` that is a key: shorter ones ("Why?", "Is it ok?") are too few consonants to tell
+#: two questions apart (and such turns are compared by their text anyway).
+MIN_SKELETON_CHARS = 6
+
+
+def skeleton(letters: str) -> str:
+    """A turn's :func:`letters_of` without its vowels and with each run of one letter as one: the same question
+    with its letters doubled or stretched ("SShhoouulldd", "Shoooould") or its vowels dropped ("Shld ngtv drtns
+    rs n rrr?") still reads as the question, and has its consonants in the same order. Digits stay as they are
+    ("100" is not "10"). Linear: one regex pass that cannot backtrack, then one step per run of one character."""
+    return "".join(char if not char.isdigit() else "".join(run) for char, run in groupby(_VOWELS.sub("", letters)))
 
 
 def backwards_keys(text: str) -> tuple[str, str]:
@@ -354,6 +369,7 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
     return (
         _similarity(a, b, threshold) > threshold
         or (bool(letters_a) and letters_a in backwards_keys(b))
+        or (len(skeleton_a := skeleton(letters_a)) >= MIN_SKELETON_CHARS and skeleton_a == skeleton(letters_b))
         or _contained(words_a, words_b)
         or _similarity(letters_a or a, letters_b or b, threshold) > threshold
         or _same_set(_distinct_words(words_a), _distinct_words(words_b), threshold)
@@ -539,6 +555,10 @@ def _find_loop(
     seen_sets: dict[tuple[frozenset[str], tuple[frozenset[str], frozenset[str]]], dict[object, int]] = {}
     # A turn with no letter or digit at all ("?", "...") is keyed by its normalised text instead.
     letters = [(letters_of(text) or text) if text is not None else "" for text in normalised]
+    # The same letters doubled, stretched or without their vowels: a key like the letters' (not for a turn whose
+    # reply revealed a new detail, as the same words in another order are not).
+    skeletons = [skeleton(turn_letters) for turn_letters in letters]
+    seen_skeletons: dict[str, dict[object, int]] = {}
     # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
     indexes: dict[tuple[int, bool], dict[str, list[int]]] = {}
 
@@ -580,6 +600,13 @@ def _find_loop(
                 return earlier
         if not new and (earlier := first(seen_sets, (sets[later], values[later]), later)) is not None:
             return earlier
+        if (
+            not new
+            and len(skeletons[later]) >= MIN_SKELETON_CHARS
+            and (earlier := first(seen_skeletons, skeletons[later], later)) is not None
+            and not differ(earlier, later)
+        ):
+            return earlier
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
             earlier_text = normalised[earlier]
             if earlier_text is None or not compatible(classes[earlier], classes[later]) or differ(earlier, later):
@@ -611,4 +638,6 @@ def _find_loop(
         seen.setdefault(letters[later], {}).setdefault(classes[later], later)
         if len(sets[later]) >= MIN_SAME_SET_WORDS:
             seen_sets.setdefault((sets[later], values[later]), {}).setdefault(classes[later], later)
+        if len(skeletons[later]) >= MIN_SKELETON_CHARS:
+            seen_skeletons.setdefault(skeletons[later], {}).setdefault(classes[later], later)
     return None

@@ -1,0 +1,79 @@
+"""Round fifteen: the ask-before-coding reward, its text and its output, attacked as a policy would.
+
+F1. The same question again with its letters doubled or stretched ("SShhoouulldd nneeggaattiivvee ...",
+"Shooouuuld"), its vowels dropped ("Shld ngtv drtns rs n rrr?"), or written in the boxed letters Unicode has
+no decomposition for (negative circled and negative squared capitals, regional indicator letters) escaped the
+loop penalty in a live episode and where a transcript is scored on its own: a reader reads each as the
+question. Loops are now also judged on a turn's consonant skeleton (``similarity.skeleton``: letters without
+vowels, each run of one letter as one) as an exact key, and the boxed letters are read as the letters they box.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.envs.ask_before_coding.similarity import find_loop
+from rewardpipe.models import Message
+from rewardpipe.rewards import get_reward
+from tests.security.test_round_thirteen_reward import COMMIT, NEGATIVE, play
+
+# --- F1: letters doubled, vowels dropped, letters in boxes ----------------------------------------------------
+
+
+def _boxed(start: int):
+    return lambda text: "".join(chr(start + ord(c.upper()) - 65) if c.isalpha() else c for c in text)
+
+
+DISGUISES = {
+    "letters doubled": lambda t: "".join(c * 2 if c.isalpha() else c for c in t),
+    "vowels tripled": lambda t: "".join(c * 3 if c in "aeiou" else c for c in t),
+    "vowels dropped": lambda t: "".join(c for c in t if c not in "aeiou"),
+    "negative circled capitals": _boxed(0x1F150),
+    "negative squared capitals": _boxed(0x1F170),
+    "regional indicators, spaced": lambda t: " ".join(_boxed(0x1F1E6)(t)),
+}
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_a_question_repeated_with_its_letters_disguised_is_a_loop(name):
+    again = DISGUISES[name](NEGATIVE)
+    assert again != NEGATIVE
+    assert find_loop([NEGATIVE, again]) is not None
+    assert find_loop([NEGATIVE, again], new_details={0}, by_values=False) is not None
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_the_disguised_repeat_costs_the_loop_penalty_in_a_live_episode(name):
+    components = play([NEGATIVE, DISGUISES[name](NEGATIVE), COMMIT])
+    assert components["loop_penalty"] == -0.5
+    assert components["asked_before_coding"] == 1.0
+
+
+@pytest.mark.parametrize("name", DISGUISES)
+def test_the_disguised_repeat_costs_the_loop_penalty_without_bookkeeping(name):
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    messages = [
+        Message(role="user", content=DURATION.prompt),
+        Message(role="assistant", content=NEGATIVE),
+        Message(role="user", content=DURATION.spec[3]),
+        Message(role="assistant", content=DISGUISES[name](NEGATIVE)),
+        Message(role="user", content="Could you be more specific about what you need to know?"),
+        Message(role="assistant", content=COMMIT),
+    ]
+    assert get_reward("ask_before_coding").score(messages).components["loop_penalty"] == -0.5
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ["What should happen for 100 seconds?", "What should happen for 10 seconds?"],
+        ["Should the result be uppercase?", "Should the result be lowercase?"],
+        ["Should a tab count as a space?", "Should a tub count as a spice?"],
+        ["Is it ok?", "Is out ok?"],
+    ],
+)
+def test_questions_that_differ_in_their_answers_stay_apart_where_the_reply_told_something_new(turns):
+    """A turn whose reply revealed a new detail is a loop only as the same question again: consonants alike
+    do not make it one (and numbers keep their digits)."""
+    assert find_loop(turns, new_details={0, 1}, by_values=False) is None
