@@ -6,6 +6,12 @@ no decomposition for (negative circled and negative squared capitals, regional i
 loop penalty in a live episode and where a transcript is scored on its own: a reader reads each as the
 question. Loops are now also judged on a turn's consonant skeleton (``similarity.skeleton``: letters without
 vowels, each run of one letter as one) as an exact key, and the boxed letters are read as the letters they box.
+
+F2. An honest question about a negative example value ("What should format_duration(-5) return?", "Is -5
+valid?", "What happens with `-1`?") lost the number's sign: its subject was {"5"}, which the simulator matched to
+no detail ("That is up to you.") or to the wrong one ("What if seconds is -5?" revealed the format of durations
+under an hour). Asking first that way scored as guessing (asked_before_coding 0, guessed_immediately -1). A
+negative number now adds "negative" to the question's subject.
 """
 
 from __future__ import annotations
@@ -77,3 +83,40 @@ def test_questions_that_differ_in_their_answers_stay_apart_where_the_reply_told_
     """A turn whose reply revealed a new detail is a loop only as the same question again: consonants alike
     do not make it one (and numbers keep their digits)."""
     assert find_loop(turns, new_details={0, 1}, by_values=False) is None
+
+
+# --- F2: a question about a negative example value ------------------------------------------------------------
+
+NEGATIVE_EXAMPLES = [
+    "What should format_duration(-5) return?",
+    "Is -5 valid?",
+    "What happens with `-1`?",
+    "What if seconds is -5?",
+    "What about \u22123.5 seconds?",
+]
+
+
+@pytest.mark.parametrize("question", NEGATIVE_EXAMPLES)
+def test_a_question_about_a_negative_value_asks_about_negatives(question):
+    from rewardpipe.envs.ask_before_coding.questions import best_spec_match, question_subject
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    subject = question_subject(question, DURATION.prompt, DURATION.entry_point)
+    assert best_spec_match(subject.words, DURATION.spec, set()) == (3, False)  # "A negative duration ..."
+
+
+@pytest.mark.parametrize("question", NEGATIVE_EXAMPLES)
+def test_asking_about_a_negative_value_first_scores_as_asking_first(question):
+    components = play([question, COMMIT])
+    assert components["asked_before_coding"] == 1.0
+    assert components["guessed_immediately"] == 0.0
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["What is 5-3 here?", "Are 2-5 hours written with two digits?", "What about UTC-5?", "Is n - 1 seconds ok?"],
+)
+def test_a_subtraction_or_a_range_is_no_negative_value(question):
+    from rewardpipe.envs.ask_before_coding.questions import NEGATIVE, question_subject
+
+    assert NEGATIVE not in question_subject(question).words

@@ -83,6 +83,12 @@ _IDENTIFIER = re.compile(r"[A-Za-z0-9_]+")
 
 # A number in a question's prose, with its decimal part (one pass: the optional group starts with a ".").
 _NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+# A minus sign (ASCII or U+2212) right before a digit and after no word, number or closing bracket: a negative
+# number ("-5", "format_duration(-5)", "`-1`"), not a subtraction ("5-3", "n - 1") or a range ("2-5", "UTC-5").
+_NEGATIVE_NUMBER = re.compile(r"(?<![\w.)\]}])[-\u2212]\d")
+#: What a negative number asks about: negatives ("Is -5 valid?" is "Is a negative duration valid?"), as a
+#: word the spec's "A negative duration ..." and the synonyms ("below zero", "minus") share.
+NEGATIVE = "negativ"
 
 
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
@@ -97,8 +103,12 @@ def _subject_words(text: str, entry_point: str = "") -> set[str]:
             _IDENTIFIER.sub(lambda m: " " if m.group().lower() == name else m.group(), part) for part in (prose, spans)
         )
     # A number is a subject however short ("What if the input is 0?", "What about 1.5?"): content_words
-    # drops one-character words, and cuts "1.5" in two.
-    return content_words(prose) | set(_NUMBER.findall(prose)) | inline_values(spans)
+    # drops one-character words, and cuts "1.5" in two. Its sign is one too: "What should format_duration(-5)
+    # return?" asks about negatives (its words alone, {"5"}, matched no detail, or the wrong one).
+    words = content_words(prose) | set(_NUMBER.findall(prose)) | inline_values(spans)
+    if _NEGATIVE_NUMBER.search(prose) or _NEGATIVE_NUMBER.search(spans):
+        words.add(NEGATIVE)
+    return words
 
 
 def read_as_asked(text: str) -> tuple[str, str]:
