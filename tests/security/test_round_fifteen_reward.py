@@ -5,7 +5,9 @@ F1. The same question again with its letters doubled or stretched ("SShhoouulldd
 no decomposition for (negative circled and negative squared capitals, regional indicator letters) escaped the
 loop penalty in a live episode and where a transcript is scored on its own: a reader reads each as the
 question. Loops are now also judged on a turn's consonant skeleton (``similarity.skeleton``: letters without
-vowels, each run of one letter as one) as an exact key, and the boxed letters are read as the letters they box.
+vowels, each run of one letter as one) as an exact key, the boxed letters are read as the letters they box, a
+turn written upside down ("\u00bf\u0279o\u0279\u0279\u01dd u\u0250 ...") is read the right way up, and the same words
+with the letters inside them scrambled ("Slhuod nivgteae daniurtos rasie an error?") are one key too.
 
 F2. An honest question about a negative example value ("What should format_duration(-5) return?", "Is -5
 valid?", "What happens with `-1`?") lost the number's sign: its subject was {"5"}, which the simulator matched to
@@ -30,14 +32,51 @@ def _boxed(start: int):
     return lambda text: "".join(chr(start + ord(c.upper()) - 65) if c.isalpha() else c for c in text)
 
 
+def _scrambled(text: str) -> str:
+    """Each word's inner letters shuffled, its first and last kept (a reader still reads it)."""
+    import random
+
+    rng, out = random.Random(1), []
+    for word in text.split():
+        core = word.rstrip("?")
+        if len(core) > 3:
+            inner = list(core[1:-1])
+            rng.shuffle(inner)
+            core = core[0] + "".join(inner) + core[-1]
+        out.append(core + word[len(core) :])
+    return " ".join(out)
+
+
+_TURNED = dict(
+    zip(
+        "abcdefghijklmnopqrstuvwxyz?",
+        "\u0250q\u0254p\u01dd\u025f\u0183\u0265\u1d09\u027e\u029el\u026fuodb\u0279s\u0287n\u028c\u028dx\u028ez\u00bf",
+        strict=True,
+    )
+)
+
+
 DISGUISES = {
     "letters doubled": lambda t: "".join(c * 2 if c.isalpha() else c for c in t),
+    "inner letters scrambled": _scrambled,
+    "upside down": lambda t: "".join(_TURNED.get(c.lower(), c) for c in reversed(t)),
     "vowels tripled": lambda t: "".join(c * 3 if c in "aeiou" else c for c in t),
     "vowels dropped": lambda t: "".join(c for c in t if c not in "aeiou"),
     "negative circled capitals": _boxed(0x1F150),
     "negative squared capitals": _boxed(0x1F170),
     "regional indicators, spaced": lambda t: " ".join(_boxed(0x1F1E6)(t)),
 }
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ["How do you pronounce /\u00f0\u0259/ here?", "Should the \u0259 sound count as a vowel?"],
+        ["Is the list sorted?", "Is the list reversed?"],
+    ],
+)
+def test_other_questions_with_turned_letters_or_the_same_letters_stay_different(turns):
+    assert find_loop(turns) is None
 
 
 @pytest.mark.parametrize("name", DISGUISES)

@@ -152,9 +152,38 @@ def normalise(text: str) -> str:
 
 def canonical(text: str) -> str:
     """:func:`normalise`-d ``text`` with words written in digits and symbols read as letters
-    (:func:`~rewardpipe.envs.ask_before_coding.words.read_leet`: "r3turn n3g@tive?" is "return negative?"):
-    what the loop check compares. Numbers and numbers with units stay as they are."""
-    return read_leet(normalise(text))
+    (:func:`~rewardpipe.envs.ask_before_coding.words.read_leet`: "r3turn n3g@tive?" is "return negative?"), and
+    text written upside down read the right way up (:func:`upright`): what the loop check compares. Numbers and
+    numbers with units stay as they are."""
+    return read_leet(normalise(upright(text)))
+
+
+# Text "flipped" upside down (what online generators make): each letter as the letter turned half a turn, the
+# whole text reversed. Turned letters with no plain reading of their own ("ɐ", "ǝ", "ɹ", "ʇ"...), and the plain
+# letters that are each other turned (b/q, d/p, n/u, M/W), as the letters they show the right way up.
+_TURNED = "ɐɔǝɟƃɥᴉɾʞɯɹʇʌʍʎ∀ᗺƆᗡƎℲ⅁ſ˥ԀΌᴚ⊥∩Λ⅄¿¡˙"
+_UPRIGHT = str.maketrans(
+    {
+        **dict(zip(_TURNED, "acefghijkmrtvwyABCDEFGJLPQRTUVY?!.", strict=True)),
+        **dict(zip("bqdpnuMW", "qbpdunWM", strict=True)),
+    }
+)
+_TURNED_LETTER = re.compile(f"[{_TURNED[:-3]}]")
+#: Share of a turn's letters that must be turned ones for it to be read as written upside down: "ǝ" (a schwa)
+#: in a pronunciation does not turn a turn over; "¿ɹoɹɹǝ uɐ ǝsᴉɐɹ ..." has one in two.
+UPSIDE_DOWN_SHARE = 0.2
+
+
+def upright(text: str) -> str:
+    """``text`` the right way up when it is written upside down (at least UPSIDE_DOWN_SHARE of its letters
+    turned ones: "¿ɹoɹɹǝ uɐ ǝsᴉɐɹ suoᴉʇɐɹnp ǝʌᴉʇɐƃǝu plnoɥS" is "Should negative durations raise an error?"),
+    else ``text`` itself. Linear: one regex count and, when turned, one reversal and one translation."""
+    if text.isascii():
+        return text
+    turned = len(_TURNED_LETTER.findall(text))
+    if not turned or turned < UPSIDE_DOWN_SHARE * sum(map(len, _LETTER_RUN.findall(text))):
+        return text
+    return text[::-1].translate(_UPRIGHT)
 
 
 _NOT_LETTER_OR_DIGIT = re.compile(r"[\W_]+")
@@ -178,6 +207,20 @@ def skeleton(letters: str) -> str:
     rs n rrr?") still reads as the question, and has its consonants in the same order. Digits stay as they are
     ("100" is not "10"). Linear: one regex pass that cannot backtrack, then one step per run of one character."""
     return "".join(char if not char.isdigit() else "".join(run) for char, run in groupby(_VOWELS.sub("", letters)))
+
+
+def scrambled_key(words: str) -> str:
+    """A turn's :func:`words_of` with each word's letters sorted and the words sorted: the same question with the
+    letters inside its words scrambled ("Slhuod nivgteae daniurtos rasie an error?", which a reader still reads)
+    or its words in another order has the same key. A word with a digit keeps its order ("12" is not "21").
+    Empty for a turn of fewer than MIN_REORDERED_WORDS words (too few to tell two questions apart)."""
+    split = words.split()
+    if len(split) < MIN_REORDERED_WORDS:
+        return ""
+    return " ".join(sorted(word if _HAS_DIGIT.search(word) else "".join(sorted(word)) for word in split))
+
+
+_HAS_DIGIT = re.compile(r"\d")
 
 
 def backwards_keys(text: str) -> tuple[str, str]:
@@ -370,6 +413,7 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
         _similarity(a, b, threshold) > threshold
         or (bool(letters_a) and letters_a in backwards_keys(b))
         or (len(skeleton_a := skeleton(letters_a)) >= MIN_SKELETON_CHARS and skeleton_a == skeleton(letters_b))
+        or (bool(scrambled_a := scrambled_key(words_a)) and scrambled_a == scrambled_key(words_b))
         or _contained(words_a, words_b)
         or _similarity(letters_a or a, letters_b or b, threshold) > threshold
         or _same_set(_distinct_words(words_a), _distinct_words(words_b), threshold)
@@ -559,6 +603,9 @@ def _find_loop(
     # reply revealed a new detail, as the same words in another order are not).
     skeletons = [skeleton(turn_letters) for turn_letters in letters]
     seen_skeletons: dict[str, dict[object, int]] = {}
+    # The same words with the letters inside them scrambled, or in another order: a key too (the same condition).
+    scrambled = [scrambled_key(text_words) for text_words in words]
+    seen_scrambled: dict[str, dict[object, int]] = {}
     # Each turn's anchors, of its text and of its letters, built once (only the lookback's kept).
     indexes: dict[tuple[int, bool], dict[str, list[int]]] = {}
 
@@ -607,6 +654,13 @@ def _find_loop(
             and not differ(earlier, later)
         ):
             return earlier
+        if (
+            not new
+            and scrambled[later]
+            and (earlier := first(seen_scrambled, scrambled[later], later)) is not None
+            and not differ(earlier, later)
+        ):
+            return earlier
         for earlier in range(max(0, later - LOOP_LOOKBACK_TURNS), later):
             earlier_text = normalised[earlier]
             if earlier_text is None or not compatible(classes[earlier], classes[later]) or differ(earlier, later):
@@ -640,4 +694,6 @@ def _find_loop(
             seen_sets.setdefault((sets[later], values[later]), {}).setdefault(classes[later], later)
         if len(skeletons[later]) >= MIN_SKELETON_CHARS:
             seen_skeletons.setdefault(skeletons[later], {}).setdefault(classes[later], later)
+        if scrambled[later]:
+            seen_scrambled.setdefault(scrambled[later], {}).setdefault(classes[later], later)
     return None
