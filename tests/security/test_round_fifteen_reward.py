@@ -7,7 +7,8 @@ loop penalty in a live episode and where a transcript is scored on its own: a re
 question. Loops are now also judged on a turn's consonant skeleton (``similarity.skeleton``: letters without
 vowels, each run of one letter as one) as an exact key, the boxed letters are read as the letters they box, a
 turn written upside down ("\u00bf\u0279o\u0279\u0279\u01dd u\u0250 ...") is read the right way up, and the same words
-with the letters inside them scrambled ("Slhuod nivgteae daniurtos rasie an error?") are one key too.
+with the letters inside them scrambled ("Slhuod nivgteae daniurtos rasie an error?") are one key too. The
+look-alikes' other case (Cherokee small letters, which casefold to the capitals UTS #39 lists) is read as well.
 
 F2. An honest question about a negative example value ("What should format_duration(-5) return?", "Is -5
 valid?", "What happens with `-1`?") lost the number's sign: its subject was {"5"}, which the simulator matched to
@@ -23,6 +24,7 @@ import pytest
 from rewardpipe.envs.ask_before_coding.similarity import find_loop
 from rewardpipe.models import Message
 from rewardpipe.rewards import get_reward
+from tests.security.test_round_fourteen_reward import CHEROKEE
 from tests.security.test_round_thirteen_reward import COMMIT, NEGATIVE, play
 
 # --- F1: letters doubled, vowels dropped, letters in boxes ----------------------------------------------------
@@ -65,6 +67,7 @@ DISGUISES = {
     "negative circled capitals": _boxed(0x1F150),
     "negative squared capitals": _boxed(0x1F170),
     "regional indicators, spaced": lambda t: " ".join(_boxed(0x1F1E6)(t)),
+    "Cherokee small letters": lambda t: "".join(CHEROKEE.get(c, c).lower() for c in t.upper()),
 }
 
 

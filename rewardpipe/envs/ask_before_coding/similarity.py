@@ -146,7 +146,9 @@ def normalise(text: str) -> str:
     to one space, ends stripped, case folded: what a loop is judged on."""
     folded = fold(text)
     if not folded.isascii():
-        folded = folded.translate(LOOK_ALIKE_TABLE)
+        # and the look-alikes' other case: Cherokee small letters ("\uab4e"...) casefold to the capitals UTS #39
+        # lists, which a reader reads as Latin small capitals just the same
+        folded = folded.translate(LOOK_ALIKE_TABLE).casefold().translate(LOOK_ALIKE_TABLE)
     return " ".join(folded.split()).casefold()
 
 
