@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from rewardpipe.monitoring.columns import EXAMPLES_PER_STEP, RunColumns
-from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc
+from rewardpipe.monitoring.statistics import AGG, SAMPLE_GROUPS, GroupTable, SampledRollout, StepAcc, mixed_tasks_error
 from rewardpipe.monitoring.thresholds import MonitorInputError
 
 
@@ -189,6 +189,7 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         )
     codes, group_step, group_name = batch.group_codes()
     groups = len(group_step)
+    _refuse_mixed_tasks(batch, codes, group_step, group_name, groups)
     first_row = np.full(groups, rows, dtype=np.int64)
     np.minimum.at(first_row, codes, np.arange(rows))
     step_values, step_of_row = np.unique(batch.steps, return_inverse=True)
@@ -239,6 +240,24 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
         kinds[label] = kinds.get(label, 0) + 1
     _fill_samples(batch, accs, codes, order, bounds, len(step_values))
     return run_id, accs
+
+
+def _refuse_mixed_tasks(
+    batch: RecordBatch, codes: np.ndarray, group_step: np.ndarray, group_name: np.ndarray, groups: int
+) -> None:
+    """Raise :func:`~rewardpipe.monitoring.statistics.mixed_tasks_error` when a group holds several tasks."""
+    pairs = np.unique(_combined(codes, batch.task_ids))
+    if len(pairs) == groups:
+        return
+    tasks_of = np.unique(np.stack([codes, batch.task_ids.codes]), axis=1)  # (group code, task code) pairs
+    counts = np.bincount(tasks_of[0], minlength=groups)
+    mixed = {
+        (int(group_step[code]), batch.group_ids.names[int(group_name[code])]): [
+            batch.task_ids.names[int(task)] for task in tasks_of[1][tasks_of[0] == code]
+        ]
+        for code in np.flatnonzero(counts > 1).tolist()
+    }
+    raise mixed_tasks_error(mixed)
 
 
 def _group_weights(weights: dict[str, np.ndarray], first_row: np.ndarray) -> Callable[[np.ndarray], dict]:

@@ -227,6 +227,23 @@ def last_copies(numbered: Iterable[tuple[int, Record]], duplicates: list[int]) -
         yield record
 
 
+def mixed_tasks_error(mixed: Mapping[tuple[int, str], Iterable[str]]) -> MonitorInputError:
+    """The refusal of records whose group holds rollouts of several tasks (``mixed``: (step, group) -> its
+    tasks), naming the first such group by step and id, so every reader says the same.
+
+    A GRPO group is the rollouts of one prompt. Two tasks' rollouts filed under one group id (group ids
+    numbered per task, ``g0`` for each) would be judged as one group: a component constant inside each task's
+    group but different between the tasks looked alive, and was never alarmed. ``rewardpipe score`` refuses
+    such a line for the same reason."""
+    step, group = min(mixed)
+    tasks = sorted(set(mixed[step, group]))
+    shown = ", ".join(f"'{task[:80]}'" for task in tasks[:5]) + (", ..." if len(tasks) > 5 else "")
+    return MonitorInputError(
+        f"group '{group[:80]}' of step {step} holds rollouts of {len(tasks)} tasks ({shown}): a group is the "
+        f"rollouts of one prompt; give each prompt's rollouts a group_id of their own"
+    )
+
+
 def accumulate(
     records: Iterable[Record | Mapping[str, Any]], on_bad: Callable[[BadObject], None] | None = None
 ) -> tuple[str | None, dict[int, StepAcc]]:
@@ -238,6 +255,9 @@ def accumulate(
     steps: dict[int, StepAcc] = {}
     run_id: str | None = None
     other_runs: set[str] = set()
+    # (step, group) -> its first record's task; and the groups found holding another task too
+    group_task: dict[tuple[int, str], str] = {}
+    mixed: dict[tuple[int, str], set[str]] = {}
     for _, rec in validated_records(records, on_bad):
         if rec.run_id != run_id:
             if run_id is None:
@@ -250,6 +270,8 @@ def accumulate(
         acc.records += 1
         if rec.metrics.get("exec_mode") == "inprocess":
             acc.inprocess += 1
+        if (task := group_task.setdefault((rec.step, rec.group_id), rec.task_id)) != rec.task_id:
+            mixed.setdefault((rec.step, rec.group_id), {task}).add(rec.task_id)
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}
@@ -287,6 +309,8 @@ def accumulate(
     if other_runs:
         names = ", ".join(sorted(other_runs | {run_id or ""}))
         raise MonitorInputError(f"records come from several runs ({names}): monitor one run at a time (--run-id)")
+    if mixed:
+        raise mixed_tasks_error(mixed)
     for acc in steps.values():
         acc.freeze()
     return run_id, steps

@@ -1,0 +1,84 @@
+"""Round fifteen: a dead component the monitor judged alive, because two tasks shared a group id.
+
+A GRPO group is the rollouts of one prompt. Records whose group ids are numbered per task (``g0`` for each
+task of a step) filed two tasks' rollouts under one group: a component constant inside each task's group, but
+different between the tasks (1.0 for one task, 0.0 for the other), varied inside the merged "group" and was
+judged ``ok``, never alarmed. ``rewardpipe score`` already refused such a line ("a group is one prompt"); the
+monitor now refuses such records on every reader (records, JSONL fast and careful paths, a store), naming the
+first such group.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardpipe.monitoring import MonitorInputError, monitor_records
+from tests.monitoring.test_fast_path import run_three_ways, write
+from tests.monitoring.test_store_fast_path import both_ways, store_of
+
+
+def records(tasks: dict[str, float], steps: int = 2, groups: int = 8, k: int = 4, per_task_ids: bool = True):
+    """Each task's ``c`` is its constant (dead in every real group); ``correctness`` varies (healthy)."""
+    out = []
+    for step in range(steps):
+        for task, value in tasks.items():
+            for g in range(groups):
+                for i in range(k):
+                    right = float(i % 2)
+                    out.append(
+                        {
+                            "schema": "rewardpipe.record/v1",
+                            "run_id": "r",
+                            "step": step,
+                            "group_id": f"g{g}" if per_task_ids else f"{task}-g{g}",
+                            "rollout_id": f"{task}-s{step}g{g}r{i}",
+                            "task_id": task,
+                            "status": "scored",
+                            "error": None,
+                            "components": {"c": value, "correctness": right},
+                            "weights": {"c": 0.5, "correctness": 1.0},
+                            "aggregate": 0.5 * value + right,
+                            "metrics": {},
+                        }
+                    )
+    return out
+
+
+MESSAGE = "group 'g0' of step 0 holds rollouts of 2 tasks ('t1', 't2')"
+
+
+def test_two_tasks_under_one_group_id_are_refused_not_judged_alive():
+    with pytest.raises(MonitorInputError, match=MESSAGE.replace("(", r"\(").replace(")", r"\)")):
+        monitor_records(records({"t1": 1.0, "t2": 0.0}))
+
+
+def test_each_task_in_a_group_of_its_own_is_dead_and_alarmed():
+    result = monitor_records(records({"t1": 1.0, "t2": 0.0}, per_task_ids=False))
+    assert result.to_dict()["steps"][0]["components"]["c"]["verdict"] == "dead"
+    assert "c" in {alarm.component for alarm in result.alarms}
+
+
+def test_every_reader_of_a_records_file_refuses_it_alike(tmp_path, monkeypatch):
+    path = write(tmp_path / "records.jsonl", records({"t1": 1.0, "t2": 0.0}))
+    (shipped, orjson_only, careful), used = run_three_ways(monkeypatch, path, "--no-write-alarms", "--json")
+    assert shipped == orjson_only == careful
+    assert shipped[0] != 0 and MESSAGE in shipped[2]
+    assert used[0] is True  # the fast path served the first run
+
+
+def test_a_store_is_refused_alike(tmp_path, monkeypatch):
+    store = store_of(tmp_path, records({"t1": 1.0, "t2": 0.0}))
+    fast, careful, used = both_ways(monkeypatch, store.root)
+    assert used == [True] and fast == careful
+    assert fast[0] != 0 and MESSAGE in fast[2]
+
+
+def test_a_group_of_one_task_with_error_records_is_still_judged():
+    good = records({"t1": 1.0}, per_task_ids=False)
+    good[0] |= {"status": "error", "error": {"kind": "execution_error", "message": "x"}, "aggregate": None}
+    good[0]["components"] = {"c": None, "correctness": None}
+    data = monitor_records(good).to_dict()
+    assert data["steps"][0]["components"]["c"]["verdict"] == "dead"
+    assert json.dumps(data)
