@@ -374,6 +374,12 @@ def batch_records(
     if count % group_size:
         raise ValueError(f"{count} completions do not split into groups of {group_size}")
     weights = {name: float((weights or {}).get(name, 1.0)) for name in component_values}
+    # One task per group (a GRPO group is one prompt; the monitor refuses a group of several tasks): a completion
+    # whose details name no task takes its group's, the first one named there, else the prompt's position.
+    group_tasks: dict[int, str] = {}
+    for index, detail in enumerate(details or []):
+        if index < count and detail.get("task_id"):
+            group_tasks.setdefault(index // group_size, str(detail["task_id"]))
     records = []
     for index in range(count):
         components = {name: values[index] for name, values in component_values.items()}
@@ -386,7 +392,9 @@ def batch_records(
                 "step": step,
                 "group_id": f"g{index // group_size}",
                 "rollout_id": f"c{index}",
-                "task_id": str(detail.get("task_id") or f"p{index // group_size}"),
+                "task_id": str(
+                    detail.get("task_id") or group_tasks.get(index // group_size) or f"p{index // group_size}"
+                ),
                 "status": "error" if failed else "scored",
                 "error": {"kind": kind or "unscored", "message": "no component could be computed"} if failed else None,
                 "components": components,

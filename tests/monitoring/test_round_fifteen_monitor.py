@@ -82,3 +82,12 @@ def test_a_group_of_one_task_with_error_records_is_still_judged():
     data = monitor_records(good).to_dict()
     assert data["steps"][0]["components"]["c"]["verdict"] == "dead"
     assert json.dumps(data)
+
+
+def test_a_trl_completion_without_a_task_takes_its_groups_task():
+    from rewardpipe.integrations.trl import batch_records
+
+    details = [{"task_id": "t1"}, {}, {"task_id": "t2"}, {"task_id": "t2"}]
+    rows = batch_records({"c": [1.0, 1.0, 0.0, 0.0]}, 2, details=details)
+    assert [row["task_id"] for row in rows] == ["t1", "t1", "t2", "t2"]
+    assert monitor_records(rows).to_dict()["steps"][0]["components"]["c"]["eligible_groups"] == 2
