@@ -245,11 +245,14 @@ def accumulate_batch(batch: RecordBatch) -> tuple[str | None, dict[int, StepAcc]
 def _refuse_mixed_tasks(
     batch: RecordBatch, codes: np.ndarray, group_step: np.ndarray, group_name: np.ndarray, groups: int
 ) -> None:
-    """Raise :func:`~rewardpipe.monitoring.statistics.mixed_tasks_error` when a group holds several tasks."""
-    pairs = np.unique(_combined(codes, batch.task_ids))
-    if len(pairs) == groups:
+    """Raise :func:`~rewardpipe.monitoring.statistics.mixed_tasks_error` when a group's scored records hold
+    several tasks (an error record's task is left out, as the record is: the Nova bridge files its own with the
+    task "unknown")."""
+    scored = np.flatnonzero(batch.scored)
+    pairs = np.unique(_combined(codes[scored], batch.task_ids.codes[scored]))
+    if len(pairs) == len(np.unique(codes[scored])):
         return
-    tasks_of = np.unique(np.stack([codes, batch.task_ids.codes]), axis=1)  # (group code, task code) pairs
+    tasks_of = np.unique(np.stack([codes[scored], batch.task_ids.codes[scored]]), axis=1)  # (group, task) codes
     counts = np.bincount(tasks_of[0], minlength=groups)
     mixed = {
         (int(group_step[code]), batch.group_ids.names[int(group_name[code])]): [

@@ -270,8 +270,11 @@ def accumulate(
         acc.records += 1
         if rec.metrics.get("exec_mode") == "inprocess":
             acc.inprocess += 1
-        if (task := group_task.setdefault((rec.step, rec.group_id), rec.task_id)) != rec.task_id:
-            mixed.setdefault((rec.step, rec.group_id), {task}).add(rec.task_id)
+        # (an error record's task is left out, as the record is: the Nova bridge files its own as "unknown")
+        if rec.status == "scored":
+            task = group_task.setdefault((rec.step, rec.group_id), rec.task_id)
+            if task != rec.task_id:
+                mixed.setdefault((rec.step, rec.group_id), {task}).add(rec.task_id)
         group = acc.groups.get(rec.group_id)
         if group is None:
             group = acc.groups[rec.group_id] = {}

@@ -5,7 +5,8 @@ task of a step) filed two tasks' rollouts under one group: a component constant 
 different between the tasks (1.0 for one task, 0.0 for the other), varied inside the merged "group" and was
 judged ``ok``, never alarmed. ``rewardpipe score`` already refused such a line ("a group is one prompt"); the
 monitor now refuses such records on every reader (records, JSONL fast and careful paths, a store), naming the
-first such group.
+first such group. Only scored records are read for it: an error record is left out of every statistic, and the
+Nova bridge files its own with the task "unknown" in the group of the scored ones.
 """
 
 from __future__ import annotations
@@ -75,13 +76,22 @@ def test_a_store_is_refused_alike(tmp_path, monkeypatch):
     assert fast[0] != 0 and MESSAGE in fast[2]
 
 
-def test_a_group_of_one_task_with_error_records_is_still_judged():
-    good = records({"t1": 1.0}, per_task_ids=False)
-    good[0] |= {"status": "error", "error": {"kind": "execution_error", "message": "x"}, "aggregate": None}
-    good[0]["components"] = {"c": None, "correctness": None}
-    data = monitor_records(good).to_dict()
+def _with_an_unknown_task_error(rows: list[dict]) -> list[dict]:
+    """The first record made an error record of the task "unknown" (as the Nova bridge files its own)."""
+    rows[0] |= {"status": "error", "error": {"kind": "timeout", "message": "x"}, "aggregate": None}
+    rows[0] |= {"task_id": "unknown", "components": {"c": None, "correctness": None}}
+    return rows
+
+
+def test_an_error_record_of_another_task_in_a_group_is_left_out_not_refused(tmp_path, monkeypatch):
+    rows = _with_an_unknown_task_error(records({"t1": 1.0}, per_task_ids=False))
+    data = monitor_records(rows).to_dict()
     assert data["steps"][0]["components"]["c"]["verdict"] == "dead"
-    assert json.dumps(data)
+    assert data["steps"][0]["errors"] == 1
+    path = write(tmp_path / "records.jsonl", rows)
+    (shipped, orjson_only, careful), _ = run_three_ways(monkeypatch, path, "--no-write-alarms", "--json")
+    assert shipped == orjson_only == careful and shipped[0] == 0
+    assert "c" in {alarm["component"] for alarm in json.loads(shipped[1])["alarms"]}
 
 
 def test_a_trl_completion_without_a_task_takes_its_groups_task():
