@@ -484,6 +484,9 @@ class SampleReader:
 
         self.path = Path(path)
         self._seen: dict[tuple[int, str], int] = {}
+        # (step, group) -> (its first sample's task, line): a group is one prompt, so one task (as the rollouts
+        # reader and the monitor hold it: records of a group of two tasks are refused there)
+        self._group_task: dict[tuple[int, str], tuple[str, int]] = {}
 
     def __iter__(self):
         from rewardpipe.models import open_input, same_text, validated_lines
@@ -497,14 +500,9 @@ class SampleReader:
                     yield lineno, None, f"{where}: {NO_ANSWER}"
                     continue
                 group = sample.group_id or sample.task_id or _prompt_group(sample.messages)
+                task_id = sample.task_id or group
                 rollout_id = sample.rollout_id or f"line-{lineno}"
-                sample = sample.model_copy(
-                    update={
-                        "rollout_id": rollout_id,
-                        "group_id": group,
-                        "task_id": sample.task_id or group,
-                    }
-                )
+                sample = sample.model_copy(update={"rollout_id": rollout_id, "group_id": group, "task_id": task_id})
                 key = (sample.step, same_text(rollout_id))
                 first = self._seen.setdefault(key, lineno)
                 if first != lineno:
@@ -512,6 +510,19 @@ class SampleReader:
                         lineno,
                         None,
                         (f"{where} ({rollout_id[:80]}): duplicate rollout_id (first on line {first})"),
+                    )
+                    continue
+                task, task_line = self._group_task.setdefault((sample.step, group), (task_id, lineno))
+                if task != task_id:
+                    del self._seen[key]  # refused: its id stays free for a corrected line
+                    yield (
+                        lineno,
+                        None,
+                        (
+                            f"{where} ({rollout_id[:80]}): field 'task_id': group '{group[:80]}' of step "
+                            f"{sample.step} is task '{task[:80]}' (line {task_line}), not '{task_id[:80]}': "
+                            "a group is one prompt"
+                        ),
                     )
                     continue
                 yield lineno, sample, None

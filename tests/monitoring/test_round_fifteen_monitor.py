@@ -101,3 +101,27 @@ def test_a_trl_completion_without_a_task_takes_its_groups_task():
     rows = batch_records({"c": [1.0, 1.0, 0.0, 0.0]}, 2, details=details)
     assert [row["task_id"] for row in rows] == ["t1", "t1", "t2", "t2"]
     assert monitor_records(rows).to_dict()["steps"][0]["components"]["c"]["eligible_groups"] == 2
+
+
+def test_score_refuses_a_single_turn_sample_of_another_task_in_a_group(tmp_path):
+    """So `score` never writes the records `monitor` would refuse (the rollouts reader already refused them)."""
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    lines = [
+        {
+            "rollout_id": f"r{i}",
+            "group_id": "g",
+            "task_id": f"t{i % 2}",
+            "messages": [{"role": "user", "content": "2+2?"}, {"role": "assistant", "content": "#### 4"}],
+            "reference": "4",
+        }
+        for i in range(4)
+    ]
+    path = write(tmp_path / "samples.jsonl", lines)
+    result = CliRunner().invoke(app, ["score", str(path), "--reward", "gsm8k", "--out", str(tmp_path / "out")])
+    assert result.exit_code == 1
+    assert "samples.jsonl:2 (r1): field 'task_id': group 'g' of step 0 is task 't0' (line 1)" in result.stderr
+    monitored = CliRunner().invoke(app, ["monitor", str(tmp_path / "out"), "--no-write-alarms", "--json"])
+    assert monitored.exit_code == 0, monitored.stderr
