@@ -82,6 +82,12 @@ def test_other_questions_with_turned_letters_or_the_same_letters_stay_different(
     assert find_loop(turns) is None
 
 
+def test_a_formula_with_symbols_like_turned_capitals_is_read_the_right_way_up():
+    from rewardpipe.envs.ask_before_coding.similarity import upright
+
+    assert upright("Is A \u2229 B \u22a5 C?") == "Is A \u2229 B \u22a5 C?"
+
+
 @pytest.mark.parametrize("name", DISGUISES)
 def test_a_question_repeated_with_its_letters_disguised_is_a_loop(name):
     again = DISGUISES[name](NEGATIVE)

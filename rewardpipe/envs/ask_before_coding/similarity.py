@@ -170,7 +170,9 @@ _UPRIGHT = str.maketrans(
         **dict(zip("bqdpnuMW", "qbpdunWM", strict=True)),
     }
 )
-_TURNED_LETTER = re.compile(f"[{_TURNED[:-3]}]")
+# What says a turn is upside down: the turned small letters (the capitals among _TURNED are also mathematical
+# symbols, "∩" and "⊥", which a formula uses the right way up).
+_TURNED_LETTER = re.compile(f"[{_TURNED[:15]}]")
 #: Share of a turn's letters that must be turned ones for it to be read as written upside down: "ǝ" (a schwa)
 #: in a pronunciation does not turn a turn over; "¿ɹoɹɹǝ uɐ ǝsᴉɐɹ ..." has one in two.
 UPSIDE_DOWN_SHARE = 0.2
