@@ -69,7 +69,7 @@ def _where(fn: Any) -> str:
 
 
 def check_name(name: Any, what: str = "component") -> str:
-    if not isinstance(name, str) or not _NAME.match(name):
+    if not isinstance(name, str) or not _NAME.fullmatch(name):  # fullmatch: "$" also matches before a final "\n"
         raise ComponentDefinitionError(
             f"{what} name {name!r} must start with a letter or '_' and hold at most 64 letters, digits, '_', "
             f"'.' or '-' (it becomes a record key and a metric name)"

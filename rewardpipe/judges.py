@@ -464,7 +464,7 @@ def _placeholders(rubric: str, name: str) -> tuple[str, ...]:
             continue
         root = field.split(".")[0]
         dotted_on_text = root not in ("task", "state") and field != root  # only task and state take .FIELD
-        if root not in PLACEHOLDERS or not _FIELD_PATH.match(field) or dotted_on_text:
+        if root not in PLACEHOLDERS or not _FIELD_PATH.fullmatch(field) or dotted_on_text:
             raise ComponentDefinitionError(
                 f"judge '{name}': the rubric's placeholder {{{field}}} is not one of "
                 f"{', '.join('{' + p + '}' for p in PLACEHOLDERS)} (task and state take .FIELD)"

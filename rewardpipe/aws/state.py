@@ -64,7 +64,7 @@ def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:
 
 
 def check_attempt(attempt: str) -> str:
-    if not isinstance(attempt, str) or not _ATTEMPT.match(attempt):
+    if not isinstance(attempt, str) or not _ATTEMPT.fullmatch(attempt):  # "$" also matches before a final "\n"
         raise ValueError(f"attempt must be an execution name ([0-9A-Za-z_-], 1-80 characters), got {attempt!r}")
     return attempt
 

@@ -91,7 +91,7 @@ def package_from(distribution: str) -> str:
 
 
 def check_distribution(name: str) -> str:
-    if not DISTRIBUTION_NAME.match(name):
+    if not DISTRIBUTION_NAME.fullmatch(name):  # fullmatch: "$" also matches before a final "\n"
         raise PackageNameError(
             f"'{name}' is not a valid distribution name: use letters, digits, '-', '_' and '.', "
             f"starting and ending with a letter or digit (e.g. acme-quiz); give it with --name"
@@ -137,7 +137,7 @@ def check_package(name: str, target: Path | None = None) -> str:
 def check_short_name(name: str) -> str:
     from rewardpipe.references import BUILTIN_ENVIRONMENTS, BUILTIN_REWARDS
 
-    if not SHORT_NAME.match(name):
+    if not SHORT_NAME.fullmatch(name):  # fullmatch: "$" also matches before a final "\n"
         raise PackageNameError(
             f"'{name}' cannot be a short name (--env {name}): use at most 64 letters, digits and "
             f"'_', starting with a letter or '_'; give it with --env-name"

@@ -15,6 +15,11 @@ valid?", "What happens with `-1`?") lost the number's sign: its subject was {"5"
 no detail ("That is up to you.") or to the wrong one ("What if seconds is -5?" revealed the format of durations
 under an hour). Asking first that way scored as guessing (asked_before_coding 0, guessed_immediately -1). A
 negative number now adds "negative" to the question's subject.
+
+F3. Names checked with a pattern ending in ``$`` through ``re.match`` took a trailing newline: a component named
+``"correctness\n"`` (a record key, a metric dimension CloudWatch refuses, a line break in every table), a tool
+name, an execution attempt (an S3 key segment), ``init``'s names and a judge's placeholder path. They are
+checked whole (``fullmatch``).
 """
 
 from __future__ import annotations
@@ -168,3 +173,21 @@ def test_a_subtraction_or_a_range_is_no_negative_value(question):
     from rewardpipe.envs.ask_before_coding.questions import NEGATIVE, question_subject
 
     assert NEGATIVE not in question_subject(question).words
+
+
+# --- F3: a trailing newline in a checked name ------------------------------------------------------------------
+
+
+def test_a_name_with_a_trailing_newline_is_refused_everywhere_it_is_checked():
+    from rewardpipe.aws.state import check_attempt
+    from rewardpipe.components import ComponentDefinitionError, check_name
+    from rewardpipe.envs.tool_call.tools import ToolDefinitionError, tool
+
+    with pytest.raises(ComponentDefinitionError):
+        check_name("correctness\n")
+    assert check_name("correctness") == "correctness"
+    with pytest.raises(ToolDefinitionError):
+        tool(name="lookup\n")(lambda world, x: x)
+    with pytest.raises(ValueError, match="attempt"):
+        check_attempt("exec-1\n")
+    assert check_attempt("exec-1") == "exec-1"

@@ -125,7 +125,7 @@ def tool(fn: Callable[..., Any] | None = None, *, name: str | None = None) -> An
 
     def make(function: Callable[..., Any]) -> Tool:
         tool_name = name or function.__name__
-        if not _NAME.match(tool_name):
+        if not _NAME.fullmatch(tool_name):  # fullmatch: "$" also matches before a final "\n"
             raise ToolDefinitionError(f"tool name {tool_name!r} must be letters, digits, '_' or '-' (at most 64)")
         parameters = list(inspect.signature(function).parameters.values())
         if not parameters:
