@@ -785,7 +785,13 @@ def test_inprocess_mode_is_in_every_record_and_flagged_by_the_monitor(executor):
             trust_mode=trust_mode,
         )
         state = start_episode(
-            task, env=ENV, run_id="r", step=0, group_id="g", rollout_id=f"{trust_mode}-{len(records)}", max_turns=3
+            task,
+            env=ENV,
+            run_id="r",
+            step=0,
+            group_id=f"g-{trust_mode}",  # a group is one task's rollouts (the monitor refuses a group of two tasks)
+            rollout_id=f"{trust_mode}-{len(records)}",
+            max_turns=3,
         )
         state = converse(state, task, Commit(), ENV)
         job = execution_job(state, task, ENV)
