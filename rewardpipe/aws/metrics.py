@@ -32,6 +32,33 @@ def service_name() -> str:
     return os.environ.get("POWERTOOLS_SERVICE_NAME") or "rewardpipe"
 
 
+# CloudWatch's Dimension: "Dimension values must contain only ASCII characters and must include at least one
+# non-whitespace character. ASCII control characters are not supported as part of dimension values", 1 to 1024
+# characters. https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html
+DIMENSION_VALUE_LIMIT = 1024
+
+
+def dimension_value(value: Any) -> str:
+    """``value`` as a dimension value CloudWatch accepts: itself when it follows the rules above and holds no
+    ``%``, else percent-encoded (its run folder name in the bucket for a run id; a long one cut with a digest).
+
+    Run ids and the component names of stored records may be any printable text ("expérience", "   "): such a
+    value would be refused (a metric lost) or dropped by Powertools (a per-run point filed as the alarms'
+    aggregate). Keeping ``%`` for encoded values keeps the mapping one to one."""
+    from rewardpipe.store import encode_id
+
+    text = str(value)
+    if (
+        len(text) <= DIMENSION_VALUE_LIMIT
+        and text.isascii()
+        and text.isprintable()
+        and text.strip()
+        and "%" not in text
+    ):
+        return text
+    return encode_id(text, portable=False) if text else "%"
+
+
 @dataclass(frozen=True)
 class MetricPoint:
     name: str
@@ -96,10 +123,10 @@ def emit(points: Iterable[MetricPoint]) -> int:
             unit=MetricUnit(point.unit),
             value=point.value,
             namespace=NAMESPACE,
-            default_dimensions={"service": service_name()},
+            default_dimensions={"service": dimension_value(service_name())},
         ) as metric:
             for key, value in point.dimensions.items():
-                metric.add_dimension(name=key, value=value)
+                metric.add_dimension(name=key, value=dimension_value(value))
         count += 1
     return count
 

@@ -218,6 +218,12 @@ LIMITS = {
     # Lambda: "Environment variables: 4 KB, for all environment variables associated with the function, in
     # aggregate" (keys and values). https://docs.aws.amazon.com/lambda/latest/dg/gettingstarted-limits.html
     "lambda_env_bytes": 4096,
+    # CloudWatch Dimension: "Dimension values must contain only ASCII characters and must include at least one
+    # non-whitespace character. ASCII control characters are not supported as part of dimension values", length
+    # 1 to 1024; "You can assign up to 30 dimensions to a metric".
+    # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html
+    "cw_dimension_value_chars": 1024,
+    "cw_dimensions": 30,
 }
 # Every breach seen during the current test, as "what: size > limit" strings.
 LIMIT_VIOLATIONS: list[str] = []
@@ -542,6 +548,36 @@ def history_violations(sfn: Any, execution_arn: str) -> list[str]:
                         f"execution {name}: {event['type']} {where} {field_name} is {_size(value)} bytes "
                         f"> {LIMITS['sfn_payload_bytes']}"
                     )
+    return found
+
+
+def dimension_problem(value: Any) -> str | None:
+    """Why CloudWatch would refuse ``value`` as a dimension value (:data:`LIMITS`), or None."""
+    if not isinstance(value, str) or not 1 <= len(value) <= LIMITS["cw_dimension_value_chars"]:
+        return f"{value!r:.80}: not a string of 1 to {LIMITS['cw_dimension_value_chars']} characters"
+    if not value.isascii() or not value.isprintable() or not value.strip():
+        return f"{value!r:.80}: not ASCII, holds a control character or has no non-whitespace character"
+    return None
+
+
+def emf_violations(stdout: str) -> list[str]:
+    """CloudWatch's rules broken by the EMF documents printed to ``stdout``: every dimension a directive names
+    must be present with a value CloudWatch accepts, at most 30 of them. Powertools drops a blank dimension
+    (with a warning) and passes anything else on; CloudWatch refuses the metric."""
+    found = []
+    for line in stdout.splitlines():
+        if not line.startswith('{"_aws"'):
+            continue
+        doc = json.loads(line)
+        for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for dimension_set in directive["Dimensions"]:
+                if len(dimension_set) > LIMITS["cw_dimensions"]:
+                    found.append(f"{len(dimension_set)} dimensions > {LIMITS['cw_dimensions']}")
+                for name in dimension_set:
+                    problem = dimension_problem(doc.get(name))
+                    if problem:
+                        metrics = [m["Name"] for m in directive["Metrics"]]
+                        found.append(f"metric {metrics} dimension {name}: {problem}")
     return found
 
 

@@ -1,0 +1,105 @@
+"""Round sixteen, AWS path (an independent review): hostile ids and names against the real services' documented rules.
+
+* CloudWatch dimension values: a run id (any printable text is a storable run id) or a stored record's
+  component name went into EMF dimensions as it was. CloudWatch refuses a non-ASCII value; Powertools drops an
+  all-blank one, so that run's own DeadStreak/ErrorStreak points were filed as the alarms' aggregate series.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardpipe.models import Record
+from tests.aws import harness
+from tests.aws.handlers import Context, load
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+BUCKET = "round-sixteen-records"
+WEIGHTS = {"correctness": 1.0, "asked_before_coding": 0.6}
+
+
+def _record(run: str, group: int, i: int, components: dict[str, float] | None = None) -> Record:
+    values = components or {"correctness": [0.0, 1.0, 0.5, 1.0][i], "asked_before_coding": 0.6}
+    return Record(
+        run_id=run,
+        step=0,
+        group_id=f"g{group}",
+        rollout_id=f"g{group}-r{i}",
+        task_id="t",
+        status="scored",
+        components=values,
+        weights={name: 1.0 for name in values},
+        aggregate=sum(values.values()),
+        metrics={},
+    )
+
+
+@pytest.fixture
+def monitor(aws, monkeypatch):
+    import boto3
+
+    from rewardpipe.store import S3Store
+
+    s3 = boto3.client("s3", region_name=harness.REGION)
+    s3.create_bucket(Bucket=BUCKET)
+    for key, value in {
+        "BUCKET": BUCKET,
+        "REWARD_NAME": "ask_before_coding",
+        "REWARD_WEIGHTS": json.dumps(WEIGHTS),
+        "ZERO_VARIANCE_FRACTION": "0.5",
+        "DEAD_STEPS": "1",
+    }.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.delenv("ALARM_TOPIC_ARN", raising=False)
+    return S3Store(BUCKET, client=s3), load("variance_monitor")
+
+
+def _docs(stdout: str) -> list[dict]:
+    return [json.loads(line) for line in stdout.splitlines() if line.startswith('{"_aws"')]
+
+
+@pytest.mark.parametrize("run", ["expérience-α", "   ", "run\u00a01", "50%-done"])
+def test_every_metric_of_a_run_with_any_printable_id_is_one_cloudwatch_accepts(monitor, capsys, run):
+    store, handler = monitor
+    for group in range(4):
+        for i in range(4):
+            store.put_record(_record(run, group, i))
+    out = handler.lambda_handler({"run_id": run, "step": 0}, Context())
+    assert out["results"][0]["verdicts"]["asked_before_coding"] == "dead"
+    stdout = capsys.readouterr().out
+    assert harness.emf_violations(stdout) == []
+    dead = [d for d in _docs(stdout) if "DeadStreak" in d and d.get("component") == "asked_before_coding"]
+    # one point for the run (with its run dimension) and one aggregate the alarm watches (without)
+    assert len(dead) == 2 and sum("run" in d for d in dead) == 1, dead
+    (own,) = [d for d in dead if "run" in d]
+    if run.isascii() and run.strip() and "%" not in run:
+        assert own["run"] == run  # a valid id is its own dimension value
+    else:
+        from rewardpipe.store import run_folder
+
+        assert own["run"] == run_folder(run)  # else the run's folder name in the bucket
+
+
+def test_a_stored_records_component_name_cloudwatch_refuses_is_sent_encoded(monitor, capsys):
+    store, handler = monitor
+    for group in range(4):
+        for i in range(4):
+            store.put_record(_record("r16", group, i, {"correctness": [0.0, 1.0, 0.5, 1.0][i], "précision": 0.5}))
+    handler.lambda_handler({"run_id": "r16", "step": 0}, Context())
+    stdout = capsys.readouterr().out
+    assert harness.emf_violations(stdout) == []
+    assert "pr%C3%A9cision" in {d.get("component") for d in _docs(stdout)}
+
+
+def test_the_harness_sees_a_dimension_cloudwatch_refuses():
+    doc = {
+        "_aws": {"CloudWatchMetrics": [{"Namespace": "N", "Dimensions": [["run"]], "Metrics": [{"Name": "M"}]}]},
+        "run": "é",
+        "M": [1.0],
+    }
+    assert harness.emf_violations(json.dumps(doc)) != []
+    assert harness.emf_violations(json.dumps({**doc, "run": "x" * 1025})) != []
+    assert harness.emf_violations(json.dumps({**doc, "run": "ok run"})) == []
