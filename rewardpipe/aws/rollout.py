@@ -40,7 +40,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Literal, cast
 from pydantic import ConfigDict, Field, SerializeAsAny, field_validator, model_validator
 
 from rewardpipe.aws.settings import Settings, open_bucket_store
-from rewardpipe.aws.state import PayloadTooLarge, StateStore, guard_payload, inputs_prefix
+from rewardpipe.aws.state import (
+    PAYLOAD_BUDGET,
+    PayloadTooLarge,
+    StateStore,
+    guard_payload,
+    inputs_prefix,
+    payload_size,
+)
 from rewardpipe.deferred import DeferredModel
 
 # The workflow runs the configured environment (Settings.environment: ENVIRONMENT_REF, the built-in
@@ -700,7 +707,8 @@ def _conclude(
     elif ref.next == "converse":
         delivery.resume()
     elif ref.next == "score" or _can_run_inline(ref, settings):
-        output = rollout_output(*score_snapshot(store, snapshot, task, settings))  # runs a Lambda-route job
+        # runs a Lambda-route job; the output leaves in SendTaskFailure's cause
+        output = rollout_output(*score_snapshot(store, snapshot, task, settings), budget=CAUSE_LIMIT)
         delivery.leave(FINISHED, output)
         done = {**ref.dump(), "next": "finished", "status": output["status"], "record_key": output["record_key"]}
         return done if delivery.token is not None else {**done, "output": output}
@@ -869,9 +877,30 @@ def score(ref: StateRef, settings: Settings, store: Any = None) -> tuple[Record,
     return score_snapshot(store, snapshot, load_task(store, snapshot.task_key, settings.environment), settings)
 
 
-def rollout_output(record: Record, key: str) -> dict[str, Any]:
-    """What an execution returns: the Nova reward shape plus where the record is."""
-    return guard_payload({**record.to_nova(), "status": record.status, "record_key": key}, "the rollout's output")
+# What an execution's output keeps when it must shrink, stage by stage: first every component and flag, then the
+# components and ``reward_error``; the record at ``record_key`` keeps every metric.
+_OUTPUT_TRIM = (
+    lambda m: m["type"] == "Reward" or m["name"] == "reward_error" or m["name"].startswith("error_"),
+    lambda m: m["type"] == "Reward" or m["name"] == "reward_error",
+)
+
+
+def _output_size(out: dict[str, Any]) -> int:
+    """The larger of the output's UTF-8 size (a state's output) and its length as SendTaskFailure's cause."""
+    return max(payload_size(out), len(json.dumps(out, separators=(",", ":"))))
+
+
+def rollout_output(record: Record, key: str, budget: int = PAYLOAD_BUDGET) -> dict[str, Any]:
+    """What an execution returns: the Nova reward shape plus where the record is, within ``budget`` (a state's
+    output, or :data:`CAUSE_LIMIT` for the cause a conversation state leaves its loop with). A reward's many
+    diagnostics are dropped from it to fit, never a score, a component or the error flag: a scored rollout
+    must not be answered as an error because its output was too large to send."""
+    out = {**record.to_nova(), "status": record.status, "record_key": key}
+    for keep in _OUTPUT_TRIM:
+        if _output_size(out) <= budget:
+            break
+        out = {**out, "metrics_list": [m for m in out["metrics_list"] if keep(m)]}
+    return guard_payload(out, "the rollout's output", budget)
 
 
 def score_step(ref: StateRef, settings: Settings) -> dict[str, Any]:

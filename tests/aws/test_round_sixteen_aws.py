@@ -103,3 +103,78 @@ def test_the_harness_sees_a_dimension_cloudwatch_refuses():
     assert harness.emf_violations(json.dumps(doc)) != []
     assert harness.emf_violations(json.dumps({**doc, "run": "x" * 1025})) != []
     assert harness.emf_violations(json.dumps({**doc, "run": "ok run"})) == []
+
+
+# --------------------------------------------------------------------------------------------------
+# A scored rollout whose reward has many diagnostics: the execution's answer must still be its score.
+# SendTaskFailure's cause (how a conversation state that scored leaves its loop) is at most 32,768
+# characters and a state's output at most 256 KiB; the record in S3 has no such limit.
+
+
+def _many_checks(messages) -> dict[str, int]:
+    return {f"turn_check_{i:04d}": 1 for i in range(1500)}  # about 70 KB as Nova metrics
+
+
+def _noisy_guess():
+    from acme_rewards.guess import GUESS
+
+    from rewardpipe.rewards import Reward
+
+    return Reward("acme_guess_noisy", list(GUESS.components), diagnostics=_many_checks)
+
+
+harness.use_user_package()
+NOISY_GUESS = _noisy_guess()
+NOISY_GUESS_REF = f"{__name__}:NOISY_GUESS"
+
+
+def test_a_scored_rollout_with_many_diagnostics_answers_its_score_not_an_error(aws, synth, sfn):
+    deployment = harness.Deployment(
+        synth, function_env=harness.user_code_env(environment="acme_rewards.guess:ENVIRONMENT", reward=NOISY_GUESS_REF)
+    ).deploy()
+    payload = {
+        "run": "r16-noisy",
+        "step": 0,
+        "group": "g0",
+        "rollout": "r0",
+        "task": {"task_id": "n42", "prompt": "Guess my number from 1 to 100.", "secret": 42},
+        "policy": {"mode": "replay", "turns": ["50", "42"]},
+    }
+    result = harness.run_execution(sfn, deployment.state_machine_arn, payload)
+    assert result["status"] == "SUCCEEDED", result
+    output = json.loads(result["output"])
+    import boto3
+
+    from rewardpipe.store import S3Store
+
+    store = S3Store(deployment.bucket, client=boto3.client("s3", region_name=harness.REGION))
+    (record,) = list(store.iter_records("r16-noisy", 0))
+    assert record.status == "scored" and len(record.metrics) >= 1500  # the record keeps every diagnostic
+    # the execution answers what the record says: scored, its aggregate, unflagged
+    assert output["status"] == "scored", output
+    assert output["aggregate_reward_score"] == pytest.approx(record.aggregate)
+    flags = {m["name"]: m["value"] for m in output["metrics_list"] if m["name"] == "reward_error"}
+    assert flags == {"reward_error": 0}
+    assert {m["name"] for m in output["metrics_list"] if m["type"] == "Reward"} == set(record.components)
+
+
+def test_an_execution_output_is_trimmed_of_diagnostics_never_of_its_score():
+    from rewardpipe.aws import rollout
+    from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size
+
+    record = Record(
+        run_id="r",
+        step=0,
+        group_id="g",
+        rollout_id="x",
+        task_id="t",
+        status="scored",
+        components={"correctness": 1.0},
+        weights={"correctness": 1.0},
+        aggregate=1.0,
+        metrics={f"check_{i:05d}": 1 for i in range(10_000)},  # about 500 KB as Nova metrics
+    )
+    out = rollout.rollout_output(record, "runs/r/step=0/group=g/x.json")
+    assert payload_size(out) <= PAYLOAD_BUDGET
+    assert out["aggregate_reward_score"] == 1.0 and out["status"] == "scored"
+    assert [m["name"] for m in out["metrics_list"]] == ["correctness", "reward_error"]
