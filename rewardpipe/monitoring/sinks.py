@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import unicodedata
 from typing import Any
 
 from rewardpipe.monitoring.alarms import Alarm, alarm_key, delivery_key
@@ -161,15 +162,23 @@ class SnsAlarmSink:
             text = json.dumps(data, indent=2, sort_keys=True)
         return text
 
+    @staticmethod
+    def attribute(value: str) -> dict[str, str]:
+        """A String message attribute. SNS: "Name, type, and value must not be empty or null", and the value is
+        UTF-8 text. A stored record's component may be named "" or hold a control character or a lone
+        surrogate (the monitor reads any name): such a value is sent as its JSON string (``""``, ``"a\\tb"``),
+        so the alarm is still delivered instead of failing every check of its run."""
+        text = str(value)
+        if not text or not (text.isprintable() or all(unicodedata.category(c) not in ("Cc", "Cs") for c in text)):
+            text = json.dumps(text)
+        return {"DataType": "String", "StringValue": text}
+
     def emit(self, alarm: Alarm) -> None:
-        attributes = {
-            "kind": {"DataType": "String", "StringValue": alarm.kind},
-            "component": {"DataType": "String", "StringValue": alarm.component},
-        }
+        attributes = {"kind": self.attribute(alarm.kind), "component": self.attribute(alarm.component)}
         if alarm.run_id:
-            attributes["run_id"] = {"DataType": "String", "StringValue": alarm.run_id}
+            attributes["run_id"] = self.attribute(alarm.run_id)
         # subscribers can drop a repeat themselves: the same alarm always carries the same key
-        attributes["dedupe_key"] = {"DataType": "String", "StringValue": alarm.dedupe_key}
+        attributes["dedupe_key"] = self.attribute(alarm.dedupe_key)
         fifo: dict[str, str] = {}
         if self.fifo:  # ids of at most 128 characters: digests (SNS deduplicates within 5 minutes)
             fifo = {

@@ -178,3 +178,53 @@ def test_an_execution_output_is_trimmed_of_diagnostics_never_of_its_score():
     assert payload_size(out) <= PAYLOAD_BUDGET
     assert out["aggregate_reward_score"] == 1.0 and out["status"] == "scored"
     assert [m["name"] for m in out["metrics_list"]] == ["correctness", "reward_error"]
+
+
+# --------------------------------------------------------------------------------------------------
+# SNS: "Name, type, and value must not be empty or null" for a message attribute, whose String value has the
+# message body's restrictions (UTF-8 text). A stored record's component may be named anything the monitor reads
+# ("" included): its alarm must still be delivered, not fail every check of the run for ever.
+
+
+def _raw_record(run: str, group: int, i: int, odd: str) -> dict:
+    return {
+        "schema": "rewardpipe.record/v1",
+        "run_id": run,
+        "step": 0,
+        "group_id": f"g{group}",
+        "rollout_id": f"g{group}-r{i}",
+        "task_id": "t",
+        "status": "scored",
+        "components": {"correctness": [0.0, 1.0, 0.5, 1.0][i], odd: 0.5},
+        "weights": {"correctness": 1.0, odd: 1.0},
+        "aggregate": [0.0, 1.0, 0.5, 1.0][i] + 0.5,
+        "metrics": {},
+    }
+
+
+@pytest.mark.parametrize("odd", ["", "tab\there"])
+@pytest.mark.usefixtures("monitor")
+def test_an_alarm_on_a_component_with_any_name_is_delivered_to_sns(monkeypatch, odd):
+    import boto3
+
+    from rewardpipe.store import record_key
+
+    sns = boto3.client("sns", region_name=harness.REGION)
+    sqs = boto3.client("sqs", region_name=harness.REGION)
+    topic = sns.create_topic(Name="r16-alarms")["TopicArn"]
+    queue = sqs.create_queue(QueueName="r16-inbox")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=queue, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=arn)
+    monkeypatch.setenv("ALARM_TOPIC_ARN", topic)
+    handler = load("variance_monitor")  # its settings are read when it loads
+    s3 = boto3.client("s3", region_name=harness.REGION)
+    for group in range(4):
+        for i in range(4):
+            raw = _raw_record("r16-odd", group, i, odd)
+            key = record_key(Record.model_construct(**{k: v for k, v in raw.items() if k != "schema"}))
+            s3.put_object(Bucket=BUCKET, Key=key, Body=json.dumps(raw).encode("ascii"))
+    out = handler.lambda_handler({"run_id": "r16-odd", "step": 0}, Context())  # CheckFailed before
+    assert out["results"][0]["verdicts"][odd] == "dead"
+    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
+    alarms = [json.loads(json.loads(m["Body"])["Message"]) for m in messages]
+    assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == [odd]
