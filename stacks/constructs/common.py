@@ -79,6 +79,26 @@ class RewardPipeLayer(_lambda.LayerVersion):
         self.asset_path = asset_path
 
 
+def s3_limits_env(timeout_s: int, environment: Mapping[str, str]) -> dict[str, str]:
+    """``REWARDPIPE_S3_*`` for a function of ``timeout_s`` seconds that uses the records bucket (``BUCKET``).
+
+    One S3 call through the store may take its deadline plus one connect and one read timeout
+    (rewardpipe.store.S3Limits: 85 s by default). A function with less than twice that gets limits that fit in
+    half its time, so a hung S3 endpoint ends in the store's own StoreUnreachable (TransientError: retried by the
+    state machine, then an error record) rather than in the function's timeout, which RecordError's Retry does
+    not cover. A function without ``BUCKET`` gets nothing (the variables count against Lambda's 4 KB)."""
+    from rewardpipe.store import S3_LIMIT_ENV, S3Limits
+
+    if "BUCKET" not in environment or any(variable in environment for variable in S3_LIMIT_ENV.values()):
+        return {}
+    limits = S3Limits()
+    budget = timeout_s / 2
+    if limits.deadline_s + limits.connect_timeout_s + limits.read_timeout_s <= budget:
+        return {}
+    share = max(1.0, (budget - limits.connect_timeout_s) / 2)
+    return {S3_LIMIT_ENV["read_timeout_s"]: f"{share:g}", S3_LIMIT_ENV["deadline_s"]: f"{share:g}"}
+
+
 def python_function(
     scope: Construct,
     construct_id: str,
@@ -116,6 +136,7 @@ def python_function(
         "POWERTOOLS_METRICS_NAMESPACE": METRICS_NAMESPACE,
         "POWERTOOLS_LOG_LEVEL": "INFO",
         "POWERTOOLS_TRACE_DISABLED": "false" if tracing else "true",
+        **s3_limits_env(timeout_s, environment),
         **environment,
     }
     fn = _lambda.Function(

@@ -228,3 +228,30 @@ def test_an_alarm_on_a_component_with_any_name_is_delivered_to_sns(monkeypatch, 
     messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10).get("Messages", [])
     alarms = [json.loads(json.loads(m["Body"])["Message"]) for m in messages]
     assert [a["component"] for a in alarms if a["kind"] == "dead_component"] == [odd]
+
+
+# --------------------------------------------------------------------------------------------------
+# Template: one S3 call through the store may take its deadline plus a connect and a read timeout
+# (rewardpipe.store.S3Limits: 85 s by default). A function with a 60 s timeout (RecordError, the Nova bridge)
+# timed out inside a call to a hung endpoint instead of failing with StoreUnreachable, which the state
+# machine retries as TransientError (RecordError's Retry does not cover a Lambda timeout: no record).
+
+
+@pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova"])
+def test_every_function_using_the_store_fits_one_s3_call_in_half_its_timeout(context):
+    from rewardpipe.store import S3Limits
+
+    template = harness.synthesized(context).template
+    checked = []
+    for logical, resource in template["Resources"].items():
+        if resource["Type"] != "AWS::Lambda::Function":
+            continue
+        env = resource["Properties"].get("Environment", {}).get("Variables", {})
+        if "BUCKET" not in env:
+            continue
+        limits = S3Limits.from_env({k: v for k, v in env.items() if isinstance(v, str)})
+        worst = limits.deadline_s + limits.connect_timeout_s + limits.read_timeout_s
+        timeout = resource["Properties"]["Timeout"]
+        assert worst <= timeout / 2, f"{logical}: one S3 call may take {worst:g} s, its timeout is {timeout} s"
+        checked.append(logical)
+    assert any("RecordError" in name for name in checked)
