@@ -112,7 +112,29 @@ def _expect(state: EpisodeState, action: NextAction) -> None:
         )
 
 
-def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> EpisodeState:
+def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment, hook: str) -> None:
+    """A hook only appends to the conversation, and only messages of its own: the turns so far must be there
+    as they were (the turn limit counts the assistant messages, so a hook that dropped them would keep the
+    episode going for ever), and every message it added must be a :class:`Message` that is not the model's
+    (``evolve`` does not validate: a text or a dict would reach the record and the transcript)."""
+    label = f"environment '{env.name}': {hook}()"
+    messages, earlier = new.messages, before.messages
+    if messages is not earlier:
+        if not isinstance(messages, list) or len(messages) < len(earlier):
+            raise EpisodeError(f"{label} removed messages from the conversation; a hook only appends to it")
+        for index, (was, now) in enumerate(zip(earlier, messages, strict=False)):
+            if was is not now and was != now:
+                raise EpisodeError(f"{label} changed message {index + 1} of the conversation; a hook only appends")
+    for message in messages[len(earlier) :]:
+        if not isinstance(message, Message):
+            raise EpisodeError(
+                f"{label} added a {type(message).__name__} to the conversation, not a Message (use state.append)"
+            )
+        if message.role == "assistant":
+            raise EpisodeError(f"{label} added an assistant message: only the policy speaks as the assistant")
+
+
+def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], before: EpisodeState) -> EpisodeState:
     if not isinstance(new, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
     if new.next_action not in allowed:
@@ -120,6 +142,11 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str]) -> 
             f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
             f"one of {', '.join(sorted(allowed))}"
         )
+    if new.end_reason is not None and not isinstance(new.end_reason, str):
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() left end_reason a {type(new.end_reason).__name__}; it must be text"
+        )
+    _checked_messages(new, before, env, hook)
     if new.next_action in ("execute", "score") and new.end_reason is None:
         new = new.evolve(end_reason=ENDED_BY_ENV)
     return new
@@ -135,7 +162,7 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
             f"rollout {state.rollout_id}: a policy turn must be an assistant message, got role '{message.role}'"
         )
     new = state.evolve(messages=[*state.messages, message])
-    new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN)
+    new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new)
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
         new = new.evolve(next_action="score", end_reason="turn_limit")
     return new
@@ -147,7 +174,7 @@ def apply_env_turn(
     """The environment's turn (``env.respond``)."""
     _expect(state, "env")
     ctx = (services or NO_SERVICES).context(state)
-    return _checked(env.respond(state, task, ctx), env, "respond", AFTER_ENV_TURN)
+    return _checked(env.respond(state, task, ctx), env, "respond", AFTER_ENV_TURN, state)
 
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:

@@ -1,0 +1,131 @@
+"""Round sixteen: a user's environment that misbehaves costs its own rollout an error record, never the run.
+
+Each test drives the local runner (``run_slots``, what ``rewardpipe run`` calls) with two rollouts of an
+environment whose hook breaks the protocol in one way, and checks the run finishes with one record per
+rollout, each naming what was wrong."""
+
+from __future__ import annotations
+
+import signal
+from typing import Any
+
+import pytest
+
+from rewardpipe import Environment, EpisodeState, Message, Reward, TaskRow, component
+from rewardpipe.runner import NoSandbox, plan_step, run_slots
+
+
+class Task(TaskRow):
+    pass
+
+
+@component(range=(0, 1), role="outcome")
+def always(state: EpisodeState) -> float:
+    return 1.0
+
+
+class Talk(Environment):
+    name = "talk"
+    version = "1"
+    task_model = Task
+    max_turns = 3
+    reward = Reward("talk", [always])
+
+    def on_policy_turn(self, state: EpisodeState, task: Task, text: str) -> EpisodeState:
+        return state.evolve(next_action="env")
+
+    def respond(self, state: EpisodeState, task: Task, ctx: Any) -> EpisodeState:
+        return state.append({"role": "user", "content": "again"}, next_action="policy")
+
+
+class Chatty:
+    def next_turn(self, state: EpisodeState, task: Task) -> str:
+        return "hello"
+
+
+class _Hung(BaseException):
+    pass
+
+
+def _run(env: Environment) -> tuple[list[Any], list[Any]]:
+    """Two rollouts of one task through the local runner (a hang fails the test after 20 s)."""
+
+    def hung(*_: Any) -> None:
+        raise _Hung("the run did not end")
+
+    previous = signal.signal(signal.SIGALRM, hung)
+    signal.alarm(20)
+    transcripts: list[Any] = []
+    try:
+        records = run_slots(
+            plan_step([Task(task_id="t1", prompt="talk")], 0, 1, 2),
+            policy=Chatty(),
+            env=env,
+            executor=NoSandbox(),
+            run_id="r16",
+            on_transcript=transcripts.append,
+        )
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(records) == 2
+    return records, transcripts
+
+
+def _simulator_errors(records: list[Any], *words: str) -> None:
+    for record in records:
+        assert record.status == "error" and record.error.kind == "simulator_error", record
+        assert record.aggregate is None and record.components == {"always": None}
+        for word in words:
+            assert word in record.error.message, record.error.message
+
+
+# -- a hook that rewrites the conversation -----------------------------------------------------------------
+
+
+def test_a_respond_that_drops_earlier_turns_cannot_escape_the_turn_limit():
+    """The turn limit counts the assistant messages of the state: a respond that rebuilt the conversation
+    without them kept the episode going for ever and hung the run."""
+
+    class Forgets(Talk):
+        def respond(self, state, task, ctx):
+            return state.evolve(
+                messages=[state.messages[0], Message(role="user", content="again")], next_action="policy"
+            )
+
+    records, _ = _run(Forgets())
+    _simulator_errors(records, "respond()", "message")
+
+
+@pytest.mark.parametrize("added", ["hello", {"role": "user", "content": "hello"}])
+def test_a_respond_that_adds_something_that_is_not_a_message_fails_its_rollout_not_the_run(added):
+    """``state.evolve(messages=[..., "hello"])`` is not validated: the text (or dict) reached the record and the
+    transcript, and the run raised a ValidationError / AttributeError."""
+
+    class Raw(Talk):
+        def respond(self, state, task, ctx):
+            return state.evolve(messages=[*state.messages, added], next_action="policy")
+
+    records, _ = _run(Raw())
+    _simulator_errors(records, "respond()", "Message")
+
+
+def test_a_respond_that_speaks_as_the_assistant_is_refused():
+    """A message the environment writes in the model's name would be trained on as the model's own turn (and
+    counts toward its turn limit)."""
+
+    class Ventriloquist(Talk):
+        def respond(self, state, task, ctx):
+            return state.append({"role": "assistant", "content": "I give up"}, next_action="score")
+
+    records, _ = _run(Ventriloquist())
+    _simulator_errors(records, "respond()", "assistant")
+
+
+def test_an_end_reason_that_is_not_text_fails_its_rollout_not_the_run():
+    class Ends(Talk):
+        def respond(self, state, task, ctx):
+            return state.evolve(next_action="score", end_reason={"why": object()})
+
+    records, _ = _run(Ends())
+    _simulator_errors(records, "end_reason")
