@@ -16,7 +16,7 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -287,11 +287,27 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
     metrics: dict[str, Any] = {"end_reason": state.end_reason}
     try:
-        metrics.update(env.metrics(state, task))
+        extra = env.metrics(state, task)
     except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score
         from rewardpipe.rewards.base import first_line
 
         metrics["env_metrics_error"] = first_line(exc)
+        return metrics
+    if not isinstance(extra, Mapping):
+        metrics["env_metrics_error"] = f"metrics() returned {type(extra).__name__}, not a dict"
+        return metrics
+    # A record's metric is a number, a text, a boolean or None: anything else would make the record itself
+    # fail to validate, and the run with it. Left out, and said so.
+    odd = []
+    for name, value in extra.items():
+        if isinstance(name, str) and (value is None or isinstance(value, (bool, int, float, str))):
+            metrics[name] = value
+        else:
+            odd.append(f"{str(name)[:40]!r} is a {type(value).__name__}" if isinstance(name, str) else repr(name)[:40])
+    if odd:
+        metrics["env_metrics_error"] = (
+            f"metrics() values must be numbers, text, booleans or None, keyed by text; left out: {', '.join(odd[:3])}"
+        )
     return metrics
 
 

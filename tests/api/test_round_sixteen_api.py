@@ -129,3 +129,30 @@ def test_an_end_reason_that_is_not_text_fails_its_rollout_not_the_run():
 
     records, _ = _run(Ends())
     _simulator_errors(records, "end_reason")
+
+
+# -- what the environment adds to the record and the transcript ----------------------------------------------
+
+
+class Ends(Talk):
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "done"}, next_action="score", end_reason="done")
+
+
+@pytest.mark.parametrize(
+    "metrics",
+    [{"odd": object(), "turns": 2}, {1: 2, "turns": 2}, {"nested": {"a": 1}, "turns": 2}],
+)
+def test_metrics_that_are_not_numbers_or_text_keep_the_score(metrics):
+    """``metrics()`` returning an object, a non-text key or a nested dict made the Record fail to validate and
+    the whole run raised; a failing metrics() already kept the score (``env_metrics_error``)."""
+
+    class Odd(Ends):
+        def metrics(self, state, task):
+            return metrics
+
+    records, _ = _run(Odd())
+    for record in records:
+        assert record.status == "scored" and record.aggregate == 1.0
+        assert record.metrics["turns"] == 2 and record.metrics["end_reason"] == "done"
+        assert "env_metrics_error" in record.metrics
