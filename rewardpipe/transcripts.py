@@ -14,9 +14,11 @@ A transcript is also a valid :class:`~rewardpipe.models.Rollout` once its extra 
 from __future__ import annotations
 
 import contextlib
+import functools
+import typing
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from pydantic import ConfigDict, Field
+from pydantic import ConfigDict, Field, TypeAdapter
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.models import ErrorInfo, Record, RolloutIdentity
@@ -97,6 +99,28 @@ def _executed_code(state: EpisodeState, task: Any, env: Environment) -> str | No
     return job.code if job is not None else None
 
 
+#: What an environment's transcript_fields() may set (the rest of a transcript is the platform's).
+ENVIRONMENT_FIELDS: Final = ("turn_kinds", "revealed", "executed_code")
+
+
+def _environment_fields(given: Any) -> dict[str, Any]:
+    """The fields of ``given`` an environment may set, each kept only if it has the transcript's shape: a
+    wrong one is left out rather than failing the transcript (and the run writing it)."""
+    kept: dict[str, Any] = {}
+    if not isinstance(given, dict):
+        return kept
+    for name in ENVIRONMENT_FIELDS:
+        if name in given:
+            with contextlib.suppress(Exception):
+                kept[name] = _field_adapter(name).validate_python(given[name])
+    return kept
+
+
+@functools.cache
+def _field_adapter(name: str) -> TypeAdapter[Any]:
+    return TypeAdapter(typing.get_type_hints(RolloutTranscript)[name])
+
+
 def transcript_of_episode(
     state: EpisodeState,
     task: Any,
@@ -111,7 +135,7 @@ def transcript_of_episode(
     None (a failure before it could be loaded)."""
     fields: dict[str, Any] = {"executed_code": _executed_code(state, task, env)}
     with contextlib.suppress(Exception):  # evidence only: the environment's extras are left out
-        fields.update(env.transcript_fields(state, task))
+        fields.update(_environment_fields(env.transcript_fields(state, task)))
     return RolloutTranscript(
         **state.record_ids(),
         messages=list(state.messages),

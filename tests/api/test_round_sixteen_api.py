@@ -156,3 +156,20 @@ def test_metrics_that_are_not_numbers_or_text_keep_the_score(metrics):
         assert record.status == "scored" and record.aggregate == 1.0
         assert record.metrics["turns"] == 2 and record.metrics["end_reason"] == "done"
         assert "env_metrics_error" in record.metrics
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [{"turn_kinds": object()}, {"turn_kinds": [1, None]}, {"revealed": "everything"}, {"run_id": "other"}],
+)
+def test_transcript_fields_of_the_wrong_shape_are_left_out_not_the_run(fields):
+    """A transcript_fields() that raised was already left out; one returning a wrong value (or a key the
+    transcript sets itself) made RolloutTranscript raise and the run with it."""
+
+    class Odd(Ends):
+        def transcript_fields(self, state, task):
+            return fields
+
+    records, transcripts = _run(Odd())
+    assert all(record.status == "scored" for record in records)
+    assert len(transcripts) == 2 and all(t.run_id == "r16" and t.turn_kinds == [] for t in transcripts)
