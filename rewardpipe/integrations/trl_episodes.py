@@ -86,7 +86,6 @@ EPISODE_RECORD_METRICS = (
 )
 #: An environment's reply after a model turn, for prompts given as plain strings (no chat template involved).
 PLAIN_FEEDBACK = "\n\nUser: {reply}\n\nAssistant: "
-DEFAULT_MAX_TURNS = 4
 
 # (contexts, max_new_tokens) -> the tokens generated after each context (may run past its EOS).
 Generate = Callable[[list[list[int]], int], list[list[int]]]
@@ -242,7 +241,7 @@ class EpisodeRollout:
         reward: Any = None,
         weights: Mapping[str, float] | None = None,
         executor: Any = None,
-        max_turns: int | None = DEFAULT_MAX_TURNS,
+        max_turns: int | None = None,
         max_turn_tokens: int | None = None,
         instructions: str | None = None,
         run_id: str = "trl",

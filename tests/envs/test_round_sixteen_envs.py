@@ -1,0 +1,56 @@
+"""Round sixteen: the built-in environments played the same way through every door, and gamed."""
+
+from __future__ import annotations
+
+from rewardpipe.envs.wordle.environment import ENVIRONMENT as WORDLE
+from rewardpipe.envs.wordle.tasks import WordleTask
+from rewardpipe.integrations.trl_episodes import PLAIN_FEEDBACK, EpisodeRollout
+from rewardpipe.runner import NoSandbox, plan_step, run_slots
+
+EOS = 0
+GAME = WordleTask(task_id="w16", prompt="Let's play Wordle: <guess>word</guess>, 6 guesses.", answer="crane")
+#: Four misses, then the answer: solved on the fifth of six guesses (the wordle environment allows 10 turns).
+GUESSES = ["slate", "moist", "pound", "build", "crane"]
+
+
+class CharCodec:
+    """Token = character code; 0 is EOS (tests/test_trl_episodes.py's)."""
+
+    eos_id = EOS
+
+    def prompt_ids(self, prompt):
+        return [ord(c) for c in prompt]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids if i != EOS)
+
+    def feedback_ids(self, reply, conversational):
+        return [ord(c) for c in PLAIN_FEEDBACK.format(reply=reply)]
+
+
+def _turn(guessed: int) -> str:
+    return f"<guess>{GUESSES[min(guessed, len(GUESSES) - 1)]}</guess>"
+
+
+class Player:
+    def next_turn(self, state, task):
+        return _turn(state.assistant_turns)
+
+
+def _model(contexts, max_new_tokens):
+    return [
+        ([ord(c) for c in _turn(CharCodec().decode(context).count("Guess "))] + [EOS])[:max_new_tokens]
+        for context in contexts
+    ]
+
+
+def test_a_wordle_game_scores_the_same_through_run_and_the_trl_rollout():
+    """EpisodeRollout's max_turns defaulted to 4 (its docstring: "default: the environment's"), so a game the
+    local run scores as solved on guess 5 was cut at turn 4 in TRL: turn_limit, solved 0."""
+    (local,) = run_slots(plan_step([GAME], 0, 1, 1), policy=Player(), env=WORDLE, executor=NoSandbox(), run_id="r16")
+    assert local.status == "scored" and local.components["solved"] == 1.0 and local.metrics["guesses"] == 5
+    rollout = EpisodeRollout([GAME], env="wordle")
+    (episode,) = rollout.play([GAME.prompt], CharCodec(), _model, max_completion_tokens=20000, group_size=1)
+    trl = episode.record
+    assert trl.metrics["end_reason"] == local.metrics["end_reason"] == "solved"
+    assert trl.components == local.components and trl.aggregate == local.aggregate
