@@ -79,6 +79,9 @@ def _attribute(owner: Any, path: str, where: str) -> Any:
 
 
 def _first_line(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        code = "" if exc.code is None else f" {str(exc.code).strip()[:200]!r}"
+        return f"it exits when imported (SystemExit{code}): does it parse arguments or call sys.exit outside main?"
     text = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
 
@@ -97,7 +100,7 @@ def load_import_reference(reference: str) -> Any:
                 f"Python ({sys.executable})? e.g. pip install -e <project>"
             ) from None
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
-    except Exception as exc:  # the user's module failed to import (a bad component, say)
+    except (Exception, SystemExit) as exc:  # the user's module failed (a bad component) or exited (argparse) on import
         raise ReferenceProblem(f"importing '{module_name}' failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, f"module '{module_name}'")
 
@@ -124,7 +127,7 @@ def load_file_reference(reference: str) -> Any:
         sys.modules[module_name] = module
         try:
             spec.loader.exec_module(module)
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # SystemExit: a script that parses its arguments on import
             del sys.modules[module_name]
             raise ReferenceProblem(f"importing {path_text} failed: {_first_line(exc)}") from exc
     return _attribute(module, attr, str(path_text))

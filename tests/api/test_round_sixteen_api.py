@@ -6,12 +6,14 @@ rollout, each naming what was wrong."""
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
 import pytest
 
 from rewardpipe import Environment, EpisodeState, Message, Reward, TaskRow, component
+from rewardpipe.references import ReferenceProblem, load_file_reference, resolve_reward
 from rewardpipe.runner import NoSandbox, plan_step, run_slots
 
 
@@ -173,3 +175,41 @@ def test_transcript_fields_of_the_wrong_shape_are_left_out_not_the_run(fields):
     records, transcripts = _run(Odd())
     assert all(record.status == "scored" for record in records)
     assert len(transcripts) == 2 and all(t.run_id == "r16" and t.turn_kinds == [] for t in transcripts)
+
+
+# -- entry points that fail to import ---------------------------------------------------------------------
+
+
+def test_an_entry_point_that_exits_on_import_is_a_listed_problem_not_the_end_of_the_cli(site, cli, tmp_path):
+    """A module that parses its arguments (argparse) or calls sys.exit at import raised SystemExit, which the
+    loader's ``except Exception`` let through: ``rewardpipe envs`` ended with argparse's usage and exit code
+    2, listing nothing, and ``--env exits`` did the same."""
+    from tests.api.conftest import install_distribution
+
+    package = tmp_path / "exiting_rl"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(
+        "import argparse\nparser = argparse.ArgumentParser()\nparser.add_argument('--lr', required=True)\n"
+        "parser.parse_args()\n"
+    )
+    (package / "script.py").write_text("import sys\nsys.exit('usage: script.py DATA')\n")
+    install_distribution(
+        site,
+        "exiting-rl",
+        "1.0",
+        "[rewardpipe.environments]\ntrained = exiting_rl.train:ENVIRONMENT\n"
+        "[rewardpipe.rewards]\nscripted = exiting_rl.script:REWARD\n",
+        package,
+    )
+    result = cli("envs", "--json")
+    assert result.exit_code == 0, result.output
+    listing = json.loads(result.stdout)
+    problems = {row["name"]: row["problem"] for row in listing["environments"] + listing["rewards"]}
+    assert "exits when imported" in problems["trained"] and "SystemExit" in problems["trained"]
+    assert "usage: script.py DATA" in problems["scripted"]
+    assert problems["wordle"] is None
+    with pytest.raises(ReferenceProblem, match=r"importing 'exiting_rl\.script' failed: it exits when imported"):
+        resolve_reward("scripted")
+    with pytest.raises(ReferenceProblem, match="exits when imported"):
+        load_file_reference(f"{package / 'script.py'}:REWARD")
