@@ -95,6 +95,16 @@ def start_episode(
     state = env.start(task)
     if not isinstance(state, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
+    if not isinstance(state.messages, list) or not all(isinstance(m, Message) for m in state.messages):
+        odd = (
+            state.messages
+            if not isinstance(state.messages, list)
+            else next(m for m in state.messages if not isinstance(m, Message))
+        )
+        raise EpisodeError(
+            f"environment '{env.name}': start() opened the conversation with a {type(odd).__name__}, "
+            f"not a list of Message"
+        )
     return state.evolve(
         run_id=run_id,
         step=step,

@@ -213,3 +213,15 @@ def test_an_entry_point_that_exits_on_import_is_a_listed_problem_not_the_end_of_
         resolve_reward("scripted")
     with pytest.raises(ReferenceProblem, match="exits when imported"):
         load_file_reference(f"{package / 'script.py'}:REWARD")
+
+
+def test_a_start_whose_messages_are_not_messages_fails_its_rollout_not_the_run():
+    """start() is checked to return a state, not that its conversation holds messages: a text put there with
+    evolve (not validated) reached the transcript, and the run raised."""
+
+    class Opens(Talk):
+        def start(self, task):
+            return EpisodeState().evolve(messages=[task.prompt])
+
+    records, _ = _run(Opens())
+    _simulator_errors(records, "start()", "Message")
