@@ -54,3 +54,15 @@ def test_a_wordle_game_scores_the_same_through_run_and_the_trl_rollout():
     trl = episode.record
     assert trl.metrics["end_reason"] == local.metrics["end_reason"] == "solved"
     assert trl.components == local.components and trl.aggregate == local.aggregate
+
+
+def test_a_word_list_that_is_not_utf8_is_an_error_naming_the_file(tmp_path):
+    """``--env-option dictionary=PATH`` with a file in another encoding said only "'utf-8' codec can't decode
+    byte 0xff in position 0", naming no file (its other problems name the file and line)."""
+    import pytest
+
+    words = tmp_path / "words-latin1.txt"
+    words.write_bytes("crane\nsl\xe2te\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"words-latin1\.txt") as raised:
+        WORDLE.configure(dictionary=str(words))
+    assert "UTF-8" in str(raised.value)

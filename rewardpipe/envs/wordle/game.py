@@ -123,7 +123,11 @@ def _bundled_words() -> frozenset[str]:
 
 def _read_words(path: str | Path) -> frozenset[str]:
     words = set()
-    for lineno, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start})") from None
+    for lineno, line in enumerate(text.splitlines(), start=1):
         word = line.strip().lower()
         if not word or word.startswith("#"):
             continue
