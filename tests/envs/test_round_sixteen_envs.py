@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rewardpipe.envs.wordle.environment import ENVIRONMENT as WORDLE
 from rewardpipe.envs.wordle.tasks import WordleTask
 from rewardpipe.integrations.trl_episodes import PLAIN_FEEDBACK, EpisodeRollout
@@ -66,3 +68,44 @@ def test_a_word_list_that_is_not_utf8_is_an_error_naming_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"words-latin1\.txt") as raised:
         WORDLE.configure(dictionary=str(words))
     assert "UTF-8" in str(raised.value)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="open: score_rollouts passes no episode_metrics; adding them changes every `score` record the "
+    "ask_before_coding golden fixture (tests/envs/fixtures) pins byte for byte, and that environment's own "
+    "replay leaves end_reason None where run says 'committed'",
+)
+def test_scoring_a_recorded_episode_gives_the_record_the_run_wrote():
+    """``rewardpipe score`` (score_rollouts: the recording replayed through the environment) wrote records with
+    no metrics at all, where ``rewardpipe run`` writes the end reason and the environment's own (guesses,
+    calls, invalid_calls...), although every path is documented to write the same document."""
+    from rewardpipe.envs.tool_call.environment import ENVIRONMENT as TOOL_CALL
+    from rewardpipe.envs.tool_call.tasks import BUNDLED_TASKS as TOOL_TASKS
+    from rewardpipe.envs.tool_call.tasks import ToolCallTask
+    from rewardpipe.models import load_task_rows
+    from rewardpipe.runner import score_rollouts
+
+    tool_tasks = load_task_rows(TOOL_TASKS, ToolCallTask)[:3]
+    for env, tasks, policy in [
+        (WORDLE, [GAME], Player()),
+        (TOOL_CALL, tool_tasks, TOOL_CALL.scripted_policy(seed=3)),
+    ]:
+        transcripts = []
+        played = run_slots(
+            plan_step(tasks, 0, len(tasks), 4),
+            policy=policy,
+            env=env,
+            executor=NoSandbox(),
+            run_id="r16",
+            on_transcript=transcripts.append,
+        )
+        scored = score_rollouts(
+            [t.to_rollout() for t in transcripts],
+            {task.task_id: task for task in tasks},
+            executor=NoSandbox(),
+            env=env,
+            run_id="r16",
+        )
+        assert [r.status for r in played] == ["scored"] * len(played)
+        assert [r.model_dump() for r in scored] == [r.model_dump() for r in played], env.name
