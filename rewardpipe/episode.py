@@ -129,12 +129,11 @@ def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment,
     (``evolve`` does not validate: a text or a dict would reach the record and the transcript)."""
     label = f"environment '{env.name}': {hook}()"
     messages, earlier = new.messages, before.messages
-    if messages is not earlier:
-        if not isinstance(messages, list) or len(messages) < len(earlier):
-            raise EpisodeError(f"{label} removed messages from the conversation; a hook only appends to it")
-        for index, (was, now) in enumerate(zip(earlier, messages, strict=False)):
-            if was is not now and was != now:
-                raise EpisodeError(f"{label} changed message {index + 1} of the conversation; a hook only appends")
+    if not isinstance(messages, list) or len(messages) < len(earlier):
+        raise EpisodeError(f"{label} removed messages from the conversation; a hook only appends to it")
+    for index, (was, now) in enumerate(zip(earlier, messages, strict=False)):
+        if was is not now and was != now:
+            raise EpisodeError(f"{label} changed message {index + 1} of the conversation; a hook only appends")
     for message in messages[len(earlier) :]:
         if not isinstance(message, Message):
             raise EpisodeError(
@@ -172,7 +171,9 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
             f"rollout {state.rollout_id}: a policy turn must be an assistant message, got role '{message.role}'"
         )
     new = state.evolve(messages=[*state.messages, message])
-    new = _checked(env.on_policy_turn(new, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new)
+    # The hook gets a list of its own: one it changes in place is then seen as changed, and leaves ours whole.
+    shown = new.evolve(messages=list(new.messages))
+    new = _checked(env.on_policy_turn(shown, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new)
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
         new = new.evolve(next_action="score", end_reason="turn_limit")
     return new
@@ -184,7 +185,8 @@ def apply_env_turn(
     """The environment's turn (``env.respond``)."""
     _expect(state, "env")
     ctx = (services or NO_SERVICES).context(state)
-    return _checked(env.respond(state, task, ctx), env, "respond", AFTER_ENV_TURN, state)
+    shown = state.evolve(messages=list(state.messages))  # a list of its own, as in apply_policy_turn
+    return _checked(env.respond(shown, task, ctx), env, "respond", AFTER_ENV_TURN, state)
 
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:

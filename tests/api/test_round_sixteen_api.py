@@ -225,3 +225,21 @@ def test_a_start_whose_messages_are_not_messages_fails_its_rollout_not_the_run()
 
     records, _ = _run(Opens())
     _simulator_errors(records, "start()", "Message")
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda messages: messages.append("hello"),  # a text appended in place
+        lambda messages: messages.clear(),  # the turns so far dropped in place: the turn limit never came
+        lambda messages: messages.__setitem__(0, Message(role="user", content="another task")),
+    ],
+)
+def test_a_respond_that_changes_the_conversation_in_place_is_caught_too(change):
+    class InPlace(Talk):
+        def respond(self, state, task, ctx):
+            change(state.messages)
+            return state.append({"role": "user", "content": "again"}, next_action="policy")
+
+    records, _ = _run(InPlace())
+    _simulator_errors(records, "respond()")
