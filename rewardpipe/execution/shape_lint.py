@@ -984,6 +984,21 @@ def _writes(call: ast.Call, mode_at: int = 1) -> bool:
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and bool(set(mode.value) & set("wax+"))
 
 
+# Literals that hold what is written inside them: a value the tests hand over inside one is handed over too.
+_CONTAINERS = (ast.Tuple, ast.List, ast.Set, ast.Starred, ast.Dict)
+
+
+def _contained(node: ast.AST) -> list[ast.expr]:
+    """What a :data:`_CONTAINERS` literal holds: its items, a starred value, a dict's keys and values."""
+    if isinstance(node, ast.Starred):
+        return [node.value]
+    if isinstance(node, ast.Dict):
+        return [item for item in [*node.keys, *node.values] if item is not None]
+    if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+        return list(node.elts)
+    return []
+
+
 class _Taint:
     """A flow-insensitive taint over the tests: a name bound anywhere in a function to a value ``holds`` accepts,
     ``self.x`` across the class, the module's names in every function, and what a helper of the tests returns
@@ -1171,12 +1186,8 @@ class _TestObjects(_Taint):
         if isinstance(node, (ast.Name, ast.Attribute)):
             key = _key(node)
             return key in taint or key in self.defined
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return any(self.holds(item, taint) for item in node.elts)
-        if isinstance(node, ast.Starred):
-            return self.holds(node.value, taint)
-        if isinstance(node, ast.Dict):
-            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        if isinstance(node, _CONTAINERS):
+            return any(self.holds(part, taint) for part in _contained(node))
         if isinstance(node, (ast.ListComp, ast.SetComp, ast.GeneratorExp)):
             return self.holds(node.elt, taint)
         if isinstance(node, ast.DictComp):
@@ -1231,12 +1242,8 @@ class _TestIterators(_Taint):
             return True
         if isinstance(node, (ast.Name, ast.Attribute)):
             return _key(node) in taint
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return any(self.holds(item, taint) for item in node.elts)
-        if isinstance(node, ast.Starred):
-            return self.holds(node.value, taint)
-        if isinstance(node, ast.Dict):
-            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        if isinstance(node, _CONTAINERS):
+            return any(self.holds(part, taint) for part in _contained(node))
         if isinstance(node, ast.Call):
             name = _resolved(_dotted(node.func), self.aliases)
             return name in _ITERATOR_MAKERS or name.startswith("itertools.") or _key(node.func) in self.helpers
@@ -1288,12 +1295,8 @@ class _TestEnums(_Taint):
             return True
         if isinstance(node, ast.Name):
             return node.id in taint
-        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
-            return any(self.holds(item, taint) for item in node.elts)
-        if isinstance(node, ast.Starred):
-            return self.holds(node.value, taint)
-        if isinstance(node, ast.Dict):
-            return any(self.holds(item, taint) for item in [*node.keys, *node.values] if item is not None)
+        if isinstance(node, _CONTAINERS):
+            return any(self.holds(part, taint) for part in _contained(node))
         return False
 
 

@@ -934,29 +934,26 @@ _FILE_CALLS = {
 # the scorer's directory's both times), which every later job read back with ``os.stat`` (a channel of some 180
 # bits from one job to the next, round nine's class). A no-op rather than EPERM, so shutil.copy, copystat and
 # Path.touch keep working.
-_MODE_CHANGES = {
-    "x86_64": {
-        "chmod": 90,
-        "fchmod": 91,
-        "chown": 92,
-        "fchown": 93,
-        "lchown": 94,
-        "utime": 132,
-        "utimes": 235,
-        "fchownat": 260,
-        "futimesat": 261,
-        "fchmodat": 268,
-        "utimensat": 280,
-        "fchmodat2": 452,
-    },
-    "aarch64": {"fchmod": 52, "fchmodat": 53, "fchownat": 54, "fchown": 55, "utimensat": 88, "fchmodat2": 452},
-}
+_MODE_CHANGE_CALLS = (
+    "chmod",
+    "fchmod",
+    "chown",
+    "fchown",
+    "lchown",
+    "utime",
+    "utimes",
+    "fchownat",
+    "futimesat",
+    "fchmodat",
+    "utimensat",
+    "fchmodat2",
+)  # (numbers from _FILE_CHANGES below; aarch64 has only the *at and f* forms)
 # truncate(2) by path, refused (EACCES) where Landlock confines the model's writes but is older than ABI 3, which
 # first governs truncation (Ubuntu 22.04's 5.15 has ABI 1, Amazon Linux 2023's 6.1 ABI 2), and the model's code runs
 # as the uid that owns the sandbox's files and the scorer's: there it truncated any file of that uid it could name
 # (round fourteen, found by reading Landlock's ABI history; this host's ABI 7 governs it). ftruncate of a file it
 # opened for writing (``f.truncate()``) still works.
-_TRUNCATE = {"x86_64": 76, "aarch64": 45}
+# (number: _FILE_CHANGES["truncate"] below)
 # Every call that makes, changes or removes a file system entry or a file's metadata, refused (EROFS, as on a
 # read-only file system) where nothing confines where the model's code writes: no Landlock, no chroot (Lambda,
 # Fargate on 5.10). There a file the job left anywhere its uid may write (/tmp, /dev/shm, a file of the
@@ -1008,6 +1005,10 @@ _FILE_CHANGES = {
         "fchmodat2": 452,
     },
 }
+_MODE_CHANGES = {
+    arch: {name: calls[name] for name in _MODE_CHANGE_CALLS if name in calls} for arch, calls in _FILE_CHANGES.items()
+}
+_TRUNCATE = {arch: calls["truncate"] for arch, calls in _FILE_CHANGES.items()}
 # open flags that write: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND (the same bits on x86_64 and aarch64)
 _OPEN_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000
 _SPECIAL = {
