@@ -27,9 +27,7 @@ from __future__ import annotations
 import pytest
 
 from rewardpipe.envs.ask_before_coding.similarity import find_loop
-from rewardpipe.models import Message
-from rewardpipe.rewards import get_reward
-from tests.security.test_round_fourteen_reward import CHEROKEE
+from tests.security.test_round_fourteen_reward import CHEROKEE, loop_penalty_without_bookkeeping
 from tests.security.test_round_thirteen_reward import COMMIT, NEGATIVE, play
 
 # --- F1: letters doubled, vowels dropped, letters in boxes ----------------------------------------------------
@@ -110,17 +108,7 @@ def test_the_disguised_repeat_costs_the_loop_penalty_in_a_live_episode(name):
 
 @pytest.mark.parametrize("name", DISGUISES)
 def test_the_disguised_repeat_costs_the_loop_penalty_without_bookkeeping(name):
-    from tests.security.test_round_four_reward_gaming import DURATION
-
-    messages = [
-        Message(role="user", content=DURATION.prompt),
-        Message(role="assistant", content=NEGATIVE),
-        Message(role="user", content=DURATION.spec[3]),
-        Message(role="assistant", content=DISGUISES[name](NEGATIVE)),
-        Message(role="user", content="Could you be more specific about what you need to know?"),
-        Message(role="assistant", content=COMMIT),
-    ]
-    assert get_reward("ask_before_coding").score(messages).components["loop_penalty"] == -0.5
+    assert loop_penalty_without_bookkeeping(DISGUISES[name](NEGATIVE)) == -0.5
 
 
 @pytest.mark.parametrize(

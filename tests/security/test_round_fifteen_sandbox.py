@@ -37,26 +37,15 @@
 from __future__ import annotations
 
 import sys
-import textwrap
 
 import pytest
 
-from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import wire
+from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
 from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
-
-
-def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):
-    return executor.run(
-        ExecutionJob(
-            code=textwrap.dedent(code),
-            tests="import unittest\n" + textwrap.dedent(tests),
-            entry_point=entry_point,
-            **fields,
-        )
-    )
 
 
 # --- a value of the model's too deep to send back is the model's failure, whatever holds it --------------------------

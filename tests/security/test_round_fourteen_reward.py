@@ -74,18 +74,23 @@ def test_the_look_alike_repeat_costs_the_loop_penalty_in_a_live_episode(name):
 
 @pytest.mark.parametrize("name", DISGUISES)
 def test_the_look_alike_repeat_costs_the_loop_penalty_without_bookkeeping(name):
+    assert loop_penalty_without_bookkeeping(DISGUISES[name](NEGATIVE)) == -0.5
+
+
+def loop_penalty_without_bookkeeping(again: str) -> float:
+    """``loop_penalty`` of NEGATIVE asked, answered with a detail, then ``again`` asked and left unanswered before
+    the commit, scored from the messages alone (``Reward.score``, no simulator bookkeeping)."""
     from tests.security.test_round_four_reward_gaming import DURATION
 
     messages = [
         Message(role="user", content=DURATION.prompt),
         Message(role="assistant", content=NEGATIVE),
         Message(role="user", content=DURATION.spec[3]),
-        Message(role="assistant", content=DISGUISES[name](NEGATIVE)),
+        Message(role="assistant", content=again),
         Message(role="user", content="Could you be more specific about what you need to know?"),
         Message(role="assistant", content=COMMIT),
     ]
-    score = get_reward("ask_before_coding").score(messages)
-    assert score.components["loop_penalty"] == -0.5
+    return get_reward("ask_before_coding").score(messages).components["loop_penalty"]
 
 
 @pytest.mark.parametrize(

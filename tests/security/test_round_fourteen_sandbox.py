@@ -31,26 +31,16 @@ import textwrap
 
 import pytest
 
-from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution import ExecutionStatus
 from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from rewardpipe.execution.shape_lint import shape_findings
 from tests.infra.test_graviton import _run_filter
 from tests.security.conftest import RIGHT_ADD, job, require_layer
+from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
 from tests.security.test_round_seven import _one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
-
-
-def _run(executor, code: str, tests: str, entry_point: str = "f", **fields):
-    return executor.run(
-        ExecutionJob(
-            code=textwrap.dedent(code),
-            tests="import unittest\n" + textwrap.dedent(tests),
-            entry_point=entry_point,
-            **fields,
-        )
-    )
 
 
 def _same_as_one_process(executor, code: str, tests: str, expected: ExecutionStatus, entry_point: str = "f"):
