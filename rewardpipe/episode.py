@@ -67,6 +67,8 @@ __all__ = [
 ]
 
 ENDED_BY_ENV = "ended_by_env"
+#: a replayed recording stopped where the environment was to answer (``score`` names a turn limit instead)
+RECORDING_ENDED = "recording_ended"
 
 
 class EpisodeError(RuntimeError):
@@ -510,7 +512,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
             position += 1
         else:
             if position >= len(recorded):
-                return end_without_commit(state, "recording_ended")
+                return end_without_commit(state, RECORDING_ENDED)
             before = len(state.messages)
             state = apply_env_turn(state, task, env)
             added = state.messages[before:]

@@ -374,13 +374,21 @@ def score_rollouts(
     run_id: str,
     workers: int | None = None,
     on_transcript: TranscriptFn | None = None,
+    max_turns: int | None = None,
 ) -> list[Record]:
     """Score recorded conversations as they are (no new turns): each is replayed into the environment's
-    state (:meth:`rewardpipe.Environment.replay`), its execution job runs, and the reward scores it.
+    state (:meth:`rewardpipe.Environment.replay`), its execution job runs, and the reward scores it. Each
+    record carries the metrics ``run`` writes: the end reason and the environment's own.
 
     ``on_transcript`` gets the transcript of every rollout whose task is known and whose replay worked.
+    ``max_turns`` is the turn limit the recording was played under (default: the environment's): a recording
+    the replay leaves without an end reason that stops on the model's turn at that limit ended by
+    ``turn_limit``.
     """
+    from rewardpipe.episode import RECORDING_ENDED, episode_metrics
+
     reward = reward if reward is not None else env.reward
+    turn_limit = max_turns if max_turns is not None else env.max_turns
     states: dict[int, EpisodeState | Exception] = {}
     jobs: list[tuple[int, ExecutionJob]] = []
     for index, rollout in enumerate(rollouts):
@@ -400,6 +408,8 @@ def score_rollouts(
                     "task_id": rollout.task_id,
                 }
             )
+            if state.end_reason in (None, RECORDING_ENDED):
+                state = state.evolve(end_reason=_recorded_end_reason(state, turn_limit))
             job = execution_job(state, task, env)
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
             states[index] = exc
@@ -433,8 +443,21 @@ def score_rollouts(
                 reward=reward,
                 task=task,
                 state=state,
+                extra_metrics=episode_metrics(state, task, env),
             )
         records.append(record)
         if on_transcript is not None:
             on_transcript(transcript_of_episode(state, task, outcome, record, env=env))
     return records
+
+
+def _recorded_end_reason(state: EpisodeState, turn_limit: int) -> str:
+    """Why a replayed recording ended, when the environment's replay does not say (or the default replay says
+    only that the recording stopped): as a live run would have named it, the turn limit when it stops on the
+    model's turn at the limit; otherwise what the replay said, or that the environment ended it."""
+    from rewardpipe.episode import ENDED_BY_ENV
+
+    last = state.messages[-1] if state.messages else None
+    if last is not None and last.role == "assistant" and state.assistant_turns >= turn_limit:
+        return "turn_limit"
+    return state.end_reason or ENDED_BY_ENV

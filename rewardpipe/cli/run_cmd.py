@@ -567,6 +567,12 @@ def score(
         None, help="Where records the store refuses are kept (default: ./rewardpipe-unstored-<run>-<time>.jsonl)."
     ),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON record per line."),
+    max_turns: int | None = typer.Option(
+        None,
+        min=1,
+        max=MAX_TURNS,
+        help="The turn limit the rollouts were played under, for their end reason (default: the environment's).",
+    ),
 ) -> None:
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
     A bad line is reported and skipped; the rest are scored (exit 1).
@@ -664,6 +670,7 @@ def score(
                 run_id=run_id,
                 workers=workers,
                 on_transcript=transcripts,
+                max_turns=max_turns,
             )
         writer.write(records)
         for record in records:

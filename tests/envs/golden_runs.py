@@ -5,7 +5,9 @@ ways (another seed with a short turn limit, so turn limits and loops occur; ``sc
 conversations; ``run --policy replay`` of them), and returns every stored object of those runs as
 ``{store key: normalised bytes}``. ``python -m tests.envs.golden_runs`` wrote the committed fixture, on the
 code before ask_before_coding became an environment (commit "Golden ask-before-coding runs recorded before
-the environment refactor"); rewrite it only for a change that means to change what is stored.
+the environment refactor"); rewrite it only for a change that means to change what is stored. The
+``scored`` run's records and transcripts were re-recorded when ``score`` began writing the end reason and
+the environment's metrics as ``run`` does.
 
 Normalised (the only fields that are legitimately different from one run to the next): the manifest's
 ``started_at``/``finished_at`` timestamps, ``versions`` (the Python patch level) and the paths of the clone

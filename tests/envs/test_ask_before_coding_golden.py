@@ -46,3 +46,18 @@ def test_the_v2_manifest_says_everything_the_v1_manifest_said(runs):
             k: v for k, v in old.items() if k != "schema"
         }, key
         assert new["environment"] == "ask_before_coding" and new["components"]["correctness"]["role"] == "outcome"
+
+
+def test_score_of_the_demo_conversations_writes_the_records_the_demo_run_wrote(runs):
+    """``score`` wrote records without the end reason and the environment's metrics ``run`` writes (and
+    transcripts without the end reason): re-recorded in the fixture when that was fixed. Scored again, every
+    conversation of the demo run, turn limits included, gives the demo's own record under its own run id."""
+    _, after = runs
+    scored = {k: json.loads(v) for k, v in after.items() if k.startswith("runs/scored/step=")}
+    end_reasons = set()
+    for key, record in scored.items():
+        demo = json.loads(after[key.replace("runs/scored/", "runs/demo/", 1)])
+        assert record["run_id"] == "scored"
+        assert {**record, "run_id": "demo"} == demo, key
+        end_reasons.add(record["metrics"]["end_reason"])
+    assert len(scored) == 384 and end_reasons == {"committed", "turn_limit"}

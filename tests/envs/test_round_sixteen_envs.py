@@ -61,8 +61,6 @@ def test_a_wordle_game_scores_the_same_through_run_and_the_trl_rollout():
 def test_a_word_list_that_is_not_utf8_is_an_error_naming_the_file(tmp_path):
     """``--env-option dictionary=PATH`` with a file in another encoding said only "'utf-8' codec can't decode
     byte 0xff in position 0", naming no file (its other problems name the file and line)."""
-    import pytest
-
     words = tmp_path / "words-latin1.txt"
     words.write_bytes("crane\nsl\xe2te\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"words-latin1\.txt") as raised:
@@ -70,16 +68,11 @@ def test_a_word_list_that_is_not_utf8_is_an_error_naming_the_file(tmp_path):
     assert "UTF-8" in str(raised.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="open: score_rollouts passes no episode_metrics; adding them changes every `score` record the "
-    "ask_before_coding golden fixture (tests/envs/fixtures) pins byte for byte, and that environment's own "
-    "replay leaves end_reason None where run says 'committed'",
-)
 def test_scoring_a_recorded_episode_gives_the_record_the_run_wrote():
     """``rewardpipe score`` (score_rollouts: the recording replayed through the environment) wrote records with
     no metrics at all, where ``rewardpipe run`` writes the end reason and the environment's own (guesses,
-    calls, invalid_calls...), although every path is documented to write the same document."""
+    calls, invalid_calls...), although every path is documented to write the same document. (The
+    ask_before_coding runs, turn limits included, are compared in tests/envs/test_ask_before_coding_golden.py.)"""
     from rewardpipe.envs.tool_call.environment import ENVIRONMENT as TOOL_CALL
     from rewardpipe.envs.tool_call.tasks import BUNDLED_TASKS as TOOL_TASKS
     from rewardpipe.envs.tool_call.tasks import ToolCallTask
@@ -109,3 +102,71 @@ def test_scoring_a_recorded_episode_gives_the_record_the_run_wrote():
         )
         assert [r.status for r in played] == ["scored"] * len(played)
         assert [r.model_dump() for r in scored] == [r.model_dump() for r in played], env.name
+
+
+def test_a_recording_cut_by_the_turn_limit_is_scored_with_the_end_reason_the_run_gave():
+    """A game stopped by ``--max-turns`` is ``turn_limit`` in run's record; ``score`` (told the same limit) says
+    the same, where it said nothing; scored under a higher limit it is the environment's end, not a turn limit."""
+    from rewardpipe.runner import score_rollouts
+
+    transcripts = []
+    (played,) = run_slots(
+        plan_step([GAME], 0, 1, 1),
+        policy=Player(),
+        env=WORDLE,
+        executor=NoSandbox(),
+        run_id="r16",
+        max_turns=3,
+        on_transcript=transcripts.append,
+    )
+    assert played.metrics["end_reason"] == "turn_limit"
+    rollouts = [t.to_rollout() for t in transcripts]
+    (scored,) = score_rollouts(
+        rollouts, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16", max_turns=3
+    )
+    assert scored.model_dump() == played.model_dump()
+    (unlimited,) = score_rollouts(rollouts, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16")
+    assert unlimited.metrics["end_reason"] != "turn_limit"
+
+
+def test_score_max_turns_names_the_turn_limit_the_run_stopped_at(tmp_path):
+    """Through the CLI: a run with ``--max-turns 2``, its conversations scored with ``score --max-turns 2``, gives
+    the run's records (turn limits included); scored without it, a turn-limited one is not called a turn limit."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+    from tests.envs.golden_runs import TASKS, _rollouts_of
+
+    store, rollouts = tmp_path / "store", tmp_path / "rollouts.jsonl"
+    common = ["--tasks", str(TASKS), "--out", str(store)]
+    played = ["run", *common, "--policy", "scripted", "--group-size", "4", "--groups-per-step", "6"]
+    for args in (
+        [*played, "--steps", "1", "--seed", "7", "--max-turns", "2", "--run-id", "cut"],
+        None,
+        ["score", str(rollouts), *common, "--max-turns", "2", "--run-id", "scored"],
+        ["score", str(rollouts), *common, "--run-id", "unlimited"],
+    ):
+        if args is None:
+            _rollouts_of(store, "cut", rollouts)
+            continue
+        result = CliRunner().invoke(app, args)
+        assert result.exit_code == 0, result.output
+
+    def records(run_id):
+        found = {}
+        for path in (store / "runs" / run_id).glob("step=*/group=*/*.json"):
+            found[path.name] = json.loads(path.read_text())
+            found[path.name]["metrics"].pop("exec_ms", None)  # the execution's wall-clock time
+        return found
+
+    cut, scored, unlimited = records("cut"), records("scored"), records("unlimited")
+    ends = {name: record["metrics"]["end_reason"] for name, record in cut.items()}
+    assert "turn_limit" in ends.values() and "committed" in ends.values()
+    assert {name: {**record, "run_id": "cut"} for name, record in scored.items()} == cut
+    assert all(
+        record["metrics"]["end_reason"] != "turn_limit"
+        for name, record in unlimited.items()
+        if ends[name] == "turn_limit"
+    )

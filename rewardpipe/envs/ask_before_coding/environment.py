@@ -155,6 +155,8 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
             answered_turns=[turn for turn, _ in reveals],
             final_code=code,
             next_action="execute" if code is not None else "score",
+            # a commit ends the episode as in a live run; otherwise the platform names the end (turn limit)
+            end_reason="committed" if code is not None else None,
         )
 
     def scenarios(self, task: Task) -> dict[str, Any]:
