@@ -186,7 +186,7 @@ def simulator_env_response(
     # environment's replay, as recorded transcripts are scored), so a detail is never revealed twice and the
     # next one comes out.
     state = ENVIRONMENT.replay(task, parsed).model_copy(
-        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env"}
+        update={"run_id": "verifiers", "group_id": "g", "rollout_id": "r", "next_action": "env", "end_reason": None}
     )
     reply = (simulator or RuleBasedSimulator()).respond(state, task)
     return [{"role": "user", "content": reply.text}]
