@@ -8,7 +8,7 @@ The public API (v1): everything a user's own rewards and environments need, impo
   rewardpipe.rewards.base); :class:`ScoringInput` and :class:`Transcript`: what components read;
 * :class:`Environment`, :class:`TaskRow`, :class:`EpisodeState`, :class:`EnvContext`, :class:`RolloutIds`:
   environments (rewardpipe.environment); :class:`ScriptedPolicy`: scenarios for doctor and ``--policy
-  scripted``;
+  scripted``; :class:`PolicyExhausted` and :class:`ContextLimitReached`: a policy's way to end its episode;
 * :class:`Message`, :class:`ExecutionJob`, :class:`ExecutionResult`: the data that crosses every boundary;
 * :func:`llm_judge` (alias :func:`judge`): a component an LLM judge gives by a rubric (rewardpipe.judges);
   :class:`ComponentUnavailable`: raised by a component that cannot compute, with the reason;
@@ -40,6 +40,7 @@ _EXPORTS = {
     "EnvContext": "rewardpipe.environment",
     "EpisodeState": "rewardpipe.environment",
     "PolicyExhausted": "rewardpipe.environment",
+    "ContextLimitReached": "rewardpipe.environment",
     "RolloutIds": "rewardpipe.environment",
     "TaskRow": "rewardpipe.environment",
     "ScriptedPolicy": "rewardpipe.policies",

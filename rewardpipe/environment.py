@@ -66,6 +66,12 @@ class PolicyExhausted(Exception):
     """A policy has no further turn to give (e.g. a replayed transcript ended)."""
 
 
+class ContextLimitReached(PolicyExhausted):
+    """The conversation no longer fits the policy model's context window (the endpoint refused it as too
+    long): the episode ends there, end reason ``context_limit``, and is scored as it stands, as at the turn
+    limit. Raised by ``OpenAIPolicy``; a policy of your own may raise it too."""
+
+
 def stored_action(action: str) -> str:
     """``next_action`` as a stored snapshot writes it (``env`` is ``simulator`` there)."""
     return STORED_ACTION.get(action, action)

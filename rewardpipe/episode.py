@@ -26,6 +26,7 @@ from rewardpipe.environment import (
     DEFAULT_MAX_TURNS,
     MAX_TURNS,
     ChatFn,
+    ContextLimitReached,
     DeferredSeedContext,
     EnvContext,
     Environment,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "DEFAULT_MAX_TURNS",
     "MAX_TURNS",
+    "ContextLimitReached",
     "ConversationError",
     "EnvServices",
     "EpisodeError",
@@ -69,6 +71,8 @@ __all__ = [
 ENDED_BY_ENV = "ended_by_env"
 #: a replayed recording stopped where the environment was to answer (``score`` names a turn limit instead)
 RECORDING_ENDED = "recording_ended"
+#: the policy model's endpoint refused the conversation as longer than its context window
+CONTEXT_LIMIT = "context_limit"
 
 
 class EpisodeError(RuntimeError):
@@ -423,6 +427,8 @@ def converse(
         if state.next_action == "policy":
             try:
                 turn = policy.next_turn(state, task)
+            except ContextLimitReached:  # the conversation outgrew the model's window: scored as it stands
+                return end_without_commit(state, CONTEXT_LIMIT)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
             except Exception as exc:  # any policy failure, classified for the caller

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import os
 import random
+import re
 import ssl
 import time
 from collections.abc import Callable, Sequence
@@ -29,6 +30,32 @@ MAX_BACKOFF_S = 60.0  # exponential backoff stops growing here (a long retry ser
 
 class EndpointError(RuntimeError):
     """The model endpoint could not produce a completion (network, HTTP status, or malformed body)."""
+
+
+class ContextLengthExceeded(EndpointError):
+    """The endpoint refused the request because the conversation (with ``max_tokens``) no longer fits the
+    model's context window: no retry can help, and a policy's conversation ends there."""
+
+
+# How the servers people use say a prompt is too long, in the 4xx body: OpenAI's error code (and its "maximum
+# context length" message, which vLLM copies), vLLM's and SGLang's own, TGI's token budget (422), Anthropic's
+# and Bedrock's. Read in the first KiB only: the message comes first, a quoted prompt (if any) later.
+_CONTEXT_OVERFLOW_STATUS = frozenset({400, 413, 422})
+_CONTEXT_OVERFLOW_TEXT = re.compile(
+    r"context[ _-]?length|context window|max(?:imum)?[ _]model[ _]len|prompt is too long|input is too long"
+    r"|(?:input|prompt)\b[^.]{0,60}\b(?:too long|exceeds?)\b[^.]{0,60}\b(?:limit|length|tokens)"
+    r"|tokens \+ `?max_new_tokens`? must be <=",
+    re.IGNORECASE,
+)
+
+
+def _context_overflow(response: httpx.Response) -> bool:
+    if response.status_code not in _CONTEXT_OVERFLOW_STATUS:
+        return False
+    head = response.text[:1024]
+    if "context_length_exceeded" in head:  # OpenAI's error.code
+        return True
+    return _CONTEXT_OVERFLOW_TEXT.search(head) is not None
 
 
 @functools.cache
@@ -140,7 +167,8 @@ class ChatClient:
                 retry_after = response.headers.get("retry-after")
                 continue
             if response.status_code >= 400:
-                raise EndpointError(f"HTTP {response.status_code} from {url}: {response.text[:300]}")
+                problem = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
+                raise ContextLengthExceeded(problem) if _context_overflow(response) else EndpointError(problem)
             return response, url
         raise EndpointError(f"{url} failed after {self.max_retries + 1} attempts: {last_problem}")
 

@@ -16,9 +16,9 @@ import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from rewardpipe.environment import PolicyExhausted
+from rewardpipe.environment import ContextLimitReached, PolicyExhausted
 from rewardpipe.models import Message, Rollout
-from rewardpipe.openai_client import ChatClient, OwnsChatClient
+from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, OwnsChatClient
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.environment import EpisodeState, TaskRow
@@ -246,6 +246,12 @@ class OpenAIPolicy(OwnsChatClient):
         self.tools = tools
 
     def next_turn(self, state: EpisodeState, task: Any) -> str | Message:
+        try:
+            return self._next_turn(state, task)
+        except ContextLengthExceeded as exc:  # the model's own turns filled its window: its episode ends
+            raise ContextLimitReached(str(exc)) from exc
+
+    def _next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
         messages += [chat_message(m) for m in state.messages]
         tools = self.tools(task) if callable(self.tools) else self.tools

@@ -25,6 +25,7 @@ PUBLIC = [
     "ScriptedPolicy",
     "ScoringInput",
     "PolicyExhausted",
+    "ContextLimitReached",
     "load_reward",
     "load_environment",
     "testing",

@@ -1,0 +1,131 @@
+"""A conversation that outgrows the policy model's context window ends there and is scored, as at the turn limit.
+
+It was a ``policy_error`` record: left out of GRPO, so the rollouts that talked longest vanished from their groups
+instead of being scored for what they did. Only a refusal that says the prompt is too long ends the episode;
+any other HTTP error is still the endpoint's failure.
+"""
+
+import pytest
+
+from rewardpipe import ContextLimitReached
+from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ENV
+from rewardpipe.episode import CONTEXT_LIMIT, run_episode
+from rewardpipe.openai_client import ChatClient, ContextLengthExceeded, EndpointError
+from rewardpipe.policies import OpenAIPolicy
+from rewardpipe.runner import NoSandbox
+from tests.core.conftest import make_task
+
+TASK = make_task()
+
+#: (status, body) of a refused too-long request, as each server family words it.
+OVERFLOWS = {
+    "openai": (
+        400,
+        {
+            "error": {
+                "message": "This model's maximum context length is 8192 tokens. However, your messages resulted "
+                "in 9100 tokens. Please reduce the length of the messages.",
+                "type": "invalid_request_error",
+                "param": "messages",
+                "code": "context_length_exceeded",
+            }
+        },
+    ),
+    "vllm": (
+        400,
+        {
+            "object": "error",
+            "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens "
+            "(4096 in the messages, 1024 in the completion).",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+    ),
+    "vllm, newer": (
+        400,
+        {
+            "object": "error",
+            "message": "max_tokens must be at most 1024 (the maximum model length is 4096)",
+            "code": 400,
+        },
+    ),
+    "sglang": (
+        400,
+        {
+            "object": "error",
+            "message": "The input (5000 tokens) is longer than the model's context length (4096 tokens).",
+        },
+    ),
+    "tgi": (
+        422,
+        {
+            "error": "Input validation error: `inputs` tokens + `max_new_tokens` must be <= 4096. Given: 3900 "
+            "`inputs` tokens and 1024 `max_new_tokens`",
+            "error_type": "validation",
+        },
+    ),
+    "anthropic-style": (
+        400,
+        {"error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
+    ),
+}
+
+#: 4xx refusals for other reasons: still the endpoint's failure.
+OTHER_REFUSALS = {
+    "bad temperature": (400, {"error": {"message": "temperature must be between 0 and 2", "code": "invalid_value"}}),
+    "unknown model": (404, {"error": {"message": "The model `x` does not exist", "code": "model_not_found"}}),
+    "auth, whatever it says": (401, {"error": {"message": "context length unknown: invalid api key"}}),
+    "too many tools": (400, {"error": {"message": "tools: array too long, expected at most 128 items"}}),
+}
+
+
+def _client(server) -> ChatClient:
+    return ChatClient(server.url, "m", backoff_s=0.0, max_retries=2)
+
+
+@pytest.mark.parametrize("server_family", sorted(OVERFLOWS))
+def test_a_too_long_prompt_is_told_apart_and_not_retried(chat_server, server_family):
+    chat_server.replies.append(OVERFLOWS[server_family])
+    with pytest.raises(ContextLengthExceeded):
+        _client(chat_server).complete([{"role": "user", "content": "hi"}])
+    assert len(chat_server.requests) == 1
+
+
+@pytest.mark.parametrize("refusal", sorted(OTHER_REFUSALS))
+def test_other_refusals_stay_endpoint_errors(chat_server, refusal):
+    chat_server.replies.append(OTHER_REFUSALS[refusal])
+    with pytest.raises(EndpointError) as raised:
+        _client(chat_server).complete([{"role": "user", "content": "hi"}])
+    assert not isinstance(raised.value, ContextLengthExceeded)
+
+
+def _episode(chat_server):
+    policy = OpenAIPolicy("unused", "unused", system_prompt=ENV.system_prompt, client=_client(chat_server))
+    return run_episode(TASK, policy, ENV, NoSandbox(), run_id="ctx", step=0, group_id="g", rollout_id="r", max_turns=6)
+
+
+def test_an_episode_whose_conversation_outgrows_the_window_is_scored_as_it_stands(chat_server):
+    chat_server.reply("Should negative numbers be supported?")  # a question: the simulator answers
+    chat_server.replies.append(OVERFLOWS["vllm"])  # the second turn no longer fits
+    record = _episode(chat_server)
+    assert record.status == "scored" and record.error is None
+    assert record.metrics["end_reason"] == CONTEXT_LIMIT and record.metrics["assistant_turns"] == 1
+    assert record.components["correctness"] == 0.0  # nothing committed: the model's own outcome
+
+
+def test_an_endpoint_that_fails_otherwise_is_still_a_policy_error(chat_server):
+    chat_server.reply("Should negative numbers be supported?")
+    chat_server.replies.append(OTHER_REFUSALS["bad temperature"])
+    record = _episode(chat_server)
+    assert record.status == "error" and record.error.kind == "policy_error"
+
+
+def test_a_policy_of_ones_own_may_end_its_episode_the_same_way():
+    class Windowed:
+        def next_turn(self, state, task):
+            if state.assistant_turns:
+                raise ContextLimitReached("my tokenizer says 4097 > 4096")
+            return "What should happen for an empty input?"
+
+    record = run_episode(TASK, Windowed(), ENV, NoSandbox(), run_id="ctx", step=0, group_id="g", rollout_id="r")
+    assert record.status == "scored" and record.metrics["end_reason"] == CONTEXT_LIMIT
