@@ -63,6 +63,69 @@ class ComponentUnavailable(Exception):
         self.reason = reason
 
 
+class ComponentTimeout(Exception):
+    """A component with a ``timeout_s`` did not return in time: its sample is a ``component_timeout`` error
+    record (never a 0) and the batch goes on without waiting for it."""
+
+    def __init__(self, name: str, timeout_s: float) -> None:
+        super().__init__(f"component '{name}' did not finish within {timeout_s:g} s")
+        self.timeout_s = timeout_s
+
+
+def check_timeout(timeout_s: Any, name: str) -> float | None:
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        raise ComponentDefinitionError(
+            f"component '{name}': timeout_s must be a number of seconds above 0 (or None), got {timeout_s!r}"
+        )
+    return float(timeout_s)
+
+
+def with_timeout(call: Callable[[Any], Any], name: str, timeout_s: float, is_async: bool) -> Callable[[Any], Any]:
+    """``call`` bounded by ``timeout_s``: an async component's coroutine is awaited under ``asyncio.timeout``
+    (cancelled at the deadline); a plain one runs in a daemon thread of its own, and a call still running at the
+    deadline is abandoned (Python cannot stop a thread): it raises :class:`ComponentTimeout` for the sample while
+    the call goes on in the background until it returns or the process ends."""
+    if is_async:
+        import asyncio
+
+        async def bounded_coroutine(data: Any) -> Any:
+            limit = asyncio.timeout(timeout_s)
+            try:
+                async with limit:
+                    return await call(data)
+            except TimeoutError:
+                if limit.expired():  # ours; a TimeoutError of the component's own (an HTTP timeout) is its error
+                    raise ComponentTimeout(name, timeout_s) from None
+                raise
+
+        return bounded_coroutine
+
+    import threading
+
+    def bounded(data: Any) -> Any:
+        outcome: list[Any] = []
+
+        def run() -> None:
+            try:
+                outcome.append((True, call(data)))
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
+                outcome.append((False, exc))
+
+        worker = threading.Thread(target=run, name=f"rewardpipe-component-{name}", daemon=True)
+        worker.start()
+        worker.join(timeout_s)
+        if not outcome:
+            raise ComponentTimeout(name, timeout_s)
+        returned, value = outcome[0]
+        if returned:
+            return value
+        raise value
+
+    return bounded
+
+
 def _where(fn: Any) -> str:
     code = getattr(inspect.unwrap(fn), "__code__", None) if callable(fn) else None
     return f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
@@ -172,6 +235,7 @@ class Component:
         "name",
         "role",
         "single_input",
+        "timeout_s",
         "value_range",
         "weight",
     )
@@ -185,6 +249,7 @@ class Component:
     inputs: tuple[str, ...]
     is_async: bool
     single_input: bool
+    timeout_s: float | None
     _call: Callable[[Any], Any]
     _positional: bool
 
@@ -196,8 +261,10 @@ class Component:
         description: str = "",
         value_range: tuple[float, float] = (0.0, 1.0),
         role: str | None = None,
+        timeout_s: float | None = None,
     ) -> None:
         name = check_name(name)
+        timeout_s = check_timeout(timeout_s, name)
         if not callable(fn):
             raise ComponentDefinitionError(f"component '{name}': {fn!r} is not a function")
         value_range = check_range(value_range, name)
@@ -206,6 +273,10 @@ class Component:
         if role not in ROLES:
             raise ComponentDefinitionError(f"component '{name}': role must be one of {', '.join(ROLES)}, got {role!r}")
         inputs, positional = input_names(fn, f"component '{name}'")
+        asynchronous = is_async_callable(fn)
+        caller = make_caller(fn, inputs, positional)
+        if timeout_s is not None:
+            caller = with_timeout(caller, name, timeout_s, asynchronous)
         for slot, value in (
             ("name", name),
             ("weight", check_weight(weight, name)),
@@ -214,11 +285,12 @@ class Component:
             ("value_range", value_range),
             ("role", role),
             ("inputs", inputs),
-            ("is_async", is_async_callable(fn)),
-            ("_call", make_caller(fn, inputs, positional)),
+            ("is_async", asynchronous),
+            ("_call", caller),
             ("_positional", positional),
-            # one input, passed positionally: the scorer calls fn with it directly
-            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,)),
+            # one input, passed positionally, no time limit: the scorer calls fn with it directly
+            ("single_input", len(inputs) == 1 and positional and inputs != (LEGACY_INPUT,) and timeout_s is None),
+            ("timeout_s", timeout_s),
         ):
             object.__setattr__(self, slot, value)
 
@@ -244,6 +316,7 @@ class Component:
             "description": self.description,
             "value_range": self.value_range,
             "role": self.role,
+            "timeout_s": self.timeout_s,
         }
         unknown = set(changes) - set(fields)
         if unknown:
@@ -252,32 +325,40 @@ class Component:
         return Component(**fields)
 
     def describe(self) -> dict[str, Any]:
-        """What travels with every manifest: the range, the role and the weight."""
-        return {"range": list(self.value_range), "role": self.role, "weight": self.weight}
+        """What travels with every manifest: the range, the role and the weight (and the time limit, if any)."""
+        described: dict[str, Any] = {"range": list(self.value_range), "role": self.role, "weight": self.weight}
+        if self.timeout_s is not None:
+            described["timeout_s"] = self.timeout_s
+        return described
 
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Component):
             return NotImplemented
-        return (self.name, self.weight, self.fn, self.description, self.value_range, self.role) == (
+        return (self.name, self.weight, self.fn, self.description, self.value_range, self.role, self.timeout_s) == (
             other.name,
             other.weight,
             other.fn,
             other.description,
             other.value_range,
             other.role,
+            other.timeout_s,
         )
 
     def __hash__(self) -> int:
         return hash((self.name, self.weight, id(self.fn), self.value_range, self.role))
 
     def __repr__(self) -> str:
+        limit = "" if self.timeout_s is None else f", timeout_s={self.timeout_s:g}"
         return (
             f"Component({self.name!r}, weight={self.weight:g}, range={self.value_range}, role={self.role!r}, "
-            f"inputs={self.inputs})"
+            f"inputs={self.inputs}{limit})"
         )
 
     def __reduce__(self) -> Any:  # picklable whenever its function is (multiprocessing, deepcopy)
-        return (Component, (self.name, self.weight, self.fn, self.description, self.value_range, self.role))
+        return (
+            Component,
+            (self.name, self.weight, self.fn, self.description, self.value_range, self.role, self.timeout_s),
+        )
 
 
 def component(
@@ -288,10 +369,15 @@ def component(
     weight: float = 1.0,
     name: str | None = None,
     description: str | None = None,
+    timeout_s: float | None = None,
 ) -> Any:
     """Declare a reward component: ``@component(range=(lo, hi), role="outcome"|"shaping"|"penalty",
     weight=1.0, name=None)`` on a plain function, sync or async. ``name`` defaults to the function's name,
-    ``description`` to the first line of its docstring. Returns a :class:`Component` (still callable)."""
+    ``description`` to the first line of its docstring. Returns a :class:`Component` (still callable).
+
+    ``timeout_s`` bounds each scoring call: a call that has not returned by then makes its sample a
+    ``component_timeout`` error record and scoring goes on (see :func:`with_timeout`); calling the component
+    yourself is never bounded."""
 
     def decorate(function: Callable[..., Any]) -> Component:
         label = name if name is not None else getattr(function, "__name__", None)
@@ -310,7 +396,7 @@ def component(
                 f"component '{label}'{_where(function)}: role must be one of {', '.join(ROLES)}, got {role!r}"
             )
         doc = description if description is not None else (inspect.getdoc(function) or "").strip().split("\n")[0]
-        return Component(label, weight, function, doc, range, role)  # type: ignore[arg-type]
+        return Component(label, weight, function, doc, range, role, timeout_s)  # type: ignore[arg-type]
 
     if fn is not None:
         if range is None and role is None and callable(fn):

@@ -25,6 +25,7 @@ from rewardpipe.components import (
     LEGACY_INPUT,
     Component,
     ComponentDefinitionError,
+    ComponentTimeout,
     ComponentUnavailable,
     check_name,
     input_names,
@@ -213,6 +214,8 @@ def first_line(exc: BaseException) -> str:
 
 
 def raised_error(name: str, exc: BaseException) -> ErrorInfo:
+    if isinstance(exc, ComponentTimeout):  # its own message names the component and the limit
+        return ErrorInfo(kind="component_timeout", message=str(exc))
     if isinstance(exc, ComponentUnavailable):  # "cannot compute, and here is why": not a bug in the component
         from rewardpipe.safe_text import printable
 

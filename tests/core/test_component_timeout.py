@@ -1,0 +1,100 @@
+"""``@component(timeout_s=...)``: a call that does not return in time costs its own sample, never the batch.
+
+Without it one hung call (an endpoint that never answers, a loop on one odd input) held every rollout of the
+run. With it the sample is a ``component_timeout`` error record (never a 0) and the others are scored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import threading
+
+import pytest
+
+from rewardpipe import Reward, component
+from rewardpipe.components import ComponentDefinitionError
+from rewardpipe.rewards.base import ScoringInput
+
+LIMIT_S = 0.2
+release = threading.Event()  # set at the end of the module: no thread outlives the tests by more than that
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _release_hung_calls():
+    yield
+    release.set()
+
+
+@component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+def passes(completion):
+    if "hang" in completion:
+        release.wait()
+    if "boom" in completion:
+        raise ValueError("a bug of the component's own")
+    if "none" in completion:
+        return None
+    return 1.0 if "good" in completion else 0.0
+
+
+@component(range=(0, 1), role="shaping", timeout_s=LIMIT_S)
+async def judged(completion):
+    if "slow judge" in completion:
+        await asyncio.sleep(3600)  # cancelled at the limit
+    if "judge timeout" in completion:
+        raise TimeoutError("the judge's own HTTP timeout")
+    return 0.5
+
+
+@component(range=(0, 1), role="shaping")
+def brevity(completion):
+    return 1.0 if len(completion) < 40 else 0.0
+
+
+def _inputs(*completions):
+    return [ScoringInput(completion=c) for c in completions]
+
+
+def test_a_hung_plain_component_costs_its_own_sample_only():
+    reward = Reward("r", [passes, brevity])
+    scores = reward.score_many(_inputs("good", "hang", "bad"))
+    assert [s.aggregate for s in scores] == [2.0, None, 1.0]
+    hung = scores[1]
+    assert hung.error.kind == "component_timeout" and "passes" in hung.error.message
+    assert f"{LIMIT_S:g} s" in hung.error.message
+    assert hung.components["brevity"] == 1.0  # the other components of that sample still ran
+
+
+def test_a_hung_async_component_is_cancelled_and_costs_its_own_sample_only():
+    reward = Reward("r", [judged, brevity])
+    scores = reward.score_many(_inputs("fine", "a slow judge", "fine too"))
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout", None]
+    assert [s.aggregate for s in scores] == [1.5, None, 1.5]
+
+
+def test_what_the_component_raises_or_returns_is_told_as_without_a_limit():
+    reward = Reward("r", [passes, judged])
+    boom, none, own_timeout = reward.score_many(_inputs("boom", "none", "judge timeout"))
+    assert boom.error.kind == "component_raised" and "a bug of the component's own" in boom.error.message
+    assert none.error.kind == "component_unavailable"
+    # a TimeoutError the component raised itself is its error, not the time limit
+    assert own_timeout.error.kind == "component_raised" and "HTTP timeout" in own_timeout.error.message
+    single = reward.score_input(ScoringInput(completion="good"))
+    assert single.error is None and single.aggregate == 1.5
+
+
+def test_calling_the_component_yourself_is_not_bounded():
+    assert passes("good") == 1.0 and asyncio.run(judged("x")) == 0.5
+
+
+@pytest.mark.parametrize("bad", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_a_bad_limit_is_refused_naming_the_component(bad):
+    with pytest.raises(ComponentDefinitionError, match=r"component 'limited': timeout_s"):
+        component(range=(0, 1), role="shaping", timeout_s=bad, name="limited")(lambda completion: 1.0)
+
+
+def test_the_limit_is_kept_by_replace_a_copy_and_the_manifest():
+    assert passes.describe()["timeout_s"] == LIMIT_S and "timeout_s" not in brevity.describe()
+    assert passes.replace(weight=2.0).timeout_s == LIMIT_S
+    assert copy.deepcopy(passes) == passes
+    assert passes != passes.replace(timeout_s=None) and passes.replace(timeout_s=None).timeout_s is None
