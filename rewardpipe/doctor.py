@@ -8,8 +8,8 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
 * ``reference_not_best``: the reference scenario leaves an outcome component below its range's maximum, or
   ends in an error record;
 * ``out_of_range``: a value outside the component's declared range;
-* ``component_raised`` / ``unexplained_none``: a component that raised, or came back None without an
-  explanation (the reward's explain_error);
+* ``component_raised`` / ``component_timeout`` / ``unexplained_none``: a component that raised, passed its
+  ``timeout_s``, or came back None without an explanation (the reward's explain_error);
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
   or a hook that changed the state it was given;
@@ -493,8 +493,8 @@ def _check_task(
         if record is None:
             continue
         per_run[run.name] = dict(record.components)
-        if record.error is not None and record.error.kind == "component_raised":
-            diagnosis.add("component_raised", f"scenario '{run.name}': {record.error.message}")
+        if record.error is not None and record.error.kind in ("component_raised", "component_timeout"):
+            diagnosis.add(record.error.kind, f"scenario '{run.name}': {record.error.message}")
         elif record.error is not None and record.error.kind == "component_unavailable":
             diagnosis.add(
                 "unexplained_none",

@@ -126,8 +126,12 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     problems = []
     seen: dict[str, set[float]] = {c.name: set() for c in reward.components}
     for index, score in enumerate(scores):
-        if score.error is not None and score.error.kind in ("component_raised", "component_unavailable"):
-            check = "component_raised" if score.error.kind == "component_raised" else "unexplained_none"
+        if score.error is not None and score.error.kind in (
+            "component_raised",
+            "component_timeout",
+            "component_unavailable",
+        ):
+            check = "unexplained_none" if score.error.kind == "component_unavailable" else score.error.kind
             problems.append(f"sample {index}: [{check}] {score.error.message}")
         for comp in reward.components:
             value = score.components.get(comp.name)

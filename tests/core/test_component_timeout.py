@@ -98,3 +98,10 @@ def test_the_limit_is_kept_by_replace_a_copy_and_the_manifest():
     assert passes.replace(weight=2.0).timeout_s == LIMIT_S
     assert copy.deepcopy(passes) == passes
     assert passes != passes.replace(timeout_s=None) and passes.replace(timeout_s=None).timeout_s is None
+
+
+def test_check_reward_reports_a_component_past_its_limit():
+    from rewardpipe.testing import check_reward
+
+    with pytest.raises(AssertionError, match=r"\[component_timeout\] component 'passes' did not finish"):
+        check_reward(Reward("r", [passes, brevity]), [{"completion": "good"}, {"completion": "hang"}])
