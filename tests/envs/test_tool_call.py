@@ -384,7 +384,7 @@ def test_goal_reached_by_answer_world_or_both():
     assert components(*play(["<answer>150</answer>"], both))["goal_reached"] == 0.0
 
 
-def test_valid_calls_is_the_share_that_parsed_and_type_checked():
+def test_valid_calls_counts_the_calls_that_did_not_parse_or_type_check():
     values = components(
         *play(
             [
@@ -394,8 +394,33 @@ def test_valid_calls_is_the_share_that_parsed_and_type_checked():
             ]
         )
     )
-    assert values["valid_calls"] == pytest.approx(2 / 4)  # a tool's refusal is a valid call
+    assert values["valid_calls"] == pytest.approx(1 / 3)  # two invalid; a tool's refusal is a valid call
     assert components(*play(["<answer>100</answer>"]))["valid_calls"] == 0.0
+    assert (
+        components(*play([tagged([("get_balance", {"account": "checking"})]), "<answer>100</answer>"]))["valid_calls"]
+        == 1.0
+    )
+
+
+def test_padding_with_valid_calls_does_not_buy_back_a_malformed_one():
+    """As a share of all calls, one malformed call then ten lookups the tool refuses (each for another account,
+    so none is a redundant repeat) scored 10/11 where the malformed call and the right one scored 1/2."""
+    malformed = tagged([("get_balance", {"account": 1})])
+    right = tagged([("get_balance", {"account": "checking"})])
+    honest = components(*play([malformed, right, "<answer>100</answer>"]))
+    padded = components(
+        *play(
+            [
+                malformed,
+                tagged([("get_balance", {"account": f"ghost{i}"}) for i in range(10)]),
+                right,
+                "<answer>100</answer>",
+            ]
+        )
+    )
+    assert honest["goal_reached"] == padded["goal_reached"] == 1.0
+    assert padded["redundant_calls"] == honest["redundant_calls"] == 0.0
+    assert padded["valid_calls"] <= honest["valid_calls"] == 0.5
 
 
 def test_redundant_calls_penalty_scales_and_floors():

@@ -4,14 +4,17 @@
 |-------------------|---------|---------|--------|----------------------------------------------------------------|
 | `goal_reached`    | [0, 1]  | outcome | 1.0    | 1 when the final world equals the expected one and/or the      |
 |                   |         |         |        | final answer equals the expected one (whichever the task sets) |
-| `valid_calls`     | [0, 1]  | shaping | 0.3    | the share of calls that parsed, named a tool and type-checked  |
-|                   |         |         |        | (a tool's refusal is still a valid call); 0 with no call       |
+| `valid_calls`     | [0, 1]  | shaping | 0.3    | 1 / (1 + the calls that did not parse, name a tool or          |
+|                   |         |         |        | type-check) (a tool's refusal is still a valid call); 0 with   |
+|                   |         |         |        | no call                                                        |
 | `redundant_calls` | [-1, 0] | penalty | 0.3    | -0.25 per call that repeats an answered call (same tool, same  |
 |                   |         |         |        | arguments) with the world unchanged since, and changes nothing |
 |                   |         |         |        | itself (a second read; not a second transfer), down to -1      |
 
 ``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a
-task. It is 0 for an episode with no call at all, since every task needs at least one (an answer made up
+task. It counts the invalid calls rather than taking their share of all calls: a share rose with every extra
+call, so padding an episode with cheap valid ones (lookups the tool refuses, each with other arguments, so
+none is a redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no call at all, since every task needs at least one (an answer made up
 without looking is not a well-formed use of the tools). A world goal is judged on the world whether or not the
 model gave a final answer; an answer goal needs the answer.
 """
@@ -48,15 +51,20 @@ def goal_reached(state: Any, task: Any) -> float | None:
     return 1.0
 
 
-@component(range=(0.0, 1.0), role="shaping", weight=0.3, description="share of calls that parsed and type-checked")
+@component(
+    range=(0.0, 1.0),
+    role="shaping",
+    weight=0.3,
+    description="1 / (1 + calls that did not parse or type-check); 0 with no call",
+)
 def valid_calls(state: Any) -> float | None:
     episode = _episode(state)
     if episode is None:
         return None
-    total = len(episode.calls) + episode.unread_calls
-    if not total:
+    if not episode.calls and not episode.unread_calls:
         return 0.0
-    return sum(1 for call in episode.calls if call.valid) / total
+    invalid = sum(1 for call in episode.calls if not call.valid) + episode.unread_calls
+    return 1.0 / (1 + invalid)
 
 
 @component(
