@@ -1,0 +1,69 @@
+"""Round seventeen: the sandbox and split trust, attacked through the public executor as the model would.
+
+* A forged pass from what an earlier job left in the long-lived runner: what the model's code warns is replayed in
+  the runner (so ``assertWarns`` sees it), and the warning's category was looked up by the module and name the
+  model's process reported with ``getattr``, which runs a module's own ``__getattr__``: a category claiming to be
+  ``unittest.IsolatedAsyncioTestCase`` made the runner import asyncio (and ssl, socket, ... 60 modules), which stayed
+  loaded for every later job. A later wrong answer that answered only where ssl was loaded in the runner (a
+  ``ssl.TLSVersion`` member crosses as itself only there) passed. Round fifteen's class, by another path: the lookup
+  now reads the module's own namespace, and a runner whose modules grew while it replayed is replaced.
+"""
+
+from __future__ import annotations
+
+from rewardpipe.execution import ExecutionStatus
+from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+
+
+# --- a warning's category, named by the model, makes the runner import nothing --------------------------------------
+
+WARNS_AS_A_LAZY_ATTRIBUTE = """
+import warnings
+
+class Lazy(UserWarning):
+    pass
+
+Lazy.__module__, Lazy.__name__ = "unittest", "IsolatedAsyncioTestCase"
+
+def answer(x=None):
+    warnings.warn("x", Lazy)
+    return 0
+"""
+ANSWERS_ONLY_WHERE_SSL_IS_LOADED = """
+import ssl
+
+def probe():
+    return ssl.TLSVersion.TLSv1_2
+
+def answer(x):
+    return 42 if isinstance(x, ssl.TLSVersion) else 0
+"""
+ASKS_FOR_42 = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(answer(probe()), 42)
+"""
+
+
+def test_a_warning_category_named_by_the_model_leaves_nothing_loaded_in_the_runner(one_worker):
+    alone = _run(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, entry_point="answer")
+    assert alone.status is FAILED, (alone.status, alone.reason)
+    earlier = _run(one_worker, WARNS_AS_A_LAZY_ATTRIBUTE + "probe = answer\n", ASKS_FOR_42, entry_point="answer")
+    assert earlier.status is FAILED, (earlier.status, earlier.reason)
+    for _ in range(2):
+        later = _run(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, entry_point="answer")
+        assert later.status is FAILED, (later.status, later.reason)
+
+
+def test_a_warning_of_a_loaded_modules_category_still_arrives_as_that_category(executor):
+    code = "import warnings\n\ndef answer():\n    warnings.warn('old', DeprecationWarning)\n    return 1\n"
+    tests = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertWarns(DeprecationWarning):
+            self.assertEqual(answer(), 1)
+"""
+    result = _run(executor, code, tests, entry_point="answer")
+    assert result.status is PASSED, (result.status, result.reason)
