@@ -67,3 +67,40 @@ class T(unittest.TestCase):
 """
     result = _run(executor, code, tests, entry_point="answer")
     assert result.status is PASSED, (result.status, result.reason)
+
+
+# --- a time zone key the host lacks makes the runner import nothing that outlives the job ----------------------------
+
+CLAIMS_A_ZONE_THIS_HOST_LACKS = """
+import datetime
+
+class ZoneInfo(datetime.tzinfo):  # what the wire reads off a zone: its type's name and its key
+    key = "Nowhere/Atlantis"
+
+    def utcoffset(self, dt):
+        return datetime.timedelta(0)
+
+def answer():
+    return datetime.datetime(2020, 1, 1, tzinfo=ZoneInfo())
+"""
+SEES_WHAT_THE_RUNNER_HAS_LOADED = """
+import sys
+
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual([name for name in ("ipaddress", "tempfile", "bz2", "lzma") if name in sys.modules], [])
+        self.assertEqual(answer(), 42)
+"""
+
+
+def test_a_time_zone_key_the_host_lacks_leaves_nothing_loaded_in_the_runner(one_worker):
+    """zoneinfo looks a key missing from the host's zone files up in the ``tzdata`` package, through
+    importlib.resources, which loads pathlib, tempfile, shutil, bz2, lzma, ipaddress...: they stayed loaded in the
+    long-lived runner for every later job, whose tests (and values: the exceptions and enum members that arrive as
+    themselves) saw them. Seen here by the tests of a later job, which run in that runner."""
+    before = _run(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, entry_point="answer")
+    assert before.status is PASSED, (before.status, before.reason)
+    claims = _run(one_worker, CLAIMS_A_ZONE_THIS_HOST_LACKS, ASKS_FOR_42.replace("probe()", ""), entry_point="answer")
+    assert claims.status is FAILED, (claims.status, claims.reason)
+    after = _run(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, entry_point="answer")
+    assert after.status is PASSED, (after.status, after.reason)

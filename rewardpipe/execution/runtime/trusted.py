@@ -172,7 +172,8 @@ class Connection:
             raise RemoteError(f"the model's reply of {len(raw)} bytes is too large to decode") from None
 
     def value(self, message: dict, arguments=None, argument_parts: list | None = None):
-        with self.lock:  # the reply's effects, value and write-back belong to this request: decode them before the next
+        with self.lock, imports_noted("by decoding its reply"):
+            # (the reply's effects, value and write-back belong to this request: decoded before the next)
             return self._value(message, arguments, argument_parts)
 
     def _value(self, message: dict, arguments=None, argument_parts: list | None = None):
@@ -332,12 +333,8 @@ class Connection:
         modules this process already imported."""
         if type(effects) is not dict:
             return
-        loaded_before = len(sys.modules)
-        try:
+        with imports_noted("by the replay of its warnings or log records"):
             self._replay(effects)
-        finally:
-            if len(sys.modules) != loaded_before:  # whatever it imported here must not outlive the job (round fifteen)
-                MODEL_IMPORTED.append("by the replay of its warnings or log records")
 
     def _replay(self, effects: dict) -> None:
         for key, stream in (("out", sys.stdout), ("err", sys.stderr)):
@@ -1059,13 +1056,14 @@ class _Protocol(Remote):
             reply = conn.request({"op": "take", "h": handle, "n": size})
             if "fx" in reply:
                 conn.replay(reply["fx"])
-            if "exc" in reply:
-                raise conn.exception(reply["exc"])
-            try:
-                built: list = []
-                items = wire.decode(reply.get("ok"), conn.proxy, nodes=built)
-            except (wire.WireError, RecursionError, ValueError) as exc:
-                raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
+            with imports_noted("by decoding its items"):
+                if "exc" in reply:
+                    raise conn.exception(reply["exc"])
+                try:
+                    built: list = []
+                    items = wire.decode(reply.get("ok"), conn.proxy, nodes=built)
+                except (wire.WireError, RecursionError, ValueError) as exc:
+                    raise RemoteError(f"the model's process returned undecodable data: {exc}"[:300]) from None
             for item in built:  # the model's, if the tests send them back too deep (see _encode_argument)
                 conn._from_model(item)
             if type(items) is not list or len(items) > size:
@@ -1515,6 +1513,20 @@ def _standard_module(module_name: str):
         sys.meta_path[:] = saved_meta_path
         if len(sys.modules) != loaded_before:
             MODEL_IMPORTED.append(module_name)
+
+
+@contextlib.contextmanager
+def imports_noted(how: str):
+    """Note, for :data:`MODEL_IMPORTED`, a module this runner loaded while it handled what the model's process sent
+    (round seventeen: besides :func:`_standard_module`, a replayed warning's category looked up through a module's
+    ``__getattr__``, and a time zone key this host lacks, which zoneinfo looks up in the ``tzdata`` package through
+    importlib.resources, loaded modules that outlived the job)."""
+    loaded_before = len(sys.modules)
+    try:
+        yield
+    finally:
+        if len(sys.modules) != loaded_before:
+            MODEL_IMPORTED.append(how)
 
 
 # Modules this runner imported on the model's word during the current job (see _standard_module): the runner is
