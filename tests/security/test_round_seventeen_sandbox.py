@@ -104,3 +104,50 @@ def test_a_time_zone_key_the_host_lacks_leaves_nothing_loaded_in_the_runner(one_
     assert claims.status is FAILED, (claims.status, claims.reason)
     after = _run(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, entry_point="answer")
     assert after.status is PASSED, (after.status, after.reason)
+
+
+# --- what the model logs leaves nothing in the runner's loggers ------------------------------------------------------
+
+LOGS_AT_MANY_LEVELS = """
+import logging
+
+def answer():
+    for level in range(10**6, 10**6 + 100):
+        logging.log(level, "x")
+    return 0
+"""
+SEES_THE_ROOT_LOGGERS_CACHE = """
+import logging
+
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual([level for level in logging.root._cache if level >= 10**6], [])
+        self.assertEqual(answer(), 42)
+"""
+
+
+def test_the_levels_the_model_logs_at_are_not_kept_by_the_runner(one_worker):
+    """A replayed record's level was checked with the root logger's ``isEnabledFor``, which caches every level it
+    is asked about, for the life of the long-lived runner (500 jobs): a job logging 5,000 distinct 4,000-digit
+    levels left 9 MB there, every such job more, until the runner's memory limit failed later right answers.
+    The later job's tests (which run in that runner) look at that cache."""
+    logged = _run(one_worker, LOGS_AT_MANY_LEVELS, ASKS_FOR_42.replace("probe()", ""), entry_point="answer")
+    assert logged.status is FAILED, (logged.status, logged.reason)
+    later = _run(one_worker, "def answer():\n    return 42\n", SEES_THE_ROOT_LOGGERS_CACHE, entry_point="answer")
+    assert later.status is PASSED, (later.status, later.reason)
+
+
+def test_a_replayed_record_still_reaches_assert_logs_at_its_level(executor):
+    code = "import logging\n\ndef answer():\n    logging.getLogger('app').log(25, 'between')\n    return 1\n"
+    tests = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertLogs('app', level=21) as cm:
+            self.assertEqual(answer(), 1)
+        self.assertEqual(cm.output, ['Level 25:app:between'])
+        with self.assertRaises(AssertionError):
+            with self.assertLogs('app', level=30):
+                answer()
+"""
+    result = _run(executor, code, tests, entry_point="answer")
+    assert result.status is PASSED, (result.status, result.reason)
