@@ -17,6 +17,12 @@ from tests.security.test_round_eight_shapes import _run  # unittest imported, co
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 
 
+def _expect(executor, code: str, tests: str, status: ExecutionStatus) -> None:
+    """Run ``code`` (entry point ``answer``) against ``tests`` and require ``status``."""
+    result = _run(executor, code, tests, entry_point="answer")
+    assert result.status is status, (result.status, result.reason)
+
+
 # --- a warning's category, named by the model, makes the runner import nothing --------------------------------------
 
 WARNS_AS_A_LAZY_ATTRIBUTE = """
@@ -48,13 +54,10 @@ class T(unittest.TestCase):
 
 
 def test_a_warning_category_named_by_the_model_leaves_nothing_loaded_in_the_runner(one_worker):
-    alone = _run(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, entry_point="answer")
-    assert alone.status is FAILED, (alone.status, alone.reason)
-    earlier = _run(one_worker, WARNS_AS_A_LAZY_ATTRIBUTE + "probe = answer\n", ASKS_FOR_42, entry_point="answer")
-    assert earlier.status is FAILED, (earlier.status, earlier.reason)
+    _expect(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
+    _expect(one_worker, WARNS_AS_A_LAZY_ATTRIBUTE + "probe = answer\n", ASKS_FOR_42, FAILED)
     for _ in range(2):
-        later = _run(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, entry_point="answer")
-        assert later.status is FAILED, (later.status, later.reason)
+        _expect(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
 
 
 def test_a_warning_of_a_loaded_modules_category_still_arrives_as_that_category(executor):
@@ -65,8 +68,7 @@ class T(unittest.TestCase):
         with self.assertWarns(DeprecationWarning):
             self.assertEqual(answer(), 1)
 """
-    result = _run(executor, code, tests, entry_point="answer")
-    assert result.status is PASSED, (result.status, result.reason)
+    _expect(executor, code, tests, PASSED)
 
 
 # --- a time zone key the host lacks makes the runner import nothing that outlives the job ----------------------------
@@ -98,12 +100,9 @@ def test_a_time_zone_key_the_host_lacks_leaves_nothing_loaded_in_the_runner(one_
     importlib.resources, which loads pathlib, tempfile, shutil, bz2, lzma, ipaddress...: they stayed loaded in the
     long-lived runner for every later job, whose tests (and values: the exceptions and enum members that arrive as
     themselves) saw them. Seen here by the tests of a later job, which run in that runner."""
-    before = _run(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, entry_point="answer")
-    assert before.status is PASSED, (before.status, before.reason)
-    claims = _run(one_worker, CLAIMS_A_ZONE_THIS_HOST_LACKS, ASKS_FOR_42.replace("probe()", ""), entry_point="answer")
-    assert claims.status is FAILED, (claims.status, claims.reason)
-    after = _run(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, entry_point="answer")
-    assert after.status is PASSED, (after.status, after.reason)
+    _expect(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
+    _expect(one_worker, CLAIMS_A_ZONE_THIS_HOST_LACKS, ASKS_FOR_42.replace("probe()", ""), FAILED)
+    _expect(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
 
 
 # --- what the model logs leaves nothing in the runner's loggers ------------------------------------------------------
@@ -131,10 +130,8 @@ def test_the_levels_the_model_logs_at_are_not_kept_by_the_runner(one_worker):
     is asked about, for the life of the long-lived runner (500 jobs): a job logging 5,000 distinct 4,000-digit
     levels left 9 MB there, every such job more, until the runner's memory limit failed later right answers.
     The later job's tests (which run in that runner) look at that cache."""
-    logged = _run(one_worker, LOGS_AT_MANY_LEVELS, ASKS_FOR_42.replace("probe()", ""), entry_point="answer")
-    assert logged.status is FAILED, (logged.status, logged.reason)
-    later = _run(one_worker, "def answer():\n    return 42\n", SEES_THE_ROOT_LOGGERS_CACHE, entry_point="answer")
-    assert later.status is PASSED, (later.status, later.reason)
+    _expect(one_worker, LOGS_AT_MANY_LEVELS, ASKS_FOR_42.replace("probe()", ""), FAILED)
+    _expect(one_worker, "def answer():\n    return 42\n", SEES_THE_ROOT_LOGGERS_CACHE, PASSED)
 
 
 def test_a_replayed_record_still_reaches_assert_logs_at_its_level(executor):
@@ -149,5 +146,4 @@ class T(unittest.TestCase):
             with self.assertLogs('app', level=30):
                 answer()
 """
-    result = _run(executor, code, tests, entry_point="answer")
-    assert result.status is PASSED, (result.status, result.reason)
+    _expect(executor, code, tests, PASSED)
