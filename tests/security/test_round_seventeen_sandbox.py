@@ -11,8 +11,11 @@
 
 from __future__ import annotations
 
+import pytest
+
 from rewardpipe.execution import ExecutionStatus
 from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
+from tests.security.test_round_nine_files import _lambda_like
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 
@@ -21,6 +24,18 @@ def _expect(executor, code: str, tests: str, status: ExecutionStatus) -> None:
     """Run ``code`` (entry point ``answer``) against ``tests`` and require ``status``."""
     result = _run(executor, code, tests, entry_point="answer")
     assert result.status is status, (result.status, result.reason)
+
+
+@pytest.fixture(scope="module", params=["full-isolation", "lambda-mode"])
+def same_runner(request, one_worker):
+    """One worker, so consecutive jobs meet the same long-lived trusted runner: in full isolation, and as on Lambda
+    or Fargate (fork servers as an unprivileged uid the jobs share, no Landlock, no mount or pid namespace)."""
+    if request.param == "full-isolation":
+        yield one_worker
+        return
+    executor = _lambda_like()
+    yield executor
+    executor.close()
 
 
 # --- a warning's category, named by the model, makes the runner import nothing --------------------------------------
@@ -53,11 +68,11 @@ class T(unittest.TestCase):
 """
 
 
-def test_a_warning_category_named_by_the_model_leaves_nothing_loaded_in_the_runner(one_worker):
-    _expect(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
-    _expect(one_worker, WARNS_AS_A_LAZY_ATTRIBUTE + "probe = answer\n", ASKS_FOR_42, FAILED)
+def test_a_warning_category_named_by_the_model_leaves_nothing_loaded_in_the_runner(same_runner):
+    _expect(same_runner, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
+    _expect(same_runner, WARNS_AS_A_LAZY_ATTRIBUTE + "probe = answer\n", ASKS_FOR_42, FAILED)
     for _ in range(2):
-        _expect(one_worker, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
+        _expect(same_runner, ANSWERS_ONLY_WHERE_SSL_IS_LOADED, ASKS_FOR_42, FAILED)
 
 
 def test_a_warning_of_a_loaded_modules_category_still_arrives_as_that_category(executor):
@@ -95,14 +110,14 @@ class T(unittest.TestCase):
 """
 
 
-def test_a_time_zone_key_the_host_lacks_leaves_nothing_loaded_in_the_runner(one_worker):
+def test_a_time_zone_key_the_host_lacks_leaves_nothing_loaded_in_the_runner(same_runner):
     """zoneinfo looks a key missing from the host's zone files up in the ``tzdata`` package, through
     importlib.resources, which loads pathlib, tempfile, shutil, bz2, lzma, ipaddress...: they stayed loaded in the
     long-lived runner for every later job, whose tests (and values: the exceptions and enum members that arrive as
     themselves) saw them. Seen here by the tests of a later job, which run in that runner."""
-    _expect(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
-    _expect(one_worker, CLAIMS_A_ZONE_THIS_HOST_LACKS, ASKS_FOR_42.replace("probe()", ""), FAILED)
-    _expect(one_worker, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
+    _expect(same_runner, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
+    _expect(same_runner, CLAIMS_A_ZONE_THIS_HOST_LACKS, ASKS_FOR_42.replace("probe()", ""), FAILED)
+    _expect(same_runner, "def answer():\n    return 42\n", SEES_WHAT_THE_RUNNER_HAS_LOADED, PASSED)
 
 
 # --- what the model logs leaves nothing in the runner's loggers ------------------------------------------------------
@@ -125,13 +140,13 @@ class T(unittest.TestCase):
 """
 
 
-def test_the_levels_the_model_logs_at_are_not_kept_by_the_runner(one_worker):
+def test_the_levels_the_model_logs_at_are_not_kept_by_the_runner(same_runner):
     """A replayed record's level was checked with the root logger's ``isEnabledFor``, which caches every level it
     is asked about, for the life of the long-lived runner (500 jobs): a job logging 5,000 distinct 4,000-digit
     levels left 9 MB there, every such job more, until the runner's memory limit failed later right answers.
     The later job's tests (which run in that runner) look at that cache."""
-    _expect(one_worker, LOGS_AT_MANY_LEVELS, ASKS_FOR_42.replace("probe()", ""), FAILED)
-    _expect(one_worker, "def answer():\n    return 42\n", SEES_THE_ROOT_LOGGERS_CACHE, PASSED)
+    _expect(same_runner, LOGS_AT_MANY_LEVELS, ASKS_FOR_42.replace("probe()", ""), FAILED)
+    _expect(same_runner, "def answer():\n    return 42\n", SEES_THE_ROOT_LOGGERS_CACHE, PASSED)
 
 
 def test_a_replayed_record_still_reaches_assert_logs_at_its_level(executor):
