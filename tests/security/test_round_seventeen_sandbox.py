@@ -7,6 +7,17 @@
   loaded for every later job. A later wrong answer that answered only where ssl was loaded in the runner (a
   ``ssl.TLSVersion`` member crosses as itself only there) passed. Round fifteen's class, by another path: the lookup
   now reads the module's own namespace, and a runner whose modules grew while it replayed is replaced.
+* The same by another path: a datetime whose zone key the host lacks (``ZoneInfo`` claimed by a class of the
+  model's) made zoneinfo look for the ``tzdata`` package through importlib.resources, which loaded pathlib,
+  tempfile, shutil, bz2, lzma, ipaddress... into the runner for every later job. A runner whose modules grew while it
+  decoded any reply of the model's is now replaced before the next job.
+* Left in the runner for every later job: a replayed log record's level was checked with the root logger's
+  ``isEnabledFor``, which caches each level it is asked about; a job logging at 5,000 distinct 4,000-digit levels left
+  9 MB there, and 500 jobs would pass the runner's 1 GiB memory limit (a later right answer's MemoryError).
+* A right answer scored 0 silently: a warning the model's code gives on every call is shown once under the default
+  filter in one process (the module's ``__warningregistry__``), but was replayed with no registry, so shown on every
+  call: a test counting the warnings it recorded (``catch_warnings(record=True)``) failed the right answer. The
+  replay keeps one registry for the job, as the model's module would.
 """
 
 from __future__ import annotations
@@ -15,6 +26,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionStatus
 from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
+from tests.security.test_round_fourteen_sandbox import _same_as_one_process
 from tests.security.test_round_nine_files import _lambda_like
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
@@ -162,3 +174,29 @@ class T(unittest.TestCase):
                 answer()
 """
     _expect(executor, code, tests, PASSED)
+
+
+# --- a warning given on every call is shown once under the default filter, as in one process -------------------------
+
+WARNS_ON_EVERY_CALL = "import warnings\n\ndef answer():\n    warnings.warn('old')\n    return 1\n"
+WARNS_FROM_TWO_LINES = (
+    "import warnings\n\ndef answer():\n    warnings.warn('old')\n    warnings.warn('old')\n    return 1\n"
+)
+COUNTS_THE_WARNINGS = """
+import warnings
+
+class T(unittest.TestCase):
+    def test(self):
+        with warnings.catch_warnings(record=True) as caught:
+            self.assertEqual(answer(), 1)
+            self.assertEqual(answer(), 1)
+        self.assertEqual([str(w.message) for w in caught], ["old"] * {count})
+"""
+
+
+def test_a_warning_given_on_every_call_is_shown_once_under_the_default_filter(executor):
+    _same_as_one_process(executor, WARNS_ON_EVERY_CALL, COUNTS_THE_WARNINGS.format(count=1), PASSED, "answer")
+    _same_as_one_process(executor, WARNS_FROM_TWO_LINES, COUNTS_THE_WARNINGS.format(count=2), PASSED, "answer")
+    _same_as_one_process(
+        executor, "def answer():\n    return 1\n", COUNTS_THE_WARNINGS.format(count=1), FAILED, "answer"
+    )

@@ -78,6 +78,10 @@ class Connection:
         self.reply_values = 0
         self.boundary_error: str | None = None  # set when the tests tried to pass something unsendable
         self.warning_classes: dict[str, type] = {}
+        # The model's module's ``__warningregistry__``, as one process keeps it for the life of the module: under the
+        # default filter a warning is shown once per text, class and line (round seventeen: replayed without one,
+        # a right answer warning on each of two calls showed two, and a test expecting one failed).
+        self.warning_registry: dict = {}
         # Every name the tests' module got from the model's namespace, with its object (see
         # _load_failure_is_the_models), and the modules the model's code imported that the runner does not load.
         self.model_bound: dict[str, object] = {}
@@ -349,6 +353,7 @@ class Connection:
                 "<model code>",
                 lineno if type(lineno) is int else 0,
                 module="solution",
+                registry=self.warning_registry,
             )
         for item in _items(effects.get("log"), 3):
             name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
