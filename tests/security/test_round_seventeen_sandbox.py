@@ -18,6 +18,10 @@
   filter in one process (the module's ``__warningregistry__``), but was replayed with no registry, so shown on every
   call: a test counting the warnings it recorded (``catch_warnings(record=True)``) failed the right answer. The
   replay keeps one registry for the job, as the model's module would.
+* A right answer scored 0 silently: what the model's code logs was captured by a handler on its root logger, which
+  never sees the records of a logger with ``propagate = False`` (a library's logger with a handler of its own), so
+  ``assertLogs("app")`` failed it. Records are captured as they reach their logger's handlers, with where their
+  propagation ends, and replayed no further than that (``assertNoLogs()`` on the root still sees none of them).
 """
 
 from __future__ import annotations
@@ -200,3 +204,39 @@ def test_a_warning_given_on_every_call_is_shown_once_under_the_default_filter(ex
     _same_as_one_process(
         executor, "def answer():\n    return 1\n", COUNTS_THE_WARNINGS.format(count=1), FAILED, "answer"
     )
+
+
+# --- records of a logger that does not propagate reach the tests' capture on it, and only there ----------------------
+
+LOGS_WITHOUT_PROPAGATING = """
+import logging, sys
+
+log = logging.getLogger("app")
+log.propagate = False
+log.addHandler(logging.StreamHandler(sys.stderr))
+
+def answer():
+    log.info("hello")
+    return 1
+"""
+LOGS_ON_APP = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertLogs("app", level="INFO") as cm:
+            self.assertEqual(answer(), 1)
+        self.assertEqual(cm.output, ["INFO:app:hello"])
+"""
+LOGS_NOTHING_ON_THE_ROOT = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertNoLogs(level="INFO"):
+            self.assertEqual(answer(), 1)
+"""
+
+
+def test_a_logger_that_does_not_propagate_is_captured_where_the_tests_look(executor):
+    _same_as_one_process(executor, LOGS_WITHOUT_PROPAGATING, LOGS_ON_APP, PASSED, "answer")
+    _same_as_one_process(executor, LOGS_WITHOUT_PROPAGATING, LOGS_NOTHING_ON_THE_ROOT, PASSED, "answer")
+    propagating = LOGS_WITHOUT_PROPAGATING.replace("log.propagate = False", "")
+    _same_as_one_process(executor, propagating, LOGS_NOTHING_ON_THE_ROOT, FAILED, "answer")
+    _same_as_one_process(executor, "def answer():\n    return 1\n", LOGS_ON_APP, FAILED, "answer")

@@ -355,17 +355,14 @@ class Connection:
                 module="solution",
                 registry=self.warning_registry,
             )
-        for item in _items(effects.get("log"), 3):
-            name, level, message = str(item[0])[:200], item[1], str(item[2])[:4000]
+        for item in _items(effects.get("log"), 4):
+            name, level, message, end = str(item[0])[:200], item[1], str(item[2])[:4000], str(item[3])[:200]
             if type(level) is not int:
                 continue
             logger = _logger_for(name)
             if _enabled_for(logger, level):
-                logger.handle(
-                    logging.makeLogRecord(
-                        {"name": name, "levelno": level, "msg": message, "levelname": logging.getLevelName(level)}
-                    )
-                )
+                record = {"name": name, "levelno": level, "msg": message, "levelname": logging.getLevelName(level)}
+                _handle(logger, logging.makeLogRecord(record), end)
 
     def warning_class(self, name: str, module: str, base: str) -> type:
         # Read from the module's own namespace, never ``getattr``: a module's ``__getattr__`` runs code, and
@@ -614,6 +611,26 @@ def _enabled_for(logger: logging.Logger, level: int) -> bool:
     if logger.disabled or logger.manager.disable >= level:
         return False
     return level >= logger.getEffectiveLevel()
+
+
+def _handle(logger: logging.Logger, record: logging.LogRecord, end: str) -> None:
+    """``logger.handle(record)``, with the record's propagation ending no later than it ended in the model's
+    process: at ``end``, the first of its loggers there with ``propagate = False`` (or the root). A record of the
+    model's non-propagating logger ``app`` reaches a handler the tests put on ``app`` (assertLogs), never the root's
+    (assertNoLogs), as in one process."""
+    if logger.disabled or not logger.filter(record):
+        return
+    current: logging.Logger | None = logger
+    while current is not None:
+        for handler in current.handlers:
+            if record.levelno >= handler.level:
+                handler.handle(record)
+        parent = current.parent
+        if not current.propagate or parent is None:
+            break
+        if end != logging.root.name and parent.name != end and not parent.name.startswith(end + "."):
+            break
+        current = parent
 
 
 def _logger_for(name: str) -> logging.Logger:

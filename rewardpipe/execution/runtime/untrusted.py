@@ -389,19 +389,29 @@ class _Tee(io.TextIOBase):
         return getattr(self._stream, name)
 
 
-class _LogCapture(logging.Handler):
+_CALL_HANDLERS = logging.Logger.callHandlers
+
+
+class _LogCapture:
+    """Records each log record as it reaches its logger's handlers (``Logger.callHandlers``, after the logger's own
+    level and filters), with the last logger its propagation reaches here. Round seventeen: a handler on the root
+    logger missed every record of a logger with ``propagate = False`` (a library's own logger with a handler of its
+    own), so ``assertLogs("app")`` failed a right answer that logs there."""
+
     def __init__(self, effects: Effects):
-        super().__init__(level=0)
         self.effects = effects
 
-    def emit(self, record):
-        try:
-            message = record.getMessage()[:MAX_EFFECT_MESSAGE]
-        except Exception:  # noqa: BLE001 - a bad format string is the model's problem, not ours
-            message = str(record.msg)[:MAX_EFFECT_MESSAGE]
-        self.effects.add("log", [str(record.name)[:200], int(record.levelno), message])
-        if len(logging.root.handlers) == 1 and record.levelno >= logging.WARNING and logging.lastResort is not None:
-            logging.lastResort.handle(record)  # what an unconfigured process prints anyway
+    def call_handlers(self, logger: logging.Logger, record: logging.LogRecord) -> None:
+        with contextlib.suppress(Exception):  # whatever the model made of the record, its own logging goes on
+            try:
+                message = record.getMessage()[:MAX_EFFECT_MESSAGE]
+            except Exception:  # noqa: BLE001 - a bad format string is the model's problem, not ours
+                message = str(record.msg)[:MAX_EFFECT_MESSAGE]
+            end = logger
+            while end.propagate and end.parent is not None:
+                end = end.parent
+            self.effects.add("log", [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200]])
+        _CALL_HANDLERS(logger, record)
 
 
 class Capture:
@@ -425,14 +435,15 @@ class Capture:
         self.original_show = warnings.showwarning
         warnings.showwarning = self.show
         warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
-        logging.root.addHandler(self.log_handler)
+        capture = self.log_handler
+        logging.Logger.callHandlers = lambda logger, record: capture.call_handlers(logger, record)  # type: ignore[method-assign]
         logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
 
     def uninstall(self) -> None:
         """Undo :meth:`install` (in a process forked from one that installed the hooks for its children)."""
         sys.stdout, sys.stderr, level = self._before
         self._warnings_before.__exit__(None, None, None)
-        logging.root.removeHandler(self.log_handler)
+        logging.Logger.callHandlers = _CALL_HANDLERS  # type: ignore[method-assign]
         logging.root.setLevel(level)
 
     def show(self, message, category, filename, lineno, file=None, line=None):
