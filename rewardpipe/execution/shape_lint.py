@@ -76,6 +76,23 @@ def assertion_warnings(tree: ast.Module) -> list[str]:
     return found
 
 
+def _reads_sys_modules(node: ast.expr, aliases: dict[str, str]) -> bool:
+    """``node`` is ``sys.modules.get`` (or ``.pop``) or ``sys.modules[...]``, however the tests imported ``sys`` or
+    ``modules``."""
+    return isinstance(node, (ast.Attribute, ast.Subscript)) and _matches(
+        _resolved(_dotted(node.value), aliases), "sys.modules"
+    )
+
+
+# Round seventeen: the model's module read from ``sys.modules`` is a KeyError (or None) in the trusted runner, which
+# has no such module, so a right answer fails silently where an import of it is a loud error.
+_SYS_MODULES_FINDING = (
+    f"tests line {{line}}: the tests read the model's module '{_MODEL_MODULE}' from sys.modules, which the split "
+    "sandbox's trusted process does not hold (the model's code runs in another process): a right answer fails "
+    "silently; test through the entry point, or set trust_mode='inprocess' (weaker)"
+)
+
+
 def split_trust_findings(tree: ast.Module) -> list[str]:
     """Shapes the split sandbox reports as ``error`` (the task needs ``trust_mode="inprocess"``): tests
     that import the model's module or patch a name in it, whose code is in another process."""
@@ -95,6 +112,15 @@ def split_trust_findings(tree: ast.Module) -> list[str]:
         ):
             target = node.args[0].value
             reaches = _name(node) in {"patch", "import_module", "__import__"} and target.split(".")[0] == _MODEL_MODULE
+            if _name(node) in {"get", "pop"} and _reads_sys_modules(node.func, aliases) and target == _MODEL_MODULE:
+                found.append(_SYS_MODULES_FINDING.format(line=node.lineno))
+        elif (
+            isinstance(node, ast.Subscript)
+            and isinstance(node.slice, ast.Constant)
+            and node.slice.value == _MODEL_MODULE
+            and _reads_sys_modules(node, aliases)
+        ):
+            found.append(_SYS_MODULES_FINDING.format(line=node.lineno))
         if reaches and isinstance(node, (ast.stmt, ast.expr)):  # (only imports and calls reach it)
             found.append(
                 f"tests line {node.lineno}: the tests import or patch the model's module "

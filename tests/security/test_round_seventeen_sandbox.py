@@ -22,6 +22,9 @@
   never sees the records of a logger with ``propagate = False`` (a library's logger with a handler of its own), so
   ``assertLogs("app")`` failed it. Records are captured as they reach their logger's handlers, with where their
   propagation ends, and replayed no further than that (``assertNoLogs()`` on the root still sees none of them).
+* A right answer scored 0 silently, unflagged: tests reading the model's module from ``sys.modules``
+  (``sys.modules["solution"].f(1)``, ``.get("solution")``) meet a KeyError or None in the trusted runner, where an
+  import of it is a loud error. ``doctor`` flags them now.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.shape_lint import shape_findings
 from tests.security.test_round_eight_shapes import _run  # unittest imported, code and tests dedented
 from tests.security.test_round_fourteen_sandbox import _same_as_one_process
 from tests.security.test_round_nine_files import _lambda_like
@@ -240,3 +244,35 @@ def test_a_logger_that_does_not_propagate_is_captured_where_the_tests_look(execu
     propagating = LOGS_WITHOUT_PROPAGATING.replace("log.propagate = False", "")
     _same_as_one_process(executor, propagating, LOGS_NOTHING_ON_THE_ROOT, FAILED, "answer")
     _same_as_one_process(executor, "def answer():\n    return 1\n", LOGS_ON_APP, FAILED, "answer")
+
+
+# --- doctor flags the tests reading the model's module from sys.modules ----------------------------------------------
+
+READS_THE_MODELS_MODULE = {
+    "subscript": ("import sys\n", 'sys.modules["solution"].answer()'),
+    "get": ("import sys\n", 'sys.modules.get("solution").answer()'),
+    "imported-under-another-name": ("import sys as system\n", 'system.modules["solution"].answer()'),
+    "modules-imported-itself": ("from sys import modules\n", 'modules["solution"].answer()'),
+}
+READS_ANOTHER_MODULE = {
+    "json": ("import sys\n", 'sys.modules["json"].loads("1")'),
+    "its-own": ("import sys\n", "sys.modules[__name__].answer()"),
+    "a-dict-of-its-own": ("modules = {'solution': None}\n", 'modules["solution"] or answer()'),
+}
+
+
+def _calls_through(imports: str, expression: str) -> str:
+    test = f"class T(unittest.TestCase):\n    def test(self):\n        self.assertEqual({expression}, 1)\n"
+    return f"import unittest\n{imports}{test}"
+
+
+@pytest.mark.parametrize("case", READS_THE_MODELS_MODULE)
+def test_doctor_flags_the_tests_reading_the_models_module_from_sys_modules(case):
+    tests = _calls_through(*READS_THE_MODELS_MODULE[case])
+    assert [finding for finding in shape_findings(tests) if "from sys.modules" in finding], tests
+
+
+@pytest.mark.parametrize("case", READS_ANOTHER_MODULE)
+def test_doctor_leaves_other_reads_of_sys_modules_alone(case):
+    tests = _calls_through(*READS_ANOTHER_MODULE[case])
+    assert not [finding for finding in shape_findings(tests) if "from sys.modules" in finding], tests
