@@ -210,6 +210,14 @@ def test_a_warning_given_on_every_call_is_shown_once_under_the_default_filter(ex
     )
 
 
+def test_a_warning_given_for_the_caller_is_shown_once_for_each_line_of_the_tests_that_calls(executor):
+    """``stacklevel=2`` names the caller's line: in one process the tests' two calls are two lines, so two warnings.
+    The model's process only sees its own server calling, so the runner gives the warning the tests' line."""
+    for_the_caller = WARNS_ON_EVERY_CALL.replace("warnings.warn('old')", "warnings.warn('old', stacklevel=2)")
+    _same_as_one_process(executor, for_the_caller, COUNTS_THE_WARNINGS.format(count=2), PASSED, "answer")
+    _same_as_one_process(executor, for_the_caller, COUNTS_THE_WARNINGS.format(count=1), FAILED, "answer")
+
+
 # --- records of a logger that does not propagate reach the tests' capture on it, and only there ----------------------
 
 LOGS_WITHOUT_PROPAGATING = """

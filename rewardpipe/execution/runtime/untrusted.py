@@ -453,9 +453,15 @@ class Capture:
             _warning_base(category),
             str(message)[:MAX_EFFECT_MESSAGE],
             lineno if type(lineno) is int else 0,
+            # Attributed to this runtime's own frame: the caller of the model's code (``stacklevel=2``), which in one
+            # process is the tests' line that called it (the runner replays it there).
+            os.path.dirname(str(filename)) == _RUNTIME_DIRECTORY,
         ]
         if not self.effects.add("warn", item) and not self.effects.active:
             self.original_show(message, category, filename, lineno, file, line)
+
+
+_RUNTIME_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
 
 
 def _warning_base(cls) -> str:
