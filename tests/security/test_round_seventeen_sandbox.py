@@ -22,6 +22,8 @@
   never sees the records of a logger with ``propagate = False`` (a library's logger with a handler of its own), so
   ``assertLogs("app")`` failed it. Records are captured as they reach their logger's handlers, with where their
   propagation ends, and replayed no further than that (``assertNoLogs()`` on the root still sees none of them).
+  The same for ``log.exception(...)``: its traceback, which a formatter prints after the message (``cm.output``), was
+  lost, so a test looking for the exception's name there failed a right answer. It crosses as text now.
 * A right answer scored 0 silently, unflagged: tests reading the model's module from ``sys.modules``
   (``sys.modules["solution"].f(1)``, ``.get("solution")``) meet a KeyError or None in the trusted runner, where an
   import of it is a loud error. ``doctor`` flags them now.
@@ -252,6 +254,35 @@ def test_a_logger_that_does_not_propagate_is_captured_where_the_tests_look(execu
     propagating = LOGS_WITHOUT_PROPAGATING.replace("log.propagate = False", "")
     _same_as_one_process(executor, propagating, LOGS_NOTHING_ON_THE_ROOT, FAILED, "answer")
     _same_as_one_process(executor, "def answer():\n    return 1\n", LOGS_ON_APP, FAILED, "answer")
+
+
+LOGS_THE_EXCEPTION = """
+import logging
+
+log = logging.getLogger("app")
+
+def answer(text):
+    try:
+        return int(text)
+    except ValueError:
+        log.exception("bad input")
+        return None
+"""
+LOOKS_FOR_THE_EXCEPTION_IN_THE_OUTPUT = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertLogs("app", "ERROR") as cm:
+            self.assertIsNone(answer("x"))
+        self.assertTrue(cm.output[0].startswith("ERROR:app:bad input\\nTraceback"), cm.output)
+        self.assertIn("ValueError: invalid literal for int()", cm.output[0])
+"""
+
+
+def test_the_traceback_of_a_logged_exception_reaches_the_tests_capture(executor):
+    tests = LOOKS_FOR_THE_EXCEPTION_IN_THE_OUTPUT
+    _same_as_one_process(executor, LOGS_THE_EXCEPTION, tests, PASSED, "answer")
+    without_it = LOGS_THE_EXCEPTION.replace("log.exception(", "log.error(")
+    _same_as_one_process(executor, without_it, tests, FAILED, "answer")
 
 
 # --- doctor flags the tests reading the model's module from sys.modules ----------------------------------------------

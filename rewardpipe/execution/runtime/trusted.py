@@ -365,13 +365,15 @@ class Connection:
                 module="solution",
                 registry=self.warning_registry,
             )
-        for item in _items(effects.get("log"), 4):
+        for item in _items(effects.get("log"), 5):
             name, level, message, end = str(item[0])[:200], item[1], str(item[2])[:4000], str(item[3])[:200]
             if type(level) is not int:
                 continue
             logger = _logger_for(name)
             if _enabled_for(logger, level):
                 record = {"name": name, "levelno": level, "msg": message, "levelname": logging.getLevelName(level)}
+                # (a traceback the record carried, as text: what a formatter adds after the message)
+                record["exc_text"] = str(item[4])[:4000] if type(item[4]) is str and item[4] else None
                 _handle(logger, logging.makeLogRecord(record), end)
 
     def warning_class(self, name: str, module: str, base: str) -> type:

@@ -410,7 +410,12 @@ class _LogCapture:
             end = logger
             while end.propagate and end.parent is not None:
                 end = end.parent
-            self.effects.add("log", [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200]])
+            # The traceback ``log.exception(...)`` carries, as a formatter prints it after the message (assertLogs'
+            # output holds it in one process).
+            trace = logging.Formatter().formatException(record.exc_info) if record.exc_info else record.exc_text
+            trace = str(trace)[:MAX_EFFECT_MESSAGE] if trace else None
+            item = [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200], trace]
+            self.effects.add("log", item)
         _CALL_HANDLERS(logger, record)
 
 
