@@ -23,7 +23,8 @@
   ``assertLogs("app")`` failed it. Records are captured as they reach their logger's handlers, with where their
   propagation ends, and replayed no further than that (``assertNoLogs()`` on the root still sees none of them).
   The same for ``log.exception(...)``: its traceback, which a formatter prints after the message (``cm.output``), was
-  lost, so a test looking for the exception's name there failed a right answer. It crosses as text now.
+  lost, so a test looking for the exception's name there failed a right answer. It crosses as text now, and the
+  fields of ``extra={...}`` cross as plain data (``cm.records[0].user_id`` was an AttributeError).
 * A right answer scored 0 silently, unflagged: tests reading the model's module from ``sys.modules``
   (``sys.modules["solution"].f(1)``, ``.get("solution")``) meet a KeyError or None in the trusted runner, where an
   import of it is a loud error. ``doctor`` flags them now.
@@ -283,6 +284,29 @@ def test_the_traceback_of_a_logged_exception_reaches_the_tests_capture(executor)
     _same_as_one_process(executor, LOGS_THE_EXCEPTION, tests, PASSED, "answer")
     without_it = LOGS_THE_EXCEPTION.replace("log.exception(", "log.error(")
     _same_as_one_process(executor, without_it, tests, FAILED, "answer")
+
+
+LOGS_WITH_EXTRA_FIELDS = """
+import logging
+
+def answer(user):
+    logging.getLogger("app").warning("login", extra={"user_id": user, "tags": ["a", 1]})
+    return 1
+"""
+READS_THE_EXTRA_FIELDS = """
+class T(unittest.TestCase):
+    def test(self):
+        with self.assertLogs("app") as cm:
+            self.assertEqual(answer(7), 1)
+        record = cm.records[0]
+        self.assertEqual((record.user_id, record.tags, record.levelno, record.getMessage()), (7, ["a", 1], 30, "login"))
+"""
+
+
+def test_the_extra_fields_of_a_record_reach_the_tests_capture(executor):
+    _same_as_one_process(executor, LOGS_WITH_EXTRA_FIELDS, READS_THE_EXTRA_FIELDS, PASSED, "answer")
+    wrong = LOGS_WITH_EXTRA_FIELDS.replace('"user_id": user', '"user_id": user + 1')
+    _same_as_one_process(executor, wrong, READS_THE_EXTRA_FIELDS, FAILED, "answer")
 
 
 # --- doctor flags the tests reading the model's module from sys.modules ----------------------------------------------

@@ -365,7 +365,7 @@ class Connection:
                 module="solution",
                 registry=self.warning_registry,
             )
-        for item in _items(effects.get("log"), 5):
+        for item in _items(effects.get("log"), 6):
             name, level, message, end = str(item[0])[:200], item[1], str(item[2])[:4000], str(item[3])[:200]
             if type(level) is not int:
                 continue
@@ -374,7 +374,9 @@ class Connection:
                 record = {"name": name, "levelno": level, "msg": message, "levelname": logging.getLevelName(level)}
                 # (a traceback the record carried, as text: what a formatter adds after the message)
                 record["exc_text"] = str(item[4])[:4000] if type(item[4]) is str and item[4] else None
-                _handle(logger, logging.makeLogRecord(record), end)
+                built = logging.makeLogRecord(record)
+                _add_extra(built, item[5])
+                _handle(logger, built, end)
 
     def warning_class(self, name: str, module: str, base: str) -> type:
         # Read from the module's own namespace, never ``getattr``: a module's ``__getattr__`` runs code, and
@@ -613,6 +615,21 @@ def _builtin_exception_name(cls) -> str:
         if klass.__module__ == "builtins" and wire.builtin_exception(klass.__name__) is klass:
             return klass.__name__
     return "Exception"
+
+
+def _add_extra(record: logging.LogRecord, extra) -> None:
+    """The fields of the model's ``extra={...}`` on the replayed record (``cm.records[0].user_id``), plain data only,
+    never one a record has of its own or a name its class defines."""
+    if type(extra) is not list:
+        return
+    for entry in extra[:32]:
+        if type(entry) is not list or len(entry) != 2 or type(entry[0]) is not str:
+            continue
+        key = entry[0]
+        if not key.isidentifier() or key.startswith("_") or key in vars(record) or hasattr(logging.LogRecord, key):
+            continue
+        with contextlib.suppress(wire.WireError, RecursionError, ValueError, TypeError):
+            setattr(record, key, wire.decode(entry[1]))
 
 
 def _tests_frame():

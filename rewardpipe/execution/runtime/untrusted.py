@@ -390,6 +390,20 @@ class _Tee(io.TextIOBase):
 
 
 _CALL_HANDLERS = logging.Logger.callHandlers
+_RECORD_FIELDS = frozenset(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+MAX_RECORD_EXTRA = 32  # fields a record's ``extra`` carries across (plain data only)
+
+
+def _extra(record: logging.LogRecord) -> list:
+    """The fields ``log.info(..., extra={...})`` put on the record, as plain data (others are left out)."""
+    found = []
+    for key, value in list(vars(record).items()):
+        if len(found) >= MAX_RECORD_EXTRA:
+            break
+        if type(key) is str and key not in _RECORD_FIELDS:
+            with contextlib.suppress(Exception):  # not plain data: it stays in the model's process
+                found.append([key[:200], wire.encode(value)])
+    return found
 
 
 class _LogCapture:
@@ -414,7 +428,7 @@ class _LogCapture:
             # output holds it in one process).
             trace = logging.Formatter().formatException(record.exc_info) if record.exc_info else record.exc_text
             trace = str(trace)[:MAX_EFFECT_MESSAGE] if trace else None
-            item = [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200], trace]
+            item = [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200], trace, _extra(record)]
             self.effects.add("log", item)
         _CALL_HANDLERS(logger, record)
 
