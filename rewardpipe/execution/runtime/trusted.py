@@ -635,7 +635,7 @@ def _add_extra(record: logging.LogRecord, extra) -> None:
 def _tests_frame():
     """The innermost frame of the hidden tests' own code on this thread's stack (the line that called into the model's
     code), else None. Only the tests' module: its ``__warningregistry__`` lives as long as the job."""
-    frame = sys._getframe(1)
+    frame: types.FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename != "<hidden tests>":
         frame = frame.f_back
     return frame

@@ -396,7 +396,7 @@ MAX_RECORD_EXTRA = 32  # fields a record's ``extra`` carries across (plain data 
 
 def _extra(record: logging.LogRecord) -> list:
     """The fields ``log.info(..., extra={...})`` put on the record, as plain data (others are left out)."""
-    found = []
+    found: list = []
     for key, value in list(vars(record).items()):
         if len(found) >= MAX_RECORD_EXTRA:
             break
@@ -455,7 +455,7 @@ class Capture:
         warnings.showwarning = self.show
         warnings.simplefilter("always")  # every occurrence, as assertWarns sees it (the model may narrow this)
         capture = self.log_handler
-        logging.Logger.callHandlers = lambda logger, record: capture.call_handlers(logger, record)  # type: ignore[method-assign]
+        logging.Logger.callHandlers = lambda logger, record: capture.call_handlers(logger, record)  # type: ignore[method-assign,assignment]
         logging.root.setLevel(1)  # records at every level exist, for an assertLogs at any level
 
     def uninstall(self) -> None:
