@@ -36,7 +36,7 @@ from rewardpipe.environment import (
     stored_action,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
-from rewardpipe.models import ErrorInfo, Message, Record, text_message
+from rewardpipe.models import ErrorInfo, Message, Record, recordable_metrics, text_message
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.policies import Policy
@@ -316,16 +316,10 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
         return metrics
     # A record's metric is a number, a text, a boolean or None: anything else would make the record itself
     # fail to validate, and the run with it. Left out, and said so.
-    odd = []
-    for name, value in extra.items():
-        if isinstance(name, str) and (value is None or isinstance(value, (bool, int, float, str))):
-            metrics[name] = value
-        else:
-            odd.append(f"{str(name)[:40]!r} is a {type(value).__name__}" if isinstance(name, str) else repr(name)[:40])
-    if odd:
-        metrics["env_metrics_error"] = (
-            f"metrics() values must be numbers, text, booleans or None, keyed by text; left out: {', '.join(odd[:3])}"
-        )
+    kept, problem = recordable_metrics(dict(extra), "metrics()")
+    metrics.update(kept)
+    if problem is not None:
+        metrics["env_metrics_error"] = problem
     return metrics
 
 

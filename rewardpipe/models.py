@@ -272,6 +272,62 @@ class ErrorInfo(DeferredModel):
 MetricValue = float | int | str | bool | None
 
 
+def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue], str | None]:
+    """``values`` (what a reward's diagnostics or an environment's ``metrics()`` returned) as a record's
+    metrics, and a note naming what was left out (None when nothing was).
+
+    They may carry what the model wrote (a diagnostics reporting the answer it parsed), so nothing in them may
+    fail the record, its JSON or the Nova answer: text keys with number, text, boolean or None values are kept,
+    text with its lone surrogates replaced by U+FFFD; an integer no float holds, any other value or key is
+    left out and named.
+    """
+    if not isinstance(values, dict):
+        try:
+            values = dict(values)
+        except Exception as exc:  # noqa: BLE001 - a value of the wrong shape is evidence lost, never the record
+            return {}, f"{source} returned {type(values).__name__}, not a dict ({type(exc).__name__})"
+    kept: dict[str, MetricValue] = {}
+    odd: list[str] = []
+    for name, value in values.items():
+        if not isinstance(name, str):
+            odd.append(repr(name)[:40] if isinstance(name, (int, float, bool)) else f"a {type(name).__name__} key")
+            continue
+        name = _encodable(name)
+        if isinstance(value, str):
+            kept[name] = _encodable(value)
+        elif isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
+            odd.append(f"{name[:40]!r} is an int of {value.bit_length()} bits")
+        elif value is None or isinstance(value, (bool, int, float)):
+            kept[name] = value
+        else:
+            odd.append(f"{name[:40]!r} is a {type(value).__name__}")
+    if not odd:
+        return kept, None
+    return kept, (
+        f"{source} values must be numbers, text, booleans or None, keyed by text; left out: {', '.join(odd[:3])}"
+    )
+
+
+def _encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by one U+FFFD (a pair of them read as the character it
+    encodes), so it is always UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text
+
+
+def _fits_a_float(value: int) -> bool:
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
+
+
 class Record(DeferredModel):
     """One scored (or unscorable) rollout. Components are ``None`` when they could not be computed."""
 

@@ -33,7 +33,7 @@ from rewardpipe.components import (
     make_caller,
 )
 from rewardpipe.gc_pause import paused_gc
-from rewardpipe.models import ErrorInfo, Message, MetricValue, score_problem
+from rewardpipe.models import ErrorInfo, Message, MetricValue, recordable_metrics, score_problem
 from rewardpipe.parsing import ParsedTurn, TurnKind, parse_turn
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -515,11 +515,15 @@ class Reward:
         metrics: dict[str, MetricValue] = {}
         if self._diagnostics is not None:
             try:
-                metrics = dict(self._diagnostics(data))
+                returned = self._diagnostics(data)
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 - diagnostics are evidence, never a reason to lose a score
                 metrics = {"diagnostics_error": first_line(exc)}
+            else:  # they may carry the model's own values (what its answer parsed to): checked, never trusted
+                metrics, problem = recordable_metrics(returned, "diagnostics")
+                if problem is not None:
+                    metrics["diagnostics_error"] = problem
         if (note := self._range_note(values)) is not None:
             metrics[OUT_OF_RANGE_METRIC] = note
         if raised is not None:
