@@ -268,6 +268,13 @@ class ErrorInfo(DeferredModel):
     kind: str
     message: str
 
+    @field_validator("kind", "message", mode="after")
+    @classmethod
+    def _utf8(cls, text: str) -> str:
+        # A user's explain_error may quote the model's text: a lone surrogate in it must not make every record
+        # of the run unserialisable (its JSON is UTF-8).
+        return _encodable(text)
+
 
 MetricValue = float | int | str | bool | None
 

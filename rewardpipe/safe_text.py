@@ -10,6 +10,7 @@ markup off.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _KEEP = {"\n", "\t"}
@@ -34,3 +35,14 @@ def printable(text: str, *, keep_newlines: bool = True) -> str:
         else:
             out.append(char)
     return "".join(out)
+
+
+# A lone surrogate (model text can hold one: JSON's "\\ud800" decodes to it) has no UTF-8 form.
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def escape_lone_surrogates(json_text: str) -> str:
+    """JSON text (``json.dumps(..., ensure_ascii=False)``) with each lone surrogate written as its ``\\u``
+    escape: only a string can hold one, where the escape reads back as the same text, so the line is the same
+    JSON and always encodes as UTF-8."""
+    return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match[0]):04x}", json_text)

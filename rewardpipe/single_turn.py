@@ -471,7 +471,8 @@ def _prompt_group(messages: Sequence[Message]) -> str:
 
     last = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=len(messages))
     prompt = json.dumps([m.model_dump(mode="json") for m in messages[:last]], sort_keys=True, ensure_ascii=False)
-    return "p-" + hashlib.sha256(prompt.encode("utf-8")).hexdigest()[:16]
+    # surrogatepass: an earlier turn of the model's may hold a lone surrogate (only hashed here)
+    return "p-" + hashlib.sha256(prompt.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
 class SampleReader:

@@ -49,7 +49,10 @@ class PayloadTooLarge(RuntimeError):
 
 def payload_size(obj: Any) -> int:
     """Bytes of ``obj`` as Step Functions counts them (UTF-8 JSON)."""
-    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    from rewardpipe.safe_text import escape_lone_surrogates
+
+    # A lone surrogate in model text (a replayed turn) counts as its \u escape: raw, it has no UTF-8 form.
+    return len(escape_lone_surrogates(json.dumps(obj, separators=(",", ":"), ensure_ascii=False)).encode("utf-8"))
 
 
 def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:

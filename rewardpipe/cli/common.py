@@ -19,6 +19,7 @@ import typer
 
 from rewardpipe.cli.application import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest
+from rewardpipe.safe_text import escape_lone_surrogates
 
 MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
 
@@ -604,7 +605,7 @@ class RecordWriter:
             if handle is None:
                 path.parent.mkdir(parents=True, exist_ok=True)
                 handle = self._files[path] = path.open("ab", buffering=0)
-            data = (line.translate(_LINE_BREAKS_ESCAPED) + "\n").encode("utf-8", "surrogateescape")
+            data = (escape_lone_surrogates(line.translate(_LINE_BREAKS_ESCAPED)) + "\n").encode("utf-8")
             start = handle.seek(0, os.SEEK_END)
             try:
                 view = memoryview(data)

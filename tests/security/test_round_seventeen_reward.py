@@ -8,6 +8,20 @@ Each failed the whole ``rewardpipe score`` run (``unexpected ValidationError``) 
 batch, for one sample's text. The diagnostics are now checked as an environment's ``metrics()`` are (round
 sixteen): text keys with number/text/boolean/None values are kept, the rest named in ``diagnostics_error``;
 lone surrogates become U+FFFD, in ``metrics()`` values too.
+
+F2. The same lone surrogate through the other hooks and writers: a user's ``explain_error`` whose message quotes
+the answer it could not read (``ErrorInfo(kind=..., message="could not read: " + completion)``) made the record
+unserialisable, and ``rewardpipe score`` ended with ``unexpected PydanticSerializationError`` for the whole run;
+a transcript the store refused was spilled with ``encode("utf-8", "surrogateescape")``, which raised
+``UnicodeEncodeError`` for U+D800 (the run failed where it was to keep the transcript) and wrote a raw byte
+0x80, invalid UTF-8 in a JSONL file, for U+DC80. ``ErrorInfo`` replaces lone surrogates by U+FFFD; the spill
+files write them as their JSON escapes (the text reads back exactly).
+
+F3. Two more encoders of the model's text: ``rewardpipe score`` names the group of a line without ids by a hash
+of the conversation before the answer, which encoded it as strict UTF-8, so a line whose earlier assistant turn
+held a lone surrogate ended the whole run (``unexpected UnicodeEncodeError``); and the AWS client's and
+rollout's ``payload_size`` (Step Functions' budget) raised the same on replayed turns holding one. The hash
+reads the text with ``surrogatepass``; the size counts a lone surrogate as its escape.
 """
 
 from __future__ import annotations
@@ -79,30 +93,37 @@ def test_the_record_of_such_a_sample_is_scored_and_serialisable(name):
         assert "answer" not in record.metrics and "answer" in record.metrics["diagnostics_error"]
 
 
-def test_rewardpipe_score_keeps_the_batch_when_one_answer_is_hostile(tmp_path, monkeypatch):
+def _score_cli(tmp_path, monkeypatch, reward: str, answers: list[str]) -> list[dict]:
+    """``rewardpipe score`` of one group of ``answers`` with the reward ``reward`` of this module (its records)."""
     import sys
 
     from typer.testing import CliRunner
 
     from rewardpipe.cli import app
 
-    module = tmp_path / "parsing_reward.py"
-    module.write_text("from tests.security.test_round_seventeen_reward import PARSING\n")
+    module = tmp_path / "hostile_reward.py"
+    module.write_text(f"from tests.security.test_round_seventeen_reward import {reward}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.delitem(sys.modules, "parsing_reward", raising=False)
-    answers = ["yes JSON: 1", "no JSON: 2", *HOSTILE_ANSWERS.values()]
+    monkeypatch.delitem(sys.modules, "hostile_reward", raising=False)
     lines = [
         {"group_id": "g", "task_id": "t", "rollout_id": f"r{i}", "messages": _samples(answer)[2]["messages"]}
         for i, answer in enumerate(answers)
     ]
     samples = tmp_path / "samples.jsonl"
     samples.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    out = str(tmp_path / "store")
     result = CliRunner().invoke(
-        app, ["score", str(samples), "--reward", "parsing_reward:PARSING", "--out", str(tmp_path / "store"), "--json"]
+        app, ["score", str(samples), "--reward", f"hostile_reward:{reward}", "--out", out, "--json"]
     )
     assert result.exit_code == 0, result.output
     records = [json.loads(line) for line in result.stdout.splitlines() if line.startswith("{")]
-    assert len(records) == len(lines) and all(r["status"] == "scored" for r in records)
+    assert len(records) == len(lines)
+    return records
+
+
+def test_rewardpipe_score_keeps_the_batch_when_one_answer_is_hostile(tmp_path, monkeypatch):
+    records = _score_cli(tmp_path, monkeypatch, "PARSING", ["yes JSON: 1", "no JSON: 2", *HOSTILE_ANSWERS.values()])
+    assert all(r["status"] == "scored" for r in records)
 
 
 def test_metrics_text_with_a_lone_surrogate_is_kept_readable():
@@ -110,3 +131,68 @@ def test_metrics_text_with_a_lone_surrogate_is_kept_readable():
 
     kept, problem = recordable_metrics({"said": "a\ud800b", "n": 2, "ok": True, "none": None}, "metrics()")
     assert kept == {"said": "a\ufffdb", "n": 2, "ok": True, "none": None} and problem is None
+
+
+# --- F2: a lone surrogate through explain_error and the spill files ---------------------------------------------
+
+
+@component(range=(0.0, 1.0), role="outcome", description="None (cannot compute) unless the answer says yes")
+def _yes_or_unknown(completion: str) -> float | None:
+    return 1.0 if completion.startswith("yes") else None
+
+
+def _explain(completion: str):
+    from rewardpipe.models import ErrorInfo
+
+    return ErrorInfo(kind="unreadable", message="could not read: " + completion)
+
+
+EXPLAINING = Reward("explaining", [_yes_or_unknown], explain_error=_explain)
+
+
+def test_an_explanation_quoting_a_lone_surrogate_keeps_the_run(tmp_path, monkeypatch):
+    records = _score_cli(tmp_path, monkeypatch, "EXPLAINING", ["yes", 'maybe JSON: "\\ud800"', "maybe \udc80 \ud83d"])
+    assert [r["status"] for r in records] == ["scored", "error", "error"]
+    assert records[2]["error"] == {"kind": "unreadable", "message": "could not read: maybe \ufffd \ufffd"}
+
+
+@pytest.mark.parametrize("text", ["a\ud800b", "a\udc80b", "\ud83d then \ude00 apart", "pair \U0001f600 kept"])
+def test_a_spilled_transcript_with_a_lone_surrogate_is_utf8_and_reads_back_exactly(tmp_path, text):
+    from rewardpipe.cli.common import RecordWriter
+    from tests.security.test_round_fourteen_reward import _RefusingStore, _Transcript
+
+    writer = RecordWriter(_RefusingStore(), tmp_path / "records.jsonl")
+    writer.write_transcripts([_Transcript(text)])
+    writer.close()
+    lines = writer.transcript_spill_path.read_bytes().decode("utf-8").splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["messages"][0]["content"] == text
+
+
+# --- F3: a lone surrogate in an earlier turn: the group hash and the Step Functions size ----------------------
+
+
+def test_a_line_whose_earlier_turn_holds_a_lone_surrogate_is_scored_in_its_prompts_group(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    def line(rollout: str, earlier: str, answer: str) -> str:
+        turns = [("user", "q"), ("assistant", earlier), ("user", "go on"), ("assistant", answer)]
+        return json.dumps({"rollout_id": rollout, "messages": [{"role": r, "content": c} for r, c in turns]}) + "\n"
+
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(line("a", "first \ud800", "yes") + line("b", "first \ud800", "no") + line("c", "other", "yes"))
+    out = str(tmp_path / "store")
+    result = CliRunner().invoke(app, ["score", str(samples), "--reward", "gsm8k", "--out", out, "--json"])
+    assert result.exit_code == 0, result.output
+    records = {r["rollout_id"]: r for r in map(json.loads, result.stdout.splitlines()) if "rollout_id" in r}
+    assert set(records) == {"a", "b", "c"}
+    assert records["a"]["group_id"] == records["b"]["group_id"] != records["c"]["group_id"]
+
+
+def test_the_step_functions_size_of_a_lone_surrogate_is_its_escape():
+    from rewardpipe.aws.state import payload_size
+
+    turns = {"turns": ["a\ud800", "\U0001f600"]}
+    # the size of the ASCII JSON, the emoji counted as its 4 UTF-8 bytes instead of its 12-character escape
+    assert payload_size(turns) == len(json.dumps(turns, separators=(",", ":")).replace("\\ud83d\\ude00", "1234"))
