@@ -536,21 +536,29 @@ class Reward:
         return Score(values, weights, aggregate, metrics, None)
 
     def _none_error(self, data: ScoringInput, values: dict[str, float | None]) -> ErrorInfo:
-        error = None
-        if self._explain is not None:
+        missing = "could not compute: " + ", ".join(n for n, v in values.items() if v is None)
+        if self._explain is None:
+            return ErrorInfo(kind="component_unavailable", message=missing)
+        try:
+            error = self._explain(data)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001
+            return ErrorInfo(
+                kind="component_unavailable", message=f"{missing} (explain_error raised {first_line(exc)})"
+            )
+        if error is None or isinstance(error, ErrorInfo):
+            return error or ErrorInfo(kind="component_unavailable", message=missing)
+        # Anything else (a text, a dict, a tuple) would fail the record's validation and the batch with it: a
+        # dict of ErrorInfo's fields is read as one, the rest is named.
+        if isinstance(error, Mapping):
             try:
-                error = self._explain(data)
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # noqa: BLE001
-                error = ErrorInfo(
-                    kind="component_unavailable",
-                    message=f"could not compute: {', '.join(n for n, v in values.items() if v is None)}"
-                    f" (explain_error raised {first_line(exc)})",
-                )
-        return error or ErrorInfo(
+                return ErrorInfo.model_validate(dict(error))
+            except ValueError:  # pydantic's ValidationError is a ValueError
+                pass
+        return ErrorInfo(
             kind="component_unavailable",
-            message="could not compute: " + ", ".join(n for n, v in values.items() if v is None),
+            message=f"{missing} (explain_error returned {type(error).__name__}, not an ErrorInfo)",
         )
 
     def score_input(self, data: ScoringInput) -> Score:

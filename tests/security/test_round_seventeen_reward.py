@@ -22,6 +22,12 @@ of the conversation before the answer, which encoded it as strict UTF-8, so a li
 held a lone surrogate ended the whole run (``unexpected UnicodeEncodeError``); and the AWS client's and
 rollout's ``payload_size`` (Step Functions' budget) raised the same on replayed turns holding one. The hash
 reads the text with ``surrogatepass``; the size counts a lone surrogate as its escape.
+
+F4. A reward's ``explain_error`` returning something other than an ``ErrorInfo`` (a text, a dict, a tuple: what a
+hook written in a hurry returns) failed the whole reward-Lambda batch (``AttributeError: 'str' object has no
+attribute 'kind'``, outside the per-sample guard) and the whole ``rewardpipe score`` run (the record's
+validation), for the one sample that could not be computed. A dict of ErrorInfo's fields is read as one; anything
+else is that sample's ``component_unavailable`` naming what explain_error returned.
 """
 
 from __future__ import annotations
@@ -196,3 +202,37 @@ def test_the_step_functions_size_of_a_lone_surrogate_is_its_escape():
     turns = {"turns": ["a\ud800", "\U0001f600"]}
     # the size of the ASCII JSON, the emoji counted as its 4 UTF-8 bytes instead of its 12-character escape
     assert payload_size(turns) == len(json.dumps(turns, separators=(",", ":")).replace("\\ud83d\\ude00", "1234"))
+
+
+# --- F4: an explain_error that returns something else than an ErrorInfo -----------------------------------------
+
+
+def _explaining_with(returned):
+    def explain(completion: str):
+        return returned
+
+    return Reward("r", [_yes_or_unknown], explain_error=explain)
+
+
+@pytest.mark.parametrize(
+    ("returned", "kind"),
+    [
+        ("cannot read it", "component_unavailable"),
+        ({"kind": "unreadable", "message": "no yes"}, "unreadable"),
+        ({"kind": "unreadable"}, "component_unavailable"),
+        (("unreadable", "no yes"), "component_unavailable"),
+    ],
+)
+def test_an_explanation_of_the_wrong_type_is_that_samples_error_not_the_batchs(returned, kind):
+    from rewardpipe.episode import record_from_score
+
+    reward = _explaining_with(returned)
+    out = score_samples(_samples("maybe")[::2], reward, error_reward="zero")
+    flags = [{m["name"]: m["value"] for m in o["metrics_list"]} for o in out]
+    assert [o["aggregate_reward_score"] for o in out] == [1.0, 0.0]
+    assert flags[0]["reward_error"] == 0 and flags[1]["reward_error"] == 1 and flags[1][f"error_{kind}"] == 1
+    data = ScoringInput(messages=[Message(role="user", content="q"), Message(role="assistant", content="maybe")])
+    record = record_from_score(reward.score_input(data), run_id="r", step=0, group_id="g", rollout_id="x", task_id="t")
+    assert record.status == "error" and record.error.kind == kind and record.aggregate is None
+    if kind == "component_unavailable":
+        assert type(returned).__name__ in record.error.message
