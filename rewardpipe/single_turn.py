@@ -119,7 +119,10 @@ def _sendable_id(sample_id: Any) -> Any:
     try:
         json.dumps(sample_id, allow_nan=False)
     except (ValueError, TypeError, RecursionError):
-        return str(sample_id)
+        try:
+            return str(sample_id)
+        except Exception:  # noqa: BLE001 - no text of it (too deep, an int past the digit limit): still one answer
+            return f"<an id of type {type(sample_id).__name__} that cannot be written>"
     return sample_id
 
 

@@ -28,6 +28,11 @@ hook written in a hurry returns) failed the whole reward-Lambda batch (``Attribu
 attribute 'kind'``, outside the per-sample guard) and the whole ``rewardpipe score`` run (the record's
 validation), for the one sample that could not be computed. A dict of ErrorInfo's fields is read as one; anything
 else is that sample's ``component_unavailable`` naming what explain_error returned.
+
+F5. ``score_samples`` (the reward Lambda's and the trainer adapters' scorer) echoes an id JSON cannot carry as
+its text, but an id with no text either (an int past Python's 4300-digit limit, a list nested past the
+recursion limit) raised from ``str()`` and failed the batch. Such an id is answered as a placeholder naming its
+type; the sample is scored.
 """
 
 from __future__ import annotations
@@ -236,3 +241,23 @@ def test_an_explanation_of_the_wrong_type_is_that_samples_error_not_the_batchs(r
     assert record.status == "error" and record.error.kind == kind and record.aggregate is None
     if kind == "component_unavailable":
         assert type(returned).__name__ in record.error.message
+
+
+# --- F5: an id that has no text ---------------------------------------------------------------------------------
+
+
+def _nested(depth: int) -> list:
+    inner: list = []
+    for _ in range(depth):
+        inner = [inner]
+    return inner
+
+
+@pytest.mark.parametrize("sample_id", [10**5000, _nested(5000)], ids=["a 5000-digit int", "a list nested 5000 deep"])
+def test_an_id_with_no_text_is_answered_not_the_batch(sample_id):
+    samples = _samples("x")[:2]
+    samples[0]["id"] = sample_id
+    out = score_samples(samples, PARSING, error_reward="zero")
+    json.dumps(out, allow_nan=False)
+    assert [o["aggregate_reward_score"] for o in out] == [1.0, 0.0] and out[1]["id"] == 1
+    assert isinstance(out[0]["id"], str) and type(sample_id).__name__ in out[0]["id"]
