@@ -382,6 +382,11 @@ def nova_output(
         if value is not None and math.isfinite(value):
             metrics_list.append({"name": name, "value": float(value), "type": "Reward"})
     for name, metric in metrics.items():
+        # A diagnostic named like a component, the ``reward_error`` flag or an ``error_<kind>`` flag would stand
+        # beside it in the list, and every reader that keys the list by name (the trainer adapters, the bridge)
+        # would take the diagnostic's value for the component or the flag: left out (the record keeps it).
+        if name in components or name == "reward_error" or name.startswith("error_"):
+            continue
         if isinstance(metric, bool):
             metric = int(metric)
         if isinstance(metric, (int, float)) and math.isfinite(metric):

@@ -33,6 +33,13 @@ F5. ``score_samples`` (the reward Lambda's and the trainer adapters' scorer) ech
 its text, but an id with no text either (an int past Python's 4300-digit limit, a list nested past the
 recursion limit) raised from ``str()`` and failed the batch. Such an id is answered as a placeholder naming its
 type; the sample is scored.
+
+F6. A diagnostic named like a component (or ``reward_error``, or ``error_<kind>``) was listed beside it in the
+Nova ``metrics_list``, and every reader that keys that list by name took the diagnostic's value: the TRL
+reward function of a code reward, verl's and verifiers' component values became the diagnostic's (a
+component the model scored 1.0 on was trained as 0.0), a diagnostic ``reward_error`` = 1 flagged a scored sample
+(``error_reward=neutral`` then paid it the group's mean), and an ``error_*`` diagnostic was read as the error's
+kind. Such diagnostics stay in the record but are left out of the Nova list.
 """
 
 from __future__ import annotations
@@ -261,3 +268,39 @@ def test_an_id_with_no_text_is_answered_not_the_batch(sample_id):
     json.dumps(out, allow_nan=False)
     assert [o["aggregate_reward_score"] for o in out] == [1.0, 0.0] and out[1]["id"] == 1
     assert isinstance(out[0]["id"], str) and type(sample_id).__name__ in out[0]["id"]
+
+
+# --- F6: a diagnostic named like a component or a flag ------------------------------------------------------------
+
+
+def _shadowing(completion: str) -> dict:
+    said_yes = completion.startswith("yes")
+    return {"_says_yes": 0.0 if said_yes else 1.0, "reward_error": said_yes, "error_shadow": 1, "kept": 2}
+
+
+SHADOWING = Reward("shadowing", [_says_yes], diagnostics=_shadowing)
+
+
+def test_a_diagnostic_never_shadows_a_component_or_a_flag_in_the_nova_list():
+    out = score_samples(_samples("x")[:2], SHADOWING, error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in out] == [1.0, 0.0]  # not flagged, so not the group's mean
+    for o, value in zip(out, [1.0, 0.0], strict=True):
+        names = [m["name"] for m in o["metrics_list"]]
+        assert len(names) == len(set(names)), names
+        by_name = {m["name"]: m["value"] for m in o["metrics_list"]}
+        assert by_name["_says_yes"] == value and by_name["reward_error"] == 0 and by_name["kept"] == 2
+        assert "error_shadow" not in by_name
+
+
+def test_the_adapters_read_the_components_value_not_the_diagnostics():
+    from rewardpipe.integrations.verifiers import SampleScorer
+    from rewardpipe.integrations.verl import compute_score
+
+    assert compute_score(
+        "x", "yes", None, {"rewardpipe_reward": "tests.security.test_round_seventeen_reward:SHADOWING"}
+    ) == {
+        "score": 1.0,
+        "_says_yes": 1.0,
+        "reward_error": 0.0,
+    }
+    assert SampleScorer(SHADOWING).value("_says_yes", "yes", None, "q") == 1.0
