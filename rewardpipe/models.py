@@ -402,6 +402,19 @@ def nova_output(
     }
 
 
+def nova_fields(output: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(components, metrics)`` of a Nova output (:func:`nova_output`): its ``"Reward"`` entries by name and
+    its other entries by name. Kept apart, so a component named like a flag (``reward_error``, ``error_count``)
+    is never read as the flag, nor the flag as the component."""
+    rewards: dict[str, Any] = {}
+    metrics: dict[str, Any] = {}
+    entries = output.get("metrics_list") if isinstance(output, dict) else None
+    for entry in entries if isinstance(entries, list) else []:
+        if isinstance(entry, dict) and isinstance(entry.get("name"), str):
+            (rewards if entry.get("type") == "Reward" else metrics)[entry["name"]] = entry.get("value")
+    return rewards, metrics
+
+
 class InputFileError(ValueError):
     """A JSONL input file has a bad line; the message names the file, line and field."""
 

@@ -44,6 +44,7 @@ from rewardpipe.models import (
     InputId,
     Message,
     has_answer,
+    nova_fields,
     nova_output,
 )
 from rewardpipe.rewards import Reward, Score, ScoringInput, Transcript, code_correctness, get_reward
@@ -272,7 +273,7 @@ def prompt_key(raw: Any) -> str | None:
 
 
 def is_flagged(output: Mapping[str, Any]) -> bool:
-    return any(m.get("name") == "reward_error" and m.get("value") for m in output.get("metrics_list", []))
+    return bool(nova_fields(output)[1].get("reward_error"))  # the flag, never a component of that name
 
 
 def apply_error_reward(

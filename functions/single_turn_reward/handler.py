@@ -26,7 +26,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from rewardpipe.aws.settings import Settings
-from rewardpipe.single_turn import fit_response, score_samples
+from rewardpipe.single_turn import fit_response, is_flagged, score_samples
 
 # Imported at INIT (a bad reference fails the cold start with a ConfigurationError naming the variable).
 REWARD = Settings.from_env().single_turn_reward
@@ -49,7 +49,7 @@ metrics.set_default_dimensions(reward=REWARD_NAME)
 
 
 def _errors(results: list[dict[str, Any]]) -> int:
-    return sum(1 for r in results for m in r["metrics_list"] if m["name"] == "reward_error" and m["value"])
+    return sum(1 for r in results if is_flagged(r))
 
 
 def deadline(context: Any) -> float:

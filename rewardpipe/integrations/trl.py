@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text, nova_fields
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
 from rewardpipe.single_turn import score_samples
 
@@ -284,9 +284,9 @@ class BatchScorer:
         results = score_samples(samples, self.reward, executor=self.executor)
         values, errors = [], []
         for result in results:
-            metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
+            rewards, metrics = nova_fields(result)  # components and flags apart, whatever their names
             failed = bool(metrics.get("reward_error"))
-            values.append({c: None if failed else metrics.get(c) for c in self.reward.component_names})
+            values.append({c: None if failed else rewards.get(c) for c in self.reward.component_names})
             kind = next((name[len("error_") :] for name in metrics if name.startswith("error_")), "unscored")
             errors.append(kind if failed else None)
         self.batches_scored += 1

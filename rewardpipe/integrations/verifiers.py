@@ -33,7 +33,7 @@ from concurrent.futures import Future
 from typing import Any
 
 from rewardpipe.integrations.verifiers_env import VerifiersEnvironment, VfState, VfTask, from_verifiers
-from rewardpipe.models import Message, Task
+from rewardpipe.models import Message, Task, nova_fields
 from rewardpipe.rewards import Reward, get_reward
 from rewardpipe.single_turn import score_samples
 
@@ -101,9 +101,9 @@ class SampleScorer:
 
     def _score(self, sample: dict[str, Any]) -> dict[str, float]:
         result = score_samples([sample], self.reward, executor=self.executor)[0]
-        metrics = {m["name"]: m["value"] for m in result["metrics_list"]}
-        failed = bool(metrics.get("reward_error"))
-        return {c: math.nan if failed or c not in metrics else float(metrics[c]) for c in self.reward.component_names}
+        rewards, flags = nova_fields(result)  # components and flags apart, whatever their names
+        failed = bool(flags.get("reward_error"))
+        return {c: math.nan if failed or c not in rewards else float(rewards[c]) for c in self.reward.component_names}
 
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
         sample = {

@@ -23,7 +23,8 @@ such rows from your statistics).
 Every sample of a reward returns the same keys (``score``, each component, ``reward_error``): verl's reward
 managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample
 would shift every later value of that list onto the wrong sample. For the same reason a batch should be
-scored by one reward (samples choosing different rewards return different component keys).
+scored by one reward (samples choosing different rewards return different component keys). A component named
+``score`` or ``reward_error`` shares its key with verl's own: the dict holds the score and the flag there.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from rewardpipe.models import nova_fields
 from rewardpipe.rewards import REWARDS, get_reward
 from rewardpipe.single_turn import score_samples
 
@@ -67,8 +69,8 @@ def compute_score(
     }
     reward = get_reward(reward_for(data_source, info))
     result = score_samples([sample], reward)[0]
-    values = {metric["name"]: metric["value"] for metric in result["metrics_list"]}
-    failed = bool(values.get("reward_error"))
+    values, flags = nova_fields(result)  # components and flags apart, whatever their names
+    failed = bool(flags.get("reward_error"))
     out: dict[str, float] = {"score": float(result["aggregate_reward_score"])}
     for name in reward.component_names:
         value = values.get(name)

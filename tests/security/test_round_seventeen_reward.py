@@ -40,6 +40,12 @@ reward function of a code reward, verl's and verifiers' component values became 
 component the model scored 1.0 on was trained as 0.0), a diagnostic ``reward_error`` = 1 flagged a scored sample
 (``error_reward=neutral`` then paid it the group's mean), and an ``error_*`` diagnostic was read as the error's
 kind. Such diagnostics stay in the record but are left out of the Nova list.
+
+F7. The other way round: a component named like a flag (``reward_error``, ``error_count``: valid component names)
+was read as the flag. A ``reward_error`` component at 1.0 flagged its scored sample (``is_flagged``, so
+``error_reward=neutral`` paid it the group's mean) and verl, verifiers and TRL's code path read the flag's 0 as
+the component's value. Every reader of a Nova output now keys components and flags apart
+(``models.nova_fields``: the ``"Reward"`` entries, the others).
 """
 
 from __future__ import annotations
@@ -304,3 +310,32 @@ def test_the_adapters_read_the_components_value_not_the_diagnostics():
         "reward_error": 0.0,
     }
     assert SampleScorer(SHADOWING).value("_says_yes", "yes", None, "q") == 1.0
+
+
+# --- F7: a component named like a flag ---------------------------------------------------------------------------
+
+
+@component(range=(0.0, 1.0), role="shaping", name="reward_error", description="named like the flag")
+def _named_like_the_flag(completion: str) -> float:
+    return 1.0 if completion.startswith("yes") else 0.0
+
+
+FLAG_NAMED = Reward("flag_named", [_says_yes, _named_like_the_flag])
+
+
+def test_a_component_named_like_the_flag_is_never_read_as_the_flag():
+    from rewardpipe.integrations.verifiers import SampleScorer
+    from rewardpipe.integrations.verl import compute_score
+
+    out = score_samples(_samples("x")[:2], FLAG_NAMED, error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in out] == [2.0, 0.0]  # neither flagged nor paid the mean
+    ref = {"rewardpipe_reward": "tests.security.test_round_seventeen_reward:FLAG_NAMED"}
+    assert compute_score("x", "yes", None, ref) == {"score": 2.0, "_says_yes": 1.0, "reward_error": 0.0}
+    assert SampleScorer(FLAG_NAMED).value("reward_error", "yes", None, "q") == 1.0
+
+    from rewardpipe.models import nova_fields
+
+    assert [nova_fields(o) for o in out] == [
+        ({"_says_yes": 1.0, "reward_error": 1.0}, {"reward_error": 0}),
+        ({"_says_yes": 0.0, "reward_error": 0.0}, {"reward_error": 0}),
+    ]

@@ -52,7 +52,7 @@ from rewardpipe.integrations.nova.protocol import (
     rollout_result,
     task_source,
 )
-from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record
+from rewardpipe.models import MAX_ID_LENGTH, ErrorInfo, Record, nova_fields
 from rewardpipe.rewards import Reward
 
 logger = logging.getLogger("rewardpipe.nova")
@@ -383,9 +383,8 @@ class Bridge:
         request = RolloutRequest(sample_id=entry["sample_id"], rewards={"range": entry["range"]})
         data = json.loads(output) if isinstance(output, str) else (output or {})
         if status == "SUCCEEDED" and data.get("status") == "scored":
-            values = {m["name"]: m["value"] for m in data.get("metrics_list", [])}
+            values, metrics = nova_fields(data)  # components and flags apart, whatever their names
             components = {c: values.get(c) for c in self.reward.component_names}
-            metrics = {m["name"]: m["value"] for m in data.get("metrics_list", []) if m.get("type") == "Metric"}
             metrics.pop("reward_error", None)
             return self._answer(
                 entry,
@@ -397,11 +396,7 @@ class Bridge:
             )
         if status == "SUCCEEDED":
             kind = next(
-                (
-                    m["name"][len("error_") :]
-                    for m in data.get("metrics_list", [])
-                    if str(m.get("name", "")).startswith("error_")
-                ),
+                (name[len("error_") :] for name in nova_fields(data)[1] if name.startswith("error_")),
                 "rollout_error",
             )
             error = ErrorInfo(kind=kind, message=f"rollout ended with an error record ({data.get('record_key')})")
