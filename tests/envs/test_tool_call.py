@@ -423,6 +423,18 @@ def test_padding_with_valid_calls_does_not_buy_back_a_malformed_one():
     assert padded["valid_calls"] <= honest["valid_calls"] == 0.5
 
 
+def test_a_malformed_call_alone_is_not_paid_more_than_no_call():
+    """Round eighteen: with 1/(1 + invalid calls), an episode whose only call was malformed (or an unclosed
+    <tool_call>) scored 0.5 where an episode with no call at all scored 0: a junk call before a guessed answer
+    bought shaping reward. Without a valid call, valid_calls is 0 as with none."""
+    malformed = tagged([("get_balance", {"account": 1})])
+    assert components(*play(["<answer>100</answer>"]))["valid_calls"] == 0.0
+    assert components(*play([malformed, "<answer>100</answer>"]))["valid_calls"] == 0.0
+    assert components(*play(["<tool_call>{", "<answer>100</answer>"]))["valid_calls"] == 0.0
+    right = tagged([("get_balance", {"account": "checking"})])
+    assert components(*play([malformed, right, "<answer>100</answer>"]))["valid_calls"] == 0.5
+
+
 def test_redundant_calls_penalty_scales_and_floors():
     read = structured([("get_balance", {"account": "checking"})], 0)
     assert components(*play([read, "<answer>100</answer>"]))["redundant_calls"] == 0.0

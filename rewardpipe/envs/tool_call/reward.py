@@ -6,7 +6,7 @@
 |                   |         |         |        | final answer equals the expected one (whichever the task sets) |
 | `valid_calls`     | [0, 1]  | shaping | 0.3    | 1 / (1 + the calls that did not parse, name a tool or          |
 |                   |         |         |        | type-check) (a tool's refusal is still a valid call); 0 with   |
-|                   |         |         |        | no call                                                        |
+|                   |         |         |        | no valid call                                                  |
 | `redundant_calls` | [-1, 0] | penalty | 0.3    | -0.25 per call that repeats an answered call (same tool, same  |
 |                   |         |         |        | arguments) with the world unchanged since, and changes nothing |
 |                   |         |         |        | itself (a second read; not a second transfer), down to -1      |
@@ -14,8 +14,8 @@
 ``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a
 task. It counts the invalid calls rather than taking their share of all calls: a share rose with every extra
 call, so padding an episode with cheap valid ones (lookups the tool refuses, each with other arguments, so
-none is a redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no call at
-all, since every task needs at least one (an answer made up without looking is not a well-formed use of the
+none is a redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no valid call
+(none at all, or only malformed ones: a junk call is not paid more than none), since every task needs at least one (an answer made up without looking is not a well-formed use of the
 tools). A world goal is judged on the world whether or not the
 model gave a final answer; an answer goal needs the answer.
 """
@@ -56,15 +56,16 @@ def goal_reached(state: Any, task: Any) -> float | None:
     range=(0.0, 1.0),
     role="shaping",
     weight=0.3,
-    description="1 / (1 + calls that did not parse or type-check); 0 with no call",
+    description="1 / (1 + calls that did not parse or type-check); 0 with no valid call",
 )
 def valid_calls(state: Any) -> float | None:
     episode = _episode(state)
     if episode is None:
         return None
-    if not episode.calls and not episode.unread_calls:
+    valid = sum(1 for call in episode.calls if call.valid)
+    if not valid:  # no call, or only malformed ones: a junk call is not paid more than none
         return 0.0
-    invalid = sum(1 for call in episode.calls if not call.valid) + episode.unread_calls
+    invalid = len(episode.calls) - valid + episode.unread_calls
     return 1.0 / (1 + invalid)
 
 
