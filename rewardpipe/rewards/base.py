@@ -648,6 +648,7 @@ class Reward:
             for data in inputs:
                 aggregate: Any = 0
                 complete = True
+                timed_out: ErrorInfo | None = None
                 for (_name, call, get, _), append, weight in steps:
                     try:
                         value = call(get(data)) if get is not None else call(data)
@@ -655,6 +656,10 @@ class Reward:
                             value = _as_value(value)
                     except KeyboardInterrupt:
                         raise
+                    except ComponentTimeout as exc:  # never called again: another full wait, another thread
+                        complete = False
+                        timed_out = raised_error(_name, exc)  # the first to raise: what score_input names
+                        break
                     except BaseException:  # noqa: BLE001 - the sample is scored again below to name the error
                         complete = False
                         break
@@ -670,13 +675,13 @@ class Reward:
                     errors.append(None)
                     continue
                 # The rare path: score the sample whole for its error (which component, why), then keep the
-                # columns aligned with None.
-                score = self.score_input(data)
+                # columns aligned with None. A call past its time limit is that error already.
+                score = self.score_input(data) if timed_out is None else None
                 for column, name in zip(columns, names, strict=True):
                     del column[len(errors) :]
-                    column.append(None if score.error is not None else score.components[name])
-                aggregates.append(score.aggregate if score.error is None else None)
-                errors.append(score.error)
+                    column.append(None if score is None or score.error is not None else score.components[name])
+                aggregates.append(score.aggregate if score is not None and score.error is None else None)
+                errors.append(timed_out if score is None else score.error)
         return ColumnScores(names, columns, aggregates, errors)
 
     def _settle(self, values: dict[str, Any], pending: list[Any], raised_box: list[Any]) -> None:

@@ -105,3 +105,24 @@ def test_check_reward_reports_a_component_past_its_limit():
 
     with pytest.raises(AssertionError, match=r"\[component_timeout\] component 'passes' did not finish"):
         check_reward(Reward("r", [passes, brevity]), [{"completion": "good"}, {"completion": "hang"}])
+
+
+started: list[str] = []
+
+
+@component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+def counted(completion):
+    started.append(completion)
+    if "hang" in completion:
+        release.wait()
+    return 1.0
+
+
+def test_score_columns_waits_out_a_hung_call_once():
+    """Round eighteen: score_columns (TRL's reward functions) scored a failed sample again to name its error,
+    so a call past its limit was started a second time: twice the wait and a second abandoned thread."""
+    started.clear()
+    columns = Reward("r", [counted, brevity]).score_columns(_inputs("fine", "hang"))
+    assert columns.aggregates == [2.0, None] and columns.values == [[1.0, None], [1.0, None]]
+    assert columns.errors[1].kind == "component_timeout" and "counted" in columns.errors[1].message
+    assert started == ["fine", "hang"]
