@@ -69,7 +69,8 @@ class PolicyExhausted(Exception):
 class ContextLimitReached(PolicyExhausted):
     """The conversation no longer fits the policy model's context window (the endpoint refused it as too
     long): the episode ends there, end reason ``context_limit``, and is scored as it stands, as at the turn
-    limit. Raised by ``OpenAIPolicy``; a policy of your own may raise it too."""
+    limit. Raised by ``OpenAIPolicy``; a policy of your own may raise it too. Raised before the model's first turn
+    (the task itself, or ``max_tokens``, leaves no room) it is a ``policy_error``: nothing of the model's to score."""
 
 
 def stored_action(action: str) -> str:

@@ -421,7 +421,11 @@ def converse(
         if state.next_action == "policy":
             try:
                 turn = policy.next_turn(state, task)
-            except ContextLimitReached:  # the conversation outgrew the model's window: scored as it stands
+            except ContextLimitReached as exc:  # the conversation outgrew the model's window: scored as it stands
+                if not state.assistant_turns:  # the task itself (or max_tokens) does not fit: nothing to score
+                    raise ConversationError(
+                        "policy_error", state, ContextLimitReached(f"before the model's first turn: {exc}")
+                    ) from exc
                 return end_without_commit(state, CONTEXT_LIMIT)
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")

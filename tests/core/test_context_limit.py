@@ -129,3 +129,21 @@ def test_a_policy_of_ones_own_may_end_its_episode_the_same_way():
 
     record = run_episode(TASK, Windowed(), ENV, NoSandbox(), run_id="ctx", step=0, group_id="g", rollout_id="r")
     assert record.status == "scored" and record.metrics["end_reason"] == CONTEXT_LIMIT
+
+
+def test_a_task_that_does_not_fit_before_the_models_first_turn_is_a_policy_error(chat_server):
+    """Round eighteen: refused before the model said anything (a task prompt longer than the window, or a
+    max_tokens no prompt leaves room for), every rollout was a scored 0 with end reason context_limit: a
+    configuration or data problem silently trained on as the model's outcome (a group of equal zeros). Nothing
+    of the model's is there to score: it stays a policy_error record, naming the refusal."""
+    chat_server.replies.append(OVERFLOWS["vllm"])
+    record = _episode(chat_server)
+    assert record.status == "error" and record.error.kind == "policy_error"
+    assert "context" in record.error.message
+
+    class Windowed:
+        def next_turn(self, state, task):
+            raise ContextLimitReached("my tokenizer says 9000 > 4096")
+
+    record = run_episode(TASK, Windowed(), ENV, NoSandbox(), run_id="ctx", step=0, group_id="g", rollout_id="r")
+    assert record.status == "error" and record.error.kind == "policy_error"

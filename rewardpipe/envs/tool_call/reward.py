@@ -11,13 +11,13 @@
 |                   |         |         |        | arguments) with the world unchanged since, and changes nothing |
 |                   |         |         |        | itself (a second read; not a second transfer), down to -1      |
 
-``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a
-task. It counts the invalid calls rather than taking their share of all calls: a share rose with every extra
-call, so padding an episode with cheap valid ones (lookups the tool refuses, each with other arguments, so
-none is a redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no valid call
-(none at all, or only malformed ones: a junk call is not paid more than none), since every task needs at least one (an answer made up without looking is not a well-formed use of the
-tools). A world goal is judged on the world whether or not the
-model gave a final answer; an answer goal needs the answer.
+``valid_calls`` is not gated on the goal: a model learning the call format is paid for it before it solves a task.
+It counts the invalid calls rather than taking their share of all calls: a share rose with every extra call, so
+padding an episode with cheap valid ones (lookups the tool refuses, each with other arguments, so none is a
+redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no valid call (none at all, or
+only malformed ones: a junk call is not paid more than none), since every task needs at least one (an answer made up
+without looking is not a well-formed use of the tools). A world goal is judged on the world whether or not the model
+gave a final answer; an answer goal needs the answer.
 """
 
 from __future__ import annotations
