@@ -39,12 +39,14 @@ class ContextLengthExceeded(EndpointError):
 
 # How the servers people use say a prompt is too long, in the 4xx body: OpenAI's error code (and its "maximum
 # context length" message, which vLLM copies), vLLM's and SGLang's own, TGI's token budget (422), Anthropic's
-# and Bedrock's. Read in the first KiB only: the message comes first, a quoted prompt (if any) later.
+# and Bedrock's, llama.cpp's server ("exceeds the available context size", type exceed_context_size_error). Read
+# in the first KiB only: the message comes first, a quoted prompt (if any) later.
 _CONTEXT_OVERFLOW_STATUS = frozenset({400, 413, 422})
+_CONTEXT_OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")  # OpenAI's code, llama.cpp's type
 _CONTEXT_OVERFLOW_TEXT = re.compile(
     r"context[ _-]?length|context window|max(?:imum)?[ _]model[ _]len|prompt is too long|input is too long"
     r"|(?:input|prompt)\b[^.]{0,60}\b(?:too long|exceeds?)\b[^.]{0,60}\b(?:limit|length|tokens)"
-    r"|tokens \+ `?max_new_tokens`? must be <=",
+    r"|tokens \+ `?max_new_tokens`? must be <=|exceeds? the (?:available|max(?:imum)?) context size",
     re.IGNORECASE,
 )
 
@@ -53,7 +55,7 @@ def _context_overflow(response: httpx.Response) -> bool:
     if response.status_code not in _CONTEXT_OVERFLOW_STATUS:
         return False
     head = response.text[:1024]
-    if "context_length_exceeded" in head:  # OpenAI's error.code
+    if any(code in head for code in _CONTEXT_OVERFLOW_CODES):
         return True
     return _CONTEXT_OVERFLOW_TEXT.search(head) is not None
 

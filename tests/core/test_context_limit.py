@@ -64,6 +64,19 @@ OVERFLOWS = {
             "error_type": "validation",
         },
     ),
+    # round eighteen: llama.cpp's server (llama-server) was read as any other refusal, a policy_error
+    "llama.cpp": (
+        400,
+        {
+            "error": {
+                "code": 400,
+                "message": "request (9412 tokens) exceeds the available context size (8192 tokens), try increasing it",
+                "type": "exceed_context_size_error",
+                "n_prompt_tokens": 9412,
+                "n_ctx": 8192,
+            }
+        },
+    ),
     "anthropic-style": (
         400,
         {"error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}},
