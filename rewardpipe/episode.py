@@ -16,6 +16,7 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -396,6 +397,15 @@ class ConversationError(RuntimeError):
         self.cause = cause
 
 
+def _outgrew_window(exc: BaseException) -> bool:
+    """The environment's LLM (the user it plays reads the model's turns) refused the conversation as too long
+    for its window: ContextLimitReached, or rewardpipe's chat client's ContextLengthExceeded."""
+    if isinstance(exc, ContextLimitReached):
+        return True
+    client = sys.modules.get("rewardpipe.openai_client")  # never imported here only to ask
+    return client is not None and isinstance(exc, client.ContextLengthExceeded)
+
+
 def converse(
     state: EpisodeState,
     task: Any,
@@ -442,6 +452,8 @@ def converse(
             try:
                 state = apply_env_turn(state, task, env, services)
             except Exception as exc:  # any environment failure, classified for the caller
+                if state.assistant_turns and _outgrew_window(exc):  # the user's LLM read the model's turns
+                    return end_without_commit(state, CONTEXT_LIMIT)
                 raise ConversationError("simulator_error", state, exc) from exc
     return state
 

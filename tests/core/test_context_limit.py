@@ -160,3 +160,46 @@ def test_a_task_that_does_not_fit_before_the_models_first_turn_is_a_policy_error
 
     record = run_episode(TASK, Windowed(), ENV, NoSandbox(), run_id="ctx", step=0, group_id="g", rollout_id="r")
     assert record.status == "error" and record.error.kind == "policy_error"
+
+
+def test_a_conversation_that_outgrows_the_simulators_window_is_scored_as_it_stands():
+    """Round eighteen: the LLM playing the user reads the model's turns verbatim, so a model whose questions
+    filled the user model's window made its rollout a simulator_error: left out of its group, the longest
+    talkers escaped scoring through the simulator as they had through the policy. Such a refusal ends the
+    episode at context_limit too; any other failure of the simulator stays a simulator_error."""
+    from rewardpipe.episode import EnvServices
+    from rewardpipe.policies import ScriptedPolicy
+
+    def refusing(messages, **params):
+        raise ContextLengthExceeded("HTTP 400 from sim: This model's maximum context length is 4096 tokens.")
+
+    def failing(messages, **params):
+        raise EndpointError("HTTP 500 from sim")
+
+    env = ENV.configure(simulator="openai")
+    policy = ScriptedPolicy(["Should negative numbers be supported? " * 200, "```python\npass\n```"])
+    record = run_episode(
+        TASK,
+        policy,
+        env,
+        NoSandbox(),
+        run_id="ctx",
+        step=0,
+        group_id="g",
+        rollout_id="r",
+        services=EnvServices(chat=refusing),
+    )
+    assert record.status == "scored" and record.metrics["end_reason"] == CONTEXT_LIMIT
+    assert record.metrics["assistant_turns"] == 1
+    record = run_episode(
+        TASK,
+        policy,
+        env,
+        NoSandbox(),
+        run_id="ctx",
+        step=0,
+        group_id="g",
+        rollout_id="r",
+        services=EnvServices(chat=failing),
+    )
+    assert record.status == "error" and record.error.kind == "simulator_error"
