@@ -664,13 +664,15 @@ def load_rollouts(path: str | Path) -> list[Rollout]:
 
 class ComponentInfo(DeferredModel):
     """What the monitor, the report and the alarms need to judge one component: its declared value range,
-    its role (``outcome``, ``shaping`` or ``penalty``) and its weight."""
+    its role (``outcome``, ``shaping`` or ``penalty``) and its weight; and its time limit, if it has one."""
 
     model_config = ConfigDict(extra="ignore")
 
     range: tuple[float, float]
     role: Literal["outcome", "shaping", "penalty"]
     weight: float
+    #: the component's ``timeout_s``; written only when it has one (a manifest without limits reads as before)
+    timeout_s: float | None = Field(default=None, exclude_if=lambda value: value is None)
 
 
 class RunManifest(DeferredModel):

@@ -126,3 +126,17 @@ def test_score_columns_waits_out_a_hung_call_once():
     assert columns.aggregates == [2.0, None] and columns.values == [[1.0, None], [1.0, None]]
     assert columns.errors[1].kind == "component_timeout" and "counted" in columns.errors[1].message
     assert started == ["fine", "hang"]
+
+
+def test_the_run_manifest_keeps_the_limit():
+    """Round eighteen: Component.describe() gave timeout_s, but the manifest's ComponentInfo ignored fields it
+    did not know, so no written manifest carried the limit its run was scored under."""
+    from rewardpipe.cli.common import new_manifest
+    from rewardpipe.models import RunManifest
+
+    manifest = new_manifest(
+        run_id="r", command="score", configuration={}, tasks_file=None, reward=Reward("r", [passes, brevity])
+    )
+    written = RunManifest.model_validate(manifest.to_dict()).to_dict()["components"]
+    assert written["passes"]["timeout_s"] == LIMIT_S
+    assert "timeout_s" not in written["brevity"]  # a manifest without limits is written as before
