@@ -82,19 +82,21 @@ def check_timeout(timeout_s: Any, name: str) -> float | None:
     return float(timeout_s)
 
 
-def with_timeout(call: Callable[[Any], Any], name: str, timeout_s: float, is_async: bool) -> Callable[[Any], Any]:
-    """``call`` bounded by ``timeout_s``: an async component's coroutine is awaited under ``asyncio.timeout``
-    (cancelled at the deadline); a plain one runs in a daemon thread of its own, and a call still running at the
-    deadline is abandoned (Python cannot stop a thread): it raises :class:`ComponentTimeout` for the sample while
-    the call goes on in the background until it returns or the process ends."""
+def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async: bool) -> Callable[..., Any]:
+    """``call`` (a component's function) bounded by ``timeout_s``, called with the same arguments: an async
+    component's coroutine is awaited under ``asyncio.timeout`` (cancelled at the deadline); a plain one runs in a
+    daemon thread of its own, in a copy of the caller's context (its context variables), and a call still running
+    at the deadline is abandoned (Python cannot stop a thread): it raises :class:`ComponentTimeout` for the sample
+    while the call goes on in the background until it returns or the process ends. The scorer takes the inputs
+    from the sample in its own thread before the call, so an abandoned call never builds them."""
     if is_async:
         import asyncio
 
-        async def bounded_coroutine(data: Any) -> Any:
+        async def bounded_coroutine(*args: Any, **kwargs: Any) -> Any:
             limit = asyncio.timeout(timeout_s)
             try:
                 async with limit:
-                    return await call(data)
+                    return await call(*args, **kwargs)
             except TimeoutError:
                 if limit.expired():  # ours; a TimeoutError of the component's own (an HTTP timeout) is its error
                     raise ComponentTimeout(name, timeout_s) from None
@@ -102,18 +104,20 @@ def with_timeout(call: Callable[[Any], Any], name: str, timeout_s: float, is_asy
 
         return bounded_coroutine
 
+    import contextvars
     import threading
 
-    def bounded(data: Any) -> Any:
+    def bounded(*args: Any, **kwargs: Any) -> Any:
         outcome: list[Any] = []
 
         def run() -> None:
             try:
-                outcome.append((True, call(data)))
+                outcome.append((True, call(*args, **kwargs)))
             except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
                 outcome.append((False, exc))
 
-        worker = threading.Thread(target=run, name=f"rewardpipe-component-{name}", daemon=True)
+        context = contextvars.copy_context()
+        worker = threading.Thread(target=context.run, args=(run,), name=f"rewardpipe-component-{name}", daemon=True)
         worker.start()
         worker.join(timeout_s)
         if not outcome:
@@ -274,9 +278,9 @@ class Component:
             raise ComponentDefinitionError(f"component '{name}': role must be one of {', '.join(ROLES)}, got {role!r}")
         inputs, positional = input_names(fn, f"component '{name}'")
         asynchronous = is_async_callable(fn)
-        caller = make_caller(fn, inputs, positional)
-        if timeout_s is not None:
-            caller = with_timeout(caller, name, timeout_s, asynchronous)
+        # the limit bounds the function, not the caller: the inputs are taken in the scorer's thread
+        bounded = fn if timeout_s is None else with_timeout(fn, name, timeout_s, asynchronous)
+        caller = make_caller(bounded, inputs, positional)
         for slot, value in (
             ("name", name),
             ("weight", check_weight(weight, name)),

@@ -140,3 +140,32 @@ def test_the_run_manifest_keeps_the_limit():
     written = RunManifest.model_validate(manifest.to_dict()).to_dict()["components"]
     assert written["passes"]["timeout_s"] == LIMIT_S
     assert "timeout_s" not in written["brevity"]  # a manifest without limits is written as before
+
+
+def test_a_plain_component_under_a_limit_reads_its_inputs_and_context_as_without_one():
+    """Round eighteen: the whole call ran in the worker thread, so the sample's lazy inputs (a messages
+    function, the transcript) were built there, where an abandoned call went on mutating the ScoringInput the
+    next components read, and the caller's context variables were unset (a thread starts with an empty
+    context). The inputs are now taken in the caller's thread and the call runs in a copy of its context."""
+    import contextvars
+
+    from rewardpipe.models import Message
+
+    step = contextvars.ContextVar("step", default=None)
+    built_in: list[threading.Thread] = []
+
+    def messages():
+        built_in.append(threading.current_thread())
+        return [Message(role="user", content="q"), Message(role="assistant", content="a")]
+
+    @component(range=(0, 10), role="shaping", timeout_s=60.0)
+    def reads(messages):
+        return float(step.get() or 0) + len(messages)
+
+    token = step.set(7)
+    try:
+        score = Reward("r", [reads]).score_input(ScoringInput(messages=messages))
+    finally:
+        step.reset(token)
+    assert score.error is None and score.components["reads"] == 9.0
+    assert built_in == [threading.current_thread()]
