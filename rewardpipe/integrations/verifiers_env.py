@@ -122,7 +122,7 @@ CODE_TOOLS = frozenset(
 )
 UNDECLARED_RANGE = (0.0, 1.0)
 #: verifiers' stop conditions that are the platform's own end reasons under another name.
-END_REASONS = {"max_turns_reached": "turn_limit"}
+END_REASONS = {"max_turns_reached": "turn_limit", "prompt_too_long": "context_limit"}
 
 
 class VerifiersError(ValueError):

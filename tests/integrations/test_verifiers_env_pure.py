@@ -197,3 +197,15 @@ def test_without_verifiers_from_verifiers_says_what_to_install():
 def test_a_state_model_holds_the_verifiers_state_as_json():
     state = VfState(messages=[{"role": "user", "content": "hi"}], vf_state={"attempts": 1, "hints": ["higher"]})
     assert VfState.model_validate_json(state.model_dump_json()) == state
+
+
+def test_verifiers_stop_conditions_that_are_rewardpipes_end_reasons_are_named_as_rewardpipe_names_them():
+    """Round eighteen: verifiers' prompt_too_long (the rollout outgrew the model's context window) is what
+    rewardpipe names context_limit since 6780ef1; it was written under verifiers' own name, so a report grouping
+    by end reason split one cause in two."""
+    from rewardpipe.episode import CONTEXT_LIMIT
+    from rewardpipe.integrations.verifiers_env import _end_reason
+
+    assert _end_reason({"stop_condition": "max_turns_reached"}) == "turn_limit"
+    assert _end_reason({"stop_condition": "prompt_too_long"}) == CONTEXT_LIMIT
+    assert _end_reason({"stop_condition": "has_final_env_response"}) == "has_final_env_response"
