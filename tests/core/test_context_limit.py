@@ -178,28 +178,15 @@ def test_a_conversation_that_outgrows_the_simulators_window_is_scored_as_it_stan
 
     env = ENV.configure(simulator="openai")
     policy = ScriptedPolicy(["Should negative numbers be supported? " * 200, "```python\npass\n```"])
-    record = run_episode(
-        TASK,
-        policy,
-        env,
-        NoSandbox(),
-        run_id="ctx",
-        step=0,
-        group_id="g",
-        rollout_id="r",
-        services=EnvServices(chat=refusing),
-    )
+
+    def episode(chat):
+        services = EnvServices(chat=chat)
+        return run_episode(
+            TASK, policy, env, NoSandbox(), run_id="c", step=0, group_id="g", rollout_id="r", services=services
+        )
+
+    record = episode(refusing)
     assert record.status == "scored" and record.metrics["end_reason"] == CONTEXT_LIMIT
     assert record.metrics["assistant_turns"] == 1
-    record = run_episode(
-        TASK,
-        policy,
-        env,
-        NoSandbox(),
-        run_id="ctx",
-        step=0,
-        group_id="g",
-        rollout_id="r",
-        services=EnvServices(chat=failing),
-    )
+    record = episode(failing)
     assert record.status == "error" and record.error.kind == "simulator_error"
