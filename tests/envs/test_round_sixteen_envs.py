@@ -170,3 +170,40 @@ def test_score_max_turns_names_the_turn_limit_the_run_stopped_at(tmp_path):
         for name, record in unlimited.items()
         if ends[name] == "turn_limit"
     )
+
+
+def test_a_recording_that_stops_where_the_model_was_to_speak_is_not_called_the_environments_end():
+    """Round eighteen: ask_before_coding's replay left the end reason of a conversation without a commit to the
+    platform, which named every one that did not stop at the turn limit ended_by_env: a recording of a run
+    whose model was stopped (its context window full, its turns run out) said the simulator ended it. It says
+    what the default replay says of the same recording (policy_exhausted; recording_ended when it stops where
+    the user was to answer)."""
+    from rewardpipe import ContextLimitReached
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT as ABC
+    from rewardpipe.runner import score_rollouts
+    from tests.core.conftest import make_task
+
+    task = make_task()
+
+    class Windowed:
+        def next_turn(self, state, task):
+            if state.assistant_turns:
+                raise ContextLimitReached("full")
+            return "What should happen for an empty input?"
+
+    transcripts = []
+    (played,) = run_slots(
+        plan_step([task], 0, 1, 1),
+        policy=Windowed(),
+        env=ABC,
+        executor=NoSandbox(),
+        run_id="r18",
+        on_transcript=transcripts.append,
+    )
+    assert played.metrics["end_reason"] == "context_limit"
+    (rollout,) = [t.to_rollout() for t in transcripts]
+    (scored,) = score_rollouts([rollout], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r18")
+    assert scored.metrics["end_reason"] == "policy_exhausted"
+    cut = rollout.model_copy(update={"messages": rollout.messages[:-1]})  # stops on the model's question
+    (scored,) = score_rollouts([cut], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r18")
+    assert scored.metrics["end_reason"] == "recording_ended"

@@ -65,6 +65,12 @@ def rule_simulator() -> Any:
     return _RULE_SIMULATOR
 
 
+def _stopped(messages: Sequence[Message]) -> str:
+    from rewardpipe.episode import RECORDING_ENDED
+
+    return RECORDING_ENDED if messages and messages[-1].role == "assistant" else "policy_exhausted"
+
+
 class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
     """See the module docstring. ``AskBeforeCoding(simulator=None)``: ``simulator`` is any object with
     ``respond(state, task) -> SimulatorReply`` (default: the rule-based one)."""
@@ -155,8 +161,9 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
             answered_turns=[turn for turn, _ in reveals],
             final_code=code,
             next_action="execute" if code is not None else "score",
-            # a commit ends the episode as in a live run; otherwise the platform names the end (turn limit)
-            end_reason="committed" if code is not None else None,
+            # a commit ends the episode as in a live run; the simulator never ends one: without a commit the
+            # recording stopped, as the default replay names it (the platform names a stop at the turn limit)
+            end_reason="committed" if code is not None else _stopped(messages),
         )
 
     def scenarios(self, task: Task) -> dict[str, Any]:
