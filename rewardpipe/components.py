@@ -67,9 +67,18 @@ class ComponentTimeout(Exception):
     """A component with a ``timeout_s`` did not return in time: its sample is a ``component_timeout`` error
     record (never a 0) and the batch goes on without waiting for it."""
 
-    def __init__(self, name: str, timeout_s: float) -> None:
-        super().__init__(f"component '{name}' did not finish within {timeout_s:g} s")
+    def __init__(self, name: str, timeout_s: float, still_running: int = 0) -> None:
+        message = f"component '{name}' did not finish within {timeout_s:g} s"
+        if still_running:
+            message = f"component '{name}' not called: {still_running} earlier calls still running past {timeout_s:g} s"
+        super().__init__(message)
         self.timeout_s = timeout_s
+        self.still_running = still_running
+
+
+#: How many of one component's calls past their ``timeout_s`` may still be running (each holds a thread): beyond
+#: it the next call is not started, and its sample is a ``component_timeout`` at once.
+MAX_ABANDONED_CALLS = 32
 
 
 def check_timeout(timeout_s: Any, name: str) -> float | None:
@@ -107,8 +116,15 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
     import contextvars
     import threading
 
+    abandoned: list[threading.Thread] = []  # this component's calls past the limit, perhaps still running
+    lock = threading.Lock()
+
     def bounded(*args: Any, **kwargs: Any) -> Any:
         outcome: list[Any] = []
+        with lock:
+            abandoned[:] = [thread for thread in abandoned if thread.is_alive()]
+            if len(abandoned) >= MAX_ABANDONED_CALLS:  # hung on every input: no thread, no wait, without end
+                raise ComponentTimeout(name, timeout_s, len(abandoned))
 
         def run() -> None:
             try:
@@ -121,6 +137,8 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
         worker.start()
         worker.join(timeout_s)
         if not outcome:
+            with lock:
+                abandoned.append(worker)
             raise ComponentTimeout(name, timeout_s)
         returned, value = outcome[0]
         if returned:

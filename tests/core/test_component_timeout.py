@@ -169,3 +169,25 @@ def test_a_plain_component_under_a_limit_reads_its_inputs_and_context_as_without
         step.reset(token)
     assert score.error is None and score.components["reads"] == 9.0
     assert built_in == [threading.current_thread()]
+
+
+def test_calls_past_the_limit_still_running_are_bounded(monkeypatch):
+    """Round eighteen: every call past its limit left a thread behind, so a component hung on every sample (an
+    endpoint that never answers) left one per sample, per batch, without end, and each sample waited the whole
+    limit. Once MAX_ABANDONED_CALLS of a component's calls are still running, its next call is not started: the
+    sample is a component_timeout at once, saying why."""
+    from rewardpipe import components
+
+    monkeypatch.setattr(components, "MAX_ABANDONED_CALLS", 2, raising=False)
+
+    @component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+    def stuck(completion):
+        started.append(completion)
+        release.wait()
+        return 1.0
+
+    started.clear()
+    scores = Reward("r", [stuck]).score_many(_inputs("a", "b", "c", "d"))
+    assert [s.error.kind for s in scores] == ["component_timeout"] * 4
+    assert started == ["a", "b"]
+    assert "2 earlier calls still running" in scores[3].error.message
