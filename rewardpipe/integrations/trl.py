@@ -444,6 +444,36 @@ def gather_across_processes(rows: list[Any]) -> list[Any]:
     return list(gather_object(rows))
 
 
+def _clean_row(row: Any, names: Sequence[str]) -> tuple[dict[str, float | None], str | None, dict[str, Any]]:
+    """One gathered row ``(values, error kind, details)`` as the monitor may read it. Rows come from every
+    process: one a rank sent malformed (not a triple, a value that is not a number, an error kind that is
+    not text) is that completion's error record (``malformed_row``), a non-finite or out-of-range value is
+    one too (as in the local scorer), so one bad row never costs the batch its verdict or its records."""
+    empty: dict[str, float | None] = dict.fromkeys(names)
+    if not isinstance(row, (tuple, list)) or len(row) != 3 or not isinstance(row[0], Mapping):
+        return empty, "malformed_row", {}
+    raw, kind, detail = row
+    error: str | None = kind if kind is None or isinstance(kind, str) else "malformed_row"
+    values: dict[str, float | None] = {}
+    for name in names:
+        value = raw.get(name)
+        if value is None:
+            values[name] = None
+        elif not isinstance(value, (int, float)):
+            error = error or "malformed_row"
+        elif not -_LIMIT <= value <= _LIMIT:  # NaN fails both comparisons
+            error = error or ("component_out_of_range" if math.isfinite(value) else "non_finite_score")
+        else:
+            values[name] = float(value)
+    details: dict[str, Any] = {}
+    if isinstance(detail, Mapping):
+        if isinstance(detail.get("task_id"), (str, int)) and not isinstance(detail.get("task_id"), bool):
+            details["task_id"] = detail["task_id"]
+        if isinstance(detail.get("metrics"), Mapping):
+            details["metrics"] = detail["metrics"]
+    return (empty if error is not None else values), error, details
+
+
 class RewardPipeMonitor:
     """Per-component within-group monitoring for a TRL ``GRPOTrainer`` run.
 
@@ -567,17 +597,23 @@ class RewardPipeMonitor:
         return weights, group_size, training, main
 
     def _on_batch(self, batch: ScoredBatch, kwargs: Mapping[str, Any]) -> None:
-        log_metric = kwargs.get("log_metric")
-        trainer = getattr(log_metric, "__self__", None)
-        weights, group_size, training, main = self._trainer_view(trainer)
-        if not training:
-            return
-        if not group_size:
-            raise ValueError("RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])")
-        values = batch.rows()
-        details = batch.details or [{} for _ in values]
-        rows = self.gather(list(zip(values, batch.errors, details, strict=False)))
+        # Everything here is monitoring, the cross-process gather and the trainer's attributes included: a
+        # gather that raises (a rank gone, a timeout), a rank's malformed rows or a store that fails is a
+        # logged failure in ``self.failures``, never an exception out of a reward function (TRL would stop).
         try:
+            log_metric = kwargs.get("log_metric")
+            trainer = getattr(log_metric, "__self__", None)
+            weights, group_size, training, main = self._trainer_view(trainer)
+            if not training:
+                return
+            if not group_size:
+                raise ValueError(
+                    "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
+                )
+            values = batch.rows()
+            details = batch.details or [{} for _ in values]
+            gathered = self.gather(list(zip(values, batch.errors, details, strict=False)))
+            rows = [_clean_row(row, self.reward.component_names) for row in gathered]
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly
             self.failures.append(f"{type(exc).__name__}: {exc}")
@@ -634,11 +670,23 @@ class RewardPipeMonitor:
         from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
 
+        # Each write on its own: a store that refuses one record (throttled, access denied) loses that
+        # record, not the batch's other records, its alarms or the monitor state.
+        lost: list[str] = []
         for raw in records:
-            self.store.put_record(Record.model_validate(raw))
+            try:
+                self.store.put_record(Record.model_validate(raw))
+            except Exception as exc:  # noqa: BLE001 - one refused write loses that write only
+                lost.append(f"record {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
         for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)]):
-            logger.warning("rewardpipe: alarm not stored: %s", failure.error)
-        self.store.put_json(state_key(self.run_id), result.state.to_dict())
+            lost.append(f"alarm: {failure.error}")
+        try:
+            self.store.put_json(state_key(self.run_id), result.state.to_dict())
+        except Exception as exc:  # noqa: BLE001 - a refused state write is reported, training goes on
+            lost.append(f"monitor state: {type(exc).__name__}: {exc}")
+        for message in lost:
+            self.failures.append(f"not stored: {message}")
+            logger.warning("rewardpipe: not stored at batch %s: %s", self.batches, message)
 
 
 def _callback_class() -> type:

@@ -1,0 +1,136 @@
+"""Round eighteen, integrations: a failure in monitoring (the cross-process gather, a rank's rows, the store)
+is a logged failure, never an exception out of a reward function, and one bad row costs only itself."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import pytest
+
+from tests.test_trl_integration import _FakeTrainer, _gsm8k_batch
+
+
+def _monitor(gather=None, store=None, run_id="r18"):
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    return RewardPipeMonitor(reward="gsm8k", gather=gather, store=store, run_id=run_id)
+
+
+def _run(callback, group_size=4, groups=2):
+    prompts, completions, columns = _gsm8k_batch(groups=groups, size=4)
+    trainer = _FakeTrainer(callback.reward_funcs, [0.5, 1.0], group_size)
+    out = [
+        fn(prompts=prompts, completions=completions, log_metric=trainer._log_metric, trainer_state=None, **columns)
+        for fn in callback.reward_funcs
+    ]
+    return out, trainer
+
+
+# -- T1: the gather runs inside the monitor's guard ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "gather",
+    [
+        pytest.param(lambda rows: (_ for _ in ()).throw(RuntimeError("NCCL watchdog timeout")), id="gather-raises"),
+        pytest.param(lambda rows: None, id="gather-returns-none"),
+        pytest.param(lambda rows: rows + rows[:3], id="ranks-of-unequal-lengths"),
+    ],
+)
+def test_t1_a_failing_gather_is_a_logged_failure_and_the_rewards_are_still_returned(gather, caplog):
+    callback = _monitor(gather=gather)
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        out, _ = _run(callback)
+    assert out[0] == [1.0] * 8 and out[1] == [0.0, 1.0] * 4  # TRL gets its rewards, training goes on
+    assert callback.failures and callback.batches == 1
+    assert "within-group monitor failed" in caplog.text
+
+
+def test_t1_an_unknown_group_size_is_a_logged_failure_not_a_stopped_run(caplog):
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    callback = RewardPipeMonitor(reward="gsm8k")
+    prompts, completions, columns = _gsm8k_batch(groups=1, size=4)
+    fmt, correct = callback.reward_funcs
+    fmt(prompts=prompts, completions=completions, **columns)  # no trainer behind the hook, no on_train_begin
+    assert correct(prompts=prompts, completions=completions, **columns) == [0.0, 1.0] * 2
+    assert callback.failures and "group size" in callback.failures[0]
+
+
+# -- T2: a rank's malformed rows are error records of their own -----------------------------------------
+
+
+def _bad_rank(row):
+    return lambda rows: rows + [row] * 4
+
+
+@pytest.mark.parametrize(
+    ("row", "kind"),
+    [
+        pytest.param(({"format": math.nan, "answer_correct": 1.0}, None, {}), "non_finite_score", id="nan"),
+        pytest.param(({"format": math.inf, "answer_correct": 1.0}, None, {}), "non_finite_score", id="inf"),
+        pytest.param(({"format": 1e300, "answer_correct": 1.0}, None, {}), "component_out_of_range", id="huge"),
+        pytest.param(({"format": "1.0", "answer_correct": 1.0}, None, {}), "malformed_row", id="text-value"),
+        pytest.param(None, "malformed_row", id="none-row"),
+        pytest.param(({"format": 1.0, "answer_correct": 1.0}, 5, {}), "malformed_row", id="kind-not-text"),
+        pytest.param(({"format": 1.0, "answer_correct": 1.0}, None, {"metrics": "zz"}), None, id="metrics-text"),
+    ],
+)
+def test_t2_one_ranks_malformed_row_is_its_own_error_record(row, kind, tmp_path):
+    from rewardpipe.store import LocalStore
+
+    callback = _monitor(gather=_bad_rank(row), store=str(tmp_path))
+    _run(callback)
+    assert callback.failures == []  # the batch was judged and stored
+    report = callback.reports[0]
+    assert report.groups == 3
+    records = sorted(LocalStore(tmp_path).iter_records("r18"), key=lambda r: int(r.rollout_id[1:]))
+    assert len(records) == 12
+    assert all(r.status == "scored" for r in records[:8])
+    if kind is None:
+        assert all(r.status == "scored" for r in records[8:])
+    else:
+        assert [(r.status, r.error.kind) for r in records[8:]] == [("error", kind)] * 4
+        assert all(v is None for r in records[8:] for v in r.components.values())
+        assert report.error_rate == pytest.approx(4 / 12)
+
+
+# -- T3: a store that fails loses only what it refused -----------------------------------------------
+
+
+class _FlakyStore:
+    """A store refusing every third record, and its alarm and state writes (a throttled bucket)."""
+
+    def __init__(self):
+        self.records, self.calls = [], 0
+
+    def put_record(self, record):
+        self.calls += 1
+        if self.calls % 3 == 0:
+            raise RuntimeError("SlowDown: please reduce your request rate")
+        self.records.append(record)
+
+    def put_alarm(self, *args, **kwargs):
+        raise PermissionError("AccessDenied")
+
+    def put_json(self, *args, **kwargs):
+        raise PermissionError("AccessDenied")
+
+    def __getattr__(self, name):
+        raise PermissionError(f"AccessDenied ({name})")
+
+
+def test_t3_a_failing_store_loses_only_the_writes_it_refused(caplog):
+    store = _FlakyStore()
+    callback = _monitor(store=store)
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        out, trainer = _run(callback)
+        _run(callback)
+    assert out[1] == [0.0, 1.0] * 4
+    assert callback.batches == 2 and len(callback.reports) == 2
+    # 16 records over two batches, every third refused: the other 11 are stored, not just the first 2.
+    assert len(store.records) == 11
+    assert any("monitor state" in f for f in callback.failures)
+    assert sum("not stored" in f for f in callback.failures) >= 5 + 2
+    assert "rewardpipe/error_rate" in dict(trainer.logged)
