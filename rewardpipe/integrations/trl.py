@@ -157,6 +157,27 @@ def _text(value: Any) -> str:
     return ""
 
 
+def _has_answer(value: Any) -> bool:
+    """Whether a completion holds an answer to score (``rewardpipe.models.has_answer``'s rule): a string (empty
+    included: the model said nothing, and that is scored), or a message list with an assistant message whose
+    content reads as text. ``None``, a number, ``[]`` or user turns only are malformed trainer input: an error
+    record, never a 0."""
+    if isinstance(value, str):
+        return True
+    if not isinstance(value, list):
+        return False
+    for message in value:
+        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+        if role in ("assistant", "nova_assistant", "model"):
+            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+            try:
+                content_to_text(content)
+            except ValueError:
+                return False
+            return True
+    return False
+
+
 class CompletionInput:
     """The inputs of one TRL completion (the :class:`~rewardpipe.rewards.base.ScoringInput` vocabulary): its
     text and reference are at hand; its messages and transcript (prompt and completion as rewardpipe
@@ -256,6 +277,19 @@ class BatchScorer:
         return key, key
 
     def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:  # noqa: ARG002 - _score's signature (the episodes subclass's reads kwargs)
+        batch = self._score_columns(key, fingerprint)
+        # A completion with no answer (None, a number, no assistant message) is malformed input: an error.
+        for index, completion in enumerate(key.completions):
+            if completion.__class__ is not str and not _has_answer(completion):
+                batch.errors[index] = batch.errors[index] or "malformed_sample"
+                if batch.columns is not None:
+                    for column in batch.columns.values():
+                        column[index] = None
+                else:
+                    batch.rows()[index] = dict.fromkeys(self.reward.component_names)
+        return batch
+
+    def _score_columns(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox
             return self._score_samples(key, fingerprint)
         inputs = completion_inputs(key, self.reward.reads_input("reference"))

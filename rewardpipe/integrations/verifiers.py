@@ -108,7 +108,9 @@ class SampleScorer:
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
         sample = {
             "id": 0,
-            "messages": _messages(prompt or "", "user") + _messages(completion, "assistant"),
+            # a completion that is no text nor messages (None, a number) has no answer: NaN, never a 0
+            "messages": _messages(prompt or "", "user")
+            + (_messages(completion, "assistant") if isinstance(completion, (str, list)) else []),
             "metadata": {"reference_answer": answer},
         }
         key = json.dumps(sample, sort_keys=True, default=repr)

@@ -59,14 +59,11 @@ def compute_score(
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
     prompt = info.get("question") or info.get("prompt") or ""
-    sample = {
-        "id": info.get("index"),
-        "messages": [
-            {"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)},
-            {"role": "assistant", "content": solution_str if isinstance(solution_str, (str, list)) else ""},
-        ],
-        "metadata": {"reference_answer": ground_truth},
-    }
+    messages = [{"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)}]
+    if isinstance(solution_str, (str, list)):
+        messages.append({"role": "assistant", "content": solution_str})
+    # else (None, a number): no answer to score, a malformed sample (reward_error), never an empty answer's 0
+    sample = {"id": info.get("index"), "messages": messages, "metadata": {"reference_answer": ground_truth}}
     reward = get_reward(reward_for(data_source, info))
     result = score_samples([sample], reward)[0]
     values, flags = nova_fields(result)  # components and flags apart, whatever their names

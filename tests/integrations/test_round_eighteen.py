@@ -134,3 +134,52 @@ def test_t3_a_failing_store_loses_only_the_writes_it_refused(caplog):
     assert any("monitor state" in f for f in callback.failures)
     assert sum("not stored" in f for f in callback.failures) >= 5 + 2
     assert "rewardpipe/error_rate" in dict(trainer.logged)
+
+
+# -- T4-T6: a completion with no answer is malformed trainer input: an error, never an empty answer's 0 ---
+
+NO_ANSWER = [
+    pytest.param(None, id="none"),
+    pytest.param(5, id="number"),
+    pytest.param([], id="empty-list"),
+    pytest.param([{"role": "user", "content": "#### 1"}], id="user-turns-only"),
+    pytest.param([{"role": "assistant", "content": 5}], id="assistant-content-not-text"),
+]
+
+
+@pytest.mark.parametrize("completion", NO_ANSWER)
+@pytest.mark.parametrize("reward", ["gsm8k", "code_correctness"])
+def test_t4_trl_a_completion_without_an_answer_is_none_not_zero(completion, reward):
+    from rewardpipe.integrations.trl import reward_functions
+
+    funcs, _ = reward_functions(reward)
+    columns = [f(prompts=["q", "q"], completions=[completion, "#### 1"], answer=["1", "1"]) for f in funcs]
+    assert all(column[0] is None for column in columns)  # TRL leaves it out of the group's baseline
+    if reward == "gsm8k":
+        assert [column[1] for column in columns] == [1.0, 1.0]  # its neighbour is scored
+
+
+def test_t4_trl_an_empty_answer_is_still_scored():
+    from rewardpipe.integrations.trl import reward_functions
+
+    funcs, _ = reward_functions("gsm8k")
+    for empty in ("", [{"role": "assistant", "content": ""}]):
+        assert [f(prompts=["q"], completions=[empty], answer=["1"]) for f in funcs] == [[0.0], [0.0]]
+
+
+@pytest.mark.parametrize("solution", [None, 5, 1.5])
+def test_t5_verl_a_solution_that_is_not_text_is_reward_error_not_zero(solution):
+    from rewardpipe.integrations.verl import compute_score
+
+    out = compute_score("gsm8k", solution, "1")
+    assert out["reward_error"] == 1.0 and math.isnan(out["format"]) and math.isnan(out["answer_correct"])
+    assert compute_score("gsm8k", "", "1")["reward_error"] == 0.0  # an empty answer is scored (a 0)
+
+
+@pytest.mark.parametrize("completion", [None, 5])
+def test_t6_verifiers_a_completion_that_is_not_text_is_nan_not_zero(completion):
+    from rewardpipe.integrations.verifiers import rubric_functions
+
+    funcs, _ = rubric_functions("gsm8k")
+    assert all(math.isnan(f(completion=completion, answer="1", prompt="q")) for f in funcs)
+    assert [f(completion="", answer="1", prompt="q") for f in funcs] == [0.0, 0.0]
