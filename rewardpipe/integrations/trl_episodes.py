@@ -444,7 +444,15 @@ class EpisodeRollout:
             return
         if state.next_action == "policy" and before_reply:  # the environment replied; the model is next
             replies = state.messages[len(before_reply[-1].messages) :]
-            ids = list(env_message_ids(codec, replies, episode.conversational))
+            try:
+                ids = list(env_message_ids(codec, replies, episode.conversational))
+            except Exception as exc:  # noqa: BLE001 - the reply cannot be tokenized (a chat template refusing
+                # its role or content): this episode's error record, never the batch's (TRL would stop)
+                episode.state = before_reply[-1]
+                episode.record = error_record(
+                    before_reply[-1], "env_render_error", f"{type(exc).__name__}: {exc}", self.reward
+                )
+                return
             if len(episode.tokens.completion_ids) + len(ids) >= max_completion_tokens:
                 state = end_without_commit(before_reply[-1], "completion_budget")
             else:

@@ -183,3 +183,24 @@ def test_t6_verifiers_a_completion_that_is_not_text_is_nan_not_zero(completion):
     funcs, _ = rubric_functions("gsm8k")
     assert all(math.isnan(f(completion=completion, answer="1", prompt="q")) for f in funcs)
     assert [f(completion="", answer="1", prompt="q") for f in funcs] == [0.0, 0.0]
+
+
+# -- T7: the TRL multi-turn rollout: an environment reply the tokenizer refuses costs its own episode ------
+
+
+def test_t7_an_environment_reply_the_codec_cannot_tokenize_is_that_episodes_error_record():
+    from tests.test_trl_episodes import ASKER, GUESSER, CharCodec, ScriptedModel, rollout
+
+    class RefusingCodec(CharCodec):
+        """A chat template that raises on the environment's reply (jinja's raise_exception on its role)."""
+
+        def feedback_ids(self, reply, conversational):
+            raise ValueError("Conversation roles must alternate user/assistant/user/assistant/...")
+
+    r = rollout()
+    episodes = r.play([ASKER.prompt, GUESSER.prompt], RefusingCodec(), ScriptedModel(), max_completion_tokens=4000)
+    asker, guesser = episodes
+    assert asker.record.status == "error" and asker.record.error.kind == "env_render_error"
+    assert set(asker.record.components.values()) == {None}
+    assert len(asker.tokens.completion_ids) == len(asker.tokens.env_mask)
+    assert guesser.record.status == "scored"
