@@ -39,20 +39,24 @@ def bridge_from_env(env: Mapping[str, str] | None = None) -> Bridge:
 
 def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[str, Any]]:
     """An SQS event-source handler: each record's body goes to ``role``; a record that raises is reported in
-    ``batchItemFailures`` (and, on a FIFO queue, so is every later one, keeping the group's order)."""
+    ``batchItemFailures`` (and, on a FIFO queue, so is every later one, keeping the group's order). On a
+    standard queue (the turn queue) the records after a failed one are processed: holding them back would
+    count a receive against each without processing it, and dead-letter them with the bad one."""
 
     def handler(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
         bridge = bridge_from_env()
         failures: list[dict[str, str]] = []
         for record in (event or {}).get("Records", []):
-            if failures:  # FIFO: nothing after a failed message may be processed ahead of it
-                failures.append({"itemIdentifier": record["messageId"]})
+            message_id = str(record.get("messageId", ""))
+            fifo = str(record.get("eventSourceARN", "")).endswith(".fifo")
+            if failures and fifo:  # FIFO: nothing after a failed message may be processed ahead of it
+                failures.append({"itemIdentifier": message_id})
                 continue
             try:
                 role(bridge, record["body"])
             except Exception:  # retried by SQS, then dead-lettered
-                logger.exception("nova bridge: message %s failed", record.get("messageId"))
-                failures.append({"itemIdentifier": record["messageId"]})
+                logger.exception("nova bridge: message %s failed", message_id)
+                failures.append({"itemIdentifier": message_id})
         return {"batchItemFailures": failures}
 
     return handler
