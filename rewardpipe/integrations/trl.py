@@ -704,14 +704,23 @@ class RewardPipeMonitor:
         from rewardpipe.models import Record
         from rewardpipe.monitoring import StoreAlarmSink, dispatch, state_key
 
-        # Each write on its own: a store that refuses one record (throttled, access denied) loses that
-        # record, not the batch's other records, its alarms or the monitor state.
+        # A record that does not validate loses itself only. A store that refuses a write (throttled, access
+        # denied, bucket gone) ends this batch's record writes (each further one would wait out the store's
+        # retries: monitoring must not stall training), but the alarms and the monitor state are still tried.
         lost: list[str] = []
-        for raw in records:
+        for index, raw in enumerate(records):
             try:
-                self.store.put_record(Record.model_validate(raw))
-            except Exception as exc:  # noqa: BLE001 - one refused write loses that write only
+                record = Record.model_validate(raw)
+            except ValueError as exc:
                 lost.append(f"record {raw.get('rollout_id')}: {type(exc).__name__}: {exc}")
+                continue
+            try:
+                self.store.put_record(record)
+            except Exception as exc:  # noqa: BLE001 - reported below, training goes on
+                lost.append(
+                    f"{len(records) - index} record(s) from {raw.get('rollout_id')} on: {type(exc).__name__}: {exc}"
+                )
+                break
         for failure in dispatch(result.alarms, [StoreAlarmSink(self.store, self.run_id)]):
             lost.append(f"alarm: {failure.error}")
         try:

@@ -96,44 +96,59 @@ def test_t2_one_ranks_malformed_row_is_its_own_error_record(row, kind, tmp_path)
         assert report.error_rate == pytest.approx(4 / 12)
 
 
-# -- T3: a store that fails loses only what it refused -----------------------------------------------
+# -- T3: a failing store loses what it refused, never the alarms and state after it, never the run ------
 
 
 class _FlakyStore:
-    """A store refusing every third record, and its alarm and state writes (a throttled bucket)."""
+    """A store refusing its ``refuse``-th record write (a throttled bucket); ``refuse_json`` refuses every
+    JSON write (the alarm objects and the monitor state: access denied on the prefix)."""
 
-    def __init__(self):
-        self.records, self.calls = [], 0
+    def __init__(self, refuse=3, refuse_json=False):
+        self.refuse, self.refuse_json = refuse, refuse_json
+        self.records, self.json, self.calls = [], [], 0
 
     def put_record(self, record):
         self.calls += 1
-        if self.calls % 3 == 0:
+        if self.calls == self.refuse:
             raise RuntimeError("SlowDown: please reduce your request rate")
         self.records.append(record)
 
-    def put_alarm(self, *args, **kwargs):
-        raise PermissionError("AccessDenied")
+    def get_bytes(self, key):
+        raise KeyError(key)
 
-    def put_json(self, *args, **kwargs):
-        raise PermissionError("AccessDenied")
+    def put_json(self, key, obj):
+        if self.refuse_json:
+            raise PermissionError("AccessDenied")
+        self.json.append(key)
+        return key
 
-    def __getattr__(self, name):
-        raise PermissionError(f"AccessDenied ({name})")
 
-
-def test_t3_a_failing_store_loses_only_the_writes_it_refused(caplog):
-    store = _FlakyStore()
+def test_t3_a_refused_record_write_still_stores_the_alarms_and_the_monitor_state(caplog):
+    store = _FlakyStore(refuse=3)
     callback = _monitor(store=store)
     with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
-        out, trainer = _run(callback)
-        _run(callback)
-    assert out[1] == [0.0, 1.0] * 4
-    assert callback.batches == 2 and len(callback.reports) == 2
-    # 16 records over two batches, every third refused: the other 11 are stored, not just the first 2.
-    assert len(store.records) == 11
-    assert any("monitor state" in f for f in callback.failures)
-    assert sum("not stored" in f for f in callback.failures) >= 5 + 2
+        out, trainer = _run(callback, groups=4)  # 4 groups: format (1.0 everywhere) is dead at once
+    assert out[1] == [0.0, 1.0] * 8 and callback.batches == 1
     assert "rewardpipe/error_rate" in dict(trainer.logged)
+    assert len(store.records) == 2 and store.calls == 3  # the batch's writes stop at the refusal (no stall)
+    assert callback.alarms
+    alarms = [k for k in store.json if "/alarms/" in k or "alarm" in k]
+    assert len(alarms) == len(callback.alarms)  # before: no alarm was stored
+    assert "runs/r18/monitor/state.json" in store.json  # nor the monitor state
+    assert any("14 record(s) from c2 on" in f for f in callback.failures)
+    assert "not stored" in caplog.text
+    _run(callback, groups=4)  # the next batch is written in full
+    assert len(store.records) == 2 + 16
+
+
+def test_t3_a_refused_alarm_and_state_are_reported_and_training_goes_on():
+    store = _FlakyStore(refuse=0, refuse_json=True)
+    callback = _monitor(store=store)
+    out, _ = _run(callback, groups=4)
+    assert out[0] == [1.0] * 16 and len(store.records) == 16
+    assert callback.alarms and callback.batches == 1
+    assert any("monitor state" in f for f in callback.failures)
+    assert any(f.startswith("not stored: alarm") for f in callback.failures)
 
 
 # -- T4-T6: a completion with no answer is malformed trainer input: an error, never an empty answer's 0 ---
