@@ -41,3 +41,38 @@ def test_a1_on_a_fifo_queue_the_messages_after_a_bad_one_still_wait_for_it(handl
     out = run(_records("arn:aws:sqs:us-east-1:123456789012:stack-SageMaker-X.fifo", ["a", "poison", "b"]), None)
     assert out == {"batchItemFailures": [{"itemIdentifier": "m1"}, {"itemIdentifier": "m2"}]}
     assert seen == ["a"]
+
+
+# -- A2: the TRL callback's store on S3 (moto): a bucket gone mid-run never stops training -----------------
+
+
+def test_a2_a_trl_run_whose_bucket_is_deleted_keeps_training_and_says_what_was_not_stored(aws):
+    import boto3
+
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+    from rewardpipe.store import S3Store
+    from tests.aws import harness
+    from tests.test_trl_integration import _FakeTrainer, _gsm8k_batch
+
+    s3 = boto3.client("s3", region_name=harness.REGION)
+    s3.create_bucket(Bucket="r18-trl-records")
+    store = S3Store("r18-trl-records", client=s3)
+    callback = RewardPipeMonitor(reward="gsm8k", store=store, run_id="r18")
+    prompts, completions, columns = _gsm8k_batch(groups=4, size=4)
+    trainer = _FakeTrainer(callback.reward_funcs, [0.5, 1.0], 4)
+
+    def batch():
+        return [
+            fn(prompts=prompts, completions=completions, log_metric=trainer._log_metric, **columns)
+            for fn in callback.reward_funcs
+        ]
+
+    batch()
+    assert callback.failures == [] and len(list(store.iter_records("r18"))) == 16
+    for obj in s3.list_objects_v2(Bucket="r18-trl-records").get("Contents", []):
+        s3.delete_object(Bucket="r18-trl-records", Key=obj["Key"])
+    s3.delete_bucket(Bucket="r18-trl-records")
+    assert batch()[1] == [0.0, 1.0] * 8  # the rewards still reach TRL
+    assert callback.batches == 2 and len(callback.reports) == 2
+    assert any("NoSuchBucket" in f or "does not exist" in f for f in callback.failures), callback.failures
+    assert any("monitor state" in f for f in callback.failures)
