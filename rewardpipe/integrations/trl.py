@@ -634,19 +634,33 @@ class RewardPipeMonitor:
         # Everything here is monitoring, the cross-process gather and the trainer's attributes included: a
         # gather that raises (a rank gone, a timeout), a rank's malformed rows or a store that fails is a
         # logged failure in ``self.failures``, never an exception out of a reward function (TRL would stop).
+        # The gather is a collective: a process that failed before it still takes part (one malformed row per
+        # completion: its error records), or every other process would wait in it for ever.
+        problem: Exception | None = None
         try:
             log_metric = kwargs.get("log_metric")
-            trainer = getattr(log_metric, "__self__", None)
-            weights, group_size, training, main = self._trainer_view(trainer)
-            if not training:
-                return
+            weights, group_size, training, main = self._trainer_view(getattr(log_metric, "__self__", None))
+        except Exception as exc:  # noqa: BLE001 - reported after the gather
+            problem, (weights, group_size, training, main) = (
+                exc,
+                (dict(self.reward.weights), self.group_size, True, True),
+            )
+        if not training:
+            return
+        try:
+            values = batch.rows()
+            details = batch.details or [{} for _ in values]
+            local: list[Any] = list(zip(values, batch.errors, details, strict=False))
+        except Exception as exc:  # noqa: BLE001 - reported after the gather
+            problem, local = problem or exc, [None] * len(batch.errors)
+        try:
+            gathered = self.gather(local)
+            if problem is not None:
+                raise problem
             if not group_size:
                 raise ValueError(
                     "RewardPipeCallback does not know the group size: add it to GRPOTrainer(callbacks=[...])"
                 )
-            values = batch.rows()
-            details = batch.details or [{} for _ in values]
-            gathered = self.gather(list(zip(values, batch.errors, details, strict=False)))
             rows = [_clean_row(row, self.reward.component_names) for row in gathered]
             self._monitor(rows, weights, group_size, main, kwargs)
         except Exception as exc:  # monitoring must never stop a training run; it says so loudly

@@ -219,3 +219,43 @@ def test_t7_an_environment_reply_the_codec_cannot_tokenize_is_that_episodes_erro
     assert set(asker.record.components.values()) == {None}
     assert len(asker.tokens.completion_ids) == len(asker.tokens.env_mask)
     assert guesser.record.status == "scored"
+
+
+# -- T8: a process whose own view failed still takes part in the gather (a collective) ---------------------
+
+
+def test_t8_a_rank_that_fails_before_the_gather_still_joins_it_and_its_rows_are_errors():
+    from rewardpipe.integrations.trl import RewardPipeMonitor
+
+    prompts, completions, columns = _gsm8k_batch(groups=4, size=4)
+    pending: dict[int, list] = {}
+    joined: list[int] = []
+
+    def gather_from(rank):
+        def gather(rows):
+            joined.append(rank)
+            pending[rank] = list(rows)
+            return pending.get(0, []) + pending.get(1, [])
+
+        return gather
+
+    ranks = {r: RewardPipeMonitor(reward="gsm8k", gather=gather_from(r)) for r in (0, 1)}
+
+    def broken_view(trainer):
+        raise AttributeError("'NoneType' object has no attribute 'tolist'")
+
+    ranks[1]._trainer_view = broken_view
+    for rank in (1, 0):
+        cb = ranks[rank]
+        half = slice(8 * rank, 8 * rank + 8)
+        trainer = _FakeTrainer(cb.reward_funcs, [0.5, 1.0], 4)
+        for fn in cb.reward_funcs:
+            fn(
+                prompts=prompts[half],
+                completions=completions[half],
+                log_metric=trainer._log_metric,
+                answer=columns["answer"][half],
+            )
+    assert joined == [1, 0]  # before: rank 1 raised before the gather and rank 0 waited in it
+    assert ranks[1].failures and "tolist" in ranks[1].failures[0]
+    assert ranks[0].failures == [] and ranks[0].reports[0].groups == 4
