@@ -52,6 +52,8 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +73,8 @@ from rewardpipe.episode import (
 from rewardpipe.execution.result import ExecutionResult
 from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Message, Record, load_task_rows
+
+logger = logging.getLogger("rewardpipe.trl")
 
 #: The extra ``rollout_func`` field TRL forwards to the reward functions, one dict per completion.
 EPISODE_FIELD = "rewardpipe_episode"
@@ -546,20 +550,27 @@ class EpisodeScorer(BatchScorer):
                 f"the reward functions of EpisodeRollout need the '{EPISODE_FIELD}' field of its "
                 f"rollout_func: pass rollout_func=<the EpisodeRollout> to GRPOTrainer"
             )
-        return list(rows), json.dumps([row.get("rollout_id") for row in rows])
+        # a row that is not a mapping (TRL forwards the field as given) is that completion's error, below
+        rows = [row if isinstance(row, Mapping) else {"status": "error", "error": "malformed_row"} for row in rows]
+        return rows, json.dumps([row.get("rollout_id") for row in rows], default=repr)
 
     def _score(self, rows: list[dict], fingerprint: str, kwargs: Mapping[str, Any]) -> ScoredBatch:  # type: ignore[override]  # this scorer's read_batch keys a batch by its episode rows, not a BatchKey
         names = self.reward.component_names
-        values = [
-            {name: (row.get("components") or {}).get(name) if row.get("status") == "scored" else None for name in names}
-            for row in rows
-        ]
-        errors = [None if row.get("status") == "scored" else (row.get("error") or "unscored") for row in rows]
+        values: list[dict[str, float | None]] = []
+        errors: list[str | None] = []
+        for row in rows:
+            # what TRL served back is read, not trusted: a component that is not a number is the row's error
+            served, kind = _served(row, names)
+            values.append(served)
+            errors.append(kind)
         self.batches_scored += 1
         log_metric = kwargs.get("log_metric")
         if callable(log_metric) and rows:
-            for name, value in episode_metrics(rows).items():
-                log_metric(name, value)
+            try:  # monitoring: a row's metric that is not a number never costs the batch its rewards
+                for name, value in episode_metrics(rows).items():
+                    log_metric(name, value)
+            except Exception:  # logged, the rewards are still served
+                logger.exception("rewardpipe: the episodes' metrics could not be logged")
         details = [
             {
                 "task_id": row.get("task_id"),
@@ -572,6 +583,25 @@ class EpisodeScorer(BatchScorer):
             for row in rows
         ]
         return ScoredBatch(fingerprint, values, errors, details=details)
+
+
+def _served(row: Mapping[str, Any], names: Sequence[str]) -> tuple[dict[str, float | None], str | None]:
+    """A row's components for TRL and its error kind: an error row's are ``None``, and so are those of a
+    scored row whose components are not numbers (``malformed_row``, never a TypeError out of the batch)."""
+    empty: dict[str, float | None] = dict.fromkeys(names)
+    if row.get("status") != "scored":
+        error = row.get("error")
+        return empty, error if isinstance(error, str) and error else "unscored"
+    components = row.get("components")
+    if not isinstance(components, Mapping):
+        return empty, "malformed_row"
+    out: dict[str, float | None] = {}
+    for name in names:
+        value = components.get(name)
+        if value is not None and (not isinstance(value, (int, float)) or not math.isfinite(value)):
+            return empty, "malformed_row"
+        out[name] = None if value is None else float(value)
+    return out, None
 
 
 #: Fields of an episode row that are not record metrics.

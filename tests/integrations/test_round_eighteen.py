@@ -259,3 +259,37 @@ def test_t8_a_rank_that_fails_before_the_gather_still_joins_it_and_its_rows_are_
     assert joined == [1, 0]  # before: rank 1 raised before the gather and rank 0 waited in it
     assert ranks[1].failures and "tolist" in ranks[1].failures[0]
     assert ranks[0].failures == [] and ranks[0].reports[0].groups == 4
+
+
+# -- T9: what TRL serves back of the episode field is read, not trusted ------------------------------------
+
+
+def test_t9_a_malformed_episode_row_is_its_own_error_and_the_others_are_served(caplog):
+    from rewardpipe.integrations.trl_episodes import EPISODE_FIELD, rollout_output
+    from tests.test_trl_episodes import ASKER, GUESSER, play
+
+    r, _, episodes = play([ASKER.prompt, GUESSER.prompt])
+    rows = rollout_output(episodes)[EPISODE_FIELD]
+    scored = dict(rows[0])
+    rows = [
+        {**scored, "assistant_turns": "many"},  # a metric that is not a number: logging it fails, not the batch
+        "garbage",  # not a row at all
+        {**scored, "components": {**scored["components"], "correctness": "1.0"}},  # a component that is text
+        {**scored, "components": {**scored["components"], "correctness": math.nan}},
+        dict(rows[1]),
+    ]
+    funcs, _ = r.reward_functions()
+    logged = []
+    with caplog.at_level(logging.WARNING, logger="rewardpipe.trl"):
+        values = {
+            f.rewardpipe_component: f(
+                prompts=[""] * 5,
+                completions=[""] * 5,
+                log_metric=lambda n, v: logged.append(n),
+                **{EPISODE_FIELD: rows},
+            )
+            for f in funcs
+        }
+    assert values["correctness"] == [1.0, None, None, None, 0.0]
+    assert values["guessed_immediately"] == [0.0, None, None, None, -1.0]
+    assert "metrics could not be logged" in caplog.text
