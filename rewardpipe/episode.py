@@ -70,10 +70,19 @@ __all__ = [
 ]
 
 ENDED_BY_ENV = "ended_by_env"
+TURN_LIMIT = "turn_limit"
+#: the policy had no further turn (a replayed recording ended where the model was to speak)
+POLICY_EXHAUSTED = "policy_exhausted"
 #: a replayed recording stopped where the environment was to answer (``score`` names a turn limit instead)
 RECORDING_ENDED = "recording_ended"
 #: the policy model's endpoint refused the conversation as longer than its context window
 CONTEXT_LIMIT = "context_limit"
+
+
+def recording_stopped(messages: Sequence[Message]) -> str:
+    """Why a recording that ends before its episode did stopped: where the environment was to answer (its last
+    message the model's), or where the model was to speak."""
+    return RECORDING_ENDED if messages and messages[-1].role == "assistant" else POLICY_EXHAUSTED
 
 
 class EpisodeError(RuntimeError):
@@ -182,7 +191,7 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
     shown = new.evolve(messages=list(new.messages))
     new = _checked(env.on_policy_turn(shown, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new)
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
-        new = new.evolve(next_action="score", end_reason="turn_limit")
+        new = new.evolve(next_action="score", end_reason=TURN_LIMIT)
     return new
 
 
@@ -438,7 +447,7 @@ def converse(
                     ) from exc
                 return end_without_commit(state, CONTEXT_LIMIT)
             except PolicyExhausted as exc:
-                return end_without_commit(state, f"policy_exhausted: {exc}" if str(exc) else "policy_exhausted")
+                return end_without_commit(state, f"{POLICY_EXHAUSTED}: {exc}" if str(exc) else POLICY_EXHAUSTED)
             except Exception as exc:  # any policy failure, classified for the caller
                 raise ConversationError("policy_error", state, exc) from exc
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
@@ -520,7 +529,7 @@ def replay_through_hooks(env: Environment, task: Any, messages: Sequence[Message
     while state.next_action in ("policy", "env"):
         if state.next_action == "policy":
             if position >= len(recorded):
-                return end_without_commit(state, "policy_exhausted")
+                return end_without_commit(state, POLICY_EXHAUSTED)
             message = recorded[position]
             if message.role != "assistant":
                 raise ReplayMismatch(f"message {position + 1} is a {message.role} message where the model speaks")

@@ -18,10 +18,14 @@ from typing import Any
 
 from rewardpipe.environment import Environment, EpisodeState
 from rewardpipe.episode import (
+    ENDED_BY_ENV,
+    RECORDING_ENDED,
+    TURN_LIMIT,
     ConversationError,
     EnvServices,
     build_record,
     converse,
+    episode_metrics,
     error_record,
     execution_job,
     failure_record,
@@ -175,7 +179,7 @@ def _scored_together(
 ) -> dict[int, Record]:
     """The records of the episodes that can be scored, scored as one batch (``Reward.score_many``): a reward
     with async components (an LLM judge) makes its calls for the whole batch at once, not episode by episode."""
-    from rewardpipe.episode import episode_metrics, record_from_score
+    from rewardpipe.episode import record_from_score
     from rewardpipe.rewards.base import ScoringInput
 
     ready = [
@@ -385,8 +389,6 @@ def score_rollouts(
     the replay leaves without an end reason that stops on the model's turn at that limit ended by
     ``turn_limit``.
     """
-    from rewardpipe.episode import RECORDING_ENDED, episode_metrics
-
     reward = reward if reward is not None else env.reward
     turn_limit = max_turns if max_turns is not None else env.max_turns
     states: dict[int, EpisodeState | Exception] = {}
@@ -455,9 +457,7 @@ def _recorded_end_reason(state: EpisodeState, turn_limit: int) -> str:
     """Why a replayed recording ended, when the environment's replay does not say (or the default replay says
     only that the recording stopped): as a live run would have named it, the turn limit when it stops on the
     model's turn at the limit; otherwise what the replay said, or that the environment ended it."""
-    from rewardpipe.episode import ENDED_BY_ENV
-
     last = state.messages[-1] if state.messages else None
     if last is not None and last.role == "assistant" and state.assistant_turns >= turn_limit:
-        return "turn_limit"
+        return TURN_LIMIT
     return state.end_reason or ENDED_BY_ENV

@@ -46,6 +46,21 @@ def _model(contexts, max_new_tokens):
     ]
 
 
+def _play(tasks, policy, env, group_size=1, **options):
+    """``run_slots`` over one step of ``tasks`` with no sandbox: its records and the rollouts it recorded."""
+    transcripts = []
+    records = run_slots(
+        plan_step(tasks, 0, len(tasks), group_size),
+        policy=policy,
+        env=env,
+        executor=NoSandbox(),
+        run_id="r16",
+        on_transcript=transcripts.append,
+        **options,
+    )
+    return records, [t.to_rollout() for t in transcripts]
+
+
 def test_a_wordle_game_scores_the_same_through_run_and_the_trl_rollout():
     """EpisodeRollout's max_turns defaulted to 4 (its docstring: "default: the environment's"), so a game the
     local run scores as solved on guess 5 was cut at turn 4 in TRL: turn_limit, solved 0."""
@@ -84,17 +99,9 @@ def test_scoring_a_recorded_episode_gives_the_record_the_run_wrote():
         (WORDLE, [GAME], Player()),
         (TOOL_CALL, tool_tasks, TOOL_CALL.scripted_policy(seed=3)),
     ]:
-        transcripts = []
-        played = run_slots(
-            plan_step(tasks, 0, len(tasks), 4),
-            policy=policy,
-            env=env,
-            executor=NoSandbox(),
-            run_id="r16",
-            on_transcript=transcripts.append,
-        )
+        played, rollouts = _play(tasks, policy, env, group_size=4)
         scored = score_rollouts(
-            [t.to_rollout() for t in transcripts],
+            rollouts,
             {task.task_id: task for task in tasks},
             executor=NoSandbox(),
             env=env,
@@ -109,18 +116,8 @@ def test_a_recording_cut_by_the_turn_limit_is_scored_with_the_end_reason_the_run
     the same, where it said nothing; scored under a higher limit it is the environment's end, not a turn limit."""
     from rewardpipe.runner import score_rollouts
 
-    transcripts = []
-    (played,) = run_slots(
-        plan_step([GAME], 0, 1, 1),
-        policy=Player(),
-        env=WORDLE,
-        executor=NoSandbox(),
-        run_id="r16",
-        max_turns=3,
-        on_transcript=transcripts.append,
-    )
+    (played,), rollouts = _play([GAME], Player(), WORDLE, max_turns=3)
     assert played.metrics["end_reason"] == "turn_limit"
-    rollouts = [t.to_rollout() for t in transcripts]
     (scored,) = score_rollouts(
         rollouts, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16", max_turns=3
     )
@@ -191,19 +188,10 @@ def test_a_recording_that_stops_where_the_model_was_to_speak_is_not_called_the_e
                 raise ContextLimitReached("full")
             return "What should happen for an empty input?"
 
-    transcripts = []
-    (played,) = run_slots(
-        plan_step([task], 0, 1, 1),
-        policy=Windowed(),
-        env=ABC,
-        executor=NoSandbox(),
-        run_id="r18",
-        on_transcript=transcripts.append,
-    )
+    (played,), (rollout,) = _play([task], Windowed(), ABC)
     assert played.metrics["end_reason"] == "context_limit"
-    (rollout,) = [t.to_rollout() for t in transcripts]
-    (scored,) = score_rollouts([rollout], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r18")
+    (scored,) = score_rollouts([rollout], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r16")
     assert scored.metrics["end_reason"] == "policy_exhausted"
     cut = rollout.model_copy(update={"messages": rollout.messages[:-1]})  # stops on the model's question
-    (scored,) = score_rollouts([cut], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r18")
+    (scored,) = score_rollouts([cut], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r16")
     assert scored.metrics["end_reason"] == "recording_ended"

@@ -65,12 +65,6 @@ def rule_simulator() -> Any:
     return _RULE_SIMULATOR
 
 
-def _stopped(messages: Sequence[Message]) -> str:
-    from rewardpipe.episode import RECORDING_ENDED
-
-    return RECORDING_ENDED if messages and messages[-1].role == "assistant" else "policy_exhausted"
-
-
 class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
     """See the module docstring. ``AskBeforeCoding(simulator=None)``: ``simulator`` is any object with
     ``respond(state, task) -> SimulatorReply`` (default: the rule-based one)."""
@@ -144,6 +138,7 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
         """The state of a recorded conversation: turn kinds re-classified, the final committed code, and which
         questions were answered with a hidden detail read off the recorded replies."""
         from rewardpipe.envs.ask_before_coding.replies import reveals_in
+        from rewardpipe.episode import recording_stopped
 
         kinds, code = [], None
         for message in messages:
@@ -163,7 +158,7 @@ class AskBeforeCoding(Environment[AskBeforeCodingState, Task]):
             next_action="execute" if code is not None else "score",
             # a commit ends the episode as in a live run; the simulator never ends one: without a commit the
             # recording stopped, as the default replay names it (the platform names a stop at the turn limit)
-            end_reason="committed" if code is not None else _stopped(messages),
+            end_reason="committed" if code is not None else recording_stopped(messages),
         )
 
     def scenarios(self, task: Task) -> dict[str, Any]:
