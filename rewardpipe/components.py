@@ -236,6 +236,10 @@ def make_caller(fn: Callable[..., Any], inputs: tuple[str, ...], positional: boo
     return lambda data: fn(*get_all(data))
 
 
+#: ``Component``'s parameters, in order: what makes one component equal to another.
+SETTINGS = ("name", "weight", "fn", "description", "value_range", "role", "timeout_s")
+
+
 class Component:
     """One named, weighted term of a reward, with its value range and role.
 
@@ -330,16 +334,13 @@ class Component:
         """The component's value for one ScoringInput (a coroutine for an async component)."""
         return self._call(data)
 
+    def _settings(self) -> tuple[Any, ...]:
+        """What the component was made with, in the order of :data:`SETTINGS` (``Component``'s parameters):
+        what equality compares, ``replace`` starts from and a copy is made of."""
+        return (self.name, self.weight, self.fn, self.description, self.value_range, self.role, self.timeout_s)
+
     def replace(self, **changes: Any) -> Component:
-        fields: dict[str, Any] = {
-            "name": self.name,
-            "weight": self.weight,
-            "fn": self.fn,
-            "description": self.description,
-            "value_range": self.value_range,
-            "role": self.role,
-            "timeout_s": self.timeout_s,
-        }
+        fields: dict[str, Any] = dict(zip(SETTINGS, self._settings(), strict=True))
         unknown = set(changes) - set(fields)
         if unknown:
             raise TypeError(f"Component has no field(s) {sorted(unknown)}")
@@ -356,15 +357,7 @@ class Component:
     def __eq__(self, other: Any) -> bool:
         if not isinstance(other, Component):
             return NotImplemented
-        return (self.name, self.weight, self.fn, self.description, self.value_range, self.role, self.timeout_s) == (
-            other.name,
-            other.weight,
-            other.fn,
-            other.description,
-            other.value_range,
-            other.role,
-            other.timeout_s,
-        )
+        return self._settings() == other._settings()
 
     def __hash__(self) -> int:
         return hash((self.name, self.weight, id(self.fn), self.value_range, self.role))
@@ -377,10 +370,7 @@ class Component:
         )
 
     def __reduce__(self) -> Any:  # picklable whenever its function is (multiprocessing, deepcopy)
-        return (
-            Component,
-            (self.name, self.weight, self.fn, self.description, self.value_range, self.role, self.timeout_s),
-        )
+        return (Component, self._settings())
 
 
 def component(

@@ -248,3 +248,17 @@ def test_the_single_turn_scorer_awaits_a_batchs_async_components_together():
     results = score_samples(samples, Reward("judge", [judged]))
     assert [r["aggregate_reward_score"] for r in results] == [0.0, 1.0] * 4
     assert [r["id"] for r in results] == list(range(8)) and peak[0] == 8
+
+
+def test_equality_replace_and_copies_cover_every_parameter_of_a_component():
+    """``Component.SETTINGS`` (what equality compares, ``replace`` starts from and a copy is made of) is exactly
+    the constructor's parameters: a parameter added to one and not the other would be lost by a copy."""
+    import copy
+    import inspect
+
+    from rewardpipe.components import SETTINGS, Component
+
+    assert tuple(inspect.signature(Component.__init__).parameters)[1:] == SETTINGS
+    made = Component("c", 2.0, lambda completion: 1.0, "d", (0.0, 2.0), "outcome", 5.0)
+    assert copy.deepcopy(made) == made and made.replace() == made
+    assert all(made.replace(**{name: value}) != made for name, value in [("weight", 1.0), ("timeout_s", None)])
