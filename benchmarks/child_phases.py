@@ -48,7 +48,7 @@ STEPS = (
     ("layers.apply_rlimits(cpu_seconds=None", "rlimits"),
     ("layers.drop_privileges(self.uid, self.uid)", "uid"),
     ("layers.prctl(layers.PR_SET_NO_NEW_PRIVS, 1)", "no_new_privs"),
-    ("_die_with_parent(self.pid)", "parent-death signal"),
+    ("_die_with_parent(", "parent-death signal"),
     ('os.close(UNTRUSTED_FDS["confine"])', "landlock"),
     ("self.seccomp_template.load_for_pid(os.getpid())", "seccomp"),
     ("random.seed()", "random seed"),
