@@ -39,25 +39,87 @@ class ContextLengthExceeded(EndpointError):
 
 # How the servers people use say a prompt is too long, in the 4xx body: OpenAI's error code (and its "maximum
 # context length" message, which vLLM copies), vLLM's and SGLang's own, TGI's token budget (422), Anthropic's
-# and Bedrock's, llama.cpp's server ("exceeds the available context size", type exceed_context_size_error). Read
-# in the first KiB only: the message comes first, a quoted prompt (if any) later.
+# and Bedrock's, llama.cpp's server ("exceeds the available context size", type exceed_context_size_error).
+# A refusal for another reason may quote what was sent, the model's own words included: a code counts only as a
+# code or type field of a JSON body (the server sets those, never the conversation), and a phrase only where
+# the words around it are not text the request carried.
 _CONTEXT_OVERFLOW_STATUS = frozenset({400, 413, 422})
-_CONTEXT_OVERFLOW_CODES = ("context_length_exceeded", "exceed_context_size_error")  # OpenAI's code, llama.cpp's type
+_CONTEXT_OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})  # OpenAI, llama.cpp
 _CONTEXT_OVERFLOW_TEXT = re.compile(
     r"context[ _-]?length|context window|max(?:imum)?[ _]model[ _]len|prompt is too long|input is too long"
     r"|(?:input|prompt)\b[^.]{0,60}\b(?:too long|exceeds?)\b[^.]{0,60}\b(?:limit|length|tokens)"
     r"|tokens \+ `?max_new_tokens`? must be <=|exceeds? the (?:available|max(?:imum)?) context size",
     re.IGNORECASE,
 )
+_READ_CHARS = 1024  # of the body, and of each message in it: the server's sentence comes first, quotes later
+_QUOTE_CONTEXT = 24  # characters either side of a phrase compared with what was sent
+_MAX_FIELDS = 64  # JSON fields read from an error body (a hostile or huge one costs no more)
 
 
-def _context_overflow(response: httpx.Response) -> bool:
+def _error_fields(body: Any) -> tuple[set[str], list[str]]:
+    """The code/type values and the message texts of a JSON error body, whatever shape the server uses
+    (``{"error": {...}}``, ``{"error": "text"}``, ``{"message": ...}``, ``{"detail": ...}``), nested or not."""
+    codes: set[str] = set()
+    messages: list[str] = []
+    pending, seen = [body], 0
+    while pending and seen < _MAX_FIELDS:
+        value = pending.pop()
+        if not isinstance(value, dict):
+            continue
+        for key, item in value.items():
+            seen += 1
+            if isinstance(item, dict):
+                pending.append(item)
+            elif isinstance(item, str) and key in ("code", "type", "error_type"):
+                codes.add(item.lower())
+            elif isinstance(item, str) and key in ("message", "error", "detail", "msg"):
+                messages.append(item[:_READ_CHARS])
+    return codes, messages
+
+
+def _sent_text(messages: Sequence[Any]) -> str:
+    """Every string the request carried in its messages (contents, parts, tool-call arguments), lower-cased."""
+    found: list[str] = []
+    pending: list[Any] = [list(messages)]
+    while pending:
+        value = pending.pop()
+        if isinstance(value, str):
+            found.append(value.lower())
+        elif isinstance(value, dict):
+            pending.extend(value.values())
+        elif isinstance(value, (list, tuple)):
+            pending.extend(value)
+    return "\n".join(found)
+
+
+def _said_by_server(text: str, sent: str) -> bool:
+    """Whether an overflow phrase in ``text`` is the server's own: one whose words on either side are not a
+    piece of what was sent (a quote of the conversation)."""
+    lowered = text.lower()
+    for match in _CONTEXT_OVERFLOW_TEXT.finditer(lowered):
+        start, end = match.span()
+        before = lowered[max(0, start - _QUOTE_CONTEXT) : end]
+        after = lowered[start : end + _QUOTE_CONTEXT]
+        if before not in sent and after not in sent:
+            return True
+    return False
+
+
+def _context_overflow(response: httpx.Response, messages: Sequence[Any]) -> bool:
     if response.status_code not in _CONTEXT_OVERFLOW_STATUS:
         return False
-    head = response.text[:1024]
-    if any(code in head for code in _CONTEXT_OVERFLOW_CODES):
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if not isinstance(body, dict):
+        codes, texts = set(), [response.text[:_READ_CHARS]]  # not a JSON object: the body is the message
+    else:
+        codes, texts = _error_fields(body)
+    if codes & _CONTEXT_OVERFLOW_CODES:
         return True
-    return _CONTEXT_OVERFLOW_TEXT.search(head) is not None
+    sent = _sent_text(messages)
+    return any(_said_by_server(text, sent) for text in texts)
 
 
 @functools.cache
@@ -170,7 +232,8 @@ class ChatClient:
                 continue
             if response.status_code >= 400:
                 problem = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
-                raise ContextLengthExceeded(problem) if _context_overflow(response) else EndpointError(problem)
+                overflow = _context_overflow(response, messages)
+                raise ContextLengthExceeded(problem) if overflow else EndpointError(problem)
             return response, url
         raise EndpointError(f"{url} failed after {self.max_retries + 1} attempts: {last_problem}")
 

@@ -190,3 +190,43 @@ def test_a_conversation_that_outgrows_the_simulators_window_is_scored_as_it_stan
     assert record.metrics["assistant_turns"] == 1
     record = episode(failing)
     assert record.status == "error" and record.error.kind == "simulator_error"
+
+
+#: Round nineteen: refusals for other reasons that quote what was sent. The model's words may say anything, the
+#: server's phrases and OpenAI's code included; the reviewer's case was a 400 whose first KiB quoted the
+#: conversation, read as context_limit: a rollout the endpoint failed, scored as the model's own ending.
+MODEL_WORDS = "Sorry, this model's maximum context length is 4096 tokens (context_length_exceeded); prompt is too long"
+QUOTING_REFUSALS = {
+    "a template error quoting the turn": (
+        400,
+        {"error": {"message": f"Jinja error rendering message 2: unexpected '{MODEL_WORDS}'", "code": 400}},
+    ),
+    "a code named only inside the message": (
+        400,
+        {"error": {"message": f"invalid content: {MODEL_WORDS}", "type": "invalid_request_error"}},
+    ),
+    "a plain-text body": (400, f"Bad Request: could not parse tool arguments {MODEL_WORDS!r}".encode()),
+    "a JSON string body": (422, f"invalid message: {MODEL_WORDS}"),
+}
+
+
+@pytest.mark.parametrize("refusal", sorted(QUOTING_REFUSALS))
+def test_a_refusal_that_quotes_the_conversation_is_not_a_context_overflow(chat_server, refusal):
+    chat_server.replies.append(QUOTING_REFUSALS[refusal])
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": MODEL_WORDS}]
+    with pytest.raises(EndpointError) as raised:
+        _client(chat_server).complete(talk)
+    assert not isinstance(raised.value, ContextLengthExceeded)
+
+
+def test_a_real_overflow_is_told_apart_though_the_conversation_talks_about_context_length(chat_server):
+    """The server's own sentence counts whatever the model said: only words that are a piece of what was
+    sent are taken for a quote, and a code counts as the body's code field."""
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "What context length do you have?"}]
+    for family in ("vllm", "openai", "anthropic-style", "llama.cpp"):
+        chat_server.replies.append(OVERFLOWS[family])
+        with pytest.raises(ContextLengthExceeded):
+            _client(chat_server).complete(talk)
+    chat_server.replies.append((400, b"prompt is too long: 9000 tokens > 8192 maximum"))  # not JSON at all
+    with pytest.raises(ContextLengthExceeded):
+        _client(chat_server).complete(talk)
