@@ -363,8 +363,27 @@ class EpisodeRollout:
             if key not in group_task:  # one task per group: a GRPO group is K answers to one task
                 group_task[key] = self.task_for(prompt)
             task = group_task[key]
-            episode = Episode(f"{group}-k{index % size}", prompt, task, EpisodeTokens(list(codec.prompt_ids(prompt))))
-            if episode.task is None:
+            try:
+                prompt_ids, render_problem = list(codec.prompt_ids(prompt)), None
+            except Exception as exc:  # noqa: BLE001 - a prompt the tokenizer refuses (a chat template raising on
+                # its roles, a content that is not text) is its own episode's error, not the batch's: TRL stops
+                prompt_ids, render_problem = [], f"{type(exc).__name__}: {exc}"
+            episode = Episode(f"{group}-k{index % size}", prompt, task, EpisodeTokens(prompt_ids))
+            if render_problem is not None:
+                episode.record = failure_record(
+                    run_id=self.run_id,
+                    step=step,
+                    group_id=group,
+                    rollout_id=episode.rollout_id,
+                    task_id=task.task_id if task is not None else "unknown",
+                    kind="prompt_render_error",
+                    message=f"the prompt cannot be tokenized: {render_problem}",
+                    reward=self.reward,
+                )
+                # TRL needs one token per completion at least (and a prompt to pad): both masked out of the loss.
+                episode.tokens = EpisodeTokens([self._filler(codec)])
+                episode.tokens.add_feedback([self._filler(codec)])
+            elif episode.task is None:
                 text = _prompt_text(prompt) or repr(prompt)
                 episode.record = failure_record(
                     run_id=self.run_id,
@@ -377,7 +396,7 @@ class EpisodeRollout:
                     reward=self.reward,
                 )
                 # TRL needs one token per completion at least; it is masked out of the loss.
-                episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
+                episode.tokens.add_feedback([self._filler(codec)])
             else:
                 try:
                     episode.state = start_episode(
@@ -400,7 +419,7 @@ class EpisodeRollout:
                         message=f"{type(exc).__name__}: {exc}",
                         reward=self.reward,
                     )
-                    episode.tokens.add_feedback([codec.eos_id if codec.eos_id is not None else 0])
+                    episode.tokens.add_feedback([self._filler(codec)])
             episodes.append(episode)
 
         while waiting := [e for e in episodes if e.live]:
@@ -415,7 +434,7 @@ class EpisodeRollout:
             if len(generated) != len(ready):
                 raise RuntimeError(f"generate returned {len(generated)} turns for {len(ready)} contexts")
             for (episode, budget), new in zip(ready, generated, strict=True):
-                ids = cut_at_eos(list(new)[:budget], codec.eos_id) or [codec.eos_id if codec.eos_id is not None else 0]
+                ids = cut_at_eos(list(new)[:budget], codec.eos_id) or [self._filler(codec)]
                 episode.tokens.add_policy_turn(ids)
                 self._advance(episode, codec.decode(ids), codec, max_completion_tokens)
 
@@ -424,6 +443,11 @@ class EpisodeRollout:
             episode.record, episode.execution = record, execution
         self.last_episodes = episodes
         return episodes
+
+    @staticmethod
+    def _filler(codec: TokenCodec) -> int:
+        """The one token an episode with nothing of its own still hands TRL (end of sequence, else 0)."""
+        return codec.eos_id if codec.eos_id is not None else 0
 
     def _turn_budget(self, episode: Episode, max_completion_tokens: int) -> int:
         left = max_completion_tokens - len(episode.tokens.completion_ids)

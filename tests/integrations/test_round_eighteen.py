@@ -221,6 +221,32 @@ def test_t7_an_environment_reply_the_codec_cannot_tokenize_is_that_episodes_erro
     assert guesser.record.status == "scored"
 
 
+def test_t7b_a_prompt_the_codec_cannot_tokenize_is_that_episodes_error_record():
+    """Round nineteen (left open in round eighteen): the prompt's own tokens were taken outside any guard, so
+    one prompt the chat template refused stopped the whole multi-turn batch. It is that episode's error
+    record (prompt_render_error), with one filler token each side for TRL; the others play on."""
+    from tests.test_trl_episodes import ASKER, GUESSER, CharCodec, ScriptedModel, rollout
+
+    class RefusingCodec(CharCodec):
+        def prompt_ids(self, prompt):
+            if prompt == ASKER.prompt:
+                raise ValueError("Conversation roles must alternate user/assistant/user/assistant/...")
+            return super().prompt_ids(prompt)
+
+    r = rollout()
+    episodes = r.play([ASKER.prompt, GUESSER.prompt], RefusingCodec(), ScriptedModel(), max_completion_tokens=4000)
+    asker, guesser = episodes
+    assert asker.record.status == "error" and asker.record.error.kind == "prompt_render_error"
+    assert "roles must alternate" in asker.record.error.message and asker.record.task_id == ASKER.task_id
+    assert set(asker.record.components.values()) == {None}
+    assert len(asker.tokens.prompt_ids) == 1 and len(asker.tokens.completion_ids) == len(asker.tokens.env_mask) == 1
+    assert guesser.record.status == "scored"
+    from rewardpipe.integrations.trl_episodes import rollout_output
+
+    output = rollout_output(episodes)
+    assert len(output["prompt_ids"][0]) == 1 and len(output["completion_ids"]) == 2
+
+
 # -- T8: a process whose own view failed still takes part in the gather (a collective) ---------------------
 
 
