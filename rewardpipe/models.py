@@ -11,6 +11,7 @@ import json
 import keyword
 import math
 import os
+import re
 import stat
 import unicodedata
 from collections.abc import Iterable, Iterator
@@ -107,6 +108,9 @@ InputId = Annotated[str, Field(min_length=1, max_length=MAX_ID_LENGTH), AfterVal
 #: rollout ids add "s<step>-g<group>-" and "-k<sample>", 26 characters at most; `doctor`'s "<task>:<scenario>").
 MAX_TASK_ID_LENGTH = MAX_ID_LENGTH - 32
 TaskId = Annotated[str, Field(min_length=1, max_length=MAX_TASK_ID_LENGTH), AfterValidator(require_printable_id)]
+#: An end reason a recording declares: a name, as every end reason is (it becomes a metric and a report column).
+END_REASON_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$"
+EndReason = Annotated[str, Field(pattern=END_REASON_PATTERN)]
 
 
 def require_function_name(value: str) -> str:
@@ -229,6 +233,10 @@ class Rollout(DeferredModel):
     step: int = Field(default=0, ge=0, le=MAX_STEP, strict=True)  # true, 1.0 or "1" is not a step number
     # An empty transcript has nothing to score: it is a bad input line, never a silent 0.
     messages: list[Message] = Field(min_length=1)
+    # Why the conversation stopped, where the recorder knows and the messages cannot say: the platform ended
+    # it (context_limit, completion_budget, turn_limit) rather than the environment. Kept only where the
+    # environment's replay names no end of its own; None: read from the replay, as before.
+    end_reason: EndReason | None = None
 
 
 class RolloutIdentity(DeferredModel):
@@ -253,12 +261,18 @@ class RolloutIdentity(DeferredModel):
         }
 
     def to_rollout(self) -> Rollout:
+        """The recording ``score`` replays, with how it ended where the live state or the transcript knows it
+        (an end reason that is not a name is left for the replay to read)."""
+        end_reason = getattr(self, "end_reason", None)  # EpisodeState's and RolloutTranscript's field
+        if not (isinstance(end_reason, str) and re.fullmatch(END_REASON_PATTERN, end_reason)):
+            end_reason = None
         return Rollout(
             rollout_id=self.rollout_id,
             group_id=self.group_id,
             task_id=self.task_id,
             step=self.step,
             messages=self.messages,
+            end_reason=end_reason,
         )
 
 

@@ -19,6 +19,7 @@ from typing import Any
 from rewardpipe.environment import Environment, EpisodeState
 from rewardpipe.episode import (
     ENDED_BY_ENV,
+    POLICY_EXHAUSTED,
     RECORDING_ENDED,
     TURN_LIMIT,
     ConversationError,
@@ -410,7 +411,9 @@ def score_rollouts(
                     "task_id": rollout.task_id,
                 }
             )
-            if state.end_reason in (None, RECORDING_ENDED):
+            if state.end_reason in (None, RECORDING_ENDED, POLICY_EXHAUSTED) and rollout.end_reason is not None:
+                state = state.evolve(end_reason=rollout.end_reason)  # the recorder's word where the replay has none
+            elif state.end_reason in (None, RECORDING_ENDED):
                 state = state.evolve(end_reason=_recorded_end_reason(state, turn_limit))
             job = execution_job(state, task, env)
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line

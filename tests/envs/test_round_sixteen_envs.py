@@ -116,14 +116,19 @@ def test_a_recording_cut_by_the_turn_limit_is_scored_with_the_end_reason_the_run
     the same, where it said nothing; scored under a higher limit it is the environment's end, not a turn limit."""
     from rewardpipe.runner import score_rollouts
 
-    (played,), rollouts = _play([GAME], Player(), WORDLE, max_turns=3)
+    (played,), recorded = _play([GAME], Player(), WORDLE, max_turns=3)
     assert played.metrics["end_reason"] == "turn_limit"
+    rollouts = [rollout.model_copy(update={"end_reason": None}) for rollout in recorded]  # a recording from elsewhere
     (scored,) = score_rollouts(
         rollouts, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16", max_turns=3
     )
     assert scored.model_dump() == played.model_dump()
     (unlimited,) = score_rollouts(rollouts, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16")
     assert unlimited.metrics["end_reason"] != "turn_limit"
+    # Round nineteen: the run's own recording says how it ended, whatever limit score is told.
+    assert recorded[0].end_reason == "turn_limit"
+    (declared,) = score_rollouts(recorded, {GAME.task_id: GAME}, executor=NoSandbox(), env=WORDLE, run_id="r16")
+    assert declared.model_dump() == played.model_dump()
 
 
 def test_score_max_turns_names_the_turn_limit_the_run_stopped_at(tmp_path):
@@ -188,8 +193,12 @@ def test_a_recording_that_stops_where_the_model_was_to_speak_is_not_called_the_e
                 raise ContextLimitReached("full")
             return "What should happen for an empty input?"
 
-    (played,), (rollout,) = _play([task], Windowed(), ABC)
+    (played,), (recorded,) = _play([task], Windowed(), ABC)
     assert played.metrics["end_reason"] == "context_limit"
+    # Round nineteen: the run's recording declares its end (score could not recover context_limit before).
+    (scored,) = score_rollouts([recorded], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r16")
+    assert scored.model_dump() == played.model_dump()
+    rollout = recorded.model_copy(update={"end_reason": None})  # a recording that does not say
     (scored,) = score_rollouts([rollout], {task.task_id: task}, executor=NoSandbox(), env=ABC, run_id="r16")
     assert scored.metrics["end_reason"] == "policy_exhausted"
     cut = rollout.model_copy(update={"messages": rollout.messages[:-1]})  # stops on the model's question
