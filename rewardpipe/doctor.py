@@ -10,6 +10,8 @@ the real loop and the real sandbox, scores each with the reward, and checks (err
 * ``out_of_range``: a value outside the component's declared range;
 * ``component_raised`` / ``component_timeout`` / ``unexplained_none``: a component that raised, passed its
   ``timeout_s``, or came back None without an explanation (the reward's explain_error);
+* ``component_mutated_input``: a component that changed the messages, task, state or execution it was given
+  (the components after it and the stored record would see the change);
 * ``not_deterministic``: two plays of the reference scenario differ;
 * ``state_not_json`` / ``state_mutated``: a state that does not survive a JSON round trip after some step,
   or a hook that changed the state it was given;
@@ -397,6 +399,7 @@ def diagnose(
     """One :class:`TaskDiagnosis` per task (see the module docstring); ``reward`` defaults to the
     environment's, ``max_turns`` to each scenario's own limit, else the environment's."""
     from rewardpipe.episode import finish_episode
+    from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = reward if reward is not None else env.reward
     diagnoses, plays = [], []
@@ -444,7 +447,12 @@ def diagnose(
             if run.job is not None:
                 run.execution = results.get(_job_key(run.job))
             if run.error is None and run.state is not None:
+                inputs = {"messages": run.state.messages, "task": task, "state": run.state, "execution": run.execution}
+                pristine, before = pristine_copy(inputs), written_down(inputs)
                 run.record = finish_episode(run.state, task, run.execution, reward, env)
+                if pristine is not None and changed_inputs(before, inputs):
+                    for finding in mutating_components(reward, pristine):
+                        diagnosis.add("component_mutated_input", f"scenario '{run.name}': {finding}")
         _check_task(env, task, reward, diagnosis, runs, again)
     return diagnoses
 

@@ -101,12 +101,24 @@ def _input(
     return ScoringInput(execution=execution, reference=reference, messages=messages, task=task, state=state)
 
 
+def _given(data: Any) -> dict[str, Any]:
+    """The inputs a ScoringInput was given, as its keyword arguments."""
+    return {
+        "messages": data.messages,
+        "task": data.task,
+        "state": data.state,
+        "execution": data.execution,
+        "reference": data.reference,
+    }
+
+
 def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_variation: bool = True) -> list[Any]:
     """Score ``samples`` (dicts with ``completion`` or ``messages``, and optionally ``reference``, ``task``,
-    ``state``, ``execution``) and check: no component raised or came back None without an explanation,
-    every value is inside its component's declared range, and (with ``require_variation``) every component
-    takes at least two values across the samples. Returns the scores."""
+    ``state``, ``execution``) and check: no component raised, changed its inputs or came back None without an
+    explanation, every value is inside its component's declared range, and (with ``require_variation``) every
+    component takes at least two values across the samples. Returns the scores."""
     from rewardpipe.references import resolve_reward
+    from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = resolve_reward(reward)
     inputs = [
@@ -122,8 +134,14 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     ]
     if not inputs:
         raise AssertionError("check_reward needs at least one sample")
+    given = [_given(data) for data in inputs]
+    pristine = [(pristine_copy(sample), written_down(sample)) for sample in given]
     scores = reward.score_many(inputs)
     problems = []
+    for index, (sample, (copied, before)) in enumerate(zip(given, pristine, strict=True)):
+        if copied is not None and changed_inputs(before, sample):
+            found = mutating_components(reward, copied)
+            problems.extend(f"sample {index}: [component_mutated_input] {finding}" for finding in found)
     seen: dict[str, set[float]] = {c.name: set() for c in reward.components}
     for index, score in enumerate(scores):
         if score.error is not None and score.error.kind in (
