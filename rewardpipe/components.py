@@ -102,14 +102,22 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
         import asyncio
 
         async def bounded_coroutine(*args: Any, **kwargs: Any) -> Any:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
             limit = asyncio.timeout(timeout_s)
             try:
                 async with limit:
-                    return await call(*args, **kwargs)
+                    value = await call(*args, **kwargs)
             except TimeoutError:
                 if limit.expired():  # ours; a TimeoutError of the component's own (an HTTP timeout) is its error
                     raise ComponentTimeout(name, timeout_s) from None
                 raise
+            # A call that blocked the event loop (time.sleep, a synchronous HTTP call inside ``async def``) is
+            # never cancelled: the loop cannot run the deadline while it is held. Past its limit all the same,
+            # its value is not taken (the calls it held waiting were cancelled at theirs).
+            if loop.time() - started > timeout_s:
+                raise ComponentTimeout(name, timeout_s)
+            return value
 
         return bounded_coroutine
 

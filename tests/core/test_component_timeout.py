@@ -72,6 +72,26 @@ def test_a_hung_async_component_is_cancelled_and_costs_its_own_sample_only():
     assert [s.aggregate for s in scores] == [1.5, None, 1.5]
 
 
+@component(range=(0, 1), role="shaping", timeout_s=LIMIT_S)
+async def blocking_judge(completion):
+    if "blocks" in completion:
+        import time
+
+        time.sleep(LIMIT_S * 2)  # a synchronous call inside async def: the loop cannot cancel it
+    return 0.5
+
+
+def test_an_async_component_that_blocks_the_loop_past_its_limit_is_a_timeout_not_its_late_value():
+    """Round nineteen (left open in round eighteen): the deadline could not fire while the call held the loop,
+    so the blocking call's sample took its late value while the calls it held waiting were cancelled at their
+    limits: the one at fault scored, its victims did not. It is a component_timeout too."""
+    reward = Reward("r", [blocking_judge, brevity])
+    scores = reward.score_many(_inputs("fine", "this one blocks", "fine too"))
+    assert scores[1].error is not None and scores[1].error.kind == "component_timeout"
+    assert "blocking_judge" in scores[1].error.message
+    assert scores[1].components["brevity"] == 1.0
+
+
 def test_what_the_component_raises_or_returns_is_told_as_without_a_limit():
     reward = Reward("r", [passes, judged])
     boom, none, own_timeout = reward.score_many(_inputs("boom", "none", "judge timeout"))
