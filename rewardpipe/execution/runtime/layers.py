@@ -498,15 +498,64 @@ def restrict_self(fd: int) -> None:
         raise OSError(ctypes.get_errno(), f"landlock_restrict_self failed: {_errno_text()}")
 
 
-def interpreter_read_paths() -> list[str]:
-    """Directories the child may read: the interpreter's stdlib and shared libraries, nothing else."""
+def interpreter_read_paths(hidden: tuple[str, ...] = ()) -> list[str]:
+    """Directories the child may read: the interpreter's stdlib and shared libraries, nothing else, and never
+    anything under a path of ``hidden`` (see :func:`readable_around`)."""
     paths = []
     for key in ("stdlib", "platstdlib", "purelib", "platlib"):
         value = sysconfig.get_paths().get(key)
         if value:
             paths.append(os.path.realpath(value))
     paths += ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom", "/dev/zero"]
-    return sorted(set(paths))
+    return readable_around(sorted(set(paths)), hidden)
+
+
+def sandbox_package_dir() -> str:
+    """The directory of the rewardpipe package this process runs from."""
+    return os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+
+
+# Entries of one directory that readable_around lists in its place, at most: past that the directory is left out whole
+# (nothing under it readable) rather than made a ruleset whose size, copied into every child's domain, costs each job.
+MAX_ENTRIES_AROUND = 4096
+
+
+def readable_around(roots: list[str], hidden: tuple[str, ...]) -> list[str]:
+    """``roots`` with every path of ``hidden`` left out. Landlock only ever allows (a rule covers everything beneath
+    its directory), so a root holding a hidden path is replaced by its entries, each allowed whole but the one on the
+    way to the hidden path, which is split the same way, down to the hidden path itself, which is left out (round
+    nineteen: the package ships its tasks' hidden tests and reference solutions in ``rewardpipe/data``, and installed
+    with pip it lies in the interpreter's ``site-packages``, which the model's code may read). Symbolic links are
+    followed as the kernel follows them for a rule: an entry that leads into a hidden path is left out too. Costs
+    nothing where no hidden path lies under a root (a source checkout, ``/app``); otherwise one rule per entry of
+    the directories on the way (a few dozen, or the number of packages installed beside it)."""
+    hidden_real = tuple(os.path.realpath(path) for path in hidden)
+
+    def inside(path: str, top: str) -> bool:
+        return path == top or path.startswith(top.rstrip("/") + "/")
+
+    allowed: list[str] = []
+    split: set[str] = set()  # directories already replaced by their entries (a link back up, /usr/bin/X11 -> .)
+    pending = list(roots)
+    while pending:
+        path = pending.pop()
+        real = os.path.realpath(path)
+        if any(inside(real, top) for top in hidden_real):
+            continue  # the hidden path itself, or something under (or leading into) it
+        if not any(inside(top, real) for top in hidden_real):
+            allowed.append(path)
+            continue
+        if real in split:
+            continue
+        split.add(real)
+        try:
+            entries = sorted(os.listdir(real))
+        except OSError:
+            continue  # an unreadable directory on the way: nothing under it is allowed
+        if len(entries) > MAX_ENTRIES_AROUND:
+            continue
+        pending.extend(os.path.join(real, entry) for entry in entries)
+    return sorted(set(allowed))
 
 
 # --- seccomp ------------------------------------------------------------------------------------------

@@ -654,7 +654,10 @@ class Zygote:
             self._off("landlock", "kernel has no Landlock")
         else:
             try:
-                ruleset = layers.LandlockRuleset(abi, layers.interpreter_read_paths(), [self.worker_dir])
+                # Never the package's own directory (its task data holds hidden tests and reference solutions, round
+                # nineteen): under site-packages or /usr where it is installed.
+                readable = layers.interpreter_read_paths(hidden=(layers.sandbox_package_dir(),))
+                ruleset = layers.LandlockRuleset(abi, readable, [self.worker_dir])
             except OSError as exc:
                 self._off("landlock", exc.strerror or str(exc))
             else:

@@ -1,0 +1,181 @@
+"""Round nineteen: the sandbox, attacked through the public executor as the model would.
+
+* Hidden tests learnt from the sandbox's own files: the package ships its built-in tasks (``rewardpipe/data/
+  tasks.jsonl``: every task's hidden tests and its reference solution). Landlock lets the model's process read the
+  sandbox interpreter's tree (its stdlib, ``site-packages``, ``/usr``), so wherever rewardpipe is installed the usual
+  way (``pip install rewardpipe`` into a venv or the system's Python, which the fork servers then run), the model's
+  code read the tasks file of the package its own process was forked from (``sys.modules["rewardpipe"].__path__``),
+  found its task by its entry point and ran the reference solution: a wrong answer with no logic **passed** every
+  hidden test, in full isolation. The package's directory is now left out of what the model's process may read
+  (Landlock has no rule to refuse a path inside an allowed one, so the directories on the way to it are allowed
+  entry by entry instead).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus, forkservers
+from rewardpipe.execution.sandbox import make_executor
+from tests.security.conftest import REPO, require_layer
+
+PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+
+
+# --- the package's own task data is out of the model's reach -------------------------------------------------------
+
+
+def _traversable_by_others(path: str) -> bool:
+    """Whether a uid that is neither the owner nor in the group can walk down to ``path``."""
+    path = os.path.realpath(path)
+    while True:
+        if not os.stat(path).st_mode & stat.S_IXOTH:
+            return False
+        parent = os.path.dirname(path)
+        if parent == path:
+            return True
+        path = parent
+
+
+@pytest.fixture(scope="module")
+def installed():
+    """A venv of the system's Python holding a copy of the rewardpipe package in its ``site-packages``, as ``pip
+    install rewardpipe`` leaves it, and an executor whose fork servers run that interpreter from that copy (as they
+    would from an installed package): ``(executor, the copy's directory)``. Made inside the repository (a mount
+    namespace hides /tmp from the fork servers), removed afterwards."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    base = f"/usr/bin/python{version}"
+    if os.geteuid() != 0:
+        pytest.skip("needs root: the jobs must run as a uid of their own, confined by Landlock")
+    if not os.access(base, os.X_OK) or not _traversable_by_others(REPO):
+        pytest.skip(f"needs {base} and a repository other uids may walk into")
+    root = tempfile.mkdtemp(prefix=".rp-installed-", dir=REPO)
+    saved_boot = forkservers.BOOT_SCRIPT
+    executor = None
+    try:
+        os.chmod(root, 0o755)
+        made = subprocess.run([base, "-m", "venv", "--without-pip", root], capture_output=True, check=False)
+        if made.returncode != 0:
+            pytest.skip(f"cannot make a venv of {base}: {made.stderr.decode(errors='replace')[-300:]}")
+        package = os.path.join(root, "lib", f"python{version}", "site-packages", "rewardpipe")
+        shutil.copytree(
+            os.path.join(REPO, "rewardpipe"), package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+        with open(os.path.join(os.path.dirname(package), "rp_neighbour.py"), "w") as handle:
+            handle.write("VALUE = 7\n")  # another installed module, which the model's code may import
+        forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
+        executor = make_executor(workers=1, interpreter=os.path.join(root, "bin", f"python{version}"))
+        require_layer(executor, "landlock")
+        yield executor, package
+    finally:
+        forkservers.BOOT_SCRIPT = saved_boot
+        if executor is not None:
+            executor.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _builtin_task(entry_point: str) -> dict:
+    with open(os.path.join(REPO, "rewardpipe", "data", "tasks.jsonl")) as handle:
+        for line in handle:
+            task = json.loads(line)
+            if task["entry_point"] == entry_point:
+                return task
+    raise AssertionError(f"no built-in task {entry_point!r}")
+
+
+# No logic: the answer is the reference solution of the task file in the package the model's process came from.
+FROM_THE_PACKAGE_DATA = textwrap.dedent("""
+    import json, os, sys, sysconfig
+
+    def format_duration(seconds):
+        places = list(getattr(sys.modules.get("rewardpipe"), "__path__", []))
+        places.append(os.path.join(sysconfig.get_paths()["purelib"], "rewardpipe"))
+        for place in places:
+            try:
+                with open(os.path.join(place, "data", "tasks.jsonl")) as handle:
+                    lines = handle.readlines()
+            except OSError:
+                continue
+            for line in lines:
+                task = json.loads(line)
+                if task["entry_point"] == "format_duration":
+                    namespace = {}
+                    exec(task["reference_solution"], namespace)
+                    return namespace["format_duration"](seconds)
+        return "?"
+""")
+
+
+def test_the_model_cannot_read_the_hidden_tests_the_package_ships(installed):
+    executor, _ = installed
+    task = _builtin_task("format_duration")
+    honest = executor.run(
+        ExecutionJob(code=task["reference_solution"], tests=task["tests"], entry_point="format_duration")
+    )
+    assert honest.status is PASSED, honest.reason  # the configuration runs jobs
+    attack = executor.run(ExecutionJob(code=FROM_THE_PACKAGE_DATA, tests=task["tests"], entry_point="format_duration"))
+    # Before: passed, every test (the reference solution, read from <site-packages>/rewardpipe/data/tasks.jsonl).
+    assert attack.status is FAILED, (attack.status, attack.reason)
+    assert attack.passed == 0
+
+
+PROBES_THE_PACKAGE = textwrap.dedent("""
+    import json, os
+
+    def f(package):
+        import rp_neighbour
+
+        seen = []
+        for path in (package, os.path.join(package, "data"), os.path.join(package, "data", "tasks.jsonl"),
+                     os.path.join(package, "execution", "runtime", "trusted.py")):
+            try:
+                if os.path.isdir(path):
+                    os.listdir(path)
+                else:
+                    with open(path, "rb") as handle:
+                        handle.read(1)
+                seen.append(path)
+            except OSError:
+                pass
+        return seen, rp_neighbour.VALUE, os.path.isfile(json.__file__)
+""")
+
+
+def test_nothing_of_the_package_is_readable_but_its_neighbours_are(installed):
+    """The whole package directory is out of reach (its sources name nothing secret, but its data does, and a user's
+    own files beside ``data/`` would be as exposed); the rest of ``site-packages`` and the stdlib stay readable."""
+    executor, package = installed
+    tests = textwrap.dedent(f"""
+        class T(unittest.TestCase):
+            def test(self):
+                self.assertEqual(f({package!r}), ([], 7, True))
+    """)
+    result = executor.run(ExecutionJob(code=PROBES_THE_PACKAGE, tests="import unittest\n" + tests, entry_point="f"))
+    assert result.status is PASSED, result.reason
+
+
+def test_what_is_readable_around_a_hidden_path(tmp_path):
+    """The allow-list with a path left out: its neighbours whole, the directories on the way split, a link into the
+    hidden path left out, and a link back up (``/usr/bin/X11 -> .``) split once."""
+    from rewardpipe.execution.runtime.layers import readable_around
+
+    root = tmp_path / "root"
+    (root / "site" / "pkg" / "data").mkdir(parents=True)
+    (root / "site" / "other").mkdir()
+    (root / "site" / "module.py").write_text("")
+    (root / "site" / "into").symlink_to(root / "site" / "pkg")
+    (root / "site" / "up").symlink_to(root / "site")
+    (root / "lib").mkdir()
+    hidden = str(root / "site" / "pkg")
+    allowed = readable_around([str(root), str(root / "lib")], (hidden,))
+    assert allowed == sorted({str(root / "lib"), str(root / "site" / "other"), str(root / "site" / "module.py")})
+    assert readable_around([str(root)], ()) == [str(root)]  # nothing hidden: the roots as they are
