@@ -9,6 +9,11 @@
   hidden test, in full isolation. The package's directory is now left out of what the model's process may read
   (Landlock has no rule to refuse a path inside an allowed one, so the directories on the way to it are allowed
   entry by entry instead).
+* A right answer scored 0 silently: what a built-in exception keeps beside its ``args`` (set by keyword or by the
+  interpreter: ``AttributeError.name``, ``NameError.name``, ``ImportError.name``/``.path``) did not cross with it, so
+  a test reading ``cm.exception.name`` of the AttributeError a ``__getattr__`` raised (``raise AttributeError(msg,
+  name=key)``, or the interpreter's own for a missing attribute) found None and failed the right answer. They cross
+  now, as plain text, on built-in classes, standard ones and the model's own subclasses alike.
 """
 
 from __future__ import annotations
@@ -27,6 +32,8 @@ import pytest
 from rewardpipe.execution import ExecutionJob, ExecutionStatus, forkservers
 from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import REPO, require_layer
+from tests.security.test_round_eight_shapes import _run
+from tests.security.test_round_fourteen_sandbox import _same_as_one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
 
@@ -179,3 +186,139 @@ def test_what_is_readable_around_a_hidden_path(tmp_path):
     allowed = readable_around([str(root), str(root / "lib")], (hidden,))
     assert allowed == sorted({str(root / "lib"), str(root / "site" / "other"), str(root / "site" / "module.py")})
     assert readable_around([str(root)], ()) == [str(root)]  # nothing hidden: the roots as they are
+
+
+# --- what a built-in exception keeps beside its args crosses with it --------------------------------------------------
+
+KEYWORD_MEMBERS = {
+    "attribute-error-by-keyword": (
+        """
+        class Config:
+            def __init__(self, **values):
+                self._values = values
+
+            def __getattr__(self, key):
+                try:
+                    return self._values[key]
+                except KeyError:
+                    raise AttributeError(f"no setting {key!r}", name=key, obj=self) from None
+
+        def f(key):
+            return getattr(Config(a=1), key)
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(AttributeError) as cm:
+                    f("timeout")
+                self.assertEqual(cm.exception.name, "timeout")
+        """,
+    ),
+    "attribute-error-of-the-interpreter": (
+        """
+        def f(value):
+            return value.upperr()
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(AttributeError) as cm:
+                    f("x")
+                self.assertEqual(cm.exception.name, "upperr")
+        """,
+    ),
+    "name-error": (
+        """
+        def f(x):
+            return undefined_helper(x)
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(NameError) as cm:
+                    f(1)
+                self.assertEqual(cm.exception.name, "undefined_helper")
+        """,
+    ),
+    "import-error-by-keyword": (
+        """
+        def f(name):
+            raise ImportError(f"optional dependency {name} is missing", name=name, path="/opt/plugins")
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(ImportError) as cm:
+                    f("yaml")
+                self.assertEqual((cm.exception.name, cm.exception.path), ("yaml", "/opt/plugins"))
+        """,
+    ),
+    "module-not-found": (
+        """
+        def f(name):
+            __import__(name)
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(ModuleNotFoundError) as cm:
+                    f("no_such_module_here")
+                self.assertEqual(cm.exception.name, "no_such_module_here")
+        """,
+    ),
+    "the-models-subclass": (
+        """
+        class MissingField(AttributeError):
+            pass
+
+        def f(record, field):
+            if field not in record:
+                raise MissingField(f"no field {field!r}", name=field)
+            return record[field]
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(MissingField) as cm:
+                    f({}, "age")
+                self.assertEqual(cm.exception.name, "age")
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(KEYWORD_MEMBERS))
+def test_what_a_builtin_exception_keeps_beside_its_args_crosses(executor, shape):
+    code, tests = KEYWORD_MEMBERS[shape]
+    # Before: failed (None != 'timeout'), where plain unittest passes the right answer.
+    _same_as_one_process(executor, code, tests, PASSED)
+
+
+WRONG_BUT_NAMED = """
+def f(key):
+    raise AttributeError("no such setting", name=key)
+"""
+
+
+def test_a_carried_name_is_text_and_forges_nothing(executor):
+    """Only text (or None) crosses in those places: a wrong answer still fails, and one that puts something else
+    there gets its exception without it."""
+    tests = """
+        class T(unittest.TestCase):
+            def test(self):
+                self.assertEqual(f("a"), 1)
+        """
+    _same_as_one_process(executor, WRONG_BUT_NAMED, tests, FAILED)
+    odd = """
+        def f(key):
+            raise AttributeError("no such setting", name=[key] * 3)
+        """
+    tests = """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertRaises(AttributeError) as cm:
+                    f("a")
+                self.assertIsNone(cm.exception.name)
+        """
+    result = _run(executor, odd, tests)
+    assert result.status is PASSED, result.reason

@@ -441,6 +441,8 @@ class Connection:
                     setattr(exc, attribute, self.exception(info[key], depth + 1))
             if info.get("suppress") is True:
                 exc.__suppress_context__ = True
+        with contextlib.suppress(Exception):  # (round nineteen) AttributeError.name, ImportError.path...: text only
+            wire.set_exception_members(exc, info.get("members"))
         return exc
 
     def _exception(self, info) -> BaseException:

@@ -225,6 +225,9 @@ def _exception_data(exc: BaseException) -> dict:
     attrs = _plain_attributes(getattr(exc, "__dict__", None))
     if attrs:
         found["attrs"] = attrs
+    members = wire.exception_members(exc)  # AttributeError.name, ImportError.path... (round nineteen)
+    if members:
+        found["members"] = members
     return found if len(wire.encode_json(found)) <= MAX_EXCEPTION_DATA else {}
 
 

@@ -325,6 +325,42 @@ _DEFAULT_FACTORIES = {factory.__name__: factory for factory in (int, float, str,
 MAX_NAMEDTUPLE_FIELDS = 256
 
 
+# What a built-in exception keeps beside its args, set by keyword (``AttributeError(msg, name=key)``) or by the
+# interpreter (the name of a missing attribute or global, the module an import did not find): members of the C type,
+# not in its ``__dict__``, so they did not cross with the public attributes (round nineteen: a right answer whose
+# ``__getattr__`` raised ``AttributeError(..., name=key)`` failed ``assertEqual(cm.exception.name, key)``). Only
+# text crosses in them (``obj``, the object an attribute was missing on, stays behind).
+EXCEPTION_MEMBERS = ((ImportError, ("name", "path")), (AttributeError, ("name",)), (NameError, ("name",)))
+MAX_EXCEPTION_MEMBER_CHARS = 2000
+
+
+def exception_members(exc: BaseException) -> dict:
+    """The text ``exc`` keeps in :data:`EXCEPTION_MEMBERS` (what the model's process sends with it)."""
+    found = {}
+    for kind, names in EXCEPTION_MEMBERS:
+        if isinstance(exc, kind):
+            for name in names:
+                try:
+                    value = getattr(exc, name, None)
+                except Exception:  # noqa: BLE001 - a subclass's property may do anything
+                    continue
+                if isinstance(value, str):
+                    found[name] = str.__str__(value)[:MAX_EXCEPTION_MEMBER_CHARS]
+    return found
+
+
+def set_exception_members(exc: BaseException, members) -> None:
+    """Put back what :func:`exception_members` sent on the rebuilt ``exc`` (text only, the model's word)."""
+    if type(members) is not dict:
+        return
+    for kind, names in EXCEPTION_MEMBERS:
+        if isinstance(exc, kind):
+            for name in names:
+                value = members.get(name)
+                if type(value) is str:
+                    setattr(exc, name, value[:MAX_EXCEPTION_MEMBER_CHARS])
+
+
 class Unencodable(TypeError):
     """A value with no plain-data form and no handle table to fall back on."""
 
