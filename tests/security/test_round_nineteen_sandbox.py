@@ -14,6 +14,12 @@
   a test reading ``cm.exception.name`` of the AttributeError a ``__getattr__`` raised (``raise AttributeError(msg,
   name=key)``, or the interpreter's own for a missing attribute) found None and failed the right answer. They cross
   now, as plain text, on built-in classes, standard ones and the model's own subclasses alike.
+* A right answer scored 0 silently: a log record of the model's code was replayed in the runner with its formatted
+  message as ``msg`` and no ``args``, so a test of lazy logging (``cm.records[0].msg == "user %s logged in"``,
+  ``record.args == (42,)``, as a handler of the tests' own sees them in one process) failed. ``msg`` and ``args``
+  cross when they are plain data, and the record's message stays the text the model's process made (the format
+  string is the model's: it is never applied here). Likewise a warning given as an instance of the model's category
+  (``warnings.warn(RateWarning(rate))``) arrived without its args and attributes (``cm.warning.rate``).
 """
 
 from __future__ import annotations
@@ -322,3 +328,123 @@ def test_a_carried_name_is_text_and_forges_nothing(executor):
         """
     result = _run(executor, odd, tests)
     assert result.status is PASSED, result.reason
+
+
+# --- a log record's msg and args, and a warning's data, cross with them ----------------------------------------------
+
+REPLAYED_DATA = {
+    "record-msg-and-args": (
+        """
+        import logging
+
+        log = logging.getLogger("auth")
+
+        def f(user):
+            log.info("user %s logged in from %s", user, "10.0.0.1")
+            return True
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertLogs("auth", "INFO") as cm:
+                    f(42)
+                record = cm.records[0]
+                self.assertEqual(record.msg, "user %s logged in from %s")
+                self.assertEqual(record.args, (42, "10.0.0.1"))
+                self.assertEqual(record.getMessage(), "user 42 logged in from 10.0.0.1")
+                self.assertEqual(cm.output, ["INFO:auth:user 42 logged in from 10.0.0.1"])
+        """,
+    ),
+    "record-args-by-name": (
+        """
+        import logging
+
+        def f(n):
+            logging.getLogger("jobs").warning("%(count)d jobs late", {"count": n})
+            return n
+        """,
+        """
+        import logging
+
+        class Keep(logging.Handler):
+            def __init__(self):
+                super().__init__()
+                self.records = []
+
+            def emit(self, record):
+                self.records.append(record)
+
+        class T(unittest.TestCase):
+            def test(self):
+                keep = Keep()
+                logging.getLogger("jobs").addHandler(keep)
+                try:
+                    f(3)
+                finally:
+                    logging.getLogger("jobs").removeHandler(keep)
+                self.assertEqual(keep.records[0].args, {"count": 3})
+                self.assertEqual(keep.records[0].getMessage(), "3 jobs late")
+        """,
+    ),
+    "warning-instance-data": (
+        """
+        import warnings
+
+        class RateWarning(UserWarning):
+            def __init__(self, rate):
+                super().__init__(f"rate {rate} is over the limit")
+                self.rate = rate
+
+        def f(rate):
+            if rate > 10:
+                warnings.warn(RateWarning(rate))
+            return min(rate, 10)
+        """,
+        """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertWarns(RateWarning) as cm:
+                    self.assertEqual(f(15), 10)
+                self.assertEqual(cm.warning.rate, 15)
+                self.assertEqual(cm.warning.args, ("rate 15 is over the limit",))
+        """,
+    ),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(REPLAYED_DATA))
+def test_what_a_replayed_record_or_warning_carries(executor, shape):
+    code, tests = REPLAYED_DATA[shape]
+    # Before: failed ('user 42 logged in from 10.0.0.1' != 'user %s logged in from %s'; () != {'count': 3}; no
+    # attribute 'rate'), where plain unittest passes the right answer.
+    _same_as_one_process(executor, code, tests, PASSED)
+
+
+RIGHT_TESTS = """
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(f(2), 2)
+"""
+FORMATS_A_HUGE_MESSAGE = """
+import logging
+
+def f(x):
+    logging.getLogger("app").warning("%0999999999d", x)
+    return x
+"""
+
+
+def test_the_models_format_string_is_never_applied_in_the_runner(executor):
+    """The record's message is the model's process's text: a format string that would make a gigabyte is not applied
+    again in the trusted runner (its memory is the verdict's), and the next job passes."""
+    tests = """
+        class T(unittest.TestCase):
+            def test(self):
+                with self.assertLogs("app") as cm:
+                    f(1)
+                self.assertEqual(cm.records[0].args, (1,))
+        """
+    result = _run(executor, FORMATS_A_HUGE_MESSAGE, tests)
+    assert result.status in (PASSED, FAILED), (result.status, result.reason)
+    honest = _run(executor, "def f(x):\n    return x\n", RIGHT_TESTS)
+    assert honest.status is PASSED, honest.reason

@@ -409,6 +409,22 @@ def _extra(record: logging.LogRecord) -> list:
     return found
 
 
+def _logged(record: logging.LogRecord) -> list | None:
+    """``msg`` and ``args`` as the model's code logged them, when the one is text and the other plain data (a tuple or
+    a mapping, small): a test of lazy logging reads them (``record.args == (42,)``, round nineteen). Else None, and the
+    record crosses with its formatted message as ``msg``, as before."""
+    msg = record.msg
+    if type(msg) is not str or len(msg) > MAX_EFFECT_MESSAGE:
+        return None
+    try:
+        tree = wire.encode(record.args)
+        if len(wire.encode_json(tree)) > MAX_EFFECT_MESSAGE:
+            return None
+    except Exception:  # noqa: BLE001 - not plain data: it stays in the model's process
+        return None
+    return [msg, tree]
+
+
 class _LogCapture:
     """Records each log record as it reaches its logger's handlers (``Logger.callHandlers``, after the logger's own
     level and filters), with the last logger its propagation reaches here. Round seventeen: a handler on the root
@@ -431,7 +447,15 @@ class _LogCapture:
             # output holds it in one process).
             trace = logging.Formatter().formatException(record.exc_info) if record.exc_info else record.exc_text
             trace = str(trace)[:MAX_EFFECT_MESSAGE] if trace else None
-            item = [str(record.name)[:200], int(record.levelno), message, str(end.name)[:200], trace, _extra(record)]
+            item = [
+                str(record.name)[:200],
+                int(record.levelno),
+                message,
+                str(end.name)[:200],
+                trace,
+                _extra(record),
+                _logged(record),
+            ]
             self.effects.add("log", item)
         _CALL_HANDLERS(logger, record)
 
@@ -478,12 +502,23 @@ class Capture:
             # Attributed to this runtime's own frame: the caller of the model's code (``stacklevel=2``), which in one
             # process is the tests' line that called it (the runner replays it there).
             os.path.dirname(str(filename)) == _RUNTIME_DIRECTORY,
+            # The warning's own args and public attributes (``warnings.warn(RateWarning(rate))``: ``cm.warning.rate``,
+            # round nineteen), as an exception's cross.
+            _warning_data(message),
         ]
         if not self.effects.add("warn", item) and not self.effects.active:
             self.original_show(message, category, filename, lineno, file, line)
 
 
 _RUNTIME_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+
+
+def _warning_data(message) -> dict:
+    """What :func:`_exception_data` carries of a warning given as an instance (its args, its own attributes)."""
+    try:
+        return _exception_data(message) if isinstance(message, Warning) else {}
+    except Exception:  # noqa: BLE001 - the model's warning may do anything; its text is enough
+        return {}
 
 
 def _warning_base(cls) -> str:
