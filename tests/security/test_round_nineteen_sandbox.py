@@ -20,6 +20,13 @@
   cross when they are plain data, and the record's message stays the text the model's process made (the format
   string is the model's: it is never applied here). Likewise a warning given as an instance of the model's category
   (``warnings.warn(RateWarning(rate))``) arrived without its args and attributes (``cm.warning.rate``).
+* Memory shared with whatever else runs on the host, by content: ``madvise(MADV_MERGEABLE)`` and
+  ``prctl(PR_SET_MEMORY_MERGE)`` (no privilege needed) offer the model's pages to the kernel's same-page merging
+  (KSM), which, where the host runs it, merges them with identical pages of any process that offered its own: a job
+  beside another learns which page contents the other holds (a merged page's first write is a copy-on-write fault,
+  slow and timeable, and where ``/proc`` is readable ``ksm_stat`` counts them exactly), a channel between jobs that
+  needs no shared file. This host does not run KSM, so what is tested is the advice: it is taken without effect
+  (``madvise`` answers 0 and marks nothing, as for the page-cache advice of round nine) and the prctl is refused.
 """
 
 from __future__ import annotations
@@ -42,6 +49,12 @@ from tests.security.test_round_eight_shapes import _run
 from tests.security.test_round_fourteen_sandbox import _same_as_one_process
 
 PASSED, FAILED, ERROR = ExecutionStatus.PASSED, ExecutionStatus.FAILED, ExecutionStatus.ERROR
+
+
+def _expect_f(executor, code: str, tests: str, status: ExecutionStatus) -> None:
+    """Run ``code`` (entry point ``f``) against ``tests`` and require ``status``."""
+    result = _run(executor, code, tests)
+    assert result.status is status, (result.status, result.reason)
 
 
 # --- the package's own task data is out of the model's reach -------------------------------------------------------
@@ -448,3 +461,57 @@ def test_the_models_format_string_is_never_applied_in_the_runner(executor):
     assert result.status in (PASSED, FAILED), (result.status, result.reason)
     honest = _run(executor, "def f(x):\n    return x\n", RIGHT_TESTS)
     assert honest.status is PASSED, honest.reason
+
+
+# --- no page of the model's is offered for merging with other processes' ---------------------------------------------
+
+OFFERS_PAGES_FOR_MERGING = """
+import ctypes, errno, mmap
+
+libc = ctypes.CDLL(None, use_errno=True)
+PR_SET_MEMORY_MERGE, PR_GET_MEMORY_MERGE, MADV_MERGEABLE = 67, 68, 12
+
+def f(x=None):
+    region = mmap.mmap(-1, 1 << 16, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    region.write(b"same page" * 7000)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(region))
+    advised = libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(1 << 16), MADV_MERGEABLE)
+    marked = None
+    try:
+        with open("/proc/self/smaps") as handle:
+            lines = handle.read().splitlines()
+    except OSError:
+        lines = []
+    start = format(address, "x")
+    for index, line in enumerate(lines):
+        if line.split("-")[0].lstrip("0") == start.lstrip("0"):
+            flags = next(l for l in lines[index:] if l.startswith("VmFlags"))
+            marked = " mg" in flags + " "
+    merged = libc.prctl(PR_SET_MEMORY_MERGE, 1, 0, 0, 0)
+    refused = ctypes.get_errno() if merged != 0 else 0
+    return [advised, marked, merged, errno.errorcode.get(refused, refused), libc.prctl(PR_GET_MEMORY_MERGE, 0, 0, 0, 0)]
+"""
+
+
+@pytest.mark.parametrize("mode", ["full-isolation", "lambda-mode"])
+def test_no_page_is_offered_for_merging(executor, mode):
+    from tests.security.test_round_nine_files import _lambda_like
+
+    runner = executor if mode == "full-isolation" else _lambda_like()
+    try:
+        if not runner.isolation()["seccomp"].startswith("on"):
+            pytest.skip("needs seccomp")
+        tests = """
+            class T(unittest.TestCase):
+                def test(self):
+                    advised, marked, merged, refused, now = f()
+                    self.assertEqual(advised, 0)  # advice is taken (and ignored), as it may be
+                    self.assertFalse(marked)  # None where /proc cannot be read (full isolation)
+                    self.assertEqual((merged, refused, now), (-1, "EPERM", 0))
+            """
+        # Before: the region was marked mergeable (VmFlags "mg", read where /proc is readable) and the prctl made every
+        # page of the process mergeable (0, then PR_GET_MEMORY_MERGE 1).
+        _expect_f(runner, OFFERS_PAGES_FOR_MERGING, tests, PASSED)
+    finally:
+        if runner is not executor:
+            runner.close()

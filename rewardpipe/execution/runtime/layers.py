@@ -750,6 +750,12 @@ _PAGE_CACHE_CALLS = {
     "aarch64": {"fadvise64": 223, "mincore": 232, "madvise": 233, "preadv2": 286, "pwritev2": 287, "cachestat": 451},
 }
 _MADV_EVICTING = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}
+# Same-page merging (KSM) between processes, by content (round nineteen): where the host runs it, a page the model's
+# code offers is merged with an identical page of any other process that offered one, so a job beside another learns
+# which contents the other holds (a merged page's first write is a slow copy-on-write fault; where /proc is readable,
+# ksm_stat counts them), a channel that needs no shared file. The advice is taken without effect, as above; the prctl
+# that offers every page of the process at once (PR_SET_MEMORY_MERGE, no privilege needed) is refused below.
+_MADV_MERGING = {"MADV_MERGEABLE": 12}
 # Calls whose first argument says what the second one is (a process, a process group, or every process
 # of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
 # allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
@@ -948,9 +954,10 @@ _IOCTL_ALLOWED = {
 # glibc's posix_fallocate and Python's tempfile treat as "unsupported here" and fall back to writing real
 # bytes to a named file (counted like any other).
 _O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
-# prctl options that act on another process: PR_SCHED_CORE shares a core-scheduling cookie to or from a pid of
+# prctl options that act on another process (PR_SET_MEMORY_MERGE: shares pages with them, see _MADV_MERGING):
+# PR_SCHED_CORE shares a core-scheduling cookie to or from a pid of
 # the caller's choosing (where the kernel has core scheduling), which decides which tasks may run beside it.
-_PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62}
+_PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62, "PR_SET_MEMORY_MERGE": 67}
 _FILE_CALLS = {
     "x86_64": {
         "fcntl": 72,
@@ -1371,7 +1378,8 @@ def seccomp_rules(
     rules.append((special["prctl"], _block_refuse_values(0, _PRCTL_DENIED_OPTIONS.values(), _errno(errno.EPERM))))
     cache = _PAGE_CACHE_CALLS[arch]
     rules.append((cache["fadvise64"], _block_return(_errno(0))))  # advice taken, and ignored
-    rules.append((cache["madvise"], _block_refuse_values(2, _MADV_EVICTING.values(), _errno(0))))
+    advice_ignored = [*_MADV_EVICTING.values(), *_MADV_MERGING.values()]
+    rules.append((cache["madvise"], _block_refuse_values(2, advice_ignored, _errno(0))))
     for name in ("mincore", "cachestat"):
         rules.append((cache[name], _block_return(_errno(errno.EPERM))))
     for name in ("preadv2", "pwritev2"):  # RWF_* flags (argument 5): none (os.preadv without flags uses preadv)

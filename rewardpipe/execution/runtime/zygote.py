@@ -725,7 +725,7 @@ class Zygote:
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, "
                     "no kernel log, sysinfo or kernel AIO, "
                     "no preallocation or unnamed files, no memfds, no file attribute flags (chattr), "
-                    "only ioctls that read, no page-cache eviction or probes, "
+                    "only ioctls that read, no page-cache eviction or probes, no page merging (KSM), "
                     "locks taken without effect, only private futexes, no pidfds"
                 )
                 if self._files_read_only():
