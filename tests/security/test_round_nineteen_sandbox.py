@@ -27,6 +27,12 @@
   slow and timeable, and where ``/proc`` is readable ``ksm_stat`` counts them exactly), a channel between jobs that
   needs no shared file. This host does not run KSM, so what is tested is the advice: it is taken without effect
   (``madvise`` answers 0 and marks nothing, as for the page-cache advice of round nine) and the prctl is refused.
+* A channel between two jobs side by side, where their directories share one host file system (no mount namespace:
+  Lambda, Fargate, a scorer that is not root; with Landlock confining each job's writes to its own directory): the
+  file system's free blocks (``os.statvfs``, ``shutil.disk_usage``) are a count the whole host shares, like the
+  ``sysinfo`` of round ten. One rollout wrote 42 blocks in its own directory, the rollout beside it read the drop
+  and returned it: a wrong answer with no logic **passed**. There ``statfs``, ``fstatfs`` and ``ustat`` are refused
+  (``ENOSYS``: ``shutil.disk_usage`` raises); with a tmpfs per job they report that job's own tmpfs and stay.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ import pytest
 from rewardpipe.execution import ExecutionJob, ExecutionStatus, forkservers
 from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import REPO, require_layer
+from tests.security.test_host_disk import host_tmp  # noqa: F401 - a fixture, used by name
 from tests.security.test_round_eight_shapes import _run
 from tests.security.test_round_fourteen_sandbox import _same_as_one_process
 
@@ -515,3 +522,81 @@ def test_no_page_is_offered_for_merging(executor, mode):
     finally:
         if runner is not executor:
             runner.close()
+
+
+# --- the free space of a file system the jobs share is not a count between them -------------------------------------
+
+WRITES_ITS_ANSWER_AS_BLOCKS = """
+import os, time
+
+def answer():
+    time.sleep(0.4)  # the job beside it has read the file system's free space by now
+    with open("blocks", "wb") as handle:
+        handle.write(b"x" * (42 * 4096))
+        handle.flush()
+        os.fsync(handle.fileno())
+    time.sleep(1.5)
+    return 42
+"""
+READS_THE_ANSWER_FROM_THE_FREE_SPACE = """
+import os, time
+
+try:
+    BEFORE = os.statvfs(".").f_bfree
+except OSError:
+    BEFORE = None
+
+def answer():
+    if BEFORE is None:
+        return None
+    end = time.time() + 1.5
+    while time.time() < end:
+        now = os.statvfs(".").f_bfree
+        if now != BEFORE:
+            time.sleep(0.05)
+            return BEFORE - os.statvfs(".").f_bfree
+        time.sleep(0.002)
+    return None
+"""
+ANSWER_TESTS = """
+import unittest
+
+class T(unittest.TestCase):
+    def test(self):
+        self.assertEqual(answer(), 42)
+"""
+
+
+@pytest.mark.usefixtures("host_tmp")  # the jobs' directories on a small file system of their own, as on Lambda
+def test_jobs_side_by_side_share_no_count_of_free_space():
+    from tests.security.test_host_disk import lambda_like
+
+    executor = lambda_like(landlock=True)
+    try:
+        require_layer(executor, "landlock")
+        writer = ExecutionJob(code=WRITES_ITS_ANSWER_AS_BLOCKS, tests=ANSWER_TESTS, entry_point="answer", timeout_s=8)
+        reader = ExecutionJob(
+            code=READS_THE_ANSWER_FROM_THE_FREE_SPACE, tests=ANSWER_TESTS, entry_point="answer", timeout_s=8
+        )
+        right, wrong = list(executor.run_batch([writer, reader], workers=2))
+        assert right.status is PASSED, right.reason
+        # Before: passed (42 blocks fewer free while the writer held them).
+        assert wrong.status is FAILED, (wrong.status, wrong.reason)
+    finally:
+        executor.close()
+
+
+def test_a_right_answer_may_still_measure_its_own_tmpfs(executor):
+    require_layer(executor, "mountns")
+    code = """
+        import shutil
+
+        def f(x=None):
+            return shutil.disk_usage(".").total > 0
+        """
+    tests = """
+        class T(unittest.TestCase):
+            def test(self):
+                self.assertTrue(f())
+        """
+    _expect_f(executor, code, tests, PASSED)

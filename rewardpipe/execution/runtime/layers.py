@@ -1065,6 +1065,12 @@ _MODE_CHANGES = {
     arch: {name: calls[name] for name in _MODE_CHANGE_CALLS if name in calls} for arch, calls in _FILE_CHANGES.items()
 }
 _TRUNCATE = {arch: calls["truncate"] for arch, calls in _FILE_CHANGES.items()}
+# A file system's free blocks and inodes, refused (ENOSYS: unknown, so os.statvfs and shutil.disk_usage raise) where the
+# jobs' directories share one host file system (no per-job tmpfs: Lambda, Fargate, a scorer that is not root). There
+# they are a count every job moves and reads (round nineteen: a right answer wrote 42 blocks in its own directory, the
+# job beside it read the drop with os.statvfs(".") and passed with no logic), as sysinfo() was (round ten). With a
+# tmpfs per job they describe the job's own tmpfs, and stay.
+_DISK_COUNTS = {"x86_64": {"ustat": 136, "statfs": 137, "fstatfs": 138}, "aarch64": {"statfs": 43, "fstatfs": 44}}
 # open flags that write: O_WRONLY, O_RDWR, O_CREAT, O_TRUNC, O_APPEND (the same bits on x86_64 and aarch64)
 _OPEN_WRITE_FLAGS = 0o1 | 0o2 | 0o100 | 0o1000 | 0o2000
 _SPECIAL = {
@@ -1123,8 +1129,11 @@ def build_seccomp_filter(
     ignore_mode_changes: bool = False,
     read_only_files: bool = False,
     refuse_truncate: bool = False,
+    refuse_disk_counts: bool = False,
 ) -> bytes:
-    return SeccompTemplate(arch, ignore_mode_changes, read_only_files, refuse_truncate).for_pid(own_pid)
+    return SeccompTemplate(arch, ignore_mode_changes, read_only_files, refuse_truncate, refuse_disk_counts).for_pid(
+        own_pid
+    )
 
 
 class SeccompTemplate:
@@ -1137,8 +1146,11 @@ class SeccompTemplate:
         ignore_mode_changes: bool = False,
         read_only_files: bool = False,
         refuse_truncate: bool = False,
+        refuse_disk_counts: bool = False,
     ):
-        self.program, self._own_values = _compile_seccomp(arch, ignore_mode_changes, read_only_files, refuse_truncate)
+        self.program, self._own_values = _compile_seccomp(
+            arch, ignore_mode_changes, read_only_files, refuse_truncate, refuse_disk_counts
+        )
         # Built here, in the fork server, so that a child only patches its pid into its own copy of the
         # buffer and makes one call.
         self._buffer = ctypes.create_string_buffer(self.program, len(self.program))
@@ -1291,7 +1303,11 @@ def _block_refuse_open(arg: int, read_only_files: bool) -> list:
 
 
 def _compile_seccomp(
-    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False, refuse_truncate: bool = False
+    arch: str,
+    ignore_mode_changes: bool = False,
+    read_only_files: bool = False,
+    refuse_truncate: bool = False,
+    refuse_disk_counts: bool = False,
 ) -> tuple[bytes, list[tuple[int, _OwnValue]]]:
     """Classic BPF: allow by default; deny the lists above with EPERM (no sockets at all); allow clone
     only for threads; signals, every pid-taking call and CPU clocks only on the child itself; no SIGIO owners, leases
@@ -1302,7 +1318,7 @@ def _compile_seccomp(
     number and reached by a binary search (``JGE``), so a syscall walks some ten comparisons, not one per
     rule: this is paid on every filtered call, and by the kernel when it loads the filter into each child
     (it works out, for every syscall number, whether the answer depends on the arguments)."""
-    rules = seccomp_rules(arch, ignore_mode_changes, read_only_files, refuse_truncate)
+    rules = seccomp_rules(arch, ignore_mode_changes, read_only_files, refuse_truncate, refuse_disk_counts)
     prog: list[tuple] = [
         (_LD_ABS_W, 0, 0, 4),  # seccomp_data.arch
         (_JEQ, 1, 0, _AUDIT_ARCH[arch]),
@@ -1334,11 +1350,16 @@ def _compile_seccomp(
 
 
 def seccomp_rules(
-    arch: str, ignore_mode_changes: bool = False, read_only_files: bool = False, refuse_truncate: bool = False
+    arch: str,
+    ignore_mode_changes: bool = False,
+    read_only_files: bool = False,
+    refuse_truncate: bool = False,
+    refuse_disk_counts: bool = False,
 ) -> list[tuple[int, list]]:
     """(syscall number, its block) for every syscall the filter does not simply allow; each block reads the
     arguments it needs and returns on every path (the child's pid still a placeholder). ``read_only_files``:
-    no file is made, changed or removed (EROFS), which also makes ``ignore_mode_changes`` moot."""
+    no file is made, changed or removed (EROFS), which also makes ``ignore_mode_changes`` moot.
+    ``refuse_disk_counts``: no file system's free space is read (see _DISK_COUNTS)."""
     rules: list[tuple[int, list]] = []
     for number in _DENIED[arch].values():
         rules.append((number, _block_return(_errno(errno.EPERM))))
@@ -1351,6 +1372,9 @@ def seccomp_rules(
                 rules.append((number, _block_return(_errno(0))))  # the call returns 0 without running
         if refuse_truncate:
             rules.append((_TRUNCATE[arch], _block_return(_errno(errno.EACCES))))  # as Landlock ABI 3 answers
+    if refuse_disk_counts:
+        for number in _DISK_COUNTS[arch].values():
+            rules.append((number, _block_return(_errno(errno.ENOSYS))))
     special = _SPECIAL[arch]
     rules.append(
         (

@@ -717,6 +717,8 @@ class Zygote:
                     ignore_mode_changes=self._model_owns_sandbox_dirs(),
                     read_only_files=self._files_read_only(),
                     refuse_truncate=self._truncate_ungoverned(),
+                    # (round nineteen) a file system the jobs' directories share is no count between them
+                    refuse_disk_counts=self.job_root is None,
                 )
                 iso["seccomp"] = (
                     "on: no exec, no new processes, no sockets, no ptrace, signals and every pid-taking call "
@@ -735,6 +737,8 @@ class Zygote:
                         "; chmod is a no-op, as are chown and utime (the sandbox's and other jobs' directories are "
                         "its uid's)"
                     )
+                if self.job_root is None:
+                    iso["seccomp"] += "; no free space of a shared file system read (statfs)"
         iso["files"] = self._files_report()
         # rlimits are always available
         if "rlimits" in self.disabled:
