@@ -656,3 +656,91 @@ def test_a_right_answer_may_still_measure_its_own_tmpfs(executor):
                 self.assertTrue(f())
         """
     _expect_f(executor, code, tests, PASSED)
+
+
+# --- the same where chroot confines the child instead of Landlock ---------------------------------------------------
+
+
+@pytest.fixture
+def installed_under_the_prefix():
+    """An interpreter whose prefix holds rewardpipe installed the way a system Python's ``pip install`` leaves it
+    (``<prefix>/local/lib/pythonX.Y/dist-packages``, Debian's), and an executor whose fork servers run it from that
+    copy with Landlock off: as root, the child is confined by chroot into the interpreter's prefix. The prefix is a
+    copy of this machine's interpreter with its stdlib bind-mounted (nothing is written into the system's Python)."""
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    base = f"/usr/bin/python{version}"
+    stdlib = f"/usr/lib/python{version}"
+    if os.geteuid() != 0:
+        pytest.skip("needs root: chroot and bind mounts")
+    if not os.access(base, os.X_OK) or not os.path.isdir(stdlib) or not _traversable_by_others(REPO):
+        pytest.skip(f"needs {base} with {stdlib} and a repository other uids may walk into")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    root = tempfile.mkdtemp(prefix=".rp-prefix-", dir=REPO)
+    mounted = os.path.join(root, "lib", f"python{version}")
+    saved_boot = forkservers.BOOT_SCRIPT
+    executor = None
+    bound = False
+    try:
+        os.chmod(root, 0o755)
+        os.makedirs(os.path.join(root, "bin"), mode=0o755)
+        os.makedirs(mounted, mode=0o755)
+        shutil.copy2(base, os.path.join(root, "bin", f"python{version}"))
+        if libc.mount(stdlib.encode(), mounted.encode(), None, 0x1000 | 0x4000, None) != 0:  # MS_BIND | MS_REC
+            pytest.skip(f"cannot bind-mount {stdlib}: errno {ctypes.get_errno()}")
+        bound = True
+        site = os.path.join(root, "local", "lib", f"python{version}", "dist-packages")
+        package = os.path.join(site, "rewardpipe")
+        shutil.copytree(
+            os.path.join(REPO, "rewardpipe"), package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+        for path in (os.path.join(root, "local"), os.path.dirname(site), site):
+            os.chmod(path, 0o755)
+        forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
+        executor = make_executor(
+            workers=1, interpreter=os.path.join(root, "bin", f"python{version}"), disable=frozenset({"landlock"})
+        )
+        if not executor.isolation()["chroot"].startswith("on"):
+            pytest.skip(f"chroot is unavailable: {executor.isolation()['chroot']}")
+        yield executor, root
+    finally:
+        forkservers.BOOT_SCRIPT = saved_boot
+        if executor is not None:
+            executor.close()
+        if bound:
+            libc.umount2(mounted.encode(), 2)  # MNT_DETACH
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# Inside the chroot, the path of the package it came from is the one it had, less the prefix.
+FROM_THE_PACKAGE_DATA_IN_A_CHROOT = textwrap.dedent("""
+    import json, os, sys
+
+    def format_duration(seconds):
+        for place in getattr(sys.modules.get("rewardpipe"), "__path__", []):
+            inside = place[len(sys.base_prefix):] if place.startswith(sys.base_prefix) else place
+            try:
+                with open(os.path.join(inside, "data", "tasks.jsonl")) as handle:
+                    lines = handle.readlines()
+            except OSError:
+                continue
+            for line in lines:
+                task = json.loads(line)
+                if task["entry_point"] == "format_duration":
+                    namespace = {}
+                    exec(task["reference_solution"], namespace)
+                    return namespace["format_duration"](seconds)
+        return "?"
+""")
+
+
+def test_the_package_data_is_hidden_in_the_chroot_too(installed_under_the_prefix):
+    executor, _ = installed_under_the_prefix
+    task = _builtin_task("format_duration")
+    job = {"tests": task["tests"], "entry_point": "format_duration"}
+    honest = executor.run(ExecutionJob(code=task["reference_solution"], **job))
+    assert honest.status is PASSED, honest.reason
+    attack = executor.run(ExecutionJob(code=FROM_THE_PACKAGE_DATA_IN_A_CHROOT, **job))
+    # Before: passed (the reference solution, from /local/lib/pythonX.Y/dist-packages/rewardpipe/data in the chroot).
+    assert attack.status is FAILED, (attack.status, attack.reason)

