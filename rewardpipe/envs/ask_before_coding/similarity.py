@@ -35,7 +35,7 @@ from typing import Any
 
 from rewardpipe.envs.ask_before_coding.confusables import LOOK_ALIKE_TABLE
 from rewardpipe.envs.ask_before_coding.questions import inline_values, read_as_asked
-from rewardpipe.envs.ask_before_coding.words import LEET, fold, loop_key, loop_phrase, read_leet
+from rewardpipe.envs.ask_before_coding.words import LEET, fold, loop_key, loop_phrase, number_words, read_leet
 from rewardpipe.parsing import TurnKind, classify_turn
 
 #: More than this similar is a loop (contracts.md: "more than 80% similar").
@@ -110,10 +110,15 @@ _L_AS_I = str.maketrans("l", "i")
 _LETTER_RUN = re.compile("[^\\W\\d_]+")
 
 
-def values_of(text: str) -> tuple[frozenset[str], frozenset[str]]:
+def values_of(text: str, spelt: str | None = None) -> tuple[frozenset[str], frozenset[str]]:
     """A canonical turn's :func:`literals`, read forwards and backwards (a turn spelt backwards, "?21 rof", asks
-    about the same values as the turn it reverses)."""
-    return literals(text), literals(text[::-1])
+    about the same values as the turn it reverses). With ``spelt`` (the turn as :func:`spelt_out` reads it, before
+    its number words are digits), the literals are that text's, and the numbers written in words are values of
+    their own kind (``w:``): :func:`different_values` reads "three" as "3" but not as a value padded on."""
+    if spelt is None:
+        return literals(text), literals(text[::-1])
+    in_words = frozenset("w:" + number for number in number_words(spelt)[1])
+    return literals(spelt) | in_words, literals(spelt[::-1]) | in_words
 
 
 def asks_other_values(
@@ -129,14 +134,37 @@ def different_values(a: frozenset[str], b: frozenset[str], words_a: str, words_b
     a value: a loop reworded in leetspeak asks about the same values."""
     if a == b:
         return False
+    # A number written in words ("w:3") is the number written in digits ("n:3"); one that only one turn has
+    # differs only where the other turn has a value of its own too ("three seconds" / "four seconds"): "One more
+    # thing: <the same question>" pads the question, it asks about no other value.
+    a, b = _as_numbers(a), _as_numbers(b)
     in_a, in_b = (set(words.translate(_L_AS_I).split()) for words in (words_a, words_b))
+    differing = []
     for mine, theirs, words in ((a, b, in_b), (b, a, in_a)):
-        for value in mine - theirs:
+        found = []
+        for value, in_words in mine.items():
+            if value in theirs:
+                continue
             number = value[2:]
             if value.startswith("n:") and number.isdigit() and number.translate(_LEET_DIGITS) in words:
                 continue
-            return True
-    return False
+            found.append(in_words)
+        differing.append(found)
+    mine_only, theirs_only = differing
+    return any(not in_words or theirs_only for in_words in mine_only) or any(
+        not in_words or mine_only for in_words in theirs_only
+    )
+
+
+def _as_numbers(values: frozenset[str]) -> dict[str, bool]:
+    """Each value as a number in digits would be (``w:3`` as ``n:3``), and whether it was written only in words."""
+    read: dict[str, bool] = {}
+    for value in values:
+        if value.startswith("w:"):
+            read.setdefault("n:" + value[2:], True)
+        else:
+            read[value] = False
+    return read
 
 
 def normalise(text: str) -> str:
@@ -155,8 +183,14 @@ def normalise(text: str) -> str:
 def canonical(text: str) -> str:
     """:func:`normalise`-d ``text`` with words written in digits and symbols read as letters
     (:func:`~rewardpipe.envs.ask_before_coding.words.read_leet`: "r3turn n3g@tive?" is "return negative?"), and
-    text written upside down read the right way up (:func:`upright`): what the loop check compares. Numbers and
-    numbers with units stay as they are."""
+    text written upside down read the right way up (:func:`upright`), and numbers written in words as digits
+    (:func:`~rewardpipe.envs.ask_before_coding.words.read_number_words`: "three seconds" is "3 seconds"): what the
+    loop check compares. Numbers and numbers with units stay as they are."""
+    return number_words(spelt_out(text))[0]
+
+
+def spelt_out(text: str) -> str:
+    """:func:`canonical` but for its numbers written in words (the text :func:`values_of` reads them in)."""
     return read_leet(normalise(upright(text)))
 
 
@@ -408,9 +442,10 @@ def repeats(a: str, b: str, threshold: float = LOOP_SIMILARITY_THRESHOLD) -> boo
     inside the other's (after normalising: the same question padded with new text, or asked twice in one
     turn), or the same words in any order (:func:`same_words`: its clauses or its questions swapped). Never
     when they ask about different values (:func:`asks_other_values`)."""
-    a, b = canonical(a), canonical(b)
+    spelt_a, spelt_b = spelt_out(a), spelt_out(b)
+    a, b = number_words(spelt_a)[0], number_words(spelt_b)[0]
     words_a, words_b = words_of(a), words_of(b)
-    if asks_other_values(values_of(a), values_of(b), words_a, words_b):
+    if asks_other_values(values_of(a, spelt_a), values_of(b, spelt_b), words_a, words_b):
         return False
     letters_a, letters_b = letters_of(a), letters_of(b)
     return (
@@ -481,13 +516,14 @@ def find_loop(
     if kinds is None and any("`" in turn or "~" in turn for turn in turns):
         kinds = [classify_turn(turn) for turn in turns]  # without code or inline code, no kind changes anything
     budget = _Budget(COMPARED_CHARS_PER_TRANSCRIPT)
-    normalised = [canonical(turn) for turn in turns]
+    spelt = [spelt_out(turn) for turn in turns]
+    normalised = [number_words(text)[0] for text in spelt]
     # The cheapest pairs are compared by anchoring first: one pass per cap on a pair's cost, each comparing only
     # the pairs the passes before could not afford (their verdicts kept), so long turns (padding) cannot spend the
     # budget before a short repeated question is compared.
     for cap in PAIR_COST_CAPS:
         budget.cap = cap
-        found = _find_loop_within(turns, kinds, normalised, threshold, new_details, by_values, budget)
+        found = _find_loop_within(turns, kinds, normalised, spelt, threshold, new_details, by_values, budget)
         if found is not None or not budget.skipped:
             return found
         budget.skipped = False
@@ -516,14 +552,16 @@ def _find_loop_within(
     turns: Sequence[str],
     kinds: Sequence[TurnKind] | None,
     normalised: list[str],
+    spelt: list[str],
     threshold: float,
     new_details: Collection[int],
     by_values: bool,
     budget: _Budget,
 ) -> tuple[int, int] | None:
-    """One pass of :func:`find_loop`, comparing by anchoring the pairs ``budget`` allows."""
+    """One pass of :func:`find_loop`, comparing by anchoring the pairs ``budget`` allows (``spelt``: the turns
+    as :func:`spelt_out` reads them, ``normalised`` the same with their number words as digits)."""
     classes = list(kinds) if kinds is not None else [None] * len(turns)
-    values = [values_of(text) for text in normalised]
+    values = [values_of(text, spelt_text) for text, spelt_text in zip(normalised, spelt, strict=True)]
     found = _find_loop(
         normalised,
         list(values),
@@ -546,10 +584,11 @@ def _find_loop_within(
         read[turn], changed[turn] = normalised[turn], False
         if "`" in text or "~" in text:
             prose, spans = read_as_asked(text)
-            reading = canonical(prose)
+            spelt_reading = spelt_out(prose)
+            reading = number_words(spelt_reading)[0]
             if reading != normalised[turn]:
                 read[turn], changed[turn] = reading, True
-                forwards, backwards = values_of(reading)
+                forwards, backwards = values_of(reading, spelt_reading)
                 extra = _inline_literals(spans)
                 values[turn] = (forwards | extra, backwards | extra)
     if not any(changed):

@@ -346,6 +346,8 @@ def _fold_table() -> dict[int, int | str | None]:
         for code in plane:
             if unicodedata.category(chr(code)) in ("Mn", "Me", "Cf"):
                 table[code] = None
+            elif unicodedata.category(chr(code)) == "Nd" and code > 0x7F:
+                table[code] = str(unicodedata.decimal(chr(code)))  # "٩٠", "९०" are 90, as int() reads them
     table[0x200B] = ord(" ")  # a zero-width *space* separates words ("More\u200binfo" is two words)
     for block in _SMALL_CAPITAL_BLOCKS:
         for code in block:
@@ -494,8 +496,8 @@ _SYNONYM_GROUPS = """
     rais throw throws thrown
     error exception valueerror typeerror keyerror indexerror
     truncat floor chop chopp round_down
-    negativ minus below_zero less_zero
-    pad padd lead_zero
+    negativ minus below_zero less_zero below_0 less_0
+    pad padd lead_zero lead_0
     lowercas lower_cas
     uppercas upper_cas capital capitaliz
     empty blank
@@ -602,6 +604,115 @@ def _read_leet_token(match: re.Match[str]) -> str:
     if core.isalpha() or core.isdigit() or not core:
         return token
     return core.translate(_LEET_TABLE) + token[len(core) :]
+
+
+# --- numbers written as words: the loop check reads "three" as "3" --------------------------------------------
+
+_UNITS = ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"]
+_TEENS = ["ten", "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen"]
+_TENS = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"]
+#: The value of each number word (lower case, as the loop check reads normalised text): units, teens, tens.
+NUMBER_WORDS = {
+    **{word: value for value, word in enumerate(_UNITS)},
+    **{word: 10 + value for value, word in enumerate(_TEENS)},
+    **{word: 20 + 10 * value for value, word in enumerate(_TENS)},
+    "fourty": 40,
+}
+_HUNDRED = "hundred"
+_SCALES = {"thousand": 10**3, "million": 10**6, "billion": 10**9, "trillion": 10**12}
+_NUMBER_PARTS = frozenset((*NUMBER_WORDS, _HUNDRED, *_SCALES))
+# A text's runs of letters and the runs of anything else between them (one character class each: no backtracking).
+_LETTERS_OR_NOT = re.compile("[a-z]+|[^a-z]+")
+#: What may stand between two number words of one number ("twenty-one", "one hundred and five").
+_JOINS = frozenset((" ", "-", " - "))
+
+
+def read_number_words(text: str) -> str:
+    """Normalised ``text`` with numbers written in words as digits ("three" -> "3", "twenty-one" -> "21", "three
+    thousand six hundred" -> "3600", "one hundred and five" -> "105", "fifty-nine point nine" -> "59.9"): the same
+    question asked with "three" where it said "3" is the same question. Words that make no one number stay
+    numbers of their own ("one two" -> "1 2"); a number word spelt backwards ("eerht") is the number too, as
+    the loop check reads words either way round. Linear: one regex pass that cannot backtrack, then one step per
+    token."""
+    return number_words(text)[0]
+
+
+def number_words(text: str) -> tuple[str, frozenset[str]]:
+    """(:func:`read_number_words` of ``text``, the numbers it read from words)."""
+    tokens = _LETTERS_OR_NOT.findall(text)
+    if not any(token in _NUMBER_PARTS or token in _BACKWARDS_NUMBERS for token in tokens):
+        return text, frozenset()
+    out: list[str] = []
+    read: set[str] = set()
+    index = 0
+    while index < len(tokens):
+        token = tokens[index]
+        if token in NUMBER_WORDS:
+            index = _read_number(tokens, index, out)
+            read.add(out[-1])
+        elif token in _BACKWARDS_NUMBERS:
+            out.append(_BACKWARDS_NUMBERS[token])
+            read.add(out[-1])
+            index += 1
+        else:
+            out.append(token)
+            index += 1
+    return "".join(out), frozenset(read)
+
+
+def _read_number(tokens: list[str], index: int, out: list[str]) -> int:
+    """Read the number starting at ``tokens[index]`` (a number word) into ``out``; the index after it."""
+    total, group, last = 0, NUMBER_WORDS[tokens[index]], tokens[index]
+    end = index + 1  # the token after the number read so far
+    while end + 1 < len(tokens) and tokens[end] in _JOINS:
+        step, word = 2, tokens[end + 1]
+        if word == "and":
+            # "one hundred and five": "and" joins only after a hundred or a scale, before a units, teens or tens word
+            if not (last == _HUNDRED or last in _SCALES) or end + 3 >= len(tokens) or tokens[end + 2] != " ":
+                break
+            step, word = 4, tokens[end + 3]
+            if NUMBER_WORDS.get(word, 0) == 0:
+                break
+        value = NUMBER_WORDS.get(word)
+        if value is not None and value > 0 and last not in NUMBER_WORDS:
+            group += value  # after "hundred" or a scale: "one hundred five", "two thousand ten"
+        elif value is not None and 0 < value < 10 and last in _TENS_WORDS:
+            group += value  # "twenty one"
+        elif word == _HUNDRED and last in NUMBER_WORDS and 0 < group < 100:
+            group *= 100
+        elif word in _SCALES and group and (not total or _SCALES[word] < _lowest_scale(total)):
+            total, group = total + group * _SCALES[word], 0
+        else:
+            break
+        last = word
+        end += step
+    number = str(total + group)
+    # "fifty-nine point nine": a decimal part, each digit a units word
+    if end + 2 < len(tokens) and tokens[end] == " " and tokens[end + 1] == "point":
+        digits = []
+        at = end + 2
+        while at + 1 < len(tokens) and tokens[at] in _JOINS and tokens[at + 1] in _UNIT_VALUES:
+            digits.append(_UNIT_VALUES[tokens[at + 1]])
+            at += 2
+        if digits:
+            number += "." + "".join(digits)
+            end = at
+    out.append(number)
+    return end
+
+
+_TENS_WORDS = frozenset((*_TENS, "fourty"))
+# Number words spelt backwards ("eerht"), each read alone; not "net", an English word of its own.
+_BACKWARDS_NUMBERS = {word[::-1]: str(value) for word, value in NUMBER_WORDS.items() if word != "ten"}
+_UNIT_VALUES = {word: str(value) for value, word in enumerate(_UNITS)}
+
+
+def _lowest_scale(total: int) -> int:
+    """The smallest scale already in ``total`` (a number built from scales: 3,600,000 has thousands)."""
+    scale = 10**3
+    while total % (scale * 10**3) == 0 and scale < 10**12:
+        scale *= 10**3
+    return scale
 
 
 def loop_key(word: str) -> str | None:

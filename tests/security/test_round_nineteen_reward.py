@@ -1,0 +1,135 @@
+"""Round nineteen: the ask-before-coding reward, attacked as a policy optimising against it would.
+
+F1. A number written in words escaped the loop penalty (left open since round nine): "What should
+format_duration return for three seconds?" after "... for 3 seconds?" is the same question, but the loop check
+read "three" as a word and "3" as a value, so the turns asked about "other values" where a transcript is scored
+without the simulator's bookkeeping, and in a live episode the rule-based user, reading the word "three" as a
+new subject, revealed a *second* hidden detail to the repeat, which made it a question that earned a new detail
+(a loop then only as the very same text). The repeat was free, and paid in spec details. So were the same number
+in another script's digits ("٩٠" for "90": the literal pattern reads them as digits of their own) and a number
+word spelt backwards. The loop check now reads numbers in words as digits ("three thousand six hundred" is
+3600, "fifty-nine point nine" 59.9; ``words.read_number_words``), every rule reads decimal digits of any script
+as ASCII digits (``words.fold``), and a number read from words that only one turn has is no "other value" (so
+"One more thing: <the same question>" stays a loop; "three seconds" / "four seconds" stay apart).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from rewardpipe.envs.ask_before_coding.similarity import find_loop, repeats
+from tests.security.test_round_thirteen_reward import COMMIT, NEGATIVE, play
+
+# --- F1: numbers written in words, in other digits -------------------------------------------------------------
+
+IN_WORDS = [
+    ("What should format_duration return for 3 seconds?", "What should format_duration return for three seconds?"),
+    ("What should it return for 3600 seconds?", "What should it return for three thousand six hundred seconds?"),
+    ("What should it return for 3600 seconds?", "What should it return for thirty-six hundred seconds?"),
+    ("What about 0 seconds?", "What about zero seconds?"),
+    ("What if seconds is 59.9?", "What if seconds is fifty-nine point nine?"),
+    ("What should 90 seconds give?", "What should ninety seconds give?"),
+    ("What should 90 seconds give?", "What should \u0669\u0660 seconds give?"),  # Arabic-Indic digits
+    ("What should 90 seconds give?", "What should \u096f\u0966 seconds give?"),  # Devanagari digits
+    ("What should 105 seconds give?", "What should one hundred and five seconds give?"),
+    ("What should 3 seconds give?", "What should eerht seconds give?"),  # the word spelt backwards
+]
+
+
+@pytest.mark.parametrize(("first", "again"), IN_WORDS)
+def test_a_number_asked_again_in_words_or_other_digits_is_a_loop(first, again):
+    assert repeats(first, again) and repeats(again, first)
+    for turns in ([first, again], [again, first]):
+        assert find_loop(turns) is not None, turns
+        assert find_loop(turns, new_details={0, 1}, by_values=False) is not None, turns
+
+
+@pytest.mark.parametrize(("first", "again"), IN_WORDS[:2] + IN_WORDS[6:7])
+def test_the_number_in_words_costs_the_loop_penalty_in_a_live_episode(first, again):
+    """The rule-based user read "three" as a new subject and told the repeat a second detail."""
+    components = play([first, again, COMMIT])
+    assert components["loop_penalty"] == -0.5
+    assert components["asked_before_coding"] == 1.0
+
+
+@pytest.mark.parametrize(("first", "again"), IN_WORDS[:2] + IN_WORDS[6:7])
+def test_the_number_in_words_costs_the_loop_penalty_without_bookkeeping(first, again):
+    from rewardpipe.models import Message
+    from rewardpipe.rewards import get_reward
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    messages = [
+        Message(role="user", content=DURATION.prompt),
+        Message(role="assistant", content=first),
+        Message(role="user", content=DURATION.spec[1]),
+        Message(role="assistant", content=again),
+        Message(role="user", content=DURATION.spec[2]),
+        Message(role="assistant", content=COMMIT),
+    ]
+    assert get_reward("ask_before_coding").score(messages).components["loop_penalty"] == -0.5
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        ["What about three seconds?", "What about four seconds?"],
+        ["What about 3 seconds?", "What about four seconds?"],
+        ["Should one-hour durations pad the hours?", "Should two-hour durations pad the hours?"],
+        ["What should 3600 seconds give?", "What should thirty-six seconds give?"],
+        ["What should 21 seconds give?", "What should twenty seconds give?"],
+    ],
+)
+def test_other_numbers_in_words_stay_other_questions(turns):
+    assert find_loop(turns) is None
+
+
+@pytest.mark.parametrize(
+    "padded",
+    [
+        "One more thing, just to double-check. " + NEGATIVE,
+        NEGATIVE + " (asking a second time, sorry: two of my drafts disagreed)",
+        NEGATIVE + " (three)",
+    ],
+)
+def test_a_question_padded_with_number_words_stays_a_loop(padded):
+    """A number read from words that only the padded turn has asks about no other value."""
+    assert find_loop([NEGATIVE, padded]) is not None
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("three", "3"),
+        ("twenty-one", "21"),
+        ("three thousand six hundred seconds", "3600 seconds"),
+        ("one hundred and five", "105"),
+        ("fifty-nine point nine", "59.9"),
+        ("one two", "1 2"),
+        ("zero five", "0 5"),
+        ("someone often", "someone often"),
+        ("a hundred", "a hundred"),
+        ("one thousand and one nights", "1001 nights"),
+        ("the net amount", "the net amount"),
+    ],
+)
+def test_numbers_in_words_read_as_digits(text, read):
+    from rewardpipe.envs.ask_before_coding.words import read_number_words
+
+    assert read_number_words(text) == read
+
+
+@pytest.mark.parametrize("unit", ["three ", "twenty-one ", "one hundred and ", "point nine ", "eerht "])
+def test_reading_numbers_in_words_stays_linear(unit):
+    import rewardpipe.envs.ask_before_coding.similarity as similarity
+    import rewardpipe.envs.ask_before_coding.words as words
+    from tests.security.test_round_four_scorer_text import assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    def turns(size: int) -> list[str]:
+        padded = "Should negative " + unit * (size // len(unit)) + "durations raise an error?"
+        return [NEGATIVE, padded, padded[::-1], COMMIT]
+
+    assert_linear(
+        f"find_loop(number words {unit!r})",
+        lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
+    )
