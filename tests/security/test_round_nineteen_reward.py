@@ -11,6 +11,17 @@ word spelt backwards. The loop check now reads numbers in words as digits ("thre
 3600, "fifty-nine point nine" 59.9; ``words.read_number_words``), every rule reads decimal digits of any script
 as ASCII digits (``words.fold``), and a number read from words that only one turn has is no "other value" (so
 "One more thing: <the same question>" stays a loop; "three seconds" / "four seconds" stay apart).
+
+F2. A one-word question made of a word that names no subject was judged a real question: "Always?", "Never?",
+"Instead?", "Still?", "First?" (adverbs, positions with no noun), "Between?", "Without?", "After?" (prepositions
+and conjunctions) and "Written?", "Uses?", "Gives?", "Kept?" (other forms of the stopwords "write", "use",
+"give", "keep": the stopword list held the plain form only, where the loop check already read their stems) each
+share a word with some hidden detail ("the seconds *always* have two digits", "durations ... are *written* as
+H:MM:SS"), so the rule-based user revealed it, and "Always?" then the code scored 1.6 (asked first) on every
+path, where a guess scores 0.6: across the 46 bundled tasks such a word drew a detail on up to 12 tasks each.
+These words (``words.QUALIFIERS``) are no subject: a question of them alone asks nothing; what they qualify
+stays the subject ("Should the seconds always have two digits?").
+
 """
 
 from __future__ import annotations
@@ -133,3 +144,71 @@ def test_reading_numbers_in_words_stays_linear(unit):
         f"find_loop(number words {unit!r})",
         lambda size: operations(lambda: similarity.find_loop(turns(size)), [similarity, words], clear_caches),
     )
+
+
+# --- F2: a qualifier alone is no subject ----------------------------------------------------------------------
+
+QUALIFIER_QUESTIONS = [
+    "Always?",
+    "Never?",
+    "Never ever?",
+    "Always or never?",
+    "Written?",
+    "Uses?",
+    "Instead?",
+    "Still?",
+    "First?",
+    "Last?",
+    "Between?",
+    "Without?",
+    "After?",
+    "Gives?",
+    "Kept?",
+    "Becomes?",
+]
+
+
+def test_no_qualifier_alone_draws_a_detail_on_any_bundled_task():
+    from rewardpipe.envs.ask_before_coding.questions import best_spec_match, question_subject
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.models import load_tasks
+
+    drawn = []
+    for task in load_tasks(BUNDLED_TASKS):
+        for question in QUALIFIER_QUESTIONS:
+            subject = question_subject(question, task.prompt, task.entry_point)
+            if not subject.asks_nothing and best_spec_match(subject.words, task.spec)[0] is not None:
+                drawn.append((task.task_id, question))
+    assert not drawn, f"{len(drawn)} details drawn, e.g. {drawn[:5]}"
+
+
+@pytest.mark.parametrize("question", QUALIFIER_QUESTIONS)
+def test_a_qualifier_alone_asks_nothing(question):
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    assert question_subject(question, DURATION.prompt, DURATION.entry_point).asks_nothing
+
+
+@pytest.mark.parametrize("question", QUALIFIER_QUESTIONS[:4])
+def test_a_qualifier_then_the_code_scores_as_a_guess_on_every_path(question):
+    from tests.security.test_round_four_reward_gaming import DURATION, recorded, three_paths
+
+    components = play([question, COMMIT])
+    assert (components["asked_before_coding"], components["guessed_immediately"]) == (0.0, -1.0)
+    for reply in (DURATION.spec[1], DURATION.spec[2]):  # what the user revealed to it before
+        messages = recorded(DURATION, [(question, reply)], DURATION.reference_solution)
+        assert set(three_paths(DURATION, messages, "asked_before_coding")) == {0.0}
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Should the seconds always have two digits?",
+        "Are fractional seconds never rounded up?",
+        "Is the first field the hours even for long durations?",
+    ],
+)
+def test_what_a_qualifier_qualifies_is_still_asked(question):
+    components = play([question, COMMIT])
+    assert (components["asked_before_coding"], components["guessed_immediately"]) == (1.0, 0.0)

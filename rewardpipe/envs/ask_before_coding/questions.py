@@ -26,6 +26,7 @@ from rewardpipe.envs.ask_before_coding.words import (  # noqa: F401 - STOPWORDS,
     _INLINE_CODE,
     FILLER,
     GENERIC_CUES,
+    QUALIFIERS,
     STOPWORDS,
     content_words,
     fold,
@@ -142,7 +143,7 @@ def question_subject(question: str, prompt: str = "", entry_point: str = "") -> 
     """
     words = _subject_words(question, entry_point)
     generic = bool(words & GENERIC_CUES)
-    subject = words - GENERIC_CUES - FILLER
+    subject = words - GENERIC_CUES - FILLER - QUALIFIERS
     if prompt and subject and not generic:
         request = _subject_words(prompt, entry_point) - FILLER
         if request and len(subject & request) / len(subject | request) >= RESTATEMENT_OVERLAP:

@@ -462,6 +462,110 @@ _stem_cached = lru_cache(maxsize=1 << 14)(_stem_word)
 GENERIC_CUES = frozenset(_stem(word) for word in _GENERIC_CUE_WORDS)
 FILLER = frozenset(_stem(word) for word in _FILLER_WORDS)
 
+# Words that qualify a subject without naming one: adverbs of frequency, degree and contrast, and positions
+# with no noun ("Always?", "Never ever?", "Instead?", "Still?", "First?" ask nothing specific, but each shares a
+# word with some spec item: "seconds *always* have two digits", "*never* rounded up"). A question's subject
+# leaves them out (``questions.question_subject``); what they qualify stays ("Should seconds always have two
+# digits?" asks about seconds and digits). Unlike FILLER, the loop check and the reply rules still read them
+# (a reply "Never." says something).
+_QUALIFIER_WORDS = [
+    "always",
+    "never",
+    "ever",
+    "forever",
+    "usually",
+    "sometimes",
+    "often",
+    "typically",
+    "normally",
+    "mostly",
+    "rarely",
+    "seldom",
+    "frequently",
+    "rather",
+    "instead",
+    "otherwise",
+    "regardless",
+    "either",
+    "neither",
+    "whether",
+    "anyway",
+    "anyhow",
+    "still",
+    "even",
+    "already",
+    "yet",
+    "now",
+    "however",
+    "though",
+    "although",
+    "therefore",
+    "thus",
+    "hence",
+    "first",
+    "last",
+    "next",
+    "previous",
+    "part",
+    "kind",
+    # prepositions and conjunctions: "Between?", "Without?", "After?" relate subjects, name none
+    "between",
+    "without",
+    "within",
+    "after",
+    "because",
+    "inside",
+    "around",
+    "while",
+    "together",
+    "entirely",
+    "whatever",
+    "whichever",
+    "itself",
+    "unless",
+    "until",
+    "elsewhere",
+    "anywhere",
+    "everywhere",
+    "somewhere",
+    "except",
+    "nor",
+    "per",
+    "toward",
+    "towards",
+    "alone",
+    "several",
+    "equally",
+    "far",
+    "including",
+    "via",
+    "upon",
+    "among",
+    "across",
+    "through",
+    "throughout",
+]
+_IRREGULAR_FORMS = """
+    gave given got gotten getting made kept wrote written told knew known lets letting
+    become becomes becoming became go goes going went gone come comes coming came
+    stay stays staying stayed take takes taking took taken
+"""
+# The other forms of the stopwords a request is framed with ("write", "give", "make", "use", "keep"...): the
+# stopword list holds the plain form, but "Gives?", "Written?", "Uses?", "Kept?" name no more of a subject.
+_STOPWORD_FORMS = [
+    *(
+        form
+        for verb in ("give", "make", "use", "keep", "tell", "know", "want", "need", "get", "write", "implement")
+        for form in (
+            verb + "s",
+            *((verb + "d", verb[:-1] + "ing") if verb.endswith("e") else (verb + "ed", verb + "ing")),
+        )
+    ),
+    # the irregular forms, and the light verbs that say what becomes of a subject without naming one ("Becomes?")
+    *_IRREGULAR_FORMS.split(),
+]
+QUALIFIERS = frozenset(_stem(word) for word in (*_QUALIFIER_WORDS, *_STOPWORD_FORMS))
+
 
 def content_words(text: str) -> set[str]:
     return {_stem(w) for w in _WORD.findall(fold(text).lower()) if w.isascii() and w not in STOPWORDS and len(w) > 1}
