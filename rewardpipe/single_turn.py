@@ -365,9 +365,11 @@ def _run_executions(
     for index, (_, sample, _) in enumerate(parsed):
         if sample is None:
             continue
+        code = code_to_run(reward, sample.messages)
+        if isinstance(code, ErrorInfo):
+            out[index] = code
+            continue
         try:
-            transcript = Transcript.from_messages(sample.messages)
-            code = reward.code_to_execute(transcript)
             job = code_correctness.job_for_code(code, code_reference(sample), str(index))
         except (ValueError, TypeError) as exc:  # pydantic's ValidationError is a ValueError
             out[index] = ErrorInfo(kind="bad_reference", message=f"reference_answer: {_first_problem(exc)}")
@@ -389,6 +391,33 @@ def _run_executions(
         for index in jobs:
             out.setdefault(index, ErrorInfo(kind="executor_crash", message=f"{type(exc).__name__}: {exc}"))
     return out
+
+
+#: The error of a sample whose code the reward's ``executed_code`` hook could not pick out of the answer.
+EXECUTED_CODE_FAILED = "executed_code_failed"
+
+
+def code_to_run(reward: Reward, messages: Sequence[Message]) -> str | ErrorInfo | None:
+    """The code ``reward`` runs for an answer (:meth:`Reward.code_to_execute`), or the sample's error when the
+    reward's ``executed_code`` hook (the user's function picking the code out of the answer) raised on it or
+    returned something other than text or None: that sample's ``executed_code_failed``, never the batch's
+    failure nor a ``bad_reference`` blaming the dataset."""
+    from rewardpipe.rewards.base import first_line
+
+    try:
+        code = reward.code_to_execute(Transcript.from_messages(messages))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 - the hook's failure on one answer costs that sample only
+        return ErrorInfo(
+            kind=EXECUTED_CODE_FAILED, message=f"reward '{reward.name}' executed_code raised {first_line(exc)}"
+        )
+    if code is not None and not isinstance(code, str):
+        return ErrorInfo(
+            kind=EXECUTED_CODE_FAILED,
+            message=f"reward '{reward.name}' executed_code returned {type(code).__name__}, not text or None",
+        )
+    return code
 
 
 def _run_before_deadline(
@@ -619,7 +648,8 @@ def score_sample_records(
                 reference=sample.reference,
             )
             if reward.needs_execution:
-                code = reward.code_to_execute(Transcript.from_messages(sample.messages))
+                picked = code_to_run(reward, sample.messages)  # ran once already: the code of the verdict
+                code = None if isinstance(picked, ErrorInfo) else picked
         records.append(record)
         if on_transcript is not None:
             on_transcript(

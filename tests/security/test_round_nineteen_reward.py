@@ -22,6 +22,14 @@ path, where a guess scores 0.6: across the 46 bundled tasks such a word drew a d
 These words (``words.QUALIFIERS``) are no subject: a question of them alone asks nothing; what they qualify
 stays the subject ("Should the seconds always have two digits?").
 
+F3. A single-turn code reward's ``executed_code`` hook (``Reward(..., needs_execution=True, executed_code=...)``:
+the user's function that picks the code to run out of the answer) was called outside every per-sample guard. A
+hook that fails on one answer it cannot read (``re.search(...).group(1)`` on an answer without the expected
+tags: ``AttributeError``) failed the whole batch: the reward Lambda's invocation, TRL's, verl's and verifiers'
+reward call, and ``rewardpipe score`` (which calls it again for the transcript); a hook raising ``ValueError`` or
+``TypeError``, or returning something other than text (bytes, a list), was answered ``bad_reference``, blaming the
+dataset. The hook's failure is now that sample's error record, ``executed_code_failed``, naming what it raised
+or returned; the other samples are scored.
 """
 
 from __future__ import annotations
@@ -212,3 +220,88 @@ def test_a_qualifier_then_the_code_scores_as_a_guess_on_every_path(question):
 def test_what_a_qualifier_qualifies_is_still_asked(question):
     components = play([question, COMMIT])
     assert (components["asked_before_coding"], components["guessed_immediately"]) == (1.0, 0.0)
+
+
+# --- F3: the reward's executed_code hook fails on one answer ----------------------------------------------------
+
+
+def _between_tags(transcript) -> str:
+    import re
+
+    return re.search(r"<code>(.*?)</code>", transcript.completion, re.S).group(1)  # AttributeError without tags
+
+
+_REFERENCE = {"tests": "def test_f():\n    assert f() is None\n", "entry_point": "f"}
+_ANSWERS = {"good": "<code>def f(): pass</code>", "bad": "no tags here"}
+
+
+def _tagged_reward(hook):
+    from rewardpipe import component
+    from rewardpipe.rewards.base import Reward
+
+    @component(range=(0.0, 1.0), role="outcome", description="pass rate of the tagged code")
+    def passed(execution) -> float:
+        return 0.0 if execution is None or not execution.total else execution.passed / execution.total
+
+    return Reward("tagged", [passed], needs_execution=True, executed_code=hook)
+
+
+@pytest.mark.parametrize(
+    "hook",
+    [
+        _between_tags,
+        lambda transcript: transcript.completion.split("<code>")[1],  # IndexError
+        lambda transcript: {"<code>": 1}[transcript.completion[:6]],  # KeyError
+        lambda transcript: int(transcript.completion) and None,  # ValueError: not the reference's fault
+        lambda transcript: transcript.completion.encode() if "<code>" not in transcript.completion else "x = 1",
+    ],
+)
+def test_an_executed_code_hook_failing_on_one_answer_is_that_samples_error(hook):
+    from rewardpipe.single_turn import score_samples
+    from tests.core.conftest import result
+    from tests.security.test_round_four_reward_gaming import FakeExecutor
+
+    samples = [
+        {
+            "id": name,
+            "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": answer}],
+            "metadata": {"reference_answer": _REFERENCE},
+        }
+        for name, answer in _ANSWERS.items()
+    ]
+    good, bad = score_samples(samples, _tagged_reward(hook), executor=FakeExecutor(result("passed", 1, 1)))
+    flags = {m["name"]: m["value"] for m in bad["metrics_list"]}
+    assert flags.get("reward_error") == 1 and flags.get("error_executed_code_failed") == 1, bad
+    if hook is not _between_tags:
+        return
+    assert {m["name"]: m["value"] for m in good["metrics_list"]}.get("reward_error", 0) == 0, good
+
+
+def test_rewardpipe_score_records_the_hook_failure_and_scores_the_rest():
+    from rewardpipe.models import Message
+    from rewardpipe.single_turn import ScoreSample, score_sample_records
+    from tests.core.conftest import result
+    from tests.security.test_round_four_reward_gaming import FakeExecutor
+
+    samples = [
+        ScoreSample(
+            rollout_id=name,
+            group_id="g",
+            task_id="t",
+            messages=[Message(role="user", content="q"), Message(role="assistant", content=answer)],
+            reference=_REFERENCE,
+        )
+        for name, answer in _ANSWERS.items()
+    ]
+    transcripts = []
+    good, bad = score_sample_records(
+        samples,
+        _tagged_reward(_between_tags),
+        run_id="r",
+        executor=FakeExecutor(result("passed", 1, 1)),
+        on_transcript=transcripts.append,
+    )
+    assert good.status == "scored" and good.components["passed"] == 1.0
+    assert bad.status == "error" and bad.error.kind == "executed_code_failed"
+    assert "AttributeError" in bad.error.message
+    assert len(transcripts) == 2
