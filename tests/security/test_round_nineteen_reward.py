@@ -30,6 +30,13 @@ reward call, and ``rewardpipe score`` (which calls it again for the transcript);
 ``TypeError``, or returning something other than text (bytes, a list), was answered ``bad_reference``, blaming the
 dataset. The hook's failure is now that sample's error record, ``executed_code_failed``, naming what it raised
 or returned; the other samples are scored.
+
+Left open: the rule-based user gives a tie between a revealed and an unrevealed detail to the unrevealed one
+(``best_spec_match``), so the very same question asked again ("Seconds?" twice) is told the other detail it ties
+with, although the simulator's docstring says asking the same thing twice must not unlock a different detail.
+The repeat still costs ``loop_penalty`` (it is the same question again), and a generic question ("Any other
+requirements?") gets the next detail without one, so nothing is gained over asking honestly; changing the tie rule
+changes which detail many honest follow-up questions are told, so it is reported here (an xfail test), not changed.
 """
 
 from __future__ import annotations
@@ -305,3 +312,23 @@ def test_rewardpipe_score_records_the_hook_failure_and_scores_the_rest():
     assert bad.status == "error" and bad.error.kind == "executed_code_failed"
     assert "AttributeError" in bad.error.message
     assert len(transcripts) == 2
+
+
+# --- left open: the very same question again, when two details tie on its words -------------------------------
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="left open (round nineteen): best_spec_match gives a tie to the unrevealed detail, so the same question "
+    "asked again is told the other detail it ties with (the repeat still costs loop_penalty)",
+)
+@pytest.mark.parametrize("question", ["Seconds?", "What should format_duration return for 3 seconds?"])
+def test_the_same_question_again_unlocks_no_other_detail(question):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    state = start_episode(DURATION, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
+    for _ in range(2):
+        state = apply_env_turn(apply_policy_turn(state, question, ENVIRONMENT, DURATION), DURATION, ENVIRONMENT)
+    assert len(state.revealed) == 1, state.messages[-1].content
