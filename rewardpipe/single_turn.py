@@ -98,7 +98,7 @@ def code_reference(sample: Sample) -> Any:
     if isinstance(reference, str):
         try:
             decoded = json.loads(reference)
-        except ValueError:
+        except (ValueError, RecursionError):  # not JSON, or nested past the recursion limit: not an object
             decoded = None
         if isinstance(decoded, dict):
             reference = decoded

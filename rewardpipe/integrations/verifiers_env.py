@@ -220,7 +220,7 @@ def task_row(row: Mapping[str, Any], index: int) -> VfTask:
     if isinstance(info, str):
         try:
             info = json.loads(info) if info.strip() else {}
-        except ValueError:
+        except (ValueError, RecursionError):  # nested past the recursion limit: no JSON this reader can hold
             raise VerifiersError(f"row {index}: info is not JSON: {info[:80]!r}") from None
     example_id = row.get("example_id", index)
     answer = row.get("answer")

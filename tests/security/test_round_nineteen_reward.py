@@ -31,6 +31,11 @@ reward call, and ``rewardpipe score`` (which calls it again for the transcript);
 dataset. The hook's failure is now that sample's error record, ``executed_code_failed``, naming what it raised
 or returned; the other samples are scored.
 
+F4. A code sample's reference given as JSON text (``reference_answer.text``, read as the object it holds) that
+is nested past Python's recursion limit (``"[[[[..."``) raised ``RecursionError`` out of ``json.loads``, which the
+reader did not expect, and failed the whole batch (the reward Lambda's invocation and every trainer's reward
+call) for one sample's broken reference. It is read as no object: that sample's ``bad_reference``.
+
 Left open: the rule-based user gives a tie between a revealed and an unrevealed detail to the unrevealed one
 (``best_spec_match``), so the very same question asked again ("Seconds?" twice) is told the other detail it ties
 with, although the simulator's docstring says asking the same thing twice must not unlock a different detail.
@@ -312,6 +317,22 @@ def test_rewardpipe_score_records_the_hook_failure_and_scores_the_rest():
     assert bad.status == "error" and bad.error.kind == "executed_code_failed"
     assert "AttributeError" in bad.error.message
     assert len(transcripts) == 2
+
+
+# --- F4: a reference nested past the recursion limit -----------------------------------------------------------
+
+
+def test_a_reference_nested_past_the_recursion_limit_is_that_samples_error():
+    from rewardpipe.single_turn import score_samples
+    from tests.core.conftest import FakeExecutor, result
+
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "```python\ndef f(): pass\n```"}]
+    good = {"id": "good", "messages": messages, "metadata": {"reference_answer": _REFERENCE}}
+    bad = {"id": "bad", "messages": messages, "metadata": {"reference_answer": {"text": "[" * 100_000}}}
+    first, second = score_samples([good, bad], "code_correctness", executor=FakeExecutor(result("passed", 1, 1)))
+    assert {m["name"]: m["value"] for m in first["metrics_list"]}.get("reward_error") == 0
+    flags = {m["name"]: m["value"] for m in second["metrics_list"]}
+    assert flags.get("reward_error") == 1 and flags.get("error_bad_reference") == 1, second
 
 
 # --- left open: the very same question again, when two details tie on its words -------------------------------
