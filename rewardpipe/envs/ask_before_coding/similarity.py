@@ -137,10 +137,10 @@ def different_values(a: frozenset[str], b: frozenset[str], words_a: str, words_b
     # A number written in words ("w:3") is the number written in digits ("n:3"); one that only one turn has
     # differs only where the other turn has a value of its own too ("three seconds" / "four seconds"): "One more
     # thing: <the same question>" pads the question, it asks about no other value.
-    a, b = _as_numbers(a), _as_numbers(b)
+    read_a, read_b = _as_numbers(a), _as_numbers(b)
     in_a, in_b = (set(words.translate(_L_AS_I).split()) for words in (words_a, words_b))
     differing = []
-    for mine, theirs, words in ((a, b, in_b), (b, a, in_a)):
+    for mine, theirs, words in ((read_a, read_b, in_b), (read_b, read_a, in_a)):
         found = []
         for value, in_words in mine.items():
             if value in theirs:
