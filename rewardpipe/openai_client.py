@@ -112,6 +112,8 @@ def _context_overflow(response: httpx.Response, messages: Sequence[Any]) -> bool
         body = response.json()
     except ValueError:
         body = None
+    codes: set[str]
+    texts: list[str]
     if not isinstance(body, dict):
         codes, texts = set(), [response.text[:_READ_CHARS]]  # not a JSON object: the body is the message
     else:

@@ -137,7 +137,7 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     given = [_given(data) for data in inputs]
     pristine = [(pristine_copy(sample), written_down(sample)) for sample in given]
     scores = reward.score_many(inputs)
-    problems = []
+    problems: list[str] = []
     for index, (sample, (copied, before)) in enumerate(zip(given, pristine, strict=True)):
         if copied is not None and changed_inputs(before, sample):
             found = mutating_components(reward, copied)

@@ -69,7 +69,7 @@ def mutating_components(reward: Any, pristine: Mapping[str, Any]) -> list[str]:
     (so call it only then) and no component does alone, one finding saying so."""
     from rewardpipe.rewards.base import Reward, ScoringInput
 
-    findings = []
+    findings: list[str] = []
     for component in reward.components:
         inputs = pristine_copy(pristine)
         if inputs is None:

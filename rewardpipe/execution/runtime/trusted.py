@@ -354,7 +354,7 @@ class Connection:
             shown: str | Warning = message
             if type(data) is dict and data:
                 rebuilt = _rebuilt_exception(category, data, message, call=_constructs_without_code(category))
-                if isinstance(rebuilt, category):
+                if isinstance(rebuilt, Warning) and isinstance(rebuilt, category):
                     shown = rebuilt
             caller = _tests_frame() if from_caller is True else None
             if caller is not None:  # ``stacklevel=2``: the tests' line that called the model's code, as in one process
@@ -633,6 +633,7 @@ class _ReplayedRecord(logging.LogRecord):
     ``%0999999999d`` would make a gigabyte in the trusted runner)."""
 
     __slots__ = ("_rp_message",)
+    _rp_message: str
 
     def getMessage(self) -> str:  # noqa: N802 - logging.LogRecord's method name
         return self._rp_message
