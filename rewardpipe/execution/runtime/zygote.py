@@ -434,6 +434,9 @@ class Zygote:
         self.jobs = 0
         self.retiring = False
         self.job_root: str | None = None  # per-job tmpfs mounts live here when we have a private mount namespace
+        # In a mount namespace of our own, even where /tmp could not be replaced (it holds the interpreter or the
+        # sandbox, mountns then off): mounts made here still never reach the host's (the chroot's cover of task data).
+        self.private_mounts = False
         self.housekeeper: Housekeeper | None = None
         self.in_job_cgroup = False
         self.all_cpus = frozenset(os.sched_getaffinity(0))
@@ -805,7 +808,7 @@ class Zygote:
         ]
         if not below:
             return ""
-        if self.job_root is None:
+        if not self.private_mounts:
             return f"; {', '.join(below)} readable (no mount namespace to hide it)"
         hidden = []
         for path in below:
@@ -872,6 +875,7 @@ class Zygote:
         else:
             try:
                 layers.enter_private_mount_namespace()
+                self.private_mounts = True
                 hidden = []
                 keep = {
                     os.path.realpath(p)
