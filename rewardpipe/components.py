@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from operator import attrgetter
 from typing import Any
 
+from rewardpipe import bounded
+
 #: The inputs a component can ask for, by parameter name, and what each one is.
 INPUTS: dict[str, str] = {
     "completion": "the text of the last assistant message ('' when there is none)",
@@ -77,8 +79,9 @@ class ComponentTimeout(Exception):
 
 
 #: How many of one component's calls past their ``timeout_s`` may still be running (each holds a thread): beyond
-#: it the next call is not started, and its sample is a ``component_timeout`` at once.
-MAX_ABANDONED_CALLS = 32
+#: it the next call is not started, and its sample is a ``component_timeout`` at once. Read when a component is
+#: defined.
+MAX_ABANDONED_CALLS = bounded.MAX_ABANDONED_CALLS
 
 
 def check_timeout(timeout_s: Any, name: str) -> float | None:
@@ -121,39 +124,15 @@ def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async
 
         return bounded_coroutine
 
-    import contextvars
-    import threading
+    calls = bounded.AbandonedCalls(f"rewardpipe-component-{name}", MAX_ABANDONED_CALLS)
 
-    abandoned: list[threading.Thread] = []  # this component's calls past the limit, perhaps still running
-    lock = threading.Lock()
+    def timed_out(still_running: int) -> ComponentTimeout:
+        return ComponentTimeout(name, timeout_s, still_running)
 
-    def bounded(*args: Any, **kwargs: Any) -> Any:
-        outcome: list[Any] = []
-        with lock:
-            abandoned[:] = [thread for thread in abandoned if thread.is_alive()]
-            if len(abandoned) >= MAX_ABANDONED_CALLS:  # hung on every input: no thread, no wait, without end
-                raise ComponentTimeout(name, timeout_s, len(abandoned))
+    def bounded_call(*args: Any, **kwargs: Any) -> Any:
+        return calls.call(call, args, kwargs, timeout_s, timed_out)
 
-        def run() -> None:
-            try:
-                outcome.append((True, call(*args, **kwargs)))
-            except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
-                outcome.append((False, exc))
-
-        context = contextvars.copy_context()
-        worker = threading.Thread(target=context.run, args=(run,), name=f"rewardpipe-component-{name}", daemon=True)
-        worker.start()
-        worker.join(timeout_s)
-        if not outcome:
-            with lock:
-                abandoned.append(worker)
-            raise ComponentTimeout(name, timeout_s)
-        returned, value = outcome[0]
-        if returned:
-            return value
-        raise value
-
-    return bounded
+    return bounded_call
 
 
 def _where(fn: Any) -> str:

@@ -33,6 +33,7 @@ routing jobs to the sandbox, the record and the transcript.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -252,7 +253,8 @@ class Environment(Generic[StateT, TaskT]):
     ``max_turns`` (the turn limit the platform enforces), ``reward`` (the default
     :class:`rewardpipe.Reward`), ``calls_llm`` (``respond`` talks to an LLM through ``ctx.chat``),
     ``system_prompt`` (what an LLM policy is told before the task's prompt; None: nothing),
-    ``collapse_scenario`` (the scenario ``--collapse-from-step`` makes every rollout play).
+    ``collapse_scenario`` (the scenario ``--collapse-from-step`` makes every rollout play),
+    ``hook_timeout_s`` (the most seconds one call of a hook may take; None, the default: no limit).
     """
 
     name: ClassVar[str] = ""
@@ -265,6 +267,10 @@ class Environment(Generic[StateT, TaskT]):
     calls_llm: ClassVar[bool] = False
     system_prompt: ClassVar[str | None] = None
     collapse_scenario: ClassVar[str | None] = None
+    # A hook (start, on_policy_turn, respond, execution_job, metrics) still running after this many seconds
+    # makes its rollout a simulator_error and the run goes on; the call is abandoned in a thread of its own
+    # (Python cannot stop one). None: hooks run in the caller's thread, unbounded, at no cost per call.
+    hook_timeout_s: ClassVar[float | None] = None
 
     # -- the episode ------------------------------------------------------------------------------------
 
@@ -376,4 +382,16 @@ def check_environment(env: Any) -> Environment:
         raise ValueError(f"{label}: max_turns must be an integer from 1 to {MAX_TURNS}, got {turns!r}")
     if not isinstance(getattr(env, "reward", None), Reward):
         raise ValueError(f"{label}: set the class attribute reward = <a rewardpipe.Reward>")
+    problem = hook_timeout_problem(getattr(env, "hook_timeout_s", None))
+    if problem:
+        raise ValueError(f"{label}: {problem}")
     return env
+
+
+def hook_timeout_problem(timeout_s: Any) -> str | None:
+    """What is wrong with an environment's ``hook_timeout_s`` (None when it is fit: None or seconds above 0)."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        return f"hook_timeout_s must be a number of seconds above 0 (or None), got {timeout_s!r}"
+    return None

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 import math
 import sys
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from rewardpipe.bounded import AbandonedCalls
 from rewardpipe.environment import (
     AFTER_ENV_TURN,
     AFTER_POLICY_TURN,
@@ -34,6 +36,7 @@ from rewardpipe.environment import (
     EpisodeState,
     NextAction,
     PolicyExhausted,
+    hook_timeout_problem,
     stored_action,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -89,6 +92,43 @@ class EpisodeError(RuntimeError):
     """A step was called in the wrong phase, or an environment hook broke the step contract."""
 
 
+class HookTimeout(EpisodeError):
+    """An environment hook still running past the environment's ``hook_timeout_s``: its rollout is a
+    ``simulator_error`` (never charged to the model) and the run goes on without it."""
+
+    def __init__(self, env: Any, hook: str, timeout_s: float, still_running: int = 0) -> None:
+        label = f"environment '{env.name}': {hook}()"
+        message = f"{label} did not return within hook_timeout_s={timeout_s:g} s (abandoned, perhaps still running)"
+        if still_running:
+            message = f"{label} not called: {still_running} earlier calls still running past {timeout_s:g} s"
+        super().__init__(message)
+        self.hook = hook
+        self.timeout_s = timeout_s
+
+
+# Per environment class and hook, its calls past hook_timeout_s (see rewardpipe.bounded).
+_ABANDONED_HOOKS: dict[tuple[type, str], AbandonedCalls] = {}
+_ABANDONED_LOCK = threading.Lock()
+
+
+def call_hook(env: Any, hook: str, *args: Any) -> Any:
+    """``env.<hook>(*args)``, bounded by the environment's ``hook_timeout_s`` when it declares one (past it:
+    :class:`HookTimeout`); without one, a plain call in this thread."""
+    method = getattr(env, hook)
+    timeout_s = getattr(env, "hook_timeout_s", None)
+    if timeout_s is None:
+        return method(*args)
+    problem = hook_timeout_problem(timeout_s)
+    if problem:  # an environment used without check_environment: its rollouts say why, none is lost
+        raise EpisodeError(f"environment '{env.name}': {problem}")
+    key = (type(env), hook)
+    calls = _ABANDONED_HOOKS.get(key)
+    if calls is None:
+        with _ABANDONED_LOCK:
+            calls = _ABANDONED_HOOKS.setdefault(key, AbandonedCalls(f"rewardpipe-hook-{env.name}-{hook}"))
+    return calls.call(method, args, {}, timeout_s, lambda running: HookTimeout(env, hook, timeout_s, running))
+
+
 @dataclass(frozen=True)
 class EnvServices:
     """What the platform gives the environment's turns: the run's seed and rewardpipe's chat client."""
@@ -108,7 +148,7 @@ def start_episode(
 ) -> EpisodeState:
     """The opening state: ``env.start(task)`` with the rollout's ids and turn limit (the environment's
     ``max_turns`` unless ``max_turns`` is given)."""
-    state = env.start(task)
+    state = call_hook(env, "start", task)
     if not isinstance(state, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': start() returned {type(state).__name__}, not a state")
     if not isinstance(state.messages, list) or not all(isinstance(m, Message) for m in state.messages):
@@ -189,7 +229,9 @@ def apply_policy_turn(state: EpisodeState, turn: str | Message, env: Environment
     new = state.evolve(messages=[*state.messages, message])
     # The hook gets a list of its own: one it changes in place is then seen as changed, and leaves ours whole.
     shown = new.evolve(messages=list(new.messages))
-    new = _checked(env.on_policy_turn(shown, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new)
+    new = _checked(
+        call_hook(env, "on_policy_turn", shown, task, message.content), env, "on_policy_turn", AFTER_POLICY_TURN, new
+    )
     if new.next_action == "env" and new.assistant_turns >= new.max_turns:
         new = new.evolve(next_action="score", end_reason=TURN_LIMIT)
     return new
@@ -202,7 +244,7 @@ def apply_env_turn(
     _expect(state, "env")
     ctx = (services or NO_SERVICES).context(state)
     shown = state.evolve(messages=list(state.messages))  # a list of its own, as in apply_policy_turn
-    return _checked(env.respond(shown, task, ctx), env, "respond", AFTER_ENV_TURN, state)
+    return _checked(call_hook(env, "respond", shown, task, ctx), env, "respond", AFTER_ENV_TURN, state)
 
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
@@ -214,7 +256,7 @@ def execution_job(state: EpisodeState, task: Any, env: Environment) -> Execution
     """The sandbox job of an episode that ended with ``execute`` (None otherwise, or when there is none)."""
     if state.next_action != "execute":
         return None
-    return env.execution_job(state, task)
+    return call_hook(env, "execution_job", state, task)
 
 
 def checked_score(
@@ -315,7 +357,7 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
     metrics: dict[str, Any] = {"end_reason": state.end_reason}
     try:
-        extra = env.metrics(state, task)
+        extra = call_hook(env, "metrics", state, task)
     except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score
         from rewardpipe.rewards.base import first_line
 

@@ -92,8 +92,10 @@ def _executed_code(state: EpisodeState, task: Any, env: Environment) -> str | No
     """The code of the episode's execution job (None when it has none, or the task is not known)."""
     if task is None or state.next_action != "execute":
         return None
+    from rewardpipe.episode import call_hook  # not at the top: report and show read transcripts without it
+
     try:
-        job = env.execution_job(state, task)
+        job = call_hook(env, "execution_job", state, task)
     except Exception:  # noqa: BLE001 - a transcript is evidence: a failing hook leaves the field empty
         return None
     return job.code if job is not None else None

@@ -64,6 +64,7 @@ from rewardpipe.episode import (
     ConversationError,
     EnvServices,
     EpisodeError,
+    call_hook,
     converse,
     end_without_commit,
     error_record,
@@ -171,7 +172,7 @@ class Episode:
         }
         if env is not None and state is not None and self.task is not None:
             try:
-                extra = env.metrics(state, self.task)
+                extra = call_hook(env, "metrics", state, self.task)
             except Exception:  # noqa: BLE001 - evidence only
                 extra = {}
             row.update({k: v for k, v in extra.items() if k not in row})
