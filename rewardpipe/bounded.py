@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from typing import Any
 
 MAX_ABANDONED_CALLS = 32  # calls of one function still running past their limit before the next is refused
@@ -68,3 +69,139 @@ class AbandonedCalls:
         if returned:
             return value
         raise value
+
+
+class LoopBlocked(Exception):
+    """A coroutine held its event loop past its own time limit (a blocking call, ``time.sleep`` or a synchronous
+    HTTP request, inside ``async def``): no deadline can fire on a loop that never gets control back, so the
+    loop is abandoned with it (``thread``) and the other coroutines go on without it."""
+
+    def __init__(self, limit_s: float, thread: threading.Thread | None = None) -> None:
+        super().__init__(f"held the event loop past {limit_s:g} s")
+        self.limit_s = limit_s
+        self.thread = thread
+
+
+class _Board:
+    """Which coroutine a loop is running a step of, and since when: read from the watching thread."""
+
+    __slots__ = ("current", "since")
+
+    def __init__(self) -> None:
+        self.current: int | None = None
+        self.since = 0.0
+
+
+class _Tracked:
+    """Awaits a coroutine one step at a time, writing each step's start on the board (a step that never gives
+    the loop back is then visible from another thread). Values and exceptions pass through as they are."""
+
+    __slots__ = ("board", "coroutine", "index")
+
+    def __init__(self, coroutine: Any, index: int, board: _Board) -> None:
+        self.coroutine = coroutine
+        self.index = index
+        self.board = board
+
+    def __await__(self) -> Any:
+        board, index, send, throw = self.board, self.index, self.coroutine.send, self.coroutine.throw
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            board.since = time.monotonic()
+            board.current = index
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except StopIteration as stop:
+                return stop.value
+            finally:
+                board.current = None
+            try:
+                value, error = (yield yielded), None
+            except BaseException as exc:  # noqa: BLE001 - the loop's (cancellation): handed to the coroutine
+                value, error = None, exc
+
+
+_UNSET = object()
+
+
+def run_watched(
+    coroutines: Sequence[Any],
+    limits: Sequence[float | None],
+    remake: Callable[[int], Any] | None = None,
+    poll_s: float = 0.02,
+) -> list[Any]:
+    """Await ``coroutines`` together on an event loop of their own, in a thread of their own; each result, or
+    the exception it raised, in order. A coroutine with a limit in ``limits`` that holds the loop in one step
+    for longer than its limit gets :class:`LoopBlocked`: that loop is abandoned (the others' tasks on it are
+    cancelled for when it comes back) and the coroutines it had not finished are made again with
+    ``remake(index)`` and awaited on a new loop (without ``remake`` they get :class:`LoopBlocked` too)."""
+    results: list[Any] = [_UNSET] * len(coroutines)
+    todo: dict[int, Any] = dict(enumerate(coroutines))
+    while todo:
+        finished, culprit, thread = _run_until_blocked(todo, limits, poll_s)
+        for index, outcome in finished.items():
+            results[index] = outcome
+        if culprit is None:
+            break
+        limit = limits[culprit]
+        assert limit is not None  # only a coroutine with a limit is ever found blocking
+        results[culprit] = LoopBlocked(limit, thread)
+        left = [index for index in todo if results[index] is _UNSET]
+        if remake is None:
+            for index in left:
+                results[index] = LoopBlocked(limit)
+            break
+        todo = {index: remake(index) for index in left}
+    return results
+
+
+def _run_until_blocked(
+    coroutines: dict[int, Any], limits: Sequence[float | None], poll_s: float
+) -> tuple[dict[int, Any], int | None, threading.Thread]:
+    """Run ``coroutines`` on a new loop in a daemon thread until all are done (culprit None) or one holds the
+    loop past its limit (that index). Returns what finished before, the culprit and the loop's thread."""
+    import asyncio
+
+    board = _Board()
+    finished: dict[int, Any] = {}
+    runner = asyncio.Runner()
+    tasks: list[Any] = []
+    done = threading.Event()
+
+    async def one(index: int, coroutine: Any) -> None:
+        try:
+            finished[index] = await _Tracked(coroutine, index, board)
+        except KeyboardInterrupt:
+            raise
+        except BaseException as exc:  # noqa: BLE001 - that coroutine's failure, kept as its result
+            finished[index] = exc
+
+    async def main() -> None:
+        tasks.extend(asyncio.ensure_future(one(index, coroutine)) for index, coroutine in coroutines.items())
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    def run() -> None:
+        try:
+            with runner:
+                runner.run(main())
+        finally:
+            done.set()
+
+    thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
+    thread.name = "rewardpipe-async-components"
+    thread.start()
+    while not done.wait(poll_s):
+        index, since = board.current, board.since
+        limit = limits[index] if index is not None else None
+        if index is not None and limit is not None and time.monotonic() - since > limit:
+            snapshot = dict(finished)  # what the abandoned loop writes from now on is not taken
+
+            def cancel_the_rest() -> None:
+                for task in tasks:
+                    task.cancel()
+
+            runner.get_loop().call_soon_threadsafe(cancel_the_rest)
+            snapshot.pop(index, None)
+            return snapshot, index, thread
+    return finished, None, thread

@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
+from rewardpipe import bounded
 from rewardpipe.components import (
     LEGACY_INPUT,
     Component,
@@ -255,6 +257,10 @@ def run_coroutines(coroutines: Sequence[Any]) -> list[Any]:
         return pool.submit(asyncio.run, gather()).result()
 
 
+async def _raise(exc: BaseException) -> Any:
+    raise exc
+
+
 class _NotANumber(Exception):
     pass
 
@@ -350,6 +356,11 @@ class Reward:
             )
             for c in components
         )
+        # The time limits of async components (those whose coroutine is watched for blocking its event loop) and
+        # how to call any component again (a blocked loop is abandoned; what it had not finished is made again).
+        self._async_limits = {c.name: c.timeout_s for c in components if c.is_async and c.timeout_s is not None}
+        self._callers = {name: (call, get) for name, call, get, _ in self._plan}
+        self._loop_blockers: dict[str, list[threading.Thread]] = {}
         self._ranges = {c.name: c.value_range for c in components}
         self._bounds = {
             c.name: (c.value_range[0] - RANGE_TOLERANCE, c.value_range[1] + RANGE_TOLERANCE) for c in components
@@ -566,7 +577,7 @@ class Reward:
             return self._score_sync(data)
         values, raised, pending = self._evaluate(data)
         if pending:
-            self._settle(values, pending, raised_box := [raised])
+            self._settle(values, pending, raised_box := [raised], data)
             raised = raised_box[0]
         return self._finish(data, values, raised)
 
@@ -611,8 +622,15 @@ class Reward:
             with paused_gc():
                 return [score(data) for data in inputs]
         evaluated = [self._evaluate(data) for data in inputs]
-        coroutines = [coro for _, _, pending in evaluated for _, coro in pending]
-        results = iter(run_coroutines(coroutines))
+        results = iter(
+            self._await_all(
+                [
+                    (name, coro, data)
+                    for data, (_, _, pending) in zip(inputs, evaluated, strict=True)
+                    for name, coro in pending
+                ]
+            )
+        )
         scores = []
         for data, (values, raised, pending) in zip(inputs, evaluated, strict=True):
             for name, _ in pending:
@@ -684,9 +702,55 @@ class Reward:
                 errors.append(timed_out if score is None else score.error)
         return ColumnScores(names, columns, aggregates, errors)
 
-    def _settle(self, values: dict[str, Any], pending: list[Any], raised_box: list[Any]) -> None:
-        for (name, _), result in zip(pending, run_coroutines([coro for _, coro in pending]), strict=True):
+    def _settle(self, values: dict[str, Any], pending: list[Any], raised_box: list[Any], data: ScoringInput) -> None:
+        results = self._await_all([(name, coro, data) for name, coro in pending])
+        for (name, _), result in zip(pending, results, strict=True):
             raised_box[0] = self._take(values, name, result, raised_box[0])
+
+    def _await_all(self, calls: list[tuple[str, Any, ScoringInput]]) -> list[Any]:
+        """The results of async components' coroutines (``(name, coroutine, sample)``), awaited together. Where
+        a component has a ``timeout_s``, a call of it that blocks the event loop past it (a blocking call inside
+        ``async def``) is its sample's ``component_timeout`` and the others go on, on a loop of their own: the
+        blocked loop is abandoned, never waited for."""
+        if not any(name in self._async_limits for name, _, _ in calls):
+            return run_coroutines([coro for _, coro, _ in calls])
+        from rewardpipe.bounded import LoopBlocked, run_watched
+
+        results: list[Any] = [None] * len(calls)
+        watched: list[int] = []
+        for index, (name, coro, _) in enumerate(calls):
+            blockers = self._loop_blockers.get(name)
+            if blockers is not None:
+                blockers[:] = [thread for thread in blockers if thread.is_alive()]
+                if len(blockers) >= bounded.MAX_ABANDONED_CALLS:  # blocks on every input: not called again
+                    coro.close()
+                    results[index] = ComponentTimeout(name, self._async_limits[name], len(blockers))
+                    continue
+            watched.append(index)
+
+        def remake(position: int) -> Any:
+            name, _, data = calls[watched[position]]
+            call, get = self._callers[name]
+            try:
+                return call(get(data)) if get is not None else call(data)
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 - made once already; a failure now is that call's result
+                return _raise(exc)
+
+        outcomes = run_watched(
+            [calls[index][1] for index in watched],
+            [self._async_limits.get(calls[index][0]) for index in watched],
+            remake,
+        )
+        for index, outcome in zip(watched, outcomes, strict=True):
+            name = calls[index][0]
+            if isinstance(outcome, LoopBlocked):
+                if outcome.thread is not None:
+                    self._loop_blockers.setdefault(name, []).append(outcome.thread)
+                outcome = ComponentTimeout(name, outcome.limit_s)
+            results[index] = outcome
+        return results
 
     @staticmethod
     def _take(

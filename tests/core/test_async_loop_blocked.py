@@ -1,0 +1,124 @@
+"""An async component that blocks its event loop (a synchronous HTTP call or ``time.sleep`` inside ``async def``)
+past its ``timeout_s`` no longer holds the batch: its sample is a ``component_timeout``, the loop is abandoned, and
+the other samples' async calls are scored on a loop of their own.
+
+Left open in round nineteen: the deadline cannot fire on a loop that never gets control back, so the whole batch
+waited for the blocking call however long it took (for ever, for a call that never returns)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+from rewardpipe import Reward, bounded, component
+from rewardpipe.rewards.base import ScoringInput
+
+LIMIT_S = 0.2
+BATCH_WAIT_S = 20  # far beyond what a released batch takes; the blocked call itself waits for the test's end
+release = threading.Event()
+calls: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _release_blocked_calls():
+    release.clear()
+    calls.clear()
+    yield
+    release.set()
+
+
+@component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+async def judge(completion):
+    calls.append(completion)
+    await asyncio.sleep(0.01)  # in flight, on the loop, when the blocking call takes it
+    if "blocks" in completion:
+        release.wait()  # a synchronous wait inside async def: the loop is held until the test ends
+    await asyncio.sleep(0.01)
+    return 1.0 if "good" in completion else 0.0
+
+
+@component(range=(0, 1), role="shaping")
+def brevity(completion):
+    return 1.0 if len(completion) < 40 else 0.0
+
+
+def _within(seconds, fn, *args):
+    """``fn(*args)``, failing the test (not hanging it) if it has not returned in ``seconds``."""
+    outcome: list = []
+    worker = threading.Thread(target=lambda: outcome.append(fn(*args)), daemon=True)
+    worker.start()
+    worker.join(seconds)
+    assert outcome, f"still waiting after {seconds} s: the blocked event loop held the batch"
+    return outcome[0]
+
+
+def _inputs(*completions):
+    return [ScoringInput(completion=c) for c in completions]
+
+
+def test_a_loop_blocked_past_the_limit_costs_its_own_sample_and_the_batch_goes_on():
+    reward = Reward("r", [judge, brevity])
+    scores = _within(BATCH_WAIT_S, reward.score_many, _inputs("good", "this one blocks", "good too", "bad"))
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout", None, None]
+    assert "judge" in scores[1].error.message and f"{LIMIT_S:g} s" in scores[1].error.message
+    assert [s.components["judge"] for s in scores] == [1.0, None, 1.0, 0.0]  # the victims are scored, not charged
+    assert scores[1].components["brevity"] == 1.0 and scores[1].aggregate is None
+
+
+def test_one_sample_scored_alone_is_bounded_too():
+    reward = Reward("r", [judge, brevity])
+    score = _within(BATCH_WAIT_S, reward.score_input, ScoringInput(completion="it blocks"))
+    assert score.error.kind == "component_timeout" and score.aggregate is None
+
+
+def test_from_inside_a_running_event_loop():
+    """A notebook or an async trainer scores from a running loop: the watched loop is still a thread's own."""
+    reward = Reward("r", [judge, brevity])
+
+    async def score_from_a_loop():
+        return reward.score_many(_inputs("good", "blocks here"))
+
+    scores = _within(BATCH_WAIT_S, asyncio.run, score_from_a_loop())
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout"]
+
+
+def test_a_component_blocking_every_batch_is_not_called_once_its_abandoned_loops_reach_the_cap(monkeypatch):
+    monkeypatch.setattr(bounded, "MAX_ABANDONED_CALLS", 2)
+    reward = Reward("r", [judge, brevity])
+    for _ in range(2):
+        _within(BATCH_WAIT_S, reward.score_many, _inputs("blocks"))
+    calls.clear()
+    started = time.monotonic()
+    (score,) = reward.score_many(_inputs("blocks again"))
+    assert time.monotonic() - started < LIMIT_S  # no call, no wait
+    assert calls == [] and score.error.kind == "component_timeout"
+    assert "2 earlier calls still running" in score.error.message
+
+
+def test_an_async_component_awaiting_past_its_limit_is_still_cancelled_on_a_watched_loop():
+    @component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+    async def slow(completion):
+        await asyncio.sleep(3600 if "slow" in completion else 0)
+        return 1.0
+
+    scores = _within(BATCH_WAIT_S, Reward("r", [slow]).score_many, _inputs("fast", "slow"))
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout"]
+
+
+def test_the_watch_passes_values_exceptions_and_cancellation_through():
+    async def steps(n):
+        total = 0
+        for i in range(n):
+            await asyncio.sleep(0)
+            total += i
+        return total
+
+    async def raises():
+        await asyncio.sleep(0)
+        raise KeyError("its own")
+
+    results = bounded.run_watched([steps(5), raises()], [1.0, 1.0])
+    assert results[0] == 10 and isinstance(results[1], KeyError)
