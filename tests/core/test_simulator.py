@@ -207,3 +207,37 @@ def test_probing_questions_never_get_tests_or_reference_back(conversation):
         if reply.revealed is not None:
             assert reply.revealed not in revealed and reply.text == task.spec[reply.revealed]
             revealed.append(reply.revealed)
+
+
+# Two details that tie on the word "names": asked about it twice, the user must not tell the second one.
+TIED = make_task(
+    task_id="t-tied",
+    spec=["Names are trimmed of spaces.", "Names are compared case-insensitively.", "An empty list returns {}."],
+)
+
+
+def _converse(*questions: str):
+    state = start_episode(TIED, env=ENV, run_id="run", step=0, group_id="g", rollout_id="r-tied", max_turns=20)
+    replies = []
+    for question in questions:
+        state = apply_policy_turn(state, question, ENV, TIED)
+        reply = SIM.respond(state, TIED)
+        replies.append(reply)
+        revealed = [*state.revealed, reply.revealed] if reply.revealed is not None else list(state.revealed)
+        state = state.append({"role": "user", "content": reply.text}, next_action="policy", revealed=revealed)
+    return replies, state
+
+
+@pytest.mark.parametrize("again", ["Names?", "names??", "What about the names?", "NAMES?"])
+def test_the_same_subject_asked_again_is_told_the_same_detail_not_the_one_it_tied_with(again):
+    (first, second), state = _converse("Names?", again)
+    assert first.revealed is not None
+    assert second.revealed is None and second.text.startswith("As I said") and TIED.spec[first.revealed] in second.text
+    assert state.revealed == [first.revealed]
+
+
+def test_a_different_question_on_a_tied_word_and_a_generic_one_still_reveal_more():
+    (first, other), _ = _converse("Names?", "Are names compared case-insensitively?")
+    assert {first.revealed, other.revealed} == {0, 1}
+    (first, generic, again), _ = _converse("Names?", "Any other requirements?", "Any other requirements?")
+    assert len({first.revealed, generic.revealed, again.revealed}) == 3  # generic asks for more, each time

@@ -36,12 +36,11 @@ is nested past Python's recursion limit (``"[[[[..."``) raised ``RecursionError`
 reader did not expect, and failed the whole batch (the reward Lambda's invocation and every trainer's reward
 call) for one sample's broken reference. It is read as no object: that sample's ``bad_reference``.
 
-Left open: the rule-based user gives a tie between a revealed and an unrevealed detail to the unrevealed one
-(``best_spec_match``), so the very same question asked again ("Seconds?" twice) is told the other detail it ties
-with, although the simulator's docstring says asking the same thing twice must not unlock a different detail.
-The repeat still costs ``loop_penalty`` (it is the same question again), and a generic question ("Any other
-requirements?") gets the next detail without one, so nothing is gained over asking honestly; changing the tie rule
-changes which detail many honest follow-up questions are told, so it is reported here (an xfail test), not changed.
+Left open in round nineteen, closed in round twenty: the rule-based user gave a tie between a revealed and an
+unrevealed detail to the unrevealed one (``best_spec_match``), so the very same question asked again ("Seconds?"
+twice) was told the other detail it ties with, although the simulator's docstring says asking the same thing twice
+must not unlock a different detail. A question whose subject words an earlier question of the conversation asked
+exactly is now told the revealed detail again; the tie rule itself, and so every first question, is unchanged.
 """
 
 from __future__ import annotations
@@ -335,14 +334,9 @@ def test_a_reference_nested_past_the_recursion_limit_is_that_samples_error():
     assert flags.get("reward_error") == 1 and flags.get("error_bad_reference") == 1, second
 
 
-# --- left open: the very same question again, when two details tie on its words -------------------------------
+# --- the very same question again, when two details tie on its words (closed in round twenty) ---------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="left open (round nineteen): best_spec_match gives a tie to the unrevealed detail, so the same question "
-    "asked again is told the other detail it ties with (the repeat still costs loop_penalty)",
-)
 @pytest.mark.parametrize("question", ["Seconds?", "What should format_duration return for 3 seconds?"])
 def test_the_same_question_again_unlocks_no_other_detail(question):
     from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT

@@ -59,6 +59,8 @@ class RuleBasedSimulator:
     * A question that matches an already revealed detail better than any unrevealed one gets that detail
       restated (no new reveal: asking the same thing twice must not unlock a different detail), unless it
       is also generic ("any other constraints on the format?"), which reveals the next unrevealed detail.
+    * A question about exactly what an earlier one of the conversation asked (the same subject words) gets
+      the detail told then, restated: where two details tie on its words the repeat does not unlock the other.
     * A question that matches nothing gets "that is up to you".
     * A turn that is not a question reveals nothing: the simulator never volunteers details.
     """
@@ -71,8 +73,13 @@ class RuleBasedSimulator:
         subject = question_subject(question, task.prompt, task.entry_point)
         if subject.asks_nothing:
             return SimulatorReply(_pick(ASK_SOMETHING_SPECIFIC, key), None)
-        index, restated = self.best_match(subject.words, task.spec, set(state.revealed))
-        unrevealed = [i for i in range(len(task.spec)) if i not in set(state.revealed)]
+        revealed = set(state.revealed)
+        index, restated = self.best_match(subject.words, task.spec, revealed)
+        if index is not None and not restated and not subject.generic:
+            told = _told_before(state, task, subject.words, revealed)
+            if told is not None:  # the same thing asked again: the same answer, never the detail it tied with
+                index, restated = told, True
+        unrevealed = [i for i in range(len(task.spec)) if i not in revealed]
         # "Any other constraints on the format?" asks for more: restating the format detail would stall it.
         if index is not None and not (restated and subject.generic and unrevealed):
             if restated:
@@ -92,6 +99,23 @@ class RuleBasedSimulator:
         """
         words = question_subject(question).words if isinstance(question, str) else question
         return best_spec_match(words, spec, revealed)
+
+
+def _told_before(state: EpisodeState, task: Task, words: frozenset[str], revealed: set[int]) -> int | None:
+    """The revealed detail that best answers ``words`` if an earlier question of this conversation asked about
+    exactly these words (its answer is then among the revealed ones), else None. Asked only when a question is
+    about to reveal a new detail, so it reads the earlier questions a few times per episode at most."""
+    if not revealed:
+        return None
+    earlier = [m.content for m in state.messages[:-1] if m.role == "assistant"]
+    if not any(
+        classify_turn(text) is TurnKind.QUESTION
+        and question_subject(text, task.prompt, task.entry_point).words == words
+        for text in earlier
+    ):
+        return None
+    index, _ = best_spec_match(words, [task.spec[i] if i in revealed else "" for i in range(len(task.spec))], ())
+    return index
 
 
 SIMULATOR_SYSTEM_PROMPT = """You are role-playing a user who asked a programmer for help with this request:
