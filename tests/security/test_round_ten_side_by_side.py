@@ -217,7 +217,9 @@ def test_a_futex_on_a_page_of_a_file_reaches_no_other_process(side_by_side, page
 
 
 def test_mappings_threads_and_locks_of_its_own_still_work(side_by_side):
-    """Shared and private mappings of a file, anonymous ones, threads, a condition variable: as before."""
+    """Shared and private mappings of a file, private anonymous ones, threads, a condition variable: as before. (A
+    shared anonymous mapping, ``mmap.mmap(-1, n)``'s default, is refused since round twenty: see
+    tests/security/test_round_twenty_sandbox.py.)"""
     uses_them = textwrap.dedent("""
         import mmap, os, threading
         def add(a, b):
@@ -225,7 +227,7 @@ def test_mappings_threads_and_locks_of_its_own_still_work(side_by_side):
                 shared = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ)
                 copy = mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_COPY)
                 assert shared[:64] == copy[:64] == handle.read(64)
-            anonymous = mmap.mmap(-1, 4096)
+            anonymous = mmap.mmap(-1, 4096, flags=mmap.MAP_PRIVATE)
             anonymous[:1] = b"x"
             ready, out = threading.Condition(), []
             def work():

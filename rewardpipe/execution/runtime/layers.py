@@ -506,7 +506,8 @@ def interpreter_read_paths(hidden: tuple[str, ...] = ()) -> list[str]:
         value = sysconfig.get_paths().get(key)
         if value:
             paths.append(os.path.realpath(value))
-    paths += ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom", "/dev/zero"]
+    # (Not /dev/zero: a shared mapping of it takes a number from the host's shared-memory inode counter, see _MMAP.)
+    paths += ["/usr", "/lib", "/lib64", "/etc/ld.so.cache", "/etc/localtime", "/dev/null", "/dev/urandom"]
     return readable_around(sorted(set(paths)), hidden)
 
 
@@ -779,6 +780,17 @@ _MADV_EVICTING = {"MADV_COLD": 20, "MADV_PAGEOUT": 21}
 # ksm_stat counts them), a channel that needs no shared file. The advice is taken without effect, as above; the prctl
 # that offers every page of the process at once (PR_SET_MEMORY_MERGE, no privilege needed) is refused below.
 _MADV_MERGING = {"MADV_MERGEABLE": 12}
+# Shared memory without a name (round twenty): the kernel backs every shared anonymous mapping (``mmap.mmap(-1, n)``,
+# whose default is MAP_SHARED) and every shared mapping of /dev/zero with a file on its internal shared-memory mount,
+# whose inode numbers come from one counter for the whole host (in batches per CPU), as memfds' do. The scorer makes
+# each job's stdout and stderr captures as memfds after the jobs before it ran, and the model's process reads their
+# inode numbers (os.fstat(1)): one job counted out mappings so that the next job's capture got a number of its
+# choosing, and the next, a wrong answer with no logic, answered by it and passed. A shared anonymous mapping
+# (MAP_SHARED or MAP_SHARED_VALIDATE, both with bit 0 of the type; argument 3) is refused; a private one, what malloc
+# and CPython's allocator make, is not. /dev/zero is left out of what Landlock lets the child read.
+_MMAP = {"x86_64": 9, "aarch64": 222}
+_MAP_SHARED_BIT = 0x01
+_MAP_ANONYMOUS = 0x20
 # Calls whose first argument says what the second one is (a process, a process group, or every process
 # of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
 # allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
@@ -1306,6 +1318,17 @@ def _block_futex() -> list:
     return [load, (_JSET, len(by_op), 0, _FUTEX_PRIVATE_FLAG), *by_op, (_RET, 0, 0, _RET_ALLOW)]
 
 
+def _block_refuse_shared_anonymous() -> list:
+    """mmap by its flags (argument 3): a shared anonymous mapping EPERM (see _MMAP), any other through."""
+    return [
+        (_LD_ABS_W, 0, 0, _arg(3)),
+        (_JSET, 0, 2, _MAP_ANONYMOUS),  # backed by a file -> allow
+        (_JSET, 0, 1, _MAP_SHARED_BIT),  # private -> allow
+        (_RET, 0, 0, _errno(errno.EPERM)),
+        (_RET, 0, 0, _RET_ALLOW),
+    ]
+
+
 def _block_refuse_flag(arg: int, flag: int, error: int) -> list:
     return [(_LD_ABS_W, 0, 0, _arg(arg)), (_JSET, 1, 0, flag), (_RET, 0, 0, _RET_ALLOW), (_RET, 0, 0, error)]
 
@@ -1447,6 +1470,7 @@ def seccomp_rules(
     # when it gets its job, zygote._restamp). Unknown (ENOSYS): libc and Python stat through fstatat.
     rules.append((files["statx"], _block_return(_errno(errno.ENOSYS))))
     rules.append((files["fallocate"], _block_return(_errno(errno.EOPNOTSUPP))))
+    rules.append((_MMAP[arch], _block_refuse_shared_anonymous()))
     numbers = [number for number, _ in rules]
     if len(numbers) != len(set(numbers)):
         raise ValueError("a syscall has two seccomp rules")
