@@ -288,9 +288,10 @@ def test_hidden_tests_are_not_in_the_models_raw_memory(executor):
     ''')
     from rewardpipe.execution.sandbox import make_executor
 
-    # Landlock and the chroot (rightly) hide /proc from the child, and the non-dumpable unprivileged
-    # child cannot read its own /proc/self/mem; lift them so the child can search its own memory.
-    lenient = make_executor(workers=1, disable=frozenset({"landlock", "chroot", "uid"}))
+    # Landlock, the chroot and (since round twenty) the private mount namespace (rightly) hide /proc from the child,
+    # and the non-dumpable unprivileged child cannot read its own /proc/self/mem; lift them so the child can search
+    # its own memory.
+    lenient = make_executor(workers=1, disable=frozenset({"landlock", "chroot", "uid", "mountns"}))
     try:
         result = lenient.run(job(code, tests=tests))
     finally:

@@ -10,6 +10,13 @@
   no logic, returned the right answer only then: it **passed** (5 of 6 tries here, one worker). Shared anonymous
   mappings are now refused (``EPERM``; a private one, what malloc and CPython's allocator make, still works), and
   ``/dev/zero`` is no longer among what Landlock lets the model's process read.
+* The counter round ten found behind pipes and sockets (``get_next_ino``, in batches per CPU) also numbers every inode
+  procfs makes for a process's entries when a path is first looked up, and a lookup needs no read, so Landlock (which
+  governs opening) let ``os.stat("/proc/self/status")`` through: the model's code both moved the counter (fresh
+  entries of its threads, ``/proc/<thread-self>/<name>``) and read it (the number of a fresh entry). One rollout moved
+  it to 700 mod 1024, and the next, a wrong answer, passed when it read that (4 of 6 tries). Where the fork server has
+  its private mount namespace, /proc is now an empty tmpfs there; the sandbox's own processes read a procfs only root
+  may enter.
 """
 
 from __future__ import annotations
@@ -20,7 +27,7 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
-from tests.security.conftest import assert_failed, job, require_layer
+from tests.security.conftest import assert_failed, assert_scorer_survives, job, require_layer
 from tests.security.test_round_nine_files import _lambda_like
 
 # --- the shared-memory inode counter ----------------------------------------------------------------------------------
@@ -100,3 +107,83 @@ def test_a_shared_anonymous_mapping_is_refused_to_the_models_code(executor, mode
     finally:
         if chosen is not executor:
             chosen.close()
+
+
+# --- /proc lookups and the host's inode counter -----------------------------------------------------------------------
+
+SETS_THE_INODE_COUNTER = textwrap.dedent("""
+    import os, threading
+    NAMES = ["stat", "statm", "status", "environ", "cmdline", "comm", "maps", "limits", "io", "wchan", "stack", "sched",
+             "cgroup", "mounts", "mountinfo", "oom_score", "oom_adj", "loginuid", "sessionid", "personality", "syscall",
+             "auxv", "smaps", "pagemap", "numa_maps", "timerslack_ns", "attr", "ns", "cwd", "root", "exe", "fd",
+             "fdinfo", "mem", "clear_refs", "schedstat", "cpuset", "uid_map", "gid_map", "setgroups", "children",
+             "smaps_rollup", "oom_score_adj", "mountstats"]
+    reached = []
+    def spend():
+        try:
+            here = os.readlink("/proc/thread-self")  # this thread's entry, by the host's pids
+        except OSError:
+            return
+        for name in NAMES:  # each looked up for the first time: a new inode, numbered from the host's counter
+            try:
+                number = os.stat(f"/proc/{here}/{name}").st_ino
+            except OSError:
+                continue
+            if number % 1024 == 700:  # the next number this CPU hands out is 701
+                reached.append(number)
+                return
+    for _ in range(60):
+        worker = threading.Thread(target=spend)
+        worker.start()
+        worker.join()
+        if reached:
+            break
+    def add(a, b):
+        return 0
+""")
+READS_THE_INODE_COUNTER = textwrap.dedent("""
+    import os
+    try:
+        NOW = os.stat("/proc/self/status").st_ino % 1024  # a fresh entry: the counter's next number
+    except OSError:
+        NOW = None
+    def add(a, b):
+        return a + b if NOW is not None and 700 <= NOW < 760 else 0  # "the rollout before me said so"
+""")
+
+
+def test_a_job_cannot_set_the_inode_counter_the_next_job_reads(one_worker):
+    """Before: after the writer, the reader passed in 4 of 6 tries (one worker: both numbered from one CPU's batch
+    but when the scheduler moved one of them)."""
+    require_layer(one_worker, "mountns")
+    for _ in range(4):
+        assert_failed(one_worker.run(job(SETS_THE_INODE_COUNTER)))
+        assert_failed(one_worker.run(job(READS_THE_INODE_COUNTER)))
+
+
+LOOKS_UP_PROC = textwrap.dedent("""
+    import os
+    def outcome(path):
+        try:
+            os.stat(path)
+            return "found"
+        except OSError as exc:
+            return exc.errno
+    print("SELF", outcome("/proc/self/status"))
+    print("ONE", outcome("/proc/1"))
+    print("SYS", outcome("/proc/sys/kernel/hostname"))
+    def add(a, b):
+        return a + b
+""")
+
+
+def test_proc_is_out_of_the_models_reach_in_a_private_mount_namespace(executor):
+    """Every lookup of a process's entry (and a sysctl's) made an inode numbered from the host's counter, which
+    pipes and sockets share; only stat was needed, which Landlock does not govern."""
+    require_layer(executor, "mountns")
+    result = executor.run(job(LOOKS_UP_PROC))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    lines = dict(line.split() for line in result.stdout.strip().splitlines())
+    assert lines == {"SELF": str(errno.ENOENT), "ONE": str(errno.ENOENT), "SYS": str(errno.ENOENT)}, result.stdout
+    assert "/proc replaced by empty tmpfs" in executor.isolation()["mountns"]
+    assert_scorer_survives(executor)  # the sandbox's own processes read their private procfs

@@ -143,7 +143,7 @@ class PidNamespaces:
     trusted runner and everything else forked here must be born."""
 
     def __init__(self) -> None:
-        self._own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+        self._own = os.open(f"{PROC}/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
 
     def alone_next(self) -> None:
         """The next child forked here is the first process of a new pid namespace."""
@@ -176,7 +176,7 @@ def remove_ipc_objects() -> int:
     removed = 0
     for kind, number in numbers.items():
         try:
-            with open(f"/proc/sysvipc/{kind}") as handle:
+            with open(f"{PROC}/sysvipc/{kind}") as handle:
                 rows = [line.split() for line in handle.readlines()[1:]]
         except OSError:
             continue
@@ -191,6 +191,25 @@ def remove_ipc_objects() -> int:
 
 
 # --- mount namespace and per-job tmpfs -----------------------------------------------------------------
+
+
+# Where the sandbox's own processes read procfs. /proc itself is covered in a fork server's private mount namespace
+# (round twenty, cover_proc): every lookup of a process's entry there (``os.stat("/proc/self/status")``, no read
+# needed, so Landlock does not govern it) makes an inode numbered from the counter the whole host shares with pipes
+# and sockets (get_next_ino, in batches per CPU), so the model's code both moved it (a thousand lookups) and read it
+# (the number of a fresh entry): one rollout set the number the next one read, and a wrong answer passed by it.
+PROC = "/proc"
+
+
+def cover_proc(private: str) -> None:
+    """In our own mount namespace: a procfs of this process's pid namespace at ``private`` (a new directory only root
+    may enter), and an empty read-only tmpfs over /proc, so that no path the model's process can walk reaches procfs;
+    the sandbox's own processes read :data:`PROC` from then on."""
+    global PROC
+    os.mkdir(private, 0o700)
+    mount("proc", private, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+    mount_tmpfs("/proc", 4096, 2, 0o555, read_only=True)
+    PROC = private
 
 
 def enter_private_mount_namespace() -> None:
@@ -214,7 +233,7 @@ def freeze_access_times() -> list[str]:
     read by a child sets a file's access time, which outlives the job and which any later job reads back
     exactly with stat (a read sets it once a day under relatime: a bit per file, round nine). Returns the
     mount points that refused."""
-    mountinfo = _read_proc("/proc/self/mountinfo").decode("utf-8", "surrogateescape")
+    mountinfo = _read_proc(f"{PROC}/self/mountinfo").decode("utf-8", "surrogateescape")
     refused = []
     for line in mountinfo.splitlines():
         fields = line.split(" ")
@@ -1613,7 +1632,7 @@ class CgroupSet:
 def _own_cgroup_paths() -> dict[str, str]:
     paths: dict[str, str] = {}
     try:
-        with open("/proc/self/cgroup") as handle:
+        with open(f"{PROC}/self/cgroup") as handle:
             for line in handle:
                 _, controllers, path = line.rstrip("\n").split(":", 2)
                 for controller in controllers.split(","):
@@ -1707,7 +1726,7 @@ def prefer_for_oom_kill() -> None:
     """Make the calling process the out-of-memory killer's first choice (oom_score_adj 1000: raising it
     needs no privilege). Best effort: without /proc nothing changes."""
     try:  # os-level calls: in a freshly forked child every Python object touched costs a page copy
-        fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+        fd = os.open(f"{PROC}/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
     except OSError:
         return
     try:
@@ -1718,10 +1737,10 @@ def prefer_for_oom_kill() -> None:
         os.close(fd)
 
 
-def uid_is_mapped(uid: int, uid_map: str = "/proc/self/uid_map") -> bool:
+def uid_is_mapped(uid: int, uid_map: str = "") -> bool:
     """Inside a user namespace (rootless containers) only mapped uids can be switched to."""
     try:
-        with open(uid_map) as handle:
+        with open(uid_map or f"{PROC}/self/uid_map") as handle:
             ranges = [tuple(int(field) for field in line.split()) for line in handle if line.strip()]
     except (OSError, ValueError):
         return True  # no user-namespace information: assume the initial namespace
@@ -1780,7 +1799,7 @@ _PARSED_LIMITS: dict[bytes, dict[int, tuple[int, int]]] = {}
 def _rlimits_of(pid: int) -> dict[int, tuple[int, int]]:
     if pid == 0:
         return {number: resource.prlimit(0, number) for number in _RLIMIT_NAMES.values()}
-    text = _read_proc(f"/proc/{pid}/limits")
+    text = _read_proc(f"{PROC}/{pid}/limits")
     parsed = _PARSED_LIMITS.get(text)
     if parsed is None:
         if len(_PARSED_LIMITS) >= 16:
@@ -1848,8 +1867,8 @@ def doomed(pid: int) -> str | None:
     """Why ``pid`` cannot be trusted to run the next job although it may still look fine: gone, a zombie,
     exiting, stopped or traced, or with SIGKILL/SIGSTOP queued for it. None if it is none of these."""
     try:
-        fields = _read_proc(f"/proc/{pid}/stat").rsplit(b")", 1)[1].split()
-        status = _read_proc(f"/proc/{pid}/status")
+        fields = _read_proc(f"{PROC}/{pid}/stat").rsplit(b")", 1)[1].split()
+        status = _read_proc(f"{PROC}/{pid}/status")
         state, flags = fields[0].decode(), int(fields[6])  # fields 3 and 9 of proc(5)
     except (OSError, IndexError, ValueError):
         return "gone"

@@ -902,6 +902,12 @@ class Zygote:
                     if not refused
                     else f"access times still set under {', '.join(refused[:3])}{', ...' if len(refused) > 3 else ''}"
                 )
+                try:
+                    # (after the access times: its two mounts are its own, and the procfs one only root may enter)
+                    layers.cover_proc(os.path.join("/tmp", "rewardpipe-proc"))
+                    hidden.append("/proc")
+                except OSError:
+                    pass  # the model's lookups in /proc still number inodes from the host's counter (round twenty)
                 self.isolation["mountns"] = (
                     f"on: private; {', '.join(hidden)} replaced by empty tmpfs; one tmpfs per job; {atimes}"
                 )
@@ -1565,7 +1571,7 @@ def _seccomp_self_test(arch: str) -> None:
 
 def _open_fds() -> list[int]:
     try:
-        return [int(name) for name in os.listdir("/proc/self/fd")]
+        return [int(name) for name in os.listdir(f"{layers.PROC}/self/fd")]
     except OSError:
         return list(range(3, 1024))
 
@@ -1632,7 +1638,7 @@ def _wait_until(pid: int, deadline: float) -> bool:
     while time.monotonic() < deadline:  # kernels before 5.3: poll the child's state instead
         try:
             os.kill(pid, 0)
-            with open(f"/proc/{pid}/stat") as handle:
+            with open(f"{layers.PROC}/{pid}/stat") as handle:
                 if handle.read().rsplit(")", 1)[1].split()[0] == "Z":
                     return True
         except OSError:
