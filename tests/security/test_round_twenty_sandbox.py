@@ -27,6 +27,8 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import assert_failed, assert_scorer_survives, job, require_layer
 from tests.security.test_round_nine_files import _lambda_like
 
@@ -107,6 +109,25 @@ def test_a_shared_anonymous_mapping_is_refused_to_the_models_code(executor, mode
     finally:
         if chosen is not executor:
             chosen.close()
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_filter_refuses_shared_anonymous_mappings_only(arch):
+    """By mmap's flags (argument 3) on both architectures: MAP_SHARED or MAP_SHARED_VALIDATE with MAP_ANONYMOUS is
+    refused; a private anonymous mapping (malloc, CPython's arenas, thread stacks) and any mapping of a file are not."""
+    program = layers.build_seccomp_filter(arch, 4242)
+    number = layers._MMAP[arch]
+    shared, private, validate, anonymous = 0x01, 0x02, 0x03, 0x20
+    for flags, answer in [
+        (shared | anonymous, "EPERM"),
+        (validate | anonymous, "EPERM"),
+        (shared | anonymous | 0x40000, "EPERM"),  # MAP_HUGETLB too
+        (private | anonymous, "allow"),
+        (private | anonymous | 0x20000 | 0x100, "allow"),  # a thread's stack (MAP_STACK, MAP_GROWSDOWN)
+        (shared, "allow"),  # a file (a shared mapping of /dev/zero is refused by Landlock's read rules instead)
+        (private, "allow"),
+    ]:
+        assert _answer(_run_filter(program, arch, number, (0, 4096, 3, flags, 0, 0))) == answer, hex(flags)
 
 
 # --- /proc lookups and the host's inode counter -----------------------------------------------------------------------
