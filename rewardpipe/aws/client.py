@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import Any
 
-from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size
+from rewardpipe.aws.state import PAYLOAD_BUDGET, inputs_prefix, payload_size, wire_json
 
 _UNSAFE = re.compile(r"[^0-9A-Za-z_-]+")
 NAME_LIMIT = 80
@@ -198,7 +198,7 @@ class RolloutClient:
             payload["max_turns"] = max_turns
         for attempt in range(1, MAX_ATTEMPTS + 1):
             name = execution_name(run, step, rollout, attempt)
-            body = json.dumps(self._offload(json.loads(json.dumps(payload)), name))
+            body = wire_json(self._offload(json.loads(json.dumps(payload)), name))
             try:
                 return _with_retries(
                     self.sfn.start_execution, stateMachineArn=self.state_machine_arn, name=name, input=body
@@ -349,7 +349,7 @@ class RolloutClient:
                 key = self._store(str(body.get("bucket") or "")).put_json(str(body["reply_key"]), output)
                 output = {"text_key": key}
             # A throttled answer is sent again here: left to the queue, the turn would be generated again.
-            _with_retries(self.sfn.send_task_success, taskToken=token, output=json.dumps(output))
+            _with_retries(self.sfn.send_task_success, taskToken=token, output=wire_json(output))
             return True
         except Exception as exc:
             if _error_code(exc) in STALE_TOKEN_ERRORS:

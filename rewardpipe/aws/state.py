@@ -23,6 +23,7 @@ API (used by the rollout workflow and meant for any other multi-turn driver):
 
 * :class:`StateStore` — ``save_head(obj)`` / ``load(key)`` for the episode, ``put(name, obj)`` /
   ``get(key)`` for other objects of the attempt; every key it reads must be its own attempt's.
+* :func:`wire_json` — the JSON text to send Step Functions, whose size :func:`payload_size` measures.
 * :func:`guard_payload` — raise :class:`PayloadTooLarge` (a normal, catchable Lambda error) before a
   handler returns something Step Functions would refuse.
 """
@@ -47,12 +48,20 @@ class PayloadTooLarge(RuntimeError):
     """A handler was about to return more than :data:`PAYLOAD_BUDGET` bytes to Step Functions."""
 
 
-def payload_size(obj: Any) -> int:
-    """Bytes of ``obj`` as Step Functions counts them (UTF-8 JSON)."""
+def wire_json(obj: Any) -> str:
+    """``obj`` as the JSON text to send Step Functions (an execution input, a task result): compact, non-ASCII
+    text as itself. Step Functions counts the string it is sent, so ``json.dumps``' default ``\\u`` escapes
+    (6 characters for one CJK character, 12 for an emoji) would make text that fits :data:`PAYLOAD_BUDGET` as
+    UTF-8 up to six times as large and over the limit; this text's UTF-8 size is :func:`payload_size`."""
     from rewardpipe.safe_text import escape_lone_surrogates
 
-    # A lone surrogate in model text (a replayed turn) counts as its \u escape: raw, it has no UTF-8 form.
-    return len(escape_lone_surrogates(json.dumps(obj, separators=(",", ":"), ensure_ascii=False)).encode("utf-8"))
+    # A lone surrogate in model text (a replayed turn) is written as its \u escape: raw, it has no UTF-8 form.
+    return escape_lone_surrogates(json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+
+
+def payload_size(obj: Any) -> int:
+    """Bytes of ``obj`` as Step Functions counts them: the UTF-8 size of :func:`wire_json`."""
+    return len(wire_json(obj).encode("utf-8"))
 
 
 def guard_payload(obj: Any, what: str, budget: int = PAYLOAD_BUDGET) -> Any:

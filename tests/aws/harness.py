@@ -11,7 +11,9 @@
     in from the botocore service model.
   - Step Functions: moto 5.2.5 drops SendTaskFailure's ``cause`` (AWS passes it to the Catch as
     ``Cause``, up to 32,768 characters; the conversation states leave their loop with it): pass it on.
-  - Step Functions: StartExecution refuses an input over 256 KiB with ValidationException, as AWS does.
+  - Step Functions: StartExecution refuses an input over 256 KiB with ValidationException, as AWS does;
+    so does SendTaskSuccess an output over 256 KiB. moto's own state-size check counts non-ASCII text as
+    its JSON escapes; it counts UTF-8, as AWS does.
   - ECS: ``run_task`` runs the code-runner container's entry point (containers/code_runner/entry.py)
     as a **subprocess** with the container's environment and overrides, talking to a moto server
     thread over HTTP (it shares the in-process backends), and records its exit code.
@@ -494,6 +496,20 @@ def _size(body: Any) -> int:
     return len(body if isinstance(body, (bytes, bytearray)) else str(body).encode("utf-8"))
 
 
+def _data_size(value: Any) -> int:
+    """Bytes of a state's data as Step Functions holds it: the JSON value as UTF-8 text. moto writes the data in
+    its histories and descriptions with ``json.dumps``' ``\\u`` escapes (six bytes for a CJK character); AWS
+    counts the characters themselves, as they were sent (a string that is not JSON counts as it is)."""
+    if not isinstance(value, str):
+        return _size(value)
+    try:
+        data = json.loads(value)
+    except (ValueError, RecursionError):
+        return _size(value)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return len(text.encode("utf-8", "backslashreplace"))  # a lone surrogate: 6 bytes, as its escape
+
+
 def _check_size(what: str, size: int, limit: int) -> None:
     if size > limit:
         LIMIT_VIOLATIONS.append(f"{what}: {size} bytes > {limit}")
@@ -542,10 +558,10 @@ def history_violations(sfn: Any, execution_arn: str) -> list[str]:
                 continue
             for field_name in _PAYLOAD_FIELDS:
                 value = details.get(field_name)
-                if isinstance(value, str) and _size(value) > LIMITS["sfn_payload_bytes"]:
+                if isinstance(value, str) and _data_size(value) > LIMITS["sfn_payload_bytes"]:
                     where = details.get("name") or event.get("type")
                     found.append(
-                        f"execution {name}: {event['type']} {where} {field_name} is {_size(value)} bytes "
+                        f"execution {name}: {event['type']} {where} {field_name} is {_data_size(value)} bytes "
                         f"> {LIMITS['sfn_payload_bytes']}"
                     )
     return found
@@ -597,9 +613,9 @@ def check_limits() -> list[str]:
                 (f"execution {execution['name']} output", desc.get("output")),
             ]
             found += [
-                f"{what}: {_size(v)} bytes > {LIMITS['sfn_payload_bytes']}"
+                f"{what}: {_data_size(v)} bytes > {LIMITS['sfn_payload_bytes']}"
                 for what, v in _check
-                if isinstance(v, str) and _size(v) > LIMITS["sfn_payload_bytes"]
+                if isinstance(v, str) and _data_size(v) > LIMITS["sfn_payload_bytes"]
             ]
             found += history_violations(sfn, execution["executionArn"])
     return found
@@ -679,6 +695,46 @@ def _patch_sfn_start_execution() -> list[tuple[Any, str, Any]]:
         return original(self)
 
     return [(StepFunctionResponse, "start_execution", start_execution)]
+
+
+def _patch_sfn_state_quota() -> list[tuple[Any, str, Any]]:
+    """moto's own state-size check (States.DataLimitExceeded) counts a state's data as ``json.dumps`` writes it,
+    non-ASCII text as ``\\u`` escapes: it fails a state of 50,000 CJK characters (150 KB as UTF-8) that AWS
+    runs. Count "256 KiB of data as a UTF-8 encoded string", as the quota page states it."""
+    import importlib
+
+    def is_within_size_quota(value: Any) -> bool:
+        size = _size(value) if isinstance(value, str) else _data_size(json.dumps(value, default=str))
+        return size < LIMITS["sfn_payload_bytes"]
+
+    modules = (
+        "moto.stepfunctions.parser.quotas",
+        "moto.stepfunctions.parser.asl.component.state.state",
+        "moto.stepfunctions.parser.asl.component.state.exec.state_task.state_task_lambda",
+        "moto.stepfunctions.parser.asl.component.state.exec.state_task.service.state_task_service",
+    )
+    return [(importlib.import_module(name), "is_within_size_quota", is_within_size_quota) for name in modules]
+
+
+def _patch_sfn_task_success() -> list[tuple[Any, str, Any]]:
+    """SendTaskSuccess refuses an ``output`` over 256 KiB, as AWS does (moto takes any size): the API reference
+    gives ``output`` a "Maximum length of 262144" and the quota counts it "as a UTF-8 encoded string". The
+    string counted is the one the caller sent: JSON whose non-ASCII text is written as ``\\u`` escapes
+    (``json.dumps``' default) is up to six times the text's size."""
+    from moto.stepfunctions.exceptions import ValidationException
+    from moto.stepfunctions.responses import StepFunctionResponse
+
+    original = StepFunctionResponse.send_task_success
+
+    def send_task_success(self):
+        if _size(self._get_param("output")) > LIMITS["sfn_payload_bytes"]:
+            raise ValidationException(
+                "1 validation error detected: Value at 'output' failed to satisfy constraint: Member must have "
+                f"length less than or equal to {LIMITS['sfn_payload_bytes']}"
+            )
+        return original(self)
+
+    return [(StepFunctionResponse, "send_task_success", send_task_success)]
 
 
 def _patch_ecs() -> list[tuple[Any, str, Any]]:
@@ -818,6 +874,8 @@ def install_patches(monkeypatch: Any) -> None:
         *_patch_sfn_normalisation(),
         *_patch_sfn_task_failure(),
         *_patch_sfn_start_execution(),
+        *_patch_sfn_task_success(),
+        *_patch_sfn_state_quota(),
         *_patch_ecs(),
         *_patch_sqs(),
         *_patch_moto_serving(),

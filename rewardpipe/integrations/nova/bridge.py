@@ -38,7 +38,7 @@ from typing import Any
 
 from rewardpipe.aws.client import STALE_TOKEN_ERRORS
 from rewardpipe.aws.client import execution_name as client_execution_name
-from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size
+from rewardpipe.aws.state import PAYLOAD_BUDGET, payload_size, wire_json
 from rewardpipe.integrations.nova.protocol import (
     BridgeConfig,
     GenerateResponse,
@@ -347,7 +347,7 @@ class Bridge:
             # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
             output = {"text_key": self.store.put_json(entry["reply_key"], {"text": response.text})}
         try:
-            self.sfn.send_task_success(taskToken=entry["task_token"], output=json.dumps(output))
+            self.sfn.send_task_success(taskToken=entry["task_token"], output=wire_json(output))
         except Exception as exc:  # the rollout timed out or was stopped meanwhile
             if _error_code(exc) not in STALE_TOKEN_ERRORS:
                 raise  # not marked used: the response comes back from its queue and is delivered then

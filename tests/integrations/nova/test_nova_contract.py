@@ -580,3 +580,23 @@ def test_intake_starts_a_new_attempt_when_the_interrupted_start_already_ended(aw
     assert store.get_json(f"nova/requests/{name}-a2.json")["started"] is True
     intake = next(k for k in deployment.functions if k.startswith("NovaBridgeIntake"))
     assert (intake, "stepfunctions", "DescribeExecution") in iam.CHECKED_CALLS
+
+
+def test_a_generate_response_in_cjk_within_the_budget_is_sent_as_step_functions_counts_it():
+    """Round twenty: 50,000 CJK characters are 150 KB of UTF-8 (under the 200 KB budget, so sent inline) but
+    300 KB as ``json.dumps``' escapes, which SendTaskSuccess refuses (its output: at most 262,144). The router
+    sends the JSON it measured."""
+    bridge, _ = _bridge()
+    step = bridge._step_path("s-000_0_0")
+    bridge.store.put_json(step, {"task_token": "tok", "sample_id": "s-000_0", "step_id": "s-000_0_0", "used": False})
+    text = "中" * 50_000
+    response = {
+        "version": "v0",
+        "sample_id": "s-000_0",
+        "step_id": "s-000_0_0",
+        "data": {"choices": [{"message": {"content": text}, "finish_reason": "stop"}]},
+    }
+    assert bridge.route_response(json.dumps(response))["status"] == "delivered"
+    (sent,) = bridge.sfn.successes
+    assert len(sent["output"].encode("utf-8")) <= 262_144
+    assert json.loads(sent["output"])["text"] == text

@@ -1,0 +1,77 @@
+"""Round twenty, AWS path (an independent review, "moto is not AWS"): what the real services refuse that moto took.
+
+* Step Functions counts StartExecution's ``input`` and SendTaskSuccess's ``output`` as the strings the caller
+  sends (at most 262,144). The client and the Nova bridge measured the UTF-8 size of the JSON's text against
+  the 200 KB budget, then sent ``json.dumps`` (every non-ASCII character a 6-character escape, an emoji 12):
+  a task or a turn of ~45,000 CJK characters fitted the budget and was refused by AWS (the trainer's serve
+  loop or start raised ValidationException; a Nova turn went back to its queue until it was dead-lettered).
+  The harness now refuses such an output as AWS does, and counts state data as UTF-8 (moto's own check and its
+  histories count the escapes, which would fail the fixed path where AWS runs it).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardpipe.aws.client import RolloutClient
+from rewardpipe.aws.state import PAYLOAD_BUDGET, STATE_PAYLOAD_LIMIT, payload_size, wire_json
+from rewardpipe.models import load_tasks
+from tests.aws import harness
+
+pytestmark = pytest.mark.xdist_group("cdk")
+TASK = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")[1]
+# 50,000 CJK characters: 150 KB of UTF-8 (inside the budget), 300 KB as json.dumps' escapes (over 256 KiB).
+CJK = "中" * 50_000
+
+
+def test_the_wire_json_is_what_payload_size_measures():
+    for value in ({"text": CJK}, {"text": '😀\ud800 \n"x'}, {"a": [1, 2.5, None, True]}):
+        text = wire_json(value)
+        assert json.loads(text) == json.loads(json.dumps(value))
+        assert len(text.encode("utf-8")) == payload_size(value)
+    assert len(json.dumps({"text": CJK})) > STATE_PAYLOAD_LIMIT > PAYLOAD_BUDGET > payload_size({"text": CJK})
+
+
+def test_the_harness_refuses_a_task_result_over_256_kib_as_step_functions_does(aws, sfn):
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="length less than or equal to 262144"):
+        sfn.send_task_success(taskToken="t", output=json.dumps({"text": CJK}))
+
+
+def test_a_task_in_cjk_within_the_budget_starts_and_scores(deployment, sfn):
+    task = TASK.model_copy(update={"prompt": f"{TASK.prompt}\n{CJK}"})
+    client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
+    fence = "`" * 3
+    arn = client.start(
+        "run-cjk",
+        0,
+        "g0",
+        "g0-0",
+        task=task,
+        policy={"mode": "replay", "turns": [f"{fence}python\n{TASK.reference_solution}\n{fence}"]},
+    )
+    assert harness.wait_execution(sfn, arn)["status"] == "SUCCEEDED"
+
+
+def test_a_trainer_reply_in_cjk_within_the_budget_is_delivered_inline(deployment, sfn):
+    import boto3
+
+    client = RolloutClient(
+        deployment.state_machine_arn,
+        queue_url=deployment.queue_url,
+        bucket=deployment.bucket,
+        sfn=sfn,
+        sqs=boto3.client("sqs", region_name=harness.REGION),
+    )
+    (arn,) = client.start_group("run-cjk-reply", 0, "g0", task=TASK, policies=[{"mode": "callback"}])
+    fence = "`" * 3
+
+    def respond(request):
+        return f"{CJK}\n{fence}python\n{TASK.reference_solution}\n{fence}"
+
+    assert client.serve_turns(respond, until=client.all_done([arn]), poll_s=0.05) >= 1
+    (result,) = client.wait([arn], poll_s=0.05)
+    assert result["status"] == "scored"
