@@ -21,7 +21,8 @@
   breach is appended to :data:`LIMIT_VIOLATIONS` and fails the test at teardown
   (:func:`check_limits`): Step Functions state input/output, execution input and task results over
   256 KiB, executions over 25,000 history events, synchronous Lambda payloads over 6 MB,
-  asynchronous ones over 1 MB, SQS messages over the queue's maximum.
+  asynchronous ones over 1 MB, SQS messages over the queue's maximum (and SQS refuses, as AWS does, a message
+  holding a character outside the set it allows).
 * :class:`Deployment` — creates the template's bucket, functions, cluster, task definition, network,
   queue and state machine in moto, resolving the intrinsic functions the definition uses.
 """
@@ -34,6 +35,7 @@ import importlib.util
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -515,12 +517,26 @@ def _check_size(what: str, size: int, limit: int) -> None:
         LIMIT_VIOLATIONS.append(f"{what}: {size} bytes > {limit}")
 
 
+# SQS SendMessage: "A message can include only XML, JSON, and unformatted text. The following Unicode characters
+# are allowed: #x9 | #xA | #xD | #x20 to #xD7FF | #xE000 to #xFFFD | #x10000 to #x10FFFF. Any characters not
+# included in this list will be rejected." (InvalidMessageContents; moto takes any text.)
+# https://docs.aws.amazon.com/AWSSimpleQueueService/latest/APIReference/API_SendMessage.html
+SQS_REFUSED_CHARACTERS = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+
+
 def _patch_sqs() -> list[tuple[Any, str, Any]]:
+    from moto.sqs.exceptions import SQSException
     from moto.sqs.models import SQSBackend
 
     original = SQSBackend.send_message
 
     def send_message(self, queue_name, message_body, message_attributes=None, *args, **kwargs):
+        refused = SQS_REFUSED_CHARACTERS.search(message_body) if isinstance(message_body, str) else None
+        if refused:
+            raise SQSException(
+                "InvalidMessageContents",
+                f"Invalid characters found. Invalid character found at index {refused.start()}: {refused.group()!a}",
+            )
         queue = self.get_queue(queue_name)
         limit = min(
             LIMITS["sqs_message_bytes"],

@@ -75,3 +75,47 @@ def test_a_trainer_reply_in_cjk_within_the_budget_is_delivered_inline(deployment
     assert client.serve_turns(respond, until=client.all_done([arn]), poll_s=0.05) >= 1
     (result,) = client.wait([arn], poll_s=0.05)
     assert result["status"] == "scored"
+
+
+def test_sqs_refuses_a_message_with_a_character_outside_its_set_as_aws_does(aws):
+    import boto3
+    from botocore.exceptions import ClientError
+
+    sqs = boto3.client("sqs", region_name=harness.REGION)
+    url = sqs.create_queue(QueueName="round-twenty")["QueueUrl"]
+    sqs.send_message(QueueUrl=url, MessageBody='{"ok": "\\t\\n中😀"}')
+    for refused in ("a\x00b", "\x1b[31m", "\ufffe"):
+        with pytest.raises(ClientError, match="InvalidMessageContents"):
+            sqs.send_message(QueueUrl=url, MessageBody=refused)
+
+
+def test_the_nova_proxy_queues_every_request_of_a_batch_whatever_characters_one_holds(aws):
+    """A rollout request that is a string but not JSON was queued as its own text: SQS refuses a control character
+    (InvalidMessageContents), so the proxy's invocation failed and Nova saw the whole batch fail. It is queued as
+    a JSON string (intake rejects it, as it did) and the batch's other requests are queued."""
+    import boto3
+
+    from rewardpipe.integrations.nova.bridge import Bridge, Queues
+    from rewardpipe.integrations.nova.protocol import BridgeConfig
+    from rewardpipe.rewards import get_reward
+    from tests.integrations.nova.test_nova_contract import MemoryStore
+
+    sqs = boto3.client("sqs", region_name=harness.REGION)
+    url = sqs.create_queue(
+        QueueName="requests.fifo", Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"}
+    )["QueueUrl"]
+    bridge = Bridge(
+        BridgeConfig(rollout_budget_s=480.0),
+        get_reward("ask_before_coding"),
+        MemoryStore(),
+        sqs,
+        None,
+        Queues("resp.fifo", "gen.fifo", rollout_request=url),
+    )
+    good = {"version": "v0", "timestamp": 1.0, "sample_id": "s-000_0", "data": {"task_id": "t"}}
+    out = bridge.accept(["not json \x00\x1b[2J", json.dumps(good)])
+    assert out == {"status": "accepted", "sample_ids": ["", "s-000_0"]}
+    bodies = [m["Body"] for m in sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]]
+    assert len(bodies) == 2 and json.loads(bodies[1]) == good
+    assert json.loads(bodies[0]) == "not json \x00\x1b[2J"
+    assert bridge.intake(bodies[0])["status"] == "rejected"

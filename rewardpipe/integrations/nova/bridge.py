@@ -167,8 +167,10 @@ class Bridge:
                     data = json.loads(item)
                 except ValueError:
                     data = None
-            text = (
-                json.dumps(data)
+            # JSON either way (a string that is not JSON as a JSON string): its escapes keep the message inside the
+            # characters SQS accepts, where a control character in the raw text failed the whole batch.
+            text = json.dumps(
+                data
                 if data is not None
                 else (item.decode("utf-8", "replace") if isinstance(item, bytes) else str(item))
             )
