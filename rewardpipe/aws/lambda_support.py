@@ -38,6 +38,15 @@ TRANSIENT_CODES = frozenset(
         "502",
         "503",
         "504",
+        # Lambda Invoke (the code runner, invoked from the conversation states and Score): the service's own
+        # faults, each documented as "try again": ServiceException (500); and, while Lambda sets up the VPC
+        # connection of a function in a VPC (the code runner is one, and goes Inactive when idle),
+        # ResourceNotReadyException, ENINotReadyException, EC2ThrottledException, EC2UnexpectedException (502).
+        "ServiceException",
+        "ResourceNotReadyException",
+        "ENINotReadyException",
+        "EC2ThrottledException",
+        "EC2UnexpectedException",
     }
 )
 

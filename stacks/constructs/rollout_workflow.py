@@ -65,7 +65,9 @@ TRANSIENT_ERRORS = ["TransientError"]
 MAX_RETRY_DELAY_S = 60
 FARGATE_START_MARGIN_S = 600
 ECS_RETRY_ERRORS = ["ECS.AmazonECSException", "ECS.SdkClientException", "AmazonECS.Unknown"]
+# Step Functions' "Handle Lambda service exceptions" best practice names the first four; throttling is the fifth.
 LAMBDA_SERVICE_ERRORS = [
+    "Lambda.ClientExecutionTimeoutException",
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",

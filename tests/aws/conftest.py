@@ -31,6 +31,7 @@ def aws(monkeypatch):
     harness.install_patches(monkeypatch)
     harness.start_server()
     harness.LAMBDA_FAULTS.clear()
+    harness.LAMBDA_SERVICE_FAULTS.clear()
     harness.CONTAINER_RUNS.clear()
     harness.CONTAINER_FAULT_ENV.clear()
     harness.LIMIT_VIOLATIONS.clear()
@@ -48,6 +49,7 @@ def aws(monkeypatch):
     iam.reset()
     harness.DEPLOYMENTS.clear()
     harness.LAMBDA_FAULTS.clear()
+    harness.LAMBDA_SERVICE_FAULTS.clear()
     for key in harness.ADDED_ENV:  # before any failure below, so a failing test leaves nothing to the next
         os.environ.pop(key, None)
     harness.ADDED_ENV.clear()

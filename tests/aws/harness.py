@@ -201,6 +201,10 @@ _MODULES: dict[str, Any] = {}
 SERVER: dict[str, Any] = {}
 # Faults the tests inject: function name substring -> exception to raise instead of running the handler.
 LAMBDA_FAULTS: dict[str, BaseException] = {}
+# Faults of the Lambda service itself: function name substring -> (error code, HTTP status) answers the Invoke API
+# gives, one per invocation, before the function runs again (a VPC function woken from Inactive answers
+# ResourceNotReadyException, 502, "Wait for the VPC connection to reestablish and try again").
+LAMBDA_SERVICE_FAULTS: dict[str, list[tuple[str, int]]] = {}
 # AWS service limits the harness enforces (moto enforces none of them).
 LIMITS = {
     # Step Functions quotas: "Maximum input or output size for a task, state, or execution: 256 KiB of
@@ -462,6 +466,14 @@ def _patch_lambda() -> list[tuple[Any, str, Any]]:
 
     def invoke(self, function_name, qualifier, body, headers, response_headers):
         fn = self.get_function(function_name, qualifier)  # raises ResourceNotFound like AWS
+        for pattern, faults in LAMBDA_SERVICE_FAULTS.items():
+            if pattern in fn.function_name and faults:
+                from moto.core.exceptions import JsonRESTError
+
+                code, status = faults.pop(0)
+                fault = JsonRESTError(code, f"{code} (injected by the test)")
+                fault.code = status
+                raise fault
         asynchronous = (headers or {}).get(
             "X-Amz-Invocation-Type", (headers or {}).get("x-amz-invocation-type")
         ) == "Event"

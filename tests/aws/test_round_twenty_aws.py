@@ -119,3 +119,78 @@ def test_the_nova_proxy_queues_every_request_of_a_batch_whatever_characters_one_
     assert len(bodies) == 2 and json.loads(bodies[1]) == good
     assert json.loads(bodies[0]) == "not json \x00\x1b[2J"
     assert bridge.intake(bodies[0])["status"] == "rejected"
+
+
+# Lambda Invoke's server-side answers that say "wait and try again" (botocore's Lambda model documents each):
+# ServiceException (500) "encountered an internal error"; ResourceNotReadyException (502) "The function is inactive
+# and its VPC connection is no longer available. Wait for the VPC connection to reestablish and try again" (the code
+# runner lives in a VPC and goes Inactive when idle); ENINotReadyException (502) "Wait a few moments and try the
+# request again"; EC2ThrottledException and EC2UnexpectedException (502) while Lambda sets up the VPC connection.
+LAMBDA_RETRY_LATER = {
+    "ServiceException": 500,
+    "ResourceNotReadyException": 502,
+    "ENINotReadyException": 502,
+    "EC2ThrottledException": 502,
+    "EC2UnexpectedException": 502,
+}
+
+
+@pytest.mark.parametrize("code", sorted(LAMBDA_RETRY_LATER))
+def test_a_lambda_invoke_the_service_asks_to_retry_is_transient(code):
+    import botocore.session
+    from botocore.exceptions import ClientError
+
+    from rewardpipe.aws.lambda_support import is_transient
+
+    model = botocore.session.get_session().get_service_model("lambda")
+    shape = next(e for e in model.operation_model("Invoke").error_shapes if e.name == code)
+    assert shape.metadata["error"]["httpStatusCode"] == LAMBDA_RETRY_LATER[code]
+    error = {"Error": {"Code": code, "Message": "m"}, "ResponseMetadata": {"HTTPStatusCode": LAMBDA_RETRY_LATER[code]}}
+    assert is_transient(ClientError(error, "Invoke"))
+
+
+def test_a_code_runner_woken_from_inactive_costs_a_retry_not_the_rollout(deployment, sfn):
+    client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
+    runner = deployment.function_name("CodeRunnerFunction")
+    harness.LAMBDA_SERVICE_FAULTS[runner] = [("ResourceNotReadyException", 502)]
+    fence = "`" * 3
+    arn = client.start(
+        "run-inactive",
+        0,
+        "g0",
+        "g0-0",
+        task=TASK,
+        policy={"mode": "replay", "turns": [f"{fence}python\n{TASK.reference_solution}\n{fence}"]},
+    )
+    output = json.loads(harness.wait_execution(sfn, arn)["output"])
+    assert not harness.LAMBDA_SERVICE_FAULTS[runner]  # the fault was met
+    assert output["status"] == "scored"
+    assert {m["name"]: m["value"] for m in output["metrics_list"]}["correctness"] == 1.0
+
+
+# Step Functions, "Handle Lambda service exceptions" (https://docs.aws.amazon.com/step-functions/latest/dg/
+# bp-lambda-serviceexception.html): Lambda "can occasionally experience transient service errors ... such as
+# ClientExecutionTimeoutException, ServiceException, AWSLambdaException, or SdkClientException"; the page's Retry
+# names these four. moto never raises them, so only the template can show they are retried.
+DOCUMENTED_LAMBDA_SERVICE_ERRORS = {
+    "Lambda.ClientExecutionTimeoutException",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+}
+
+
+def test_every_lambda_state_retries_the_lambda_service_errors_step_functions_documents(synth):
+    (machine,) = [r for r in synth.template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    states = json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))["States"]
+    # A state with payload_response_only names the function's ARN (an intrinsic here) instead of lambda:invoke.
+    lambda_states = {
+        name: s
+        for name, s in states.items()
+        if s["Type"] == "Task" and (":lambda:invoke" in s["Resource"] or s["Resource"] == "ARN")
+    }
+    assert {"StartEpisodeStep", "ConverseStep", "ScoreStep", "RecordErrorStep"} <= set(lambda_states)
+    for name, state in lambda_states.items():
+        retried = {error for retry in state.get("Retry", []) for error in retry["ErrorEquals"]}
+        assert retried >= DOCUMENTED_LAMBDA_SERVICE_ERRORS, (name, DOCUMENTED_LAMBDA_SERVICE_ERRORS - retried)
