@@ -283,6 +283,10 @@ class NovaBridge(Construct):
         self.sweeper.add_to_role_policy(
             iam.PolicyStatement(actions=["states:StopExecution", "states:DescribeExecution"], resources=[executions])
         )
+        # An execution's output left out of its status-change event (over 248 KB escaped) is read back.
+        self.responder.add_to_role_policy(
+            iam.PolicyStatement(actions=["states:DescribeExecution"], resources=[executions])
+        )
         # Answers: an error record (a conditional write that reads back what it lost to), the response, and the
         # in-flight marker removed (nova/due/).
         for fn in (self.intake, self.responder, self.sweeper):

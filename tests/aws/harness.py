@@ -1521,11 +1521,18 @@ class EventSources:
             "startDate": int(desc["startDate"].timestamp() * 1000),
             "stopDate": int(desc["stopDate"].timestamp() * 1000) if desc.get("stopDate") else None,
         }
+        # "If the combined escaped input and escaped output sent to EventBridge exceeds 248KB, then the input will
+        # be excluded. Similarly, if the escaped output exceeds 248KB, then the output will be excluded."
+        # Escaped: as a JSON string inside the event (every quote and backslash doubled, non-ASCII as \\u).
+        escaped = {key: len(json.dumps(desc[key])) if desc.get(key) is not None else 0 for key in ("input", "output")}
+        keep = {
+            "output": desc.get("output") is not None and escaped["output"] <= STATUS_EVENT_PAYLOAD_BYTES,
+            "input": desc.get("input") is not None
+            and escaped["input"] + escaped["output"] <= STATUS_EVENT_PAYLOAD_BYTES,
+        }
         for key in ("input", "output"):
-            value = desc.get(key)
-            included = value is not None and _size(value) <= STATUS_EVENT_PAYLOAD_BYTES
-            detail[key] = value if included else None
-            detail[f"{key}Details"] = {"included": included}
+            detail[key] = desc.get(key) if keep[key] else None
+            detail[f"{key}Details"] = {"included": keep[key]}
         return {
             "version": "0",
             "id": str(uuid.uuid4()),

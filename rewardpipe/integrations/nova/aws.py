@@ -65,7 +65,7 @@ def sqs_batch(role: Callable[[Bridge, str], Any]) -> Callable[[Any, Any], dict[s
 def status_change(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)
     """EventBridge "Step Functions Execution Status Change" → the rollout response of that execution."""
     detail = (event or {}).get("detail") or {}
-    return bridge_from_env().respond(str(detail.get("name", "")), str(detail.get("status", "")), detail.get("output"))
+    return bridge_from_env().respond_to_status_change(detail if isinstance(detail, dict) else {})
 
 
 def rollout_proxy(event: Any, context: Any) -> dict[str, Any]:  # noqa: ARG001 - Lambda handler signature (event, context)

@@ -372,6 +372,19 @@ class Bridge:
         entry = self.store.get_json(path, default=None)
         return {**entry, "_key": path} if entry is not None else None
 
+    def respond_to_status_change(self, detail: dict[str, Any]) -> dict[str, Any]:
+        """:meth:`respond` to an EventBridge "Step Functions Execution Status Change" event's ``detail``.
+
+        Step Functions leaves the output out of the event when its escaped form exceeds 248 KB (``"output":
+        null``, ``"outputDetails": {"included": false}``); for a Standard workflow DescribeExecution still has
+        it, so a Nova rollout's output is read there rather than its score answered as an error."""
+        name, status, output = str(detail.get("name", "")), str(detail.get("status", "")), detail.get("output")
+        if status == "SUCCEEDED" and output is None and _is_execution_name(name) and self._request(name) is not None:
+            arn = detail.get("executionArn")
+            arn = arn if isinstance(arn, str) and arn else self._client().execution_arn(name)
+            output = self.sfn.describe_execution(executionArn=arn).get("output")
+        return self.respond(name, status, output)
+
     def respond(self, execution_name_: str, status: str, output: Any) -> dict[str, Any]:
         """An execution ended (SUCCEEDED with the rollout's output, or FAILED / TIMED_OUT / ABORTED):
         send its rollout response once."""

@@ -600,3 +600,40 @@ def test_a_generate_response_in_cjk_within_the_budget_is_sent_as_step_functions_
     (sent,) = bridge.sfn.successes
     assert len(sent["output"].encode("utf-8")) <= 262_144
     assert json.loads(sent["output"])["text"] == text
+
+
+def test_a_status_change_event_without_its_output_is_answered_with_the_executions_output():
+    """Round twenty: Step Functions leaves the output out of a status-change event when its escaped form exceeds
+    248 KB (``"output": null``, ``"outputDetails": {"included": false}``; Step Functions developer guide,
+    "EventBridge payloads"): the responder answered such a scored rollout as an error. It reads the output with
+    DescribeExecution, which the same page names for Standard workflows."""
+    record_key = "runs/nova/step=0/group=s-000/s-000_0.json"
+    sfn = FakeSfn(status="SUCCEEDED", output=_scored_output(record_key))
+    bridge, clock = _bridge(sfn=sfn)
+    entry = _in_flight(bridge, clock)
+    detail = {
+        "executionArn": f"arn:aws:states:us-east-1:1:execution:m:{entry['execution']}",
+        "name": entry["execution"],
+        "status": "SUCCEEDED",
+        "output": None,
+        "outputDetails": {"included": False},
+    }
+    out = bridge.respond_to_status_change(detail)
+    assert out["status"] == "answered" and out["response"]["stop_reason"] == "end_of_conversation"
+    metrics = {m["name"]: m["value"] for m in out["envelope"]["metrics_list"]}
+    assert metrics["reward_error"] == 0 and metrics["raw_aggregate"] == pytest.approx(1.6)
+    # Before: the event's missing output answered the scored rollout as an error.
+    bridge.store.put_json(f"nova/requests/{entry['execution']}.json", entry)
+    assert bridge.respond(entry["execution"], "SUCCEEDED", None)["response"]["stop_reason"] == "error"
+
+
+def test_the_responder_may_read_back_only_its_runs_executions(nova_synth):
+    template = nova_synth.template
+    responder = _one(template, "NovaBridgeResponder")
+    statements = [
+        st for st in _statements(template, _role(template, responder)) if "states:DescribeExecution" in _actions(st)
+    ]
+    (statement,) = statements
+    assert _actions(statement) == ["states:DescribeExecution"]
+    resource = json.dumps(statement["Resource"])
+    assert ":execution:" in resource and "-*" in resource
