@@ -244,10 +244,17 @@ LATE_SCORING_GRACE_S = 2.0
 
 
 def _score_output(sample_id: Any, score: Any) -> dict[str, Any]:
+    from rewardpipe.episode import checked_score
+
     if score.error:
         return _error_output(sample_id, score.error.kind, score.error.message)
     if score.aggregate is None or not math.isfinite(score.aggregate):  # e.g. huge weights overflowing
         return _error_output(sample_id, "non_finite_score", "reward produced a non-finite aggregate")
+    # The check every record goes through: a component or aggregate beyond ±MAX_SCORE_MAGNITUDE (a component
+    # that parsed the model's "1e308") is that sample's error, never a score handed to the trainer.
+    _, _, problem = checked_score(dict(score.components), dict(score.weights), score.aggregate, None)
+    if problem is not None:
+        return _error_output(sample_id, problem.kind, problem.message)
     return nova_output(sample_id, score.aggregate, score.components, score.metrics)
 
 

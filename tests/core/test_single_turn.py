@@ -586,15 +586,21 @@ def test_a_batch_past_answer_by_before_reading_is_answered_flagged_in_order(monk
 
 def test_neutral_error_reward_stays_finite_when_scores_are_near_the_float_maximum():
     """Finite weights are valid configuration; two rewards of 1e308 overflowed the mean's sum and the
-    OverflowError lost the whole batch."""
+    OverflowError lost the whole batch. Since round twenty an aggregate beyond ±MAX_SCORE_MAGNITUDE is the
+    sample's error in the answer as in its record (aggregate_out_of_range); the batch is still answered, and
+    the neutral value of the largest scores allowed stays finite."""
     batch = [
         _prompt_sample("p", "#### 42", "a"),
         _prompt_sample("p", "#### 42", "b"),
         _prompt_sample("p", "#### 42", "broken", reference=None),
     ]
     outputs = score_samples(batch, "gsm8k", {"answer_correct": 1e308}, error_reward="neutral")
-    assert [o["aggregate_reward_score"] for o in outputs[:2]] == [pytest.approx(1e308)] * 2
-    assert outputs[2]["aggregate_reward_score"] == pytest.approx(1e308) and metrics(outputs[2])["reward_error"] == 1
+    assert [metrics(o)["error_aggregate_out_of_range"] for o in outputs[:2]] == [1, 1]
+    assert all(math.isfinite(o["aggregate_reward_score"]) for o in outputs)
+    assert_contract(outputs)
+    outputs = score_samples(batch, "gsm8k", {"answer_correct": 1e100, "format": 0.0}, error_reward="neutral")
+    assert [o["aggregate_reward_score"] for o in outputs[:2]] == [pytest.approx(1e100)] * 2
+    assert outputs[2]["aggregate_reward_score"] == pytest.approx(1e100) and metrics(outputs[2])["reward_error"] == 1
     assert_contract(outputs)
 
 
@@ -640,6 +646,31 @@ def test_a_component_computing_nan_or_infinity_flags_its_sample_and_the_rest_are
     assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 0]
     assert metrics(outputs[1])["error_non_finite_score"] == 1
     assert_contract(outputs)
+
+
+@pytest.mark.parametrize(("bad", "weight"), [(1e101, 1.0), (1e308, 1.0), (-1e308, 0.0), (1e200, 0.0)])
+def test_a_component_beyond_the_score_bound_flags_its_sample_as_the_record_does(bad, weight):
+    """Round twenty: a finite value beyond ±MAX_SCORE_MAGNITUDE (a component that parses the model's answer as a
+    number, fed "1e308") was answered to Nova, verifiers and verl as a score (1e308), while the record written for
+    it was an error (rewardpipe.episode.checked_score). Every answer now goes through the same check."""
+    from rewardpipe.integrations import verifiers
+    from rewardpipe.rewards.base import Component, Reward
+
+    reward = Reward(
+        "r",
+        (
+            Component("main", 1.0, lambda data: 1.0),
+            Component("parsed", weight, lambda data: bad if data.transcript.assistant_texts[-1] == "x" else 0.5),
+        ),
+    )
+    batch = [_prompt_sample("p", "ok", "a"), _prompt_sample("p", "x", "b"), _prompt_sample("p", "ok", "c")]
+    outputs = score_samples(batch, reward, error_reward="neutral")
+    assert [metrics(o)["reward_error"] for o in outputs] == [0, 1, 0]
+    assert metrics(outputs[1])["error_component_out_of_range"] == 1
+    assert all(abs(o["aggregate_reward_score"]) <= 1e100 for o in outputs)
+    assert_contract(outputs)
+    functions, _ = verifiers.rubric_functions(reward)
+    assert all(math.isnan(fn(completion="x", answer="42", prompt="p")) for fn in functions)  # verl: the same path
 
 
 def test_an_executor_failing_mid_batch_keeps_the_results_of_the_waves_before_it(monkeypatch):
