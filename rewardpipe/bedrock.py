@@ -7,7 +7,8 @@ environment's ``ctx.chat``) written against the local client runs unchanged on A
 
 * Messages in the OpenAI shape (``{"role", "content"}``) become Converse's: ``system`` messages go to the
   ``system`` blocks, ``user``/``assistant`` turns to ``messages`` (consecutive turns of one role merged:
-  Converse wants them alternating, starting with the user), a ``tool`` message is passed as user text.
+  Converse wants them alternating, starting with the user), a ``tool`` message is passed as user text. A
+  message with no text but whitespace is left out: Converse refuses a blank text block ("is blank").
 * ``temperature``, ``max_tokens``, ``top_p`` and ``stop`` map onto ``inferenceConfig``; other parameters are
   refused (ValueError), so a typo is not silently ignored.
 * Throttling and service faults (``ThrottlingException``, ``ServiceUnavailableException``,
@@ -53,12 +54,12 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
     for message in messages:
         role, text = str(message.get("role", "")), _text(message.get("content"))
         if role == "system":
-            if text:
+            if text.strip():
                 system.append({"text": text})
             continue
         role = "assistant" if role == "assistant" else "user"
-        if not text:
-            continue  # Converse refuses an empty text block
+        if not text.strip():
+            continue  # Converse refuses a blank text block, whitespace-only included (a model's " " or "\n")
         if turns and turns[-1]["role"] == role:
             turns[-1]["content"].append({"text": text})
         else:

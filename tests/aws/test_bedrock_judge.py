@@ -199,3 +199,31 @@ def test_rewardpipes_llm_judge_runs_on_the_bedrock_client(stubbed):
     )
     assert bad.components == {"helpful": None} and bad.aggregate is None and bad.error is not None
     assert "helpful" in bad.error.message
+
+
+def _blank_blocks(request: dict) -> list:
+    """Text blocks Converse refuses: "The text field in the ContentBlock object ... is blank" (ValidationException),
+    whitespace-only text included. moto has no Converse and the Stubber does not validate it, so it is checked here."""
+    blocks = [*request.get("system", []), *(b for m in request["messages"] for b in m["content"])]
+    return [b for b in blocks if not b["text"].strip()]
+
+
+def test_a_whitespace_only_model_turn_never_becomes_a_blank_text_block(stubbed):
+    """Round twenty: a model that answers " " or "\\n" (a simulator or judge reading its turns) made Converse refuse the
+    whole request, so the sample was an error instead of being judged; only an empty text was left out."""
+    from rewardpipe.bedrock import converse_request
+
+    messages = [
+        {"role": "system", "content": "  "},
+        {"role": "user", "content": "Grade this."},
+        {"role": "assistant", "content": "\n\t "},
+        {"role": "assistant", "content": [{"type": "text", "text": " "}]},
+        {"role": "user", "content": "Out of 10."},
+    ]
+    request = converse_request(MODEL, messages, {})
+    assert not _blank_blocks(request)
+    assert request["messages"][0]["role"] == "user"
+    assert not _blank_blocks(converse_request(MODEL, [{"role": "assistant", "content": "   "}], {}))
+    client, stubber = stubbed
+    stubber.add_response("converse", _reply("3"), request)
+    assert _client(client, []).complete(messages) == "3"
