@@ -14,6 +14,8 @@ error message, log line or ``repr``.
 from __future__ import annotations
 
 import functools
+import html
+import json
 import os
 import random
 import re
@@ -77,14 +79,29 @@ def _error_fields(body: Any) -> tuple[set[str], list[str]]:
     return codes, messages
 
 
+def _quoted_forms(text: str) -> tuple[str, ...]:
+    """``text`` as a refusal may quote it: as it is, and escaped the ways servers quote what they were sent (a
+    Python repr: pydantic's ``input_value=...``, a parser's ``{arguments!r}``; JSON inside the message, with and
+    without non-ASCII as ``\\uXXXX``; HTML entities). Escaped *before* lower-casing, as the server escaped it."""
+    forms = [text]
+    if not text.isprintable() or any(char in "\"'\\&<>" for char in text) or not text.isascii():
+        forms += [repr(text)[1:-1], json.dumps(text)[1:-1], json.dumps(text, ensure_ascii=False)[1:-1]]
+        forms.append(html.escape(text, quote=False))
+        forms.append(html.escape(text))
+    return tuple(form.lower() for form in dict.fromkeys(forms))
+
+
 def _sent_text(messages: Sequence[Any]) -> str:
-    """Every string the request carried in its messages (contents, parts, tool-call arguments), lower-cased."""
+    """Every string the request carried in its messages (contents, parts, tool-call arguments), lower-cased, each
+    also in the escaped forms a refusal may quote it in (:func:`_quoted_forms`): round nineteen compared the text
+    as it was sent only, so a model's "Done.\\nprompt is too long" quoted back as a repr (``\\n``) read as the
+    server's own sentence, and the endpoint's failure as the episode's context_limit end (round twenty)."""
     found: list[str] = []
     pending: list[Any] = [list(messages)]
     while pending:
         value = pending.pop()
         if isinstance(value, str):
-            found.append(value.lower())
+            found.extend(_quoted_forms(value))
         elif isinstance(value, dict):
             pending.extend(value.values())
         elif isinstance(value, (list, tuple)):

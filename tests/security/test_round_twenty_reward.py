@@ -1,0 +1,81 @@
+"""Round twenty, the reward and scoring side: payloads a policy's outputs can carry.
+
+F1. A refusal for another reason that quotes the conversation *escaped* was read as a context overflow. Round
+nineteen told a server's own "maximum context length" from the model's words quoted back by comparing the 24
+characters either side of the phrase with what the request carried; but servers quote through an escape: a
+Python repr (a pydantic ``input_value=...``, a tool-argument parser's ``{arguments!r}``), JSON inside the message,
+HTML entities, ``\\uXXXX`` for non-ASCII. A model whose words put the phrase beside a newline, a quote, a tab, an
+``&`` or an accented letter ("Done.\\nprompt is too long") had its own words read as the server's, and the
+endpoint's failure (a ``policy_error`` record, left out) became the episode's ``context_limit`` end, scored as
+the model's own. What was sent is compared in those escaped forms too.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+
+import httpx
+import pytest
+
+from rewardpipe.openai_client import _context_overflow
+
+# --- F1: a quote of the conversation, escaped, is still a quote ------------------------------------------------
+
+#: (the model's words, the refusal quoting them). Each phrase has escaped characters within 24 characters on both
+#: sides and the quote reaches past those 24 characters (a quote shorter than that is left open: see the report).
+_LINE = "the first line of my answer is here"
+_ESCAPED_QUOTES = {
+    "a Python repr (newlines)": (
+        f"{_LINE}.\nprompt is too long\n{_LINE}.",
+        lambda words: f"Bad Request: could not parse tool arguments {words!r}".encode(),
+    ),
+    "a Python repr (both quotes)": (
+        f"{_LINE}, it's \"the context window\" it's {_LINE}",
+        lambda words: f"Bad Request: could not parse tool arguments {words!r}".encode(),
+    ),
+    "pydantic's input_value": (
+        f"{_LINE}\ncontext window\n{_LINE}",
+        lambda words: {
+            "object": "error",
+            "message": "1 validation error for ChatCompletionRequest\nmessages.1.tool_calls\n  Input should be a "
+            f"valid list [type=list_type, input_value={words!r}, input_type=str]",
+            "code": 400,
+        },
+    ),
+    "JSON inside the message": (
+        f'{_LINE}, "say "context length" now" {_LINE}',
+        lambda words: {"error": {"message": "invalid message: " + json.dumps({"content": words}), "code": 400}},
+    ),
+    "JSON with non-ASCII escaped": (
+        f"{_LINE} h\u00e9llo \u2013 context length \u2013 \u00e9 {_LINE}",
+        lambda words: {"error": {"message": "invalid: " + json.dumps(words)}},
+    ),
+    "HTML entities": (
+        f"{_LINE} <b>context length</b> & {_LINE}",
+        lambda words: {"error": {"message": "invalid: " + html.escape(words, quote=False)}},
+    ),
+    "a tab, repr": (f"{_LINE}\tcontext length\t{_LINE}", lambda words: {"error": {"message": f"unexpected {words!r}"}}),
+}
+
+
+@pytest.mark.parametrize("quote", sorted(_ESCAPED_QUOTES))
+def test_a_refusal_quoting_the_conversation_escaped_is_not_a_context_overflow(quote):
+    words, body = _ESCAPED_QUOTES[quote]
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": words}]
+    made = body(words)
+    response = httpx.Response(400, content=made) if isinstance(made, bytes) else httpx.Response(400, json=made)
+    assert not _context_overflow(response, talk)
+
+
+def test_the_servers_own_sentence_still_counts_beside_escaped_words():
+    """The escaped forms are of what was sent: a server's sentence is none of them."""
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "Done.\nWhat is your context length?"}]
+    real = {
+        "object": "error",
+        "message": "This model's maximum context length is 4096 tokens. However, you "
+        "requested 5120 tokens (4096 in the messages, 1024 in the completion).",
+        "code": 400,
+    }
+    assert _context_overflow(httpx.Response(400, json=real), talk)
+    assert _context_overflow(httpx.Response(400, content=b"prompt is too long: 9000 tokens > 8192 maximum"), talk)
