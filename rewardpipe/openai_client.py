@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import functools
 import html
+import itertools
 import json
 import os
 import random
 import re
 import ssl
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import httpx
@@ -56,6 +57,12 @@ _CONTEXT_OVERFLOW_TEXT = re.compile(
 _READ_CHARS = 1024  # of the body, and of each message in it: the server's sentence comes first, quotes later
 _QUOTE_CONTEXT = 24  # characters either side of a phrase compared with what was sent
 _MAX_FIELDS = 64  # JSON fields read from an error body (a hostile or huge one costs no more)
+_MAX_PHRASES = 32  # overflow phrases of a body compared with what was sent (each costs up to ~50 searches)
+_SENT_EDGE = "\x00"  # between the texts of what was sent (see _quoted_side)
+# What stands before and after a quote of a sent text cut short (the server's quotation marks and brackets, an
+# escaped quote, a space or a colon before one).
+_OPENS = frozenset("'\"`([{<:= \t\n")
+_CLOSES = frozenset("'\"`)]}>\\")
 
 
 def _error_fields(body: Any) -> tuple[set[str], list[str]]:
@@ -106,18 +113,53 @@ def _sent_text(messages: Sequence[Any]) -> str:
             pending.extend(value.values())
         elif isinstance(value, (list, tuple)):
             pending.extend(value)
-    return "\n".join(found)
+    # Each text between separators, so a quote that stops where a sent text starts or ends can be told (a short
+    # turn quoted whole).
+    return _SENT_EDGE + _SENT_EDGE.join(found) + _SENT_EDGE
 
 
-def _said_by_server(text: str, sent: str) -> bool:
-    """Whether an overflow phrase in ``text`` is the server's own: one whose words on either side are not a
-    piece of what was sent (a quote of the conversation)."""
-    lowered = text.lower()
-    for match in _CONTEXT_OVERFLOW_TEXT.finditer(lowered):
-        start, end = match.span()
-        before = lowered[max(0, start - _QUOTE_CONTEXT) : end]
-        after = lowered[start : end + _QUOTE_CONTEXT]
-        if before not in sent and after not in sent:
+def _quoted_side(lowered: str, start: int, end: int, sent: str, *, left: bool) -> int | None:
+    """How far the text on one side of the phrase ``lowered[start:end]`` goes on as what was sent: the full
+    ``_QUOTE_CONTEXT`` characters, or fewer up to where a sent text starts (left) or ends (right); None when it
+    does not (the server's own words are there)."""
+    width = _QUOTE_CONTEXT
+    if left:
+        if start >= width and lowered[start - width : end] in sent:
+            return width
+        edges = (k for k in range(min(width, start), -1, -1) if k == start or lowered[start - k - 1] in _OPENS)
+        return next((k for k in edges if _SENT_EDGE + lowered[start - k : end] in sent), None)
+    if end + width <= len(lowered) and lowered[start : end + width] in sent:
+        return width
+    room = min(width, len(lowered) - end)
+    # A quote ends at a closing mark or the end of the text: a sent text that stops where the server's sentence
+    # goes on ("... context length" before " (4096 tokens)") is the model's words echoing it, not a quote.
+    edges = (k for k in range(room, -1, -1) if end + k == len(lowered) or lowered[end + k] in _CLOSES)
+    return next((k for k in edges if lowered[start : end + k] + _SENT_EDGE in sent), None)
+
+
+def _said_by_server(texts: Sequence[str], sent: str) -> bool:
+    """Whether an overflow phrase in ``texts`` is the server's own: one that is not a quote of the conversation.
+
+    A quote goes on as what was sent on *both* sides of the phrase, each for ``_QUOTE_CONTEXT`` characters or up to
+    where a sent text starts or ends (a short turn quoted whole, between the server's quotation marks). Round
+    nineteen took either side, and at the body's start a window cut down to the phrase alone: a conversation that
+    once asked "What is this model's maximum context length?" or said "The prompt is too long" made vLLM's and
+    Anthropic's own sentences quotes, and a rollout that outgrew its window an excluded policy_error (round
+    twenty). A sent text that is nothing but the phrase quotes nothing (it cannot be told from the server saying
+    it). The first ``_MAX_PHRASES`` phrases of the body are read, so a hostile one costs no more."""
+
+    def phrases() -> Iterator[tuple[str, int, int]]:
+        for text in texts:
+            lowered = text.lower()
+            for match in _CONTEXT_OVERFLOW_TEXT.finditer(lowered):
+                yield lowered, match.start(), match.end()
+
+    for lowered, start, end in itertools.islice(phrases(), _MAX_PHRASES):
+        if lowered[start:end] not in sent:  # the phrase was never sent: the server's (one search, the common case)
+            return True
+        before = _quoted_side(lowered, start, end, sent, left=True)
+        after = _quoted_side(lowered, start, end, sent, left=False) if before is not None else None
+        if before is None or after is None or before + after == 0:
             return True
     return False
 
@@ -138,7 +180,7 @@ def _context_overflow(response: httpx.Response, messages: Sequence[Any]) -> bool
     if codes & _CONTEXT_OVERFLOW_CODES:
         return True
     sent = _sent_text(messages)
-    return any(_said_by_server(text, sent) for text in texts)
+    return _said_by_server(texts, sent)
 
 
 @functools.cache

@@ -8,6 +8,16 @@ HTML entities, ``\\uXXXX`` for non-ASCII. A model whose words put the phrase bes
 ``&`` or an accented letter ("Done.\\nprompt is too long") had its own words read as the server's, and the
 endpoint's failure (a ``policy_error`` record, left out) became the episode's ``context_limit`` end, scored as
 the model's own. What was sent is compared in those escaped forms too.
+
+F2. The other way round, the model's words hid a real overflow. A phrase was taken for a quote when the 24
+characters on *either* side of it were a piece of what was sent, and at the start of the body the window was cut
+short to the phrase alone: a conversation that once asked "What is this model's maximum context length?" made
+vLLM's "This model's maximum context length is 4096 tokens. However, you requested ..." a quote, and one that said
+"The prompt is too long" made Anthropic's "prompt is too long: 210000 tokens > 200000 maximum" one: the rollout
+that outgrew its window became an excluded ``policy_error`` instead of the ``context_limit`` end scored as it
+stands (a model losing a group could talk its way out of it). A quote now has to match what was sent on *both*
+sides, each for the full 24 characters or up to where a sent text starts or ends (a short turn quoted whole), and
+a text that is nothing but the phrase quotes nothing.
 """
 
 from __future__ import annotations
@@ -79,3 +89,55 @@ def test_the_servers_own_sentence_still_counts_beside_escaped_words():
     }
     assert _context_overflow(httpx.Response(400, json=real), talk)
     assert _context_overflow(httpx.Response(400, content=b"prompt is too long: 9000 tokens > 8192 maximum"), talk)
+
+
+# --- F2: the model's words do not make the server's own sentence a quote ----------------------------------------
+
+_OVERFLOWS = {
+    "vllm": {
+        "object": "error",
+        "message": "This model's maximum context length is 4096 tokens. However, you requested 5120 tokens "
+        "(4096 in the messages, 1024 in the completion).",
+        "type": "BadRequestError",
+        "code": 400,
+    },
+    "anthropic-style": {
+        "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}
+    },
+    "sglang": {
+        "object": "error",
+        "message": "The input (5000 tokens) is longer than the model's context length (4096 tokens).",
+    },
+}
+_ECHOES = [
+    "What is this model's maximum context length?",
+    "Note: this model's maximum context length is limited.",
+    "The prompt is too long",
+    "prompt is too long",
+    "The input is longer than the model's context length (4",
+    "is longer than the model's context length",
+    "context length",
+]
+
+
+@pytest.mark.parametrize("words", _ECHOES)
+@pytest.mark.parametrize("server", sorted(_OVERFLOWS))
+def test_a_real_overflow_stays_one_whatever_the_conversation_said_before(server, words):
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": words}]
+    assert _context_overflow(httpx.Response(400, json=_OVERFLOWS[server]), talk)
+
+
+@pytest.mark.parametrize(
+    "quoted",
+    [
+        lambda words: f"Bad Request: could not parse tool arguments {words!r}".encode(),
+        lambda words: {"error": {"message": f"unexpected '{words}' in message 2", "code": 400}},
+        lambda words: {"error": {"message": f"invalid: {words}"}},
+    ],
+)
+@pytest.mark.parametrize("words", ["Done.\nprompt is too long\nBye", "ok, the context window", "x (context length) y"])
+def test_a_short_turn_quoted_whole_is_still_a_quote(words, quoted):
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": words}]
+    made = quoted(words)
+    response = httpx.Response(400, content=made) if isinstance(made, bytes) else httpx.Response(400, json=made)
+    assert not _context_overflow(response, talk)
