@@ -141,3 +141,46 @@ def test_a_short_turn_quoted_whole_is_still_a_quote(words, quoted):
     made = quoted(words)
     response = httpx.Response(400, content=made) if isinstance(made, bytes) else httpx.Response(400, json=made)
     assert not _context_overflow(response, talk)
+
+
+# --- F3: the prepositions and degree words round nineteen's list left out ----------------------------------------
+
+#: Each drew a hidden detail alone on some bundled task (round nineteen's ``words.QUALIFIERS`` named "between",
+#: "within", "inside", "across"... as no subject, but not these): "Above?" then the code scored 1.6.
+LEFT_OUT_QUALIFIERS = ["Above?", "Below?", "Outside?", "Past?", "Earlier?", "Less?", "Fewer?", "Least?", "Beyond?"]
+
+
+def test_no_left_out_qualifier_alone_draws_a_detail_on_any_bundled_task():
+    from rewardpipe.envs.ask_before_coding.questions import best_spec_match, question_subject
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.models import load_tasks
+
+    drawn = []
+    for task in load_tasks(BUNDLED_TASKS):
+        for question in LEFT_OUT_QUALIFIERS:
+            subject = question_subject(question, task.prompt, task.entry_point)
+            if not subject.asks_nothing and best_spec_match(subject.words, task.spec)[0] is not None:
+                drawn.append((task.task_id, question))
+    assert not drawn, f"{len(drawn)} details drawn, e.g. {drawn[:5]}"
+
+
+def test_a_left_out_qualifier_then_the_code_scores_as_a_guess_in_a_live_episode():
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
+    from rewardpipe.models import load_tasks
+
+    (grades,) = [task for task in load_tasks(BUNDLED_TASKS) if task.task_id == "abc-022-letter-grade"]
+    state = start_episode(grades, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
+    state = apply_env_turn(apply_policy_turn(state, "Above?", ENVIRONMENT, grades), grades, ENVIRONMENT)
+    assert state.revealed == [], state.messages[-1].content
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Are scores above 100 invalid?", "Is a temperature below absolute zero an error?", "At least one digit?"],
+)
+def test_what_those_words_qualify_is_still_asked(question):
+    from rewardpipe.envs.ask_before_coding.questions import question_subject
+
+    assert not question_subject(question).asks_nothing

@@ -544,6 +544,20 @@ _QUALIFIER_WORDS = [
     "across",
     "through",
     "throughout",
+    # round twenty: the prepositions and degree words the list above left out still drew a detail alone ("Above?"
+    # told "A for 90 and above", "Below?" "below absolute zero raises", "Least?" "at least one digit")
+    "above",
+    "below",
+    "beneath",
+    "underneath",
+    "beyond",
+    "outside",
+    "past",
+    "earlier",
+    "later",
+    "less",
+    "fewer",
+    "least",
 ]
 _IRREGULAR_FORMS = """
     gave given got gotten getting made kept wrote written told knew known lets letting
