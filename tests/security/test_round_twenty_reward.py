@@ -18,6 +18,11 @@ that outgrew its window became an excluded ``policy_error`` instead of the ``con
 stands (a model losing a group could talk its way out of it). A quote now has to match what was sent on *both*
 sides, each for the full 24 characters or up to where a sent text starts or ends (a short turn quoted whole), and
 a text that is nothing but the phrase quotes nothing.
+
+F3. Round nineteen's one-word questions (``words.QUALIFIERS``: "Always?", "Between?" name no subject) left out
+prepositions and degree words that still drew a hidden detail alone on some bundled task: "Above?" was told "A for
+90 and above", "Below?" "a temperature below absolute zero raises", "Least?" "at least one digit"; asking one, then
+committing, scored 1.6 as asking first.
 """
 
 from __future__ import annotations
