@@ -28,7 +28,9 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
 * **Failure is never 0.** An endpoint that fails after its retries, a missing endpoint, an answer without a
   readable verdict or off the scale make the component unavailable with the reason
   (:class:`~rewardpipe.components.ComponentUnavailable`): the sample is a ``component_unavailable`` error
-  record, left out of the group's baseline, never a zero.
+  record, left out of the group's baseline, never a zero. A prompt too long for the judge's window is not such a
+  failure (a response padded past it would leave its group's baseline so): it is sent again with every input cut
+  shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`).
 * **Bounded concurrency.** At most ``concurrency`` calls are in flight per judge, whatever the number of
   batches, threads or event loops scoring at once (the calls run on a pool of that many threads).
 * **Cache by content.** The same rubric, model, scale, parameters and inputs give one call: answers are kept
@@ -81,6 +83,8 @@ PLACEHOLDERS: dict[str, str] = {
 MAX_ANSWER_CHARS = 16_000
 #: The longest an input is quoted into the judge's prompt; the middle of a longer one is cut (and the cut said).
 DEFAULT_MAX_INPUT_CHARS = 20_000
+#: The shortest a judge's input is cut to when the prompt overflows the judge's window (then it is unavailable).
+MIN_INPUT_CHARS = 1_000
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 _FIELD_PATH = re.compile(r"^[a-z]+(?:\.[A-Za-z][A-Za-z0-9_]{0,63}){0,4}$")
 _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
@@ -261,8 +265,10 @@ class Judge:
 
     # -- one sample --------------------------------------------------------------------------------------
 
-    def material(self, inputs: Mapping[str, Any]) -> dict[str, str]:
-        """Each placeholder's text for one sample (``completion`` always), cut to ``max_input_chars``."""
+    def material(self, inputs: Mapping[str, Any], limit: int | None = None) -> dict[str, str]:
+        """Each placeholder's text for one sample (``completion`` always), cut to ``limit`` (default
+        ``max_input_chars``) characters."""
+        limit = self.max_input_chars if limit is None else limit
         out: dict[str, str] = {"completion": _text_of(inputs.get("completion"))}
         for field in self.fields:
             root, *path = field.split(".")
@@ -277,11 +283,11 @@ class Judge:
                 text = _text_of(value)
             out[field] = text
         for field, text in out.items():
-            if len(text) > self.max_input_chars:
+            if len(text) > limit:
                 # The head and the tail are kept, the middle cut: a response cannot hide its ending (the final
                 # answer a rubric grades) behind padding.
-                head = self.max_input_chars // 2
-                tail = self.max_input_chars - head
+                head = limit // 2
+                tail = limit - head
                 cut = len(text) - self.max_input_chars
                 out[field] = f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail :]}"
         return out
@@ -359,24 +365,41 @@ class Judge:
         (lo, hi), (s_lo, s_hi) = self.value_range, self.scale
         return min(hi, max(lo, lo + (number - s_lo) / (s_hi - s_lo) * (hi - lo)))
 
-    def _call(self, key: str, material: Mapping[str, str]) -> float:
-        """One call to the judge (on a worker thread), its verdict mapped into the range and cached."""
-        from rewardpipe.openai_client import EndpointError
+    def _call(self, key: str, material: Mapping[str, str], inputs: Mapping[str, Any] | None = None) -> float:
+        """One call to the judge (on a worker thread), its verdict mapped into the range and cached. A prompt too
+        long for the judge's window is sent again with ``inputs`` cut shorter (:func:`_shorter`)."""
+        from rewardpipe.openai_client import ContextLengthExceeded, EndpointError
 
         tag = secrets.token_hex(6)
         client = self.client()
-        with self._lock:
-            self.stats["calls"] += 1
-        try:
-            answer = client.complete(self.messages(material, tag), **self.params)
-        except EndpointError as exc:
+        limit: int | None = self.max_input_chars
+        while True:
             with self._lock:
-                self.stats["failed"] += 1
-            raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
-        except Exception as exc:  # noqa: BLE001 - any transport's failure is this sample's, never a 0
-            with self._lock:
-                self.stats["failed"] += 1
-            raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}") from None
+                self.stats["calls"] += 1
+            try:
+                answer = client.complete(self.messages(material, tag), **self.params)
+                break
+            except ContextLengthExceeded as exc:
+                # The material overflowed the judge's window. Unavailable there, a response padded past it made
+                # its grade an excluded error record: a bad answer padded out of its group's baseline (round
+                # twenty). The same material cut shorter (head and tail kept) is graded instead; only where no
+                # field can be cut below MIN_INPUT_CHARS (the rubric or a short input is too long) is the judge
+                # unavailable.
+                limit = _shorter(limit, material)
+                if limit is not None and inputs is not None:
+                    material = self.material(inputs, limit)
+                    continue
+                with self._lock:
+                    self.stats["failed"] += 1
+                raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
+            except EndpointError as exc:
+                with self._lock:
+                    self.stats["failed"] += 1
+                raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
+            except Exception as exc:  # noqa: BLE001 - any transport's failure is this sample's, never a 0
+                with self._lock:
+                    self.stats["failed"] += 1
+                raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {type(exc).__name__}: {exc}") from None
         try:
             value = self.to_range(self.verdict(answer, tag))
         except JudgeUnavailable:
@@ -405,7 +428,7 @@ class Judge:
                 return future
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=f"rewardpipe-judge-{self.name}")
-            future = self._pool.submit(self._call, key, material)
+            future = self._pool.submit(self._call, key, material, inputs)
             self._inflight[key] = future
         future.add_done_callback(lambda _: self._forget(key, future))
         return future
@@ -444,6 +467,14 @@ class JudgeCall:
 
     def __reduce__(self) -> Any:
         return (JudgeCall, (self.judge,))
+
+
+def _shorter(limit: int | None, material: Mapping[str, str]) -> int | None:
+    """The next, shorter cut of a judge's inputs after its window overflowed: half the longest field (or of the
+    last cut), or None below :data:`MIN_INPUT_CHARS`."""
+    longest = max((len(text) for text in material.values()), default=0)
+    shorter = min(limit or 0, longest) // 2
+    return shorter if shorter >= MIN_INPUT_CHARS else None
 
 
 def _rebuild(name: str, rubric: str, settings: dict[str, Any]) -> Judge:

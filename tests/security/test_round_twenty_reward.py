@@ -23,6 +23,11 @@ F3. Round nineteen's one-word questions (``words.QUALIFIERS``: "Always?", "Betwe
 prepositions and degree words that still drew a hidden detail alone on some bundled task: "Above?" was told "A for
 90 and above", "Below?" "a temperature below absolute zero raises", "Least?" "at least one digit"; asking one, then
 committing, scored 1.6 as asking first.
+
+F4. A judge whose window the material overflowed was unavailable: the sample an excluded ``component_unavailable``
+record. The material is cut to 20,000 characters a field, but a judge with a small window (4k tokens) overflows
+on less, so a bad answer padded with junk ("the answer is 5" + 40,000 characters) was left out of its group's
+baseline instead of graded low. The judge is asked again with the material cut shorter (head and tail kept).
 """
 
 from __future__ import annotations
@@ -189,3 +194,50 @@ def test_what_those_words_qualify_is_still_asked(question):
     from rewardpipe.envs.ask_before_coding.questions import question_subject
 
     assert not question_subject(question).asks_nothing
+
+
+# --- F4: padding an answer past the judge's window does not make its grade an error ------------------------------
+
+
+class _SmallWindowJudge:
+    """A judge with a window of about 4k tokens: a longer prompt is refused as too long. It grades 1 out of 10."""
+
+    model = "small"
+
+    def __init__(self, window: int = 16_000) -> None:
+        self.window, self.prompts = window, []
+
+    def complete(self, messages, **params):
+        import re
+
+        from rewardpipe.openai_client import ContextLengthExceeded
+
+        self.prompts.append(sum(len(m["content"]) for m in messages))
+        if self.prompts[-1] > self.window:
+            raise ContextLengthExceeded("HTTP 400: This model's maximum context length is 4096 tokens")
+        tag = re.search(r"VERDICT (\w+): <a number", messages[0]["content"]).group(1)
+        return f"The answer is wrong.\nVERDICT {tag}: 1"
+
+
+@pytest.mark.parametrize("padding", [40_000, 200_000])
+def test_an_answer_padded_past_the_judges_window_is_still_graded(padding):
+    from rewardpipe import Reward, llm_judge
+    from rewardpipe.models import Message
+
+    judge = _SmallWindowJudge()
+    reward = Reward("judged", [llm_judge("quality", "Grade {completion} for {prompt}", client=judge)])
+    text = "the answer is 5 " + "padding " * (padding // 8) + " so the answer is 5"
+    score = reward.score([Message(role="user", content="2+2?"), Message(role="assistant", content=text)])
+    assert score.error is None and score.components == {"quality": 0.1}
+    assert judge.prompts[-1] <= judge.window < judge.prompts[0]
+
+
+def test_a_rubric_too_long_for_the_judge_is_still_unavailable_not_a_zero():
+    from rewardpipe import Reward, llm_judge
+    from rewardpipe.models import Message
+
+    judge = _SmallWindowJudge(window=500)
+    reward = Reward("judged", [llm_judge("quality", "Grade this. " * 100 + "{completion}", client=judge)])
+    score = reward.score([Message(role="user", content="2+2?"), Message(role="assistant", content="5 " * 5_000)])
+    assert score.error is not None and score.error.kind == "component_unavailable"
+    assert len(judge.prompts) <= 6  # a few shorter cuts, then given up: never a loop
