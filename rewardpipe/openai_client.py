@@ -55,9 +55,10 @@ _CONTEXT_OVERFLOW_TEXT = re.compile(
     re.IGNORECASE,
 )
 _READ_CHARS = 1024  # of the body, and of each message in it: the server's sentence comes first, quotes later
-_QUOTE_CONTEXT = 24  # characters either side of a phrase compared with what was sent
+_QUOTE_CONTEXT = 48  # characters either side of a phrase compared with what was sent (a server's sentence has its
+# varying token counts within them: "context length is 4096 tokens. However, you requested 5120")
 _MAX_FIELDS = 64  # JSON fields read from an error body (a hostile or huge one costs no more)
-_MAX_PHRASES = 32  # overflow phrases of a body compared with what was sent (each costs up to ~50 searches)
+_MAX_PHRASES = 32  # overflow phrases of a body compared with what was sent (each costs up to ~100 searches)
 _SENT_EDGE = "\x00"  # between the texts of what was sent (see _quoted_side)
 # What stands before and after a quote of a sent text cut short (the server's quotation marks and brackets, an
 # escaped quote, a space or a colon before one).
@@ -140,13 +141,14 @@ def _quoted_side(lowered: str, start: int, end: int, sent: str, *, left: bool) -
 def _said_by_server(texts: Sequence[str], sent: str) -> bool:
     """Whether an overflow phrase in ``texts`` is the server's own: one that is not a quote of the conversation.
 
-    A quote goes on as what was sent on *both* sides of the phrase, each for ``_QUOTE_CONTEXT`` characters or up to
-    where a sent text starts or ends (a short turn quoted whole, between the server's quotation marks). Round
-    nineteen took either side, and at the body's start a window cut down to the phrase alone: a conversation that
-    once asked "What is this model's maximum context length?" or said "The prompt is too long" made vLLM's and
-    Anthropic's own sentences quotes, and a rollout that outgrew its window an excluded policy_error (round
-    twenty). A sent text that is nothing but the phrase quotes nothing (it cannot be told from the server saying
-    it). The first ``_MAX_PHRASES`` phrases of the body are read, so a hostile one costs no more."""
+    A quote goes on as what was sent on *both* sides of the phrase, each for ``_QUOTE_CONTEXT`` characters (48: where
+    a server's own sentence has token counts the model cannot know) or up to where a sent text starts or ends (a
+    short turn quoted whole, between the server's quotation marks). Round nineteen took either side, 24 characters,
+    and at the body's start a window cut down to the phrase alone: a conversation that once asked "What is this
+    model's maximum context length?" or said "The prompt is too long" made vLLM's and Anthropic's own sentences
+    quotes, and a rollout that outgrew its window an excluded policy_error (round twenty). A sent text that is
+    nothing but the phrase quotes nothing (it cannot be told from the server saying it). The first
+    ``_MAX_PHRASES`` phrases of the body are read, so a hostile one costs no more."""
 
     def phrases() -> Iterator[tuple[str, int, int]]:
         for text in texts:

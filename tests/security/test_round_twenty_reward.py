@@ -16,8 +16,10 @@ vLLM's "This model's maximum context length is 4096 tokens. However, you request
 "The prompt is too long" made Anthropic's "prompt is too long: 210000 tokens > 200000 maximum" one: the rollout
 that outgrew its window became an excluded ``policy_error`` instead of the ``context_limit`` end scored as it
 stands (a model losing a group could talk its way out of it). A quote now has to match what was sent on *both*
-sides, each for the full 24 characters or up to where a sent text starts or ends (a short turn quoted whole), and
-a text that is nothing but the phrase quotes nothing.
+sides, each for the full 48 characters (where the server's sentence has its token counts, which the model cannot
+know: with 24, "This model's maximum context length is 4096 tokens. However, you" in the conversation still hid
+vLLM's) or up to where a sent text starts or ends between quotation marks (a short turn quoted whole), and a text
+that is nothing but the phrase quotes nothing.
 
 F3. Round nineteen's one-word questions (``words.QUALIFIERS``: "Always?", "Between?" name no subject) left out
 prepositions and degree words that still drew a hidden detail alone on some bundled task: "Above?" was told "A for
@@ -42,8 +44,7 @@ from rewardpipe.openai_client import _context_overflow
 
 # --- F1: a quote of the conversation, escaped, is still a quote ------------------------------------------------
 
-#: (the model's words, the refusal quoting them). Each phrase has escaped characters within 24 characters on both
-#: sides and the quote reaches past those 24 characters (a quote shorter than that is left open: see the report).
+#: (the model's words, the refusal quoting them). Each phrase has escaped characters close by on both sides.
 _LINE = "the first line of my answer is here"
 _ESCAPED_QUOTES = {
     "a Python repr (newlines)": (
@@ -241,3 +242,12 @@ def test_a_rubric_too_long_for_the_judge_is_still_unavailable_not_a_zero():
     score = reward.score([Message(role="user", content="2+2?"), Message(role="assistant", content="5 " * 5_000)])
     assert score.error is not None and score.error.kind == "component_unavailable"
     assert len(judge.prompts) <= 6  # a few shorter cuts, then given up: never a loop
+
+
+def test_the_servers_fixed_words_echoed_do_not_hide_a_real_overflow():
+    """vLLM's sentence is fixed for 24 characters after "context length" ("is 4096 tokens. However"): a
+    conversation that said so made it a quote. The count of tokens requested, which changes with every request,
+    is within the compared text."""
+    words = "This model's maximum context length is 4096 tokens. However, you"
+    talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": words}]
+    assert _context_overflow(httpx.Response(400, json=_OVERFLOWS["vllm"]), talk)
