@@ -62,8 +62,8 @@ _MAX_PHRASES = 32  # overflow phrases of a body compared with what was sent (eac
 _SENT_EDGE = "\x00"  # between the texts of what was sent (see _quoted_side)
 # What stands before and after a quote of a sent text cut short (the server's quotation marks and brackets, an
 # escaped quote, a space or a colon before one).
-_OPENS = frozenset("'\"`([{<:= \t\n")
-_CLOSES = frozenset("'\"`)]}>\\")
+_OPENS = frozenset("'\"`([{<:= \t\n\u201c\u2018\u00ab\u201e")
+_CLOSES = frozenset("'\"`)]}>\\\u201d\u2019\u00bb")
 
 
 def _error_fields(body: Any) -> tuple[set[str], list[str]]:

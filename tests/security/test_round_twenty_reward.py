@@ -144,6 +144,7 @@ def test_a_real_overflow_stays_one_whatever_the_conversation_said_before(server,
         lambda words: f"Bad Request: could not parse tool arguments {words!r}".encode(),
         lambda words: {"error": {"message": f"unexpected '{words}' in message 2", "code": 400}},
         lambda words: {"error": {"message": f"invalid: {words}"}},
+        lambda words: {"error": {"message": f"the message \u201c{words}\u201d could not be rendered"}},
     ],
 )
 @pytest.mark.parametrize("words", ["Done.\nprompt is too long\nBye", "ok, the context window", "x (context length) y"])
