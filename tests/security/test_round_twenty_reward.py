@@ -30,6 +30,13 @@ F4. A judge whose window the material overflowed was unavailable: the sample an 
 record. The material is cut to 20,000 characters a field, but a judge with a small window (4k tokens) overflows
 on less, so a bad answer padded with junk ("the answer is 5" + 40,000 characters) was left out of its group's
 baseline instead of graded low. The judge is asked again with the material cut shorter (head and tail kept).
+
+F5. Scored without the simulator's bookkeeping (``Reward.score(messages)``, ``score_samples``: the reward Lambda,
+TRL), a question counts when the recorded reply informs, and "a yes or a no answers a question that asked for one".
+A request phrased as a yes/no question ("Could you restate what you need?") answered "Sure: <the request, again>"
+was therefore a real question: asking the user to repeat the request, then committing, scored asked_before_coding
+1.0 and escaped the guess penalty, although the reply said nothing the request had not. A yes or a no followed by
+the request's own words restated is no answer.
 """
 
 from __future__ import annotations
@@ -252,3 +259,55 @@ def test_the_servers_fixed_words_echoed_do_not_hide_a_real_overflow():
     words = "This model's maximum context length is 4096 tokens. However, you"
     talk = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": words}]
     assert _context_overflow(httpx.Response(400, json=_OVERFLOWS["vllm"]), talk)
+
+
+# --- F5: "Sure: <the request again>" answers no question -----------------------------------------------------------
+
+
+def _restated(task, question: str, reply: str) -> list:
+    from rewardpipe.models import Message
+
+    commit = f"```python\n{task.reference_solution}\n```"
+    return [
+        Message(role="user", content=task.prompt),
+        Message(role="assistant", content=question),
+        Message(role="user", content=reply),
+        Message(role="assistant", content=commit),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Could you restate exactly what the function should do?", "Sure: {prompt}"),
+        ("Can you repeat the request?", "Yes. {prompt}"),
+        ("Would you say again what you need?", "Of course. As I wrote: {prompt}"),
+        ("Could you restate the task, please?", "Yes, of course: {prompt} That is all."),
+    ],
+)
+def test_a_yes_that_restates_the_request_answers_no_question(question, reply):
+    from rewardpipe.envs.ask_before_coding.reward import asked_before_coding, guessed_immediately, real_questions
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.models import load_tasks
+    from rewardpipe.rewards.base import Transcript
+
+    for task in load_tasks(BUNDLED_TASKS)[:8]:
+        transcript = Transcript(_restated(task, question, reply.format(prompt=task.prompt)))
+        assert real_questions(transcript) == [False, False], task.task_id
+        assert (asked_before_coding(transcript, None), guessed_immediately(transcript, None)) == (0.0, -1.0)
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Should negative durations raise an error?", "Yes."),
+        ("Should negative durations raise an error?", "Yes, negative durations raise ValueError."),
+        ("Is 0 seconds written as 0:00?", "No."),
+    ],
+)
+def test_a_yes_or_no_still_answers_a_question_that_asked_for_one(question, reply):
+    from rewardpipe.envs.ask_before_coding.reward import real_questions
+    from rewardpipe.rewards.base import Transcript
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    assert real_questions(Transcript(_restated(DURATION, question, reply)))[0]

@@ -730,9 +730,12 @@ def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = 
         return False
     # Said in the request's own words: an answer about what was asked ("An empty string encodes to an empty
     # string." to "What about empty input?"), unless it only restates the request.
-    if said & asked and said - asked - known.earlier and not _restates(said, known.request):
+    restates = _restates(said, known.request)
+    if said & asked and said - asked - known.earlier and not restates:
         return True
-    return asks_for_a_choice(question) and (_opens_with_yes_or_no(reply) or bool(said & asked))
+    # A yes or a no answers a question that asked for one, but not one that only introduces the request said again
+    # ("Could you restate what you need?" / "Sure: <the request>", round twenty): that is no answer either.
+    return asks_for_a_choice(question) and (_opens_with_yes_or_no(reply) or bool(said & asked)) and not restates
 
 
 def _restates(said: set[str], request: set[str]) -> bool:
