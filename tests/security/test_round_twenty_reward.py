@@ -36,7 +36,10 @@ TRL), a question counts when the recorded reply informs, and "a yes or a no answ
 A request phrased as a yes/no question ("Could you restate what you need?") answered "Sure: <the request, again>"
 was therefore a real question: asking the user to repeat the request, then committing, scored asked_before_coding
 1.0 and escaped the guess penalty, although the reply said nothing the request had not. A yes or a no followed by
-the request's own words restated is no answer.
+the request's own words restated is no answer. And where the conversation opened with a system message (the reward
+Lambda's and TRL's samples often do), the bare path read no request at all (only a first message that was the
+user's): "Sure: <the request>" was new information there even after that fix, and the request echoed back as a
+question, so answered, a real question. The request is the user messages before the first assistant turn.
 """
 
 from __future__ import annotations
@@ -311,3 +314,29 @@ def test_a_yes_or_no_still_answers_a_question_that_asked_for_one(question, reply
     from tests.security.test_round_four_reward_gaming import DURATION
 
     assert real_questions(Transcript(_restated(DURATION, question, reply)))[0]
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("Could you restate exactly what the function should do?", "Sure: {prompt}"),
+        ("{echo}?", "Sure, {prompt}"),
+    ],
+)
+def test_a_system_message_first_does_not_hide_the_request(question, reply):
+    from rewardpipe.envs.ask_before_coding.replies import reveals_in
+    from rewardpipe.envs.ask_before_coding.reward import asked_before_coding, real_questions
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.models import Message, load_tasks
+    from rewardpipe.rewards.base import Transcript
+
+    for task in load_tasks(BUNDLED_TASKS)[:8]:
+        asked = question.format(echo=task.prompt.rstrip("."))
+        messages = [
+            Message(role="system", content="You are a careful programmer."),
+            *_restated(task, asked, reply.format(prompt=task.prompt)),
+        ]
+        transcript = Transcript(messages)
+        assert real_questions(transcript) == [False, False], task.task_id
+        assert asked_before_coding(transcript, None) == 0.0
+        assert reveals_in(messages, task.spec, task.entry_point) == []

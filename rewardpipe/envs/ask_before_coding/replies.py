@@ -836,13 +836,27 @@ def answered_detail(
     return None
 
 
+def request_of(messages: Sequence[Message]) -> str:
+    """The request a recorded conversation opens with: its user messages before the first assistant turn. Not just
+    a first message that is the user's: a conversation opening with a system message (the reward Lambda's, TRL's
+    samples) had no request at all, so a reply that only restated it ("Sure: <the request>") was new information
+    and the request echoed back a real question (round twenty)."""
+    request = []
+    for message in messages:
+        if message.role == "assistant":
+            break
+        if message.role == "user":
+            request.append(message.content)
+    return "\n".join(request)
+
+
 def reveals_in(messages: Sequence[Message], spec: Sequence[str], entry_point: str = "") -> list[tuple[int, int]]:
     """``(assistant turn, spec index)`` for each assistant turn (0-based, among assistant turns) of a recorded
     conversation that was a real clarifying question: a question answered with a not-yet-revealed detail
     (:func:`answered_detail`). For transcripts scored without the simulator's own bookkeeping."""
     answered: list[tuple[int, int]] = []
     revealed: set[int] = set()
-    prompt = messages[0].content if messages and messages[0].role == "user" else ""
+    prompt = request_of(messages)
     said = SaidSoFar(prompt)
     turn = -1
     for position, message in enumerate(messages):

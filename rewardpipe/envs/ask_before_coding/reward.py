@@ -47,7 +47,7 @@ from typing import Any
 
 from rewardpipe.components import component
 from rewardpipe.envs.ask_before_coding.questions import question_subject
-from rewardpipe.envs.ask_before_coding.replies import SaidSoFar, reply_informs
+from rewardpipe.envs.ask_before_coding.replies import SaidSoFar, reply_informs, request_of
 from rewardpipe.envs.ask_before_coding.similarity import (  # noqa: F401 - turn_similarity: part of this API
     LOOP_SIMILARITY_THRESHOLD,
     find_loop,
@@ -70,8 +70,7 @@ def real_questions(transcript: Transcript, state: Any = None) -> list[bool]:
     answered = answered_turns(state)
     if answered is not None:
         return [kind is TurnKind.QUESTION and index in answered for index, kind in enumerate(transcript.kinds)]
-    first = transcript.messages[0] if transcript.messages else None
-    prompt = first.content if first is not None and first.role == "user" else ""
+    prompt = request_of(transcript.messages)
     real, said = [], SaidSoFar(prompt)
     for kind, text, reply in zip(transcript.kinds, transcript.assistant_texts, _replies(transcript), strict=False):
         real.append(
