@@ -40,6 +40,13 @@ the request's own words restated is no answer. And where the conversation opened
 Lambda's and TRL's samples often do), the bare path read no request at all (only a first message that was the
 user's): "Sure: <the request>" was new information there even after that fix, and the request echoed back as a
 question, so answered, a real question. The request is the user messages before the first assistant turn.
+
+F6. "Not a question back with no statement in it" held only for a reply with words the question had not: the
+question echoed back by the user ("Should negative durations raise an error?" to itself, "Hours or minutes?")
+was an answer on the bare path (its words answer a yes/no question), revealed the detail the question spelt out
+when a recording was replayed (``rewardpipe score``), and stood as that detail's reveal from an LLM-played user (a
+policy can ask it to repeat the question first). A reply that only asks back, with no exact token of its own,
+states nothing on all three.
 """
 
 from __future__ import annotations
@@ -340,3 +347,44 @@ def test_a_system_message_first_does_not_hide_the_request(question, reply):
         assert real_questions(transcript) == [False, False], task.task_id
         assert asked_before_coding(transcript, None) == 0.0
         assert reveals_in(messages, task.spec, task.entry_point) == []
+
+
+# --- F6: the question echoed back is no answer ------------------------------------------------------------------
+
+_ECHOES_BACK = [
+    ("Should negative durations raise an error?", "Should negative durations raise an error?"),
+    ("Should negative durations raise an error?", "Hmm, negative durations raise an error?"),
+    ("Should the seconds always have two digits?", "The seconds always have two digits?"),
+]
+
+
+@pytest.mark.parametrize(("question", "echo"), _ECHOES_BACK)
+def test_the_question_echoed_back_answers_nothing_on_any_path(question, echo):
+    from rewardpipe.envs.ask_before_coding.replies import reveals_in, vet_llm_reply
+    from rewardpipe.envs.ask_before_coding.reward import real_questions
+    from rewardpipe.rewards.base import Transcript
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    messages = _restated(DURATION, question, echo)
+    assert real_questions(Transcript(messages)) == [False, False]
+    assert reveals_in(messages, DURATION.spec, DURATION.entry_point) == []
+    vetted = vet_llm_reply(echo, question, DURATION.spec, prompt=DURATION.prompt, entry_point=DURATION.entry_point)
+    assert vetted[1] is None
+
+
+@pytest.mark.parametrize(
+    ("question", "reply"),
+    [
+        ("What should a negative duration do?", "Raise ValueError?"),  # an exact token of its own: an answer
+        ("Should negative durations raise an error?", "Negative durations raise an error."),
+    ],
+)
+def test_a_terse_answer_is_still_one(question, reply):
+    from rewardpipe.envs.ask_before_coding.replies import reveals_in
+    from rewardpipe.envs.ask_before_coding.reward import real_questions
+    from rewardpipe.rewards.base import Transcript
+    from tests.security.test_round_four_reward_gaming import DURATION
+
+    messages = _restated(DURATION, question, reply)
+    assert real_questions(Transcript(messages))[0]
+    assert reveals_in(messages, DURATION.spec, DURATION.entry_point) == [(0, 3)]

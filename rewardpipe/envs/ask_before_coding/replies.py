@@ -720,8 +720,11 @@ def reply_informs(reply: str, question: str, known: Iterable[str] | SaidSoFar = 
     asked = concepts(question)
     new = said - asked - known.request - known.earlier
     deferring = defers(reply)
-    if new and asks_back(reply) and not new & key_tokens(reply):
-        return False  # a question back ("Can you rephrase?") states nothing, whatever words it asks with
+    if asks_back(reply) and not new & key_tokens(reply):
+        # A question back ("Can you rephrase?") states nothing, whatever words it asks with: also one made only of
+        # the question's own words (the question echoed back, "Hours or minutes?"), which a yes/no question took
+        # for an answer (round twenty).
+        return False
     if new:
         # A deferral that mentions a stray word or two ("up to you, I haven't thought about leap years") still
         # defers; real content beside it is more than that, or an exact token ("..., but raise ValueError").
@@ -807,6 +810,13 @@ def would_reveal(subject: QuestionSubject, spec: Sequence[str], revealed: set[in
     return None
 
 
+def _questions_back(reply: str, question: str, prompt: str) -> bool:
+    """A reply that only asks back, with no exact token the question and the request did not have: the question
+    echoed ("Should negatives raise an error?" to itself) states no detail, though its words are the detail's
+    (round twenty: a recorded or LLM user's echo revealed the detail the question spelt out)."""
+    return asks_back(reply) and not key_tokens(reply) - key_tokens(question) - key_tokens(prompt)
+
+
 def answered_detail(
     question: str,
     reply: str,
@@ -825,7 +835,7 @@ def answered_detail(
     detail to that question.
     """
     subject = question_subject(question, prompt, entry_point)
-    if subject.asks_nothing:
+    if subject.asks_nothing or _questions_back(reply, question, prompt):
         return None
     stated = stated_details(reply, spec, prompt, revealed)
     if stated and not defers(reply):
@@ -963,6 +973,8 @@ def vet_llm_reply(
         # raise? fractions cut? hour shown?"), none spelt out enough to count as stated: "yes, yes, no" answers
         # them all, in words the rules allow. The rule-based user answers one.
         return None, None
+    if _questions_back(text, question, prompt):
+        return text, None  # a question back reveals nothing, though it repeats the detail the question spelt out
     stated = stated_details(text, spec, prompt, revealed)
     asked, _ = best_spec_match(subject.words, spec, revealed)
     if len(stated) > 1:
