@@ -27,6 +27,18 @@ _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 _HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?({_NUMBER})")
 _BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
 _ANY_NUMBER = re.compile(_NUMBER)
+# A number is read whole or not at all. Read up to what continues it, "#### 1/2" was 1, "#### 42e5" and
+# "#### 42^2" were 42 and "#### 42.5.1" was 42.5: wrong answers scored correct against 1 or 42. What may follow
+# a number and make it part of a longer one (a fraction bar, an exponent, a power, a second decimal point, a
+# times sign, a vulgar fraction; "**" only before a digit: after one it closes Markdown bold) ...
+_CONTINUED = re.compile(r"[ \t]*(?:/[ \t]*[\d.]|\^|\*\*[ \t]*\d|[×x][ \t]*10|[eE][+-]?\d|\.\d|[\u00bc-\u00be\u2150-\u215e])")
+# ... and what before it makes it a denominator, a power or an exponent ("42/5" has 5 for its last number).
+# Matched at the end of a few characters before the number only: every check is bounded, the reading linear.
+_CONTINUING = re.compile(r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?)[ \t]*\Z")
+_LOOKBACK = 16
+# Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
+# answer scored correct against the positive reference. One character for one: match positions are kept.
+_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
 
 
 def to_decimal(text: str) -> Decimal | None:
@@ -59,13 +71,26 @@ def reference_value(reference: Any) -> Decimal | None:
     return None
 
 
+def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None:
+    """The number ``match`` read, unless it is only part of a longer one (then the answer is unreadable)."""
+    start, end = match.span(group)
+    if _CONTINUED.match(text, end) or _CONTINUING.search(text[max(0, start - _LOOKBACK) : start]):
+        return None
+    return to_decimal(match.group(group))
+
+
 def extracted_answer(text: str) -> Decimal | None:
+    text = text.translate(_MINUS_SIGNS)
     for pattern in (_HASH_ANSWER, _BOXED):
-        matches = pattern.findall(text)
-        if matches:
-            return to_decimal(matches[-1])
-    numbers = _ANY_NUMBER.findall(text)
-    return to_decimal(numbers[-1]) if numbers else None
+        last = None
+        for last in pattern.finditer(text):  # noqa: B007 - only the last match is read
+            pass
+        if last is not None:
+            return _whole_number(text, last, 1)
+    last = None
+    for last in _ANY_NUMBER.finditer(text):  # noqa: B007 - only the last match is read
+        pass
+    return _whole_number(text, last, 0) if last is not None else None
 
 
 # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
