@@ -62,3 +62,48 @@ def test_plain_answers_are_still_read(response, expected):
 
 def test_a_negative_answer_in_typographic_minus_scores_against_a_negative_reference():
     assert _gsm8k("#### \u22127", -7)["answer_correct"] == 1.0
+
+
+# -- tool_call: arguments given as an object are bounded as their text is ---------------------------------
+
+
+def _tool_call_episode(tool_calls: list[dict]):
+    from rewardpipe.envs.tool_call import BUNDLED_TASKS, ENVIRONMENT, ToolCallTask
+
+    task = ToolCallTask.model_validate(json.loads(BUNDLED_TASKS.read_text().splitlines()[0]))
+    state = ENVIRONMENT.start(task)
+    state = state.append(Message(role="assistant", content="", tool_calls=tool_calls))
+    state = ENVIRONMENT.on_policy_turn(state, task, "")
+    return ENVIRONMENT.respond(state, task)
+
+
+@pytest.mark.parametrize("as_text", [True, False])
+def test_a_huge_argument_is_an_invalid_call_whether_text_or_object(as_text):
+    arguments = {"account": "x" * 200_000}
+    call = {"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": arguments}}
+    if as_text:
+        call["function"]["arguments"] = json.dumps(arguments)
+    state = _tool_call_episode([call])
+    log = state.calls[-1]
+    assert log.status == "invalid"  # was "tool_error" (a valid call) for the object, its key 200,000 characters
+    assert log.key is None
+    assert "at most 8192" in state.messages[-1].content
+    assert len(state.messages[-1].content) < 300
+
+
+def test_an_object_argument_that_is_not_json_is_an_invalid_call_not_a_crash():
+    """A guard for the measuring itself (the encoder's RecursionError, a set): invalid before and after."""
+    from rewardpipe.envs.tool_call import SHOP
+
+    nested: dict = {}
+    for _ in range(100_000):  # nested past the recursion limit of the JSON encoder
+        nested = {"a": nested}
+    for arguments in ({"account": nested}, {"account": float("nan"), "x": {1, 2}}):
+        outcome = SHOP.call("get_balance", arguments, {"accounts": {"checking": 1}, "inventory": {}})
+        assert outcome.status == "invalid"
+
+
+def test_object_arguments_within_the_bound_are_still_run():
+    call = {"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": {"account": "savings"}}}
+    state = _tool_call_episode([call])
+    assert state.calls[-1].status == "ok"

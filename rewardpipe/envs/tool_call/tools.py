@@ -21,7 +21,8 @@ tool, its ``Args:`` section each argument), :func:`tool` builds the pydantic mod
 arguments and the JSON schema an OpenAI-compatible endpoint is sent (``tools=[...]``).
 
 The model's arguments are hostile. They are validated **strictly** against the schema (``"5"`` is not an
-integer, an unknown argument is an error), bounded in size before they are parsed, and never evaluated:
+integer, an unknown argument is an error), bounded in size before they are parsed (an object given as one,
+by its compact JSON text), and never evaluated:
 nothing but the tool's own code runs. A tool is trusted code, but an exception it raises (an unknown account,
 insufficient funds) is an answer the model reads (``{"error": "..."}``), never a crash of the rollout.
 """
@@ -229,6 +230,20 @@ class Toolset:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except (ValueError, RecursionError) as exc:
                 return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}), world)
+        elif isinstance(arguments, dict):
+            # Arguments given as an object (a structured call may carry one, a recorded transcript too) are
+            # bounded as the text is, by their compact JSON text: unbounded, a 5 MB argument was validated,
+            # handed to the tool and written again into the call's log key.
+            try:
+                size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
+            except (TypeError, ValueError, RecursionError) as exc:
+                return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}), world)
+            if size > MAX_ARGUMENT_CHARS:
+                return CallOutcome(
+                    "invalid",
+                    _message({"error": f"arguments of {size} characters as JSON; at most {MAX_ARGUMENT_CHARS}"}),
+                    world,
+                )
         if not isinstance(arguments, dict):
             return CallOutcome(
                 "invalid",
