@@ -33,6 +33,7 @@ def _gsm8k(response: str, reference: object) -> dict[str, float | None]:
         ("#### 42×10^3", 42),
         ("#### 42.5.1", 42.5),  # a second decimal point
         ("#### 2½", 2),  # a vulgar fraction
+        ("#### 4²", 4),  # a superscript power
         ("The answer is 42/5", 5),  # the last number was the denominator
         ("\\boxed{42/5}", 5),
         ("#### 7\n#### 1/2", 1),  # the last marked answer is the one read, whole
@@ -107,3 +108,25 @@ def test_object_arguments_within_the_bound_are_still_run():
     call = {"id": "c1", "type": "function", "function": {"name": "get_balance", "arguments": {"account": "savings"}}}
     state = _tool_call_episode([call])
     assert state.calls[-1].status == "ok"
+
+
+# -- tool_call: a task that states no goal is an error, not a goal reached ---------------------------------
+
+
+def test_a_task_without_a_goal_is_an_error_record_not_goal_reached():
+    from rewardpipe.environment import TaskRow
+    from rewardpipe.envs.tool_call import TOOL_CALL, ToolCallState
+
+    class OwnTask(TaskRow):  # a subclass environment's own task model: its goal under another name
+        world: dict
+        goal: dict
+
+    state = ToolCallState(messages=[Message(role="user", content="Move 50.")], world={"accounts": {"a": 1}})
+    for task in (
+        OwnTask(task_id="t1", prompt="Move 50.", world={"accounts": {"a": 1}}, goal={"accounts": {"a": 0}}),
+        {"task_id": "t1", "world": {}, "expected_world": {"accounts": {"a": 0}}},  # a plain row
+    ):
+        result = TOOL_CALL.score(state.messages, state=state, task=task)
+        assert result.components["goal_reached"] is None  # was 1.0 whatever the world
+        assert result.error is not None and "goal" in result.error.message
+        assert result.aggregate is None

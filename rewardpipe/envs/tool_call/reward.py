@@ -17,7 +17,8 @@ padding an episode with cheap valid ones (lookups the tool refuses, each with ot
 redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no valid call (none at all, or
 only malformed ones: a junk call is not paid more than none), since every task needs at least one (an answer made up
 without looking is not a well-formed use of the tools). A world goal is judged on the world whether or not the model
-gave a final answer; an answer goal needs the answer.
+gave a final answer; an answer goal needs the answer. A task stating neither (a task model of one's own without the
+fields) is an error record, not a goal reached.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def goal_reached(state: Any, task: Any) -> float | None:
     if episode is None or task is None:
         return None
     expected_world, expected_answer = getattr(task, "expected_world", None), getattr(task, "expected_answer", None)
+    if expected_world is None and expected_answer is None:
+        # A task that states no goal (a subclass's own task model, a plain row) reached nothing: without this,
+        # every episode of it scored 1.0, the wiring error paid as success. No value; explain_error says why.
+        return None
     if expected_world is not None and episode.world != expected_world:
         return 0.0
     if expected_answer is not None and (
@@ -89,6 +94,12 @@ def explain_error(state: Any, task: Any) -> ErrorInfo | None:
             kind="component_unavailable",
             message="the tool_call reward scores a tool-call episode's state and task (run or score "
             "it with --env tool_call and --tasks)",
+        )
+    if getattr(task, "expected_world", None) is None and getattr(task, "expected_answer", None) is None:
+        return ErrorInfo(
+            kind="component_unavailable",
+            message=f"the tool_call reward needs a task stating its goal (expected_world and/or expected_answer); "
+            f"the task is a {type(task).__name__} without either",
         )
     return None
 
