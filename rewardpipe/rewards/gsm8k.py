@@ -31,7 +31,10 @@ _ANY_NUMBER = re.compile(_NUMBER)
 # "#### 42^2" were 42 and "#### 42.5.1" was 42.5: wrong answers scored correct against 1 or 42. What may follow
 # a number and make it part of a longer one (a fraction bar, an exponent, a power, a second decimal point, a
 # times sign, a vulgar fraction, a superscript digit; "**" only before a digit: after one it closes Markdown bold) ...
-_CONTINUED = re.compile(r"[ \t]*(?:/[ \t]*[\d.]|\^|\*\*[ \t]*\d|[×x][ \t]*10|[eE][+-]?\d|\.\d|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079])")
+_CONTINUED = re.compile(
+    r"[ \t]*(?:/[ \t]*[\d.]|\^|\*\*[ \t]*\d|[×x][ \t]*10|[eE][+-]?\d|\.\d"
+    r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079])"
+)
 # ... and what before it makes it a denominator, a power or an exponent ("42/5" has 5 for its last number).
 # Matched at the end of a few characters before the number only: every check is bounded, the reading linear.
 _CONTINUING = re.compile(r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?)[ \t]*\Z")
