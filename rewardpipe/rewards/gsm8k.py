@@ -99,7 +99,7 @@ def extracted_answer(text: str) -> Decimal | None:
 # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
 @component(range=(0.0, 1.0), role="shaping", weight=0.5, name="format", description="final answer marked as '#### N'")
 def answer_format(completion: str) -> float:
-    text = completion
+    text = completion.translate(_MINUS_SIGNS)  # "#### −42" marks -42 as "#### -42" does (answer_correct reads it)
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
     if lines and _STRICT_LAST_LINE.match(lines[-1]):
         return 1.0

@@ -62,7 +62,9 @@ def test_plain_answers_are_still_read(response, expected):
 
 
 def test_a_negative_answer_in_typographic_minus_scores_against_a_negative_reference():
-    assert _gsm8k("#### \u22127", -7)["answer_correct"] == 1.0
+    components = _gsm8k("#### \u22127", -7)
+    assert components["answer_correct"] == 1.0
+    assert components["format"] == 1.0  # marked as "#### -7" is (it was 0: no number after the "####")
 
 
 # -- tool_call: arguments given as an object are bounded as their text is ---------------------------------
