@@ -67,9 +67,11 @@ def reference_value(reference: Any) -> Decimal | None:
     if isinstance(reference, (int, float)):
         return to_decimal(str(reference))
     if isinstance(reference, str):
+        reference = reference.translate(_MINUS_SIGNS)
         marked = _HASH_ANSWER.search(reference)
         if marked:
-            return to_decimal(marked.group(1))
+            # Read whole, as an answer is: "#### 1/2" is an unreadable reference (an error), not 1.
+            return _whole_number(reference, marked, 1)
         return to_decimal(reference)
     return None
 

@@ -61,6 +61,19 @@ def test_plain_answers_are_still_read(response, expected):
     assert extracted_answer(response) == expected
 
 
+@pytest.mark.parametrize(
+    "reference, response",
+    [("#### 1/2", "#### 1"), ("Half of it.\n#### 1/2", "#### 1"), ("#### 42e5", "#### 42"), ("#### 4²", "#### 4")],
+)
+def test_a_reference_that_is_part_of_a_longer_number_is_an_error_not_its_first_digits(reference, response):
+    assert _gsm8k(response, reference)["answer_correct"] is None  # was 1.0: the reference read as 1, 42 or 4
+
+
+def test_a_reference_in_typographic_minus_is_read():
+    assert _gsm8k("#### -42", "#### \u221242")["answer_correct"] == 1.0
+    assert _gsm8k("#### -42", "\u221242")["answer_correct"] == 1.0
+
+
 def test_a_negative_answer_in_typographic_minus_scores_against_a_negative_reference():
     components = _gsm8k("#### \u22127", -7)
     assert components["answer_correct"] == 1.0
