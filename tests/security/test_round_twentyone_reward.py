@@ -145,3 +145,49 @@ def test_a_task_without_a_goal_is_an_error_record_not_goal_reached():
         assert result.components["goal_reached"] is None  # was 1.0 whatever the world
         assert result.error is not None and "goal" in result.error.message
         assert result.aggregate is None
+
+
+def _rate_tools():
+    from rewardpipe.envs.tool_call.tools import Toolset, tool
+
+    @tool
+    def set_rate(world: dict, rate: float) -> tuple[dict, dict]:
+        """Set the rate.
+
+        Args:
+            rate: the new rate.
+        """
+        world["rate"] = rate
+        return {"rate": rate}, world
+
+    return Toolset([set_rate])
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    ['{"rate": NaN}', '{"rate": Infinity}', '{"rate": -Infinity}', '{"rate": 1e999}', {"rate": float("nan")}],
+)
+def test_numbers_json_has_not_are_an_invalid_call_not_a_world_json_cannot_carry(arguments):
+    outcome = _rate_tools().call("set_rate", arguments, {"rate": 0.5})
+    assert outcome.status == "invalid"  # was "ok", the world holding nan or inf (null once written as JSON)
+    assert outcome.world == {"rate": 0.5}
+
+
+def test_a_tagged_call_with_nan_in_its_arguments_is_invalid():
+    from rewardpipe.envs.tool_call import ToolCallEnvironment, ToolCallTask
+
+    class RateEnvironment(ToolCallEnvironment):
+        name = "rate"
+        toolset = _rate_tools()
+
+    env = RateEnvironment()
+    task = ToolCallTask(task_id="t", prompt="Set the rate.", world={"rate": 0.5}, expected_world={"rate": 0.25})
+    state = env.start(task)
+    text = '<tool_call>{"name": "set_rate", "arguments": {"rate": NaN}}</tool_call>'
+    state = state.append(Message(role="assistant", content=text))
+    state = env.respond(env.on_policy_turn(state, task, text), task)
+    assert state.calls[-1].status == "invalid" and state.world == {"rate": 0.5}
+
+
+def test_finite_floats_are_still_arguments():
+    assert _rate_tools().call("set_rate", '{"rate": 1e308}', {}).status == "ok"

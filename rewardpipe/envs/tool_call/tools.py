@@ -22,7 +22,7 @@ arguments and the JSON schema an OpenAI-compatible endpoint is sent (``tools=[..
 
 The model's arguments are hostile. They are validated **strictly** against the schema (``"5"`` is not an
 integer, an unknown argument is an error), bounded in size before they are parsed (an object given as one,
-by its compact JSON text), and never evaluated:
+by its compact JSON text; ``NaN``, ``Infinity`` and numbers beyond a float are not JSON), and never evaluated:
 nothing but the tool's own code runs. A tool is trusted code, but an exception it raises (an unknown account,
 insufficient funds) is an answer the model reads (``{"error": "..."}``), never a crash of the rollout.
 """
@@ -230,12 +230,14 @@ class Toolset:
                 arguments = json.loads(arguments) if arguments.strip() else {}
             except (ValueError, RecursionError) as exc:
                 return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}), world)
-        elif isinstance(arguments, dict):
+        if isinstance(arguments, dict):
             # Arguments given as an object (a structured call may carry one, a recorded transcript too) are
             # bounded as the text is, by their compact JSON text: unbounded, a 5 MB argument was validated,
-            # handed to the tool and written again into the call's log key.
+            # handed to the tool and written again into the call's log key. And they are JSON, parsed or given:
+            # Python reads NaN, Infinity and 1e999 where JSON has no such number; a float argument took them
+            # into the world, which a state written as JSON (a deployment's turns, the record) carries as null.
             try:
-                size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":")))
+                size = len(json.dumps(arguments, ensure_ascii=False, separators=(",", ":"), allow_nan=False))
             except (TypeError, ValueError, RecursionError) as exc:
                 return CallOutcome("invalid", _message({"error": f"arguments are not JSON: {_short(exc, 120)}"}), world)
             if size > MAX_ARGUMENT_CHARS:
