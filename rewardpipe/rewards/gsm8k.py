@@ -39,6 +39,9 @@ _CONTINUED = re.compile(
 # Matched at the end of a few characters before the number only: every check is bounded, the reading linear.
 _CONTINUING = re.compile(r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?)[ \t]*\Z")
 _LOOKBACK = 16
+# Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
+# "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
+_GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
 # Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
 # answer scored correct against the positive reference. One character for one: match positions are kept.
 _MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
@@ -81,7 +84,11 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
     start, end = match.span(group)
     if _CONTINUED.match(text, end) or _CONTINUING.search(text[max(0, start - _LOOKBACK) : start]):
         return None
-    return to_decimal(match.group(group))
+    token = match.group(group)
+    whole = token.lstrip("-$").rstrip(",").partition(".")[0]  # (a comma after it ends a clause: "42, so")
+    if "," in whole and not _GROUPED.fullmatch(whole):
+        return None
+    return to_decimal(token)
 
 
 def extracted_answer(text: str) -> Decimal | None:

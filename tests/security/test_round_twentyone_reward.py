@@ -38,6 +38,9 @@ def _gsm8k(response: str, reference: object) -> dict[str, float | None]:
         ("\\boxed{42/5}", 5),
         ("#### 7\n#### 1/2", 1),  # the last marked answer is the one read, whole
         ("#### \u221242", 42),  # a typographic minus sign is a minus sign: -42 is not 42
+        ("#### 2,5", 25),  # a decimal comma is no thousands separator
+        ("#### 41,42", 4142),  # nor is a comma between two answers
+        ("#### 1,000,00", 100000),
         ("#### \uff0d42", 42),
     ],
 )
@@ -55,6 +58,9 @@ def test_a_wrong_answer_read_as_part_of_its_number_is_not_scored_correct(respons
         ("#### 42 eggs", Decimal(42)),
         ("#### $1,234.50", Decimal("1234.50")),
         ("6 x 7 = 42", Decimal(42)),
+        ("#### 1,234,567", Decimal(1234567)),
+        ("#### 1,00,000", Decimal(100000)),  # Indian grouping
+        ("It is 42, and that is all", Decimal(42)),  # a comma that ends a clause
     ],
 )
 def test_plain_answers_are_still_read(response, expected):
