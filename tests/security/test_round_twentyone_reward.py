@@ -1,5 +1,6 @@
-"""Round twenty-one on the reward side: gsm8k answers read whole or not at all, and tool-call arguments
-bounded in whatever form they come."""
+"""Round twenty-one on the reward side: gsm8k answers and references read whole or not at all (fractions,
+exponents, powers, typographic minus signs, commas that group no thousands); tool-call arguments bounded and
+JSON in whatever form they come; a tool-call task stating no goal is an error, not a goal reached."""
 
 from __future__ import annotations
 
