@@ -780,6 +780,9 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         stood_for = conn.stood_for.get(id(obj))
         if stood_for is not None and stood_for[0] is obj:
             return stood_for[1]
+        made = _exception_made_where_its_class_lives(conn, obj)
+        if made is not None:
+            return made
         standard = wire.standard_callable(obj, lambda part: _encode_argument(conn, part))
         if standard is not None:  # str.upper, math.sqrt, a partial of them...: rebuilt in the model's process
             return standard
@@ -804,6 +807,36 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         # Not the model's fault: the task's tests need the in-process fallback.
         conn.boundary_error = str(exc)
         raise
+
+
+def _exception_made_where_its_class_lives(conn: Connection, obj) -> int | None:
+    """The handle of ``obj`` made again in the model's process, when it is an instance of an exception class the model's
+    namespace gave the tests (the local copy of its own class, or a standard class it re-exports: both stand for the
+    model's class, see build_namespace) and the tests hand it to the model's code; else None.
+
+    Round twenty-one: the tests made such an instance themselves (``area(Circle(2))``) or caught one, and it could not
+    cross, so the run was the loud "in-process fallback" ``error`` whatever the answer: a wrong answer that declared
+    ``class Circle(Exception)`` turned its 0 into an error, excluded from GRPO, where a right answer's plain class
+    crossed as a stub and was scored. It is made where the class lives, from its args, as the tests' call would have
+    made it in one process (the model's ``__init__`` runs there; what the tests set on it afterwards stays here), and
+    is that object again whenever the model's code hands it back."""
+    cls = type(obj)
+    if not issubclass(cls, BaseException):
+        return None
+    entry = conn.stood_for.get(id(cls))
+    if entry is None or entry[0] is not cls:
+        return None
+    made = conn.value({"op": "call", "h": entry[1], "args": [_encode_argument(conn, item) for item in obj.args]})
+    if isinstance(made, Remote):
+        handle = object.__getattribute__(made, "_rp_handle")
+    else:
+        found = conn.stood_for.get(id(made))
+        if found is None or found[0] is not made:  # the model's class made no object of its own: its loss
+            raise RemoteError(f"the model's {cls.__name__} made no object to pass to its code")
+        handle = found[1]
+    conn.stood_for[id(obj)] = (obj, handle)
+    conn.remotes[handle] = obj  # handed back by the model's code, it is the tests' own object again
+    return handle
 
 
 # Dunder attributes of the model's objects the tests may read (``f.__name__``, ``vars(p)``), asked of the model's

@@ -1,0 +1,120 @@
+"""Round twenty-one: the sandbox, attacked through the public executor as the model would.
+
+* A wrong answer chose the loud ``error`` for its 0 (excluded from GRPO) by declaring a class the tests construct and
+  hand back to its code as an exception subclass. Tests such as ``assertEqual(area(Circle(2)), 12)`` read ``Circle``
+  from the model's namespace: a plain class is a stub (the call runs in the model's process and the instance crosses
+  as its handle), but an exception class is rebuilt here as a local copy (so ``assertRaises`` works), and an instance
+  of it could not cross back: "the hidden tests need the in-process fallback". ``class Circle(Exception): pass`` with
+  a wrong ``area`` was an ``error`` where the same wrong ``area`` with a plain class was ``failed``; so was
+  ``from statistics import StatisticsError as Circle``. Such an instance is now made again where its class lives,
+  from its args, and is the tests' own object whenever the model's code hands it back.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+CONSTRUCTS_AND_HANDS_BACK = textwrap.dedent("""
+    import unittest
+
+    class TestArea(unittest.TestCase):
+        def test_two(self):
+            self.assertEqual(area(Circle(2)), 12)
+
+        def test_one(self):
+            self.assertEqual(area(Circle(1)), 3)
+""")
+
+
+def _area_job(code: str, tests: str = CONSTRUCTS_AND_HANDS_BACK) -> ExecutionJob:
+    return ExecutionJob(code=textwrap.dedent(code), tests=tests, entry_point="area", timeout_s=5.0)
+
+
+@pytest.mark.parametrize(
+    "declared",
+    [
+        "class Circle(Exception):\n    pass\n",
+        "class Circle(ValueError):\n    def __init__(self, r):\n        super().__init__(r)\n",
+        "from statistics import StatisticsError as Circle\n",
+    ],
+    ids=["exception-subclass", "builtin-base-with-init", "reexported-standard-exception"],
+)
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_declaring_an_exception_class(executor, declared):
+    """Before: ``error`` ("the hidden tests need the in-process fallback (a Circle cannot be passed to the model's
+    code ...)"), for every one of these wrong answers; a plain class with the same wrong ``area`` was ``failed``."""
+    result = executor.run(_area_job(declared + "def area(c):\n    return 0\n"))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0 and result.total == 2
+    assert "in-process fallback" not in result.reason
+
+
+def test_a_right_answer_with_an_exception_class_the_tests_construct_passes(executor):
+    """The instance is made where its class lives: the model's own ``__init__`` ran on the tests' args."""
+    right = """
+        class Circle(Exception):
+            def __init__(self, r):
+                super().__init__(r)
+                self.r = r
+
+        def area(c):
+            return 3 * c.r * c.r
+    """
+    result = executor.run(_area_job(right))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+HANDS_BACK_ITS_EXCEPTIONS = textwrap.dedent("""
+    import unittest
+
+    class TestOops(unittest.TestCase):
+        def test_made_by_the_tests(self):
+            e = Oops(5)
+            self.assertIs(same(e), e)
+            self.assertIs(same([e])[0], e)
+
+        def test_caught(self):
+            try:
+                boom()
+            except Oops as caught:
+                self.assertEqual(describe(caught), "oops 7")
+""")
+
+
+def test_an_exception_of_the_models_class_crosses_back_as_itself(executor):
+    """Made by the tests or raised by the model's code and caught, then handed to its code: before, a loud ``error``
+    for a right answer too; now the model's code gets an instance of its class, and the tests their own object back."""
+    code = textwrap.dedent("""
+        class Oops(ValueError):
+            pass
+
+        def same(x):
+            return x
+
+        def boom():
+            raise Oops(7)
+
+        def describe(e):
+            return f"oops {e.args[0]}" if isinstance(e, Oops) else "not mine"
+    """)
+    result = executor.run(ExecutionJob(code=code, tests=HANDS_BACK_ITS_EXCEPTIONS, entry_point="same", timeout_s=5.0))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_a_class_that_makes_no_object_of_its_own_is_the_models_failure(executor):
+    """An exception class of the model's whose construction returns something else (a ``__new__`` returning plain
+    data): the instance the tests made cannot stand for anything there, the test fails (never the loud error)."""
+    code = """
+        class Circle(Exception):
+            def __new__(cls, *args):
+                return 5
+
+        def area(c):
+            return 12
+    """
+    result = executor.run(_area_job(code))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
