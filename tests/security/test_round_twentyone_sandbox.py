@@ -8,6 +8,11 @@
   a wrong ``area`` was an ``error`` where the same wrong ``area`` with a plain class was ``failed``; so was
   ``from statistics import StatisticsError as Circle``. Such an instance is now made again where its class lives,
   from its args, and is the tests' own object whenever the model's code hands it back.
+* The same choice, the other way round: tests that subclass a class of the model's they use as an exception
+  (``class Strict(AppError)`` beside ``assertRaises(AppError)``) work with a right answer's exception class (a local
+  class here), and a wrong answer that declared ``class AppError: pass`` (a stub, which cannot be subclassed across
+  the boundary) made the run the loud "in-process fallback" ``error``. Where the tests use the name as an exception
+  class (caught, raised, handed to ``assertRaises``), subclassing a stub of it is the model's failure.
 """
 
 from __future__ import annotations
@@ -118,3 +123,75 @@ def test_a_class_that_makes_no_object_of_its_own_is_the_models_failure(executor)
     result = executor.run(_area_job(code))
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert result.passed == 0
+
+
+SUBCLASSES_ITS_EXCEPTION = textwrap.dedent("""
+    import unittest
+
+    class Strict(AppError):
+        pass
+
+    class TestDouble(unittest.TestCase):
+        def test_double(self):
+            self.assertEqual(double(2), 4)
+
+        def test_negative(self):
+            with self.assertRaises(AppError):
+                double(-1)
+""")
+SUBCLASSES_IT_IN_A_TEST = textwrap.dedent("""
+    import unittest
+
+    class TestDouble(unittest.TestCase):
+        def test_double(self):
+            self.assertEqual(double(2), 4)
+
+        def test_negative(self):
+            class Strict(AppError):
+                pass
+
+            try:
+                double(-1)
+            except (KeyError, AppError):
+                return
+            self.fail("no error")
+""")
+
+
+@pytest.mark.parametrize(
+    "tests", [SUBCLASSES_ITS_EXCEPTION, SUBCLASSES_IT_IN_A_TEST], ids=["module-level", "in-a-test"]
+)
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_declaring_no_exception_class(executor, tests):
+    """Before: ``error`` ("the hidden tests need the in-process fallback (the hidden tests subclass a class of the
+    model's code)") for the wrong answer below, where a right answer passed and the same wrong ``double`` with an
+    exception class failed."""
+    right = (
+        "class AppError(Exception):\n    pass\n\n"
+        "def double(x):\n    if x < 0:\n        raise AppError(x)\n    return 2 * x\n"
+    )
+    wrong = "class AppError:\n    pass\n\ndef double(x):\n    return 0\n"
+    passed = executor.run(ExecutionJob(code=right, tests=tests, entry_point="double", timeout_s=5.0))
+    assert passed.status is ExecutionStatus.PASSED, passed.reason
+    result = executor.run(ExecutionJob(code=wrong, tests=tests, entry_point="double", timeout_s=5.0))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0 and result.total == 2
+
+
+def test_subclassing_a_plain_class_of_the_models_still_needs_the_fallback(executor):
+    """Tests that subclass a class they do not use as an exception (``class Square(Shape)``) stay the loud ``error``:
+    a right answer's plain class cannot be subclassed across the boundary."""
+    tests = textwrap.dedent("""
+        import unittest
+
+        class Square(Shape):
+            def area(self):
+                return 4
+
+        class TestShape(unittest.TestCase):
+            def test_total(self):
+                self.assertEqual(total([Square()]), 4)
+    """)
+    code = "class Shape:\n    def area(self):\n        raise NotImplementedError\n\ndef total(xs):\n    return 4\n"
+    result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="total", timeout_s=5.0))
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+    assert "subclass a class of the model's code" in result.reason

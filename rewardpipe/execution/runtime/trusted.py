@@ -116,6 +116,7 @@ class Connection:
         # that changed from run to run). Reentrant: handling a reply may run the tests' code, which may call again.
         self.lock = threading.RLock()
         self.tests_async = False  # the hidden tests use async/await or asyncio (see Remote._drive_coroutine)
+        self.tests_source = ""  # the hidden tests' source (see _names_used_as_exceptions)
         # Handles of the ``send`` and ``throw`` the tests read off the model's objects (bounded): the end of a
         # generator they drive is StopIteration, with its value, as in one process (round twelve). Known from what
         # the tests did, never from what the model's process says the object is.
@@ -960,6 +961,13 @@ class Remote:
         return str(self._rp("repr"))
 
     def __mro_entries__(self, bases):
+        name = object.__getattribute__(self, "_rp_name")
+        if name and name in _names_used_as_exceptions(self._rp_connection().tests_source):
+            # Round twenty-one: the tests subclass a name they also use as an exception class (they catch, raise or
+            # assertRaises it). A right answer's exception class is a local class here, which they subclass as in
+            # one process; a stub is a class of the model's that is no exception: its wrong answer, never the loud
+            # error below (a wrong ``class AppError: pass`` made its 0 an error, excluded from GRPO).
+            raise TypeError(f"the hidden tests use {name!r} as an exception class; the model's {name} is none")
         self._rp_connection().boundary_error = "the hidden tests subclass a class of the model's code"
         raise TypeError(
             f"the hidden tests subclass the model's {object.__getattribute__(self, '_rp_name') or 'class'}, which "
@@ -2021,6 +2029,46 @@ def _names_read_where_it_failed(exc: BaseException, source: str) -> set[str]:
 _BODIES = frozenset({"body", "orelse", "finalbody", "handlers"})  # a compound statement's inner statements
 
 
+_RAISES_ASSERTIONS = frozenset({"assertRaises", "assertRaisesRegex", "assertRaisesRegexp"})
+
+
+@functools.lru_cache(maxsize=16)  # (parsed only when the tests subclass a stub: rare, and the same tests for a group)
+def _names_used_as_exceptions(source: str) -> frozenset[str]:
+    """The names the tests' source uses as an exception class: caught (``except AppError``, in a tuple too), raised
+    (``raise AppError(...)``), handed to ``assertRaises``/``assertRaisesRegex`` first; and the bases of a class of
+    theirs that is so used (``class Strict(AppError)``, then ``assertRaises(Strict)``)."""
+    try:
+        tree = harness.parse_python(source, "<hidden tests>")
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return frozenset()
+
+    def names_in(node) -> list[str]:
+        items = node.elts if isinstance(node, ast.Tuple) else [node]
+        return [item.id for item in items if isinstance(item, ast.Name)]
+
+    used: set[str] = set()
+    bases: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ExceptHandler) and node.type is not None:
+            used.update(names_in(node.type))
+        elif isinstance(node, ast.Raise) and node.exc is not None:
+            used.update(names_in(node.exc.func if isinstance(node.exc, ast.Call) else node.exc))
+        elif isinstance(node, ast.Call) and node.args:
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else None
+            if called in _RAISES_ASSERTIONS:
+                used.update(names_in(node.args[0]))
+        elif isinstance(node, ast.ClassDef):
+            bases.setdefault(node.name, []).extend(name for base in node.bases for name in names_in(base))
+    pending = [name for name in used if name in bases]
+    while pending:
+        for base in bases.pop(pending.pop(), ()):
+            if base not in used:
+                used.add(base)
+                if base in bases:
+                    pending.append(base)
+    return frozenset(used)
+
+
 def _needs_inprocess(conn: Connection) -> str:
     return (
         f"the hidden tests need the in-process fallback ({conn.boundary_error}); run this task with "
@@ -2048,6 +2096,7 @@ def _run(wfd: int, rfd: int, tests_fd: int, job: dict) -> dict:
     code, names, expected = _prepared_tests(tests, tests_format)
     conn = Connection(wfd, rfd)
     conn.tests_async = _ASYNC_WORDS.search(tests) is not None
+    conn.tests_source = tests
     _ACTIVE[0] = conn
     try:
         return _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point, job)
