@@ -13,6 +13,10 @@
   class here), and a wrong answer that declared ``class AppError: pass`` (a stub, which cannot be subclassed across
   the boundary) made the run the loud "in-process fallback" ``error``. Where the tests use the name as an exception
   class (caught, raised, handed to ``assertRaises``), subclassing a stub of it is the model's failure.
+* A view of a value the model's code returned, handed back by the tests (``report(tally(s).items())``): a plain dict's
+  view crosses, an ``OrderedDict``'s (``odict_items``, a type of its own) could not, so a wrong answer returning an
+  empty ``OrderedDict`` made its 0 the loud "in-process fallback" ``error``. An OrderedDict's views cross as a dict's,
+  in its own order.
 """
 
 from __future__ import annotations
@@ -195,3 +199,44 @@ def test_subclassing_a_plain_class_of_the_models_still_needs_the_fallback(execut
     result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="total", timeout_s=5.0))
     assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
     assert "subclass a class of the model's code" in result.reason
+
+
+HANDS_BACK_A_VIEW = textwrap.dedent("""
+    import unittest
+
+    class TestReport(unittest.TestCase):
+        def test_items(self):
+            self.assertEqual(report(tally("aab").items()), "a=2,b=1")
+
+        def test_keys_and_values(self):
+            self.assertEqual(join(tally("ba").keys(), tally("ba").values()), "b=1,a=1")
+""")
+
+
+@pytest.mark.parametrize("mapping", ["dict", "OrderedDict"])
+def test_a_view_of_the_models_ordered_dict_crosses_back(executor, mapping):
+    """Before: the wrong answer returning an empty OrderedDict was ``error`` ("a odict_items cannot be passed to the
+    model's code"), the one returning an empty dict ``failed``; a right answer returning an OrderedDict was the error
+    too."""
+    right = f"""
+        from collections import OrderedDict
+
+        def tally(s):
+            counts = {mapping}()
+            for c in s:
+                counts[c] = counts.get(c, 0) + 1
+            return counts
+
+        def report(items):
+            return ",".join(f"{{k}}={{v}}" for k, v in items)
+
+        def join(keys, values):
+            return report(zip(keys, values))
+    """
+    wrong = f"from collections import OrderedDict\n\ndef tally(s):\n    return {mapping}()\n\n"
+    wrong += "def report(items):\n    return ''\n\ndef join(keys, values):\n    return ''\n"
+    passed = executor.run(ExecutionJob(code=textwrap.dedent(right), tests=HANDS_BACK_A_VIEW, entry_point="report"))
+    assert passed.status is ExecutionStatus.PASSED, passed.reason
+    failed = executor.run(ExecutionJob(code=wrong, tests=HANDS_BACK_A_VIEW, entry_point="report"))
+    assert failed.status is ExecutionStatus.FAILED, (failed.status, failed.reason)
+    assert failed.passed == 0 and failed.total == 2

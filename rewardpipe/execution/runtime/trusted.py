@@ -755,7 +755,7 @@ def _items_of(container) -> list:
     return list(container)
 
 
-_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()))
+_DICT_VIEWS: tuple[type, ...] = (type({}.keys()), type({}.values()), type({}.items()), *wire.ODICT_VIEWS)
 
 
 def _held(value, attributes: bool = False) -> list | None:

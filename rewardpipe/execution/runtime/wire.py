@@ -482,11 +482,11 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     if kind is slice:
         bounds = (value.start, value.stop, value.step)
         return {"sl": [encode(part, make_handle, depth, nodes, refs) for part in bounds]}
-    if kind is _DICT_KEYS:
+    if kind is _DICT_KEYS or kind is _ODICT_KEYS:
         return {"dk": [encode(item, make_handle, depth, nodes, refs) for item in value]}
-    if kind is _DICT_VALUES:
+    if kind is _DICT_VALUES or kind is _ODICT_VALUES:
         return {"dv": [encode(item, make_handle, depth, nodes, refs) for item in value]}
-    if kind is _DICT_ITEMS:
+    if kind is _DICT_ITEMS or kind is _ODICT_ITEMS:
         return {"di": _encode_pairs(value, make_handle, depth, nodes, refs)}
     if kind is array.array:
         return {"ar": [value.typecode, [encode(item, None, depth, nodes) for item in value.tolist()]]}
@@ -608,6 +608,14 @@ def _encode_pairs(pairs, make_handle, depth, nodes, refs) -> list:
 _DICT_KEYS: type = type({}.keys())
 _DICT_VALUES: type = type({}.values())
 _DICT_ITEMS: type = type({}.items())
+# An OrderedDict's views are types of their own (``odict_items``...), read as a dict's are, in the OrderedDict's own
+# order, and rebuilt as a dict's (round twenty-one: the tests' ``report(tally(s).items())`` could not send back the
+# view of a wrong answer's OrderedDict, and the loud "in-process fallback" error made its 0 an error, where a plain
+# dict's view crossed and failed).
+_ODICT_KEYS: type = type(collections.OrderedDict().keys())
+_ODICT_VALUES: type = type(collections.OrderedDict().values())
+_ODICT_ITEMS: type = type(collections.OrderedDict().items())
+ODICT_VIEWS: tuple[type, ...] = (_ODICT_KEYS, _ODICT_VALUES, _ODICT_ITEMS)
 _EXCEPTION_TYPES = frozenset(
     item for item in _BUILTINS_BY_NAME.values() if isinstance(item, type) and issubclass(item, BaseException)
 )
