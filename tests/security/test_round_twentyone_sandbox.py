@@ -240,3 +240,19 @@ def test_a_view_of_the_models_ordered_dict_crosses_back(executor, mapping):
     failed = executor.run(ExecutionJob(code=wrong, tests=HANDS_BACK_A_VIEW, entry_point="report"))
     assert failed.status is ExecutionStatus.FAILED, (failed.status, failed.reason)
     assert failed.passed == 0 and failed.total == 2
+
+
+def test_a_standard_exception_its_args_cannot_make_again_stays_the_loud_error(executor):
+    """A ``json.JSONDecodeError`` the tests made, handed to a right answer that re-exports the class: its args alone do
+    not make it again, so it cannot cross and the run stays the loud ``error`` it was (never a right answer's 0)."""
+    tests = textwrap.dedent("""
+        import unittest
+
+        class TestDescribe(unittest.TestCase):
+            def test_describe(self):
+                self.assertEqual(describe(JSONDecodeError("bad", "doc", 0)), "bad")
+    """)
+    code = "from json import JSONDecodeError\n\ndef describe(e):\n    return e.msg\n"
+    result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="describe", timeout_s=5.0))
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
+    assert "JSONDecodeError cannot be passed" in result.reason

@@ -827,6 +827,15 @@ def _exception_made_where_its_class_lives(conn: Connection, obj) -> int | None:
     entry = conn.stood_for.get(id(cls))
     if entry is None or entry[0] is not cls:
         return None
+    if cls.__module__ != "solution":
+        # A standard class the model's code re-exports: only when its args alone make it again (the tests' own values,
+        # through the standard class's own code); ``json.JSONDecodeError``'s do not, and a right answer would then
+        # fail on a TypeError of the tests' making: it cannot cross, as before.
+        try:
+            if cls(*obj.args).args != obj.args:
+                return None
+        except Exception:  # noqa: BLE001 - whatever its constructor raises
+            return None
     made = conn.value({"op": "call", "h": entry[1], "args": [_encode_argument(conn, item) for item in obj.args]})
     if isinstance(made, Remote):
         handle = object.__getattribute__(made, "_rp_handle")
