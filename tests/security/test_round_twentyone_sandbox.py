@@ -16,7 +16,8 @@
 * A view of a value the model's code returned, handed back by the tests (``report(tally(s).items())``): a plain dict's
   view crosses, an ``OrderedDict``'s (``odict_items``, a type of its own) could not, so a wrong answer returning an
   empty ``OrderedDict`` made its 0 the loud "in-process fallback" ``error``. An OrderedDict's views cross as a dict's,
-  in its own order.
+  in its own order. Likewise ``type(result)`` handed back (``name_of(type(make()))``): ``dict`` crossed by name, a
+  wrong answer's ``OrderedDict`` class could not; the standard classes whose values the wire carries now cross by name.
 """
 
 from __future__ import annotations
@@ -256,3 +257,60 @@ def test_a_standard_exception_its_args_cannot_make_again_stays_the_loud_error(ex
     result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="describe", timeout_s=5.0))
     assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
     assert "JSONDecodeError cannot be passed" in result.reason
+
+
+HANDS_BACK_ITS_TYPE = textwrap.dedent("""
+    import collections
+    import unittest
+
+    class TestKind(unittest.TestCase):
+        def test_name(self):
+            self.assertEqual(name_of(type(make())), "dict")
+
+        def test_class_returned(self):
+            self.assertIs(kind(), dict)
+""")
+
+
+@pytest.mark.parametrize("made", ["collections.OrderedDict()", "collections.deque()", "decimal.Decimal(1)"])
+def test_the_type_of_a_wrong_answers_result_crosses_back(executor, made):
+    """Before: ``error`` ("a type cannot be passed to the model's code"); a wrong answer returning ``[]`` failed."""
+    code = f"import collections, decimal\n\ndef make():\n    return {made}\n\n"
+    code += "def name_of(t):\n    return ''\n\ndef kind():\n    return type(make())\n"
+    result = executor.run(ExecutionJob(code=code, tests=HANDS_BACK_ITS_TYPE, entry_point="make", timeout_s=5.0))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0 and result.total == 2
+
+
+def test_the_standard_value_classes_cross_as_themselves(executor):
+    """Both ways, by name: the tests get the class itself (``assertIs``), and the model's code the tests' one."""
+    tests = textwrap.dedent("""
+        import collections
+        import fractions
+        import unittest
+
+        class TestKind(unittest.TestCase):
+            def test_returned(self):
+                self.assertIs(kind(), collections.OrderedDict)
+                self.assertIs(ratio(), fractions.Fraction)
+                self.assertEqual(kind()(a=1), {"a": 1})
+
+            def test_handed_over(self):
+                self.assertEqual(name_of(type(kind()())), "OrderedDict")
+                self.assertEqual(name_of(collections.deque), "deque")
+    """)
+    code = textwrap.dedent("""
+        import collections
+        import fractions
+
+        def kind():
+            return collections.OrderedDict
+
+        def ratio():
+            return fractions.Fraction
+
+        def name_of(cls):
+            return cls.__name__
+    """)
+    result = executor.run(ExecutionJob(code=code, tests=tests, entry_point="kind", timeout_s=5.0))
+    assert result.status is ExecutionStatus.PASSED, result.reason

@@ -234,7 +234,8 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # {"di": [[k, v], ...]} (dict views), {"ar": [typecode, [...]]}, {"mv"/"mvw": base64} (a read-only/writable byte
 # view), {"ex": [name, [args]]} (a
 # built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"}, {"bi": name} (a built-in from
-# _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out).
+# _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out), {"vc":
+# "collections.OrderedDict"} (a class of _VALUE_CLASSES).
 
 _SCALARS = (type(None), bool, int, float, str)
 # The built-in types whose values cross as plain data (and cross by name themselves).
@@ -310,6 +311,29 @@ MIRRORED_TYPES: tuple[type, ...] = (
     memoryview,  # a writable byte view, written through in place (its length never changes)
 )
 _SINGLETONS = {"Ellipsis": Ellipsis, "NotImplemented": NotImplemented}
+# The standard classes whose instances the wire carries as themselves, crossing by name as the built-in types do
+# (round twenty-one: the tests' ``name_of(type(make()))`` sent ``dict`` for a dict result and could not send
+# ``OrderedDict`` for a wrong answer's, whose 0 became the loud "in-process fallback" error). Plain value types:
+# calling one (the tests may call what the model returns) computes on its arguments and nothing else.
+_VALUE_CLASSES: dict[str, type] = {
+    f"{cls.__module__}.{cls.__qualname__}": cls
+    for cls in (
+        collections.OrderedDict,
+        collections.Counter,
+        collections.defaultdict,
+        collections.deque,
+        datetime.datetime,
+        datetime.date,
+        datetime.time,
+        datetime.timedelta,
+        datetime.timezone,
+        decimal.Decimal,
+        fractions.Fraction,
+        array.array,
+    )
+}
+_VALUE_CLASS_NAMES: dict[type, str] = {cls: name for name, cls in _VALUE_CLASSES.items()}
+_FRACTION_METACLASS = type(fractions.Fraction)  # (abc.ABCMeta: a numbers.Rational)
 
 
 def builtin_exception(name: str) -> type:
@@ -505,6 +529,8 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
     name = getattr(value, "__name__", None) if issubclass(kind, (type, types.BuiltinFunctionType)) else None
     if type(name) is str and _BUILTINS_BY_NAME.get(name) is value:
         return {"bi": name}
+    if (kind is type or kind is _FRACTION_METACLASS) and value in _VALUE_CLASS_NAMES:  # (their metaclasses, exactly)
+        return {"vc": _VALUE_CLASS_NAMES[value]}
     if issubclass(kind, fractions.Fraction):
         parts = (int.__int__(_FRACTION_NUMERATOR(value)), int.__int__(_FRACTION_DENOMINATOR(value)))
         return {"fr": [encode(part, None, depth, nodes) for part in parts]}
@@ -766,6 +792,10 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             if body not in _SINGLETONS:
                 raise WireError("unknown singleton")
             return _SINGLETONS[body]
+        if tag == "vc":
+            if type(body) is not str or body not in _VALUE_CLASSES:
+                raise WireError("unknown value class")
+            return _VALUE_CLASSES[body]
         if tag == "bi":
             if type(body) is not str or body not in _BUILTINS_BY_NAME:
                 raise WireError("unknown built-in")
