@@ -124,6 +124,14 @@ class _Tracked:
 
 _UNSET = object()
 
+# The coroutine (by index) a task on a watched loop works for: set by each coroutine's own task, inherited by the
+# tasks it starts (a task runs in a copy of its creator's context).
+_WATCHED_INDEX: contextvars.ContextVar[int | None] = contextvars.ContextVar("rewardpipe_watched_index", default=None)
+
+
+async def _tracked_task(coroutine: Any, index: int, board: _Board) -> Any:
+    return await _Tracked(coroutine, index, board)
+
 
 def run_watched(
     coroutines: Sequence[Any],
@@ -170,6 +178,7 @@ def _run_until_blocked(
     done = threading.Event()
 
     async def one(index: int, coroutine: Any) -> None:
+        _WATCHED_INDEX.set(index)  # this task's own context: the tasks the coroutine starts inherit it
         try:
             finished[index] = await _Tracked(coroutine, index, board)
         except KeyboardInterrupt:
@@ -177,7 +186,17 @@ def _run_until_blocked(
         except BaseException as exc:  # noqa: BLE001 - that coroutine's failure, kept as its result
             finished[index] = exc
 
+    def task_factory(loop: Any, coroutine: Any, **kwargs: Any) -> Any:
+        # A task a coroutine starts (asyncio.gather, create_task, a TaskGroup) runs its steps outside the
+        # coroutine's own: tracked too, on behalf of the coroutine that started it, or a blocking call in it
+        # would hold the loop unseen (and every other coroutine on it past its own deadline).
+        index = _WATCHED_INDEX.get()
+        if index is not None and asyncio.iscoroutine(coroutine):
+            coroutine = _tracked_task(coroutine, index, board)
+        return asyncio.Task(coroutine, loop=loop, **kwargs)
+
     async def main() -> None:
+        asyncio.get_running_loop().set_task_factory(task_factory)
         tasks.extend(asyncio.ensure_future(one(index, coroutine)) for index, coroutine in coroutines.items())
         await asyncio.gather(*tasks, return_exceptions=True)
 

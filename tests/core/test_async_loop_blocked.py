@@ -122,3 +122,31 @@ def test_the_watch_passes_values_exceptions_and_cancellation_through():
 
     results = bounded.run_watched([steps(5), raises()], [1.0, 1.0])
     assert results[0] == 10 and isinstance(results[1], KeyError)
+
+
+def test_a_loop_blocked_inside_a_task_the_component_started_is_found_too():
+    """Round twenty-one: a component awaiting ``asyncio.gather`` (or a TaskGroup, ``create_task``) of its own
+    calls, one of which blocks, held the loop unseen: the batch waited for the blocking call, then every sample on
+    the loop (the good ones too) was a ``component_timeout``."""
+
+    async def ask(completion):
+        await asyncio.sleep(0.01)
+        if "blocks" in completion:
+            release.wait()  # a synchronous wait inside a task of the component's own
+        return 1.0
+
+    @component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+    async def gathered(completion):
+        (value,) = await asyncio.gather(ask(completion))
+        return value
+
+    @component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+    async def grouped(completion):
+        async with asyncio.TaskGroup() as group:
+            task = group.create_task(ask(completion))
+        return task.result()
+
+    for judged in (gathered, grouped):
+        scores = _within(BATCH_WAIT_S, Reward("r", [judged]).score_many, _inputs("good", "this one blocks", "good"))
+        assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout", None]
+        assert scores[0].aggregate == scores[2].aggregate == 1.0
