@@ -202,10 +202,13 @@ def _run_until_blocked(
 
     def run() -> None:
         try:
-            with runner:
-                runner.run(main())
+            runner.run(main())
         finally:
+            # Every result is in: the caller takes them now. Closing the loop waits for its executor's threads,
+            # an ``asyncio.to_thread`` call that a deadline cancelled but that still runs among them: that wait
+            # is this thread's, never the batch's.
             done.set()
+            runner.close()
 
     thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
     thread.name = "rewardpipe-async-components"

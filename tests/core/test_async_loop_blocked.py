@@ -150,3 +150,23 @@ def test_a_loop_blocked_inside_a_task_the_component_started_is_found_too():
         scores = _within(BATCH_WAIT_S, Reward("r", [judged]).score_many, _inputs("good", "this one blocks", "good"))
         assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout", None]
         assert scores[0].aggregate == scores[2].aggregate == 1.0
+
+
+def test_a_call_in_a_worker_thread_past_the_limit_does_not_hold_the_batch():
+    """Round twenty-one: ``asyncio.to_thread`` (the way asyncio itself offers to call blocking code) past the
+    limit was cancelled at it, but closing the watched loop waited for the worker thread: the batch waited for the
+    blocking call however long it took."""
+
+    @component(range=(0, 1), role="outcome", timeout_s=LIMIT_S)
+    async def threaded(completion):
+        if "blocks" in completion:
+            await asyncio.to_thread(release.wait)
+        return 1.0
+
+    reward = Reward("r", [threaded])
+    started = time.monotonic()
+    scores = _within(BATCH_WAIT_S, reward.score_many, _inputs("good", "this one blocks"))
+    assert time.monotonic() - started < BATCH_WAIT_S / 2
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout"]
+    score = _within(BATCH_WAIT_S, reward.score_input, ScoringInput(completion="it blocks"))
+    assert score.error.kind == "component_timeout"
