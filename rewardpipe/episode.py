@@ -113,7 +113,17 @@ _ABANDONED_LOCK = threading.Lock()
 
 def call_hook(env: Any, hook: str, *args: Any) -> Any:
     """``env.<hook>(*args)``, bounded by the environment's ``hook_timeout_s`` when it declares one (past it:
-    :class:`HookTimeout`); without one, a plain call in this thread."""
+    :class:`HookTimeout`); without one, a plain call in this thread. A hook calling ``sys.exit()`` is an
+    :class:`EpisodeError` like any other failure of it."""
+    try:
+        return _call_hook(env, hook, *args)
+    except SystemExit as exc:
+        # Not an Exception: every "one rollout's error" handler let it through, and one hook's sys.exit() (a
+        # game engine's own "quit") ended the whole run, silently, with its exit status.
+        raise EpisodeError(f"environment '{env.name}': {hook}() called sys.exit({exc.code!r})") from None
+
+
+def _call_hook(env: Any, hook: str, *args: Any) -> Any:
     method = getattr(env, hook)
     timeout_s = getattr(env, "hook_timeout_s", None)
     if timeout_s is None:

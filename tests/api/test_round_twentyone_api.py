@@ -1,0 +1,72 @@
+"""Round twenty-one, an independent review of the public API: what a user's own environment or reward does that
+used to end more than its own rollout or sample."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+
+from rewardpipe import Environment, EpisodeState, Reward, TaskRow, component
+from rewardpipe.runner import plan_step, run_slots
+
+
+@component(range=(0, 1), role="outcome")
+def said_stop(state: EpisodeState) -> float:
+    return float(any(m.content == "stop" for m in state.messages if m.role == "assistant"))
+
+
+class Quits(TaskRow):
+    quit_in: str = ""  # the hook that calls sys.exit() for this task ("" for none)
+
+
+class Quitting(Environment):
+    """A game engine whose own "quit" is ``sys.exit()``, reached on one task's move."""
+
+    name = "quitting"
+    version = "1"
+    task_model = Quits
+    max_turns = 3
+    reward = Reward("quitting", [said_stop])
+
+    def _maybe_quit(self, task: Quits, hook: str) -> None:
+        if task.quit_in == hook:
+            sys.exit(3)
+
+    def start(self, task):
+        self._maybe_quit(task, "start")
+        return super().start(task)
+
+    def on_policy_turn(self, state, task, text):
+        self._maybe_quit(task, "on_policy_turn")
+        return state.evolve(next_action="score" if text == "stop" else "env")
+
+    def respond(self, state, task, ctx):
+        self._maybe_quit(task, "respond")
+        return state.append({"role": "user", "content": "go on"}, next_action="policy")
+
+
+class TimedQuitting(Quitting):
+    hook_timeout_s = 30.0  # the call runs in a thread of its own: its sys.exit() is handed back the same way
+
+
+class GoOnThenStop:
+    def next_turn(self, state, task):
+        return "stop" if state.assistant_turns else "go"
+
+
+@pytest.mark.parametrize("env", [Quitting(), TimedQuitting()], ids=["in-thread", "hook_timeout_s"])
+@pytest.mark.parametrize("hook", ["start", "on_policy_turn", "respond"])
+def test_a_hook_calling_sys_exit_is_its_rollouts_simulator_error_not_the_end_of_the_run(env, hook):
+    """Before: SystemExit is no Exception, so it went through every per-rollout handler and the run ended
+    silently with the hook's exit status (3), every other rollout lost."""
+    tasks = [Quits(task_id="fine", prompt="p"), Quits(task_id="quits", prompt="p", quit_in=hook)]
+    records = run_slots(plan_step(tasks, 0, 2, 2), policy=GoOnThenStop(), env=env, executor=None, run_id="run")
+    by_task: dict[str, list] = {}
+    for record in records:
+        by_task.setdefault(record.task_id, []).append(record)
+    assert [r.status for r in by_task["fine"]] == ["scored", "scored"]
+    for record in by_task["quits"]:
+        assert record.status == "error" and record.error.kind == "simulator_error"
+        assert f"{hook}() called sys.exit(3)" in record.error.message
+        assert record.aggregate is None
