@@ -33,6 +33,7 @@ routing jobs to the sandbox, the record and the transcript.
 from __future__ import annotations
 
 import hashlib
+import inspect
 import math
 import random
 from collections.abc import Callable, Mapping, Sequence
@@ -385,7 +386,30 @@ def check_environment(env: Any) -> Environment:
     problem = hook_timeout_problem(getattr(env, "hook_timeout_s", None))
     if problem:
         raise ValueError(f"{label}: {problem}")
+    for hook in HOOKS:
+        # Hooks are called, never awaited: an ``async def`` one hands back a coroutine that never runs, and every
+        # rollout failed at play ("returned coroutine, not a new state") with a "never awaited" warning.
+        if inspect.iscoroutinefunction(getattr(type(env), hook, None)):
+            raise ValueError(
+                f"{label}: {hook}() is async def; hooks are called synchronously: define it with def "
+                "(and run async code inside it with asyncio.run(...))"
+            )
     return env
+
+
+#: The methods of an environment the platform calls (its hooks).
+HOOKS = (
+    "start",
+    "on_policy_turn",
+    "respond",
+    "execution_job",
+    "replay",
+    "scenarios",
+    "metrics",
+    "transcript_fields",
+    "check_task",
+    "configure",
+)
 
 
 def hook_timeout_problem(timeout_s: Any) -> str | None:

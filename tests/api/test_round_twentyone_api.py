@@ -70,3 +70,42 @@ def test_a_hook_calling_sys_exit_is_its_rollouts_simulator_error_not_the_end_of_
         assert record.status == "error" and record.error.kind == "simulator_error"
         assert f"{hook}() called sys.exit(3)" in record.error.message
         assert record.aggregate is None
+
+
+@pytest.mark.parametrize("hook", ["start", "on_policy_turn", "respond", "metrics", "scenarios"])
+def test_an_async_hook_is_refused_at_load_naming_it(hook):
+    """Before: accepted, then every rollout failed at play ("on_policy_turn() returned coroutine, not a new
+    state", a "coroutine was never awaited" warning with it), and doctor blamed every task."""
+    from rewardpipe.environment import check_environment
+
+    async def an_async_hook(self, *args):
+        return None
+
+    hooked = type("AsyncHooked", (Quitting,), {hook: an_async_hook})
+    with pytest.raises(ValueError, match=rf"{hook}\(\) is async def; hooks are called synchronously"):
+        check_environment(hooked())
+
+
+def test_the_cli_names_an_async_hook(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from rewardpipe.cli import app
+
+    (tmp_path / "async_hooked_env.py").write_text(
+        "from rewardpipe import Environment, Reward, component\n"
+        "@component(range=(0, 1), role='outcome')\n"
+        "def one(completion):\n"
+        "    return 1.0\n"
+        "class AsyncHooked(Environment):\n"
+        "    name = 'async_hooked'\n"
+        "    reward = Reward('r', [one])\n"
+        "    async def respond(self, state, task, ctx):\n"
+        "        return state\n"
+        "ENV = AsyncHooked()\n"
+    )
+    (tmp_path / "tasks.jsonl").write_text('{"task_id": "t", "prompt": "p"}\n')
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["doctor", "--env", "async_hooked_env:ENV", "--tasks", "tasks.jsonl"])
+    assert result.exit_code == 2
+    assert "respond() is async def" in result.output and "Traceback" not in result.output
