@@ -209,6 +209,10 @@ def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment,
             raise EpisodeError(f"{label} added an assistant message: only the policy speaks as the assistant")
 
 
+def _ids(state: EpisodeState) -> tuple[Any, ...]:
+    return (state.rollout_id, state.group_id, state.step, state.task_id, state.run_id)
+
+
 def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], before: EpisodeState) -> EpisodeState:
     if not isinstance(new, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
@@ -222,6 +226,14 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
             f"environment '{env.name}': {hook}() left end_reason a {type(new.end_reason).__name__}; it must be text"
         )
     _checked_messages(new, before, env, hook)
+    if _ids(new) != _ids(before):
+        # The ids file the record and the transcript: a hook that renamed its rollout (state.evolve(rollout_id=
+        # ...), or a state built anew) overwrote another rollout's record, under a task that may not exist.
+        was, now = before.ids.as_dict(), new.ids.as_dict()
+        changed = ", ".join(f"{name} {was[name]!r} -> {now[name]!r}" for name in was if was[name] != now[name])
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() changed the rollout's ids ({changed}); they are the platform's"
+        )
     if new.next_action in ("execute", "score") and new.end_reason is None:
         new = new.evolve(end_reason=ENDED_BY_ENV)
     return new

@@ -109,3 +109,30 @@ def test_the_cli_names_an_async_hook(tmp_path, monkeypatch):
     result = CliRunner().invoke(app, ["doctor", "--env", "async_hooked_env:ENV", "--tasks", "tasks.jsonl"])
     assert result.exit_code == 2
     assert "respond() is async def" in result.output and "Traceback" not in result.output
+
+
+class Renaming(Environment):
+    """A hook that files its rollout under ids of its own (a state built anew, or evolve(rollout_id=...))."""
+
+    name = "renaming"
+    version = "1"
+    max_turns = 3
+    reward = Reward("renaming", [said_stop])
+
+    def on_policy_turn(self, state, task, text):
+        return state.evolve(next_action="env" if text != "stop" else "score")
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "go on"}, next_action="policy", rollout_id="mine")
+
+
+def test_a_hook_that_changes_the_rollouts_ids_is_its_error_not_another_rollouts_record():
+    """Before: every rollout was filed as 'mine', each record overwriting the last (4 rollouts, 1 record)."""
+    tasks = [TaskRow(task_id="a", prompt="p"), TaskRow(task_id="b", prompt="p")]
+    slots = plan_step(tasks, 0, 2, 2)
+    records = run_slots(slots, policy=GoOnThenStop(), env=Renaming(), executor=None, run_id="run")
+    assert sorted(r.rollout_id for r in records) == sorted(s.rollout_id for s in slots)
+    for record in records:
+        assert record.status == "error" and record.error.kind == "simulator_error"
+        assert "respond() changed the rollout's ids (rollout_id" in record.error.message
+        assert "-> 'mine'" in record.error.message
