@@ -64,13 +64,13 @@ from rewardpipe.episode import (
     ConversationError,
     EnvServices,
     EpisodeError,
-    call_hook,
     converse,
     end_without_commit,
     error_record,
     failure_record,
     start_episode,
 )
+from rewardpipe.episode import episode_metrics as environment_metrics
 from rewardpipe.execution.result import ExecutionResult
 from rewardpipe.integrations.trl import BatchScorer, ScoredBatch, resolve_reward
 from rewardpipe.models import Message, Record, load_task_rows
@@ -171,10 +171,10 @@ class Episode:
             "simulator_tokens": self.tokens.env_mask.count(0),
         }
         if env is not None and state is not None and self.task is not None:
-            try:
-                extra = call_hook(env, "metrics", state, self.task)
-            except Exception:  # noqa: BLE001 - evidence only
-                extra = {}
+            # Read as a record reads them: a hook that raised, timed out or returned no dict (None) is an
+            # env_metrics_error text, and a value no record takes (a list) is left out. Taken as returned, a
+            # None raised here and failed TRL's whole rollout batch.
+            extra = environment_metrics(state, self.task, env)
             row.update({k: v for k, v in extra.items() if k not in row})
         return row
 

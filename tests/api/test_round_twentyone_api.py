@@ -136,3 +136,57 @@ def test_a_hook_that_changes_the_rollouts_ids_is_its_error_not_another_rollouts_
         assert record.status == "error" and record.error.kind == "simulator_error"
         assert "respond() changed the rollout's ids (rollout_id" in record.error.message
         assert "-> 'mine'" in record.error.message
+
+
+class Measured(Environment):
+    """Ends after the model's first turn; ``metrics`` returns what the test sets."""
+
+    name = "measured"
+    version = "1"
+    max_turns = 2
+    reward = Reward("measured", [said_stop])
+    returns: object = None
+
+    def on_policy_turn(self, state, task, text):
+        return state.evolve(next_action="score")
+
+    def metrics(self, state, task):
+        return type(self).returns
+
+
+class _CharCodec:
+    eos_id = 0
+
+    def prompt_ids(self, prompt):
+        return [ord(c) for c in prompt]
+
+    def decode(self, ids):
+        return "".join(chr(i) for i in ids if i)
+
+    def feedback_ids(self, reply, conversational):
+        return [ord(c) for c in reply]
+
+
+def _says_stop(contexts, max_new_tokens):
+    return [[ord(c) for c in "stop"] + [0] for _ in contexts]
+
+
+@pytest.mark.parametrize(
+    ("returned", "kept"),
+    [(None, {}), ({"solved_in": 1, "trace": [1, 2]}, {"solved_in": 1}), ({"solved_in": 2}, {"solved_in": 2})],
+)
+def test_trl_episode_rows_read_the_environments_metrics_as_a_record_does(monkeypatch, returned, kept):
+    """Before: ``metrics()`` returning None (no dict) raised AttributeError out of ``rollout_output``, failing
+    TRL's whole rollout batch, and a value no record takes (a list) went into the row as it was."""
+    from rewardpipe.integrations.trl_episodes import EPISODE_FIELD, EpisodeRollout, rollout_output
+
+    monkeypatch.setattr(Measured, "returns", returned)
+    env = Measured()
+    rollout = EpisodeRollout([TaskRow(task_id="t", prompt="p")], env=env, max_turns=2)
+    episodes = rollout.play(["p", "p"], _CharCodec(), _says_stop, max_completion_tokens=100, group_size=2)
+    rows = rollout_output(episodes, env)[EPISODE_FIELD]
+    for row in rows:
+        assert row["components"] == {"said_stop": 1.0}
+        assert {k: row[k] for k in ("solved_in", "trace") if k in row} == kept
+        if returned is None:
+            assert row["env_metrics_error"] == "metrics() returned NoneType, not a dict"
