@@ -24,6 +24,7 @@ from rewardpipe.episode import (
     TURN_LIMIT,
     ConversationError,
     EnvServices,
+    EpisodeError,
     build_record,
     converse,
     episode_metrics,
@@ -418,6 +419,9 @@ def score_rollouts(
             job = execution_job(state, task, env)
         except Exception as exc:  # noqa: BLE001 - a recording the environment cannot replay costs its own line
             states[index] = exc
+            continue
+        except SystemExit as exc:  # a replay() of its own calling sys.exit(): that line's, not the end of score
+            states[index] = EpisodeError(f"environment '{env.name}': replay() called sys.exit({exc.code!r})")
             continue
         states[index] = state
         if job is not None:

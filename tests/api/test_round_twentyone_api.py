@@ -190,3 +190,28 @@ def test_trl_episode_rows_read_the_environments_metrics_as_a_record_does(monkeyp
         assert {k: row[k] for k in ("solved_in", "trace") if k in row} == kept
         if returned is None:
             assert row["env_metrics_error"] == "metrics() returned NoneType, not a dict"
+
+
+class QuitsOnReplay(Quitting):
+    def replay(self, task, messages):
+        if task.quit_in == "replay":
+            sys.exit(4)
+        return super().replay(task, messages)
+
+
+def test_a_replay_of_its_own_calling_sys_exit_costs_its_line_not_the_scoring():
+    """Before: ``score --env`` ended (exit 4, no message) at the first such recording, the others unscored."""
+    from rewardpipe.models import Rollout
+    from rewardpipe.runner import score_rollouts
+
+    tasks = {"fine": Quits(task_id="fine", prompt="p"), "quits": Quits(task_id="quits", prompt="p", quit_in="replay")}
+    messages = [{"role": "user", "content": "p"}, {"role": "assistant", "content": "stop"}]
+    rollouts = [
+        Rollout(rollout_id=f"r-{task_id}", group_id=f"g-{task_id}", task_id=task_id, messages=messages)
+        for task_id in tasks
+    ]
+    records = score_rollouts(rollouts, tasks, executor=None, env=QuitsOnReplay(), run_id="run")
+    by_task = {record.task_id: record for record in records}
+    assert by_task["fine"].status == "scored"
+    assert by_task["quits"].status == "error" and by_task["quits"].error.kind == "replay_failed"
+    assert "replay() called sys.exit(4)" in by_task["quits"].error.message
