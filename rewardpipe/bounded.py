@@ -85,11 +85,12 @@ class LoopBlocked(Exception):
 class _Board:
     """Which coroutine a loop is running a step of, and since when: read from the watching thread."""
 
-    __slots__ = ("current", "since")
+    __slots__ = ("current", "only", "since")
 
     def __init__(self) -> None:
         self.current: int | None = None
         self.since = 0.0
+        self.only: int | None = None  # set when the loop is left to one coroutine: the others' steps are not run
 
 
 class _Tracked:
@@ -108,6 +109,12 @@ class _Tracked:
         value: Any = None
         error: BaseException | None = None
         while True:
+            if board.only is not None and board.only != index and error is None:
+                # The loop is left to one coroutine and this one is made again elsewhere: a step of it now (a
+                # wake-up queued before the cancellation) could block the loop that coroutine's result waits on.
+                import asyncio
+
+                value, error = None, asyncio.CancelledError()
             board.since = time.monotonic()
             board.current = index
             try:
@@ -143,15 +150,23 @@ def run_watched(
     the exception it raised, in order. A coroutine with a limit in ``limits`` that holds the loop in one step
     for longer than its limit gets :class:`LoopBlocked`: that loop is abandoned (the others' tasks on it are
     cancelled for when it comes back) and the coroutines it had not finished are made again with
-    ``remake(index)`` and awaited on a new loop (without ``remake`` they get :class:`LoopBlocked` too)."""
+    ``remake(index)`` and awaited on a new loop (without ``remake`` they get :class:`LoopBlocked` too). One
+    without a limit that holds the loop past the limit of another still running is waited for, on its loop,
+    while the others (cancelled there) are made again on a new loop: its blocking is not their timeout."""
     results: list[Any] = [_UNSET] * len(coroutines)
     todo: dict[int, Any] = dict(enumerate(coroutines))
+    waited: list[tuple[int, _Waited]] = []  # coroutines without a limit, each still running on a loop of its own
     while todo:
-        finished, culprit, thread = _run_until_blocked(todo, limits, poll_s)
+        finished, culprit, thread, left_running = _run_until_blocked(todo, limits, poll_s, remake is not None)
         for index, outcome in finished.items():
             results[index] = outcome
         if culprit is None:
             break
+        if left_running is not None:
+            waited.append((culprit, left_running))
+            assert remake is not None  # only then is a coroutine without a limit left running
+            todo = {index: remake(index) for index in todo if results[index] is _UNSET and index != culprit}
+            continue
         limit = limits[culprit]
         assert limit is not None  # only a coroutine with a limit is ever found blocking
         results[culprit] = LoopBlocked(limit, thread)
@@ -161,14 +176,31 @@ def run_watched(
                 results[index] = LoopBlocked(limit)
             break
         todo = {index: remake(index) for index in left}
+    for index, running in waited:
+        running.done.wait()
+        results[index] = running.finished.get(index, _UNSET)
+        if results[index] is _UNSET:  # its loop ended without its result (it cannot, short of the loop failing)
+            results[index] = RuntimeError("its event loop ended before it did")
     return results
 
 
+class _Waited:
+    """A loop left running for one coroutine without a limit: its results and when it is done."""
+
+    __slots__ = ("done", "finished")
+
+    def __init__(self, finished: dict[int, Any], done: threading.Event) -> None:
+        self.finished = finished
+        self.done = done
+
+
 def _run_until_blocked(
-    coroutines: dict[int, Any], limits: Sequence[float | None], poll_s: float
-) -> tuple[dict[int, Any], int | None, threading.Thread]:
+    coroutines: dict[int, Any], limits: Sequence[float | None], poll_s: float, move_others: bool
+) -> tuple[dict[int, Any], int | None, threading.Thread, _Waited | None]:
     """Run ``coroutines`` on a new loop in a daemon thread until all are done (culprit None) or one holds the
-    loop past its limit (that index). Returns what finished before, the culprit and the loop's thread."""
+    loop past its limit (that index). Returns what finished before, the culprit and the loop's thread. With
+    ``move_others``, one without a limit holding the loop past the limit of another still running is the
+    culprit too, left running on its loop (the :class:`_Waited` returned) while the others there are cancelled."""
     import asyncio
 
     board = _Board()
@@ -213,10 +245,14 @@ def _run_until_blocked(
     thread = threading.Thread(target=contextvars.copy_context().run, args=(run,), daemon=True)
     thread.name = "rewardpipe-async-components"
     thread.start()
+    order = list(coroutines)  # tasks[i] awaits coroutine order[i]
     while not done.wait(poll_s):
         index, since = board.current, board.since
-        limit = limits[index] if index is not None else None
-        if index is not None and limit is not None and time.monotonic() - since > limit:
+        if index is None:
+            continue
+        held = time.monotonic() - since
+        limit = limits[index]
+        if limit is not None and held > limit:
             snapshot = dict(finished)  # what the abandoned loop writes from now on is not taken
 
             def cancel_the_rest() -> None:
@@ -225,5 +261,20 @@ def _run_until_blocked(
 
             runner.get_loop().call_soon_threadsafe(cancel_the_rest)
             snapshot.pop(index, None)
-            return snapshot, index, thread
-    return finished, None, thread
+            return snapshot, index, thread, None
+        if limit is None and move_others:
+            # Unbounded, it may take its time, but not the others' deadlines: theirs would pass while it holds
+            # the loop, and every one of them would be a timeout it caused.
+            snapshot = dict(finished)
+            pending = [other for i in order if i != index and i not in snapshot and (other := limits[i]) is not None]
+            if pending and held > min(pending):
+
+                def cancel_the_others(keep: int = order.index(index)) -> None:
+                    for position, task in enumerate(tasks):
+                        if position != keep:
+                            task.cancel()
+
+                board.only = index
+                runner.get_loop().call_soon_threadsafe(cancel_the_others)
+                return snapshot, index, thread, _Waited(finished, done)
+    return finished, None, thread, None

@@ -170,3 +170,44 @@ def test_a_call_in_a_worker_thread_past_the_limit_does_not_hold_the_batch():
     assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout"]
     score = _within(BATCH_WAIT_S, reward.score_input, ScoringInput(completion="it blocks"))
     assert score.error.kind == "component_timeout"
+
+
+@component(range=(0, 1), role="shaping")
+async def unbounded(completion):
+    await asyncio.sleep(0.01)
+    if "holds" in completion:
+        unblock.wait(BATCH_WAIT_S)  # a synchronous wait inside async def, past the judge's limit
+    return 0.5
+
+
+unblock = threading.Event()
+
+
+def test_a_component_without_a_limit_blocking_the_loop_is_waited_for_without_costing_the_others_their_limit():
+    """Round twenty-one: an async component without ``timeout_s`` blocking the loop on one sample (it may take its
+    time) held every other call on the loop past its own limit: each sample's judge was a ``component_timeout``
+    it did not cause, the whole batch lost. Now the others go on on a loop of their own while it is waited for."""
+    unblock.clear()
+    threading.Timer(LIMIT_S * 5, unblock.set).start()
+    reward = Reward("r", [unbounded, judge])
+    scores = _within(BATCH_WAIT_S, reward.score_many, _inputs("good", "it holds but is good", "good too", "bad"))
+    assert [s.error for s in scores] == [None] * 4
+    assert [s.components for s in scores] == [
+        {"unbounded": 0.5, "judge": 1.0},
+        {"unbounded": 0.5, "judge": 1.0},
+        {"unbounded": 0.5, "judge": 1.0},
+        {"unbounded": 0.5, "judge": 0.0},
+    ]
+
+
+def test_the_loop_left_to_a_component_without_a_limit_runs_no_further_step_of_the_others():
+    """A wake-up of another call, queued before its cancellation, ran on the loop left to the unbounded call: a
+    judge that then blocked held that loop, and the batch waited for the judge's blocking call."""
+    unblock.clear()
+    threading.Timer(LIMIT_S * 5, unblock.set).start()
+    reward = Reward("r", [unbounded, judge])
+    started = time.monotonic()
+    scores = _within(BATCH_WAIT_S, reward.score_many, _inputs("good", "it holds, then blocks", "good too"))
+    assert time.monotonic() - started < BATCH_WAIT_S / 2
+    assert [s.error.kind if s.error else None for s in scores] == [None, "component_timeout", None]
+    assert scores[1].components == {"unbounded": 0.5, "judge": None}
