@@ -10,12 +10,23 @@ past ``max_abandoned`` calls still running the next call fails at once, with no 
 from __future__ import annotations
 
 import contextvars
+import math
 import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 MAX_ABANDONED_CALLS = 32  # calls of one function still running past their limit before the next is refused
+
+
+def limit_problem(timeout_s: Any, field: str) -> str | None:
+    """What is wrong with a time limit a user declared as ``field`` (None when it is fit: None, or seconds
+    above 0)."""
+    if timeout_s is None:
+        return None
+    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+        return f"{field} must be a number of seconds above 0 (or None), got {timeout_s!r}"
+    return None
 
 
 class AbandonedCalls:
@@ -34,6 +45,18 @@ class AbandonedCalls:
             self._running[:] = [thread for thread in self._running if thread.is_alive()]
             return len(self._running)
 
+    def refused(self) -> int:
+        """How many calls are still running past their limit when they are enough to refuse the next call (it
+        would hang like them: no thread, no wait, without end), else 0."""
+        still_running = self.still_running()
+        cap = MAX_ABANDONED_CALLS if self.max_abandoned is None else self.max_abandoned
+        return still_running if still_running >= cap else 0
+
+    def abandon(self, thread: threading.Thread) -> None:
+        """Count ``thread`` (a call past its limit, left running) until it ends."""
+        with self._lock:
+            self._running.append(thread)
+
     def call(
         self,
         function: Callable[..., Any],
@@ -45,9 +68,8 @@ class AbandonedCalls:
         """``function(*args, **kwargs)`` if it returns (or raises) within ``timeout_s``; else raises
         ``timed_out(0)``. With ``max_abandoned`` earlier calls still running, raises ``timed_out(n)`` (``n`` of
         them) without calling. The call runs in a copy of the caller's context (its context variables)."""
-        still_running = self.still_running()
-        cap = MAX_ABANDONED_CALLS if self.max_abandoned is None else self.max_abandoned
-        if still_running >= cap:  # hung on every input: no thread, no wait, without end
+        still_running = self.refused()
+        if still_running:
             raise timed_out(still_running)
         outcome: list[tuple[bool, Any]] = []
 
@@ -62,8 +84,7 @@ class AbandonedCalls:
         worker.start()
         worker.join(timeout_s)
         if not outcome:
-            with self._lock:
-                self._running.append(worker)
+            self.abandon(worker)
             raise timed_out(0)
         returned, value = outcome[0]
         if returned:

@@ -85,13 +85,10 @@ MAX_ABANDONED_CALLS = bounded.MAX_ABANDONED_CALLS
 
 
 def check_timeout(timeout_s: Any, name: str) -> float | None:
-    if timeout_s is None:
-        return None
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-        raise ComponentDefinitionError(
-            f"component '{name}': timeout_s must be a number of seconds above 0 (or None), got {timeout_s!r}"
-        )
-    return float(timeout_s)
+    problem = bounded.limit_problem(timeout_s, "timeout_s")
+    if problem:
+        raise ComponentDefinitionError(f"component '{name}': {problem}")
+    return None if timeout_s is None else float(timeout_s)
 
 
 def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async: bool) -> Callable[..., Any]:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import hashlib
 import inspect
-import math
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -414,8 +413,6 @@ HOOKS = (
 
 def hook_timeout_problem(timeout_s: Any) -> str | None:
     """What is wrong with an environment's ``hook_timeout_s`` (None when it is fit: None or seconds above 0)."""
-    if timeout_s is None:
-        return None
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
-        return f"hook_timeout_s must be a number of seconds above 0 (or None), got {timeout_s!r}"
-    return None
+    from rewardpipe.bounded import limit_problem
+
+    return limit_problem(timeout_s, "hook_timeout_s")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import math
-import threading
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -360,7 +359,7 @@ class Reward:
         # how to call any component again (a blocked loop is abandoned; what it had not finished is made again).
         self._async_limits = {c.name: c.timeout_s for c in components if c.is_async and c.timeout_s is not None}
         self._callers = {name: (call, get) for name, call, get, _ in self._plan}
-        self._loop_blockers: dict[str, list[threading.Thread]] = {}
+        self._loop_blockers: dict[str, bounded.AbandonedCalls] = {}  # per component, its loops left blocked
         self._ranges = {c.name: c.value_range for c in components}
         self._bounds = {
             c.name: (c.value_range[0] - RANGE_TOLERANCE, c.value_range[1] + RANGE_TOLERANCE) for c in components
@@ -720,12 +719,11 @@ class Reward:
         watched: list[int] = []
         for index, (name, coro, _) in enumerate(calls):
             blockers = self._loop_blockers.get(name)
-            if blockers is not None:
-                blockers[:] = [thread for thread in blockers if thread.is_alive()]
-                if len(blockers) >= bounded.MAX_ABANDONED_CALLS:  # blocks on every input: not called again
-                    coro.close()
-                    results[index] = ComponentTimeout(name, self._async_limits[name], len(blockers))
-                    continue
+            refused = blockers.refused() if blockers is not None else 0
+            if refused:  # blocks on every input: not called again
+                coro.close()
+                results[index] = ComponentTimeout(name, self._async_limits[name], refused)
+                continue
             watched.append(index)
 
         def remake(position: int) -> Any:
@@ -747,7 +745,8 @@ class Reward:
             name = calls[index][0]
             if isinstance(outcome, LoopBlocked):
                 if outcome.thread is not None:
-                    self._loop_blockers.setdefault(name, []).append(outcome.thread)
+                    abandoned = bounded.AbandonedCalls("rewardpipe-async-components")
+                    self._loop_blockers.setdefault(name, abandoned).abandon(outcome.thread)
                 outcome = ComponentTimeout(name, outcome.limit_s)
             results[index] = outcome
         return results
