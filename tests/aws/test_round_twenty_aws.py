@@ -18,12 +18,20 @@ import pytest
 from rewardpipe.aws.client import RolloutClient
 from rewardpipe.aws.state import PAYLOAD_BUDGET, STATE_PAYLOAD_LIMIT, payload_size, wire_json
 from rewardpipe.models import load_tasks
+from rewardpipe.policies import fenced
 from tests.aws import harness
 
 pytestmark = pytest.mark.xdist_group("cdk")
 TASK = load_tasks(harness.ROOT / "rewardpipe" / "data" / "tasks.jsonl")[1]
 # 50,000 CJK characters: 150 KB of UTF-8 (inside the budget), 300 KB as json.dumps' escapes (over 256 KiB).
 CJK = "中" * 50_000
+
+
+def _start_replaying_the_reference(client: RolloutClient, run_id: str, task=TASK) -> str:
+    """One rollout whose model commits the reference solution at once; its execution's ARN."""
+    return client.start(
+        run_id, 0, "g0", "g0-0", task=task, policy={"mode": "replay", "turns": [fenced(TASK.reference_solution)]}
+    )
 
 
 def test_the_wire_json_is_what_payload_size_measures():
@@ -44,15 +52,7 @@ def test_the_harness_refuses_a_task_result_over_256_kib_as_step_functions_does(a
 def test_a_task_in_cjk_within_the_budget_starts_and_scores(deployment, sfn):
     task = TASK.model_copy(update={"prompt": f"{TASK.prompt}\n{CJK}"})
     client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
-    fence = "`" * 3
-    arn = client.start(
-        "run-cjk",
-        0,
-        "g0",
-        "g0-0",
-        task=task,
-        policy={"mode": "replay", "turns": [f"{fence}python\n{TASK.reference_solution}\n{fence}"]},
-    )
+    arn = _start_replaying_the_reference(client, "run-cjk", task)
     assert harness.wait_execution(sfn, arn)["status"] == "SUCCEEDED"
 
 
@@ -67,10 +67,9 @@ def test_a_trainer_reply_in_cjk_within_the_budget_is_delivered_inline(deployment
         sqs=boto3.client("sqs", region_name=harness.REGION),
     )
     (arn,) = client.start_group("run-cjk-reply", 0, "g0", task=TASK, policies=[{"mode": "callback"}])
-    fence = "`" * 3
 
     def respond(request):
-        return f"{CJK}\n{fence}python\n{TASK.reference_solution}\n{fence}"
+        return f"{CJK}\n{fenced(TASK.reference_solution)}"
 
     assert client.serve_turns(respond, until=client.all_done([arn]), poll_s=0.05) >= 1
     (result,) = client.wait([arn], poll_s=0.05)
@@ -153,15 +152,7 @@ def test_a_code_runner_woken_from_inactive_costs_a_retry_not_the_rollout(deploym
     client = RolloutClient(deployment.state_machine_arn, bucket=deployment.bucket, sfn=sfn)
     runner = deployment.function_name("CodeRunnerFunction")
     harness.LAMBDA_SERVICE_FAULTS[runner] = [("ResourceNotReadyException", 502)]
-    fence = "`" * 3
-    arn = client.start(
-        "run-inactive",
-        0,
-        "g0",
-        "g0-0",
-        task=TASK,
-        policy={"mode": "replay", "turns": [f"{fence}python\n{TASK.reference_solution}\n{fence}"]},
-    )
+    arn = _start_replaying_the_reference(client, "run-inactive")
     output = json.loads(harness.wait_execution(sfn, arn)["output"])
     assert not harness.LAMBDA_SERVICE_FAULTS[runner]  # the fault was met
     assert output["status"] == "scored"
