@@ -422,8 +422,7 @@ class Connection:
             if type(new) is not kind or kind not in wire.MIRRORED_TYPES:
                 continue
             if kind is memoryview:
-                if not target.readonly and target.format == "B" and target.ndim == 1 and target.nbytes == new.nbytes:
-                    target[:] = new  # (a view cannot be resized: a reply of another length is left out)
+                _write_through(target, new)
             elif kind in (list, bytearray) or (kind is array.array and new.typecode == target.typecode):
                 target[:] = new
             elif kind is collections.deque:
@@ -738,6 +737,18 @@ def _logger_for(name: str) -> logging.Logger:
     return logger
 
 
+def _write_through(target: memoryview, new: memoryview) -> None:
+    """Write the callee's view ``new`` into the caller's writable view ``target`` when both have one format and
+    shape (a view cannot be resized: a reply of another shape is left out); a strided view of more than one
+    dimension, which cannot be assigned to, too."""
+    if target.readonly or new.format != (wire.view_format(target) or target.format) or new.shape != target.shape:
+        return
+    if target.ndim == 1:
+        target[:] = new
+    elif target.c_contiguous:
+        target.cast("B")[:] = new.cast("B")
+
+
 def _items(value, width: int) -> list:
     """The well-formed entries of a list of fixed-width lists sent by the model's process (at most 100)."""
     if type(value) is not list:
@@ -769,6 +780,10 @@ def _held(value, attributes: bool = False) -> list | None:
         return _items_of(value)
     if kind is slice:
         return [value.start, value.stop, value.step]
+    if kind is memoryview:  # (round twenty-two: a view of the model's value whose format the wire cannot carry)
+        return [value.obj]
+    if kind is array.array:
+        return []
     if issubclass(kind, BaseException):
         return [*value.args, *(vars(value).values() if attributes else ())]
     return None
@@ -787,6 +802,10 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         standard = wire.standard_callable(obj, lambda part: _encode_argument(conn, part))
         if standard is not None:  # str.upper, math.sqrt, a partial of them...: rebuilt in the model's process
             return standard
+        if type(obj) is memoryview and conn.holds_model_data(obj.obj):
+            # A view of a value the model's code returned in a format the wire does not carry (an ``array("u")``'s):
+            # the model chose that value, so it is its failure, never the loud error (round twenty-two).
+            raise RemoteError(f"a memoryview of format {obj.format!r} cannot cross the sandbox boundary")
         raise wire.Unencodable(
             f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary"
         )

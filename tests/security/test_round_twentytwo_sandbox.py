@@ -1,0 +1,119 @@
+"""Round twenty-two: the sandbox, attacked through the public executor as the model would.
+
+* A value the runner made from the model's reply, handed back to the model's code by the tests, could not cross when
+  it was of a kind the wire did not carry, so a wrong answer chose the loud "in-process fallback" ``error`` for its 0
+  (excluded from GRPO) by returning a value whose part or class is such a kind (round twenty-one's class, the kinds it
+  left open and others found this round): ``size(memoryview(make()))`` crossed for a ``bytes`` result and was the
+  ``error`` for an ``array.array("i", ...)`` (only a byte view crossed); ``name_of(type(make()))`` for the model's
+  namedtuple (its class is made here, from its name and fields) and for a ``None`` result (``NoneType``), and
+  ``offset(make().tzinfo)`` for an aware datetime (a ``datetime.timezone`` did not cross). A view of any native
+  single-character format and shape now crosses as itself (writable, and written back, when it is), a namedtuple class
+  made here crosses as its name and fields, a ``timezone`` as its offset and name, and ``NoneType``, ``memoryview``,
+  ``ellipsis`` and ``NotImplementedType`` by name; a view of the model's value in a format the wire does not carry
+  (an ``array("u")``'s) is the model's ``failed``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+
+def _tests(body: str) -> str:
+    return "import unittest\n\n\nclass TestX(unittest.TestCase):\n" + textwrap.indent(textwrap.dedent(body), "    ")
+
+
+def _run(executor, code: str, tests: str, entry_point: str):
+    return executor.run(ExecutionJob(code=textwrap.dedent(code), tests=tests, entry_point=entry_point, timeout_s=5.0))
+
+
+HANDS_BACK = {
+    "memoryview-of-array": (
+        "import array\n\ndef make():\n    return array.array('i', [1, 7])\n",
+        "size(memoryview(make()))",
+        "m.nbytes + m[1] + len(m) * 10",
+        35,
+    ),
+    "namedtuple-class": (
+        "import collections\nP = collections.namedtuple('P', 'x y')\n\ndef make():\n    return P(1, 2)\n",
+        "size(type(make()))",
+        "m.__name__ + str(m._fields) + str(m(3, 4))",
+        "P('x', 'y')P(x=3, y=4)",
+    ),
+    "timezone": (
+        "import datetime\n\ndef make():\n"
+        "    return datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone(datetime.timedelta(hours=2), 'EET'))\n",
+        "size(make().tzinfo)",
+        "(m.utcoffset(None).seconds, m.tzname(None))",
+        (7200, "EET"),
+    ),
+    "nonetype": ("def make():\n    return None\n", "size(type(make()))", "m.__name__", "NoneType"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HANDS_BACK))
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_what_the_tests_hand_back(executor, case):
+    """Before: ``error`` ("the hidden tests need the in-process fallback (a memoryview/type/timezone cannot be passed
+    to the model's code ...)") for each of these wrong answers."""
+    made, call, _, expected = HANDS_BACK[case]
+    tests = _tests(f"def test_it(self):\n    self.assertEqual({call}, {expected!r})\n")
+    result = _run(executor, made + "\ndef size(m):\n    return 0\n", tests, "size")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0 and result.total == 1
+    assert "in-process fallback" not in result.reason
+
+
+@pytest.mark.parametrize("case", sorted(HANDS_BACK))
+def test_a_right_answer_gets_what_the_tests_hand_back(executor, case):
+    made, call, answer, expected = HANDS_BACK[case]
+    tests = _tests(f"def test_it(self):\n    self.assertEqual({call}, {expected!r})\n")
+    result = _run(executor, made + f"\ndef size(m):\n    return {answer}\n", tests, "size")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_a_view_of_the_models_value_in_a_format_the_wire_cannot_carry_is_its_failure(executor):
+    """An ``array("u")``'s view (format ``"w"``): nothing makes it again there; the model chose that value."""
+    code = "import array\n\ndef make():\n    return array.array('u', 'ab')\n\ndef size(m):\n    return 8\n"
+    tests = _tests("def test_it(self):\n    self.assertEqual(size(memoryview(make())), 8)\n")
+    result = _run(executor, code, tests, "size")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert "in-process fallback" not in result.reason
+
+
+def test_views_of_other_formats_and_shapes_cross_and_are_written_back(executor):
+    """The tests' own views: a writable ``int`` view of an array and a two-dimensional byte view (both were the loud
+    ``error``) reach the model's code writable, and its writes come back into the tests' buffers."""
+    code = """
+        def fill(m):
+            m[0] = 7
+            m[1] = -2
+            return m.format, m.shape
+
+        def fill2(m):
+            m[1, 1] = 9
+            return m.shape
+
+        def total(m):
+            return sum(m.tolist()), m.readonly
+    """
+    tests = _tests("""
+        def test_int_view(self):
+            import array
+            a = array.array("i", [0, 0, 5])
+            self.assertEqual(fill(memoryview(a)), ("i", (3,)))
+            self.assertEqual(a.tolist(), [7, -2, 5])
+
+        def test_two_dimensions(self):
+            buf = bytearray(8)
+            self.assertEqual(fill2(memoryview(buf).cast("B", (2, 4))), (2, 4))
+            self.assertEqual(buf[5], 9)
+
+        def test_read_only_cast(self):
+            self.assertEqual(total(memoryview(bytes(8)).cast("I")), (0, True))
+    """)
+    result = _run(executor, code, tests, "fill")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    assert result.passed == 3
