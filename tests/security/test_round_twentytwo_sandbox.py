@@ -54,11 +54,30 @@ HANDS_BACK = {
 }
 
 
-@pytest.mark.parametrize("case", sorted(HANDS_BACK))
+MORE_HANDED_BACK = {
+    "zoneinfo": (
+        "import datetime, zoneinfo\n\ndef make():\n"
+        "    return datetime.datetime(2020, 1, 1, tzinfo=zoneinfo.ZoneInfo('Europe/Paris'))\n",
+        "size(make().tzinfo)",
+        "m.key",
+        "Europe/Paris",
+    ),
+    "dict-view-class": ("def make():\n    return {}\n", "size(type(make().keys()))", "m.__name__", "dict_keys"),
+    "ordered-dict-view-class": (
+        "import collections\n\ndef make():\n    return collections.OrderedDict(a=1)\n",
+        "size(type(make().items()))",
+        "m.__name__",
+        "odict_items",
+    ),
+}
+ALL_HANDED_BACK = {**HANDS_BACK, **MORE_HANDED_BACK}
+
+
+@pytest.mark.parametrize("case", sorted(ALL_HANDED_BACK))
 def test_a_wrong_answer_cannot_make_its_zero_an_error_by_what_the_tests_hand_back(executor, case):
     """Before: ``error`` ("the hidden tests need the in-process fallback (a memoryview/type/timezone cannot be passed
     to the model's code ...)") for each of these wrong answers."""
-    made, call, _, expected = HANDS_BACK[case]
+    made, call, _, expected = ALL_HANDED_BACK[case]
     tests = _tests(f"def test_it(self):\n    self.assertEqual({call}, {expected!r})\n")
     result = _run(executor, made + "\ndef size(m):\n    return 0\n", tests, "size")
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
@@ -66,9 +85,9 @@ def test_a_wrong_answer_cannot_make_its_zero_an_error_by_what_the_tests_hand_bac
     assert "in-process fallback" not in result.reason
 
 
-@pytest.mark.parametrize("case", sorted(HANDS_BACK))
+@pytest.mark.parametrize("case", sorted(ALL_HANDED_BACK))
 def test_a_right_answer_gets_what_the_tests_hand_back(executor, case):
-    made, call, answer, expected = HANDS_BACK[case]
+    made, call, answer, expected = ALL_HANDED_BACK[case]
     tests = _tests(f"def test_it(self):\n    self.assertEqual({call}, {expected!r})\n")
     result = _run(executor, made + f"\ndef size(m):\n    return {answer}\n", tests, "size")
     assert result.status is ExecutionStatus.PASSED, result.reason

@@ -233,10 +233,10 @@ def recv_json(fd: int, limit: int = MAX_FRAME_BYTES, max_values: int | None = No
 # {"dq": [[...], maxlen]}; and as themselves: {"rg": [start, stop, step]}, {"sl": [...]}, {"dk"/"dv": [...]},
 # {"di": [[k, v], ...]} (dict views), {"ar": [typecode, [...]]}, {"mv"/"mvw": base64} (a read-only/writable byte
 # view), {"mvf": [format, shape, base64, writable]} (a view of another format or shape), {"tz": [[d, s, us], name]}
-# (a ``datetime.timezone``), {"ntc": [name, [field, ...]]} (a namedtuple class), {"ex": [name, [args]]} (a
-# built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"}, {"bi": name} (a built-in from
-# _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what isoformat leaves out), {"vc":
-# "collections.OrderedDict"} (a class of _VALUE_CLASSES).
+# (a ``datetime.timezone``), {"zi": key} (a ``zoneinfo.ZoneInfo``), {"ntc": [name, [field, ...]]} (a namedtuple
+# class), {"ex": [name, [args]]} (a built-in exception returned as a value), {"e": "Ellipsis"/"NotImplemented"},
+# {"bi": name} (a built-in from _BUILTINS_BY_NAME), {"dtx"/"tmx": [isoformat, fold, zone name, zone key]} (what
+# isoformat leaves out), {"vc": "collections.OrderedDict"} (a class of _VALUE_CLASSES).
 
 _SCALARS = (type(None), bool, int, float, str)
 # The built-in types whose values cross as plain data (and cross by name themselves).
@@ -273,6 +273,12 @@ _BUILTINS_BY_NAME: dict[str, object] = {
         type(None),
         type(Ellipsis),
         type(NotImplemented),
+        type({}.keys()),
+        type({}.values()),
+        type({}.items()),
+        type(collections.OrderedDict().keys()),
+        type(collections.OrderedDict().values()),
+        type(collections.OrderedDict().items()),
         object,
         type,
         abs,
@@ -536,6 +542,8 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         zone_name = datetime.timezone.tzname(value, None)
         default = datetime.timezone.tzname(datetime.timezone(offset), None)
         return {"tz": [[offset.days, offset.seconds, offset.microseconds], None if zone_name == default else zone_name]}
+    if _zone_key(value) is not None:  # a ``zoneinfo.ZoneInfo``, by its key
+        return {"zi": _zone_key(value)}
     if kind is type and _made_namedtuple(value):
         # A namedtuple class this module made for a value that crossed (``type(result)`` handed back, round
         # twenty-two), rebuilt from its name and fields as its values are.
@@ -687,18 +695,37 @@ def _time_extra(value) -> list | None:
     return [value.fold, name, key]
 
 
+def _zone_key(value) -> str | None:
+    """The key a ``zoneinfo.ZoneInfo`` crosses by (round twenty-two: the ``tzinfo`` of an aware datetime that crossed,
+    handed back, was the loud "in-process fallback" error), None for any other value (by its exact type: a stub or
+    another class of the same name is asked nothing)."""
+    zoneinfo = sys.modules.get("zoneinfo")
+    if zoneinfo is None or type(value) is not zoneinfo.ZoneInfo:
+        return None
+    key = value.key
+    return key if type(key) is str and _ZONE_KEY.fullmatch(key) and ".." not in key else None
+
+
+def _zone(key):
+    """The ``zoneinfo.ZoneInfo`` of ``key`` (the sender's word, checked first), or None where this host has no such
+    zone or no zone data."""
+    if type(key) is not str or not _ZONE_KEY.fullmatch(key) or ".." in key:
+        raise WireError("malformed time zone key")
+    try:
+        import zoneinfo
+
+        return zoneinfo.ZoneInfo(key)
+    except Exception:  # noqa: BLE001 - no such zone here, or no zone data (a child in a chroot)
+        return None
+
+
 def _with_time_extra(value, fold, name, key):
     if type(fold) is not int or fold not in (0, 1) or not (name is None or type(name) is str) or len(name or "") > 64:
         raise WireError("malformed time details")
     if key is not None:
-        if type(key) is not str or not _ZONE_KEY.fullmatch(key) or ".." in key:
-            raise WireError("malformed time zone key")
-        try:
-            import zoneinfo
-
-            value = value.replace(tzinfo=zoneinfo.ZoneInfo(key))
-        except Exception:  # noqa: BLE001 - no such zone here, or no zone data (a child in a chroot): the offset stays
-            pass
+        zone = _zone(key)
+        if zone is not None:  # (else no such zone here, or no zone data, a child in a chroot: the offset stays)
+            value = value.replace(tzinfo=zone)
     elif name is not None and value.tzinfo is not None:
         value = value.replace(tzinfo=datetime.timezone(value.utcoffset(), name))
     return value.replace(fold=fold)
@@ -840,6 +867,11 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
                 raise WireError("malformed time zone")
             offset = datetime.timedelta(days=_as_int(days), seconds=_as_int(seconds), microseconds=_as_int(micros))
             return datetime.timezone(offset) if name is None else datetime.timezone(offset, name)
+        if tag == "zi":
+            zone = _zone(body)
+            if zone is None:
+                raise WireError(f"no time zone {body!r} here")
+            return zone
         if tag == "ntc":
             name, fields = _as_list(body)
             fields = tuple(_as_list(fields))
