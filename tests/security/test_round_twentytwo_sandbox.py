@@ -136,3 +136,34 @@ def test_views_of_other_formats_and_shapes_cross_and_are_written_back(executor):
     result = _run(executor, code, tests, "fill")
     assert result.status is ExecutionStatus.PASSED, result.reason
     assert result.passed == 3
+
+
+def test_an_empty_view_of_another_format_crosses(executor):
+    """``memoryview(array("i"))`` (shape ``(0,)``): ``cast`` refuses a shape with a zero in it, so it is made again
+    without one."""
+    code = "import array\n\ndef make():\n    return array.array('i')\n\ndef size(m):\n    return (m.format, len(m))\n"
+    tests = _tests("def test_it(self):\n    self.assertEqual(size(memoryview(make())), ('i', 0))\n")
+    result = _run(executor, code, tests, "size")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+@pytest.mark.parametrize(
+    "tree",
+    [
+        {"mvf": ["B", [2**62, 0], "", True]},  # (tolist() would make 2**62 lists)
+        {"mvf": ["i", [3], "AQAAAA==", False]},
+        {"mvf": ["x", [1], "AQAAAA==", False]},
+        {"mvf": ["i", [1] * 65, "AQAAAA==", False]},
+        {"tz": [[2, 0, 0], None]},
+        {"tz": [[0, 0, 0], "x" * 65]},
+        {"zi": "../../etc/passwd"},
+        {"ntc": ["P", ["_x"]]},
+    ],
+)
+def test_forged_trees_of_the_new_kinds_are_refused(tree):
+    """What the model's process sends in the new forms is checked before anything is made of it: a wrong answer's
+    ``failed`` (``RemoteError`` in the test that asked), never a runner busy for ever."""
+    from rewardpipe.execution.runtime import wire
+
+    with pytest.raises(wire.WireError):
+        wire.decode(tree)

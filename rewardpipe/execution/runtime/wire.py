@@ -738,9 +738,10 @@ VIEW_FORMATS = frozenset("bBhHiIlLqQnNfd?c")
 
 def view_format(view: memoryview) -> str | None:
     """The format ``view`` crosses with (``"@i"`` is ``"i"``), or None for one that does not cross (a ctypes
-    ``"<i"``, a struct of several fields, a 0-dimensional view)."""
+    ``"<i"``, a struct of several fields, a 0-dimensional view, an empty one of several dimensions)."""
     found = view.format[1:] if view.format.startswith("@") else view.format
-    return found if found in VIEW_FORMATS and view.ndim >= 1 else None
+    shape = view.shape or ()
+    return found if found in VIEW_FORMATS and (shape == (0,) or (shape and all(shape))) else None
 
 
 def _namedtuple_fields(kind: type, length: int) -> list[str] | None:
@@ -860,7 +861,11 @@ def _decode_tagged(tag, body, resolve_handle, depth, nodes, originals):
             if view_format_ not in VIEW_FORMATS or len(shape) > 64 or type(writable) is not bool:
                 raise WireError("malformed memoryview")
             raw = base64.b64decode(_as_str(data), validate=True)
-            return memoryview(bytearray(raw) if writable else raw).cast(view_format_, [_as_int(n) for n in shape])
+            dims = [_as_int(n) for n in shape]
+            if math.prod(n for n in dims if n) > max(len(raw), 1):  # (zeros would let the others be any size)
+                raise WireError("malformed memoryview shape")
+            view = memoryview(bytearray(raw) if writable else raw)
+            return view.cast(view_format_) if dims == [0] else view.cast(view_format_, dims)  # (an empty one: no shape)
         if tag == "tz":
             (days, seconds, micros), name = _as_list(body)
             if not (name is None or (type(name) is str and len(name) <= 64)):
