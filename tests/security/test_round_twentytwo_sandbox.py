@@ -167,3 +167,55 @@ def test_forged_trees_of_the_new_kinds_are_refused(tree):
 
     with pytest.raises(wire.WireError):
         wire.decode(tree)
+
+
+KIND_OF_RESULT = _tests("""
+    def test_namedtuple(self):
+        self.assertIs(type(point()), P)
+        self.assertIs(point().__class__, P)
+        self.assertEqual(type(point())(3, 4), P(3, 4))
+
+    def test_standard_class_read_from_the_models_namespace(self):
+        self.assertIs(type(table()), OrderedDict)
+        self.assertIsInstance(table(), OrderedDict)
+        self.assertEqual(table(), OrderedDict(a=1))
+""")
+
+
+def test_the_kind_of_a_result_that_crossed_as_this_processs_own_is_the_class_the_tests_read(executor):
+    """Before: both tests failed a right answer (a silent 0): ``type(point())`` was the namedtuple class the runner
+    made, never the stub of the model's ``P``; the model's ``OrderedDict`` (``from collections import ...``, which
+    the tests rely on) was a stub, never the class ``type(table())`` is."""
+    code = """
+        import collections
+        from collections import OrderedDict
+
+        P = collections.namedtuple("P", "x y")
+
+        def point():
+            return P(1, 2)
+
+        def table():
+            return OrderedDict(a=1)
+    """
+    result = _run(executor, code, KIND_OF_RESULT, "point")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    assert result.passed == 2
+
+
+def test_a_wrong_kind_of_result_still_fails(executor):
+    code = """
+        import collections
+        from collections import OrderedDict
+
+        P = collections.namedtuple("P", "x y")
+
+        def point():
+            return (1, 2)
+
+        def table():
+            return {"a": 1}
+    """
+    result = _run(executor, code, KIND_OF_RESULT, "point")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0

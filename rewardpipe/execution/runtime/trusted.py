@@ -104,6 +104,10 @@ class Connection:
         # seven: isinstance(result, deque) with the prompt's ``from collections import deque``, or with the
         # model's namedtuple class, was False for a right answer). Only ever used by isinstance, never called.
         self.value_classes: dict[int, Callable[[object], bool]] = {}
+        # (name, fields) -> the stub of a namedtuple class of the model's that the tests read, which ``type(x)`` of a
+        # value that crossed as the namedtuple this process made of it answers (round twenty-two: ``type(p) is P``
+        # was False for a right answer).
+        self.namedtuple_classes: dict[tuple, object] = {}
         # handle -> what kind of object it is, as the model's process described it when it handed the handle over
         # (untrusted.describe_kind; round nine). Decides only checks of what kind a stub is, never a value.
         self.kinds: dict[int, list] = {}
@@ -1566,13 +1570,33 @@ def build_namespace(conn: Connection, exports: dict, tests_names: set, entry_poi
         elif kind == "exception" and name in local_exceptions:
             namespace[name] = local_exceptions[name]
         elif kind == "callable" and type(info.get("h")) is int:
-            namespace[name] = conn.proxy(info["h"], name)
-            check = _value_class(info.get("cls"))
-            if check is not None:
-                conn.value_classes[info["h"]] = check
+            described = info.get("cls")
+            standard = _standard_value_class(described)
+            if standard is not None:  # its values cross as this process's own: so does the class (round twenty-two)
+                namespace[name] = standard
+            else:
+                namespace[name] = conn.proxy(info["h"], name)
+                check = _value_class(described)
+                if check is not None:
+                    conn.value_classes[info["h"]] = check
+                if type(described) is list and len(described) == 3 and described[0] == "nt":
+                    with contextlib.suppress(TypeError):  # (unhashable fields: the model's word)
+                        conn.namedtuple_classes[(described[1], tuple(described[2]))] = namespace[name]
         if name in namespace:
             conn.model_bound[name] = namespace[name]
     return module
+
+
+def _standard_value_class(described) -> type | None:
+    """The standard class whose values the wire carries as this process's own (``OrderedDict``, ``deque``,
+    ``Decimal``, ``datetime``...) when the model's code exports it under a name the tests read (``from collections
+    import OrderedDict`` in a prompt the tests rely on), from ``untrusted._value_class``; else None. The tests get
+    the class itself, as in one process: a stub of it was never ``type(result)`` (round twenty-two: ``type(result)
+    is OrderedDict`` failed a right answer). Calling it computes on its arguments and nothing else."""
+    if type(described) is not list or len(described) != 3 or described[0] != "std":
+        return None
+    module, qualname = described[1], described[2]
+    return wire.value_class(module, qualname) if type(module) is str and type(qualname) is str else None
 
 
 def _value_class(described) -> Callable[[object], bool] | None:
@@ -2235,10 +2259,20 @@ def _kind_check_helpers(conn: Connection) -> dict:
 
     def seen_type(value):
         kind = type(value)
-        return conn.seen_type(value) if issubclass(kind, Remote) else kind
+        return conn.seen_type(value) if issubclass(kind, Remote) else _model_namedtuple(kind) or kind
 
     def seen_class(value):
-        return conn.seen_type(value) if issubclass(type(value), Remote) else value.__class__
+        if issubclass(type(value), Remote):
+            return conn.seen_type(value)
+        cls = value.__class__
+        return _model_namedtuple(cls) or cls
+
+    def _model_namedtuple(kind):
+        """The stub of the model's namedtuple class the tests read that ``kind``, the class this process made for
+        a value of it, stands for; None for any other class (round twenty-two)."""
+        if not conn.namedtuple_classes or not isinstance(kind, type) or not wire.made_namedtuple(kind):
+            return None
+        return conn.namedtuple_classes.get((kind.__name__, getattr(kind, "_fields", None)))
 
     def seen_subclass(value, cls):
         if type(cls) is tuple:

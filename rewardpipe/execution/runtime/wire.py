@@ -347,6 +347,13 @@ _VALUE_CLASSES: dict[str, type] = {
     )
 }
 _VALUE_CLASS_NAMES: dict[type, str] = {cls: name for name, cls in _VALUE_CLASSES.items()}
+
+
+def value_class(module: str, qualname: str) -> type | None:
+    """The standard class of that module and qualified name whose values cross as themselves, else None."""
+    return _VALUE_CLASSES.get(f"{module}.{qualname}")
+
+
 _FRACTION_METACLASS = type(fractions.Fraction)  # (abc.ABCMeta: a numbers.Rational)
 
 
@@ -544,7 +551,7 @@ def encode(value, make_handle=None, _depth: int = 0, nodes: list | None = None, 
         return {"tz": [[offset.days, offset.seconds, offset.microseconds], None if zone_name == default else zone_name]}
     if _zone_key(value) is not None:  # a ``zoneinfo.ZoneInfo``, by its key
         return {"zi": _zone_key(value)}
-    if kind is type and _made_namedtuple(value):
+    if kind is type and made_namedtuple(value):
         # A namedtuple class this module made for a value that crossed (``type(result)`` handed back, round
         # twenty-two), rebuilt from its name and fields as its values are.
         return {"ntc": [value.__name__, list(value._fields)]}
@@ -753,7 +760,7 @@ def _namedtuple_fields(kind: type, length: int) -> list[str] | None:
     return list(fields) if _valid_namedtuple(kind.__name__, fields) else None
 
 
-def _made_namedtuple(cls: type) -> bool:
+def made_namedtuple(cls: type) -> bool:
     """Whether the class ``cls`` is a namedtuple class :func:`_namedtuple_class` made (for a value that crossed)."""
     fields = getattr(cls, "_fields", None)
     return (
