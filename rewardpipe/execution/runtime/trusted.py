@@ -1400,7 +1400,7 @@ class _Initializer:
 
 
 _STUB_CLASSES: dict[tuple, type] = {}
-MAX_STUB_CLASSES = 1024  # stub classes kept for reuse across jobs (each is one combination of the keys below)
+MAX_STUB_CLASSES = 1024  # stub classes kept for reuse within a job (one per combination of the keys below)
 
 
 def _stub_class(
@@ -1947,6 +1947,7 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
             # What these tests changed of the interpreter's settings, put back before the next job's; what
             # cannot be has this runner replaced first (see runner_globals).
             unrestored = baseline.restore()
+            _forget_what_the_job_cached()
             if MODEL_IMPORTED:
                 unrestored = [*unrestored, f"modules imported for the model's code ({', '.join(MODEL_IMPORTED[:5])})"]
                 MODEL_IMPORTED.clear()
@@ -1960,6 +1961,22 @@ def serve_jobs(sock_fd: int, expected_state: dict | None = None) -> None:
         channel.send(json.dumps(reply).encode())
         if reply.get("tampered"):
             return
+
+
+def _forget_what_the_job_cached() -> None:
+    """Empty the caches the model's values fill in this long-lived runner: the stub classes (one per protocol mask
+    and standard class a handle's description names), dataclass field sets, the namedtuple classes the wire made and
+    zoneinfo's zones. Round twenty-two: they lasted from one job to the next, and making a class takes tens of
+    microseconds where finding one takes none, so a job that handed over 256 namedtuples of names of its choosing
+    told the next job, which handed over the same names and timed the runner's next request (~13 ms against ~3.4
+    ms), which names the job before it had used: a channel from one rollout to the next (round twenty's class).
+    Each job makes the few it uses again (tens of microseconds)."""
+    _STUB_CLASSES.clear()
+    _dataclass_fields_of.cache_clear()
+    wire.forget_classes()
+    zoneinfo = sys.modules.get("zoneinfo")
+    if zoneinfo is not None:
+        zoneinfo.ZoneInfo.clear_cache()
 
 
 def _own_changes(expected_state: dict | None) -> str | None:

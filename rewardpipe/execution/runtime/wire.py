@@ -789,6 +789,12 @@ def _namedtuple_class(name: str, fields: tuple[str, ...]) -> type:
     return collections.namedtuple(name, fields)
 
 
+def forget_classes() -> None:
+    """Forget the namedtuple classes made so far: the runner does after each job (what one job's values cached, the
+    next one's timed, round twenty-two)."""
+    _namedtuple_class.cache_clear()
+
+
 def decode(tree, resolve_handle=None, _depth: int = 0, nodes: list | None = None, originals: list | None = None):
     """Inverse of :func:`encode`; builds only standard value types (built-ins, datetime, Decimal,
     Fraction). ``resolve_handle(id)`` maps handles. ``nodes`` receives every value built, in the order
