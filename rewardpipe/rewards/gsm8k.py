@@ -4,9 +4,12 @@ Format: the model is asked to end with a line ``#### <number>``.
   * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
   * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``#### **42**``,
     ``\\boxed{42}``, or the ``####`` line is not last);
-  * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` marks nothing).
+  * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` marks nothing), or the marked answer that
+    correctness reads is no number (``#### 2,5``, ``#### 1/2``, ``#### 10 - 3``: see below).
 Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
-numerically, else 0.0. An unreadable reference answer is an error (None), never a 0 for every sample, which
+numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power, an
+expression, a ratio or a mixed number is no answer. A reference (marked, or a bare string) is read by the same
+rule. An unreadable reference answer is an error (None), never a 0 for every sample, which
 would make the component constant and silently dead.
 """
 
@@ -27,17 +30,32 @@ _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 _HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?({_NUMBER})")
 _BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
 _ANY_NUMBER = re.compile(_NUMBER)
+# A reference given as a bare string: one number, a full stop after it allowed ("42.").
+_BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
 # A number is read whole or not at all. Read up to what continues it, "#### 1/2" was 1, "#### 42e5" and
 # "#### 42^2" were 42 and "#### 42.5.1" was 42.5: wrong answers scored correct against 1 or 42. What may follow
 # a number and make it part of a longer one (a fraction bar, an exponent, a power, a second decimal point, a
-# times sign, a vulgar fraction, a superscript digit; "**" only before a digit: after one it closes Markdown bold) ...
+# times sign, a vulgar fraction, a superscript digit; "**" only before a digit: after one it closes Markdown bold);
+# then (round twenty-two) an operator of any script before an operand ("#### 10 - 3", "#### 2 * 3", "#### 3÷4",
+# "#### 3⁄4" with the fraction slash, "#### 2·10^3"), a root, pi or a LaTeX fraction after it ("#### 5√2",
+# "#### 2π", "#### 4 \frac{1}{2}"), a ratio or a time ("#### 1:2"), a digit separator ("#### 1_000") and a second
+# run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces) ...
+_ROOT_OR_PI = r"[\u221a\u221b\u221c\u03c0]|\\(?:sqrt|[dt]?frac|pi)\b"
 _CONTINUED = re.compile(
     r"[ \t]*(?:/[ \t]*[\d.]|\^|\*\*[ \t]*\d|[×x][ \t]*10|[eE][+-]?\d|\.\d"
     r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079])"
+    rf"|[^\S\r\n]*(?:[-+*×x·÷\u2044\u2215\u2217\u22c5][^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
+    r"|[:_]\d|[^\S\r\n]+\d"
 )
-# ... and what before it makes it a denominator, a power or an exponent ("42/5" has 5 for its last number).
+# ... and what before it makes it a denominator, a power, an exponent, a root, the second of a ratio or of an
+# operation ("42/5" has 5 for its last number, "3 + 4" 4, "\frac{1}{2}" 2, "\sqrt{16}" 16, "1:2" 2).
 # Matched at the end of a few characters before the number only: every check is bounded, the reading linear.
-_CONTINUING = re.compile(r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?)[ \t]*\Z")
+_CONTINUING = re.compile(
+    r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
+    r"|\d[ \t]*[-+*x·\u2217\u22c5])[ \t]*\Z|\d:\Z"
+)
+# A minus sign read as the number's own straight after a digit is a subtraction or a range ("3-4", "10 -3").
+_AFTER_DIGIT = re.compile(r"\d[ \t]*\Z")
 _LOOKBACK = 16
 # Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
@@ -71,34 +89,44 @@ def reference_value(reference: Any) -> Decimal | None:
         return to_decimal(str(reference))
     if isinstance(reference, str):
         reference = reference.translate(_MINUS_SIGNS)
-        marked = _HASH_ANSWER.search(reference)
-        if marked:
-            # Read whole, as an answer is: "#### 1/2" is an unreadable reference (an error), not 1.
-            return _whole_number(reference, marked, 1)
-        return to_decimal(reference)
+        # Read whole, as an answer is: "#### 1/2" is an unreadable reference (an error), not 1; and so is a bare
+        # string ("1,5" was 15 and "41,42" 4142, read by Decimal with its commas dropped: round twenty-two).
+        marked = _HASH_ANSWER.search(reference) or _BARE_REFERENCE.fullmatch(reference)
+        return _whole_number(reference, marked, 1) if marked else None
     return None
 
 
 def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None:
     """The number ``match`` read, unless it is only part of a longer one (then the answer is unreadable)."""
     start, end = match.span(group)
-    if _CONTINUED.match(text, end) or _CONTINUING.search(text[max(0, start - _LOOKBACK) : start]):
-        return None
     token = match.group(group)
+    before = text[max(0, start - _LOOKBACK) : start]
+    if _CONTINUED.match(text, end) or _CONTINUING.search(before):
+        return None
+    if token.startswith("-") and _AFTER_DIGIT.search(before):
+        return None
     whole = token.lstrip("-$").rstrip(",").partition(".")[0]  # (a comma after it ends a clause: "42, so")
     if "," in whole and not _GROUPED.fullmatch(whole):
         return None
     return to_decimal(token)
 
 
-def extracted_answer(text: str) -> Decimal | None:
-    text = text.translate(_MINUS_SIGNS)
+def _marked_answer(text: str) -> re.Match[str] | None:
+    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{N}`` (group 1 its number)."""
     for pattern in (_HASH_ANSWER, _BOXED):
         last = None
         for last in pattern.finditer(text):  # noqa: B007 - only the last match is read
             pass
         if last is not None:
-            return _whole_number(text, last, 1)
+            return last
+    return None
+
+
+def extracted_answer(text: str) -> Decimal | None:
+    text = text.translate(_MINUS_SIGNS)
+    marked = _marked_answer(text)
+    if marked is not None:
+        return _whole_number(text, marked, 1)
     last = None
     for last in _ANY_NUMBER.finditer(text):  # noqa: B007 - only the last match is read
         pass
@@ -109,13 +137,13 @@ def extracted_answer(text: str) -> Decimal | None:
 @component(range=(0.0, 1.0), role="shaping", weight=0.5, name="format", description="final answer marked as '#### N'")
 def answer_format(completion: str) -> float:
     text = completion.translate(_MINUS_SIGNS)  # "#### −42" marks -42 as "#### -42" does (answer_correct reads it)
+    # A bare "####" is not enough: models use "#### Step 1" as a Markdown heading. Nor is a mark whose number
+    # answer_correct cannot read ("#### 2,5" had 1.0 and "#### 1/2" 0.5, marking no answer: round twenty-two).
+    marked = _marked_answer(text)
+    if marked is None or _whole_number(text, marked, 1) is None:
+        return 0.0
     lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    if lines and _STRICT_LAST_LINE.match(lines[-1]):
-        return 1.0
-    # A bare "####" is not enough: models use "#### Step 1" as a Markdown heading.
-    if _HASH_ANSWER.search(text) or _BOXED.search(text):
-        return 0.5
-    return 0.0
+    return 1.0 if lines and _STRICT_LAST_LINE.match(lines[-1]) else 0.5
 
 
 @component(range=(0.0, 1.0), role="outcome", weight=1.0, description="final answer equals the reference")

@@ -1,0 +1,172 @@
+"""Round twenty-two on the reward side: gsm8k answers read as expressions, gsm8k's format and bare references read
+by the answer's rule.
+
+G1. A marked answer that is an expression was read as its first operand. Round twenty-one read a number whole or
+not at all when a fraction bar, an exponent or a power continued it, but other operators did not count: ``#### 10 -
+3``, ``#### 5 + 3``, ``#### 2 * 3``, ``#### 3÷4``, ``#### 3⁄4`` (the fraction slash U+2044) or ``#### 3∕4`` (the
+division slash U+2215), ``#### 2·10^3`` scored 1.0 against the first number, and so did a root or pi after it
+(``#### 5√2``, ``#### 2π``), a LaTeX fraction (``#### 4 \\frac{1}{2}``), a ratio or a time (``#### 1:2``), a digit
+separator (``#### 1_000`` was 1), a mixed number or a number grouped by spaces (``#### 2 1/2`` was 2, ``#### 1
+000`` 1) and a range (``#### 3-4`` was 3). Read from the end, the last number of an unmarked answer was the second
+operand: ``\\frac{1}{2}`` and ``\\boxed{\\frac{1}{2}}`` were 2, ``√16`` 16, ``the ratio is 1:2`` 2, ``it is 3-4``
+-4. An operator of any script followed by an operand, a root, pi or a LaTeX command, a colon or an underscore
+before a digit and a second run of digits after spaces continue a number; an operator, a root, ``}{`` or
+``\\sqrt{`` before one, or a minus sign straight after a digit, make it part of an expression. No answer there
+(correctness 0); ``#### 42 eggs``, ``#### 42%``, ``It is 42. 5 more`` and ``6 x 7 = 42`` still read.
+
+G2. gsm8k's ``format`` judged the final line's shape alone (left open in round twenty-one): ``#### 2,5`` kept 1.0
+and ``#### 1/2`` 0.5, though correctness read no answer there, so a policy kept half the format weight for a mark
+that marks nothing. ``format`` now reads the same marked answer ``answer_correct`` reads: 0 when it is no number.
+
+G3. A bare reference string skipped the number checks (left open in round twenty-one): it went to ``Decimal`` with
+its commas dropped, so ``"1,5"`` was 15 and ``"41,42"`` 4142 (the answer ``#### 15`` scored 1.0 against a
+reference that says 1.5, and the right ``#### 1.5`` 0), ``"42e5"`` 4200000 and ``"1_000"`` 1000 where the answer
+``#### 42e5`` is no answer. A bare reference is read as an answer is, whole or not at all; an unreadable one is
+an error record (``bad_reference``), not a 0 for everyone. Numbers (``int``, ``float``) are read as before.
+
+Linear: the new continuation checks look a bounded distance from the one number read; the property tests below
+extend round four's with these inputs.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from rewardpipe.models import Message
+from rewardpipe.rewards.gsm8k import extracted_answer, reference_value
+from tests.security.test_round_twentyone_reward import GSM8K, _gsm8k
+
+# -- G1: an expression is not its first (or last) number ------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response, reference",
+    [
+        ("#### 10 - 3", 10),
+        ("#### 5 + 3", 5),
+        ("#### 2 * 3", 2),
+        ("#### 6 x 7", 6),
+        ("#### 3÷4", 3),
+        ("#### 3\u20444", 3),  # the fraction slash
+        ("#### 12 \u2044 5", 12),
+        ("#### 3\u22154", 3),  # the division slash
+        ("#### 2·10^3", 2),
+        ("#### 2*10^3", 2),
+        ("#### 2\u22c53", 2),
+        ("#### 5√2", 5),
+        ("#### 2π", 2),
+        ("#### 4 \\frac{1}{2}", 4),
+        ("#### 5\\sqrt{2}", 5),
+        ("#### 1:2", 1),
+        ("#### 1_000", 1),
+        ("#### 2 1/2", 2),  # a mixed number
+        ("#### 4\u00a01/2", 4),
+        ("#### 1 000", 1),
+        ("#### 3-4", 3),  # a range
+        ("#### 3 - 4", 3),
+        ("#### √16", 16),  # unmarked then: the last number is the root's operand
+        ("#### \\frac{1}{2}", 2),
+        ("\\boxed{\\frac{1}{2}}", 2),
+        ("The answer is \\sqrt{16}", 16),
+        ("The ratio is 1:2", 2),
+        ("It is 3-4", -4),
+        ("So 5 + 3", 3),
+    ],
+)
+def test_an_expression_is_no_answer(response, reference):
+    assert _gsm8k(response, reference)["answer_correct"] == 0.0  # was 1.0: one operand read as the answer
+
+
+@pytest.mark.parametrize(
+    "response, expected",
+    [
+        ("#### 42 eggs", Decimal(42)),
+        ("#### 42%", Decimal(42)),
+        ("It is 42. 5 more", Decimal(5)),
+        ("6 x 7 = 42", Decimal(42)),
+        ("3 + 4 = 7, so she has 7 apples", Decimal(7)),
+        ("#### -5", Decimal(-5)),
+        ("Step 2: 42", Decimal(42)),
+        ("#### 1,234 - that is all", Decimal(1234)),
+        ("\\boxed{42 \\text{ dollars}}", Decimal(42)),
+        ("#### 42\n\n7 apples were eaten", Decimal(42)),
+        ("#### 42 \n", Decimal(42)),
+        ("In 2019-2020 it was 42", Decimal(42)),
+    ],
+)
+def test_plain_answers_beside_expressions_are_still_read(response, expected):
+    assert extracted_answer(response) == expected
+
+
+# -- G2: format reads the answer answer_correct reads ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("response", ["#### 2,5", "#### 41,42", "#### 1/2", "The sum:\n#### 10 - 3", "\\boxed{1/2}"])
+def test_a_mark_that_marks_no_answer_has_no_format(response):
+    assert _gsm8k(response, 25)["format"] == 0.0  # was 1.0 ("#### 2,5", "#### 41,42") or 0.5
+
+
+@pytest.mark.parametrize(
+    "response, value",
+    [("#### 42", 1.0), ("#### 1,234", 1.0), ("#### −7", 1.0), ("#### 42 dollars", 0.5), ("\\boxed{42}", 0.5)],
+)
+def test_a_readable_mark_keeps_its_format(response, value):
+    assert _gsm8k(response, 42)["format"] == value
+
+
+# -- G3: a bare reference is read whole ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("reference", ["1,5", "41,42", "1,000,00", "42e5", "1_000", "3-4", "1:2", "2 1/2"])
+def test_a_bare_reference_that_is_no_number_is_an_error(reference):
+    messages = [Message(role="user", content="What is it?"), Message(role="assistant", content="#### 15")]
+    score = GSM8K.score(messages, reference=reference)
+    assert score.components["answer_correct"] is None  # "1,5" was 15: "#### 15" scored 1.0
+    assert score.error is not None and score.error.kind == "bad_reference"
+
+
+@pytest.mark.parametrize(
+    "reference, value",
+    [("42", 42), (" 42 ", 42), ("42.", 42), ("$1,234.50", Decimal("1234.50")), ("-7", -7), ("\u22127", -7)],
+)
+def test_bare_references_that_are_numbers_are_still_read(reference, value):
+    assert reference_value(reference) == value
+
+
+def test_references_given_as_numbers_are_read_as_before():
+    assert reference_value(1e-05) == Decimal("0.00001")
+    assert reference_value(4200000.0) == Decimal(4200000)
+
+
+# -- linear: the new checks ----------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "prefix, unit, suffix",
+    [
+        ("#### ", "1 ", "x"),
+        ("#### 1", " ", "- 2"),
+        ("#### ", "1 - ", "2"),
+        ("", "\\frac{1}{2}", ""),
+        ("#### 1", "\u00a0", "1/2"),
+        ("", "1:", "2"),
+        ("", "1_", "2"),
+        ("", "√", "16"),
+        ("#### ", "2,5 ", ""),
+    ],
+)
+def test_reading_an_answer_stays_linear(prefix, unit, suffix):
+    import rewardpipe.rewards.gsm8k as gsm8k
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    def score(text: str) -> object:
+        return gsm8k.GSM8K.score([Message(role="user", content="q"), Message(role="assistant", content=text)], "42")
+
+    assert_linear(
+        f"gsm8k({prefix!r} + {unit!r} * n)",
+        lambda n: operations(lambda: score(_build(prefix, unit, suffix, n)), [gsm8k]),
+    )
