@@ -22,9 +22,12 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   by an invisible word joiner, so a server that tokenizes the rendered template cannot read them as turns.
 * **Answer.** The judge must end with ``VERDICT <tag>: <number>``. Only that line counts: the tag is drawn
   fresh for each call and never appears in the material, so a completion that writes "score: 10" or even
-  "VERDICT: 10" (or a judge that quotes it) cannot supply the score. Parsing is one linear scan of at most
-  :data:`MAX_ANSWER_CHARS` characters. The number must lie on the judge's ``scale``; it is mapped linearly
-  into the component's ``range``. ``parse=`` replaces the reader (``parse(answer) -> number on the scale``).
+  "VERDICT: 10" (or a judge that quotes it) cannot supply the score. The verdict must be the answer's last line
+  (a line of Markdown alone after it passed over) and the line nothing but the verdict: a judge the material
+  talked into an early ``VERDICT <tag>: 10``, or into words after it, gave no readable verdict. Parsing is one
+  linear scan of at most :data:`MAX_ANSWER_CHARS` characters. The number must lie on the judge's ``scale``; it is
+  mapped linearly into the component's ``range``. ``parse=`` replaces the reader (``parse(answer) -> number on
+  the scale``).
 * **Failure is never 0.** An endpoint that fails after its retries, a missing endpoint, an answer without a
   readable verdict or off the scale make the component unavailable with the reason
   (:class:`~rewardpipe.components.ComponentUnavailable`): the sample is a ``component_unavailable`` error
@@ -88,6 +91,13 @@ MIN_INPUT_CHARS = 1_000
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
 _FIELD_PATH = re.compile(r"^[a-z]+(?:\.[A-Za-z][A-Za-z0-9_]{0,63}){0,4}$")
 _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
+# The verdict line is the answer's last line and nothing but the verdict: Markdown around it ("**VERDICT t:** 3"),
+# a "/ 10" after the number and a full stop are allowed. A verdict followed by more lines ("VERDICT t: 10" written
+# early, as the material asked, then "Final score: 2"), or by more words on its line ("VERDICT t: 10/10 would be
+# too much; 2"), is a judge talked out of its format: no verdict, never the first number it wrote (round
+# twenty-two).
+_DECORATION = r"[\s*_`>#~-]*"
+_VERDICT_VALUE = _NUMBER + r"(?:\s*(?:/|out of)\s*\d{1,9}(?:\.\d{1,9})?)?[\s*_`.]*"
 # Control tokens of chat templates (ChatML and Llama 3 ``<|...|>``, DeepSeek's fullwidth ``<｜...｜>``, Gemma's
 # turns, Mistral's and Llama 2's ``[INST]``, ``<<SYS>>``, ``<s>``/``</s>``): a server that renders the template
 # into text and tokenizes it reads one of these inside the material as the token, so a completion could end
@@ -288,7 +298,7 @@ class Judge:
                 # answer a rubric grades) behind padding.
                 head = limit // 2
                 tail = limit - head
-                cut = len(text) - self.max_input_chars
+                cut = len(text) - limit  # (was max_input_chars: a shorter cut said too few, or a negative number)
                 out[field] = f"{text[:head]}\n[... {cut} characters cut ...]\n{text[len(text) - tail :]}"
         return out
 
@@ -346,11 +356,11 @@ class Judge:
             if value is None:
                 raise JudgeUnavailable(f"judge '{self.name}': parse found no score in the answer")
         else:
-            found = None
-            for found in re.finditer(re.escape(f"VERDICT {tag}") + _NUMBER, tail):  # noqa: B007 - keeps the last
-                pass
+            found = re.fullmatch(_DECORATION + re.escape(f"VERDICT {tag}") + _VERDICT_VALUE, _last_line(tail))
             if found is None:
-                raise JudgeUnavailable(f"judge '{self.name}' answered without a 'VERDICT <tag>: <number>' line")
+                raise JudgeUnavailable(
+                    f"judge '{self.name}' answered without a 'VERDICT <tag>: <number>' line at the end"
+                )
             value = found.group(1)
         try:
             number = float(value)
@@ -467,6 +477,19 @@ class JudgeCall:
 
     def __reduce__(self) -> Any:
         return (JudgeCall, (self.judge,))
+
+
+def _last_line(answer: str) -> str:
+    """The answer's last line with something besides Markdown decoration on it (a closing fence, a rule or an
+    emphasis marker alone on a line is passed over). One pass from the end: linear in what it looks at."""
+    end = len(answer)
+    while end > 0:
+        start = max(answer.rfind("\n", 0, end), answer.rfind("\r", 0, end)) + 1
+        line = answer[start:end]
+        if line.strip(" \t\f\v*_`>#~-\u2028\u2029\x85"):
+            return line
+        end = start - 1
+    return ""
 
 
 def _shorter(limit: int | None, material: Mapping[str, str]) -> int | None:
