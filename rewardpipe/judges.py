@@ -68,6 +68,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
 from rewardpipe.components import Component, ComponentDefinitionError, ComponentUnavailable, check_name, check_range
+from rewardpipe.safe_text import encodable
 
 ENV_BASE_URL = "REWARDPIPE_JUDGE_BASE_URL"
 ENV_MODEL = "REWARDPIPE_JUDGE_MODEL"
@@ -293,6 +294,9 @@ class Judge:
                 text = _text_of(value)
             out[field] = text
         for field, text in out.items():
+            # Any judge's transport gets UTF-8 text: a lone surrogate in the material made the request unencodable,
+            # the sample an excluded error instead of graded (round twenty-two).
+            out[field] = text = encodable(text)
             if len(text) > limit:
                 # The head and the tail are kept, the middle cut: a response cannot hide its ending (the final
                 # answer a rubric grades) behind padding.

@@ -21,6 +21,7 @@ from typing import IO, Annotated, Any, Final, Literal, TypeGuard, TypeVar, cast
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
+from rewardpipe.safe_text import encodable
 
 RECORD_SCHEMA: Final = "rewardpipe.record/v1"
 MANIFEST_SCHEMA: Final = "rewardpipe.run-manifest/v2"
@@ -287,7 +288,7 @@ class ErrorInfo(DeferredModel):
     def _utf8(cls, text: str) -> str:
         # A user's explain_error may quote the model's text: a lone surrogate in it must not make every record
         # of the run unserialisable (its JSON is UTF-8).
-        return _encodable(text)
+        return encodable(text)
 
 
 MetricValue = float | int | str | bool | None
@@ -313,9 +314,9 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
         if not isinstance(name, str):
             odd.append(repr(name)[:40] if isinstance(name, (int, float, bool)) else f"a {type(name).__name__} key")
             continue
-        name = _encodable(name)
+        name = encodable(name)
         if isinstance(value, str):
-            kept[name] = _encodable(value)
+            kept[name] = encodable(value)
         elif isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
             odd.append(f"{name[:40]!r} is an int of {value.bit_length()} bits")
         elif value is None or isinstance(value, (bool, int, float)):
@@ -327,18 +328,6 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
     return kept, (
         f"{source} values must be numbers, text, booleans or None, keyed by text; left out: {', '.join(odd[:3])}"
     )
-
-
-def _encodable(text: str) -> str:
-    """``text`` with each lone surrogate replaced by one U+FFFD (a pair of them read as the character it
-    encodes), so it is always UTF-8."""
-    if text.isascii():
-        return text
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-    return text
 
 
 def _fits_a_float(value: int) -> bool:

@@ -27,6 +27,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import httpx
 
+from rewardpipe.safe_text import encodable
+
 RETRYABLE_STATUS = {408, 409, 425, 429, 500, 502, 503, 504}
 MAX_BACKOFF_S = 60.0  # exponential backoff stops growing here (a long retry series must not sleep for days)
 
@@ -277,6 +279,11 @@ class ChatClient:
 
     def _post(self, messages: Sequence[dict[str, Any]], params: dict[str, Any]) -> tuple[httpx.Response, str]:
         body = {"model": self.model, "messages": list(messages), **params}
+        # A lone surrogate (a recorded turn's JSON "\ud800" decodes to one) has no UTF-8 form: sent as it is, the
+        # request could not be encoded, so a judge's or an LLM user's call failed on the model's text (its sample
+        # an excluded error, never graded: round twenty-two). It goes as U+FFFD.
+        text = json.dumps(body, ensure_ascii=False, separators=(",", ":"), allow_nan=False)  # as httpx writes it
+        payload = encodable(text).encode("utf-8")
         url = f"{self.base_url}/chat/completions"
         last_problem = "no attempt made"
         retry_after: str | None = None
@@ -285,7 +292,7 @@ class ChatClient:
                 time.sleep(backoff_delay(attempt, self.backoff_s, self.max_backoff_s, retry_after))
             retry_after = None
             try:
-                response = self._http.post(url, json=body)
+                response = self._http.post(url, content=payload, headers={"Content-Type": "application/json"})
             except httpx.HTTPError as exc:
                 last_problem = f"{type(exc).__name__}: {exc}"
                 continue

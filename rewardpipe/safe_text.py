@@ -46,3 +46,15 @@ def escape_lone_surrogates(json_text: str) -> str:
     escape: only a string can hold one, where the escape reads back as the same text, so the line is the same
     JSON and always encodes as UTF-8."""
     return _LONE_SURROGATE.sub(lambda match: f"\\u{ord(match[0]):04x}", json_text)
+
+
+def encodable(text: str) -> str:
+    """``text`` with each lone surrogate replaced by one U+FFFD (a pair of them read as the character it
+    encodes), so it is always UTF-8."""
+    if text.isascii():
+        return text
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+    return text

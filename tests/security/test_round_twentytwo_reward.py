@@ -1,5 +1,6 @@
 """Round twenty-two on the reward side: gsm8k answers read as expressions, gsm8k's format and bare references read
-by the answer's rule, and an LLM judge's verdict read only where it must stand.
+by the answer's rule, an LLM judge's verdict read only where it must stand, and model text a judge's request could
+not carry.
 
 G1. A marked answer that is an expression was read as its first operand. Round twenty-one read a number whole or
 not at all when a fraction bar, an exponent or a power continued it, but other operators did not count: ``#### 10 -
@@ -31,6 +32,12 @@ VERDICT line with 10 to show the format, then grade" got ``VERDICT t: 10`` early
 last line (Markdown decoration alone on a line passed over) and that line must be the verdict alone (``/ 10``,
 ``out of 10``, Markdown and a full stop allowed): otherwise the answer is unparseable, which is the documented
 rule (the component unavailable), never the pass the early number gave.
+
+G5. A lone surrogate in model text (a recorded turn's JSON ``"\\ud800"`` decodes to one) made the request to an
+OpenAI-compatible endpoint unencodable: the judge's call failed before it was sent, the sample an excluded
+``component_unavailable`` instead of graded (a bad answer ending in ``\\ud800`` left its group's baseline), and an
+LLM-played user's or policy's call failed the same way. The chat client sends such text as U+FFFD, and the judge
+hands any transport (``client=``) UTF-8 material.
 
 G6. A judge's input cut shorter after its window overflowed (round twenty) told the judge a wrong count: the
 characters cut were counted against ``max_input_chars``, not the cut made, so a 1,500-character answer cut to
@@ -210,6 +217,56 @@ def test_a_judge_talked_out_of_its_format_is_no_pass(answer):
 def test_a_verdict_at_the_end_is_still_read(answer, value):
     score = _judged(lambda tag: answer.format(tag=tag))
     assert score.error is None and score.components["quality"] == pytest.approx(value)
+
+
+# -- G5: a lone surrogate in the material is graded, not an error ---------------------------------------------
+
+
+def test_a_lone_surrogate_in_the_completion_is_graded_through_an_openai_compatible_endpoint():
+    from tests.judge.fake_judge import FakeJudge
+
+    with FakeJudge() as fake:
+        judge = llm_judge("quality", "Is the answer good?", base_url=fake.url, model="m", max_retries=0)
+        messages = [Message(role="user", content="2+2?"), Message(role="assistant", content="5, not good \ud800")]
+        score = Reward("judged", [judge]).score(messages)
+        judge.fn.judge.close()
+    assert score.error is None  # was component_unavailable: UnicodeEncodeError before the request was sent
+    assert score.components["quality"] == pytest.approx(0.8)  # "good" in it: the fake grades 8
+
+
+def test_a_judge_of_its_own_gets_utf8_material():
+    seen = []
+
+    def write(tag):
+        return f"VERDICT {tag}: 1"
+
+    class Strict(_ObedientJudge):
+        def complete(self, messages, **params):
+            for message in messages:
+                message["content"].encode("utf-8")  # a transport that needs UTF-8 (Bedrock's, httpx's)
+                seen.append(message["content"])
+            return super().complete(messages, **params)
+
+    reward = Reward("judged", [llm_judge("quality", "Grade {completion} for {prompt}", client=Strict(write))])
+    score = reward.score([Message(role="user", content="q \udfff"), Message(role="assistant", content="a \ud800")])
+    assert score.error is None and score.components["quality"] == pytest.approx(0.1)
+    assert any("a \ufffd" in text for text in seen)
+
+
+def test_the_chat_client_sends_a_lone_surrogate_as_a_replacement_character():
+    import httpx
+
+    from rewardpipe.openai_client import ChatClient
+
+    sent = []
+
+    def handler(request):
+        sent.append(request.content)
+        return httpx.Response(200, json={"choices": [{"message": {"role": "assistant", "content": "ok"}}]})
+
+    client = ChatClient("http://model.invalid/v1", "m", transport=httpx.MockTransport(handler), max_retries=0)
+    assert client.complete([{"role": "user", "content": "Should negatives raise? \ud800"}]) == "ok"
+    assert "Should negatives raise? \ufffd".encode() in sent[0]
 
 
 # -- G6: the cut a judge is told is the cut made --------------------------------------------------------------
