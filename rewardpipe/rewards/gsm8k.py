@@ -41,21 +41,23 @@ _BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
 # "#### 2π", "#### 4 \frac{1}{2}"), a ratio or a time ("#### 1:2"), a digit separator ("#### 1_000") and a second
 # run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces) ...
 _ROOT_OR_PI = r"[\u221a\u221b\u221c\u03c0]|\\(?:sqrt|[dt]?frac|pi)\b"
-_CONTINUED = re.compile(
-    r"[ \t]*(?:/[ \t]*[\d.]|\^|\*\*[ \t]*\d|[×x][ \t]*10|[eE][+-]?\d|\.\d"
-    r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079])"
-    rf"|[^\S\r\n]*(?:[-+*×x·÷\u2044\u2215\u2217\u22c5][^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
+_CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" is a fraction as "42 /5" is)
+    r"[^\S\r\n]*(?:/[^\S\r\n]*[\d.]|\^|\*\*[^\S\r\n]*\d|[eE][+-]?\d|\.\d"
+    r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079]"
+    rf"|[-+*×x·÷\u2044\u2215\u2217\u22c5][^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
     r"|[:_]\d|[^\S\r\n]+\d"
 )
 # ... and what before it makes it a denominator, a power, an exponent, a root, the second of a ratio or of an
 # operation ("42/5" has 5 for its last number, "3 + 4" 4, "\frac{1}{2}" 2, "\sqrt{16}" 16, "1:2" 2).
-# Matched at the end of a few characters before the number only: every check is bounded, the reading linear.
+# Matched at the end of a few characters before the number, and of the spaces between (however many: "42/" and
+# twenty spaces before "5" hid the fraction bar from a window of 16 characters) only: every check is bounded by
+# what it looks at once, the reading linear.
 _CONTINUING = re.compile(
-    r"(?:/|\^|\d[ \t]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
-    r"|\d[ \t]*[-+*x·\u2217\u22c5])[ \t]*\Z|\d:\Z"
+    r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
+    r"|\d[^\S\r\n]*[-+*x·\u2217\u22c5])[^\S\r\n]*\Z|\d:\Z"
 )
 # A minus sign read as the number's own straight after a digit is a subtraction or a range ("3-4", "10 -3").
-_AFTER_DIGIT = re.compile(r"\d[ \t]*\Z")
+_AFTER_DIGIT = re.compile(r"\d[^\S\r\n]*\Z")
 _LOOKBACK = 16
 # Commas are thousands separators only where they group digits as such (1,234,567, or the Indian 1,00,000):
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
@@ -100,7 +102,10 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
     """The number ``match`` read, unless it is only part of a longer one (then the answer is unreadable)."""
     start, end = match.span(group)
     token = match.group(group)
-    before = text[max(0, start - _LOOKBACK) : start]
+    gap = start
+    while gap > 0 and text[gap - 1] not in "\r\n" and text[gap - 1].isspace():
+        gap -= 1
+    before = text[max(0, gap - _LOOKBACK) : start]
     if _CONTINUED.match(text, end) or _CONTINUING.search(before):
         return None
     if token.startswith("-") and _AFTER_DIGIT.search(before):

@@ -15,6 +15,13 @@ before a digit and a second run of digits after spaces continue a number; an ope
 ``\\sqrt{`` before one, or a minus sign straight after a digit, make it part of an expression. No answer there
 (correctness 0); ``#### 42 eggs``, ``#### 42%``, ``It is 42. 5 more`` and ``6 x 7 = 42`` still read.
 
+G1b. Spaces hid what continued a number. What came before one was looked at in a window of 16 characters (round
+twenty-one), so ``The answer is 42/`` and twenty spaces before ``5`` read 5, as did ``\\frac{1}{`` and thirty spaces
+before ``2}``; and what came after it was looked for past spaces and tabs only, so ``#### 42\\u00a0/5`` (a
+no-break space), ``#### 42\\u2009^2`` (a thin space) and ``#### 42\\u3000e5`` read 42. The window now reaches past
+the spaces before the number (each looked at once), and spaces of any kind but a line break separate an operator
+from its number both ways.
+
 G2. gsm8k's ``format`` judged the final line's shape alone (left open in round twenty-one): ``#### 2,5`` kept 1.0
 and ``#### 1/2`` 0.5, though correctness read no answer there, so a policy kept half the format weight for a mark
 that marks nothing. ``format`` now reads the same marked answer ``answer_correct`` reads: 0 when it is no number.
@@ -119,6 +126,28 @@ def test_an_expression_is_no_answer(response, reference):
 )
 def test_plain_answers_beside_expressions_are_still_read(response, expected):
     assert extracted_answer(response) == expected
+
+
+@pytest.mark.parametrize(
+    "response, reference",
+    [
+        ("The answer is 42/" + " " * 20 + "5", 5),
+        ("\\frac{1}{" + " " * 30 + "2}", 2),
+        ("So 5 +" + " " * 40 + "3", 3),
+        ("It is 3" + "\t" * 20 + "-4", -4),
+        ("#### 42\u00a0/5", 42),
+        ("#### 42\u2009^2", 42),
+        ("#### 42\u3000e5", 42),
+        ("#### 42\u00a0**\u00a02", 42),
+    ],
+)
+def test_spaces_do_not_hide_what_continues_a_number(response, reference):
+    assert _gsm8k(response, reference)["answer_correct"] == 0.0
+
+
+def test_spaces_after_a_label_still_leave_its_number_read():
+    assert extracted_answer("Step 2:" + " " * 30 + "42") == Decimal(42)
+    assert extracted_answer("The answer:\n\n   42") == Decimal(42)
 
 
 # -- G2: format reads the answer answer_correct reads ---------------------------------------------------------
@@ -296,6 +325,8 @@ def test_the_judge_is_told_how_many_characters_were_cut(length, limit):
         ("", "1_", "2"),
         ("", "√", "16"),
         ("#### ", "2,5 ", ""),
+        ("42/", " ", "5"),
+        ("#### 42", "\u00a0", "/5"),
     ],
 )
 def test_reading_an_answer_stays_linear(prefix, unit, suffix):
