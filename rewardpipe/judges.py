@@ -98,6 +98,7 @@ _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
 # too much; 2"), is a judge talked out of its format: no verdict, never the first number it wrote (round
 # twenty-two).
 _DECORATION = r"[\s*_`>#~-]*"
+_NO_DECORATION = str.maketrans("", "", "*_`>#~-")
 _VERDICT_VALUE = _NUMBER + r"(?:\s*(?:/|out of)\s*\d{1,9}(?:\.\d{1,9})?)?[\s*_`.]*"
 # Control tokens of chat templates (ChatML and Llama 3 ``<|...|>``, DeepSeek's fullwidth ``<｜...｜>``, Gemma's
 # turns, Mistral's and Llama 2's ``[INST]``, ``<<SYS>>``, ``<s>``/``</s>``): a server that renders the template
@@ -485,14 +486,10 @@ class JudgeCall:
 
 def _last_line(answer: str) -> str:
     """The answer's last line with something besides Markdown decoration on it (a closing fence, a rule or an
-    emphasis marker alone on a line is passed over). One pass from the end: linear in what it looks at."""
-    end = len(answer)
-    while end > 0:
-        start = max(answer.rfind("\n", 0, end), answer.rfind("\r", 0, end)) + 1
-        line = answer[start:end]
-        if line.strip(" \t\f\v*_`>#~-\u2028\u2029\x85"):
+    emphasis marker alone on a line is passed over), at any line break a reader sees. Linear in the answer."""
+    for line in reversed(answer.splitlines()):
+        if line.translate(_NO_DECORATION).strip():
             return line
-        end = start - 1
     return ""
 
 

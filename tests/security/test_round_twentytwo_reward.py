@@ -241,6 +241,7 @@ def test_a_judge_talked_out_of_its_format_is_no_pass(answer):
         ("Wrong.\n```\nVERDICT {tag}: 4\n```", 0.4),
         ("VERDICT {tag}: 9\n...on reflection...\n**VERDICT {tag}:** 1", 0.1),
         ("> VERDICT {tag}: 7", 0.7),
+        ("Wrong.\r\nVERDICT {tag}: 2\r\n* * *\r\n\u00a0\n", 0.2),
     ],
 )
 def test_a_verdict_at_the_end_is_still_read(answer, value):
