@@ -16,6 +16,7 @@ would make the component constant and silently dead.
 from __future__ import annotations
 
 import re
+import unicodedata
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -63,8 +64,24 @@ _LOOKBACK = 16
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
 _GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
 # Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
-# answer scored correct against the positive reference. One character for one: match positions are kept.
-_MINUS_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
+# answer scored correct against the positive reference.
+_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
+# And the invisible operators, U+2061 to U+2064 (function application, times, separator, plus), are operators.
+_SIGNS.update(dict.fromkeys(range(0x2061, 0x2065), "*"))
+# Invisible characters (format characters: zero-width spaces and joiners, soft hyphens, bidirectional marks; and
+# combining marks) are no part of what a reader sees: "#### 4\u200b2" shows 42 and was read as 4, and
+# "#### 42\u200b/5" hid its fraction bar (42). They are dropped before anything is read (round twenty-two), but
+# for the invisible operators ("#### 4\u20622" is 4 times 2).
+_INVISIBLE = frozenset({"Cf", "Mn", "Me"})
+
+
+def _readable(text: str) -> str:
+    """``text`` as the answer readers read it: typographic minus signs are minus signs, invisible characters go.
+    One look at each character (ASCII text is returned as it is)."""
+    if text.isascii():
+        return text
+    text = text.translate(_SIGNS)
+    return "".join(char for char in text if char.isascii() or unicodedata.category(char) not in _INVISIBLE)
 
 
 def to_decimal(text: str) -> Decimal | None:
@@ -90,7 +107,7 @@ def reference_value(reference: Any) -> Decimal | None:
     if isinstance(reference, (int, float)):
         return to_decimal(str(reference))
     if isinstance(reference, str):
-        reference = reference.translate(_MINUS_SIGNS)
+        reference = _readable(reference)
         # Read whole, as an answer is: "#### 1/2" is an unreadable reference (an error), not 1; and so is a bare
         # string ("1,5" was 15 and "41,42" 4142, read by Decimal with its commas dropped: round twenty-two).
         marked = _HASH_ANSWER.search(reference) or _BARE_REFERENCE.fullmatch(reference)
@@ -128,7 +145,7 @@ def _marked_answer(text: str) -> re.Match[str] | None:
 
 
 def extracted_answer(text: str) -> Decimal | None:
-    text = text.translate(_MINUS_SIGNS)
+    text = _readable(text)
     marked = _marked_answer(text)
     if marked is not None:
         return _whole_number(text, marked, 1)
@@ -141,7 +158,7 @@ def extracted_answer(text: str) -> Decimal | None:
 # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
 @component(range=(0.0, 1.0), role="shaping", weight=0.5, name="format", description="final answer marked as '#### N'")
 def answer_format(completion: str) -> float:
-    text = completion.translate(_MINUS_SIGNS)  # "#### −42" marks -42 as "#### -42" does (answer_correct reads it)
+    text = _readable(completion)  # "#### −42" marks -42 as "#### -42" does (answer_correct reads it)
     # A bare "####" is not enough: models use "#### Step 1" as a Markdown heading. Nor is a mark whose number
     # answer_correct cannot read ("#### 2,5" had 1.0 and "#### 1/2" 0.5, marking no answer: round twenty-two).
     marked = _marked_answer(text)

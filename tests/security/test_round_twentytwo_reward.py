@@ -22,6 +22,11 @@ no-break space), ``#### 42\\u2009^2`` (a thin space) and ``#### 42\\u3000e5`` re
 the spaces before the number (each looked at once), and spaces of any kind but a line break separate an operator
 from its number both ways.
 
+G1c. Invisible characters split or hid a number: ``#### 4\\u200b2`` (a zero-width space) shows 42 and was read as 4,
+``#### 4\\u00ad2`` (a soft hyphen) too, and ``#### 42\\u200b/5`` hid its fraction bar (42). Format characters and
+combining marks are dropped before an answer or a reference is read (``4\\u200b2`` is 42, ``42\\u200b/5`` no
+answer), but for the invisible operators (``#### 4\\u20622``, invisible times, is no number).
+
 G2. gsm8k's ``format`` judged the final line's shape alone (left open in round twenty-one): ``#### 2,5`` kept 1.0
 and ``#### 1/2`` 0.5, though correctness read no answer there, so a policy kept half the format weight for a mark
 that marks nothing. ``format`` now reads the same marked answer ``answer_correct`` reads: 0 when it is no number.
@@ -148,6 +153,28 @@ def test_spaces_do_not_hide_what_continues_a_number(response, reference):
 def test_spaces_after_a_label_still_leave_its_number_read():
     assert extracted_answer("Step 2:" + " " * 30 + "42") == Decimal(42)
     assert extracted_answer("The answer:\n\n   42") == Decimal(42)
+
+
+@pytest.mark.parametrize(
+    "response, reference",
+    [
+        ("#### 4\u200b2", 4),
+        ("#### 4\u00ad2", 4),
+        ("#### 42\u200b/5", 42),
+        ("#### 42\u2215\u200b5", 42),
+        ("#### 4\u20622", 4),  # invisible times
+        ("#### 4\u20622", 42),
+    ],
+)
+def test_invisible_characters_neither_split_nor_hide_a_number(response, reference):
+    assert _gsm8k(response, reference)["answer_correct"] == 0.0
+
+
+@pytest.mark.parametrize("response", ["#### 4\u200b2", "#### 4\u00ad2", "#### \u20684\u20692", "#### 4\u03002"])
+def test_a_number_with_invisible_characters_in_it_is_the_number_it_shows(response):
+    assert extracted_answer(response) == Decimal(42)
+    assert _gsm8k(response, 42) == {"format": 1.0, "answer_correct": 1.0}
+    assert reference_value(response) == Decimal(42)
 
 
 # -- G2: format reads the answer answer_correct reads ---------------------------------------------------------
@@ -328,6 +355,8 @@ def test_the_judge_is_told_how_many_characters_were_cut(length, limit):
         ("#### ", "2,5 ", ""),
         ("42/", " ", "5"),
         ("#### 42", "\u00a0", "/5"),
+        ("#### 4", "\u200b", "2"),
+        ("", "é\u0301", "42"),
     ],
 )
 def test_reading_an_answer_stays_linear(prefix, unit, suffix):
