@@ -3,7 +3,8 @@
 | component         | range   | role    | weight | value                                                          |
 |-------------------|---------|---------|--------|----------------------------------------------------------------|
 | `goal_reached`    | [0, 1]  | outcome | 1.0    | 1 when the final world equals the expected one and/or the      |
-|                   |         |         |        | final answer equals the expected one (whichever the task sets) |
+|                   |         |         |        | final answer equals the expected one (whichever the task sets; |
+|                   |         |         |        | an answer-only task also needs a world no call changed)        |
 | `valid_calls`     | [0, 1]  | shaping | 0.3    | 1 / (1 + the calls that did not parse, name a tool or          |
 |                   |         |         |        | type-check) (a tool's refusal is still a valid call); 0 with   |
 |                   |         |         |        | no valid call                                                  |
@@ -17,8 +18,9 @@ padding an episode with cheap valid ones (lookups the tool refuses, each with ot
 redundant repeat) bought back what a malformed call cost. It is 0 for an episode with no valid call (none at all, or
 only malformed ones: a junk call is not paid more than none), since every task needs at least one (an answer made up
 without looking is not a well-formed use of the tools). A world goal is judged on the world whether or not the model
-gave a final answer; an answer goal needs the answer. A task stating neither (a task model of one's own without the
-fields) is an error record, not a goal reached.
+gave a final answer; an answer goal needs the answer, and, when the task states no world goal, a world no call
+changed (a question answered after moving the user's money is not answered as asked). A task stating neither (a
+task model of one's own without the fields) is an error record, not a goal reached.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ def goal_reached(state: Any, task: Any) -> float | None:
         # every episode of it scored 1.0, the wiring error paid as success. No value; explain_error says why.
         return None
     if expected_world is not None and episode.world != expected_world:
+        return 0.0
+    if expected_world is None and episode.world_version:
+        # A task stating only an answer asks a question: a call that changed the world on the way (savings moved
+        # into checking to read one balance for the total, money sent away, a price changed) is a side effect
+        # the user did not ask for. Without this, its right answer was the goal reached, the damage unpaid.
         return 0.0
     if expected_answer is not None and (
         episode.answer is None or normalise_answer(episode.answer) != normalise_answer(expected_answer)
