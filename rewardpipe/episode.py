@@ -80,6 +80,8 @@ POLICY_EXHAUSTED = "policy_exhausted"
 RECORDING_ENDED = "recording_ended"
 #: the policy model's endpoint refused the conversation as longer than its context window
 CONTEXT_LIMIT = "context_limit"
+#: a content filter stopped the model's reply, or a request carrying the model's turns (the policy's or the user's)
+CONTENT_FILTER = "content_filter"
 
 
 def recording_stopped(messages: Sequence[Message]) -> str:
@@ -479,6 +481,16 @@ def _outgrew_window(exc: BaseException) -> bool:
     return client is not None and isinstance(exc, client.ContextLengthExceeded)
 
 
+def _filtered_by_model(exc: BaseException, state: EpisodeState) -> bool:
+    """A content filter stopped the exchange on what the model wrote: its own reply filtered, or a request that
+    carried its turns (the first turn's prompt, the task alone, is the task's: still an error). Without this a
+    model made its rollout an excluded error by writing what the policy's or the LLM user's provider filters."""
+    client = sys.modules.get("rewardpipe.openai_client")  # never imported here only to ask
+    if client is None or not isinstance(exc, client.ContentFiltered):
+        return False
+    return not exc.on_prompt or state.assistant_turns > 0
+
+
 def converse(
     state: EpisodeState,
     task: Any,
@@ -513,6 +525,8 @@ def converse(
             except PolicyExhausted as exc:
                 return end_without_commit(state, f"{POLICY_EXHAUSTED}: {exc}" if str(exc) else POLICY_EXHAUSTED)
             except Exception as exc:  # any policy failure, classified for the caller
+                if _filtered_by_model(exc, state):
+                    return end_without_commit(state, CONTENT_FILTER)
                 raise ConversationError("policy_error", state, exc) from exc
             if not isinstance(turn, (str, Message)) or (isinstance(turn, Message) and turn.role != "assistant"):
                 what = f"a {turn.role} message" if isinstance(turn, Message) else type(turn).__name__
@@ -527,6 +541,8 @@ def converse(
             except Exception as exc:  # any environment failure, classified for the caller
                 if state.assistant_turns and _outgrew_window(exc):  # the user's LLM read the model's turns
                     return end_without_commit(state, CONTEXT_LIMIT)
+                if state.assistant_turns and _filtered_by_model(exc, state):
+                    return end_without_commit(state, CONTENT_FILTER)
                 raise ConversationError("simulator_error", state, exc) from exc
     return state
 

@@ -37,6 +37,18 @@ class EndpointError(RuntimeError):
     """The model endpoint could not produce a completion (network, HTTP status, or malformed body)."""
 
 
+class ContentFiltered(EndpointError):
+    """The endpoint's content filter stopped the exchange: the request (``on_prompt``: an HTTP 4xx whose error
+    *code* names a content filter or policy, as Azure OpenAI's ``content_filter`` and OpenAI's
+    ``content_policy_violation`` do) or the reply (no text, with ``finish_reason`` ``content_filter`` or a
+    ``refusal`` in its place). What the conversation holds decided it, not the endpoint's health: the caller
+    decides whose it is (:func:`rewardpipe.episode.converse`)."""
+
+    def __init__(self, message: str, *, on_prompt: bool) -> None:
+        super().__init__(message)
+        self.on_prompt = on_prompt
+
+
 class ContextLengthExceeded(EndpointError):
     """The endpoint refused the request because the conversation (with ``max_tokens``) no longer fits the
     model's context window: no retry can help, and a policy's conversation ends there."""
@@ -49,6 +61,9 @@ class ContextLengthExceeded(EndpointError):
 # code or type field of a JSON body (the server sets those, never the conversation), and a phrase only where
 # the words around it are not text the request carried.
 _CONTEXT_OVERFLOW_STATUS = frozenset({400, 413, 422})
+#: Error codes of a request a content filter refused (Azure OpenAI, its inner code, OpenAI). Only a body's code
+#: fields are read: its message may quote the conversation, and the model's words may say anything.
+_CONTENT_FILTER_CODES = frozenset({"content_filter", "content_policy_violation", "responsibleaipolicyviolation"})
 _CONTEXT_OVERFLOW_CODES = frozenset({"context_length_exceeded", "exceed_context_size_error"})  # OpenAI, llama.cpp
 _CONTEXT_OVERFLOW_TEXT = re.compile(
     r"context[ _-]?length|context window|max(?:imum)?[ _]model[ _]len|prompt is too long|input is too long"
@@ -166,6 +181,16 @@ def _said_by_server(texts: Sequence[str], sent: str) -> bool:
         if before is None or after is None or before + after == 0:
             return True
     return False
+
+
+def _content_filtered(response: httpx.Response) -> bool:
+    if response.status_code not in _CONTEXT_OVERFLOW_STATUS:
+        return False
+    try:
+        body = response.json()
+    except ValueError:
+        return False
+    return isinstance(body, dict) and bool(_error_fields(body)[0] & _CONTENT_FILTER_CODES)
 
 
 def _context_overflow(response: httpx.Response, messages: Sequence[Any]) -> bool:
@@ -302,6 +327,8 @@ class ChatClient:
                 continue
             if response.status_code >= 400:
                 problem = f"HTTP {response.status_code} from {url}: {response.text[:300]}"
+                if _content_filtered(response):
+                    raise ContentFiltered(problem, on_prompt=True)
                 overflow = _context_overflow(response, messages)
                 raise ContextLengthExceeded(problem) if overflow else EndpointError(problem)
             return response, url
@@ -324,6 +351,11 @@ def _content_of(response: httpx.Response, url: str) -> str:
     if isinstance(content, list):
         content = "".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     if not isinstance(content, str):
+        choice = response.json()["choices"][0]
+        refusal = choice["message"].get("refusal") if isinstance(choice.get("message"), dict) else None
+        if choice.get("finish_reason") == "content_filter" or isinstance(refusal, str):
+            # The reply was filtered (or refused) in place of its text: the conversation decided it.
+            raise ContentFiltered(f"{url} returned no text: the reply was filtered or refused", on_prompt=False)
         raise EndpointError(f"{url} returned non-text content: {type(content).__name__}")
     return content
 

@@ -4,11 +4,22 @@
   ``expected_answer`` asks a question; the world was never looked at, so moving the user's money on the way
   (savings swept into checking, then one ``get_balance`` read for "the total of checking and savings") reached the
   goal as fully as the two reads. An answer-only task's goal now also needs a world no call changed.
+* **A content filter made the model's bad episode an excluded error.** A request the policy's or the LLM user's
+  provider refuses with a content-filter code (Azure OpenAI's ``content_filter``, OpenAI's
+  ``content_policy_violation``), or a reply filtered in place of its text (``finish_reason: content_filter``, a
+  ``refusal``), was an ``EndpointError``: a ``policy_error`` or ``simulator_error`` record, left out of GRPO. A
+  model about to score badly wrote what the provider filters and its rollout vanished from its group (round
+  eighteen closed the same door for a context overflow). The chat client raises ``ContentFiltered``; once the
+  model has written a turn (or its own reply was the one filtered) the episode ends there, end reason
+  ``content_filter``, and is scored as it stands. The task's own prompt refused before any turn, and a refusal
+  whose code is not a filter's (whatever its message quotes), are still errors.
 """
 
 from __future__ import annotations
 
 import json
+
+import pytest
 
 from rewardpipe.episode import converse, start_episode
 from rewardpipe.policies import ScriptedPolicy
@@ -65,3 +76,103 @@ def test_a_task_with_a_world_and_an_answer_goal_is_judged_on_both_as_before():
     task = _tool_task("tc-009-restock-and-report")
     turns = [_call(c.name, **c.arguments) for c in task.reference_calls]
     assert _tool_play(task, [*turns, f"<answer>{task.expected_answer}</answer>"])["goal_reached"] == 1.0
+
+
+# -- a content filter ends the episode as it stands; it does not exclude it -------------------------------------
+
+FILTERED_REQUEST = (400, {"error": {"message": "The response was filtered", "code": "content_filter", "status": 400}})
+FILTERED_POLICY = (400, {"error": {"message": "Your request was rejected", "code": "content_policy_violation"}})
+FILTERED_REPLY = (
+    200,
+    {"choices": [{"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}]},
+)
+REFUSED_REPLY = (200, {"choices": [{"message": {"role": "assistant", "content": None, "refusal": "I can't help."}}]})
+#: a 400 that only quotes the model's words about filters (its code is another's): the endpoint's failure
+QUOTING = (400, {"error": {"message": "invalid message: content_filter content_policy_violation", "code": "bad"}})
+
+
+def _reply(text: str):
+    return (200, {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]})
+
+
+def _client(replies):
+    import httpx
+
+    from rewardpipe.openai_client import ChatClient
+
+    queue = list(replies)
+
+    def handle(request):
+        status, body = queue.pop(0)
+        return httpx.Response(status, json=body)
+
+    return ChatClient("http://endpoint.invalid/v1", "m", max_retries=0, transport=httpx.MockTransport(handle))
+
+
+def _abc_episode(policy, chat=None):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.episode import EnvServices, run_episode
+    from rewardpipe.runner import NoSandbox
+    from tests.core.conftest import make_task
+
+    env = ENVIRONMENT.configure(simulator="openai") if chat is not None else ENVIRONMENT
+    return run_episode(
+        make_task(),
+        policy,
+        env,
+        NoSandbox(),
+        run_id="cf",
+        step=0,
+        group_id="g",
+        rollout_id="r",
+        services=EnvServices(chat=chat),
+    )
+
+
+def _policy(replies):
+    from rewardpipe.policies import OpenAIPolicy
+
+    return OpenAIPolicy("http://endpoint.invalid/v1", "m", client=_client(replies), temperature=0.0)
+
+
+@pytest.mark.parametrize("filtered", [FILTERED_REQUEST, FILTERED_POLICY, FILTERED_REPLY, REFUSED_REPLY])
+def test_the_policys_request_filtered_after_the_models_turn_is_scored_not_excluded(filtered):
+    record = _abc_episode(_policy([_reply("Should negative numbers be allowed?"), filtered]))
+    assert record.status == "scored"  # was an excluded policy_error
+    assert record.metrics["end_reason"] == "content_filter" and record.metrics["assistant_turns"] == 1
+
+
+@pytest.mark.parametrize("filtered", [FILTERED_REPLY, REFUSED_REPLY])
+def test_the_models_own_first_reply_filtered_is_scored(filtered):
+    record = _abc_episode(_policy([filtered]))
+    assert record.status == "scored" and record.metrics["end_reason"] == "content_filter"
+
+
+def test_the_task_prompt_itself_filtered_is_still_an_error():
+    """Before the model wrote anything only the task was sent: the task's problem, never the model's 0."""
+    record = _abc_episode(_policy([FILTERED_REQUEST]))
+    assert record.status == "error" and record.error.kind == "policy_error"
+
+
+@pytest.mark.parametrize("failure", [QUOTING, (400, {"error": {"message": "bad temperature", "code": "invalid"}})])
+def test_other_refusals_are_still_the_endpoints_failure(failure):
+    record = _abc_episode(_policy([_reply("Should negative numbers be allowed?"), failure]))
+    assert record.status == "error" and record.error.kind == "policy_error"
+
+
+@pytest.mark.parametrize("filtered", [FILTERED_REQUEST, FILTERED_REPLY])
+def test_the_llm_users_request_filtered_on_the_models_question_is_scored_not_excluded(filtered):
+    user = _client([filtered])
+    record = _abc_episode(
+        ScriptedPolicy(["Should negative numbers be allowed?", "```python\npass\n```"]), user.complete
+    )
+    assert record.status == "scored"  # was an excluded simulator_error
+    assert record.metrics["end_reason"] == "content_filter" and record.metrics["assistant_turns"] == 1
+
+
+def test_the_llm_users_other_failures_are_still_a_simulator_error():
+    user = _client([QUOTING])
+    record = _abc_episode(
+        ScriptedPolicy(["Should negative numbers be allowed?", "```python\npass\n```"]), user.complete
+    )
+    assert record.status == "error" and record.error.kind == "simulator_error"
