@@ -26,7 +26,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from rewardpipe.openai_client import MAX_BACKOFF_S, EndpointError
+from rewardpipe.openai_client import MAX_BACKOFF_S, ContentFiltered, EndpointError
+
+#: Converse's stop reasons of a reply a content filter or guardrail withheld.
+_FILTERED_STOPS = frozenset({"content_filtered", "guardrail_intervened"})
 
 RETRYABLE_CODES = frozenset(
     {
@@ -92,7 +95,11 @@ def reply_text(response: Mapping[str, Any], model_id: str) -> str:
         raise EndpointError(f"Bedrock {model_id} answered without output.message.content") from None
     texts = [b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)]
     if not texts:
-        raise EndpointError(f"Bedrock {model_id} answered with no text (stopReason {response.get('stopReason')!r})")
+        stop = response.get("stopReason")
+        problem = f"Bedrock {model_id} answered with no text (stopReason {stop!r})"
+        if stop in _FILTERED_STOPS:  # what was sent decided it (which side, Converse does not say)
+            raise ContentFiltered(problem, on_prompt=True)
+        raise EndpointError(problem)
     return "".join(texts)
 
 

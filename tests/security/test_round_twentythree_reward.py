@@ -176,3 +176,16 @@ def test_the_llm_users_other_failures_are_still_a_simulator_error():
         ScriptedPolicy(["Should negative numbers be allowed?", "```python\npass\n```"]), user.complete
     )
     assert record.status == "error" and record.error.kind == "simulator_error"
+
+
+@pytest.mark.parametrize("stop", ["content_filtered", "guardrail_intervened"])
+def test_bedrock_says_filtered_as_the_local_client_does(stop):
+    """An environment's ctx.chat on AWS is Bedrock's client: a withheld reply is ContentFiltered there too."""
+    from rewardpipe.bedrock import reply_text
+    from rewardpipe.openai_client import ContentFiltered, EndpointError
+
+    with pytest.raises(ContentFiltered):
+        reply_text({"output": {"message": {"content": []}}, "stopReason": stop}, "m")
+    with pytest.raises(EndpointError) as raised:
+        reply_text({"output": {"message": {"content": []}}, "stopReason": "max_tokens"}, "m")
+    assert not isinstance(raised.value, ContentFiltered)
