@@ -221,6 +221,30 @@ def chat_message(message: Message) -> dict[str, Any]:
     return message.model_dump(mode="json")
 
 
+def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """The conversation as an endpoint takes it back: an assistant turn's ``tool_calls`` only the ones the tool
+    messages after it answer. OpenAI refuses (HTTP 400) a request in which a call has no answer; an environment
+    answers a bounded number of a turn's calls (tool_call: the first 16, the rest counted), so a model that made
+    more calls in one turn than that made its next request fail, its rollout an excluded ``policy_error``."""
+    out = [chat_message(m) for m in messages]
+    for index, message in enumerate(messages):
+        if message.role != "assistant" or not message.tool_calls:
+            continue
+        answered = set()
+        for later in messages[index + 1 :]:
+            if later.role == "assistant":
+                break
+            if later.role == "tool" and later.tool_call_id is not None:
+                answered.add(later.tool_call_id)
+        kept = [call for call in message.tool_calls if isinstance(call, dict) and call.get("id") in answered]
+        if len(kept) != len(message.tool_calls):
+            if kept:
+                out[index]["tool_calls"] = kept
+            else:
+                out[index].pop("tool_calls", None)
+    return out
+
+
 class OpenAIPolicy(OwnsChatClient):
     """Any OpenAI-compatible chat endpoint (a local vLLM server, a hosted API) plays the model.
 
@@ -253,7 +277,7 @@ class OpenAIPolicy(OwnsChatClient):
 
     def _next_turn(self, state: EpisodeState, task: Any) -> str | Message:
         messages = [{"role": "system", "content": self.system_prompt}] if self.system_prompt else []
-        messages += [chat_message(m) for m in state.messages]
+        messages += chat_messages(state.messages)
         tools = self.tools(task) if callable(self.tools) else self.tools
         if not tools:
             return self.client.complete(messages, **self.params)

@@ -13,6 +13,11 @@
   model has written a turn (or its own reply was the one filtered) the episode ends there, end reason
   ``content_filter``, and is scored as it stands. The task's own prompt refused before any turn, and a refusal
   whose code is not a filter's (whatever its message quotes), are still errors.
+* **More parallel tool calls than the environment answers made the next request fail.** The chat client keeps up to
+  64 structured calls of a reply; the tool_call environment answers the first 16 and counts the rest. The policy
+  sent the whole turn back, so OpenAI refused the next request (HTTP 400: a ``tool_call_id`` without a tool
+  message) and the rollout became an excluded ``policy_error``: twenty calls in one turn escaped a bad score.
+  The policy now sends back only the calls the tool messages answer (any environment, any number).
 """
 
 from __future__ import annotations
@@ -189,3 +194,61 @@ def test_bedrock_says_filtered_as_the_local_client_does(stop):
     with pytest.raises(EndpointError) as raised:
         reply_text({"output": {"message": {"content": []}}, "stopReason": "max_tokens"}, "m")
     assert not isinstance(raised.value, ContentFiltered)
+
+
+# -- a turn's calls beyond what the environment answers are not sent back ----------------------------------------
+
+
+def test_more_parallel_calls_than_are_answered_do_not_make_the_next_request_fail():
+    import httpx
+
+    from rewardpipe.envs.tool_call import ENVIRONMENT
+    from rewardpipe.episode import run_episode
+    from rewardpipe.openai_client import ChatClient
+    from rewardpipe.policies import OpenAIPolicy
+    from rewardpipe.runner import NoSandbox
+
+    calls = [
+        {"id": f"c{i}", "type": "function", "function": {"name": "get_balance", "arguments": '{"account": "savings"}'}}
+        for i in range(20)
+    ]
+    replies = [
+        {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": calls}}]},
+        {"choices": [{"message": {"role": "assistant", "content": "<answer>1</answer>"}, "finish_reason": "stop"}]},
+    ]
+
+    def openai_like(request):
+        """OpenAI's rule: every call of an assistant turn is answered by a tool message before the next turn."""
+        messages = json.loads(request.content)["messages"]
+        for index, message in enumerate(messages):
+            ids = {call["id"] for call in message.get("tool_calls") or []}
+            answered = set()
+            for later in messages[index + 1 :]:
+                if later["role"] == "assistant":
+                    break
+                answered.add(later.get("tool_call_id"))
+            if ids - answered:
+                return httpx.Response(400, json={"error": {"message": "tool_call_ids did not have response messages"}})
+        return httpx.Response(200, json=replies.pop(0))
+
+    client = ChatClient("http://endpoint.invalid/v1", "m", max_retries=0, transport=httpx.MockTransport(openai_like))
+    policy = OpenAIPolicy("http://endpoint.invalid/v1", "m", client=client, tools=ENVIRONMENT.tool_schemas)
+    task = _tool_task("tc-001-balance")
+    record = run_episode(task, policy, ENVIRONMENT, NoSandbox(), run_id="p", step=0, group_id="g", rollout_id="r")
+    assert record.status == "scored"  # was an excluded policy_error (HTTP 400 on the second request)
+    assert record.components["valid_calls"] == 1 / 13  # 8 refused past the per-turn limit, 4 unread
+
+
+def test_answered_calls_are_still_sent_back_whole():
+    from rewardpipe.models import Message
+    from rewardpipe.policies import chat_messages
+
+    call = {"id": "a", "type": "function", "function": {"name": "list_items", "arguments": "{}"}}
+    sent = chat_messages(
+        [
+            Message(role="user", content="hi"),
+            Message(role="assistant", content="", tool_calls=[call]),
+            Message(role="tool", content="[]", tool_call_id="a", name="list_items"),
+        ]
+    )
+    assert sent[1]["tool_calls"] == [call]
