@@ -18,6 +18,11 @@
   sent the whole turn back, so OpenAI refused the next request (HTTP 400: a ``tool_call_id`` without a tool
   message) and the rollout became an excluded ``policy_error``: twenty calls in one turn escaped a bad score.
   The policy now sends back only the calls the tool messages answer (any environment, any number).
+* **Operation budgets** (round four's property tests, extended): the whole wordle turn (the guess read, the
+  feedback and its description, the reward), the whole tool_call turn (tagged or structured calls validated and
+  run, their keys, the redundancy check, the final answer and its comparison) and the conversation an
+  OpenAI-compatible policy sends back are linear in the model's text (or in its number of turns) and within the
+  per-character budget. They held; they guard the paths the round changed.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import json
 import pytest
 
 from rewardpipe.episode import converse, start_episode
+from rewardpipe.models import Message
 from rewardpipe.policies import ScriptedPolicy
 
 # -- tool_call: a question is not answered by changing the world --------------------------------------------
@@ -252,3 +258,88 @@ def test_answered_calls_are_still_sent_back_whole():
         ]
     )
     assert sent[1]["tool_calls"] == [call]
+
+
+# -- operation budgets: the environments' whole turns and the conversation sent back ---------------------------
+
+
+def _budget_targets():
+    from rewardpipe.envs.tool_call import ENVIRONMENT as TOOLS
+    from rewardpipe.envs.tool_call import TOOL_CALL
+    from rewardpipe.envs.tool_call.tasks import normalise_answer
+    from rewardpipe.envs.wordle import ENVIRONMENT as WORDLE_ENV
+    from rewardpipe.envs.wordle import WORDLE, WordleTask
+
+    game = WordleTask(task_id="w", prompt="Guess.", answer="crane")
+    shop = _tool_task("tc-002-move-savings")
+
+    def wordle_turn(text: str) -> object:
+        state = start_episode(game, env=WORDLE_ENV, run_id="r", step=0, group_id="g", rollout_id="k")
+        state = WORDLE_ENV.on_policy_turn(state.append(Message(role="assistant", content=text)), game, text)
+        if state.next_action == "env":
+            state = WORDLE_ENV.respond(state, game)
+        return WORDLE.score(state.messages, task=game, state=state)
+
+    def tool_turn(text: str, tool_calls=None) -> object:
+        state = start_episode(shop, env=TOOLS, run_id="r", step=0, group_id="g", rollout_id="k")
+        state = state.append(Message(role="assistant", content=text, tool_calls=tool_calls))
+        state = TOOLS.on_policy_turn(state, shop, text)
+        if state.next_action == "env":
+            state = TOOLS.respond(state, shop)
+        return TOOL_CALL.score(state.messages, task=shop, state=state), normalise_answer(text)
+
+    def structured(text: str) -> object:
+        calls = [
+            {"id": text[:40], "type": "function", "function": {"name": name, "arguments": text}}
+            for name in ("transfer", text[:64], "get_balance")
+        ]
+        return tool_turn(text, calls)
+
+    return {"wordle_turn": wordle_turn, "tool_call_turn": tool_turn, "tool_call_structured": structured}
+
+
+BUDGET_TARGETS = sorted(_budget_targets())
+#: (prefix, unit repeated to the length, suffix) of the model's turn
+TURN_TEXTS = [
+    ("<guess>", "crane ", "</guess>"),  # (thousands of opening tags: round four's)
+    ("<tool_call>", '{"name": "transfer", "arguments": {"source": "savings"}}</tool_call><tool_call>', ""),
+    ('{"source": "savings", "target": "checking", "amount_cents": ', "[", "]}"),
+    ('{"account": "', "\\ud800x", '"}'),
+    ("<answer>", "5000 ", "</answer>"),
+]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", BUDGET_TARGETS)
+@pytest.mark.parametrize("prefix, unit, suffix", TURN_TEXTS)
+def test_the_environments_whole_turns_are_linear(name, prefix, unit, suffix):
+    import rewardpipe.envs.tool_call.environment as tool_env
+    import rewardpipe.envs.tool_call.tools as tools
+    import rewardpipe.envs.wordle.environment as wordle_env
+    from tests.security.test_round_four_scorer_text import WATCHED, _build, assert_linear, clear_caches
+    from tests.security.text_cost import operations
+
+    target = _budget_targets()[name]
+    watched = [*WATCHED, tool_env, tools, wordle_env]
+    assert_linear(name, lambda n: operations(lambda: target(_build(prefix, unit, suffix, n)), watched, clear_caches))
+
+
+@pytest.mark.slow
+def test_the_conversation_sent_back_is_linear_in_its_turns():
+    import rewardpipe.policies as policies
+    from tests.security.test_round_four_scorer_text import assert_linear
+    from tests.security.text_cost import operations
+
+    def conversation(turns: int) -> list[Message]:
+        out = [Message(role="user", content="go")]
+        for turn in range(turns):
+            calls = [{"id": f"c{turn}_{i}", "type": "function", "function": {"name": "x"}} for i in range(3)]
+            out.append(Message(role="assistant", content="", tool_calls=calls))
+            out += [Message(role="tool", content="{}", tool_call_id=f"c{turn}_{i}") for i in range(2)]
+        return out
+
+    def at(turns: int) -> int:
+        talk = conversation(turns)
+        return operations(lambda: policies.chat_messages(talk), [policies], lambda: None)
+
+    assert_linear("chat_messages", at, n=100, unit="turns")
