@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -108,9 +109,35 @@ class HookTimeout(EpisodeError):
         self.timeout_s = timeout_s
 
 
-# Per environment class and hook, its calls past hook_timeout_s (see rewardpipe.bounded).
-_ABANDONED_HOOKS: dict[tuple[type, str], AbandonedCalls] = {}
+# Per environment (the instance, by id, with a reference telling a reused id apart) and hook, its calls past
+# hook_timeout_s (see rewardpipe.bounded); the entry goes with the environment when it can be weakly
+# referenced. Keyed by class, two environments of one class (two configurations, a backend each) shared one
+# cap: one's hung hooks refused every call of the other's.
+_ABANDONED_HOOKS: dict[tuple[int, str], tuple[Callable[[], Any], AbandonedCalls]] = {}
 _ABANDONED_LOCK = threading.Lock()
+
+
+def _abandoned_calls(env: Any, hook: str) -> AbandonedCalls:
+    key = (id(env), hook)
+    entry = _ABANDONED_HOOKS.get(key)
+    if entry is not None and entry[0]() is env:
+        return entry[1]
+    with _ABANDONED_LOCK:
+        entry = _ABANDONED_HOOKS.get(key)
+        if entry is None or entry[0]() is not env:
+            calls = AbandonedCalls(f"rewardpipe-hook-{env.name}-{hook}")
+            held: Callable[[], Any]
+            try:
+                held = weakref.ref(env)
+                weakref.finalize(env, _ABANDONED_HOOKS.pop, key, None)
+            except TypeError:  # no weak reference to it (__slots__): kept, as environments live for the run
+
+                def strong() -> Any:
+                    return env
+
+                held = strong
+            entry = _ABANDONED_HOOKS[key] = (held, calls)
+    return entry[1]
 
 
 def call_hook(env: Any, hook: str, *args: Any) -> Any:
@@ -133,11 +160,7 @@ def _call_hook(env: Any, hook: str, *args: Any) -> Any:
     problem = hook_timeout_problem(timeout_s)
     if problem:  # an environment used without check_environment: its rollouts say why, none is lost
         raise EpisodeError(f"environment '{env.name}': {problem}")
-    key = (type(env), hook)
-    calls = _ABANDONED_HOOKS.get(key)
-    if calls is None:
-        with _ABANDONED_LOCK:
-            calls = _ABANDONED_HOOKS.setdefault(key, AbandonedCalls(f"rewardpipe-hook-{env.name}-{hook}"))
+    calls = _abandoned_calls(env, hook)
     return calls.call(method, args, {}, timeout_s, lambda running: HookTimeout(env, hook, timeout_s, running))
 
 
@@ -400,10 +423,16 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
 
 
 def finish_episode(
-    state: EpisodeState, task: Any, execution: ExecutionResult | None, reward: Reward | None, env: Environment
+    state: EpisodeState,
+    task: Any,
+    execution: ExecutionResult | None,
+    reward: Reward | None,
+    env: Environment,
+    env_metrics: dict[str, Any] | None = None,
 ) -> Record:
     """Score a finished episode (``reward``, default the environment's) with everything it offers its
-    components: messages, transcript, task, final state and execution."""
+    components: messages, transcript, task, final state and execution. ``env_metrics``: what
+    :func:`episode_metrics` gave for it when the caller read them already (``metrics()`` is called once)."""
     if state.next_action not in ("execute", "score"):
         raise EpisodeError(f"rollout {state.rollout_id}: cannot score an episode in phase '{state.next_action}'")
     return build_record(
@@ -413,7 +442,7 @@ def finish_episode(
         reward=reward if reward is not None else env.reward,
         task=task,
         state=state,
-        extra_metrics=episode_metrics(state, task, env),
+        extra_metrics=env_metrics if env_metrics is not None else episode_metrics(state, task, env),
     )
 
 

@@ -145,17 +145,21 @@ def score_episodes(
     reward: Reward | None = None,
     env: Environment,
     workers: int | None = None,
+    env_metrics: Sequence[dict[str, Any]] | None = None,
 ) -> list[tuple[Record, ExecutionResult | None]]:
     """Score conversations that have ended (``next_action`` "execute" or "score"), in order: every execution
     job runs in one batch on the executor, then each episode is scored. One crashed execution costs its own
-    episode an error record; the others are scored. Returns ``(record, execution)`` per episode."""
+    episode an error record; the others are scored. Returns ``(record, execution)`` per episode.
+    ``env_metrics``: each episode's :func:`~rewardpipe.episode.episode_metrics` when the caller has read them
+    (the environment's ``metrics()`` is then not called again)."""
     reward = reward if reward is not None else env.reward
     planned = [_job(state, task, env) for state, task in episodes]
     jobs = [(index, job) for index, job in enumerate(planned) if isinstance(job, ExecutionJob)]
     results = _execute_all(executor, [job for _, job in jobs], workers)
     executions: dict[int, Any] = {index: result for (index, _), result in zip(jobs, results, strict=True)}
     scored: list[tuple[Record, ExecutionResult | None]] = []
-    together = _scored_together(episodes, planned, executions, reward, env) if reward.has_async else {}
+    known = list(env_metrics) if env_metrics is not None else [None] * len(episodes)
+    together = _scored_together(episodes, planned, executions, reward, env, known) if reward.has_async else {}
     for index, (state, task) in enumerate(episodes):
         outcome = executions.get(index)
         if index in together:
@@ -168,7 +172,7 @@ def score_episodes(
         elif isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
         else:
-            scored.append((finish_episode(state, task, outcome, reward, env), outcome))
+            scored.append((finish_episode(state, task, outcome, reward, env, known[index]), outcome))
     return scored
 
 
@@ -178,6 +182,7 @@ def _scored_together(
     executions: dict[int, Any],
     reward: Reward,
     env: Environment,
+    known: Sequence[dict[str, Any] | None],
 ) -> dict[int, Record]:
     """The records of the episodes that can be scored, scored as one batch (``Reward.score_many``): a reward
     with async components (an LLM judge) makes its calls for the whole batch at once, not episode by episode."""
@@ -201,7 +206,9 @@ def _scored_together(
     )
     return {
         i: record_from_score(
-            score, **episodes[i][0].record_ids(), extra_metrics=episode_metrics(episodes[i][0], episodes[i][1], env)
+            score,
+            **episodes[i][0].record_ids(),
+            extra_metrics=known[i] if known[i] is not None else episode_metrics(episodes[i][0], episodes[i][1], env),
         )
         for i, score in zip(ready, scores, strict=False)
     }

@@ -140,6 +140,8 @@ class Episode:
     state: EpisodeState | None = None
     record: Record | None = None
     execution: ExecutionResult | None = None
+    # The environment's metrics() as read once for this episode (its record and its row share them).
+    env_metrics: dict[str, Any] | None = None
 
     @property
     def conversational(self) -> bool:
@@ -174,7 +176,9 @@ class Episode:
             # Read as a record reads them: a hook that raised, timed out or returned no dict (None) is an
             # env_metrics_error text, and a value no record takes (a list) is left out. Taken as returned, a
             # None raised here and failed TRL's whole rollout batch.
-            extra = environment_metrics(state, self.task, env)
+            if self.env_metrics is None:
+                self.env_metrics = environment_metrics(state, self.task, env)
+            extra = self.env_metrics
             row.update({k: v for k, v in extra.items() if k not in row})
         return row
 
@@ -494,13 +498,19 @@ class EpisodeRollout:
         if not episodes:
             return []
         executor = self.executor if self.env.runs_code else None
+        # cast: an episode without a record started (one whose task or start failed has its error record)
+        played = [(cast(EpisodeState, e.state), e.task) for e in episodes]
+        # The environment's metrics() once per episode: its record takes them, and so does its row (reading
+        # them again there called every environment's metrics() twice per episode).
+        for episode, (state, task) in zip(episodes, played, strict=True):
+            episode.env_metrics = environment_metrics(state, task, self.env)
         return score_episodes(
-            # cast: an episode without a record started (one whose task or start failed has its error record)
-            [(cast(EpisodeState, e.state), e.task) for e in episodes],
+            played,
             executor=executor,
             reward=self.reward,
             env=self.env,
             workers=self.workers,
+            env_metrics=[cast(dict, e.env_metrics) for e in episodes],
         )
 
     # -- TRL ---------------------------------------------------------------------------------------------

@@ -53,13 +53,26 @@ def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
     return DEFAULT_REWARD
 
 
+def _prompt(info: Mapping[str, Any]) -> str | list:
+    """The sample's question (``extra_info["question"]``, else ``["prompt"]``) as the user's message. Read by
+    type, never by truth value: a dataset column read with numpy gives an array, whose ``bool()`` raises (the
+    whole batch of verl's reward manager failed on that one sample)."""
+    for key in ("question", "prompt"):
+        value = info.get(key)
+        if isinstance(value, (str, list)):
+            if value:
+                return value
+        elif value is not None:
+            return str(value)
+    return ""
+
+
 def compute_score(
     data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
 ) -> dict[str, float]:
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
-    prompt = info.get("question") or info.get("prompt") or ""
-    messages = [{"role": "user", "content": prompt if isinstance(prompt, (str, list)) else str(prompt)}]
+    messages = [{"role": "user", "content": _prompt(info)}]
     if isinstance(solution_str, (str, list)):
         messages.append({"role": "assistant", "content": solution_str})
     # else (None, a number): no answer to score, a malformed sample (reward_error), never an empty answer's 0

@@ -287,6 +287,28 @@ def _hook(fn: Callable[..., Any] | None, what: str) -> Callable[[ScoringInput], 
     return make_caller(fn, inputs, positional)
 
 
+def _messages(messages: Any) -> Sequence[Message]:
+    """``messages`` as Messages. A dict (OpenAI's message format) went through as it was, and every component
+    of the sample "raised AttributeError: 'dict' object has no attribute 'role'": the user's input blamed on
+    their reward."""
+    if isinstance(messages, (str, bytes, Mapping)) or not isinstance(messages, Sequence):
+        raise ValueError(f"messages must be a list of messages, got {type(messages).__name__}")
+    if all(message.__class__ is Message for message in messages):
+        return messages
+    checked = []
+    for index, message in enumerate(messages):
+        if isinstance(message, Message):
+            checked.append(message)
+            continue
+        if not isinstance(message, Mapping):
+            raise ValueError(f"messages[{index}] is a {type(message).__name__}, not a Message or a dict of one")
+        try:
+            checked.append(Message.model_validate(dict(message)))
+        except ValueError as exc:  # pydantic's ValidationError
+            raise ValueError(f"messages[{index}] is not a message: {first_line(exc)}") from None
+    return checked
+
+
 class Reward:
     """A named, weighted sum of components.
 
@@ -774,6 +796,8 @@ class Reward:
         task: Any = None,
         state: Any = None,
     ) -> Score:
+        """Score one conversation. ``messages``: :class:`Message` objects or dicts of their fields (OpenAI's
+        ``{"role": ..., "content": ...}``); anything else is a ValueError naming the message."""
         return self.score_input(
-            ScoringInput(execution=execution, reference=reference, messages=messages, task=task, state=state)
+            ScoringInput(execution=execution, reference=reference, messages=_messages(messages), task=task, state=state)
         )

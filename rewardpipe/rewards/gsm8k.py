@@ -15,6 +15,7 @@ would make the component constant and silently dead.
 
 from __future__ import annotations
 
+import numbers
 import re
 import unicodedata
 from decimal import Decimal, InvalidOperation
@@ -104,7 +105,9 @@ def reference_value(reference: Any) -> Decimal | None:
         return None
     if isinstance(reference, bool) or reference is None:
         return None
-    if isinstance(reference, (int, float)):
+    if isinstance(reference, (numbers.Real, Decimal)):
+        # Any real number: a dataset's numeric column read with numpy or pandas gives numpy.int64 (no int)
+        # and Decimal comes from a JSON parser's parse_float; read as text, they were unreadable references.
         return to_decimal(str(reference))
     if isinstance(reference, str):
         reference = _readable(reference)
