@@ -59,6 +59,26 @@ def dimension_value(value: Any) -> str:
     return encode_id(text, portable=False) if text else "%"
 
 
+# CloudWatch's MetricDatum Value: "CloudWatch rejects values that are either too small or too large. Values must
+# be in the range of 8.515920e-109 to 1.174271e+108 (Base 10) or 2e-360 to 2e360 (Base 2). In addition, special
+# values (for example, NaN, +Infinity, -Infinity) are not supported" (0 is a value).
+# https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricDatum.html
+METRIC_VALUE_SMALLEST = 8.515920e-109
+METRIC_VALUE_LARGEST = 1.174271e108
+
+
+def metric_value(value: float) -> float:
+    """``value`` as CloudWatch takes it: a magnitude below its smallest is 0.0 (a component's mean or spread of
+    1e-120, from values a record may hold, is nothing at any precision an alarm reads), one above its largest
+    the largest, with its sign. A value outside the range was refused, the whole point lost."""
+    magnitude = abs(value)
+    if magnitude < METRIC_VALUE_SMALLEST:
+        return 0.0
+    if magnitude > METRIC_VALUE_LARGEST:
+        return math.copysign(METRIC_VALUE_LARGEST, value)
+    return value
+
+
 @dataclass(frozen=True)
 class MetricPoint:
     name: str
@@ -121,7 +141,7 @@ def emit(points: Iterable[MetricPoint]) -> int:
         with single_metric(
             name=point.name,
             unit=MetricUnit(point.unit),
-            value=point.value,
+            value=metric_value(point.value),
             namespace=NAMESPACE,
             default_dimensions={"service": dimension_value(service_name())},
         ) as metric:

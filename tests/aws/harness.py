@@ -34,6 +34,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import math
 import os
 import re
 import subprocess
@@ -604,16 +605,34 @@ def dimension_problem(value: Any) -> str | None:
     return None
 
 
+def metric_value_problem(value: Any) -> str | None:
+    """CloudWatch's MetricDatum Value: "Values must be in the range of 8.515920e-109 to 1.174271e+108 (Base 10)
+    ... special values (for example, NaN, +Infinity, -Infinity) are not supported"; 0 is a value.
+    https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_MetricDatum.html"""
+    values = value if isinstance(value, list) else [value]
+    for one in values:
+        if isinstance(one, bool) or not isinstance(one, (int, float)) or not math.isfinite(one):
+            return f"{one!r:.40}: not a finite number"
+        if one != 0 and not 8.515920e-109 <= abs(one) <= 1.174271e108:
+            return f"{one!r}: magnitude outside 8.515920e-109 to 1.174271e+108"
+    return None
+
+
 def emf_violations(stdout: str) -> list[str]:
     """CloudWatch's rules broken by the EMF documents printed to ``stdout``: every dimension a directive names
-    must be present with a value CloudWatch accepts, at most 30 of them. Powertools drops a blank dimension
-    (with a warning) and passes anything else on; CloudWatch refuses the metric."""
+    must be present with a value CloudWatch accepts, at most 30 of them, and every metric's value must be one
+    CloudWatch takes. Powertools drops a blank dimension (with a warning) and passes anything else on;
+    CloudWatch refuses the metric."""
     found = []
     for line in stdout.splitlines():
         if not line.startswith('{"_aws"'):
             continue
         doc = json.loads(line)
         for directive in doc["_aws"]["CloudWatchMetrics"]:
+            for metric in directive["Metrics"]:
+                problem = metric_value_problem(doc.get(metric["Name"]))
+                if problem:
+                    found.append(f"metric {metric['Name']} value {problem}")
             for dimension_set in directive["Dimensions"]:
                 if len(dimension_set) > LIMITS["cw_dimensions"]:
                     found.append(f"{len(dimension_set)} dimensions > {LIMITS['cw_dimensions']}")
