@@ -259,6 +259,14 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
         raise EpisodeError(
             f"environment '{env.name}': {hook}() changed the rollout's ids ({changed}); they are the platform's"
         )
+    if new.max_turns != before.max_turns:
+        # The turn limit is the platform's (the environment's max_turns, --max-turns, the deployment's MAX_TURNS,
+        # at most 20 on AWS, where it bounds an execution's 25,000 history events): a hook that raised it kept
+        # its episode going past every limit, a deployed execution until Step Functions failed it, unrecorded.
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() changed max_turns ({before.max_turns!r} -> {new.max_turns!r}); "
+            f"the turn limit is the platform's (set the environment's max_turns, or end the episode)"
+        )
     if new.next_action in ("execute", "score") and new.end_reason is None:
         new = new.evolve(end_reason=ENDED_BY_ENV)
     return new
@@ -400,6 +408,10 @@ def build_record(
     )
 
 
+#: What a finished episode's record says of it beside the environment's own metrics: never replaced by them.
+PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error")
+
+
 def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
     """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
     metrics: dict[str, Any] = {"end_reason": state.end_reason}
@@ -416,6 +428,14 @@ def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[st
     # A record's metric is a number, a text, a boolean or None: anything else would make the record itself
     # fail to validate, and the run with it. Left out, and said so.
     kept, problem = recordable_metrics(dict(extra), "metrics()")
+    # end_reason and env_metrics_error are the platform's: an environment's metric of either name (its own
+    # "end_reason") replaced how the episode really ended, or claimed a failure of metrics() that was none.
+    clashing = [name for name in PLATFORM_EPISODE_METRICS if name in kept]
+    for name in clashing:
+        del kept[name]
+    if clashing:
+        named = f"metrics() used the platform's own names (left out: {', '.join(clashing)})"
+        problem = named if problem is None else f"{problem}; {named}"
     metrics.update(kept)
     if problem is not None:
         metrics["env_metrics_error"] = problem

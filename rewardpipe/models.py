@@ -10,6 +10,7 @@ import errno
 import json
 import keyword
 import math
+import numbers
 import os
 import re
 import stat
@@ -315,6 +316,8 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
             odd.append(repr(name)[:40] if isinstance(name, (int, float, bool)) else f"a {type(name).__name__} key")
             continue
         name = encodable(name)
+        if value.__class__ not in _PLAIN:
+            value = _plain_scalar(value)
         if isinstance(value, str):
             kept[name] = encodable(value)
         elif isinstance(value, int) and not isinstance(value, bool) and not _fits_a_float(value):
@@ -328,6 +331,25 @@ def recordable_metrics(values: Any, source: str) -> tuple[dict[str, MetricValue]
     return kept, (
         f"{source} values must be numbers, text, booleans or None, keyed by text; left out: {', '.join(odd[:3])}"
     )
+
+
+_PLAIN = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain_scalar(value: Any) -> Any:
+    """A number of another library as the Python number it is: numpy's integers (``numpy.int64``, what a count
+    over an array gives) and booleans were left out of a record's metrics as "a int64", while numpy's floats
+    (a float subclass) were kept. Anything else is returned as it is."""
+    if isinstance(value, numbers.Integral) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, numbers.Real) and not isinstance(value, (bool, int, float)):
+        return float(value)
+    if isinstance(value, float):
+        return float(value)  # numpy.float64 and other subclasses: a plain float in the record
+    kind = type(value)
+    if kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool"):
+        return bool(value)
+    return value
 
 
 def _fits_a_float(value: int) -> bool:

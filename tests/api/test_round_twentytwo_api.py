@@ -16,6 +16,16 @@ more than its own sample, or was blamed on the wrong party.
 * ``Reward.score(messages)`` took OpenAI-style dicts as they were: every component of the sample then "raised
   AttributeError: 'dict' object has no attribute 'role'", the caller's input blamed on the user's reward.
   Dicts are read as messages; anything else is a ValueError naming the message.
+* A hook could change ``state.max_turns``: the turn limit the platform enforces (the environment's, or
+  ``--max-turns``, or on AWS ``MAX_TURNS`` at most 20, which keeps an execution inside Step Functions' 25,000
+  history events) was the environment's to raise, and an episode whose hook raised it ran past every limit. Such
+  a hook is its rollout's ``simulator_error``, like one that changes the rollout's ids.
+* An environment's ``metrics()`` (and a reward's diagnostics) returning numpy's integers or booleans
+  (``numpy.int64`` from a count over an array) had them left out of the record ("'count' is a int64"), numpy's
+  floats kept. Numbers of any library are kept as the Python number they are.
+* An environment's metric named ``end_reason`` or ``env_metrics_error`` replaced the platform's: the record said
+  the environment's own reason, not how the episode ended, or claimed a failure of ``metrics()``. Left out and
+  said in ``env_metrics_error``.
 """
 
 from __future__ import annotations
@@ -27,6 +37,7 @@ import pytest
 
 from rewardpipe import Environment, EpisodeState, Message, Reward, TaskRow, component
 from rewardpipe.episode import HookTimeout, call_hook
+from tests.api.test_round_twentyone_api import Quits, Quitting
 
 
 @component(range=(0, 1), role="outcome")
@@ -159,3 +170,79 @@ def test_reward_score_refuses_what_is_no_message_naming_it(messages, said):
     """Before: no error for the caller; every component 'raised AttributeError', the reward blamed."""
     with pytest.raises(ValueError, match=said):
         Reward("r", [said_a]).score(messages)
+
+
+# -- an environment's hooks and metrics -------------------------------------------------------------------
+
+
+class Odd(Quits):
+    odd: str = ""  # what this task's episode does wrong ("" for nothing)
+
+
+class Misbehaving(Quitting):
+    """Round twenty-one's game (the model's "stop" ends it, else the user says "go on"), misbehaving otherwise."""
+
+    name = "misbehaving"
+    task_model = Odd
+
+    def on_policy_turn(self, state, task, text):
+        if task.odd == "raises_max_turns":  # "the game is not over yet": more turns than the platform's limit
+            return state.evolve(max_turns=53, next_action="env")
+        return super().on_policy_turn(state, task, text)
+
+    def metrics(self, state, task):
+        np = pytest.importorskip("numpy")
+        if task.odd == "numpy_metrics":
+            turns = np.array([1, 2, 3])
+            return {"count": np.int64(turns.sum()), "any": np.bool_(turns.any()), "mean": np.float64(2.0)}
+        if task.odd == "own_end_reason":
+            return {"end_reason": "player_quit", "env_metrics_error": "none", "moves": 2}
+        return {}
+
+
+class Never:
+    def next_turn(self, state, task):
+        return "go"
+
+
+class StopAtOnce:
+    def next_turn(self, state, task):
+        return "stop"
+
+
+def _records(policy, *tasks: Odd):
+    from rewardpipe.runner import plan_step, run_slots
+
+    records = run_slots(
+        plan_step(list(tasks), 0, len(tasks), 1), policy=policy, env=Misbehaving(), executor=None, run_id="run"
+    )
+    return {record.task_id: record for record in records}
+
+
+def test_a_hook_raising_the_turn_limit_is_its_rollouts_simulator_error():
+    """Before: the episode went on for 53 turns where the platform's limit was 3 (on AWS, MAX_TURNS caps it at 20
+    so that an execution stays inside Step Functions' 25,000 history events: a hook raising it to thousands kept
+    the execution going until Step Functions failed it, with no record)."""
+    records = _records(Never(), Odd(task_id="fine", prompt="p"), Odd(task_id="odd", prompt="p", odd="raises_max_turns"))
+    assert records["fine"].status == "scored" and records["fine"].metrics["end_reason"] == "turn_limit"
+    odd = records["odd"]
+    assert odd.status == "error" and odd.error.kind == "simulator_error"
+    assert "on_policy_turn() changed max_turns (3 -> 53)" in odd.error.message
+
+
+def test_an_environments_numpy_metrics_are_kept_as_numbers():
+    """Before: numpy.int64 and numpy.bool_ were left out ("'count' is a int64"), numpy.float64 kept."""
+    record = _records(StopAtOnce(), Odd(task_id="t", prompt="p", odd="numpy_metrics"))["t"]
+    assert record.status == "scored"
+    assert record.metrics["count"] == 6 and type(record.metrics["count"]) is int
+    assert record.metrics["any"] is True and type(record.metrics["mean"]) is float
+    assert "env_metrics_error" not in record.metrics
+    assert '"count":6' in record.to_json().replace(" ", "")
+
+
+def test_an_environments_metric_named_like_the_platforms_is_left_out_and_said():
+    """Before: the environment's "end_reason" replaced how the episode ended (the record said player_quit for
+    an episode the environment ended), and its "env_metrics_error" claimed a failure."""
+    record = _records(StopAtOnce(), Odd(task_id="t", prompt="p", odd="own_end_reason"))["t"]
+    assert record.metrics["end_reason"] == "ended_by_env" and record.metrics["moves"] == 2
+    assert "platform's own names (left out: end_reason, env_metrics_error)" in record.metrics["env_metrics_error"]
