@@ -11,12 +11,30 @@ from __future__ import annotations
 
 import contextvars
 import math
+import numbers
 import threading
 import time
 from collections.abc import Callable, Sequence
+from decimal import Decimal
 from typing import Any
 
 MAX_ABANDONED_CALLS = 32  # calls of one function still running past their limit before the next is refused
+
+
+def real_number(value: Any) -> float | None:
+    """``value`` as a float when it is a real number: Python's, numpy's (``numpy.float32(0.5)``,
+    ``numpy.int64(2)``: what a weight or a limit computed with numpy is), a Fraction or a Decimal; None for
+    anything else, booleans included. Only Python's int and float (and numpy.float64, a float) were taken, so a
+    user's finite numpy weight was refused as "must be a finite number"."""
+    kind = type(value)
+    if isinstance(value, bool) or (kind.__module__ == "numpy" and kind.__name__ in ("bool_", "bool")):
+        return None
+    if isinstance(value, (numbers.Real, Decimal)):
+        try:
+            return float(value)
+        except (ArithmeticError, ValueError):  # a signalling NaN Decimal
+            return None
+    return None
 
 
 def limit_problem(timeout_s: Any, field: str) -> str | None:
@@ -24,7 +42,8 @@ def limit_problem(timeout_s: Any, field: str) -> str | None:
     above 0)."""
     if timeout_s is None:
         return None
-    if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < math.inf:
+    seconds = real_number(timeout_s)
+    if seconds is None or not 0 < seconds < math.inf:
         return f"{field} must be a number of seconds above 0 (or None), got {timeout_s!r}"
     return None
 

@@ -88,7 +88,7 @@ def check_timeout(timeout_s: Any, name: str) -> float | None:
     problem = bounded.limit_problem(timeout_s, "timeout_s")
     if problem:
         raise ComponentDefinitionError(f"component '{name}': {problem}")
-    return None if timeout_s is None else float(timeout_s)
+    return bounded.real_number(timeout_s)
 
 
 def with_timeout(call: Callable[..., Any], name: str, timeout_s: float, is_async: bool) -> Callable[..., Any]:
@@ -166,9 +166,10 @@ def check_range(value_range: Any, name: str) -> tuple[float, float]:
 
 
 def check_weight(weight: Any, name: str) -> float:
-    if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight):
+    number = bounded.real_number(weight)
+    if number is None or not math.isfinite(number):
         raise ComponentDefinitionError(f"component '{name}': weight must be a finite number, got {weight!r}")
-    return float(weight)
+    return number
 
 
 def input_names(fn: Callable[..., Any], what: str) -> tuple[tuple[str, ...], bool]:

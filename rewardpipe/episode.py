@@ -160,6 +160,7 @@ def _call_hook(env: Any, hook: str, *args: Any) -> Any:
     problem = hook_timeout_problem(timeout_s)
     if problem:  # an environment used without check_environment: its rollouts say why, none is lost
         raise EpisodeError(f"environment '{env.name}': {problem}")
+    timeout_s = float(timeout_s)  # a numpy number or a Decimal declared as the limit: what a thread's wait takes
     calls = _abandoned_calls(env, hook)
     return calls.call(method, args, {}, timeout_s, lambda running: HookTimeout(env, hook, timeout_s, running))
 

@@ -475,12 +475,13 @@ class Reward:
             raise ValueError(
                 f"reward '{self.name}' has no component(s) {sorted(unknown)}; known: {self.component_names}"
             )
+        checked: dict[str, float] = {}
         for name, value in weights.items():
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            number = bounded.real_number(value)
+            if number is None or not math.isfinite(number):
                 raise ValueError(f"weight for '{name}' must be a finite number, got {value!r}")
-        return self._copy(
-            tuple(c.replace(weight=float(weights[c.name])) if c.name in weights else c for c in self.components)
-        )
+            checked[name] = number
+        return self._copy(tuple(c.replace(weight=checked[c.name]) if c.name in checked else c for c in self.components))
 
     def with_components(self, components: Iterable[Component]) -> Reward:
         """The same reward (diagnostics, explanations) over other components."""

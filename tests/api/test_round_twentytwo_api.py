@@ -26,6 +26,9 @@ more than its own sample, or was blamed on the wrong party.
 * An environment's metric named ``end_reason`` or ``env_metrics_error`` replaced the platform's: the record said
   the environment's own reason, not how the episode ended, or claimed a failure of ``metrics()``. Left out and
   said in ``env_metrics_error``.
+* A weight or a time limit computed with numpy (``numpy.float32(0.5)``, ``numpy.int64(2)``), a Fraction or a
+  Decimal was refused as "weight must be a finite number" (``timeout_s``, ``hook_timeout_s``,
+  ``Reward(weights=...)`` alike): only Python's int and float were numbers. Any real number is taken, as a float.
 """
 
 from __future__ import annotations
@@ -246,3 +249,40 @@ def test_an_environments_metric_named_like_the_platforms_is_left_out_and_said():
     record = _records(StopAtOnce(), Odd(task_id="t", prompt="p", odd="own_end_reason"))["t"]
     assert record.metrics["end_reason"] == "ended_by_env" and record.metrics["moves"] == 2
     assert "platform's own names (left out: end_reason, env_metrics_error)" in record.metrics["env_metrics_error"]
+
+
+# -- numbers a user computed with numpy -------------------------------------------------------------------
+
+
+def test_a_weight_or_a_time_limit_computed_with_numpy_is_taken():
+    """Before: ComponentDefinitionError "weight must be a finite number, got np.float32(0.5)" (and the same for
+    numpy.int64, a Fraction, a Decimal, and for timeout_s and Reward(weights=...)): only Python's int and float,
+    and numpy.float64 (a float subclass), were numbers."""
+    from fractions import Fraction
+
+    np = pytest.importorskip("numpy")
+    for weight in (np.float32(0.5), np.int64(2), Fraction(1, 2), Decimal("0.5")):
+        made = component(range=(0, 1), role="outcome", name="w", weight=weight, timeout_s=np.float32(5))(
+            lambda completion: 1.0
+        )
+        assert made.weight == float(weight) and type(made.weight) is float and made.timeout_s == 5.0
+        reward = Reward("r", [said_a], weights={"said_a": weight})
+        assert reward.weights == {"said_a": float(weight)}
+        assert reward.score([{"role": "assistant", "content": "a"}]).aggregate == float(weight)
+    for bad in (np.bool_(True), True, np.float32("nan"), Decimal("Infinity"), "0.5"):
+        with pytest.raises(ValueError, match="must be a finite number"):
+            Reward("r", [said_a], weights={"said_a": bad})
+
+
+def test_an_environments_hook_timeout_s_computed_with_numpy_bounds_its_hooks():
+    np = pytest.importorskip("numpy")
+
+    class NumpyLimit(Slow):
+        hook_timeout_s = np.float32(0.05)
+
+    env = NumpyLimit(hangs=True)
+    try:
+        with pytest.raises(HookTimeout, match=r"did not return within hook_timeout_s=0\.05"):
+            call_hook(env, "start", TaskRow(task_id="t", prompt="p"))
+    finally:
+        env.release.set()
