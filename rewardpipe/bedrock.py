@@ -75,9 +75,40 @@ def converse_request(model_id: str, messages: Sequence[Mapping[str, Any]], param
     config = {_PARAMS[name]: value for name, value in params.items() if value is not None}
     if isinstance(config.get("stopSequences"), str):
         config["stopSequences"] = [config["stopSequences"]]
+    problem = inference_config_problem(config)
+    if problem:
+        raise ValueError(f"Bedrock Converse refuses this request: {problem}")
     if config:
         request["inferenceConfig"] = config
     return request
+
+
+# Converse's InferenceConfiguration: temperature and topP "Valid Range: Minimum value of 0. Maximum value of 1",
+# maxTokens "Minimum value of 1", stopSequences "Maximum number of 2500 items", each of "Minimum length of 1".
+# https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_InferenceConfiguration.html
+STOP_SEQUENCES_LIMIT = 2500
+
+
+def inference_config_problem(config: Mapping[str, Any]) -> str | None:
+    """Why Bedrock would refuse ``config`` (Converse's names), or None. botocore checks only the types and
+    minimums, so an OpenAI-style ``temperature`` of 1.5 (OpenAI takes up to 2) went out on every call, each
+    refused with a ValidationException: every judged sample an error record, and the reason in none of them."""
+    for name in ("temperature", "topP"):
+        value = config.get(name)
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1
+        ):
+            return f"{name} must be a number from 0 to 1, got {value!r}"
+    tokens = config.get("maxTokens")
+    if tokens is not None and (isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1):
+        return f"maxTokens (max_tokens) must be a whole number of at least 1, got {tokens!r}"
+    stops = config.get("stopSequences")
+    if stops is not None:
+        if not isinstance(stops, (list, tuple)) or len(stops) > STOP_SEQUENCES_LIMIT:
+            return f"stopSequences (stop) must be a list of at most {STOP_SEQUENCES_LIMIT} texts"
+        if not all(isinstance(stop, str) and stop for stop in stops):
+            return "every stop sequence must be non-empty text"
+    return None
 
 
 def _text(content: Any) -> str:
