@@ -57,12 +57,9 @@ def _as_messages(value: Any, role: str) -> list[dict[str, Any]]:
 
 def _samples(prompts: Sequence[Any], completions: Sequence[Any], columns: Mapping[str, Any]) -> list[dict]:
     samples = []
+    given = _columns(completions, columns)
     for index, completion in enumerate(completions):
-        metadata = {
-            name: values[index]
-            for name, values in columns.items()
-            if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == len(completions)
-        }
+        metadata = {name: values[index] for name, values in given.items()}
         reference = next((metadata[c] for c in REFERENCE_COLUMNS if metadata.get(c) is not None), None)
         if reference is not None:
             metadata["reference_answer"] = reference
@@ -132,13 +129,21 @@ class BatchKey:
 
 
 def _columns(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Sequence[Any]]:
-    """The dataset columns of a reward-function call: lists with one value per completion."""
+    """The dataset columns of a reward-function call: lists with one value per completion (a numpy array or a
+    pandas Series, as a caller outside TRL may hand over, is read as its list)."""
     count = len(completions)
-    return {
-        name: values
-        for name, values in kwargs.items()
-        if name not in _TRL_HOOKS and isinstance(values, (list, tuple)) and len(values) == count
-    }
+    columns: dict[str, Sequence[Any]] = {}
+    for name, values in kwargs.items():
+        if name in _TRL_HOOKS:
+            continue
+        if not isinstance(values, (list, tuple)):
+            # Taken only as lists, an ``answer`` column given as an array was dropped without a word: every
+            # sample then had no reference, an error record each.
+            tolist = getattr(values, "tolist", None)
+            values = tolist() if callable(tolist) and getattr(values, "ndim", None) == 1 else None
+        if isinstance(values, (list, tuple)) and len(values) == count:
+            columns[name] = values
+    return columns
 
 
 def _text(value: Any) -> str:

@@ -29,6 +29,9 @@ more than its own sample, or was blamed on the wrong party.
 * A weight or a time limit computed with numpy (``numpy.float32(0.5)``, ``numpy.int64(2)``), a Fraction or a
   Decimal was refused as "weight must be a finite number" (``timeout_s``, ``hook_timeout_s``,
   ``Reward(weights=...)`` alike): only Python's int and float were numbers. Any real number is taken, as a float.
+* TRL's reward functions took a dataset column only as a list or a tuple: an ``answer`` column handed over as a
+  numpy array (or a pandas Series, by a caller outside TRL) was dropped without a word, every sample without its
+  reference and an error record. A one-dimensional array is read as its list.
 """
 
 from __future__ import annotations
@@ -286,3 +289,19 @@ def test_an_environments_hook_timeout_s_computed_with_numpy_bounds_its_hooks():
             call_hook(env, "start", TaskRow(task_id="t", prompt="p"))
     finally:
         env.release.set()
+
+
+# -- TRL's reward functions: a column given as an array ----------------------------------------------------
+
+
+@pytest.mark.parametrize("reward", ["gsm8k", Reward("said_a_or_reference", [said_a])])
+def test_trl_reward_functions_read_a_reference_column_given_as_a_numpy_array(reward):
+    """Before: only lists and tuples were columns; the array was dropped without a word and every sample had no
+    reference (gsm8k: [None, None] from each function, an error record each)."""
+    np = pytest.importorskip("numpy")
+    from rewardpipe.integrations.trl import reward_functions
+
+    functions, _ = reward_functions(reward)
+    listed = [fn(prompts=["q", "q"], completions=["#### 4", "a"], answer=["4", "5"]) for fn in functions]
+    arrayed = [fn(prompts=["q", "q"], completions=["#### 4", "a"], answer=np.array(["4", "5"])) for fn in functions]
+    assert arrayed == listed and None not in listed[0][:1]
