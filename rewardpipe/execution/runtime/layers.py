@@ -1011,7 +1011,10 @@ _O_TMPFILE_BIT = 0o20000000  # __O_TMPFILE, the same on x86_64 and aarch64
 # prctl options that act on another process (PR_SET_MEMORY_MERGE: shares pages with them, see _MADV_MERGING):
 # PR_SCHED_CORE shares a core-scheduling cookie to or from a pid of
 # the caller's choosing (where the kernel has core scheduling), which decides which tasks may run beside it.
-_PRCTL_DENIED_OPTIONS = {"PR_SCHED_CORE": 62, "PR_SET_MEMORY_MERGE": 67}
+# PR_SET_DUMPABLE (round twenty-three): the child starts non-dumpable, and making itself dumpable again let a job
+# of the same uid beside it (Lambda, Fargate: one uid, /proc readable) open its /proc/<pid>/mem and maps, read
+# its memory (a sibling rollout's source and results) and, with ``files`` off, write into it.
+_PRCTL_DENIED_OPTIONS = {"PR_SET_DUMPABLE": PR_SET_DUMPABLE, "PR_SCHED_CORE": 62, "PR_SET_MEMORY_MERGE": 67}
 _FILE_CALLS = {
     "x86_64": {
         "fcntl": 72,

@@ -1,0 +1,121 @@
+"""Round twenty-three: the sandbox, attacked around the job (its lifetime, what it leaves to the next job or the
+worker, and the trusted side's waits) rather than through the values that cross, as the model would.
+
+* Memory of a rollout beside it, in the Lambda/Fargate mode (one uid for every job, ``/proc`` readable, no
+  Landlock): the model's process starts non-dumpable, but ``prctl(PR_SET_DUMPABLE, 1)`` made it dumpable again,
+  and then any job of the same uid running at the same moment could open its ``/proc/<pid>/maps`` and
+  ``/proc/<pid>/mem`` and read its memory (with ``files`` off, write into it). The K rollouts of a group run side by
+  side: a rollout that made itself readable and one that searched its neighbours' memory for a sibling's source
+  (and ran it) are the same policy's code, so a wrong answer with no logic could pass by a right sibling's work,
+  and a rollout could write into a sibling's memory (a 0 for it, an advantage for itself under GRPO). Found by
+  reading: the job beside it read the sibling's source out of its memory. ``PR_SET_DUMPABLE`` is now refused
+  (``EPERM``) by the filter, whatever its argument (the child never needs it: it is non-dumpable from birth).
+"""
+
+from __future__ import annotations
+
+import errno
+import threading
+import time
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from rewardpipe.execution.sandbox import make_executor
+from tests.infra.test_graviton import _answer, _run_filter
+from tests.security.conftest import HIDDEN_TESTS, assert_failed
+from tests.security.test_round_nine_files import SANDBOX_UID
+
+
+def _lambda_like_pair():
+    """Two workers as on Lambda: fork servers and jobs under one uid, no Landlock, no namespaces."""
+    executor = make_executor(workers=2, server_uid=SANDBOX_UID, disable=frozenset({"landlock"}))
+    isolation = executor.isolation()
+    if not isolation["seccomp"].startswith("on"):
+        executor.close()
+        pytest.skip("seccomp is unavailable")
+    assert isolation["landlock"].startswith("off") and isolation["uid"].startswith("off")
+    return executor
+
+
+# A rollout that makes itself readable and holds what a sibling wants (here: its own source, as a right answer).
+READABLE = """
+import ctypes, time
+_libc = ctypes.CDLL(None, use_errno=True)
+print("dumpable", _libc.prctl(4, 1, 0, 0, 0), ctypes.get_errno())
+SOURCE = "R23" + "SOURCE:def add(a, b):\\n    return a + b\\n"
+time.sleep(2.0)
+def add(a, b):
+    return a + b
+"""
+# A wrong answer with no logic: it looks for a sibling's source in the memory of every process it may read.
+READER = """
+import os, time
+time.sleep(0.4)
+FOUND = None
+for name in os.listdir("/proc"):
+    if not name.isdigit() or int(name) == os.getpid() or FOUND:
+        continue
+    try:
+        maps = open(f"/proc/{name}/maps").read()
+        mem = os.open(f"/proc/{name}/mem", os.O_RDONLY)
+    except OSError:
+        continue
+    for line in maps.splitlines():
+        fields = line.split()
+        low, high = (int(part, 16) for part in fields[0].split("-"))
+        if "rw" not in fields[1] or high - low > 64 << 20:
+            continue
+        try:
+            data = os.pread(mem, high - low, low)
+        except OSError:
+            continue
+        at = data.find(b"R23SOURCE:")
+        if at >= 0:
+            FOUND = data[at + 10 : data.index(b"\\x00", at)].decode()
+            break
+print("found", FOUND is not None)
+if FOUND:
+    exec(FOUND)
+else:
+    def add(a, b):
+        return a - b
+"""
+
+
+def test_a_job_cannot_read_the_memory_of_a_rollout_beside_it():
+    """Before: the reader found the sibling's source in its memory and **passed**."""
+    executor = _lambda_like_pair()
+    try:
+        executor.warm_up(2)
+        results: dict = {}
+
+        def run(name: str, code: str, delay: float) -> None:
+            time.sleep(delay)
+            results[name] = executor.run(ExecutionJob(code=code, tests=HIDDEN_TESTS, entry_point="add", timeout_s=6))
+
+        threads = [
+            threading.Thread(target=run, args=("readable", READABLE, 0.0)),
+            threading.Thread(target=run, args=("reader", READER, 0.1)),
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        readable, reader = results["readable"], results["reader"]
+        assert "found False" in reader.stdout, (reader.status, reader.stdout)
+        assert_failed(reader)
+        assert readable.status is ExecutionStatus.PASSED, readable.reason
+        assert f"dumpable -1 {errno.EPERM}" in readable.stdout, readable.stdout
+    finally:
+        executor.close()
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_filter_refuses_to_make_the_child_dumpable(arch):
+    program = layers.build_seccomp_filter(arch, 4242)
+    prctl = layers._SPECIAL[arch]["prctl"]
+    assert _answer(_run_filter(program, arch, prctl, (layers.PR_SET_DUMPABLE, 1))) == "EPERM"
+    assert _answer(_run_filter(program, arch, prctl, (layers.PR_SET_DUMPABLE, 0))) == "EPERM"
+    assert _answer(_run_filter(program, arch, prctl, (3,))) == "allow"  # PR_GET_DUMPABLE
