@@ -10,6 +10,13 @@ worker, and the trusted side's waits) rather than through the values that cross,
   and a rollout could write into a sibling's memory (a 0 for it, an advantage for itself under GRPO). Found by
   reading: the job beside it read the sibling's source out of its memory. ``PR_SET_DUMPABLE`` is now refused
   (``EPERM``) by the filter, whatever its argument (the child never needs it: it is non-dumpable from birth).
+* A channel from one job to every later one on its worker, in every mode: each spare child's stdin (and its stdout
+  until the job's file arrives) was a duplicate of one ``/dev/null`` descriptor the fork server opened once, so
+  every job shared that open file description, and its status flags with it. ``fcntl(0, F_SETFL, O_APPEND |
+  O_NONBLOCK)`` (``O_ASYNC`` too) in one job was what ``fcntl(0, F_GETFL)`` read in every later job: a right answer
+  set a bit, and the next job, a wrong answer with no logic, returned the right sum when it found it and
+  **passed** (full isolation and the Lambda/Fargate mode). Each spare now gets a ``/dev/null`` of its own, opened by
+  the fork server while it makes the spare's pipes (off the job's path).
 """
 
 from __future__ import annotations
@@ -24,8 +31,8 @@ from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from tests.infra.test_graviton import _answer, _run_filter
-from tests.security.conftest import HIDDEN_TESTS, assert_failed
-from tests.security.test_round_nine_files import SANDBOX_UID
+from tests.security.conftest import HIDDEN_TESTS, RIGHT_ADD, assert_failed, job
+from tests.security.test_round_nine_files import SANDBOX_UID, _lambda_like
 
 
 def _lambda_like_pair():
@@ -119,3 +126,36 @@ def test_the_filter_refuses_to_make_the_child_dumpable(arch):
     assert _answer(_run_filter(program, arch, prctl, (layers.PR_SET_DUMPABLE, 1))) == "EPERM"
     assert _answer(_run_filter(program, arch, prctl, (layers.PR_SET_DUMPABLE, 0))) == "EPERM"
     assert _answer(_run_filter(program, arch, prctl, (3,))) == "allow"  # PR_GET_DUMPABLE
+
+
+# A right answer that leaves a bit in the flags of its stdin; then a wrong answer with no logic that
+# answers right only when it finds the bit.
+LEAVES_A_BIT = (
+    "import fcntl, os\nfcntl.fcntl(0, fcntl.F_SETFL, fcntl.fcntl(0, fcntl.F_GETFL) | os.O_APPEND | os.O_NONBLOCK)\n"
+) + RIGHT_ADD
+READS_THE_BIT = (
+    "import fcntl, os\n"
+    "SET = fcntl.fcntl(0, fcntl.F_GETFL) & (os.O_APPEND | os.O_NONBLOCK)\n"
+    "print('flags', SET)\n"
+    "def add(a, b):\n"
+    "    return a + b if SET else a - b\n"
+)
+
+
+@pytest.fixture(scope="module")
+def lambda_mode():
+    executor = _lambda_like()
+    yield executor
+    executor.close()
+
+
+@pytest.mark.parametrize("mode", ["full", "lambda"])
+def test_a_job_cannot_leave_flags_on_a_descriptor_the_next_job_holds(one_worker, lambda_mode, mode):
+    """Before: the reader found the flags the job before had set and **passed** (both modes)."""
+    chosen = one_worker if mode == "full" else lambda_mode
+    assert chosen.run(job(READS_THE_BIT)).stdout.startswith("flags 0")  # a fresh worker: nothing set
+    for _ in range(2):
+        assert chosen.run(job(LEAVES_A_BIT)).status is ExecutionStatus.PASSED
+        result = chosen.run(job(READS_THE_BIT))
+        assert_failed(result)
+        assert result.stdout.startswith("flags 0"), result.stdout

@@ -127,7 +127,7 @@ class SpareParts(NamedTuple):
 
     job_dir: str
     confine: int | None  # the child's own Landlock layer (writes under job_dir only), a ruleset descriptor
-    child_ends: tuple[int, ...]  # the child's ends of its pipes (and confine): closed here once it is forked
+    child_ends: tuple[int, ...]  # the child's ends of its pipes, its /dev/null (and confine): closed here once forked
     theirs: socket.socket  # the child's end of its control socket: closed here once it is forked
     ours: socket.socket
     runner_write: int  # the runner's ends of the child's pipes
@@ -452,7 +452,6 @@ class Zygote:
         # Built once here, used only by the children: in a freshly forked child every object it makes or
         # touches costs copy-on-write page faults, and these are the same for every job. Never written to
         # here, so no child inherits buffered text.
-        self.null_fd = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
         self.child_streams = (
             open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child
             open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
@@ -1136,6 +1135,11 @@ class Zygote:
             opened += (u_read, t_write)
             t_read, u_write = os.pipe()
             opened += (t_read, u_write)
+            # Its stdin (and stdout until the job's file arrives): /dev/null opened for this child alone. One
+            # description shared by every child carried its status flags (O_APPEND, O_NONBLOCK, O_ASYNC: fcntl
+            # F_SETFL) from one job to every later one, round twenty-three.
+            null = os.open(os.devnull, os.O_RDWR | os.O_CLOEXEC)
+            opened.append(null)
             ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         except BaseException:
             for fd in opened:
@@ -1152,8 +1156,8 @@ class Zygote:
             keep[UNTRUSTED_FDS["ruleset"]] = self.ruleset.fd
         if confine is not None:
             keep[UNTRUSTED_FDS["confine"]] = confine
-        child_ends = (u_read, u_write) if confine is None else (u_read, u_write, confine)
-        plan = _fd_plan(keep, self.null_fd)
+        child_ends = (u_read, u_write, null) if confine is None else (u_read, u_write, null, confine)
+        plan = _fd_plan(keep, null)
         return SpareParts(job_dir, confine, child_ends, theirs, ours, t_write, t_read, plan, _dir_stamp(job_dir))
 
     def _spare_is_sound(self, child: UntrustedChild) -> bool:
