@@ -17,6 +17,14 @@ worker, and the trusted side's waits) rather than through the values that cross,
   set a bit, and the next job, a wrong answer with no logic, returned the right sum when it found it and
   **passed** (full isolation and the Lambda/Fargate mode). Each spare now gets a ``/dev/null`` of its own, opened by
   the fork server while it makes the spare's pipes (off the job's path).
+* A right answer scored 0 by what the job before it left in the long-lived trusted runner: a failed assertion keeps
+  its operands (the model's value and the tests' expected one) in a reference cycle (the exception, its traceback,
+  the test's frames), and the interpreter starts the full collection that frees a cycle by its count of container
+  objects, not by their size (a list of 300,000 strings is one). Every failing job with a large value left it
+  there (about 260 MB a job for 900,000 strings), until the runner's memory limit was reached and the next job's
+  right answer failed ("the model's reply ... is too large to decode": the runner's MemoryError), here after two
+  wrong answers with a 256 MiB runner. A wrong rollout could do that on purpose to the siblings after it on its
+  worker. The runner now collects cycles after every job, in that job's time (~30 us when it left nothing large).
 """
 
 from __future__ import annotations
@@ -159,3 +167,34 @@ def test_a_job_cannot_leave_flags_on_a_descriptor_the_next_job_holds(one_worker,
         result = chosen.run(job(READS_THE_BIT))
         assert_failed(result)
         assert result.stdout.startswith("flags 0"), result.stdout
+
+
+WORDS_TESTS = """
+import unittest
+
+
+class TestWords(unittest.TestCase):
+    def test_small(self):
+        self.assertEqual(words(300000), [str(i) for i in range(300000)])
+
+    def test_again(self):
+        self.assertEqual(words(300000), [str(i) for i in range(300000)])
+"""
+
+
+def _words(executor, body: str):
+    code = f"def words(n):\n    return {body}\n"
+    return executor.run(ExecutionJob(code=code, tests=WORDS_TESTS, entry_point="words", timeout_s=20))
+
+
+def test_a_failing_job_leaves_no_garbage_for_the_next_right_answer():
+    """Before: the right answer after the second wrong one failed (the runner's MemoryError)."""
+    executor = make_executor(workers=1, runner_memory_mb=256)
+    try:
+        for _ in range(4):
+            wrong = _words(executor, "[str(i) for i in range(n + 1)]")
+            assert wrong.status is ExecutionStatus.FAILED, wrong.reason
+            right = _words(executor, "[str(i) for i in range(n)]")
+            assert right.status is ExecutionStatus.PASSED, right.reason
+    finally:
+        executor.close()
