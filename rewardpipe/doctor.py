@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from rewardpipe.execution.runtime.harness import is_test_method, parse_python
+from rewardpipe.execution.runtime.harness import HarnessError, is_test_method, parse_python, parse_stdio_tests
 from rewardpipe.execution.shape_lint import shape_findings
 
 VALUE_TOLERANCE = 1e-9
@@ -87,6 +87,8 @@ class TaskDiagnosis:
 
 def static_problems(task: TestedCode) -> list[str]:
     problems: list[str] = []  # (an empty spec never gets here: the Task model refuses it at the input)
+    if task.tests_format == "stdio":  # JSON cases and a whole program: no entry point, no test code to lint
+        return _stdio_problems(task)
     try:
         tests_tree = parse_python(task.tests)
     except SyntaxError as exc:
@@ -126,6 +128,19 @@ def static_problems(task: TestedCode) -> list[str]:
 # --- weak test shapes (an AST lint over a task's tests; docs/tasks.md shows the safe forms) -------------
 
 _ASSERT_PREFIXES = ("assert", "fail")
+
+
+def _stdio_problems(task: TestedCode) -> list[str]:
+    problems = []
+    try:
+        parse_stdio_tests(task.tests)
+    except HarnessError as exc:
+        problems.append(f"tests: {exc}")
+    try:
+        parse_python(task.reference_solution)
+    except SyntaxError as exc:
+        problems.append(f"reference_solution does not parse: line {exc.lineno}: {exc.msg}")
+    return problems
 
 
 def _call_name(node: ast.AST) -> str:
@@ -275,6 +290,8 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
 
 def weak_test_shapes(task: TestedCode) -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
+    if task.tests_format == "stdio":
+        return []  # no test code: the scorer compares each case's output itself
     try:
         tests = parse_python(task.tests)
         reference = parse_python(task.reference_solution)

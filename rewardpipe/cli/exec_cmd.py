@@ -178,9 +178,16 @@ def _print_human(result: ExecutionResult) -> None:
 @app.command("exec")
 def exec_command(
     code: Path | None = typer.Option(None, "--code", help="File with the model's code."),
-    tests: Path | None = typer.Option(None, "--tests", help="File with the hidden tests."),
-    entry_point: str | None = typer.Option(None, "--entry-point", help="Name the tests call."),
-    tests_format: str = typer.Option("unittest", "--tests-format", help="unittest | check (HumanEval)."),
+    tests: Path | None = typer.Option(
+        None, "--tests", help='File with the hidden tests (stdio: a JSON list of {"input": ..., "output": ...}).'
+    ),
+    entry_point: str | None = typer.Option(None, "--entry-point", help="Name the tests call (not for stdio)."),
+    tests_format: str = typer.Option(
+        "unittest",
+        "--tests-format",
+        help="unittest | check (HumanEval) | stdio (the code is a whole program, run on each case's input as "
+        "stdin; its output's whitespace-separated tokens must match the case's).",
+    ),
     timeout: float = typer.Option(10.0, "--timeout", help="Wall-clock seconds per execution."),
     trust_mode: str = typer.Option("split", "--trust-mode", help="split (default) | inprocess (screened fallback)."),
     batch: Path | None = typer.Option(None, "--batch", help="JSONL file of jobs (id, code, tests, entry_point, ...)."),
@@ -200,9 +207,8 @@ def exec_command(
             _fail("--batch cannot be combined with --code/--tests/--entry-point")
         _run_batch(batch, workers, disable, as_json)
         return
-    missing = [
-        flag for flag, value in (("--code", code), ("--tests", tests), ("--entry-point", entry_point)) if not value
-    ]
+    needed = (("--code", code), ("--tests", tests), ("--entry-point", entry_point or tests_format == "stdio"))
+    missing = [flag for flag, value in needed if not value]
     if missing:
         _fail(f"missing {', '.join(missing)} (or use --batch JOBS.jsonl)")
     assert code is not None and tests is not None  # (named as missing otherwise)
@@ -210,7 +216,7 @@ def exec_command(
         job = ExecutionJob(
             code=_read_text(code, "code"),
             tests=_read_text(tests, "tests"),
-            entry_point=entry_point,
+            entry_point=entry_point or "",
             tests_format=tests_format,
             timeout_s=timeout,
             trust_mode=trust_mode,

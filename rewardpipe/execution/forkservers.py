@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import itertools
 import json
 import os
@@ -429,13 +430,23 @@ class _Worker:
             return ""
         return f": {text}" if text else ""
 
-    def execute(self, header: dict, code: str, tests: str) -> tuple[dict, bytes, bytes, int, bytes, int]:
+    def execute(
+        self, header: dict, code: str, tests: str | bytes, output_cap: int | None = None
+    ) -> tuple[dict, bytes, bytes, int, bytes, int]:
+        """Run one job. For ``stdio`` ``tests`` is one case's input, which the model's program reads as its stdin
+        (sealed: it cannot be written); ``output_cap``: how much of stdout and stderr to return (default
+        ``config.output_bytes``)."""
         fds: list[int] = []
+        stdio = header.get("tests_format") == "stdio"
         try:
             for name in ("code", "tests", "verdict", "stdout", "stderr"):
-                fds.append(os.memfd_create(f"rewardpipe-{name}", os.MFD_CLOEXEC))
+                flags = os.MFD_CLOEXEC | (os.MFD_ALLOW_SEALING if stdio and name == "tests" else 0)
+                fds.append(os.memfd_create(f"rewardpipe-{name}", flags))
             _write_all(fds[0], code.encode("utf-8", errors="surrogatepass"))
-            _write_all(fds[1], tests.encode("utf-8", errors="surrogatepass"))
+            _write_all(fds[1], tests if isinstance(tests, bytes) else tests.encode("utf-8", errors="surrogatepass"))
+            if stdio:
+                seals = fcntl.F_SEAL_WRITE | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_SEAL
+                fcntl.fcntl(fds[1], fcntl.F_ADD_SEALS, seals)
             with _DUMPABLE_STARTS.job():
                 sent = time.monotonic()
                 try:
@@ -447,7 +458,7 @@ class _Worker:
             if isinstance(reply.get("marks"), dict):
                 reply["marks"].update(s_send=sent, s_recv=time.monotonic())
             verdict = os.pread(fds[2], 1 << 20, 0)
-            cap = self.config.output_bytes
+            cap = output_cap or self.config.output_bytes
             out_size, err_size = os.fstat(fds[3]).st_size, os.fstat(fds[4]).st_size
             return reply, verdict, os.pread(fds[3], cap, 0), out_size, os.pread(fds[4], cap, 0), err_size
         finally:

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from enum import Enum
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import ConfigDict, Field, field_validator
+from pydantic import ConfigDict, Field, ModelWrapValidatorHandler, ValidationError, field_validator, model_validator
+from pydantic_core import InitErrorDetails
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.models import MAX_ID_LENGTH, require_function_name, require_printable_id
@@ -39,8 +40,11 @@ class ExecutionJob(DeferredModel):
     id: str = Field(default="", max_length=MAX_ID_LENGTH)  # optional; when given, an id like any other
     code: str
     tests: str
-    entry_point: str = Field(min_length=1)
-    tests_format: Literal["unittest", "check"] = "unittest"
+    # The function under test: required for "unittest" and "check", unused (left empty) for "stdio".
+    entry_point: str = ""
+    # "unittest", "check" (HumanEval) or "stdio": ``tests`` is a JSON list of {"input": str, "output": str} and
+    # the code is a whole program, run once per case with the input as stdin (see docs/sandbox.md).
+    tests_format: Literal["unittest", "check", "stdio"] = "unittest"
     timeout_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
     # "split" (default): the tests run in a trusted process and reach the model's code only through
     # plain-data calls. "inprocess": the documented fallback for tests that need the model's objects in
@@ -51,7 +55,41 @@ class ExecutionJob(DeferredModel):
     @field_validator("entry_point")
     @classmethod
     def _entry_point_is_a_name(cls, value: str) -> str:
-        return require_function_name(value)
+        return require_function_name(value) if value else value
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _entry_point_required_unless_stdio(cls, data: Any, handler: ModelWrapValidatorHandler[ExecutionJob]) -> Any:
+        """A job without ``entry_point`` (or with an empty one) is refused as before ("entry_point: Field
+        required", with any other problem of the job) unless its tests are ``stdio``, which need none."""
+        if not (isinstance(data, dict) and data.get("entry_point", "") == "" and data.get("tests_format") != "stdio"):
+            return handler(data)
+        problems = [
+            InitErrorDetails(type="missing", loc=("entry_point",), input=data)
+            if "entry_point" not in data
+            else InitErrorDetails(type="string_too_short", loc=("entry_point",), input="", ctx={"min_length": 1})
+        ]
+        try:
+            handler({**data, "entry_point": "_"})  # whatever else is wrong with it, said too
+        except ValidationError as exc:
+            problems += [
+                InitErrorDetails(type=e["type"], loc=e["loc"], input=e["input"], ctx=e.get("ctx", {}))
+                for e in exc.errors()
+            ]
+        order = list(cls.model_fields)
+        problems.sort(key=lambda e: order.index(e["loc"][0]) if e["loc"] and e["loc"][0] in order else len(order))
+        raise ValidationError.from_exception_data(cls.__name__, problems)
+
+    @model_validator(mode="after")
+    def _entry_point_unless_stdio(self) -> ExecutionJob:
+        if self.tests_format == "stdio":
+            if self.entry_point:
+                raise ValueError("entry_point is not used by stdio tests (the code is a whole program): leave it empty")
+            if self.trust_mode != "split":
+                raise ValueError("trust_mode 'inprocess' does not apply to stdio tests (no test code runs)")
+        elif not self.entry_point:
+            raise ValueError("entry_point is required unless tests_format is 'stdio'")
+        return self
 
     @field_validator("id")
     @classmethod

@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
+from typing import Any
 
 from rewardpipe.execution import forkservers
 from rewardpipe.execution.forkservers import (  # noqa: F401 - the settings and failures are this module's API too
@@ -64,6 +65,27 @@ INPROCESS_TRUST = (
 def _expected_test_count(tests: str, tests_format: str) -> int:
     """The K rollouts of a group share their hidden tests: parse them once, not once per rollout."""
     return harness.count_expected_tests(tests, tests_format)
+
+
+@functools.lru_cache(maxsize=8)
+def _stdio_cases(tests: str) -> list[tuple[bytes, bytes]]:
+    """The cases of stdio tests (already validated by _expected_test_count); a group's rollouts share them."""
+    return harness.parse_stdio_tests(tests)
+
+
+def _stdio_verdict(reply: dict, out: bytes, out_size: int, expected: bytes, err: bytes) -> bytes:
+    """One stdio case's verdict, as the trusted runner would write it for a job of one test: whether the program
+    ended normally (exit 0) having printed the expected tokens. A reply with no verdict to give (timed out, fork
+    server trouble) is judged by its own fields first (ForkServerExecutor._verdict)."""
+    failure = ""
+    if out_size > harness.MAX_STDIO_OUTPUT_BYTES:
+        failure = f"the program printed {out_size} bytes, over the {harness.MAX_STDIO_OUTPUT_BYTES >> 20} MiB limit"
+    elif reply.get("model_exit") != "exit 0":
+        lines = err.decode("utf-8", "replace").strip().splitlines()
+        failure = f"the program ended with {reply.get('model_exit')}" + (f" ({lines[-1][:300]})" if lines else "")
+    elif not harness.stdio_output_matches(out, expected):
+        failure = "wrong answer (its output's whitespace-separated tokens differ from the expected output's)"
+    return json.dumps({"tests_run": 1, "successes": 0 if failure else 1, "first_failure": failure}).encode()
 
 
 def _decode_output(data: bytes, size: int) -> str:
@@ -357,7 +379,7 @@ class ForkServerExecutor:
     def _run(self, job: ExecutionJob, started: float, alone: bool = False) -> ExecutionResult:
         started_monotonic = time.monotonic()
         self._reset_after_fork()
-        if not job.entry_point.isidentifier():
+        if job.tests_format != "stdio" and not job.entry_point.isidentifier():
             return self._result(
                 job,
                 started,
@@ -387,6 +409,50 @@ class ForkServerExecutor:
         }
         if self.phase_log is not None:
             header["phases"] = True
+        if job.tests_format == "stdio":
+            return self._run_stdio(job, started, alone, header, _stdio_cases(job.tests))
+        return self._exchange(job, started, alone, header, expected, started_monotonic)
+
+    def _run_stdio(self, job, started, alone: bool, header: dict, cases) -> ExecutionResult:
+        """Every case in a fresh hardened child of its own (the same job, with the case's input as its stdin), all
+        within the job's ``timeout_s``; its output is compared here (harness.stdio_output_matches), so the expected
+        outputs never leave this process. Every case runs (partial credit) unless the time runs out."""
+        total, passed = len(cases), 0
+        shown: dict[str, Any] = {}  # the output of the first failing case (else of the last one)
+        first_failure = ""
+        for index, case in enumerate(cases):
+            remaining = job.timeout_s - (time.perf_counter() - started)
+            if remaining <= 0:
+                return self._result(
+                    job,
+                    started,
+                    ExecutionStatus.TIMEOUT,
+                    passed=passed,
+                    total=total,
+                    reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded before case {index} of {total}",
+                    **shown,
+                )
+            result = self._exchange(job, started, alone, {**header, "timeout_s": remaining}, 1, time.monotonic(), case)
+            common = {"stdout": result.stdout, "stderr": result.stderr, "isolation": result.isolation}
+            if result.status is ExecutionStatus.PASSED:
+                passed += 1
+                shown = shown if first_failure else common
+                continue
+            reason = f"case {index} of {total}: {result.reason.removeprefix('0 of 1 tests passed; ')}"
+            if result.status is not ExecutionStatus.FAILED:  # the job's time ran out (timeout), or no verdict (error)
+                return self._result(job, started, result.status, passed=passed, total=total, reason=reason, **common)
+            if not first_failure:
+                first_failure, shown = reason, common
+        if passed == total:
+            return self._result(job, started, ExecutionStatus.PASSED, passed=passed, total=total, **shown)
+        reason = f"{passed} of {total} cases passed; first failure: {first_failure}"[:1000]
+        return self._result(job, started, ExecutionStatus.FAILED, passed=passed, total=total, reason=reason, **shown)
+
+    def _exchange(
+        self, job, started, alone: bool, header: dict, expected: int, started_monotonic: float, case=None
+    ) -> ExecutionResult:
+        """Hand the job to a fork server (a second one if the first was lost before it started) and judge its
+        reply. ``case``: a stdio case's ``(input, expected output)``, judged here from the program's output."""
         for attempt in (1, 2):
             # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
             shared = self._measures_shared_disk()
@@ -397,7 +463,11 @@ class ForkServerExecutor:
                 except WorkerFailure as exc:
                     return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
                 try:
-                    reply, verdict, out, out_size, err, err_size = worker.execute(header, job.code, job.tests)
+                    reply, verdict, out, out_size, err, err_size = (
+                        worker.execute(header, job.code, job.tests)
+                        if case is None
+                        else worker.execute(header, job.code, case[0], harness.MAX_STDIO_OUTPUT_BYTES)
+                    )
                 except BaseException as exc:
                     if not isinstance(exc, WorkerFailure):
                         # Failed on our side (e.g. no descriptors left) before the worker was involved,
@@ -431,6 +501,9 @@ class ForkServerExecutor:
             self._release(worker, "fatal" not in reply and not reply.get("retire"))
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
+            if case is not None:
+                verdict = _stdio_verdict(reply, out, out_size, case[1], err)
+                out, err = out[: self.config.output_bytes], err[: self.config.output_bytes]
             result = self._judge(
                 job,
                 started,

@@ -1,13 +1,15 @@
 """Single-turn code reward: run the response's code against tests carried by the sample.
 
-The sample's reference answer (or metadata) carries ``tests``, ``entry_point`` and optionally
-``tests_format`` / ``timeout_s``. Components: ``correctness`` (fraction of tests passing on the last
-assistant turn's code, even when that turn ends with a confirmation question; 0.0 on timeout; None when the
-harness failed) and ``has_code`` (1.0 when the response contains a fenced Python block, a weak format signal).
+The sample's reference answer (or metadata) carries ``tests``, ``entry_point`` (not for ``stdio`` tests) and
+optionally ``tests_format`` / ``timeout_s``; ``stdio`` tests may be the list of cases itself or its JSON text.
+Components: ``correctness`` (fraction of tests passing on the last assistant turn's code, even when that turn
+ends with a confirmation question; 0.0 on timeout; None when the harness failed) and ``has_code`` (1.0 when the
+response contains a fenced Python block, a weak format signal).
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from rewardpipe.components import component
@@ -50,15 +52,20 @@ def job_for_code(code: str | None, reference: Any, sample_id: str = "") -> Execu
         return None
     if not isinstance(reference, dict):
         raise ValueError("reference_answer must be an object with 'tests' and 'entry_point'")
-    missing = [key for key in ("tests", "entry_point") if not reference.get(key)]
+    tests_format = reference.get("tests_format", "unittest")
+    needed = ("tests",) if tests_format == "stdio" else ("tests", "entry_point")
+    missing = [key for key in needed if not reference.get(key)]
     if missing:
         raise ValueError(f"reference_answer is missing {', '.join(missing)}")
+    tests = reference["tests"]
+    if tests_format == "stdio" and isinstance(tests, list):
+        tests = json.dumps(tests)  # the cases themselves: their JSON text, as ExecutionJob takes them
     return ExecutionJob(
         id=sample_id,
         code=code,
-        tests=reference["tests"],
-        entry_point=reference["entry_point"],
-        tests_format=reference.get("tests_format", "unittest"),
+        tests=tests,
+        entry_point=reference.get("entry_point") or "",
+        tests_format=tests_format,
         # None means "not given"; anything else is validated by ExecutionJob, whose error names the field.
         timeout_s=10.0 if reference.get("timeout_s") is None else reference["timeout_s"],
     )

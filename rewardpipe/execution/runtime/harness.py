@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import json
 import threading
 import unittest
 
@@ -57,9 +58,56 @@ def is_test_method(item: ast.stmt) -> bool:
     return isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)) and item.name.startswith("test")
 
 
+# The ``stdio`` format (competitive programming): ``tests`` is a JSON list of ``{"input": str, "output": str}``.
+MAX_STDIO_CASES = 1000
+MAX_STDIO_TESTS_CHARS = 64 << 20  # the whole JSON text
+MAX_STDIO_INPUT_BYTES = 16 << 20  # one case's input, UTF-8
+MAX_STDIO_OUTPUT_BYTES = 1 << 20  # what one case may print (its expected output too): beyond it the case fails
+
+
+def parse_stdio_tests(tests: str) -> list[tuple[bytes, bytes]]:
+    """The ``(input, expected output)`` bytes (UTF-8) of each case of ``stdio``-format tests; a
+    :class:`HarnessError` naming what is wrong if they are malformed (the task author's input)."""
+    if len(tests) > MAX_STDIO_TESTS_CHARS:
+        raise HarnessError(f"stdio tests are over {MAX_STDIO_TESTS_CHARS >> 20} MiB of JSON")
+    try:
+        cases = json.loads(tests)
+    except (ValueError, RecursionError) as exc:
+        raise HarnessError(f"stdio tests are not valid JSON: {str(exc)[:200]}") from None
+    if type(cases) is not list or not cases:
+        raise HarnessError('stdio tests must be a non-empty JSON list of {"input": str, "output": str} cases')
+    if len(cases) > MAX_STDIO_CASES:
+        raise HarnessError(f"stdio tests have {len(cases)} cases, more than the {MAX_STDIO_CASES} allowed")
+    parsed = []
+    for index, case in enumerate(cases):
+        if type(case) is not dict or set(case) != {"input", "output"}:
+            raise HarnessError(f'stdio case {index} must be an object with exactly the keys "input" and "output"')
+        if type(case["input"]) is not str or type(case["output"]) is not str:
+            raise HarnessError(f'stdio case {index}: "input" and "output" must be strings')
+        given = case["input"].encode("utf-8", "surrogatepass")
+        wanted = case["output"].encode("utf-8", "surrogatepass")
+        if len(given) > MAX_STDIO_INPUT_BYTES:
+            raise HarnessError(f"stdio case {index}: input is over {MAX_STDIO_INPUT_BYTES >> 20} MiB")
+        if len(wanted) > MAX_STDIO_OUTPUT_BYTES:
+            raise HarnessError(f"stdio case {index}: output is over {MAX_STDIO_OUTPUT_BYTES >> 20} MiB")
+        parsed.append((given, wanted))
+    return parsed
+
+
+def stdio_output_matches(printed: bytes, expected: bytes) -> bool:
+    """The usual checker: the same whitespace-separated tokens (ASCII whitespace), compared exactly, so
+    trailing spaces, blank lines and line breaks against spaces do not matter."""
+    return printed.split() == expected.split()
+
+
 def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
     """How many tests must run, decided from the test source alone (never from anything the model
-    can influence): one for ``check`` format, else every ``test*`` method of module-level classes."""
+    can influence): one for ``check`` format, the number of cases for ``stdio``, else every ``test*``
+    method of module-level classes."""
+    if tests_format == "stdio":
+        if not isinstance(tests, str):
+            raise HarnessError("stdio tests are JSON, not Python")
+        return len(parse_stdio_tests(tests))
     tree = parse_tests(tests) if isinstance(tests, str) else tests
     if tests_format == "check":
         if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body):

@@ -834,6 +834,54 @@ def _socketpair_or_eventfd(*args, **kwargs):
         return EventfdSocket(fd), EventfdSocket(os.dup(fd))
 
 
+def run_program(code: str, streams: tuple) -> int:
+    """A stdio job, in its hardened child: run ``code`` as ``python program.py`` would, as ``__main__`` with
+    ``streams`` (stdin: the case's input on fd 0; stdout and stderr: the job's output files) as its standard
+    streams, and return the exit status that would have: 0, a ``SystemExit``'s code, or 1 after an uncaught
+    exception (its traceback on stderr). Non-daemon threads are waited for, as at interpreter exit."""
+    import threading
+    import traceback
+
+    sys.stdin, sys.stdout, sys.stderr = streams
+    with contextlib.suppress(Exception):
+        streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
+    sys.argv = ["<model code>"]
+    module = types.ModuleType("__main__")
+    sys.modules["__main__"] = module
+    status = 0
+    try:
+        try:
+            exec(compile(code, "<model code>", "exec", dont_inherit=True), module.__dict__)
+        finally:
+            for thread in threading.enumerate():
+                if thread is not threading.main_thread() and not thread.daemon:
+                    thread.join()
+    except SystemExit as exc:
+        status = _exit_status(exc.code)
+    except BaseException as exc:  # noqa: BLE001 - the program's own failure, reported as Python would
+        with contextlib.suppress(BaseException):
+            frames = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # from the program's own
+            traceback.print_exception(type(exc), exc, frames)
+        status = 1
+    for stream in (sys.stdout, sys.stderr, *streams[1:]):
+        try:
+            stream.flush()
+        except BaseException:  # noqa: BLE001 - as Python's exit: output that could not be written fails it
+            status = status or 120
+    return status
+
+
+def _exit_status(code: object) -> int:
+    """The exit status ``sys.exit(code)`` gives a Python program."""
+    if code is None:
+        return 0
+    if type(code) is int:
+        return code & 0xFF
+    with contextlib.suppress(BaseException):
+        sys.stderr.write(f"{code}\n")
+    return 1
+
+
 class Prepared:
     """Everything that does not depend on the job's code, built ahead (by the fork server, once) for
     children that read ``stdin``, write to ``streams`` and talk over ``rfd``/``wfd``. The fork server

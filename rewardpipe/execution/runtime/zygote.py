@@ -453,7 +453,7 @@ class Zygote:
         # touches costs copy-on-write page faults, and these are the same for every job. Never written to
         # here, so no child inherits buffered text.
         self.child_streams = (
-            open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child
+            open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child (a stdio job's input)
             open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
             open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
         )
@@ -942,22 +942,31 @@ class Zygote:
         # Without a per-job tmpfs the host file system is measured from before the code arrives.
         watch = DiskWatch(self) if self.job_root is None else None
         runner_before = self.runner_pid  # from here on the model's code may run
+        # stdio: the code is a whole program, run as __main__ with one case's input (the sealed "tests" memfd) as
+        # its stdin; no tests run in the runner and nothing is compared here (the scorer compares its output).
+        stdio = header.get("tests_format") == "stdio"
         try:
-            child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd])
+            child = self._start_untrusted(timeout, [code_fd, out_fd, err_fd, *([tests_fd] if stdio else [])])
         finally:
-            for fd in (code_fd, out_fd, err_fd):
+            for fd in (code_fd, out_fd, err_fd, *((tests_fd, verdict_fd) if stdio else ())):
                 os.close(fd)
         if watch is not None:
             watch.attach(child)
         self.current = child
-        try:
-            self._hand_to_trusted_runner(header, [child.runner_write, child.runner_read, tests_fd, verdict_fd])
-        finally:
+        runner_reply: dict | None
+        if stdio:
             child.release_runner_ends()
-            os.close(tests_fd)
-            os.close(verdict_fd)
-        marks["z_handed"] = time.monotonic()
-        runner_reply = self._await_trusted_runner(deadline, watch)
+            marks["z_handed"] = time.monotonic()
+            runner_reply = {"state": "done"} if self._await_untrusted(child.pid, deadline, watch) else None
+        else:
+            try:
+                self._hand_to_trusted_runner(header, [child.runner_write, child.runner_read, tests_fd, verdict_fd])
+            finally:
+                child.release_runner_ends()
+                os.close(tests_fd)
+                os.close(verdict_fd)
+            marks["z_handed"] = time.monotonic()
+            runner_reply = self._await_trusted_runner(deadline, watch)
         marks["z_runner_replied"] = time.monotonic()
         timed_out = runner_reply is None
         # A child that died during the tests is reaped for how it ended (e.g. SIGSEGV, or the OOM killer),
@@ -988,7 +997,7 @@ class Zygote:
         if runner_reply is None:  # timed out
             # The runner is now talking to a dead process and finishes at once, unless the hidden
             # tests themselves hang; then it is replaced.
-            if self._await_trusted_runner(time.monotonic() + TRUSTED_GRACE_S) is None:
+            if not stdio and self._await_trusted_runner(time.monotonic() + TRUSTED_GRACE_S) is None:
                 self._replace_trusted_runner()
             runner_reply = {"state": "abandoned at the deadline"}
         # Did anything reach the trusted side during the job? The runner checked itself after the job; the
@@ -1336,6 +1345,19 @@ class Zygote:
                 self._replace_trusted_runner()
                 return {"state": TRUSTED_RUNNER_DIED}
 
+    @staticmethod
+    def _await_untrusted(pid: int, deadline: float, watch: DiskWatch | None = None) -> bool:
+        """A stdio job: wait until the model's program ends (True) or the deadline (False). With a ``watch``, the
+        job's disk use is measured while it runs (which kills it once over its budget)."""
+        while True:
+            until = deadline if watch is None else min(deadline, time.monotonic() + HOST_WATCH_INTERVAL_S)
+            if _wait_until(pid, until):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            if watch is not None:
+                watch.check()
+
     def _kill_untrusted_tree(self, u_pid: int) -> None:
         """Kill whatever the model's process left behind (the process itself is already reaped)."""
         with contextlib.suppress(OSError):
@@ -1408,19 +1430,22 @@ class Zygote:
             control = socket.socket(fileno=UNTRUSTED_FDS["control"])
             control.send(b"R")
             # Now (and only now) wait for the job.
-            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)
-            if not message or len(fds) != 3:
+            message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)
+            if not message or len(fds) not in (3, 4):
                 os._exit(0)  # the fork server is shutting down
             job = json.loads(message)
-            code_fd, out_fd, err_fd = fds
+            code_fd, out_fd, err_fd = fds[:3]
             os.dup2(out_fd, 1)
             os.dup2(err_fd, 2)
+            if len(fds) == 4:  # stdio: the case's input (a sealed memfd) is fd 0, read from its start
+                os.lseek(fds[3], 0, os.SEEK_SET)
+                os.dup2(fds[3], 0)
             if "rlimits" not in self.disabled:
                 cpu = int(float(job["timeout_s"])) + 1
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             os.lseek(code_fd, 0, os.SEEK_SET)
             code = layers.read_to_end(code_fd).decode("utf-8", errors="replace")
-            for fd in (code_fd, out_fd, err_fd):
+            for fd in fds:
                 os.close(fd)
             control.close()
         except BaseException as exc:  # noqa: BLE001
@@ -1428,6 +1453,9 @@ class Zygote:
                 os.write(2, f"sandbox child could not receive its job: {exc!r}\n".encode())
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
+        if len(fds) == 4:  # stdio: a plain Python program, without the capture hooks of the wire protocol
+            self.child_server.capture.uninstall()
+            os._exit(untrusted.run_program(code, self.child_streams))
         status = 0
         try:
             server.load(code)
