@@ -205,8 +205,12 @@ def test_entry_point_is_required_unless_stdio_and_refused_for_it():
     assert stdio_job("print(1)").entry_point == ""
     with pytest.raises(ValidationError, match="not used by stdio"):
         stdio_job("print(1)", entry_point="main")
-    with pytest.raises(ValidationError, match="required unless tests_format is 'stdio'"):
-        ExecutionJob(code="def add(a, b): return a + b", tests=ADD_TESTS)
+    for missing in ({}, {"entry_point": ""}, {"tests_format": "check"}):  # refused as before the stdio format
+        with pytest.raises(ValidationError) as refused:
+            ExecutionJob(code="def add(a, b): return a + b", tests=ADD_TESTS, **missing)
+        assert [e["loc"] for e in refused.value.errors()] == [("entry_point",)]
+        wanted = "string_too_short" if missing.get("entry_point") == "" else "missing"
+        assert refused.value.errors()[0]["type"] == wanted
     with pytest.raises(ValidationError, match="inprocess"):
         stdio_job("print(1)", trust_mode="inprocess")
     assert ExecutionJob(code="x", tests=ADD_TESTS, entry_point="add").tests_format == "unittest"
