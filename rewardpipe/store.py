@@ -319,6 +319,74 @@ def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> st
     return f"{run_prefix(run_id)}transcripts/{step_part}group={encode_id(group_id)}/{encode_id(rollout_id)}.json"
 
 
+#: S3's object key limit: "The object key name is a sequence of Unicode characters with UTF-8 encoding of up to
+#: 1,024 bytes long." A longer key is refused (``KeyTooLongError``).
+#: https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html
+S3_KEY_LIMIT = 1024
+
+
+def longest_keys() -> dict[str, str]:
+    """Every layout's key (below the store's root) at its longest, by layout name: ids at their documented
+    limits (a run folder of :data:`MAX_SEGMENT` characters, the longest run id a store takes; group, rollout
+    and component names of :data:`rewardpipe.models.MAX_ID_LENGTH`, cut with a digest to MAX_SEGMENT; step
+    :data:`MAX_STEP`; the longest alarm kind; an AWS execution attempt of 80 characters and a state object
+    name of 100). Encoded segments are ASCII, so characters are bytes."""
+    from typing import get_args
+
+    from rewardpipe.aws.jobs import job_keys
+    from rewardpipe.aws.monitoring import LEGACY_STATE, verdict_key
+    from rewardpipe.aws.state import attempt_prefix, inputs_prefix
+    from rewardpipe.models import MAX_ID_LENGTH
+    from rewardpipe.monitoring.alarms import Alarm, AlarmKind, alarm_key, delivery_key
+    from rewardpipe.monitoring.state import state_key
+    from rewardpipe.monitoring.triage import triage_key
+
+    run, long_id, step = "R" * MAX_SEGMENT, "I" * MAX_ID_LENGTH, MAX_STEP
+    kind = max(get_args(AlarmKind), key=len)
+    alarm = Alarm(kind=kind, component=long_id, step=step, cause="", message="", run_id=run)
+    attempt, name = "A" * 80, "N" * 100
+    return {
+        "record": rollout_key(run, step, long_id, long_id),
+        "record (before the portable rules)": rollout_key(run, step, long_id, long_id, portable=False),
+        "transcript": transcript_key(run, step, long_id, long_id),
+        "manifest": manifest_key(run),
+        "step finished": finished_key(run, step),
+        "alarm": alarm_key(run, step, long_id, kind),
+        "alarm delivery": max((delivery_key(run, alarm, sink) for sink in ("sns", "store")), key=len),
+        "monitor state": state_key(run),
+        "monitor state set aside": f"{run_prefix(run)}monitor/state.corrupt-{'0' * 22}Z.json",
+        "triage": triage_key(run),
+        "AWS check verdict": verdict_key(run, step),
+        "AWS check state (legacy)": f"{run_prefix(run)}monitor/{LEGACY_STATE}",
+        "AWS episode state": attempt_prefix(run, attempt) + name,
+        "AWS execution input": inputs_prefix(run, attempt) + name,
+        "AWS code-runner job": max(job_keys(run, long_id, "a" * 32), key=len),
+    }
+
+
+def longest_key_bytes() -> int:
+    """Bytes of the longest key any layout builds below a store's root (:func:`longest_keys`)."""
+    return max(len(key.encode("utf-8")) for key in longest_keys().values())
+
+
+def check_s3_prefix(prefix: str) -> str:
+    """``prefix`` if every key the store builds fits S3's :data:`S3_KEY_LIMIT` below it, else StoreError naming
+    the setting and the budget: a too-long prefix fails when the store is opened, not at the record whose ids
+    happen to be long enough."""
+    if not prefix:
+        return prefix
+    longest = longest_key_bytes()
+    budget = S3_KEY_LIMIT - longest - 1  # the "/" between the prefix and the key
+    size = len(prefix.encode("utf-8", "surrogatepass"))
+    if size > budget:
+        raise StoreError(
+            f"S3 store prefix {prefix[:60]!r}{'...' if len(prefix) > 60 else ''} is {size} bytes (UTF-8); at most "
+            f"{budget} fit: S3 keys are at most {S3_KEY_LIMIT} bytes and the store's longest key below its prefix "
+            f"is {longest} bytes (a transcript with ids at their limits). Use a shorter prefix in s3://bucket/prefix"
+        )
+    return prefix
+
+
 def parse_record_key(key: str) -> tuple[str, int, str, str] | None:
     """The (run_id, step, group_id, rollout_id) a record key stands for, or None if it is not one."""
     parts = key.split("/")
@@ -1279,7 +1347,7 @@ class S3Store(Store):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         if self.prefix:
-            check_key(self.prefix)
+            check_s3_prefix(check_key(self.prefix))
         self.limits = limits or S3Limits.from_env()
         self.attempts = self.limits.attempts
         if client is None:
@@ -1377,11 +1445,17 @@ class S3Store(Store):
                 self._down_until, self._degraded = None, False
 
     def _write(self, key: str, data: bytes) -> None:
+        full = self._full(key)
+        if len(full.encode("utf-8", "surrogatepass")) > S3_KEY_LIMIT:  # a key no layout builds (see check_s3_prefix)
+            raise StoreError(
+                f"cannot write {self.location}/{key[:80]}...: the key is {len(full.encode('utf-8', 'surrogatepass'))} "
+                f"bytes, over S3's {S3_KEY_LIMIT}-byte key limit"
+            )
         self._call(
             f"write {key}",
             self.client.put_object,
             Bucket=self.bucket,
-            Key=self._full(key),
+            Key=full,
             Body=data,
             ContentType="application/json",
         )

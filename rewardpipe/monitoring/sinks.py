@@ -102,7 +102,13 @@ class SnsAlarmSink:
     ``kind``/``component``/``run_id`` as message attributes so subscriptions can filter on them."""
 
     SUBJECT_LIMIT = 100  # SNS rejects longer subjects
-    MESSAGE_LIMIT = 256 * 1024 - 4096  # SNS's 256 KiB covers the message and its attributes; keep a margin
+    #: SNS's limit on one Publish: "All parts of the message attribute, including name, type, and value, are included
+    #: in the message size restriction, which is 256 KiB (262,144 bytes)", UTF-8 bytes, with the message itself.
+    PUBLISH_LIMIT = 256 * 1024
+    MESSAGE_LIMIT = PUBLISH_LIMIT - 4096  # the message's share when the attributes are short; keep a margin
+    #: UTF-8 bytes of one attribute value: a component, run id or dedupe key longer than this (a model's reward
+    #: function may name a component anything) is cut with a marker and a digest of the whole value.
+    ATTRIBUTE_LIMIT = 1024
 
     def __init__(self, topic_arn: str, client: Any = None, *, ledger: Store | None = None) -> None:
         if not topic_arn or not topic_arn.startswith("arn:"):
@@ -149,29 +155,56 @@ class SnsAlarmSink:
         return text if len(text) <= cls.SUBJECT_LIMIT else text[: cls.SUBJECT_LIMIT - 3] + "..."
 
     @classmethod
-    def message(cls, alarm: Alarm) -> str:
-        """The alarm as JSON; if it would exceed SNS's size limit, examples are dropped from the end (the
-        count is kept in ``examples_dropped``), so an alarm is never lost to its evidence."""
+    def message(cls, alarm: Alarm, limit: int | None = None) -> str:
+        """The alarm as JSON of at most ``limit`` UTF-8 bytes (:data:`MESSAGE_LIMIT` by default). If it would be
+        larger, examples are dropped from the end (the count is kept in ``examples_dropped``); if it still is (a
+        component named with 200 KB of text, thousands of causes), every long string and list is cut with a
+        ``...[cut: ...]`` marker and ``truncated`` says so, down to the alarm's identity alone at worst: an
+        alarm is never lost to its evidence (the full alarm is in the store beside the records)."""
+        limit = cls.MESSAGE_LIMIT if limit is None else limit
         data = alarm.to_dict()
-        text = json.dumps(data, indent=2, sort_keys=True)
+        text = _alarm_json(data)
         dropped = 0
-        while len(text.encode("utf-8")) > cls.MESSAGE_LIMIT and data["examples"]:
+        while _utf8(text) > limit and data["examples"]:
             data["examples"] = data["examples"][:-1]
             dropped += 1
             data["examples_dropped"] = dropped
-            text = json.dumps(data, indent=2, sort_keys=True)
-        return text
+            text = _alarm_json(data)
+        for cap in (4096, 512, 64, 16):
+            if _utf8(text) <= limit:
+                return text
+            text = _alarm_json({**_cut_long(data, cap), "truncated": TRUNCATED_NOTE})
+        if _utf8(text) <= limit:
+            return text
+        identity = {k: data.get(k) for k in ("kind", "component", "step", "cause", "run_id", "dedupe_key")}
+        return _alarm_json({**_cut_long(identity, 64), "truncated": TRUNCATED_NOTE})
 
-    @staticmethod
-    def attribute(value: str) -> dict[str, str]:
+    @classmethod
+    def attribute(cls, value: str) -> dict[str, str]:
         """A String message attribute. SNS: "Name, type, and value must not be empty or null", and the value is
         UTF-8 text. A stored record's component may be named "" or hold a control character or a lone
         surrogate (the monitor reads any name): such a value is sent as its JSON string (``""``, ``"a\\tb"``),
-        so the alarm is still delivered instead of failing every check of its run."""
+        so the alarm is still delivered instead of failing every check of its run. A value over
+        :data:`ATTRIBUTE_LIMIT` bytes is cut, with a marker naming its length and a digest of the whole value
+        (two long names sharing a beginning stay apart for a filter or a dedupe)."""
         text = str(value)
         if not text or not (text.isprintable() or all(unicodedata.category(c) not in ("Cc", "Cs") for c in text)):
             text = json.dumps(text)
+        if _utf8(text) > cls.ATTRIBUTE_LIMIT:
+            marker = f"...[cut: {len(text)} characters, sha256 {_digest(text)[:32]}]"
+            room = cls.ATTRIBUTE_LIMIT - len(marker)
+            head = text[:room]
+            while _utf8(head) > room:  # multi-byte characters: a character is at most 4 bytes, so never cut too much
+                head = head[: -max(1, (_utf8(head) - room) // 4)]
+            text = head + marker
         return {"DataType": "String", "StringValue": text}
+
+    @classmethod
+    def publish_size(cls, message: str, attributes: dict[str, dict[str, str]]) -> int:
+        """Bytes SNS counts against :data:`PUBLISH_LIMIT`: the message and every attribute's name, type, value."""
+        return _utf8(message) + sum(
+            _utf8(name) + _utf8(attr["DataType"]) + _utf8(attr["StringValue"]) for name, attr in attributes.items()
+        )
 
     def emit(self, alarm: Alarm) -> None:
         attributes = {"kind": self.attribute(alarm.kind), "component": self.attribute(alarm.component)}
@@ -188,7 +221,9 @@ class SnsAlarmSink:
         response = self.client.publish(
             TopicArn=self.topic_arn,
             Subject=self.subject(alarm),
-            Message=self.message(alarm),
+            Message=self.message(
+                alarm, min(self.MESSAGE_LIMIT, self.PUBLISH_LIMIT - self.publish_size("", attributes))
+            ),
             MessageAttributes=attributes,
             **fifo,
         )
@@ -203,6 +238,31 @@ class SnsAlarmSink:
                     "topic": self.topic_arn,
                 },
             )
+
+
+#: ``truncated`` of an alarm message cut to fit SNS's limit.
+TRUNCATED_NOTE = "cut to fit SNS's 256 KiB; the whole alarm is in the store (alarms/ beside the records)"
+
+
+def _utf8(text: str) -> int:
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def _alarm_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, indent=2, sort_keys=True)
+
+
+def _cut_long(value: Any, cap: int) -> Any:
+    """``value`` with every string (a dict's keys too) longer than ``cap`` characters, and every list longer than
+    ``cap`` items, cut to ``cap`` and marked ``...[cut: <n> characters]`` / ``...[cut: <n> items]``."""
+    if isinstance(value, str):
+        return value if len(value) <= cap else f"{value[:cap]}...[cut: {len(value)} characters]"
+    if isinstance(value, dict):
+        return {_cut_long(str(k), cap): _cut_long(v, cap) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        items = [_cut_long(v, cap) for v in value[:cap]]
+        return [*items, f"...[cut: {len(value)} items]"] if len(value) > cap else items
+    return value
 
 
 def _digest(text: str) -> str:

@@ -22,7 +22,8 @@
   (:func:`check_limits`): Step Functions state input/output, execution input and task results over
   256 KiB, executions over 25,000 history events, synchronous Lambda payloads over 6 MB,
   asynchronous ones over 1 MB, SQS messages over the queue's maximum (and SQS refuses, as AWS does, a message
-  holding a character outside the set it allows).
+  holding a character outside the set it allows), S3 object keys over 1,024 bytes (refused with
+  ``KeyTooLongError``) and SNS messages whose body and attributes exceed 256 KiB or whose subject SNS refuses.
 * :class:`Deployment` — creates the template's bucket, functions, cluster, task definition, network,
   queue and state machine in moto, resolving the intrinsic functions the definition uses.
 """
@@ -233,6 +234,15 @@ LIMITS = {
     # https://docs.aws.amazon.com/AmazonCloudWatch/latest/APIReference/API_Dimension.html
     "cw_dimension_value_chars": 1024,
     "cw_dimensions": 30,
+    # S3: "The object key name consists of a sequence of Unicode characters encoded in UTF-8, with a maximum length
+    # of 1,024 bytes"; the prefix and delimiter count. https://docs.aws.amazon.com/AmazonS3/latest/userguide/object-keys.html
+    "s3_key_bytes": 1024,
+    # SNS Publish: the message is "at most 256 KB in size (262,144 bytes, not 262,144 characters)", and "all parts of
+    # the message attribute, including name, type, and value, are included in the message size restriction"; a
+    # subject is ASCII, with no line breaks or control characters, at most 100 characters.
+    # https://docs.aws.amazon.com/sns/latest/api/API_Publish.html
+    "sns_message_bytes": 262_144,
+    "sns_subject_chars": 100,
 }
 # Every breach seen during the current test, as "what: size > limit" strings.
 LIMIT_VIOLATIONS: list[str] = []
@@ -560,6 +570,75 @@ def _patch_sqs() -> list[tuple[Any, str, Any]]:
         return original(self, queue_name, message_body, message_attributes, *args, **kwargs)
 
     return [(SQSBackend, "send_message", send_message)]
+
+
+def _patch_s3_keys() -> list[tuple[Any, str, Any]]:
+    """S3 refuses an object key over 1,024 UTF-8 bytes (``KeyTooLongError``, HTTP 400); moto stores it."""
+    from moto.s3.exceptions import S3ClientError
+    from moto.s3.models import S3Backend
+
+    class KeyTooLong(S3ClientError):
+        code = "KeyTooLongError"
+
+        def __init__(self, size: int) -> None:
+            super().__init__(
+                "KeyTooLongError", f"Your key is too long ({size} bytes, at most {LIMITS['s3_key_bytes']})"
+            )
+
+    def checked(original: Any, position: int) -> Any:
+        def method(self, *args, **kwargs):
+            key = args[position] if len(args) > position else kwargs.get("key_name", kwargs.get("dest_key_name"))
+            if isinstance(key, str) and len(key.encode("utf-8", "surrogatepass")) > LIMITS["s3_key_bytes"]:
+                _check_size(
+                    f"S3 object key {key[:60]!r}...", len(key.encode("utf-8", "surrogatepass")), LIMITS["s3_key_bytes"]
+                )
+                raise KeyTooLong(len(key.encode("utf-8", "surrogatepass")))
+            return original(self, *args, **kwargs)
+
+        return method
+
+    return [
+        (S3Backend, "put_object", checked(S3Backend.put_object, 1)),
+        (S3Backend, "create_multipart_upload", checked(S3Backend.create_multipart_upload, 1)),
+    ]
+
+
+def sns_publish_problem(message: Any, subject: Any, attributes: dict[str, Any] | None) -> str | None:
+    """Why SNS would refuse a Publish (:data:`LIMITS`: the message and its attributes' names, types and values
+    in UTF-8 bytes; the subject's rules), or None."""
+    size = _size(message)
+    for name, value in (attributes or {}).items():
+        size += _size(name) + _size(value.get("Type") or value.get("DataType") or "")
+        size += _size(value.get("Value") or value.get("StringValue") or value.get("BinaryValue") or "")
+    if size > LIMITS["sns_message_bytes"]:
+        return f"SNS message and attributes: {size} bytes > {LIMITS['sns_message_bytes']}"
+    if subject is not None and (
+        not isinstance(subject, str)
+        or not 1 <= len(subject) <= LIMITS["sns_subject_chars"]
+        or not subject.isascii()
+        or not subject.isprintable()
+        or subject.startswith(" ")  # it begins with a letter, a number or a punctuation mark
+    ):
+        return f"SNS subject {subject!r:.120}: not 1 to {LIMITS['sns_subject_chars']} printable ASCII characters"
+    return None
+
+
+def _patch_sns() -> list[tuple[Any, str, Any]]:
+    """SNS refuses a message whose body and attributes exceed 256 KiB (UTF-8 bytes) with InvalidParameter; moto
+    counts the body's characters only and none of the attributes."""
+    from moto.sns.exceptions import SNSInvalidParameter
+    from moto.sns.models import SNSBackend
+
+    original = SNSBackend.publish
+
+    def publish(self, message, arn, phone_number=None, subject=None, message_attributes=None, *args, **kwargs):
+        problem = sns_publish_problem(message, subject, message_attributes)
+        if problem is not None:
+            LIMIT_VIOLATIONS.append(problem)
+            raise SNSInvalidParameter(f"Invalid parameter: {problem}")
+        return original(self, message, arn, phone_number, subject, message_attributes, *args, **kwargs)
+
+    return [(SNSBackend, "publish", publish)]
 
 
 _PAYLOAD_FIELDS = ("input", "output", "parameters", "result")
@@ -925,6 +1004,8 @@ def install_patches(monkeypatch: Any) -> None:
         *_patch_sfn_state_quota(),
         *_patch_ecs(),
         *_patch_sqs(),
+        *_patch_s3_keys(),
+        *_patch_sns(),
         *_patch_moto_serving(),
         *_patch_sfn_role(),
         *iam.patch_botocore(),
