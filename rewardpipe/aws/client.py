@@ -48,6 +48,22 @@ def execution_name(run: str, step: int, rollout: str, attempt: int = 1) -> str:
     return base if attempt == 1 else f"{base}-a{attempt}"
 
 
+def _check_input(payload: dict[str, Any]) -> None:
+    """Refuse, before StartExecution, an input the execution's first state would refuse (``RolloutInput``: a run
+    id no store key can hold, an id over MAX_ID_LENGTH or with a control character, ``max_turns`` over the
+    limit, no task): AWS would start the execution and bill it, and its error record would go under run
+    ``unknown``, not the trainer's run."""
+    from pydantic import ValidationError
+
+    from rewardpipe.aws.rollout import RolloutInput
+
+    try:
+        RolloutInput.model_validate(json.loads(json.dumps(payload)))
+    except ValidationError as exc:
+        problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'input'}: {e['msg']}" for e in exc.errors())
+        raise ValueError(f"rollout {str(payload.get('rollout'))[:80]!r} cannot be started: {problems}") from None
+
+
 def _error_code(exc: BaseException) -> str:
     return str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
 
@@ -196,6 +212,7 @@ class RolloutClient:
             payload["task_key"] = task_key
         if max_turns is not None:
             payload["max_turns"] = max_turns
+        _check_input(payload)
         for attempt in range(1, MAX_ATTEMPTS + 1):
             name = execution_name(run, step, rollout, attempt)
             body = wire_json(self._offload(json.loads(json.dumps(payload)), name))

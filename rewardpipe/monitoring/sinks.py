@@ -106,8 +106,8 @@ class SnsAlarmSink:
     #: in the message size restriction, which is 256 KiB (262,144 bytes)", UTF-8 bytes, with the message itself.
     PUBLISH_LIMIT = 256 * 1024
     MESSAGE_LIMIT = PUBLISH_LIMIT - 4096  # the message's share when the attributes are short; keep a margin
-    #: UTF-8 bytes of one attribute value: a component, run id or dedupe key longer than this (a model's reward
-    #: function may name a component anything) is cut with a marker and a digest of the whole value.
+    #: UTF-8 bytes of one attribute value: a component, run id or dedupe key longer than this (a stored record may
+    #: name a component with any text) is cut with a marker and a digest of the whole value.
     ATTRIBUTE_LIMIT = 1024
 
     def __init__(self, topic_arn: str, client: Any = None, *, ledger: Store | None = None) -> None:

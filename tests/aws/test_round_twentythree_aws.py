@@ -13,7 +13,7 @@ took.
   harness refuses a key over 1,024 bytes as S3 does.
 * SNS takes a Publish of at most 262,144 bytes, counting the message and every message attribute's name, type
   and value in UTF-8; moto counts only the message's characters. The alarm sink kept the message under 252 KiB by
-  dropping examples, but a component's name (any text a reward function or a stored record names it) is in the
+  dropping examples, but a component's name (the monitor reads any name a stored record gives) is in the
   message three times (``component``, ``message``, ``dedupe_key``) and in two attributes (``component`` and the
   percent-encoded ``dedupe_key``, up to 9 bytes per character): a component named with ~90,000 characters
   failed every publish of its alarm (InvalidParameter), so the alarm that it had stopped varying never reached
@@ -21,6 +21,12 @@ took.
   message gets what the attributes leave: long strings and lists are cut with ``...[cut: ...]`` markers and a
   ``truncated`` note (the whole alarm stays in the store). The harness refuses a Publish over the limit, and a
   subject SNS refuses (over 100 characters, not printable ASCII).
+* ``RolloutClient.start`` sent StartExecution for an input the execution's first state refuses (a run id no
+  store key can hold, such as 100 accented characters, 900 once percent-encoded; a group or rollout id over
+  1,024 characters or with a line break; ``max_turns`` over 20; neither a task nor a task key): AWS started and
+  billed the execution, and its error record went under run ``unknown``, away from the trainer's run, one per
+  rollout. The client now checks the input with the execution's own model (``RolloutInput``) and raises a
+  ``ValueError`` naming the field before any AWS call.
 """
 
 from __future__ import annotations
@@ -214,3 +220,39 @@ def test_the_variance_check_delivers_the_alarm_of_a_component_named_with_a_whole
     delivered = [json.loads(m["Body"]) for m in _delivered(sqs, queue)]
     assert [(a["kind"], a["component"].startswith("shaping: ")) for a in delivered] == [("dead_component", True)]
     assert _violations() == []
+
+
+# -- StartExecution of an input the execution refuses ------------------------------------------------------------
+
+
+class _Sfn:
+    def __init__(self) -> None:
+        self.started: list[dict] = []
+
+    def start_execution(self, **kwargs):
+        self.started.append(kwargs)
+        return {"executionArn": f"arn:aws:states:us-east-1:1:execution:m:{kwargs['name']}"}
+
+
+@pytest.mark.parametrize(
+    ("args", "extra", "said"),
+    [
+        (("é" * 100, 0, "g", "r"), {}, "run: Value error, a run id must fit a store key"),
+        (("run", 0, "g", "x" * 1025), {}, "rollout: String should have at most 1024 characters"),
+        (("run", 0, "g\n", "r"), {}, "group: Value error, must not contain control"),
+        (("run", 0, "g", "r"), {"max_turns": 50}, "max_turns: Input should be less than or equal to 20"),
+        (("run", 0, "g", "r"), {"task": None}, "give exactly one of 'task'"),
+    ],
+    ids=["run", "long-rollout", "group-line-break", "max-turns", "no-task"],
+)
+def test_the_client_refuses_an_input_the_execution_would_refuse_before_starting_it(args, extra, said):
+    from rewardpipe.aws.client import RolloutClient
+
+    sfn = _Sfn()
+    client = RolloutClient("arn:aws:states:us-east-1:1:stateMachine:m", sfn=sfn)
+    with pytest.raises(ValueError, match="cannot be started") as caught:
+        client.start(*args, **{"task": {"task_id": "t"}, **extra})
+    assert said in str(caught.value)
+    assert sfn.started == []
+    client.start("run", 0, "g", "r", task={"task_id": "t"}, max_turns=20)
+    assert len(sfn.started) == 1
