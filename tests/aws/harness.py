@@ -23,7 +23,8 @@
   256 KiB, executions over 25,000 history events, synchronous Lambda payloads over 6 MB,
   asynchronous ones over 1 MB, SQS messages over the queue's maximum (and SQS refuses, as AWS does, a message
   holding a character outside the set it allows), S3 object keys over 1,024 bytes (refused with
-  ``KeyTooLongError``) and SNS messages whose body and attributes exceed 256 KiB or whose subject SNS refuses.
+  ``KeyTooLongError``), SNS messages whose body and attributes exceed 256 KiB or whose subject SNS refuses, and
+  ECS RunTask overrides over 8,192 characters.
 * :class:`Deployment` — creates the template's bucket, functions, cluster, task definition, network,
   queue and state machine in moto, resolving the intrinsic functions the definition uses.
 """
@@ -243,6 +244,9 @@ LIMITS = {
     # https://docs.aws.amazon.com/sns/latest/api/API_Publish.html
     "sns_message_bytes": 262_144,
     "sns_subject_chars": 100,
+    # ECS RunTask: "A total of 8192 characters are allowed for overrides. This limit includes the JSON formatting
+    # characters of the override structure." https://docs.aws.amazon.com/AmazonECS/latest/APIReference/API_RunTask.html
+    "ecs_overrides_chars": 8192,
 }
 # Every breach seen during the current test, as "what: size > limit" strings.
 LIMIT_VIOLATIONS: list[str] = []
@@ -869,6 +873,14 @@ def _patch_ecs() -> list[tuple[Any, str, Any]]:
     original = EC2ContainerServiceBackend.run_task
 
     def run_task(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs):
+        size = len(json.dumps(overrides or {}, separators=(",", ":")))
+        if size > LIMITS["ecs_overrides_chars"]:
+            from moto.ecs.exceptions import InvalidParameterException
+
+            _check_size("ECS RunTask overrides", size, LIMITS["ecs_overrides_chars"])
+            raise InvalidParameterException(
+                f"Container Overrides length must be at most {LIMITS['ecs_overrides_chars']}"
+            )
         tasks = original(self, cluster_str, task_definition_str, count, overrides, *args, **kwargs)
         task_def = self.describe_task_definition(task_definition_str)
         overrides_by_name = {o.get("name"): o for o in (overrides or {}).get("containerOverrides", [])}

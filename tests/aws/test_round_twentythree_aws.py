@@ -27,6 +27,9 @@ took.
   billed the execution, and its error record went under run ``unknown``, away from the trainer's run, one per
   rollout. The client now checks the input with the execution's own model (``RolloutInput``) and raises a
   ``ValueError`` naming the field before any AWS call.
+* ECS RunTask takes overrides of at most 8,192 characters, JSON formatting included; moto takes any. The Fargate
+  runner's overrides are two job keys (at most ~530 characters each with ids at their limits), far inside it;
+  the harness now refuses larger overrides, so a future override carrying more (a job inline) fails a test.
 """
 
 from __future__ import annotations
@@ -256,3 +259,27 @@ def test_the_client_refuses_an_input_the_execution_would_refuse_before_starting_
     assert sfn.started == []
     client.start("run", 0, "g", "r", task={"task_id": "t"}, max_turns=20)
     assert len(sfn.started) == 1
+
+
+# -- ECS RunTask's 8,192-character overrides ---------------------------------------------------------------------
+
+
+def test_the_harness_refuses_ecs_overrides_over_8192_characters(aws):
+    import boto3
+
+    ecs = boto3.client("ecs", region_name=harness.REGION)
+    ecs.create_cluster(clusterName="c")
+    ecs.register_task_definition(family="f", containerDefinitions=[{"name": "runner", "image": "i", "memory": 512}])
+    overrides = {"containerOverrides": [{"name": "runner", "environment": [{"name": "JOB_KEY", "value": "k" * 8200}]}]}
+    with pytest.raises(ClientError, match="InvalidParameterException"):
+        ecs.run_task(cluster="c", taskDefinition="f", overrides=overrides)
+    assert _violations() != []
+
+
+def test_the_fargate_job_s_overrides_fit_with_ids_at_their_limits():
+    from rewardpipe.aws.jobs import job_keys
+
+    job, result = job_keys("R" * 240, "I" * MAX_ID_LENGTH, "a" * 32)  # a run folder's longest, a hashed rollout id
+    environment = [{"name": "JOB_KEY", "value": job}, {"name": "RESULT_KEY", "value": result}]
+    overrides = {"containerOverrides": [{"name": "c" * 255, "environment": environment}]}  # the longest container name
+    assert len(json.dumps(overrides, separators=(",", ":"))) <= harness.LIMITS["ecs_overrides_chars"]
