@@ -837,12 +837,20 @@ def _socketpair_or_eventfd(*args, **kwargs):
 def run_program(code: str, streams: tuple) -> int:
     """A stdio job, in its hardened child: run ``code`` as ``python program.py`` would, as ``__main__`` with
     ``streams`` (stdin: the case's input on fd 0; stdout and stderr: the job's output files) as its standard
-    streams, and return the exit status that would have: 0, a ``SystemExit``'s code, or 1 after an uncaught
-    exception (its traceback on stderr). Non-daemon threads are waited for, as at interpreter exit."""
+    streams (``sys.__stdout__`` and the others too), and return the exit status that would have: 0, a
+    ``SystemExit``'s code as Python turns it into one, or 1 after an uncaught exception (its traceback on stderr).
+    Then, as at interpreter exit: non-daemon threads are waited for (those they start too), the program's
+    ``atexit`` functions run (never the fork server's), ``__main__``'s objects are finalized (a file object it
+    never closed flushes) and the streams are flushed."""
+    import atexit
+    import gc
     import threading
     import traceback
 
+    atexit._clear()  # whatever the fork server registered is not the program's to run
     sys.stdin, sys.stdout, sys.stderr = streams
+    for name, stream in zip(("__stdin__", "__stdout__", "__stderr__"), streams, strict=True):
+        setattr(sys, name, stream)  # as for python program.py: the same objects
     with contextlib.suppress(Exception):
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
     sys.argv = ["<model code>"]
@@ -853,9 +861,7 @@ def run_program(code: str, streams: tuple) -> int:
         try:
             exec(compile(code, "<model code>", "exec", dont_inherit=True), module.__dict__)
         finally:
-            for thread in threading.enumerate():
-                if thread is not threading.main_thread() and not thread.daemon:
-                    thread.join()
+            _join_non_daemon_threads(threading)
     except SystemExit as exc:
         status = _exit_status(exc.code)
     except BaseException as exc:  # noqa: BLE001 - the program's own failure, reported as Python would
@@ -863,20 +869,42 @@ def run_program(code: str, streams: tuple) -> int:
             frames = exc.__traceback__.tb_next if exc.__traceback__ is not None else None  # from the program's own
             traceback.print_exception(type(exc), exc, frames)
         status = 1
-    for stream in (sys.stdout, sys.stderr, *streams[1:]):
+    with contextlib.suppress(BaseException):
+        _join_non_daemon_threads(threading)  # (after a SystemExit that cut the first wait short too)
+    with contextlib.suppress(BaseException):
+        atexit._run_exitfuncs()  # (prints what they raise; the exit status stays, as in Python)
+    with contextlib.suppress(BaseException):
+        module.__dict__.clear()  # as at interpreter exit: its objects are finalized (open files flush)
+        gc.collect()
+    for stream in (getattr(sys, "stdout", None), getattr(sys, "stderr", None), *streams[1:]):
         try:
-            stream.flush()
+            if stream is not None:  # (a program may delete sys.stdout: Python's exit then flushes nothing)
+                stream.flush()
         except BaseException:  # noqa: BLE001 - as Python's exit: output that could not be written fails it
             status = status or 120
     return status
 
 
+def _join_non_daemon_threads(threading: types.ModuleType) -> None:
+    """Wait, as interpreter exit does, until no non-daemon thread is left (one may start another meanwhile)."""
+    while True:
+        left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
+        if not left:
+            return
+        for thread in left:
+            thread.join()
+
+
 def _exit_status(code: object) -> int:
-    """The exit status ``sys.exit(code)`` gives a Python program."""
+    """The exit status ``sys.exit(code)`` gives a Python program: an int (``True``/``False`` too) modulo 256,
+    255 for one beyond a C long; anything else is printed on stderr and gives 1."""
     if code is None:
         return 0
-    if type(code) is int:
-        return code & 0xFF
+    if isinstance(code, int) and issubclass(type(code), int):  # (type(): a __class__ property passes isinstance)
+        with contextlib.suppress(BaseException):
+            value = int.__index__(code)  # its value, whatever the subclass overrides
+            return value & 0xFF if -(1 << 63) <= value < (1 << 63) else 255
+        return 255
     with contextlib.suppress(BaseException):
         sys.stderr.write(f"{code}\n")
     return 1

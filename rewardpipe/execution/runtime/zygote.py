@@ -1454,8 +1454,14 @@ class Zygote:
             finally:
                 os._exit(HARDENING_FAILED_EXIT)
         if len(fds) == 4:  # stdio: a plain Python program, without the capture hooks of the wire protocol
-            self.child_server.capture.uninstall()
-            os._exit(untrusted.run_program(code, self.child_streams))
+            # Nothing the program does may unwind this child into the fork server's code that forked it: it ends
+            # here, whatever escapes run_program (exit 1, as for an uncaught exception).
+            program_status = 1
+            try:
+                self.child_server.capture.uninstall()
+                program_status = untrusted.run_program(code, self.child_streams)
+            finally:
+                os._exit(program_status)
         status = 0
         try:
             server.load(code)
