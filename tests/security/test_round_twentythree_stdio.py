@@ -17,6 +17,12 @@ child per case, its stdout compared in the scorer.
   does what interpreter exit does, in its order: waits until no non-daemon thread is left, runs the program's
   ``atexit`` functions (never the fork server's: they are cleared first), finalizes ``__main__``'s objects, then
   flushes; exit statuses are Python's.
+* **A right program that opened its streams by name failed** (the honest side). ``open("/dev/stdin")``,
+  ``sys.stdin = open("/dev/stdin")``, ``open("/dev/stdout", "w")``, ``/dev/fd/N``, ``/proc/self/fd/N`` and
+  ``pathlib.Path("/dev/stdin")`` are links into /proc/self/fd, which the child cannot see (/proc is covered): a
+  ``FileNotFoundError``, so the model's 0 for a right answer. In the stdio child ``open`` (``builtins.open`` and
+  ``io.open``) gives these names a duplicate of the stream's descriptor; any other path opens as before. /proc
+  stays covered.
 """
 
 from __future__ import annotations
@@ -71,8 +77,8 @@ HONEST_ENDINGS = {
 
 
 @pytest.mark.parametrize("ending", sorted(HONEST_ENDINGS))
-def test_a_right_program_passes_however_it_ends_as_python_would(executor, ending):
-    result = executor.run(stdio_job(HONEST_ENDINGS[ending]))
+def test_a_right_program_passes_however_it_ends_as_python_would(executor, ending, programs=HONEST_ENDINGS):
+    result = executor.run(stdio_job(programs[ending]))
     assert (result.status, result.passed) == (ExecutionStatus.PASSED, 2), (result.reason, result.stderr)
 
 
@@ -90,3 +96,28 @@ def test_the_fork_servers_atexit_functions_are_not_the_programs(executor):
     code = "import atexit\nprint(atexit._ncallbacks())\n"
     result = executor.run(stdio_job(code, json.dumps([{"input": "", "output": "0"}])))
     assert result.status is ExecutionStatus.PASSED, (result.reason, result.stdout)
+
+
+OPENED_BY_NAME = {
+    "open('/dev/stdin')": "print(sum(map(int, open('/dev/stdin').read().split())))\n",
+    "sys.stdin = open('/dev/stdin')": (
+        "import sys\nsys.stdin = open('/dev/stdin', 'r')\nprint(sum(map(int, sys.stdin.read().split())))\n"
+    ),
+    "/proc/self/fd/0 in binary": "print(sum(map(int, open('/proc/self/fd/0', 'rb').read().split())))\n",
+    "pathlib /dev/stdin": "import pathlib\nprint(sum(map(int, pathlib.Path('/dev/stdin').read_text().split())))\n",
+    "open('/dev/stdout', 'w')": (
+        "import sys\nwith open('/dev/stdout', 'w') as out:\n"
+        "    out.write(str(sum(map(int, sys.stdin.read().split()))))\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("idiom", sorted(OPENED_BY_NAME))
+def test_a_right_program_may_open_its_streams_by_name(executor, idiom):
+    test_a_right_program_passes_however_it_ends_as_python_would(executor, idiom, OPENED_BY_NAME)
+
+
+def test_other_paths_open_as_before(executor):
+    code = "try:\n    open('/dev/stdin-not')\nexcept OSError as exc:\n    print(type(exc).__name__)\n"
+    result = executor.run(stdio_job(code, json.dumps([{"input": "", "output": "FileNotFoundError"}])))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stdout, result.stderr)

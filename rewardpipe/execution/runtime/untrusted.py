@@ -854,6 +854,7 @@ def run_program(code: str, streams: tuple) -> int:
     with contextlib.suppress(Exception):
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
     sys.argv = ["<model code>"]
+    _open_standard_streams_by_name()
     module = types.ModuleType("__main__")
     sys.modules["__main__"] = module
     status = 0
@@ -883,6 +884,35 @@ def run_program(code: str, streams: tuple) -> int:
         except BaseException:  # noqa: BLE001 - as Python's exit: output that could not be written fails it
             status = status or 120
     return status
+
+
+# What a program may open for its standard streams: symbolic links into /proc/self/fd, which the child cannot see
+# (/proc is covered). CP programs open them (``open("/dev/stdin")``), so they name the stream's descriptor here.
+_STANDARD_STREAM_PATHS = {
+    **{f"/dev/{name}": fd for fd, name in enumerate(("stdin", "stdout", "stderr"))},
+    **{f"{root}/{fd}": fd for root in ("/dev/fd", "/proc/self/fd") for fd in range(3)},
+}
+
+
+def _open_standard_streams_by_name() -> None:
+    """Make ``open`` (``builtins.open``, ``io.open``, which pathlib uses) give a path in
+    :data:`_STANDARD_STREAM_PATHS` a duplicate of that stream's descriptor, as the kernel would give the program
+    the same file through /proc. In the model's own process: nothing but its own streams depends on it."""
+    import builtins
+
+    real_open = io.open
+
+    def open(file, mode="r", *args, **kwargs):  # (builtins.open, for the program)
+        if isinstance(file, os.PathLike):
+            file = os.fspath(file)  # (pathlib's read_text and the like; once, as io.open would)
+        path = file.decode("utf-8", "surrogateescape") if type(file) is bytes else file
+        fd = _STANDARD_STREAM_PATHS.get(path) if type(path) is str else None
+        if fd is None:
+            return real_open(file, mode, *args, **kwargs)
+        kwargs.pop("closefd", None)  # (a name, closed with the file: the duplicate is its own)
+        return real_open(os.dup(fd), mode, *args, **kwargs)
+
+    builtins.open = io.open = open
 
 
 def _join_non_daemon_threads(threading: types.ModuleType) -> None:
