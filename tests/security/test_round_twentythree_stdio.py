@@ -12,7 +12,8 @@ child per case, its stdout compared in the scorer.
   answer is a wrong reward). Interpreter exit was imitated in part only: ``atexit`` functions never ran (output
   printed from one was lost), ``sys.__stdout__`` was not the program's stdout (what it wrote there was never
   flushed), a file object on fd 1 the program never closed was never finalized (its buffer was lost), non-daemon
-  threads started by another thread while the first ones were waited for were not waited for, and ``sys.exit``'s
+  threads started by another thread while the first ones were waited for were not waited for, ``__file__`` was
+  undefined (a local-testing template that reads it raised ``NameError``), and ``sys.exit``'s
   status differed from Python's (``sys.exit(False)`` was 1, ``sys.exit(2**70)`` 0 instead of 255). The child now
   does what interpreter exit does, in its order: waits until no non-daemon thread is left, runs the program's
   ``atexit`` functions (never the fork server's: they are cleared first), finalizes ``__main__``'s objects, then
@@ -67,6 +68,11 @@ HONEST_ENDINGS = {
     ),
     "sys.exit(False)": ANSWER + "sys.exit(False)\n",
     "sys.exit(256)": ANSWER + "sys.exit(256)\n",
+    "__file__ (a local-testing template)": (
+        "import os, sys\nhere = os.path.dirname(os.path.abspath(__file__))\n"
+        "if os.path.exists(os.path.join(here, 'input.txt')):\n    sys.stdin = open(os.path.join(here, 'input.txt'))\n"
+        "print(sum(map(int, sys.stdin.read().split())))\n"
+    ),
     "recursion in a big-stack thread": (
         "import sys, threading\nsys.setrecursionlimit(10**6)\nthreading.stack_size(1 << 27)\n"
         "def depth(n):\n    return 0 if n == 0 else 1 + depth(n - 1)\n"

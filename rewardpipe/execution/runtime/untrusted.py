@@ -856,6 +856,7 @@ def run_program(code: str, streams: tuple) -> int:
     sys.argv = ["<model code>"]
     _open_standard_streams_by_name()
     module = types.ModuleType("__main__")
+    module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
     sys.modules["__main__"] = module
     status = 0
     try:
