@@ -12,7 +12,9 @@ child per case, its stdout compared in the scorer.
   answer is a wrong reward). Interpreter exit was imitated in part only: ``atexit`` functions never ran (output
   printed from one was lost), ``sys.__stdout__`` was not the program's stdout (what it wrote there was never
   flushed), a file object on fd 1 the program never closed was never finalized (its buffer was lost), non-daemon
-  threads started by another thread while the first ones were waited for were not waited for, ``__file__`` was
+  threads started by another thread while the first ones were waited for were not waited for, a
+  ``ThreadPoolExecutor`` never shut down kept its idle workers (a right answer ran into the deadline: ``timeout``;
+  interpreter exit tells them to end first), ``__file__`` was
   undefined (a local-testing template that reads it raised ``NameError``), and ``sys.exit``'s
   status differed from Python's (``sys.exit(False)`` was 1, ``sys.exit(2**70)`` 0 instead of 255). The child now
   does what interpreter exit does, in its order: waits until no non-daemon thread is left, runs the program's
@@ -65,6 +67,10 @@ HONEST_ENDINGS = {
         "def late():\n    time.sleep(0.2)\n    print(sum(map(int, sys.stdin.read().split())))\n"
         "def spawner():\n    time.sleep(0.1)\n    threading.Thread(target=late).start()\n"
         "threading.Thread(target=spawner).start()\n"
+    ),
+    "a ThreadPoolExecutor never shut down": (
+        "import sys\nfrom concurrent.futures import ThreadPoolExecutor\npool = ThreadPoolExecutor(2)\n"
+        "print(pool.submit(lambda: sum(map(int, sys.stdin.read().split()))).result())\n"
     ),
     "sys.exit(False)": ANSWER + "sys.exit(False)\n",
     "sys.exit(256)": ANSWER + "sys.exit(256)\n",

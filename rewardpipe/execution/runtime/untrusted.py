@@ -917,7 +917,12 @@ def _open_standard_streams_by_name() -> None:
 
 
 def _join_non_daemon_threads(threading: types.ModuleType) -> None:
-    """Wait, as interpreter exit does, until no non-daemon thread is left (one may start another meanwhile)."""
+    """Wait, as interpreter exit does, until no non-daemon thread is left (one may start another meanwhile), after
+    the functions registered to run before that wait (``threading._register_atexit``: a ``ThreadPoolExecutor``
+    never shut down tells its idle workers to end there). Not ``threading._shutdown``: forked without the
+    interpreter's fork hooks, this child still holds the fork server's shutdown locks."""
+    for call in reversed(list(getattr(threading, "_threading_atexits", ()))):
+        call()
     while True:
         left = [t for t in threading.enumerate() if t is not threading.main_thread() and not t.daemon]
         if not left:
