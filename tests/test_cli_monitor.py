@@ -232,8 +232,8 @@ def test_table_output_names_the_causes_and_shows_examples(run_cli, store_dir):
 
 def test_a_dying_warning_alone_does_not_fail_the_gate(run_cli, tmp_path):
     records = []
-    for step, constant_groups in enumerate([1, 2, 3, 4, 5]):  # 10% .. 50% of 10 groups: dying, not dead
-        for g in range(10):
+    for step, constant_groups in enumerate([4, 8, 12, 16, 20, 24]):  # 10% .. 60% of 40 groups: dying, not dead
+        for g in range(40):
             for i in range(4):
                 value = 0.5 if g < constant_groups else float(i % 2)
                 records.append(

@@ -20,7 +20,7 @@ from rewardpipe.monitoring.alarms import ERRORS_TARGET, Alarm
 from rewardpipe.monitoring.messages import label, pct
 from rewardpipe.monitoring.state import MonitorState, TargetState
 from rewardpipe.monitoring.thresholds import Thresholds
-from rewardpipe.monitoring.trend import BASELINE_STEPS, detect_decline, trend_reversed
+from rewardpipe.monitoring.trend import BASELINE_STEPS, CONFIRM_STEPS, Decline, detect_decline, trend_reversed
 from rewardpipe.monitoring.verdicts import ComponentStats, StepReport
 
 
@@ -69,10 +69,16 @@ def advance(target: TargetState, step: int, *, bad: bool, recovered: bool, raise
     return Transition("raised")
 
 
-def _record_trend(target: TargetState, step: int, fraction: float, window: int) -> None:
-    points = dict(target.trend)
-    points[step] = fraction
-    target.trend = sorted(points.items())[-window:]
+def _record_trend(target: TargetState, step: int, fraction: float, groups: int, window: int) -> None:
+    """Add this step's point and its groups; a point stored without its groups (an older state) takes this
+    step's, as the fit assumed then."""
+    stored = target.trend_groups[max(0, len(target.trend_groups) - len(target.trend)) :]
+    known = [groups] * (len(target.trend) - len(stored)) + stored
+    points = {s: (share, g) for (s, share), g in zip(target.trend, known, strict=True)}
+    points[step] = (fraction, groups)
+    kept = sorted(points.items())[-window:]
+    target.trend = [(s, share) for s, (share, _) in kept]
+    target.trend_groups = [g for _, (_, g) in kept]
 
 
 def track_component(
@@ -89,7 +95,8 @@ def track_component(
         stats.dead_streak = target.dead_streak
         return None
     frac = stats.zero_variance_group_fraction or 0.0
-    _record_trend(target, step, frac, th.dying_window + BASELINE_STEPS)  # the window and its baseline
+    # the shortest window and the longer ones tried when it is too noisy (trend.windows)
+    _record_trend(target, step, frac, stats.eligible_groups, th.dying_window + BASELINE_STEPS)
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
     alarm = None
@@ -146,20 +153,26 @@ def _track_decline(
         th.dying_min_slope,
         th.dying_horizon,
         groups=stats.eligible_groups or None,
+        weights=target.trend_groups or None,
     )
+    target.dying_seen = 0 if decline is None else target.dying_seen + 1
     if decline is None:
         if target.dying_active and trend_reversed(target.trend, th.dying_window):
             target.dying_active, target.dying_since = False, None
-            target.trend = target.trend[-1:]  # the trend restarts here: a decline and its reversal are no baseline
+            # the trend restarts here: a decline and its reversal are no baseline
+            target.trend, target.trend_groups = target.trend[-1:], target.trend_groups[-1:]
         return None
+    if target.dying_seen < CONFIRM_STEPS and not target.dying_active:
+        return None  # one step's rise may be a noisy share at its end: the next step confirms it or not
     frac = stats.zero_variance_group_fraction or 0.0
     stats.verdict, stats.cause = "dying", "zero_variance_rising"
     stats.zero_fraction_slope = decline.slope
     stats.projected_dead_step = decline.projected_dead_step
+    stats.zero_fraction_slope_z = decline.z
     stats.message = (
         f"{label(stats.name)} is dying: zero-variance groups rose from {pct(decline.first_fraction)} at step "
         f"{decline.first_step} to {pct(frac)} at step {step} (+{100 * decline.slope:.1f} points per step, "
-        f"r^2 {decline.r2:.2f}); at this rate it reaches the dead threshold {pct(th.dead_fraction)} around step "
+        f"{_significance(decline)}); at this rate it reaches the dead threshold {pct(th.dead_fraction)} around step "
         f"{decline.projected_dead_step}. Within-group std is decaying: check what the policy converges to"
     )
     if target.dying_active:
@@ -176,10 +189,18 @@ def _track_decline(
             **alarm_figures(stats, th),
             "zero_fraction_slope": decline.slope,
             "fit_r2": decline.r2,
+            "slope_z": decline.z,
             "projected_dead_step": decline.projected_dead_step,
-            "window": th.dying_window,
+            "window": decline.points,
+            "window_groups": decline.groups,
         },
     )
+
+
+def _significance(decline: Decline) -> str:
+    if decline.z is None:
+        return f"r^2 {decline.r2:.2f}"
+    return f"{decline.z:.1f} standard errors above no change, fitted over {decline.points} checked steps"
 
 
 def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th: Thresholds) -> Alarm | None:

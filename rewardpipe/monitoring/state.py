@@ -32,10 +32,15 @@ class TargetState(BaseModel):
     #: The error target only: consecutive checked steps whose error rate was at or over the threshold
     #: (the ErrorStreak metric), whether or not its alarm is open.
     error_streak: int = Field(default=0, ge=0)
-    #: The last (step, zero-variance share) points, for the ``dying`` trend fit: its window and the baseline
-    #: before it (``dying_window`` + :data:`rewardpipe.monitoring.trend.BASELINE_STEPS`; restarted after a warning).
+    #: The last (step, zero-variance share) points, for the ``dying`` trend fit: its shortest window and the
+    #: longer ones (``dying_window`` + :data:`rewardpipe.monitoring.trend.BASELINE_STEPS`; restarted after a warning).
     trend: list[tuple[int, float]] = Field(default_factory=list)
+    #: The eligible groups behind each point of ``trend``, oldest first (the fit's weights). A state written
+    #: before they were kept has none: its points count the groups of the step being judged.
+    trend_groups: list[int] = Field(default_factory=list)
     dying_active: bool = False  # a dying warning has been raised for the current decline
+    #: Consecutive checked steps whose fit found a rise (a warning needs trend.CONFIRM_STEPS of them).
+    dying_seen: int = Field(default=0, ge=0)
     dying_since: int | None = None
     #: First step of an open pool of small steps (too few groups for a verdict): rewardpipe.monitoring.pooling.
     pooled_since: int | None = None
@@ -84,6 +89,9 @@ class MonitorState(BaseModel):
         for target in data["targets"].values():
             if target.get("pooled_since") is None:  # written only while a pool is open: states read as before
                 target.pop("pooled_since", None)
+            for kept_only_when_set in ("trend_groups", "dying_seen"):  # states without them read as before
+                if not target.get(kept_only_when_set):
+                    target.pop(kept_only_when_set, None)
         return data
 
     @classmethod

@@ -49,10 +49,10 @@ class Thresholds(BaseModel):
       0 in every group never fired; that is normal for a rarely triggered penalty, so it gets verdict
       ``info`` and no alarm unless this is True (then it is ``dead``, cause ``constant_at_maximum``).
     * ``dying_window`` / ``dying_min_slope`` / ``dying_horizon``: verdict ``dying`` when, over the last
-      ``dying_window`` checked steps, the zero-variance share rises steadily (least-squares slope of at
-      least ``dying_min_slope`` per step, r^2 >= 0.8) and the fit reaches ``dead_fraction`` within
-      ``dying_horizon`` steps; once earlier steps give a baseline, the rise must also stand out of the shares'
-      binomial noise (:func:`rewardpipe.monitoring.trend.significant_rise`).
+      ``dying_window`` checked steps or a longer window (up to ``dying_window`` + 20), the zero-variance share
+      rises (least-squares slope over every group of at least ``dying_min_slope`` per step, standing out of the
+      groups' binomial noise: :func:`rewardpipe.monitoring.trend.required_z`) at two checked steps in a row,
+      and the fit reaches ``dead_fraction`` within ``dying_horizon`` steps.
     * ``outcome_components``: the components that measure the outcome (the rest is shaping), for the
       ``shaping_starves_outcome`` cause; default the built-in reward's ``correctness``.
     * ``roles``: each component's declared role (``outcome``, ``shaping``, ``penalty``), from the reward or

@@ -1,9 +1,16 @@
 """Early warning: is a component's zero-variance share rising steadily towards the dead threshold?
 
 Before a component dies, its within-group std usually decays over steps, so the share of groups with zero
-variance climbs. A least-squares line through the last few checked steps' shares (kept in the monitor
-state, so the Lambda that sees one step at a time computes the same fit) tells how fast, how steadily
-(r^2), and at which step the line reaches ``dead_fraction``.
+variance climbs. Each checked step leaves a point (step, zero-variance share, eligible groups) in the monitor
+state (so the Lambda that sees one step at a time fits the same points). The rise is fitted with every group
+as one observation: a least-squares line of the groups' zero-variance indicator on their step, i.e. the
+shares weighted by their groups, and its slope is tested against the binomial noise of those indicators (the
+Cochran-Armitage test for a trend in proportions). A share of few groups is a noisy proportion, so a short
+window cannot tell a steady rise from noise; the fit is therefore tried over several windows, from
+``dying_window`` points up to every stored point, and a warning needs one of them to rise fast enough, reach
+``dead_fraction`` within the horizon, and stand enough standard errors above "no change" (:func:`required_z`).
+The monitor (rewardpipe.monitoring.hysteresis) also needs :data:`CONFIRM_STEPS` consecutive checked steps to
+find such a rise before it says ``dying``.
 """
 
 from __future__ import annotations
@@ -11,45 +18,89 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from statistics import NormalDist
 
-#: How well the points must sit on the line for the rise to count as steady rather than noise.
+#: How well the points must sit on the line when the groups behind them are unknown (no noise model).
 STEADY_R2 = 0.8
-#: A share of G groups is binomial noise: on a stationary component the 5-point fit alone finds a steep, steady
-#: "rise" by chance every ~100 steps (the review: 3-8 warnings per 600 healthy steps). Once at least a window of
-#: earlier steps is known (the baseline: up to BASELINE_STEPS of them, restarted when a warning ends), a warning
-#: also needs, given the step's number of eligible groups, the slope SLOPE_Z standard errors above 0 (one-sided
-#: p ~ 0.023) and the fitted share at the last step BASELINE_Z standard errors above the baseline's share
-#: (p ~ 2e-4): a real decline leaves the level it held. Without a baseline (a run's first steps, just after a
-#: warning ended) only the fit decides, as before.
-SLOPE_Z = 2.0
-BASELINE_Z = 3.5
+#: The one-sided false-warning probability of one look at the shortest window (z >= 3.09); a window k times as
+#: long gets k times as much (:func:`required_z`). Tuned with benchmarks/dying.py against stationary shares.
+ALPHA = 0.001
+#: Consecutive checked steps that must find the rise before it is a warning: a rise found at one step only is
+#: usually one noisy share at the window's end, which the next step does not confirm.
+CONFIRM_STEPS = 2
+#: Points kept before the shortest window (the longest window is ``dying_window`` + BASELINE_STEPS points).
 BASELINE_STEPS = 20
 
 
 @dataclass(frozen=True)
 class Decline:
     slope: float  # rise of the zero-variance share per step
-    r2: float
+    r2: float  # of the (weighted) fit
     projected_dead_step: int  # first step at which the fitted line reaches the dead threshold
     first_step: int
     first_fraction: float
+    z: float | None = None  # the slope in standard errors of binomial noise (None: groups unknown)
+    points: int = 0  # the window the rise was found over
+    groups: int = 0  # the groups behind those points
+
+
+@dataclass(frozen=True)
+class Fit:
+    intercept: float
+    slope: float
+    r2: float
+    z: float | None  # slope / its standard error under "the share does not change"; None without groups
 
 
 def fit_line(points: Sequence[tuple[int, float]]) -> tuple[float, float, float] | None:
     """(intercept, slope, r^2) of the least-squares line through (step, share) points; None if degenerate."""
-    n = len(points)
-    if n < 2:
+    fitted = fit_weighted(points, [1] * len(points), tested=False)
+    return None if fitted is None else (fitted.intercept, fitted.slope, fitted.r2)
+
+
+def fit_weighted(points: Sequence[tuple[int, float]], weights: Sequence[int], *, tested: bool = True) -> Fit | None:
+    """The least-squares line of the zero-variance indicator of every group on its step: the shares weighted
+    by their groups. ``z``: the slope over its standard error when every group is zero-variance with one
+    probability p, sqrt(p(1-p) / Sxx) with Sxx = sum of w (x - mean x)^2, p estimated as (zero groups + 1) /
+    (groups + 2) so a window of few groups is no certainty. None if degenerate (fewer than 2 steps)."""
+    total = sum(weights)
+    if len(points) < 2 or total <= 0:
         return None
-    mean_x = sum(x for x, _ in points) / n
-    mean_y = sum(y for _, y in points) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in points)
-    syy = sum((y - mean_y) ** 2 for _, y in points)
-    sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    mean_x = sum(w * x for (x, _), w in zip(points, weights, strict=True)) / total
+    mean_y = sum(w * y for (_, y), w in zip(points, weights, strict=True)) / total
+    sxx = sum(w * (x - mean_x) ** 2 for (x, _), w in zip(points, weights, strict=True))
     if sxx == 0:
         return None
+    syy = sum(w * (y - mean_y) ** 2 for (_, y), w in zip(points, weights, strict=True))
+    sxy = sum(w * (x - mean_x) * (y - mean_y) for (x, y), w in zip(points, weights, strict=True))
     slope = sxy / sxx
     r2 = (sxy * sxy) / (sxx * syy) if syy > 0 else 0.0
-    return mean_y - slope * mean_x, slope, r2
+    z = None
+    if tested:
+        p = (mean_y * total + 1) / (total + 2)
+        z = slope / math.sqrt(p * (1 - p) / sxx)
+    return Fit(mean_y - slope * mean_x, slope, r2, z)
+
+
+def required_z(length: int, window: int) -> float:
+    """The z a fit over ``length`` points needs: the one-sided tail ALPHA * length / window. A window is looked at
+    again every step, but a long one changes little from one step to the next, so over a run it makes fewer
+    independent looks than a short one (about one per ``length`` steps): each window length gets about the
+    same share of false warnings per run."""
+    return NormalDist().inv_cdf(1 - min(0.5, ALPHA * length / window))
+
+
+def windows(count: int, window: int) -> list[int]:
+    """The window lengths tried over ``count`` points: ``window``, doubled while shorter than ``count``, and
+    ``count`` itself."""
+    if count < window:
+        return []
+    lengths = [window]
+    while lengths[-1] * 2 < count:
+        lengths.append(lengths[-1] * 2)
+    if lengths[-1] < count:
+        lengths.append(count)
+    return lengths
 
 
 def detect_decline(
@@ -59,32 +110,58 @@ def detect_decline(
     min_slope: float,
     horizon: int,
     groups: int | None = None,
+    weights: Sequence[int | None] | None = None,
 ) -> Decline | None:
-    """A steady rise over the last ``window`` points that reaches ``dead_fraction`` within ``horizon`` steps.
+    """A steady rise, over the last ``window`` points or a longer window, that reaches ``dead_fraction`` within
+    ``horizon`` steps; the shortest window that shows one.
 
-    ``points`` are (step, zero-variance share), sorted by step; the last one is the step being judged, and the
-    points before the last ``window`` are the baseline. ``groups``: the eligible groups behind a share (the
-    step's), for the significance tests (:func:`significant_rise`), made once the baseline has ``window`` points;
-    None skips them.
+    ``points`` are (step, zero-variance share), sorted by step; the last one is the step being judged.
+    ``weights``: the eligible groups behind each point (None for a point stored before they were kept: it
+    counts ``groups``, the step's); ``groups`` alone weights every point the same. With groups the slope must
+    be :func:`required_z` standard errors above 0 (:func:`fit_weighted`); without any, only the fit decides
+    (r^2 >= :data:`STEADY_R2`), over the last ``window`` points.
     """
-    recent = list(points[-window:])
-    if len(recent) < window:
+    if groups is None and weights is None:
+        return _decline(list(points[-window:]), None, window, dead_fraction, min_slope, horizon)
+    known = [w if w is not None else groups for w in (weights or [None] * len(points))]
+    filled = [w if w is not None else 1 for w in known]
+    for length in windows(len(points), window):
+        found = _decline(list(points[-length:]), filled[-length:], window, dead_fraction, min_slope, horizon)
+        if found is not None:
+            return found
+    return None
+
+
+def _decline(
+    recent: list[tuple[int, float]],
+    weights: list[int] | None,
+    window: int,
+    dead_fraction: float,
+    min_slope: float,
+    horizon: int,
+) -> Decline | None:
+    if len(recent) < 2:
         return None
-    fitted = fit_line(recent)
-    if fitted is None:
+    fitted = fit_weighted(recent, weights or [1] * len(recent), tested=weights is not None)
+    if fitted is None or fitted.slope < min_slope:
         return None
-    intercept, slope, r2 = fitted
-    if slope < min_slope or r2 < STEADY_R2:
+    if fitted.z is None and fitted.r2 < STEADY_R2:
+        return None
+    if fitted.z is not None and fitted.z < required_z(len(recent), window):
         return None
     last_step = recent[-1][0]
-    projected = max(last_step + 1, math.ceil((dead_fraction - intercept) / slope - 1e-9))
+    projected = max(last_step + 1, math.ceil((dead_fraction - fitted.intercept) / fitted.slope - 1e-9))
     if projected - last_step > horizon:
         return None
-    before = list(points[:-window])
-    if groups is not None and len(before) >= window and not significant_rise(recent, before, intercept, slope, groups):
-        return None
     return Decline(
-        slope=slope, r2=r2, projected_dead_step=projected, first_step=recent[0][0], first_fraction=recent[0][1]
+        slope=fitted.slope,
+        r2=fitted.r2,
+        projected_dead_step=projected,
+        first_step=recent[0][0],
+        first_fraction=recent[0][1],
+        z=fitted.z,
+        points=len(recent),
+        groups=sum(weights) if weights is not None else 0,
     )
 
 
@@ -92,33 +169,3 @@ def trend_reversed(points: Sequence[tuple[int, float]], window: int) -> bool:
     """The share is no longer rising over the last ``window`` points (ends a dying warning)."""
     fitted = fit_line(list(points[-window:]))
     return fitted is None or fitted[1] <= 0.0
-
-
-def significant_rise(
-    recent: Sequence[tuple[int, float]],
-    before: Sequence[tuple[int, float]],
-    intercept: float,
-    slope: float,
-    groups: int,
-) -> bool:
-    """Whether the fitted rise is more than the binomial noise of shares of ``groups`` groups each.
-
-    Under "nothing changes" every share is (zero-variance groups) / ``groups`` with one probability p, so the
-    least-squares slope has variance p(1-p) / (groups * Sxx). The slope must be :data:`SLOPE_Z` of its standard
-    errors above 0, with p the window's mean share. The fitted share at the last step must also be
-    :data:`BASELINE_Z` standard errors above the share of ``before`` (the earlier checked steps; p estimated as
-    (zero groups + 1) / (groups + 2), so an all-zero baseline is not certainty).
-    """
-    n = len(recent)
-    mean_x = sum(x for x, _ in recent) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in recent)
-    p = min(max(sum(y for _, y in recent) / n, 0.0), 1.0)
-    slope_var = p * (1 - p) / (groups * sxx)
-    if slope_var > 0 and slope < SLOPE_Z * math.sqrt(slope_var):
-        return False
-    base_groups = groups * len(before)
-    base = (sum(y for _, y in before) * groups + 1) / (base_groups + 2)
-    last = recent[-1][0]
-    leverage = 1 / n + (last - mean_x) ** 2 / sxx  # variance of the fitted end value, in units of one share's
-    spread = math.sqrt(base * (1 - base) * (leverage / groups + 1 / base_groups))
-    return intercept + slope * last - base >= BASELINE_Z * spread

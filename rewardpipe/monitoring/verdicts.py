@@ -60,6 +60,8 @@ class ComponentStats:
     #: reaches ``dead_fraction``.
     zero_fraction_slope: float | None = None
     projected_dead_step: int | None = None
+    #: For ``dying``: the slope in standard errors of the binomial noise of its groups (None when unknown).
+    zero_fraction_slope_z: float | None = None
     #: Mean share of the GRPO advantage this component carries, over the groups where anything varies
     #: (:mod:`rewardpipe.monitoring.advantage`); None for the aggregate and when no group has a signal.
     advantage_share: float | None = None
