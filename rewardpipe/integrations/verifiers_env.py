@@ -28,7 +28,8 @@ classification, the record and the transcript):
   state)``, appends what it returns (a ``final_env_response`` ends the episode with it), then asks the stop
   conditions again.
 * **Reward.** Each rubric function (``RubricGroup`` rubrics flattened; weight-0 metrics left out) becomes a
-  component with the rubric's weight, called with the keyword names verifiers uses (``prompt``,
+  component with the rubric's weight (named after the function, made a valid, unique component name:
+  :func:`component_name`), called with the keyword names verifiers uses (``prompt``,
   ``completion``, ``answer``, ``state``, ``info``, ``task``, ``parser``, ...). An exception is an error record
   (``component_raised``), never verifiers' 0.0. Ranges come from ``ranges=``; a function without one is
   assumed to lie in [0, 1] and ``doctor`` warns with the range it observed.
@@ -47,13 +48,14 @@ import importlib
 import inspect
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
-from rewardpipe.components import Component
+from rewardpipe.components import RESERVED_NAMES, Component
 from rewardpipe.environment import DEFAULT_MAX_TURNS, MAX_TURNS, Environment, EpisodeState, TaskRow
 from rewardpipe.models import Message
 from rewardpipe.rewards.base import Reward, run_coroutines
@@ -266,6 +268,26 @@ def flatten_rubric(rubric: Any) -> list[tuple[Any, Callable[..., Any], float]]:
     return [(rubric, fn, float(w)) for fn, w in zip(funcs, weights, strict=False)]
 
 
+def component_name(label: str, taken: set[str]) -> str:
+    """The component name of a rubric function labelled ``label`` (its ``__name__``), unique among ``taken``.
+
+    verifiers names a function as Python does (``<lambda>``, any length); a component's name is a record key and
+    a metric name (a letter or ``_`` first, then at most 63 letters, digits, ``_``, ``.`` or ``-``; never
+    ``aggregate`` or ``errors``). Other characters become ``_`` (``<lambda>`` is ``_lambda_``), a long name is
+    cut, and a name already taken gets ``_<n>``, the first free ``n`` from the number of names taken."""
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", label) or "rubric_function"
+    if not re.match(r"[A-Za-z_]", base):
+        base = "_" + base
+    base = base[:64]
+    if base in RESERVED_NAMES:
+        base = f"{base}_fn"
+    name, n = base, len(taken)
+    while name in taken:
+        suffix = f"_{n}"
+        name, n = base[: 64 - len(suffix)] + suffix, n + 1
+    return name
+
+
 def _is_group_function(fn: Callable[..., Any]) -> bool:
     try:
         return bool(set(inspect.signature(fn).parameters) & GROUP_PARAMETERS)
@@ -375,7 +397,7 @@ class VerifiersEnvironment(Environment):
                     f"rubric function '{label}' scores a whole group (completions, states...); "
                     f"rewardpipe scores each rollout on its own: write it per rollout"
                 )
-            name = label if label not in seen else f"{label}_{len(seen)}"
+            name = component_name(label, seen)
             seen.add(name)
             value_range = ranges.pop(name, None)
             if value_range is None:
