@@ -538,7 +538,8 @@ class RewardPipeMonitor:
     * alarms are appended to ``callback.alarms`` and logged as warnings; with ``store`` (a directory,
       ``s3://bucket/prefix`` or a Store) the main process writes the records, alarms and monitor state
       under ``runs/<run_id>/``, with ``step`` = the generation batch index (the trainer's ``global_step`` is
-      each record's ``metrics.global_step``).
+      each record's ``metrics.global_step``); a run resumed under the same ``run_id`` goes on after the
+      steps and with the monitor state the store holds.
 
     ``ignore`` lists components that get statistics but never alarms (e.g. a rarely-fired penalty).
     The monitor's aggregate is the ``sum_then_normalize`` reward; with ``normalize_then_sum`` read the
@@ -593,6 +594,7 @@ class RewardPipeMonitor:
         self.batches = 0
         self.failures: list[str] = []  # monitor failures (logged; training goes on)
         self.group_size: int | None = None
+        self._resumed = self.store is None  # the store's own steps and state of this run not read yet
 
     @staticmethod
     def _open_store(store: Any) -> Any:
@@ -681,6 +683,8 @@ class RewardPipeMonitor:
         log_metric = kwargs.get("log_metric")
         trainer_state = kwargs.get("trainer_state")
         names = self.reward.component_names
+        if main and not self._resumed:
+            self._resume()
         records = batch_records(
             {name: [row[0][name] for row in rows] for name in names},
             group_size,
@@ -702,7 +706,37 @@ class RewardPipeMonitor:
             for name, value in self.metrics(report).items():
                 log_metric(name, value)
         if main and self.store is not None:
-            self._persist(records, result)
+            if self._resumed:
+                self._persist(records, result)
+            else:  # the stored run could not be read: writing would replace its steps and state
+                self._not_stored(f"{len(records)} record(s): the run's stored steps could not be read")
+
+    def _resume(self) -> None:
+        """Go on after the steps this run already has in the store (a run resumed from a checkpoint under its
+        ``run_id``): step numbers continue after the last stored one and the saved monitor state (its
+        hysteresis, its checked steps) is carried on, so nothing stored is written over. A store that cannot
+        be read is reported and tried again at the next batch; this batch is not stored."""
+        from rewardpipe.monitoring.state import load_state
+
+        listing = getattr(self.store, "list_steps", None)  # a store of your own may only write: nothing to read
+        try:
+            steps = listing(self.run_id) if callable(listing) else []
+            state, bad = load_state(self.store, self.run_id) if hasattr(self.store, "get_bytes") else (None, None)
+        except Exception as exc:  # noqa: BLE001 - reported, training goes on
+            self.failures.append(f"resume: {type(exc).__name__}: {exc}")
+            logger.warning("rewardpipe: the stored steps of run %s could not be read: %s", self.run_id, exc)
+            return
+        if bad is not None:
+            self.failures.append(f"resume: {bad.reason}")
+            logger.warning("rewardpipe: %s: %s", bad.key, bad.reason)
+        last = max([*steps, -1 if state is None or state.last_step is None else state.last_step])
+        if last >= self.batches:
+            logger.info(
+                "rewardpipe: run %s has steps up to %s in the store; going on at %s", self.run_id, last, last + 1
+            )
+            self.batches = last + 1
+            self.state = state or self.state
+        self._resumed = True
 
     @staticmethod
     def metrics(report: Any) -> dict[str, float]:
@@ -747,8 +781,11 @@ class RewardPipeMonitor:
         except Exception as exc:  # noqa: BLE001 - a refused state write is reported, training goes on
             lost.append(f"monitor state: {type(exc).__name__}: {exc}")
         for message in lost:
-            self.failures.append(f"not stored: {message}")
-            logger.warning("rewardpipe: not stored at batch %s: %s", self.batches, message)
+            self._not_stored(message)
+
+    def _not_stored(self, message: str) -> None:
+        self.failures.append(f"not stored: {message}")
+        logger.warning("rewardpipe: not stored at batch %s: %s", self.batches, message)
 
 
 def _callback_class() -> type:

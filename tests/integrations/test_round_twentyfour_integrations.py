@@ -73,3 +73,82 @@ class TestRubricFunctionNames:
         assert wrapped.reward.components[0].value_range == (0.0, 5.0)
         with pytest.raises(VerifiersError, match="the rubric has \\['_lambda_'\\]"):
             _wrap(_env((lambda completion: 3.0, 1.0)), ranges={"<lambda>": (0.0, 5.0)})
+
+
+def _train(callback, batches, completions):
+    """``batches`` training batches of four groups of four through the callback's reward functions, as TRL
+    calls them (the trainer is ``log_metric``'s owner)."""
+
+    class Trainer:
+        reward_funcs, reward_weights, num_generations = callback.reward_funcs, [0.5, 1.0], 4
+        model = SimpleNamespace(training=True)
+        state = SimpleNamespace(global_step=0)
+
+        def log(self, name, value):
+            pass
+
+    trainer = Trainer()
+    prompts = [f"q{g}" for g in range(4) for _ in range(4)]
+    for _ in range(batches):
+        for fn in callback.reward_funcs:
+            fn(prompts=prompts, completions=completions, answer=["1"] * 16, log_metric=trainer.log, trainer_state=None)
+        trainer.state.global_step += 1
+
+
+class TestResumedRunKeepsItsStoredSteps:
+    """The TRL callback numbered its records' steps from 0 in every process it ran in. A run resumed from a
+    checkpoint with its ``run_id`` (the way to keep one run in the store) wrote its first batches over the
+    stored steps 0, 1, ... of the run before it (``put_record`` replaces a record of the same step and
+    rollout), and its fresh monitor state over the saved one, which lost the alarms' hysteresis and marked the
+    earlier steps unchecked again. The main process now reads the run's stored steps and state before its
+    first write and goes on after the last one."""
+
+    def test_a_resumed_run_goes_on_after_the_stored_steps(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.monitoring.state import MonitorState, state_key
+        from rewardpipe.store import LocalStore
+
+        store = LocalStore(tmp_path)
+        dead = [f"#### {i % 2}" for i in range(16)]  # format always 1.0: dead
+        first = RewardPipeMonitor(reward="gsm8k", run_id="run", store=store)
+        _train(first, 3, dead)
+        assert store.list_steps("run") == [0, 1, 2]
+        before = {r.rollout_id: r.aggregate for r in store.iter_records("run", 0)}
+
+        resumed = RewardPipeMonitor(reward="gsm8k", run_id="run", store=store)
+        _train(resumed, 2, ["no answer"] * 16)
+        assert store.list_steps("run") == [0, 1, 2, 3, 4]
+        assert {r.rollout_id: r.aggregate for r in store.iter_records("run", 0)} == before
+        saved = MonitorState.from_dict(__import__("json").loads(store.get_bytes(state_key("run"))))
+        assert saved.is_checked(0) and saved.is_checked(2) and saved.last_step == 4
+        assert [r.step for r in resumed.reports] == [3, 4]
+        assert not resumed.failures
+
+    def test_a_new_run_starts_at_step_zero(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.store import LocalStore
+
+        store = LocalStore(tmp_path)
+        callback = RewardPipeMonitor(reward="gsm8k", run_id="fresh", store=store)
+        _train(callback, 1, ["#### 1"] * 16)
+        assert store.list_steps("fresh") == [0] and not callback.failures
+
+    def test_a_store_that_cannot_list_is_not_written_over_and_is_tried_again(self, tmp_path):
+        from rewardpipe.integrations.trl import RewardPipeMonitor
+        from rewardpipe.store import LocalStore
+
+        store = LocalStore(tmp_path)
+        _train(RewardPipeMonitor(reward="gsm8k", run_id="run", store=store), 1, ["#### 1"] * 16)
+        listing = store.list_steps
+
+        def refused(run_id, **kwargs):
+            raise OSError("throttled")
+
+        store.list_steps = refused  # type: ignore[method-assign]
+        resumed = RewardPipeMonitor(reward="gsm8k", run_id="run", store=store)
+        _train(resumed, 1, ["no answer"] * 16)
+        assert [r.aggregate for r in store.iter_records("run", 0)] == [1.5] * 16  # not replaced
+        assert any("throttled" in f for f in resumed.failures) and len(resumed.reports) == 1
+        store.list_steps = listing  # type: ignore[method-assign]
+        _train(resumed, 1, ["no answer"] * 16)
+        assert store.list_steps("run") == [0, 1]
