@@ -20,6 +20,9 @@ verl has no "no reward" value, so an unscorable sample (a component that raised 
 0.0 with ``reward_error`` = 1 and NaN in every component (set ``filter_groups.metric: reward_error`` or drop
 such rows from your statistics).
 
+A reward that reads the conversation gets ``extra_info["question"]`` (else ``extra_info["prompt"]``, a chat
+prompt's messages as they are) before the answer.
+
 Every sample of a reward returns the same keys (``score``, each component, ``reward_error``): verl's reward
 managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample
 would shift every later value of that list onto the wrong sample. For the same reason a batch should be
@@ -53,18 +56,28 @@ def reward_for(data_source: Any, extra_info: Mapping[str, Any] | None) -> str:
     return DEFAULT_REWARD
 
 
-def _prompt(info: Mapping[str, Any]) -> str | list:
-    """The sample's question (``extra_info["question"]``, else ``["prompt"]``) as the user's message. Read by
-    type, never by truth value: a dataset column read with numpy gives an array, whose ``bool()`` raises (the
-    whole batch of verl's reward manager failed on that one sample)."""
+def _prompt(info: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The sample's question (``extra_info["question"]``, else ``["prompt"]``) as the conversation before the
+    answer. Read by type, never by truth value: a dataset column read with numpy gives an array, whose
+    ``bool()`` raises (the whole batch of verl's reward manager failed on that one sample), and is read as its
+    list. A chat prompt (verl's own ``prompt`` format: ``[{"role": ..., "content": ...}, ...]``) is those
+    messages; a list of strings is their lines; other text is the user's message."""
     for key in ("question", "prompt"):
         value = info.get(key)
+        tolist = getattr(value, "tolist", None)
+        if value is not None and not isinstance(value, (str, list)) and callable(tolist):
+            value = tolist()  # a numpy array or scalar: its Python value
+        if isinstance(value, list) and value:
+            if all(isinstance(m, Mapping) and isinstance(m.get("role"), str) for m in value):
+                return [dict(m) for m in value]
+            if all(isinstance(line, str) for line in value):
+                value = "\n".join(value)
         if isinstance(value, (str, list)):
             if value:
-                return value
+                return [{"role": "user", "content": value}]
         elif value is not None:
-            return str(value)
-    return ""
+            return [{"role": "user", "content": str(value)}]
+    return [{"role": "user", "content": ""}]
 
 
 def compute_score(
@@ -72,7 +85,7 @@ def compute_score(
 ) -> dict[str, float]:
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
     info = extra_info if isinstance(extra_info, Mapping) else {}
-    messages = [{"role": "user", "content": _prompt(info)}]
+    messages = _prompt(info)
     if isinstance(solution_str, (str, list)):
         messages.append({"role": "assistant", "content": solution_str})
     # else (None, a number): no answer to score, a malformed sample (reward_error), never an empty answer's 0

@@ -152,3 +152,58 @@ class TestResumedRunKeepsItsStoredSteps:
         store.list_steps = listing  # type: ignore[method-assign]
         _train(resumed, 1, ["no answer"] * 16)
         assert store.list_steps("run") == [0, 1]
+
+
+SEEN: list[list[tuple[str, str]]] = []
+
+
+def _conversation_seen(messages) -> float:
+    SEEN.append([(m.role, m.content) for m in messages])
+    return 1.0
+
+
+class TestVerlChatPrompt:
+    """verl's ``compute_score`` made ``extra_info["question"]`` (else ``["prompt"]``) the content of one user
+    message, whatever it held. A chat prompt, verl's own ``prompt`` format (``[{"role": "system", ...},
+    {"role": "user", ...}]``), became a user message whose content was that list (read as text: empty), and
+    one read through numpy (an object array, a one-string array) became its repr
+    (``"[{'role': 'system', ...} {...}]"``, ``"['What is 2+2?']"``): a reward reading the conversation scored
+    a question it was never asked. A chat prompt is now the conversation itself, an array its list."""
+
+    @pytest.fixture
+    def reward(self):
+        from rewardpipe.rewards import Reward, component
+
+        SEEN.clear()
+        seen = component(range=(0.0, 1.0), role="outcome", name="seen", description="the conversation")(
+            _conversation_seen
+        )
+        return Reward("seen_conversation", [seen])
+
+    @pytest.mark.parametrize("as_array", [False, True])
+    def test_a_chat_prompt_is_the_conversation(self, reward, monkeypatch, as_array):
+        import numpy as np
+
+        from rewardpipe.integrations import verl
+
+        monkeypatch.setattr(verl, "get_reward", lambda name: reward)
+        chat = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 2+2?"}]
+        prompt = np.array(chat, dtype=object) if as_array else chat
+        out = verl.compute_score("mine", "#### 4", "4", {"prompt": prompt})
+        assert out == {"score": 1.0, "seen": 1.0, "reward_error": 0.0}
+        assert SEEN == [[("system", "Be brief."), ("user", "What is 2+2?"), ("assistant", "#### 4")]]
+
+    def test_a_question_read_as_an_array_is_its_text(self, reward, monkeypatch):
+        import numpy as np
+
+        from rewardpipe.integrations import verl
+
+        monkeypatch.setattr(verl, "get_reward", lambda name: reward)
+        verl.compute_score("mine", "#### 4", "4", {"question": np.array(["What is 2+2?"])})
+        verl.compute_score("mine", "#### 4", "4", {"question": np.str_("What is 3+3?")})
+        verl.compute_score("mine", "#### 4", "4", {"question": np.int64(7)})
+        assert [conversation[0] for conversation in SEEN] == [
+            ("user", "What is 2+2?"),
+            ("user", "What is 3+3?"),
+            ("user", "7"),
+        ]
