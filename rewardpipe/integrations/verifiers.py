@@ -98,12 +98,28 @@ class SampleScorer:
         self._cache: OrderedDict[str, _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self.samples_scored = 0
+        self._unkeyed = 0
 
     def _score(self, sample: dict[str, Any]) -> dict[str, float]:
         result = score_samples([sample], self.reward, executor=self.executor)[0]
         rewards, flags = nova_fields(result)  # components and flags apart, whatever their names
         failed = bool(flags.get("reward_error"))
         return {c: math.nan if failed or c not in rewards else float(rewards[c]) for c in self.reward.component_names}
+
+    def _key(self, sample: dict[str, Any]) -> str:
+        """The sample's content as a key. An answer whose dict keys do not sort (``{1: ..., "unit": ...}``) or
+        that nests past the recursion limit made ``json.dumps`` raise out of every rubric function, which
+        verifiers turned into 0.0: such a sample is keyed by its repr, else by itself (scored once per
+        function, never a 0)."""
+        try:
+            return json.dumps(sample, sort_keys=True, default=repr)
+        except (TypeError, ValueError, RecursionError):
+            try:
+                return "repr:" + repr(sample)
+            except RecursionError:
+                with self._lock:
+                    self._unkeyed += 1
+                    return f"unkeyed:{self._unkeyed}"
 
     def value(self, name: str, completion: Any, answer: Any, prompt: Any) -> float:
         sample = {
@@ -113,7 +129,7 @@ class SampleScorer:
             + (_messages(completion, "assistant") if isinstance(completion, (str, list)) else []),
             "metadata": {"reference_answer": answer},
         }
-        key = json.dumps(sample, sort_keys=True, default=repr)
+        key = self._key(sample)
         mine = False
         with self._lock:
             entry = self._cache.get(key)

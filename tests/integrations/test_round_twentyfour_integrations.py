@@ -207,3 +207,25 @@ class TestVerlChatPrompt:
             ("user", "What is 3+3?"),
             ("user", "7"),
         ]
+
+
+class TestVerifiersAnswerThatDoesNotSort:
+    """verifiers' rubric functions keyed each sample by ``json.dumps(..., sort_keys=True)``: an answer dict whose
+    keys do not sort together (``{1: "4", "unit": "m"}``) raised ``TypeError`` out of every rubric function,
+    and verifiers turns a raising reward function into 0.0, the silent zero the adapter promises never to
+    give. Such a sample is now keyed by its repr: NaN like any unscorable sample, still scored once."""
+
+    def test_an_unsortable_answer_is_nan_scored_once(self):
+        from rewardpipe.integrations.verifiers import rubric_functions
+
+        funcs, _ = rubric_functions("gsm8k")
+        values = [fn(completion="#### 4", answer={1: "4", "unit": "m"}, prompt="q") for fn in funcs]
+        assert len(values) == 2 and all(v != v for v in values)  # NaN, not verifiers' 0.0
+        assert funcs[0].rewardpipe_scorer.samples_scored == 1
+
+    def test_a_sortable_answer_is_keyed_as_before(self):
+        from rewardpipe.integrations.verifiers import rubric_functions
+
+        funcs, _ = rubric_functions("gsm8k")
+        assert [fn(completion="#### 4", answer="4", prompt="q") for fn in funcs] == [1.0, 1.0]
+        assert funcs[0].rewardpipe_scorer.samples_scored == 1
