@@ -735,6 +735,11 @@ _DENIED_EVERYWHERE = {
     "statmount": 457,
     "listmount": 458,
     "open_tree_attr": 467,
+    # quotactl's form by descriptor (Linux 5.14), which quotactl's denial above had missed (round twenty-four): on a
+    # file system with user quotas, Q_GETQUOTA for the caller's own uid needs no privilege and reads the space and
+    # inodes that uid holds there, a count every job of that uid moves (one uid for all jobs on Lambda and Fargate,
+    # consecutive jobs of a worker in full isolation): round nineteen's free-space channel (statfs), per uid.
+    "quotactl_fd": 443,
 }
 for _arch_calls in _DENIED.values():
     _arch_calls.update(_DENIED_EVERYWHERE)
