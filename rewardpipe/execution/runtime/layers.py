@@ -964,8 +964,20 @@ _CLOCK_TAKERS = {
 # ioctls that set a socket's owner the same way (FIOSETOWN, SIOCSPGRP), and those that set a file's
 # attribute flags (chattr: +D/+S make every later change to a directory synchronous, so the clean-up after a
 # job, which the verdict waits for, could outlast the scorer's grace on a disk slow to sync; FS_IOC_FSSETXATTR
-# sets the same sync flag). The cmd is an unsigned int.
-_FCNTL_DENIED_COMMANDS = {"F_SETOWN": 8, "F_SETSIG": 10, "F_SETOWN_EX": 15, "F_SETLEASE": 1024, "F_NOTIFY": 1026}
+# sets the same sync flag). The cmd is an unsigned int. And the write-lifetime hints (round twenty-four):
+# F_SET_RW_HINT sets a hint on the inode, kept there for any later process to read (F_GET_RW_HINT, no privilege),
+# on any file its owner opens, read-only included; where the jobs run as the uid that owns a directory they may
+# open (a non-root scorer's own TMPDIR, as Fargate's /scratch), one job set it and a later one read it back.
+# F_SET_FILE_RW_HINT (gone in Linux 5.19) sets one on the open file description, which a job may share.
+_FCNTL_DENIED_COMMANDS = {
+    "F_SETOWN": 8,
+    "F_SETSIG": 10,
+    "F_SETOWN_EX": 15,
+    "F_SETLEASE": 1024,
+    "F_NOTIFY": 1026,
+    "F_SET_RW_HINT": 1036,
+    "F_SET_FILE_RW_HINT": 1038,
+}
 # Locks and futexes between jobs that run at the same moment (round ten). Every job may read the interpreter's
 # tree, and a lock on a file opened read-only, or a futex on a page of a file (a shared mapping of os.py, or
 # libc's own code, mapped privately and never written), is keyed by the file, not by the process: one job held
