@@ -129,9 +129,12 @@ def test_verl_scores_a_sample_whose_question_is_a_numpy_array(key):
 def test_verl_still_reads_the_question_before_the_prompt_and_skips_an_empty_one():
     from rewardpipe.integrations.verl import _prompt
 
-    assert _prompt({"question": "q", "prompt": "p"}) == "q"
-    assert _prompt({"question": "", "prompt": "p"}) == "p"
-    assert _prompt({"question": 7}) == "7" and _prompt({}) == ""
+    def user(text):
+        return [{"role": "user", "content": text}]
+
+    assert _prompt({"question": "q", "prompt": "p"}) == user("q")
+    assert _prompt({"question": "", "prompt": "p"}) == user("p")
+    assert _prompt({"question": 7}) == user("7") and _prompt({}) == user("")
 
 
 def test_gsm8k_reads_a_numpy_integer_or_a_decimal_reference():
