@@ -8,6 +8,12 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION = 20
 .PHONY: demo test test-trl test-verifiers test-verifiers-0.3 test-verl test-browser install install-dev install-trl bench synth clean \
 	docs docs-gen docs-serve lint
 
+# Byte code for the package, which a regular `pip install` writes at install time and an editable one leaves
+# to the first import; where PYTHONDONTWRITEBYTECODE is set (as on the project's VM) that import never writes
+# it, and every command would compile rewardpipe from source again (~50 ms of CPU a start; benchmarks.md).
+# A source edited later is compiled in memory as usual: a stale file is never used.
+COMPILE_PACKAGE = $(BIN)/python -m compileall -q rewardpipe
+
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -15,10 +21,12 @@ $(BIN)/python:
 # The runtime install is small (no CDK); the dev install adds CDK, moto and the test tools.
 $(VENV)/.installed-runtime: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e .
+	$(COMPILE_PACKAGE)
 	touch $@
 
 $(VENV)/.installed-dev: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[dev]'
+	$(COMPILE_PACKAGE)
 	# The Lambda layer's wheels for the architectures this machine cannot copy from .venv (arm64 here),
 	# cached under ~/.cache/rewardpipe/layer so every later synth and test runs offline.
 	$(BIN)/python -m stacks.packaging

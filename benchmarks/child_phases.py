@@ -54,7 +54,7 @@ STEPS = (
     ("random.seed()", "random seed"),
     ("server = self.child_server.start()", "capture on"),
     ('control.send(b"R")', "ready sent"),
-    ("message, fds, _, _ = socket.recv_fds(control, 1 << 16, 3)", "job received (waiting included: not CPU)"),
+    ("message, fds, _, _ = socket.recv_fds(control, 1 << 16, 4)", "job received (waiting included: not CPU)"),
     ("control.close()", "job unpacked"),
     ("server.load(code)", "code loaded"),
 )

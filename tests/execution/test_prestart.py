@@ -103,6 +103,20 @@ def test_an_executor_with_the_same_settings_takes_the_prestarted_fork_servers_ov
     assert _gone(pids)
 
 
+def test_a_fork_server_that_never_got_a_job_says_goodbye_cleanly():
+    """One job on two prestarted fork servers: the second one's hello is never read, so closing the channel
+    resets it. That is the scorer's goodbye (exit 0), not a crash (a traceback in its log and exit 1)."""
+    forkservers.prestart(2, workers=2)
+    executor = make_executor(workers=2)
+    workers = list(executor._prestarted.values())
+    try:
+        assert executor.run(job(RIGHT)).status is ExecutionStatus.PASSED
+    finally:
+        executor.close()
+    assert len(workers) == 2
+    assert [worker.process.returncode for worker in workers] == [0, 0]
+
+
 def test_an_executor_with_other_settings_stops_them_and_starts_its_own():
     forkservers.prestart(1, workers=1)
     prestarted = forkservers._prestarted

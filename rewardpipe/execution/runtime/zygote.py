@@ -1742,7 +1742,12 @@ def main(argv: list[str], oom_fd: int | None = None) -> int:
     )
     try:
         while True:
-            message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
+            try:
+                message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
+            except ConnectionResetError:
+                # The scorer closed its end with a message of ours unread (the hello of a fork server it never
+                # gave a job): the same goodbye as an EOF, not a crash with a traceback and exit status 1.
+                return 0
             if not message:
                 return 0
             changed = zygote.own_changes()
