@@ -31,12 +31,19 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any, Protocol
 
-from rewardpipe.execution.runtime.harness import HarnessError, is_test_method, parse_python, parse_stdio_tests
+from rewardpipe.execution.runtime.harness import (
+    HarnessError,
+    is_test_method,
+    parse_python,
+    parse_stdio_suite,
+    parse_stdio_tests,
+)
 from rewardpipe.execution.shape_lint import shape_findings
 
 VALUE_TOLERANCE = 1e-9
@@ -288,10 +295,35 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
     ]
 
 
+# A number with a fractional part or an exponent: an answer a right program may print with other digits.
+_FRACTIONAL = re.compile(rb"[+-]?(?:[0-9]*\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
+
+
+def _stdio_float_warnings(tests: str) -> list[str]:
+    """Expected outputs holding fractional numbers, compared exactly: a right program printing 0.3333333333 where
+    the case says 0.333333 fails, and the group's right answers score like wrong ones."""
+    try:
+        suite = parse_stdio_suite(tests)
+    except HarnessError:
+        return []  # reported as a problem by static_problems
+    if suite.float_tolerance is not None:
+        return []
+    for index, (_, expected) in enumerate(suite.cases):
+        token = next((t for t in expected.split() if _FRACTIONAL.fullmatch(t)), None)
+        if token is not None:
+            shown = token[:40].decode("utf-8", "replace")
+            return [
+                f"stdio case {index} expects {shown!r} and the cases are compared exactly: a right program "
+                "printing the number with other digits fails; give the tests as "
+                '{"cases": [...], "float_tolerance": 1e-6} if the problem accepts an error'
+            ]
+    return []
+
+
 def weak_test_shapes(task: TestedCode) -> list[str]:
     """Weak test shapes in a task's tests that a model under RL can exploit (see docs/tasks.md)."""
     if task.tests_format == "stdio":
-        return []  # no test code: the scorer compares each case's output itself
+        return _stdio_float_warnings(task.tests)  # no test code: the scorer compares each case's output itself
     try:
         tests = parse_python(task.tests)
         reference = parse_python(task.reference_solution)

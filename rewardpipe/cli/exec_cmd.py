@@ -179,7 +179,10 @@ def _print_human(result: ExecutionResult) -> None:
 def exec_command(
     code: Path | None = typer.Option(None, "--code", help="File with the model's code."),
     tests: Path | None = typer.Option(
-        None, "--tests", help='File with the hidden tests (stdio: a JSON list of {"input": ..., "output": ...}).'
+        None,
+        "--tests",
+        help='File with the hidden tests (stdio: a JSON list of {"input": ..., "output": ...}, or '
+        '{"cases": [...], "float_tolerance": 1e-6} to accept numbers within that error).',
     ),
     entry_point: str | None = typer.Option(None, "--entry-point", help="Name the tests call (not for stdio)."),
     tests_format: str = typer.Option(

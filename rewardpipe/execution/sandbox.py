@@ -68,12 +68,14 @@ def _expected_test_count(tests: str, tests_format: str) -> int:
 
 
 @functools.lru_cache(maxsize=8)
-def _stdio_cases(tests: str) -> list[tuple[bytes, bytes]]:
+def _stdio_suite(tests: str) -> harness.StdioSuite:
     """The cases of stdio tests (already validated by _expected_test_count); a group's rollouts share them."""
-    return harness.parse_stdio_tests(tests)
+    return harness.parse_stdio_suite(tests)
 
 
-def _stdio_verdict(reply: dict, out: bytes, out_size: int, expected: bytes, err: bytes) -> bytes:
+def _stdio_verdict(
+    reply: dict, out: bytes, out_size: int, expected: bytes, err: bytes, float_tolerance: float | None = None
+) -> bytes:
     """One stdio case's verdict, as the trusted runner would write it for a job of one test: whether the program
     ended normally (exit 0) having printed the expected tokens. A reply with no verdict to give (timed out, fork
     server trouble) is judged by its own fields first (ForkServerExecutor._verdict)."""
@@ -83,7 +85,7 @@ def _stdio_verdict(reply: dict, out: bytes, out_size: int, expected: bytes, err:
     elif reply.get("model_exit") != "exit 0":
         lines = err.decode("utf-8", "replace").strip().splitlines()
         failure = f"the program ended with {reply.get('model_exit')}" + (f" ({lines[-1][:300]})" if lines else "")
-    elif not harness.stdio_output_matches(out, expected):
+    elif not harness.stdio_output_matches(out, expected, float_tolerance):
         failure = "wrong answer (its output's whitespace-separated tokens differ from the expected output's)"
     return json.dumps({"tests_run": 1, "successes": 0 if failure else 1, "first_failure": failure}).encode()
 
@@ -410,13 +412,14 @@ class ForkServerExecutor:
         if self.phase_log is not None:
             header["phases"] = True
         if job.tests_format == "stdio":
-            return self._run_stdio(job, started, alone, header, _stdio_cases(job.tests))
+            return self._run_stdio(job, started, alone, header, _stdio_suite(job.tests))
         return self._exchange(job, started, alone, header, expected, started_monotonic)
 
-    def _run_stdio(self, job, started, alone: bool, header: dict, cases) -> ExecutionResult:
+    def _run_stdio(self, job, started, alone: bool, header: dict, suite: harness.StdioSuite) -> ExecutionResult:
         """Every case in a fresh hardened child of its own (the same job, with the case's input as its stdin), all
         within the job's ``timeout_s``; its output is compared here (harness.stdio_output_matches), so the expected
         outputs never leave this process. Every case runs (partial credit) unless the time runs out."""
+        cases = suite.cases
         total, passed = len(cases), 0
         shown: dict[str, Any] = {}  # the output of the first failing case (else of the last one)
         first_failure = ""
@@ -432,7 +435,8 @@ class ForkServerExecutor:
                     reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded before case {index} of {total}",
                     **shown,
                 )
-            result = self._exchange(job, started, alone, {**header, "timeout_s": remaining}, 1, time.monotonic(), case)
+            budget = {**header, "timeout_s": remaining}
+            result = self._exchange(job, started, alone, budget, 1, time.monotonic(), (*case, suite.float_tolerance))
             common = {"stdout": result.stdout, "stderr": result.stderr, "isolation": result.isolation}
             if result.status is ExecutionStatus.PASSED:
                 passed += 1
@@ -452,7 +456,8 @@ class ForkServerExecutor:
         self, job, started, alone: bool, header: dict, expected: int, started_monotonic: float, case=None
     ) -> ExecutionResult:
         """Hand the job to a fork server (a second one if the first was lost before it started) and judge its
-        reply. ``case``: a stdio case's ``(input, expected output)``, judged here from the program's output."""
+        reply. ``case``: a stdio case's ``(input, expected output, float tolerance)``, judged here from the program's
+        output."""
         for attempt in (1, 2):
             # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
             shared = self._measures_shared_disk()
@@ -502,7 +507,7 @@ class ForkServerExecutor:
             if attempt == 1 and reply.get("not_run"):
                 continue  # the fork server refused the job before it started (it was tampered with)
             if case is not None:
-                verdict = _stdio_verdict(reply, out, out_size, case[1], err)
+                verdict = _stdio_verdict(reply, out, out_size, case[1], err, case[2])
                 out, err = out[: self.config.output_bytes], err[: self.config.output_bytes]
             result = self._judge(
                 job,

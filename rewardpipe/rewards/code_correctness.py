@@ -58,8 +58,10 @@ def job_for_code(code: str | None, reference: Any, sample_id: str = "") -> Execu
     if missing:
         raise ValueError(f"reference_answer is missing {', '.join(missing)}")
     tests = reference["tests"]
-    if tests_format == "stdio" and isinstance(tests, list):
-        tests = json.dumps(tests)  # the cases themselves: their JSON text, as ExecutionJob takes them
+    if tests_format == "stdio" and isinstance(tests, list | dict):
+        # the cases (or {"cases": [...], "float_tolerance": ...}) themselves: their JSON text, as ExecutionJob takes
+        # them
+        tests = json.dumps(tests)
     return ExecutionJob(
         id=sample_id,
         code=code,

@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 from rewardpipe.cli import app
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import harness
 from rewardpipe.execution.runtime.harness import (
     MAX_STDIO_CASES,
     HarnessError,
@@ -78,7 +79,7 @@ def test_the_checker_compares_whitespace_separated_tokens():
     assert stdio_output_matches(b"1 2\n3  \n\n", b"1\n2 3")
     assert stdio_output_matches(b"", b"\n")
     assert not stdio_output_matches(b"1 2", b"12")
-    assert not stdio_output_matches(b"1.0", b"1")  # exact tokens: no float tolerance
+    assert not stdio_output_matches(b"1.0", b"1")  # exact tokens unless a float tolerance is given
     assert not stdio_output_matches(b"3 3", b"3")
 
 
@@ -287,3 +288,87 @@ def test_doctor_lints_stdio_cases_not_python():
     problems = static_problems(bad)
     assert any('case 0 must be an object with exactly the keys "input" and "output"' in p for p in problems)
     assert any("reference_solution does not parse" in p for p in problems)
+
+
+# -- float tolerance: {"cases": [...], "float_tolerance": x} ---------------------------------------------------
+
+THIRDS = [{"input": "1 3\n", "output": "0.333333\n"}, {"input": "2 3\n", "output": "0.666667\n"}]
+DIVIDES = "a, b = map(int, input().split())\nprint(a / b)\n"  # 0.3333333333333333: other digits than the cases'
+
+
+def test_the_checker_accepts_numbers_within_the_tolerance_absolutely_or_relatively():
+    assert stdio_output_matches(b"0.3333333333", b"0.333333", 1e-6)
+    assert stdio_output_matches(b"1.0 2", b"1 2.0000001", 1e-6)  # 1.0 is 1 with a tolerance
+    assert stdio_output_matches(b"1000000.5", b"1000000", 1e-6)  # relative: 0.5 in a million
+    assert stdio_output_matches(b"1e-7", b"0", 1e-6)  # absolute near zero
+    assert stdio_output_matches(b"YES 0.5\n", b"YES\n0.5000001", 1e-6)  # words still compared exactly
+    assert not stdio_output_matches(b"0.3334", b"0.333333", 1e-6)
+    assert not stdio_output_matches(b"1000001.5", b"1000000", 1e-6)
+    assert not stdio_output_matches(b"yes 0.5", b"YES 0.5", 1e-6)
+    assert not stdio_output_matches(b"0.5", b"0.5 0.5", 1e-6)  # the same number of tokens
+    assert not stdio_output_matches(b"0.3333333333", b"0.333333")  # no tolerance: exact tokens
+
+
+@pytest.mark.parametrize(
+    "printed",
+    [b"nan", b"NaN", b"inf", b"-inf", b"Infinity", b"1e999", b"1_0", b"0x1p0", b"\xd9\xa1\xd9\xa0", b"1,0", b"--1"],
+)
+def test_only_plain_decimal_numbers_are_compared_with_the_tolerance(printed):
+    """float() reads all of these (or their neighbours); a checker reads none of them as the expected 10 or 1."""
+    for expected in (b"10", b"1", b"1e9999"):
+        assert not stdio_output_matches(printed, expected, 0.5)
+
+
+def test_a_number_longer_than_any_checker_reads_is_compared_exactly():
+    long_one = b"1." + b"0" * harness.MAX_NUMBER_TOKEN_BYTES
+    assert not stdio_output_matches(long_one, b"1", 1e-6)
+    assert stdio_output_matches(long_one, long_one, 1e-6)
+
+
+def test_float_tolerance_passes_a_right_program_that_prints_other_digits(executor):
+    exact = stdio_job(DIVIDES, json.dumps(THIRDS))
+    tolerant = stdio_job(DIVIDES, json.dumps({"cases": THIRDS, "float_tolerance": 1e-6}))
+    wrong = stdio_job("print(0.3334)\n", json.dumps({"cases": THIRDS, "float_tolerance": 1e-6}))
+    results = list(executor.run_batch([exact, tolerant, wrong], workers=2))
+    assert [(r.status, r.passed) for r in results] == [
+        (ExecutionStatus.FAILED, 0),
+        (ExecutionStatus.PASSED, 2),
+        (ExecutionStatus.FAILED, 0),
+    ]
+    assert count_expected_tests(tolerant.tests, "stdio") == 2
+
+
+@pytest.mark.parametrize(
+    ("tests", "says"),
+    [
+        ({"cases": THIRDS, "float_tolerance": True}, "float_tolerance must be a number from 0 to 0.5"),
+        ({"cases": THIRDS, "float_tolerance": "1e-6"}, "float_tolerance must be a number"),
+        ({"cases": THIRDS, "float_tolerance": -1e-6}, "float_tolerance must be a number"),
+        ({"cases": THIRDS, "float_tolerance": 1}, "float_tolerance must be a number"),
+        ({"cases": THIRDS, "float_tolerance": float("nan")}, "float_tolerance must be a number"),
+        ({"cases": THIRDS, "tolerance": 1e-6}, "unknown key 'tolerance'"),
+        ({"cases": []}, "non-empty JSON list"),
+        ({"cases": {"input": "1", "output": "1"}}, "non-empty JSON list"),
+    ],
+)
+def test_a_malformed_tolerance_is_a_clear_error_for_that_job_only(executor, tests, says):
+    with pytest.raises(HarnessError, match=says):
+        parse_stdio_tests(json.dumps(tests))
+    results = list(executor.run_batch([stdio_job(DIVIDES, json.dumps(tests), id="bad"), stdio_job(IDIOMS["input"])]))
+    assert [r.status for r in results] == [ExecutionStatus.ERROR, ExecutionStatus.PASSED]
+    assert says in results[0].reason and results[0].is_infrastructure_error
+
+
+def test_code_correctness_and_doctor_know_the_tolerance():
+    from types import SimpleNamespace
+
+    from rewardpipe.doctor import weak_test_shapes
+
+    tolerant = {"cases": THIRDS, "float_tolerance": 1e-6}
+    job = job_for_code(DIVIDES, {"tests": tolerant, "tests_format": "stdio"})
+    assert job is not None and json.loads(job.tests) == tolerant
+    task = SimpleNamespace(tests=json.dumps(THIRDS), reference_solution=DIVIDES, entry_point="", tests_format="stdio")
+    (warning,) = weak_test_shapes(task)
+    assert "stdio case 0 expects '0.333333'" in warning and "float_tolerance" in warning
+    assert weak_test_shapes(SimpleNamespace(**{**vars(task), "tests": json.dumps(tolerant)})) == []
+    assert weak_test_shapes(SimpleNamespace(**{**vars(task), "tests": SUM_CASES})) == []  # integers: exact is right

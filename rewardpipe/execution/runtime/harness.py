@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import ast
 import json
+import math
+import re
 import threading
 import unittest
+from typing import NamedTuple
 
 # Two threads building ASTs at once have failed here with a spurious "SystemError: AST constructor
 # recursion depth mismatch" (python/cpython#106905: the builder's depth bookkeeping was shared between
@@ -65,21 +68,43 @@ MAX_STDIO_INPUT_BYTES = 16 << 20  # one case's input, UTF-8
 MAX_STDIO_OUTPUT_BYTES = 1 << 20  # what one case may print (its expected output too): beyond it the case fails
 
 
-def parse_stdio_tests(tests: str) -> list[tuple[bytes, bytes]]:
-    """The ``(input, expected output)`` bytes (UTF-8) of each case of ``stdio``-format tests; a
-    :class:`HarnessError` naming what is wrong if they are malformed (the task author's input)."""
+class StdioSuite(NamedTuple):
+    """``stdio``-format tests: each case's ``(input, expected output)`` bytes (UTF-8), and the float tolerance
+    their numbers are compared with (None: every token exactly)."""
+
+    cases: list[tuple[bytes, bytes]]
+    float_tolerance: float | None = None
+
+
+STDIO_SHAPES = (
+    'a non-empty JSON list of {"input": str, "output": str} cases, or an object '
+    '{"cases": [...], "float_tolerance": number}'
+)
+MAX_FLOAT_TOLERANCE = 0.5  # beyond it "equal" would say nothing about the answer: surely a mistake
+
+
+def parse_stdio_suite(tests: str) -> StdioSuite:
+    """The cases of ``stdio``-format tests and their float tolerance; a :class:`HarnessError` naming what is wrong
+    if they are malformed (the task author's input)."""
     if len(tests) > MAX_STDIO_TESTS_CHARS:
         raise HarnessError(f"stdio tests are over {MAX_STDIO_TESTS_CHARS >> 20} MiB of JSON")
     try:
-        cases = json.loads(tests)
+        document = json.loads(tests)
     except (ValueError, RecursionError) as exc:
         raise HarnessError(f"stdio tests are not valid JSON: {str(exc)[:200]}") from None
-    if type(cases) is not list or not cases:
-        raise HarnessError('stdio tests must be a non-empty JSON list of {"input": str, "output": str} cases')
-    if len(cases) > MAX_STDIO_CASES:
-        raise HarnessError(f"stdio tests have {len(cases)} cases, more than the {MAX_STDIO_CASES} allowed")
+    tolerance = None
+    if type(document) is dict and "cases" in document:
+        unknown = sorted(set(document) - {"cases", "float_tolerance"})
+        if unknown:
+            raise HarnessError(f"stdio tests: unknown key {unknown[0]!r}; they must be {STDIO_SHAPES}")
+        tolerance = _float_tolerance(document.get("float_tolerance"))
+        document = document["cases"]
+    if type(document) is not list or not document:
+        raise HarnessError(f"stdio tests must be {STDIO_SHAPES}")
+    if len(document) > MAX_STDIO_CASES:
+        raise HarnessError(f"stdio tests have {len(document)} cases, more than the {MAX_STDIO_CASES} allowed")
     parsed = []
-    for index, case in enumerate(cases):
+    for index, case in enumerate(document):
         if type(case) is not dict or set(case) != {"input", "output"}:
             raise HarnessError(f'stdio case {index} must be an object with exactly the keys "input" and "output"')
         if type(case["input"]) is not str or type(case["output"]) is not str:
@@ -91,13 +116,55 @@ def parse_stdio_tests(tests: str) -> list[tuple[bytes, bytes]]:
         if len(wanted) > MAX_STDIO_OUTPUT_BYTES:
             raise HarnessError(f"stdio case {index}: output is over {MAX_STDIO_OUTPUT_BYTES >> 20} MiB")
         parsed.append((given, wanted))
-    return parsed
+    return StdioSuite(parsed, tolerance)
 
 
-def stdio_output_matches(printed: bytes, expected: bytes) -> bool:
-    """The usual checker: the same whitespace-separated tokens (ASCII whitespace), compared exactly, so
-    trailing spaces, blank lines and line breaks against spaces do not matter."""
-    return printed.split() == expected.split()
+def _float_tolerance(value) -> float | None:
+    if value is None:
+        return None
+    # (bool is an int to Python, and JSON's NaN and Infinity are floats to json.loads: neither is a tolerance)
+    if type(value) not in (int, float) or not math.isfinite(value) or not 0 <= value <= MAX_FLOAT_TOLERANCE:
+        raise HarnessError(
+            f"stdio tests: float_tolerance must be a number from 0 to {MAX_FLOAT_TOLERANCE} (1e-6, say), got {value!r}"
+        )
+    return float(value)
+
+
+def parse_stdio_tests(tests: str) -> list[tuple[bytes, bytes]]:
+    """The ``(input, expected output)`` bytes (UTF-8) of each case of ``stdio``-format tests (see
+    :func:`parse_stdio_suite`)."""
+    return parse_stdio_suite(tests).cases
+
+
+# A decimal number as checkers read one: sign, digits with at most one point, an optional exponent. Nothing else
+# float() accepts ("nan", "inf", "1_000", surrounding spaces) is a number here. Each part is unambiguous, so a
+# failing match is linear in the token's length (no two quantifiers compete for the same digits).
+_DECIMAL = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+MAX_NUMBER_TOKEN_BYTES = 1000  # longer tokens are compared exactly: no checker's float reads that many digits
+
+
+def stdio_output_matches(printed: bytes, expected: bytes, float_tolerance: float | None = None) -> bool:
+    """The usual checker: the same whitespace-separated tokens (ASCII whitespace), so trailing spaces, blank lines
+    and line breaks against spaces do not matter. Tokens are compared exactly; with a ``float_tolerance`` two
+    decimal numbers also match when they differ by at most that much, absolutely or relatively to the expected
+    one (Codeforces' "absolute or relative error"): ``|printed - expected| <= tolerance * max(1, |expected|)``."""
+    got, want = printed.split(), expected.split()
+    if got == want:
+        return True
+    if float_tolerance is None or len(got) != len(want):
+        return False
+    return all(a == b or _numbers_close(a, b, float_tolerance) for a, b in zip(got, want, strict=True))
+
+
+def _numbers_close(printed: bytes, expected: bytes, tolerance: float) -> bool:
+    if len(printed) > MAX_NUMBER_TOKEN_BYTES or len(expected) > MAX_NUMBER_TOKEN_BYTES:
+        return False
+    if not (_DECIMAL.fullmatch(printed) and _DECIMAL.fullmatch(expected)):
+        return False
+    got, want = float(printed), float(expected)
+    if not (math.isfinite(got) and math.isfinite(want)):  # 1e999 is no number a checker accepts
+        return False
+    return abs(got - want) <= tolerance * max(1.0, abs(want))
 
 
 def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
@@ -107,7 +174,7 @@ def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
     if tests_format == "stdio":
         if not isinstance(tests, str):
             raise HarnessError("stdio tests are JSON, not Python")
-        return len(parse_stdio_tests(tests))
+        return len(parse_stdio_suite(tests).cases)
     tree = parse_tests(tests) if isinstance(tests, str) else tests
     if tests_format == "check":
         if not any(isinstance(node, ast.FunctionDef) and node.name == "check" for node in tree.body):
