@@ -13,6 +13,10 @@ DAPO's ``filter_groups.metric``). The dict here carries each component's value, 
       path: <site-packages>/rewardpipe/integrations/verl.py
       name: compute_score
 
+With ``reward_model.reward_manager: batch`` verl calls the same function once per batch, with the keywords
+``data_sources``, ``solution_strs``, ``ground_truths`` and ``extra_infos``; it then answers the list of the
+per-sample dicts (:func:`compute_scores`).
+
 Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any reference: a built-in name,
 ``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
 and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k``.
@@ -80,18 +84,16 @@ def _prompt(info: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": ""}]
 
 
-def compute_score(
-    data_source: Any, solution_str: Any, ground_truth: Any, extra_info: Mapping[str, Any] | None = None, **_: Any
-) -> dict[str, float]:
-    """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample."""
+def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> dict[str, Any]:
     info = extra_info if isinstance(extra_info, Mapping) else {}
     messages = _prompt(info)
     if isinstance(solution_str, (str, list)):
         messages.append({"role": "assistant", "content": solution_str})
     # else (None, a number): no answer to score, a malformed sample (reward_error), never an empty answer's 0
-    sample = {"id": info.get("index"), "messages": messages, "metadata": {"reference_answer": ground_truth}}
-    reward = get_reward(reward_for(data_source, info))
-    result = score_samples([sample], reward)[0]
+    return {"id": info.get("index"), "messages": messages, "metadata": {"reference_answer": ground_truth}}
+
+
+def _scores(reward: Any, result: Mapping[str, Any]) -> dict[str, float]:
     values, flags = nova_fields(result)  # components and flags apart, whatever their names
     failed = bool(flags.get("reward_error"))
     out: dict[str, float] = {"score": float(result["aggregate_reward_score"])}
@@ -100,3 +102,57 @@ def compute_score(
         out[name] = math.nan if failed or not isinstance(value, (int, float)) else float(value)
     out["reward_error"] = 1.0 if failed else 0.0
     return out
+
+
+def compute_score(
+    data_source: Any = None,
+    solution_str: Any = None,
+    ground_truth: Any = None,
+    extra_info: Mapping[str, Any] | None = None,
+    **kwargs: Any,
+) -> dict[str, float] | list[dict[str, float]]:
+    """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample.
+
+    Called by verl's batch reward manager (``reward_model.reward_manager: batch``: keywords ``data_sources``,
+    ``solution_strs``, ``ground_truths``, ``extra_infos``), it answers the list of those dicts, one per sample
+    in order (:func:`compute_scores`)."""
+    if "solution_strs" in kwargs:
+        return compute_scores(
+            kwargs.get("data_sources"), kwargs["solution_strs"], kwargs.get("ground_truths"), kwargs.get("extra_infos")
+        )
+    info = extra_info if isinstance(extra_info, Mapping) else {}
+    reward = get_reward(reward_for(data_source, info))
+    return _scores(reward, score_samples([_sample(solution_str, ground_truth, info)], reward)[0])
+
+
+def _column(name: str, values: Any, count: int) -> list[Any]:
+    if values is None:
+        return [None] * count
+    values = list(values.tolist() if callable(getattr(values, "tolist", None)) else values)
+    if len(values) != count:
+        raise ValueError(f"verl batch: {name} has {len(values)} values for {count} solution_strs")
+    return values
+
+
+def compute_scores(
+    data_sources: Any, solution_strs: Any, ground_truths: Any = None, extra_infos: Any = None
+) -> list[dict[str, float]]:
+    """verl's batch reward manager's call: one :func:`compute_score` dict per sample, in order. The columns may
+    be lists or numpy arrays (verl's non-tensor batch); ``extra_infos`` ``None`` (no such column) is no extra
+    info. Each reward's samples are scored together (a code reward's jobs run side by side); one bad sample is
+    flagged by its ``reward_error``, never the batch. Columns of different lengths are a ValueError naming
+    them."""
+    solutions = _column("solution_strs", solution_strs, len(solution_strs))
+    count = len(solutions)
+    sources = _column("data_sources", data_sources, count)
+    truths = _column("ground_truths", ground_truths, count)
+    infos = [i if isinstance(i, Mapping) else {} for i in _column("extra_infos", extra_infos, count)]
+    chosen = [reward_for(source, info) for source, info in zip(sources, infos, strict=True)]
+    out: list[dict[str, float] | None] = [None] * count
+    for name in dict.fromkeys(chosen):
+        reward = get_reward(name)
+        indices = [i for i in range(count) if chosen[i] == name]
+        results = score_samples([_sample(solutions[i], truths[i], infos[i]) for i in indices], reward)
+        for index, result in zip(indices, results, strict=True):
+            out[index] = _scores(reward, result)
+    return [score for score in out if score is not None]
