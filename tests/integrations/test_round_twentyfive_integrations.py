@@ -3,6 +3,7 @@ Each class's docstring names the bug it pins."""
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -60,3 +61,70 @@ class TestVerlBatchRewardManager:
     def test_the_per_sample_call_is_unchanged(self):
         out = compute_score("openai/gsm8k", "#### 42", "42", extra_info={"question": "q"})
         assert isinstance(out, dict) and out["reward_error"] == 0.0 and out["score"] > 0
+
+
+class TestNovaAnswerSurvivesAFailedSend:
+    """The Nova bridge marked a rollout ``answered`` (in S3) before it sent the rollout response. When that
+    SendMessage failed (SQS throttling or a 5xx past botocore's retries, a KMS throttle on the encrypted queue),
+    the invocation failed and was retried (EventBridge's target, the sweeper's next minute, intake's
+    redelivery), and every retry found the rollout answered and sent nothing: Nova never heard of the rollout
+    and its ``rollout.timeout`` failed the training job. The answer is now marked only once it is sent; a send
+    repeated after that (the mark itself failed) carries the same FIFO deduplication id, so SQS queues it
+    once."""
+
+    class FlakySqs:
+        def __init__(self, failures: int) -> None:
+            self.failures, self.sent = failures, []
+
+        def send_message(self, **kwargs):
+            if self.failures:
+                from botocore.exceptions import ClientError
+
+                self.failures -= 1
+                raise ClientError({"Error": {"Code": "ThrottlingException", "Message": "slow down"}}, "SendMessage")
+            self.sent.append(kwargs)
+
+    def _setup(self, failures: int = 1):
+        from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge, _in_flight
+
+        sfn = FakeSfn()
+        bridge, clock = _bridge(sfn=sfn)
+        bridge.sqs = self.FlakySqs(failures)
+        entry = _in_flight(bridge, clock)
+        return bridge, clock, sfn, entry
+
+    def test_the_status_change_retried_after_a_failed_send_answers(self):
+        from tests.integrations.nova.test_nova_contract import _scored_output
+
+        bridge, _clock, _sfn, entry = self._setup()
+        output = _scored_output("runs/nova/step=0/group=s-000/s-000_0.json")
+        with pytest.raises(Exception, match="ThrottlingException"):
+            bridge.respond(entry["execution"], "SUCCEEDED", output)
+        again = bridge.respond(entry["execution"], "SUCCEEDED", output)  # the event, delivered again
+        assert again["status"] == "answered"
+        (sent,) = bridge.sqs.sent
+        assert json.loads(sent["MessageBody"])["stop_reason"] == "end_of_conversation"
+        assert bridge.respond(entry["execution"], "SUCCEEDED", output)["status"] == "already_answered"
+
+    def test_the_sweeper_answers_a_rollout_whose_answer_could_not_be_sent(self):
+        bridge, clock, _sfn, _entry = self._setup()
+        clock["now"] += 481 + 60
+        with pytest.raises(Exception, match="ThrottlingException"):
+            bridge.sweep()
+        clock["now"] += 60  # the next minute's sweep
+        (answer,) = bridge.sweep()["answered"]
+        assert answer["status"] == "answered" and answer["response"]["stop_reason"] == "error"
+        assert len(bridge.sqs.sent) == 1 and not bridge.store.list_keys("nova/due/")
+
+    def test_a_rejected_request_redelivered_after_a_failed_send_is_answered(self):
+        from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge
+
+        bridge, _clock = _bridge(sfn=FakeSfn())
+        bridge.sqs = self.FlakySqs(1)
+        bad = {"version": "v0", "sample_id": "s-000_0", "data": {}}  # names no task: answered at once
+        with pytest.raises(Exception, match="ThrottlingException"):
+            bridge.intake(json.dumps(bad))
+        out = bridge.intake(json.dumps(bad))  # SQS delivers the request again
+        assert out["status"] == "rejected_answered"
+        (sent,) = bridge.sqs.sent
+        assert json.loads(sent["MessageBody"])["stop_reason"] == "error"

@@ -433,13 +433,14 @@ class Bridge:
             metrics=metrics,
             error=error,
         )
-        if "_key" in entry:
-            self.store.put_json(entry["_key"], {k: v for k, v in {**entry, "answered": True}.items() if k != "_key"})
-            self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
         if response is None:
             logger.error("error_reward=fail_batch: not answering %s (%s)", request.sample_id, error)
             out = {"status": "unanswered", "envelope": envelope}
         else:
+            # Sent before the rollout is marked answered: a send that fails (throttled, a 5xx past botocore's
+            # retries) fails this invocation, whose retry (the event again, the next sweep, the request
+            # redelivered) must still find the rollout unanswered and send it. A send repeated because the mark
+            # below failed has the same deduplication id, so the FIFO queue takes it once.
             self._send(
                 self.queues.rollout_response,
                 response.model_dump(mode="json"),
@@ -447,6 +448,9 @@ class Bridge:
                 entry.get("_key", request.sample_id),
             )
             out = {"status": "answered", "response": response.model_dump(mode="json"), "envelope": envelope}
+        if "_key" in entry:
+            self.store.put_json(entry["_key"], {k: v for k, v in {**entry, "answered": True}.items() if k != "_key"})
+            self.store.put_json(entry["_key"].replace("/requests/", "/reports/"), envelope)
         if "deadline" in entry:  # answered: no longer in flight (what the sweeper lists and the alarm measures)
             self._delete(self._due_key(entry, entry["execution"]))
         return out
@@ -467,8 +471,9 @@ class Bridge:
             "rejected": error.kind,
             "_key": path,
         }
-        out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
+        # The record first: the answer marks the request answered, after which a redelivered copy does nothing.
         self._write_error_record(entry, error)
+        out = self._answer(entry, request, aggregate=None, components={}, metrics={}, error=error)
         return {**out, "status": "rejected_" + out["status"], "execution": name}
 
     # -- in flight: the sweeper and its metric -------------------------------------------------------
