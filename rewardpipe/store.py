@@ -252,6 +252,36 @@ def run_folder(run_id: str) -> str:
     return encode_id(run_id, allow_hash=False, portable=False)
 
 
+# Characters of a run id: a run id is a folder name and is never hashed (see the module docstring).
+MAX_RUN_ID = 128
+
+
+def run_id_problem(run_id: Any, label: str = "run_id") -> str | None:
+    """Why ``run_id`` cannot name a run in a store (``label`` names the setting in the message), or None: the
+    rule ``--run-id`` and the trainer callbacks share. 1 to :data:`MAX_RUN_ID` characters of text, no control,
+    format or line-separator character, a folder name within the store's key budget once percent-encoded, and
+    one Windows keeps (no final ``.``, no device name)."""
+    from rewardpipe.models import id_problem
+
+    if not isinstance(run_id, str):
+        return f"{label} must be text, got {type(run_id).__name__}"
+    if not run_id or len(run_id) > MAX_RUN_ID:
+        return f"{label} must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}"
+    problem = id_problem(run_id)
+    if problem is not None:
+        return f"{label} {problem}"
+    try:
+        folder = run_folder(run_id)
+    except ValueError as exc:
+        return f"{label}: {exc}"
+    if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
+        return (
+            f"{label} {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
+            f"{folder.split('.')[0]!r} is a device name): choose another"
+        )
+    return None
+
+
 def run_prefix(run_id: str) -> str:
     return f"{RUNS_PREFIX}{run_folder(run_id)}/"
 

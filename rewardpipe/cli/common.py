@@ -21,7 +21,7 @@ from rewardpipe.cli.application import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest
 from rewardpipe.safe_text import escape_lone_surrogates
 
-MAX_RUN_ID = 128  # characters; a run id is a directory name and is never hashed (see rewardpipe.store)
+MAX_RUN_ID = 128  # characters; = rewardpipe.store.MAX_RUN_ID, the rule check_run_id applies (run_id_problem)
 
 
 def load_tasks_or_fail(
@@ -285,23 +285,11 @@ def build_thresholds(
 
 
 def check_run_id(run_id: str) -> str:
-    from rewardpipe.models import id_problem
-    from rewardpipe.store import run_folder, windows_device_name
+    from rewardpipe.store import run_id_problem
 
-    if not run_id or len(run_id) > MAX_RUN_ID:
-        usage_fail(f"--run-id must be 1 to {MAX_RUN_ID} characters, got {len(run_id)}")
-    problem = id_problem(run_id)
+    problem = run_id_problem(run_id, "--run-id")
     if problem is not None:
-        usage_fail(f"--run-id {problem}")
-    try:
-        folder = run_folder(run_id)
-    except ValueError as exc:
-        usage_fail(f"--run-id: {exc}")
-    if folder.endswith(".") or windows_device_name(folder):  # the folder would not be one on Windows
-        usage_fail(
-            f"--run-id {run_id!r} cannot name a folder on Windows (a final '.' is dropped there, and "
-            f"{folder.split('.')[0]!r} is a device name): choose another"
-        )
+        usage_fail(problem)
     return run_id
 
 

@@ -574,6 +574,12 @@ class RewardPipeMonitor:
             )
         # Each component is judged by its own declared range and role (explicit range_overrides win).
         self.thresholds = base.for_reward(self.reward).model_copy(update={"ignore": ignored})
+        if run_id is not None and run_id != "":
+            from rewardpipe.store import run_id_problem
+
+            problem = run_id_problem(run_id, "run_id")  # the rule of --run-id: refused now, not after hours
+            if problem is not None:
+                raise ValueError(problem)
         self.run_id = run_id or "trl-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
         self.store = self._open_store(store)
         self.gather = gather or gather_across_processes
