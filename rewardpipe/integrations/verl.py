@@ -21,8 +21,9 @@ Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any 
 ``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
 and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k``.
 verl has no "no reward" value, so an unscorable sample (a component that raised or could not compute) scores
-0.0 with ``reward_error`` = 1 and NaN in every component (set ``filter_groups.metric: reward_error`` or drop
-such rows from your statistics).
+0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). ``reward_error``
+is not a ``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep
+the groups with a failure and drop every healthy one (``score`` or a component work as usual).
 
 A reward that reads the conversation gets ``extra_info["question"]`` (else ``extra_info["prompt"]``, a chat
 prompt's messages as they are) before the answer.

@@ -128,3 +128,31 @@ class TestNovaAnswerSurvivesAFailedSend:
         assert out["status"] == "rejected_answered"
         (sent,) = bridge.sqs.sent
         assert json.loads(sent["MessageBody"])["stop_reason"] == "error"
+
+
+class TestVerlRewardErrorIsNoDapoFilterMetric:
+    """The verl guide and ``compute_score``'s docstring advised ``filter_groups.metric: reward_error`` for
+    unscorable samples. DAPO's dynamic sampling keeps a prompt's group only when the metric's standard deviation
+    over the group is above 0: with ``reward_error`` that keeps only the groups in which some samples failed and
+    drops every healthy group, so following the advice trained on the failures alone. The docs now say what
+    ``reward_error`` is for and that it is not a filter metric (``score``, or a component, is)."""
+
+    @staticmethod
+    def _dapo_keeps(values: list[float]) -> bool:  # verl's filter_groups rule, per prompt uid
+        return bool(np.std(values) > 0 or len(values) == 1)
+
+    def test_the_rule_would_drop_a_healthy_group_that_has_signal(self):
+        group = [compute_score("openai/gsm8k", answer, "42") for answer in ("#### 42", "#### 41", "#### 42")]
+        assert self._dapo_keeps([s["score"] for s in group])  # the score varies: a group worth training on
+        assert not self._dapo_keeps([s["reward_error"] for s in group])  # ... which reward_error would drop
+
+    def test_the_docs_do_not_advise_it(self):
+        from pathlib import Path
+
+        import rewardpipe.integrations.verl as verl
+
+        guide = (Path(__file__).resolve().parents[2] / "docs" / "guides" / "verl.md").read_text(encoding="utf-8")
+        for text in (guide, verl.__doc__ or ""):
+            flat = " ".join(text.replace("`", "").split())
+            assert "set filter_groups.metric: reward_error" not in flat
+            assert "not a filter_groups.metric" in flat
