@@ -41,22 +41,25 @@ _BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
 # then (round twenty-two) an operator of any script before an operand ("#### 10 - 3", "#### 2 * 3", "#### 3÷4",
 # "#### 3⁄4" with the fraction slash, "#### 2·10^3"), a root, pi or a LaTeX fraction after it ("#### 5√2",
 # "#### 2π", "#### 4 \frac{1}{2}"), a ratio or a time ("#### 1:2"), a digit separator ("#### 1_000") and a second
-# run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces) ...
+# run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces); an apostrophe between
+# digits groups them too ("#### 1'000", Swiss; round twenty-five: it was 1) ...
 _ROOT_OR_PI = r"[\u221a\u221b\u221c\u03c0]|\\(?:sqrt|[dt]?frac|pi)\b"
 _CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" is a fraction as "42 /5" is)
     r"[^\S\r\n]*(?:/[^\S\r\n]*[\d.]|\^|\*\*[^\S\r\n]*\d|[eE][+-]?\d|\.\d"
     r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079]"
     rf"|[-+*×x·÷\u2044\u2215\u2217\u22c5][^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
-    r"|[:_]\d|[^\S\r\n]+\d"
+    r"|[:_'\u2019]\d|[^\S\r\n]+\d"
 )
 # ... and what before it makes it a denominator, a power, an exponent, a root, the second of a ratio or of an
-# operation ("42/5" has 5 for its last number, "3 + 4" 4, "\frac{1}{2}" 2, "\sqrt{16}" 16, "1:2" 2).
+# operation ("42/5" has 5 for its last number, "3 + 4" 4, "\frac{1}{2}" 2, "\sqrt{16}" 16, "1:2" 2), or the last
+# group of digits a separator or spaces split ("1_000", "1'000", "1 000" had 0 for their last number, round
+# twenty-five: the forward rule alone left the unmarked answer's last group read, "\boxed{1_000}" scored against 0).
 # Matched at the end of a few characters before the number, and of the spaces between (however many: "42/" and
 # twenty spaces before "5" hid the fraction bar from a window of 16 characters) only: every check is bounded by
 # what it looks at once, the reading linear.
 _CONTINUING = re.compile(
     r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
-    r"|\d[^\S\r\n]*[-+*x·\u2217\u22c5])[^\S\r\n]*\Z|\d:\Z"
+    r"|\d[^\S\r\n]*[-+*x·\u2217\u22c5])[^\S\r\n]*\Z|\d[:_'\u2019]\Z|\d[^\S\r\n]+\Z"
 )
 # A minus sign read as the number's own straight after a digit is a subtraction or a range ("3-4", "10 -3").
 _AFTER_DIGIT = re.compile(r"\d[^\S\r\n]*\Z")
@@ -65,8 +68,29 @@ _LOOKBACK = 16
 # "#### 2,5" (a decimal comma) was 25 and "#### 41,42" (two answers) 4142. Other commas make no number.
 _GROUPED = re.compile(r"\d{1,3}(?:,\d{3})+|\d{1,2}(?:,\d{2})+,\d{3}")
 # Typographic minus signs are minus signs: "#### −42" was read as 42 (the sign is no "-"), so a negative
-# answer scored correct against the positive reference.
-_SIGNS = str.maketrans({"\u2212": "-", "\ufe63": "-", "\uff0d": "-"})
+# answer scored correct against the positive reference. So are the other dashes typesetting writes a minus or a range
+# with (round twenty-five: "#### –42" with an en dash was 42, "#### 10–20" 10): the hyphens (U+2010, U+2011), figure
+# and en dashes, the modifier-letter, heavy, superscript, subscript and commercial minus signs. Not the em dash or
+# the horizontal bar: prose sets those against a number as punctuation ("the answer—42").
+_SIGNS = str.maketrans(
+    dict.fromkeys(
+        (
+            "\u2212",
+            "\ufe63",
+            "\uff0d",
+            "\u2010",
+            "\u2011",
+            "\u2012",
+            "\u2013",
+            "\u02d7",
+            "\u2796",
+            "\u207b",
+            "\u208b",
+            "\u2052",
+        ),
+        "-",
+    )
+)
 # And the invisible operators, U+2061 to U+2064 (function application, times, separator, plus), are operators.
 _SIGNS.update(dict.fromkeys(range(0x2061, 0x2065), "*"))
 # Invisible characters (format characters: zero-width spaces and joiners, soft hyphens, bidirectional marks; and
@@ -74,11 +98,18 @@ _SIGNS.update(dict.fromkeys(range(0x2061, 0x2065), "*"))
 # "#### 42\u200b/5" hid its fraction bar (42). They are dropped before anything is read (round twenty-two), but
 # for the invisible operators ("#### 4\u20622" is 4 times 2).
 _INVISIBLE = frozenset({"Cf", "Mn", "Me"})
+# LaTeX writes a grouping comma as "{,}" and spaces digits with "\," "\;" "\:" "\!" "\ " or "~": "#### 1{,}000" was 1
+# and "\boxed{1{,}000}" 0 (its last group), so a wrong answer scored correct against 1 or 0 and the right one 0
+# (round twenty-five). Between digits, "{,}" is the comma it prints and the spacing commands are spaces, so the
+# comma and space rules above read the number whole or not at all. One pass; the lookarounds take one character.
+_LATEX_SEPARATOR = re.compile(r"(?<=\d)(?:\{,\}|\\[,;:! ]|~)(?=\d)")
 
 
 def _readable(text: str) -> str:
-    """``text`` as the answer readers read it: typographic minus signs are minus signs, invisible characters go.
-    One look at each character (ASCII text is returned as it is)."""
+    """``text`` as the answer readers read it: typographic minus signs are minus signs, LaTeX digit separators are
+    the comma or space they print, invisible characters go. One look at each character."""
+    if "{" in text or "\\" in text or "~" in text:
+        text = _LATEX_SEPARATOR.sub(lambda match: "," if match[0] == "{,}" else " ", text)
     if text.isascii():
         return text
     text = text.translate(_SIGNS)
