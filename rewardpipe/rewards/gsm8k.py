@@ -4,8 +4,8 @@ Format: the model is asked to end with a line ``#### <number>``.
   * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
   * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``#### **42**``,
     ``\\boxed{42}``, or the ``####`` line is not last);
-  * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` marks nothing), or the marked answer that
-    correctness reads is no number (``#### 2,5``, ``#### 1/2``, ``#### 10 - 3``: see below).
+  * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` or ``#### 1. Setup`` marks nothing), or the
+    marked answer that correctness reads is no number (``#### 2,5``, ``#### 1/2``, ``#### 10 - 3``: see below).
 Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
 numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power, an
 expression, a ratio or a mixed number is no answer. A reference (marked, or a bare string) is read by the same
@@ -61,6 +61,10 @@ _CONTINUING = re.compile(
     r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
     r"|\d[^\S\r\n]*[-+*x·\u2217\u22c5])[^\S\r\n]*\Z|\d[:_'\u2019]\Z|\d[^\S\r\n]+\Z"
 )
+# What after "#### N" makes N a heading's numbering, not an answer: a list number's "." or ")" before words, or an
+# ordinal's suffix. "#### 1. Understand the problem" over a solution ending "\\boxed{42}" was the answer 1 (a mark of
+# "####" wins over a boxed one), so the right answer scored 0 (round twenty-five). Looked at once per mark.
+_NUMBERED_HEADING = re.compile(r"[.)][^\S\r\n]+[^\W\d_]|(?:st|nd|rd|th)\b", re.IGNORECASE)
 # A minus sign read as the number's own straight after a digit is a subtraction or a range ("3-4", "10 -3").
 _AFTER_DIGIT = re.compile(r"\d[^\S\r\n]*\Z")
 _LOOKBACK = 16
@@ -168,11 +172,14 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
 
 
 def _marked_answer(text: str) -> re.Match[str] | None:
-    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{N}`` (group 1 its number)."""
+    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{N}`` (group 1 its number). A
+    Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``, ``#### 2nd step``) marks
+    nothing, as ``#### Step 1`` does not."""
     for pattern in (_HASH_ANSWER, _BOXED):
         last = None
-        for last in pattern.finditer(text):  # noqa: B007 - only the last match is read
-            pass
+        for match in pattern.finditer(text):
+            if pattern is _BOXED or not _NUMBERED_HEADING.match(text, match.end(1)):
+                last = match
         if last is not None:
             return last
     return None

@@ -11,6 +11,10 @@ last group), ``\\boxed{12\\,345}`` 345; and an unmarked answer's last group afte
 read alone (``The answer is 1_000``, ``1'000``, ``1 000`` were 0: round twenty-two read them whole or not at all
 from the front only). ``{,}`` between digits is the comma it prints (``1{,}000`` is 1000), LaTeX spacing between
 digits is a space, and a separator or spaces before the digits make them part of a longer number both ways.
+
+R3. gsm8k read a numbered Markdown heading as the marked answer: a solution under ``#### 1. Understand the problem``
+... ``#### 2. Solve`` ending ``\\boxed{42}`` was the answer 2 (a ``####`` mark wins over a boxed one), so the right
+answer scored 0. A heading's numbering (``1.``, ``2)``, ``2nd`` before words) marks nothing.
 """
 
 from __future__ import annotations
@@ -107,3 +111,32 @@ def test_reading_a_grouped_answer_stays_linear(prefix, unit, suffix):
     from tests.security.test_round_twentytwo_reward import test_reading_an_answer_stays_linear
 
     test_reading_an_answer_stays_linear(prefix, unit, suffix)
+
+
+# -- R3: a numbered heading marks no answer -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "#### 1. Understand the problem\nWe add.\n#### 2. Solve\n20 + 22 = 42, so the answer is \\boxed{42}.",
+        "#### 1) Setup\nThe answer is \\boxed{42}",
+        "#### **2. Compute**\n\\boxed{42}",
+        "#### 2nd step\nSo \\boxed{42}",
+        "#### 42\n#### 3. Check\nIt adds up.",
+    ],
+)
+def test_a_numbered_heading_is_not_the_marked_answer(response):
+    """Attack (on the right answer): a solution laid out under numbered Markdown headings (``#### 1. Understand the
+    problem``) and ending ``\\boxed{42}`` was read as the heading's number (a ``####`` mark wins over a boxed one), so
+    the right answer scored 0. Rule: a heading's numbering (a list number's ``.`` or ``)`` before words, an
+    ordinal) marks nothing, as ``#### Step 1`` marks nothing."""
+    assert extracted_answer(response) == 42
+    assert _gsm8k(response, 42)["answer_correct"] == 1.0
+
+
+def test_marks_that_are_answers_still_read():
+    assert extracted_answer("#### 42.") == 42
+    assert extracted_answer("So\n#### 42") == 42
+    assert extracted_answer("#### 42 dollars") == 42
+    assert _gsm8k("#### **42**", 42) == {"format": 0.5, "answer_correct": 1.0}
