@@ -6,9 +6,10 @@ Format: the model is asked to end with a line ``#### <number>``.
     ``\\boxed{42}``, or the ``####`` line is not last);
   * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` or ``#### 1. Setup`` marks nothing), or the
     marked answer that correctness reads is no number (``#### 2,5``, ``#### 1/2``, ``#### 10 - 3``: see below).
-Correctness: 1.0 when the marked answer (or, failing that, the last number in the text) equals the reference
-numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power, an
-expression, a ratio or a mixed number is no answer. A reference (marked, or a bare string) is read by the same
+Correctness: 1.0 when the marked answer (the last ``#### N``, else the last ``\\boxed{...}`` read inside its braces,
+where LaTeX around the number is allowed: ``\\boxed{\\$42}``; or, failing both, the last number in the text) equals the
+reference numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power,
+an expression, a ratio or a mixed number is no answer. A reference (marked, or a bare string) is read by the same
 rule. An unreadable reference answer is an error (None), never a 0 for every sample, which
 would make the component constant and silently dead.
 """
@@ -30,7 +31,9 @@ _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 # Loosely marked: Markdown emphasis around the number ("#### **42**") still marks it.
 # (Written so no two parts can both take the same whitespace: that ambiguity backtracks quadratically.)
 _HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?({_NUMBER})")
-_BOXED = re.compile(rf"\\boxed\{{\s*({_NUMBER})\s*\}}")
+# A box's content that is one number, and a number inside a box (group 1: what _whole_number reads).
+_BOXED_CONTENT = re.compile(rf"\s*({_NUMBER})\s*")
+_BOXED_NUMBER = re.compile(rf"({_NUMBER})")
 _ANY_NUMBER = re.compile(_NUMBER)
 # A reference given as a bare string: one number, a full stop after it allowed ("42.").
 _BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
@@ -44,10 +47,13 @@ _BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
 # run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces); an apostrophe between
 # digits groups them too ("#### 1'000", Swiss; round twenty-five: it was 1) ...
 _ROOT_OR_PI = r"[\u221a\u221b\u221c\u03c0]|\\(?:sqrt|[dt]?frac|pi)\b"
+# LaTeX's operator commands are operators as their symbols are ("\boxed{3 \cdot 4}" was 4, "#### 2 \times 3" 2;
+# round twenty-five), and "^\circ" is a degree sign, not a power ("\boxed{90^\circ}" was no answer).
+_LATEX_OPERATOR = r"\\(?:times|cdot|div|pm|mp|ast)\b"
 _CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" is a fraction as "42 /5" is)
-    r"[^\S\r\n]*(?:/[^\S\r\n]*[\d.]|\^|\*\*[^\S\r\n]*\d|[eE][+-]?\d|\.\d"
+    r"[^\S\r\n]*(?:/[^\S\r\n]*[\d.]|\^(?!\{?\\circ\b)|\*\*[^\S\r\n]*\d|[eE][+-]?\d|\.\d"
     r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079]"
-    rf"|[-+*×x·÷\u2044\u2215\u2217\u22c5][^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
+    rf"|(?:[-+*×x·÷\u2044\u2215\u2217\u22c5]|{_LATEX_OPERATOR})[^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
     r"|[:_'\u2019]\d|[^\S\r\n]+\d"
 )
 # ... and what before it makes it a denominator, a power, an exponent, a root, the second of a ratio or of an
@@ -59,7 +65,7 @@ _CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" i
 # what it looks at once, the reading linear.
 _CONTINUING = re.compile(
     r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
-    r"|\d[^\S\r\n]*[-+*x·\u2217\u22c5])[^\S\r\n]*\Z|\d[:_'\u2019]\Z|\d[^\S\r\n]+\Z"
+    rf"|\d[^\S\r\n]*(?:[-+*x·\u2217\u22c5]|{_LATEX_OPERATOR}))[^\S\r\n]*\Z|\d[:_'\u2019]\Z|\d[^\S\r\n]+\Z"
 )
 # What after "#### N" makes N a heading's numbering, not an answer: a list number's "." or ")" before words, or an
 # ordinal's suffix. "#### 1. Understand the problem" over a solution ending "\\boxed{42}" was the answer 1 (a mark of
@@ -172,17 +178,45 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
 
 
 def _marked_answer(text: str) -> re.Match[str] | None:
-    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{N}`` (group 1 its number). A
+    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{...}`` (group 1 its number). A
     Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``, ``#### 2nd step``) marks
     nothing, as ``#### Step 1`` does not."""
-    for pattern in (_HASH_ANSWER, _BOXED):
-        last = None
-        for match in pattern.finditer(text):
-            if pattern is _BOXED or not _NUMBERED_HEADING.match(text, match.end(1)):
-                last = match
-        if last is not None:
-            return last
-    return None
+    last = None
+    for match in _HASH_ANSWER.finditer(text):
+        if not _NUMBERED_HEADING.match(text, match.end(1)):
+            last = match
+    return last if last is not None else _boxed_answer(text)
+
+
+def _boxed_answer(text: str) -> re.Match[str] | None:
+    """The last ``\\boxed{...}``'s number: the box's content when it is one, else the last number inside it.
+
+    A box with LaTeX around its number (``\\boxed{\\$42}``, ``\\boxed{42\\%}``, ``\\boxed{42 \\text{ apples}}``,
+    ``\\boxed{\\textbf{42}}``, ``\\boxed{x = 42}``) marked no answer, so the last number of the whole text was read
+    instead, whatever came after the box ("... for 3 kids" was 3): the right answer scored 0 (round twenty-five).
+    The last box is the answer, read inside its braces (nested ones counted) by the whole-number rule. Linear: one
+    search from the end, one pass over the box."""
+    start = text.rfind("\\boxed{")
+    if start < 0:
+        return None
+    start += len("\\boxed{")
+    depth, end = 1, start
+    while end < len(text):
+        char = text[end]
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+            if not depth:
+                break
+        end += 1
+    plain = _BOXED_CONTENT.fullmatch(text, start, end)
+    if plain is not None:
+        return plain
+    last = None
+    for last in _BOXED_NUMBER.finditer(text, start, end):  # noqa: B007 - only the last match is read
+        pass
+    return last
 
 
 def extracted_answer(text: str) -> Decimal | None:

@@ -15,6 +15,12 @@ digits is a space, and a separator or spaces before the digits make them part of
 R3. gsm8k read a numbered Markdown heading as the marked answer: a solution under ``#### 1. Understand the problem``
 ... ``#### 2. Solve`` ending ``\\boxed{42}`` was the answer 2 (a ``####`` mark wins over a boxed one), so the right
 answer scored 0. A heading's numbering (``1.``, ``2)``, ``2nd`` before words) marks nothing.
+
+R4. gsm8k read a box only when it held a bare number: ``\\boxed{\\$42}`` (LaTeX's dollar), ``\\boxed{42\\%}``,
+``\\boxed{42 \\text{ apples}}``, ``\\boxed{x = 42}`` marked nothing, so the text's last number was read, whatever
+followed the box ("for 3 kids": 3), and the right answer scored 0. The last box is the answer, read inside its
+braces. And LaTeX's operator commands were not operators (``\\boxed{3 \\cdot 4}`` was 4, ``#### 2 \\times 3`` 2) while
+``90^\\circ`` was a power (no answer): ``\\times``, ``\\cdot``, ``\\div``, ``\\pm`` are operators, ``^\\circ`` degrees.
 """
 
 from __future__ import annotations
@@ -140,3 +146,62 @@ def test_marks_that_are_answers_still_read():
     assert extracted_answer("So\n#### 42") == 42
     assert extracted_answer("#### 42 dollars") == 42
     assert _gsm8k("#### **42**", 42) == {"format": 0.5, "answer_correct": 1.0}
+
+
+# -- R4: a box is read inside its braces; LaTeX's operators are operators ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "response",
+    [
+        "She pays \\boxed{\\$42} for 3 kids.",
+        "\\boxed{42\\%} of 5",
+        "So \\boxed{42 \\text{ apples}} in 3 days",
+        "\\boxed{\\textbf{42}} (3 steps)",
+        "\\boxed{x = 42}, checked in 2 ways",
+        "\\boxed{42.} 3",
+        "\\boxed{41} was wrong; \\boxed{\\$42} for 3 kids",
+    ],
+)
+def test_a_boxed_answer_with_latex_around_it_is_the_answer(response):
+    """Attack (on the right answer): box it as LaTeX writes it (``\\boxed{\\$42}``, ``\\boxed{42\\%}``, a unit in
+    ``\\text{}``) and say anything with a number after it: the box marked nothing and the text's last number (3) was
+    read, so the right answer scored 0. Rule: the last box is the answer, read inside its braces."""
+    assert extracted_answer(response) == 42
+    assert _gsm8k(response, 42) == {"format": 0.5, "answer_correct": 1.0}
+
+
+@pytest.mark.parametrize(
+    "response, reference",
+    [
+        ("\\boxed{3 \\cdot 4}", 4),
+        ("#### 2 \\times 3", 2),
+        ("It is 2 \\cdot 3", 3),
+        ("#### 42 \\pm 1", 42),
+        ("\\boxed{\\frac{1}{2}}", 2),
+        ("\\boxed{\\sqrt{16}}", 16),
+    ],
+)
+def test_a_latex_expression_is_no_answer(response, reference):
+    """Attack: write the expression with LaTeX's operator commands (``\\times``, ``\\cdot``, ``\\pm``) where round
+    twenty-two refused the symbols: ``\\boxed{3 \\cdot 4}`` was 4. Rule: an expression is no answer."""
+    assert _gsm8k(response, reference)["answer_correct"] == 0.0
+
+
+def test_degrees_are_no_power():
+    """``90^\\circ`` is 90 degrees (it was no answer: ``^`` read as a power), ``2^3`` still no answer."""
+    assert extracted_answer("\\boxed{90^\\circ}") == 90
+    assert extracted_answer("#### 90^{\\circ}") == 90
+    assert extracted_answer("#### 2^3") is None
+    assert extracted_answer("6 \\times 7 = 42") == 42
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("prefix", "unit", "suffix"), [("", "\\boxed{", "42"), ("\\boxed{", "{", "42"), ("", "1 \\cdot ", "2")]
+)
+def test_reading_a_box_stays_linear(prefix, unit, suffix):
+    """The last box is found from the end and read once, however many boxes or braces the text holds."""
+    from tests.security.test_round_twentytwo_reward import test_reading_an_answer_stays_linear
+
+    test_reading_an_answer_stays_linear(prefix, unit, suffix)
