@@ -225,10 +225,25 @@ def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
     """The conversation as an endpoint takes it back: an assistant turn's ``tool_calls`` only the ones the tool
     messages after it answer. OpenAI refuses (HTTP 400) a request in which a call has no answer; an environment
     answers a bounded number of a turn's calls (tool_call: the first 16, the rest counted), so a model that made
-    more calls in one turn than that made its next request fail, its rollout an excluded ``policy_error``."""
+    more calls in one turn than that made its next request fail, its rollout an excluded ``policy_error``.
+
+    And the other way round: OpenAI refuses a ``tool`` message that answers no call of the assistant turn before it,
+    as sent. A call the model wrote as a ``<tool_call>`` tag in its text (the endpoint's parser made no call of it),
+    or one whose id the environment made up, was answered by such a message, and the next request failed: a model
+    about to fail its task made its rollout an excluded ``policy_error`` by writing its call as text (round
+    twenty-five). Such a result is sent as the user's message instead (what a model without a tool parser reads),
+    merged with the user's messages beside it so the roles still alternate."""
     out = [chat_message(m) for m in messages]
+    sent_calls: set[Any] = set()  # the ids of the calls the latest assistant turn carries, as sent back
+    as_user: set[int] = set()
     for index, message in enumerate(messages):
-        if message.role != "assistant" or not message.tool_calls:
+        if message.role == "tool" and message.tool_call_id not in sent_calls:
+            out[index] = {"role": "user", "content": _tool_result_text(message)}
+            as_user.add(index)
+        if message.role != "assistant":
+            continue
+        sent_calls = set()
+        if not message.tool_calls:
             continue
         answered = set()
         for later in messages[index + 1 :]:
@@ -237,12 +252,32 @@ def chat_messages(messages: Sequence[Message]) -> list[dict[str, Any]]:
             if later.role == "tool" and later.tool_call_id is not None:
                 answered.add(later.tool_call_id)
         kept = [call for call in message.tool_calls if isinstance(call, dict) and call.get("id") in answered]
+        sent_calls = {call["id"] for call in kept}
         if len(kept) != len(message.tool_calls):
             if kept:
                 out[index]["tool_calls"] = kept
             else:
                 out[index].pop("tool_calls", None)
-    return out
+    return _merged_user_turns(out, as_user) if as_user else out
+
+
+def _tool_result_text(message: Message) -> str:
+    name = f" ({message.name})" if message.name else ""
+    return f"[result of tool call {message.tool_call_id or '?'}{name}]\n{message.content}"
+
+
+def _merged_user_turns(out: list[dict[str, Any]], as_user: set[int]) -> list[dict[str, Any]]:
+    """``out`` with each tool result sent as the user's (``as_user``: their indices) merged into the user message
+    before it, and the user message after it merged in: one user turn between two assistant turns, as strict chat
+    templates require. Two user messages the conversation itself holds side by side stay as they were."""
+    merged: list[dict[str, Any]] = []
+    for index, message in enumerate(out):
+        joins = message["role"] == "user" and (index in as_user or index - 1 in as_user)
+        if joins and merged and merged[-1]["role"] == "user":
+            merged[-1] = {**merged[-1], "content": f"{merged[-1]['content']}\n\n{message['content']}"}
+        else:
+            merged.append(message)
+    return merged
 
 
 class OpenAIPolicy(OwnsChatClient):

@@ -21,14 +21,21 @@ R4. gsm8k read a box only when it held a bare number: ``\\boxed{\\$42}`` (LaTeX'
 followed the box ("for 3 kids": 3), and the right answer scored 0. The last box is the answer, read inside its
 braces. And LaTeX's operator commands were not operators (``\\boxed{3 \\cdot 4}`` was 4, ``#### 2 \\times 3`` 2) while
 ``90^\\circ`` was a power (no answer): ``\\times``, ``\\cdot``, ``\\div``, ``\\pm`` are operators, ``^\\circ`` degrees.
+
+R5. A tool call written as a ``<tool_call>`` tag in the text, where the policy's endpoint was sent ``tools=`` (its
+parser makes no call of it), was answered by a ``tool`` message answering no call of the assistant turn before it;
+OpenAI refuses such a request, so the next turn failed and the rollout was an excluded ``policy_error``: the model's
+way out of a task it was failing. Such a result goes back as the user's message, merged with the user's beside it.
 """
 
 from __future__ import annotations
 
+import json
 from decimal import Decimal
 
 import pytest
 
+from rewardpipe.models import Message
 from rewardpipe.rewards.gsm8k import extracted_answer, reference_value
 from tests.security.test_round_twentyone_reward import _gsm8k
 
@@ -205,3 +212,102 @@ def test_reading_a_box_stays_linear(prefix, unit, suffix):
     from tests.security.test_round_twentytwo_reward import test_reading_an_answer_stays_linear
 
     test_reading_an_answer_stays_linear(prefix, unit, suffix)
+
+
+# -- R5: a tool result sent back answers a call the request carries -------------------------------------------------
+
+
+def _openai_like(replies):
+    """OpenAI's two rules on a conversation with tools: every call of an assistant turn is answered by a tool
+    message before the next turn, and every tool message answers a call of the assistant turn before it."""
+    import httpx
+
+    def handle(request):
+        calls: set = set()  # the calls of the latest assistant turn not answered yet
+        for message in json.loads(request.content)["messages"]:
+            if message["role"] == "assistant" and calls:
+                return httpx.Response(400, json={"error": {"message": "tool_call_ids did not have responses"}})
+            if message["role"] == "assistant":
+                calls = {call["id"] for call in message.get("tool_calls") or []}
+            elif message["role"] == "tool" and message.get("tool_call_id") not in calls:
+                return httpx.Response(
+                    400, json={"error": {"message": "messages with role 'tool' must be a response to a tool_calls"}}
+                )
+            elif message["role"] == "tool":
+                calls.discard(message["tool_call_id"])
+        return httpx.Response(200, json=replies.pop(0))
+
+    return httpx.MockTransport(handle)
+
+
+def _reply(content, tool_calls=None):
+    message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return {"choices": [{"message": message, "finish_reason": "stop"}]}
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        # A call written as a tag in the text, where the endpoint was sent tools= and its parser makes no call of it.
+        _reply('<tool_call>{"name": "get_balance", "arguments": {"account": "checking"}}</tool_call>'),
+        # A structured call whose id the environment had to make up (none given): its answer matched no call.
+        _reply(
+            None, [{"type": "function", "function": {"name": "get_balance", "arguments": '{"account": "checking"}'}}]
+        ),
+    ],
+)
+def test_a_tool_result_for_a_call_the_request_does_not_carry_does_not_fail_the_next_request(first):
+    """Attack: about to fail a task, write the tool call as a ``<tool_call>`` tag in the text instead of a structured
+    call. The environment answers it with a ``tool`` message, the next request carries a tool message that answers no
+    call of the assistant turn before it, OpenAI refuses it (HTTP 400) and the rollout was an excluded
+    ``policy_error``. Rule: a tool result is sent back as a tool message only where it answers a call the request
+    carries; otherwise it is the user's message (what a model without a tool parser reads)."""
+    from rewardpipe.envs.tool_call import ENVIRONMENT
+    from rewardpipe.episode import run_episode
+    from rewardpipe.openai_client import ChatClient
+    from rewardpipe.policies import OpenAIPolicy
+    from rewardpipe.runner import NoSandbox
+    from tests.security.test_round_twentythree_reward import _tool_task
+
+    replies = [first, _reply("<answer>12000</answer>")]
+    transport = _openai_like(replies)
+    client = ChatClient("http://endpoint.invalid/v1", "m", max_retries=0, transport=transport)
+    policy = OpenAIPolicy("http://endpoint.invalid/v1", "m", client=client, tools=ENVIRONMENT.tool_schemas)
+    task = _tool_task("tc-001-balance")
+    record = run_episode(task, policy, ENVIRONMENT, NoSandbox(), run_id="p", step=0, group_id="g", rollout_id="r")
+    assert record.status == "scored"  # was an excluded policy_error (HTTP 400 on the second request)
+    assert record.components["goal_reached"] == 1.0
+
+
+def test_an_unanswered_tool_result_keeps_its_content_for_the_model():
+    from rewardpipe.policies import chat_messages
+
+    sent = chat_messages(
+        [
+            Message(role="user", content="hi"),
+            Message(role="assistant", content="<tool_call>...</tool_call> <tool_call>...</tool_call>"),
+            Message(role="tool", content='{"result": 1}', tool_call_id="call_0_0", name="get_balance"),
+            Message(role="tool", content='{"result": 2}', tool_call_id="call_0_1"),
+            Message(role="user", content="1 more call(s) in that turn were not read"),
+        ]
+    )
+    assert [m["role"] for m in sent] == ["user", "assistant", "user"]  # one user turn: roles still alternate
+    assert '{"result": 1}' in sent[2]["content"] and '{"result": 2}' in sent[2]["content"]
+    assert "get_balance" in sent[2]["content"] and "not read" in sent[2]["content"]
+
+
+def test_the_turn_after_an_unanswered_tool_result_stays_its_own():
+    from rewardpipe.policies import chat_messages
+
+    sent = chat_messages(
+        [
+            Message(role="user", content="hi"),
+            Message(role="assistant", content="<tool_call>...</tool_call>"),
+            Message(role="tool", content="1", tool_call_id="call_0_0"),
+            Message(role="assistant", content="<answer>1</answer>"),
+        ]
+    )
+    assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant"]
+    assert sent[3]["content"] == "<answer>1</answer>"
