@@ -33,7 +33,8 @@ together, :meth:`Reward.score_many`), so it runs on every path a component runs 
   (:class:`~rewardpipe.components.ComponentUnavailable`): the sample is a ``component_unavailable`` error
   record, left out of the group's baseline, never a zero. A prompt too long for the judge's window is not such a
   failure (a response padded past it would leave its group's baseline so): it is sent again with every input cut
-  shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`).
+  shorter (:func:`_shorter`, down to :data:`MIN_INPUT_CHARS`). Nor is material the provider's content filter
+  refuses because of the model's text (the request passes with that text withheld): the grade that weighs least.
 * **Bounded concurrency.** At most ``concurrency`` calls are in flight per judge, whatever the number of
   batches, threads or event loops scoring at once (the calls run on a pool of that many threads).
 * **Cache by content.** The same rubric, model, scale, parameters and inputs give one call: answers are kept
@@ -90,6 +91,8 @@ DEFAULT_MAX_INPUT_CHARS = 20_000
 #: The shortest a judge's input is cut to when the prompt overflows the judge's window (then it is unavailable).
 MIN_INPUT_CHARS = 1_000
 DEFAULT_PARAMS: Mapping[str, Any] = {"temperature": 0.0, "max_tokens": 512}
+#: What the judge is shown in place of the model's text when its provider's content filter refused the material.
+WITHHELD = "[withheld: the grader's provider refused this text]"
 _FIELD_PATH = re.compile(r"^[a-z]+(?:\.[A-Za-z][A-Za-z0-9_]{0,63}){0,4}$")
 _NUMBER = r"[\s:*`=]{0,8}([-+]?\d{1,9}(?:\.\d{1,9})?)"
 # The verdict line is the answer's last line and nothing but the verdict: Markdown around it ("**VERDICT t:** 3"),
@@ -183,12 +186,16 @@ class Judge:
         max_backoff_s: float,
         params: Mapping[str, Any],
         max_input_chars: int,
+        worst: float | None = None,
     ) -> None:
         self.name, self.rubric = name, rubric
         self.scale, self.value_range = scale, value_range
         self.model, self.base_url, self._api_key = model, base_url, api_key
         self.parse, self.params = parse, dict(params)
         self.concurrency, self.cache_size, self.max_input_chars = concurrency, cache_size, max_input_chars
+        # The grade of a response whose own text the judge's provider refuses to read (None: unavailable, as any
+        # other endpoint failure). llm_judge sets the end of the range that weighs least in the aggregate.
+        self.worst = worst
         self.max_retries, self.timeout_s, self.backoff_s, self.max_backoff_s = (
             max_retries,
             timeout_s,
@@ -227,6 +234,7 @@ class Judge:
             "max_backoff_s": self.max_backoff_s,
             "params": self.params,
             "max_input_chars": self.max_input_chars,
+            "worst": self.worst,
         }
 
     @property
@@ -383,7 +391,7 @@ class Judge:
     def _call(self, key: str, material: Mapping[str, str], inputs: Mapping[str, Any] | None = None) -> float:
         """One call to the judge (on a worker thread), its verdict mapped into the range and cached. A prompt too
         long for the judge's window is sent again with ``inputs`` cut shorter (:func:`_shorter`)."""
-        from rewardpipe.openai_client import ContextLengthExceeded, EndpointError
+        from rewardpipe.openai_client import ContentFiltered, ContextLengthExceeded, EndpointError
 
         tag = secrets.token_hex(6)
         client = self.client()
@@ -407,6 +415,21 @@ class Judge:
                 with self._lock:
                     self.stats["failed"] += 1
                 raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
+            except ContentFiltered as exc:
+                # The provider's content filter refused the material (or the judge's reply to it). Unavailable,
+                # a response written to trip the filter left its group's baseline as an excluded error record: a
+                # bad answer's way out (left open in round twenty-three). Asked again with the model's text
+                # withheld: when that passes, the model's text tripped the filter and it gets the worst grade;
+                # when the rest of the material trips it too (the task, the rubric), it stays unavailable.
+                if self.worst is not None and self._passes_without_model_text(client, material, tag):
+                    value = self.worst
+                    with self._lock:
+                        self.stats["filtered"] = self.stats.get("filtered", 0) + 1
+                        self._remember(key, value)
+                    return value
+                with self._lock:
+                    self.stats["failed"] += 1
+                raise JudgeUnavailable(f"judge '{self.name}' endpoint failed: {exc}") from None
             except EndpointError as exc:
                 with self._lock:
                     self.stats["failed"] += 1
@@ -422,11 +445,30 @@ class Judge:
                 self.stats["unparseable"] += 1
             raise
         with self._lock:
-            self._cache[key] = value
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
+            self._remember(key, value)
         return value
+
+    def _remember(self, key: str, value: float) -> None:
+        """Cache ``value`` under ``key`` (the lock held), the least recently used answers out past ``cache_size``."""
+        self._cache[key] = value
+        self._cache.move_to_end(key)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+    def _passes_without_model_text(self, client: Any, material: Mapping[str, str], tag: str) -> bool:
+        """Whether the judge's provider takes the same request with the model's text (the completion, the
+        conversation, the state) withheld: then that text is what its filter refused. Any failure says no."""
+        withheld = {
+            field: WITHHELD if field == "completion" or field.split(".")[0] in ("conversation", "state") else text
+            for field, text in material.items()
+        }
+        with self._lock:
+            self.stats["calls"] += 1
+        try:
+            client.complete(self.messages(withheld, tag), **self.params)
+        except Exception:  # noqa: BLE001 - filtered again, or any other failure: not known to be the model's text
+            return False
+        return True
 
     def submit(self, inputs: Mapping[str, Any]) -> Future[float] | float:
         """The cached value, or the future of the call that gives it (shared with an identical call in flight)."""
@@ -601,6 +643,7 @@ def llm_judge(
         max_backoff_s=max_backoff_s,
         params=DEFAULT_PARAMS if params is None else params,
         max_input_chars=max_input_chars,
+        worst=value_range[0] if weight >= 0 else value_range[1],
     )
     about = description if description is not None else f"LLM judge: {rubric.strip().splitlines()[0][:120]}"
     return Component(name, weight, JudgeCall(judge), about, value_range, role)

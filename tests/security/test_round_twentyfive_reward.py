@@ -26,6 +26,11 @@ R5. A tool call written as a ``<tool_call>`` tag in the text, where the policy's
 parser makes no call of it), was answered by a ``tool`` message answering no call of the assistant turn before it;
 OpenAI refuses such a request, so the next turn failed and the rollout was an excluded ``policy_error``: the model's
 way out of a task it was failing. Such a result goes back as the user's message, merged with the user's beside it.
+
+R6. An LLM judge whose provider's content filter refused the material (round twenty-three left it open) made the
+sample an excluded ``component_unavailable``: a bad answer that wrote what the judge's provider filters left its
+group's baseline. When the request passes with the model's text withheld, the response gets the grade that weighs
+least; a task that trips the filter on its own stays unavailable.
 """
 
 from __future__ import annotations
@@ -311,3 +316,59 @@ def test_the_turn_after_an_unanswered_tool_result_stays_its_own():
     )
     assert [m["role"] for m in sent] == ["user", "assistant", "user", "assistant"]
     assert sent[3]["content"] == "<answer>1</answer>"
+
+
+# -- R6: a judge's provider refusing the model's text is the model's grade ------------------------------------------
+
+
+class _FilteringJudge:
+    """A judge behind a provider whose content filter refuses any request holding ``trigger``; it grades 7 else."""
+
+    model = "filtering"
+
+    def __init__(self, trigger: str) -> None:
+        self.trigger, self.calls = trigger, 0
+
+    def complete(self, messages, **params):
+        from rewardpipe.openai_client import ContentFiltered
+
+        self.calls += 1
+        if any(self.trigger in message["content"] for message in messages):
+            raise ContentFiltered("HTTP 400: content_filter", on_prompt=True)
+        tag = messages[0]["content"].split("VERDICT ", 1)[1].split(":", 1)[0]
+        return f"Fine.\nVERDICT {tag}: 7"
+
+
+def _filtered(trigger, completion, *, weight=1.0, range=(0.0, 1.0), role="outcome", prompt="Name a colour."):
+    from rewardpipe import Reward, llm_judge
+
+    judge = llm_judge(
+        "quality",
+        "Grade {completion} for {prompt}.",
+        client=_FilteringJudge(trigger),
+        weight=weight,
+        range=range,
+        role=role,
+    )
+    reward = Reward("judged", [judge])
+    return reward.score([Message(role="user", content=prompt), Message(role="assistant", content=completion)])
+
+
+@pytest.mark.parametrize(
+    ("weight", "value_range", "role", "worst"),
+    [(1.0, (0.0, 1.0), "outcome", 0.0), (0.5, (-1.0, 0.0), "penalty", -1.0), (-1.0, (0.0, 1.0), "penalty", 1.0)],
+)
+def test_a_response_the_judges_provider_refuses_gets_the_worst_grade_not_an_error(weight, value_range, role, worst):
+    """Attack: a bad answer written to trip the judge provider's content filter (round twenty-three left it open): the
+    judge was unavailable, the sample an excluded ``component_unavailable`` record, out of its group's baseline. Rule:
+    when the same request passes with the model's text withheld, that text tripped the filter, and it gets the grade
+    that weighs least (the range's low end, or its high end under a negative weight)."""
+    score = _filtered("FORBIDDEN", "red FORBIDDEN", weight=weight, range=value_range, role=role)
+    assert score.error is None and score.components["quality"] == worst
+    assert _filtered("FORBIDDEN", "red").components["quality"] == pytest.approx(0.7)  # others still graded
+
+
+def test_a_task_the_judges_provider_refuses_is_still_unavailable():
+    """The prompt itself trips the filter: the model's text did not, so no grade is made up."""
+    score = _filtered("FORBIDDEN", "red", prompt="Name a FORBIDDEN colour.")
+    assert score.error is not None and score.error.kind == "component_unavailable"
