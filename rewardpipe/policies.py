@@ -269,14 +269,21 @@ def _tool_result_text(message: Message) -> str:
 def _merged_user_turns(out: list[dict[str, Any]], as_user: set[int]) -> list[dict[str, Any]]:
     """``out`` with each tool result sent as the user's (``as_user``: their indices) merged into the user message
     before it, and the user message after it merged in: one user turn between two assistant turns, as strict chat
-    templates require. Two user messages the conversation itself holds side by side stay as they were."""
+    templates require. Two user messages the conversation itself holds side by side stay as they were. Each run's
+    texts are joined once (linear in the conversation, however many results a turn had)."""
     merged: list[dict[str, Any]] = []
+    parts: list[str] = []  # the texts of the user message merged[-1] is being built from
     for index, message in enumerate(out):
         joins = message["role"] == "user" and (index in as_user or index - 1 in as_user)
         if joins and merged and merged[-1]["role"] == "user":
-            merged[-1] = {**merged[-1], "content": f"{merged[-1]['content']}\n\n{message['content']}"}
-        else:
-            merged.append(message)
+            parts.append(message["content"])
+            continue
+        if len(parts) > 1:
+            merged[-1] = {**merged[-1], "content": "\n\n".join(parts)}
+        merged.append(message)
+        parts = [message["content"]] if message["role"] == "user" else []
+    if len(parts) > 1:
+        merged[-1] = {**merged[-1], "content": "\n\n".join(parts)}
     return merged
 
 

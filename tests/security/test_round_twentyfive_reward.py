@@ -372,3 +372,18 @@ def test_a_task_the_judges_provider_refuses_is_still_unavailable():
     """The prompt itself trips the filter: the model's text did not, so no grade is made up."""
     score = _filtered("FORBIDDEN", "red", prompt="Name a FORBIDDEN colour.")
     assert score.error is not None and score.error.kind == "component_unavailable"
+
+
+@pytest.mark.slow
+def test_tool_results_sent_as_the_users_stay_linear():
+    """However many results a turn's text calls had, they are merged into one user turn in one pass."""
+    import rewardpipe.policies as policies
+    from tests.security.test_round_four_scorer_text import assert_linear
+    from tests.security.text_cost import operations
+
+    def at(results: int) -> int:
+        talk = [Message(role="user", content="go"), Message(role="assistant", content="<tool_call>")]
+        talk += [Message(role="tool", content="{}", tool_call_id=f"call_0_{i}") for i in range(results)]
+        return operations(lambda: policies.chat_messages(talk), [policies], lambda: None)
+
+    assert_linear("chat_messages", at, n=100, unit="tool results")
