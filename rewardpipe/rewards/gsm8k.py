@@ -30,7 +30,8 @@ _NUMBER = r"-?\$?(?:\d[\d,]*(?:\.\d+)?|\.\d+)"
 _STRICT_LAST_LINE = re.compile(rf"^####\s*({_NUMBER})\s*$")
 # Loosely marked: Markdown emphasis around the number ("#### **42**") still marks it.
 # (Written so no two parts can both take the same whitespace: that ambiguity backtracks quadratically.)
-_HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?({_NUMBER})")
+# (A mark's minus sign may stand apart from its number, "#### - 42": read as -42, where the 42 after it was read.)
+_HASH_ANSWER = re.compile(rf"####\s*(?:[*_]+\s*)?((?:-[^\S\r\n]+)?{_NUMBER})")
 # A box's content that is one number, and a number inside a box (group 1: what _whole_number reads).
 _BOXED_CONTENT = re.compile(rf"\s*({_NUMBER})\s*")
 _BOXED_NUMBER = re.compile(rf"({_NUMBER})")
@@ -128,6 +129,8 @@ def _readable(text: str) -> str:
 
 def to_decimal(text: str) -> Decimal | None:
     cleaned = text.replace(",", "").replace("$", "").strip().rstrip(".")
+    if cleaned.startswith("-"):  # "- 42", a minus sign spaced from its number (a mark's)
+        cleaned = "-" + cleaned[1:].lstrip()
     try:
         value = Decimal(cleaned)
     except (InvalidOperation, ValueError):

@@ -4,7 +4,8 @@ R1. gsm8k read a number a dash sign or range was written with as the positive nu
 (U+2212, U+FE63, U+FF0D) were read as "-", so ``#### –42`` (an en dash, as typesetting writes a minus), ``#### ‐42``
 (a hyphen), ``#### ⁻42`` (a superscript minus) were 42 (a wrong answer scored correct against 42, the right one 0
 against -42) and the range ``#### 10–20`` was 10. The dashes a minus or a range is written with are minus signs
-(not the em dash: prose sets that against a number as punctuation).
+(not the em dash: prose sets that against a number as punctuation). And ``#### - 42``, the mark's sign spaced from its
+number, marked nothing, so the 42 after it was read: it is -42.
 
 R2. gsm8k read a LaTeX-grouped number as one of its groups: ``#### 1{,}000`` was 1 and ``\\boxed{1{,}000}`` 0 (its
 last group), ``\\boxed{12\\,345}`` 345; and an unmarked answer's last group after a digit separator or spaces was
@@ -61,6 +62,15 @@ def test_a_range_written_with_a_dash_is_no_answer(dash):
     """Attack: hedge with a range ``#### 10–20`` against 10. Rule: a range is no answer, whatever dash sets it."""
     assert extracted_answer(f"#### 10{dash}20") is None
     assert _gsm8k(f"#### 10{dash}20", 10) == {"format": 0.0, "answer_correct": 0.0}
+
+
+@pytest.mark.parametrize("sign", ["-", "\u2013", "\u2212"])
+def test_a_marks_minus_sign_spaced_from_its_number_is_still_its_sign(sign):
+    """Attack: ``#### - 42`` (the sign spaced from the number) marked nothing, and the 42 after it was read: the
+    wrong answer scored correct against 42, the right one 0 against -42. Rule: the mark's sign is the number's."""
+    assert _gsm8k(f"#### {sign} 42", 42)["answer_correct"] == 0.0
+    assert _gsm8k(f"#### {sign} 42", -42) == {"format": 0.5, "answer_correct": 1.0}
+    assert extracted_answer("Answer:\n- 42") == 42  # a list's bullet, not a mark's sign
 
 
 def test_an_em_dash_before_a_number_is_still_punctuation():
