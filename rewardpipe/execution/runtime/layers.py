@@ -812,9 +812,16 @@ _MADV_MERGING = {"MADV_MERGEABLE": 12}
 # choosing, and the next, a wrong answer with no logic, answered by it and passed. A shared anonymous mapping
 # (MAP_SHARED or MAP_SHARED_VALIDATE, both with bit 0 of the type; argument 3) is refused; a private one, what malloc
 # and CPython's allocator make, is not. /dev/zero is left out of what Landlock lets the child read.
+# Round twenty-five: a *private* anonymous mapping with MAP_HUGETLB is backed by a file too, on the kernel's internal
+# hugetlbfs mount, whose inode is numbered from the host-wide counter pipes and sockets use (get_next_ino; with
+# MAP_NORESERVE it succeeds on a host with no huge pages at all). One job counted out such mappings so that the pipes of
+# the spare forked after it (fds 3 and 4 of every child) got a number of its choosing, and the next job, a wrong answer
+# with no logic, passed by reading os.fstat(3).st_ino. An anonymous MAP_HUGETLB mapping answers ENOMEM, as it does
+# where no huge pages are reserved (callers such as glibc's malloc fall back to ordinary pages).
 _MMAP = {"x86_64": 9, "aarch64": 222}
 _MAP_SHARED_BIT = 0x01
 _MAP_ANONYMOUS = 0x20
+_MAP_HUGETLB = 0x40000  # the same on x86_64 and aarch64
 # Calls whose first argument says what the second one is (a process, a process group, or every process
 # of a uid: PRIO_USER with 0 would renice the fork server and the runner that share the uid on Lambda):
 # allowed only for "a process" that is the child itself. Values: the syscall and the "process" selector.
@@ -1358,12 +1365,15 @@ def _block_futex() -> list:
 
 
 def _block_refuse_shared_anonymous() -> list:
-    """mmap by its flags (argument 3): a shared anonymous mapping EPERM (see _MMAP), any other through."""
+    """mmap by its flags (argument 3): a shared anonymous mapping EPERM, a private anonymous one with MAP_HUGETLB
+    ENOMEM (see _MMAP), any other through."""
     return [
         (_LD_ABS_W, 0, 0, _arg(3)),
-        (_JSET, 0, 2, _MAP_ANONYMOUS),  # backed by a file -> allow
-        (_JSET, 0, 1, _MAP_SHARED_BIT),  # private -> allow
+        (_JSET, 0, 4, _MAP_ANONYMOUS),  # backed by a file -> allow
+        (_JSET, 1, 0, _MAP_SHARED_BIT),  # shared -> EPERM
+        (_JSET, 1, 2, _MAP_HUGETLB),  # private: huge pages -> ENOMEM, else allow
         (_RET, 0, 0, _errno(errno.EPERM)),
+        (_RET, 0, 0, _errno(errno.ENOMEM)),
         (_RET, 0, 0, _RET_ALLOW),
     ]
 

@@ -729,7 +729,7 @@ class Zygote:
                     "no changing its CPU affinity, "
                     "no SIGIO owners, no SysV IPC or message queues, no inotify/fanotify, no pipes, FIFOs or xattrs, "
                     "no kernel log, sysinfo or kernel AIO, "
-                    "no preallocation or unnamed files, no memfds, no shared anonymous memory, "
+                    "no preallocation or unnamed files, no memfds, no shared anonymous memory or anonymous huge pages, "
                     "no file attribute flags (chattr), "
                     "only ioctls that read, no page-cache eviction or probes, no page merging (KSM), "
                     "locks taken without effect, only private futexes, no pidfds"

@@ -1,0 +1,139 @@
+"""Round twenty-five: the sandbox, attacked through the public executor as the model would, in full isolation and the
+Lambda/Fargate mode, with the newest surface (``tests_format: "stdio"``) first in line.
+
+* A counter the whole host shares, as a channel from one job to the next (round ten's and round twenty's class, by a
+  way neither closed): a *private* anonymous mapping with ``MAP_HUGETLB`` is backed by a file on the kernel's internal
+  hugetlbfs mount, and that file's inode takes a number from the counter pipes and sockets use (``get_next_ino``,
+  batched per CPU). With ``MAP_NORESERVE`` the mapping succeeds on a host with no huge pages at all (this one). Round
+  twenty refused *shared* anonymous mappings (huge ones included) and left private ones, what malloc makes. Every
+  child holds two pipes made when its spare was forked (fds 3 and 4), so where the workers are pinned one per CPU
+  (the production layout) a job counted out mappings from its own pipe's number until the pipes of the spares forked
+  after it landed where it chose (mod 1,024), and the next job, a wrong answer with no logic, read
+  ``os.fstat(3).st_ino`` and **passed** (4 of 8 here: the spares forked after the writer; the test below measures
+  the move itself, which chance cannot fake). An anonymous ``MAP_HUGETLB`` mapping now answers ``ENOMEM``, as it does
+  on a host that reserved no huge pages, so callers fall back to ordinary pages (glibc's malloc does).
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution.runtime import layers
+from rewardpipe.execution.sandbox import make_executor
+from tests.infra.test_graviton import _answer, _run_filter
+from tests.security.conftest import job, require_layer
+from tests.security.test_round_nine_files import _lambda_like
+
+# --- anonymous huge pages and the host's inode counter ----------------------------------------------------------------
+
+MAP_PRIVATE, MAP_SHARED, MAP_ANONYMOUS, MAP_NORESERVE, MAP_HUGETLB = 0x02, 0x01, 0x20, 0x4000, 0x40000
+
+
+@pytest.mark.parametrize("arch", ["aarch64", "x86_64"])
+def test_the_filter_refuses_anonymous_huge_page_mappings(arch):
+    """By mmap's flags (argument 3): anonymous with MAP_HUGETLB is ENOMEM (shared anonymous stays EPERM); a private
+    anonymous mapping without it, and any mapping of a file, go through as before."""
+    program = layers.build_seccomp_filter(arch, 4242)
+    number = layers._MMAP[arch]
+    for flags, answer in [
+        (MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB, "ENOMEM"),
+        (MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_NORESERVE, "ENOMEM"),
+        (MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | (21 << 26), "ENOMEM"),  # a size named in the flags (MAP_HUGE_2MB)
+        (MAP_SHARED | MAP_ANONYMOUS | MAP_HUGETLB, "EPERM"),
+        (MAP_PRIVATE | MAP_ANONYMOUS, "allow"),
+        (MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, "allow"),
+        (MAP_PRIVATE | MAP_HUGETLB, "allow"),  # a file's mapping: the kernel refuses the flag itself (EINVAL)
+        (MAP_SHARED, "allow"),
+    ]:
+        assert _answer(_run_filter(program, arch, number, (0, 2 << 20, 3, flags, 0, 0))) == answer, hex(flags)
+
+
+MAPS_HUGE_PAGES = textwrap.dedent("""
+    import ctypes
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.mmap.restype = ctypes.c_void_p
+    _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    _at = _libc.mmap(None, 2 << 20, 3, 0x02 | 0x20 | 0x4000 | 0x40000, -1, 0)  # private, anonymous, huge, no reserve
+    print("HUGE", "made" if _at not in (None, 2**64 - 1) else ctypes.get_errno())
+    _at = _libc.mmap(None, 2 << 20, 3, 0x02 | 0x20 | 0x4000, -1, 0)
+    print("PLAIN", "made" if _at not in (None, 2**64 - 1) else ctypes.get_errno())
+    def add(a, b):
+        return a + b
+""")
+
+
+@pytest.fixture(params=["full", "lambda"])
+def either_mode(request, executor):
+    """The module's executor (full isolation where this host allows it), or one in the Lambda/Fargate mode."""
+    if request.param == "full":
+        yield executor
+        return
+    chosen = _lambda_like()
+    yield chosen
+    chosen.close()
+
+
+def test_an_anonymous_huge_page_mapping_is_refused_to_the_models_code(either_mode):
+    """Before: the mapping was made in both modes (and took a number from the host's inode counter)."""
+    require_layer(either_mode, "seccomp")
+    result = either_mode.run(job(MAPS_HUGE_PAGES))
+    assert result.status is ExecutionStatus.PASSED, result.reason  # the rest of the code runs
+    assert result.stdout.split() == ["HUGE", str(errno.ENOMEM), "PLAIN", "made"], result.stdout
+    assert "anonymous huge pages" in either_mode.isolation()["seccomp"]
+
+
+# A right answer that moves the counter the pipes of the spares forked after it are numbered from: each huge-page
+# mapping takes the next number (twenty batches of them). Before, it moved on so exactly that the next job, a wrong
+# answer reading ``os.fstat(3).st_ino % 1024``, passed by a residue the writer chose (4 of 8 tries); counting out
+# twenty batches makes the move plain whatever else the host numbers meanwhile.
+MOVES_THE_COUNTER = textwrap.dedent("""
+    import ctypes, os
+    print("PIPE", os.fstat(3).st_ino)  # made when this spare was forked, numbered from the host's counter
+    _libc = ctypes.CDLL(None, use_errno=True)
+    _libc.mmap.restype = ctypes.c_void_p
+    _libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    _libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    for _ in range(20 * 1024):
+        _at = _libc.mmap(None, 2 << 20, 3, 0x02 | 0x20 | 0x4000 | 0x40000, -1, 0)
+        if _at in (None, 2**64 - 1):
+            break
+        _libc.munmap(_at, 2 << 20)
+    def add(a, b):
+        return a + b
+""")
+READS_ITS_PIPE = textwrap.dedent("""
+    import os
+    print("PIPE", os.fstat(3).st_ino)
+    def add(a, b):
+        return a + b
+""")
+
+
+def test_a_job_cannot_move_the_number_of_the_next_spares_pipes():
+    """Before: the spares forked after the writer had pipes numbered some 20,000 past the ones before it (a few
+    dozen between bursts otherwise). The workers are pinned one per CPU, as in production: the fork server, its
+    spares and the job draw from one CPU's batch of numbers."""
+    cpus = len(os.sched_getaffinity(0))
+    if cpus > 8:
+        pytest.skip("pins a worker per CPU")
+    executor = make_executor(workers=cpus)
+    try:
+        require_layer(executor, "seccomp")
+        if not executor.isolation()["cpu"].startswith("pinned"):
+            pytest.skip(f"the workers are not pinned here: {executor.isolation()['cpu']}")
+        numbers = []
+        for _ in range(3):  # a burst of spares is forked after every third job: some are forked after a writer
+            for code in (MOVES_THE_COUNTER, READS_ITS_PIPE, READS_ITS_PIPE):
+                result = executor.run(job(code, timeout_s=20.0))
+                assert result.status is ExecutionStatus.PASSED, result.reason
+                numbers.append(int(result.stdout.split()[1]))
+        steps = [later - earlier for earlier, later in itertools.pairwise(numbers)]
+        assert max(steps) < 10_000, numbers
+    finally:
+        executor.close()
