@@ -423,8 +423,13 @@ class ForkServerExecutor:
         total, passed = len(cases), 0
         shown: dict[str, Any] = {}  # the output of the first failing case (else of the last one)
         first_failure = ""
+        # The budget is the time its cases ran (from each one's hand-over to a fork server to its verdict), as a
+        # unittest job's deadline starts when its fork server takes it: never the waits for a worker or for another
+        # job's turn alone between cases, nor a disturbed run before a run again alone (round twenty-five: a
+        # neighbour's turn alone made a right program a timeout).
+        spent = 0.0
         for index, case in enumerate(cases):
-            remaining = job.timeout_s - (time.perf_counter() - started)
+            remaining = job.timeout_s - spent
             if remaining <= 0:
                 return self._result(
                     job,
@@ -435,8 +440,11 @@ class ForkServerExecutor:
                     reason=f"wall-clock deadline of {job.timeout_s:g} s exceeded before case {index} of {total}",
                     **shown,
                 )
+            handed: list[float] = []  # when a fork server took the case (_exchange)
             budget = {**header, "timeout_s": remaining}
-            result = self._exchange(job, started, alone, budget, 1, time.monotonic(), (*case, suite.float_tolerance))
+            judged = (*case, suite.float_tolerance)
+            result = self._exchange(job, started, alone, budget, 1, time.monotonic(), judged, handed)
+            spent += time.perf_counter() - (handed[-1] if handed else time.perf_counter())
             common = {"stdout": result.stdout, "stderr": result.stderr, "isolation": result.isolation}
             if result.status is ExecutionStatus.PASSED:
                 passed += 1
@@ -453,11 +461,19 @@ class ForkServerExecutor:
         return self._result(job, started, ExecutionStatus.FAILED, passed=passed, total=total, reason=reason, **shown)
 
     def _exchange(
-        self, job, started, alone: bool, header: dict, expected: int, started_monotonic: float, case=None
+        self,
+        job,
+        started,
+        alone: bool,
+        header: dict,
+        expected: int,
+        started_monotonic: float,
+        case=None,
+        handed: list[float] | None = None,
     ) -> ExecutionResult:
         """Hand the job to a fork server (a second one if the first was lost before it started) and judge its
         reply. ``case``: a stdio case's ``(input, expected output, float tolerance)``, judged here from the program's
-        output."""
+        output; ``handed``: appended with the moment a fork server was taken for it (after any wait)."""
         for attempt in (1, 2):
             # Registered before a fork server is taken: a job waiting for another's turn alone holds none.
             shared = self._measures_shared_disk()
@@ -467,6 +483,8 @@ class ForkServerExecutor:
                     worker = self._acquire()
                 except WorkerFailure as exc:
                     return self._result(job, started, ExecutionStatus.ERROR, total=expected, reason=str(exc))
+                if handed is not None:
+                    handed.append(time.perf_counter())
                 try:
                     reply, verdict, out, out_size, err, err_size = (
                         worker.execute(header, job.code, job.tests)

@@ -12,6 +12,14 @@ Lambda/Fargate mode, with the newest surface (``tests_format: "stdio"``) first i
   ``os.fstat(3).st_ino`` and **passed** (4 of 8 here: the spares forked after the writer; the test below measures
   the move itself, which chance cannot fake). An anonymous ``MAP_HUGETLB`` mapping now answers ``ENOMEM``, as it does
   on a host that reserved no huge pages, so callers fall back to ordinary pages (glibc's malloc does).
+* A right stdio program scored by the time other jobs took (both modes): each case of a stdio job is handed to a fork
+  server on its own, and its budget (``timeout_s`` for all its cases) was measured from the job's start, so every wait
+  between cases counted against it: for a worker another job held (more jobs than workers on a shared executor), for
+  a neighbour's turn alone (the Lambda/Fargate mode where jobs may write: a job whose disk use cannot be told from its
+  neighbours' runs again alone while the others wait), and a disturbed run before its own run alone. A unittest job's
+  deadline starts when its fork server takes it. A wrong rollout beside it that slept, or held disk space, made the
+  right program a ``timeout`` (a 0 by another rollout's doing). A stdio job's budget is now the time its cases ran,
+  each from its hand-over to a fork server.
 """
 
 from __future__ import annotations
@@ -20,14 +28,16 @@ import errno
 import itertools
 import os
 import textwrap
+import threading
 
 import pytest
 
-from rewardpipe.execution import ExecutionStatus
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import layers
 from rewardpipe.execution.sandbox import make_executor
 from tests.infra.test_graviton import _answer, _run_filter
 from tests.security.conftest import job, require_layer
+from tests.security.test_host_disk import FILL_HOST_OUTSIDE_UNNAMED, host_tmp, lambda_host  # noqa: F401 - fixtures
 from tests.security.test_round_nine_files import _lambda_like
 
 # --- anonymous huge pages and the host's inode counter ----------------------------------------------------------------
@@ -137,3 +147,51 @@ def test_a_job_cannot_move_the_number_of_the_next_spares_pipes():
         assert max(steps) < 10_000, numbers
     finally:
         executor.close()
+
+
+# --- a stdio job run again alone -----------------------------------------------------------------------------------
+
+# A right program that takes a while on each case (as a real one on a large input does).
+SLOW_RIGHT_PROGRAM = textwrap.dedent("""
+    import time
+    a, b = map(int, input().split())
+    time.sleep(0.8)
+    print(a + b)
+""")
+FOUR_CASES = (
+    '[{"input": "1 2", "output": "3"}, {"input": "2 2", "output": "4"}, {"input": "5 5", "output": "10"}, '
+    '{"input": "0 7", "output": "7"}]'
+)
+
+
+def test_a_neighbours_turn_alone_does_not_take_a_stdio_jobs_time(lambda_host):  # noqa: F811 - the fixture
+    """Before: the right program was a ``timeout`` ("case 3 of 4: wall-clock deadline of 5 s exceeded", or "case 1 of
+    4" when it was disturbed too and ran again alone): the neighbour's turn alone (2 s) came out of its budget."""
+    neighbour = job(
+        "import time\ntime.sleep(1.8)\nHOLD = 0.5\n" + FILL_HOST_OUTSIDE_UNNAMED + "def add(a, b):\n    return 0\n",
+        timeout_s=8.0,
+    )
+    victim = ExecutionJob(code=SLOW_RIGHT_PROGRAM, tests=FOUR_CASES, tests_format="stdio", timeout_s=5.0)
+    held, right = list(lambda_host.run_batch([neighbour, victim], workers=2))
+    assert held.status is ExecutionStatus.FAILED and "disk quota exceeded" in held.reason, (held.status, held.reason)
+    assert right.status is ExecutionStatus.PASSED, (right.status, right.reason)
+    assert right.passed == right.total == 4
+
+
+def test_a_job_holding_the_only_worker_does_not_take_a_stdio_jobs_time(one_worker):
+    """Full isolation, two rollouts scored at once on one worker: the neighbour (a wrong answer that sleeps) took the
+    worker between the stdio job's cases. Before: the right program was a ``timeout`` after two cases."""
+    victim = ExecutionJob(code=SLOW_RIGHT_PROGRAM, tests=FOUR_CASES, tests_format="stdio", timeout_s=5.0)
+    neighbour = job("import time\ntime.sleep(2.5)\ndef add(a, b):\n    return 0\n", timeout_s=5.0)
+    results = {}
+    threads = [
+        threading.Thread(target=lambda name=name, one=one: results.update({name: one_worker.run(one)}))
+        for name, one in (("victim", victim), ("neighbour", neighbour))
+    ]
+    threads[0].start()
+    threads[0].join(0.3)  # its first case holds the worker when the neighbour asks for it
+    threads[1].start()
+    for thread in threads:
+        thread.join()
+    assert results["victim"].status is ExecutionStatus.PASSED, (results["victim"].status, results["victim"].reason)
+    assert results["victim"].passed == 4
