@@ -455,6 +455,15 @@ class ForkServerExecutor:
                 return self._result(job, started, result.status, passed=passed, total=total, reason=reason, **common)
             if not first_failure:
                 first_failure, shown = reason, common
+            if result.reason.startswith("disk quota exceeded"):
+                # Over its disk budget (_verdict, _judge; a case the program failed reads "0 of 1 tests passed; ..."):
+                # the job broke a limit of the sandbox and fails whole, as a unittest job does, running no more cases.
+                # Where nothing keeps its writes in its directory, what each case left made a later failing case the
+                # excluded "host disk full" error: a wrong program's 0 became an error (round twenty-five).
+                reason = f"0 of {total} cases passed (a case over the disk budget fails the job); {reason}"[:1000]
+                return self._result(
+                    job, started, ExecutionStatus.FAILED, passed=0, total=total, reason=reason, **common
+                )
         if passed == total:
             return self._result(job, started, ExecutionStatus.PASSED, passed=passed, total=total, **shown)
         reason = f"{passed} of {total} cases passed; first failure: {first_failure}"[:1000]

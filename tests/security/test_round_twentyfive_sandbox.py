@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import textwrap
 import threading
@@ -195,3 +196,36 @@ def test_a_job_holding_the_only_worker_does_not_take_a_stdio_jobs_time(one_worke
         thread.join()
     assert results["victim"].status is ExecutionStatus.PASSED, (results["victim"].status, results["victim"].reason)
     assert results["victim"].passed == 4
+
+
+# --- a stdio job's own leftovers -------------------------------------------------------------------------------------
+
+# Named files outside its directory (2 MiB each) until it is stopped or the host is full, then a wrong answer: space
+# that stays on the host (without Landlock, with ``files`` off as a task that writes files needs, nothing keeps its
+# writes in its directory).
+LEAVES_FILES_BEHIND = textwrap.dedent("""
+    import os
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.getcwd())))
+    n = 0
+    while True:
+        try:
+            with open(os.path.join(root, f"left{os.getpid()}-{n}"), "wb") as handle:
+                handle.write(b"x" * (2 << 20))
+        except OSError:
+            break
+        n += 1
+    print(0)
+""")
+
+
+def test_a_stdio_job_cannot_make_its_own_zero_an_error_by_what_it_leaves(lambda_host):  # noqa: F811 - the fixture
+    """Before: ``error`` ("case 2 of 6: host disk full: 0 MiB ... free ... during the run, so this result cannot be
+    trusted"): each case failed over its budget and left what it wrote before the watch stopped it (it writes faster
+    than one read every 10 ms), the job went on to its next case, and once the host was short a failing case was the
+    excluded infrastructure error. A wrong program's 0 became an error, every time."""
+    cases = json.dumps([{"input": "", "output": "1"}] * 6)
+    result = lambda_host.run(ExecutionJob(code=LEAVES_FILES_BEHIND, tests=cases, tests_format="stdio", timeout_s=20.0))
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert (result.passed, result.total) == (0, 6)
+    assert result.reason.startswith("0 of 6 cases passed"), result.reason
+    assert "case 0 of 6: disk quota exceeded" in result.reason, result.reason
