@@ -20,6 +20,11 @@ Lambda/Fargate mode, with the newest surface (``tests_format: "stdio"``) first i
   deadline starts when its fork server takes it. A wrong rollout beside it that slept, or held disk space, made the
   right program a ``timeout`` (a 0 by another rollout's doing). A stdio job's budget is now the time its cases ran,
   each from its hand-over to a fork server.
+* A wrong stdio program's 0 made the excluded ``error`` by what it left (the Lambda/Fargate mode with ``files`` off and
+  no Landlock, as a task whose code writes files needs): each case wrote named files outside its directory until its
+  disk watch stopped it (it writes faster than one read every 10 ms) and failed over its budget, and the job went on
+  to its next case; once the host was short, a failing case was ``host disk full``, an infrastructure error, every
+  time. A unittest job over its budget fails whole; a stdio job now does too (``passed`` 0, no later case runs).
 """
 
 from __future__ import annotations
