@@ -25,6 +25,8 @@ Lambda/Fargate mode, with the newest surface (``tests_format: "stdio"``) first i
   disk watch stopped it (it writes faster than one read every 10 ms) and failed over its budget, and the job went on
   to its next case; once the host was short, a failing case was ``host disk full``, an infrastructure error, every
   time. A unittest job over its budget fails whole; a stdio job now does too (``passed`` 0, no later case runs).
+* A right stdio program that opened its input as ``os.open("/dev/stdin", os.O_RDONLY)`` failed (round twenty-three
+  gave the names to ``open`` only; ``/proc`` stays covered): ``os.open`` gives them the stream's descriptor too.
 """
 
 from __future__ import annotations
@@ -234,3 +236,17 @@ def test_a_stdio_job_cannot_make_its_own_zero_an_error_by_what_it_leaves(lambda_
     assert (result.passed, result.total) == (0, 6)
     assert result.reason.startswith("0 of 6 cases passed"), result.reason
     assert "case 0 of 6: disk quota exceeded" in result.reason, result.reason
+
+
+def test_a_right_program_may_open_its_streams_by_name_with_os_open(either_mode):
+    """Before: ``FileNotFoundError`` (the link into the covered /proc), the right program's 0, in both modes."""
+    code = textwrap.dedent("""
+        import os
+        source = os.open("/dev/stdin", os.O_RDONLY)
+        total = sum(map(int, os.read(source, 1 << 16).split()))
+        sink = os.open(b"/dev/stdout", os.O_WRONLY)
+        os.write(sink, str(total).encode())
+    """)
+    cases = json.dumps([{"input": "1 2", "output": "3"}, {"input": "40 2", "output": "42"}])
+    result = either_mode.run(ExecutionJob(code=code, tests=cases, tests_format="stdio", timeout_s=10.0))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr)

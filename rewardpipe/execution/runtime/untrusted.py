@@ -896,7 +896,7 @@ _STANDARD_STREAM_PATHS = {
 
 
 def _open_standard_streams_by_name() -> None:
-    """Make ``open`` (``builtins.open``, ``io.open``, which pathlib uses) give a path in
+    """Make ``open`` (``builtins.open``, ``io.open``, which pathlib uses) and ``os.open`` give a path in
     :data:`_STANDARD_STREAM_PATHS` a duplicate of that stream's descriptor, as the kernel would give the program
     the same file through /proc. In the model's own process: nothing but its own streams depends on it."""
     import builtins
@@ -914,6 +914,15 @@ def _open_standard_streams_by_name() -> None:
         return real_open(os.dup(fd), mode, *args, **kwargs)
 
     builtins.open = io.open = open
+    real_os_open = os.open
+
+    def os_open(path, flags, mode=0o777, *, dir_fd=None):  # (os.open too: os.open("/dev/stdin") is a CP idiom)
+        fd = _STANDARD_STREAM_PATHS.get(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
+        if fd is None:  # (the names are absolute: a dir_fd changes nothing for them)
+            return real_os_open(path, flags, mode, dir_fd=dir_fd)
+        return os.dup(fd)  # (non-inheritable, as every descriptor os.open makes)
+
+    os.open = os_open
 
 
 def _join_non_daemon_threads(threading: types.ModuleType) -> None:
