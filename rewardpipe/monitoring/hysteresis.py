@@ -203,6 +203,40 @@ def _significance(decline: Decline) -> str:
     return f"{decline.z:.1f} standard errors above no change, fitted over {decline.points} checked steps"
 
 
+# Whose failure each kind of error record is, for the error-rate alarm's advice: "check the executor/sandbox"
+# for a user's component that returned a string sent them to the one part they never touched.
+_REWARD_ERRORS = frozenset(
+    {
+        "component_raised",
+        "component_unavailable",
+        "component_timeout",
+        "component_out_of_range",
+        "aggregate_out_of_range",
+        "non_finite_aggregate",
+        "non_finite_score",
+        "bad_reference",
+        "executed_code_failed",
+    }
+)
+_ENVIRONMENT_ERRORS = frozenset({"simulator_error", "prompt_render_error", "unknown_task"})
+_POLICY_ERRORS = frozenset({"policy_error"})
+
+
+def error_advice(error_kinds: dict[str, int]) -> str:
+    """Where to look, by the step's most common kind of error record (the reward's components, the
+    environment's hooks, the policy's endpoint, else the executor/sandbox)."""
+    if not error_kinds:
+        return "check the executor/sandbox"
+    kind = max(error_kinds.items(), key=lambda item: item[1])[0]
+    if kind in _REWARD_ERRORS:
+        return "check the reward's components (each example names the component and what it did)"
+    if kind in _ENVIRONMENT_ERRORS:
+        return "check the environment's hooks (each example names the hook and its exception)"
+    if kind in _POLICY_ERRORS:
+        return "check the policy's endpoint (the examples give its error)"
+    return "check the executor/sandbox"
+
+
 def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th: Thresholds) -> Alarm | None:
     target = state.target(ERRORS_TARGET)
     rate = report.error_rate
@@ -246,7 +280,7 @@ def track_errors(report: StepReport, run_id: str | None, state: MonitorState, th
             message=(
                 f"{pct(rate)} of records at step {report.step} could not be scored ({report.errors}/"
                 f"{report.records}: {kinds}); they are excluded from the statistics, not counted as 0, "
-                f"but groups that lose rollouts lose signal; check the executor/sandbox"
+                f"but groups that lose rollouts lose signal; {error_advice(report.error_kinds)}"
             ),
             figures=figures,
         )
