@@ -67,6 +67,7 @@ __all__ = [
     "execution_job",
     "failure_record",
     "finish_episode",
+    "hook_failure",
     "replay_through_hooks",
     "run_episode",
     "start_episode",
@@ -506,17 +507,27 @@ def error_record(state: EpisodeState, kind: str, message: str, reward: Reward) -
     )
 
 
+def hook_failure(env: Any, hook: str, exc: BaseException) -> str:
+    """The error message of an environment hook that raised: ``environment 'NAME': HOOK() raised TYPE: MESSAGE``
+    (a bare ``KeyError: 'secret'`` did not say which of a user's hooks raised it). An :class:`EpisodeError`
+    already names the environment and the hook: ``TYPE: MESSAGE`` as before."""
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, EpisodeError):
+        return text
+    return f"environment '{getattr(env, 'name', type(env).__name__)}': {hook}() raised {text}"
+
+
 class ConversationError(RuntimeError):
     """The policy or the environment failed mid-conversation.
 
     ``kind`` says which (``policy_error``, or ``simulator_error`` for the environment's own turn or hooks)
     and ``state`` is the state the failing step was given, so the caller can record the failure against the
     right party with the turns so far. The message is ``"<ExceptionType>: <message>"`` of the original
-    exception (also kept as ``cause``).
+    exception (also kept as ``cause``), or ``message`` when given (:func:`hook_failure`'s, naming the hook).
     """
 
-    def __init__(self, kind: str, state: EpisodeState, cause: Exception):
-        super().__init__(f"{type(cause).__name__}: {cause}")
+    def __init__(self, kind: str, state: EpisodeState, cause: Exception, message: str | None = None):
+        super().__init__(message if message is not None else f"{type(cause).__name__}: {cause}")
         self.kind = kind
         self.state = state
         self.cause = cause
@@ -584,7 +595,8 @@ def converse(
             try:
                 state = apply_policy_turn(state, turn, env, task)
             except Exception as exc:  # the environment's on_policy_turn failed
-                raise ConversationError("simulator_error", state, exc) from exc
+                message = hook_failure(env, "on_policy_turn", exc)
+                raise ConversationError("simulator_error", state, exc, message) from exc
         else:
             try:
                 state = apply_env_turn(state, task, env, services)
@@ -593,7 +605,7 @@ def converse(
                     return end_without_commit(state, CONTEXT_LIMIT)
                 if state.assistant_turns and _filtered_by_model(exc, state):
                     return end_without_commit(state, CONTENT_FILTER)
-                raise ConversationError("simulator_error", state, exc) from exc
+                raise ConversationError("simulator_error", state, exc, hook_failure(env, "respond", exc)) from exc
     return state
 
 
@@ -623,7 +635,7 @@ def run_episode(
     try:
         job = execution_job(state, task, env)
     except Exception as exc:  # noqa: BLE001 - the environment's execution_job failed
-        return error_record(state, "simulator_error", f"{type(exc).__name__}: {exc}", reward)
+        return error_record(state, "simulator_error", hook_failure(env, "execution_job", exc), reward)
     execution = None
     if job is not None:
         try:

@@ -32,6 +32,7 @@ from rewardpipe.episode import (
     execution_job,
     failure_record,
     finish_episode,
+    hook_failure,
     start_episode,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -164,10 +165,9 @@ def score_episodes(
         outcome = executions.get(index)
         if index in together:
             scored.append((together[index], outcome))
-        elif isinstance(planned[index], Exception):
-            failure = planned[index]
+        elif isinstance(failure := planned[index], Exception):
             scored.append(
-                (error_record(state, "simulator_error", f"{type(failure).__name__}: {failure}", reward), None)
+                (error_record(state, "simulator_error", hook_failure(env, "execution_job", failure), reward), None)
             )
         elif isinstance(outcome, Exception):
             scored.append((error_record(state, "executor_crash", f"{type(outcome).__name__}: {outcome}", reward), None))
@@ -291,7 +291,7 @@ def run_slots(
                 rollout_id=slot.rollout_id,
                 task_id=slot.task.task_id,
                 kind="simulator_error",
-                message=f"{type(exc).__name__}: {exc}",
+                message=hook_failure(env, "start", exc),
                 reward=reward,
             )
             _count()
@@ -304,7 +304,9 @@ def run_slots(
         else:
             job = _job(state, slot.task, env)
             if isinstance(job, Exception):
-                finished[index] = error_record(state, "simulator_error", f"{type(job).__name__}: {job}", reward)
+                finished[index] = error_record(
+                    state, "simulator_error", hook_failure(env, "execution_job", job), reward
+                )
                 ended[index] = (state, None)
             elif job is None:
                 settle(index, state, None)

@@ -68,6 +68,7 @@ from rewardpipe.episode import (
     end_without_commit,
     error_record,
     failure_record,
+    hook_failure,
     start_episode,
 )
 from rewardpipe.episode import episode_metrics as environment_metrics
@@ -421,7 +422,7 @@ class EpisodeRollout:
                         rollout_id=episode.rollout_id,
                         task_id=episode.task.task_id,
                         kind="simulator_error",
-                        message=f"{type(exc).__name__}: {exc}",
+                        message=hook_failure(self.env, "start", exc),
                         reward=self.reward,
                     )
                     episode.tokens.add_feedback([self._filler(codec)])

@@ -3,8 +3,12 @@ report) with a reward and an environment of one's own, and the natural mistakes 
 
 from __future__ import annotations
 
+from rewardpipe import ScriptedPolicy
+from rewardpipe.episode import run_episode
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.monitoring.monitor import monitor_records
+
+IDS = dict(run_id="run", step=0, group_id="g", rollout_id="r")
 
 
 def _records(kind: str, message: str) -> list[Record]:
@@ -48,3 +52,67 @@ def test_an_error_rate_alarm_of_the_environment_points_at_its_hooks():
 
 def test_an_error_rate_alarm_of_the_sandbox_still_points_at_the_sandbox():
     assert "executor/sandbox" in _error_alarm("executor_crash", "BrokenPipeError: the fork server went away")
+
+
+RAISING_ENV = """
+from rewardpipe import Environment, EpisodeState, Reward, ScriptedPolicy, TaskRow, component
+
+
+class NumTask(TaskRow):
+    secret: int
+
+
+class NumState(EpisodeState):
+    found: bool = False
+
+
+@component(range=(0, 1), role="outcome")
+def found(state):
+    return float(state.found)
+
+
+class NumEnv(Environment):
+    name = "num"
+    version = "1"
+    task_model = NumTask
+    state_model = NumState
+    max_turns = 3
+    reward = Reward("num", [found])
+    failing = "respond"
+
+    def on_policy_turn(self, state, task, text):
+        if self.failing == "on_policy_turn":
+            raise KeyError("secret")
+        if text == str(task.secret):
+            return state.evolve(found=True, next_action="score")
+        return state.evolve(next_action="env")
+
+    def respond(self, state, task, ctx):
+        raise KeyError("secret")
+
+    def scenarios(self, task):
+        return {"reference": ScriptedPolicy([str(task.secret)]), "wrong": ScriptedPolicy(["0", "0", "0"])}
+
+
+ENVIRONMENT = NumEnv()
+"""
+
+
+def _raising_env():
+    """A fresh instance of RAISING_ENV's environment (a user's, whose hooks raise an exception that does not
+    say where it came from)."""
+    namespace: dict = {}
+    exec(compile(RAISING_ENV, "num_env.py", "exec"), namespace)
+    return namespace["ENVIRONMENT"], namespace["NumTask"]
+
+
+def test_an_environment_hook_that_raises_is_named_in_the_error_record():
+    # "simulator_error: KeyError: 'secret'" did not say which of the environment's hooks raised.
+    for hook in ("respond", "on_policy_turn"):
+        env, task_model = _raising_env()
+        env.failing = hook
+        task = task_model(task_id="a", prompt="Guess", secret=3)
+        record = run_episode(task, ScriptedPolicy(["5"]), env, None, **IDS)
+        assert record.status == "error" and record.error.kind == "simulator_error"
+        assert f"{hook}()" in record.error.message and "environment 'num'" in record.error.message
+        assert "KeyError: 'secret'" in record.error.message
