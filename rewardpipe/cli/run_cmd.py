@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections import Counter
 from concurrent.futures import Future, ThreadPoolExecutor
 from datetime import UTC, datetime
 from enum import Enum
@@ -477,7 +478,16 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
     out.print(table)
     errors = sum(r.errors for r in reports)
     total = sum(r.records for r in reports)
-    out.print(f"{total} rollouts, {errors} infrastructure errors (excluded from the statistics)")
+    kinds: Counter[str] = Counter()
+    for report in reports:
+        kinds.update(report.error_kinds)
+    # "infrastructure errors" called a user's own hook or component that raised rewardpipe's failure; the
+    # kinds say whose (a kind may be a user's explain_error's: markup-safe)
+    named = "".join(f"; {kind} {count}" for kind, count in kinds.most_common())
+    out.print(
+        f"{total} rollouts, {errors} error records (excluded from the statistics{markup_safe(named)})",
+        highlight=False,
+    )
     if alarms:
         out.print(f"[bold red]{len(alarms)} alarm(s):[/]")
         for alarm in alarms:

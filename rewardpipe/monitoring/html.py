@@ -400,7 +400,7 @@ def _summary(report: dict[str, Any]) -> str:
     )
     return (
         f'<p class="sub">run <b>{_t(report["run_id"])}</b> · {report["records"]} records '
-        f"({report['errors']} infrastructure errors, excluded) · {report['groups']} groups · {report['tasks']} "
+        f"({report['errors']} error records, excluded) · {report['groups']} groups · {report['tasks']} "
         f"tasks · steps {report['steps'][0] if report['steps'] else '–'}–"
         f"{report['steps'][-1] if report['steps'] else '–'} · {len(report['alarms'])} alarm(s)</p>{progress}"
     )

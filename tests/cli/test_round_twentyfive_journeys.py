@@ -3,6 +3,8 @@ report) with a reward and an environment of one's own, and the natural mistakes 
 
 from __future__ import annotations
 
+import json
+
 from rewardpipe import ScriptedPolicy
 from rewardpipe.episode import run_episode
 from rewardpipe.models import ErrorInfo, Record
@@ -116,3 +118,19 @@ def test_an_environment_hook_that_raises_is_named_in_the_error_record():
         assert record.status == "error" and record.error.kind == "simulator_error"
         assert f"{hook}()" in record.error.message and "environment 'num'" in record.error.message
         assert "KeyError: 'secret'" in record.error.message
+
+
+def test_the_run_summary_does_not_call_an_environments_failure_an_infrastructure_error(tmp_path, cli):
+    # A user's respond() raising made "... 24 infrastructure errors": the user's own hook, not rewardpipe's
+    # machinery. The summary now counts error records and names their kinds.
+    (tmp_path / "num_env.py").write_text(RAISING_ENV)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": t, "prompt": "Guess", "secret": 3}) + "\n" for t in "ab"))
+    result = cli(
+        "run", "--env", f"{tmp_path / 'num_env.py'}:ENVIRONMENT", "--tasks", tasks, "--policy", "scripted",
+        "--steps", "1", "--out", tmp_path / "runs", "--seed", "1",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "infrastructure error" not in result.output
+    summary = next(line for line in result.output.splitlines() if " rollouts, " in line)
+    assert "error records" in summary and "simulator_error" in summary, summary
