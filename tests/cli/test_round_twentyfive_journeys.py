@@ -4,12 +4,14 @@ report) with a reward and an environment of one's own, and the natural mistakes 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from rewardpipe import ScriptedPolicy
 from rewardpipe.episode import run_episode
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.monitoring.monitor import monitor_records
 
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 IDS = dict(run_id="run", step=0, group_id="g", rollout_id="r")
 
 
@@ -118,6 +120,14 @@ def test_an_environment_hook_that_raises_is_named_in_the_error_record():
         assert record.status == "error" and record.error.kind == "simulator_error"
         assert f"{hook}()" in record.error.message and "environment 'num'" in record.error.message
         assert "KeyError: 'secret'" in record.error.message
+
+
+def test_write_an_environment_says_the_stack_runs_your_own_environment():
+    # The page said "the deployed stack runs the built-in environment today", while deploy-your-own-package
+    # (and the README) say every AWS path runs yours once cdk.json names it.
+    page = (DOCS / "guides" / "write-an-environment.md").read_text()
+    assert "runs the built-in environment today" not in page
+    assert "deploy-your-own-package.md" in page
 
 
 def test_the_run_summary_does_not_call_an_environments_failure_an_infrastructure_error(tmp_path, cli):
