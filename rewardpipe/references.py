@@ -191,6 +191,14 @@ def load(reference: str, group: str, builtins: dict[str, str], *, allow_files: b
     if not isinstance(reference, str) or not reference.strip():
         raise ReferenceProblem(f"a {_what(group)} must be named by a non-empty text, got {reference!r}")
     reference = reference.strip()
+    if ":" not in reference and reference.endswith(".py"):
+        # a file named without the object in it: no short name ends in .py, and the advice to register one
+        # under that name misled
+        where = f"{reference}:ATTR" if allow_files else "package.module:ATTR, its package installed"
+        raise ReferenceProblem(
+            f"'{reference}' is a file, not a {_what(group)}: name the {_what(group)} in it, {where} "
+            f"(ATTR: the module-level name it is bound to)"
+        )
     if ":" not in reference:
         reference_text = registered_reference(reference, group, builtins)
         return load_import_reference(reference_text), reference_text

@@ -6,10 +6,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from rewardpipe import ScriptedPolicy
 from rewardpipe.episode import run_episode
 from rewardpipe.models import ErrorInfo, Record
 from rewardpipe.monitoring.monitor import monitor_records
+from rewardpipe.references import ReferenceProblem, resolve_reward
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 IDS = dict(run_id="run", step=0, group_id="g", rollout_id="r")
@@ -144,3 +147,22 @@ def test_the_run_summary_does_not_call_an_environments_failure_an_infrastructure
     assert "infrastructure error" not in result.output
     summary = next(line for line in result.output.splitlines() if " rollouts, " in line)
     assert "error records" in summary and "simulator_error" in summary, summary
+
+
+def test_a_file_named_without_its_attribute_says_to_name_the_reward_in_it(tmp_path, cli):
+    # `--reward my_reward.py` (the file, no :ATTR) said "unknown reward 'my_reward.py'" and advised registering
+    # `my_reward.py = "your_package.module:ATTR"` as an entry-point name.
+    (tmp_path / "my_reward.py").write_text("")
+    (tmp_path / "toy_env.py").write_text("")
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"messages": [{"role": "assistant", "content": "hi"}]}) + "\n")
+    result = cli("score", samples, "--reward", tmp_path / "my_reward.py", "--out", tmp_path / "store")
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'my_reward.py'}:ATTR" in result.output and "entry-points" not in result.output
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task_id": "a", "prompt": "p"}) + "\n")
+    result = cli("doctor", "--env", tmp_path / "toy_env.py", "--tasks", tasks)
+    assert result.exit_code == 2
+    assert f"{tmp_path / 'toy_env.py'}:ATTR" in result.output and "entry-points" not in result.output
+    with pytest.raises(ReferenceProblem, match=r"package\.module:ATTR, its package installed"):
+        resolve_reward("my_reward.py", allow_files=False)  # a deployment's setting: no file reference there
