@@ -284,6 +284,25 @@ def build_thresholds(
         usage_fail(f"bad threshold{' ' + where if where else ''}: {first['msg'].removeprefix('Value error, ')}")
 
 
+def rollouts_hint(path: Any) -> str:
+    """For `monitor` and `report` finding no record in a file: when its first line is a rollout (a
+    conversation, no ``run_id``), the text that says so and how to score it; else "". A new user who gave
+    `rewardpipe monitor` the samples `score` read, not the store it wrote, was told only that every line
+    lacked ``run_id``."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            first = next((line for line in iter(lambda: handle.readline(1 << 20), "") if line.strip()), "")
+        row = json.loads(first)
+    except (OSError, ValueError, TypeError, RecursionError):  # a line nested past the parser's depth: no hint
+        return ""
+    if not isinstance(row, dict) or "run_id" in row or "messages" not in row:
+        return ""
+    return (
+        f"; {path} holds rollouts, not records: score them first, "
+        f"rewardpipe score {path} --reward REF --out STORE, then give STORE"
+    )
+
+
 def check_run_id(run_id: str) -> str:
     from rewardpipe.store import run_id_problem
 

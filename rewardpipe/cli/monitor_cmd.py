@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rewardpipe.cli.application import TerminalAlarmSink, app, error_line, fail, markup_safe, note, write_json_line
-from rewardpipe.cli.common import with_threshold_options
+from rewardpipe.cli.common import rollouts_hint, with_threshold_options
 from rewardpipe.cli.progress import progress_bars
 from rewardpipe.monitoring.statistics import delivery_key
 
@@ -388,6 +388,7 @@ def monitor(
         fail(
             f"{path} has no readable records{which}{f' at step {step}' if step is not None else ''}"
             + (f" ({len(bad)} unreadable)" if bad else "")
+            + (rollouts_hint(path) if source.store is None else "")
         )
 
     from rewardpipe.monitoring import AGGREGATE_TARGET

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from rewardpipe.cli.application import app, fail, note, usage_fail, write_json_line
-from rewardpipe.cli.common import check_output_dir, check_output_file
+from rewardpipe.cli.common import check_output_dir, check_output_file, rollouts_hint
 
 
 def _one_run(
@@ -60,7 +60,11 @@ def _one_run(
         note(f"skipped unreadable record {item['key']}: {item['reason']}")
     report.update(source.status())
     if not report["steps"]:
-        fail(f"{path} holds no records" + (f" for run '{source.run_id}'" if source.run_id else ""))
+        fail(
+            f"{path} holds no records"
+            + (f" for run '{source.run_id}'" if source.run_id else "")
+            + (rollouts_hint(path) if source.store is None else "")
+        )
     if source.store is not None:
         attach_transcripts(report, source.store)
         if write_triage_file and report["in_progress"]:  # a triage says which prompts never teach: of the whole run

@@ -166,3 +166,18 @@ def test_a_file_named_without_its_attribute_says_to_name_the_reward_in_it(tmp_pa
     assert f"{tmp_path / 'toy_env.py'}:ATTR" in result.output and "entry-points" not in result.output
     with pytest.raises(ReferenceProblem, match=r"package\.module:ATTR, its package installed"):
         resolve_reward("my_reward.py", allow_files=False)  # a deployment's setting: no file reference there
+
+
+def test_monitor_or_report_of_the_unscored_samples_says_to_score_them_first(tmp_path, cli):
+    # `rewardpipe monitor samples.jsonl` (the input, not the store `score` wrote) said "field 'run_id': Field
+    # required" for every line and "has no readable records": nothing said these are rollouts, not records.
+    samples = tmp_path / "samples.jsonl"
+    line = {"rollout_id": "r1", "reference": "42", "messages": [{"role": "assistant", "content": "42"}]}
+    samples.write_text(json.dumps(line) + "\n")
+    for command in (["monitor", samples], ["report", samples, "--out", tmp_path / "r.html"]):
+        result = cli(*command)
+        assert result.exit_code == 1
+        assert "rollouts, not records" in result.output and "rewardpipe score" in result.output, result.output
+    junk = tmp_path / "junk.jsonl"
+    junk.write_text(json.dumps({"a": 1}) + "\n")
+    assert "rollouts, not records" not in cli("monitor", junk).output  # only what looks like rollouts
