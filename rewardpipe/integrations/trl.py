@@ -42,8 +42,9 @@ from rewardpipe.single_turn import score_samples
 RewardFn = Callable[..., list]
 logger = logging.getLogger("rewardpipe.trl")
 
-# Dataset columns read as the reference answer, in order of preference (GSM8K calls it "answer").
-REFERENCE_COLUMNS = ("reference_answer", "answer", "solution")
+# Dataset columns read as the reference answer, in order of preference (GSM8K calls it "answer";
+# `reference` is the field of rewardpipe's own samples, the name a component's parameter has).
+REFERENCE_COLUMNS = ("reference_answer", "answer", "solution", "reference")
 # Keyword arguments TRL adds to every reward call that are not dataset columns.
 _TRL_HOOKS = ("trainer_state", "log_extra", "log_metric", "environments", "completion_ids")
 
@@ -273,6 +274,7 @@ class BatchScorer:
         self.current: ScoredBatch | None = None
         self.batches_scored = 0
         self.incomplete_batches = 0
+        self._warned_no_reference = False
 
     def read_batch(
         self, prompts: Sequence[Any], completions: Sequence[Any], kwargs: Mapping[str, Any]
@@ -282,6 +284,7 @@ class BatchScorer:
         return key, key
 
     def _score(self, key: BatchKey, fingerprint: Any, kwargs: Mapping[str, Any]) -> ScoredBatch:  # noqa: ARG002 - _score's signature (the episodes subclass's reads kwargs)
+        self._warn_without_reference(key)
         batch = self._score_columns(key, fingerprint)
         # A completion with no answer (None, a number, no assistant message) is malformed input: an error.
         for index, completion in enumerate(key.completions):
@@ -293,6 +296,23 @@ class BatchScorer:
                 else:
                     batch.rows()[index] = dict.fromkeys(self.reward.component_names)
         return batch
+
+    def _warn_without_reference(self, key: BatchKey) -> None:
+        """Once per scorer: a reward that reads ``reference`` given a batch with no reference column. Its
+        components are called with ``None`` (a user's may score that 0.0 for every completion), and nothing
+        else would say the dataset's column has another name."""
+        if self._warned_no_reference or not self.reward.reads_input("reference"):
+            return
+        if any(name in key.columns for name in REFERENCE_COLUMNS):
+            return
+        self._warned_no_reference = True
+        logger.warning(
+            "rewardpipe: reward %r reads `reference` but the batch has no reference column (one of %s); "
+            "its components get None. Columns given: %s",
+            self.reward.name,
+            ", ".join(REFERENCE_COLUMNS),
+            ", ".join(sorted(key.columns)) or "none",
+        )
 
     def _score_columns(self, key: BatchKey, fingerprint: Any) -> ScoredBatch:
         if self.reward.needs_execution:  # code to run: the single-turn scorer batches it through the sandbox

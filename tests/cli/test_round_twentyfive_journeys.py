@@ -181,3 +181,25 @@ def test_monitor_or_report_of_the_unscored_samples_says_to_score_them_first(tmp_
     junk = tmp_path / "junk.jsonl"
     junk.write_text(json.dumps({"a": 1}) + "\n")
     assert "rollouts, not records" not in cli("monitor", junk).output  # only what looks like rollouts
+
+
+def test_trl_reads_a_reference_column_and_warns_when_the_reward_finds_none(caplog):
+    # The README's reward reads `reference`, as its samples' field is named; in TRL a dataset column named
+    # `reference` was not read (only reference_answer, answer, solution), so every completion was scored
+    # against None: answer_correct 0.0 for a right answer, with no word.
+    from rewardpipe.integrations.trl import reward_functions
+
+    reference = f"{DOCS.parent / 'examples' / 'your_own_reward' / 'my_reward.py'}:json_answer"
+    func, *_ = reward_functions(reference)[0]
+    assert func.rewardpipe_component == "answer_correct"
+    completions = ['{"answer": "42"}', '{"answer": "41"}']
+    assert func(prompts=["q", "q"], completions=completions, reference=["42", "42"]) == [1.0, 0.0]
+    assert func(prompts=["q", "q"], completions=completions, answer=["42", "42"]) == [1.0, 0.0]  # as before
+
+    func, *_ = reward_functions(reference)[0]
+    with caplog.at_level("WARNING", logger="rewardpipe.trl"):
+        func(prompts=["q", "q"], completions=completions, ground=["42", "42"])
+        func(prompts=["q", "q"], completions=completions[::-1], ground=["42", "42"])
+    warnings = [r.getMessage() for r in caplog.records if "reference" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # once, not once a batch
+    assert "ground" in warnings[0] and "reference_answer" in warnings[0]
