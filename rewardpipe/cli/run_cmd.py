@@ -603,6 +603,12 @@ def score(
     if env_name is None and reward_name is not None:  # single-turn samples
         if tasks is None and reward.reads_input("task"):
             usage_fail(f"--reward {reward.name} reads the task: give --tasks FILE (and a task_id on each line)")
+        if reward.reads_input("state"):  # every sample's state is None: each component reading it would fail
+            note(
+                f"warning: --reward {reward.name} reads `state`, an environment's episode, which single-turn "
+                f"samples do not have (None): score recorded rollouts through their environment, --env REF "
+                f"--tasks FILE"
+            )
         task_rows = None
         if tasks is not None:
             from rewardpipe.single_turn import OpenTaskRow
@@ -644,6 +650,8 @@ def score(
     _store, already, writer = open_run(out_dir, manifest, overwrite=overwrite, resume=resume, spill=spill)
     transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
+    error_kinds: Counter[str] = Counter()
+    first_error: list[str] = []  # the first error record, as an example for the summary
     lazy_executor: list[Any] = []
 
     def executor() -> Any:
@@ -688,6 +696,10 @@ def score(
                 scored += 1
             else:
                 errors += 1
+                if record.error is not None:
+                    error_kinds[record.error.kind] += 1
+                    if not first_error:
+                        first_error.append(f"{record.rollout_id}: {record.error.message}")
             if as_json:
                 write_json_line(record.model_dump(mode="json", by_alias=True))
 
@@ -734,6 +746,9 @@ def score(
         sys.stdout.write(
             f"scored {scored}, errors {errors}, skipped lines {bad_lines}{resumed} → {printable(out_dir)}\n"
         )
+        if error_kinds:  # "errors 3" alone sent a user to --json to learn what they were
+            kinds = ", ".join(f"{kind} {count}" for kind, count in error_kinds.most_common())
+            sys.stdout.write(printable(f"errors: {kinds}; e.g. {first_error[0]}") + "\n")
     exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
     if bad_lines:
         raise typer.Exit(1)

@@ -203,3 +203,18 @@ def test_trl_reads_a_reference_column_and_warns_when_the_reward_finds_none(caplo
     warnings = [r.getMessage() for r in caplog.records if "reference" in r.getMessage()]
     assert len(warnings) == 1, warnings  # once, not once a batch
     assert "ground" in warnings[0] and "reference_answer" in warnings[0]
+
+
+def test_score_says_what_its_error_records_were_and_warns_of_a_reward_of_episodes(tmp_path, cli):
+    # `score samples.jsonl --reward toy_env.py:NUM_REWARD` (a reward of an environment's episodes, reading
+    # `state`) printed "scored 0, errors 3" and exited 0: what the errors were took --json to find.
+    (tmp_path / "num_env.py").write_text(RAISING_ENV)
+    samples = tmp_path / "samples.jsonl"
+    line = {"rollout_id": "r1", "messages": [{"role": "user", "content": "Guess"}]}
+    line["messages"].append({"role": "assistant", "content": "3"})
+    samples.write_text(json.dumps(line) + "\n")
+    result = cli("score", samples, "--reward", f"{tmp_path / 'num_env.py'}:NumEnv.reward", "--out", tmp_path / "s")
+    assert result.exit_code == 0, result.output
+    assert "reads `state`" in result.output and "--env" in result.output  # the warning, before scoring
+    assert "errors 1" in result.output
+    assert "component_raised 1" in result.output and "e.g. r1: component 'found' raised" in result.output
