@@ -524,6 +524,10 @@ def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
         diagnosis.add("weak_tests", warning, "warning")
 
 
+# Error records of a value that is no score (not finite, or beyond the magnitude any reward reaches).
+_NOT_A_SCORE = ("component_out_of_range", "aggregate_out_of_range", "non_finite_aggregate")
+
+
 def _check_task(
     env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun], again: ScenarioRun | None
 ) -> None:
@@ -552,6 +556,10 @@ def _check_task(
         per_run[run.name] = dict(record.components)
         if record.error is not None and record.error.kind in ("component_raised", "component_timeout"):
             diagnosis.add(record.error.kind, f"scenario '{run.name}': {record.error.message}")
+        elif record.error is not None and record.error.kind in _NOT_A_SCORE:
+            # NaN, an infinity or an absurd number: the value is left out of the record, so it was never seen
+            # below; only the reference scenario's error record was named
+            diagnosis.add("out_of_range", f"scenario '{run.name}': {record.error.message}")
         elif record.error is not None and record.error.kind == "component_unavailable":
             diagnosis.add(
                 "unexplained_none",
@@ -598,7 +606,13 @@ def _check_task(
             )
     diagnosis.component_values = {name: sorted(seen) for name, seen in values.items()}
     for name, seen in values.items():
-        if len(seen) < 2:
+        if not seen:  # every play of it ended without a value: the failures above say why
+            diagnosis.add(
+                "component_never_varies",
+                f"component '{name}' took no value in any scenario (each ended in an error or failed), so whether "
+                f"it varies is unknown",
+            )
+        elif len(seen) < 2:
             diagnosis.add(
                 "component_never_varies", f"component '{name}' takes only the value(s) {sorted(seen)}: it would be dead"
             )

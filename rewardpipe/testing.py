@@ -164,7 +164,12 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
                 )
     if require_variation:
         for name, values in seen.items():
-            if len(values) < 2:
+            if not values:  # every sample's record was an error (listed above): nothing to judge it by
+                problems.append(
+                    f"[component_never_varies] component '{name}' took no value on any sample, so whether it "
+                    f"varies is unknown"
+                )
+            elif len(values) < 2:
                 problems.append(
                     f"[component_never_varies] component '{name}' takes only the value(s) "
                     f"{sorted(values)} across the samples: it would be dead"

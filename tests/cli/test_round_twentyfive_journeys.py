@@ -218,3 +218,57 @@ def test_score_says_what_its_error_records_were_and_warns_of_a_reward_of_episode
     assert "reads `state`" in result.output and "--env" in result.output  # the warning, before scoring
     assert "errors 1" in result.output
     assert "component_raised 1" in result.output and "e.g. r1: component 'found' raised" in result.output
+
+
+NAN_ENV = """
+import math
+
+from rewardpipe import Reward, component
+
+
+@component(range=(0, 1), role="shaping")
+def steady(state):
+    return 0.5 if state.found else math.nan  # NaN whenever the number was not found
+
+
+class NanEnv(NumEnv):
+    reward = Reward("nan", [found, steady])
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "no"}, next_action="policy")
+
+
+ENVIRONMENT = NanEnv()
+"""
+
+
+def test_doctor_names_a_scenario_whose_component_is_not_a_finite_number(tmp_path, cli):
+    # A component returning NaN in a scenario other than the reference made an error record doctor never
+    # mentioned: `steady` showed as "takes only the value(s) [0.5]", the NaN lost.
+    (tmp_path / "nan_env.py").write_text(RAISING_ENV + NAN_ENV)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task_id": "a", "prompt": "Guess", "secret": 3}) + "\n")
+    result = cli("doctor", "--env", f"{tmp_path / 'nan_env.py'}:ENVIRONMENT", "--tasks", tasks)
+    assert result.exit_code == 1
+    assert "scenario 'wrong': component 'steady': nan is not a finite number" in result.output, result.output
+
+
+def test_doctor_says_a_component_with_no_value_took_none_not_that_it_takes_the_values_of_an_empty_list(tmp_path, cli):
+    # Every scenario failed, so no component took a value: doctor said "takes only the value(s) []: it would
+    # be dead", a verdict on values nobody saw.
+    (tmp_path / "num_env.py").write_text(RAISING_ENV + "\n\nclass AllFail(NumEnv):\n    failing = 'on_policy_turn'\n")
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text(json.dumps({"task_id": "a", "prompt": "Guess", "secret": 3}) + "\n")
+    result = cli("doctor", "--env", f"{tmp_path / 'num_env.py'}:AllFail", "--tasks", tasks)
+    assert result.exit_code == 1
+    assert "on_policy_turn() raised KeyError" in result.output
+    assert "value(s) []" not in result.output, result.output
+    assert "component 'found' took no value in any scenario" in result.output
+    # rewardpipe.testing.check_reward said the same of samples that all failed
+    from rewardpipe.testing import check_reward
+
+    env, _ = _raising_env()
+    sample = {"messages": [{"role": "user", "content": "Guess"}, {"role": "assistant", "content": "3"}]}
+    with pytest.raises(AssertionError) as failed:
+        check_reward(env.reward, [sample, sample])
+    assert "value(s) []" not in str(failed.value) and "took no value on any sample" in str(failed.value)
