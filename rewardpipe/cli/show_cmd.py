@@ -78,7 +78,9 @@ def _other_case(store, run_id: str, rollout: str) -> str:
 @app.command()
 def show(
     store_path: str = typer.Argument(..., metavar="STORE", help="store directory or s3://bucket/prefix"),
-    run_id: str = typer.Option(..., "--run-id", help="the run the rollout belongs to"),
+    run_id: str | None = typer.Option(
+        None, "--run-id", help="the run the rollout belongs to (default: the store's only run)"
+    ),
     rollout: str | None = typer.Option(None, "--rollout", help="the rollout id"),
     step: int | None = typer.Option(None, "--step", min=0, help="the step, when the rollout id repeats"),
     key: str | None = typer.Option(None, "--key", help="a transcript_key (as in alarm examples) instead"),
@@ -92,7 +94,16 @@ def show(
         usage_fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
     try:
         store = open_store(store_path)
-        transcript = store.get_transcript(_locate(store, run_id, rollout or "", step, key))
+        if run_id is None and not key:  # as monitor and report: the store's only run
+            runs = store.list_runs()
+            if len(runs) != 1:
+                fail(
+                    f"{store_path} holds several runs ({', '.join(runs)}): choose one with --run-id"
+                    if runs
+                    else f"{store_path} holds no runs"
+                )
+            run_id = runs[0]
+        transcript = store.get_transcript(_locate(store, run_id or "", rollout or "", step, key))
     except KeyError as exc:
         fail(str(exc.args[0]) if exc.args else "no such transcript")
     except (StoreError, ValueError) as exc:

@@ -272,3 +272,19 @@ def test_doctor_says_a_component_with_no_value_took_none_not_that_it_takes_the_v
     with pytest.raises(AssertionError) as failed:
         check_reward(env.reward, [sample, sample])
     assert "value(s) []" not in str(failed.value) and "took no value on any sample" in str(failed.value)
+
+
+def test_show_takes_the_stores_only_run_as_monitor_and_report_do(tmp_path, cli):
+    # After `score ... --out store`, `monitor store` and `report store` need no --run-id, but `show store
+    # --rollout r1` was a usage error, "Missing option '--run-id'".
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text((DOCS.parent / "examples" / "your_own_reward" / "samples.jsonl").read_text())
+    reward = f"{DOCS.parent / 'examples' / 'your_own_reward' / 'my_reward.py'}:json_answer"
+    store = tmp_path / "store"
+    assert cli("score", samples, "--reward", reward, "--out", store).exit_code == 0
+    result = cli("show", store, "--rollout", "r1")
+    assert result.exit_code == 0, result.output
+    assert "r1" in result.output and "run scored" in result.output
+    assert cli("score", samples, "--reward", reward, "--out", store, "--run-id", "again").exit_code == 0
+    result = cli("show", store, "--rollout", "r1")
+    assert result.exit_code == 1 and "--run-id" in result.output and "again" in result.output
