@@ -128,10 +128,24 @@ def test_an_environment_hook_that_raises_is_named_in_the_error_record():
 def test_write_an_environment_says_the_stack_runs_your_own_environment():
     # The page said "the deployed stack runs the built-in environment today", while deploy-your-own-package
     # (and the README) say every AWS path runs yours once cdk.json names it.
-    for page in (DOCS / "guides" / "write-an-environment.md", DOCS / "extending.md"):
+    for page in (
+        DOCS / "guides" / "write-an-environment.md",
+        DOCS / "extending.md",
+        DOCS / "concepts" / "environment.md",
+    ):
         text = " ".join(page.read_text().split())
-        assert "runs the built-in environment" not in text, page
+        assert "runs the built-in environment" not in text and "runs this environment today" not in text, page
         assert "deploy-your-own-package.md" in text
+
+
+def test_the_environment_concept_page_lists_every_built_in_environment():
+    # "The built-in environments" listed ask_before_coding only, while `rewardpipe envs` lists three.
+    from rewardpipe.references import BUILTIN_ENVIRONMENTS
+
+    page = (DOCS / "concepts" / "environment.md").read_text()
+    table = page.split("## The built-in environments", 1)[1].split("\n\n", 2)[1]
+    for name in BUILTIN_ENVIRONMENTS:
+        assert f"`{name}`" in table, name
 
 
 def test_the_run_summary_does_not_call_an_environments_failure_an_infrastructure_error(tmp_path, cli):
