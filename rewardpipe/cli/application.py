@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import warnings
 from typing import Any, NoReturn
 
 import typer
@@ -123,6 +124,20 @@ def write_json_line(obj: Any) -> None:
     sys.stdout.flush()
 
 
+def _plain_warnings(show: Any) -> Any:
+    """``warnings.showwarning`` printing rewardpipe's own warnings (a component outside its declared range, say)
+    as one ``warning:`` line: Python's display gave rewardpipe's file, line and source line, a fragment of a
+    traceback, for a mistake in the user's reward. Any other warning is shown by ``show`` as before."""
+
+    def plain(message: Any, category: type[Warning], *args: Any, **kwargs: Any) -> None:
+        if (getattr(category, "__module__", "") or "").startswith("rewardpipe"):
+            note(f"warning: {message}")
+        else:
+            show(message, category, *args, **kwargs)
+
+    return plain
+
+
 class GuardedGroup(TyperGroup):
     """The command group; any exception a subcommand did not handle becomes one error line, exit 1."""
 
@@ -131,7 +146,9 @@ class GuardedGroup(TyperGroup):
         from rewardpipe.store import StoreError
 
         try:
-            return super().invoke(ctx)
+            with warnings.catch_warnings():  # restores Python's own display when the command ends
+                warnings.showwarning = _plain_warnings(warnings.showwarning)
+                return super().invoke(ctx)
         except (typer.Exit, typer.Abort, typer.TyperException):  # usage errors and exits: typer reports them
             raise
         except (InputFileError, StoreError) as exc:

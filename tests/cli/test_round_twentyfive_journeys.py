@@ -303,3 +303,20 @@ def test_show_takes_the_stores_only_run_as_monitor_and_report_do(tmp_path, cli):
     assert cli("score", samples, "--reward", reward, "--out", store, "--run-id", "again").exit_code == 0
     result = cli("show", store, "--rollout", "r1")
     assert result.exit_code == 1 and "--run-id" in result.output and "again" in result.output
+
+
+def test_a_component_out_of_its_range_is_one_warning_line_not_python_s_warning_with_its_source_line(tmp_path, cli):
+    # The OutOfRangeWarning printed as Python prints warnings: ".../rewardpipe/rewards/base.py:399:
+    # OutOfRangeWarning: ..." and then the line of rewardpipe's code that warned.
+    (tmp_path / "big.py").write_text(
+        "from rewardpipe import Reward, component\n"
+        "@component(range=(0, 1), role='outcome')\n"
+        "def big(completion):\n    return 7.0\n"
+        "R = Reward('r', [big])\n"
+    )
+    samples = tmp_path / "samples.jsonl"
+    samples.write_text(json.dumps({"messages": [{"role": "assistant", "content": "hi"}]}) + "\n")
+    result = cli("score", samples, "--reward", f"{tmp_path / 'big.py'}:R", "--out", tmp_path / "store")
+    assert result.exit_code == 0, result.output
+    assert "warning: reward 'r': component big=7 outside [0, 1]" in result.output, result.output
+    assert "base.py" not in result.output and "OutOfRangeWarning" not in result.output
