@@ -237,9 +237,10 @@ class RewardPipeStack(Stack):
                 {
                     "id": "AwsSolutions-IAM5",
                     "reason": (
-                        "X-Ray PutTraceSegments/PutTelemetryRecords, ECS DescribeTasks/StopTask and Step "
-                        "Functions SendTaskSuccess/SendTaskFailure/SendTaskHeartbeat (the request names only a "
-                        "task token) do not support resource-level permissions."
+                        "X-Ray PutTraceSegments/PutTelemetryRecords and Step Functions SendTaskSuccess/"
+                        "SendTaskFailure/SendTaskHeartbeat (the request names only a task token) do not support "
+                        "resource-level permissions. ECS DescribeTasks/StopTask do, but aws-cdk grants them on * "
+                        "for runTask.sync: the state machine's explicit Deny bounds them to its cluster's tasks."
                     ),
                     "appliesTo": ["Resource::*"],
                 },

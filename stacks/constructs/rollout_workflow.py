@@ -258,6 +258,22 @@ class RolloutWorkflow(Construct):
                 include_execution_data=False,
             ),
         )
+        # runTask.sync describes the task it started until it stops, and stops it on a timeout. aws-cdk grants
+        # both actions on "*" (the task's ARN is only known once it runs), but they authorize on the task's ARN,
+        # task/<cluster name>/<task id> (Service Authorization Reference, Amazon ECS), and the cluster is ours:
+        # an explicit Deny outside its tasks bounds the grant (aws-cdk's statement cannot be narrowed in place).
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="OnlyThisClustersTasks",
+                effect=iam.Effect.DENY,
+                actions=["ecs:StopTask", "ecs:DescribeTasks"],
+                not_resources=[
+                    Stack.of(self).format_arn(
+                        service="ecs", resource="task", resource_name=f"{runner.cluster.cluster_name}/*"
+                    )
+                ],
+            )
+        )
 
     def add_turn_channel(self, name: str, queue: sqs.IQueue) -> None:
         """A named turn queue besides the trainers': a callback rollout started with ``policy.channel`` = ``name``
