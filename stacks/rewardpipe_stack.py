@@ -80,6 +80,9 @@ class RewardPipeStack(Stack):
         self.single_turn = SingleTurnReward(
             self, "SingleTurnReward", settings=settings, network=self.network, layer=layer, user_layer=self.user_layer
         )
+        # app.build_app validates the Nova settings before the CDK sees them; read the context only without it.
+        if nova is None:
+            nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
         self.workflow = RolloutWorkflow(
             self,
             "RolloutWorkflow",
@@ -88,6 +91,8 @@ class RewardPipeStack(Stack):
             runner=self.runner,
             layer=layer,
             user_layer=self.user_layer,
+            # With the bridge a turn is Nova generating it, which may take up to the recipe's rollout.timeout.
+            turn_timeout_s=nova.rollout_timeout_s if nova.enabled else None,
         )
         # The functions that score (the conversation states score a finished rollout in the same invocation).
         self.judge = JudgeAccess(
@@ -113,9 +118,6 @@ class RewardPipeStack(Stack):
             single_turn=self.single_turn.function,
         )
 
-        # app.build_app validates the Nova settings before the CDK sees them; read the context only without it.
-        if nova is None:
-            nova = load_nova_settings(self.node.try_get_context(NOVA_CONTEXT_KEY))
         self.nova = (
             NovaBridge(
                 self,

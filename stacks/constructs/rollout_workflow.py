@@ -58,7 +58,7 @@ from stacks.constructs.storage import JOBS_PREFIX, RUNS_PREFIX, TASKS_PREFIX, St
 # The conversation states leave their loop with these (rewardpipe.aws.rollout.FINISHED / RUN_CODE).
 FINISHED = "Rollout.Finished"
 RUN_CODE = "Rollout.RunCode"
-# How long a conversation state waits for the trainer's turn.
+# How long a conversation state waits for the trainer's turn (longer only for a longer Nova rollout.timeout).
 TRAINER_TURN_TIMEOUT = Duration.hours(1)
 
 TRANSIENT_ERRORS = ["TransientError"]
@@ -86,8 +86,13 @@ class RolloutWorkflow(Construct):
         runner: CodeRunner,
         layer: RewardPipeLayer,
         user_layer: _lambda.LayerVersion | None = None,
+        turn_timeout_s: int | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
+        # A turn a conversation state waits for (its task token): the trainer's hour, or longer when a turn is
+        # Nova generating it and the recipe's rollout.timeout is longer (the bridge's sweeper cuts a rollout at
+        # its budget, a fraction of that; a shorter state timeout would end it earlier, as a timeout record).
+        self.turn_timeout = Duration.seconds(max(int(TRAINER_TURN_TIMEOUT.to_seconds()), turn_timeout_s or 0))
         bucket = self.bucket = storage.bucket
         fns = settings.functions
         code = settings.user_code
@@ -315,7 +320,7 @@ class RolloutWorkflow(Construct):
             **(
                 {
                     "integration_pattern": sfn.IntegrationPattern.WAIT_FOR_TASK_TOKEN,
-                    "task_timeout": sfn.Timeout.duration(TRAINER_TURN_TIMEOUT),
+                    "task_timeout": sfn.Timeout.duration(self.turn_timeout),
                 }
                 if wait_for_token
                 else {"payload_response_only": True}

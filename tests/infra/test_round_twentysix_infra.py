@@ -9,9 +9,18 @@ what the stack intends, asserted on the template with the IAM evaluator of tests
   ``arn:<partition>:ecs:<region>:<account>:task/<cluster name>/<task id>``: the cluster is this stack's, so
   the grant can be bounded to its tasks. An explicit Deny outside them now does so (aws-cdk's statement cannot
   be narrowed in place); Step Functions' ``.sync`` polling and its stop on timeout stay allowed.
+* A Nova rollout could end as a ``timeout`` error record long before its budget. The conversation states wait for
+  their turn's task token at most an hour (``TimeoutSeconds`` 3600, then ``States.Timeout``, caught into an
+  error record); with the bridge, a turn is Nova generating it, and ``rollout_timeout_s`` may be up to a day, each
+  rollout getting ``budget_fraction`` of it (the sweeper stops it then). With ``rollout_timeout_s`` 7,200 (a
+  5,760 s budget), a turn Nova took 61 minutes to generate ended the rollout with the error reward after 61
+  minutes instead of 96. The conversation states now wait up to ``rollout_timeout_s`` when the bridge's is longer
+  than the hour (Nova has failed the training job by then anyway, so it never cuts a turn the budget allows).
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -61,3 +70,26 @@ def test_the_state_machine_stops_and_describes_only_the_tasks_of_its_own_cluster
     (task_definition,) = model.of_type("AWS::ECS::TaskDefinition")
     assert _decide(model, machine, "ecs:RunTask", f"{task_definition}-ref")
     assert not _decide(model, machine, "ecs:StopTask", "*")
+
+
+def _turn_timeouts(template: dict) -> dict[str, int]:
+    (machine,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    body = machine["Properties"]["DefinitionString"]
+    text = "".join(p if isinstance(p, str) else "0" for p in body["Fn::Join"][1]) if isinstance(body, dict) else body
+    states = json.loads(text)["States"]
+    return {
+        name: state["TimeoutSeconds"]
+        for name, state in states.items()
+        if "waitForTaskToken" in state.get("Resource", "")
+    }
+
+
+def test_a_nova_turn_may_wait_as_long_as_the_rollout_timeout_when_that_is_over_an_hour():
+    long = json.loads(harness.NOVA_BRIDGE_CONTEXT)
+    long["rewardpipe_nova"]["rollout_timeout_s"] = 7200
+    timeouts = _turn_timeouts(harness.synthesized(json.dumps(long, sort_keys=True)).template)
+    assert set(timeouts) == {"StartEpisodeStep", "ConverseStep"}
+    assert all(t == 7200 for t in timeouts.values()), timeouts
+    # The bridge's default (600 s) and no bridge at all keep the trainer's hour.
+    for context in ("", harness.NOVA_BRIDGE_CONTEXT):
+        assert set(_turn_timeouts(harness.synthesized(context).template).values()) == {3600}, context
