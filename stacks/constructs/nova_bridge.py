@@ -150,6 +150,10 @@ class NovaBridge(Construct):
         fns = settings.functions
         self.dead_letter_queues: dict[str, sqs.Queue] = {}
 
+        # SQS deletes a message older than the queue's retention, received or not: each queue keeps one as long
+        # as a rollout may wait for it (rollout.timeout; Nova has failed the job after that), and 4 hours at least.
+        retention = Duration.seconds(max(int(Duration.hours(4).to_seconds()), nova.rollout_timeout_s))
+
         def fifo(name: str, *, content_dedup: bool, visibility_s: int = 60) -> sqs.Queue:
             # Queue names must contain "SageMaker" for the training job's service role to reach them. High-throughput
             # FIFO (deduplication and throughput per message group): every sample is its own group, so a training
@@ -180,7 +184,7 @@ class NovaBridge(Construct):
                 encryption=sqs.QueueEncryption.SQS_MANAGED,
                 enforce_ssl=True,
                 visibility_timeout=Duration.seconds(visibility_s),
-                retention_period=Duration.hours(4),
+                retention_period=retention,
                 dead_letter_queue=sqs.DeadLetterQueue(queue=dlq, max_receive_count=5),
                 **throughput,
             )

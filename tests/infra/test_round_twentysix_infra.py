@@ -16,6 +16,11 @@ what the stack intends, asserted on the template with the IAM evaluator of tests
   5,760 s budget), a turn Nova took 61 minutes to generate ended the rollout with the error reward after 61
   minutes instead of 96. The conversation states now wait up to ``rollout_timeout_s`` when the bridge's is longer
   than the hour (Nova has failed the training job by then anyway, so it never cuts a turn the budget allows).
+* The same rollouts could lose a message: the bridge's four FIFO queues kept a message 4 hours
+  (``MessageRetentionPeriod`` 14,400; SQS deletes a message older than that, received or not), whatever
+  ``rollout_timeout_s``. A generate request Nova had not yet taken after 4 hours of a 12-hour rollout was deleted,
+  and the rollout waited for a turn that never came until the sweeper answered it with the error reward. Each queue
+  now keeps a message at least ``rollout_timeout_s``.
 """
 
 from __future__ import annotations
@@ -93,3 +98,22 @@ def test_a_nova_turn_may_wait_as_long_as_the_rollout_timeout_when_that_is_over_a
     # The bridge's default (600 s) and no bridge at all keep the trainer's hour.
     for context in ("", harness.NOVA_BRIDGE_CONTEXT):
         assert set(_turn_timeouts(harness.synthesized(context).template).values()) == {3600}, context
+
+
+def _nova_queue_retention(template: dict) -> dict[str, int]:
+    return {
+        r["Properties"]["QueueName"]: r["Properties"]["MessageRetentionPeriod"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::SQS::Queue"
+        and r["Properties"].get("FifoQueue")
+        and not str(r["Properties"].get("QueueName", "")).endswith("-dlq.fifo")
+    }
+
+
+def test_a_nova_queue_keeps_a_message_as_long_as_a_rollout_may_wait_for_it():
+    long = json.loads(harness.NOVA_BRIDGE_CONTEXT)
+    long["rewardpipe_nova"]["rollout_timeout_s"] = 43_200
+    retention = _nova_queue_retention(harness.synthesized(json.dumps(long, sort_keys=True)).template)
+    assert len(retention) == 4 and all(seconds >= 43_200 for seconds in retention.values()), retention
+    # A short rollout.timeout keeps the 4 hours.
+    assert set(_nova_queue_retention(harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template).values()) == {14_400}
