@@ -445,6 +445,13 @@ class Connection:
         self.record_model_tree(exc)
         if type(info) is not dict:
             return exc
+        handle = info.get("h")
+        if type(handle) is int:
+            # Round twenty-six: an exception of a class the wire cannot carry back by value (a ``json.JSONDecodeError``
+            # the model's code raised), caught by the tests and handed back to it, was the loud "in-process fallback"
+            # error, a wrong answer's way out of its 0. It stands for the model's own object, as a returned one does.
+            self.stood_for[id(exc)] = (exc, handle)
+            self.remotes.setdefault(handle, exc)
         with contextlib.suppress(Exception):  # a chain the model described oddly: the exception arrives without it
             notes = info.get("notes")
             if type(notes) is list and notes:
@@ -804,6 +811,16 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
         made = _exception_made_where_its_class_lives(conn, obj)
         if made is not None:
             return made
+        if (
+            type(obj) in (RemoteError, ModelProcessDied)
+            or type(obj) in conn.warning_classes.values()
+            or (isinstance(obj, BaseException) and conn.from_model.get(id(obj)) is obj)
+        ):
+            # Round twenty-six: what this runner raised for the model's misdoing (a malformed or oversized reply, its
+            # process gone), a warning of a category made here for one the model's code gave, or an exception rebuilt
+            # from the model's that cannot cross back, caught by the tests and handed back: the model's doing, so its
+            # failure, never the loud error its 0 would escape into.
+            raise RemoteError(f"the model's {type(obj).__name__} cannot be handed back to its code")
         standard = wire.standard_callable(obj, lambda part: _encode_argument(conn, part))
         if standard is not None:  # str.upper, math.sqrt, a partial of them...: rebuilt in the model's process
             return standard

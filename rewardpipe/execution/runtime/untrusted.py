@@ -132,7 +132,7 @@ def describe_kind(obj, handles: Handles) -> list:
         flags = obj.__code__.co_flags & wire.CODE_KIND_FLAGS if kind is types.FunctionType else 0
         return ["t", name, mask, flags]
     if issubclass(kind, BaseException):
-        return ["x", describe_exception(obj)]
+        return ["x", describe_exception(obj, handles=handles)]
     if issubclass(kind, type):
         meta = None if kind is type else _class_reference(kind, handles)
         instances = wire.protocol_mask(obj)
@@ -177,10 +177,14 @@ def _builtin_base(cls) -> str:
     return "Exception"
 
 
-def describe_exception(exc: BaseException, depth: int = 0) -> dict:
+def describe_exception(exc: BaseException, depth: int = 0, handles: Handles | None = None) -> dict:
     """What the trusted side rebuilds a raised exception from: its class, message, data (:func:`_exception_data`),
     its notes (``add_note``) and, up to MAX_EXCEPTION_CHAIN deep, the exceptions it was raised from or during
-    (``raise ... from e``, or inside an ``except``): ``assertIsInstance(cm.exception.__cause__, KeyError)``."""
+    (``raise ... from e``, or inside an ``except``): ``assertIsInstance(cm.exception.__cause__, KeyError)``.
+
+    With ``handles``, an exception of a class the wire cannot carry back by value (neither built in nor the model's
+    own, which is made again where its class lives: a ``json.JSONDecodeError``, a ``binascii.Error``) also carries a
+    handle, so the tests handing it back to the model's code hand over this very object (round twenty-six)."""
     cls = type(exc)
     try:
         message = str(exc)
@@ -192,6 +196,9 @@ def describe_exception(exc: BaseException, depth: int = 0) -> dict:
         "base": _builtin_base(cls) if isinstance(exc, Exception) else "",
         "msg": message[:2000],
     }
+    if handles is not None and getattr(cls, "__module__", None) not in ("builtins", "solution"):
+        with contextlib.suppress(BaseException):
+            info["h"] = handles.add(exc, describe=False)
     with contextlib.suppress(BaseException):  # the names of its class and its ancestors of the model's own code
         info["mro"] = [klass.__name__ for klass in cls.__mro__ if klass.__module__ == "solution"][:MAX_EXCEPTION_MRO]
     with contextlib.suppress(BaseException):  # the model's exception may do anything; its message is enough
@@ -204,7 +211,7 @@ def describe_exception(exc: BaseException, depth: int = 0) -> dict:
         with contextlib.suppress(BaseException):
             for key, linked in (("cause", exc.__cause__), ("context", exc.__context__)):
                 if isinstance(linked, BaseException) and linked is not exc:
-                    info[key] = describe_exception(linked, depth + 1)
+                    info[key] = describe_exception(linked, depth + 1, handles)
             if exc.__suppress_context__:
                 info["suppress"] = True
     return info
@@ -592,7 +599,7 @@ class Server:
             try:
                 reply = self.handle(request)
             except BaseException as exc:  # noqa: BLE001 - report, never die on the model's behalf
-                reply = {"exc": describe_exception(exc)}
+                reply = {"exc": describe_exception(exc, handles=self.handles)}
             kinds = self.handles.kinds()
             if kinds:
                 reply["k"] = kinds
@@ -603,7 +610,7 @@ class Server:
             try:
                 wire.send_json(self.wfd, reply)
             except (ValueError, RecursionError) as exc:
-                wire.send_json(self.wfd, {"exc": describe_exception(exc)})
+                wire.send_json(self.wfd, {"exc": describe_exception(exc, handles=self.handles)})
 
     def _decode(self, tree, nodes: list | None = None):
         return wire.decode(tree, self.resolver, nodes=nodes)
@@ -690,7 +697,7 @@ class Server:
             except StopIteration:
                 end = True
             except BaseException as exc:  # noqa: BLE001 - raised after the items already produced
-                end, error = True, describe_exception(exc)
+                end, error = True, describe_exception(exc, handles=self.handles)
             reply = {"ok": self._encode(items), "end": end}
             if error is not None:
                 reply["exc_after"] = error

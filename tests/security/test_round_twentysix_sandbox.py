@@ -1,0 +1,138 @@
+"""Round twenty-six: the values and calls crossing the split-trust boundary, attacked through the public executor as
+the model would.
+
+* An exception the tests caught and handed back to the model's code (``except ValueError as e: explain(e)``) could not
+  cross when the runner had rebuilt it as a class the wire does not carry by value: a standard library's
+  (``json.JSONDecodeError``, ``binascii.Error``, both always loaded in the runner), or the runner's own report of the
+  model's misdoing (``RemoteError`` for a malformed or oversized reply, ``ModelProcessDied`` once its process exited).
+  The run was the loud "in-process fallback" ``error``, so a wrong answer chose it for its 0 (excluded from GRPO) by
+  what it raised, and a right answer that let ``json.loads`` raise was that ``error`` too. A raised exception of such a
+  class now stands for the model's own object (its process keeps it for the job, as a returned one), and what the runner
+  raised for the model's misdoing, handed back, is the model's failure.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+
+
+def _run(executor, code: str, tests: str, entry_point: str):
+    job = ExecutionJob(code=textwrap.dedent(code), tests=textwrap.dedent(tests), entry_point=entry_point, timeout_s=5.0)
+    return executor.run(job)
+
+
+HANDS_THE_ERROR_BACK = """
+import unittest
+
+
+class TestExplain(unittest.TestCase):
+    def test_explained(self):
+        try:
+            load("{bad")
+        except Exception as e:
+            self.assertEqual(explain(e), "column 2")
+        else:
+            self.fail("no error")
+"""
+
+# Each a wrong answer (``explain`` says nothing right) that raises, or makes the runner raise, an exception whose class
+# the wire could not carry back.
+RAISES_WHAT_CANNOT_CROSS = {
+    "stdlib-json": "import json\n\ndef load(s):\n    raise json.JSONDecodeError('no', s, 0)\n",
+    "stdlib-binascii": "import binascii\n\ndef load(s):\n    raise binascii.Error('no')\n",
+    "malformed-reply": (
+        "import sys\n"
+        "wire = sys.modules['rewardpipe.execution.runtime.wire']\n"
+        "send = wire.send_json\n"
+        "def forged(fd, obj):\n"
+        "    send(fd, {'ok': {'zz': 1}} if isinstance(obj, dict) and obj.get('ok') == 'MARK' else obj)\n"
+        "wire.send_json = forged\n\n"
+        "def load(s):\n    return 'MARK'\n"
+    ),
+    "process-exits": "import os\n\ndef load(s):\n    os._exit(3)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RAISES_WHAT_CANNOT_CROSS))
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_what_it_raises(executor, case):
+    code = RAISES_WHAT_CANNOT_CROSS[case] + "\n\ndef explain(e):\n    return 'nothing'\n"
+    result = _run(executor, code, HANDS_THE_ERROR_BACK, "load")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
+
+
+def test_a_right_answer_gets_back_the_standard_exception_it_raised(executor):
+    code = """
+    import json
+
+    def load(s):
+        return json.loads(s)
+
+    def explain(e):
+        return f"column {e.colno}" if isinstance(e, json.JSONDecodeError) else type(e).__name__
+    """
+    result = _run(executor, code, HANDS_THE_ERROR_BACK, "load")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_the_exception_handed_back_is_the_models_own_object(executor):
+    code = """
+    import binascii
+
+    raised = []
+
+    def load(s):
+        error = binascii.Error("bad padding")
+        error.seen = s
+        raised.append(error)
+        raise error
+
+    def same(e):
+        return e is raised[-1] and e.seen
+
+    def last():
+        return raised[-1]
+    """
+    tests = """
+    import unittest
+
+
+    class TestSame(unittest.TestCase):
+        def test_same(self):
+            with self.assertRaises(ValueError) as cm:
+                load("ab=")
+            self.assertEqual(same(cm.exception), "ab=")
+            self.assertIs(last(), cm.exception)
+    """
+    result = _run(executor, code, tests, "load")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_a_warning_of_a_category_made_for_the_model_handed_back_is_its_failure(executor):
+    tests = """
+    import unittest
+
+
+    class TestWarn(unittest.TestCase):
+        def test_warned(self):
+            with self.assertWarns(Warning) as cm:
+                old()
+            self.assertTrue(is_deprecation(cm.warning))
+    """
+    code = """
+    import warnings
+
+    def old():
+        class Odd(UserWarning):
+            pass
+        warnings.warn("odd", Odd)
+
+    def is_deprecation(w):
+        return False
+    """
+    result = _run(executor, code, tests, "old")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
