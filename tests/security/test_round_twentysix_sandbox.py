@@ -9,6 +9,11 @@ the model would.
   what it raised, and a right answer that let ``json.loads`` raise was that ``error`` too. A raised exception of such a
   class now stands for the model's own object (its process keeps it for the job, as a returned one), and what the runner
   raised for the model's misdoing, handed back, is the model's failure.
+* The same ``error``, reached through a built-in the wire carries by name: a wrong answer whose function returned
+  ``reversed`` (or ``iter``, ``zip``, ``enumerate``, ``object``) where the tests wanted one of its own made the tests
+  build an iterator (or a bare object) in the runner, and handing that back (``unshift(shift("hello"))``) was the
+  ``error``. Once the model's replies handed the tests such a built-in, an iterator or bare object the tests hand back
+  is the model's failure; the tests' own ``f(iter(xs))`` stays the loud ``error`` otherwise.
 """
 
 from __future__ import annotations
@@ -110,6 +115,67 @@ def test_the_exception_handed_back_is_the_models_own_object(executor):
     """
     result = _run(executor, code, tests, "load")
     assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+CALLS_WHAT_IT_GETS = """
+import unittest
+
+
+class TestShift(unittest.TestCase):
+    def test_round_trip(self):
+        shift = make_shift(5)
+        self.assertEqual(unshift(shift("hello"), 5), "hello")
+"""
+
+
+@pytest.mark.parametrize("maker", ["enumerate", "iter", "reversed", "zip"])
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_the_built_in_it_returns(executor, maker):
+    code = f"def make_shift(k):\n    return {maker}\n\n\ndef unshift(s, k):\n    return 'nothing'\n"
+    result = _run(executor, code, CALLS_WHAT_IT_GETS, "make_shift")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
+
+
+def test_a_bare_object_made_by_the_class_it_returns_is_its_failure_too(executor):
+    tests = """
+    import unittest
+
+
+    class TestFactory(unittest.TestCase):
+        def test_made(self):
+            make = factory()
+            self.assertTrue(accepts(make()))
+    """
+    code = "def factory():\n    return object\n\n\ndef accepts(x):\n    return False\n"
+    result = _run(executor, code, tests, "factory")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+def test_a_right_answer_returning_its_own_function_still_passes(executor):
+    code = """
+    def make_shift(k):
+        def shift(s):
+            return "".join(chr((ord(ch) - 97 + k) % 26 + 97) for ch in s)
+        return shift
+
+    def unshift(s, k):
+        return "".join(chr((ord(ch) - 97 - k) % 26 + 97) for ch in s)
+    """
+    result = _run(executor, code, CALLS_WHAT_IT_GETS, "make_shift")
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_the_tests_own_iterator_stays_the_loud_error(executor):
+    tests = """
+    import unittest
+
+
+    class TestIter(unittest.TestCase):
+        def test_iter(self):
+            self.assertEqual(total(iter([1, 2])), 3)
+    """
+    result = _run(executor, "def total(xs):\n    return sum(xs)\n", tests, "total")
+    assert result.status is ExecutionStatus.ERROR, (result.status, result.reason)
 
 
 def test_a_warning_of_a_category_made_for_the_model_handed_back_is_its_failure(executor):

@@ -38,7 +38,7 @@ import traceback
 import types
 import unittest
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from . import harness, layers, runner_globals, wire
@@ -126,6 +126,9 @@ class Connection:
         # generator they drive is StopIteration, with its value, as in one process (round twelve). Known from what
         # the tests did, never from what the model's process says the object is.
         self.generator_steps: set[int] = set()
+        # The model's replies handed the tests a built-in whose calls make what cannot cross (``iter``, ``map``...): an
+        # iterator (or a bare object) the tests then hand to its code may be of its making (see _encode_argument).
+        self.gave_makers = False
 
     def request(self, message: dict) -> dict:
         with self.lock:
@@ -241,6 +244,8 @@ class Connection:
     def _from_model(self, value) -> None:
         if _held(value) is not None:
             self.from_model.setdefault(id(value), value)
+        elif id(value) in _MAKER_IDS:
+            self.gave_makers = True
 
     def record_model_tree(self, value) -> None:
         """Record ``value`` and every holder of values inside it as the model's (bounded walk): for what was decoded
@@ -769,6 +774,9 @@ def _items(value, width: int) -> list:
 
 
 _CONTAINERS = (list, tuple, dict, set, frozenset)
+# Built-ins the wire carries by name (wire._BUILTINS_BY_NAME) whose calls make what cannot cross to the model's code:
+# an iterator, a bare object (round twenty-six).
+_MAKER_IDS = frozenset(map(id, (iter, reversed, map, filter, zip, enumerate, object)))
 MAX_ORIGIN_WALK = 1_000_000  # containers walked to tell where a too-deep value came from
 
 
@@ -828,6 +836,13 @@ def _encode_argument(conn: Connection, value, nodes: list | None = None):
             # A view of a value the model's code returned in a format the wire does not carry (an ``array("u")``'s):
             # the model chose that value, so it is its failure, never the loud error (round twenty-two).
             raise RemoteError(f"a memoryview of format {obj.format!r} cannot cross the sandbox boundary")
+        if conn.gave_makers and (type(obj) is object or isinstance(obj, Iterator)):
+            # Round twenty-six: the model's code returned ``reversed`` (or ``iter``, ``map``...) where the tests wanted
+            # a function of its own, and what they made by calling it, handed back (``unshift(shift("abc"))``), could
+            # not cross: the loud "in-process fallback" error, a wrong answer's way out of its 0. Its failure.
+            raise RemoteError(
+                f"a {type(obj).__name__} made by a built-in the model's code returned cannot be passed back to it"
+            )
         raise wire.Unencodable(
             f"a {type(obj).__name__} cannot be passed to the model's code across the sandbox boundary"
         )
