@@ -14,6 +14,12 @@ the model would.
   build an iterator (or a bare object) in the runner, and handing that back (``unshift(shift("hello"))``) was the
   ``error``. Once the model's replies handed the tests such a built-in, an iterator or bare object the tests hand back
   is the model's failure; the tests' own ``f(iter(xs))`` stays the loud ``error`` otherwise.
+* ``name_of(type(make()))`` (round twenty-one's shape): ``type()`` of a stub is answered in the runner, from the
+  object's description, as the interpreter's type (a generator's, a function's) or a standard class (an
+  ``itertools.chain``), and neither could be handed back; nor could the stub's own class, for an object the model's
+  process left undescribed. Each was the ``error`` for a wrong answer's result. The interpreter's types cross by name to
+  the model's side, a standard class stands for the model's class it was answered for, and a stub's class is the
+  model's failure.
 """
 
 from __future__ import annotations
@@ -28,6 +34,13 @@ from rewardpipe.execution import ExecutionJob, ExecutionStatus
 def _run(executor, code: str, tests: str, entry_point: str):
     job = ExecutionJob(code=textwrap.dedent(code), tests=textwrap.dedent(tests), entry_point=entry_point, timeout_s=5.0)
     return executor.run(job)
+
+
+def _assert_its_failure(executor, code: str, tests: str, entry_point: str) -> None:
+    """A wrong answer's run is its ``failed`` with nothing passed, never the excluded ``error``."""
+    result = _run(executor, code, tests, entry_point)
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert result.passed == 0
 
 
 HANDS_THE_ERROR_BACK = """
@@ -65,9 +78,7 @@ RAISES_WHAT_CANNOT_CROSS = {
 @pytest.mark.parametrize("case", sorted(RAISES_WHAT_CANNOT_CROSS))
 def test_a_wrong_answer_cannot_make_its_zero_an_error_by_what_it_raises(executor, case):
     code = RAISES_WHAT_CANNOT_CROSS[case] + "\n\ndef explain(e):\n    return 'nothing'\n"
-    result = _run(executor, code, HANDS_THE_ERROR_BACK, "load")
-    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
-    assert result.passed == 0
+    _assert_its_failure(executor, code, HANDS_THE_ERROR_BACK, "load")
 
 
 def test_a_right_answer_gets_back_the_standard_exception_it_raised(executor):
@@ -131,9 +142,7 @@ class TestShift(unittest.TestCase):
 @pytest.mark.parametrize("maker", ["enumerate", "iter", "reversed", "zip"])
 def test_a_wrong_answer_cannot_make_its_zero_an_error_by_the_built_in_it_returns(executor, maker):
     code = f"def make_shift(k):\n    return {maker}\n\n\ndef unshift(s, k):\n    return 'nothing'\n"
-    result = _run(executor, code, CALLS_WHAT_IT_GETS, "make_shift")
-    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
-    assert result.passed == 0
+    _assert_its_failure(executor, code, CALLS_WHAT_IT_GETS, "make_shift")
 
 
 def test_a_bare_object_made_by_the_class_it_returns_is_its_failure_too(executor):
@@ -202,3 +211,47 @@ def test_a_warning_of_a_category_made_for_the_model_handed_back_is_its_failure(e
     """
     result = _run(executor, code, tests, "old")
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+
+
+NAMES_THE_TYPE = """
+import unittest
+
+
+class TestKind(unittest.TestCase):
+    def test_kind(self):
+        self.assertEqual(name_of(type(make())), "dict")
+"""
+FORGED_REPLIES = (
+    "import sys\n"
+    "wire = sys.modules['rewardpipe.execution.runtime.wire']\n"
+    "send = wire.send_json\n"
+    "def forged(fd, obj):\n"
+    "    if isinstance(obj, dict):\n"
+    "        {forge}\n"
+    "    send(fd, obj)\n"
+    "wire.send_json = forged\n\n"
+    "class Thing:\n    pass\n\n"
+)
+RESULTS_OF_A_KIND = {
+    "generator": "def make():\n    return (x for x in [])\n",
+    "function": "def make():\n    return make\n",
+    "standard-class": "import itertools\n\ndef make():\n    return itertools.chain()\n",
+    "undescribed": FORGED_REPLIES.format(forge="obj.pop('k', None)") + "def make():\n    return Thing()\n",
+    "reference-without-handle": FORGED_REPLIES.format(
+        forge="[item[1].__setitem__(2, ['zz', 'itertools', 'chain']) for item in obj.get('k', []) if item[1][0] == 'o']"
+    )
+    + "def make():\n    return Thing()\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RESULTS_OF_A_KIND))
+def test_a_wrong_answer_cannot_make_its_zero_an_error_by_the_kind_of_its_result(executor, case):
+    code = RESULTS_OF_A_KIND[case] + "\n\ndef name_of(kind):\n    return 'nothing'\n"
+    _assert_its_failure(executor, code, NAMES_THE_TYPE, "make")
+
+
+@pytest.mark.parametrize(("made", "name"), [("(x for x in [])", "generator"), ("itertools.chain()", "chain")])
+def test_a_right_answer_gets_back_the_kind_of_its_result(executor, made, name):
+    code = f"import itertools\n\ndef make():\n    return {made}\n\n\ndef name_of(kind):\n    return kind.__name__\n"
+    result = _run(executor, code, NAMES_THE_TYPE.replace('"dict"', repr(name)), "make")
+    assert result.status is ExecutionStatus.PASSED, result.reason
