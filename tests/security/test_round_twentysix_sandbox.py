@@ -20,6 +20,10 @@ the model would.
   process left undescribed. Each was the ``error`` for a wrong answer's result. The interpreter's types cross by name to
   the model's side, a standard class stands for the model's class it was answered for, and a stub's class is the
   model's failure.
+* A forged pass: a StopIteration from a ``send``/``throw`` the tests read off a model object is let through as a
+  generator's end (round twelve), and that stub was known by the handle the reply named, so a wrong answer that answered
+  ``g.send`` with its entry point (or handed that ``send`` back later as another function) ended the tests'
+  ``any(map(is_prime, composites))`` early and passed. Only a stub made by the reply to that read is such a step now.
 """
 
 from __future__ import annotations
@@ -255,3 +259,41 @@ def test_a_right_answer_gets_back_the_kind_of_its_result(executor, made, name):
     code = f"import itertools\n\ndef make():\n    return {made}\n\n\ndef name_of(kind):\n    return kind.__name__\n"
     result = _run(executor, code, NAMES_THE_TYPE.replace('"dict"', repr(name)), "make")
     assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+# Round twelve lets a generator's end through ``send``/``throw`` the tests read off it as the StopIteration it is; a
+# wrong answer answered ``g.send`` with its entry point (or later handed the ``send`` it gave back as another function),
+# so its StopIteration ended ``any(map(is_prime, composites))`` early: a pass.
+STEPS_AND_MAPS = """
+import unittest
+
+
+class TestSteps(unittest.TestCase):
+    def test_a_generator(self):
+        g = running_total()
+        self.assertEqual(next(g), 0)
+        self.assertEqual(g.send(5), 5)
+
+    def test_b_no_prime(self):
+        self.assertFalse(any(map(checker(), [4, 6, 8, 9])))
+"""
+ALIASES_A_STEP = {
+    "entry-point-as-send": "step = is_prime\n",
+    "send-handed-back-later": "step = lambda n: is_prime(n)\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(ALIASES_A_STEP))
+def test_a_wrong_answer_cannot_pass_off_its_functions_stop_iteration_as_a_generators_end(executor, case):
+    code = (
+        "def is_prime(n):\n    if n == 5:\n        return 5\n    raise StopIteration\n\n"
+        + ALIASES_A_STEP[case]
+        + "\n\nclass Running:\n    def __next__(self):\n        return 0\n\n"
+        "    def __iter__(self):\n        return self\n\n"
+        "    def __getattr__(self, name):\n        return step\n\n\n"
+        "def running_total():\n    return Running()\n\n\n"
+        "def checker():\n    return step\n"
+    )
+    result = _run(executor, code, STEPS_AND_MAPS, "is_prime")
+    assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
+    assert "test_b_no_prime" in result.reason  # (its generator test passes: that ``send`` is an honest one)

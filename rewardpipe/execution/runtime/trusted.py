@@ -126,6 +126,7 @@ class Connection:
         # generator they drive is StopIteration, with its value, as in one process (round twelve). Known from what
         # the tests did, never from what the model's process says the object is.
         self.generator_steps: set[int] = set()
+        self.made_in: dict[int, int] = {}  # handle -> the request (``calls``) whose reply made its stub
         # The model's replies handed the tests a built-in whose calls make what cannot cross (``iter``, ``map``...): an
         # iterator (or a bare object) the tests then hand to its code may be of its making (see _encode_argument).
         self.gave_makers = False
@@ -282,6 +283,11 @@ class Connection:
         found = self.remotes.get(handle)
         if found is None:
             found = self.remotes[handle] = self._stand_in(handle, name)
+            self.made_in[handle] = self.calls
+        else:
+            # Handed over again: never a generator's own ``send``/``throw`` (each read of one is a new object), so
+            # its StopIteration is no end of a generator (round twenty-six, see Remote.__getattr__).
+            self.generator_steps.discard(handle)
         return found
 
     def _stand_in(self, handle: int, name: str):
@@ -970,9 +976,12 @@ class Remote:
             self._drive_coroutine()
         result = self._rp("getattr", name=name)
         if name in _GENERATOR_STEPS and isinstance(result, Remote):
-            steps = self._rp_connection().generator_steps
-            if len(steps) < MAX_GENERATOR_STEPS:
-                steps.add(object.__getattribute__(result, "_rp_handle"))
+            conn = self._rp_connection()
+            handle = object.__getattribute__(result, "_rp_handle")
+            # Only a stub this very reply made (round twenty-six: a wrong answer answered ``g.send`` with its entry
+            # point, whose StopIteration then ended the tests' ``all(map(is_prime, primes))`` early, a pass).
+            if len(conn.generator_steps) < MAX_GENERATOR_STEPS and conn.made_in.get(handle) == conn.calls:
+                conn.generator_steps.add(handle)
         return result
 
     def _drive_coroutine(self) -> None:
