@@ -28,6 +28,7 @@ the model would.
 
 from __future__ import annotations
 
+import json
 import textwrap
 
 import pytest
@@ -297,3 +298,19 @@ def test_a_wrong_answer_cannot_pass_off_its_functions_stop_iteration_as_a_genera
     result = _run(executor, code, STEPS_AND_MAPS, "is_prime")
     assert result.status is ExecutionStatus.FAILED, (result.status, result.reason)
     assert "test_b_no_prime" in result.reason  # (its generator test passes: that ``send`` is an honest one)
+
+
+def test_the_model_process_keeps_a_bounded_number_of_raised_exceptions():
+    from rewardpipe.execution.runtime import untrusted
+
+    handles = untrusted.Handles()
+    described = [
+        untrusted.describe_exception(ValueError("plain"), handles=handles),
+        *(
+            untrusted.describe_exception(json.JSONDecodeError("no", "x", 0), handles=handles)
+            for _ in range(untrusted.MAX_EXCEPTIONS_KEPT + 50)
+        ),
+    ]
+    assert "h" not in described[0]  # a built-in class crosses by value
+    assert sum("h" in info for info in described) == untrusted.MAX_EXCEPTIONS_KEPT
+    assert len(handles.objects) == untrusted.MAX_EXCEPTIONS_KEPT

@@ -72,6 +72,7 @@ class Handles:
             int
         ] = []  # handles handed over since the last reply and never described: their kind goes with it
         self.described: set[int] = set()
+        self.exceptions_kept = 0  # raised exceptions kept for the tests to hand back (see describe_exception)
 
     def add(self, obj, describe: bool = True) -> int:
         """The handle of ``obj``; ``describe``: it is being handed over as a stub (a module-level value listed by
@@ -115,6 +116,7 @@ class Handles:
 
 MAX_CLASS_ATTRIBUTES_SEEN = 256  # of each exported class, looked through for exception classes
 MAX_DESCRIBED = 10_000  # kind descriptions in one reply (beyond: stubs of no known kind)
+MAX_EXCEPTIONS_KEPT = 1024  # raised exceptions a job's process keeps to be handed back (beyond: the model's failure)
 
 
 def describe_kind(obj, handles: Handles) -> list:
@@ -196,8 +198,13 @@ def describe_exception(exc: BaseException, depth: int = 0, handles: Handles | No
         "base": _builtin_base(cls) if isinstance(exc, Exception) else "",
         "msg": message[:2000],
     }
-    if handles is not None and getattr(cls, "__module__", None) not in ("builtins", "solution"):
+    if (
+        handles is not None
+        and handles.exceptions_kept < MAX_EXCEPTIONS_KEPT
+        and getattr(cls, "__module__", None) not in ("builtins", "solution")
+    ):
         with contextlib.suppress(BaseException):
+            handles.exceptions_kept += 1  # (each keeps its traceback's frames alive for the job: bounded)
             info["h"] = handles.add(exc, describe=False)
     with contextlib.suppress(BaseException):  # the names of its class and its ancestors of the model's own code
         info["mro"] = [klass.__name__ for klass in cls.__mro__ if klass.__module__ == "solution"][:MAX_EXCEPTION_MRO]
