@@ -117,6 +117,17 @@ def test_a_fork_server_that_never_got_a_job_says_goodbye_cleanly():
     assert [worker.process.returncode for worker in workers] == [0, 0]
 
 
+def test_fork_servers_closed_while_still_starting_say_goodbye_cleanly():
+    """Closed at once, before either has said hello: each finds the channel gone when it sends its hello (a
+    broken pipe), which is the scorer's goodbye too, not a crash."""
+    forkservers.prestart(2, workers=2)
+    executor = make_executor(workers=2)
+    workers = list(executor._prestarted.values())
+    executor.close()
+    assert len(workers) == 2
+    assert [worker.process.returncode for worker in workers] == [0, 0]
+
+
 def test_an_executor_with_other_settings_stops_them_and_starts_its_own():
     forkservers.prestart(1, workers=1)
     prestarted = forkservers._prestarted

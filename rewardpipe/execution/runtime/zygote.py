@@ -1730,24 +1730,19 @@ def main(argv: list[str], oom_fd: int | None = None) -> int:
     except BaseException as exc:  # noqa: BLE001
         channel.send(json.dumps({"fatal": f"fork server failed to start: {exc!r}"}).encode())
         return 1
-    channel.send(
-        json.dumps(
-            {
-                "hello": True,
-                "pid": os.getpid(),
-                "isolation": zygote.isolation,
-                "cgroups": zygote.cgroups.dirs if zygote.cgroups else [],
-            }
-        ).encode()
-    )
     try:
+        channel.send(
+            json.dumps(
+                {
+                    "hello": True,
+                    "pid": os.getpid(),
+                    "isolation": zygote.isolation,
+                    "cgroups": zygote.cgroups.dirs if zygote.cgroups else [],
+                }
+            ).encode()
+        )
         while True:
-            try:
-                message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
-            except ConnectionResetError:
-                # The scorer closed its end with a message of ours unread (the hello of a fork server it never
-                # gave a job): the same goodbye as an EOF, not a crash with a traceback and exit status 1.
-                return 0
+            message, fds, _, _ = socket.recv_fds(channel, 1 << 16, 8)
             if not message:
                 return 0
             changed = zygote.own_changes()
@@ -1777,5 +1772,10 @@ def main(argv: list[str], oom_fd: int | None = None) -> int:
                 zygote.after_reply()
             except Exception as exc:  # noqa: BLE001 - e.g. fork() hit a limit; the next job forks on demand
                 print(f"fork server: clean-up after a job failed: {exc!r}", file=sys.stderr, flush=True)
+    except (BrokenPipeError, ConnectionResetError):
+        # The scorer closed its end while this process was still starting (its hello unsent), or with a message of
+        # ours unread (the hello of a fork server it never gave a job): the same goodbye as an EOF, not a crash
+        # with a traceback and exit status 1.
+        return 0
     finally:
         zygote.close()
