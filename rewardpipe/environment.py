@@ -267,9 +267,10 @@ class Environment(Generic[StateT, TaskT]):
     calls_llm: ClassVar[bool] = False
     system_prompt: ClassVar[str | None] = None
     collapse_scenario: ClassVar[str | None] = None
-    # A hook (start, on_policy_turn, respond, execution_job, metrics) still running after this many seconds
-    # makes its rollout a simulator_error and the run goes on; the call is abandoned in a thread of its own
-    # (Python cannot stop one). None: hooks run in the caller's thread, unbounded, at no cost per call.
+    # A hook (start, on_policy_turn, respond, execution_job, metrics, transcript_fields) still running after this
+    # many seconds makes its rollout a simulator_error (a late metrics or transcript_fields only leaves its values
+    # out) and the run goes on; the call is abandoned in a thread of its own (Python cannot stop one). None: hooks
+    # run in the caller's thread, unbounded, at no cost per call.
     hook_timeout_s: ClassVar[float | None] = None
 
     # -- the episode ------------------------------------------------------------------------------------

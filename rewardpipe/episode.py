@@ -42,6 +42,7 @@ from rewardpipe.environment import (
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import ErrorInfo, Message, Record, recordable_metrics, text_message
+from rewardpipe.safe_text import encodable
 
 if TYPE_CHECKING:  # pragma: no cover
     from rewardpipe.policies import Policy
@@ -74,6 +75,8 @@ __all__ = [
     "stored_action",
 ]
 
+#: What start() may leave as next_action: the model or the environment speaks first; the episode is not over.
+AFTER_START = frozenset({"policy", "env"})
 ENDED_BY_ENV = "ended_by_env"
 TURN_LIMIT = "turn_limit"
 #: the policy had no further turn (a replayed recording ended where the model was to speak)
@@ -198,6 +201,14 @@ def start_episode(
             f"environment '{env.name}': start() opened the conversation with a {type(odd).__name__}, "
             f"not a list of Message"
         )
+    if state.next_action not in AFTER_START:
+        # An episode over before the model's first turn has no answer to score: it was scored all the same (the
+        # task's prompt alone), a score for nothing the model did.
+        raise EpisodeError(
+            f"environment '{env.name}': start() left next_action {state.next_action!r}; it must be one of "
+            f"{', '.join(sorted(AFTER_START))} (an episode ends after the model's first turn, not before it)"
+        )
+    state = _text_end_reason(state, env, "start")
     return state.evolve(
         run_id=run_id,
         step=step,
@@ -240,6 +251,22 @@ def _ids(state: EpisodeState) -> tuple[Any, ...]:
     return (state.rollout_id, state.group_id, state.step, state.task_id, state.run_id)
 
 
+def _text_end_reason(state: EpisodeState, env: Environment, hook: str) -> EpisodeState:
+    """``state`` with its end reason text the record and the transcript can hold: a value that is not text is an
+    :class:`EpisodeError` naming the hook; a lone surrogate (an end reason quoting a replayed turn of the model's)
+    is replaced by U+FFFD, as in every other text a record carries (raw, it made the record and the transcript
+    unwritable and ended the run)."""
+    reason = state.end_reason
+    if reason is None:
+        return state
+    if not isinstance(reason, str):
+        raise EpisodeError(
+            f"environment '{env.name}': {hook}() left end_reason a {type(reason).__name__}; it must be text"
+        )
+    written = encodable(reason)
+    return state if written is reason else state.evolve(end_reason=written)
+
+
 def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], before: EpisodeState) -> EpisodeState:
     if not isinstance(new, EpisodeState):
         raise EpisodeError(f"environment '{env.name}': {hook}() returned {type(new).__name__}, not a new state")
@@ -248,10 +275,7 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
             f"environment '{env.name}': {hook}() left next_action {new.next_action!r}; it must be "
             f"one of {', '.join(sorted(allowed))}"
         )
-    if new.end_reason is not None and not isinstance(new.end_reason, str):
-        raise EpisodeError(
-            f"environment '{env.name}': {hook}() left end_reason a {type(new.end_reason).__name__}; it must be text"
-        )
+    new = _text_end_reason(new, env, hook)
     _checked_messages(new, before, env, hook)
     if _ids(new) != _ids(before):
         # The ids file the record and the transcript: a hook that renamed its rollout (state.evolve(rollout_id=
@@ -305,15 +329,23 @@ def apply_env_turn(
 
 
 def end_without_commit(state: EpisodeState, reason: str) -> EpisodeState:
-    """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands."""
-    return state.evolve(next_action="score", end_reason=reason)
+    """Stop the episode early (e.g. a replay ran out of turns): it is scored as it stands. ``reason`` may quote
+    a policy's exception: its lone surrogates are replaced (see :func:`_text_end_reason`)."""
+    return state.evolve(next_action="score", end_reason=encodable(reason))
 
 
 def execution_job(state: EpisodeState, task: Any, env: Environment) -> ExecutionJob | None:
     """The sandbox job of an episode that ended with ``execute`` (None otherwise, or when there is none)."""
     if state.next_action != "execute":
         return None
-    return call_hook(env, "execution_job", state, task)
+    job = call_hook(env, "execution_job", state, task)
+    if job is not None and not isinstance(job, ExecutionJob):
+        # A dict or the code as text went on to the sandbox, which failed it as its own crash (or, scored without
+        # it, as nothing executed: a 0), and the run's transcript of it failed the whole run.
+        raise EpisodeError(
+            f"environment '{env.name}': execution_job() returned {type(job).__name__}, not an ExecutionJob (or None)"
+        )
+    return job
 
 
 def checked_score(
@@ -625,9 +657,21 @@ def run_episode(
 ) -> Record:
     """One rollout end to end. Every failure of the machinery becomes an error record."""
     reward = reward if reward is not None else env.reward
-    state = start_episode(
-        task, env=env, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns
-    )
+    try:
+        state = start_episode(
+            task, env=env, run_id=run_id, step=step, group_id=group_id, rollout_id=rollout_id, max_turns=max_turns
+        )
+    except Exception as exc:  # noqa: BLE001 - the environment's start failed: this rollout's error, as in run_slots
+        return failure_record(
+            run_id=run_id,
+            step=step,
+            group_id=group_id,
+            rollout_id=rollout_id,
+            task_id=task.task_id,
+            kind="simulator_error",
+            message=f"{type(exc).__name__}: {exc}",
+            reward=reward,
+        )
     try:
         state = converse(state, task, policy, env, services=services)
     except ConversationError as exc:  # a policy/environment failure is infrastructure, not a score

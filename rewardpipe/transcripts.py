@@ -92,10 +92,10 @@ def _executed_code(state: EpisodeState, task: Any, env: Environment) -> str | No
     """The code of the episode's execution job (None when it has none, or the task is not known)."""
     if task is None or state.next_action != "execute":
         return None
-    from rewardpipe.episode import call_hook  # not at the top: report and show read transcripts without it
+    from rewardpipe.episode import execution_job  # not at the top: report and show read transcripts without it
 
     try:
-        job = call_hook(env, "execution_job", state, task)
+        job = execution_job(state, task, env)
     except Exception:  # noqa: BLE001 - a transcript is evidence: a failing hook leaves the field empty
         return None
     return job.code if job is not None else None
@@ -135,9 +135,13 @@ def transcript_of_episode(
     its execution job, the verdict, the scores, and what the environment adds
     (:meth:`rewardpipe.Environment.transcript_fields`: turn kinds, revealed details...). ``task`` may be
     None (a failure before it could be loaded)."""
+    from rewardpipe.episode import call_hook  # not at the top: report and show read transcripts without it
+
     fields: dict[str, Any] = {"executed_code": _executed_code(state, task, env)}
-    with contextlib.suppress(Exception):  # evidence only: the environment's extras are left out
-        fields.update(_environment_fields(env.transcript_fields(state, task)))
+    # evidence only: the environment's extras are left out when the hook fails, calls sys.exit() or outlives
+    # hook_timeout_s (called as every hook is: called directly, its sys.exit() ended the run)
+    with contextlib.suppress(Exception):
+        fields.update(_environment_fields(call_hook(env, "transcript_fields", state, task)))
     return RolloutTranscript(
         **state.record_ids(),
         messages=list(state.messages),
