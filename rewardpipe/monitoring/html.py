@@ -355,7 +355,18 @@ def _transcript(example: dict[str, Any]) -> str:
             turn += 1
             kinds = transcript.get("turn_kinds") or []
             role = f"assistant · turn {turn} · {kinds[turn] if turn < len(kinds) else '?'}"
-        body.append(f'<div class="role">{_t(role)}</div><pre>{_t(message["content"])}</pre>')
+        if message.get("name") is not None:
+            role += f" · {message['name']}"
+        if message.get("tool_call_id") is not None:
+            role += f" · answers {message['tool_call_id']}"
+        text = message["content"]
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            ident = f" [{call['id']}]" if call.get("id") is not None else ""
+            text += ("\n" if text else "") + f"↳ tool call {function.get('name')}({function.get('arguments')}){ident}"
+        if message.get("tool_calls_dropped"):
+            text += f"\n↳ {message['tool_calls_dropped']} more tool calls"
+        body.append(f'<div class="role">{_t(role)}</div><pre>{_t(text)}</pre>')
     if transcript.get("executed_code") is not None:
         body.append(f'<div class="role">executed code</div><pre>{_t(transcript["executed_code"])}</pre>')
     verdict = transcript.get("verdict") or {}

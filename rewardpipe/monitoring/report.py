@@ -9,6 +9,7 @@ not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders i
 from __future__ import annotations
 
 import contextlib
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -23,6 +24,7 @@ from rewardpipe.store import transcript_key
 REPORT_SCHEMA = "rewardpipe.report/v1"
 EXAMPLES_PER_ALARM = 3
 MESSAGE_CHARS = 4000  # a transcript message longer than this is cut in the report (the store keeps it whole)
+TOOL_CALLS = 16  # tool calls of one message shown in the report (the rest are counted)
 AGGREGATE = "aggregate"
 
 
@@ -85,16 +87,51 @@ def _alarm_examples(alarm: Mapping[str, Any], columns: RunColumns, run_id: str |
     return examples
 
 
-def _compact_transcript(transcript: Any) -> dict[str, Any]:
-    def cut(text: str) -> str:
-        return (
-            text
-            if len(text) <= MESSAGE_CHARS
-            else text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
-        )
+def _cut(text: str) -> str:
+    if len(text) <= MESSAGE_CHARS:
+        return text
+    return text[:MESSAGE_CHARS] + f"… [{len(text) - MESSAGE_CHARS} more characters]"
 
+
+def _compact_call(call: Any) -> dict[str, Any]:
+    """One tool call as the report shows it: ``{"id", "type", "function": {"name", "arguments"}}``, each text cut
+    (arguments that are not text as their JSON)."""
+    if not isinstance(call, Mapping):
+        return {"id": None, "type": "function", "function": {"name": "?", "arguments": _cut(str(call))}}
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    name = function.get("name", call.get("name", "?"))
+    arguments = function.get("arguments", call.get("arguments", ""))
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=False, default=str)
+    ident = call.get("id")
     return {
-        "messages": [{"role": m.role, "content": cut(m.content)} for m in transcript.messages],
+        "id": None if ident is None else _cut(str(ident)),
+        "type": "function",
+        "function": {"name": _cut(str(name)), "arguments": _cut(arguments)},
+    }
+
+
+def _compact_message(message: Any) -> dict[str, Any]:
+    """A message as the report shows it: role and content, and its tool calls, call id and name where it has them
+    (without them, an assistant turn made of tool calls showed as empty)."""
+    compact: dict[str, Any] = {"role": message.role, "content": _cut(message.content)}
+    calls = message.tool_calls or []
+    if calls:
+        compact["tool_calls"] = [_compact_call(call) for call in calls[:TOOL_CALLS]]
+        if len(calls) > TOOL_CALLS:
+            compact["tool_calls_dropped"] = len(calls) - TOOL_CALLS
+    if message.tool_call_id is not None:
+        compact["tool_call_id"] = _cut(message.tool_call_id)
+    if message.name is not None:
+        compact["name"] = _cut(message.name)
+    return compact
+
+
+def _compact_transcript(transcript: Any) -> dict[str, Any]:
+    cut = _cut
+    return {
+        "messages": [_compact_message(m) for m in transcript.messages],
         "turn_kinds": list(transcript.turn_kinds),
         "revealed": [item.model_dump() for item in transcript.revealed],
         "executed_code": None if transcript.executed_code is None else cut(transcript.executed_code),

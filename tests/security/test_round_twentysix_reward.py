@@ -22,6 +22,9 @@ ended the whole run while the rollout's transcript was written. Both are the rol
 ``start()``; and ``run_episode``, which promises an error record for every failure, let a raising ``start()``
 through.
 
+R5. The report's example transcripts dropped an assistant turn's tool calls (and a tool message's call id and
+name): for the ``tool_call`` environment, or any model served with a tool parser, the alarm's examples showed the
+model's turns as empty. They are shown (escaped and cut as the text is).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import pytest
 from rewardpipe import Environment, Reward, TaskRow, component
 from rewardpipe.episode import run_episode
 from rewardpipe.execution.result import ExecutionJob
+from rewardpipe.models import Message
 from rewardpipe.runner import NoSandbox, plan_step, run_slots, score_episodes
 from rewardpipe.store import open_store
 
@@ -257,3 +261,57 @@ def test_run_episode_makes_a_raising_start_an_error_record():
     )
     assert record.status == "error" and record.error.kind == "simulator_error"
     assert "KeyError" in record.error.message and record.aggregate is None
+
+
+# --- R5: tool calls in the report's example transcripts ---------------------------------------------------------
+
+
+def store_transcript(store, messages: list[Message]) -> str:
+    """The key of a transcript of ``messages`` written to ``store``."""
+    from rewardpipe.transcripts import RolloutTranscript, Verdict
+
+    ids = {"run_id": "run", "step": 0, "group_id": "g", "rollout_id": "r", "task_id": "t"}
+    return store.put_transcript(RolloutTranscript(**ids, messages=messages, verdict=Verdict(status="x")))
+
+
+def test_the_reports_example_transcripts_show_tool_calls_inert(tmp_path):
+    from rewardpipe.monitoring.html import _transcript
+    from rewardpipe.monitoring.report import MESSAGE_CHARS, attach_transcripts
+
+    hostile = "<script>alert(1)</script>\u202e\x1b[31m"
+    call = {
+        "id": "call<1>",
+        "type": "function",
+        "function": {"name": "transfer" + hostile, "arguments": '{"amount": "' + "9" * (MESSAGE_CHARS * 3) + '"}'},
+    }
+    messages = [
+        Message(role="user", content="move the money"),
+        Message(role="assistant", content="", tool_calls=[call]),
+        Message(role="tool", content="{}", tool_call_id="call<1>", name="transfer" + hostile),
+    ]
+    store = open_store(str(tmp_path))
+    key = store_transcript(store, messages)
+    report = {"alarms": [{"examples": [{"rollout_id": "r", "group_id": "g", "step": 0, "transcript_key": key}]}]}
+    attach_transcripts(report, store)
+    shown = report["alarms"][0]["examples"][0]["transcript"]["messages"]
+    assert shown[1]["tool_calls"][0]["function"]["name"] == "transfer" + hostile
+    assert len(shown[1]["tool_calls"][0]["function"]["arguments"]) < MESSAGE_CHARS + 100  # cut as text is
+    assert shown[2]["tool_call_id"] == "call<1>" and shown[2]["name"] == "transfer" + hostile
+    page = _transcript(report["alarms"][0]["examples"][0])
+    assert "transfer&lt;script&gt;" in page and "<script>" not in page
+    assert "\u202e" not in page and "\x1b" not in page
+    assert "amount" in page and "call&lt;1&gt;" in page
+    assert "9" * (MESSAGE_CHARS + 1) not in page
+
+
+def test_a_transcript_without_tool_calls_is_compacted_as_before(tmp_path):
+    from rewardpipe.monitoring.report import attach_transcripts
+
+    store = open_store(str(tmp_path))
+    key = store_transcript(store, [Message(role="user", content="q"), Message(role="assistant", content="a")])
+    report = {"alarms": [{"examples": [{"transcript_key": key}]}]}
+    attach_transcripts(report, store)
+    assert report["alarms"][0]["examples"][0]["transcript"]["messages"] == [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "a"},
+    ]
