@@ -61,10 +61,10 @@ def diagnose(components: dict[str, ComponentStats], acc: StepAcc, th: Thresholds
 def _saturation(components: dict[str, ComponentStats], acc: StepAcc, th: Thresholds) -> list[Diagnosis]:
     found = []
     for name, stats in components.items():
-        if stats.verdict != "dead" or stats.cause != "constant_at_maximum" or name not in th.ranges:
-            continue
-        maximum = th.ranges[name][1]
         weight = acc.weights.get(name)
+        if stats.verdict != "dead" or stats.cause != "constant_at_maximum" or name not in th.ranges or weight == 0:
+            continue  # (weighted 0 it lifts no reward: its dead message says so)
+        maximum = th.ranges[name][1]
         found.append(
             Diagnosis(
                 "saturation",

@@ -44,6 +44,8 @@ HINTS: dict[tuple[str, str], str] = {
 
 def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]) -> str:
     text = _dead_message(name, cause, s, cancelling)
+    if unweighted(s) and cause != "penalty_never_fires":
+        text += "; its weight is 0, so it moves no reward: GRPO loses nothing by it now (weight it to train on it)"
     sparse = s.get("sparse_groups", 0)
     if sparse and cause != "sparse_values":
         text += (
@@ -51,6 +53,12 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
             f"{s['missing']} None, {s['non_finite']} NaN or inf at this step)"
         )
     return text
+
+
+def unweighted(s: dict[str, Any]) -> bool:
+    """Whether the records weight the component 0 (``s["weight"]``, set for components, never the aggregate):
+    advice to lower its weight would be wrong, and its death costs the reward nothing."""
+    return s.get("weight") == 0
 
 
 def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]) -> str:
@@ -79,6 +87,8 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
     if cause == "constant_at_maximum":
         where = "its maximum" if s["range_known"] else "the highest value seen at this step"
         text = f"{who} constant at {where} {value} in every rollout of {share}: "
+        if unweighted(s):  # the hints and the advice below are about its weight
+            return text + "saturated: it no longer separates rollouts"
         if hint:
             return text + "saturated; " + hint
         if s["range_known"] and s["range"][1] == 0.0 and s["range"][0] < 0.0:

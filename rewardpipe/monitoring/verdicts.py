@@ -210,7 +210,7 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         if cancelling and stats["cause"] not in ("no_values", "sparse_values"):
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
-    for internal in ("range_known", "range", "at_value_groups", "sparse_groups", "rollouts_per_group"):
+    for internal in ("range_known", "range", "at_value_groups", "sparse_groups", "rollouts_per_group", "weight"):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
 
@@ -219,8 +219,9 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
     group_sizes: dict[str, Any] = {}
     components = {
-        name: finish(name, component_stats(name, acc, th, th.ranges.get(name), group_sizes))
+        name: finish(name, {**component_stats(name, acc, th, th.ranges.get(name), group_sizes), "weight": weight})
         for name in acc.component_names()
+        for weight in (acc.weights.get(name),)
     }
     shares = advantage_share_means(group_sizes)
     if shares:

@@ -25,6 +25,10 @@ through.
 R5. The report's example transcripts dropped an assistant turn's tool calls (and a tool message's call id and
 name): for the ``tool_call`` environment, or any model served with a tool parser, the alarm's examples showed the
 model's turns as empty. They are shown (escaped and cut as the text is).
+
+R6. A dead component weighted 0 in the records was alarmed with advice to lower its weight ("consider lowering its
+weight", a ``saturation`` diagnosis: "its weight 0 only lifts every reward by the same amount"). Its alarm says its
+weight is 0, so it moves no reward.
 """
 
 from __future__ import annotations
@@ -315,3 +319,50 @@ def test_a_transcript_without_tool_calls_is_compacted_as_before(tmp_path):
         {"role": "user", "content": "q"},
         {"role": "assistant", "content": "a"},
     ]
+
+
+# --- R6: a dead component of weight 0 ------------------------------------------------------------------------------
+
+
+def weighted_records(c_weight: float, value_of=lambda group, k: 1.0) -> list[dict]:
+    """``c`` constant inside every group (``value_of``), ``correctness`` varying; ``c`` weighted ``c_weight``."""
+    out = []
+    for step in range(2):
+        for group in range(8):
+            for k in range(4):
+                right, c = float(k % 2), value_of(group, k)
+                out.append(
+                    {
+                        "schema": "rewardpipe.record/v1",
+                        "run_id": "r",
+                        "step": step,
+                        "group_id": f"s{step}g{group}",
+                        "rollout_id": f"s{step}g{group}k{k}",
+                        "task_id": f"t{group}",
+                        "status": "scored",
+                        "error": None,
+                        "components": {"c": c, "correctness": right},
+                        "weights": {"c": c_weight, "correctness": 1.0},
+                        "aggregate": c_weight * c + right,
+                        "metrics": {},
+                    }
+                )
+    return out
+
+
+@pytest.mark.parametrize("value_of", [lambda group, k: 1.0, lambda group, k: float(group % 2)])
+def test_a_dead_component_of_weight_0_says_it_moves_no_reward(value_of):
+    from rewardpipe.monitoring import Thresholds, monitor_records
+
+    th = Thresholds(ranges={"c": (0.0, 1.0), "correctness": (0.0, 1.0)})
+    result = monitor_records(weighted_records(0.0, value_of), th).to_dict()
+    judged = result["steps"][0]["components"]["c"]
+    assert judged["verdict"] == "dead"  # still judged and alarmed: its signal is gone, whatever its weight
+    assert "its weight is 0" in judged["message"] and "lowering its weight" not in judged["message"]
+    for diagnosis in result["steps"][0]["diagnoses"]:
+        assert "lower the weight" not in diagnosis["message"] and "lifts every reward" not in diagnosis["message"]
+    [alarm] = [a for a in result["alarms"] if a["component"] == "c"]
+    assert "its weight is 0" in alarm["message"]
+
+    weighted = monitor_records(weighted_records(0.5, value_of), th).to_dict()["steps"][0]["components"]["c"]
+    assert weighted["verdict"] == "dead" and "its weight is 0" not in weighted["message"]
