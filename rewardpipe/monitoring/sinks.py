@@ -38,25 +38,33 @@ class ConsoleAlarmSink:
     def emit(self, alarm: Alarm) -> None:
         from rich.markup import escape
 
+        from rewardpipe.safe_text import printable
+
+        def shown(value: Any) -> str:
+            # Rich markup escaped, and control and format characters as visible escapes: an example's reason
+            # quotes the executor's (the model's program's output), a component name is any text; raw, an ANSI
+            # or OSC sequence or a bidi override in them reached the terminal.
+            return escape(printable(str(value), keep_newlines=False))
+
         style = _STYLE.get(alarm.kind, "bold")
         label = _LABEL.get(alarm.kind, alarm.kind.upper())
-        run = f" run {escape(alarm.run_id)}" if alarm.run_id else ""
+        run = f" run {shown(alarm.run_id)}" if alarm.run_id else ""
         self.console.print(
             f"[{style}]ALARM {label}[/{style}]{run} step {alarm.step} "
-            f"[bold]{escape(alarm.component)}[/bold]: {escape(alarm.message)}",
+            f"[bold]{shown(alarm.component)}[/bold]: {shown(alarm.message)}",
             highlight=False,
             soft_wrap=True,
         )
         for cause in alarm.causes:
             self.console.print(
-                f"  [bold]cause {escape(str(cause.get('cause')))}[/bold]: {escape(str(cause.get('message')))}",
+                f"  [bold]cause {shown(cause.get('cause'))}[/bold]: {shown(cause.get('message'))}",
                 highlight=False,
                 soft_wrap=True,
             )
         for example in alarm.examples:
             self.console.print(
-                f"  example {escape(str(example.get('rollout_id')))} (group {escape(str(example.get('group_id')))}): "
-                f"{escape(str(example.get('reason')))} [dim]{escape(str(example.get('transcript_key')))}[/dim]",
+                f"  example {shown(example.get('rollout_id'))} (group {shown(example.get('group_id'))}): "
+                f"{shown(example.get('reason'))} [dim]{shown(example.get('transcript_key'))}[/dim]",
                 highlight=False,
                 soft_wrap=True,
             )

@@ -29,6 +29,10 @@ model's turns as empty. They are shown (escaped and cut as the text is).
 R6. A dead component weighted 0 in the records was alarmed with advice to lower its weight ("consider lowering its
 weight", a ``saturation`` diagnosis: "its weight 0 only lifts every reward by the same amount"). Its alarm says its
 weight is 0, so it moves no reward.
+
+R7. The terminal's alarm lines (``ConsoleAlarmSink``) escaped Rich markup only: an example's reason quotes the
+executor's (the model's program's output), so its ANSI and OSC sequences and bidi overrides reached the terminal.
+Every text is shown with its control and format characters as visible escapes.
 """
 
 from __future__ import annotations
@@ -366,3 +370,41 @@ def test_a_dead_component_of_weight_0_says_it_moves_no_reward(value_of):
 
     weighted = monitor_records(weighted_records(0.5, value_of), th).to_dict()["steps"][0]["components"]["c"]
     assert weighted["verdict"] == "dead" and "its weight is 0" not in weighted["message"]
+
+
+# --- R7: the terminal's alarm lines ------------------------------------------------------------------------------
+
+
+def test_the_terminal_alarm_sink_shows_control_and_bidi_characters_as_escapes():
+    import io
+
+    from rich.console import Console
+
+    from rewardpipe.monitoring.alarms import Alarm
+    from rewardpipe.monitoring.sinks import ConsoleAlarmSink
+
+    hostile = "\x1b[2J\x1b]0;pwned\x07\x1b]8;;http://x\x07link\u202e\r"
+    alarm = Alarm(
+        kind="dead_component",
+        cause="constant_at_minimum",
+        component="c" + hostile,
+        step=1,
+        message="m" + hostile,
+        run_id="run",
+        causes=[{"cause": "saturation" + hostile, "message": "y" + hostile}],
+        examples=[
+            {
+                "rollout_id": "r" + hostile,
+                "group_id": "g" + hostile,
+                "reason": "code ran and failed: " + hostile,  # the executor's reason: the program's output
+                "transcript_key": "k" + hostile,
+            }
+        ],
+    )
+    out = io.StringIO()
+    ConsoleAlarmSink(Console(file=out, force_terminal=True, width=400)).emit(alarm)
+    shown = out.getvalue()
+    for char in ("\x07", "\u202e", "\r", "]0;", "[2J"):
+        assert char not in shown.replace("\\x1b]0;", "").replace("\\x1b[2J", ""), repr(char)
+    assert shown.count("\\x1b[2J") == 8  # each field shows the escape, visibly
+    assert "\\u202e" in shown
