@@ -14,6 +14,9 @@ left, minus a margin for the sandbox's own grace period, scoring and the respons
 could not finish in time is answered flagged; so is a sample still unscored when only the reserve for
 sending the answer is left. The answer is kept under Lambda's 6 MB synchronous response limit by dropping
 diagnostic metrics, never a sample.
+
+Called without a Lambda context (the Nova Forge SDK's ``verify_reward_function`` tests a handler file locally
+with ``lambda_handler(samples, {})``), the batch is scored as in an invocation with Lambda's whole 15 minutes.
 """
 
 from __future__ import annotations
@@ -63,9 +66,33 @@ def answer_by(context: Any) -> float:
     return time.monotonic() + context.get_remaining_time_in_millis() / 1000.0 - ANSWER_RESERVE_S
 
 
+# Lambda's longest invocation: the time a call without a Lambda context is given.
+LOCAL_CALL_MS = 15 * 60 * 1000
+
+
+class LocalContext:
+    """What the handler reads of a Lambda context, for a call made without one (a local test harness)."""
+
+    function_name = aws_request_id = "local"
+    invoked_function_arn = "local"
+    memory_limit_in_mb = 0
+
+    def __init__(self) -> None:
+        self._until = time.monotonic() + LOCAL_CALL_MS / 1000.0
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._until - time.monotonic()) * 1000))
+
+
+def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
+    if not callable(getattr(context, "get_remaining_time_in_millis", None)):
+        context = LocalContext()  # {} or None: called as the SDK's local verification calls it
+    return _score_batch(event, context)
+
+
 @metrics.log_metrics
 @logger.inject_lambda_context
-def lambda_handler(event: Any, context: Any) -> list[dict[str, Any]]:
+def _score_batch(event: Any, context: Any) -> list[dict[str, Any]]:
     from rewardpipe.aws.hardening import make_non_dumpable
 
     make_non_dumpable()  # code_correctness runs model code in child processes
