@@ -132,6 +132,18 @@ ASSISTANT_ROLE_ALIASES = {"nova_assistant": "assistant", "model": "assistant"}
 CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
 
 
+def chat_role(value: Any) -> str | None:
+    """The chat role ``value`` names (after the aliases), or None when it names none. Any case is read: the Nova
+    Forge SDK's RFT samples compare their roles case-insensitively ("Assistant" is an assistant turn)."""
+    if not isinstance(value, str) or not value:
+        return None
+    for spelled in (value, value.lower()):
+        role = ASSISTANT_ROLE_ALIASES.get(spelled, spelled)
+        if role in CHAT_ROLES:
+            return role
+    return None
+
+
 def content_to_text(content: Any) -> str:
     """Flatten OpenAI-style content (a string or a list of parts) into plain text.
 
@@ -182,8 +194,8 @@ class Message(DeferredModel):
     def _normalise_role(cls, value: Any) -> str:
         if not isinstance(value, str) or not value:
             raise ValueError("role must be a non-empty string")
-        role = ASSISTANT_ROLE_ALIASES.get(value, value)
-        if role not in CHAT_ROLES:  # a typo ("asistant") would silently drop the turn from scoring
+        role = chat_role(value)
+        if role is None:  # a typo ("asistant") would silently drop the turn from scoring
             raise ValueError(f"unknown role {value[:40]!r} (expected one of {', '.join(sorted(CHAT_ROLES))})")
         return role
 

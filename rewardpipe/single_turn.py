@@ -37,12 +37,12 @@ from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
 from rewardpipe.models import (
-    ASSISTANT_ROLE_ALIASES,
     MAX_STEP,
     NO_ANSWER,
     ErrorInfo,
     InputId,
     Message,
+    chat_role,
     has_answer,
     nova_fields,
     nova_output,
@@ -264,13 +264,8 @@ def prompt_key(raw: Any) -> str | None:
     messages = raw.get("messages") if isinstance(raw, dict) else None
     if not isinstance(messages, list):
         return None
-    assistant = {"assistant", *ASSISTANT_ROLE_ALIASES}
     last = max(
-        (
-            i
-            for i, m in enumerate(messages)
-            if isinstance(m, dict) and isinstance(m.get("role"), str) and m["role"] in assistant
-        ),
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and chat_role(m.get("role")) == "assistant"),
         default=len(messages),
     )
     try:
