@@ -21,7 +21,11 @@ Which reward scores a sample: ``extra_info["rewardpipe_reward"]`` if given (any 
 ``package.module:ATTR``, ``file.py:ATTR``, an installed short name), else the ``data_source`` (``openai/gsm8k``
 and ``gsm8k`` → ``gsm8k``; a built-in reward name is used as is), else ``gsm8k``.
 verl has no "no reward" value, so an unscorable sample (a component that raised or could not compute) scores
-0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). ``reward_error``
+0.0 with ``reward_error`` = 1 and NaN in every component (drop such rows from your statistics). The number it
+scores is the ``error_reward`` setting, given in verl's ``custom_reward_function.reward_kwargs`` (verl passes
+them to every call): ``zero`` (the default), ``neutral`` (with the batch reward manager, the mean score of the
+batch's scored samples of the same prompt, so its GRPO advantage is about 0; called per sample, with no other
+sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is raised and verl's step fails). ``reward_error``
 is not a ``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep
 the groups with a failure and drop every healthy one (``score`` or a component work as usual).
 
@@ -110,20 +114,27 @@ def compute_score(
     solution_str: Any = None,
     ground_truth: Any = None,
     extra_info: Mapping[str, Any] | None = None,
+    error_reward: str = "zero",
     **kwargs: Any,
 ) -> dict[str, float] | list[dict[str, float]]:
     """``{"score": aggregate, <component>: value, ..., "reward_error": 0|1}``, the same keys for every sample.
 
     Called by verl's batch reward manager (``reward_model.reward_manager: batch``: keywords ``data_sources``,
     ``solution_strs``, ``ground_truths``, ``extra_infos``), it answers the list of those dicts, one per sample
-    in order (:func:`compute_scores`)."""
+    in order (:func:`compute_scores`). ``error_reward`` (a ``reward_kwargs`` entry) is what an unscorable
+    sample scores: ``zero``, ``neutral`` or ``fail_batch`` (:func:`rewardpipe.single_turn.apply_error_reward`)."""
     if "solution_strs" in kwargs:
         return compute_scores(
-            kwargs.get("data_sources"), kwargs["solution_strs"], kwargs.get("ground_truths"), kwargs.get("extra_infos")
+            kwargs.get("data_sources"),
+            kwargs["solution_strs"],
+            kwargs.get("ground_truths"),
+            kwargs.get("extra_infos"),
+            error_reward=error_reward,
         )
     info = extra_info if isinstance(extra_info, Mapping) else {}
     reward = get_reward(reward_for(data_source, info))
-    return _scores(reward, score_samples([_sample(solution_str, ground_truth, info)], reward)[0])
+    sample = _sample(solution_str, ground_truth, info)
+    return _scores(reward, score_samples([sample], reward, error_reward=error_reward)[0])
 
 
 def _column(name: str, values: Any, count: int) -> list[Any]:
@@ -136,7 +147,12 @@ def _column(name: str, values: Any, count: int) -> list[Any]:
 
 
 def compute_scores(
-    data_sources: Any, solution_strs: Any, ground_truths: Any = None, extra_infos: Any = None
+    data_sources: Any,
+    solution_strs: Any,
+    ground_truths: Any = None,
+    extra_infos: Any = None,
+    *,
+    error_reward: str = "zero",
 ) -> list[dict[str, float]]:
     """verl's batch reward manager's call: one :func:`compute_score` dict per sample, in order. The columns may
     be lists or numpy arrays (verl's non-tensor batch); ``extra_infos`` ``None`` (no such column) is no extra
@@ -153,7 +169,8 @@ def compute_scores(
     for name in dict.fromkeys(chosen):
         reward = get_reward(name)
         indices = [i for i in range(count) if chosen[i] == name]
-        results = score_samples([_sample(solutions[i], truths[i], infos[i]) for i in indices], reward)
+        samples = [_sample(solutions[i], truths[i], infos[i]) for i in indices]
+        results = score_samples(samples, reward, error_reward=error_reward)
         for index, result in zip(indices, results, strict=True):
             out[index] = _scores(reward, result)
     return [score for score in out if score is not None]

@@ -54,3 +54,50 @@ def test_a_capitalised_assistant_turn_is_not_part_of_the_prompt_its_group_is_key
     )
     assert [nova_fields(o)[1]["reward_error"] for o in outs] == [0, 1, 0]
     assert outs[1]["aggregate_reward_score"] == pytest.approx(1.5)  # its prompt's mean, not the batch's 1.0
+
+
+# --- verl: the number an unscorable sample gets is the error_reward setting, given as a reward_kwarg
+
+
+def _verl_batch(**reward_kwargs):
+    """What verl's batch reward manager passes, with ``custom_reward_function.reward_kwargs`` merged in
+    (``verl.trainer.ppo.reward``: the config's kwargs take precedence over the call's)."""
+    from rewardpipe.integrations.verl import compute_score
+
+    questions = ["What is 6 * 7?", "What is 6 * 7?", "What is 6 * 7?", "What is 2 + 2?"]
+    return compute_score(
+        data_sources=["openai/gsm8k"] * 4,
+        solution_strs=["#### 42", "#### 41", "#### 42", "#### 4"],
+        ground_truths=["42", "42", "forty-two", "4"],  # the third cannot be scored (reference has no number)
+        extra_infos=[{"question": q} for q in questions],
+        **reward_kwargs,
+    )
+
+
+def test_verl_error_reward_neutral_gives_an_unscorable_sample_its_prompts_mean():
+    """verl has no "no reward" value, so a number is forced: rewardpipe ignored an ``error_reward`` reward_kwarg
+    (swallowed by ``**kwargs``) and always gave 0.0, a genuine-failure signal in a group of successes."""
+    scores = _verl_batch(error_reward="neutral")
+    assert [s["reward_error"] for s in scores] == [0.0, 0.0, 1.0, 0.0]
+    assert scores[2]["score"] == pytest.approx((scores[0]["score"] + scores[1]["score"]) / 2)
+    assert scores[2]["score"] != 0.0
+
+
+def test_verl_error_reward_defaults_to_zero_and_fail_batch_refuses_the_batch():
+    from rewardpipe.single_turn import BatchFailed
+
+    assert _verl_batch()[2]["score"] == 0.0  # unchanged default
+    assert _verl_batch(error_reward="zero")[2]["score"] == 0.0
+    with pytest.raises(BatchFailed):
+        _verl_batch(error_reward="fail_batch")
+    with pytest.raises(ValueError, match="error_reward"):
+        _verl_batch(error_reward="nuetral")
+
+
+def test_verl_per_sample_call_takes_error_reward_too():
+    from rewardpipe.integrations.verl import compute_score
+
+    out = compute_score("openai/gsm8k", "#### 42", "forty-two", {"question": "q"}, error_reward="zero")
+    assert out["reward_error"] == 1.0 and out["score"] == 0.0
+    with pytest.raises(ValueError, match="error_reward"):
+        compute_score("openai/gsm8k", "#### 42", "42", {"question": "q"}, error_reward="bogus")
