@@ -101,3 +101,61 @@ def test_verl_per_sample_call_takes_error_reward_too():
     assert out["reward_error"] == 1.0 and out["score"] == 0.0
     with pytest.raises(ValueError, match="error_reward"):
         compute_score("openai/gsm8k", "#### 42", "42", {"question": "q"}, error_reward="bogus")
+
+
+# --- Nova multi-turn: an optional field sent as null is that field absent
+
+
+def _rollout_request(**changes):
+    body = {
+        "version": "v0",
+        "timestamp": 1764900000,
+        "sample_id": "sample-000_0",
+        "max_length": 10240,
+        "rewards": {"range": [0.0, 1.0]},
+        "data": {"task_id": "t1"},
+    }
+    body.update(changes)
+    return body
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "read"),
+    [
+        ("rewards", None, lambda r: r.rewards.range == (0.0, 1.0)),
+        ("rewards", {"range": None}, lambda r: r.rewards.range == (0.0, 1.0)),
+        ("data", None, lambda r: r.data == {}),
+        ("version", None, lambda r: r.version == "v0"),
+    ],
+    ids=["rewards-null", "range-null", "data-null", "version-null"],
+)
+def test_a_rollout_request_with_an_optional_field_null_reads_as_if_absent(field, value, read):
+    """Absent, ``rewards`` is the default range and ``data`` empty; sent as null they made the whole request a
+    ``bad_request`` (answered as an error rollout), where the same request without the key was run."""
+    from rewardpipe.integrations.nova.protocol import RolloutRequest, parse
+
+    absent = _rollout_request()
+    del absent[field]
+    assert read(parse(RolloutRequest, absent))  # the documented default
+    assert read(parse(RolloutRequest, _rollout_request(**{field: value})))
+
+
+def test_a_generate_response_with_version_null_is_read():
+    from rewardpipe.integrations.nova.protocol import GenerateResponse, parse
+
+    body = {
+        "version": None,
+        "sample_id": "sample-000_0",
+        "step_id": "sample-000_0_0",
+        "data": {"choices": [{"message": {"content": "hi"}, "finish_reason": "stop"}]},
+        "finish_reason": "stop",
+    }
+    response = parse(GenerateResponse, body)
+    assert response.text == "hi" and response.stop == "stop"
+
+
+def test_a_malformed_range_is_still_refused():
+    from rewardpipe.integrations.nova.protocol import NovaProtocolError, RolloutRequest, parse
+
+    with pytest.raises(NovaProtocolError, match=r"rewards\.range"):
+        parse(RolloutRequest, _rollout_request(rewards={"range": [1.0, 0.0]}))

@@ -21,7 +21,7 @@ import math
 import re
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.models import ErrorInfo, Task, nova_output, require_printable_id
@@ -44,10 +44,23 @@ def _first_error(exc: Exception) -> str:
     return str(exc)
 
 
+def _without_nulls(body: Any, fields: tuple[str, ...]) -> Any:
+    """``body`` without those of ``fields`` that are null: an optional field sent as null is that field absent
+    (its default), never a refused message."""
+    if isinstance(body, dict) and any(body.get(name, 0) is None for name in fields):
+        return {key: value for key, value in body.items() if not (key in fields and value is None)}
+    return body
+
+
 class RewardRange(DeferredModel):
     model_config = ConfigDict(extra="allow")
 
     range: tuple[float, float] = (0.0, 1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_absent(cls, body: Any) -> Any:
+        return _without_nulls(body, ("range",))
 
     @field_validator("range")
     @classmethod
@@ -69,6 +82,11 @@ class RolloutRequest(DeferredModel):
     max_length: int | None = Field(default=None, ge=1)
     rewards: RewardRange = Field(default_factory=RewardRange)
     data: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_absent(cls, body: Any) -> Any:
+        return _without_nulls(body, ("version", "rewards", "data"))
 
 
 class GenerateRequest(DeferredModel):
@@ -107,6 +125,11 @@ class GenerateResponse(DeferredModel):
     step_id: str = Field(min_length=1)
     data: _GenerateData
     finish_reason: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nulls_absent(cls, body: Any) -> Any:
+        return _without_nulls(body, ("version",))
 
     @property
     def text(self) -> str:
