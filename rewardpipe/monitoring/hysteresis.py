@@ -142,18 +142,30 @@ def track_component(
     return alarm
 
 
+def since_last_dead(target: TargetState, dead_fraction: float) -> tuple[list[tuple[int, float]], list[int]]:
+    """The trend's points (and their groups) after its last dead one: a component coming back from a dead stretch
+    is no component rising towards death, and a line fitted through the stretch and the recovery after it rises
+    (round twenty-seven: ``dying`` at a share of 0 % four steps after a recovery). The state keeps every point."""
+    points = list(target.trend)
+    start = next((i + 1 for i in range(len(points) - 1, -1, -1) if points[i][1] >= dead_fraction), 0)
+    kept = len(points) - start
+    # groups align with the points from the end (points stored before their groups were kept have none)
+    return points[start:], target.trend_groups[max(0, len(target.trend_groups) - kept) :] if kept else []
+
+
 def _track_decline(
     target: TargetState, stats: ComponentStats, step: int, run_id: str | None, th: Thresholds
 ) -> Alarm | None:
     """Mark a steady rise of the zero-variance share as ``dying``; warn once per decline."""
+    points, weights = since_last_dead(target, th.dead_fraction)
     decline = detect_decline(
-        target.trend,
+        points,
         th.dying_window,
         th.dead_fraction,
         th.dying_min_slope,
         th.dying_horizon,
         groups=stats.eligible_groups or None,
-        weights=target.trend_groups or None,
+        weights=weights or None,
     )
     target.dying_seen = 0 if decline is None else target.dying_seen + 1
     if decline is None:
