@@ -55,6 +55,28 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
     return text
 
 
+def rarely_varies(s: dict[str, Any]) -> str:
+    """For a component constant at one end of its range in most groups but varying in some: that it can vary, and
+    for a known range the chance that a group of K rollouts varies at the step's rate p of rollouts off that end,
+    1 - (1 - p)^K - p^K (exact for a binary outcome: at p = 2 %, 8 % of groups of 4 and 15 % of groups of 8), so
+    a reader can tell a rare success from a scorer that never lets it vary. "" when no group varied."""
+    varying, k = s.get("varying_groups", 0), s.get("group_size", 0)
+    if not varying:
+        return ""
+    text = f"it varies in {varying} of {s['eligible_groups']} groups, so it can vary, only rarely"
+    if s.get("range_known") and s.get("range") and s["mean"] is not None and k >= 2:
+        lo, hi = s["range"]
+        end = s["constant_value"]
+        rate = abs(s["mean"] - end) / (hi - lo) if hi > lo else 0.0
+        if 0.0 < rate < 1.0:
+            chance = 1 - (1 - rate) ** k - rate**k
+            text += (
+                f" (a binary outcome varies in {pct(chance)} of groups of {k} at a rate of "
+                f"{100 * rate:.2g}% off {fmt(end)}: the dead threshold is a rate that depends on the group size)"
+            )
+    return text
+
+
 def unweighted(s: dict[str, Any]) -> bool:
     """Whether the records weight the component 0 (``s["weight"]``, set for components, never the aggregate):
     advice to lower its weight would be wrong, and its death costs the reward nothing."""
@@ -72,13 +94,22 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
         share = f"{pct(at / s['eligible_groups'])} of groups ({at}/{s['eligible_groups']})"
         if at < s["zero_variance_groups"]:
             share += f"; {pct(frac)} of groups are constant"
+    rare = rarely_varies(s)
     if cause == "constant_at_minimum":
         where = "its minimum" if s["range_known"] else "the lowest value seen at this step"
         text = f"{who} is {value} ({where}) in every rollout of {share}: it gives GRPO no signal there; "
+        if rare:  # it can leave its minimum: the hints suspect a scorer or a gate that never lets it
+            return text + rare + "; more rollouts per prompt, easier prompts or a denser reward give it signal"
         return text + (
             hint or "is it ever triggered? A scorer that never runs, or a gate nothing reaches, looks like this"
         )
     if cause == "penalty_never_fires":
+        if rare:
+            return (
+                f"{who} is at its maximum {value} in every rollout of {share}: the penalty fires rarely, so it adds "
+                f"little to learning now: {rare}; that is expected for a rarely triggered penalty, so this is "
+                f"info, not an alarm (alarm_idle_penalties / --alarm-idle-penalties to alarm on it)"
+            )
         return (
             f"{who} is at its maximum {value} in every rollout of {share}: the penalty never fires, so it "
             f"adds nothing to learning now; that is expected for a rarely triggered penalty, so this is "
@@ -87,6 +118,8 @@ def _dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str
     if cause == "constant_at_maximum":
         where = "its maximum" if s["range_known"] else "the highest value seen at this step"
         text = f"{who} constant at {where} {value} in every rollout of {share}: "
+        if rare:
+            text += rare + "; "
         if unweighted(s):  # the hints and the advice below are about its weight
             return text + "saturated: it no longer separates rollouts"
         if hint:

@@ -25,6 +25,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
+import numpy as np
+
 from rewardpipe.monitoring.alarms import AGGREGATE_TARGET
 from rewardpipe.monitoring.messages import dead_message, label
 from rewardpipe.monitoring.statistics import AGG, StepAcc, advantage_share_means, component_figures
@@ -172,6 +174,12 @@ def component_stats(
         return stats
 
     stats["verdict"] = "dead"
+    # Groups where it did vary: a component dead in most groups but varying in some can vary (a rare success, a
+    # rare failure, a penalty that fires rarely), which the message says instead of suspecting a scorer that
+    # never runs; with the usual group size, for the chance a group of K varies at the step's rate.
+    stats["varying_groups"] = eligible - zero
+    sizes = rollouts[rollouts >= 2]
+    stats["group_size"] = int(np.bincount(sizes).argmax()) if len(sizes) else 0
     if sparse >= zero - sparse:
         stats["cause"] = "sparse_values"
         return stats
@@ -210,7 +218,16 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         if cancelling and stats["cause"] not in ("no_values", "sparse_values"):
             stats["cause"] = "components_cancel"
         stats["message"] = dead_message(name, stats["cause"], stats, cancelling or [])
-    for internal in ("range_known", "range", "at_value_groups", "sparse_groups", "rollouts_per_group", "weight"):
+    for internal in (
+        "range_known",
+        "range",
+        "at_value_groups",
+        "sparse_groups",
+        "rollouts_per_group",
+        "weight",
+        "varying_groups",
+        "group_size",
+    ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)
 

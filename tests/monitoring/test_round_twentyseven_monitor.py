@@ -70,3 +70,56 @@ def test_a_rise_after_a_recovery_still_warns_dying():
                 out.append(record(step, g, i, {"correctness": right, "b": i / 8}))
     result = monitor_records(out)
     assert any(a.kind == "dying_component" and a.component == "correctness" and a.step >= 10 for a in result.alarms)
+
+
+def rare(groups: int = 32, k: int = 4, passing: int = 3, value: float = 1.0, name: str = "correctness") -> list[dict]:
+    """``name`` is 0.0 everywhere except one rollout of each of the first ``passing`` groups (``value`` there);
+    ``b`` varies."""
+    return [
+        record(0, g, i, {name: value if (g < passing and i == 0) else 0.0, "b": i / k})
+        for g in range(groups)
+        for i in range(k)
+    ]
+
+
+def test_rare_success_is_dead_but_not_blamed_on_a_harness_that_never_runs():
+    # 3 passes in 128 rollouts (2.3 %), K = 4: 29/32 groups all fail, 3 vary
+    result = monitor_records(rare())
+    s = result.step(0).components["correctness"]
+    assert (s.verdict, s.cause, s.zero_variance_group_fraction) == ("dead", "constant_at_minimum", 29 / 32)
+    assert "are the tests running the model's code" not in s.message
+    assert "it varies in 3 of 32 groups" in s.message
+    # the ground truth of a binary outcome: a group of 4 varies with probability 1 - (1 - p)^4 - p^4
+    p = 3 / 128
+    expected = 1 - (1 - p) ** 4 - p**4
+    assert f"{100 * expected:.0f}% of groups of 4 at a rate of 2.3%" in s.message
+    (alarm,) = [a for a in result.alarms if a.component == "correctness"]
+    assert alarm.message.startswith(s.message)
+
+
+def test_a_bonus_earned_by_a_few_is_not_called_unreachable():
+    s = monitor_records(rare(name="asked_before_coding")).step(0).components["asked_before_coding"]
+    assert s.cause == "constant_at_minimum" and "cannot reach" not in s.message
+    assert "it varies in 3 of 32 groups" in s.message
+
+
+def test_saturated_with_a_rare_failure_says_so():
+    out = [
+        record(0, g, i, {"correctness": 0.0 if (g < 2 and i == 0) else 1.0, "b": i / 4})
+        for g in range(32)
+        for i in range(4)
+    ]
+    s = monitor_records(out).step(0).components["correctness"]
+    assert (s.verdict, s.cause) == ("dead", "constant_at_maximum")
+    assert "it varies in 2 of 32 groups" in s.message and "saturated" in s.message
+
+
+def test_a_penalty_that_fired_in_a_few_groups_is_not_said_never_to_fire():
+    s = monitor_records(rare(value=-0.5, name="loop_penalty", passing=2)).step(0).components["loop_penalty"]
+    assert (s.verdict, s.cause) == ("info", "penalty_never_fires")  # a rare penalty: still no alarm
+    assert "never fires" not in s.message and "it varies in 2 of 32 groups" in s.message
+
+
+def test_a_component_that_never_varies_keeps_the_harness_hint():
+    s = monitor_records(rare(passing=0)).step(0).components["correctness"]
+    assert "are the tests running the model's code" in s.message and "it varies in" not in s.message
