@@ -46,6 +46,13 @@ def dead_message(name: str, cause: str, s: dict[str, Any], cancelling: list[str]
     text = _dead_message(name, cause, s, cancelling)
     if unweighted(s) and cause != "penalty_never_fires":
         text += "; its weight is 0, so it moves no reward: GRPO loses nothing by it now (weight it to train on it)"
+    if s.get("errors_left_out"):
+        errors, records, groups = s["errors_left_out"]
+        text += (
+            f" ({errors} of this step's {records} records ({pct(errors / records)}) are errors, left out, so its "
+            f"groups kept {(records - errors) / groups:.1f} scored rollouts on average of {records / groups:.1f}: the "
+            f"fewer a group keeps, the likelier it is constant; see the error-rate alarm)"
+        )
     sparse = s.get("sparse_groups", 0)
     if sparse and cause != "sparse_values":
         text += (

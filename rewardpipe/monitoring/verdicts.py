@@ -180,6 +180,10 @@ def component_stats(
     stats["varying_groups"] = eligible - zero
     sizes = rollouts[rollouts >= 2]
     stats["group_size"] = int(np.bincount(sizes).argmax()) if len(sizes) else 0
+    if acc.records and acc.errors / acc.records >= th.error_rate:
+        # error records are left out, never 0, so the groups they came from hold fewer rollouts to differ: part of
+        # why this step is dead, which the message names beside the component's own cause
+        stats["errors_left_out"] = (acc.errors, acc.records, acc.group_count)
     if sparse >= zero - sparse:
         stats["cause"] = "sparse_values"
         return stats
@@ -227,6 +231,7 @@ def finish(name: str, stats: dict[str, Any], cancelling: list[str] | None = None
         "weight",
         "varying_groups",
         "group_size",
+        "errors_left_out",
     ):
         stats.pop(internal, None)
     return ComponentStats(name=name, **stats)

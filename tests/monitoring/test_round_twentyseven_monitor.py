@@ -123,3 +123,37 @@ def test_a_penalty_that_fired_in_a_few_groups_is_not_said_never_to_fire():
 def test_a_component_that_never_varies_keeps_the_harness_hint():
     s = monitor_records(rare(passing=0)).step(0).components["correctness"]
     assert "are the tests running the model's code" in s.message and "it varies in" not in s.message
+
+
+def with_errors(errors_per_group: int, groups: int = 32, k: int = 8) -> list[dict]:
+    """``correctness`` passes in rollout 0 of groups 0-2 only; the last ``errors_per_group`` rollouts of every group
+    are error records (an executor that failed)."""
+    out = []
+    for g in range(groups):
+        for i in range(k):
+            if i >= k - errors_per_group:
+                rec = record(0, g, i, {})
+                rec.update(status="error", error={"kind": "executor", "message": "sandbox down"}, aggregate=None)
+                out.append(rec)
+            else:
+                out.append(record(0, g, i, {"correctness": float(g < 3 and i == 0), "b": i / k}))
+    return out
+
+
+def test_a_dead_step_with_many_errors_names_them_as_part_of_why():
+    # half the rollouts of every group are errors: 4 scored of 8; dead at 29/32 groups, and the errors are named
+    result = monitor_records(with_errors(4))
+    s = result.step(0).components["correctness"]
+    assert (s.verdict, s.zero_variance_group_fraction, s.values) == ("dead", 29 / 32, 128)  # excluded, never 0
+    assert "128 of this step's 256 records (50%) are errors, left out" in s.message
+    assert "kept 4.0 scored rollouts on average of 8.0" in s.message
+    kinds = sorted(a.kind for a in result.alarms)
+    assert kinds == ["dead_component", "error_rate"]
+
+
+def test_errors_below_the_error_rate_are_not_named():
+    # 1 error in 32 groups (0.4 %): a dead verdict's message does not blame them
+    out = with_errors(0)
+    out[-1].update(status="error", error={"kind": "executor", "message": "x"}, components={}, aggregate=None)
+    s = monitor_records(out).step(0).components["correctness"]
+    assert s.verdict == "dead" and "are errors" not in s.message
