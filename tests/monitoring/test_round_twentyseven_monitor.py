@@ -157,3 +157,18 @@ def test_errors_below_the_error_rate_are_not_named():
     out[-1].update(status="error", error={"kind": "executor", "message": "x"}, components={}, aggregate=None)
     s = monitor_records(out).step(0).components["correctness"]
     assert s.verdict == "dead" and "are errors" not in s.message
+
+
+def test_an_older_state_without_groups_continues_without_a_false_dying():
+    from rewardpipe.monitoring import MonitorState
+
+    records = collapse_and_recover(range(5, 10), steps=16)
+    first = monitor_records([r for r in records if r["step"] < 12])
+    saved = first.state.to_dict()
+    for target in saved["targets"].values():  # as written before the groups were kept
+        target.pop("trend_groups", None)
+    state = MonitorState.from_dict(saved)
+    assert state.target("component:correctness").trend_groups == []
+    rest = monitor_records([r for r in records if r["step"] >= 12], previous_state=state)
+    assert [rest.step(s).components["correctness"].verdict for s in range(12, 16)] == ["ok"] * 4
+    assert [a for a in rest.alarms if a.component == "correctness"] == []
