@@ -80,8 +80,8 @@ def _stdio_verdict(
     ended normally (exit 0) having printed the expected tokens. A reply with no verdict to give (timed out, fork
     server trouble) is judged by its own fields first (ForkServerExecutor._verdict)."""
     failure = ""
-    if out_size > harness.MAX_STDIO_OUTPUT_BYTES:
-        failure = f"the program printed {out_size} bytes, over the {harness.MAX_STDIO_OUTPUT_BYTES >> 20} MiB limit"
+    if out_size > harness.MAX_STDIO_PRINTED_BYTES:
+        failure = f"the program printed {out_size} bytes, over the {harness.MAX_STDIO_PRINTED_BYTES >> 20} MiB limit"
     elif reply.get("model_exit") != "exit 0":
         lines = err.decode("utf-8", "replace").strip().splitlines()
         failure = f"the program ended with {reply.get('model_exit')}" + (f" ({lines[-1][:300]})" if lines else "")
@@ -498,7 +498,7 @@ class ForkServerExecutor:
                     reply, verdict, out, out_size, err, err_size = (
                         worker.execute(header, job.code, job.tests)
                         if case is None
-                        else worker.execute(header, job.code, case[0], harness.MAX_STDIO_OUTPUT_BYTES)
+                        else worker.execute(header, job.code, case[0], harness.MAX_STDIO_PRINTED_BYTES)
                     )
                 except BaseException as exc:
                     if not isinstance(exc, WorkerFailure):

@@ -151,7 +151,7 @@ def test_the_input_cannot_be_written(executor):
         ("import sys\nsys.exit('bad input')\n", ExecutionStatus.FAILED, "exit 1 (bad input)"),
         ("import ctypes\nctypes.string_at(0)\n", ExecutionStatus.FAILED, "killed by SIGSEGV"),
         ("import sys\nwhile True:\n    sys.stdout.write('3 ' * 65536)\n", ExecutionStatus.FAILED, "bytes"),
-        ("import sys\nsys.stdout.write('3 ' * (1 << 20))\n", ExecutionStatus.FAILED, "over the 1 MiB limit"),
+        ("import sys\nsys.stdout.write('3 ' * (1 << 20) + '3')\n", ExecutionStatus.FAILED, "over the 2 MiB limit"),
         ("while True:\n    pass\n", ExecutionStatus.TIMEOUT, "deadline of 2 s exceeded"),
     ],
     ids=["raises", "exit-1", "exit-message", "crash", "endless-output", "output-over-bound", "endless-loop"],

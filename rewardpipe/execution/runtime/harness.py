@@ -65,7 +65,12 @@ def is_test_method(item: ast.stmt) -> bool:
 MAX_STDIO_CASES = 1000
 MAX_STDIO_TESTS_CHARS = 64 << 20  # the whole JSON text
 MAX_STDIO_INPUT_BYTES = 16 << 20  # one case's input, UTF-8
-MAX_STDIO_OUTPUT_BYTES = 1 << 20  # what one case may print (its expected output too): beyond it the case fails
+MAX_STDIO_OUTPUT_BYTES = 1 << 20  # one case's expected output
+# What one case's program may print: beyond it the case fails. Twice the largest expected output, because a right
+# program's output differs from the expected one in whitespace (the newline print() ends it with) and, with a float
+# tolerance, in digits (round twenty-seven: at the same bound, an expected output of 1 MiB left no room for them, so a
+# right program that printed it with its final newline failed).
+MAX_STDIO_PRINTED_BYTES = 2 * MAX_STDIO_OUTPUT_BYTES
 
 
 class StdioSuite(NamedTuple):

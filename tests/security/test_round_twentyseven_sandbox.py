@@ -1,0 +1,55 @@
+"""Round twenty-seven: how the verdict is counted, attacked through the public executor as the model would.
+
+* ``stdio``: a case's expected output may be 1 MiB, and what its program printed was refused beyond the same 1 MiB,
+  so a right program printing an expected output at (or within a few bytes of) the limit failed for the newline
+  ``print`` ends it with, and with a float tolerance for printing its numbers with more digits: a right answer's 0.
+  A program may print twice the largest expected output now; beyond that the case still fails.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import harness
+
+LIMIT = harness.MAX_STDIO_OUTPUT_BYTES
+
+
+def _stdio(code: str, cases: object) -> ExecutionJob:
+    return ExecutionJob(code=code, tests=json.dumps(cases), tests_format="stdio", timeout_s=10.0)
+
+
+# An expected output of exactly the largest size a case may expect, without a final newline (datasets strip them).
+LARGEST_EXPECTED = "7 " * (LIMIT // 2 - 1) + "77"
+
+
+@pytest.mark.parametrize(
+    ("code", "tests"),
+    [
+        ("import sys\nprint(sys.stdin.read())\n", [{"input": LARGEST_EXPECTED, "output": LARGEST_EXPECTED}]),
+        (
+            "import sys\nprint('\\n'.join(sys.stdin.read().split()))\n",
+            [{"input": LARGEST_EXPECTED, "output": LARGEST_EXPECTED}],
+        ),
+        (
+            "n = int(input())\nprint(' '.join(['0.50000'] * n))\n",
+            {"cases": [{"input": str(LIMIT // 4), "output": "0.5 " * (LIMIT // 4)}], "float_tolerance": 1e-6},
+        ),
+    ],
+    ids=["final-newline", "a-line-each", "more-digits"],
+)
+def test_a_right_program_printing_the_largest_expected_output_passes(executor, code, tests):
+    assert len(LARGEST_EXPECTED) == LIMIT
+    result = executor.run(_stdio(code, tests))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_output_beyond_twice_the_largest_expected_output_still_fails(executor):
+    code = f"import sys\nsys.stdout.write('7 ' * {LIMIT} + '7')\n"
+    result = executor.run(_stdio(code, [{"input": "", "output": "7"}]))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert "over the 2 MiB limit" in result.reason
+    assert not result.is_infrastructure_error
