@@ -4,6 +4,11 @@
   so a right program printing an expected output at (or within a few bytes of) the limit failed for the newline
   ``print`` ends it with, and with a float tolerance for printing its numbers with more digits: a right answer's 0.
   A program may print twice the largest expected output now; beyond that the case still fails.
+* ``check``: the candidate was the entry point as the namespace held it *after* the tests' code ran. An entry point
+  named ``check`` (MBPP names several functions so) was by then the tests' own ``def check``, so ``check(check)``
+  never called the model's code and every answer, a right one too, failed; and tests that define a function of the
+  entry point's name themselves (a reference copy, a prompt's stub) checked that function, so every answer, a wrong
+  one too, got its verdict. The candidate is the model's entry point, taken before the tests' code runs.
 """
 
 from __future__ import annotations
@@ -53,3 +58,51 @@ def test_output_beyond_twice_the_largest_expected_output_still_fails(executor):
     assert result.status is ExecutionStatus.FAILED, result.reason
     assert "over the 2 MiB limit" in result.reason
     assert not result.is_infrastructure_error
+
+
+CHECK_NAMED_CHECK = """
+def check(candidate):
+    assert candidate(4) == 5
+    assert candidate(-1) == 0
+"""
+
+
+@pytest.mark.parametrize("trust_mode", ["split", "inprocess"])
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("def check(n):\n    return n + 1\n", ExecutionStatus.PASSED),
+        ("def check(n):\n    return n\n", ExecutionStatus.FAILED),
+    ],
+    ids=["right", "wrong"],
+)
+def test_an_entry_point_named_check_is_the_candidate(executor, trust_mode, code, status):
+    job = ExecutionJob(
+        code=code, tests=CHECK_NAMED_CHECK, entry_point="check", tests_format="check", trust_mode=trust_mode
+    )
+    result = executor.run(job)
+    assert result.status is status, result.reason
+    assert result.passed == (1 if status is ExecutionStatus.PASSED else 0)
+
+
+# The tests carry a function of the entry point's name (here a right one, as a copied reference would be).
+DEFINES_THE_ENTRY_POINT = """
+def increment(n):
+    return n + 1
+
+
+def check(candidate):
+    assert candidate(4) == 5
+"""
+
+
+def test_a_function_of_the_tests_named_as_the_entry_point_is_not_the_candidate(executor):
+    job = ExecutionJob(
+        code="def increment(n):\n    return n\n",
+        tests=DEFINES_THE_ENTRY_POINT,
+        entry_point="increment",
+        tests_format="check",
+    )
+    result = executor.run(job)
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert result.passed == 0

@@ -2448,6 +2448,7 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
         # A name the tests read that the model's code binds (its entry point named ``type``) stays the model's.
         namespace[helper] = namespace.get(_REWRITTEN_NAMES[helper], function)
     calls_before_tests = conn.calls
+    candidate = namespace.get(entry_point, harness.MISSING)  # before the tests' own names (a ``def check``)
     try:
         exec(code, module.__dict__)
     except Exception as exc:  # noqa: BLE001
@@ -2468,7 +2469,7 @@ def _run_with(conn, rfd, tests, names, code, expected, tests_format, entry_point
             raise harness.UndefinedName(message, conn.undefined_name) from None
         raise harness.HarnessError(message) from None
     calls_before_loading = conn.calls
-    suite = harness.build_suite(module.__dict__, module, tests_format, entry_point)
+    suite = harness.build_suite(module.__dict__, module, tests_format, entry_point, candidate)
     loaded = suite.countTestCases()
     if loaded != expected:
         if conn.dead or (conn.calls > calls_before_loading and harness.load_failed(suite)):
