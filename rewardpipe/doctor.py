@@ -295,6 +295,31 @@ def _helper_warnings(tests: ast.Module, reference: ast.Module, entry_point: str)
     ]
 
 
+def _own_entry_point_warnings(tests: ast.Module, entry_point: str, tests_format: str) -> list[str]:
+    """unittest tests that bind the entry point's name at module level (a copied reference, a prompt's stub, an
+    import) call that, never the model's function, so every answer gets its verdict (round twenty-seven; ``check``
+    tests are given the model's entry point, whatever the tests define)."""
+    if tests_format != "unittest":
+        return []
+    for node in tests.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names = {node.name}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names = {name.id for target in targets for name in ast.walk(target) if isinstance(name, ast.Name)}
+        else:
+            continue
+        if entry_point in names:
+            return [
+                f"tests line {node.lineno}: the tests define the entry point '{entry_point}' themselves, so their "
+                "calls reach that and never the model's function: every answer gets its verdict; remove it (the "
+                "tests call the model's function by name)"
+            ]
+    return []
+
+
 # A number with a fractional part or an exponent: an answer a right program may print with other digits.
 _FRACTIONAL = re.compile(rb"[+-]?(?:[0-9]*\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
 
@@ -333,6 +358,7 @@ def weak_test_shapes(task: TestedCode) -> list[str]:
         _nan_tolerance_warnings(tests)
         + _mutation_warnings(tests, task.entry_point, task.tests_format)
         + _helper_warnings(tests, reference, task.entry_point)
+        + _own_entry_point_warnings(tests, task.entry_point, task.tests_format)
         + shape_findings(task.tests, getattr(task, "trust_mode", "split"), task.tests_format)
     )
 

@@ -9,6 +9,8 @@
   never called the model's code and every answer, a right one too, failed; and tests that define a function of the
   entry point's name themselves (a reference copy, a prompt's stub) checked that function, so every answer, a wrong
   one too, got its verdict. The candidate is the model's entry point, taken before the tests' code runs.
+* ``unittest`` tests that define the entry point themselves call their own function: every answer gets its verdict, in
+  one process too. The tests' shape: ``rewardpipe doctor`` warns about it.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import json
 
 import pytest
 
+from rewardpipe.doctor import weak_test_shapes
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import harness
+from rewardpipe.models import Task
 
 LIMIT = harness.MAX_STDIO_OUTPUT_BYTES
 
@@ -106,3 +110,36 @@ def test_a_function_of_the_tests_named_as_the_entry_point_is_not_the_candidate(e
     result = executor.run(job)
     assert result.status is ExecutionStatus.FAILED, result.reason
     assert result.passed == 0
+
+
+RIGHT_INCREMENT = "def increment(n):\n    return n + 1\n"
+UNITTEST_DEFINING = """
+import unittest
+{binding}
+
+
+class TestIncrement(unittest.TestCase):
+    def test_four(self):
+        self.assertEqual(increment(4), 5)
+"""
+
+
+@pytest.mark.parametrize(
+    "binding",
+    ["def increment(n):\n    return n + 1", "increment = lambda n: n + 1", "from operator import index as increment"],
+    ids=["def", "assignment", "import"],
+)
+def test_doctor_warns_about_unittest_tests_defining_the_entry_point(binding):
+    fields = {"task_id": "t", "prompt": "p", "spec": ["s"], "entry_point": "increment"}
+    task = Task(**fields, tests=UNITTEST_DEFINING.format(binding=binding), reference_solution=RIGHT_INCREMENT)
+    warnings = [w for w in weak_test_shapes(task) if "define the entry point 'increment'" in w]
+    assert len(warnings) == 1, weak_test_shapes(task)
+    plain = task.model_copy(update={"tests": UNITTEST_DEFINING.format(binding="")})
+    assert not [w for w in weak_test_shapes(plain) if "define the entry point" in w]
+
+
+def test_unittest_tests_defining_the_entry_point_pass_every_answer(executor):
+    """What the warning is about (the same in one process): not the sandbox's to change."""
+    tests = UNITTEST_DEFINING.format(binding="def increment(n):\n    return n + 1")
+    job = ExecutionJob(code="def increment(n):\n    return 0\n", tests=tests, entry_point="increment")
+    assert executor.run(job).status is ExecutionStatus.PASSED
