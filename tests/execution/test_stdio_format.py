@@ -372,3 +372,11 @@ def test_code_correctness_and_doctor_know_the_tolerance():
     assert "stdio case 0 expects '0.333333'" in warning and "float_tolerance" in warning
     assert weak_test_shapes(SimpleNamespace(**{**vars(task), "tests": json.dumps(tolerant)})) == []
     assert weak_test_shapes(SimpleNamespace(**{**vars(task), "tests": SUM_CASES})) == []  # integers: exact is right
+
+
+def test_two_integers_are_compared_as_integers_whatever_the_tolerance():
+    """As doubles, 2**53 + 1 is 2**53: a wrong big answer would pass within any tolerance, 0 included."""
+    assert not stdio_output_matches(b"9007199254740993", b"9007199254740992", 0.0)
+    assert not stdio_output_matches(b"1000001", b"1000000", 1e-6)  # a wrong count is wrong
+    assert stdio_output_matches(b"007 -0", b"7 0", 1e-6)
+    assert stdio_output_matches(b"1000000.0000001", b"1000000", 1e-6)  # a fraction on either side: the tolerance

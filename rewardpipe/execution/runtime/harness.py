@@ -145,6 +145,7 @@ def parse_stdio_tests(tests: str) -> list[tuple[bytes, bytes]]:
 # float() accepts ("nan", "inf", "1_000", surrounding spaces) is a number here. Each part is unambiguous, so a
 # failing match is linear in the token's length (no two quantifiers compete for the same digits).
 _DECIMAL = re.compile(rb"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_INTEGER = re.compile(rb"[+-]?[0-9]+")
 MAX_NUMBER_TOKEN_BYTES = 1000  # longer tokens are compared exactly: no checker's float reads that many digits
 
 
@@ -152,7 +153,8 @@ def stdio_output_matches(printed: bytes, expected: bytes, float_tolerance: float
     """The usual checker: the same whitespace-separated tokens (ASCII whitespace), so trailing spaces, blank lines
     and line breaks against spaces do not matter. Tokens are compared exactly; with a ``float_tolerance`` two
     decimal numbers also match when they differ by at most that much, absolutely or relatively to the expected
-    one (Codeforces' "absolute or relative error"): ``|printed - expected| <= tolerance * max(1, |expected|)``."""
+    one (Codeforces' "absolute or relative error"): ``|printed - expected| <= tolerance * max(1, |expected|)``,
+    unless both are integers, which must be equal (``007`` is ``7``)."""
     got, want = printed.split(), expected.split()
     if got == want:
         return True
@@ -166,6 +168,10 @@ def _numbers_close(printed: bytes, expected: bytes, tolerance: float) -> bool:
         return False
     if not (_DECIMAL.fullmatch(printed) and _DECIMAL.fullmatch(expected)):
         return False
+    if _INTEGER.fullmatch(printed) and _INTEGER.fullmatch(expected):
+        # Two integers are compared as integers: as doubles, 2**53 + 1 is 2**53, and a wrong count (or a wrong
+        # big answer) would pass within any tolerance, 0 included. The tolerance is for numbers with a fraction.
+        return int(printed) == int(expected)
     got, want = float(printed), float(expected)
     if not (math.isfinite(got) and math.isfinite(want)):  # 1e999 is no number a checker accepts
         return False
