@@ -31,7 +31,6 @@ from __future__ import annotations
 import ast
 import builtins
 import json
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from types import SimpleNamespace
@@ -39,6 +38,7 @@ from typing import Any, Protocol
 
 from rewardpipe.execution.runtime.harness import (
     HarnessError,
+    is_fractional_number,
     is_test_method,
     parse_python,
     parse_stdio_suite,
@@ -320,10 +320,6 @@ def _own_entry_point_warnings(tests: ast.Module, entry_point: str, tests_format:
     return []
 
 
-# A number with a fractional part or an exponent: an answer a right program may print with other digits.
-_FRACTIONAL = re.compile(rb"[+-]?(?:[0-9]*\.[0-9]+|[0-9]+\.[0-9]*)(?:[eE][+-]?[0-9]+)?|[+-]?[0-9]+[eE][+-]?[0-9]+")
-
-
 def _stdio_float_warnings(tests: str) -> list[str]:
     """Expected outputs holding fractional numbers, compared exactly: a right program printing 0.3333333333 where
     the case says 0.333333 fails, and the group's right answers score like wrong ones."""
@@ -334,7 +330,7 @@ def _stdio_float_warnings(tests: str) -> list[str]:
     if suite.float_tolerance is not None:
         return []
     for index, (_, expected) in enumerate(suite.cases):
-        token = next((t for t in expected.split() if _FRACTIONAL.fullmatch(t)), None)
+        token = next((t for t in expected.split() if is_fractional_number(t)), None)
         if token is not None:
             shown = token[:40].decode("utf-8", "replace")
             return [

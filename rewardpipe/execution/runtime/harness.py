@@ -149,6 +149,13 @@ _INTEGER = re.compile(rb"[+-]?[0-9]+")
 MAX_NUMBER_TOKEN_BYTES = 1000  # longer tokens are compared exactly: no checker's float reads that many digits
 
 
+def is_fractional_number(token: bytes) -> bool:
+    """Whether ``token`` is a decimal number with a fraction or an exponent (``0.5``, ``1e-3``): one a right program
+    may print with other digits, so the cases want a float tolerance. An integer is not (two integers are compared
+    exactly, see :func:`stdio_output_matches`)."""
+    return _DECIMAL.fullmatch(token) is not None and _INTEGER.fullmatch(token) is None
+
+
 def stdio_output_matches(printed: bytes, expected: bytes, float_tolerance: float | None = None) -> bool:
     """The usual checker: the same whitespace-separated tokens (ASCII whitespace), so trailing spaces, blank lines
     and line breaks against spaces do not matter. Tokens are compared exactly; with a ``float_tolerance`` two
