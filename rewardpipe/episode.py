@@ -669,7 +669,7 @@ def run_episode(
             rollout_id=rollout_id,
             task_id=task.task_id,
             kind="simulator_error",
-            message=f"{type(exc).__name__}: {exc}",
+            message=hook_failure(env, "start", exc),
             reward=reward,
         )
     try:

@@ -129,12 +129,11 @@ def _compact_message(message: Any) -> dict[str, Any]:
 
 
 def _compact_transcript(transcript: Any) -> dict[str, Any]:
-    cut = _cut
     return {
         "messages": [_compact_message(m) for m in transcript.messages],
         "turn_kinds": list(transcript.turn_kinds),
         "revealed": [item.model_dump() for item in transcript.revealed],
-        "executed_code": None if transcript.executed_code is None else cut(transcript.executed_code),
+        "executed_code": None if transcript.executed_code is None else _cut(transcript.executed_code),
         "verdict": transcript.verdict.model_dump(),
         "components": dict(transcript.components),
         "aggregate": transcript.aggregate,

@@ -241,9 +241,10 @@ def step_report(step: int, acc: StepAcc, th: Thresholds) -> StepReport:
     """Every component's and the aggregate's verdict for one step, plus the step's error counts."""
     group_sizes: dict[str, Any] = {}
     components = {
-        name: finish(name, {**component_stats(name, acc, th, th.ranges.get(name), group_sizes), "weight": weight})
+        name: finish(
+            name, {**component_stats(name, acc, th, th.ranges.get(name), group_sizes), "weight": acc.weights.get(name)}
+        )
         for name in acc.component_names()
-        for weight in (acc.weights.get(name),)
     }
     shares = advantage_share_means(group_sizes)
     if shares:
