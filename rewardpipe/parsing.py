@@ -11,7 +11,9 @@ The rules (documented in the README, each covered by tests):
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
    untagged block counts as Python, and so does ``python:main.py`` or ``python3.11`` (the language is the
    leading word of the info string). An unterminated fence at the end of a turn still counts (outputs are often
-   cut at max_length). Blank blocks are ignored. Unfenced code is not code: committing means fencing it.
+   cut at max_length). A Python block whose first line is a ``>>>`` prompt is a console session: its code is
+   what was typed at the ``>>>`` and ``...`` prompts (the prompts gone), its output lines are no code. Blank
+   blocks are ignored. Unfenced code is not code: committing means fencing it.
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
 3. A turn is a **question** when its prose asks something: a sentence ending in ``?`` (or the full-width
@@ -230,9 +232,32 @@ def _ends_in_question(sentence: str) -> bool:
 # Scoring one recorded rollout parses each of its turns several times (the reward's components, the
 # question rule, the transcript): a few recent results are kept (the result is immutable). Bounded, so
 # memory stays flat however many rollouts are scored.
+def _session_input(body: str) -> str:
+    """A block written as a console session (its first line a ``>>>`` prompt) as the program typed into it: the
+    ``>>>`` and ``...`` lines without their prompts, and no output lines. Joined as written, a right answer shown
+    as a session (``>>> def f(x):``, ``...     return x``, ``>>> f(2)``, ``2``) did not compile (round twenty-eight).
+    No program starts with ``>>>``: any other block is taken as written."""
+    lines = body.split("\n")
+    first = next((line for line in lines if line.strip()), "")
+    if not _prompted(first, ">>>"):
+        return body
+    typed = []
+    for line in lines:
+        prompt = next((prompt for prompt in (">>>", "...") if _prompted(line, prompt)), None)
+        if prompt is not None:
+            typed.append(line[len(prompt) + 1 :])
+    return "\n".join(typed)
+
+
+def _prompted(line: str, prompt: str) -> bool:
+    """Whether ``line`` is typed at ``prompt`` (the prompt and a space, or the prompt alone: an empty line)."""
+    return line == prompt or line.startswith(prompt + " ")
+
+
 @lru_cache(maxsize=256)
 def parse_turn(text: str) -> ParsedTurn:
     blocks, prose_segments = _split_fences(text or "")
+    blocks = [(info, _session_input(body) if info in PYTHON_TAGS else body) for info, body in blocks]
     code_parts = [body for info, body in blocks if info in PYTHON_TAGS and body.strip()]
     code = "\n\n".join(part.rstrip() for part in code_parts) + "\n" if code_parts else None
     all_prose = "\n".join(prose_segments)

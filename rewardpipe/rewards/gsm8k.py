@@ -1,7 +1,8 @@
 """Single-turn GSM8K-style math reward: a format component (up to 0.5) and answer correctness (1.0).
 
 Format: the model is asked to end with a line ``#### <number>``.
-  * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>``;
+  * 1.0 (weighted 0.5): the last non-empty line is exactly ``#### <number>`` (chat-template end tokens decoded at
+    the end of the text, ``<|im_end|>``, ``</s>``, are passed over);
   * 0.5 (weighted 0.25): a final answer is marked, but loosely (``#### 42 dollars``, ``#### **42**``,
     ``\\boxed{42}``, or the ``####`` line is not last);
   * 0.0: no marked answer (a Markdown heading such as ``#### Step 1`` or ``#### 1. Setup`` marks nothing), or the
@@ -9,7 +10,9 @@ Format: the model is asked to end with a line ``#### <number>``.
 Correctness: 1.0 when the marked answer (the last ``#### N``, else the last ``\\boxed{...}`` read inside its braces,
 where LaTeX around the number is allowed: ``\\boxed{\\$42}``; or, failing both, the last number in the text) equals the
 reference numerically, else 0.0. A number is read whole or not at all: one that is part of a fraction, a power,
-an expression, a ratio or a mixed number is no answer. A reference (marked, or a bare string) is read by the same
+an expression, a ratio or a mixed number is no answer. A hedge is no answer either (and the text's last number is
+not read in its place): a box holding two numbers that stand alone, ``\\boxed{41 or 42}``, or a mark's number followed
+on its line by a connective and another, ``#### 41 or 42``. A reference (marked, or a bare string) is read by the same
 rule. An unreadable reference answer is an error (None), never a 0 for every sample, which
 would make the component constant and silently dead.
 """
@@ -46,7 +49,8 @@ _BARE_REFERENCE = re.compile(rf"\s*({_NUMBER})\.?\s*")
 # "#### 3⁄4" with the fraction slash, "#### 2·10^3"), a root, pi or a LaTeX fraction after it ("#### 5√2",
 # "#### 2π", "#### 4 \frac{1}{2}"), a ratio or a time ("#### 1:2"), a digit separator ("#### 1_000") and a second
 # run of digits after spaces (the mixed number "#### 2 1/2", "#### 1 000" grouped by spaces); an apostrophe between
-# digits groups them too ("#### 1'000", Swiss; round twenty-five: it was 1) ...
+# digits groups them too ("#### 1'000", Swiss; round twenty-five: it was 1); a tolerance ("#### 42±1", "42 ∓ 1",
+# "42 +/- 1": round twenty-eight, they were 42) ...
 _ROOT_OR_PI = r"[\u221a\u221b\u221c\u03c0]|\\(?:sqrt|[dt]?frac|pi)\b"
 # LaTeX's operator commands are operators as their symbols are ("\boxed{3 \cdot 4}" was 4, "#### 2 \times 3" 2;
 # round twenty-five), and "^\circ" is a degree sign, not a power ("\boxed{90^\circ}" was no answer).
@@ -54,7 +58,7 @@ _LATEX_OPERATOR = r"\\(?:times|cdot|div|pm|mp|ast)\b"
 _CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" is a fraction as "42 /5" is)
     r"[^\S\r\n]*(?:/[^\S\r\n]*[\d.]|\^(?!\{?\\circ\b)|\*\*[^\S\r\n]*\d|[eE][+-]?\d|\.\d"
     r"|[\u00bc-\u00be\u2150-\u215e\u00b2\u00b3\u00b9\u2070\u2074-\u2079]"
-    rf"|(?:[-+*×x·÷\u2044\u2215\u2217\u22c5]|{_LATEX_OPERATOR})[^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
+    rf"|(?:[-+*×x·÷±∓\u2044\u2215\u2217\u22c5]|\+/-|{_LATEX_OPERATOR})[^\S\r\n]*(?:\d|\.\d|{_ROOT_OR_PI})|{_ROOT_OR_PI})"
     r"|[:_'\u2019]\d|[^\S\r\n]+\d"
 )
 # ... and what before it makes it a denominator, a power, an exponent, a root, the second of a ratio or of an
@@ -65,13 +69,26 @@ _CONTINUED = re.compile(  # (spaces of any kind but a line break: "42\u00a0/5" i
 # twenty spaces before "5" hid the fraction bar from a window of 16 characters) only: every check is bounded by
 # what it looks at once, the reading linear.
 _CONTINUING = re.compile(
-    r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷]|\\sqrt\{?|\}\{"
+    r"(?:/|\^|\d[^\S\r\n]*\*\*|×|\d[eE][+-]?|[\u221a\u221b\u221c\u2044\u2215÷±∓]|\\sqrt\{?|\}\{|\+/-"
     rf"|\d[^\S\r\n]*(?:[-+*x·\u2217\u22c5]|{_LATEX_OPERATOR}))[^\S\r\n]*\Z|\d[:_'\u2019]\Z|\d[^\S\r\n]+\Z"
 )
 # What after "#### N" makes N a heading's numbering, not an answer: a list number's "." or ")" before words, or an
 # ordinal's suffix. "#### 1. Understand the problem" over a solution ending "\\boxed{42}" was the answer 1 (a mark of
 # "####" wins over a boxed one), so the right answer scored 0 (round twenty-five). Looked at once per mark.
 _NUMBERED_HEADING = re.compile(r"[.)][^\S\r\n]+[^\W\d_]|(?:st|nd|rd|th)\b", re.IGNORECASE)
+# A mark's number followed on its line by a connective and another number is a hedge, no answer: "#### 41 or 42" was
+# 41 (round twenty-eight), as "#### 41 42" and "#### 41, 42" are no answer. Emphasis and an opening bracket may stand
+# around the connective ("#### 42 **or** 41", "#### 42 (or 41)"). Matched once, at the number's end; every part
+# between the repeats takes a character no neighbouring part takes, so nothing backtracks.
+_HEDGE = re.compile(
+    r"[^\S\r\n]*(?:[*_(]+[^\S\r\n]*)*(?:(?:or|and|to|nor|vs|versus)\b\.?|[;|~])[^\S\r\n]*(?:[*_($]+[^\S\r\n]*)*[-+]?\.?\d",
+    re.IGNORECASE,
+)
+# Chat-template end tokens a trainer decodes with the text (ChatML's and Llama 3's "<|...|>", DeepSeek's fullwidth
+# "<｜...｜>", "</s>", Gemma's "<end_of_turn>", "<eos>"): at the end of the text they are no part of the answer's line
+# ("#### 42<|im_end|>" had the loose format, 0.5: round twenty-eight). Other tags are ("#### 42<br>" stays loose).
+_END_TOKEN = re.compile(r"<\|[^<>|\s]{1,32}\|>|<\uff5c[^<>\s]{1,48}\uff5c>|</s>|<eos>|<end_of_turn>")
+_END_TOKEN_LONGEST = 50
 # A minus sign read as the number's own straight after a digit is a subtraction or a range ("3-4", "10 -3").
 _AFTER_DIGIT = re.compile(r"\d[^\S\r\n]*\Z")
 _LOOKBACK = 16
@@ -180,28 +197,35 @@ def _whole_number(text: str, match: re.Match[str], group: int) -> Decimal | None
     return to_decimal(token)
 
 
-def _marked_answer(text: str) -> re.Match[str] | None:
-    """The marked answer read: the last ``#### N``, or failing one the last ``\\boxed{...}`` (group 1 its number). A
-    Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``, ``#### 2nd step``) marks
-    nothing, as ``#### Step 1`` does not."""
+def _marked_answer(text: str) -> tuple[bool, Decimal | None]:
+    """Whether an answer is marked, and the number it reads (None: none): the last ``#### N``, or failing one the
+    last ``\\boxed{...}``. A Markdown heading's numbering (``#### 1. Understand the problem``, ``#### 2) Solve``,
+    ``#### 2nd step``) marks nothing, as ``#### Step 1`` does not. A hedge (``#### 41 or 42``, ``\\boxed{41 or 42}``)
+    is a marked answer that reads no number: the text's last number is not read in its place."""
     last = None
     for match in _HASH_ANSWER.finditer(text):
         if not _NUMBERED_HEADING.match(text, match.end(1)):
             last = match
-    return last if last is not None else _boxed_answer(text)
+    if last is None:
+        return _boxed_answer(text)
+    return True, None if _HEDGE.match(text, last.end(1)) else _whole_number(text, last, 1)
 
 
-def _boxed_answer(text: str) -> re.Match[str] | None:
-    """The last ``\\boxed{...}``'s number: the box's content when it is one, else the last number inside it.
+def _boxed_answer(text: str) -> tuple[bool, Decimal | None]:
+    """Whether there is a box, and the number the last ``\\boxed{...}`` reads: its content when that is one number,
+    else the one number in it that stands alone, after its last ``=``.
 
     A box with LaTeX around its number (``\\boxed{\\$42}``, ``\\boxed{42\\%}``, ``\\boxed{42 \\text{ apples}}``,
     ``\\boxed{\\textbf{42}}``, ``\\boxed{x = 42}``) marked no answer, so the last number of the whole text was read
     instead, whatever came after the box ("... for 3 kids" was 3): the right answer scored 0 (round twenty-five).
-    The last box is the answer, read inside its braces (nested ones counted) by the whole-number rule. Linear: one
-    search from the end, one pass over the box."""
+    The last box is the answer, read inside its braces (nested ones counted) by the whole-number rule. A box holding
+    two numbers that stand alone (no index or power: the ``1`` of ``x_1``, the ``2`` of ``m^2`` or ``m^{2}`` is
+    none) after its last ``=`` is a hedge and reads none: ``\\boxed{41 or 42}``, ``\\boxed{41 \\text{ or } 42}``,
+    ``\\boxed{41 < x < 43}`` were their last number (round twenty-eight); ``\\boxed{6 \\times 7 = 42}`` is 42. Linear:
+    one search from the end, one pass over the box."""
     start = text.rfind("\\boxed{")
     if start < 0:
-        return None
+        return False, None
     start += len("\\boxed{")
     depth, end = 1, start
     while end < len(text):
@@ -213,24 +237,54 @@ def _boxed_answer(text: str) -> re.Match[str] | None:
             if not depth:
                 break
         end += 1
+    start = text.rfind("=", start, end) + 1 or start  # "x = 6 \times 7 = 42": what the last "=" gives
     plain = _BOXED_CONTENT.fullmatch(text, start, end)
     if plain is not None:
-        return plain
-    last = None
-    for last in _BOXED_NUMBER.finditer(text, start, end):  # noqa: B007 - only the last match is read
-        pass
-    return last
+        return True, _whole_number(text, plain, 1)
+    alone = last = None
+    for last in _BOXED_NUMBER.finditer(text, start, end):
+        if _stands_alone(text, last.start(), start):
+            if alone is not None:
+                return True, None  # two answers in one box: a hedge
+            alone = last
+    if alone is None and last is None:
+        return False, None  # no number in the box: it marks none (the text's last number is read)
+    return True, _whole_number(text, last if alone is None else alone, 1)  # type: ignore[arg-type]
+
+
+def _stands_alone(text: str, position: int, start: int) -> bool:
+    """Whether the number at ``position`` (in a box's content from ``start``) is no index, power or part of a name:
+    not straight after ``_``, ``^``, ``_{``, ``^{`` or a letter."""
+    before = text[position - 1] if position > start else ""
+    if before == "{" and position - 1 > start:
+        before = text[position - 2] if text[position - 2] in "^_" else "{"
+    return before not in ("^", "_") and not before.isalpha()
 
 
 def extracted_answer(text: str) -> Decimal | None:
     text = _readable(text)
-    marked = _marked_answer(text)
-    if marked is not None:
-        return _whole_number(text, marked, 1)
+    marked, value = _marked_answer(text)
+    if marked:
+        return value
     last = None
     for last in _ANY_NUMBER.finditer(text):  # noqa: B007 - only the last match is read
         pass
     return _whole_number(text, last, 0) if last is not None else None
+
+
+def _without_end_tokens(text: str) -> str:
+    """``text`` without the chat-template end tokens (and spaces) at its end. Each step looks at a bounded stretch
+    before what is left and drops at least one character: linear."""
+    end = len(text)
+    while True:
+        while end and text[end - 1].isspace():
+            end -= 1
+        if not end or text[end - 1] != ">":
+            return text[:end]
+        token = text.rfind("<", max(0, end - _END_TOKEN_LONGEST), end - 1)
+        if token < 0 or not _END_TOKEN.fullmatch(text, token, end):
+            return text[:end]
+        end = token
 
 
 # Weight 0.5 on a {0, 0.5, 1} value gives the "format up to 0.5" of the single-turn RLVR recipe.
@@ -239,10 +293,11 @@ def answer_format(completion: str) -> float:
     text = _readable(completion)  # "#### −42" marks -42 as "#### -42" does (answer_correct reads it)
     # A bare "####" is not enough: models use "#### Step 1" as a Markdown heading. Nor is a mark whose number
     # answer_correct cannot read ("#### 2,5" had 1.0 and "#### 1/2" 0.5, marking no answer: round twenty-two).
-    marked = _marked_answer(text)
-    if marked is None or _whole_number(text, marked, 1) is None:
+    marked, value = _marked_answer(text)
+    if not marked or value is None:
         return 0.0
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    # (a chat template's end token decoded after the mark is no part of its line: "#### 42<|im_end|>" is strict)
+    lines = [line.strip() for line in _without_end_tokens(text).splitlines() if line.strip()]
     return 1.0 if lines and _STRICT_LAST_LINE.match(lines[-1]) else 0.5
 
 
