@@ -53,6 +53,9 @@ if TYPE_CHECKING:  # pragma: no cover
 API_VERSION = 1
 DEFAULT_MAX_TURNS = 6
 MAX_TURNS = 100  # assistant turns one episode may take; also the CLI's --max-turns bound
+#: The most characters of one message an environment's hook adds (an observation) that are kept, by default: a longer
+#: one is cut, with a note saying so (see ``Environment.max_observation_chars``).
+MAX_OBSERVATION_CHARS = 200_000
 
 NextAction = Literal["policy", "env", "execute", "score"]
 #: How each next action is written in a stored state (older snapshots call the environment "simulator").
@@ -254,7 +257,9 @@ class Environment(Generic[StateT, TaskT]):
     :class:`rewardpipe.Reward`), ``calls_llm`` (``respond`` talks to an LLM through ``ctx.chat``),
     ``system_prompt`` (what an LLM policy is told before the task's prompt; None: nothing),
     ``collapse_scenario`` (the scenario ``--collapse-from-step`` makes every rollout play),
-    ``hook_timeout_s`` (the most seconds one call of a hook may take; None, the default: no limit).
+    ``hook_timeout_s`` (the most seconds one call of a hook may take; None, the default: no limit),
+    ``max_observation_chars`` (the most characters of one message ``on_policy_turn`` or ``respond`` adds that are
+    kept: a longer one is cut, with a note in it, and the record's ``env_observations_cut`` counts such messages).
     """
 
     name: ClassVar[str] = ""
@@ -272,6 +277,10 @@ class Environment(Generic[StateT, TaskT]):
     # out) and the run goes on; the call is abandoned in a thread of its own (Python cannot stop one). None: hooks
     # run in the caller's thread, unbounded, at no cost per call.
     hook_timeout_s: ClassVar[float | None] = None
+    # An observation is bounded as the platform's other inputs are: a respond() returning millions of characters
+    # (a tool dumping a file, a simulator echoing the model's padding) put them whole into the state, the policy's
+    # request, the transcript and the state paused on AWS.
+    max_observation_chars: ClassVar[int] = MAX_OBSERVATION_CHARS
 
     # -- the episode ------------------------------------------------------------------------------------
 
@@ -383,7 +392,9 @@ def check_environment(env: Any) -> Environment:
         raise ValueError(f"{label}: max_turns must be an integer from 1 to {MAX_TURNS}, got {turns!r}")
     if not isinstance(getattr(env, "reward", None), Reward):
         raise ValueError(f"{label}: set the class attribute reward = <a rewardpipe.Reward>")
-    problem = hook_timeout_problem(getattr(env, "hook_timeout_s", None))
+    problem = hook_timeout_problem(getattr(env, "hook_timeout_s", None)) or observation_limit_problem(
+        getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
+    )
     if problem:
         raise ValueError(f"{label}: {problem}")
     for hook in HOOKS:
@@ -417,3 +428,10 @@ def hook_timeout_problem(timeout_s: Any) -> str | None:
     from rewardpipe.bounded import limit_problem
 
     return limit_problem(timeout_s, "hook_timeout_s")
+
+
+def observation_limit_problem(limit: Any) -> str | None:
+    """What is wrong with an environment's ``max_observation_chars`` (None when it is a count of 1 or more)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        return f"max_observation_chars must be an integer of 1 or more, got {limit!r}"
+    return None

@@ -28,6 +28,7 @@ from rewardpipe.environment import (
     AFTER_ENV_TURN,
     AFTER_POLICY_TURN,
     DEFAULT_MAX_TURNS,
+    MAX_OBSERVATION_CHARS,
     MAX_TURNS,
     ChatFn,
     ContextLimitReached,
@@ -38,6 +39,7 @@ from rewardpipe.environment import (
     NextAction,
     PolicyExhausted,
     hook_timeout_problem,
+    observation_limit_problem,
     stored_action,
 )
 from rewardpipe.execution.result import ExecutionJob, ExecutionResult
@@ -247,6 +249,40 @@ def _checked_messages(new: EpisodeState, before: EpisodeState, env: Environment,
             raise EpisodeError(f"{label} added an assistant message: only the policy speaks as the assistant")
 
 
+#: How a message cut to the environment's ``max_observation_chars`` ends (the record counts such messages).
+OBSERVATION_CUT = "[rewardpipe cut this message: "
+_CUT_NOTE_CHARS = 200  # the note is at most this long: where episode_metrics looks for it
+
+
+def _bounded_observations(new: EpisodeState, added_from: int, env: Environment, hook: str) -> EpisodeState:
+    """``new`` with every message its hook added (from ``added_from`` on) cut to the environment's
+    ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it gave."""
+    limit = getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
+    problem = observation_limit_problem(limit)
+    if problem:  # an environment used without check_environment: its rollouts say why
+        raise EpisodeError(f"environment '{env.name}': {problem}")
+    messages = new.messages
+    if all(len(message.content) <= limit for message in messages[added_from:]):
+        return new
+    kept = list(messages[:added_from])
+    for message in messages[added_from:]:
+        content = message.content
+        if len(content) > limit:
+            note = f"{OBSERVATION_CUT}{hook}() gave {len(content):,} characters; max_observation_chars is {limit:,}]"
+            message = message.model_copy(update={"content": f"{content[:limit]}\n{note}"})
+        kept.append(message)
+    return new.evolve(messages=kept)
+
+
+def observations_cut(state: EpisodeState) -> int:
+    """How many of the conversation's messages were cut to the environment's ``max_observation_chars``."""
+    return sum(
+        1
+        for message in state.messages
+        if message.role != "assistant" and OBSERVATION_CUT in message.content[-_CUT_NOTE_CHARS:]
+    )
+
+
 def _ids(state: EpisodeState) -> tuple[Any, ...]:
     return (state.rollout_id, state.group_id, state.step, state.task_id, state.run_id)
 
@@ -277,6 +313,7 @@ def _checked(new: Any, env: Environment, hook: str, allowed: frozenset[str], bef
         )
     new = _text_end_reason(new, env, hook)
     _checked_messages(new, before, env, hook)
+    new = _bounded_observations(new, len(before.messages), env, hook)
     if _ids(new) != _ids(before):
         # The ids file the record and the transcript: a hook that renamed its rollout (state.evolve(rollout_id=
         # ...), or a state built anew) overwrote another rollout's record, under a task that may not exist.
@@ -443,12 +480,15 @@ def build_record(
 
 
 #: What a finished episode's record says of it beside the environment's own metrics: never replaced by them.
-PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error")
+PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error", "env_observations_cut")
 
 
 def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
     """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
     metrics: dict[str, Any] = {"end_reason": state.end_reason}
+    cut = observations_cut(state)
+    if cut:  # messages an environment's hook added cut to its max_observation_chars (each ends with a note)
+        metrics["env_observations_cut"] = cut
     try:
         extra = call_hook(env, "metrics", state, task)
     except Exception as exc:  # noqa: BLE001 - extra evidence, never a reason to lose the score

@@ -16,12 +16,20 @@ R3. A Python block written as a console session (``>>> def f(x):``, ``...     re
 output ``4``) was joined into the program as written, so a right answer failed to compile (round twenty-seven left
 it open). A block whose first line is a ``>>>`` prompt is the session's input: its prompts go, its output lines
 are no code.
+
+R4. An environment's observation had no size bound of the platform's (round twenty-six left it open): a user
+environment returning millions of characters put them whole into the state, the policy's request, the record's
+transcript and the state paused on AWS. A message an environment's hook adds is cut to ``max_observation_chars``
+(a class attribute, 200,000 by default) with a note in it, and the record counts the cut messages.
 """
 
 from __future__ import annotations
 
 import pytest
 
+from rewardpipe import Environment, Reward, TaskRow, component
+from rewardpipe.environment import check_environment
+from rewardpipe.episode import apply_env_turn, apply_policy_turn, run_episode, start_episode
 from rewardpipe.models import Message
 from rewardpipe.parsing import TurnKind, extract_code, parse_turn
 from rewardpipe.rewards.gsm8k import GSM8K, extracted_answer
@@ -206,3 +214,85 @@ def test_a_console_session_scores_through_code_correctness():
 def test_gsm8k_scores_a_clean_answer_as_before():
     messages = [Message(role="user", content="q"), Message(role="assistant", content="So\n#### 42")]
     assert GSM8K.score(messages, reference="42").components == {"format": 1.0, "answer_correct": 1.0}
+
+
+# -- R4: an environment's observation is bounded -------------------------------------------------------------------
+
+
+class _Echoes(Environment):
+    """Answers the model's turn with an observation of ``size`` characters, then lets the model speak once more."""
+
+    name = "echoes"
+    version = "1"
+    max_turns = 2
+    reward = Reward("echoes", [component(range=(0, 1), role="outcome", name="said")(lambda messages: 1.0)])
+    size = 10
+
+    def on_policy_turn(self, state, task, text):
+        return state.evolve(next_action="env")
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "x" * self.size}, next_action="policy")
+
+
+class _Watches:
+    """A policy recording the longest message it was shown."""
+
+    def __init__(self) -> None:
+        self.longest = 0
+
+    def next_turn(self, state, task):
+        self.longest = max([self.longest, *(len(message.content) for message in state.messages)])
+        return "ok"
+
+
+def _episode(env):
+    policy = _Watches()
+    record = run_episode(
+        TaskRow(task_id="t", prompt="p"), policy, env, None, run_id="r", step=0, group_id="g", rollout_id="a"
+    )
+    return record, policy
+
+
+def test_a_huge_observation_is_cut_and_the_record_says_so():
+    """Attack (on the run): a user environment's respond() returns an observation of millions of characters (a
+    tool dumping a file, a simulator echoing the model's padding back). It went whole into the state, the policy's
+    request, the record's transcript and the paused state on AWS. It is cut to ``max_observation_chars``, with a
+    note in the message, and the record counts the cut messages."""
+    from rewardpipe.environment import MAX_OBSERVATION_CHARS
+
+    env = _Echoes()
+    env.size = 5 * MAX_OBSERVATION_CHARS
+    record, policy = _episode(env)
+    assert record.status == "scored"
+    assert MAX_OBSERVATION_CHARS < policy.longest < MAX_OBSERVATION_CHARS + 300
+    assert record.metrics["env_observations_cut"] == 1
+
+
+def test_an_observation_within_the_bound_is_as_it_was():
+    record, policy = _episode(_Echoes())
+    assert policy.longest == 10
+    assert "env_observations_cut" not in record.metrics
+
+
+def test_the_bound_is_the_environments_to_set():
+    env = _Echoes()
+    env.max_observation_chars = 100
+    env.size = 1000
+    state = start_episode(TaskRow(task_id="t", prompt="p"), env=env, run_id="r", step=0, group_id="g", rollout_id="a")
+    state = apply_policy_turn(state, "hi", env, None)
+    state = apply_env_turn(state, None, env)
+    shown = state.messages[-1].content
+    assert shown.startswith("x" * 100) and not shown.startswith("x" * 101)
+    assert "1,000 characters" in shown and "max_observation_chars" in shown
+
+
+@pytest.mark.parametrize("limit", [0, -5, 2.5, True, "100"])
+def test_a_bound_that_is_no_count_is_the_environments_error(limit):
+    env = _Echoes()
+    env.max_observation_chars = limit
+    record, _ = _episode(env)
+    assert record.status == "error" and record.error.kind == "simulator_error"
+    assert "max_observation_chars" in record.error.message
+    with pytest.raises(ValueError, match="max_observation_chars"):
+        check_environment(type("Odd", (_Echoes,), {"max_observation_chars": limit}))
