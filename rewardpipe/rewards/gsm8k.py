@@ -78,10 +78,11 @@ _CONTINUING = re.compile(
 _NUMBERED_HEADING = re.compile(r"[.)][^\S\r\n]+[^\W\d_]|(?:st|nd|rd|th)\b", re.IGNORECASE)
 # A mark's number followed on its line by a connective and another number is a hedge, no answer: "#### 41 or 42" was
 # 41 (round twenty-eight), as "#### 41 42" and "#### 41, 42" are no answer. Emphasis and an opening bracket may stand
-# around the connective ("#### 42 **or** 41", "#### 42 (or 41)"). Matched once, at the number's end; every part
-# between the repeats takes a character no neighbouring part takes, so nothing backtracks.
+# around the connective ("#### 42 **or** 41", "#### 42 (or 41)"). Matched once, at the number's end; each repeat
+# takes one character, of a class its neighbours do not take (no repeat inside a repeat: "(?:[*]+ *)*" backtracks
+# exponentially on a line of asterisks), so nothing backtracks.
 _HEDGE = re.compile(
-    r"[^\S\r\n]*(?:[*_(]+[^\S\r\n]*)*(?:(?:or|and|to|nor|vs|versus)\b\.?|[;|~])[^\S\r\n]*(?:[*_($]+[^\S\r\n]*)*[-+]?\.?\d",
+    r"[^\S\r\n]*(?:[*_(][^\S\r\n]*)*(?:(?:or|and|to|nor|vs|versus)\b\.?|[;|~])[^\S\r\n]*(?:[*_($][^\S\r\n]*)*[-+]?\.?\d",
     re.IGNORECASE,
 )
 # Chat-template end tokens a trainer decodes with the text (ChatML's and Llama 3's "<|...|>", DeepSeek's fullwidth
