@@ -11,8 +11,8 @@ The rules (documented in the README, each covered by tests):
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
    untagged block counts as Python, and so does ``python:main.py`` or ``python3.11`` (the language is the
    leading word of the info string). An unterminated fence at the end of a turn still counts (outputs are often
-   cut at max_length). A Python block whose first line is a ``>>>`` prompt is a console session: its code is
-   what was typed at the ``>>>`` and ``...`` prompts (the prompts gone), its output lines are no code. Blank
+   cut at max_length). A Python block whose first line is a ``>>>`` (or IPython's ``In [1]:``) prompt is a console
+   session: its code is what was typed at the prompts (the prompts gone), its output lines are no code. Blank
    blocks are ignored. Unfenced code is not code: committing means fencing it.
 2. The *prose* is the turn with every fenced block removed. Inline code spans (single backticks) are
    removed from the prose too, so ``x?`` inside backticks is not a question mark.
@@ -107,6 +107,10 @@ _MARKUP_LONGEST = 26  # "<" + 24 characters + ">"
 # Where a sentence ends inside one line: after . ! or a question mark and whitespace, or right after a
 # full-width question mark (CJK text puts no space after it).
 _SENTENCE_BREAK = re.compile(rf"(?<=[.!{QUESTION_MARKS}])\s+|(?<=[？﹖])")
+# A console session's first prompt (Python's ">>> ", IPython's "In [1]: "), and any prompt code is typed at (those,
+# and the continuation prompts "... " and IPython's "   ...: "); a prompt alone on its line is an empty line typed.
+_SESSION_START = re.compile(r">>>(?: |\Z)|In \[\d{1,9}\]:(?: |\Z)")
+_SESSION_PROMPT = re.compile(r"(?:>>>|\.\.\.)(?: |\Z)|In \[\d{1,9}\]:(?: |\Z)|[ \t]*\.\.\.+:(?: |\Z)")
 # The language of an info string: "python", "python:main.py", "python3.11", "{.python}", "py title=x".
 _INFO_LANGUAGE = re.compile(r"[{.\s]*([A-Za-z0-9_+#-]*)")
 
@@ -233,25 +237,21 @@ def _ends_in_question(sentence: str) -> bool:
 # question rule, the transcript): a few recent results are kept (the result is immutable). Bounded, so
 # memory stays flat however many rollouts are scored.
 def _session_input(body: str) -> str:
-    """A block written as a console session (its first line a ``>>>`` prompt) as the program typed into it: the
-    ``>>>`` and ``...`` lines without their prompts, and no output lines. Joined as written, a right answer shown
-    as a session (``>>> def f(x):``, ``...     return x``, ``>>> f(2)``, ``2``) did not compile (round twenty-eight).
-    No program starts with ``>>>``: any other block is taken as written."""
+    """A block written as a console session (its first line a ``>>>`` or IPython's ``In [1]:`` prompt) as the
+    program typed into it: the lines typed at a prompt (``>>>``, ``...``, ``In [N]:``, ``...:``) without it, and no
+    output lines. Joined as written, a right answer shown as a session (``>>> def f(x):``, ``...     return x``,
+    ``>>> f(2)``, ``2``) did not compile (round twenty-eight). No program starts with a prompt: any other block is
+    taken as written. One look at each line's start."""
     lines = body.split("\n")
     first = next((line for line in lines if line.strip()), "")
-    if not _prompted(first, ">>>"):
+    if not _SESSION_START.match(first):
         return body
     typed = []
     for line in lines:
-        prompt = next((prompt for prompt in (">>>", "...") if _prompted(line, prompt)), None)
+        prompt = _SESSION_PROMPT.match(line)
         if prompt is not None:
-            typed.append(line[len(prompt) + 1 :])
+            typed.append(line[prompt.end() :])
     return "\n".join(typed)
-
-
-def _prompted(line: str, prompt: str) -> bool:
-    """Whether ``line`` is typed at ``prompt`` (the prompt and a space, or the prompt alone: an empty line)."""
-    return line == prompt or line.startswith(prompt + " ")
 
 
 @lru_cache(maxsize=256)

@@ -183,6 +183,13 @@ def test_a_session_indented_in_a_list_item_is_its_input():
     assert extract_code(turn) == "x = 1\n\nprint(x)\n"
 
 
+def test_an_ipython_session_is_its_input():
+    turn = (
+        "```ipython\nIn [1]: def double(x):\n   ...:     return x * 2\n   ...:\n\nIn [2]: double(2)\nOut[2]: 4\n```\n"
+    )
+    assert extract_code(turn) == "def double(x):\n    return x * 2\n\ndouble(2)\n"
+
+
 def test_a_session_of_output_only_is_no_code():
     assert extract_code("```python\n>>>\n42\n```\n") is None
     assert parse_turn("```python\n>>>\n42\n```\n").kind is TurnKind.OTHER
