@@ -306,3 +306,19 @@ def test_a_bound_that_is_no_count_is_the_environments_error(limit):
     assert "max_observation_chars" in record.error.message
     with pytest.raises(ValueError, match="max_observation_chars"):
         check_environment(type("Odd", (_Echoes,), {"max_observation_chars": limit}))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", ["...", ">>> \n", "   ...: x\n", "In [1]:", "\n"])
+def test_reading_a_session_stays_linear(unit):
+    """Each line of a block is looked at once for its prompt, however many prompts or dots it holds."""
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    assert_linear(
+        f"parse_turn(session of {unit!r} * n)",
+        lambda n: operations(
+            lambda: parsing.parse_turn.__wrapped__(_build("```python\n>>> x\n", unit, "\n```", n)), [parsing]
+        ),
+    )
