@@ -212,6 +212,7 @@ def run(
             chosen: Any = env.scripted_policy(seed=seed, collapse_from_step=collapse_from_step)
         except ValueError as exc:
             usage_fail(str(exc))
+        _refuse_unscripted_tasks(env, task_list)
         configuration.update(seed=seed, collapse_from_step=collapse_from_step)
     elif policy is PolicyName.replay:
         if rollouts is None:
@@ -437,6 +438,30 @@ def run(
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if plot_failed:
         raise typer.Exit(1)
+
+
+def _refuse_unscripted_tasks(env: Any, tasks: list[Any]) -> None:
+    """``--policy scripted`` plays the environment's ``scenarios(task)``: a task it gives none for made every
+    rollout of it a ``policy_error`` (and the error alarm sent the user to a policy endpoint there is none of).
+    Such tasks are a usage error, before anything is written. A ``scenarios()`` that raises is left to the
+    rollouts, whose error records say what it raised."""
+    bare = []
+    for task in tasks:
+        try:
+            scenarios = env.scenarios(task)
+        except Exception:  # noqa: BLE001 - each rollout of the task records the exception
+            continue
+        if not scenarios:
+            bare.append(task.task_id[:80])
+    if bare:
+        more = f" and {len(bare) - 5} more" if len(bare) > 5 else ""
+        named = ", ".join(f"'{task_id}'" for task_id in bare[:5]) + more
+        usage_fail(
+            f"--policy scripted plays the scenarios(task) of environment '{env.name}', which gives none for "
+            f"{len(bare)} of {len(tasks)} task(s) ({named}): define scenarios(task) returning named ScriptedPolicy "
+            f"players, one named 'reference' (see `rewardpipe doctor`), or play the model with --policy openai "
+            f"(--base-url, --model) or --policy replay --rollouts FILE"
+        )
 
 
 def _executor(env: Any, workers: int | None) -> tuple[Any, bool]:

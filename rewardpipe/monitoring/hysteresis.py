@@ -236,7 +236,7 @@ _POLICY_ERRORS = frozenset({"policy_error"})
 
 def error_advice(error_kinds: dict[str, int]) -> str:
     """Where to look, by the step's most common kind of error record (the reward's components, the
-    environment's hooks, the policy's endpoint, else the executor/sandbox)."""
+    environment's hooks, the policy (its endpoint, or a scripted run's scenarios), else the executor/sandbox)."""
     if not error_kinds:
         return "check the executor/sandbox"
     kind = max(error_kinds.items(), key=lambda item: item[1])[0]
@@ -245,7 +245,10 @@ def error_advice(error_kinds: dict[str, int]) -> str:
     if kind in _ENVIRONMENT_ERRORS:
         return "check the environment's hooks (each example names the hook and its exception)"
     if kind in _POLICY_ERRORS:
-        return "check the policy's endpoint (the examples give its error)"
+        return (
+            "check the policy: its endpoint, or with --policy scripted the environment's scenarios "
+            "(the examples give its error)"
+        )
     return "check the executor/sandbox"
 
 

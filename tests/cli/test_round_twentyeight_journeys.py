@@ -1,0 +1,108 @@
+"""Round twenty-eight: a new user's journeys (README, docs/ and the guides followed literally) with a reward and a
+multi-turn environment of one's own, and the plausible mistakes on the way: an environment without scenarios or
+without a task model, a module named where a reference was meant, a task file of one's own environment."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+
+from rewardpipe.monitoring.hysteresis import error_advice
+
+GAME = '''
+import re
+
+from rewardpipe import Environment, EpisodeState, Reward, ScriptedPolicy, TaskRow, component
+
+
+class GuessTask(TaskRow):
+    secret: int
+
+
+class GuessState(EpisodeState):
+    solved: bool = False
+
+
+@component(range=(0, 1), role="outcome")
+def solved(state):
+    return float(state.solved)
+
+
+GUESS = Reward("guess", [solved])
+
+
+class Guess(Environment):
+    name = "guess"
+    version = "1"
+    task_model = GuessTask
+    state_model = GuessState
+    max_turns = 3
+    reward = GUESS
+
+    def on_policy_turn(self, state, task, text):
+        if text.strip() == str(task.secret):
+            return state.evolve(solved=True, next_action="score")
+        return state.evolve(next_action="env")
+
+    def respond(self, state, task, ctx):
+        return state.append({"role": "user", "content": "No."}, next_action="policy")
+
+    def scenarios(self, task):
+        return {"reference": ScriptedPolicy([str(task.secret)]), "wrong": ScriptedPolicy(["0", "0", "0"])}
+
+
+class Unscripted(Guess):
+    """The environment written before its scenarios: only an LLM (or a recording) can play it."""
+
+    name = "unscripted"
+
+    def scenarios(self, task):
+        return {}
+
+
+class Untyped(Environment):
+    """The task_model forgotten: the rows are read as bare TaskRows (task_id and prompt)."""
+
+    name = "untyped"
+    version = "1"
+    state_model = GuessState
+    max_turns = 3
+    reward = GUESS
+
+
+ENVIRONMENT = Guess()
+UNSCRIPTED = Unscripted()
+UNTYPED = Untyped()
+'''
+
+
+@pytest.fixture
+def game(tmp_path, monkeypatch):
+    """A user's module ``guess_game`` (importable, as under ``PYTHONPATH=.``) and its task file."""
+    (tmp_path / "guess_game.py").write_text(GAME)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "guess_game", raising=False)
+    tasks = tmp_path / "tasks.jsonl"
+    tasks.write_text("".join(json.dumps({"task_id": f"t{i}", "prompt": "Guess.", "secret": i}) + "\n" for i in (1, 2)))
+    return tmp_path, tasks
+
+
+def test_run_scripted_refuses_an_environment_without_scenarios_before_writing_anything(game, cli):
+    # `run --policy scripted` (the default) of an environment with no scenarios made every rollout a
+    # policy_error, and the error alarm said "check the policy's endpoint": there is none.
+    tmp_path, tasks = game
+    store = tmp_path / "store"
+    result = cli("run", "--env", "guess_game:UNSCRIPTED", "--tasks", tasks, "--out", store, "--steps", "1")
+    assert result.exit_code == 2, result.output
+    assert "scenarios(task)" in result.output and "unscripted" in result.output
+    assert "--policy openai" in result.output
+    assert not store.exists()
+    ok = cli("run", "--env", "guess_game:ENVIRONMENT", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2")
+    assert ok.exit_code == 0, ok.output
+
+
+def test_an_error_alarm_of_policy_errors_does_not_send_a_scripted_run_to_an_endpoint():
+    advice = error_advice({"policy_error": 8})
+    assert "scenario" in advice and "endpoint" in advice
