@@ -102,13 +102,60 @@ def environment_or_fail(reference: str, options: dict[str, str] | None = None) -
     try:
         env = resolve_environment(reference)
     except ReferenceProblem as exc:
-        usage_fail(f"--env {exc}")
+        usage_fail(f"--env {meant_reference(reference, 'environment') or exc}")
     if options:
         try:
             env = env.configure(**options)
         except (TypeError, ValueError) as exc:
             usage_fail(f"--env-option: {exc}")
     return env
+
+
+def meant_reference(reference: str | None, what: str) -> str | None:
+    """What to say when the short name ``reference`` names no registered environment or reward (``what``) but an
+    importable module holding one (``--env animals_env`` under ``PYTHONPATH=.``, the package `rewardpipe init`
+    wrote before its ``pip install``), or is Python's dotted path to one (``animals_env.ENVIRONMENT``, where a
+    reference has a colon): the reference it was meant to be. None when it is neither (the caller's "unknown
+    name" advice stands). A standard-library name is never imported (``--env this`` would print)."""
+    import importlib
+    import sys
+
+    from rewardpipe import Environment, Reward
+    from rewardpipe.references import ReferenceProblem, resolve_environment, resolve_reward
+
+    name = reference.strip() if isinstance(reference, str) else ""
+    if not name or ":" in name or name.endswith(".py") or not all(p.isidentifier() for p in name.split(".")):
+        return None
+    resolve = resolve_environment if what == "environment" else resolve_reward
+    kind = Environment if what == "environment" else Reward
+    module_name, _, attribute = name.rpartition(".")
+    for module_path, attributes in ((name, None), (module_name, [attribute])):
+        if not module_path or module_path.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        try:
+            module = importlib.import_module(module_path)
+        except Exception:  # noqa: BLE001 - not an importable module: nothing to suggest from it
+            continue
+        found = []
+        for attr in attributes or sorted(vars(module)):
+            value = getattr(module, attr, None)
+            if attr.startswith("_") or not (isinstance(value, kind) or attributes):
+                continue
+            try:
+                resolve(f"{module_path}:{attr}")
+            except ReferenceProblem:
+                continue
+            found.append(f"{module_path}:{attr}")
+        if found:
+            named = " or ".join(found[:3]) + (f" (or {len(found) - 3} more)" if len(found) > 3 else "")
+            if attributes is None:
+                return (
+                    f"'{name}' is a module, not a registered {what} name: give the {what} in it, {named} "
+                    f"(package.module:ATTR; a short name is one your package's pyproject.toml registers, then pip "
+                    f"install -e .)"
+                )
+            return f"'{name}' is Python's dotted path, not a reference: give {named} (package.module:ATTR, a colon)"
+    return None
 
 
 def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) -> Any:
@@ -122,7 +169,7 @@ def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) ->
             return env.reward.with_weights(weights)
         return resolve_reward(reference, weights)
     except ReferenceProblem as exc:
-        usage_fail(f"--reward {exc}")
+        usage_fail(f"--reward {meant_reference(reference, 'reward') or exc}")
     except ValueError as exc:
         usage_fail(str(exc))
 

@@ -106,3 +106,19 @@ def test_run_scripted_refuses_an_environment_without_scenarios_before_writing_an
 def test_an_error_alarm_of_policy_errors_does_not_send_a_scripted_run_to_an_endpoint():
     advice = error_advice({"policy_error": 8})
     assert "scenario" in advice and "endpoint" in advice
+
+
+def test_a_module_named_without_its_object_is_told_the_reference_it_holds(game, cli):
+    # `--env guess_game` (the module, importable under PYTHONPATH=.) or `--env guess_game.ENVIRONMENT` (Python's
+    # dotted spelling) said "unknown environment" and advised registering an entry point under that name.
+    _, tasks = game
+    for given in ("guess_game", "guess_game.ENVIRONMENT"):
+        result = cli("doctor", "--env", given, "--tasks", tasks)
+        assert result.exit_code == 2
+        assert "guess_game:ENVIRONMENT" in result.output, result.output
+        assert "entry-points" not in result.output
+    result = cli("doctor", "--env", "guess_game:ENVIRONMENT", "--reward", "guess_game.GUESS", "--tasks", tasks)
+    assert result.exit_code == 2 and "guess_game:GUESS" in result.output, result.output
+    # a name that is no importable module keeps the advice of old
+    result = cli("doctor", "--env", "no_such_module_here", "--tasks", tasks)
+    assert result.exit_code == 2 and "entry-points" in result.output
