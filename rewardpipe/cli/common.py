@@ -21,17 +21,21 @@ from rewardpipe.cli.application import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest
 from rewardpipe.safe_text import escape_lone_surrogates
 
+DEFAULT_ENV = "ask_before_coding"  # the environment --env names when it is not given
 MAX_RUN_ID = 128  # characters; = rewardpipe.store.MAX_RUN_ID, the rule check_run_id applies (run_id_problem)
 
 
 def load_tasks_or_fail(
-    path: Path, *, model: Any = None, allow_empty: bool = False, runnable: bool = False
+    path: Path, *, model: Any = None, env: Any = None, allow_empty: bool = False, runnable: bool = False
 ) -> list[Any]:
-    """The task rows of ``path`` (as ``model``, an environment's ``task_model``; default the
-    ask-before-coding ``Task``), or exit 1 naming the file, line and field; ``runnable`` also refuses tasks
-    whose hidden tests cannot run (see :func:`refuse_unrunnable_tests`)."""
+    """The task rows of ``path`` (as ``model``; default the ``task_model`` of ``env``, else the ask-before-coding
+    ``Task``), or exit 1 naming the file, line and field (and, for a row that does not fit ``env``'s task model,
+    which environment read it: see :func:`task_model_hint`); ``runnable`` also refuses tasks whose hidden tests
+    cannot run (see :func:`refuse_unrunnable_tests`)."""
     from rewardpipe.models import load_task_rows, load_tasks
 
+    if model is None and env is not None:
+        model = env.task_model
     try:
         tasks = load_tasks(path) if model is None else load_task_rows(path, model)
     except FileNotFoundError:
@@ -39,7 +43,7 @@ def load_tasks_or_fail(
     except IsADirectoryError:
         fail(f"expected a task file, got a directory: {path}")
     except InputFileError as exc:
-        fail(str(exc))
+        fail(f"{exc}{task_model_hint(env, str(exc))}")
     except OSError as exc:
         fail(f"cannot read task file {path}: {exc.strerror or exc}")
     if not tasks and not allow_empty:
@@ -47,6 +51,26 @@ def load_tasks_or_fail(
     if runnable:
         refuse_unrunnable_tests(path, tasks)
     return tasks
+
+
+def task_model_hint(env: Any, problem: str) -> str:
+    """What to add to a task file's refused row when the fields do not fit ``env``'s task model: the rows were read
+    as that environment's (``--env`` forgotten, so the default ``ask_before_coding``'s: "missing required field
+    'spec' ... unknown field 'secret'" blamed the file), or the environment set no ``task_model`` (bare
+    ``TaskRow``s: ``task_id`` and ``prompt`` only). Empty for any other problem, or without an environment."""
+    from rewardpipe.environment import TaskRow
+
+    if env is None or not ("unknown field" in problem or "missing required field" in problem):
+        return ""
+    if env.task_model is TaskRow:
+        return (
+            f" (environment '{env.name}' sets no task_model, so a row may hold task_id and prompt only: give the "
+            f"environment class task_model = <its TaskRow subclass>)"
+        )
+    return (
+        f" (the rows were read as the task model {env.task_model.__name__} of environment '{env.name}'; a task "
+        f"file of another environment needs --env REF)"
+    )
 
 
 def refuse_unrunnable_tests(path: Path, tasks: list[Any]) -> None:

@@ -28,6 +28,7 @@ from rewardpipe.cli.application import (
     write_json_line,
 )
 from rewardpipe.cli.common import (
+    DEFAULT_ENV,
     cap_workers,
     check_output_file,
     check_run_id,
@@ -47,8 +48,6 @@ from rewardpipe.cli.common import (
 from rewardpipe.cli.progress import count_lines, progress_bars
 from rewardpipe.environment import MAX_TURNS
 from rewardpipe.models import MAX_STEP, InputFileError, Rollout, load_rollouts
-
-DEFAULT_ENV = "ask_before_coding"
 
 # Bounds far beyond any GRPO setup (K is 4-64 in practice), so a slip of the keyboard is a usage error
 # instead of a run that cannot finish (or an overflow deep inside).
@@ -185,7 +184,7 @@ def run(
     if simulator is SimulatorName.openai:
         options.setdefault("simulator", "openai")
     env = environment_or_fail(env_name, options)
-    task_list = load_tasks_or_fail(tasks, model=env.task_model, runnable=True)
+    task_list = load_tasks_or_fail(tasks, env=env, runnable=True)
     reward = episode_reward(reward_name, weight, env)
     thresholds = thresholds.for_reward(reward)
     check_threshold_names(thresholds, reward)
@@ -644,7 +643,7 @@ def score(
         reward = episode_reward(reward_name, weight, env)
         if tasks is None:
             usage_fail(f"scoring recorded rollouts of environment '{env.name}' needs --tasks FILE (its task rows)")
-        task_rows = {t.task_id: t for t in load_tasks_or_fail(tasks, model=env.task_model, runnable=True)}
+        task_rows = {t.task_id: t for t in load_tasks_or_fail(tasks, env=env, runnable=True)}
     workers = cap_workers(workers)
     check_output_file(spill, "--spill")
     if not rollouts_file.is_file():
@@ -796,7 +795,7 @@ def doctor(
     from rewardpipe.doctor import diagnose
 
     env = environment_or_fail(env_name)
-    task_list = load_tasks_or_fail(tasks, model=env.task_model)
+    task_list = load_tasks_or_fail(tasks, env=env)
     reward = episode_reward(reward_name, [], env)
     if env.runs_code:
         from rewardpipe.execution import get_executor

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 
 from rewardpipe.cli.application import app, error_line, fail, markup_safe
-from rewardpipe.cli.common import check_output_file, load_tasks_or_fail
+from rewardpipe.cli.common import DEFAULT_ENV, check_output_file, environment_or_fail, load_tasks_or_fail
 from rewardpipe.execution.runtime.harness import is_test_method, parse_python
 from rewardpipe.models import InputFileError, Task
 
@@ -56,10 +56,18 @@ def task_problems(task: Task) -> list[str]:
 
 
 @tasks_app.command("validate")
-def validate(file: Path = typer.Argument(..., help="Task JSONL file to check.")) -> None:
-    """Load a task file and check each task's code parses; prints 'N tasks OK' or what is wrong."""
-    tasks = load_tasks_or_fail(file)
-    found = [(task.task_id, problem) for task in tasks for problem in task_problems(task)]
+def validate(
+    file: Path = typer.Argument(..., help="Task JSONL file to check."),
+    env_name: str = typer.Option(
+        DEFAULT_ENV, "--env", help="The environment whose task rows the file holds (any reference form)."
+    ),
+) -> None:
+    """Load a task file as the environment's task rows and check each ask-before-coding task's code parses (and
+    any task's hidden tests); prints 'N tasks OK' or what is wrong."""
+    env = environment_or_fail(env_name)
+    coding = issubclass(env.task_model, Task)  # task_problems says more of these than "the tests cannot run"
+    tasks = load_tasks_or_fail(file, env=env, runnable=not coding)
+    found = [(task.task_id, problem) for task in tasks if isinstance(task, Task) for problem in task_problems(task)]
     if found:
         for task_id, problem in found:
             error_line(f"{file}: task '{task_id}': {problem}")

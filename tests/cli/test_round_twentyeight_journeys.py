@@ -122,3 +122,37 @@ def test_a_module_named_without_its_object_is_told_the_reference_it_holds(game, 
     # a name that is no importable module keeps the advice of old
     result = cli("doctor", "--env", "no_such_module_here", "--tasks", tasks)
     assert result.exit_code == 2 and "entry-points" in result.output
+
+
+def test_tasks_validate_checks_a_task_file_of_ones_own_environment(game, cli):
+    # `rewardpipe tasks validate tasks.jsonl` read every file as ask-before-coding tasks ("missing required field
+    # 'spec' ... unknown field 'secret'"), with no way to name the environment the file is for.
+    _, tasks = game
+    result = cli("tasks", "validate", tasks, "--env", "guess_game:ENVIRONMENT")
+    assert result.exit_code == 0, result.output
+    assert "2 tasks OK" in result.output
+    bad = tasks.parent / "bad.jsonl"
+    bad.write_text(json.dumps({"task_id": "t1", "prompt": "Guess.", "secrett": 1}) + "\n")
+    result = cli("tasks", "validate", bad, "--env", "guess_game:ENVIRONMENT")
+    assert result.exit_code == 1 and "secrett" in result.output
+
+
+def test_a_task_file_read_as_another_environments_rows_says_which_environment_read_it(game, cli):
+    # `doctor --tasks tasks.jsonl` with --env forgotten (or `tasks validate`) listed the built-in's missing fields
+    # and the file's own as unknown, never saying the rows were read as ask_before_coding's.
+    _, tasks = game
+    for command in (["doctor", "--tasks", tasks], ["tasks", "validate", tasks], ["run", "--tasks", tasks]):
+        result = cli(*command)
+        assert result.exit_code == 1
+        assert "unknown field 'secret'" in result.output
+        assert "environment 'ask_before_coding'" in result.output and "--env" in result.output, result.output
+
+
+def test_an_environment_without_a_task_model_is_named_when_its_task_file_is_refused(game, cli):
+    # An environment that forgot `task_model = ...` read its rows as bare TaskRows: "unknown field 'secret'" blamed
+    # the task file.
+    _, tasks = game
+    result = cli("doctor", "--env", "guess_game:UNTYPED", "--tasks", tasks)
+    assert result.exit_code == 1
+    assert "unknown field 'secret'" in result.output
+    assert "task_model" in result.output and "untyped" in result.output, result.output
