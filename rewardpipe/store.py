@@ -343,6 +343,14 @@ def legacy_record_key(record: Record) -> str:
     return rollout_key(record.run_id, record.step, record.group_id, record.rollout_id, portable=False)
 
 
+_TRANSCRIPT_KEY = re.compile(r"runs/[^/]+/transcripts/step=\d+/group=[^/]+/[^/]+\.json")
+
+
+def is_transcript_key(key: str) -> bool:
+    """True when ``key`` has the shape of a :func:`transcript_key` (relative to a store's root)."""
+    return _TRANSCRIPT_KEY.fullmatch(key) is not None
+
+
 def transcript_key(run_id: str, step: int, group_id: str, rollout_id: str) -> str:
     """``runs/<run>/transcripts/step=<n>/group=<g>/<rollout>.json``: beside the records, outside the
     ``step=<n>/`` folders that :meth:`Store.iter_records` lists."""

@@ -48,10 +48,10 @@ class TerminalAlarmSink:
     component, message, causes, example ids and reasons) reaches the terminal with its control characters
     shown as escapes (Rich escapes the markup itself)."""
 
-    def __init__(self, console: Any) -> None:
+    def __init__(self, console: Any, location: str | None = None) -> None:
         from rewardpipe.monitoring import ConsoleAlarmSink
 
-        self.inner = ConsoleAlarmSink(console)
+        self.inner = ConsoleAlarmSink(console, location)
 
     def emit(self, alarm: Any) -> None:
         import dataclasses

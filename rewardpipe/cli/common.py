@@ -39,7 +39,7 @@ def load_tasks_or_fail(
     try:
         tasks = load_tasks(path) if model is None else load_task_rows(path, model)
     except FileNotFoundError:
-        fail(f"task file not found: {path}")
+        fail(f"task file not found: {path}{bundled_copy_hint(path)}")
     except IsADirectoryError:
         fail(f"expected a task file, got a directory: {path}")
     except InputFileError as exc:
@@ -51,6 +51,22 @@ def load_tasks_or_fail(
     if runnable:
         refuse_unrunnable_tests(path, tasks)
     return tasks
+
+
+def bundled_copy_hint(path: Path) -> str:
+    """For a missing ``rewardpipe/data/...`` (the docs' paths, of the source tree) that the installed package
+    holds: where that copy is. Empty otherwise."""
+    import rewardpipe
+
+    parts = Path(path).parts
+    if parts[:2] != ("rewardpipe", "data") or len(parts) < 3:
+        return ""
+    installed = Path(rewardpipe.__file__).resolve().parent.joinpath(*parts[1:])
+    if not installed.is_file():
+        return ""
+    return (
+        f" (a path of rewardpipe's source tree, relative to the working directory; the installed copy is {installed})"
+    )
 
 
 def task_model_hint(env: Any, problem: str) -> str:
@@ -142,6 +158,7 @@ def meant_reference(reference: str | None, what: str) -> str | None:
     reference has a colon): the reference it was meant to be. None when it is neither (the caller's "unknown
     name" advice stands). A standard-library name is never imported (``--env this`` would print)."""
     import importlib
+    import importlib.util
     import sys
 
     from rewardpipe import Environment, Reward
@@ -157,9 +174,18 @@ def meant_reference(reference: str | None, what: str) -> str | None:
         if not module_path or module_path.partition(".")[0] in sys.stdlib_module_names:
             continue
         try:
-            module = importlib.import_module(module_path)
-        except Exception:  # noqa: BLE001 - not an importable module: nothing to suggest from it
+            if importlib.util.find_spec(module_path) is None:
+                continue
+        except Exception:  # noqa: BLE001 - its package does not import, or is no package: no such module
             continue
+        try:
+            module = importlib.import_module(module_path)
+        except Exception as exc:  # noqa: BLE001 - the module is there: what keeps it from importing is the answer
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return (
+                f"'{name}' is not a registered {what} name, and the module '{module_path}' it names failed to "
+                f"import: {type(exc).__name__}: {first}"
+            )
         found = []
         for attr in attributes or sorted(vars(module)):
             value = getattr(module, attr, None)

@@ -394,9 +394,11 @@ def monitor(
     from rewardpipe.monitoring import AGGREGATE_TARGET
 
     seen = {name for report in result.steps for name in report.components} | {AGGREGATE_TARGET}
-    for name in dict.fromkeys(thresholds.ignore):  # the records decide which components exist: a warning
-        if name not in seen:
-            note(f"warning: --ignore {name!r} names no component of these records ({', '.join(sorted(seen))})")
+    # the records decide which components exist: a warning (--range, silent, judged the component by no range)
+    for option, names in (("--ignore", thresholds.ignore), ("--range", list(thresholds.range_overrides))):
+        for name in dict.fromkeys(names):
+            if name not in seen:
+                note(f"warning: {option} {name!r} names no component of these records ({', '.join(sorted(seen))})")
 
     out = Console(width=None if Console().is_terminal else 160)
     sinks: list[Any] = []
@@ -417,7 +419,7 @@ def monitor(
         _print_table(
             out, result, f"run {markup_safe(source.run_id or result.run_id)}: within-group variance per component"
         )
-        dispatch(result.alarms, [TerminalAlarmSink(out)])
+        dispatch(result.alarms, [TerminalAlarmSink(out, source.store.location if source.store is not None else None)])
         if not result.alarms:
             out.print("[green]no alarms[/green]")
     for item in result.unreadable:

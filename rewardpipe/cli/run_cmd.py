@@ -291,7 +291,7 @@ def run(
     # Alarms go, as JSON, beside the records (the local stand-in for SNS) and are listed in the summary;
     # an interactive terminal also sees each one the moment its step ends.
     live = not as_json and console.is_terminal
-    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console)] if live else [])
+    sinks: list[Any] = [StoreAlarmSink(store, run_id)] + ([TerminalAlarmSink(console, store.location)] if live else [])
     step_numbers = sorted({s.step for s in replay_slots}) if replay_slots is not None else list(range(steps))
     reports: list[Any] = []
     all_alarms: list[Any] = []

@@ -40,9 +40,21 @@ def _tool_call(call: object) -> str:
     return f"{_safe(name)}({_safe(arguments)}){ident}"
 
 
+def _given_key(store, key: str) -> str:
+    """``--key`` as the store's key: a transcript_key as it is, or the path `monitor` and `run` print for an
+    alarm example (the key under the store's location) made the key again, when that names a transcript and the
+    text as given does not."""
+    from rewardpipe.store import is_transcript_key
+
+    prefix = f"{store.location.rstrip('/')}/"
+    if key.startswith(prefix) and not is_transcript_key(key) and is_transcript_key(key[len(prefix) :]):
+        return key[len(prefix) :]
+    return key
+
+
 def _locate(store, run_id: str, rollout: str, step: int | None, key: str | None) -> str:
     if key:
-        return key
+        return _given_key(store, key)
     keys = store.find_transcripts(run_id, rollout, step)
     if not keys:
         where = f" at step {step}" if step is not None else ""

@@ -26,14 +26,23 @@ _LABEL = {"dead_component": "DEAD", "dying_component": "DYING", "error_rate": "E
 
 
 class ConsoleAlarmSink:
-    """Print alarms to the terminal. Pass ``Console(stderr=True)`` to keep stdout for JSON."""
+    """Print alarms to the terminal. Pass ``Console(stderr=True)`` to keep stdout for JSON. ``location`` is the
+    store's (a directory or ``s3://bucket/prefix``): each example's transcript is then shown where it is, under
+    it, rather than as its key relative to the store root (which, beside ``--out runs``, named no file)."""
 
-    def __init__(self, console: Any = None) -> None:
+    def __init__(self, console: Any = None, location: str | None = None) -> None:
         if console is None:
             from rich.console import Console
 
             console = Console(stderr=True)
         self.console = console
+        self.location = location
+
+    def transcript_at(self, key: Any) -> Any:
+        """Where the transcript of ``key`` (a ``transcript_key``) is: under the store's location when known."""
+        if not self.location or not isinstance(key, str) or not key:
+            return key
+        return f"{self.location.rstrip('/')}/{key}"  # as the store names its objects (Store.location)
 
     def emit(self, alarm: Alarm) -> None:
         from rich.markup import escape
@@ -64,7 +73,7 @@ class ConsoleAlarmSink:
         for example in alarm.examples:
             self.console.print(
                 f"  example {shown(example.get('rollout_id'))} (group {shown(example.get('group_id'))}): "
-                f"{shown(example.get('reason'))} [dim]{shown(example.get('transcript_key'))}[/dim]",
+                f"{shown(example.get('reason'))} [dim]{shown(self.transcript_at(example.get('transcript_key')))}[/dim]",
                 highlight=False,
                 soft_wrap=True,
             )

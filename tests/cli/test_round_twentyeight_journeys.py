@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -119,6 +120,10 @@ def test_a_module_named_without_its_object_is_told_the_reference_it_holds(game, 
         assert "entry-points" not in result.output
     result = cli("doctor", "--env", "guess_game:ENVIRONMENT", "--reward", "guess_game.GUESS", "--tasks", tasks)
     assert result.exit_code == 2 and "guess_game:GUESS" in result.output, result.output
+    # a module that is there but fails to import says why, rather than "unknown reward"
+    (tasks.parent / "broken_reward.py").write_text("raise RuntimeError('component table missing')\n")
+    result = cli("doctor", "--env", "guess_game:ENVIRONMENT", "--reward", "broken_reward", "--tasks", tasks)
+    assert result.exit_code == 2 and "RuntimeError: component table missing" in result.output, result.output
     # a name that is no importable module keeps the advice of old
     result = cli("doctor", "--env", "no_such_module_here", "--tasks", tasks)
     assert result.exit_code == 2 and "entry-points" in result.output
@@ -156,3 +161,49 @@ def test_an_environment_without_a_task_model_is_named_when_its_task_file_is_refu
     assert result.exit_code == 1
     assert "unknown field 'secret'" in result.output
     assert "task_model" in result.output and "untyped" in result.output, result.output
+
+
+def test_monitor_alarm_examples_give_a_transcript_path_that_opens(game, cli):
+    # Each example ended with its transcript_key, relative to the store root: with `--out runs` (the guides' own
+    # spelling), "runs/<run>/transcripts/..." named no file; the transcript was at runs/runs/<run>/transcripts/...
+    tmp_path, tasks = game
+    store = tmp_path / "runs"
+    result = cli(
+        "run", "--env", "guess_game:ENVIRONMENT", "--tasks", tasks, "--out", store, "--run-id", "r",
+        "--steps", "1", "-k", "2", "--groups-per-step", "4", "--weight", "solved=0",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    result = cli("monitor", store, "--min-groups", "1", "--range", "solved=0:1")
+    lines = [line for line in result.output.splitlines() if line.lstrip().startswith("example ")]
+    assert lines, result.output
+    for line in lines:
+        path = Path(line.rsplit(" ", 1)[-1])
+        assert path.is_file(), line
+    shown = cli("show", store, "--key", path)  # the path printed is also what `show --key` takes
+    assert shown.exit_code == 0, shown.output
+    assert path.stem in shown.output
+
+
+def test_monitor_warns_of_a_range_for_no_component_as_it_does_of_an_ignore(game, cli):
+    # `monitor STORE --range solvd=0:1` (a typo) was silently dropped, so `solved` was judged by no range given;
+    # `--ignore solvd` already warned.
+    tmp_path, tasks = game
+    store = tmp_path / "store"
+    ran = cli("run", "--env", "guess_game:ENVIRONMENT", "--tasks", tasks, "--out", store, "--steps", "1", "-k", "2")
+    assert ran.exit_code == 0, ran.output
+    result = cli("monitor", store, "--range", "solvd=0:1")
+    assert result.exit_code == 0
+    assert "--range 'solvd' names no component" in result.output, result.output
+    assert "--range 'solved'" not in cli("monitor", store, "--range", "solved=0:1").output
+
+
+def test_a_bundled_task_file_named_outside_a_clone_says_where_the_installed_copy_is(tmp_path, monkeypatch, cli):
+    # The environment pages give `--tasks rewardpipe/data/wordle_tasks.jsonl`, a path of the source tree: run
+    # anywhere else (rewardpipe pip-installed), it was "task file not found" with no word of the copy installed.
+    import rewardpipe
+
+    monkeypatch.chdir(tmp_path)
+    result = cli("doctor", "--env", "wordle", "--tasks", "rewardpipe/data/wordle_tasks.jsonl")
+    assert result.exit_code == 1
+    installed = Path(rewardpipe.__file__).parent / "data" / "wordle_tasks.jsonl"
+    assert str(installed) in result.output.replace("\n", ""), result.output
