@@ -482,7 +482,14 @@ def diagnose(
         except Exception as exc:  # noqa: BLE001
             diagnosis.add("scenario_failed", f"scenarios() failed: {type(exc).__name__}: {exc}")
             scenarios = {}
-        if "reference" not in scenarios:
+        if not scenarios and not diagnosis.problems:
+            # none to play (the default scenarios() gives none): said once, not as a "no value" per component
+            diagnosis.add(
+                "reference_not_best",
+                "the environment gives no scenarios for this task: define scenarios(task) returning named "
+                "ScriptedPolicy players, one named 'reference' (the best play); doctor plays them all",
+            )
+        elif "reference" not in scenarios:
             diagnosis.add(
                 "reference_not_best",
                 "the environment names no 'reference' scenario for this task (scenarios(task) must return one)",
@@ -628,6 +635,8 @@ def _check_task(
             )
     diagnosis.component_values = {name: sorted(seen) for name, seen in values.items()}
     for name, seen in values.items():
+        if not runs:  # no scenario was played: said once above (no scenarios, or scenarios() failed)
+            break
         if not seen:  # every play of it ended without a value: the failures above say why
             diagnosis.add(
                 "component_never_varies",

@@ -207,3 +207,13 @@ def test_a_bundled_task_file_named_outside_a_clone_says_where_the_installed_copy
     assert result.exit_code == 1
     installed = Path(rewardpipe.__file__).parent / "data" / "wordle_tasks.jsonl"
     assert str(installed) in result.output.replace("\n", ""), result.output
+
+
+def test_doctor_of_an_environment_without_scenarios_says_so_once_a_task(game, cli):
+    # Each task read "names no 'reference' scenario" and then, per component, "took no value in any scenario (each
+    # ended in an error or failed)": no scenario had been played, none had failed.
+    _, tasks = game
+    result = cli("doctor", "--env", "guess_game:UNSCRIPTED", "--tasks", tasks)
+    assert result.exit_code == 1
+    assert "gives no scenarios" in result.output and "scenarios(task)" in result.output, result.output
+    assert "took no value" not in result.output and "each ended in an error" not in result.output
