@@ -557,6 +557,25 @@ def _lint(diagnosis: TaskDiagnosis, run: ScenarioRun | None) -> None:
 _NOT_A_SCORE = ("component_out_of_range", "aggregate_out_of_range", "non_finite_aggregate")
 
 
+def _bare_state_model(env: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun]) -> None:
+    """An environment that set no ``state_model`` plays bare :class:`EpisodeState` objects: every hook or
+    component reading a field of its own fails with "'EpisodeState' object has no attribute ...", and nothing
+    said why. Said once a task, beside those failures."""
+    from rewardpipe.environment import EpisodeState
+
+    if env.state_model is not EpisodeState:
+        return
+    missing = f"'{EpisodeState.__name__}' object has no attribute"
+    failed = [run.error or "" for run in runs.values()]
+    failed += [run.record.error.message for run in runs.values() if run.record is not None and run.record.error]
+    if any(missing in text for text in failed):
+        diagnosis.add(
+            "scenario_failed",
+            f"environment '{env.name}' sets no state_model, so its states are bare EpisodeStates without the fields "
+            f"its hooks or components read: give the class state_model = <its EpisodeState subclass>",
+        )
+
+
 def _check_task(
     env: Any, task: Any, reward: Any, diagnosis: TaskDiagnosis, runs: dict[str, ScenarioRun], again: ScenarioRun | None
 ) -> None:
@@ -575,6 +594,7 @@ def _check_task(
             diagnosis.add(finding.check, finding.message)
         if run.error is not None:
             diagnosis.add("scenario_failed", f"scenario '{run.name}' failed: {run.error}")
+    _bare_state_model(env, diagnosis, runs)
     components = {c.name: c for c in reward.components}
     values: dict[str, set[float]] = {name: set() for name in components}
     per_run: dict[str, dict[str, float | None]] = {}

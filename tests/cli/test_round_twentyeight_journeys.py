@@ -73,9 +73,17 @@ class Untyped(Environment):
     reward = GUESS
 
 
+class Stateless(Guess):
+    """The state_model forgotten: the states are bare EpisodeStates, without the fields the hooks set and read."""
+
+    name = "stateless"
+    state_model = EpisodeState
+
+
 ENVIRONMENT = Guess()
 UNSCRIPTED = Unscripted()
 UNTYPED = Untyped()
+STATELESS = Stateless()
 '''
 
 
@@ -153,14 +161,21 @@ def test_a_task_file_read_as_another_environments_rows_says_which_environment_re
         assert "environment 'ask_before_coding'" in result.output and "--env" in result.output, result.output
 
 
-def test_an_environment_without_a_task_model_is_named_when_its_task_file_is_refused(game, cli):
-    # An environment that forgot `task_model = ...` read its rows as bare TaskRows: "unknown field 'secret'" blamed
-    # the task file.
+@pytest.mark.parametrize(
+    ("env", "failure", "said"),
+    [
+        # `task_model` forgotten: the rows were read as bare TaskRows, and "unknown field 'secret'" blamed the file
+        ("UNTYPED", "unknown field 'secret'", "environment 'untyped' sets no task_model"),
+        # `state_model` forgotten: every scenario failed with "'EpisodeState' object has no attribute 'solved'"
+        ("STATELESS", "'EpisodeState' object has no attribute", "environment 'stateless' sets no state_model"),
+    ],
+)
+def test_an_environment_that_forgot_its_task_or_state_model_is_told_so(game, cli, env, failure, said):
     _, tasks = game
-    result = cli("doctor", "--env", "guess_game:UNTYPED", "--tasks", tasks)
+    result = cli("doctor", "--env", f"guess_game:{env}", "--tasks", tasks)
     assert result.exit_code == 1
-    assert "unknown field 'secret'" in result.output
-    assert "task_model" in result.output and "untyped" in result.output, result.output
+    assert failure in result.output and said in result.output, result.output
+    assert "sets no" not in cli("doctor", "--env", "guess_game:ENVIRONMENT", "--tasks", tasks).output
 
 
 def test_monitor_alarm_examples_give_a_transcript_path_that_opens(game, cli):
