@@ -140,7 +140,8 @@ def run(
         None,
         min=0,
         max=MAX_STEP,
-        help="Scripted policy only: from this step on every rollout guesses (simulates a collapse).",
+        help="Scripted policy only: from this step on every rollout plays the environment's collapse_scenario "
+        "(simulates a collapse).",
     ),
     rollouts: Path | None = typer.Option(None, help="Recorded rollouts to replay (policy=replay)."),
     base_url: str | None = typer.Option(None, envvar="REWARDPIPE_POLICY_BASE_URL", help="Policy endpoint."),

@@ -232,3 +232,11 @@ def test_doctor_of_an_environment_without_scenarios_says_so_once_a_task(game, cl
     assert result.exit_code == 1
     assert "gives no scenarios" in result.output and "scenarios(task)" in result.output, result.output
     assert "took no value" not in result.output and "each ended in an error" not in result.output
+
+
+def test_collapse_from_step_is_described_for_any_environment(cli):
+    # Its help said "every rollout guesses", the built-in ask_before_coding's collapse; a user's environment plays
+    # its own collapse_scenario.
+    result = cli("run", "--help")
+    text = " ".join(result.output.split())
+    assert "collapse_scenario" in text and "every rollout guesses" not in text
