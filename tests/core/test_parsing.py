@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rewardpipe.parsing import TurnKind, classify_turn, extract_code, parse_turn
+from rewardpipe.parsing import TurnKind, _session_input, classify_turn, extract_code, parse_turn
 from tests.core.conftest import fence
 
 
@@ -217,7 +217,7 @@ plain_code = st.text(
     alphabet=st.characters(blacklist_characters="`~\r", blacklist_categories=("Cs", "Zl", "Zp")),
     min_size=1,
     max_size=60,
-).filter(lambda s: s.strip())
+).filter(lambda s: _session_input(s).strip())  # a console session with nothing typed at its prompts is no code
 
 
 @settings(max_examples=150, deadline=None)
