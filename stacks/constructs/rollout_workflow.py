@@ -279,6 +279,19 @@ class RolloutWorkflow(Construct):
                 ],
             )
         )
+        # RunTask authorizes on the task definition only; the cluster it runs on is a request parameter. ECS
+        # gives RunTask the ecs:cluster condition key (the cluster's ARN; Service Authorization Reference, Amazon
+        # ECS): the task, with its role and its jobs/ access, runs on this stack's cluster or not at all. Like the
+        # Deny above, it bounds aws-cdk's unconditioned grant (a request without the key is refused as well).
+        self.state_machine.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="RunTasksOnlyOnThisCluster",
+                effect=iam.Effect.DENY,
+                actions=["ecs:RunTask"],
+                resources=["*"],
+                conditions={"ArnNotEquals": {"ecs:cluster": runner.cluster.cluster_arn}},
+            )
+        )
 
     def add_turn_channel(self, name: str, queue: sqs.IQueue) -> None:
         """A named turn queue besides the trainers': a callback rollout started with ``policy.channel`` = ``name``

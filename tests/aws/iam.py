@@ -143,8 +143,13 @@ OPERATIONS: dict[tuple[str, str], Auth] = {
     ),
     # A state machine's Fargate step: RunTask on the task definition, passing its roles (iam:PassRole, "Amazon
     # ECS task IAM role"), then DescribeTasks to wait for it.
+    # It carries ecs:cluster, the ARN of the cluster it runs on (CONTEXT_VALUES: from a short name, or the default).
     ("ecs", "RunTask"): Auth(
-        ("ecs:RunTask",), "ecs-task-definition", SAR + "list_amazonelasticcontainerservice.html", extra="ecs-pass-roles"
+        ("ecs:RunTask",),
+        "ecs-task-definition",
+        SAR + "list_amazonelasticcontainerservice.html",
+        context=(("ecs:cluster", "cluster"),),
+        extra="ecs-pass-roles",
     ),
     ("ecs", "DescribeTasks"): Auth(("ecs:DescribeTasks",), "ecs-task", SAR + "list_amazonelasticcontainerservice.html"),
     ("ecs", "StopTask"): Auth(("ecs:StopTask",), "ecs-task", SAR + "list_amazonelasticcontainerservice.html"),
@@ -278,6 +283,16 @@ def _task_definition_arn(value: str, region: str, account: str) -> str:
         return f"arn:aws:ecs:{region}:{account}:task-definition/{family}"
 
 
+def _cluster_arn(value: Any, region: str, account: str) -> str:
+    """RunTask's ecs:cluster: the ARN of the cluster named (by ARN or short name), or of the account's default
+    cluster when the request names none ("If you do not specify a cluster, the default cluster is assumed")."""
+    name = str(value) if value else "default"
+    return name if name.startswith("arn:") else f"arn:aws:ecs:{region}:{account}:cluster/{name}"
+
+
+# Condition keys whose value AWS derives from a parameter rather than copying it.
+CONTEXT_VALUES: dict[str, Callable[[Any, str, str], str | None]] = {"ecs:cluster": _cluster_arn}
+
 RESOURCES: dict[str, Callable[[dict, str, str], str]] = {
     "s3-object": lambda p, r, a: f"arn:aws:s3:::{p['Bucket']}/{p['Key']}",
     "s3-bucket": lambda p, r, a: f"arn:aws:s3:::{p['Bucket']}",
@@ -343,8 +358,9 @@ def requests_for(
     resource = RESOURCES[auth.resource](params, region, account) if auth.resource else None
     context: dict[str, tuple[str, ...]] = {}
     for key, param in auth.context:
-        if params.get(param) is not None:
-            context[key.lower()] = (str(params[param]),)
+        value = CONTEXT_VALUES[key](params.get(param), region, account) if key in CONTEXT_VALUES else params.get(param)
+        if value is not None:
+            context[key.lower()] = (str(value),)
     actions = auth.actions
     if auth.versioned and params.get("VersionId"):
         actions = (auth.versioned,)

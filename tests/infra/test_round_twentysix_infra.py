@@ -42,9 +42,9 @@ def _model(template: dict) -> iam.TemplateModel:
     return iam.TemplateModel(template, lambda logical, attr: f"{logical}-{attr.lower()}", REGION, ACCOUNT)
 
 
-def _decide(model: iam.TemplateModel, logical: str, action: str, resource: str) -> bool:
+def _decide(model: iam.TemplateModel, logical: str, action: str, resource: str, keys: dict | None = None) -> bool:
     return iam.evaluate(
-        iam.Request(action, resource),
+        iam.Request(action, resource, keys or {}),
         identity=model.identity_policies(logical),
         resource_policies=[],
         endpoint_policy=None,
@@ -73,7 +73,7 @@ def test_the_state_machine_stops_and_describes_only_the_tasks_of_its_own_cluster
             assert not _decide(model, machine, action, other), (action, other)
     # Running the task stays allowed, and nothing else of ECS is.
     (task_definition,) = model.of_type("AWS::ECS::TaskDefinition")
-    assert _decide(model, machine, "ecs:RunTask", f"{task_definition}-ref")
+    assert _decide(model, machine, "ecs:RunTask", f"{task_definition}-ref", {"ecs:cluster": (f"{cluster}-arn",)})
     assert not _decide(model, machine, "ecs:StopTask", "*")
 
 

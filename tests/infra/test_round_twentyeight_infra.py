@@ -1,0 +1,62 @@
+"""Round twenty-eight, infrastructure: what the synthesized template grants or configures that the real services
+would treat differently from what the stack intends (moto enforces no IAM and drops no event).
+
+* The state machine's role could run the code-runner task on any cluster of the account. aws-cdk's ``EcsRunTask``
+  grants ``ecs:RunTask`` on the task definition with no condition, and RunTask's cluster is a request parameter:
+  whoever could steer the role (or a later edit of the definition) could place the sandbox task, with its role
+  and its access to ``jobs/``, on another cluster (another VPC, other instances). The Service Authorization
+  Reference lists the ``ecs:cluster`` condition key for RunTask (the cluster's ARN), and the Amazon ECS
+  identity-based policy examples bound RunTask to one cluster with ``ArnEquals`` on it. An explicit Deny now
+  refuses RunTask whenever ``ecs:cluster`` is not this stack's cluster; the moto harness carries the key as ECS
+  does (the cluster's ARN, the default cluster when none is named), so the state machine's real runs stay allowed.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.aws import harness, iam
+from tests.infra.test_round_twentysix_infra import ACCOUNT, REGION, _decide, _model
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+CONTEXTS = pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+
+
+# -- ecs:RunTask only on the stack's own cluster ------------------------------------------------------------------
+
+
+@CONTEXTS
+def test_the_state_machine_runs_the_task_only_on_its_own_cluster(context):
+    template = harness.synthesized(context).template
+    model = _model(template)
+    (machine,) = model.of_type("AWS::StepFunctions::StateMachine")
+    (cluster,) = model.of_type("AWS::ECS::Cluster")
+    (task_definition,) = model.of_type("AWS::ECS::TaskDefinition")
+    ours = model.resolve({"Fn::GetAtt": [cluster, "Arn"]})
+
+    def run_on(cluster_arn: str | None) -> bool:
+        keys = {} if cluster_arn is None else {"ecs:cluster": (cluster_arn,)}
+        return _decide(model, machine, "ecs:RunTask", f"{task_definition}-ref", keys)
+
+    assert run_on(ours)
+    for other in (
+        f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/default",
+        f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/production",
+        f"{ours}-2",
+        None,  # a request that does not carry the key is refused too (ArnEquals would not match it)
+    ):
+        assert not run_on(other), other
+
+
+def test_the_harness_carries_ecs_cluster_on_run_task_as_ecs_does():
+    """RunTask's ecs:cluster is the cluster's ARN whether the request names it or its short name, and the
+    default cluster's when it names none."""
+    arn = f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/runner"
+    for params, expected in (
+        ({"cluster": arn}, arn),
+        ({"cluster": "runner"}, arn),
+        ({}, f"arn:aws:ecs:{REGION}:{ACCOUNT}:cluster/default"),
+    ):
+        (run, *_) = iam.requests_for("ecs", "RunTask", {"taskDefinition": "f:1", **params}, REGION, ACCOUNT)
+        assert run.action == "ecs:RunTask" and run.context == {"ecs:cluster": (expected,)}, params
