@@ -143,6 +143,28 @@ def function_failure_alarms(
     ]
 
 
+def event_dead_letter_queue(scope: Construct, construct_id: str, of: str) -> sqs.Queue:
+    """A dead-letter queue (SSE-SQS, TLS only, 14 days) for ``of`` (EventBridge targets) and for the asynchronous
+    invokes of the functions they target; cdk-nag's SQS3 (a queue without its own dead-letter queue) is answered."""
+    queue = sqs.Queue(
+        scope,
+        construct_id,
+        encryption=sqs.QueueEncryption.SQS_MANAGED,
+        enforce_ssl=True,
+        retention_period=Duration.days(14),
+    )
+    NagSuppressions.add_resource_suppressions(
+        queue,
+        [
+            {
+                "id": "AwsSolutions-SQS3",
+                "reason": f"This queue is itself a dead-letter queue: of {of} and of asynchronous invokes.",
+            }
+        ],
+    )
+    return queue
+
+
 def dead_letter_alarm(scope: Construct, queue: Any, name: str, what: str, action: cw.IAlarmAction | None) -> cw.Alarm:
     """``<name>``: the dead-letter queue holds a message. SQS reports a queue's metrics only while it is active
     (a queue holding messages is), so missing data is an empty queue, not a failure."""
@@ -248,24 +270,7 @@ class Monitoring(Construct):
 
         # Failed deliveries of the check (schedule target after its retries, asynchronous invokes by the
         # trainer after Lambda's retries) land here instead of vanishing; the queue depth is alarmed.
-        self.dead_letters = sqs.Queue(
-            self,
-            "CheckDeadLetters",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        NagSuppressions.add_resource_suppressions(
-            self.dead_letters,
-            [
-                {
-                    "id": "AwsSolutions-SQS3",
-                    "reason": (
-                        "This queue is itself a dead-letter queue: of the schedule target and of asynchronous invokes."
-                    ),
-                }
-            ],
-        )
+        self.dead_letters = event_dead_letter_queue(self, "CheckDeadLetters", "the schedule target")
         self.schedule = events.Rule(
             self,
             "Schedule",

@@ -26,6 +26,7 @@ from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
+from aws_cdk import aws_lambda_destinations as destinations
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_sqs as sqs
 from cdk_nag import NagSuppressions
@@ -44,7 +45,12 @@ from stacks.constructs.common import (
     python_function,
     task_response_statement,
 )
-from stacks.constructs.monitoring import dead_letter_alarm, function_failure_alarms, notifying_alarm
+from stacks.constructs.monitoring import (
+    dead_letter_alarm,
+    event_dead_letter_queue,
+    function_failure_alarms,
+    notifying_alarm,
+)
 from stacks.constructs.rollout_workflow import RolloutWorkflow
 from stacks.constructs.storage import Storage
 
@@ -306,6 +312,12 @@ class NovaBridge(Construct):
         ):
             fn.add_event_source(sources.SqsEventSource(queue, batch_size=1, report_batch_item_failures=True))
 
+        # What EventBridge could not deliver (after its retries) and what the functions failed on (after Lambda's
+        # asynchronous retries) is kept here, not dropped: an execution's end the responder never took is answered
+        # only at its budget by the sweeper otherwise, with nothing to say why. The queue is alarmed below.
+        self.event_dead_letters = event_dead_letter_queue(self, "EventDeadLetters", "the bridge's rule targets")
+        for fn in (self.responder, self.sweeper):
+            fn.configure_async_invoke(on_failure=destinations.SqsDestination(self.event_dead_letters))
         events.Rule(
             self,
             "RolloutEnded",
@@ -317,9 +329,11 @@ class NovaBridge(Construct):
                     "status": ["SUCCEEDED", "FAILED", "TIMED_OUT", "ABORTED"],
                 },
             ),
-        ).add_target(targets.LambdaFunction(self.responder, retry_attempts=4))
+        ).add_target(
+            targets.LambdaFunction(self.responder, retry_attempts=4, dead_letter_queue=self.event_dead_letters)
+        )
         events.Rule(self, "Sweep", schedule=events.Schedule.rate(Duration.minutes(1))).add_target(
-            targets.LambdaFunction(self.sweeper, retry_attempts=2)
+            targets.LambdaFunction(self.sweeper, retry_attempts=2, dead_letter_queue=self.event_dead_letters)
         )
 
         # The training job: invokes the rollout proxy, sends generate responses, receives generate requests and
@@ -385,6 +399,16 @@ class NovaBridge(Construct):
                     action,
                 )
             )
+
+        self.failure_alarms.append(
+            dead_letter_alarm(
+                self,
+                self.event_dead_letters,
+                "nova-event-dead-letters",
+                "an execution's end (responder) or a sweep was not delivered, or failed after its retries",
+                action,
+            )
+        )
 
         outputs = {
             # rollout_request_arn: the rollout proxy Lambda Nova invokes (not a queue).

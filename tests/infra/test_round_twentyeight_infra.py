@@ -9,9 +9,17 @@ would treat differently from what the stack intends (moto enforces no IAM and dr
   identity-based policy examples bound RunTask to one cluster with ``ArnEquals`` on it. An explicit Deny now
   refuses RunTask whenever ``ecs:cluster`` is not this stack's cluster; the moto harness carries the key as ECS
   does (the cluster's ARN, the default cluster when none is named), so the state machine's real runs stay allowed.
+* The Nova bridge's EventBridge targets had no dead-letter queue and its functions no failure destination. An
+  execution's status-change event the responder could not take (EventBridge gave up delivering it, or Lambda's
+  asynchronous retries all failed) was dropped without a trace: the scored rollout was answered only when the
+  sweeper reached its budget, and nothing said why. Every EventBridge target of the stack now has a dead-letter
+  queue, every function an EventBridge rule invokes sends failed asynchronous invocations to one as well, and each
+  such queue is alarmed.
 """
 
 from __future__ import annotations
+
+import json
 
 import pytest
 
@@ -60,3 +68,63 @@ def test_the_harness_carries_ecs_cluster_on_run_task_as_ecs_does():
     ):
         (run, *_) = iam.requests_for("ecs", "RunTask", {"taskDefinition": "f:1", **params}, REGION, ACCOUNT)
         assert run.action == "ecs:RunTask" and run.context == {"ecs:cluster": (expected,)}, params
+
+
+# -- EventBridge targets and their failures -----------------------------------------------------------------------
+
+
+def _of_type(resources: dict, cfn_type: str) -> dict[str, dict]:
+    return {k: v for k, v in resources.items() if v["Type"] == cfn_type}
+
+
+def _queue_of(value: dict) -> str:
+    (logical, attr) = value["Fn::GetAtt"]
+    assert attr == "Arn"
+    return logical
+
+
+def _alarmed_queues(resources: dict) -> set[str]:
+    out = set()
+    for alarm in _of_type(resources, "AWS::CloudWatch::Alarm").values():
+        props = alarm["Properties"]
+        if props.get("Namespace") != "AWS/SQS" or props.get("MetricName") != "ApproximateNumberOfMessagesVisible":
+            continue
+        if props["Threshold"] != 0 or props["ComparisonOperator"] != "GreaterThanThreshold":
+            continue
+        if not props.get("AlarmActions"):
+            continue
+        for dimension in props.get("Dimensions", []):
+            out.add(dimension["Value"]["Fn::GetAtt"][0])
+    return out
+
+
+@CONTEXTS
+def test_every_eventbridge_target_and_its_function_keep_what_they_could_not_deliver(context):
+    resources = harness.synthesized(context).template["Resources"]
+    rules = _of_type(resources, "AWS::Events::Rule")
+    assert len(rules) == (3 if context else 1)
+    configs = {
+        c["Properties"]["FunctionName"]["Ref"]: c["Properties"]
+        for c in _of_type(resources, "AWS::Lambda::EventInvokeConfig").values()
+    }
+    alarmed = _alarmed_queues(resources)
+    for name, rule in rules.items():
+        for target in rule["Properties"]["Targets"]:
+            # EventBridge's own failures (the invoke refused or throttled past its retries) ...
+            assert "DeadLetterConfig" in target, (name, target["Id"])
+            queue = _queue_of(target["DeadLetterConfig"]["Arn"])
+            assert queue in alarmed, (name, queue)
+            # ... and the function's (Lambda's asynchronous retries exhausted): a target is invoked asynchronously.
+            function = target["Arn"]["Fn::GetAtt"][0]
+            assert function in configs, (name, function)
+            on_failure = configs[function]["DestinationConfig"]["OnFailure"]["Destination"]
+            assert _queue_of(on_failure) in alarmed, (name, function)
+
+
+def test_the_bridge_event_queue_takes_messages_only_from_the_bridge_rules():
+    resources = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template["Resources"]
+    rules = {k for k, v in _of_type(resources, "AWS::Events::Rule").items() if k.startswith("NovaBridge")}
+    assert len(rules) == 2
+    text = json.dumps(list(_of_type(resources, "AWS::SQS::QueuePolicy").values()))
+    for rule in rules:
+        assert rule in text, rule
