@@ -3,14 +3,14 @@ offline and deploys to whatever account and region the CLI's credentials point a
 
 from __future__ import annotations
 
-from aws_cdk import Aws, CfnOutput, Stack, Tags
+from aws_cdk import Aspects, Aws, CfnOutput, Stack, Tags
 from aws_cdk import aws_iam as iam
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from stacks.config import DeploymentSettings
 from stacks.constructs.code_runner import CodeRunner
-from stacks.constructs.common import RewardPipeLayer, task_response_statement
+from stacks.constructs.common import FunctionLogGroups, RewardPipeLayer, task_response_statement
 from stacks.constructs.judge import JudgeAccess
 from stacks.constructs.monitoring import Monitoring
 from stacks.constructs.network import Network
@@ -155,6 +155,8 @@ class RewardPipeStack(Stack):
         # Every taggable resource carries the project and stack, for cost allocation and clean-up.
         Tags.of(self).add("project", "rewardpipe")
         Tags.of(self).add("rewardpipe:stack", settings.stack_name)
+        # Every function's logs expire, aws-cdk's custom-resource handlers' included (common.FunctionLogGroups).
+        Aspects.of(self).add(FunctionLogGroups())
         self._acknowledge_nag_findings()
         # Every function within Lambda's 250 MB unzipped and 4 KB of environment variables, or the synth fails.
         enforce_function_limits(self)

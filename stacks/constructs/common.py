@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from aws_cdk import Duration, RemovalPolicy, Stack
+import jsii
+from aws_cdk import CfnResource, Duration, IAspect, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as _lambda
@@ -13,7 +14,7 @@ from aws_cdk import aws_logs as logs
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 
-from constructs import Construct
+from constructs import Construct, IConstruct
 from stacks.config import HANDLER_HEADROOM_MB
 from stacks.packaging import function_dir, stage_layer
 
@@ -166,6 +167,26 @@ def python_function(
 
 
 CODE_EXCLUDES = ("__pycache__", "*.pyc")
+
+
+@jsii.implements(IAspect)
+class FunctionLogGroups:
+    """Every Lambda function of the stack logs to a group that expires (``LOG_RETENTION``).
+
+    Without a LoggingConfig a function logs to ``/aws/lambda/<name>``, which Lambda creates on first use with no
+    retention and CloudFormation never deletes. :func:`python_function` gives each of ours its group; aws-cdk's
+    own custom-resource handlers (a provider's ``CfnResource`` or a singleton's ``CfnFunction``) get one here."""
+
+    def visit(self, node: IConstruct) -> None:
+        if not isinstance(node, CfnResource) or node.cfn_resource_type != "AWS::Lambda::Function":
+            return
+        if isinstance(node, _lambda.CfnFunction) and node.logging_config is not None:
+            return
+        scope, cid = node.node.scope, f"{node.node.id}Logs"
+        if scope is None or scope.node.try_find_child(cid) is not None:  # visited before (a second synth)
+            return
+        group = logs.LogGroup(scope, cid, retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
+        node.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
 
 
 def register_function(fn: _lambda.Function, code_dir: str, layers: list, environment: Mapping[str, str]) -> None:

@@ -31,6 +31,7 @@ from aws_cdk import aws_route53resolver as resolver
 from aws_cdk import custom_resources as cr
 
 from constructs import Construct
+from stacks.constructs.common import LOG_RETENTION
 from stacks.partitions import dns_mapping
 
 # CDK's own "disallow all traffic" rule: ICMP type 252 code 86 to 255.255.255.255/32 matches nothing.
@@ -185,6 +186,10 @@ class Network(Construct):
             ),
             policy=cr.AwsCustomResourcePolicy.from_sdk_calls(resources=cr.AwsCustomResourcePolicy.ANY_RESOURCE),
             install_latest_aws_sdk=False,
+            # Its handler's logs expire like every function's (aws-cdk's default group keeps them two years).
+            log_group=logs.LogGroup(
+                self, "S3PrefixListLogs", retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY
+            ),
         )
         return lookup.get_response_field("PrefixLists.0.PrefixListId")
 

@@ -128,3 +128,24 @@ def test_the_bridge_event_queue_takes_messages_only_from_the_bridge_rules():
     text = json.dumps(list(_of_type(resources, "AWS::SQS::QueuePolicy").values()))
     for rule in rules:
         assert rule in text, rule
+
+
+# -- every function's log group expires ---------------------------------------------------------------------------
+
+
+@CONTEXTS
+def test_every_function_of_the_stack_logs_to_a_group_that_expires(context):
+    """A function with no LoggingConfig logs to /aws/lambda/<name>, which Lambda creates on first use with no
+    retention (kept, and billed, forever) and CloudFormation never deletes. The stack's own functions had their
+    groups; aws-cdk's custom-resource handlers (the default security group's restriction, the S3 prefix-list
+    lookup) did not, and every deploy that ran them wrote logs there."""
+    resources = harness.synthesized(context).template["Resources"]
+    groups = _of_type(resources, "AWS::Logs::LogGroup")
+    functions = _of_type(resources, "AWS::Lambda::Function")
+    assert len(functions) >= 9
+    for name, function in functions.items():
+        group = function["Properties"].get("LoggingConfig", {}).get("LogGroup")
+        assert isinstance(group, dict) and group.get("Ref") in groups, name
+        assert groups[group["Ref"]]["Properties"].get("RetentionInDays"), name
+    # and no group of the stack keeps its logs forever
+    assert all(group["Properties"].get("RetentionInDays") for group in groups.values()), groups
