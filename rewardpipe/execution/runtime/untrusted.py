@@ -7,6 +7,7 @@ relied on for the verdict. It only has to be useful to honest code: it executes 
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import io
 import logging
@@ -870,7 +871,6 @@ def run_program(code: str, streams: tuple) -> int:
     with contextlib.suppress(Exception):
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
     sys.argv = ["<model code>"]
-    _open_standard_streams_by_name()
     module = types.ModuleType("__main__")
     module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
     sys.modules["__main__"] = module
@@ -911,19 +911,61 @@ _STANDARD_STREAM_PATHS = {
 }
 
 
-def _open_standard_streams_by_name() -> None:
-    """Make ``open`` (``builtins.open``, ``io.open``, which pathlib uses) and ``os.open`` give a path in
-    :data:`_STANDARD_STREAM_PATHS` a duplicate of that stream's descriptor, as the kernel would give the program
-    the same file through /proc. In the model's own process: nothing but its own streams depends on it."""
+# Filled in the model's process by :func:`open_named_descriptors`: the names above, and ``os.devnull``.
+_NAMED_DESCRIPTORS: dict[str, int] = {}
+
+
+def _named_descriptor(path: object) -> int | None:
+    """The descriptor a path in :data:`_NAMED_DESCRIPTORS` names, else None (a descriptor, another path, or one the
+    real call refuses, as it would). The names are absolute: a ``dir_fd`` changes nothing for them."""
+    if not isinstance(path, (str, bytes, os.PathLike)):
+        return None
+    try:
+        return _NAMED_DESCRIPTORS.get(os.fsdecode(path))
+    except BaseException:  # noqa: BLE001 - a path the real call refuses, as it would
+        return None
+
+
+_FILE_IO = io.FileIO  # (at import, in the fork server: the real class)
+
+
+class _IsFileIO(abc.ABCMeta):  # (an ABCMeta as typeshed has io.IOBase's)
+    """``isinstance`` and ``issubclass`` answer for the real ``io.FileIO``: the files ``open`` makes are of it."""
+
+    def __instancecheck__(cls, instance: object) -> bool:
+        return isinstance(instance, _FILE_IO)
+
+    def __subclasscheck__(cls, subclass: type) -> bool:
+        return issubclass(subclass, _FILE_IO)
+
+
+class _NamedFileIO(io.FileIO, metaclass=_IsFileIO):
+    """``io.FileIO`` for the model's process: ``io.FileIO("/dev/stdin")`` opens no file of its own."""
+
+    def __init__(self, file, mode="r", closefd=True, opener=None):
+        fd = _named_descriptor(file)
+        if fd is None:
+            super().__init__(file, mode, closefd, opener)
+        else:
+            super().__init__(os.dup(fd), mode, True)
+
+
+def open_named_descriptors(null_fd: int) -> None:
+    """Make ``open`` (``builtins.open``, ``io.open``, which pathlib uses), ``os.open`` and ``io.FileIO`` give a
+    path in :data:`_STANDARD_STREAM_PATHS` a duplicate of that stream's descriptor, as the kernel would give the
+    program the same file through /proc, and ``os.devnull`` one of ``null_fd`` (this child's own /dev/null, open for
+    reading and writing): Landlock and the read-only file system refuse to open it for writing (round twenty-eight:
+    ``sys.stdout = open(os.devnull, "w")`` failed a right answer). In the model's own process: nothing but its own
+    streams depends on it."""
     import builtins
 
+    _NAMED_DESCRIPTORS.update(_STANDARD_STREAM_PATHS, **{os.devnull: null_fd})
     real_open = io.open
 
     def open(file, mode="r", *args, **kwargs):  # (builtins.open, for the program)
         if isinstance(file, os.PathLike):
             file = os.fspath(file)  # (pathlib's read_text and the like; once, as io.open would)
-        path = file.decode("utf-8", "surrogateescape") if type(file) is bytes else file
-        fd = _STANDARD_STREAM_PATHS.get(path) if type(path) is str else None
+        fd = _named_descriptor(file) if type(file) in (str, bytes) else None
         if fd is None:
             return real_open(file, mode, *args, **kwargs)
         kwargs.pop("closefd", None)  # (a name, closed with the file: the duplicate is its own)
@@ -933,12 +975,13 @@ def _open_standard_streams_by_name() -> None:
     real_os_open = os.open
 
     def os_open(path, flags, mode=0o777, *, dir_fd=None):  # (os.open too: os.open("/dev/stdin") is a CP idiom)
-        fd = _STANDARD_STREAM_PATHS.get(os.fsdecode(path)) if isinstance(path, (str, bytes, os.PathLike)) else None
-        if fd is None:  # (the names are absolute: a dir_fd changes nothing for them)
+        fd = _named_descriptor(path)
+        if fd is None:
             return real_os_open(path, flags, mode, dir_fd=dir_fd)
         return os.dup(fd)  # (non-inheritable, as every descriptor os.open makes)
 
     os.open = os_open
+    io.FileIO = _NamedFileIO  # type: ignore[misc]
 
 
 def _join_non_daemon_threads(threading: types.ModuleType) -> None:

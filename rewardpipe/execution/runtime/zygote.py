@@ -1437,6 +1437,9 @@ class Zygote:
             code_fd, out_fd, err_fd = fds[:3]
             os.dup2(out_fd, 1)
             os.dup2(err_fd, 2)
+            # This child's own /dev/null (fd 0 until a stdio case's input replaces it), kept for the model's code to
+            # open by name: neither Landlock nor the read-only file system lets it open /dev/null for writing.
+            untrusted.open_named_descriptors(os.dup(0))
             if len(fds) == 4:  # stdio: the case's input (a sealed memfd) is fd 0, read from its start
                 os.lseek(fds[3], 0, os.SEEK_SET)
                 os.dup2(fds[3], 0)

@@ -1,0 +1,181 @@
+"""Round twenty-eight: right answers the sandbox scored 0, attacked through the public executor as the model would.
+
+* **Writing to ``os.devnull``.** Landlock (full isolation) lets the model's process read ``/dev/null`` only, and the
+  read-only file system of the Lambda/Fargate mode refuses every open for writing, so ``open(os.devnull, "w")``
+  (``sys.stdout = open(os.devnull, "w")`` to silence a library, ``contextlib.redirect_stdout``) failed a right
+  answer, in a ``stdio`` program and in a function the tests call alike. The name opens the child's own
+  ``/dev/null`` now (a duplicate of a descriptor it holds for reading and writing).
+* **``io.FileIO("/dev/stdin")``** (left open in round twenty-five): ``open``, ``io.open`` and ``os.open`` gave the
+  standard streams' names their descriptors, a direct ``FileIO`` reached the covered /proc (full isolation) or the
+  read-only file system (``/dev/stdout``, Lambda mode). ``io.FileIO`` does as ``open`` does now.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from tests.security.conftest import HIDDEN_TESTS, job
+from tests.security.test_round_twentyfive_sandbox import either_mode as _either_mode
+
+either_mode = _either_mode  # (full isolation, then the Lambda/Fargate mode)
+
+CASES = [{"input": "1 2\n", "output": "3"}, {"input": "10 20\n", "output": "30"}]
+
+
+def _stdio(code: str, cases: object = CASES) -> ExecutionJob:
+    return ExecutionJob(code=textwrap.dedent(code), tests=json.dumps(cases), tests_format="stdio", timeout_s=10.0)
+
+
+DEVNULL_PROGRAMS = {
+    "open-w": """
+        import os
+        with open(os.devnull, "w") as quiet:
+            quiet.write("noise")
+        a, b = map(int, input().split())
+        print(a + b)
+    """,
+    "stderr-to-devnull": """
+        import os, sys
+        sys.stderr = open(os.devnull, "w")
+        a, b = map(int, input().split())
+        print(a + b)
+    """,
+    "os-open-wronly": """
+        import os
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.write(fd, b"noise")
+        os.close(fd)
+        a, b = map(int, input().split())
+        print(a + b)
+    """,
+    "pathlib": """
+        import os, pathlib
+        pathlib.Path(os.devnull).write_text("noise")
+        a, b = map(int, input().split())
+        print(a + b)
+    """,
+    "fileio": """
+        import io, os
+        io.FileIO(os.devnull, "w").write(b"noise")
+        a, b = map(int, input().split())
+        print(a + b)
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEVNULL_PROGRAMS))
+def test_a_right_program_may_write_to_devnull(either_mode, name):
+    """Before: ``failed`` (``PermissionError`` under Landlock, ``OSError: Read-only file system`` in Lambda mode)."""
+    result = either_mode.run(_stdio(DEVNULL_PROGRAMS[name]))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+
+
+DEVNULL_FUNCTIONS = {
+    "redirect-in-call": """
+        import contextlib, os
+
+        def add(a, b):
+            with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):
+                print("working on", a, b)
+            return a + b
+    """,
+    "silenced-at-load": """
+        import os, sys
+        sys.stdout = open(os.devnull, "w")
+
+        def add(a, b):
+            print("noise")
+            return a + b
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(DEVNULL_FUNCTIONS))
+def test_a_right_function_may_write_to_devnull(either_mode, name):
+    """Before: ``failed`` ("T.test_small: PermissionError: ... '/dev/null'"), both modes."""
+    result = either_mode.run(job(textwrap.dedent(DEVNULL_FUNCTIONS[name]), HIDDEN_TESTS, 10.0))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+    assert (result.passed, result.total) == (2, 2)
+
+
+def test_a_wrong_function_writing_to_devnull_still_fails(either_mode):
+    code = DEVNULL_FUNCTIONS["redirect-in-call"].replace("return a + b", "return a - b")
+    result = either_mode.run(job(textwrap.dedent(code), HIDDEN_TESTS, 10.0))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert result.passed == 0
+    assert not result.is_infrastructure_error
+
+
+def test_what_is_written_to_devnull_is_not_output(either_mode):
+    code = """
+        import os
+        with open(os.devnull, "w") as quiet:
+            quiet.write("30")
+        print(3)
+    """
+    result = either_mode.run(_stdio(code))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert (result.passed, result.total) == (1, 2)
+
+
+FILEIO_PROGRAMS = {
+    "dev-stdin": """
+        import io
+        a, b = map(int, io.FileIO("/dev/stdin").read().split())
+        print(a + b)
+    """,
+    "proc-self-fd-0": """
+        import io
+        a, b = map(int, io.FileIO("/proc/self/fd/0", "r").read().split())
+        print(a + b)
+    """,
+    "dev-stdout": """
+        import io
+        a, b = map(int, input().split())
+        io.FileIO("/dev/stdout", "w").write(f"{a + b}\\n".encode())
+    """,
+    "buffered-over-fileio": """
+        import io
+        data = io.BufferedReader(io.FileIO(b"/dev/fd/0")).read()
+        a, b = map(int, data.split())
+        print(a + b)
+    """,
+}
+
+
+@pytest.mark.parametrize("name", sorted(FILEIO_PROGRAMS))
+def test_a_right_program_may_open_its_streams_with_fileio(either_mode, name):
+    """Before: ``FileNotFoundError`` (full isolation) or ``Read-only file system`` (``/dev/stdout``, Lambda mode)."""
+    result = either_mode.run(_stdio(FILEIO_PROGRAMS[name]))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+
+
+def test_fileio_is_still_the_class_of_the_programs_files(executor):
+    code = """
+        import io, sys
+        raw = sys.stdin.buffer.raw
+        made = io.FileIO(0, closefd=False)
+        checks = [isinstance(raw, io.FileIO), isinstance(made, io.FileIO), issubclass(type(raw), io.FileIO),
+                  isinstance(open(0, "rb", buffering=0, closefd=False), io.FileIO)]
+        a, b = map(int, raw.read().split())
+        print(a + b if all(checks) else checks)
+    """
+    result = executor.run(_stdio(code))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stdout[-300:], result.stderr[-300:])
+
+
+def test_other_paths_still_open_as_before_with_fileio(either_mode):
+    code = """
+        import io
+        try:
+            io.FileIO("/no/such/file")
+        except FileNotFoundError:
+            a, b = map(int, input().split())
+            print(a + b)
+    """
+    result = either_mode.run(_stdio(code))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
