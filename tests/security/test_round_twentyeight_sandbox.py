@@ -8,6 +8,10 @@
 * **``io.FileIO("/dev/stdin")``** (left open in round twenty-five): ``open``, ``io.open`` and ``os.open`` gave the
   standard streams' names their descriptors, a direct ``FileIO`` reached the covered /proc (full isolation) or the
   read-only file system (``/dev/stdout``, Lambda mode). ``io.FileIO`` does as ``open`` does now.
+* **A float tolerance compared doubles.** Round twenty-seven compared two integer tokens as integers, but the same
+  wrong integer printed as ``9007199254740992.0`` (or with an exponent) was a double equal to the expected
+  ``9007199254740993`` and **passed** within a tolerance of 0. Where the doubles' rounding could decide, the decimal
+  values the tokens spell decide now (and the tolerance as written: ``1e-06``, not its double).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import textwrap
 import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
+from rewardpipe.execution.runtime import harness
 from tests.security.conftest import HIDDEN_TESTS, job
 from tests.security.test_round_twentyfive_sandbox import either_mode as _either_mode
 
@@ -179,3 +184,39 @@ def test_other_paths_still_open_as_before_with_fileio(either_mode):
     """
     result = either_mode.run(_stdio(code))
     assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+
+
+# Round twenty-seven made two integer tokens equal only as integers (as doubles, a wrong answer past 2**53 matched
+# within any tolerance); the same integer printed with ".0" or an exponent was still compared as doubles.
+BIG = 2**53 + 1
+
+
+@pytest.mark.parametrize("printed", [f"{BIG - 1}.0", f"{BIG - 1}e0", f"{BIG - 1}.000", "9.007199254740992e15"])
+@pytest.mark.parametrize("tolerance", [0, 1e-18])
+def test_a_wrong_big_integer_printed_as_a_decimal_fails_within_a_tiny_tolerance(executor, printed, tolerance):
+    """Before: **passed** (both are 9007199254740992.0 as doubles)."""
+    cases = {"cases": [{"input": "", "output": str(BIG)}], "float_tolerance": tolerance}
+    result = executor.run(_stdio(f"print({printed!r})", cases))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert result.passed == 0
+
+
+@pytest.mark.parametrize(
+    ("printed", "expected", "tolerance", "matches"),
+    [
+        (f"{BIG - 1}.0", str(BIG), 0.0, False),
+        (f"{BIG}.0", str(BIG), 0.0, True),
+        (f"{BIG - 1}.0", str(BIG), 1e-15, True),  # within the tolerance as written: 1 <= 1e-15 * 9.007e15
+        ("0.30000000000000001", "0.3", 0.0, False),  # one double, two numbers
+        ("0.300", "0.3", 0.0, True),
+        ("1.000001", "1", 1e-6, True),  # on the boundary: the tolerance as written, not its double
+        ("0.300001", "0.3", 1e-6, True),  # (as doubles 1.0000000000287557e-06 > 1e-06: a right answer failed)
+        ("0.3000011", "0.3", 1e-6, False),
+        ("1.5", "1", 0.5, True),
+        ("1.5000000000000001", "1", 0.5, False),
+        ("2.5", "1e-3", 0.5, False),
+        ("0.5", "0.50000001", 1e-6, True),
+    ],
+)
+def test_numbers_are_compared_as_the_decimals_they_spell(printed, expected, tolerance, matches):
+    assert harness.stdio_output_matches(printed.encode(), expected.encode(), tolerance) is matches
