@@ -220,3 +220,39 @@ def test_a_wrong_big_integer_printed_as_a_decimal_fails_within_a_tiny_tolerance(
 )
 def test_numbers_are_compared_as_the_decimals_they_spell(printed, expected, tolerance, matches):
     assert harness.stdio_output_matches(printed.encode(), expected.encode(), tolerance) is matches
+
+
+# What a right answer prints besides its answer: debug lines, many of them. RLIMIT_FSIZE (8 MiB) caps the files its
+# standard streams are, and a write past it raised ``OSError: [Errno 27] File too large`` in the answer's own code.
+CHATTY_FUNCTIONS = {
+    "stdout": "def add(a, b):\n    for i in range(300_000):\n        print('debug line', i)\n    return a + b\n",
+    "stderr": "import sys\n\ndef add(a, b):\n    sys.stderr.write('x' * 9_000_000)\n    return a + b\n",
+}
+
+
+@pytest.mark.parametrize("stream", sorted(CHATTY_FUNCTIONS))
+def test_a_right_function_printing_past_the_file_size_limit_passes(either_mode, stream):
+    """Before: ``failed`` ("T.test_large: OSError: [Errno 27] File too large": output grows over the calls)."""
+    result = either_mode.run(job(CHATTY_FUNCTIONS[stream], HIDDEN_TESTS, 30.0))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+    assert (result.passed, result.total) == (2, 2)
+
+
+def test_a_right_program_writing_past_the_limit_on_stderr_passes(either_mode):
+    """Before: ``failed`` ("the program ended with exit 1"): on stderr, as a judge ignores it."""
+    code = """
+        import sys
+        for i in range(100):
+            print(f"debug {i}: " + "x" * 100_000, file=sys.stderr)
+        a, b = map(int, input().split())
+        print(a + b)
+    """
+    result = either_mode.run(_stdio(code))
+    assert result.status is ExecutionStatus.PASSED, result.reason
+
+
+def test_a_program_printing_past_the_limit_on_stdout_still_ends_there(executor):
+    code = "import sys\nwhile True:\n    sys.stdout.write('7 ' * 65536)\n"
+    result = executor.run(_stdio(code))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert "over the 2 MiB limit" in result.reason

@@ -390,6 +390,42 @@ class Effects:
         return False
 
 
+class CappedFileIO(io.FileIO):
+    """The raw file under a child's stdout or stderr: what is written past ``cap`` bytes of the file is dropped (and
+    reported written), as a judge ignores what a program prints beyond what it reads. ``RLIMIT_FSIZE`` caps the file
+    at the same size, and a write past it raised ``File too large`` in the model's own code: a right answer that
+    printed many debug lines, over the calls of one job, failed (round twenty-eight). ``cap`` None: writes past the
+    limit fail, as for a stdio program's stdout (over the limit its case fails anyway, and the error ends it)."""
+
+    cap: int | None = None
+
+    def write(self, data, /):
+        if self.cap is None:
+            return super().write(data)
+        with memoryview(data) as view:
+            room = self.cap - self.tell()
+            if room >= view.nbytes:
+                return super().write(view)
+            if room > 0:
+                return super().write(view[:room])  # (the buffer offers the rest again, to be dropped)
+            return view.nbytes
+
+
+def capped_stream(fd: int, cap: int) -> io.TextIOWrapper:
+    """A line-buffered UTF-8 text stream on ``fd`` (a standard stream of the model's process) over a
+    :class:`CappedFileIO` (not closing ``fd``)."""
+    raw = CappedFileIO(fd, "w", closefd=False)
+    raw.cap = cap
+    stream = io.TextIOWrapper(io.BufferedWriter(raw), encoding="utf-8", errors="backslashreplace", line_buffering=True)
+    stream.mode = "w"  # type: ignore[misc]  # (as open() sets it)
+    return stream
+
+
+def uncap(stream) -> None:
+    """Let writes past the limit to a :func:`capped_stream` fail again (``File too large``)."""
+    stream.buffer.raw.cap = None
+
+
 class _Tee(io.TextIOBase):
     """sys.stdout/sys.stderr: writes go to the real stream and, during a request, to the effects."""
 

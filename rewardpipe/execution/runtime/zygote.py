@@ -454,8 +454,9 @@ class Zygote:
         # here, so no child inherits buffered text.
         self.child_streams = (
             open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null in every child (a stdio job's input)
-            open(1, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
-            open(2, "w", encoding="utf-8", errors="backslashreplace", buffering=1, closefd=False),  # noqa: SIM115
+            # (what is written past the file size limit is dropped: see untrusted.CappedFileIO)
+            untrusted.capped_stream(1, int(config["file_size_bytes"])),
+            untrusted.capped_stream(2, int(config["file_size_bytes"])),
         )
         self.child_server = untrusted.Prepared(
             UNTRUSTED_FDS["read"], UNTRUSTED_FDS["write"], self.child_streams[0], self.child_streams[1:]
@@ -1462,6 +1463,7 @@ class Zygote:
             program_status = 1
             try:
                 self.child_server.capture.uninstall()
+                untrusted.uncap(self.child_streams[1])  # (its stdout is judged: past the limit, it fails there)
                 program_status = untrusted.run_program(code, self.child_streams)
             finally:
                 os._exit(program_status)
