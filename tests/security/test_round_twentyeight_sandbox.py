@@ -256,3 +256,88 @@ def test_a_program_printing_past_the_limit_on_stdout_still_ends_there(executor):
     result = executor.run(_stdio(code))
     assert result.status is ExecutionStatus.FAILED, result.reason
     assert "over the 2 MiB limit" in result.reason
+
+
+# PyRival's fast input/output template (a common header of Python solutions on Codeforces): sys.stdout becomes an
+# object whose flush writes through ``os``, a global of the program's module.
+FAST_IO = r"""
+import os, sys
+from io import BytesIO, IOBase
+BUFSIZE = 8192
+class FastIO(IOBase):
+    newlines = 0
+    def __init__(self, file):
+        self._fd = file.fileno()
+        self.buffer = BytesIO()
+        self.writable = "x" in file.mode or "r" not in file.mode
+        self.write = self.buffer.write if self.writable else None
+    def read(self):
+        while True:
+            b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+            if not b:
+                break
+            ptr = self.buffer.tell()
+            self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+        self.newlines = 0
+        return self.buffer.read()
+    def readline(self):
+        while self.newlines == 0:
+            b = os.read(self._fd, max(os.fstat(self._fd).st_size, BUFSIZE))
+            self.newlines = b.count(b"\n") + (not b)
+            ptr = self.buffer.tell()
+            self.buffer.seek(0, 2), self.buffer.write(b), self.buffer.seek(ptr)
+        self.newlines -= 1
+        return self.buffer.readline()
+    def flush(self):
+        if self.writable:
+            os.write(self._fd, self.buffer.getvalue())
+            self.buffer.truncate(0), self.buffer.seek(0)
+class IOWrapper(IOBase):
+    def __init__(self, file):
+        self.buffer = FastIO(file)
+        self.flush = self.buffer.flush
+        self.writable = self.buffer.writable
+        self.write = lambda s: self.buffer.write(s.encode("ascii"))
+        self.read = lambda: self.buffer.read().decode("ascii")
+        self.readline = lambda: self.buffer.readline().decode("ascii")
+sys.stdin, sys.stdout = IOWrapper(sys.stdin), IOWrapper(sys.stdout)
+input = lambda: sys.stdin.readline().rstrip("\r\n")
+a, b = map(int, input().split())
+print(a + b)
+"""
+
+ENDINGS = {
+    "fast-io-template": FAST_IO,
+    "closes-stdout": "a, b = map(int, input().split())\nprint(a + b)\nimport sys\nsys.stdout.close()\n",
+    "closes-a-replacement": (
+        "import sys\nsys.stdout = open(1, 'w', closefd=False)\na, b = map(int, input().split())\n"
+        "print(a + b)\nsys.stdout.close()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(ENDINGS))
+def test_a_right_program_ends_as_python_flushes_its_streams(executor, name):
+    """Before: ``failed`` ("the program ended with exit 120"): the streams were flushed after ``__main__`` was cleared
+    (the template's flush raised ``NameError``), and a closed stdout was flushed (``ValueError``). Python flushes
+    ``sys.stdout`` and ``sys.stderr`` before it clears the modules, puts the original streams back, and skips a closed
+    one."""
+    result = executor.run(_stdio(ENDINGS[name]))
+    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+
+
+def test_output_that_cannot_be_written_still_fails_the_program(executor):
+    code = """
+        import sys
+        class Broken:
+            def write(self, text):
+                return len(text)
+            def flush(self):
+                raise OSError("no space left")
+        sys.stdout = Broken()
+        a, b = map(int, input().split())
+        sys.__stdout__.write(str(a + b))
+    """
+    result = executor.run(_stdio(code))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert "exit 120" in result.reason

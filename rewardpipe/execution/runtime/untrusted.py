@@ -927,16 +927,35 @@ def run_program(code: str, streams: tuple) -> int:
         _join_non_daemon_threads(threading)  # (after a SystemExit that cut the first wait short too)
     with contextlib.suppress(BaseException):
         atexit._run_exitfuncs()  # (prints what they raise; the exit status stays, as in Python)
+    # As Python's exit (Py_FinalizeEx), round twenty-eight: the standard streams are flushed while the program's
+    # module still stands (a fast-output class's flush reads its globals), then the original streams are put back, the
+    # module is cleared (its objects are finalized: open files flush), and those are flushed again.
+    status = _flush_standard_streams(status, getattr(sys, "stdout", None), getattr(sys, "stderr", None))
+    sys.stdout, sys.stderr = streams[1:]
     with contextlib.suppress(BaseException):
-        module.__dict__.clear()  # as at interpreter exit: its objects are finalized (open files flush)
+        module.__dict__.clear()
         gc.collect()
-    for stream in (getattr(sys, "stdout", None), getattr(sys, "stderr", None), *streams[1:]):
+    return _flush_standard_streams(status, *streams[1:])
+
+
+def _flush_standard_streams(status: int, *streams) -> int:
+    """Flush each stream as Python's exit does: none that is missing (a program may delete ``sys.stdout``) or closed;
+    output that could not be written makes the status 120."""
+    for stream in streams:
         try:
-            if stream is not None:  # (a program may delete sys.stdout: Python's exit then flushes nothing)
+            if stream is not None and not _closed(stream):
                 stream.flush()
         except BaseException:  # noqa: BLE001 - as Python's exit: output that could not be written fails it
             status = status or 120
     return status
+
+
+def _closed(stream) -> bool:
+    """``stream.closed`` as Python's exit reads it: a stream that cannot say is open."""
+    try:
+        return bool(stream.closed)
+    except BaseException:  # noqa: BLE001 - the program's object
+        return False
 
 
 # What a program may open for its standard streams: symbolic links into /proc/self/fd, which the child cannot see
