@@ -23,6 +23,7 @@ import pytest
 
 from rewardpipe.execution import ExecutionJob, ExecutionStatus
 from rewardpipe.execution.runtime import harness
+from tests.security import test_round_twentythree_stdio as round_twentythree
 from tests.security.conftest import HIDDEN_TESTS, job
 from tests.security.test_round_twentyfive_sandbox import either_mode as _either_mode
 
@@ -309,10 +310,9 @@ print(a + b)
 ENDINGS = {
     "fast-io-template": FAST_IO,
     "closes-stdout": "a, b = map(int, input().split())\nprint(a + b)\nimport sys\nsys.stdout.close()\n",
-    "closes-a-replacement": (
-        "import sys\nsys.stdout = open(1, 'w', closefd=False)\na, b = map(int, input().split())\n"
-        "print(a + b)\nsys.stdout.close()\n"
-    ),
+    "closes-a-replacement": "import sys\nsys.stdout = open(1, 'w', closefd=False)\n"
+    + round_twentythree.ANSWER
+    + "sys.stdout.close()\n",
 }
 
 
@@ -322,8 +322,7 @@ def test_a_right_program_ends_as_python_flushes_its_streams(executor, name):
     (the template's flush raised ``NameError``), and a closed stdout was flushed (``ValueError``). Python flushes
     ``sys.stdout`` and ``sys.stderr`` before it clears the modules, puts the original streams back, and skips a closed
     one."""
-    result = executor.run(_stdio(ENDINGS[name]))
-    assert result.status is ExecutionStatus.PASSED, (result.reason, result.stderr[-300:])
+    round_twentythree.test_a_right_program_passes_however_it_ends_as_python_would(executor, name, ENDINGS)
 
 
 def test_output_that_cannot_be_written_still_fails_the_program(executor):
