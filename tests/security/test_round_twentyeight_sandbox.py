@@ -325,6 +325,15 @@ def test_a_right_program_ends_as_python_flushes_its_streams(executor, name):
     round_twentythree.test_a_right_program_passes_however_it_ends_as_python_would(executor, name, ENDINGS)
 
 
+def test_text_left_in_a_replaced_stdout_is_lost_as_in_python(executor):
+    """``python program.py > out`` exits 0 having written only the new file's text: the other file on fd 1 closed it
+    before the original stream, finalized last, could write what it held."""
+    code = "import sys\nprint(sum(map(int, input().split())), end=' ')\nsys.stdout = open(1, 'w')\nprint()\n"
+    result = executor.run(_stdio(code))
+    assert result.status is ExecutionStatus.FAILED, result.reason
+    assert "wrong answer" in result.reason
+
+
 def test_output_that_cannot_be_written_still_fails_the_program(executor):
     code = """
         import sys

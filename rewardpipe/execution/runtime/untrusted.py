@@ -929,13 +929,15 @@ def run_program(code: str, streams: tuple) -> int:
         atexit._run_exitfuncs()  # (prints what they raise; the exit status stays, as in Python)
     # As Python's exit (Py_FinalizeEx), round twenty-eight: the standard streams are flushed while the program's
     # module still stands (a fast-output class's flush reads its globals), then the original streams are put back, the
-    # module is cleared (its objects are finalized: open files flush), and those are flushed again.
+    # module is cleared (its objects are finalized: open files flush), and those are flushed again, as they are
+    # finalized (what cannot be written then is lost, the status stays: another file on fd 1 may have closed it).
     status = _flush_standard_streams(status, getattr(sys, "stdout", None), getattr(sys, "stderr", None))
     sys.stdout, sys.stderr = streams[1:]
     with contextlib.suppress(BaseException):
         module.__dict__.clear()
         gc.collect()
-    return _flush_standard_streams(status, *streams[1:])
+    _flush_standard_streams(0, *streams[1:])
+    return status
 
 
 def _flush_standard_streams(status: int, *streams) -> int:
