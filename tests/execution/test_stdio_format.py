@@ -380,3 +380,19 @@ def test_two_integers_are_compared_as_integers_whatever_the_tolerance():
     assert not stdio_output_matches(b"1000001", b"1000000", 1e-6)  # a wrong count is wrong
     assert stdio_output_matches(b"007 -0", b"7 0", 1e-6)
     assert stdio_output_matches(b"1000000.0000001", b"1000000", 1e-6)  # a fraction on either side: the tolerance
+
+
+def test_the_exact_comparison_keeps_every_digit_whatever_the_threads_decimal_context():
+    """Where the doubles' rounding could decide, the exact decimal values do: each step of that comparison runs in
+    its own context. ``abs()`` in the thread's context (28 digits) rounded a 30-digit expected value, and with it
+    the slack: a printed value just outside the tolerance passed."""
+    from decimal import Decimal, localcontext
+
+    want, tolerance = Decimal("1234567890123456789012345678.95"), 1e-28
+    with localcontext() as exact:
+        exact.prec = 200
+        slack = Decimal(repr(tolerance)) * want  # 0.123456789012345678901234567895
+        just_outside, just_inside = want + slack + Decimal("1e-29"), want + slack
+    printed_outside, printed_inside = str(just_outside).encode(), str(just_inside).encode()
+    assert not stdio_output_matches(printed_outside, str(want).encode(), tolerance)
+    assert stdio_output_matches(printed_inside, str(want).encode(), tolerance)

@@ -201,8 +201,11 @@ _EXACT = decimal.Context(prec=3 * MAX_NUMBER_TOKEN_BYTES, Emax=decimal.MAX_EMAX,
 def _decimals_close(printed: bytes, expected: bytes, tolerance: float) -> bool:
     """:func:`_numbers_close` on the decimal values the tokens and the tolerance (as written: ``1e-06``) spell."""
     got, want = _EXACT.create_decimal(printed.decode("ascii")), _EXACT.create_decimal(expected.decode("ascii"))
-    slack = _EXACT.multiply(_EXACT.create_decimal(repr(tolerance)), max(_EXACT.create_decimal(1), abs(want)))
-    return _EXACT.compare(abs(_EXACT.subtract(got, want)), slack) <= 0
+    # (every step in the exact context: abs() would round to the thread's context, 28 digits by default)
+    slack = _EXACT.multiply(
+        _EXACT.create_decimal(repr(tolerance)), _EXACT.max(_EXACT.create_decimal(1), _EXACT.abs(want))
+    )
+    return _EXACT.compare(_EXACT.abs(_EXACT.subtract(got, want)), slack) <= 0
 
 
 def count_expected_tests(tests: str | ast.Module, tests_format: str) -> int:
