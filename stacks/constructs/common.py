@@ -183,7 +183,7 @@ class FunctionLogGroups:
         if isinstance(node, _lambda.CfnFunction) and node.logging_config is not None:
             return
         scope, cid = node.node.scope, f"{node.node.id}Logs"
-        if scope is None or scope.node.try_find_child(cid) is not None:  # visited before (a second synth)
+        if not isinstance(scope, Construct) or scope.node.try_find_child(cid) is not None:  # (a second synth: done)
             return
         group = logs.LogGroup(scope, cid, retention=LOG_RETENTION, removal_policy=RemovalPolicy.DESTROY)
         node.add_property_override("LoggingConfig.LogGroup", group.log_group_name)
