@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import json
 import typing
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final, Literal
 
 from pydantic import ConfigDict, Field, TypeAdapter
@@ -61,6 +63,20 @@ class RolloutTranscript(RolloutIdentity):
 
     def to_json_dict(self) -> dict[str, Any]:
         return self.model_dump(mode="json", by_alias=True)
+
+
+def tool_call_parts(call: Mapping[str, Any], *, ensure_ascii: bool = False) -> tuple[Any, str, Any]:
+    """One OpenAI-style tool call of a transcript (``{"id", "function": {"name", "arguments"}}``, or name and arguments
+    at its top level) as (name, arguments as text, id): arguments that are not text as their JSON. The parts are the
+    model's, unescaped: the terminal and the report each escape them their own way."""
+    function = call.get("function")
+    if not isinstance(function, Mapping):
+        function = {}
+    name = function.get("name", call.get("name", "?"))
+    arguments = function.get("arguments", call.get("arguments", ""))
+    if not isinstance(arguments, str):
+        arguments = json.dumps(arguments, ensure_ascii=ensure_ascii, default=str)
+    return name, arguments, call.get("id")
 
 
 def verdict_of(

@@ -25,18 +25,12 @@ def _safe(text: object) -> str:
 
 def _tool_call(call: object) -> str:
     """One OpenAI-style tool call as ``name(arguments) [id]``, every part escaped (the model wrote it)."""
+    from rewardpipe.transcripts import tool_call_parts
+
     if not isinstance(call, dict):
         return _safe(call)
-    function = call.get("function")
-    if not isinstance(function, dict):
-        function = {}
-    name = function.get("name", call.get("name", "?"))
-    arguments = function.get("arguments", call.get("arguments", ""))
-    if not isinstance(arguments, str):
-        import json
-
-        arguments = json.dumps(arguments, ensure_ascii=True, default=str)
-    ident = f" [dim]\\[{_safe(call['id'])}][/]" if call.get("id") else ""
+    name, arguments, call_id = tool_call_parts(call, ensure_ascii=True)
+    ident = f" [dim]\\[{_safe(call_id)}][/]" if call_id else ""
     return f"{_safe(name)}({_safe(arguments)}){ident}"
 
 

@@ -9,7 +9,6 @@ not grow with the number of records. :mod:`rewardpipe.monitoring.html` renders i
 from __future__ import annotations
 
 import contextlib
-import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -20,6 +19,7 @@ from rewardpipe.monitoring.signal import within_group_correlation
 from rewardpipe.monitoring.thresholds import Thresholds
 from rewardpipe.monitoring.triage import task_triage
 from rewardpipe.store import transcript_key
+from rewardpipe.transcripts import tool_call_parts
 
 REPORT_SCHEMA = "rewardpipe.report/v1"
 EXAMPLES_PER_ALARM = 3
@@ -98,13 +98,7 @@ def _compact_call(call: Any) -> dict[str, Any]:
     (arguments that are not text as their JSON)."""
     if not isinstance(call, Mapping):
         return {"id": None, "type": "function", "function": {"name": "?", "arguments": _cut(str(call))}}
-    function = call.get("function")
-    function = function if isinstance(function, Mapping) else {}
-    name = function.get("name", call.get("name", "?"))
-    arguments = function.get("arguments", call.get("arguments", ""))
-    if not isinstance(arguments, str):
-        arguments = json.dumps(arguments, ensure_ascii=False, default=str)
-    ident = call.get("id")
+    name, arguments, ident = tool_call_parts(call)
     return {
         "id": None if ident is None else _cut(str(ident)),
         "type": "function",
