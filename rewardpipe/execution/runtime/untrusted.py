@@ -907,6 +907,7 @@ def run_program(code: str, streams: tuple) -> int:
     with contextlib.suppress(Exception):
         streams[1].reconfigure(line_buffering=False)  # a program's stdout to a file is block-buffered
     sys.argv = ["<model code>"]
+    _recursion_room_as_at_the_top()
     module = types.ModuleType("__main__")
     module.__file__ = sys.argv[0]  # as python program.py sets it (local-testing templates read it)
     sys.modules["__main__"] = module
@@ -938,6 +939,61 @@ def run_program(code: str, streams: tuple) -> int:
         gc.collect()
     _flush_standard_streams(0, *streams[1:])
     return status
+
+
+def _recursion_room_as_at_the_top() -> None:
+    """Give the program the recursion depth it has under ``python program.py``, where its module's code is the first
+    frame: here it runs below the fork server's frames, which count against the same limit, and a recursion of the
+    default limit's depth failed with RecursionError (round twenty-eight). How many levels they take (frames, and on
+    CPython 3.11 each entry into the evaluation loop, ``exec()``'s included) is measured from where the program will
+    run, under a low limit (a few dozen calls); the limit is raised by that many, and ``sys.setrecursionlimit`` and
+    ``sys.getrecursionlimit`` set and read it net of them."""
+    set_limit, get_limit = sys.setrecursionlimit, sys.getrecursionlimit
+    limit = get_limit()
+    probe_limit = _frames_from(sys._getframe()) + _RECURSION_PROBE_ROOM
+    namespace: dict = {}
+    try:
+        set_limit(probe_limit)
+        try:
+            exec(_RECURSION_PROBE, namespace)
+        finally:
+            set_limit(limit)
+    except RecursionError:  # deeper than expected: left as it is
+        return
+    # Under python program.py a function called from the module's code reaches the limit less two; the probe ran
+    # one frame (this function's) deeper than the program will.
+    offset = probe_limit - 2 - namespace["reached"] - 1
+    if offset <= 0:
+        return
+
+    def setrecursionlimit(new_limit, /):
+        new_limit = operator.index(new_limit)
+        if new_limit < 1:
+            set_limit(new_limit)  # Python's own ValueError
+        set_limit(new_limit + offset)
+
+    def getrecursionlimit():
+        return get_limit() - offset
+
+    setrecursionlimit.__doc__, getrecursionlimit.__doc__ = set_limit.__doc__, get_limit.__doc__
+    set_limit(limit + offset)
+    sys.setrecursionlimit, sys.getrecursionlimit = setrecursionlimit, getrecursionlimit
+
+
+def _frames_from(frame) -> int:
+    count = 0
+    while frame is not None:
+        count += 1
+        frame = frame.f_back
+    return count
+
+
+_RECURSION_PROBE_ROOM = 48
+_RECURSION_PROBE = compile(
+    "def d(n):\n    try:\n        return d(n + 1)\n    except RecursionError:\n        return n\nreached = d(0)\n",
+    "<recursion probe>",
+    "exec",
+)
 
 
 def _flush_standard_streams(status: int, *streams) -> int:
