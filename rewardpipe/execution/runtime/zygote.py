@@ -1477,9 +1477,12 @@ class Zygote:
                 cpu = int(float(job["timeout_s"])) + 1
                 resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu))
             os.lseek(code_fd, 0, os.SEEK_SET)
+            code = layers.read_to_end(code_fd).decode("utf-8", errors="replace")
             # A leading byte-order mark is dropped, as Python drops it from a source file (compile() of text that
-            # starts with one is a SyntaxError; an editor's or a model's BOM failed a right answer).
-            code = layers.read_to_end(code_fd).decode("utf-8-sig", errors="replace")
+            # starts with one is a SyntaxError; an editor's or a model's BOM failed a right answer). By hand: the
+            # utf-8-sig codec is imported on first use, which a chroot (no Landlock) cannot.
+            if code.startswith("\ufeff"):
+                code = code[1:]
             for fd in fds:
                 os.close(fd)
             control.close()
