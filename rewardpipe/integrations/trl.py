@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, cast
 
-from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, content_to_text, nova_fields
+from rewardpipe.models import MAX_SCORE_MAGNITUDE, Message, chat_role, content_to_text, nova_fields
 from rewardpipe.rewards import Reward, ScoringInput, get_reward
 from rewardpipe.single_turn import score_samples
 
@@ -147,41 +147,37 @@ def _columns(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str,
     return columns
 
 
-def _text(value: Any) -> str:
-    """A completion's text: a string, or the last assistant message of a conversational completion."""
+def _answer(value: Any) -> str | None:
+    """A completion's answer: a string, or the text of the last assistant message of a conversational
+    completion (the model's final turn, after any tool calls and results). ``None`` when there is none to score:
+    ``None``, a number, ``[]``, user turns only, or a last assistant message whose content does not read as
+    text (malformed trainer input: an error record, never a 0). An empty string is an answer (the model said
+    nothing, and that is scored)."""
     if isinstance(value, str):
         return value
-    if isinstance(value, list):
-        for message in reversed(value):
-            role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-            if role in ("assistant", "nova_assistant", "model"):
-                content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
-                try:
-                    return content_to_text(content)
-                except ValueError:
-                    return ""
-    return ""
+    if not isinstance(value, list):
+        return None
+    for message in reversed(value):
+        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
+        if chat_role(role) == "assistant":
+            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
+            try:
+                return content_to_text(content)
+            except ValueError:
+                return None
+    return None
+
+
+def _text(value: Any) -> str:
+    """A completion's text (:func:`_answer`), ``""`` when it has none."""
+    answer = _answer(value)
+    return "" if answer is None else answer
 
 
 def _has_answer(value: Any) -> bool:
-    """Whether a completion holds an answer to score (``rewardpipe.models.has_answer``'s rule): a string (empty
-    included: the model said nothing, and that is scored), or a message list with an assistant message whose
-    content reads as text. ``None``, a number, ``[]`` or user turns only are malformed trainer input: an error
-    record, never a 0."""
-    if isinstance(value, str):
-        return True
-    if not isinstance(value, list):
-        return False
-    for message in value:
-        role = message.get("role") if isinstance(message, dict) else getattr(message, "role", None)
-        if role in ("assistant", "nova_assistant", "model"):
-            content = message.get("content") if isinstance(message, dict) else getattr(message, "content", "")
-            try:
-                content_to_text(content)
-            except ValueError:
-                return False
-            return True
-    return False
+    """Whether a completion holds an answer to score (:func:`_answer`): the message read as the answer is the
+    one this checks, so a completion is never scored on one message and judged on another."""
+    return _answer(value) is not None
 
 
 class CompletionInput:
