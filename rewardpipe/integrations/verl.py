@@ -29,8 +29,9 @@ sample to take a mean of, 0.0) or ``fail_batch`` (``BatchFailed`` is raised and 
 is not a ``filter_groups.metric``: DAPO keeps a group only when the metric varies inside it, so it would keep
 the groups with a failure and drop every healthy one (``score`` or a component work as usual).
 
-A reward that reads the conversation gets ``extra_info["question"]`` (else ``extra_info["prompt"]``, a chat
-prompt's messages as they are) before the answer.
+The ``ground_truth`` is the reward's ``reference``, numpy values inside it read as Python ones (:func:`plain`:
+verl reads it from parquet, where a list is an array). A reward that reads the conversation gets
+``extra_info["question"]`` (else ``extra_info["prompt"]``, a chat prompt's messages as they are) before the answer.
 
 Every sample of a reward returns the same keys (``score``, each component, ``reward_error``): verl's reward
 managers append each key's value to a per-key list (``reward_extra_info``), so a key missing from one sample
@@ -89,13 +90,38 @@ def _prompt(info: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"role": "user", "content": ""}]
 
 
+#: How deep :func:`plain` converts; a value nested deeper is left as it is (no RecursionError out of a batch).
+_PLAIN_DEPTH = 64
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """``value`` with every numpy array and scalar inside it (dict values, list and tuple items, at any depth up to
+    ``_PLAIN_DEPTH``) as its Python value. verl reads ``reward_model.ground_truth`` and ``extra_info`` from parquet:
+    a list there arrives as a numpy array, a struct as a dict whose lists are arrays, and a reward reading the
+    reference as the dataset wrote it (a list of test cases, a list of accepted answers) found an array instead."""
+    if depth > _PLAIN_DEPTH or value is None or isinstance(value, (str, bytes, bool, int, float)):
+        return value
+    if isinstance(value, Mapping):
+        return {key: plain(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(plain(item, depth + 1) for item in value) if type(value) in (list, tuple) else value
+    tolist = getattr(value, "tolist", None)
+    if callable(tolist) and hasattr(value, "dtype"):  # a numpy array or scalar
+        return plain(tolist(), depth + 1)
+    return value
+
+
 def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> dict[str, Any]:
     info = extra_info if isinstance(extra_info, Mapping) else {}
     messages = _prompt(info)
     if isinstance(solution_str, (str, list)):
         messages.append({"role": "assistant", "content": solution_str})
     # else (None, a number): no answer to score, a malformed sample (reward_error), never an empty answer's 0
-    return {"id": info.get("index"), "messages": messages, "metadata": {"reference_answer": ground_truth}}
+    return {
+        "id": plain(info.get("index")),
+        "messages": messages,
+        "metadata": {"reference_answer": plain(ground_truth)},
+    }
 
 
 def _scores(reward: Any, result: Mapping[str, Any]) -> dict[str, float]:

@@ -4,6 +4,8 @@ Each test failed before its fix (see docs/changelog.md, round twenty-nine)."""
 
 from __future__ import annotations
 
+import numpy as np
+
 from rewardpipe.integrations.trl import reward_functions
 
 PROMPTS = [[{"role": "user", "content": "2+2?"}]] * 2
@@ -37,3 +39,48 @@ class TestTrlReadsTheAnswerItJudges:
             ],
         ]
         assert [column[1] for column in self._scores(completions)] == [1.0, 1.0]
+
+
+CODE = "```python\nprint(int(input()) * 2)\n```"
+CASES = [{"input": "2\n", "output": "4\n"}, {"input": "5\n", "output": "10\n"}]
+
+
+class TestVerlReadsParquetValues:
+    """verl reads ``reward_model.ground_truth`` from parquet, where a list is a numpy array (a struct is a dict
+    whose lists are arrays). A code reference's stdio cases given that way were no tests to the reward: the
+    sample was ``reward_error`` with NaN components, where the same cases as a list scored. Numpy values inside
+    the ground truth are read as their Python values, in the per-sample and the batch call alike."""
+
+    def _truth(self):
+        return {"tests_format": "stdio", "tests": np.array(CASES, dtype=object)}
+
+    def test_per_sample(self):
+        from rewardpipe.integrations.verl import compute_score
+
+        info = {"rewardpipe_reward": "code_correctness", "index": np.int64(3)}
+        assert compute_score("mine", CODE, self._truth(), info) == {
+            "score": 1.0,
+            "correctness": 1.0,
+            "has_code": 1.0,
+            "reward_error": 0.0,
+        }
+
+    def test_batch_reward_manager(self):
+        from rewardpipe.integrations.verl import compute_score
+
+        out = compute_score(
+            data_sources=np.array(["mine"] * 2, dtype=object),
+            solution_strs=np.array([CODE, "no code"], dtype=object),
+            ground_truths=np.array([self._truth(), self._truth()], dtype=object),
+            extra_infos=np.array([{"rewardpipe_reward": "code_correctness"}] * 2, dtype=object),
+        )
+        assert [(o["correctness"], o["reward_error"]) for o in out] == [(1.0, 0.0), (0.0, 0.0)]
+
+    def test_plain_leaves_python_values_and_deep_nesting_alone(self):
+        from rewardpipe.integrations.verl import plain
+
+        assert plain({"a": np.array([[1, 2]]), "b": (np.float64(0.5), "x")}) == {"a": [[1, 2]], "b": (0.5, "x")}
+        deep: list = []
+        for _ in range(5000):
+            deep = [deep]
+        assert plain(deep) is not None  # no RecursionError
