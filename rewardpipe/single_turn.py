@@ -31,7 +31,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError, field_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
@@ -63,13 +63,32 @@ class ResponseTooLarge(RuntimeError):
     """Even with every diagnostic dropped, one answer per sample does not fit the response limit."""
 
 
+#: The role a sample's message without one is read with (:class:`Sample`).
+ROLELESS_ROLE = "user"
+
+
 class Sample(DeferredModel):
+    """One sample of the single-turn reward Lambda (Nova Forge RFT), also what the trainer adapters score.
+
+    The Nova Forge SDK's RFT sample makes a message's ``role`` optional (and its ``content``). A message without a
+    role (absent or null) is read as a ``user`` turn: part of the prompt the model answered, never the model's
+    answer (the generated turn Nova appends always has its role), so it can neither be scored as the answer nor
+    hide it, and its text stays in the conversation a component reads. An empty or unknown role is still
+    refused."""
+
     model_config = ConfigDict(extra="allow")
 
     id: Any = None
     messages: list[Message]
     metadata: dict[str, Any] | None = None
     reference_answer: Any = None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _roleless_turns_are_the_prompts(cls, value: Any) -> Any:
+        if isinstance(value, list) and any(isinstance(m, dict) and m.get("role") is None for m in value):
+            return [{**m, "role": ROLELESS_ROLE} if isinstance(m, dict) and m.get("role") is None else m for m in value]
+        return value
 
 
 def find_reference(sample: Sample) -> Any:

@@ -84,3 +84,34 @@ class TestVerlReadsParquetValues:
         for _ in range(5000):
             deep = [deep]
         assert plain(deep) is not None  # no RecursionError
+
+
+class TestNovaRftMessageWithoutRole:
+    """The Nova Forge SDK's RFT sample makes a message's ``role`` optional. Round twenty-eight left it open: such a
+    sample was ``malformed_sample``, its answer never scored. A message without a role is read as a user turn
+    of the prompt: the sample is scored on its assistant answer, and a role-less turn is never that answer."""
+
+    def _score(self, messages):
+        from rewardpipe.models import nova_fields
+        from rewardpipe.single_turn import score_samples
+
+        (out,) = score_samples([{"id": "s", "messages": messages, "reference_answer": "4"}], "gsm8k")
+        return out["aggregate_reward_score"], nova_fields(out)[1]
+
+    def test_a_roleless_prompt_turn_is_the_users(self):
+        score, flags = self._score(
+            [
+                {"content": "What is 2+2?"},
+                {"role": None, "content": "End with ####."},
+                {"role": "assistant", "content": "#### 4"},
+            ]
+        )
+        assert (score, flags.get("reward_error")) == (1.5, 0)
+
+    def test_a_roleless_turn_is_never_the_answer_and_an_empty_role_is_still_refused(self):
+        for messages in (
+            [{"role": "user", "content": "What is 2+2?"}, {"content": "#### 4"}],
+            [{"role": "", "content": "What is 2+2?"}, {"role": "assistant", "content": "#### 4"}],
+        ):
+            _, flags = self._score(messages)
+            assert flags.get("reward_error") == 1 and flags.get("error_malformed_sample") == 1
