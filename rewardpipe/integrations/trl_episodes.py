@@ -166,7 +166,8 @@ class Episode:
             "status": record.status,
             "error": record.error.kind if record.error else None,
             "components": dict(record.components),
-            "assistant_turns": sum(1 for m in messages if m.role == "assistant"),
+            # the model's turns: after the task's prompt, whose few-shot assistant examples are not the model's
+            "assistant_turns": sum(1 for m in messages[opening:] if m.role == "assistant"),
             "simulator_replies": sum(1 for m in messages[opening:] if m.role != "assistant"),
             "committed": bool(state is not None and state.next_action == "execute"),
             "end_reason": state.end_reason if state is not None else None,

@@ -115,3 +115,36 @@ class TestNovaRftMessageWithoutRole:
         ):
             _, flags = self._score(messages)
             assert flags.get("reward_error") == 1 and flags.get("error_malformed_sample") == 1
+
+
+class TestEpisodeRowCountsTheModelsTurnsOnly:
+    """The multi-turn TRL rollout's row (what the reward functions, ``rewardpipe/episode/assistant_turns`` and the
+    stored records' metrics say of an episode) counted every assistant message of the conversation, the task
+    prompt's few-shot examples included: a two-shot prompt added 2 to every episode's turns. The prompt/completion
+    split of a TRL episode is known (the task's prompt messages), and only the turns after it are the model's."""
+
+    def test_few_shot_assistant_turns_in_the_prompt_are_not_the_models(self):
+        from rewardpipe.environment import EpisodeState, TaskRow
+        from rewardpipe.episode import failure_record
+        from rewardpipe.integrations.trl_episodes import Episode, EpisodeTokens
+        from rewardpipe.models import Message
+        from rewardpipe.rewards import get_reward
+
+        shots = [("user", "Add 1 and 2."), ("assistant", "3"), ("user", "Add 2 and 2."), ("assistant", "4")]
+        prompt = [Message(role=r, content=c) for r, c in [*shots, ("user", "Add 3 and 4.")]]
+        task = TaskRow(task_id="t", prompt=prompt)
+        played = [Message(role="assistant", content="Which base?"), Message(role="user", content="Ten.")]
+        state = EpisodeState(messages=[*prompt, *played, Message(role="assistant", content="7")])
+        record = failure_record(
+            run_id="r",
+            step=0,
+            group_id="g",
+            rollout_id="k",
+            task_id="t",
+            kind="x",
+            message="-",
+            reward=get_reward("gsm8k"),
+        )
+        episode = Episode("k", [m.model_dump() for m in prompt], task, EpisodeTokens([1]), state=state, record=record)
+        row = episode.row()
+        assert (row["assistant_turns"], row["simulator_replies"]) == (2, 1)
