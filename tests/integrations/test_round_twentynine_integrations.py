@@ -135,16 +135,8 @@ class TestEpisodeRowCountsTheModelsTurnsOnly:
         task = TaskRow(task_id="t", prompt=prompt)
         played = [Message(role="assistant", content="Which base?"), Message(role="user", content="Ten.")]
         state = EpisodeState(messages=[*prompt, *played, Message(role="assistant", content="7")])
-        record = failure_record(
-            run_id="r",
-            step=0,
-            group_id="g",
-            rollout_id="k",
-            task_id="t",
-            kind="x",
-            message="-",
-            reward=get_reward("gsm8k"),
-        )
+        ids = {"run_id": "r", "step": 0, "group_id": "g", "rollout_id": "k", "task_id": "t"}
+        record = failure_record(**ids, kind="x", message="-", reward=get_reward("gsm8k"))
         episode = Episode("k", [m.model_dump() for m in prompt], task, EpisodeTokens([1]), state=state, record=record)
         row = episode.row()
         assert (row["assistant_turns"], row["simulator_replies"]) == (2, 1)
