@@ -124,11 +124,17 @@ def _sample(solution_str: Any, ground_truth: Any, extra_info: Any) -> dict[str, 
     }
 
 
+#: The keys of the dict that are verl's (the reward it trains on) and rewardpipe's flag, whatever the components.
+_VERL_KEYS = frozenset({"score", "reward_error"})
+
+
 def _scores(reward: Any, result: Mapping[str, Any]) -> dict[str, float]:
     values, flags = nova_fields(result)  # components and flags apart, whatever their names
     failed = bool(flags.get("reward_error"))
     out: dict[str, float] = {"score": float(result["aggregate_reward_score"])}
     for name in reward.component_names:
+        if name in _VERL_KEYS:  # verl's own key: it holds the score (the flag), never the component's value
+            continue
         value = values.get(name)
         out[name] = math.nan if failed or not isinstance(value, (int, float)) else float(value)
     out["reward_error"] = 1.0 if failed else 0.0

@@ -140,3 +140,26 @@ class TestEpisodeRowCountsTheModelsTurnsOnly:
         episode = Episode("k", [m.model_dump() for m in prompt], task, EpisodeTokens([1]), state=state, record=record)
         row = episode.row()
         assert (row["assistant_turns"], row["simulator_replies"]) == (2, 1)
+
+
+class TestVerlScoreIsTheAggregate:
+    """verl trains on the dict's ``score``. A reward with a component named ``score`` wrote that component's value
+    over it (the docstring said the dict holds the score there): verl trained on one component, 0.25 for an
+    aggregate of 1.25. ``score`` is always the aggregate, ``reward_error`` always the flag."""
+
+    def test_a_component_named_score_does_not_replace_the_aggregate(self, tmp_path):
+        from rewardpipe.integrations.verl import compute_score, compute_scores
+
+        source = tmp_path / "verl_score_named_reward.py"
+        source.write_text(
+            "from rewardpipe.rewards import Reward, component\n"
+            "@component(range=(0, 1), role='outcome', name='score')\n"
+            "def score(completion): return 0.25\n"
+            "@component(range=(0, 1), role='shaping', name='reward_error')\n"
+            "def flagged(completion): return 1.0\n"
+            "REWARD = Reward('mine', [score, flagged])\n"
+        )
+        info = {"rewardpipe_reward": f"{source}:REWARD"}
+        expected = {"score": 1.25, "reward_error": 0.0}
+        assert compute_score("x", "an answer", None, info) == expected
+        assert compute_scores(["x"], ["an answer"], None, [info]) == [expected]
