@@ -142,6 +142,10 @@ def _columns(completions: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str,
             # sample then had no reference, an error record each.
             tolist = getattr(values, "tolist", None)
             values = tolist() if callable(tolist) and getattr(values, "ndim", None) == 1 else None
+            if values is not None:
+                # Each call makes new floats, and a NaN equals no other: the next function's call would be another
+                # batch (scored again, never monitored). Every NaN is the one math.nan, equal to itself by identity.
+                values = [math.nan if isinstance(v, float) and v != v else v for v in values]
         if isinstance(values, (list, tuple)) and len(values) == count:
             columns[name] = values
     return columns

@@ -163,3 +163,20 @@ class TestVerlScoreIsTheAggregate:
         expected = {"score": 1.25, "reward_error": 0.0}
         assert compute_score("x", "an answer", None, info) == expected
         assert compute_scores(["x"], ["an answer"], None, [info]) == [expected]
+
+
+class TestTrlColumnWithNanIsOneBatch:
+    """A dataset column handed over as a numpy array (or pandas Series) is read as its list, made anew at every
+    reward-function call. One missing float in it (NaN, which equals no other NaN) made every function's call a
+    new batch: the batch was scored once per component (code run again) and never monitored, with a warning that
+    blamed the user for not passing every function."""
+
+    def test_the_batch_is_scored_once_and_monitored(self):
+        from rewardpipe.integrations.trl import BatchScorer, resolve_reward
+
+        monitored: list[int] = []
+        scorer = BatchScorer(resolve_reward("gsm8k", None), on_complete=lambda batch, kwargs: monitored.append(1))
+        columns = {"answer": np.array(["4", "5"], dtype=object), "difficulty": np.array([0.5, np.nan])}
+        for fn in scorer.functions():
+            fn(["q", "q"], ["#### 4", "#### 4"], **columns)
+        assert (scorer.batches_scored, scorer.incomplete_batches, monitored) == (1, 0, [1])
