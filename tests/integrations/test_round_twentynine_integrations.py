@@ -180,3 +180,36 @@ class TestTrlColumnWithNanIsOneBatch:
         for fn in scorer.functions():
             fn(["q", "q"], ["#### 4", "#### 4"], **columns)
         assert (scorer.batches_scored, scorer.incomplete_batches, monitored) == (1, 0, [1])
+
+
+class TestNovaGenerateResponseWithoutText:
+    """A Nova generate response whose content is no text (a number, an object without ``text``) parsed, then raised
+    ValueError out of the router: the message failed until it was dead-lettered and its rollout waited out its
+    whole budget. The rollout is now told at once (SendTaskFailure ``PolicyError``: a ``policy_error`` record, the
+    error the trainer-callback turns send), and the turn is marked used."""
+
+    def test_the_rollout_ends_as_a_policy_error_at_once(self):
+        import json
+
+        from tests.integrations.nova.test_nova_contract import FakeSfn, _bridge
+
+        class Sfn(FakeSfn):
+            def __init__(self) -> None:
+                super().__init__()
+                self.failures: list[dict] = []
+
+            def send_task_failure(self, **kwargs):
+                self.failures.append(kwargs)
+
+        bridge, _ = _bridge(sfn=Sfn())
+        step = bridge._step_path("s-000_0_0")
+        bridge.store.put_json(
+            step, {"task_token": "tok", "sample_id": "s-000_0", "step_id": "s-000_0_0", "used": False}
+        )
+        choice = {"message": {"content": {"type": "image_url"}}, "finish_reason": "stop"}
+        response = {"version": "v0", "sample_id": "s-000_0", "step_id": "s-000_0_0", "data": {"choices": [choice]}}
+        assert bridge.route_response(json.dumps(response))["status"] == "failed"
+        ((failure),) = bridge.sfn.failures
+        assert failure["taskToken"] == "tok" and failure["error"] == "PolicyError" and "no text" in failure["cause"]
+        assert bridge.store.get_json(step)["used"] is True and not bridge.sfn.successes
+        assert bridge.route_response(json.dumps(response))["status"] == "duplicate"

@@ -344,12 +344,22 @@ class Bridge:
         entry = self.store.get_json(path, default=None)
         if entry is None or entry.get("used"):
             return {"status": "unknown_step" if entry is None else "duplicate", "step_id": response.step_id}
-        output: dict[str, Any] = {"text": response.text, "finish_reason": response.stop}
-        if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
-            # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
-            output = {"text_key": self.store.put_json(entry["reply_key"], {"text": response.text})}
         try:
-            self.sfn.send_task_success(taskToken=entry["task_token"], output=wire_json(output))
+            text, status = response.text, "delivered"
+        except ValueError as exc:  # a content that is no text (a number, an object without "text"): no turn
+            text, status = None, "failed"
+            cause = f"Nova's generate response for step {response.step_id} holds no text: {exc}"
+        try:
+            if text is None:
+                # The rollout ends now as a policy_error record (the error the trainer-callback turns send), where
+                # the ValueError failed this message until it was dead-lettered and the rollout waited out its budget.
+                self.sfn.send_task_failure(taskToken=entry["task_token"], error="PolicyError", cause=cause[:32000])
+            else:
+                output: dict[str, Any] = {"text": text, "finish_reason": response.stop}
+                if payload_size(output) > PAYLOAD_BUDGET and entry.get("reply_key"):
+                    # A turn too large for SendTaskSuccess goes to the turn's reply_key (the workflow reads it there).
+                    output = {"text_key": self.store.put_json(entry["reply_key"], {"text": text})}
+                self.sfn.send_task_success(taskToken=entry["task_token"], output=wire_json(output))
         except Exception as exc:  # the rollout timed out or was stopped meanwhile
             if _error_code(exc) not in STALE_TOKEN_ERRORS:
                 raise  # not marked used: the response comes back from its queue and is delivered then
@@ -359,7 +369,7 @@ class Bridge:
         # taken for a duplicate and dropped. A copy processed meanwhile is refused by Step Functions, which
         # accepts one completion per task token (InvalidToken/TaskTimedOut: "expired" above).
         self.store.put_json(path, {**entry, "used": True})
-        return {"status": "delivered", "step_id": response.step_id}
+        return {"status": status, "step_id": response.step_id}
 
     # -- results -----------------------------------------------------------------------------------
 
