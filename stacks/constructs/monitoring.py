@@ -333,8 +333,10 @@ class Monitoring(Construct):
             "FailedExecutionsAlarm",
             "rollouts-without-record",
             description="A rollout execution failed or timed out without writing even an error record.",
+            # Step Functions publishes ExecutionsFailed and ExecutionsTimedOut only for a period that had one: a sum
+            # of the bare metrics has no value (missing data, not breaching) unless both happened in the same period.
             metric=cw.MathExpression(
-                expression="failed + timedOut",
+                expression="FILL(failed, 0) + FILL(timedOut, 0)",
                 using_metrics={
                     "failed": workflow.state_machine.metric_failed(period=Duration.minutes(5), statistic="Sum"),
                     "timedOut": workflow.state_machine.metric_timed_out(period=Duration.minutes(5), statistic="Sum"),

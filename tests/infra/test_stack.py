@@ -515,7 +515,7 @@ def test_failed_execution_alarm_notifies_the_topic(template):
         {
             "Metrics": Match.array_with(
                 [
-                    Match.object_like({"Expression": "failed + timedOut"}),
+                    Match.object_like({"Expression": "FILL(failed, 0) + FILL(timedOut, 0)"}),
                     Match.object_like(
                         {
                             "Id": "failed",

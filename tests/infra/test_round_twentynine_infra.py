@@ -1,0 +1,174 @@
+"""Round twenty-nine, infrastructure: what the synthesized template configures that the real services treat
+differently from what the stack intends (moto evaluates no alarm and enforces no timeout).
+
+* The ``rollouts-without-record`` alarm summed the bare ``ExecutionsFailed`` and ``ExecutionsTimedOut``. Step
+  Functions publishes each only for a period in which one happened, and a metric math sum over a series with no
+  value at a timestamp has no value there either (missing data, which this alarm treats as not breaching): rollouts
+  that failed without a record raised no alarm unless one also timed out in the same five minutes. Each metric
+  of an alarm's expression is now filled with 0 (``FILL``), and a small evaluator of CloudWatch metric math checks
+  every math alarm of the stack with one of its metrics reporting and the others silent.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from tests.aws import harness
+
+pytestmark = pytest.mark.xdist_group("cdk")
+
+CONTEXTS = pytest.mark.parametrize("context", ["", harness.NOVA_BRIDGE_CONTEXT], ids=["default", "nova-bridge"])
+
+
+# -- a metric math evaluator: one period, a metric with no datapoint is MISSING -----------------------------------
+
+
+class _Missing:
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING = _Missing()
+_TOKEN = re.compile(r"\s*(?:(\d+(?:\.\d+)?)|([A-Za-z_][A-Za-z0-9_]*)|(==|!=|>=|<=|[-+*/(),<>]))")
+
+
+def _tokens(expression: str) -> list[str]:
+    out, pos = [], 0
+    while pos < len(expression.rstrip()):
+        match = _TOKEN.match(expression, pos)
+        assert match, f"metric math the test cannot read at {expression[pos:]!r}"
+        out.append(match.group(match.lastindex or 0))
+        pos = match.end()
+    return out
+
+
+def evaluate(expression: str, values: dict[str, float | _Missing]) -> float | _Missing:
+    """CloudWatch metric math for one period: an operator or comparison with a MISSING operand is MISSING;
+    FILL(m, v) is v where m is MISSING; IF(c, a, b); AND/OR; numbers and metric ids."""
+    tokens = _tokens(expression)
+    pos = 0
+
+    def peek() -> str | None:
+        return tokens[pos] if pos < len(tokens) else None
+
+    def take(expected: str | None = None) -> str:
+        nonlocal pos
+        token = tokens[pos]
+        assert expected is None or token == expected, (expected, token, expression)
+        pos += 1
+        return token
+
+    def binary(left, op, right):
+        if left is MISSING or right is MISSING:
+            return MISSING
+        ops = {
+            "+": lambda a, b: a + b,
+            "-": lambda a, b: a - b,
+            "*": lambda a, b: a * b,
+            "/": lambda a, b: a / b if b else MISSING,
+            ">": lambda a, b: float(a > b),
+            "<": lambda a, b: float(a < b),
+            ">=": lambda a, b: float(a >= b),
+            "<=": lambda a, b: float(a <= b),
+            "==": lambda a, b: float(a == b),
+            "!=": lambda a, b: float(a != b),
+            "AND": lambda a, b: float(bool(a) and bool(b)),
+            "OR": lambda a, b: float(bool(a) or bool(b)),
+        }
+        return ops[op](left, right)
+
+    def level(ops: tuple[str, ...], below):
+        def parse():
+            value = below()
+            while peek() in ops:
+                op = take()
+                value = binary(value, op, below())
+            return value
+
+        return parse
+
+    def atom():
+        token = take()
+        if token == "(":
+            value = expr()
+            take(")")
+            return value
+        if re.fullmatch(r"\d+(?:\.\d+)?", token):
+            return float(token)
+        if peek() == "(":
+            take("(")
+            args = [expr()]
+            while peek() == ",":
+                take(",")
+                args.append(expr())
+            take(")")
+            if token == "FILL":
+                return args[1] if args[0] is MISSING else args[0]
+            if token == "IF":
+                if args[0] is MISSING:
+                    return MISSING
+                return args[1] if args[0] else args[2]
+            raise AssertionError(f"metric math function {token} is not known to the test")
+        assert token in values, f"{token} is not a metric of the alarm"
+        return values[token]
+
+    mul = level(("*", "/"), atom)
+    add = level(("+", "-"), mul)
+    cmp = level((">", "<", ">=", "<=", "==", "!="), add)
+    conj = level(("AND",), cmp)
+    expr = level(("OR",), conj)
+    value = expr()
+    assert pos == len(tokens), f"unread metric math: {tokens[pos:]}"
+    return value
+
+
+def test_the_evaluator_reads_metric_math_as_cloudwatch_does():
+    assert evaluate("a + b", {"a": 2.0, "b": MISSING}) is MISSING
+    assert evaluate("FILL(a, 0) + FILL(b, 0)", {"a": 2.0, "b": MISSING}) == 2.0
+    assert evaluate("IF(FILL(a, 0) > 0 AND FILL(b, 0) == 0, 1, 0)", {"a": 3.0, "b": MISSING}) == 1.0
+    assert evaluate("IF(FILL(a, 0) > 0 AND FILL(b, 0) == 0, 1, 0)", {"a": 3.0, "b": 1.0}) == 0.0
+
+
+def _math_alarms(template: dict) -> dict[str, dict[str, Any]]:
+    return {
+        str(r["Properties"]["AlarmName"]): r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm" and "Metrics" in r["Properties"]
+    }
+
+
+def _breaches(alarm: dict[str, Any], value: float | _Missing) -> bool:
+    if isinstance(value, _Missing):  # the alarm's own treatment of missing data
+        return alarm.get("TreatMissingData") == "breaching"
+    threshold = alarm["Threshold"]
+    return {
+        "GreaterThanThreshold": value > threshold,
+        "GreaterThanOrEqualToThreshold": value >= threshold,
+        "LessThanThreshold": value < threshold,
+        "LessThanOrEqualToThreshold": value <= threshold,
+    }[alarm["ComparisonOperator"]]
+
+
+@CONTEXTS
+def test_every_math_alarm_has_a_value_when_only_one_of_its_metrics_reports(context):
+    alarms = _math_alarms(harness.synthesized(context).template)
+    assert alarms
+    for name, alarm in alarms.items():
+        (expression,) = [m["Expression"] for m in alarm["Metrics"] if m.get("ReturnData", True) and "Expression" in m]
+        ids = [m["Id"] for m in alarm["Metrics"] if "MetricStat" in m]
+        for reporting in ids:
+            values: dict[str, float | _Missing] = {i: MISSING for i in ids}
+            values[reporting] = 3.0
+            assert evaluate(expression, values) is not MISSING, (
+                f"{name}: {expression} has no value when only {reporting} reports (the others had no event)"
+            )
+
+
+def test_rollouts_that_failed_without_a_record_alarm_when_none_timed_out(synth):
+    (alarm,) = [a for n, a in _math_alarms(synth.template).items() if n.endswith("rollouts-without-record")]
+    (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
+    assert _breaches(alarm, evaluate(expression, {"failed": 2.0, "timedOut": MISSING}))
+    assert _breaches(alarm, evaluate(expression, {"failed": MISSING, "timedOut": 1.0}))
