@@ -247,7 +247,7 @@ class RolloutWorkflow(Construct):
             state_machine_name=machine_name,
             state_machine_type=sfn.StateMachineType.STANDARD,
             definition_body=sfn.DefinitionBody.from_chainable(self._definition(settings, runner)),
-            timeout=Duration.hours(24),
+            timeout=Duration.seconds(execution_timeout_s(settings, int(self.turn_timeout.to_seconds()))),
             tracing_enabled=True,
             logs=sfn.LogOptions(
                 # Step Functions writes logs through CloudWatch vended logs; a group under
@@ -496,6 +496,27 @@ def checked_max_turns(max_turns: int) -> int:
             f"(docs/aws.md, Limits), got {max_turns}"
         )
     return max_turns
+
+
+# The execution's own timeout ends it without a record (no Catch sees it; the rollouts-without-record alarm does).
+EXECUTION_TIMEOUT_FLOOR_S = 24 * 3600
+
+
+def execution_timeout_s(settings: DeploymentSettings, turn_timeout_s: int) -> int:
+    """The execution's timeout: a day, or longer when the longest path of its states' own timeouts is (a first
+    attempt each: StartEpisode and a Converse per turn waiting their turn timeout, the Fargate step, Score and
+    RecordError their functions' timeouts). A state's timeout is caught into an error record; the execution's is
+    not, so it must never come first: a Fargate step or a Nova turn allowed a day used to be cut off by it."""
+    from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
+
+    fns = settings.functions
+    longest_path = (
+        (MAX_TURNS_LIMIT + 1) * turn_timeout_s
+        + fargate_step_timeout_s(settings)
+        + fns.code_runner_timeout_s  # Score
+        + fns.timeout_s  # RecordError
+    )
+    return max(EXECUTION_TIMEOUT_FLOOR_S, longest_path)
 
 
 def fargate_step_timeout_s(settings: DeploymentSettings) -> int:

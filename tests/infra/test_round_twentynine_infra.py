@@ -11,6 +11,7 @@ differently from what the stack intends (moto evaluates no alarm and enforces no
 
 from __future__ import annotations
 
+import json
 import re
 from typing import Any
 
@@ -172,3 +173,50 @@ def test_rollouts_that_failed_without_a_record_alarm_when_none_timed_out(synth):
     (expression,) = [m["Expression"] for m in alarm["Metrics"] if "Expression" in m]
     assert _breaches(alarm, evaluate(expression, {"failed": 2.0, "timedOut": MISSING}))
     assert _breaches(alarm, evaluate(expression, {"failed": MISSING, "timedOut": 1.0}))
+
+
+# -- the execution's timeout never comes before a state's own -------------------------------------------------------
+
+
+def _definition(template: dict) -> dict:
+    (machine,) = [r for r in template["Resources"].values() if r["Type"] == "AWS::StepFunctions::StateMachine"]
+    parts = machine["Properties"]["DefinitionString"]["Fn::Join"][1]
+    return json.loads("".join(p if isinstance(p, str) else "ARN" for p in parts))
+
+
+def _function_timeout(template: dict, prefix: str) -> int:
+    (timeout,) = [
+        r["Properties"]["Timeout"]
+        for k, r in template["Resources"].items()
+        if r["Type"] == "AWS::Lambda::Function" and k.startswith(prefix)
+    ]
+    return timeout
+
+
+LONG_FARGATE = json.dumps({"rewardpipe": {"fargate": {"task_timeout_s": 86_400}}}, sort_keys=True)
+LONG_NOVA_TURN = json.dumps(
+    {"rewardpipe_nova": {**json.loads(harness.NOVA_BRIDGE_CONTEXT)["rewardpipe_nova"], "rollout_timeout_s": 86_400}},
+    sort_keys=True,
+)
+
+
+@pytest.mark.parametrize("context", ["", LONG_FARGATE, LONG_NOVA_TURN], ids=["default", "fargate-day", "nova-day"])
+def test_no_state_s_own_timeout_can_come_after_the_execution_s(context):
+    """A state's timeout (States.Timeout) is caught into an error record; the execution's own is not. Along the
+    longest path (StartEpisode, a Converse per turn, the Fargate step, Score, RecordError: a first attempt each)
+    every state's timeout must come before the execution's, or the rollout ends with no record at all."""
+    from rewardpipe.aws.rollout import MAX_TURNS_LIMIT
+
+    template = harness.synthesized(context).template
+    definition = _definition(template)
+    states = definition["States"]
+    longest_path = (
+        states["StartEpisodeStep"]["TimeoutSeconds"]
+        + MAX_TURNS_LIMIT * states["ConverseStep"]["TimeoutSeconds"]
+        + states["RunCodeFargate"]["TimeoutSeconds"]
+        + _function_timeout(template, "RolloutWorkflowScore")
+        + _function_timeout(template, "RolloutWorkflowRecordError")
+    )
+    assert definition["TimeoutSeconds"] >= longest_path, (definition["TimeoutSeconds"], longest_path)
+    if not context:
+        assert definition["TimeoutSeconds"] == 86_400  # the default deployment keeps its day
