@@ -12,6 +12,8 @@ from stacks.config import StorageSettings
 RUNS_PREFIX = "runs/"
 TASKS_PREFIX = "tasks/"
 JOBS_PREFIX = "jobs/"
+# Tasks a rollout was started with inline (rewardpipe.aws.rollout.inline_task_key): per run, like its records.
+INLINE_TASKS_PREFIX = f"{TASKS_PREFIX}inline/"
 
 
 class Storage(Construct):
@@ -54,6 +56,13 @@ class Storage(Construct):
                             transition_after=Duration.days(settings.transition_to_ia_days),
                         )
                     ],
+                    expiration=Duration.days(settings.expire_runs_days),
+                ),
+                # A run's inline tasks (hidden tests included) go with its records; tasks/ itself (task sets an
+                # operator uploads) is kept.
+                s3.LifecycleRule(
+                    id="inline-tasks",
+                    prefix=INLINE_TASKS_PREFIX,
                     expiration=Duration.days(settings.expire_runs_days),
                 ),
                 s3.LifecycleRule(

@@ -220,3 +220,36 @@ def test_no_state_s_own_timeout_can_come_after_the_execution_s(context):
     assert definition["TimeoutSeconds"] >= longest_path, (definition["TimeoutSeconds"], longest_path)
     if not context:
         assert definition["TimeoutSeconds"] == 86_400  # the default deployment keeps its day
+
+
+# -- what the stack writes per run expires ----------------------------------------------------------------------------
+
+
+def _expiring_prefixes(template: dict) -> dict[str, int]:
+    (bucket,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::S3::Bucket" and r["Properties"].get("VersioningConfiguration")
+    ]
+    return {
+        rule.get("Prefix", ""): rule["ExpirationInDays"]
+        for rule in bucket["LifecycleConfiguration"]["Rules"]
+        if rule.get("Status") == "Enabled" and "ExpirationInDays" in rule
+    }
+
+
+@CONTEXTS
+def test_every_prefix_written_per_run_expires_no_later_than_the_run_s_records(context):
+    """A rollout started with an inline task stores it (hidden tests included) under tasks/inline/<run>/; those
+    objects had no lifecycle rule and outlived the run's records, which expire, forever."""
+    from rewardpipe.aws.rollout import inline_task_key
+    from rewardpipe.store import run_prefix
+
+    expiring = _expiring_prefixes(harness.synthesized(context).template)
+    records = next(days for prefix, days in expiring.items() if run_prefix("r").startswith(prefix))
+    written = [run_prefix("r"), inline_task_key("r", {"task_id": "t"}), "jobs/r/x/y/job.json"]
+    if context:
+        written.append("nova/due/r")
+    for key in written:
+        days = [d for prefix, d in expiring.items() if key.startswith(prefix)]
+        assert days and min(days) <= records, (key, expiring)
