@@ -378,6 +378,10 @@ class NovaBridge(Construct):
             ),
             threshold=nova.rollout_timeout_s * nova.alarm_fraction,
             comparison=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            # The sweeper emits the age every minute it works (0 with nothing in flight), so a minute without a
+            # point is a sweep that failed, not a rollout answered: the alarm keeps its state rather than send an
+            # all-clear just as nothing cuts rollouts at their budget any more (its own errors alarm says why).
+            missing=cloudwatch.TreatMissingData.IGNORE,
         )
         self.failure_alarms: list[cloudwatch.Alarm] = []
         for fn, name, what in (

@@ -7,6 +7,10 @@ differently from what the stack intends (moto evaluates no alarm and enforces no
   that failed without a record raised no alarm unless one also timed out in the same five minutes. Each metric
   of an alarm's expression is now filled with 0 (``FILL``), and a small evaluator of CloudWatch metric math checks
   every math alarm of the stack with one of its metrics reporting and the others silent.
+* The state machine's 24-hour timeout could come before a state's own (a day-long Fargate step or Nova turn wait),
+  ending the rollout with no record; it is now at least the longest path of its states' own timeouts.
+* A run's inline tasks (tasks/inline/<run>/) had no lifecycle rule: they outlived its records forever.
+* The Nova near-timeout alarm cleared itself (an all-clear) on a minute the sweeper failed to measure.
 """
 
 from __future__ import annotations
@@ -253,3 +257,36 @@ def test_every_prefix_written_per_run_expires_no_later_than_the_run_s_records(co
     for key in written:
         days = [d for prefix, d in expiring.items() if key.startswith(prefix)]
         assert days and min(days) <= records, (key, expiring)
+
+
+# -- the near-timeout alarm sends no all-clear when the sweeper stops measuring --------------------------------------
+
+
+def _next_state(alarm: dict[str, Any], state: str, value: float | _Missing) -> str:
+    """One evaluation of a one-period alarm (CloudWatch's treatment of missing data)."""
+    if isinstance(value, _Missing):
+        treat = alarm.get("TreatMissingData", "missing")
+        if treat == "ignore":
+            return state
+        if treat == "missing":
+            return "INSUFFICIENT_DATA"
+        return "ALARM" if treat == "breaching" else "OK"
+    return "ALARM" if _breaches(alarm, value) else "OK"
+
+
+def test_a_sweep_that_failed_does_not_clear_the_nova_near_timeout_alarm():
+    """The sweeper emits the oldest unanswered request's age after every sweep that worked (0 with nothing in
+    flight). The alarm treated a minute without a point as not breaching: the sweep that failed while a rollout
+    neared Nova's timeout turned the alarm OK and sent an all-clear, just when nothing would cut that rollout
+    off at its budget."""
+    template = harness.synthesized(harness.NOVA_BRIDGE_CONTEXT).template
+    (alarm,) = [
+        r["Properties"]
+        for r in template["Resources"].values()
+        if r["Type"] == "AWS::CloudWatch::Alarm"
+        and str(r["Properties"]["AlarmName"]).endswith("nova-rollouts-near-timeout")
+    ]
+    state = _next_state(alarm, "OK", alarm["Threshold"] + 60)  # a request has waited past the alarm fraction
+    assert state == "ALARM"
+    assert _next_state(alarm, state, MISSING) == "ALARM"  # the sweeper failed this minute
+    assert _next_state(alarm, state, 0.0) == "OK"  # answered: the sweeper says so
