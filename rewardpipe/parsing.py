@@ -6,8 +6,8 @@ The rules (documented in the README, each covered by tests):
    character at least as long). A fence may be indented (models nest blocks in list items); the block's
    lines lose that indentation so the code still parses (counted in columns, a tab reaching the next multiple
    of four, as Markdown counts it, so tabs and spaces may differ between the fence and the code). A
-   byte-order mark before a fence or at the start of a block is ignored, as Python ignores one at the start
-   of a file. A block whose info string
+   byte-order mark before a fence or before a block's first line of code (after blank lines, before or after
+   the fence's indentation) is ignored, as Python ignores one at the start of a file. A block whose info string
    names a language other than Python (``bash``, ``text``, ``json``...) is not code for this purpose; an
    untagged block counts as Python, and so does ``python:main.py`` or ``python3.11`` (the language is the
    leading word of the info string). An unterminated fence at the end of a turn still counts (outputs are often
@@ -147,17 +147,26 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         language = _INFO_LANGUAGE.match(info_string.strip())  # every part optional: it always matches
         info = language.group(1).lower() if language else ""
         body: list[str] = []
+        started = False  # whether the block's code has begun (a line that is not blank)
         i += 1
         while i < len(lines):
             closing = lines[i].strip()
             if closing.startswith(fence) and not closing.strip(fence[0]):
                 break
-            body.append(_dedent(lines[i], indent))
+            line = lines[i]
+            if not started and line.strip():
+                # The code's first line: a byte-order mark before it (before or after the fence's indentation,
+                # after blank lines the fence left) is the start of the file, which Python ignores there.
+                line = _dedent(line.removeprefix(BOM), indent).removeprefix(BOM)
+                started = True
+            else:
+                line = _dedent(line, indent)
+            body.append(line)
             i += 1
         i += 1  # skip the closing fence (or run past the end for an unterminated block)
         prose.append("\n".join(current))
         current = []
-        blocks.append((info, "\n".join(body).removeprefix(BOM)))
+        blocks.append((info, "\n".join(body)))
     prose.append("\n".join(current))
     return blocks, prose
 
