@@ -258,8 +258,9 @@ class Environment(Generic[StateT, TaskT]):
     ``system_prompt`` (what an LLM policy is told before the task's prompt; None: nothing),
     ``collapse_scenario`` (the scenario ``--collapse-from-step`` makes every rollout play),
     ``hook_timeout_s`` (the most seconds one call of a hook may take; None, the default: no limit),
-    ``max_observation_chars`` (the most characters of one message ``on_policy_turn`` or ``respond`` adds that are
-    kept: a longer one is cut, with a note in it, and the record's ``env_observations_cut`` counts such messages).
+    ``max_observation_chars`` (the most characters of one message ``start`` opens with or ``on_policy_turn`` or
+    ``respond`` adds that are kept: a longer one is cut, with a note in it, and the record's ``env_observations_cut``
+    counts such messages).
     """
 
     name: ClassVar[str] = ""

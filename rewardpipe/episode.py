@@ -211,6 +211,9 @@ def start_episode(
             f"{', '.join(sorted(AFTER_START))} (an episode ends after the model's first turn, not before it)"
         )
     state = _text_end_reason(state, env, "start")
+    # The opening messages are the environment's too (a task's prompt built from a file, a tool's first dump):
+    # cut to the same bound as every later observation, with the same note, counted the same way.
+    state = _bounded_observations(state, 0, env, "start")
     return state.evolve(
         run_id=run_id,
         step=step,
@@ -255,8 +258,9 @@ _CUT_NOTE_CHARS = 200  # the note is at most this long: where episode_metrics lo
 
 
 def _bounded_observations(new: EpisodeState, added_from: int, env: Environment, hook: str) -> EpisodeState:
-    """``new`` with every message its hook added (from ``added_from`` on) cut to the environment's
-    ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it gave."""
+    """``new`` with every message its hook added (from ``added_from`` on; ``start``'s opening messages from 0) cut to
+    the environment's ``max_observation_chars``, a note at the end of each cut one naming the hook and the length it
+    gave."""
     limit = getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
     problem = observation_limit_problem(limit)
     if problem:  # an environment used without check_environment: its rollouts say why
