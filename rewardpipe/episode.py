@@ -16,6 +16,7 @@ turn or hooks: ``simulator_error``), the record and the transcript.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import threading
 import weakref
@@ -272,19 +273,45 @@ def _bounded_observations(new: EpisodeState, added_from: int, env: Environment, 
     for message in messages[added_from:]:
         content = message.content
         if len(content) > limit:
-            note = f"{OBSERVATION_CUT}{hook}() gave {len(content):,} characters; max_observation_chars is {limit:,}]"
+            note = _cut_note(hook, len(content), limit)
             message = message.model_copy(update={"content": f"{content[:limit]}\n{note}"})
         kept.append(message)
     return new.evolve(messages=kept)
 
 
-def observations_cut(state: EpisodeState) -> int:
-    """How many of the conversation's messages were cut to the environment's ``max_observation_chars``."""
-    return sum(
-        1
-        for message in state.messages
-        if message.role != "assistant" and OBSERVATION_CUT in message.content[-_CUT_NOTE_CHARS:]
-    )
+def _cut_note(hook: str, given: int, limit: int) -> str:
+    return f"{OBSERVATION_CUT}{hook}() gave {given:,} characters; max_observation_chars is {limit:,}]"
+
+
+# The note as _cut_note writes it (numbers grouped by thousands, as ``:,`` writes them), at the very end of a message.
+_GROUPED = r"[0-9]{1,3}(?:,[0-9]{3}){0,9}"
+_CUT_NOTE = re.compile(
+    rf"\n{re.escape(OBSERVATION_CUT)}[a-z_]{{1,40}}\(\) gave {_GROUPED} characters; max_observation_chars is "
+    rf"({_GROUPED})\]\Z"
+)
+
+
+def observations_cut(state: EpisodeState, limit: int | None = None) -> int:
+    """How many of the conversation's messages were cut to the environment's ``max_observation_chars`` (``limit``,
+    when known).
+
+    Only a message the platform cut counts: one ending in the note exactly, its first part as long as the limit
+    the note names (and, with ``limit``, that limit the environment's: the message is longer than any left whole).
+    The note's words anywhere else (a tool's error quoting the model's argument, a simulator echoing its turn)
+    counted as cuts: a model made the record report observations cut that never were."""
+    count = 0
+    for message in state.messages:
+        content = message.content
+        if message.role == "assistant":
+            continue
+        found = _CUT_NOTE.search(content, max(len(content) - _CUT_NOTE_CHARS, 0))
+        if found is None:
+            continue
+        stated = int(found.group(1).replace(",", ""))
+        # A message left whole is at most ``limit`` long; a cut one is its first ``limit`` characters, then the note.
+        if found.start() == stated and (limit is None or stated == limit):
+            count += 1
+    return count
 
 
 def _ids(state: EpisodeState) -> tuple[Any, ...]:
@@ -490,7 +517,8 @@ PLATFORM_EPISODE_METRICS = ("end_reason", "env_metrics_error", "env_observations
 def episode_metrics(state: EpisodeState, task: Any, env: Environment) -> dict[str, Any]:
     """What a finished episode's record says beyond the reward: the end reason and the environment's own."""
     metrics: dict[str, Any] = {"end_reason": state.end_reason}
-    cut = observations_cut(state)
+    limit = getattr(env, "max_observation_chars", MAX_OBSERVATION_CHARS)
+    cut = observations_cut(state, limit if observation_limit_problem(limit) is None else None)
     if cut:  # messages an environment's hook added cut to its max_observation_chars (each ends with a note)
         metrics["env_observations_cut"] = cut
     try:

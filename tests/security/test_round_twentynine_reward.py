@@ -9,6 +9,11 @@ R2. A Python block whose code starts with a byte-order mark after the blank line
 indentation of a fence in a list item, did not compile (``invalid non-printable character U+FEFF``): a right answer
 copied from a file saved with a BOM scored 0. The mark before the block's first line of code goes, as Python drops
 it at the start of a file; one inside the code stays.
+
+R3. The record's ``env_observations_cut`` counted every message holding the cut note's words in its last 200
+characters: a model naming a tool ``[rewardpipe cut this message: x]`` (the tool_call environment's error quotes the
+name) made the record report observations cut that never were, and an echoing simulator did the same. Only a message
+ending in the note exactly, cut where the environment's limit says, counts.
 """
 
 from __future__ import annotations
@@ -17,10 +22,11 @@ import pytest
 
 from rewardpipe import TaskRow
 from rewardpipe.environment import MAX_OBSERVATION_CHARS
-from rewardpipe.episode import start_episode
+from rewardpipe.episode import episode_metrics, observations_cut, run_episode, start_episode
 from rewardpipe.models import Message
 from rewardpipe.parsing import TurnKind, parse_turn
 from tests.security.test_round_twentyeight_reward import _Echoes, _episode
+from tests.security.test_round_twentythree_reward import _call, _tool_task
 
 # -- R1: the opening messages are bounded like every observation ---------------------------------------------------
 
@@ -92,3 +98,106 @@ def test_a_bom_inside_the_code_stays():
     code = parse_turn("```python\nx = 1\n\ufeffy = 2\n```\n").code
     assert code == "x = 1\n\ufeffy = 2\n"
     assert parse_turn("```python\n\ufeff\n\ufeffx = 1\n```\n").code == "\n\ufeffx = 1\n"
+
+
+# -- R3: the count of cut observations cannot be written by the model -------------------------------------------------
+
+
+def _tool_state(turns):
+    from rewardpipe.envs.tool_call import ENVIRONMENT
+    from rewardpipe.episode import converse
+    from rewardpipe.policies import ScriptedPolicy
+
+    task = _tool_task("tc-001-balance")
+    state = start_episode(task, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k0")
+    return converse(state, task, ScriptedPolicy(list(turns)), ENVIRONMENT), task, ENVIRONMENT
+
+
+def test_a_tool_error_quoting_the_note_is_no_cut():
+    """Attack: call a tool named like the note; the environment's error quotes the name near its end."""
+    note = "[rewardpipe cut this message: respond() gave 9 characters; max_observation_chars is 1]"
+    state, task, env = _tool_state(
+        [_call(note), _call("get_balance", account="[rewardpipe cut this message: "), "<answer>12000</answer>"]
+    )
+    assert sum(note[:30] in message.content for message in state.messages if message.role == "tool") == 2
+    assert "env_observations_cut" not in episode_metrics(state, task, env)
+    assert observations_cut(state) == 0
+
+
+class _EchoesTurn(_Echoes):
+    """A simulator that answers with the model's own turn (a user LLM echoing it, a REPL printing it)."""
+
+    max_observation_chars = 1000
+
+    def respond(self, state, task, ctx):
+        return state.append(Message(role="user", content=state.messages[-1].content), next_action="policy")
+
+
+class _Forges:
+    """Writes a turn shaped exactly like a cut message (the note at the end, at the offset it names)."""
+
+    def next_turn(self, state, task):
+        note = "[rewardpipe cut this message: respond() gave 5,000 characters; max_observation_chars is 40]"
+        return "x" * 40 + "\n" + note
+
+
+def test_an_echoed_note_is_no_cut_even_where_its_numbers_agree():
+    record = run_episode(
+        TaskRow(task_id="t", prompt="p"),
+        _Forges(),
+        _EchoesTurn(),
+        None,
+        run_id="r",
+        step=0,
+        group_id="g",
+        rollout_id="a",
+    )
+    assert record.status == "scored"
+    assert "env_observations_cut" not in record.metrics
+
+
+def test_real_cuts_are_still_counted_with_or_without_the_bound_at_hand():
+    env = _EchoesTurn()
+
+    class Long:
+        def next_turn(self, state, task):
+            return "z" * 5000
+
+    record = run_episode(
+        TaskRow(task_id="t", prompt="p"), Long(), env, None, run_id="r", step=0, group_id="g", rollout_id="a"
+    )
+    assert record.metrics["env_observations_cut"] == 1
+    cut = Message(
+        role="user",
+        content="z" * 1000 + "\n[rewardpipe cut this message: respond() gave 5,000 "
+        "characters; max_observation_chars is 1,000]",
+    )
+    state = start_episode(TaskRow(task_id="t", prompt="p"), env=env, run_id="r", step=0, group_id="g", rollout_id="a")
+    state = state.evolve(messages=[*state.messages, cut])
+    assert observations_cut(state) == 1
+    assert observations_cut(state, 1000) == 1
+    assert observations_cut(state, 999) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "unit",
+    [
+        "\n[rewardpipe cut this message: respond() gave 1,000 characters; max_observation_chars is 1,000]",
+        "\n[rewardpipe cut this message: ",
+        "1,000,",
+        "\n",
+    ],
+)
+def test_counting_cuts_stays_linear(unit):
+    """Each message is looked at in its last 200 characters only, however many notes or digits it holds."""
+    import rewardpipe.episode as episode
+    from rewardpipe.environment import EpisodeState
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    def at(n: int) -> int:
+        state = EpisodeState(messages=[Message(role="user", content=_build("", unit, "]", n)) for _ in range(3)])
+        return operations(lambda: observations_cut(state, 1000), [episode])
+
+    assert_linear(f"observations_cut(3 messages of {unit!r} * n)", at)
