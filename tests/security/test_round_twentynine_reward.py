@@ -14,6 +14,11 @@ R3. The record's ``env_observations_cut`` counted every message holding the cut 
 characters: a model naming a tool ``[rewardpipe cut this message: x]`` (the tool_call environment's error quotes the
 name) made the record report observations cut that never were, and an echoing simulator did the same. Only a message
 ending in the note exactly, cut where the environment's limit says, counts.
+
+R4. tool_call compared a final answer as written: ``<answer>**12000**</answer>`` (bold, as models mark what was
+asked), ``<answer>`12000`</answer>``, full-width digits and a zero-width space scored the goal missed against
+``12000``. Emphasis, code marks and quotes around the whole answer, full-width forms and invisible format characters
+are read through; what lies between is compared as before (``7²`` is not ``72``).
 """
 
 from __future__ import annotations
@@ -26,7 +31,7 @@ from rewardpipe.episode import episode_metrics, observations_cut, run_episode, s
 from rewardpipe.models import Message
 from rewardpipe.parsing import TurnKind, parse_turn
 from tests.security.test_round_twentyeight_reward import _Echoes, _episode
-from tests.security.test_round_twentythree_reward import _call, _tool_task
+from tests.security.test_round_twentythree_reward import _call, _tool_play, _tool_task
 
 # -- R1: the opening messages are bounded like every observation ---------------------------------------------------
 
@@ -201,3 +206,51 @@ def test_counting_cuts_stays_linear(unit):
         return operations(lambda: observations_cut(state, 1000), [episode])
 
     assert_linear(f"observations_cut(3 messages of {unit!r} * n)", at)
+
+
+# -- R4: a final answer wrapped in Markdown is the answer --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<answer>**12000**</answer>",
+        "<answer>`12000`</answer>",
+        "<answer>*12000*.</answer>",
+        "<answer>__12000__</answer>",
+        '<answer>"12000"</answer>',
+        "<answer>\uff11\uff12\uff10\uff10\uff10</answer>",  # full-width digits
+        "<answer>\u200b12000\u200d</answer>",  # zero-width characters
+        "<answer>\ufeff12000</answer>",
+    ],
+)
+def test_a_right_answer_in_markdown_or_full_width_reaches_the_goal(answer):
+    task = _tool_task("tc-001-balance")
+    components = _tool_play(task, [_call("get_balance", account="checking"), answer])
+    assert components["goal_reached"] == 1.0
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "<answer>**1200**</answer>",
+        "<answer>`12000 or 13000`</answer>",
+        "<answer>12000²</answer>",
+        "<answer>**12**000</answer>",
+        "<answer>**</answer>",
+        "<answer>120\u200b00 cents</answer>",
+    ],
+)
+def test_a_wrong_answer_stays_wrong_however_it_is_wrapped(answer):
+    task = _tool_task("tc-001-balance")
+    components = _tool_play(task, [_call("get_balance", account="checking"), answer])
+    assert components["goal_reached"] == 0.0
+
+
+def test_a_named_answer_in_bold_or_full_width_is_the_name():
+    from rewardpipe.envs.tool_call.tasks import normalise_answer
+
+    assert (
+        normalise_answer("**Gizmo**") == normalise_answer("gizmo") == normalise_answer("\uff27\uff49\uff5a\uff4d\uff4f")
+    )
+    assert normalise_answer("7\u00b2") != normalise_answer("72")
