@@ -19,6 +19,10 @@ R4. tool_call compared a final answer as written: ``<answer>**12000**</answer>``
 asked), ``<answer>`12000`</answer>``, full-width digits and a zero-width space scored the goal missed against
 ``12000``. Emphasis, code marks and quotes around the whole answer, full-width forms and invisible format characters
 are read through; what lies between is compared as before (``7²`` is not ``72``).
+
+R5. wordle read a guess set off the same ways (``<guess>**crane**</guess>``, a code span, quotes, a final period,
+full-width letters, a zero-width space) as a malformed turn: no feedback, no guess, ``format_ok`` down, though the
+word was five plain letters. It is read as tool_call reads an answer (one function for both); still five letters.
 """
 
 from __future__ import annotations
@@ -254,3 +258,45 @@ def test_a_named_answer_in_bold_or_full_width_is_the_name():
         normalise_answer("**Gizmo**") == normalise_answer("gizmo") == normalise_answer("\uff27\uff49\uff5a\uff4d\uff4f")
     )
     assert normalise_answer("7\u00b2") != normalise_answer("72")
+
+
+# -- R5: a guess in Markdown or full-width letters is the guess -------------------------------------------------------
+
+
+def _wordle(turns):
+    from rewardpipe.envs.wordle import ENVIRONMENT, WORDLE, WordleTask
+    from rewardpipe.episode import converse
+    from rewardpipe.policies import ScriptedPolicy
+
+    game = WordleTask(task_id="w", prompt="Guess.", answer="crane")
+    state = start_episode(game, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="k")
+    state = converse(state, game, ScriptedPolicy(list(turns)), ENVIRONMENT)
+    return state, WORDLE.score(state.messages, task=game, state=state).components
+
+
+@pytest.mark.parametrize(
+    "guess",
+    [
+        "**slate**",
+        "`slate`",
+        '"slate"',
+        "slate.",
+        "*Slate*.",
+        "\uff53\uff4c\uff41\uff54\uff45",  # full-width
+        "sl\u200bate",
+        "\ufeffslate",
+    ],
+)
+def test_a_guess_set_off_in_markdown_or_full_width_is_the_guess(guess):
+    """Honest shapes a chat model writes (bold, code, quotes, a sentence's period, a CJK input method's letters):
+    each was a malformed turn (no feedback, no guess, format_ok down) though the word was plain."""
+    state, components = _wordle([f"<guess>{guess}</guess>", "<guess>crane</guess>"])
+    assert state.guesses == ["slate", "crane"]
+    assert components["solved"] == 1.0 and components["format_ok"] == 1.0
+
+
+@pytest.mark.parametrize("guess", ["**slates**", "sl*te", "s l a t e", "sl\u00e2te", "**sl**ate", "slat\u00b2"])
+def test_what_is_no_five_letter_word_stays_malformed(guess):
+    state, components = _wordle([f"<guess>{guess}</guess>", "<guess>crane</guess>"])
+    assert state.turn_results == ["malformed", "solved"]
+    assert components["format_ok"] == 0.5

@@ -9,7 +9,6 @@ rows are never shipped with the code.
 
 from __future__ import annotations
 
-import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +16,7 @@ from pydantic import ConfigDict, Field, model_validator
 
 from rewardpipe.deferred import DeferredModel
 from rewardpipe.environment import TaskRow
+from rewardpipe.tagged import plain_content
 
 BUNDLED_TASKS = Path(__file__).resolve().parents[2] / "data" / "tool_call_tasks.jsonl"
 
@@ -47,26 +47,12 @@ class ToolCallTask(TaskRow):
         return self
 
 
-#: What may wrap a whole answer without being part of it: Markdown emphasis and code (``**7**``, ```7```), quotes.
-_WRAPPING = "*_`\"'\u201c\u201d\u2018\u2019"
-
-
-# Full-width forms (what a CJK input method types: ``７``, ``Ｇｉｚｍｏ``) as the ASCII they stand for. Not NFKC: it
-# reads a superscript as a digit, and ``7²`` (49) would then be the answer ``72``.
-_FULL_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
-
-
 def normalise_answer(text: Any) -> str:
-    """How answers are compared: full-width forms read as ASCII (``７`` is ``7``), invisible format
-    characters (a zero-width space, a BOM) dropped, trimmed, Markdown emphasis, code marks and quotes around the
-    whole answer dropped, case-folded, inner spaces collapsed, a final period dropped. Applied to both sides alike.
+    """How answers are compared: read as :func:`rewardpipe.tagged.plain_content` reads a tag's content (full-width
+    forms as ASCII, invisible format characters dropped, Markdown emphasis, code marks and quotes around the whole
+    answer dropped), case-folded, inner spaces collapsed, a final period dropped. Applied to both sides alike.
 
     An honest ``<answer>**7**</answer>`` (a model bolding what it was asked for) or ``<answer>`7`</answer>`` scored
     the goal missed against ``7``; what lies between the marks is compared as before, so nothing wrong is made right.
     """
-    folded = str(text).translate(_FULL_WIDTH)
-    visible = "".join(char for char in folded if unicodedata.category(char) != "Cf")
-    answer = " ".join(visible.casefold().split()).rstrip(".").strip()
-    if answer and answer[0] in _WRAPPING and answer[-1] in _WRAPPING:  # one pass: "**7.**", "`7`", "\"7\""
-        answer = answer.strip(_WRAPPING + " ").rstrip(".").rstrip()
-    return answer
+    return " ".join(plain_content(str(text)).casefold().split()).rstrip(".").strip()

@@ -3,10 +3,11 @@
 **The guess format.** A turn guesses by writing the word between ``<guess>`` and ``</guess>`` (any case, e.g.
 ``I'll try <guess>crane</guess>``). When a turn holds several complete tags, the **last one wins**: a model
 that reasons about candidates before committing commits last, and the feedback names the word it judged, so
-the model always sees which one counted. The word must be exactly five ASCII letters (surrounding spaces
-are ignored, case is not significant); anything else (no tag, an unclosed tag, ``<guess>cranes</guess>``,
-``<guess>cr4ne</guess>``) is a *malformed* turn: the environment answers it with a format reminder, and it uses
-no guess.
+the model always sees which one counted. The word must be exactly five ASCII letters (surrounding spaces,
+Markdown emphasis, code marks or quotes around it, a final period, full-width forms and invisible format
+characters are read through, as :func:`rewardpipe.tagged.plain_content` reads them; case is not significant);
+anything else (no tag, an unclosed tag, ``<guess>cranes</guess>``, ``<guess>cr4ne</guess>``) is a *malformed*
+turn: the environment answers it with a format reminder, and it uses no guess.
 
 Parsing is linear in the turn's length (:func:`rewardpipe.tagged.tagged_spans`), whatever the model writes.
 
@@ -25,7 +26,7 @@ from enum import Enum
 from functools import lru_cache
 from pathlib import Path
 
-from rewardpipe.tagged import tagged_spans
+from rewardpipe.tagged import plain_content, tagged_spans
 
 WORD_LENGTH = 5
 GUESS_TAG = "guess"
@@ -71,7 +72,7 @@ def parse_guess(text: str) -> ParsedGuess:
     start, end = scan.spans[-1]
     if end - start > MAX_GUESS_CONTENT:
         return ParsedGuess(None, GuessProblem.NOT_FIVE_LETTERS, len(scan.spans))
-    word = text[start:end].strip()
+    word = plain_content(text[start:end])
     if not is_word_shape(word):
         return ParsedGuess(None, GuessProblem.NOT_FIVE_LETTERS, len(scan.spans))
     return ParsedGuess(word.lower(), None, len(scan.spans))
