@@ -3,7 +3,9 @@
 The rules (documented in the README, each covered by tests):
 
 1. Code is the content of *fenced* blocks (three or more backticks or tildes, closed by a fence of the same
-   character at least as long). A fence may be indented (models nest blocks in list items); the block's
+   character at least as long, indented at most three columns more than the opening one, as Markdown has it: a
+   fence line indented further, such as a Markdown example in a docstring, is the code's; in a turn that closes a
+   block no other way, any fence line closes). A fence may be indented (models nest blocks in list items); the block's
    lines lose that indentation so the code still parses (counted in columns, a tab reaching the next multiple
    of four, as Markdown counts it, so tabs and spaces may differ between the fence and the code). A
    byte-order mark before a fence or before a block's first line of code (after blank lines, before or after
@@ -136,6 +138,7 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
     # Markdown and Python break lines only at \n, \r\n and \r; str.splitlines() also breaks at form feed,
     # NEL, U+2028 and other separators, which may sit raw inside a string literal of the code.
     lines = _LINE_BREAK.split(text)
+    lenient = False  # whether a closing fence may be indented any amount (see _block_end)
     i = 0
     while i < len(lines):
         opening = _fence_opening(lines[i])
@@ -149,10 +152,13 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         body: list[str] = []
         started = False  # whether the block's code has begun (a line that is not blank)
         i += 1
-        while i < len(lines):
-            closing = lines[i].strip()
-            if closing.startswith(fence) and not closing.strip(fence[0]):
-                break
+        end = _block_end(lines, i, fence, indent, not lenient)
+        if end == len(lines) and not lenient:
+            # No closing fence as Markdown places one: this writer indents them further (a sloppy list item), so
+            # from here on any fence line closes (at most one scan of the rest of the turn is spent finding out).
+            lenient = True
+            end = _block_end(lines, i, fence, indent, False)
+        while i < end:
             line = lines[i]
             if not started and line.strip():
                 # The code's first line: a byte-order mark before it (before or after the fence's indentation,
@@ -169,6 +175,23 @@ def _split_fences(text: str) -> tuple[list[tuple[str, str]], list[str]]:
         blocks.append((info, "\n".join(body)))
     prose.append("\n".join(current))
     return blocks, prose
+
+
+def _block_end(lines: list[str], start: int, fence: str, indent: int, strict: bool) -> int:
+    """The index of the line closing a block opened by ``fence`` (indented ``indent`` columns) whose body starts at
+    ``start``, or ``len(lines)`` for a block left open. A closing fence is the fence's character, at least as many.
+    ``strict``: indented at most three columns more than the opening one, as Markdown has it; a fence line indented
+    further is the code's (a Markdown example in an indented docstring: ``    ```""). Without it, any indentation."""
+    for index in range(start, len(lines)):
+        line = lines[index]
+        closing = line.strip()
+        if (
+            closing.startswith(fence)
+            and not closing.strip(fence[0])
+            and (not strict or _columns(line[: len(line) - len(line.lstrip(" \t"))]) <= indent + 3)
+        ):
+            return index
+    return len(lines)
 
 
 def _fence_opening(line: str) -> tuple[int, str, str] | None:

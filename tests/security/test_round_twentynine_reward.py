@@ -23,6 +23,11 @@ are read through; what lies between is compared as before (``7²`` is not ``72``
 R5. wordle read a guess set off the same ways (``<guess>**crane**</guess>``, a code span, quotes, a final period,
 full-width letters, a zero-width space) as a malformed turn: no feedback, no guess, ``format_ok`` down, though the
 word was five plain letters. It is read as tool_call reads an answer (one function for both); still five letters.
+
+R6. A closing fence could be indented any amount: a right answer whose docstring shows a Markdown example (its
+fences indented with the docstring) was cut at the example's first fence and did not compile. A closing fence is
+indented at most three columns more than the opening one, as Markdown has it; a turn that closes no block that way
+(a writer indenting every closing fence further) still closes at any fence line, found in one scan.
 """
 
 from __future__ import annotations
@@ -300,3 +305,66 @@ def test_what_is_no_five_letter_word_stays_malformed(guess):
     state, components = _wordle([f"<guess>{guess}</guess>", "<guess>crane</guess>"])
     assert state.turn_results == ["malformed", "solved"]
     assert components["format_ok"] == 0.5
+
+
+# -- R6: a fence line indented inside the code is the code's -------------------------------------------------------
+
+DOCSTRING_EXAMPLE = '''Here it is:
+```python
+def add(a, b):
+    """Add two numbers.
+
+    Example:
+    ```
+    add(1, 2)  # 3
+    ```
+    """
+    return a + b
+```
+Done.'''
+
+
+def test_a_markdown_example_in_a_docstring_is_part_of_the_code():
+    """An honest answer whose docstring shows an example fenced in Markdown (indented with the docstring): the
+    example's fences closed the block, the code lost its body and did not compile (0 for a right answer). A closing
+    fence is indented at most three columns more than the opening one, as Markdown has it."""
+    parsed = parse_turn(DOCSTRING_EXAMPLE)
+    assert parsed.kind is TurnKind.COMMIT
+    namespace: dict = {}
+    exec(compile(parsed.code, "<turn>", "exec"), namespace)
+    assert namespace["add"](1, 2) == 3
+    assert "add(1, 2)  # 3" in namespace["add"].__doc__
+
+
+@pytest.mark.parametrize(
+    ("turn", "kind", "code"),
+    [
+        # a writer who indents every closing fence further still has them close (nothing else would)
+        ("Steps:\n```python\nx = 1\n    ```\nDoes this work?", TurnKind.QUESTION, "x = 1\n"),
+        (
+            "- a:\n  ```python\n  x = 1\n      ```\n- b:\n  ```python\n  y = 2\n      ```\nok",
+            TurnKind.COMMIT,
+            "x = 1\n\ny = 2\n",
+        ),
+        # a list item's fence closes at its own indentation, and at less
+        ("1. x\n   ```python\n   x = 1\n   ```\nok?", TurnKind.QUESTION, "x = 1\n"),
+        ("1. x\n   ```python\n   x = 1\n```\nok", TurnKind.COMMIT, "x = 1\n"),
+    ],
+)
+def test_closing_fences_written_as_before_still_close(turn, kind, code):
+    parsed = parse_turn(turn)
+    assert (parsed.kind, parsed.code) == (kind, code)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", ["```\n    ```\n", "```python\nx\n        ```\n", "~~~\n    ~~~\n```\n", "    ```\n"])
+def test_finding_closing_fences_stays_linear(unit):
+    """A turn whose closing fences are all indented further is scanned to its end once, not once a block."""
+    import rewardpipe.parsing as parsing
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    assert_linear(
+        f"parse_turn({unit!r} * n)",
+        lambda n: operations(lambda: parsing.parse_turn.__wrapped__(_build("```python\n", unit, "", n)), [parsing]),
+    )
