@@ -436,8 +436,23 @@ def run(
     else:
         _print_run_summary(run_id, out_dir, reports, all_alarms)
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
-    if plot_failed:
+    if unknown:
+        _report_unknown_tasks(Counter(str(u.task_id) for u in unknown), tasks)
+    if plot_failed or unknown:
         raise typer.Exit(1)
+
+
+def _report_unknown_tasks(unknown: Counter[str], tasks: Path | None) -> None:
+    """A rollout naming a task the task file does not hold is stored as an ``unknown_task`` error record, and,
+    like a bad line, is an input problem the exit status (1) reports: every rollout of a wrong ``--tasks``
+    file came out an error record while the command said nothing and exited 0."""
+    count = sum(unknown.values())
+    names = ", ".join(repr(printable(name[:80])) for name in list(unknown)[:5])
+    more = f" (and {len(unknown) - 5} more)" if len(unknown) > 5 else ""
+    error_line(
+        f"{count} rollout(s) name a task that {tasks or 'no task file'} does not hold: {names}{more}; they are "
+        f"stored as unknown_task error records (the right --tasks file?)"
+    )
 
 
 def _refuse_unscripted_tasks(env: Any, tasks: list[Any]) -> None:
@@ -610,7 +625,8 @@ def score(
     ),
 ) -> None:
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
-    A bad line is reported and skipped; the rest are scored (exit 1).
+    A bad line is reported and skipped; the rest are scored (exit 1). A rollout naming a task not in --tasks is
+    stored as an unknown_task error record and reported (exit 1).
 
     The file is streamed: ``--batch-size`` lines at a time are read, executed, scored, written and printed, so
     memory does not grow with the file (only the set of ids seen, to refuse repeats).
@@ -676,6 +692,7 @@ def score(
     transcripts = writer.write_transcript  # a transcript the store refuses is spilled beside the records
     scored = errors = bad_lines = skipped = 0
     error_kinds: Counter[str] = Counter()
+    unknown_tasks: Counter[str] = Counter()  # task id -> rollouts naming it that the task file does not hold
     first_error: list[str] = []  # the first error record, as an example for the summary
     lazy_executor: list[Any] = []
 
@@ -723,6 +740,8 @@ def score(
                 errors += 1
                 if record.error is not None:
                     error_kinds[record.error.kind] += 1
+                    if record.error.kind == "unknown_task":
+                        unknown_tasks[str(record.task_id)] += 1
                     if not first_error:
                         first_error.append(f"{record.rollout_id}: {record.error.message}")
             if as_json:
@@ -775,7 +794,9 @@ def score(
             kinds = ", ".join(f"{kind} {count}" for kind, count in error_kinds.most_common())
             sys.stdout.write(printable(f"errors: {kinds}; e.g. {first_error[0]}") + "\n")
     exit_for_losses(writer, 0, resume=_resume_hint("score", run_id, out_dir))
-    if bad_lines:
+    if unknown_tasks:
+        _report_unknown_tasks(unknown_tasks, tasks)
+    if bad_lines or unknown_tasks:
         raise typer.Exit(1)
 
 
