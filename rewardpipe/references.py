@@ -212,6 +212,72 @@ def load(reference: str, group: str, builtins: dict[str, str], *, allow_files: b
     return load_import_reference(reference), reference
 
 
+def meant_reference(reference: str | None, what: str) -> str | None:
+    """What to say when the short name ``reference`` names no registered environment or reward (``what``) but an
+    importable module holding one (``--env animals_env`` under ``PYTHONPATH=.``, the package `rewardpipe init`
+    wrote before its ``pip install``), or is Python's dotted path to one (``animals_env.ENVIRONMENT``, where a
+    reference has a colon): the reference it was meant to be. None when it is neither (the caller's "unknown
+    name" advice stands). A standard-library name is never imported (``--env this`` would print)."""
+    from rewardpipe.environment import Environment
+    from rewardpipe.rewards.base import Reward
+
+    name = reference.strip() if isinstance(reference, str) else ""
+    if not name or ":" in name or name.endswith(".py") or not all(p.isidentifier() for p in name.split(".")):
+        return None
+    resolve = resolve_environment if what == "environment" else resolve_reward
+    kind = Environment if what == "environment" else Reward
+    module_name, _, attribute = name.rpartition(".")
+    for module_path, attributes in ((name, None), (module_name, [attribute])):
+        if not module_path or module_path.partition(".")[0] in sys.stdlib_module_names:
+            continue
+        try:
+            if importlib.util.find_spec(module_path) is None:
+                continue
+        except Exception:  # noqa: BLE001 - its package does not import, or is no package: no such module
+            continue
+        try:
+            module = importlib.import_module(module_path)
+        except Exception as exc:  # noqa: BLE001 - the module is there: what keeps it from importing is the answer
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            return (
+                f"'{name}' is not a registered {what} name, and the module '{module_path}' it names failed to "
+                f"import: {type(exc).__name__}: {first}"
+            )
+        found = []
+        for attr in attributes or sorted(vars(module)):
+            value = getattr(module, attr, None)
+            if attr.startswith("_") or not (isinstance(value, kind) or attributes):
+                continue
+            try:
+                resolve(f"{module_path}:{attr}")
+            except ReferenceProblem:
+                continue
+            found.append(f"{module_path}:{attr}")
+        if found:
+            named = " or ".join(found[:3]) + (f" (or {len(found) - 3} more)" if len(found) > 3 else "")
+            if attributes is None:
+                return (
+                    f"'{name}' is a module, not a registered {what} name: give the {what} in it, {named} "
+                    f"(package.module:ATTR; a short name is one your package's pyproject.toml registers, then pip "
+                    f"install -e .)"
+                )
+            return f"'{name}' is Python's dotted path, not a reference: give {named} (package.module:ATTR, a colon)"
+    return None
+
+
+def _load_hinted(reference: Any, group: str, builtins: dict[str, str], *, allow_files: bool) -> tuple[Any, str]:
+    """:func:`load`, its "unknown name" replaced by :func:`meant_reference`'s advice when the name is a module
+    (or Python's dotted path to an object) that holds one: every loader, the CLI's and the Python adapters',
+    says the same."""
+    try:
+        return load(reference, group, builtins, allow_files=allow_files)
+    except ReferenceProblem:
+        hint = meant_reference(reference, _what(group)) if isinstance(reference, str) else None
+        if hint is None:
+            raise
+        raise ReferenceProblem(hint) from None
+
+
 def resolve_reward(reference: Any, weights: Any = None, *, allow_files: bool = True) -> Any:
     """The :class:`rewardpipe.Reward` a reference names (a Reward passes through), with ``weights``
     overriding component weights by name."""
@@ -221,7 +287,7 @@ def resolve_reward(reference: Any, weights: Any = None, *, allow_files: bool = T
 
     if isinstance(reference, Reward):
         return reference.with_weights(weights)
-    value, _ = load(reference, REWARD_GROUP, BUILTIN_REWARDS, allow_files=allow_files)
+    value, _ = _load_hinted(reference, REWARD_GROUP, BUILTIN_REWARDS, allow_files=allow_files)
     if isinstance(value, Reward):
         return value.with_weights(weights)
     if isinstance(value, Component):
@@ -240,7 +306,7 @@ def resolve_environment(reference: Any, *, allow_files: bool = True) -> Any:
 
     if isinstance(reference, Environment):
         return check_environment(reference)
-    value, _ = load(reference, ENVIRONMENT_GROUP, BUILTIN_ENVIRONMENTS, allow_files=allow_files)
+    value, _ = _load_hinted(reference, ENVIRONMENT_GROUP, BUILTIN_ENVIRONMENTS, allow_files=allow_files)
     try:
         return check_environment(value)
     except (TypeError, ValueError) as exc:

@@ -19,6 +19,7 @@ import typer
 
 from rewardpipe.cli.application import error_line, fail, note, usage_fail
 from rewardpipe.models import InputFileError, Record, RunManifest
+from rewardpipe.references import meant_reference as meant_reference  # its home until round twenty-nine
 from rewardpipe.safe_text import escape_lone_surrogates
 
 DEFAULT_ENV = "ask_before_coding"  # the environment --env names when it is not given
@@ -142,70 +143,13 @@ def environment_or_fail(reference: str, options: dict[str, str] | None = None) -
     try:
         env = resolve_environment(reference)
     except ReferenceProblem as exc:
-        usage_fail(f"--env {meant_reference(reference, 'environment') or exc}")
+        usage_fail(f"--env {exc}")  # a module named where a reference was meant: references.meant_reference
     if options:
         try:
             env = env.configure(**options)
         except (TypeError, ValueError) as exc:
             usage_fail(f"--env-option: {exc}")
     return env
-
-
-def meant_reference(reference: str | None, what: str) -> str | None:
-    """What to say when the short name ``reference`` names no registered environment or reward (``what``) but an
-    importable module holding one (``--env animals_env`` under ``PYTHONPATH=.``, the package `rewardpipe init`
-    wrote before its ``pip install``), or is Python's dotted path to one (``animals_env.ENVIRONMENT``, where a
-    reference has a colon): the reference it was meant to be. None when it is neither (the caller's "unknown
-    name" advice stands). A standard-library name is never imported (``--env this`` would print)."""
-    import importlib
-    import importlib.util
-    import sys
-
-    from rewardpipe import Environment, Reward
-    from rewardpipe.references import ReferenceProblem, resolve_environment, resolve_reward
-
-    name = reference.strip() if isinstance(reference, str) else ""
-    if not name or ":" in name or name.endswith(".py") or not all(p.isidentifier() for p in name.split(".")):
-        return None
-    resolve = resolve_environment if what == "environment" else resolve_reward
-    kind = Environment if what == "environment" else Reward
-    module_name, _, attribute = name.rpartition(".")
-    for module_path, attributes in ((name, None), (module_name, [attribute])):
-        if not module_path or module_path.partition(".")[0] in sys.stdlib_module_names:
-            continue
-        try:
-            if importlib.util.find_spec(module_path) is None:
-                continue
-        except Exception:  # noqa: BLE001 - its package does not import, or is no package: no such module
-            continue
-        try:
-            module = importlib.import_module(module_path)
-        except Exception as exc:  # noqa: BLE001 - the module is there: what keeps it from importing is the answer
-            first = str(exc).splitlines()[0] if str(exc) else ""
-            return (
-                f"'{name}' is not a registered {what} name, and the module '{module_path}' it names failed to "
-                f"import: {type(exc).__name__}: {first}"
-            )
-        found = []
-        for attr in attributes or sorted(vars(module)):
-            value = getattr(module, attr, None)
-            if attr.startswith("_") or not (isinstance(value, kind) or attributes):
-                continue
-            try:
-                resolve(f"{module_path}:{attr}")
-            except ReferenceProblem:
-                continue
-            found.append(f"{module_path}:{attr}")
-        if found:
-            named = " or ".join(found[:3]) + (f" (or {len(found) - 3} more)" if len(found) > 3 else "")
-            if attributes is None:
-                return (
-                    f"'{name}' is a module, not a registered {what} name: give the {what} in it, {named} "
-                    f"(package.module:ATTR; a short name is one your package's pyproject.toml registers, then pip "
-                    f"install -e .)"
-                )
-            return f"'{name}' is Python's dotted path, not a reference: give {named} (package.module:ATTR, a colon)"
-    return None
 
 
 def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) -> Any:
@@ -219,7 +163,7 @@ def reward_or_fail(reference: str | None, weight: list[str], env: Any = None) ->
             return env.reward.with_weights(weights)
         return resolve_reward(reference, weights)
     except ReferenceProblem as exc:
-        usage_fail(f"--reward {meant_reference(reference, 'reward') or exc}")
+        usage_fail(f"--reward {exc}")
     except ValueError as exc:
         usage_fail(str(exc))
 

@@ -5,6 +5,9 @@ API, and the store's paths as the commands print them."""
 from __future__ import annotations
 
 import json
+import sys
+
+import pytest
 
 from rewardpipe.store import LocalStore
 from tests.cli.conftest import make_task, write_jsonl
@@ -56,3 +59,70 @@ def test_replaying_rollouts_of_tasks_not_in_the_task_file_exits_1(cli, tmp_path)
     assert result.exit_code == 1, result.output
     assert "name a task" in result.stderr and "'mul'" in result.stderr
     assert [r.error.kind for r in LocalStore(out).iter_records("r")] == ["unknown_task"]
+
+
+# (b) the Python adapters name the reference a module stood for, as the CLI does
+
+MODULE = """
+from rewardpipe import Reward, component
+
+
+@component(range=(0, 1), role="outcome")
+def always(completion):
+    return 1.0
+
+
+STRICT = Reward("strict", [always])
+"""
+
+
+@pytest.fixture
+def reward_module(tmp_path, monkeypatch):
+    (tmp_path / "acme_rewards_r29.py").write_text(MODULE)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    yield "acme_rewards_r29"
+    sys.modules.pop("acme_rewards_r29", None)
+
+
+@pytest.mark.parametrize(
+    "load",
+    [
+        lambda name: __import__("rewardpipe").load_reward(name),
+        lambda name: __import__("rewardpipe.rewards", fromlist=["get_reward"]).get_reward(name),
+        lambda name: __import__("rewardpipe.references", fromlist=["x"]).resolve_reward(name),
+        lambda name: __import__("rewardpipe.integrations.trl", fromlist=["x"]).reward_functions(name),
+        lambda name: __import__("rewardpipe.testing", fromlist=["x"]).score(name, completion="hi"),
+    ],
+    ids=["rewardpipe.load_reward", "rewards.get_reward", "resolve_reward", "trl.reward_functions", "testing.score"],
+)
+def test_a_module_named_as_a_reward_through_the_python_api_names_the_reference(reward_module, load):
+    from rewardpipe.references import ReferenceProblem
+
+    with pytest.raises(ReferenceProblem) as caught:
+        load(reward_module)
+    assert f"{reward_module}:STRICT" in str(caught.value) and "is a module" in str(caught.value)
+    with pytest.raises(ReferenceProblem, match="dotted path"):
+        load(f"{reward_module}.STRICT")
+
+
+def test_the_python_environment_loader_names_the_reference_a_module_stood_for(tmp_path, monkeypatch):
+    from rewardpipe import load_environment
+    from rewardpipe.references import ReferenceProblem
+
+    (tmp_path / "acme_env_r29.py").write_text("from rewardpipe.envs.wordle import ENVIRONMENT\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(ReferenceProblem, match="acme_env_r29:ENVIRONMENT"):
+            load_environment("acme_env_r29")
+    finally:
+        sys.modules.pop("acme_env_r29", None)
+
+
+def test_the_cli_keeps_its_hint_and_its_import(reward_module, cli, tmp_path):
+    from rewardpipe.cli import common
+    from rewardpipe.references import meant_reference
+
+    assert common.meant_reference is meant_reference
+    samples = write_jsonl(tmp_path / "s.jsonl", [{"id": "a", "messages": [{"role": "assistant", "content": "x"}]}])
+    result = cli("score", samples, "--reward", reward_module, "--out", tmp_path / "store")
+    assert result.exit_code == 2 and f"--reward '{reward_module}' is a module" in result.stderr
