@@ -457,6 +457,12 @@ def check_key(key: str) -> str:
 # The common interface
 
 
+def location_path(location: str, key: str) -> str:
+    """Where the object ``key`` is in the store at ``location`` (a directory or ``s3://bucket/prefix``), as
+    every message and alarm names it; :meth:`Store.path_of` for a store at hand."""
+    return f"{location.rstrip('/')}/{key}"
+
+
 class Store:
     """Operations shared by every backend; subclasses supply the five primitives at the bottom."""
 
@@ -465,6 +471,15 @@ class Store:
 
     def __init__(self) -> None:
         self.bad_objects: list[BadObject] = []
+
+    def path_of(self, key: str) -> str:
+        """Where ``key`` is: the store's location plus the key (a file path, or an ``s3://`` URL)."""
+        return location_path(self.location, key)
+
+    def key_of(self, path: str) -> str | None:
+        """:meth:`path_of` reversed: the key ``path`` names under this store's location, else None."""
+        prefix = self.path_of("")
+        return path[len(prefix) :] if path.startswith(prefix) else None
 
     # -- records ---------------------------------------------------------------------------------
 
@@ -656,7 +671,7 @@ class Store:
         try:
             return RolloutTranscript.model_validate(raw)
         except ValidationError as exc:
-            raise StoreError(f"{self.location}/{key}: {_short_validation_error(exc, 'transcript')}") from None
+            raise StoreError(f"{self.path_of(key)}: {_short_validation_error(exc, 'transcript')}") from None
 
     def find_transcripts(self, run_id: str, rollout_id: str, step: int | None = None) -> list[str]:
         """Keys of the transcripts of ``rollout_id`` in a run (one per step it was used in), sorted."""
@@ -702,12 +717,12 @@ class Store:
             raw = self._read(check_key(key))
         except KeyError:
             if default is _MISSING:
-                raise KeyError(f"no object at {self.location}/{key}") from None
+                raise KeyError(f"no object at {self.path_of(key)}") from None
             return default
         try:
             return json.loads(raw)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise StoreError(f"{self.location}/{key} is not valid JSON: {exc}") from None
+            raise StoreError(f"{self.path_of(key)} is not valid JSON: {exc}") from None
 
     def get_bytes(self, key: str) -> bytes:
         """The raw bytes at ``key`` (KeyError when absent), e.g. to keep a corrupt object aside."""
@@ -899,9 +914,9 @@ class LocalStore(Store):
     def _unsafe(self, where: str, kind: str) -> UnsafePath:
         if kind == "symbolic link":
             return UnsafePath(
-                f"{self.location}/{where} is a symbolic link: {_LINKS} (remove the link, or use another store location)"
+                f"{self.path_of(where)} is a symbolic link: {_LINKS} (remove the link, or use another store location)"
             )
-        return UnsafePath(f"{self.location}/{where} is a {kind} where the store needs a folder")
+        return UnsafePath(f"{self.path_of(where)} is a {kind} where the store needs a folder")
 
     def _open_folder(self, parts: list[str], *, create: bool = False) -> Handle:
         """A handle of ``root/parts[0]/.../parts[-1]``, every component checked (see above)."""
@@ -951,7 +966,7 @@ class LocalStore(Store):
         return handle
 
     def _write_error(self, key: str, exc: OSError) -> StoreError:
-        where = f"{self.location}/{key}"
+        where = self.path_of(key)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
             what = "no space left on the device" if exc.errno == errno.ENOSPC else "the disk quota is used up"
             return StoreFull(f"cannot write {where}: {what} (store {self.location})")
@@ -1107,7 +1122,7 @@ class LocalStore(Store):
             problem = (
                 exc
                 if isinstance(exc, StoreError)
-                else StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}")
+                else StoreError(f"cannot list {self.path_of(rel)}: {exc.strerror or exc}")
             )
             if on_stray is None:
                 raise problem from None
@@ -1178,12 +1193,12 @@ class LocalStore(Store):
         except KeyError:
             return []
         except OSError as exc:
-            raise StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot list {self.path_of(rel)}: {exc.strerror or exc}") from None
         try:
             with os.scandir(handle) as entries:
                 listed = list(entries)
         except OSError as exc:
-            raise StoreError(f"cannot list {self.location}/{rel}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot list {self.path_of(rel)}: {exc.strerror or exc}") from None
         finally:
             _close(handle)
         names = []
@@ -1213,7 +1228,7 @@ class LocalStore(Store):
             elif kind is not None:  # a link (or a file) where the run's folder was: remove it, not its target
                 os.unlink(_at(handle, name), dir_fd=_dir_fd(handle))
         except OSError as exc:
-            raise StoreError(f"cannot delete {self.location}/{prefix}: {exc.strerror or exc}") from None
+            raise StoreError(f"cannot delete {self.path_of(prefix)}: {exc.strerror or exc}") from None
         finally:
             _close(handle)
 
@@ -1490,7 +1505,7 @@ class S3Store(Store):
         full = self._full(key)
         if len(full.encode("utf-8", "surrogatepass")) > S3_KEY_LIMIT:  # a key no layout builds (see check_s3_prefix)
             raise StoreError(
-                f"cannot write {self.location}/{key[:80]}...: the key is {len(full.encode('utf-8', 'surrogatepass'))} "
+                f"cannot write {self.path_of(key[:80])}...: the key is {len(full.encode('utf-8', 'surrogatepass'))} "
                 f"bytes, over S3's {S3_KEY_LIMIT}-byte key limit"
             )
         self._call(
@@ -1551,7 +1566,7 @@ class S3Store(Store):
             if failed:  # DeleteObjects reports per-key failures in a 200 response
                 first = failed[0]
                 raise StoreError(
-                    f"could not delete {len(failed)} object(s) under {self.location}/{prefix}, "
+                    f"could not delete {len(failed)} object(s) under {self.path_of(prefix)}, "
                     f"e.g. {first.get('Key')}: {first.get('Code')} {first.get('Message', '')}".rstrip()
                 )
 

@@ -467,7 +467,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
     run_id = manifest.run_id
     if overwrite and resume:
         usage_fail("--overwrite and --resume cannot be combined")
-    where = f"{store.location}/{run_prefix(run_id)}"
+    where = store.path_of(run_prefix(run_id))
     try:
         clash = store.run_id_clash(run_id)
         if clash is not None:
@@ -486,7 +486,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
         unsafe = store.unsafe_folders(run_id)  # a link where a step folder is: its records would go elsewhere
         if unsafe:
             fail(
-                f"cannot write run '{run_id}': {store.location}/{unsafe[0].key.rstrip('/')} is {unsafe[0].reason}; "
+                f"cannot write run '{run_id}': {store.path_of(unsafe[0].key.rstrip('/'))} is {unsafe[0].reason}; "
                 f"remove it, or use another --run-id"
             )
         if not store.run_has_records(run_id):
@@ -505,7 +505,7 @@ def claim_run(store: Any, manifest: RunManifest, *, overwrite: bool, resume: boo
             stored = RunManifest.model_validate(store.get_json(manifest_key(run_id), default=None) or {})
         except ValueError:
             fail(
-                f"cannot --resume run '{run_id}': {store.location}/{manifest_key(run_id)} is missing or not a "
+                f"cannot --resume run '{run_id}': {store.path_of(manifest_key(run_id))} is missing or not a "
                 f"run manifest, so the configuration cannot be checked (use --overwrite or another --run-id)"
             )
         differences = stored.differences(manifest)

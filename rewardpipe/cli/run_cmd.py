@@ -175,7 +175,7 @@ def run(
     from rewardpipe.episode import EnvServices
     from rewardpipe.policies import OpenAIPolicy, ReplayPolicy
     from rewardpipe.runner import plan_step, run_slots, slots_from_rollouts, unknown_task_record
-    from rewardpipe.store import StoreError, rollout_key
+    from rewardpipe.store import StoreError, rollout_key, run_prefix
 
     # Every input is checked before anything is written.
     if overwrite and resume:
@@ -434,7 +434,7 @@ def run(
             }
         )
     else:
-        _print_run_summary(run_id, out_dir, reports, all_alarms)
+        _print_run_summary(run_id, store.path_of(run_prefix(run_id)), reports, all_alarms)
     exit_for_losses(writer, alarm_failures, unchecked_steps, resume=_resume_hint("run", run_id, out_dir))
     if unknown:
         _report_unknown_tasks(Counter(str(u.task_id) for u in unknown), tasks)
@@ -491,7 +491,7 @@ def _executor(env: Any, workers: int | None) -> tuple[Any, bool]:
     return executor, own
 
 
-def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) -> None:
+def _print_run_summary(run_id: str, where: str, reports: list, alarms: list) -> None:
     table = Table(title=f"run {markup_safe(run_id)}: per-component within-group variance", show_lines=False)
     for column in ("step", "component", "mean", "batch std", "within-group std", "zero-var groups", "verdict"):
         table.add_column(
@@ -546,7 +546,6 @@ def _print_run_summary(run_id: str, location: str, reports: list, alarms: list) 
                 )
     else:
         out.print("[green]no alarms[/]")
-    where = f"{location.rstrip('/')}/runs/{run_id}/"
     out.print(f"records and alarms written under {markup_safe(where)}", highlight=False)
 
 

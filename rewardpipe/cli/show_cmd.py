@@ -40,9 +40,9 @@ def _given_key(store, key: str) -> str:
     text as given does not."""
     from rewardpipe.store import is_transcript_key
 
-    prefix = f"{store.location.rstrip('/')}/"
-    if key.startswith(prefix) and not is_transcript_key(key) and is_transcript_key(key[len(prefix) :]):
-        return key[len(prefix) :]
+    stored = store.key_of(key)
+    if stored is not None and not is_transcript_key(key) and is_transcript_key(stored):
+        return stored
     return key
 
 

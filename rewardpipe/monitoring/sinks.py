@@ -40,9 +40,11 @@ class ConsoleAlarmSink:
 
     def transcript_at(self, key: Any) -> Any:
         """Where the transcript of ``key`` (a ``transcript_key``) is: under the store's location when known."""
+        from rewardpipe.store import location_path
+
         if not self.location or not isinstance(key, str) or not key:
             return key
-        return f"{self.location.rstrip('/')}/{key}"  # as the store names its objects (Store.location)
+        return location_path(self.location, key)  # as the store names its objects (Store.path_of)
 
     def emit(self, alarm: Alarm) -> None:
         from rich.markup import escape

@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from rewardpipe.store import LocalStore
-from tests.cli.conftest import make_task, write_jsonl
+from tests.cli.conftest import BUNDLED_TASKS, make_task, write_jsonl
 
 GOOD_CODE = "Here you go:\n```python\ndef add(a, b):\n    return a + b\n```"
 
@@ -126,3 +126,48 @@ def test_the_cli_keeps_its_hint_and_its_import(reward_module, cli, tmp_path):
     samples = write_jsonl(tmp_path / "s.jsonl", [{"id": "a", "messages": [{"role": "assistant", "content": "x"}]}])
     result = cli("score", samples, "--reward", reward_module, "--out", tmp_path / "store")
     assert result.exit_code == 2 and f"--reward '{reward_module}' is a module" in result.stderr
+
+
+# (c) the store's location plus a key: one spelling (Store.path_of), and the run summary names the real folder
+
+
+def _small_run(cli, out, run_id):
+    small = ["--steps", "1", "--group-size", "2", "--groups-per-step", "1"]
+    return cli("run", *small, "--tasks", BUNDLED_TASKS, "--out", out, "--run-id", run_id)
+
+
+def test_the_run_summary_names_the_folder_the_records_are_in_for_a_run_id_that_is_encoded(cli, tmp_path):
+    from rewardpipe.store import run_prefix
+
+    out = tmp_path / "store"
+    result = _small_run(cli, out, "exp 1")
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split("records and alarms written under", 1)[1].split())
+    assert said.startswith(f"{out}/{run_prefix('exp 1')}") and (out / run_prefix("exp 1")).is_dir()
+    assert not (out / "runs" / "exp 1").exists()
+
+
+def test_a_store_names_its_objects_one_way_and_reads_the_names_back(tmp_path):
+    from rewardpipe.monitoring import ConsoleAlarmSink
+    from rewardpipe.store import S3Store, open_store
+
+    local = open_store(tmp_path / "s")
+    key = "runs/r/transcripts/step-0/g/a.json"
+    assert local.path_of(key) == f"{tmp_path / 's'}/{key}"
+    assert local.key_of(local.path_of(key)) == key and local.key_of(f"{tmp_path}/other/{key}") is None
+    s3 = S3Store("bucket", "pre/", client=object())
+    assert s3.path_of(key) == f"s3://bucket/pre/{key}" and s3.key_of(f"s3://bucket/pre/{key}") == key
+    assert ConsoleAlarmSink(object(), s3.location).transcript_at(key) == s3.path_of(key)
+    assert ConsoleAlarmSink(object(), local.location + "/").transcript_at(key) == local.path_of(key)
+
+
+def test_show_key_accepts_the_path_an_alarm_printed(cli, tmp_path):
+    out = tmp_path / "store"
+    assert _small_run(cli, out, "r").exit_code == 0
+    from rewardpipe.store import open_store
+
+    store = open_store(out)
+    (key,) = [k for k in store.list_keys("runs/r/transcripts/")][:1]
+    shown = cli("show", out, "--key", store.path_of(key), "--json")
+    assert shown.exit_code == 0, shown.output
+    assert json.loads(shown.stdout)["rollout_id"]
