@@ -8,6 +8,8 @@ simulator-written and is printed through :func:`rewardpipe.safe_text.printable` 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 from rich.console import Console
 from rich.markup import escape
@@ -98,17 +100,21 @@ def show(
 
     if not rollout and not key:
         usage_fail("give --rollout ID (or --key TRANSCRIPT_KEY)")
+    if not store_path.startswith("s3://") and not Path(store_path).exists():  # as monitor and report say it
+        fail(f"STORE not found: {store_path} (expected a store directory or an s3:// URI)")
     try:
         store = open_store(store_path)
-        if run_id is None and not key:  # as monitor and report: the store's only run
+        if not key:  # as monitor and report: the store's only run, or the one named, which must be there
             runs = store.list_runs()
-            if len(runs) != 1:
+            if run_id is None and len(runs) != 1:
                 fail(
                     f"{store_path} holds several runs ({', '.join(runs)}): choose one with --run-id"
                     if runs
                     else f"{store_path} holds no runs"
                 )
-            run_id = runs[0]
+            if run_id is not None and run_id not in runs:
+                fail(f"run '{run_id}' not found in {store_path} (runs: {', '.join(runs) or 'none'})")
+            run_id = run_id or runs[0]
         transcript = store.get_transcript(_locate(store, run_id or "", rollout or "", step, key))
     except KeyError as exc:
         fail(str(exc.args[0]) if exc.args else "no such transcript")

@@ -171,3 +171,21 @@ def test_show_key_accepts_the_path_an_alarm_printed(cli, tmp_path):
     shown = cli("show", out, "--key", store.path_of(key), "--json")
     assert shown.exit_code == 0, shown.output
     assert json.loads(shown.stdout)["rollout_id"]
+
+
+# show: a store path that is not there, and a run the store does not hold, said as monitor and report say them
+
+
+def test_show_of_a_missing_store_says_not_found_not_that_it_holds_no_runs(cli, tmp_path):
+    result = cli("show", tmp_path / "nostore", "--rollout", "r1")
+    assert result.exit_code == 1 and "not found" in result.stderr and "holds no runs" not in result.stderr
+    assert not (tmp_path / "nostore").exists()
+
+
+def test_show_of_a_run_the_store_does_not_hold_lists_its_runs(cli, tmp_path):
+    out = tmp_path / "store"
+    assert _small_run(cli, out, "exp 1").exit_code == 0
+    result = cli("show", out, "--run-id", "exp 2", "--rollout", "r1")
+    assert result.exit_code == 1 and "run 'exp 2' not found" in result.stderr and "(runs: exp 1)" in result.stderr
+    monitor = cli("monitor", out, "--run-id", "exp 2")
+    assert "run 'exp 2' not found" in monitor.stderr
