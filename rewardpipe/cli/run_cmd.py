@@ -624,6 +624,7 @@ def score(
     ),
 ) -> None:
     """Score recorded rollouts (through an environment) or single-turn samples (with a reward) as they are.
+
     A bad line is reported and skipped; the rest are scored (exit 1). A rollout naming a task not in --tasks is
     stored as an unknown_task error record and reported (exit 1).
 
