@@ -185,8 +185,8 @@ def run(
     if simulator is SimulatorName.openai:
         options.setdefault("simulator", "openai")
     env = environment_or_fail(env_name, options)
+    reward = episode_reward(reward_name, weight, env)  # a usage error (exit 2) before the task file's rows
     task_list = load_tasks_or_fail(tasks, env=env, runnable=True)
-    reward = episode_reward(reward_name, weight, env)
     thresholds = thresholds.for_reward(reward)
     check_threshold_names(thresholds, reward)
     _positive("--endpoint-timeout", endpoint_timeout)
@@ -817,8 +817,8 @@ def doctor(
     from rewardpipe.doctor import diagnose
 
     env = environment_or_fail(env_name)
+    reward = episode_reward(reward_name, [], env)  # a reward of single-turn samples is said before the task rows
     task_list = load_tasks_or_fail(tasks, env=env)
-    reward = episode_reward(reward_name, [], env)
     if env.runs_code:
         from rewardpipe.execution import get_executor
 

@@ -189,3 +189,21 @@ def test_show_of_a_run_the_store_does_not_hold_lists_its_runs(cli, tmp_path):
     assert result.exit_code == 1 and "run 'exp 2' not found" in result.stderr and "(runs: exp 1)" in result.stderr
     monitor = cli("monitor", out, "--run-id", "exp 2")
     assert "run 'exp 2' not found" in monitor.stderr
+
+
+# doctor and run: a reward of single-turn samples, given with the samples file as --tasks, is said to be one
+
+
+@pytest.mark.parametrize("command", [["doctor"], ["run", "--steps", "1", "--out", "store"]])
+def test_a_single_turn_reward_given_to_doctor_or_run_is_said_to_be_one_before_the_task_rows(
+    cli, tmp_path, monkeypatch, command
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "my_reward_r29.py").write_text(MODULE.replace("completion):", "completion, reference):"))
+    samples = write_jsonl(
+        tmp_path / "samples.jsonl",
+        [{"rollout_id": "r1", "group_id": "g", "reference": "42", "messages": [{"role": "user", "content": "?"}]}],
+    )
+    result = cli(*command, "--tasks", samples, "--reward", f"{tmp_path}/my_reward_r29.py:STRICT")
+    assert result.exit_code == 2, result.output
+    assert "scores single-turn samples" in result.stderr and "missing required field" not in result.stderr
