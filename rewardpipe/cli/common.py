@@ -353,18 +353,35 @@ def check_run_id(run_id: str) -> str:
     return run_id
 
 
-def check_output_file(path: Path | None, option: str) -> Path | None:
+def check_output_file(
+    path: Path | None, option: str, inputs: Iterable[str | os.PathLike[str] | None] = ()
+) -> Path | None:
     """An output file named by ``option``, checked before the command does any work or writes anything:
-    not a directory, and the nearest existing folder above it is a writable directory (missing folders
-    are created when the file is written). A bad path is a usage error (exit 2)."""
+    not a directory, not one of the command's ``inputs`` (``report records.jsonl --out records.jsonl`` wrote
+    the page over the records it read), and the nearest existing folder above it is a writable directory
+    (missing folders are created when the file is written). A bad path is a usage error (exit 2)."""
     if path is None:
         return None
     if path.is_dir():
         usage_fail(f"{option} {path} is a directory; give a file name")
+    for source in inputs:
+        if source is not None and _same_file(path, Path(source)):
+            usage_fail(
+                f"{option} {path} is the input file {source}: writing it would destroy what is read; give "
+                f"another file name"
+            )
     if path.exists() and not os.access(path, os.W_OK):
         usage_fail(f"{option} {path}: the file exists and cannot be written")
     _check_creatable(path.parent, path, option)
     return path
+
+
+def _same_file(one: Path, other: Path) -> bool:
+    """True when the two paths name one existing file (a link, a relative and an absolute name alike)."""
+    try:
+        return one.exists() and other.exists() and os.path.samefile(one, other)
+    except OSError:
+        return False
 
 
 def check_output_dir(path: Path | None, option: str) -> Path | None:

@@ -100,7 +100,7 @@ def report(
         usage_fail("give --run-id at most once per PATH")
     if out is None and not as_json and parquet is None:
         usage_fail("say where the report goes: --out report.html, --json, or --parquet DIR")
-    check_output_file(out, "--out")
+    check_output_file(out, "--out", [p for p in paths if not p.startswith("s3://")])
     check_output_dir(parquet, "--parquet")
     if len(paths) == 1 and len(run_id) == 2:
         paths = [paths[0], paths[0]]  # two runs of one store

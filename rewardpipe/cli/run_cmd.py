@@ -193,8 +193,8 @@ def run(
     workers = cap_workers(workers)
     if plot is not None and plot.suffix.lower() not in (".png", ".svg", ".pdf"):
         usage_fail(f"--plot must end in .png, .svg or .pdf, got '{plot}'")
-    check_output_file(plot, "--plot")
-    check_output_file(spill, "--spill")
+    check_output_file(plot, "--plot", [tasks, rollouts])
+    check_output_file(spill, "--spill", [tasks, rollouts])
     turns = max_turns or env.max_turns
     configuration: dict[str, Any] = {
         "policy": policy.value,
@@ -662,7 +662,7 @@ def score(
             usage_fail(f"scoring recorded rollouts of environment '{env.name}' needs --tasks FILE (its task rows)")
         task_rows = {t.task_id: t for t in load_tasks_or_fail(tasks, env=env, runnable=True)}
     workers = cap_workers(workers)
-    check_output_file(spill, "--spill")
+    check_output_file(spill, "--spill", [tasks, rollouts_file])
     if not rollouts_file.is_file():
         fail(
             f"rollouts file not found: {rollouts_file}"

@@ -85,7 +85,7 @@ def import_humaneval_command(
     """Convert HumanEval problems into ask-before-coding tasks (first docstring sentence as the prompt)."""
     from rewardpipe.humaneval import bundled_humaneval_path, import_humaneval, write_tasks
 
-    check_output_file(out_file, "--out")
+    check_output_file(out_file, "--out", [path])
     try:
         source = path if path is not None else bundled_humaneval_path()
         tasks = import_humaneval(source)

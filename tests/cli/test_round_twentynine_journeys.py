@@ -207,3 +207,52 @@ def test_a_single_turn_reward_given_to_doctor_or_run_is_said_to_be_one_before_th
     result = cli(*command, "--tasks", samples, "--reward", f"{tmp_path}/my_reward_r29.py:STRICT")
     assert result.exit_code == 2, result.output
     assert "scores single-turn samples" in result.stderr and "missing required field" not in result.stderr
+
+
+# an output file that is one of the command's inputs: refused before anything is read or written
+
+
+def test_an_output_file_that_is_an_input_is_refused_before_it_is_overwritten(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    records = tmp_path / "records.jsonl"
+    assert cli("score", _samples(tmp_path), "--reward", "gsm8k", "--out", "store", "--json").exit_code == 0
+    records.write_text(cli("score", "samples.jsonl", "--reward", "gsm8k", "--out", "s2", "--json").stdout)
+    humaneval = write_jsonl(
+        tmp_path / "he.jsonl",
+        [
+            {
+                "task_id": "HumanEval/0",
+                "prompt": 'def add(a, b):\n    """Add two numbers. Return the sum."""\n',
+                "entry_point": "add",
+                "canonical_solution": "    return a + b\n",
+                "test": "def check(candidate):\n    assert candidate(1, 2) == 3\n",
+            }
+        ],
+    )
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task("add")])
+    rollouts = write_jsonl(tmp_path / "rollouts.jsonl", [_rollout("r0", "add")])
+    kept = {p: p.read_bytes() for p in (records, humaneval, tasks, rollouts)}
+    for command in (
+        ["report", records, "--out", "./records.jsonl"],
+        ["tasks", "import-humaneval", humaneval, "--out", humaneval],
+        ["score", rollouts, "--tasks", tasks, "--out", "s3", "--spill", rollouts],
+        ["run", "--tasks", tasks, "--steps", "1", "--out", "s4", "--spill", tasks],
+        ["run", "--policy", "replay", "--rollouts", rollouts, "--tasks", tasks, "--out", "s5", "--spill", rollouts],
+    ):
+        result = cli(*command)
+        assert result.exit_code == 2 and "is the input file" in result.stderr, (command, result.output)
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert not any((tmp_path / name).exists() for name in ("s3", "s4", "s5"))
+
+
+def _samples(tmp_path):
+    rows = [
+        {
+            "rollout_id": f"r{i}",
+            "group_id": "g",
+            "reference": "4",
+            "messages": [{"role": "assistant", "content": "#### 4"}],
+        }
+        for i in range(2)
+    ]
+    return write_jsonl(tmp_path / "samples.jsonl", rows)
