@@ -365,7 +365,7 @@ def check_output_file(
     if path.is_dir():
         usage_fail(f"{option} {path} is a directory; give a file name")
     for source in inputs:
-        if source is not None and _same_file(path, Path(source)):
+        if source is not None and same_file(path, Path(source)):
             usage_fail(
                 f"{option} {path} is the input file {source}: writing it would destroy what is read; give "
                 f"another file name"
@@ -376,8 +376,8 @@ def check_output_file(
     return path
 
 
-def _same_file(one: Path, other: Path) -> bool:
-    """True when the two paths name one existing file (a link, a relative and an absolute name alike)."""
+def same_file(one: Path, other: Path) -> bool:
+    """True when the two paths name one existing file or folder (a link, a relative and an absolute name alike)."""
     try:
         return one.exists() and other.exists() and os.path.samefile(one, other)
     except OSError:

@@ -14,7 +14,7 @@ from typing import Any
 import typer
 
 from rewardpipe.cli.application import app, fail, note, usage_fail, write_json_line
-from rewardpipe.cli.common import check_output_dir, check_output_file, rollouts_hint
+from rewardpipe.cli.common import check_output_dir, check_output_file, rollouts_hint, same_file
 
 
 def _one_run(
@@ -78,6 +78,13 @@ def _one_run(
     return report
 
 
+def _same_place(one: str, other: str) -> bool:
+    """The two PATHs name one store or file (the same s3:// text, or one local path however written)."""
+    if one.rstrip("/") == other.rstrip("/"):
+        return True
+    return not (one.startswith("s3://") or other.startswith("s3://")) and same_file(Path(one), Path(other))
+
+
 @app.command()
 def report(
     paths: list[str] = typer.Argument(
@@ -107,6 +114,12 @@ def report(
     ids: list[str | None] = [*run_id, *[None] * (len(paths) - len(run_id))]
     if len(paths) == 2 and len(run_id) == 1:
         ids = [run_id[0], run_id[0]]
+    if len(paths) == 2 and ids[0] == ids[1] and _same_place(*paths):
+        which = f"run '{ids[0]}'" if ids[0] is not None else "the only run"
+        usage_fail(
+            f"both sides of the comparison are {which} of {paths[0]}: compare two runs (PATH PATH_B, or one store "
+            f"with --run-id A --run-id B)"
+        )
     reports = [
         _one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file, as_json)
         for i, (p, r) in enumerate(zip(paths, ids, strict=False))

@@ -256,3 +256,22 @@ def _samples(tmp_path):
         for i in range(2)
     ]
     return write_jsonl(tmp_path / "samples.jsonl", rows)
+
+
+# report: a comparison of a run with itself (a --run-id given once too often, a PATH twice) is refused
+
+
+def test_report_refuses_to_compare_a_run_with_itself(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    samples = _samples(tmp_path)
+    for run in ("a", "b"):
+        assert cli("score", samples, "--reward", "gsm8k", "--out", "st", "--run-id", run).exit_code == 0
+    for command in (
+        ["st", "--run-id", "a", "--run-id", "a"],
+        ["st", "./st/", "--run-id", "b"],
+        ["st", str(tmp_path / "st"), "--run-id", "a", "--run-id", "a"],
+    ):
+        result = cli("report", *command, "--out", "c.html")
+        assert result.exit_code == 2 and "both sides of the comparison are run" in result.stderr, command
+    assert not (tmp_path / "c.html").exists()
+    assert cli("report", "st", "--run-id", "a", "--run-id", "b", "--out", "c.html").exit_code == 0
