@@ -13,13 +13,20 @@ from typing import Any
 
 import typer
 
-from rewardpipe.cli.application import app, fail, note, usage_fail, write_json_line
+from rewardpipe.cli.application import app, error_line, fail, note, usage_fail, write_json_line
 from rewardpipe.cli.common import check_output_dir, check_output_file, rollouts_hint, same_file
 
 
 def _one_run(
-    path: str, run_id: str | None, parquet: Path | None, write_triage_file: bool, as_json: bool = False
+    path: str,
+    run_id: str | None,
+    parquet: Path | None,
+    write_triage_file: bool,
+    as_json: bool = False,
+    failed_writes: list[str] | None = None,
 ) -> dict[str, Any]:
+    """One run's report; a triage file the store refuses is said on its own line and kept in ``failed_writes``
+    (the exit status, once the page is written)."""
     from rewardpipe.cli.monitor_cmd import Reading, _Source
     from rewardpipe.cli.progress import progress_bars
     from rewardpipe.monitoring.report import attach_transcripts, build_report, build_report_from_batch
@@ -74,7 +81,9 @@ def _one_run(
                 key = write_triage(source.store, report["run_id"], report["task_triage"])
                 report["triage_key"] = key
             except (StoreError, OSError, ValueError) as exc:
-                note(f"triage.jsonl not written: {exc}")
+                error_line(f"triage.jsonl not written: {exc}")
+                if failed_writes is not None:
+                    failed_writes.append(f"the triage.jsonl of run '{report['run_id']}'")
     return report
 
 
@@ -120,8 +129,16 @@ def report(
             f"both sides of the comparison are {which} of {paths[0]}: compare two runs (PATH PATH_B, or one store "
             f"with --run-id A --run-id B)"
         )
+    failed_writes: list[str] = []
     reports = [
-        _one_run(p, r, parquet / f"run{i}" if parquet and len(paths) == 2 else parquet, not no_triage_file, as_json)
+        _one_run(
+            p,
+            r,
+            parquet / f"run{i}" if parquet and len(paths) == 2 else parquet,
+            not no_triage_file,
+            as_json,
+            failed_writes,
+        )
         for i, (p, r) in enumerate(zip(paths, ids, strict=False))
     ]
     if len(reports) == 2:
@@ -139,3 +156,5 @@ def report(
         note(f"report: {out} ({len(page.encode('utf-8')) / 1024:.0f} KiB)")
     if as_json:  # one ASCII line: every control or non-ASCII character a model wrote is a \u escape
         write_json_line(data)
+    if failed_writes:  # the report is out; what it was to leave in the store is not, and the exit status says so
+        fail(f"could not write {', '.join(failed_writes)} (see above); --no-triage-file skips it")

@@ -275,3 +275,13 @@ def test_report_refuses_to_compare_a_run_with_itself(cli, tmp_path, monkeypatch)
         assert result.exit_code == 2 and "both sides of the comparison are run" in result.stderr, command
     assert not (tmp_path / "c.html").exists()
     assert cli("report", "st", "--run-id", "a", "--run-id", "b", "--out", "c.html").exit_code == 0
+
+
+def test_report_exits_1_when_the_store_refuses_its_triage_file_after_writing_the_page(cli, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert cli("score", _samples(tmp_path), "--reward", "gsm8k", "--out", "st", "--run-id", "a").exit_code == 0
+    (tmp_path / "st" / "runs" / "a" / "triage.jsonl").mkdir()  # a folder where the file must go
+    result = cli("report", "st", "--out", "c.html")
+    assert result.exit_code == 1 and "triage.jsonl not written" in result.stderr
+    assert "could not write the triage.jsonl of run 'a'" in result.stderr and (tmp_path / "c.html").is_file()
+    assert cli("report", "st", "--out", "c.html", "--no-triage-file").exit_code == 0
