@@ -112,6 +112,12 @@ def _given(data: Any) -> dict[str, Any]:
     }
 
 
+# What a sample of check_reward may hold: what it reads, and the ids of a samples file's line (not read).
+_SAMPLE_KEYS = frozenset(
+    ("completion", "messages", "reference", "task", "state", "execution", "rollout_id", "group_id", "task_id", "step")
+)
+
+
 def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_variation: bool = True) -> list[Any]:
     """Score ``samples`` (dicts with ``completion`` or ``messages``, and optionally ``reference``, ``task``,
     ``state``, ``execution``) and check: no component raised, changed its inputs or came back None without an
@@ -121,6 +127,15 @@ def check_reward(reward: Any, samples: Iterable[Mapping[str, Any]], *, require_v
     from rewardpipe.rewards.mutation import changed_inputs, mutating_components, pristine_copy, written_down
 
     reward = resolve_reward(reward)
+    samples = list(samples)
+    for index, sample in enumerate(samples):
+        unknown = [str(key) for key in sample if key not in _SAMPLE_KEYS]
+        if unknown:  # a typo (`refrence`) was dropped: every sample scored without what it was meant to carry
+            raise ValueError(
+                f"sample {index}: unknown key(s) {', '.join(repr(k) for k in unknown)}; a sample gives 'completion' "
+                f"or 'messages', and 'reference', 'task', 'state', 'execution' as needed (a samples file's ids, "
+                f"'rollout_id', 'group_id', 'task_id', 'step', are allowed and not read)"
+            )
     inputs = [
         _input(
             s.get("completion"),

@@ -285,3 +285,24 @@ def test_report_exits_1_when_the_store_refuses_its_triage_file_after_writing_the
     assert result.exit_code == 1 and "triage.jsonl not written" in result.stderr
     assert "could not write the triage.jsonl of run 'a'" in result.stderr and (tmp_path / "c.html").is_file()
     assert cli("report", "st", "--out", "c.html", "--no-triage-file").exit_code == 0
+
+
+# rewardpipe.testing.check_reward: a sample key it does not know (a typo) is refused, not dropped
+
+
+def test_check_reward_refuses_a_sample_key_it_would_drop(reward_module):
+    from rewardpipe.testing import check_reward
+
+    with pytest.raises(ValueError, match=r"sample 1: unknown key\(s\) 'refrence'"):
+        check_reward(
+            f"{reward_module}:STRICT",
+            [{"completion": "a", "reference": "1"}, {"completion": "b", "refrence": "1"}],
+            require_variation=False,
+        )
+    # a line of a samples file, ids and all, is a sample as it is
+    row = {"rollout_id": "r1", "group_id": "g", "task_id": "t", "step": 0, "reference": "4"}
+    check_reward(
+        f"{reward_module}:STRICT",
+        [{**row, "messages": [{"role": "assistant", "content": "4"}]}],
+        require_variation=False,
+    )
