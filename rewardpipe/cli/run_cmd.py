@@ -644,6 +644,13 @@ def score(
     if env_name is None and reward_name is not None:  # single-turn samples
         if tasks is None and reward.reads_input("task"):
             usage_fail(f"--reward {reward.name} reads the task: give --tasks FILE (and a task_id on each line)")
+        if tasks is not None and not (reward.reads_input("task") or reward.needs_execution):
+            # the rows would be read for nothing, and every sample whose task they lack made an error record
+            usage_fail(
+                f"--reward {reward.name} reads no task (its components read "
+                f"{', '.join(sorted(reward.reads)) or 'nothing'}): --tasks is not used by single-turn samples "
+                f"scored with it; leave it out"
+            )
         if reward.reads_input("state"):  # every sample's state is None: each component reading it would fail
             note(
                 f"warning: --reward {reward.name} reads `state`, an environment's episode, which single-turn "

@@ -306,3 +306,13 @@ def test_check_reward_refuses_a_sample_key_it_would_drop(reward_module):
         [{**row, "messages": [{"role": "assistant", "content": "4"}]}],
         require_variation=False,
     )
+
+
+# score: --tasks given with a single-turn reward that reads no task made every sample an unknown_task error
+
+
+def test_score_refuses_a_task_file_a_single_turn_reward_does_not_read(cli, tmp_path):
+    tasks = write_jsonl(tmp_path / "tasks.jsonl", [make_task("add")])
+    result = cli("score", _samples(tmp_path), "--reward", "gsm8k", "--tasks", tasks, "--out", tmp_path / "st")
+    assert result.exit_code == 2 and "reads no task" in result.stderr and "leave it out" in result.stderr
+    assert not (tmp_path / "st").exists()
