@@ -120,6 +120,18 @@ def show(
         fail(str(exc.args[0]) if exc.args else "no such transcript")
     except (StoreError, ValueError) as exc:
         fail(str(exc))
+    if key:  # the key chose the transcript: an option that says otherwise was ignored, whatever it said
+        t = transcript
+        for option, value, actual in (
+            ("--run-id", run_id, t.run_id),
+            ("--rollout", rollout, t.rollout_id),
+            ("--step", step, t.step),
+        ):
+            if value is not None and value != actual:
+                usage_fail(
+                    f"{option} {value!r} contradicts --key, whose transcript is rollout {t.rollout_id!r} of "
+                    f"run {t.run_id!r} at step {t.step} (give --key alone)"
+                )
     out = Console(highlight=False)
     if as_json:
         # ensure_ascii: control, bidi and every other non-ASCII character a model wrote becomes a \u escape

@@ -316,3 +316,19 @@ def test_score_refuses_a_task_file_a_single_turn_reward_does_not_read(cli, tmp_p
     result = cli("score", _samples(tmp_path), "--reward", "gsm8k", "--tasks", tasks, "--out", tmp_path / "st")
     assert result.exit_code == 2 and "reads no task" in result.stderr and "leave it out" in result.stderr
     assert not (tmp_path / "st").exists()
+
+
+# show --key with --rollout, --run-id or --step saying otherwise: they were ignored without a word
+
+
+def test_show_key_refuses_an_option_that_contradicts_the_transcript_it_names(cli, tmp_path):
+    out = tmp_path / "store"
+    assert _small_run(cli, out, "r").exit_code == 0
+    from rewardpipe.store import open_store
+
+    key = open_store(out).list_keys("runs/r/transcripts/")[0]
+    rollout = key.rsplit("/", 1)[1].removesuffix(".json")
+    assert cli("show", out, "--key", key, "--run-id", "r", "--rollout", rollout, "--step", "0").exit_code == 0
+    for option in (["--rollout", "other"], ["--run-id", "other"], ["--step", "1"]):
+        result = cli("show", out, "--key", key, *option)
+        assert result.exit_code == 2 and f"{option[0]} " in result.stderr and "contradicts --key" in result.stderr
