@@ -122,14 +122,14 @@ def show(
         fail(str(exc))
     if key:  # the key chose the transcript: an option that says otherwise was ignored, whatever it said
         t = transcript
-        for option, value, actual in (
+        for option, given, actual in (
             ("--run-id", run_id, t.run_id),
             ("--rollout", rollout, t.rollout_id),
             ("--step", step, t.step),
         ):
-            if value is not None and value != actual:
+            if given is not None and given != actual:
                 usage_fail(
-                    f"{option} {value!r} contradicts --key, whose transcript is rollout {t.rollout_id!r} of "
+                    f"{option} {given!r} contradicts --key, whose transcript is rollout {t.rollout_id!r} of "
                     f"run {t.run_id!r} at step {t.step} (give --key alone)"
                 )
     out = Console(highlight=False)
