@@ -340,14 +340,6 @@ class Housekeeper:
             self.alive = False
             return False
 
-    def kill(self) -> None:
-        """Stop at once, whatever is still queued (mounts that go with the mount namespace anyway)."""
-        with contextlib.suppress(OSError):
-            os.close(self._requests)
-        with contextlib.suppress(OSError, ChildProcessError):
-            os.kill(self.pid, signal.SIGKILL)
-            os.waitpid(self.pid, 0)
-
     def close(self) -> None:
         """Finish the queued unmounts (so nothing is still mounted in the worker directory) and stop."""
         with contextlib.suppress(OSError):
@@ -591,38 +583,16 @@ class Zygote:
         root = os.geteuid() == 0
         iso = self.isolation
         iso["trust"] = "split: tests, runner and verdict in a separate trusted process"
-        # The start-up probes that need nothing decided below start now, side by side, each in its own throw-away
-        # child; each section waits for its own answer. One after another they kept every fork server about 40 ms
-        # from its first job, waiting on forks and exits rather than computing.
-        probes = _Probes()
-        uid_mapped = "uid" not in self.disabled and root and layers.uid_is_mapped(int(self.config["uid"]))
-        if uid_mapped:
-            probe_uid = int(self.config["uid"])
-            probes.start("uid", lambda: layers.drop_privileges(probe_uid, probe_uid))
-        if "pidns" not in self.disabled and root:
-            probes.start("pidns", _pid_namespace_self_test)
-        arch = layers.seccomp_arch()
-        if "seccomp" not in self.disabled and arch is not None:
-            seccomp_arch = arch
-            probes.start("seccomp", lambda: _seccomp_self_test(seccomp_arch))
-        try:
-            self._detect_layers(root, iso, probes, arch, uid_mapped)
-        finally:
-            probes.abandon()
-
-    def _detect_layers(
-        self, root: bool, iso: dict[str, str], probes: _Probes, arch: str | None, uid_mapped: bool
-    ) -> None:
         # uid
         if "uid" in self.disabled:
             self._off("uid", "disabled by configuration")
         elif not root:
             self._off("uid", "fork server is not root, children keep its uid")
-        elif not uid_mapped:
+        elif not layers.uid_is_mapped(int(self.config["uid"])):
             self._off("uid", f"uid {self.config['uid']} is not mapped in this user namespace")
         else:
             uid = int(self.config["uid"])
-            error = probes.result("uid")
+            error = _probe(lambda: layers.drop_privileges(uid, uid))
             if error:
                 self._off("uid", f"start-up probe failed: {error}")
             else:
@@ -656,7 +626,7 @@ class Zygote:
         elif not root:
             self._off("pidns", "fork server is not root")
         else:
-            error = probes.result("pidns")
+            error = _probe(_pid_namespace_self_test)
             if error:
                 self._off("pidns", f"start-up probe failed: {error}")
             else:
@@ -735,12 +705,13 @@ class Zygote:
                 iso["chroot"] = f"on: {prefix} (the child sees only the interpreter's tree, read-only, no /proc)"
                 iso["chroot"] += self._hide_task_data_in(prefix)
         # seccomp
+        arch = layers.seccomp_arch()
         if "seccomp" in self.disabled:
             self._off("seccomp", "disabled by configuration")
         elif arch is None:
             self._off("seccomp", "no syscall table for this architecture")
         else:
-            error = probes.result("seccomp")
+            error = _probe(lambda: _seccomp_self_test(arch))
             if error:
                 self._off("seccomp", f"start-up probe failed: {error}")
             else:
@@ -1518,41 +1489,27 @@ class Zygote:
             os._exit(status)
 
     def close(self) -> None:
-        children = [child for child in [*self.spares, self.current] if child is not None]
-        self.spares, self.current = [], None
-        # Every process of ours is killed before any is waited for: their exits overlap.
-        pids = [child.pid for child in children]
-        if getattr(self, "runner_pid", None):
-            pids.append(self.runner_pid)
-        for pid in pids:
-            with contextlib.suppress(OSError):
-                os.kill(pid, signal.SIGKILL)
-        for child in children:
-            child.discard()  # (reaps it)
-        if getattr(self, "runner_pid", None):
-            with contextlib.suppress(OSError):
-                os.waitpid(self.runner_pid, 0)
-        if self.job_root is not None:
-            # The jobs' tmpfs mounts and the directory they are in exist only in this process's private mount
-            # namespace, on its own /tmp: they all go at once when this process exits (the last one in it), where
-            # unmounting them one by one here waited for a grace period of the kernel's each.
-            if self.housekeeper is not None:
-                self.housekeeper.kill()
-        else:
-            if self.housekeeper is not None:
-                self.housekeeper.close()
-            for child in children:
+        if self.housekeeper is not None:
+            self.housekeeper.close()
+            self.housekeeper = None
+        for child in [*self.spares, self.current]:
+            if child is not None:
+                child.discard()
                 if child.job_dir is not None:  # None: already removed (no tmpfs per job, see run_job)
                     self._dispose_job_dir(child.job_dir)
-        self.housekeeper = None
+        if getattr(self, "runner_pid", None):
+            try:
+                os.kill(self.runner_pid, signal.SIGKILL)
+                os.waitpid(self.runner_pid, 0)
+            except OSError:
+                pass
         if self.cgroups is not None:
             if self.in_job_cgroup:
                 self.cgroups.leave(os.getpid())
             self.cgroups.remove()
         with contextlib.suppress(OSError):
             os.chmod(os.path.dirname(self.worker_dir), 0o700)
-        if self.job_root is None:
-            layers.remove_tree(self.worker_dir)
+        layers.remove_tree(self.worker_dir)
         self.scorer_dir.remove()
 
 
@@ -1609,58 +1566,27 @@ def _die_with_parent(parent_pid: int) -> None:
 def _probe(action) -> str | None:
     """Try ``action`` in a throw-away child: None if it worked, else why not. A layer that cannot
     really be applied here is reported off at start-up instead of failing every job later."""
-    probes = _Probes()
-    probes.start("probe", action)
-    return probes.result("probe")
-
-
-class _Probes:
-    """Start-up probes (see :func:`_probe`) running side by side: each started in its own throw-away child at
-    once, its answer read when it is needed."""
-
-    def __init__(self) -> None:
-        self._running: dict[str, tuple[int, int]] = {}  # name -> (pid, read end of its pipe)
-
-    def start(self, name: str, action) -> None:
-        read_end, write_end = os.pipe()
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
         try:
-            pid = os.fork()
-        except BaseException:
             os.close(read_end)
-            os.close(write_end)
-            raise
-        if pid == 0:
+            action()
+            os._exit(0)
+        except BaseException as exc:  # noqa: BLE001
             try:
-                os.close(read_end)
-                action()
-                os._exit(0)
-            except BaseException as exc:  # noqa: BLE001
-                try:
-                    os.write(write_end, repr(exc).encode()[:500])
-                finally:
-                    os._exit(1)
-        os.close(write_end)
-        self._running[name] = (pid, read_end)
-
-    def result(self, name: str) -> str | None:
-        """None if the probe ``name`` worked, else why not (waits for it to finish)."""
-        pid, read_end = self._running.pop(name)
-        try:
-            message = os.read(read_end, 600).decode("utf-8", errors="replace")
-        finally:
-            os.close(read_end)
-        _, status = os.waitpid(pid, 0)
-        if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
-            return None
-        return message or _status_text(status)
-
-    def abandon(self) -> None:
-        """Reap the probes nobody asked for (a layer decided without one, or start-up failing meanwhile)."""
-        for name in list(self._running):
-            with contextlib.suppress(OSError):
-                os.kill(self._running[name][0], signal.SIGKILL)
-            with contextlib.suppress(OSError, ChildProcessError):
-                self.result(name)
+                os.write(write_end, repr(exc).encode()[:500])
+            finally:
+                os._exit(1)
+    os.close(write_end)
+    try:
+        message = os.read(read_end, 600).decode("utf-8", errors="replace")
+    finally:
+        os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return None
+    return message or _status_text(status)
 
 
 def _pid_namespace_self_test() -> None:
