@@ -100,6 +100,9 @@ def track_component(
     target.dead_streak = target.dead_streak + 1 if stats.verdict == "dead" else 0
     stats.dead_streak = target.dead_streak
     alarm = None
+    if not target.active and (stats.verdict != "dead" or target.streak == 0):
+        # where the streak's evidence starts: a pooled verdict covers every step of its pool
+        target.streak_since = (stats.pooled_steps or [step])[0] if stats.verdict == "dead" else None
     change = advance(
         target, step, bad=stats.verdict == "dead", recovered=frac < th.recover_fraction, raise_after=th.raise_after
     )
@@ -119,9 +122,18 @@ def track_component(
         )
     elif change is not None:
         message = stats.message or ""
-        if th.raise_after > 1:
-            message += f" (dead for {target.streak} consecutive steps)"
         figures = {**alarm_figures(stats, th), "consecutive_dead_steps": target.streak}
+        if stats.pooled_steps and target.streak_since is not None:
+            # pooled verdicts: the streak counts verdicts (what raise_after counts), each over several steps
+            figures["consecutive_dead_verdicts"] = target.streak
+            figures["dead_since_step"] = target.streak_since
+            if th.raise_after > 1:
+                message += (
+                    f" (dead in {target.streak} consecutive verdicts over steps {target.streak_since}\u2013{step}, "
+                    f"each pool of small steps counting once)"
+                )
+        elif th.raise_after > 1:
+            message += f" (dead for {target.streak} consecutive steps)"
         if target.dying_since is not None:
             message += f" (warned as dying since step {target.dying_since})"
             figures["dying_since"] = target.dying_since

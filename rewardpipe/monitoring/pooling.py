@@ -159,26 +159,36 @@ def _span(steps: list[int]) -> str:
     return f"step {steps[0]}" if len(steps) == 1 else f"steps {steps[0]}\u2013{steps[-1]}"
 
 
+def pooled_note(steps: list[int], min_groups: int) -> str:
+    """What a verdict judged over a pool says of it (its message, and an alarm's built from it)."""
+    return f"(pooled over {_span(steps)}: each step alone had fewer than {min_groups} groups with 2+ values)"
+
+
 class Pooling:
     """What pooling did at one step: the pooled steps of each target judged over a pool, and the accumulator
     the step's causes and alarm examples are read from."""
 
-    def __init__(self, acc: StepAcc) -> None:
+    def __init__(self, acc: StepAcc, min_groups: int = 0) -> None:
         self.acc = acc
+        self.min_groups = min_groups
         self.pooled: dict[str, list[int]] = {}  # target name -> the steps its verdict was judged over
 
     def annotate(self, alarm: Alarm) -> None:
-        """Say in an alarm raised from a pooled verdict which steps it was judged over."""
+        """Say in an alarm raised from a pooled verdict which steps it was judged over. A recovery too: its figures
+        are the pool's (groups of several steps), and without this it read as the step's own."""
         steps = self.pooled.get(alarm.component)
-        if steps and alarm.kind != "recovered" and "pooled_steps" not in alarm.figures:
-            alarm.figures["pooled_steps"] = list(steps)
+        if not steps or "pooled_steps" in alarm.figures:
+            return
+        alarm.figures["pooled_steps"] = list(steps)
+        if alarm.kind == "recovered" and "pooled over" not in alarm.message:
+            alarm.message += f" {pooled_note(steps, self.min_groups)}"
 
 
 def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Thresholds, history: StepHistory) -> Pooling:
     """Judge every target of ``report`` short of ``min_groups`` over its open pool (see the module docstring);
     ``report``'s statistics are replaced where the pool gives a verdict. ``state``: the MonitorState."""
     step = report.step
-    pooling = Pooling(acc)
+    pooling = Pooling(acc, th.min_groups)
     merged: dict[int, tuple[StepReport, StepAcc, list[int]]] = {}  # first step -> the pool's report
 
     def pooled_report(steps: list[tuple[int, StepAcc]]) -> tuple[StepReport, StepAcc, list[int]]:
@@ -211,9 +221,7 @@ def pool_small_steps(report: StepReport, acc: StepAcc, state: Any, th: Threshold
             continue
         target.pooled_since = None
         pooled.pooled_steps = steps
-        pooled.message = (pooled.message + " " if pooled.message else "") + (
-            f"(pooled over {_span(steps)}: each step alone had fewer than {th.min_groups} groups with 2+ values)"
-        )
+        pooled.message = (pooled.message + " " if pooled.message else "") + pooled_note(steps, th.min_groups)
         if name == AGGREGATE_TARGET:
             report.aggregate = pooled
         else:

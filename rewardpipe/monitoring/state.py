@@ -26,6 +26,8 @@ class TargetState(BaseModel):
     active: bool = False  # an alarm has been raised and not yet cleared
     streak: int = Field(default=0, ge=0)  # consecutive dead (or high-error) steps seen while inactive
     since: int | None = None  # step at which the active alarm was raised
+    #: The first step the evidence of ``streak`` covers (a pooled verdict's first pooled step); None with no streak.
+    streak_since: int | None = None
     #: Consecutive checked steps whose verdict was ``dead`` (the DeadStreak metric); an
     #: ``insufficient_data`` step neither extends nor breaks it.
     dead_streak: int = Field(default=0, ge=0)
