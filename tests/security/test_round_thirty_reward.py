@@ -9,9 +9,17 @@ message and carries ``pooled_steps`` in its figures, as the dead alarm does.
 R2. The dead alarm of a pooled verdict counted pooled verdicts as steps: with ``raise_after=2``, steps 0-3 judged
 as two pools raised "(dead for 2 consecutive steps)" and ``consecutive_dead_steps: 2``, where four steps were
 dead. A streak of pooled verdicts is now said as the verdicts it is, over the steps they span.
+
+R3. Asking leave to go on drew a hidden detail: "Can I start?" revealed one on 11 of the 46 bundled tasks ("the
+start date", "may start with 1"), "Can I run it?" on 5 ("runs of spaces"), "Which one?" on 13 ("one hour"), so
+the question then the code scored asked_before_coding 1.0 and no guessed_immediately, where "Can I begin?" drew
+nothing. A verb of the programmer's own next move right after "I", "we" or "me", and "one" as a pronoun, name no
+subject; what the verb is said of stays ("Should I start counting from the next business day?").
 """
 
 from __future__ import annotations
+
+import pytest
 
 from rewardpipe.monitoring import monitor_records
 from rewardpipe.monitoring.pooling import StepHistory
@@ -70,3 +78,87 @@ def test_a_streak_of_steps_judged_alone_is_said_as_before():
     (raised,) = _alarms([(step, True) for step in range(3)], th)
     assert raised.step == 1 and "(dead for 2 consecutive steps)" in raised.message
     assert raised.figures["consecutive_dead_steps"] == 2 and "consecutive_dead_verdicts" not in raised.figures
+
+
+# -- R3: asking leave to go on asks nothing ------------------------------------------------------------------
+
+LEAVE_TO_GO_ON = [
+    "Can I start?",
+    "Can I run it?",
+    "Which one?",
+    "Shall we go ahead and begin?",
+    "I\u2019ll start, ok?",
+    "Let me write it now?",
+    "Should I just start coding?",
+    "OK, which one then?",
+]
+
+
+def _bundled():
+    from rewardpipe.envs.ask_before_coding.tasks import BUNDLED_TASKS
+    from rewardpipe.models import load_tasks
+
+    return load_tasks(BUNDLED_TASKS)
+
+
+def test_asking_leave_to_go_on_draws_no_detail_on_any_bundled_task():
+    from rewardpipe.envs.ask_before_coding.questions import best_spec_match, question_subject
+
+    drawn = []
+    for task in _bundled():
+        for question in LEAVE_TO_GO_ON:
+            subject = question_subject(question, task.prompt, task.entry_point)
+            if not subject.asks_nothing and best_spec_match(subject.words, task.spec)[0] is not None:
+                drawn.append((task.task_id, question))
+    assert not drawn, f"{len(drawn)} details drawn, e.g. {drawn[:5]}"
+
+
+@pytest.mark.parametrize(
+    ("question", "task_id"), [("Can I start?", "abc-006-add-business-days"), ("Which one?", "abc-001-format-duration")]
+)
+def test_leave_to_go_on_then_the_code_scores_as_a_guess(question, task_id):
+    from rewardpipe.envs.ask_before_coding.environment import ENVIRONMENT
+    from rewardpipe.envs.ask_before_coding.reward import asked_before_coding, guessed_immediately
+    from rewardpipe.episode import apply_env_turn, apply_policy_turn, start_episode
+    from rewardpipe.rewards.base import Transcript
+
+    (task,) = [task for task in _bundled() if task.task_id == task_id]
+    state = start_episode(task, env=ENVIRONMENT, run_id="r", step=0, group_id="g", rollout_id="x")
+    state = apply_env_turn(apply_policy_turn(state, question, ENVIRONMENT, task), task, ENVIRONMENT)
+    assert state.revealed == [], state.messages[-1].content
+    state = apply_policy_turn(state, f"```python\n{task.reference_solution}\n```", ENVIRONMENT, task)
+    transcript = Transcript.from_messages(state.messages)
+    assert asked_before_coding.fn(transcript, state) == 0.0
+    assert guessed_immediately.fn(transcript, state) == -1.0
+
+
+@pytest.mark.parametrize(
+    ("question", "task_id"),
+    [
+        ("Should I start counting from the next business day?", "abc-006-add-business-days"),
+        ("Can the local part start with a dot?", "abc-019-validate-email"),
+        ("What about runs of spaces?", "abc-002-slugify-title"),
+        ("Is one hour written as 1:00:00?", "abc-001-format-duration"),
+        ("Should I test for negative durations?", "abc-001-format-duration"),
+    ],
+)
+def test_what_the_move_is_said_of_is_still_asked(question, task_id):
+    from rewardpipe.envs.ask_before_coding.questions import best_spec_match, question_subject
+
+    (task,) = [task for task in _bundled() if task.task_id == task_id]
+    subject = question_subject(question, task.prompt, task.entry_point)
+    assert best_spec_match(subject.words, task.spec)[0] is not None, subject
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("unit", ["i ", "we   ", "i just ", "which ", "the   other ", "i\u2019ll go ahead and "])
+def test_reading_leave_to_go_on_stays_linear(unit):
+    import rewardpipe.envs.ask_before_coding.questions as questions
+    from tests.security.test_round_four_scorer_text import _build, assert_linear
+    from tests.security.text_cost import operations
+
+    def at(n: int) -> int:
+        text = _build("Can ", unit, " start?", n)
+        return operations(lambda: questions._subject_words(text), [questions])
+
+    assert_linear(f"_subject_words({unit!r} * n)", at)

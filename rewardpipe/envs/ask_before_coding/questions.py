@@ -92,10 +92,28 @@ _NEGATIVE_NUMBER = re.compile(r"(?<![\w.)\]}])[-\u2212]\d")
 NEGATIVE = "negativ"
 
 
+#: Verbs of the programmer's own next move ("Can I start?", "Shall we run it?", "Let me submit?"): right after "I",
+#: "we" or "me" they ask leave to go on, not about the program, though a spec item may use the same word ("the
+#: start date", "runs of spaces"). Only that verb goes: what it is said of stays ("Should I start counting from
+#: the next business day?" asks about counting and business days).
+_OWN_MOVES = (
+    "start|begin|proceed|continue|go|run|submit|commit|send|write|code|implement|try|test|finish|execute|launch|ship"
+)
+_OWN_MOVE = re.compile(
+    rf"\b(?:i|we|me)(?:['\u2019](?:ll|d))?\s+(?:(?:just|now|then|first|finally|already)\s+)?"
+    rf"(?:go\s+ahead\s+and\s+)?(?:{_OWN_MOVES})(?:s|ed|ing|ning|ted|ting)?\b(?:\s+ahead\b)?",
+    re.IGNORECASE,
+)
+# "one" as a pronoun ("Which one?", "this one"), where it names no number: "one hour" and "1" still do.
+_PRONOUN_ONE = re.compile(r"\b(?:which|this|that|each|either|any|the\s+other)\s+one\b", re.IGNORECASE)
+
+
 def _subject_words(text: str, entry_point: str = "") -> set[str]:
-    """Content words of ``text``'s prose: no fenced code, not the function's name; of its inline code spans,
-    only the values and exact names (``format_duration(-5)``, ``ValueError``), never their words."""
+    """Content words of ``text``'s prose: no fenced code, not the function's name, not the programmer's own next
+    move (:data:`_OWN_MOVE`) or a pronoun "one"; of its inline code spans, only the values and exact names
+    (``format_duration(-5)``, ``ValueError``), never their words."""
     prose, spans = read_as_asked(text)
+    prose = _PRONOUN_ONE.sub(lambda m: m.group()[: -len("one")], _OWN_MOVE.sub(" ", prose))
     if entry_point:
         # The name as a whole identifier, in any case (a token-by-token pass: linear in the prose however
         # long the name is, where a search for the name at every position would multiply the two).
